@@ -1,0 +1,45 @@
+# Quick start: `make demo` and `make test`. Both create .venv on first use.
+PYTHON ?= python3
+VENV ?= .venv
+PY := $(VENV)/bin/python
+STAMP := $(VENV)/.raa-installed
+export MUJOCO_GL ?= egl
+export PYOPENGL_PLATFORM ?= egl
+
+.PHONY: install test test-slow test-all demo lint bench clean
+
+$(PY):
+	$(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install --upgrade pip
+
+# torch first: torch==2.13.0 (CPU wheel) unless some torch already imports;
+# any other torch resolution would pull a multi-GB CUDA build.
+$(STAMP): pyproject.toml | $(PY)
+	$(PY) -c "import torch" 2>/dev/null || $(PY) -m pip install torch==2.13.0
+	$(PY) -m pip install -e ".[dev,service,sim]"
+	# CoTracker3 architecture for the (slow) real-model test only; CC-BY-NC code, never vendored.
+	$(PY) -m pip install --no-deps --ignore-requires-python napari-cotrack==0.1.7 || echo "napari-cotrack unavailable: CoTracker3 test will skip"
+	touch $(STAMP)
+
+install: $(STAMP)
+
+test: $(STAMP)
+	$(PY) -m pytest
+
+test-slow: $(STAMP)
+	$(PY) -m pytest -m "slow and not gpu"
+
+test-all: $(STAMP)
+	$(PY) -m pytest -m "not gpu"
+
+demo: $(STAMP)
+	$(VENV)/bin/raa demo --out demo_out
+
+lint: $(STAMP)
+	$(VENV)/bin/ruff check .
+
+bench: $(STAMP)
+	for b in benchmarks/*.py; do echo "== $$b"; $(PY) $$b || exit 1; done
+
+clean:
+	rm -rf demo_out runs .pytest_cache

@@ -1,0 +1,25 @@
+"""The `raa` command line (typer). Each command lives beside the code it drives; this module
+only assembles them into one app. Settings are read from the environment here, at the edge."""
+
+from __future__ import annotations
+
+import typer
+
+from evals.cli import make_clips_command
+from graph.commands import runs_command, score_batch_command, score_command, trace_command
+from graph.demo import demo_command
+from tools.cli import serve_tools_command
+
+app = typer.Typer(no_args_is_help=True, add_completion=False,
+                  help="Reward as an Agent: score robot videos with an evidence-grounded reward agent.")
+app.command("demo", help="Generate sample clips and run the project's main job on them.")(demo_command)
+app.command("make-clips", help="Render the labelled MuJoCo clip suite and its manifest.")(make_clips_command)
+app.command("score", help="Score one video against an instruction.")(score_command)
+app.command("score-batch", help="Score a manifest of videos (resumable).")(score_batch_command)
+app.command("runs", help="List traced agent runs.")(runs_command)
+app.command("trace", help="Print every step of one agent run.")(trace_command)
+app.command("serve-tools", help="Serve the evidence tools over HTTP.")(serve_tools_command)
+
+
+if __name__ == "__main__":  # pragma: no cover
+    app()
