@@ -1,0 +1,31 @@
+"""Shared pytest set-up: headless MuJoCo, deterministic seeds, no network settings leaking in."""
+
+from __future__ import annotations
+
+import os
+import random
+
+import numpy as np
+import pytest
+
+os.environ.setdefault("MUJOCO_GL", "egl")
+os.environ.setdefault("PYOPENGL_PLATFORM", "egl")
+
+
+@pytest.fixture(autouse=True)
+def _seed_everything():
+    random.seed(0)
+    np.random.seed(0)
+    try:
+        import torch
+    except ImportError:  # pragma: no cover
+        return
+    torch.manual_seed(0)
+
+
+@pytest.fixture(autouse=True)
+def _no_endpoint_env(monkeypatch):
+    """Tests never reach a real model endpoint: clear the edge settings unless a test sets them."""
+    for name in list(os.environ):
+        if name.startswith(("RAA_", "OPENAI_")):
+            monkeypatch.delenv(name, raising=False)

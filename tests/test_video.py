@@ -1,0 +1,438 @@
+"""Video I/O: bad inputs from issue 2, index mapping (seek, VFR), bounded memory, and pure helpers."""
+
+from __future__ import annotations
+
+import base64
+import json
+import re
+import subprocess
+import sys
+import textwrap
+import tracemalloc
+from fractions import Fraction
+from pathlib import Path
+
+import av
+import cv2
+import numpy as np
+import pytest
+
+from tools import video as V
+from tools.video import (
+    FULL_FRAME,
+    EmptyVideoError,
+    FrameIndexError,
+    VideoDecodeError,
+    VideoError,
+    VideoNotFoundError,
+    VideoReader,
+    crop_frame,
+    encode_jpeg_data_url,
+    frame_label,
+    image_content_blocks,
+    nearby_indices,
+    normalize_crop,
+    probe,
+    read_all_frames,
+    read_frames,
+    resize_long_side,
+    uniform_indices,
+    write_video,
+)
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def id_frames(n: int, h: int = 64, w: int = 64, bits: int = 8) -> np.ndarray:
+    """Frame t shows t in binary as `bits` vertical black/white stripes (robust to compression)."""
+    stripe = w // bits
+    t = np.arange(n)[:, None]
+    on = ((t >> np.arange(bits)[None, :]) & 1).astype(np.uint8) * 255  # [n, bits]
+    row = np.zeros((n, w), np.uint8)
+    row[:, : stripe * bits] = np.repeat(on, stripe, axis=1)
+    return np.ascontiguousarray(np.broadcast_to(row[:, None, :, None], (n, h, w, 3)))
+
+
+def read_ids(frames: np.ndarray, bits: int = 8) -> list[int]:
+    w = frames.shape[2]
+    stripe = w // bits
+    centres = frames[:, :, stripe // 2 :: stripe][:, :, :bits].mean(axis=(1, 3))  # [K, bits]
+    return [int(sum(1 << b for b in range(bits) if row[b] > 127)) for row in centres]
+
+
+def write_raw(path: Path, frames: np.ndarray, *, rate: int = 16, pix_fmt: str = "yuv420p", gop: int = 12,
+              options: dict | None = None, pts_ms: list[int] | None = None) -> Path:
+    """Mux with PyAV directly (container options, explicit timestamps)."""
+    with av.open(str(path), "w", options=options or {}) as c:
+        s = c.add_stream("libx264", rate=rate)
+        s.width, s.height, s.pix_fmt = frames.shape[2], frames.shape[1], pix_fmt
+        s.codec_context.gop_size = gop
+        if pts_ms is not None:
+            s.codec_context.time_base = Fraction(1, 1000)
+        for i, f in enumerate(frames):
+            frame = av.VideoFrame.from_ndarray(f, format="rgb24")
+            if pts_ms is not None:
+                frame.pts, frame.time_base = pts_ms[i], Fraction(1, 1000)
+            for p in s.encode(frame):
+                c.mux(p)
+        for p in s.encode():
+            c.mux(p)
+    return path
+
+
+@pytest.fixture(scope="module")
+def gop_clip(tmp_path_factory) -> Path:
+    """120 frames, keyframe every 8: exercises the keyframe-seeking sampler and B-frame reordering."""
+    return write_video(tmp_path_factory.mktemp("v") / "ids.mp4", id_frames(120), fps=16, gop=8)
+
+
+# ----------------------------------------------------------------------------- bad input (issue 2)
+
+def test_missing_file_is_typed(tmp_path):
+    path = tmp_path / "nope.mp4"
+    for call in (lambda: probe(path), lambda: read_frames(path, [0]), lambda: read_all_frames(path)):
+        with pytest.raises(VideoNotFoundError, match="nope.mp4.*not found"):
+            call()
+
+
+def test_directory_is_not_a_video(tmp_path):
+    with pytest.raises(VideoNotFoundError, match="not a regular file"):
+        probe(tmp_path)
+
+
+def test_zero_bytes_file_and_bytes(tmp_path):
+    path = tmp_path / "empty.mp4"
+    path.write_bytes(b"")
+    with pytest.raises(EmptyVideoError, match=r"empty.mp4.*0 bytes"):
+        probe(path)
+    with pytest.raises(EmptyVideoError, match="0 bytes"):
+        read_frames(b"", [0])
+
+
+def test_truncated_mp4_moov_at_end(tmp_path, gop_clip):
+    data = gop_clip.read_bytes()
+    path = tmp_path / "cut.mp4"
+    path.write_bytes(data[: len(data) // 2])
+    with pytest.raises(VideoDecodeError, match="cut.mp4.*cannot be opened") as info:
+        probe(path)
+    assert isinstance(info.value.__cause__, av.error.FFmpegError)  # wrapped, not leaked
+    with pytest.raises(VideoDecodeError):
+        read_frames(data[: len(data) // 2], [0])
+
+
+def test_truncated_mp4_faststart_is_reported(tmp_path):
+    full = write_raw(tmp_path / "fs.mp4", id_frames(60), options={"movflags": "faststart"})
+    data = full.read_bytes()
+    cut = tmp_path / "fs_cut.mp4"
+    cut.write_bytes(data[: len(data) // 2])
+    with pytest.raises(VideoDecodeError, match=r"fs_cut.mp4: truncated file.*declares 60 frames"):
+        probe(cut)
+    assert probe(full).frames == 60
+
+
+def test_text_file_named_mp4(tmp_path):
+    path = tmp_path / "notes.mp4"
+    path.write_text("this is not a video\n" * 20)
+    with pytest.raises(VideoDecodeError, match=r"notes.mp4: cannot be opened as a video"):
+        read_frames(path, [0])
+    with pytest.raises(VideoDecodeError, match=r"<400 bytes>"):
+        probe(path.read_bytes())
+
+
+def test_audio_only_file_has_no_video_stream(tmp_path):
+    path = tmp_path / "tone.wav"
+    with av.open(str(path), "w") as c:
+        s = c.add_stream("pcm_s16le", rate=8000)
+        frame = av.AudioFrame.from_ndarray(np.zeros((1, 800), np.int16), format="s16", layout="mono")
+        frame.sample_rate = 8000
+        for p in s.encode(frame):
+            c.mux(p)
+        for p in s.encode():
+            c.mux(p)
+    with pytest.raises(VideoDecodeError, match="tone.wav: contains no video stream"):
+        probe(path)
+
+
+def test_one_frame_video(tmp_path):
+    path = write_video(tmp_path / "one.mp4", id_frames(1) + 40, fps=16)
+    meta = probe(path)
+    assert (meta.frames, meta.width, meta.height, meta.fps) == (1, 64, 64, 16.0)
+    assert meta.duration == pytest.approx(1 / 16)
+    assert read_frames(path, uniform_indices(meta.frames, 32)).shape == (1, 64, 64, 3)
+    assert read_all_frames(path).shape == (1, 64, 64, 3)
+    with pytest.raises(FrameIndexError, match=r"one.mp4: frame index 1 is out of range for a 1-frame"):
+        read_frames(path, [1])
+
+
+@pytest.mark.parametrize(("codec", "suffix"), [("ffv1", "mkv"), ("libx264", "mp4")])
+def test_grayscale_source_gives_rgb(tmp_path, codec, suffix):
+    gray = np.stack([np.full((48, 80), 30 + 40 * t, np.uint8) for t in range(5)])
+    path = write_video(tmp_path / f"gray.{suffix}", gray, codec=codec, pix_fmt="gray")
+    meta = probe(path)  # ffv1/mkv declares 0 frames: the count comes from demuxing
+    assert (meta.frames, meta.width, meta.height) == (5, 80, 48)
+    frames = read_frames(path, [4, 0])
+    assert frames.dtype == np.uint8 and frames.shape == (2, 48, 80, 3)
+    assert np.array_equal(frames[..., 0], frames[..., 1]) and np.array_equal(frames[..., 1], frames[..., 2])
+    assert abs(frames[0].mean() - 190) < 4 and abs(frames[1].mean() - 30) < 4
+
+
+def test_odd_size_97x61(tmp_path):
+    frames = id_frames(10, h=61, w=97)
+    path = write_video(tmp_path / "odd.mp4", frames, pix_fmt="yuv444p")
+    meta = probe(path)
+    assert (meta.width, meta.height, meta.frames) == (97, 61, 10)
+    got = read_frames(path, [9, 3])
+    assert got.shape == (2, 61, 97, 3) and got.dtype == np.uint8
+    assert read_ids(got) == [9, 3]
+
+
+def test_4k_frame(tmp_path):
+    frames = np.zeros((3, 2160, 3840, 3), np.uint8)
+    frames[1, :, :1920] = 200
+    path = write_video(tmp_path / "uhd.mp4", frames, preset="ultrafast")
+    meta = probe(path)
+    assert (meta.width, meta.height, meta.frames) == (3840, 2160, 3)
+    one = read_frames(path, [1])
+    assert one.shape == (1, 2160, 3840, 3)
+    assert one[0, :, :1900].mean() > 190 and one[0, :, 1940:].mean() < 10
+
+
+def test_variable_frame_rate_index_mapping(tmp_path):
+    n = 40
+    pts_ms = np.cumsum([0] + [90 if i % 3 == 0 else 20 for i in range(n - 1)]).tolist()
+    path = write_raw(tmp_path / "vfr.mp4", id_frames(n), rate=30, gop=10, pts_ms=pts_ms)
+    meta = probe(path)
+    assert meta.frames == n
+    assert meta.duration == pytest.approx(pts_ms[-1] / 1000, abs=0.1)
+    assert meta.fps > 0
+    idx = [0, 1, 2, 3, 17, 18, 30, 39]
+    assert read_ids(read_frames(path, idx)) == idx
+    assert read_ids(read_all_frames(path)) == list(range(n))
+
+
+# ----------------------------------------------------------------------------- sampling correctness
+
+def test_sampling_matches_full_decode_and_ground_truth(gop_clip):
+    full = read_all_frames(gop_clip)
+    assert read_ids(full) == list(range(120))
+    rng = np.random.default_rng(0)
+    for _ in range(4):
+        idx = rng.integers(0, 120, size=15).tolist()  # unordered, with repeats
+        got = read_frames(gop_clip, idx)
+        assert read_ids(got) == idx
+        assert np.array_equal(got, full[idx])
+    idx = uniform_indices(120, 32)
+    assert np.array_equal(read_frames(gop_clip.read_bytes(), idx), full[idx])
+
+
+def test_sampler_skips_gops(gop_clip, monkeypatch):
+    decoded = []
+    original = VideoReader._packets_to_frames
+
+    def counting(self, container, stream):
+        for frame in original(self, container, stream):
+            decoded.append(frame.pts)
+            yield frame
+
+    monkeypatch.setattr(VideoReader, "_packets_to_frames", counting)
+    assert read_ids(read_frames(gop_clip, [5, 100, 117])) == [5, 100, 117]
+    assert len(decoded) < 40  # sequential decoding would need 118 frames
+
+
+def test_bad_indices_are_typed(gop_clip):
+    with VideoReader(gop_clip) as reader:
+        for bad in ([-1], [120], [1.5], [True], ["3"]):
+            with pytest.raises(FrameIndexError, match="ids.mp4"):
+                reader.read(bad)
+        assert reader.read([]).shape == (0, 64, 64, 3)
+        assert reader.read(np.array([2, 2], dtype=np.int64)).shape == (2, 64, 64, 3)
+    with pytest.raises(VideoError, match="closed"):
+        reader.read([0])
+
+
+def test_read_all_frames_max_frames(gop_clip):
+    assert read_ids(read_all_frames(gop_clip, max_frames=5)) == [0, 1, 2, 3, 4]
+    assert read_all_frames(gop_clip, max_frames=0).shape == (0, 64, 64, 3)
+    with pytest.raises(ValueError):
+        read_all_frames(gop_clip, max_frames=-1)
+
+
+def test_sampling_does_not_hold_the_clip(tmp_path):
+    """numpy allocations are traced: 8 of 300 frames must not allocate the whole clip (14.7 MB)."""
+    path = write_video(tmp_path / "long.mp4", id_frames(300, h=128, w=128), gop=32, preset="ultrafast")
+    tracemalloc.start()
+    try:
+        frames = read_frames(path, uniform_indices(300, 8))
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert frames.shape == (8, 128, 128, 3)
+    assert peak < 3_000_000
+
+
+@pytest.mark.slow
+def test_10000_frames_bounded_rss(tmp_path):
+    path = write_video(tmp_path / "long.mp4", id_frames(10_000, h=256, w=256, bits=14), gop=32,
+                       preset="ultrafast")
+    script = textwrap.dedent(f"""
+        import json, sys
+        from tools.video import read_frames, uniform_indices, probe
+        def rss(key):
+            for line in open("/proc/self/status"):
+                if line.startswith(key):
+                    return int(line.split()[1]) * 1024
+        meta = probe({str(path)!r})
+        base = rss("VmRSS:")
+        idx = uniform_indices(meta.frames, 32)
+        frames = read_frames({str(path)!r}, idx)
+        print(json.dumps({{"frames": meta.frames, "extra": rss("VmHWM:") - base, "idx": idx,
+                          "shape": list(frames.shape), "data": frames[:, 0, :, 0].tolist()}}))
+    """)
+    out = subprocess.run([sys.executable, "-c", script], cwd=REPO, capture_output=True, text=True,
+                         timeout=300, check=True)
+    res = json.loads(out.stdout.strip().splitlines()[-1])
+    assert res["frames"] == 10_000 and res["shape"] == [32, 256, 256, 3]
+    print(f"peak extra RSS {res['extra'] / 2**20:.1f} MB")
+    assert res["extra"] < 200 * 2**20, f"peak extra RSS {res['extra'] / 2**20:.0f} MB"
+    rows = np.array(res["data"], np.uint8)[:, None, :, None].repeat(3, axis=3)
+    assert read_ids(rows, bits=14) == res["idx"]
+
+
+# ----------------------------------------------------------------------------- pure helpers
+
+def test_uniform_indices_hand_values():
+    assert uniform_indices(10, 4) == [0, 3, 6, 9]
+    assert uniform_indices(5, 3) == [0, 2, 4]
+    assert uniform_indices(4, 3) == [0, 2, 3]  # 1.5 rounds half to even
+    assert uniform_indices(3, 10) == [0, 1, 2]
+    assert uniform_indices(1, 32) == [0]
+    assert uniform_indices(0, 5) == [] and uniform_indices(5, 0) == []
+    assert uniform_indices(81, 32) == [0, 3, 5, 8, 10, 13, 15, 18, 21, 23, 26, 28, 31, 34, 36, 39, 41, 44,
+                                       46, 49, 52, 54, 57, 59, 62, 65, 67, 70, 72, 75, 77, 80]
+    with pytest.raises(ValueError):
+        uniform_indices(-1, 3)
+
+
+def test_nearby_indices_short_clip_allows_any_frame():
+    assert nearby_indices(81, [0, 40, 80], []) == [0, 1, 39, 40, 41, 79, 80]
+    assert nearby_indices(81, [10], list(range(81)), max_extra=0) == [9, 10, 11]
+    assert nearby_indices(81, [100, -3], []) == []
+
+
+def test_nearby_indices_long_clip_budget():
+    assert nearby_indices(200, [50], [0, 50, 100], max_extra=4) == [48, 49, 50, 51, 52]
+    assert nearby_indices(200, [10], [0, 100], max_extra=3) == [9, 10, 11]
+    assert nearby_indices(200, [50, 150], [50, 150], max_extra=4) == [49, 50, 51, 149, 150, 151]
+    assert nearby_indices(200, [50], [49, 50, 51], max_extra=2) == [48, 50, 52]
+    assert nearby_indices(100, [0], [0], max_extra=3) == [0, 1, 2, 3]
+    assert nearby_indices(200, [50, 60], [50], max_extra=0) == [50]
+    out = nearby_indices(82, [40], [40])  # 82 > 81: default budget of 16
+    assert len(set(out) - {40}) == 16 and out == list(range(32, 49))
+
+
+def test_normalize_crop_valid_and_clamped():
+    assert normalize_crop((0.1, 0.2, 0.5, 0.6)) == V.CropResult((0.1, 0.2, 0.5, 0.6), False, None)
+    assert normalize_crop(np.array([0, 0, 1, 1])).box == FULL_FRAME
+    assert normalize_crop([-1e-9, 0, 1 + 1e-9, 1]) == V.CropResult(FULL_FRAME, False, None)
+
+
+@pytest.mark.parametrize(("box", "reason"), [
+    (None, "no box"),
+    ((0.1, float("nan"), 0.5, 0.6), "finite"),
+    ((0.1, 0.2, float("inf"), 0.6), "finite"),
+    ((0.1, 0.2, 1.2, 0.6), r"\[0, 1\]"),
+    ((10, 20, 100, 200), r"\[0, 1\]"),
+    ((0.5, 0.5, 0.2, 0.8), "inverted"),
+    ((0.3, 0.3, 0.3, 0.5), "inverted"),
+    ((0.1, 0.1, 0.11, 0.5), "too small"),
+    ((0.1, 0.2, 0.5), "4 numbers"),
+    ((0.1, 0.2, 0.5, 0.6, 0.7), "4 numbers"),
+    ("0,0,1,1", "sequence"),
+    ((0.1, "a", 0.5, 0.6), "numbers"),
+])
+def test_normalize_crop_falls_back_with_reason(box, reason):
+    result = normalize_crop(box)
+    assert result.fallback and result.box == FULL_FRAME
+    assert result.reason is not None and "full frame" in result.reason
+    assert re.search(reason, result.reason)
+
+
+def test_crop_frame_pixels():
+    frame = np.arange(100 * 200 * 3, dtype=np.int64).reshape(100, 200, 3)
+    out = crop_frame(frame, (0.25, 0.5, 0.75, 1.0))
+    assert out.shape == (50, 100, 3) and np.array_equal(out, frame[50:100, 50:150])
+    assert np.array_equal(crop_frame(frame, (0.101, 0.0, 0.2, 0.5)), frame[0:50, 20:40])
+    with pytest.raises(ValueError, match="inverted"):
+        crop_frame(frame, (0.5, 0.5, 0.1, 0.1))
+
+
+def test_resize_long_side():
+    assert resize_long_side(np.zeros((100, 200, 3), np.uint8), 100).shape == (50, 100, 3)
+    assert resize_long_side(np.zeros((61, 97, 3), np.uint8), 50).shape == (31, 50, 3)
+    small = np.zeros((61, 97, 3), np.uint8)
+    assert resize_long_side(small, 512) is small  # never upscales
+    checker = np.zeros((4, 4, 3), np.uint8)
+    checker[::2, ::2] = checker[1::2, 1::2] = 255
+    assert set(np.unique(resize_long_side(checker, 2))) <= {127, 128}  # area average, not nearest
+    with pytest.raises(ValueError):
+        resize_long_side(small, 0)
+
+
+def test_frame_label():
+    assert frame_label(12, 81, 16) == "frame 12 of 81, t=0.75s"
+    assert frame_label(0, 1, 30) == "frame 0 of 1, t=0.00s"
+    assert frame_label(5, 10, 3) == "frame 5 of 10, t=1.67s"
+    with pytest.raises(ValueError):
+        frame_label(1, 2, 0)
+
+
+def _decode_url(url: str) -> np.ndarray:
+    prefix = "data:image/jpeg;base64,"
+    assert url.startswith(prefix)
+    bgr = cv2.imdecode(np.frombuffer(base64.b64decode(url[len(prefix):]), np.uint8), cv2.IMREAD_COLOR)
+    return cv2.cvtColor(bgr, cv2.COLOR_BGR2RGB)
+
+
+def test_encode_jpeg_data_url_keeps_rgb_order():
+    red = np.zeros((16, 16, 3), np.uint8)
+    red[..., 0] = 255
+    rgb = _decode_url(encode_jpeg_data_url(red)).astype(int)
+    assert rgb.shape == (16, 16, 3)
+    assert rgb[..., 0].min() > 240 and rgb[..., 1].max() < 15 and rgb[..., 2].max() < 15
+    noise = np.random.default_rng(0).integers(0, 256, (64, 64, 3), dtype=np.uint8)
+    assert len(encode_jpeg_data_url(noise, quality=20)) < len(encode_jpeg_data_url(noise, quality=95))
+    with pytest.raises(ValueError):
+        encode_jpeg_data_url(red, quality=0)
+    with pytest.raises(ValueError):
+        encode_jpeg_data_url(red.astype(np.float32))
+
+
+def test_image_content_blocks():
+    frames = np.zeros((2, 300, 600, 3), np.uint8)
+    blocks = image_content_blocks(frames, [0, 40], total=81, fps=16)
+    assert [b["type"] for b in blocks] == ["text", "image_url", "text", "image_url"]
+    assert blocks[0]["text"] == "frame 0 of 81, t=0.00s" and blocks[2]["text"] == "frame 40 of 81, t=2.50s"
+    assert _decode_url(blocks[1]["image_url"]["url"]).shape == (256, 512, 3)
+    custom = image_content_blocks(frames, [0, 40], 81, 16, long_side=1000, labels=["a", "b"])
+    assert custom[2]["text"] == "b" and _decode_url(custom[3]["image_url"]["url"]).shape == (300, 600, 3)
+    with pytest.raises(ValueError):
+        image_content_blocks(frames, [0], 81, 16)
+    with pytest.raises(ValueError):
+        image_content_blocks(frames, [0, 1], 81, 16, labels=["only one"])
+
+
+def test_fallback_paths_keep_index_mapping(gop_clip, monkeypatch):
+    """Sequential decoding (no usable timestamps) and the retry after a missed seek give the same frames."""
+    idx = [3, 64, 119, 3]
+    with VideoReader(gop_clip) as reader:
+        reader._index, reader._pts_to_index = V._Index(None, ()), None
+        assert read_ids(reader.read(idx)) == idx
+    original = VideoReader._decode
+
+    def missing_seek(self, wanted, *, allow_seek):
+        if allow_seek:
+            raise V._SeekMissed
+        return original(self, wanted, allow_seek=allow_seek)
+
+    monkeypatch.setattr(VideoReader, "_decode", missing_seek)
+    assert read_ids(read_frames(gop_clip, idx)) == idx
