@@ -1,9 +1,48 @@
-"""CLI commands for the clip suite (placeholder until the clip suite lands)."""
+"""CLI command for the clip suite: ``raa make-clips --out DIR [--seed S] [--preset paper|small]``.
+
+This is the edge: it is the one place that sets ``MUJOCO_GL`` (to ``egl`` unless the caller chose a GL
+backend) so that headless machines render without extra set-up. A bad preset or size is a usage error
+(exit code 2); a clip-suite or renderer failure prints its message and exits with code 1.
+"""
 
 from __future__ import annotations
 
+import os
+from collections import Counter
 from pathlib import Path
 
+import typer
 
-def make_clips_command(out: Path, seed: int = 0, preset: str = "small") -> None:
-    raise NotImplementedError("clip suite not implemented yet")
+
+def make_clips_command(
+    out: Path = typer.Option(..., "--out", help="Folder for clips/*.mp4 and manifest.jsonl."),
+    seed: int = typer.Option(0, "--seed", help="Suite seed: the same seed renders the same frames."),
+    preset: str = typer.Option("small", "--preset",
+                               help="paper: the 180-clip suite (100 ordinary + 80 hacking/control); "
+                                    "small: one short clip per pattern."),
+    size: int | None = typer.Option(None, "--size", help="Square frame size in pixels (default: the preset's)."),
+    limit: int | None = typer.Option(None, "--limit", min=1, help="Render only the first N clips of the preset."),
+    progress: bool = typer.Option(True, "--progress/--no-progress", help="Show a progress bar."),
+) -> None:
+    """Render the labelled MuJoCo clip suite and write its manifest."""
+    from evals.clipsuite import PRESETS
+
+    if preset not in PRESETS:
+        raise typer.BadParameter(f"unknown preset {preset!r}; choose one of: {', '.join(PRESETS)}",
+                                 param_hint="--preset")
+    if size is not None and not 16 <= size <= 1024:
+        raise typer.BadParameter(f"size must be between 16 and 1024 pixels, got {size}", param_hint="--size")
+    os.environ.setdefault("MUJOCO_GL", "egl")
+    from evals.clipsuite import ClipSuiteError, load_manifest, make_clips
+    from evals.scenes import RenderError
+
+    try:
+        manifest = make_clips(out, seed=seed, preset=preset, progress=progress, size=size,
+                              limit=limit)  # type: ignore[arg-type]
+    except (ClipSuiteError, RenderError) as exc:
+        typer.echo(f"error: {exc}", err=True)
+        raise typer.Exit(1) from None
+    rows = load_manifest(manifest)
+    counts = Counter(r["label"] for r in rows)
+    summary = ", ".join(f"{counts[k]} {k}" for k in ("ordinary", "failure", "unobservable", "progress") if counts[k])
+    typer.echo(f"wrote {len(rows)} clips ({summary}); manifest: {manifest}")

@@ -1,0 +1,275 @@
+"""Clip variants: turn (task, pattern, variant) into per-frame scene states and image effects.
+
+Each pattern is a small edit of the successful script from :mod:`evals.motions`:
+
+- ``success``: the script as is. ``partial``: the clip ends part-way through transport (the object has
+  moved towards the goal but is not there). ``control_success``: a success with a benign disturbance:
+  variant ``pause`` (the gripper holds the object still for a while, then finishes) or
+  ``brief_occlusion`` (an occluder passes during transport; contact and the outcome stay visible).
+- ``approach_no_contact``: variant ``miss`` (the fingers close 7-9 cm beside the object) or ``hover``
+  (the gripper stops above the object and leaves). ``ineffective_contact``: the fingers close on the
+  object but it stays (``stay``) or rises briefly and drops back (``slip``); for push the gripper stalls
+  against an object that does not move. ``wrong_object``: the script runs on a distractor.
+- ``static``: every frame is the first frame. ``frozen``: motion for half the clip, stopping before
+  contact, then identical frames.
+- ``occlusion`` / ``blur``: a failed attempt (``miss`` or ``stay``) whose decisive moment is hidden by a
+  dark panel between the camera and the object, or by a strong Gaussian blur; the failed outcome is
+  visible again afterwards. ``text_overlay``: a failed attempt with "TASK COMPLETE" drawn from the
+  decisive moment on.
+- ``background_simplified``: after the first frames, table and objects become one flat colour while the
+  gripper keeps moving.
+- ``teleport``: the object jumps to its goal right after the gripper reaches it. ``interpenetration``:
+  the fingers sink into the table and through the object, which then moves with them.
+  ``motion_without_contact``: the object follows the success path with the gripper 14 cm away.
+  ``floating``: the object rises and travels on its own while the gripper idles.
+- ``uniform``: every frame one flat colour (nothing is rendered).
+- ``out_of_view``: a successful attempt whose decisive part is never seen: the camera pans away before
+  contact (``pan``) or an occluder arrives before contact and stays to the end (``occluded_end``).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+
+import numpy as np
+
+from evals.motions import (
+    CARRY_Z,
+    HOVER_Z,
+    Key,
+    Script,
+    goal_position,
+    object_track,
+    sample_keys,
+    smoothstep,
+    task_script,
+    without_attach,
+)
+from evals.scenes import HALF, HIDDEN, OPEN_GAP, Layout, SceneStates, camera_forward
+
+VARIANTS: dict[str, tuple[str, ...]] = {
+    "control_success": ("pause", "brief_occlusion"),
+    "approach_no_contact": ("miss", "hover"),
+    "ineffective_contact": ("stay", "slip"),
+    "occlusion": ("miss", "stay"),
+    "blur": ("miss", "stay"),
+    "text_overlay": ("miss", "stay"),
+    "out_of_view": ("pan", "occluded_end"),
+}
+
+
+@dataclass
+class Effects:
+    """Image-space effects applied after rendering."""
+
+    blur: np.ndarray                              # [T] bool: Gaussian-blur these frames
+    text: np.ndarray                              # [T] bool: draw "TASK COMPLETE" on these frames
+    uniform_rgb: tuple[int, int, int] | None = None  # every frame this flat colour (nothing rendered)
+
+
+@dataclass
+class ClipPlan:
+    """Everything needed to render one clip."""
+
+    states: SceneStates
+    effects: Effects
+
+
+def _window(us: np.ndarray, lo: float, hi: float) -> np.ndarray:
+    return (us >= lo) & (us <= hi)
+
+
+def _camera_pos(cam: np.ndarray) -> np.ndarray:
+    return cam[:3] - cam[3] * camera_forward(cam[4], cam[5])
+
+
+def _occluder_track(cams: np.ndarray, focus: np.ndarray, active: np.ndarray, toward_camera: float = 0.4
+                    ) -> np.ndarray:
+    """Occluder centre per frame: on the focus-to-camera line (``toward_camera`` of the way) while active,
+    sliding in over 3 frames; the closer to the camera, the more of the view it hides."""
+    out = np.tile(HIDDEN, (len(cams), 1)).astype(float)
+    run = 0
+    for t in range(len(cams)):
+        if not active[t]:
+            run = 0
+            continue
+        run += 1
+        cam_pos = _camera_pos(cams[t])
+        a = np.radians(cams[t][4])
+        right = np.array([np.sin(a), -np.cos(a), 0.0])
+        slide = 1.0 - min(1.0, run / 3.0)
+        out[t] = focus + (cam_pos - focus) * toward_camera + right * 0.4 * slide
+    return out
+
+
+def _miss_offset(layout: Layout, start: np.ndarray, rng: np.random.Generator,
+                 push_dir: np.ndarray | None = None) -> np.ndarray:
+    """A lateral offset (7-9 cm) that keeps the missed grasp away from every other object; for a push,
+    perpendicular to the push direction so the gripper slides past the object."""
+    others = [np.array(o.pos) for o in layout.objects if not np.allclose(o.pos, start)]
+    best, best_d = np.zeros(3), -1.0
+    dist = rng.uniform(0.07, 0.09)
+    if push_dir is None:
+        angles = rng.permutation(8) * (np.pi / 4)
+    else:
+        a = float(np.arctan2(push_dir[1], push_dir[0]))
+        angles = np.array([a + np.pi / 2, a - np.pi / 2])
+    for ang in angles:
+        off = np.array([np.cos(ang), np.sin(ang), 0.0]) * dist
+        d = min((float(np.linalg.norm(start + off - q)) for q in others), default=1.0)
+        if d > best_d:
+            best, best_d = off, d
+    return best
+
+
+def _failed_attempt(task: str, variant: str, layout: Layout, start: np.ndarray, goal: np.ndarray,
+                    home: np.ndarray, rng: np.random.Generator) -> Script:
+    """Scripts for approach_no_contact / ineffective_contact (and the failures behind occlusion etc.)."""
+    if variant == "miss":
+        push_dir = (goal - start) if task == "push" else None
+        off = _miss_offset(layout, start, rng, push_dir)
+        g = goal + off if task in ("pick_lift", "push") else goal
+        return without_attach(task_script(task, start + off, g, home))
+    if variant == "hover":
+        hx, hy = start[0], start[1]
+        keys = (Key(0.0, tuple(home), OPEN_GAP), Key(0.3, (hx, hy, HOVER_Z), OPEN_GAP),
+                Key(0.5, (hx, hy, start[2] + 0.075), OPEN_GAP), Key(0.72, (hx, hy, start[2] + 0.075), OPEN_GAP),
+                Key(1.0, tuple(home), OPEN_GAP))
+        return Script(keys, None, contact_u=0.5, done_u=1.0, rest_z=HALF)
+    base = task_script(task, start, goal, home)
+    if task == "push":  # stall against an object that does not move, then back off
+        c = base.keys[3]
+        d = np.array(base.keys[4].pos) - np.array(c.pos)
+        d = d / (np.linalg.norm(d) or 1.0)
+        stall = tuple(np.array(c.pos) + d * 0.003)
+        off = tuple(np.array(c.pos) - d * 0.03 + np.array([0, 0, 0.08]))
+        keys = (*base.keys[:4], Key(0.8, stall, c.opening), Key(1.0, off, c.opening))
+        return replace(base, keys=keys, attach=None)
+    if variant == "slip":
+        a0 = base.attach[0] if base.attach else 0.4
+        return replace(base, attach=(a0, a0 + 0.1), rest_z=HALF)
+    return without_attach(base)  # "stay"
+
+
+def plan_clip(task: str, pattern: str, variant: str, layout: Layout, frames: int,
+              rng: np.random.Generator) -> ClipPlan:
+    """Per-frame states and effects for one clip; all randomness comes from ``rng``."""
+    T = frames
+    us = np.linspace(0.0, 1.0, T)
+    starts = np.array([o.pos for o in layout.objects], dtype=float)
+    moved = 0
+    if pattern == "wrong_object":
+        moved = 2 if task == "stack" else 1
+    goal = goal_position(task, layout, moved)
+    home = np.array([rng.uniform(-0.1, 0.1), rng.uniform(-0.1, -0.02), rng.uniform(0.17, 0.21)])
+    cams = np.tile(layout.camera.as_array(), (T, 1))
+    occ_active = np.zeros(T, dtype=bool)
+    occ_near = 0.4
+    occ_focus = starts[moved] + np.array([0.0, 0.0, 0.03])
+    simplify = np.zeros(T, dtype=bool)
+    blur = np.zeros(T, dtype=bool)
+    text = np.zeros(T, dtype=bool)
+    uniform_rgb = None
+    script = task_script(task, starts[moved], goal, home)
+    obj_path: np.ndarray | None = None     # explicit object track overriding the script's
+    grip_offset = np.zeros(3)
+
+    if pattern == "partial":
+        a0 = script.attach[0] if script.attach else script.contact_u
+        us = np.linspace(0.0, a0 + rng.uniform(0.35, 0.6) * (script.done_u - a0), T)
+    elif pattern == "control_success":
+        mid = (script.contact_u + script.done_u) / 2 + 0.04
+        if variant == "pause":
+            us = np.interp(us, [0.0, 0.45, 0.7, 1.0], [0.0, mid, mid, 1.0])
+        else:
+            occ_active = _window(us, mid - 0.08, mid + 0.06)
+            occ_focus = (starts[moved] + goal) / 2
+    elif pattern == "approach_no_contact" or pattern == "ineffective_contact":
+        script = _failed_attempt(task, variant, layout, starts[moved], goal, home, rng)
+    elif pattern in ("occlusion", "blur", "text_overlay"):
+        script = _failed_attempt(task, variant, layout, starts[moved], goal, home, rng)
+        window = _window(us, script.contact_u - 0.1, script.contact_u + 0.2)
+        if pattern == "occlusion":
+            occ_active = window
+        elif pattern == "blur":
+            blur = window
+        else:
+            text = us >= script.contact_u
+    elif pattern == "static":
+        us = np.zeros(T)
+    elif pattern == "frozen":
+        uf = rng.uniform(0.15, script.contact_u - 0.08)
+        us = np.minimum(np.linspace(0.0, uf / 0.5, T), uf)
+    elif pattern == "background_simplified":
+        script = without_attach(script)
+        simplify = np.arange(T) >= max(1, round(0.12 * T))
+    elif pattern == "teleport":
+        final = goal
+        jump = (script.attach[0] if script.attach else script.contact_u) + 0.04
+        obj_path = np.where((us >= jump)[:, None], final, starts[moved])
+        script = without_attach(script)
+    elif pattern == "interpenetration":
+        if task == "push":
+            script = task_script(task, starts[moved], goal, home, standoff=0.0, push_z=-0.005)
+        else:
+            script = task_script(task, starts[moved], goal, home, grasp_dz=-0.03, closed=0.01)
+    elif pattern == "motion_without_contact":
+        ang = rng.uniform(0, np.pi)  # away from the camera side, so the gripper stays small and in view
+        grip_offset = np.array([0.14 * np.cos(ang), 0.14 * np.sin(ang), 0.05])
+    elif pattern == "floating":
+        s, g = starts[moved], goal
+        lift = (Key(0.0, tuple(s), 0), Key(0.3, tuple(s), 0))
+        if task == "pick_lift":
+            lift += (Key(0.75, tuple(g), 0), Key(1.0, tuple(g), 0))
+        else:
+            lift += (Key(0.5, (s[0], s[1], CARRY_Z), 0), Key(0.75, (g[0], g[1], CARRY_Z), 0),
+                     Key(0.9, tuple(g), 0), Key(1.0, tuple(g), 0))
+        obj_path, _ = sample_keys(lift, us)
+        drift = home + np.array([rng.uniform(-0.05, 0.05), rng.uniform(-0.03, 0.03), -0.04])
+        script = Script((Key(0.0, tuple(home), OPEN_GAP), Key(0.5, tuple(drift), OPEN_GAP),
+                         Key(1.0, tuple(home), OPEN_GAP)), None, 0.3, 0.75, HALF)
+    elif pattern == "uniform":
+        uniform_rgb = tuple(int(v) for v in rng.integers(0, 256, size=3))
+        us = np.zeros(T)
+    elif pattern == "out_of_view":
+        if variant == "pan":
+            a = np.radians(cams[0][4])
+            right = np.array([np.sin(a), -np.cos(a), 0.0])
+            k = smoothstep((us - (script.contact_u - 0.22)) / 0.16)
+            cams[:, :3] += right[None, :] * 1.2 * k[:, None]
+        else:
+            occ_active = us >= script.contact_u - 0.1
+            occ_focus, occ_near = (starts[moved] + goal) / 2, 0.6
+    elif pattern not in ("success", "wrong_object"):
+        raise ValueError(f"unknown pattern {pattern!r}")
+
+    grip, opening = sample_keys(script.keys, us)
+    objects = np.tile(starts, (T, 1, 1))
+    objects[:, moved] = obj_path if obj_path is not None else object_track(script, us, starts[moved])
+    states = SceneStates(gripper=grip + grip_offset, opening=opening, objects=objects, camera=cams,
+                         occluder=_occluder_track(cams, occ_focus, occ_active, occ_near), simplify=simplify)
+    return ClipPlan(states, Effects(blur=blur, text=text, uniform_rgb=uniform_rgb))  # type: ignore[arg-type]
+
+
+def apply_effects(frames: np.ndarray, effects: Effects) -> np.ndarray:
+    """Blur / text overlay in place on rendered frames (uint8 [T,H,W,3]); returns the frames."""
+    import cv2
+
+    _, h, w, _ = frames.shape
+    sigma = max(2.0, w / 24)
+    for t in np.flatnonzero(effects.blur):
+        frames[t] = cv2.GaussianBlur(frames[t], (0, 0), sigmaX=sigma, sigmaY=sigma)
+    if effects.text.any():
+        label, font = "TASK COMPLETE", cv2.FONT_HERSHEY_SIMPLEX
+        (tw, th), _ = cv2.getTextSize(label, font, 1.0, 2)
+        scale = 0.85 * w / tw
+        thick = max(1, round(2 * scale))
+        (tw, th), _ = cv2.getTextSize(label, font, scale, thick)
+        org = ((w - tw) // 2, int(h * 0.18) + th)
+        for t in np.flatnonzero(effects.text):
+            img = np.ascontiguousarray(frames[t])
+            for dx, dy in ((-1, 0), (1, 0), (0, -1), (0, 1)):  # outline (same thickness: same glyph advance)
+                cv2.putText(img, label, (org[0] + dx, org[1] + dy), font, scale, (0, 0, 0), thick, cv2.LINE_AA)
+            cv2.putText(img, label, org, font, scale, (40, 230, 60), thick, cv2.LINE_AA)
+            frames[t] = img
+    return frames

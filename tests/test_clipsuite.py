@@ -1,0 +1,304 @@
+"""Clip suite: preset composition, motion semantics per pattern, rendering, determinism, manifest, CLI."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+from collections import Counter
+
+os.environ.setdefault("MUJOCO_GL", "egl")
+
+import numpy as np
+import pytest
+
+from evals.clipsuite import (
+    FAILURE_PATTERNS,
+    PATTERN_LABELS,
+    ClipSpec,
+    ClipSuiteError,
+    ManifestError,
+    clip_layout,
+    load_manifest,
+    make_clips,
+    render_clip,
+    suite_specs,
+)
+from evals.motions import LIFT_Z, TASKS
+from evals.scenes import HALF, HIDDEN
+from evals.variants import VARIANTS, plan_clip
+
+SIDE = 48
+
+
+def _spec(pattern: str, task: str | None = None, preset: str = "small", seed: int = 0) -> ClipSpec:
+    for spec in suite_specs(preset, seed):  # type: ignore[arg-type]
+        if spec.pattern == pattern and (task is None or spec.task == task):
+            return spec
+    raise AssertionError(f"no {pattern}/{task} clip in {preset}")
+
+
+def _plan(spec: ClipSpec, variant: str | None = None):
+    layout = clip_layout(spec.task, spec.seed)
+    v = spec.variant if variant is None else variant
+    return layout, plan_clip(spec.task, spec.pattern, v, layout, spec.frames, np.random.default_rng([spec.seed, 1]))
+
+
+# ---------------------------------------------------------------- composition (no rendering)
+
+def test_paper_preset_mirrors_the_paper_counts_and_order():
+    specs = suite_specs("paper", 0)
+    assert len(specs) == 180
+    assert Counter(s.label for s in specs) == {"ordinary": 100, "failure": 57, "unobservable": 3, "progress": 20}
+    labels = [s.label for s in specs]
+    assert set(labels[:100]) == {"ordinary"}
+    assert set(labels[100:160]) == {"failure", "unobservable"}  # the 60 reference-negative clips first
+    assert set(labels[160:]) == {"progress"}
+    assert {s.pattern for s in specs} == set(PATTERN_LABELS)
+    per_pattern = Counter(s.pattern for s in specs)
+    assert all(per_pattern[p] >= 4 for p in FAILURE_PATTERNS)
+    assert Counter(s.task for s in specs if s.label == "ordinary") == dict.fromkeys(TASKS, 25)
+    for pattern, options in VARIANTS.items():  # every sub-variant appears somewhere in the paper suite
+        assert {s.variant for s in specs if s.pattern == pattern} == set(options), pattern
+    assert len({s.name for s in specs}) == 180 and len({s.seed for s in specs}) == 180
+    assert all(s.label == PATTERN_LABELS[s.pattern] for s in specs)
+
+
+def test_small_preset_covers_every_pattern_with_short_clips():
+    specs = suite_specs("small", 0)
+    assert {s.pattern for s in specs} == set(PATTERN_LABELS)
+    assert {s.label for s in specs} == {"ordinary", "failure", "unobservable", "progress"}
+    assert {s.task for s in specs} == set(TASKS)
+    assert all(33 <= s.frames <= 49 and s.fps == 16.0 for s in specs)
+
+
+def test_instructions_name_the_target_and_the_goal():
+    for spec in suite_specs("paper", 3)[:8]:
+        layout = clip_layout(spec.task, spec.seed)
+        assert layout.objects[0].name in spec.instruction
+        goal = {"push": layout.zone and layout.zone[0], "place": layout.container and layout.container[0],
+                "stack": layout.objects[1].name, "pick_lift": "table"}[spec.task]
+        assert goal and goal in spec.instruction
+
+
+def test_specs_are_seeded():
+    assert suite_specs("paper", 7) == suite_specs("paper", 7)
+    a, b = suite_specs("small", 0), suite_specs("small", 1)
+    assert [s.seed for s in a] != [s.seed for s in b]
+    assert [s.instruction for s in a] != [s.instruction for s in b]
+
+
+def test_unknown_preset_is_a_clear_error():
+    with pytest.raises(ValueError, match="unknown clip-suite preset 'huge'.*paper, small"):
+        suite_specs("huge", 0)  # type: ignore[arg-type]
+
+
+# ---------------------------------------------------------------- motion semantics per pattern
+
+@pytest.mark.parametrize("task", TASKS)
+def test_success_ends_with_the_object_at_its_goal(task):
+    spec = _spec("success", task, preset="paper")
+    layout, plan = _plan(spec)
+    end = plan.states.objects[-1, 0]
+    if task == "pick_lift":
+        assert end[2] == pytest.approx(LIFT_Z, abs=1e-6)
+    elif task == "push":
+        assert np.allclose(end[:2], layout.zone[1], atol=1e-6) and end[2] == pytest.approx(HALF)
+    elif task == "place":
+        assert np.allclose(end[:2], layout.container[1], atol=1e-6) and end[2] < 0.05
+    else:
+        base = layout.objects[1].pos
+        assert np.allclose(end, [base[0], base[1], 3 * HALF], atol=1e-6)
+    assert np.linalg.norm(end - plan.states.objects[0, 0]) > 0.05
+    assert np.all(plan.states.objects[:, 1:] == plan.states.objects[0, 1:])  # nothing else moves
+
+
+@pytest.mark.parametrize("task", TASKS)
+def test_partial_progress_moves_the_object_but_stops_short(task):
+    spec = _spec("success", task, preset="paper")
+    layout, success = _plan(spec)
+    _, partial = _plan(dataclasses.replace(spec, pattern="partial"))
+    start, goal = success.states.objects[0, 0], success.states.objects[-1, 0]
+    end = partial.states.objects[-1, 0]
+    assert np.linalg.norm(end - start) > 0.01 and np.linalg.norm(end - goal) > 0.02
+
+
+@pytest.mark.parametrize("pattern,variant", [("approach_no_contact", "miss"), ("approach_no_contact", "hover"),
+                                             ("ineffective_contact", "stay"), ("occlusion", "miss"),
+                                             ("blur", "stay"), ("text_overlay", "miss")])
+@pytest.mark.parametrize("task", TASKS)
+def test_failed_attempts_never_move_the_object(pattern, variant, task):
+    spec = dataclasses.replace(_spec("success", task, preset="paper"), pattern=pattern)
+    _, plan = _plan(spec, variant)
+    objects = plan.states.objects
+    assert np.all(objects == objects[0])
+    assert np.linalg.norm(plan.states.gripper - plan.states.gripper[0], axis=1).max() > 0.05  # the gripper moves
+
+
+def test_slip_lifts_then_drops_back():
+    spec = dataclasses.replace(_spec("success", "pick_lift", preset="paper"), pattern="ineffective_contact")
+    _, plan = _plan(spec, "slip")
+    z = plan.states.objects[:, 0, 2]
+    assert z.max() > HALF + 0.01 and z[-1] == pytest.approx(HALF)
+
+
+def test_physical_invalidation_patterns():
+    base = _spec("success", "place", preset="paper")
+    _, tp = _plan(dataclasses.replace(base, pattern="teleport"))
+    steps = np.linalg.norm(np.diff(tp.states.objects[:, 0], axis=0), axis=1)
+    assert steps.max() > 0.08 and np.count_nonzero(steps) == 1  # one jump, no continuous motion
+    _, ip = _plan(dataclasses.replace(base, pattern="interpenetration"))
+    assert ip.states.gripper[:, 2].min() < 0.0  # the tool centre goes below the table top
+    for pattern in ("motion_without_contact", "floating"):
+        _, plan = _plan(dataclasses.replace(base, pattern=pattern))
+        obj, grip = plan.states.objects[:, 0], plan.states.gripper
+        assert np.linalg.norm(obj[-1] - obj[0]) > 0.05, pattern
+        assert np.linalg.norm(obj - grip, axis=1).min() > 0.08, pattern
+
+
+def test_wrong_object_moves_a_distractor_not_the_target():
+    _, plan = _plan(_spec("wrong_object", "stack", preset="paper"))
+    objects = plan.states.objects
+    assert np.all(objects[:, 0] == objects[0, 0])
+    assert np.linalg.norm(objects[-1, 2] - objects[0, 2]) > 0.05
+
+
+def test_degradation_and_unobservable_plans():
+    _, static = _plan(_spec("static"))
+    assert np.all(static.states.gripper == static.states.gripper[0])
+    _, frozen = _plan(_spec("frozen"))
+    g = frozen.states.gripper
+    half = len(g) // 2
+    assert np.all(g[half + 1:] == g[-1]) and np.linalg.norm(g[half] - g[0]) > 0.01
+    out = dataclasses.replace(_spec("out_of_view"))
+    _, pan = _plan(out, "pan")
+    assert np.linalg.norm(pan.states.camera[-1, :3] - pan.states.camera[0, :3]) > 1.0
+    _, occ = _plan(out, "occluded_end")
+    assert not np.allclose(occ.states.occluder[-1], HIDDEN) and np.allclose(occ.states.occluder[0], HIDDEN)
+
+
+# ---------------------------------------------------------------- rendering
+
+def test_same_seed_same_frames_different_seed_differs():
+    spec = dataclasses.replace(_spec("success", seed=0), frames=6)
+    a = render_clip(spec, width=SIDE, height=SIDE)
+    b = render_clip(spec, width=SIDE, height=SIDE)
+    assert a.shape == (6, SIDE, SIDE, 3) and a.dtype == np.uint8
+    assert np.array_equal(a, b)
+    other = dataclasses.replace(_spec("success", seed=1), frames=6)
+    assert not np.array_equal(a, render_clip(other, width=SIDE, height=SIDE))
+
+
+def test_rendered_success_moves_static_does_not_uniform_is_flat():
+    success = render_clip(_spec("success"), width=SIDE, height=SIDE).astype(int)
+    assert np.abs(success[-1] - success[0]).mean() > 2.0
+    assert (np.abs(np.diff(success, axis=0)).mean(axis=(1, 2, 3)) > 0).sum() > len(success) // 2
+    static = render_clip(_spec("static"), width=SIDE, height=SIDE)
+    assert np.all(static == static[0])
+    uniform = render_clip(_spec("uniform"), width=SIDE, height=SIDE)
+    assert np.all(uniform == uniform[0, 0, 0])
+
+
+def test_blur_and_text_and_background_effects_show_in_pixels():
+    import cv2
+
+    spec = _spec("blur")
+    _, plan = _plan(spec)
+    frames = render_clip(spec, width=64, height=64)
+    sharpness = np.array([cv2.Laplacian(cv2.cvtColor(f, cv2.COLOR_RGB2GRAY), cv2.CV_64F).var() for f in frames])
+    assert sharpness[plan.effects.blur].max() < sharpness[~plan.effects.blur].min()
+
+    spec = _spec("text_overlay")
+    _, plan = _plan(spec)
+    frames = render_clip(spec, width=96, height=96).astype(int)
+    green = (frames[..., 1] > 180) & (frames[..., 0] < 90) & (frames[..., 2] < 110)
+    assert green[plan.effects.text].sum(axis=(1, 2)).min() > 20 and green[~plan.effects.text].sum() == 0
+
+    spec = _spec("background_simplified")
+    layout, plan = _plan(spec)
+    frames = render_clip(spec, width=SIDE, height=SIDE)
+    flat = np.all(frames == np.array(layout.background_rgb, dtype=np.uint8), axis=-1).mean(axis=(1, 2))
+    assert flat[0] == 0 and flat[plan.states.simplify].min() > 0.5
+
+
+# ---------------------------------------------------------------- manifest and make_clips
+
+def test_make_clips_writes_a_decodable_manifest(tmp_path):
+    from tools.video import probe
+
+    names = [s.name for s in suite_specs("small", 0) if s.pattern in ("static", "uniform")]
+    manifest = make_clips(tmp_path / "suite", preset="small", names=names, size=SIDE, progress=False)
+    assert manifest == tmp_path / "suite" / "manifest.jsonl"
+    raw = [json.loads(line) for line in manifest.read_text().splitlines()]
+    assert [r["path"] for r in raw] == [f"clips/{n}.mp4" for n in names]
+    rows = load_manifest(manifest)
+    assert {"path", "instruction", "label", "pattern", "frames", "fps", "seed", "task"} <= set(rows[0])
+    for row in rows:
+        assert os.path.isabs(row["path"]) and row["label"] == "failure"
+        meta = probe(row["path"])
+        assert meta.frames == row["frames"] and (meta.width, meta.height) == (SIDE, SIDE)
+    assert load_manifest(tmp_path / "suite") == rows  # a folder holding manifest.jsonl works too
+
+
+def test_make_clips_rejects_unknown_names_and_bad_limits(tmp_path):
+    with pytest.raises(ClipSuiteError, match="unknown clip names"):
+        make_clips(tmp_path, names=["nope"], progress=False)
+    with pytest.raises(ClipSuiteError, match="limit"):
+        make_clips(tmp_path, limit=0, progress=False)
+
+
+@pytest.mark.parametrize("line,problem", [
+    ("{not json", "not valid JSON"),
+    ("[1, 2]", "expected a JSON object"),
+    ('{"path": "a.mp4", "instruction": "x"}', "'label'"),
+    ('{"path": "a.mp4", "instruction": "x", "label": "great"}', "not one of"),
+    ('{"path": "a.mp4", "instruction": "x", "label": "failure", "frames": 0}', "frames must be >= 1"),
+    ('{"path": "a.mp4", "instruction": "x", "label": "failure", "fps": "16"}', "'fps'"),
+])
+def test_load_manifest_names_the_bad_line(tmp_path, line, problem):
+    good = json.dumps({"path": "a.mp4", "instruction": "Push it.", "label": "ordinary"})
+    path = tmp_path / "manifest.jsonl"
+    path.write_text(f"{good}\n\n{line}\n")
+    with pytest.raises(ManifestError, match=problem) as err:
+        load_manifest(path)
+    assert "line 3" in str(err.value) and str(path) in str(err.value)
+
+
+def test_load_manifest_missing_file(tmp_path):
+    with pytest.raises(ManifestError, match="manifest not found"):
+        load_manifest(tmp_path / "none.jsonl")
+
+
+# ---------------------------------------------------------------- CLI
+
+def _run_cli(args):
+    from typer.testing import CliRunner
+
+    from graph.cli import app
+
+    return CliRunner().invoke(app, ["make-clips", *args])
+
+
+def test_cli_renders_a_limited_suite(tmp_path):
+    result = _run_cli(["--out", str(tmp_path), "--limit", "1", "--size", "32", "--no-progress"])
+    assert result.exit_code == 0, result.output
+    rows = load_manifest(tmp_path / "manifest.jsonl")
+    assert len(rows) == 1 and rows[0]["pattern"] == "success"
+    assert "wrote 1 clips (1 ordinary)" in result.output
+
+
+def test_cli_bad_preset_is_a_clear_usage_error(tmp_path):
+    result = _run_cli(["--out", str(tmp_path), "--preset", "huge"])
+    assert result.exit_code != 0
+    text = " ".join(result.output.replace("│", " ").split())  # undo rich's boxed line wrapping
+    assert "unknown preset 'huge'" in text and "paper, small" in text
+    assert not (tmp_path / "manifest.jsonl").exists()
+
+
+@pytest.mark.slow
+def test_cli_small_preset_end_to_end(tmp_path):
+    result = _run_cli(["--out", str(tmp_path), "--preset", "small", "--seed", "3"])
+    assert result.exit_code == 0, result.output
+    rows = load_manifest(tmp_path)
+    assert {r["pattern"] for r in rows} == set(PATTERN_LABELS)
+    assert all(os.path.getsize(r["path"]) > 0 for r in rows)
