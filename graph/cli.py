@@ -6,6 +6,7 @@ from __future__ import annotations
 import typer
 
 from evals.cli import make_clips_command
+from evals.eval_cli import eval_app, report_command
 from graph.commands import runs_command, score_batch_command, score_command, trace_command
 from graph.demo import demo_command
 from tools.cli import serve_tools_command
@@ -19,6 +20,8 @@ app.command("score-batch", help="Score a manifest of videos (resumable).")(score
 app.command("runs", help="List traced agent runs.")(runs_command)
 app.command("trace", help="Print every step of one agent run.")(trace_command)
 app.command("serve-tools", help="Serve the evidence tools over HTTP.")(serve_tools_command)
+app.command("report", help="Write a self-contained HTML report of one agent run.")(report_command)
+app.add_typer(eval_app, name="eval")
 
 
 if __name__ == "__main__":  # pragma: no cover

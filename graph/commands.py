@@ -1,21 +1,302 @@
-"""Agent CLI commands (placeholder until the reward agent lands)."""
+"""Agent CLI commands (`raa score`, `raa score-batch`, `raa runs`, `raa trace`); registered in graph/cli.py.
+
+This is the edge: settings come from `BackboneSettings.from_env()` here and nowhere deeper. Without a
+configured endpoint the score commands exit with status 2 and say how to connect one; they never
+produce a reward without a model.
+
+Decisions where the issue was silent:
+- Exit codes: 0 = a result was produced (scored or zero); 3 = `raa score` produced an ineligible
+  result (reward None, reasons printed); 2 = configuration / input error; 1 = unknown run id.
+- `raa score --json` prints only the RewardResult JSON on stdout (the trace hint goes to stderr).
+- `score-batch` rows: {"key", "line", "path", "instruction", "preset", "manifest": other manifest
+  fields, "result": RewardResult}. The key is sha256 of (resolved path, instruction, preset); rows
+  already in the output file are skipped, so an interrupted batch resumes where it stopped. A torn
+  last line (crash mid-write) is ignored and its item re-run. A manifest line that is not valid JSON
+  or lacks path/instruction gets its own ineligible row (kind "input") without calling the model.
+- Each batch item is one `agent.ainvoke` under a semaphore of `--concurrency`, with an
+  AsyncSqliteSaver as checkpointer, so rows are appended as runs finish and traces stay readable.
+- `make_chat_model` is the seam tests monkeypatch to inject a scripted model.
+"""
 
 from __future__ import annotations
 
+import asyncio
+import hashlib
+import json
+import uuid
 from pathlib import Path
+from typing import Any
+
+import typer
+from langchain_core.language_models import BaseChatModel
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.table import Table
+
+from graph.backbone import Backbone, default_chat_model
+from graph.cache import StageCache
+from graph.settings import BackboneSettings, SettingsError
+from graph.tracing import (
+    RunNotFoundError,
+    describe_update,
+    list_runs,
+    open_async_saver,
+    open_saver,
+    read_trace,
+    step_row,
+)
+
+_out = Console()
+_err = Console(stderr=True)
 
 
-def score_command(video: Path, instruction: str = "") -> None:
-    raise NotImplementedError
+def make_chat_model(settings: BackboneSettings) -> BaseChatModel:
+    """The chat model the CLI scores with (tests replace this function)."""
+    return default_chat_model(settings)
 
 
-def score_batch_command(manifest: Path, out: Path = Path("results.jsonl")) -> None:
-    raise NotImplementedError
+def _settings_or_exit(require_endpoint: bool) -> BackboneSettings:
+    try:
+        settings = BackboneSettings.from_env()
+    except SettingsError as exc:
+        typer.echo(f"error: {exc}", err=True)
+        raise typer.Exit(2) from exc
+    if require_endpoint and not settings.configured:
+        typer.echo(f"error: {settings.describe_missing()}", err=True)  # unwrapped: commands stay copyable
+        raise typer.Exit(2)
+    return settings
 
 
-def runs_command() -> None:
-    raise NotImplementedError
+def _build_agent(settings: BackboneSettings, preset: str, checkpointer: Any) -> Any:
+    from graph import AgentConfig, build_reward_agent  # deferred: the agent graph is heavy to import
+
+    try:
+        config = AgentConfig(preset=preset)  # type: ignore[arg-type]
+    except ValueError as exc:
+        typer.echo(f"error: {exc}", err=True)
+        raise typer.Exit(2) from exc
+    backbone = Backbone.from_settings(settings, model=make_chat_model(settings),
+                                      cache=StageCache(settings.cache_path))
+    return build_reward_agent(config, backbone=backbone, checkpointer=checkpointer, settings=settings)
 
 
-def trace_command(run_id: str) -> None:
-    raise NotImplementedError
+def _result_table(result: Any) -> Table:
+    table = Table(title=f"run {result.run_id}", show_header=False)
+    reward = "⊥ (ineligible)" if result.reward is None else f"{result.reward:.4f}"
+    rows = [("reward", reward), ("status", result.status), ("preset", result.preset)]
+    rows += [(k, "-" if v is None else (f"{v:.3f}" if isinstance(v, float) else str(v)))
+             for k, v in (("T", result.T), ("P", result.P), ("V", result.V), ("failure", result.failure),
+                          ("unverifiable", result.unverifiable))]
+    rows += [("reasons", "\n".join(result.reasons) or "-"),
+             ("usage", " ".join(f"{k}={v}" for k, v in result.usage.items()))]
+    for k, v in rows:
+        table.add_row(k, v)
+    return table
+
+
+def score_command(
+    video: Path = typer.Argument(..., help="Video file to score."),
+    instruction: str = typer.Option(..., "--instruction", "-i", help="Task instruction the robot was given."),
+    preset: str = typer.Option("full", "--preset", help="Agent preset (paper Table 2), e.g. full, direct."),
+    json_out: bool = typer.Option(False, "--json", help="Print the RewardResult as JSON only."),
+    stream: bool = typer.Option(False, "--stream", help="Print each node's update as it happens."),
+) -> None:
+    """Score one video against an instruction with the reward agent."""
+    settings = _settings_or_exit(require_endpoint=True)
+    settings.ensure_parent_dirs()
+    run_id = f"run-{uuid.uuid4().hex[:12]}"
+    result = asyncio.run(_score_one(settings, preset, str(video), instruction, run_id, stream))
+    if json_out:
+        typer.echo(result.model_dump_json())
+    else:
+        _out.print(_result_table(result))
+    typer.echo(f"trace: raa trace {result.run_id or run_id}", err=True)
+    if result.status == "ineligible":
+        raise typer.Exit(3)
+
+
+async def _score_one(settings: BackboneSettings, preset: str, video: str, instruction: str, run_id: str,
+                     stream: bool) -> Any:
+    from graph.api import arun_agent
+
+    async with open_async_saver(settings.traces_path) as saver:
+        agent = _build_agent(settings, preset, saver)
+        if not stream:
+            return await arun_agent(agent, video, instruction, run_id, preset)
+        cfg = {"configurable": {"thread_id": run_id}}
+        inputs = {"video": video, "instruction": instruction, "run_id": run_id}
+        try:
+            async for chunk in agent.astream(inputs, cfg, stream_mode="updates"):
+                for node, update in chunk.items():
+                    typer.echo(describe_update(node, update), err=True)
+        except Exception as exc:  # nodes turn failures into faults; this is the last line of defence
+            return _ineligible({"preset": preset}, f"agent: {type(exc).__name__}: {exc}", run_id)
+        result = (await agent.aget_state(cfg)).values.get("result")
+        return result if result is not None else _ineligible({"preset": preset}, "agent: run ended without a result",
+                                                             run_id)
+
+
+# ---------------------------------------------------------------------------------------------- batch
+def item_key(path: str, instruction: str, preset: str) -> str:
+    """Resume key of one batch item."""
+    return hashlib.sha256(json.dumps([path, instruction, preset]).encode()).hexdigest()[:32]
+
+
+def read_manifest(manifest: Path, preset: str) -> list[dict[str, Any]]:
+    """Manifest rows as batch items; a bad line becomes an item carrying an `error`."""
+    base = manifest.resolve().parent
+    items = []
+    for number, line in enumerate(manifest.read_text(encoding="utf-8").splitlines(), start=1):
+        if not line.strip():
+            continue
+        try:
+            row = json.loads(line)
+            if not isinstance(row, dict):
+                raise ValueError("a manifest line must be a JSON object")
+            path, instruction = row.get("path"), row.get("instruction")
+            if not isinstance(path, str) or not path or not isinstance(instruction, str):
+                raise ValueError("a manifest row needs string fields 'path' and 'instruction'")
+            error = None
+        except ValueError as exc:
+            row, path, instruction, error = {}, f"<line {number}>", "", f"manifest line {number}: {exc}"
+        resolved = str((base / path).resolve()) if error is None else path
+        extra = {k: v for k, v in row.items() if k not in ("path", "instruction")}
+        items.append({"key": item_key(resolved, instruction, preset), "line": number, "path": resolved,
+                      "instruction": instruction, "preset": preset, "manifest": extra, "error": error})
+    return items
+
+
+def done_keys(out: Path) -> set[str]:
+    """Keys of the rows already in the output file (torn or malformed lines are ignored)."""
+    if not out.exists():
+        return set()
+    keys = set()
+    for line in out.read_text(encoding="utf-8").splitlines():
+        try:
+            row = json.loads(line)
+        except ValueError:
+            continue
+        if isinstance(row, dict) and isinstance(row.get("key"), str):
+            keys.add(row["key"])
+    return keys
+
+
+def _ineligible(item: dict[str, Any], reason: str, run_id: str = "") -> Any:
+    from graph.schemas import RewardResult
+
+    return RewardResult(reward=None, status="ineligible", reasons=[reason], run_id=run_id, preset=item["preset"])
+
+
+async def _run_batch(agent: Any, items: list[dict[str, Any]], out: Path, concurrency: int,
+                     progress: Progress) -> dict[str, int]:
+    from graph.api import arun_agent
+
+    sem = asyncio.Semaphore(concurrency)
+    counts = {"scored": 0, "zero": 0, "ineligible": 0}
+    task = progress.add_task("scoring", total=len(items))
+    if out.exists() and out.stat().st_size and not out.read_bytes().endswith(b"\n"):
+        with out.open("a", encoding="utf-8") as fh:  # close a torn last line before appending
+            fh.write("\n")
+
+    async def one(item: dict[str, Any]) -> None:
+        run_id = f"run-{uuid.uuid4().hex[:12]}"
+        if item["error"] is not None:
+            result = _ineligible(item, f"input: {item['error']}")
+        else:
+            async with sem:
+                result = await arun_agent(agent, item["path"], item["instruction"], run_id, item["preset"])
+        row = {k: item[k] for k in ("key", "line", "path", "instruction", "preset", "manifest")}
+        row["result"] = result.model_dump(mode="json")
+        with out.open("a", encoding="utf-8") as fh:
+            fh.write(json.dumps(row) + "\n")
+        counts[result.status] += 1
+        progress.advance(task)
+
+    await asyncio.gather(*(one(item) for item in items))
+    return counts
+
+
+def score_batch_command(
+    manifest: Path = typer.Argument(..., help="manifest.jsonl with rows {path, instruction, ...}."),
+    out: Path = typer.Option(Path("results.jsonl"), "--out", help="JSONL output (appended; resumable)."),
+    concurrency: int = typer.Option(16, "--concurrency", min=1, max=256, help="Runs in flight at once."),
+    preset: str = typer.Option("full", "--preset", help="Agent preset (paper Table 2)."),
+) -> None:
+    """Score every clip of a manifest; items already in the output are skipped."""
+    settings = _settings_or_exit(require_endpoint=True)
+    if not manifest.is_file():
+        typer.echo(f"error: manifest not found: {manifest}", err=True)
+        raise typer.Exit(2)
+    settings.ensure_parent_dirs()
+    out.parent.mkdir(parents=True, exist_ok=True)
+    items = read_manifest(manifest, preset)
+    done = done_keys(out)
+    todo = [it for it in items if it["key"] not in done]
+    typer.echo(f"{len(items)} items, {len(items) - len(todo)} already in {out}, {len(todo)} to score", err=True)
+
+    async def main() -> dict[str, int]:
+        async with open_async_saver(settings.traces_path) as saver:
+            agent = _build_agent(settings, preset, saver)
+            columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn())
+            with Progress(*columns, console=_err) as progress:
+                return await _run_batch(agent, todo, out, concurrency, progress)
+
+    counts = asyncio.run(main()) if todo else {"scored": 0, "zero": 0, "ineligible": 0}
+    typer.echo(" ".join(f"{k}={v}" for k, v in counts.items()) + f"  -> {out}", err=True)
+
+
+# ---------------------------------------------------------------------------------------------- traces
+def _traces_path(db: Path | None) -> Path:
+    return db if db is not None else Path(_settings_or_exit(require_endpoint=False).traces_path)
+
+
+def runs_command(
+    limit: int = typer.Option(50, "--limit", min=1, help="Show at most this many runs (newest first)."),
+    db: Path | None = typer.Option(None, "--db", help="Trace database (default RAA_TRACES_PATH)."),
+) -> None:
+    """List traced agent runs."""
+    path = _traces_path(db)
+    if not path.exists():
+        typer.echo(f"no trace database at {path} (no runs yet)", err=True)
+        return
+    table = Table(title=f"runs in {path}")
+    for col in ("run id", "updated", "video", "preset", "status", "reward", "steps"):
+        table.add_column(col)
+    for run in list_runs(open_saver(path), limit=limit):
+        reward = "-" if run.reward is None else f"{run.reward:.4f}"
+        video = str(run.values.get("video", ""))
+        table.add_row(run.run_id, run.updated[:19], Path(video).name if video else "-",
+                      str(run.values.get("preset", "")), run.status, reward, str(len(run.steps)))
+    _out.print(table)
+
+
+def trace_command(
+    run_id: str = typer.Argument(..., help="Run id (thread id) printed by `raa score` or `raa runs`."),
+    db: Path | None = typer.Option(None, "--db", help="Trace database (default RAA_TRACES_PATH)."),
+) -> None:
+    """Print every step of one agent run in order."""
+    path = _traces_path(db)
+    try:
+        trace = read_trace(open_saver(path), run_id) if path.exists() else None
+    except RunNotFoundError:
+        trace = None
+    if trace is None:
+        typer.echo(f"error: no traced run with id {run_id!r} in {path}", err=True)
+        raise typer.Exit(1)
+    v = trace.values
+    _out.print(f"run {run_id}  video={v.get('video', '-')}  preset={v.get('preset', '-')}  "
+               f"status={trace.status}  reward={'-' if trace.reward is None else f'{trace.reward:.4f}'}", highlight=False, soft_wrap=True)
+    typer.echo(f"instruction: {str(v.get('instruction', ''))[:300]}")
+    table = Table(show_lines=True)
+    columns = ("#", "node", "duration", "decision", "frames", "crops", "tools", "audit", "gate")
+    for col in columns:
+        table.add_column(col, overflow="fold")
+    for i, step in enumerate(trace.steps):
+        row = step_row(i, step)
+        table.add_row(*(row[c] for c in columns))
+    _out.print(table)
+    for fault in v.get("faults") or []:
+        typer.echo(f"fault: {fault.get('stage')}: {fault.get('kind')}: {fault.get('message')}")
+    if trace.result:
+        for reason in trace.result.get("reasons") or []:
+            typer.echo(f"reason: {reason}")

@@ -1,0 +1,118 @@
+"""Convenience API: score_video (sync) and ascore_videos (async, a GRPO group) (DESIGN.md §3).
+
+Every item yields one RewardResult; a clip that cannot be evaluated yields its own ineligible
+result with the reason, never an exception that takes down the batch and never a made-up reward.
+
+Decisions where the issue was silent:
+- Bad instructions are handled inside the graph (quality node), the same for single calls and
+  batches: an empty or whitespace-only instruction gives an ineligible result with the reason
+  "instruction is empty or whitespace only"; an instruction longer than
+  `AgentConfig.max_instruction_chars` (default 4000) is truncated and the truncation is listed in
+  `reasons`. Prompt-injection text is passed to the model only as delimited data, and the reward is
+  computed by fixed code from the structured judgments.
+- Wrong argument *types* (video not a str/Path, instruction not a str, max_concurrency < 1) are caller
+  bugs and raise TypeError/ValueError at once.
+- The run id (checkpoint thread id) is `run-<12 hex>` unless given; items of `ascore_videos` may be
+  (video, instruction) tuples or dicts with "video", "instruction" and optional "run_id".
+- A run id that already has a trace in the agent's checkpointer is not re-run (the trace would mix
+  two runs and the frozen contract would refuse the second write): that item is ineligible with the
+  reason "run id ... already has a trace".
+- A graph-level exception that escapes the nodes (should not happen) still yields an ineligible
+  result with the exception type and message as the reason.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+from collections.abc import Iterable, Mapping
+from pathlib import Path
+from typing import Any
+
+from graph.config import AgentConfig
+from graph.schemas import RewardResult
+
+
+def new_run_id() -> str:
+    """A fresh run id (also the checkpoint thread id)."""
+    return f"run-{uuid.uuid4().hex[:12]}"
+
+
+def _item(item: Any) -> tuple[str, str, str | None]:
+    if isinstance(item, Mapping):
+        video, instruction, run_id = item.get("video"), item.get("instruction"), item.get("run_id")
+    elif isinstance(item, tuple | list) and len(item) == 2:
+        (video, instruction), run_id = item, None
+    else:
+        raise TypeError(f"batch items must be (video, instruction) or dicts, got {type(item).__name__}")
+    return _video(video), _instruction(instruction), run_id
+
+
+def _video(video: Any) -> str:
+    if not isinstance(video, str | Path):
+        raise TypeError(f"video must be a path (str or Path), got {type(video).__name__}")
+    return str(video)
+
+
+def _instruction(instruction: Any) -> str:
+    if not isinstance(instruction, str):
+        raise TypeError(f"instruction must be a str, got {type(instruction).__name__}")
+    return instruction
+
+
+def _ineligible(reason: str, run_id: str, preset: str) -> RewardResult:
+    return RewardResult(status="ineligible", reward=None, reasons=[reason], run_id=run_id, preset=preset)
+
+
+async def arun_agent(agent: Any, video: str, instruction: str, run_id: str, preset: str) -> RewardResult:
+    """Run one clip through a compiled agent; always returns a RewardResult."""
+    config = {"configurable": {"thread_id": run_id}}
+    try:
+        if agent.checkpointer:
+            previous = await agent.aget_state(config)
+            if previous.values:
+                return _ineligible(f"run id {run_id!r} already has a trace; use a new run id", run_id, preset)
+        out = await agent.ainvoke({"video": video, "instruction": instruction, "run_id": run_id}, config)
+    except Exception as exc:  # defensive: nodes already turn failures into faults
+        return _ineligible(f"agent: {type(exc).__name__}: {exc}", run_id, preset)
+    result = out.get("result")
+    if not isinstance(result, RewardResult):
+        faults = out.get("faults") or []
+        reason = "; ".join(f.reason() for f in faults) or "agent: run ended without a result"
+        return _ineligible(reason, run_id, preset)
+    return result
+
+
+async def ascore_videos(items: Iterable[Any], config: AgentConfig | None = None, *, model: Any = None,
+                        max_concurrency: int = 16, agent: Any = None, tools: Any = None,
+                        checkpointer: Any = None, backbone: Any = None, settings: Any = None) -> list[RewardResult]:
+    """Score many clips concurrently (at most `max_concurrency` at once); results in input order."""
+    from graph.builder import build_reward_agent
+
+    if max_concurrency < 1:
+        raise ValueError(f"max_concurrency must be >= 1, got {max_concurrency}")
+    config = config or AgentConfig()
+    parsed = [_item(i) for i in items]
+    if agent is None:
+        agent = build_reward_agent(config, model=model, tools=tools, checkpointer=checkpointer, backbone=backbone,
+                                   settings=settings)
+    sem = asyncio.Semaphore(max_concurrency)
+
+    async def one(video: str, instruction: str, run_id: str | None) -> RewardResult:
+        async with sem:
+            return await arun_agent(agent, video, instruction, run_id or new_run_id(), config.preset)
+
+    return list(await asyncio.gather(*(one(*p) for p in parsed)))
+
+
+def score_video(video: str | Path, instruction: str, config: AgentConfig | None = None, *, model: Any = None,
+                tools: Any = None, checkpointer: Any = None, backbone: Any = None, settings: Any = None,
+                run_id: str | None = None) -> RewardResult:
+    """Score one clip (sync; must not be called from inside a running event loop)."""
+    from graph.builder import build_reward_agent
+
+    config = config or AgentConfig()
+    agent = build_reward_agent(config, model=model, tools=tools, checkpointer=checkpointer, backbone=backbone,
+                               settings=settings)
+    return asyncio.run(arun_agent(agent, _video(video), _instruction(instruction), run_id or new_run_id(),
+                                  config.preset))

@@ -1,0 +1,363 @@
+"""Backbone calls of the reward agent: structured stage outputs and tool-calling rounds with a bounded
+retry policy, usage accounting and the stage-output cache (DESIGN.md §3 "Backbone", "Faults").
+
+`Backbone` wraps any LangChain chat model. Structured methods:
+- `json_schema` / `function_calling`: `model.with_structured_output(schema, method=..., include_raw=True)`;
+- `json_mode`: `model.bind(response_format={"type": "json_object"})`, then the first JSON object of the
+  reply (code fences stripped) is validated with pydantic.
+A reply that fails validation (or is empty) is re-asked at most `schema_retries` times with the error
+appended as a HumanMessage; transport errors are retried with tenacity (exponential backoff with jitter,
+at most `max_retries` retries). Whatever cannot be recovered raises `BackboneFault(stage, kind, message)`;
+the caller records it as a Fault and the run's result is ineligible. There is no fallback answer.
+
+Decisions where the issue was silent:
+- Every attempt is also bounded by `asyncio.wait_for(timeout_s)` so a model without its own timeout
+  (e.g. a scripted one) cannot hang a run; a timeout is retried like other transport errors and, once
+  the retries are spent, gives kind "timeout" (other exhausted transport errors give "transport").
+- Retryable: openai.APITimeoutError, APIConnectionError, RateLimitError, InternalServerError, any
+  APIStatusError with status >= 500 or 408, httpx timeouts/transport errors, TimeoutError, and LangChain
+  `ModelError`s flagged `is_retryable`. Other status errors (400/401/403/404/422) and model refusals
+  give kind "refused" at once. Any other exception from the model is reported as kind "transport" with
+  its type in the message (the run becomes ineligible instead of crashing).
+- With json_schema, langchain-openai validates inside the model call, so a malformed/schema-violating
+  reply surfaces as a pydantic ValidationError there; it is handled as an invalid reply (re-asked).
+- With function_calling, a reply without a tool call but with a JSON object as content is accepted if
+  it validates (servers without a tool parser); otherwise it is an invalid reply.
+- json_mode appends one HumanMessage with the JSON schema (the server cannot see it otherwise).
+- Usage: `calls` counts model replies received (an attempt that ended in a transport error is not a
+  call); `images` counts image blocks in the messages of those calls; tokens come from
+  `AIMessage.usage_metadata`; a cache hit counts in `cache_hits` only.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import re
+from dataclasses import asdict, dataclass
+from typing import Any, Literal
+
+import httpx
+import openai
+from langchain_core.exceptions import ModelError, ModelRefusalError
+from langchain_core.language_models import BaseChatModel
+from langchain_core.messages import AIMessage, BaseMessage, HumanMessage
+from langchain_core.runnables import Runnable
+from langchain_core.tools import BaseTool
+from langchain_core.utils.function_calling import convert_to_openai_tool
+from langchain_openai import ChatOpenAI
+from pydantic import BaseModel, ValidationError
+from tenacity import AsyncRetrying, retry_if_exception, stop_after_attempt, wait_exponential_jitter
+
+from graph.cache import StageCache, stage_key
+from graph.settings import BackboneSettings, SettingsError, StructuredMethod
+
+FaultKind = Literal["transport", "timeout", "invalid_reply", "empty_reply", "refused"]
+_ERR_CHARS = 1500
+
+
+class BackboneFault(Exception):
+    """A backbone call that could not produce a valid output after bounded retries."""
+
+    def __init__(self, stage: str, kind: FaultKind, message: str) -> None:
+        super().__init__(f"[{stage}] {kind}: {message}")
+        self.stage = stage
+        self.kind: FaultKind = kind
+        self.message = message
+
+
+@dataclass
+class Usage:
+    """Backbone usage of one run."""
+
+    calls: int = 0
+    """Model replies received."""
+    images: int = 0
+    """Image blocks sent in those calls."""
+    input_tokens: int = 0
+    """Prompt tokens reported by the server."""
+    output_tokens: int = 0
+    """Completion tokens reported by the server."""
+    cache_hits: int = 0
+    """Stage outputs served from the stage cache (no model call)."""
+
+    def add(self, other: Usage) -> Usage:
+        """Add `other` into this usage in place; returns self."""
+        for name, value in asdict(other).items():
+            setattr(self, name, getattr(self, name) + value)
+        return self
+
+    def as_dict(self) -> dict[str, int]:
+        return asdict(self)
+
+
+class _InvalidReply(Exception):
+    """A reply that came back but cannot be used (re-askable)."""
+
+    def __init__(self, kind: Literal["invalid_reply", "empty_reply"], message: str, text: str = "") -> None:
+        super().__init__(message)
+        self.kind: Literal["invalid_reply", "empty_reply"] = kind
+        self.message = message
+        self.text = text
+
+
+def is_transient(exc: BaseException) -> bool:
+    """True for transport errors worth retrying (timeouts, connection errors, 408, 429, 5xx)."""
+    if isinstance(exc, openai.APIStatusError):
+        return exc.status_code >= 500 or exc.status_code in (408, 429)
+    if isinstance(exc, openai.APIConnectionError | openai.APITimeoutError | openai.RateLimitError
+                  | openai.InternalServerError | httpx.TimeoutException | httpx.TransportError | TimeoutError):
+        return True
+    return isinstance(exc, ModelError) and type(exc).is_retryable
+
+
+def _is_timeout(exc: BaseException) -> bool:
+    return isinstance(exc, openai.APITimeoutError | httpx.TimeoutException | TimeoutError)
+
+
+def count_images(messages: list[BaseMessage]) -> int:
+    """Number of image blocks (`image_url` / `image`) across the messages' content."""
+    n = 0
+    for m in messages:
+        if isinstance(m.content, list):
+            n += sum(1 for b in m.content if isinstance(b, dict) and b.get("type") in ("image_url", "image"))
+    return n
+
+
+_FENCE = re.compile(r"^```(?:json)?\s*|\s*```$", re.IGNORECASE)
+
+
+def extract_json_object(text: str) -> str:
+    """The first balanced `{...}` object in `text` (code fences stripped); ValueError if none."""
+    stripped = _FENCE.sub("", text.strip())
+    start = stripped.find("{")
+    if start < 0:
+        raise ValueError("the reply contains no JSON object")
+    depth, in_str, escape = 0, False, False
+    for i in range(start, len(stripped)):
+        ch = stripped[i]
+        if in_str:
+            escape = (ch == "\\") and not escape
+            if ch == '"' and not escape:
+                in_str = False
+            continue
+        if ch == '"':
+            in_str = True
+        elif ch == "{":
+            depth += 1
+        elif ch == "}":
+            depth -= 1
+            if depth == 0:
+                return stripped[start:i + 1]
+    raise ValueError("the reply's JSON object is not closed")
+
+
+def _reask(schema_name: str, bad: _InvalidReply) -> list[BaseMessage]:
+    out: list[BaseMessage] = []
+    if bad.text:
+        out.append(AIMessage(content=bad.text[:_ERR_CHARS]))
+    out.append(HumanMessage(content=(
+        f"Your previous reply was rejected ({bad.kind}): {bad.message[:_ERR_CHARS]}\n"
+        f"Reply again with only one JSON object for {schema_name} that satisfies the schema.")))
+    return out
+
+
+def default_chat_model(settings: BackboneSettings) -> ChatOpenAI:
+    """ChatOpenAI for the configured endpoint (no connection is opened; retries are ours, not openai's)."""
+    if not settings.configured:
+        raise SettingsError(settings.describe_missing())
+    return ChatOpenAI(base_url=settings.base_url, model=settings.model, api_key=settings.api_key,
+                      timeout=settings.timeout_s, max_retries=0, temperature=settings.temperature,
+                      max_tokens=settings.max_tokens)
+
+
+class Backbone:
+    """Structured and tool-calling backbone calls with retries, usage accounting and caching."""
+
+    def __init__(self, model: BaseChatModel, *, method: StructuredMethod = "json_schema", schema_retries: int = 2,
+                 max_retries: int = 4, timeout_s: float = 120.0, cache: StageCache | None = None,
+                 model_name: str | None = None, retry_wait: tuple[float, float] = (0.5, 8.0)) -> None:
+        if schema_retries < 0 or max_retries < 0 or timeout_s <= 0:
+            raise ValueError("schema_retries and max_retries must be >= 0 and timeout_s > 0")
+        self.model = model
+        self.method: StructuredMethod = method
+        self.schema_retries = schema_retries
+        self.max_retries = max_retries
+        self.timeout_s = timeout_s
+        self.cache = cache
+        self.model_name = model_name or type(model).__name__
+        self.retry_wait = retry_wait
+
+    @classmethod
+    def from_settings(cls, settings: BackboneSettings, *, model: BaseChatModel | None = None,
+                      cache: StageCache | None = None) -> Backbone:
+        """Backbone from settings; `model` overrides the default ChatOpenAI (the cache key still uses
+        `settings.model` as the model name when it is set)."""
+        chat = model if model is not None else default_chat_model(settings)
+        return cls(chat, method=settings.method, schema_retries=settings.schema_retries,
+                   max_retries=settings.max_retries, timeout_s=settings.timeout_s, cache=cache,
+                   model_name=settings.model)
+
+    # -- one model invocation with transport retries ---------------------------------------------
+    async def _invoke(self, stage: str, runnable: Runnable, messages: list[BaseMessage], usage: Usage) -> Any:
+        retrying = AsyncRetrying(
+            stop=stop_after_attempt(self.max_retries + 1),
+            wait=wait_exponential_jitter(initial=self.retry_wait[0], max=self.retry_wait[1],
+                                        jitter=self.retry_wait[0]),
+            retry=retry_if_exception(is_transient), reraise=True)
+        try:
+            async for attempt in retrying:
+                with attempt:
+                    out = await asyncio.wait_for(runnable.ainvoke(messages), self.timeout_s)
+        except (ValidationError, ValueError) as exc:  # a reply came back but failed validation
+            self._count(usage, messages, None)
+            raise _InvalidReply("invalid_reply", str(exc)) from exc
+        except ModelRefusalError as exc:
+            self._count(usage, messages, None)
+            raise BackboneFault(stage, "refused", f"the model refused: {exc}") from exc
+        except Exception as exc:
+            attempts = self.max_retries + 1
+            if _is_timeout(exc):
+                raise BackboneFault(stage, "timeout", f"no reply within {self.timeout_s}s after {attempts} "
+                                    f"attempts ({type(exc).__name__})") from exc
+            if is_transient(exc):
+                raise BackboneFault(stage, "transport", f"{type(exc).__name__} after {attempts} attempts: "
+                                    f"{str(exc)[:_ERR_CHARS]}") from exc
+            if isinstance(exc, openai.APIStatusError | ModelError):
+                raise BackboneFault(stage, "refused", f"{type(exc).__name__}: {str(exc)[:_ERR_CHARS]}") from exc
+            raise BackboneFault(stage, "transport", f"unexpected {type(exc).__name__}: "
+                                f"{str(exc)[:_ERR_CHARS]}") from exc
+        raw = out["raw"] if isinstance(out, dict) else out
+        self._count(usage, messages, raw if isinstance(raw, AIMessage) else None)
+        return out
+
+    @staticmethod
+    def _count(usage: Usage, messages: list[BaseMessage], raw: AIMessage | None) -> None:
+        usage.calls += 1
+        usage.images += count_images(messages)
+        if raw is not None and raw.usage_metadata:
+            usage.input_tokens += int(raw.usage_metadata.get("input_tokens", 0))
+            usage.output_tokens += int(raw.usage_metadata.get("output_tokens", 0))
+
+    # -- structured outputs ------------------------------------------------------------------------
+    async def astructured(self, stage: str, schema: type[BaseModel], messages: list[BaseMessage], usage: Usage,
+                          *, params: dict | None = None) -> BaseModel:
+        """A validated `schema` instance for this stage; raises BackboneFault after bounded retries."""
+        if self.cache is None:
+            return await self._structured(stage, schema, messages, usage)
+        key = stage_key(model_name=self.model_name, method=self.method, stage=stage, messages=messages,
+                        params=params, schema=schema)
+        async with self.cache.claim(key):
+            hit = self.cache.get(key)
+            if hit is not None:
+                usage.cache_hits += 1
+                return schema.model_validate_json(hit)
+            out = await self._structured(stage, schema, messages, usage)
+            self.cache.put(key, out.model_dump_json())
+            return out
+
+    async def _structured(self, stage: str, schema: type[BaseModel], messages: list[BaseMessage],
+                          usage: Usage) -> BaseModel:
+        convo = list(messages)
+        if self.method == "json_mode":
+            convo.append(HumanMessage(content="Reply with one JSON object that validates against this JSON schema:\n"
+                                              + json.dumps(schema.model_json_schema())))
+        last: _InvalidReply | None = None
+        for _ in range(self.schema_retries + 1):
+            try:
+                return await self._structured_once(stage, schema, convo, usage)
+            except _InvalidReply as bad:
+                last = bad
+                convo = convo + _reask(schema.__name__, bad)
+        assert last is not None
+        raise BackboneFault(stage, last.kind, f"{self.schema_retries + 1} replies failed {schema.__name__} "
+                            f"({self.method}); last: {last.message[:_ERR_CHARS]}")
+
+    async def _structured_once(self, stage: str, schema: type[BaseModel], convo: list[BaseMessage],
+                               usage: Usage) -> BaseModel:
+        if self.method == "json_mode":
+            raw = await self._invoke(stage, self.model.bind(response_format={"type": "json_object"}), convo, usage)
+            return _validate_text(schema, raw.text)
+        runnable = self.model.with_structured_output(schema, method=self.method, include_raw=True)
+        out = await self._invoke(stage, runnable, convo, usage)
+        raw, parsed, error = out["raw"], out.get("parsed"), out.get("parsing_error")
+        if isinstance(error, ModelRefusalError):
+            raise BackboneFault(stage, "refused", f"the model refused: {error}")
+        if parsed is not None:
+            try:
+                return parsed if isinstance(parsed, schema) else schema.model_validate(parsed)
+            except ValidationError as exc:
+                raise _InvalidReply("invalid_reply", str(exc), json.dumps(parsed, default=str)) from exc
+        text = raw.text if isinstance(raw, AIMessage) else ""
+        calls = raw.tool_calls if isinstance(raw, AIMessage) else []
+        if self.method == "function_calling" and not calls and text.strip():
+            return _validate_text(schema, text)
+        if not text.strip() and not calls:
+            raise _InvalidReply("empty_reply", "the reply had no content")
+        shown = text or json.dumps([c["args"] for c in calls], default=str)
+        reason = str(error) if error is not None else "the reply did not contain the structured output"
+        raise _InvalidReply("invalid_reply", reason, shown)
+
+    # -- tool rounds -------------------------------------------------------------------------------
+    async def atool_round(self, stage: str, messages: list[BaseMessage], tools: list[BaseTool | dict],
+                          usage: Usage) -> AIMessage:
+        """One reply of the model bound to `tools` (tool calls or a final text); raises BackboneFault."""
+        if self.cache is None:
+            return await self._tool_round(stage, messages, tools, usage)
+        specs = [convert_to_openai_tool(t) for t in tools]
+        key = stage_key(model_name=self.model_name, method="tools", stage=stage, messages=messages, tools=specs)
+        async with self.cache.claim(key):
+            hit = self.cache.get(key)
+            if hit is not None:
+                usage.cache_hits += 1
+                data = json.loads(hit)
+                return AIMessage(content=data["content"], tool_calls=data["tool_calls"])
+            reply = await self._tool_round(stage, messages, tools, usage)
+            calls = [{"name": c["name"], "args": c["args"], "id": c.get("id"), "type": "tool_call"}
+                     for c in reply.tool_calls]
+            self.cache.put(key, json.dumps({"content": reply.content, "tool_calls": calls}))
+            return reply
+
+    async def _tool_round(self, stage: str, messages: list[BaseMessage], tools: list[BaseTool | dict],
+                          usage: Usage) -> AIMessage:
+        bound = self.model.bind_tools(tools)
+        convo = list(messages)
+        last: _InvalidReply | None = None
+        for _ in range(self.schema_retries + 1):
+            try:
+                reply = await self._invoke(stage, bound, convo, usage)
+            except _InvalidReply as bad:
+                last = bad
+            else:
+                if reply.invalid_tool_calls:
+                    bad_call = reply.invalid_tool_calls[0]
+                    last = _InvalidReply("invalid_reply", f"tool call {bad_call.get('name')!r} has invalid "
+                                         f"arguments: {bad_call.get('error') or bad_call.get('args')}")
+                elif reply.tool_calls or reply.text.strip():
+                    return reply
+                else:
+                    last = _InvalidReply("empty_reply", "the reply had neither content nor tool calls")
+            convo = convo + [HumanMessage(content=f"Your previous reply was rejected ({last.kind}): "
+                                                  f"{last.message[:_ERR_CHARS]}\nCall a tool with valid "
+                                                  "arguments or give your final answer.")]
+        assert last is not None
+        raise BackboneFault(stage, last.kind, f"{self.schema_retries + 1} tool-round replies failed; "
+                            f"last: {last.message[:_ERR_CHARS]}")
+
+    # -- sync wrappers (not for use inside a running event loop) ------------------------------------
+    def structured(self, stage: str, schema: type[BaseModel], messages: list[BaseMessage], usage: Usage,
+                   *, params: dict | None = None) -> BaseModel:
+        return asyncio.run(self.astructured(stage, schema, messages, usage, params=params))
+
+    def tool_round(self, stage: str, messages: list[BaseMessage], tools: list[BaseTool | dict],
+                   usage: Usage) -> AIMessage:
+        return asyncio.run(self.atool_round(stage, messages, tools, usage))
+
+
+def _validate_text(schema: type[BaseModel], text: str) -> BaseModel:
+    if not text.strip():
+        raise _InvalidReply("empty_reply", "the reply had no content")
+    try:
+        return schema.model_validate_json(extract_json_object(text))
+    except (ValidationError, ValueError) as exc:
+        raise _InvalidReply("invalid_reply", str(exc), text) from exc

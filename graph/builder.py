@@ -1,0 +1,226 @@
+"""build_reward_agent: wires the LangGraph state machine from the config's module switches (DESIGN.md §3).
+
+    START -> quality --(fault / zero)------------------------------------------------> gate
+               '-> [observe] + contract + [surprise] (parallel) -> assess
+    assess -> [inspect <-> tool_call] -> [reflect] -> [audit <-> repair] -> [final_check] -> gate -> END
+    preset direct: quality -> direct -> gate
+    any node that records a Fault routes to gate (result ineligible)
+
+Building loads no weights and opens no network connection: the chat model is only constructed
+(ChatOpenAI connects on first request) and evidence tools load lazily on first use.
+
+Decisions where the issue was silent:
+- Extra keyword arguments beyond DESIGN.md: `backbone=` (a ready Backbone, e.g. to share one stage
+  cache across presets), `settings=` (BackboneSettings; read from the environment only when needed
+  for a default: model None, or checkpointer None) and `frame_store=` (share decoded frames across
+  agents). `checkpointer=False` compiles without a checkpointer.
+- Default tools (tools None and motion or WMReward on): `tools.toolbox.Toolbox(ToolSettings.from_env())`,
+  built lazily on the first tool use.
+- The default checkpointer is a SqliteSaver at `settings.traces_path` whose async methods run the
+  sync ones in a worker thread, so `ainvoke` (used by `ascore_videos`) works with it; its serializer
+  allow-lists the graph.schemas records (`graph.tracing.traces_serde`). Pass
+  `InMemorySaver(serde=traces_serde())` for in-memory traces without deserialization warnings.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import sqlite3
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+from typing import Any
+
+from langgraph.graph import END, START, StateGraph
+
+from graph.config import AgentConfig, ResolvedConfig
+from graph.context import FrameStore, RunContext, tool_provider
+from graph.nodes.assess import assess
+from graph.nodes.audit import audit, repair
+from graph.nodes.common import make_node
+from graph.nodes.contract import contract
+from graph.nodes.direct import direct
+from graph.nodes.final_check import final_check
+from graph.nodes.gate import gate
+from graph.nodes.inspect import inspect, tool_call
+from graph.nodes.observe import observe
+from graph.nodes.quality import quality
+from graph.nodes.reflect import reflect
+from graph.nodes.surprise import surprise
+from graph.state import AgentState
+
+
+def expected_nodes(cfg: ResolvedConfig) -> list[str]:
+    """Nodes the builder wires for a resolved config (in pipeline order)."""
+    if not cfg.structured:
+        return ["quality", "direct", "gate"]
+    nodes = ["quality"] + (["observe"] if cfg.task_blind else []) + ["contract"]
+    nodes += (["surprise"] if cfg.wmreward else []) + ["assess"]
+    nodes += ["inspect", "tool_call"] if cfg.visual_verify else []
+    nodes += ["reflect"] if cfg.reflect else []
+    nodes += ["audit", "repair"] if cfg.audit else []
+    nodes += ["final_check"] if cfg.failure_gate else []
+    return nodes + ["gate"]
+
+
+def _after(cfg: ResolvedConfig, node: str) -> str:
+    """The next stage after `node` on the success path."""
+    order = [n for n in expected_nodes(cfg) if n not in ("tool_call", "repair", "observe", "surprise")]
+    return order[order.index(node) + 1]
+
+
+def _faulted(state: AgentState) -> bool:
+    return bool(state.get("faults"))
+
+
+def _wire(g: StateGraph, cfg: ResolvedConfig) -> None:
+    """Edges of the graph (see module docstring)."""
+    g.add_edge(START, "quality")
+    if not cfg.structured:
+        g.add_conditional_edges("quality", lambda s: "gate" if _faulted(s) or s.get("zero") else "direct",
+                                ["direct", "gate"])
+        g.add_edge("direct", "gate")
+        g.add_edge("gate", END)
+        return
+    fan = (["observe"] if cfg.task_blind else []) + ["contract"] + (["surprise"] if cfg.wmreward else [])
+
+    def route_quality(state: AgentState) -> list[str] | str:
+        return "gate" if _faulted(state) or state.get("zero") else fan
+
+    g.add_conditional_edges("quality", route_quality, fan + ["gate"])
+    g.add_edge(fan if len(fan) > 1 else fan[0], "assess")
+
+    def simple(node: str) -> None:
+        nxt = _after(cfg, node)
+        g.add_conditional_edges(node, lambda s: "gate" if _faulted(s) else nxt, sorted({nxt, "gate"}))
+
+    simple("assess")
+    if cfg.visual_verify:
+        after_inspect = _after(cfg, "inspect")
+
+        def route_inspect(state: AgentState) -> str:
+            if _faulted(state):
+                return "gate"
+            return "tool_call" if state.get("pending_calls") else after_inspect
+
+        def route_tools(state: AgentState) -> str:
+            if _faulted(state):
+                return "gate"
+            return after_inspect if int(state.get("inspect_rounds", 0)) >= cfg.max_tool_rounds else "inspect"
+
+        g.add_conditional_edges("inspect", route_inspect, sorted({"tool_call", after_inspect, "gate"}))
+        g.add_conditional_edges("tool_call", route_tools, sorted({"inspect", after_inspect, "gate"}))
+    if cfg.reflect:
+        simple("reflect")
+    if cfg.audit:
+        after_audit = _after(cfg, "audit")
+
+        def route_audit(state: AgentState) -> str:
+            if _faulted(state):
+                return "gate"
+            clean = state["audits"][-1].clean
+            return after_audit if clean or int(state.get("repair_rounds", 0)) >= cfg.max_repair_rounds \
+                else "repair"
+
+        g.add_conditional_edges("audit", route_audit, sorted({"repair", after_audit, "gate"}))
+        g.add_conditional_edges("repair", lambda s: "gate" if _faulted(s) else "audit", ["audit", "gate"])
+    if cfg.failure_gate:
+        g.add_edge("final_check", "gate")
+    g.add_edge("gate", END)
+
+
+_STAGES = {"quality": quality, "observe": observe, "contract": contract, "surprise": surprise, "assess": assess,
+           "inspect": inspect, "tool_call": tool_call, "reflect": reflect, "audit": audit, "repair": repair,
+           "final_check": final_check, "gate": gate, "direct": direct}
+
+
+def build_reward_agent(config: AgentConfig | None = None, *, model: Any = None, tools: Any = None,
+                       checkpointer: Any = None, backbone: Any = None, settings: Any = None,
+                       frame_store: FrameStore | None = None):
+    """A compiled LangGraph reward agent (DESIGN.md §3 "Public API").
+
+    Args:
+        config: module switches and caps (default `AgentConfig(preset="full")`).
+        model: any LangChain chat model; None builds ChatOpenAI from `BackboneSettings.from_env()`.
+        tools: `AgentTools(tracker=..., surprise=...)` or a `tools.toolbox.Toolbox`; None builds a
+            Toolbox from `ToolSettings.from_env()` when motion or WMReward is on.
+        checkpointer: a LangGraph checkpointer; None = SqliteSaver at `settings.traces_path`;
+            False = none.
+        backbone: a ready `graph.backbone.Backbone` (overrides `model`).
+        settings: `graph.settings.BackboneSettings` (default: from the environment, when needed).
+        frame_store: shared FrameStore (default: a new one sized from the settings).
+    """
+    from graph.backbone import Backbone
+    from graph.cache import StageCache
+    from graph.settings import BackboneSettings
+
+    config = config or AgentConfig()
+    cfg = config.resolved()
+    if settings is None and (backbone is None and model is None or checkpointer is None):
+        settings = BackboneSettings.from_env()
+    if backbone is None:
+        if model is None:
+            backbone = Backbone.from_settings(settings, cache=StageCache(settings.cache_path))
+        else:
+            backbone = Backbone(model, cache=StageCache(None), **_backbone_opts(settings))
+    if tools is None and (cfg.motion or cfg.wmreward):
+        from tools.settings import ToolSettings
+        from tools.toolbox import Toolbox
+
+        tools = Toolbox(ToolSettings.from_env())
+    store = frame_store or (FrameStore(long_side=settings.image_long_side, quality=settings.jpeg_quality)
+                            if settings is not None else FrameStore())
+    ctx = RunContext(backbone=backbone, config=cfg, frames=store, tools=tool_provider(tools))
+    g = StateGraph(AgentState, context_schema=RunContext)
+    for name in expected_nodes(cfg):
+        g.add_node(name, make_node(name, _STAGES[name], ctx, guard=name != "gate"))
+    _wire(g, cfg)
+    if checkpointer is None:
+        checkpointer = default_checkpointer(settings.traces_path)
+    return g.compile(checkpointer=checkpointer or None, name=f"reward_agent[{cfg.preset}]")
+
+
+def _backbone_opts(settings: Any) -> dict[str, Any]:
+    if settings is None:
+        return {}
+    return {"method": settings.method, "schema_retries": settings.schema_retries,
+            "max_retries": settings.max_retries, "timeout_s": settings.timeout_s}
+
+
+def default_checkpointer(path: str | Path):
+    """SqliteSaver at `path` (parent folders created) usable from sync and async code."""
+    from langgraph.checkpoint.sqlite import SqliteSaver
+
+    from graph.tracing import traces_serde
+
+    class ThreadedSqliteSaver(SqliteSaver):
+        """SqliteSaver whose async methods run the (lock-guarded) sync ones in a worker thread."""
+
+        async def aget_tuple(self, config):  # type: ignore[override]
+            return await asyncio.to_thread(self.get_tuple, config)
+
+        async def alist(self, config, *, filter=None, before=None, limit=None):  # type: ignore[override]
+            items = await asyncio.to_thread(lambda: list(self.list(config, filter=filter, before=before,
+                                                                   limit=limit)))
+            for item in items:
+                yield item
+
+        async def aput(self, config, checkpoint, metadata, new_versions):  # type: ignore[override]
+            return await asyncio.to_thread(self.put, config, checkpoint, metadata, new_versions)
+
+        async def aput_writes(self, config, writes: Sequence, task_id: str, task_path: str = ""):  # type: ignore[override]
+            return await asyncio.to_thread(self.put_writes, config, writes, task_id, task_path)
+
+        async def adelete_thread(self, thread_id: str) -> None:  # type: ignore[override]
+            return await asyncio.to_thread(self.delete_thread, thread_id)
+
+    p = Path(path)
+    if str(path) != ":memory:":
+        p.parent.mkdir(parents=True, exist_ok=True)
+    saver = ThreadedSqliteSaver(sqlite3.connect(str(path), check_same_thread=False), serde=traces_serde())
+    saver.setup()
+    return saver
+
+
+def node_names(agent: Any) -> Iterator[str]:
+    """Stage nodes of a compiled agent (without START/END)."""
+    return (n for n in agent.get_graph().nodes if not n.startswith("__"))

@@ -1,0 +1,176 @@
+"""Stage-output cache: identical stage inputs share one backbone output (DESIGN.md §3 "Backbone").
+
+A key is the sha256 of a canonical JSON rendering of (model name, structured-output method, stage name,
+rendered messages with every image data URL replaced by the sha256 of that URL, stage parameters,
+schema name + JSON schema, bound tool schemas). The value is the validated output as a JSON string.
+
+Decisions where the issue was silent:
+- The stage name is part of the key (two stages never share an output even with equal messages).
+- Only validated outputs are stored; faults and invalid replies are never cached.
+- `StageCache` serialises its SQLite access with one `threading.Lock` (a connection opened with
+  `check_same_thread=False`), which makes it safe from threads and from many asyncio tasks; each call
+  is a single short statement, so it is run inline rather than in an executor.
+- Concurrent identical requests are collapsed with `claim(key)`, an asyncio lock per key and event
+  loop (dropped when no task holds or waits for it): the first caller computes, the others wait and then read the stored output. That keeps
+  "one backbone call per unique stage input" true when presets run concurrently.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import json
+import sqlite3
+import threading
+from collections import OrderedDict
+from collections.abc import AsyncIterator, Sequence
+from contextlib import asynccontextmanager
+from functools import lru_cache
+from pathlib import Path
+from typing import Any
+
+from langchain_core.messages import AIMessage, BaseMessage, ToolMessage
+from pydantic import BaseModel
+
+_SCHEMA = "CREATE TABLE IF NOT EXISTS stage_cache (key TEXT PRIMARY KEY, value TEXT NOT NULL)"
+
+
+def _sha(text: str) -> str:
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
+_URL_SHA: OrderedDict[str, str] = OrderedDict()
+_URL_SHA_MAX = 4096
+_URL_LOCK = threading.Lock()
+
+
+def _url_sha(url: str) -> str:
+    """sha256 of an image data URL, memoised (bounded LRU): the frame cache hands out the same string
+    objects again and again, and a str caches its own hash, so a repeat costs one dict lookup."""
+    with _URL_LOCK:
+        hit = _URL_SHA.get(url)
+        if hit is not None:
+            _URL_SHA.move_to_end(url)
+            return hit
+    digest = _sha(url)
+    with _URL_LOCK:
+        _URL_SHA[url] = digest
+        if len(_URL_SHA) > _URL_SHA_MAX:
+            _URL_SHA.popitem(last=False)
+    return digest
+
+
+@lru_cache(maxsize=512)
+def _schema_entry(schema: type[BaseModel]) -> dict[str, Any]:
+    return {"name": schema.__name__, "json": schema.model_json_schema()}
+
+
+def _render_block(block: Any) -> Any:
+    """A content block with image data replaced by its hash (text blocks unchanged)."""
+    if isinstance(block, dict):
+        out: dict[str, Any] = {}
+        for k, v in block.items():
+            if k == "image_url":
+                url = v.get("url", "") if isinstance(v, dict) else str(v)
+                detail = v.get("detail") if isinstance(v, dict) else None
+                out[k] = {"sha256": _url_sha(url), "detail": detail}
+            elif k in ("data", "base64") and isinstance(v, str):
+                out[k] = {"sha256": _url_sha(v)}
+            elif k == "url" and isinstance(v, str) and v.startswith("data:"):
+                out[k] = {"sha256": _url_sha(v)}
+            else:
+                out[k] = _render_block(v)
+        return out
+    if isinstance(block, list):
+        return [_render_block(b) for b in block]
+    return block
+
+
+def render_messages(messages: Sequence[BaseMessage]) -> list[dict[str, Any]]:
+    """Messages as plain JSON-able dicts: type, content (images hashed), tool calls and ids."""
+    rendered = []
+    for m in messages:
+        item: dict[str, Any] = {"type": m.type, "content": _render_block(m.content)}
+        if isinstance(m, AIMessage) and m.tool_calls:
+            item["tool_calls"] = [{"name": c["name"], "args": c["args"], "id": c.get("id")} for c in m.tool_calls]
+        if isinstance(m, ToolMessage):
+            item["tool_call_id"] = m.tool_call_id
+        rendered.append(item)
+    return rendered
+
+
+def stage_key(*, model_name: str, method: str, stage: str, messages: Sequence[BaseMessage],
+              params: dict[str, Any] | None = None, schema: type[BaseModel] | None = None,
+              tools: Sequence[dict[str, Any]] | None = None) -> str:
+    """sha256 key of one stage input (see the module docstring for what it covers)."""
+    payload = {
+        "model": model_name,
+        "method": method,
+        "stage": stage,
+        "messages": render_messages(messages),
+        "params": params or {},
+        "schema": None if schema is None else _schema_entry(schema),
+        "tools": list(tools or []),
+    }
+    return _sha(json.dumps(payload, sort_keys=True, default=str, separators=(",", ":")))
+
+
+class StageCache:
+    """SQLite key -> JSON string store; `path=None` keeps it in memory."""
+
+    def __init__(self, path: str | Path | None = None) -> None:
+        self.path = None if path is None else Path(path)
+        if self.path is not None:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+        target = ":memory:" if self.path is None else str(self.path)
+        self._conn = sqlite3.connect(target, check_same_thread=False, isolation_level=None)
+        if self.path is not None:
+            self._conn.execute("PRAGMA journal_mode=WAL")
+        self._conn.execute(_SCHEMA)
+        self._lock = threading.Lock()
+        self._key_locks: dict[tuple[int, str], tuple[asyncio.Lock, int]] = {}
+        self.hits = 0
+        self.misses = 0
+
+    def get(self, key: str) -> str | None:
+        """The stored value for `key`, or None."""
+        with self._lock:
+            row = self._conn.execute("SELECT value FROM stage_cache WHERE key = ?", (key,)).fetchone()
+            if row is None:
+                self.misses += 1
+                return None
+            self.hits += 1
+            return str(row[0])
+
+    def put(self, key: str, value: str) -> None:
+        """Store (or replace) `value` under `key`."""
+        with self._lock:
+            self._conn.execute("INSERT OR REPLACE INTO stage_cache (key, value) VALUES (?, ?)", (key, value))
+
+    def __len__(self) -> int:
+        with self._lock:
+            return int(self._conn.execute("SELECT COUNT(*) FROM stage_cache").fetchone()[0])
+
+    @asynccontextmanager
+    async def claim(self, key: str) -> AsyncIterator[None]:
+        """Hold the per-key asyncio lock of the running loop, so concurrent identical stage calls
+        run once: the first holder calls the model and stores the output, later holders read it."""
+        slot = (id(asyncio.get_running_loop()), key)
+        with self._lock:
+            lock, users = self._key_locks.get(slot, (asyncio.Lock(), 0))
+            self._key_locks[slot] = (lock, users + 1)
+        try:
+            async with lock:
+                yield
+        finally:
+            with self._lock:
+                lock, users = self._key_locks[slot]
+                if users <= 1:
+                    del self._key_locks[slot]
+                else:
+                    self._key_locks[slot] = (lock, users - 1)
+
+    def close(self) -> None:
+        """Close the SQLite connection."""
+        with self._lock:
+            self._conn.close()

@@ -1,0 +1,178 @@
+"""Agent configuration: module switches, the paper's 14 presets (Table 2) and the loop caps.
+
+A preset only sets module switches; `graph.builder` wires the graph from the switches.
+Cumulative presets add modules in the paper's order (structured report + score mapping, task
+decomposition, task-blind observation, adaptive visual verification, motion evidence, WMReward
+feedback + reflection, scope audit + repair, failure gate); the `no_*` presets remove one module
+from `full`. Only `full` and the `no_*` presets apply the failure gate.
+
+Decisions where the issue was silent:
+- `direct` switches every module off: one call with frames, instruction and scoring criteria.
+- `structured` keeps the instruction as a single essential requirement (no decomposition call).
+- `motion` without `visual_verify` (never a preset, but allowed) runs one automatic grid track over
+  the observed frames and shows the summary in reflect.
+- Explicit switch overrides may be given next to a preset:
+  `AgentConfig(preset="full", audit=False)` keeps `preset="full"` as a label but wires without audit;
+  `AgentConfig.from_preset(name, **overrides)` is the same thing spelled out.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, fields, replace
+from typing import Literal, get_args
+
+Preset = Literal[
+    "direct", "structured", "decomposed", "task_blind", "visual_verify", "motion", "wmreward",
+    "audit_no_gate", "full", "no_task_blind", "no_visual_verify", "no_wmreward", "no_audit", "no_motion",
+]
+InspectMode = Literal["tools", "plan"]
+PRESETS: tuple[str, ...] = get_args(Preset)
+SWITCHES: tuple[str, ...] = (
+    "structured", "decompose", "task_blind", "visual_verify", "motion", "wmreward", "audit", "failure_gate",
+)
+MAX_REPAIR_ROUNDS = 3
+
+_CUMULATIVE = ("direct", "structured", "decomposed", "task_blind", "visual_verify", "motion", "wmreward",
+               "audit_no_gate", "full")
+_REMOVALS = {"no_task_blind": "task_blind", "no_visual_verify": "visual_verify", "no_wmreward": "wmreward",
+             "no_audit": "audit", "no_motion": "motion"}
+
+
+def preset_switches(preset: str) -> dict[str, bool]:
+    """Module switches of one of the 14 presets (paper Table 2)."""
+    if preset not in PRESETS:
+        raise ValueError(f"unknown preset {preset!r}; expected one of {', '.join(PRESETS)}")
+    if preset in _REMOVALS:
+        switches = preset_switches("full")
+        switches[_REMOVALS[preset]] = False
+        return switches
+    level = _CUMULATIVE.index(preset)  # 0 = direct ... 8 = full; switch i is on from level i+1
+    return {name: level >= i + 1 for i, name in enumerate(SWITCHES)}
+
+
+@dataclass(frozen=True)
+class AgentConfig:
+    """Which modules the reward agent runs and the caps of its loops."""
+
+    preset: Preset = "full"
+    """Named configuration from the paper's Table 2; sets every module switch left as None."""
+    structured: bool | None = None
+    """Structured report + fixed score mapping (off: the model writes the reward directly, preset direct)."""
+    decompose: bool | None = None
+    """Task decomposition: an LLM extracts the frozen task contract from the instruction."""
+    task_blind: bool | None = None
+    """Task-blind observation of 32 uniform frames before the instruction is seen."""
+    visual_verify: bool | None = None
+    """Adaptive visual verification: the inspect <-> tool_call loop (frames and crops)."""
+    motion: bool | None = None
+    """Motion evidence: the track_motion tool (point tracks + overlays)."""
+    wmreward: bool | None = None
+    """WMReward surprise windows shown in reflect."""
+    audit: bool | None = None
+    """Scope audit with image-backed repair rounds."""
+    failure_gate: bool | None = None
+    """Final check + failure gate (R = 0 when failure is established or an essential is unverifiable)."""
+    inspect_mode: InspectMode = "tools"
+    """"tools": LLM tool-calling loop; "plan": one structured InspectionPlan (servers without tool calls)."""
+    observe_frames: int = 32
+    """Frames sampled uniformly for observation and assessment."""
+    max_tool_rounds: int = 4
+    """Cap on inspect <-> tool_call rounds."""
+    frame_budget: int = 48
+    """Cap on frames (views, crops, overlays) returned by inspection tools in one run."""
+    max_repair_rounds: int = MAX_REPAIR_ROUNDS
+    """Audit repair rounds (at most 3)."""
+    nearby_extra: int = 16
+    """Clips longer than 81 frames: extra frames beyond the initial sample that inspection may add."""
+    max_images_per_call: int = 48
+    """Cap on images in one backbone request (keep below the server's --limit-mm-per-prompt)."""
+    surprise_windows: int = 2
+    """How many of the most surprising WMReward windows reflect shows."""
+    max_instruction_chars: int = 4000
+    """Longer instructions are truncated to this length and the truncation is recorded as a note."""
+
+    def __post_init__(self) -> None:
+        if self.preset not in PRESETS:
+            raise ValueError(f"unknown preset {self.preset!r}; expected one of {', '.join(PRESETS)}")
+        if self.inspect_mode not in get_args(InspectMode):
+            raise ValueError(f"inspect_mode must be 'tools' or 'plan', got {self.inspect_mode!r}")
+        if not 0 <= self.max_repair_rounds <= MAX_REPAIR_ROUNDS:
+            raise ValueError(f"max_repair_rounds must be in 0..{MAX_REPAIR_ROUNDS}, got {self.max_repair_rounds}")
+        for name in ("observe_frames", "max_tool_rounds", "frame_budget", "max_images_per_call",
+                     "surprise_windows", "max_instruction_chars"):
+            if getattr(self, name) < 1:
+                raise ValueError(f"{name} must be >= 1, got {getattr(self, name)}")
+        if not 2 <= self.observe_frames <= 64:
+            raise ValueError(f"observe_frames must be in 2..64, got {self.observe_frames}")
+        if self.nearby_extra < 0:
+            raise ValueError(f"nearby_extra must be >= 0, got {self.nearby_extra}")
+
+    @classmethod
+    def from_preset(cls, preset: Preset, **overrides: object) -> AgentConfig:
+        """A config for `preset` with some fields (switches or caps) overridden."""
+        return cls(preset=preset, **overrides)  # type: ignore[arg-type]
+
+    def switches(self) -> dict[str, bool]:
+        """Effective module switches: the preset's, with explicit (non-None) overrides applied."""
+        resolved = preset_switches(self.preset)
+        for name in SWITCHES:
+            value = getattr(self, name)
+            if value is not None:
+                resolved[name] = bool(value)
+        return resolved
+
+    def resolved(self) -> ResolvedConfig:
+        """Switches and caps as plain booleans/ints (what the builder and nodes read)."""
+        caps = {f.name: getattr(self, f.name) for f in fields(self) if f.name not in SWITCHES}
+        return ResolvedConfig(**caps, **self.switches())
+
+    def with_overrides(self, **changes: object) -> AgentConfig:
+        """A copy with some fields replaced (validated again)."""
+        return replace(self, **changes)  # type: ignore[arg-type]
+
+
+@dataclass(frozen=True)
+class ResolvedConfig:
+    """An `AgentConfig` with every switch resolved to a boolean."""
+
+    preset: str
+    """Preset label (for results and traces)."""
+    inspect_mode: str
+    """"tools" or "plan"."""
+    observe_frames: int
+    """Uniform frames for observation and assessment."""
+    max_tool_rounds: int
+    """Cap on inspect rounds."""
+    frame_budget: int
+    """Cap on frames returned by inspection tools."""
+    max_repair_rounds: int
+    """Cap on repair rounds."""
+    nearby_extra: int
+    """Extra frames for clips longer than 81 frames."""
+    max_images_per_call: int
+    """Cap on images per backbone request."""
+    surprise_windows: int
+    """Surprise windows shown in reflect."""
+    max_instruction_chars: int
+    """Instruction truncation length."""
+    structured: bool
+    """Structured report + score mapping."""
+    decompose: bool
+    """Task decomposition."""
+    task_blind: bool
+    """Task-blind observation."""
+    visual_verify: bool
+    """Inspect loop."""
+    motion: bool
+    """Motion tool."""
+    wmreward: bool
+    """Surprise evidence."""
+    audit: bool
+    """Audit + repair."""
+    failure_gate: bool
+    """Final check + gate."""
+
+    @property
+    def reflect(self) -> bool:
+        """Reflect runs when there is new evidence to fold in (inspection, motion or surprise)."""
+        return self.structured and (self.visual_verify or self.wmreward or self.motion)

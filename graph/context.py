@@ -1,0 +1,248 @@
+"""Run context of the reward agent (LangGraph `context_schema`): the heavy objects that never enter state.
+
+`RunContext` carries the backbone, the frame cache (decoded frames and encoded JPEG data URLs), the
+evidence tools and the resolved config. The builder makes one at build time and the nodes use it
+when an invocation passes no `context=`; callers may pass their own per invocation.
+
+Decisions where the issue was silent:
+- `FrameStore` caches decoded frames per (video path, index) and data URLs per (path, index, crop,
+  long side, quality) in LRU maps bounded by bytes (default 512 MiB of frames); it is shared by
+  concurrent runs and guarded by a lock. Decoding and encoding run in a worker thread
+  (`asyncio.to_thread`) so concurrent clips overlap.
+- Tools: `AgentTools(tracker=..., surprise=...)` injects protocol objects; a `tools.toolbox.Toolbox`
+  is adapted into the same lazy getters. A missing tool that a switch needs raises ToolFault.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from collections import OrderedDict
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from graph.config import ResolvedConfig
+from tools.errors import ToolFault
+
+if TYPE_CHECKING:  # pragma: no cover
+    from graph.backbone import Backbone
+    from tools.motion import MotionTracker
+    from tools.surprise import SurpriseScorer
+
+
+@dataclass
+class AgentTools:
+    """Injected evidence tools (protocol objects); None = not available."""
+
+    tracker: MotionTracker | None = None
+    """Motion tracker (tools.motion.MotionTracker protocol)."""
+    surprise: SurpriseScorer | None = None
+    """Surprise scorer (tools.surprise.SurpriseScorer protocol)."""
+
+
+@dataclass
+class ToolProvider:
+    """Lazy getters for the evidence tools (built on first use, so building the agent loads nothing)."""
+
+    tracker_factory: Callable[[], Any] | None = None
+    """Returns a MotionTracker (may load a model on first call)."""
+    surprise_factory: Callable[[], Any] | None = None
+    """Returns a SurpriseScorer (may load a model on first call)."""
+
+    def tracker(self) -> MotionTracker:
+        """The motion tracker; ToolFault when none is configured or it fails to load."""
+        if self.tracker_factory is None:
+            raise ToolFault("motion", "load", "motion evidence is on but no motion tracker is configured")
+        return _load("motion", self.tracker_factory)
+
+    def surprise(self) -> SurpriseScorer:
+        """The surprise scorer; ToolFault when none is configured or it fails to load."""
+        if self.surprise_factory is None:
+            raise ToolFault("surprise", "load", "WMReward is on but no surprise scorer is configured")
+        return _load("surprise", self.surprise_factory)
+
+
+def _load(tool: str, factory: Callable[[], Any]) -> Any:
+    try:
+        return factory()
+    except ToolFault:
+        raise
+    except Exception as exc:  # a configured backend that fails to load is a fault, never a silent switch
+        raise ToolFault(tool, "load", f"{type(exc).__name__}: {exc}") from exc
+
+
+def tool_provider(tools: object) -> ToolProvider:
+    """Adapt `AgentTools`, a `tools.toolbox.Toolbox` or a ready `ToolProvider` (None -> no tools)."""
+    if tools is None:
+        return ToolProvider()
+    if isinstance(tools, ToolProvider):
+        return tools
+    if isinstance(tools, AgentTools):
+        tracker, surprise = tools.tracker, tools.surprise
+        return ToolProvider(None if tracker is None else (lambda: tracker),
+                            None if surprise is None else (lambda: surprise))
+    from tools.toolbox import Toolbox
+
+    if isinstance(tools, Toolbox):
+        return ToolProvider(tools.tracker, tools.surprise)
+    raise TypeError(f"tools must be AgentTools, Toolbox or ToolProvider, got {type(tools).__name__}")
+
+
+class _LRU:
+    """Byte-bounded LRU map (thread-safe)."""
+
+    def __init__(self, max_bytes: int) -> None:
+        self.max_bytes = max_bytes
+        self._data: OrderedDict[Any, tuple[Any, int]] = OrderedDict()
+        self._bytes = 0
+        self._lock = threading.Lock()
+
+    def get(self, key: Any) -> Any | None:
+        with self._lock:
+            item = self._data.get(key)
+            if item is None:
+                return None
+            self._data.move_to_end(key)
+            return item[0]
+
+    def put(self, key: Any, value: Any, size: int) -> None:
+        with self._lock:
+            old = self._data.pop(key, None)
+            if old is not None:
+                self._bytes -= old[1]
+            self._data[key] = (value, size)
+            self._bytes += size
+            while self._bytes > self.max_bytes and len(self._data) > 1:
+                _, (_, freed) = self._data.popitem(last=False)
+                self._bytes -= freed
+
+
+class FrameStore:
+    """Decoded-frame and data-URL cache over tools.video (shared by runs; bounded by bytes)."""
+
+    def __init__(self, *, long_side: int = 512, quality: int = 85, max_bytes: int = 512 * 2**20) -> None:
+        self.long_side = long_side
+        self.quality = quality
+        self._frames = _LRU(max_bytes)
+        self._urls = _LRU(max_bytes // 4)
+        self._extra = _LRU(max_bytes // 8)
+        self._meta: dict[str, Any] = {}
+        self._lock = threading.Lock()
+        self.decoded = 0
+        self.encoded = 0
+
+    def get_extra(self, key: Any) -> Any | None:
+        """A cached derived artefact (e.g. motion overlays as content blocks), if present."""
+        return self._extra.get(key)
+
+    def put_extra(self, key: Any, value: tuple[list[dict], str]) -> None:
+        """Cache a derived artefact: (content blocks, text)."""
+        size = sum(len(str(b)) for b in value[0]) + len(value[1])
+        self._extra.put(key, value, size)
+
+    def meta(self, video: str) -> Any:
+        """tools.video.VideoMeta of `video` (cached); raises VideoError subclasses."""
+        from tools.video import probe
+
+        with self._lock:
+            cached = self._meta.get(video)
+        if cached is None:
+            cached = probe(video)
+            with self._lock:
+                self._meta[video] = cached
+        return cached
+
+    def frames(self, video: str, indices: Sequence[int]) -> np.ndarray:
+        """Frames [K,H,W,3] uint8 at `indices` (decoding only those not cached)."""
+        from tools.video import VideoReader
+
+        wanted = [int(i) for i in indices]
+        have = {i: self._frames.get((video, i)) for i in set(wanted)}
+        missing = sorted(i for i, f in have.items() if f is None)
+        if missing:
+            with VideoReader(video) as reader:
+                decoded = reader.read(missing)
+            for i, frame in zip(missing, decoded, strict=True):
+                frame = np.ascontiguousarray(frame)
+                self._frames.put((video, i), frame, frame.nbytes)
+                have[i] = frame
+            self.decoded += len(missing)
+        return np.stack([have[i] for i in wanted]) if wanted else np.zeros((0, 1, 1, 3), np.uint8)
+
+    def image_blocks(self, video: str, indices: Sequence[int], *, box: Sequence[float] | None = None,
+                     note: str = "") -> list[dict]:
+        """Content blocks: per frame a text label then a JPEG data URL (crop applied when `box`)."""
+        from tools.video import crop_frame, encode_jpeg_data_url, frame_label, resize_long_side
+
+        meta = self.meta(video)
+        blocks: list[dict] = []
+        key_box = None if box is None else tuple(round(float(b), 4) for b in box)
+        urls = {int(i): self._urls.get((video, int(i), key_box, self.long_side, self.quality)) for i in indices}
+        todo = sorted(i for i, u in urls.items() if u is None)
+        decoded = dict(zip(todo, self.frames(video, todo), strict=True)) if todo else {}
+        for i in indices:
+            key = (video, int(i), key_box, self.long_side, self.quality)
+            url = urls[int(i)]
+            if url is None:
+                frame = decoded[int(i)]
+                if key_box is not None:
+                    frame = crop_frame(frame, key_box)
+                url = encode_jpeg_data_url(resize_long_side(frame, self.long_side), quality=self.quality)
+                self._urls.put(key, url, len(url))
+                self.encoded += 1
+            label = frame_label(int(i), meta.frames, meta.fps)
+            if key_box is not None:
+                label += f", crop [{', '.join(f'{b:.2f}' for b in key_box)}]"
+            if note:
+                label += f" ({note})"
+            blocks.append({"type": "text", "text": label})
+            blocks.append({"type": "image_url", "image_url": {"url": url}})
+        return blocks
+
+    def array_blocks(self, frames: np.ndarray, labels: Sequence[str]) -> list[dict]:
+        """Content blocks for already-rendered images (e.g. track overlays); not cached."""
+        from tools.video import encode_jpeg_data_url, resize_long_side
+
+        blocks: list[dict] = []
+        for frame, label in zip(frames, labels, strict=True):
+            url = encode_jpeg_data_url(resize_long_side(np.ascontiguousarray(frame), self.long_side),
+                                       quality=self.quality)
+            blocks += [{"type": "text", "text": label}, {"type": "image_url", "image_url": {"url": url}}]
+        return blocks
+
+    def _blocks_cached(self, video: str, indices: Sequence[int], box: Sequence[float] | None) -> bool:
+        key_box = None if box is None else tuple(round(float(b), 4) for b in box)
+        with self._lock:
+            known = video in self._meta
+        return known and all(self._urls.get((video, int(i), key_box, self.long_side, self.quality)) is not None
+                             for i in indices)
+
+    async def ablocks(self, video: str, indices: Sequence[int], *, box: Sequence[float] | None = None,
+                      note: str = "") -> list[dict]:
+        """`image_blocks`, in a worker thread unless every image is already cached."""
+        if self._blocks_cached(video, indices, box):
+            return self.image_blocks(video, indices, box=box, note=note)
+        return await asyncio.to_thread(self.image_blocks, video, indices, box=box, note=note)
+
+    async def aframes(self, video: str, indices: Sequence[int]) -> np.ndarray:
+        """`frames`, in a worker thread unless every frame is already cached."""
+        if all(self._frames.get((video, int(i))) is not None for i in indices):
+            return self.frames(video, indices)
+        return await asyncio.to_thread(self.frames, video, indices)
+
+
+@dataclass
+class RunContext:
+    """Heavy per-agent objects the nodes use (LangGraph context_schema); never checkpointed."""
+
+    backbone: Backbone
+    """Backbone (chat model + retries + stage cache)."""
+    config: ResolvedConfig
+    """Resolved module switches and caps."""
+    frames: FrameStore = field(default_factory=FrameStore)
+    """Decoded-frame / data-URL cache."""
+    tools: ToolProvider = field(default_factory=ToolProvider)
+    """Evidence tools (lazy)."""

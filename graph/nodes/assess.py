@@ -1,0 +1,39 @@
+"""assess node: requirement-level judgments with frame references plus rubric levels (paper Sec. 3.2).
+
+Inputs: the uniform frame sample, the frozen contract and, when task-blind observation is on, the
+observation written without the instruction.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from graph.context import RunContext
+from graph.gate import score_mapping
+from graph.nodes.common import Step, dump, frames_total, human, normalize_assessment, system
+from graph.schemas import Assessment
+from graph.state import AgentState
+
+
+def summarize(assessment: Assessment) -> str:
+    """One line: status per requirement and the rubric levels."""
+    statuses = ", ".join(f"{j.requirement_id}={j.status}" for j in assessment.judgments) or "no judgments"
+    return f"{statuses}; physical {assessment.physical_level}/5, visual {assessment.visual_level}/5"
+
+
+async def assess(state: AgentState, ctx: RunContext, step: Step) -> dict[str, Any]:
+    sample = list(state["sample"])
+    contract = state["contract"]
+    blocks = await ctx.frames.ablocks(state["video"], sample)
+    text = "Task contract:\n" + dump(contract)
+    observation = state.get("observation")
+    if observation is not None:
+        text += "\n\nTask-blind observation written before the task was known:\n" + dump(observation)
+    text += f"\n\n{len(sample)} frames of the clip follow, in temporal order."
+    messages = [system("assess", n_frames=len(sample)), human(text, blocks)]
+    out = await ctx.backbone.astructured("assess", Assessment, messages, step.usage)
+    out = normalize_assessment(out, contract, frames_total(state))
+    t, p, v = score_mapping(out, contract)
+    step.frames = sample
+    step.decision = f"{summarize(out)} (T={t:.2f}, P={p:.2f}, V={v:.2f})"
+    return {"assessment": out, "assessments": [out]}

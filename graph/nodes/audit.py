@@ -1,0 +1,92 @@
+"""audit and repair nodes: scope audit with image-backed repair, at most 3 rounds (paper Sec. 3.2).
+
+audit asks the backbone for missing requirements, invented conditions and contradictions, and adds
+by code every contract requirement that has no judgment. repair always re-looks at frames: its
+message carries the evidence frames of the requirements involved (topped up from the uniform
+sample). A repaired judgment may change status only when it cites at least one frame shown in that
+repair message; otherwise the previous judgment is kept and a note says so — a text-only suggestion
+never flips a visual judgment.
+
+Decision where the issue was silent: the audit itself is text-only (contract, assessment,
+observation); the images go to the repair that acts on it.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from graph.context import RunContext
+from graph.nodes.assess import summarize
+from graph.nodes.common import Step, dump, frames_total, human, normalize_assessment, pick_frames, system
+from graph.schemas import Assessment, AuditReport, TaskContract
+from graph.state import AgentState
+
+REPAIR_FRAMES = 16
+
+
+def code_missing(assessment: Assessment, contract: TaskContract) -> list[str]:
+    """Contract requirement ids without any judgment."""
+    return [r.id for r in contract.requirements if assessment.judgment(r.id) is None]
+
+
+async def audit(state: AgentState, ctx: RunContext, step: Step) -> dict[str, Any]:
+    contract, assessment = state["contract"], state["assessment"]
+    text = "Task contract:\n" + dump(contract) + "\n\nAssessment:\n" + dump(assessment)
+    if state.get("observation") is not None:
+        text += "\n\nTask-blind observation:\n" + dump(state["observation"])
+    report = await ctx.backbone.astructured("audit", AuditReport, [system("audit"), human(text)], step.usage,
+                                            params={"round": int(state.get("repair_rounds", 0))})
+    missing = list(dict.fromkeys(report.missing_requirements + code_missing(assessment, contract)))
+    report = AuditReport(missing_requirements=missing[:16], invented_conditions=report.invented_conditions,
+                         contradictions=report.contradictions)
+    step.audit_round = int(state.get("repair_rounds", 0))
+    step.decision = "clean" if report.clean else (
+        f"issues: missing {report.missing_requirements}, invented {len(report.invented_conditions)}, "
+        f"contradictions {len(report.contradictions)}")
+    return {"audits": [report]}
+
+
+def involved_ids(report: AuditReport, contract: TaskContract) -> list[str]:
+    """Requirement ids named by the audit (missing ids plus ids mentioned in the issue texts)."""
+    ids = [r.id for r in contract.requirements]
+    named = set(report.missing_requirements)
+    for line in report.invented_conditions + report.contradictions:
+        named |= {i for i in ids if re.search(rf"\b{re.escape(i)}\b", line)}
+    return [i for i in ids if i in named] or ids
+
+
+def guard_flips(before: Assessment, after: Assessment, shown: set[int]) -> tuple[Assessment, list[str]]:
+    """Revert status changes that cite none of the frames shown in the repair message."""
+    notes: list[str] = []
+    judgments = []
+    for j in after.judgments:
+        old = before.judgment(j.requirement_id)
+        if old is not None and old.status != j.status and not (set(j.evidence_frames) & shown):
+            notes.append(f"repair: {j.requirement_id} kept {old.status} (change to {j.status} cited no frame shown)")
+            judgments.append(old)
+        else:
+            judgments.append(j)
+    return after.model_copy(update={"judgments": judgments}), notes
+
+
+async def repair(state: AgentState, ctx: RunContext, step: Step) -> dict[str, Any]:
+    contract, assessment = state["contract"], state["assessment"]
+    report = state["audits"][-1]
+    rounds = int(state.get("repair_rounds", 0))
+    ids = involved_ids(report, contract)
+    evidence = [f for i in ids if (j := assessment.judgment(i)) is not None for f in j.evidence_frames]
+    frames = pick_frames(evidence, list(state["sample"]), min(REPAIR_FRAMES, ctx.config.max_images_per_call))
+    blocks = await ctx.frames.ablocks(state["video"], frames)
+    text = ("Task contract:\n" + dump(contract) + "\n\nAssessment to repair:\n" + dump(assessment)
+            + "\n\nAudit findings (suggestions, not evidence):\n" + dump(report)
+            + f"\n\nRequirements involved: {ids}. Frames shown below: {frames}. Return the full repaired assessment.")
+    out = await ctx.backbone.astructured("repair", Assessment, [system("repair"), human(text, blocks)], step.usage,
+                                         params={"round": rounds})
+    out = normalize_assessment(out, contract, frames_total(state))
+    out, notes = guard_flips(assessment, out, set(frames))
+    step.frames = frames
+    step.audit_round = rounds
+    step.decision = f"round {rounds + 1}: " + summarize(out) + (f"; {len(notes)} unsupported change(s) kept"
+                                                                if notes else "")
+    return {"assessment": out, "assessments": [out], "repair_rounds": rounds + 1, "notes": notes}

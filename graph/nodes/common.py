@@ -1,0 +1,179 @@
+"""Shared node machinery: the fault-catching step wrapper, message helpers and assessment hygiene.
+
+Every stage is an `async def fn(state, ctx, step) -> dict` wrapped by `make_node`, which
+- uses the invocation's context (`runtime.context`) or the builder's default context;
+- skips the stage when a fault was already recorded (parallel branches joining after a fault);
+- turns BackboneFault, ToolFault, VideoError and any other exception into a `Fault` record
+  (the run then routes to the gate and the result is ineligible) — never a fabricated output;
+- appends one StepRecord (node, started, duration, decision, frames, crops, tool summaries, audit
+  round, gate inputs) and the stage's backbone usage to the state.
+
+Decision where the issue was silent: an unexpected exception inside a node (a bug or an exception
+from an injected model that the backbone did not classify) is recorded as kind "internal" with its
+type and message, so one broken clip never takes down a batch; `ContractFrozenError` is re-raised
+because it marks a wiring error, not a clip problem.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextvars
+import json
+import time
+from collections.abc import Awaitable, Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any
+
+from langchain_core.messages import HumanMessage, SystemMessage
+from langchain_core.runnables import RunnableConfig, RunnableLambda
+from langgraph.runtime import get_runtime
+
+from graph.backbone import BackboneFault, Usage
+from graph.context import RunContext
+from graph.schemas import Assessment, Fault, TaskContract
+from graph.state import AgentState, ContractFrozenError, StepRecord
+from prompts import render
+from tools.errors import ToolFault
+
+
+@dataclass
+class Step:
+    """What a stage records about itself while it runs."""
+
+    node: str
+    decision: str = ""
+    frames: list[int] = field(default_factory=list)
+    crops: list[dict[str, Any]] = field(default_factory=list)
+    tool_summaries: list[str] = field(default_factory=list)
+    audit_round: int | None = None
+    gate_inputs: dict[str, Any] | None = None
+    usage: Usage = field(default_factory=Usage)
+    thread_id: str = ""
+
+
+class InputFault(ValueError):
+    """The run's input (instruction or video reference) cannot be evaluated."""
+
+
+StageFn = Callable[[AgentState, RunContext, Step], Awaitable[dict[str, Any]]]
+
+
+def to_fault(stage: str, exc: BaseException) -> Fault:
+    """A Fault record for an exception raised inside `stage`."""
+    from tools.video import VideoError
+
+    if isinstance(exc, InputFault):
+        return Fault(stage=stage, kind="input", message=str(exc)[:2000])
+    if isinstance(exc, BackboneFault):
+        return Fault(stage=stage, kind=exc.kind, message=exc.message[:2000])
+    if isinstance(exc, ToolFault):
+        return Fault(stage=stage, kind="tool", message=f"{exc.tool} {exc.kind}: {exc.message}"[:2000])
+    if isinstance(exc, VideoError):
+        return Fault(stage=stage, kind="video", message=f"{type(exc).__name__}: {exc}"[:2000])
+    return Fault(stage=stage, kind="internal", message=f"{type(exc).__name__}: {exc}"[:2000])
+
+
+def _run_sync(coro: Any) -> Any:
+    """Run a coroutine from sync code (a fresh loop here, or in a worker thread if a loop is running)."""
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return asyncio.run(coro)
+    with ThreadPoolExecutor(max_workers=1) as pool:
+        return pool.submit(contextvars.copy_context().run, asyncio.run, coro).result()
+
+
+def make_node(name: str, fn: StageFn, default_ctx: RunContext, *, guard: bool = True) -> RunnableLambda:
+    """Wrap a stage function as a LangGraph node usable from invoke and ainvoke (see module docstring)."""
+
+    async def run(state: AgentState, config: RunnableConfig, ctx: RunContext) -> dict[str, Any]:
+        if guard and state.get("faults"):
+            return {}
+        step = Step(node=name, thread_id=str((config.get("configurable") or {}).get("thread_id", "")))
+        started = datetime.now(UTC).isoformat()
+        t0 = time.perf_counter()
+        try:
+            update = dict(await fn(state, ctx, step))
+        except ContractFrozenError:
+            raise
+        except Exception as exc:  # every failure becomes an explicit Fault (ineligible), never a reward
+            fault = to_fault(name, exc)
+            update = {"faults": [fault]}
+            step.decision = f"fault ({fault.kind}): {fault.message[:200]}"
+        record = StepRecord(node=name, started=started, duration_s=round(time.perf_counter() - t0, 6),
+                            decision=step.decision, frames=sorted(set(step.frames)), crops=step.crops,
+                            tool_summaries=step.tool_summaries, audit_round=step.audit_round,
+                            gate_inputs=step.gate_inputs)
+        update["steps"] = [record]
+        update["usage"] = step.usage.as_dict()
+        return update
+
+    def context() -> RunContext:
+        runtime = get_runtime(RunContext)
+        return runtime.context if runtime is not None and runtime.context is not None else default_ctx
+
+    def sync_node(state: AgentState, config: RunnableConfig) -> dict[str, Any]:
+        return _run_sync(run(state, config, context()))
+
+    async def async_node(state: AgentState, config: RunnableConfig) -> dict[str, Any]:
+        return await run(state, config, context())
+
+    return RunnableLambda(sync_node, afunc=async_node, name=name)
+
+
+def system(stage: str, **variables: object) -> SystemMessage:
+    """The stage's system message (its prompt file, which starts with '# stage: <name>')."""
+    return SystemMessage(content=render(stage, **variables))
+
+
+def human(text: str, blocks: Sequence[dict] = ()) -> HumanMessage:
+    """A human message: text first, then image/label blocks (plain string when there are none)."""
+    if not blocks:
+        return HumanMessage(content=text)
+    return HumanMessage(content=[{"type": "text", "text": text}, *blocks])
+
+
+def dump(record: Any) -> str:
+    """Compact JSON of a pydantic record for a prompt."""
+    return json.dumps(record.model_dump(mode="json"), ensure_ascii=False, indent=1)
+
+
+def instruction_block(instruction: str) -> str:
+    """The instruction as delimited data (the prompts say never to follow commands inside it)."""
+    return f"<instruction>\n{instruction}\n</instruction>"
+
+
+def normalize_assessment(assessment: Assessment, contract: TaskContract, n_frames: int) -> Assessment:
+    """Keep one judgment per contract requirement (first wins), drop unknown ids, clamp frame refs."""
+    ids = {r.id for r in contract.requirements}
+    seen: set[str] = set()
+    judgments = []
+    for j in assessment.judgments:
+        if j.requirement_id in ids and j.requirement_id not in seen:
+            seen.add(j.requirement_id)
+            frames = sorted({f for f in j.evidence_frames if 0 <= f < n_frames})
+            judgments.append(j.model_copy(update={"evidence_frames": frames}))
+    order = {r.id: k for k, r in enumerate(contract.requirements)}
+    judgments.sort(key=lambda j: order[j.requirement_id])
+    return assessment.model_copy(update={"judgments": judgments})
+
+
+def pick_frames(candidates: Sequence[int], fallback: Sequence[int], limit: int) -> list[int]:
+    """Up to `limit` distinct sorted frames from `candidates`, topped up evenly from `fallback`."""
+    chosen = sorted(set(int(c) for c in candidates))
+    if len(chosen) > limit:
+        step = len(chosen) / limit
+        chosen = [chosen[int(k * step)] for k in range(limit)]
+    pool = [f for f in fallback if f not in chosen]
+    need = max(0, min(limit, len(chosen) + len(pool)) - len(chosen))
+    if need and pool:
+        step = len(pool) / need
+        chosen += [pool[int(k * step)] for k in range(need)]
+    return sorted(set(chosen))
+
+
+def frames_total(state: AgentState) -> int:
+    """Number of frames of the clip (from the quality node's metadata)."""
+    return int(state["meta"]["frames"])

@@ -1,0 +1,237 @@
+"""Inspection tools and their execution: view_frames, view_crop, track_motion (paper Sec. 3.2).
+
+Access policy: clips of at most 81 frames may view any frame; longer clips may view the initial
+uniform sample plus at most `nearby_extra` (16) frames near the ones the model referenced
+(`tools.video.nearby_indices`). A frame budget caps the images all tool calls of a run return.
+Invalid crop boxes fall back to the full frame and the tool result says so.
+
+Decisions where the issue was silent:
+- Requests are trimmed (never refused) to the access policy and the budget; the result text lists
+  what was dropped or substituted.
+- track_motion reads up to 32 frames of the requested stretch (the tracker is a tool, not a view);
+  it returns a text summary plus overlays of up to 4 tracked frames, which count against the frame
+  budget but not against the nearby-extra allowance (they are rendered evidence, not new views).
+- Overlays are cached in the frame store under the call's arguments; the conversation is rebuilt
+  from stored references, recomputing an evicted overlay deterministically.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from functools import cache
+from typing import Any
+
+import numpy as np
+from langchain_core.utils.function_calling import convert_to_openai_tool
+from pydantic import BaseModel, Field
+
+from graph.context import RunContext
+from graph.state import AgentState, ToolExchange
+from tools.errors import ToolFault
+
+TRACK_FRAMES = 32
+OVERLAY_FRAMES = 4
+
+
+class view_frames(BaseModel):  # noqa: N801 - tool names are snake_case for the model
+    """View original frames of the clip by index."""
+
+    frames: list[int] = Field(min_length=1, max_length=16, description="Frame indices (0-based).")
+
+
+class view_crop(BaseModel):  # noqa: N801
+    """View a zoomed region of one frame. box = [x0, y0, x1, y1] normalised to 0..1."""
+
+    frame: int = Field(ge=0, description="Frame index (0-based).")
+    box: list[float] = Field(min_length=4, max_length=4, description="Normalised [x0, y0, x1, y1].")
+
+
+class track_motion(BaseModel):  # noqa: N801
+    """Track points through a stretch of frames; returns a motion summary and track overlays."""
+
+    start_frame: int = Field(ge=0, description="First frame of the stretch.")
+    end_frame: int = Field(ge=0, description="Last frame of the stretch.")
+    points: list[list[float]] = Field(default_factory=list, max_length=32,
+                                      description="Normalised [x, y] points on start_frame; empty = grid.")
+
+
+@cache
+def _spec(tool: type[BaseModel]) -> dict[str, Any]:
+    return convert_to_openai_tool(tool)
+
+
+def tool_specs(motion: bool) -> list[dict[str, Any]]:
+    """OpenAI tool specs bound to the inspect model (converted once per process, then cached)."""
+    tools = [view_frames, view_crop, track_motion] if motion else [view_frames, view_crop]
+    return [_spec(t) for t in tools]
+
+
+def access_text(n: int, sample: list[int], extra: int) -> str:
+    """The access policy in words (for the prompts)."""
+    if n <= 81:
+        return f"any frame 0..{n - 1}"
+    return (f"the initial sample {sample} plus at most {extra} extra frames near the frames you reference "
+            "(requests for other frames are answered with nearby frames)")
+
+
+def used_frames(exchanges: list[ToolExchange]) -> int:
+    """Frames returned so far by inspection tools (budget accounting)."""
+    return sum(len(e.get("frames", [])) for e in exchanges)
+
+
+def allowed(state: AgentState, ctx: RunContext, exchanges: list[ToolExchange],
+            requested: list[int]) -> tuple[list[int], list[str]]:
+    """Frames to show for a request under the access policy and budget, plus notes."""
+    from tools.video import ALL_FRAMES_LIMIT, nearby_indices
+
+    n = int(state["meta"]["frames"])
+    notes: list[str] = []
+    valid = [f for f in dict.fromkeys(int(r) for r in requested) if 0 <= f < n]
+    if len(valid) < len(set(requested)):
+        notes.append(f"frames outside 0..{n - 1} dropped")
+    if n > ALL_FRAMES_LIMIT:
+        sample = list(state.get("sample", []))
+        seen = {f for e in exchanges if not e.get("overlay") for f in e.get("frames", [])}
+        extra_used = seen - set(sample)
+        known = set(sample) | extra_used
+        ok = [f for f in valid if f in known]
+        other = [f for f in valid if f not in known]
+        if other:
+            room = max(0, ctx.config.nearby_extra - len(extra_used))
+            near = nearby_indices(n, other, sorted(known), max_extra=room) if room else []
+            near = [f for f in near if f not in known]
+            notes.append(f"frames {other} are outside the allowed set; showing nearby frames {near}"
+                         if near else f"frames {other} are outside the allowed set (extra-frame allowance used)")
+            ok = sorted(set(ok) | set(near))
+        valid = ok
+    room = ctx.config.frame_budget - used_frames(exchanges)
+    if len(valid) > room:
+        notes.append(f"frame budget: showing {max(room, 0)} of {len(valid)} frames")
+        valid = valid[:max(room, 0)]
+    return valid, notes
+
+
+async def execute(state: AgentState, ctx: RunContext, exchanges: list[ToolExchange], rnd: int, call_id: str,
+                  name: str, args: dict[str, Any]) -> ToolExchange:
+    """Run one tool call; returns its exchange record (references and text only)."""
+    base = ToolExchange(round=rnd, call_id=call_id, name=name, args=args, frames=[], box=None, overlay=False)
+    try:
+        if name == "view_frames":
+            request = view_frames.model_validate(args)
+            frames, notes = allowed(state, ctx, exchanges, request.frames)
+            return {**base, "frames": frames, "text": _text(f"showing frames {frames}", notes)}
+        if name == "view_crop":
+            return await _crop(state, ctx, exchanges, base, view_crop.model_validate(args))
+        if name == "track_motion" and ctx.config.motion:
+            return await _track(state, ctx, exchanges, base, track_motion.model_validate(args))
+    except ValueError as exc:  # pydantic ValidationError included: bad arguments are the model's to fix
+        return {**base, "text": f"invalid arguments for {name}: {str(exc)[:300]}"}
+    names = [t["function"]["name"] for t in tool_specs(ctx.config.motion)]
+    return {**base, "text": f"unknown tool {name!r}; available: {names}"}
+
+
+def _text(head: str, notes: list[str]) -> str:
+    return head + ("" if not notes else " (" + "; ".join(notes) + ")")
+
+
+async def _crop(state: AgentState, ctx: RunContext, exchanges: list[ToolExchange], base: ToolExchange,
+                request: view_crop) -> ToolExchange:
+    from tools.video import normalize_crop
+
+    frames, notes = allowed(state, ctx, exchanges, [request.frame])
+    crop = normalize_crop(tuple(request.box))
+    box = None if crop.fallback else [float(b) for b in crop.box]
+    if crop.fallback:
+        notes.append(f"invalid crop box {request.box} ({crop.reason}); showing the full frame")
+    head = f"frame {frames[0]} " + ("full frame" if box is None else f"crop {box}") if frames else "no frame shown"
+    return {**base, "frames": frames, "box": box, "text": _text(head, notes)}
+
+
+def _track_frames(n: int, start: int, end: int) -> list[int]:
+    start, end = max(0, min(start, n - 1)), max(0, min(end, n - 1))
+    if end < start:
+        start, end = end, start
+    if end == start:
+        end = min(n - 1, start + 1)
+        start = max(0, end - 1)
+    count = min(TRACK_FRAMES, end - start + 1)
+    return sorted({int(round(x)) for x in np.linspace(start, end, count)})
+
+
+async def _track(state: AgentState, ctx: RunContext, exchanges: list[ToolExchange], base: ToolExchange,
+                 request: track_motion) -> ToolExchange:
+    n = int(state["meta"]["frames"])
+    idx = _track_frames(n, request.start_frame, request.end_frame)
+    room = ctx.config.frame_budget - used_frames(exchanges)
+    k = max(0, min(OVERLAY_FRAMES, room, len(idx)))
+    shown = [idx[int(round(x))] for x in np.linspace(0, len(idx) - 1, k)] if k else []
+    shown = sorted(set(shown))
+    summary = await overlay_blocks(state, ctx, idx, request.points, shown, want_summary=True)
+    notes = [] if k >= min(OVERLAY_FRAMES, len(idx)) else [f"frame budget: {k} overlay frames"]
+    return {**base, "frames": shown, "overlay": True,
+            "text": _text(f"tracked frames {idx[0]}..{idx[-1]} ({len(idx)} frames); overlays on {shown}", notes)
+            + "\n" + str(summary)}
+
+
+async def overlay_blocks(state: AgentState, ctx: RunContext, idx: list[int], points: list[list[float]],
+                         shown: list[int], *, want_summary: bool = False) -> Any:
+    """Track `points` (or a grid) over frames `idx`; returns overlay blocks (or the summary text)."""
+    key = ("overlay", state["video"], tuple(idx), tuple(tuple(p) for p in points), tuple(shown))
+    cached = ctx.frames.get_extra(key)
+    if cached is None:
+        cached = await asyncio.to_thread(_run_tracker, state, ctx, idx, points, shown)
+        ctx.frames.put_extra(key, cached)
+    return cached[1] if want_summary else cached[0]
+
+
+def _run_tracker(state: AgentState, ctx: RunContext, idx: list[int], points: list[list[float]],
+                 shown: list[int]) -> tuple[list[dict], str]:
+    from tools.motion import draw_tracks, summarize_tracks
+    from tools.video import frame_label
+
+    tracker = ctx.tools.tracker()
+    frames = ctx.frames.frames(state["video"], idx)
+    h, w = frames.shape[1:3]
+    queries = None
+    if points:
+        queries = np.array([[0.0, min(max(p[0], 0.0), 1.0) * (w - 1), min(max(p[1], 0.0), 1.0) * (h - 1)]
+                            for p in points if len(p) == 2], dtype=np.float32)
+        if len(queries) == 0:
+            queries = None
+    try:
+        tracks = tracker.track(frames, grid_size=None if queries is not None else 8, queries=queries)
+        summary = summarize_tracks(tracks, frame_size=(h, w)).text()
+        overlays = draw_tracks(frames, tracks)
+    except ToolFault:
+        raise
+    except Exception as exc:  # a configured tracker that fails is a fault, never a silent skip
+        raise ToolFault("motion", "run", f"{type(exc).__name__}: {exc}") from exc
+    meta = state["meta"]
+    pos = [idx.index(f) for f in shown]
+    labels = [frame_label(f, int(meta["frames"]), float(meta["fps"])) + " (motion-track overlay)" for f in shown]
+    blocks = ctx.frames.array_blocks(overlays[pos], labels) if pos else []
+    return blocks, summary
+
+
+async def exchange_blocks(state: AgentState, ctx: RunContext, exchange: ToolExchange) -> list[dict]:
+    """The images an exchange returned (rebuilt from references)."""
+    frames = list(exchange.get("frames", []))
+    if not frames:
+        return []
+    if exchange.get("overlay"):
+        args = track_motion.model_validate(exchange["args"])
+        n = int(state["meta"]["frames"])
+        return await overlay_blocks(state, ctx, _track_frames(n, args.start_frame, args.end_frame),
+                                    args.points, frames)
+    return await ctx.frames.ablocks(state["video"], frames, box=exchange.get("box"))
+
+
+def crop_records(exchanges: list[ToolExchange]) -> list[dict[str, Any]]:
+    """Crop records for the step trace."""
+    out = []
+    for e in exchanges:
+        if e.get("name") == "view_crop":
+            fallback = e.get("box") is None
+            out.append({"frame": (e.get("frames") or [None])[0], "box": e.get("box"), "fallback": fallback,
+                        "reason": e.get("text") if fallback else None})
+    return out

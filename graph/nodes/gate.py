@@ -1,0 +1,77 @@
+"""gate node: the reward from fixed code (DESIGN.md §3 "Score mapping and gate", paper Eq. R).
+
+Any fault -> ineligible (reward None, reasons); quality zero -> 0; preset direct -> the model's
+direct score; otherwise (T, P, V) = score_mapping(assessment, contract) and
+R = gate_reward(eligible, F, U, T, P, V), with F and U from the final check when the failure gate is
+on and no gate (F = U = False, reported as None) otherwise.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from graph.context import RunContext
+from graph.gate import gate_reward, score_mapping
+from graph.nodes.common import Step
+from graph.schemas import RewardResult
+from graph.state import AgentState
+
+USAGE_KEYS = ("calls", "images", "input_tokens", "output_tokens", "cache_hits")
+
+
+def build_result(state: AgentState, ctx: RunContext, run_id: str) -> tuple[RewardResult, dict[str, Any]]:
+    """The RewardResult and the gate inputs, from the final state (pure)."""
+    usage = {k: int((state.get("usage") or {}).get(k, 0)) for k in USAGE_KEYS}
+    base = {"run_id": run_id, "preset": ctx.config.preset, "usage": usage}
+    notes = list(state.get("notes", []))
+    faults = list(state.get("faults", []))
+    if faults:
+        inputs = {"eligible": False}
+        return RewardResult(status="ineligible", reward=None, reasons=[f.reason() for f in faults] + notes,
+                            **base), inputs
+    if state.get("zero"):
+        reason = (state.get("quality") or {}).get("reason") or "uniform or unusable video content"
+        inputs = {"eligible": True, "quality_zero": True, "reward": 0.0}
+        return RewardResult(status="zero", reward=0.0, reasons=[f"quality: {reason}"] + notes, **base), inputs
+    direct = state.get("direct")
+    if direct is not None:
+        inputs = {"eligible": True, "direct_reward": direct.reward, "reward": direct.reward}
+        return RewardResult(status="scored", reward=direct.reward, reasons=[f"direct: {direct.rationale}"] + notes,
+                            **base), inputs
+    contract, assessment = state.get("contract"), state.get("assessment")
+    if contract is None or assessment is None:
+        inputs = {"eligible": False}
+        return RewardResult(status="ineligible", reward=None,
+                            reasons=["gate: the run ended without an assessment"] + notes, **base), inputs
+    t, p, v = score_mapping(assessment, contract)
+    check = state.get("final_check")
+    if ctx.config.failure_gate and check is None:
+        inputs = {"eligible": False}
+        return RewardResult(status="ineligible", reward=None,
+                            reasons=["gate: the failure gate is on but no final check was recorded"] + notes,
+                            **base), inputs
+    gated = ctx.config.failure_gate
+    failure = bool(check.failure_established) if gated and check is not None else False
+    unverifiable = bool(check.essential_unverifiable) if gated and check is not None else False
+    reward = gate_reward(True, failure, unverifiable, t, p, v)
+    if reward is None:  # unreachable for an eligible clip; kept explicit instead of an assert
+        raise RuntimeError("gate_reward returned None for an eligible clip")
+    inputs = {"eligible": True, "failure": failure, "unverifiable": unverifiable, "gated": gated,
+              "T": t, "P": p, "V": v, "reward": reward}
+    reasons: list[str] = []
+    if failure:
+        reasons.append(f"failure established: {check.rationale}")
+    if unverifiable:
+        reasons.append(f"essential requirement unverifiable: {check.rationale}")
+    reasons += [f"{j.requirement_id} {j.status}: {j.rationale[:200]}" for j in assessment.judgments]
+    status = "zero" if (failure or unverifiable) else "scored"
+    return RewardResult(status=status, reward=reward, T=t, P=p, V=v, failure=failure if gated else None,
+                        unverifiable=unverifiable if gated else None, reasons=reasons + notes, **base), inputs
+
+
+async def gate(state: AgentState, ctx: RunContext, step: Step) -> dict[str, Any]:
+    run_id = state.get("run_id") or step.thread_id
+    result, inputs = build_result(state, ctx, run_id)
+    step.gate_inputs = inputs
+    step.decision = f"{result.status}: R = {result.reward}"
+    return {"result": result}

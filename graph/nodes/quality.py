@@ -1,0 +1,78 @@
+"""quality node: input checks, decoding and the quality pre-check (DESIGN.md §3, paper Sec. 3.2).
+
+Order: instruction checks (empty/whitespace -> input Fault, ineligible; longer than
+`max_instruction_chars` -> truncated with a note), probe + decode of the uniform sample
+(VideoError -> Fault, ineligible), then `tools.quality.check_quality`: spatially uniform or unusable
+content (e.g. fewer than 2 decodable frames) gets reward 0 here, before any model call or tool run.
+
+Decisions where the issue was silent: clips of at most 81 frames are decoded completely here in one
+sequential pass (every frame may be viewed later, and seeking for single frames costs more); a clip whose container reports fewer than 2 frames is zeroed
+without calling check_quality (nothing to compare); a clip that cannot be opened at all (missing,
+0 bytes, not a video) is ineligible, not zero.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+from graph.context import RunContext
+from graph.nodes.common import InputFault, Step
+from graph.state import AgentState
+
+
+def check_instruction(instruction: object, max_chars: int) -> tuple[str, list[str]]:
+    """(instruction to use, notes); raises InputFault for a missing or blank instruction."""
+    if not isinstance(instruction, str):
+        raise InputFault(f"instruction must be a string, got {type(instruction).__name__}")
+    if not instruction.strip():
+        raise InputFault("instruction is empty or whitespace only")
+    text = instruction.strip()
+    if len(text) > max_chars:
+        return text[:max_chars], [f"instruction truncated from {len(text)} to {max_chars} characters"]
+    return text, []
+
+
+def _probe_and_check(ctx: RunContext, video: str, observe_frames: int) -> tuple[Any, list[int], Any]:
+    """(meta, sample, QualityCheck or None when under 2 frames): one worker-thread hop for all decoding."""
+    from tools.quality import check_quality
+    from tools.video import ALL_FRAMES_LIMIT, uniform_indices
+
+    meta = ctx.frames.meta(video)
+    if meta.frames < 2:
+        return meta, [], None
+    sample = uniform_indices(meta.frames, observe_frames)
+    if meta.frames <= ALL_FRAMES_LIMIT:  # short clip: one sequential decode of every frame (all are viewable)
+        ctx.frames.frames(video, range(meta.frames))
+    return meta, sample, check_quality(ctx.frames.frames(video, sample))
+
+
+async def quality(state: AgentState, ctx: RunContext, step: Step) -> dict[str, Any]:
+    cfg = ctx.config
+    update: dict[str, Any] = {"preset": cfg.preset, "zero": False}
+    if step.thread_id and not state.get("run_id"):
+        update["run_id"] = step.thread_id
+    instruction, notes = check_instruction(state.get("instruction"), cfg.max_instruction_chars)
+    update["instruction"] = instruction
+    update["notes"] = notes
+    video = state.get("video")
+    if not isinstance(video, str) or not video:
+        raise InputFault(f"video must be a non-empty path string, got {video!r}")
+    meta, sample, check = await asyncio.to_thread(_probe_and_check, ctx, video, cfg.observe_frames)
+    update["meta"] = {"frames": meta.frames, "fps": meta.fps, "width": meta.width, "height": meta.height,
+                      "duration": meta.duration}
+    if check is None:
+        update["zero"] = True
+        update["quality"] = {"usable": False, "uniform": False, "decodable_frames": meta.frames,
+                             "reason": f"only {meta.frames} frame(s)"}
+        step.decision = f"zero: only {meta.frames} frame(s)"
+        return update
+    update["sample"] = sample
+    update["quality"] = check.model_dump(mode="json")
+    step.frames = list(sample)
+    if check.uniform or not check.usable:
+        update["zero"] = True
+        step.decision = f"zero: {check.reason or ('uniform content' if check.uniform else 'unusable')}"
+    else:
+        step.decision = f"usable: {meta.frames} frames, {len(sample)} sampled"
+    return update

@@ -1,0 +1,107 @@
+"""reflect node: a revised assessment from the gathered evidence (paper Sec. 3.2).
+
+Evidence shown: the frames, crops and track overlays returned during inspection (with the tool
+result texts and the inspector's closing notes) and, when WMReward is on, the most surprising
+windows (a few frames of each, with their surprise values). Tools inform judgment only: the reward
+is still computed from the revised structured assessment by fixed code.
+
+Decisions where the issue was silent:
+- Motion on but inspection off (preset no_visual_verify): one automatic grid track over the uniform
+  sample runs here and its summary and overlays are shown (MotionEvidence is recorded).
+- Images are capped at `max_images_per_call`: surprise frames first (at most 4 per window), then the
+  most recent inspection images.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from graph.context import RunContext
+from graph.nodes.assess import summarize
+from graph.nodes.common import Step, dump, frames_total, human, normalize_assessment, system
+from graph.nodes.evidence import exchange_blocks, overlay_blocks
+from graph.schemas import Assessment, MotionEvidence
+from graph.state import AgentState
+
+FRAMES_PER_WINDOW = 4
+
+
+def _images(blocks: list[dict]) -> int:
+    return sum(1 for b in blocks if b.get("type") == "image_url")
+
+
+def _trim(blocks: list[dict], max_images: int) -> list[dict]:
+    """Keep the last `max_images` (label, image) pairs."""
+    pairs = [blocks[i:i + 2] for i in range(0, len(blocks), 2)]
+    return [b for pair in pairs[-max_images:] for b in pair] if max_images > 0 else []
+
+
+async def _surprise_part(state: AgentState, ctx: RunContext, step: Step) -> tuple[str, list[dict]]:
+    ev = state.get("surprise")
+    if not ctx.config.wmreward or not ev:
+        return "", []
+    if ev.get("status") != "ok" or not ev.get("top"):
+        return f"\n\nWorld-model surprise: {ev.get('status')}, no windows.", []
+    text = "\n\nWorld-model surprise (mean {:.3f}); most surprising windows:".format(ev.get("mean") or 0.0)
+    blocks: list[dict] = []
+    n = frames_total(state)
+    for w in ev["top"][:ctx.config.surprise_windows]:
+        frames = [f for f in w.get("frames") or list(range(w["start"], w["end"] + 1)) if 0 <= f < n]
+        if not frames:
+            continue
+        picks = sorted({frames[int(round(x))] for x in np.linspace(0, len(frames) - 1, FRAMES_PER_WINDOW)})
+        text += f"\n- frames {w['start']}..{w['end']}: surprise {w['surprise']:.3f} (shown: {picks})"
+        blocks += await ctx.frames.ablocks(state["video"], picks, note=f"surprise window {w['start']}-{w['end']}")
+        step.frames += picks
+    return text, blocks
+
+
+async def _auto_motion(state: AgentState, ctx: RunContext, step: Step) -> tuple[str, list[dict], Any]:
+    if not ctx.config.motion or ctx.config.visual_verify:
+        return "", [], None
+    sample = list(state["sample"])
+    shown = [sample[int(round(x))] for x in np.linspace(0, len(sample) - 1, 4)]
+    shown = sorted(set(shown))
+    blocks = await overlay_blocks(state, ctx, sample, [], shown)
+    summary = await overlay_blocks(state, ctx, sample, [], shown, want_summary=True)
+    step.tool_summaries.append(f"track_motion(grid over sample): {summary[:300]}")
+    step.frames += shown
+    evidence = MotionEvidence(frames=sample, points=0, summary=summary[:4000])
+    return "\n\nMotion tracks over the sampled frames:\n" + summary, blocks, evidence
+
+
+async def reflect(state: AgentState, ctx: RunContext, step: Step) -> dict[str, Any]:
+    cfg = ctx.config
+    contract, assessment = state["contract"], state["assessment"]
+    text = "Task contract:\n" + dump(contract) + "\n\nCurrent assessment:\n" + dump(assessment)
+    blocks: list[dict] = []
+    exchanges = list(state.get("exchanges", []))
+    if exchanges:
+        text += "\n\nInspection results:"
+        for e in exchanges:
+            text += f"\n- {e['name']}({e['args']}): {e['text']}"
+            blocks += await exchange_blocks(state, ctx, e)
+            step.frames += list(e.get("frames", []))
+    if state.get("inspect_notes"):
+        text += "\n\nInspector's notes: " + str(state["inspect_notes"])
+    motion_text, motion_blocks, motion = await _auto_motion(state, ctx, step)
+    surprise_text, surprise_blocks = await _surprise_part(state, ctx, step)
+    text += motion_text + surprise_text
+    budget = cfg.max_images_per_call - _images(surprise_blocks) - _images(motion_blocks)
+    evidence = surprise_blocks + motion_blocks + _trim(blocks, budget)
+    if not evidence:
+        sample = list(state["sample"])
+        evidence = await ctx.frames.ablocks(state["video"], sample)
+        step.frames += sample
+        text += "\n\n(No inspection images; the sampled frames follow.)"
+    text += "\n\nReturn the full revised assessment."
+    out = await ctx.backbone.astructured("reflect", Assessment, [system("reflect"), human(text, evidence)],
+                                         step.usage)
+    out = normalize_assessment(out, contract, frames_total(state))
+    step.decision = "revised: " + summarize(out)
+    update: dict[str, Any] = {"assessment": out, "assessments": [out]}
+    if motion is not None:
+        update["motion"] = motion
+    return update

@@ -1,0 +1,43 @@
+"""surprise node (WMReward on): V-JEPA 2 prediction surprise, once per clip (paper Sec. 3.2).
+
+Runs beside observe and contract; reflect shows the most surprising windows. The surprise values
+never enter the reward formula. A scorer that fails to load or run raises ToolFault (ineligible).
+
+Decision where the issue was silent: clips longer than 512 frames are scored on their first 512
+frames (windows need consecutive frames) and a note records it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+from graph.context import RunContext
+from graph.nodes.common import Step, frames_total
+from graph.state import AgentState
+from tools.errors import ToolFault
+
+MAX_SURPRISE_FRAMES = 512
+
+
+def _score(ctx: RunContext, video: str, used: int) -> Any:
+    """Load the scorer (lazily), decode the frames and score them: one worker-thread hop."""
+    scorer = ctx.tools.surprise()
+    frames = ctx.frames.frames(video, range(used))
+    try:
+        return scorer.score(frames)
+    except ToolFault:
+        raise
+    except Exception as exc:
+        raise ToolFault("surprise", "run", f"{type(exc).__name__}: {exc}") from exc
+
+
+async def surprise(state: AgentState, ctx: RunContext, step: Step) -> dict[str, Any]:
+    n = frames_total(state)
+    used = min(n, MAX_SURPRISE_FRAMES)
+    evidence = await asyncio.to_thread(_score, ctx, state["video"], used)
+    top = ", ".join(f"{w.start}-{w.end}:{w.surprise:.3f}" for w in evidence.top[:3])
+    step.decision = f"{evidence.status}; {len(evidence.windows)} windows; top {top or 'none'}"
+    step.tool_summaries = [evidence.text()[:500]]
+    notes = [f"surprise scored on the first {used} of {n} frames"] if used < n else []
+    return {"surprise": evidence.model_dump(mode="json"), "notes": notes}

@@ -1,0 +1,221 @@
+"""Pydantic records of the reward agent (DESIGN.md §3 "State and schemas").
+
+LLM-written records (Observation, TaskContract, Assessment, InspectionPlan, AuditReport, FinalCheck,
+DirectScore) have described, bounded fields so a server's json_schema mode constrains them. Records
+written by code (MotionEvidence, Fault, RewardResult) use the same style.
+
+Decisions where the issue was silent:
+- Rubric levels are integers 1..5 (1 = severe violations / unusable, 5 = fully plausible / clean);
+  `graph.gate.score_mapping` maps them linearly to [0, 1].
+- `AuditReport.clean` is recomputed: a report that lists any issue is never clean, whatever the
+  model wrote.
+- `DirectScore.reward` is only used by the `direct` preset, the paper's direct-scoring baseline;
+  every other preset maps structured judgments through fixed code.
+- QualityCheck and SurpriseEvidence are the tools' own records, re-exported here.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+Status = Literal["met", "partial", "not_met", "unverifiable"]
+RequirementKind = Literal["action", "object", "order", "outcome"]
+RewardStatus = Literal["scored", "zero", "ineligible"]
+FrameIndex = int
+
+_Text = Field(default="", max_length=2000)
+
+
+class _Record(BaseModel):
+    model_config = ConfigDict(extra="ignore")
+
+
+class ObservedEvent(_Record):
+    """One thing that visibly happens in a stretch of the clip."""
+
+    start_frame: int = Field(ge=0, le=100_000, description="First frame index where the event is visible.")
+    end_frame: int = Field(ge=0, le=100_000, description="Last frame index where the event is visible.")
+    description: str = Field(max_length=500, description="What is seen, in neutral terms (no task words).")
+
+
+class Observation(_Record):
+    """Task-blind description of the clip, written before the instruction is known."""
+
+    scene: str = Field(default="", max_length=1000, description="Scene, robot and objects present at the start.")
+    events: list[ObservedEvent] = Field(default_factory=list, max_length=48,
+                                        description="Timeline of visible events with frame references.")
+    objects: list[str] = Field(default_factory=list, max_length=32, description="Visible objects, short names.")
+    visual_issues: list[str] = Field(default_factory=list, max_length=16,
+                                     description="Blur, occlusion, flicker, frozen frames, artefacts, etc.")
+    summary: str = Field(default="", max_length=2000, description="Two or three sentences: what happens.")
+
+
+class Requirement(_Record):
+    """One checkable requirement extracted from the instruction."""
+
+    id: str = Field(min_length=1, max_length=16, description="Short id, e.g. R1.")
+    kind: RequirementKind = Field(description="action | object | order | outcome.")
+    text: str = Field(min_length=1, max_length=4000, description="The requirement in one sentence.")
+    essential: bool = Field(default=True, description="True when the task fails without it.")
+
+
+class TaskContract(_Record):
+    """The frozen list of requirements a clip must show to complete the instruction."""
+
+    requirements: list[Requirement] = Field(min_length=1, max_length=16,
+                                            description="Actions, objects, ordering and outcomes required.")
+    notes: str = Field(default="", max_length=1000, description="Ambiguities in the instruction, if any.")
+
+    @model_validator(mode="after")
+    def _unique_ids(self) -> TaskContract:
+        ids = [r.id for r in self.requirements]
+        if len(set(ids)) != len(ids):
+            raise ValueError(f"requirement ids must be unique, got {ids}")
+        return self
+
+
+class RequirementJudgment(_Record):
+    """The verdict on one contract requirement, tied to frames."""
+
+    requirement_id: str = Field(min_length=1, max_length=16, description="Id of the contract requirement.")
+    status: Status = Field(description="met | partial | not_met | unverifiable.")
+    evidence_frames: list[int] = Field(default_factory=list, max_length=32,
+                                       description="Frame indices that show the evidence.")
+    rationale: str = Field(default="", max_length=1000, description="Why, citing what the frames show.")
+    confidence: float = Field(default=0.5, ge=0.0, le=1.0, description="Confidence in this status, 0..1.")
+
+
+class Assessment(_Record):
+    """Requirement-level judgments plus physical and visual rubric levels."""
+
+    judgments: list[RequirementJudgment] = Field(default_factory=list, max_length=16,
+                                                 description="One judgment per contract requirement.")
+    physical_level: int = Field(ge=1, le=5, description="Physical plausibility 1 (violations) .. 5 (plausible).")
+    physical_rationale: str = Field(default="", max_length=1000, description="Physical issues seen, with frames.")
+    visual_level: int = Field(ge=1, le=5, description="Visual quality 1 (unusable) .. 5 (clean).")
+    visual_rationale: str = Field(default="", max_length=1000, description="Visual issues seen, with frames.")
+
+    def judgment(self, requirement_id: str) -> RequirementJudgment | None:
+        """The judgment for one requirement id, if present."""
+        for j in self.judgments:
+            if j.requirement_id == requirement_id:
+                return j
+        return None
+
+
+class FrameView(_Record):
+    """Frames to look at again, optionally cropped."""
+
+    frames: list[int] = Field(min_length=1, max_length=16, description="Frame indices to view.")
+    box: list[float] | None = Field(default=None, min_length=4, max_length=4,
+                                    description="Optional normalised crop [x0, y0, x1, y1] in 0..1.")
+
+
+class TrackRequest(_Record):
+    """Points to track through a stretch of frames."""
+
+    start_frame: int = Field(ge=0, description="First frame of the stretch.")
+    end_frame: int = Field(ge=0, description="Last frame of the stretch.")
+    points: list[list[float]] = Field(default_factory=list, max_length=32,
+                                      description="Normalised [x, y] points on start_frame; empty = grid.")
+
+
+class InspectionPlan(_Record):
+    """One structured plan of re-inspection (inspect_mode='plan')."""
+
+    views: list[FrameView] = Field(default_factory=list, max_length=8, description="Frame and crop views.")
+    tracks: list[TrackRequest] = Field(default_factory=list, max_length=2, description="Motion track requests.")
+    rationale: str = Field(default="", max_length=1000, description="Which judgments are uncertain and why.")
+
+
+class MotionEvidence(_Record):
+    """Summary of one motion-tracking run (written by code)."""
+
+    frames: list[int] = Field(default_factory=list, description="Frame indices tracked.")
+    points: int = Field(default=0, ge=0, description="Number of tracked points.")
+    summary: str = Field(default="", max_length=4000, description="Text summary shown to the model.")
+
+
+class AuditReport(_Record):
+    """Scope audit of the assessment against the contract."""
+
+    missing_requirements: list[str] = Field(default_factory=list, max_length=16,
+                                            description="Contract requirement ids without a sound judgment.")
+    invented_conditions: list[str] = Field(default_factory=list, max_length=16,
+                                           description="Conditions judged that the contract does not contain.")
+    contradictions: list[str] = Field(default_factory=list, max_length=16,
+                                      description="Judgments that contradict each other or the frames cited.")
+    clean: bool = Field(default=False, description="True when nothing needs repair.")
+
+    @model_validator(mode="after")
+    def _clean_means_no_issue(self) -> AuditReport:
+        self.clean = not (self.missing_requirements or self.invented_conditions or self.contradictions)
+        return self
+
+
+class FinalCheck(_Record):
+    """Final visual check for the failure gate."""
+
+    failure_established: bool = Field(description="The frames establish that the task failed.")
+    essential_unverifiable: bool = Field(description="An essential requirement cannot be verified from the frames.")
+    rationale: str = Field(default="", max_length=1000, description="Why, citing frames.")
+    evidence_frames: list[int] = Field(default_factory=list, max_length=32, description="Frames relied on.")
+
+
+class DirectScore(_Record):
+    """Direct base-model scoring (preset `direct` only): the model writes the reward itself."""
+
+    reward: float = Field(ge=0.0, le=1.0, description="Reward in 0..1 for task completion and quality.")
+    rationale: str = Field(default="", max_length=1000, description="Why this reward.")
+
+
+FaultKind = Literal["transport", "timeout", "invalid_reply", "empty_reply", "refused", "tool", "video",
+                    "input", "internal"]
+
+
+class Fault(_Record):
+    """A failure that makes the evaluation ineligible (reward None)."""
+
+    stage: str = Field(max_length=64, description="Node where the fault happened.")
+    kind: str = Field(max_length=64, description="transport | timeout | invalid_reply | tool | video | input | ...")
+    message: str = Field(max_length=2000, description="What went wrong.")
+
+    def reason(self) -> str:
+        """One-line reason for RewardResult.reasons."""
+        return f"{self.stage}: {self.kind}: {self.message}"
+
+
+class RewardResult(_Record):
+    """The agent's output for one clip (DESIGN.md §3)."""
+
+    reward: float | None = Field(default=None, ge=0.0, le=1.0, description="Reward; None means ineligible.")
+    status: RewardStatus = Field(description="scored | zero | ineligible.")
+    T: float | None = Field(default=None, ge=0.0, le=1.0, description="Task completion from fixed mapping.")
+    P: float | None = Field(default=None, ge=0.0, le=1.0, description="Physical plausibility from fixed mapping.")
+    V: float | None = Field(default=None, ge=0.0, le=1.0, description="Visual quality from fixed mapping.")
+    failure: bool | None = Field(default=None, description="Failure established (gate input F).")
+    unverifiable: bool | None = Field(default=None, description="Essential requirement unverifiable (gate input U).")
+    reasons: list[str] = Field(default_factory=list, description="Why this result (always set when not scored).")
+    run_id: str = Field(default="", description="Thread id of the run's trace.")
+    preset: str = Field(default="", description="Preset label.")
+    usage: dict[str, int] = Field(default_factory=dict, description="calls, images, input_tokens, output_tokens.")
+
+    @model_validator(mode="after")
+    def _consistent(self) -> RewardResult:
+        if self.status == "ineligible" and (self.reward is not None or not self.reasons):
+            raise ValueError("an ineligible result has reward None and at least one reason")
+        if self.status != "ineligible" and self.reward is None:
+            raise ValueError(f"status {self.status!r} needs a reward")
+        if self.status == "zero" and self.reward != 0.0:
+            raise ValueError("status 'zero' needs reward 0")
+        return self
+
+
+from tools.quality import QualityCheck  # noqa: E402  (re-exported record of the quality pre-check)
+from tools.surprise import SurpriseEvidence  # noqa: E402  (re-exported WMReward record)
+
+__all__ = ["Assessment", "AuditReport", "DirectScore", "Fault", "FinalCheck", "FrameView", "InspectionPlan",
+           "MotionEvidence", "Observation", "ObservedEvent", "QualityCheck", "Requirement", "RequirementJudgment",
+           "RewardResult", "SurpriseEvidence", "TaskContract", "TrackRequest"]

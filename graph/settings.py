@@ -1,0 +1,140 @@
+"""Backbone settings: which OpenAI-compatible endpoint the reward agent talks to, and how.
+
+`BackboneSettings.from_env()` is the only place that reads `RAA_*` environment variables; library code
+receives a settings object. Decisions where the issue was silent:
+- `RAA_SCHEMA_RETRIES`, `RAA_TEMPERATURE` and `RAA_MAX_TOKENS` are read too (same naming scheme).
+- `RAA_CACHE_PATH` set to an empty string, `none` or `off` disables the on-disk stage cache (in-memory
+  cache only), so a user can force fresh backbone calls.
+- A setting that does not parse (e.g. `RAA_TIMEOUT_S=abc`) raises `SettingsError` naming the variable
+  instead of silently falling back to a default.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass, fields, replace
+from pathlib import Path
+from typing import Literal, get_args
+
+StructuredMethod = Literal["json_schema", "function_calling", "json_mode"]
+REQUIRED_ENV = ("RAA_BASE_URL", "RAA_MODEL", "RAA_API_KEY")
+_OFF = {"", "none", "off", "false", "0"}
+
+VLLM_HELP = (
+    "Start an OpenAI-compatible server, e.g. vLLM:\n"
+    "  vllm serve Qwen/Qwen2.5-VL-7B-Instruct --limit-mm-per-prompt '{\"image\": 64}' --port 8000\n"
+    "then point the agent at it:\n"
+    "  export RAA_BASE_URL=http://127.0.0.1:8000/v1 RAA_MODEL=Qwen/Qwen2.5-VL-7B-Instruct RAA_API_KEY=EMPTY"
+)
+
+
+class SettingsError(ValueError):
+    """An `RAA_*` environment variable has a value that cannot be used."""
+
+
+@dataclass(frozen=True)
+class BackboneSettings:
+    """Connection and request policy for the agent's chat-model backbone."""
+
+    base_url: str | None = None
+    """OpenAI-compatible base URL, e.g. `http://127.0.0.1:8000/v1` (RAA_BASE_URL)."""
+    model: str | None = None
+    """Served model name, e.g. `Qwen/Qwen2.5-VL-7B-Instruct` (RAA_MODEL)."""
+    api_key: str | None = None
+    """API key; `EMPTY` for a local vLLM server (RAA_API_KEY)."""
+    method: StructuredMethod = "json_schema"
+    """Structured-output method: json_schema | function_calling | json_mode (RAA_STRUCTURED_METHOD)."""
+    timeout_s: float = 120.0
+    """Per-request timeout in seconds (RAA_TIMEOUT_S)."""
+    max_retries: int = 4
+    """Transport retries after the first attempt (timeouts, 429, 5xx, connection errors) (RAA_MAX_RETRIES)."""
+    schema_retries: int = 2
+    """Re-asks after a reply that fails schema validation (RAA_SCHEMA_RETRIES)."""
+    image_long_side: int = 512
+    """Frames are resized so their long side is at most this many pixels (RAA_IMAGE_LONG_SIDE)."""
+    jpeg_quality: int = 85
+    """JPEG quality of the frames sent as data URLs, 1..100 (RAA_JPEG_QUALITY)."""
+    temperature: float = 0.0
+    """Sampling temperature (RAA_TEMPERATURE)."""
+    max_tokens: int | None = None
+    """Completion token cap; None leaves it to the server (RAA_MAX_TOKENS)."""
+    cache_path: str | None = "runs/stage_cache.sqlite"
+    """SQLite stage-output cache; None keeps the cache in memory only (RAA_CACHE_PATH)."""
+    traces_path: str = "runs/traces.sqlite"
+    """SQLite checkpoint database holding every run's trace (RAA_TRACES_PATH)."""
+
+    def __post_init__(self) -> None:
+        if self.method not in get_args(StructuredMethod):
+            raise SettingsError(f"method must be one of {get_args(StructuredMethod)}, got {self.method!r}")
+        if self.timeout_s <= 0:
+            raise SettingsError(f"timeout_s must be > 0, got {self.timeout_s}")
+        if self.max_retries < 0 or self.schema_retries < 0:
+            raise SettingsError("max_retries and schema_retries must be >= 0")
+        if self.image_long_side < 16:
+            raise SettingsError(f"image_long_side must be >= 16, got {self.image_long_side}")
+        if not 1 <= self.jpeg_quality <= 100:
+            raise SettingsError(f"jpeg_quality must be in 1..100, got {self.jpeg_quality}")
+        if self.max_tokens is not None and self.max_tokens < 1:
+            raise SettingsError(f"max_tokens must be >= 1, got {self.max_tokens}")
+
+    @property
+    def configured(self) -> bool:
+        """True when base URL, model and API key are all set."""
+        return not self.missing()
+
+    def missing(self) -> list[str]:
+        """Names of the required environment variables whose setting is unset."""
+        values = (self.base_url, self.model, self.api_key)
+        return [name for name, value in zip(REQUIRED_ENV, values, strict=True) if not value]
+
+    def with_overrides(self, **changes: object) -> BackboneSettings:
+        """A copy with some fields replaced (validated again)."""
+        return replace(self, **changes)
+
+    @classmethod
+    def from_env(cls, environ: Mapping[str, str] | None = None) -> BackboneSettings:
+        """Read `RAA_*` variables (from `environ`, default `os.environ`); unset ones keep defaults."""
+        env = os.environ if environ is None else environ
+        defaults = {f.name: f.default for f in fields(cls)}
+        kw: dict[str, object] = {}
+        for name, var in (("base_url", "RAA_BASE_URL"), ("model", "RAA_MODEL"), ("api_key", "RAA_API_KEY")):
+            value = env.get(var, "").strip()
+            kw[name] = value or None
+        method = env.get("RAA_STRUCTURED_METHOD", "").strip()
+        if method:
+            if method not in get_args(StructuredMethod):
+                raise SettingsError(f"RAA_STRUCTURED_METHOD must be one of {get_args(StructuredMethod)}, "
+                                    f"got {method!r}")
+            kw["method"] = method
+        numeric = (("timeout_s", "RAA_TIMEOUT_S", float), ("max_retries", "RAA_MAX_RETRIES", int),
+                   ("schema_retries", "RAA_SCHEMA_RETRIES", int), ("image_long_side", "RAA_IMAGE_LONG_SIDE", int),
+                   ("jpeg_quality", "RAA_JPEG_QUALITY", int), ("temperature", "RAA_TEMPERATURE", float),
+                   ("max_tokens", "RAA_MAX_TOKENS", int))
+        for name, var, kind in numeric:
+            raw = env.get(var, "").strip()
+            if raw:
+                try:
+                    kw[name] = kind(raw)
+                except ValueError as exc:
+                    raise SettingsError(f"{var}={raw!r} is not a valid {kind.__name__}") from exc
+        if "RAA_CACHE_PATH" in env:
+            raw = env["RAA_CACHE_PATH"].strip()
+            kw["cache_path"] = None if raw.lower() in _OFF else raw
+        raw = env.get("RAA_TRACES_PATH", "").strip()
+        kw["traces_path"] = raw or defaults["traces_path"]
+        try:
+            return cls(**kw)  # type: ignore[arg-type]
+        except SettingsError as exc:
+            raise SettingsError(f"invalid RAA_* setting: {exc}") from exc
+
+    def describe_missing(self) -> str:
+        """A user-facing message naming the unset variables and how to start a server."""
+        names = ", ".join(self.missing()) or "none"
+        return f"The agent's backbone endpoint is not configured (unset: {names}).\n{VLLM_HELP}"
+
+    def ensure_parent_dirs(self) -> None:
+        """Create the folders of the cache and trace databases (called by the CLI before use)."""
+        for p in (self.cache_path, self.traces_path):
+            if p and p != ":memory:":
+                Path(p).parent.mkdir(parents=True, exist_ok=True)

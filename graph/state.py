@@ -1,0 +1,158 @@
+"""Typed state of the reward agent (DESIGN.md §3 "State and schemas").
+
+The state holds references and small records only: the video path, frame indices, crop boxes and
+pydantic records. Decoded frames, models, the chat model and tool clients live in the run context
+(`graph.context.RunContext`), so a checkpoint stays small.
+
+Reducers: `steps`, `faults`, `notes`, `assessments`, `audits` and `exchanges` are append-only;
+`usage` sums counters; `contract` is frozen (written once; a second write raises
+`ContractFrozenError`). Other fields are last-value channels written by one node per step.
+
+Decisions where the issue was silent:
+- `steps[i]["started"]` is a UTC ISO-8601 timestamp string; `duration_s` is wall seconds.
+- Inspection evidence is kept as `exchanges` (tool calls with their arguments and results as
+  references and text); the inspect node rebuilds the conversation (images included) from them and
+  the frame cache in the run context, so no image bytes enter the checkpoint.
+"""
+
+from __future__ import annotations
+
+import operator
+from typing import Annotated, Any, TypedDict
+
+from graph.schemas import (
+    Assessment,
+    AuditReport,
+    DirectScore,
+    Fault,
+    FinalCheck,
+    InspectionPlan,
+    MotionEvidence,
+    Observation,
+    RewardResult,
+    TaskContract,
+)
+
+
+class ContractFrozenError(RuntimeError):
+    """The task contract was written a second time (it is frozen once extracted)."""
+
+
+def write_once(old: TaskContract | None, new: TaskContract | None) -> TaskContract | None:
+    """Reducer of the frozen contract: the first write sets it, any later write raises."""
+    if old is not None and new is not None:
+        raise ContractFrozenError("the task contract is frozen: it was already written once")
+    return old if new is None else new
+
+
+def add_usage(old: dict[str, int] | None, new: dict[str, int] | None) -> dict[str, int]:
+    """Reducer summing usage counters (calls, images, input_tokens, output_tokens, cache_hits)."""
+    out = dict(old or {})
+    for key, value in (new or {}).items():
+        out[key] = out.get(key, 0) + int(value)
+    return out
+
+
+class StepRecord(TypedDict, total=False):
+    """One node execution, appended to `steps` for tracing (`raa trace RUN_ID`)."""
+
+    node: str
+    """Node name (quality, observe, contract, assess, inspect, tool_call, reflect, audit, repair, ...)."""
+    started: str
+    """UTC ISO-8601 start time."""
+    duration_s: float
+    """Wall seconds the node took."""
+    decision: str
+    """What the node decided, in one line (e.g. "3 requirements", "route: repair", "R = 0.62")."""
+    frames: list[int]
+    """Frame indices the node sent to the model or the tools."""
+    crops: list[dict[str, Any]]
+    """Crops used: {"frame", "box", "fallback", "reason"}."""
+    tool_summaries: list[str]
+    """One line per tool call executed (tool_call / plan / reflect)."""
+    audit_round: int | None
+    """Repair round this audit/repair step belongs to (0 = first audit)."""
+    gate_inputs: dict[str, Any] | None
+    """Gate node only: eligible, failure, unverifiable, T, P, V, reward."""
+
+
+class ToolExchange(TypedDict, total=False):
+    """One executed tool call of the inspection loop, stored as references (no pixels)."""
+
+    round: int
+    """Inspect round (0-based) whose tool call this answers."""
+    call_id: str
+    """Tool-call id from the model's message (plan mode: synthetic)."""
+    name: str
+    """view_frames | view_crop | track_motion."""
+    args: dict[str, Any]
+    """Arguments as the model wrote them."""
+    frames: list[int]
+    """Frames actually shown (after the access policy and the budget)."""
+    box: list[float] | None
+    """Crop box actually used (None = full frame)."""
+    overlay: bool
+    """True when the images are motion-track overlays."""
+    text: str
+    """Tool result text returned to the model (notes on fallbacks, budget, track summary)."""
+
+
+class AgentState(TypedDict, total=False):
+    """State of one reward-agent run. Input keys: `video`, `instruction` (optionally `run_id`)."""
+
+    video: str
+    """Path of the clip (a reference; frames are decoded into the run context's cache)."""
+    instruction: str
+    """Task instruction as given (never shown to the observe stage)."""
+    run_id: str
+    """Run id (equals the checkpoint thread id when set by the API)."""
+    preset: str
+    """Preset label of the config the graph was built with."""
+    meta: dict[str, Any]
+    """Video metadata: frames, fps, width, height, duration."""
+    sample: list[int]
+    """Uniformly sampled frame indices used by observe / assess (observe_frames of them)."""
+    quality: dict[str, Any]
+    """QualityCheck of the sampled frames (as a dict)."""
+    zero: bool
+    """True when the quality check assigns reward 0 (uniform or unusable content)."""
+    observation: Observation
+    """Task-blind observation (no instruction seen)."""
+    contract: Annotated[TaskContract | None, write_once]
+    """Frozen task contract."""
+    assessment: Assessment
+    """Current assessment (assess, then reflect / repair revise it)."""
+    assessments: Annotated[list[Assessment], operator.add]
+    """History of assessments, one per writing node."""
+    exchanges: Annotated[list[ToolExchange], operator.add]
+    """Executed inspection tool calls (references + text)."""
+    pending_calls: list[dict[str, Any]]
+    """Tool calls of the last inspect message still to execute: {"id", "name", "args"}."""
+    inspect_rounds: int
+    """Inspect rounds done."""
+    inspect_notes: str
+    """The inspector's closing message (text), if any."""
+    plan: InspectionPlan | None
+    """Inspection plan (inspect_mode='plan')."""
+    motion: MotionEvidence | None
+    """Automatic motion evidence (motion on, inspection off)."""
+    surprise: dict[str, Any] | None
+    """WMReward SurpriseEvidence (as a dict)."""
+    audits: Annotated[list[AuditReport], operator.add]
+    """Audit reports, one per audit round."""
+    repair_rounds: int
+    """Repair rounds done (<= 3)."""
+    final_check: FinalCheck | None
+    """Final check (failure gate presets)."""
+    direct: DirectScore | None
+    """Direct score (preset direct)."""
+    faults: Annotated[list[Fault], operator.add]
+    """Faults; any fault makes the result ineligible."""
+    notes: Annotated[list[str], operator.add]
+    """Notes for the result's reasons (e.g. instruction truncated, judgment kept after repair)."""
+    usage: Annotated[dict[str, int], add_usage]
+    """Backbone usage counters summed over nodes."""
+    steps: Annotated[list[StepRecord], operator.add]
+    """Append-only trace of node executions."""
+    result: RewardResult
+    """Final result (written by the gate node)."""

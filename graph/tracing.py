@@ -1,0 +1,195 @@
+"""Reading agent runs back from the checkpoint database (DESIGN.md §3 "Tracing").
+
+Every run is checkpointed by LangGraph (SqliteSaver, `runs/traces.sqlite` by default) under
+thread id = run id. The latest checkpoint of a thread holds the run's state values; the
+append-only `steps` list (graph.state.StepRecord dicts) is the trace, `result` the RewardResult.
+
+Decisions where the issue was silent:
+- `open_saver` builds the SqliteSaver with a serializer that allow-lists the pydantic records of
+  graph.schemas (LangGraph warns about, and will later block, unlisted types in checkpoints).
+- `list_runs` reads thread ids straight from the SqliteSaver's `checkpoints` table (one row per
+  thread, newest first) and then loads only each thread's latest checkpoint; other savers fall back
+  to `saver.list(None)`.
+- A run whose graph stopped mid-way (crash, interrupt) is listed with status "incomplete".
+- `describe_update` renders one `stream_mode="updates"` item for `raa score --stream`.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import AsyncIterator, Iterable
+from contextlib import asynccontextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from langgraph.checkpoint.base import BaseCheckpointSaver
+from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
+from langgraph.checkpoint.sqlite import SqliteSaver
+from langgraph.checkpoint.sqlite.aio import AsyncSqliteSaver
+from pydantic import BaseModel
+
+
+class RunNotFoundError(LookupError):
+    """No checkpoint exists for the requested run id."""
+
+
+def traces_serde() -> JsonPlusSerializer:
+    """Checkpoint serializer allowing the agent's pydantic records (graph.schemas) to round-trip."""
+    from graph import schemas  # deferred: graph-core module, imported only when a saver is opened
+
+    allowed = [obj for obj in vars(schemas).values()
+               if isinstance(obj, type) and issubclass(obj, BaseModel) and obj.__module__ == schemas.__name__]
+    return JsonPlusSerializer(allowed_msgpack_modules=allowed)
+
+
+def open_saver(path: str | Path | None) -> SqliteSaver:
+    """A SqliteSaver on `path` (None or ":memory:" -> in-memory); creates the parent folder."""
+    target = ":memory:" if path in (None, ":memory:") else str(path)
+    if target != ":memory:":
+        Path(target).parent.mkdir(parents=True, exist_ok=True)
+    conn = sqlite3.connect(target, check_same_thread=False)
+    saver = SqliteSaver(conn, serde=traces_serde())
+    saver.setup()
+    return saver
+
+
+@asynccontextmanager
+async def open_async_saver(path: str | Path) -> AsyncIterator[AsyncSqliteSaver]:
+    """An AsyncSqliteSaver on `path` for concurrent runs (`ascore_videos`)."""
+    import aiosqlite  # dependency of langgraph-checkpoint-sqlite
+
+    Path(path).parent.mkdir(parents=True, exist_ok=True)
+    async with aiosqlite.connect(str(path)) as conn:
+        saver = AsyncSqliteSaver(conn, serde=traces_serde())
+        await saver.setup()
+        yield saver
+
+
+def _plain(value: Any) -> Any:
+    """pydantic records -> dicts (JSON mode), containers recursively; other values unchanged."""
+    if isinstance(value, BaseModel):
+        return value.model_dump(mode="json")
+    if isinstance(value, dict):
+        return {k: _plain(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_plain(v) for v in value]
+    return value
+
+
+@dataclass
+class RunTrace:
+    """One run read back from its latest checkpoint."""
+
+    run_id: str
+    """Thread id of the run."""
+    updated: str
+    """UTC ISO time of the latest checkpoint."""
+    values: dict[str, Any]
+    """State values (pydantic records converted to dicts)."""
+    steps: list[dict[str, Any]] = field(default_factory=list)
+    """StepRecords in execution order."""
+
+    @property
+    def result(self) -> dict[str, Any] | None:
+        return self.values.get("result")
+
+    @property
+    def status(self) -> str:
+        """The result's status, or "incomplete" when the run never reached the gate."""
+        return str(self.result.get("status")) if self.result else "incomplete"
+
+    @property
+    def reward(self) -> float | None:
+        return self.result.get("reward") if self.result else None
+
+
+def _trace_from_tuple(run_id: str, tup: Any) -> RunTrace:
+    values = _plain(dict(tup.checkpoint.get("channel_values", {})))
+    steps = list(values.get("steps") or [])
+    return RunTrace(run_id=run_id, updated=str(tup.checkpoint.get("ts", "")), values=values, steps=steps)
+
+
+def read_trace(saver: BaseCheckpointSaver, run_id: str) -> RunTrace:
+    """The latest checkpoint of `run_id`; RunNotFoundError when there is none."""
+    tup = saver.get_tuple({"configurable": {"thread_id": run_id, "checkpoint_ns": ""}})
+    if tup is None:
+        raise RunNotFoundError(f"no traced run with id {run_id!r}")
+    return _trace_from_tuple(run_id, tup)
+
+
+def _thread_ids(saver: BaseCheckpointSaver) -> Iterable[str]:
+    if isinstance(saver, SqliteSaver):
+        with saver.cursor(transaction=False) as cur:
+            cur.execute("SELECT thread_id, MAX(checkpoint_id) AS last FROM checkpoints WHERE checkpoint_ns = '' "
+                        "GROUP BY thread_id ORDER BY last DESC")
+            return [str(row[0]) for row in cur.fetchall()]
+    seen: dict[str, str] = {}
+    for tup in saver.list(None):
+        tid = str(tup.config["configurable"]["thread_id"])
+        seen.setdefault(tid, str(tup.checkpoint.get("ts", "")))
+    return sorted(seen, key=seen.__getitem__, reverse=True)
+
+
+def list_runs(saver: BaseCheckpointSaver, limit: int | None = None) -> list[RunTrace]:
+    """Traced runs, newest first (at most `limit`)."""
+    ids = list(_thread_ids(saver))
+    if limit is not None:
+        ids = ids[:limit]
+    return [read_trace(saver, tid) for tid in ids]
+
+
+def _fmt_frames(frames: Iterable[int] | None, limit: int = 12) -> str:
+    frames = list(frames or [])
+    if not frames:
+        return ""
+    shown = ",".join(str(f) for f in frames[:limit])
+    return f"{shown} (+{len(frames) - limit})" if len(frames) > limit else shown
+
+
+def _fmt_crops(crops: Iterable[dict[str, Any]] | None) -> str:
+    parts = []
+    for c in crops or []:
+        box = ",".join(f"{float(v):.2f}" for v in (c.get("box") or []))
+        note = f" fallback: {c.get('reason')}" if c.get("fallback") else ""
+        parts.append(f"f{c.get('frame')}[{box}]{note}")
+    return "; ".join(parts)
+
+
+def _fmt_gate(gate: dict[str, Any] | None) -> str:
+    if not gate:
+        return ""
+    return " ".join(f"{k}={(f'{v:.3f}' if isinstance(v, float) else v)}" for k, v in gate.items())
+
+
+def step_row(index: int, step: dict[str, Any]) -> dict[str, str]:
+    """One StepRecord as display strings (columns of `raa trace`)."""
+    duration = step.get("duration_s")
+    audit = step.get("audit_round")
+    return {
+        "#": str(index),
+        "node": str(step.get("node", "?")),
+        "duration": "" if duration is None else f"{float(duration):.2f}s",
+        "decision": str(step.get("decision", "")),
+        "frames": _fmt_frames(step.get("frames")),
+        "crops": _fmt_crops(step.get("crops")),
+        "tools": "\n".join(str(t) for t in step.get("tool_summaries") or []),
+        "audit": "" if audit is None else str(audit),
+        "gate": _fmt_gate(step.get("gate_inputs")),
+    }
+
+
+def describe_update(node: str, update: Any) -> str:
+    """One line for a `stream_mode="updates"` item: node, duration, decision (from its StepRecord)."""
+    if not isinstance(update, dict):
+        return f"{node}: (no state update)"
+    steps = [s for s in update.get("steps") or [] if isinstance(s, dict)]
+    if not steps:
+        keys = ", ".join(sorted(update)) or "nothing"
+        return f"{node}: updated {keys}"
+    lines = []
+    for s in steps:
+        row = step_row(0, s)
+        extra = " ".join(f"{k}={row[k]}" for k in ("frames", "crops", "audit", "gate") if row[k])
+        lines.append(f"{row['node']} ({row['duration']}): {row['decision']}" + (f"  [{extra}]" if extra else ""))
+    return "\n".join(lines)

@@ -1,0 +1,80 @@
+"""Each of the 14 presets (paper Table 2) wires the nodes it should (asserted from the run's steps)."""
+
+from __future__ import annotations
+
+import pytest
+from graph_scripts import make_agent, moving_square, nodes, run
+
+from graph.builder import expected_nodes
+from graph.config import PRESETS, AgentConfig
+
+PAR = {"contract", "observe", "surprise"}
+LOOP = ["inspect", "tool_call", "inspect"]  # the script asks for one tool round, then answers
+
+
+def canonical(seq: list[str]) -> list[str]:
+    """Sort the parallel group (contract / observe / surprise run in the same superstep)."""
+    out, group = [], []
+    for n in seq + [""]:
+        if n in PAR:
+            group.append(n)
+            continue
+        out += sorted(group)
+        group = []
+        if n:
+            out.append(n)
+    return out
+
+
+def expected(observe: bool, surprise: bool, inspect: bool, reflect: bool, audit: bool, gate: bool) -> list[str]:
+    seq = ["quality"] + sorted(["contract"] + (["observe"] if observe else []) + (["surprise"] if surprise else []))
+    seq += ["assess"] + (LOOP if inspect else []) + (["reflect"] if reflect else [])
+    return seq + (["audit"] if audit else []) + (["final_check"] if gate else []) + ["gate"]
+
+
+EXPECTED = {
+    "direct": ["quality", "direct", "gate"],
+    "structured": expected(False, False, False, False, False, False),
+    "decomposed": expected(False, False, False, False, False, False),
+    "task_blind": expected(True, False, False, False, False, False),
+    "visual_verify": expected(True, False, True, True, False, False),
+    "motion": expected(True, False, True, True, False, False),
+    "wmreward": expected(True, True, True, True, False, False),
+    "audit_no_gate": expected(True, True, True, True, True, False),
+    "full": expected(True, True, True, True, True, True),
+    "no_task_blind": expected(False, True, True, True, True, True),
+    "no_visual_verify": expected(True, True, False, True, True, True),
+    "no_wmreward": expected(True, False, True, True, True, True),
+    "no_audit": expected(True, True, True, True, False, True),
+    "no_motion": expected(True, True, True, True, True, True),
+}
+
+
+@pytest.fixture(scope="module")
+def clip(tmp_path_factory):
+    return moving_square(tmp_path_factory.mktemp("presets") / "square.mp4")
+
+
+@pytest.mark.parametrize("preset", PRESETS)
+def test_preset_wires_its_nodes(preset, clip):
+    agent, model = make_agent(preset)
+    out = run(agent, clip, run_id=f"p-{preset}")
+    assert canonical(nodes(out)) == EXPECTED[preset]
+    assert out["result"].status == "scored" and out["result"].preset == preset
+    graph_nodes = {n for n in agent.get_graph().nodes if not n.startswith("__")}
+    assert graph_nodes == set(expected_nodes(AgentConfig(preset=preset).resolved()))
+    # module-specific checks
+    assert bool(model.calls_for("contract")) == (preset not in ("direct", "structured"))
+    inspect_calls = model.calls_for("inspect")
+    if inspect_calls:
+        has_motion_tool = "track_motion" in inspect_calls[0].text()
+        assert has_motion_tool == (preset not in ("visual_verify", "no_motion"))
+    if preset == "no_visual_verify":  # motion evidence without the loop: one automatic grid track
+        assert out["motion"] is not None and "Motion tracks" in out["motion"].summary
+    reflect_calls = model.calls_for("reflect")
+    if reflect_calls:
+        assert ("world-model surprise" in reflect_calls[0].text().lower()) == AgentConfig(preset=preset).resolved().wmreward
+    if preset == "direct":
+        assert out["result"].reward == pytest.approx(0.8) and out["result"].T is None
+    gated = AgentConfig(preset=preset).resolved().failure_gate
+    assert (out["result"].failure is not None) == gated
