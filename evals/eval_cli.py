@@ -1,0 +1,193 @@
+"""`raa eval reward|report|world-model` and `raa report RUN_ID` (typer; registered in graph/cli.py).
+
+This is the edge: the agent's endpoint comes from `BackboneSettings.from_env()` (RAA_*), the judge's from
+`JudgeSettings.from_env()` (RAA_JUDGE_*), the tools from `ToolSettings.from_env()`.
+
+Decisions where the issue was silent:
+- Exit codes: 0 done; 2 configuration or input error (unset endpoint, bad manifest, unknown preset); 1 run not
+  found. `raa eval reward` without a judge endpoint still scores and tabulates, with every row unjudged (a
+  later rerun with RAA_JUDGE_* set judges them without rescoring).
+- `raa eval reward` shares one backbone (one stage cache), one toolbox and one trace database across presets.
+- Run reports draw track overlays with the Lucas-Kanade tracker (no weights to load for a picture).
+"""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+from rich.console import Console
+from rich.table import Table
+
+from evals.judge import JudgeSettings, RewardJudge
+
+eval_app = typer.Typer(no_args_is_help=True, add_completion=False,
+                       help="Evaluate rewards (Table 2 protocol) and world models (PAI-Bench-style VQA).")
+
+
+def _console() -> Console:
+    return Console(soft_wrap=True)
+
+
+def _fail(message: str, code: int = 2) -> typer.Exit:
+    typer.echo(f"error: {message}", err=True)
+    return typer.Exit(code)
+
+
+def make_judge(settings: JudgeSettings) -> RewardJudge:
+    """The judge the CLI uses (tests replace this function to inject a scripted model)."""
+    return RewardJudge.from_settings(settings)
+
+
+def make_tools() -> Any:
+    """The evidence tools the agent uses (configured from RAA_* tool settings; tests replace this)."""
+    from tools.settings import ToolSettings
+    from tools.toolbox import Toolbox
+
+    return Toolbox(ToolSettings.from_env())
+
+
+def _backbone_settings(require_endpoint: bool = True):
+    from graph.settings import BackboneSettings, SettingsError
+
+    try:
+        settings = BackboneSettings.from_env()
+    except SettingsError as exc:
+        raise _fail(str(exc)) from exc
+    if require_endpoint:
+        if not settings.configured:
+            raise _fail(settings.describe_missing())
+        settings.ensure_parent_dirs()  # only commands that write the cache / traces create their folders
+    return settings
+
+
+def _print_table(metrics: list) -> None:
+    from evals.table import DISPLAY_NAMES
+
+    t = Table(title="Reward reliability (Table 2 layout)")
+    for col in ("Method", "R / N (%)", "F+ / n_neg", "P0 / n_prog", "Inelig.", "Unjudged"):
+        t.add_column(col)
+    for m in metrics:
+        t.add_row(DISPLAY_NAMES[m.preset], f"{m.r} / {m.n} ({m.r_pct:.1f}%)", f"{m.f_plus} / {m.n_neg}",
+                  f"{m.p0} / {m.n_prog}", str(m.ineligible), str(m.unjudged))
+    console = _console()
+    console.print(t)
+    for m in metrics:
+        u = m.usage_per_clip
+        console.print(f"{m.preset}: calls/clip {u['calls']:.2f}, images/clip {u['images']:.1f}, "
+                      f"input tokens/clip {u['input_tokens']:.0f}, output tokens/clip {u['output_tokens']:.0f}, "
+                      f"cache hits/clip {u['cache_hits']:.1f}")
+
+
+@eval_app.command("reward", help="Run presets over a manifest; judge, tabulate (table.md/csv), resumable.")
+def reward_command(
+    manifest: Annotated[Path, typer.Option("--manifest", "-m", help="Clip manifest (JSONL).")],
+    out: Annotated[Path, typer.Option("--out", "-o", help="Output folder.")],
+    presets: Annotated[str, typer.Option(help="Comma-separated presets, e.g. full,direct; 'all' = all 14.")] = "full",
+    concurrency: Annotated[int, typer.Option(min=1, help="Clips scored / judged at once.")] = 16,
+    retry_ineligible: Annotated[bool, typer.Option(help="Re-score rows whose reward is None.")] = False,
+) -> None:
+    from evals.judge import JudgeSettings
+    from evals.reliability import AgentScorer, ManifestError, load_eval_manifest, run_reward_eval
+    from evals.table import PAPER_ORDER, ordered_presets
+    from graph.backbone import Backbone
+    from graph.builder import default_checkpointer
+    from graph.cache import StageCache
+    from graph.commands import make_chat_model
+
+    try:
+        chosen = ordered_presets(PAPER_ORDER if presets.strip() == "all" else presets.split(","))
+        clips = load_eval_manifest(manifest)
+        judge_settings = JudgeSettings.from_env()
+    except (ManifestError, ValueError) as exc:
+        raise _fail(str(exc)) from exc
+    settings = _backbone_settings()
+    judge = make_judge(judge_settings)
+    if judge.backbone is None:
+        typer.echo(f"warning: {judge.unconfigured_reason}; rows stay unjudged (R not measured)", err=True)
+    backbone = Backbone.from_settings(settings, model=make_chat_model(settings), cache=StageCache(settings.cache_path))
+    scorer = AgentScorer(backbone=backbone, tools=make_tools(), settings=settings,
+                         checkpointer=default_checkpointer(settings.traces_path), max_concurrency=concurrency)
+    total = len(clips) * len(chosen)
+    done = [0]
+
+    def on_row(row: dict) -> None:
+        done[0] += 1
+        verdict = (row.get("judge") or {}).get("status")
+        _console().print(f"[{done[0]}] {row['preset']:<16} {Path(row['path']).name:<32} reward={row['reward']} "
+                   f"judge={verdict}", highlight=False)
+
+    _console().print(f"{len(clips)} clips x {len(chosen)} presets = {total} rows -> {out}")
+    outcome = asyncio.run(run_reward_eval(clips, chosen, out, scorer, judge, concurrency=concurrency,
+                                          retry_ineligible=retry_ineligible,
+                                          judge_name=judge_settings.model or "judge", on_row=on_row))
+    _print_table(outcome.metrics)
+    _console().print(f"scored {outcome.scored}, re-judged {outcome.rejudged}; wrote {out / 'table.md'}, "
+               f"{out / 'table.csv'}, {out / 'results.jsonl'}; HTML: raa eval report {out}")
+
+
+@eval_app.command("report", help="Write DIR/index.html (table + a link per clip) and the run reports.")
+def eval_report_command(
+    directory: Annotated[Path, typer.Argument(help="Folder written by `raa eval reward`.")],
+    traces: Annotated[Path | None, typer.Option(help="Trace database (default RAA_TRACES_PATH).")] = None,
+    overwrite: Annotated[bool, typer.Option(help="Rewrite existing run reports.")] = False,
+) -> None:
+    from evals.report_index import write_eval_index
+
+    traces_path = traces or Path(_backbone_settings(require_endpoint=False).traces_path)
+    try:
+        index = write_eval_index(directory, traces_path=traces_path, overwrite=overwrite)
+    except FileNotFoundError as exc:
+        raise _fail(str(exc)) from exc
+    _console().print(f"wrote {index}")
+
+
+@eval_app.command("world-model", help="PAI-Bench-style VQA: 8 frames, binary questions, Domain accuracy.")
+def world_model_command(
+    manifest: Annotated[Path, typer.Option("--manifest", "-m", help="VQA manifest (JSONL with questions).")],
+    out: Annotated[Path, typer.Option("--out", "-o", help="Output folder (vqa.json).")],
+    concurrency: Annotated[int, typer.Option(min=1, help="Requests in flight.")] = 8,
+) -> None:
+    from evals.vqa import VQAManifestError, load_vqa_manifest, run_vqa, write_vqa_report
+    from graph.backbone import Backbone
+    from graph.cache import StageCache
+    from graph.commands import make_chat_model
+
+    try:
+        items = load_vqa_manifest(manifest)
+    except VQAManifestError as exc:
+        raise _fail(str(exc)) from exc
+    settings = _backbone_settings().with_overrides(temperature=0.0)  # greedy decoding, whatever RAA_TEMPERATURE says
+    backbone = Backbone.from_settings(settings, model=make_chat_model(settings), cache=StageCache(settings.cache_path))
+    report = asyncio.run(run_vqa(items, backbone, concurrency=concurrency, long_side=settings.image_long_side,
+                                 quality=settings.jpeg_quality))
+    path = write_vqa_report(report, out)
+    t = Table(title="World-model VQA (question-level accuracy)")
+    for col in ("Task", "Questions", "Correct", "Accuracy"):
+        t.add_column(col)
+    for task, row in report.by_task.items():
+        t.add_row(task, str(int(row["questions"])), str(int(row["correct"])), f"{row['accuracy']:.2f}")
+    t.add_row("Domain", str(report.questions), str(report.correct), f"{report.domain:.2f}")
+    _console().print(t)
+    if report.failed:
+        _console().print(f"{report.failed} questions had no answer (counted as incorrect); see {path}")
+    _console().print(f"wrote {path}")
+
+
+def report_command(
+    run_id: Annotated[str, typer.Argument(help="Run id (checkpoint thread id), see `raa runs`.")],
+    out: Annotated[Path | None, typer.Option("--out", "-o", help="HTML file (default runs/reports/<id>.html).")] = None,
+    traces: Annotated[Path | None, typer.Option(help="Trace database (default RAA_TRACES_PATH).")] = None,
+) -> None:
+    """Write one self-contained HTML page for an agent run."""
+    from evals.report import write_run_report
+    from graph.tracing import RunNotFoundError
+
+    traces_path = traces or Path(_backbone_settings(require_endpoint=False).traces_path)
+    try:
+        path = write_run_report(run_id, out, traces_path=traces_path)
+    except RunNotFoundError as exc:
+        raise _fail(str(exc), 1) from exc
+    _console().print(f"wrote {path}")

@@ -1,0 +1,286 @@
+"""Reasonableness judge for reward outputs (paper Sec. 5.2, the R column of Table 2).
+
+The judge is a separate chat-model endpoint (`RAA_JUDGE_*`, read only by `JudgeSettings.from_env`). For one
+agent output it sees up to 64 uniformly sampled frames, the instruction, the reward and the agent's
+explanation (its `reasons`); it never sees the preset name, the run id or the reference label. Calls go
+through `graph.backbone.Backbone` (structured output, transport and schema retries) at temperature 0.
+
+Decisions where the issue was silent:
+- The judge's system prompt is static (`prompts/judge.md`, no template variables); everything that varies
+  goes in the user message, so no preset-identifying text can leak through the prompt.
+- A judge call that still fails after the backbone's own retries is retried `attempts` times in total;
+  then the verdict is `unjudged` with the error (never counted as reasonable). An ineligible agent output
+  (reward None) has no reward to judge: its verdict is `skipped` (not counted as reasonable either).
+- Without a configured judge endpoint every verdict is `unjudged` ("no judge endpoint configured"), so a
+  later run with a judge fills them in (unjudged rows are re-judged on resume).
+- The explanation is the agent's `reasons` with agent-stage prefixes ("direct: ...", written only by the
+  direct-scoring preset) and preset identifiers removed (`redact_reason`), so the judge cannot tell the
+  configuration by its name.
+- The judge has no stage cache by default: reruns re-judge only rows that have no verdict yet.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import re
+from collections import OrderedDict
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Literal
+
+from langchain_core.messages import BaseMessage, HumanMessage, SystemMessage
+from pydantic import BaseModel, Field
+
+if TYPE_CHECKING:  # pragma: no cover
+    from langchain_core.language_models import BaseChatModel
+
+    from graph.backbone import Backbone
+    from graph.settings import BackboneSettings
+
+JUDGE_STAGE = "judge"
+JUDGE_ENV = ("RAA_JUDGE_BASE_URL", "RAA_JUDGE_MODEL", "RAA_JUDGE_API_KEY")
+VerdictStatus = Literal["judged", "unjudged", "skipped"]
+
+
+class JudgeReply(BaseModel):
+    """What the judge model writes."""
+
+    reasonable: bool = Field(description="True when the reward and its explanation are reasonable for the clip.")
+    rationale: str = Field(default="", max_length=2000, description="Short reason, citing frame numbers.")
+
+
+class JudgeVerdict(BaseModel):
+    """The harness's record of one judgment (stored in results.jsonl)."""
+
+    status: VerdictStatus = Field(description="judged | unjudged (judge failed) | skipped (no reward to judge).")
+    reasonable: bool | None = Field(default=None, description="The judge's decision; None unless judged.")
+    rationale: str = Field(default="", max_length=4000, description="The judge's rationale or the failure.")
+    attempts: int = Field(default=0, ge=0, le=100, description="Judge attempts made.")
+    usage: dict[str, int] = Field(default_factory=dict, description="calls, images, input/output tokens.")
+
+    @property
+    def accepted(self) -> bool:
+        """Counted in R: judged and reasonable."""
+        return self.status == "judged" and self.reasonable is True
+
+
+@dataclass(frozen=True)
+class JudgeSettings:
+    """Endpoint and policy of the judge model (separate from the agent's backbone)."""
+
+    base_url: str | None = None
+    """OpenAI-compatible base URL of the judge (RAA_JUDGE_BASE_URL)."""
+    model: str | None = None
+    """Judge model name (RAA_JUDGE_MODEL)."""
+    api_key: str | None = None
+    """Judge API key (RAA_JUDGE_API_KEY)."""
+    method: Literal["json_schema", "function_calling", "json_mode"] = "json_schema"
+    """Structured-output method of the judge endpoint (RAA_JUDGE_STRUCTURED_METHOD)."""
+    max_frames: int = 64
+    """Frames sampled uniformly from the clip for the judge, at most 64 (RAA_JUDGE_MAX_FRAMES)."""
+    attempts: int = 3
+    """Whole judge attempts before a row is reported as unjudged (RAA_JUDGE_ATTEMPTS)."""
+    timeout_s: float = 180.0
+    """Per-request timeout in seconds (RAA_JUDGE_TIMEOUT_S)."""
+    max_retries: int = 4
+    """Transport retries per attempt (inside the backbone)."""
+    image_long_side: int = 512
+    """Long side of the frames sent to the judge, pixels."""
+    jpeg_quality: int = 85
+    """JPEG quality of the frames sent to the judge."""
+
+    def __post_init__(self) -> None:
+        if not 1 <= self.max_frames <= 64:
+            raise ValueError(f"judge max_frames must be in 1..64, got {self.max_frames}")
+        if self.attempts < 1:
+            raise ValueError(f"judge attempts must be >= 1, got {self.attempts}")
+
+    @property
+    def configured(self) -> bool:
+        """True when base URL, model and API key are set."""
+        return bool(self.base_url and self.model and self.api_key)
+
+    def backbone_settings(self) -> BackboneSettings:
+        """The judge endpoint as `BackboneSettings` (temperature 0, no stage cache)."""
+        from graph.settings import BackboneSettings
+
+        return BackboneSettings(base_url=self.base_url, model=self.model, api_key=self.api_key, method=self.method,
+                                timeout_s=self.timeout_s, max_retries=self.max_retries, temperature=0.0,
+                                image_long_side=self.image_long_side, jpeg_quality=self.jpeg_quality,
+                                cache_path=None)
+
+    @classmethod
+    def from_env(cls, environ: Mapping[str, str] | None = None) -> JudgeSettings:
+        """Read `RAA_JUDGE_*` (from `environ`, default `os.environ`)."""
+        env = os.environ if environ is None else environ
+        kw: dict[str, Any] = {
+            "base_url": env.get("RAA_JUDGE_BASE_URL", "").strip() or None,
+            "model": env.get("RAA_JUDGE_MODEL", "").strip() or None,
+            "api_key": env.get("RAA_JUDGE_API_KEY", "").strip() or None,
+        }
+        method = env.get("RAA_JUDGE_STRUCTURED_METHOD", "").strip()
+        if method:
+            if method not in ("json_schema", "function_calling", "json_mode"):
+                raise ValueError(f"RAA_JUDGE_STRUCTURED_METHOD must be json_schema|function_calling|json_mode, "
+                                 f"got {method!r}")
+            kw["method"] = method
+        for name, var, kind in (("max_frames", "RAA_JUDGE_MAX_FRAMES", int), ("attempts", "RAA_JUDGE_ATTEMPTS", int),
+                                ("timeout_s", "RAA_JUDGE_TIMEOUT_S", float)):
+            raw = env.get(var, "").strip()
+            if raw:
+                try:
+                    kw[name] = kind(raw)
+                except ValueError as exc:
+                    raise ValueError(f"{var}={raw!r} is not a valid {kind.__name__}") from exc
+        return cls(**kw)
+
+
+def judge_system_prompt() -> str:
+    """The judge's system prompt (prompts/judge.md; first line `# stage: judge`; no placeholders)."""
+    from prompts import render
+
+    return render(JUDGE_STAGE)
+
+
+def format_reward(reward: float | None, status: str) -> str:
+    """How the reward is shown to the judge."""
+    if reward is None:
+        return "no reward was produced (the evaluation was ineligible)"
+    return f"{reward:.3f} (status: {status})"
+
+
+_STAGE_PREFIX = re.compile(r"^\s*(?:direct|quality|gate|observe|contract|assess|inspect|tool_call|reflect|audit|"
+                           r"repair|final_check|surprise|harness)\s*:\s*", re.IGNORECASE)
+_PRESET_TOKEN = re.compile(r"\b(?:task_blind|visual_verify|audit_no_gate|no_task_blind|no_visual_verify|no_wmreward|"
+                           r"no_audit|no_motion|wmreward)\b", re.IGNORECASE)
+
+
+def redact_reason(reason: str) -> str:
+    """An explanation line without what identifies the configuration: a leading agent-stage prefix
+    (e.g. "direct: ...", which only the direct-scoring preset writes) and preset identifiers."""
+    return _PRESET_TOKEN.sub("[module]", _STAGE_PREFIX.sub("", reason, count=1))
+
+
+def judge_messages(system_prompt: str, instruction: str, reward: float | None, status: str,
+                   reasons: Sequence[str], image_blocks: Sequence[dict]) -> list[BaseMessage]:
+    """The judge's messages: static system prompt; instruction, reward, explanation and frames."""
+    explanation = "\n".join(f"- {redact_reason(r)}" for r in reasons) if reasons else "(no explanation given)"
+    n_images = sum(1 for b in image_blocks if b.get("type") == "image_url")
+    text = (f"Instruction:\n{instruction}\n\nReward: {format_reward(reward, status)}\n\n"
+            f"Explanation given with the reward:\n{explanation}\n\n"
+            f"{n_images} frames sampled uniformly from the clip follow.")
+    content: list[dict] = [{"type": "text", "text": text}, *image_blocks]
+    return [SystemMessage(content=system_prompt), HumanMessage(content=content)]
+
+
+class FrameSampler:
+    """Decodes up to `max_frames` uniform frames of a clip as labelled image blocks (small LRU cache)."""
+
+    def __init__(self, max_frames: int = 64, long_side: int = 512, quality: int = 85, cache_size: int = 16) -> None:
+        self.max_frames, self.long_side, self.quality = max_frames, long_side, quality
+        self._cache: OrderedDict[str, list[dict]] = OrderedDict()
+        self._size = cache_size
+
+    def cached(self, path: str) -> list[dict] | None:
+        """Blocks of `path` if they are in the LRU cache."""
+        blocks = self._cache.get(path)
+        if blocks is not None:
+            self._cache.move_to_end(path)
+        return blocks
+
+    def store(self, path: str, blocks: list[dict]) -> None:
+        """Remember the blocks of `path` (evicting the least recently used clip)."""
+        self._cache[path] = blocks
+        if len(self._cache) > self._size:
+            self._cache.popitem(last=False)
+
+    def decode(self, path: str | Path) -> list[dict]:
+        """Labelled image content blocks for `path` (raises tools.video.VideoError on a bad video)."""
+        from tools.video import VideoReader, image_content_blocks, uniform_indices
+
+        with VideoReader(path) as reader:
+            meta = reader.meta
+            indices = uniform_indices(meta.frames, min(self.max_frames, meta.frames))
+            frames = reader.read(indices)
+        return image_content_blocks(frames, indices, meta.frames, meta.fps, long_side=self.long_side,
+                                    quality=self.quality)
+
+    def blocks(self, path: str | Path) -> list[dict]:
+        """Cached or freshly decoded blocks (synchronous convenience)."""
+        hit = self.cached(str(path))
+        if hit is None:
+            hit = self.decode(path)
+            self.store(str(path), hit)
+        return hit
+
+
+class RewardJudge:
+    """Judges agent outputs through a Backbone; failures become `unjudged` verdicts."""
+
+    def __init__(self, backbone: Backbone | None, *, attempts: int = 3, max_frames: int = 64,
+                 image_long_side: int = 512, jpeg_quality: int = 85, unconfigured_reason: str = "") -> None:
+        self.backbone = backbone
+        self.attempts = attempts
+        self.sampler = FrameSampler(max_frames, image_long_side, jpeg_quality)
+        self.unconfigured_reason = unconfigured_reason
+        self._prompt: str | None = None
+        self._locks: dict[str, asyncio.Lock] = {}
+
+    @classmethod
+    def from_settings(cls, settings: JudgeSettings, *, model: BaseChatModel | None = None) -> RewardJudge:
+        """A judge on the configured endpoint, or on an injected chat model (tests)."""
+        from graph.backbone import Backbone, default_chat_model
+
+        if model is None and not settings.configured:
+            missing = [v for v, val in zip(JUDGE_ENV, (settings.base_url, settings.model, settings.api_key),
+                                           strict=True) if not val]
+            return cls(None, unconfigured_reason=f"no judge endpoint configured (unset: {', '.join(missing)})")
+        chat = model if model is not None else default_chat_model(settings.backbone_settings())
+        backbone = Backbone(chat, method=settings.method, max_retries=settings.max_retries,
+                            timeout_s=settings.timeout_s, cache=None, model_name=settings.model or "judge")
+        return cls(backbone, attempts=settings.attempts, max_frames=settings.max_frames,
+                   image_long_side=settings.image_long_side, jpeg_quality=settings.jpeg_quality)
+
+    async def _blocks(self, path: str) -> list[dict]:
+        """Frames of `path`; concurrent requests for one clip decode it once (decoding runs in a thread)."""
+        async with self._locks.setdefault(path, asyncio.Lock()):
+            hit = self.sampler.cached(path)
+            if hit is None:
+                hit = await asyncio.to_thread(self.sampler.decode, path)
+                self.sampler.store(path, hit)
+            return hit
+
+    async def judge(self, path: str, instruction: str, reward: float | None, status: str,
+                    reasons: Sequence[str]) -> JudgeVerdict:
+        """One verdict; never raises for model or video failures."""
+        from graph.backbone import BackboneFault, Usage
+
+        if reward is None:
+            return JudgeVerdict(status="skipped", rationale="ineligible output: no reward to judge")
+        if self.backbone is None:
+            return JudgeVerdict(status="unjudged", rationale=self.unconfigured_reason or "no judge")
+        try:
+            blocks = await self._blocks(path)
+        except Exception as exc:  # noqa: BLE001 - a bad clip gives an unjudged row, not a crash
+            return JudgeVerdict(status="unjudged", rationale=f"frames unavailable: {type(exc).__name__}: {exc}")
+        if self._prompt is None:
+            self._prompt = judge_system_prompt()
+        messages = judge_messages(self._prompt, instruction, reward, status, reasons, blocks)
+        usage = Usage(calls=0, images=0, input_tokens=0, output_tokens=0, cache_hits=0)
+        error = ""
+        for attempt in range(1, self.attempts + 1):
+            try:
+                reply = await self.backbone.astructured(JUDGE_STAGE, JudgeReply, messages, usage)
+            except BackboneFault as exc:
+                error = f"{exc.kind}: {exc.message}"
+                continue
+            except Exception as exc:  # noqa: BLE001 - any other failure also leaves the row unjudged
+                error = f"{type(exc).__name__}: {exc}"
+                continue
+            parsed = JudgeReply.model_validate(reply.model_dump())
+            return JudgeVerdict(status="judged", reasonable=parsed.reasonable, rationale=parsed.rationale,
+                                attempts=attempt, usage=usage.as_dict())
+        return JudgeVerdict(status="unjudged", rationale=f"judge failed after {self.attempts} attempts: {error}",
+                            attempts=self.attempts, usage=usage.as_dict())

@@ -1,0 +1,245 @@
+"""Reward-reliability harness: the paper's Table 2 protocol (Sec. 5.2) as a resumable run.
+
+`run_reward_eval` scores every manifest clip with each chosen preset (through a `PresetScorer`, by default
+`AgentScorer` = `graph.ascore_videos`, whose stage cache lets presets share identical stage outputs), asks the
+judge (`evals.judge.RewardJudge`) whether each output is reasonable, appends one row per (clip, preset) to
+`DIR/results.jsonl` as soon as it is done, and finally writes `table.md`, `table.csv` and `summary.json`.
+
+Decisions where the issue was silent:
+- Resume key is (absolute clip path, preset). On rerun a finished row is kept as is; a row whose verdict is
+  `unjudged` is re-judged without re-scoring; `retry_ineligible=True` also re-scores rows whose reward is None
+  (the paper retries execution errors).
+- results.jsonl is appended during the run (crash-safe) and rewritten compacted (last row per key, sorted by
+  preset order then manifest order) at the end; rows of other presets or clips already in the file are kept.
+  A truncated trailing line (crash mid-write) is ignored.
+- Clips are scored in chunks of `2 * concurrency` so progress is saved regularly. If the scorer itself
+  raises for a chunk, each clip of that chunk gets an ineligible row naming the error (never a reward).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Protocol
+
+from evals.judge import JudgeVerdict, RewardJudge
+from evals.table import all_metrics, metrics_as_dicts, ordered_presets, render_csv, render_markdown
+from graph.schemas import RewardResult
+
+if TYPE_CHECKING:  # pragma: no cover
+    from langchain_core.language_models import BaseChatModel
+
+    from evals.table import PresetMetrics
+
+class ManifestError(ValueError):
+    """A manifest file or row that cannot be evaluated."""
+
+
+@dataclass(frozen=True)
+class EvalClip:
+    """One manifest row to evaluate."""
+
+    path: str
+    """Absolute path of the clip."""
+    instruction: str
+    """Task instruction."""
+    label: str
+    """Reference label: ordinary | failure | unobservable | progress."""
+    pattern: str
+    """Hacking / control pattern (e.g. success, occlusion, teleport)."""
+    task: str
+    """Task family name (may be empty)."""
+
+
+def load_eval_manifest(path: str | Path) -> list[EvalClip]:
+    """Clips of a clip-suite manifest (a manifest.jsonl or a folder holding one; rows read and validated by
+    `evals.clipsuite.load_manifest`); raises ManifestError naming the problem."""
+    from evals.clipsuite import ManifestError as SuiteManifestError
+    from evals.clipsuite import load_manifest
+
+    try:
+        rows = load_manifest(path)
+    except SuiteManifestError as exc:
+        raise ManifestError(str(exc)) from exc
+    if not rows:
+        raise ManifestError(f"manifest {path} has no rows")
+    clips = [EvalClip(row["path"], row["instruction"], row["label"], str(row.get("pattern") or "-"),
+                      str(row.get("task") or "")) for row in rows]
+    seen: set[str] = set()
+    for clip in clips:
+        if clip.path in seen:
+            raise ManifestError(f"{path}: clip {clip.path} appears twice (results are keyed by clip path and preset)")
+        seen.add(clip.path)
+    return clips
+
+
+class PresetScorer(Protocol):
+    """Scores clips with one preset; returns one RewardResult per clip, in order."""
+
+    async def score(self, preset: str, clips: Sequence[EvalClip]) -> list[RewardResult]: ...
+
+
+class AgentScorer:
+    """The reward agent as a PresetScorer (`graph.ascore_videos`), one compiled agent per preset.
+
+    Pass one shared `backbone` (with one StageCache) so presets re-use identical stage outputs, one `tools`
+    object so tool models load once, and one `checkpointer` so every run is traced in the same database.
+    """
+
+    def __init__(self, *, model: BaseChatModel | None = None, backbone: Any = None, tools: Any = None,
+                 checkpointer: Any = None, settings: Any = None, max_concurrency: int = 16) -> None:
+        self.model, self.backbone, self.tools = model, backbone, tools
+        self.checkpointer, self.settings = checkpointer, settings
+        self.max_concurrency = max_concurrency
+        self._agents: dict[str, Any] = {}
+
+    def agent(self, preset: str) -> Any:
+        """The compiled agent of `preset` (built on first use)."""
+        from graph import AgentConfig, build_reward_agent
+
+        if preset not in self._agents:
+            self._agents[preset] = build_reward_agent(
+                AgentConfig(preset=preset), model=self.model, backbone=self.backbone, tools=self.tools,
+                checkpointer=self.checkpointer, settings=self.settings)
+        return self._agents[preset]
+
+    async def score(self, preset: str, clips: Sequence[EvalClip]) -> list[RewardResult]:
+        from graph import AgentConfig, ascore_videos
+
+        items = [(c.path, c.instruction) for c in clips]
+        return list(await ascore_videos(items, AgentConfig(preset=preset), agent=self.agent(preset),
+                                        max_concurrency=self.max_concurrency))
+
+
+@dataclass
+class RewardEvalOutcome:
+    """What a run produced."""
+
+    metrics: list[PresetMetrics]
+    """Per-preset metrics (paper order)."""
+    rows: list[dict]
+    """Result rows of the chosen presets and manifest clips."""
+    scored: int
+    """Rows scored in this run (not resumed)."""
+    rejudged: int
+    """Resumed rows judged again in this run."""
+    out_dir: Path
+    """Output folder."""
+
+
+def result_row(clip: EvalClip, preset: str, result: RewardResult) -> dict[str, Any]:
+    """One results.jsonl row (judge verdict added later)."""
+    return {"path": clip.path, "instruction": clip.instruction, "label": clip.label, "pattern": clip.pattern,
+            "task": clip.task, "preset": preset, "reward": result.reward, "status": result.status,
+            "T": result.T, "P": result.P, "V": result.V, "failure": result.failure,
+            "unverifiable": result.unverifiable, "reasons": list(result.reasons), "run_id": result.run_id,
+            "usage": dict(result.usage), "judge": None}
+
+
+def read_results(path: Path) -> dict[tuple[str, str], dict]:
+    """Rows of an existing results.jsonl keyed by (path, preset); last row wins; bad lines are skipped."""
+    rows: dict[tuple[str, str], dict] = {}
+    if not path.is_file():
+        return rows
+    for line in path.read_text(encoding="utf-8").splitlines():
+        try:
+            row = json.loads(line)
+        except json.JSONDecodeError:
+            continue  # a line cut by a crash mid-write
+        if isinstance(row, dict) and isinstance(row.get("path"), str) and isinstance(row.get("preset"), str):
+            rows[(row["path"], row["preset"])] = row
+    return rows
+
+
+def _atomic_write(path: Path, text: str) -> None:
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text(text, encoding="utf-8")
+    os.replace(tmp, path)
+
+
+async def run_reward_eval(clips: Sequence[EvalClip], presets: Sequence[str], out_dir: str | Path,
+                          scorer: PresetScorer, judge: RewardJudge, *, concurrency: int = 16,
+                          retry_ineligible: bool = False, judge_name: str = "judge",
+                          on_row: Callable[[dict], None] | None = None) -> RewardEvalOutcome:
+    """Score, judge and tabulate; resumable through DIR/results.jsonl (see the module docstring)."""
+    if concurrency < 1:
+        raise ValueError(f"concurrency must be >= 1, got {concurrency}")
+    order = ordered_presets(presets)
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    results_path = out / "results.jsonl"
+    existing = read_results(results_path)
+    sem = asyncio.Semaphore(concurrency)
+    counters = {"scored": 0, "rejudged": 0}
+
+    with results_path.open("a", encoding="utf-8") as sink:
+        def emit(row: dict) -> None:
+            existing[(row["path"], row["preset"])] = row
+            sink.write(json.dumps(row) + "\n")
+            sink.flush()
+            if on_row is not None:
+                on_row(row)
+
+        async def judged(row: dict) -> dict:
+            async with sem:
+                try:
+                    verdict = await judge.judge(row["path"], row["instruction"], row["reward"], row["status"],
+                                                row["reasons"])
+                except Exception as exc:  # noqa: BLE001 - defensive: the judge already reports its failures
+                    verdict = JudgeVerdict(status="unjudged", rationale=f"judge crashed: {type(exc).__name__}: {exc}")
+            return {**row, "judge": verdict.model_dump()}
+
+        for preset in order:
+            to_score, to_judge = [], []
+            for clip in clips:
+                row = existing.get((clip.path, preset))
+                if row is None or (retry_ineligible and row.get("reward") is None):
+                    to_score.append(clip)
+                elif (row.get("judge") or {}).get("status", "unjudged") == "unjudged":
+                    to_judge.append(row)
+            for row in await asyncio.gather(*(judged(r) for r in to_judge)):
+                emit(row)
+                counters["rejudged"] += 1
+            chunk = 2 * concurrency
+            for start in range(0, len(to_score), chunk):
+                part = to_score[start:start + chunk]
+                results = await _score_chunk(scorer, preset, part)
+                rows = [result_row(c, preset, r) for c, r in zip(part, results, strict=True)]
+                for row in await asyncio.gather(*(judged(r) for r in rows)):
+                    emit(row)
+                    counters["scored"] += 1
+
+    by_path = {c.path: c for c in clips}
+    for key, row in existing.items():  # reference labels come from the current manifest
+        clip = by_path.get(row["path"])
+        if clip is not None:
+            existing[key] = {**row, "label": clip.label, "pattern": clip.pattern, "task": clip.task}
+    rank = {p: i for i, p in enumerate(order)}
+    clip_rank = {c.path: i for i, c in enumerate(clips)}
+    compact = sorted(existing.values(), key=lambda r: (rank.get(r["preset"], len(rank)), r["preset"],
+                                                        clip_rank.get(r["path"], len(clip_rank)), r["path"]))
+    _atomic_write(results_path, "".join(json.dumps(r) + "\n" for r in compact))
+    wanted = set(clip_rank)
+    rows = [r for r in compact if r["preset"] in rank and r["path"] in wanted]
+    metrics = all_metrics(rows, order)
+    _atomic_write(out / "table.md", render_markdown(metrics, judge_name=judge_name))
+    _atomic_write(out / "table.csv", render_csv(metrics))
+    _atomic_write(out / "summary.json", json.dumps({"presets": order, "clips": len(clips), "judge": judge_name,
+                                                    "metrics": metrics_as_dicts(metrics)}, indent=2))
+    return RewardEvalOutcome(metrics, rows, counters["scored"], counters["rejudged"], out)
+
+
+async def _score_chunk(scorer: PresetScorer, preset: str, clips: Sequence[EvalClip]) -> list[RewardResult]:
+    """Scorer results for a chunk; a scorer crash or a wrong count gives ineligible results with the reason."""
+    try:
+        results = list(await scorer.score(preset, clips))
+        if len(results) != len(clips):
+            raise RuntimeError(f"scorer returned {len(results)} results for {len(clips)} clips")
+        return results
+    except Exception as exc:  # noqa: BLE001 - one bad chunk never takes down the run
+        reason = f"harness: scorer failed: {type(exc).__name__}: {exc}"[:2000]
+        return [RewardResult(reward=None, status="ineligible", reasons=[reason], preset=preset) for _ in clips]

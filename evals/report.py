@@ -1,0 +1,372 @@
+"""Self-contained HTML report of one reward-agent run (`raa report RUN_ID`).
+
+The run is read from the checkpoint database (`graph.tracing.read_trace`, thread id = run id); frames are
+re-decoded from the clip path stored in the state (`tools.video`) and inlined as JPEG data URLs. Sections
+(element ids in brackets): header [run-header], result [result], gate with its inputs [gate], sampled frames
+with the requirements citing them [frames], requirement judgments [judgments], task-blind observation
+[observation], inspection tool calls with crops and track overlays [inspection], automatic motion evidence
+[motion], the surprise curve across windows as inline SVG [surprise, surprise-curve], audit rounds [audits],
+final check [final-check], faults and notes [faults], the step trace [steps].
+
+Decisions where the issue was silent:
+- Every section is always present; a module the preset did not run says so, so pages of different presets
+  line up.
+- Point tracks are not stored in the checkpoint (only references and the text summary), so overlays are
+  re-tracked for display over the same frames with the tracker passed in (default: Lucas-Kanade, cheap and
+  weight-free) and labelled as such. A tracking failure shows the plain frames with the error.
+- When the clip cannot be decoded any more (moved or deleted), the page still renders with the text parts
+  and says why the images are missing.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from evals.report_html import badge, esc, figure, fmt, line_chart, page, section, table
+
+if TYPE_CHECKING:  # pragma: no cover
+    from graph.tracing import RunTrace
+    from tools.motion import MotionTracker
+
+MAX_DECODED = 400
+THUMB_SIDE = 256
+WIDE_SIDE = 384
+
+
+@dataclass
+class FrameStore:
+    """Decoded frames of one clip (only the indices a report needs)."""
+
+    frames: dict[int, np.ndarray] = field(default_factory=dict)
+    """Frame index -> RGB uint8 [H,W,3]."""
+    total: int = 0
+    """Frames in the clip."""
+    fps: float = 0.0
+    """Frames per second."""
+    error: str | None = None
+    """Why frames are missing (decode failure), if they are."""
+
+    def url(self, index: int, long_side: int = THUMB_SIDE, box: Any = None) -> str | None:
+        """JPEG data URL of one frame (optionally cropped to a normalised box), or None when absent."""
+        from tools.video import crop_frame, encode_jpeg_data_url, normalize_crop, resize_long_side
+
+        frame = self.frames.get(int(index))
+        if frame is None:
+            return None
+        if box is not None:
+            frame = crop_frame(frame, normalize_crop(box).box)
+        return encode_jpeg_data_url(resize_long_side(frame, long_side), 80)
+
+    def label(self, index: int) -> str:
+        from tools.video import frame_label
+
+        return frame_label(int(index), self.total, self.fps) if self.total else f"frame {index}"
+
+
+def load_frames(video: str | None, indices: Any) -> FrameStore:
+    """Decode the wanted frames of `video` (at most MAX_DECODED); never raises for a bad clip."""
+    from tools.video import VideoReader
+
+    if not video:
+        return FrameStore(error="the run has no video path")
+    try:
+        with VideoReader(video) as reader:
+            meta = reader.meta
+            wanted = sorted({int(i) for i in indices if 0 <= int(i) < meta.frames})[:MAX_DECODED]
+            arr = reader.read(wanted) if wanted else np.zeros((0, 1, 1, 3), np.uint8)
+        return FrameStore(dict(zip(wanted, arr, strict=True)), meta.frames, meta.fps)
+    except Exception as exc:  # noqa: BLE001 - the report still renders its text parts
+        return FrameStore(error=f"frames unavailable: {type(exc).__name__}: {exc}")
+
+
+def _wanted_indices(v: dict[str, Any]) -> set[int]:
+    n = int((v.get("meta") or {}).get("frames") or 0)
+    idx = set(v.get("sample") or [])
+    for ex in v.get("exchanges") or []:
+        args = ex.get("args") or {}
+        if n and (ex.get("overlay") or ex.get("name") == "track_motion"):
+            idx.update(track_stretch(n, int(args.get("start_frame", 0)), int(args.get("end_frame", 0))))
+    for a in [v.get("assessment") or {}, *(v.get("assessments") or [])]:
+        for j in a.get("judgments") or []:
+            idx.update(j.get("evidence_frames") or [])
+    for ex in v.get("exchanges") or []:
+        idx.update(ex.get("frames") or [])
+    idx.update((v.get("motion") or {}).get("frames") or [])
+    idx.update((v.get("final_check") or {}).get("evidence_frames") or [])
+    return {int(i) for i in idx}
+
+
+def _frame_link(i: int) -> str:
+    return f"<a href=\"#frame-{int(i)}\">{int(i)}</a>"
+
+
+def _header(trace: RunTrace) -> str:
+    v = trace.values
+    result = v.get("result") or {}
+    status = result.get("status", "incomplete")
+    reasons = "".join(f"<li>{esc(r)}</li>" for r in result.get("reasons") or [])
+    usage = ", ".join(f"{k} {n}" for k, n in (v.get("usage") or result.get("usage") or {}).items())
+    head = (f"<div id=\"run-header\"><h1>Reward agent run <code>{esc(trace.run_id)}</code></h1>"
+            f"<div class=\"muted\">preset <b>{esc(v.get('preset') or result.get('preset'))}</b> · "
+            f"checkpoint {esc(trace.updated)} · video <code>{esc(v.get('video'))}</code></div>"
+            f"<p><b>Instruction:</b> {esc(v.get('instruction'))}</p></div>")
+    body = (f"<div class=\"reward\">{fmt(result.get('reward'))}</div>{badge(status)}"
+            + table(["T", "P", "V", "failure", "unverifiable"],
+                    [[fmt(result.get("T")), fmt(result.get("P")), fmt(result.get("V")), str(result.get("failure")),
+                      str(result.get("unverifiable"))]])
+            + (f"<ul>{reasons}</ul>" if reasons else "") + f"<div class=\"muted\">usage: {esc(usage)}</div>")
+    return head + section("result", "Result", body)
+
+
+def _gate(trace: RunTrace) -> str:
+    gates = [s for s in trace.steps if s.get("node") == "gate"]
+    inputs = (gates[-1].get("gate_inputs") if gates else None) or {}
+    if not inputs:
+        return section("gate", "Gate", "<p class=\"muted\">the run did not reach the gate</p>")
+    rows = [[esc(k), esc(fmt(x) if isinstance(x, float) else x)] for k, x in inputs.items()]
+    note = esc(gates[-1].get("decision", ""))
+    return section("gate", "Gate and its inputs",
+                   table(["input", "value"], rows, raw=True) + f"<p>{note}</p>"
+                   + "<p class=\"muted\">R = 0 if failure or unverifiable; otherwise "
+                     "(0.70 T + 0.20 P + 0.10 V)(0.5 + 0.5 P); ineligible runs get no reward.</p>")
+
+
+def _citations(v: dict[str, Any]) -> dict[int, list[str]]:
+    cites: dict[int, list[str]] = {}
+    for j in (v.get("assessment") or {}).get("judgments") or []:
+        for f in j.get("evidence_frames") or []:
+            cites.setdefault(int(f), []).append(str(j.get("requirement_id")))
+    return cites
+
+
+def _frames_section(v: dict[str, Any], store: FrameStore) -> str:
+    cites = _citations(v)
+    figs = []
+    for i in v.get("sample") or []:
+        url = store.url(i)
+        refs = " ".join(f"<a href=\"#req-{esc(r)}\">{esc(r)}</a>" for r in cites.get(int(i), []))
+        caption = esc(store.label(i)) + (f"<br>cited by {refs}" if refs else "")
+        figs.append(figure(url, caption, fig_id=f"frame-{int(i)}") if url else
+                    f"<figure id=\"frame-{int(i)}\">{caption}</figure>")
+    note = f"<p class=\"muted\">{esc(store.error)}</p>" if store.error else ""
+    return section("frames", f"Sampled frames ({len(v.get('sample') or [])})",
+                   note + f"<div class=\"grid\">{''.join(figs)}</div>")
+
+
+def _judgments(v: dict[str, Any], store: FrameStore) -> str:
+    contract = v.get("contract") or {}
+    assessment = v.get("assessment") or {}
+    history = v.get("assessments") or []
+    if not assessment:
+        return section("judgments", "Requirement judgments", "<p class=\"muted\">no structured assessment "
+                       "(direct scoring or the run stopped early)</p>" + _direct(v))
+    reqs = {r.get("id"): r for r in contract.get("requirements") or []}
+    rows = []
+    for j in assessment.get("judgments") or []:
+        rid = str(j.get("requirement_id"))
+        req = reqs.get(rid, {})
+        thumbs = "".join(f"<a href=\"#frame-{int(f)}\"><img src=\"{esc(u)}\" style=\"width:64px\" alt=\"f\"></a>"
+                         for f in j.get("evidence_frames") or [] if (u := store.url(f, 96)))
+        past = " → ".join(str(next((h.get("status") for h in a.get("judgments") or []
+                                    if h.get("requirement_id") == rid), "-")) for a in history)
+        rows.append([f"<span id=\"req-{esc(rid)}\">{esc(rid)}</span>", esc(req.get("kind", "")),
+                     esc("yes" if req.get("essential", True) else "no"), esc(req.get("text", "")),
+                     badge(j.get("status")), esc(fmt(j.get("confidence"), 2)), esc(j.get("rationale")),
+                     " ".join(_frame_link(f) for f in j.get("evidence_frames") or []) + "<br>" + thumbs, esc(past)])
+    levels = table(["rubric", "level (1..5)", "rationale"],
+                   [["physical", str(assessment.get("physical_level")), str(assessment.get("physical_rationale"))],
+                    ["visual", str(assessment.get("visual_level")), str(assessment.get("visual_rationale"))]])
+    return section("judgments", "Requirement judgments (final assessment)",
+                   table(["id", "kind", "essential", "requirement", "status", "conf.", "rationale", "evidence",
+                          "history"], rows, raw=True) + levels)
+
+
+def _direct(v: dict[str, Any]) -> str:
+    d = v.get("direct") or {}
+    return f"<p>Direct score {fmt(d.get('reward'))}: {esc(d.get('rationale'))}</p>" if d else ""
+
+
+def _observation(v: dict[str, Any]) -> str:
+    obs = v.get("observation") or {}
+    if not obs:
+        return section("observation", "Task-blind observation", "<p class=\"muted\">not run in this preset</p>")
+    events = [[f"{_frame_link(e.get('start_frame', 0))}–{_frame_link(e.get('end_frame', 0))}",
+               esc(e.get("description"))] for e in obs.get("events") or []]
+    return section("observation", "Task-blind observation",
+                   f"<p>{esc(obs.get('summary'))}</p>" + table(["frames", "event"], events, raw=True)
+                   + f"<p class=\"muted\">visual issues: {esc(', '.join(obs.get('visual_issues') or []) or 'none')}</p>")
+
+
+def track_stretch(n: int, start: int, end: int, limit: int = 32) -> list[int]:
+    """Frames the track_motion tool tracks for (start, end): at most `limit`, uniform over the clamped
+    stretch (mirrors graph.nodes.evidence so the re-tracked overlay covers the same frames)."""
+    start, end = max(0, min(start, n - 1)), max(0, min(end, n - 1))
+    if end < start:
+        start, end = end, start
+    if end == start:
+        end = min(n - 1, start + 1)
+        start = max(0, end - 1)
+    count = min(limit, end - start + 1)
+    return sorted({int(round(x)) for x in np.linspace(start, end, count)})
+
+
+def _overlay_figs(store: FrameStore, tracked: list[int], shown: list[int], points: Any,
+                  tracker: MotionTracker | None, prefix: str) -> str:
+    from tools.motion import build_tracker, draw_tracks
+    from tools.video import encode_jpeg_data_url, resize_long_side, uniform_indices
+
+    have = [int(f) for f in tracked if int(f) in store.frames]
+    if len(have) < 2:
+        return "<p class=\"muted\">not enough decoded frames to draw tracks</p>"
+    arr = np.stack([store.frames[f] for f in have])
+    h, w = arr.shape[1:3]
+    try:
+        trk = tracker or build_tracker("lk")
+        pts = [p for p in points or [] if isinstance(p, list | tuple) and len(p) == 2]
+        queries = (np.array([[0.0, min(max(float(x), 0.0), 1.0) * (w - 1), min(max(float(y), 0.0), 1.0) * (h - 1)]
+                             for x, y in pts], np.float32) if pts else None)
+        arr = draw_tracks(arr, trk.track(arr, grid_size=None if queries is not None else 8, queries=queries))
+        note = f"point tracks over frames {have[0]}..{have[-1]} ({len(have)} frames), re-computed for display"
+    except Exception as exc:  # noqa: BLE001 - show the frames without overlay
+        note = f"overlay unavailable: {type(exc).__name__}: {exc}"
+    pos = [have.index(f) for f in shown if f in have] or uniform_indices(len(have), min(4, len(have)))
+    figs = [figure(encode_jpeg_data_url(resize_long_side(arr[k], WIDE_SIDE), 80), esc(store.label(have[k])),
+                   fig_id=f"{prefix}-f{have[k]}", wide=True) for k in pos]
+    return f"<p class=\"muted\">{esc(note)}</p><div class=\"grid\">{''.join(figs)}</div>"
+
+
+def _inspection(v: dict[str, Any], store: FrameStore, tracker: MotionTracker | None) -> str:
+    exchanges = v.get("exchanges") or []
+    if not exchanges:
+        plan = v.get("plan") or {}
+        msg = "no inspection tool calls" + (f"; plan: {plan.get('rationale')}" if plan else "")
+        return section("inspection", "Inspection", f"<p class=\"muted\">{esc(msg)}</p>")
+    parts = []
+    for k, ex in enumerate(exchanges):
+        name = str(ex.get("name"))
+        frames = [int(f) for f in ex.get("frames") or []]
+        head = (f"<h3>round {esc(ex.get('round'))} · <code>{esc(name)}</code></h3>"
+                f"<div class=\"muted\">args: <code>{esc(json.dumps(ex.get('args') or {}))}</code></div>"
+                f"<pre style=\"white-space:pre-wrap\">{esc(ex.get('text'))}</pre>")
+        if ex.get("overlay") or name == "track_motion":
+            args = ex.get("args") or {}
+            tracked = track_stretch(store.total, int(args.get("start_frame", 0)), int(args.get("end_frame", 0))) \
+                if store.total else []
+            body = (f"<div id=\"track-{k}\">" + _overlay_figs(store, tracked, frames, args.get("points"), tracker,
+                                                              f"track-{k}") + "</div>")
+        else:
+            box = ex.get("box")
+            figs = [figure(u, esc(store.label(f)) + (" (crop)" if box else ""), fig_id=f"{'crop' if box else 'view'}"
+                           f"-{k}-{f}", wide=bool(box)) for f in frames if (u := store.url(f, WIDE_SIDE, box))]
+            body = f"<div class=\"grid\">{''.join(figs)}</div>"
+        parts.append(f"<div class=\"exchange\" id=\"exchange-{k}\">{head}{body}</div>")
+    return section("inspection", f"Inspection ({len(exchanges)} tool calls)", "".join(parts))
+
+
+def _motion(v: dict[str, Any], store: FrameStore, tracker: MotionTracker | None) -> str:
+    m = v.get("motion") or {}
+    if not m:
+        return section("motion", "Motion evidence", "<p class=\"muted\">no automatic motion run "
+                       "(track_motion calls, if any, are under Inspection)</p>")
+    return section("motion", "Motion evidence", f"<pre style=\"white-space:pre-wrap\">{esc(m.get('summary'))}</pre>"
+                   + _overlay_figs(store, list(m.get("frames") or []), [], None, tracker, "motion"))
+
+
+def _surprise(v: dict[str, Any]) -> str:
+    s = v.get("surprise") or {}
+    if not s:
+        return section("surprise", "WMReward surprise", "<p class=\"muted\">not run in this preset</p>")
+    windows = s.get("windows") or []
+    if s.get("status") != "ok" or not windows:
+        return section("surprise", "WMReward surprise", f"<p class=\"muted\">status {esc(s.get('status'))}: "
+                       f"no windows ({esc(s.get('num_frames'))} frames)</p>")
+    tops = {(w.get("start"), w.get("end")) for w in s.get("top") or []}
+    hi = [i for i, w in enumerate(windows) if (w.get("start"), w.get("end")) in tops]
+    chart = line_chart([float(w.get("start", 0)) for w in windows], [float(w.get("surprise", 0)) for w in windows],
+                       chart_id="surprise-curve", highlight=hi, x_label="window start frame", y_label="surprise")
+    rows = [[f"{esc(w.get('start'))}–{esc(w.get('end'))}", esc(fmt(w.get("surprise"), 4))] for w in s.get("top") or []]
+    return section("surprise", "WMReward surprise across windows",
+                   chart + f"<p>mean {fmt(s.get('mean'), 4)}; most surprising windows (red):</p>"
+                   + table(["frames", "surprise"], rows, raw=True))
+
+
+def _audits(v: dict[str, Any], steps: list[dict]) -> str:
+    audits = v.get("audits") or []
+    if not audits:
+        return section("audits", "Scope audit", "<p class=\"muted\">not run in this preset</p>")
+    rows = [[str(k), badge("clean" if a.get("clean") else "issues", "met" if a.get("clean") else "not_met"),
+             esc("; ".join(a.get("missing_requirements") or [])), esc("; ".join(a.get("invented_conditions") or [])),
+             esc("; ".join(a.get("contradictions") or []))] for k, a in enumerate(audits)]
+    repairs = [[esc(s.get("audit_round")), esc(s.get("decision")), " ".join(_frame_link(f) for f in s.get("frames") or [])]
+               for s in steps if s.get("node") == "repair"]
+    return section("audits", f"Scope audit ({len(audits)} rounds, {v.get('repair_rounds', 0)} repairs)",
+                   table(["round", "verdict", "missing", "invented", "contradictions"], rows, raw=True)
+                   + (table(["repair round", "decision", "frames re-viewed"], repairs, raw=True) if repairs else ""))
+
+
+def _final_check(v: dict[str, Any]) -> str:
+    fc = v.get("final_check") or {}
+    if not fc:
+        return section("final-check", "Final check", "<p class=\"muted\">not run (no failure gate in this preset, "
+                       "or no essential requirement was in doubt)</p>")
+    return section("final-check", "Final check", table(
+        ["failure established", "essential unverifiable", "rationale", "frames"],
+        [[esc(fc.get("failure_established")), esc(fc.get("essential_unverifiable")), esc(fc.get("rationale")),
+          " ".join(_frame_link(f) for f in fc.get("evidence_frames") or [])]], raw=True))
+
+
+def _faults(v: dict[str, Any]) -> str:
+    rows = [[esc(f.get("stage")), esc(f.get("kind")), esc(f.get("message"))] for f in v.get("faults") or []]
+    notes = "".join(f"<li>{esc(n)}</li>" for n in v.get("notes") or [])
+    body = (table(["stage", "kind", "message"], rows, raw=True) if rows else "<p class=\"muted\">no faults</p>")
+    return section("faults", "Faults and notes", body + (f"<ul>{notes}</ul>" if notes else ""))
+
+
+def _steps(steps: list[dict]) -> str:
+    from graph.tracing import step_row
+
+    cols = ["#", "node", "duration", "decision", "frames", "crops", "tools", "audit", "gate"]
+    rows = [[step_row(i, s)[c] for c in cols] for i, s in enumerate(steps)]
+    return section("steps", f"Step trace ({len(steps)} steps)", table(cols, rows))
+
+
+def render_run_report(trace: RunTrace, *, tracker: MotionTracker | None = None,
+                      store: FrameStore | None = None) -> str:
+    """The HTML page of one run (frames decoded from the state's video path unless `store` is given)."""
+    v = trace.values
+    store = store if store is not None else load_frames(v.get("video"), _wanted_indices(v))
+    body = (_header(trace) + _gate(trace) + _frames_section(v, store) + _judgments(v, store) + _observation(v)
+            + _inspection(v, store, tracker) + _motion(v, store, tracker) + _surprise(v) + _audits(v, trace.steps)
+            + _final_check(v) + _faults(v) + _steps(trace.steps))
+    return page(f"Run {trace.run_id}", body)
+
+
+def safe_name(run_id: str) -> str:
+    """A file name for a run id."""
+    return re.sub(r"[^A-Za-z0-9._-]+", "_", run_id)[:120] or "run"
+
+
+def write_run_report(run_id: str, out: str | Path | None, *, traces_path: str | Path,
+                     tracker: MotionTracker | None = None) -> Path:
+    """Read `run_id` from the trace database and write its report (default runs/reports/<run_id>.html)."""
+    from graph.tracing import open_saver, read_trace
+
+    if not Path(traces_path).is_file():
+        from graph.tracing import RunNotFoundError
+
+        raise RunNotFoundError(f"trace database not found: {traces_path}")
+    saver = open_saver(traces_path)
+    try:
+        trace = read_trace(saver, run_id)
+    finally:
+        saver.conn.close()
+    path = Path(out) if out is not None else Path("runs/reports") / f"{safe_name(run_id)}.html"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(render_run_report(trace, tracker=tracker), encoding="utf-8")
+    return path

@@ -1,0 +1,141 @@
+"""Index page over a reward-reliability evaluation (`raa eval report DIR`).
+
+Reads DIR/results.jsonl, recomputes the Table 2 metrics for the presets found there, and writes
+DIR/index.html: the table [table], reliability extras [extras], and one row per clip with one cell per preset
+(reward, status, judge verdict) linking to that run's report [clips]. Run reports are written to
+DIR/reports/<run id>.html from the trace database when the run is found there.
+
+Decisions where the issue was silent:
+- A run missing from the trace database (another machine, deleted runs) gets no link, and the page says how
+  many were missing instead of failing.
+- Reports already present in DIR/reports are not rewritten unless `overwrite=True` (rerunning is cheap).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from evals.report_html import badge, esc, fmt, page, section, table
+from evals.table import DISPLAY_NAMES, PAPER_ORDER, all_metrics
+
+if TYPE_CHECKING:  # pragma: no cover
+    from evals.table import PresetMetrics
+    from tools.motion import MotionTracker
+
+
+def _table_html(metrics: list[PresetMetrics]) -> str:
+    rows = [[DISPLAY_NAMES[m.preset], f"{m.r} / {m.n} ({m.r_pct:.1f}%)", f"{m.f_plus} / {m.n_neg}",
+             f"{m.p0} / {m.n_prog}"] for m in metrics]
+    extras = [[m.preset, str(m.ineligible), str(m.unjudged), str(m.skipped), f"{m.usage_per_clip['calls']:.1f}",
+               f"{m.usage_per_clip['images']:.1f}", f"{m.usage_per_clip['input_tokens']:.0f}",
+               f"{m.usage_per_clip['output_tokens']:.0f}", f"{m.usage_per_clip['cache_hits']:.1f}"] for m in metrics]
+    return (section("table", "Reward reasonableness and hacking/control errors (Table 2 layout)",
+                    table(["Method", "R / N (%) ↑", "F+ / n_neg ↓", "P0 / n_prog ↓"], rows, table_id="table2")
+                    + "<p class=\"muted\">R: outputs the judge accepted; F+: positive rewards on failure and "
+                      "unobservable clips; P0: zero rewards on progress clips.</p>")
+            + section("extras", "Ineligible, unjudged and cost per clip",
+                      table(["preset", "ineligible", "unjudged", "skipped", "calls/clip", "images/clip",
+                             "input tokens/clip", "output tokens/clip", "cache hits/clip"], extras))
+            + section("means", "Mean reward by label and by pattern (rows with a reward / rows)",
+                      _means(metrics, "by_label") + _means(metrics, "by_pattern")))
+
+
+def _means(metrics: list[PresetMetrics], attr: str) -> str:
+    names = sorted({k for m in metrics for k in getattr(m, attr)})
+    rows = []
+    for m in metrics:
+        groups = getattr(m, attr)
+        rows.append([m.preset, *(f"{fmt(groups[n].mean)} ({groups[n].rewarded}/{groups[n].total})" if n in groups
+                                 else "" for n in names)])
+    return table(["preset", *names], rows) if names else ""
+
+
+def _cell(row: dict, link: str | None) -> str:
+    j = row.get("judge") or {}
+    verdict = {True: "<span class=\"yes\">✓</span>", False: "<span class=\"no\">✗</span>"}.get(
+        j.get("reasonable"), f"<span class=\"muted\">{esc(j.get('status', 'unjudged'))}</span>")
+    text = f"{fmt(row.get('reward'))} {badge(row.get('status'))} {verdict}"
+    return f"<a class=\"run-link\" href=\"{esc(link)}\">{text}</a>" if link else text
+
+
+def _thumb(path: str) -> str:
+    """The clip's middle frame as a small inline image ('' when it cannot be decoded)."""
+    from evals.report import load_frames
+    from tools.video import probe
+
+    try:
+        n = probe(path).frames
+    except Exception:  # noqa: BLE001 - a missing clip just has no thumbnail
+        return ""
+    url = load_frames(path, [n // 2]).url(n // 2, 120)
+    return f"<img src=\"{esc(url)}\" alt=\"clip\" style=\"width:96px;display:block\">" if url else ""
+
+
+def write_eval_index(out_dir: str | Path, *, traces_path: str | Path | None = None,
+                     tracker: MotionTracker | None = None, overwrite: bool = False,
+                     on_report: Callable[[Path], None] | None = None) -> Path:
+    """Write DIR/index.html (and DIR/reports/*.html for runs found in `traces_path`); returns the index path."""
+    from evals.reliability import read_results
+    from evals.report import render_run_report, safe_name
+
+    out = Path(out_dir)
+    results = out / "results.jsonl"
+    if not results.is_file():
+        raise FileNotFoundError(f"no evaluation results in {out} (expected {results})")
+    rows = list(read_results(results).values())
+    presets = [p for p in PAPER_ORDER if any(r["preset"] == p for r in rows)]
+    metrics = all_metrics(rows, presets) if presets else []
+
+    links: dict[str, str] = {}
+    missing = 0
+    saver = None
+    if traces_path is not None and Path(traces_path).is_file():
+        from graph.tracing import RunNotFoundError, open_saver, read_trace
+
+        saver = open_saver(traces_path)
+        (out / "reports").mkdir(exist_ok=True)
+        try:
+            for row in rows:
+                run_id = row.get("run_id") or ""
+                if not run_id or run_id in links:
+                    continue
+                target = out / "reports" / f"{safe_name(run_id)}.html"
+                if overwrite or not target.is_file():
+                    try:
+                        trace = read_trace(saver, run_id)
+                    except RunNotFoundError:
+                        missing += 1
+                        continue
+                    target.write_text(render_run_report(trace, tracker=tracker), encoding="utf-8")
+                    if on_report is not None:
+                        on_report(target)
+                links[run_id] = f"reports/{target.name}"
+        finally:
+            saver.conn.close()
+
+    clips: dict[str, dict[str, dict]] = {}
+    for row in rows:
+        clips.setdefault(row["path"], {})[row["preset"]] = row
+    clip_rows = []
+    for path, by_preset in clips.items():
+        first = next(iter(by_preset.values()))
+        cells = [_cell(by_preset[p], links.get(by_preset[p].get("run_id") or "")) if p in by_preset else ""
+                 for p in presets]
+        clip_rows.append([f"{_thumb(path)}<span title=\"{esc(path)}\">{esc(Path(path).name)}</span>", esc(first.get("label")),
+                          esc(first.get("pattern")), esc(first.get("instruction")), *cells])
+    if saver is None:
+        note = "no trace database given or found: runs are not linked"
+    else:
+        note = f"{len(links)} run reports linked" + (f"; {missing} runs not found in the trace database"
+                                                     if missing else "")
+    body = (f"<h1 id=\"eval-header\">Reward reliability: {esc(out.name)}</h1>"
+            f"<div class=\"muted\">{len(clips)} clips × {len(presets)} presets · {esc(note)}</div>"
+            + _table_html(metrics)
+            + section("clips", "Clips (reward, status, judge verdict; click for the run report)",
+                      table(["clip", "label", "pattern", "instruction", *presets], clip_rows, table_id="clip-table",
+                            raw=True)))
+    index = out / "index.html"
+    index.write_text(page(f"Evaluation {out.name}", body), encoding="utf-8")
+    return index

@@ -1,0 +1,208 @@
+"""Reward-reliability metrics and the paper-style table (Table 2 layout, Sec. 5.2).
+
+Pure functions over result rows (dicts as stored in results.jsonl): `preset_metrics` computes R, F+, P0,
+ineligible and unjudged counts, mean reward by label and by hacking pattern and mean usage per clip;
+`render_markdown` / `render_csv` write them.
+
+Definitions (decisions where the issue was silent are marked *):
+- N: rows of the preset. R: rows whose judge verdict is `judged` and reasonable (unjudged and skipped rows
+  never count). R% = 100 R / N.
+- n_neg: rows labelled `failure` or `unobservable`; F+: those with a reward > 0.
+- n_prog: rows labelled `progress`; P0: those with a reward == 0. *An ineligible progress row (reward None)
+  is not a zero reward: it is counted in `ineligible`, not in P0.
+- *Mean rewards by label / pattern average the rows with a reward (ineligible rows excluded); the count of
+  rewarded rows is given next to each mean.
+- *Usage per clip: the mean over the preset's rows of the agent's calls, images, tokens and stage-cache hits
+  (a stage output served from the cache is a hit, not a call).
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+from collections.abc import Iterable, Sequence
+from dataclasses import asdict, dataclass, field
+
+from graph.config import PRESETS
+
+NEGATIVE_LABELS = ("failure", "unobservable")
+PROGRESS_LABEL = "progress"
+USAGE_KEYS = ("calls", "images", "input_tokens", "output_tokens", "cache_hits")
+
+# Row names of the paper's Table 2, in its order (cumulative block, then removals from the full agent).
+DISPLAY_NAMES: dict[str, str] = {
+    "direct": "Direct base-model scoring",
+    "structured": "+ Structured report and score mapping",
+    "decomposed": "+ Task decomposition",
+    "task_blind": "+ Task-blind observation",
+    "visual_verify": "+ Adaptive visual verification",
+    "motion": "+ Motion evidence (point tracks)",
+    "wmreward": "+ WMReward feedback and reflection",
+    "audit_no_gate": "+ Scope audit and repair (no failure gate)",
+    "full": "Full Reward Agent",
+    "no_task_blind": "Without task-blind observation",
+    "no_visual_verify": "Without adaptive visual verification",
+    "no_wmreward": "Without WMReward feedback and reflection",
+    "no_audit": "Without scope audit and repair",
+    "no_motion": "Without motion evidence",
+}
+PAPER_ORDER: tuple[str, ...] = tuple(DISPLAY_NAMES)
+
+
+def ordered_presets(presets: Iterable[str]) -> list[str]:
+    """Presets sorted in the paper's row order; raises ValueError naming unknown presets."""
+    chosen = list(dict.fromkeys(p.strip() for p in presets if p.strip()))
+    unknown = [p for p in chosen if p not in PRESETS]
+    if unknown:
+        raise ValueError(f"unknown preset(s) {', '.join(unknown)}; expected any of {', '.join(PAPER_ORDER)}")
+    if not chosen:
+        raise ValueError("no preset given")
+    return sorted(chosen, key=PAPER_ORDER.index)
+
+
+@dataclass
+class MeanReward:
+    """Mean reward over the rows of one group that have a reward."""
+
+    mean: float | None
+    """Mean reward (None when no row of the group has one)."""
+    rewarded: int
+    """Rows with a reward (the mean's denominator)."""
+    total: int
+    """Rows in the group."""
+
+
+@dataclass
+class PresetMetrics:
+    """Table 2 metrics of one preset."""
+
+    preset: str
+    """Preset name."""
+    n: int
+    """Rows (clips) evaluated."""
+    r: int
+    """Outputs the judge accepted as reasonable."""
+    unjudged: int
+    """Outputs the judge could not judge (failures, no endpoint)."""
+    skipped: int
+    """Ineligible outputs not sent to the judge."""
+    n_neg: int
+    """Reference-negative rows (failure + unobservable)."""
+    f_plus: int
+    """Reference-negative rows with a positive reward."""
+    n_prog: int
+    """Progress rows."""
+    p0: int
+    """Progress rows with reward 0."""
+    ineligible: int
+    """Rows with reward None."""
+    by_label: dict[str, MeanReward] = field(default_factory=dict)
+    """Mean reward per reference label."""
+    by_pattern: dict[str, MeanReward] = field(default_factory=dict)
+    """Mean reward per hacking pattern."""
+    usage_per_clip: dict[str, float] = field(default_factory=dict)
+    """Mean calls, images, input and output tokens and stage-cache hits per clip."""
+
+    @property
+    def r_pct(self) -> float:
+        """R as a percentage of N (0 when N is 0)."""
+        return 100.0 * self.r / self.n if self.n else 0.0
+
+
+def _mean_reward(rows: Sequence[dict]) -> MeanReward:
+    rewards = [float(r["reward"]) for r in rows if r.get("reward") is not None]
+    return MeanReward(sum(rewards) / len(rewards) if rewards else None, len(rewards), len(rows))
+
+
+def _group(rows: Sequence[dict], key: str) -> dict[str, MeanReward]:
+    groups: dict[str, list[dict]] = {}
+    for row in rows:
+        groups.setdefault(str(row.get(key) or "-"), []).append(row)
+    return {name: _mean_reward(group) for name, group in sorted(groups.items())}
+
+
+def preset_metrics(preset: str, rows: Sequence[dict]) -> PresetMetrics:
+    """Metrics of one preset from its result rows (see the module docstring for definitions)."""
+    neg = [r for r in rows if r.get("label") in NEGATIVE_LABELS]
+    prog = [r for r in rows if r.get("label") == PROGRESS_LABEL]
+    judge = [r.get("judge") or {} for r in rows]
+    usage = {k: (sum(float((r.get("usage") or {}).get(k, 0)) for r in rows) / len(rows) if rows else 0.0)
+             for k in USAGE_KEYS}
+    return PresetMetrics(
+        preset=preset, n=len(rows),
+        r=sum(1 for j in judge if j.get("status") == "judged" and j.get("reasonable") is True),
+        unjudged=sum(1 for j in judge if j.get("status", "unjudged") == "unjudged"),
+        skipped=sum(1 for j in judge if j.get("status") == "skipped"),
+        n_neg=len(neg), f_plus=sum(1 for r in neg if r.get("reward") is not None and r["reward"] > 0),
+        n_prog=len(prog), p0=sum(1 for r in prog if r.get("reward") is not None and r["reward"] == 0),
+        ineligible=sum(1 for r in rows if r.get("reward") is None),
+        by_label=_group(rows, "label"), by_pattern=_group(rows, "pattern"), usage_per_clip=usage)
+
+
+def all_metrics(rows: Sequence[dict], presets: Sequence[str]) -> list[PresetMetrics]:
+    """Metrics for each preset (paper order) over the rows that belong to it."""
+    return [preset_metrics(p, [r for r in rows if r.get("preset") == p]) for p in ordered_presets(presets)]
+
+
+def _fmt(mean: float | None) -> str:
+    return "-" if mean is None else f"{mean:.3f}"
+
+
+def render_markdown(metrics: Sequence[PresetMetrics], *, judge_name: str = "judge") -> str:
+    """Table 2 layout (R / N (%), F+ / n_neg, P0 / n_prog), then reliability extras and mean rewards."""
+    lines = [f"| Method | R / N (%) ↑ ({judge_name}) | F+ / n_neg ↓ | P0 / n_prog ↓ |", "| --- | --- | --- | --- |"]
+    for m in metrics:
+        lines.append(f"| {DISPLAY_NAMES[m.preset]} | {m.r} / {m.n} ({m.r_pct:.1f}%) | {m.f_plus} / {m.n_neg} "
+                     f"| {m.p0} / {m.n_prog} |")
+    lines += ["", "| Preset | Ineligible | Unjudged | Skipped | Calls / clip | Images / clip | "
+              "Input tokens / clip | Output tokens / clip | Cache hits / clip |",
+              "| --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
+    for m in metrics:
+        u = m.usage_per_clip
+        lines.append(f"| {m.preset} | {m.ineligible} | {m.unjudged} | {m.skipped} | {u['calls']:.1f} | "
+                     f"{u['images']:.1f} | {u['input_tokens']:.0f} | {u['output_tokens']:.0f} | "
+                     f"{u['cache_hits']:.1f} |")
+    for title, attr in (("label", "by_label"), ("pattern", "by_pattern")):
+        names = sorted({k for m in metrics for k in getattr(m, attr)})
+        if not names:
+            continue
+        lines += ["", f"Mean reward by {title} (rows with a reward / rows):", "",
+                  "| Preset | " + " | ".join(names) + " |", "| --- |" + " --- |" * len(names)]
+        for m in metrics:
+            groups = getattr(m, attr)
+            cells = [f"{_fmt(groups[n].mean)} ({groups[n].rewarded}/{groups[n].total})" if n in groups else ""
+                     for n in names]
+            lines.append(f"| {m.preset} | " + " | ".join(cells) + " |")
+    return "\n".join(lines) + "\n"
+
+
+CSV_FIELDS = ("preset", "method", "n", "r", "r_pct", "f_plus", "n_neg", "p0", "n_prog", "ineligible", "unjudged",
+              "skipped", "calls_per_clip", "images_per_clip", "input_tokens_per_clip", "output_tokens_per_clip",
+              "cache_hits_per_clip")
+
+
+def render_csv(metrics: Sequence[PresetMetrics]) -> str:
+    """One CSV row per preset (plus `mean_<label>` / `pattern_<name>` columns)."""
+    labels = sorted({k for m in metrics for k in m.by_label})
+    patterns = sorted({k for m in metrics for k in m.by_pattern})
+    header = [*CSV_FIELDS, *(f"mean_{x}" for x in labels), *(f"pattern_{x}" for x in patterns)]
+    buf = io.StringIO()
+    writer = csv.writer(buf, lineterminator="\n")
+    writer.writerow(header)
+    for m in metrics:
+        u = m.usage_per_clip
+        row: list[object] = [m.preset, DISPLAY_NAMES[m.preset], m.n, m.r, f"{m.r_pct:.2f}", m.f_plus, m.n_neg, m.p0,
+                             m.n_prog, m.ineligible, m.unjudged, m.skipped, f"{u['calls']:.3f}",
+                             f"{u['images']:.3f}", f"{u['input_tokens']:.1f}", f"{u['output_tokens']:.1f}",
+                             f"{u['cache_hits']:.3f}"]
+        row += ["" if x not in m.by_label or m.by_label[x].mean is None else f"{m.by_label[x].mean:.4f}"
+                for x in labels]
+        row += ["" if x not in m.by_pattern or m.by_pattern[x].mean is None else f"{m.by_pattern[x].mean:.4f}"
+                for x in patterns]
+        writer.writerow(row)
+    return buf.getvalue()
+
+
+def metrics_as_dicts(metrics: Sequence[PresetMetrics]) -> list[dict]:
+    """JSON-friendly metrics (for summary.json and the HTML index)."""
+    return [{**asdict(m), "method": DISPLAY_NAMES[m.preset], "r_pct": m.r_pct} for m in metrics]

@@ -1,0 +1,213 @@
+"""World-model VQA evaluation, PAI-Bench style (paper Sec. 5.1, the Domain column of Table 1).
+
+Manifest format (JSONL, one video per line; `path` relative to the manifest's folder or absolute):
+
+    {"path": "videos/0001.mp4", "task": "pick_place",
+     "questions": [{"question": "Does the gripper close on the red block?", "answer": "yes"},
+                   {"question": "Does the block pass through the table?", "answer": "no"}]}
+
+`task` is optional (rows without it are grouped under "-"); every question has a fixed binary reference
+answer "yes" or "no". For each video 8 frames are sampled uniformly (`round(linspace(0, n-1, 8))`); each
+question is one backbone call (prompt `prompts/vqa.md`, stage `vqa`) with the question and the 8 labelled
+frames, greedy decoding (the backbone's temperature, 0 by default) and a one-field answer schema.
+Domain = 100 * correct / questions (question-level accuracy); the per-task breakdown uses the same ratio.
+
+Decisions where the issue was silent:
+- A question whose call fails after the backbone's retries, or whose video cannot be decoded, is counted
+  as answered incorrectly (the denominator never shrinks, so failures cannot raise the score) and listed
+  with its error; `failed` reports how many.
+- The backbone's stage cache (settings) is used, so rerunning an interrupted evaluation repeats no call.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Literal
+
+from langchain_core.messages import BaseMessage, HumanMessage, SystemMessage
+from pydantic import BaseModel, Field
+
+if TYPE_CHECKING:  # pragma: no cover
+    from graph.backbone import Backbone
+
+VQA_STAGE = "vqa"
+VQA_FRAMES = 8
+
+
+class VQAManifestError(ValueError):
+    """A VQA manifest file or row that cannot be evaluated."""
+
+
+class VQAAnswer(BaseModel):
+    """The model's answer to one binary question."""
+
+    answer: Literal["yes", "no"] = Field(description='Exactly "yes" or "no".')
+
+
+@dataclass(frozen=True)
+class VQAItem:
+    """One video with its fixed binary questions."""
+
+    path: str
+    """Absolute path of the video."""
+    task: str
+    """Task name for the per-task breakdown."""
+    questions: tuple[tuple[str, str], ...]
+    """(question, reference answer "yes"/"no") pairs."""
+
+
+@dataclass
+class QuestionResult:
+    """The outcome of one question."""
+
+    path: str
+    """Video path."""
+    task: str
+    """Task name."""
+    question: str
+    """Question text."""
+    expected: str
+    """Reference answer."""
+    answer: str | None
+    """Model answer (None when the call or the decode failed)."""
+    correct: bool
+    """answer == expected."""
+    error: str | None = None
+    """Why there is no answer."""
+
+
+@dataclass
+class VQAReport:
+    """Question-level accuracy overall and per task."""
+
+    domain: float
+    """100 * correct / questions."""
+    questions: int
+    """Questions asked."""
+    correct: int
+    """Questions answered correctly."""
+    failed: int
+    """Questions without an answer (counted as incorrect)."""
+    by_task: dict[str, dict[str, float]] = field(default_factory=dict)
+    """task -> {questions, correct, accuracy}."""
+    results: list[QuestionResult] = field(default_factory=list)
+    """Every question's outcome."""
+    usage: dict[str, int] = field(default_factory=dict)
+    """Backbone calls, images and tokens over the evaluation."""
+
+
+def load_vqa_manifest(path: str | Path) -> list[VQAItem]:
+    """Parse and validate a VQA manifest (see the module docstring); raises VQAManifestError naming the row."""
+    path = Path(path)
+    if not path.is_file():
+        raise VQAManifestError(f"manifest not found: {path}")
+    items: list[VQAItem] = []
+    for lineno, line in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1):
+        if not line.strip():
+            continue
+        where = f"{path}:{lineno}"
+        try:
+            row = json.loads(line)
+        except json.JSONDecodeError as exc:
+            raise VQAManifestError(f"{where}: not JSON ({exc.msg})") from exc
+        if not isinstance(row, dict) or not isinstance(row.get("path"), str) or not row["path"].strip():
+            raise VQAManifestError(f"{where}: a row needs a string 'path'")
+        questions = row.get("questions")
+        if not isinstance(questions, list) or not questions:
+            raise VQAManifestError(f"{where}: 'questions' must be a non-empty list")
+        pairs = []
+        for q in questions:
+            if not isinstance(q, dict) or not isinstance(q.get("question"), str) or not q["question"].strip():
+                raise VQAManifestError(f"{where}: each question needs a non-empty 'question' string")
+            answer = str(q.get("answer", "")).strip().lower()
+            if answer not in ("yes", "no"):
+                raise VQAManifestError(f"{where}: answer must be 'yes' or 'no', got {q.get('answer')!r}")
+            pairs.append((q["question"].strip(), answer))
+        video = Path(row["path"])
+        video = video if video.is_absolute() else path.parent / video
+        items.append(VQAItem(str(video.resolve()), str(row.get("task") or "-"), tuple(pairs)))
+    if not items:
+        raise VQAManifestError(f"manifest {path} has no rows")
+    return items
+
+
+def vqa_messages(system_prompt: str, question: str, image_blocks: Sequence[dict]) -> list[BaseMessage]:
+    """System prompt, then the question followed by the labelled frames."""
+    content = [{"type": "text", "text": f"Question: {question}\nAnswer yes or no."}, *image_blocks]
+    return [SystemMessage(content=system_prompt), HumanMessage(content=content)]
+
+
+def summarize(results: Sequence[QuestionResult]) -> VQAReport:
+    """Domain accuracy and the per-task breakdown from question results (pure)."""
+    by_task: dict[str, dict[str, float]] = {}
+    for r in results:
+        t = by_task.setdefault(r.task, {"questions": 0, "correct": 0, "accuracy": 0.0})
+        t["questions"] += 1
+        t["correct"] += int(r.correct)
+    for t in by_task.values():
+        t["accuracy"] = 100.0 * t["correct"] / t["questions"]
+    n, correct = len(results), sum(int(r.correct) for r in results)
+    return VQAReport(domain=100.0 * correct / n if n else 0.0, questions=n, correct=correct,
+                     failed=sum(1 for r in results if r.answer is None), by_task=dict(sorted(by_task.items())),
+                     results=list(results))
+
+
+def _frames(path: str, long_side: int, quality: int) -> list[dict]:
+    from tools.video import VideoReader, image_content_blocks, uniform_indices
+
+    with VideoReader(path) as reader:
+        meta = reader.meta
+        indices = uniform_indices(meta.frames, VQA_FRAMES)
+        frames = reader.read(indices)
+    return image_content_blocks(frames, indices, meta.frames, meta.fps, long_side=long_side, quality=quality)
+
+
+async def run_vqa(items: Sequence[VQAItem], backbone: Backbone, *, concurrency: int = 8, long_side: int = 512,
+                  quality: int = 85) -> VQAReport:
+    """Ask every question of every item; a failing video or call only fails its own questions."""
+    from graph.backbone import BackboneFault, Usage
+    from prompts import render
+
+    if concurrency < 1:
+        raise ValueError(f"concurrency must be >= 1, got {concurrency}")
+    system = render(VQA_STAGE, n_frames=VQA_FRAMES)
+    sem = asyncio.Semaphore(concurrency)
+    usage = Usage()
+
+    async def ask(item: VQAItem, blocks: list[dict], question: str, expected: str) -> QuestionResult:
+        async with sem:
+            try:
+                reply = await backbone.astructured(VQA_STAGE, VQAAnswer, vqa_messages(system, question, blocks),
+                                                   usage)
+            except BackboneFault as exc:
+                return QuestionResult(item.path, item.task, question, expected, None, False,
+                                      f"{exc.kind}: {exc.message}")
+        answer = VQAAnswer.model_validate(reply.model_dump()).answer
+        return QuestionResult(item.path, item.task, question, expected, answer, answer == expected)
+
+    async def video(item: VQAItem) -> list[QuestionResult]:
+        try:
+            async with sem:
+                blocks = await asyncio.to_thread(_frames, item.path, long_side, quality)
+        except Exception as exc:  # noqa: BLE001 - a bad video fails only its own questions
+            error = f"video: {type(exc).__name__}: {exc}"
+            return [QuestionResult(item.path, item.task, q, a, None, False, error) for q, a in item.questions]
+        return list(await asyncio.gather(*(ask(item, blocks, q, a) for q, a in item.questions)))
+
+    per_video = await asyncio.gather(*(video(item) for item in items))
+    report = summarize([r for rs in per_video for r in rs])
+    report.usage = usage.as_dict()
+    return report
+
+
+def write_vqa_report(report: VQAReport, out_dir: str | Path) -> Path:
+    """DIR/vqa.json with the summary, the per-task breakdown and every question's outcome."""
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    path = out / "vqa.json"
+    path.write_text(json.dumps(asdict(report), indent=2), encoding="utf-8")
+    return path

@@ -1,0 +1,104 @@
+"""`raa eval reward|report|world-model` and `raa report RUN_ID` through typer, with scripted models."""
+
+from __future__ import annotations
+
+import json
+import re
+
+import pytest
+import typer
+from graph_scripts import FakeSurprise, full_script, moving_square, uniform_clip
+from typer.testing import CliRunner
+
+import evals.eval_cli as eval_cli
+import graph.commands as graph_commands
+from evals.judge import RewardJudge
+from graph.context import AgentTools
+from graph.testing import ScriptedChatModel
+from tools.motion import LKTracker
+
+runner = CliRunner()
+
+
+@pytest.fixture()
+def env(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("COLUMNS", "200")  # rich tables unclipped in the captured output
+    for name, value in (("RAA_BASE_URL", "http://127.0.0.1:9/v1"), ("RAA_MODEL", "scripted"),
+                        ("RAA_API_KEY", "EMPTY"), ("RAA_CACHE_PATH", str(tmp_path / "cache.sqlite")),
+                        ("RAA_TRACES_PATH", str(tmp_path / "traces.sqlite"))):
+        monkeypatch.setenv(name, value)
+    script = full_script(vqa=lambda messages, n: {"answer": "yes"})
+    model = ScriptedChatModel(script)
+    monkeypatch.setattr(graph_commands, "make_chat_model", lambda settings: model)
+    monkeypatch.setattr(eval_cli, "make_tools", lambda: AgentTools(tracker=LKTracker(), surprise=FakeSurprise()))
+    rows = [{"path": moving_square(tmp_path / "a.mp4").name, "instruction": "push the red block to the right",
+             "label": "progress", "pattern": "partial"},
+            {"path": uniform_clip(tmp_path / "b.mp4").name, "instruction": "push the red block to the right",
+             "label": "failure", "pattern": "uniform"}]
+    (tmp_path / "m.jsonl").write_text("\n".join(json.dumps(r) for r in rows) + "\n")
+    return tmp_path, model
+
+
+def test_eval_reward_then_report(env, monkeypatch):
+    root, _ = env
+    result = runner.invoke(eval_cli.eval_app, ["reward", "-m", "m.jsonl", "-o", "ev", "--presets", "direct,full",
+                                               "--concurrency", "2"])
+    assert result.exit_code == 0, result.output
+    assert "calls/clip" in result.output and "Full Reward Agent" in result.output
+    assert "no judge endpoint configured" in result.output  # judge unset: rows stay unjudged
+    rows = [json.loads(x) for x in (root / "ev" / "results.jsonl").read_text().splitlines()]
+    assert len(rows) == 4 and all(r["judge"]["status"] == "unjudged" for r in rows)
+    assert {(r["preset"], r["label"], r["reward"]) for r in rows} >= {("direct", "failure", 0.0),
+                                                                      ("full", "failure", 0.0)}
+    table = (root / "ev" / "table.md").read_text()
+    assert re.search(r"\| Direct base-model scoring \| 0 / 2 \(0.0%\) \| 0 / 1 \| 0 / 1 \|", table)
+
+    judge_model = ScriptedChatModel({"judge": [{"reasonable": True, "rationale": "ok"}]})
+    monkeypatch.setattr(eval_cli, "make_judge", lambda s: RewardJudge.from_settings(s, model=judge_model))
+    again = runner.invoke(eval_cli.eval_app, ["reward", "-m", "m.jsonl", "-o", "ev", "--presets", "full,direct"])
+    assert again.exit_code == 0, again.output
+    assert "scored 0, re-judged 4" in again.output and len(judge_model.calls) == 4
+    assert "| Full Reward Agent | 2 / 2 (100.0%) |" in (root / "ev" / "table.md").read_text()
+
+    index = runner.invoke(eval_cli.eval_app, ["report", "ev"])
+    assert index.exit_code == 0, index.output
+    html = (root / "ev" / "index.html").read_text()
+    assert html.count('class="run-link"') == 4
+
+    app = typer.Typer()
+    app.command("report")(eval_cli.report_command)
+    app.command("noop")(lambda: None)  # keep typer in multi-command mode, like graph/cli.py
+    run_id = rows[0]["run_id"]
+    one = runner.invoke(app, ["report", run_id, "--out", "one.html"])
+    assert one.exit_code == 0, one.output
+    assert (root / "one.html").is_file()
+    assert 'id="gate"' in (root / "one.html").read_text()
+    missing = runner.invoke(app, ["report", "run-missing"])
+    assert missing.exit_code == 1 and "run-missing" in missing.output
+
+
+def test_eval_reward_input_errors(env):
+    bad = runner.invoke(eval_cli.eval_app, ["reward", "-m", "m.jsonl", "-o", "ev", "--presets", "full,best"])
+    assert bad.exit_code == 2 and "unknown preset" in bad.output
+    nofile = runner.invoke(eval_cli.eval_app, ["reward", "-m", "nope.jsonl", "-o", "ev"])
+    assert nofile.exit_code == 2 and "manifest not found" in nofile.output
+
+
+def test_eval_reward_needs_an_endpoint(env, monkeypatch):
+    monkeypatch.delenv("RAA_BASE_URL")
+    out = runner.invoke(eval_cli.eval_app, ["reward", "-m", "m.jsonl", "-o", "ev"])
+    assert out.exit_code == 2 and "RAA_BASE_URL" in out.output
+
+
+def test_world_model_command(env):
+    root, model = env
+    manifest = root / "vqa.jsonl"
+    manifest.write_text(json.dumps({"path": "a.mp4", "task": "push", "questions": [
+        {"question": "Does the block move right?", "answer": "yes"},
+        {"question": "Does the block fly?", "answer": "no"}]}) + "\n")
+    out = runner.invoke(eval_cli.eval_app, ["world-model", "-m", "vqa.jsonl", "-o", "wm"])
+    assert out.exit_code == 0, out.output
+    report = json.loads((root / "wm" / "vqa.json").read_text())
+    assert report["questions"] == 2 and report["correct"] == 1 and report["domain"] == 50.0
+    assert "Domain" in out.output and len(model.calls_for("vqa")) == 2

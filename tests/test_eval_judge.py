@@ -1,0 +1,117 @@
+"""The reasonableness judge: what it sees (never the preset), retries, unjudged and skipped rows."""
+
+from __future__ import annotations
+
+import asyncio
+import re
+
+import numpy as np
+import pytest
+
+from evals.judge import JudgeSettings, RewardJudge
+from evals.reliability import EvalClip, run_reward_eval
+from evals.table import DISPLAY_NAMES, PAPER_ORDER
+from graph.schemas import RewardResult
+from graph.testing import ScriptedChatModel
+from tools.video import write_video
+
+
+@pytest.fixture(scope="module")
+def clips(tmp_path_factory):
+    root = tmp_path_factory.mktemp("judge_clips")
+    rng = np.random.default_rng(0)
+    out = []
+    for name, frames, label in (("long", 100, "failure"), ("short", 20, "progress")):
+        video = rng.integers(0, 255, (frames, 32, 32, 3), dtype=np.uint8)
+        path = write_video(root / f"{name}.mp4", video, fps=10)
+        out.append(EvalClip(str(path), "lift the cube onto the shelf", label, "partial", "lift"))
+    return out
+
+
+class Scorer:
+    """Reasons shaped like the agent's: the direct preset prefixes its rationale with its stage name."""
+
+    async def score(self, preset, clips):
+        first = "direct: the gripper lifts the cube at frame 12" if preset == "direct" else \
+            "R1 met: the gripper lifts the cube at frame 12"
+        return [RewardResult(reward=0.5, status="scored", reasons=[first, "note: judgment kept (no_audit, wmreward)"],
+                             preset=preset, run_id=f"{preset}-{i}") for i, _ in enumerate(clips)]
+
+
+def _judge(script) -> tuple[RewardJudge, ScriptedChatModel]:
+    model = ScriptedChatModel({"judge": script})
+    return RewardJudge.from_settings(JudgeSettings(attempts=3), model=model), model
+
+
+def test_judge_never_sees_the_preset(clips, tmp_path):
+    judge, model = _judge([{"reasonable": True, "rationale": "matches frames 10-40"}])
+    presets = ["direct", "full", "no_motion", "wmreward"]
+    out = asyncio.run(run_reward_eval(clips, presets, tmp_path, Scorer(), judge))
+    assert len(model.calls) == 8 and all(c.stage == "judge" for c in model.calls)
+    forbidden = [re.compile(rf"\b{re.escape(p)}\b", re.IGNORECASE) for p in PAPER_ORDER]
+    forbidden += [re.compile(re.escape(DISPLAY_NAMES[p]), re.IGNORECASE) for p in PAPER_ORDER]
+    for call in model.calls:
+        text = call.text()
+        assert "lift the cube onto the shelf" in text and "0.500" in text and "frame 12" in text
+        assert not [f.pattern for f in forbidden if f.search(text)], text
+        assert "-0" not in text and "-1" not in text  # run ids (preset-index) are not shown either
+        assert call.messages[0].content.splitlines()[0] == "# stage: judge"
+    images = sorted(c.images() for c in model.calls)
+    assert images == [20] * 4 + [64] * 4  # up to 64 uniformly sampled frames
+    assert all(m.r == 2 for m in out.metrics)
+
+
+def test_redact_reason():
+    from evals.judge import redact_reason
+
+    assert redact_reason("direct: looks done") == "looks done"
+    assert redact_reason("R2 not_met: the block never moves") == "R2 not_met: the block never moves"
+    assert redact_reason("Quality : uniform frames") == "uniform frames"
+    assert redact_reason("kept after no_audit and task_blind") == "kept after [module] and [module]"
+
+
+def test_failed_judge_is_unjudged_and_not_counted(clips, tmp_path):
+    judge, model = _judge([RuntimeError("judge endpoint down")])
+    out = asyncio.run(run_reward_eval(clips[:1], ["full"], tmp_path, Scorer(), judge))
+    m = out.metrics[0]
+    assert len(model.calls) == 3  # bounded: 3 attempts
+    assert m.r == 0 and m.unjudged == 1
+    verdict = out.rows[0]["judge"]
+    assert verdict["status"] == "unjudged" and verdict["reasonable"] is None and "3 attempts" in verdict["rationale"]
+
+
+def test_judge_retry_then_success(clips):
+    judge, model = _judge([RuntimeError("blip"), {"reasonable": False, "rationale": "no lift visible"}])
+    verdict = asyncio.run(judge.judge(clips[1].path, "lift the cube", 0.9, "scored", ["lifted"]))
+    assert verdict.status == "judged" and verdict.reasonable is False and verdict.attempts == 2
+    assert len(model.calls) == 2 and not verdict.accepted
+
+
+def test_ineligible_output_is_skipped_without_a_call(clips):
+    judge, model = _judge([{"reasonable": True}])
+    verdict = asyncio.run(judge.judge(clips[0].path, "lift", None, "ineligible", ["observe: timeout"]))
+    assert verdict.status == "skipped" and not verdict.accepted and model.calls == []
+
+
+def test_bad_video_is_unjudged(tmp_path):
+    bad = tmp_path / "bad.mp4"
+    bad.write_bytes(b"not a video")
+    judge, model = _judge([{"reasonable": True}])
+    verdict = asyncio.run(judge.judge(str(bad), "lift", 0.4, "scored", []))
+    assert verdict.status == "unjudged" and "frames unavailable" in verdict.rationale and model.calls == []
+
+
+def test_unconfigured_judge_and_settings_from_env():
+    judge = RewardJudge.from_settings(JudgeSettings())
+    verdict = asyncio.run(judge.judge("x.mp4", "lift", 0.4, "scored", []))
+    assert verdict.status == "unjudged" and "RAA_JUDGE_BASE_URL" in verdict.rationale
+    env = {"RAA_JUDGE_BASE_URL": "http://127.0.0.1:9/v1", "RAA_JUDGE_MODEL": "judge-vl", "RAA_JUDGE_API_KEY": "k",
+           "RAA_JUDGE_MAX_FRAMES": "32", "RAA_JUDGE_STRUCTURED_METHOD": "json_mode"}
+    settings = JudgeSettings.from_env(env)
+    assert settings.configured and settings.max_frames == 32 and settings.method == "json_mode"
+    assert settings.backbone_settings().temperature == 0.0 and settings.backbone_settings().cache_path is None
+    RewardJudge.from_settings(settings)  # builds ChatOpenAI without connecting
+    with pytest.raises(ValueError, match="RAA_JUDGE_MAX_FRAMES"):
+        JudgeSettings.from_env({"RAA_JUDGE_MAX_FRAMES": "many"})
+    with pytest.raises(ValueError, match="1..64"):
+        JudgeSettings(max_frames=65)

@@ -1,0 +1,227 @@
+"""Reward-reliability harness: metrics equal hand counts, resume, unjudged rows, scorer faults."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from pathlib import Path
+
+import pytest
+
+from evals.judge import JudgeReply, RewardJudge
+from evals.reliability import EvalClip, ManifestError, load_eval_manifest, run_reward_eval
+from evals.table import all_metrics, ordered_presets, render_csv, render_markdown
+from graph.backbone import BackboneFault
+from graph.schemas import RewardResult
+
+CLIPS = [  # name, label, pattern
+    ("c1", "ordinary", "success"),
+    ("c2", "failure", "wrong_object"),
+    ("c3", "failure", "teleport"),
+    ("c4", "unobservable", "occlusion"),
+    ("c5", "progress", "partial"),
+    ("c6", "progress", "success"),
+]
+REWARDS = {
+    "direct": {"c1": 0.8, "c2": 0.5, "c3": 0.0, "c4": 0.3, "c5": 0.0, "c6": None},
+    "full": {"c1": 0.9, "c2": 0.0, "c3": 0.0, "c4": 0.0, "c5": 0.4, "c6": 0.7},
+}
+
+
+def _clips(tmp_path: Path) -> list[EvalClip]:
+    return [EvalClip(str(tmp_path / f"{n}.mp4"), f"put block {n} in the bowl", label, pattern, "pick_place")
+            for n, label, pattern in CLIPS]
+
+
+def _result(preset: str, name: str, reward: float | None) -> RewardResult:
+    if reward is None:
+        return RewardResult(reward=None, status="ineligible", reasons=["observe: transport: gave up"], preset=preset,
+                            run_id=f"{preset}-{name}", usage={"calls": 1, "images": 32})
+    return RewardResult(reward=reward, status="zero" if reward == 0 else "scored", reasons=[f"{name} judged"],
+                        preset=preset, run_id=f"{preset}-{name}",
+                        usage={"calls": 4, "images": 40, "input_tokens": 1000, "output_tokens": 100})
+
+
+class FakeScorer:
+    def __init__(self) -> None:
+        self.calls: list[tuple[str, list[str]]] = []
+
+    async def score(self, preset, clips):
+        names = [Path(c.path).stem for c in clips]
+        self.calls.append((preset, names))
+        return [_result(preset, n, REWARDS[preset][n]) for n in names]
+
+
+class FakeSampler:
+    def cached(self, path):
+        return [{"type": "text", "text": "frame 0 of 2, t=0.00s"}]
+
+
+class RuleBackbone:
+    """Judge backbone: accepts zero on negatives, positive on others; can fail for chosen clips."""
+
+    def __init__(self, labels: dict[str, str], fail: set[str] = frozenset()) -> None:
+        self.labels, self.fail, self.seen = labels, set(fail), []
+
+    async def astructured(self, stage, schema, messages, usage):
+        text = messages[1].content[0]["text"]
+        self.seen.append(text)
+        name = next(n for n in self.labels if f"block {n} " in text)
+        usage.calls += 1
+        if name in self.fail:
+            raise BackboneFault(stage, "transport", "judge endpoint down")
+        reward = float(text.split("Reward: ")[1].split(" ")[0])
+        negative = self.labels[name] in ("failure", "unobservable")
+        return schema(reasonable=(reward == 0) if negative else (reward > 0), rationale="rule")
+
+
+def _judge(fail: set[str] = frozenset()) -> RewardJudge:
+    judge = RewardJudge(RuleBackbone({n: lab for n, lab, _ in CLIPS}, fail), attempts=2)
+    judge.sampler = FakeSampler()
+    return judge
+
+
+def test_metrics_equal_hand_counts(tmp_path):
+    clips, scorer = _clips(tmp_path), FakeScorer()
+    judge = _judge(fail={"c1"})  # c1 can never be judged
+    out = asyncio.run(run_reward_eval(clips, ["full", "direct"], tmp_path / "ev", scorer, judge, concurrency=2))
+    direct, full = out.metrics  # paper order: direct first
+    assert (direct.preset, full.preset) == ("direct", "full")
+    # direct: negatives c2 (0.5), c3 (0), c4 (0.3) -> F+ 2/3; progress c5 (0), c6 (None) -> P0 1/2
+    assert (direct.n, direct.f_plus, direct.n_neg, direct.p0, direct.n_prog, direct.ineligible) == (6, 2, 3, 1, 2, 1)
+    # judged: c1 unjudged (judge fails), c2 no, c3 yes, c4 no, c5 no (zero on progress), c6 skipped (None)
+    assert (direct.r, direct.unjudged, direct.skipped) == (1, 1, 1)
+    assert (full.f_plus, full.p0, full.ineligible, full.r, full.unjudged) == (0, 0, 0, 5, 1)
+    assert direct.by_label["failure"].mean == pytest.approx(0.25)
+    assert direct.by_label["progress"].mean == 0.0 and direct.by_label["progress"].rewarded == 1
+    assert direct.by_pattern["success"].mean == pytest.approx(0.8)  # c6 (None) excluded
+    assert full.by_pattern["success"].mean == pytest.approx(0.8)    # (0.9 + 0.7) / 2
+    assert direct.usage_per_clip["calls"] == pytest.approx((5 * 4 + 1) / 6)
+    table = (tmp_path / "ev" / "table.md").read_text()
+    assert "| Direct base-model scoring | 1 / 6 (16.7%) | 2 / 3 | 1 / 2 |" in table
+    assert "| Full Reward Agent | 5 / 6 (83.3%) | 0 / 3 | 0 / 2 |" in table
+    csv_lines = (tmp_path / "ev" / "table.csv").read_text().splitlines()
+    assert csv_lines[1].startswith("direct,Direct base-model scoring,6,1,16.67,2,3,1,2,1,1,1,")
+    rows = [json.loads(x) for x in (tmp_path / "ev" / "results.jsonl").read_text().splitlines()]
+    assert len(rows) == 12 and {r["preset"] for r in rows} == {"direct", "full"}
+    c1 = next(r for r in rows if r["preset"] == "direct" and r["path"].endswith("c1.mp4"))
+    assert c1["judge"]["status"] == "unjudged" and c1["judge"]["attempts"] == 2 and c1["judge"]["reasonable"] is None
+
+
+def test_resume_skips_finished_rows_and_rejudges_unjudged(tmp_path):
+    clips, scorer = _clips(tmp_path), FakeScorer()
+    asyncio.run(run_reward_eval(clips[:3], ["direct"], tmp_path, scorer, _judge(fail={"c1"})))
+    assert scorer.calls == [("direct", ["c1", "c2", "c3"])]
+    scorer.calls.clear()
+    judge = _judge()
+    out = asyncio.run(run_reward_eval(clips, ["direct"], tmp_path, scorer, judge))
+    assert scorer.calls == [("direct", ["c4", "c5", "c6"])]  # c1..c3 not rescored
+    assert out.scored == 3 and out.rejudged == 1  # c1 judged again (was unjudged), c2/c3 kept
+    judged_names = [t.split("block ")[1].split(" ")[0] for t in judge.backbone.seen]
+    assert sorted(judged_names) == ["c1", "c4", "c5"]  # c6 is ineligible: skipped, never sent
+    lines = (tmp_path / "results.jsonl").read_text().splitlines()
+    assert len(lines) == 6  # compacted: one row per clip and preset
+    scorer.calls.clear()
+    again = asyncio.run(run_reward_eval(clips, ["direct"], tmp_path, scorer, _judge()))
+    assert scorer.calls == [] and again.scored == 0 and again.rejudged == 0
+    assert again.metrics[0].r == 2  # c1 (0.8 ordinary) and c3 (0 on failure)
+    retry = asyncio.run(run_reward_eval(clips, ["direct"], tmp_path, scorer, _judge(), retry_ineligible=True))
+    assert scorer.calls == [("direct", ["c6"])] and retry.scored == 1
+
+
+def test_scorer_crash_gives_ineligible_rows_not_rewards(tmp_path):
+    class Broken:
+        async def score(self, preset, clips):
+            raise RuntimeError("server exploded")
+
+    out = asyncio.run(run_reward_eval(_clips(tmp_path), ["full"], tmp_path, Broken(), _judge()))
+    m = out.metrics[0]
+    assert m.ineligible == 6 and m.r == 0 and m.f_plus == 0 and m.p0 == 0 and m.skipped == 6
+    assert all("server exploded" in r["reasons"][0] for r in out.rows)
+
+
+def test_truncated_results_line_is_ignored(tmp_path):
+    clips, scorer = _clips(tmp_path), FakeScorer()
+    asyncio.run(run_reward_eval(clips[:2], ["full"], tmp_path, scorer, _judge()))
+    with (tmp_path / "results.jsonl").open("a") as f:
+        f.write('{"path": "cut mid-wri')
+    scorer.calls.clear()
+    out = asyncio.run(run_reward_eval(clips[:2], ["full"], tmp_path, scorer, _judge()))
+    assert scorer.calls == [] and len(out.rows) == 2
+
+
+def test_ordered_presets_and_unknown():
+    assert ordered_presets(["no_audit", "full", "direct"]) == ["direct", "full", "no_audit"]
+    with pytest.raises(ValueError, match="bogus"):
+        ordered_presets(["full", "bogus"])
+
+
+def test_render_empty_groups_and_csv_header():
+    metrics = all_metrics([], ["full"])
+    assert "| Full Reward Agent | 0 / 0 (0.0%) | 0 / 0 | 0 / 0 |" in render_markdown(metrics)
+    assert render_csv(metrics).splitlines()[0].startswith("preset,method,n,r,r_pct")
+
+
+def test_manifest_validation(tmp_path):
+    m = tmp_path / "m.jsonl"
+    m.write_text(json.dumps({"path": "a.mp4", "instruction": "x", "label": "ordinary", "pattern": "success"}) + "\n")
+    clips = load_eval_manifest(m)
+    assert clips[0].path == str((tmp_path / "a.mp4").resolve()) and clips[0].pattern == "success"
+    m.write_text(json.dumps({"path": "a.mp4", "instruction": "x", "label": "great"}) + "\n")
+    with pytest.raises(ManifestError, match="label 'great' is not one of"):
+        load_eval_manifest(m)
+    m.write_text("{not json\n")
+    with pytest.raises(ManifestError, match="line 1: not valid JSON"):
+        load_eval_manifest(m)
+    with pytest.raises(ManifestError, match="not found"):
+        load_eval_manifest(tmp_path / "missing.jsonl")
+    m.write_text("\n")
+    with pytest.raises(ManifestError, match="no rows"):
+        load_eval_manifest(m)
+
+
+def test_judge_reply_schema_bounds():
+    with pytest.raises(ValueError):
+        JudgeReply(reasonable=True, rationale="x" * 5000)
+
+
+def test_manifest_rejects_duplicate_clips(tmp_path):
+    m = tmp_path / "m.jsonl"
+    row = json.dumps({"path": "a.mp4", "instruction": "x", "label": "ordinary"})
+    m.write_text(row + "\n" + row + "\n")
+    with pytest.raises(ManifestError, match="appears twice"):
+        load_eval_manifest(m)
+
+
+def test_agent_scorer_shares_stage_outputs_across_presets(tmp_path):
+    from graph_scripts import FakeSurprise, full_script, moving_square
+
+    from evals.reliability import AgentScorer
+    from graph.backbone import Backbone
+    from graph.cache import StageCache
+    from graph.context import AgentTools
+    from graph.testing import ScriptedChatModel
+    from tools.motion import LKTracker
+
+    model = ScriptedChatModel(full_script())
+    scorer = AgentScorer(backbone=Backbone(model, cache=StageCache(None), retry_wait=(0.0, 0.0)),
+                         tools=AgentTools(tracker=LKTracker(), surprise=FakeSurprise()), checkpointer=False)
+    clips = [EvalClip(str(moving_square(tmp_path / f"{i}.mp4", seed=i)), "push the red block to the right",
+                      "ordinary", "success", "push") for i in range(2)]
+    judge = RewardJudge(None, unconfigured_reason="no judge in this test")
+    out = asyncio.run(run_reward_eval(clips, ["full", "no_audit", "no_motion"], tmp_path / "ev", scorer, judge))
+    assert [m.n for m in out.metrics] == [2, 2, 2] and all(r["reward"] is not None for r in out.rows)
+    assert len(model.calls_for("observe")) == 2  # once per clip, shared by the three presets
+    assert len(model.calls_for("contract")) == 1  # text only: one instruction
+    assert len(model.calls_for("assess")) == 2
+    assert all(m.unjudged == 2 and m.r == 0 for m in out.metrics)
+
+
+def test_resumed_rows_take_labels_from_the_current_manifest(tmp_path):
+    clips, scorer = _clips(tmp_path), FakeScorer()
+    first = asyncio.run(run_reward_eval(clips, ["direct"], tmp_path, scorer, _judge()))
+    assert first.metrics[0].n_neg == 3 and first.metrics[0].f_plus == 2
+    relabelled = [EvalClip(c.path, c.instruction, "failure" if c.path.endswith("c1.mp4") else c.label, c.pattern,
+                           c.task) for c in clips]
+    again = asyncio.run(run_reward_eval(relabelled, ["direct"], tmp_path, scorer, _judge()))
+    assert again.metrics[0].n_neg == 4 and again.metrics[0].f_plus == 3  # c1 (0.8) now counts as F+

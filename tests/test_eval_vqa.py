@@ -1,0 +1,85 @@
+"""World-model VQA eval: question-level accuracy equals a hand count; failures count as wrong."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+
+import numpy as np
+import pytest
+
+from evals.vqa import VQAManifestError, load_vqa_manifest, run_vqa, summarize, write_vqa_report
+from graph.backbone import Backbone
+from graph.testing import ScriptedChatModel
+from tools.video import write_video
+
+# (video, task, question (the scripted model answers what the "m:" tag says), reference answer)
+QUESTIONS = {
+    "a.mp4": ("pick", [("Is the cube lifted? m:yes", "yes"), ("Is the lid open? m:no", "yes"),
+                       ("Does the cube float? m:no", "no"), ("Is the gripper closed? m:err", "yes")]),
+    "b.mp4": ("push", [("Does the block teleport? m:yes", "no"), ("Does the block move? m:yes", "yes")]),
+    "bad.mp4": ("push", [("Is anything visible? m:yes", "no")]),
+}
+
+
+def _answer(messages, _n):
+    text = messages[1].content[0]["text"]
+    tag = text.split("m:")[1].split()[0]
+    if tag == "err":
+        return RuntimeError("server error")
+    return {"answer": tag}
+
+
+@pytest.fixture()
+def manifest(tmp_path):
+    rng = np.random.default_rng(1)
+    write_video(tmp_path / "a.mp4", rng.integers(0, 255, (20, 32, 32, 3), dtype=np.uint8), fps=8)
+    write_video(tmp_path / "b.mp4", rng.integers(0, 255, (12, 32, 32, 3), dtype=np.uint8), fps=8)
+    (tmp_path / "bad.mp4").write_bytes(b"garbage")
+    rows = [{"path": name, "task": task, "questions": [{"question": q, "answer": a} for q, a in qs]}
+            for name, (task, qs) in QUESTIONS.items()]
+    path = tmp_path / "vqa.jsonl"
+    path.write_text("\n".join(json.dumps(r) for r in rows) + "\n")
+    return path
+
+
+def test_vqa_accuracy_equals_hand_count(manifest, tmp_path):
+    model = ScriptedChatModel({"vqa": _answer})
+    backbone = Backbone(model, max_retries=0, retry_wait=(0.0, 0.0))
+    report = asyncio.run(run_vqa(load_vqa_manifest(manifest), backbone, concurrency=3))
+    # a.mp4: correct, wrong, correct, failed; b.mp4: wrong, correct; bad.mp4: failed -> 3 of 7
+    assert (report.questions, report.correct, report.failed) == (7, 3, 2)
+    assert report.domain == pytest.approx(100 * 3 / 7)
+    assert report.by_task["pick"]["accuracy"] == pytest.approx(50.0)
+    assert report.by_task["push"]["correct"] == 1 and report.by_task["push"]["questions"] == 3
+    assert len(model.calls) == 6  # the undecodable video asks nothing
+    assert all(c.images() == 8 and c.stage == "vqa" for c in model.calls)  # 8 uniformly sampled frames
+    assert all("Question:" in c.text() and "8 frames" in c.text() for c in model.calls)
+    failed = [r for r in report.results if r.answer is None]
+    assert {r.error.split(":")[0] for r in failed} == {"video", "transport"}
+    out = write_vqa_report(report, tmp_path / "out")
+    saved = json.loads(out.read_text())
+    assert saved["correct"] == 3 and len(saved["results"]) == 7 and saved["usage"]["calls"] == 5  # replies received
+
+
+def test_summarize_pure():
+    from evals.vqa import QuestionResult
+
+    rs = [QuestionResult("p", "t", "q", "yes", "yes", True), QuestionResult("p", "u", "q", "no", "yes", False)]
+    rep = summarize(rs)
+    assert rep.domain == 50.0 and rep.by_task == {"t": {"questions": 1, "correct": 1, "accuracy": 100.0},
+                                                  "u": {"questions": 1, "correct": 0, "accuracy": 0.0}}
+    assert summarize([]).domain == 0.0
+
+
+@pytest.mark.parametrize("row,match", [
+    ({"path": "a.mp4"}, "questions"),
+    ({"path": "a.mp4", "questions": [{"question": "x?", "answer": "maybe"}]}, "yes' or 'no"),
+    ({"path": "a.mp4", "questions": [{"answer": "yes"}]}, "non-empty 'question'"),
+    ({"questions": [{"question": "x?", "answer": "no"}]}, "string 'path'"),
+])
+def test_manifest_errors(tmp_path, row, match):
+    path = tmp_path / "m.jsonl"
+    path.write_text(json.dumps(row) + "\n")
+    with pytest.raises(VQAManifestError, match=match):
+        load_vqa_manifest(path)

@@ -1,0 +1,162 @@
+"""HTML reports: one agent run (`raa report`) and an evaluation index (`raa eval report`), end to end
+with a scripted backbone, real LK tracks and traces in a SQLite checkpoint database; browser checks in
+headless Chromium (marked `browser`, skipped when chromium is missing)."""
+
+from __future__ import annotations
+
+import asyncio
+import re
+import shutil
+import subprocess
+from pathlib import Path
+
+import numpy as np
+import pytest
+from graph_scripts import CLEAN_AUDIT, full_script, moving_square, tool_call, uniform_clip
+
+from evals.judge import JudgeSettings, RewardJudge
+from evals.reliability import AgentScorer, EvalClip, run_reward_eval
+from evals.report import render_run_report, write_run_report
+from evals.report_index import write_eval_index
+from graph.backbone import Backbone
+from graph.builder import default_checkpointer
+from graph.context import AgentTools
+from graph.testing import ScriptedChatModel
+from graph.tracing import RunNotFoundError, open_saver, read_trace
+from tools.motion import LKTracker
+
+RUN_IDS = ("run-section", "run-header", "result", "gate", "frames", "judgments", "observation", "inspection",
+           "motion", "surprise", "audits", "final-check", "faults", "steps")
+
+
+class WindowsSurprise:
+    """SurpriseScorer fake: six windows, the fourth most surprising."""
+
+    def score(self, frames):
+        from tools.surprise import SurpriseEvidence, SurpriseWindow
+
+        ws = [SurpriseWindow(start=s, end=s + 15, frames=list(range(s, s + 16)), surprise=v)
+              for s, v in zip(range(0, 12, 2), (0.1, 0.15, 0.12, 0.6, 0.2, 0.18), strict=True)]
+        return SurpriseEvidence(status="ok", windows=ws, top=[ws[3], ws[4]], mean=float(np.mean([w.surprise for w in ws])),
+                                num_frames=len(frames))
+
+
+@pytest.fixture(scope="module")
+def evaluation(tmp_path_factory):
+    root = tmp_path_factory.mktemp("report")
+    clips = [EvalClip(str(moving_square(root / "push.mp4")), "push the red block to the right", "ordinary",
+                      "success", "push"),
+             EvalClip(str(uniform_clip(root / "flat.mp4")), "push the red block to the right", "failure",
+                      "uniform", "push")]
+    script = full_script(
+        inspect=[tool_call("view_crop", {"frame": 10, "box": [0.1, 0.3, 0.7, 0.7]}, "c1"),
+                 tool_call("track_motion", {"start_frame": 0, "end_frame": 32, "points": [[0.3, 0.5]]}, "c2"),
+                 "The crop and the tracks confirm R1 and R2."],
+        audit=[{"missing_requirements": ["R3"], "invented_conditions": [], "contradictions": []}, CLEAN_AUDIT])
+    model = ScriptedChatModel(script)
+    traces = root / "traces.sqlite"
+    scorer = AgentScorer(backbone=Backbone(model, max_retries=0, retry_wait=(0.0, 0.0)),
+                         tools=AgentTools(tracker=LKTracker(), surprise=WindowsSurprise()),
+                         checkpointer=default_checkpointer(traces), max_concurrency=2)
+    judge = RewardJudge.from_settings(JudgeSettings(), model=ScriptedChatModel(
+        {"judge": [{"reasonable": True, "rationale": "fits the frames"}]}))
+    out = asyncio.run(run_reward_eval(clips, ["full", "direct"], root / "eval", scorer, judge))
+    return root, traces, out
+
+
+def _trace(traces: Path, run_id: str):
+    saver = open_saver(traces)
+    try:
+        return read_trace(saver, run_id)
+    finally:
+        saver.conn.close()
+
+
+def test_run_report_has_every_section_and_inlined_images(evaluation):
+    root, traces, out = evaluation
+    row = next(r for r in out.rows if r["preset"] == "full" and r["label"] == "ordinary")
+    assert row["status"] == "scored", row["reasons"]
+    path = write_run_report(row["run_id"], root / "one.html", traces_path=traces)
+    html = path.read_text()
+    for section_id in RUN_IDS[1:]:
+        assert f'id="{section_id}"' in html, section_id
+    assert 'id="surprise-curve"' in html and "<polyline" in html
+    assert html.count("data:image/jpeg;base64,") >= 32  # 32 sampled frames at least, all inline
+    assert "src=\"http" not in html and "file://" not in html  # self-contained
+    assert re.search(r'id="crop-\d+-10"', html)  # the inspected crop of frame 10
+    assert re.search(r'id="track-\d+-f\d+"', html)  # track overlays
+    assert 'id="req-R1"' in html and 'href="#req-R1"' in html  # frames link to the judgments citing them
+    assert "repair" in html and "R3" in html  # the audit round that found R3 missing, then the repair
+
+
+def test_report_without_video_still_renders(evaluation):
+    _, traces, out = evaluation
+    row = next(r for r in out.rows if r["preset"] == "full" and r["label"] == "ordinary")
+    trace = _trace(traces, row["run_id"])
+    trace.values["video"] = "/nonexistent/clip.mp4"
+    html = render_run_report(trace)
+    assert "frames unavailable" in html and 'id="judgments"' in html and "data:image" not in html
+
+
+def test_unknown_run_raises(evaluation, tmp_path):
+    _, traces, _ = evaluation
+    with pytest.raises(RunNotFoundError):
+        write_run_report("run-nope", tmp_path / "x.html", traces_path=traces)
+    with pytest.raises(RunNotFoundError):
+        write_run_report("run-nope", tmp_path / "x.html", traces_path=tmp_path / "missing.sqlite")
+
+
+def test_eval_index_links_every_run(evaluation):
+    root, traces, out = evaluation
+    written = []
+    index = write_eval_index(root / "eval", traces_path=traces, on_report=written.append)
+    html = index.read_text()
+    assert 'id="table2"' in html and 'id="clip-table"' in html
+    assert "Full Reward Agent" in html and "Direct base-model scoring" in html
+    links = re.findall(r'class="run-link" href="(reports/[^"]+)"', html)
+    assert len(links) == 4 and len(written) == 4  # 2 clips x 2 presets
+    assert all((root / "eval" / link).is_file() for link in links)
+    again = write_eval_index(root / "eval", traces_path=traces, on_report=written.append)
+    assert len(written) == 4 and again == index  # existing reports are kept
+    plain = write_eval_index(root / "eval", traces_path=None).read_text()
+    assert "run-link" not in plain and "runs are not linked" in plain
+
+
+# --- headless Chromium -------------------------------------------------------------------------------
+
+def _chromium() -> str | None:
+    return shutil.which("chromium") or shutil.which("chromium-browser")
+
+
+def _browser(html: Path, tmp: Path, *args: str) -> subprocess.CompletedProcess:
+    exe = _chromium()
+    cmd = [exe, "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+           "--disable-background-networking", "--disable-component-update", "--disable-sync",
+           f"--user-data-dir={tmp / 'profile'}", "--window-size=1280,2000", *args, html.resolve().as_uri()]
+    return subprocess.run(cmd, capture_output=True, text=True, timeout=120)
+
+
+def _check_page(html: Path, tmp: Path, ids: tuple[str, ...], images: int) -> None:
+    from PIL import Image
+
+    shot = tmp / f"{html.stem}.png"  # kept in pytest's tmp dir for a look
+    _browser(html, tmp, f"--screenshot={shot}")
+    assert shot.is_file(), "chromium wrote no screenshot"
+    pixels = np.asarray(Image.open(shot).convert("L"), dtype=np.float32)
+    assert pixels.shape[0] >= 1000 and pixels.std() > 10.0, f"blank-looking screenshot (std {pixels.std():.1f})"
+    dom = _browser(html, tmp, "--dump-dom").stdout
+    missing = [i for i in ids if f'id="{i}"' not in dom]
+    assert not missing, f"elements missing from the rendered DOM: {missing}"
+    assert dom.count("<img") >= images
+
+
+@pytest.mark.browser
+def test_reports_render_in_headless_chromium(evaluation, tmp_path):
+    if _chromium() is None:
+        pytest.skip("chromium is not installed")
+    root, traces, out = evaluation
+    row = next(r for r in out.rows if r["preset"] == "full" and r["label"] == "ordinary")
+    page = write_run_report(row["run_id"], tmp_path / "run.html", traces_path=traces)
+    _check_page(page, tmp_path, RUN_IDS[1:] + ("surprise-curve",), images=32)
+    index = write_eval_index(root / "eval", traces_path=traces)
+    _check_page(index, tmp_path, ("eval-header", "table", "table2", "extras", "clips", "clip-table"), images=2)
