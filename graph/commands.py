@@ -13,8 +13,13 @@ Decisions where the issue was silent:
   already in the output file are skipped, so an interrupted batch resumes where it stopped. A torn
   last line (crash mid-write) is ignored and its item re-run. A manifest line that is not valid JSON
   or lacks path/instruction gets its own ineligible row (kind "input") without calling the model.
-- Each batch item is one `agent.ainvoke` under a semaphore of `--concurrency`, with an
-  AsyncSqliteSaver as checkpointer, so rows are appended as runs finish and traces stay readable.
+- Each batch item is one `graph.api.arun_agent` call (never raises; an escaping error becomes an
+  ineligible result) under a semaphore of `--concurrency`, with an AsyncSqliteSaver as checkpointer,
+  so rows are appended as runs finish and traces stay readable.
+- The agent's nodes are async, so `--stream` uses `agent.astream(..., stream_mode="updates")` and
+  prints one line per node update on stderr.
+- The CLI builds the Backbone itself (`Backbone.from_settings`) so the on-disk stage cache
+  (`RAA_CACHE_PATH`) is used and keyed by `RAA_MODEL`.
 - `make_chat_model` is the seam tests monkeypatch to inject a scripted model.
 """
 

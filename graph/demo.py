@@ -1,9 +1,143 @@
-"""`raa demo` (placeholder; the lead fills it)."""
+"""`raa demo`: the project's main job on sample clips it generates.
+
+1. Render the labelled `small` clip suite (MuJoCo, one short clip per pattern) to `OUT/clips`.
+2. Run the model-free evidence on every clip: the quality pre-check and LK motion tracks
+   (a track-overlay strip per clip is written next to the clips).
+3. When the backbone endpoint is configured (`RAA_BASE_URL`, `RAA_MODEL`, `RAA_API_KEY`), score every
+   clip with the reward agent (preset `full` by default), print a table with the reward and the
+   `raa trace RUN_ID` command of each run, and write one HTML report per run.
+   Without an endpoint it says exactly which settings to set and how to start a vLLM server, and
+   scores nothing: a reward is never pretended.
+
+Decisions where the issue was silent: the model-free part uses the LK tracker (no weights). Scoring
+uses the `full` preset unless `--preset` says otherwise; its WMReward tool loads V-JEPA 2 from
+`RAA_VJEPA_MODEL` (hub id or local path). Where those weights cannot be had, pass
+`--preset no_wmreward`: a load failure makes each run ineligible with the reason, never a fake score.
+"""
 
 from __future__ import annotations
 
+import asyncio
+import os
 from pathlib import Path
 
+import numpy as np
+import typer
+from rich.console import Console
+from rich.table import Table
 
-def demo_command(out: Path = Path("demo_out")) -> None:
-    raise NotImplementedError
+from graph.config import PRESETS
+
+
+def _evidence_table(rows: list[dict], out: Path, console: Console) -> None:
+    """Quality check and LK motion summary per clip (no model involved)."""
+    import cv2
+
+    from tools.motion import LKTracker, draw_tracks, summarize_tracks
+    from tools.quality import check_quality
+    from tools.video import VideoError, read_frames, uniform_indices
+    from tools.video import probe as probe_video
+
+    table = Table(title="Model-free evidence (quality pre-check, LK motion tracks)")
+    for col in ("clip", "label", "pattern", "frames", "quality", "moving points"):
+        table.add_column(col)
+    notes: list[str] = []
+    tracker = LKTracker()
+    overlays = out / "overlays"
+    overlays.mkdir(parents=True, exist_ok=True)
+    for row in rows:
+        name = Path(row["path"]).stem
+        try:
+            meta = probe_video(row["path"])
+            frames = read_frames(row["path"], uniform_indices(meta.frames, min(meta.frames, 32)))
+        except VideoError as exc:
+            table.add_row(name, row["label"], row["pattern"], "-", "undecodable", "-")
+            notes.append(f"{name}: {exc}")
+            continue
+        quality = check_quality(frames)
+        if not quality.usable:
+            table.add_row(name, row["label"], row["pattern"], str(meta.frames), "zero (unusable)", "-")
+            notes.append(f"{name}: {quality.reason}")
+            continue
+        tracks = tracker.track(frames, grid_size=12)
+        summary = summarize_tracks(tracks, frames.shape[1:3])
+        drawn = draw_tracks(frames, tracks)
+        pick = uniform_indices(len(drawn), 4)
+        strip = np.concatenate([drawn[i] for i in pick], axis=1)
+        cv2.imwrite(str(overlays / f"{name}.png"), cv2.cvtColor(strip, cv2.COLOR_RGB2BGR))
+        table.add_row(name, row["label"], row["pattern"], str(meta.frames), "usable",
+                      f"{summary.moving_points}/{summary.points}")
+    console.print(table)
+    for note in notes:
+        console.print(f"  {note}")
+    console.print(f"Track overlays: {overlays}/")
+
+
+def _fmt(value: float | None) -> str:
+    return "-" if value is None else f"{value:.3f}"
+
+
+def _score(rows: list[dict], out: Path, preset: str, concurrency: int, console: Console) -> None:
+    """Score every clip with the reward agent and write a report per run."""
+    from evals.report import write_run_report
+    from graph import AgentConfig, ascore_videos
+    from graph.settings import BackboneSettings
+
+    settings = BackboneSettings.from_env()
+    settings.ensure_parent_dirs()
+    items = [(r["path"], r["instruction"]) for r in rows]
+    console.print(f"Scoring {len(items)} clips with preset [bold]{preset}[/] against {settings.base_url} "
+                  f"({settings.model}) ...")
+    results = asyncio.run(ascore_videos(items, AgentConfig(preset=preset), max_concurrency=concurrency,
+                                        settings=settings))
+    table = Table(title=f"Reward agent ({preset})")
+    for col in ("clip", "label", "reward", "status", "T", "P", "V", "trace"):
+        table.add_column(col)
+    reports = out / "reports"
+    for row, res in zip(rows, results, strict=True):
+        table.add_row(Path(row["path"]).stem, row["label"], "⊥" if res.reward is None else f"{res.reward:.3f}",
+                      res.status, _fmt(res.T), _fmt(res.P), _fmt(res.V), f"raa trace {res.run_id}")
+    console.print(table)
+    for res in results:
+        try:
+            path = write_run_report(res.run_id, reports / f"{res.run_id}.html", traces_path=settings.traces_path)
+            console.print(f"report: {path}")
+        except Exception as exc:  # a missing report must not hide the scores above
+            console.print(f"[yellow]no report for {res.run_id}: {exc}[/]")
+    for res in results:
+        if res.status == "ineligible":
+            console.print(f"[yellow]{res.run_id} ineligible:[/] {'; '.join(res.reasons)[:300]}")
+
+
+def demo_command(
+    out: Path = typer.Option(Path("demo_out"), "--out", help="output folder"),
+    preset: str = typer.Option("full", "--preset", help="agent preset used when an endpoint is configured"),
+    seed: int = typer.Option(0, "--seed", help="clip-suite seed"),
+    concurrency: int = typer.Option(4, "--concurrency", min=1, help="clips scored at once"),
+    limit: int | None = typer.Option(None, "--limit", min=1, help="only the first N clips of the suite"),
+) -> None:
+    """Generate sample clips, run the evidence tools, and score them when an endpoint is configured."""
+    from evals.clipsuite import load_manifest, make_clips
+    from graph.settings import BackboneSettings
+
+    if preset not in PRESETS:
+        raise typer.BadParameter(f"unknown preset {preset!r}; choose one of {', '.join(PRESETS)}")
+    os.environ.setdefault("MUJOCO_GL", "egl")
+    console = Console()
+    settings = BackboneSettings.from_env()
+    clips_dir = out / "clips"
+    manifest = clips_dir / "manifest.jsonl"
+    if manifest.is_file():
+        console.print(f"Re-using the clips in {clips_dir} (delete it to render them again).")
+    else:
+        console.print(f"Rendering the labelled sample clips into {clips_dir} ...")
+        make_clips(clips_dir, seed=seed, preset="small", progress=True, limit=limit)
+    rows = load_manifest(manifest)[:limit]
+    console.print(f"{len(rows)} clips, manifest {manifest}")
+    _evidence_table(rows, out, console)
+    if not settings.configured:
+        console.print("\n[bold yellow]No reward was computed:[/] " + settings.describe_missing())
+        console.print("Then run `make demo` again to score these clips with the reward agent, or score one:\n"
+                      f"  raa score {rows[0]['path']} -i \"{rows[0]['instruction']}\" --stream")
+        return
+    _score(rows, out, preset, concurrency, console)

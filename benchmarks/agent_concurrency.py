@@ -1,0 +1,83 @@
+"""Concurrency of the reward agent: 16 clips through `ascore_videos(max_concurrency=16)` with a scripted
+backbone that sleeps 200 ms per call (preset full, LK motion tool, stand-in surprise scorer).
+
+Prints
+- `concurrency_wall_over_critical_path`: wall time of the 16 concurrent runs over the critical path of
+  one run (its sequential backbone calls x 0.2 s; observe and contract count once since they run in
+  parallel). Target <= 1.3.
+- `speedup_vs_sequential`: wall time of the same 16 runs one after another (max_concurrency=1) over
+  the concurrent wall time. Target >= 10.
+Diagnostics: `cpu_s_per_run` (process CPU time, all threads, of the concurrent phase / 16) and
+`cores_used` (process CPU time / wall time of that phase), and the 1-minute load average: when 16 x
+cpu_s_per_run exceeds the critical path, the run is CPU-bound and the ratio measures the CPU, not
+the agent's concurrency. `tiny_clips_wall_over_critical_path` repeats the concurrent phase on 32x32
+clips (almost no frame work) to separate the agent's scheduling from per-clip CPU work.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import tempfile
+import time
+from pathlib import Path
+
+from agent_common import INSTRUCTION, DiffSurprise, agent_script, sequential_calls, write_clips
+
+DELAY_S = 0.2
+N_CLIPS = 16
+
+
+def _agent(model):
+    from graph import AgentConfig, AgentTools, build_reward_agent
+    from graph.backbone import Backbone
+    from graph.cache import StageCache
+    from tools.motion import LKTracker
+
+    backbone = Backbone(model, cache=StageCache(None), retry_wait=(0.0, 0.0), timeout_s=30)
+    return build_reward_agent(AgentConfig(preset="full"), backbone=backbone, checkpointer=False,
+                              tools=AgentTools(tracker=LKTracker(), surprise=DiffSurprise()))
+
+
+def _timed(items, concurrency: int) -> tuple[float, list, object, float]:
+    """(wall s, results, model, process CPU s)."""
+    from graph import ascore_videos
+    from graph.testing import ScriptedChatModel
+
+    model = ScriptedChatModel(agent_script(), delay_s=DELAY_S)
+    agent = _agent(model)
+    c0, t0 = time.process_time(), time.perf_counter()
+    results = asyncio.run(ascore_videos(items, max_concurrency=concurrency, agent=agent))
+    return time.perf_counter() - t0, results, model, time.process_time() - c0
+
+
+def main() -> None:
+    with tempfile.TemporaryDirectory() as tmp:
+        clips = write_clips(Path(tmp), N_CLIPS)
+        items = [(c, INSTRUCTION) for c in clips]
+        _, solo, solo_model, _ = _timed(items[:1], 1)
+        assert solo[0].status == "scored", solo[0].reasons
+        stages = [c.stage for c in solo_model.calls]
+        critical = sequential_calls(stages) * DELAY_S
+        wall, results, _, cpu = _timed(items, N_CLIPS)
+        bad = [r.reasons for r in results if r.status != "scored"]
+        assert not bad, bad
+        seq_wall, _, _, _ = _timed(items, 1)
+        tiny = [(c, INSTRUCTION) for c in write_clips(Path(tmp) / "tiny", N_CLIPS, size=32)]
+        tiny_wall, tiny_results, _, _ = _timed(tiny, N_CLIPS)
+        assert all(r.status == "scored" for r in tiny_results), [r.reasons for r in tiny_results]
+    print(f"calls_per_run: {len(stages)}")
+    print(f"sequential_calls_per_run: {sequential_calls(stages)}")
+    print(f"critical_path_s: {critical:.2f}")
+    print(f"concurrent_wall_s: {wall:.2f}")
+    print(f"sequential_wall_s: {seq_wall:.2f}")
+    print(f"cpu_s_per_run: {cpu / N_CLIPS:.3f}")
+    print(f"cores_used: {cpu / wall:.2f}")
+    print(f"loadavg_1m: {os.getloadavg()[0]:.2f}")
+    print(f"tiny_clips_wall_over_critical_path: {tiny_wall / critical:.3f}")
+    print(f"concurrency_wall_over_critical_path: {wall / critical:.3f}")
+    print(f"speedup_vs_sequential: {seq_wall / wall:.2f}")
+
+
+if __name__ == "__main__":
+    main()

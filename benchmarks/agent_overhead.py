@@ -1,0 +1,85 @@
+"""Per-clip overhead of the reward agent beyond the unavoidable frame work.
+
+Preset full with a zero-latency scripted backbone, the LK motion tool, a stand-in surprise scorer and an
+on-disk SqliteSaver; each clip runs on a fresh agent (cold frame cache), one after another.
+
+Prints `overhead_over_frame_work`: mean per-clip wall time over the time to decode the distinct frames
+the run touched (union of its steps' frame indices) and JPEG-encode as many images as the run sent
+distinct data URLs (full frames at the agent's long side and quality). Target <= 2.0.
+Everything else (LangGraph, pydantic, prompts, stage keys, checkpoints, LK tracking, surprise) is overhead.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import tempfile
+import time
+from pathlib import Path
+
+from agent_common import INSTRUCTION, DiffSurprise, agent_script, write_clips
+
+N_CLIPS = 6
+LONG_SIDE, QUALITY = 512, 85
+
+
+def _run_clip(clip: str, db: Path) -> tuple[float, object, object]:
+    from graph import AgentConfig, AgentTools, build_reward_agent
+    from graph.api import arun_agent
+    from graph.backbone import Backbone
+    from graph.builder import default_checkpointer
+    from graph.cache import StageCache
+    from graph.context import FrameStore
+    from graph.testing import ScriptedChatModel
+    from tools.motion import LKTracker
+
+    model = ScriptedChatModel(agent_script())
+    agent = build_reward_agent(AgentConfig(preset="full"),
+                               backbone=Backbone(model, cache=StageCache(None), retry_wait=(0.0, 0.0)),
+                               tools=AgentTools(tracker=LKTracker(), surprise=DiffSurprise()),
+                               checkpointer=default_checkpointer(db),
+                               frame_store=FrameStore(long_side=LONG_SIDE, quality=QUALITY))
+    run_id = f"run-{Path(clip).stem}"
+    t0 = time.perf_counter()
+    result = asyncio.run(arun_agent(agent, clip, INSTRUCTION, run_id, "full"))
+    wall = time.perf_counter() - t0
+    state = agent.get_state({"configurable": {"thread_id": run_id}}).values
+    return wall, result, (model, state)
+
+
+def _frame_work(clip: str, indices: list[int], n_images: int) -> float:
+    from tools.video import encode_jpeg_data_url, read_frames, resize_long_side
+
+    t0 = time.perf_counter()
+    frames = read_frames(clip, indices)
+    for k in range(n_images):
+        encode_jpeg_data_url(resize_long_side(frames[k % len(frames)], LONG_SIDE), quality=QUALITY)
+    return time.perf_counter() - t0
+
+
+def main() -> None:
+    walls, works, images, touched = [], [], [], []
+    with tempfile.TemporaryDirectory() as tmp:
+        clips = write_clips(Path(tmp), N_CLIPS)
+        _run_clip(clips[0], Path(tmp) / "warm.sqlite")  # warm imports / first-call costs
+        for clip in clips:
+            wall, result, (model, state) = _run_clip(clip, Path(tmp) / "traces.sqlite")
+            assert result.status == "scored", result.reasons
+            indices = sorted({int(f) for s in state["steps"] for f in s.get("frames") or []})
+            urls = {b["image_url"]["url"] for c in model.calls for m in c.messages if isinstance(m.content, list)
+                    for b in m.content if isinstance(b, dict) and b.get("type") == "image_url"}
+            walls.append(wall)
+            works.append(_frame_work(clip, indices, len(urls)))
+            images.append(len(urls))
+            touched.append(len(indices))
+    wall, work = sum(walls) / len(walls), sum(works) / len(works)
+    print(f"frames_touched_per_clip: {sum(touched) / len(touched):.1f}")
+    print(f"images_sent_per_clip: {sum(images) / len(images):.1f}")
+    print(f"per_clip_wall_s: {wall:.3f}")
+    print(f"frame_work_s: {work:.3f}")
+    print(f"loadavg_1m: {os.getloadavg()[0]:.2f}")
+    print(f"overhead_over_frame_work: {wall / work:.3f}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,81 @@
+"""Stage-output cache across the paper's 14 presets (Table 2): every preset scores the same 10 clips
+through one shared Backbone / StageCache, all 140 runs in flight together.
+
+Prints `backbone_calls_over_unique_stage_inputs`: model calls made over the number of distinct stage
+inputs requested (stage keys: model, method, stage, rendered messages with image hashes, params,
+schema / tools). 1.0 means every distinct input reached the model exactly once (target 1.0); without
+the cache the same ratio would be `requests_over_unique_stage_inputs`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import tempfile
+import time
+from pathlib import Path
+
+from agent_common import INSTRUCTION, DiffSurprise, agent_script, write_clips
+
+N_CLIPS = 10
+
+
+def main() -> None:
+    from langchain_core.utils.function_calling import convert_to_openai_tool
+
+    from graph import AgentConfig, AgentTools, ascore_videos, build_reward_agent
+    from graph.backbone import Backbone
+    from graph.cache import StageCache, stage_key
+    from graph.config import PRESETS
+    from graph.context import FrameStore
+    from graph.testing import ScriptedChatModel
+    from tools.motion import LKTracker
+
+    keys: list[str] = []
+
+    class KeyedBackbone(Backbone):
+        """Records the stage key of every request (cache hit or not)."""
+
+        async def astructured(self, stage, schema, messages, usage, *, params=None):
+            keys.append(stage_key(model_name=self.model_name, method=self.method, stage=stage,
+                                  messages=messages, params=params, schema=schema))
+            return await super().astructured(stage, schema, messages, usage, params=params)
+
+        async def atool_round(self, stage, messages, tools, usage):
+            keys.append(stage_key(model_name=self.model_name, method="tools", stage=stage, messages=messages,
+                                  tools=[convert_to_openai_tool(t) for t in tools]))
+            return await super().atool_round(stage, messages, tools, usage)
+
+    model = ScriptedChatModel(agent_script())
+    backbone = KeyedBackbone(model, cache=StageCache(None), retry_wait=(0.0, 0.0))
+    tools = AgentTools(tracker=LKTracker(), surprise=DiffSurprise())
+    store = FrameStore()
+    with tempfile.TemporaryDirectory() as tmp:
+        items = [(c, INSTRUCTION) for c in write_clips(Path(tmp), N_CLIPS)]
+
+        async def all_presets() -> list:
+            runs = []
+            for preset in PRESETS:
+                agent = build_reward_agent(AgentConfig(preset=preset), backbone=backbone, tools=tools,
+                                           checkpointer=False, frame_store=store)
+                runs.append(ascore_videos(items, AgentConfig(preset=preset), agent=agent,
+                                          max_concurrency=N_CLIPS))
+            return await asyncio.gather(*runs)
+
+        t0 = time.perf_counter()
+        results = [r for group in asyncio.run(all_presets()) for r in group]
+        wall = time.perf_counter() - t0
+    bad = [(r.preset, r.reasons) for r in results if r.status != "scored"]
+    assert not bad, bad[:3]
+    unique = len(set(keys))
+    print(f"runs: {len(results)}")
+    print(f"stage_requests: {len(keys)}")
+    print(f"unique_stage_inputs: {unique}")
+    print(f"backbone_calls: {len(model.calls)}")
+    print(f"cache_hits: {len(keys) - len(model.calls)}")
+    print(f"wall_s: {wall:.2f}")
+    print(f"requests_over_unique_stage_inputs: {len(keys) / unique:.3f}")
+    print(f"backbone_calls_over_unique_stage_inputs: {len(model.calls) / unique:.3f}")
+
+
+if __name__ == "__main__":
+    main()

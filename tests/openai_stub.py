@@ -1,0 +1,137 @@
+"""A tiny OpenAI-compatible chat-completions server for tests (127.0.0.1, random port, no network).
+
+`OpenAIStub` serves `POST /v1/chat/completions` from a scripted queue of `StubReply` items (or a
+callable that builds a reply from the request body) and records every request body it received.
+Replies can carry JSON content, tool calls, an HTTP error status, or a delay (to trigger client timeouts).
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from collections import deque
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+
+@dataclass
+class StubReply:
+    """One scripted answer: a chat completion (content / tool calls) or an HTTP error status."""
+
+    content: str | None = None
+    """Assistant message content (already-serialised JSON for structured replies)."""
+    tool_calls: list[tuple[str, dict[str, Any]]] | None = None
+    """(function name, arguments) pairs returned as OpenAI tool calls."""
+    status: int = 200
+    """HTTP status; anything but 200 returns an OpenAI-style error body."""
+    delay_s: float = 0.0
+    """Seconds to sleep before answering (client timeouts)."""
+    prompt_tokens: int = 11
+    completion_tokens: int = 7
+
+
+def json_reply(obj: Any, **kw: Any) -> StubReply:
+    """A 200 reply whose content is `obj` serialised as JSON."""
+    return StubReply(content=json.dumps(obj), **kw)
+
+
+def tool_reply(name: str, args: dict[str, Any], **kw: Any) -> StubReply:
+    """A 200 reply with one tool call and empty content."""
+    return StubReply(content=None, tool_calls=[(name, args)], **kw)
+
+
+def _completion(reply: StubReply, model: str) -> dict[str, Any]:
+    message: dict[str, Any] = {"role": "assistant", "content": reply.content}
+    if reply.tool_calls:
+        message["tool_calls"] = [
+            {"id": f"call_{i}", "type": "function",
+             "function": {"name": name, "arguments": json.dumps(args)}}
+            for i, (name, args) in enumerate(reply.tool_calls)
+        ]
+    return {
+        "id": "chatcmpl-stub", "object": "chat.completion", "created": int(time.time()), "model": model,
+        "choices": [{"index": 0, "message": message,
+                     "finish_reason": "tool_calls" if reply.tool_calls else "stop"}],
+        "usage": {"prompt_tokens": reply.prompt_tokens, "completion_tokens": reply.completion_tokens,
+                  "total_tokens": reply.prompt_tokens + reply.completion_tokens},
+    }
+
+
+@dataclass
+class OpenAIStub:
+    """Threaded stub server; use as a context manager. `base_url` ends with `/v1`."""
+
+    replies: Iterable[StubReply] = ()
+    responder: Callable[[dict[str, Any]], StubReply] | None = None
+    """Builds the reply from the request body when the queue is empty (None: 400 'queue empty')."""
+    requests: list[dict[str, Any]] = field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        self._queue: deque[StubReply] = deque(self.replies)
+        self._lock = threading.Lock()
+        self._server: ThreadingHTTPServer | None = None
+
+    def push(self, *replies: StubReply) -> None:
+        with self._lock:
+            self._queue.extend(replies)
+
+    def _next(self, body: dict[str, Any]) -> StubReply:
+        with self._lock:
+            self.requests.append(body)
+            if self._queue:
+                return self._queue.popleft()
+        if self.responder is not None:
+            return self.responder(body)
+        return StubReply(status=400, content="stub reply queue is empty")
+
+    @property
+    def base_url(self) -> str:
+        assert self._server is not None, "stub not started"
+        host, port = self._server.server_address[:2]
+        return f"http://{host}:{port}/v1"
+
+    def __enter__(self) -> OpenAIStub:
+        stub = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def log_message(self, *args: Any) -> None:  # keep test output clean
+                pass
+
+            def do_POST(self) -> None:  # noqa: N802 (http.server API)
+                length = int(self.headers.get("Content-Length", "0"))
+                body = json.loads(self.rfile.read(length) or b"{}")
+                if not self.path.endswith("/chat/completions"):
+                    self._send(404, {"error": {"message": f"no route {self.path}", "type": "not_found"}})
+                    return
+                reply = stub._next(body)
+                if reply.delay_s:
+                    time.sleep(reply.delay_s)
+                if reply.status != 200:
+                    self._send(reply.status, {"error": {"message": reply.content or f"status {reply.status}",
+                                                        "type": "stub_error", "code": reply.status}})
+                    return
+                self._send(200, _completion(reply, body.get("model", "stub")))
+
+            def _send(self, status: int, payload: dict[str, Any]) -> None:
+                data = json.dumps(payload).encode()
+                try:
+                    self.send_response(status)
+                    self.send_header("Content-Type", "application/json")
+                    self.send_header("Content-Length", str(len(data)))
+                    self.end_headers()
+                    self.wfile.write(data)
+                except (BrokenPipeError, ConnectionResetError):  # client gave up (timeout tests)
+                    pass
+
+        self._server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self._server.daemon_threads = True
+        threading.Thread(target=self._server.serve_forever, daemon=True).start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self._server is not None:
+            self._server.shutdown()
+            self._server.server_close()

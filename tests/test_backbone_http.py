@@ -1,0 +1,218 @@
+"""The real ChatOpenAI path against a local OpenAI-compatible stub server, for each structured method."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+
+import pytest
+from langchain_core.messages import HumanMessage, SystemMessage
+from langchain_openai import ChatOpenAI
+from pydantic import BaseModel, Field
+
+from graph.backbone import Backbone, BackboneFault, Usage
+from graph.cache import StageCache
+from tests.openai_stub import OpenAIStub, StubReply, json_reply, tool_reply
+
+METHODS = ["json_schema", "function_calling", "json_mode"]
+
+
+class Verdict(BaseModel):
+    """A tiny test schema."""
+
+    label: str = Field(description="short label", max_length=20)
+    score: int = Field(description="0..10", ge=0, le=10)
+
+
+def good(method: str, label: str = "ok", score: int = 3) -> StubReply:
+    if method == "function_calling":
+        return tool_reply("Verdict", {"label": label, "score": score})
+    return json_reply({"label": label, "score": score})
+
+
+def bad_schema(method: str) -> StubReply:
+    if method == "function_calling":
+        return tool_reply("Verdict", {"label": "ok", "score": 99})
+    return json_reply({"label": "ok", "score": 99})
+
+
+def malformed(method: str) -> StubReply:
+    if method == "function_calling":
+        return StubReply(content="{'label': oops")  # neither a tool call nor JSON
+    return StubReply(content='{"label": "ok", "score": ')
+
+
+MSGS = [SystemMessage(content="# stage: judge\nJudge."), HumanMessage(content="Is it ok?")]
+
+
+def make(stub: OpenAIStub, method: str, *, timeout_s: float = 5.0, max_retries: int = 2,
+         schema_retries: int = 1, cache: StageCache | None = None) -> Backbone:
+    chat = ChatOpenAI(base_url=stub.base_url, model="stub-model", api_key="EMPTY", timeout=timeout_s,
+                      max_retries=0, temperature=0.0)
+    return Backbone(chat, method=method, schema_retries=schema_retries, max_retries=max_retries,
+                    timeout_s=timeout_s, cache=cache, model_name="stub-model", retry_wait=(0.0, 0.01))
+
+
+def run(bb: Backbone, usage: Usage, messages=MSGS) -> BaseModel:
+    return asyncio.run(bb.astructured("judge", Verdict, list(messages), usage))
+
+
+@pytest.mark.parametrize("method", METHODS)
+def test_success(method: str) -> None:
+    with OpenAIStub([good(method, score=7)]) as stub:
+        usage = Usage()
+        out = run(make(stub, method), usage)
+    assert out == Verdict(label="ok", score=7)
+    assert usage.calls == 1 and usage.input_tokens == 11 and usage.output_tokens == 7
+    body = stub.requests[0]
+    if method == "json_schema":
+        assert body["response_format"]["type"] == "json_schema"
+        assert body["response_format"]["json_schema"]["name"] == "Verdict"
+    elif method == "function_calling":
+        assert body["tool_choice"]["function"]["name"] == "Verdict"
+    else:
+        assert body["response_format"] == {"type": "json_object"}
+        assert "Verdict" in body["messages"][-1]["content"]  # schema shown to the server
+
+
+@pytest.mark.parametrize("method", METHODS)
+def test_rate_limited_then_success(method: str) -> None:
+    with OpenAIStub([StubReply(status=429), StubReply(status=503), good(method)]) as stub:
+        usage = Usage()
+        out = run(make(stub, method, max_retries=2), usage)
+    assert out.score == 3
+    assert len(stub.requests) == 3 and usage.calls == 1
+
+
+@pytest.mark.parametrize("method", METHODS)
+def test_server_error_until_exhaustion(method: str) -> None:
+    with OpenAIStub([StubReply(status=500)] * 10) as stub:
+        usage = Usage()
+        with pytest.raises(BackboneFault) as info:
+            run(make(stub, method, max_retries=2), usage)
+    assert info.value.kind == "transport" and info.value.stage == "judge"
+    assert "3 attempts" in info.value.message
+    assert len(stub.requests) == 3 and usage.calls == 0
+
+
+@pytest.mark.parametrize("method", METHODS)
+def test_malformed_json_reasked_then_success(method: str) -> None:
+    with OpenAIStub([malformed(method), good(method, score=4)]) as stub:
+        usage = Usage()
+        out = run(make(stub, method, schema_retries=1), usage)
+    assert out.score == 4 and usage.calls == 2
+    reask = stub.requests[1]["messages"][-1]
+    assert reask["role"] == "user" and "rejected" in reask["content"]
+
+
+@pytest.mark.parametrize("method", METHODS)
+def test_malformed_json_until_fault(method: str) -> None:
+    with OpenAIStub([malformed(method)] * 5) as stub:
+        usage = Usage()
+        with pytest.raises(BackboneFault) as info:
+            run(make(stub, method, schema_retries=2), usage)
+    assert info.value.kind == "invalid_reply"
+    assert len(stub.requests) == 3 and usage.calls == 3
+
+
+@pytest.mark.parametrize("method", METHODS)
+def test_schema_violation_reasked_with_error(method: str) -> None:
+    with OpenAIStub([bad_schema(method), good(method, score=10)]) as stub:
+        out = run(make(stub, method, schema_retries=1), Usage())
+    assert out.score == 10
+    assert "less than or equal to 10" in stub.requests[1]["messages"][-1]["content"]
+
+
+@pytest.mark.parametrize("method", METHODS)
+def test_schema_violation_exhausted(method: str) -> None:
+    with OpenAIStub([bad_schema(method)] * 3) as stub, pytest.raises(BackboneFault) as info:
+        run(make(stub, method, schema_retries=1), Usage())
+    assert info.value.kind == "invalid_reply" and "score" in info.value.message
+
+
+@pytest.mark.parametrize("method", METHODS)
+def test_empty_content(method: str) -> None:
+    with OpenAIStub([StubReply(content="")] * 3) as stub, pytest.raises(BackboneFault) as info:
+        run(make(stub, method, schema_retries=1), Usage())
+    assert info.value.kind == "empty_reply" and len(stub.requests) == 2
+
+
+@pytest.mark.parametrize("method", METHODS)
+def test_slow_reply_times_out(method: str) -> None:
+    with OpenAIStub([StubReply(content="{}", delay_s=3.0)] * 3) as stub, pytest.raises(BackboneFault) as info:
+        run(make(stub, method, timeout_s=0.6, max_retries=1), Usage())
+    assert info.value.kind == "timeout" and len(stub.requests) == 2
+
+
+def test_client_error_is_refused_without_retry() -> None:
+    with OpenAIStub([StubReply(status=401, content="bad key"), good("json_schema")]) as stub:
+        with pytest.raises(BackboneFault) as info:
+            run(make(stub, "json_schema"), Usage())
+    assert info.value.kind == "refused" and len(stub.requests) == 1
+
+
+def test_connection_refused_is_transport() -> None:
+    with OpenAIStub() as stub:
+        url = stub.base_url
+    chat = ChatOpenAI(base_url=url, model="m", api_key="EMPTY", timeout=1.0, max_retries=0)
+    bb = Backbone(chat, max_retries=1, timeout_s=1.0, retry_wait=(0.0, 0.01))
+    with pytest.raises(BackboneFault) as info:
+        asyncio.run(bb.astructured("judge", Verdict, list(MSGS), Usage()))
+    assert info.value.kind in ("transport", "timeout")
+
+
+def _frame_msgs(data_url: str) -> list:
+    return [SystemMessage(content="# stage: judge"),
+            HumanMessage(content=[{"type": "text", "text": "frame 0 of 1, t=0.00s"},
+                                  {"type": "image_url", "image_url": {"url": data_url}}])]
+
+
+def test_cache_identical_inputs_one_call_and_new_image_new_call() -> None:
+    cache = StageCache(None)
+    with OpenAIStub([good("json_schema", score=1), good("json_schema", score=2)]) as stub:
+        bb = make(stub, "json_schema", cache=cache)
+        usage = Usage()
+        a = run(bb, usage, _frame_msgs("data:image/jpeg;base64,AAAA"))
+        b = run(bb, usage, _frame_msgs("data:image/jpeg;base64,AAAA"))
+        c = run(bb, usage, _frame_msgs("data:image/jpeg;base64,BBBB"))
+    assert len(stub.requests) == 2
+    assert a == b and a.score == 1 and c.score == 2
+    assert usage.calls == 2 and usage.cache_hits == 1 and usage.images == 2
+
+
+def test_cache_collapses_concurrent_identical_calls() -> None:
+    cache = StageCache(None)
+    with OpenAIStub([StubReply(content=json.dumps({"label": "x", "score": 5}), delay_s=0.2)]) as stub:
+        bb = make(stub, "json_schema", cache=cache)
+
+        async def many() -> list:
+            usage = Usage()
+            outs = await asyncio.gather(*(bb.astructured("judge", Verdict, list(MSGS), usage) for _ in range(4)))
+            return [outs, usage]
+
+        outs, usage = asyncio.run(many())
+    assert len(stub.requests) == 1 and usage.cache_hits == 3
+    assert all(o.score == 5 for o in outs)
+
+
+def test_tool_round_returns_tool_calls_and_caches() -> None:
+    tool = {"type": "function", "function": {"name": "view_frames", "description": "view frames",
+                                             "parameters": {"type": "object",
+                                                            "properties": {"frames": {"type": "array",
+                                                                                      "items": {"type": "integer"}}},
+                                                            "required": ["frames"]}}}
+    with OpenAIStub([tool_reply("view_frames", {"frames": [1, 2]})]) as stub:
+        bb = make(stub, "json_schema", cache=StageCache(None))
+        usage = Usage()
+        first = asyncio.run(bb.atool_round("inspect", list(MSGS), [tool], usage))
+        again = asyncio.run(bb.atool_round("inspect", list(MSGS), [tool], usage))
+    assert first.tool_calls[0]["name"] == "view_frames" and first.tool_calls[0]["args"] == {"frames": [1, 2]}
+    assert again.tool_calls[0]["args"] == {"frames": [1, 2]}
+    assert len(stub.requests) == 1 and usage.cache_hits == 1
+    assert stub.requests[0]["tools"][0]["function"]["name"] == "view_frames"
+
+
+def test_tool_round_empty_reply_faults() -> None:
+    with OpenAIStub([StubReply(content="")] * 3) as stub, pytest.raises(BackboneFault) as info:
+        asyncio.run(make(stub, "json_schema", schema_retries=1).atool_round("inspect", list(MSGS), [], Usage()))
+    assert info.value.kind == "empty_reply" and len(stub.requests) == 2

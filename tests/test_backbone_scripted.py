@@ -1,0 +1,99 @@
+"""Backbone policy with an injected (scripted) chat model: error classification, the per-attempt time
+guard, re-asks and usage accounting, independent of any HTTP server."""
+
+from __future__ import annotations
+
+import asyncio
+
+import httpx
+import openai
+import pytest
+from langchain_core.messages import HumanMessage, SystemMessage
+from pydantic import BaseModel, Field
+
+from graph.backbone import Backbone, BackboneFault, Usage
+from graph.cache import StageCache
+from graph.testing import ScriptedChatModel
+
+REQ = httpx.Request("POST", "http://stub/v1/chat/completions")
+MSGS = [SystemMessage(content="# stage: judge\nJudge."), HumanMessage(content="ok?")]
+
+
+class Verdict(BaseModel):
+    label: str = Field(max_length=20, description="label")
+    score: int = Field(ge=0, le=10, description="score")
+
+
+def _status(code: int) -> openai.APIStatusError:
+    return openai.APIStatusError(f"status {code}", response=httpx.Response(code, request=REQ), body=None)
+
+
+def _bb(replies, method="json_schema", **kw) -> tuple[Backbone, ScriptedChatModel]:
+    model = ScriptedChatModel({"judge": replies}, delay_s=kw.pop("delay_s", 0.0))
+    opts = {"max_retries": 2, "schema_retries": 1, "timeout_s": 5.0, "retry_wait": (0.0, 0.0), **kw}
+    return Backbone(model, method=method, **opts), model
+
+
+def _run(bb: Backbone, usage: Usage | None = None) -> BaseModel:
+    return asyncio.run(bb.astructured("judge", Verdict, list(MSGS), usage or Usage()))
+
+
+@pytest.mark.parametrize("exc", [openai.RateLimitError("slow down", response=httpx.Response(429, request=REQ),
+                                                       body=None),
+                                 openai.APIConnectionError(request=REQ), _status(502), httpx.ReadTimeout("t")])
+def test_transient_errors_are_retried(exc) -> None:
+    bb, model = _bb([exc, {"label": "a", "score": 2}])
+    usage = Usage()
+    assert _run(bb, usage).score == 2
+    assert len(model.calls) == 2 and usage.calls == 1
+
+
+def test_client_error_is_refused_at_once() -> None:
+    bb, model = _bb([_status(422), {"label": "a", "score": 2}])
+    with pytest.raises(BackboneFault) as info:
+        _run(bb)
+    assert info.value.kind == "refused" and len(model.calls) == 1
+
+
+def test_unexpected_exception_is_a_fault_not_a_crash() -> None:
+    bb, _ = _bb([RuntimeError("boom")])
+    with pytest.raises(BackboneFault) as info:
+        _run(bb)
+    assert info.value.kind == "transport" and "RuntimeError" in info.value.message
+
+
+def test_time_guard_bounds_a_model_without_its_own_timeout() -> None:
+    bb, model = _bb([{"label": "a", "score": 2}], delay_s=2.0, timeout_s=0.1, max_retries=1)
+    with pytest.raises(BackboneFault) as info:
+        _run(bb)
+    assert info.value.kind == "timeout" and len(model.calls) == 0  # cancelled before replying
+
+
+@pytest.mark.parametrize("method", ["json_schema", "json_mode"])
+def test_reask_carries_the_validation_error(method: str) -> None:
+    bb, model = _bb([{"label": "a", "score": 11}, "```json\n{\"label\": \"a\", \"score\": 9}\n```"], method=method)
+    usage = Usage()
+    assert _run(bb, usage).score == 9
+    reask = model.calls[1].messages[-1].content
+    assert "less than or equal to 10" in reask and usage.calls == 2
+    assert usage.input_tokens > 0 and usage.output_tokens > 0
+
+
+def test_cache_hit_counts_no_call() -> None:
+    bb, model = _bb([{"label": "a", "score": 1}], cache=StageCache(None))
+    usage = Usage()
+    _run(bb, usage)
+    _run(bb, usage)
+    assert len(model.calls) == 1 and usage.calls == 1 and usage.cache_hits == 1
+
+
+def test_params_are_part_of_the_cache_key() -> None:
+    bb, model = _bb([{"label": "a", "score": 1}], cache=StageCache(None))
+    for params in ({"round": 0}, {"round": 1}, {"round": 0}):
+        asyncio.run(bb.astructured("judge", Verdict, list(MSGS), Usage(), params=params))
+    assert len(model.calls) == 2
+
+
+def test_sync_wrapper() -> None:
+    bb, _ = _bb([{"label": "s", "score": 3}])
+    assert bb.structured("judge", Verdict, list(MSGS), Usage()).label == "s"

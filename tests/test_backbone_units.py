@@ -1,0 +1,136 @@
+"""Settings, stage keys, the SQLite stage cache and the backbone helpers (no server)."""
+
+from __future__ import annotations
+
+import threading
+
+import httpx
+import openai
+import pytest
+from langchain_core.messages import AIMessage, HumanMessage, SystemMessage
+from pydantic import BaseModel, Field
+
+from graph.backbone import (
+    BackboneFault,
+    Usage,
+    count_images,
+    default_chat_model,
+    extract_json_object,
+    is_transient,
+)
+from graph.cache import StageCache, render_messages, stage_key
+from graph.settings import BackboneSettings, SettingsError
+
+
+class Tiny(BaseModel):
+    x: int = Field(ge=0, le=5, description="x")
+
+
+def test_settings_from_env_reads_every_variable() -> None:
+    env = {"RAA_BASE_URL": "http://h:1/v1", "RAA_MODEL": "m", "RAA_API_KEY": "k",
+           "RAA_STRUCTURED_METHOD": "json_mode", "RAA_TIMEOUT_S": "7.5", "RAA_MAX_RETRIES": "1",
+           "RAA_SCHEMA_RETRIES": "0", "RAA_IMAGE_LONG_SIDE": "256", "RAA_JPEG_QUALITY": "70",
+           "RAA_CACHE_PATH": "off", "RAA_TRACES_PATH": "/tmp/t.sqlite", "RAA_MAX_TOKENS": "300"}
+    s = BackboneSettings.from_env(env)
+    assert (s.base_url, s.model, s.api_key, s.method) == ("http://h:1/v1", "m", "k", "json_mode")
+    assert (s.timeout_s, s.max_retries, s.schema_retries, s.image_long_side, s.jpeg_quality) == (7.5, 1, 0, 256, 70)
+    assert s.cache_path is None and s.traces_path == "/tmp/t.sqlite" and s.max_tokens == 300
+    assert s.configured and s.missing() == []
+
+
+def test_settings_missing_names_unset_variables() -> None:
+    s = BackboneSettings.from_env({"RAA_MODEL": "m", "RAA_API_KEY": "  "})
+    assert not s.configured
+    assert s.missing() == ["RAA_BASE_URL", "RAA_API_KEY"]
+    assert "RAA_BASE_URL" in s.describe_missing() and "vllm serve" in s.describe_missing()
+    assert s.cache_path == "runs/stage_cache.sqlite" and s.method == "json_schema"
+
+
+@pytest.mark.parametrize("var,value", [("RAA_TIMEOUT_S", "abc"), ("RAA_STRUCTURED_METHOD", "xml"),
+                                       ("RAA_JPEG_QUALITY", "0"), ("RAA_MAX_RETRIES", "-1")])
+def test_settings_bad_values_name_the_problem(var: str, value: str) -> None:
+    with pytest.raises(SettingsError) as info:
+        BackboneSettings.from_env({var: value})
+    assert var in str(info.value) or value in str(info.value) or "must" in str(info.value)
+
+
+def test_default_chat_model_needs_configuration_and_does_not_connect() -> None:
+    with pytest.raises(SettingsError, match="RAA_BASE_URL"):
+        default_chat_model(BackboneSettings())
+    chat = default_chat_model(BackboneSettings(base_url="http://127.0.0.1:9/v1", model="m", api_key="k",
+                                               timeout_s=3.0))
+    assert chat.max_retries == 0 and chat.request_timeout == 3.0 and chat.model_name == "m"
+    assert chat.temperature == 0.0
+
+
+def _msgs(url: str, text: str = "look") -> list:
+    return [SystemMessage(content="# stage: s"),
+            HumanMessage(content=[{"type": "text", "text": text}, {"type": "image_url", "image_url": {"url": url}}])]
+
+
+def test_stage_key_hashes_images_and_covers_every_input() -> None:
+    base = dict(model_name="m", method="json_schema", stage="s", params={"k": 1}, schema=Tiny)
+    k = stage_key(messages=_msgs("data:image/jpeg;base64,AAAA"), **base)
+    assert k == stage_key(messages=_msgs("data:image/jpeg;base64,AAAA"), **base)
+    assert k != stage_key(messages=_msgs("data:image/jpeg;base64,AAAB"), **base)
+    assert k != stage_key(messages=_msgs("data:image/jpeg;base64,AAAA", "other"), **base)
+    for change in ({"model_name": "n"}, {"method": "json_mode"}, {"stage": "t"}, {"params": {"k": 2}},
+                   {"schema": None}):
+        assert k != stage_key(messages=_msgs("data:image/jpeg;base64,AAAA"), **{**base, **change})
+    rendered = str(render_messages(_msgs("data:image/jpeg;base64,AAAA")))
+    assert "base64" not in rendered and "sha256" in rendered
+
+
+def test_stage_cache_roundtrip_on_disk_and_threads(tmp_path) -> None:
+    path = tmp_path / "sub" / "cache.sqlite"
+    cache = StageCache(path)
+    assert cache.get("a") is None
+
+    def writer(i: int) -> None:
+        for j in range(50):
+            cache.put(f"{i}-{j}", str(j))
+            assert cache.get(f"{i}-{j}") == str(j)
+
+    threads = [threading.Thread(target=writer, args=(i,)) for i in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert len(cache) == 200
+    cache.close()
+    assert StageCache(path).get("3-49") == "49"
+    assert len(StageCache(None)) == 0  # in-memory caches are independent
+
+
+def test_extract_json_object() -> None:
+    assert extract_json_object('```json\n{"a": {"b": "}"}}\n```') == '{"a": {"b": "}"}}'
+    assert extract_json_object('Sure! {"x": 1} trailing') == '{"x": 1}'
+    with pytest.raises(ValueError):
+        extract_json_object("no json here")
+    with pytest.raises(ValueError):
+        extract_json_object('{"x": 1')
+
+
+def test_is_transient_classification() -> None:
+    req = httpx.Request("POST", "http://x/v1/chat/completions")
+
+    def status(code: int) -> openai.APIStatusError:
+        return openai.APIStatusError("e", response=httpx.Response(code, request=req), body=None)
+
+    assert is_transient(status(500)) and is_transient(status(503)) and is_transient(status(429))
+    assert not is_transient(status(400)) and not is_transient(status(401)) and not is_transient(status(404))
+    assert is_transient(openai.APITimeoutError(request=req)) and is_transient(openai.APIConnectionError(request=req))
+    assert is_transient(httpx.ReadTimeout("t")) and is_transient(TimeoutError())
+    assert not is_transient(ValueError("x"))
+
+
+def test_usage_and_image_count() -> None:
+    u = Usage(calls=1, images=2).add(Usage(calls=2, input_tokens=5, cache_hits=1))
+    assert u.as_dict() == {"calls": 3, "images": 2, "input_tokens": 5, "output_tokens": 0, "cache_hits": 1}
+    assert count_images(_msgs("data:x") + [AIMessage(content="hi")] + _msgs("data:y")) == 2
+
+
+def test_fault_carries_stage_kind_message() -> None:
+    f = BackboneFault("observe", "timeout", "no reply")
+    assert (f.stage, f.kind, f.message) == ("observe", "timeout", "no reply")
+    assert "observe" in str(f) and "timeout" in str(f)

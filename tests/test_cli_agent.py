@@ -1,0 +1,214 @@
+"""The agent CLI (`raa score`, `score-batch`, `runs`, `trace`) driven through graph.cli.app.
+
+Commands run against a local OpenAI-compatible stub server (RAA_* set with monkeypatch.setenv: the CLI
+is the edge) or, for full agent runs, with the `make_chat_model` seam returning a scripted model."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+from typer.testing import CliRunner
+
+from graph.cli import app
+from tests.openai_stub import OpenAIStub, StubReply
+from tests.test_tracing import _graph
+
+runner = CliRunner()
+
+
+def _env(monkeypatch, tmp_path, base_url: str = "http://127.0.0.1:9/v1") -> None:
+    monkeypatch.setenv("RAA_BASE_URL", base_url)
+    monkeypatch.setenv("RAA_MODEL", "stub-model")
+    monkeypatch.setenv("RAA_API_KEY", "EMPTY")
+    monkeypatch.setenv("RAA_TRACES_PATH", str(tmp_path / "traces.sqlite"))
+    monkeypatch.setenv("RAA_CACHE_PATH", str(tmp_path / "cache.sqlite"))
+    monkeypatch.setenv("RAA_MAX_RETRIES", "1")
+    monkeypatch.setenv("RAA_TIMEOUT_S", "5")
+
+
+@pytest.mark.parametrize("args", [["score", "clip.mp4", "-i", "pick up the cube"],
+                                  ["score-batch", "manifest.jsonl"]])
+def test_score_without_endpoint_exits_with_help(args, monkeypatch) -> None:
+    monkeypatch.setenv("RAA_MODEL", "some-model")
+    res = runner.invoke(app, args)
+    assert res.exit_code == 2
+    text = res.output
+    for name in ("RAA_BASE_URL", "RAA_API_KEY", "vllm serve", "--limit-mm-per-prompt", "export RAA_BASE_URL="):
+        assert name in text
+    assert "unset: RAA_BASE_URL, RAA_API_KEY" in text  # RAA_MODEL was set
+
+
+def test_bad_setting_is_a_clear_error(monkeypatch) -> None:
+    monkeypatch.setenv("RAA_TIMEOUT_S", "soon")
+    res = runner.invoke(app, ["runs"])
+    assert res.exit_code == 2 and "RAA_TIMEOUT_S" in res.output
+
+
+def test_runs_and_trace_read_the_trace_database(monkeypatch, tmp_path) -> None:
+    from graph.tracing import open_saver
+
+    db = tmp_path / "traces.sqlite"
+    saver = open_saver(db)
+    _graph(saver).invoke({"video": "/clips/a.mp4", "instruction": "pick the cube"},
+                         {"configurable": {"thread_id": "run-aaa"}})
+    _graph(saver, finish=False).invoke({"video": "/clips/b.mp4"}, {"configurable": {"thread_id": "run-bbb"}})
+    monkeypatch.setenv("RAA_TRACES_PATH", str(db))
+    res = runner.invoke(app, ["runs"], env={"COLUMNS": "200"})
+    assert res.exit_code == 0, res.output
+    assert res.output.index("run-bbb") < res.output.index("run-aaa")
+    assert "a.mp4" in res.output and "0.6200" in res.output and "incomplete" in res.output
+
+    res = runner.invoke(app, ["trace", "run-aaa"], env={"COLUMNS": "250"})
+    assert res.exit_code == 0, res.output
+    out = res.output
+    assert out.index("quality") < out.index("tool_call") < out.index("R = 0.62")
+    assert "view_crop" in out and "x0 >= x1" in out and "pick the cube" in out
+
+
+def test_trace_unknown_run_exits_1(monkeypatch, tmp_path) -> None:
+    monkeypatch.setenv("RAA_TRACES_PATH", str(tmp_path / "none.sqlite"))
+    res = runner.invoke(app, ["trace", "run-nope"])
+    assert res.exit_code == 1 and "run-nope" in res.output
+    res = runner.invoke(app, ["runs"])
+    assert res.exit_code == 0 and "no runs yet" in res.output
+
+
+def test_read_manifest_and_resume_keys(tmp_path) -> None:
+    from graph.commands import done_keys, item_key, read_manifest
+
+    (tmp_path / "m.jsonl").write_text('{"path": "a.mp4", "instruction": "x", "label": "ordinary"}\n\n'
+                                      'not json\n{"path": "b.mp4"}\n')
+    items = read_manifest(tmp_path / "m.jsonl", "full")
+    assert [it["line"] for it in items] == [1, 3, 4]
+    assert items[0]["error"] is None and items[0]["path"] == str((tmp_path / "a.mp4").resolve())
+    assert items[0]["manifest"] == {"label": "ordinary"}
+    assert "line 3" in items[1]["error"] and "instruction" in items[2]["error"]
+    assert items[0]["key"] == item_key(items[0]["path"], "x", "full") != item_key(items[0]["path"], "x", "direct")
+    out = tmp_path / "r.jsonl"
+    out.write_text(json.dumps({"key": "k1"}) + "\n" + '{"key": "k2", "resu')  # torn last line
+    assert done_keys(out) == {"k1"}
+
+
+# ------------------------------------------------------------- full agent runs (need graph-core's API)
+def _clip(path, *, uniform: bool = False, frames: int = 12) -> str:
+    from tools.video import write_video
+
+    rng = np.random.default_rng(0)
+    if uniform:
+        video = np.full((frames, 64, 64, 3), 127, np.uint8)
+    else:
+        video = rng.integers(0, 255, (frames, 64, 64, 3), dtype=np.uint8)
+        for t in range(frames):
+            video[t, 20:40, 5 + 2 * t:25 + 2 * t] = 255
+    write_video(path, video, fps=8.0)
+    return str(path)
+
+
+def test_score_through_http_server_fault_is_ineligible(monkeypatch, tmp_path) -> None:
+    pytest.importorskip("graph.builder")
+    clip = _clip(tmp_path / "a.mp4")
+    with OpenAIStub(responder=lambda body: StubReply(status=500)) as stub:
+        _env(monkeypatch, tmp_path, stub.base_url)
+        res = runner.invoke(app, ["score", clip, "-i", "push the block right", "--json"])
+    assert res.exit_code == 3, res.output
+    result = json.loads(res.stdout.strip().splitlines()[-1])
+    assert result["reward"] is None and result["status"] == "ineligible"
+    assert any("transport" in r for r in result["reasons"])
+    assert len(stub.requests) >= 2  # retried before giving up
+    assert "raa trace" in res.output
+
+
+def test_score_uniform_clip_is_zero_without_model_calls(monkeypatch, tmp_path) -> None:
+    pytest.importorskip("graph.builder")
+    clip = _clip(tmp_path / "u.mp4", uniform=True)
+    with OpenAIStub() as stub:
+        _env(monkeypatch, tmp_path, stub.base_url)
+        res = runner.invoke(app, ["score", clip, "-i", "push the block", "--json", "--stream"])
+    assert res.exit_code == 0, res.output
+    result = json.loads(res.stdout.strip().splitlines()[-1])
+    assert result["reward"] == 0.0 and result["status"] == "zero"
+    assert stub.requests == []
+    assert "quality" in res.output  # streamed node update
+    run = runner.invoke(app, ["trace", result["run_id"]], env={"COLUMNS": "200"})
+    assert run.exit_code == 0 and "quality" in run.output and "gate" in run.output
+
+
+def _scripted(monkeypatch, tmp_path):
+    from graph import commands
+    from graph.testing import ScriptedChatModel
+    from tests.graph_scripts import full_script
+
+    model = ScriptedChatModel(full_script())
+    monkeypatch.setattr(commands, "make_chat_model", lambda settings: model)
+    _env(monkeypatch, tmp_path)
+    return model
+
+
+def test_score_scripted_success_then_runs_and_trace(monkeypatch, tmp_path) -> None:
+    pytest.importorskip("graph.builder")
+    from tests.graph_scripts import moving_square
+
+    model = _scripted(monkeypatch, tmp_path)
+    clip = moving_square(tmp_path / "m.mp4")
+    res = runner.invoke(app, ["score", str(clip), "-i", "push the red block to the right",
+                              "--preset", "visual_verify"], env={"COLUMNS": "200"})
+    assert res.exit_code == 0, res.output
+    assert "scored" in res.output and "raa trace run-" in res.output
+    run_id = res.output.split("raa trace ")[1].split()[0]
+    assert len(model.calls) >= 4
+    runs = runner.invoke(app, ["runs"], env={"COLUMNS": "200"})
+    assert run_id in runs.output and "visual_verify" in runs.output and "scored" in runs.output
+    trace = runner.invoke(app, ["trace", run_id], env={"COLUMNS": "250"})
+    assert trace.exit_code == 0
+    out = trace.output
+    order = [out.index(f"│ {node} ") for node in ("observe", "assess", "tool_call", "reflect", "gate")]
+    assert order == sorted(order)
+    assert "view_frames" in out and "T=1.000" in out
+
+
+def test_score_batch_resumes_and_isolates_bad_items(monkeypatch, tmp_path) -> None:
+    pytest.importorskip("graph.builder")
+    from tests.graph_scripts import garbage_file, moving_square
+
+    _scripted(monkeypatch, tmp_path)
+    for i in range(3):
+        moving_square(tmp_path / f"c{i}.mp4", seed=i)
+    garbage_file(tmp_path / "bad.mp4")
+    rows = [{"path": f"c{i}.mp4", "instruction": "push the red block to the right", "label": "ordinary"}
+            for i in range(3)] + [{"path": "bad.mp4", "instruction": "push"}]
+    manifest = tmp_path / "manifest.jsonl"
+    manifest.write_text("\n".join(json.dumps(r) for r in rows) + "\n{broken\n")
+    out = tmp_path / "out" / "results.jsonl"
+    args = ["score-batch", str(manifest), "--out", str(out), "--concurrency", "3", "--preset", "visual_verify"]
+    res = runner.invoke(app, args)
+    assert res.exit_code == 0, res.output
+    got = [json.loads(line) for line in out.read_text().splitlines()]
+    assert len(got) == 5
+    by_line = {r["line"]: r for r in got}
+    assert all(by_line[i]["result"]["status"] == "scored" for i in (1, 2, 3))
+    assert by_line[1]["manifest"] == {"label": "ordinary"}
+    for line in (4, 5):
+        assert by_line[line]["result"]["reward"] is None and by_line[line]["result"]["reasons"]
+    assert "input" in by_line[5]["result"]["reasons"][0]
+    # resume: nothing left to do; a new manifest row is the only new work
+    res = runner.invoke(app, args)
+    assert "0 to score" in res.output and len(out.read_text().splitlines()) == 5
+    moving_square(tmp_path / "c9.mp4", seed=9)
+    with manifest.open("a") as fh:
+        fh.write(json.dumps({"path": "c9.mp4", "instruction": "push the red block to the right"}) + "\n")
+    res = runner.invoke(app, args)
+    assert "1 to score" in res.output and len(out.read_text().splitlines()) == 6
+
+
+def test_score_missing_video_and_bad_preset(monkeypatch, tmp_path) -> None:
+    pytest.importorskip("graph.builder")
+    model = _scripted(monkeypatch, tmp_path)
+    res = runner.invoke(app, ["score", str(tmp_path / "nope.mp4"), "-i", "push", "--json"])
+    assert res.exit_code == 3, res.output
+    result = json.loads(res.stdout.strip().splitlines()[-1])
+    assert result["reward"] is None and "nope.mp4" in " ".join(result["reasons"])
+    assert model.calls == []
+    res = runner.invoke(app, ["score", str(tmp_path / "nope.mp4"), "-i", "push", "--preset", "best"])
+    assert res.exit_code == 2 and "unknown preset 'best'" in res.output

@@ -1,0 +1,93 @@
+"""Tracing: runs and steps read back from a SqliteSaver (a small stand-in graph with the agent's
+`steps` / `result` state fields, so these tests do not depend on the full agent)."""
+
+from __future__ import annotations
+
+import operator
+from typing import Annotated, Any, TypedDict
+
+import pytest
+from langgraph.graph import END, START, StateGraph
+
+from graph.schemas import RewardResult
+from graph.tracing import RunNotFoundError, describe_update, list_runs, open_saver, read_trace, step_row
+
+
+class _State(TypedDict, total=False):
+    video: str
+    instruction: str
+    steps: Annotated[list[dict[str, Any]], operator.add]
+    result: RewardResult
+
+
+def _graph(saver, *, finish: bool = True):
+    def quality(s: _State) -> dict:
+        return {"steps": [{"node": "quality", "duration_s": 0.01, "decision": "usable", "frames": list(range(20))}]}
+
+    def inspect(s: _State) -> dict:
+        return {"steps": [{"node": "tool_call", "duration_s": 0.5, "decision": "2 tool calls", "frames": [3, 4],
+                           "crops": [{"frame": 3, "box": [0.1, 0.1, 0.5, 0.5], "fallback": False},
+                                     {"frame": 4, "box": [0, 0, 1, 1], "fallback": True, "reason": "x0 >= x1"}],
+                           "tool_summaries": ["view_frames [3, 4]", "view_crop f4 fallback"], "audit_round": 1}]}
+
+    def gate(s: _State) -> dict:
+        res = RewardResult(reward=0.62, status="scored", T=0.8, P=0.5, V=0.5, run_id="x", preset="full")
+        return {"result": res, "steps": [{"node": "gate", "duration_s": 0.0, "decision": "R = 0.62",
+                                          "gate_inputs": {"eligible": True, "failure": False, "T": 0.8}}]}
+
+    g = StateGraph(_State)
+    g.add_node("quality", quality)
+    g.add_node("inspect", inspect)
+    g.add_edge(START, "quality")
+    g.add_edge("quality", "inspect")
+    if finish:
+        g.add_node("gate", gate)
+        g.add_edge("inspect", "gate")
+        g.add_edge("gate", END)
+    else:
+        g.add_edge("inspect", END)
+    return g.compile(checkpointer=saver)
+
+
+def test_read_trace_returns_steps_in_order_and_result(tmp_path) -> None:
+    saver = open_saver(tmp_path / "traces.sqlite")
+    _graph(saver).invoke({"video": "a.mp4", "instruction": "pick"}, {"configurable": {"thread_id": "run-a"}})
+    trace = read_trace(saver, "run-a")
+    assert [s["node"] for s in trace.steps] == ["quality", "tool_call", "gate"]
+    assert trace.status == "scored" and trace.reward == pytest.approx(0.62)
+    assert trace.values["video"] == "a.mp4"
+    row = step_row(1, trace.steps[1])
+    assert row["frames"] == "3,4" and "fallback: x0 >= x1" in row["crops"] and row["audit"] == "1"
+    assert "view_crop" in row["tools"]
+    assert "failure=False" in step_row(2, trace.steps[2])["gate"]
+    assert step_row(0, trace.steps[0])["frames"].endswith("(+8)")
+
+
+def test_list_runs_newest_first_with_incomplete_runs(tmp_path) -> None:
+    path = tmp_path / "traces.sqlite"
+    saver = open_saver(path)
+    _graph(saver).invoke({"video": "a.mp4"}, {"configurable": {"thread_id": "run-a"}})
+    _graph(saver, finish=False).invoke({"video": "b.mp4"}, {"configurable": {"thread_id": "run-b"}})
+    runs = list_runs(open_saver(path))  # a fresh connection reads the same database
+    assert [r.run_id for r in runs] == ["run-b", "run-a"]
+    assert runs[0].status == "incomplete" and runs[0].reward is None
+    assert runs[1].status == "scored"
+    assert [r.run_id for r in list_runs(saver, limit=1)] == ["run-b"]
+
+
+def test_missing_run_raises() -> None:
+    with pytest.raises(RunNotFoundError, match="nope"):
+        read_trace(open_saver(None), "nope")
+
+
+def test_describe_stream_updates() -> None:
+    saver = open_saver(None)
+    lines = []
+    for chunk in _graph(saver).stream({"video": "a.mp4"}, {"configurable": {"thread_id": "s"}},
+                                      stream_mode="updates"):
+        for node, update in chunk.items():
+            lines.append(describe_update(node, update))
+    assert lines[0].startswith("quality (0.01s): usable")
+    assert "R = 0.62" in lines[-1] and "gate=" in lines[-1]
+    assert describe_update("x", None) == "x: (no state update)"
+    assert describe_update("x", {"zero": True}) == "x: updated zero"
