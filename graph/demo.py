@@ -79,17 +79,22 @@ def _fmt(value: float | None) -> str:
 
 def _score(rows: list[dict], out: Path, preset: str, concurrency: int, console: Console) -> None:
     """Score every clip with the reward agent and write a report per run."""
+    import graph.commands as commands
     from evals.report import write_run_report
     from graph import AgentConfig, ascore_videos
+    from graph.backbone import Backbone
+    from graph.cache import StageCache
     from graph.settings import BackboneSettings
 
     settings = BackboneSettings.from_env()
     settings.ensure_parent_dirs()
+    backbone = Backbone.from_settings(settings, model=commands.make_chat_model(settings),
+                                      cache=StageCache(settings.cache_path))
     items = [(r["path"], r["instruction"]) for r in rows]
     console.print(f"Scoring {len(items)} clips with preset [bold]{preset}[/] against {settings.base_url} "
                   f"({settings.model}) ...")
     results = asyncio.run(ascore_videos(items, AgentConfig(preset=preset), max_concurrency=concurrency,
-                                        settings=settings))
+                                        backbone=backbone, settings=settings))
     table = Table(title=f"Reward agent ({preset})")
     for col in ("clip", "label", "reward", "status", "T", "P", "V", "trace"):
         table.add_column(col)

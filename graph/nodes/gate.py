@@ -73,5 +73,5 @@ async def gate(state: AgentState, ctx: RunContext, step: Step) -> dict[str, Any]
     run_id = state.get("run_id") or step.thread_id
     result, inputs = build_result(state, ctx, run_id)
     step.gate_inputs = inputs
-    step.decision = f"{result.status}: R = {result.reward}"
+    step.decision = f"{result.status}: R = " + ("⊥" if result.reward is None else f"{result.reward:.4f}")
     return {"result": result}

@@ -1,0 +1,45 @@
+"""`raa demo` (the README's `make demo`): renders sample clips, runs the model-free evidence, and
+scores only when an endpoint is configured; without one it says how to connect and scores nothing."""
+
+from __future__ import annotations
+
+import re
+
+from typer.testing import CliRunner
+
+from graph.cli import app
+
+runner = CliRunner()
+
+
+def test_demo_without_endpoint_explains_how_to_connect(tmp_path) -> None:
+    res = runner.invoke(app, ["demo", "--out", str(tmp_path), "--limit", "2"], env={"COLUMNS": "200"})
+    assert res.exit_code == 0, res.output
+    assert "RAA_BASE_URL" in res.output and "vllm serve" in res.output
+    assert "No reward was computed" in res.output
+    assert "Reward agent" not in res.output and "raa trace run-" not in res.output
+    assert (tmp_path / "clips" / "manifest.jsonl").is_file()
+    assert len(list((tmp_path / "overlays").glob("*.png"))) == 2
+
+
+def test_demo_with_endpoint_scores_and_writes_reports(tmp_path, monkeypatch) -> None:
+    import graph.commands as commands
+    from graph.testing import ScriptedChatModel
+    from tests.graph_scripts import full_script
+
+    model = ScriptedChatModel(full_script())
+    monkeypatch.setattr(commands, "make_chat_model", lambda settings: model)
+    monkeypatch.setenv("RAA_BASE_URL", "http://127.0.0.1:9/v1")
+    monkeypatch.setenv("RAA_MODEL", "scripted")
+    monkeypatch.setenv("RAA_API_KEY", "EMPTY")
+    monkeypatch.setenv("RAA_TRACES_PATH", str(tmp_path / "traces.sqlite"))
+    monkeypatch.setenv("RAA_CACHE_PATH", str(tmp_path / "cache.sqlite"))
+    res = runner.invoke(app, ["demo", "--out", str(tmp_path), "--limit", "2", "--preset", "no_wmreward"],
+                        env={"COLUMNS": "220"})
+    assert res.exit_code == 0, res.output
+    run_ids = re.findall(r"raa trace (run-[\w-]+)", res.output)
+    assert len(run_ids) == 2
+    assert model.calls, "the scripted backbone was never called"
+    reports = sorted((tmp_path / "reports").glob("*.html"))
+    assert [p.stem for p in reports] == sorted(run_ids)
+    assert all(p.stat().st_size > 1000 for p in reports)
