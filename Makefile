@@ -39,7 +39,8 @@ lint: $(STAMP)
 	$(VENV)/bin/ruff check .
 
 bench: $(STAMP)
-	for b in benchmarks/*.py; do echo "== $$b"; $(PY) $$b || exit 1; done
+	# -P keeps benchmarks/ off sys.path (benchmarks/tools.py would shadow the tools package)
+	for b in benchmarks/[!_]*.py; do echo "== $$b"; $(PY) -P $$b || exit 1; done
 
 clean:
 	rm -rf demo_out runs .pytest_cache

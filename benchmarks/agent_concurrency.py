@@ -18,11 +18,14 @@ from __future__ import annotations
 
 import asyncio
 import os
+import sys  # noqa: E402
 import tempfile
 import time
 from pathlib import Path
 
-from agent_common import INSTRUCTION, DiffSurprise, agent_script, sequential_calls, write_clips
+# Run with `python -P` (see README): benchmarks/ goes last so benchmarks/tools.py never shadows `tools`.
+sys.path.append(str(Path(__file__).resolve().parent))
+from _agent_common import INSTRUCTION, DiffSurprise, agent_script, sequential_calls, write_clips  # noqa: E402
 
 DELAY_S = 0.2
 N_CLIPS = 16

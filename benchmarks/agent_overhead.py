@@ -13,11 +13,14 @@ from __future__ import annotations
 
 import asyncio
 import os
+import sys  # noqa: E402
 import tempfile
 import time
 from pathlib import Path
 
-from agent_common import INSTRUCTION, DiffSurprise, agent_script, write_clips
+# Run with `python -P` (see README): benchmarks/ goes last so benchmarks/tools.py never shadows `tools`.
+sys.path.append(str(Path(__file__).resolve().parent))
+from _agent_common import INSTRUCTION, DiffSurprise, agent_script, write_clips  # noqa: E402
 
 N_CLIPS = 6
 LONG_SIDE, QUALITY = 512, 85

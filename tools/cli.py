@@ -1,7 +1,51 @@
-"""CLI command for the tool service (placeholder until the tool service lands)."""
+"""``raa serve-tools``: run the evidence-tool service with uvicorn (registered in graph/cli.py).
+
+The environment is read here, at the edge: ``ToolSettings.from_env()`` for model settings, and
+``RAA_TOOLS_TOKEN`` as the token default. Command-line flags override the environment. The service
+binds 127.0.0.1 unless ``--host`` says otherwise; binding elsewhere without a token prints a warning.
+"""
 
 from __future__ import annotations
 
+from pathlib import Path
+from typing import Annotated, Literal
 
-def serve_tools_command(host: str = "127.0.0.1", port: int = 8765) -> None:
-    raise NotImplementedError("tool service not implemented yet")
+import typer
+
+
+def serve_tools_command(
+    host: Annotated[str, typer.Option(help="Interface to bind (loopback by default).")] = "127.0.0.1",
+    port: Annotated[int, typer.Option(help="TCP port.")] = 8765,
+    device: Annotated[Literal["cpu", "cuda"] | None,
+                      typer.Option(help="Device of the tool models (default: RAA_TOOLS_DEVICE, else cpu).")] = None,
+    motion: Annotated[Literal["lk", "cotracker3"] | None,
+                      typer.Option(help="Motion backend (default: RAA_MOTION_BACKEND, else lk).")] = None,
+    allowed_root: Annotated[Path, typer.Option(help="Videos requested by path must lie under this directory.")]
+    = Path("."),
+    token: Annotated[str | None, typer.Option(envvar="RAA_TOOLS_TOKEN", show_envvar=True,
+                                              help="Bearer token required on /v1/* (none = open).")] = None,
+    workers: Annotated[int, typer.Option(min=1, max=64, help="Requests computed at once.")] = 2,
+    max_upload_mb: Annotated[float, typer.Option(min=0.001, help="Largest request body (MiB).")] = 256.0,
+    cotracker_checkpoint: Annotated[Path | None, typer.Option(help="CoTracker3 offline checkpoint.")] = None,
+    cotracker_hub_dir: Annotated[Path | None, typer.Option(help="Local co-tracker repo for torch.hub.")] = None,
+    vjepa_model: Annotated[str | None, typer.Option(help="V-JEPA 2 hub id or local dir.")] = None,
+    surprise: Annotated[bool, typer.Option(help="Load V-JEPA 2 and serve /v1/surprise.")] = True,
+) -> None:
+    """Serve /v1/track, /v1/surprise, /v1/info and /healthz."""
+    import uvicorn
+
+    from tools.service import create_app
+    from tools.settings import ToolSettings
+
+    settings = ToolSettings.from_env()
+    overrides = {"device": device, "motion_backend": motion, "cotracker_checkpoint": cotracker_checkpoint,
+                 "cotracker_hub_dir": cotracker_hub_dir, "vjepa_model": vjepa_model}
+    settings = settings.model_copy(update={k: v for k, v in overrides.items() if v is not None})
+    settings = ToolSettings.model_validate(settings.model_dump())
+    if not allowed_root.is_dir():
+        raise typer.BadParameter(f"--allowed-root {allowed_root} is not a directory")
+    if host not in ("127.0.0.1", "localhost", "::1") and not token:
+        typer.echo(f"warning: serving on {host} without a token (set --token or RAA_TOOLS_TOKEN)", err=True)
+    app = create_app(settings, allowed_root, token=token, workers=workers, max_upload_mb=max_upload_mb,
+                     enable_surprise=surprise)
+    uvicorn.run(app, host=host, port=port, log_level="info")

@@ -1,0 +1,128 @@
+"""Evidence-tool performance ratios (CPU), printed as ``name: value``.
+
+lk_track_over_decode          LK on 81 frames 256x256 with a 16x16 grid / decoding those frames (target <= 3)
+http_over_inprocess_track     the same tracking request over HTTP (frames uploaded, as the Toolbox does) /
+                              in-process (target <= 1.3)
+http_path_over_inprocess_track  by path (the service decodes) / in-process decode + track
+concurrent32_p95_over_single  service latency p95 with 32 concurrent clients / one client's latency (2 workers)
+surprise_batched_over_loop    all windows batched / one window at a time, small random V-JEPA 2 (target <= 0.7)
+
+Run: ``.venv/bin/python benchmarks/tools.py`` (no network, no weights).
+"""
+
+from __future__ import annotations
+
+import socket
+import statistics
+import sys
+import tempfile
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import cv2
+import numpy as np
+
+
+def best_of(fn, repeats: int = 5) -> float:
+    times = []
+    for _ in range(repeats):
+        t0 = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - t0)
+    return min(times)
+
+
+def paired(fa, fb, repeats: int = 7) -> tuple[float, float]:
+    """Best times of two functions measured alternately (both see the same machine load)."""
+    ta, tb = [], []
+    for _ in range(repeats):
+        ta.append(best_of(fa, 1))
+        tb.append(best_of(fb, 1))
+    return min(ta), min(tb)
+
+
+def clip(t_total: int = 81, size: int = 256) -> np.ndarray:
+    rng = np.random.default_rng(0)
+    tex = cv2.GaussianBlur((rng.random((size, size + 2 * t_total)) * 255).astype(np.uint8), (0, 0), 2)
+    return np.repeat(np.stack([tex[:, 2 * t:2 * t + size] for t in range(t_total)])[..., None], 3, -1)
+
+
+def start_server(app) -> tuple[str, object, threading.Thread]:
+    import uvicorn
+
+    sock = socket.socket()
+    sock.bind(("127.0.0.1", 0))
+    srv = uvicorn.Server(uvicorn.Config(app, log_level="warning"))
+    thread = threading.Thread(target=srv.run, kwargs={"sockets": [sock]}, daemon=True)
+    thread.start()
+    while not srv.started:
+        time.sleep(0.05)
+    return f"http://127.0.0.1:{sock.getsockname()[1]}", srv, thread
+
+
+def tiny_vjepa():
+    import torch
+    from transformers import VJEPA2Config, VJEPA2Model
+
+    torch.manual_seed(0)
+    cfg = VJEPA2Config(crop_size=64, patch_size=16, frames_per_clip=16, tubelet_size=2, hidden_size=96,
+                       num_attention_heads=4, num_hidden_layers=2, pred_hidden_size=96,
+                       pred_num_attention_heads=4, pred_num_hidden_layers=2, num_pooler_layers=1)
+    return VJEPA2Model(cfg).eval()
+
+
+def main() -> None:
+    from tools.client import RemoteMotionTracker, ToolServiceClient
+    from tools.motion import LKTracker
+    from tools.service import create_app
+    from tools.settings import ToolSettings
+    from tools.surprise import VJEPA2SurpriseScorer, preprocess_frames, window_starts
+    from tools.video import read_all_frames, write_video
+
+    with tempfile.TemporaryDirectory() as tmp:
+        root = Path(tmp)
+        frames = clip()
+        path = write_video(root / "clip.mp4", frames)
+        decoded = read_all_frames(path)
+        tracker = LKTracker()
+        t_track, t_decode = paired(lambda: tracker.track(decoded, grid_size=16), lambda: read_all_frames(path))
+        print(f"lk_track_over_decode: {t_track / t_decode:.3f}")
+
+        app = create_app(ToolSettings(), root, workers=2, tracker=tracker, enable_surprise=False)
+        url, srv, thread = start_server(app)
+        with ToolServiceClient(url) as c:
+            remote = RemoteMotionTracker(c)
+            t_http, t_local = paired(lambda: remote.track(decoded, grid_size=16),
+                                     lambda: tracker.track(decoded, grid_size=16))
+            print(f"http_over_inprocess_track: {t_http / t_local:.3f}")
+            t_http_path, t_local_path = paired(lambda: remote.track_path("clip.mp4", grid_size=16),
+                                               lambda: tracker.track(read_all_frames(path), grid_size=16))
+            print(f"http_path_over_inprocess_track: {t_http_path / t_local_path:.3f}")
+
+            def one() -> float:
+                t0 = time.perf_counter()
+                remote.track_path("clip.mp4", grid_size=16)
+                return time.perf_counter() - t0
+
+            single = statistics.median([one() for _ in range(5)])
+            with ThreadPoolExecutor(32) as pool:
+                lat = sorted(pool.map(lambda _: one(), range(32)))
+            p95 = lat[int(np.ceil(0.95 * len(lat))) - 1]
+            print(f"concurrent32_p95_over_single: {p95 / single:.3f}")
+        srv.should_exit = True
+        thread.join(timeout=10)
+
+    scorer = VJEPA2SurpriseScorer(model=tiny_vjepa())
+    px = preprocess_frames(clip(49, 128), 64)
+    starts = window_starts(len(px))
+    t_batched, t_loop = paired(lambda: scorer.score_windows(px, starts, batch_size=len(starts)),
+                               lambda: scorer.score_windows(px, starts, batch_size=1), 3)
+    print(f"surprise_batched_over_loop: {t_batched / t_loop:.3f}")
+
+
+if __name__ == "__main__":
+    # this file is named tools.py: keep its folder from shadowing the ``tools`` package
+    sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != Path(__file__).resolve().parent]
+    main()

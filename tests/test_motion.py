@@ -1,0 +1,233 @@
+"""LK tracker on synthetic clips with known motion; MotionTracks validation; summaries and overlays."""
+
+from __future__ import annotations
+
+import json
+
+import cv2
+import numpy as np
+import pytest
+
+from tools.motion import (
+    LKTracker,
+    MotionTracker,
+    MotionTracks,
+    TrackQueryError,
+    build_tracker,
+    draw_tracks,
+    summarize_tracks,
+)
+from tools.motion.base import grid_points
+
+H = W = 128
+BG = 60
+
+
+def textured_patch(size: int, seed: int = 0) -> np.ndarray:
+    rng = np.random.default_rng(seed)
+    return cv2.GaussianBlur((rng.random((size, size)) * 255).astype(np.uint8), (0, 0), 1.0)
+
+
+def to_rgb(gray_frames: list[np.ndarray]) -> np.ndarray:
+    return np.repeat(np.stack(gray_frames)[..., None], 3, axis=-1)
+
+
+def moving_square(t_total: int = 20, vx: int = 2, vy: int = 1, x0: int = 20, y0: int = 40,
+                  size: int = 24) -> np.ndarray:
+    """A textured square translating by (vx, vy) px per frame over a flat background."""
+    sq = textured_patch(size)
+    frames = []
+    for t in range(t_total):
+        canvas = np.full((H, W + 400), BG, np.uint8)
+        x, y = x0 + vx * t, y0 + vy * t
+        canvas[y:y + size, x:x + size] = sq
+        frames.append(canvas[:, :W])
+    return to_rgb(frames)
+
+
+def test_lk_follows_known_translation_within_a_pixel():
+    frames = moving_square()
+    queries = np.array([[0, 28, 48], [0, 36, 56], [0, 40, 50]], float)
+    tr = LKTracker().track(frames, queries=queries)
+    t = np.arange(20)[:, None]
+    expected_x = queries[:, 1][None] + 2 * t
+    expected_y = queries[:, 2][None] + 1 * t
+    assert tr.visible.all()
+    assert np.abs(tr.tracks[..., 0] - expected_x).max() < 1.0
+    assert np.abs(tr.tracks[..., 1] - expected_y).max() < 1.0
+    assert tr.tracks.dtype == np.float32 and tr.visible.dtype == bool
+    assert tr.query_frames.tolist() == [0, 0, 0] and tr.frame_indices == list(range(20))
+
+
+def test_lk_subpixel_translation_of_a_full_texture():
+    rng = np.random.default_rng(5)
+    tex = cv2.GaussianBlur((rng.random((H, W)) * 255).astype(np.float32), (0, 0), 2.0)
+    frames = []
+    for t in range(15):
+        m = np.float32([[1, 0, 1.5 * t], [0, 1, -0.75 * t]])
+        frames.append(np.clip(cv2.warpAffine(tex, m, (W, H), borderMode=cv2.BORDER_REFLECT), 0, 255).astype(np.uint8))
+    tr = LKTracker().track(to_rgb(frames), queries=np.array([[0, 40, 80], [0, 60, 64], [14, 70.5, 50.25]], float))
+    t = np.arange(15)[:, None]
+    expected = np.stack([tr.tracks[tr.query_frames, [0, 1, 2], 0][None] + 1.5 * (t - tr.query_frames[None]),
+                         tr.tracks[tr.query_frames, [0, 1, 2], 1][None] - 0.75 * (t - tr.query_frames[None])], -1)
+    assert tr.visible.all()
+    assert np.abs(tr.tracks - expected).max() < 1.0
+
+
+def test_lk_mid_clip_query_is_tracked_both_ways():
+    frames = moving_square()
+    # at frame 5 the square's top-left is (30, 45): this point is (+12, +10) inside it
+    tr = LKTracker().track(frames, queries=np.array([[5, 42, 55]], float))
+    assert tr.query_frames.tolist() == [5]
+    assert tr.visible[:, 0].all()
+    np.testing.assert_allclose(tr.tracks[0, 0], [32, 50], atol=1.0)
+    np.testing.assert_allclose(tr.tracks[19, 0], [70, 69], atol=1.0)
+    np.testing.assert_allclose(tr.tracks[5, 0], [42, 55], atol=1e-4)
+
+
+def test_lk_occluded_point_becomes_invisible():
+    sq = textured_patch(24, seed=3)
+    frames = []
+    for t in range(30):
+        f = np.full((H, W), BG, np.uint8)
+        f[50:74, 50:74] = sq
+        x = -40 + 4 * t  # a flat bar slides over the square from the left
+        if x + 40 > 0:
+            f[40:90, max(0, x):x + 40] = 200
+        frames.append(f)
+    tr = LKTracker().track(to_rgb(frames), queries=np.array([[0, 60, 60], [0, 70, 62]], float))
+    assert tr.visible[:8].all()  # far from the occluder: tracked
+    # the bar's right edge passes x=60 at t=15 and x=70 at t=17.5: both points are covered afterwards
+    assert not tr.visible[18:, 0].any() and not tr.visible[20:, 1].any()
+    assert np.abs(tr.tracks[:8, 0] - [60, 60]).max() < 0.5  # static while visible
+
+
+def test_lk_point_leaving_the_frame_becomes_invisible_and_stays_in_bounds():
+    frames = moving_square(t_total=30, vx=4, vy=0, x0=60, y0=50)
+    tr = LKTracker().track(frames, queries=np.array([[0, 64, 60]], float))
+    vis = tr.visible[:, 0]
+    assert vis[:10].all() and not vis[-5:].any()
+    lost = int(np.argmin(vis))
+    assert (vis[lost:] == 0).all()  # never re-appears
+    assert tr.tracks[vis, 0, 0].max() <= W - 1
+
+
+def test_lk_grid_counts_and_static_background():
+    frames = moving_square()
+    tr = LKTracker().track(frames, grid_size=4)
+    assert tr.tracks.shape == (20, 16, 2) and tr.visible.shape == (20, 16)
+    np.testing.assert_allclose(tr.tracks[0], grid_points(4, H, W))
+    assert tr.visible[0].all()
+
+
+def test_all_black_clip_gives_untracked_points_not_a_crash():
+    tr = LKTracker().track(np.zeros((6, 64, 64, 3), np.uint8), grid_size=3)
+    assert tr.visible[0].all() and not tr.visible[1:].any()  # nothing to lock on: not reliably tracked
+    np.testing.assert_allclose(tr.tracks[-1], tr.tracks[0])
+
+
+def test_one_frame_clip_returns_query_points():
+    frames = moving_square(t_total=1)
+    tr = LKTracker().track(frames, queries=np.array([[0, 10, 20]], float))
+    assert tr.tracks.shape == (1, 1, 2) and tr.visible.all()
+    np.testing.assert_allclose(tr.tracks[0, 0], [10, 20])
+
+
+@pytest.mark.parametrize("frames", [np.zeros((0, 32, 32, 3), np.uint8), np.zeros((4, 32, 32), np.uint8),
+                                    np.zeros((4, 32, 32, 3), np.float32)])
+def test_bad_frames_are_rejected(frames):
+    with pytest.raises(ValueError):
+        LKTracker().track(frames, grid_size=2)
+
+
+def test_points_outside_the_frame_are_named():
+    frames = moving_square(t_total=3)
+    with pytest.raises(TrackQueryError, match=r"rows \[1, 2\].*outside"):
+        LKTracker().track(frames, queries=np.array([[0, 5, 5], [0, -1, 5], [0, 5, 200]], float))
+
+
+def test_queries_beyond_the_clip_are_named():
+    frames = moving_square(t_total=3)
+    with pytest.raises(TrackQueryError, match=r"rows \[1\].*outside the clip"):
+        LKTracker().track(frames, queries=np.array([[0, 5, 5], [3, 5, 5]], float))
+    with pytest.raises(TrackQueryError, match="whole numbers"):
+        LKTracker().track(frames, queries=np.array([[0.5, 5, 5]], float))
+    with pytest.raises(TrackQueryError, match="exactly one"):
+        LKTracker().track(frames)
+    with pytest.raises(TrackQueryError, match="grid_size"):
+        LKTracker().track(frames, grid_size=0)
+
+
+def test_motion_tracks_validation_and_round_trip():
+    tr = MotionTracks(tracks=np.random.rand(3, 2, 2).astype(np.float32) * 100, visible=np.ones((3, 2), bool),
+                      query_frames=np.array([0, 1]))
+    assert tr.frame_indices == [0, 1, 2]
+    for encoding in ("list", "base64"):
+        back = MotionTracks.from_dict(json.loads(json.dumps(tr.to_dict(encoding))))
+        np.testing.assert_array_equal(back.tracks, tr.tracks)
+        np.testing.assert_array_equal(back.visible, tr.visible)
+        assert back.frame_indices == tr.frame_indices
+    with pytest.raises(ValueError):
+        MotionTracks(tracks=np.zeros((3, 2, 2)), visible=np.ones((2, 2), bool), query_frames=np.array([0, 0]))
+
+
+def test_build_tracker_and_protocol():
+    assert isinstance(build_tracker("lk"), LKTracker)
+    assert isinstance(build_tracker("lk"), MotionTracker)
+    with pytest.raises(ValueError, match="unknown motion backend"):
+        build_tracker("raft")  # type: ignore[arg-type]
+
+
+def _two_region_tracks() -> MotionTracks:
+    """Region 'a' (left) moves right in frames 5-9 together with region 'b'; region 'c' is static."""
+    t_total = 12
+    starts = np.array([[10, 10], [12, 12], [70, 10], [72, 12], [10, 90]], np.float32)
+    tracks = np.repeat(starts[None], t_total, axis=0).copy()
+    for t in range(5, t_total):
+        step = min(t, 9) - 4
+        tracks[t, :4, 0] += 3 * step
+    return MotionTracks(tracks=tracks, visible=np.ones((t_total, 5), bool), query_frames=np.zeros(5, int),
+                        frame_indices=list(range(100, 100 + t_total)))
+
+
+def test_summary_regions_motion_and_comotion():
+    tr = _two_region_tracks()
+    regions = {"a": (0, 0, 0.25, 0.25), "b": (0.5, 0, 0.75, 0.25), "c": (0, 0.5, 0.5, 1)}
+    s = summarize_tracks(tr, (128, 128), regions, speed_threshold=1.0)
+    by = {r.name: r for r in s.regions}
+    assert by["a"].points == 2 and by["a"].moving_points == 2
+    assert by["a"].median_displacement_px == pytest.approx(15.0)
+    assert by["a"].mean_shift_px == pytest.approx((15.0, 0.0))
+    assert by["a"].motion_frames == [105, 109]
+    assert by["c"].moving_points == 0 and by["c"].motion_frames == []
+    assert s.moving_points == 4 and s.active_segments == [(105, 109)]
+    ab = next(c for c in s.comotion if (c.region_a, c.region_b) == ("a", "b"))
+    assert ab.together_frames == 5 and ab.share_of_a_motion == 1.0 and ab.segments == [(105, 109)]
+    ac = next(c for c in s.comotion if (c.region_a, c.region_b) == ("a", "c"))
+    assert ac.together_frames == 0
+    text = s.text()
+    assert "co-motion a & b" in text and "not proof" in text and "105-109" in text
+    assert s.top_tracks[0].displacement_px == pytest.approx(15.0)
+
+
+def test_summary_default_grid_and_invisible_tracks():
+    tr = _two_region_tracks()
+    tr.visible[6:, 0] = False
+    s = summarize_tracks(tr, (128, 128))
+    assert len(s.regions) == 9 and s.comotion == []
+    top_left = next(r for r in s.regions if r.name == "top-left")
+    assert top_left.points == 2
+    assert s.tracked_fraction == pytest.approx(1 - 6 / 60)
+
+
+def test_draw_tracks_marks_pixels_without_touching_input():
+    frames = moving_square(t_total=5)
+    tr = LKTracker().track(frames, queries=np.array([[0, 30, 50]], float))
+    before = frames.copy()
+    out = draw_tracks(frames, tr, radius=3)
+    np.testing.assert_array_equal(frames, before)
+    assert out.shape == frames.shape and out.dtype == np.uint8
+    x, y = np.round(tr.tracks[4, 0]).astype(int)
+    assert not np.array_equal(out[4, y, x], frames[4, y, x])
+    with pytest.raises(ValueError):
+        draw_tracks(frames[:3], tr)

@@ -1,0 +1,143 @@
+"""CoTracker3 backend: load faults (never a silent switch to LK) and the real architecture end to end."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from tools.errors import ToolFault
+from tools.motion import CoTracker3Tracker, build_tracker
+
+
+def small_clip(t_total: int = 6, h: int = 48, w: int = 64) -> np.ndarray:
+    rng = np.random.default_rng(0)
+    return rng.integers(0, 256, (t_total, h, w, 3), dtype=np.uint8)
+
+
+def test_missing_checkpoint_path_is_a_load_fault():
+    tracker = build_tracker("cotracker3", checkpoint="/nonexistent/scaled_offline.pth")
+    with pytest.raises(ToolFault) as info:
+        tracker.track(small_clip(), grid_size=2)
+    assert info.value.tool == "motion" and info.value.kind == "load"
+    assert "not found" in info.value.message
+
+
+def test_no_weights_configured_is_a_load_fault():
+    with pytest.raises(ToolFault, match="needs a checkpoint"):
+        CoTracker3Tracker().load()
+
+
+def test_corrupt_checkpoint_is_a_load_fault(tmp_path):
+    pytest.importorskip("cotracker")
+    bad = tmp_path / "scaled_offline.pth"
+    bad.write_bytes(b"not a checkpoint")
+    with pytest.raises(ToolFault) as info:
+        CoTracker3Tracker(checkpoint=bad).load()
+    assert info.value.kind == "load"
+
+
+def test_missing_hub_dir_is_a_load_fault(tmp_path):
+    with pytest.raises(ToolFault) as info:
+        CoTracker3Tracker(hub_dir=tmp_path / "no-repo", allow_random_weights=True).load()
+    assert info.value.kind == "load"
+
+
+class _Exploding:
+    def __call__(self, *args, **kwargs):
+        raise RuntimeError("CUDA out of memory")
+
+
+def test_run_failure_is_a_run_fault_not_lk():
+    tracker = CoTracker3Tracker(predictor=_Exploding())
+    with pytest.raises(ToolFault) as info:
+        tracker.track(small_clip(), grid_size=2)
+    assert info.value.kind == "run" and "out of memory" in info.value.message
+
+
+class _FakePredictor:
+    """Mimics CoTrackerPredictor's output contract: tracks [B,T,N,2], visibility bool [B,T,N]."""
+
+    def __call__(self, video, queries, backward_tracking):
+        import torch
+
+        b, t = video.shape[:2]
+        n = queries.shape[1]
+        tracks = queries[:, None, :, 1:].repeat(1, t, 1, 1).clone()
+        tracks[:, -1, 0, 0] = 1e4  # point 0 leaves the image in the last frame
+        return tracks, torch.ones(b, t, n, dtype=torch.bool)
+
+
+def test_output_mapping_with_a_fake_predictor():
+    tracker = CoTracker3Tracker(predictor=_FakePredictor())
+    q = np.array([[0, 10, 12], [2, 30, 40]], float)
+    tr = tracker.track(small_clip(), queries=q)
+    assert tr.tracks.shape == (6, 2, 2) and tr.visible.shape == (6, 2)
+    np.testing.assert_allclose(tr.tracks[0], q[:, 1:])
+    assert tr.query_frames.tolist() == [0, 2]
+    assert not tr.visible[-1, 0] and tr.visible[-1, 1] and tr.visible[:-1].all()
+
+
+@pytest.mark.slow
+def test_real_cotracker3_architecture_random_weights_end_to_end():
+    pytest.importorskip("cotracker")
+    import torch
+
+    torch.manual_seed(0)
+    tracker = CoTracker3Tracker(allow_random_weights=True, interp_shape=(64, 96))
+    frames = small_clip(t_total=6)
+    q = np.array([[0, 10, 12], [3, 30, 20]], float)
+    tr = tracker.track(frames, queries=q)
+    assert tr.tracks.shape == (6, 2, 2) and tr.visible.shape == (6, 2)
+    assert np.isfinite(tr.tracks).all()
+    # the predictor pins each query point at its own frame and marks it visible
+    np.testing.assert_allclose(tr.tracks[0, 0], [10, 12], atol=1e-3)
+    np.testing.assert_allclose(tr.tracks[3, 1], [30, 20], atol=1e-3)
+    assert tr.visible[0, 0] and tr.visible[3, 1]
+    grid = tracker.track(frames, grid_size=2)
+    assert grid.tracks.shape == (6, 4, 2)
+
+
+HUBCONF = '''
+import torch
+
+
+class _Model(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.shift = torch.nn.Parameter(torch.zeros(2))
+
+
+class _Predictor(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.model = _Model()
+        self.interp_shape = (384, 512)
+
+    def forward(self, video, queries, backward_tracking):
+        b, t = video.shape[:2]
+        tracks = queries[:, None, :, 1:].repeat(1, t, 1, 1) + self.model.shift
+        return tracks, torch.ones(b, t, queries.shape[1], dtype=torch.bool)
+
+
+def cotracker3_offline(*, pretrained=True, **kwargs):
+    if pretrained:
+        raise RuntimeError("would download weights")
+    return _Predictor()
+'''
+
+
+def test_local_hub_repo_with_checkpoint(tmp_path):
+    import torch
+
+    repo = tmp_path / "co-tracker"
+    repo.mkdir()
+    (repo / "hubconf.py").write_text(HUBCONF)
+    ckpt = tmp_path / "scaled_offline.pth"
+    torch.save({"model": {"shift": torch.tensor([1.5, -2.0])}}, ckpt)
+    tracker = CoTracker3Tracker(hub_dir=repo, checkpoint=ckpt, interp_shape=(64, 96)).load()
+    assert tracker._predictor.interp_shape == (64, 96)
+    tr = tracker.track(small_clip(), queries=np.array([[0, 10, 12]], float))
+    np.testing.assert_allclose(tr.tracks[:, 0], np.tile([11.5, 10.0], (6, 1)))  # the checkpoint was loaded
+    # without a checkpoint the hub entry is asked for pretrained weights; its failure is a load fault
+    with pytest.raises(ToolFault, match="would download weights"):
+        CoTracker3Tracker(hub_dir=repo).load()

@@ -1,0 +1,106 @@
+"""Quality pre-check: uniform and too-short clips are caught, textured clips are not flagged."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from tools.quality import QualityCheck, QualityThresholds, check_quality, check_video, frame_stats
+
+
+def textured(t_total: int = 8, seed: int = 0, h: int = 96, w: int = 128) -> np.ndarray:
+    import cv2
+
+    rng = np.random.default_rng(seed)
+    base = cv2.GaussianBlur((rng.random((h, w)) * 255).astype(np.uint8), (0, 0), 2)
+    return np.repeat(np.stack([np.roll(base, 2 * t, axis=1) for t in range(t_total)])[..., None], 3, -1)
+
+
+def sparse_scene(t_total: int = 8) -> np.ndarray:
+    """A plain grey table with one small coloured block: little texture, but not uniform."""
+    f = np.full((t_total, 96, 128, 3), 110, np.uint8)
+    for t in range(t_total):
+        f[t, 40:56, 20 + 4 * t:36 + 4 * t] = (200, 40, 40)
+    return f
+
+
+@pytest.mark.parametrize("colour", [(0, 0, 0), (255, 255, 255), (40, 120, 200)])
+def test_single_colour_clips_are_uniform(colour):
+    frames = np.broadcast_to(np.array(colour, np.uint8), (12, 64, 80, 3)).copy()
+    q = check_quality(frames)
+    assert q.uniform and not q.usable and q.decodable_frames == 12
+    assert "uniform" in q.reason and q.stats["flat_frame_fraction"] == 1.0
+
+
+def test_noisy_flat_clip_is_uniform_but_a_gradient_is_not_flat_everywhere():
+    rng = np.random.default_rng(0)
+    noisy = np.clip(128 + rng.normal(0, 2, (10, 64, 64, 1)), 0, 255).astype(np.uint8).repeat(3, -1)
+    assert check_quality(noisy).uniform
+
+
+@pytest.mark.parametrize("frames", [textured(), sparse_scene()])
+def test_normal_clips_are_not_flagged(frames):
+    q = check_quality(frames)
+    assert q.usable and not q.uniform and q.reason is None
+    assert q.stats["flat_frame_fraction"] == 0.0
+
+
+def test_mostly_uniform_clip_is_uniform_and_a_short_blackout_is_not():
+    frames = textured(10)
+    mostly = frames.copy()
+    mostly[:9] = 0
+    assert check_quality(mostly).uniform
+    blip = frames.copy()
+    blip[:2] = 0
+    assert not check_quality(blip).uniform
+
+
+@pytest.mark.parametrize("t_total", [0, 1])
+def test_fewer_than_two_frames_is_unusable(t_total):
+    frames = textured(max(t_total, 1))[:t_total]
+    q = check_quality(frames)
+    assert not q.usable and q.decodable_frames == t_total
+    assert q.reason
+
+
+def test_thresholds_are_settings():
+    frames = sparse_scene()
+    std, edge = frame_stats(frames[0])
+    strict = QualityThresholds(max_spatial_std=std + 1, max_edge_energy=edge + 1)
+    assert check_quality(frames, thresholds=strict).uniform
+    assert not check_quality(frames, thresholds=QualityThresholds(min_frames=2)).uniform
+    with pytest.raises(ValueError):
+        QualityThresholds(uniform_frame_fraction=0)
+
+
+def test_check_video_decodes_and_reports_undecodable(tmp_path):
+    from tools.video import write_video
+
+    good = write_video(tmp_path / "ok.mp4", textured(6, h=64, w=64))
+    assert check_video(good).usable
+    black = write_video(tmp_path / "black.mp4", np.zeros((6, 64, 64, 3), np.uint8))
+    assert check_video(black).uniform
+    junk = tmp_path / "junk.mp4"
+    junk.write_bytes(b"this is not a video")
+    q = check_video(junk)
+    assert isinstance(q, QualityCheck) and not q.usable and q.decodable_frames == 0
+    assert "undecodable" in q.reason
+    empty = tmp_path / "empty.mp4"
+    empty.write_bytes(b"")
+    assert not check_video(empty).usable
+
+
+@pytest.mark.slow
+def test_clip_suite_uniform_detected_and_normal_clips_not_flagged():
+    from evals.clipsuite import render_clip, suite_specs
+    from evals.scenes import RenderError
+
+    specs = {s.pattern: s for s in suite_specs("small", 0)}
+    assert check_quality(render_clip(specs["uniform"], width=128, height=128)).uniform
+    for pattern in ("success", "out_of_view", "background_simplified", "blur", "occlusion"):
+        try:
+            frames = render_clip(specs[pattern], width=128, height=128)
+        except RenderError as exc:  # pragma: no cover - machine without an offscreen GL
+            pytest.skip(f"MuJoCo cannot render here: {exc}")
+        q = check_quality(frames)
+        assert q.usable and not q.uniform, (pattern, q.stats)

@@ -1,0 +1,135 @@
+"""WMReward surprise on a tiny random V-JEPA 2: no leak from target frames, batching, short clips."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+
+from tools.errors import ToolFault
+from tools.surprise import (
+    SurpriseEvidence,
+    SurpriseScorer,
+    VJEPA2SurpriseScorer,
+    preprocess_frames,
+    surprise_from_latents,
+    window_starts,
+)
+
+
+def tiny_model():
+    from transformers import VJEPA2Config, VJEPA2Model
+
+    torch.manual_seed(0)
+    cfg = VJEPA2Config(crop_size=32, patch_size=16, frames_per_clip=16, tubelet_size=2, hidden_size=48,
+                       num_attention_heads=2, num_hidden_layers=2, pred_hidden_size=48,
+                       pred_num_attention_heads=2, pred_num_hidden_layers=2, num_pooler_layers=1)
+    model = VJEPA2Model(cfg).eval()
+    with torch.no_grad():  # non-zero mask tokens so the predictor output depends on its inputs richly
+        model.predictor.embeddings.mask_tokens.normal_(0, 0.02)
+    return model
+
+
+@pytest.fixture(scope="module")
+def scorer():
+    return VJEPA2SurpriseScorer(model=tiny_model(), batch_size=4, top_k=2)
+
+
+def clip(t_total: int, seed: int = 0, h: int = 40, w: int = 48) -> np.ndarray:
+    return np.random.default_rng(seed).integers(0, 256, (t_total, h, w, 3), dtype=np.uint8)
+
+
+def test_window_starts():
+    assert window_starts(15) == []
+    assert window_starts(16) == [0]
+    assert window_starts(19) == [0, 2]
+    assert window_starts(20) == [0, 2, 4]
+
+
+def test_surprise_equation_on_hand_values():
+    a = torch.tensor([[[1.0, 2.0, 3.0], [3.0, 1.0, 2.0]]])
+    # identical latents: cosine 1 -> surprise 0; negated (after LN still negated): cosine -1 -> 2
+    assert surprise_from_latents(a, a).item() == pytest.approx(0.0, abs=1e-6)
+    assert surprise_from_latents(a, -a).item() == pytest.approx(2.0, abs=1e-5)
+    # LN([1,2,3]) = [-1,0,1]*k, LN([3,1,2]) = [1,-1,0]*k: cosine -1/2; LN([1,2,3]) vs itself 1 -> mean 0.25
+    b = torch.tensor([[[1.0, 2.0, 3.0], [1.0, 2.0, 3.0]]])
+    c = torch.tensor([[[3.0, 1.0, 2.0], [1.0, 2.0, 3.0]]])
+    assert surprise_from_latents(b, c).item() == pytest.approx(1 - (-0.5 + 1) / 2, abs=1e-5)
+
+
+def test_preprocess_shape_and_normalisation():
+    frames = np.full((2, 40, 60, 3), 255, np.uint8)
+    px = preprocess_frames(frames, 32)
+    assert px.shape == (2, 3, 32, 32) and px.dtype == np.float32
+    np.testing.assert_allclose(px[0, :, 5, 5], (1 - np.array([0.485, 0.456, 0.406])) / np.array([0.229, 0.224, 0.225]),
+                               rtol=1e-5)
+
+
+def test_changing_target_frames_changes_actual_not_predicted(scorer):
+    frames = clip(16)
+    changed = frames.copy()
+    changed[8:] = 255 - changed[8:]
+    p1, a1 = scorer.window_latents(torch.from_numpy(preprocess_frames(frames, 32))[None])
+    p2, a2 = scorer.window_latents(torch.from_numpy(preprocess_frames(changed, 32))[None])
+    torch.testing.assert_close(p1, p2, rtol=0, atol=0)  # no leak from the target frames
+    assert (a1 - a2).abs().max() > 1e-2
+    assert p1.shape == a1.shape == (1, 4 * 2 * 2, 48)  # 4 target tubelets x 2x2 patches
+    # and the context frames do drive the prediction
+    ctx = frames.copy()
+    ctx[:8] = 255 - ctx[:8]
+    p3, _ = scorer.window_latents(torch.from_numpy(preprocess_frames(ctx, 32))[None])
+    assert (p1 - p3).abs().max() > 1e-4
+
+
+def test_batched_equals_looped(scorer):
+    px = preprocess_frames(clip(26), 32)
+    starts = window_starts(26)
+    batched = scorer.score_windows(px, starts, batch_size=len(starts))
+    looped = scorer.score_windows(px, starts, batch_size=1)
+    np.testing.assert_allclose(batched, looped, rtol=1e-5, atol=1e-6)
+
+
+def test_score_reports_windows_top_and_mean(scorer):
+    ev = scorer.score(clip(21))
+    assert isinstance(scorer, SurpriseScorer)
+    assert ev.status == "ok" and [w.start for w in ev.windows] == [0, 2, 4]
+    assert ev.windows[1].frames == list(range(2, 18)) and ev.windows[1].end == 17
+    assert ev.mean == pytest.approx(np.mean([w.surprise for w in ev.windows]))
+    assert len(ev.top) == 2 and ev.top[0].surprise >= ev.top[1].surprise
+    assert ev.top[0].surprise == max(w.surprise for w in ev.windows)
+    assert "frames" in ev.text() and "not a physics verdict" in ev.text()
+    assert SurpriseEvidence.model_validate_json(ev.model_dump_json()) == ev
+
+
+@pytest.mark.parametrize("t_total", [0, 1, 15])
+def test_short_clips_are_not_enough_frames(scorer, t_total):
+    ev = scorer.score(clip(t_total) if t_total else np.zeros((0, 40, 48, 3), np.uint8))
+    assert ev.status == "not_enough_frames" and ev.windows == [] and ev.mean is None
+    assert ev.num_frames == t_total and "missing evidence" in ev.text()
+
+
+def test_all_black_clip_scores_finite(scorer):
+    ev = scorer.score(np.zeros((16, 40, 48, 3), np.uint8))
+    assert ev.status == "ok" and np.isfinite(ev.mean)
+
+
+def test_bad_input_and_bad_model_path():
+    with pytest.raises(ValueError):
+        VJEPA2SurpriseScorer(model=tiny_model()).score(np.zeros((16, 8, 8), np.uint8))
+    lazy = VJEPA2SurpriseScorer.from_pretrained("/nonexistent/vjepa2")
+    assert lazy._model is None  # nothing loads until first use
+    with pytest.raises(ToolFault) as info:
+        lazy.score(clip(16))
+    assert info.value.tool == "surprise" and info.value.kind == "load"
+
+
+def test_run_failure_is_a_fault(monkeypatch):
+    broken = VJEPA2SurpriseScorer(model=tiny_model())
+
+    def explode(*args, **kwargs):
+        raise RuntimeError("CUDA out of memory")
+
+    monkeypatch.setattr(broken.model.encoder, "forward", explode)
+    with pytest.raises(ToolFault) as info:
+        broken.score(clip(16))
+    assert info.value.kind == "run" and "out of memory" in info.value.message

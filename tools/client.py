@@ -1,0 +1,147 @@
+"""HTTP client of the tool service (httpx + tenacity) implementing MotionTracker and SurpriseScorer.
+
+Frames are sent as a raw ``.npy`` upload (lossless), so a remote call returns exactly what the
+same tool returns in-process. Decisions where the issue was silent:
+- Retried (exponential backoff, ``retries`` attempts): connection errors, timeouts, 429, 502, 503, 504.
+- 400 (bad queries / indices) raises :class:`TrackQueryError` for tracking and ``ValueError`` for
+  surprise, like the in-process tools; 500 with a ``fault`` payload re-raises that ToolFault; any
+  other error status, and exhausted retries, raise ``ToolFault("service", kind, ...)`` with kind
+  ``auth`` (401/403), ``input`` (404/413/422) or ``transport``.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+from pathlib import Path
+from typing import Any
+
+import httpx
+import numpy as np
+from tenacity import Retrying, retry_if_exception_type, stop_after_attempt, wait_exponential
+
+from tools.errors import ToolFault
+from tools.motion.base import MotionTracks, TrackQueryError, validate_frames
+from tools.surprise import SurpriseEvidence
+
+RETRY_STATUS = {429, 502, 503, 504}
+MAX_QUERY_CHARS = 6000
+
+
+class _Retryable(Exception):
+    def __init__(self, message: str) -> None:
+        super().__init__(message)
+
+
+class ToolServiceClient:
+    """Thin synchronous client of the tool service (thread-safe; one connection pool)."""
+
+    def __init__(self, base_url: str, *, token: str | None = None, timeout_s: float = 300.0,
+                 connect_timeout_s: float = 10.0, retries: int = 3, backoff_s: float = 0.5) -> None:
+        headers = {"Authorization": f"Bearer {token}"} if token else {}
+        self._http = httpx.Client(base_url=base_url.rstrip("/"), headers=headers,
+                                  timeout=httpx.Timeout(timeout_s, connect=connect_timeout_s))
+        self.retries, self.backoff_s = retries, backoff_s
+
+    def close(self) -> None:
+        self._http.close()
+
+    def __enter__(self) -> ToolServiceClient:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def request(self, method: str, path: str, *, bad_request: type[Exception] = ValueError, **kwargs: Any) -> dict:
+        """Send a request with retries; return the JSON answer or raise a typed error."""
+        def once() -> httpx.Response:
+            try:
+                resp = self._http.request(method, path, **kwargs)
+            except httpx.TransportError as exc:
+                raise _Retryable(f"{type(exc).__name__}: {exc}") from exc
+            if resp.status_code in RETRY_STATUS:
+                raise _Retryable(f"HTTP {resp.status_code}: {resp.text[:300]}")
+            return resp
+
+        try:
+            resp = Retrying(stop=stop_after_attempt(self.retries), reraise=True,
+                            wait=wait_exponential(multiplier=self.backoff_s, max=10),
+                            retry=retry_if_exception_type(_Retryable))(once)
+        except _Retryable as exc:
+            raise ToolFault("service", "transport", f"{path}: {exc} (after {self.retries} attempts)") from exc
+        if resp.status_code == 200:
+            return resp.json()
+        try:
+            body = resp.json()
+        except ValueError:
+            body = {"detail": resp.text[:500]}
+        detail = str(body.get("detail", ""))
+        if resp.status_code == 400:
+            raise bad_request(detail)
+        if resp.status_code == 500 and isinstance(body.get("fault"), dict):
+            f = body["fault"]
+            raise ToolFault(str(f.get("tool", "service")), str(f.get("kind", "run")), str(f.get("message", detail)))
+        kind = "auth" if resp.status_code in (401, 403) else "input" if resp.status_code in (404, 413, 422) else "transport"
+        raise ToolFault("service", kind, f"{path}: HTTP {resp.status_code}: {detail}")
+
+    def info(self) -> dict:
+        return self.request("GET", "/v1/info")
+
+    def post_frames(self, path: str, frames: np.ndarray, fields: dict, bad_request: type[Exception]) -> dict:
+        """Send frames losslessly as ``.npy``: a raw body with query parameters, or multipart when the
+        parameters are too long for a URL."""
+        buf = io.BytesIO()
+        np.save(buf, np.ascontiguousarray(frames), allow_pickle=False)
+        data = {k: v if isinstance(v, str) else json.dumps(v) for k, v in fields.items() if v is not None}
+        if sum(len(k) + len(v) for k, v in data.items()) <= MAX_QUERY_CHARS:
+            return self.request("POST", path, content=buf.getvalue(), params=data,
+                                headers={"Content-Type": "application/x-npy"}, bad_request=bad_request)
+        return self.request("POST", path, files={"video": ("frames.npy", buf.getvalue(), "application/octet-stream")},
+                            data=data, bad_request=bad_request)
+
+
+def _query_fields(grid_size: int | None, queries: np.ndarray | None) -> dict:
+    return {"grid_size": None if grid_size is None else str(int(grid_size)),
+            "queries": None if queries is None else np.asarray(queries, dtype=np.float64).tolist()}
+
+
+class RemoteMotionTracker:
+    """MotionTracker that calls ``POST /v1/track``."""
+
+    name = "remote"
+
+    def __init__(self, client: ToolServiceClient) -> None:
+        self.client = client
+
+    def track(self, frames: np.ndarray, *, grid_size: int | None = None,
+              queries: np.ndarray | None = None) -> MotionTracks:
+        frames = validate_frames(frames)
+        fields = {**_query_fields(grid_size, queries), "tracks_encoding": "base64"}
+        out = self.client.post_frames("/v1/track", frames, fields, TrackQueryError)
+        return MotionTracks.from_dict(out["tracks"])
+
+    def track_path(self, path: str | Path, *, grid_size: int | None = None, queries: np.ndarray | None = None,
+                   frame_indices: list[int] | None = None, summary: bool = False,
+                   regions: dict | None = None) -> dict:
+        """Track a video that lies under the service's allowed root; returns the raw answer."""
+        body = {"path": str(path), **_query_fields(grid_size, queries), "frame_indices": frame_indices,
+                "summary": summary, "regions": regions}
+        return self.client.request("POST", "/v1/track", json={k: v for k, v in body.items() if v is not None},
+                                   bad_request=TrackQueryError)
+
+
+class RemoteSurpriseScorer:
+    """SurpriseScorer that calls ``POST /v1/surprise``."""
+
+    def __init__(self, client: ToolServiceClient) -> None:
+        self.client = client
+
+    def score(self, frames: np.ndarray) -> SurpriseEvidence:
+        frames = np.asarray(frames)
+        if frames.ndim != 4 or frames.shape[-1] != 3 or frames.dtype != np.uint8:
+            raise ValueError(f"frames must be uint8 [T,H,W,3], got {frames.dtype} {frames.shape}")
+        return SurpriseEvidence.model_validate(self.client.post_frames("/v1/surprise", frames, {}, ValueError))
+
+    def score_path(self, path: str | Path) -> SurpriseEvidence:
+        """Score a video that lies under the service's allowed root."""
+        return SurpriseEvidence.model_validate(self.client.request("POST", "/v1/surprise", json={"path": str(path)}))

@@ -1,0 +1,166 @@
+"""Motion-track data type, tracker protocol and shared input validation.
+
+Conventions (decisions where the issue was silent):
+- ``frames`` are RGB uint8 ``[T,H,W,3]``; at least one frame. A one-frame clip yields tracks that
+  sit at their query points, visible in that frame.
+- ``queries`` are ``[N,3]`` rows ``(t, x, y)``: ``t`` indexes the ``frames`` array passed in
+  (not the original clip), ``x, y`` are pixels with ``(0, 0)`` the centre of the top-left pixel.
+  ``t`` must be a whole number in ``[0, T)``; a query outside the image ``[0, W-1] x [0, H-1]`` is a
+  caller error. Both raise :class:`TrackQueryError` (a ``ValueError``) naming the offending rows,
+  so a bad plan from the agent is reported, not silently dropped.
+- ``grid_size=g`` places ``g*g`` points at cell centres of a regular grid on frame 0. Every backend
+  uses the same grid points (passed to the model as explicit queries), so backends are comparable.
+- When a tracked point is lost or leaves the image its position keeps the last reliable estimate
+  and ``visible`` is False from then on (backends document their own re-acquisition rules).
+"""
+
+from __future__ import annotations
+
+import base64
+from dataclasses import dataclass, field
+from typing import Literal, Protocol, runtime_checkable
+
+import numpy as np
+
+
+class TrackQueryError(ValueError):
+    """Query points or grid settings that cannot be tracked (names the bad rows)."""
+
+
+@dataclass
+class MotionTracks:
+    """Point trajectories over a clip."""
+
+    tracks: np.ndarray
+    """float32 ``[T,N,2]`` pixel coordinates ``(x, y)`` of every point in every frame."""
+    visible: np.ndarray
+    """bool ``[T,N]``: the point is tracked reliably and inside the image in that frame."""
+    query_frames: np.ndarray
+    """int ``[N]``: frame (index into the tracked frames) where each point was specified."""
+    frame_indices: list[int] = field(default_factory=list)
+    """Original clip index of each of the T tracked frames (``range(T)`` when unknown)."""
+
+    def __post_init__(self) -> None:
+        self.tracks = np.asarray(self.tracks, dtype=np.float32)
+        self.visible = np.asarray(self.visible, dtype=bool)
+        self.query_frames = np.asarray(self.query_frames, dtype=np.int64)
+        if self.tracks.ndim != 3 or self.tracks.shape[-1] != 2:
+            raise ValueError(f"tracks must be [T,N,2], got {self.tracks.shape}")
+        t, n, _ = self.tracks.shape
+        if self.visible.shape != (t, n):
+            raise ValueError(f"visible must be [{t},{n}], got {self.visible.shape}")
+        if self.query_frames.shape != (n,):
+            raise ValueError(f"query_frames must be [{n}], got {self.query_frames.shape}")
+        if not self.frame_indices:
+            self.frame_indices = list(range(t))
+        self.frame_indices = [int(i) for i in self.frame_indices]
+        if len(self.frame_indices) != t:
+            raise ValueError(f"frame_indices has {len(self.frame_indices)} entries for {t} frames")
+
+    @property
+    def num_frames(self) -> int:
+        return int(self.tracks.shape[0])
+
+    @property
+    def num_points(self) -> int:
+        return int(self.tracks.shape[1])
+
+    def to_dict(self, encoding: Literal["list", "base64"] = "list") -> dict:
+        """JSON-ready form. ``list``: nested lists (float32 values survive a JSON round trip exactly);
+        ``base64``: little-endian float32 / uint8 bytes, compact and fast for large track sets."""
+        if encoding == "base64":
+            return {
+                "encoding": "base64", "shape": [self.num_frames, self.num_points],
+                "tracks": base64.b64encode(self.tracks.astype("<f4").tobytes()).decode(),
+                "visible": base64.b64encode(self.visible.astype(np.uint8).tobytes()).decode(),
+                "query_frames": self.query_frames.tolist(), "frame_indices": list(self.frame_indices),
+            }
+        return {
+            "tracks": self.tracks.tolist(),
+            "visible": self.visible.tolist(),
+            "query_frames": self.query_frames.tolist(),
+            "frame_indices": list(self.frame_indices),
+        }
+
+    @classmethod
+    def from_dict(cls, data: dict) -> MotionTracks:
+        """Inverse of :meth:`to_dict` (either encoding)."""
+        n = len(data["query_frames"])
+        t = len(data["frame_indices"])
+        if data.get("encoding") == "base64":
+            tracks = np.frombuffer(base64.b64decode(data["tracks"]), dtype="<f4").reshape(t, n, 2)
+            visible = np.frombuffer(base64.b64decode(data["visible"]), dtype=np.uint8).reshape(t, n).astype(bool)
+        else:
+            tracks = np.asarray(data["tracks"], dtype=np.float32).reshape(t, n, 2)
+            visible = np.asarray(data["visible"], dtype=bool).reshape(t, n)
+        return cls(tracks=tracks.astype(np.float32), visible=visible, query_frames=np.asarray(data["query_frames"]),
+                   frame_indices=list(data["frame_indices"]))
+
+
+@runtime_checkable
+class MotionTracker(Protocol):
+    """Anything that turns frames and query points into :class:`MotionTracks`."""
+
+    def track(self, frames: np.ndarray, *, grid_size: int | None = None,
+              queries: np.ndarray | None = None) -> MotionTracks: ...
+
+
+def validate_frames(frames: np.ndarray) -> np.ndarray:
+    """Check frames are uint8 RGB ``[T,H,W,3]`` with T >= 1; return them as a contiguous array."""
+    frames = np.asarray(frames)
+    if frames.ndim != 4 or frames.shape[-1] != 3 or frames.dtype != np.uint8:
+        raise ValueError(f"frames must be uint8 [T,H,W,3], got {frames.dtype} {frames.shape}")
+    if frames.shape[0] < 1:
+        raise ValueError("frames is empty (0 frames): nothing to track")
+    if frames.shape[1] < 2 or frames.shape[2] < 2:
+        raise ValueError(f"frames are too small to track: {frames.shape[1]}x{frames.shape[2]}")
+    return np.ascontiguousarray(frames)
+
+
+def grid_points(grid_size: int, height: int, width: int) -> np.ndarray:
+    """``grid_size**2`` points ``(x, y)`` at the cell centres of a regular grid, row-major, float32."""
+    if not isinstance(grid_size, int | np.integer) or grid_size < 1:
+        raise TrackQueryError(f"grid_size must be a positive integer, got {grid_size!r}")
+    xs = (np.arange(grid_size) + 0.5) * width / grid_size - 0.5
+    ys = (np.arange(grid_size) + 0.5) * height / grid_size - 0.5
+    gx, gy = np.meshgrid(xs, ys)
+    return np.stack([gx.ravel(), gy.ravel()], axis=1).astype(np.float32)
+
+
+def resolve_queries(frames_shape: tuple[int, ...], grid_size: int | None,
+                    queries: np.ndarray | None) -> np.ndarray:
+    """Return validated queries ``[N,3]`` float32 ``(t, x, y)`` from either a grid or explicit rows.
+
+    Exactly one of ``grid_size`` / ``queries`` must be given. Raises :class:`TrackQueryError`
+    naming the rows whose frame is outside the clip or whose point is outside the image.
+    """
+    t, h, w = int(frames_shape[0]), int(frames_shape[1]), int(frames_shape[2])
+    if (grid_size is None) == (queries is None):
+        raise TrackQueryError("give exactly one of grid_size or queries")
+    if grid_size is not None:
+        pts = grid_points(grid_size, h, w)
+        return np.concatenate([np.zeros((len(pts), 1), np.float32), pts], axis=1)
+    q = np.asarray(queries, dtype=np.float64)
+    if q.ndim != 2 or q.shape[1] != 3 or q.shape[0] < 1:
+        raise TrackQueryError(f"queries must be a non-empty [N,3] array of (t, x, y), got shape {q.shape}")
+    if not np.isfinite(q).all():
+        bad = np.flatnonzero(~np.isfinite(q).all(axis=1)).tolist()
+        raise TrackQueryError(f"queries rows {bad} contain NaN or infinity")
+    tq = q[:, 0]
+    bad_t = np.flatnonzero((tq != np.round(tq)) | (tq < 0) | (tq > t - 1)).tolist()
+    if bad_t:
+        raise TrackQueryError(f"queries rows {bad_t} name frames outside the clip (valid t: whole numbers "
+                              f"0..{t - 1}; got {[q[i, 0] for i in bad_t[:8]]})")
+    x, y = q[:, 1], q[:, 2]
+    bad_xy = np.flatnonzero((x < 0) | (x > w - 1) | (y < 0) | (y > h - 1)).tolist()
+    if bad_xy:
+        raise TrackQueryError(f"queries rows {bad_xy} lie outside the {w}x{h} image "
+                              f"(x in [0,{w - 1}], y in [0,{h - 1}]; got "
+                              f"{[(q[i, 1], q[i, 2]) for i in bad_xy[:8]]})")
+    return q.astype(np.float32)
+
+
+def in_bounds(points: np.ndarray, height: int, width: int) -> np.ndarray:
+    """bool mask of points ``[...,2]`` inside the image ``[0, W-1] x [0, H-1]``."""
+    x, y = points[..., 0], points[..., 1]
+    return (x >= 0) & (x <= width - 1) & (y >= 0) & (y <= height - 1)

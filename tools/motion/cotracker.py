@@ -1,0 +1,115 @@
+"""CoTracker3 (offline) backend: the real model, loaded from an installed ``cotracker`` package or a local
+clone of the co-tracker repository through ``torch.hub`` (``cotracker3_offline``, ``source="local"``).
+
+The cotracker code is CC-BY-NC and is never copied into this project; it is imported at run time.
+
+Decisions where the issue was silent:
+- Loading order: an injected predictor; else ``hub_dir`` (``torch.hub.load(hub_dir,
+  "cotracker3_offline", source="local", pretrained=checkpoint is None)``, then the checkpoint's
+  state dict if given); else the installed package (``CoTrackerPredictor(checkpoint=PATH,
+  window_len=60)``, the offline model's window). Without a checkpoint and without a hub dir the
+  model would run with random weights, which would fabricate evidence: that is refused with a
+  ToolFault unless ``allow_random_weights=True`` (tests, GPU timing only).
+- Queries go to the model as explicit ``(t, x, y)`` points (grid points are the same cell centres
+  the LK backend uses), with ``backward_tracking=True`` so points queried mid-clip are tracked in
+  both directions. Visibility is the model's (threshold 0.9, applied by the predictor) and the
+  point must be inside the image.
+- ``interp_shape`` overrides the model's working resolution (default 384x512, the trained one);
+  only tests use a smaller one. A one-frame clip returns the query points without running the model.
+- Any failure to load or run raises ``ToolFault("motion", ...)``; there is never a silent switch to LK.
+"""
+
+from __future__ import annotations
+
+import threading
+from pathlib import Path
+from typing import Any, Literal
+
+import numpy as np
+
+from tools.errors import ToolFault
+from tools.motion.base import MotionTracks, in_bounds, resolve_queries, validate_frames
+
+OFFLINE_WINDOW_LEN = 60
+
+
+class CoTracker3Tracker:
+    """MotionTracker backend running the CoTracker3 offline predictor."""
+
+    name = "cotracker3"
+
+    def __init__(self, *, checkpoint: str | Path | None = None, hub_dir: str | Path | None = None,
+                 device: Literal["cpu", "cuda"] = "cpu", interp_shape: tuple[int, int] | None = None,
+                 allow_random_weights: bool = False, predictor: Any | None = None) -> None:
+        self.checkpoint = Path(checkpoint) if checkpoint else None
+        self.hub_dir = Path(hub_dir) if hub_dir else None
+        self.device = device
+        self.interp_shape = interp_shape
+        self.allow_random_weights = allow_random_weights
+        self._predictor = predictor
+        self._lock = threading.Lock()
+
+    # ----------------------------------------------------------------------------------- loading
+    def load(self) -> CoTracker3Tracker:
+        """Build the predictor now (idempotent); raises ToolFault("motion", "load", ...) on failure."""
+        with self._lock:
+            if self._predictor is None:
+                self._predictor = self._build()
+        return self
+
+    def _build(self) -> Any:
+        if self.checkpoint is None and self.hub_dir is None and not self.allow_random_weights:
+            raise ToolFault("motion", "load", "cotracker3 needs a checkpoint path (RAA_COTRACKER_CHECKPOINT) "
+                                              "or a local co-tracker repo dir (RAA_COTRACKER_HUB_DIR)")
+        if self.checkpoint is not None and not self.checkpoint.is_file():
+            raise ToolFault("motion", "load", f"cotracker3 checkpoint not found: {self.checkpoint}")
+        try:
+            import torch
+
+            if self.hub_dir is not None:
+                predictor = torch.hub.load(str(self.hub_dir), "cotracker3_offline", source="local",
+                                           pretrained=self.checkpoint is None and not self.allow_random_weights)
+                if self.checkpoint is not None:
+                    state = torch.load(self.checkpoint, map_location="cpu")
+                    predictor.model.load_state_dict(state.get("model", state) if isinstance(state, dict) else state)
+            else:
+                from cotracker.predictor import CoTrackerPredictor
+
+                predictor = CoTrackerPredictor(
+                    checkpoint=str(self.checkpoint) if self.checkpoint else None, window_len=OFFLINE_WINDOW_LEN)
+            if self.interp_shape is not None:
+                predictor.interp_shape = tuple(int(v) for v in self.interp_shape)
+            return predictor.to(self.device).eval()
+        except ToolFault:
+            raise
+        except Exception as exc:  # noqa: BLE001 - every load failure becomes a typed fault
+            raise ToolFault("motion", "load", f"cannot load cotracker3: {type(exc).__name__}: {exc}") from exc
+
+    # ---------------------------------------------------------------------------------- tracking
+    def track(self, frames: np.ndarray, *, grid_size: int | None = None,
+              queries: np.ndarray | None = None) -> MotionTracks:
+        frames = validate_frames(frames)
+        q = resolve_queries(frames.shape, grid_size, queries)
+        t_total, h, w = frames.shape[:3]
+        query_frames = q[:, 0].astype(np.int64)
+        if t_total == 1:
+            return MotionTracks(tracks=q[None, :, 1:3], visible=np.ones((1, len(q)), bool),
+                                query_frames=query_frames, frame_indices=[0])
+        predictor = self.load()._predictor
+        try:
+            import torch
+
+            with torch.inference_mode():
+                video = torch.from_numpy(frames).to(self.device).permute(0, 3, 1, 2)[None].float()
+                qt = torch.from_numpy(q).to(self.device)[None]
+                tracks, visible = predictor(video, queries=qt, backward_tracking=True)
+            tracks_np = tracks[0].float().cpu().numpy().astype(np.float32)
+            visible_np = visible[0].cpu().numpy().astype(bool)
+        except Exception as exc:  # noqa: BLE001 - every run failure becomes a typed fault
+            raise ToolFault("motion", "run", f"cotracker3 failed: {type(exc).__name__}: {exc}") from exc
+        if tracks_np.shape != (t_total, len(q), 2) or visible_np.shape != (t_total, len(q)):
+            raise ToolFault("motion", "run", f"cotracker3 returned tracks {tracks_np.shape} / visibility "
+                                             f"{visible_np.shape} for {t_total} frames and {len(q)} points")
+        visible_np &= in_bounds(tracks_np, h, w) & np.isfinite(tracks_np).all(axis=-1)
+        return MotionTracks(tracks=tracks_np, visible=visible_np, query_frames=query_frames,
+                            frame_indices=list(range(t_total)))

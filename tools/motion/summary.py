@@ -1,0 +1,216 @@
+"""Summaries of motion tracks for the reward agent (numbers and a short text), never a verdict.
+
+Definitions (decisions where the issue was silent):
+- A point *moves* between consecutive frames when both are reliably tracked and its step is longer
+  than ``speed_threshold`` pixels (default: 0.4% of the frame diagonal, at least 0.5 px).
+- A point's *net displacement* is the distance from its query position to its last tracked position.
+- A track belongs to the region that contains its query position. Regions are normalised boxes
+  ``[x0,y0,x1,y1]``; without regions a 3x3 grid (``top-left`` ... ``bottom-right``) is used.
+- *Co-motion* of two caller-given regions (e.g. ``gripper`` and ``cup``): frames where the mean step
+  of each region's moving points exceeds the threshold and the two steps point the same way
+  (cosine > 0.7). It is reported as a contact hint, not proof of contact.
+- Frame numbers in the output are original clip indices (``MotionTracks.frame_indices``).
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Mapping, Sequence
+
+import numpy as np
+from pydantic import BaseModel, Field
+
+from tools.motion.base import MotionTracks
+
+GRID_NAMES = ["top-left", "top", "top-right", "left", "centre", "right", "bottom-left", "bottom", "bottom-right"]
+COMOTION_COSINE = 0.7
+
+
+class RegionMotion(BaseModel):
+    """Motion of the tracks that start inside one region."""
+
+    name: str = Field(description="region name", max_length=64)
+    box: tuple[float, float, float, float] = Field(description="normalised [x0,y0,x1,y1]")
+    points: int = Field(ge=0, description="tracks whose query point lies in the region")
+    moving_points: int = Field(ge=0, description="tracks in the region that moved at some frame")
+    tracked_fraction: float = Field(ge=0, le=1, description="share of point-frames reliably tracked")
+    median_displacement_px: float = Field(ge=0, description="median net displacement of the region's tracks")
+    mean_shift_px: tuple[float, float] = Field(description="mean net displacement (dx, dy) in pixels")
+    motion_frames: list[int] = Field(description="first and last clip frame with motion; empty if none",
+                                     max_length=2)
+
+
+class TrackMotion(BaseModel):
+    """One of the tracks that moved the most."""
+
+    index: int = Field(ge=0, description="track index")
+    start: tuple[float, float] = Field(description="(x, y) at the query frame")
+    end: tuple[float, float] = Field(description="(x, y) at the last tracked frame")
+    displacement_px: float = Field(ge=0, description="net displacement")
+    motion_frames: list[int] = Field(description="first and last clip frame with motion", max_length=2)
+
+
+class CoMotion(BaseModel):
+    """Two regions moving together (a contact hint, not proof)."""
+
+    region_a: str = Field(max_length=64)
+    region_b: str = Field(max_length=64)
+    together_frames: int = Field(ge=0, description="frames where both move the same way")
+    share_of_a_motion: float = Field(ge=0, le=1, description="together frames / frames where region_a moves")
+    segments: list[tuple[int, int]] = Field(description="clip-frame spans of co-motion", max_length=32)
+
+
+class MotionSummary(BaseModel):
+    """Compact motion evidence for the agent."""
+
+    frames: int = Field(ge=0)
+    points: int = Field(ge=0)
+    frame_size: tuple[int, int] = Field(description="(height, width)")
+    tracked_fraction: float = Field(ge=0, le=1, description="share of point-frames reliably tracked")
+    moving_points: int = Field(ge=0)
+    speed_threshold_px: float = Field(ge=0)
+    active_segments: list[tuple[int, int]] = Field(description="clip-frame spans with any motion", max_length=64)
+    regions: list[RegionMotion] = Field(max_length=64)
+    top_tracks: list[TrackMotion] = Field(max_length=16)
+    comotion: list[CoMotion] = Field(max_length=64)
+
+    def text(self) -> str:
+        """A few lines the LLM can read; tracks are supporting evidence only."""
+        h, w = self.frame_size
+        lines = [f"Motion tracks: {self.points} points over {self.frames} frames ({w}x{h}); "
+                 f"{self.tracked_fraction:.0%} of point-frames reliably tracked; {self.moving_points} points "
+                 f"moved (step > {self.speed_threshold_px:.1f} px)."]
+        lines.append("Motion in frames: " + (_spans(self.active_segments) or "none") + ".")
+        for r in self.regions:
+            if r.points == 0:
+                continue
+            when = f"frames {r.motion_frames[0]}-{r.motion_frames[1]}" if r.motion_frames else "no motion"
+            lines.append(f"- region {r.name} {_box(r.box)}: {r.points} points, {r.moving_points} moving, "
+                         f"median net displacement {r.median_displacement_px:.1f} px (mean dx={r.mean_shift_px[0]:+.1f}, "
+                         f"dy={r.mean_shift_px[1]:+.1f}), {when}, tracked {r.tracked_fraction:.0%}.")
+        for c in self.comotion:
+            lines.append(f"- co-motion {c.region_a} & {c.region_b}: together in {c.together_frames} frames "
+                         f"({_spans(c.segments) or 'none'}), {c.share_of_a_motion:.0%} of {c.region_a}'s motion "
+                         "(a contact hint, not proof).")
+        for t in self.top_tracks[:5]:
+            lines.append(f"- track {t.index}: ({t.start[0]:.0f},{t.start[1]:.0f}) -> ({t.end[0]:.0f},{t.end[1]:.0f}), "
+                         f"{t.displacement_px:.1f} px, moving frames {t.motion_frames[0]}-{t.motion_frames[1]}.")
+        return "\n".join(lines)
+
+
+def _box(b: Sequence[float]) -> str:
+    return "[" + ",".join(f"{v:.2f}" for v in b) + "]"
+
+
+def _spans(spans: Sequence[tuple[int, int]]) -> str:
+    return ", ".join(f"{a}-{b}" if a != b else f"{a}" for a, b in spans)
+
+
+def segments(mask: np.ndarray, labels: Sequence[int]) -> list[tuple[int, int]]:
+    """Spans ``(labels[i], labels[j])`` of consecutive True entries of a 1-D mask."""
+    out: list[tuple[int, int]] = []
+    start = None
+    for i, m in enumerate(np.asarray(mask, bool).tolist() + [False]):
+        if m and start is None:
+            start = i
+        elif not m and start is not None:
+            out.append((int(labels[start]), int(labels[i - 1])))
+            start = None
+    return out
+
+
+def default_regions() -> dict[str, tuple[float, float, float, float]]:
+    """The 3x3 grid of named regions used when the caller gives none."""
+    return {GRID_NAMES[r * 3 + c]: (c / 3, r / 3, (c + 1) / 3, (r + 1) / 3) for r in range(3) for c in range(3)}
+
+
+def step_motion(tracks: MotionTracks, speed_threshold: float) -> tuple[np.ndarray, np.ndarray]:
+    """Per-step displacement vectors ``[T-1,N,2]`` and the moving mask ``[T-1,N]`` (both ends tracked)."""
+    step = np.diff(tracks.tracks, axis=0)
+    both = tracks.visible[1:] & tracks.visible[:-1]
+    moving = both & (np.linalg.norm(step, axis=-1) > speed_threshold)
+    return np.where(both[..., None], step, 0.0), moving
+
+
+def summarize_tracks(tracks: MotionTracks, frame_size: tuple[int, int],
+                     regions: Mapping[str, Sequence[float]] | None = None, *,
+                     speed_threshold: float | None = None, top_k: int = 8) -> MotionSummary:
+    """Summarise tracks per region, per track and for co-motion of caller-given regions."""
+    h, w = int(frame_size[0]), int(frame_size[1])
+    t_total, n = tracks.tracks.shape[:2]
+    thr = float(speed_threshold if speed_threshold is not None else max(0.5, 0.004 * float(np.hypot(h, w))))
+    labels = tracks.frame_indices
+    step, moving = step_motion(tracks, thr)
+    # a step between frames t and t+1 is attributed to frame t+1 (where the new position is seen)
+    step_labels = labels[1:]
+    cols = np.arange(n)
+    start = tracks.tracks[tracks.query_frames, cols] if n else np.zeros((0, 2), np.float32)
+    last = _last_tracked(tracks)
+    net = last - start
+    net_len = np.linalg.norm(net, axis=-1)
+    moved = moving.any(axis=0) if t_total > 1 else np.zeros(n, bool)
+
+    given = regions is not None
+    region_boxes = {k: tuple(float(v) for v in b) for k, b in (regions or default_regions()).items()}
+    members: dict[str, np.ndarray] = {}
+    region_rows = []
+    for name, (x0, y0, x1, y1) in region_boxes.items():
+        inside = ((start[:, 0] >= x0 * w - 0.5) & (start[:, 0] <= x1 * w - 0.5)
+                  & (start[:, 1] >= y0 * h - 0.5) & (start[:, 1] <= y1 * h - 0.5))
+        members[name] = inside
+        k = int(inside.sum())
+        rmov = moving[:, inside].any(axis=1) if k and t_total > 1 else np.zeros(max(t_total - 1, 0), bool)
+        when = np.flatnonzero(rmov)
+        region_rows.append(RegionMotion(
+            name=name[:64], box=(x0, y0, x1, y1), points=k, moving_points=int(moved[inside].sum()),
+            tracked_fraction=float(tracks.visible[:, inside].mean()) if k else 0.0,
+            median_displacement_px=float(np.median(net_len[inside])) if k else 0.0,
+            mean_shift_px=tuple(float(v) for v in net[inside].mean(axis=0)) if k else (0.0, 0.0),
+            motion_frames=[int(step_labels[when[0]]), int(step_labels[when[-1]])] if len(when) else []))
+
+    comotion = []
+    if given and t_total > 1:
+        for a, b in itertools.combinations(region_boxes, 2):
+            comotion.append(_comotion(a, b, step, moving, members[a], members[b], step_labels))
+
+    order = np.argsort(-net_len * moved, kind="stable")[: min(top_k, 16)]
+    top = []
+    for i in order:
+        if not moved[i]:
+            break
+        when = np.flatnonzero(moving[:, i])
+        top.append(TrackMotion(index=int(i), start=tuple(map(float, start[i])), end=tuple(map(float, last[i])),
+                               displacement_px=float(net_len[i]),
+                               motion_frames=[int(step_labels[when[0]]), int(step_labels[when[-1]])]))
+    any_motion = moving.any(axis=1) if t_total > 1 else np.zeros(0, bool)
+    return MotionSummary(
+        frames=t_total, points=n, frame_size=(h, w),
+        tracked_fraction=float(tracks.visible.mean()) if n else 0.0, moving_points=int(moved.sum()),
+        speed_threshold_px=thr, active_segments=segments(any_motion, step_labels)[:64],
+        regions=region_rows[:64], top_tracks=top, comotion=comotion[:64])
+
+
+def _last_tracked(tracks: MotionTracks) -> np.ndarray:
+    """Position at the last frame where each point was tracked (its query position if never again)."""
+    t_total = tracks.tracks.shape[0]
+    idx = np.where(tracks.visible, np.arange(t_total)[:, None], -1).max(axis=0)
+    idx = np.where(idx < 0, tracks.query_frames, idx)
+    return tracks.tracks[idx, np.arange(tracks.tracks.shape[1])]
+
+
+def _comotion(a: str, b: str, step: np.ndarray, moving: np.ndarray, in_a: np.ndarray, in_b: np.ndarray,
+              labels: Sequence[int]) -> CoMotion:
+    """Frames where the mean steps of the moving points of regions a and b agree in direction."""
+    def mean_step(mask: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        mv = moving[:, mask]
+        cnt = mv.sum(axis=1)
+        s = (step[:, mask] * mv[..., None]).sum(axis=1) / np.maximum(cnt, 1)[:, None]
+        return s, cnt > 0
+
+    sa, ma = mean_step(in_a)
+    sb, mb = mean_step(in_b)
+    cos = (sa * sb).sum(-1) / np.maximum(np.linalg.norm(sa, axis=-1) * np.linalg.norm(sb, axis=-1), 1e-9)
+    together = ma & mb & (cos > COMOTION_COSINE)
+    return CoMotion(region_a=a[:64], region_b=b[:64], together_frames=int(together.sum()),
+                    share_of_a_motion=float(together.sum() / ma.sum()) if ma.any() else 0.0,
+                    segments=segments(together, labels)[:32])

@@ -1,0 +1,101 @@
+"""Quality pre-check: too few decodable frames, or spatially uniform content (DESIGN.md §3, quality node).
+
+A frame is *flat* when its spatial standard deviation (largest over colour channels) is below ``max_spatial_std`` AND
+its edge energy (mean Sobel gradient magnitude) is below ``max_edge_energy``. The clip is
+*uniform* when at least ``uniform_frame_fraction`` of its frames are flat. A clip is usable when it
+has at least ``min_frames`` decodable frames and is not uniform.
+
+Decisions where the issue was silent: statistics are computed per colour channel on frames resized so the long
+side is ``analysis_long_side`` (64) pixels, which keeps the check cheap and insensitive to codec
+noise; ``check_video`` decodes with ``tools.video`` and turns a decode error into an unusable
+result with the error as reason (the graph decides whether that is a fault or a zero).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import cv2
+import numpy as np
+from pydantic import BaseModel, Field
+
+
+class QualityThresholds(BaseModel):
+    """Thresholds of the quality pre-check (settings; defaults validated on the clip suite)."""
+
+    min_frames: int = Field(default=2, ge=1, le=1000, description="fewest decodable frames for a usable clip")
+    max_spatial_std: float = Field(default=5.0, ge=0, le=255,
+                                   description="grey-level std below which a frame can be flat")
+    max_edge_energy: float = Field(default=4.0, ge=0, le=1000,
+                                   description="mean Sobel magnitude below which a frame can be flat")
+    uniform_frame_fraction: float = Field(default=0.8, gt=0, le=1,
+                                          description="share of flat frames that makes a clip uniform")
+    analysis_long_side: int = Field(default=64, ge=8, le=1024, description="long side of the analysed frames")
+
+
+class QualityCheck(BaseModel):
+    """Result of the quality pre-check."""
+
+    usable: bool = Field(description="enough decodable frames and not uniform")
+    uniform: bool = Field(description="most frames are spatially uniform")
+    decodable_frames: int = Field(ge=0)
+    reason: str | None = Field(default=None, max_length=500, description="why the clip is not usable")
+    stats: dict[str, float] = Field(default_factory=dict, description="median std, median edge energy, flat share")
+
+
+def frame_stats(frame: np.ndarray, long_side: int = 64) -> tuple[float, float]:
+    """(spatial std, edge energy) of one RGB uint8 frame after downscaling to ``long_side``.
+
+    Both are the largest over the three colour channels (so a red block on a grey table of the same
+    brightness still counts), edge energy being the mean Sobel gradient magnitude / 4.
+    """
+    h, w = frame.shape[:2]
+    scale = long_side / max(h, w)
+    img = frame
+    if scale < 1:
+        img = cv2.resize(frame, (max(1, round(w * scale)), max(1, round(h * scale))), interpolation=cv2.INTER_AREA)
+    g = img.astype(np.float32)
+    gx = cv2.Sobel(g, cv2.CV_32F, 1, 0, ksize=3)
+    gy = cv2.Sobel(g, cv2.CV_32F, 0, 1, ksize=3)
+    std = g.reshape(-1, 3).std(axis=0).max()
+    edge = np.sqrt(gx * gx + gy * gy).reshape(-1, 3).mean(axis=0).max() / 4.0
+    return float(std), float(edge)
+
+
+def check_quality(frames: np.ndarray, *, thresholds: QualityThresholds | None = None) -> QualityCheck:
+    """Quality pre-check of decoded frames ``[T,H,W,3]`` uint8 (T may be 0)."""
+    th = thresholds or QualityThresholds()
+    frames = np.asarray(frames)
+    if frames.size == 0 or frames.ndim != 4:
+        return QualityCheck(usable=False, uniform=False, decodable_frames=0,
+                            reason="no decodable frames", stats={})
+    if frames.shape[-1] != 3 or frames.dtype != np.uint8:
+        raise ValueError(f"frames must be uint8 [T,H,W,3], got {frames.dtype} {frames.shape}")
+    n = int(frames.shape[0])
+    stats = np.array([frame_stats(f, th.analysis_long_side) for f in frames], np.float32)
+    flat = (stats[:, 0] < th.max_spatial_std) & (stats[:, 1] < th.max_edge_energy)
+    flat_share = float(flat.mean())
+    uniform = flat_share >= th.uniform_frame_fraction
+    summary = {"median_spatial_std": float(np.median(stats[:, 0])),
+               "median_edge_energy": float(np.median(stats[:, 1])), "flat_frame_fraction": flat_share}
+    reasons = []
+    if n < th.min_frames:
+        reasons.append(f"only {n} decodable frame(s), need at least {th.min_frames}")
+    if uniform:
+        reasons.append(f"spatially uniform content: {flat_share:.0%} of frames are flat (std < "
+                       f"{th.max_spatial_std}, edge energy < {th.max_edge_energy})")
+    return QualityCheck(usable=not reasons, uniform=uniform, decodable_frames=n,
+                        reason="; ".join(reasons) or None, stats=summary)
+
+
+def check_video(src: str | Path, *, thresholds: QualityThresholds | None = None,
+                max_frames: int | None = None) -> QualityCheck:
+    """Decode ``src`` with ``tools.video`` and run :func:`check_quality`; a decode error gives an unusable result."""
+    from tools.video import VideoError, read_all_frames
+
+    try:
+        frames = read_all_frames(src, max_frames=max_frames)
+    except VideoError as exc:
+        return QualityCheck(usable=False, uniform=False, decodable_frames=0,
+                            reason=f"undecodable video: {type(exc).__name__}: {exc}"[:500])
+    return check_quality(frames, thresholds=thresholds)

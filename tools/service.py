@@ -1,0 +1,338 @@
+"""HTTP tool service (FastAPI): motion tracks and prediction surprise with models loaded once.
+
+Endpoints: ``POST /v1/track``, ``POST /v1/surprise``, ``GET /healthz`` (open), ``GET /v1/info``.
+A request names its video either as a JSON body ``{"path": ...}`` (relative to, or inside, the
+allowed root; anything resolving outside it is refused with 403), as a multipart upload (field
+``video``: an encoded video or a ``.npy`` array), or as a raw ``application/x-npy`` body holding
+uint8 ``[T,H,W,3]`` frames (what the client sends, so remote and in-process results are identical).
+Parameters (``grid_size``, ``queries``, ``frame_indices``, ``regions``, ``summary``,
+``tracks_encoding`` = list|base64) travel as JSON fields, form fields or, with a raw body, query
+parameters (lists as JSON strings in forms and query strings).
+
+Status codes: 400 bad parameters (bad queries, frame index beyond the clip, malformed body), 401
+missing or wrong bearer token, 403 path outside the allowed root, 404 missing file, 413 body over
+the size limit or a clip longer than ``settings.max_frames`` (pass ``frame_indices``), 422 undecodable video (the reason is in ``detail``), 500 a tool fault (``fault``
+holds tool/kind/message), 503 surprise disabled or too many requests in progress. Decisions where the issue was silent: the work
+of each request (decode + model) runs in a thread under an ``anyio.CapacityLimiter`` of ``workers``
+slots, so excess requests wait in line; ``/healthz`` needs no token; JSON ``queries`` are
+``[[t, x, y], ...]`` with ``t`` indexing the decoded (or selected) frames.
+"""
+
+from __future__ import annotations
+
+import hmac
+import json
+import os
+import tempfile
+from collections.abc import AsyncIterator, Callable
+from contextlib import asynccontextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import anyio
+import numpy as np
+from fastapi import FastAPI, Request
+from fastapi.responses import JSONResponse
+
+from tools.errors import ToolFault
+from tools.motion import MotionTracker, build_tracker, summarize_tracks
+from tools.motion.base import TrackQueryError
+from tools.settings import ToolSettings
+from tools.surprise import SurpriseScorer, VJEPA2SurpriseScorer
+
+NPY_MAGIC = b"\x93NUMPY"
+NPY_CONTENT_TYPE = "application/x-npy"
+
+
+class HTTPProblem(Exception):
+    """An error answer: status code, message and optional extra JSON fields."""
+
+    def __init__(self, status: int, detail: str, **extra: Any) -> None:
+        super().__init__(detail)
+        self.status, self.detail, self.extra = status, detail, extra
+
+
+@dataclass
+class ServiceState:
+    """Everything the request handlers share (built once in the lifespan)."""
+
+    settings: ToolSettings
+    allowed_root: Path
+    token: str | None
+    workers: int
+    max_upload_bytes: int
+    tracker: MotionTracker | None = None
+    scorer: SurpriseScorer | None = None
+    max_pending: int = 64
+    pending: int = 0
+    limiter: anyio.CapacityLimiter | None = None
+    info: dict = field(default_factory=dict)
+
+
+def resolve_under_root(root: Path, requested: str) -> Path:
+    """Resolve ``requested`` (relative to ``root`` or absolute) and refuse anything outside ``root``."""
+    if not requested or "\x00" in requested:
+        raise HTTPProblem(400, "empty or invalid path")
+    root = root.resolve()
+    candidate = (root / requested).resolve()
+    if not candidate.is_relative_to(root):
+        raise HTTPProblem(403, f"path {requested!r} is outside the allowed root")
+    if not candidate.is_file():
+        raise HTTPProblem(404, f"no such file under the allowed root: {requested!r}")
+    return candidate
+
+
+def decode_frames(src: Path | bytes, frame_indices: list[int] | None, max_frames: int) -> np.ndarray:
+    """Decode a video path, video bytes or ``.npy`` bytes into uint8 frames ``[T,H,W,3]``."""
+    from tools.video import FrameIndexError, VideoError, VideoReader, read_all_frames
+
+    if isinstance(src, bytes) and src.startswith(NPY_MAGIC):
+        frames = _load_npy(src, frame_indices)
+        if frames.shape[0] > max_frames:
+            raise HTTPProblem(413, f"{frames.shape[0]} frames uploaded; the limit is {max_frames}")
+        return frames
+    tmp = None
+    try:
+        if isinstance(src, bytes):
+            fd, tmp = tempfile.mkstemp(suffix=".video")
+            with os.fdopen(fd, "wb") as fh:
+                fh.write(src)
+            src = Path(tmp)
+        with VideoReader(src) as reader:
+            if frame_indices is not None:
+                if len(frame_indices) > max_frames:
+                    raise HTTPProblem(413, f"{len(frame_indices)} frames requested; the limit is {max_frames}")
+                return reader.read(frame_indices)
+            if reader.meta.frames > max_frames:
+                raise HTTPProblem(413, f"the clip has {reader.meta.frames} frames, over the limit of {max_frames}; "
+                                       "pass frame_indices")
+        return read_all_frames(src)
+    except FrameIndexError as exc:
+        raise HTTPProblem(400, f"frame index error: {exc}") from exc
+    except VideoError as exc:
+        raise HTTPProblem(422, f"undecodable video: {type(exc).__name__}: {exc}") from exc
+    finally:
+        if tmp is not None:
+            Path(tmp).unlink(missing_ok=True)
+
+
+def _load_npy(data: bytes, frame_indices: list[int] | None) -> np.ndarray:
+    import io
+
+    try:
+        arr = np.load(io.BytesIO(data), allow_pickle=False)
+    except Exception as exc:  # noqa: BLE001 - any parse error is an undecodable upload
+        raise HTTPProblem(422, f"undecodable .npy upload: {exc}") from exc
+    if arr.ndim != 4 or arr.shape[-1] != 3 or arr.dtype != np.uint8:
+        raise HTTPProblem(422, f".npy upload must be uint8 [T,H,W,3], got {arr.dtype} {arr.shape}")
+    if frame_indices is not None:
+        bad = [i for i in frame_indices if not 0 <= i < arr.shape[0]]
+        if bad:
+            raise HTTPProblem(400, f"frame indices {bad[:8]} outside 0..{arr.shape[0] - 1}")
+        arr = arr[frame_indices]
+    return arr
+
+
+async def read_body_limited(request: Request, limit: int) -> bytes:
+    """The whole request body, or 413 as soon as it exceeds ``limit`` bytes."""
+    declared = request.headers.get("content-length")
+    if declared and declared.isdigit() and int(declared) > limit:
+        raise HTTPProblem(413, f"request body of {int(declared)} bytes exceeds the limit of {limit} bytes")
+    chunks, size = [], 0
+    async for chunk in request.stream():
+        size += len(chunk)
+        if size > limit:
+            raise HTTPProblem(413, f"request body exceeds the limit of {limit} bytes")
+        chunks.append(chunk)
+    return b"".join(chunks)
+
+
+JSON_FIELDS = ("queries", "frame_indices", "regions")
+
+
+def _json_field(value: Any, name: str) -> Any:
+    """Parse the list/dict fields of forms and query strings from JSON; other fields stay strings."""
+    if name not in JSON_FIELDS or not isinstance(value, str):
+        return value
+    try:
+        return json.loads(value)
+    except json.JSONDecodeError as exc:
+        raise HTTPProblem(400, f"field {name!r} is not valid JSON: {exc}") from exc
+
+
+async def parse_request(request: Request, state: ServiceState) -> tuple[Path | bytes, dict]:
+    """Read a JSON or multipart request into (video source, parameters)."""
+    body = await read_body_limited(request, state.max_upload_bytes)
+    ctype = request.headers.get("content-type", "")
+    if ctype.startswith(NPY_CONTENT_TYPE):
+        if not body:
+            raise HTTPProblem(422, "undecodable .npy upload: the body is empty")
+        if not body.startswith(NPY_MAGIC):
+            raise HTTPProblem(422, "undecodable .npy upload: missing the NumPy header")
+        return body, {k: _json_field(v, k) for k, v in request.query_params.items()}
+    if ctype.startswith("multipart/form-data"):
+        async def receive() -> dict:
+            return {"type": "http.request", "body": body, "more_body": False}
+
+        form = await Request(request.scope, receive).form(max_files=1, max_fields=16)
+        upload = form.get("video")
+        if upload is None or isinstance(upload, str):
+            raise HTTPProblem(400, "multipart request needs a file field 'video'")
+        data = await upload.read()
+        if not data:
+            raise HTTPProblem(422, "undecodable video: the upload is empty (0 bytes)")
+        params = {k: _json_field(v, k) for k, v in form.items() if k != "video"}
+        return data, params
+    try:
+        params = json.loads(body or b"{}")
+    except json.JSONDecodeError as exc:
+        raise HTTPProblem(400, f"body is neither multipart nor valid JSON: {exc}") from exc
+    if not isinstance(params, dict) or not isinstance(params.get("path"), str):
+        raise HTTPProblem(400, "JSON body must be an object with a string 'path'")
+    return resolve_under_root(state.allowed_root, params.pop("path")), params
+
+
+def _int_list(value: Any, name: str) -> list[int] | None:
+    if value is None:
+        return None
+    if not isinstance(value, list) or not all(isinstance(v, int) and not isinstance(v, bool) for v in value):
+        raise HTTPProblem(400, f"{name!r} must be a list of integers")
+    return value
+
+
+def _track_job(state: ServiceState, src: Path | bytes, params: dict) -> dict:
+    indices = _int_list(params.get("frame_indices"), "frame_indices")
+    grid = params.get("grid_size")
+    if grid is not None and (isinstance(grid, bool) or not isinstance(grid, int | str) or not str(grid).isdigit()):
+        raise HTTPProblem(400, f"grid_size must be a positive integer, got {grid!r}")
+    queries = params.get("queries")
+    frames = decode_frames(src, indices, state.settings.max_frames)
+    try:
+        q = np.asarray(queries, dtype=np.float64) if queries is not None else None
+        tracks = state.tracker.track(frames, grid_size=int(grid) if grid is not None else None, queries=q)
+    except (TrackQueryError, ValueError, TypeError) as exc:
+        raise HTTPProblem(400, f"bad track request: {exc}") from exc
+    if indices is not None:
+        tracks.frame_indices = list(indices)
+    encoding = params.get("tracks_encoding", "list")
+    if encoding not in ("list", "base64"):
+        raise HTTPProblem(400, f"tracks_encoding must be 'list' or 'base64', got {encoding!r}")
+    out: dict = {"tracks": tracks.to_dict(encoding), "frame_size": [int(frames.shape[1]), int(frames.shape[2])],
+                 "backend": state.info.get("motion_backend")}
+    if str(params.get("summary", "false")).lower() in ("true", "1"):
+        regions = params.get("regions")
+        out["summary"] = summarize_tracks(tracks, frames.shape[1:3], regions).model_dump(mode="json")
+    return out
+
+
+def _surprise_job(state: ServiceState, src: Path | bytes, params: dict) -> dict:
+    if state.scorer is None:
+        raise HTTPProblem(503, "surprise is not enabled on this service")
+    frames = decode_frames(src, _int_list(params.get("frame_indices"), "frame_indices"), state.settings.max_frames)
+    return state.scorer.score(frames).model_dump(mode="json")
+
+
+def create_app(settings: ToolSettings, allowed_root: str | Path, *, token: str | None = None, workers: int = 2,
+               max_upload_mb: float = 256.0, enable_surprise: bool = True, tracker: MotionTracker | None = None,
+               scorer: SurpriseScorer | None = None, max_pending: int | None = None) -> FastAPI:
+    """Build the service. Models (``tracker``/``scorer`` if given, else from ``settings``) load at start-up.
+
+    ``workers`` requests compute at once; up to ``max_pending`` (default ``max(64, 8 * workers)``) may be
+    in progress (reading, waiting or computing); more get 503, which the client retries with backoff.
+    """
+    if workers < 1:
+        raise ValueError("workers must be >= 1")
+    state = ServiceState(settings=settings, allowed_root=Path(allowed_root).resolve(), token=token or None,
+                         workers=workers, max_upload_bytes=int(max_upload_mb * 1024 * 1024),
+                         max_pending=max_pending or max(64, 8 * workers))
+
+    @asynccontextmanager
+    async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        state.tracker = tracker or _build_tracker(settings)
+        if enable_surprise:
+            state.scorer = scorer or VJEPA2SurpriseScorer.from_pretrained(
+                settings.vjepa_model, device=settings.device, dtype=settings.vjepa_dtype,
+                batch_size=settings.surprise_batch_size, top_k=settings.surprise_top_k)
+            if isinstance(state.scorer, VJEPA2SurpriseScorer):
+                state.scorer.load()
+        state.limiter = anyio.CapacityLimiter(workers)
+        state.info = _info(state)
+        yield
+
+    app = FastAPI(title="raa evidence tools", lifespan=lifespan)
+    app.state.tools = state
+
+    @app.exception_handler(HTTPProblem)
+    async def _problem(_: Request, exc: HTTPProblem) -> JSONResponse:
+        headers = {"WWW-Authenticate": "Bearer"} if exc.status == 401 else None
+        return JSONResponse({"detail": exc.detail, **exc.extra}, status_code=exc.status, headers=headers)
+
+    def check_token(request: Request) -> None:
+        if state.token is None:
+            return
+        auth = request.headers.get("authorization", "")
+        given = auth[7:] if auth.lower().startswith("bearer ") else ""
+        if not hmac.compare_digest(given.encode(), state.token.encode()):
+            raise HTTPProblem(401, "missing or wrong bearer token")
+
+    async def run(job: Callable[[ServiceState, Path | bytes, dict], dict], request: Request) -> JSONResponse:
+        check_token(request)
+        if state.pending >= state.max_pending:
+            raise HTTPProblem(503, f"busy: {state.pending} requests in progress (limit {state.max_pending})")
+        state.pending += 1  # the event loop is single-threaded: no await between check and increment
+        try:
+            src, params = await parse_request(request, state)
+            result = await anyio.to_thread.run_sync(job, state, src, params, limiter=state.limiter)
+        except ToolFault as exc:
+            raise HTTPProblem(500, str(exc), fault={"tool": exc.tool, "kind": exc.kind, "message": exc.message}) from exc
+        finally:
+            state.pending -= 1
+        return JSONResponse(result)
+
+    @app.get("/healthz")
+    async def healthz() -> dict:
+        return {"status": "ok"}
+
+    @app.get("/v1/info")
+    async def info(request: Request) -> dict:
+        check_token(request)
+        return state.info
+
+    @app.post("/v1/track")
+    async def track(request: Request) -> JSONResponse:
+        return await run(_track_job, request)
+
+    @app.post("/v1/surprise")
+    async def surprise(request: Request) -> JSONResponse:
+        return await run(_surprise_job, request)
+
+    return app
+
+
+def _build_tracker(settings: ToolSettings) -> MotionTracker:
+    if settings.motion_backend == "cotracker3":
+        return build_tracker("cotracker3", checkpoint=settings.cotracker_checkpoint,
+                             hub_dir=settings.cotracker_hub_dir, device=settings.device).load()
+    return build_tracker("lk")
+
+
+def _info(state: ServiceState) -> dict:
+    import platform
+
+    import cv2
+    import torch
+    import transformers
+
+    from tools.motion import CoTracker3Tracker, LKTracker
+
+    backend = ("cotracker3" if isinstance(state.tracker, CoTracker3Tracker) else
+               "lk" if isinstance(state.tracker, LKTracker) else type(state.tracker).__name__)
+    return {"service": "raa-tools", "motion_backend": backend,
+            "surprise_model": (state.scorer.model_id if isinstance(state.scorer, VJEPA2SurpriseScorer)
+                               else type(state.scorer).__name__ if state.scorer is not None else None),
+            "device": state.settings.device, "workers": state.workers,
+            "max_upload_bytes": state.max_upload_bytes, "allowed_root": str(state.allowed_root),
+            "versions": {"python": platform.python_version(), "torch": torch.__version__,
+                         "transformers": transformers.__version__, "opencv": cv2.__version__,
+                         "numpy": np.__version__}}

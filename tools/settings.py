@@ -1,0 +1,81 @@
+"""Settings of the evidence tools. The environment is read only in ``ToolSettings.from_env`` (the edge).
+
+| variable | field | default |
+|---|---|---|
+| RAA_MOTION_BACKEND | motion_backend (lk / cotracker3) | lk |
+| RAA_COTRACKER_CHECKPOINT | cotracker_checkpoint | unset |
+| RAA_COTRACKER_HUB_DIR | cotracker_hub_dir | unset |
+| RAA_VJEPA_MODEL | vjepa_model (hub id or local path) | facebook/vjepa2-vitl-fpc64-256 |
+| RAA_TOOLS_DEVICE | device (cpu / cuda) | cpu |
+| RAA_VJEPA_DTYPE | vjepa_dtype (float32 / bfloat16 / float16) | float32 |
+| RAA_SURPRISE_BATCH | surprise_batch_size | 8 |
+| RAA_SURPRISE_TOP_K | surprise_top_k | 3 |
+| RAA_QUALITY_MIN_FRAMES / _MAX_STD / _MAX_EDGE / _UNIFORM_FRACTION | quality thresholds | 2 / 5 / 4 / 0.8 |
+| RAA_TOOLS_URL | tools_url (remote tool service; unset = in-process) | unset |
+| RAA_TOOLS_TOKEN | tools_token (bearer token, client and server) | unset |
+| RAA_TOOLS_TIMEOUT_S | request_timeout_s | 300 |
+| RAA_TOOLS_CONNECT_TIMEOUT_S | connect_timeout_s | 10 |
+| RAA_TOOLS_RETRIES | retries (attempts for transport errors / 5xx / 429) | 3 |
+| RAA_TOOLS_MAX_FRAMES | max_frames decoded per request | 1024 |
+
+Decision where the issue was silent: the default motion backend is ``lk`` because CoTracker3 needs
+weights; the paper's configuration sets ``RAA_MOTION_BACKEND=cotracker3`` and a checkpoint.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Literal
+
+from pydantic import BaseModel, Field, SecretStr
+
+from tools.quality import QualityThresholds
+
+
+class ToolSettings(BaseModel):
+    """How the evidence tools are built and reached."""
+
+    motion_backend: Literal["lk", "cotracker3"] = Field(default="lk", description="point tracker backend")
+    cotracker_checkpoint: Path | None = Field(default=None, description="CoTracker3 offline checkpoint (.pth)")
+    cotracker_hub_dir: Path | None = Field(default=None, description="local clone of facebookresearch/co-tracker")
+    vjepa_model: str = Field(default="facebook/vjepa2-vitl-fpc64-256", max_length=500,
+                             description="V-JEPA 2 hub id or local directory")
+    vjepa_dtype: Literal["float32", "bfloat16", "float16"] = Field(default="float32")
+    device: Literal["cpu", "cuda"] = Field(default="cpu", description="device for the tool models")
+    surprise_batch_size: int = Field(default=8, ge=1, le=256, description="surprise windows per forward pass")
+    surprise_top_k: int = Field(default=3, ge=0, le=32, description="most surprising windows reported")
+    quality: QualityThresholds = Field(default_factory=QualityThresholds)
+    tools_url: str | None = Field(default=None, max_length=500, description="tool service URL; None = in-process")
+    tools_token: SecretStr | None = Field(default=None, description="bearer token of the tool service")
+    request_timeout_s: float = Field(default=300.0, gt=0, le=3600)
+    connect_timeout_s: float = Field(default=10.0, gt=0, le=600)
+    retries: int = Field(default=3, ge=1, le=10, description="attempts per request on transport errors")
+    max_frames: int = Field(default=1024, ge=1, le=100_000, description="most frames decoded per service request")
+
+    @classmethod
+    def from_env(cls, environ: Mapping[str, str] | None = None) -> ToolSettings:
+        """Build settings from ``RAA_*`` variables (see the module table); unset variables keep defaults."""
+        env = os.environ if environ is None else environ
+        simple = {
+            "RAA_MOTION_BACKEND": "motion_backend", "RAA_COTRACKER_CHECKPOINT": "cotracker_checkpoint",
+            "RAA_COTRACKER_HUB_DIR": "cotracker_hub_dir", "RAA_VJEPA_MODEL": "vjepa_model",
+            "RAA_VJEPA_DTYPE": "vjepa_dtype", "RAA_TOOLS_DEVICE": "device",
+            "RAA_SURPRISE_BATCH": "surprise_batch_size", "RAA_SURPRISE_TOP_K": "surprise_top_k",
+            "RAA_TOOLS_URL": "tools_url", "RAA_TOOLS_TOKEN": "tools_token",
+            "RAA_TOOLS_TIMEOUT_S": "request_timeout_s", "RAA_TOOLS_CONNECT_TIMEOUT_S": "connect_timeout_s",
+            "RAA_TOOLS_RETRIES": "retries", "RAA_TOOLS_MAX_FRAMES": "max_frames",
+        }
+        quality_vars = {"RAA_QUALITY_MIN_FRAMES": "min_frames", "RAA_QUALITY_MAX_STD": "max_spatial_std",
+                        "RAA_QUALITY_MAX_EDGE": "max_edge_energy",
+                        "RAA_QUALITY_UNIFORM_FRACTION": "uniform_frame_fraction"}
+        values: dict = {field: env[var] for var, field in simple.items() if env.get(var, "").strip()}
+        quality = {field: env[var] for var, field in quality_vars.items() if env.get(var, "").strip()}
+        if quality:
+            values["quality"] = QualityThresholds(**quality)
+        return cls(**values)
+
+    def token(self) -> str | None:
+        """The bearer token as plain text (None when unset)."""
+        return self.tools_token.get_secret_value() if self.tools_token else None

@@ -1,0 +1,229 @@
+"""WMReward-style prediction surprise with V-JEPA 2 (transformers ``VJEPA2Model``).
+
+For every window of ``window`` (16) frames, stride ``stride`` (2): the encoder sees the first
+``context`` (8) frames ONLY and the predictor, given those context tokens and the positions of the
+remaining (target) tokens, predicts the target latents. The actual target latents come from the
+encoder run on the full window. Both are layer-normed (no affine) over the feature dimension and
+
+    surprise(window) = 1 - mean over target tokens of cos(LN(predicted), LN(actual)).
+
+``VJEPA2Model.forward`` is not used: it encodes the full window before masking, so the context
+tokens would already have attended to the future frames (a leak).
+
+Decisions where the issue was silent:
+- Preprocessing by hand with OpenCV (no torchvision): bilinear resize of the short side to
+  ``int(crop * 256 / 224)`` (the VJEPA2 video processor's rule), centre crop to the model's
+  ``crop_size``, scale to [0,1], ImageNet mean/std.
+- Windows start at 0, 2, 4, ... while a full window fits; with an odd ``T - 16`` the last frame is
+  not covered (no padded or shifted extra window). A clip shorter than one window returns
+  ``status="not_enough_frames"`` (missing evidence, never a crash); frame numbers are indices into
+  the frames passed in.
+- ``end`` of a window is its last frame (inclusive). ``top`` holds the ``top_k`` most surprising
+  windows, highest first. Windows are scored ``batch_size`` at a time.
+- The model loads lazily on first use (or explicitly with ``load()``); any load or run failure
+  raises ``ToolFault("surprise", ...)``.
+"""
+
+from __future__ import annotations
+
+import threading
+from typing import Any, Literal, Protocol, runtime_checkable
+
+import cv2
+import numpy as np
+from pydantic import BaseModel, Field
+
+from tools.errors import ToolFault
+
+DEFAULT_VJEPA2 = "facebook/vjepa2-vitl-fpc64-256"
+IMAGENET_MEAN = np.array([0.485, 0.456, 0.406], np.float32)
+IMAGENET_STD = np.array([0.229, 0.224, 0.225], np.float32)
+
+
+class SurpriseWindow(BaseModel):
+    """Surprise of one window."""
+
+    start: int = Field(ge=0, description="first frame of the window")
+    end: int = Field(ge=0, description="last frame of the window (inclusive)")
+    frames: list[int] = Field(description="all frames the window covers", max_length=256)
+    surprise: float = Field(description="1 - mean cosine(LN(predicted), LN(actual)) over target tokens; 0..2")
+
+
+class SurpriseEvidence(BaseModel):
+    """Per-window latent prediction surprise of a clip (supporting evidence, never a reward term)."""
+
+    status: Literal["ok", "not_enough_frames"]
+    windows: list[SurpriseWindow] = Field(default_factory=list)
+    top: list[SurpriseWindow] = Field(default_factory=list, description="most surprising windows first")
+    mean: float | None = Field(default=None, description="mean surprise over windows; None without windows")
+    num_frames: int = Field(default=0, ge=0, description="frames in the scored clip")
+    window_size: int = Field(default=16, ge=2)
+    stride: int = Field(default=2, ge=1)
+    context_frames: int = Field(default=8, ge=1)
+
+    def text(self) -> str:
+        """A short account for the LLM."""
+        if self.status != "ok":
+            return (f"Prediction surprise (V-JEPA 2): not available, the clip has {self.num_frames} frames, "
+                    f"fewer than one {self.window_size}-frame window. Treat as missing evidence.")
+        tops = "; ".join(f"frames {w.start}-{w.end} (predicted {w.start + self.context_frames}-{w.end}): "
+                         f"{w.surprise:.3f}" for w in self.top)
+        return (f"Prediction surprise (V-JEPA 2 latent prediction error; 0 = fully predicted, higher = less "
+                f"predictable; supporting evidence only, not a physics verdict): mean {self.mean:.3f} over "
+                f"{len(self.windows)} windows of {self.window_size} frames (stride {self.stride}, the first "
+                f"{self.context_frames} frames as context). Most surprising: {tops}.")
+
+
+@runtime_checkable
+class SurpriseScorer(Protocol):
+    """Anything that scores a clip's frames ``[T,H,W,3]`` uint8 with prediction surprise."""
+
+    def score(self, frames: np.ndarray) -> SurpriseEvidence: ...
+
+
+def window_starts(num_frames: int, window: int = 16, stride: int = 2) -> list[int]:
+    """Start frames of all full windows: 0, stride, 2*stride, ... while ``start + window <= num_frames``."""
+    return list(range(0, num_frames - window + 1, stride)) if num_frames >= window else []
+
+
+def preprocess_frames(frames: np.ndarray, crop_size: int) -> np.ndarray:
+    """Resize (short side to ``int(crop*256/224)``, bilinear), centre-crop, ImageNet-normalise.
+
+    Returns float32 ``[T,3,crop,crop]``.
+    """
+    t, h, w, _ = frames.shape
+    short = int(crop_size * 256 / 224)
+    scale = short / min(h, w)
+    nh, nw = max(crop_size, round(h * scale)), max(crop_size, round(w * scale))
+    y0, x0 = (nh - crop_size) // 2, (nw - crop_size) // 2
+    out = np.empty((t, 3, crop_size, crop_size), np.float32)
+    for i in range(t):
+        img = cv2.resize(frames[i], (nw, nh), interpolation=cv2.INTER_LINEAR)
+        img = img[y0:y0 + crop_size, x0:x0 + crop_size].astype(np.float32) / 255.0
+        out[i] = ((img - IMAGENET_MEAN) / IMAGENET_STD).transpose(2, 0, 1)
+    return out
+
+
+def surprise_from_latents(predicted: Any, actual: Any) -> Any:
+    """``1 - mean_tokens cos(LN(predicted), LN(actual))`` per window (module docstring equation).
+
+    ``predicted`` and ``actual`` are tensors ``[B,N,D]``; returns ``[B]`` float32.
+    """
+    import torch.nn.functional as F
+
+    p = F.layer_norm(predicted.float(), predicted.shape[-1:])
+    a = F.layer_norm(actual.float(), actual.shape[-1:])
+    return 1.0 - F.cosine_similarity(p, a, dim=-1).mean(dim=-1)
+
+
+class VJEPA2SurpriseScorer:
+    """SurpriseScorer backed by a V-JEPA 2 encoder + predictor (lazy-loaded)."""
+
+    def __init__(self, model_id: str = DEFAULT_VJEPA2, *, device: Literal["cpu", "cuda"] = "cpu",
+                 dtype: Literal["float32", "bfloat16", "float16"] = "float32", batch_size: int = 8,
+                 top_k: int = 3, window: int = 16, stride: int = 2, context: int = 8,
+                 model: Any | None = None) -> None:
+        if not 0 < context < window:
+            raise ValueError(f"context ({context}) must be between 1 and window-1 ({window - 1})")
+        if batch_size < 1 or top_k < 0 or stride < 1:
+            raise ValueError("batch_size and stride must be >= 1, top_k >= 0")
+        self.model_id, self.device, self.dtype = model_id, device, dtype
+        self.batch_size, self.top_k = batch_size, top_k
+        self.window, self.stride, self.context = window, stride, context
+        self._model = model
+        self._lock = threading.Lock()
+        if model is not None:
+            self._check_config(model.config)
+
+    @classmethod
+    def from_pretrained(cls, model_id: str = DEFAULT_VJEPA2, **kwargs: Any) -> VJEPA2SurpriseScorer:
+        """A scorer that loads ``VJEPA2Model.from_pretrained(model_id)`` (hub id or local path) on first use."""
+        return cls(model_id, **kwargs)
+
+    def _check_config(self, config: Any) -> None:
+        tub = int(config.tubelet_size)
+        if self.context % tub or self.window % tub:
+            raise ValueError(f"window ({self.window}) and context ({self.context}) must be multiples of the "
+                             f"tubelet size {tub}")
+
+    def load(self) -> VJEPA2SurpriseScorer:
+        """Load the model now (idempotent); raises ToolFault("surprise", "load", ...) on failure."""
+        with self._lock:
+            if self._model is None:
+                try:
+                    import torch
+                    from transformers import VJEPA2Model
+
+                    model = VJEPA2Model.from_pretrained(self.model_id, dtype=getattr(torch, self.dtype))
+                    self._check_config(model.config)
+                    self._model = model.to(self.device).eval()
+                except Exception as exc:  # noqa: BLE001 - every load failure becomes a typed fault
+                    raise ToolFault("surprise", "load",
+                                    f"cannot load V-JEPA 2 from {self.model_id!r}: {type(exc).__name__}: {exc}") from exc
+        return self
+
+    @property
+    def model(self) -> Any:
+        return self.load()._model
+
+    def window_latents(self, clips: Any) -> tuple[Any, Any]:
+        """Predicted and actual target latents for windows ``clips`` ``[B,window,3,S,S]`` (preprocessed).
+
+        Predicted: encoder on the context frames only -> predictor with context positions
+        ``0..Nc-1`` and target positions ``Nc..Nf-1``. Actual: encoder on the full window, target tokens.
+        """
+        import torch
+
+        model = self.model
+        tub = int(model.config.tubelet_size)
+        with torch.inference_mode():
+            b = clips.shape[0]
+            grid = (clips.shape[-1] // int(model.config.patch_size)) * (clips.shape[-2] // int(model.config.patch_size))
+            n_ctx, n_all = (self.context // tub) * grid, (self.window // tub) * grid
+            context = model.encoder(pixel_values_videos=clips[:, : self.context]).last_hidden_state
+            if context.shape[1] != n_ctx:
+                raise ToolFault("surprise", "run", f"encoder gave {context.shape[1]} context tokens, expected {n_ctx}")
+            ctx_mask = [torch.arange(n_ctx, device=clips.device).unsqueeze(0).repeat(b, 1)]
+            tgt_mask = [torch.arange(n_ctx, n_all, device=clips.device).unsqueeze(0).repeat(b, 1)]
+            predicted = model.predictor(encoder_hidden_states=context, context_mask=ctx_mask,
+                                        target_mask=tgt_mask).last_hidden_state
+            actual = model.encoder(pixel_values_videos=clips).last_hidden_state[:, n_ctx:n_all]
+        return predicted, actual
+
+    def score_windows(self, pixels: np.ndarray, starts: list[int], batch_size: int | None = None) -> list[float]:
+        """Surprise of the windows starting at ``starts`` over preprocessed frames ``[T,3,S,S]``."""
+        import torch
+
+        bs = batch_size or self.batch_size
+        dtype = getattr(torch, self.dtype)
+        out: list[float] = []
+        for i in range(0, len(starts), bs):
+            chunk = np.stack([pixels[s:s + self.window] for s in starts[i:i + bs]])
+            clips = torch.from_numpy(chunk).to(self.device, dtype=dtype)
+            predicted, actual = self.window_latents(clips)
+            out.extend(float(v) for v in surprise_from_latents(predicted, actual).cpu().tolist())
+        return out
+
+    def score(self, frames: np.ndarray) -> SurpriseEvidence:
+        frames = np.asarray(frames)
+        if frames.ndim != 4 or frames.shape[-1] != 3 or frames.dtype != np.uint8:
+            raise ValueError(f"frames must be uint8 [T,H,W,3], got {frames.dtype} {frames.shape}")
+        n = int(frames.shape[0])
+        meta = dict(num_frames=n, window_size=self.window, stride=self.stride, context_frames=self.context)
+        starts = window_starts(n, self.window, self.stride)
+        if not starts:
+            return SurpriseEvidence(status="not_enough_frames", **meta)
+        model = self.model
+        try:
+            pixels = preprocess_frames(frames, int(model.config.crop_size))
+            values = self.score_windows(pixels, starts)
+        except ToolFault:
+            raise
+        except Exception as exc:  # noqa: BLE001 - every run failure becomes a typed fault
+            raise ToolFault("surprise", "run", f"V-JEPA 2 surprise failed: {type(exc).__name__}: {exc}") from exc
+        if not np.isfinite(values).all():
+            raise ToolFault("surprise", "run", "V-JEPA 2 produced non-finite surprise values")
+        windows = [SurpriseWindow(start=s, end=s + self.window - 1, frames=list(range(s, s + self.window)),
+                                  surprise=v) for s, v in zip(starts, values, strict=True)]
+        top = sorted(windows, key=lambda w: -w.surprise)[: self.top_k]
+        return SurpriseEvidence(status="ok", windows=windows, top=top, mean=float(np.mean(values)), **meta)

@@ -1,0 +1,76 @@
+"""The agent's handle on the evidence tools: builds the tracker and surprise scorer lazily from ToolSettings,
+in-process or through the tool service (``settings.tools_url``), with identical results either way.
+
+Decisions where the issue was silent: tools are built on first use (thread-safe) and cached for the
+life of the Toolbox; a build failure raises ToolFault and is not cached, so a later call retries;
+``close()`` releases the HTTP connection pool of the remote tools.
+"""
+
+from __future__ import annotations
+
+import threading
+
+import numpy as np
+
+from tools.client import RemoteMotionTracker, RemoteSurpriseScorer, ToolServiceClient
+from tools.motion import MotionTracker, build_tracker
+from tools.quality import QualityCheck, check_quality
+from tools.settings import ToolSettings
+from tools.surprise import SurpriseScorer, VJEPA2SurpriseScorer
+
+
+class Toolbox:
+    """Lazily built evidence tools for one process (share it across agent runs)."""
+
+    def __init__(self, settings: ToolSettings | None = None, *, tracker: MotionTracker | None = None,
+                 scorer: SurpriseScorer | None = None) -> None:
+        self.settings = settings or ToolSettings()
+        self._tracker = tracker
+        self._scorer = scorer
+        self._client: ToolServiceClient | None = None
+        self._lock = threading.Lock()
+
+    @property
+    def remote(self) -> bool:
+        return self.settings.tools_url is not None
+
+    def _service(self) -> ToolServiceClient:
+        if self._client is None:
+            s = self.settings
+            self._client = ToolServiceClient(s.tools_url or "", token=s.token(), timeout_s=s.request_timeout_s,
+                                             connect_timeout_s=s.connect_timeout_s, retries=s.retries)
+        return self._client
+
+    def tracker(self) -> MotionTracker:
+        """The configured motion tracker (CoTracker3 loads here; failures raise ToolFault)."""
+        with self._lock:
+            if self._tracker is None:
+                s = self.settings
+                if self.remote:
+                    self._tracker = RemoteMotionTracker(self._service())
+                elif s.motion_backend == "cotracker3":
+                    self._tracker = build_tracker("cotracker3", checkpoint=s.cotracker_checkpoint,
+                                                  hub_dir=s.cotracker_hub_dir, device=s.device).load()
+                else:
+                    self._tracker = build_tracker("lk")
+            return self._tracker
+
+    def surprise(self) -> SurpriseScorer:
+        """The configured surprise scorer (V-JEPA 2 loads on its first score)."""
+        with self._lock:
+            if self._scorer is None:
+                s = self.settings
+                self._scorer = (RemoteSurpriseScorer(self._service()) if self.remote else
+                                VJEPA2SurpriseScorer.from_pretrained(
+                                    s.vjepa_model, device=s.device, dtype=s.vjepa_dtype,
+                                    batch_size=s.surprise_batch_size, top_k=s.surprise_top_k))
+            return self._scorer
+
+    def quality(self, frames: np.ndarray) -> QualityCheck:
+        """Quality pre-check with the configured thresholds (always in-process: it is cheap)."""
+        return check_quality(frames, thresholds=self.settings.quality)
+
+    def close(self) -> None:
+        if self._client is not None:
+            self._client.close()
+            self._client = None
