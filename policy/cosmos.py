@@ -1,0 +1,123 @@
+"""Cosmos-Predict2.5 backend: one velocity call of diffusers ``CosmosTransformer3DModel``.
+
+Conventions, read from diffusers' ``Cosmos2_5_PredictBasePipeline`` (0.42):
+
+* the timestep fed to the transformer is sigma itself, in [0, 1] (the pipeline's
+  "assumes sigma(t) in [0, 1]"; no x1000), given per latent frame as [B, 1, F, 1, 1];
+  conditioning frames get ``cond_frame_sigma`` (the pipeline's ``conditional_frame_timestep``,
+  1e-4 by default: the clean end of the schedule);
+* the condition-mask channel is 1 on conditioning frames (our ``cond_mask`` is the opposite: 1 =
+  generated), concatenated after the latent channels; the real model also concatenates a
+  padding-mask channel (zeros) when ``concat_padding_mask`` is set;
+* conditioning frames of the input are replaced by the clean conditioning latent before the
+  forward, and the output is the flow-matching velocity ``noise - x0`` (the pipeline's
+  ``gt_velocity = latents - cond_latent`` and its flow ``scheduler.step``).
+
+Decision (torchvision): diffusers resizes the padding mask with torchvision, which this project
+does not depend on. The tiny test model therefore sets ``concat_padding_mask=False`` and, when
+``in_channels`` leaves room for two extra channels, :func:`cosmos_velocity` appends the zero
+padding channel itself -- the same patch-embedding input the real model sees. Real checkpoints
+(``concat_padding_mask=True``) need torchvision installed.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+from torch import Tensor
+
+# Cosmos-Predict2.5-2B transformer (diffusers layout): 2048 hidden = 16 heads x 128, 28 blocks,
+# Reason-1 / Qwen2.5-VL-7B text features (28 layers x 3584 = 100352) projected to 1024,
+# RoPE extrapolation (t, h, w) = (1, 3, 3), no extra learnable positional embedding.
+COSMOS_PREDICT2_5_2B: dict[str, Any] = {
+    "in_channels": 17,
+    "out_channels": 16,
+    "num_attention_heads": 16,
+    "attention_head_dim": 128,
+    "num_layers": 28,
+    "mlp_ratio": 4.0,
+    "text_embed_dim": 1024,
+    "adaln_lora_dim": 256,
+    "max_size": (128, 240, 240),
+    "patch_size": (1, 2, 2),
+    "rope_scale": (1.0, 3.0, 3.0),
+    "concat_padding_mask": True,
+    "extra_pos_embed_type": None,
+    "use_crossattn_projection": True,
+    "crossattn_proj_in_channels": 100352,
+    "encoder_hidden_states_channels": 1024,
+}
+
+TINY_COSMOS: dict[str, Any] = {
+    "in_channels": 18,  # 16 latent + condition mask + padding mask (appended by cosmos_velocity)
+    "out_channels": 16,
+    "num_attention_heads": 2,
+    "attention_head_dim": 16,
+    "num_layers": 2,
+    "mlp_ratio": 2.0,
+    "text_embed_dim": 32,
+    "adaln_lora_dim": 8,
+    "max_size": (32, 64, 64),
+    "patch_size": (1, 2, 2),
+    "rope_scale": (1.0, 3.0, 3.0),
+    "concat_padding_mask": False,
+    "extra_pos_embed_type": None,
+    "use_crossattn_projection": True,
+    "crossattn_proj_in_channels": 48,
+    "encoder_hidden_states_channels": 32,
+}
+
+
+def build_cosmos_transformer(config: dict[str, Any], seed: int = 0):
+    """A randomly initialised ``CosmosTransformer3DModel`` with ``config`` (no hub access)."""
+    from diffusers import CosmosTransformer3DModel
+
+    torch.manual_seed(seed)
+    return CosmosTransformer3DModel(**config)
+
+
+def cosmos_text_dim(transformer) -> int:
+    """Width of the text features the transformer takes (before its optional projection)."""
+    cfg = transformer.config
+    return int(cfg.crossattn_proj_in_channels if cfg.use_crossattn_projection else cfg.text_embed_dim)
+
+
+def cosmos_velocity(
+    transformer,
+    x_in: Tensor,
+    sigma: Tensor,
+    cond_mask: Tensor,
+    text_embeds: Tensor,
+    *,
+    cond_frame_sigma: float = 1e-4,
+) -> Tensor:
+    """Raw transformer velocity for a first-frame-replaced input ``x_in`` [B, C, F, H, W] (float32 out).
+
+    ``sigma`` [B]; ``cond_mask`` [B, 1, F, 1, 1] with 0 on conditioning frames.
+    """
+    b, c, f, h, w = x_in.shape
+    cfg = transformer.config
+    dtype = transformer.dtype
+    is_cond = (1.0 - cond_mask.float()).to(x_in.device)  # 1 on conditioning frames
+    timestep = is_cond * cond_frame_sigma + (1.0 - is_cond) * sigma.float().view(b, 1, 1, 1, 1)
+    cond_channel = is_cond.expand(b, 1, f, h, w)
+    extra = int(cfg.in_channels) - c
+    kwargs: dict[str, Any] = {}
+    if cfg.concat_padding_mask:
+        if extra != 1:
+            raise ValueError(f"transformer in_channels {cfg.in_channels} != latent channels {c} + 1 (condition mask)")
+        kwargs["padding_mask"] = x_in.new_zeros(1, 1, h, w, dtype=dtype)
+    elif extra == 2:
+        cond_channel = torch.cat([cond_channel, torch.zeros_like(cond_channel)], dim=1)
+    elif extra != 1:
+        raise ValueError(f"transformer in_channels {cfg.in_channels} does not fit latent channels {c}")
+    out = transformer(
+        hidden_states=x_in.to(dtype),
+        timestep=timestep,
+        encoder_hidden_states=text_embeds.to(dtype),
+        condition_mask=cond_channel.to(dtype),
+        return_dict=False,
+        **kwargs,
+    )[0]
+    return out.float()

@@ -1,0 +1,370 @@
+"""DynDiff sampler maths: pure tensor functions (DESIGN.md §5, paper Sec. 4.2).
+
+Conventions: latents are ``[B, C, F, H, W]``; sigma runs from 1 (noise) to 0 (data);
+``x_t = (1 - s) x0 + s eps`` and the velocity is ``v = eps - x0`` (rectified flow).
+
+Equations implemented here (labels E1-E4 used in the docstrings below):
+
+* (E1) ``x0_hat = x_t - s v``, ``eps_hat = x_t + (1 - s) v``                       -> :func:`predict_x0_eps`
+* (E2) ``R = dX - mean_hw(dX)``, ``D = minmax_hw(||R||_2 over C)``,
+  ``B = 1[D > quantile_hw(D, tau)]``, ``M = r_base + (1 - r_base)(0.5 D + 0.5 B)``  -> :func:`dynamic_mask`
+* (E3) ``sn = s_next M``, ``mean = x0_hat (1 - s_next) + eps_hat sqrt(s_next^2 - sn^2)``,
+  ``x_next = mean + sn z``                                                          -> :func:`hybrid_step`
+* (E4) ``log p = sum [-(x - mean)^2 / (2 sn^2) - log sn - 0.5 log 2 pi]``            -> :func:`gaussian_log_prob`
+
+Decisions where the issue was silent:
+
+* ``quantile_large`` reproduces ``torch.quantile(..., interpolation="linear")`` with one
+  ``torch.kthvalue`` call plus a masked minimum (O(n) selection, no full sort, no 16M-element
+  limit). The quantile in the mask is taken over the H*W positions of each (sample, frame); there
+  ``B = 1[D > q]`` equals ``1[D > D_(floor(tau (n-1)) + 1)]`` exactly (no value of D lies strictly
+  between two consecutive order statistics), so the mask needs a single ``kthvalue``.
+* In-place arithmetic is used only when no autograd graph is being built (rollouts), so the
+  same functions serve the no-grad rollout and the differentiable recomputation.
+* The binary part B never carries gradient; the continuous part D does unless the caller
+  detaches ``delta_x0`` (``RolloutConfig.mask_grad`` in ``policy/rollout.py``).
+* Min-max normalisation with a zero range (a static frame, or the first SDE step) gives ``D = 0``
+  there, hence ``B = 0`` (``0 > 0`` is false) and ``M = r_base``.
+* Masks are computed in float32 whatever the latent dtype and returned as float32.
+* ``hybrid_step`` returns ``std`` with the full latent shape as a broadcast (stride-0 over C) view
+  of the per-position field ``sigma_next * M``: it costs no memory and log-likelihood sums over
+  every latent element, channels included.
+* On conditioning frames (``cond_mask == 0``) the sample and the mean both equal ``x_t`` and
+  the std is 0, so :func:`gaussian_log_prob` skips them (std-0 elements are always excluded,
+  never turned into ``inf``).
+* ``mask`` values must lie in [0, 1] (0 gives the deterministic Euler step; 1 the full
+  stochastic step); :func:`dynamic_mask` always returns values in [r_base, 1].
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Literal
+
+import torch
+from torch import Tensor
+
+_LOG_SQRT_2PI = 0.5 * math.log(2.0 * math.pi)
+
+
+class DynDiffInputError(ValueError):
+    """Raised when a DynDiff function gets inputs of the wrong shape or out-of-range settings."""
+
+
+@dataclass(frozen=True)
+class HybridStep:
+    """One hybrid ODE/SDE transition: the drawn ``sample``, its Gaussian ``mean`` and ``std``."""
+
+    sample: Tensor
+    mean: Tensor
+    std: Tensor
+
+
+def _check_latent(name: str, x: Tensor) -> None:
+    if x.ndim != 5:
+        raise DynDiffInputError(f"{name} must be a latent [B, C, F, H, W], got shape {tuple(x.shape)}")
+
+
+def _as_batch_sigma(name: str, sigma: Tensor | float, batch: int, ref: Tensor) -> Tensor:
+    """Return ``sigma`` as a float32 tensor [B, 1, 1, 1, 1] on ``ref``'s device (scalar or [B])."""
+    s = torch.as_tensor(sigma, dtype=torch.float32, device=ref.device)
+    if s.ndim == 0:
+        s = s.expand(batch)
+    if s.ndim != 1 or s.shape[0] != batch:
+        raise DynDiffInputError(f"{name} must be a scalar or a [B={batch}] tensor, got shape {tuple(s.shape)}")
+    return s.view(batch, 1, 1, 1, 1)
+
+
+def check_tau_r_base(tau: float, r_base: float) -> None:
+    """Validate the DynDiff settings: ``tau`` in (0, 1), ``r_base`` in (0, 1]."""
+    if not 0.0 < float(tau) < 1.0:
+        raise DynDiffInputError(f"tau must be in (0, 1), got {tau}")
+    if not 0.0 < float(r_base) <= 1.0:
+        raise DynDiffInputError(f"r_base must be in (0, 1], got {r_base}")
+
+
+def predict_x0_eps(x_t: Tensor, v: Tensor, sigma: Tensor | float) -> tuple[Tensor, Tensor]:
+    """(E1) Clean-sample and noise predictions from the velocity.
+
+    ``x0_hat = x_t - s v`` and ``eps_hat = x_t + (1 - s) v`` (paper Sec. 4.2, first equation),
+    exact inverses of ``x_t = (1 - s) x0 + s eps`` with ``v = eps - x0``.
+    ``sigma`` is a scalar or a [B] tensor.
+    """
+    _check_latent("x_t", x_t)
+    if v.shape != x_t.shape:
+        raise DynDiffInputError(f"v shape {tuple(v.shape)} must equal x_t shape {tuple(x_t.shape)}")
+    s = _as_batch_sigma("sigma", sigma, x_t.shape[0], x_t).to(x_t.dtype)
+    return torch.addcmul(x_t, s, v, value=-1.0), torch.addcmul(x_t, 1.0 - s, v)
+
+
+def predict_x0(x_t: Tensor, v: Tensor, sigma: Tensor | float) -> Tensor:
+    """(E1) ``x0_hat = x_t - s v`` alone (one pass; what the mask and the rollout record need)."""
+    _check_latent("x_t", x_t)
+    if v.shape != x_t.shape:
+        raise DynDiffInputError(f"v shape {tuple(v.shape)} must equal x_t shape {tuple(x_t.shape)}")
+    s = _as_batch_sigma("sigma", sigma, x_t.shape[0], x_t).to(x_t.dtype)
+    return torch.addcmul(x_t, s, v, value=-1.0)
+
+
+def _no_grad_needed(*tensors: Tensor) -> bool:
+    """True when no autograd graph is being built through ``tensors`` (in-place ops are safe)."""
+    return not torch.is_grad_enabled() or not any(t.requires_grad for t in tensors)
+
+
+def quantile_large(x: Tensor, q: float, dim: int = -1) -> Tensor:
+    """``torch.quantile(x, q, dim, interpolation="linear")`` without the 16M-element limit.
+
+    With n values along ``dim`` the quantile sits at position ``p = q (n - 1)`` of the sorted
+    values; the result is ``lo + (hi - lo)(p - floor(p))`` where ``lo``/``hi`` are the
+    ``floor(p)``-th and ``ceil(p)``-th order statistics: one ``torch.kthvalue`` (selection,
+    not a full sort) and one masked minimum. NaNs are not supported. The reduced dimension is
+    removed.
+    """
+    if not 0.0 <= float(q) <= 1.0:
+        raise DynDiffInputError(f"quantile q must be in [0, 1], got {q}")
+    n = x.shape[dim]
+    if n == 0:
+        raise DynDiffInputError("quantile over an empty dimension")
+    pos = float(q) * (n - 1)
+    lo_i = int(math.floor(pos))
+    hi_i = min(lo_i + 1, n - 1)
+    frac = pos - lo_i
+    lo = torch.kthvalue(x, lo_i + 1, dim=dim).values
+    if frac == 0.0 or hi_i == lo_i:
+        return lo
+    # The next order statistic without a second selection: it equals ``lo`` when more than
+    # lo_i + 1 values are <= lo (ties), else it is the smallest value strictly above ``lo``.
+    lo_k = lo.unsqueeze(dim)
+    n_le = (x <= lo_k).sum(dim=dim)
+    above = torch.where(x > lo_k, x, torch.full_like(x, float("inf"))).amin(dim=dim)
+    hi = torch.where(n_le >= hi_i + 1, lo, above)
+    return lo + (hi - lo) * frac
+
+
+def _minmax_hw(d: Tensor) -> Tensor:
+    """Min-max normalise [B, 1, F, H, W] over (H, W) per (b, f); a zero range gives 0."""
+    flat = d.flatten(-2)
+    lo = flat.amin(dim=-1, keepdim=True)
+    hi = flat.amax(dim=-1, keepdim=True)
+    rng = hi - lo
+    ok = rng > 0
+    out = torch.where(ok, (flat - lo) / torch.where(ok, rng, torch.ones_like(rng)), torch.zeros_like(flat))
+    return out.view_as(d)
+
+
+def dynamic_mask(
+    delta_x0: Tensor | None,
+    tau: float,
+    r_base: float,
+    *,
+    shape: tuple[int, ...] | None = None,
+    device: torch.device | str | None = None,
+    overwrite: bool = False,
+) -> Tensor:
+    """(E2) DynDiff rollout mask ``M`` of shape [B, 1, F, H, W] (float32).
+
+    ``R = dX - mean_{h,w}(dX)`` per channel and frame; ``D = minmax_{h,w}(||R||_2 over C)`` per
+    frame; ``B = 1[D > quantile_{h,w}(D, tau)]``; ``M = r_base + (1 - r_base)(0.5 D + 0.5 B)``.
+
+    ``delta_x0`` is ``x0_hat(k) - x0_hat(k-1)`` [B, C, F, H, W]. ``None`` marks the first SDE
+    step (no previous prediction): ``D = B = 0`` so ``M = r_base`` everywhere, with the
+    [B, C, F, H, W] (or [B, 1, F, H, W]) ``shape`` given explicitly. Gradients flow through ``D``
+    (``B`` is a step function and carries none); detach ``delta_x0`` for a fixed mask.
+    ``overwrite=True`` allows reusing ``delta_x0``'s storage as scratch space when no autograd
+    graph is built (callers passing a temporary save a full-size allocation).
+    """
+    check_tau_r_base(tau, r_base)
+    if delta_x0 is None:
+        if shape is None or len(shape) != 5:
+            raise DynDiffInputError("dynamic_mask(None, ...) needs shape=(B, C, F, H, W) for the first SDE step")
+        b, _, f, h, w = shape
+        return torch.full((b, 1, f, h, w), float(r_base), dtype=torch.float32, device=device)
+    _check_latent("delta_x0", delta_x0)
+    dx = delta_x0.float()
+    inplace = _no_grad_needed(delta_x0)
+    mean_hw = dx.mean(dim=(-2, -1), keepdim=True)
+    if inplace and (overwrite or dx.data_ptr() != delta_x0.data_ptr()):
+        resid = dx.sub_(mean_hw)  # dx is scratch: a float32 copy, or a temporary the caller gave up
+    else:
+        resid = dx - mean_hw
+    # L2 over channels; squaring then summing is several times faster than linalg.vector_norm on
+    # a strided channel reduction (in place when no graph is built). The clamp keeps the sqrt
+    # gradient finite at 0.
+    sq = resid.square_() if inplace else resid * resid
+    norm = sq.sum(dim=1, keepdim=True).clamp_min(1e-30).sqrt()  # [B, 1, F, H, W]
+    d = _minmax_hw(norm)
+    b, _, f, h, w = d.shape
+    # B = 1[D > q] with q the linearly interpolated tau-quantile over H*W. q lies between the
+    # order statistics lo = D_(floor(p)) and hi = D_(floor(p)+1), p = tau (n - 1), and no value of
+    # D lies strictly between them, so D > q <=> D > lo exactly (ties included): one selection.
+    n = h * w
+    k = int(math.floor(float(tau) * (n - 1))) + 1
+    thr = torch.kthvalue(d.detach().reshape(b, f, n), k, dim=-1).values.view(b, 1, f, 1, 1)
+    bin_mask = (d.detach() > thr).to(d.dtype)
+    return r_base + (1.0 - r_base) * (0.5 * d + 0.5 * bin_mask)
+
+
+def transition_mean_std(
+    x_t: Tensor,
+    v: Tensor,
+    sigma: Tensor | float,
+    sigma_next: Tensor | float,
+    mask: Tensor,
+    *,
+    cond_mask: Tensor | None = None,
+) -> tuple[Tensor, Tensor]:
+    """(E3) Gaussian of the hybrid transition: ``mean`` and ``std = s_next * M`` (full latent shape).
+
+    ``mean = x0_hat (1 - s_next) + eps_hat sqrt(s_next^2 - sn^2)`` with ``sn = s_next M``.
+    Conditioning frames (``cond_mask == 0``) get ``mean = x_t`` and ``std = 0``.
+    Validates shapes, ``0 <= sigma_next < sigma <= 1`` and ``0 <= mask <= 1``.
+    """
+    _check_latent("x_t", x_t)
+    if v.shape != x_t.shape:
+        raise DynDiffInputError(f"v shape {tuple(v.shape)} must equal x_t shape {tuple(x_t.shape)}")
+    b, c, f, h, w = x_t.shape
+    s = _as_batch_sigma("sigma", sigma, b, x_t)
+    s_next = _as_batch_sigma("sigma_next", sigma_next, b, x_t)
+    if bool(((s_next >= s) | (s_next < 0) | (s > 1)).any()):
+        raise DynDiffInputError(
+            f"need 0 <= sigma_next < sigma <= 1, got sigma={s.flatten().tolist()} "
+            f"sigma_next={s_next.flatten().tolist()}"
+        )
+    if mask.ndim != 5 or mask.shape[1] != 1 or mask.shape[0] != b or tuple(mask.shape[2:]) != (f, h, w):
+        raise DynDiffInputError(f"mask must be [B, 1, F, H, W] = {(b, 1, f, h, w)}, got {tuple(mask.shape)}")
+    m = mask.float()
+    m_lo, m_hi = torch.aminmax(m.detach())
+    if bool(m_lo < 0) or bool(m_hi > 1):
+        raise DynDiffInputError("mask values must lie in [0, 1]")
+    noise_std = s_next * m  # [B, 1, F, H, W]
+    gap = s_next * s_next - noise_std * noise_std
+    if _no_grad_needed(m):
+        coef = gap.clamp_min_(0.0).sqrt_()
+    else:  # sqrt has an infinite slope at 0 (mask 1): keep gradients finite there
+        pos = gap > 0
+        coef = torch.where(pos, torch.sqrt(torch.where(pos, gap, torch.ones_like(gap))), torch.zeros_like(gap))
+    # mean = x0_hat (1 - s_next) + eps_hat coef with x0_hat = x - s v, eps_hat = x + (1 - s) v
+    #      = a x + b v,  a = 1 - s_next + coef,  b = coef (1 - s) - s (1 - s_next)
+    # (per-position coefficient fields: two full-size passes instead of six).
+    a = 1.0 - s_next + coef
+    bv = coef * (1.0 - s) - s * (1.0 - s_next)
+    if cond_mask is not None:
+        keep = _check_cond_mask(cond_mask, x_t).float()
+        a = keep * a + (1.0 - keep)  # conditioning frames: mean = x_t exactly
+        bv = keep * bv
+        noise_std = noise_std * keep
+    if _no_grad_needed(x_t, v, a, bv):
+        mean = torch.mul(x_t.float(), a).addcmul_(bv, v.float())
+    else:
+        mean = torch.addcmul(a * x_t.float(), bv, v.float())
+    return mean, noise_std.expand(b, c, f, h, w)
+
+
+def _check_cond_mask(cond_mask: Tensor, x_t: Tensor) -> Tensor:
+    b, _, f, h, w = x_t.shape
+    ok = (
+        cond_mask.ndim == 5
+        and cond_mask.shape[0] == b
+        and cond_mask.shape[1] == 1
+        and cond_mask.shape[2] == f
+        and tuple(cond_mask.shape[3:]) in ((1, 1), (h, w))
+    )
+    if not ok:
+        raise DynDiffInputError(
+            f"cond_mask must be [B, 1, F, 1, 1] or [B, 1, F, H, W] for latent {tuple(x_t.shape)}, "
+            f"got {tuple(cond_mask.shape)}"
+        )
+    return cond_mask
+
+
+def hybrid_step(
+    x_t: Tensor,
+    v: Tensor,
+    sigma: Tensor | float,
+    sigma_next: Tensor | float,
+    mask: Tensor,
+    noise: Tensor | None = None,
+    generator: torch.Generator | None = None,
+    *,
+    cond_mask: Tensor | None = None,
+) -> HybridStep:
+    """(E3) One hybrid ODE/SDE step ``x_next = mean + (s_next M) z``, ``z ~ N(0, I)``.
+
+    ``mask`` is [B, 1, F, H, W] in [0, 1]: 0 recovers the deterministic flow Euler step
+    ``x + (s_next - s) v``, 1 the full stochastic step whose mean drops the ``eps_hat`` term.
+    ``noise`` (same shape as ``x_t``) overrides the draw from ``generator``. Conditioning frames
+    (``cond_mask == 0``; [B, 1, F, 1, 1] or [B, 1, F, H, W]) keep ``x_t`` exactly and get std 0.
+    Computation is float32; ``sample`` is returned in ``x_t``'s dtype.
+    """
+    mean, std = transition_mean_std(x_t, v, sigma, sigma_next, mask, cond_mask=cond_mask)
+    if noise is None:
+        gen_device = generator.device if generator is not None else x_t.device
+        noise = torch.randn(x_t.shape, generator=generator, device=gen_device, dtype=torch.float32).to(x_t.device)
+    elif noise.shape != x_t.shape:
+        raise DynDiffInputError(f"noise shape {tuple(noise.shape)} must equal x_t shape {tuple(x_t.shape)}")
+    # std is 0 on conditioning frames and the mean equals x_t there, so the sample keeps x_t exactly.
+    sample = torch.addcmul(mean, std, noise.float())
+    return HybridStep(sample=sample.to(x_t.dtype), mean=mean, std=std)
+
+
+def gaussian_log_prob(
+    x: Tensor,
+    mean: Tensor,
+    std: Tensor,
+    reduce: Literal["sum", "mean"] = "sum",
+    *,
+    weight_mask: Tensor | None = None,
+) -> Tensor:
+    """(E4) Per-sample Gaussian transition log-likelihood [B].
+
+    ``log p = sum_j [-(x_j - mean_j)^2 / (2 std_j^2) - log std_j - 0.5 log 2 pi]`` over latent
+    elements ``j`` (paper Sec. 4.2, element-wise log density summed over coordinates).
+    Elements with ``std == 0`` (deterministic / conditioning) or ``weight_mask == 0`` are
+    excluded (no ``inf``, no NaN gradients). ``reduce="mean"`` divides by the number of included
+    elements per sample (0 when none). ``std`` and ``weight_mask`` broadcast to ``x``.
+    """
+    if reduce not in ("sum", "mean"):
+        raise DynDiffInputError(f"reduce must be 'sum' or 'mean', got {reduce!r}")
+    if x.ndim < 1 or mean.shape != x.shape:
+        raise DynDiffInputError(f"mean shape {tuple(mean.shape)} must equal x shape {tuple(x.shape)}")
+    field = _compact(std).float()
+    if field.ndim != x.ndim:
+        raise DynDiffInputError(f"std must have x's number of dims {x.ndim} (broadcastable), got {tuple(std.shape)}")
+    valid = field > 0
+    if weight_mask is not None:
+        if weight_mask.ndim != x.ndim:
+            raise DynDiffInputError(f"weight_mask must have {x.ndim} dims (broadcastable), got {tuple(weight_mask.shape)}")
+        valid = valid & (_compact(weight_mask).to(x.device) != 0)
+    try:
+        field_shape = torch.broadcast_shapes(field.shape, valid.shape)
+        if torch.broadcast_shapes(field_shape, x.shape) != x.shape:
+            raise RuntimeError("std / weight_mask are larger than x")
+    except RuntimeError as exc:
+        raise DynDiffInputError(f"std / weight_mask do not broadcast to x shape {tuple(x.shape)}: {exc}") from exc
+    field = field.expand(field_shape)
+    valid = valid.expand(field_shape)
+    # Everything that depends only on std is computed on the (small) broadcast field; the
+    # multiplicity of each field element in x (e.g. C when std is shared over channels)
+    # scales its log-scale term and its element count.
+    mult = math.prod(x.shape[1:]) // max(1, math.prod(field_shape[1:]))
+    safe = torch.where(valid, field, 1.0)
+    valid_f = valid.to(safe.dtype)
+    inv_std = valid_f / safe
+    log_term = (-torch.log(safe) - _LOG_SQRT_2PI) * valid_f
+    z = x.float() - mean.float()
+    z = z.mul_(inv_std) if _no_grad_needed(x, mean, inv_std) else z * inv_std
+    quad = torch.linalg.vector_norm(z.flatten(1), ord=2, dim=1).square()
+    total = -0.5 * quad + mult * log_term.flatten(1).sum(dim=1)
+    if reduce == "sum":
+        return total
+    count = (mult * valid.flatten(1).sum(dim=1)).clamp(min=1).to(total.dtype)
+    return total / count
+
+
+def _compact(t: Tensor) -> Tensor:
+    """Undo broadcast views: narrow every stride-0 dimension to size 1 (no copy)."""
+    for d in range(t.ndim):
+        if t.shape[d] > 1 and t.stride(d) == 0:
+            t = t.narrow(d, 0, 1)
+    return t

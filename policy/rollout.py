@@ -1,0 +1,220 @@
+"""DynDiff rollouts of a :class:`~policy.world_model.FlowWorldModel` and their recomputed likelihoods.
+
+``rollout`` integrates from sigma = 1 to 0 in ``num_steps`` steps of the shifted schedule
+:func:`sigma_schedule`. Steps inside the SDE window are DynDiff hybrid steps (DESIGN.md §5):
+each records what the GRPO update needs (:class:`SDEStepRecord`). Steps outside it are
+deterministic flow Euler steps ``x + (s_next - s) v`` with no likelihood (MixGRPO /
+Flow-GRPO-Fast). ``step_log_prob`` recomputes one recorded transition's log-prob, mean and std
+under the current parameters, with the current policy's own mask.
+
+Decisions where the issue was silent:
+
+* ``sde_window = (start, end)`` is half-open: steps ``start .. end-1`` are SDE steps;
+  ``0 <= start < end <= num_steps``. A window reaching the last step (``sigma_next = 0``) is
+  allowed but that step has std 0 everywhere, hence log-prob 0 and no gradient.
+* The mask history (``mask_history``): ``"window"`` (default, the issue's "first SDE step: D = B =
+  0") resets at the window's first step; ``"trajectory"`` uses the previous denoising step's
+  ``x0_hat`` whenever one exists (ODE steps included), so only step 0 has D = B = 0.
+* ``prev_x0_hat`` in a record is the rollout (old) policy's ``x0_hat`` of the previous step, or
+  ``None`` where D = B = 0. ``step_log_prob`` builds the current mask from the current policy's
+  ``x0_hat`` minus that recorded one.
+* ``mask_grad``: ``"detached"`` (default) treats the current mask, hence the std, as a constant
+  in the backward pass (gradients reach the network through the mean only); ``"differentiable"``
+  also back-propagates through the continuous part D of the mask into the std (the binary part
+  B is a step function and carries no gradient). The forward values are identical.
+* Conditioning frames start from, and keep, the first-frame latent (their velocity is 0).
+* No classifier-free guidance in rollouts (one network call per step).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Literal
+
+import torch
+from torch import Tensor
+
+from policy.dyndiff import (
+    check_tau_r_base,
+    dynamic_mask,
+    gaussian_log_prob,
+    hybrid_step,
+    predict_x0,
+    transition_mean_std,
+)
+from policy.world_model import Conditioning, FlowWorldModel
+
+
+class RolloutConfigError(ValueError):
+    """An invalid rollout setting."""
+
+
+@dataclass
+class RolloutConfig:
+    """Sampler settings shared by the rollout and the likelihood recomputation."""
+
+    num_steps: int = 10
+    """Number K of denoising steps from sigma = 1 to sigma = 0."""
+    sde_window: tuple[int, int] = (0, 4)
+    """Half-open range [start, end) of step indices that are stochastic DynDiff steps."""
+    tau: float = 0.8
+    """Quantile level in (0, 1) of the binary dynamic-region mask B."""
+    r_base: float = 0.3
+    """Minimum exploration ratio in (0, 1] of the mask M (static regions keep sigma_next * r_base)."""
+    shift: float = 3.0
+    """Timestep shift of the schedule (sigma = shift t / (1 + (shift - 1) t)); 1 = uniform."""
+    log_prob_reduce: Literal["sum", "mean"] = "sum"
+    """Sum (paper) or mean over latent elements of the per-element log density."""
+    mask_grad: Literal["detached", "differentiable"] = "detached"
+    """Whether step_log_prob back-propagates through the continuous part of the current mask."""
+    mask_history: Literal["window", "trajectory"] = "window"
+    """Where D = B = 0: at the SDE window's first step ("window") or only at step 0 ("trajectory")."""
+
+    def __post_init__(self) -> None:
+        self.sde_window = (int(self.sde_window[0]), int(self.sde_window[1]))
+        if self.num_steps < 1:
+            raise RolloutConfigError(f"num_steps must be >= 1, got {self.num_steps}")
+        start, end = self.sde_window
+        if not 0 <= start < end <= self.num_steps:
+            raise RolloutConfigError(
+                f"sde_window {self.sde_window} must satisfy 0 <= start < end <= num_steps ({self.num_steps})")
+        try:
+            check_tau_r_base(self.tau, self.r_base)
+        except ValueError as exc:
+            raise RolloutConfigError(str(exc)) from exc
+        if not self.shift > 0:
+            raise RolloutConfigError(f"shift must be > 0, got {self.shift}")
+        for name, value, allowed in (
+            ("log_prob_reduce", self.log_prob_reduce, ("sum", "mean")),
+            ("mask_grad", self.mask_grad, ("detached", "differentiable")),
+            ("mask_history", self.mask_history, ("window", "trajectory")),
+        ):
+            if value not in allowed:
+                raise RolloutConfigError(f"{name} must be one of {allowed}, got {value!r}")
+
+
+@dataclass
+class SDEStepRecord:
+    """One recorded stochastic transition x_t -> x_next (tensors batch-first)."""
+
+    step: int
+    """Index k of the denoising step."""
+    x_t: Tensor
+    """[B, C, F, H, W] state before the step."""
+    x_next: Tensor
+    """[B, C, F, H, W] sampled state after the step."""
+    sigma: Tensor
+    """[B] noise level at x_t."""
+    sigma_next: Tensor
+    """[B] noise level at x_next."""
+    prev_x0_hat: Tensor | None
+    """[B, C, F, H, W] old policy's x0_hat at the previous step, None where D = B = 0."""
+    log_prob: Tensor
+    """[B] old policy's log-likelihood of x_next (conditioning frames excluded)."""
+    mask_mean: Tensor
+    """[B] mean of the DynDiff mask M over generated frames."""
+
+
+@dataclass
+class Rollout:
+    """A finished batch of trajectories."""
+
+    latents: Tensor
+    """[B, C, F, H, W] final clean latents (conditioning frames = the first-frame latent)."""
+    steps: list[SDEStepRecord]
+    """One record per SDE step, in order."""
+    cond: Conditioning
+    """The conditioning used."""
+    sigmas: Tensor = field(default_factory=lambda: torch.empty(0))
+    """[K + 1] schedule used."""
+
+
+def sigma_schedule(num_steps: int, shift: float) -> Tensor:
+    """[K + 1] float32 noise levels from 1 to 0: ``sigma = shift t / (1 + (shift - 1) t)``, t uniform."""
+    if num_steps < 1 or not shift > 0:
+        raise RolloutConfigError(f"need num_steps >= 1 and shift > 0, got {num_steps}, {shift}")
+    t = torch.linspace(1.0, 0.0, num_steps + 1, dtype=torch.float64)
+    return (shift * t / (1.0 + (shift - 1.0) * t)).float()
+
+
+def _mask_mean(mask: Tensor, keep: Tensor) -> Tensor:
+    """[B] mean of mask [B, 1, F, H, W] over generated frames (keep [B, 1, F, 1, 1])."""
+    hw = mask.shape[-2] * mask.shape[-1]
+    num = (mask * keep).flatten(1).sum(1)
+    den = (keep.flatten(1).sum(1) * hw).clamp(min=1)
+    return num / den
+
+
+def _needs_reset(config: RolloutConfig, k: int, prev_x0: Tensor | None) -> bool:
+    return prev_x0 is None or (config.mask_history == "window" and k == config.sde_window[0])
+
+
+@torch.no_grad()
+def rollout(
+    model: FlowWorldModel,
+    cond: Conditioning,
+    config: RolloutConfig,
+    *,
+    generator: torch.Generator | None = None,
+    noise: Tensor | None = None,
+) -> Rollout:
+    """Sample B trajectories (no grad; put the model in eval mode first)."""
+    ff = cond.first_frame_latent
+    b, c, _, h, w = ff.shape
+    f = cond.num_latent_frames
+    device = ff.device
+    if noise is None:
+        gdev = generator.device if generator is not None else device
+        noise = torch.randn((b, c, f, h, w), generator=generator, device=gdev).to(device)
+    elif noise.shape != (b, c, f, h, w):
+        raise ValueError(f"noise must be {(b, c, f, h, w)}, got {tuple(noise.shape)}")
+    keep = cond.cond_mask.to(device=device, dtype=torch.float32)
+    x = keep * noise.float() + (1.0 - keep) * ff.float()
+    sigmas = sigma_schedule(config.num_steps, config.shift).to(device)
+    start, end = config.sde_window
+    prev_x0: Tensor | None = None
+    records: list[SDEStepRecord] = []
+    for k in range(config.num_steps):
+        s, s_next = sigmas[k].expand(b), sigmas[k + 1].expand(b)
+        v = model.velocity(x, s, cond)
+        x0 = predict_x0(x, v, s)
+        if start <= k < end:
+            prev = None if _needs_reset(config, k, prev_x0) else prev_x0
+            mask = (dynamic_mask(None, config.tau, config.r_base, shape=tuple(x.shape), device=device)
+                    if prev is None else dynamic_mask(x0 - prev, config.tau, config.r_base, overwrite=True))
+            st = hybrid_step(x, v, s, s_next, mask, generator=generator, cond_mask=keep)
+            lp = gaussian_log_prob(st.sample, st.mean, st.std, config.log_prob_reduce, weight_mask=keep)
+            records.append(SDEStepRecord(step=k, x_t=x, x_next=st.sample, sigma=s.clone(), sigma_next=s_next.clone(),
+                                         prev_x0_hat=prev, log_prob=lp, mask_mean=_mask_mean(mask, keep)))
+            x = st.sample
+        else:
+            x = x + (s_next - s).view(b, 1, 1, 1, 1) * v
+        prev_x0 = x0
+    return Rollout(latents=x, steps=records, cond=cond, sigmas=sigmas)
+
+
+def step_log_prob(
+    model: FlowWorldModel,
+    cond: Conditioning,
+    record: SDEStepRecord,
+    config: RolloutConfig,
+) -> tuple[Tensor, Tensor, Tensor]:
+    """Log-prob [B], mean and std ([B, C, F, H, W]) of ``record``'s transition under the current parameters.
+
+    Runs with autograd (call it in train mode for the update, under no_grad for a reference).
+    The mask is the current policy's own: from its ``x0_hat`` at ``record.x_t`` minus
+    ``record.prev_x0_hat`` (``r_base`` everywhere when that is None).
+    """
+    x_t = record.x_t
+    v = model.velocity(x_t, record.sigma, cond)
+    if record.prev_x0_hat is None:
+        mask = dynamic_mask(None, config.tau, config.r_base, shape=tuple(x_t.shape), device=x_t.device)
+    else:
+        delta = predict_x0(x_t, v, record.sigma) - record.prev_x0_hat
+        if config.mask_grad == "detached":
+            delta = delta.detach()
+        mask = dynamic_mask(delta, config.tau, config.r_base)
+    keep = cond.cond_mask.to(device=x_t.device, dtype=torch.float32)
+    mean, std = transition_mean_std(x_t, v, record.sigma, record.sigma_next, mask, cond_mask=keep)
+    log_prob = gaussian_log_prob(record.x_next, mean, std, config.log_prob_reduce, weight_mask=keep)
+    return log_prob, mean, std

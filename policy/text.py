@@ -1,0 +1,137 @@
+"""Text encoders that turn prompts into the transformer's cross-attention inputs [B, L, D].
+
+* :class:`HashTextEncoder` -- for tiny random models in tests / smoke runs: each prompt maps to a
+  fixed random [L, D] table seeded by the SHA-256 of its text (same prompt -> same embedding,
+  different prompts -> different embeddings, no weights, no network).
+* :class:`CosmosQwenTextEncoder` -- Cosmos-Predict2.5's encoder: Qwen2.5-VL run on the pipeline's
+  chat template; every hidden layer after the embeddings is normalised per token (zero mean,
+  unit std over features) and the layers are concatenated on the feature axis (28 x 3584 =
+  100352 features for the 7B encoder), as ``Cosmos2_5_PredictBasePipeline`` does.
+* :class:`WanT5TextEncoder` -- Wan's UMT5-XXL encoder: last hidden state, positions past the
+  prompt length zeroed, padded to ``max_sequence_length`` (``WanImageToVideoPipeline``).
+
+The real encoders load with ``from_pretrained`` from a local checkpoint folder (subfolders
+``text_encoder`` and ``tokenizer`` of the diffusers repository layout); untested here without
+weights. Decision: Wan's ``ftfy``-based prompt cleaning is reduced to whitespace normalisation.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Protocol
+
+import torch
+from torch import Tensor
+
+
+class TextEncoder(Protocol):
+    """Prompts -> cross-attention embeddings [B, L, D]."""
+
+    def encode(self, texts: Sequence[str], *, device: torch.device | str, dtype: torch.dtype) -> Tensor: ...
+
+    def to(self, device: torch.device | str | None = None, dtype: torch.dtype | None = None) -> TextEncoder: ...
+
+
+def _check_texts(texts: Sequence[str]) -> list[str]:
+    if isinstance(texts, str) or not all(isinstance(t, str) for t in texts):
+        raise TypeError("texts must be a sequence of strings")
+    if not texts:
+        raise ValueError("texts is empty")
+    return list(texts)
+
+
+@dataclass
+class HashTextEncoder:
+    """Deterministic random embeddings keyed by the prompt's SHA-256 (tiny models only)."""
+
+    seq_len: int = 8
+    """Number of text tokens L."""
+    dim: int = 32
+    """Embedding width D (the transformer's text input width)."""
+
+    def encode(self, texts: Sequence[str], *, device: torch.device | str = "cpu",
+               dtype: torch.dtype = torch.float32) -> Tensor:
+        rows = []
+        for text in _check_texts(texts):
+            seed = int.from_bytes(hashlib.sha256(text.encode("utf-8")).digest()[:8], "little") >> 1
+            g = torch.Generator().manual_seed(seed)
+            rows.append(torch.randn(self.seq_len, self.dim, generator=g))
+        return torch.stack(rows).to(device=device, dtype=dtype)
+
+    def to(self, device: torch.device | str | None = None, dtype: torch.dtype | None = None) -> HashTextEncoder:
+        return self
+
+
+class _HFTextEncoder:
+    """Shared holder of a Hugging Face tokenizer + encoder model (frozen, eval mode)."""
+
+    def __init__(self, tokenizer: Any, model: torch.nn.Module, max_sequence_length: int = 512) -> None:
+        self.tokenizer = tokenizer
+        self.model = model.eval().requires_grad_(False)
+        self.max_sequence_length = max_sequence_length
+
+    def to(self, device: torch.device | str | None = None, dtype: torch.dtype | None = None) -> _HFTextEncoder:
+        self.model.to(device=device, dtype=dtype)
+        return self
+
+    @property
+    def device(self) -> torch.device:
+        return next(self.model.parameters()).device
+
+
+class CosmosQwenTextEncoder(_HFTextEncoder):
+    """Qwen2.5-VL prompt encoder of Cosmos-Predict2.5 (all layers, normalised, concatenated)."""
+
+    SYSTEM = "You are a helpful assistant who will provide prompts to an image generator."
+
+    @classmethod
+    def from_pretrained(cls, path: str | Path, *, torch_dtype: torch.dtype = torch.bfloat16,
+                        max_sequence_length: int = 512) -> CosmosQwenTextEncoder:
+        from transformers import AutoTokenizer, Qwen2_5_VLForConditionalGeneration
+
+        tok = AutoTokenizer.from_pretrained(str(path), subfolder="tokenizer")
+        model = Qwen2_5_VLForConditionalGeneration.from_pretrained(
+            str(path), subfolder="text_encoder", torch_dtype=torch_dtype)
+        return cls(tok, model, max_sequence_length)
+
+    @torch.no_grad()
+    def encode(self, texts: Sequence[str], *, device: torch.device | str, dtype: torch.dtype) -> Tensor:
+        ids = []
+        for text in _check_texts(texts):
+            chat = [
+                {"role": "system", "content": [{"type": "text", "text": self.SYSTEM}]},
+                {"role": "user", "content": [{"type": "text", "text": text}]},
+            ]
+            out = self.tokenizer.apply_chat_template(
+                chat, tokenize=True, add_generation_prompt=False, add_vision_id=False,
+                max_length=self.max_sequence_length, truncation=True, padding="max_length")
+            ids.append(torch.as_tensor(out["input_ids"] if isinstance(out, dict) else out, dtype=torch.long))
+        hidden = self.model(torch.stack(ids).to(self.device), output_hidden_states=True).hidden_states
+        layers = [(h - h.mean(-1, keepdim=True)) / (h.std(-1, keepdim=True) + 1e-8) for h in hidden[1:]]
+        return torch.cat(layers, dim=-1).to(device=device, dtype=dtype)
+
+
+class WanT5TextEncoder(_HFTextEncoder):
+    """UMT5 prompt encoder of Wan 2.x (last hidden state, zero past each prompt's length)."""
+
+    @classmethod
+    def from_pretrained(cls, path: str | Path, *, torch_dtype: torch.dtype = torch.bfloat16,
+                        max_sequence_length: int = 512) -> WanT5TextEncoder:
+        from transformers import AutoTokenizer, UMT5EncoderModel
+
+        tok = AutoTokenizer.from_pretrained(str(path), subfolder="tokenizer")
+        model = UMT5EncoderModel.from_pretrained(str(path), subfolder="text_encoder", torch_dtype=torch_dtype)
+        return cls(tok, model, max_sequence_length)
+
+    @torch.no_grad()
+    def encode(self, texts: Sequence[str], *, device: torch.device | str, dtype: torch.dtype) -> Tensor:
+        clean = [" ".join(t.split()) for t in _check_texts(texts)]
+        tok = self.tokenizer(clean, padding="max_length", max_length=self.max_sequence_length, truncation=True,
+                             add_special_tokens=True, return_attention_mask=True, return_tensors="pt")
+        mask = tok.attention_mask.to(self.device)
+        hidden = self.model(tok.input_ids.to(self.device), mask).last_hidden_state
+        hidden = hidden * mask.unsqueeze(-1).to(hidden.dtype)
+        return hidden.to(device=device, dtype=dtype)

@@ -1,0 +1,97 @@
+"""Wan 2.2 TI2V backend: one velocity call of diffusers ``WanTransformer3DModel``.
+
+Conventions, read from diffusers' ``WanImageToVideoPipeline`` with ``expand_timesteps=True``
+(the Wan 2.2 TI2V-5B mode) in diffusers 0.42:
+
+* the timestep is ``sigma * num_train_timesteps`` (1000; the flow schedulers' ``timesteps =
+  sigmas * 1000``), given per token as [B, F * H/p_h * W/p_w]: tokens of conditioning frames get
+  timestep 0 (the pipeline multiplies its first-frame mask, 0 on frame 0, by t);
+* conditioning frames of the input are replaced by the clean first-frame latent before the
+  forward (``(1 - first_frame_mask) * condition + first_frame_mask * latents``);
+* the output is the flow-matching velocity ``noise - x0`` (flow ``scheduler.step``:
+  ``x_prev = x + (sigma_prev - sigma) * v``).
+
+The installed diffusers supports per-token timesteps (``timestep.ndim == 2`` in
+``WanTransformer3DModel.forward``), so no fallback is needed. No CLIP image embedding is used
+(TI2V conditions through the first latent frame only).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+from torch import Tensor
+
+# Wan2.2-TI2V-5B transformer (diffusers layout): 3072 hidden = 24 heads x 128, 30 blocks,
+# 48 latent channels (Wan 2.2 VAE, 16x spatial / 4x temporal), UMT5-XXL text (4096).
+WAN2_2_TI2V_5B: dict[str, Any] = {
+    "patch_size": (1, 2, 2),
+    "num_attention_heads": 24,
+    "attention_head_dim": 128,
+    "in_channels": 48,
+    "out_channels": 48,
+    "text_dim": 4096,
+    "freq_dim": 256,
+    "ffn_dim": 14336,
+    "num_layers": 30,
+    "cross_attn_norm": True,
+    "qk_norm": "rms_norm_across_heads",
+    "eps": 1e-6,
+    "rope_max_seq_len": 1024,
+}
+
+TINY_WAN: dict[str, Any] = {
+    "patch_size": (1, 2, 2),
+    "num_attention_heads": 2,
+    "attention_head_dim": 16,
+    "in_channels": 16,
+    "out_channels": 16,
+    "text_dim": 24,
+    "freq_dim": 32,
+    "ffn_dim": 64,
+    "num_layers": 2,
+    "cross_attn_norm": True,
+    "qk_norm": "rms_norm_across_heads",
+    "eps": 1e-6,
+    "rope_max_seq_len": 64,
+}
+
+NUM_TRAIN_TIMESTEPS = 1000
+
+
+def build_wan_transformer(config: dict[str, Any], seed: int = 0):
+    """A randomly initialised ``WanTransformer3DModel`` with ``config`` (no hub access)."""
+    from diffusers import WanTransformer3DModel
+
+    torch.manual_seed(seed)
+    return WanTransformer3DModel(**config)
+
+
+def wan_velocity(
+    transformer,
+    x_in: Tensor,
+    sigma: Tensor,
+    cond_mask: Tensor,
+    text_embeds: Tensor,
+    *,
+    num_train_timesteps: int = NUM_TRAIN_TIMESTEPS,
+) -> Tensor:
+    """Raw transformer velocity for a first-frame-replaced input ``x_in`` [B, C, F, H, W] (float32 out).
+
+    ``sigma`` [B]; ``cond_mask`` [B, 1, F, 1, 1] with 0 on conditioning frames.
+    """
+    b, _, f, h, w = x_in.shape
+    _, p_h, p_w = transformer.config.patch_size
+    if h % p_h or w % p_w:
+        raise ValueError(f"latent size {h}x{w} must be divisible by the patch size {(p_h, p_w)}")
+    gen = cond_mask.float().to(x_in.device).expand(b, 1, f, h // p_h, w // p_w)  # 1 = generated
+    timestep = (gen * sigma.float().view(b, 1, 1, 1, 1) * num_train_timesteps).reshape(b, -1)
+    dtype = transformer.dtype
+    out = transformer(
+        hidden_states=x_in.to(dtype),
+        timestep=timestep,
+        encoder_hidden_states=text_embeds.to(dtype),
+        return_dict=False,
+    )[0]
+    return out.float()

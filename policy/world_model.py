@@ -1,0 +1,247 @@
+"""The video world model as a flow-matching policy (DESIGN.md §5).
+
+:class:`FlowWorldModel` wraps a diffusers transformer (``CosmosTransformer3DModel`` for
+Cosmos-Predict2.5, ``WanTransformer3DModel`` for Wan 2.2 TI2V) and exposes one convention for
+every backend: ``velocity(x_t, sigma, cond) -> v`` with ``x_t = (1 - s) x0 + s eps`` and
+``v = eps - x0`` (backend details in ``policy/cosmos.py`` and ``policy/wan.py``).
+
+Decisions where the issue was silent:
+
+* Conditioning frames (``cond.cond_mask == 0``) take the encoded first-frame latent (Image2World:
+  one conditioning latent frame) both in the transformer input (first-frame replacement) and in
+  the returned velocity, which is 0 there: an Euler or DynDiff step leaves them unchanged.
+* Only the transformer is a registered sub-module, so ``parameters()`` / ``state_dict()`` /
+  DeepSpeed see the trainable network alone; the VAE and the text encoder are frozen helpers
+  that still follow ``.to(device, dtype)`` (``_apply`` is extended for them).
+* ``decode`` returns numpy uint8 [B, T, H, W, 3] (what the reward tools take).
+* ``encode_prompts`` takes ``num_frames`` (pixel frames of the clip to generate; default
+  ``default_num_frames``) because the conditioning mask needs the latent frame count.
+* Tiny models (``tiny_cosmos`` / ``tiny_wan``): the real transformer and VAE classes with a few
+  small random layers, and a :class:`~policy.text.HashTextEncoder` instead of a language model.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Literal
+
+import numpy as np
+import torch
+from torch import Tensor
+
+from policy.cosmos import TINY_COSMOS, build_cosmos_transformer, cosmos_text_dim, cosmos_velocity
+from policy.text import HashTextEncoder, TextEncoder
+from policy.vae import decode_latents, encode_first_frames, tiny_wan_vae, vae_scale_factors
+from policy.wan import NUM_TRAIN_TIMESTEPS, TINY_WAN, build_wan_transformer, wan_velocity
+
+Backend = Literal["cosmos", "wan"]
+
+
+@dataclass
+class Conditioning:
+    """What a rollout is conditioned on (batch-aligned tensors)."""
+
+    first_frame_latent: Tensor
+    """[B, C, 1, H, W] normalised latent of the initial frame (float32)."""
+    text_embeds: Tensor
+    """[B, L, D] text features in the transformer's input width."""
+    cond_mask: Tensor
+    """[B, 1, F, 1, 1]: 0 on conditioning frames (kept, no noise, no likelihood), 1 on generated ones."""
+
+    def __post_init__(self) -> None:
+        b = self.first_frame_latent.shape[0]
+        if self.first_frame_latent.ndim != 5 or self.first_frame_latent.shape[2] != 1:
+            raise ValueError(f"first_frame_latent must be [B, C, 1, H, W], got {tuple(self.first_frame_latent.shape)}")
+        if self.text_embeds.ndim != 3 or self.text_embeds.shape[0] != b:
+            raise ValueError(f"text_embeds must be [B={b}, L, D], got {tuple(self.text_embeds.shape)}")
+        cm = self.cond_mask
+        if cm.ndim != 5 or cm.shape[0] != b or cm.shape[1] != 1 or cm.shape[3:] != (1, 1):
+            raise ValueError(f"cond_mask must be [B={b}, 1, F, 1, 1], got {tuple(cm.shape)}")
+
+    @property
+    def batch_size(self) -> int:
+        return self.first_frame_latent.shape[0]
+
+    @property
+    def num_latent_frames(self) -> int:
+        return self.cond_mask.shape[2]
+
+    def select(self, index: Tensor | slice | Sequence[int]) -> Conditioning:
+        """The rows ``index`` of every field."""
+        return Conditioning(self.first_frame_latent[index], self.text_embeds[index], self.cond_mask[index])
+
+    def repeat_interleave(self, n: int) -> Conditioning:
+        """Each row repeated ``n`` times in place (a prompt -> its group of ``n`` rollouts)."""
+        return Conditioning(*(t.repeat_interleave(n, dim=0) for t in self._tensors()))
+
+    def to(self, device: torch.device | str) -> Conditioning:
+        return Conditioning(*(t.to(device) for t in self._tensors()))
+
+    def _tensors(self) -> tuple[Tensor, Tensor, Tensor]:
+        return self.first_frame_latent, self.text_embeds, self.cond_mask
+
+
+def make_cond_mask(batch: int, num_latent_frames: int, num_cond_frames: int = 1,
+                   device: torch.device | str = "cpu") -> Tensor:
+    """[B, 1, F, 1, 1] float mask: 0 on the first ``num_cond_frames`` latent frames, 1 elsewhere."""
+    if not 0 <= num_cond_frames < num_latent_frames:
+        raise ValueError(f"need 0 <= num_cond_frames < num_latent_frames, got {num_cond_frames}, {num_latent_frames}")
+    m = torch.ones(batch, 1, num_latent_frames, 1, 1, device=device)
+    m[:, :, :num_cond_frames] = 0
+    return m
+
+
+class FlowWorldModel(torch.nn.Module):
+    """A diffusers video transformer as a rectified-flow velocity field, plus its VAE and text encoder."""
+
+    def __init__(
+        self,
+        backend: Backend,
+        transformer: torch.nn.Module,
+        vae: torch.nn.Module | None = None,
+        text_encoder: TextEncoder | None = None,
+        *,
+        cond_frame_sigma: float = 1e-4,
+        num_train_timesteps: int = NUM_TRAIN_TIMESTEPS,
+        default_num_frames: int = 93,
+    ) -> None:
+        super().__init__()
+        if backend not in ("cosmos", "wan"):
+            raise ValueError(f"backend must be 'cosmos' or 'wan', got {backend!r}")
+        self.backend: Backend = backend
+        self.transformer = transformer
+        # Frozen helpers kept outside the module tree (see module docstring).
+        self._frozen: dict[str, object] = {"vae": vae, "text_encoder": text_encoder}
+        if vae is not None:
+            vae.eval().requires_grad_(False)
+        self.cond_frame_sigma = cond_frame_sigma
+        self.num_train_timesteps = num_train_timesteps
+        self.default_num_frames = default_num_frames
+
+    @property
+    def vae(self) -> torch.nn.Module | None:
+        return self._frozen["vae"]  # type: ignore[return-value]
+
+    @property
+    def text_encoder(self) -> TextEncoder | None:
+        return self._frozen["text_encoder"]  # type: ignore[return-value]
+
+    def _apply(self, fn, recurse: bool = True):  # noqa: D401 - torch hook
+        super()._apply(fn, recurse)
+        if self.vae is not None:
+            self.vae._apply(fn)
+        return self
+
+    def to(self, *args, **kwargs):
+        out = super().to(*args, **kwargs)
+        device, dtype, _, _ = torch._C._nn._parse_to(*args, **kwargs)
+        if self.text_encoder is not None:
+            self.text_encoder.to(device=device, dtype=dtype)
+        return out
+
+    # ------------------------------------------------------------------ velocity
+    def velocity(self, x_t: Tensor, sigma: Tensor | float, cond: Conditioning) -> Tensor:
+        """Rectified-flow velocity ``v = eps - x0`` at ``x_t`` [B, C, F, H, W], noise level ``sigma`` [B].
+
+        Conditioning frames are replaced by ``cond.first_frame_latent`` before the forward and get
+        ``v = 0``. Returns float32.
+        """
+        if x_t.ndim != 5:
+            raise ValueError(f"x_t must be [B, C, F, H, W], got {tuple(x_t.shape)}")
+        b, c, f, h, w = x_t.shape
+        ff = cond.first_frame_latent
+        if ff.shape[0] != b or ff.shape[1] != c or ff.shape[3:] != (h, w) or cond.num_latent_frames != f:
+            raise ValueError(f"conditioning (first frame {tuple(ff.shape)}, {cond.num_latent_frames} frames) "
+                             f"does not match latent {tuple(x_t.shape)}")
+        s = torch.as_tensor(sigma, dtype=torch.float32, device=x_t.device)
+        s = s.expand(b) if s.ndim == 0 else s
+        if s.shape != (b,):
+            raise ValueError(f"sigma must be a scalar or [B={b}], got {tuple(s.shape)}")
+        keep = cond.cond_mask.to(device=x_t.device, dtype=torch.float32)
+        x_in = keep * x_t.float() + (1.0 - keep) * ff.to(x_t.device).float()
+        text = cond.text_embeds.to(x_t.device)
+        if self.backend == "cosmos":
+            v = cosmos_velocity(self.transformer, x_in, s, keep, text, cond_frame_sigma=self.cond_frame_sigma)
+        else:
+            v = wan_velocity(self.transformer, x_in, s, keep, text, num_train_timesteps=self.num_train_timesteps)
+        return v * keep
+
+    # ------------------------------------------------------------------ shapes and codecs
+    def latent_shape(self, num_frames: int, height: int, width: int) -> tuple[int, int, int, int]:
+        """(C, F, H, W) of the latent of a ``num_frames`` x ``height`` x ``width`` clip."""
+        if self.vae is None:
+            raise RuntimeError("latent_shape needs the VAE (this model was built without one)")
+        temporal, spatial = vae_scale_factors(self.vae)
+        if num_frames < 1 or (num_frames - 1) % temporal:
+            raise ValueError(f"num_frames must be 1 + {temporal} k, got {num_frames}")
+        if height % spatial or width % spatial:
+            raise ValueError(f"height/width must be multiples of {spatial}, got {height}x{width}")
+        return (int(self.vae.config.z_dim), (num_frames - 1) // temporal + 1, height // spatial, width // spatial)
+
+    @torch.no_grad()
+    def encode_prompts(self, images: np.ndarray | Tensor, texts: Sequence[str], *,
+                       num_frames: int | None = None, num_cond_frames: int = 1) -> Conditioning:
+        """First frames uint8 [B, H, W, 3] + texts -> :class:`Conditioning` for a ``num_frames`` clip."""
+        if self.vae is None or self.text_encoder is None:
+            raise RuntimeError("encode_prompts needs the VAE and the text encoder")
+        if len(texts) != len(images):
+            raise ValueError(f"{len(images)} images but {len(texts)} texts")
+        n = self.default_num_frames if num_frames is None else num_frames
+        h, w = int(images.shape[1]), int(images.shape[2])
+        _, f, _, _ = self.latent_shape(n, h, w)
+        device = next(self.transformer.parameters()).device
+        first = encode_first_frames(self.vae, images).to(device)
+        text = self.text_encoder.encode(list(texts), device=device, dtype=self.transformer.dtype)
+        return Conditioning(first, text, make_cond_mask(len(texts), f, num_cond_frames, device=device))
+
+    @torch.no_grad()
+    def decode(self, latents: Tensor) -> np.ndarray:
+        """Normalised latents [B, C, F, H, W] -> uint8 frames [B, T, H, W, 3] (numpy)."""
+        if self.vae is None:
+            raise RuntimeError("decode needs the VAE (this model was built without one)")
+        return decode_latents(self.vae, latents)
+
+    # ------------------------------------------------------------------ constructors
+    @classmethod
+    def tiny_cosmos(cls, seed: int = 0, default_num_frames: int = 9) -> FlowWorldModel:
+        """Random tiny ``CosmosTransformer3DModel`` + tiny ``AutoencoderKLWan`` + hash text (tests)."""
+        tr = build_cosmos_transformer(TINY_COSMOS, seed)
+        text = HashTextEncoder(seq_len=8, dim=cosmos_text_dim(tr))
+        return cls("cosmos", tr, tiny_wan_vae(seed), text, default_num_frames=default_num_frames)
+
+    @classmethod
+    def tiny_wan(cls, seed: int = 0, default_num_frames: int = 9) -> FlowWorldModel:
+        """Random tiny ``WanTransformer3DModel`` + tiny ``AutoencoderKLWan`` + hash text (tests)."""
+        tr = build_wan_transformer(TINY_WAN, seed)
+        text = HashTextEncoder(seq_len=8, dim=int(tr.config.text_dim))
+        return cls("wan", tr, tiny_wan_vae(seed), text, default_num_frames=default_num_frames)
+
+    @classmethod
+    def from_pretrained(cls, path: str | Path, backend: Backend, *, torch_dtype: torch.dtype = torch.bfloat16,
+                        load_vae: bool = True, load_text_encoder: bool = True,
+                        transformer_subfolder: str = "transformer", default_num_frames: int | None = None,
+                        ) -> FlowWorldModel:
+        """Load a diffusers-layout checkpoint folder (or hub id, when the hub is reachable).
+
+        Cosmos-Predict2.5 (e.g. ``nvidia/Cosmos-Predict2.5-2B``, ``transformer_subfolder`` per the
+        repository's layout): ``CosmosTransformer3DModel``, ``AutoencoderKLWan`` (``vae``) and the
+        Qwen2.5-VL text encoder (``text_encoder`` + ``tokenizer``). Wan 2.2 TI2V (e.g.
+        ``Wan-AI/Wan2.2-TI2V-5B-Diffusers``): ``WanTransformer3DModel``, the Wan 2.2
+        ``AutoencoderKLWan`` and UMT5. The VAE loads in float32. Untested here (no weights).
+        """
+        from diffusers import AutoencoderKLWan, CosmosTransformer3DModel, WanTransformer3DModel
+
+        from policy.text import CosmosQwenTextEncoder, WanT5TextEncoder
+
+        root = str(path)
+        tr_cls = CosmosTransformer3DModel if backend == "cosmos" else WanTransformer3DModel
+        tr = tr_cls.from_pretrained(root, subfolder=transformer_subfolder, torch_dtype=torch_dtype)
+        vae = AutoencoderKLWan.from_pretrained(root, subfolder="vae", torch_dtype=torch.float32) if load_vae else None
+        text: TextEncoder | None = None
+        if load_text_encoder:
+            enc_cls = CosmosQwenTextEncoder if backend == "cosmos" else WanT5TextEncoder
+            text = enc_cls.from_pretrained(root, torch_dtype=torch_dtype)
+        frames = default_num_frames or (93 if backend == "cosmos" else 121)
+        return cls(backend, tr, vae, text, default_num_frames=frames)
