@@ -1,0 +1,130 @@
+"""TrainConfig: YAML loading, CLI overrides and validation before any model loads."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from training.config import (
+    ConfigError,
+    PromptSpec,
+    TrainConfig,
+    load_config,
+    parse_cli,
+    resolve_ds_config,
+    validate,
+)
+
+CONFIGS = Path(__file__).resolve().parents[1] / "training" / "configs"
+
+
+def _ok(**kw) -> TrainConfig:
+    base = dict(tiny=True, reward="brightness", dataset=[PromptSpec(text="push the block")])
+    base.update(kw)
+    return TrainConfig(**base)
+
+
+def _write(tmp_path: Path, text: str) -> Path:
+    p = tmp_path / "c.yaml"
+    p.write_text(text)
+    return p
+
+
+BASE_YAML = "tiny: true\nreward: brightness\ndataset:\n  - {text: push the block}\n"
+
+
+@pytest.mark.parametrize(
+    ("kw", "match"),
+    [
+        ({"tau": 1.0}, "tau must be in"),
+        ({"tau": 0.0}, "tau must be in"),
+        ({"r_base": 0.0}, "r_base must be in"),
+        ({"r_base": 1.5}, "r_base must be in"),
+        ({"group_size": 1}, "group_size must be >= 2"),
+        ({"sde_window": (0, 11)}, "sde_window"),
+        ({"sde_window": (3, 3)}, "sde_window"),
+        ({"sde_window": (-1, 2)}, "sde_window"),
+        ({"reward": None}, "reward is missing"),
+        ({"tiny": False}, "model_path is required"),
+        ({"dataset": []}, "no prompts"),
+        ({"zero_stage": 4}, "zero_stage"),
+        ({"clip_range": 0.0}, "clip_range"),
+        ({"optimizer_steps_per_epoch": 3}, "optimizer_steps_per_epoch"),
+    ],
+)
+def test_bad_values_are_rejected_with_clear_errors(kw, match):
+    with pytest.raises(ConfigError, match=match):
+        validate(_ok(**kw))
+
+
+def test_all_problems_listed_at_once():
+    with pytest.raises(ConfigError) as err:
+        validate(_ok(tau=2.0, group_size=1))
+    assert "tau" in str(err.value) and "group_size" in str(err.value)
+
+
+def test_valid_config_passes():
+    cfg = validate(_ok())
+    assert cfg.sde_window == (0, 4) and cfg.group_size == 8
+
+
+def test_yaml_unknown_field_and_types(tmp_path):
+    with pytest.raises(ConfigError, match="unknown field.*bogus"):
+        load_config(_write(tmp_path, BASE_YAML + "bogus: 1\n"))
+    with pytest.raises(ConfigError, match="group_size: expected"):
+        load_config(_write(tmp_path, BASE_YAML + "group_size: four\n"))
+    with pytest.raises(ConfigError, match="finetune: must be one of"):
+        load_config(_write(tmp_path, BASE_YAML + "finetune: half\n"))
+    with pytest.raises(ConfigError, match="dataset"):
+        load_config(_write(tmp_path, "tiny: true\nreward: motion\ndataset:\n  - {txt: a}\n"))
+    with pytest.raises(ConfigError, match="not found"):
+        load_config(tmp_path / "missing.yaml")
+
+
+def test_cli_overrides(tmp_path):
+    path = _write(tmp_path, BASE_YAML + "max_iterations: 5\n")
+    cfg = parse_cli(["--config", str(path), "--output_dir", "/tmp/x", "--resume", "--max_iterations", "7",
+                     "--tau=0.5", "--sde_window", "[1, 3]", "--reward_options", "{region: [0, 0, 1, 0.5]}",
+                     "--zero_stage", "3", "--local_rank=1", "--tensorboard", "false", "--model_path", "none"])
+    assert cfg.output_dir == "/tmp/x" and cfg.resume is True and cfg.max_iterations == 7
+    assert cfg.tau == 0.5 and cfg.sde_window == (1, 3) and cfg.zero_stage == 3
+    assert cfg.reward_options == {"region": [0, 0, 1, 0.5]} and cfg.tensorboard is False
+    assert cfg.model_path is None
+    assert cfg.dataset == [PromptSpec(text="push the block")]
+
+
+def test_cli_errors(tmp_path):
+    path = str(_write(tmp_path, BASE_YAML))
+    with pytest.raises(ConfigError, match="unknown option --nope"):
+        parse_cli(["--config", path, "--nope", "1"])
+    with pytest.raises(ConfigError, match="tau must be in"):
+        parse_cli(["--config", path, "--tau", "1.5"])
+    with pytest.raises(ConfigError, match="max_iterations: expected an integer"):
+        parse_cli(["--config", path, "--max_iterations", "ten"])
+    with pytest.raises(ConfigError, match="resume: expected a boolean"):
+        parse_cli(["--config", path, "--resume", "maybe"])
+    with pytest.raises(ConfigError, match="needs a value"):
+        parse_cli(["--config", path, "--tau"])
+
+
+def test_bundled_configs_load_and_validate():
+    for name in ("smoke.yaml", "cosmos2_5_2b.yaml", "wan2_2_ti2v_5b.yaml"):
+        cfg = load_config(CONFIGS / name)
+        assert cfg.reward is not None
+        assert resolve_ds_config(cfg.ds_config).is_file()
+    assert resolve_ds_config("ds_zero3.json").name == "ds_zero3.json"
+    with pytest.raises(ConfigError, match="not found"):
+        resolve_ds_config("ds_zero9.json")
+
+
+def test_entry_point_rejects_bad_config_before_model_load():
+    import subprocess
+    import sys
+
+    proc = subprocess.run([sys.executable, "-m", "training.train", "--config", str(CONFIGS / "smoke.yaml"),
+                           "--tau", "1.2", "--group_size", "1"], capture_output=True, text=True, timeout=60,
+                          cwd=CONFIGS.parents[1])
+    assert proc.returncode == 2
+    assert "tau must be in (0, 1)" in proc.stderr and "group_size must be >= 2" in proc.stderr
+    assert "deepspeed" not in proc.stderr.lower()  # failed before the trainer (and any model) was imported

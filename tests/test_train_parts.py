@@ -1,0 +1,95 @@
+"""Small pieces of the trainer: preview decoder, prompt stream, DeepSpeed JSON, metric summary."""
+
+from __future__ import annotations
+
+import json
+import math
+
+import numpy as np
+import pytest
+import torch
+
+from training.config import PromptSpec, TrainConfig
+from training.data import PromptStream, load_frame, load_prompts, synthetic_frame
+from training.metrics import MetricsLog, summarize
+from training.preview import latent_preview
+
+
+def test_latent_preview_hand_computed():
+    z = torch.zeros(1, 6, 3, 1, 1)
+    z[0, 0, 1] = 2.0  # channels 0 and 3 -> red; mean (2 + 0) / 2 = 1 -> 127.5 (1 + tanh(0.5))
+    z[0, 4, 2] = -4.0  # channels 1 and 4 -> green; mean -2 -> 127.5 (1 + tanh(-1))
+    f = latent_preview(z, num_frames=5, height=2, width=2)
+    assert f.shape == (1, 5, 2, 2, 3) and f.dtype == np.uint8
+    assert f[0, 0, 0, 0].tolist() == [128, 128, 128]  # latent frame 0 -> pixel frame 0
+    red = round(127.5 * (1 + math.tanh(0.5)))
+    green = round(127.5 * (1 + math.tanh(-1.0)))
+    assert f[0, 1, 1, 1].tolist() == [red, 128, 128] and f[0, 2, 0, 0].tolist() == [red, 128, 128]
+    assert f[0, 3, 0, 0].tolist() == [128, green, 128] and f[0, 4, 1, 0].tolist() == [128, green, 128]
+    with pytest.raises(ValueError, match="multiple"):
+        latent_preview(z, num_frames=4, height=2, width=2)
+
+
+def test_prompt_stream_is_resumable_and_covers_each_epoch():
+    a = PromptStream(5, seed=3)
+    first = a.take(7)
+    assert sorted(first[:5]) == list(range(5))
+    b = PromptStream(5, seed=3, position=4)
+    assert b.take(3) == first[4:7]
+    assert a.position == 7
+
+
+def test_load_prompts_and_frames(tmp_path):
+    from PIL import Image
+
+    Image.fromarray(np.full((10, 20, 3), 200, np.uint8)).save(tmp_path / "a.png")
+    (tmp_path / "p.jsonl").write_text(json.dumps({"text": "open", "image": "a.png"}) + "\n\n")
+    prompts = load_prompts([PromptSpec(text="x", image_seed=2)], str(tmp_path / "p.jsonl"))
+    assert [p.text for p in prompts] == ["x", "open"]
+    frame = load_frame(prompts[1], 16, 8)
+    assert frame.shape == (16, 8, 3) and int(frame.mean()) == 200
+    assert np.array_equal(load_frame(prompts[0], 16, 16), synthetic_frame(2, 16, 16))
+    (tmp_path / "bad.jsonl").write_text(json.dumps({"image": "a.png"}) + "\n")
+    with pytest.raises(ValueError, match="needs 'text'"):
+        load_prompts([], str(tmp_path / "bad.jsonl"))
+    with pytest.raises(FileNotFoundError):
+        load_frame(PromptSpec(text="y", image=str(tmp_path / "missing.png")), 8, 8)
+
+
+def test_deepspeed_config_values():
+    from training.engine import deepspeed_config
+
+    cfg = TrainConfig(tiny=True, reward="brightness", micro_batch=2, learning_rate=3e-3, zero_stage=3,
+                      dataset=[PromptSpec(text="t")])
+    ds = deepspeed_config(cfg, grad_accum_steps=6)
+    assert ds["train_micro_batch_size_per_gpu"] == 2 and ds["gradient_accumulation_steps"] == 6
+    assert "train_batch_size" not in ds and ds["zero_optimization"]["stage"] == 3
+    assert ds["optimizer"]["type"] == "AdamW" and ds["optimizer"]["params"]["torch_adam"] is True
+    assert ds["optimizer"]["params"]["lr"] == 3e-3 and ds["gradient_clipping"] == 1.0
+
+
+def _part(rewards, **kw):
+    base = {"rewards": rewards, "advantages": [], "skipped_groups": 0, "ineligible_none": 0, "ineligible_nan": 0,
+            "ineligible_inf": 0, "ineligible_error": 0, "clip_fraction": [], "approx_kl": [], "mu_kl": [],
+            "loss": [], "mask_mean": [0.5], "diversity": [1.0], "diversity_frames": [0.1],
+            "seconds_rollout": 1.0, "seconds_reward": 2.0, "seconds_update": 3.0, "update_skipped": False}
+    base.update(kw)
+    return base
+
+
+def test_summarize_over_ranks_and_log(tmp_path):
+    parts = [_part([1.0, None], skipped_groups=1, ineligible_none=1, advantages=[0.5, -0.5], approx_kl=[0.1]),
+             _part([3.0, 2.0], approx_kl=[0.3], diversity=[3.0])]
+    row = summarize(7, parts)
+    assert row["iteration"] == 7 and row["reward_mean"] == pytest.approx(2.0)
+    assert row["reward_std"] == pytest.approx(math.sqrt(2 / 3))
+    assert row["eligible_fraction"] == 0.75 and row["ineligible_count"] == 1 and row["ineligible_none"] == 1
+    assert row["skipped_groups"] == 1 and row["approx_kl"] == pytest.approx(0.2)
+    assert row["rollout_diversity"] == 2.0 and row["adv_abs_max"] == 0.5
+    assert math.isnan(row["mu_kl"])  # no update item -> NaN in memory, null in the JSONL
+    log = MetricsLog(tmp_path, enabled=True, tensorboard=True)
+    log.write(row)
+    log.close()
+    line = json.loads((tmp_path / "metrics.jsonl").read_text())
+    assert line["mu_kl"] is None and line["seconds_update"] == 3.0
+    assert any((tmp_path / "tensorboard").iterdir())

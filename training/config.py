@@ -1,0 +1,369 @@
+"""Training configuration: one dataclass, loaded from YAML, overridable on the command line.
+
+``load_config(path, overrides)`` reads the YAML file, applies ``--field value`` overrides and
+validates everything *before* any model is loaded (:func:`validate` raises :class:`ConfigError`
+with every problem listed).
+
+Command line (``parse_cli``)::
+
+    --config FILE            YAML file (optional; defaults otherwise)
+    --FIELD VALUE | --FIELD=VALUE
+                             any TrainConfig field, converted by the field's declared type
+    --resume / --tiny ...    a bool field given without a value means true
+    --local_rank N           accepted and ignored (the deepspeed launcher adds it)
+
+Conversion is explicit over ``dataclasses.fields``: bool ("true/false/1/0/yes/no"), int, float, str,
+Literal (must be one of the choices), ``X | None`` ("none"/"null" -> None), and YAML text for the
+container fields (``--sde_window "[0, 2]"``, ``--reward_options "{region: [0, 0, 1, 0.5]}"``).
+
+Decisions where the issue was silent: ``sde_window`` is half-open ``[start, end)`` over step
+indices 0..num_steps-1; ``prompts_per_iteration`` is global (split evenly over ranks, checked at
+launch); a ``ds_config`` without a directory refers to the bundled ``training/configs/`` file.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import types
+import typing
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal
+
+import yaml
+
+CONFIG_DIR = Path(__file__).resolve().parent / "configs"
+
+RewardName = Literal["brightness", "motion", "agent", "http"]
+
+
+class ConfigError(ValueError):
+    """An invalid training configuration (raised before any model loads)."""
+
+
+@dataclass
+class PromptSpec:
+    """One training prompt: an initial frame and a task text."""
+
+    text: str
+    """Task instruction given to the world model and to the reward."""
+    image: str | None = None
+    """Path to the initial RGB frame; None -> a seeded synthetic frame (tests / smoke runs)."""
+    image_seed: int = 0
+    """Seed of the synthetic initial frame when ``image`` is None."""
+
+
+@dataclass
+class TrainConfig:
+    """Every setting of a DynDiff-GRPO run (DESIGN.md §6)."""
+
+    # --- model -----------------------------------------------------------------------------
+    backend: Literal["cosmos", "wan"] = "cosmos"
+    """World-model backend: diffusers CosmosTransformer3DModel or WanTransformer3DModel."""
+    model_path: str | None = None
+    """Local directory or hub id of the pretrained model (ignored when ``tiny``)."""
+    tiny: bool = False
+    """Build a tiny randomly initialised model of the backend's real classes (CPU tests)."""
+    dtype: Literal["float32", "bfloat16", "float16"] = "float32"
+    """Parameter dtype of the world model (bf16 for the GPU recipes)."""
+    device: Literal["auto", "cpu", "cuda"] = "auto"
+    """auto: cuda when available (one GPU per rank), else cpu with the gloo backend."""
+    finetune: Literal["lora", "full"] = "lora"
+    """lora: peft adapters on the transformer, reference = adapters disabled; full: all transformer
+    weights train, reference = a frozen deep copy."""
+    lora_rank: int = 32
+    """LoRA rank r."""
+    lora_alpha: float = 32.0
+    """LoRA scaling alpha (effective scale alpha / r)."""
+    lora_targets: list[str] = field(default_factory=lambda: ["to_q", "to_k", "to_v", "to_out.0"])
+    """Module-name suffixes of the transformer that get LoRA adapters."""
+    # --- rollout (policy/rollout.py RolloutConfig) -------------------------------------------
+    num_steps: int = 10
+    """Denoising steps K per rollout."""
+    sde_window: tuple[int, int] = (0, 4)
+    """Half-open range [start, end) of step indices that are stochastic (SDE); others are ODE."""
+    tau: float = 0.8
+    """Quantile of the dynamic map D above which B = 1 (in (0, 1))."""
+    r_base: float = 0.3
+    """Minimum exploration ratio of the dynamic mask M (in (0, 1])."""
+    shift: float = 3.0
+    """Timestep shift of the sigma schedule, sigma = shift t / (1 + (shift - 1) t) (1.0 = uniform)."""
+    mask_grad: Literal["detached", "differentiable"] = "detached"
+    """Whether the update back-propagates through the continuous part of the current dynamic mask."""
+    mask_history: Literal["window", "trajectory"] = "window"
+    """Where D = B = 0: at the SDE window's first step (window) or only at step 0 (trajectory)."""
+    # --- GRPO -------------------------------------------------------------------------------
+    group_size: int = 8
+    """Rollouts G per prompt (one GRPO group)."""
+    prompts_per_iteration: int = 2
+    """Prompts per iteration over all ranks (must divide evenly by the number of ranks)."""
+    inner_epochs: int = 1
+    """Passes over the collected (sample, SDE step) items per iteration."""
+    micro_batch: int = 1
+    """Samples of one group at one SDE step per forward/backward (DeepSpeed micro-batch)."""
+    optimizer_steps_per_epoch: int = 1
+    """Optimizer steps per inner epoch; gradient_accumulation_steps = micro-batches / this."""
+    clip_range: float = 0.2
+    """PPO clip delta of the importance ratio."""
+    beta: float = 0.01
+    """Weight of the mu-KL regulariser."""
+    mu_kl_eps: float = 1e-6
+    """eps in (mu - mu_ref) / (sigma_ref + eps)."""
+    a_max: float = 5.0
+    """Advantages are clipped to [-a_max, a_max]."""
+    adv_eps: float = 1e-4
+    """eps added to the group std in the advantage."""
+    log_prob_reduce: Literal["sum", "mean"] = "sum"
+    """Transition log-likelihood: sum over latent elements (paper) or mean (smaller ratios)."""
+    # --- optimisation / DeepSpeed -----------------------------------------------------------
+    learning_rate: float = 1e-4
+    """AdamW learning rate (written into the DeepSpeed optimizer params)."""
+    weight_decay: float = 0.0
+    """AdamW weight decay."""
+    ds_config: str = "ds_zero2.json"
+    """DeepSpeed JSON; a bare file name refers to training/configs/ (ds_zero2.json, ds_zero3.json)."""
+    zero_stage: int | None = None
+    """Overrides zero_optimization.stage of the JSON when set (0-3)."""
+    # --- loop, checkpoints, logs ------------------------------------------------------------
+    max_iterations: int = 100
+    """Stop after this many iterations (counting those done before a resume)."""
+    checkpoint_every: int = 10
+    """Save a DeepSpeed checkpoint every N iterations (and after the last one)."""
+    output_dir: str = "runs/train"
+    """Checkpoints, metrics.jsonl and TensorBoard events go here."""
+    resume: bool = False
+    """Continue from the latest checkpoint in output_dir (iteration, RNG, data position, optimizer)."""
+    seed: int = 0
+    """Seed of prompt order, rollout noise and initialisation."""
+    tensorboard: bool = True
+    """Write TensorBoard events to output_dir/tensorboard (rank 0)."""
+    progress: bool = True
+    """Show a progress bar on rank 0."""
+    # --- reward -----------------------------------------------------------------------------
+    reward: RewardName | None = None
+    """Reward adapter: brightness / motion (verifiable, on decoded frames), agent (graph.ascore_videos
+    in process) or http (reward service). Required."""
+    reward_options: dict[str, Any] = field(default_factory=dict)
+    """Keyword options of the adapter (see training/rewards.py)."""
+    # --- data / video -----------------------------------------------------------------------
+    dataset: list[PromptSpec] = field(default_factory=list)
+    """Training prompts (initial frame + text)."""
+    dataset_file: str | None = None
+    """JSONL of prompts ({"text", "image"?, "image_seed"?}); appended to ``dataset``."""
+    height: int = 480
+    """Video height in pixels."""
+    width: int = 832
+    """Video width in pixels."""
+    num_frames: int = 21
+    """Frames per generated clip (including the conditioning frame)."""
+    fps: float = 16.0
+    """Frame rate passed to the reward with the decoded clip."""
+    decode: Literal["vae", "preview"] = "vae"
+    """Frames for the reward: the model's VAE, or the fixed linear latent->RGB preview of
+    training/preview.py (CPU smoke runs, whose tiny random VAE decodes to near-constant frames)."""
+
+
+def _bool(text: str, name: str) -> bool:
+    low = text.strip().lower()
+    if low in ("1", "true", "yes", "on"):
+        return True
+    if low in ("0", "false", "no", "off"):
+        return False
+    raise ConfigError(f"{name}: expected a boolean (true/false), got {text!r}")
+
+
+def _coerce(value: Any, tp: Any, name: str) -> Any:
+    """Convert ``value`` (YAML value or CLI string) to the declared type ``tp``."""
+    origin = typing.get_origin(tp)
+    args = typing.get_args(tp)
+    if origin in (typing.Union, types.UnionType):
+        inner = [a for a in args if a is not type(None)]
+        if value is None or (isinstance(value, str) and value.strip().lower() in ("none", "null")):
+            return None
+        return _coerce(value, inner[0], name)
+    if origin is Literal:
+        if value not in args:
+            raise ConfigError(f"{name}: must be one of {list(args)}, got {value!r}")
+        return value
+    if isinstance(value, str) and tp not in (str,) and origin in (list, tuple, dict):
+        value = yaml.safe_load(value)
+    if tp is bool:
+        return _bool(value, name) if isinstance(value, str) else _strict(value, bool, name)
+    if tp is int:
+        try:
+            return int(value) if isinstance(value, str) else _strict(value, int, name)
+        except ValueError:
+            raise ConfigError(f"{name}: expected an integer, got {value!r}") from None
+    if tp is float:
+        try:
+            return float(value) if isinstance(value, str) else float(_strict(value, (int, float), name))
+        except ValueError:
+            raise ConfigError(f"{name}: expected a number, got {value!r}") from None
+    if tp is str:
+        return _strict(value, str, name)
+    if origin is tuple:
+        if not isinstance(value, list | tuple) or len(value) != len(args):
+            raise ConfigError(f"{name}: expected a list of {len(args)} values, got {value!r}")
+        return tuple(_coerce(v, a, f"{name}[{i}]") for i, (v, a) in enumerate(zip(value, args, strict=True)))
+    if origin is list:
+        if not isinstance(value, list | tuple):
+            raise ConfigError(f"{name}: expected a list, got {value!r}")
+        return [_coerce(v, args[0], f"{name}[{i}]") for i, v in enumerate(value)]
+    if origin is dict:
+        if not isinstance(value, dict):
+            raise ConfigError(f"{name}: expected a mapping, got {value!r}")
+        return dict(value)
+    if tp is PromptSpec:
+        if isinstance(value, PromptSpec):
+            return value
+        if not isinstance(value, dict):
+            raise ConfigError(f"{name}: expected a mapping with 'text', got {value!r}")
+        return _build(PromptSpec, value, name)
+    raise ConfigError(f"{name}: unsupported field type {tp!r}")  # pragma: no cover
+
+
+def _strict(value: Any, tp: type | tuple[type, ...], name: str) -> Any:
+    if isinstance(value, bool) and tp is not bool:
+        raise ConfigError(f"{name}: expected {tp}, got a boolean {value!r}")
+    if not isinstance(value, tp):
+        raise ConfigError(f"{name}: expected {tp}, got {value!r}")
+    return value
+
+
+def _build(cls: type, data: dict[str, Any], where: str) -> Any:
+    hints = typing.get_type_hints(cls)
+    names = [f.name for f in dataclasses.fields(cls)]
+    unknown = sorted(set(data) - set(names))
+    if unknown:
+        raise ConfigError(f"{where}: unknown field(s) {unknown}; valid fields: {names}")
+    kwargs = {k: _coerce(v, hints[k], f"{where}.{k}" if where else k) for k, v in data.items()}
+    try:
+        return cls(**kwargs)
+    except TypeError as exc:  # a required field is missing
+        raise ConfigError(f"{where or cls.__name__}: {exc}") from None
+
+
+def validate(cfg: TrainConfig) -> TrainConfig:
+    """Check every value; raise ConfigError listing all problems. Pure (touches no file or model)."""
+    errs: list[str] = []
+    if not 0.0 < cfg.tau < 1.0:
+        errs.append(f"tau must be in (0, 1), got {cfg.tau}")
+    if not 0.0 < cfg.r_base <= 1.0:
+        errs.append(f"r_base must be in (0, 1], got {cfg.r_base}")
+    if cfg.group_size < 2:
+        errs.append(f"group_size must be >= 2 (GRPO needs a group), got {cfg.group_size}")
+    if cfg.num_steps < 1:
+        errs.append(f"num_steps must be >= 1, got {cfg.num_steps}")
+    start, end = cfg.sde_window
+    if not 0 <= start < end <= cfg.num_steps:
+        errs.append(f"sde_window {list(cfg.sde_window)} must satisfy 0 <= start < end <= num_steps "
+                    f"({cfg.num_steps}) (half-open range of step indices)")
+    if cfg.reward is None:
+        errs.append("reward is missing: set reward to one of brightness, motion, agent, http")
+    if not cfg.tiny and not cfg.model_path:
+        errs.append("model_path is required unless tiny is true")
+    if not cfg.dataset and not cfg.dataset_file:
+        errs.append("no prompts: set dataset (list of {text, image?}) or dataset_file")
+    positive = {"prompts_per_iteration": cfg.prompts_per_iteration, "inner_epochs": cfg.inner_epochs,
+                "micro_batch": cfg.micro_batch, "optimizer_steps_per_epoch": cfg.optimizer_steps_per_epoch,
+                "max_iterations": cfg.max_iterations, "checkpoint_every": cfg.checkpoint_every,
+                "height": cfg.height, "width": cfg.width, "num_frames": cfg.num_frames}
+    errs += [f"{k} must be >= 1, got {v}" for k, v in positive.items() if v < 1]
+    for name in ("clip_range", "a_max", "mu_kl_eps", "learning_rate", "fps", "shift"):
+        if not getattr(cfg, name) > 0:
+            errs.append(f"{name} must be > 0, got {getattr(cfg, name)}")
+    for name in ("beta", "adv_eps", "weight_decay"):
+        if not getattr(cfg, name) >= 0:
+            errs.append(f"{name} must be >= 0, got {getattr(cfg, name)}")
+    if cfg.finetune == "lora" and (cfg.lora_rank < 1 or not cfg.lora_targets):
+        errs.append("lora needs lora_rank >= 1 and at least one lora_targets entry")
+    if cfg.zero_stage is not None and cfg.zero_stage not in (0, 1, 2, 3):
+        errs.append(f"zero_stage must be 0, 1, 2 or 3, got {cfg.zero_stage}")
+    n_sde = end - start
+    n_mb = -(-cfg.group_size // cfg.micro_batch) * max(n_sde, 0)
+    if n_mb and n_mb % cfg.optimizer_steps_per_epoch:
+        errs.append(f"optimizer_steps_per_epoch ({cfg.optimizer_steps_per_epoch}) must divide the "
+                    f"micro-batches per prompt per epoch ({n_mb} = ceil(G/micro_batch) * SDE steps)")
+    if errs:
+        raise ConfigError("invalid training config:\n  - " + "\n  - ".join(errs))
+    return cfg
+
+
+def resolve_ds_config(name: str) -> Path:
+    """The DeepSpeed JSON path: as given when it exists, else the bundled training/configs/NAME."""
+    path = Path(name)
+    if path.exists():
+        return path
+    bundled = CONFIG_DIR / path.name
+    if path.parent == Path(".") and bundled.exists():
+        return bundled
+    raise ConfigError(f"ds_config {name!r} not found (bundled files: "
+                      f"{sorted(p.name for p in CONFIG_DIR.glob('*.json'))})")
+
+
+def apply_overrides(data: dict[str, Any], overrides: Sequence[str]) -> dict[str, Any]:
+    """Merge ``--field value`` / ``--field=value`` / bare ``--boolfield`` tokens into ``data``."""
+    hints = typing.get_type_hints(TrainConfig)
+    names = [f.name for f in dataclasses.fields(TrainConfig)]
+    out = dict(data)
+    toks = list(overrides)
+    i = 0
+    while i < len(toks):
+        tok = toks[i]
+        if not tok.startswith("--"):
+            raise ConfigError(f"unexpected argument {tok!r} (expected --field value)")
+        key, eq, val = tok[2:].partition("=")
+        key = key.replace("-", "_")
+        if key == "local_rank":  # added by the deepspeed launcher; rank comes from the environment
+            i += 1 if eq else 2
+            continue
+        if key not in names:
+            raise ConfigError(f"unknown option --{key}; valid fields: {names}")
+        if not eq:
+            nxt = toks[i + 1] if i + 1 < len(toks) else None
+            if hints[key] is bool and (nxt is None or nxt.startswith("--")):
+                out[key], i = True, i + 1
+                continue
+            if nxt is None:
+                raise ConfigError(f"--{key} needs a value")
+            val, i = nxt, i + 2
+        else:
+            i += 1
+        out[key] = _coerce(val, hints[key], key)
+    return out
+
+
+def load_config(path: str | Path | None, overrides: Sequence[str] = ()) -> TrainConfig:
+    """YAML file (or defaults) + overrides -> a validated TrainConfig."""
+    data: dict[str, Any] = {}
+    if path is not None:
+        p = Path(path)
+        if not p.is_file():
+            raise ConfigError(f"config file not found: {p}")
+        loaded = yaml.safe_load(p.read_text()) or {}
+        if not isinstance(loaded, dict):
+            raise ConfigError(f"{p}: top level must be a mapping of TrainConfig fields")
+        data = loaded
+    data = apply_overrides(data, overrides)
+    return validate(_build(TrainConfig, data, ""))
+
+
+def parse_cli(argv: Sequence[str]) -> TrainConfig:
+    """``--config FILE`` plus field overrides -> a validated TrainConfig (see module docstring)."""
+    args = list(argv)
+    path: str | None = None
+    rest: list[str] = []
+    i = 0
+    while i < len(args):
+        key, eq, val = args[i].partition("=")
+        if key == "--config":
+            if not eq:
+                if i + 1 >= len(args):
+                    raise ConfigError("--config needs a file path")
+                val, i = args[i + 1], i + 1
+            path = val
+        else:
+            rest.append(args[i])
+        i += 1
+    return load_config(path, rest)

@@ -1,0 +1,94 @@
+"""Training prompts: loading, synthetic initial frames and a resumable, seeded prompt order.
+
+The order is a pure function of ``(seed, position)``: epoch ``e`` is a permutation of the prompts
+drawn from ``seed + e``, and ``position`` counts prompts consumed so far over all ranks, so saving
+``position`` in the checkpoint is enough to resume the exact stream.
+
+Decisions where the issue was silent: images are resized (bilinear) to the run's width x height
+without keeping the aspect ratio; a synthetic frame (``image`` unset) is a seeded flat background
+with three coloured rectangles, so rollouts have some structure to move.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from training.config import PromptSpec
+
+
+def load_prompts(dataset: Sequence[PromptSpec], dataset_file: str | None) -> list[PromptSpec]:
+    """Prompts of the config plus those of a JSONL file (image paths relative to that file)."""
+    prompts = list(dataset)
+    if dataset_file is not None:
+        path = Path(dataset_file)
+        if not path.is_file():
+            raise FileNotFoundError(f"dataset_file not found: {path}")
+        for n, line in enumerate(path.read_text().splitlines(), start=1):
+            if not line.strip():
+                continue
+            row = json.loads(line)
+            if "text" not in row:
+                raise ValueError(f"{path}:{n}: a prompt needs 'text'")
+            image = row.get("image")
+            if image is not None and not Path(image).is_absolute():
+                image = str(path.parent / image)
+            prompts.append(PromptSpec(text=row["text"], image=image, image_seed=int(row.get("image_seed", 0))))
+    if not prompts:
+        raise ValueError("no training prompts")
+    return prompts
+
+
+def synthetic_frame(seed: int, height: int, width: int) -> np.ndarray:
+    """A seeded RGB frame uint8 [H, W, 3]: flat background and three rectangles."""
+    rng = np.random.default_rng(seed)
+    frame = np.empty((height, width, 3), dtype=np.uint8)
+    frame[:] = rng.integers(40, 200, size=3, dtype=np.uint8)
+    for _ in range(3):
+        h = int(rng.integers(max(1, height // 8), max(2, height // 2)))
+        w = int(rng.integers(max(1, width // 8), max(2, width // 2)))
+        y = int(rng.integers(0, height - h + 1))
+        x = int(rng.integers(0, width - w + 1))
+        frame[y:y + h, x:x + w] = rng.integers(0, 256, size=3, dtype=np.uint8)
+    return frame
+
+
+def load_frame(spec: PromptSpec, height: int, width: int) -> np.ndarray:
+    """The prompt's initial frame as uint8 [H, W, 3] at the run's size."""
+    if spec.image is None:
+        return synthetic_frame(spec.image_seed, height, width)
+    from PIL import Image
+
+    path = Path(spec.image)
+    if not path.is_file():
+        raise FileNotFoundError(f"prompt image not found: {path}")
+    with Image.open(path) as img:
+        rgb = img.convert("RGB").resize((width, height), Image.Resampling.BILINEAR)
+        return np.asarray(rgb, dtype=np.uint8).copy()
+
+
+@dataclass
+class PromptStream:
+    """Seeded, resumable order over prompts; ``position`` = prompts consumed over all ranks."""
+
+    num_prompts: int
+    """Number of distinct prompts."""
+    seed: int
+    """Seed of the per-epoch permutations."""
+    position: int = 0
+    """Prompts consumed so far (saved in checkpoints)."""
+
+    def index_at(self, pos: int) -> int:
+        epoch, offset = divmod(pos, self.num_prompts)
+        perm = np.random.default_rng(self.seed + epoch).permutation(self.num_prompts)
+        return int(perm[offset])
+
+    def take(self, count: int) -> list[int]:
+        """The next ``count`` prompt indices (global order); advances ``position``."""
+        out = [self.index_at(self.position + i) for i in range(count)]
+        self.position += count
+        return out

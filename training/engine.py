@@ -1,0 +1,137 @@
+"""DeepSpeed plumbing for the trainer: the engine's JSON, the trainable policy module, checkpoints.
+
+* :func:`deepspeed_config` -- the JSON file plus the run's values (micro-batch, accumulation steps,
+  learning rate, ZeRO stage). ``gradient_clipping`` stays whatever the JSON says.
+* :class:`PolicyStep` -- the module handed to ``deepspeed.initialize``; its forward recomputes one
+  SDE transition's log-prob, mean and std (``policy.rollout.step_log_prob``), so every gradient pass
+  goes through ``engine(...)`` (ZeRO-3 gathers parameters in its forward hooks).
+* :func:`add_lora` / :func:`frozen_reference` -- LoRA via peft (reference = adapters disabled) or a
+  frozen deep copy for full fine-tuning.
+* :func:`save` / :func:`load` -- ``engine.save_checkpoint`` on every rank with client state
+  (iteration, data position, every rank's torch / numpy / python RNG states).
+
+Decisions where the issue was silent: the JSON's ``train_batch_size`` is dropped (DeepSpeed derives
+it from micro-batch x accumulation x world size); RNG states of all ranks are gathered into the
+client state because DeepSpeed stores client state once (rank 0's model-states file).
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import random
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+import torch.distributed as dist
+
+from policy.rollout import RolloutConfig, SDEStepRecord, step_log_prob
+from policy.world_model import Conditioning, FlowWorldModel
+from training.config import TrainConfig, resolve_ds_config
+
+
+def deepspeed_config(cfg: TrainConfig, grad_accum_steps: int) -> dict[str, Any]:
+    """DeepSpeed JSON of ``cfg.ds_config`` with this run's batch, accumulation, lr and stage."""
+    ds = json.loads(resolve_ds_config(cfg.ds_config).read_text())
+    ds.pop("train_batch_size", None)
+    ds["train_micro_batch_size_per_gpu"] = cfg.micro_batch
+    ds["gradient_accumulation_steps"] = grad_accum_steps
+    opt = ds.setdefault("optimizer", {"type": "AdamW", "params": {}})
+    opt.setdefault("params", {})
+    opt["params"]["lr"] = cfg.learning_rate
+    opt["params"]["weight_decay"] = cfg.weight_decay
+    if cfg.zero_stage is not None:
+        ds.setdefault("zero_optimization", {})["stage"] = cfg.zero_stage
+    if cfg.dtype == "bfloat16":
+        ds["bf16"] = {"enabled": True}
+    elif cfg.dtype == "float16":
+        ds["fp16"] = {"enabled": True}
+    return ds
+
+
+class PolicyStep(torch.nn.Module):
+    """Wraps the world model; forward = the current policy's Gaussian at one recorded SDE step."""
+
+    def __init__(self, world_model: FlowWorldModel) -> None:
+        super().__init__()
+        self.world_model = world_model
+
+    def forward(self, cond: Conditioning, record: SDEStepRecord, config: RolloutConfig
+                ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        return step_log_prob(self.world_model, cond, record, config)
+
+
+def add_lora(world_model: FlowWorldModel, cfg: TrainConfig) -> None:
+    """Replace the transformer by a peft LoRA model (only adapter weights train)."""
+    from peft import LoraConfig, get_peft_model
+
+    for p in world_model.parameters():
+        p.requires_grad_(False)
+    lora = LoraConfig(r=cfg.lora_rank, lora_alpha=cfg.lora_alpha, target_modules=list(cfg.lora_targets),
+                      init_lora_weights=True)
+    world_model.transformer = get_peft_model(world_model.transformer, lora)
+
+
+def set_full_finetune(world_model: FlowWorldModel) -> None:
+    """Only the transformer trains (VAE and text encoder stay frozen)."""
+    for p in world_model.parameters():
+        p.requires_grad_(False)
+    for p in world_model.transformer.parameters():
+        p.requires_grad_(True)
+
+
+def frozen_reference(world_model: FlowWorldModel) -> PolicyStep:
+    """A frozen copy of the initial policy (full fine-tuning reference): a deep copy of the
+    transformer only (the reference needs velocities, never the VAE or the text encoder)."""
+    twin = FlowWorldModel(world_model.backend, copy.deepcopy(world_model.transformer), None, None,
+                          cond_frame_sigma=world_model.cond_frame_sigma,
+                          num_train_timesteps=world_model.num_train_timesteps,
+                          default_num_frames=world_model.default_num_frames)
+    ref = PolicyStep(twin)
+    ref.eval()
+    for p in ref.parameters():
+        p.requires_grad_(False)
+    return ref
+
+
+def rng_state() -> dict[str, Any]:
+    return {"torch": torch.get_rng_state(), "numpy": np.random.get_state(), "python": random.getstate(),
+            "cuda": torch.cuda.get_rng_state_all() if torch.cuda.is_available() else None}
+
+
+def set_rng_state(state: dict[str, Any]) -> None:
+    torch.set_rng_state(state["torch"])
+    np.random.set_state(state["numpy"])
+    random.setstate(state["python"])
+    if state.get("cuda") is not None and torch.cuda.is_available():
+        torch.cuda.set_rng_state_all(state["cuda"])
+
+
+def _all_rng_states() -> list[dict[str, Any]]:
+    mine = rng_state()
+    if not dist.is_initialized() or dist.get_world_size() == 1:
+        return [mine]
+    out: list[Any] = [None] * dist.get_world_size()
+    dist.all_gather_object(out, mine)
+    return out
+
+
+def save(engine: Any, ckpt_dir: Path, iteration: int, data_position: int) -> None:
+    """Checkpoint after ``iteration`` iterations (call on every rank)."""
+    client = {"iteration": iteration, "data_position": data_position, "rng": _all_rng_states()}
+    engine.save_checkpoint(str(ckpt_dir), tag=f"iter_{iteration:06d}", client_state=client)
+
+
+def load(engine: Any, ckpt_dir: Path) -> tuple[int, int]:
+    """Restore the latest checkpoint; returns (iteration, data_position). RNG states restored too."""
+    if not (ckpt_dir / "latest").is_file():
+        raise FileNotFoundError(f"--resume: no checkpoint in {ckpt_dir} (missing 'latest')")
+    path, client = engine.load_checkpoint(str(ckpt_dir))
+    if path is None or client is None:
+        raise RuntimeError(f"--resume: DeepSpeed could not load a checkpoint from {ckpt_dir}")
+    rank = dist.get_rank() if dist.is_initialized() else 0
+    states = client["rng"]
+    set_rng_state(states[rank] if rank < len(states) else states[0])
+    return int(client["iteration"]), int(client["data_position"])

@@ -1,0 +1,228 @@
+"""GRPO objective pieces for DynDiff-GRPO (DESIGN.md §6, paper Sec. 4.2).
+
+Three small pure functions, each tested against hand-computed values in tests/test_grpo.py:
+
+* :func:`group_advantages` -- group-relative advantages over *eligible* rewards only.
+* :func:`clipped_policy_loss` -- the clipped importance-ratio surrogate.
+* :func:`mean_kl` -- the mean-space KL-style regulariser (mu-KL).
+
+Decisions where the issue was silent:
+
+* A reward is eligible when it is a finite float; ``None`` (the agent's ineligible result), NaN and
+  +/-inf are all ineligible and counted separately in the stats.
+* A group whose eligible rewards all agree has standard deviation 0, so every advantage in it is 0;
+  it is still a valid group (it gives no policy-gradient signal but its samples still carry the
+  mu-KL term). It is counted in ``AdvantageStats.zero_std_groups``.
+* ``approx_kl`` is the non-negative "k3" estimator ``mean((rho - 1) - log rho)`` of KL(old || new).
+* The log-ratio is clamped to ``[-max_log_ratio, max_log_ratio]`` (default 20) before ``exp`` so a
+  summed-over-latents log-prob cannot overflow into ``inf * 0 = NaN``; within the bound the
+  objective is exactly the paper's.
+* ``mean_kl`` averages over latent elements (DESIGN.md §6 writes ``mean``; the paper writes a
+  squared L2 norm, which differs only by a constant factor absorbed into beta).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Hashable, Sequence
+from dataclasses import asdict, dataclass
+
+import torch
+
+
+@dataclass(frozen=True)
+class AdvantageStats:
+    """Bookkeeping from :func:`group_advantages` (all counts are over the given batch)."""
+
+    num_samples: int
+    """Number of rewards given."""
+    eligible_count: int
+    """Rewards that were finite floats."""
+    ineligible_count: int
+    """Rewards that were None, NaN or inf (``none_count + nan_count + inf_count``)."""
+    none_count: int
+    """Rewards that were None (the agent's ineligible result)."""
+    nan_count: int
+    """Rewards that were NaN."""
+    inf_count: int
+    """Rewards that were +inf or -inf."""
+    num_groups: int
+    """Distinct group ids."""
+    skipped_groups: int
+    """Groups with fewer than 2 eligible rewards (no update from them)."""
+    zero_std_groups: int
+    """Valid groups whose eligible rewards were all equal (advantages all 0)."""
+    valid_count: int
+    """Samples that receive an update (eligible and in a non-skipped group)."""
+    adv_mean: float
+    """Mean advantage over valid samples (0.0 when there are none)."""
+    adv_std: float
+    """Population std of the advantages over valid samples (0.0 when there are none)."""
+    adv_abs_max: float
+    """Largest |advantage| over valid samples (0.0 when there are none)."""
+    adv_clipped_fraction: float
+    """Fraction of valid samples whose advantage was clipped at +/-a_max."""
+
+    @property
+    def eligible_fraction(self) -> float:
+        """Eligible rewards / all rewards (0.0 for an empty batch)."""
+        return self.eligible_count / self.num_samples if self.num_samples else 0.0
+
+    def as_dict(self) -> dict[str, float | int]:
+        out: dict[str, float | int] = asdict(self)
+        out["eligible_fraction"] = self.eligible_fraction
+        return out
+
+
+def _classify(reward: float | None) -> str:
+    if reward is None:
+        return "none"
+    value = float(reward)
+    if math.isnan(value):
+        return "nan"
+    if math.isinf(value):
+        return "inf"
+    return "ok"
+
+
+def group_advantages(
+    rewards: Sequence[float | None],
+    group_ids: Sequence[Hashable],
+    a_max: float,
+    eps: float,
+) -> tuple[torch.Tensor, torch.Tensor, AdvantageStats]:
+    """Group-relative advantages over eligible rewards (paper Sec. 4.2, DESIGN.md §6).
+
+    For each group with eligible index set I (n = |I|)::
+
+        r_bar = (1/n) sum_{j in I} r_j
+        s_r   = sqrt((1/n) sum_{j in I} (r_j - r_bar)^2)          (population std)
+        A_i   = clip((r_i - r_bar) / (s_r + eps), -A_max, A_max)
+
+    Ineligible rewards (None / NaN / inf) are excluded from r_bar and s_r and get A = 0 and
+    ``valid = False``. A group with n < 2 gives no update: all its samples are invalid.
+
+    Returns ``(advantages float32 [N], valid bool [N], stats)``.
+    """
+    if len(rewards) != len(group_ids):
+        raise ValueError(f"group_advantages: {len(rewards)} rewards but {len(group_ids)} group ids")
+    if not a_max > 0:
+        raise ValueError(f"group_advantages: a_max must be > 0, got {a_max}")
+    if not eps >= 0:
+        raise ValueError(f"group_advantages: eps must be >= 0, got {eps}")
+    kinds = [_classify(r) for r in rewards]
+    n = len(rewards)
+    adv = torch.zeros(n, dtype=torch.float64)
+    valid = torch.zeros(n, dtype=torch.bool)
+    members: dict[Hashable, list[int]] = {}
+    for i, g in enumerate(group_ids):
+        members.setdefault(g, []).append(i)
+    skipped = zero_std = clipped = 0
+    for idx in members.values():
+        elig = [i for i in idx if kinds[i] == "ok"]
+        if len(elig) < 2:
+            skipped += 1
+            continue
+        r = torch.tensor([float(rewards[i]) for i in elig], dtype=torch.float64)  # type: ignore[arg-type]
+        if float(r.max()) == float(r.min()):  # exact: avoids rounding noise in mean/std
+            zero_std += 1
+            for i in elig:
+                valid[i] = True
+            continue
+        mean = r.mean()
+        std = ((r - mean) ** 2).mean().sqrt()
+        raw = (r - mean) / (std + eps)
+        clipped += int((raw.abs() > a_max).sum())
+        a = raw.clamp(-a_max, a_max)
+        for k, i in enumerate(elig):
+            adv[i] = a[k]
+            valid[i] = True
+    vals = adv[valid]
+    n_valid = int(valid.sum())
+    stats = AdvantageStats(
+        num_samples=n,
+        eligible_count=kinds.count("ok"),
+        ineligible_count=n - kinds.count("ok"),
+        none_count=kinds.count("none"),
+        nan_count=kinds.count("nan"),
+        inf_count=kinds.count("inf"),
+        num_groups=len(members),
+        skipped_groups=skipped,
+        zero_std_groups=zero_std,
+        valid_count=n_valid,
+        adv_mean=float(vals.mean()) if n_valid else 0.0,
+        adv_std=float(((vals - vals.mean()) ** 2).mean().sqrt()) if n_valid else 0.0,
+        adv_abs_max=float(vals.abs().max()) if n_valid else 0.0,
+        adv_clipped_fraction=clipped / n_valid if n_valid else 0.0,
+    )
+    return adv.to(torch.float32), valid, stats
+
+
+def clipped_policy_loss(
+    log_prob: torch.Tensor,
+    old_log_prob: torch.Tensor,
+    advantages: torch.Tensor,
+    clip_range: float,
+    *,
+    max_log_ratio: float = 20.0,
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """Clipped GRPO surrogate (paper Sec. 4.2)::
+
+        rho = exp(log pi_theta(x'|x,c) - log pi_old(x'|x,c))
+        L_GRPO = -mean( min(rho * A, clip(rho, 1 - delta, 1 + delta) * A) )
+
+    ``log_prob`` / ``old_log_prob`` come from each policy's own Gaussian (own mask and std), so the
+    log-scale terms are already inside them. All inputs are [M] over (sample, SDE step) items.
+
+    Returns ``(loss, clip_fraction, approx_kl)``; the last two are detached scalars:
+    ``clip_fraction = mean(|rho - 1| > delta)`` and ``approx_kl = mean((rho - 1) - log rho)``.
+    """
+    if not (log_prob.shape == old_log_prob.shape == advantages.shape):
+        raise ValueError(
+            "clipped_policy_loss: shapes differ: log_prob "
+            f"{tuple(log_prob.shape)}, old_log_prob {tuple(old_log_prob.shape)}, "
+            f"advantages {tuple(advantages.shape)}"
+        )
+    if log_prob.numel() == 0:
+        raise ValueError("clipped_policy_loss: empty batch")
+    if not clip_range > 0:
+        raise ValueError(f"clipped_policy_loss: clip_range must be > 0, got {clip_range}")
+    log_ratio = (log_prob - old_log_prob.detach()).clamp(-max_log_ratio, max_log_ratio)
+    ratio = torch.exp(log_ratio)
+    adv = advantages.detach().to(ratio.dtype)
+    unclipped = ratio * adv
+    clipped = ratio.clamp(1.0 - clip_range, 1.0 + clip_range) * adv
+    loss = -torch.minimum(unclipped, clipped).mean()
+    with torch.no_grad():
+        clip_fraction = ((ratio - 1.0).abs() > clip_range).to(ratio.dtype).mean()
+        approx_kl = ((ratio - 1.0) - log_ratio).mean()
+    return loss, clip_fraction, approx_kl
+
+
+def mean_kl(
+    mean: torch.Tensor,
+    ref_mean: torch.Tensor,
+    ref_std: torch.Tensor,
+    eps: float,
+    weight_mask: torch.Tensor | None = None,
+) -> torch.Tensor:
+    """Mean-space KL-style regulariser (paper Sec. 4.2, DESIGN.md §6)::
+
+        L_muKL = mean( ((mu_theta - mu_ref) / (sigma_ref + eps))^2 )
+
+    ``weight_mask`` (broadcastable to ``mean``, e.g. [B,1,F,1,1]; 1 = generated, 0 = conditioning
+    frame) excludes conditioning frames: the mean is taken over weighted elements only. Gradient
+    flows through ``mean`` only; the reference terms are treated as constants.
+    """
+    if mean.shape != ref_mean.shape:
+        raise ValueError(f"mean_kl: mean {tuple(mean.shape)} vs ref_mean {tuple(ref_mean.shape)}")
+    if not eps > 0:
+        raise ValueError(f"mean_kl: eps must be > 0, got {eps}")
+    sq = ((mean - ref_mean.detach()) / (ref_std.detach() + eps)) ** 2
+    if weight_mask is None:
+        return sq.mean()
+    w = weight_mask.to(sq.dtype).expand_as(sq)
+    denom = w.sum()
+    if float(denom) <= 0:
+        raise ValueError("mean_kl: weight_mask selects no element")
+    return torch.where(w > 0, sq * w, torch.zeros_like(sq)).sum() / denom

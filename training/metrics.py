@@ -1,0 +1,121 @@
+"""Per-iteration metrics: aggregation over ranks, OUTPUT_DIR/metrics.jsonl and TensorBoard (rank 0).
+
+Metric names (one JSON object per iteration in metrics.jsonl):
+
+* ``reward_mean`` / ``reward_std`` -- over eligible rewards of all ranks (population std).
+* ``eligible_fraction`` / ``ineligible_count`` (+ ``ineligible_none|nan|inf|error``) -- reward validity.
+* ``skipped_groups`` -- groups with fewer than 2 eligible rewards (no update from them).
+* ``adv_mean`` / ``adv_std`` / ``adv_abs_max`` -- advantages of the samples that were updated.
+* ``clip_fraction`` -- share of (sample, SDE step) items whose ratio left [1 - delta, 1 + delta].
+* ``approx_kl`` -- mean k3 estimate of KL(old || new) over update micro-batches.
+* ``mu_kl`` -- mean mu-KL regulariser (mean-space distance to the reference policy).
+* ``loss`` -- mean total loss over update micro-batches.
+* ``mask_mean`` -- mean of the dynamic mask M over SDE steps (r_base <= M <= 1).
+* ``rollout_diversity`` / ``rollout_diversity_frames`` -- D_prompt per prompt (latent L2 / frame
+  space), averaged over prompts.
+* ``seconds_rollout`` / ``seconds_reward`` / ``seconds_update`` -- wall time of each phase on rank 0.
+* ``update_skipped`` -- 1 when no rank had a valid sample (no optimizer step this iteration).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+from typing import Any
+
+import torch.distributed as dist
+
+
+def _mean(xs: list[float]) -> float:
+    return sum(xs) / len(xs) if xs else float("nan")
+
+
+def _std(xs: list[float]) -> float:
+    if not xs:
+        return float("nan")
+    m = _mean(xs)
+    return math.sqrt(sum((x - m) ** 2 for x in xs) / len(xs))
+
+
+def gather(local: dict[str, Any]) -> list[dict[str, Any]]:
+    """All ranks' local metric dicts (a list of one dict without torch.distributed)."""
+    if not (dist.is_available() and dist.is_initialized()) or dist.get_world_size() == 1:
+        return [local]
+    out: list[Any] = [None] * dist.get_world_size()
+    dist.all_gather_object(out, local)
+    return out
+
+
+def summarize(iteration: int, parts: list[dict[str, Any]]) -> dict[str, float | int]:
+    """Combine the ranks' local dicts into the logged row (see module docstring)."""
+
+    def cat(key: str) -> list[Any]:
+        return [x for p in parts for x in p[key]]
+
+    def total(key: str) -> int:
+        return int(sum(p[key] for p in parts))
+
+    rewards = cat("rewards")
+    eligible = [r for r in rewards if r is not None]
+    adv = cat("advantages")
+    row: dict[str, float | int] = {
+        "iteration": iteration,
+        "reward_mean": _mean(eligible),
+        "reward_std": _std(eligible),
+        "eligible_fraction": len(eligible) / len(rewards) if rewards else 0.0,
+        "ineligible_count": len(rewards) - len(eligible),
+        "skipped_groups": total("skipped_groups"),
+        "adv_mean": _mean(adv) if adv else 0.0,
+        "adv_std": _std(adv) if adv else 0.0,
+        "adv_abs_max": max((abs(a) for a in adv), default=0.0),
+        "clip_fraction": _mean(cat("clip_fraction")),
+        "approx_kl": _mean(cat("approx_kl")),
+        "mu_kl": _mean(cat("mu_kl")),
+        "loss": _mean(cat("loss")),
+        "mask_mean": _mean(cat("mask_mean")),
+        "rollout_diversity": _mean(cat("diversity")),
+        "rollout_diversity_frames": _mean(cat("diversity_frames")),
+        "seconds_rollout": parts[0]["seconds_rollout"],
+        "seconds_reward": parts[0]["seconds_reward"],
+        "seconds_update": parts[0]["seconds_update"],
+        "update_skipped": int(parts[0]["update_skipped"]),
+    }
+    for kind in ("none", "nan", "inf", "error"):
+        row[f"ineligible_{kind}"] = total(f"ineligible_{kind}")
+    return row
+
+
+class MetricsLog:
+    """Appends rows to OUTPUT_DIR/metrics.jsonl and mirrors them to TensorBoard (rank 0 only).
+
+    ``append=False`` (a fresh run) removes an existing metrics.jsonl first; a resumed run appends."""
+
+    def __init__(self, output_dir: Path, *, enabled: bool, tensorboard: bool, append: bool = True) -> None:
+        self.enabled = enabled
+        self.path = output_dir / "metrics.jsonl"
+        self.writer = None
+        if enabled:
+            output_dir.mkdir(parents=True, exist_ok=True)
+            if not append:  # a fresh (not resumed) run starts a new file
+                self.path.unlink(missing_ok=True)
+            if tensorboard:
+                from torch.utils.tensorboard import SummaryWriter
+
+                self.writer = SummaryWriter(str(output_dir / "tensorboard"))
+
+    def write(self, row: dict[str, float | int]) -> None:
+        if not self.enabled:
+            return
+        clean = {k: (None if isinstance(v, float) and not math.isfinite(v) else v) for k, v in row.items()}
+        with self.path.open("a") as fh:
+            fh.write(json.dumps(clean) + "\n")
+        if self.writer is not None:
+            for key, value in row.items():
+                if key != "iteration" and isinstance(value, int | float) and math.isfinite(value):
+                    self.writer.add_scalar(f"train/{key}", value, int(row["iteration"]))
+            self.writer.flush()
+
+    def close(self) -> None:
+        if self.writer is not None:
+            self.writer.close()

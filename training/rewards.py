@@ -1,0 +1,307 @@
+"""Reward callables for GRPO training (DESIGN.md §6).
+
+A reward is any callable ``(videos, prompts, **meta) -> list[float | None]`` (:data:`RewardFn`), sync
+or async: ``videos`` are decoded clips, uint8 [T, H, W, 3] each; ``prompts`` the task texts; ``meta``
+carries ``fps``, ``iteration`` and ``group_ids``. ``None`` means ineligible (the agent's ⊥).
+
+Adapters:
+
+* :class:`BrightnessReward` / :class:`MotionReward` -- verifiable rewards on decoded frames in a target
+  region (normalised box ``[x0, y0, x1, y1]``), in [0, 1].
+* :class:`AgentReward` -- the reward agent in process: writes each clip to mp4 and awaits
+  ``graph.ascore_videos(items, AgentConfig(preset), model=..., max_concurrency=...)`` with items
+  ``{"video", "instruction"}``; the agent's ⊥ (reward None) stays ineligible, its reasons are kept.
+* :class:`HttpAgentReward` -- a reward service over HTTP. JSON API (one POST per batch)::
+
+      POST <url>   Authorization: Bearer <token> (optional)
+      {"items": [{"video_b64": "<base64 mp4>", "instruction": "...", "fps": 16.0}, ...],
+       "meta": {"iteration": 3}}
+      -> 200 {"results": [{"reward": 0.75 | null, "status": "...", "reasons": ["..."]}, ...]}
+
+  one result per item, same order; a transport error, non-200 reply or malformed body makes the
+  whole batch ineligible (with the reason kept in ``last_reasons``), never a made-up reward.
+
+:func:`call_reward` wraps any RewardFn: awaits coroutines, checks the list length (a wrong length is a
+:class:`RewardLengthError` naming the reward) and turns None / NaN / inf into ineligible results,
+counted by kind in the returned :class:`RewardOutcome`.
+
+Decisions where the issue was silent: the conditioning (first) frame is left out of the brightness
+reward by default; an exception raised by a reward callable makes the whole batch ineligible with
+the exception text as reason (counted as ``errors``) instead of stopping the run; a malformed clip
+is ineligible for the verifiable rewards without affecting the other clips.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import inspect
+import json
+import math
+import tempfile
+import urllib.request
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal
+
+import numpy as np
+
+RewardFn = Callable[..., "list[float | None] | Any"]
+"""``(videos: list[np.ndarray], prompts: list[str], **meta) -> list[float | None]`` or an awaitable of it."""
+
+
+class RewardLengthError(ValueError):
+    """A reward callable returned a list whose length differs from the number of videos."""
+
+
+@dataclass
+class RewardOutcome:
+    """Validated rewards of one batch."""
+
+    rewards: list[float | None]
+    """Finite floats or None (ineligible)."""
+    reasons: list[str | None]
+    """Why each ineligible item is ineligible (None for eligible ones)."""
+    counts: dict[str, int] = field(default_factory=dict)
+    """Ineligible items by kind: none, nan, inf, error."""
+
+    @property
+    def ineligible_count(self) -> int:
+        return sum(r is None for r in self.rewards)
+
+
+def _validate_box(region: Sequence[float], name: str) -> tuple[float, float, float, float]:
+    if len(region) != 4:
+        raise ValueError(f"{name}: region must be [x0, y0, x1, y1], got {list(region)}")
+    x0, y0, x1, y1 = (float(v) for v in region)
+    if not (0.0 <= x0 < x1 <= 1.0 and 0.0 <= y0 < y1 <= 1.0):
+        raise ValueError(f"{name}: region must be normalised with 0 <= x0 < x1 <= 1 and 0 <= y0 < y1 <= 1, "
+                         f"got {list(region)}")
+    return x0, y0, x1, y1
+
+
+def _crop_clip(video: Any, box: tuple[float, float, float, float]) -> np.ndarray | None:
+    if not isinstance(video, np.ndarray) or video.dtype != np.uint8 or video.ndim != 4 or video.shape[-1] != 3:
+        return None
+    if video.shape[0] == 0:
+        return None
+    h, w = video.shape[1:3]
+    x0, y0, x1, y1 = box
+    r0, r1 = int(math.floor(y0 * h)), max(int(math.ceil(y1 * h)), int(math.floor(y0 * h)) + 1)
+    c0, c1 = int(math.floor(x0 * w)), max(int(math.ceil(x1 * w)), int(math.floor(x0 * w)) + 1)
+    return video[:, r0:r1, c0:c1]
+
+
+@dataclass
+class BrightnessReward:
+    """Mean brightness (pixel value / 255) of the decoded frames inside ``region``; in [0, 1]."""
+
+    region: tuple[float, float, float, float] = (0.0, 0.0, 1.0, 1.0)
+    """Normalised box [x0, y0, x1, y1]."""
+    target: Literal["bright", "dark"] = "bright"
+    """bright: reward = brightness; dark: reward = 1 - brightness."""
+    skip_first: bool = True
+    """Leave out frame 0 (the conditioning frame the policy does not generate)."""
+
+    def __post_init__(self) -> None:
+        self.region = _validate_box(self.region, "BrightnessReward")
+        if self.target not in ("bright", "dark"):
+            raise ValueError(f"BrightnessReward: target must be 'bright' or 'dark', got {self.target!r}")
+
+    def __call__(self, videos: Sequence[np.ndarray], prompts: Sequence[str], **meta: Any) -> list[float | None]:
+        out: list[float | None] = []
+        for video in videos:
+            crop = _crop_clip(video, self.region)
+            if crop is not None and self.skip_first:
+                crop = crop[1:] if crop.shape[0] > 1 else None
+            if crop is None:
+                out.append(None)
+                continue
+            value = float(crop.mean(dtype=np.float64) / 255.0)
+            out.append(value if self.target == "bright" else 1.0 - value)
+        return out
+
+
+@dataclass
+class MotionReward:
+    """Mean absolute change between consecutive decoded frames inside ``region`` (/255); in [0, 1]."""
+
+    region: tuple[float, float, float, float] = (0.0, 0.0, 1.0, 1.0)
+    """Normalised box [x0, y0, x1, y1]."""
+    target: Literal["more", "less"] = "more"
+    """more: reward = motion; less: reward = 1 - motion."""
+
+    def __post_init__(self) -> None:
+        self.region = _validate_box(self.region, "MotionReward")
+        if self.target not in ("more", "less"):
+            raise ValueError(f"MotionReward: target must be 'more' or 'less', got {self.target!r}")
+
+    def __call__(self, videos: Sequence[np.ndarray], prompts: Sequence[str], **meta: Any) -> list[float | None]:
+        out: list[float | None] = []
+        for video in videos:
+            crop = _crop_clip(video, self.region)
+            if crop is None or crop.shape[0] < 2:
+                out.append(None)
+                continue
+            diff = np.abs(np.diff(crop.astype(np.int16), axis=0)).mean(dtype=np.float64) / 255.0
+            out.append(float(diff) if self.target == "more" else 1.0 - float(diff))
+        return out
+
+
+@dataclass
+class AgentReward:
+    """The reward agent in process (``graph.ascore_videos``); async."""
+
+    preset: str = "full"
+    """AgentConfig preset (paper Table 2)."""
+    max_concurrency: int = 16
+    """Concurrent agent runs per batch."""
+    video_dir: str | None = None
+    """Where clips are written as mp4 for the agent (None: a temporary directory per batch)."""
+    model: Any = None
+    """A LangChain chat model for the backbone; None: built from the environment (RAA_BASE_URL, ...)."""
+    last_reasons: list[list[str]] = field(default_factory=list)
+    """Reasons reported by the agent for the last batch."""
+
+    async def __call__(self, videos: Sequence[np.ndarray], prompts: Sequence[str], **meta: Any) -> list[float | None]:
+        from graph import AgentConfig, ascore_videos  # lazy: the trainer must not need the agent stack
+        from tools.video import write_video
+
+        fps = float(meta.get("fps", 16.0))
+        with tempfile.TemporaryDirectory(dir=self.video_dir) as tmp:
+            items = []
+            for i, (video, prompt) in enumerate(zip(videos, prompts, strict=True)):
+                path = write_video(Path(tmp) / f"it{meta.get('iteration', 0)}_{i:04d}.mp4", video, fps=fps)
+                items.append({"video": str(path), "instruction": prompt})
+            results = await ascore_videos(items, AgentConfig(preset=self.preset),  # type: ignore[arg-type]
+                                          model=self.model, max_concurrency=self.max_concurrency)
+        self.last_reasons = [list(r.reasons) for r in results]
+        return [r.reward for r in results]
+
+
+@dataclass
+class HttpAgentReward:
+    """A reward service over HTTP (JSON API in the module docstring); async, one POST per batch."""
+
+    url: str
+    """Endpoint receiving the POST."""
+    token: str | None = None
+    """Bearer token (resolved from the environment by the CLI, never here)."""
+    timeout_s: float = 600.0
+    """Whole-request timeout."""
+    last_reasons: list[list[str]] = field(default_factory=list)
+    """Reasons of the last batch (service reasons, or the transport failure for every item)."""
+
+    def _post(self, body: bytes) -> dict[str, Any]:
+        headers = {"Content-Type": "application/json"}
+        if self.token:
+            headers["Authorization"] = f"Bearer {self.token}"
+        req = urllib.request.Request(self.url, data=body, headers=headers, method="POST")
+        with urllib.request.urlopen(req, timeout=self.timeout_s) as resp:  # noqa: S310 (configured URL)
+            return json.loads(resp.read().decode("utf-8"))
+
+    async def __call__(self, videos: Sequence[np.ndarray], prompts: Sequence[str], **meta: Any) -> list[float | None]:
+        from tools.video import write_video
+
+        fps = float(meta.get("fps", 16.0))
+        items = []
+        with tempfile.TemporaryDirectory() as tmp:
+            for i, (video, prompt) in enumerate(zip(videos, prompts, strict=True)):
+                path = write_video(Path(tmp) / f"{i:04d}.mp4", video, fps=fps)
+                items.append({"video_b64": base64.b64encode(path.read_bytes()).decode("ascii"),
+                              "instruction": prompt, "fps": fps})
+        body = json.dumps({"items": items, "meta": {"iteration": meta.get("iteration")}}).encode("utf-8")
+        try:
+            reply = await asyncio.to_thread(self._post, body)
+            results = reply["results"]
+            if not isinstance(results, list) or len(results) != len(videos):
+                raise ValueError(f"expected {len(videos)} results, got {type(results).__name__}")
+            rewards = [None if r.get("reward") is None else float(r["reward"]) for r in results]
+            self.last_reasons = [list(r.get("reasons") or []) for r in results]
+            return rewards
+        except Exception as exc:  # any failure -> every item ineligible, with the reason
+            reason = f"http reward failed: {type(exc).__name__}: {exc}"
+            self.last_reasons = [[reason] for _ in videos]
+            return [None] * len(videos)
+
+
+def _run(value: Any) -> Any:
+    if inspect.isawaitable(value):
+        async def _await() -> Any:
+            return await value
+
+        return asyncio.run(_await())
+    return value
+
+
+def call_reward(fn: RewardFn, name: str, videos: Sequence[np.ndarray], prompts: Sequence[str],
+                **meta: Any) -> RewardOutcome:
+    """Call ``fn`` (sync or async) and validate its list: None/NaN/inf -> ineligible, counted by kind.
+
+    Raises :class:`RewardLengthError` naming ``name`` when the list length is not ``len(videos)``.
+    An exception inside ``fn`` makes every item ineligible (kind ``error``) with the exception text.
+    """
+    if len(videos) != len(prompts):
+        raise ValueError(f"reward {name!r}: {len(videos)} videos but {len(prompts)} prompts")
+    counts = {"none": 0, "nan": 0, "inf": 0, "error": 0}
+    try:
+        raw = _run(fn(list(videos), list(prompts), **meta))
+    except Exception as exc:
+        counts["error"] = len(videos)
+        reason = f"reward {name!r} raised {type(exc).__name__}: {exc}"
+        return RewardOutcome([None] * len(videos), [reason] * len(videos), counts)
+    if not isinstance(raw, list | tuple):
+        raise RewardLengthError(f"reward {name!r} returned {type(raw).__name__}, expected a list of "
+                                f"{len(videos)} floats or None")
+    if len(raw) != len(videos):
+        raise RewardLengthError(f"reward {name!r} returned {len(raw)} values for {len(videos)} videos")
+    rewards: list[float | None] = []
+    reasons: list[str | None] = []
+    for value in raw:
+        if value is None:
+            counts["none"] += 1
+            rewards.append(None)
+            reasons.append(f"reward {name!r} returned None (ineligible)")
+            continue
+        try:
+            f = float(value)
+        except (TypeError, ValueError):
+            counts["error"] += 1
+            rewards.append(None)
+            reasons.append(f"reward {name!r} returned a non-number {value!r}")
+            continue
+        kind = "nan" if math.isnan(f) else "inf" if math.isinf(f) else None
+        if kind is not None:
+            counts[kind] += 1
+            rewards.append(None)
+            reasons.append(f"reward {name!r} returned {f} (ineligible)")
+        else:
+            rewards.append(f)
+            reasons.append(None)
+    return RewardOutcome(rewards, reasons, counts)
+
+
+def build_reward(name: str, options: dict[str, Any], *, token: str | None = None) -> RewardFn:
+    """The adapter for a config's ``reward`` name with ``reward_options`` as keyword arguments.
+
+    Raises ValueError naming the reward on unknown names or options (before any model loads).
+    """
+    try:
+        if name == "brightness":
+            opts = dict(options)
+            if "region" in opts:
+                opts["region"] = tuple(opts["region"])
+            return BrightnessReward(**opts)
+        if name == "motion":
+            opts = dict(options)
+            if "region" in opts:
+                opts["region"] = tuple(opts["region"])
+            return MotionReward(**opts)
+        if name == "agent":
+            return AgentReward(**options)
+        if name == "http":
+            return HttpAgentReward(token=token, **{k: v for k, v in options.items() if k != "token_env"})
+    except TypeError as exc:
+        raise ValueError(f"reward {name!r}: bad reward_options {options}: {exc}") from None
+    raise ValueError(f"unknown reward {name!r}; expected brightness, motion, agent or http")

@@ -1,0 +1,62 @@
+"""Entry point: ``python -m training.train --config FILE [--field value ...]``.
+
+Launch with any of::
+
+    deepspeed --num_gpus 2 --module training.train --config training/configs/cosmos2_5_2b.yaml
+    torchrun --nproc_per_node 2 -m training.train --config training/configs/smoke.yaml
+    python -m training.train --config training/configs/smoke.yaml     # one process
+
+This is the edge where the environment is read: ``LOCAL_RANK`` (set by the launchers), the
+reward token variable named by ``reward_options.token_env`` (http reward), and -- for a plain
+single-process run without a launcher -- default ``RANK/WORLD_SIZE/MASTER_ADDR/MASTER_PORT``.
+Config errors are printed and exit with status 2 before any model loads.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import sys
+from collections.abc import Sequence
+
+from training.config import ConfigError, TrainConfig, parse_cli
+
+
+def _single_process_env() -> None:
+    if "RANK" in os.environ and "WORLD_SIZE" in os.environ:
+        return
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    os.environ.update({"RANK": "0", "WORLD_SIZE": "1", "LOCAL_RANK": "0", "MASTER_ADDR": "127.0.0.1",
+                       "MASTER_PORT": str(port)})
+
+
+def reward_token(cfg: TrainConfig) -> str | None:
+    """The http reward's bearer token from the variable named in reward_options.token_env."""
+    name = cfg.reward_options.get("token_env") if cfg.reward == "http" else None
+    return os.environ.get(str(name)) if name else None
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = list(sys.argv[1:] if argv is None else argv)
+    try:
+        cfg = parse_cli(args)
+    except ConfigError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    _single_process_env()
+    from training.trainer import train  # heavy imports (deepspeed, diffusers) only after validation
+
+    try:
+        out = train(cfg, local_rank=int(os.environ.get("LOCAL_RANK", "0")), reward_token=reward_token(cfg))
+    except ConfigError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    if int(os.environ.get("RANK", "0")) == 0:
+        print(f"done: metrics in {out / 'metrics.jsonl'}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

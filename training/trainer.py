@@ -1,0 +1,272 @@
+"""The DynDiff-GRPO training loop (DESIGN.md §6, paper Sec. 4.2). Reads top to bottom.
+
+One iteration, on every rank for its share of the prompts:
+
+1. rollouts: for each prompt, G rollouts of the current policy under ``torch.no_grad`` in eval mode
+   (``policy.rollout.rollout``), recording every SDE step; decode them to uint8 frames;
+2. rewards: the configured reward on the decoded clips (sync or async), validated
+   (None / NaN / inf -> ineligible, counted);
+3. advantages per prompt group over eligible rewards (``training.grpo.group_advantages``);
+4. update: ``inner_epochs`` passes over (group, SDE step, micro-batch of samples) items in a
+   seeded random order; each item recomputes the current policy's log-prob / mean / std with
+   gradients (``engine(...)`` -> ``step_log_prob``, train mode) and the reference's mean / std
+   (LoRA adapters disabled, or the frozen copy), and takes
+   ``loss = clipped GRPO + beta * mu-KL``; ``engine.backward(loss)``; ``engine.step()``;
+   DeepSpeed accumulates ``gradient_accumulation_steps`` micro-batches per optimizer step;
+5. metrics (training/metrics.py) and, every ``checkpoint_every`` iterations and after the last, a
+   checkpoint on every rank.
+
+Decisions where the issue was silent:
+
+* Whole groups stay on one rank (advantages need no communication); every rank runs the same
+  number of micro-batches so ZeRO's collectives stay in step. Samples without a valid advantage
+  (ineligible reward or skipped group) contribute a zero-weighted loss; when no rank has a valid
+  sample the update phase is skipped on all ranks (``update_skipped = 1``).
+* Each micro-batch's GRPO term is the mean over its valid samples (DeepSpeed then averages over
+  accumulation steps and ranks); the mu-KL term uses the same samples, conditioning frames excluded.
+* Rollout noise comes from a generator seeded by (seed, iteration, rank, prompt slot), so a resumed
+  run draws exactly the noise of an uninterrupted one.
+* With ``beta = 0`` the reference pass is skipped; otherwise it runs for every micro-batch on every
+  rank (also where no sample is valid), because under ZeRO-3 each forward gathers parameters
+  collectively.
+* ``decode: preview`` replaces the VAE by the fixed latent->RGB preview of training/preview.py
+  (CPU smoke runs only; see that module for why).
+* A fresh run starts a new metrics.jsonl; ``--resume`` appends to it.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import random
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import deepspeed
+import numpy as np
+import torch
+import torch.distributed as dist
+
+from evals.diversity import d_prompt, d_prompt_frames
+from policy.rollout import Rollout, RolloutConfig, rollout
+from policy.world_model import Conditioning, FlowWorldModel
+from training import engine as ds_engine
+from training.config import ConfigError, TrainConfig
+from training.data import PromptStream, load_frame, load_prompts
+from training.grpo import clipped_policy_loss, group_advantages, mean_kl
+from training.metrics import MetricsLog, gather, summarize
+from training.preview import latent_preview
+from training.rewards import call_reward
+
+_DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
+
+
+@dataclass
+class Group:
+    """The G rollouts of one prompt on this rank."""
+
+    cond: Conditioning
+    rollout: Rollout
+    frames: np.ndarray
+    text: str
+    advantages: torch.Tensor | None = None
+    valid: torch.Tensor | None = None
+
+
+def _seed(*parts: int) -> int:
+    return int(np.random.SeedSequence([int(p) for p in parts]).generate_state(1)[0])
+
+
+def _take(obj: Any, sl: slice, batch: int) -> Any:
+    """A copy of a dataclass with every tensor field of leading size ``batch`` sliced to ``sl``."""
+    changes = {}
+    for f in dataclasses.fields(obj):
+        value = getattr(obj, f.name)
+        if isinstance(value, torch.Tensor) and value.dim() > 0 and value.shape[0] == batch:
+            changes[f.name] = value[sl]
+    return dataclasses.replace(obj, **changes)
+
+
+def _frames_numpy(frames: Any) -> np.ndarray:
+    if isinstance(frames, torch.Tensor):
+        frames = frames.detach().cpu().numpy()
+    return np.asarray(frames, dtype=np.uint8)
+
+
+def build_world_model(cfg: TrainConfig, device: torch.device) -> FlowWorldModel:
+    """The tiny random model of the backend's real classes, or the pretrained checkpoint."""
+    if cfg.tiny:
+        model = FlowWorldModel.tiny_cosmos() if cfg.backend == "cosmos" else FlowWorldModel.tiny_wan()
+    else:
+        model = FlowWorldModel.from_pretrained(cfg.model_path, backend=cfg.backend,
+                                               torch_dtype=_DTYPES[cfg.dtype], default_num_frames=cfg.num_frames)
+    if cfg.tiny and cfg.dtype != "float32":  # from_pretrained already loaded torch_dtype; the VAE stays float32
+        model.transformer.to(dtype=_DTYPES[cfg.dtype])
+    return model.to(device=device)
+
+
+def train(cfg: TrainConfig, *, local_rank: int = 0, reward_token: str | None = None) -> Path:
+    """Run (or resume) training as configured; returns the output directory."""
+    # -- everything that can fail cheaply happens before the model loads --------------------
+    from training.rewards import build_reward
+
+    reward_fn = build_reward(cfg.reward or "", cfg.reward_options, token=reward_token)
+    prompts = load_prompts(cfg.dataset, cfg.dataset_file)
+    use_cuda = cfg.device == "cuda" or (cfg.device == "auto" and torch.cuda.is_available())
+    if use_cuda:
+        torch.cuda.set_device(local_rank)
+    device = torch.device("cuda", local_rank) if use_cuda else torch.device("cpu")
+    deepspeed.init_distributed(dist_backend="nccl" if use_cuda else "gloo")
+    rank, world = dist.get_rank(), dist.get_world_size()
+    if cfg.prompts_per_iteration % world:
+        raise ConfigError(f"prompts_per_iteration ({cfg.prompts_per_iteration}) must be divisible by the "
+                          f"number of ranks ({world})")
+    per_rank = cfg.prompts_per_iteration // world
+    group = cfg.group_size
+    sde_steps = list(range(*cfg.sde_window))
+    chunks = math.ceil(group / cfg.micro_batch)
+    micro_batches = per_rank * len(sde_steps) * chunks
+    grad_accum = micro_batches // cfg.optimizer_steps_per_epoch
+    rcfg = RolloutConfig(num_steps=cfg.num_steps, sde_window=tuple(cfg.sde_window), tau=cfg.tau,
+                         r_base=cfg.r_base, shift=cfg.shift, log_prob_reduce=cfg.log_prob_reduce,
+                         mask_grad=cfg.mask_grad, mask_history=cfg.mask_history)
+    out_dir = Path(cfg.output_dir)
+    ckpt_dir = out_dir / "checkpoints"
+
+    # -- model, reference, DeepSpeed engine ---------------------------------------------------
+    random.seed(cfg.seed)
+    np.random.seed(cfg.seed)
+    torch.manual_seed(cfg.seed)
+    world_model = build_world_model(cfg, device)
+    reference = None
+    if cfg.finetune == "lora":
+        ds_engine.add_lora(world_model, cfg)
+    else:
+        ds_engine.set_full_finetune(world_model)
+        reference = ds_engine.frozen_reference(world_model) if cfg.beta > 0 else None
+    policy = ds_engine.PolicyStep(world_model)
+    trainable = [p for p in policy.parameters() if p.requires_grad]
+    engine, _, _, _ = deepspeed.initialize(model=policy, model_parameters=trainable,
+                                           config=ds_engine.deepspeed_config(cfg, grad_accum))
+    world_model = engine.module.world_model
+
+    stream = PromptStream(len(prompts), cfg.seed)
+    start = 0
+    if cfg.resume:
+        start, stream.position = ds_engine.load(engine, ckpt_dir)
+    log = MetricsLog(out_dir, enabled=rank == 0, tensorboard=cfg.tensorboard, append=cfg.resume)
+    bar = None
+    if rank == 0 and cfg.progress:
+        from tqdm import tqdm
+
+        bar = tqdm(total=cfg.max_iterations, initial=start, desc="grpo", unit="it")
+
+    for it in range(start, cfg.max_iterations):
+        # -- 1. rollouts ----------------------------------------------------------------------
+        t0 = time.perf_counter()
+        mine = stream.take(cfg.prompts_per_iteration)[rank * per_rank:(rank + 1) * per_rank]
+        engine.module.eval()
+        groups: list[Group] = []
+        with torch.no_grad():
+            for slot, index in enumerate(mine):
+                spec = prompts[index]
+                image = load_frame(spec, cfg.height, cfg.width)
+                cond = world_model.encode_prompts(image[None], [spec.text], num_frames=cfg.num_frames)
+                cond = cond.repeat_interleave(group)
+                gen = torch.Generator(device=device).manual_seed(_seed(cfg.seed, it, rank, slot))
+                ro = rollout(world_model, cond, rcfg, generator=gen)
+                if cfg.decode == "vae":  # one clip at a time: VAE decoding of long HD clips is memory-heavy
+                    frames = np.concatenate([_frames_numpy(world_model.decode(ro.latents[i:i + 1]))
+                                             for i in range(group)])
+                else:
+                    frames = latent_preview(ro.latents, cfg.num_frames, cfg.height, cfg.width)
+                groups.append(Group(cond=cond, rollout=ro, frames=frames, text=spec.text))
+        t1 = time.perf_counter()
+
+        # -- 2. rewards and 3. advantages ---------------------------------------------------------
+        videos = [clip for g in groups for clip in g.frames]
+        texts = [g.text for g in groups for _ in range(group)]
+        group_ids = [gi for gi in range(len(groups)) for _ in range(group)]
+        outcome = call_reward(reward_fn, cfg.reward or "", videos, texts, iteration=it, fps=cfg.fps,
+                              group_ids=group_ids)
+        adv, valid, stats = group_advantages(outcome.rewards, group_ids, cfg.a_max, cfg.adv_eps)
+        for gi, g in enumerate(groups):
+            g.advantages = adv[gi * group:(gi + 1) * group].to(device)
+            g.valid = valid[gi * group:(gi + 1) * group].to(device)
+        t2 = time.perf_counter()
+
+        # -- 4. update ------------------------------------------------------------------------
+        valid_total = torch.tensor([float(valid.sum())], dtype=torch.float64, device=device)
+        dist.all_reduce(valid_total)
+        losses: list[float] = []
+        clip_fracs: list[float] = []
+        approx_kls: list[float] = []
+        mu_kls: list[float] = []
+        if valid_total.item() > 0:
+            engine.module.train()
+            items = [(gi, k, c) for gi in range(len(groups)) for k in range(len(sde_steps)) for c in range(chunks)]
+            for epoch in range(cfg.inner_epochs):
+                order = torch.randperm(len(items), generator=torch.Generator().manual_seed(_seed(cfg.seed, it, epoch)))
+                for n in order.tolist():
+                    gi, k, c = items[n]
+                    g = groups[gi]
+                    sl = slice(c * cfg.micro_batch, min((c + 1) * cfg.micro_batch, group))
+                    cond = g.cond.select(sl)
+                    record = _take(g.rollout.steps[k], sl, group)
+                    keep = g.valid[sl].nonzero().flatten()
+                    ref_mean = ref_std = None
+                    if cfg.beta > 0:  # on every rank, valid or not: ZeRO-3 forwards gather parameters collectively
+                        with torch.no_grad():
+                            if reference is not None:
+                                _, ref_mean, ref_std = reference(cond, record, rcfg)
+                            else:
+                                with world_model.transformer.disable_adapter():
+                                    _, ref_mean, ref_std = engine(cond, record, rcfg)
+                    log_prob, mean, _ = engine(cond, record, rcfg)
+                    if len(keep) == 0:  # nothing valid here: a zero loss keeps the collectives in step
+                        loss = log_prob.sum() * 0.0 + mean.sum() * 0.0
+                    else:
+                        old = record.log_prob[keep].to(log_prob.dtype)
+                        pol, clip_frac, approx_kl = clipped_policy_loss(
+                            log_prob[keep], old, g.advantages[sl][keep].to(log_prob.dtype), cfg.clip_range)
+                        loss = pol
+                        if ref_mean is not None and ref_std is not None:
+                            kl = mean_kl(mean[keep], ref_mean[keep], ref_std[keep], cfg.mu_kl_eps,
+                                         weight_mask=cond.cond_mask[keep])
+                            loss = loss + cfg.beta * kl
+                            mu_kls.append(float(kl.detach()))
+                        clip_fracs.append(float(clip_frac))
+                        approx_kls.append(float(approx_kl))
+                        losses.append(float(loss.detach()))
+                    engine.backward(loss)
+                    engine.step()
+        t3 = time.perf_counter()
+
+        # -- 5. metrics and checkpoints -------------------------------------------------------
+        local = {
+            "rewards": outcome.rewards,
+            "advantages": adv[valid].tolist(),
+            "skipped_groups": stats.skipped_groups,
+            **{f"ineligible_{k}": v for k, v in outcome.counts.items()},
+            "clip_fraction": clip_fracs, "approx_kl": approx_kls, "mu_kl": mu_kls, "loss": losses,
+            "mask_mean": [float(r.mask_mean.float().mean()) for g in groups for r in g.rollout.steps],
+            "diversity": [d_prompt(g.rollout.latents) for g in groups],
+            "diversity_frames": [d_prompt_frames(g.frames) for g in groups],
+            "seconds_rollout": t1 - t0, "seconds_reward": t2 - t1, "seconds_update": t3 - t2,
+            "update_skipped": valid_total.item() == 0,
+        }
+        row = summarize(it + 1, gather(local))
+        log.write(row)
+        if bar is not None:
+            bar.set_postfix(reward=f"{row['reward_mean']:.4f}", kl=f"{row['approx_kl']:.2e}")
+            bar.update(1)
+        if (it + 1) % cfg.checkpoint_every == 0 or it + 1 == cfg.max_iterations:
+            ds_engine.save(engine, ckpt_dir, it + 1, stream.position)
+
+    if bar is not None:
+        bar.close()
+    log.close()
+    dist.barrier()
+    return out_dir
