@@ -206,14 +206,14 @@ class FlowWorldModel(torch.nn.Module):
     # ------------------------------------------------------------------ constructors
     @classmethod
     def tiny_cosmos(cls, seed: int = 0, default_num_frames: int = 9) -> FlowWorldModel:
-        """Random tiny ``CosmosTransformer3DModel`` + tiny ``AutoencoderKLWan`` + hash text (tests)."""
+        """Random tiny ``CosmosTransformer3DModel`` + tiny ``AutoencoderKLWan`` (responsive decoder) + hash text."""
         tr = build_cosmos_transformer(TINY_COSMOS, seed)
         text = HashTextEncoder(seq_len=8, dim=cosmos_text_dim(tr))
         return cls("cosmos", tr, tiny_wan_vae(seed), text, default_num_frames=default_num_frames)
 
     @classmethod
     def tiny_wan(cls, seed: int = 0, default_num_frames: int = 9) -> FlowWorldModel:
-        """Random tiny ``WanTransformer3DModel`` + tiny ``AutoencoderKLWan`` + hash text (tests)."""
+        """Random tiny ``WanTransformer3DModel`` + tiny ``AutoencoderKLWan`` (responsive decoder) + hash text."""
         tr = build_wan_transformer(TINY_WAN, seed)
         text = HashTextEncoder(seq_len=8, dim=int(tr.config.text_dim))
         return cls("wan", tr, tiny_wan_vae(seed), text, default_num_frames=default_num_frames)

@@ -27,7 +27,8 @@ import torch
 ROOT = Path(__file__).resolve().parents[1]
 SMOKE = ROOT / "training" / "configs" / "smoke.yaml"
 TORCHRUN = str(Path(sys.executable).parent / "torchrun")
-LEARN_MARGIN = 0.05  # reward is a brightness in [0, 1]; measured gain over 30 iterations: ~0.2
+LEARN_MARGIN = 0.05  # reward: brightness in [0, 1] of VAE-decoded frames; measured gain over 30 iterations
+# at seed 0: ~0.44 (0.49 -> 0.93); other seeds 1-3 measured -0.06 .. 0.48 (GRPO on 8 samples per iteration)
 REQUIRED = ("iteration", "reward_mean", "reward_std", "eligible_fraction", "clip_fraction", "approx_kl", "mu_kl",
             "mask_mean", "rollout_diversity", "seconds_rollout", "seconds_reward", "seconds_update",
             "skipped_groups", "ineligible_count", "adv_mean", "adv_std")

@@ -160,8 +160,9 @@ class TrainConfig:
     fps: float = 16.0
     """Frame rate passed to the reward with the decoded clip."""
     decode: Literal["vae", "preview"] = "vae"
-    """Frames for the reward: the model's VAE, or the fixed linear latent->RGB preview of
-    training/preview.py (CPU smoke runs, whose tiny random VAE decodes to near-constant frames)."""
+    """How rollouts become frames for the reward: the model's VAE (default; the tiny test VAE has a
+    responsive seeded init, see policy/vae.py), or the fixed linear latent->RGB preview of
+    training/preview.py (a fast alternative)."""
 
 
 def _bool(text: str, name: str) -> bool:

@@ -9,10 +9,11 @@ squashed with ``tanh`` and upsampled (nearest) to the clip's frame count and siz
 Latent frame 0 gives pixel frame 0 (the causal VAE's conditioning frame); each later latent frame
 covers ``(num_frames - 1) / (F - 1)`` pixel frames.
 
-Why it exists: the tiny randomly initialised VAE of the CPU smoke run decodes every latent to
-almost the same frame (frame-space diversity ~2e-4), so no reward on its frames can be learned in
-a few dozen iterations. The smoke config therefore computes its verifiable reward on preview
-frames; the GPU recipes decode with the real VAE (``decode: vae``).
+A fast alternative to the VAE (``decode: vae``, the default and what the smoke config uses): no
+network runs, so rewards on preview frames are cheap for quick CPU experiments or debugging a
+reward. It is not the model's decoder: the GPU recipes and the smoke run decode with the VAE
+(the tiny random VAE of the smoke run gets the responsive initialisation of policy/vae.py so its
+frames follow the latents).
 """
 
 from __future__ import annotations

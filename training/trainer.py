@@ -30,7 +30,7 @@ Decisions where the issue was silent:
   rank (also where no sample is valid), because under ZeRO-3 each forward gathers parameters
   collectively.
 * ``decode: preview`` replaces the VAE by the fixed latent->RGB preview of training/preview.py
-  (CPU smoke runs only; see that module for why).
+  (a fast alternative for quick CPU experiments; the smoke config decodes with the tiny VAE).
 * A fresh run starts a new metrics.jsonl; ``--resume`` appends to it.
 """
 
