@@ -46,7 +46,9 @@ _URL_LOCK = threading.Lock()
 
 def _url_sha(url: str) -> str:
     """sha256 of an image data URL, memoised (bounded LRU): the frame cache hands out the same string
-    objects again and again, and a str caches its own hash, so a repeat costs one dict lookup."""
+    objects again and again, and a str caches its own hash, so a repeat costs one dict lookup.
+    `graph.context.FrameStore` calls `url_digest` right after encoding (in its worker thread), so
+    stage keys built on the event loop find the digest already memoised."""
     with _URL_LOCK:
         hit = _URL_SHA.get(url)
         if hit is not None:
@@ -58,6 +60,11 @@ def _url_sha(url: str) -> str:
         if len(_URL_SHA) > _URL_SHA_MAX:
             _URL_SHA.popitem(last=False)
     return digest
+
+
+def url_digest(url: str) -> str:
+    """Public name of the memoised data-URL digest used in stage keys (see `_url_sha`)."""
+    return _url_sha(url)
 
 
 @lru_cache(maxsize=512)

@@ -8,14 +8,15 @@ Decisions where the issue was silent:
 - `FrameStore` caches decoded frames per (video path, index) and data URLs per (path, index, crop,
   long side, quality) in LRU maps bounded by bytes (default 512 MiB of frames); it is shared by
   concurrent runs and guarded by a lock. Decoding and encoding run in a worker thread
-  (`asyncio.to_thread`) so concurrent clips overlap.
+  (`graph.workers.run_blocking`, priority "now") so concurrent clips overlap. It also keeps one
+  `tools.video.VideoReader` per video (metadata and keyframe index from a single demux scan), so a
+  run opens and scans each clip once instead of once per metadata / decode request.
 - Tools: `AgentTools(tracker=..., surprise=...)` injects protocol objects; a `tools.toolbox.Toolbox`
   is adapted into the same lazy getters. A missing tool that a switch needs raises ToolFault.
 """
 
 from __future__ import annotations
 
-import asyncio
 import threading
 from collections import OrderedDict
 from collections.abc import Callable, Sequence
@@ -24,7 +25,9 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from graph.cache import url_digest
 from graph.config import ResolvedConfig
+from graph.workers import run_blocking
 from tools.errors import ToolFault
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -91,6 +94,9 @@ def tool_provider(tools: object) -> ToolProvider:
     raise TypeError(f"tools must be AgentTools, Toolbox or ToolProvider, got {type(tools).__name__}")
 
 
+_MAX_READERS = 1024  # cached VideoReaders (metadata + keyframe index, no open file each)
+
+
 class _LRU:
     """Byte-bounded LRU map (thread-safe)."""
 
@@ -129,7 +135,7 @@ class FrameStore:
         self._frames = _LRU(max_bytes)
         self._urls = _LRU(max_bytes // 4)
         self._extra = _LRU(max_bytes // 8)
-        self._meta: dict[str, Any] = {}
+        self._readers: OrderedDict[str, Any] = OrderedDict()
         self._lock = threading.Lock()
         self.decoded = 0
         self.encoded = 0
@@ -143,33 +149,48 @@ class FrameStore:
         size = sum(len(str(b)) for b in value[0]) + len(value[1])
         self._extra.put(key, value, size)
 
-    def meta(self, video: str) -> Any:
-        """tools.video.VideoMeta of `video` (cached); raises VideoError subclasses."""
-        from tools.video import probe
-
-        with self._lock:
-            cached = self._meta.get(video)
-        if cached is None:
-            cached = probe(video)
-            with self._lock:
-                self._meta[video] = cached
-        return cached
-
-    def frames(self, video: str, indices: Sequence[int]) -> np.ndarray:
-        """Frames [K,H,W,3] uint8 at `indices` (decoding only those not cached)."""
+    def _reader(self, video: str) -> Any:
+        """The cached tools.video.VideoReader of `video` (its one demux scan gives meta and the
+        keyframe index; each read opens its own demuxer, so one reader serves concurrent threads)."""
         from tools.video import VideoReader
 
-        wanted = [int(i) for i in indices]
-        have = {i: self._frames.get((video, i)) for i in set(wanted)}
+        with self._lock:
+            reader = self._readers.get(video)
+            if reader is not None:
+                self._readers.move_to_end(video)
+                return reader
+        reader = VideoReader(video)
+        with self._lock:
+            self._readers[video] = reader
+            while len(self._readers) > _MAX_READERS:
+                self._readers.popitem(last=False)
+        return reader
+
+    def meta(self, video: str) -> Any:
+        """tools.video.VideoMeta of `video` (cached); raises VideoError subclasses."""
+        return self._reader(video).meta
+
+    def _ensure(self, video: str, wanted: set[int]) -> dict[int, np.ndarray]:
+        """The frames at `wanted`, decoding (in one pass) and caching those not cached."""
+        have = {i: self._frames.get((video, i)) for i in wanted}
         missing = sorted(i for i, f in have.items() if f is None)
         if missing:
-            with VideoReader(video) as reader:
-                decoded = reader.read(missing)
+            decoded = self._reader(video).read(missing)
             for i, frame in zip(missing, decoded, strict=True):
                 frame = np.ascontiguousarray(frame)
                 self._frames.put((video, i), frame, frame.nbytes)
                 have[i] = frame
             self.decoded += len(missing)
+        return have
+
+    def prefetch(self, video: str, indices: Sequence[int]) -> None:
+        """Decode and cache the frames at `indices` without building an array of them."""
+        self._ensure(video, {int(i) for i in indices})
+
+    def frames(self, video: str, indices: Sequence[int]) -> np.ndarray:
+        """Frames [K,H,W,3] uint8 at `indices` (decoding only those not cached)."""
+        wanted = [int(i) for i in indices]
+        have = self._ensure(video, set(wanted))
         return np.stack([have[i] for i in wanted]) if wanted else np.zeros((0, 1, 1, 3), np.uint8)
 
     def image_blocks(self, video: str, indices: Sequence[int], *, box: Sequence[float] | None = None,
@@ -191,6 +212,7 @@ class FrameStore:
                 if key_box is not None:
                     frame = crop_frame(frame, key_box)
                 url = encode_jpeg_data_url(resize_long_side(frame, self.long_side), quality=self.quality)
+                url_digest(url)  # memoise the stage-key digest here, off the event loop
                 self._urls.put(key, url, len(url))
                 self.encoded += 1
             label = frame_label(int(i), meta.frames, meta.fps)
@@ -210,13 +232,14 @@ class FrameStore:
         for frame, label in zip(frames, labels, strict=True):
             url = encode_jpeg_data_url(resize_long_side(np.ascontiguousarray(frame), self.long_side),
                                        quality=self.quality)
+            url_digest(url)  # memoise the stage-key digest here, off the event loop
             blocks += [{"type": "text", "text": label}, {"type": "image_url", "image_url": {"url": url}}]
         return blocks
 
     def _blocks_cached(self, video: str, indices: Sequence[int], box: Sequence[float] | None) -> bool:
         key_box = None if box is None else tuple(round(float(b), 4) for b in box)
         with self._lock:
-            known = video in self._meta
+            known = video in self._readers
         return known and all(self._urls.get((video, int(i), key_box, self.long_side, self.quality)) is not None
                              for i in indices)
 
@@ -225,13 +248,13 @@ class FrameStore:
         """`image_blocks`, in a worker thread unless every image is already cached."""
         if self._blocks_cached(video, indices, box):
             return self.image_blocks(video, indices, box=box, note=note)
-        return await asyncio.to_thread(self.image_blocks, video, indices, box=box, note=note)
+        return await run_blocking(self.image_blocks, video, indices, box=box, note=note)
 
     async def aframes(self, video: str, indices: Sequence[int]) -> np.ndarray:
         """`frames`, in a worker thread unless every frame is already cached."""
         if all(self._frames.get((video, int(i))) is not None for i in indices):
             return self.frames(video, indices)
-        return await asyncio.to_thread(self.frames, video, indices)
+        return await run_blocking(self.frames, video, indices)
 
 
 @dataclass

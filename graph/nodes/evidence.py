@@ -17,7 +17,6 @@ Decisions where the issue was silent:
 
 from __future__ import annotations
 
-import asyncio
 from functools import cache
 from typing import Any
 
@@ -27,6 +26,7 @@ from pydantic import BaseModel, Field
 
 from graph.context import RunContext
 from graph.state import AgentState, ToolExchange
+from graph.workers import run_blocking
 from tools.errors import ToolFault
 
 TRACK_FRAMES = 32
@@ -179,7 +179,7 @@ async def overlay_blocks(state: AgentState, ctx: RunContext, idx: list[int], poi
     key = ("overlay", state["video"], tuple(idx), tuple(tuple(p) for p in points), tuple(shown))
     cached = ctx.frames.get_extra(key)
     if cached is None:
-        cached = await asyncio.to_thread(_run_tracker, state, ctx, idx, points, shown)
+        cached = await run_blocking(_run_tracker, state, ctx, idx, points, shown)
         ctx.frames.put_extra(key, cached)
     return cached[1] if want_summary else cached[0]
 
@@ -201,15 +201,15 @@ def _run_tracker(state: AgentState, ctx: RunContext, idx: list[int], points: lis
     try:
         tracks = tracker.track(frames, grid_size=None if queries is not None else 8, queries=queries)
         summary = summarize_tracks(tracks, frame_size=(h, w)).text()
-        overlays = draw_tracks(frames, tracks)
+        pos = [idx.index(f) for f in shown]
+        overlays = draw_tracks(frames, tracks, at=pos) if pos else None
     except ToolFault:
         raise
     except Exception as exc:  # a configured tracker that fails is a fault, never a silent skip
         raise ToolFault("motion", "run", f"{type(exc).__name__}: {exc}") from exc
     meta = state["meta"]
-    pos = [idx.index(f) for f in shown]
     labels = [frame_label(f, int(meta["frames"]), float(meta["fps"])) + " (motion-track overlay)" for f in shown]
-    blocks = ctx.frames.array_blocks(overlays[pos], labels) if pos else []
+    blocks = ctx.frames.array_blocks(overlays, labels) if overlays is not None else []
     return blocks, summary
 
 

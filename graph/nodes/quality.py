@@ -13,12 +13,12 @@ without calling check_quality (nothing to compare); a clip that cannot be opened
 
 from __future__ import annotations
 
-import asyncio
 from typing import Any
 
 from graph.context import RunContext
 from graph.nodes.common import InputFault, Step
 from graph.state import AgentState
+from graph.workers import run_blocking
 
 
 def check_instruction(instruction: object, max_chars: int) -> tuple[str, list[str]]:
@@ -43,7 +43,7 @@ def _probe_and_check(ctx: RunContext, video: str, observe_frames: int) -> tuple[
         return meta, [], None
     sample = uniform_indices(meta.frames, observe_frames)
     if meta.frames <= ALL_FRAMES_LIMIT:  # short clip: one sequential decode of every frame (all are viewable)
-        ctx.frames.frames(video, range(meta.frames))
+        ctx.frames.prefetch(video, range(meta.frames))
     return meta, sample, check_quality(ctx.frames.frames(video, sample))
 
 
@@ -58,7 +58,7 @@ async def quality(state: AgentState, ctx: RunContext, step: Step) -> dict[str, A
     video = state.get("video")
     if not isinstance(video, str) or not video:
         raise InputFault(f"video must be a non-empty path string, got {video!r}")
-    meta, sample, check = await asyncio.to_thread(_probe_and_check, ctx, video, cfg.observe_frames)
+    meta, sample, check = await run_blocking(_probe_and_check, ctx, video, cfg.observe_frames)
     update["meta"] = {"frames": meta.frames, "fps": meta.fps, "width": meta.width, "height": meta.height,
                       "duration": meta.duration}
     if check is None:

@@ -3,10 +3,14 @@
 Decisions where the issue was silent: each track gets a fixed colour from an HSV wheel; the last
 ``tail`` tracked positions are joined by a line; a tracked point is a filled dot, a point that is
 not tracked in that frame is drawn as a small grey ring at its last estimate (``show_lost=True``)
-or omitted. Frames are copied, never modified in place.
+or omitted. Frames are copied, never modified in place. ``at`` draws only the chosen frames (the
+agent shows 4 overlays of a 32-frame track, so drawing the other 28 would be wasted work); each
+drawn frame is pixel-identical to the same frame of a full draw.
 """
 
 from __future__ import annotations
+
+from collections.abc import Sequence
 
 import cv2
 import numpy as np
@@ -21,27 +25,33 @@ def track_colors(n: int) -> np.ndarray:
 
 
 def draw_tracks(frames: np.ndarray, tracks: MotionTracks, *, tail: int = 8, radius: int = 2,
-                show_lost: bool = True) -> np.ndarray:
-    """Return a copy of ``frames`` ``[T,H,W,3]`` uint8 with the tracks drawn on every frame."""
+                show_lost: bool = True, at: Sequence[int] | None = None) -> np.ndarray:
+    """A copy of ``frames`` ``[T,H,W,3]`` uint8 with the tracks drawn on every frame, or only on the
+    frames at positions ``at`` (then the result is ``[len(at),H,W,3]``, in the order of ``at``)."""
     frames = np.asarray(frames)
     if frames.ndim != 4 or frames.shape[-1] != 3 or frames.dtype != np.uint8:
         raise ValueError(f"frames must be uint8 [T,H,W,3], got {frames.dtype} {frames.shape}")
     if frames.shape[0] != tracks.num_frames:
         raise ValueError(f"{frames.shape[0]} frames but tracks cover {tracks.num_frames}")
-    out = frames.copy()
+    positions = list(range(frames.shape[0])) if at is None else [int(t) for t in at]
+    if any(not 0 <= t < frames.shape[0] for t in positions):
+        raise ValueError(f"frame positions {positions} out of range 0..{frames.shape[0] - 1}")
+    out = frames[positions].copy()
     colors = [tuple(int(v) for v in c) for c in track_colors(tracks.num_points)]
     pts = np.round(tracks.tracks).astype(np.int32)
-    for t in range(out.shape[0]):
-        img = np.ascontiguousarray(out[t])
+    visible = np.asarray(tracks.visible, bool)
+    for k, t in enumerate(positions):
+        img = np.ascontiguousarray(out[k])
+        lo = max(0, t - tail)
+        window, seen = pts[lo:t + 1], visible[lo:t + 1]
         for n in range(tracks.num_points):
-            lo = max(0, t - tail)
-            seg = [pts[s, n] for s in range(lo, t + 1) if tracks.visible[s, n]]
+            seg = window[seen[:, n], n]
             if len(seg) > 1:
-                cv2.polylines(img, [np.asarray(seg).reshape(-1, 1, 2)], False, colors[n], 1, cv2.LINE_AA)
+                cv2.polylines(img, [seg.reshape(-1, 1, 2)], False, colors[n], 1, cv2.LINE_AA)
             p = (int(pts[t, n, 0]), int(pts[t, n, 1]))
-            if tracks.visible[t, n]:
+            if visible[t, n]:
                 cv2.circle(img, p, radius, colors[n], -1, cv2.LINE_AA)
             elif show_lost:
                 cv2.circle(img, p, radius, (128, 128, 128), 1, cv2.LINE_AA)
-        out[t] = img
+        out[k] = img
     return out

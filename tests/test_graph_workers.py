@@ -1,0 +1,78 @@
+"""graph.workers: results, exceptions, contextvars, and the "later" priority's dispatch rules."""
+
+from __future__ import annotations
+
+import asyncio
+import contextvars
+import threading
+
+import pytest
+
+from graph.workers import LATER_SLOTS, PriorityPool, run_blocking
+
+VAR: contextvars.ContextVar[str] = contextvars.ContextVar("VAR", default="unset")
+
+
+def test_run_blocking_returns_result_in_a_worker_thread_with_the_callers_context():
+    async def main() -> tuple[int, str, str]:
+        VAR.set("caller")
+        return await run_blocking(lambda a, b=0: (a + b, VAR.get(), threading.current_thread().name), 2, b=3)
+
+    value, var, thread = asyncio.run(main())
+    assert value == 5 and var == "caller"
+    assert thread.startswith("raa-worker-") and thread != threading.main_thread().name
+
+
+def test_run_blocking_reraises_the_jobs_exception():
+    def boom() -> None:
+        raise KeyError("missing frame")
+
+    with pytest.raises(KeyError, match="missing frame"):
+        asyncio.run(run_blocking(boom, priority="later"))
+
+
+def test_queued_now_jobs_run_before_queued_later_jobs():
+    pool = PriorityPool(1)
+    gate = threading.Event()
+    order: list[str] = []
+    first = pool.submit(gate.wait)  # occupies the only worker while the others queue
+    later = [pool.submit(lambda i=i: order.append(f"later{i}"), "later") for i in range(2)]
+    now = [pool.submit(lambda i=i: order.append(f"now{i}"), "now") for i in range(2)]
+    gate.set()
+    for f in [first, *later, *now]:
+        f.result(timeout=5)
+    assert order == ["now0", "now1", "later0", "later1"]
+
+
+def test_at_most_later_slots_later_jobs_run_at_once_while_now_jobs_still_run():
+    pool = PriorityPool(LATER_SLOTS + 1)
+    gate = threading.Event()
+    started = threading.Semaphore(0)
+    running, peak, lock = [0], [0], threading.Lock()
+
+    def later_job() -> None:
+        with lock:
+            running[0] += 1
+            peak[0] = max(peak[0], running[0])
+        started.release()
+        gate.wait(5)
+        with lock:
+            running[0] -= 1
+
+    futures = [pool.submit(later_job, "later") for _ in range(LATER_SLOTS + 2)]
+    for _ in range(LATER_SLOTS):  # wait until every later slot is taken
+        assert started.acquire(timeout=5)
+    # the blocked "later" jobs hold every later slot; the spare worker still serves "now" work
+    assert pool.submit(lambda: "now done", "now").result(timeout=5) == "now done"
+    assert not gate.is_set() and sum(f.done() for f in futures) == 0
+    with lock:
+        assert running[0] == peak[0] == LATER_SLOTS  # the two extra later jobs are still queued
+    gate.set()
+    for f in futures:
+        f.result(timeout=5)
+    assert peak[0] == LATER_SLOTS
+
+
+def test_pool_rejects_zero_workers():
+    with pytest.raises(ValueError, match="workers"):
+        PriorityPool(0)
