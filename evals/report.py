@@ -29,6 +29,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from evals.report_html import badge, esc, figure, fmt, line_chart, page, section, table
+from graph.nodes.evidence import track_frames
 
 if TYPE_CHECKING:  # pragma: no cover
     from graph.tracing import RunTrace
@@ -91,7 +92,7 @@ def _wanted_indices(v: dict[str, Any]) -> set[int]:
     for ex in v.get("exchanges") or []:
         args = ex.get("args") or {}
         if n and (ex.get("overlay") or ex.get("name") == "track_motion"):
-            idx.update(track_stretch(n, int(args.get("start_frame", 0)), int(args.get("end_frame", 0))))
+            idx.update(track_frames(n, int(args.get("start_frame", 0)), int(args.get("end_frame", 0))))
     for a in [v.get("assessment") or {}, *(v.get("assessments") or [])]:
         for j in a.get("judgments") or []:
             idx.update(j.get("evidence_frames") or [])
@@ -203,19 +204,6 @@ def _observation(v: dict[str, Any]) -> str:
                    + f"<p class=\"muted\">visual issues: {esc(', '.join(obs.get('visual_issues') or []) or 'none')}</p>")
 
 
-def track_stretch(n: int, start: int, end: int, limit: int = 32) -> list[int]:
-    """Frames the track_motion tool tracks for (start, end): at most `limit`, uniform over the clamped
-    stretch (mirrors graph.nodes.evidence so the re-tracked overlay covers the same frames)."""
-    start, end = max(0, min(start, n - 1)), max(0, min(end, n - 1))
-    if end < start:
-        start, end = end, start
-    if end == start:
-        end = min(n - 1, start + 1)
-        start = max(0, end - 1)
-    count = min(limit, end - start + 1)
-    return sorted({int(round(x)) for x in np.linspace(start, end, count)})
-
-
 def _overlay_figs(store: FrameStore, tracked: list[int], shown: list[int], points: Any,
                   tracker: MotionTracker | None, prefix: str) -> str:
     from tools.motion import build_tracker, draw_tracks
@@ -256,7 +244,7 @@ def _inspection(v: dict[str, Any], store: FrameStore, tracker: MotionTracker | N
                 f"<pre style=\"white-space:pre-wrap\">{esc(ex.get('text'))}</pre>")
         if ex.get("overlay") or name == "track_motion":
             args = ex.get("args") or {}
-            tracked = track_stretch(store.total, int(args.get("start_frame", 0)), int(args.get("end_frame", 0))) \
+            tracked = track_frames(store.total, int(args.get("start_frame", 0)), int(args.get("end_frame", 0))) \
                 if store.total else []
             body = (f"<div id=\"track-{k}\">" + _overlay_figs(store, tracked, frames, args.get("points"), tracker,
                                                               f"track-{k}") + "</div>")

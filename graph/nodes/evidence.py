@@ -147,21 +147,23 @@ async def _crop(state: AgentState, ctx: RunContext, exchanges: list[ToolExchange
     return {**base, "frames": frames, "box": box, "text": _text(head, notes)}
 
 
-def _track_frames(n: int, start: int, end: int) -> list[int]:
+def track_frames(n: int, start: int, end: int, limit: int = TRACK_FRAMES) -> list[int]:
+    """Frames `track_motion` tracks for the stretch (start, end): at most `limit`, uniform over the
+    stretch clamped to the clip (a one-frame stretch widens to two frames)."""
     start, end = max(0, min(start, n - 1)), max(0, min(end, n - 1))
     if end < start:
         start, end = end, start
     if end == start:
         end = min(n - 1, start + 1)
         start = max(0, end - 1)
-    count = min(TRACK_FRAMES, end - start + 1)
+    count = min(limit, end - start + 1)
     return sorted({int(round(x)) for x in np.linspace(start, end, count)})
 
 
 async def _track(state: AgentState, ctx: RunContext, exchanges: list[ToolExchange], base: ToolExchange,
                  request: track_motion) -> ToolExchange:
     n = int(state["meta"]["frames"])
-    idx = _track_frames(n, request.start_frame, request.end_frame)
+    idx = track_frames(n, request.start_frame, request.end_frame)
     room = ctx.config.frame_budget - used_frames(exchanges)
     k = max(0, min(OVERLAY_FRAMES, room, len(idx)))
     shown = [idx[int(round(x))] for x in np.linspace(0, len(idx) - 1, k)] if k else []
@@ -221,7 +223,7 @@ async def exchange_blocks(state: AgentState, ctx: RunContext, exchange: ToolExch
     if exchange.get("overlay"):
         args = track_motion.model_validate(exchange["args"])
         n = int(state["meta"]["frames"])
-        return await overlay_blocks(state, ctx, _track_frames(n, args.start_frame, args.end_frame),
+        return await overlay_blocks(state, ctx, track_frames(n, args.start_frame, args.end_frame),
                                     args.points, frames)
     return await ctx.frames.ablocks(state["video"], frames, box=exchange.get("box"))
 
