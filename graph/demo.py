@@ -141,8 +141,9 @@ def demo_command(
     console.print(f"{len(rows)} clips, manifest {manifest}")
     _evidence_table(rows, out, console)
     if not settings.configured:
-        console.print("\n[bold yellow]No reward was computed:[/] " + settings.describe_missing())
+        # soft_wrap: the commands must stay copyable on one line in any terminal width
+        console.print("\n[bold yellow]No reward was computed:[/] " + settings.describe_missing(), soft_wrap=True)
         console.print("Then run `make demo` again to score these clips with the reward agent, or score one:\n"
-                      f"  raa score {rows[0]['path']} -i \"{rows[0]['instruction']}\" --stream")
+                      f"  raa score {rows[0]['path']} -i \"{rows[0]['instruction']}\" --stream", soft_wrap=True)
         return
     _score(rows, out, preset, concurrency, console)
