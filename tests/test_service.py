@@ -154,7 +154,7 @@ def test_surprise_by_path_and_short_clip(client, root):
 def serve(app):
     import uvicorn
 
-    sock = socket.socket()
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM, socket.IPPROTO_TCP)  # TCP_NODELAY in asyncio
     sock.bind(("127.0.0.1", 0))
     port = sock.getsockname()[1]
     srv = uvicorn.Server(uvicorn.Config(app, log_level="warning"))
@@ -269,7 +269,7 @@ def test_client_error_mapping(server, root):
 
 
 def test_unreachable_service_is_a_transport_fault():
-    sock = socket.socket()
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM, socket.IPPROTO_TCP)  # TCP_NODELAY in asyncio
     sock.bind(("127.0.0.1", 0))
     port = sock.getsockname()[1]
     sock.close()
