@@ -9,8 +9,15 @@ new position lies inside the image. Decisions where the issue was silent:
   step is rejected the point stays invisible for the rest of that direction and its position
   holds the last reliable estimate. Points on textureless areas may therefore be reported
   invisible early; summaries call this "tracked", not "seen".
-- Grey-scale frames are converted once and shared by all query groups and both directions
-  (OpenCV's Python binding cannot take prebuilt pyramids).
+- Grey-scale frames are converted once and shared by both directions (OpenCV 5's Python binding
+  rejects prebuilt pyramids: a list from ``cv2.buildOpticalFlowPyramid`` fails overload resolution).
+- Fewer OpenCV calls, same numbers: LK treats every point independently, so all points whose query
+  frame lies behind the current frame pair (in the direction of travel) are tracked together in one
+  forward call per frame pair and direction, whatever their query frame; and the backward (check)
+  call only takes the points that passed the forward tests, since a point failing those is rejected
+  whatever the backward step gives. Results are bit-identical to tracking each query group alone.
+- OpenCV's thread count is left alone (``cv2.setNumThreads`` is process-wide and would change
+  every other OpenCV user in the process).
 """
 
 from __future__ import annotations
@@ -62,43 +69,56 @@ class LKTracker:
         tracks = np.zeros((t_total, n, 2), np.float32)
         visible = np.zeros((t_total, n), bool)
         query_frames = q[:, 0].astype(np.int64)
-        grays: dict[int, np.ndarray] = {}
+        start = q[:, 1:3].astype(np.float32)
+        tracks[query_frames, np.arange(n)] = start
+        visible[query_frames, np.arange(n)] = True
+        grays: list[np.ndarray | None] = [None] * t_total
 
-        def pyramid(i: int) -> np.ndarray:
-            if i not in grays:
-                grays[i] = cv2.cvtColor(frames[i], cv2.COLOR_RGB2GRAY)
-            return grays[i]
+        def gray(i: int) -> np.ndarray:
+            g = grays[i]
+            if g is None:
+                g = grays[i] = cv2.cvtColor(frames[i], cv2.COLOR_RGB2GRAY)
+            return g
 
-        for t0 in np.unique(query_frames):
-            idx = np.flatnonzero(query_frames == t0)
-            start = q[idx, 1:3].astype(np.float32)
-            tracks[t0, idx] = start
-            visible[t0, idx] = True
-            for direction in (1, -1):
-                self._propagate(pyramid, int(t0), direction, t_total, idx, start, tracks, visible, h, w)
+        for direction in (1, -1):
+            self._propagate(gray, direction, query_frames, start, tracks, visible, h, w)
         return MotionTracks(tracks=tracks, visible=visible, query_frames=query_frames,
                             frame_indices=list(range(t_total)))
 
-    def _propagate(self, pyramid, t0: int, direction: int, t_total: int, idx: np.ndarray,
-                   start: np.ndarray, tracks: np.ndarray, visible: np.ndarray, h: int, w: int) -> None:
-        """Track points ``idx`` from ``t0`` one frame at a time in ``direction`` (+1 or -1)."""
+    def _propagate(self, gray, direction: int, query_frames: np.ndarray, start: np.ndarray,
+                   tracks: np.ndarray, visible: np.ndarray, h: int, w: int) -> None:
+        """Track every point from its query frame one frame at a time in ``direction`` (+1 or -1)."""
+        t_total = visible.shape[0]
         cur = start.copy()
-        alive = np.ones(len(idx), bool)
-        t = t0
-        while 0 <= t + direction < t_total:
+        alive = np.ones(len(start), bool)
+        steps = range(int(query_frames.min()), t_total - 1) if direction > 0 \
+            else range(int(query_frames.max()), 0, -1)
+        for t in steps:
             nxt = t + direction
-            if alive.any():
-                p0 = cur[alive].reshape(-1, 1, 2)
-                p1, st, err = cv2.calcOpticalFlowPyrLK(pyramid(t), pyramid(nxt), p0, None, **self._lk_args)
-                p0b, st_b, _ = cv2.calcOpticalFlowPyrLK(pyramid(nxt), pyramid(t), p1, None, **self._lk_args)
-                p1, p0b = p1.reshape(-1, 2), p0b.reshape(-1, 2)
-                fb = np.linalg.norm(p0b - p0.reshape(-1, 2), axis=1)
-                ok = ((st.ravel() == 1) & (st_b.ravel() == 1) & np.isfinite(p1).all(axis=1)
-                      & (fb < self.config.fb_threshold) & (err.ravel() < self.config.max_patch_error)
-                      & in_bounds(p1, h, w))
-                alive_idx = np.flatnonzero(alive)
-                cur[alive_idx[ok]] = p1[ok]
-                alive[alive_idx[~ok]] = False
-            tracks[nxt, idx] = cur
-            visible[nxt, idx] = alive
-            t = nxt
+            started = query_frames <= t if direction > 0 else query_frames >= t
+            if not started.any():
+                continue
+            moving = np.flatnonzero(started & alive)
+            if len(moving):
+                p1, ok = self._step(gray(t), gray(nxt), cur[moving], h, w)
+                cur[moving[ok]] = p1[ok]
+                alive[moving[~ok]] = False
+            tracks[nxt, started] = cur[started]
+            visible[nxt, started] = alive[started]
+
+    def _step(self, img0: np.ndarray, img1: np.ndarray, p0: np.ndarray, h: int,
+              w: int) -> tuple[np.ndarray, np.ndarray]:
+        """One LK step of points ``p0`` [K,2] from ``img0`` to ``img1``: (new positions [K,2], accepted
+        mask [K]); the backward (check) call takes only the points that passed the forward tests."""
+        c = self.config
+        p1, st, err = cv2.calcOpticalFlowPyrLK(img0, img1, p0.reshape(-1, 1, 2), None, **self._lk_args)
+        p1 = p1.reshape(-1, 2)
+        ok = ((st.ravel() == 1) & np.isfinite(p1).all(axis=1) & (err.ravel() < c.max_patch_error)
+              & in_bounds(p1, h, w))
+        fwd = np.flatnonzero(ok)
+        if len(fwd):
+            p0b, st_b, _ = cv2.calcOpticalFlowPyrLK(img1, img0, p1[fwd].reshape(-1, 1, 2), None,
+                                                    **self._lk_args)
+            fb = np.linalg.norm(p0b.reshape(-1, 2) - p0[fwd], axis=1)
+            ok[fwd] = (st_b.ravel() == 1) & (fb < c.fb_threshold)
+        return p1, ok
