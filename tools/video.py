@@ -13,19 +13,14 @@ Frame ``i`` is the i-th frame in presentation order. Decisions taken where issue
 - Sampling decodes forward and converts only the wanted frames to RGB. When the next wanted
   frame lies past a keyframe that the decoder has not reached, the reader seeks to that
   keyframe, skipping whole GOPs. If the container's timestamps cannot be trusted (missing or
-  duplicate pts, a seek landing after its target) it decodes from the start instead.
-- Any decoder or demuxer error is a ``VideoDecodeError``; there is no silent partial decode.
-- Each ``read`` opens its own demuxer (so one reader may serve several threads) and decodes
-  with FFmpeg's automatic threading for frames of at least 640x360 (single-threaded below: for
-  small frames threading costs about 3x the CPU, which concurrent agent runs feel).
-- Frames whose size differs from the stream's first size are rescaled to it; rotation
-  metadata and non-square sample aspect ratios are ignored.
-- ``uniform_indices`` rounds with numpy (half to even): ``uniform_indices(4, 3) == [0, 2, 3]``.
-- ``nearby_indices``: see its docstring for the exact selection order; out-of-range
-  references are dropped (the caller sees it in the returned list).
-- Frame indices are never negative-wrapped: -1 is a ``FrameIndexError``.
-- Crop boxes: coordinates within 1e-6 of [0, 1] are clamped; each side must cover at least
-  ``MIN_CROP_SIZE`` (2%) of the frame.
+  duplicate pts, a seek landing after its target) it decodes from the start instead. Any decoder
+  or demuxer error is a ``VideoDecodeError``; there is no silent partial decode.
+- Each ``read`` opens its own demuxer (one reader may serve several threads); FFmpeg threading
+  only from 640x360 up (below, it costs about 3x the CPU that concurrent agent runs need).
+- Frames are rescaled to the stream's first size; rotation and pixel aspect ratio are ignored.
+- ``uniform_indices`` rounds half to even (``uniform_indices(4, 3) == [0, 2, 3]``); ``nearby_indices``
+  drops out-of-range references; -1 is a ``FrameIndexError``, never the last frame.
+- Crop boxes, resizing and labels live in ``tools.frames`` (re-exported here).
 """
 
 from __future__ import annotations
