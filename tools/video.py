@@ -18,9 +18,8 @@ Frame ``i`` is the i-th frame in presentation order. Decisions taken where issue
 - Each ``read`` opens its own demuxer (one reader may serve several threads); FFmpeg threading
   only from 640x360 up (below, it costs about 3x the CPU that concurrent agent runs need).
 - Frames are rescaled to the stream's first size; rotation and pixel aspect ratio are ignored.
-- ``uniform_indices`` rounds half to even (``uniform_indices(4, 3) == [0, 2, 3]``); ``nearby_indices``
-  drops out-of-range references; -1 is a ``FrameIndexError``, never the last frame.
-- Crop boxes, resizing and labels live in ``tools.frames`` (re-exported here).
+- ``uniform_indices`` rounds half to even (``uniform_indices(4, 3) == [0, 2, 3]``); -1 is a
+  ``FrameIndexError``. Crops, resizing and labels live in ``tools.frames`` (re-exported here).
 """
 
 from __future__ import annotations
