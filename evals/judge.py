@@ -28,16 +28,17 @@ from collections import OrderedDict
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any, Literal, get_args
 
 from langchain_core.messages import BaseMessage, HumanMessage, SystemMessage
 from pydantic import BaseModel, Field
+
+from graph.settings import BackboneSettings, StructuredMethod
 
 if TYPE_CHECKING:  # pragma: no cover
     from langchain_core.language_models import BaseChatModel
 
     from graph.backbone import Backbone
-    from graph.settings import BackboneSettings
 
 JUDGE_STAGE = "judge"
 JUDGE_ENV = ("RAA_JUDGE_BASE_URL", "RAA_JUDGE_MODEL", "RAA_JUDGE_API_KEY")
@@ -76,7 +77,7 @@ class JudgeSettings:
     """Judge model name (RAA_JUDGE_MODEL)."""
     api_key: str | None = None
     """Judge API key (RAA_JUDGE_API_KEY)."""
-    method: Literal["json_schema", "function_calling", "json_mode"] = "json_schema"
+    method: StructuredMethod = "json_schema"
     """Structured-output method of the judge endpoint (RAA_JUDGE_STRUCTURED_METHOD)."""
     max_frames: int = 64
     """Frames sampled uniformly from the clip for the judge, at most 64 (RAA_JUDGE_MAX_FRAMES)."""
@@ -104,8 +105,6 @@ class JudgeSettings:
 
     def backbone_settings(self) -> BackboneSettings:
         """The judge endpoint as `BackboneSettings` (temperature 0, no stage cache)."""
-        from graph.settings import BackboneSettings
-
         return BackboneSettings(base_url=self.base_url, model=self.model, api_key=self.api_key, method=self.method,
                                 timeout_s=self.timeout_s, max_retries=self.max_retries, temperature=0.0,
                                 image_long_side=self.image_long_side, jpeg_quality=self.jpeg_quality,
@@ -122,8 +121,8 @@ class JudgeSettings:
         }
         method = env.get("RAA_JUDGE_STRUCTURED_METHOD", "").strip()
         if method:
-            if method not in ("json_schema", "function_calling", "json_mode"):
-                raise ValueError(f"RAA_JUDGE_STRUCTURED_METHOD must be json_schema|function_calling|json_mode, "
+            if method not in get_args(StructuredMethod):
+                raise ValueError(f"RAA_JUDGE_STRUCTURED_METHOD must be one of {get_args(StructuredMethod)}, "
                                  f"got {method!r}")
             kw["method"] = method
         for name, var, kind in (("max_frames", "RAA_JUDGE_MAX_FRAMES", int), ("attempts", "RAA_JUDGE_ATTEMPTS", int),
