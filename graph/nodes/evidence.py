@@ -166,8 +166,9 @@ async def _track(state: AgentState, ctx: RunContext, exchanges: list[ToolExchang
     idx = track_frames(n, request.start_frame, request.end_frame)
     room = ctx.config.frame_budget - used_frames(exchanges)
     k = max(0, min(OVERLAY_FRAMES, room, len(idx)))
-    shown = [idx[int(round(x))] for x in np.linspace(0, len(idx) - 1, k)] if k else []
-    shown = sorted(set(shown))
+    from tools.video import uniform_indices
+
+    shown = sorted({idx[i] for i in uniform_indices(len(idx), k)})
     summary = await overlay_blocks(state, ctx, idx, request.points, shown, want_summary=True)
     notes = [] if k >= min(OVERLAY_FRAMES, len(idx)) else [f"frame budget: {k} overlay frames"]
     return {**base, "frames": shown, "overlay": True,

@@ -16,8 +16,6 @@ from __future__ import annotations
 
 from typing import Any
 
-import numpy as np
-
 from graph.context import RunContext
 from graph.nodes.assess import summarize
 from graph.nodes.common import Step, dump, frames_total, human, normalize_assessment, system
@@ -39,6 +37,8 @@ def _trim(blocks: list[dict], max_images: int) -> list[dict]:
 
 
 async def _surprise_part(state: AgentState, ctx: RunContext, step: Step) -> tuple[str, list[dict]]:
+    from tools.video import uniform_indices
+
     ev = state.get("surprise")
     if not ctx.config.wmreward or not ev:
         return "", []
@@ -51,7 +51,7 @@ async def _surprise_part(state: AgentState, ctx: RunContext, step: Step) -> tupl
         frames = [f for f in w.get("frames") or list(range(w["start"], w["end"] + 1)) if 0 <= f < n]
         if not frames:
             continue
-        picks = sorted({frames[int(round(x))] for x in np.linspace(0, len(frames) - 1, FRAMES_PER_WINDOW)})
+        picks = sorted({frames[i] for i in uniform_indices(len(frames), FRAMES_PER_WINDOW)})
         text += f"\n- frames {w['start']}..{w['end']}: surprise {w['surprise']:.3f} (shown: {picks})"
         blocks += await ctx.frames.ablocks(state["video"], picks, note=f"surprise window {w['start']}-{w['end']}")
         step.frames += picks
@@ -59,11 +59,12 @@ async def _surprise_part(state: AgentState, ctx: RunContext, step: Step) -> tupl
 
 
 async def _auto_motion(state: AgentState, ctx: RunContext, step: Step) -> tuple[str, list[dict], Any]:
+    from tools.video import uniform_indices
+
     if not ctx.config.motion or ctx.config.visual_verify:
         return "", [], None
     sample = list(state["sample"])
-    shown = [sample[int(round(x))] for x in np.linspace(0, len(sample) - 1, 4)]
-    shown = sorted(set(shown))
+    shown = sorted({sample[i] for i in uniform_indices(len(sample), 4)})
     blocks = await overlay_blocks(state, ctx, sample, [], shown)
     summary = await overlay_blocks(state, ctx, sample, [], shown, want_summary=True)
     step.tool_summaries.append(f"track_motion(grid over sample): {summary[:300]}")
