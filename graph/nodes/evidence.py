@@ -162,29 +162,29 @@ def track_frames(n: int, start: int, end: int, limit: int = TRACK_FRAMES) -> lis
 
 async def _track(state: AgentState, ctx: RunContext, exchanges: list[ToolExchange], base: ToolExchange,
                  request: track_motion) -> ToolExchange:
+    from tools.video import uniform_indices
+
     n = int(state["meta"]["frames"])
     idx = track_frames(n, request.start_frame, request.end_frame)
     room = ctx.config.frame_budget - used_frames(exchanges)
     k = max(0, min(OVERLAY_FRAMES, room, len(idx)))
-    from tools.video import uniform_indices
-
     shown = sorted({idx[i] for i in uniform_indices(len(idx), k)})
-    summary = await overlay_blocks(state, ctx, idx, request.points, shown, want_summary=True)
+    _, summary = await track_overlays(state, ctx, idx, request.points, shown)
     notes = [] if k >= min(OVERLAY_FRAMES, len(idx)) else [f"frame budget: {k} overlay frames"]
     return {**base, "frames": shown, "overlay": True,
             "text": _text(f"tracked frames {idx[0]}..{idx[-1]} ({len(idx)} frames); overlays on {shown}", notes)
-            + "\n" + str(summary)}
+            + "\n" + summary}
 
 
-async def overlay_blocks(state: AgentState, ctx: RunContext, idx: list[int], points: list[list[float]],
-                         shown: list[int], *, want_summary: bool = False) -> Any:
-    """Track `points` (or a grid) over frames `idx`; returns overlay blocks (or the summary text)."""
+async def track_overlays(state: AgentState, ctx: RunContext, idx: list[int], points: list[list[float]],
+                         shown: list[int]) -> tuple[list[dict], str]:
+    """Track `points` (or a grid) over frames `idx` once per run; returns (overlay blocks of `shown`, summary)."""
     key = ("overlay", state["video"], tuple(idx), tuple(tuple(p) for p in points), tuple(shown))
     cached = ctx.frames.get_extra(key)
     if cached is None:
         cached = await run_blocking(_run_tracker, state, ctx, idx, points, shown)
         ctx.frames.put_extra(key, cached)
-    return cached[1] if want_summary else cached[0]
+    return cached
 
 
 def _run_tracker(state: AgentState, ctx: RunContext, idx: list[int], points: list[list[float]],
@@ -224,8 +224,9 @@ async def exchange_blocks(state: AgentState, ctx: RunContext, exchange: ToolExch
     if exchange.get("overlay"):
         args = track_motion.model_validate(exchange["args"])
         n = int(state["meta"]["frames"])
-        return await overlay_blocks(state, ctx, track_frames(n, args.start_frame, args.end_frame),
-                                    args.points, frames)
+        blocks, _ = await track_overlays(state, ctx, track_frames(n, args.start_frame, args.end_frame),
+                                         args.points, frames)
+        return blocks
     return await ctx.frames.ablocks(state["video"], frames, box=exchange.get("box"))
 
 

@@ -19,7 +19,7 @@ from typing import Any
 from graph.context import RunContext
 from graph.nodes.assess import summarize
 from graph.nodes.common import Step, dump, frames_total, human, normalize_assessment, system
-from graph.nodes.evidence import exchange_blocks, overlay_blocks
+from graph.nodes.evidence import exchange_blocks, track_overlays
 from graph.schemas import Assessment, MotionEvidence
 from graph.state import AgentState
 
@@ -65,8 +65,7 @@ async def _auto_motion(state: AgentState, ctx: RunContext, step: Step) -> tuple[
         return "", [], None
     sample = list(state["sample"])
     shown = sorted({sample[i] for i in uniform_indices(len(sample), 4)})
-    blocks = await overlay_blocks(state, ctx, sample, [], shown)
-    summary = await overlay_blocks(state, ctx, sample, [], shown, want_summary=True)
+    blocks, summary = await track_overlays(state, ctx, sample, [], shown)
     step.tool_summaries.append(f"track_motion(grid over sample): {summary[:300]}")
     step.frames += shown
     evidence = MotionEvidence(frames=sample, points=0, summary=summary[:4000])
