@@ -14,8 +14,8 @@ Decisions where the issue was silent:
   cache across presets), `settings=` (BackboneSettings; read from the environment only when needed
   for a default: model None, or checkpointer None) and `frame_store=` (share decoded frames across
   agents). `checkpointer=False` compiles without a checkpointer.
-- Default tools (tools None and motion or WMReward on): `tools.toolbox.Toolbox(ToolSettings.from_env())`,
-  built lazily on the first tool use.
+- Default tools (tools None): `tools.toolbox.Toolbox(ToolSettings.from_env())`, built lazily on the
+  first tool use; its quality thresholds (`RAA_QUALITY_*`) apply to the quality node in every preset.
 - The default checkpointer is a SqliteSaver at `settings.traces_path` whose async methods run the
   sync ones in a worker thread, so `ainvoke` (used by `ascore_videos`) works with it; its serializer
   allow-lists the graph.schemas records (`graph.tracing.traces_serde`). Pass
@@ -145,8 +145,8 @@ def build_reward_agent(config: AgentConfig | None = None, *, model: Any = None, 
     Args:
         config: module switches and caps (default `AgentConfig(preset="full")`).
         model: any LangChain chat model; None builds ChatOpenAI from `BackboneSettings.from_env()`.
-        tools: `AgentTools(tracker=..., surprise=...)` or a `tools.toolbox.Toolbox`; None builds a
-            Toolbox from `ToolSettings.from_env()` when motion or WMReward is on.
+        tools: `AgentTools(tracker=..., surprise=..., quality=...)` or a `tools.toolbox.Toolbox`; None
+            builds a lazy Toolbox from `ToolSettings.from_env()`.
         checkpointer: a LangGraph checkpointer; None = SqliteSaver at `settings.traces_path`;
             False = none.
         backbone: a ready `graph.backbone.Backbone` (overrides `model`).
@@ -166,7 +166,7 @@ def build_reward_agent(config: AgentConfig | None = None, *, model: Any = None, 
             backbone = Backbone.from_settings(settings, cache=StageCache(settings.cache_path))
         else:
             backbone = Backbone(model, cache=StageCache(None), **_backbone_opts(settings))
-    if tools is None and (cfg.motion or cfg.wmreward):
+    if tools is None:  # lazy: builds no model; also carries the quality thresholds from the settings
         from tools.settings import ToolSettings
         from tools.toolbox import Toolbox
 

@@ -33,6 +33,7 @@ from tools.errors import ToolFault
 if TYPE_CHECKING:  # pragma: no cover
     from graph.backbone import Backbone
     from tools.motion import MotionTracker
+    from tools.quality import QualityThresholds
     from tools.surprise import SurpriseScorer
 
 
@@ -44,6 +45,8 @@ class AgentTools:
     """Motion tracker (tools.motion.MotionTracker protocol)."""
     surprise: SurpriseScorer | None = None
     """Surprise scorer (tools.surprise.SurpriseScorer protocol)."""
+    quality: QualityThresholds | None = None
+    """Quality pre-check thresholds; None = the defaults of tools.quality."""
 
 
 @dataclass
@@ -54,6 +57,8 @@ class ToolProvider:
     """Returns a MotionTracker (may load a model on first call)."""
     surprise_factory: Callable[[], Any] | None = None
     """Returns a SurpriseScorer (may load a model on first call)."""
+    quality_thresholds: QualityThresholds | None = None
+    """Thresholds of the quality pre-check (a Toolbox's `settings.quality`); None = tools.quality defaults."""
 
     def tracker(self) -> MotionTracker:
         """The motion tracker; ToolFault when none is configured or it fails to load."""
@@ -86,11 +91,11 @@ def tool_provider(tools: object) -> ToolProvider:
     if isinstance(tools, AgentTools):
         tracker, surprise = tools.tracker, tools.surprise
         return ToolProvider(None if tracker is None else (lambda: tracker),
-                            None if surprise is None else (lambda: surprise))
+                            None if surprise is None else (lambda: surprise), tools.quality)
     from tools.toolbox import Toolbox
 
     if isinstance(tools, Toolbox):
-        return ToolProvider(tools.tracker, tools.surprise)
+        return ToolProvider(tools.tracker, tools.surprise, tools.settings.quality)
     raise TypeError(f"tools must be AgentTools, Toolbox or ToolProvider, got {type(tools).__name__}")
 
 

@@ -143,6 +143,27 @@ def test_uniform_video_gets_zero_without_model_or_tools(clips):
     assert model.calls == [] and surprise.calls == 0 and nodes(out) == ["quality", "gate"]
 
 
+def test_configured_quality_thresholds_reach_the_quality_node(clips):
+    """RAA_QUALITY_* settings (a Toolbox's settings.quality) decide the pre-check, not the defaults."""
+    from langgraph.checkpoint.memory import InMemorySaver
+
+    from graph import AgentConfig, build_reward_agent
+    from graph.backbone import Backbone
+    from graph.testing import ScriptedChatModel
+    from graph.tracing import traces_serde
+    from tools.quality import QualityThresholds
+    from tools.settings import ToolSettings
+    from tools.toolbox import Toolbox
+
+    strict = ToolSettings(quality=QualityThresholds(max_spatial_std=255.0, max_edge_energy=1000.0))
+    model = ScriptedChatModel(full_script())
+    agent = build_reward_agent(AgentConfig(preset="structured"), backbone=Backbone(model), tools=Toolbox(strict),
+                               checkpointer=InMemorySaver(serde=traces_serde()))
+    out = run(agent, clips["good"], run_id="run-strict")
+    assert out["result"].status == "zero" and "uniform" in out["result"].reasons[0]
+    assert model.calls == [] and nodes(out) == ["quality", "gate"]
+
+
 def test_batch_of_16_with_three_bad_clips(clips, tmp_path):
     goods = [moving_square(tmp_path / f"c{i}.mp4", seed=i) for i in range(13)]
     items = [(str(p), "push the red block to the right") for p in goods]
