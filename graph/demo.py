@@ -35,6 +35,7 @@ def _evidence_table(rows: list[dict], out: Path, console: Console) -> None:
 
     from tools.motion import LKTracker, draw_tracks, summarize_tracks
     from tools.quality import check_quality
+    from tools.settings import ToolSettings
     from tools.video import VideoError, read_frames, uniform_indices
     from tools.video import probe as probe_video
 
@@ -43,6 +44,7 @@ def _evidence_table(rows: list[dict], out: Path, console: Console) -> None:
         table.add_column(col)
     notes: list[str] = []
     tracker = LKTracker()
+    thresholds = ToolSettings.from_env().quality  # the same RAA_QUALITY_* thresholds the agent uses
     overlays = out / "overlays"
     overlays.mkdir(parents=True, exist_ok=True)
     for row in rows:
@@ -54,7 +56,7 @@ def _evidence_table(rows: list[dict], out: Path, console: Console) -> None:
             table.add_row(name, row["label"], row["pattern"], "-", "undecodable", "-")
             notes.append(f"{name}: {exc}")
             continue
-        quality = check_quality(frames)
+        quality = check_quality(frames, thresholds=thresholds)
         if not quality.usable:
             table.add_row(name, row["label"], row["pattern"], str(meta.frames), "zero (unusable)", "-")
             notes.append(f"{name}: {quality.reason}")
