@@ -231,3 +231,60 @@ def test_draw_tracks_marks_pixels_without_touching_input():
     assert not np.array_equal(out[4, y, x], frames[4, y, x])
     with pytest.raises(ValueError):
         draw_tracks(frames[:3], tr)
+
+
+def _reference_lk(tracker: LKTracker, frames: np.ndarray, queries: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The plain step-by-step algorithm (forward call, then its check, before the next step)."""
+    from tools.motion.base import in_bounds
+
+    c, args = tracker.config, tracker._lk_args
+    grays = [cv2.cvtColor(f, cv2.COLOR_RGB2GRAY) for f in frames]
+    t_total, h, w = frames.shape[:3]
+    qf, start = queries[:, 0].astype(int), queries[:, 1:3].astype(np.float32)
+    tracks = np.zeros((t_total, len(queries), 2), np.float32)
+    visible = np.zeros((t_total, len(queries)), bool)
+    tracks[qf, np.arange(len(qf))], visible[qf, np.arange(len(qf))] = start, True
+    for d in (1, -1):
+        cur, alive = start.copy(), np.ones(len(qf), bool)
+        for t in (range(qf.min(), t_total - 1) if d > 0 else range(qf.max(), 0, -1)):
+            started = qf <= t if d > 0 else qf >= t
+            for k in np.flatnonzero(started & alive):  # one point at a time: no batching at all
+                p1, st, err = cv2.calcOpticalFlowPyrLK(grays[t], grays[t + d], cur[k].reshape(1, 1, 2), None, **args)
+                p1 = p1.reshape(2)
+                ok = st[0, 0] == 1 and np.isfinite(p1).all() and err[0, 0] < c.max_patch_error \
+                    and in_bounds(p1[None], h, w)[0]
+                if ok:
+                    pb, stb, _ = cv2.calcOpticalFlowPyrLK(grays[t + d], grays[t], p1.reshape(1, 1, 2), None, **args)
+                    ok = stb[0, 0] == 1 and np.linalg.norm(pb.reshape(2) - cur[k]) < c.fb_threshold
+                if ok:
+                    cur[k] = p1
+                else:
+                    alive[k] = False
+            tracks[t + d, started], visible[t + d, started] = cur[started], alive[started]
+    return tracks, visible
+
+
+def test_lk_pipelined_checks_match_the_step_by_step_algorithm():
+    """Checks run on a helper thread and rejections are applied afterwards: the tracks must equal the
+    plain algorithm's, bit for bit, on a clip where points are occluded, leave the frame and fail the
+    forward-backward check, with queries on several frames (both directions)."""
+    rng = np.random.default_rng(7)
+    frames = moving_square(t_total=24, vx=5, vy=1, x0=40, y0=30).copy()
+    frames[12:, 60:100, 20:60] = 200  # a flat block appears: points under it lose texture
+    frames[::5] = np.clip(frames[::5].astype(int) + rng.integers(-40, 40, frames[::5].shape), 0, 255)
+    queries = np.concatenate([np.array([[0, 45 + 3 * k, 35 + 2 * k] for k in range(8)], float),
+                              [[t, float(rng.uniform(0, W - 1)), float(rng.uniform(0, H - 1))]
+                               for t in (3, 9, 15, 23) for _ in range(6)]])
+    tracker = LKTracker()
+    got = tracker.track(frames, queries=queries)
+    want_tracks, want_visible = _reference_lk(tracker, frames, queries)
+    assert 0 < got.visible.mean() < 1  # some rejections happened, so the deferred checks matter
+    np.testing.assert_array_equal(got.visible, want_visible)
+    np.testing.assert_array_equal(got.tracks, want_tracks)
+
+
+def test_lk_check_failure_is_raised_not_swallowed(monkeypatch):
+    tracker = LKTracker()
+    monkeypatch.setattr(tracker, "_check", lambda *a: (_ for _ in ()).throw(RuntimeError("check broke")))
+    with pytest.raises(RuntimeError, match="check broke"):
+        tracker.track(moving_square(), grid_size=4)
