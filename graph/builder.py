@@ -16,13 +16,16 @@ Decisions where the issue was silent:
   agents). `checkpointer=False` compiles without a checkpointer.
 - Default tools (tools None): `tools.toolbox.Toolbox(ToolSettings.from_env())`, built lazily on the
   first tool use; its quality thresholds (`RAA_QUALITY_*`) apply to the quality node in every preset.
-- The default checkpointer is a SqliteSaver at `settings.traces_path` whose async methods run the
-  sync ones in a worker thread, so `ainvoke` (used by `ascore_videos`) works with it; its serializer
-  allow-lists the graph.schemas records (`graph.tracing.traces_serde`). Pass
+- The default checkpointer is a SqliteSaver at `settings.traces_path` with async methods, so `ainvoke`
+  (used by `ascore_videos`) works with it: writes run inline on the event loop (each is a sub-millisecond
+  WAL commit; a worker-thread hop per write cost ~15 ms of wall time per run in
+  benchmarks/agent_overhead.py), reads run in a worker thread. A database locked by another process
+  blocks the loop for up to sqlite3's 5 s busy timeout, so give concurrent processes their own
+  RAA_TRACES_PATH. Its serializer allow-lists the graph.schemas records (`graph.tracing.traces_serde`). Pass
   `InMemorySaver(serde=traces_serde())` for in-memory traces without deserialization warnings.
 - The trace database runs in WAL mode with synchronous=NORMAL: each checkpoint commit appends to
   the write-ahead log instead of fsyncing the database (about 13 ms per commit on this machine, tens
-  of commits per run). A crash of the process loses nothing; a power loss may lose the last commits.
+  of commits per run). A process crash loses no committed checkpoint; a power loss may lose the last commits.
   WAL needs a local filesystem (not NFS); readers (`raa trace`, Studio) see committed traces as before.
 """
 
@@ -196,8 +199,10 @@ def default_checkpointer(path: str | Path):
 
     from graph.tracing import traces_serde
 
-    class ThreadedSqliteSaver(SqliteSaver):
-        """SqliteSaver whose async methods run the (lock-guarded) sync ones in a worker thread."""
+    class LocalSqliteSaver(SqliteSaver):
+        """SqliteSaver usable from async code: writes run inline on the event loop (a WAL commit of a
+        local database takes well under a millisecond, less than a hop to a worker thread and back);
+        reads, which may return many checkpoints, run in a worker thread."""
 
         async def aget_tuple(self, config):  # type: ignore[override]
             return await asyncio.to_thread(self.get_tuple, config)
@@ -209,10 +214,10 @@ def default_checkpointer(path: str | Path):
                 yield item
 
         async def aput(self, config, checkpoint, metadata, new_versions):  # type: ignore[override]
-            return await asyncio.to_thread(self.put, config, checkpoint, metadata, new_versions)
+            return self.put(config, checkpoint, metadata, new_versions)
 
         async def aput_writes(self, config, writes: Sequence, task_id: str, task_path: str = ""):  # type: ignore[override]
-            return await asyncio.to_thread(self.put_writes, config, writes, task_id, task_path)
+            return self.put_writes(config, writes, task_id, task_path)
 
         async def adelete_thread(self, thread_id: str) -> None:  # type: ignore[override]
             return await asyncio.to_thread(self.delete_thread, thread_id)
@@ -224,7 +229,7 @@ def default_checkpointer(path: str | Path):
     if str(path) != ":memory:":  # WAL: a checkpoint commit appends to the log instead of an fsync per write
         conn.execute("PRAGMA journal_mode=WAL")
         conn.execute("PRAGMA synchronous=NORMAL")
-    saver = ThreadedSqliteSaver(conn, serde=traces_serde())
+    saver = LocalSqliteSaver(conn, serde=traces_serde())
     saver.setup()
     return saver
 
