@@ -40,7 +40,7 @@ from rich.table import Table
 
 from graph.backbone import Backbone, default_chat_model
 from graph.cache import StageCache
-from graph.settings import BackboneSettings, SettingsError
+from graph.settings import BackboneSettings, SettingsError, TraceDurability
 from graph.tracing import (
     RunNotFoundError,
     describe_update,
@@ -127,11 +127,13 @@ async def _score_one(settings: BackboneSettings, preset: str, video: str, instru
     async with open_async_saver(settings.traces_path) as saver:
         agent = _build_agent(settings, preset, saver)
         if not stream:
-            return await arun_agent(agent, video, instruction, run_id, preset)
+            return await arun_agent(agent, video, instruction, run_id, preset,
+                                    durability=settings.trace_durability)
         cfg = {"configurable": {"thread_id": run_id}}
         inputs = {"video": video, "instruction": instruction, "run_id": run_id}
         try:
-            async for chunk in agent.astream(inputs, cfg, stream_mode="updates"):
+            async for chunk in agent.astream(inputs, cfg, stream_mode="updates",
+                                             durability=settings.trace_durability):
                 for node, update in chunk.items():
                     typer.echo(describe_update(node, update), err=True)
         except Exception as exc:  # nodes turn failures into faults; this is the last line of defence
@@ -193,7 +195,7 @@ def _ineligible(item: dict[str, Any], reason: str, run_id: str = "") -> Any:
 
 
 async def _run_batch(agent: Any, items: list[dict[str, Any]], out: Path, concurrency: int,
-                     progress: Progress) -> dict[str, int]:
+                     progress: Progress, durability: TraceDurability = "exit") -> dict[str, int]:
     from graph.api import arun_agent
 
     sem = asyncio.Semaphore(concurrency)
@@ -209,7 +211,8 @@ async def _run_batch(agent: Any, items: list[dict[str, Any]], out: Path, concurr
             result = _ineligible(item, f"input: {item['error']}")
         else:
             async with sem:
-                result = await arun_agent(agent, item["path"], item["instruction"], run_id, item["preset"])
+                result = await arun_agent(agent, item["path"], item["instruction"], run_id, item["preset"],
+                                          durability=durability)
         row = {k: item[k] for k in ("key", "line", "path", "instruction", "preset", "manifest")}
         row["result"] = result.model_dump(mode="json")
         with out.open("a", encoding="utf-8") as fh:
@@ -244,7 +247,7 @@ def score_batch_command(
             agent = _build_agent(settings, preset, saver)
             columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn())
             with Progress(*columns, console=_err) as progress:
-                return await _run_batch(agent, todo, out, concurrency, progress)
+                return await _run_batch(agent, todo, out, concurrency, progress, settings.trace_durability)
 
     counts = asyncio.run(main()) if todo else {"scored": 0, "zero": 0, "ineligible": 0}
     typer.echo(" ".join(f"{k}={v}" for k, v in counts.items()) + f"  -> {out}", err=True)

@@ -96,7 +96,8 @@ def _score(rows: list[dict], out: Path, preset: str, concurrency: int, console: 
     console.print(f"Scoring {len(items)} clips with preset [bold]{preset}[/] against {settings.base_url} "
                   f"({settings.model}) ...")
     results = asyncio.run(ascore_videos(items, AgentConfig(preset=preset), max_concurrency=concurrency,
-                                        backbone=backbone, settings=settings))
+                                        backbone=backbone, settings=settings,
+                                        durability=settings.trace_durability))
     table = Table(title=f"Reward agent ({preset})")
     for col in ("clip", "label", "reward", "status", "T", "P", "V", "trace"):
         table.add_column(col)

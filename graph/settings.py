@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Literal, get_args
 
 StructuredMethod = Literal["json_schema", "function_calling", "json_mode"]
+TraceDurability = Literal["exit", "async", "sync"]
 REQUIRED_ENV = ("RAA_BASE_URL", "RAA_MODEL", "RAA_API_KEY")
 _OFF = {"", "none", "off", "false", "0"}
 
@@ -63,10 +64,17 @@ class BackboneSettings:
     """SQLite stage-output cache; None keeps the cache in memory only (RAA_CACHE_PATH)."""
     traces_path: str = "runs/traces.sqlite"
     """SQLite checkpoint database holding every run's trace (RAA_TRACES_PATH)."""
+    trace_durability: TraceDurability = "exit"
+    """When a run's checkpoints are written (RAA_TRACE_DURABILITY): "exit" once, when the run ends (its
+    state holds the whole step trace); "async" / "sync" after every step as well (per-step history for
+    time travel, written in the background / before the next step)."""
 
     def __post_init__(self) -> None:
         if self.method not in get_args(StructuredMethod):
             raise SettingsError(f"method must be one of {get_args(StructuredMethod)}, got {self.method!r}")
+        if self.trace_durability not in get_args(TraceDurability):
+            raise SettingsError(f"trace_durability must be one of {get_args(TraceDurability)}, "
+                                f"got {self.trace_durability!r}")
         if self.timeout_s <= 0:
             raise SettingsError(f"timeout_s must be > 0, got {self.timeout_s}")
         if self.max_retries < 0 or self.schema_retries < 0:
@@ -123,6 +131,12 @@ class BackboneSettings:
             kw["cache_path"] = None if raw.lower() in _OFF else raw
         raw = env.get("RAA_TRACES_PATH", "").strip()
         kw["traces_path"] = raw or defaults["traces_path"]
+        durability = env.get("RAA_TRACE_DURABILITY", "").strip()
+        if durability:
+            if durability not in get_args(TraceDurability):
+                raise SettingsError(f"RAA_TRACE_DURABILITY must be one of {get_args(TraceDurability)}, "
+                                    f"got {durability!r}")
+            kw["trace_durability"] = durability
         try:
             return cls(**kw)  # type: ignore[arg-type]
         except SettingsError as exc:

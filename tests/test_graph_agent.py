@@ -258,6 +258,28 @@ def test_default_sqlite_checkpointer_and_tracing(clip, tmp_path):
     assert [s["node"] for s in state.values["steps"]] == ["quality", "contract", "assess", "gate"]
 
 
+@pytest.mark.parametrize("durability", ["exit", "async"])
+def test_trace_durability_decides_per_step_checkpoints_not_the_trace(clip, tmp_path, durability):
+    """`exit` (the default) writes one checkpoint when the run ends, holding every step; `async` also
+    writes one per step. Both leave the same step trace and result."""
+    from graph import AgentConfig, AgentTools, build_reward_agent, score_video
+    from graph.settings import BackboneSettings
+    from graph.testing import ScriptedChatModel
+
+    settings = BackboneSettings(traces_path=str(tmp_path / "traces.sqlite"), cache_path=None)
+    model = ScriptedChatModel(full_script())
+    res = score_video(clip, INSTRUCTION, AgentConfig(preset="decomposed"), model=model, settings=settings,
+                      run_id="d-1", durability=durability)
+    assert res.status == "scored"
+    agent = build_reward_agent(AgentConfig(preset="decomposed"), model=model, settings=settings,
+                               tools=AgentTools())
+    config = {"configurable": {"thread_id": "d-1"}}
+    assert [s["node"] for s in agent.get_state(config).values["steps"]] == ["quality", "contract", "assess", "gate"]
+    assert agent.get_state(config).values["result"] == res
+    history = list(agent.get_state_history(config))
+    assert (len(history) == 1) if durability == "exit" else (len(history) >= 5)
+
+
 def test_building_needs_no_connection_or_weights():
     from graph import AgentConfig, build_reward_agent
     from graph.settings import BackboneSettings
