@@ -192,8 +192,14 @@ class FrameStore:
         """Decode and cache the frames at `indices` without building an array of them."""
         self._ensure(video, {int(i) for i in indices})
 
+    def frame_list(self, video: str, indices: Sequence[int]) -> list[np.ndarray]:
+        """The cached frames at `indices` as a list (decoding only those not cached; no stacked copy)."""
+        wanted = [int(i) for i in indices]
+        have = self._ensure(video, set(wanted))
+        return [have[i] for i in wanted]
+
     def frames(self, video: str, indices: Sequence[int]) -> np.ndarray:
-        """Frames [K,H,W,3] uint8 at `indices` (decoding only those not cached)."""
+        """Frames [K,H,W,3] uint8 at `indices` (decoding only those not cached; a new stacked array)."""
         wanted = [int(i) for i in indices]
         have = self._ensure(video, set(wanted))
         return np.stack([have[i] for i in wanted]) if wanted else np.zeros((0, 1, 1, 3), np.uint8)
@@ -208,7 +214,7 @@ class FrameStore:
         key_box = None if box is None else tuple(round(float(b), 4) for b in box)
         urls = {int(i): self._urls.get((video, int(i), key_box, self.long_side, self.quality)) for i in indices}
         todo = sorted(i for i, u in urls.items() if u is None)
-        decoded = dict(zip(todo, self.frames(video, todo), strict=True)) if todo else {}
+        decoded = self._ensure(video, set(todo)) if todo else {}
         for i in indices:
             key = (video, int(i), key_box, self.long_side, self.quality)
             url = urls[int(i)]
@@ -254,12 +260,6 @@ class FrameStore:
         if self._blocks_cached(video, indices, box):
             return self.image_blocks(video, indices, box=box, note=note)
         return await run_blocking(self.image_blocks, video, indices, box=box, note=note)
-
-    async def aframes(self, video: str, indices: Sequence[int]) -> np.ndarray:
-        """`frames`, in a worker thread unless every frame is already cached."""
-        if all(self._frames.get((video, int(i))) is not None for i in indices):
-            return self.frames(video, indices)
-        return await run_blocking(self.frames, video, indices)
 
 
 @dataclass

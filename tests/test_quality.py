@@ -104,3 +104,18 @@ def test_clip_suite_uniform_detected_and_normal_clips_not_flagged():
             pytest.skip(f"MuJoCo cannot render here: {exc}")
         q = check_quality(frames)
         assert q.usable and not q.uniform, (pattern, q.stats)
+
+
+def test_a_list_of_frames_gives_the_same_check_as_the_stacked_array():
+    frames = np.concatenate([textured(6), sparse_scene(6)[:, :, :128]])
+    assert check_quality(list(frames)) == check_quality(frames)
+    flat = np.full((10, 64, 80, 3), 90, np.uint8)
+    assert check_quality(list(flat)) == check_quality(flat) and check_quality(list(flat)).uniform
+    assert check_quality([]).reason == "no decodable frames"
+
+
+def test_a_bad_frame_in_a_list_is_named():
+    frames = list(textured(4))
+    frames[2] = frames[2].astype(np.float32)
+    with pytest.raises(ValueError, match="float32"):
+        check_quality(frames)

@@ -15,6 +15,7 @@ result with the error as reason (the graph decides whether that is a fault or a 
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
 
 import cv2
@@ -64,17 +65,23 @@ def frame_stats(frame: np.ndarray, long_side: int = 64) -> tuple[float, float]:
     return float(std.max()), float(max(edge)) / 4.0
 
 
-def check_quality(frames: np.ndarray, *, thresholds: QualityThresholds | None = None) -> QualityCheck:
-    """Quality pre-check of decoded frames ``[T,H,W,3]`` uint8 (T may be 0)."""
+def check_quality(frames: np.ndarray | Sequence[np.ndarray], *,
+                  thresholds: QualityThresholds | None = None) -> QualityCheck:
+    """Quality pre-check of decoded frames: an array ``[T,H,W,3]`` uint8 (T may be 0) or a sequence of
+    ``[H,W,3]`` uint8 frames (checked one by one, never stacked into a copy)."""
     th = thresholds or QualityThresholds()
-    frames = np.asarray(frames)
-    if frames.size == 0 or frames.ndim != 4:
+    if isinstance(frames, np.ndarray):
+        items = list(frames) if frames.ndim == 4 else []  # views of the array, no copies
+    else:
+        items = [np.asarray(f) for f in frames]
+    if not items or items[0].size == 0:
         return QualityCheck(usable=False, uniform=False, decodable_frames=0,
                             reason="no decodable frames", stats={})
-    if frames.shape[-1] != 3 or frames.dtype != np.uint8:
-        raise ValueError(f"frames must be uint8 [T,H,W,3], got {frames.dtype} {frames.shape}")
-    n = int(frames.shape[0])
-    stats = np.array([frame_stats(f, th.analysis_long_side) for f in frames], np.float32)
+    for f in items:
+        if f.ndim != 3 or f.shape[-1] != 3 or f.dtype != np.uint8:
+            raise ValueError(f"frames must be uint8 [T,H,W,3] (or [H,W,3] each), got {f.dtype} {f.shape}")
+    n = len(items)
+    stats = np.array([frame_stats(f, th.analysis_long_side) for f in items], np.float32)
     flat = (stats[:, 0] < th.max_spatial_std) & (stats[:, 1] < th.max_edge_energy)
     flat_share = float(flat.mean())
     uniform = flat_share >= th.uniform_frame_fraction

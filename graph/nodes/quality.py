@@ -44,7 +44,7 @@ def _probe_and_check(ctx: RunContext, video: str, observe_frames: int) -> tuple[
     sample = uniform_indices(meta.frames, observe_frames)
     if meta.frames <= ALL_FRAMES_LIMIT:  # short clip: one sequential decode of every frame (all are viewable)
         ctx.frames.prefetch(video, range(meta.frames))
-    check = check_quality(ctx.frames.frames(video, sample), thresholds=ctx.tools.quality_thresholds)
+    check = check_quality(ctx.frames.frame_list(video, sample), thresholds=ctx.tools.quality_thresholds)
     return meta, sample, check
 
 
