@@ -302,3 +302,31 @@ def test_fallback_paths_keep_index_mapping(gop_clip, monkeypatch):
 
     monkeypatch.setattr(VideoReader, "_decode", missing_seek)
     assert read_ids(read_frames(gop_clip, idx)) == idx
+
+
+def test_rgb_conversion_with_a_reused_context_matches_pyav_per_frame(tmp_path):
+    """The per-thread swscale context must give PyAV's own per-frame conversion bit for bit, also when
+    clips of different sizes and pixel formats alternate on one thread and when threads convert at once."""
+    import threading
+
+    rng = np.random.default_rng(3)
+    clips = [write_raw(tmp_path / f"c{k}.mp4", rng.integers(0, 255, (6, h, w, 3), dtype=np.uint8), pix_fmt=fmt)
+             for k, (h, w, fmt) in enumerate([(64, 80, "yuv420p"), (61, 97, "yuv444p"), (64, 80, "yuv420p")])]
+
+    def reference(path: Path) -> np.ndarray:
+        with av.open(str(path)) as f:
+            return np.stack([fr.to_ndarray(format="rgb24") for fr in f.decode(video=0)])
+
+    want = [reference(c) for c in clips]
+    for c, w in zip(clips + clips[::-1], want + want[::-1], strict=True):
+        np.testing.assert_array_equal(read_all_frames(c), w)
+    got: dict[int, list[np.ndarray]] = {}
+    threads = [threading.Thread(target=lambda k=k: got.__setitem__(k, [read_all_frames(c) for c in clips]))
+               for k in range(3)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    for frames in got.values():
+        for g, w in zip(frames, want, strict=True):
+            np.testing.assert_array_equal(g, w)

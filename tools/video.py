@@ -19,7 +19,11 @@ Frame ``i`` is the i-th frame in presentation order. Decisions taken where issue
   only from 640x360 up (below, it costs about 3x the CPU that concurrent agent runs need).
 - Frames are rescaled to the stream's first size; rotation and pixel aspect ratio are ignored.
 - ``uniform_indices`` rounds half to even (``uniform_indices(4, 3) == [0, 2, 3]``); -1 is a
-  ``FrameIndexError``. Crops, resizing and labels live in ``tools.frames`` (re-exported here).
+  ``FrameIndexError``. Crops, resizing and labels live in ``tools.frames``, index sampling in
+  ``tools.sampling`` (both re-exported here).
+- RGB conversion reuses one swscale context per thread (a ``VideoReformatter``): converting each
+  frame through its own fresh context spent ~0.2 ms per frame setting it up, half the decode time
+  of a 256x256 clip. The pixels are bit-identical.
 """
 
 from __future__ import annotations
@@ -27,6 +31,7 @@ from __future__ import annotations
 import bisect
 import io
 import math
+import threading
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -35,6 +40,7 @@ from pathlib import Path
 
 import av
 import numpy as np
+from av.video.reformatter import VideoReformatter
 
 from tools.frames import (  # noqa: F401  (re-exported: the public video API)
     FULL_FRAME,
@@ -47,11 +53,15 @@ from tools.frames import (  # noqa: F401  (re-exported: the public video API)
     normalize_crop,
     resize_long_side,
 )
+from tools.sampling import (  # noqa: F401  (re-exported: the public video API)
+    ALL_FRAMES_LIMIT,
+    NEARBY_EXTRA_LIMIT,
+    nearby_indices,
+    uniform_indices,
+)
 from tools.video_write import write_video  # noqa: F401  (re-exported: the public video API)
 
-ALL_FRAMES_LIMIT = 81
 THREADED_DECODE_PIXELS = 640 * 360
-NEARBY_EXTRA_LIMIT = 16
 
 Source = str | Path | bytes
 
@@ -98,6 +108,17 @@ class _Index:
 
 class _SeekMissed(Exception):
     """Internal: a wanted frame was skipped after seeking; decoding restarts without seeking."""
+
+
+_THREAD = threading.local()
+
+
+def _reformatter() -> VideoReformatter:
+    """This thread's VideoReformatter (its swscale context is reused while frame sizes match)."""
+    reformatter = _THREAD.__dict__.get("reformatter")
+    if reformatter is None:
+        reformatter = _THREAD.reformatter = VideoReformatter()
+    return reformatter
 
 
 def _describe(src: Source) -> str:
@@ -281,7 +302,8 @@ class VideoReader:
     def to_rgb(self, frame: av.VideoFrame) -> np.ndarray:
         """One decoded frame as uint8 RGB at the stream's size."""
         with _wrapped(self._name, "frame conversion to RGB failed"):
-            return frame.to_ndarray(format="rgb24", width=self.meta.width, height=self.meta.height)
+            rgb = _reformatter().reformat(frame, format="rgb24", width=self.meta.width, height=self.meta.height)
+            return rgb.to_ndarray()
 
     def _packets_to_frames(self, container: av.container.InputContainer,
                            stream: av.video.stream.VideoStream) -> Iterator[av.VideoFrame]:
@@ -360,41 +382,3 @@ def read_all_frames(src: Source, max_frames: int | None = None) -> np.ndarray:
         if count < n:
             raise VideoDecodeError(f"{meta.source}: only {count} of {n} frames could be decoded")
         return out
-
-
-def uniform_indices(n: int, k: int) -> list[int]:
-    """``round(linspace(0, n-1, k))``, deduplicated and sorted (DESIGN §4 uniform sampling)."""
-    if n < 0 or k < 0:
-        raise ValueError(f"uniform_indices needs n >= 0 and k >= 0, got n={n}, k={k}")
-    if n == 0 or k == 0:
-        return []
-    return sorted({int(v) for v in np.round(np.linspace(0, n - 1, k))})
-
-
-def nearby_indices(n: int, referenced: Sequence[int], already: Sequence[int],
-                   max_extra: int = NEARBY_EXTRA_LIMIT) -> list[int]:
-    """Frames that may be shown for a request about ``referenced`` frames (DESIGN §3 inspect budget).
-
-    Out-of-range references are ignored. Clips with ``n <= ALL_FRAMES_LIMIT`` allow any frame:
-    the result is every referenced frame plus its immediate neighbours (i-1, i+1). Longer clips:
-    referenced frames already in ``already`` are kept; new frames (not in ``already``) are taken
-    nearest-first (distance 0, then 1, 2, ... around each referenced frame in ascending order,
-    the earlier side first) until ``max_extra`` new frames are chosen. Sorted and unique.
-    """
-    if n < 0 or max_extra < 0:
-        raise ValueError(f"nearby_indices needs n >= 0 and max_extra >= 0, got n={n}, max_extra={max_extra}")
-    refs = sorted({int(r) for r in referenced if 0 <= int(r) < n})
-    if n <= ALL_FRAMES_LIMIT:
-        return sorted({j for r in refs for j in (r - 1, r, r + 1) if 0 <= j < n})
-    seen = {int(a) for a in already}
-    chosen = {r for r in refs if r in seen}
-    extra: list[int] = []
-    for d in range(n):
-        if len(extra) >= max_extra or not refs:
-            break
-        for r in refs:
-            for j in ((r,) if d == 0 else (r - d, r + d)):
-                if len(extra) < max_extra and 0 <= j < n and j not in seen and j not in chosen:
-                    chosen.add(j)
-                    extra.append(j)
-    return sorted(chosen)
