@@ -76,3 +76,17 @@ def test_at_most_later_slots_later_jobs_run_at_once_while_now_jobs_still_run():
 def test_pool_rejects_zero_workers():
     with pytest.raises(ValueError, match="workers"):
         PriorityPool(0)
+
+
+def test_jobs_submitted_one_after_another_stay_on_one_thread():
+    """LIFO wake-ups: the thread that just finished takes the next job (no rotation over the pool)."""
+    pool = PriorityPool(4)
+    names = [pool.submit(lambda: threading.current_thread().name).result(timeout=5) for _ in range(12)]
+    assert len(set(names[1:])) == 1
+
+
+def test_a_burst_of_jobs_still_spreads_over_every_thread():
+    pool = PriorityPool(3)
+    barrier = threading.Barrier(3, timeout=5)  # passes only if three jobs run at the same time
+    futures = [pool.submit(lambda: (barrier.wait(), threading.current_thread().name)[1]) for _ in range(3)]
+    assert len({f.result(timeout=10) for f in futures}) == 3
