@@ -7,10 +7,11 @@ Prints
   parallel). Target <= 1.3.
 - `speedup_vs_sequential`: wall time of the same 16 runs one after another (max_concurrency=1) over
   the concurrent wall time. Target >= 10.
-Diagnostics: `cpu_s_per_run` (process CPU time, all threads, of the concurrent phase / 16) and
-`cores_used` (process CPU time / wall time of that phase), and the 1-minute load average: when 16 x
-cpu_s_per_run exceeds the critical path, the run is CPU-bound and the ratio measures the CPU, not
-the agent's concurrency. `tiny_clips_wall_over_critical_path` repeats the concurrent phase on 32x32
+Diagnostics: `cpu_s_per_run` (process CPU time, all threads, of the concurrent phase / 16),
+`loop_cpu_s_per_run` (CPU time of the thread running the event loop / 16: LangGraph, langchain and
+the nodes' Python, which no second core can share), `cores_used` (process CPU time / wall time of
+that phase), `cpu_count` and the 1-minute load average: when 16 x cpu_s_per_run exceeds the
+critical path, the run is CPU-bound and the ratio measures the CPU, not the agent's concurrency. `tiny_clips_wall_over_critical_path` repeats the concurrent phase on 32x32
 clips (almost no frame work) to separate the agent's scheduling from per-clip CPU work.
 """
 
@@ -42,32 +43,32 @@ def _agent(model):
                               tools=AgentTools(tracker=LKTracker(), surprise=DiffSurprise()))
 
 
-def _timed(items, concurrency: int) -> tuple[float, list, object, float]:
-    """(wall s, results, model, process CPU s)."""
+def _timed(items, concurrency: int) -> tuple[float, list, object, float, float]:
+    """(wall s, results, model, process CPU s, event-loop thread CPU s)."""
     from graph import ascore_videos
     from graph.testing import ScriptedChatModel
 
     model = ScriptedChatModel(agent_script(), delay_s=DELAY_S)
     agent = _agent(model)
-    c0, t0 = time.process_time(), time.perf_counter()
+    c0, t0, l0 = time.process_time(), time.perf_counter(), time.thread_time()
     results = asyncio.run(ascore_videos(items, max_concurrency=concurrency, agent=agent))
-    return time.perf_counter() - t0, results, model, time.process_time() - c0
+    return time.perf_counter() - t0, results, model, time.process_time() - c0, time.thread_time() - l0
 
 
 def main() -> None:
     with tempfile.TemporaryDirectory() as tmp:
         clips = write_clips(Path(tmp), N_CLIPS)
         items = [(c, INSTRUCTION) for c in clips]
-        _, solo, solo_model, _ = _timed(items[:1], 1)
+        _, solo, solo_model, _, _ = _timed(items[:1], 1)
         assert solo[0].status == "scored", solo[0].reasons
         stages = [c.stage for c in solo_model.calls]
         critical = sequential_calls(stages) * DELAY_S
-        wall, results, _, cpu = _timed(items, N_CLIPS)
+        wall, results, _, cpu, loop_cpu = _timed(items, N_CLIPS)
         bad = [r.reasons for r in results if r.status != "scored"]
         assert not bad, bad
-        seq_wall, _, _, _ = _timed(items, 1)
+        seq_wall, _, _, _, _ = _timed(items, 1)
         tiny = [(c, INSTRUCTION) for c in write_clips(Path(tmp) / "tiny", N_CLIPS, size=32)]
-        tiny_wall, tiny_results, _, _ = _timed(tiny, N_CLIPS)
+        tiny_wall, tiny_results, _, _, _ = _timed(tiny, N_CLIPS)
         assert all(r.status == "scored" for r in tiny_results), [r.reasons for r in tiny_results]
     print(f"calls_per_run: {len(stages)}")
     print(f"sequential_calls_per_run: {sequential_calls(stages)}")
@@ -75,7 +76,9 @@ def main() -> None:
     print(f"concurrent_wall_s: {wall:.2f}")
     print(f"sequential_wall_s: {seq_wall:.2f}")
     print(f"cpu_s_per_run: {cpu / N_CLIPS:.3f}")
+    print(f"loop_cpu_s_per_run: {loop_cpu / N_CLIPS:.3f}")
     print(f"cores_used: {cpu / wall:.2f}")
+    print(f"cpu_count: {os.cpu_count()}")
     print(f"loadavg_1m: {os.getloadavg()[0]:.2f}")
     print(f"tiny_clips_wall_over_critical_path: {tiny_wall / critical:.3f}")
     print(f"concurrency_wall_over_critical_path: {wall / critical:.3f}")
