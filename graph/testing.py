@@ -164,4 +164,7 @@ class ScriptedChatModel(BaseChatModel):
                 raise error
             return parsed
 
-        return self | RunnableLambda(parse)
+        async def aparse(msg: AIMessage) -> Any:  # parses in place: no executor hop (as ChatOpenAI's parsers)
+            return parse(msg)
+
+        return self | RunnableLambda(parse, afunc=aparse)
