@@ -100,11 +100,9 @@ class PriorityPool:
                     except BaseException as exc:  # noqa: BLE001 - handed to the awaiting task
                         future.set_exception(exc)
             finally:
-                if rank > 0:
+                if rank > 0:  # this thread takes the next job itself on its next loop
                     with self._lock:
                         self._later_running -= 1
-                        if self._heap:
-                            self._wake()
 
 
 _POOL: PriorityPool | None = None
