@@ -1,7 +1,8 @@
 """Per-clip overhead of the reward agent beyond the unavoidable frame work.
 
 Preset full with a zero-latency scripted backbone, the LK motion tool, a stand-in surprise scorer and an
-on-disk SqliteSaver; each clip runs on a fresh agent (cold frame cache), one after another.
+on-disk SqliteSaver (default trace durability: one checkpoint when the run ends); each clip runs on a
+fresh agent (cold frame cache), one after another.
 
 Prints `overhead_over_frame_work`: mean per-clip wall time over the time to decode the distinct frames
 the run touched (union of its steps' frame indices) and JPEG-encode as many images as the run sent
