@@ -33,7 +33,7 @@ from typing import TYPE_CHECKING, Any, Literal, get_args
 from langchain_core.messages import BaseMessage, HumanMessage, SystemMessage
 from pydantic import BaseModel, Field
 
-from graph.settings import BackboneSettings, StructuredMethod
+from graph.settings import BackboneSettings, StructuredMethod, env_choice, env_number
 
 if TYPE_CHECKING:  # pragma: no cover
     from langchain_core.language_models import BaseChatModel
@@ -119,20 +119,14 @@ class JudgeSettings:
             "model": env.get("RAA_JUDGE_MODEL", "").strip() or None,
             "api_key": env.get("RAA_JUDGE_API_KEY", "").strip() or None,
         }
-        method = env.get("RAA_JUDGE_STRUCTURED_METHOD", "").strip()
-        if method:
-            if method not in get_args(StructuredMethod):
-                raise ValueError(f"RAA_JUDGE_STRUCTURED_METHOD must be one of {get_args(StructuredMethod)}, "
-                                 f"got {method!r}")
+        method = env_choice(env, "RAA_JUDGE_STRUCTURED_METHOD", get_args(StructuredMethod))
+        if method is not None:
             kw["method"] = method
         for name, var, kind in (("max_frames", "RAA_JUDGE_MAX_FRAMES", int), ("attempts", "RAA_JUDGE_ATTEMPTS", int),
                                 ("timeout_s", "RAA_JUDGE_TIMEOUT_S", float)):
-            raw = env.get(var, "").strip()
-            if raw:
-                try:
-                    kw[name] = kind(raw)
-                except ValueError as exc:
-                    raise ValueError(f"{var}={raw!r} is not a valid {kind.__name__}") from exc
+            value = env_number(env, var, kind)
+            if value is not None:
+                kw[name] = value
         return cls(**kw)
 
 

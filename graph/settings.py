@@ -34,6 +34,25 @@ class SettingsError(ValueError):
     """An `RAA_*` environment variable has a value that cannot be used."""
 
 
+def env_choice(env: Mapping[str, str], var: str, choices: tuple[str, ...]) -> str | None:
+    """`env[var]` stripped (None when unset or empty); SettingsError unless it is one of `choices`."""
+    value = env.get(var, "").strip()
+    if value and value not in choices:
+        raise SettingsError(f"{var} must be one of {choices}, got {value!r}")
+    return value or None
+
+
+def env_number(env: Mapping[str, str], var: str, kind: type[int] | type[float]) -> int | float | None:
+    """`env[var]` parsed with `kind` (None when unset or empty); SettingsError when it does not parse."""
+    raw = env.get(var, "").strip()
+    if not raw:
+        return None
+    try:
+        return kind(raw)
+    except ValueError as exc:
+        raise SettingsError(f"{var}={raw!r} is not a valid {kind.__name__}") from exc
+
+
 @dataclass(frozen=True)
 class BackboneSettings:
     """Connection and request policy for the agent's chat-model backbone."""
@@ -109,34 +128,20 @@ class BackboneSettings:
         for name, var in (("base_url", "RAA_BASE_URL"), ("model", "RAA_MODEL"), ("api_key", "RAA_API_KEY")):
             value = env.get(var, "").strip()
             kw[name] = value or None
-        method = env.get("RAA_STRUCTURED_METHOD", "").strip()
-        if method:
-            if method not in get_args(StructuredMethod):
-                raise SettingsError(f"RAA_STRUCTURED_METHOD must be one of {get_args(StructuredMethod)}, "
-                                    f"got {method!r}")
-            kw["method"] = method
+        choices = (("method", "RAA_STRUCTURED_METHOD", get_args(StructuredMethod)),
+                   ("trace_durability", "RAA_TRACE_DURABILITY", get_args(TraceDurability)))
         numeric = (("timeout_s", "RAA_TIMEOUT_S", float), ("max_retries", "RAA_MAX_RETRIES", int),
                    ("schema_retries", "RAA_SCHEMA_RETRIES", int), ("image_long_side", "RAA_IMAGE_LONG_SIDE", int),
                    ("jpeg_quality", "RAA_JPEG_QUALITY", int), ("temperature", "RAA_TEMPERATURE", float),
                    ("max_tokens", "RAA_MAX_TOKENS", int))
-        for name, var, kind in numeric:
-            raw = env.get(var, "").strip()
-            if raw:
-                try:
-                    kw[name] = kind(raw)
-                except ValueError as exc:
-                    raise SettingsError(f"{var}={raw!r} is not a valid {kind.__name__}") from exc
+        parsed = [(name, env_choice(env, var, allowed)) for name, var, allowed in choices]
+        parsed += [(name, env_number(env, var, kind)) for name, var, kind in numeric]
+        kw.update((name, value) for name, value in parsed if value is not None)
         if "RAA_CACHE_PATH" in env:
             raw = env["RAA_CACHE_PATH"].strip()
             kw["cache_path"] = None if raw.lower() in _OFF else raw
         raw = env.get("RAA_TRACES_PATH", "").strip()
         kw["traces_path"] = raw or defaults["traces_path"]
-        durability = env.get("RAA_TRACE_DURABILITY", "").strip()
-        if durability:
-            if durability not in get_args(TraceDurability):
-                raise SettingsError(f"RAA_TRACE_DURABILITY must be one of {get_args(TraceDurability)}, "
-                                    f"got {durability!r}")
-            kw["trace_durability"] = durability
         try:
             return cls(**kw)  # type: ignore[arg-type]
         except SettingsError as exc:
