@@ -52,6 +52,12 @@ def test_load_prompts_and_frames(tmp_path):
     (tmp_path / "bad.jsonl").write_text(json.dumps({"image": "a.png"}) + "\n")
     with pytest.raises(ValueError, match="needs 'text'"):
         load_prompts([], str(tmp_path / "bad.jsonl"))
+    (tmp_path / "broken.jsonl").write_text(json.dumps({"text": "ok"}) + "\n{text: 'no quotes'}\n")
+    with pytest.raises(ValueError, match=r"broken\.jsonl:2: not valid JSON"):
+        load_prompts([], str(tmp_path / "broken.jsonl"))
+    (tmp_path / "list.jsonl").write_text("[1, 2]\n")
+    with pytest.raises(ValueError, match=r"list\.jsonl:1: a prompt needs 'text'"):
+        load_prompts([], str(tmp_path / "list.jsonl"))
     with pytest.raises(FileNotFoundError):
         load_frame(PromptSpec(text="y", image=str(tmp_path / "missing.png")), 8, 8)
 

@@ -31,8 +31,11 @@ def load_prompts(dataset: Sequence[PromptSpec], dataset_file: str | None) -> lis
         for n, line in enumerate(path.read_text().splitlines(), start=1):
             if not line.strip():
                 continue
-            row = json.loads(line)
-            if "text" not in row:
+            try:
+                row = json.loads(line)
+            except json.JSONDecodeError as exc:
+                raise ValueError(f"{path}:{n}: not valid JSON ({exc.msg})") from None
+            if not isinstance(row, dict) or "text" not in row:
                 raise ValueError(f"{path}:{n}: a prompt needs 'text'")
             image = row.get("image")
             if image is not None and not Path(image).is_absolute():
