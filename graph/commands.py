@@ -195,7 +195,7 @@ def _ineligible(item: dict[str, Any], reason: str, run_id: str = "") -> Any:
 
 
 async def _run_batch(agent: Any, items: list[dict[str, Any]], out: Path, concurrency: int,
-                     progress: Progress, durability: TraceDurability = "exit") -> dict[str, int]:
+                     progress: Progress, durability: TraceDurability) -> dict[str, int]:
     from graph.api import arun_agent
 
     sem = asyncio.Semaphore(concurrency)

@@ -200,9 +200,8 @@ class FrameStore:
 
     def frames(self, video: str, indices: Sequence[int]) -> np.ndarray:
         """Frames [K,H,W,3] uint8 at `indices` (decoding only those not cached; a new stacked array)."""
-        wanted = [int(i) for i in indices]
-        have = self._ensure(video, set(wanted))
-        return np.stack([have[i] for i in wanted]) if wanted else np.zeros((0, 1, 1, 3), np.uint8)
+        frames = self.frame_list(video, indices)
+        return np.stack(frames) if frames else np.zeros((0, 1, 1, 3), np.uint8)
 
     def image_blocks(self, video: str, indices: Sequence[int], *, box: Sequence[float] | None = None,
                      note: str = "") -> list[dict]:
