@@ -26,6 +26,7 @@ Preset = Literal[
     "audit_no_gate", "full", "no_task_blind", "no_visual_verify", "no_wmreward", "no_audit", "no_motion",
 ]
 InspectMode = Literal["tools", "plan"]
+MotionPrefetch = Literal["grid", "off"]
 PRESETS: tuple[str, ...] = get_args(Preset)
 SWITCHES: tuple[str, ...] = (
     "structured", "decompose", "task_blind", "visual_verify", "motion", "wmreward", "audit", "failure_gate",
@@ -74,6 +75,11 @@ class AgentConfig:
     """Final check + failure gate (R = 0 when failure is established or an essential is unverifiable)."""
     inspect_mode: InspectMode = "tools"
     """"tools": LLM tool-calling loop; "plan": one structured InspectionPlan (servers without tool calls)."""
+    motion_prefetch: MotionPrefetch = "grid"
+    """Motion evidence on: "grid" starts the most likely grid track (track_motion's default stretch,
+    the whole clip; or the sampled frames reflect tracks when there is no inspect loop) in a
+    low-priority worker when assess starts, so a matching track_motion call reuses it instead of
+    waiting for it (one wasted track per clip when the model never asks); "off" tracks only on request."""
     observe_frames: int = 32
     """Frames sampled uniformly for observation and assessment."""
     max_tool_rounds: int = 4
@@ -96,6 +102,8 @@ class AgentConfig:
             raise ValueError(f"unknown preset {self.preset!r}; expected one of {', '.join(PRESETS)}")
         if self.inspect_mode not in get_args(InspectMode):
             raise ValueError(f"inspect_mode must be 'tools' or 'plan', got {self.inspect_mode!r}")
+        if self.motion_prefetch not in get_args(MotionPrefetch):
+            raise ValueError(f"motion_prefetch must be 'grid' or 'off', got {self.motion_prefetch!r}")
         if not 0 <= self.max_repair_rounds <= MAX_REPAIR_ROUNDS:
             raise ValueError(f"max_repair_rounds must be in 0..{MAX_REPAIR_ROUNDS}, got {self.max_repair_rounds}")
         for name in ("observe_frames", "max_tool_rounds", "frame_budget", "max_images_per_call",
@@ -139,6 +147,8 @@ class ResolvedConfig:
     """Preset label (for results and traces)."""
     inspect_mode: str
     """"tools" or "plan"."""
+    motion_prefetch: str
+    """"grid" or "off": speculative grid track when motion evidence is on."""
     observe_frames: int
     """Uniform frames for observation and assessment."""
     max_tool_rounds: int

@@ -17,9 +17,11 @@ Decisions where the issue was silent:
 
 from __future__ import annotations
 
+import asyncio
 import threading
 from collections import OrderedDict
 from collections.abc import Callable, Sequence
+from concurrent.futures import Future
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -27,7 +29,7 @@ import numpy as np
 
 from graph.cache import url_digest
 from graph.config import ResolvedConfig
-from graph.workers import run_blocking
+from graph.workers import Lane, Priority, run_blocking, submit
 from tools.errors import ToolFault
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -59,6 +61,14 @@ class ToolProvider:
     """Returns a SurpriseScorer (may load a model on first call)."""
     quality_thresholds: QualityThresholds | None = None
     """Thresholds of the quality pre-check (a Toolbox's `settings.quality`); None = tools.quality defaults."""
+    remote: bool = False
+    """The tools are calls to the tool service (a remote `Toolbox`): their jobs run in the "io"
+    worker lane (`graph.workers`), so waiting on the network never holds a core's thread."""
+
+    @property
+    def lane(self) -> Lane:
+        """Worker lane of tracker and surprise jobs."""
+        return "io" if self.remote else "cpu"
 
     def tracker(self) -> MotionTracker:
         """The motion tracker; ToolFault when none is configured or it fails to load."""
@@ -95,11 +105,12 @@ def tool_provider(tools: object) -> ToolProvider:
     from tools.toolbox import Toolbox
 
     if isinstance(tools, Toolbox):
-        return ToolProvider(tools.tracker, tools.surprise, tools.settings.quality)
+        return ToolProvider(tools.tracker, tools.surprise, tools.settings.quality, remote=tools.remote)
     raise TypeError(f"tools must be AgentTools, Toolbox or ToolProvider, got {type(tools).__name__}")
 
 
 _MAX_READERS = 1024  # cached VideoReaders (metadata + keyframe index, no open file each)
+_MAX_TRACK_JOBS = 256  # motion-track jobs kept (a 32x64-point result is ~25 KB)
 
 
 class _LRU:
@@ -141,6 +152,7 @@ class FrameStore:
         self._urls = _LRU(max_bytes // 4)
         self._extra = _LRU(max_bytes // 8)
         self._readers: OrderedDict[str, Any] = OrderedDict()
+        self._tracks: OrderedDict[Any, tuple[Future, Priority]] = OrderedDict()
         self._lock = threading.Lock()
         self.decoded = 0
         self.encoded = 0
@@ -153,6 +165,42 @@ class FrameStore:
         """Cache a derived artefact: (content blocks, text)."""
         size = sum(len(str(b)) for b in value[0]) + len(value[1])
         self._extra.put(key, value, size)
+
+    def track_job(self, key: Any, compute: Callable[[], Any], priority: Priority = "now",
+                  lane: Lane = "cpu") -> Future:
+        """The one pool job computing the motion tracks identified by `key` (video, frames, points),
+        shared by everyone asking for the same key: a running or finished job is reused; a job still
+        queued at priority "later" (a speculative prefetch) is cancelled and queued again at "now"
+        when a caller at "now" needs it; a job that failed is started afresh. `compute` runs in a
+        worker thread."""
+        with self._lock:
+            entry = self._tracks.get(key)
+            if entry is not None:
+                job, queued_at = entry
+                stale = job.done() and (job.cancelled() or job.exception() is not None)
+                if stale or (priority == "now" and queued_at == "later" and job.cancel()):
+                    entry = None
+            if entry is None:
+                entry = (submit(compute, priority=priority, lane=lane), priority)
+                self._tracks[key] = entry
+                while len(self._tracks) > _MAX_TRACK_JOBS:
+                    self._tracks.popitem(last=False)
+            self._tracks.move_to_end(key)
+            return entry[0]
+
+    async def atracks(self, key: Any, compute: Callable[[], Any], lane: Lane = "cpu") -> Any:
+        """The result of the track job for `key`, needed now: a speculative ("later") job that fails
+        while running is tried once more at "now", so its failure is never taken for the answer."""
+        job = self.track_job(key, compute, "now", lane)
+        try:
+            return await asyncio.wrap_future(job)
+        except Exception:
+            with self._lock:
+                entry = self._tracks.get(key)
+                speculative = entry is not None and entry[0] is job and entry[1] == "later"
+            if not speculative:
+                raise
+            return await asyncio.wrap_future(self.track_job(key, compute, "now", lane))
 
     def _reader(self, video: str) -> Any:
         """The cached tools.video.VideoReader of `video` (its one demux scan gives meta and the

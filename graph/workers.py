@@ -1,23 +1,34 @@
-"""Worker threads for the agent's blocking frame and tool work, with two priorities.
+"""Worker threads for the agent's blocking frame and tool work: two lanes, two priorities, oldest run first.
 
 Decoding, JPEG encoding, LK tracking and the quality check run in OpenCV / PyAV / numpy code that
 releases the GIL, so they leave the event loop free when they run in threads. `run_blocking` sends
-such a call to a shared pool and awaits it. Jobs on a run's critical path (frames and images a model
-call is waiting for, tracks the next inspect round needs) use priority "now"; work whose result is
-needed only several model calls later (the world-model surprise, consumed by reflect) uses "later",
-so when many runs share few cores the images a model call waits for are produced first.
+such a call to a shared pool and awaits it; `submit` queues it and returns a Future (for work that
+is started now and awaited later, like the speculative motion track).
+
+- Lanes. "cpu" (the default): one thread per core (`os.cpu_count()`, at least 2), so frame work of
+  concurrent runs never oversubscribes the cores. "io": `IO_WORKERS` (8) threads for jobs that
+  mostly wait on the network (tools served by the tool service, `tools.client`), so they never hold
+  a core's thread while waiting.
+- Priorities. Jobs a run is about to wait for (frames and images for the next model call, the
+  quality check, the surprise scores the assess join waits for, tracks a tool call asked for) use
+  "now"; speculative work whose result is wanted only a model call or more later (the motion-track
+  prefetch) uses "later": it starts only when no "now" job is queued, at most `LATER_SLOTS` (4) at a
+  time per lane, and a queued "later" job can be cancelled and re-queued at "now" by whoever needs it.
+- Oldest run first. Within a priority, jobs run in the order their runs started (`run_scope`, entered
+  by every stage node with the run's thread id), then in submission order; jobs outside a run scope
+  are ordered by submission. When many runs share few cores, the first runs get their images and
+  tracks first and move on to their (long) model calls, so the runs spread out over time instead of
+  all waiting on the same burst of frame work at once.
 
 Decisions where the issue was silent:
-- One process-wide pool of `WORKERS` (8) threads, created on first use (not at import): enough to
-  overlap decoder latency on small machines without oversubscribing the cores much; jobs are taken
-  in priority order, FIFO within a priority, and at most `LATER_SLOTS` (4) "later" jobs run at a
-  time (a "later" job starts only when no "now" job is queued), so half the threads always stay
-  free for critical work. Four, not one: a remote surprise scorer (tools.client) is an HTTP call,
-  and serialising those across concurrent runs would delay every run's reflect stage.
+- The pools are created on first use (not at import). Measured on 2 cores with 16 concurrent runs
+  (benchmarks/agent_concurrency.py): 8 CPU threads instead of 2 cost ~35% more CPU per run
+  (cache and GIL contention) and ~0.15 more wall over critical path; FIFO order instead of
+  oldest-run-first kept all runs in lock-step.
 - The caller's contextvars are copied into the job (as `asyncio.to_thread` does).
 - Idle threads are woken last-in first-out: a new job goes to the thread that finished most recently,
-  so a run's consecutive jobs stay on one thread (warm caches, one malloc arena) instead of rotating
-  through all eight. Rotating cost ~40% more CPU for sixteen clips decoded one after another.
+  so a run's consecutive jobs stay on one thread (warm caches, one malloc arena). Rotating through
+  every thread cost ~40% more CPU for sixteen clips decoded one after another.
 - A job whose awaiting task was cancelled still runs to completion (threads cannot be interrupted);
   its result is dropped.
 """
@@ -25,44 +36,55 @@ Decisions where the issue was silent:
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import contextvars
 import functools
 import heapq
 import itertools
+import os
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from concurrent.futures import Future
 from typing import Any, Literal, TypeVar
 
 Priority = Literal["now", "later"]
-WORKERS = 8
+Lane = Literal["cpu", "io"]
+IO_WORKERS = 8
 LATER_SLOTS = 4
 _RANK: dict[Priority, int] = {"now": 0, "later": 1}
 T = TypeVar("T")
+
+
+def cpu_workers() -> int:
+    """Threads of the "cpu" lane: one per core, at least 2."""
+    return max(2, os.cpu_count() or 2)
 
 
 class PriorityPool:
     """A fixed set of daemon threads taking jobs from a priority heap; an idle thread is woken
     last-in first-out (see module docstring)."""
 
-    def __init__(self, workers: int) -> None:
+    def __init__(self, workers: int, name: str = "raa-worker") -> None:
         if workers < 1:
             raise ValueError(f"workers must be >= 1, got {workers}")
-        self._heap: list[tuple[int, int, Future, Callable[[], Any]]] = []
+        self.workers = workers
+        self._heap: list[tuple[int, int, int, Future, Callable[[], Any]]] = []
         self._lock = threading.Lock()
         self._idle: list[threading.Event] = []  # one wake-up event per idle thread; the last idled on top
         self._seq = itertools.count()
         self._later_running = 0
-        self._threads = [threading.Thread(target=self._work, name=f"raa-worker-{i}", daemon=True)
+        self._threads = [threading.Thread(target=self._work, name=f"{name}-{i}", daemon=True)
                          for i in range(workers)]
         for t in self._threads:
             t.start()
 
-    def submit(self, fn: Callable[[], Any], priority: Priority = "now") -> Future:
-        """Queue `fn()`; the returned Future gets its result or exception."""
+    def submit(self, fn: Callable[[], Any], priority: Priority = "now", order: int | None = None) -> Future:
+        """Queue `fn()`; the returned Future gets its result or exception. Within a priority, jobs
+        run by `order` (lower first), then in submission order; no order = submission order."""
         future: Future = Future()
         with self._lock:
-            heapq.heappush(self._heap, (_RANK[priority], next(self._seq), future, fn))
+            seq = next(self._seq)
+            heapq.heappush(self._heap, (_RANK[priority], seq if order is None else order, seq, future, fn))
             self._wake()
         return future
 
@@ -75,7 +97,7 @@ class PriorityPool:
         """The next runnable job, or None (caller holds the lock)."""
         if not self._heap or (self._heap[0][0] > 0 and self._later_running >= LATER_SLOTS):
             return None
-        rank, _, future, fn = heapq.heappop(self._heap)
+        rank, _, _, future, fn = heapq.heappop(self._heap)
         self._later_running += rank > 0
         if self._heap:  # more runnable work: pass it on instead of waiting for the next submit
             self._wake()
@@ -105,21 +127,60 @@ class PriorityPool:
                         self._later_running -= 1
 
 
-_POOL: PriorityPool | None = None
+_POOLS: dict[Lane, PriorityPool] = {}
 _POOL_LOCK = threading.Lock()
 
 
-def pool() -> PriorityPool:
-    """The process-wide pool (started on first use)."""
-    global _POOL
+def pool(lane: Lane = "cpu") -> PriorityPool:
+    """The process-wide pool of `lane` (started on first use)."""
     with _POOL_LOCK:
-        if _POOL is None:
-            _POOL = PriorityPool(WORKERS)
-        return _POOL
+        if lane not in _POOLS:
+            size = cpu_workers() if lane == "cpu" else IO_WORKERS
+            _POOLS[lane] = PriorityPool(size, name=f"raa-{lane}")
+        return _POOLS[lane]
 
 
-async def run_blocking(fn: Callable[..., T], /, *args: Any, priority: Priority = "now", **kwargs: Any) -> T:
-    """Run `fn(*args, **kwargs)` in a worker thread and await its result (see module docstring)."""
+_RUN_ORDER: contextvars.ContextVar[int | None] = contextvars.ContextVar("raa_run_order", default=None)
+_ORDERS: dict[str, int] = {}
+_ORDERS_LOCK = threading.Lock()
+_ORDER_SEQ = itertools.count()
+_MAX_ORDERS = 4096
+
+
+@contextlib.contextmanager
+def run_scope(run_key: str) -> Iterator[None]:
+    """Jobs submitted inside carry the age of run `run_key` (the order in which run keys were first
+    seen), so the oldest run's jobs go first within a priority. An empty key adds no order."""
+    if not run_key:
+        yield
+        return
+    with _ORDERS_LOCK:
+        order = _ORDERS.get(run_key)
+        if order is None:
+            order = _ORDERS[run_key] = next(_ORDER_SEQ)
+            if len(_ORDERS) > _MAX_ORDERS:  # forget the oldest key (dicts keep insertion order)
+                del _ORDERS[next(iter(_ORDERS))]
+    token = _RUN_ORDER.set(order)
+    try:
+        yield
+    finally:
+        _RUN_ORDER.reset(token)
+
+
+def submit(fn: Callable[..., T], /, *args: Any, priority: Priority = "now", lane: Lane = "cpu",
+           **kwargs: Any) -> Future:
+    """Queue `fn(*args, **kwargs)` with the caller's contextvars and run age; the Future is
+    thread-safe (awaitable from any event loop through `asyncio.wrap_future`) and cancellable while
+    the job is still queued."""
+    order = _RUN_ORDER.get()
+    if order is None:
+        with _ORDERS_LOCK:
+            order = next(_ORDER_SEQ)
     ctx = contextvars.copy_context()
-    call = functools.partial(ctx.run, fn, *args, **kwargs)
-    return await asyncio.wrap_future(pool().submit(call, priority))
+    return pool(lane).submit(functools.partial(ctx.run, fn, *args, **kwargs), priority, order)
+
+
+async def run_blocking(fn: Callable[..., T], /, *args: Any, priority: Priority = "now", lane: Lane = "cpu",
+                       **kwargs: Any) -> T:
+    """Run `fn(*args, **kwargs)` in a worker thread and await its result (see module docstring)."""
+    return await asyncio.wrap_future(submit(fn, *args, priority=priority, lane=lane, **kwargs))

@@ -1,4 +1,4 @@
-"""graph.workers: results, exceptions, contextvars, and the "later" priority's dispatch rules."""
+"""graph.workers: results, exceptions, contextvars, lanes, run-age order and the "later" priority's rules."""
 
 from __future__ import annotations
 
@@ -8,7 +8,8 @@ import threading
 
 import pytest
 
-from graph.workers import LATER_SLOTS, PriorityPool, run_blocking
+from graph import workers
+from graph.workers import IO_WORKERS, LATER_SLOTS, PriorityPool, cpu_workers, pool, run_blocking, run_scope
 
 VAR: contextvars.ContextVar[str] = contextvars.ContextVar("VAR", default="unset")
 
@@ -20,7 +21,62 @@ def test_run_blocking_returns_result_in_a_worker_thread_with_the_callers_context
 
     value, var, thread = asyncio.run(main())
     assert value == 5 and var == "caller"
-    assert thread.startswith("raa-worker-") and thread != threading.main_thread().name
+    assert thread.startswith("raa-cpu-") and thread != threading.main_thread().name
+
+
+def test_io_lane_is_a_separate_pool_and_the_cpu_lane_has_a_thread_per_core():
+    async def main() -> str:
+        return await run_blocking(lambda: threading.current_thread().name, lane="io")
+
+    assert asyncio.run(main()).startswith("raa-io-")
+    assert pool("io") is not pool("cpu") and pool("io").workers == IO_WORKERS
+    assert pool("cpu").workers == cpu_workers() >= 2
+
+
+def test_jobs_of_the_oldest_run_go_first_within_a_priority():
+    """run_scope orders queued jobs by run age, not by submission: a run started earlier gets its
+    frames first even when a younger run queued its job before it."""
+    p = PriorityPool(1)
+    gate = threading.Event()
+    order: list[str] = []
+    first = p.submit(gate.wait)  # occupies the only worker while the others queue
+    queued = [p.submit(lambda n=name: order.append(n), prio, age) for name, prio, age in
+              [("young-now", "now", 7), ("old-later", "later", 1), ("old-now", "now", 3), ("mid-now", "now", 5)]]
+    gate.set()
+    for f in [first, *queued]:
+        f.result(timeout=5)
+    assert order == ["old-now", "mid-now", "young-now", "old-later"]
+
+
+def test_run_scope_gives_each_run_key_a_stable_age():
+    seen: dict[str, int | None] = {}
+
+    async def job(key: str) -> None:
+        with run_scope(key):
+            seen[key] = await run_blocking(lambda: workers._RUN_ORDER.get())
+
+    async def main() -> None:
+        await job("run-a")
+        await job("run-b")
+        first_a = seen["run-a"]
+        await job("run-a")  # a later stage of the same run keeps its age
+        assert seen["run-a"] == first_a
+
+    asyncio.run(main())
+    assert seen["run-a"] is not None and seen["run-b"] is not None and seen["run-a"] < seen["run-b"]
+
+
+def test_a_queued_job_can_be_cancelled_and_never_runs():
+    p = PriorityPool(1)
+    gate = threading.Event()
+    ran: list[int] = []
+    first = p.submit(gate.wait)
+    queued = p.submit(lambda: ran.append(1), "later")
+    assert queued.cancel()
+    gate.set()
+    first.result(timeout=5)
+    assert p.submit(lambda: "after", "now").result(timeout=5) == "after"
+    assert ran == [] and queued.cancelled()
 
 
 def test_run_blocking_reraises_the_jobs_exception():

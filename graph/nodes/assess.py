@@ -2,6 +2,11 @@
 
 Inputs: the uniform frame sample, the frozen contract and, when task-blind observation is on, the
 observation written without the instruction.
+
+With motion evidence on (and `AgentConfig.motion_prefetch="grid"`), assess starts the speculative
+grid track before its model call: the inspect loop (or reflect) that may use it comes next, and
+the CPU is otherwise idle while the model answers. Started here rather than right after decoding,
+it never competes with the images observe and the surprise scorer need first.
 """
 
 from __future__ import annotations
@@ -11,6 +16,7 @@ from typing import Any
 from graph.context import RunContext
 from graph.gate import score_mapping
 from graph.nodes.common import Step, dump, frames_total, human, normalize_assessment, system
+from graph.nodes.evidence import prefetch_tracks
 from graph.schemas import Assessment
 from graph.state import AgentState
 
@@ -24,6 +30,7 @@ def summarize(assessment: Assessment) -> str:
 async def assess(state: AgentState, ctx: RunContext, step: Step) -> dict[str, Any]:
     sample = list(state["sample"])
     contract = state["contract"]
+    prefetch_tracks(ctx, state["video"], frames_total(state), sample)
     blocks = await ctx.frames.ablocks(state["video"], sample)
     text = "Task contract:\n" + dump(contract)
     observation = state.get("observation")

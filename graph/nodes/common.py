@@ -38,6 +38,7 @@ from graph.backbone import BackboneFault, Usage
 from graph.context import RunContext
 from graph.schemas import Assessment, Fault, TaskContract
 from graph.state import AgentState, ContractFrozenError, StepRecord
+from graph.workers import run_scope
 from prompts import render
 from tools.errors import ToolFault
 
@@ -121,7 +122,8 @@ def make_node(name: str, fn: StageFn, default_ctx: RunContext, *, guard: bool = 
         started = datetime.now(UTC).isoformat()
         t0 = time.perf_counter()
         try:
-            update = dict(await fn(state, ctx, step))
+            with run_scope(step.thread_id):
+                update = dict(await fn(state, ctx, step))
         except ContractFrozenError:
             raise
         except Exception as exc:  # every failure becomes an explicit Fault (ineligible), never a reward

@@ -13,10 +13,14 @@ Decisions where the issue was silent:
   budget but not against the nearby-extra allowance (they are rendered evidence, not new views).
 - Overlays are cached in the frame store under the call's arguments; the conversation is rebuilt
   from stored references, recomputing an evicted overlay deterministically.
+- Tracks are computed by one shared job per (video, frames, points) (`FrameStore.track_job`), so the
+  speculative grid track (`AgentConfig.motion_prefetch`, started by assess) and a matching
+  track_motion call are one computation; overlays and the summary are rendered per call.
 """
 
 from __future__ import annotations
 
+import functools
 from functools import cache
 from typing import Any
 
@@ -176,24 +180,37 @@ async def _track(state: AgentState, ctx: RunContext, exchanges: list[ToolExchang
             + "\n" + summary}
 
 
+def _track_request(ctx: RunContext, video: str, idx: list[int], points: list[list[float]]) -> tuple[tuple, Any]:
+    """(FrameStore track-job key, the computation) of tracking `points` (or a grid) over `idx`."""
+    key = ("tracks", video, tuple(idx), tuple(tuple(float(v) for v in p) for p in points))
+    return key, functools.partial(_compute_tracks, ctx, video, idx, points)
+
+
+def prefetch_tracks(ctx: RunContext, video: str, frames: int, sample: list[int]) -> None:
+    """Speculatively start, at priority "later", the grid track a run is most likely to need (config
+    `motion_prefetch="grid"`): the whole clip when the model may call track_motion (its default
+    stretch 0..n-1 without points), else the sampled frames reflect tracks automatically."""
+    cfg = ctx.config
+    if cfg.motion and cfg.motion_prefetch == "grid":
+        idx = track_frames(frames, 0, frames - 1) if cfg.visual_verify else list(sample)
+        ctx.frames.track_job(*_track_request(ctx, video, idx, []), "later", ctx.tools.lane)
+
+
 async def track_overlays(state: AgentState, ctx: RunContext, idx: list[int], points: list[list[float]],
                          shown: list[int]) -> tuple[list[dict], str]:
     """Track `points` (or a grid) over frames `idx` once per run; returns (overlay blocks of `shown`, summary)."""
     key = ("overlay", state["video"], tuple(idx), tuple(tuple(p) for p in points), tuple(shown))
     cached = ctx.frames.get_extra(key)
     if cached is None:
-        cached = await run_blocking(_run_tracker, state, ctx, idx, points, shown)
+        tracks = await ctx.frames.atracks(*_track_request(ctx, state["video"], idx, points), ctx.tools.lane)
+        cached = await run_blocking(_render_tracks, state, ctx, idx, tracks, shown)
         ctx.frames.put_extra(key, cached)
     return cached
 
 
-def _run_tracker(state: AgentState, ctx: RunContext, idx: list[int], points: list[list[float]],
-                 shown: list[int]) -> tuple[list[dict], str]:
-    from tools.motion import draw_tracks, summarize_tracks
-    from tools.video import frame_label
-
+def _compute_tracks(ctx: RunContext, video: str, idx: list[int], points: list[list[float]]) -> Any:
     tracker = ctx.tools.tracker()
-    frames = ctx.frames.frames(state["video"], idx)
+    frames = ctx.frames.frames(video, idx)
     h, w = frames.shape[1:3]
     queries = None
     if points:
@@ -202,15 +219,27 @@ def _run_tracker(state: AgentState, ctx: RunContext, idx: list[int], points: lis
         if len(queries) == 0:
             queries = None
     try:
-        tracks = tracker.track(frames, grid_size=None if queries is not None else 8, queries=queries)
-        summary = summarize_tracks(tracks, frame_size=(h, w)).text()
-        pos = [idx.index(f) for f in shown]
-        overlays = draw_tracks(frames, tracks, at=pos) if pos else None
+        return tracker.track(frames, grid_size=None if queries is not None else 8, queries=queries)
     except ToolFault:
         raise
     except Exception as exc:  # a configured tracker that fails is a fault, never a silent skip
         raise ToolFault("motion", "run", f"{type(exc).__name__}: {exc}") from exc
+
+
+def _render_tracks(state: AgentState, ctx: RunContext, idx: list[int], tracks: Any,
+                   shown: list[int]) -> tuple[list[dict], str]:
+    """(overlay blocks of the `shown` frames, motion summary text)."""
+    from tools.motion import draw_tracks, summarize_tracks
+    from tools.video import frame_label
+
     meta = state["meta"]
+    h, w = int(meta["height"]), int(meta["width"])
+    try:
+        summary = summarize_tracks(tracks, frame_size=(h, w)).text()
+        pos = [idx.index(f) for f in shown]
+        overlays = draw_tracks(ctx.frames.frames(state["video"], idx), tracks, at=pos) if pos else None
+    except Exception as exc:  # tracks of the wrong shape from a custom tracker: a fault, not a crash
+        raise ToolFault("motion", "run", f"{type(exc).__name__}: {exc}") from exc
     labels = [frame_label(f, int(meta["frames"]), float(meta["fps"])) + " (motion-track overlay)" for f in shown]
     blocks = ctx.frames.array_blocks(overlays, labels) if overlays is not None else []
     return blocks, summary

@@ -3,9 +3,10 @@
 Runs beside observe and contract; reflect shows the most surprising windows. The surprise values
 never enter the reward formula. A scorer that fails to load or run raises ToolFault (ineligible).
 
-Decision where the issue was silent: scoring runs in a worker thread at priority "later" (its
-result is read by reflect, several model calls on), so the images a waiting model call needs are
-produced first when runs compete for cores. Clips longer than 512 frames are scored on their first 512
+Decisions where the issue was silent: scoring runs in a worker thread at priority "now": assess
+joins on this node, so a run cannot go on without it (an earlier "later" priority let concurrent
+runs' frame work starve it and made assess wait on it; see graph.workers). With the tool service
+configured it runs in the "io" lane. Clips longer than 512 frames are scored on their first 512
 frames (windows need consecutive frames) and a note records it.
 """
 
@@ -37,7 +38,7 @@ def _score(ctx: RunContext, video: str, used: int) -> Any:
 async def surprise(state: AgentState, ctx: RunContext, step: Step) -> dict[str, Any]:
     n = frames_total(state)
     used = min(n, MAX_SURPRISE_FRAMES)
-    evidence = await run_blocking(_score, ctx, state["video"], used, priority="later")
+    evidence = await run_blocking(_score, ctx, state["video"], used, lane=ctx.tools.lane)
     top = ", ".join(f"{w.start}-{w.end}:{w.surprise:.3f}" for w in evidence.top[:3])
     step.decision = f"{evidence.status}; {len(evidence.windows)} windows; top {top or 'none'}"
     step.tool_summaries = [evidence.text()[:500]]
