@@ -84,10 +84,14 @@ def test_stage_key_hashes_images_and_covers_every_input() -> None:
     assert "base64" not in rendered and "sha256" in rendered
 
 
-def test_stage_cache_roundtrip_on_disk_and_threads(tmp_path) -> None:
+@pytest.mark.parametrize("on_disk", [True, False])
+def test_stage_cache_roundtrip_and_threads(tmp_path, on_disk: bool) -> None:
     path = tmp_path / "sub" / "cache.sqlite"
-    cache = StageCache(path)
-    assert cache.get("a") is None
+    cache = StageCache(path if on_disk else None)
+    assert cache.get("a") is None and (cache.hits, cache.misses) == (0, 1)
+    cache.put("a", "1")
+    cache.put("a", "2")  # replaces
+    assert cache.get("a") == "2" and (cache.hits, cache.misses) == (1, 1) and len(cache) == 1
 
     def writer(i: int) -> None:
         for j in range(50):
@@ -99,9 +103,10 @@ def test_stage_cache_roundtrip_on_disk_and_threads(tmp_path) -> None:
         t.start()
     for t in threads:
         t.join()
-    assert len(cache) == 200
+    assert len(cache) == 201
     cache.close()
-    assert StageCache(path).get("3-49") == "49"
+    if on_disk:
+        assert StageCache(path).get("3-49") == "49"
     assert len(StageCache(None)) == 0  # in-memory caches are independent
 
 
