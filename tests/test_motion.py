@@ -233,6 +233,18 @@ def test_draw_tracks_marks_pixels_without_touching_input():
         draw_tracks(frames[:3], tr)
 
 
+def test_draw_tracks_on_a_frame_list_reads_only_the_drawn_frames():
+    frames = moving_square(t_total=6)
+    tr = LKTracker().track(frames, grid_size=3)
+    as_list = [f for f in frames]
+    as_list[0] = None  # never read: only positions 2 and 5 are drawn
+    np.testing.assert_array_equal(draw_tracks(as_list, tr, at=[5, 2]), draw_tracks(frames, tr, at=[5, 2]))
+    with pytest.raises(ValueError, match="uint8"):
+        draw_tracks([f.astype(np.float32) for f in frames], tr, at=[1])
+    with pytest.raises(ValueError, match="frames but tracks cover"):
+        draw_tracks(as_list[:4], tr, at=[1])
+
+
 def _reference_lk(tracker: LKTracker, frames: np.ndarray, queries: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """The plain step-by-step algorithm (forward call, then its check, before the next step)."""
     from tools.motion.base import in_bounds

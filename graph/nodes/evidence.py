@@ -237,7 +237,7 @@ def _render_tracks(state: AgentState, ctx: RunContext, idx: list[int], tracks: A
     try:
         summary = summarize_tracks(tracks, frame_size=(h, w)).text()
         pos = [idx.index(f) for f in shown]
-        overlays = draw_tracks(ctx.frames.frames(state["video"], idx), tracks, at=pos) if pos else None
+        overlays = draw_tracks(ctx.frames.frame_list(state["video"], idx), tracks, at=pos) if pos else None
     except Exception as exc:  # tracks of the wrong shape from a custom tracker: a fault, not a crash
         raise ToolFault("motion", "run", f"{type(exc).__name__}: {exc}") from exc
     labels = [frame_label(f, int(meta["frames"]), float(meta["fps"])) + " (motion-track overlay)" for f in shown]

@@ -24,19 +24,22 @@ def track_colors(n: int) -> np.ndarray:
     return cv2.cvtColor(hsv.astype(np.uint8)[None], cv2.COLOR_HSV2RGB)[0]
 
 
-def draw_tracks(frames: np.ndarray, tracks: MotionTracks, *, tail: int = 8, radius: int = 2,
-                show_lost: bool = True, at: Sequence[int] | None = None) -> np.ndarray:
+def draw_tracks(frames: np.ndarray | Sequence[np.ndarray], tracks: MotionTracks, *, tail: int = 8,
+                radius: int = 2, show_lost: bool = True, at: Sequence[int] | None = None) -> np.ndarray:
     """A copy of ``frames`` ``[T,H,W,3]`` uint8 with the tracks drawn on every frame, or only on the
-    frames at positions ``at`` (then the result is ``[len(at),H,W,3]``, in the order of ``at``)."""
-    frames = np.asarray(frames)
-    if frames.ndim != 4 or frames.shape[-1] != 3 or frames.dtype != np.uint8:
+    frames at positions ``at`` (then the result is ``[len(at),H,W,3]``, in the order of ``at``).
+    ``frames`` may also be a sequence of T ``[H,W,3]`` frames: only the drawn ones are read (no
+    stacked copy of the clip)."""
+    if isinstance(frames, np.ndarray) and (frames.ndim != 4 or frames.shape[-1] != 3 or frames.dtype != np.uint8):
         raise ValueError(f"frames must be uint8 [T,H,W,3], got {frames.dtype} {frames.shape}")
-    if frames.shape[0] != tracks.num_frames:
-        raise ValueError(f"{frames.shape[0]} frames but tracks cover {tracks.num_frames}")
-    positions = list(range(frames.shape[0])) if at is None else [int(t) for t in at]
-    if any(not 0 <= t < frames.shape[0] for t in positions):
-        raise ValueError(f"frame positions {positions} out of range 0..{frames.shape[0] - 1}")
-    out = frames[positions].copy()
+    if len(frames) != tracks.num_frames:
+        raise ValueError(f"{len(frames)} frames but tracks cover {tracks.num_frames}")
+    positions = list(range(len(frames))) if at is None else [int(t) for t in at]
+    if any(not 0 <= t < len(frames) for t in positions):
+        raise ValueError(f"frame positions {positions} out of range 0..{len(frames) - 1}")
+    out = np.stack([np.asarray(frames[t]) for t in positions]) if positions else np.asarray(frames)[:0].copy()
+    if out.ndim != 4 or out.shape[-1] != 3 or out.dtype != np.uint8:
+        raise ValueError(f"frames must be uint8 [H,W,3] each, got {out.dtype} {out.shape[1:]}")
     colors = [tuple(int(v) for v in c) for c in track_colors(tracks.num_points)]
     pts = np.round(tracks.tracks).astype(np.int32)
     visible = np.asarray(tracks.visible, bool)
