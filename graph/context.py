@@ -216,7 +216,7 @@ class FrameStore:
         with self._lock:
             self._readers[video] = reader
             while len(self._readers) > _MAX_READERS:
-                self._readers.popitem(last=False)
+                self._readers.popitem(last=False)[1].close_spare()
         return reader
 
     def meta(self, video: str) -> Any:

@@ -214,6 +214,40 @@ def test_sampling_matches_full_decode_and_ground_truth(gop_clip):
     assert np.array_equal(read_frames(gop_clip.read_bytes(), idx), full[idx])
 
 
+def test_first_read_reuses_the_scan_demuxer_with_identical_frames(gop_clip, monkeypatch):
+    """The scan's container, rewound, serves the first read (one av.open fewer per clip); frames
+    are the same as through a freshly opened container, whichever frames the first read wants."""
+    import av
+
+    opened = []
+    real_open = av.open
+    monkeypatch.setattr(av, "open", lambda *a, **k: opened.append(1) or real_open(*a, **k))
+    full = read_all_frames(gop_clip)
+    for first in ([0, 1, 2], [100, 5, 117], list(range(120))):
+        opened.clear()
+        reader = VideoReader(gop_clip)
+        got = reader.read(first)
+        assert len(opened) == 1  # the scan's open only
+        assert read_ids(got) == first and np.array_equal(got, full[first])
+        again = reader.read(first)  # later reads open their own demuxer
+        assert len(opened) == 2 and np.array_equal(again, got)
+        reader.close()
+
+
+def test_an_unused_scan_demuxer_is_closed_with_the_reader(gop_clip):
+    reader = VideoReader(gop_clip)
+    spare = reader._spare
+    assert spare is not None
+    reader.close_spare()
+    assert reader._spare is None
+    with pytest.raises(Exception):  # noqa: B017 - PyAV raises its own error type on a closed container
+        next(spare.demux(spare.streams.video[0]))
+    assert read_ids(reader.read([3])) == [3]  # reads still work, through a new demuxer
+    reader.close()
+    with pytest.raises(VideoError, match="closed"):
+        reader.read([3])
+
+
 def test_sampler_skips_gops(gop_clip, monkeypatch):
     decoded = []
     original = VideoReader._packets_to_frames
@@ -291,7 +325,7 @@ def test_fallback_paths_keep_index_mapping(gop_clip, monkeypatch):
     """Sequential decoding (no usable timestamps) and the retry after a missed seek give the same frames."""
     idx = [3, 64, 119, 3]
     with VideoReader(gop_clip) as reader:
-        reader._index, reader._pts_to_index = V._Index(None, ()), None
+        reader._index, reader._pts_to_index = V.FrameIndex(None, ()), None
         assert read_ids(reader.read(idx)) == idx
     original = VideoReader._decode
 

@@ -15,12 +15,13 @@ Frame ``i`` is the i-th frame in presentation order. Decisions taken where issue
   keyframe, skipping whole GOPs. If the container's timestamps cannot be trusted (missing or
   duplicate pts, a seek landing after its target) it decodes from the start instead. Any decoder
   or demuxer error is a ``VideoDecodeError``; there is no silent partial decode.
-- Each ``read`` opens its own demuxer (one reader may serve several threads); FFmpeg threading
-  only from 640x360 up (below, it costs about 3x the CPU that concurrent agent runs need).
+- Each ``read`` opens its own demuxer (one reader may serve several threads), except that the first
+  one takes over the scan's demuxer, rewound (``av.open`` costs ~4 ms, a third of decoding a
+  33-frame 256x256 clip); FFmpeg threading only from 640x360 up (below, it costs ~3x the CPU).
 - Frames are rescaled to the stream's first size; rotation and pixel aspect ratio are ignored.
 - ``uniform_indices`` rounds half to even (``uniform_indices(4, 3) == [0, 2, 3]``); -1 is a
-  ``FrameIndexError``. Crops, resizing and labels live in ``tools.frames``, index sampling in
-  ``tools.sampling`` (both re-exported here).
+  ``FrameIndexError``. Crops, resizing, labels (``tools.frames``) and index sampling
+  (``tools.sampling``) are re-exported here.
 - RGB conversion reuses one swscale context per thread (a ``VideoReformatter``): converting each
   frame through its own fresh context spent ~0.2 ms per frame setting it up, half the decode time
   of a 256x256 clip. The pixels are bit-identical.
@@ -29,14 +30,8 @@ Frame ``i`` is the i-th frame in presentation order. Decisions taken where issue
 from __future__ import annotations
 
 import bisect
-import io
-import math
 import threading
 from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
-from dataclasses import dataclass
-from fractions import Fraction
-from pathlib import Path
 
 import av
 import numpy as np
@@ -59,51 +54,23 @@ from tools.sampling import (  # noqa: F401  (re-exported: the public video API)
     nearby_indices,
     uniform_indices,
 )
+from tools.video_scan import (  # noqa: F401  (re-exported: the public video API)
+    THREADED_DECODE_PIXELS,
+    EmptyVideoError,
+    FrameIndex,
+    FrameIndexError,
+    Source,
+    VideoDecodeError,
+    VideoError,
+    VideoMeta,
+    VideoNotFoundError,
+    describe,
+    open_container,
+    scan,
+    video_stream,
+    wrapped,
+)
 from tools.video_write import write_video  # noqa: F401  (re-exported: the public video API)
-
-THREADED_DECODE_PIXELS = 640 * 360
-
-Source = str | Path | bytes
-
-
-class VideoError(Exception):
-    """Base class of every video input error; the message names the source and the problem."""
-
-
-class VideoNotFoundError(VideoError):
-    """The path does not exist or is not a regular file."""
-
-
-class EmptyVideoError(VideoError):
-    """The input has 0 bytes or contains no video frames."""
-
-
-class VideoDecodeError(VideoError):
-    """The input is not a video, is truncated or corrupt, or a frame could not be decoded."""
-
-
-class FrameIndexError(VideoError):
-    """A requested frame index is not an integer in ``[0, frames)``."""
-
-
-@dataclass(frozen=True)
-class VideoMeta:
-    """Stream metadata. ``duration`` is in seconds; ``source`` is the path or ``<N bytes>``."""
-
-    source: str
-    frames: int
-    fps: float
-    width: int
-    height: int
-    duration: float
-
-
-@dataclass(frozen=True)
-class _Index:
-    """Presentation-order pts of every frame (None: unusable timestamps) and keyframe positions."""
-
-    pts: tuple[int, ...] | None
-    keyframes: tuple[int, ...]
 
 
 class _SeekMissed(Exception):
@@ -119,102 +86,6 @@ def _reformatter() -> VideoReformatter:
     if reformatter is None:
         reformatter = _THREAD.reformatter = VideoReformatter()
     return reformatter
-
-
-def _describe(src: Source) -> str:
-    if isinstance(src, bytes | bytearray | memoryview):
-        return f"<{len(src)} bytes>"
-    return str(src)
-
-
-@contextmanager
-def _wrapped(name: str, problem: str) -> Iterator[None]:
-    """Turn PyAV / OS exceptions raised inside the block into typed ``VideoError``s."""
-    try:
-        yield
-    except FileNotFoundError as exc:
-        raise VideoNotFoundError(f"{name}: {problem}: no such file ({exc})") from exc
-    except (av.error.FFmpegError, OSError, EOFError, ValueError, MemoryError) as exc:
-        raise VideoDecodeError(f"{name}: {problem} ({type(exc).__name__}: {exc})") from exc
-
-
-def _open(src: Source, name: str) -> av.container.InputContainer:
-    if isinstance(src, bytes | bytearray | memoryview):
-        if len(src) == 0:
-            raise EmptyVideoError(f"{name}: video input is empty (0 bytes)")
-        target: str | io.BytesIO = io.BytesIO(bytes(src))
-    else:
-        path = Path(src)
-        if not path.exists():
-            raise VideoNotFoundError(f"{name}: video file not found")
-        if not path.is_file():
-            raise VideoNotFoundError(f"{name}: not a regular file")
-        if path.stat().st_size == 0:
-            raise EmptyVideoError(f"{name}: video file is empty (0 bytes)")
-        target = str(path)
-    with _wrapped(name, "cannot be opened as a video (not a video file, or truncated/corrupt)"):
-        return av.open(target, mode="r")
-
-
-def _video_stream(container: av.container.InputContainer, name: str) -> av.video.stream.VideoStream:
-    if not container.streams.video:
-        raise VideoDecodeError(f"{name}: contains no video stream (not a video file)")
-    stream = container.streams.video[0]
-    # Frame threading pays off on large frames only; below 640x360 it triples the CPU per frame.
-    if (stream.codec_context.width or 0) * (stream.codec_context.height or 0) >= THREADED_DECODE_PIXELS:
-        stream.thread_type = "AUTO"
-    return stream
-
-
-def _scan(container: av.container.InputContainer, name: str) -> tuple[VideoMeta, _Index]:
-    """One demux pass (no decoding): frame count, timestamps, keyframes, rate and duration."""
-    stream = _video_stream(container, name)
-    width, height = stream.codec_context.width, stream.codec_context.height
-    if width <= 0 or height <= 0:
-        raise VideoDecodeError(f"{name}: video stream has no frame size ({width}x{height})")
-    packets, pts, key_pts = 0, [], []
-    with _wrapped(name, "demuxing failed (truncated or corrupt file)"):
-        for packet in container.demux(stream):
-            if packet.size == 0:
-                continue  # PyAV's end-of-stream flush packet
-            packets += 1
-            if packet.is_discard:
-                continue
-            pts.append(packet.pts)
-            if packet.is_keyframe and packet.pts is not None:
-                key_pts.append(packet.pts)
-    frames = len(pts)
-    if frames == 0:
-        raise EmptyVideoError(f"{name}: video stream contains no frames")
-    declared = int(stream.frames or 0)
-    if declared > packets:
-        raise VideoDecodeError(
-            f"{name}: truncated file: the container declares {declared} frames but only {packets} "
-            "could be read")
-    usable = None not in pts and len(set(pts)) == frames
-    index = _Index(None, ())
-    if usable:
-        ordered = sorted(pts)
-        keys = sorted({bisect.bisect_left(ordered, p) for p in key_pts})
-        index = _Index(tuple(ordered), tuple(keys))
-    time_base = stream.time_base or Fraction(0)
-    duration = 0.0
-    if stream.duration and time_base:
-        duration = float(stream.duration * time_base)
-    elif container.duration:
-        duration = container.duration / av.time_base
-    rate = stream.average_rate or stream.guessed_rate or stream.base_rate
-    fps = float(rate) if rate and float(rate) > 0 and math.isfinite(float(rate)) else 0.0
-    if fps <= 0 and duration > 0:
-        fps = frames / duration
-    if fps <= 0 and usable and frames > 1 and time_base:
-        fps = (frames - 1) / float((index.pts[-1] - index.pts[0]) * time_base)
-    if fps <= 0 or not math.isfinite(fps):
-        raise VideoDecodeError(f"{name}: frame rate is unknown (no rate, duration or timestamps)")
-    if duration <= 0:
-        duration = frames / fps
-    meta = VideoMeta(source=name, frames=frames, fps=fps, width=width, height=height, duration=duration)
-    return meta, index
 
 
 def probe(src: Source) -> VideoMeta:
@@ -240,21 +111,27 @@ def _check_indices(indices: Sequence[int], meta: VideoMeta) -> list[int]:
 class VideoReader:
     """Decode chosen frames of a video path or bytes without holding the whole clip.
 
-    Use as a context manager; ``meta`` is available after construction. Each ``read`` opens its
-    own demuxer, so memory is bounded by the requested frames plus the decoder's buffers.
+    Use as a context manager; ``meta`` is available after construction. The scan's demuxer stays
+    open for the first ``read`` (``close`` or ``close_spare`` release it if no read comes); every
+    later ``read`` opens its own, so memory is bounded by the requested frames plus the decoder's
+    buffers and one reader may serve several threads.
     """
 
     def __init__(self, src: Source) -> None:
         self._src = src
-        self._name = _describe(src)
-        container = _open(src, self._name)
+        self._name = describe(src)
+        container = open_container(src, self._name)
         try:
-            self.meta, self._index = _scan(container, self._name)
-        finally:
+            self.meta, self._index = scan(container, self._name)
+        except BaseException:
             container.close()
+            raise
         self._pts_to_index = ({p: i for i, p in enumerate(self._index.pts)}
                               if self._index.pts is not None else None)
-        self._closed = False
+        self._closed, self._spare_lock = False, threading.Lock()
+        self._spare: av.container.InputContainer | None = container  # the first read's demuxer
+        if self.meta.frames < 2:  # the agent never decodes these: hold no open file for them
+            self.close_spare()
 
     def __enter__(self) -> VideoReader:
         return self
@@ -265,6 +142,18 @@ class VideoReader:
     def close(self) -> None:
         """Release the reader (idempotent); later reads raise ``VideoError``."""
         self._closed = True
+        self.close_spare()
+
+    def close_spare(self) -> None:
+        """Close the kept scan demuxer, if no read has taken it (a cached reader holds no open file)."""
+        spare = self._take_spare()
+        if spare is not None:
+            spare.close()
+
+    def _take_spare(self) -> av.container.InputContainer | None:
+        with self._spare_lock:
+            spare, self._spare = self._spare, None
+        return spare
 
     def read(self, indices: Sequence[int]) -> np.ndarray:
         """Frames at ``indices`` (any order, repeats allowed) as uint8 RGB ``[K, H, W, 3]``."""
@@ -289,9 +178,9 @@ class VideoReader:
 
     def iter_frames(self, limit: int | None = None) -> Iterator[tuple[int, av.VideoFrame]]:
         """Decode from the start in presentation order, yielding ``(index, frame)``."""
-        container = _open(self._src, self._name)
+        container = open_container(self._src, self._name)
         try:
-            stream = _video_stream(container, self._name)
+            stream = video_stream(container, self._name)
             for i, frame in enumerate(self._packets_to_frames(container, stream)):
                 if limit is not None and i >= limit:
                     return
@@ -301,32 +190,38 @@ class VideoReader:
 
     def to_rgb(self, frame: av.VideoFrame) -> np.ndarray:
         """One decoded frame as uint8 RGB at the stream's size."""
-        with _wrapped(self._name, "frame conversion to RGB failed"):
+        with wrapped(self._name, "frame conversion to RGB failed"):
             rgb = _reformatter().reformat(frame, format="rgb24", width=self.meta.width, height=self.meta.height)
             return rgb.to_ndarray()
 
     def _packets_to_frames(self, container: av.container.InputContainer,
                            stream: av.video.stream.VideoStream) -> Iterator[av.VideoFrame]:
-        with _wrapped(self._name, "decoding failed (truncated or corrupt data)"):
+        with wrapped(self._name, "decoding failed (truncated or corrupt data)"):
             for packet in container.demux(stream):
                 yield from packet.decode()
 
     def _decode(self, wanted: list[int], *, allow_seek: bool) -> Iterator[tuple[int, np.ndarray]]:
         """Yield ``(index, rgb)`` for each sorted wanted index, seeking to keyframes when useful."""
         if self._pts_to_index is None:
+            self.close_spare()
             yield from self._decode_sequential(wanted)
             return
         pts, keys, mapping = self._index.pts, self._index.keyframes, self._pts_to_index
-        container = _open(self._src, self._name)
+        container = self._take_spare()
+        rewind = container is not None
+        container = container or open_container(self._src, self._name)
         try:
-            stream = _video_stream(container, self._name)
+            stream = video_stream(container, self._name)
+            if rewind:  # the scan left it at the end
+                with wrapped(self._name, "seeking to the start failed"):
+                    container.seek(pts[0], stream=stream, backward=True, any_frame=False)
             frames: Iterator[av.VideoFrame] | None = None
             last = -1  # index of the last frame produced by `frames`
             for target in wanted:
                 k = keys[bisect.bisect_right(keys, target) - 1] if keys and keys[0] <= target else 0
                 if frames is None or (allow_seek and k > last + 1):
                     if allow_seek and k > 0:
-                        with _wrapped(self._name, f"seeking to frame {k} failed"):
+                        with wrapped(self._name, f"seeking to frame {k} failed"):
                             container.seek(pts[k], stream=stream, backward=True, any_frame=False)
                     frames, last = self._packets_to_frames(container, stream), -1
                 while last < target:

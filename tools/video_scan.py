@@ -1,0 +1,158 @@
+"""Opening a video with PyAV and its metadata scan (the container half of ``tools.video``).
+
+Errors, ``VideoMeta`` and the one demux pass that gives the frame count, the presentation-order
+timestamps and the keyframe positions (decisions: see ``tools.video``). Everything public here is
+re-exported by ``tools.video``; import from there.
+"""
+
+from __future__ import annotations
+
+import bisect
+import io
+import math
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from fractions import Fraction
+from pathlib import Path
+
+import av
+
+THREADED_DECODE_PIXELS = 640 * 360
+
+Source = str | Path | bytes
+
+class VideoError(Exception):
+    """Base class of every video input error; the message names the source and the problem."""
+
+
+class VideoNotFoundError(VideoError):
+    """The path does not exist or is not a regular file."""
+
+
+class EmptyVideoError(VideoError):
+    """The input has 0 bytes or contains no video frames."""
+
+
+class VideoDecodeError(VideoError):
+    """The input is not a video, is truncated or corrupt, or a frame could not be decoded."""
+
+
+class FrameIndexError(VideoError):
+    """A requested frame index is not an integer in ``[0, frames)``."""
+
+
+@dataclass(frozen=True)
+class VideoMeta:
+    """Stream metadata. ``duration`` is in seconds; ``source`` is the path or ``<N bytes>``."""
+
+    source: str
+    frames: int
+    fps: float
+    width: int
+    height: int
+    duration: float
+
+
+@dataclass(frozen=True)
+class FrameIndex:
+    """Presentation-order pts of every frame (None: unusable timestamps) and keyframe positions."""
+
+    pts: tuple[int, ...] | None
+    keyframes: tuple[int, ...]
+
+
+def describe(src: Source) -> str:
+    if isinstance(src, bytes | bytearray | memoryview):
+        return f"<{len(src)} bytes>"
+    return str(src)
+
+
+@contextmanager
+def wrapped(name: str, problem: str) -> Iterator[None]:
+    """Turn PyAV / OS exceptions raised inside the block into typed ``VideoError``s."""
+    try:
+        yield
+    except FileNotFoundError as exc:
+        raise VideoNotFoundError(f"{name}: {problem}: no such file ({exc})") from exc
+    except (av.error.FFmpegError, OSError, EOFError, ValueError, MemoryError) as exc:
+        raise VideoDecodeError(f"{name}: {problem} ({type(exc).__name__}: {exc})") from exc
+
+
+def open_container(src: Source, name: str) -> av.container.InputContainer:
+    if isinstance(src, bytes | bytearray | memoryview):
+        if len(src) == 0:
+            raise EmptyVideoError(f"{name}: video input is empty (0 bytes)")
+        target: str | io.BytesIO = io.BytesIO(bytes(src))
+    else:
+        path = Path(src)
+        if not path.exists():
+            raise VideoNotFoundError(f"{name}: video file not found")
+        if not path.is_file():
+            raise VideoNotFoundError(f"{name}: not a regular file")
+        if path.stat().st_size == 0:
+            raise EmptyVideoError(f"{name}: video file is empty (0 bytes)")
+        target = str(path)
+    with wrapped(name, "cannot be opened as a video (not a video file, or truncated/corrupt)"):
+        return av.open(target, mode="r")
+
+
+def video_stream(container: av.container.InputContainer, name: str) -> av.video.stream.VideoStream:
+    if not container.streams.video:
+        raise VideoDecodeError(f"{name}: contains no video stream (not a video file)")
+    stream = container.streams.video[0]
+    # Frame threading pays off on large frames only; below 640x360 it triples the CPU per frame.
+    if (stream.codec_context.width or 0) * (stream.codec_context.height or 0) >= THREADED_DECODE_PIXELS:
+        stream.thread_type = "AUTO"
+    return stream
+
+
+def scan(container: av.container.InputContainer, name: str) -> tuple[VideoMeta, FrameIndex]:
+    """One demux pass (no decoding): frame count, timestamps, keyframes, rate and duration."""
+    stream = video_stream(container, name)
+    width, height = stream.codec_context.width, stream.codec_context.height
+    if width <= 0 or height <= 0:
+        raise VideoDecodeError(f"{name}: video stream has no frame size ({width}x{height})")
+    packets, pts, key_pts = 0, [], []
+    with wrapped(name, "demuxing failed (truncated or corrupt file)"):
+        for packet in container.demux(stream):
+            if packet.size == 0:
+                continue  # PyAV's end-of-stream flush packet
+            packets += 1
+            if packet.is_discard:
+                continue
+            pts.append(packet.pts)
+            if packet.is_keyframe and packet.pts is not None:
+                key_pts.append(packet.pts)
+    frames = len(pts)
+    if frames == 0:
+        raise EmptyVideoError(f"{name}: video stream contains no frames")
+    declared = int(stream.frames or 0)
+    if declared > packets:
+        raise VideoDecodeError(
+            f"{name}: truncated file: the container declares {declared} frames but only {packets} "
+            "could be read")
+    usable = None not in pts and len(set(pts)) == frames
+    index = FrameIndex(None, ())
+    if usable:
+        ordered = sorted(pts)
+        keys = sorted({bisect.bisect_left(ordered, p) for p in key_pts})
+        index = FrameIndex(tuple(ordered), tuple(keys))
+    time_base = stream.time_base or Fraction(0)
+    duration = 0.0
+    if stream.duration and time_base:
+        duration = float(stream.duration * time_base)
+    elif container.duration:
+        duration = container.duration / av.time_base
+    rate = stream.average_rate or stream.guessed_rate or stream.base_rate
+    fps = float(rate) if rate and float(rate) > 0 and math.isfinite(float(rate)) else 0.0
+    if fps <= 0 and duration > 0:
+        fps = frames / duration
+    if fps <= 0 and usable and frames > 1 and time_base:
+        fps = (frames - 1) / float((index.pts[-1] - index.pts[0]) * time_base)
+    if fps <= 0 or not math.isfinite(fps):
+        raise VideoDecodeError(f"{name}: frame rate is unknown (no rate, duration or timestamps)")
+    if duration <= 0:
+        duration = frames / fps
+    meta = VideoMeta(source=name, frames=frames, fps=fps, width=width, height=height, duration=duration)
+    return meta, index
