@@ -22,9 +22,9 @@ is started now and awaited later, like the speculative motion track).
 
 Decisions where the issue was silent:
 - The pools are created on first use (not at import). Measured on 2 cores with 16 concurrent runs
-  (benchmarks/agent_concurrency.py): 8 CPU threads instead of 2 cost ~35% more CPU per run
-  (cache and GIL contention) and ~0.15 more wall over critical path; FIFO order instead of
-  oldest-run-first kept all runs in lock-step.
+  (benchmarks/agent_concurrency.py, interleaved repeats on a noisy VM): 8 CPU threads instead of 2
+  cost ~35% more CPU per run (cache and GIL contention) and ~0.1-0.15 more wall over critical path;
+  plain submission order instead of oldest run first gave a mean of 1.36 instead of 1.26.
 - The caller's contextvars are copied into the job (as `asyncio.to_thread` does).
 - Idle threads are woken last-in first-out: a new job goes to the thread that finished most recently,
   so a run's consecutive jobs stay on one thread (warm caches, one malloc arena). Rotating through
