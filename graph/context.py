@@ -99,9 +99,12 @@ def tool_provider(tools: object) -> ToolProvider:
     if isinstance(tools, ToolProvider):
         return tools
     if isinstance(tools, AgentTools):
+        from tools.client import RemoteMotionTracker, RemoteSurpriseScorer
+
         tracker, surprise = tools.tracker, tools.surprise
+        remote = isinstance(tracker, RemoteMotionTracker) or isinstance(surprise, RemoteSurpriseScorer)
         return ToolProvider(None if tracker is None else (lambda: tracker),
-                            None if surprise is None else (lambda: surprise), tools.quality)
+                            None if surprise is None else (lambda: surprise), tools.quality, remote=remote)
     from tools.toolbox import Toolbox
 
     if isinstance(tools, Toolbox):

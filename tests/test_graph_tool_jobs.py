@@ -234,3 +234,10 @@ def test_a_remote_toolbox_is_adapted_to_the_io_lane():
     assert tool_provider(Toolbox(ToolSettings(tools_url="http://127.0.0.1:9"))).lane == "io"  # nothing connects
     assert tool_provider(Toolbox(ToolSettings())).lane == "cpu"
     assert tool_provider(AgentTools(tracker=LKTracker())).lane == "cpu"
+    from tools.client import RemoteSurpriseScorer, ToolServiceClient
+
+    client = ToolServiceClient("http://127.0.0.1:9")  # builds an HTTP client; connects on first request
+    try:
+        assert tool_provider(AgentTools(tracker=LKTracker(), surprise=RemoteSurpriseScorer(client))).lane == "io"
+    finally:
+        client.close()
