@@ -6,10 +6,10 @@ Prints ``name: value`` lines:
   gaussian_log_prob] (what ``policy/rollout.py`` runs per SDE step) over the best-of-N time of a
   plain coefficient-preserving step with one scalar noise std written as the CPS / Flow-GRPO
   reference samplers write it (:func:`cps_step`), both on the same latent [1, 16, 24, 44, 80] and
-  the same velocity (the network call is excluded from both: it is identical).
-  ``dyndiff_over_fused_cps_step`` compares with a hand-fused CPS step (:func:`cps_step_fused`)
-  instead: the mask's own cost (x0 change, mean removal, channel norm, per-frame selection) is
-  then laid bare. Target <= 1.5. Single-threaded by
+  the same velocity (the network call is excluded from both: it is identical). Target <= 1.5.
+  ``dyndiff_over_fused_cps_step`` (a diagnostic, no target) compares with a hand-fused CPS step
+  (:func:`cps_step_fused`) instead: the mask's own cost (x0 change, mean removal, channel norm,
+  per-frame selection) is then laid bare. Single-threaded by
   default (``--threads``) because a shared machine makes multi-threaded timings erratic; best-of-N
   because load only ever adds time. ``dyndiff_over_cps_step_median_paired`` is the median of the
   per-repeat ratios (same pairs), for comparison.
