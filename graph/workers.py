@@ -42,6 +42,7 @@ import functools
 import heapq
 import itertools
 import os
+import sys
 import threading
 from collections.abc import Callable, Iterator
 from concurrent.futures import Future
@@ -56,8 +57,10 @@ T = TypeVar("T")
 
 
 def cpu_workers() -> int:
-    """Threads of the "cpu" lane: one per core, at least 2."""
-    return max(2, os.cpu_count() or 2)
+    """Threads of the "cpu" lane: one per core this process may run on (its CPU affinity on Linux,
+    e.g. under `taskset` or a cpuset-limited container), at least 2."""
+    cores = len(os.sched_getaffinity(0)) if sys.platform.startswith("linux") else os.cpu_count()
+    return max(2, cores or 2)
 
 
 class PriorityPool:

@@ -146,3 +146,13 @@ def test_a_burst_of_jobs_still_spreads_over_every_thread():
     barrier = threading.Barrier(3, timeout=5)  # passes only if three jobs run at the same time
     futures = [pool.submit(lambda: (barrier.wait(), threading.current_thread().name)[1]) for _ in range(3)]
     assert len({f.result(timeout=10) for f in futures}) == 3
+
+
+@pytest.mark.skipif(not __import__("sys").platform.startswith("linux"), reason="CPU affinity is Linux-only")
+def test_cpu_lane_size_follows_the_process_cpu_affinity(monkeypatch):
+    import os
+
+    monkeypatch.setattr(os, "sched_getaffinity", lambda pid: set(range(6)))
+    assert cpu_workers() == 6
+    monkeypatch.setattr(os, "sched_getaffinity", lambda pid: {3})
+    assert cpu_workers() == 2  # never fewer than two
