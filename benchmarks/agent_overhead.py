@@ -9,6 +9,11 @@ the run touched (union of its steps' frame indices) and JPEG-encode as many imag
 distinct data URLs (full frames at the agent's long side and quality). Target <= 2.0.
 Everything else (LangGraph, pydantic, prompts, stage keys, checkpoints, LK tracking, surprise) is overhead.
 
+Diagnostics: `cpu_per_clip_s` (process CPU time of the run, all threads) and
+`cpu_floor_over_frame_work` = cpu_per_clip_s / cores / frame_work_s: the ratio no scheduling could
+beat on this machine (every core busy for the whole run). When it is above the target, the target
+needs less CPU per run, not more overlap.
+
 Measurement: each clip is run `REPEATS` times, each time on a fresh agent (cold frame cache, new run id),
 and its frame work is timed `REPEATS` times; per clip the minimum of each is taken (both sides measured
 the same way: the least-disturbed repeat), then averaged over clips. What is counted is unchanged; the
@@ -33,7 +38,7 @@ REPEATS = 3
 LONG_SIDE, QUALITY = 512, 85
 
 
-def _run_clip(clip: str, db: Path, run_id: str) -> tuple[float, object, object]:
+def _run_clip(clip: str, db: Path, run_id: str) -> tuple[float, object, tuple]:
     from graph import AgentConfig, AgentTools, build_reward_agent
     from graph.api import arun_agent
     from graph.backbone import Backbone
@@ -49,11 +54,11 @@ def _run_clip(clip: str, db: Path, run_id: str) -> tuple[float, object, object]:
                                tools=AgentTools(tracker=LKTracker(), surprise=DiffSurprise()),
                                checkpointer=default_checkpointer(db),
                                frame_store=FrameStore(long_side=LONG_SIDE, quality=QUALITY))
-    t0 = time.perf_counter()
+    t0, c0 = time.perf_counter(), time.process_time()
     result = asyncio.run(arun_agent(agent, clip, INSTRUCTION, run_id, "full"))
-    wall = time.perf_counter() - t0
+    wall, cpu = time.perf_counter() - t0, time.process_time() - c0
     state = agent.get_state({"configurable": {"thread_id": run_id}}).values
-    return wall, result, (model, state)
+    return wall, result, (model, state, cpu)
 
 
 def _frame_work(clip: str, indices: list[int], n_images: int) -> float:
@@ -67,18 +72,19 @@ def _frame_work(clip: str, indices: list[int], n_images: int) -> float:
 
 
 def main() -> None:
-    walls, works, images, touched = [], [], [], []
+    walls, works, images, touched, cpus = [], [], [], [], []
     with tempfile.TemporaryDirectory() as tmp:
         clips = write_clips(Path(tmp), N_CLIPS)
         _run_clip(clips[0], Path(tmp) / "warm.sqlite", "warm")  # warm imports / first-call costs
         for clip in clips:
             runs = [_run_clip(clip, Path(tmp) / "traces.sqlite", f"run-{Path(clip).stem}-{r}") for r in range(REPEATS)]
             assert all(r[1].status == "scored" for r in runs), [r[1].reasons for r in runs]
-            wall, _, (model, state) = min(runs, key=lambda r: r[0])
+            wall, _, (model, state, cpu) = min(runs, key=lambda r: r[0])
             indices = sorted({int(f) for s in state["steps"] for f in s.get("frames") or []})
             urls = {b["image_url"]["url"] for c in model.calls for m in c.messages if isinstance(m.content, list)
                     for b in m.content if isinstance(b, dict) and b.get("type") == "image_url"}
             walls.append(wall)
+            cpus.append(cpu)
             works.append(min(_frame_work(clip, indices, len(urls)) for _ in range(REPEATS)))
             images.append(len(urls))
             touched.append(len(indices))
@@ -87,6 +93,10 @@ def main() -> None:
     print(f"images_sent_per_clip: {sum(images) / len(images):.1f}")
     print(f"per_clip_wall_s: {wall:.3f}")
     print(f"frame_work_s: {work:.3f}")
+    cpu, cores = sum(cpus) / len(cpus), len(os.sched_getaffinity(0)) if sys.platform.startswith("linux") else os.cpu_count() or 1
+    print(f"cpu_per_clip_s: {cpu:.3f}")
+    print(f"cpu_count: {cores}")
+    print(f"cpu_floor_over_frame_work: {cpu / cores / work:.3f}")
     print(f"loadavg_1m: {os.getloadavg()[0]:.2f}")
     print(f"overhead_over_frame_work: {wall / work:.3f}")
 
