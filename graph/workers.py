@@ -5,10 +5,10 @@ releases the GIL, so they leave the event loop free when they run in threads. `r
 such a call to a shared pool and awaits it; `submit` queues it and returns a Future (for work that
 is started now and awaited later, like the speculative motion track).
 
-- Lanes. "cpu" (the default): one thread per core (`os.cpu_count()`, at least 2), so frame work of
+- Lanes. "cpu" (the default): one thread per core (`cpu_workers()`, at least 2), so frame work of
   concurrent runs never oversubscribes the cores. "io": `IO_WORKERS` (8) threads for jobs that
   mostly wait on the network (tools served by the tool service, `tools.client`), so they never hold
-  a core's thread while waiting.
+  a core's thread while waiting. Tool jobs pick their lane from `graph.context.ToolProvider.lane`.
 - Priorities. Jobs a run is about to wait for (frames and images for the next model call, the
   quality check, the surprise scores the assess join waits for, tracks a tool call asked for) use
   "now"; speculative work whose result is wanted only a model call or more later (the motion-track
