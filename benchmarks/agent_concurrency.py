@@ -13,12 +13,17 @@ the nodes' Python, which no second core can share), `cores_used` (process CPU ti
 that phase), `cpu_count` and the 1-minute load average: when 16 x cpu_s_per_run exceeds the
 critical path, the run is CPU-bound and the ratio measures the CPU, not the agent's concurrency. `tiny_clips_wall_over_critical_path` repeats the concurrent phase on 32x32
 clips (almost no frame work) to separate the agent's scheduling from per-clip CPU work.
+
+Measurement: the concurrent phase runs `REPEATS` (3) times and the fastest is reported (with its CPU
+figures), as agent_overhead.py and dyndiff_step.py do: on a shared VM, load from other tenants only
+ever adds time. `concurrent_wall_median_s` shows the median of the repeats for comparison.
 """
 
 from __future__ import annotations
 
 import asyncio
 import os
+import statistics
 import sys  # noqa: E402
 import tempfile
 import time
@@ -30,6 +35,7 @@ from _agent_common import INSTRUCTION, DiffSurprise, agent_script, sequential_ca
 
 DELAY_S = 0.2
 N_CLIPS = 16
+REPEATS = 3
 
 
 def _agent(model):
@@ -63,9 +69,14 @@ def main() -> None:
         assert solo[0].status == "scored", solo[0].reasons
         stages = [c.stage for c in solo_model.calls]
         critical = sequential_calls(stages) * DELAY_S
-        wall, results, _, cpu, loop_cpu = _timed(items, N_CLIPS)
-        bad = [r.reasons for r in results if r.status != "scored"]
-        assert not bad, bad
+        repeats = []  # the concurrent phase REPEATS times; the least-disturbed one is reported
+        for _ in range(REPEATS):
+            wall, results, _, cpu, loop_cpu = _timed(items, N_CLIPS)
+            bad = [r.reasons for r in results if r.status != "scored"]
+            assert not bad, bad
+            repeats.append((wall, cpu, loop_cpu))
+        wall, cpu, loop_cpu = min(repeats)
+        median_wall = statistics.median(r[0] for r in repeats)
         seq_wall, _, _, _, _ = _timed(items, 1)
         tiny = [(c, INSTRUCTION) for c in write_clips(Path(tmp) / "tiny", N_CLIPS, size=32)]
         tiny_wall, tiny_results, _, _, _ = _timed(tiny, N_CLIPS)
@@ -74,6 +85,7 @@ def main() -> None:
     print(f"sequential_calls_per_run: {sequential_calls(stages)}")
     print(f"critical_path_s: {critical:.2f}")
     print(f"concurrent_wall_s: {wall:.2f}")
+    print(f"concurrent_wall_median_s: {median_wall:.2f}")
     print(f"sequential_wall_s: {seq_wall:.2f}")
     print(f"cpu_s_per_run: {cpu / N_CLIPS:.3f}")
     print(f"loop_cpu_s_per_run: {loop_cpu / N_CLIPS:.3f}")
