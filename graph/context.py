@@ -10,7 +10,9 @@ Decisions where the issue was silent:
   concurrent runs and guarded by a lock. Decoding and encoding run in a worker thread
   (`graph.workers.run_blocking`, priority "now") so concurrent clips overlap. It also keeps one
   `tools.video.VideoReader` per video (metadata and keyframe index from a single demux scan), so a
-  run opens and scans each clip once instead of once per metadata / decode request.
+  run opens and scans each clip once instead of once per metadata / decode request. Motion tracks
+  are computed by one shared pool job per (video, frames, points) (`track_job` / `atracks`), which
+  lets the speculative grid track and the tool call that needs it be one computation.
 - Tools: `AgentTools(tracker=..., surprise=...)` injects protocol objects; a `tools.toolbox.Toolbox`
   is adapted into the same lazy getters. A missing tool that a switch needs raises ToolFault.
 """
