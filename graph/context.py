@@ -167,8 +167,10 @@ class FrameStore:
         return self._extra.get(key)
 
     def put_extra(self, key: Any, value: tuple[list[dict], str]) -> None:
-        """Cache a derived artefact: (content blocks, text)."""
-        size = sum(len(str(b)) for b in value[0]) + len(value[1])
+        """Cache a derived artefact: (content blocks, text). Its size is the length of its texts and
+        image URLs (not of `str(block)`, which copied every base64 image once more on the event loop)."""
+        size = len(value[1]) + sum(len(b.get("text", "")) + len((b.get("image_url") or {}).get("url", ""))
+                                   for b in value[0])
         self._extra.put(key, value, size)
 
     def track_job(self, key: Any, compute: Callable[[], Any], priority: Priority = "now",

@@ -241,3 +241,14 @@ def test_a_remote_toolbox_is_adapted_to_the_io_lane():
         assert tool_provider(AgentTools(tracker=LKTracker(), surprise=RemoteSurpriseScorer(client))).lane == "io"
     finally:
         client.close()
+
+
+def test_cached_overlays_are_sized_by_their_image_urls():
+    store = FrameStore(max_bytes=8 * 1000)  # 1000 bytes for derived artefacts
+    image = [{"type": "text", "text": "frame 3"}, {"type": "image_url", "image_url": {"url": "x" * 600}}]
+    store.put_extra("a", (image, "summary"))
+    assert store.get_extra("a") is not None
+    store.put_extra("b", (image, "summary"))  # 2 x ~614 bytes > 1000: the older one goes
+    assert store.get_extra("a") is None and store.get_extra("b") is not None
+    store.put_extra("c", ([{"type": "text", "text": "t"}], "s"))  # small entries fit beside it
+    assert store.get_extra("b") is not None and store.get_extra("c") is not None
