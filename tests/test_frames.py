@@ -21,6 +21,7 @@ from tools.video import (
     normalize_crop,
     resize_long_side,
     uniform_indices,
+    uniform_subset,
 )
 
 
@@ -35,6 +36,13 @@ def test_uniform_indices_hand_values():
                                        46, 49, 52, 54, 57, 59, 62, 65, 67, 70, 72, 75, 77, 80]
     with pytest.raises(ValueError):
         uniform_indices(-1, 3)
+
+
+def test_uniform_subset_hand_values():
+    track = [0, 2, 4, 6, 8, 10, 12, 14]  # frames of a track stretch
+    assert uniform_subset(track, 4) == [0, 4, 10, 14]  # positions 0, 2, 5 (4.67), 7
+    assert uniform_subset([30, 31, 32], 4) == [30, 31, 32]  # fewer items than asked
+    assert uniform_subset([8, 9, 10, 11], 0) == [] and uniform_subset([], 4) == []
 
 
 def test_nearby_indices_short_clip_allows_any_frame():

@@ -24,6 +24,12 @@ def uniform_indices(n: int, k: int) -> list[int]:
     return sorted({int(v) for v in np.round(np.linspace(0, n - 1, k))})
 
 
+def uniform_subset(items: Sequence[int], k: int) -> list[int]:
+    """The items at ``uniform_indices(len(items), k)``, sorted and unique (e.g. 4 overlay frames of a
+    32-frame track, or the frames shown for a surprise window)."""
+    return sorted({int(items[i]) for i in uniform_indices(len(items), k)})
+
+
 def nearby_indices(n: int, referenced: Sequence[int], already: Sequence[int],
                    max_extra: int = NEARBY_EXTRA_LIMIT) -> list[int]:
     """Frames that may be shown for a request about ``referenced`` frames (DESIGN §3 inspect budget).

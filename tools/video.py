@@ -53,6 +53,7 @@ from tools.sampling import (  # noqa: F401  (re-exported: the public video API)
     NEARBY_EXTRA_LIMIT,
     nearby_indices,
     uniform_indices,
+    uniform_subset,
 )
 from tools.video_scan import (  # noqa: F401  (re-exported: the public video API)
     THREADED_DECODE_PIXELS,

@@ -166,13 +166,13 @@ def track_frames(n: int, start: int, end: int, limit: int = TRACK_FRAMES) -> lis
 
 async def _track(state: AgentState, ctx: RunContext, exchanges: list[ToolExchange], base: ToolExchange,
                  request: track_motion) -> ToolExchange:
-    from tools.video import uniform_indices
+    from tools.video import uniform_subset
 
     n = int(state["meta"]["frames"])
     idx = track_frames(n, request.start_frame, request.end_frame)
     room = ctx.config.frame_budget - used_frames(exchanges)
     k = max(0, min(OVERLAY_FRAMES, room, len(idx)))
-    shown = sorted({idx[i] for i in uniform_indices(len(idx), k)})
+    shown = uniform_subset(idx, k)
     _, summary = await track_overlays(state, ctx, idx, request.points, shown)
     notes = [] if k >= min(OVERLAY_FRAMES, len(idx)) else [f"frame budget: {k} overlay frames"]
     return {**base, "frames": shown, "overlay": True,

@@ -37,7 +37,7 @@ def _trim(blocks: list[dict], max_images: int) -> list[dict]:
 
 
 async def _surprise_part(state: AgentState, ctx: RunContext, step: Step) -> tuple[str, list[dict]]:
-    from tools.video import uniform_indices
+    from tools.video import uniform_subset
 
     ev = state.get("surprise")
     if not ctx.config.wmreward or not ev:
@@ -51,7 +51,7 @@ async def _surprise_part(state: AgentState, ctx: RunContext, step: Step) -> tupl
         frames = [f for f in w.get("frames") or list(range(w["start"], w["end"] + 1)) if 0 <= f < n]
         if not frames:
             continue
-        picks = sorted({frames[i] for i in uniform_indices(len(frames), FRAMES_PER_WINDOW)})
+        picks = uniform_subset(frames, FRAMES_PER_WINDOW)
         text += f"\n- frames {w['start']}..{w['end']}: surprise {w['surprise']:.3f} (shown: {picks})"
         blocks += await ctx.frames.ablocks(state["video"], picks, note=f"surprise window {w['start']}-{w['end']}")
         step.frames += picks
@@ -59,12 +59,12 @@ async def _surprise_part(state: AgentState, ctx: RunContext, step: Step) -> tupl
 
 
 async def _auto_motion(state: AgentState, ctx: RunContext, step: Step) -> tuple[str, list[dict], Any]:
-    from tools.video import uniform_indices
+    from tools.video import uniform_subset
 
     if not ctx.config.motion or ctx.config.visual_verify:
         return "", [], None
     sample = list(state["sample"])
-    shown = sorted({sample[i] for i in uniform_indices(len(sample), 4)})
+    shown = uniform_subset(sample, 4)
     blocks, summary = await track_overlays(state, ctx, sample, [], shown)
     step.tool_summaries.append(f"track_motion(grid over sample): {summary[:300]}")
     step.frames += shown
