@@ -62,6 +62,8 @@ def _timed(items, concurrency: int) -> tuple[float, list, object, float, float]:
 
 
 def main() -> None:
+    from graph.workers import usable_cores
+
     with tempfile.TemporaryDirectory() as tmp:
         clips = write_clips(Path(tmp), N_CLIPS)
         items = [(c, INSTRUCTION) for c in clips]
@@ -90,7 +92,7 @@ def main() -> None:
     print(f"cpu_s_per_run: {cpu / N_CLIPS:.3f}")
     print(f"loop_cpu_s_per_run: {loop_cpu / N_CLIPS:.3f}")
     print(f"cores_used: {cpu / wall:.2f}")
-    print(f"cpu_count: {os.cpu_count()}")
+    print(f"cpu_count: {usable_cores()}")
     print(f"loadavg_1m: {os.getloadavg()[0]:.2f}")
     print(f"tiny_clips_wall_over_critical_path: {tiny_wall / critical:.3f}")
     print(f"concurrency_wall_over_critical_path: {wall / critical:.3f}")

@@ -93,7 +93,9 @@ def main() -> None:
     print(f"images_sent_per_clip: {sum(images) / len(images):.1f}")
     print(f"per_clip_wall_s: {wall:.3f}")
     print(f"frame_work_s: {work:.3f}")
-    cpu, cores = sum(cpus) / len(cpus), len(os.sched_getaffinity(0)) if sys.platform.startswith("linux") else os.cpu_count() or 1
+    from graph.workers import usable_cores
+
+    cpu, cores = sum(cpus) / len(cpus), usable_cores()
     print(f"cpu_per_clip_s: {cpu:.3f}")
     print(f"cpu_count: {cores}")
     print(f"cpu_floor_over_frame_work: {cpu / cores / work:.3f}")

@@ -56,11 +56,16 @@ _RANK: dict[Priority, int] = {"now": 0, "later": 1}
 T = TypeVar("T")
 
 
-def cpu_workers() -> int:
-    """Threads of the "cpu" lane: one per core this process may run on (its CPU affinity on Linux,
-    e.g. under `taskset` or a cpuset-limited container), at least 2."""
+def usable_cores() -> int:
+    """Cores this process may run on: its CPU affinity on Linux (e.g. under `taskset` or a
+    cpuset-limited container), else the machine's count; at least 1."""
     cores = len(os.sched_getaffinity(0)) if sys.platform.startswith("linux") else os.cpu_count()
-    return max(2, cores or 2)
+    return max(1, cores or 1)
+
+
+def cpu_workers() -> int:
+    """Threads of the "cpu" lane: one per usable core, at least 2."""
+    return max(2, usable_cores())
 
 
 class PriorityPool:

@@ -9,7 +9,16 @@ import threading
 import pytest
 
 from graph import workers
-from graph.workers import IO_WORKERS, LATER_SLOTS, PriorityPool, cpu_workers, pool, run_blocking, run_scope
+from graph.workers import (
+    IO_WORKERS,
+    LATER_SLOTS,
+    PriorityPool,
+    cpu_workers,
+    pool,
+    run_blocking,
+    run_scope,
+    usable_cores,
+)
 
 VAR: contextvars.ContextVar[str] = contextvars.ContextVar("VAR", default="unset")
 
@@ -153,6 +162,6 @@ def test_cpu_lane_size_follows_the_process_cpu_affinity(monkeypatch):
     import os
 
     monkeypatch.setattr(os, "sched_getaffinity", lambda pid: set(range(6)))
-    assert cpu_workers() == 6
+    assert usable_cores() == cpu_workers() == 6
     monkeypatch.setattr(os, "sched_getaffinity", lambda pid: {3})
-    assert cpu_workers() == 2  # never fewer than two
+    assert usable_cores() == 1 and cpu_workers() == 2  # the lane never has fewer than two threads
