@@ -222,11 +222,11 @@ def default_checkpointer(path: str | Path):
         async def adelete_thread(self, thread_id: str) -> None:  # type: ignore[override]
             return await asyncio.to_thread(self.delete_thread, thread_id)
 
-    p = Path(path)
-    if str(path) != ":memory:":
-        p.parent.mkdir(parents=True, exist_ok=True)
+    on_disk = str(path) != ":memory:"
+    if on_disk:
+        Path(path).parent.mkdir(parents=True, exist_ok=True)
     conn = sqlite3.connect(str(path), check_same_thread=False)
-    if str(path) != ":memory:":  # WAL: a checkpoint commit appends to the log instead of an fsync per write
+    if on_disk:  # WAL: a checkpoint commit appends to the log instead of an fsync per write
         conn.execute("PRAGMA journal_mode=WAL")
         conn.execute("PRAGMA synchronous=NORMAL")
     saver = LocalSqliteSaver(conn, serde=traces_serde())

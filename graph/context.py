@@ -211,7 +211,8 @@ class FrameStore:
 
     def _reader(self, video: str) -> Any:
         """The cached tools.video.VideoReader of `video` (its one demux scan gives meta and the
-        keyframe index; each read opens its own demuxer, so one reader serves concurrent threads)."""
+        keyframe index; its first read reuses the scan's demuxer, later reads open their own, so one
+        reader serves concurrent threads)."""
         from tools.video import VideoReader
 
         with self._lock:
