@@ -40,7 +40,7 @@ along a direction (tested), roughly like a linear latent->RGB preview followed b
 from __future__ import annotations
 
 import math
-from typing import Literal
+from typing import Literal, get_args
 
 import numpy as np
 import torch
@@ -58,7 +58,7 @@ def tiny_wan_vae(seed: int = 0, z_dim: int = 16, init: TinyVaeInit = "responsive
     """
     from diffusers import AutoencoderKLWan
 
-    if init not in ("responsive", "default"):
+    if init not in get_args(TinyVaeInit):
         raise ValueError(f"init must be 'responsive' or 'default', got {init!r}")
     torch.manual_seed(seed)
     vae = AutoencoderKLWan(base_dim=8, z_dim=z_dim, dim_mult=[1, 1, 1, 1], num_res_blocks=1,
