@@ -187,6 +187,7 @@ class Backbone:
         self.cache = cache
         self.model_name = model_name or type(model).__name__
         self.retry_wait = retry_wait
+        self._runnables: dict[tuple[type[BaseModel], str], Runnable] = {}
 
     @classmethod
     def from_settings(cls, settings: BackboneSettings, *, model: BaseChatModel | None = None,
@@ -273,12 +274,24 @@ class Backbone:
         raise BackboneFault(stage, last.kind, f"{self.schema_retries + 1} replies failed {schema.__name__} "
                             f"({self.method}); last: {last.message[:_ERR_CHARS]}")
 
+    def _structured_runnable(self, schema: type[BaseModel]) -> Runnable:
+        """The model runnable of structured calls for `schema`, built once per (schema, method):
+        ChatOpenAI's `with_structured_output` converts the pydantic schema on every call (~1.7 ms for
+        Assessment, on the event loop), and runnables are immutable, so one serves every call."""
+        key = (schema, self.method)
+        runnable = self._runnables.get(key)
+        if runnable is None:
+            runnable = (self.model.bind(response_format={"type": "json_object"}) if self.method == "json_mode"
+                        else self.model.with_structured_output(schema, method=self.method, include_raw=True))
+            self._runnables[key] = runnable
+        return runnable
+
     async def _structured_once(self, stage: str, schema: type[BaseModel], convo: list[BaseMessage],
                                usage: Usage) -> BaseModel:
+        runnable = self._structured_runnable(schema)
         if self.method == "json_mode":
-            raw = await self._invoke(stage, self.model.bind(response_format={"type": "json_object"}), convo, usage)
+            raw = await self._invoke(stage, runnable, convo, usage)
             return _validate_text(schema, raw.text)
-        runnable = self.model.with_structured_output(schema, method=self.method, include_raw=True)
         out = await self._invoke(stage, runnable, convo, usage)
         raw, parsed, error = out["raw"], out.get("parsed"), out.get("parsing_error")
         if isinstance(error, ModelRefusalError):

@@ -97,3 +97,41 @@ def test_params_are_part_of_the_cache_key() -> None:
 def test_sync_wrapper() -> None:
     bb, _ = _bb([{"label": "s", "score": 3}])
     assert bb.structured("judge", Verdict, list(MSGS), Usage()).label == "s"
+
+
+class _CountingModel(ScriptedChatModel):
+    """Records every structured runnable it builds (ChatOpenAI converts the schema each time)."""
+
+    built: list = Field(default_factory=list)
+
+    def with_structured_output(self, schema, **kwargs):
+        self.built.append(("structured", schema, kwargs.get("method")))
+        return super().with_structured_output(schema, **kwargs)
+
+    def bind(self, **kwargs):
+        self.built.append(("bind", None, None))
+        return super().bind(**kwargs)
+
+
+class Other(BaseModel):
+    note: str = Field(max_length=20, description="note")
+
+
+@pytest.mark.parametrize("method", ["json_schema", "function_calling", "json_mode"])
+def test_structured_runnable_is_built_once_per_schema(method: str) -> None:
+    """Repeated calls with one schema reuse one runnable (and still get each call's own reply); a second
+    schema gets its own, and a re-ask reuses the first."""
+    model = _CountingModel({"judge": [{"label": "a", "score": 1}, {"label": "b", "score": 2},
+                                      {"label": "c", "score": 99}, {"label": "d", "score": 4}],
+                            "note": [{"note": "n"}]})
+    bb = Backbone(model, method=method, schema_retries=1, retry_wait=(0.0, 0.0))
+    assert [_run(bb).label for _ in range(2)] == ["a", "b"]
+    assert _run(bb).label == "d"  # "c" fails validation (score 99): re-asked through the same runnable
+    note_msgs = [SystemMessage(content="# stage: note\nNote."), HumanMessage(content="?")]
+    assert asyncio.run(bb.astructured("note", Other, note_msgs, Usage())).note == "n"
+    built = model.built
+    if method == "json_mode":
+        assert built == [("bind", None, None), ("bind", None, None)]
+    else:
+        assert built == [("structured", Verdict, method), ("structured", Other, method)]
+    assert len(model.calls) == 5
