@@ -1,0 +1,155 @@
+"""Event-loop CPU of a reward-agent run through the real ChatOpenAI client, next to the scripted backbone.
+
+The agent benchmarks use a scripted LangChain chat model; deployments use `ChatOpenAI` against vLLM or
+another OpenAI-compatible server. This script serves the same scripted replies from a local
+OpenAI-compatible stub (`tests/openai_stub.py`, in a subprocess so its CPU is not the client's) and
+runs preset full on the same clips through both, measuring the CPU time of the thread running the
+event loop (where LangGraph, the nodes and the client's request building run).
+
+Prints, per structured-output method (`json_schema`, `function_calling`):
+- `{method}_loop_cpu_per_run_s`: event-loop CPU of one run through ChatOpenAI (median).
+- `{method}_loop_cpu_per_call_ms`: the same per model call.
+- `{method}_max_runs_per_s_one_loop`: 1 / loop CPU per run, the ceiling of one process's event loop
+  however fast the server answers (shard larger batches over processes).
+and `scripted_loop_cpu_per_run_s`, `chatopenai_over_scripted_loop_cpu` (json_schema), and
+`structured_build_ms`: what `ChatOpenAI.with_structured_output(Assessment)` costs; the backbone builds
+it once per schema instead of once per call.
+
+No target: a diagnostic for sizing batch scoring. Most of the client's cost is outside this project:
+the openai SDK's request transform walks every content block with type introspection (twice for
+`json_schema` and `json_mode`, whose requests go through `parse()`), and langchain-openai checks each
+block's type against type hints computed afresh per block.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+# Run with `python -P` (see README): benchmarks/ goes last so benchmarks/tools.py never shadows `tools`.
+sys.path.append(str(Path(__file__).resolve().parent))
+from _agent_common import INSTRUCTION, ROOT, DiffSurprise, agent_script, write_clips  # noqa: E402
+
+N_CLIPS = 4
+REPEATS = 3
+METHODS = ("json_schema", "function_calling")
+
+
+def _responder(body: dict) -> object:
+    """The stub's reply to one request: the scripted stage reply (inspect: tool rounds as in
+    `_agent_common.inspect_reply`, decided from the OpenAI request body)."""
+    from openai_stub import StubReply, json_reply
+
+    messages = body["messages"]
+    system = messages[0]["content"]
+    system = system if isinstance(system, str) else system[0]["text"]
+    stage = system.split("\n", 1)[0].split(":", 1)[1].strip()
+    if stage == "inspect":
+        rounds = sum(1 for m in messages if m["role"] == "assistant" and m.get("tool_calls"))
+        offered = any(t["function"]["name"] == "track_motion" for t in body.get("tools", []))
+        if rounds == 0:
+            return StubReply(tool_calls=[("view_frames", {"frames": [10, 20]}),
+                                         ("view_crop", {"frame": 20, "box": [0.25, 0.25, 0.75, 0.75]})])
+        if rounds == 1 and offered:
+            return StubReply(tool_calls=[("track_motion", {"start_frame": 0, "end_frame": 32, "points": []})])
+        return StubReply(content="The extra views confirm R1 and R2.")
+    reply = agent_script()[stage][0]
+    if body.get("tools") and body.get("tool_choice"):  # function_calling: the reply is the forced tool call
+        return StubReply(tool_calls=[(body["tools"][0]["function"]["name"], reply)])
+    return json_reply(reply)
+
+
+def _serve() -> None:
+    sys.path.insert(0, str(ROOT / "tests"))
+    from openai_stub import OpenAIStub
+
+    with OpenAIStub(responder=_responder) as stub:
+        print(stub.base_url, flush=True)
+        sys.stdin.read()  # until the parent closes the pipe
+
+
+def _agent(model: object, method: str) -> object:
+    from langgraph.checkpoint.memory import InMemorySaver
+
+    from graph import AgentConfig, AgentTools, build_reward_agent
+    from graph.backbone import Backbone
+    from graph.cache import StageCache
+    from graph.context import FrameStore
+    from tools.motion import LKTracker
+
+    return build_reward_agent(AgentConfig(preset="full"),
+                              backbone=Backbone(model, method=method, cache=StageCache(None), retry_wait=(0.0, 0.0)),
+                              tools=AgentTools(tracker=LKTracker(), surprise=DiffSurprise()),
+                              checkpointer=InMemorySaver(), frame_store=FrameStore())
+
+
+def _run(agent: object, clip: str, run_id: str) -> tuple[float, int]:
+    """(event-loop thread CPU seconds, model calls) of one run."""
+    from graph.api import arun_agent
+
+    async def go() -> tuple[object, float]:
+        start = time.thread_time()
+        result = await arun_agent(agent, clip, INSTRUCTION, run_id, "full")
+        return result, time.thread_time() - start
+
+    result, loop_cpu = asyncio.run(go())
+    assert result.status == "scored", result.reasons
+    return loop_cpu, int(result.usage["calls"])
+
+
+def main() -> None:
+    if "--serve" in sys.argv:
+        _serve()
+        return
+    from langchain_openai import ChatOpenAI
+
+    from graph.schemas import Assessment
+    from graph.testing import ScriptedChatModel
+
+    server = subprocess.Popen([sys.executable, "-P", __file__, "--serve"], stdin=subprocess.PIPE,
+                              stdout=subprocess.PIPE, text=True)
+    try:
+        base_url = server.stdout.readline().strip()
+        assert base_url.startswith("http://127.0.0.1:"), base_url
+        with tempfile.TemporaryDirectory() as tmp:
+            clips = write_clips(Path(tmp), N_CLIPS)
+            kinds = {"scripted": lambda: _agent(ScriptedChatModel(agent_script()), "json_schema")}
+            for method in METHODS:
+                kinds[method] = lambda m=method: _agent(
+                    ChatOpenAI(model="stub", api_key="EMPTY", base_url=base_url, max_retries=0), m)
+            for make in kinds.values():
+                _run(make(), clips[0], "warm")  # imports, first-call costs
+            cpu: dict[str, list[float]] = {k: [] for k in kinds}
+            calls: dict[str, list[int]] = {k: [] for k in kinds}
+            for r in range(REPEATS):  # interleaved, so a slow period of the host hits every kind
+                for i, clip in enumerate(clips):
+                    for kind, make in kinds.items():
+                        loop_cpu, n = _run(make(), clip, f"{kind}-{r}-{i}")
+                        cpu[kind].append(loop_cpu)
+                        calls[kind].append(n)
+    finally:
+        server.stdin.close()
+        server.wait(timeout=30)
+    med = {k: statistics.median(v) for k, v in cpu.items()}
+    print(f"scripted_loop_cpu_per_run_s: {med['scripted']:.3f}")
+    for method in METHODS:
+        per_call = med[method] / statistics.median(calls[method])
+        print(f"{method}_loop_cpu_per_run_s: {med[method]:.3f}")
+        print(f"{method}_loop_cpu_per_call_ms: {per_call * 1000:.1f}")
+        print(f"{method}_max_runs_per_s_one_loop: {1 / med[method]:.1f}")
+    print(f"model_calls_per_run: {statistics.median(calls['json_schema']):.0f}")
+    model = ChatOpenAI(model="stub", api_key="EMPTY", base_url=base_url, max_retries=0)
+    t0 = time.perf_counter()
+    for _ in range(50):
+        model.with_structured_output(Assessment, method="json_schema", include_raw=True)
+    print(f"structured_build_ms: {(time.perf_counter() - t0) / 50 * 1000:.2f}")
+    print(f"chatopenai_over_scripted_loop_cpu: {med['json_schema'] / med['scripted']:.2f}")
+
+
+if __name__ == "__main__":
+    main()
