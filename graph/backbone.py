@@ -187,7 +187,7 @@ class Backbone:
         self.cache = cache
         self.model_name = model_name or type(model).__name__
         self.retry_wait = retry_wait
-        self._runnables: dict[tuple[type[BaseModel], str], Runnable] = {}
+        self._runnables: dict[tuple[type[BaseModel], str, int], Runnable] = {}
 
     @classmethod
     def from_settings(cls, settings: BackboneSettings, *, model: BaseChatModel | None = None,
@@ -275,10 +275,11 @@ class Backbone:
                             f"({self.method}); last: {last.message[:_ERR_CHARS]}")
 
     def _structured_runnable(self, schema: type[BaseModel]) -> Runnable:
-        """The model runnable of structured calls for `schema`, built once per (schema, method):
+        """The model runnable of structured calls for `schema`, built once per (schema, method, model):
         ChatOpenAI's `with_structured_output` converts the pydantic schema on every call (~1.7 ms for
-        Assessment, on the event loop), and runnables are immutable, so one serves every call."""
-        key = (schema, self.method)
+        Assessment, on the event loop), and runnables are immutable, so one serves every call. (The
+        cached runnable holds the model, so its id cannot be reused while the entry exists.)"""
+        key = (schema, self.method, id(self.model))
         runnable = self._runnables.get(key)
         if runnable is None:
             runnable = (self.model.bind(response_format={"type": "json_object"}) if self.method == "json_mode"
