@@ -135,3 +135,14 @@ def test_structured_runnable_is_built_once_per_schema(method: str) -> None:
     else:
         assert built == [("structured", Verdict, method), ("structured", Other, method)]
     assert len(model.calls) == 5
+
+
+def test_replacing_the_model_builds_a_new_runnable() -> None:
+    """A backbone whose model is replaced calls the new model, not a runnable cached for the old one."""
+    old = _CountingModel({"judge": [{"label": "old", "score": 1}]})
+    new = _CountingModel({"judge": [{"label": "new", "score": 2}]})
+    bb = Backbone(old, retry_wait=(0.0, 0.0))
+    assert _run(bb).label == "old"
+    bb.model = new
+    assert _run(bb).label == "new"
+    assert len(old.built) == len(new.built) == 1 and len(old.calls) == len(new.calls) == 1
