@@ -24,6 +24,7 @@ block's type against type hints computed afresh per block.
 from __future__ import annotations
 
 import asyncio
+import functools
 import statistics
 import subprocess
 import sys
@@ -40,25 +41,21 @@ REPEATS = 3
 METHODS = ("json_schema", "function_calling")
 
 
-def _responder(body: dict) -> object:
-    """The stub's reply to one request: the scripted stage reply (inspect: tool rounds as in
-    `_agent_common.inspect_reply`, decided from the OpenAI request body)."""
+def _responder(script: dict, body: dict) -> object:
+    """The stub's reply to one request: what `ScriptedChatModel` would answer for the same messages
+    (the request body read back into LangChain messages; the inspect stage's tool rounds included)."""
+    from langchain_core.messages import AIMessage, convert_to_messages
     from openai_stub import StubReply, json_reply
 
-    messages = body["messages"]
-    system = messages[0]["content"]
-    system = system if isinstance(system, str) else system[0]["text"]
-    stage = system.split("\n", 1)[0].split(":", 1)[1].strip()
-    if stage == "inspect":
-        rounds = sum(1 for m in messages if m["role"] == "assistant" and m.get("tool_calls"))
-        offered = any(t["function"]["name"] == "track_motion" for t in body.get("tools", []))
-        if rounds == 0:
-            return StubReply(tool_calls=[("view_frames", {"frames": [10, 20]}),
-                                         ("view_crop", {"frame": 20, "box": [0.25, 0.25, 0.75, 0.75]})])
-        if rounds == 1 and offered:
-            return StubReply(tool_calls=[("track_motion", {"start_frame": 0, "end_frame": 32, "points": []})])
-        return StubReply(content="The extra views confirm R1 and R2.")
-    reply = agent_script()[stage][0]
+    from graph.testing import stage_from_messages
+
+    messages = convert_to_messages(body["messages"])
+    entry = script[stage_from_messages(messages)]
+    reply = entry(messages, 0) if callable(entry) else entry[0]
+    if isinstance(reply, AIMessage):
+        return StubReply(tool_calls=[(c["name"], c["args"]) for c in reply.tool_calls], content=reply.text or None)
+    if isinstance(reply, str):
+        return StubReply(content=reply)
     if body.get("tools") and body.get("tool_choice"):  # function_calling: the reply is the forced tool call
         return StubReply(tool_calls=[(body["tools"][0]["function"]["name"], reply)])
     return json_reply(reply)
@@ -68,7 +65,7 @@ def _serve() -> None:
     sys.path.insert(0, str(ROOT / "tests"))
     from openai_stub import OpenAIStub
 
-    with OpenAIStub(responder=_responder) as stub:
+    with OpenAIStub(responder=functools.partial(_responder, agent_script())) as stub:
         print(stub.base_url, flush=True)
         sys.stdin.read()  # until the parent closes the pipe
 
