@@ -11,11 +11,16 @@ backbone that behaves the same for every clip, and a cheap stand-in surprise sco
   not the world model. It computes the differences with cv2.norm on uint8 frame pairs: an earlier
   float32 numpy version allocated ~80 MB of temporaries per clip and, through page faults, cost
   ~50 ms CPU per run, a third of what the benchmarks attributed to the agent (values agree to 1e-9).
+- `stub_server()` serves `agent_script()` from the OpenAI-compatible stub of `tests/openai_stub.py`
+  in a subprocess (its CPU is not the measured process's), for benchmarks of the real `ChatOpenAI` path.
 """
 
 from __future__ import annotations
 
+import contextlib
+import subprocess
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -117,3 +122,32 @@ def sequential_calls(stages: list[str]) -> int:
 
 if __name__ == "__main__":  # `make bench` runs every file; this one only holds helpers
     pass
+
+
+@contextlib.contextmanager
+def stub_server() -> Iterator[str]:
+    """Base URL of an OpenAI-compatible stub answering like `ScriptedChatModel(agent_script())`, served
+    from a subprocess until the block ends."""
+    server = subprocess.Popen([sys.executable, "-P", __file__, "--serve"], stdin=subprocess.PIPE,
+                              stdout=subprocess.PIPE, text=True)
+    try:
+        base_url = server.stdout.readline().strip()
+        if not base_url.startswith("http://127.0.0.1:"):
+            raise RuntimeError(f"stub server did not start: {base_url!r}")
+        yield base_url
+    finally:
+        server.stdin.close()
+        server.wait(timeout=30)
+
+
+def _serve() -> None:
+    sys.path.insert(0, str(ROOT / "tests"))
+    from openai_stub import OpenAIStub, script_responder
+
+    with OpenAIStub(responder=script_responder(agent_script())) as stub:
+        print(stub.base_url, flush=True)
+        sys.stdin.read()  # until the parent closes the pipe
+
+
+if __name__ == "__main__" and "--serve" in sys.argv:
+    _serve()

@@ -24,9 +24,7 @@ block's type against type hints computed afresh per block.
 from __future__ import annotations
 
 import asyncio
-import functools
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
@@ -34,40 +32,11 @@ from pathlib import Path
 
 # Run with `python -P` (see README): benchmarks/ goes last so benchmarks/tools.py never shadows `tools`.
 sys.path.append(str(Path(__file__).resolve().parent))
-from _agent_common import INSTRUCTION, ROOT, DiffSurprise, agent_script, write_clips  # noqa: E402
+from _agent_common import INSTRUCTION, DiffSurprise, agent_script, stub_server, write_clips  # noqa: E402
 
 N_CLIPS = 4
 REPEATS = 3
 METHODS = ("json_schema", "function_calling")
-
-
-def _responder(script: dict, body: dict) -> object:
-    """The stub's reply to one request: what `ScriptedChatModel` would answer for the same messages
-    (the request body read back into LangChain messages; the inspect stage's tool rounds included)."""
-    from langchain_core.messages import AIMessage, convert_to_messages
-    from openai_stub import StubReply, json_reply
-
-    from graph.testing import stage_from_messages
-
-    messages = convert_to_messages(body["messages"])
-    entry = script[stage_from_messages(messages)]
-    reply = entry(messages, 0) if callable(entry) else entry[0]
-    if isinstance(reply, AIMessage):
-        return StubReply(tool_calls=[(c["name"], c["args"]) for c in reply.tool_calls], content=reply.text or None)
-    if isinstance(reply, str):
-        return StubReply(content=reply)
-    if body.get("tools") and body.get("tool_choice"):  # function_calling: the reply is the forced tool call
-        return StubReply(tool_calls=[(body["tools"][0]["function"]["name"], reply)])
-    return json_reply(reply)
-
-
-def _serve() -> None:
-    sys.path.insert(0, str(ROOT / "tests"))
-    from openai_stub import OpenAIStub
-
-    with OpenAIStub(responder=functools.partial(_responder, agent_script())) as stub:
-        print(stub.base_url, flush=True)
-        sys.stdin.read()  # until the parent closes the pipe
 
 
 def _agent(model: object, method: str) -> object:
@@ -100,38 +69,28 @@ def _run(agent: object, clip: str, run_id: str) -> tuple[float, int]:
 
 
 def main() -> None:
-    if "--serve" in sys.argv:
-        _serve()
-        return
     from langchain_openai import ChatOpenAI
 
     from graph.schemas import Assessment
     from graph.testing import ScriptedChatModel
 
-    server = subprocess.Popen([sys.executable, "-P", __file__, "--serve"], stdin=subprocess.PIPE,
-                              stdout=subprocess.PIPE, text=True)
-    try:
-        base_url = server.stdout.readline().strip()
-        assert base_url.startswith("http://127.0.0.1:"), base_url
-        with tempfile.TemporaryDirectory() as tmp:
-            clips = write_clips(Path(tmp), N_CLIPS)
-            kinds = {"scripted": lambda: _agent(ScriptedChatModel(agent_script()), "json_schema")}
-            for method in METHODS:
-                kinds[method] = lambda m=method: _agent(
-                    ChatOpenAI(model="stub", api_key="EMPTY", base_url=base_url, max_retries=0), m)
-            for make in kinds.values():
-                _run(make(), clips[0], "warm")  # imports, first-call costs
-            cpu: dict[str, list[float]] = {k: [] for k in kinds}
-            calls: dict[str, list[int]] = {k: [] for k in kinds}
-            for r in range(REPEATS):  # interleaved, so a slow period of the host hits every kind
-                for i, clip in enumerate(clips):
-                    for kind, make in kinds.items():
-                        loop_cpu, n = _run(make(), clip, f"{kind}-{r}-{i}")
-                        cpu[kind].append(loop_cpu)
-                        calls[kind].append(n)
-    finally:
-        server.stdin.close()
-        server.wait(timeout=30)
+    with stub_server() as base_url, tempfile.TemporaryDirectory() as tmp:
+        clips = write_clips(Path(tmp), N_CLIPS)
+        kinds = {"scripted": lambda: _agent(ScriptedChatModel(agent_script()), "json_schema")}
+        for method in METHODS:
+            kinds[method] = lambda m=method: _agent(
+                ChatOpenAI(model="stub", api_key="EMPTY", base_url=base_url, max_retries=0), m)
+        for make in kinds.values():
+            _run(make(), clips[0], "warm")  # imports, first-call costs
+        cpu: dict[str, list[float]] = {k: [] for k in kinds}
+        calls: dict[str, list[int]] = {k: [] for k in kinds}
+        for r in range(REPEATS):  # interleaved, so a slow period of the host hits every kind
+            for i, clip in enumerate(clips):
+                for kind, make in kinds.items():
+                    loop_cpu, n = _run(make(), clip, f"{kind}-{r}-{i}")
+                    cpu[kind].append(loop_cpu)
+                    calls[kind].append(n)
+        model = ChatOpenAI(model="stub", api_key="EMPTY", base_url=base_url, max_retries=0)
     med = {k: statistics.median(v) for k, v in cpu.items()}
     print(f"scripted_loop_cpu_per_run_s: {med['scripted']:.3f}")
     for method in METHODS:
@@ -140,7 +99,6 @@ def main() -> None:
         print(f"{method}_loop_cpu_per_call_ms: {per_call * 1000:.1f}")
         print(f"{method}_max_runs_per_s_one_loop: {1 / med[method]:.1f}")
     print(f"model_calls_per_run: {statistics.median(calls['json_schema']):.0f}")
-    model = ChatOpenAI(model="stub", api_key="EMPTY", base_url=base_url, max_retries=0)
     t0 = time.perf_counter()
     for _ in range(50):
         model.with_structured_output(Assessment, method="json_schema", include_raw=True)

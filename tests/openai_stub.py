@@ -135,3 +135,31 @@ class OpenAIStub:
         if self._server is not None:
             self._server.shutdown()
             self._server.server_close()
+
+
+def script_responder(script: dict[str, Any]) -> Callable[[dict[str, Any]], StubReply]:
+    """A stub `responder` answering like `graph.testing.ScriptedChatModel(script)` would, without state
+    shared between requests (so concurrent runs, or runs in other processes, can use one stub): the
+    request body is read back into LangChain messages, the stage comes from its `# stage:` line, and a
+    list entry's k-th reply is chosen by k = the assistant messages already in the conversation (the
+    inspect stage's tool rounds). A structured reply becomes the forced tool call when the request
+    forces one (function_calling), else JSON content."""
+    from langchain_core.messages import AIMessage, convert_to_messages
+
+    from graph.testing import stage_from_messages
+
+    def respond(body: dict[str, Any]) -> StubReply:
+        messages = convert_to_messages(body["messages"])
+        k = sum(isinstance(m, AIMessage) for m in messages)
+        entry = script[stage_from_messages(messages)]
+        reply = entry(messages, k) if callable(entry) else entry[min(k, len(entry) - 1)]
+        if isinstance(reply, AIMessage):
+            return StubReply(tool_calls=[(c["name"], c["args"]) for c in reply.tool_calls],
+                             content=reply.text or None)
+        if isinstance(reply, str):
+            return StubReply(content=reply)
+        if body.get("tools") and body.get("tool_choice"):
+            return StubReply(tool_calls=[(body["tools"][0]["function"]["name"], reply)])
+        return json_reply(reply)
+
+    return respond
