@@ -8,14 +8,10 @@ Decisions where the issue was silent:
 - Exit codes: 0 = a result was produced (scored or zero); 3 = `raa score` produced an ineligible
   result (reward None, reasons printed); 2 = configuration / input error; 1 = unknown run id.
 - `raa score --json` prints only the RewardResult JSON on stdout (the trace hint goes to stderr).
-- `score-batch` rows: {"key", "line", "path", "instruction", "preset", "manifest": other manifest
-  fields, "result": RewardResult}. The key is sha256 of (resolved path, instruction, preset); rows
-  already in the output file are skipped, so an interrupted batch resumes where it stopped. A torn
-  last line (crash mid-write) is ignored and its item re-run. A manifest line that is not valid JSON
-  or lacks path/instruction gets its own ineligible row (kind "input") without calling the model.
-- Each batch item is one `graph.api.arun_agent` call (never raises; an escaping error becomes an
-  ineligible result) under a semaphore of `--concurrency`, with an AsyncSqliteSaver as checkpointer,
-  so rows are appended as runs finish and traces stay readable.
+- `score-batch`: rows, resume keys and bad manifest lines are described in `graph.batch`; runs use an
+  AsyncSqliteSaver as checkpointer, so rows are appended as runs finish and traces stay readable.
+  `--processes N` (N > 1) spreads the runs over worker processes (`graph.batch_procs`); those build
+  the chat model with `graph.backbone.default_chat_model`, not with `make_chat_model`.
 - The agent's nodes are async, so `--stream` uses `agent.astream(..., stream_mode="updates")` and
   prints one line per node update on stderr.
 - The CLI builds the Backbone itself (`Backbone.from_settings`) so the on-disk stage cache
@@ -26,8 +22,6 @@ Decisions where the issue was silent:
 from __future__ import annotations
 
 import asyncio
-import hashlib
-import json
 import uuid
 from pathlib import Path
 from typing import Any
@@ -38,9 +32,9 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from graph.backbone import Backbone, default_chat_model
-from graph.cache import StageCache
-from graph.settings import BackboneSettings, SettingsError, TraceDurability
+from graph.backbone import default_chat_model
+from graph.batch import ineligible_result
+from graph.settings import BackboneSettings, SettingsError
 from graph.tracing import (
     RunNotFoundError,
     describe_update,
@@ -72,17 +66,21 @@ def _settings_or_exit(require_endpoint: bool) -> BackboneSettings:
     return settings
 
 
-def _build_agent(settings: BackboneSettings, preset: str, checkpointer: Any) -> Any:
-    from graph import AgentConfig, build_reward_agent  # deferred: the agent graph is heavy to import
+def _check_preset(preset: str) -> None:
+    from graph import AgentConfig  # deferred: the agent graph is heavy to import
 
     try:
-        config = AgentConfig(preset=preset)  # type: ignore[arg-type]
+        AgentConfig(preset=preset)  # type: ignore[arg-type]
     except ValueError as exc:
         typer.echo(f"error: {exc}", err=True)
         raise typer.Exit(2) from exc
-    backbone = Backbone.from_settings(settings, model=make_chat_model(settings),
-                                      cache=StageCache(settings.cache_path))
-    return build_reward_agent(config, backbone=backbone, checkpointer=checkpointer, settings=settings)
+
+
+def _build_agent(settings: BackboneSettings, preset: str, checkpointer: Any) -> Any:
+    from graph.batch import build_batch_agent
+
+    _check_preset(preset)
+    return build_batch_agent(settings, preset, checkpointer, make_chat_model(settings))
 
 
 def _result_table(result: Any) -> Table:
@@ -137,120 +135,55 @@ async def _score_one(settings: BackboneSettings, preset: str, video: str, instru
                 for node, update in chunk.items():
                     typer.echo(describe_update(node, update), err=True)
         except Exception as exc:  # nodes turn failures into faults; this is the last line of defence
-            return _ineligible({"preset": preset}, f"agent: {type(exc).__name__}: {exc}", run_id)
+            return ineligible_result(preset, f"agent: {type(exc).__name__}: {exc}", run_id)
         result = (await agent.aget_state(cfg)).values.get("result")
-        return result if result is not None else _ineligible({"preset": preset}, "agent: run ended without a result",
-                                                             run_id)
+        return result if result is not None else ineligible_result(preset, "agent: run ended without a result", run_id)
 
 
 # ---------------------------------------------------------------------------------------------- batch
-def item_key(path: str, instruction: str, preset: str) -> str:
-    """Resume key of one batch item."""
-    return hashlib.sha256(json.dumps([path, instruction, preset]).encode()).hexdigest()[:32]
-
-
-def read_manifest(manifest: Path, preset: str) -> list[dict[str, Any]]:
-    """Manifest rows as batch items; a bad line becomes an item carrying an `error`."""
-    base = manifest.resolve().parent
-    items = []
-    for number, line in enumerate(manifest.read_text(encoding="utf-8").splitlines(), start=1):
-        if not line.strip():
-            continue
-        try:
-            row = json.loads(line)
-            if not isinstance(row, dict):
-                raise ValueError("a manifest line must be a JSON object")
-            path, instruction = row.get("path"), row.get("instruction")
-            if not isinstance(path, str) or not path or not isinstance(instruction, str):
-                raise ValueError("a manifest row needs string fields 'path' and 'instruction'")
-            error = None
-        except ValueError as exc:
-            row, path, instruction, error = {}, f"<line {number}>", "", f"manifest line {number}: {exc}"
-        resolved = str((base / path).resolve()) if error is None else path
-        extra = {k: v for k, v in row.items() if k not in ("path", "instruction")}
-        items.append({"key": item_key(resolved, instruction, preset), "line": number, "path": resolved,
-                      "instruction": instruction, "preset": preset, "manifest": extra, "error": error})
-    return items
-
-
-def done_keys(out: Path) -> set[str]:
-    """Keys of the rows already in the output file (torn or malformed lines are ignored)."""
-    if not out.exists():
-        return set()
-    keys = set()
-    for line in out.read_text(encoding="utf-8").splitlines():
-        try:
-            row = json.loads(line)
-        except ValueError:
-            continue
-        if isinstance(row, dict) and isinstance(row.get("key"), str):
-            keys.add(row["key"])
-    return keys
-
-
-def _ineligible(item: dict[str, Any], reason: str, run_id: str = "") -> Any:
-    from graph.schemas import RewardResult
-
-    return RewardResult(reward=None, status="ineligible", reasons=[reason], run_id=run_id, preset=item["preset"])
-
-
-async def _run_batch(agent: Any, items: list[dict[str, Any]], out: Path, concurrency: int,
-                     progress: Progress, durability: TraceDurability) -> dict[str, int]:
-    from graph.api import arun_agent
-
-    sem = asyncio.Semaphore(concurrency)
-    counts = {"scored": 0, "zero": 0, "ineligible": 0}
-    task = progress.add_task("scoring", total=len(items))
-    if out.exists() and out.stat().st_size and not out.read_bytes().endswith(b"\n"):
-        with out.open("a", encoding="utf-8") as fh:  # close a torn last line before appending
-            fh.write("\n")
-
-    async def one(item: dict[str, Any]) -> None:
-        run_id = f"run-{uuid.uuid4().hex[:12]}"
-        if item["error"] is not None:
-            result = _ineligible(item, f"input: {item['error']}")
-        else:
-            async with sem:
-                result = await arun_agent(agent, item["path"], item["instruction"], run_id, item["preset"],
-                                          durability=durability)
-        row = {k: item[k] for k in ("key", "line", "path", "instruction", "preset", "manifest")}
-        row["result"] = result.model_dump(mode="json")
-        with out.open("a", encoding="utf-8") as fh:
-            fh.write(json.dumps(row) + "\n")
-        counts[result.status] += 1
-        progress.advance(task)
-
-    await asyncio.gather(*(one(item) for item in items))
-    return counts
-
-
 def score_batch_command(
     manifest: Path = typer.Argument(..., help="manifest.jsonl with rows {path, instruction, ...}."),
     out: Path = typer.Option(Path("results.jsonl"), "--out", help="JSONL output (appended; resumable)."),
-    concurrency: int = typer.Option(16, "--concurrency", min=1, max=256, help="Runs in flight at once."),
+    concurrency: int = typer.Option(16, "--concurrency", min=1, max=256,
+                                    help="Runs in flight at once (over all processes)."),
     preset: str = typer.Option("full", "--preset", help="Agent preset (paper Table 2)."),
+    processes: int = typer.Option(1, "--processes", min=1, max=64,
+                                  help="Worker processes (1: score in this process)."),
 ) -> None:
     """Score every clip of a manifest; items already in the output are skipped."""
+    from graph.batch import RowWriter, done_keys, read_manifest, run_batch
+
     settings = _settings_or_exit(require_endpoint=True)
     if not manifest.is_file():
         typer.echo(f"error: manifest not found: {manifest}", err=True)
         raise typer.Exit(2)
+    _check_preset(preset)
     settings.ensure_parent_dirs()
-    out.parent.mkdir(parents=True, exist_ok=True)
     items = read_manifest(manifest, preset)
     done = done_keys(out)
     todo = [it for it in items if it["key"] not in done]
     typer.echo(f"{len(items)} items, {len(items) - len(todo)} already in {out}, {len(todo)} to score", err=True)
+    columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn())
+    with Progress(*columns, console=_err) as progress:
+        task = progress.add_task("scoring", total=len(todo))
+        writer = RowWriter(out, on_row=lambda: progress.advance(task))
+        if todo and processes > 1:
+            from graph.batch_procs import BatchError, run_batch_processes
 
-    async def main() -> dict[str, int]:
-        async with open_async_saver(settings.traces_path) as saver:
-            agent = _build_agent(settings, preset, saver)
-            columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn())
-            with Progress(*columns, console=_err) as progress:
-                return await _run_batch(agent, todo, out, concurrency, progress, settings.trace_durability)
+            try:
+                run_batch_processes(todo, writer, settings=settings, preset=preset, processes=processes,
+                                    concurrency=concurrency, durability=settings.trace_durability)
+            except BatchError as exc:
+                typer.echo(f"error: {exc}", err=True)
+                raise typer.Exit(2) from exc
+        elif todo:
+            async def main() -> None:
+                async with open_async_saver(settings.traces_path) as saver:
+                    agent = _build_agent(settings, preset, saver)
+                    await run_batch(agent, todo, writer, concurrency, settings.trace_durability)
 
-    counts = asyncio.run(main()) if todo else {"scored": 0, "zero": 0, "ineligible": 0}
-    typer.echo(" ".join(f"{k}={v}" for k, v in counts.items()) + f"  -> {out}", err=True)
+            asyncio.run(main())
+    typer.echo(" ".join(f"{k}={v}" for k, v in writer.counts.items()) + f"  -> {out}", err=True)
 
 
 # ---------------------------------------------------------------------------------------------- traces

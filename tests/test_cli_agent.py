@@ -76,7 +76,7 @@ def test_trace_unknown_run_exits_1(monkeypatch, tmp_path) -> None:
 
 
 def test_read_manifest_and_resume_keys(tmp_path) -> None:
-    from graph.commands import done_keys, item_key, read_manifest
+    from graph.batch import done_keys, item_key, read_manifest
 
     (tmp_path / "m.jsonl").write_text('{"path": "a.mp4", "instruction": "x", "label": "ordinary"}\n\n'
                                       'not json\n{"path": "b.mp4"}\n')

@@ -1,0 +1,150 @@
+"""Batch scoring of a manifest (`raa score-batch`): items, resume keys, output rows, the in-process runner.
+
+A manifest is JSONL with rows `{"path", "instruction", ...}`; paths are relative to the manifest's
+folder. Output rows: {"key", "line", "path", "instruction", "preset", "manifest": other manifest
+fields, "result": RewardResult}, one per line, appended as runs finish.
+
+Decisions where the issue was silent:
+- The key is sha256 of (resolved path, instruction, preset); rows already in the output file are
+  skipped, so an interrupted batch resumes where it stopped. A torn last line (crash mid-write) is
+  ignored and its item re-run; the next append starts on a fresh line.
+- A manifest line that is not valid JSON or lacks path/instruction gets its own ineligible row (kind
+  "input") without calling the model.
+- Each item is one `graph.api.arun_agent` call (never raises; an escaping error becomes an
+  ineligible result) under a semaphore of `concurrency`; `run_batch` here runs them in this process,
+  `graph.batch_procs.run_batch_processes` spreads them over worker processes.
+- Only the process that owns the output file writes to it (`RowWriter`), one `write` per row.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import json
+import uuid
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from graph.settings import BackboneSettings, TraceDurability
+
+ROW_FIELDS = ("key", "line", "path", "instruction", "preset", "manifest")
+"""Fields of a batch item copied into its output row (next to "result")."""
+
+
+def item_key(path: str, instruction: str, preset: str) -> str:
+    """Resume key of one batch item."""
+    return hashlib.sha256(json.dumps([path, instruction, preset]).encode()).hexdigest()[:32]
+
+
+def read_manifest(manifest: Path, preset: str) -> list[dict[str, Any]]:
+    """Manifest rows as batch items; a bad line becomes an item carrying an `error`."""
+    base = manifest.resolve().parent
+    items = []
+    for number, line in enumerate(manifest.read_text(encoding="utf-8").splitlines(), start=1):
+        if not line.strip():
+            continue
+        try:
+            row = json.loads(line)
+            if not isinstance(row, dict):
+                raise ValueError("a manifest line must be a JSON object")
+            path, instruction = row.get("path"), row.get("instruction")
+            if not isinstance(path, str) or not path or not isinstance(instruction, str):
+                raise ValueError("a manifest row needs string fields 'path' and 'instruction'")
+            error = None
+        except ValueError as exc:
+            row, path, instruction, error = {}, f"<line {number}>", "", f"manifest line {number}: {exc}"
+        resolved = str((base / path).resolve()) if error is None else path
+        extra = {k: v for k, v in row.items() if k not in ("path", "instruction")}
+        items.append({"key": item_key(resolved, instruction, preset), "line": number, "path": resolved,
+                      "instruction": instruction, "preset": preset, "manifest": extra, "error": error})
+    return items
+
+
+def done_keys(out: Path) -> set[str]:
+    """Keys of the rows already in the output file (torn or malformed lines are ignored)."""
+    if not out.exists():
+        return set()
+    keys = set()
+    for line in out.read_text(encoding="utf-8").splitlines():
+        try:
+            row = json.loads(line)
+        except ValueError:
+            continue
+        if isinstance(row, dict) and isinstance(row.get("key"), str):
+            keys.add(row["key"])
+    return keys
+
+
+def ineligible_result(preset: str, reason: str, run_id: str = "") -> Any:
+    """An ineligible RewardResult (reward None) carrying `reason`."""
+    from graph.schemas import RewardResult
+
+    return RewardResult(reward=None, status="ineligible", reasons=[reason], run_id=run_id, preset=preset)
+
+
+def result_line(item: dict[str, Any], result: Any) -> str:
+    """The output row of `item` scored as `result` (a RewardResult), as one JSON line without newline."""
+    row = {k: item[k] for k in ROW_FIELDS}
+    row["result"] = result.model_dump(mode="json")
+    return json.dumps(row)
+
+
+class RowWriter:
+    """Appends output rows to the JSONL file and counts them by result status."""
+
+    def __init__(self, out: Path, on_row: Callable[[], None] | None = None) -> None:
+        self.out = out
+        self.on_row = on_row
+        self.counts = {"scored": 0, "zero": 0, "ineligible": 0}
+        out.parent.mkdir(parents=True, exist_ok=True)
+        if out.exists() and out.stat().st_size and not out.read_bytes().endswith(b"\n"):
+            with out.open("a", encoding="utf-8") as fh:  # close a torn last line before appending
+                fh.write("\n")
+
+    def write(self, line: str, status: str) -> None:
+        """Append one row (`result_line` output) whose result has `status`."""
+        with self.out.open("a", encoding="utf-8") as fh:
+            fh.write(line + "\n")
+        self.counts[status] += 1
+        if self.on_row is not None:
+            self.on_row()
+
+
+def build_batch_agent(settings: BackboneSettings, preset: str, checkpointer: Any, chat_model: Any) -> Any:
+    """The agent a batch runs: `preset`, a Backbone from `settings` around `chat_model` with the on-disk
+    stage cache (`settings.cache_path`), default tools. Raises ValueError for an unknown preset."""
+    from graph import AgentConfig, build_reward_agent  # deferred: the agent graph is heavy to import
+    from graph.backbone import Backbone
+    from graph.cache import StageCache
+
+    config = AgentConfig(preset=preset)  # type: ignore[arg-type]
+    backbone = Backbone.from_settings(settings, model=chat_model, cache=StageCache(settings.cache_path))
+    return build_reward_agent(config, backbone=backbone, checkpointer=checkpointer, settings=settings)
+
+
+async def score_item(agent: Any, item: dict[str, Any], durability: TraceDurability) -> Any:
+    """RewardResult of one batch item (never raises): a bad manifest line is ineligible without a run."""
+    from graph.api import arun_agent
+
+    if item["error"] is not None:
+        return ineligible_result(item["preset"], f"input: {item['error']}")
+    run_id = f"run-{uuid.uuid4().hex[:12]}"
+    return await arun_agent(agent, item["path"], item["instruction"], run_id, item["preset"], durability=durability)
+
+
+async def run_batch(agent: Any, items: list[dict[str, Any]], writer: RowWriter, concurrency: int,
+                    durability: TraceDurability) -> dict[str, int]:
+    """Score `items` in this process, at most `concurrency` runs at once; rows are written as runs finish."""
+    sem = asyncio.Semaphore(concurrency)
+
+    async def one(item: dict[str, Any]) -> None:
+        if item["error"] is not None:
+            result = await score_item(agent, item, durability)
+        else:
+            async with sem:
+                result = await score_item(agent, item, durability)
+        writer.write(result_line(item, result), result.status)
+
+    await asyncio.gather(*(one(item) for item in items))
+    return writer.counts

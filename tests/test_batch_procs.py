@@ -1,0 +1,132 @@
+"""`raa score-batch --processes N`: runs spread over spawned worker processes (graph.batch_procs).
+
+The workers build the real `ChatOpenAI` client, so every test here runs against the local
+OpenAI-compatible stub server (`tests/openai_stub.py`) answering like the scripted model would.
+"""
+
+from __future__ import annotations
+
+import json
+import multiprocessing as mp
+import os
+import signal
+
+import pytest
+from typer.testing import CliRunner
+
+from graph.cli import app
+from tests.openai_stub import OpenAIStub, StubReply, script_responder
+from tests.test_cli_agent import _env
+
+runner = CliRunner()
+INSTRUCTION = "push the red block to the right"
+
+
+def _manifest(tmp_path, rows: list[dict], tail: str = "") -> object:
+    manifest = tmp_path / "manifest.jsonl"
+    manifest.write_text("\n".join(json.dumps(r) for r in rows) + "\n" + tail)
+    return manifest
+
+
+def _rows(out) -> dict[int, dict]:
+    return {r["line"]: r for r in (json.loads(line) for line in out.read_text().splitlines())}
+
+
+def test_processes_score_every_item_into_one_output_and_trace_db(monkeypatch, tmp_path) -> None:
+    from graph.tracing import open_saver, read_trace
+    from tests.graph_scripts import full_script, garbage_file, moving_square
+
+    for i in range(4):
+        moving_square(tmp_path / f"c{i}.mp4", seed=i)
+    garbage_file(tmp_path / "bad.mp4")
+    rows = [{"path": f"c{i}.mp4", "instruction": INSTRUCTION, "n": i} for i in range(4)]
+    extra = [{"path": "c0.mp4", "instruction": INSTRUCTION, "n": 0},  # a repeated line is a second run
+             {"path": "bad.mp4", "instruction": INSTRUCTION}]
+    manifest = _manifest(tmp_path, rows + extra, "{broken\n")
+    out = tmp_path / "out" / "results.jsonl"
+    args = ["score-batch", str(manifest), "--out", str(out), "--concurrency", "3", "--preset", "visual_verify",
+            "--processes", "2"]
+    with OpenAIStub(responder=script_responder(full_script())) as stub:
+        _env(monkeypatch, tmp_path, stub.base_url)
+        res = runner.invoke(app, args)
+        assert res.exit_code == 0, res.output
+        got = _rows(out)
+        assert sorted(got) == [1, 2, 3, 4, 5, 6, 7]
+        for line in (1, 2, 3, 4, 5):
+            result = got[line]["result"]
+            assert result["status"] == "scored" and result["reward"] is not None, result
+            assert got[line]["manifest"] == {"n": (line - 1) % 4}
+            trace = read_trace(open_saver(tmp_path / "traces.sqlite"), result["run_id"])
+            assert [s["node"] for s in trace.steps][-1] == "gate"  # both workers wrote to the one trace DB
+        assert got[1]["result"]["run_id"] != got[5]["result"]["run_id"]
+        assert got[6]["result"]["reward"] is None and "bad.mp4" in " ".join(got[6]["result"]["reasons"])
+        assert got[7]["result"]["reward"] is None and got[7]["result"]["reasons"][0].startswith("input:")
+        assert "scored=5 zero=0 ineligible=2" in res.output
+        observes = [b for b in stub.requests if "# stage: observe" in json.dumps(b["messages"][0])]
+        assert len(observes) >= 4  # every clip's frames went to the model server (the repeat may hit the cache)
+        res = runner.invoke(app, args)  # resume: nothing left
+    assert res.exit_code == 0 and "0 to score" in res.output and len(out.read_text().splitlines()) == 7
+
+
+def test_a_clip_that_kills_its_worker_gets_an_ineligible_row_and_the_batch_goes_on(monkeypatch, tmp_path) -> None:
+    from tests.graph_scripts import full_script, moving_square
+
+    for i in range(3):
+        moving_square(tmp_path / f"c{i}.mp4", seed=i)
+    rows = [{"path": "c0.mp4", "instruction": INSTRUCTION}, {"path": "c1.mp4", "instruction": "POISON " + INSTRUCTION},
+            {"path": "c2.mp4", "instruction": INSTRUCTION}]
+    manifest = _manifest(tmp_path, rows)
+    out = tmp_path / "results.jsonl"
+    answer = script_responder(full_script())
+    poisoned: list[int] = []
+
+    def responder(body: dict) -> StubReply:
+        if "POISON" in json.dumps(body):  # crash the worker like a decoder segfault would (one run in flight)
+            for child in mp.active_children():
+                poisoned.append(child.pid)
+                os.kill(child.pid, signal.SIGKILL)
+            return StubReply(status=500)
+        return answer(body)
+
+    with OpenAIStub(responder=responder) as stub:
+        _env(monkeypatch, tmp_path, stub.base_url)
+        res = runner.invoke(app, ["score-batch", str(manifest), "--out", str(out), "--concurrency", "1",
+                                  "--preset", "visual_verify", "--processes", "2"])
+    assert res.exit_code == 0, res.output
+    got = _rows(out)
+    assert sorted(got) == [1, 2, 3]
+    assert got[1]["result"]["status"] == got[3]["result"]["status"] == "scored"
+    bad = got[2]["result"]
+    assert bad["reward"] is None and bad["status"] == "ineligible"
+    assert "worker process" in bad["reasons"][0] and "signal 9" in bad["reasons"][0] and "2 attempts" in bad["reasons"][0]
+    assert len(poisoned) >= 2  # killed on the first attempt and again on the retry
+
+
+def test_no_worker_can_start_raises_and_leaves_items_for_resume(tmp_path) -> None:
+    from graph.batch import RowWriter
+    from graph.batch_procs import BatchError, run_batch_processes
+    from graph.settings import BackboneSettings
+
+    (tmp_path / "a_file").write_text("not a folder")
+    settings = BackboneSettings(base_url="http://127.0.0.1:9/v1", model="m", api_key="EMPTY", cache_path=None,
+                                traces_path=str(tmp_path / "a_file" / "traces.sqlite"))
+    items = [{"key": "k1", "line": 1, "path": str(tmp_path / "c.mp4"), "instruction": "x", "preset": "direct",
+              "manifest": {}, "error": None},
+             {"key": "k2", "line": 2, "path": "<line 2>", "instruction": "", "preset": "direct", "manifest": {},
+              "error": "manifest line 2: bad"}]
+    writer = RowWriter(tmp_path / "out.jsonl")
+    with pytest.raises(BatchError, match="no batch worker process could start: .*a_file"):
+        run_batch_processes(items, writer, settings=settings, preset="direct", processes=2, concurrency=2)
+    lines = (tmp_path / "out.jsonl").read_text().splitlines()
+    assert [json.loads(x)["key"] for x in lines] == ["k2"]  # the bad line's row; k1 stays for the resume
+
+
+def test_invalid_arguments_are_rejected(tmp_path) -> None:
+    from graph.batch import RowWriter
+    from graph.batch_procs import exit_text, run_batch_processes
+    from graph.settings import BackboneSettings
+
+    with pytest.raises(ValueError, match="processes and concurrency"):
+        run_batch_processes([], RowWriter(tmp_path / "o.jsonl"), settings=BackboneSettings(), preset="full",
+                            processes=0, concurrency=1)
+    assert exit_text(-9) == "signal 9" and exit_text(1) == "exit code 1" and exit_text(None) == "no exit status"
