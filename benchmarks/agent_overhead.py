@@ -9,7 +9,12 @@ the run touched (union of its steps' frame indices) and JPEG-encode as many imag
 distinct data URLs (full frames at the agent's long side and quality). Target <= 2.0.
 Everything else (LangGraph, pydantic, prompts, stage keys, checkpoints, LK tracking, surprise) is overhead.
 
-Diagnostics: `cpu_per_clip_s` (process CPU time of the run, all threads) and
+Diagnostics:
+- `tracks_free_over_frame_work`: the same runs when the motion tracks cost nothing (the tracker
+  replays tracks it computed in an untimed earlier run of the clip), interleaved with the measured
+  runs. It bounds what any faster or offloaded tracker (another thread, a process, the tool service)
+  could give: 2.4-2.8 on the 2-core VM, so the rest of the run alone is above the target.
+- `cpu_per_clip_s` (process CPU time of the run, all threads) and
 `cpu_floor_over_frame_work` = cpu_per_clip_s / cores / frame_work_s: the ratio no scheduling could
 beat on this machine (every core busy for the whole run). When it is above the target, the target
 needs less CPU per run, not more overlap. The floor is optimistic: the event loop's Python (~30 ms a
@@ -42,7 +47,24 @@ REPEATS = 3
 LONG_SIDE, QUALITY = 512, 85
 
 
-def _run_clip(clip: str, db: Path, run_id: str) -> tuple[float, object, tuple]:
+class ReplayTracker:
+    """MotionTracker that computes each distinct request once with LK and replays it afterwards."""
+
+    def __init__(self) -> None:
+        from tools.motion import LKTracker
+
+        self.lk = LKTracker()
+        self.memo: dict[tuple, object] = {}
+
+    def track(self, frames, *, grid_size=None, queries=None):  # noqa: ANN001, ANN201 (protocol)
+        key = (frames.shape, frames[:, ::16, ::16].tobytes(), grid_size,
+               None if queries is None else queries.tobytes())
+        if key not in self.memo:
+            self.memo[key] = self.lk.track(frames, grid_size=grid_size, queries=queries)
+        return self.memo[key]
+
+
+def _run_clip(clip: str, db: Path, run_id: str, tracker: object = None) -> tuple[float, object, tuple]:
     from graph import AgentConfig, AgentTools, build_reward_agent
     from graph.api import arun_agent
     from graph.backbone import Backbone
@@ -55,7 +77,7 @@ def _run_clip(clip: str, db: Path, run_id: str) -> tuple[float, object, tuple]:
     model = ScriptedChatModel(agent_script())
     agent = build_reward_agent(AgentConfig(preset="full"),
                                backbone=Backbone(model, cache=StageCache(None), retry_wait=(0.0, 0.0)),
-                               tools=AgentTools(tracker=LKTracker(), surprise=DiffSurprise()),
+                               tools=AgentTools(tracker=tracker or LKTracker(), surprise=DiffSurprise()),
                                checkpointer=default_checkpointer(db),
                                frame_store=FrameStore(long_side=LONG_SIDE, quality=QUALITY))
     t0, c0 = time.perf_counter(), time.process_time()
@@ -76,12 +98,18 @@ def _frame_work(clip: str, indices: list[int], n_images: int) -> float:
 
 
 def main() -> None:
-    walls, works, images, touched, cpus = [], [], [], [], []
+    walls, works, images, touched, cpus, free_walls = [], [], [], [], [], []
+    replay = ReplayTracker()
     with tempfile.TemporaryDirectory() as tmp:
         clips = write_clips(Path(tmp), N_CLIPS)
         _run_clip(clips[0], Path(tmp) / "warm.sqlite", "warm")  # warm imports / first-call costs
         for clip in clips:
-            runs = [_run_clip(clip, Path(tmp) / "traces.sqlite", f"run-{Path(clip).stem}-{r}") for r in range(REPEATS)]
+            _run_clip(clip, Path(tmp) / "warm.sqlite", f"warm-{Path(clip).stem}", replay)  # records the tracks
+            runs, free = [], []
+            for r in range(REPEATS):  # interleaved: a slow period of the host hits both kinds
+                runs.append(_run_clip(clip, Path(tmp) / "traces.sqlite", f"run-{Path(clip).stem}-{r}"))
+                free.append(_run_clip(clip, Path(tmp) / "traces.sqlite", f"free-{Path(clip).stem}-{r}", replay)[0])
+            free_walls.append(min(free))
             assert all(r[1].status == "scored" for r in runs), [r[1].reasons for r in runs]
             wall, _, (model, state, cpu) = min(runs, key=lambda r: r[0])
             indices = sorted({int(f) for s in state["steps"] for f in s.get("frames") or []})
@@ -103,6 +131,7 @@ def main() -> None:
     print(f"cpu_per_clip_s: {cpu:.3f}")
     print(f"cpu_count: {cores}")
     print(f"cpu_floor_over_frame_work: {cpu / cores / work:.3f}")
+    print(f"tracks_free_over_frame_work: {sum(free_walls) / len(free_walls) / work:.3f}")
     print(f"loadavg_1m: {os.getloadavg()[0]:.2f}")
     print(f"overhead_over_frame_work: {wall / work:.3f}")
 
