@@ -21,7 +21,6 @@ Decisions where the issue was silent:
 from __future__ import annotations
 
 import functools
-from functools import cache
 from typing import Any
 
 import numpy as np
@@ -59,7 +58,7 @@ class track_motion(BaseModel):  # noqa: N801
                                       description="Normalised [x, y] points on start_frame; empty = grid.")
 
 
-@cache
+@functools.cache
 def _spec(tool: type[BaseModel]) -> dict[str, Any]:
     return convert_to_openai_tool(tool)
 
