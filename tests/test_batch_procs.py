@@ -130,3 +130,26 @@ def test_invalid_arguments_are_rejected(tmp_path) -> None:
         run_batch_processes([], RowWriter(tmp_path / "o.jsonl"), settings=BackboneSettings(), preset="full",
                             processes=0, concurrency=1)
     assert exit_text(-9) == "signal 9" and exit_text(1) == "exit code 1" and exit_text(None) == "no exit status"
+
+
+def test_an_error_in_the_parent_stops_every_worker(monkeypatch, tmp_path) -> None:
+    from graph.batch import RowWriter, read_manifest
+    from graph.batch_procs import run_batch_processes
+    from graph.settings import BackboneSettings
+    from tests.graph_scripts import full_script, moving_square
+
+    class FullDisk(RowWriter):
+        def write(self, line: str, status: str) -> None:
+            raise OSError("no space left on device")
+
+    for i in range(3):
+        moving_square(tmp_path / f"c{i}.mp4", seed=i)
+    manifest = _manifest(tmp_path, [{"path": f"c{i}.mp4", "instruction": INSTRUCTION} for i in range(3)])
+    items = read_manifest(manifest, "visual_verify")
+    with OpenAIStub(responder=script_responder(full_script())) as stub:
+        settings = BackboneSettings(base_url=stub.base_url, model="m", api_key="EMPTY", cache_path=None,
+                                    traces_path=str(tmp_path / "traces.sqlite"), max_retries=1)
+        with pytest.raises(OSError, match="no space left"):
+            run_batch_processes(items, FullDisk(tmp_path / "out.jsonl"), settings=settings, preset="visual_verify",
+                                processes=2, concurrency=2)
+    assert mp.active_children() == []  # terminated and reaped, none left running
