@@ -37,6 +37,7 @@ import multiprocessing as mp
 import os
 import threading
 from collections import deque
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from multiprocessing.connection import Connection, wait
 from typing import Any
@@ -125,11 +126,11 @@ def exit_text(code: int | None) -> str:
 
 
 def run_batch_processes(items: list[dict[str, Any]], writer: RowWriter, *, settings: BackboneSettings,
-                        preset: str, processes: int, concurrency: int,
-                        durability: TraceDurability = "exit") -> dict[str, int]:
+                        preset: str, processes: int, concurrency: int, durability: TraceDurability = "exit",
+                        log: Callable[[str], None] | None = None) -> dict[str, int]:
     """Score `items` over `processes` worker processes with at most `concurrency` runs in flight in all;
-    rows go to `writer` as they arrive. Returns the writer's counts; raises BatchError when no worker
-    can start (see module docstring)."""
+    rows go to `writer` as they arrive; `log` gets one line per worker that died. Returns the writer's
+    counts; raises BatchError when no worker can start (see module docstring)."""
     if processes < 1 or concurrency < 1:
         raise ValueError(f"processes and concurrency must be >= 1, got {processes} and {concurrency}")
     pending: deque[tuple[dict[str, Any], int]] = deque()
@@ -193,6 +194,10 @@ def run_batch_processes(items: list[dict[str, Any]], writer: RowWriter, *, setti
         how = exit_text(w.process.exitcode)
         if not w.ready:
             startup_errors.append(w.fatal or f"worker process ended before it was ready ({how})")
+        elif log is not None:
+            retry = sum(attempt < MAX_ATTEMPTS for _, attempt in w.in_flight.values())
+            log(f"batch worker {w.process.pid} died ({how}) with {len(w.in_flight)} run(s) in flight: "
+                f"{retry} retried, {len(w.in_flight) - retry} ineligible")
         for item, attempt in w.in_flight.values():
             if attempt < MAX_ATTEMPTS:
                 pending.appendleft((item, attempt + 1))

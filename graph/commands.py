@@ -172,7 +172,8 @@ def score_batch_command(
 
             try:
                 run_batch_processes(todo, writer, settings=settings, preset=preset, processes=processes,
-                                    concurrency=concurrency, durability=settings.trace_durability)
+                                    concurrency=concurrency, durability=settings.trace_durability,
+                                    log=lambda line: progress.console.print(line, highlight=False, soft_wrap=True))
             except BatchError as exc:
                 typer.echo(f"error: {exc}", err=True)
                 raise typer.Exit(2) from exc

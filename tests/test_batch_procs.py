@@ -100,6 +100,8 @@ def test_a_clip_that_kills_its_worker_gets_an_ineligible_row_and_the_batch_goes_
     assert bad["reward"] is None and bad["status"] == "ineligible"
     assert "worker process" in bad["reasons"][0] and "signal 9" in bad["reasons"][0] and "2 attempts" in bad["reasons"][0]
     assert len(poisoned) >= 2  # killed on the first attempt and again on the retry
+    assert "died (signal 9) with 1 run(s) in flight: 1 retried, 0 ineligible" in res.output
+    assert "died (signal 9) with 1 run(s) in flight: 0 retried, 1 ineligible" in res.output
 
 
 def test_no_worker_can_start_raises_and_leaves_items_for_resume(tmp_path) -> None:
