@@ -16,7 +16,8 @@ workers go to the one trace database (SQLite in WAL mode, which serialises the w
 Decisions where the issue was silent:
 - Start method "spawn": the parent has live threads (worker pools, SQLite), which `fork` would copy
   in an undefined state. Workers are not daemonic (they may start processes of their own); a worker
-  whose pipe to the parent closes (the parent died) finishes its runs in flight and exits. A worker needs a few seconds to import and build its agent; items go only
+  whose pipe to the parent closes (the parent was killed) cancels its runs in flight and exits, since
+  their rows could no longer be written (their items stay for the resume). A worker needs a few seconds to import and build its agent; items go only
   to workers that said they are ready.
 - A worker that dies (crash, signal, out-of-memory kill) loses the runs it had in flight: each of
   those items is tried once more on another worker (it may have died for a neighbour's clip); an
@@ -79,14 +80,14 @@ async def _serve(conn: Connection, settings: BackboneSettings, preset: str, dura
     loop = asyncio.get_running_loop()
     inbox: asyncio.Queue[tuple] = asyncio.Queue()
 
-    def read() -> None:  # pipe -> event loop; a closed pipe (parent gone) means stop
+    def read() -> None:  # pipe -> event loop; a closed pipe means the parent is gone
         while True:
             try:
                 message = conn.recv()
             except (EOFError, OSError):
-                message = ("stop",)
+                message = ("gone",)
             loop.call_soon_threadsafe(inbox.put_nowait, message)
-            if message[0] == "stop":
+            if message[0] in ("stop", "gone"):
                 return
 
     async def one(ticket: int, item: dict[str, Any]) -> None:
@@ -98,12 +99,15 @@ async def _serve(conn: Connection, settings: BackboneSettings, preset: str, dura
         _send(conn, ("ready", os.getpid()))
         threading.Thread(target=read, name="raa-batch-inbox", daemon=True).start()
         running: set[asyncio.Task] = set()
-        while (message := await inbox.get())[0] != "stop":
+        while (message := await inbox.get())[0] == "item":
             task = asyncio.create_task(one(message[1], message[2]))
             running.add(task)
             task.add_done_callback(running.discard)
+        if message[0] == "gone":  # nobody is left to write the rows: stop the runs instead of finishing them
+            for task in running:
+                task.cancel()
         if running:
-            await asyncio.gather(*running)
+            await asyncio.gather(*running, return_exceptions=True)
 
 
 # ---------------------------------------------------------------------------------------------- parent

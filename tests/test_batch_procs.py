@@ -155,3 +155,38 @@ def test_an_error_in_the_parent_stops_every_worker(monkeypatch, tmp_path) -> Non
             run_batch_processes(items, FullDisk(tmp_path / "out.jsonl"), settings=settings, preset="visual_verify",
                                 processes=2, concurrency=2)
     assert mp.active_children() == []  # terminated and reaped, none left running
+
+
+def test_a_worker_whose_parent_is_gone_cancels_its_runs_and_exits(tmp_path) -> None:
+    import time
+
+    from graph.batch_procs import worker_main
+    from graph.settings import BackboneSettings
+    from tests.graph_scripts import moving_square
+
+    clip = moving_square(tmp_path / "c.mp4")
+    item = {"key": "k", "line": 1, "path": str(clip), "instruction": INSTRUCTION, "preset": "visual_verify",
+            "manifest": {}, "error": None}
+    with OpenAIStub(responder=lambda body: StubReply(status=500, delay_s=60)) as stub:  # the run hangs in a call
+        settings = BackboneSettings(base_url=stub.base_url, model="m", api_key="EMPTY", cache_path=None,
+                                    traces_path=str(tmp_path / "traces.sqlite"), timeout_s=120, max_retries=1)
+        ctx = mp.get_context("spawn")
+        parent, child = ctx.Pipe()
+        proc = ctx.Process(target=worker_main, args=(child, settings, "visual_verify", "exit"))
+        proc.start()
+        child.close()
+        try:
+            assert parent.poll(120) and parent.recv()[0] == "ready"
+            parent.send(("item", 0, item))
+            deadline = time.monotonic() + 60
+            while not stub.requests and time.monotonic() < deadline:
+                time.sleep(0.05)
+            assert stub.requests  # the run is waiting on the model server
+            parent.close()  # the parent is gone
+            started = time.monotonic()
+            proc.join(30)
+            assert not proc.is_alive() and time.monotonic() - started < 30  # did not wait out the 60 s call
+        finally:
+            if proc.is_alive():
+                proc.kill()
+                proc.join()
