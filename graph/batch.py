@@ -123,12 +123,20 @@ def build_batch_agent(settings: BackboneSettings, preset: str, checkpointer: Any
     return build_reward_agent(config, backbone=backbone, checkpointer=checkpointer, settings=settings)
 
 
+def write_bad_lines(items: list[dict[str, Any]], writer: RowWriter) -> list[dict[str, Any]]:
+    """Append the ineligible row (kind "input", no run) of every bad manifest line among `items`;
+    return the other items, the ones to score."""
+    for item in items:
+        if item["error"] is not None:
+            writer.write(result_line(item, ineligible_result(item["preset"], f"input: {item['error']}")),
+                         "ineligible")
+    return [item for item in items if item["error"] is None]
+
+
 async def score_item(agent: Any, item: dict[str, Any], durability: TraceDurability) -> Any:
-    """RewardResult of one batch item (never raises): a bad manifest line is ineligible without a run."""
+    """RewardResult of one batch item (a valid manifest line; never raises)."""
     from graph.api import arun_agent
 
-    if item["error"] is not None:
-        return ineligible_result(item["preset"], f"input: {item['error']}")
     run_id = f"run-{uuid.uuid4().hex[:12]}"
     return await arun_agent(agent, item["path"], item["instruction"], run_id, item["preset"], durability=durability)
 
@@ -139,12 +147,9 @@ async def run_batch(agent: Any, items: list[dict[str, Any]], writer: RowWriter, 
     sem = asyncio.Semaphore(concurrency)
 
     async def one(item: dict[str, Any]) -> None:
-        if item["error"] is not None:
+        async with sem:
             result = await score_item(agent, item, durability)
-        else:
-            async with sem:
-                result = await score_item(agent, item, durability)
         writer.write(result_line(item, result), result.status)
 
-    await asyncio.gather(*(one(item) for item in items))
+    await asyncio.gather(*(one(item) for item in write_bad_lines(items, writer)))
     return writer.counts

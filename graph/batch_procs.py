@@ -17,8 +17,8 @@ Decisions where the issue was silent:
 - Start method "spawn": the parent has live threads (worker pools, SQLite), which `fork` would copy
   in an undefined state. Workers are not daemonic (they may start processes of their own); a worker
   whose pipe to the parent closes (the parent was killed) cancels its runs in flight and exits, since
-  their rows could no longer be written (their items stay for the resume). A worker needs a few seconds to import and build its agent; items go only
-  to workers that said they are ready.
+  their rows could no longer be written (their items stay for the resume). A worker needs a few
+  seconds to import and build its agent; items go only to workers that said they are ready.
 - A worker that dies (crash, signal, out-of-memory kill) loses the runs it had in flight: each of
   those items is tried once more on another worker (it may have died for a neighbour's clip); an
   item whose worker dies on its second attempt gets an ineligible row naming the exit status. A
@@ -43,7 +43,14 @@ from dataclasses import dataclass, field
 from multiprocessing.connection import Connection, wait
 from typing import Any
 
-from graph.batch import RowWriter, build_batch_agent, ineligible_result, result_line, score_item
+from graph.batch import (
+    RowWriter,
+    build_batch_agent,
+    ineligible_result,
+    result_line,
+    score_item,
+    write_bad_lines,
+)
 from graph.settings import BackboneSettings, TraceDurability
 
 MAX_ATTEMPTS = 2
@@ -137,13 +144,7 @@ def run_batch_processes(items: list[dict[str, Any]], writer: RowWriter, *, setti
     counts; raises BatchError when no worker can start (see module docstring)."""
     if processes < 1 or concurrency < 1:
         raise ValueError(f"processes and concurrency must be >= 1, got {processes} and {concurrency}")
-    pending: deque[tuple[dict[str, Any], int]] = deque()
-    for item in items:
-        if item["error"] is not None:  # a bad manifest line needs no worker
-            writer.write(result_line(item, ineligible_result(item["preset"], f"input: {item['error']}")),
-                         "ineligible")
-        else:
-            pending.append((item, 1))
+    pending = deque((item, 1) for item in write_bad_lines(items, writer))  # (item, attempt)
     ctx = mp.get_context("spawn")
     workers: list[_Worker] = []
     spawns_left = processes + MAX_ATTEMPTS * len(pending)  # every death uses up an attempt of an item
