@@ -120,10 +120,6 @@ def sequential_calls(stages: list[str]) -> int:
     return len(stages) - (1 if "observe" in stages and "contract" in stages else 0)
 
 
-if __name__ == "__main__":  # `make bench` runs every file; this one only holds helpers
-    pass
-
-
 @contextlib.contextmanager
 def stub_server() -> Iterator[str]:
     """Base URL of an OpenAI-compatible stub answering like `ScriptedChatModel(agent_script())`, served
@@ -149,5 +145,5 @@ def _serve() -> None:
         sys.stdin.read()  # until the parent closes the pipe
 
 
-if __name__ == "__main__" and "--serve" in sys.argv:
+if __name__ == "__main__" and "--serve" in sys.argv:  # stub_server()'s subprocess
     _serve()

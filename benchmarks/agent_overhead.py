@@ -15,13 +15,13 @@ Diagnostics:
   runs. It bounds what any faster or offloaded tracker (another thread, a process, the tool service)
   could give: 2.4-2.8 on the 2-core VM, so the rest of the run alone is above the target.
 - `cpu_per_clip_s` (process CPU time of the run, all threads) and
-`cpu_floor_over_frame_work` = cpu_per_clip_s / cores / frame_work_s: the ratio no scheduling could
-beat on this machine (every core busy for the whole run). When it is above the target, the target
-needs less CPU per run, not more overlap. The floor is optimistic: the event loop's Python (~30 ms a
-run: LangGraph, langchain, the nodes) and the Python parts of worker jobs share one GIL, so work
-started in the background while the loop is busy runs slower (the speculative LK track took 35-57 ms
-instead of ~14 ms when started right after decoding), and the decode every later step waits for
-cannot overlap with loop work at all.
+  `cpu_floor_over_frame_work` = cpu_per_clip_s / cores / frame_work_s: the ratio no scheduling could
+  beat on this machine (every core busy for the whole run). When it is above the target, the target
+  needs less CPU per run, not more overlap. The floor is optimistic: the event loop's Python (~30 ms
+  a run: LangGraph, langchain, the nodes) and the Python parts of worker jobs share one GIL, so work
+  started in the background while the loop is busy runs slower (the speculative LK track took 35-57
+  ms instead of ~14 ms when started right after decoding), and the decode every later step waits for
+  cannot overlap with loop work at all.
 
 Measurement: each clip is run `REPEATS` times, each time on a fresh agent (cold frame cache, new run id),
 and its frame work is timed `REPEATS` times; per clip the minimum of each is taken (both sides measured
