@@ -6,9 +6,11 @@ Order: instruction checks (empty/whitespace -> input Fault, ineligible; longer t
 content (e.g. fewer than 2 decodable frames) gets reward 0 here, before any model call or tool run.
 
 Decisions where the issue was silent: clips of at most 81 frames are decoded completely here in one
-sequential pass (every frame may be viewed later, and seeking for single frames costs more); a clip whose container reports fewer than 2 frames is zeroed
-without calling check_quality (nothing to compare); a clip that cannot be opened at all (missing,
-0 bytes, not a video) is ineligible, not zero.
+sequential pass (every frame may be viewed later, and seeking for single frames costs more); once the
+sample is decoded, the encoding of observe's images starts in another worker thread
+(`FrameStore.start_encoding`) while the statistics run here (wasted for a clip that is then zeroed);
+a clip whose container reports fewer than 2 frames is zeroed without calling check_quality (nothing
+to compare); a clip that cannot be opened at all (missing, 0 bytes, not a video) is ineligible, not zero.
 """
 
 from __future__ import annotations
@@ -44,7 +46,9 @@ def _probe_and_check(ctx: RunContext, video: str, observe_frames: int) -> tuple[
     sample = uniform_indices(meta.frames, observe_frames)
     if meta.frames <= ALL_FRAMES_LIMIT:  # short clip: one sequential decode of every frame (all are viewable)
         ctx.frames.prefetch(video, range(meta.frames))
-    check = check_quality(ctx.frames.frame_list(video, sample), thresholds=ctx.tools.quality_thresholds)
+    frames = ctx.frames.frame_list(video, sample)
+    ctx.frames.start_encoding(video, sample)  # observe's images, encoded while the statistics run
+    check = check_quality(frames, thresholds=ctx.tools.quality_thresholds)
     return meta, sample, check
 
 
