@@ -13,7 +13,7 @@ Diagnostics:
 - `tracks_free_over_frame_work`: the same runs when the motion tracks cost nothing (the tracker
   replays tracks it computed in an untimed earlier run of the clip), interleaved with the measured
   runs. It bounds what any faster or offloaded tracker (another thread, a process, the tool service)
-  could give: 2.4-2.8 on the 2-core VM, so the rest of the run alone is above the target.
+  could give: 2.3-2.8 on the 2-core VM, so the rest of the run alone is above the target.
 - `cpu_per_clip_s` (process CPU time of the run, all threads) and
   `cpu_floor_over_frame_work` = cpu_per_clip_s / cores / frame_work_s: the ratio no scheduling could
   beat on this machine (every core busy for the whole run). When it is above the target, the target

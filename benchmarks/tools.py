@@ -1,8 +1,12 @@
 """Evidence-tool performance ratios (CPU), printed as ``name: value``.
 
 lk_track_over_decode          LK on 81 frames 256x256 with a 16x16 grid / decoding those frames (target <= 3);
-                              `lk_track_ms` and `decode_ms` give both times (the decoder got ~2x faster in
-                              place, which raises this ratio without LK getting slower)
+                              `lk_track_ms` and `decode_ms` give both times. The decoder got ~2x faster in
+                              place (commit 5484a20, one reused swscale context): measured in one session on
+                              the 2-core VM, LK takes ~61 ms both before and after it, decoding 32-33 ms before
+                              and 17-19 ms after, so the ratio went from ~1.9 to 3.2-3.9 without LK getting
+                              slower. LK is at OpenCV's floor here (each of its 160 calls is ~0.75 ms of
+                              per-point work on one core; the forward chain and the checks already fill both)
 http_over_inprocess_track     the same tracking request over HTTP (frames uploaded, as the Toolbox does) /
                               in-process (target <= 1.3)
 http_path_over_inprocess_track  by path (the service decodes) / in-process decode + track
