@@ -18,7 +18,8 @@ Decisions where the issue was silent:
   images ready; `ablocks` for those frames waits for that job instead of encoding them again. For a
   clip the quality check then zeroes, the encoding (~8 ms for 32 frames of 256x256) is wasted.
   Measured on the 2-core VM (agent_overhead, interleaved with the previous code): 3-7% less wall per
-  clip (`overhead_over_frame_work` 2.79-2.82 vs 3.02-3.06 in three pairs on a quiet host); pipelining decoding and encoding frame by frame as well cost more than it saved (the second
+  clip (`overhead_over_frame_work` 2.79-2.82 vs 3.02-3.06 in three pairs on a quiet host);
+  pipelining decoding and encoding frame by frame as well cost more than it saved (the second
   demuxer and GIL contention).
 - Tools: `AgentTools(tracker=..., surprise=...)` injects protocol objects; a `tools.toolbox.Toolbox`
   is adapted into the same lazy getters. A missing tool that a switch needs raises ToolFault.
