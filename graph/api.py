@@ -67,7 +67,9 @@ def _instruction(instruction: Any) -> str:
     return instruction
 
 
-def _ineligible(reason: str, run_id: str, preset: str) -> RewardResult:
+def ineligible_result(preset: str, reason: str, run_id: str = "") -> RewardResult:
+    """An ineligible RewardResult (reward None) carrying `reason`: for runs that could not produce a
+    result (and, in `raa score-batch`, for items that never ran)."""
     return RewardResult(status="ineligible", reward=None, reasons=[reason], run_id=run_id, preset=preset)
 
 
@@ -80,16 +82,16 @@ async def arun_agent(agent: Any, video: str, instruction: str, run_id: str, pres
         if agent.checkpointer:
             previous = await agent.aget_state(config)
             if previous.values:
-                return _ineligible(f"run id {run_id!r} already has a trace; use a new run id", run_id, preset)
+                return ineligible_result(preset, f"run id {run_id!r} already has a trace; use a new run id", run_id)
         out = await agent.ainvoke({"video": video, "instruction": instruction, "run_id": run_id}, config,
                                   durability=durability if agent.checkpointer else None)
     except Exception as exc:  # defensive: nodes already turn failures into faults
-        return _ineligible(f"agent: {type(exc).__name__}: {exc}", run_id, preset)
+        return ineligible_result(preset, f"agent: {type(exc).__name__}: {exc}", run_id)
     result = out.get("result")
     if not isinstance(result, RewardResult):
         faults = out.get("faults") or []
         reason = "; ".join(f.reason() for f in faults) or "agent: run ended without a result"
-        return _ineligible(reason, run_id, preset)
+        return ineligible_result(preset, reason, run_id)
     return result
 
 

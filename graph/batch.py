@@ -76,13 +76,6 @@ def done_keys(out: Path) -> set[str]:
     return keys
 
 
-def ineligible_result(preset: str, reason: str, run_id: str = "") -> Any:
-    """An ineligible RewardResult (reward None) carrying `reason`."""
-    from graph.schemas import RewardResult
-
-    return RewardResult(reward=None, status="ineligible", reasons=[reason], run_id=run_id, preset=preset)
-
-
 def result_line(item: dict[str, Any], result: Any) -> str:
     """The output row of `item` scored as `result` (a RewardResult), as one JSON line without newline."""
     row = {k: item[k] for k in ROW_FIELDS}
@@ -126,6 +119,8 @@ def build_batch_agent(settings: BackboneSettings, preset: str, checkpointer: Any
 def write_bad_lines(items: list[dict[str, Any]], writer: RowWriter) -> list[dict[str, Any]]:
     """Append the ineligible row (kind "input", no run) of every bad manifest line among `items`;
     return the other items, the ones to score."""
+    from graph.api import ineligible_result
+
     for item in items:
         if item["error"] is not None:
             writer.write(result_line(item, ineligible_result(item["preset"], f"input: {item['error']}")),

@@ -46,7 +46,6 @@ from typing import Any
 from graph.batch import (
     RowWriter,
     build_batch_agent,
-    ineligible_result,
     result_line,
     score_item,
     write_bad_lines,
@@ -194,6 +193,8 @@ def run_batch_processes(items: list[dict[str, Any]], writer: RowWriter, *, setti
                 w.fatal = message[1]
 
     def bury(w: _Worker) -> None:
+        from graph.api import ineligible_result
+
         workers.remove(w)
         w.conn.close()
         how = exit_text(w.process.exitcode)

@@ -33,7 +33,6 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.table import Table
 
 from graph.backbone import default_chat_model
-from graph.batch import ineligible_result
 from graph.settings import BackboneSettings, SettingsError
 from graph.tracing import (
     RunNotFoundError,
@@ -120,7 +119,7 @@ def score_command(
 
 async def _score_one(settings: BackboneSettings, preset: str, video: str, instruction: str, run_id: str,
                      stream: bool) -> Any:
-    from graph.api import arun_agent
+    from graph.api import arun_agent, ineligible_result
 
     async with open_async_saver(settings.traces_path) as saver:
         agent = _build_agent(settings, preset, saver)
