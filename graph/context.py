@@ -10,9 +10,10 @@ Decisions where the issue was silent:
   concurrent runs and guarded by a lock. Decoding and encoding run in a worker thread
   (`graph.workers.run_blocking`, priority "now") so concurrent clips overlap. It also keeps one
   `tools.video.VideoReader` per video (metadata and keyframe index from a single demux scan), so a
-  run opens and scans each clip once instead of once per metadata / decode request. Motion tracks
-  are computed by one shared pool job per (video, frames, points) (`track_job` / `atracks`), which
-  lets the speculative grid track and the tool call that needs it be one computation.
+  run opens and scans each clip once instead of once per metadata / decode request. Work that
+  several callers may ask for at once runs as one shared pool job per key (`shared_job`): motion
+  tracks per (video, frames, points) (`atracks`), which lets the speculative grid track and the tool
+  call that needs it be one computation, and the observe sample's encoding (`start_encoding`).
 - The quality node starts encoding the observe sample's images (`start_encoding`) as soon as the
   sample is decoded, so the encoding overlaps the quality statistics and the model call finds its
   images ready; `ablocks` for those frames waits for that job instead of encoding them again. For a
@@ -29,6 +30,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import threading
 from collections import OrderedDict
 from collections.abc import Callable, Sequence
@@ -124,7 +126,7 @@ def tool_provider(tools: object) -> ToolProvider:
 
 
 _MAX_READERS = 1024  # cached VideoReaders (metadata + keyframe index, no open file each)
-_MAX_TRACK_JOBS = 256  # motion-track jobs kept (a 32x64-point result is ~25 KB)
+_MAX_JOBS = 256  # shared jobs kept (a 32x64-point track result is ~25 KB; an encoding job's is None)
 
 
 class _LRU:
@@ -166,8 +168,7 @@ class FrameStore:
         self._urls = _LRU(max_bytes // 4)
         self._extra = _LRU(max_bytes // 8)
         self._readers: OrderedDict[str, Any] = OrderedDict()
-        self._tracks: OrderedDict[Any, tuple[Future, Priority]] = OrderedDict()
-        self._encoding: dict[tuple[str, tuple[int, ...]], Future] = {}
+        self._jobs: OrderedDict[Any, tuple[Future, Priority]] = OrderedDict()
         self._lock = threading.Lock()
         self.decoded = 0
         self.encoded = 0
@@ -183,15 +184,15 @@ class FrameStore:
                                    for b in value[0])
         self._extra.put(key, value, size)
 
-    def track_job(self, key: Any, compute: Callable[[], Any], priority: Priority = "now",
-                  lane: Lane = "cpu") -> Future:
-        """The one pool job computing the motion tracks identified by `key` (video, frames, points),
+    def shared_job(self, key: Any, compute: Callable[[], Any], priority: Priority = "now",
+                   lane: Lane = "cpu") -> Future:
+        """The one pool job computing what `key` identifies (e.g. motion tracks of video, frames, points),
         shared by everyone asking for the same key: a running or finished job is reused; a job still
         queued at priority "later" (a speculative prefetch) is cancelled and queued again at "now"
         when a caller at "now" needs it; a job that failed is started afresh. `compute` runs in a
         worker thread."""
         with self._lock:
-            entry = self._tracks.get(key)
+            entry = self._jobs.get(key)
             if entry is not None:
                 job, queued_at = entry
                 stale = job.done() and (job.cancelled() or job.exception() is not None)
@@ -199,25 +200,25 @@ class FrameStore:
                     entry = None
             if entry is None:
                 entry = (submit(compute, priority=priority, lane=lane), priority)
-                self._tracks[key] = entry
-                while len(self._tracks) > _MAX_TRACK_JOBS:
-                    self._tracks.popitem(last=False)
-            self._tracks.move_to_end(key)
+                self._jobs[key] = entry
+                while len(self._jobs) > _MAX_JOBS:
+                    self._jobs.popitem(last=False)
+            self._jobs.move_to_end(key)
             return entry[0]
 
     async def atracks(self, key: Any, compute: Callable[[], Any], lane: Lane = "cpu") -> Any:
         """The result of the track job for `key`, needed now: a speculative ("later") job that fails
         while running is tried once more at "now", so its failure is never taken for the answer."""
-        job = self.track_job(key, compute, "now", lane)
+        job = self.shared_job(key, compute, "now", lane)
         try:
             return await asyncio.wrap_future(job)
         except Exception:
             with self._lock:
-                entry = self._tracks.get(key)
+                entry = self._jobs.get(key)
                 speculative = entry is not None and entry[0] is job and entry[1] == "later"
             if not speculative:
                 raise
-            return await asyncio.wrap_future(self.track_job(key, compute, "now", lane))
+            return await asyncio.wrap_future(self.shared_job(key, compute, "now", lane))
 
     def _reader(self, video: str) -> Any:
         """The cached tools.video.VideoReader of `video` (its one demux scan gives meta and the
@@ -313,26 +314,15 @@ class FrameStore:
         return blocks
 
     def start_encoding(self, video: str, indices: Sequence[int]) -> Future:
-        """Encode and cache the full-frame data URLs of `indices` in a pool job (priority "now") and
-        return it; while it runs, `ablocks` for the same frames waits for it instead of encoding them
-        a second time. A job for the same frames already running is reused. The job caches; it
-        returns None (its failure, if any, is reported by whoever asks for the blocks next)."""
-        key = (video, tuple(int(i) for i in indices))
-        with self._lock:
-            job = self._encoding.get(key)
-            if job is not None:
-                return job
-            job = self._encoding[key] = submit(self._encode, video, key[1])
-        job.add_done_callback(lambda done: self._encoding_done(key, done))
-        return job
+        """Encode and cache the full-frame data URLs of `indices` in a shared pool job (priority
+        "now") and return it; while it runs, `ablocks` for the same frames waits for it instead of
+        encoding them a second time. The job caches; it returns None (its failure, if any, is
+        reported by whoever asks for the blocks next)."""
+        key = _encoding_key(video, indices)
+        return self.shared_job(key, functools.partial(self._encode, video, key[2]))
 
     def _encode(self, video: str, indices: tuple[int, ...]) -> None:
         self.image_blocks(video, indices)
-
-    def _encoding_done(self, key: tuple[str, tuple[int, ...]], job: Future) -> None:
-        with self._lock:
-            if self._encoding.get(key) is job:
-                del self._encoding[key]
 
     def _blocks_cached(self, video: str, indices: Sequence[int], box: Sequence[float] | None) -> bool:
         key_box = None if box is None else tuple(round(float(b), 4) for b in box)
@@ -347,13 +337,18 @@ class FrameStore:
         a `start_encoding` job of the same frames)."""
         if box is None:
             with self._lock:
-                job = self._encoding.get((video, tuple(int(i) for i in indices)))
-            if job is not None:
+                job, _ = self._jobs.get(_encoding_key(video, indices), (None, None))
+            if job is not None and not job.done():
                 with contextlib.suppress(Exception):  # a failed job: the call below reports the error
                     await asyncio.wrap_future(job)
         if self._blocks_cached(video, indices, box):
             return self.image_blocks(video, indices, box=box, note=note)
         return await run_blocking(self.image_blocks, video, indices, box=box, note=note)
+
+
+def _encoding_key(video: str, indices: Sequence[int]) -> tuple[str, str, tuple[int, ...]]:
+    """`FrameStore.shared_job` key of encoding the full frames `indices` of `video`."""
+    return ("encode", video, tuple(int(i) for i in indices))
 
 
 @dataclass

@@ -128,7 +128,7 @@ def test_a_speculative_job_failing_while_awaited_is_retried_but_an_asked_for_fai
         release.wait(5)
         raise ToolFault("motion", "run", "transient failure")
 
-    store.track_job("k", flaky, "later")
+    store.shared_job("k", flaky, "later")
     assert started.wait(5)  # the speculative job is running
 
     async def ask() -> str:
@@ -152,35 +152,35 @@ def test_motion_prefetch_is_validated():
     assert AgentConfig().resolved().motion_prefetch == "grid"
 
 
-def test_track_job_is_shared_and_a_queued_later_job_is_promoted():
+def test_shared_job_is_shared_and_a_queued_later_job_is_promoted():
     store = FrameStore()
     gate = threading.Event()
     from graph.workers import cpu_workers, pool
 
     blockers = [pool("cpu").submit(gate.wait) for _ in range(cpu_workers())]  # every cpu thread busy
     calls: list[str] = []
-    later = store.track_job("k", lambda: calls.append("later") or "tracks-a", "later")
-    assert store.track_job("k", lambda: calls.append("dup") or "tracks-b", "later") is later  # shared
-    now = store.track_job("k", lambda: calls.append("now") or "tracks-c", "now")
+    later = store.shared_job("k", lambda: calls.append("later") or "tracks-a", "later")
+    assert store.shared_job("k", lambda: calls.append("dup") or "tracks-b", "later") is later  # shared
+    now = store.shared_job("k", lambda: calls.append("now") or "tracks-c", "now")
     assert later.cancelled() and now is not later  # still queued: re-queued at "now"
-    assert store.track_job("k", lambda: "tracks-d", "now") is now
+    assert store.shared_job("k", lambda: "tracks-d", "now") is now
     gate.set()
     for b in blockers:
         b.result(timeout=5)
     assert now.result(timeout=5) == "tracks-c" and calls == ["now"]
-    assert store.track_job("k", lambda: "tracks-e", "now") is now  # finished jobs are reused
+    assert store.shared_job("k", lambda: "tracks-e", "now") is now  # finished jobs are reused
 
 
-def test_track_job_restarts_a_failed_job():
+def test_shared_job_restarts_a_failed_job():
     store = FrameStore()
 
     def boom() -> None:
         raise ToolFault("motion", "run", "boom")
 
-    failed = store.track_job("k", boom, "now")
+    failed = store.shared_job("k", boom, "now")
     with pytest.raises(ToolFault):
         failed.result(timeout=5)
-    again = store.track_job("k", lambda: "tracks", "now")
+    again = store.shared_job("k", lambda: "tracks", "now")
     assert again is not failed and again.result(timeout=5) == "tracks"
 
 

@@ -13,7 +13,7 @@ Decisions where the issue was silent:
   budget but not against the nearby-extra allowance (they are rendered evidence, not new views).
 - Overlays are cached in the frame store under the call's arguments; the conversation is rebuilt
   from stored references, recomputing an evicted overlay deterministically.
-- Tracks are computed by one shared job per (video, frames, points) (`FrameStore.track_job`), so the
+- Tracks are computed by one shared job per (video, frames, points) (`FrameStore.shared_job`), so the
   speculative grid track (`AgentConfig.motion_prefetch`, started by assess) and a matching
   track_motion call are one computation; overlays and the summary are rendered per call.
 """
@@ -192,7 +192,7 @@ def prefetch_tracks(ctx: RunContext, video: str, frames: int, sample: list[int])
     cfg = ctx.config
     if cfg.motion and cfg.motion_prefetch == "grid":
         idx = track_frames(frames, 0, frames - 1) if cfg.visual_verify else list(sample)
-        ctx.frames.track_job(*_track_request(ctx, video, idx, []), "later", ctx.tools.lane)
+        ctx.frames.shared_job(*_track_request(ctx, video, idx, []), "later", ctx.tools.lane)
 
 
 async def track_overlays(state: AgentState, ctx: RunContext, idx: list[int], points: list[list[float]],
