@@ -150,7 +150,7 @@ def score_batch_command(
                                   help="Worker processes (1: score in this process)."),
 ) -> None:
     """Score every clip of a manifest; items already in the output are skipped."""
-    from graph.batch import RowWriter, done_keys, read_manifest, run_batch
+    from graph.batch import RowWriter, build_batch_agent, done_keys, read_manifest, run_batch
 
     settings = _settings_or_exit(require_endpoint=True)
     if not manifest.is_file():
@@ -179,7 +179,7 @@ def score_batch_command(
         elif todo:
             async def main() -> None:
                 async with open_async_saver(settings.traces_path) as saver:
-                    agent = _build_agent(settings, preset, saver)
+                    agent = build_batch_agent(settings, preset, saver, make_chat_model(settings))
                     await run_batch(agent, todo, writer, concurrency, settings.trace_durability)
 
             asyncio.run(main())
