@@ -239,6 +239,10 @@ def test_draw_tracks_on_a_frame_list_reads_only_the_drawn_frames():
     as_list = [f for f in frames]
     as_list[0] = None  # never read: only positions 2 and 5 are drawn
     np.testing.assert_array_equal(draw_tracks(as_list, tr, at=[5, 2]), draw_tracks(frames, tr, at=[5, 2]))
+    unread = [frames[0]] + [None] * (len(frames) - 1)  # nothing drawn: no frame is stacked
+    empty = draw_tracks(unread, tr, at=[])
+    assert empty.shape == (0, *frames.shape[1:]) and empty.dtype == np.uint8
+    np.testing.assert_array_equal(empty, draw_tracks(frames, tr, at=[]))
     with pytest.raises(ValueError, match="uint8"):
         draw_tracks([f.astype(np.float32) for f in frames], tr, at=[1])
     with pytest.raises(ValueError, match="frames but tracks cover"):

@@ -22,6 +22,7 @@ THREADED_DECODE_PIXELS = 640 * 360
 
 Source = str | Path | bytes
 
+
 class VideoError(Exception):
     """Base class of every video input error; the message names the source and the problem."""
 

@@ -37,7 +37,11 @@ def draw_tracks(frames: np.ndarray | Sequence[np.ndarray], tracks: MotionTracks,
     positions = list(range(len(frames))) if at is None else [int(t) for t in at]
     if any(not 0 <= t < len(frames) for t in positions):
         raise ValueError(f"frame positions {positions} out of range 0..{len(frames) - 1}")
-    out = np.stack([np.asarray(frames[t]) for t in positions]) if positions else np.asarray(frames)[:0].copy()
+    if positions:
+        out = np.stack([np.asarray(frames[t]) for t in positions])
+    else:  # nothing to draw: an empty [0,H,W,3] result, shaped from one frame (the clip is not stacked)
+        first = np.asarray(frames[0]) if len(frames) else np.zeros((0, 0, 3), np.uint8)
+        out = np.empty((0, *first.shape), first.dtype)
     if out.ndim != 4 or out.shape[-1] != 3 or out.dtype != np.uint8:
         raise ValueError(f"frames must be uint8 [H,W,3] each, got {out.dtype} {out.shape[1:]}")
     colors = [tuple(int(v) for v in c) for c in track_colors(tracks.num_points)]
