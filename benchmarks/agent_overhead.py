@@ -22,6 +22,10 @@ Diagnostics:
   started in the background while the loop is busy runs slower (the speculative LK track took 35-57
   ms instead of ~14 ms when started right after decoding), and the decode every later step waits for
   cannot overlap with loop work at all.
+- `loop_thread_cpu_per_clip_s` / `loop_thread_cpu_over_frame_work`: CPU time of the thread that runs
+  the event loop (LangGraph, langchain, pydantic, prompts, stage keys, checkpoints and the nodes'
+  own Python; decoding, encoding and tools run in worker threads and are not in it). That work is
+  serial: one thread, one step after another, and most steps wait for it. Least of the repeats.
 
 Measurement: each clip is run `REPEATS` times, each time on a fresh agent (cold frame cache, new run id),
 and its frame work is timed `REPEATS` times; per clip the minimum of each is taken (both sides measured
@@ -80,11 +84,11 @@ def _run_clip(clip: str, db: Path, run_id: str, tracker: object = None) -> tuple
                                tools=AgentTools(tracker=tracker or LKTracker(), surprise=DiffSurprise()),
                                checkpointer=default_checkpointer(db),
                                frame_store=FrameStore(long_side=LONG_SIDE, quality=QUALITY))
-    t0, c0 = time.perf_counter(), time.process_time()
+    t0, c0, l0 = time.perf_counter(), time.process_time(), time.thread_time()
     result = asyncio.run(arun_agent(agent, clip, INSTRUCTION, run_id, "full"))
-    wall, cpu = time.perf_counter() - t0, time.process_time() - c0
+    wall, cpu, loop = time.perf_counter() - t0, time.process_time() - c0, time.thread_time() - l0
     state = agent.get_state({"configurable": {"thread_id": run_id}}).values
-    return wall, result, (model, state, cpu)
+    return wall, result, (model, state, cpu, loop)
 
 
 def _frame_work(clip: str, indices: list[int], n_images: int) -> float:
@@ -98,7 +102,7 @@ def _frame_work(clip: str, indices: list[int], n_images: int) -> float:
 
 
 def main() -> None:
-    walls, works, images, touched, cpus, free_walls = [], [], [], [], [], []
+    walls, works, images, touched, cpus, loops, free_walls = [], [], [], [], [], [], []
     replay = ReplayTracker()
     with tempfile.TemporaryDirectory() as tmp:
         clips = write_clips(Path(tmp), N_CLIPS)
@@ -111,7 +115,8 @@ def main() -> None:
                 free.append(_run_clip(clip, Path(tmp) / "traces.sqlite", f"free-{Path(clip).stem}-{r}", replay)[0])
             free_walls.append(min(free))
             assert all(r[1].status == "scored" for r in runs), [r[1].reasons for r in runs]
-            wall, _, (model, state, cpu) = min(runs, key=lambda r: r[0])
+            wall, _, (model, state, cpu, _) = min(runs, key=lambda r: r[0])
+            loops.append(min(r[2][3] for r in runs))
             indices = sorted({int(f) for s in state["steps"] for f in s.get("frames") or []})
             urls = {b["image_url"]["url"] for c in model.calls for m in c.messages if isinstance(m.content, list)
                     for b in m.content if isinstance(b, dict) and b.get("type") == "image_url"}
@@ -131,6 +136,9 @@ def main() -> None:
     print(f"cpu_per_clip_s: {cpu:.3f}")
     print(f"cpu_count: {cores}")
     print(f"cpu_floor_over_frame_work: {cpu / cores / work:.3f}")
+    loop = sum(loops) / len(loops)
+    print(f"loop_thread_cpu_per_clip_s: {loop:.3f}")
+    print(f"loop_thread_cpu_over_frame_work: {loop / work:.3f}")
     print(f"tracks_free_over_frame_work: {sum(free_walls) / len(free_walls) / work:.3f}")
     print(f"loadavg_1m: {os.getloadavg()[0]:.2f}")
     print(f"overhead_over_frame_work: {wall / work:.3f}")
