@@ -10,6 +10,9 @@ import pytest
 
 os.environ.setdefault("MUJOCO_GL", "egl")
 os.environ.setdefault("PYOPENGL_PLATFORM", "egl")
+# No test may reach the Hugging Face hub: a model id that is not a local path fails at once instead of
+# retrying DNS lookups for a minute.
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
 
 @pytest.fixture(autouse=True)
