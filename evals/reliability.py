@@ -28,6 +28,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from evals.judge import JudgeVerdict, RewardJudge
 from evals.table import all_metrics, metrics_as_dicts, ordered_presets, render_csv, render_markdown
+from graph.config import InspectMode
 from graph.schemas import RewardResult
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -88,30 +89,38 @@ class AgentScorer:
 
     Pass one shared `backbone` (with one StageCache) so presets re-use identical stage outputs, one `tools`
     object so tool models load once, and one `checkpointer` so every run is traced in the same database.
+    `inspect_mode` applies to every preset (`"plan"` for servers or models without tool calling).
     """
 
     def __init__(self, *, model: BaseChatModel | None = None, backbone: Any = None, tools: Any = None,
-                 checkpointer: Any = None, settings: Any = None, max_concurrency: int = 16) -> None:
+                 checkpointer: Any = None, settings: Any = None, max_concurrency: int = 16,
+                 inspect_mode: InspectMode = "tools") -> None:
         self.model, self.backbone, self.tools = model, backbone, tools
         self.checkpointer, self.settings = checkpointer, settings
         self.max_concurrency = max_concurrency
+        self.inspect_mode: InspectMode = inspect_mode
         self._agents: dict[str, Any] = {}
 
     def agent(self, preset: str) -> Any:
         """The compiled agent of `preset` (built on first use)."""
-        from graph import AgentConfig, build_reward_agent
+        from graph import build_reward_agent
 
         if preset not in self._agents:
             self._agents[preset] = build_reward_agent(
-                AgentConfig(preset=preset), model=self.model, backbone=self.backbone, tools=self.tools,
+                self._config(preset), model=self.model, backbone=self.backbone, tools=self.tools,
                 checkpointer=self.checkpointer, settings=self.settings)
         return self._agents[preset]
 
+    def _config(self, preset: str) -> Any:
+        from graph import AgentConfig
+
+        return AgentConfig(preset=preset, inspect_mode=self.inspect_mode)  # type: ignore[arg-type]
+
     async def score(self, preset: str, clips: Sequence[EvalClip]) -> list[RewardResult]:
-        from graph import AgentConfig, ascore_videos
+        from graph import ascore_videos
 
         items = [(c.path, c.instruction) for c in clips]
-        return list(await ascore_videos(items, AgentConfig(preset=preset), agent=self.agent(preset),
+        return list(await ascore_videos(items, self._config(preset), agent=self.agent(preset),
                                         max_concurrency=self.max_concurrency))
 
 

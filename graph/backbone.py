@@ -54,6 +54,9 @@ from graph.settings import BackboneSettings, SettingsError, StructuredMethod
 
 FaultKind = Literal["transport", "timeout", "invalid_reply", "empty_reply", "refused"]
 _ERR_CHARS = 1500
+_NO_TOOLS_HINT = ("the server rejected a tool-calling request: serve the model with tool calling (vLLM: "
+                  "--enable-auto-tool-choice --tool-call-parser NAME) or inspect with one structured plan "
+                  "(RAA_INSPECT_MODE=plan, AgentConfig(inspect_mode='plan'))")
 
 
 class BackboneFault(Exception):
@@ -342,6 +345,10 @@ class Backbone:
                 reply = await self._invoke(stage, bound, convo, usage)
             except _InvalidReply as bad:
                 last = bad
+            except BackboneFault as fault:
+                if isinstance(fault.__cause__, openai.BadRequestError) and "tool" in fault.message.lower():
+                    raise BackboneFault(stage, fault.kind, f"{fault.message} ({_NO_TOOLS_HINT})") from fault
+                raise
             else:
                 if reply.invalid_tool_calls:
                     bad_call = reply.invalid_tool_calls[0]

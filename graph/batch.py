@@ -105,13 +105,14 @@ class RowWriter:
 
 
 def build_batch_agent(settings: BackboneSettings, preset: str, checkpointer: Any, chat_model: Any) -> Any:
-    """The agent a batch runs: `preset`, a Backbone from `settings` around `chat_model` with the on-disk
-    stage cache (`settings.cache_path`), default tools. Raises ValueError for an unknown preset."""
+    """The agent a batch runs: `preset` with `settings.inspect_mode`, a Backbone from `settings` around
+    `chat_model` with the on-disk stage cache (`settings.cache_path`), default tools. Raises ValueError for
+    an unknown preset."""
     from graph import AgentConfig, build_reward_agent  # deferred: the agent graph is heavy to import
     from graph.backbone import Backbone
     from graph.cache import StageCache
 
-    config = AgentConfig(preset=preset)  # type: ignore[arg-type]
+    config = AgentConfig(preset=preset, inspect_mode=settings.inspect_mode)  # type: ignore[arg-type]
     backbone = Backbone.from_settings(settings, model=chat_model, cache=StageCache(settings.cache_path))
     return build_reward_agent(config, backbone=backbone, checkpointer=checkpointer, settings=settings)
 

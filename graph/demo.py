@@ -95,7 +95,8 @@ def _score(rows: list[dict], out: Path, preset: str, concurrency: int, console: 
     items = [(r["path"], r["instruction"]) for r in rows]
     console.print(f"Scoring {len(items)} clips with preset [bold]{preset}[/] against {settings.base_url} "
                   f"({settings.model}) ...")
-    results = asyncio.run(ascore_videos(items, AgentConfig(preset=preset), max_concurrency=concurrency,
+    results = asyncio.run(ascore_videos(items, AgentConfig(preset=preset, inspect_mode=settings.inspect_mode),
+                                        max_concurrency=concurrency,
                                         backbone=backbone, settings=settings,
                                         durability=settings.trace_durability))
     table = Table(title=f"Reward agent ({preset})")

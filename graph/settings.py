@@ -7,6 +7,10 @@ receives a settings object. Decisions where the issue was silent:
   cache only), so a user can force fresh backbone calls.
 - A setting that does not parse (e.g. `RAA_TIMEOUT_S=abc`) raises `SettingsError` naming the variable
   instead of silently falling back to a default.
+- `RAA_INSPECT_MODE` (`tools` | `plan`) lives here because it describes the server: whether it accepts
+  tool-calling requests (vLLM refuses them unless started with a tool-call parser, and Qwen2.5-VL's chat
+  template has no tools). The CLI commands and `langgraph dev` put it into their `AgentConfig`;
+  `AgentConfig`'s own default stays `tools`.
 """
 
 from __future__ import annotations
@@ -17,6 +21,8 @@ from dataclasses import dataclass, fields, replace
 from pathlib import Path
 from typing import Literal, get_args
 
+from graph.config import InspectMode
+
 StructuredMethod = Literal["json_schema", "function_calling", "json_mode"]
 TraceDurability = Literal["exit", "async", "sync"]
 REQUIRED_ENV = ("RAA_BASE_URL", "RAA_MODEL", "RAA_API_KEY")
@@ -26,7 +32,10 @@ VLLM_HELP = (
     "Start an OpenAI-compatible server, e.g. vLLM:\n"
     "  vllm serve Qwen/Qwen2.5-VL-7B-Instruct --limit-mm-per-prompt '{\"image\": 64}' --port 8000\n"
     "then point the agent at it:\n"
-    "  export RAA_BASE_URL=http://127.0.0.1:8000/v1 RAA_MODEL=Qwen/Qwen2.5-VL-7B-Instruct RAA_API_KEY=EMPTY"
+    "  export RAA_BASE_URL=http://127.0.0.1:8000/v1 RAA_MODEL=Qwen/Qwen2.5-VL-7B-Instruct RAA_API_KEY=EMPTY\n"
+    "  export RAA_INSPECT_MODE=plan   # Qwen2.5-VL's chat template has no tools: inspect with one plan\n"
+    "(a model served with tool calling, e.g. vLLM --enable-auto-tool-choice --tool-call-parser NAME,\n"
+    "can keep the default RAA_INSPECT_MODE=tools)"
 )
 
 
@@ -87,10 +96,17 @@ class BackboneSettings:
     """When a run's checkpoints are written (RAA_TRACE_DURABILITY): "exit" once, when the run ends (its
     state holds the whole step trace); "async" / "sync" after every step as well (per-step history for
     time travel, written in the background / before the next step)."""
+    inspect_mode: InspectMode = "tools"
+    """How the CLI's agents re-inspect frames (RAA_INSPECT_MODE): "tools", a tool-calling loop (the server
+    must accept `tools`; vLLM needs `--enable-auto-tool-choice --tool-call-parser ...`), or "plan", one
+    structured inspection plan (any server that does structured output). Python callers set
+    `AgentConfig.inspect_mode` themselves."""
 
     def __post_init__(self) -> None:
         if self.method not in get_args(StructuredMethod):
             raise SettingsError(f"method must be one of {get_args(StructuredMethod)}, got {self.method!r}")
+        if self.inspect_mode not in get_args(InspectMode):
+            raise SettingsError(f"inspect_mode must be one of {get_args(InspectMode)}, got {self.inspect_mode!r}")
         if self.trace_durability not in get_args(TraceDurability):
             raise SettingsError(f"trace_durability must be one of {get_args(TraceDurability)}, "
                                 f"got {self.trace_durability!r}")
@@ -129,7 +145,8 @@ class BackboneSettings:
             value = env.get(var, "").strip()
             kw[name] = value or None
         choices = (("method", "RAA_STRUCTURED_METHOD", get_args(StructuredMethod)),
-                   ("trace_durability", "RAA_TRACE_DURABILITY", get_args(TraceDurability)))
+                   ("trace_durability", "RAA_TRACE_DURABILITY", get_args(TraceDurability)),
+                   ("inspect_mode", "RAA_INSPECT_MODE", get_args(InspectMode)))
         numeric = (("timeout_s", "RAA_TIMEOUT_S", float), ("max_retries", "RAA_MAX_RETRIES", int),
                    ("schema_retries", "RAA_SCHEMA_RETRIES", int), ("image_long_side", "RAA_IMAGE_LONG_SIDE", int),
                    ("jpeg_quality", "RAA_JPEG_QUALITY", int), ("temperature", "RAA_TEMPERATURE", float),

@@ -30,7 +30,8 @@ def build_studio_graph(preset: str = "full", *, model: Any = None, settings: Any
         from graph.settings import SettingsError
 
         raise SettingsError(settings.describe_missing())
-    return build_reward_agent(AgentConfig(preset=preset), model=model, settings=settings, checkpointer=False)
+    return build_reward_agent(AgentConfig(preset=preset, inspect_mode=settings.inspect_mode),
+                              model=model, settings=settings, checkpointer=False)
 
 
 def make_graph(config: RunnableConfig) -> Any:

@@ -216,3 +216,22 @@ def test_tool_round_empty_reply_faults() -> None:
     with OpenAIStub([StubReply(content="")] * 3) as stub, pytest.raises(BackboneFault) as info:
         asyncio.run(make(stub, "json_schema", schema_retries=1).atool_round("inspect", list(MSGS), [], Usage()))
     assert info.value.kind == "empty_reply" and len(stub.requests) == 2
+
+
+VLLM_NO_AUTO_TOOLS = '"auto" tool choice requires --enable-auto-tool-choice and --tool-call-parser to be set'
+
+
+def test_tool_round_rejected_by_server_says_how_to_fix_it() -> None:
+    """vLLM without tool calling answers a request with `tools` with a 400: no retry, and the fault names
+    both ways out (serve with tool calling, or RAA_INSPECT_MODE=plan) next to the server's own message."""
+    view = {"type": "function", "function": {"name": "view_frames", "description": "view frames",
+                                             "parameters": {"type": "object", "properties": {}}}}
+    with OpenAIStub([StubReply(status=400, content=VLLM_NO_AUTO_TOOLS)] * 2) as stub:
+        with pytest.raises(BackboneFault) as info:
+            asyncio.run(make(stub, "json_schema").atool_round("inspect", list(MSGS), [view], Usage()))
+        assert len(stub.requests) == 1
+        assert info.value.kind == "refused" and info.value.stage == "inspect"
+        assert "--enable-auto-tool-choice" in info.value.message and "RAA_INSPECT_MODE=plan" in info.value.message
+        with pytest.raises(BackboneFault) as plain:  # a 400 on a structured call gets no tool hint
+            run(make(stub, "json_schema"), Usage())
+    assert "RAA_INSPECT_MODE" not in plain.value.message

@@ -31,12 +31,13 @@ def test_settings_from_env_reads_every_variable() -> None:
            "RAA_STRUCTURED_METHOD": "json_mode", "RAA_TIMEOUT_S": "7.5", "RAA_MAX_RETRIES": "1",
            "RAA_SCHEMA_RETRIES": "0", "RAA_IMAGE_LONG_SIDE": "256", "RAA_JPEG_QUALITY": "70",
            "RAA_CACHE_PATH": "off", "RAA_TRACES_PATH": "/tmp/t.sqlite", "RAA_MAX_TOKENS": "300",
-           "RAA_TRACE_DURABILITY": "async"}
+           "RAA_TRACE_DURABILITY": "async", "RAA_INSPECT_MODE": "plan"}
     s = BackboneSettings.from_env(env)
     assert (s.base_url, s.model, s.api_key, s.method) == ("http://h:1/v1", "m", "k", "json_mode")
     assert (s.timeout_s, s.max_retries, s.schema_retries, s.image_long_side, s.jpeg_quality) == (7.5, 1, 0, 256, 70)
     assert s.cache_path is None and s.traces_path == "/tmp/t.sqlite" and s.max_tokens == 300
     assert s.trace_durability == "async" and BackboneSettings().trace_durability == "exit"
+    assert s.inspect_mode == "plan" and BackboneSettings().inspect_mode == "tools"
     assert s.configured and s.missing() == []
 
 
@@ -45,12 +46,13 @@ def test_settings_missing_names_unset_variables() -> None:
     assert not s.configured
     assert s.missing() == ["RAA_BASE_URL", "RAA_API_KEY"]
     assert "RAA_BASE_URL" in s.describe_missing() and "vllm serve" in s.describe_missing()
+    assert "RAA_INSPECT_MODE=plan" in s.describe_missing()  # Qwen2.5-VL's template has no tools
     assert s.cache_path == "runs/stage_cache.sqlite" and s.method == "json_schema"
 
 
 @pytest.mark.parametrize("var,value", [("RAA_TIMEOUT_S", "abc"), ("RAA_STRUCTURED_METHOD", "xml"),
                                        ("RAA_JPEG_QUALITY", "0"), ("RAA_MAX_RETRIES", "-1"),
-                                       ("RAA_TRACE_DURABILITY", "sometimes")])
+                                       ("RAA_TRACE_DURABILITY", "sometimes"), ("RAA_INSPECT_MODE", "tool")])
 def test_settings_bad_values_name_the_problem(var: str, value: str) -> None:
     with pytest.raises(SettingsError) as info:
         BackboneSettings.from_env({var: value})

@@ -168,6 +168,31 @@ def test_score_scripted_success_then_runs_and_trace(monkeypatch, tmp_path) -> No
     assert "view_frames" in out and "T=1.000" in out
 
 
+@pytest.mark.parametrize("command", ["score", "score-batch"])
+def test_inspect_mode_setting_reaches_the_cli_agents(command, monkeypatch, tmp_path) -> None:
+    """RAA_INSPECT_MODE=plan (servers without tool calling): the CLI's agents inspect with one plan and
+    never send a tool-calling request."""
+    pytest.importorskip("graph.builder")
+    from tests.graph_scripts import moving_square
+
+    model = _scripted(monkeypatch, tmp_path)
+    monkeypatch.setenv("RAA_INSPECT_MODE", "plan")
+    clip = moving_square(tmp_path / "m.mp4")
+    if command == "score":
+        res = runner.invoke(app, ["score", str(clip), "-i", "push the red block to the right", "--json",
+                                  "--preset", "visual_verify"])
+        status = json.loads(res.stdout.strip().splitlines()[-1])["status"]
+    else:
+        manifest = tmp_path / "manifest.jsonl"
+        manifest.write_text(json.dumps({"path": "m.mp4", "instruction": "push the red block to the right"}) + "\n")
+        res = runner.invoke(app, ["score-batch", str(manifest), "--out", str(tmp_path / "r.jsonl"),
+                                  "--preset", "visual_verify"])
+        status = json.loads((tmp_path / "r.jsonl").read_text())["result"]["status"]
+    assert res.exit_code == 0, res.output
+    assert status == "scored"
+    assert len(model.calls_for("plan")) == 1 and model.calls_for("inspect") == []
+
+
 def test_score_batch_resumes_and_isolates_bad_items(monkeypatch, tmp_path) -> None:
     pytest.importorskip("graph.builder")
     from tests.graph_scripts import garbage_file, moving_square

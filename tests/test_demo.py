@@ -34,12 +34,14 @@ def test_demo_with_endpoint_scores_and_writes_reports(tmp_path, monkeypatch) -> 
     monkeypatch.setenv("RAA_API_KEY", "EMPTY")
     monkeypatch.setenv("RAA_TRACES_PATH", str(tmp_path / "traces.sqlite"))
     monkeypatch.setenv("RAA_CACHE_PATH", str(tmp_path / "cache.sqlite"))
+    monkeypatch.setenv("RAA_INSPECT_MODE", "plan")  # the README's Qwen2.5-VL setting
     res = runner.invoke(app, ["demo", "--out", str(tmp_path), "--limit", "2", "--preset", "no_wmreward"],
                         env={"COLUMNS": "220"})
     assert res.exit_code == 0, res.output
     run_ids = re.findall(r"raa trace (run-[\w-]+)", res.output)
     assert len(run_ids) == 2
     assert model.calls, "the scripted backbone was never called"
+    assert model.calls_for("inspect") == [] and len(model.calls_for("plan")) >= 1
     reports = sorted((tmp_path / "reports").glob("*.html"))
     assert [p.stem for p in reports] == sorted(run_ids)
     assert all(p.stat().st_size > 1000 for p in reports)

@@ -40,6 +40,14 @@ def env(tmp_path, monkeypatch):
     return tmp_path, model
 
 
+def test_eval_reward_uses_the_inspect_mode_setting(env, monkeypatch):
+    _, model = env
+    monkeypatch.setenv("RAA_INSPECT_MODE", "plan")
+    result = runner.invoke(eval_cli.eval_app, ["reward", "-m", "m.jsonl", "-o", "ev", "--presets", "visual_verify"])
+    assert result.exit_code == 0, result.output
+    assert len(model.calls_for("plan")) == 1 and model.calls_for("inspect") == []  # the uniform clip: no calls
+
+
 def test_eval_reward_then_report(env, monkeypatch):
     root, _ = env
     result = runner.invoke(eval_cli.eval_app, ["reward", "-m", "m.jsonl", "-o", "ev", "--presets", "direct,full",

@@ -62,3 +62,13 @@ def test_injected_model_graph_runs(tmp_path):
     graph = module.build_studio_graph("direct", model=model, settings=BackboneSettings(cache_path=None))
     out = graph.invoke({"video": str(moving_square(tmp_path / "c.mp4")), "instruction": "push the red block"})
     assert out["result"].reward == pytest.approx(0.8) and [c.stage for c in model.calls] == ["direct"]
+
+
+def test_inspect_mode_comes_from_the_settings(tmp_path):
+    module, _ = _load_factory()
+    model = ScriptedChatModel(full_script())
+    settings = BackboneSettings(cache_path=None, inspect_mode="plan")
+    graph = module.build_studio_graph("visual_verify", model=model, settings=settings)
+    out = graph.invoke({"video": str(moving_square(tmp_path / "c.mp4")), "instruction": "push the red block"})
+    assert out["result"].status == "scored"
+    assert len(model.calls_for("plan")) == 1 and model.calls_for("inspect") == []
