@@ -109,8 +109,7 @@ def reward_command(
         typer.echo(f"warning: {judge.unconfigured_reason}; rows stay unjudged (R not measured)", err=True)
     backbone = Backbone.from_settings(settings, model=make_chat_model(settings), cache=StageCache(settings.cache_path))
     scorer = AgentScorer(backbone=backbone, tools=make_tools(), settings=settings,
-                         checkpointer=default_checkpointer(settings.traces_path), max_concurrency=concurrency,
-                         inspect_mode=settings.inspect_mode)
+                         checkpointer=default_checkpointer(settings.traces_path), max_concurrency=concurrency)
     total = len(clips) * len(chosen)
     done = [0]
 

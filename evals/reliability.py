@@ -28,7 +28,6 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from evals.judge import JudgeVerdict, RewardJudge
 from evals.table import all_metrics, metrics_as_dicts, ordered_presets, render_csv, render_markdown
-from graph.config import InspectMode
 from graph.schemas import RewardResult
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -89,16 +88,15 @@ class AgentScorer:
 
     Pass one shared `backbone` (with one StageCache) so presets re-use identical stage outputs, one `tools`
     object so tool models load once, and one `checkpointer` so every run is traced in the same database.
+    With `settings` (a `BackboneSettings`), each preset's config is `settings.agent_config(preset)`, so its
     `inspect_mode` applies to every preset (`"plan"` for servers or models without tool calling).
     """
 
     def __init__(self, *, model: BaseChatModel | None = None, backbone: Any = None, tools: Any = None,
-                 checkpointer: Any = None, settings: Any = None, max_concurrency: int = 16,
-                 inspect_mode: InspectMode = "tools") -> None:
+                 checkpointer: Any = None, settings: Any = None, max_concurrency: int = 16) -> None:
         self.model, self.backbone, self.tools = model, backbone, tools
         self.checkpointer, self.settings = checkpointer, settings
         self.max_concurrency = max_concurrency
-        self.inspect_mode: InspectMode = inspect_mode
         self._agents: dict[str, Any] = {}
 
     def agent(self, preset: str) -> Any:
@@ -114,7 +112,9 @@ class AgentScorer:
     def _config(self, preset: str) -> Any:
         from graph import AgentConfig
 
-        return AgentConfig(preset=preset, inspect_mode=self.inspect_mode)  # type: ignore[arg-type]
+        if self.settings is not None:
+            return self.settings.agent_config(preset)
+        return AgentConfig(preset=preset)  # type: ignore[arg-type]
 
     async def score(self, preset: str, clips: Sequence[EvalClip]) -> list[RewardResult]:
         from graph import ascore_videos

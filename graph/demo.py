@@ -83,7 +83,7 @@ def _score(rows: list[dict], out: Path, preset: str, concurrency: int, console: 
     """Score every clip with the reward agent and write a report per run."""
     import graph.commands as commands
     from evals.report import write_run_report
-    from graph import AgentConfig, ascore_videos
+    from graph import ascore_videos
     from graph.backbone import Backbone
     from graph.cache import StageCache
     from graph.settings import BackboneSettings
@@ -95,8 +95,7 @@ def _score(rows: list[dict], out: Path, preset: str, concurrency: int, console: 
     items = [(r["path"], r["instruction"]) for r in rows]
     console.print(f"Scoring {len(items)} clips with preset [bold]{preset}[/] against {settings.base_url} "
                   f"({settings.model}) ...")
-    results = asyncio.run(ascore_videos(items, AgentConfig(preset=preset, inspect_mode=settings.inspect_mode),
-                                        max_concurrency=concurrency,
+    results = asyncio.run(ascore_videos(items, settings.agent_config(preset), max_concurrency=concurrency,
                                         backbone=backbone, settings=settings,
                                         durability=settings.trace_durability))
     table = Table(title=f"Reward agent ({preset})")

@@ -9,7 +9,7 @@ receives a settings object. Decisions where the issue was silent:
   instead of silently falling back to a default.
 - `RAA_INSPECT_MODE` (`tools` | `plan`) lives here because it describes the server: whether it accepts
   tool-calling requests (vLLM refuses them unless started with a tool-call parser, and Qwen2.5-VL's chat
-  template has no tools). The CLI commands and `langgraph dev` put it into their `AgentConfig`;
+  template has no tools). The CLI commands and `langgraph dev` build their `AgentConfig` with `agent_config(preset)`;
   `AgentConfig`'s own default stays `tools`.
 """
 
@@ -21,7 +21,7 @@ from dataclasses import dataclass, fields, replace
 from pathlib import Path
 from typing import Literal, get_args
 
-from graph.config import InspectMode
+from graph.config import AgentConfig, InspectMode
 
 StructuredMethod = Literal["json_schema", "function_calling", "json_mode"]
 TraceDurability = Literal["exit", "async", "sync"]
@@ -130,6 +130,11 @@ class BackboneSettings:
         """Names of the required environment variables whose setting is unset."""
         values = (self.base_url, self.model, self.api_key)
         return [name for name, value in zip(REQUIRED_ENV, values, strict=True) if not value]
+
+    def agent_config(self, preset: str) -> AgentConfig:
+        """The `AgentConfig` the edge (CLI, demo, evals, `langgraph dev`) builds for `preset` against this
+        server: the preset's switches with `inspect_mode`. Raises ValueError for an unknown preset."""
+        return AgentConfig(preset=preset, inspect_mode=self.inspect_mode)  # type: ignore[arg-type]
 
     def with_overrides(self, **changes: object) -> BackboneSettings:
         """A copy with some fields replaced (validated again)."""

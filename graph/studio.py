@@ -22,7 +22,6 @@ from langchain_core.runnables import RunnableConfig
 def build_studio_graph(preset: str = "full", *, model: Any = None, settings: Any = None) -> Any:
     """The compiled reward agent for `preset`, without a checkpointer."""
     from graph.builder import build_reward_agent
-    from graph.config import AgentConfig
     from graph.settings import BackboneSettings
 
     settings = settings if settings is not None else BackboneSettings.from_env()
@@ -30,8 +29,7 @@ def build_studio_graph(preset: str = "full", *, model: Any = None, settings: Any
         from graph.settings import SettingsError
 
         raise SettingsError(settings.describe_missing())
-    return build_reward_agent(AgentConfig(preset=preset, inspect_mode=settings.inspect_mode),
-                              model=model, settings=settings, checkpointer=False)
+    return build_reward_agent(settings.agent_config(preset), model=model, settings=settings, checkpointer=False)
 
 
 def make_graph(config: RunnableConfig) -> Any:
