@@ -123,12 +123,14 @@ async def ascore_videos(items: Iterable[Any], config: AgentConfig | None = None,
 def score_video(video: str | Path, instruction: str, config: AgentConfig | None = None, *, model: Any = None,
                 tools: Any = None, checkpointer: Any = None, backbone: Any = None, settings: Any = None,
                 run_id: str | None = None, durability: TraceDurability = "exit") -> RewardResult:
-    """Score one clip (sync; must not be called from inside a running event loop). `durability`: when
-    checkpoints are written (see module docstring)."""
+    """Score one clip (sync). Works where an event loop is already running (a Jupyter cell): the run then
+    goes on a private loop in a helper thread (`graph.workers.run_sync`). `durability`: when checkpoints
+    are written (see module docstring)."""
     from graph.builder import build_reward_agent
+    from graph.workers import run_sync
 
     config = config or AgentConfig()
     agent = build_reward_agent(config, model=model, tools=tools, checkpointer=checkpointer, backbone=backbone,
                                settings=settings)
-    return asyncio.run(arun_agent(agent, _video(video), _instruction(instruction), run_id or new_run_id(),
-                                  config.preset, durability=durability))
+    return run_sync(arun_agent(agent, _video(video), _instruction(instruction), run_id or new_run_id(),
+                               config.preset, durability=durability))

@@ -51,6 +51,7 @@ from tenacity import AsyncRetrying, retry_if_exception, stop_after_attempt, wait
 
 from graph.cache import StageCache, stage_key
 from graph.settings import BackboneSettings, SettingsError, StructuredMethod
+from graph.workers import run_sync
 
 FaultKind = Literal["transport", "timeout", "invalid_reply", "empty_reply", "refused"]
 _ERR_CHARS = 1500
@@ -365,14 +366,14 @@ class Backbone:
         raise BackboneFault(stage, last.kind, f"{self.schema_retries + 1} tool-round replies failed; "
                             f"last: {last.message[:_ERR_CHARS]}")
 
-    # -- sync wrappers (not for use inside a running event loop) ------------------------------------
+    # -- sync wrappers (usable inside a running event loop too: see graph.workers.run_sync) ---------
     def structured(self, stage: str, schema: type[BaseModel], messages: list[BaseMessage], usage: Usage,
                    *, params: dict | None = None) -> BaseModel:
-        return asyncio.run(self.astructured(stage, schema, messages, usage, params=params))
+        return run_sync(self.astructured(stage, schema, messages, usage, params=params))
 
     def tool_round(self, stage: str, messages: list[BaseMessage], tools: list[BaseTool | dict],
                    usage: Usage) -> AIMessage:
-        return asyncio.run(self.atool_round(stage, messages, tools, usage))
+        return run_sync(self.atool_round(stage, messages, tools, usage))
 
 
 def _validate_text(schema: type[BaseModel], text: str) -> BaseModel:

@@ -99,6 +99,16 @@ def test_sync_wrapper() -> None:
     assert bb.structured("judge", Verdict, list(MSGS), Usage()).label == "s"
 
 
+def test_sync_wrapper_inside_a_running_event_loop() -> None:
+    """The sync wrappers also work where a loop is already running (a notebook cell)."""
+    bb, _ = _bb([{"label": "s", "score": 3}])
+
+    async def cell() -> str:
+        return bb.structured("judge", Verdict, list(MSGS), Usage()).label
+
+    assert asyncio.run(cell()) == "s"
+
+
 class _CountingModel(ScriptedChatModel):
     """Records every structured runnable it builds (ChatOpenAI converts the schema each time)."""
 

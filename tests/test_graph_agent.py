@@ -364,3 +364,28 @@ def test_reused_run_id_is_refused_with_a_reason(clip):
     second = asyncio.run(ascore_videos(items, AgentConfig(preset="decomposed"), agent=agent))[0]
     assert first.status == "scored"
     assert second.reward is None and "already has a trace" in second.reasons[0]
+
+
+def test_sync_entry_points_work_inside_a_running_event_loop(clip, tmp_path):
+    """A Jupyter cell runs inside an event loop, where asyncio.run refuses: score_video and the compiled
+    graph's invoke must still score (they run on a private loop in a helper thread)."""
+    import asyncio
+
+    from graph import AgentConfig, AgentTools, build_reward_agent, score_video
+    from graph.settings import BackboneSettings
+    from graph.testing import ScriptedChatModel
+
+    settings = BackboneSettings(traces_path=str(tmp_path / "traces.sqlite"), cache_path=None)
+
+    async def cell():
+        asyncio.get_running_loop()  # the situation of a notebook cell
+        res = score_video(clip, INSTRUCTION, AgentConfig(preset="decomposed"), model=ScriptedChatModel(full_script()),
+                          settings=settings, run_id="nb-1")
+        agent = build_reward_agent(AgentConfig(preset="decomposed"), model=ScriptedChatModel(full_script()),
+                                   tools=AgentTools(), settings=settings)
+        out = agent.invoke({"video": str(clip), "instruction": INSTRUCTION}, {"configurable": {"thread_id": "nb-2"}})
+        return res, out["result"]
+
+    res, invoked = asyncio.run(cell())
+    assert res.status == "scored" and res.reward == pytest.approx(0.975) and res.run_id == "nb-1"
+    assert invoked.status == "scored" and invoked.reward == res.reward

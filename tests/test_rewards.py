@@ -167,3 +167,15 @@ def test_agent_reward_calls_ascore_videos(monkeypatch, tmp_path):
     assert seen["preset"] == "no_audit" and seen["conc"] == 3
     assert fn.last_reasons[1] == ["contract could not be verified"]
     assert not any(tmp_path.iterdir())  # temporary clips removed after scoring
+
+
+def test_async_reward_called_from_inside_a_running_event_loop():
+    """call_reward from sync code that runs inside an event loop (a notebook) still awaits the reward."""
+    async def reward(videos, prompts, **meta):
+        await asyncio.sleep(0)
+        return [0.5] * len(videos)
+
+    async def cell():
+        return call_reward(reward, "async", _clips(2), ["a", "b"])
+
+    assert asyncio.run(cell()).rewards == [0.5, 0.5]

@@ -227,11 +227,15 @@ class HttpAgentReward:
 
 
 def _run(value: Any) -> Any:
+    """``value``, awaited when it is awaitable (on a fresh loop, or in a helper thread when this thread
+    already runs one: a notebook; see ``graph.workers.run_sync``)."""
     if inspect.isawaitable(value):
+        from graph.workers import run_sync
+
         async def _await() -> Any:
             return await value
 
-        return asyncio.run(_await())
+        return run_sync(_await())
     return value
 
 

@@ -20,12 +20,9 @@ time per agent run that LangGraph's own per-node run already covers.
 
 from __future__ import annotations
 
-import asyncio
-import contextvars
 import json
 import time
 from collections.abc import Awaitable, Callable, Sequence
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
@@ -38,7 +35,7 @@ from graph.backbone import BackboneFault, Usage
 from graph.context import RunContext
 from graph.schemas import Assessment, Fault, TaskContract
 from graph.state import AgentState, ContractFrozenError, StepRecord
-from graph.workers import run_scope
+from graph.workers import run_scope, run_sync
 from prompts import render
 from tools.errors import ToolFault
 
@@ -80,16 +77,6 @@ def to_fault(stage: str, exc: BaseException) -> Fault:
     return Fault(stage=stage, kind="internal", message=f"{type(exc).__name__}: {exc}"[:2000])
 
 
-def _run_sync(coro: Any) -> Any:
-    """Run a coroutine from sync code (a fresh loop here, or in a worker thread if a loop is running)."""
-    try:
-        asyncio.get_running_loop()
-    except RuntimeError:
-        return asyncio.run(coro)
-    with ThreadPoolExecutor(max_workers=1) as pool:
-        return pool.submit(contextvars.copy_context().run, asyncio.run, coro).result()
-
-
 class StageNode(Runnable[AgentState, dict[str, Any]]):
     """A stage as a LangGraph node: a plain langchain `Runnable` whose `ainvoke` awaits the stage and
     whose `invoke` runs it on a private event loop. Unlike `RunnableLambda`, it inspects no function
@@ -100,7 +87,7 @@ class StageNode(Runnable[AgentState, dict[str, Any]]):
         self._run = run
 
     def invoke(self, input: AgentState, config: RunnableConfig | None = None, **kwargs: Any) -> dict[str, Any]:
-        return _run_sync(self._run(input, ensure_config(config)))
+        return run_sync(self._run(input, ensure_config(config)))
 
     async def ainvoke(self, input: AgentState, config: RunnableConfig | None = None,
                       **kwargs: Any) -> dict[str, Any]:
