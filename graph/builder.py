@@ -156,7 +156,7 @@ def build_reward_agent(config: AgentConfig | None = None, *, model: Any = None, 
         settings: `graph.settings.BackboneSettings` (default: from the environment, when needed).
         frame_store: shared FrameStore (default: a new one sized from the settings).
     """
-    from graph.backbone import Backbone
+    from graph.backbone import Backbone, default_chat_model
     from graph.cache import StageCache
     from graph.settings import BackboneSettings
 
@@ -166,7 +166,8 @@ def build_reward_agent(config: AgentConfig | None = None, *, model: Any = None, 
         settings = BackboneSettings.from_env()
     if backbone is None:
         if model is None:
-            backbone = Backbone.from_settings(settings, cache=StageCache(settings.cache_path))
+            chat = default_chat_model(settings)  # a missing endpoint fails here, before the cache file exists
+            backbone = Backbone.from_settings(settings, model=chat, cache=StageCache(settings.cache_path))
         else:
             backbone = Backbone(model, cache=StageCache(None), **_backbone_opts(settings))
     if tools is None:  # lazy: builds no model; also carries the quality thresholds from the settings

@@ -329,12 +329,14 @@ def test_ascore_videos_with_default_sqlite_checkpointer(clip, tmp_path):
     assert tup is not None and tup.checkpoint["channel_values"]["result"].run_id == "b1"
 
 
-def test_unconfigured_default_model_raises_a_clear_error():
+def test_unconfigured_default_model_raises_a_clear_error(tmp_path, monkeypatch):
     from graph import build_reward_agent
     from graph.settings import SettingsError
 
+    monkeypatch.chdir(tmp_path)
     with pytest.raises(SettingsError, match="RAA_BASE_URL"):
         build_reward_agent(checkpointer=InMemorySaver())
+    assert list(tmp_path.iterdir()) == []  # the failed build left no stage-cache file behind
 
 
 def test_context_passed_per_invocation_is_used(clip):
