@@ -45,6 +45,8 @@ from graph.tracing import (
 )
 
 _out = Console()
+TRACE_TABLE_MIN_WIDTH = 120
+"""`raa trace` prints a table on consoles at least this wide, one block per step on narrower ones."""
 _err = Console(stderr=True)
 
 
@@ -200,13 +202,16 @@ def runs_command(
     if not path.exists():
         typer.echo(f"no trace database at {path} (no runs yet)", err=True)
         return
+    runs = list_runs(open_saver(path), limit=limit)
     table = Table(title=f"runs in {path}")
-    for col in ("run id", "updated", "video", "preset", "status", "reward", "steps"):
-        table.add_column(col)
-    for run in list_runs(open_saver(path), limit=limit):
+    # the run id is what `raa trace` / `raa report` take: never cut short; other columns fold
+    table.add_column("run id", no_wrap=True, min_width=max((len(r.run_id) for r in runs), default=6))
+    for col in ("updated", "video", "preset", "status", "reward", "steps"):
+        table.add_column(col, overflow="fold")
+    for run in runs:
         reward = "-" if run.reward is None else f"{run.reward:.4f}"
         video = str(run.values.get("video", ""))
-        table.add_row(run.run_id, run.updated[:19], Path(video).name if video else "-",
+        table.add_row(run.run_id, run.updated[:19].replace("T", " "), Path(video).name if video else "-",
                       str(run.values.get("preset", "")), run.status, reward, str(len(run.steps)))
     _out.print(table)
 
@@ -217,25 +222,33 @@ def trace_command(
 ) -> None:
     """Print every step of one agent run in order."""
     path = _traces_path(db)
-    try:
-        trace = read_trace(open_saver(path), run_id) if path.exists() else None
-    except RunNotFoundError:
-        trace = None
-    if trace is None:
-        typer.echo(f"error: no traced run with id {run_id!r} in {path}", err=True)
+    if not path.exists():
+        typer.echo(f"error: no traced run with id {run_id!r}: no trace database at {path} (no runs yet)", err=True)
         raise typer.Exit(1)
+    try:
+        trace = read_trace(open_saver(path), run_id)
+    except RunNotFoundError as exc:
+        typer.echo(f"error: {exc} (in {path})", err=True)
+        raise typer.Exit(1) from exc
     v = trace.values
     _out.print(f"run {run_id}  video={v.get('video', '-')}  preset={v.get('preset', '-')}  "
                f"status={trace.status}  reward={'-' if trace.reward is None else f'{trace.reward:.4f}'}", highlight=False, soft_wrap=True)
     typer.echo(f"instruction: {str(v.get('instruction', ''))[:300]}")
-    table = Table(show_lines=True)
-    columns = ("#", "node", "duration", "decision", "frames", "crops", "tools", "audit", "gate")
-    for col in columns:
-        table.add_column(col, overflow="fold")
-    for i, step in enumerate(trace.steps):
-        row = step_row(i, step)
-        table.add_row(*(row[c] for c in columns))
-    _out.print(table)
+    rows = [step_row(i, step) for i, step in enumerate(trace.steps)]
+    if _out.width >= TRACE_TABLE_MIN_WIDTH:
+        table = Table(show_lines=True)
+        columns = ("#", "node", "duration", "decision", "frames", "crops", "tools", "audit", "gate")
+        for col in columns:  # short fixed columns stay on one line; the long ones fold, losing nothing
+            table.add_column(col, no_wrap=col in ("#", "node", "duration"), overflow="fold")
+        for row in rows:
+            table.add_row(*(row[c] for c in columns))
+        _out.print(table)
+    else:  # nine columns do not fit: one block per step, a field per line (pipes, narrow terminals)
+        for row in rows:
+            typer.echo(f"[{row['#']}] {row['node']}  {row['duration']}")
+            for field in ("decision", "frames", "crops", "tools", "audit", "gate"):
+                for k, line in enumerate(row[field].splitlines()):
+                    typer.echo(f"    {field if k == 0 else '':9s} {line}")
     for fault in v.get("faults") or []:
         typer.echo(f"fault: {fault.get('stage')}: {fault.get('kind')}: {fault.get('message')}")
     if trace.result:

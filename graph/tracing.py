@@ -11,6 +11,8 @@ Decisions where the issue was silent:
   thread, newest first) and then loads only each thread's latest checkpoint; other savers fall back
   to `saver.list(None)`.
 - A run whose graph stopped mid-way (crash, interrupt) is listed with status "incomplete".
+- Run ids are matched exactly (no prefix lookup that could silently pick another run); when none
+  matches, the error names the traced ids that start with the given text.
 - `describe_update` renders one `stream_mode="updates"` item for `raa score --stream`.
 """
 
@@ -111,10 +113,13 @@ def _trace_from_tuple(run_id: str, tup: Any) -> RunTrace:
 
 
 def read_trace(saver: BaseCheckpointSaver, run_id: str) -> RunTrace:
-    """The latest checkpoint of `run_id`; RunNotFoundError when there is none."""
+    """The latest checkpoint of `run_id`; RunNotFoundError when there is none (its message names up to
+    five traced run ids that start with `run_id`, e.g. for an id cut short when copied)."""
     tup = saver.get_tuple({"configurable": {"thread_id": run_id, "checkpoint_ns": ""}})
     if tup is None:
-        raise RunNotFoundError(f"no traced run with id {run_id!r}")
+        near = [tid for tid in _thread_ids(saver) if run_id and tid.startswith(run_id)] if run_id else []
+        hint = f"; did you mean {', '.join(near[:5])}{' ...' if len(near) > 5 else ''}?" if near else ""
+        raise RunNotFoundError(f"no traced run with id {run_id!r}{hint}")
     return _trace_from_tuple(run_id, tup)
 
 

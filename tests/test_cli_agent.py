@@ -67,6 +67,47 @@ def test_runs_and_trace_read_the_trace_database(monkeypatch, tmp_path) -> None:
     assert "view_crop" in out and "x0 >= x1" in out and "pick the cube" in out
 
 
+def test_narrow_console_keeps_run_ids_and_trace_fields_whole(monkeypatch, tmp_path) -> None:
+    """At 80 columns (a pipe, a small terminal) `raa runs` still prints the whole run id to copy, and
+    `raa trace` switches from the nine-column table to one block per step with unbroken values."""
+    from graph.tracing import open_saver
+
+    db = tmp_path / "traces.sqlite"
+    run_id = "run-0123456789ab-long-enough-to-be-cut"
+    _graph(open_saver(db)).invoke({"video": "/clips/a_rather_long_clip_name.mp4", "instruction": "pick the cube"},
+                                  {"configurable": {"thread_id": run_id}})
+    monkeypatch.setenv("RAA_TRACES_PATH", str(db))
+    res = runner.invoke(app, ["runs"], env={"COLUMNS": "80"})
+    assert res.exit_code == 0 and run_id in res.output, res.output
+
+    res = runner.invoke(app, ["trace", run_id], env={"COLUMNS": "80"})
+    assert res.exit_code == 0, res.output
+    lines = res.output.splitlines()
+    assert "[0] quality  0.01s" in lines and any(line.startswith("[1] tool_call") for line in lines)
+    assert any("decision" in line and "R = 0.62" in line for line in lines)  # one step's decision, on one line
+    assert "view_crop" in res.output and "x0 >= x1" in res.output and "┃" not in res.output
+
+    wide = runner.invoke(app, ["trace", run_id], env={"COLUMNS": "250"})
+    assert wide.exit_code == 0 and "┃" in wide.output and "[0] quality" not in wide.output
+
+
+def test_unknown_run_id_names_the_runs_it_may_have_meant(monkeypatch, tmp_path) -> None:
+    from graph.tracing import open_saver
+
+    db = tmp_path / "traces.sqlite"
+    for rid in ("run-abc123", "run-abd999"):
+        _graph(open_saver(db)).invoke({"video": "/clips/a.mp4", "instruction": "x"}, {"configurable": {"thread_id": rid}})
+    monkeypatch.setenv("RAA_TRACES_PATH", str(db))
+    res = runner.invoke(app, ["trace", "run-abc"])  # cut short when copied: not resolved, but named
+    assert res.exit_code == 1 and "did you mean run-abc123?" in res.output and "run-abd999" not in res.output
+    res = runner.invoke(app, ["trace", "run-ab"])
+    assert res.exit_code == 1 and "run-abc123" in res.output and "run-abd999" in res.output
+    res = runner.invoke(app, ["trace", "zzz"])
+    assert res.exit_code == 1 and "did you mean" not in res.output
+    res = runner.invoke(app, ["report", "run-abc", "--traces", str(db)])
+    assert res.exit_code == 1 and "did you mean run-abc123?" in res.output
+
+
 def test_trace_unknown_run_exits_1(monkeypatch, tmp_path) -> None:
     monkeypatch.setenv("RAA_TRACES_PATH", str(tmp_path / "none.sqlite"))
     res = runner.invoke(app, ["trace", "run-nope"])

@@ -391,3 +391,9 @@ def test_sync_entry_points_work_inside_a_running_event_loop(clip, tmp_path):
     res, invoked = asyncio.run(cell())
     assert res.status == "scored" and res.reward == pytest.approx(0.975) and res.run_id == "nb-1"
     assert invoked.status == "scored" and invoked.reward == res.reward
+
+
+def test_step_decisions_count_in_words():
+    from graph.nodes.common import count
+
+    assert [count(n, "tool call") for n in (0, 1, 2)] == ["0 tool calls", "1 tool call", "2 tool calls"]

@@ -140,6 +140,11 @@ def human(text: str, blocks: Sequence[dict] = ()) -> HumanMessage:
     return HumanMessage(content=[{"type": "text", "text": text}, *blocks])
 
 
+def count(n: int, noun: str) -> str:
+    """`n` and the noun, plural unless n is 1 ("1 event", "0 events") for step decisions."""
+    return f"{n} {noun}" if n == 1 else f"{n} {noun}s"
+
+
 def dump(record: Any) -> str:
     """Compact JSON of a pydantic record for a prompt."""
     return json.dumps(record.model_dump(mode="json"), ensure_ascii=False, indent=1)

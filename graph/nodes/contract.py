@@ -11,7 +11,7 @@ from __future__ import annotations
 from typing import Any
 
 from graph.context import RunContext
-from graph.nodes.common import Step, human, instruction_block, system
+from graph.nodes.common import Step, count, human, instruction_block, system
 from graph.schemas import Requirement, TaskContract
 from graph.state import AgentState
 
@@ -31,5 +31,5 @@ async def contract(state: AgentState, ctx: RunContext, step: Step) -> dict[str, 
                 human("Extract the task contract of this instruction.\n" + instruction_block(instruction))]
     out = await ctx.backbone.astructured("contract", TaskContract, messages, step.usage)
     essential = sum(r.essential for r in out.requirements)
-    step.decision = f"{len(out.requirements)} requirements ({essential} essential)"
+    step.decision = f"{count(len(out.requirements), 'requirement')} ({essential} essential)"
     return {"contract": out}

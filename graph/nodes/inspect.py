@@ -19,7 +19,7 @@ from typing import Any
 from langchain_core.messages import AIMessage, BaseMessage, ToolMessage
 
 from graph.context import RunContext
-from graph.nodes.common import Step, dump, human, system
+from graph.nodes.common import Step, count, dump, human, system
 from graph.nodes.evidence import (
     access_text,
     crop_records,
@@ -77,7 +77,7 @@ async def inspect(state: AgentState, ctx: RunContext, step: Step) -> dict[str, A
     if calls:
         step.decision = f"round {rounds + 1}: " + ", ".join(c["name"] for c in calls)
         return {"pending_calls": calls, "inspect_rounds": rounds + 1}
-    step.decision = f"done after {rounds} tool rounds"
+    step.decision = f"done after {count(rounds, 'tool round')}"
     return {"pending_calls": [], "inspect_notes": reply.text[:4000]}
 
 
@@ -90,7 +90,7 @@ async def tool_call(state: AgentState, ctx: RunContext, step: Step) -> dict[str,
         new.append(ex)
     _record(step, new)
     cap = " (cap reached)" if rnd + 1 >= ctx.config.max_tool_rounds else ""
-    step.decision = f"executed {len(new)} tool calls{cap}"
+    step.decision = f"executed {count(len(new), 'tool call')}{cap}"
     return {"exchanges": new, "pending_calls": []}
 
 
@@ -114,7 +114,7 @@ async def _plan(state: AgentState, ctx: RunContext, step: Step) -> dict[str, Any
     for k, (name, args) in enumerate(calls):
         new.append(await execute(state, ctx, new, 0, f"plan_{k}", name, args))
     _record(step, new)
-    step.decision = f"plan: {len(plan.views)} views, {len(plan.tracks) if cfg.motion else 0} tracks executed"
+    step.decision = f"plan: {count(len(plan.views), 'view')}, {count(len(plan.tracks) if cfg.motion else 0, 'track')} executed"
     return {"plan": plan, "exchanges": new, "pending_calls": [], "inspect_rounds": 1}
 
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 from typing import Any
 
 from graph.context import RunContext
-from graph.nodes.common import Step, human, system
+from graph.nodes.common import Step, count, human, system
 from graph.schemas import Observation
 from graph.state import AgentState
 
@@ -21,5 +21,5 @@ async def observe(state: AgentState, ctx: RunContext, step: Step) -> dict[str, A
                 human(f"{len(sample)} frames of one clip follow, in temporal order.", blocks)]
     obs = await ctx.backbone.astructured("observe", Observation, messages, step.usage)
     step.frames = sample
-    step.decision = f"{len(obs.events)} events, {len(obs.visual_issues)} visual issues"
+    step.decision = f"{count(len(obs.events), 'event')}, {count(len(obs.visual_issues), 'visual issue')}"
     return {"observation": obs}

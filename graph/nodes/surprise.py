@@ -15,7 +15,7 @@ from __future__ import annotations
 from typing import Any
 
 from graph.context import RunContext
-from graph.nodes.common import Step, frames_total
+from graph.nodes.common import Step, count, frames_total
 from graph.state import AgentState
 from graph.workers import run_blocking
 from tools.errors import ToolFault
@@ -40,7 +40,7 @@ async def surprise(state: AgentState, ctx: RunContext, step: Step) -> dict[str, 
     used = min(n, MAX_SURPRISE_FRAMES)
     evidence = await run_blocking(_score, ctx, state["video"], used, lane=ctx.tools.lane)
     top = ", ".join(f"{w.start}-{w.end}:{w.surprise:.3f}" for w in evidence.top[:3])
-    step.decision = f"{evidence.status}; {len(evidence.windows)} windows; top {top or 'none'}"
+    step.decision = f"{evidence.status}; {count(len(evidence.windows), 'window')}; top {top or 'none'}"
     step.tool_summaries = [evidence.text()[:500]]
     notes = [f"surprise scored on the first {used} of {n} frames"] if used < n else []
     return {"surprise": evidence.model_dump(mode="json"), "notes": notes}
