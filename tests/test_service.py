@@ -361,7 +361,7 @@ def test_toolbox_configured_cotracker_that_cannot_load_is_a_fault_not_lk(tmp_pat
     with pytest.raises(ToolFault) as info:
         box.tracker()
     assert info.value.tool == "motion" and info.value.kind == "load"
-    with pytest.raises(ToolFault):  # not cached: asks again, still a fault
+    with pytest.raises(ToolFault, match="not retried for another"):  # remembered: fails at once, same reason
         box.tracker()
 
 

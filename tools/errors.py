@@ -1,12 +1,22 @@
-"""Typed errors shared by the evidence tools.
+"""Typed errors shared by the evidence tools, and the memory of a failed model load.
 
 `ToolFault` is raised when a configured evidence tool (motion tracker, surprise scorer, tool
 service) cannot load or run. The reward agent turns it into a `Fault` record and an
 ineligible result: there is never a silent switch to another backend, and never a model-only
 fallback.
+
+`LoadFailureMemo`: a model that failed to load (weights missing, no network for a hub id) is not
+tried again for `retry_after_s` seconds (default 60); calls in between fail at once with the same
+reason. Decision where the issues were silent: without it every clip of a batch re-ran the failing
+load (a hub id without network spends ~20 s in huggingface_hub's retries), one clip after another
+behind the load lock, only to record the same fault; after the pause one call tries again, so a
+transient failure still recovers.
 """
 
 from __future__ import annotations
+
+import time
+from collections.abc import Callable
 
 
 class ToolFault(RuntimeError):
@@ -22,3 +32,32 @@ class ToolFault(RuntimeError):
         self.tool = tool
         self.kind = kind
         self.message = message
+
+
+class LoadFailureMemo:
+    """The last load failure of one model, remembered for `retry_after_s` seconds (0 = never).
+
+    Not thread-safe on its own: call it under the lock that serialises the load."""
+
+    def __init__(self, retry_after_s: float = 60.0, *, clock: Callable[[], float] = time.monotonic) -> None:
+        if retry_after_s < 0:
+            raise ValueError(f"retry_after_s must be >= 0, got {retry_after_s}")
+        self.retry_after_s = retry_after_s
+        self._clock = clock
+        self._fault: ToolFault | None = None
+        self._at = 0.0
+
+    def check(self) -> None:
+        """Raise the remembered fault (with its age) while the pause lasts; otherwise return."""
+        if self._fault is None:
+            return
+        age = self._clock() - self._at
+        if age < self.retry_after_s:
+            f = self._fault
+            raise ToolFault(f.tool, f.kind, f"{f.message} (failed {age:.0f} s ago; not retried for another "
+                                            f"{self.retry_after_s - age:.0f} s)")
+
+    def record(self, fault: ToolFault) -> ToolFault:
+        """Remember `fault` as of now and return it (for `raise memo.record(fault)`)."""
+        self._fault, self._at = fault, self._clock()
+        return fault

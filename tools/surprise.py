@@ -33,7 +33,7 @@ import cv2
 import numpy as np
 from pydantic import BaseModel, Field
 
-from tools.errors import ToolFault
+from tools.errors import LoadFailureMemo, ToolFault
 
 DEFAULT_VJEPA2 = "facebook/vjepa2-vitl-fpc64-256"
 IMAGENET_MEAN = np.array([0.485, 0.456, 0.406], np.float32)
@@ -122,7 +122,7 @@ class VJEPA2SurpriseScorer:
     def __init__(self, model_id: str = DEFAULT_VJEPA2, *, device: Literal["cpu", "cuda"] = "cpu",
                  dtype: Literal["float32", "bfloat16", "float16"] = "float32", batch_size: int = 8,
                  top_k: int = 3, window: int = 16, stride: int = 2, context: int = 8,
-                 model: Any | None = None) -> None:
+                 model: Any | None = None, load_retry_s: float = 60.0) -> None:
         if not 0 < context < window:
             raise ValueError(f"context ({context}) must be between 1 and window-1 ({window - 1})")
         if batch_size < 1 or top_k < 0 or stride < 1:
@@ -132,6 +132,7 @@ class VJEPA2SurpriseScorer:
         self.window, self.stride, self.context = window, stride, context
         self._model = model
         self._lock = threading.Lock()
+        self._load_failure = LoadFailureMemo(load_retry_s)  # a failed load is retried after load_retry_s
         if model is not None:
             self._check_config(model.config)
 
@@ -147,9 +148,11 @@ class VJEPA2SurpriseScorer:
                              f"tubelet size {tub}")
 
     def load(self) -> VJEPA2SurpriseScorer:
-        """Load the model now (idempotent); raises ToolFault("surprise", "load", ...) on failure."""
+        """Load the model now (idempotent); raises ToolFault("surprise", "load", ...) on failure, and at
+        once, with the same reason, for `load_retry_s` seconds after one (`tools.errors.LoadFailureMemo`)."""
         with self._lock:
             if self._model is None:
+                self._load_failure.check()
                 try:
                     import torch
                     from transformers import VJEPA2Model
@@ -158,8 +161,9 @@ class VJEPA2SurpriseScorer:
                     self._check_config(model.config)
                     self._model = model.to(self.device).eval()
                 except Exception as exc:  # noqa: BLE001 - every load failure becomes a typed fault
-                    raise ToolFault("surprise", "load",
-                                    f"cannot load V-JEPA 2 from {self.model_id!r}: {type(exc).__name__}: {exc}") from exc
+                    raise self._load_failure.record(ToolFault(
+                        "surprise", "load", f"cannot load V-JEPA 2 from {self.model_id!r}: {type(exc).__name__}: {exc}"
+                    )) from exc
         return self
 
     @property

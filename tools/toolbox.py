@@ -2,7 +2,8 @@
 in-process or through the tool service (``settings.tools_url``), with identical results either way.
 
 Decisions where the issue was silent: tools are built on first use (thread-safe) and cached for the
-life of the Toolbox; a build failure raises ToolFault and is not cached, so a later call retries;
+life of the Toolbox, also when their model failed to load: the tool itself remembers the failure
+for a minute and fails at once meanwhile, then tries again (``tools.errors.LoadFailureMemo``);
 ``close()`` releases the HTTP connection pool of the remote tools.
 """
 
@@ -13,7 +14,7 @@ import threading
 import numpy as np
 
 from tools.client import RemoteMotionTracker, RemoteSurpriseScorer, ToolServiceClient
-from tools.motion import MotionTracker, build_tracker
+from tools.motion import CoTracker3Tracker, MotionTracker, build_tracker
 from tools.quality import QualityCheck, check_quality
 from tools.settings import ToolSettings
 from tools.surprise import SurpriseScorer, VJEPA2SurpriseScorer
@@ -26,6 +27,7 @@ class Toolbox:
                  scorer: SurpriseScorer | None = None) -> None:
         self.settings = settings or ToolSettings()
         self._tracker = tracker
+        self._cotracker: CoTracker3Tracker | None = None  # the tracker when this toolbox built CoTracker3
         self._scorer = scorer
         self._client: ToolServiceClient | None = None
         self._lock = threading.Lock()
@@ -48,11 +50,13 @@ class Toolbox:
                 s = self.settings
                 if self.remote:
                     self._tracker = RemoteMotionTracker(self._service())
-                elif s.motion_backend == "cotracker3":
-                    self._tracker = build_tracker("cotracker3", checkpoint=s.cotracker_checkpoint,
-                                                  hub_dir=s.cotracker_hub_dir, device=s.device).load()
+                elif s.motion_backend == "cotracker3":  # kept even if its load fails: it remembers the failure
+                    self._tracker = self._cotracker = build_tracker(
+                        "cotracker3", checkpoint=s.cotracker_checkpoint, hub_dir=s.cotracker_hub_dir, device=s.device)
                 else:
                     self._tracker = build_tracker("lk")
+            if self._cotracker is not None:
+                self._cotracker.load()  # idempotent; raises ToolFault while the model cannot load
             return self._tracker
 
     def surprise(self) -> SurpriseScorer:

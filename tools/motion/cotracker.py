@@ -27,7 +27,7 @@ from typing import Any, Literal
 
 import numpy as np
 
-from tools.errors import ToolFault
+from tools.errors import LoadFailureMemo, ToolFault
 from tools.motion.base import MotionTracks, in_bounds, resolve_queries, validate_frames
 
 OFFLINE_WINDOW_LEN = 60
@@ -40,7 +40,8 @@ class CoTracker3Tracker:
 
     def __init__(self, *, checkpoint: str | Path | None = None, hub_dir: str | Path | None = None,
                  device: Literal["cpu", "cuda"] = "cpu", interp_shape: tuple[int, int] | None = None,
-                 allow_random_weights: bool = False, predictor: Any | None = None) -> None:
+                 allow_random_weights: bool = False, predictor: Any | None = None,
+                 load_retry_s: float = 60.0) -> None:
         self.checkpoint = Path(checkpoint) if checkpoint else None
         self.hub_dir = Path(hub_dir) if hub_dir else None
         self.device = device
@@ -48,13 +49,20 @@ class CoTracker3Tracker:
         self.allow_random_weights = allow_random_weights
         self._predictor = predictor
         self._lock = threading.Lock()
+        self._load_failure = LoadFailureMemo(load_retry_s)  # a failed load is retried after load_retry_s
 
     # ----------------------------------------------------------------------------------- loading
     def load(self) -> CoTracker3Tracker:
-        """Build the predictor now (idempotent); raises ToolFault("motion", "load", ...) on failure."""
+        """Build the predictor now (idempotent); raises ToolFault("motion", "load", ...) on failure, and at
+        once, with the same reason, for `load_retry_s` seconds after one (`tools.errors.LoadFailureMemo`)."""
         with self._lock:
             if self._predictor is None:
-                self._predictor = self._build()
+                self._load_failure.check()
+                try:
+                    self._predictor = self._build()
+                except ToolFault as fault:
+                    self._load_failure.record(fault)
+                    raise
         return self
 
     def _build(self) -> Any:
