@@ -70,7 +70,7 @@ def _print_table(metrics: list) -> None:
     for col in ("Method", "R / N (%)", "F+ / n_neg", "P0 / n_prog", "Inelig.", "Unjudged"):
         t.add_column(col)
     for m in metrics:
-        t.add_row(DISPLAY_NAMES[m.preset], f"{m.r} / {m.n} ({m.r_pct:.1f}%)", f"{m.f_plus} / {m.n_neg}",
+        t.add_row(DISPLAY_NAMES[m.preset], m.r_cell, f"{m.f_plus} / {m.n_neg}",
                   f"{m.p0} / {m.n_prog}", str(m.ineligible), str(m.unjudged))
     console = _console()
     console.print(t)

@@ -6,7 +6,7 @@ ineligible and unjudged counts, mean reward by label and by hacking pattern and 
 
 Definitions (decisions where the issue was silent are marked *):
 - N: rows of the preset. R: rows whose judge verdict is `judged` and reasonable (unjudged and skipped rows
-  never count). R% = 100 R / N.
+  never count). R% = 100 R / N. *A preset none of whose rows was judged shows "not judged" instead of 0 / N.
 - n_neg: rows labelled `failure` or `unobservable`; F+: those with a reward > 0.
 - n_prog: rows labelled `progress`; P0: those with a reward == 0. *An ineligible progress row (reward None)
   is not a zero reward: it is counted in `ineligible`, not in P0.
@@ -108,6 +108,14 @@ class PresetMetrics:
         """R as a percentage of N (0 when N is 0)."""
         return 100.0 * self.r / self.n if self.n else 0.0
 
+    @property
+    def r_cell(self) -> str:
+        """The R / N (%) cell; "not judged" when no row of the preset was judged (no judge endpoint, every
+        attempt failed, all ineligible), where 0 / N (0.0%) would read as a judge rejecting them all."""
+        if self.n and self.unjudged + self.skipped >= self.n:
+            return f"not judged (N = {self.n})"
+        return f"{self.r} / {self.n} ({self.r_pct:.1f}%)"
+
 
 def _mean_reward(rows: Sequence[dict]) -> MeanReward:
     rewards = [float(r["reward"]) for r in rows if r.get("reward") is not None]
@@ -152,7 +160,7 @@ def render_markdown(metrics: Sequence[PresetMetrics], *, judge_name: str = "judg
     """Table 2 layout (R / N (%), F+ / n_neg, P0 / n_prog), then reliability extras and mean rewards."""
     lines = [f"| Method | R / N (%) ↑ ({judge_name}) | F+ / n_neg ↓ | P0 / n_prog ↓ |", "| --- | --- | --- | --- |"]
     for m in metrics:
-        lines.append(f"| {DISPLAY_NAMES[m.preset]} | {m.r} / {m.n} ({m.r_pct:.1f}%) | {m.f_plus} / {m.n_neg} "
+        lines.append(f"| {DISPLAY_NAMES[m.preset]} | {m.r_cell} | {m.f_plus} / {m.n_neg} "
                      f"| {m.p0} / {m.n_prog} |")
     lines += ["", "| Preset | Ineligible | Unjudged | Skipped | Calls / clip | Images / clip | "
               "Input tokens / clip | Output tokens / clip | Cache hits / clip |",

@@ -60,7 +60,7 @@ def test_eval_reward_then_report(env, monkeypatch):
     assert {(r["preset"], r["label"], r["reward"]) for r in rows} >= {("direct", "failure", 0.0),
                                                                       ("full", "failure", 0.0)}
     table = (root / "ev" / "table.md").read_text()
-    assert re.search(r"\| Direct base-model scoring \| 0 / 2 \(0.0%\) \| 0 / 1 \| 0 / 1 \|", table)
+    assert re.search(r"\| Direct base-model scoring \| not judged \(N = 2\) \| 0 / 1 \| 0 / 1 \|", table)
 
     judge_model = ScriptedChatModel({"judge": [{"reasonable": True, "rationale": "ok"}]})
     monkeypatch.setattr(eval_cli, "make_judge", lambda s: RewardJudge.from_settings(s, model=judge_model))

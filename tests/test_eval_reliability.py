@@ -225,3 +225,16 @@ def test_resumed_rows_take_labels_from_the_current_manifest(tmp_path):
                            c.task) for c in clips]
     again = asyncio.run(run_reward_eval(relabelled, ["direct"], tmp_path, scorer, _judge()))
     assert again.metrics[0].n_neg == 4 and again.metrics[0].f_plus == 3  # c1 (0.8) now counts as F+
+
+
+def test_r_cell_says_not_judged_only_when_no_row_was_judged():
+    from evals.table import PresetMetrics
+
+    def m(n, r, unjudged, skipped):
+        return PresetMetrics(preset="full", n=n, r=r, unjudged=unjudged, skipped=skipped, n_neg=0, f_plus=0,
+                             n_prog=0, p0=0, ineligible=skipped)
+
+    assert m(3, 0, 2, 1).r_cell == "not judged (N = 3)"
+    assert m(3, 0, 2, 0).r_cell == "0 / 3 (0.0%)"  # one row judged and rejected: a real 0
+    assert m(4, 3, 0, 1).r_cell == "3 / 4 (75.0%)"
+    assert m(0, 0, 0, 0).r_cell == "0 / 0 (0.0%)"
