@@ -141,32 +141,40 @@ def test_http_reward_roundtrip_and_failure():
         server.shutdown()
 
 
-def test_agent_reward_calls_ascore_videos(monkeypatch, tmp_path):
-    import os
-
-    import graph.api
+def test_agent_reward_scores_with_one_agent_across_batches(monkeypatch, tmp_path):
+    """The real agent (scripted backbone): rewards and reasons per clip, one agent (and one set of tool
+    models) for every batch, the inspect mode of the settings the entry point read, clips removed."""
+    import graph.builder
+    from graph.settings import BackboneSettings
+    from graph.testing import ScriptedChatModel
+    from tests.graph_scripts import full_script
     from training.rewards import AgentReward
 
-    seen = {}
+    builds = []
+    real_build = graph.builder.build_reward_agent
+    monkeypatch.setattr(graph.builder, "build_reward_agent", lambda *a, **k: builds.append(a[0]) or real_build(*a, **k))
+    model = ScriptedChatModel(full_script())
+    settings = BackboneSettings(inspect_mode="plan", cache_path=None, traces_path=str(tmp_path / "traces.sqlite"))
+    fn = AgentReward(preset="no_motion", max_concurrency=3, video_dir=str(tmp_path / "clips"), model=model,
+                     settings=settings)
+    (tmp_path / "clips").mkdir()
+    rng = np.random.default_rng(0)
+    clips = [rng.integers(0, 255, (9, 32, 32, 3), dtype=np.uint8), np.full((9, 32, 32, 3), 90, dtype=np.uint8)]
+    for iteration in (1, 2):
+        out = call_reward(fn, "agent", clips, ["pick the cup", "open the drawer"], fps=8.0, iteration=iteration)
+        assert out.rewards[0] == pytest.approx(0.975) and out.rewards[1] == 0.0  # textured clip / uniform clip
+        assert any("uniform" in r for r in fn.last_reasons[1])
+    assert len(builds) == 1 and builds[0].inspect_mode == "plan" and builds[0].preset == "no_motion"
+    stages = [c.stage for c in model.calls]
+    assert "plan" in stages and "inspect" not in stages  # RAA_INSPECT_MODE reached the training reward
+    assert not any((tmp_path / "clips").iterdir())  # temporary clips removed after scoring
 
-    class _Result:
-        def __init__(self, reward, reasons):
-            self.reward, self.reasons = reward, reasons
 
-    async def fake_ascore_videos(items, config, *, model=None, max_concurrency=16):
-        seen.update(items=list(items), preset=config.preset, conc=max_concurrency)
-        assert all(os.path.getsize(i["video"]) > 0 for i in items)  # real mp4 files while scoring
-        return [_Result(0.75, []), _Result(None, ["contract could not be verified"])]
+def test_agent_reward_rejects_a_bad_preset_before_any_model_loads():
+    from training.rewards import build_reward
 
-    monkeypatch.setattr(graph.api, "ascore_videos", fake_ascore_videos)
-    fn = AgentReward(preset="no_audit", max_concurrency=3, video_dir=str(tmp_path))
-    clips = [np.full((5, 16, 16, 3), 90, dtype=np.uint8) for _ in range(2)]
-    out = call_reward(fn, "agent", clips, ["pick the cup", "open the drawer"], fps=8.0, iteration=2)
-    assert out.rewards == [0.75, None] and out.counts["none"] == 1
-    assert [i["instruction"] for i in seen["items"]] == ["pick the cup", "open the drawer"]
-    assert seen["preset"] == "no_audit" and seen["conc"] == 3
-    assert fn.last_reasons[1] == ["contract could not be verified"]
-    assert not any(tmp_path.iterdir())  # temporary clips removed after scoring
+    with pytest.raises(ValueError, match="preset"):
+        build_reward("agent", {"preset": "fulll"})
 
 
 def test_async_reward_called_from_inside_a_running_event_loop():

@@ -128,3 +128,23 @@ def test_entry_point_rejects_bad_config_before_model_load():
     assert proc.returncode == 2
     assert "tau must be in (0, 1)" in proc.stderr and "group_size must be >= 2" in proc.stderr
     assert "deepspeed" not in proc.stderr.lower()  # failed before the trainer (and any model) was imported
+
+
+def test_agent_reward_without_endpoint_stops_before_model_load():
+    """reward: agent with no RAA_BASE_URL would make every reward ineligible: exit 2 with the connect help."""
+    import os
+    import subprocess
+    import sys
+
+    env = {k: v for k, v in os.environ.items() if not k.startswith("RAA_")}
+    proc = subprocess.run([sys.executable, "-m", "training.train", "--config", str(CONFIGS / "smoke.yaml"),
+                           "--reward", "agent"], capture_output=True, text=True, timeout=60,
+                          cwd=CONFIGS.parents[1], env=env)
+    assert proc.returncode == 2, proc.stderr
+    assert "reward: agent needs its backbone endpoint" in proc.stderr and "RAA_BASE_URL" in proc.stderr
+    assert "deepspeed" not in proc.stderr.lower()
+    env["RAA_INSPECT_MODE"] = "sometimes"
+    proc = subprocess.run([sys.executable, "-m", "training.train", "--config", str(CONFIGS / "smoke.yaml"),
+                           "--reward", "agent"], capture_output=True, text=True, timeout=60,
+                          cwd=CONFIGS.parents[1], env=env)
+    assert proc.returncode == 2 and "RAA_INSPECT_MODE" in proc.stderr

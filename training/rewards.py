@@ -151,7 +151,10 @@ class MotionReward:
 
 @dataclass
 class AgentReward:
-    """The reward agent in process (``graph.ascore_videos``); async."""
+    """The reward agent in process (``graph.ascore_videos``); async.
+
+    The agent is built on the first batch and reused: its tool models (V-JEPA 2, CoTracker3) load once
+    per process, not once per iteration, and its traces go to one database."""
 
     preset: str = "full"
     """AgentConfig preset (paper Table 2)."""
@@ -160,22 +163,37 @@ class AgentReward:
     video_dir: str | None = None
     """Where clips are written as mp4 for the agent (None: a temporary directory per batch)."""
     model: Any = None
-    """A LangChain chat model for the backbone; None: built from the environment (RAA_BASE_URL, ...)."""
+    """A LangChain chat model for the backbone; None: ChatOpenAI built from ``settings``."""
+    settings: Any = None
+    """``graph.settings.BackboneSettings`` read by the entry point (endpoint, ``inspect_mode``, traces);
+    None: the agent reads the environment when it is built and inspects in its default mode."""
     last_reasons: list[list[str]] = field(default_factory=list)
     """Reasons reported by the agent for the last batch."""
+    _config: Any = field(default=None, init=False, repr=False)
+    _agent: Any = field(default=None, init=False, repr=False)
+
+    def __post_init__(self) -> None:
+        from graph.config import AgentConfig
+
+        self._config = (self.settings.agent_config(self.preset) if self.settings is not None
+                        else AgentConfig(preset=self.preset))  # type: ignore[arg-type]  # bad preset: ValueError now
+        if self.max_concurrency < 1:
+            raise ValueError(f"AgentReward: max_concurrency must be >= 1, got {self.max_concurrency}")
 
     async def __call__(self, videos: Sequence[np.ndarray], prompts: Sequence[str], **meta: Any) -> list[float | None]:
-        from graph import AgentConfig, ascore_videos  # lazy: the trainer must not need the agent stack
+        from graph import ascore_videos, build_reward_agent  # lazy: the trainer must not need the agent stack
         from tools.video import write_video
 
+        if self._agent is None:
+            self._agent = build_reward_agent(self._config, model=self.model, settings=self.settings)
         fps = float(meta.get("fps", 16.0))
         with tempfile.TemporaryDirectory(dir=self.video_dir) as tmp:
             items = []
             for i, (video, prompt) in enumerate(zip(videos, prompts, strict=True)):
                 path = write_video(Path(tmp) / f"it{meta.get('iteration', 0)}_{i:04d}.mp4", video, fps=fps)
                 items.append({"video": str(path), "instruction": prompt})
-            results = await ascore_videos(items, AgentConfig(preset=self.preset),  # type: ignore[arg-type]
-                                          model=self.model, max_concurrency=self.max_concurrency)
+            results = await ascore_videos(items, self._config, agent=self._agent,
+                                          max_concurrency=self.max_concurrency)
         self.last_reasons = [list(r.reasons) for r in results]
         return [r.reward for r in results]
 
@@ -286,8 +304,10 @@ def call_reward(fn: RewardFn, name: str, videos: Sequence[np.ndarray], prompts: 
     return RewardOutcome(rewards, reasons, counts)
 
 
-def build_reward(name: str, options: dict[str, Any], *, token: str | None = None) -> RewardFn:
-    """The adapter for a config's ``reward`` name with ``reward_options`` as keyword arguments.
+def build_reward(name: str, options: dict[str, Any], *, token: str | None = None,
+                 agent_settings: Any = None) -> RewardFn:
+    """The adapter for a config's ``reward`` name with ``reward_options`` as keyword arguments; ``token``
+    (http) and ``agent_settings`` (agent: ``BackboneSettings``) come from the entry point.
 
     Raises ValueError naming the reward on unknown names or options (before any model loads).
     """
@@ -303,7 +323,7 @@ def build_reward(name: str, options: dict[str, Any], *, token: str | None = None
                 opts["region"] = tuple(opts["region"])
             return MotionReward(**opts)
         if name == "agent":
-            return AgentReward(**options)
+            return AgentReward(settings=agent_settings, **options)
         if name == "http":
             return HttpAgentReward(token=token, **{k: v for k, v in options.items() if k != "token_env"})
     except TypeError as exc:

@@ -7,9 +7,11 @@ Launch with any of::
     python -m training.train --config training/configs/smoke.yaml     # one process
 
 This is the edge where the environment is read: ``LOCAL_RANK`` (set by the launchers), the
-reward token variable named by ``reward_options.token_env`` (http reward), and -- for a plain
-single-process run without a launcher -- default ``RANK/WORLD_SIZE/MASTER_ADDR/MASTER_PORT``.
-Config errors are printed and exit with status 2 before any model loads.
+reward token variable named by ``reward_options.token_env`` (http reward), the agent's ``RAA_*``
+backbone settings (agent reward without a ``model``: endpoint, ``RAA_INSPECT_MODE``, traces), and --
+for a plain single-process run without a launcher -- default ``RANK/WORLD_SIZE/MASTER_ADDR/MASTER_PORT``.
+Config errors, an invalid ``RAA_*`` setting and an agent reward without an endpoint are printed and
+exit with status 2 before any model loads (a run whose every reward is ineligible updates nothing).
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ import os
 import socket
 import sys
 from collections.abc import Sequence
+from typing import Any
 
 from training.config import ConfigError, TrainConfig, parse_cli
 
@@ -38,10 +41,27 @@ def reward_token(cfg: TrainConfig) -> str | None:
     return os.environ.get(str(name)) if name else None
 
 
+def reward_settings(cfg: TrainConfig) -> Any:
+    """The agent reward's `BackboneSettings` from the environment (None for other rewards); raises
+    ConfigError for an invalid `RAA_*` value or an unconfigured endpoint."""
+    if cfg.reward != "agent":
+        return None
+    from graph.settings import BackboneSettings, SettingsError
+
+    try:
+        settings = BackboneSettings.from_env()
+    except SettingsError as exc:
+        raise ConfigError(str(exc)) from exc
+    if not settings.configured:
+        raise ConfigError(f"reward: agent needs its backbone endpoint. {settings.describe_missing()}")
+    return settings
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     args = list(sys.argv[1:] if argv is None else argv)
     try:
         cfg = parse_cli(args)
+        agent_settings = reward_settings(cfg)
     except ConfigError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
@@ -49,7 +69,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     from training.trainer import train  # heavy imports (deepspeed, diffusers) only after validation
 
     try:
-        out = train(cfg, local_rank=int(os.environ.get("LOCAL_RANK", "0")), reward_token=reward_token(cfg))
+        out = train(cfg, local_rank=int(os.environ.get("LOCAL_RANK", "0")), reward_token=reward_token(cfg),
+                    reward_settings=agent_settings)
     except ConfigError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2

@@ -107,12 +107,14 @@ def build_world_model(cfg: TrainConfig, device: torch.device) -> FlowWorldModel:
     return model.to(device=device)
 
 
-def train(cfg: TrainConfig, *, local_rank: int = 0, reward_token: str | None = None) -> Path:
-    """Run (or resume) training as configured; returns the output directory."""
+def train(cfg: TrainConfig, *, local_rank: int = 0, reward_token: str | None = None,
+          reward_settings: Any = None) -> Path:
+    """Run (or resume) training as configured; returns the output directory. `reward_token` (http reward)
+    and `reward_settings` (agent reward: `graph.settings.BackboneSettings`) are read by the entry point."""
     # -- everything that can fail cheaply happens before the model loads --------------------
     from training.rewards import build_reward
 
-    reward_fn = build_reward(cfg.reward or "", cfg.reward_options, token=reward_token)
+    reward_fn = build_reward(cfg.reward or "", cfg.reward_options, token=reward_token, agent_settings=reward_settings)
     prompts = load_prompts(cfg.dataset, cfg.dataset_file)
     use_cuda = cfg.device == "cuda" or (cfg.device == "auto" and torch.cuda.is_available())
     if use_cuda:
