@@ -7,7 +7,13 @@ import typer
 
 from evals.cli import make_clips_command
 from evals.eval_cli import eval_app, report_command
-from graph.commands import runs_command, score_batch_command, score_command, trace_command
+from graph.commands import (
+    runs_command,
+    score_batch_command,
+    score_command,
+    serve_reward_command,
+    trace_command,
+)
 from graph.demo import demo_command
 from tools.cli import serve_tools_command
 
@@ -20,6 +26,7 @@ app.command("score-batch", help="Score a manifest of videos (resumable).")(score
 app.command("runs", help="List traced agent runs.")(runs_command)
 app.command("trace", help="Print every step of one agent run.")(trace_command)
 app.command("serve-tools", help="Serve the evidence tools over HTTP.")(serve_tools_command)
+app.command("serve-reward", help="Serve the reward agent over HTTP (training's reward: http).")(serve_reward_command)
 app.command("report", help="Write a self-contained HTML report of one agent run.")(report_command)
 app.add_typer(eval_app, name="eval")
 

@@ -1,4 +1,5 @@
-"""Agent CLI commands (`raa score`, `raa score-batch`, `raa runs`, `raa trace`); registered in graph/cli.py.
+"""Agent CLI commands (`raa score`, `raa score-batch`, `raa runs`, `raa trace`, `raa serve-reward`); registered
+in graph/cli.py.
 
 This is the edge: settings come from `BackboneSettings.from_env()` here and nowhere deeper. Without a
 configured endpoint the score commands exit with status 2 and say how to connect one; they never
@@ -24,7 +25,7 @@ from __future__ import annotations
 import asyncio
 import uuid
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any
 
 import typer
 from langchain_core.language_models import BaseChatModel
@@ -254,3 +255,35 @@ def trace_command(
     if trace.result:
         for reason in trace.result.get("reasons") or []:
             typer.echo(f"reason: {reason}")
+
+
+def serve_reward_command(
+    host: Annotated[str, typer.Option(help="Interface to bind (loopback by default).")] = "127.0.0.1",
+    port: Annotated[int, typer.Option(help="TCP port.")] = 8766,
+    preset: Annotated[str, typer.Option(help="Agent preset (paper Table 2).")] = "full",
+    concurrency: Annotated[int, typer.Option(min=1, max=1024, help="Agent runs in flight over all requests.")] = 16,
+    token: Annotated[str | None, typer.Option(envvar="RAA_REWARD_TOKEN", show_envvar=True,
+                                              help="Bearer token required on /v1/* (none = open).")] = None,
+    max_items: Annotated[int, typer.Option(min=1, help="Most clips in one request.")] = 1024,
+    max_body_mb: Annotated[float, typer.Option(min=0.001, help="Largest request body (MiB).")] = 2048.0,
+) -> None:
+    """Serve the reward agent on /v1/score for training's `reward: http` (and /v1/info, /healthz)."""
+    import uvicorn
+
+    from graph.batch import build_batch_agent
+    from graph.builder import default_checkpointer
+    from graph.reward_service import create_reward_app
+
+    settings = _settings_or_exit(require_endpoint=True)
+    _check_preset(preset)
+    if host not in ("127.0.0.1", "localhost", "::1") and not token:
+        typer.echo(f"warning: serving on {host} without a token (set --token or RAA_REWARD_TOKEN)", err=True)
+    agent = build_batch_agent(settings, preset, default_checkpointer(settings.traces_path),
+                              make_chat_model(settings))
+    app = create_reward_app(agent, preset, token=token, max_concurrency=concurrency, max_items=max_items,
+                            max_body_mb=max_body_mb, durability=settings.trace_durability,
+                            info={"model": settings.model, "inspect_mode": settings.inspect_mode,
+                                  "traces": settings.traces_path})
+    typer.echo(f"reward service: preset {preset}, traces in {settings.traces_path}; "
+               f"trainer url http://{host}:{port}/v1/score", err=True)
+    uvicorn.run(app, host=host, port=port, log_level="info")

@@ -160,6 +160,22 @@ def _npy_view(data: bytes) -> np.ndarray | None:
     return np.frombuffer(data, dtype=np.uint8, count=count, offset=fh.tell()).reshape(shape)
 
 
+def check_bearer(request: Request, token: str | None) -> None:
+    """401 unless the request carries ``Authorization: Bearer <token>`` (no token configured: open)."""
+    if token is None:
+        return
+    auth = request.headers.get("authorization", "")
+    given = auth[7:] if auth.lower().startswith("bearer ") else ""
+    if not hmac.compare_digest(given.encode(), token.encode()):
+        raise HTTPProblem(401, "missing or wrong bearer token")
+
+
+def problem_response(exc: HTTPProblem) -> JSONResponse:
+    """The JSON answer of an HTTPProblem (``detail`` plus its extra fields; 401 names the auth scheme)."""
+    headers = {"WWW-Authenticate": "Bearer"} if exc.status == 401 else None
+    return JSONResponse({"detail": exc.detail, **exc.extra}, status_code=exc.status, headers=headers)
+
+
 async def read_body_limited(request: Request, limit: int) -> bytes:
     """The whole request body, or 413 as soon as it exceeds ``limit`` bytes."""
     declared = request.headers.get("content-length")
@@ -291,16 +307,10 @@ def create_app(settings: ToolSettings, allowed_root: str | Path, *, token: str |
 
     @app.exception_handler(HTTPProblem)
     async def _problem(_: Request, exc: HTTPProblem) -> JSONResponse:
-        headers = {"WWW-Authenticate": "Bearer"} if exc.status == 401 else None
-        return JSONResponse({"detail": exc.detail, **exc.extra}, status_code=exc.status, headers=headers)
+        return problem_response(exc)
 
     def check_token(request: Request) -> None:
-        if state.token is None:
-            return
-        auth = request.headers.get("authorization", "")
-        given = auth[7:] if auth.lower().startswith("bearer ") else ""
-        if not hmac.compare_digest(given.encode(), state.token.encode()):
-            raise HTTPProblem(401, "missing or wrong bearer token")
+        check_bearer(request, state.token)
 
     async def run(job: Callable[[ServiceState, Path | bytes, dict], dict], request: Request) -> JSONResponse:
         check_token(request)

@@ -1,0 +1,123 @@
+"""HTTP reward service: the reward agent behind the JSON API of training's `reward: http` (`raa serve-reward`,
+in graph/commands.py; needs the `service` extra).
+
+    POST /v1/score   Authorization: Bearer <token> (when the service has one)
+    {"items": [{"video_b64": "<base64 mp4>", "instruction": "...", "fps": 16.0}, ...], "meta": {"iteration": 3}}
+    -> 200 {"results": [RewardResult as JSON: reward (float | null), status, T, P, V, reasons, run_id, ...]}
+    GET /healthz (open), GET /v1/info (preset, inspect mode, backbone model, limits)
+
+One result per item, in order. `training.rewards.HttpAgentReward` is the client; the trainer config is
+`reward: http` with `reward_options: {url: http://HOST:PORT/v1/score, token_env: ...}`.
+
+Decisions where the issues were silent:
+- One agent serves every request (built once by the caller; `raa serve-reward` builds it from the
+  `RAA_*` settings with the on-disk stage cache and trace database), so tool models load once and
+  `raa trace RUN_ID` on the service host explains any reward a trainer received (`run_id` is in each
+  result).
+- At most `max_concurrency` agent runs are in flight over all requests together (one semaphore), so
+  several trainer ranks posting at once share the backbone instead of multiplying its load.
+- A bad item (missing or invalid base64, empty video, instruction not a string) gets its own
+  ineligible result naming the item and the problem; the other items are scored. An undecodable
+  video is the agent's own ineligible result (video fault). A malformed request (not JSON, no `items`
+  list, more than `max_items` items) is a 400 for the whole batch, which the client turns into an
+  ineligible batch; a body over `max_body_mb` is a 413; a missing or wrong token is a 401.
+- Clips are written to a temporary folder for the runs and deleted when the request is answered.
+  `fps` and `meta` are accepted and not used: the mp4 carries its frame rate.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import binascii
+import json
+import tempfile
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import Any
+
+from fastapi import FastAPI, Request
+from fastapi.responses import JSONResponse
+
+from graph.api import arun_agent, ineligible_result, new_run_id
+from graph.schemas import RewardResult
+from graph.settings import TraceDurability
+from tools.service import HTTPProblem, check_bearer, problem_response, read_body_limited
+
+
+def _item(index: int, item: Any, folder: str) -> tuple[str, str] | str:
+    """(video path written, instruction), or the reason the item cannot be scored."""
+    if not isinstance(item, dict):
+        return f"item {index}: expected an object with video_b64 and instruction, got {type(item).__name__}"
+    data, instruction = item.get("video_b64"), item.get("instruction")
+    if not isinstance(instruction, str):
+        return f"item {index}: instruction must be a string, got {type(instruction).__name__}"
+    if not isinstance(data, str) or not data:
+        return f"item {index}: video_b64 is missing or empty"
+    try:
+        video = base64.b64decode(data, validate=True)
+    except (binascii.Error, ValueError) as exc:
+        return f"item {index}: video_b64 is not valid base64: {exc}"
+    if not video:
+        return f"item {index}: the decoded video is empty"
+    path = Path(folder) / f"{index:05d}.mp4"
+    path.write_bytes(video)
+    return str(path), instruction
+
+
+def create_reward_app(agent: Any, preset: str, *, token: str | None = None, max_concurrency: int = 16,
+                      max_items: int = 1024, max_body_mb: float = 2048.0, durability: TraceDurability = "exit",
+                      info: dict[str, Any] | None = None) -> FastAPI:
+    """FastAPI app serving `agent` (a compiled reward agent for `preset`) on /v1/score (module docstring)."""
+    if max_concurrency < 1 or max_items < 1 or max_body_mb <= 0:
+        raise ValueError("max_concurrency and max_items must be >= 1 and max_body_mb > 0")
+    limit = int(max_body_mb * 1024 * 1024)
+    slots: dict[str, asyncio.Semaphore] = {}
+
+    @asynccontextmanager
+    async def lifespan(_: FastAPI) -> AsyncIterator[None]:
+        slots["runs"] = asyncio.Semaphore(max_concurrency)  # bound to the server's event loop
+        yield
+
+    app = FastAPI(title="raa reward service", lifespan=lifespan)
+
+    @app.exception_handler(HTTPProblem)
+    async def _problem(_: Request, exc: HTTPProblem) -> JSONResponse:
+        return problem_response(exc)
+
+    async def run_one(index: int, item: Any, folder: str) -> RewardResult:
+        parsed = await asyncio.to_thread(_item, index, item, folder)
+        if isinstance(parsed, str):
+            return ineligible_result(preset, parsed)
+        async with slots["runs"]:
+            return await arun_agent(agent, parsed[0], parsed[1], new_run_id(), preset, durability=durability)
+
+    @app.get("/healthz")
+    async def healthz() -> dict:
+        return {"status": "ok"}
+
+    @app.get("/v1/info")
+    async def service_info(request: Request) -> dict:
+        check_bearer(request, token)
+        return {"service": "raa-reward", "preset": preset, "max_concurrency": max_concurrency,
+                "max_items": max_items, "max_body_bytes": limit, **(info or {})}
+
+    @app.post("/v1/score")
+    async def score(request: Request) -> dict:
+        check_bearer(request, token)
+        body = await read_body_limited(request, limit)
+        try:
+            payload = json.loads(body)
+        except ValueError as exc:
+            raise HTTPProblem(400, f"the body is not JSON: {exc}") from exc
+        items = payload.get("items") if isinstance(payload, dict) else None
+        if not isinstance(items, list):
+            raise HTTPProblem(400, "the body must be a JSON object with an 'items' list")
+        if len(items) > max_items:
+            raise HTTPProblem(400, f"{len(items)} items in one request; the limit is {max_items}")
+        with tempfile.TemporaryDirectory(prefix="raa-reward-") as folder:
+            results = await asyncio.gather(*(run_one(i, item, folder) for i, item in enumerate(items)))
+        return {"results": [r.model_dump(mode="json") for r in results]}
+
+    return app

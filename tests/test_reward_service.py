@@ -1,0 +1,159 @@
+"""The HTTP reward service (`raa serve-reward`): protocol, bad items, limits, the trainer's client end to end."""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import json
+import threading
+
+import numpy as np
+import pytest
+from fastapi.testclient import TestClient
+from graph_scripts import full_script, garbage_file, moving_square
+from langgraph.checkpoint.memory import InMemorySaver
+from typer.testing import CliRunner
+
+from graph.cli import app as cli_app
+from graph.reward_service import create_reward_app
+from tests.test_service import serve
+
+TOKEN = "s3cret"
+AUTH = {"Authorization": f"Bearer {TOKEN}"}
+
+
+def _agent(saver=None):
+    from graph import AgentConfig, AgentTools, build_reward_agent
+    from graph.testing import ScriptedChatModel
+
+    return build_reward_agent(AgentConfig(preset="decomposed"), model=ScriptedChatModel(full_script()),
+                              tools=AgentTools(), checkpointer=saver or InMemorySaver())
+
+
+def _b64(path) -> str:
+    return base64.b64encode(path.read_bytes()).decode("ascii")
+
+
+@pytest.fixture()
+def client():
+    saver = InMemorySaver()
+    app = create_reward_app(_agent(saver), "decomposed", token=TOKEN, max_concurrency=4, max_items=5,
+                            max_body_mb=2.0, info={"model": "scripted"})
+    with TestClient(app) as c:
+        c.saver = saver
+        yield c
+
+
+def test_scores_items_in_order_and_bad_items_get_their_own_reason(client, tmp_path):
+    good = _b64(moving_square(tmp_path / "a.mp4"))
+    items = [{"video_b64": good, "instruction": "push the red block to the right", "fps": 16.0},
+             {"video_b64": "not base64!!", "instruction": "x"},
+             {"video_b64": good, "instruction": 7},
+             {"instruction": "no video"},
+             {"video_b64": _b64(garbage_file(tmp_path / "g.mp4")), "instruction": "x"},
+             ]
+    res = client.post("/v1/score", json={"items": items, "meta": {"iteration": 3}}, headers=AUTH)
+    assert res.status_code == 200, res.text
+    results = res.json()["results"]
+    assert [r["status"] for r in results] == ["scored"] + ["ineligible"] * 4
+    assert results[0]["reward"] == pytest.approx(0.975) and results[0]["preset"] == "decomposed"
+    assert all(r["reward"] is None for r in results[1:])
+    assert "item 1: video_b64 is not valid base64" in results[1]["reasons"][0]
+    assert "item 2: instruction must be a string" in results[2]["reasons"][0]
+    assert "item 3: video_b64 is missing" in results[3]["reasons"][0]
+    assert any("video" in r for r in results[4]["reasons"])  # undecodable: the agent's own video fault
+    trace = client.saver.get_tuple({"configurable": {"thread_id": results[0]["run_id"], "checkpoint_ns": ""}})
+    assert trace is not None  # the run id in the answer names a trace on the service host
+
+
+def test_auth_limits_and_malformed_requests(client):
+    assert client.get("/healthz").json() == {"status": "ok"}  # open
+    assert client.get("/v1/info").status_code == 401
+    info = client.get("/v1/info", headers=AUTH).json()
+    assert info["preset"] == "decomposed" and info["model"] == "scripted" and info["max_items"] == 5
+    assert client.post("/v1/score", json={"items": []}).status_code == 401
+    assert client.post("/v1/score", json={"items": []}, headers={"Authorization": "Bearer nope"}).status_code == 401
+    assert client.post("/v1/score", json={"items": []}, headers=AUTH).json() == {"results": []}
+    res = client.post("/v1/score", content=b"{not json", headers=AUTH)
+    assert res.status_code == 400 and "not JSON" in res.json()["detail"]
+    res = client.post("/v1/score", json={"clips": []}, headers=AUTH)
+    assert res.status_code == 400 and "'items' list" in res.json()["detail"]
+    res = client.post("/v1/score", json={"items": [{}] * 6}, headers=AUTH)
+    assert res.status_code == 400 and "limit is 5" in res.json()["detail"]
+    res = client.post("/v1/score", content=b"x" * (3 * 1024 * 1024), headers=AUTH)
+    assert res.status_code == 413
+
+
+def test_runs_in_flight_are_capped_over_all_requests(monkeypatch, tmp_path):
+    import graph.reward_service
+
+    live, peak = [0], [0]
+
+    async def fake_run(agent, video, instruction, run_id, preset, *, durability="exit"):
+        from graph.schemas import RewardResult
+
+        live[0] += 1
+        peak[0] = max(peak[0], live[0])
+        await asyncio.sleep(0.05)
+        live[0] -= 1
+        return RewardResult(status="scored", reward=0.5, run_id=run_id, preset=preset)
+
+    monkeypatch.setattr(graph.reward_service, "arun_agent", fake_run)
+    app = create_reward_app(object(), "full", max_concurrency=2)
+    item = {"video_b64": base64.b64encode(b"bytes").decode(), "instruction": "x"}
+    with serve(app) as url:
+        import httpx
+
+        def post() -> None:
+            assert httpx.post(f"{url}/v1/score", json={"items": [item] * 3}, timeout=30).status_code == 200
+
+        threads = [threading.Thread(target=post) for _ in range(2)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+    assert peak[0] == 2  # six runs from two requests, never more than two at once
+
+
+def test_trainer_http_reward_end_to_end(tmp_path):
+    """training's `reward: http` client against the real service: rewards and reasons per clip."""
+    from training.rewards import HttpAgentReward, call_reward
+
+    app = create_reward_app(_agent(), "decomposed", token=TOKEN)
+    rng = np.random.default_rng(0)
+    clips = [rng.integers(0, 255, (9, 32, 32, 3), dtype=np.uint8), np.full((9, 32, 32, 3), 90, np.uint8)]
+    with serve(app) as url:
+        fn = HttpAgentReward(url=f"{url}/v1/score", token=TOKEN, timeout_s=60)
+        out = call_reward(fn, "http", clips, ["pick the cup", "open the drawer"], fps=8.0, iteration=1)
+        assert out.rewards[0] == pytest.approx(0.975) and out.rewards[1] == 0.0  # textured / uniform clip
+        assert any("uniform" in r for r in fn.last_reasons[1])
+        wrong = HttpAgentReward(url=f"{url}/v1/score", token="nope", timeout_s=60)
+        out = call_reward(wrong, "http", clips, ["a", "b"])
+        assert out.rewards == [None, None] and "401" in wrong.last_reasons[0][0]
+
+
+def test_cli_needs_an_endpoint_and_a_known_preset(monkeypatch, tmp_path):
+    import uvicorn
+
+    runner = CliRunner()
+    for name in ("RAA_BASE_URL", "RAA_MODEL", "RAA_API_KEY"):
+        monkeypatch.delenv(name, raising=False)
+    res = runner.invoke(cli_app, ["serve-reward"])
+    assert res.exit_code == 2 and "RAA_BASE_URL" in res.output
+    monkeypatch.setenv("RAA_BASE_URL", "http://127.0.0.1:9/v1")
+    monkeypatch.setenv("RAA_MODEL", "m")
+    monkeypatch.setenv("RAA_API_KEY", "EMPTY")
+    monkeypatch.setenv("RAA_INSPECT_MODE", "plan")
+    monkeypatch.setenv("RAA_TRACES_PATH", str(tmp_path / "traces.sqlite"))
+    monkeypatch.setenv("RAA_CACHE_PATH", "off")
+    res = runner.invoke(cli_app, ["serve-reward", "--preset", "fulll"])
+    assert res.exit_code == 2 and "fulll" in res.output
+    seen = {}
+    monkeypatch.setattr(uvicorn, "run", lambda app, host, port, log_level: seen.update(app=app, host=host, port=port))
+    res = runner.invoke(cli_app, ["serve-reward", "--preset", "no_audit", "--port", "9123", "--token", TOKEN])
+    assert res.exit_code == 0, res.output
+    assert (seen["host"], seen["port"]) == ("127.0.0.1", 9123)
+    with TestClient(seen["app"]) as c:
+        info = c.get("/v1/info", headers=AUTH).json()
+    assert info["preset"] == "no_audit" and info["inspect_mode"] == "plan" and info["model"] == "m"
+    assert json.dumps(info)  # plain JSON
