@@ -271,4 +271,8 @@ def train(cfg: TrainConfig, *, local_rank: int = 0, reward_token: str | None = N
         bar.close()
     log.close()
     dist.barrier()
+    # clean shutdown (DeepSpeed's and PyTorch's documented order): release the engine's ZeRO hooks and
+    # buffers, then the process group, instead of leaving both to interpreter teardown
+    engine.destroy()
+    dist.destroy_process_group()
     return out_dir
