@@ -187,3 +187,18 @@ def test_async_reward_called_from_inside_a_running_event_loop():
         return call_reward(reward, "async", _clips(2), ["a", "b"])
 
     assert asyncio.run(cell()).rewards == [0.5, 0.5]
+
+
+def test_reward_batch_carries_reasons_into_the_outcome():
+    from training.rewards import RewardBatch
+
+    def reward(videos, prompts, **meta):
+        return RewardBatch([0.5, None, None], [[], ["essential requirement unverifiable"], []])
+
+    out = call_reward(reward, "agent", _clips(3), ["a", "b", "c"])
+    assert out.rewards == [0.5, None, None] and out.counts["none"] == 2
+    assert out.reasons[0] is None
+    assert out.reasons[1] == "reward 'agent' returned None (ineligible): essential requirement unverifiable"
+    assert out.reasons[2] == "reward 'agent' returned None (ineligible)"
+    with pytest.raises(RewardLengthError, match="2 reason lists"):
+        call_reward(lambda v, p, **m: RewardBatch([0.1, 0.2, 0.3], [[], []]), "bad", _clips(3), ["a"] * 3)

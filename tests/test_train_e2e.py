@@ -160,6 +160,11 @@ def test_all_ineligible_rewards_skip_the_update(tmp_path):
         assert r["eligible_fraction"] == 0.0 and r["ineligible_count"] == 8 and r["ineligible_none"] == 8
         assert r["skipped_groups"] == 2 and r["update_skipped"] == 1
         assert r["reward_mean"] is None
+    # why: every ineligible reward with its prompt and the adapter's reason, and a line on the console
+    why = [json.loads(x) for x in (out / "ineligible.jsonl").read_text().splitlines()]
+    assert [w["iteration"] for w in why] == [1] * 8 + [2] * 8 and all(w["prompt"] for w in why)
+    assert all("returned None (ineligible): http reward failed: URLError" in w["reason"] for w in why)
+    assert "iteration 1: every reward was ineligible (no update); e.g. reward 'http'" in proc.stdout
 
 
 class _PartialReward(BaseHTTPRequestHandler):
@@ -197,3 +202,5 @@ def test_rank_with_only_ineligible_group_stays_in_step(tmp_path):
     assert sum(r["skipped_groups"] for r in rows) == 2  # "pick up the cup" comes once per 2-iteration epoch
     assert all(r["update_skipped"] == 0 for r in rows)
     assert [r["ineligible_none"] for r in rows if r["skipped_groups"]] == [4, 4]
+    why = [json.loads(x) for x in (out / "ineligible.jsonl").read_text().splitlines()]  # both ranks' items
+    assert len(why) == 8 and {w["prompt"] for w in why} == {"pick up the cup"}

@@ -87,18 +87,21 @@ def summarize(iteration: int, parts: list[dict[str, Any]]) -> dict[str, float | 
 
 
 class MetricsLog:
-    """Appends rows to OUTPUT_DIR/metrics.jsonl and mirrors them to TensorBoard (rank 0 only).
+    """Appends rows to OUTPUT_DIR/metrics.jsonl and mirrors them to TensorBoard (rank 0 only); the
+    ineligible rewards go to OUTPUT_DIR/ineligible.jsonl, one line each: iteration, prompt, reason.
 
-    ``append=False`` (a fresh run) removes an existing metrics.jsonl first; a resumed run appends."""
+    ``append=False`` (a fresh run) removes existing files first; a resumed run appends."""
 
     def __init__(self, output_dir: Path, *, enabled: bool, tensorboard: bool, append: bool = True) -> None:
         self.enabled = enabled
         self.path = output_dir / "metrics.jsonl"
+        self.ineligible_path = output_dir / "ineligible.jsonl"
         self.writer = None
         if enabled:
             output_dir.mkdir(parents=True, exist_ok=True)
-            if not append:  # a fresh (not resumed) run starts a new file
+            if not append:  # a fresh (not resumed) run starts new files
                 self.path.unlink(missing_ok=True)
+                self.ineligible_path.unlink(missing_ok=True)
             if tensorboard:
                 from torch.utils.tensorboard import SummaryWriter
 
@@ -115,6 +118,14 @@ class MetricsLog:
                 if key != "iteration" and isinstance(value, int | float) and math.isfinite(value):
                     self.writer.add_scalar(f"train/{key}", value, int(row["iteration"]))
             self.writer.flush()
+
+    def write_ineligible(self, iteration: int, items: list[tuple[str, str]]) -> None:
+        """One line per ineligible reward of `iteration`: (prompt, reason) pairs from all ranks."""
+        if not self.enabled or not items:
+            return
+        with self.ineligible_path.open("a") as fh:
+            for prompt, reason in items:
+                fh.write(json.dumps({"iteration": iteration, "prompt": prompt, "reason": reason}) + "\n")
 
     def close(self) -> None:
         if self.writer is not None:

@@ -47,8 +47,20 @@ from typing import Any, Literal
 
 import numpy as np
 
-RewardFn = Callable[..., "list[float | None] | Any"]
-"""``(videos: list[np.ndarray], prompts: list[str], **meta) -> list[float | None]`` or an awaitable of it."""
+RewardFn = Callable[..., "list[float | None] | RewardBatch | Any"]
+"""``(videos: list[np.ndarray], prompts: list[str], **meta) -> list[float | None]`` (or a :class:`RewardBatch`
+with reasons), or an awaitable of either."""
+
+
+@dataclass
+class RewardBatch:
+    """What a reward callable may return instead of a plain list: the rewards and, per item, why it is
+    ineligible (the agent adapters return this, so the trainer can log the agent's reasons)."""
+
+    rewards: list[float | None]
+    """One reward per video, None = ineligible."""
+    reasons: list[list[str]]
+    """One list of reasons per video (may be empty; used for the ineligible ones)."""
 
 
 class RewardLengthError(ValueError):
@@ -195,7 +207,7 @@ class AgentReward:
             results = await ascore_videos(items, self._config, agent=self._agent,
                                           max_concurrency=self.max_concurrency)
         self.last_reasons = [list(r.reasons) for r in results]
-        return [r.reward for r in results]
+        return RewardBatch([r.reward for r in results], self.last_reasons)
 
 
 @dataclass
@@ -237,11 +249,11 @@ class HttpAgentReward:
                 raise ValueError(f"expected {len(videos)} results, got {type(results).__name__}")
             rewards = [None if r.get("reward") is None else float(r["reward"]) for r in results]
             self.last_reasons = [list(r.get("reasons") or []) for r in results]
-            return rewards
+            return RewardBatch(rewards, self.last_reasons)
         except Exception as exc:  # any failure -> every item ineligible, with the reason
             reason = f"http reward failed: {type(exc).__name__}: {exc}"
             self.last_reasons = [[reason] for _ in videos]
-            return [None] * len(videos)
+            return RewardBatch([None] * len(videos), self.last_reasons)
 
 
 def _run(value: Any) -> Any:
@@ -259,7 +271,8 @@ def _run(value: Any) -> Any:
 
 def call_reward(fn: RewardFn, name: str, videos: Sequence[np.ndarray], prompts: Sequence[str],
                 **meta: Any) -> RewardOutcome:
-    """Call ``fn`` (sync or async) and validate its list: None/NaN/inf -> ineligible, counted by kind.
+    """Call ``fn`` (sync or async) and validate its list (or :class:`RewardBatch`, whose reasons are appended to
+    the ineligible items' reasons): None/NaN/inf -> ineligible, counted by kind.
 
     Raises :class:`RewardLengthError` naming ``name`` when the list length is not ``len(videos)``.
     An exception inside ``fn`` makes every item ineligible (kind ``error``) with the exception text.
@@ -273,6 +286,12 @@ def call_reward(fn: RewardFn, name: str, videos: Sequence[np.ndarray], prompts: 
         counts["error"] = len(videos)
         reason = f"reward {name!r} raised {type(exc).__name__}: {exc}"
         return RewardOutcome([None] * len(videos), [reason] * len(videos), counts)
+    given: list[list[str]] = [[] for _ in videos]
+    if isinstance(raw, RewardBatch):
+        if len(raw.reasons) != len(raw.rewards):
+            raise RewardLengthError(f"reward {name!r} returned {len(raw.rewards)} rewards but "
+                                    f"{len(raw.reasons)} reason lists")
+        given, raw = [list(r) for r in raw.reasons], raw.rewards
     if not isinstance(raw, list | tuple):
         raise RewardLengthError(f"reward {name!r} returned {type(raw).__name__}, expected a list of "
                                 f"{len(videos)} floats or None")
@@ -280,11 +299,11 @@ def call_reward(fn: RewardFn, name: str, videos: Sequence[np.ndarray], prompts: 
         raise RewardLengthError(f"reward {name!r} returned {len(raw)} values for {len(videos)} videos")
     rewards: list[float | None] = []
     reasons: list[str | None] = []
-    for value in raw:
+    for value, why in zip(raw, given, strict=True):
         if value is None:
             counts["none"] += 1
             rewards.append(None)
-            reasons.append(f"reward {name!r} returned None (ineligible)")
+            reasons.append(f"reward {name!r} returned None (ineligible)" + (f": {'; '.join(why)}" if why else ""))
             continue
         try:
             f = float(value)

@@ -258,9 +258,18 @@ def train(cfg: TrainConfig, *, local_rank: int = 0, reward_token: str | None = N
             "diversity_frames": [d_prompt_frames(g.frames) for g in groups],
             "seconds_rollout": t1 - t0, "seconds_reward": t2 - t1, "seconds_update": t3 - t2,
             "update_skipped": valid_total.item() == 0,
+            "ineligible_items": [(texts[i], outcome.reasons[i] or "ineligible")
+                                 for i, r in enumerate(outcome.rewards) if r is None],
         }
-        row = summarize(it + 1, gather(local))
+        parts = gather(local)
+        row = summarize(it + 1, parts)
         log.write(row)
+        why = [item for p in parts for item in p["ineligible_items"]]
+        log.write_ineligible(it + 1, why)
+        if why and row["eligible_fraction"] == 0 and rank == 0:  # nothing to learn from: say why at once
+            note = (f"iteration {it + 1}: every reward was ineligible (no update); e.g. {why[0][1][:300]} "
+                    f"(all reasons: {log.ineligible_path})")
+            (bar.write if bar is not None else print)(note)
         if bar is not None:
             bar.set_postfix(reward=f"{row['reward_mean']:.4f}", kl=f"{row['approx_kl']:.2e}")
             bar.update(1)
