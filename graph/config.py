@@ -91,7 +91,8 @@ class AgentConfig:
     nearby_extra: int = 16
     """Clips longer than 81 frames: extra frames beyond the initial sample that inspection may add."""
     max_images_per_call: int = 48
-    """Cap on images in one backbone request (keep below the server's --limit-mm-per-prompt)."""
+    """Cap on images in one backbone request (keep below the server's --limit-mm-per-prompt); must be at
+    least observe_frames and frame_budget (observe/assess and the inspect conversation send that many)."""
     surprise_windows: int = 2
     """How many of the most surprising WMReward windows reflect shows."""
     max_instruction_chars: int = 4000
@@ -114,6 +115,13 @@ class AgentConfig:
             raise ValueError(f"observe_frames must be in 2..64, got {self.observe_frames}")
         if self.nearby_extra < 0:
             raise ValueError(f"nearby_extra must be >= 0, got {self.nearby_extra}")
+        # observe/assess send every sampled frame, and the inspect conversation carries every tool image
+        # of the run: both must fit in one request, or the server refuses it (--limit-mm-per-prompt)
+        for name in ("observe_frames", "frame_budget"):
+            if getattr(self, name) > self.max_images_per_call:
+                raise ValueError(f"{name} ({getattr(self, name)}) exceeds max_images_per_call "
+                                 f"({self.max_images_per_call}): raise max_images_per_call too (and the "
+                                 "server's per-request image limit)")
 
     @classmethod
     def from_preset(cls, preset: Preset, **overrides: object) -> AgentConfig:

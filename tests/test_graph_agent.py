@@ -294,7 +294,8 @@ def test_long_clip_gets_at_most_16_nearby_extra_frames(tmp_path):
     long_clip = moving_square(tmp_path / "long.mp4", frames=100)
     asks = [tool_call("view_frames", {"frames": [5 + 7 * k + r for r in range(3)]}, call_id=f"c{k}")
             for k in range(8)]
-    agent, _ = make_agent("full", full_script(inspect=asks), max_tool_rounds=8, frame_budget=64)
+    agent, _ = make_agent("full", full_script(inspect=asks), max_tool_rounds=8, frame_budget=64,
+                          max_images_per_call=64)
     out = run(agent, long_clip)
     sample = set(out["sample"])
     assert len(sample) == 32

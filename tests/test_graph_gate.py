@@ -120,6 +120,15 @@ def test_config_validation_and_overrides():
     assert AgentConfig().observe_frames == 32
 
 
+@pytest.mark.parametrize("field", ["observe_frames", "frame_budget"])
+def test_image_caps_must_fit_in_one_request(field):
+    """observe/assess send every sampled frame and the inspect conversation every tool image of the run:
+    a config whose counts exceed max_images_per_call would send requests the server refuses."""
+    with pytest.raises(ValueError, match=f"{field} \\(64\\) exceeds max_images_per_call \\(48\\)"):
+        AgentConfig(**{field: 64})
+    assert getattr(AgentConfig(**{field: 64}, max_images_per_call=64), field) == 64
+
+
 def test_prompts_have_stage_line_and_render_safely():
     for name in STAGES:
         assert stage_of(load_prompt(name)) == name
