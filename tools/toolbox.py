@@ -51,8 +51,9 @@ class Toolbox:
                 if self.remote:
                     self._tracker = RemoteMotionTracker(self._service())
                 elif s.motion_backend == "cotracker3":  # kept even if its load fails: it remembers the failure
-                    self._tracker = self._cotracker = build_tracker(
-                        "cotracker3", checkpoint=s.cotracker_checkpoint, hub_dir=s.cotracker_hub_dir, device=s.device)
+                    self._cotracker = CoTracker3Tracker(checkpoint=s.cotracker_checkpoint,
+                                                        hub_dir=s.cotracker_hub_dir, device=s.device)
+                    self._tracker = self._cotracker
                 else:
                     self._tracker = build_tracker("lk")
             if self._cotracker is not None:
