@@ -46,9 +46,9 @@ from graph.tracing import (
 )
 
 _out = Console()
+_err = Console(stderr=True)
 TRACE_TABLE_MIN_WIDTH = 120
 """`raa trace` prints a table on consoles at least this wide, one block per step on narrower ones."""
-_err = Console(stderr=True)
 
 
 def make_chat_model(settings: BackboneSettings) -> BaseChatModel:
