@@ -103,11 +103,16 @@ def test_build_reward_errors_before_model_load():
 
 class _Handler(BaseHTTPRequestHandler):
     mode = "ok"
+    busy = 0  # answer 503 this many times first
+    posts = 0
 
     def do_POST(self):  # noqa: N802
         body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
-        if _Handler.mode == "fail":
-            self.send_response(500)
+        _Handler.posts += 1
+        if _Handler.mode == "fail" or _Handler.busy > 0:
+            _Handler.busy -= 1
+            self.send_response(500 if _Handler.mode == "fail" else 503)
+            self.send_header("Content-Length", "0")
             self.end_headers()
             return
         results = [{"reward": None if i == 1 else 0.1 * i, "reasons": [item["instruction"]]}
@@ -132,13 +137,33 @@ def test_http_reward_roundtrip_and_failure():
         out = call_reward(fn, "http", clips, ["a", "b", "c"], fps=8.0)
         assert out.rewards == [0.0, None, pytest.approx(0.2)] and out.counts["none"] == 1
         assert fn.last_reasons == [["a"], ["b"], ["c"]]
-        _Handler.mode = "fail"
+        _Handler.mode, _Handler.posts = "fail", 0
         out = call_reward(fn, "http", clips, ["a", "b", "c"], fps=8.0)
-        assert out.rewards == [None, None, None]
+        assert out.rewards == [None, None, None] and _Handler.posts == 1  # a 500 is not retried
         assert "http reward failed" in fn.last_reasons[0][0]
     finally:
         _Handler.mode = "ok"
         server.shutdown()
+
+
+def test_http_reward_retries_transient_failures_a_bounded_number_of_times():
+    server = HTTPServer(("127.0.0.1", 0), _Handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        clips = [np.full((3, 16, 16, 3), 100, dtype=np.uint8) for _ in range(3)]
+        fn = HttpAgentReward(url=f"http://127.0.0.1:{server.server_port}/score", retries=3, backoff_s=0)
+        _Handler.busy, _Handler.posts = 2, 0  # two 503s, then an answer
+        out = call_reward(fn, "http", clips, ["a", "b", "c"])
+        assert out.rewards == [0.0, None, pytest.approx(0.2)] and _Handler.posts == 3
+        _Handler.busy, _Handler.posts = 5, 0  # busy for longer than the attempts last
+        out = call_reward(fn, "http", clips, ["a", "b", "c"])
+        assert out.rewards == [None, None, None] and _Handler.posts == 3
+        assert "HTTP 503" in fn.last_reasons[0][0] and "after 3 attempts" in fn.last_reasons[0][0]
+    finally:
+        _Handler.busy = 0
+        server.shutdown()
+    with pytest.raises(ValueError, match="retries"):
+        HttpAgentReward(url="http://x", retries=0)
 
 
 def test_agent_reward_scores_with_one_agent_across_batches(monkeypatch, tmp_path):

@@ -149,7 +149,7 @@ def test_all_ineligible_rewards_skip_the_update(tmp_path):
     out = tmp_path / "dead"
     cmd = [sys.executable, "-m", "training.train", "--config", str(SMOKE), "--output_dir", str(out),
            "--progress", "false", "--tensorboard", "false", "--max_iterations", "2", "--checkpoint_every", "2",
-           "--reward", "http", "--reward_options", "{url: 'http://127.0.0.1:9/score', timeout_s: 5}"]
+           "--reward", "http", "--reward_options", "{url: 'http://127.0.0.1:9/score', timeout_s: 5, backoff_s: 0}"]
     env = {k: v for k, v in os.environ.items() if k not in ("RANK", "WORLD_SIZE", "LOCAL_RANK")}
     proc = subprocess.run(cmd, cwd=ROOT, env={**env, "OMP_NUM_THREADS": "1"}, capture_output=True, text=True,
                           timeout=600)
@@ -163,7 +163,8 @@ def test_all_ineligible_rewards_skip_the_update(tmp_path):
     # why: every ineligible reward with its prompt and the adapter's reason, and a line on the console
     why = [json.loads(x) for x in (out / "ineligible.jsonl").read_text().splitlines()]
     assert [w["iteration"] for w in why] == [1] * 8 + [2] * 8 and all(w["prompt"] for w in why)
-    assert all("returned None (ineligible): http reward failed: URLError" in w["reason"] for w in why)
+    assert all("returned None (ineligible): http reward failed:" in w["reason"] and "Connection refused"
+               in w["reason"] and "after 3 attempts" in w["reason"] for w in why)
     assert "iteration 1: every reward was ineligible (no update); e.g. reward 'http'" in proc.stdout
 
 

@@ -18,8 +18,10 @@ Adapters:
        "meta": {"iteration": 3}}
       -> 200 {"results": [{"reward": 0.75 | null, "status": "...", "reasons": ["..."]}, ...]}
 
-  one result per item, same order; a transport error, non-200 reply or malformed body makes the
-  whole batch ineligible (with the reason kept in ``last_reasons``), never a made-up reward.
+  one result per item, same order; `raa serve-reward` serves it for the reward agent. Transient
+  failures (connection errors, timeouts, 429/502/503/504) are retried ``retries`` times with
+  backoff; then, or at once for any other error status or a malformed body, the whole batch is
+  ineligible (with the reason kept in ``last_reasons``), never a made-up reward.
 
 :func:`call_reward` wraps any RewardFn: awaits coroutines, checks the list length (a wrong length is a
 :class:`RewardLengthError` naming the reward) and turns None / NaN / inf into ineligible results,
@@ -39,6 +41,7 @@ import inspect
 import json
 import math
 import tempfile
+import urllib.error
 import urllib.request
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -210,6 +213,13 @@ class AgentReward:
         return RewardBatch([r.reward for r in results], self.last_reasons)
 
 
+_TRANSIENT_STATUS = (429, 502, 503, 504)
+
+
+class _TransientHttpError(RuntimeError):
+    """A reward-service failure worth another attempt (connection, timeout, 429/502/503/504)."""
+
+
 @dataclass
 class HttpAgentReward:
     """A reward service over HTTP (JSON API in the module docstring); async, one POST per batch."""
@@ -220,16 +230,43 @@ class HttpAgentReward:
     """Bearer token (resolved from the environment by the CLI, never here)."""
     timeout_s: float = 600.0
     """Whole-request timeout."""
+    retries: int = 3
+    """Attempts per batch when the failure is transient (connection error, timeout, HTTP 429/502/503/504),
+    with exponential backoff; other errors (400, 401, 500, a malformed answer) are not retried."""
+    backoff_s: float = 1.0
+    """First wait between attempts in seconds (doubled each time, at most 30 s)."""
     last_reasons: list[list[str]] = field(default_factory=list)
     """Reasons of the last batch (service reasons, or the transport failure for every item)."""
 
+    def __post_init__(self) -> None:
+        if self.retries < 1 or self.backoff_s < 0 or self.timeout_s <= 0:
+            raise ValueError("HttpAgentReward: retries must be >= 1, backoff_s >= 0 and timeout_s > 0")
+
     def _post(self, body: bytes) -> dict[str, Any]:
+        from tenacity import Retrying, retry_if_exception_type, stop_after_attempt, wait_exponential
+
         headers = {"Content-Type": "application/json"}
         if self.token:
             headers["Authorization"] = f"Bearer {self.token}"
         req = urllib.request.Request(self.url, data=body, headers=headers, method="POST")
-        with urllib.request.urlopen(req, timeout=self.timeout_s) as resp:  # noqa: S310 (configured URL)
-            return json.loads(resp.read().decode("utf-8"))
+
+        def once() -> dict[str, Any]:
+            try:
+                with urllib.request.urlopen(req, timeout=self.timeout_s) as resp:  # noqa: S310 (configured URL)
+                    return json.loads(resp.read().decode("utf-8"))
+            except urllib.error.HTTPError as exc:
+                if exc.code in _TRANSIENT_STATUS:
+                    raise _TransientHttpError(f"HTTP {exc.code} {exc.reason}") from exc
+                raise
+            except (urllib.error.URLError, TimeoutError, ConnectionError) as exc:
+                raise _TransientHttpError(f"{type(exc).__name__}: {exc}") from exc
+
+        try:
+            return Retrying(stop=stop_after_attempt(self.retries), reraise=True,
+                            wait=wait_exponential(multiplier=self.backoff_s, max=30.0),
+                            retry=retry_if_exception_type(_TransientHttpError))(once)
+        except _TransientHttpError as exc:
+            raise _TransientHttpError(f"{exc} (after {self.retries} attempts)") from exc
 
     async def __call__(self, videos: Sequence[np.ndarray], prompts: Sequence[str], **meta: Any) -> list[float | None]:
         from tools.video import write_video
