@@ -21,7 +21,6 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import json
-import uuid
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -130,10 +129,10 @@ def write_bad_lines(items: list[dict[str, Any]], writer: RowWriter) -> list[dict
 
 async def score_item(agent: Any, item: dict[str, Any], durability: TraceDurability) -> Any:
     """RewardResult of one batch item (a valid manifest line; never raises)."""
-    from graph.api import arun_agent
+    from graph.api import arun_agent, new_run_id
 
-    run_id = f"run-{uuid.uuid4().hex[:12]}"
-    return await arun_agent(agent, item["path"], item["instruction"], run_id, item["preset"], durability=durability)
+    return await arun_agent(agent, item["path"], item["instruction"], new_run_id(), item["preset"],
+                            durability=durability)
 
 
 async def run_batch(agent: Any, items: list[dict[str, Any]], writer: RowWriter, concurrency: int,

@@ -23,7 +23,6 @@ Decisions where the issue was silent:
 from __future__ import annotations
 
 import asyncio
-import uuid
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -107,9 +106,11 @@ def score_command(
     stream: bool = typer.Option(False, "--stream", help="Print each node's update as it happens."),
 ) -> None:
     """Score one video against an instruction with the reward agent."""
+    from graph.api import new_run_id  # deferred: the agent graph is heavy to import
+
     settings = _settings_or_exit(require_endpoint=True)
     settings.ensure_parent_dirs()
-    run_id = f"run-{uuid.uuid4().hex[:12]}"
+    run_id = new_run_id()
     result = asyncio.run(_score_one(settings, preset, str(video), instruction, run_id, stream))
     if json_out:
         typer.echo(result.model_dump_json())
