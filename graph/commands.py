@@ -274,11 +274,12 @@ def serve_reward_command(
     from graph.batch import build_batch_agent
     from graph.builder import default_checkpointer
     from graph.reward_service import create_reward_app
+    from tools.service import open_bind_warning
 
     settings = _settings_or_exit(require_endpoint=True)
     _check_preset(preset)
-    if host not in ("127.0.0.1", "localhost", "::1") and not token:
-        typer.echo(f"warning: serving on {host} without a token (set --token or RAA_REWARD_TOKEN)", err=True)
+    if (warning := open_bind_warning(host, token, "RAA_REWARD_TOKEN")) is not None:
+        typer.echo(warning, err=True)
     agent = build_batch_agent(settings, preset, default_checkpointer(settings.traces_path),
                               make_chat_model(settings))
     app = create_reward_app(agent, preset, token=token, max_concurrency=concurrency, max_items=max_items,

@@ -371,3 +371,13 @@ def test_toolbox_in_process_defaults_are_lazy():
     scorer = box.surprise()
     assert isinstance(scorer, VJEPA2SurpriseScorer) and scorer._model is None  # nothing loaded yet
     assert box.quality(np.zeros((4, 8, 8, 3), np.uint8)).uniform
+
+
+def test_open_bind_warning_only_for_an_unguarded_non_loopback_bind():
+    from tools.service import open_bind_warning
+
+    assert open_bind_warning("127.0.0.1", None, "RAA_TOOLS_TOKEN") is None
+    assert open_bind_warning("::1", None, "RAA_TOOLS_TOKEN") is None
+    assert open_bind_warning("0.0.0.0", "tok", "RAA_TOOLS_TOKEN") is None
+    assert open_bind_warning("0.0.0.0", None, "RAA_REWARD_TOKEN") == (
+        "warning: serving on 0.0.0.0 without a token (set --token or RAA_REWARD_TOKEN)")

@@ -34,7 +34,7 @@ def serve_tools_command(
     """Serve /v1/track, /v1/surprise, /v1/info and /healthz."""
     import uvicorn
 
-    from tools.service import create_app
+    from tools.service import create_app, open_bind_warning
     from tools.settings import ToolSettings
 
     settings = ToolSettings.from_env()
@@ -44,8 +44,8 @@ def serve_tools_command(
     settings = ToolSettings.model_validate(settings.model_dump())
     if not allowed_root.is_dir():
         raise typer.BadParameter(f"--allowed-root {allowed_root} is not a directory")
-    if host not in ("127.0.0.1", "localhost", "::1") and not token:
-        typer.echo(f"warning: serving on {host} without a token (set --token or RAA_TOOLS_TOKEN)", err=True)
+    if (warning := open_bind_warning(host, token, "RAA_TOOLS_TOKEN")) is not None:
+        typer.echo(warning, err=True)
     app = create_app(settings, allowed_root, token=token, workers=workers, max_upload_mb=max_upload_mb,
                      enable_surprise=surprise)
     uvicorn.run(app, host=host, port=port, log_level="info")

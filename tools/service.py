@@ -160,6 +160,17 @@ def _npy_view(data: bytes) -> np.ndarray | None:
     return np.frombuffer(data, dtype=np.uint8, count=count, offset=fh.tell()).reshape(shape)
 
 
+LOOPBACK_HOSTS = ("127.0.0.1", "localhost", "::1")
+
+
+def open_bind_warning(host: str, token: str | None, token_var: str) -> str | None:
+    """The warning for serving beyond this machine without a token (None when bound to loopback or
+    guarded), for the `raa serve-*` commands."""
+    if host in LOOPBACK_HOSTS or token:
+        return None
+    return f"warning: serving on {host} without a token (set --token or {token_var})"
+
+
 def check_bearer(request: Request, token: str | None) -> None:
     """401 unless the request carries ``Authorization: Bearer <token>`` (no token configured: open)."""
     if token is None:
