@@ -110,11 +110,9 @@ class AgentScorer:
         return self._agents[preset]
 
     def _config(self, preset: str) -> Any:
-        from graph import AgentConfig
+        from graph.settings import BackboneSettings
 
-        if self.settings is not None:
-            return self.settings.agent_config(preset)
-        return AgentConfig(preset=preset)  # type: ignore[arg-type]
+        return (self.settings or BackboneSettings()).agent_config(preset)  # no settings: the defaults
 
     async def score(self, preset: str, clips: Sequence[EvalClip]) -> list[RewardResult]:
         from graph import ascore_videos

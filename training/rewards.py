@@ -188,10 +188,10 @@ class AgentReward:
     _agent: Any = field(default=None, init=False, repr=False)
 
     def __post_init__(self) -> None:
-        from graph.config import AgentConfig
+        from graph.settings import BackboneSettings
 
-        self._config = (self.settings.agent_config(self.preset) if self.settings is not None
-                        else AgentConfig(preset=self.preset))  # type: ignore[arg-type]  # bad preset: ValueError now
+        # no settings: the defaults; a bad preset is a ValueError now, before any model loads
+        self._config = (self.settings or BackboneSettings()).agent_config(self.preset)
         if self.max_concurrency < 1:
             raise ValueError(f"AgentReward: max_concurrency must be >= 1, got {self.max_concurrency}")
 
