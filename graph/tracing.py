@@ -117,7 +117,7 @@ def read_trace(saver: BaseCheckpointSaver, run_id: str) -> RunTrace:
     five traced run ids that start with `run_id`, e.g. for an id cut short when copied)."""
     tup = saver.get_tuple({"configurable": {"thread_id": run_id, "checkpoint_ns": ""}})
     if tup is None:
-        near = [tid for tid in _thread_ids(saver) if run_id and tid.startswith(run_id)] if run_id else []
+        near = [tid for tid in _thread_ids(saver) if tid.startswith(run_id)] if run_id else []
         hint = f"; did you mean {', '.join(near[:5])}{' ...' if len(near) > 5 else ''}?" if near else ""
         raise RunNotFoundError(f"no traced run with id {run_id!r}{hint}")
     return _trace_from_tuple(run_id, tup)
