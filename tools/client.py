@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import io
 import json
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any, Literal
 
@@ -33,6 +34,32 @@ MAX_QUERY_CHARS = 6000
 class _Retryable(Exception):
     def __init__(self, message: str) -> None:
         super().__init__(message)
+
+
+class RetriesExhausted(RuntimeError):
+    """Every attempt of a request failed transiently; the message names the last failure and the count."""
+
+
+def send_with_retries(send: Callable[[], httpx.Response], *, retries: int, backoff_s: float,
+                      max_wait_s: float = 10.0) -> httpx.Response:
+    """``send()`` retried with exponential backoff (``backoff_s`` doubling, at most ``max_wait_s``) while it
+    fails transiently (a transport error or timeout, or HTTP 429/502/503/504), ``retries`` attempts in all;
+    any other answer is returned as it is. Raises RetriesExhausted after the last attempt."""
+    def once() -> httpx.Response:
+        try:
+            resp = send()
+        except httpx.TransportError as exc:
+            raise _Retryable(f"{type(exc).__name__}: {exc}") from exc
+        if resp.status_code in RETRY_STATUS:
+            raise _Retryable(f"HTTP {resp.status_code}: {resp.text[:300]}")
+        return resp
+
+    try:
+        return Retrying(stop=stop_after_attempt(retries), reraise=True,
+                        wait=wait_exponential(multiplier=backoff_s, max=max_wait_s),
+                        retry=retry_if_exception_type(_Retryable))(once)
+    except _Retryable as exc:
+        raise RetriesExhausted(f"{exc} (after {retries} attempts)") from exc
 
 
 class ToolServiceClient:
@@ -56,21 +83,11 @@ class ToolServiceClient:
 
     def request(self, method: str, path: str, *, bad_request: type[Exception] = ValueError, **kwargs: Any) -> dict:
         """Send a request with retries; return the JSON answer or raise a typed error."""
-        def once() -> httpx.Response:
-            try:
-                resp = self._http.request(method, path, **kwargs)
-            except httpx.TransportError as exc:
-                raise _Retryable(f"{type(exc).__name__}: {exc}") from exc
-            if resp.status_code in RETRY_STATUS:
-                raise _Retryable(f"HTTP {resp.status_code}: {resp.text[:300]}")
-            return resp
-
         try:
-            resp = Retrying(stop=stop_after_attempt(self.retries), reraise=True,
-                            wait=wait_exponential(multiplier=self.backoff_s, max=10),
-                            retry=retry_if_exception_type(_Retryable))(once)
-        except _Retryable as exc:
-            raise ToolFault("service", "transport", f"{path}: {exc} (after {self.retries} attempts)") from exc
+            resp = send_with_retries(lambda: self._http.request(method, path, **kwargs), retries=self.retries,
+                                     backoff_s=self.backoff_s)
+        except RetriesExhausted as exc:
+            raise ToolFault("service", "transport", f"{path}: {exc}") from exc
         if resp.status_code == 200:
             return resp.json()
         try:

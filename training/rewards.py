@@ -41,8 +41,6 @@ import inspect
 import json
 import math
 import tempfile
-import urllib.error
-import urllib.request
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -213,13 +211,6 @@ class AgentReward:
         return RewardBatch([r.reward for r in results], self.last_reasons)
 
 
-_TRANSIENT_STATUS = (429, 502, 503, 504)
-
-
-class _TransientHttpError(RuntimeError):
-    """A reward-service failure worth another attempt (connection, timeout, 429/502/503/504)."""
-
-
 @dataclass
 class HttpAgentReward:
     """A reward service over HTTP (JSON API in the module docstring); async, one POST per batch."""
@@ -243,30 +234,18 @@ class HttpAgentReward:
             raise ValueError("HttpAgentReward: retries must be >= 1, backoff_s >= 0 and timeout_s > 0")
 
     def _post(self, body: bytes) -> dict[str, Any]:
-        from tenacity import Retrying, retry_if_exception_type, stop_after_attempt, wait_exponential
+        import httpx
+
+        from tools.client import send_with_retries  # the tool client's retry policy
 
         headers = {"Content-Type": "application/json"}
         if self.token:
             headers["Authorization"] = f"Bearer {self.token}"
-        req = urllib.request.Request(self.url, data=body, headers=headers, method="POST")
-
-        def once() -> dict[str, Any]:
-            try:
-                with urllib.request.urlopen(req, timeout=self.timeout_s) as resp:  # noqa: S310 (configured URL)
-                    return json.loads(resp.read().decode("utf-8"))
-            except urllib.error.HTTPError as exc:
-                if exc.code in _TRANSIENT_STATUS:
-                    raise _TransientHttpError(f"HTTP {exc.code} {exc.reason}") from exc
-                raise
-            except (urllib.error.URLError, TimeoutError, ConnectionError) as exc:
-                raise _TransientHttpError(f"{type(exc).__name__}: {exc}") from exc
-
-        try:
-            return Retrying(stop=stop_after_attempt(self.retries), reraise=True,
-                            wait=wait_exponential(multiplier=self.backoff_s, max=30.0),
-                            retry=retry_if_exception_type(_TransientHttpError))(once)
-        except _TransientHttpError as exc:
-            raise _TransientHttpError(f"{exc} (after {self.retries} attempts)") from exc
+        with httpx.Client(timeout=self.timeout_s) as http:
+            resp = send_with_retries(lambda: http.post(self.url, content=body, headers=headers),
+                                     retries=self.retries, backoff_s=self.backoff_s, max_wait_s=30.0)
+        resp.raise_for_status()
+        return resp.json()
 
     async def __call__(self, videos: Sequence[np.ndarray], prompts: Sequence[str], **meta: Any) -> list[float | None]:
         from tools.video import write_video
