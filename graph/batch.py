@@ -90,9 +90,11 @@ class RowWriter:
         self.on_row = on_row
         self.counts = {"scored": 0, "zero": 0, "ineligible": 0}
         out.parent.mkdir(parents=True, exist_ok=True)
-        if out.exists() and out.stat().st_size and not out.read_bytes().endswith(b"\n"):
-            with out.open("a", encoding="utf-8") as fh:  # close a torn last line before appending
-                fh.write("\n")
+        if out.exists() and out.stat().st_size:
+            with out.open("rb+") as fh:  # close a torn last line before appending (only the last byte is read)
+                fh.seek(-1, 2)
+                if fh.read(1) != b"\n":
+                    fh.write(b"\n")
 
     def write(self, line: str, status: str) -> None:
         """Append one row (`result_line` output) whose result has `status`."""
