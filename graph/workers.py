@@ -31,6 +31,11 @@ Decisions where the issue was silent:
   every thread cost ~40% more CPU for sixteen clips decoded one after another.
 - A job whose awaiting task was cancelled still runs to completion (threads cannot be interrupted);
   its result is dropped.
+- At interpreter exit (an `atexit` hook registered with the first pool) every pool is shut down:
+  queued jobs are cancelled and running ones are waited for. The threads are daemons, and a daemon
+  thread still inside OpenCV when the interpreter finalizes is torn down mid-C++ ("terminate called
+  without an active exception", exit status 134): a speculative motion track that nobody awaited
+  aborted ~40% of short `motion`-preset scripts after they had printed their result.
 - `run_sync` is the way back: the sync entry points (`score_video`, the compiled graph's `invoke`,
   `Backbone.structured`, async reward callables in training) run their coroutine on a fresh event
   loop, in a helper thread when the calling thread already runs one (a Jupyter cell, an async
@@ -40,6 +45,7 @@ Decisions where the issue was silent:
 from __future__ import annotations
 
 import asyncio
+import atexit
 import contextlib
 import contextvars
 import functools
@@ -85,6 +91,7 @@ class PriorityPool:
         self._idle: list[threading.Event] = []  # one wake-up event per idle thread; the last idled on top
         self._seq = itertools.count()
         self._later_running = 0
+        self._closed = False
         self._threads = [threading.Thread(target=self._work, name=f"{name}-{i}", daemon=True)
                          for i in range(workers)]
         for t in self._threads:
@@ -95,10 +102,26 @@ class PriorityPool:
         run by `order` (lower first), then in submission order; no order = submission order."""
         future: Future = Future()
         with self._lock:
+            if self._closed:
+                raise RuntimeError("the worker pool is shut down (interpreter exit)")
             seq = next(self._seq)
             heapq.heappush(self._heap, (_RANK[priority], seq if order is None else order, seq, future, fn))
             self._wake()
         return future
+
+    def shutdown(self) -> None:
+        """Cancel the queued jobs, let the running ones finish and stop the threads; later submits raise."""
+        with self._lock:
+            self._closed = True
+            queued, self._heap = self._heap, []
+            idle, self._idle = self._idle, []
+        for *_, future, _fn in queued:
+            future.cancel()
+        for wake in idle:
+            wake.set()
+        for t in self._threads:
+            if t is not threading.current_thread():
+                t.join()
 
     def _wake(self) -> None:
         """Wake the most recently idled thread (caller holds the lock)."""
@@ -119,6 +142,8 @@ class PriorityPool:
         wake = threading.Event()
         while True:
             with self._lock:
+                if self._closed:
+                    return
                 job = self._take()
                 if job is None:
                     wake.clear()
@@ -147,9 +172,21 @@ def pool(lane: Lane = "cpu") -> PriorityPool:
     """The process-wide pool of `lane` (started on first use)."""
     with _POOL_LOCK:
         if lane not in _POOLS:
+            if not _POOLS:
+                atexit.register(shutdown_pools)
             size = cpu_workers() if lane == "cpu" else IO_WORKERS
             _POOLS[lane] = PriorityPool(size, name=f"raa-{lane}")
         return _POOLS[lane]
+
+
+def shutdown_pools() -> None:
+    """Shut the process-wide pools down (registered with `atexit`; see module docstring). A later
+    `submit` starts fresh pools."""
+    with _POOL_LOCK:
+        pools = list(_POOLS.values())
+        _POOLS.clear()
+    for p in pools:
+        p.shutdown()
 
 
 _RUN_ORDER: contextvars.ContextVar[int | None] = contextvars.ContextVar("raa_run_order", default=None)

@@ -165,3 +165,46 @@ def test_cpu_lane_size_follows_the_process_cpu_affinity(monkeypatch):
     assert usable_cores() == cpu_workers() == 6
     monkeypatch.setattr(os, "sched_getaffinity", lambda pid: {3})
     assert usable_cores() == 1 and cpu_workers() == 2  # the lane never has fewer than two threads
+
+
+def test_shutdown_cancels_queued_jobs_waits_for_running_ones_and_refuses_new_ones():
+    pool = PriorityPool(1)
+    started, release = threading.Event(), threading.Event()
+    running = pool.submit(lambda: (started.set(), release.wait(5), "done")[2])
+    queued = pool.submit(lambda: "never")
+    assert started.wait(5)
+    closer = threading.Thread(target=pool.shutdown)
+    closer.start()
+    closer.join(0.2)
+    assert closer.is_alive() and queued.cancelled()  # waits for the running job; the queued one is dropped
+    release.set()
+    closer.join(5)
+    assert not closer.is_alive() and running.result(timeout=1) == "done"
+    with pytest.raises(RuntimeError, match="shut down"):
+        pool.submit(lambda: 1)
+
+
+def test_interpreter_exit_waits_for_a_running_opencv_job(tmp_path):
+    """A worker still inside OpenCV when the interpreter finalized aborted the process (exit 134,
+    "terminate called without an active exception") after the script had done its work: a speculative
+    motion track nobody awaited did that to short `motion`-preset scripts. Exit now waits for the job."""
+    import subprocess
+    import sys
+    import textwrap
+
+    marker = tmp_path / "finished"
+    script = textwrap.dedent(f"""
+        import time, cv2, numpy as np
+        from graph.workers import submit
+        img = np.random.default_rng(0).integers(0, 255, (1024, 1024), dtype=np.uint8)
+        started = time.perf_counter()
+        def job():
+            while time.perf_counter() - started < 1.0:
+                cv2.GaussianBlur(img, (31, 31), 0)
+            open({str(marker)!r}, "w").write("ok")
+        submit(job, priority="later")
+        time.sleep(0.2)  # the job is inside OpenCV when the main thread ends
+    """)
+    proc = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert marker.read_text() == "ok"
