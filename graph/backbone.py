@@ -253,12 +253,12 @@ class Backbone:
         key = stage_key(model_name=self.model_name, method=self.method, stage=stage, messages=messages,
                         params=params, schema=schema)
         async with self.cache.claim(key):
-            hit = self.cache.get(key)
+            hit = await self.cache.aget(key)
             if hit is not None:
                 usage.cache_hits += 1
                 return schema.model_validate_json(hit)
             out = await self._structured(stage, schema, messages, usage)
-            self.cache.put(key, out.model_dump_json())
+            await self.cache.aput(key, out.model_dump_json())
             return out
 
     async def _structured(self, stage: str, schema: type[BaseModel], messages: list[BaseMessage],
@@ -325,7 +325,7 @@ class Backbone:
         specs = [convert_to_openai_tool(t) for t in tools]
         key = stage_key(model_name=self.model_name, method="tools", stage=stage, messages=messages, tools=specs)
         async with self.cache.claim(key):
-            hit = self.cache.get(key)
+            hit = await self.cache.aget(key)
             if hit is not None:
                 usage.cache_hits += 1
                 data = json.loads(hit)
@@ -333,7 +333,7 @@ class Backbone:
             reply = await self._tool_round(stage, messages, tools, usage)
             calls = [{"name": c["name"], "args": c["args"], "id": c.get("id"), "type": "tool_call"}
                      for c in reply.tool_calls]
-            self.cache.put(key, json.dumps({"content": reply.content, "tool_calls": calls}))
+            await self.cache.aput(key, json.dumps({"content": reply.content, "tool_calls": calls}))
             return reply
 
     async def _tool_round(self, stage: str, messages: list[BaseMessage], tools: list[BaseTool | dict],

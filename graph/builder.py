@@ -53,7 +53,7 @@ from graph.nodes.observe import observe
 from graph.nodes.quality import quality
 from graph.nodes.reflect import reflect
 from graph.nodes.surprise import surprise
-from graph.state import AgentState
+from graph.state import AgentInput, AgentState
 
 
 def expected_nodes(cfg: ResolvedConfig) -> list[str]:
@@ -178,7 +178,7 @@ def build_reward_agent(config: AgentConfig | None = None, *, model: Any = None, 
     store = frame_store or (FrameStore(long_side=settings.image_long_side, quality=settings.jpeg_quality)
                             if settings is not None else FrameStore())
     ctx = RunContext(backbone=backbone, config=cfg, frames=store, tools=tool_provider(tools))
-    g = StateGraph(AgentState, context_schema=RunContext)
+    g = StateGraph(AgentState, context_schema=RunContext, input_schema=AgentInput)
     for name in expected_nodes(cfg):
         g.add_node(name, make_node(name, _STAGES[name], ctx, guard=name != "gate"))
     _wire(g, cfg)
@@ -201,9 +201,10 @@ def default_checkpointer(path: str | Path):
     from graph.tracing import traces_serde
 
     class LocalSqliteSaver(SqliteSaver):
-        """SqliteSaver usable from async code: writes run inline on the event loop (a WAL commit of a
-        local database takes well under a millisecond, less than a hop to a worker thread and back);
-        reads, which may return many checkpoints, run in a worker thread."""
+        """SqliteSaver usable from async code: reads and writes run in a worker thread. A WAL commit
+        of a local database takes well under a millisecond, but a write waits (up to SQLite's busy
+        timeout) while another process writes the same trace file, and on the event loop that wait
+        would stall every run in flight; with the default durability ("exit") it is one hop per run."""
 
         async def aget_tuple(self, config):  # type: ignore[override]
             return await asyncio.to_thread(self.get_tuple, config)
@@ -215,10 +216,10 @@ def default_checkpointer(path: str | Path):
                 yield item
 
         async def aput(self, config, checkpoint, metadata, new_versions):  # type: ignore[override]
-            return self.put(config, checkpoint, metadata, new_versions)
+            return await asyncio.to_thread(self.put, config, checkpoint, metadata, new_versions)
 
         async def aput_writes(self, config, writes: Sequence, task_id: str, task_path: str = ""):  # type: ignore[override]
-            return self.put_writes(config, writes, task_id, task_path)
+            return await asyncio.to_thread(self.put_writes, config, writes, task_id, task_path)
 
         async def adelete_thread(self, thread_id: str) -> None:  # type: ignore[override]
             return await asyncio.to_thread(self.delete_thread, thread_id)

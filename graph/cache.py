@@ -8,8 +8,10 @@ Decisions where the issue was silent:
 - The stage name is part of the key (two stages never share an output even with equal messages).
 - Only validated outputs are stored; faults and invalid replies are never cached.
 - `StageCache` serialises its SQLite access with one `threading.Lock` (a connection opened with
-  `check_same_thread=False`), which makes it safe from threads and from many asyncio tasks; each call
-  is a single short statement, so it is run inline rather than in an executor.
+  `check_same_thread=False`), which makes it safe from threads and from many asyncio tasks. The nodes
+  use `aget` / `aput`: on SQLite they run in a worker thread of the "io" lane, because a file read or
+  write (or a wait for another process's write lock) must not stall the event loop that every run in
+  the process shares (`langgraph dev` refuses such calls outright); the in-memory store stays inline.
 - Concurrent identical requests are collapsed with `claim(key)`, an asyncio lock per key and event
   loop (dropped when no task holds or waits for it): the first caller computes, the others wait and then read the stored output. That keeps
   "one backbone call per unique stage input" true when presets run concurrently.
@@ -162,6 +164,23 @@ class StageCache:
                 self._mem[key] = value
             else:
                 self._conn.execute("INSERT OR REPLACE INTO stage_cache (key, value) VALUES (?, ?)", (key, value))
+
+    async def aget(self, key: str) -> str | None:
+        """`get` from async code: the SQLite read in a worker thread (the event loop never blocks on the file)."""
+        if self._conn is None:
+            return self.get(key)
+        from graph.workers import run_blocking
+
+        return await run_blocking(self.get, key, lane="io")
+
+    async def aput(self, key: str, value: str) -> None:
+        """`put` from async code: the SQLite write in a worker thread."""
+        if self._conn is None:
+            self.put(key, value)
+            return
+        from graph.workers import run_blocking
+
+        await run_blocking(self.put, key, value, lane="io")
 
     def __len__(self) -> int:
         with self._lock:

@@ -31,6 +31,7 @@ import asyncio
 import base64
 import binascii
 import json
+import shutil
 import tempfile
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
@@ -107,8 +108,8 @@ def create_reward_app(agent: Any, preset: str, *, token: str | None = None, max_
     async def score(request: Request) -> dict:
         check_bearer(request, token)
         body = await read_body_limited(request, limit)
-        try:
-            payload = json.loads(body)
+        try:  # parsing, decoding and the clips' files stay off the event loop the runs share
+            payload = await asyncio.to_thread(json.loads, body)
         except ValueError as exc:
             raise HTTPProblem(400, f"the body is not JSON: {exc}") from exc
         items = payload.get("items") if isinstance(payload, dict) else None
@@ -116,8 +117,11 @@ def create_reward_app(agent: Any, preset: str, *, token: str | None = None, max_
             raise HTTPProblem(400, "the body must be a JSON object with an 'items' list")
         if len(items) > max_items:
             raise HTTPProblem(400, f"{len(items)} items in one request; the limit is {max_items}")
-        with tempfile.TemporaryDirectory(prefix="raa-reward-") as folder:
+        folder = await asyncio.to_thread(tempfile.mkdtemp, prefix="raa-reward-")
+        try:
             results = await asyncio.gather(*(run_one(i, item, folder) for i, item in enumerate(items)))
+        finally:
+            await asyncio.to_thread(shutil.rmtree, folder, True)
         return {"results": [r.model_dump(mode="json") for r in results]}
 
     return app

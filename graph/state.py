@@ -10,6 +10,10 @@ Reducers: `steps`, `faults`, `notes`, `assessments`, `audits` and `exchanges` ar
 
 Decisions where the issue was silent:
 - `steps[i]["started"]` is a UTC ISO-8601 timestamp string; `duration_s` is wall seconds.
+- TypedDicts come from typing_extensions: pydantic (and with it LangGraph's input/output JSON schemas,
+  which Studio's input form and `langgraph dev`'s /schemas use) rejects `typing.TypedDict` before 3.12.
+- `AgentInput` is the graph's input schema: a run starts from `video`, `instruction` and optionally
+  `run_id`; any other input key is ignored (the nodes write the rest).
 - Inspection evidence is kept as `exchanges` (tool calls with their arguments and results as
   references and text); the inspect node rebuilds the conversation (images included) from them and
   the frame cache in the run context, so no image bytes enter the checkpoint.
@@ -18,7 +22,9 @@ Decisions where the issue was silent:
 from __future__ import annotations
 
 import operator
-from typing import Annotated, Any, TypedDict
+from typing import Annotated, Any, NotRequired
+
+from typing_extensions import TypedDict
 
 from graph.schemas import (
     Assessment,
@@ -95,6 +101,17 @@ class ToolExchange(TypedDict, total=False):
     """True when the images are motion-track overlays."""
     text: str
     """Tool result text returned to the model (notes on fallbacks, budget, track summary)."""
+
+
+class AgentInput(TypedDict):
+    """What a run starts from (the graph's input schema)."""
+
+    video: str
+    """Path of the clip to score (mp4 or anything PyAV decodes)."""
+    instruction: str
+    """Task instruction the clip is judged against."""
+    run_id: NotRequired[str]
+    """Run id to record in the result (the API sets it to the checkpoint thread id)."""
 
 
 class AgentState(TypedDict, total=False):

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import importlib.util
 import json
 from pathlib import Path
@@ -40,17 +41,23 @@ def test_factory_builds_from_env_without_connecting(monkeypatch, tmp_path):
     monkeypatch.setenv("RAA_MODEL", "qwen-vl")
     monkeypatch.setenv("RAA_API_KEY", "EMPTY")
     _, factory = _load_factory()
-    graph = factory({"configurable": {"preset": "no_audit"}})
+    graph = asyncio.run(factory({"configurable": {"preset": "no_audit"}}))  # the server awaits the factory
     nodes = set(graph.get_graph().nodes)
     assert {"quality", "observe", "contract", "assess", "inspect", "final_check", "gate"} <= nodes
     assert "audit" not in nodes and graph.checkpointer is None  # the server supplies persistence
-    assert "audit" in set(factory({}).get_graph().nodes)  # default preset: full
+    full = asyncio.run(factory({}))
+    assert "audit" in set(full.get_graph().nodes)  # default preset: full
+    # the server calls the factory for every run and state read: one graph per preset per process
+    assert asyncio.run(factory({"configurable": {"preset": "no_audit"}})) is graph
+    assert asyncio.run(factory({"configurable": {}})) is full
 
 
 def test_factory_errors_are_clear(monkeypatch):
     _, factory = _load_factory()
     with pytest.raises(SettingsError, match="RAA_BASE_URL"):
-        factory({})
+        asyncio.run(factory({}))
+    with pytest.raises(SettingsError, match="RAA_BASE_URL"):  # a failed build is not kept
+        asyncio.run(factory({}))
     module, _ = _load_factory()
     with pytest.raises(ValueError, match="unknown preset"):
         module.build_studio_graph("everything", model=ScriptedChatModel({}), settings=BackboneSettings())
@@ -72,3 +79,28 @@ def test_inspect_mode_comes_from_the_settings(tmp_path):
     out = graph.invoke({"video": str(moving_square(tmp_path / "c.mp4")), "instruction": "push the red block"})
     assert out["result"].status == "scored"
     assert len(model.calls_for("plan")) == 1 and model.calls_for("inspect") == []
+
+
+def test_runs_with_the_servers_dict_context(tmp_path):
+    """The LangGraph server hands every run its `configurable` as a plain-dict context; a graph that
+    declared RunContext as its context schema failed every run with
+    "RunContext.__init__() got an unexpected keyword argument 'preset'"."""
+    module, _ = _load_factory()
+    model = ScriptedChatModel(full_script())
+    graph = module.build_studio_graph("direct", model=model, settings=BackboneSettings(cache_path=None))
+    server_context = {"preset": "direct", "graph_id": "reward_agent", "thread_id": "t-1", "assistant_id": "a-1"}
+    out = graph.invoke({"video": str(moving_square(tmp_path / "c.mp4")), "instruction": "push the red block"},
+                       context=server_context)
+    assert out["result"].status == "scored" and out["result"].reward == pytest.approx(0.8)
+
+
+def test_input_and_output_json_schemas_for_studio_forms():
+    """Studio builds its input form from the graph's input JSON schema; with `typing.TypedDict` state on
+    Python 3.11 pydantic refused to build either schema, so the server reported none."""
+    module, _ = _load_factory()
+    graph = module.build_studio_graph("full", model=ScriptedChatModel({}), settings=BackboneSettings(cache_path=None))
+    schema = graph.get_input_jsonschema()
+    assert set(schema["properties"]) == {"video", "instruction", "run_id"}
+    assert sorted(schema["required"]) == ["instruction", "video"]
+    output = graph.get_output_jsonschema()
+    assert {"result", "steps", "contract", "assessment", "faults"} <= set(output["properties"])

@@ -1,7 +1,8 @@
 """Shared node machinery: the fault-catching step wrapper, message helpers and assessment hygiene.
 
 Every stage is an `async def fn(state, ctx, step) -> dict` wrapped by `make_node`, which
-- uses the invocation's context (`runtime.context`) or the builder's default context;
+- uses the invocation's context (`runtime.context`) when it is a `RunContext`, else the builder's
+  default context (the LangGraph server passes each run's `configurable` as a plain-dict context);
 - skips the stage when a fault was already recorded (parallel branches joining after a fault);
 - turns BackboneFault, ToolFault, VideoError and any other exception into a `Fault` record
   (the run then routes to the gate and the result is ineligible) — never a fabricated output;
@@ -99,7 +100,8 @@ def make_node(name: str, fn: StageFn, default_ctx: RunContext, *, guard: bool = 
 
     def context() -> RunContext:
         runtime = get_runtime(RunContext)
-        return runtime.context if runtime is not None and runtime.context is not None else default_ctx
+        given = runtime.context if runtime is not None else None
+        return given if isinstance(given, RunContext) else default_ctx
 
     async def run(state: AgentState, config: RunnableConfig) -> dict[str, Any]:
         if guard and state.get("faults"):

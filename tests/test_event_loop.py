@@ -1,0 +1,64 @@
+"""The agent never blocks its event loop on file, SQLite or socket I/O.
+
+Every run of a process shares one event loop (`ascore_videos`, `raa score-batch`, `raa serve-reward`,
+`langgraph dev`), so a blocking call there stalls all runs in flight, and `langgraph dev` rejects such
+calls outright (blockbuster). These tests run whole agents under blockbuster with every rule on except
+lock acquisition (the caches' short in-memory locks are by design): an on-disk stage cache, the
+default SQLite trace saver with a checkpoint per step, LK tracks and the tool loop. Before the stage
+cache and the trace saver moved their SQLite work to worker threads, the first model call of a run
+failed with "Blocking call to sqlite3.Connection.execute".
+"""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+from blockbuster import BlockBuster
+from graph_scripts import FakeSurprise, full_script, moving_square
+
+from graph import AgentConfig, AgentTools, build_reward_agent
+from graph.backbone import Backbone
+from graph.builder import default_checkpointer
+from graph.cache import StageCache
+from graph.testing import ScriptedChatModel
+from tools.motion import LKTracker
+
+ALLOWED = ("threading.Lock.acquire", "threading.Lock.acquire_lock")
+
+
+def _agent(tmp_path, preset: str, **cfg):
+    backbone = Backbone(ScriptedChatModel(full_script()), cache=StageCache(tmp_path / "stage_cache.sqlite"),
+                        retry_wait=(0.0, 0.0))
+    return build_reward_agent(AgentConfig(preset=preset, **cfg), backbone=backbone,
+                              tools=AgentTools(tracker=LKTracker(), surprise=FakeSurprise()),
+                              checkpointer=default_checkpointer(tmp_path / "traces.sqlite"))
+
+
+async def _run(agent, clip, run_id: str, *, watch: bool):
+    buster = BlockBuster()
+    for name in ALLOWED:
+        buster.functions.pop(name)
+    if watch:
+        buster.activate()
+    try:
+        return await agent.ainvoke({"video": str(clip), "instruction": "push the red block to the right"},
+                                   {"configurable": {"thread_id": run_id}}, durability="async")
+    finally:
+        if watch:
+            buster.deactivate()
+
+
+@pytest.mark.parametrize(("preset", "cfg"), [("full", {}), ("full", {"inspect_mode": "plan"}), ("direct", {}),
+                                             ("motion", {})])
+def test_a_run_makes_no_blocking_call_on_the_event_loop(tmp_path, preset, cfg):
+    clips = [moving_square(tmp_path / f"c{i}.mp4", seed=i) for i in range(2)]
+    # first run unwatched: lazy imports read module files once per process
+    asyncio.run(_run(_agent(tmp_path, preset, **cfg), clips[0], "warm", watch=False))
+    agent = _agent(tmp_path, preset, **cfg)
+    out = asyncio.run(_run(agent, clips[1], "watched", watch=True))
+    result = out["result"]
+    assert result.status == "scored", result.reasons
+    assert not any("Blocking call" in r for r in result.reasons)
+    history = list(agent.get_state_history({"configurable": {"thread_id": "watched"}}))
+    assert len(history) > 3  # a checkpoint per step went through the saver's worker thread
