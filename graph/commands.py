@@ -28,6 +28,7 @@ from typing import Annotated, Any
 
 import typer
 from langchain_core.language_models import BaseChatModel
+from rich import box
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
@@ -48,6 +49,9 @@ _out = Console()
 _err = Console(stderr=True)
 TRACE_TABLE_MIN_WIDTH = 120
 """`raa trace` prints a table on consoles at least this wide, one block per step on narrower ones."""
+RUNS_FULL_WIDTH = 110
+"""`raa runs` prints every column with full timestamps on consoles at least this wide; narrower ones get
+a compact table (no step count, month-day hour:minute, no vertical rules) with only the video folding."""
 
 
 def make_chat_model(settings: BackboneSettings) -> BaseChatModel:
@@ -205,16 +209,20 @@ def runs_command(
         typer.echo(f"no trace database at {path} (no runs yet)", err=True)
         return
     runs = list_runs(open_saver(path), limit=limit)
-    table = Table(title=f"runs in {path}")
-    # the run id is what `raa trace` / `raa report` take: never cut short; other columns fold
+    full = _out.width >= RUNS_FULL_WIDTH
+    table = Table(title=f"runs in {path}", box=box.HEAVY_HEAD if full else box.SIMPLE_HEAD, pad_edge=full,
+                  collapse_padding=not full)
+    # the run id is what `raa trace` / `raa report` take: never cut short; only the video name folds
     table.add_column("run id", no_wrap=True, min_width=max((len(r.run_id) for r in runs), default=6))
-    for col in ("updated", "video", "preset", "status", "reward", "steps"):
-        table.add_column(col, overflow="fold")
+    for col in ("updated", "preset", "status", "reward") + (("steps",) if full else ()):
+        table.add_column(col, no_wrap=True)
+    table.add_column("video", overflow="fold", min_width=8)
     for run in runs:
         reward = "-" if run.reward is None else f"{run.reward:.4f}"
         video = str(run.values.get("video", ""))
-        table.add_row(run.run_id, run.updated[:19].replace("T", " "), Path(video).name if video else "-",
-                      str(run.values.get("preset", "")), run.status, reward, str(len(run.steps)))
+        stamp = run.updated[:19].replace("T", " ")
+        cells = [run.run_id, stamp if full else stamp[5:16], str(run.values.get("preset", "")), run.status, reward]
+        table.add_row(*cells, *((str(len(run.steps)),) if full else ()), Path(video).name if video else "-")
     _out.print(table)
 
 

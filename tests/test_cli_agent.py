@@ -278,3 +278,37 @@ def test_score_missing_video_and_bad_preset(monkeypatch, tmp_path) -> None:
     assert model.calls == []
     res = runner.invoke(app, ["score", str(tmp_path / "nope.mp4"), "-i", "push", "--preset", "best"])
     assert res.exit_code == 2 and "unknown preset 'best'" in res.output
+
+
+def test_runs_at_80_columns_keeps_each_run_on_one_line(monkeypatch, tmp_path) -> None:
+    """Only the video name may fold: the date, the preset (longest: no_visual_verify) and the status
+    no longer break mid-word ("no_wmrew" / "ard") in a pipe or a small terminal."""
+    import re
+
+    from graph_scripts import FakeSurprise, full_script, moving_square
+
+    from graph import AgentConfig, AgentTools, build_reward_agent
+    from graph.backbone import Backbone
+    from graph.testing import ScriptedChatModel
+    from graph.tracing import open_saver
+    from tools.motion import LKTracker
+
+    db = tmp_path / "traces.sqlite"
+    agent = build_reward_agent(AgentConfig(preset="no_visual_verify"),
+                               backbone=Backbone(ScriptedChatModel(full_script()), retry_wait=(0.0, 0.0)),
+                               tools=AgentTools(tracker=LKTracker(), surprise=FakeSurprise()), checkpointer=open_saver(db))
+    clip = moving_square(tmp_path / "a_rather_long_clip_name_from_a_sweep.mp4")
+    run_ids = ["run-0123456789ab", "run-ba9876543210"]
+    for run_id in run_ids:
+        agent.invoke({"video": str(clip), "instruction": "push the red block to the right"},
+                     {"configurable": {"thread_id": run_id}})
+    monkeypatch.setenv("RAA_TRACES_PATH", str(db))
+    res = runner.invoke(app, ["runs"], env={"COLUMNS": "80"})
+    assert res.exit_code == 0, res.output
+    lines = res.output.splitlines()
+    assert max(len(line) for line in lines) <= 80
+    for run_id in run_ids:
+        row = next(line for line in lines if run_id in line)
+        assert "no_visual_verify" in row and "scored" in row and re.search(r"\d\d-\d\d \d\d:\d\d", row), row
+        assert re.search(r"\b0\.\d{4}\b", row), row
+    assert "a_rather_long" in res.output
