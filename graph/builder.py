@@ -1,7 +1,7 @@
 """build_reward_agent: wires the LangGraph state machine from the config's module switches (DESIGN.md §3).
 
     START -> quality --(fault / zero)------------------------------------------------> gate
-               '-> [observe] + contract + [surprise] (parallel) -> assess
+               '-> [observe] + contract + [surprise] + [extra] (parallel) -> assess
     assess -> [inspect <-> tool_call] -> [reflect] -> [audit <-> repair] -> [final_check] -> gate -> END
     preset direct: quality -> direct -> gate
     any node that records a Fault routes to gate (result ineligible)
@@ -17,11 +17,11 @@ Decisions where the issue was silent:
 - Default tools (tools None): `tools.toolbox.Toolbox(ToolSettings.from_env())`, built lazily on the
   first tool use; its quality thresholds (`RAA_QUALITY_*`) apply to the quality node in every preset.
 - The default checkpointer is a SqliteSaver at `settings.traces_path` with async methods, so `ainvoke`
-  (used by `ascore_videos`) works with it: writes run inline on the event loop (each is a sub-millisecond
-  WAL commit; a worker-thread hop per write cost ~15 ms of wall time per run in
-  benchmarks/agent_overhead.py), reads run in a worker thread. A database locked by another process
-  blocks the loop for up to sqlite3's 5 s busy timeout, so give concurrent processes their own
-  RAA_TRACES_PATH. Its serializer allow-lists the graph.schemas records (`graph.tracing.traces_serde`). Pass
+  (used by `ascore_videos`) works with it: reads and writes run in a worker thread, so a database
+  locked by another process (a wait of up to sqlite3's 5 s busy timeout) never stalls the event loop
+  that all runs share. With the default durability ("exit") that is one hop per run: no difference
+  in benchmarks/agent_overhead.py (three interleaved pairs, 2.99-3.22 inline vs 2.99-3.06; when every
+  step was written, a hop per write had cost ~15 ms of wall time per run). Its serializer allow-lists the graph.schemas records (`graph.tracing.traces_serde`). Pass
   `InMemorySaver(serde=traces_serde())` for in-memory traces without deserialization warnings.
 - The trace database runs in WAL mode with synchronous=NORMAL: each checkpoint commit appends to
   the write-ahead log instead of fsyncing the database (about 13 ms per commit on this machine, tens
@@ -46,6 +46,7 @@ from graph.nodes.audit import audit, repair
 from graph.nodes.common import make_node
 from graph.nodes.contract import contract
 from graph.nodes.direct import direct
+from graph.nodes.extra import extra
 from graph.nodes.final_check import final_check
 from graph.nodes.gate import gate
 from graph.nodes.inspect import inspect, tool_call
@@ -56,12 +57,13 @@ from graph.nodes.surprise import surprise
 from graph.state import AgentInput, AgentState
 
 
-def expected_nodes(cfg: ResolvedConfig) -> list[str]:
-    """Nodes the builder wires for a resolved config (in pipeline order)."""
+def expected_nodes(cfg: ResolvedConfig, *, extra: bool = False) -> list[str]:
+    """Nodes the builder wires for a resolved config (in pipeline order); `extra`: the agent has extra
+    evidence tools (`tools.extra`), consulted when the preset has reflect."""
     if not cfg.structured:
         return ["quality", "direct", "gate"]
     nodes = ["quality"] + (["observe"] if cfg.task_blind else []) + ["contract"]
-    nodes += (["surprise"] if cfg.wmreward else []) + ["assess"]
+    nodes += (["surprise"] if cfg.wmreward else []) + (["extra"] if extra and cfg.reflect else []) + ["assess"]
     nodes += ["inspect", "tool_call"] if cfg.visual_verify else []
     nodes += ["reflect"] if cfg.reflect else []
     nodes += ["audit", "repair"] if cfg.audit else []
@@ -71,7 +73,7 @@ def expected_nodes(cfg: ResolvedConfig) -> list[str]:
 
 def _after(cfg: ResolvedConfig, node: str) -> str:
     """The next stage after `node` on the success path."""
-    order = [n for n in expected_nodes(cfg) if n not in ("tool_call", "repair", "observe", "surprise")]
+    order = [n for n in expected_nodes(cfg) if n not in ("tool_call", "repair", "observe", "surprise", "extra")]
     return order[order.index(node) + 1]
 
 
@@ -79,7 +81,7 @@ def _faulted(state: AgentState) -> bool:
     return bool(state.get("faults"))
 
 
-def _wire(g: StateGraph, cfg: ResolvedConfig) -> None:
+def _wire(g: StateGraph, cfg: ResolvedConfig, *, extra: bool = False) -> None:
     """Edges of the graph (see module docstring)."""
     g.add_edge(START, "quality")
     if not cfg.structured:
@@ -88,7 +90,7 @@ def _wire(g: StateGraph, cfg: ResolvedConfig) -> None:
         g.add_edge("direct", "gate")
         g.add_edge("gate", END)
         return
-    fan = (["observe"] if cfg.task_blind else []) + ["contract"] + (["surprise"] if cfg.wmreward else [])
+    fan = [n for n in expected_nodes(cfg, extra=extra) if n in ("observe", "contract", "surprise", "extra")]
 
     def route_quality(state: AgentState) -> list[str] | str:
         return "gate" if _faulted(state) or state.get("zero") else fan
@@ -135,7 +137,8 @@ def _wire(g: StateGraph, cfg: ResolvedConfig) -> None:
     g.add_edge("gate", END)
 
 
-_STAGES = {"quality": quality, "observe": observe, "contract": contract, "surprise": surprise, "assess": assess,
+_STAGES = {"quality": quality, "observe": observe, "contract": contract, "surprise": surprise, "extra": extra,
+           "assess": assess,
            "inspect": inspect, "tool_call": tool_call, "reflect": reflect, "audit": audit, "repair": repair,
            "final_check": final_check, "gate": gate, "direct": direct}
 
@@ -178,10 +181,11 @@ def build_reward_agent(config: AgentConfig | None = None, *, model: Any = None, 
     store = frame_store or (FrameStore(long_side=settings.image_long_side, quality=settings.jpeg_quality)
                             if settings is not None else FrameStore())
     ctx = RunContext(backbone=backbone, config=cfg, frames=store, tools=tool_provider(tools))
+    extra = bool(ctx.tools.extra)
     g = StateGraph(AgentState, context_schema=RunContext, input_schema=AgentInput)
-    for name in expected_nodes(cfg):
+    for name in expected_nodes(cfg, extra=extra):
         g.add_node(name, make_node(name, _STAGES[name], ctx, guard=name != "gate"))
-    _wire(g, cfg)
+    _wire(g, cfg, extra=extra)
     if checkpointer is None:
         checkpointer = default_checkpointer(settings.traces_path)
     return g.compile(checkpointer=checkpointer or None, name=f"reward_agent[{cfg.preset}]")

@@ -22,8 +22,9 @@ Decisions where the issue was silent:
   clip (`overhead_over_frame_work` 2.79-2.82 vs 3.02-3.06 in three pairs on a quiet host);
   pipelining decoding and encoding frame by frame as well cost more than it saved (the second
   demuxer and GIL contention).
-- Tools: `AgentTools(tracker=..., surprise=...)` injects protocol objects; a `tools.toolbox.Toolbox`
-  is adapted into the same lazy getters. A missing tool that a switch needs raises ToolFault.
+- Tools: `AgentTools(tracker=..., surprise=..., extra=[...])` injects protocol objects; a
+  `tools.toolbox.Toolbox` is adapted into the same lazy getters (it has no extra tools). A missing
+  tool that a switch needs raises ToolFault.
 """
 
 from __future__ import annotations
@@ -44,9 +45,11 @@ from graph.cache import url_digest
 from graph.config import ResolvedConfig
 from graph.workers import Lane, Priority, run_blocking, submit
 from tools.errors import ToolFault
+from tools.extra import check_extra_tools
 
 if TYPE_CHECKING:  # pragma: no cover
     from graph.backbone import Backbone
+    from tools.extra import EvidenceTool
     from tools.motion import MotionTracker
     from tools.quality import QualityThresholds
     from tools.surprise import SurpriseScorer
@@ -62,6 +65,8 @@ class AgentTools:
     """Surprise scorer (tools.surprise.SurpriseScorer protocol)."""
     quality: QualityThresholds | None = None
     """Quality pre-check thresholds; None = the defaults of tools.quality."""
+    extra: Sequence[EvidenceTool] = ()
+    """Your own evaluators (`tools.extra.EvidenceTool`), consulted once per clip and shown in reflect."""
 
 
 @dataclass
@@ -74,6 +79,8 @@ class ToolProvider:
     """Returns a SurpriseScorer (may load a model on first call)."""
     quality_thresholds: QualityThresholds | None = None
     """Thresholds of the quality pre-check (a Toolbox's `settings.quality`); None = tools.quality defaults."""
+    extra: tuple[EvidenceTool, ...] = ()
+    """Extra evidence tools (`tools.extra`), ready objects (they load what they need themselves)."""
     remote: bool = False
     """The tools are calls to the tool service (a remote `Toolbox`): their jobs run in the "io"
     worker lane (`graph.workers`), so waiting on the network never holds a core's thread."""
@@ -117,7 +124,8 @@ def tool_provider(tools: object) -> ToolProvider:
         tracker, surprise = tools.tracker, tools.surprise
         remote = isinstance(tracker, RemoteMotionTracker) or isinstance(surprise, RemoteSurpriseScorer)
         return ToolProvider(None if tracker is None else (lambda: tracker),
-                            None if surprise is None else (lambda: surprise), tools.quality, remote=remote)
+                            None if surprise is None else (lambda: surprise), tools.quality,
+                            extra=check_extra_tools(tools.extra), remote=remote)
     from tools.toolbox import Toolbox
 
     if isinstance(tools, Toolbox):

@@ -155,6 +155,8 @@ class AgentState(TypedDict, total=False):
     """Automatic motion evidence (motion on, inspection off)."""
     surprise: dict[str, Any] | None
     """WMReward SurpriseEvidence (as a dict)."""
+    extra_evidence: list[dict[str, Any]] | None
+    """Reports of the extra evidence tools (`tools.extra`): {"tool", "summary", "frames", "values"} each."""
     audits: Annotated[list[AuditReport], operator.add]
     """Audit reports, one per audit round."""
     repair_rounds: int

@@ -8,8 +8,10 @@ is still computed from the revised structured assessment by fixed code.
 Decisions where the issue was silent:
 - Motion on but inspection off (preset no_visual_verify): one automatic grid track over the uniform
   sample runs here and its summary and overlays are shown (MotionEvidence is recorded).
+- Extra evidence tools (`tools.extra`): each report's summary and values, and up to 4 of its frames.
 - Images are capped at `max_images_per_call`: surprise frames first (at most 4 per window), then the
-  most recent inspection images.
+  motion overlays and the extra tools' frames (at most 4 per report), then the most recent inspection
+  images.
 """
 
 from __future__ import annotations
@@ -58,6 +60,27 @@ async def _surprise_part(state: AgentState, ctx: RunContext, step: Step) -> tupl
     return text, blocks
 
 
+async def _extra_part(state: AgentState, ctx: RunContext, step: Step) -> tuple[str, list[dict]]:
+    """Reports of the extra evidence tools (`tools.extra`), with up to 4 of the frames each points to."""
+    from tools.video import uniform_subset
+
+    reports = state.get("extra_evidence") or []
+    if not reports:
+        return "", []
+    text = ("\n\nReports of extra evidence tools (claims of other programs: check each against the contract and "
+            "the frames before changing a judgment):")
+    blocks: list[dict] = []
+    for r in reports:
+        values = ", ".join(f"{k}={v:.4g}" for k, v in r["values"].items())
+        picks = uniform_subset(r["frames"], FRAMES_PER_WINDOW) if r["frames"] else []
+        text += f"\n- {r['tool']}: {r['summary']}" + (f" [{values}]" if values else "") + \
+            (f" (frames shown: {picks})" if picks else "")
+        if picks:
+            blocks += await ctx.frames.ablocks(state["video"], picks, note=f"{r['tool']} frame")
+            step.frames += picks
+    return text, blocks
+
+
 async def _auto_motion(state: AgentState, ctx: RunContext, step: Step) -> tuple[str, list[dict], Any]:
     from tools.video import uniform_subset
 
@@ -88,9 +111,10 @@ async def reflect(state: AgentState, ctx: RunContext, step: Step) -> dict[str, A
         text += "\n\nInspector's notes: " + str(state["inspect_notes"])
     motion_text, motion_blocks, motion = await _auto_motion(state, ctx, step)
     surprise_text, surprise_blocks = await _surprise_part(state, ctx, step)
-    text += motion_text + surprise_text
-    budget = cfg.max_images_per_call - _images(surprise_blocks) - _images(motion_blocks)
-    evidence = surprise_blocks + motion_blocks + _trim(blocks, budget)
+    extra_text, extra_blocks = await _extra_part(state, ctx, step)
+    text += motion_text + surprise_text + extra_text
+    budget = cfg.max_images_per_call - _images(surprise_blocks) - _images(motion_blocks) - _images(extra_blocks)
+    evidence = surprise_blocks + motion_blocks + extra_blocks + _trim(blocks, budget)
     if not evidence:
         sample = list(state["sample"])
         evidence = await ctx.frames.ablocks(state["video"], sample)

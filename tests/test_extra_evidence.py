@@ -1,0 +1,125 @@
+"""Extra evidence tools (tools.extra): a researcher's own evaluators, consulted once per clip and shown
+in reflect as supporting evidence; a failing tool makes the run ineligible; reports never set the reward."""
+
+from __future__ import annotations
+
+import threading
+
+import numpy as np
+import pytest
+from graph_scripts import FakeSurprise, full_script, moving_square, nodes, run
+
+from graph import AgentConfig, AgentTools, build_reward_agent
+from graph.backbone import Backbone
+from graph.testing import ScriptedChatModel
+from tools.extra import EvidenceReport
+from tools.motion import LKTracker
+
+
+class GripperCheck:
+    """A stand-in task-specific evaluator: reports the frame where the red block moved most."""
+
+    name = "gripper_check"
+
+    def __init__(self, reply: object = None, error: Exception | None = None) -> None:
+        self.reply, self.error = reply, error
+        self.calls: list[tuple[tuple, str, str]] = []
+
+    def evaluate(self, frames: np.ndarray, instruction: str):
+        self.calls.append((frames.shape, instruction, threading.current_thread().name))
+        if self.error is not None:
+            raise self.error
+        if self.reply is not None:
+            return self.reply
+        diffs = np.abs(np.diff(frames.astype(np.int16), axis=0)).mean(axis=(1, 2, 3))
+        peak = int(np.argmax(diffs)) + 1
+        return EvidenceReport(summary=f"largest change at frame {peak}", frames=[peak, 500], values={"peak": peak})
+
+
+def _agent(preset: str = "full", tools=(), script=None, **cfg):
+    model = ScriptedChatModel(script or full_script())
+    backbone = Backbone(model, schema_retries=1, max_retries=1, timeout_s=10, retry_wait=(0.0, 0.0))
+    agent = build_reward_agent(AgentConfig(preset=preset, **cfg), backbone=backbone, checkpointer=False,
+                               tools=AgentTools(tracker=LKTracker(), surprise=FakeSurprise(), extra=list(tools)))
+    return agent, model
+
+
+def test_reports_reach_reflect_with_their_frames_and_never_set_the_reward(tmp_path):
+    clip = moving_square(tmp_path / "c.mp4")
+    tool = GripperCheck()
+    agent, model = _agent(tools=[tool])
+    out = run(agent, clip)
+    plain, _ = _agent()
+    baseline = run(plain, clip)
+    assert out["result"].status == "scored" and out["result"].reward == pytest.approx(baseline["result"].reward)
+    assert len(tool.calls) == 1
+    shape, instruction, thread = tool.calls[0]
+    assert shape[0] == 33 and shape[-1] == 3 and instruction == "push the red block to the right"
+    assert thread.startswith("raa-")  # a worker thread, not the event loop
+    report = out["extra_evidence"][0]
+    assert report["tool"] == "gripper_check" and 500 not in report["frames"]  # outside the 33-frame clip
+    reflect = model.calls_for("reflect")[0].text()
+    assert "gripper_check: largest change at frame" in reflect and "peak=" in reflect
+    assert "check each against the contract and the frames" in reflect
+    assert model.calls_for("reflect")[0].images() >= 1
+    assert all("gripper_check" not in c.text() for c in model.calls_for("observe") + model.calls_for("assess"))
+    step = next(s for s in out["steps"] if s["node"] == "extra")
+    assert "1 report" in step["decision"] and "1 frame reference outside the clip dropped" in step["decision"]
+    assert nodes(out).index("extra") < nodes(out).index("assess")
+
+
+def test_a_failing_or_malformed_tool_makes_the_run_ineligible(tmp_path):
+    clip = moving_square(tmp_path / "c.mp4")
+    for tool, reason in [(GripperCheck(error=RuntimeError("CUDA out of memory")), "CUDA out of memory"),
+                         (GripperCheck(reply=0.9), "returned float, not an EvidenceReport"),
+                         (GripperCheck(reply={"summary": ""}), "report is invalid")]:
+        agent, model = _agent(tools=[tool])
+        result = run(agent, clip)["result"]
+        assert result.status == "ineligible" and result.reward is None
+        assert any("gripper_check" in r and reason in r for r in result.reasons), result.reasons
+        assert model.calls_for("assess") == []
+
+
+def test_a_dict_report_is_accepted(tmp_path):
+    agent, model = _agent(tools=[GripperCheck(reply={"summary": "gripper closed on the block", "frames": [5]})])
+    out = run(agent, moving_square(tmp_path / "c.mp4"))
+    assert out["result"].status == "scored"
+    assert "gripper closed on the block" in model.calls_for("reflect")[0].text()
+
+
+def test_presets_without_reflect_do_not_run_the_tools(tmp_path):
+    clip = moving_square(tmp_path / "c.mp4")
+    for preset in ("direct", "decomposed"):
+        tool = GripperCheck()
+        agent, _ = _agent(preset, tools=[tool])
+        out = run(agent, clip)
+        assert out["result"].status == "scored" and "extra" not in nodes(out) and tool.calls == []
+
+
+def test_reflect_shows_at_most_four_frames_of_a_report(tmp_path):
+    import re
+
+    tool = GripperCheck(reply=EvidenceReport(summary="see these", frames=list(range(0, 33, 2))))
+    agent, model = _agent(tools=[tool])
+    plain, plain_model = _agent()
+    clip = moving_square(tmp_path / "c.mp4")
+    assert run(agent, clip)["result"].status == "scored" and run(plain, clip)["result"].status == "scored"
+    call = model.calls_for("reflect")[0]
+    shown = re.search(r"\(frames shown: \[([0-9, ]+)\]\)", call.text())
+    assert shown and len(shown.group(1).split(",")) == 4  # 4 of the 17 referenced frames
+    assert call.images() == plain_model.calls_for("reflect")[0].images() + 4
+
+
+def test_tool_names_are_checked_when_the_agent_is_built():
+    class Nameless:
+        def evaluate(self, frames, instruction):
+            return EvidenceReport(summary="x")
+
+    with pytest.raises(TypeError, match="no `name`"):
+        _agent(tools=[Nameless()])
+    with pytest.raises(ValueError, match="unique"):
+        _agent(tools=[GripperCheck(), GripperCheck()])
+    bad = GripperCheck()
+    bad.name = "grip check!"
+    with pytest.raises(ValueError, match="letters, digits"):
+        _agent(tools=[bad])

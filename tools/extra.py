@@ -1,0 +1,73 @@
+"""Extra evidence tools: a researcher's own evaluators, consulted by the reward agent (paper Sec. 3.2,
+"Extend the Evidence Tools").
+
+An `EvidenceTool` is any object with a `name` and `evaluate(frames, instruction) -> EvidenceReport`: a
+task-specific classifier, another reward model, a rule-based check on the frames. They are passed
+explicitly, `AgentTools(extra=[GraspCheck(), ...])`; there is no discovery and no registry.
+
+How the agent uses them (`graph/nodes/extra.py`, `graph/nodes/reflect.py`):
+- Each tool runs once per clip, in a worker thread, beside observe, contract and surprise, on the
+  clip's decoded RGB frames (uint8 [T, H, W, 3]; the first 512 frames of longer clips) and the
+  instruction (as the run uses it: stripped, truncated like every stage sees it).
+- reflect shows every report (tool name, summary, named values and up to 4 of the frames it points
+  to) as supporting evidence, which the model must check against the contract and the frames before
+  it changes a judgment. Reports never enter the reward formula: R is still computed from the
+  structured judgments by fixed code.
+- A tool that raises, or returns something other than an EvidenceReport (or a dict that validates as
+  one), makes the run ineligible with the reason: a failed tool is a fault, never silently skipped.
+- Presets without reflect (`direct`, `structured`, `decomposed`, `task_blind`) do not run them.
+
+Decisions where the paper was silent: a report's frame indices outside the clip are dropped (and the
+trace says how many); tool names are short identifiers (letters, digits, `_`, `-`, `.`; at most 40)
+and unique within an agent, so traces and prompts can name them.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable
+from typing import Protocol
+
+import numpy as np
+from pydantic import BaseModel, Field
+
+_NAME = re.compile(r"^[A-Za-z0-9_.-]{1,40}$")
+
+
+class EvidenceReport(BaseModel):
+    """What one extra evidence tool found in one clip."""
+
+    summary: str = Field(min_length=1, max_length=2000,
+                         description="The finding in words, as the model should read it.")
+    frames: list[int] = Field(default_factory=list, max_length=64,
+                              description="Frame indices the finding refers to (up to 4 are shown as images).")
+    values: dict[str, float] = Field(default_factory=dict, max_length=32,
+                                     description="Named numbers (shown as text; never part of the reward).")
+
+
+class EvidenceTool(Protocol):
+    """A custom evaluator the agent consults (see module docstring)."""
+
+    name: str
+    """Short identifier shown to the model and in traces."""
+
+    def evaluate(self, frames: np.ndarray, instruction: str) -> EvidenceReport:
+        """Evaluate one clip: frames uint8 [T, H, W, 3] from frame 0, and the task instruction."""
+        ...
+
+
+def check_extra_tools(tools: Iterable[EvidenceTool]) -> tuple[EvidenceTool, ...]:
+    """The tools as a tuple; raises TypeError / ValueError for a missing, malformed or repeated name."""
+    out = tuple(tools)
+    seen: set[str] = set()
+    for tool in out:
+        try:
+            name = tool.name
+        except AttributeError:
+            raise TypeError(f"extra evidence tool {type(tool).__name__} has no `name` attribute") from None
+        if not isinstance(name, str) or not _NAME.match(name):
+            raise ValueError(f"extra evidence tool name {name!r} must be 1-40 letters, digits, '_', '-' or '.'")
+        if name in seen:
+            raise ValueError(f"two extra evidence tools are named {name!r}; names must be unique")
+        seen.add(name)
+    return out
