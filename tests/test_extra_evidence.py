@@ -123,3 +123,21 @@ def test_tool_names_are_checked_when_the_agent_is_built():
     bad.name = "grip check!"
     with pytest.raises(ValueError, match="letters, digits"):
         _agent(tools=[bad])
+
+
+def test_the_training_reward_takes_tools_with_extra_evaluators(tmp_path):
+    """AgentReward(tools=...) reaches the agent it builds, so a training script can add its own tools."""
+    from graph.settings import BackboneSettings
+    from training.rewards import AgentReward, call_reward
+
+    tool = GripperCheck()
+    model = ScriptedChatModel(full_script())
+    fn = AgentReward(preset="full", max_concurrency=2, model=model,
+                     settings=BackboneSettings(cache_path=None, traces_path=str(tmp_path / "traces.sqlite")),
+                     tools=AgentTools(tracker=LKTracker(), surprise=FakeSurprise(), extra=[tool]))
+    rng = np.random.default_rng(0)
+    clips = [rng.integers(0, 255, (9, 32, 32, 3), dtype=np.uint8) for _ in range(2)]
+    out = call_reward(fn, "agent", clips, ["pick the cup", "open the drawer"], fps=8.0, iteration=1)
+    assert all(r is not None for r in out.rewards), fn.last_reasons
+    assert sorted(c[1] for c in tool.calls) == ["open the drawer", "pick the cup"]
+    assert all("gripper_check:" in c.text() for c in model.calls_for("reflect"))

@@ -180,6 +180,9 @@ class AgentReward:
     settings: Any = None
     """``graph.settings.BackboneSettings`` read by the entry point (endpoint, ``inspect_mode``, traces);
     None: the agent reads the environment when it is built and inspects in its default mode."""
+    tools: Any = None
+    """``graph.AgentTools`` (e.g. with your own ``extra`` evidence tools) or a ``tools.toolbox.Toolbox``;
+    None: a Toolbox from the ``RAA_*`` tool settings."""
     last_reasons: list[list[str]] = field(default_factory=list)
     """Reasons reported by the agent for the last batch."""
     _config: Any = field(default=None, init=False, repr=False)
@@ -198,7 +201,7 @@ class AgentReward:
         from tools.video import write_video
 
         if self._agent is None:
-            self._agent = build_reward_agent(self._config, model=self.model, settings=self.settings)
+            self._agent = build_reward_agent(self._config, model=self.model, settings=self.settings, tools=self.tools)
         fps = float(meta.get("fps", 16.0))
         with tempfile.TemporaryDirectory(dir=self.video_dir) as tmp:
             items = []
