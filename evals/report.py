@@ -5,7 +5,8 @@ re-decoded from the clip path stored in the state (`tools.video`) and inlined as
 (element ids in brackets): header [run-header], result [result], gate with its inputs [gate], sampled frames
 with the requirements citing them [frames], requirement judgments [judgments], task-blind observation
 [observation], inspection tool calls with crops and track overlays [inspection], automatic motion evidence
-[motion], the surprise curve across windows as inline SVG [surprise, surprise-curve], audit rounds [audits],
+[motion], the surprise curve across windows as inline SVG [surprise, surprise-curve], reports of extra
+evidence tools when the run had any [extra-evidence], audit rounds [audits],
 final check [final-check], faults and notes [faults], the step trace [steps].
 
 Decisions where the issue was silent:
@@ -99,6 +100,8 @@ def _wanted_indices(v: dict[str, Any]) -> set[int]:
     for ex in v.get("exchanges") or []:
         idx.update(ex.get("frames") or [])
     idx.update((v.get("motion") or {}).get("frames") or [])
+    for r in v.get("extra_evidence") or []:
+        idx.update(r.get("frames") or [])
     idx.update((v.get("final_check") or {}).get("evidence_frames") or [])
     return {int(i) for i in idx}
 
@@ -284,6 +287,23 @@ def _surprise(v: dict[str, Any]) -> str:
                    + table(["frames", "surprise"], rows, raw=True))
 
 
+def _extra(v: dict[str, Any], store: FrameStore) -> str:
+    """Reports of the run's extra evidence tools (tools.extra); nothing when it had none."""
+    reports = v.get("extra_evidence") or []
+    if not reports:
+        return ""
+    rows = []
+    for r in reports:
+        values = ", ".join(f"{esc(k)}={esc(fmt(x, 4))}" for k, x in (r.get("values") or {}).items())
+        thumbs = "".join(f"<a href=\"#frame-{int(f)}\"><img src=\"{esc(u)}\" style=\"width:64px\" alt=\"f\"></a>"
+                         for f in r.get("frames") or [] if (u := store.url(f, 96)))
+        rows.append([esc(r.get("tool")), esc(r.get("summary")), values,
+                     " ".join(_frame_link(f) for f in r.get("frames") or []) + "<br>" + thumbs])
+    return section("extra-evidence", f"Extra evidence tools ({len(reports)})",
+                   "<p class=\"muted\">shown to reflect as claims to check; never part of the reward</p>"
+                   + table(["tool", "summary", "values", "frames"], rows, raw=True))
+
+
 def _audits(v: dict[str, Any], steps: list[dict]) -> str:
     audits = v.get("audits") or []
     if not audits:
@@ -330,7 +350,8 @@ def render_run_report(trace: RunTrace, *, tracker: MotionTracker | None = None,
     v = trace.values
     store = store if store is not None else load_frames(v.get("video"), _wanted_indices(v))
     body = (_header(trace) + _gate(trace) + _frames_section(v, store) + _judgments(v, store) + _observation(v)
-            + _inspection(v, store, tracker) + _motion(v, store, tracker) + _surprise(v) + _audits(v, trace.steps)
+            + _inspection(v, store, tracker) + _motion(v, store, tracker) + _surprise(v) + _extra(v, store)
+            + _audits(v, trace.steps)
             + _final_check(v) + _faults(v) + _steps(trace.steps))
     return page(f"Run {trace.run_id}", body)
 

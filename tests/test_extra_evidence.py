@@ -36,10 +36,10 @@ class GripperCheck:
         return EvidenceReport(summary=f"largest change at frame {peak}", frames=[peak, 500], values={"peak": peak})
 
 
-def _agent(preset: str = "full", tools=(), script=None, **cfg):
+def _agent(preset: str = "full", tools=(), script=None, checkpointer=False, **cfg):
     model = ScriptedChatModel(script or full_script())
     backbone = Backbone(model, schema_retries=1, max_retries=1, timeout_s=10, retry_wait=(0.0, 0.0))
-    agent = build_reward_agent(AgentConfig(preset=preset, **cfg), backbone=backbone, checkpointer=False,
+    agent = build_reward_agent(AgentConfig(preset=preset, **cfg), backbone=backbone, checkpointer=checkpointer,
                                tools=AgentTools(tracker=LKTracker(), surprise=FakeSurprise(), extra=list(tools)))
     return agent, model
 
@@ -141,3 +141,17 @@ def test_the_training_reward_takes_tools_with_extra_evaluators(tmp_path):
     assert all(r is not None for r in out.rewards), fn.last_reasons
     assert sorted(c[1] for c in tool.calls) == ["open the drawer", "pick the cup"]
     assert all("gripper_check:" in c.text() for c in model.calls_for("reflect"))
+
+
+def test_the_run_report_lists_the_reports(tmp_path):
+    from evals.report import render_run_report
+    from graph.tracing import open_saver, read_trace
+
+    saver = open_saver(tmp_path / "traces.sqlite")
+    agent, _ = _agent(tools=[GripperCheck()], checkpointer=saver)
+    run(agent, moving_square(tmp_path / "c.mp4"), run_id="run-extra")
+    html = render_run_report(read_trace(saver, "run-extra"))
+    assert 'id="extra-evidence"' in html and "gripper_check" in html and "largest change at frame" in html
+    plain, _ = _agent(checkpointer=saver)
+    run(plain, moving_square(tmp_path / "c.mp4"), run_id="run-plain")
+    assert 'id="extra-evidence"' not in render_run_report(read_trace(saver, "run-plain"))
