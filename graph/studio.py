@@ -2,9 +2,10 @@
 
 `make_graph(config)` builds the reward agent without a checkpointer (the LangGraph server supplies its own
 persistence) and without a declared context schema (the server's per-run context is its config, not the
-agent's heavy objects, which the graph carries itself). The backbone endpoint comes from `BackboneSettings.from_env()` (`RAA_BASE_URL`, `RAA_MODEL`,
-`RAA_API_KEY`, ...) and the evidence tools from `ToolSettings.from_env()`, built lazily on first use, so
-building opens no connection and loads no weights.
+agent's heavy objects, which the graph carries itself). The backbone endpoint comes from
+`BackboneSettings.from_env()` (`RAA_BASE_URL`, `RAA_MODEL`, `RAA_API_KEY`, ...) and the evidence tools
+from `ToolSettings.from_env()`, built lazily on first use, so building opens no connection and loads no
+weights.
 
 Decisions where the issue was silent:
 - The preset is taken from the run config (`{"configurable": {"preset": "no_audit"}}`, e.g. an assistant's
