@@ -23,6 +23,7 @@ from pathlib import Path
 
 import numpy as np
 import typer
+from rich import box
 from rich.console import Console
 from rich.table import Table
 
@@ -98,14 +99,21 @@ def _score(rows: list[dict], out: Path, preset: str, concurrency: int, console: 
     results = asyncio.run(ascore_videos(items, settings.agent_config(preset), max_concurrency=concurrency,
                                         backbone=backbone, settings=settings,
                                         durability=settings.trace_durability))
-    table = Table(title=f"Reward agent ({preset})")
-    for col in ("clip", "label", "reward", "status", "T", "P", "V", "trace"):
-        table.add_column(col)
+    # the run id is what `raa trace` takes: never cut short (narrow consoles get a compact table in which
+    # only the clip name folds, as `raa runs` does)
+    full = console.width >= 110
+    table = Table(title=f"Reward agent ({preset})", box=box.HEAVY_HEAD if full else box.SIMPLE_HEAD,
+                  pad_edge=full, collapse_padding=not full)
+    table.add_column("clip", overflow="fold", min_width=8)
+    for col in ("label", "reward", "status", "T", "P", "V"):
+        table.add_column(col, no_wrap=True)
+    table.add_column("run id", no_wrap=True, min_width=max(len(r.run_id) for r in results))
     reports = out / "reports"
     for row, res in zip(rows, results, strict=True):
         table.add_row(Path(row["path"]).stem, row["label"], "⊥" if res.reward is None else f"{res.reward:.3f}",
-                      res.status, _fmt(res.T), _fmt(res.P), _fmt(res.V), f"raa trace {res.run_id}")
+                      res.status, _fmt(res.T), _fmt(res.P), _fmt(res.V), res.run_id)
     console.print(table)
+    console.print("step through a run: raa trace RUN_ID")
     for res in results:
         try:
             path = write_run_report(res.run_id, reports / f"{res.run_id}.html", traces_path=settings.traces_path)
