@@ -32,7 +32,9 @@ Decisions where the issue was silent:
 - A job whose awaiting task was cancelled still runs to completion (threads cannot be interrupted);
   its result is dropped.
 - At interpreter exit (an `atexit` hook registered with the first pool) every pool is shut down:
-  queued jobs are cancelled and running ones are waited for. The threads are daemons, and a daemon
+  queued jobs are cancelled and running "cpu" jobs are waited for (at most `EXIT_WAIT_S`, 60 s; a
+  Ctrl-C during a long CPU job such as CoTracker3 on CPU waits for it); "io" jobs, which may be
+  waiting on the network for minutes, are not waited for. The threads are daemons, and a daemon
   thread still inside OpenCV when the interpreter finalizes is torn down mid-C++ ("terminate called
   without an active exception", exit status 134): a speculative motion track that nobody awaited
   aborted ~40% of short `motion`-preset scripts after they had printed their result.
@@ -54,6 +56,7 @@ import itertools
 import os
 import sys
 import threading
+import time
 from collections.abc import Callable, Coroutine, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any, Literal, TypeVar
@@ -109,8 +112,9 @@ class PriorityPool:
             self._wake()
         return future
 
-    def shutdown(self) -> None:
-        """Cancel the queued jobs, let the running ones finish and stop the threads; later submits raise."""
+    def shutdown(self, wait_s: float | None = None) -> None:
+        """Cancel the queued jobs, let the running ones finish (waiting at most `wait_s` seconds in all;
+        None = as long as they take) and stop the threads; later submits raise."""
         with self._lock:
             self._closed = True
             queued, self._heap = self._heap, []
@@ -119,9 +123,10 @@ class PriorityPool:
             future.cancel()
         for wake in idle:
             wake.set()
+        deadline = None if wait_s is None else time.monotonic() + wait_s
         for t in self._threads:
             if t is not threading.current_thread():
-                t.join()
+                t.join(None if deadline is None else max(0.0, deadline - time.monotonic()))
 
     def _wake(self) -> None:
         """Wake the most recently idled thread (caller holds the lock)."""
@@ -179,14 +184,20 @@ def pool(lane: Lane = "cpu") -> PriorityPool:
         return _POOLS[lane]
 
 
+EXIT_WAIT_S: dict[Lane, float] = {"cpu": 60.0, "io": 0.0}
+"""How long interpreter exit waits for running jobs per lane: "cpu" jobs run native code (OpenCV,
+PyAV, torch) that must not be torn down mid-call; "io" jobs wait on the network (up to the tool
+client's timeout) and are left to the interpreter, like any daemon thread."""
+
+
 def shutdown_pools() -> None:
     """Shut the process-wide pools down (registered with `atexit`; see module docstring). A later
     `submit` starts fresh pools."""
     with _POOL_LOCK:
-        pools = list(_POOLS.values())
+        pools = list(_POOLS.items())
         _POOLS.clear()
-    for p in pools:
-        p.shutdown()
+    for lane, p in pools:
+        p.shutdown(EXIT_WAIT_S[lane])
 
 
 _RUN_ORDER: contextvars.ContextVar[int | None] = contextvars.ContextVar("raa_run_order", default=None)

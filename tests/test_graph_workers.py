@@ -208,3 +208,23 @@ def test_interpreter_exit_waits_for_a_running_opencv_job(tmp_path):
     proc = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=60)
     assert proc.returncode == 0, proc.stderr[-2000:]
     assert marker.read_text() == "ok"
+
+
+def test_shutdown_waits_at_most_wait_s_and_exit_does_not_wait_for_network_jobs():
+    import subprocess
+    import sys
+    import time
+
+    pool = PriorityPool(1)
+    release = threading.Event()
+    pool.submit(lambda: release.wait(30))
+    t0 = time.monotonic()
+    pool.shutdown(wait_s=0.2)
+    assert time.monotonic() - t0 < 5
+    release.set()
+    # an "io" job (a tool-service request waiting on the network) does not hold up interpreter exit
+    script = "import time\nfrom graph.workers import submit\nsubmit(time.sleep, 60, lane='io')\ntime.sleep(0.2)\n"
+    t0 = time.monotonic()
+    proc = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert time.monotonic() - t0 < 30
