@@ -23,7 +23,7 @@ Decisions where the issue was silent:
   pipelining decoding and encoding frame by frame as well cost more than it saved (the second
   demuxer and GIL contention).
 - Tools: `AgentTools(tracker=..., surprise=..., extra=[...])` injects protocol objects; a
-  `tools.toolbox.Toolbox` is adapted into the same lazy getters (it has no extra tools). A missing
+  `tools.toolbox.Toolbox` (which may carry `extra` tools too) is adapted into the same lazy getters. A missing
   tool that a switch needs raises ToolFault.
 """
 
@@ -129,7 +129,8 @@ def tool_provider(tools: object) -> ToolProvider:
     from tools.toolbox import Toolbox
 
     if isinstance(tools, Toolbox):
-        return ToolProvider(tools.tracker, tools.surprise, tools.settings.quality, remote=tools.remote)
+        return ToolProvider(tools.tracker, tools.surprise, tools.settings.quality, extra=tools.extra,
+                            remote=tools.remote)
     raise TypeError(f"tools must be AgentTools, Toolbox or ToolProvider, got {type(tools).__name__}")
 
 

@@ -155,3 +155,20 @@ def test_the_run_report_lists_the_reports(tmp_path):
     plain, _ = _agent(checkpointer=saver)
     run(plain, moving_square(tmp_path / "c.mp4"), run_id="run-plain")
     assert 'id="extra-evidence"' not in render_run_report(read_trace(saver, "run-plain"))
+
+
+def test_a_toolbox_from_settings_carries_extra_tools(tmp_path):
+    """The configured tools (here LK from default ToolSettings) plus your own, in one Toolbox."""
+    from tools.settings import ToolSettings
+    from tools.toolbox import Toolbox
+
+    tool = GripperCheck()
+    model = ScriptedChatModel(full_script())
+    agent = build_reward_agent(AgentConfig(preset="no_wmreward"), checkpointer=False,
+                               backbone=Backbone(model, retry_wait=(0.0, 0.0)),
+                               tools=Toolbox(ToolSettings(), extra=[tool]))
+    out = run(agent, moving_square(tmp_path / "c.mp4"))
+    assert out["result"].status == "scored" and len(tool.calls) == 1
+    assert "gripper_check:" in model.calls_for("reflect")[0].text()
+    with pytest.raises(ValueError, match="unique"):
+        Toolbox(ToolSettings(), extra=[GripperCheck(), GripperCheck()])

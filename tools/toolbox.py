@@ -4,16 +4,20 @@ in-process or through the tool service (``settings.tools_url``), with identical 
 Decisions where the issue was silent: tools are built on first use (thread-safe) and cached for the
 life of the Toolbox, also when their model failed to load: the tool itself remembers the failure
 for a minute and fails at once meanwhile, then tries again (``tools.errors.LoadFailureMemo``);
-``close()`` releases the HTTP connection pool of the remote tools.
+``close()`` releases the HTTP connection pool of the remote tools. ``extra`` carries your own evidence
+tools (``tools.extra``) next to the configured ones; they always run in process (the tool service
+serves only tracks and surprise).
 """
 
 from __future__ import annotations
 
 import threading
+from collections.abc import Sequence
 
 import numpy as np
 
 from tools.client import RemoteMotionTracker, RemoteSurpriseScorer, ToolServiceClient
+from tools.extra import EvidenceTool, check_extra_tools
 from tools.motion import CoTracker3Tracker, MotionTracker, build_tracker
 from tools.quality import QualityCheck, check_quality
 from tools.settings import ToolSettings
@@ -24,8 +28,9 @@ class Toolbox:
     """Lazily built evidence tools for one process (share it across agent runs)."""
 
     def __init__(self, settings: ToolSettings | None = None, *, tracker: MotionTracker | None = None,
-                 scorer: SurpriseScorer | None = None) -> None:
+                 scorer: SurpriseScorer | None = None, extra: Sequence[EvidenceTool] = ()) -> None:
         self.settings = settings or ToolSettings()
+        self.extra = check_extra_tools(extra)
         self._tracker = tracker
         self._cotracker: CoTracker3Tracker | None = None  # the tracker when this toolbox built CoTracker3
         self._scorer = scorer
