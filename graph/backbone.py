@@ -24,6 +24,10 @@ Decisions where the issue was silent:
 - With function_calling, a reply without a tool call but with a JSON object as content is accepted if
   it validates (servers without a tool parser); otherwise it is an invalid reply.
 - json_mode appends one HumanMessage with the JSON schema (the server cannot see it otherwise).
+- A tool round whose reply carries a tool call as plain text (a `<tool_call>` tag, `[TOOL_CALLS]`, or a
+  JSON object with a name and its arguments) means the server has no parser for the model's format: the
+  inspection the model asked for would silently not happen. That is a fault at once (no re-ask: the
+  server would parse the next reply no better), never cached, and its message says how to fix it.
 - Usage: `calls` counts model replies received (an attempt that ended in a transport error is not a
   call); `images` counts image blocks in the messages of those calls; tokens come from
   `AIMessage.usage_metadata`; a cache hit counts in `cache_hits` only.
@@ -55,9 +59,13 @@ from graph.workers import run_sync
 
 FaultKind = Literal["transport", "timeout", "invalid_reply", "empty_reply", "refused"]
 _ERR_CHARS = 1500
-_NO_TOOLS_HINT = ("the server rejected a tool-calling request: serve the model with tool calling (vLLM: "
-                  "--enable-auto-tool-choice --tool-call-parser NAME) or inspect with one structured plan "
-                  "(RAA_INSPECT_MODE=plan, AgentConfig(inspect_mode='plan'))")
+_TOOLS_REMEDY = ("serve the model with tool calling (vLLM: --enable-auto-tool-choice --tool-call-parser NAME, the "
+                 "parser of the model's format) or inspect with one structured plan (RAA_INSPECT_MODE=plan, "
+                 "AgentConfig(inspect_mode='plan'))")
+_NO_TOOLS_HINT = "the server rejected a tool-calling request: " + _TOOLS_REMEDY
+# a tool call the server left in the text (no parser, or one for another format): Hermes / Qwen tags,
+# Mistral's marker, or a JSON object with a name followed by its arguments
+_TEXT_TOOL_CALL = re.compile(r"<tool_call>|\[TOOL_CALLS\]|\"name\"\s*:\s*\"[\w.-]+\"\s*,\s*\"(?:arguments|parameters)\"\s*:")
 
 
 class BackboneFault(Exception):
@@ -355,6 +363,9 @@ class Backbone:
                     bad_call = reply.invalid_tool_calls[0]
                     last = _InvalidReply("invalid_reply", f"tool call {bad_call.get('name')!r} has invalid "
                                          f"arguments: {bad_call.get('error') or bad_call.get('args')}")
+                elif not reply.tool_calls and _TEXT_TOOL_CALL.search(reply.text):
+                    raise BackboneFault(stage, "invalid_reply", "the server returned a tool call as plain text "
+                                        f"({reply.text.strip()[:160]!r}); " + _TOOLS_REMEDY)
                 elif reply.tool_calls or reply.text.strip():
                     return reply
                 else:

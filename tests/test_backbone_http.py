@@ -235,3 +235,28 @@ def test_tool_round_rejected_by_server_says_how_to_fix_it() -> None:
         with pytest.raises(BackboneFault) as plain:  # a 400 on a structured call gets no tool hint
             run(make(stub, "json_schema"), Usage())
     assert "RAA_INSPECT_MODE" not in plain.value.message
+
+
+@pytest.mark.parametrize("text", [
+    '<tool_call>\n{"name": "view_frames", "arguments": {"frames": [3, 4]}}\n</tool_call>',  # Hermes / Qwen
+    '[TOOL_CALLS] [{"name": "view_frames", "arguments": {"frames": [3]}}]',  # Mistral
+    '{"name": "view_frames", "parameters": {"frames": [3]}}',  # Llama JSON
+])
+def test_tool_call_left_in_the_text_is_a_fault_and_never_cached(text: str) -> None:
+    """A server without a matching tool-call parser returns the model's call as content: the inspection the
+    model asked for would silently not happen, so the run must not go on as if the model had finished."""
+    view = {"type": "function", "function": {"name": "view_frames", "description": "view frames",
+                                             "parameters": {"type": "object", "properties": {}}}}
+    cache = StageCache(None)
+    with OpenAIStub([StubReply(content=text)] * 2) as stub, pytest.raises(BackboneFault) as info:
+        asyncio.run(make(stub, "json_schema", cache=cache).atool_round("inspect", list(MSGS), [view], Usage()))
+    assert info.value.kind == "invalid_reply" and "tool call as plain text" in info.value.message
+    assert "--tool-call-parser" in info.value.message and "RAA_INSPECT_MODE=plan" in info.value.message
+    assert len(stub.requests) == 1 and len(cache) == 0  # no re-ask (the server would do the same), nothing stored
+
+
+def test_a_closing_text_that_names_a_tool_is_not_a_fault() -> None:
+    prose = 'I used view_frames on frames 10 and 20; the "name" of the object is the red block. R2 is met.'
+    with OpenAIStub([StubReply(content=prose)]) as stub:
+        reply = asyncio.run(make(stub, "json_schema").atool_round("inspect", list(MSGS), [], Usage()))
+    assert reply.text == prose and not reply.tool_calls
