@@ -4,7 +4,8 @@ Every run of a process shares one event loop (`ascore_videos`, `raa score-batch`
 `langgraph dev`), so a blocking call there stalls all runs in flight, and `langgraph dev` rejects such
 calls outright (blockbuster). These tests run whole agents under blockbuster with every rule on except
 lock acquisition (the caches' short in-memory locks are by design): an on-disk stage cache, the
-default SQLite trace saver with a checkpoint per step, LK tracks and the tool loop. Before the stage
+default SQLite trace saver with a checkpoint per step, LK tracks and the tool loop, with the scripted
+model and with the real ChatOpenAI transport (a retried 503 included). Before the stage
 cache and the trace saver moved their SQLite work to worker threads, the first model call of a run
 failed with "Blocking call to sqlite3.Connection.execute".
 """
@@ -62,3 +63,37 @@ def test_a_run_makes_no_blocking_call_on_the_event_loop(tmp_path, preset, cfg):
     assert not any("Blocking call" in r for r in result.reasons)
     history = list(agent.get_state_history({"configurable": {"thread_id": "watched"}}))
     assert len(history) > 3  # a checkpoint per step went through the saver's worker thread
+
+
+@pytest.mark.parametrize("method", ["json_schema", "function_calling"])
+def test_the_chatopenai_path_makes_no_blocking_call_on_the_event_loop(tmp_path, method):
+    """The real transport (ChatOpenAI over httpx against a local OpenAI-compatible stub, retries with
+    tenacity), not only the scripted model, under the same watch; a 503 on the first request is retried."""
+    from langchain_openai import ChatOpenAI
+
+    from tests.openai_stub import OpenAIStub, StubReply, script_responder
+
+    responder = script_responder(full_script())
+    state = {"armed": False, "failed": 0}
+
+    def flaky(body):  # once armed, the next request gets a 503 (retried by the backbone)
+        if state["armed"] and not state["failed"]:
+            state["failed"] += 1
+            return StubReply(status=503, content="busy")
+        return responder(body)
+
+    clips = [moving_square(tmp_path / f"c{i}.mp4", seed=i) for i in range(2)]
+    with OpenAIStub(responder=flaky) as stub:
+        def agent():
+            chat = ChatOpenAI(base_url=stub.base_url, model="stub-model", api_key="EMPTY", timeout=10,
+                              max_retries=0, temperature=0.0)
+            backbone = Backbone(chat, method=method, model_name="stub-model", retry_wait=(0.0, 0.01),
+                                cache=StageCache(tmp_path / f"cache-{method}.sqlite"))
+            return build_reward_agent(AgentConfig(preset="full"), backbone=backbone,
+                                      tools=AgentTools(tracker=LKTracker(), surprise=FakeSurprise()),
+                                      checkpointer=default_checkpointer(tmp_path / "traces.sqlite"))
+
+        asyncio.run(_run(agent(), clips[0], f"warm-{method}", watch=False))
+        state["armed"] = True
+        out = asyncio.run(_run(agent(), clips[1], f"watched-{method}", watch=True))
+    assert state["failed"] == 1 and out["result"].status == "scored", out["result"].reasons
