@@ -20,8 +20,10 @@ Decisions where the issue was silent:
   (used by `ascore_videos`) works with it: reads and writes run in a worker thread, so a database
   locked by another process (a wait of up to sqlite3's 5 s busy timeout) never stalls the event loop
   that all runs share. With the default durability ("exit") that is one hop per run: no difference
-  in benchmarks/agent_overhead.py (three interleaved pairs, 2.99-3.22 inline vs 2.99-3.06; when every
-  step was written, a hop per write had cost ~15 ms of wall time per run). Its serializer allow-lists the graph.schemas records (`graph.tracing.traces_serde`). Pass
+  in benchmarks/agent_overhead.py (three interleaved pairs, 2.99-3.22 inline vs 2.99-3.06). With
+  durability "async" (a checkpoint per step) the hops cost ~10 ms of wall time per full-preset run on
+  the 2-core VM (69-79 ms inline vs 81-87 ms, two interleaved pairs), the price of never blocking the
+  loop in that opt-in mode. Its serializer allow-lists the graph.schemas records (`graph.tracing.traces_serde`). Pass
   `InMemorySaver(serde=traces_serde())` for in-memory traces without deserialization warnings.
 - The trace database runs in WAL mode with synchronous=NORMAL: each checkpoint commit appends to
   the write-ahead log instead of fsyncing the database (about 13 ms per commit on this machine, tens
