@@ -17,6 +17,9 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
+from typing import Any, TypeVar
+
+T = TypeVar("T")
 
 
 class ToolFault(RuntimeError):
@@ -32,6 +35,17 @@ class ToolFault(RuntimeError):
         self.tool = tool
         self.kind = kind
         self.message = message
+
+
+def run_tool(tool: str, call: Callable[..., T], /, *args: Any, **kwargs: Any) -> T:
+    """``call(*args, **kwargs)``; any failure other than a ToolFault is raised as ToolFault(tool, "run",
+    "<type>: <message>"): a configured tool that fails is a fault, never a silent skip."""
+    try:
+        return call(*args, **kwargs)
+    except ToolFault:
+        raise
+    except Exception as exc:
+        raise ToolFault(tool, "run", f"{type(exc).__name__}: {exc}") from exc
 
 
 class LoadFailureMemo:

@@ -30,7 +30,7 @@ from pydantic import BaseModel, Field
 from graph.context import RunContext
 from graph.state import AgentState, ToolExchange
 from graph.workers import run_blocking
-from tools.errors import ToolFault
+from tools.errors import ToolFault, run_tool
 
 TRACK_FRAMES = 32
 OVERLAY_FRAMES = 4
@@ -217,12 +217,7 @@ def _compute_tracks(ctx: RunContext, video: str, idx: list[int], points: list[li
                             for p in points if len(p) == 2], dtype=np.float32)
         if len(queries) == 0:
             queries = None
-    try:
-        return tracker.track(frames, grid_size=None if queries is not None else 8, queries=queries)
-    except ToolFault:
-        raise
-    except Exception as exc:  # a configured tracker that fails is a fault, never a silent skip
-        raise ToolFault("motion", "run", f"{type(exc).__name__}: {exc}") from exc
+    return run_tool("motion", tracker.track, frames, grid_size=None if queries is not None else 8, queries=queries)
 
 
 def _render_tracks(state: AgentState, ctx: RunContext, idx: list[int], tracks: Any,

@@ -18,7 +18,7 @@ from graph.context import RunContext
 from graph.nodes.common import Step, count, frames_total
 from graph.state import AgentState
 from graph.workers import run_blocking
-from tools.errors import ToolFault
+from tools.errors import ToolFault, run_tool
 from tools.extra import EvidenceReport, EvidenceTool
 
 MAX_EXTRA_FRAMES = 512
@@ -27,12 +27,7 @@ MAX_EXTRA_FRAMES = 512
 def _evaluate(ctx: RunContext, tool: EvidenceTool, video: str, used: int, instruction: str) -> EvidenceReport:
     """Decode the frames (shared frame cache) and run one tool: one worker-thread hop."""
     frames = ctx.frames.frames(video, range(used))
-    try:
-        out = tool.evaluate(frames, instruction)
-    except ToolFault:
-        raise
-    except Exception as exc:
-        raise ToolFault(tool.name, "run", f"{type(exc).__name__}: {exc}") from exc
+    out = run_tool(tool.name, tool.evaluate, frames, instruction)
     if isinstance(out, EvidenceReport):
         return out
     if isinstance(out, dict):

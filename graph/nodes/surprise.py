@@ -18,7 +18,7 @@ from graph.context import RunContext
 from graph.nodes.common import Step, count, frames_total
 from graph.state import AgentState
 from graph.workers import run_blocking
-from tools.errors import ToolFault
+from tools.errors import run_tool
 
 MAX_SURPRISE_FRAMES = 512
 
@@ -27,12 +27,7 @@ def _score(ctx: RunContext, video: str, used: int) -> Any:
     """Load the scorer (lazily), decode the frames and score them: one worker-thread hop."""
     scorer = ctx.tools.surprise()
     frames = ctx.frames.frames(video, range(used))
-    try:
-        return scorer.score(frames)
-    except ToolFault:
-        raise
-    except Exception as exc:
-        raise ToolFault("surprise", "run", f"{type(exc).__name__}: {exc}") from exc
+    return run_tool("surprise", scorer.score, frames)
 
 
 async def surprise(state: AgentState, ctx: RunContext, step: Step) -> dict[str, Any]:
