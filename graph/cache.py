@@ -34,6 +34,8 @@ from typing import Any
 from langchain_core.messages import AIMessage, BaseMessage, ToolMessage
 from pydantic import BaseModel
 
+from graph.workers import run_blocking
+
 _SCHEMA = "CREATE TABLE IF NOT EXISTS stage_cache (key TEXT PRIMARY KEY, value TEXT NOT NULL)"
 
 
@@ -169,8 +171,6 @@ class StageCache:
         """`get` from async code: the SQLite read in a worker thread (the event loop never blocks on the file)."""
         if self._conn is None:
             return self.get(key)
-        from graph.workers import run_blocking
-
         return await run_blocking(self.get, key, lane="io")
 
     async def aput(self, key: str, value: str) -> None:
@@ -178,8 +178,6 @@ class StageCache:
         if self._conn is None:
             self.put(key, value)
             return
-        from graph.workers import run_blocking
-
         await run_blocking(self.put, key, value, lane="io")
 
     def __len__(self) -> int:
