@@ -58,6 +58,9 @@ from graph.nodes.reflect import reflect
 from graph.nodes.surprise import surprise
 from graph.state import AgentInput, AgentState
 
+_BRANCHES = ("observe", "contract", "surprise", "extra")
+"""Stages that run side by side after quality; assess joins them."""
+
 
 def expected_nodes(cfg: ResolvedConfig, *, extra: bool = False) -> list[str]:
     """Nodes the builder wires for a resolved config (in pipeline order); `extra`: the agent has extra
@@ -75,7 +78,7 @@ def expected_nodes(cfg: ResolvedConfig, *, extra: bool = False) -> list[str]:
 
 def _after(cfg: ResolvedConfig, node: str) -> str:
     """The next stage after `node` on the success path."""
-    order = [n for n in expected_nodes(cfg) if n not in ("tool_call", "repair", "observe", "surprise", "extra")]
+    order = [n for n in expected_nodes(cfg) if n not in ("tool_call", "repair", *_BRANCHES)]
     return order[order.index(node) + 1]
 
 
@@ -92,7 +95,7 @@ def _wire(g: StateGraph, cfg: ResolvedConfig, *, extra: bool = False) -> None:
         g.add_edge("direct", "gate")
         g.add_edge("gate", END)
         return
-    fan = [n for n in expected_nodes(cfg, extra=extra) if n in ("observe", "contract", "surprise", "extra")]
+    fan = [n for n in expected_nodes(cfg, extra=extra) if n in _BRANCHES]
 
     def route_quality(state: AgentState) -> list[str] | str:
         return "gate" if _faulted(state) or state.get("zero") else fan
@@ -140,9 +143,8 @@ def _wire(g: StateGraph, cfg: ResolvedConfig, *, extra: bool = False) -> None:
 
 
 _STAGES = {"quality": quality, "observe": observe, "contract": contract, "surprise": surprise, "extra": extra,
-           "assess": assess,
-           "inspect": inspect, "tool_call": tool_call, "reflect": reflect, "audit": audit, "repair": repair,
-           "final_check": final_check, "gate": gate, "direct": direct}
+           "assess": assess, "inspect": inspect, "tool_call": tool_call, "reflect": reflect, "audit": audit,
+           "repair": repair, "final_check": final_check, "gate": gate, "direct": direct}
 
 
 def build_reward_agent(config: AgentConfig | None = None, *, model: Any = None, tools: Any = None,
