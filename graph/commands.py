@@ -54,6 +54,15 @@ RUNS_FULL_WIDTH = 110
 a compact table (no step count, month-day hour:minute, no vertical rules) with only the video folding."""
 
 
+def run_table(title: str, width: int) -> tuple[Table, bool]:
+    """(table, full) for a list of runs (`raa runs`, the demo's scores): the ruled layout on consoles at least
+    RUNS_FULL_WIDTH wide (full=True), else a compact one without vertical rules or edge padding."""
+    full = width >= RUNS_FULL_WIDTH
+    table = Table(title=title, box=box.HEAVY_HEAD if full else box.SIMPLE_HEAD, pad_edge=full,
+                  collapse_padding=not full)
+    return table, full
+
+
 def make_chat_model(settings: BackboneSettings) -> BaseChatModel:
     """The chat model the CLI scores with (tests replace this function)."""
     return default_chat_model(settings)
@@ -209,9 +218,7 @@ def runs_command(
         typer.echo(f"no trace database at {path} (no runs yet)", err=True)
         return
     runs = list_runs(open_saver(path), limit=limit)
-    full = _out.width >= RUNS_FULL_WIDTH
-    table = Table(title=f"runs in {path}", box=box.HEAVY_HEAD if full else box.SIMPLE_HEAD, pad_edge=full,
-                  collapse_padding=not full)
+    table, full = run_table(f"runs in {path}", _out.width)
     # the run id is what `raa trace` / `raa report` take: never cut short; only the video name folds
     table.add_column("run id", no_wrap=True, min_width=max((len(r.run_id) for r in runs), default=6))
     for col in ("updated", "preset", "status", "reward") + (("steps",) if full else ()):

@@ -23,7 +23,6 @@ from pathlib import Path
 
 import numpy as np
 import typer
-from rich import box
 from rich.console import Console
 from rich.table import Table
 
@@ -101,9 +100,7 @@ def _score(rows: list[dict], out: Path, preset: str, concurrency: int, console: 
                                         durability=settings.trace_durability))
     # the run id is what `raa trace` takes: never cut short (narrow consoles get a compact table in which
     # only the clip name folds, as `raa runs` does)
-    full = console.width >= 110
-    table = Table(title=f"Reward agent ({preset})", box=box.HEAVY_HEAD if full else box.SIMPLE_HEAD,
-                  pad_edge=full, collapse_padding=not full)
+    table, _ = commands.run_table(f"Reward agent ({preset})", console.width)
     table.add_column("clip", overflow="fold", min_width=8)
     for col in ("label", "reward", "status", "T", "P", "V"):
         table.add_column(col, no_wrap=True)
