@@ -159,17 +159,8 @@ def rollout(
     noise: Tensor | None = None,
 ) -> Rollout:
     """Sample B trajectories (no grad; put the model in eval mode first)."""
-    ff = cond.first_frame_latent
-    b, c, _, h, w = ff.shape
-    f = cond.num_latent_frames
-    device = ff.device
-    if noise is None:
-        gdev = generator.device if generator is not None else device
-        noise = torch.randn((b, c, f, h, w), generator=generator, device=gdev).to(device)
-    elif noise.shape != (b, c, f, h, w):
-        raise ValueError(f"noise must be {(b, c, f, h, w)}, got {tuple(noise.shape)}")
-    keep = cond.cond_mask.to(device=device, dtype=torch.float32)
-    x = keep * noise.float() + (1.0 - keep) * ff.float()
+    x, keep = _initial_state(cond, generator, noise)
+    b, device = x.shape[0], x.device
     sigmas = sigma_schedule(config.num_steps, config.shift).to(device)
     start, end = config.sde_window
     prev_x0: Tensor | None = None
@@ -191,6 +182,45 @@ def rollout(
             x = x + (s_next - s).view(b, 1, 1, 1, 1) * v
         prev_x0 = x0
     return Rollout(latents=x, steps=records, cond=cond, sigmas=sigmas)
+
+
+def sample_ode(
+    model: FlowWorldModel,
+    cond: Conditioning,
+    num_steps: int,
+    shift: float,
+    *,
+    generator: torch.Generator | None = None,
+    noise: Tensor | None = None,
+) -> Tensor:
+    """Final latents [B, C, F, H, W] of the deterministic sampler: ``num_steps`` flow Euler steps
+    ``x <- x + (s_next - s) v`` over :func:`sigma_schedule` (the ODE steps of :func:`rollout`, with no
+    SDE window), from the same initial state. Same noise, same model -> the same latents; this is how a
+    trained policy is evaluated (training/generate.py). No grad; put the model in eval mode first."""
+    x, _ = _initial_state(cond, generator, noise)
+    b = x.shape[0]
+    sigmas = sigma_schedule(num_steps, shift).to(x.device)
+    for k in range(num_steps):
+        s, s_next = sigmas[k].expand(b), sigmas[k + 1].expand(b)
+        x = x + (s_next - s).view(b, 1, 1, 1, 1) * model.velocity(x, s, cond)
+    return x
+
+
+def _initial_state(cond: Conditioning, generator: torch.Generator | None,
+                   noise: Tensor | None) -> tuple[Tensor, Tensor]:
+    """(x at sigma = 1: noise on generated frames, the first-frame latent on conditioning frames;
+    the conditioning keep-mask as float [B, 1, F, 1, 1])."""
+    ff = cond.first_frame_latent
+    b, c, _, h, w = ff.shape
+    f = cond.num_latent_frames
+    device = ff.device
+    if noise is None:
+        gdev = generator.device if generator is not None else device
+        noise = torch.randn((b, c, f, h, w), generator=generator, device=gdev).to(device)
+    elif noise.shape != (b, c, f, h, w):
+        raise ValueError(f"noise must be {(b, c, f, h, w)}, got {tuple(noise.shape)}")
+    keep = cond.cond_mask.to(device=device, dtype=torch.float32)
+    return keep * noise.float() + (1.0 - keep) * ff.float(), keep
 
 
 def step_log_prob(

@@ -10,10 +10,11 @@ from policy.rollout import (
     RolloutConfig,
     RolloutConfigError,
     rollout,
+    sample_ode,
     sigma_schedule,
     step_log_prob,
 )
-from policy.world_model import FlowWorldModel
+from policy.world_model import Conditioning, FlowWorldModel, make_cond_mask
 
 FRAMES = 9
 
@@ -145,3 +146,38 @@ def test_changed_parameters_change_the_ratio(setup):
         assert not torch.allclose(lp, ro.steps[1].log_prob, atol=1e-3)
     finally:
         model.load_state_dict(saved)
+
+
+class _ConstantVelocity:
+    """velocity = c on generated frames, 0 on conditioning frames (what the wrappers do)."""
+
+    def __init__(self, c: float) -> None:
+        self.c = c
+
+    def velocity(self, x, sigma, cond):  # noqa: ANN001, ANN201 (test double)
+        return self.c * cond.cond_mask.to(x.dtype).expand_as(x)
+
+
+def test_sample_ode_hand_computed():
+    b, c, f, h, w = 2, 4, 3, 2, 2
+    ff = torch.full((b, c, 1, h, w), 7.0)
+    cond = Conditioning(ff, torch.zeros(b, 2, 3), make_cond_mask(b, f, 1))
+    noise = torch.randn(b, c, f, h, w, generator=torch.Generator().manual_seed(0))
+    out = sample_ode(_ConstantVelocity(0.5), cond, num_steps=4, shift=3.0, noise=noise)
+    # sigma runs 1 -> 0, so the Euler steps add up to -1 * v: x0 = noise - 0.5 on generated frames
+    assert torch.allclose(out[:, :, 1:], noise[:, :, 1:] - 0.5, atol=1e-6)
+    assert torch.equal(out[:, :, :1], ff)  # the conditioning frame keeps the first-frame latent
+
+
+def test_sample_ode_equals_a_rollout_whose_only_sde_step_is_the_last():
+    """The last step has sigma_next = 0, so a DynDiff step there has std 0 and mean x - s v: the Euler step."""
+    m = FlowWorldModel.tiny_cosmos().eval()
+    imgs = np.random.default_rng(0).integers(0, 256, (2, 32, 32, 3), dtype=np.uint8)
+    with torch.no_grad():
+        cond = m.encode_prompts(imgs, ["a", "b"], num_frames=9)
+        noise = torch.randn((2, 16, cond.num_latent_frames, 4, 4), generator=torch.Generator().manual_seed(3))
+        ode = sample_ode(m, cond, 4, 3.0, noise=noise)
+        sde = rollout(m, cond, RolloutConfig(num_steps=4, sde_window=(3, 4), shift=3.0), noise=noise).latents
+        other = sample_ode(m, cond, 4, 3.0, noise=noise + 1.0)
+    assert torch.allclose(ode, sde, atol=1e-5)
+    assert not torch.allclose(ode, other)  # the noise matters (the test could fail)
