@@ -131,7 +131,11 @@ class TrainConfig:
     checkpoint_every: int = 10
     """Save a DeepSpeed checkpoint every N iterations (and after the last one)."""
     output_dir: str = "runs/train"
-    """Checkpoints, metrics.jsonl and TensorBoard events go here."""
+    """Checkpoints, metrics.jsonl, TensorBoard events, config.yaml and the exported policy go here."""
+    export: Literal["final", "none"] = "final"
+    """final: after the last iteration rank 0 writes the trained policy to output_dir/final in the
+    formats peft / diffusers load (training/export.py; sample it with training/generate.py); none: only
+    DeepSpeed checkpoints (export later with python -m training.export)."""
     resume: bool = False
     """Continue from the latest checkpoint in output_dir (iteration, RNG, data position, optimizer)."""
     seed: int = 0
@@ -346,8 +350,24 @@ def load_config(path: str | Path | None, overrides: Sequence[str] = ()) -> Train
         if not isinstance(loaded, dict):
             raise ConfigError(f"{p}: top level must be a mapping of TrainConfig fields")
         data = loaded
-    data = apply_overrides(data, overrides)
-    return validate(_build(TrainConfig, data, ""))
+    return config_from_dict(apply_overrides(data, overrides))
+
+
+def config_from_dict(data: dict[str, Any], where: str = "") -> TrainConfig:
+    """A mapping of TrainConfig fields (YAML-shaped, e.g. from `config_to_dict`) -> a validated TrainConfig."""
+    return validate(_build(TrainConfig, data, where))
+
+
+def config_to_dict(cfg: TrainConfig) -> dict[str, Any]:
+    """The config as plain YAML / JSON values (tuples become lists); `config_from_dict` reads it back."""
+    def plain(value: Any) -> Any:
+        if isinstance(value, dict):
+            return {k: plain(v) for k, v in value.items()}
+        if isinstance(value, list | tuple):
+            return [plain(v) for v in value]
+        return value
+
+    return plain(dataclasses.asdict(cfg))
 
 
 def parse_cli(argv: Sequence[str]) -> TrainConfig:

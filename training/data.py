@@ -46,6 +46,13 @@ def load_prompts(dataset: Sequence[PromptSpec], dataset_file: str | None) -> lis
     return prompts
 
 
+def derive_seed(*parts: int) -> int:
+    """A 32-bit seed that is a pure function of integer `parts` (e.g. run seed, iteration, rank, slot),
+    for the generators of rollout noise and sampling (numpy SeedSequence: well mixed, no collisions
+    between neighbouring tuples)."""
+    return int(np.random.SeedSequence([int(p) for p in parts]).generate_state(1)[0])
+
+
 def synthetic_frame(seed: int, height: int, width: int) -> np.ndarray:
     """A seeded RGB frame uint8 [H, W, 3]: flat background and three rectangles."""
     rng = np.random.default_rng(seed)

@@ -66,6 +66,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"error: {exc}", file=sys.stderr)
         return 2
     _single_process_env()
+    from training.export import ExportError
     from training.trainer import train  # heavy imports (deepspeed, diffusers) only after validation
 
     try:
@@ -74,6 +75,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     except ConfigError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
+    except ExportError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
     if int(os.environ.get("RANK", "0")) == 0:
         print(f"done: metrics in {out / 'metrics.jsonl'}")
     return 0

@@ -14,7 +14,9 @@ One iteration, on every rank for its share of the prompts:
    ``loss = clipped GRPO + beta * mu-KL``; ``engine.backward(loss)``; ``engine.step()``;
    DeepSpeed accumulates ``gradient_accumulation_steps`` micro-batches per optimizer step;
 5. metrics (training/metrics.py) and, every ``checkpoint_every`` iterations and after the last, a
-   checkpoint on every rank.
+   checkpoint on every rank;
+6. after the last iteration (``export: final``), rank 0 exports the last checkpoint to
+   ``output_dir/final`` (training/export.py), which training/generate.py samples.
 
 Decisions where the issue was silent:
 
@@ -31,7 +33,9 @@ Decisions where the issue was silent:
   collectively.
 * ``decode: preview`` replaces the VAE by the fixed latent->RGB preview of training/preview.py
   (a fast alternative for quick CPU experiments; the smoke config decodes with the tiny VAE).
-* A fresh run starts a new metrics.jsonl; ``--resume`` appends to it.
+* A fresh run starts a new metrics.jsonl; ``--resume`` appends to it. Every launch writes its resolved
+  config to ``output_dir/config.yaml`` (rank 0), so a checkpoint can be exported later from the run
+  folder alone.
 """
 
 from __future__ import annotations
@@ -48,19 +52,20 @@ import deepspeed
 import numpy as np
 import torch
 import torch.distributed as dist
+import yaml
 
 from evals.diversity import d_prompt, d_prompt_frames
 from policy.rollout import Rollout, RolloutConfig, rollout
-from policy.world_model import Conditioning, FlowWorldModel
+from policy.world_model import Conditioning
 from training import engine as ds_engine
-from training.config import ConfigError, TrainConfig
-from training.data import PromptStream, load_frame, load_prompts
+from training.config import ConfigError, TrainConfig, config_to_dict
+from training.data import PromptStream, derive_seed, load_frame, load_prompts
+from training.export import ExportError, export_policy
 from training.grpo import clipped_policy_loss, group_advantages, mean_kl
 from training.metrics import MetricsLog, gather, summarize
+from training.models import build_world_model
 from training.preview import latent_preview
 from training.rewards import call_reward
-
-_DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
 
 
 @dataclass
@@ -73,10 +78,6 @@ class Group:
     text: str
     advantages: torch.Tensor | None = None
     valid: torch.Tensor | None = None
-
-
-def _seed(*parts: int) -> int:
-    return int(np.random.SeedSequence([int(p) for p in parts]).generate_state(1)[0])
 
 
 def _take(obj: Any, sl: slice, batch: int) -> Any:
@@ -93,18 +94,6 @@ def _frames_numpy(frames: Any) -> np.ndarray:
     if isinstance(frames, torch.Tensor):
         frames = frames.detach().cpu().numpy()
     return np.asarray(frames, dtype=np.uint8)
-
-
-def build_world_model(cfg: TrainConfig, device: torch.device) -> FlowWorldModel:
-    """The tiny random model of the backend's real classes, or the pretrained checkpoint."""
-    if cfg.tiny:
-        model = FlowWorldModel.tiny_cosmos() if cfg.backend == "cosmos" else FlowWorldModel.tiny_wan()
-    else:
-        model = FlowWorldModel.from_pretrained(cfg.model_path, backend=cfg.backend,
-                                               torch_dtype=_DTYPES[cfg.dtype], default_num_frames=cfg.num_frames)
-    if cfg.tiny and cfg.dtype != "float32":  # from_pretrained already loaded torch_dtype; the VAE stays float32
-        model.transformer.to(dtype=_DTYPES[cfg.dtype])
-    return model.to(device=device)
 
 
 def train(cfg: TrainConfig, *, local_rank: int = 0, reward_token: str | None = None,
@@ -159,6 +148,8 @@ def train(cfg: TrainConfig, *, local_rank: int = 0, reward_token: str | None = N
     if cfg.resume:
         start, stream.position = ds_engine.load(engine, ckpt_dir)
     log = MetricsLog(out_dir, enabled=rank == 0, tensorboard=cfg.tensorboard, append=cfg.resume)
+    if rank == 0:  # the launch's resolved config: what `python -m training.export --run` rebuilds the model from
+        (out_dir / "config.yaml").write_text(yaml.safe_dump(config_to_dict(cfg), sort_keys=False))
     bar = None
     if rank == 0 and cfg.progress:
         from tqdm import tqdm
@@ -177,7 +168,7 @@ def train(cfg: TrainConfig, *, local_rank: int = 0, reward_token: str | None = N
                 image = load_frame(spec, cfg.height, cfg.width)
                 cond = world_model.encode_prompts(image[None], [spec.text], num_frames=cfg.num_frames)
                 cond = cond.repeat_interleave(group)
-                gen = torch.Generator(device=device).manual_seed(_seed(cfg.seed, it, rank, slot))
+                gen = torch.Generator(device=device).manual_seed(derive_seed(cfg.seed, it, rank, slot))
                 ro = rollout(world_model, cond, rcfg, generator=gen)
                 if cfg.decode == "vae":  # one clip at a time: VAE decoding of long HD clips is memory-heavy
                     frames = np.concatenate([_frames_numpy(world_model.decode(ro.latents[i:i + 1]))
@@ -210,7 +201,7 @@ def train(cfg: TrainConfig, *, local_rank: int = 0, reward_token: str | None = N
             engine.module.train()
             items = [(gi, k, c) for gi in range(len(groups)) for k in range(len(sde_steps)) for c in range(chunks)]
             for epoch in range(cfg.inner_epochs):
-                order = torch.randperm(len(items), generator=torch.Generator().manual_seed(_seed(cfg.seed, it, epoch)))
+                order = torch.randperm(len(items), generator=torch.Generator().manual_seed(derive_seed(cfg.seed, it, epoch)))
                 for n in order.tolist():
                     gi, k, c = items[n]
                     g = groups[gi]
@@ -280,8 +271,20 @@ def train(cfg: TrainConfig, *, local_rank: int = 0, reward_token: str | None = N
         bar.close()
     log.close()
     dist.barrier()
+    # -- 6. the trained policy in peft / diffusers formats (training/export.py) ---------------
+    failed: Exception | None = None
+    if cfg.export == "final" and rank == 0:
+        try:
+            print(f"policy exported to {export_policy(cfg, out_dir / 'final', checkpoint_dir=ckpt_dir)}", flush=True)
+        except Exception as exc:  # the other ranks still reach the barrier; raised after a clean shutdown
+            failed = exc
+    dist.barrier()
     # clean shutdown (DeepSpeed's and PyTorch's documented order): release the engine's ZeRO hooks and
     # buffers, then the process group, instead of leaving both to interpreter teardown
     engine.destroy()
     dist.destroy_process_group()
+    if failed is not None:
+        raise ExportError(f"training finished and its checkpoints are in {ckpt_dir}, but exporting the policy "
+                          f"failed ({type(failed).__name__}: {failed}); retry with "
+                          f"`python -m training.export --run {out_dir}`") from failed
     return out_dir

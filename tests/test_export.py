@@ -1,0 +1,133 @@
+"""Exporting the trained policy (training/export.py) and loading it back.
+
+DeepSpeed checkpoints of real 2-rank runs are exported in tests/test_train_e2e.py (slow); here the
+weights come from tiny models changed in place, so the save / load / check logic runs in seconds.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+
+from policy.world_model import FlowWorldModel
+from training.config import config_from_dict, config_to_dict, load_config
+from training.engine import add_lora, set_full_finetune
+from training.export import ExportError, apply_weights, load_policy, read_export, save_policy
+from training.models import build_world_model
+
+SMOKE = Path(__file__).resolve().parents[1] / "training" / "configs" / "smoke.yaml"
+
+
+def _cfg(**over):
+    args = [f"--{k}={v}" for k, v in over.items()]
+    return load_config(SMOKE, args)
+
+
+def _perturb(module: torch.nn.Module, seed: int = 1) -> None:
+    gen = torch.Generator().manual_seed(seed)
+    with torch.no_grad():
+        for p in module.parameters():
+            if p.requires_grad:
+                p.add_(0.05 * torch.randn(p.shape, generator=gen))
+
+
+def _velocity(model: FlowWorldModel, seed: int = 0) -> torch.Tensor:
+    imgs = np.random.default_rng(seed).integers(0, 256, (1, 32, 32, 3), dtype=np.uint8)
+    with torch.no_grad():
+        cond = model.encode_prompts(imgs, ["open the drawer"], num_frames=9)
+        x = torch.randn((1, *cond.first_frame_latent.shape[1:2], cond.num_latent_frames,
+                         *cond.first_frame_latent.shape[3:]), generator=torch.Generator().manual_seed(seed))
+        return model.velocity(x, torch.tensor([0.7]), cond)
+
+
+def test_full_export_round_trip(tmp_path):
+    cfg = _cfg()
+    trained = build_world_model(cfg, "cpu")
+    set_full_finetune(trained)
+    _perturb(trained.transformer)
+    out = save_policy(trained, cfg, tmp_path / "final", iteration=7, source="unit")
+    info, stored = read_export(out)
+    assert info["finetune"] == "full" and info["iteration"] == 7 and stored == cfg
+    assert (out / "transformer" / "config.json").is_file()
+    loaded, _, _ = load_policy(out)
+    base, _, _ = load_policy(out, weights="base")
+    fresh = build_world_model(cfg, "cpu").transformer.state_dict()
+    for name, value in trained.transformer.state_dict().items():
+        assert torch.equal(loaded.transformer.state_dict()[name], value), name
+        assert torch.equal(base.transformer.state_dict()[name], fresh[name]), name
+    assert not loaded.training and not base.training
+
+
+def test_lora_export_merges_the_adapter(tmp_path):
+    cfg = _cfg(finetune="lora", lora_rank=4)
+    trained = build_world_model(cfg, "cpu")
+    add_lora(trained, cfg)
+    _perturb(trained.transformer)  # only the adapters require grad
+    trained.eval()
+    out = save_policy(trained, cfg, tmp_path / "final", iteration=3, source="unit")
+    assert {"adapter_config.json", "adapter_model.safetensors"} <= {p.name for p in (out / "transformer_lora").iterdir()}
+    loaded, info, _ = load_policy(out)
+    base, _, _ = load_policy(out, weights="base")
+    assert info["weights"] == "transformer_lora"
+    assert "lora" not in " ".join(n for n, _ in loaded.transformer.named_parameters())  # merged
+    v_trained, v_loaded, v_base = _velocity(trained), _velocity(loaded), _velocity(base)
+    assert torch.allclose(v_loaded, v_trained, atol=1e-5)
+    assert not torch.allclose(v_base, v_trained, atol=1e-4)
+
+
+def test_apply_weights_refuses_a_checkpoint_of_another_model():
+    cfg = _cfg()
+    model = build_world_model(cfg, "cpu")
+    set_full_finetune(model)
+    state = {k: v.clone() for k, v in model.transformer.state_dict().items()}
+    first = next(iter(state))
+    with pytest.raises(ExportError, match="missing trainable weights"):
+        apply_weights(model, {k: v for k, v in state.items() if k != first})
+    with pytest.raises(ExportError, match="unknown names"):
+        apply_weights(model, {**state, "blocks.99.weight": torch.zeros(1)})
+    with pytest.raises(ExportError, match="shape mismatches"):
+        apply_weights(model, {**state, first: torch.zeros(3, 3, 3)})
+    lora_cfg = _cfg(finetune="lora", lora_rank=4)
+    lora = build_world_model(lora_cfg, "cpu")
+    add_lora(lora, lora_cfg)
+    with pytest.raises(ExportError, match="missing trainable weights"):  # a full checkpoint has no adapters
+        apply_weights(lora, state)
+    state[first] += 1.0
+    apply_weights(model, state)
+    assert torch.equal(model.transformer.state_dict()[first], state[first])
+
+
+def test_export_folders_are_checked_and_never_clobber_other_files(tmp_path):
+    cfg = _cfg()
+    model = build_world_model(cfg, "cpu")
+    with pytest.raises(ExportError, match="not a policy export"):
+        read_export(tmp_path)
+    busy = tmp_path / "busy"
+    busy.mkdir()
+    (busy / "notes.txt").write_text("mine")
+    with pytest.raises(ExportError, match="not an export folder"):
+        save_policy(model, cfg, busy, iteration=1, source="unit")
+    assert (busy / "notes.txt").read_text() == "mine"
+    out = save_policy(model, cfg, tmp_path / "final", iteration=1, source="unit")
+    save_policy(model, cfg, out, iteration=2, source="unit")  # an earlier export is replaced
+    assert read_export(out)[0]["iteration"] == 2
+    assert [p.name for p in tmp_path.iterdir() if p.name.startswith(".")] == []  # no work folder left
+    info = json.loads((out / "export.json").read_text())
+    (out / "export.json").write_text(json.dumps({**info, "format": "other/9"}))
+    with pytest.raises(ExportError, match="unknown export format"):
+        read_export(out)
+
+
+def test_config_dict_round_trip_and_absolute_dataset_file(tmp_path, monkeypatch):
+    prompts = tmp_path / "prompts.jsonl"
+    prompts.write_text(json.dumps({"text": "stack the blocks", "image_seed": 5}) + "\n")
+    monkeypatch.chdir(tmp_path)
+    cfg = load_config(SMOKE, ["--dataset_file", "prompts.jsonl", "--sde_window", "[1, 3]"])
+    assert config_from_dict(config_to_dict(cfg)) == cfg
+    out = save_policy(build_world_model(cfg, "cpu"), cfg, tmp_path / "final", iteration=None, source="unit")
+    _, stored = read_export(out)
+    assert stored.dataset_file == str(prompts.resolve()) and stored.sde_window == (1, 3)

@@ -1,0 +1,217 @@
+"""The trained policy out of a DeepSpeed checkpoint, in the formats peft and diffusers load, and back.
+
+DeepSpeed checkpoints hold ZeRO shards that only a DeepSpeed engine reads. ``export_policy``
+consolidates one with DeepSpeed's own ``get_fp32_state_dict_from_zero_checkpoint`` (ZeRO-2 or
+ZeRO-3, written by any number of ranks; on CPU, no process group) and writes::
+
+    OUT/export.json           format, finetune mode, iteration, source checkpoint and the run's TrainConfig
+    OUT/transformer_lora/     finetune: lora -> the peft adapter (adapter_config.json, adapter_model.safetensors)
+    OUT/transformer/          finetune: full -> the transformer in diffusers layout, in the run's dtype
+
+``load_policy(OUT)`` rebuilds the base model the run started from (``training.models``) and applies
+the trained weights; ``weights="base"`` returns the untouched base, for paired before/after samples
+(training/generate.py). The trainer exports its last checkpoint to ``output_dir/final`` at the end
+of a run (``TrainConfig.export``); ``python -m training.export --run DIR [--tag iter_000010]``
+exports any checkpoint of a run afterwards.
+
+Decisions where the issue was silent:
+
+* Only the transformer is exported. Training never changes the VAE or the text encoder, so they stay
+  in the base model (``model_path``), which export.json names; a LoRA export is megabytes.
+* LoRA adapters keep float32 (DeepSpeed's master weights); a full transformer is saved in the run's
+  dtype. ``load_policy`` merges the adapter into the transformer (``merge_and_unload``): sampling then
+  costs what the base costs.
+* The consolidated weights must name every trainable parameter of the config's model, and nothing the
+  model lacks: a checkpoint of another config is an ExportError naming the first mismatches, never a
+  partial load.
+* The folder is written beside OUT and renamed into place, export.json last: a folder without
+  export.json is not an export and ``load_policy`` refuses it. An existing OUT is replaced only when it
+  is an earlier export (or empty); anything else there is an error, never deleted.
+* ``dataset_file`` is stored as an absolute path, so the export's prompts resolve from any directory.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import shutil
+import sys
+import tempfile
+import time
+from dataclasses import replace
+from pathlib import Path
+from typing import Any, Literal
+
+import torch
+
+from policy.world_model import FlowWorldModel
+from training.config import TrainConfig, config_from_dict, config_to_dict
+from training.models import build_world_model
+
+EXPORT_FILE = "export.json"
+FORMAT = "raa-policy-export/1"
+_PREFIX = "world_model.transformer."  # parameter names in the engine's module (training.engine.PolicyStep)
+
+
+class ExportError(RuntimeError):
+    """A checkpoint that cannot be exported, or a folder that is not a usable export."""
+
+
+def checkpoint_tag(checkpoint_dir: Path, tag: str | None = None) -> str:
+    """The checkpoint tag to export: `tag`, or the one DeepSpeed's `latest` file names."""
+    if not checkpoint_dir.is_dir():
+        raise ExportError(f"no checkpoint folder at {checkpoint_dir}")
+    if tag is None:
+        latest = checkpoint_dir / "latest"
+        if not latest.is_file():
+            raise ExportError(f"{checkpoint_dir} has no 'latest' file; pass a tag (one of "
+                              f"{sorted(p.name for p in checkpoint_dir.iterdir() if p.is_dir())})")
+        tag = latest.read_text().strip()
+    if not (checkpoint_dir / tag).is_dir():
+        raise ExportError(f"no checkpoint {tag!r} in {checkpoint_dir}")
+    return tag
+
+
+def consolidate(checkpoint_dir: Path, tag: str) -> dict[str, torch.Tensor]:
+    """float32 weights of the transformer (names as in `world_model.transformer.state_dict()`) from a
+    ZeRO checkpoint, merged over ranks by DeepSpeed."""
+    from deepspeed.utils.zero_to_fp32 import get_fp32_state_dict_from_zero_checkpoint
+
+    try:
+        state = get_fp32_state_dict_from_zero_checkpoint(str(checkpoint_dir), tag=tag)
+    except (FileNotFoundError, ValueError, KeyError) as exc:
+        raise ExportError(f"cannot read checkpoint {checkpoint_dir / tag}: {type(exc).__name__}: {exc}") from exc
+    return {k[len(_PREFIX):]: v for k, v in state.items() if k.startswith(_PREFIX)}
+
+
+def apply_weights(world_model: FlowWorldModel, state: dict[str, torch.Tensor]) -> None:
+    """Load trained transformer weights; ExportError unless they cover every trainable parameter of
+    the model and name nothing it lacks."""
+    own = world_model.transformer.state_dict()
+    trainable = [n for n, p in world_model.transformer.named_parameters() if p.requires_grad]
+    missing = [n for n in trainable if n not in state]
+    unknown = [n for n in state if n not in own]
+    wrong = [n for n in state if n in own and own[n].shape != state[n].shape]
+    if missing or unknown or wrong:
+        parts = [f"{label} ({len(names)}): {names[:3]}" for label, names in
+                 (("missing trainable weights", missing), ("unknown names", unknown), ("shape mismatches", wrong))
+                 if names]
+        raise ExportError("the checkpoint does not match this config's model: " + "; ".join(parts))
+    with torch.no_grad():
+        for name, value in state.items():
+            own[name].copy_(value.to(own[name].dtype))
+
+
+def save_policy(world_model: FlowWorldModel, cfg: TrainConfig, out: Path, *, iteration: int | None,
+                source: str) -> Path:
+    """Write the transformer's trained weights and export.json to `out` (see module docstring)."""
+    out = Path(out)
+    if out.exists() and not (out / EXPORT_FILE).is_file() and any(out.iterdir()):
+        raise ExportError(f"{out} exists and is not an export folder; choose another output")
+    out.parent.mkdir(parents=True, exist_ok=True)
+    work = Path(tempfile.mkdtemp(prefix=f".{out.name}-", dir=out.parent))
+    try:
+        folder = "transformer_lora" if cfg.finetune == "lora" else "transformer"
+        world_model.transformer.save_pretrained(str(work / folder))
+        stored = cfg if cfg.dataset_file is None else replace(cfg, dataset_file=str(Path(cfg.dataset_file).resolve()))
+        info = {"format": FORMAT, "finetune": cfg.finetune, "weights": folder, "iteration": iteration,
+                "source": source, "created": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+                "config": config_to_dict(stored)}
+        (work / EXPORT_FILE).write_text(json.dumps(info, indent=2))
+        if out.exists():
+            shutil.rmtree(out)
+        work.rename(out)
+    except BaseException:
+        shutil.rmtree(work, ignore_errors=True)
+        raise
+    return out
+
+
+def export_policy(cfg: TrainConfig, out: Path, *, checkpoint_dir: Path | None = None,
+                  tag: str | None = None) -> Path:
+    """Export checkpoint `tag` (default: the latest) of the run `cfg` describes to `out`."""
+    from training.engine import add_lora, set_full_finetune
+
+    checkpoint_dir = Path(checkpoint_dir or Path(cfg.output_dir) / "checkpoints")
+    tag = checkpoint_tag(checkpoint_dir, tag)
+    state = consolidate(checkpoint_dir, tag)
+    world_model = build_world_model(cfg, "cpu", parts="transformer")
+    if cfg.finetune == "lora":
+        add_lora(world_model, cfg)
+    else:
+        set_full_finetune(world_model)
+    apply_weights(world_model, state)
+    match = re.fullmatch(r"iter_(\d+)", tag)
+    return save_policy(world_model, cfg, out, iteration=int(match.group(1)) if match else None,
+                       source=str((checkpoint_dir / tag).resolve()))
+
+
+def read_export(path: Path) -> tuple[dict[str, Any], TrainConfig]:
+    """(export.json, the run's TrainConfig) of an export folder; ExportError for anything else."""
+    path = Path(path)
+    info_file = path / EXPORT_FILE
+    if not info_file.is_file():
+        raise ExportError(f"{path} is not a policy export (no {EXPORT_FILE}); make one with "
+                          "`python -m training.export --run RUN_DIR`")
+    try:
+        info = json.loads(info_file.read_text())
+    except json.JSONDecodeError as exc:
+        raise ExportError(f"{info_file}: not valid JSON ({exc.msg})") from None
+    if not isinstance(info, dict) or info.get("format") != FORMAT:
+        raise ExportError(f"{info_file}: unknown export format {info.get('format') if isinstance(info, dict) else info!r}")
+    try:
+        cfg = config_from_dict(info["config"], "export.json config")
+    except (ValueError, KeyError) as exc:
+        raise ExportError(f"{info_file}: invalid config: {exc}") from None
+    if not (path / info["weights"]).is_dir():
+        raise ExportError(f"{path}: the weights folder {info['weights']!r} is missing")
+    return info, cfg
+
+
+def load_policy(path: Path, device: torch.device | str = "cpu",
+                weights: Literal["trained", "base"] = "trained") -> tuple[FlowWorldModel, dict[str, Any], TrainConfig]:
+    """(the policy in eval mode, export.json, the run's TrainConfig). `weights="base"` skips the trained
+    weights: the model the run started from."""
+    info, cfg = read_export(path)
+    world_model = build_world_model(cfg, "cpu")
+    if weights == "trained":
+        folder = Path(path) / info["weights"]
+        if info["finetune"] == "lora":
+            from peft import PeftModel
+
+            world_model.transformer = PeftModel.from_pretrained(world_model.transformer, str(folder)).merge_and_unload()
+        else:
+            from training.models import DTYPES
+
+            cls = type(world_model.transformer)
+            world_model.transformer = cls.from_pretrained(str(folder), torch_dtype=DTYPES[cfg.dtype])
+    return world_model.to(device=device).eval(), info, cfg
+
+
+def main(argv: list[str] | None = None) -> int:
+    """``python -m training.export --run RUN_DIR [--tag iter_000010] [--out DIR] [--config FILE]``."""
+    import argparse
+
+    from training.config import ConfigError, load_config
+
+    parser = argparse.ArgumentParser(prog="python -m training.export",
+                                     description="Export a DynDiff-GRPO checkpoint as peft / diffusers weights.")
+    parser.add_argument("--run", required=True, type=Path, help="the run's output_dir (checkpoints/, config.yaml)")
+    parser.add_argument("--tag", help="checkpoint tag, e.g. iter_000010 (default: the latest)")
+    parser.add_argument("--out", type=Path, help="export folder (default: RUN/final, or RUN/export-TAG with --tag)")
+    parser.add_argument("--config", type=Path, help="the run's YAML config (default: RUN/config.yaml)")
+    args = parser.parse_args(argv)
+    config = args.config or args.run / "config.yaml"
+    try:
+        cfg = load_config(config)
+        out = args.out or args.run / ("final" if args.tag is None else f"export-{args.tag}")
+        out = export_policy(cfg, out, checkpoint_dir=args.run / "checkpoints", tag=args.tag)
+    except (ConfigError, ExportError) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    print(f"policy exported to {out}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
