@@ -1,0 +1,104 @@
+"""Videos from an exported policy (training/generate.py): manifest, pairing, determinism, resume, failures."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from graph.batch import read_manifest
+from tools.video import read_all_frames
+from training.config import PromptSpec, load_config
+from training.engine import set_full_finetune
+from training.export import save_policy
+from training.generate import GenerateError, generate, main
+from training.models import build_world_model
+
+SMOKE = Path(__file__).resolve().parents[1] / "training" / "configs" / "smoke.yaml"
+PROMPTS = [PromptSpec("push the red block to the left", image_seed=1), PromptSpec("open the drawer", image_seed=3)]
+
+
+@pytest.fixture(scope="module")
+def policy(tmp_path_factory) -> Path:
+    """An export of the smoke model with changed (\"trained\") transformer weights."""
+    import torch
+
+    cfg = load_config(SMOKE, ["--num_steps", "3", "--sde_window", "[0, 2]"])
+    model = build_world_model(cfg, "cpu")
+    set_full_finetune(model)
+    gen = torch.Generator().manual_seed(1)
+    with torch.no_grad():
+        for p in model.transformer.parameters():
+            p.add_(0.2 * torch.randn(p.shape, generator=gen))
+    return save_policy(model, cfg, tmp_path_factory.mktemp("export") / "final", iteration=30, source="unit")
+
+
+def _frames(out: Path, key: str) -> np.ndarray:
+    return read_all_frames(out / "videos" / f"{key}.mp4")
+
+
+def test_manifest_feeds_score_batch_and_pairs_trained_with_base(policy, tmp_path):
+    trained = generate(policy, tmp_path / "trained", prompts=PROMPTS, samples=2)
+    base = generate(policy, tmp_path / "base", prompts=PROMPTS, samples=2, weights="base")
+    assert (trained.written, base.written, trained.failed) == (4, 4, [])
+    rows = [json.loads(line) for line in trained.manifest.read_text().splitlines()]
+    assert [r["key"] for r in rows] == ["p0000_s00", "p0000_s01", "p0001_s00", "p0001_s01"]
+    assert {r["weights"] for r in rows} == {"trained"} and {r["iteration"] for r in rows} == {30}
+    items = read_manifest(trained.manifest, "full")  # what `raa score-batch` reads
+    assert [i["error"] for i in items] == [None] * 4
+    assert all(Path(i["path"]).is_file() for i in items)
+    assert [i["instruction"] for i in items] == [p.text for p in PROMPTS for _ in range(2)]
+    base_rows = [json.loads(line) for line in base.manifest.read_text().splitlines()]
+    assert [r["seed"] for r in base_rows] == [r["seed"] for r in rows]  # same noise for each pair
+    assert len({r["seed"] for r in rows}) == 4
+    clip = _frames(trained.out, "p0000_s00")
+    assert clip.shape == (9, 32, 32, 3)
+    assert np.abs(clip.astype(int) - _frames(base.out, "p0000_s00").astype(int)).mean() > 1.0  # weights matter
+    assert np.abs(clip.astype(int) - _frames(trained.out, "p0000_s01").astype(int)).mean() > 1.0  # noise matters
+
+
+def test_same_settings_give_the_same_videos_and_a_rerun_resumes(policy, tmp_path):
+    first = generate(policy, tmp_path / "a", prompts=PROMPTS[:1], samples=2)
+    again = generate(policy, tmp_path / "b", prompts=PROMPTS[:1], samples=2)
+    assert np.array_equal(_frames(first.out, "p0000_s01"), _frames(again.out, "p0000_s01"))
+    (first.out / "videos" / "p0000_s01.mp4").unlink()  # as if the run had stopped before this video
+    resumed = generate(policy, tmp_path / "a", prompts=PROMPTS[:1], samples=2)
+    assert (resumed.written, resumed.skipped) == (1, 1)
+    assert np.array_equal(_frames(first.out, "p0000_s01"), _frames(again.out, "p0000_s01"))
+    with pytest.raises(GenerateError, match=r"other settings \(differing: \['seed'\]\)"):
+        generate(policy, tmp_path / "a", prompts=PROMPTS[:1], samples=2, seed=5)
+
+
+def test_dyndiff_sampler_explores_and_checks_its_window(policy, tmp_path):
+    ode = generate(policy, tmp_path / "ode", prompts=PROMPTS[:1])
+    sde = generate(policy, tmp_path / "sde", prompts=PROMPTS[:1], sampler="dyndiff")
+    assert sde.written == 1
+    assert not np.array_equal(_frames(ode.out, "p0000_s00"), _frames(sde.out, "p0000_s00"))
+    with pytest.raises(GenerateError, match="sde_window"):
+        generate(policy, tmp_path / "short", prompts=PROMPTS[:1], sampler="dyndiff", num_steps=1)
+
+
+def test_a_bad_prompt_fails_alone(policy, tmp_path):
+    prompts = [PROMPTS[0], PromptSpec("lift the cup", image=str(tmp_path / "missing.png")), PROMPTS[1]]
+    summary = generate(policy, tmp_path / "out", prompts=prompts, samples=1)
+    assert summary.written == 2
+    assert [(f["key"], f["prompt"]) for f in summary.failed] == [("p0001_s00", 1)]
+    assert "missing.png" in summary.failed[0]["reason"]
+    failed = [json.loads(line) for line in (summary.out / "failed.jsonl").read_text().splitlines()]
+    assert failed == summary.failed
+    assert [r["prompt"] for r in map(json.loads, summary.manifest.read_text().splitlines())] == [0, 2]
+
+
+def test_cli_exit_codes(policy, tmp_path, capsys):
+    prompts = tmp_path / "prompts.jsonl"
+    prompts.write_text(json.dumps({"text": "stack the blocks", "image_seed": 4}) + "\n"
+                       + json.dumps({"text": "pick up the cup", "image": "nowhere.png"}) + "\n")
+    assert main(["--policy", str(policy), "--out", str(tmp_path / "cli"), "--prompts", str(prompts),
+                 "--device", "cpu"]) == 1
+    out = capsys.readouterr()
+    assert "1 video(s) written" in out.out and "raa score-batch" in out.out and "nowhere.png" in out.err
+    assert main(["--policy", str(tmp_path), "--out", str(tmp_path / "x"), "--device", "cpu"]) == 2
+    assert "not a policy export" in capsys.readouterr().err
+    assert main(["--policy", str(policy), "--out", str(tmp_path / "y"), "--samples", "0"]) == 2
