@@ -131,3 +131,16 @@ def test_config_dict_round_trip_and_absolute_dataset_file(tmp_path, monkeypatch)
     out = save_policy(build_world_model(cfg, "cpu"), cfg, tmp_path / "final", iteration=None, source="unit")
     _, stored = read_export(out)
     assert stored.dataset_file == str(prompts.resolve()) and stored.sde_window == (1, 3)
+
+
+def test_the_exporter_loads_only_the_transformer_of_a_pretrained_checkpoint(tmp_path):
+    """parts="transformer": a diffusers-layout folder without VAE or text encoder is enough to export."""
+    tiny = FlowWorldModel.tiny_cosmos(seed=3)
+    tiny.transformer.save_pretrained(tmp_path / "base" / "transformer")
+    cfg = _cfg(tiny="false", model_path=str(tmp_path / "base"))
+    model = build_world_model(cfg, "cpu", parts="transformer")
+    assert model.vae is None and model.text_encoder is None
+    for a, b in zip(tiny.transformer.parameters(), model.transformer.parameters(), strict=True):
+        assert torch.equal(a, b)
+    with pytest.raises(OSError):  # the sampler needs the whole model: no VAE in that folder
+        build_world_model(cfg, "cpu")
