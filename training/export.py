@@ -73,12 +73,13 @@ def checkpoint_tag(checkpoint_dir: Path, tag: str | None = None) -> str:
 
 
 def consolidate(checkpoint_dir: Path, tag: str) -> dict[str, torch.Tensor]:
-    """float32 weights of the transformer (names as in `world_model.transformer.state_dict()`) from a
-    ZeRO checkpoint, merged over ranks by DeepSpeed."""
+    """float32 trained weights of the transformer (names as in `world_model.transformer.state_dict()`)
+    from a ZeRO checkpoint, merged over ranks by DeepSpeed. Frozen weights (the LoRA base) are left
+    out: they equal the base model's, which the exporter loads anyway."""
     from deepspeed.utils.zero_to_fp32 import get_fp32_state_dict_from_zero_checkpoint
 
     try:
-        state = get_fp32_state_dict_from_zero_checkpoint(str(checkpoint_dir), tag=tag)
+        state = get_fp32_state_dict_from_zero_checkpoint(str(checkpoint_dir), tag=tag, exclude_frozen_parameters=True)
     except (FileNotFoundError, ValueError, KeyError) as exc:
         raise ExportError(f"cannot read checkpoint {checkpoint_dir / tag}: {type(exc).__name__}: {exc}") from exc
     return {k[len(_PREFIX):]: v for k, v in state.items() if k.startswith(_PREFIX)}

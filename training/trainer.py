@@ -271,20 +271,18 @@ def train(cfg: TrainConfig, *, local_rank: int = 0, reward_token: str | None = N
         bar.close()
     log.close()
     dist.barrier()
-    # -- 6. the trained policy in peft / diffusers formats (training/export.py) ---------------
-    failed: Exception | None = None
-    if cfg.export == "final" and rank == 0:
-        try:
-            print(f"policy exported to {export_policy(cfg, out_dir / 'final', checkpoint_dir=ckpt_dir)}", flush=True)
-        except Exception as exc:  # the other ranks still reach the barrier; raised after a clean shutdown
-            failed = exc
-    dist.barrier()
     # clean shutdown (DeepSpeed's and PyTorch's documented order): release the engine's ZeRO hooks and
     # buffers, then the process group, instead of leaving both to interpreter teardown
     engine.destroy()
     dist.destroy_process_group()
-    if failed is not None:
-        raise ExportError(f"training finished and its checkpoints are in {ckpt_dir}, but exporting the policy "
-                          f"failed ({type(failed).__name__}: {failed}); retry with "
-                          f"`python -m training.export --run {out_dir}`") from failed
+    # -- 6. the trained policy in peft / diffusers formats (training/export.py) ---------------
+    # rank 0 alone, from the checkpoint every rank finished writing before the barrier above; no
+    # collective waits on it, so a long export cannot time out the other ranks
+    if cfg.export == "final" and rank == 0:
+        try:
+            print(f"policy exported to {export_policy(cfg, out_dir / 'final', checkpoint_dir=ckpt_dir)}", flush=True)
+        except Exception as exc:
+            raise ExportError(f"training finished and its checkpoints are in {ckpt_dir}, but exporting the "
+                              f"policy failed ({type(exc).__name__}: {exc}); retry with "
+                              f"`python -m training.export --run {out_dir}`") from exc
     return out_dir
