@@ -1,4 +1,4 @@
-"""`raa eval reward|report|world-model` and `raa report RUN_ID` (typer; registered in graph/cli.py).
+"""`raa eval reward|report|world-model|compare` and `raa report RUN_ID` (typer; registered in graph/cli.py).
 
 This is the edge: the agent's endpoint comes from `BackboneSettings.from_env()` (RAA_*), the judge's from
 `JudgeSettings.from_env()` (RAA_JUDGE_*), the tools from `ToolSettings.from_env()`.
@@ -14,6 +14,7 @@ Decisions where the issue was silent:
 from __future__ import annotations
 
 import asyncio
+import json
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -174,6 +175,44 @@ def world_model_command(
     if report.failed:
         _console().print(f"{report.failed} questions had no answer (counted as incorrect); see {path}")
     _console().print(f"wrote {path}")
+
+
+@eval_app.command("compare", help="Pair two score-batch outputs (e.g. trained vs base policy) and compare rewards.")
+def compare_command(
+    a: Annotated[Path, typer.Argument(help="Results of side A (raa score-batch output), e.g. the trained policy's.")],
+    b: Annotated[Path, typer.Argument(help="Results of side B, e.g. the base model's from the same noise.")],
+    pair_by: Annotated[str, typer.Option(help="Manifest field pairing the rows (training.generate writes 'key').")] = "key",
+    seed: Annotated[int, typer.Option(help="Seed of the bootstrap interval.")] = 0,
+    json_out: Annotated[Path | None, typer.Option("--json", help="Also write the comparison as JSON.")] = None,
+) -> None:
+    from evals.compare import CompareError, compare
+
+    try:
+        result = compare(a, b, pair_by=pair_by, seed=seed)
+    except CompareError as exc:
+        raise _fail(str(exc)) from exc
+    t = Table(title="Rewards per side (mean over eligible rows)")
+    for col in ("Side", "Rows", "Scored", "Zero", "Inelig.", "Mean reward"):
+        t.add_column(col)
+    for name, side in (("A", result.a), ("B", result.b)):
+        mean = "-" if side.mean_reward is None else f"{side.mean_reward:.4f}"
+        t.add_row(f"{name}: {side.path}", str(side.rows), str(side.scored), str(side.zero), str(side.ineligible), mean)
+    console = _console()
+    console.print(t)
+    console.print(f"pairs by {pair_by!r}: {result.pairs} ({result.pairs_ineligible} left out: an ineligible "
+                  f"reward; unpaired: {result.unpaired_a} in A, {result.unpaired_b} in B)")
+    if result.n:
+        ci = "-" if result.ci95 is None else f"[{result.ci95[0]:+.4f}, {result.ci95[1]:+.4f}]"
+        p = "-" if result.p_sign is None else f"{result.p_sign:.3g}"
+        console.print(f"n = {result.n}: mean A {result.mean_a:.4f}, mean B {result.mean_b:.4f}, "
+                      f"A - B {result.mean_diff:+.4f}, 95% bootstrap CI {ci}; "
+                      f"wins/ties/losses {result.wins}/{result.ties}/{result.losses}, sign test p = {p}")
+    else:
+        console.print("no pair with two eligible rewards: nothing to compare")
+    if json_out is not None:
+        json_out.parent.mkdir(parents=True, exist_ok=True)
+        json_out.write_text(json.dumps(result.as_dict(), indent=2))
+        console.print(f"wrote {json_out}")
 
 
 def report_command(

@@ -1,0 +1,183 @@
+"""Paired comparison of two scored sets of videos: did post-training raise the agent's reward?
+
+``raa eval compare A.jsonl B.jsonl`` reads two ``raa score-batch`` outputs, typically the videos of a
+trained policy and of its base model generated from the same noise (``python -m training.generate``
+with ``--weights trained`` and ``--weights base``), and pairs their rows by a manifest field (default
+``key``: prompt and sample, which generate writes). It reports, per side, the status counts and the
+mean reward over eligible rows, and over the pairs in which both rewards are eligible:
+
+    d_i = r_A,i - r_B,i                       paired difference
+    mean_diff = (1/n) sum_i d_i
+    CI_95 = percentiles 2.5 / 97.5 of the mean of n draws of d with replacement (bootstrap, seeded)
+    wins / ties / losses = #{d_i > 0} / #{d_i = 0} / #{d_i < 0}
+    p_sign = min(1, 2 * sum_{k <= min(w, l)} C(w + l, k) / 2^(w + l))    exact two-sided sign test, ties dropped
+
+Decisions where the issue was silent:
+
+* An ineligible reward (status ``ineligible``, reward None) never counts as a number: its pair is left
+  out of the paired statistics and counted as ``pairs_ineligible``; a zero (status ``zero``) is a
+  reward of 0 and stays in.
+* Rows of one file without a partner in the other are counted (``unpaired_a``, ``unpaired_b``), never
+  silently dropped; a row that lacks the pairing field, a duplicate key, or a line that is not JSON is
+  an error naming the file and line.
+* The bootstrap uses ``numpy.random.default_rng(seed)`` with 10,000 resamples, so a report is
+  reproducible; with fewer than 2 pairs there is no interval (None).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+BOOTSTRAP_DRAWS = 10_000
+
+
+class CompareError(ValueError):
+    """A results file that cannot be paired (missing, malformed, no pairing field, duplicate keys)."""
+
+
+@dataclass
+class SideSummary:
+    """One results file."""
+
+    path: str
+    """The results file."""
+    rows: int
+    """Rows read."""
+    scored: int
+    """Rows with status scored."""
+    zero: int
+    """Rows with status zero (quality pre-check or gate)."""
+    ineligible: int
+    """Rows with no reward (a tool, the model or the input failed)."""
+    mean_reward: float | None
+    """Mean reward over eligible rows (None when there are none)."""
+
+
+@dataclass
+class Comparison:
+    """The paired comparison of side A against side B."""
+
+    a: SideSummary
+    b: SideSummary
+    pair_by: str
+    """Manifest field the rows are paired by."""
+    pairs: int
+    """Keys present in both files."""
+    pairs_ineligible: int
+    """Pairs left out because at least one reward is ineligible."""
+    unpaired_a: int
+    """Rows of A with no partner in B."""
+    unpaired_b: int
+    """Rows of B with no partner in A."""
+    n: int
+    """Pairs in the statistics (both rewards eligible)."""
+    mean_a: float | None
+    """Mean reward of A over those pairs."""
+    mean_b: float | None
+    """Mean reward of B over those pairs."""
+    mean_diff: float | None
+    """Mean of r_A - r_B over those pairs."""
+    ci95: tuple[float, float] | None
+    """Bootstrap 95% interval of mean_diff (None with fewer than 2 pairs)."""
+    wins: int
+    """Pairs with r_A > r_B."""
+    ties: int
+    """Pairs with r_A = r_B."""
+    losses: int
+    """Pairs with r_A < r_B."""
+    p_sign: float | None
+    """Exact two-sided sign-test p-value of wins vs losses (None without untied pairs)."""
+    by_instruction: list[dict[str, Any]] = field(default_factory=list)
+    """Per instruction: n, mean_a, mean_b, mean_diff over its eligible pairs."""
+
+    def as_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def read_results(path: Path, pair_by: str) -> dict[str, dict[str, Any]]:
+    """Rows of a `raa score-batch` output keyed by `row["manifest"][pair_by]` (or a top-level field)."""
+    path = Path(path)
+    if not path.is_file():
+        raise CompareError(f"results file not found: {path}")
+    rows: dict[str, dict[str, Any]] = {}
+    for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1):
+        if not line.strip():
+            continue
+        try:
+            row = json.loads(line)
+        except json.JSONDecodeError as exc:
+            raise CompareError(f"{path}:{number}: not valid JSON ({exc.msg})") from None
+        if not isinstance(row, dict) or not isinstance(row.get("result"), dict):
+            raise CompareError(f"{path}:{number}: not a score-batch row (no 'result' object)")
+        key = (row.get("manifest") or {}).get(pair_by, row.get(pair_by))
+        if key is None:
+            raise CompareError(f"{path}:{number}: no {pair_by!r} field to pair by (choose one with --pair-by)")
+        key = str(key)
+        if key in rows:
+            raise CompareError(f"{path}:{number}: {pair_by} {key!r} appears twice")
+        rows[key] = row
+    return rows
+
+
+def sign_test(wins: int, losses: int) -> float | None:
+    """Exact two-sided sign-test p-value: min(1, 2 * P(X <= min(w, l))), X ~ Binomial(w + l, 1/2)."""
+    n = wins + losses
+    if n == 0:
+        return None
+    tail = sum(math.comb(n, k) for k in range(min(wins, losses) + 1)) / 2**n
+    return min(1.0, 2.0 * tail)
+
+
+def bootstrap_ci(diffs: np.ndarray, seed: int = 0, draws: int = BOOTSTRAP_DRAWS) -> tuple[float, float] | None:
+    """2.5th and 97.5th percentiles of the mean of `len(diffs)` draws with replacement."""
+    if len(diffs) < 2:
+        return None
+    rng = np.random.default_rng(seed)
+    means = diffs[rng.integers(0, len(diffs), size=(draws, len(diffs)))].mean(axis=1)
+    low, high = np.percentile(means, [2.5, 97.5])
+    return float(low), float(high)
+
+
+def _reward(row: dict[str, Any]) -> float | None:
+    value = row["result"].get("reward")
+    return float(value) if isinstance(value, int | float) and math.isfinite(value) else None
+
+
+def _side(path: Path, rows: dict[str, dict[str, Any]]) -> SideSummary:
+    statuses = [r["result"].get("status") for r in rows.values()]
+    eligible = [x for x in (_reward(r) for r in rows.values()) if x is not None]
+    return SideSummary(path=str(path), rows=len(rows), scored=statuses.count("scored"), zero=statuses.count("zero"),
+                       ineligible=len(rows) - len(eligible),
+                       mean_reward=float(np.mean(eligible)) if eligible else None)
+
+
+def compare(path_a: Path, path_b: Path, *, pair_by: str = "key", seed: int = 0) -> Comparison:
+    """Pair the rows of two score-batch outputs and compare their rewards (see module docstring)."""
+    rows_a, rows_b = read_results(path_a, pair_by), read_results(path_b, pair_by)
+    shared = [k for k in rows_a if k in rows_b]
+    kept = [(k, _reward(rows_a[k]), _reward(rows_b[k])) for k in shared]
+    kept = [(k, ra, rb) for k, ra, rb in kept if ra is not None and rb is not None]
+    ra = np.array([x[1] for x in kept], dtype=np.float64)
+    rb = np.array([x[2] for x in kept], dtype=np.float64)
+    d = ra - rb
+    groups: dict[str, list[int]] = {}
+    for i, (k, _, _) in enumerate(kept):
+        groups.setdefault(str(rows_a[k].get("instruction", "")), []).append(i)
+    by_instruction = [{"instruction": text, "n": len(ix), "mean_a": float(ra[ix].mean()),
+                       "mean_b": float(rb[ix].mean()), "mean_diff": float(d[ix].mean())}
+                      for text, ix in groups.items()]
+    wins, losses = int((d > 0).sum()), int((d < 0).sum())
+    return Comparison(
+        a=_side(path_a, rows_a), b=_side(path_b, rows_b), pair_by=pair_by, pairs=len(shared),
+        pairs_ineligible=len(shared) - len(kept), unpaired_a=len(rows_a) - len(shared),
+        unpaired_b=len(rows_b) - len(shared), n=len(kept),
+        mean_a=float(ra.mean()) if len(kept) else None, mean_b=float(rb.mean()) if len(kept) else None,
+        mean_diff=float(d.mean()) if len(kept) else None, ci95=bootstrap_ci(d, seed),
+        wins=wins, ties=len(kept) - wins - losses, losses=losses, p_sign=sign_test(wins, losses),
+        by_instruction=by_instruction)

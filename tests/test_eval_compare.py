@@ -1,0 +1,98 @@
+"""`raa eval compare`: paired rewards of two score-batch outputs, against hand-computed values."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+from typer.testing import CliRunner
+
+from evals.compare import CompareError, bootstrap_ci, compare, sign_test
+from graph.api import ineligible_result
+from graph.batch import read_manifest, result_line
+from graph.cli import app
+from graph.schemas import RewardResult
+
+runner = CliRunner()
+
+
+def _scores(tmp: Path, name: str, rewards: dict[str, float | None], instruction: str = "stack the blocks") -> Path:
+    """A score-batch output over a generate-style manifest (rows keyed by manifest field 'key')."""
+    folder = tmp / name
+    folder.mkdir()
+    manifest = folder / "manifest.jsonl"
+    manifest.write_text("".join(json.dumps({"path": f"videos/{k}.mp4", "instruction": instruction, "key": k}) + "\n"
+                                for k in rewards))
+    lines = []
+    for item, reward in zip(read_manifest(manifest, "full"), rewards.values(), strict=True):
+        if reward is None:
+            result = ineligible_result("full", "observe: transport: timeout")
+        else:
+            result = RewardResult(reward=reward, status="zero" if reward == 0 else "scored", preset="full")
+        lines.append(result_line(item, result))
+    out = folder / "scores.jsonl"
+    out.write_text("\n".join(lines) + "\n")
+    return out
+
+
+def test_sign_test_hand_computed():
+    assert sign_test(3, 1) == pytest.approx(2 * (1 + 4) / 16)  # 0.625
+    assert sign_test(8, 0) == pytest.approx(2 / 256)
+    assert sign_test(2, 2) == 1.0  # capped
+    assert sign_test(0, 0) is None
+
+
+def test_bootstrap_ci():
+    assert bootstrap_ci(np.array([0.5, 0.5, 0.5])) == (0.5, 0.5)
+    assert bootstrap_ci(np.array([0.3])) is None
+    d = np.random.default_rng(1).normal(0.2, 0.1, 50)
+    low, high = bootstrap_ci(d, seed=3)
+    assert low < d.mean() < high and high - low < 0.1
+    assert bootstrap_ci(d, seed=3) == (low, high)  # seeded: reproducible
+
+
+def test_compare_hand_computed(tmp_path):
+    a = _scores(tmp_path, "trained", {"k1": 0.8, "k2": 0.5, "k3": None, "k4": 0.6, "k5": 0.9})
+    b = _scores(tmp_path, "base", {"k1": 0.4, "k2": 0.5, "k3": 0.7, "k4": 0.0, "k6": 0.2})
+    c = compare(a, b)
+    assert (c.pairs, c.pairs_ineligible, c.unpaired_a, c.unpaired_b, c.n) == (4, 1, 1, 1, 3)
+    assert c.mean_a == pytest.approx((0.8 + 0.5 + 0.6) / 3) and c.mean_b == pytest.approx((0.4 + 0.5 + 0.0) / 3)
+    assert c.mean_diff == pytest.approx((0.4 + 0.0 + 0.6) / 3)
+    assert (c.wins, c.ties, c.losses) == (2, 1, 0) and c.p_sign == pytest.approx(0.5)
+    assert c.ci95 is not None and c.ci95[0] <= c.mean_diff <= c.ci95[1]
+    assert (c.a.rows, c.a.scored, c.a.zero, c.a.ineligible) == (5, 4, 0, 1)
+    assert c.a.mean_reward == pytest.approx((0.8 + 0.5 + 0.6 + 0.9) / 4)  # the ineligible row is no number
+    assert (c.b.scored, c.b.zero, c.b.ineligible) == (4, 1, 0) and c.b.mean_reward == pytest.approx(1.8 / 5)
+    assert c.by_instruction == [{"instruction": "stack the blocks", "n": 3, "mean_a": c.mean_a, "mean_b": c.mean_b,
+                                 "mean_diff": c.mean_diff}]
+
+
+def test_compare_refuses_what_it_cannot_pair(tmp_path):
+    good = _scores(tmp_path, "good", {"k1": 0.5})
+    with pytest.raises(CompareError, match="not found"):
+        compare(tmp_path / "missing.jsonl", good)
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text(good.read_text() + "{torn\n")
+    with pytest.raises(CompareError, match=r"bad.jsonl:2: not valid JSON"):
+        compare(bad, good)
+    with pytest.raises(CompareError, match="no 'sample' field"):
+        compare(good, good, pair_by="sample")
+    twice = tmp_path / "twice.jsonl"
+    twice.write_text(good.read_text() * 2)
+    with pytest.raises(CompareError, match="appears twice"):
+        compare(twice, good)
+
+
+def test_cli(tmp_path):
+    a = _scores(tmp_path, "trained", {"k1": 0.9, "k2": 0.7, "k3": 0.8})
+    b = _scores(tmp_path, "base", {"k1": 0.5, "k2": 0.7, "k3": None})
+    out = tmp_path / "cmp.json"
+    res = runner.invoke(app, ["eval", "compare", str(a), str(b), "--json", str(out)])
+    assert res.exit_code == 0, res.output
+    assert "wins/ties/losses 1/1/0" in res.output and "1 left out" in res.output
+    saved = json.loads(out.read_text())
+    assert saved["n"] == 2 and saved["mean_diff"] == pytest.approx(0.2)
+    res = runner.invoke(app, ["eval", "compare", str(a), str(tmp_path / "nope.jsonl")])
+    assert res.exit_code == 2 and "not found" in res.output
