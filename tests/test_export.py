@@ -112,6 +112,9 @@ def test_export_folders_are_checked_and_never_clobber_other_files(tmp_path):
     with pytest.raises(ExportError, match="not an export folder"):
         save_policy(model, cfg, busy, iteration=1, source="unit")
     assert (busy / "notes.txt").read_text() == "mine"
+    (tmp_path / "file").write_text("x")
+    with pytest.raises(ExportError, match="not a folder"):
+        save_policy(model, cfg, tmp_path / "file", iteration=1, source="unit")
     out = save_policy(model, cfg, tmp_path / "final", iteration=1, source="unit")
     save_policy(model, cfg, out, iteration=2, source="unit")  # an earlier export is replaced
     assert read_export(out)[0]["iteration"] == 2

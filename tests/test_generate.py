@@ -7,6 +7,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+import torch
 
 from graph.batch import read_manifest
 from tools.video import read_all_frames
@@ -23,8 +24,6 @@ PROMPTS = [PromptSpec("push the red block to the left", image_seed=1), PromptSpe
 @pytest.fixture(scope="module")
 def policy(tmp_path_factory) -> Path:
     """An export of the smoke model with changed (\"trained\") transformer weights."""
-    import torch
-
     cfg = load_config(SMOKE, ["--num_steps", "3", "--sde_window", "[0, 2]"])
     model = build_world_model(cfg, "cpu")
     set_full_finetune(model)
@@ -102,3 +101,6 @@ def test_cli_exit_codes(policy, tmp_path, capsys):
     assert main(["--policy", str(tmp_path), "--out", str(tmp_path / "x"), "--device", "cpu"]) == 2
     assert "not a policy export" in capsys.readouterr().err
     assert main(["--policy", str(policy), "--out", str(tmp_path / "y"), "--samples", "0"]) == 2
+    if not torch.cuda.is_available():
+        assert main(["--policy", str(policy), "--out", str(tmp_path / "z"), "--device", "cuda"]) == 2
+        assert "no CUDA device" in capsys.readouterr().err

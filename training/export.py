@@ -107,6 +107,8 @@ def save_policy(world_model: FlowWorldModel, cfg: TrainConfig, out: Path, *, ite
                 source: str) -> Path:
     """Write the transformer's trained weights and export.json to `out` (see module docstring)."""
     out = Path(out)
+    if out.exists() and not out.is_dir():
+        raise ExportError(f"{out} exists and is not a folder; choose another output")
     if out.exists() and not (out / EXPORT_FILE).is_file() and any(out.iterdir()):
         raise ExportError(f"{out} exists and is not an export folder; choose another output")
     out.parent.mkdir(parents=True, exist_ok=True)

@@ -228,6 +228,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--num_steps", type=int, help="denoising steps (default: the run's num_steps)")
     parser.add_argument("--device", choices=["auto", "cpu", "cuda"], default="auto")
     args = parser.parse_args(argv)
+    if args.device == "cuda" and not torch.cuda.is_available():
+        print("error: --device cuda, but torch sees no CUDA device", file=sys.stderr)
+        return 2
     device = "cuda" if args.device == "cuda" or (args.device == "auto" and torch.cuda.is_available()) else "cpu"
     try:
         prompts = load_prompts([], str(args.prompts)) if args.prompts is not None else None
