@@ -163,6 +163,16 @@ class TrainConfig:
     """Frames per generated clip (including the conditioning frame)."""
     fps: float = 16.0
     """Frame rate passed to the reward with the decoded clip."""
+    eval_every: int = 0
+    """Held-out evaluation (training/evaluate.py) before the first iteration, every N iterations and after
+    the last: deterministic ODE samples of the eval prompts, scored by the run's reward, logged to
+    output_dir/eval.jsonl; 0 = never."""
+    eval_dataset: list[PromptSpec] = field(default_factory=list)
+    """Held-out prompts (initial frame + text) for eval_every."""
+    eval_dataset_file: str | None = None
+    """JSONL of held-out prompts, appended to ``eval_dataset``."""
+    eval_samples: int = 1
+    """ODE samples per held-out prompt; each (prompt, sample) keeps its noise at every evaluation."""
     decode: Literal["vae", "preview"] = "vae"
     """How rollouts become frames for the reward: the model's VAE (default; the tiny test VAE has a
     responsive seeded init, see policy/vae.py), or the fixed linear latent->RGB preview of
@@ -270,6 +280,10 @@ def validate(cfg: TrainConfig) -> TrainConfig:
         errs.append("model_path is required unless tiny is true")
     if not cfg.dataset and not cfg.dataset_file:
         errs.append("no prompts: set dataset (list of {text, image?}) or dataset_file")
+    if cfg.eval_every < 0 or cfg.eval_samples < 1:
+        errs.append(f"eval_every must be >= 0 and eval_samples >= 1, got {cfg.eval_every} and {cfg.eval_samples}")
+    if cfg.eval_every and not cfg.eval_dataset and not cfg.eval_dataset_file:
+        errs.append("eval_every needs held-out prompts: set eval_dataset or eval_dataset_file")
     positive = {"prompts_per_iteration": cfg.prompts_per_iteration, "inner_epochs": cfg.inner_epochs,
                 "micro_batch": cfg.micro_batch, "optimizer_steps_per_epoch": cfg.optimizer_steps_per_epoch,
                 "max_iterations": cfg.max_iterations, "checkpoint_every": cfg.checkpoint_every,

@@ -27,7 +27,8 @@ Decisions where the issue was silent:
 * The folder is written beside OUT and renamed into place, export.json last: a folder without
   export.json is not an export and ``load_policy`` refuses it. An existing OUT is replaced only when it
   is an earlier export (or empty); anything else there is an error, never deleted.
-* ``dataset_file`` is stored as an absolute path, so the export's prompts resolve from any directory.
+* ``dataset_file`` and ``eval_dataset_file`` are stored as absolute paths, so the export's prompts
+  resolve from any directory.
 """
 
 from __future__ import annotations
@@ -116,7 +117,8 @@ def save_policy(world_model: FlowWorldModel, cfg: TrainConfig, out: Path, *, ite
     try:
         folder = "transformer_lora" if cfg.finetune == "lora" else "transformer"
         world_model.transformer.save_pretrained(str(work / folder))
-        stored = cfg if cfg.dataset_file is None else replace(cfg, dataset_file=str(Path(cfg.dataset_file).resolve()))
+        stored = replace(cfg, **{name: str(Path(getattr(cfg, name)).resolve()) for name in ("dataset_file", "eval_dataset_file")
+                                 if getattr(cfg, name) is not None})
         info = {"format": FORMAT, "finetune": cfg.finetune, "weights": folder, "iteration": iteration,
                 "source": source, "created": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
                 "config": config_to_dict(stored)}

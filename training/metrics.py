@@ -90,33 +90,43 @@ class MetricsLog:
     """Appends rows to OUTPUT_DIR/metrics.jsonl and mirrors them to TensorBoard (rank 0 only); the
     ineligible rewards go to OUTPUT_DIR/ineligible.jsonl, one line each: iteration, prompt, reason.
 
+    Held-out evaluations (training/evaluate.py) go to OUTPUT_DIR/eval.jsonl and TensorBoard ``eval/*``.
     ``append=False`` (a fresh run) removes existing files first; a resumed run appends."""
 
     def __init__(self, output_dir: Path, *, enabled: bool, tensorboard: bool, append: bool = True) -> None:
         self.enabled = enabled
         self.path = output_dir / "metrics.jsonl"
         self.ineligible_path = output_dir / "ineligible.jsonl"
+        self.eval_path = output_dir / "eval.jsonl"
         self.writer = None
         if enabled:
             output_dir.mkdir(parents=True, exist_ok=True)
             if not append:  # a fresh (not resumed) run starts new files
-                self.path.unlink(missing_ok=True)
-                self.ineligible_path.unlink(missing_ok=True)
+                for path in (self.path, self.ineligible_path, self.eval_path):
+                    path.unlink(missing_ok=True)
             if tensorboard:
                 from torch.utils.tensorboard import SummaryWriter
 
                 self.writer = SummaryWriter(str(output_dir / "tensorboard"))
 
     def write(self, row: dict[str, float | int]) -> None:
+        """One training iteration's row (metrics.jsonl, TensorBoard train/*)."""
+        self._append(self.path, "train", row)
+
+    def write_eval(self, row: dict[str, float | int]) -> None:
+        """One held-out evaluation's row (eval.jsonl, TensorBoard eval/*)."""
+        self._append(self.eval_path, "eval", row)
+
+    def _append(self, path: Path, section: str, row: dict[str, float | int]) -> None:
         if not self.enabled:
             return
         clean = {k: (None if isinstance(v, float) and not math.isfinite(v) else v) for k, v in row.items()}
-        with self.path.open("a") as fh:
+        with path.open("a") as fh:
             fh.write(json.dumps(clean) + "\n")
         if self.writer is not None:
             for key, value in row.items():
                 if key != "iteration" and isinstance(value, int | float) and math.isfinite(value):
-                    self.writer.add_scalar(f"train/{key}", value, int(row["iteration"]))
+                    self.writer.add_scalar(f"{section}/{key.removeprefix('eval_')}", value, int(row["iteration"]))
             self.writer.flush()
 
     def write_ineligible(self, iteration: int, items: list[tuple[str, str]]) -> None:

@@ -15,6 +15,8 @@ One iteration, on every rank for its share of the prompts:
    DeepSpeed accumulates ``gradient_accumulation_steps`` micro-batches per optimizer step;
 5. metrics (training/metrics.py) and, every ``checkpoint_every`` iterations and after the last, a
    checkpoint on every rank;
+   With ``eval_every``, held-out prompts are sampled and scored before the first iteration, every
+   ``eval_every`` iterations and after the last (training/evaluate.py -> eval.jsonl);
 6. after the last iteration (``export: final``), rank 0 exports the last checkpoint to
    ``output_dir/final`` (training/export.py), which training/generate.py samples.
 
@@ -60,6 +62,7 @@ from policy.world_model import Conditioning
 from training import engine as ds_engine
 from training.config import ConfigError, TrainConfig, config_to_dict
 from training.data import PromptStream, derive_seed, load_frame, load_prompts
+from training.evaluate import evaluate, summarize_eval
 from training.export import ExportError, export_policy
 from training.grpo import clipped_policy_loss, group_advantages, mean_kl
 from training.metrics import MetricsLog, gather, summarize
@@ -105,6 +108,7 @@ def train(cfg: TrainConfig, *, local_rank: int = 0, reward_token: str | None = N
 
     reward_fn = build_reward(cfg.reward or "", cfg.reward_options, token=reward_token, agent_settings=reward_settings)
     prompts = load_prompts(cfg.dataset, cfg.dataset_file)
+    eval_prompts = load_prompts(cfg.eval_dataset, cfg.eval_dataset_file) if cfg.eval_every else []
     use_cuda = cfg.device == "cuda" or (cfg.device == "auto" and torch.cuda.is_available())
     if use_cuda:
         torch.cuda.set_device(local_rank)
@@ -156,6 +160,13 @@ def train(cfg: TrainConfig, *, local_rank: int = 0, reward_token: str | None = N
 
         bar = tqdm(total=cfg.max_iterations, initial=start, desc="grpo", unit="it")
 
+    def held_out(iteration: int) -> None:  # training/evaluate.py: every rank samples, rank 0 logs
+        engine.module.eval()
+        part = evaluate(world_model, cfg, eval_prompts, reward_fn, iteration=iteration, rank=rank, world=world)
+        log.write_eval(summarize_eval(iteration, gather(part)))
+
+    if eval_prompts and start == 0:  # the baseline of a fresh run
+        held_out(0)
     for it in range(start, cfg.max_iterations):
         # -- 1. rollouts ----------------------------------------------------------------------
         t0 = time.perf_counter()
@@ -264,6 +275,8 @@ def train(cfg: TrainConfig, *, local_rank: int = 0, reward_token: str | None = N
         if bar is not None:
             bar.set_postfix(reward=f"{row['reward_mean']:.4f}", kl=f"{row['approx_kl']:.2e}")
             bar.update(1)
+        if eval_prompts and ((it + 1) % cfg.eval_every == 0 or it + 1 == cfg.max_iterations):
+            held_out(it + 1)
         if (it + 1) % cfg.checkpoint_every == 0 or it + 1 == cfg.max_iterations:
             ds_engine.save(engine, ckpt_dir, it + 1, stream.position)
 

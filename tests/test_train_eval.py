@@ -1,0 +1,79 @@
+"""Held-out evaluation during training (training/evaluate.py): rank shares, the logged row, determinism.
+
+Two-rank runs with ZeRO-2/3 and the check that evaluation leaves training unchanged are in
+tests/test_train_e2e.py (slow)."""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+
+import pytest
+
+from training.config import ConfigError, PromptSpec, load_config
+from training.evaluate import evaluate, rank_items, summarize_eval
+from training.metrics import MetricsLog
+from training.models import build_world_model
+from training.rewards import build_reward
+
+SMOKE = Path(__file__).resolve().parents[1] / "training" / "configs" / "smoke.yaml"
+HELD_OUT = [PromptSpec("push the red block to the left", image_seed=11), PromptSpec("open the drawer", image_seed=12),
+            PromptSpec("stack the blocks", image_seed=13)]
+
+
+def test_rank_items_deal_round_robin_and_pad_to_equal_length():
+    assert rank_items(5, 0, 2) == [(0, True), (2, True), (4, True)]
+    assert rank_items(5, 1, 2) == [(1, True), (3, True), (3, False)]  # last item again, not counted
+    assert rank_items(1, 1, 3) == [(0, False)]  # nothing of its own: still one forward
+    assert rank_items(4, 1, 2) == [(1, True), (3, True)]
+    counted = sorted(i for r in range(3) for i, c in rank_items(7, r, 3) if c)
+    assert counted == list(range(7)) and {len(rank_items(7, r, 3)) for r in range(3)} == {3}
+
+
+def test_summarize_eval_hand_computed():
+    row = summarize_eval(10, [{"rewards": [0.2, None, 0.6], "seconds": 1.5}, {"rewards": [0.4], "seconds": 9.0}])
+    assert row["iteration"] == 10 and row["eval_videos"] == 4 and row["eval_ineligible_count"] == 1
+    assert row["eval_reward_mean"] == pytest.approx(0.4)
+    assert row["eval_reward_std"] == pytest.approx(math.sqrt(((0.2 - 0.4) ** 2 + (0.6 - 0.4) ** 2) / 3))
+    assert row["eval_eligible_fraction"] == pytest.approx(0.75) and row["seconds_eval"] == 1.5
+    empty = summarize_eval(0, [{"rewards": [None], "seconds": 0.1}])
+    assert math.isnan(empty["eval_reward_mean"]) and empty["eval_eligible_fraction"] == 0.0
+
+
+def test_eval_config_is_validated():
+    with pytest.raises(ConfigError, match="eval_every needs held-out prompts"):
+        load_config(SMOKE, ["--eval_every", "5"])
+    with pytest.raises(ConfigError, match="eval_samples >= 1"):
+        load_config(SMOKE, ["--eval_samples", "0"])
+    cfg = load_config(SMOKE, ["--eval_every", "5", "--eval_dataset", "[{text: 'open the drawer', image_seed: 3}]"])
+    assert cfg.eval_dataset == [PromptSpec("open the drawer", image_seed=3)]
+
+
+def test_evaluate_scores_every_item_with_fixed_noise():
+    cfg = load_config(SMOKE, ["--eval_samples", "2", "--num_steps", "3"])
+    model = build_world_model(cfg, "cpu").eval()
+    reward = build_reward(cfg.reward or "", cfg.reward_options)
+    first = evaluate(model, cfg, HELD_OUT, reward, iteration=0, rank=0, world=1)
+    again = evaluate(model, cfg, HELD_OUT, reward, iteration=5, rank=0, world=1)
+    assert len(first["rewards"]) == 6 and first["rewards"] == again["rewards"]  # same noise, same policy
+    assert len(set(first["rewards"])) == 6  # every (prompt, sample) has its own noise
+    halves = [evaluate(model, cfg, HELD_OUT, reward, iteration=0, rank=r, world=2)["rewards"] for r in (0, 1)]
+    assert sorted(halves[0] + halves[1]) == sorted(first["rewards"])  # any rank count, the same items
+
+    def flaky(videos, prompts, **meta):
+        return [None] + [0.5] * (len(videos) - 1)
+
+    row = summarize_eval(1, [evaluate(model, cfg, HELD_OUT, flaky, iteration=1, rank=0, world=1)])
+    assert row["eval_ineligible_count"] == 1 and row["eval_reward_mean"] == 0.5
+
+
+def test_eval_rows_have_their_own_file(tmp_path):
+    log = MetricsLog(tmp_path, enabled=True, tensorboard=False, append=False)
+    log.write_eval({"iteration": 0, "eval_reward_mean": math.nan, "eval_videos": 2})
+    log.write({"iteration": 1, "reward_mean": 0.5})
+    assert json.loads((tmp_path / "eval.jsonl").read_text()) == {"iteration": 0, "eval_reward_mean": None,
+                                                                 "eval_videos": 2}
+    assert "eval_videos" not in (tmp_path / "metrics.jsonl").read_text()
+    MetricsLog(tmp_path, enabled=True, tensorboard=False, append=False)  # a fresh run starts over
+    assert not (tmp_path / "eval.jsonl").exists()

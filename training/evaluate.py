@@ -1,0 +1,88 @@
+"""Held-out evaluation during training (``eval_every``): is the policy improving on prompts it never
+trains on, as the run's own reward sees it?
+
+Before the first iteration (a fresh run's baseline, iteration 0), every ``eval_every`` iterations and
+after the last, each rank samples its share of the (held-out prompt, sample) items with the
+deterministic ODE sampler (``training.generate.sample_video``), the run's reward scores them, and
+rank 0 appends one row to ``OUTPUT_DIR/eval.jsonl`` (TensorBoard ``eval/*``)::
+
+    iteration, eval_reward_mean, eval_reward_std (population), eval_eligible_fraction,
+    eval_ineligible_count, eval_videos, seconds_eval
+
+Decisions where the issue was silent:
+
+* Item (prompt p, sample s) always starts from the noise seeded by ``derive_seed(seed, p, s)``, at
+  every evaluation and on any number of ranks, so the curve moves only with the policy. It is the
+  seed ``python -m training.generate --seed SEED`` uses, so the last row can be reproduced from the
+  exported policy.
+* Items are dealt round-robin to ranks; a rank with fewer items samples its last item again and
+  discards it, so every rank runs the same number of transformer forwards (ZeRO-3 gathers
+  parameters collectively in each forward).
+* Evaluation draws no global random numbers, so it changes nothing in training: a run with
+  ``eval_every`` ends with the same weights as one without (tests/test_train_e2e.py).
+* Ineligible rewards are counted, never averaged in; with none eligible the mean is NaN (logged null).
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+import torch
+
+from policy.world_model import FlowWorldModel
+from training.config import PromptSpec, TrainConfig
+from training.data import derive_seed, load_frame
+from training.generate import sample_video
+from training.rewards import call_reward
+
+
+def rank_items(n_items: int, rank: int, world: int) -> list[tuple[int, bool]]:
+    """(item index, counts) pairs this rank samples: items rank, rank + world, ... and, when it has fewer
+    than ceil(n_items / world), its last item again (or item 0) with counts=False."""
+    share = list(range(rank, n_items, world))
+    length = -(-n_items // world)
+    filler = share[-1] if share else 0
+    return [(i, True) for i in share] + [(filler, False)] * (length - len(share))
+
+
+def evaluate(world_model: FlowWorldModel, cfg: TrainConfig, prompts: Sequence[PromptSpec], reward_fn: Any,
+             *, iteration: int, rank: int, world: int) -> dict[str, Any]:
+    """This rank's part of one evaluation: {"rewards": [...], "seconds": float} (rewards None when ineligible)."""
+    t0 = time.perf_counter()
+    items = [(p, s) for p in range(len(prompts)) for s in range(cfg.eval_samples)]
+    videos, texts, groups = [], [], []
+    conds: dict[int, Any] = {}
+    with torch.no_grad():
+        for index, counts in rank_items(len(items), rank, world):
+            p, s = items[index]
+            if p not in conds:
+                image = load_frame(prompts[p], cfg.height, cfg.width)
+                conds[p] = world_model.encode_prompts(image[None], [prompts[p].text], num_frames=cfg.num_frames)
+            frames = sample_video(world_model, conds[p], "ode", None, cfg.num_steps, cfg.shift,
+                                  derive_seed(cfg.seed, p, s))
+            if counts:
+                videos.append(frames)
+                texts.append(prompts[p].text)
+                groups.append(p)
+    rewards: list[float | None] = []
+    if videos:
+        rewards = call_reward(reward_fn, cfg.reward or "", videos, texts, iteration=iteration, fps=cfg.fps,
+                              group_ids=groups).rewards
+    return {"rewards": rewards, "seconds": time.perf_counter() - t0}
+
+
+def summarize_eval(iteration: int, parts: Sequence[dict[str, Any]]) -> dict[str, float | int]:
+    """The eval.jsonl row from all ranks' `evaluate` outputs."""
+    rewards = [r for p in parts for r in p["rewards"]]
+    eligible = np.array([r for r in rewards if r is not None], dtype=np.float64)
+    return {"iteration": iteration,
+            "eval_reward_mean": float(eligible.mean()) if len(eligible) else math.nan,
+            "eval_reward_std": float(eligible.std()) if len(eligible) else math.nan,
+            "eval_eligible_fraction": len(eligible) / len(rewards) if rewards else 0.0,
+            "eval_ineligible_count": len(rewards) - len(eligible),
+            "eval_videos": len(rewards),
+            "seconds_eval": float(parts[0]["seconds"])}
