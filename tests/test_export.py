@@ -14,7 +14,7 @@ import pytest
 import torch
 
 from policy.world_model import FlowWorldModel
-from training.config import config_from_dict, config_to_dict, load_config
+from training.config_io import config_from_dict, config_to_dict, load_config
 from training.engine import add_lora, set_full_finetune
 from training.export import ExportError, apply_weights, load_policy, read_export, save_policy
 from training.models import build_world_model

@@ -6,15 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from training.config import (
-    ConfigError,
-    PromptSpec,
-    TrainConfig,
-    load_config,
-    parse_cli,
-    resolve_ds_config,
-    validate,
-)
+from training.config import ConfigError, PromptSpec, TrainConfig, resolve_ds_config, validate
+from training.config_io import load_config, parse_cli
 
 CONFIGS = Path(__file__).resolve().parents[1] / "training" / "configs"
 

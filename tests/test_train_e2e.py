@@ -97,7 +97,7 @@ def test_smoke_run_learns_and_logs(smoke_run):
 @pytest.mark.distributed
 def test_smoke_run_changes_parameters(smoke_run):
     sys.path.insert(0, str(ROOT))
-    from training.config import load_config
+    from training.config_io import load_config
     from training.models import build_world_model
 
     cfg = load_config(SMOKE)

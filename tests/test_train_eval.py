@@ -11,7 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from training.config import ConfigError, PromptSpec, load_config
+from training.config import ConfigError, PromptSpec
+from training.config_io import load_config
 from training.evaluate import evaluate, rank_items, summarize_eval
 from training.metrics import MetricsLog
 from training.models import build_world_model

@@ -1,20 +1,8 @@
-"""Training configuration: one dataclass, loaded from YAML, overridable on the command line.
+"""Training configuration: one dataclass (a docstring per field) and its validation.
 
-``load_config(path, overrides)`` reads the YAML file, applies ``--field value`` overrides and
-validates everything *before* any model is loaded (:func:`validate` raises :class:`ConfigError`
-with every problem listed).
-
-Command line (``parse_cli``)::
-
-    --config FILE            YAML file (optional; defaults otherwise)
-    --FIELD VALUE | --FIELD=VALUE
-                             any TrainConfig field, converted by the field's declared type
-    --resume / --tiny ...    a bool field given without a value means true
-    --local_rank N           accepted and ignored (the deepspeed launcher adds it)
-
-Conversion is explicit over ``dataclasses.fields``: bool ("true/false/1/0/yes/no"), int, float, str,
-Literal (must be one of the choices), ``X | None`` ("none"/"null" -> None), and YAML text for the
-container fields (``--sde_window "[0, 2]"``, ``--reward_options "{region: [0, 0, 1, 0.5]}"``).
+:func:`validate` raises :class:`ConfigError` listing every problem, *before* any model is loaded.
+Reading a config from YAML and ``--field value`` overrides, and writing one back, is in
+``training.config_io``.
 
 Decisions where the issue was silent: ``sde_window`` is half-open ``[start, end)`` over step
 indices 0..num_steps-1; ``prompts_per_iteration`` is global (split evenly over ranks, checked at
@@ -23,15 +11,9 @@ launch); a ``ds_config`` without a directory refers to the bundled ``training/co
 
 from __future__ import annotations
 
-import dataclasses
-import types
-import typing
-from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
-
-import yaml
 
 CONFIG_DIR = Path(__file__).resolve().parent / "configs"
 
@@ -52,6 +34,10 @@ class PromptSpec:
     """Path to the initial RGB frame; None -> a seeded synthetic frame (tests / smoke runs)."""
     image_seed: int = 0
     """Seed of the synthetic initial frame when ``image`` is None."""
+    meta: dict[str, Any] = field(default_factory=dict)
+    """Other fields of the prompt (in a JSONL file: every key but text / image / image_seed), e.g. a
+    PAI-Bench task and its VQA questions; training ignores them, training.generate copies them into
+    its manifest rows (so ``raa eval world-model`` can read that manifest)."""
 
 
 @dataclass
@@ -179,86 +165,6 @@ class TrainConfig:
     training/preview.py (a fast alternative)."""
 
 
-def _bool(text: str, name: str) -> bool:
-    low = text.strip().lower()
-    if low in ("1", "true", "yes", "on"):
-        return True
-    if low in ("0", "false", "no", "off"):
-        return False
-    raise ConfigError(f"{name}: expected a boolean (true/false), got {text!r}")
-
-
-def _coerce(value: Any, tp: Any, name: str) -> Any:
-    """Convert ``value`` (YAML value or CLI string) to the declared type ``tp``."""
-    origin = typing.get_origin(tp)
-    args = typing.get_args(tp)
-    if origin in (typing.Union, types.UnionType):
-        inner = [a for a in args if a is not type(None)]
-        if value is None or (isinstance(value, str) and value.strip().lower() in ("none", "null")):
-            return None
-        return _coerce(value, inner[0], name)
-    if origin is Literal:
-        if value not in args:
-            raise ConfigError(f"{name}: must be one of {list(args)}, got {value!r}")
-        return value
-    if isinstance(value, str) and tp not in (str,) and origin in (list, tuple, dict):
-        value = yaml.safe_load(value)
-    if tp is bool:
-        return _bool(value, name) if isinstance(value, str) else _strict(value, bool, name)
-    if tp is int:
-        try:
-            return int(value) if isinstance(value, str) else _strict(value, int, name)
-        except ValueError:
-            raise ConfigError(f"{name}: expected an integer, got {value!r}") from None
-    if tp is float:
-        try:
-            return float(value) if isinstance(value, str) else float(_strict(value, (int, float), name))
-        except ValueError:
-            raise ConfigError(f"{name}: expected a number, got {value!r}") from None
-    if tp is str:
-        return _strict(value, str, name)
-    if origin is tuple:
-        if not isinstance(value, list | tuple) or len(value) != len(args):
-            raise ConfigError(f"{name}: expected a list of {len(args)} values, got {value!r}")
-        return tuple(_coerce(v, a, f"{name}[{i}]") for i, (v, a) in enumerate(zip(value, args, strict=True)))
-    if origin is list:
-        if not isinstance(value, list | tuple):
-            raise ConfigError(f"{name}: expected a list, got {value!r}")
-        return [_coerce(v, args[0], f"{name}[{i}]") for i, v in enumerate(value)]
-    if origin is dict:
-        if not isinstance(value, dict):
-            raise ConfigError(f"{name}: expected a mapping, got {value!r}")
-        return dict(value)
-    if tp is PromptSpec:
-        if isinstance(value, PromptSpec):
-            return value
-        if not isinstance(value, dict):
-            raise ConfigError(f"{name}: expected a mapping with 'text', got {value!r}")
-        return _build(PromptSpec, value, name)
-    raise ConfigError(f"{name}: unsupported field type {tp!r}")  # pragma: no cover
-
-
-def _strict(value: Any, tp: type | tuple[type, ...], name: str) -> Any:
-    if isinstance(value, bool) and tp is not bool:
-        raise ConfigError(f"{name}: expected {tp}, got a boolean {value!r}")
-    if not isinstance(value, tp):
-        raise ConfigError(f"{name}: expected {tp}, got {value!r}")
-    return value
-
-
-def _build(cls: type, data: dict[str, Any], where: str) -> Any:
-    hints = typing.get_type_hints(cls)
-    names = [f.name for f in dataclasses.fields(cls)]
-    unknown = sorted(set(data) - set(names))
-    if unknown:
-        raise ConfigError(f"{where}: unknown field(s) {unknown}; valid fields: {names}")
-    kwargs = {k: _coerce(v, hints[k], f"{where}.{k}" if where else k) for k, v in data.items()}
-    try:
-        return cls(**kwargs)
-    except TypeError as exc:  # a required field is missing
-        raise ConfigError(f"{where or cls.__name__}: {exc}") from None
-
-
 def validate(cfg: TrainConfig) -> TrainConfig:
     """Check every value; raise ConfigError listing all problems. Pure (touches no file or model)."""
     errs: list[str] = []
@@ -319,86 +225,3 @@ def resolve_ds_config(name: str) -> Path:
         return bundled
     raise ConfigError(f"ds_config {name!r} not found (bundled files: "
                       f"{sorted(p.name for p in CONFIG_DIR.glob('*.json'))})")
-
-
-def apply_overrides(data: dict[str, Any], overrides: Sequence[str]) -> dict[str, Any]:
-    """Merge ``--field value`` / ``--field=value`` / bare ``--boolfield`` tokens into ``data``."""
-    hints = typing.get_type_hints(TrainConfig)
-    names = [f.name for f in dataclasses.fields(TrainConfig)]
-    out = dict(data)
-    toks = list(overrides)
-    i = 0
-    while i < len(toks):
-        tok = toks[i]
-        if not tok.startswith("--"):
-            raise ConfigError(f"unexpected argument {tok!r} (expected --field value)")
-        key, eq, val = tok[2:].partition("=")
-        key = key.replace("-", "_")
-        if key == "local_rank":  # added by the deepspeed launcher; rank comes from the environment
-            i += 1 if eq else 2
-            continue
-        if key not in names:
-            raise ConfigError(f"unknown option --{key}; valid fields: {names}")
-        if not eq:
-            nxt = toks[i + 1] if i + 1 < len(toks) else None
-            if hints[key] is bool and (nxt is None or nxt.startswith("--")):
-                out[key], i = True, i + 1
-                continue
-            if nxt is None:
-                raise ConfigError(f"--{key} needs a value")
-            val, i = nxt, i + 2
-        else:
-            i += 1
-        out[key] = _coerce(val, hints[key], key)
-    return out
-
-
-def load_config(path: str | Path | None, overrides: Sequence[str] = ()) -> TrainConfig:
-    """YAML file (or defaults) + overrides -> a validated TrainConfig."""
-    data: dict[str, Any] = {}
-    if path is not None:
-        p = Path(path)
-        if not p.is_file():
-            raise ConfigError(f"config file not found: {p}")
-        loaded = yaml.safe_load(p.read_text()) or {}
-        if not isinstance(loaded, dict):
-            raise ConfigError(f"{p}: top level must be a mapping of TrainConfig fields")
-        data = loaded
-    return config_from_dict(apply_overrides(data, overrides))
-
-
-def config_from_dict(data: dict[str, Any], where: str = "") -> TrainConfig:
-    """A mapping of TrainConfig fields (YAML-shaped, e.g. from `config_to_dict`) -> a validated TrainConfig."""
-    return validate(_build(TrainConfig, data, where))
-
-
-def config_to_dict(cfg: TrainConfig) -> dict[str, Any]:
-    """The config as plain YAML / JSON values (tuples become lists); `config_from_dict` reads it back."""
-    def plain(value: Any) -> Any:
-        if isinstance(value, dict):
-            return {k: plain(v) for k, v in value.items()}
-        if isinstance(value, list | tuple):
-            return [plain(v) for v in value]
-        return value
-
-    return plain(dataclasses.asdict(cfg))
-
-
-def parse_cli(argv: Sequence[str]) -> TrainConfig:
-    """``--config FILE`` plus field overrides -> a validated TrainConfig (see module docstring)."""
-    args = list(argv)
-    path: str | None = None
-    rest: list[str] = []
-    i = 0
-    while i < len(args):
-        key, eq, val = args[i].partition("=")
-        if key == "--config":
-            if not eq:
-                if i + 1 >= len(args):
-                    raise ConfigError("--config needs a file path")
-                val, i = args[i + 1], i + 1
-            path = val
-        else:
-            rest.append(args[i])
-        i += 1
-    return load_config(path, rest)

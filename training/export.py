@@ -46,7 +46,8 @@ from typing import Any, Literal
 import torch
 
 from policy.world_model import FlowWorldModel
-from training.config import TrainConfig, config_from_dict, config_to_dict
+from training.config import TrainConfig
+from training.config_io import config_from_dict, config_to_dict
 from training.models import build_world_model
 
 EXPORT_FILE = "export.json"
@@ -197,7 +198,8 @@ def main(argv: list[str] | None = None) -> int:
     """``python -m training.export --run RUN_DIR [--tag iter_000010] [--out DIR] [--config FILE]``."""
     import argparse
 
-    from training.config import ConfigError, load_config
+    from training.config import ConfigError
+    from training.config_io import load_config
 
     parser = argparse.ArgumentParser(prog="python -m training.export",
                                      description="Export a DynDiff-GRPO checkpoint as peft / diffusers weights.")

@@ -22,7 +22,8 @@ import sys
 from collections.abc import Sequence
 from typing import Any
 
-from training.config import ConfigError, TrainConfig, parse_cli
+from training.config import ConfigError, TrainConfig
+from training.config_io import parse_cli
 
 
 def _single_process_env() -> None:

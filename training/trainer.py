@@ -60,7 +60,8 @@ from evals.diversity import d_prompt, d_prompt_frames
 from policy.rollout import Rollout, RolloutConfig, rollout
 from policy.world_model import Conditioning
 from training import engine as ds_engine
-from training.config import ConfigError, TrainConfig, config_to_dict
+from training.config import ConfigError, TrainConfig
+from training.config_io import config_to_dict
 from training.data import PromptStream, derive_seed, load_frame, load_prompts
 from training.evaluate import evaluate, summarize_eval
 from training.export import ExportError, export_policy
