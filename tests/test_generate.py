@@ -11,7 +11,8 @@ import torch
 
 from graph.batch import read_manifest
 from tools.video import read_all_frames
-from training.config import PromptSpec, load_config
+from training.config import PromptSpec
+from training.config_io import load_config
 from training.engine import set_full_finetune
 from training.export import save_policy
 from training.generate import GenerateError, generate, main
@@ -104,3 +105,23 @@ def test_cli_exit_codes(policy, tmp_path, capsys):
     if not torch.cuda.is_available():
         assert main(["--policy", str(policy), "--out", str(tmp_path / "z"), "--device", "cuda"]) == 2
         assert "no CUDA device" in capsys.readouterr().err
+
+
+def test_prompt_fields_flow_into_a_manifest_the_vqa_eval_reads(policy, tmp_path):
+    """PAI-Bench-style: prompts carry a task and yes/no questions; the generated videos' manifest is a
+    `raa eval world-model` manifest."""
+    from evals.vqa import load_vqa_manifest
+    from training.data import load_prompts
+
+    questions = [{"question": "Does the gripper close on the red block?", "answer": "yes"}]
+    file = tmp_path / "pai.jsonl"
+    file.write_text(json.dumps({"text": "pick up the red block", "image_seed": 2, "task": "pick_place",
+                                "questions": questions, "path": "ignored.mp4"}) + "\n")
+    prompts = load_prompts([], str(file))
+    assert prompts[0].meta == {"task": "pick_place", "questions": questions, "path": "ignored.mp4"}
+    done = generate(policy, tmp_path / "out", prompts=prompts, samples=2)
+    row = json.loads(done.manifest.read_text().splitlines()[0])
+    assert row["path"] == "videos/p0000_s00.mp4" and row["questions"] == questions  # generate's own fields win
+    items = load_vqa_manifest(done.manifest)
+    assert [(Path(i.path).name, i.task, len(i.questions)) for i in items] == [("p0000_s00.mp4", "pick_place", 1),
+                                                                              ("p0000_s01.mp4", "pick_place", 1)]

@@ -5,7 +5,8 @@ drawn from ``seed + e``, and ``position`` counts prompts consumed so far over al
 ``position`` in the checkpoint is enough to resume the exact stream.
 
 Decisions where the issue was silent: images are resized (bilinear) to the run's width x height
-without keeping the aspect ratio; a synthetic frame (``image`` unset) is a seeded flat background
+without keeping the aspect ratio; keys of a JSONL prompt other than text / image / image_seed are
+kept in ``PromptSpec.meta`` (training.generate writes them into its manifest); a synthetic frame (``image`` unset) is a seeded flat background
 with three coloured rectangles, so rollouts have some structure to move.
 """
 
@@ -40,7 +41,8 @@ def load_prompts(dataset: Sequence[PromptSpec], dataset_file: str | None) -> lis
             image = row.get("image")
             if image is not None and not Path(image).is_absolute():
                 image = str(path.parent / image)
-            prompts.append(PromptSpec(text=row["text"], image=image, image_seed=int(row.get("image_seed", 0))))
+            meta = {k: v for k, v in row.items() if k not in ("text", "image", "image_seed")}
+            prompts.append(PromptSpec(text=row["text"], image=image, image_seed=int(row.get("image_seed", 0)), meta=meta))
     if not prompts:
         raise ValueError("no training prompts")
     return prompts

@@ -8,7 +8,9 @@
 run's size and frame count), samples, decodes with the model's VAE and writes
 ``OUT/videos/pNNNN_sMM.mp4`` plus one ``OUT/manifest.jsonl`` row per video: ``path`` (relative to
 OUT) and ``instruction``, as ``raa score-batch`` reads them, and ``prompt``,
-``sample``, ``seed``, ``weights``, ``sampler``, ``iteration``.
+``sample``, ``seed``, ``weights``, ``sampler``, ``iteration``, after the prompt's own extra fields
+(``PromptSpec.meta``: e.g. ``task`` and ``questions``, which make the manifest one that
+``raa eval world-model`` reads, for PAI-Bench-style VQA on the generated videos).
 
 Decisions where the issue was silent:
 
@@ -126,8 +128,9 @@ def generate(policy: Path, out: Path, *, prompts: list[PromptSpec] | None = None
                 except Exception as exc:  # e.g. out of memory on one clip: the others go on
                     summary.failed.append(_failure(key, i, j, exc))
                     continue
-                row = {"path": f"videos/{key}.mp4", "instruction": spec.text, "key": key, "prompt": i, "sample": j,
-                       "seed": video_seed, "weights": weights, "sampler": sampler, "iteration": info.get("iteration")}
+                row = {**spec.meta, "path": f"videos/{key}.mp4", "instruction": spec.text, "key": key, "prompt": i,
+                       "sample": j, "seed": video_seed, "weights": weights, "sampler": sampler,
+                       "iteration": info.get("iteration")}
                 manifest.write(json.dumps(row) + "\n")
                 manifest.flush()
                 summary.written += 1
