@@ -69,6 +69,18 @@ def test_same_settings_give_the_same_videos_and_a_rerun_resumes(policy, tmp_path
     assert np.array_equal(_frames(first.out, "p0000_s01"), _frames(again.out, "p0000_s01"))
     with pytest.raises(GenerateError, match=r"other settings \(differing: \['seed'\]\)"):
         generate(policy, tmp_path / "a", prompts=PROMPTS[:1], samples=2, seed=5)
+    with pytest.raises(GenerateError, match="prompts_sha256"):  # the same keys would name other prompts
+        generate(policy, tmp_path / "a", prompts=PROMPTS[1:], samples=2)
+
+
+def test_a_rerun_drops_a_torn_manifest_line(policy, tmp_path):
+    first = generate(policy, tmp_path / "a", prompts=PROMPTS[:1], samples=1)
+    with first.manifest.open("a") as fh:
+        fh.write('{"path": "videos/p0000_s01.mp4", "instr')  # killed mid-write
+    again = generate(policy, tmp_path / "a", prompts=PROMPTS[:1], samples=2)
+    assert (again.written, again.skipped) == (1, 1)
+    items = read_manifest(first.manifest, "full")  # what raa score-batch will read: no broken line
+    assert [(Path(i["path"]).name, i["error"]) for i in items] == [("p0000_s00.mp4", None), ("p0000_s01.mp4", None)]
 
 
 def test_dyndiff_sampler_explores_and_checks_its_window(policy, tmp_path):

@@ -24,16 +24,18 @@ Decisions where the issue was silent:
   One video at a time (video models sample at batch 1 on one GPU).
 * Prompts default to the run's own (``dataset`` + ``dataset_file``, in that order);
   ``--prompts FILE.jsonl`` takes the training prompt format (``{"text", "image"?, "image_seed"?}``).
-* Resumable: ``OUT/generate.json`` records the settings; a rerun with the same settings skips
-  videos already in the manifest, and one with other settings is refused (a manifest never mixes
-  policies, samplers or seeds). Each video is written to a temporary name and renamed, then its row
-  is appended, so an interrupted run leaves no half-written video in the manifest.
+* Resumable: ``OUT/generate.json`` records the settings (the prompts by digest); a rerun with the same
+  settings skips videos already in the manifest, and one with other settings or prompts is refused
+  (a manifest never mixes policies, samplers, seeds or prompt lists). Each video is written to a
+  temporary name and renamed, then its row is appended; a rerun drops a torn last row, so an
+  interrupted run leaves no half-written video or line in the manifest.
 * Nothing is lost to one bad prompt: a prompt whose image is missing or a sample that fails is
   recorded in ``OUT/failed.jsonl`` with its reason, the others are written, and the command exits 1.
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
 import sys
 from dataclasses import dataclass, field
@@ -93,12 +95,14 @@ def generate(policy: Path, out: Path, *, prompts: list[PromptSpec] | None = None
     rcfg = _sampler_config(cfg, sampler, steps)
     prompt_list = load_prompts(cfg.dataset, cfg.dataset_file) if prompts is None else list(prompts)
     out = Path(out)
+    listed = json.dumps([[p.text, p.image, p.image_seed] for p in prompt_list])
     settings = {"policy": str(Path(policy).resolve()), "iteration": info.get("iteration"), "weights": weights,
                 "sampler": sampler, "seed": seed, "num_steps": steps, "shift": cfg.shift,
-                "num_frames": cfg.num_frames, "height": cfg.height, "width": cfg.width}
+                "num_frames": cfg.num_frames, "height": cfg.height, "width": cfg.width,
+                "prompts_sha256": hashlib.sha256(listed.encode()).hexdigest()}
     _claim(out, settings)
     summary = GenerateSummary(out)
-    done = _done_keys(summary.manifest)
+    done = _resume(summary.manifest)
     model, _, _ = load_policy(policy, device, weights)
     videos = out / "videos"
     videos.mkdir(exist_ok=True)
@@ -194,18 +198,26 @@ def _claim(out: Path, settings: dict[str, Any]) -> None:
     file.write_text(json.dumps(settings, indent=2))
 
 
-def _done_keys(manifest: Path) -> set[str]:
-    """Keys of the videos already in the manifest whose file exists (torn last lines are ignored)."""
+def _resume(manifest: Path) -> set[str]:
+    """Keys of the videos already in the manifest whose file exists. Other lines (a row torn by an
+    interrupted write, a row whose video is gone) are dropped from the manifest, rewritten in place, so
+    it never hands `raa score-batch` a broken line."""
     if not manifest.exists():
         return set()
-    keys = set()
-    for line in manifest.read_text(encoding="utf-8").splitlines():
+    keys, kept = set(), []
+    lines = manifest.read_text(encoding="utf-8").splitlines()
+    for line in lines:
         try:
             row = json.loads(line)
         except ValueError:
             continue
         if isinstance(row, dict) and (manifest.parent / str(row.get("path", ""))).is_file():
             keys.add(str(row.get("key")))
+            kept.append(line)
+    if len(kept) != len(lines):
+        partial = manifest.with_name(f".{manifest.name}.partial")
+        partial.write_text("".join(line + "\n" for line in kept), encoding="utf-8")
+        partial.replace(manifest)
     return keys
 
 
