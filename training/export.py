@@ -118,8 +118,9 @@ def save_policy(world_model: FlowWorldModel, cfg: TrainConfig, out: Path, *, ite
     try:
         folder = "transformer_lora" if cfg.finetune == "lora" else "transformer"
         world_model.transformer.save_pretrained(str(work / folder))
-        stored = replace(cfg, **{name: str(Path(getattr(cfg, name)).resolve()) for name in ("dataset_file", "eval_dataset_file")
-                                 if getattr(cfg, name) is not None})
+        files = {name: str(Path(getattr(cfg, name)).resolve()) for name in ("dataset_file", "eval_dataset_file")
+                 if getattr(cfg, name) is not None}
+        stored = replace(cfg, **files)
         info = {"format": FORMAT, "finetune": cfg.finetune, "weights": folder, "iteration": iteration,
                 "source": source, "created": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
                 "config": config_to_dict(stored)}
@@ -164,7 +165,10 @@ def read_export(path: Path) -> tuple[dict[str, Any], TrainConfig]:
     except json.JSONDecodeError as exc:
         raise ExportError(f"{info_file}: not valid JSON ({exc.msg})") from None
     if not isinstance(info, dict) or info.get("format") != FORMAT:
-        raise ExportError(f"{info_file}: unknown export format {info.get('format') if isinstance(info, dict) else info!r}")
+        found = info.get("format") if isinstance(info, dict) else info
+        raise ExportError(f"{info_file}: unknown export format {found!r}")
+    if info.get("weights") not in ("transformer", "transformer_lora") or info.get("finetune") not in ("lora", "full"):
+        raise ExportError(f"{info_file}: 'weights' / 'finetune' missing or unknown")
     try:
         cfg = config_from_dict(info["config"], "export.json config")
     except (ValueError, KeyError) as exc:
