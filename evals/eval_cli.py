@@ -65,16 +65,23 @@ def _backbone_settings(require_endpoint: bool = True):
 
 
 def _print_table(metrics: list) -> None:
+    """The Table 2 layout; on consoles narrower than RUNS_FULL_WIDTH the rows are labelled by preset id
+    (the paper's labels run to 42 characters and would fold over several lines) and rules are dropped."""
     from evals.table import DISPLAY_NAMES
+    from graph.commands import run_table
 
-    t = Table(title="Reward reliability (Table 2 layout)")
-    for col in ("Method", "R / N (%)", "F+ / n_neg", "P0 / n_prog", "Inelig.", "Unjudged"):
+    console = _console()
+    t, full = run_table("Reward reliability (Table 2 layout)", console.width)
+    t.add_column("Method" if full else "Preset", no_wrap=True)
+    for col in ("R / N (%)", "F+ / n_neg", "P0 / n_prog", "Inelig.", "Unjudged"):
         t.add_column(col)
     for m in metrics:
-        t.add_row(DISPLAY_NAMES[m.preset], m.r_cell, f"{m.f_plus} / {m.n_neg}",
+        t.add_row(DISPLAY_NAMES[m.preset] if full else m.preset, m.r_cell, f"{m.f_plus} / {m.n_neg}",
                   f"{m.p0} / {m.n_prog}", str(m.ineligible), str(m.unjudged))
-    console = _console()
     console.print(t)
+    if not full:
+        console.print("(rows by preset id; the paper's method labels appear from a 110-column console up, "
+                      "and are in table.md)")
     for m in metrics:
         u = m.usage_per_clip
         console.print(f"{m.preset}: calls/clip {u['calls']:.2f}, images/clip {u['images']:.1f}, "

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import re
+from pathlib import Path
 
 import pytest
 import typer
@@ -110,3 +111,15 @@ def test_world_model_command(env):
     report = json.loads((root / "wm" / "vqa.json").read_text())
     assert report["questions"] == 2 and report["correct"] == 1 and report["domain"] == 50.0
     assert "Domain" in out.output and len(model.calls_for("vqa")) == 2
+
+
+def test_eval_reward_table_fits_80_columns(env, monkeypatch):
+    monkeypatch.setenv("COLUMNS", "80")
+    result = runner.invoke(eval_cli.eval_app, ["reward", "-m", "m.jsonl", "-o", "ev", "--presets",
+                                               "audit_no_gate,full"])
+    assert result.exit_code == 0, result.output
+    table = result.output.split("Reward reliability")[1].split("(rows by preset id")[0]
+    assert max(len(line) for line in table.splitlines()) <= 80
+    rows = [line.split() for line in table.splitlines() if line.strip().startswith(("audit_no_gate", "full"))]
+    assert [r[0] for r in rows] == ["audit_no_gate", "full"]  # one line per preset, ids never folded
+    assert "Scope audit and repair (no failure gate)" in (Path("ev") / "table.md").read_text()
