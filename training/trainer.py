@@ -13,10 +13,9 @@ One iteration, on every rank for its share of the prompts:
    (LoRA adapters disabled, or the frozen copy), and takes
    ``loss = clipped GRPO + beta * mu-KL``; ``engine.backward(loss)``; ``engine.step()``;
    DeepSpeed accumulates ``gradient_accumulation_steps`` micro-batches per optimizer step;
-5. metrics (training/metrics.py) and, every ``checkpoint_every`` iterations and after the last, a
-   checkpoint on every rank;
-   With ``eval_every``, held-out prompts are sampled and scored before the first iteration, every
-   ``eval_every`` iterations and after the last (training/evaluate.py -> eval.jsonl);
+5. metrics (training/metrics.py); with ``eval_every``, the held-out evaluation (training/evaluate.py
+   -> eval.jsonl; also once before the first iteration); every ``checkpoint_every`` iterations and
+   after the last, a checkpoint on every rank;
 6. after the last iteration (``export: final``), rank 0 exports the last checkpoint to
    ``output_dir/final`` (training/export.py), which training/generate.py samples.
 
