@@ -147,3 +147,15 @@ def test_the_exporter_loads_only_the_transformer_of_a_pretrained_checkpoint(tmp_
         assert torch.equal(a, b)
     with pytest.raises(OSError):  # the sampler needs the whole model: no VAE in that folder
         build_world_model(cfg, "cpu")
+
+
+def test_a_missing_base_model_is_named(tmp_path):
+    """An export needs the base it was trained from (VAE, text encoder, the LoRA base): a moved or
+    missing model_path is an ExportError naming it, not a loader traceback."""
+    cfg = _cfg()
+    out = save_policy(build_world_model(cfg, "cpu"), cfg, tmp_path / "final", iteration=1, source="unit")
+    info = json.loads((out / "export.json").read_text())
+    info["config"].update(tiny=False, model_path=str(tmp_path / "moved"))
+    (out / "export.json").write_text(json.dumps(info))
+    with pytest.raises(ExportError, match="cannot load the base model at model_path .*moved"):
+        load_policy(out)

@@ -142,7 +142,7 @@ def export_policy(cfg: TrainConfig, out: Path, *, checkpoint_dir: Path | None = 
     checkpoint_dir = Path(checkpoint_dir or Path(cfg.output_dir) / "checkpoints")
     tag = checkpoint_tag(checkpoint_dir, tag)
     state = consolidate(checkpoint_dir, tag)
-    world_model = build_world_model(cfg, "cpu", parts="transformer")
+    world_model = _base(cfg, "transformer")
     if cfg.finetune == "lora":
         add_lora(world_model, cfg)
     else:
@@ -151,6 +151,15 @@ def export_policy(cfg: TrainConfig, out: Path, *, checkpoint_dir: Path | None = 
     match = re.fullmatch(r"iter_(\d+)", tag)
     return save_policy(world_model, cfg, out, iteration=int(match.group(1)) if match else None,
                        source=str((checkpoint_dir / tag).resolve()))
+
+
+def _base(cfg: TrainConfig, parts: Literal["all", "transformer"]) -> FlowWorldModel:
+    """The run's base model on CPU; ExportError naming `model_path` when it cannot be loaded."""
+    try:
+        return build_world_model(cfg, "cpu", parts=parts)
+    except OSError as exc:  # diffusers / transformers: no such folder, missing files, hub unreachable
+        raise ExportError(f"cannot load the base model at model_path {cfg.model_path!r} (the weights training "
+                          f"started from, needed beside the trained ones): {exc}") from exc
 
 
 def read_export(path: Path) -> tuple[dict[str, Any], TrainConfig]:
@@ -183,7 +192,7 @@ def load_policy(path: Path, device: torch.device | str = "cpu",
     """(the policy in eval mode, export.json, the run's TrainConfig). `weights="base"` skips the trained
     weights: the model the run started from."""
     info, cfg = read_export(path)
-    world_model = build_world_model(cfg, "cpu")
+    world_model = _base(cfg, "all")
     if weights == "trained":
         folder = Path(path) / info["weights"]
         if info["finetune"] == "lora":
