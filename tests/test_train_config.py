@@ -123,6 +123,25 @@ def test_entry_point_rejects_bad_config_before_model_load():
     assert "deepspeed" not in proc.stderr.lower()  # failed before the trainer (and any model) was imported
 
 
+def test_missing_prompt_files_stop_before_model_load(tmp_path):
+    import subprocess
+    import sys
+
+    for flags, message in ((["--dataset_file", str(tmp_path / "nope.jsonl")], "prompt file not found: "),
+                           (["--eval_every", "5", "--eval_dataset_file", str(tmp_path / "held.jsonl")],
+                            "held.jsonl")):
+        proc = subprocess.run([sys.executable, "-m", "training.train", "--config", str(CONFIGS / "smoke.yaml"),
+                               *flags], capture_output=True, text=True, timeout=60, cwd=CONFIGS.parents[1])
+        assert proc.returncode == 2, proc.stderr
+        assert message in proc.stderr and "Traceback" not in proc.stderr and "deepspeed" not in proc.stderr.lower()
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text('{"image": "x.png"}\n')
+    proc = subprocess.run([sys.executable, "-m", "training.train", "--config", str(CONFIGS / "smoke.yaml"),
+                           "--dataset_file", str(bad)], capture_output=True, text=True, timeout=60,
+                          cwd=CONFIGS.parents[1])
+    assert proc.returncode == 2 and "bad.jsonl:1: a prompt needs 'text'" in proc.stderr
+
+
 def test_agent_reward_without_endpoint_stops_before_model_load():
     """reward: agent with no RAA_BASE_URL would make every reward ineligible: exit 2 with the connect help."""
     import os

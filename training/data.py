@@ -28,7 +28,7 @@ def load_prompts(dataset: Sequence[PromptSpec], dataset_file: str | None) -> lis
     if dataset_file is not None:
         path = Path(dataset_file)
         if not path.is_file():
-            raise FileNotFoundError(f"dataset_file not found: {path}")
+            raise FileNotFoundError(f"prompt file not found: {path}")
         for n, line in enumerate(path.read_text().splitlines(), start=1):
             if not line.strip():
                 continue

@@ -10,8 +10,8 @@ This is the edge where the environment is read: ``LOCAL_RANK`` (set by the launc
 reward token variable named by ``reward_options.token_env`` (http reward), the agent's ``RAA_*``
 backbone settings (agent reward without a ``model``: endpoint, ``RAA_INSPECT_MODE``, traces), and --
 for a plain single-process run without a launcher -- default ``RANK/WORLD_SIZE/MASTER_ADDR/MASTER_PORT``.
-Config errors, an invalid ``RAA_*`` setting and an agent reward without an endpoint are printed and
-exit with status 2 before any model loads (a run whose every reward is ineligible updates nothing).
+Config errors (a missing or malformed prompt file included), an invalid ``RAA_*`` setting and an agent
+reward without an endpoint are printed and exit with status 2 before any model loads (a run whose every reward is ineligible updates nothing).
 """
 
 from __future__ import annotations
@@ -58,10 +58,24 @@ def reward_settings(cfg: TrainConfig) -> Any:
     return settings
 
 
+def check_prompts(cfg: TrainConfig) -> None:
+    """Read the training (and held-out) prompts once before anything heavy loads: a missing or
+    malformed prompt file is a ConfigError (exit 2), like any other bad setting."""
+    from training.data import load_prompts
+
+    try:
+        load_prompts(cfg.dataset, cfg.dataset_file)
+        if cfg.eval_every:
+            load_prompts(cfg.eval_dataset, cfg.eval_dataset_file)
+    except (FileNotFoundError, ValueError) as exc:
+        raise ConfigError(str(exc)) from None
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     args = list(sys.argv[1:] if argv is None else argv)
     try:
         cfg = parse_cli(args)
+        check_prompts(cfg)
         agent_settings = reward_settings(cfg)
     except ConfigError as exc:
         print(f"error: {exc}", file=sys.stderr)
