@@ -23,11 +23,14 @@ Decisions where the issue was silent:
   also back-propagates through the continuous part D of the mask into the std (the binary part
   B is a step function and carries no gradient). The forward values are identical.
 * Conditioning frames start from, and keep, the first-frame latent (their velocity is 0).
-* No classifier-free guidance in rollouts (one network call per step).
+* Classifier-free guidance is off by default (``guidance_scale = 1``: one network pass per step). With
+  w != 1 every velocity, in the rollout and in ``step_log_prob``, is the guided one, so the policy
+  whose likelihood the update uses is the one that sampled.
 """
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 from typing import Literal
 
@@ -69,6 +72,9 @@ class RolloutConfig:
     """Whether step_log_prob back-propagates through the continuous part of the current mask."""
     mask_history: Literal["window", "trajectory"] = "window"
     """Where D = B = 0: at the SDE window's first step ("window") or only at step 0 ("trajectory")."""
+    guidance_scale: float = 1.0
+    """Classifier-free guidance weight w of every velocity (rollout and likelihood): 1 = off; otherwise
+    the conditioning needs negative text embeddings and each step costs a doubled-batch pass."""
 
     def __post_init__(self) -> None:
         self.sde_window = (int(self.sde_window[0]), int(self.sde_window[1]))
@@ -84,6 +90,8 @@ class RolloutConfig:
             raise RolloutConfigError(str(exc)) from exc
         if not self.shift > 0:
             raise RolloutConfigError(f"shift must be > 0, got {self.shift}")
+        if not (self.guidance_scale >= 0 and math.isfinite(self.guidance_scale)):
+            raise RolloutConfigError(f"guidance_scale must be a finite number >= 0, got {self.guidance_scale}")
         for name, value, allowed in (
             ("log_prob_reduce", self.log_prob_reduce, ("sum", "mean")),
             ("mask_grad", self.mask_grad, ("detached", "differentiable")),
@@ -167,7 +175,7 @@ def rollout(
     records: list[SDEStepRecord] = []
     for k in range(config.num_steps):
         s, s_next = sigmas[k].expand(b), sigmas[k + 1].expand(b)
-        v = model.velocity(x, s, cond)
+        v = model.velocity(x, s, cond, config.guidance_scale)
         x0 = predict_x0(x, v, s)
         if start <= k < end:
             prev = None if _needs_reset(config, k, prev_x0) else prev_x0
@@ -192,6 +200,7 @@ def sample_ode(
     *,
     generator: torch.Generator | None = None,
     noise: Tensor | None = None,
+    guidance_scale: float = 1.0,
 ) -> Tensor:
     """Final latents [B, C, F, H, W] of the deterministic sampler: ``num_steps`` flow Euler steps
     ``x <- x + (s_next - s) v`` over :func:`sigma_schedule` (the ODE steps of :func:`rollout`, with no
@@ -202,7 +211,7 @@ def sample_ode(
     sigmas = sigma_schedule(num_steps, shift).to(x.device)
     for k in range(num_steps):
         s, s_next = sigmas[k].expand(b), sigmas[k + 1].expand(b)
-        x = x + (s_next - s).view(b, 1, 1, 1, 1) * model.velocity(x, s, cond)
+        x = x + (s_next - s).view(b, 1, 1, 1, 1) * model.velocity(x, s, cond, guidance_scale)
     return x
 
 
@@ -236,7 +245,7 @@ def step_log_prob(
     ``record.prev_x0_hat`` (``r_base`` everywhere when that is None).
     """
     x_t = record.x_t
-    v = model.velocity(x_t, record.sigma, cond)
+    v = model.velocity(x_t, record.sigma, cond, config.guidance_scale)
     if record.prev_x0_hat is None:
         mask = dynamic_mask(None, config.tau, config.r_base, shape=tuple(x_t.shape), device=x_t.device)
     else:

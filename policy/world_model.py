@@ -14,6 +14,9 @@ Decisions where the issue was silent:
   DeepSpeed see the trainable network alone; the VAE and the text encoder are frozen helpers
   that still follow ``.to(device, dtype)`` (``_apply`` is extended for them).
 * ``decode`` returns numpy uint8 [B, T, H, W, 3] (what the reward tools take).
+* Classifier-free guidance is optional (``velocity(..., guidance_scale=w)``, default 1 = off, one
+  transformer pass): with w != 1 the conditional and the negative-prompt branch run as one pass over
+  the doubled batch, so a ZeRO-3 forward still gathers the parameters once.
 * ``encode_prompts`` takes ``num_frames`` (pixel frames of the clip to generate; default
   ``default_num_frames``) because the conditioning mask needs the latent frame count.
 * Tiny models (``tiny_cosmos`` / ``tiny_wan``): the real transformer and VAE classes with a few
@@ -22,7 +25,7 @@ Decisions where the issue was silent:
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
@@ -49,6 +52,9 @@ class Conditioning:
     """[B, L, D] text features in the transformer's input width."""
     cond_mask: Tensor
     """[B, 1, F, 1, 1]: 0 on conditioning frames (kept, no noise, no likelihood), 1 on generated ones."""
+    negative_text_embeds: Tensor | None = None
+    """[B, L, D] features of the negative prompt (the unconditional branch of classifier-free
+    guidance); None when the conditioning is used without guidance."""
 
     def __post_init__(self) -> None:
         b = self.first_frame_latent.shape[0]
@@ -56,6 +62,10 @@ class Conditioning:
             raise ValueError(f"first_frame_latent must be [B, C, 1, H, W], got {tuple(self.first_frame_latent.shape)}")
         if self.text_embeds.ndim != 3 or self.text_embeds.shape[0] != b:
             raise ValueError(f"text_embeds must be [B={b}, L, D], got {tuple(self.text_embeds.shape)}")
+        neg = self.negative_text_embeds
+        if neg is not None and neg.shape != self.text_embeds.shape:
+            raise ValueError(f"negative_text_embeds must match text_embeds {tuple(self.text_embeds.shape)}, "
+                             f"got {tuple(neg.shape)}")
         cm = self.cond_mask
         if cm.ndim != 5 or cm.shape[0] != b or cm.shape[1] != 1 or cm.shape[3:] != (1, 1):
             raise ValueError(f"cond_mask must be [B={b}, 1, F, 1, 1], got {tuple(cm.shape)}")
@@ -70,17 +80,19 @@ class Conditioning:
 
     def select(self, index: Tensor | slice | Sequence[int]) -> Conditioning:
         """The rows ``index`` of every field."""
-        return Conditioning(self.first_frame_latent[index], self.text_embeds[index], self.cond_mask[index])
+        return self._map(lambda t: t[index])
 
     def repeat_interleave(self, n: int) -> Conditioning:
         """Each row repeated ``n`` times in place (a prompt -> its group of ``n`` rollouts)."""
-        return Conditioning(*(t.repeat_interleave(n, dim=0) for t in self._tensors()))
+        return self._map(lambda t: t.repeat_interleave(n, dim=0))
 
     def to(self, device: torch.device | str) -> Conditioning:
-        return Conditioning(*(t.to(device) for t in self._tensors()))
+        return self._map(lambda t: t.to(device))
 
-    def _tensors(self) -> tuple[Tensor, Tensor, Tensor]:
-        return self.first_frame_latent, self.text_embeds, self.cond_mask
+    def _map(self, fn: Callable[[Tensor], Tensor]) -> Conditioning:
+        neg = self.negative_text_embeds
+        return Conditioning(fn(self.first_frame_latent), fn(self.text_embeds), fn(self.cond_mask),
+                            None if neg is None else fn(neg))
 
 
 def make_cond_mask(batch: int, num_latent_frames: int, num_cond_frames: int = 1,
@@ -91,6 +103,12 @@ def make_cond_mask(batch: int, num_latent_frames: int, num_cond_frames: int = 1,
     m = torch.ones(batch, 1, num_latent_frames, 1, 1, device=device)
     m[:, :, :num_cond_frames] = 0
     return m
+
+
+def guided_velocity(v_cond: Tensor, v_uncond: Tensor, scale: float) -> Tensor:
+    """Classifier-free guidance on the velocity field: ``v = v_uncond + w (v_cond - v_uncond)``
+    (w = 1: the conditional velocity; w = 0: the unconditional one)."""
+    return v_uncond + scale * (v_cond - v_uncond)
 
 
 class FlowWorldModel(torch.nn.Module):
@@ -142,11 +160,13 @@ class FlowWorldModel(torch.nn.Module):
         return out
 
     # ------------------------------------------------------------------ velocity
-    def velocity(self, x_t: Tensor, sigma: Tensor | float, cond: Conditioning) -> Tensor:
+    def velocity(self, x_t: Tensor, sigma: Tensor | float, cond: Conditioning, guidance_scale: float = 1.0) -> Tensor:
         """Rectified-flow velocity ``v = eps - x0`` at ``x_t`` [B, C, F, H, W], noise level ``sigma`` [B].
 
         Conditioning frames are replaced by ``cond.first_frame_latent`` before the forward and get
-        ``v = 0``. Returns float32.
+        ``v = 0``. Returns float32. With ``guidance_scale`` w != 1, classifier-free guidance
+        (:func:`guided_velocity`) from one transformer pass over the batch doubled with
+        ``cond.negative_text_embeds`` (required then).
         """
         if x_t.ndim != 5:
             raise ValueError(f"x_t must be [B, C, F, H, W], got {tuple(x_t.shape)}")
@@ -162,11 +182,19 @@ class FlowWorldModel(torch.nn.Module):
         keep = cond.cond_mask.to(device=x_t.device, dtype=torch.float32)
         x_in = keep * x_t.float() + (1.0 - keep) * ff.to(x_t.device).float()
         text = cond.text_embeds.to(x_t.device)
+        if guidance_scale == 1.0:
+            return self._forward(x_in, s, keep, text) * keep
+        if cond.negative_text_embeds is None:
+            raise ValueError(f"guidance_scale {guidance_scale} needs negative text embeddings "
+                             "(encode_prompts(..., negative_prompt=...))")
+        both = torch.cat([text, cond.negative_text_embeds.to(x_t.device)])
+        v = self._forward(torch.cat([x_in, x_in]), torch.cat([s, s]), torch.cat([keep, keep]), both)
+        return guided_velocity(v[:b], v[b:], guidance_scale) * keep
+
+    def _forward(self, x_in: Tensor, s: Tensor, keep: Tensor, text: Tensor) -> Tensor:
         if self.backend == "cosmos":
-            v = cosmos_velocity(self.transformer, x_in, s, keep, text, cond_frame_sigma=self.cond_frame_sigma)
-        else:
-            v = wan_velocity(self.transformer, x_in, s, keep, text, num_train_timesteps=self.num_train_timesteps)
-        return v * keep
+            return cosmos_velocity(self.transformer, x_in, s, keep, text, cond_frame_sigma=self.cond_frame_sigma)
+        return wan_velocity(self.transformer, x_in, s, keep, text, num_train_timesteps=self.num_train_timesteps)
 
     # ------------------------------------------------------------------ shapes and codecs
     def latent_shape(self, num_frames: int, height: int, width: int) -> tuple[int, int, int, int]:
@@ -182,8 +210,10 @@ class FlowWorldModel(torch.nn.Module):
 
     @torch.no_grad()
     def encode_prompts(self, images: np.ndarray | Tensor, texts: Sequence[str], *,
-                       num_frames: int | None = None, num_cond_frames: int = 1) -> Conditioning:
-        """First frames uint8 [B, H, W, 3] + texts -> :class:`Conditioning` for a ``num_frames`` clip."""
+                       num_frames: int | None = None, num_cond_frames: int = 1,
+                       negative_prompt: str | None = None) -> Conditioning:
+        """First frames uint8 [B, H, W, 3] + texts -> :class:`Conditioning` for a ``num_frames`` clip;
+        with ``negative_prompt`` (e.g. "" ) also its features, for classifier-free guidance."""
         if self.vae is None or self.text_encoder is None:
             raise RuntimeError("encode_prompts needs the VAE and the text encoder")
         if len(texts) != len(images):
@@ -194,7 +224,11 @@ class FlowWorldModel(torch.nn.Module):
         device = next(self.transformer.parameters()).device
         first = encode_first_frames(self.vae, images).to(device)
         text = self.text_encoder.encode(list(texts), device=device, dtype=self.transformer.dtype)
-        return Conditioning(first, text, make_cond_mask(len(texts), f, num_cond_frames, device=device))
+        negative = None
+        if negative_prompt is not None:
+            negative = self.text_encoder.encode([negative_prompt] * len(texts), device=device,
+                                                dtype=self.transformer.dtype)
+        return Conditioning(first, text, make_cond_mask(len(texts), f, num_cond_frames, device=device), negative)
 
     @torch.no_grad()
     def decode(self, latents: Tensor) -> np.ndarray:

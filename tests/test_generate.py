@@ -137,3 +137,13 @@ def test_prompt_fields_flow_into_a_manifest_the_vqa_eval_reads(policy, tmp_path)
     items = load_vqa_manifest(done.manifest)
     assert [(Path(i.path).name, i.task, len(i.questions)) for i in items] == [("p0000_s00.mp4", "pick_place", 1),
                                                                               ("p0000_s01.mp4", "pick_place", 1)]
+
+
+def test_guidance_can_be_set_per_call(policy, tmp_path):
+    plain = generate(policy, tmp_path / "plain", prompts=PROMPTS[:1])
+    guided = generate(policy, tmp_path / "guided", prompts=PROMPTS[:1], guidance_scale=3.0, negative_prompt="blurry")
+    assert json.loads((guided.out / "generate.json").read_text())["negative_prompt"] == "blurry"
+    assert json.loads((plain.out / "generate.json").read_text())["negative_prompt"] is None  # w = 1: not encoded
+    assert np.abs(_frames(plain.out, "p0000_s00").astype(int) - _frames(guided.out, "p0000_s00").astype(int)).mean() > 1
+    with pytest.raises(GenerateError, match="guidance_scale must be >= 0"):
+        generate(policy, tmp_path / "bad", prompts=PROMPTS[:1], guidance_scale=-2.0)

@@ -154,7 +154,7 @@ class _ConstantVelocity:
     def __init__(self, c: float) -> None:
         self.c = c
 
-    def velocity(self, x, sigma, cond):  # noqa: ANN001, ANN201 (test double)
+    def velocity(self, x, sigma, cond, guidance_scale=1.0):  # noqa: ANN001, ANN201 (test double)
         return self.c * cond.cond_mask.to(x.dtype).expand_as(x)
 
 

@@ -123,6 +123,12 @@ def test_entry_point_rejects_bad_config_before_model_load():
     assert "deepspeed" not in proc.stderr.lower()  # failed before the trainer (and any model) was imported
 
 
+def test_guidance_scale_is_validated():
+    with pytest.raises(ConfigError, match="guidance_scale must be >= 0"):
+        load_config(CONFIGS / "smoke.yaml", ["--guidance_scale", "-1"])
+    assert load_config(CONFIGS / "smoke.yaml", ["--guidance_scale", "4.5"]).guidance_scale == 4.5
+
+
 def test_missing_prompt_files_stop_before_model_load(tmp_path):
     import subprocess
     import sys

@@ -215,7 +215,7 @@ def test_zero3_runs(tmp_path):
 def test_lora_runs_with_adapter_reference(tmp_path):
     out = tmp_path / "lora"
     _train(out, "--max_iterations", "3", "--checkpoint_every", "3", "--finetune", "lora", "--lora_rank", "4",
-           "--beta", "0.1", "--optimizer_steps_per_epoch", "2")
+           "--beta", "0.1", "--optimizer_steps_per_epoch", "2", "--guidance_scale", "2.0")  # guided rollouts too
     rows = _rows(out)
     assert len(rows) == 3
     # the second optimizer step of an iteration is off-policy: the mu-KL to the reference is positive

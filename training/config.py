@@ -79,6 +79,11 @@ class TrainConfig:
     """Whether the update back-propagates through the continuous part of the current dynamic mask."""
     mask_history: Literal["window", "trajectory"] = "window"
     """Where D = B = 0: at the SDE window's first step (window) or only at step 0 (trajectory)."""
+    guidance_scale: float = 1.0
+    """Classifier-free guidance weight w of rollouts, likelihoods and evaluation samples,
+    v = v_neg + w (v_cond - v_neg); 1 = off (one transformer pass per step, else a doubled batch)."""
+    negative_prompt: str = ""
+    """Text of the guidance's negative branch (used when guidance_scale != 1)."""
     # --- GRPO -------------------------------------------------------------------------------
     group_size: int = 8
     """Rollouts G per prompt (one GRPO group)."""
@@ -195,6 +200,8 @@ def validate(cfg: TrainConfig) -> TrainConfig:
                 "max_iterations": cfg.max_iterations, "checkpoint_every": cfg.checkpoint_every,
                 "height": cfg.height, "width": cfg.width, "num_frames": cfg.num_frames}
     errs += [f"{k} must be >= 1, got {v}" for k, v in positive.items() if v < 1]
+    if not cfg.guidance_scale >= 0:
+        errs.append(f"guidance_scale must be >= 0, got {cfg.guidance_scale}")
     for name in ("clip_range", "a_max", "mu_kl_eps", "learning_rate", "fps", "shift"):
         if not getattr(cfg, name) > 0:
             errs.append(f"{name} must be > 0, got {getattr(cfg, name)}")

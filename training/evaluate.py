@@ -37,6 +37,7 @@ from policy.world_model import FlowWorldModel
 from training.config import PromptSpec, TrainConfig
 from training.data import derive_seed, load_frame
 from training.generate import sample_video
+from training.models import negative_prompt
 from training.rewards import call_reward
 
 
@@ -61,9 +62,10 @@ def evaluate(world_model: FlowWorldModel, cfg: TrainConfig, prompts: Sequence[Pr
             p, s = items[index]
             if p not in conds:
                 image = load_frame(prompts[p], cfg.height, cfg.width)
-                conds[p] = world_model.encode_prompts(image[None], [prompts[p].text], num_frames=cfg.num_frames)
+                conds[p] = world_model.encode_prompts(image[None], [prompts[p].text], num_frames=cfg.num_frames,
+                                                      negative_prompt=negative_prompt(cfg))
             frames = sample_video(world_model, conds[p], "ode", None, cfg.num_steps, cfg.shift,
-                                  derive_seed(cfg.seed, p, s))
+                                  derive_seed(cfg.seed, p, s), cfg.guidance_scale)
             if counts:
                 videos.append(frames)
                 texts.append(prompts[p].text)

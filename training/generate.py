@@ -17,7 +17,8 @@ Decisions where the issue was silent:
 * Samplers (``sampler``): ``ode`` (default) is the deterministic flow sampler
   (``policy.rollout.sample_ode``) over the run's schedule: what a world model is evaluated with.
   ``dyndiff`` draws the training rollouts (``policy.rollout.rollout`` with the run's SDE window,
-  tau and r_base), to look at what the policy explored.
+  tau and r_base), to look at what the policy explored. Both use the run's classifier-free
+  guidance (``guidance_scale``, ``negative_prompt``) unless overridden.
 * Every video's noise comes from its own generator seeded by ``(seed, prompt index, sample)``, so
   ``--weights trained`` and ``--weights base`` with the same seed start from the same noise (paired
   before/after comparisons), and a video does not depend on which others are generated with it.
@@ -86,19 +87,24 @@ def video_key(prompt: int, sample: int) -> str:
 
 def generate(policy: Path, out: Path, *, prompts: list[PromptSpec] | None = None, samples: int = 1,
              seed: int = 0, weights: Weights = "trained", sampler: Sampler = "ode",
-             num_steps: int | None = None, device: str = "cpu", progress: bool = False) -> GenerateSummary:
-    """Generate `samples` videos per prompt with the exported policy at `policy` into `out`."""
+             num_steps: int | None = None, guidance_scale: float | None = None,
+             negative_prompt: str | None = None, device: str = "cpu", progress: bool = False) -> GenerateSummary:
+    """Generate `samples` videos per prompt with the exported policy at `policy` into `out`
+    (`num_steps`, `guidance_scale`, `negative_prompt`: None = the run's)."""
     if samples < 1:
         raise GenerateError(f"samples must be >= 1, got {samples}")
     info, cfg = read_export(policy)
     steps = cfg.num_steps if num_steps is None else num_steps
-    rcfg = _sampler_config(cfg, sampler, steps)
+    guidance = cfg.guidance_scale if guidance_scale is None else guidance_scale
+    negative = (cfg.negative_prompt if negative_prompt is None else negative_prompt) if guidance != 1.0 else None
+    rcfg = _sampler_config(cfg, sampler, steps, guidance)
     prompt_list = load_prompts(cfg.dataset, cfg.dataset_file) if prompts is None else list(prompts)
     out = Path(out)
     listed = json.dumps([[p.text, p.image, p.image_seed] for p in prompt_list])
     settings = {"policy": str(Path(policy).resolve()), "iteration": info.get("iteration"), "weights": weights,
                 "sampler": sampler, "seed": seed, "num_steps": steps, "shift": cfg.shift,
                 "num_frames": cfg.num_frames, "height": cfg.height, "width": cfg.width,
+                "guidance_scale": guidance, "negative_prompt": negative,
                 "prompts_sha256": hashlib.sha256(listed.encode()).hexdigest()}
     _claim(out, settings)
     summary = GenerateSummary(out)
@@ -120,14 +126,15 @@ def generate(policy: Path, out: Path, *, prompts: list[PromptSpec] | None = None
                 try:
                     image = load_frame(spec, cfg.height, cfg.width)
                     with torch.no_grad():
-                        cond = model.encode_prompts(image[None], [spec.text], num_frames=cfg.num_frames)
+                        cond = model.encode_prompts(image[None], [spec.text], num_frames=cfg.num_frames,
+                                                    negative_prompt=negative)
                 except Exception as exc:  # a bad prompt (missing image, unreadable file): its videos only
                     summary.failed += [_failure(k, i, j, exc) for j, k in todo]
                     todo = []
             for j, key in todo:
                 video_seed = derive_seed(seed, i, j)
                 try:
-                    frames = sample_video(model, cond, sampler, rcfg, steps, cfg.shift, video_seed)
+                    frames = sample_video(model, cond, sampler, rcfg, steps, cfg.shift, video_seed, guidance)
                     write_video(videos / f".{key}.partial.mp4", frames, fps=cfg.fps).replace(videos / f"{key}.mp4")
                 except Exception as exc:  # e.g. out of memory on one clip: the others go on
                     summary.failed.append(_failure(key, i, j, exc))
@@ -147,13 +154,14 @@ def generate(policy: Path, out: Path, *, prompts: list[PromptSpec] | None = None
 
 
 def sample_video(model: FlowWorldModel, cond: Conditioning, sampler: Sampler, rcfg: RolloutConfig | None,
-                 num_steps: int, shift: float, seed: int) -> np.ndarray:
+                 num_steps: int, shift: float, seed: int, guidance_scale: float = 1.0) -> np.ndarray:
     """One clip uint8 [T, H, W, 3] for a one-prompt conditioning: noise from a generator seeded with
-    `seed`, then the ODE sampler or a DynDiff rollout (`rcfg`), decoded by the model's VAE."""
+    `seed`, then the ODE sampler (with `guidance_scale`) or a DynDiff rollout (`rcfg`, which carries its
+    own), decoded by the model's VAE."""
     gen = torch.Generator(device=cond.first_frame_latent.device).manual_seed(seed)
     with torch.no_grad():
         if sampler == "ode":
-            latents = sample_ode(model, cond, num_steps, shift, generator=gen)
+            latents = sample_ode(model, cond, num_steps, shift, generator=gen, guidance_scale=guidance_scale)
         else:
             if rcfg is None:
                 raise GenerateError("the dyndiff sampler needs a RolloutConfig")
@@ -165,16 +173,18 @@ def _failure(key: str, prompt: int, sample: int, exc: Exception) -> dict[str, An
     return {"key": key, "prompt": prompt, "sample": sample, "reason": f"{type(exc).__name__}: {exc}"}
 
 
-def _sampler_config(cfg: TrainConfig, sampler: Sampler, steps: int) -> RolloutConfig | None:
+def _sampler_config(cfg: TrainConfig, sampler: Sampler, steps: int, guidance: float) -> RolloutConfig | None:
     if steps < 1:
         raise GenerateError(f"num_steps must be >= 1, got {steps}")
+    if not guidance >= 0:
+        raise GenerateError(f"guidance_scale must be >= 0, got {guidance}")
     if sampler == "ode":
         return None
     if sampler != "dyndiff":
         raise GenerateError(f"sampler must be 'ode' or 'dyndiff', got {sampler!r}")
     try:
         return RolloutConfig(num_steps=steps, sde_window=tuple(cfg.sde_window), tau=cfg.tau, r_base=cfg.r_base,
-                             shift=cfg.shift, mask_history=cfg.mask_history)
+                             shift=cfg.shift, mask_history=cfg.mask_history, guidance_scale=guidance)
     except RolloutConfigError as exc:
         raise GenerateError(f"dyndiff sampler with num_steps {steps}: {exc}") from None
 
@@ -241,6 +251,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--sampler", choices=["ode", "dyndiff"], default="ode",
                         help="deterministic flow sampler (default) or the training's DynDiff rollouts")
     parser.add_argument("--num_steps", type=int, help="denoising steps (default: the run's num_steps)")
+    parser.add_argument("--guidance_scale", type=float,
+                        help="classifier-free guidance weight, 1 = off (default: the run's guidance_scale)")
+    parser.add_argument("--negative_prompt", help="negative prompt of the guidance (default: the run's)")
     parser.add_argument("--device", choices=["auto", "cpu", "cuda"], default="auto")
     args = parser.parse_args(argv)
     if args.device == "cuda" and not torch.cuda.is_available():
@@ -250,7 +263,8 @@ def main(argv: list[str] | None = None) -> int:
     try:
         prompts = load_prompts([], str(args.prompts)) if args.prompts is not None else None
         summary = generate(args.policy, args.out, prompts=prompts, samples=args.samples, seed=args.seed,
-                           weights=args.weights, sampler=args.sampler, num_steps=args.num_steps, device=device,
+                           weights=args.weights, sampler=args.sampler, num_steps=args.num_steps,
+                           guidance_scale=args.guidance_scale, negative_prompt=args.negative_prompt, device=device,
                            progress=sys.stderr.isatty())
     except (ExportError, GenerateError, ConfigError, FileNotFoundError, ValueError) as exc:
         print(f"error: {exc}", file=sys.stderr)

@@ -35,3 +35,8 @@ def build_world_model(cfg: TrainConfig, device: torch.device | str,
     if cfg.tiny and cfg.dtype != "float32":  # from_pretrained already loaded torch_dtype; the VAE stays float32
         model.transformer.to(dtype=DTYPES[cfg.dtype])
     return model.to(device=device)
+
+
+def negative_prompt(cfg: TrainConfig) -> str | None:
+    """The negative prompt to encode with each prompt: the config's when guidance is on, else None."""
+    return cfg.negative_prompt if cfg.guidance_scale != 1.0 else None

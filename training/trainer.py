@@ -66,7 +66,7 @@ from training.evaluate import evaluate, summarize_eval
 from training.export import ExportError, export_policy
 from training.grpo import clipped_policy_loss, group_advantages, mean_kl
 from training.metrics import MetricsLog, gather, summarize
-from training.models import build_world_model
+from training.models import build_world_model, negative_prompt
 from training.preview import latent_preview
 from training.rewards import call_reward
 
@@ -126,7 +126,7 @@ def train(cfg: TrainConfig, *, local_rank: int = 0, reward_token: str | None = N
     grad_accum = micro_batches // cfg.optimizer_steps_per_epoch
     rcfg = RolloutConfig(num_steps=cfg.num_steps, sde_window=tuple(cfg.sde_window), tau=cfg.tau,
                          r_base=cfg.r_base, shift=cfg.shift, log_prob_reduce=cfg.log_prob_reduce,
-                         mask_grad=cfg.mask_grad, mask_history=cfg.mask_history)
+                         mask_grad=cfg.mask_grad, mask_history=cfg.mask_history, guidance_scale=cfg.guidance_scale)
     out_dir = Path(cfg.output_dir)
     ckpt_dir = out_dir / "checkpoints"
 
@@ -177,7 +177,8 @@ def train(cfg: TrainConfig, *, local_rank: int = 0, reward_token: str | None = N
             for slot, index in enumerate(mine):
                 spec = prompts[index]
                 image = load_frame(spec, cfg.height, cfg.width)
-                cond = world_model.encode_prompts(image[None], [spec.text], num_frames=cfg.num_frames)
+                cond = world_model.encode_prompts(image[None], [spec.text], num_frames=cfg.num_frames,
+                                                  negative_prompt=negative_prompt(cfg))
                 cond = cond.repeat_interleave(group)
                 gen = torch.Generator(device=device).manual_seed(derive_seed(cfg.seed, it, rank, slot))
                 ro = rollout(world_model, cond, rcfg, generator=gen)
