@@ -18,6 +18,7 @@ from __future__ import annotations
 import json
 import os
 import random
+import socket
 import subprocess
 import sys
 import threading
@@ -40,8 +41,17 @@ REQUIRED = ("iteration", "reward_mean", "reward_std", "eligible_fraction", "clip
 pytestmark = [pytest.mark.slow]
 
 
+def _free_port() -> int:
+    """A port the OS has just handed out. Not `random.randint`: the autouse seeding (conftest) made every
+    test draw the same port, and a run starting while the previous run's socket was still held failed
+    with EADDRINUSE (the intermittent failures of this module)."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
 def _train(out: Path, *extra: str, timeout: int = 600) -> None:
-    cmd = [TORCHRUN, "--nproc_per_node", "2", "--master_port", str(random.randint(20000, 40000)),
+    cmd = [TORCHRUN, "--nproc_per_node", "2", "--master_port", str(_free_port()),
            "-m", "training.train", "--config", str(SMOKE), "--output_dir", str(out), "--progress", "false",
            "--tensorboard", "false", *extra]
     env = {**os.environ, "OMP_NUM_THREADS": "1"}
