@@ -6,6 +6,7 @@ import asyncio
 import json
 import threading
 from http.server import BaseHTTPRequestHandler, HTTPServer
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -193,6 +194,43 @@ def test_agent_reward_scores_with_one_agent_across_batches(monkeypatch, tmp_path
     stages = [c.stage for c in model.calls]
     assert "plan" in stages and "inspect" not in stages  # RAA_INSPECT_MODE reached the training reward
     assert not any((tmp_path / "clips").iterdir())  # temporary clips removed after scoring
+
+
+def test_run_ids_travel_from_a_reward_batch_to_the_outcome():
+    from training.rewards import RewardBatch
+
+    def reward(videos, prompts, **meta):
+        return RewardBatch([0.5, None], [[], ["observe: timeout"]], ["run-a", "run-b"])
+
+    out = call_reward(reward, "agent", _clips(), ["a", "b"])
+    assert out.run_ids == ["run-a", "run-b"] and out.rewards == [0.5, None]
+    assert call_reward(lambda v, p, **m: [0.1, 0.2], "plain", _clips(), ["a", "b"]).run_ids == [None, None]
+    with pytest.raises(RewardLengthError, match="run ids"):
+        call_reward(lambda v, p, **m: RewardBatch([0.1, 0.2], [[], []], ["x"]), "agent", _clips(), ["a", "b"])
+
+
+def test_agent_reward_keeps_clips_that_its_traces_name(tmp_path):
+    """videos="keep": each rollout's clip stays where its trace says, so `raa report RUN_ID` of a training
+    reward can show it; the run ids name real traces."""
+    from graph.settings import BackboneSettings
+    from graph.testing import ScriptedChatModel
+    from graph.tracing import open_saver, read_trace
+    from tests.graph_scripts import full_script
+    from training.rewards import AgentReward
+
+    traces = tmp_path / "traces.sqlite"
+    settings = BackboneSettings(inspect_mode="plan", cache_path=None, traces_path=str(traces))
+    fn = AgentReward(preset="decomposed", video_dir=str(tmp_path / "clips"), videos="keep",
+                     model=ScriptedChatModel(full_script()), settings=settings)
+    clips = [np.random.default_rng(0).integers(0, 255, (9, 32, 32, 3), dtype=np.uint8)] * 2
+    out = call_reward(fn, "agent", clips, ["pick the cup", "open the drawer"], fps=8.0, iteration=7, rank=1)
+    assert out.rewards[0] is not None and all(out.run_ids)
+    for i, run_id in enumerate(out.run_ids):
+        trace = read_trace(open_saver(traces), run_id)
+        assert trace.values["video"] == str((tmp_path / "clips" / "it000007" / f"r1_{i:04d}.mp4").resolve())
+        assert Path(trace.values["video"]).is_file()
+    with pytest.raises(ValueError, match="keep needs video_dir"):
+        AgentReward(videos="keep")
 
 
 def test_agent_reward_rejects_a_bad_preset_before_any_model_loads():

@@ -271,8 +271,8 @@ class _PartialReward(BaseHTTPRequestHandler):
 
     def do_POST(self):  # noqa: N802
         body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
-        results = [{"reward": None if item["instruction"] == "pick up the cup" else random.random(), "reasons": []}
-                   for item in body["items"]]
+        results = [{"reward": None if item["instruction"] == "pick up the cup" else random.random(), "reasons": [],
+                    "run_id": f"svc-{body['meta']['iteration']}-{n}"} for n, item in enumerate(body["items"])]
         data = json.dumps({"results": results}).encode()
         self.send_response(200)
         self.send_header("Content-Length", str(len(data)))
@@ -303,3 +303,7 @@ def test_rank_with_only_ineligible_group_stays_in_step(tmp_path):
     assert [r["ineligible_none"] for r in rows if r["skipped_groups"]] == [4, 4]
     why = [json.loads(x) for x in (out / "ineligible.jsonl").read_text().splitlines()]  # both ranks' items
     assert len(why) == 8 and {w["prompt"] for w in why} == {"pick up the cup"}
+    each = [json.loads(x) for x in (out / "rewards.jsonl").read_text().splitlines()]  # every rollout, both ranks
+    assert len(each) == 4 * 8 and {(r["rank"], r["sample"]) for r in each} == {(k, s) for k in (0, 1) for s in range(4)}
+    assert all(r["run_id"] == f"svc-{r['iteration'] - 1}-{4 * r['group'] + r['sample']}" for r in each)
+    assert {r["prompt"] for r in each if r["reward"] is None} == {"pick up the cup"}

@@ -99,3 +99,15 @@ def test_summarize_over_ranks_and_log(tmp_path):
     line = json.loads((tmp_path / "metrics.jsonl").read_text())
     assert line["mu_kl"] is None and line["seconds_update"] == 3.0
     assert any((tmp_path / "tensorboard").iterdir())
+
+
+def test_rewards_log_one_line_per_rollout(tmp_path):
+    log = MetricsLog(tmp_path, enabled=True, tensorboard=False, append=False)
+    items = [{"rank": 0, "group": 0, "sample": 0, "prompt": "open the drawer", "reward": 0.5, "run_id": "run-1"},
+             {"rank": 1, "group": 0, "sample": 1, "prompt": "stack", "reward": None, "run_id": None}]
+    log.write_rewards(3, items)
+    log.write_rewards(4, [])
+    rows = [json.loads(x) for x in (tmp_path / "rewards.jsonl").read_text().splitlines()]
+    assert rows == [{"iteration": 3, **items[0]}, {"iteration": 3, **items[1]}]
+    MetricsLog(tmp_path, enabled=False, tensorboard=False).write_rewards(5, items)  # other ranks write nothing
+    assert len((tmp_path / "rewards.jsonl").read_text().splitlines()) == 2

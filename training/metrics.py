@@ -90,7 +90,8 @@ class MetricsLog:
     """Appends rows to OUTPUT_DIR/metrics.jsonl and mirrors them to TensorBoard (rank 0 only); the
     ineligible rewards go to OUTPUT_DIR/ineligible.jsonl, one line each: iteration, prompt, reason.
 
-    Held-out evaluations (training/evaluate.py) go to OUTPUT_DIR/eval.jsonl and TensorBoard ``eval/*``.
+    Held-out evaluations (training/evaluate.py) go to OUTPUT_DIR/eval.jsonl and TensorBoard ``eval/*``;
+    every rollout's reward (and the run id of its trace, for the agent rewards) to OUTPUT_DIR/rewards.jsonl.
     ``append=False`` (a fresh run) removes existing files first; a resumed run appends."""
 
     def __init__(self, output_dir: Path, *, enabled: bool, tensorboard: bool, append: bool = True) -> None:
@@ -98,11 +99,12 @@ class MetricsLog:
         self.path = output_dir / "metrics.jsonl"
         self.ineligible_path = output_dir / "ineligible.jsonl"
         self.eval_path = output_dir / "eval.jsonl"
+        self.rewards_path = output_dir / "rewards.jsonl"
         self.writer = None
         if enabled:
             output_dir.mkdir(parents=True, exist_ok=True)
             if not append:  # a fresh (not resumed) run starts new files
-                for path in (self.path, self.ineligible_path, self.eval_path):
+                for path in (self.path, self.ineligible_path, self.eval_path, self.rewards_path):
                     path.unlink(missing_ok=True)
             if tensorboard:
                 from torch.utils.tensorboard import SummaryWriter
@@ -136,6 +138,15 @@ class MetricsLog:
         with self.ineligible_path.open("a") as fh:
             for prompt, reason in items:
                 fh.write(json.dumps({"iteration": iteration, "prompt": prompt, "reason": reason}) + "\n")
+
+    def write_rewards(self, iteration: int, items: list[dict[str, Any]]) -> None:
+        """One line per rollout of `iteration` (all ranks): rank, group, sample, prompt, reward (None when
+        ineligible) and the run id of the reward's trace when it has one (`raa trace RUN_ID`)."""
+        if not self.enabled or not items:
+            return
+        with self.rewards_path.open("a") as fh:
+            for item in items:
+                fh.write(json.dumps({"iteration": iteration, **item}) + "\n")
 
     def close(self) -> None:
         if self.writer is not None:

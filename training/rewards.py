@@ -2,7 +2,7 @@
 
 A reward is any callable ``(videos, prompts, **meta) -> list[float | None]`` (:data:`RewardFn`), sync
 or async: ``videos`` are decoded clips, uint8 [T, H, W, 3] each; ``prompts`` the task texts; ``meta``
-carries ``fps``, ``iteration`` and ``group_ids``. ``None`` means ineligible (the agent's ⊥).
+carries ``fps``, ``iteration``, ``rank`` and ``group_ids``. ``None`` means ineligible (the agent's ⊥).
 
 Adapters:
 
@@ -37,6 +37,7 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import contextlib
 import inspect
 import json
 import math
@@ -62,6 +63,9 @@ class RewardBatch:
     """One reward per video, None = ineligible."""
     reasons: list[list[str]]
     """One list of reasons per video (may be empty; used for the ineligible ones)."""
+    run_ids: list[str | None] | None = None
+    """Per video, the id of the run that scored it when the reward keeps one (the agent's trace:
+    ``raa trace RUN_ID``); the trainer logs it in rewards.jsonl."""
 
 
 class RewardLengthError(ValueError):
@@ -78,6 +82,8 @@ class RewardOutcome:
     """Why each ineligible item is ineligible (None for eligible ones)."""
     counts: dict[str, int] = field(default_factory=dict)
     """Ineligible items by kind: none, nan, inf, error."""
+    run_ids: list[str | None] = field(default_factory=list)
+    """Per item, the run that scored it (a RewardBatch's run_ids), else None."""
 
     @property
     def ineligible_count(self) -> int:
@@ -174,7 +180,11 @@ class AgentReward:
     max_concurrency: int = 16
     """Concurrent agent runs per batch."""
     video_dir: str | None = None
-    """Where clips are written as mp4 for the agent (None: a temporary directory per batch)."""
+    """Where clips are written as mp4 for the agent (None: the system's temporary directory)."""
+    videos: Literal["temporary", "keep"] = "temporary"
+    """temporary: each batch's clips are deleted once scored; keep: they stay in
+    ``video_dir/itNNNNNN/rR_NNNN.mp4`` (iteration, rank, index), so ``raa trace`` / ``raa report`` of a
+    training reward (run ids in rewards.jsonl) can still show the rollout's frames."""
     model: Any = None
     """A LangChain chat model for the backbone; None: ChatOpenAI built from ``settings``."""
     settings: Any = None
@@ -195,6 +205,9 @@ class AgentReward:
         self._config = (self.settings or BackboneSettings()).agent_config(self.preset)
         if self.max_concurrency < 1:
             raise ValueError(f"AgentReward: max_concurrency must be >= 1, got {self.max_concurrency}")
+        if self.videos not in ("temporary", "keep") or (self.videos == "keep" and not self.video_dir):
+            raise ValueError(f"AgentReward: videos must be 'temporary' or 'keep' (keep needs video_dir), "
+                             f"got {self.videos!r}")
 
     async def __call__(self, videos: Sequence[np.ndarray], prompts: Sequence[str], **meta: Any) -> list[float | None]:
         from graph import ascore_videos, build_reward_agent  # lazy: the trainer must not need the agent stack
@@ -203,15 +216,21 @@ class AgentReward:
         if self._agent is None:
             self._agent = build_reward_agent(self._config, model=self.model, settings=self.settings, tools=self.tools)
         fps = float(meta.get("fps", 16.0))
-        with tempfile.TemporaryDirectory(dir=self.video_dir) as tmp:
+        iteration, rank = int(meta.get("iteration", 0)), int(meta.get("rank", 0))
+        with contextlib.ExitStack() as stack:
+            if self.videos == "keep":
+                folder = Path(str(self.video_dir)) / f"it{iteration:06d}"
+                folder.mkdir(parents=True, exist_ok=True)
+            else:
+                folder = Path(stack.enter_context(tempfile.TemporaryDirectory(dir=self.video_dir)))
             items = []
             for i, (video, prompt) in enumerate(zip(videos, prompts, strict=True)):
-                path = write_video(Path(tmp) / f"it{meta.get('iteration', 0)}_{i:04d}.mp4", video, fps=fps)
-                items.append({"video": str(path), "instruction": prompt})
+                path = write_video(folder / f"r{rank}_{i:04d}.mp4", video, fps=fps)
+                items.append({"video": str(path.resolve()), "instruction": prompt})
             results = await ascore_videos(items, self._config, agent=self._agent,
                                           max_concurrency=self.max_concurrency)
         self.last_reasons = [list(r.reasons) for r in results]
-        return RewardBatch([r.reward for r in results], self.last_reasons)
+        return RewardBatch([r.reward for r in results], self.last_reasons, [r.run_id or None for r in results])
 
 
 @dataclass
@@ -268,7 +287,7 @@ class HttpAgentReward:
                 raise ValueError(f"expected {len(videos)} results, got {type(results).__name__}")
             rewards = [None if r.get("reward") is None else float(r["reward"]) for r in results]
             self.last_reasons = [list(r.get("reasons") or []) for r in results]
-            return RewardBatch(rewards, self.last_reasons)
+            return RewardBatch(rewards, self.last_reasons, [r.get("run_id") or None for r in results])
         except Exception as exc:  # any failure -> every item ineligible, with the reason
             reason = f"http reward failed: {type(exc).__name__}: {exc}"
             self.last_reasons = [[reason] for _ in videos]
@@ -306,10 +325,13 @@ def call_reward(fn: RewardFn, name: str, videos: Sequence[np.ndarray], prompts: 
         reason = f"reward {name!r} raised {type(exc).__name__}: {exc}"
         return RewardOutcome([None] * len(videos), [reason] * len(videos), counts)
     given: list[list[str]] = [[] for _ in videos]
+    run_ids: list[str | None] = [None] * len(videos)
     if isinstance(raw, RewardBatch):
-        if len(raw.reasons) != len(raw.rewards):
-            raise RewardLengthError(f"reward {name!r} returned {len(raw.rewards)} rewards but "
-                                    f"{len(raw.reasons)} reason lists")
+        if len(raw.reasons) != len(raw.rewards) or (raw.run_ids is not None and len(raw.run_ids) != len(raw.rewards)):
+            raise RewardLengthError(f"reward {name!r} returned {len(raw.rewards)} rewards but {len(raw.reasons)} "
+                                    f"reason lists and {'no' if raw.run_ids is None else len(raw.run_ids)} run ids")
+        if raw.run_ids is not None and len(raw.run_ids) == len(videos):
+            run_ids = [str(r) if r else None for r in raw.run_ids]
         given, raw = [list(r) for r in raw.reasons], raw.rewards
     if not isinstance(raw, list | tuple):
         raise RewardLengthError(f"reward {name!r} returned {type(raw).__name__}, expected a list of "
@@ -339,7 +361,7 @@ def call_reward(fn: RewardFn, name: str, videos: Sequence[np.ndarray], prompts: 
         else:
             rewards.append(f)
             reasons.append(None)
-    return RewardOutcome(rewards, reasons, counts)
+    return RewardOutcome(rewards, reasons, counts, run_ids)
 
 
 def build_reward(name: str, options: dict[str, Any], *, token: str | None = None,

@@ -195,7 +195,7 @@ def train(cfg: TrainConfig, *, local_rank: int = 0, reward_token: str | None = N
         texts = [g.text for g in groups for _ in range(group)]
         group_ids = [gi for gi in range(len(groups)) for _ in range(group)]
         outcome = call_reward(reward_fn, cfg.reward or "", videos, texts, iteration=it, fps=cfg.fps,
-                              group_ids=group_ids)
+                              group_ids=group_ids, rank=rank)
         adv, valid, stats = group_advantages(outcome.rewards, group_ids, cfg.a_max, cfg.adv_eps)
         for gi, g in enumerate(groups):
             g.advantages = adv[gi * group:(gi + 1) * group].to(device)
@@ -263,12 +263,16 @@ def train(cfg: TrainConfig, *, local_rank: int = 0, reward_token: str | None = N
             "update_skipped": valid_total.item() == 0,
             "ineligible_items": [(texts[i], outcome.reasons[i] or "ineligible")
                                  for i, r in enumerate(outcome.rewards) if r is None],
+            "reward_items": [{"rank": rank, "group": gi, "sample": i % group, "prompt": texts[i],
+                              "reward": outcome.rewards[i], "run_id": outcome.run_ids[i]}
+                             for i, gi in enumerate(group_ids)],
         }
         parts = gather(local)
         row = summarize(it + 1, parts)
         log.write(row)
         why = [item for p in parts for item in p["ineligible_items"]]
         log.write_ineligible(it + 1, why)
+        log.write_rewards(it + 1, [item for p in parts for item in p["reward_items"]])
         if why and row["eligible_fraction"] == 0 and rank == 0:  # nothing to learn from: say why at once
             note = (f"iteration {it + 1}: every reward was ineligible (no update); e.g. {why[0][1][:300]} "
                     f"(all reasons: {log.ineligible_path})")
