@@ -290,9 +290,11 @@ def train(cfg: TrainConfig, *, local_rank: int = 0, reward_token: str | None = N
     log.close()
     dist.barrier()
     # clean shutdown (DeepSpeed's and PyTorch's documented order): release the engine's ZeRO hooks and
-    # buffers, then the process group, instead of leaving both to interpreter teardown
+    # buffers, then the process groups, instead of leaving them to interpreter teardown. DeepSpeed's
+    # destroy_process_group also drops the group references DeepSpeed caches (deepspeed.utils.groups);
+    # torch's alone left those to be destructed while the interpreter shut down
     engine.destroy()
-    dist.destroy_process_group()
+    deepspeed.comm.destroy_process_group()
     # -- 6. the trained policy in peft / diffusers formats (training/export.py) ---------------
     # rank 0 alone, from the checkpoint every rank finished writing before the barrier above; no
     # collective waits on it, so a long export cannot time out the other ranks
