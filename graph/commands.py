@@ -282,6 +282,8 @@ def serve_reward_command(
                                               help="Bearer token required on /v1/* (none = open).")] = None,
     max_items: Annotated[int, typer.Option(min=1, help="Most clips in one request.")] = 1024,
     max_body_mb: Annotated[float, typer.Option(min=0.001, help="Largest request body (MiB).")] = 2048.0,
+    keep_videos: Annotated[Path | None, typer.Option(help="Keep every request's clips here (for raa report "
+                                                          "of training rewards); default: deleted.")] = None,
 ) -> None:
     """Serve the reward agent on /v1/score for training's `reward: http` (and /v1/info, /healthz)."""
     import uvicorn
@@ -298,7 +300,7 @@ def serve_reward_command(
     agent = build_batch_agent(settings, preset, default_checkpointer(settings.traces_path),
                               make_chat_model(settings))
     app = create_reward_app(agent, preset, token=token, max_concurrency=concurrency, max_items=max_items,
-                            max_body_mb=max_body_mb, durability=settings.trace_durability,
+                            max_body_mb=max_body_mb, durability=settings.trace_durability, keep_videos=keep_videos,
                             info={"model": settings.model, "inspect_mode": settings.inspect_mode,
                                   "traces": settings.traces_path})
     typer.echo(f"reward service: preset {preset}, traces in {settings.traces_path}; "

@@ -21,8 +21,11 @@ Decisions where the issues were silent:
   video is the agent's own ineligible result (video fault). A malformed request (not JSON, no `items`
   list, more than `max_items` items) is a 400 for the whole batch, which the client turns into an
   ineligible batch; a body over `max_body_mb` is a 413; a missing or wrong token is a 401.
-- Clips are written to a temporary folder for the runs and deleted when the request is answered.
-  `fps` and `meta` are accepted and not used: the mp4 carries its frame rate.
+- Clips are written to a temporary folder for the runs and deleted when the request is answered,
+  unless the service keeps them (`keep_videos`, `raa serve-reward --keep-videos DIR`): then each
+  request's clips stay in `DIR/itNNNNNN-XXXXXXXX/` (the iteration from `meta`), where the traces
+  point, so `raa report RUN_ID` on the service host shows a training reward's frames. `fps` is
+  accepted and not used: the mp4 carries its frame rate.
 """
 
 from __future__ import annotations
@@ -47,6 +50,16 @@ from graph.settings import TraceDurability
 from tools.service import HTTPProblem, check_bearer, problem_response, read_body_limited
 
 
+def _request_folder(keep: str | Path | None, iteration: Any) -> str:
+    """A new folder for one request's clips: temporary, or `keep/itNNNNNN-<8 hex>` when clips are kept
+    (the iteration from the request's meta when it is an integer; several trainer ranks post per iteration)."""
+    if keep is None:
+        return tempfile.mkdtemp(prefix="raa-reward-")
+    label = f"it{iteration:06d}" if isinstance(iteration, int) and not isinstance(iteration, bool) else "request"
+    Path(keep).mkdir(parents=True, exist_ok=True)
+    return tempfile.mkdtemp(prefix=f"{label}-", dir=str(keep))
+
+
 def _item(index: int, item: Any, folder: str) -> tuple[str, str] | str:
     """(video path written, instruction), or the reason the item cannot be scored."""
     if not isinstance(item, dict):
@@ -69,8 +82,9 @@ def _item(index: int, item: Any, folder: str) -> tuple[str, str] | str:
 
 def create_reward_app(agent: Any, preset: str, *, token: str | None = None, max_concurrency: int = 16,
                       max_items: int = 1024, max_body_mb: float = 2048.0, durability: TraceDurability = "exit",
-                      info: dict[str, Any] | None = None) -> FastAPI:
-    """FastAPI app serving `agent` (a compiled reward agent for `preset`) on /v1/score (module docstring)."""
+                      info: dict[str, Any] | None = None, keep_videos: str | Path | None = None) -> FastAPI:
+    """FastAPI app serving `agent` (a compiled reward agent for `preset`) on /v1/score (module docstring);
+    `keep_videos`: a folder that keeps every request's clips (see the module docstring)."""
     if max_concurrency < 1 or max_items < 1 or max_body_mb <= 0:
         raise ValueError("max_concurrency and max_items must be >= 1 and max_body_mb > 0")
     limit = int(max_body_mb * 1024 * 1024)
@@ -117,11 +131,13 @@ def create_reward_app(agent: Any, preset: str, *, token: str | None = None, max_
             raise HTTPProblem(400, "the body must be a JSON object with an 'items' list")
         if len(items) > max_items:
             raise HTTPProblem(400, f"{len(items)} items in one request; the limit is {max_items}")
-        folder = await asyncio.to_thread(tempfile.mkdtemp, prefix="raa-reward-")
+        meta = payload.get("meta") if isinstance(payload.get("meta"), dict) else {}
+        folder = await asyncio.to_thread(_request_folder, keep_videos, meta.get("iteration"))
         try:
             results = await asyncio.gather(*(run_one(i, item, folder) for i, item in enumerate(items)))
         finally:
-            await asyncio.to_thread(shutil.rmtree, folder, True)
+            if keep_videos is None:
+                await asyncio.to_thread(shutil.rmtree, folder, True)
         return {"results": [r.model_dump(mode="json") for r in results]}
 
     return app

@@ -6,6 +6,7 @@ import asyncio
 import base64
 import json
 import threading
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -157,3 +158,22 @@ def test_cli_needs_an_endpoint_and_a_known_preset(monkeypatch, tmp_path):
         info = c.get("/v1/info", headers=AUTH).json()
     assert info["preset"] == "no_audit" and info["inspect_mode"] == "plan" and info["model"] == "m"
     assert json.dumps(info)  # plain JSON
+
+
+def test_kept_clips_stay_where_the_traces_point(tmp_path):
+    """--keep-videos: every request's clips stay under DIR/itNNNNNN-*/, the path each trace records, so
+    `raa report RUN_ID` on the service host can show a training reward's frames."""
+    saver = InMemorySaver()
+    app = create_reward_app(_agent(saver), "decomposed", keep_videos=tmp_path / "kept")
+    good = _b64(moving_square(tmp_path / "a.mp4"))
+    with TestClient(app) as c:
+        for iteration in (3, 3):  # two ranks posting for the same iteration get separate folders
+            res = c.post("/v1/score", json={"items": [{"video_b64": good, "instruction": "push it"}],
+                                            "meta": {"iteration": iteration}})
+            run_id = res.json()["results"][0]["run_id"]
+            video = saver.get_tuple({"configurable": {"thread_id": run_id, "checkpoint_ns": ""}}).checkpoint[
+                "channel_values"]["video"]
+            assert Path(video).is_file() and Path(video).parent.name.startswith("it000003-")
+        c.post("/v1/score", json={"items": [{"video_b64": good, "instruction": "push it"}]})
+    folders = sorted(p.name.split("-")[0] for p in (tmp_path / "kept").iterdir())
+    assert folders == ["it000003", "it000003", "request"]
