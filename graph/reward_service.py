@@ -2,7 +2,8 @@
 in graph/commands.py; needs the `service` extra).
 
     POST /v1/score   Authorization: Bearer <token> (when the service has one)
-    {"items": [{"video_b64": "<base64 mp4>", "instruction": "...", "fps": 16.0}, ...], "meta": {"iteration": 3}}
+    {"items": [{"video_b64": "<base64 mp4>", "instruction": "...", "fps": 16.0}, ...],
+     "meta": {"iteration": 3, "phase": "train"}}
     -> 200 {"results": [RewardResult as JSON: reward (float | null), status, T, P, V, reasons, run_id, ...]}
     GET /healthz (open), GET /v1/info (preset, inspect mode, backbone model, limits)
 
@@ -23,7 +24,8 @@ Decisions where the issues were silent:
   ineligible batch; a body over `max_body_mb` is a 413; a missing or wrong token is a 401.
 - Clips are written to a temporary folder for the runs and deleted when the request is answered,
   unless the service keeps them (`keep_videos`, `raa serve-reward --keep-videos DIR`): then each
-  request's clips stay in `DIR/itNNNNNN-XXXXXXXX/` (the iteration from `meta`), where the traces
+  request's clips stay in `DIR/itNNNNNN-XXXXXXXX/` (the iteration from `meta`; `evalNNNNNN-` for
+  the trainer's held-out samples, `meta.phase = "eval"`), where the traces
   point, so `raa report RUN_ID` on the service host shows a training reward's frames. `fps` is
   accepted and not used: the mp4 carries its frame rate.
 """
@@ -50,12 +52,14 @@ from graph.settings import TraceDurability
 from tools.service import HTTPProblem, check_bearer, problem_response, read_body_limited
 
 
-def _request_folder(keep: str | Path | None, iteration: Any) -> str:
+def _request_folder(keep: str | Path | None, iteration: Any, phase: Any = None) -> str:
     """A new folder for one request's clips: temporary, or `keep/itNNNNNN-<8 hex>` when clips are kept
-    (the iteration from the request's meta when it is an integer; several trainer ranks post per iteration)."""
+    (the iteration from the request's meta when it is an integer, `evalNNNNNN` for the trainer's
+    held-out samples; several trainer ranks post per iteration, so each request gets its own)."""
     if keep is None:
         return tempfile.mkdtemp(prefix="raa-reward-")
-    label = f"it{iteration:06d}" if isinstance(iteration, int) and not isinstance(iteration, bool) else "request"
+    prefix = "eval" if phase == "eval" else "it"
+    label = f"{prefix}{iteration:06d}" if isinstance(iteration, int) and not isinstance(iteration, bool) else "request"
     Path(keep).mkdir(parents=True, exist_ok=True)
     return tempfile.mkdtemp(prefix=f"{label}-", dir=str(keep))
 
@@ -132,7 +136,7 @@ def create_reward_app(agent: Any, preset: str, *, token: str | None = None, max_
         if len(items) > max_items:
             raise HTTPProblem(400, f"{len(items)} items in one request; the limit is {max_items}")
         meta = payload.get("meta") if isinstance(payload.get("meta"), dict) else {}
-        folder = await asyncio.to_thread(_request_folder, keep_videos, meta.get("iteration"))
+        folder = await asyncio.to_thread(_request_folder, keep_videos, meta.get("iteration"), meta.get("phase"))
         try:
             results = await asyncio.gather(*(run_one(i, item, folder) for i, item in enumerate(items)))
         finally:

@@ -175,5 +175,7 @@ def test_kept_clips_stay_where_the_traces_point(tmp_path):
                 "channel_values"]["video"]
             assert Path(video).is_file() and Path(video).parent.name.startswith("it000003-")
         c.post("/v1/score", json={"items": [{"video_b64": good, "instruction": "push it"}]})
+        c.post("/v1/score", json={"items": [{"video_b64": good, "instruction": "push it"}],
+                                  "meta": {"iteration": 3, "phase": "eval"}})
     folders = sorted(p.name.split("-")[0] for p in (tmp_path / "kept").iterdir())
-    assert folders == ["it000003", "it000003", "request"]
+    assert folders == ["eval000003", "it000003", "it000003", "request"]

@@ -229,6 +229,8 @@ def test_agent_reward_keeps_clips_that_its_traces_name(tmp_path):
         trace = read_trace(open_saver(traces), run_id)
         assert trace.values["video"] == str((tmp_path / "clips" / "it000007" / f"r1_{i:04d}.mp4").resolve())
         assert Path(trace.values["video"]).is_file()
+    held_out = call_reward(fn, "agent", clips[:1], ["pick the cup"], fps=8.0, iteration=7, rank=0, phase="eval")
+    assert read_trace(open_saver(traces), held_out.run_ids[0]).values["video"].endswith("eval000007/r0_0000.mp4")
     with pytest.raises(ValueError, match="keep needs video_dir"):
         AgentReward(videos="keep")
 

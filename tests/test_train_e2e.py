@@ -305,5 +305,5 @@ def test_rank_with_only_ineligible_group_stays_in_step(tmp_path):
     assert len(why) == 8 and {w["prompt"] for w in why} == {"pick up the cup"}
     each = [json.loads(x) for x in (out / "rewards.jsonl").read_text().splitlines()]  # every rollout, both ranks
     assert len(each) == 4 * 8 and {(r["rank"], r["sample"]) for r in each} == {(k, s) for k in (0, 1) for s in range(4)}
-    assert all(r["run_id"] == f"svc-{r['iteration'] - 1}-{4 * r['group'] + r['sample']}" for r in each)
+    assert all(r["run_id"] == f"svc-{r['iteration']}-{4 * r['group'] + r['sample']}" for r in each)  # same iteration
     assert {r["prompt"] for r in each if r["reward"] is None} == {"pick up the cup"}

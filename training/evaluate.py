@@ -73,7 +73,7 @@ def evaluate(world_model: FlowWorldModel, cfg: TrainConfig, prompts: Sequence[Pr
     rewards: list[float | None] = []
     if videos:
         rewards = call_reward(reward_fn, cfg.reward or "", videos, texts, iteration=iteration, fps=cfg.fps,
-                              group_ids=groups).rewards
+                              group_ids=groups, rank=rank, phase="eval").rewards
     return {"rewards": rewards, "seconds": time.perf_counter() - t0}
 
 

@@ -2,7 +2,8 @@
 
 A reward is any callable ``(videos, prompts, **meta) -> list[float | None]`` (:data:`RewardFn`), sync
 or async: ``videos`` are decoded clips, uint8 [T, H, W, 3] each; ``prompts`` the task texts; ``meta``
-carries ``fps``, ``iteration``, ``rank`` and ``group_ids``. ``None`` means ineligible (the agent's ⊥).
+carries ``fps``, ``iteration`` (the 1-based iteration of metrics.jsonl / rewards.jsonl), ``rank``,
+``group_ids`` and ``phase`` ("train" for rollouts, "eval" for held-out samples). ``None`` means ineligible (the agent's ⊥).
 
 Adapters:
 
@@ -15,7 +16,7 @@ Adapters:
 
       POST <url>   Authorization: Bearer <token> (optional)
       {"items": [{"video_b64": "<base64 mp4>", "instruction": "...", "fps": 16.0}, ...],
-       "meta": {"iteration": 3}}
+       "meta": {"iteration": 3, "phase": "train"}}
       -> 200 {"results": [{"reward": 0.75 | null, "status": "...", "reasons": ["..."]}, ...]}
 
   one result per item, same order; `raa serve-reward` serves it for the reward agent. Transient
@@ -183,8 +184,9 @@ class AgentReward:
     """Where clips are written as mp4 for the agent (None: the system's temporary directory)."""
     videos: Literal["temporary", "keep"] = "temporary"
     """temporary: each batch's clips are deleted once scored; keep: they stay in
-    ``video_dir/itNNNNNN/rR_NNNN.mp4`` (iteration, rank, index), so ``raa trace`` / ``raa report`` of a
-    training reward (run ids in rewards.jsonl) can still show the rollout's frames."""
+    ``video_dir/itNNNNNN/rR_NNNN.mp4`` (iteration as in rewards.jsonl, rank, index; held-out samples in
+    ``evalNNNNNN/``), so ``raa trace`` / ``raa report`` of a training reward (run ids in rewards.jsonl)
+    can still show the rollout's frames."""
     model: Any = None
     """A LangChain chat model for the backbone; None: ChatOpenAI built from ``settings``."""
     settings: Any = None
@@ -219,7 +221,7 @@ class AgentReward:
         iteration, rank = int(meta.get("iteration", 0)), int(meta.get("rank", 0))
         with contextlib.ExitStack() as stack:
             if self.videos == "keep":
-                folder = Path(str(self.video_dir)) / f"it{iteration:06d}"
+                folder = Path(str(self.video_dir)) / f"{_phase(meta)}{iteration:06d}"
                 folder.mkdir(parents=True, exist_ok=True)
             else:
                 folder = Path(stack.enter_context(tempfile.TemporaryDirectory(dir=self.video_dir)))
@@ -279,7 +281,8 @@ class HttpAgentReward:
                 path = write_video(Path(tmp) / f"{i:04d}.mp4", video, fps=fps)
                 items.append({"video_b64": base64.b64encode(path.read_bytes()).decode("ascii"),
                               "instruction": prompt, "fps": fps})
-        body = json.dumps({"items": items, "meta": {"iteration": meta.get("iteration")}}).encode("utf-8")
+        body = json.dumps({"items": items, "meta": {"iteration": meta.get("iteration"), "phase": _phase(meta)}}
+                          ).encode("utf-8")
         try:
             reply = await asyncio.to_thread(self._post, body)
             results = reply["results"]
@@ -292,6 +295,11 @@ class HttpAgentReward:
             reason = f"http reward failed: {type(exc).__name__}: {exc}"
             self.last_reasons = [[reason] for _ in videos]
             return RewardBatch([None] * len(videos), self.last_reasons)
+
+
+def _phase(meta: dict[str, Any]) -> str:
+    """Folder prefix of a batch's kept clips: "eval" for held-out samples, "it" for training rollouts."""
+    return "eval" if meta.get("phase") == "eval" else "it"
 
 
 def _run(value: Any) -> Any:

@@ -194,8 +194,8 @@ def train(cfg: TrainConfig, *, local_rank: int = 0, reward_token: str | None = N
         videos = [clip for g in groups for clip in g.frames]
         texts = [g.text for g in groups for _ in range(group)]
         group_ids = [gi for gi in range(len(groups)) for _ in range(group)]
-        outcome = call_reward(reward_fn, cfg.reward or "", videos, texts, iteration=it, fps=cfg.fps,
-                              group_ids=group_ids, rank=rank)
+        outcome = call_reward(reward_fn, cfg.reward or "", videos, texts, iteration=it + 1, fps=cfg.fps,
+                              group_ids=group_ids, rank=rank, phase="train")
         adv, valid, stats = group_advantages(outcome.rewards, group_ids, cfg.a_max, cfg.adv_eps)
         for gi, g in enumerate(groups):
             g.advantages = adv[gi * group:(gi + 1) * group].to(device)
