@@ -133,20 +133,19 @@ class MetricsLog:
 
     def write_ineligible(self, iteration: int, items: list[tuple[str, str]]) -> None:
         """One line per ineligible reward of `iteration`: (prompt, reason) pairs from all ranks."""
-        if not self.enabled or not items:
-            return
-        with self.ineligible_path.open("a") as fh:
-            for prompt, reason in items:
-                fh.write(json.dumps({"iteration": iteration, "prompt": prompt, "reason": reason}) + "\n")
+        self._lines(self.ineligible_path, [{"iteration": iteration, "prompt": p, "reason": r} for p, r in items])
 
     def write_rewards(self, iteration: int, items: list[dict[str, Any]]) -> None:
         """One line per rollout of `iteration` (all ranks): rank, group, sample, prompt, reward (None when
         ineligible) and the run id of the reward's trace when it has one (`raa trace RUN_ID`)."""
-        if not self.enabled or not items:
+        self._lines(self.rewards_path, [{"iteration": iteration, **item} for item in items])
+
+    def _lines(self, path: Path, rows: list[dict[str, Any]]) -> None:
+        """Append one JSON line per row (rank 0 only; nothing to write, no file touched)."""
+        if not self.enabled or not rows:
             return
-        with self.rewards_path.open("a") as fh:
-            for item in items:
-                fh.write(json.dumps({"iteration": iteration, **item}) + "\n")
+        with path.open("a") as fh:
+            fh.writelines(json.dumps(row) + "\n" for row in rows)
 
     def close(self) -> None:
         if self.writer is not None:
