@@ -32,3 +32,12 @@ def _no_endpoint_env(monkeypatch):
     for name in list(os.environ):
         if name.startswith(("RAA_", "OPENAI_")):
             monkeypatch.delenv(name, raising=False)
+
+
+@pytest.fixture(scope="module")
+def clip(tmp_path_factory):
+    """A 33-frame clip of a red square moving right (`graph_scripts.moving_square`), one per test module
+    (modules that need another clip define their own `clip`)."""
+    from graph_scripts import moving_square
+
+    return moving_square(tmp_path_factory.mktemp("clips") / "square.mp4")

@@ -23,11 +23,6 @@ from graph.state import ContractFrozenError, write_once
 INSTRUCTION = "push the red block to the right"
 
 
-@pytest.fixture(scope="module")
-def clip(tmp_path_factory):
-    return moving_square(tmp_path_factory.mktemp("clips") / "square.mp4")
-
-
 def test_success_path(clip):
     agent, model = make_agent("full")
     out = run(agent, clip)

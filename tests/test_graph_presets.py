@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import pytest
-from graph_scripts import make_agent, moving_square, nodes, run
+from graph_scripts import make_agent, nodes, run
 
 from graph.builder import expected_nodes
 from graph.config import PRESETS, AgentConfig
@@ -48,11 +48,6 @@ EXPECTED = {
     "no_audit": expected(True, True, True, True, False, True),
     "no_motion": expected(True, True, True, True, True, True),
 }
-
-
-@pytest.fixture(scope="module")
-def clip(tmp_path_factory):
-    return moving_square(tmp_path_factory.mktemp("presets") / "square.mp4")
 
 
 @pytest.mark.parametrize("preset", PRESETS)

@@ -6,7 +6,7 @@ from __future__ import annotations
 import threading
 
 import pytest
-from graph_scripts import FailingTracker, full_script, make_agent, moving_square, nodes, run, tool_call
+from graph_scripts import FailingTracker, full_script, make_agent, nodes, run, tool_call
 
 from graph import AgentConfig
 from graph.context import FrameStore
@@ -53,11 +53,6 @@ class FailsOnce(LKTracker):
             self.failed.set()
             raise ToolFault("motion", "run", "transient failure")
         return super().track(frames, grid_size=grid_size, queries=queries)
-
-
-@pytest.fixture(scope="module")
-def clip(tmp_path_factory):
-    return moving_square(tmp_path_factory.mktemp("clips") / "square.mp4")
 
 
 def _tracked(prefetch: str, clip, tracker, script: dict | None = None) -> dict:

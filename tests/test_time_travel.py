@@ -6,15 +6,9 @@ result), so it is pinned here."""
 
 from __future__ import annotations
 
-import pytest
-from graph_scripts import make_agent, moving_square, nodes
+from graph_scripts import make_agent, nodes
 
 INSTRUCTION = "push the red block to the right"
-
-
-@pytest.fixture(scope="module")
-def clip(tmp_path_factory):
-    return moving_square(tmp_path_factory.mktemp("clips") / "square.mp4")
 
 
 def test_fork_before_reflect_reruns_the_rest_and_replay_repeats_the_run(clip):
