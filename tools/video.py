@@ -12,12 +12,23 @@ Frame ``i`` is the i-th frame in presentation order. Decisions taken where issue
   labels use ``t = i / fps``; for variable-rate clips that time is approximate.
 - Sampling decodes forward and converts only the wanted frames to RGB. When the next wanted
   frame lies past a keyframe that the decoder has not reached, the reader seeks to that
-  keyframe, skipping whole GOPs. If the container's timestamps cannot be trusted (missing or
-  duplicate pts, a seek landing after its target) it decodes from the start instead. Any decoder
-  or demuxer error is a ``VideoDecodeError``; there is no silent partial decode.
+  keyframe, skipping whole GOPs. Each decoded frame is checked against the scan: after the first
+  frame of a run, every frame must carry the next frame's pts. A seek that lands after its target
+  or past the end (MPEG-TS / MPEG-PS seek by timestamp, not by frame) makes the reader decode from
+  the start, for that read and every later one. Timestamps that are missing or duplicated, or that
+  break the sequence even when decoding from the start (AVI with B-frames stores decode-order
+  timestamps), make it count frames in the decoder's output order instead, so no frame is returned
+  under another frame's index. Any decoder or demuxer error is a ``VideoDecodeError``; there is no
+  silent partial decode.
 - Each ``read`` opens its own demuxer (one reader may serve several threads), except that the first
-  one takes over the scan's demuxer, rewound (``av.open`` costs ~4 ms, a third of decoding a
-  33-frame 256x256 clip); FFmpeg threading only from 640x360 up (below, it costs ~3x the CPU).
+  one takes over the scan's demuxer, rewound; FFmpeg threading only from 640x360 up (below, it
+  costs ~3x the CPU).
+- Containers open without FFmpeg's probe decode (``open_container(probe="headers")``): by default
+  ``av.open`` decodes the first frames of an H.264 stream to guess the decoder's reorder depth, ~3.7 ms
+  of a 256x256 clip (a third of decoding all 33 frames) and ~14 ms at 512x512, once per demuxer.
+  The scan measures that depth from the packets' decode order and hands it to the decoder
+  (``reorder_decoder``). Frames and metadata are unchanged; a stream without a frame size in its
+  headers, or a clip with unusable timestamps, is opened with the default probe.
 - Frames are rescaled to the stream's first size; rotation and pixel aspect ratio are ignored.
 - ``uniform_indices`` rounds half to even (``uniform_indices(4, 3) == [0, 2, 3]``); -1 is a
   ``FrameIndexError``. Crops, resizing, labels (``tools.frames``) and index sampling
@@ -67,6 +78,7 @@ from tools.video_scan import (  # noqa: F401  (re-exported: the public video API
     VideoNotFoundError,
     describe,
     open_container,
+    reorder_decoder,
     scan,
     video_stream,
     wrapped,
@@ -75,7 +87,12 @@ from tools.video_write import write_video  # noqa: F401  (re-exported: the publi
 
 
 class _SeekMissed(Exception):
-    """Internal: a wanted frame was skipped after seeking; decoding restarts without seeking."""
+    """Internal: a seek landed past a wanted frame; decoding restarts without seeking."""
+
+
+class _OutOfOrder(Exception):
+    """Internal: decoding from the start, the frames' timestamps do not follow the scanned presentation
+    order (AVI stores decode-order timestamps); frames are then counted in output order."""
 
 
 _THREAD = threading.local()
@@ -129,6 +146,7 @@ class VideoReader:
             raise
         self._pts_to_index = ({p: i for i, p in enumerate(self._index.pts)}
                               if self._index.pts is not None else None)
+        self._seeks = True  # False once a seek missed: the container's seeking is not frame-accurate
         self._closed, self._spare_lock = False, threading.Lock()
         self._spare: av.container.InputContainer | None = container  # the first read's demuxer
         if self.meta.frames < 2:  # the agent never decodes these: hold no open file for them
@@ -169,19 +187,28 @@ class VideoReader:
             return out
         wanted = sorted(slots)
         try:
-            decoded = self._decode(wanted, allow_seek=True)
-            for i, arr in decoded:
+            if self._seeks:
+                try:
+                    for i, arr in self._decode(wanted, allow_seek=True):
+                        out[slots[i]] = arr
+                    return out
+                except _SeekMissed:
+                    self._seeks = False
+            for i, arr in self._decode(wanted, allow_seek=False):
                 out[slots[i]] = arr
-        except _SeekMissed:
+        except _OutOfOrder:
+            self._index, self._pts_to_index = FrameIndex(None, ()), None
             for i, arr in self._decode(wanted, allow_seek=False):
                 out[slots[i]] = arr
         return out
 
     def iter_frames(self, limit: int | None = None) -> Iterator[tuple[int, av.VideoFrame]]:
         """Decode from the start in presentation order, yielding ``(index, frame)``."""
-        container = open_container(self._src, self._name)
+        known = self._index.reorder is not None  # else FFmpeg's probe guesses the reorder depth
+        container = open_container(self._src, self._name, "headers" if known else "decode")
         try:
             stream = video_stream(container, self._name)
+            reorder_decoder(stream, self._index)
             for i, frame in enumerate(self._packets_to_frames(container, stream)):
                 if limit is not None and i >= limit:
                     return
@@ -208,11 +235,14 @@ class VideoReader:
             yield from self._decode_sequential(wanted)
             return
         pts, keys, mapping = self._index.pts, self._index.keyframes, self._pts_to_index
-        container = self._take_spare()
+        container = self._take_spare() if allow_seek else None  # its rewind to the start is a seek
+        if not allow_seek:
+            self.close_spare()
         rewind = container is not None
         container = container or open_container(self._src, self._name)
         try:
             stream = video_stream(container, self._name)
+            reorder_decoder(stream, self._index)
             if rewind:  # the scan left it at the end
                 with wrapped(self._name, "seeking to the start failed"):
                     container.seek(pts[0], stream=stream, backward=True, any_frame=False)
@@ -228,16 +258,20 @@ class VideoReader:
                 while last < target:
                     frame = next(frames, None)
                     if frame is None:
+                        if allow_seek:  # a seek (or the rewind) that landed past its frames (MPEG-TS)
+                            raise _SeekMissed
                         raise VideoDecodeError(f"{self._name}: frame {target} of {self.meta.frames} "
                                                "could not be decoded (stream ended early)")
                     i = mapping.get(frame.pts) if frame.pts is not None else None
-                    if i is None or i > target:  # unknown timestamp, or the target was skipped
+                    if i is None or (last >= 0 and i != last + 1):  # unknown pts, or out of sequence
+                        if allow_seek:
+                            raise _SeekMissed
+                        raise _OutOfOrder
+                    if i > target:  # the first frame decoded lies past the target
                         if allow_seek:
                             raise _SeekMissed
                         raise VideoDecodeError(f"{self._name}: frame {target} of {self.meta.frames} "
                                                f"could not be decoded (got pts {frame.pts} instead)")
-                    if i < last:
-                        continue  # leading frames of the GOP the seek landed in
                     last = i
                     if i == target:
                         yield i, self.to_rgb(frame)

@@ -1,0 +1,142 @@
+"""Video I/O across containers and codecs: frame identity under seeking, AVI / MPEG-TS / MPEG-PS
+timestamps, the header-only stream probe and the decoder reorder depth the scan measures."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from types import SimpleNamespace
+
+import av
+import numpy as np
+import pytest
+
+from tests.test_video import id_frames, read_ids
+from tools import video_scan as S
+from tools.video import VideoReader, probe, read_all_frames, read_frames, uniform_indices
+
+N = 40
+PYRAMID = {"x264-params": "b-pyramid=normal"}
+
+# (file name, muxer or None for the suffix's, encoder, stream options, max B-frames, GOP)
+CASES = [
+    ("x264_pyramid.mp4", None, "libx264", PYRAMID, 3, 8),
+    ("x264_bframes.avi", None, "libx264", {}, 2, 8),  # AVI keeps decode-order pts
+    ("x264.ts", "mpegts", "libx264", {}, 2, 8),  # seeks land by timestamp
+    ("mpeg2.ts", "mpegts", "mpeg2video", {"qscale": "2"}, 2, 8),
+    ("mpeg2.mpg", "mpeg", "mpeg2video", {"qscale": "2"}, 2, 8),
+    ("mpeg4_bframes.avi", None, "mpeg4", {"qscale": "2"}, 2, 8),
+    ("x265.mp4", None, "libx265", {"x265-params": "log-level=none:keyint=8"}, None, 8),
+    ("vp9.webm", None, "libvpx-vp9", {"deadline": "realtime", "cpu-used": "8"}, None, 8),
+]
+
+
+def _write(path: Path, fmt: str | None, codec: str, options: dict, max_b: int | None, gop: int) -> Path:
+    with av.open(str(path), "w", format=fmt) as c:
+        s = c.add_stream(codec, rate=16)
+        s.width, s.height, s.pix_fmt = 64, 64, "yuv420p"
+        s.options = dict(options)
+        s.codec_context.gop_size = gop
+        if max_b is not None:
+            s.codec_context.max_b_frames = max_b
+        for f in id_frames(N):
+            for p in s.encode(av.VideoFrame.from_ndarray(f, format="rgb24")):
+                c.mux(p)
+        for p in s.encode():
+            c.mux(p)
+    return path
+
+
+@pytest.fixture(scope="module", params=CASES, ids=[c[0] for c in CASES])
+def clip(request, tmp_path_factory) -> Path:
+    name, *spec = request.param
+    return _write(tmp_path_factory.mktemp("containers") / name, *spec)
+
+
+def test_every_read_returns_the_frames_it_names(clip):
+    """Ground truth is in the pixels (each frame shows its index), whatever the container's timestamps
+    say: full decode, sparse reads that seek, unordered reads with repeats, and the last frame alone.
+    Before, AVI with B-frames returned neighbours' frames or failed, and TS / PS failed on seeks."""
+    assert probe(clip).frames == N
+    assert read_ids(read_all_frames(clip)) == list(range(N))
+    rng = np.random.default_rng(0)
+    reads = [uniform_indices(N, 8), [N - 1], [0], [N - 1, 0, 17], list(range(N)),
+             rng.integers(0, N, 12).tolist(), [2], [3], [37, 38, 39]]
+    with VideoReader(clip) as reader:  # one reader: later reads after a missed seek or a fallback
+        for idx in reads:
+            assert read_ids(reader.read(idx)) == idx, idx
+    for idx in reads[:4]:  # fresh readers: the first read (the scan's rewound demuxer) each time
+        assert read_ids(read_frames(clip, idx)) == idx, idx
+    assert read_ids(read_frames(clip.read_bytes(), [5, 30])) == [5, 30]
+
+
+def test_reorder_depth_hand_computed():
+    assert S.reorder_depth([]) == 0
+    assert S.reorder_depth([0, 1, 2, 3]) == 0  # no B-frames
+    assert S.reorder_depth([0, 3, 1, 2]) == 1  # I0 P3 B1 B2
+    assert S.reorder_depth([0, 4, 2, 1, 3]) == 2  # I0 P4 B2 b1 b3 (B-pyramid)
+    assert S.reorder_depth([0, 2, 1, 4, 3, 6, 5]) == 1
+    assert S.reorder_depth([5, 0, 1, 2, 3, 4]) == 1  # one frame held back for all the others
+
+
+def test_scan_measures_the_reorder_depth(tmp_path):
+    pyramid = _write(tmp_path / "p.mp4", None, "libx264", PYRAMID, 3, 30)
+    flat = _write(tmp_path / "f.mp4", None, "libx264", {}, 0, 30)
+    with VideoReader(pyramid) as a, VideoReader(flat) as b:
+        assert a._index.reorder == 2
+        assert b._index.reorder == 0
+
+
+def test_reorder_decoder_only_raises_a_smaller_depth(tmp_path):
+    path = _write(tmp_path / "p.mp4", None, "libx264", PYRAMID, 3, 30)
+    with av.open(str(path)) as c:
+        stream = c.streams.video[0]
+        stream.codec_context.reorder_depth = 0
+        S.reorder_decoder(stream, S.FrameIndex((0,), (0,), 2))
+        assert stream.codec_context.reorder_depth == 2
+        stream.codec_context.reorder_depth = 4
+        S.reorder_decoder(stream, S.FrameIndex((0,), (0,), 2))
+        assert stream.codec_context.reorder_depth == 4
+        stream.codec_context.reorder_depth = 0
+        S.reorder_decoder(stream, S.FrameIndex(None, ()))  # unknown depth: the decoder keeps its own
+        assert stream.codec_context.reorder_depth == 0
+
+
+def test_containers_open_without_the_probe_decode(tmp_path, monkeypatch):
+    """Every demuxer a read opens skips FFmpeg's probe decode; the frames match a plain PyAV decode."""
+    path = _write(tmp_path / "p.mp4", None, "libx264", PYRAMID, 3, 8)
+    with av.open(str(path)) as c:  # FFmpeg's default probe, PyAV's own decode
+        reference = [f.to_ndarray(format="rgb24") for f in c.decode(video=0)]
+    options = []
+    real_open = av.open
+    monkeypatch.setattr(av, "open", lambda *a, **k: options.append(k.get("options")) or real_open(*a, **k))
+    with VideoReader(path) as reader:
+        for idx in ([0, 13, 39], [21], list(range(N))):
+            got = reader.read(idx)
+            assert all(np.array_equal(g, reference[i]) for g, i in zip(got, idx, strict=True))
+    assert len(options) == 3 and all(o == {"skip_frame": "all"} for o in options)
+
+
+class _FakeContainer:
+    def __init__(self, width: int) -> None:
+        ctx = SimpleNamespace(width=width, height=48)
+        self.streams = SimpleNamespace(video=[SimpleNamespace(codec_context=ctx)])
+        self.closed = False
+
+    def close(self) -> None:
+        self.closed = True
+
+
+def test_a_stream_without_a_size_in_its_headers_is_reopened_with_the_default_probe(monkeypatch):
+    opened = []
+
+    def fake_open(src, name, options):  # noqa: ANN001, ANN202
+        opened.append((options, _FakeContainer(0 if options else 64)))
+        return opened[-1][1]
+
+    monkeypatch.setattr(S, "_open", fake_open)
+    got = S.open_container("clip.mp4", "clip.mp4")
+    assert [o for o, _ in opened] == [{"skip_frame": "all"}, None]
+    assert opened[0][1].closed and got is opened[1][1] and not got.closed
+    opened.clear()
+    assert S.open_container("clip.mp4", "clip.mp4", "decode") is opened[0][1]
+    assert [o for o, _ in opened] == [None]
