@@ -205,7 +205,7 @@ def test_resume_matches_uninterrupted_run(smoke_run, tmp_path):
 def test_zero3_runs(tmp_path):
     out = tmp_path / "z3"
     _train(out, "--max_iterations", "3", "--checkpoint_every", "3", "--zero_stage", "3", "--eval_every", "3",
-           "--eval_dataset", HELD_OUT)
+           "--eval_dataset", HELD_OUT, "--gradient_checkpointing", "true")  # recompute under ZeRO-3's gathers
     assert len((out / "eval.jsonl").read_text().splitlines()) == 2  # padded ranks kept ZeRO-3's gathers in step
     rows = _rows(out)
     assert len(rows) == 3 and all(np.isfinite(r["reward_mean"]) for r in rows)

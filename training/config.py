@@ -64,6 +64,12 @@ class TrainConfig:
     """LoRA scaling alpha (effective scale alpha / r)."""
     lora_targets: list[str] = field(default_factory=lambda: ["to_q", "to_k", "to_v", "to_out.0"])
     """Module-name suffixes of the transformer that get LoRA adapters."""
+    gradient_checkpointing: bool = False
+    """Recompute each transformer block's activations during the backward pass (diffusers'
+    ``enable_gradient_checkpointing``, non-reentrant) instead of keeping them from the forward: the
+    policy-gradient forward of a full-size video keeps activations of every block otherwise. Costs
+    about one extra transformer forward per update; gradients are unchanged. Rollouts, held-out
+    samples and the reference run without gradients and are not affected."""
     # --- rollout (policy/rollout.py RolloutConfig) -------------------------------------------
     num_steps: int = 10
     """Denoising steps K per rollout."""

@@ -135,6 +135,8 @@ def train(cfg: TrainConfig, *, local_rank: int = 0, reward_token: str | None = N
     np.random.seed(cfg.seed)
     torch.manual_seed(cfg.seed)
     world_model = build_world_model(cfg, device)
+    if cfg.gradient_checkpointing:  # before LoRA wraps the transformer; only forwards under grad recompute
+        world_model.transformer.enable_gradient_checkpointing()
     reference = None
     if cfg.finetune == "lora":
         ds_engine.add_lora(world_model, cfg)
