@@ -4,7 +4,7 @@ retry policy, usage accounting and the stage-output cache (DESIGN.md §3 "Backbo
 `Backbone` wraps any LangChain chat model. Structured methods:
 - `json_schema` / `function_calling`: `model.with_structured_output(schema, method=..., include_raw=True)`;
 - `json_mode`: `model.bind(response_format={"type": "json_object"})`, then the first JSON object of the
-  reply (code fences stripped) is validated with pydantic.
+  reply (code fences and a reasoning block stripped: `graph.replies`) is validated with pydantic.
 A reply that fails validation (or is empty) is re-asked at most `schema_retries` times with the error
 appended as a HumanMessage; transport errors are retried with tenacity (exponential backoff with jitter,
 at most `max_retries` retries). Whatever cannot be recovered raises `BackboneFault(stage, kind, message)`;
@@ -54,6 +54,7 @@ from pydantic import BaseModel, ValidationError
 from tenacity import AsyncRetrying, retry_if_exception, stop_after_attempt, wait_exponential_jitter
 
 from graph.cache import StageCache, stage_key
+from graph.replies import extract_json_object
 from graph.settings import BackboneSettings, SettingsError, StructuredMethod
 from graph.workers import run_sync
 
@@ -134,34 +135,6 @@ def count_images(messages: list[BaseMessage]) -> int:
         if isinstance(m.content, list):
             n += sum(1 for b in m.content if isinstance(b, dict) and b.get("type") in ("image_url", "image"))
     return n
-
-
-_FENCE = re.compile(r"^```(?:json)?\s*|\s*```$", re.IGNORECASE)
-
-
-def extract_json_object(text: str) -> str:
-    """The first balanced `{...}` object in `text` (code fences stripped); ValueError if none."""
-    stripped = _FENCE.sub("", text.strip())
-    start = stripped.find("{")
-    if start < 0:
-        raise ValueError("the reply contains no JSON object")
-    depth, in_str, escape = 0, False, False
-    for i in range(start, len(stripped)):
-        ch = stripped[i]
-        if in_str:
-            escape = (ch == "\\") and not escape
-            if ch == '"' and not escape:
-                in_str = False
-            continue
-        if ch == '"':
-            in_str = True
-        elif ch == "{":
-            depth += 1
-        elif ch == "}":
-            depth -= 1
-            if depth == 0:
-                return stripped[start:i + 1]
-    raise ValueError("the reply's JSON object is not closed")
 
 
 def _reask(schema_name: str, bad: _InvalidReply) -> list[BaseMessage]:

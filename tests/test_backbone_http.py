@@ -130,6 +130,15 @@ def test_schema_violation_exhausted(method: str) -> None:
     assert info.value.kind == "invalid_reply" and "score" in info.value.message
 
 
+@pytest.mark.parametrize("method", ["json_mode", "function_calling"])
+def test_reasoning_left_in_the_content_is_skipped(method: str) -> None:
+    """A reasoning model served without a reasoning parser: the answer follows its </think>."""
+    text = 'Maybe {"label": "bad", "score": 1}? The arm did reach it.</think>\n{"label": "ok", "score": 8}'
+    with OpenAIStub([StubReply(content=text)]) as stub:
+        out = run(make(stub, method), Usage())
+    assert out == Verdict(label="ok", score=8) and len(stub.requests) == 1
+
+
 @pytest.mark.parametrize("method", METHODS)
 def test_empty_content(method: str) -> None:
     with OpenAIStub([StubReply(content="")] * 3) as stub, pytest.raises(BackboneFault) as info:

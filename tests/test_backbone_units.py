@@ -15,10 +15,10 @@ from graph.backbone import (
     Usage,
     count_images,
     default_chat_model,
-    extract_json_object,
     is_transient,
 )
 from graph.cache import StageCache, render_messages, stage_key
+from graph.replies import extract_json_object
 from graph.settings import BackboneSettings, SettingsError
 
 
@@ -119,6 +119,19 @@ def test_extract_json_object() -> None:
         extract_json_object("no json here")
     with pytest.raises(ValueError):
         extract_json_object('{"x": 1')
+
+
+def test_extract_json_object_after_a_reasoning_block() -> None:
+    """Reasoning left in the content (no reasoning parser) quotes braces; the answer follows it."""
+    answer = '{"task_success": true, "notes": "ok"}'
+    thinking = 'The schema wants {"task_success": bool}. I think {"task_success": false}? No. '
+    assert extract_json_object(f"<think>{thinking}</think>\n\n{answer}") == answer
+    assert extract_json_object(f"{thinking}</think>\n{answer}") == answer  # the template opened the block
+    assert extract_json_object(f"◁think▷{thinking}◁/think▷```json\n{answer}\n```") == answer  # Kimi-VL
+    with pytest.raises(ValueError, match="never closed.*max_tokens"):
+        extract_json_object(f"<think>{thinking}")
+    with pytest.raises(ValueError, match="no JSON object"):
+        extract_json_object(f"<think>{thinking}</think> I cannot answer.")
 
 
 def test_is_transient_classification() -> None:
