@@ -54,7 +54,7 @@ from pydantic import BaseModel, ValidationError
 from tenacity import AsyncRetrying, retry_if_exception, stop_after_attempt, wait_exponential_jitter
 
 from graph.cache import StageCache, stage_key
-from graph.replies import extract_json_object
+from graph.replies import after_reasoning, extract_json_object
 from graph.settings import BackboneSettings, SettingsError, StructuredMethod
 from graph.workers import run_sync
 
@@ -336,7 +336,7 @@ class Backbone:
                     bad_call = reply.invalid_tool_calls[0]
                     last = _InvalidReply("invalid_reply", f"tool call {bad_call.get('name')!r} has invalid "
                                          f"arguments: {bad_call.get('error') or bad_call.get('args')}")
-                elif not reply.tool_calls and _TEXT_TOOL_CALL.search(reply.text):
+                elif not reply.tool_calls and _TEXT_TOOL_CALL.search(after_reasoning(reply.text)):
                     raise BackboneFault(stage, "invalid_reply", "the server returned a tool call as plain text "
                                         f"({reply.text.strip()[:160]!r}); " + _TOOLS_REMEDY)
                 elif reply.tool_calls or reply.text.strip():

@@ -10,6 +10,9 @@ it: markdown code fences, and a reasoning block. Decisions where the issue was s
   {"task_success": ...}") that would otherwise be taken for the answer.
 - A reply whose reasoning opens and never closes (output cut at max_tokens) has no answer: the error
   says so, instead of validating a brace the reasoning happened to contain.
+- The backbone's check for a tool call left in the text (no tool parser on the server) reads only the
+  text after the reasoning (`after_reasoning`): reasoning that spells out a call it is about to make
+  is not one.
 """
 
 from __future__ import annotations
@@ -21,11 +24,16 @@ _THINK_END = re.compile(r"</think>|◁/think▷")
 _THINK_START = re.compile(r"<think>|◁think▷")
 
 
+def after_reasoning(text: str) -> str:
+    """`text` after its last closing think tag (all of it when there is none)."""
+    ends = list(_THINK_END.finditer(text))
+    return text[ends[-1].end():] if ends else text
+
+
 def strip_reasoning(text: str) -> str:
     """`text` after its reasoning block (the last closing think tag); ValueError for one left open."""
-    ends = list(_THINK_END.finditer(text))
-    if ends:
-        return text[ends[-1].end():]
+    if _THINK_END.search(text):
+        return after_reasoning(text)
     if _THINK_START.search(text):
         raise ValueError("the reply's reasoning block (<think>) never closed, so it holds no answer; "
                          "the output was probably cut at max_tokens (raise RAA_MAX_TOKENS)")

@@ -269,3 +269,15 @@ def test_a_closing_text_that_names_a_tool_is_not_a_fault() -> None:
     with OpenAIStub([StubReply(content=prose)]) as stub:
         reply = asyncio.run(make(stub, "json_schema").atool_round("inspect", list(MSGS), [], Usage()))
     assert reply.text == prose and not reply.tool_calls
+
+
+def test_a_call_spelled_out_in_the_reasoning_is_not_a_fault() -> None:
+    """A reasoning model that planned a call in its reasoning and then decided it needed none."""
+    text = ('I could call {"name": "view_frames", "arguments": {"frames": [3]}} but frame 3 is clear.</think>'
+            "R2 is met; no further inspection needed.")
+    with OpenAIStub([StubReply(content=text)]) as stub:
+        reply = asyncio.run(make(stub, "json_schema").atool_round("inspect", list(MSGS), [], Usage()))
+    assert reply.text == text and not reply.tool_calls
+    left = '<think>Frame 3 needs a closer look.</think><tool_call>\n{"name": "view_frames", "arguments": {}}\n</tool_call>'
+    with OpenAIStub([StubReply(content=left)]) as stub, pytest.raises(BackboneFault, match="plain text"):
+        asyncio.run(make(stub, "json_schema").atool_round("inspect", list(MSGS), [], Usage()))
