@@ -57,6 +57,7 @@ from graph.nodes.quality import quality
 from graph.nodes.reflect import reflect
 from graph.nodes.surprise import surprise
 from graph.state import AgentInput, AgentState
+from graph.stores import ensure_parent, store_errors
 
 _BRANCHES = ("observe", "contract", "surprise", "extra")
 """Stages that run side by side after quality; assess joins them."""
@@ -232,15 +233,14 @@ def default_checkpointer(path: str | Path):
         async def adelete_thread(self, thread_id: str) -> None:  # type: ignore[override]
             return await asyncio.to_thread(self.delete_thread, thread_id)
 
-    on_disk = str(path) != ":memory:"
-    if on_disk:
-        Path(path).parent.mkdir(parents=True, exist_ok=True)
-    conn = sqlite3.connect(str(path), check_same_thread=False)
-    if on_disk:  # WAL: a checkpoint commit appends to the log instead of an fsync per write
-        conn.execute("PRAGMA journal_mode=WAL")
-        conn.execute("PRAGMA synchronous=NORMAL")
-    saver = LocalSqliteSaver(conn, serde=traces_serde())
-    saver.setup()
+    with store_errors(path, "trace database", "RAA_TRACES_PATH"):
+        ensure_parent(path)
+        conn = sqlite3.connect(str(path), check_same_thread=False)
+        if str(path) != ":memory:":  # WAL: a checkpoint commit appends to the log instead of an fsync per write
+            conn.execute("PRAGMA journal_mode=WAL")
+            conn.execute("PRAGMA synchronous=NORMAL")
+        saver = LocalSqliteSaver(conn, serde=traces_serde())
+        saver.setup()
     return saver
 
 

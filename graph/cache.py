@@ -34,6 +34,7 @@ from typing import Any
 from langchain_core.messages import AIMessage, BaseMessage, ToolMessage
 from pydantic import BaseModel
 
+from graph.stores import ensure_parent, store_errors
 from graph.workers import run_blocking
 
 _SCHEMA = "CREATE TABLE IF NOT EXISTS stage_cache (key TEXT PRIMARY KEY, value TEXT NOT NULL)"
@@ -136,10 +137,11 @@ class StageCache:
         self._mem: dict[str, str] = {}  # the store when there is no path
         self._conn: sqlite3.Connection | None = None
         if self.path is not None:
-            self.path.parent.mkdir(parents=True, exist_ok=True)
-            self._conn = sqlite3.connect(str(self.path), check_same_thread=False, isolation_level=None)
-            self._conn.execute("PRAGMA journal_mode=WAL")
-            self._conn.execute(_SCHEMA)
+            with store_errors(self.path, "stage cache", "RAA_CACHE_PATH, or off"):
+                ensure_parent(self.path)
+                self._conn = sqlite3.connect(str(self.path), check_same_thread=False, isolation_level=None)
+                self._conn.execute("PRAGMA journal_mode=WAL")
+                self._conn.execute(_SCHEMA)
         self._lock = threading.Lock()
         self._key_locks: dict[tuple[int, str], tuple[asyncio.Lock, int]] = {}
         self.hits = 0

@@ -1,7 +1,11 @@
 """The `raa` command line (typer). Each command lives beside the code it drives; this module
-only assembles them into one app. Settings are read from the environment here, at the edge."""
+only assembles them into one app. Settings are read from the environment here, at the edge.
+A trace database or stage cache that cannot be used (`graph.stores.StoreError`, from any command) is
+printed as one error line with exit status 2, like a bad setting."""
 
 from __future__ import annotations
+
+from typing import Any
 
 import typer
 
@@ -17,8 +21,22 @@ from graph.commands import (
 from graph.demo import demo_command
 from tools.cli import serve_tools_command
 
-app = typer.Typer(no_args_is_help=True, add_completion=False,
-                  help="Reward as an Agent: score robot videos with an evidence-grounded reward agent.")
+
+class _App(typer.Typer):
+    """The typer app; a StoreError ends the command with its message instead of a traceback."""
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        from graph.stores import StoreError
+
+        try:
+            return super().__call__(*args, **kwargs)
+        except StoreError as exc:
+            typer.echo(f"error: {exc}", err=True)
+            raise SystemExit(2) from None
+
+
+app = _App(no_args_is_help=True, add_completion=False,
+           help="Reward as an Agent: score robot videos with an evidence-grounded reward agent.")
 app.command("demo", help="Generate sample clips and run the project's main job on them.")(demo_command)
 app.command("make-clips", help="Render the labelled MuJoCo clip suite and its manifest.")(make_clips_command)
 app.command("score", help="Score one video against an instruction.")(score_command)

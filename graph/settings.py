@@ -18,7 +18,6 @@ from __future__ import annotations
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass, fields, replace
-from pathlib import Path
 from typing import Literal, get_args
 
 from graph.config import AgentConfig, InspectMode
@@ -175,7 +174,12 @@ class BackboneSettings:
         return f"The agent's backbone endpoint is not configured (unset: {names}).\n{VLLM_HELP}"
 
     def ensure_parent_dirs(self) -> None:
-        """Create the folders of the cache and trace databases (called by the CLI before use)."""
-        for p in (self.cache_path, self.traces_path):
-            if p and p != ":memory:":
-                Path(p).parent.mkdir(parents=True, exist_ok=True)
+        """Create the folders of the cache and trace databases (called by the CLI before use);
+        `graph.stores.StoreError` naming the setting when one cannot be created."""
+        from graph.stores import ensure_parent, store_errors
+
+        for path, what, setting in ((self.cache_path, "stage cache", "RAA_CACHE_PATH, or off"),
+                                    (self.traces_path, "trace database", "RAA_TRACES_PATH")):
+            if path:
+                with store_errors(path, what, setting):
+                    ensure_parent(path)

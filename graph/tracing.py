@@ -31,6 +31,8 @@ from langgraph.checkpoint.sqlite import SqliteSaver
 from langgraph.checkpoint.sqlite.aio import AsyncSqliteSaver
 from pydantic import BaseModel
 
+from graph.stores import ensure_parent, store_errors
+
 
 class RunNotFoundError(LookupError):
     """No checkpoint exists for the requested run id."""
@@ -48,11 +50,11 @@ def traces_serde() -> JsonPlusSerializer:
 def open_saver(path: str | Path | None) -> SqliteSaver:
     """A SqliteSaver on `path` (None or ":memory:" -> in-memory); creates the parent folder."""
     target = ":memory:" if path in (None, ":memory:") else str(path)
-    if target != ":memory:":
-        Path(target).parent.mkdir(parents=True, exist_ok=True)
-    conn = sqlite3.connect(target, check_same_thread=False)
-    saver = SqliteSaver(conn, serde=traces_serde())
-    saver.setup()
+    with store_errors(target, "trace database", "RAA_TRACES_PATH"):
+        ensure_parent(target)
+        conn = sqlite3.connect(target, check_same_thread=False)
+        saver = SqliteSaver(conn, serde=traces_serde())
+        saver.setup()
     return saver
 
 
@@ -61,11 +63,19 @@ async def open_async_saver(path: str | Path) -> AsyncIterator[AsyncSqliteSaver]:
     """An AsyncSqliteSaver on `path` for concurrent runs (`ascore_videos`)."""
     import aiosqlite  # dependency of langgraph-checkpoint-sqlite
 
-    Path(path).parent.mkdir(parents=True, exist_ok=True)
-    async with aiosqlite.connect(str(path)) as conn:
-        saver = AsyncSqliteSaver(conn, serde=traces_serde())
-        await saver.setup()
+    with store_errors(path, "trace database", "RAA_TRACES_PATH"):
+        ensure_parent(path)
+        conn = await aiosqlite.connect(str(path))
+        try:
+            saver = AsyncSqliteSaver(conn, serde=traces_serde())
+            await saver.setup()
+        except BaseException:
+            await conn.close()
+            raise
+    try:
         yield saver
+    finally:
+        await conn.close()
 
 
 def _plain(value: Any) -> Any:

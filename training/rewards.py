@@ -8,7 +8,7 @@ carries ``fps``, ``iteration`` (the 1-based iteration of metrics.jsonl / rewards
 Adapters:
 
 * :class:`BrightnessReward` / :class:`MotionReward` -- verifiable rewards on decoded frames in a target
-  region (normalised box ``[x0, y0, x1, y1]``), in [0, 1].
+  region (normalised box ``[x0, y0, x1, y1]``), in [0, 1] (``training/verifiable_rewards.py``).
 * :class:`AgentReward` -- the reward agent in process: writes each clip to mp4 and awaits
   ``graph.ascore_videos(items, AgentConfig(preset), model=..., max_concurrency=...)`` with items
   ``{"video", "instruction"}``; the agent's ⊥ (reward None) stays ineligible, its reasons are kept.
@@ -50,6 +50,8 @@ from typing import Any, Literal
 
 import numpy as np
 
+from training.verifiable_rewards import BrightnessReward, MotionReward  # noqa: F401  (re-exported)
+
 RewardFn = Callable[..., "list[float | None] | RewardBatch | Any"]
 """``(videos: list[np.ndarray], prompts: list[str], **meta) -> list[float | None]`` (or a :class:`RewardBatch`
 with reasons), or an awaitable of either."""
@@ -89,84 +91,6 @@ class RewardOutcome:
     @property
     def ineligible_count(self) -> int:
         return sum(r is None for r in self.rewards)
-
-
-def _validate_box(region: Sequence[float], name: str) -> tuple[float, float, float, float]:
-    if len(region) != 4:
-        raise ValueError(f"{name}: region must be [x0, y0, x1, y1], got {list(region)}")
-    x0, y0, x1, y1 = (float(v) for v in region)
-    if not (0.0 <= x0 < x1 <= 1.0 and 0.0 <= y0 < y1 <= 1.0):
-        raise ValueError(f"{name}: region must be normalised with 0 <= x0 < x1 <= 1 and 0 <= y0 < y1 <= 1, "
-                         f"got {list(region)}")
-    return x0, y0, x1, y1
-
-
-def _crop_clip(video: Any, box: tuple[float, float, float, float]) -> np.ndarray | None:
-    if not isinstance(video, np.ndarray) or video.dtype != np.uint8 or video.ndim != 4 or video.shape[-1] != 3:
-        return None
-    if video.shape[0] == 0:
-        return None
-    h, w = video.shape[1:3]
-    x0, y0, x1, y1 = box
-    r0, r1 = int(math.floor(y0 * h)), max(int(math.ceil(y1 * h)), int(math.floor(y0 * h)) + 1)
-    c0, c1 = int(math.floor(x0 * w)), max(int(math.ceil(x1 * w)), int(math.floor(x0 * w)) + 1)
-    return video[:, r0:r1, c0:c1]
-
-
-@dataclass
-class BrightnessReward:
-    """Mean brightness (pixel value / 255) of the decoded frames inside ``region``; in [0, 1]."""
-
-    region: tuple[float, float, float, float] = (0.0, 0.0, 1.0, 1.0)
-    """Normalised box [x0, y0, x1, y1]."""
-    target: Literal["bright", "dark"] = "bright"
-    """bright: reward = brightness; dark: reward = 1 - brightness."""
-    skip_first: bool = True
-    """Leave out frame 0 (the conditioning frame the policy does not generate)."""
-
-    def __post_init__(self) -> None:
-        self.region = _validate_box(self.region, "BrightnessReward")
-        if self.target not in ("bright", "dark"):
-            raise ValueError(f"BrightnessReward: target must be 'bright' or 'dark', got {self.target!r}")
-
-    def __call__(self, videos: Sequence[np.ndarray], prompts: Sequence[str], **meta: Any) -> list[float | None]:
-        out: list[float | None] = []
-        for video in videos:
-            crop = _crop_clip(video, self.region)
-            if crop is not None and self.skip_first:
-                crop = crop[1:] if crop.shape[0] > 1 else None
-            if crop is None:
-                out.append(None)
-                continue
-            value = float(crop.mean(dtype=np.float64) / 255.0)
-            out.append(value if self.target == "bright" else 1.0 - value)
-        return out
-
-
-@dataclass
-class MotionReward:
-    """Mean absolute change between consecutive decoded frames inside ``region`` (/255); in [0, 1]."""
-
-    region: tuple[float, float, float, float] = (0.0, 0.0, 1.0, 1.0)
-    """Normalised box [x0, y0, x1, y1]."""
-    target: Literal["more", "less"] = "more"
-    """more: reward = motion; less: reward = 1 - motion."""
-
-    def __post_init__(self) -> None:
-        self.region = _validate_box(self.region, "MotionReward")
-        if self.target not in ("more", "less"):
-            raise ValueError(f"MotionReward: target must be 'more' or 'less', got {self.target!r}")
-
-    def __call__(self, videos: Sequence[np.ndarray], prompts: Sequence[str], **meta: Any) -> list[float | None]:
-        out: list[float | None] = []
-        for video in videos:
-            crop = _crop_clip(video, self.region)
-            if crop is None or crop.shape[0] < 2:
-                out.append(None)
-                continue
-            diff = np.abs(np.diff(crop.astype(np.int16), axis=0)).mean(dtype=np.float64) / 255.0
-            out.append(float(diff) if self.target == "more" else 1.0 - float(diff))
-        return out
 
 
 @dataclass
@@ -211,12 +135,20 @@ class AgentReward:
             raise ValueError(f"AgentReward: videos must be 'temporary' or 'keep' (keep needs video_dir), "
                              f"got {self.videos!r}")
 
-    async def __call__(self, videos: Sequence[np.ndarray], prompts: Sequence[str], **meta: Any) -> list[float | None]:
-        from graph import ascore_videos, build_reward_agent  # lazy: the trainer must not need the agent stack
-        from tools.video import write_video
+    def agent(self) -> Any:
+        """The compiled agent, built on first use (it loads no tool weights until a run needs them, but
+        opens its trace database and stage cache: `graph.stores.StoreError` when one cannot be used)."""
+        from graph import build_reward_agent  # lazy: the trainer must not need the agent stack
 
         if self._agent is None:
             self._agent = build_reward_agent(self._config, model=self.model, settings=self.settings, tools=self.tools)
+        return self._agent
+
+    async def __call__(self, videos: Sequence[np.ndarray], prompts: Sequence[str], **meta: Any) -> list[float | None]:
+        from graph import ascore_videos
+        from tools.video import write_video
+
+        agent = self.agent()
         fps = float(meta.get("fps", 16.0))
         iteration, rank = int(meta.get("iteration", 0)), int(meta.get("rank", 0))
         with contextlib.ExitStack() as stack:
@@ -229,7 +161,7 @@ class AgentReward:
             for i, (video, prompt) in enumerate(zip(videos, prompts, strict=True)):
                 path = write_video(folder / f"r{rank}_{i:04d}.mp4", video, fps=fps)
                 items.append({"video": str(path.resolve()), "instruction": prompt})
-            results = await ascore_videos(items, self._config, agent=self._agent,
+            results = await ascore_videos(items, self._config, agent=agent,
                                           max_concurrency=self.max_concurrency)
         self.last_reasons = [list(r.reasons) for r in results]
         return RewardBatch([r.reward for r in results], self.last_reasons, [r.run_id or None for r in results])
@@ -390,8 +322,10 @@ def build_reward(name: str, options: dict[str, Any], *, token: str | None = None
             if "region" in opts:
                 opts["region"] = tuple(opts["region"])
             return MotionReward(**opts)
-        if name == "agent":
-            return AgentReward(settings=agent_settings, **options)
+        if name == "agent":  # built now: a trace database or stage cache it cannot use stops the run at start
+            reward = AgentReward(settings=agent_settings, **options)
+            reward.agent()
+            return reward
         if name == "http":
             return HttpAgentReward(token=token, **{k: v for k, v in options.items() if k != "token_env"})
     except TypeError as exc:

@@ -81,13 +81,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"error: {exc}", file=sys.stderr)
         return 2
     _single_process_env()
+    from graph.stores import StoreError
     from training.export import ExportError
     from training.trainer import train  # heavy imports (deepspeed, diffusers) only after validation
 
     try:
         out = train(cfg, local_rank=int(os.environ.get("LOCAL_RANK", "0")), reward_token=reward_token(cfg),
                     reward_settings=agent_settings)
-    except ConfigError as exc:
+    except (ConfigError, StoreError) as exc:  # StoreError: the agent reward's trace database or stage cache
         print(f"error: {exc}", file=sys.stderr)
         return 2
     except ExportError as exc:

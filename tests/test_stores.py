@@ -1,0 +1,99 @@
+"""A trace database or stage cache that cannot be used is a StoreError naming the file and its setting:
+from the library, one error line and exit 2 from the CLI, and a training run stops at start."""
+
+from __future__ import annotations
+
+import asyncio
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+
+from graph.builder import default_checkpointer
+from graph.cache import StageCache
+from graph.cli import app
+from graph.settings import BackboneSettings
+from graph.stores import StoreError
+from graph.tracing import open_async_saver, open_saver
+from tests.test_cli_agent import _env
+
+
+@pytest.fixture
+def not_a_database(tmp_path) -> Path:
+    path = tmp_path / "junk.sqlite"
+    path.write_bytes(b"this file is not a SQLite database, whatever its name says" * 4)
+    return path
+
+
+@pytest.fixture
+def under_a_file(tmp_path) -> Path:
+    (tmp_path / "plain.txt").write_text("x")
+    return tmp_path / "plain.txt" / "traces.sqlite"
+
+
+def test_library_openers_name_the_file_and_the_setting(not_a_database, under_a_file):
+    for bad in (not_a_database, under_a_file):
+        with pytest.raises(StoreError, match=rf"stage cache {bad}.*RAA_CACHE_PATH, or off"):
+            StageCache(bad)
+        with pytest.raises(StoreError, match=rf"trace database {bad}.*RAA_TRACES_PATH"):
+            default_checkpointer(bad)
+        with pytest.raises(StoreError, match=rf"trace database {bad}"):
+            open_saver(bad)
+
+        async def enter(path: Path = bad) -> None:
+            async with open_async_saver(path):
+                pass
+
+        with pytest.raises(StoreError, match=rf"trace database {bad}"):
+            asyncio.run(enter())
+    with pytest.raises(StoreError, match="not a database"):
+        StageCache(not_a_database)
+
+
+def test_a_usable_path_still_opens(tmp_path):
+    cache = StageCache(tmp_path / "deep" / "cache.sqlite")  # folders are created
+    cache.put("k", "v")
+    assert cache.get("k") == "v"
+    cache.close()
+
+    async def enter() -> None:
+        async with open_async_saver(tmp_path / "other" / "traces.sqlite") as saver:
+            assert saver is not None
+
+    asyncio.run(enter())
+
+
+@pytest.mark.parametrize("var", ["RAA_TRACES_PATH", "RAA_CACHE_PATH"])
+def test_cli_prints_one_error_line_and_exits_2(var, not_a_database, tmp_path, monkeypatch, capsys):
+    _env(monkeypatch, tmp_path)
+    monkeypatch.setenv(var, str(not_a_database))
+    clip = tmp_path / "clip.mp4"
+    clip.write_bytes(b"never read")
+    with pytest.raises(SystemExit) as info:
+        app(["score", str(clip), "-i", "push the block"], prog_name="raa")
+    assert info.value.code == 2
+    err = capsys.readouterr().err
+    assert err.startswith("error: ") and str(not_a_database) in err and var in err
+    assert "Traceback" not in err and len(err.strip().splitlines()) == 1
+
+
+def test_cli_runs_listing_with_a_bad_trace_database(not_a_database, tmp_path, monkeypatch, capsys):
+    _env(monkeypatch, tmp_path)
+    monkeypatch.setenv("RAA_TRACES_PATH", str(not_a_database))
+    with pytest.raises(SystemExit) as info:
+        app(["runs"], prog_name="raa")
+    assert info.value.code == 2 and "trace database" in capsys.readouterr().err
+
+
+def test_training_agent_reward_opens_its_files_when_built(not_a_database, tmp_path):
+    """Built lazily, the agent met its trace database at the first reward call, and an exception there only
+    makes that batch ineligible: the run went on without ever updating. It is built with the reward now."""
+    from training.rewards import build_reward
+
+    settings = BackboneSettings(base_url="http://127.0.0.1:9/v1", model="m", api_key="EMPTY",
+                                traces_path=str(not_a_database), cache_path=None)
+    with pytest.raises(StoreError, match="trace database"):
+        build_reward("agent", {"preset": "decomposed"}, agent_settings=settings)
+    ok = replace(settings, traces_path=str(tmp_path / "t.sqlite"))
+    reward = build_reward("agent", {"preset": "decomposed"}, agent_settings=ok)
+    assert reward.agent() is reward.agent()  # built once, with the reward

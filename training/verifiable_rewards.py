@@ -1,0 +1,91 @@
+"""Verifiable rewards on decoded frames for GRPO training: brightness and motion inside a target region
+(normalised box ``[x0, y0, x1, y1]``), in [0, 1]. A malformed clip is ineligible (None) without
+affecting the other clips; the conditioning (first) frame is left out of the brightness reward by
+default. Re-exported by ``training.rewards`` (where ``build_reward`` makes them from a config)."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any, Literal
+
+import numpy as np
+
+
+def _validate_box(region: Sequence[float], name: str) -> tuple[float, float, float, float]:
+    if len(region) != 4:
+        raise ValueError(f"{name}: region must be [x0, y0, x1, y1], got {list(region)}")
+    x0, y0, x1, y1 = (float(v) for v in region)
+    if not (0.0 <= x0 < x1 <= 1.0 and 0.0 <= y0 < y1 <= 1.0):
+        raise ValueError(f"{name}: region must be normalised with 0 <= x0 < x1 <= 1 and 0 <= y0 < y1 <= 1, "
+                         f"got {list(region)}")
+    return x0, y0, x1, y1
+
+
+def _crop_clip(video: Any, box: tuple[float, float, float, float]) -> np.ndarray | None:
+    if not isinstance(video, np.ndarray) or video.dtype != np.uint8 or video.ndim != 4 or video.shape[-1] != 3:
+        return None
+    if video.shape[0] == 0:
+        return None
+    h, w = video.shape[1:3]
+    x0, y0, x1, y1 = box
+    r0, r1 = int(math.floor(y0 * h)), max(int(math.ceil(y1 * h)), int(math.floor(y0 * h)) + 1)
+    c0, c1 = int(math.floor(x0 * w)), max(int(math.ceil(x1 * w)), int(math.floor(x0 * w)) + 1)
+    return video[:, r0:r1, c0:c1]
+
+
+@dataclass
+class BrightnessReward:
+    """Mean brightness (pixel value / 255) of the decoded frames inside ``region``; in [0, 1]."""
+
+    region: tuple[float, float, float, float] = (0.0, 0.0, 1.0, 1.0)
+    """Normalised box [x0, y0, x1, y1]."""
+    target: Literal["bright", "dark"] = "bright"
+    """bright: reward = brightness; dark: reward = 1 - brightness."""
+    skip_first: bool = True
+    """Leave out frame 0 (the conditioning frame the policy does not generate)."""
+
+    def __post_init__(self) -> None:
+        self.region = _validate_box(self.region, "BrightnessReward")
+        if self.target not in ("bright", "dark"):
+            raise ValueError(f"BrightnessReward: target must be 'bright' or 'dark', got {self.target!r}")
+
+    def __call__(self, videos: Sequence[np.ndarray], prompts: Sequence[str], **meta: Any) -> list[float | None]:
+        out: list[float | None] = []
+        for video in videos:
+            crop = _crop_clip(video, self.region)
+            if crop is not None and self.skip_first:
+                crop = crop[1:] if crop.shape[0] > 1 else None
+            if crop is None:
+                out.append(None)
+                continue
+            value = float(crop.mean(dtype=np.float64) / 255.0)
+            out.append(value if self.target == "bright" else 1.0 - value)
+        return out
+
+
+@dataclass
+class MotionReward:
+    """Mean absolute change between consecutive decoded frames inside ``region`` (/255); in [0, 1]."""
+
+    region: tuple[float, float, float, float] = (0.0, 0.0, 1.0, 1.0)
+    """Normalised box [x0, y0, x1, y1]."""
+    target: Literal["more", "less"] = "more"
+    """more: reward = motion; less: reward = 1 - motion."""
+
+    def __post_init__(self) -> None:
+        self.region = _validate_box(self.region, "MotionReward")
+        if self.target not in ("more", "less"):
+            raise ValueError(f"MotionReward: target must be 'more' or 'less', got {self.target!r}")
+
+    def __call__(self, videos: Sequence[np.ndarray], prompts: Sequence[str], **meta: Any) -> list[float | None]:
+        out: list[float | None] = []
+        for video in videos:
+            crop = _crop_clip(video, self.region)
+            if crop is None or crop.shape[0] < 2:
+                out.append(None)
+                continue
+            diff = np.abs(np.diff(crop.astype(np.int16), axis=0)).mean(dtype=np.float64) / 255.0
+            out.append(float(diff) if self.target == "more" else 1.0 - float(diff))
+        return out
