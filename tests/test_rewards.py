@@ -106,10 +106,12 @@ class _Handler(BaseHTTPRequestHandler):
     mode = "ok"
     busy = 0  # answer 503 this many times first
     posts = 0
+    metas: list = []
 
     def do_POST(self):  # noqa: N802
         body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
         _Handler.posts += 1
+        _Handler.metas.append(body["meta"])
         if _Handler.mode == "fail" or _Handler.busy > 0:
             _Handler.busy -= 1
             self.send_response(500 if _Handler.mode == "fail" else 503)
@@ -135,9 +137,12 @@ def test_http_reward_roundtrip_and_failure():
     try:
         clips = [np.full((3, 16, 16, 3), 100, dtype=np.uint8) for _ in range(3)]
         fn = HttpAgentReward(url=f"http://127.0.0.1:{server.server_port}/score", timeout_s=30)
-        out = call_reward(fn, "http", clips, ["a", "b", "c"], fps=8.0)
+        _Handler.metas = []
+        out = call_reward(fn, "http", clips, ["a", "b", "c"], fps=8.0, iteration=4, phase="train")
         assert out.rewards == [0.0, None, pytest.approx(0.2)] and out.counts["none"] == 1
         assert fn.last_reasons == [["a"], ["b"], ["c"]]
+        call_reward(fn, "http", clips, ["a", "b", "c"], iteration=5, phase="eval")
+        assert _Handler.metas == [{"iteration": 4, "phase": "train"}, {"iteration": 5, "phase": "eval"}]  # the API's values
         _Handler.mode, _Handler.posts = "fail", 0
         out = call_reward(fn, "http", clips, ["a", "b", "c"], fps=8.0)
         assert out.rewards == [None, None, None] and _Handler.posts == 1  # a 500 is not retried

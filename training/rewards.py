@@ -213,8 +213,8 @@ class HttpAgentReward:
                 path = write_video(Path(tmp) / f"{i:04d}.mp4", video, fps=fps)
                 items.append({"video_b64": base64.b64encode(path.read_bytes()).decode("ascii"),
                               "instruction": prompt, "fps": fps})
-        body = json.dumps({"items": items, "meta": {"iteration": meta.get("iteration"), "phase": _phase(meta)}}
-                          ).encode("utf-8")
+        phase = "eval" if meta.get("phase") == "eval" else "train"  # the API's values (_phase is a folder prefix)
+        body = json.dumps({"items": items, "meta": {"iteration": meta.get("iteration"), "phase": phase}}).encode("utf-8")
         try:
             reply = await asyncio.to_thread(self._post, body)
             results = reply["results"]
