@@ -21,6 +21,8 @@ from __future__ import annotations
 from dataclasses import dataclass, fields, replace
 from typing import Literal, get_args
 
+from tools.coords import Coordinates
+
 Preset = Literal[
     "direct", "structured", "decomposed", "task_blind", "visual_verify", "motion", "wmreward",
     "audit_no_gate", "full", "no_task_blind", "no_visual_verify", "no_wmreward", "no_audit", "no_motion",
@@ -75,6 +77,11 @@ class AgentConfig:
     """Final check + failure gate (R = 0 when failure is established or an essential is unverifiable)."""
     inspect_mode: InspectMode = "tools"
     """"tools": LLM tool-calling loop; "plan": one structured InspectionPlan (servers without tool calls)."""
+    coordinates: Coordinates = "unit"
+    """How the model writes crop boxes and track points: "unit" fractions of the frame (0..1), "per_mille"
+    thousandths (0..1000: Qwen2-VL, Qwen3-VL, InternVL grounding) or "pixels" of the frames as sent
+    (long side `FrameStore.long_side`; Qwen2.5-VL). The inspect and plan prompts state it, and the
+    agent converts before cropping or tracking."""
     motion_prefetch: MotionPrefetch = "grid"
     """Motion evidence on: "grid" starts the most likely grid track (track_motion's default stretch,
     the whole clip; or the sampled frames reflect tracks when there is no inspect loop) in a
@@ -103,6 +110,8 @@ class AgentConfig:
             raise ValueError(f"unknown preset {self.preset!r}; expected one of {', '.join(PRESETS)}")
         if self.inspect_mode not in get_args(InspectMode):
             raise ValueError(f"inspect_mode must be 'tools' or 'plan', got {self.inspect_mode!r}")
+        if self.coordinates not in get_args(Coordinates):
+            raise ValueError(f"coordinates must be one of {get_args(Coordinates)}, got {self.coordinates!r}")
         if self.motion_prefetch not in get_args(MotionPrefetch):
             raise ValueError(f"motion_prefetch must be 'grid' or 'off', got {self.motion_prefetch!r}")
         if not 0 <= self.max_repair_rounds <= MAX_REPAIR_ROUNDS:
@@ -155,6 +164,8 @@ class ResolvedConfig:
     """Preset label (for results and traces)."""
     inspect_mode: str
     """"tools" or "plan"."""
+    coordinates: str
+    """"unit", "per_mille" or "pixels": how the model writes boxes and points."""
     motion_prefetch: str
     """"grid" or "off": speculative grid track when motion evidence is on."""
     observe_frames: int

@@ -110,7 +110,7 @@ class FrameView(_Record):
 
     frames: list[int] = Field(min_length=1, max_length=16, description="Frame indices to view.")
     box: list[float] | None = Field(default=None, min_length=4, max_length=4,
-                                    description="Optional normalised crop [x0, y0, x1, y1] in 0..1.")
+                                    description="Optional crop [x0, y0, x1, y1] (see the instructions).")
 
 
 class TrackRequest(_Record):
@@ -119,7 +119,8 @@ class TrackRequest(_Record):
     start_frame: int = Field(ge=0, description="First frame of the stretch.")
     end_frame: int = Field(ge=0, description="Last frame of the stretch.")
     points: list[list[float]] = Field(default_factory=list, max_length=32,
-                                      description="Normalised [x, y] points on start_frame; empty = grid.")
+                                      description="[x, y] points on start_frame (see the instructions); "
+                                                  "empty = grid.")
 
 
 class InspectionPlan(_Record):

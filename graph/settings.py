@@ -21,6 +21,7 @@ from dataclasses import dataclass, fields, replace
 from typing import Literal, get_args
 
 from graph.config import AgentConfig, InspectMode
+from tools.coords import Coordinates
 
 StructuredMethod = Literal["json_schema", "function_calling", "json_mode"]
 TraceDurability = Literal["exit", "async", "sync"]
@@ -101,7 +102,14 @@ class BackboneSettings:
     structured inspection plan (any server that does structured output). Python callers set
     `AgentConfig.inspect_mode` themselves."""
 
+    coordinates: Coordinates = "unit"
+    """How the served model writes crop boxes and track points (RAA_COORDINATES): "unit" (0..1),
+    "per_mille" (0..1000: Qwen2-VL, Qwen3-VL, InternVL) or "pixels" of the frames as sent (Qwen2.5-VL).
+    Python callers set `AgentConfig.coordinates` themselves."""
+
     def __post_init__(self) -> None:
+        if self.coordinates not in get_args(Coordinates):
+            raise SettingsError(f"coordinates must be one of {get_args(Coordinates)}, got {self.coordinates!r}")
         if self.method not in get_args(StructuredMethod):
             raise SettingsError(f"method must be one of {get_args(StructuredMethod)}, got {self.method!r}")
         if self.inspect_mode not in get_args(InspectMode):
@@ -132,8 +140,10 @@ class BackboneSettings:
 
     def agent_config(self, preset: str) -> AgentConfig:
         """The `AgentConfig` the edge (CLI, demo, evals, `langgraph dev`) builds for `preset` against this
-        server: the preset's switches with `inspect_mode`. Raises ValueError for an unknown preset."""
-        return AgentConfig(preset=preset, inspect_mode=self.inspect_mode)  # type: ignore[arg-type]
+        server: the preset's switches with `inspect_mode` and `coordinates`. Raises ValueError for an unknown
+        preset."""
+        return AgentConfig(preset=preset, inspect_mode=self.inspect_mode,  # type: ignore[arg-type]
+                           coordinates=self.coordinates)
 
     def with_overrides(self, **changes: object) -> BackboneSettings:
         """A copy with some fields replaced (validated again)."""
@@ -150,7 +160,8 @@ class BackboneSettings:
             kw[name] = value or None
         choices = (("method", "RAA_STRUCTURED_METHOD", get_args(StructuredMethod)),
                    ("trace_durability", "RAA_TRACE_DURABILITY", get_args(TraceDurability)),
-                   ("inspect_mode", "RAA_INSPECT_MODE", get_args(InspectMode)))
+                   ("inspect_mode", "RAA_INSPECT_MODE", get_args(InspectMode)),
+                   ("coordinates", "RAA_COORDINATES", get_args(Coordinates)))
         numeric = (("timeout_s", "RAA_TIMEOUT_S", float), ("max_retries", "RAA_MAX_RETRIES", int),
                    ("schema_retries", "RAA_SCHEMA_RETRIES", int), ("image_long_side", "RAA_IMAGE_LONG_SIDE", int),
                    ("jpeg_quality", "RAA_JPEG_QUALITY", int), ("temperature", "RAA_TEMPERATURE", float),

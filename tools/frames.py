@@ -3,7 +3,9 @@ by long side, frame labels and JPEG data-URL content blocks for the backbone.
 
 Crop boxes are normalised ``[x0, y0, x1, y1]`` in [0, 1]; coordinates within 1e-6 of the unit
 range are clamped; each side must cover at least ``MIN_CROP_SIZE`` (2%) of the frame, otherwise
-the full frame is used and ``CropResult.reason`` says why. ``tools.video`` re-exports these names.
+the full frame is used and ``CropResult.reason`` says why. A model that writes thousandths or
+pixels has its boxes and points converted first (``tools.coords``). ``tools.video`` re-exports these
+names.
 """
 
 from __future__ import annotations
@@ -15,6 +17,8 @@ from dataclasses import dataclass
 
 import cv2
 import numpy as np
+
+from tools.coords import shown_size
 
 MIN_CROP_SIZE = 0.02
 FULL_FRAME: tuple[float, float, float, float] = (0.0, 0.0, 1.0, 1.0)
@@ -73,13 +77,10 @@ def crop_frame(frame: np.ndarray, box: tuple[float, float, float, float]) -> np.
 
 def resize_long_side(frame: np.ndarray, long_side: int) -> np.ndarray:
     """Scale so that max(H, W) == ``long_side`` with OpenCV INTER_AREA; never upscales."""
-    if long_side <= 0:
-        raise ValueError(f"long_side must be positive, got {long_side}")
     h, w = frame.shape[:2]
-    if max(h, w) <= long_side:
+    size = shown_size(w, h, long_side)
+    if size == (w, h):
         return frame
-    scale = long_side / max(h, w)
-    size = (max(1, round(w * scale)), max(1, round(h * scale)))
     return cv2.resize(frame, size, interpolation=cv2.INTER_AREA)
 
 

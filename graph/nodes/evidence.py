@@ -43,10 +43,10 @@ class view_frames(BaseModel):  # noqa: N801 - tool names are snake_case for the 
 
 
 class view_crop(BaseModel):  # noqa: N801
-    """View a zoomed region of one frame. box = [x0, y0, x1, y1] normalised to 0..1."""
+    """View a zoomed region of one frame. box = [x0, y0, x1, y1] in the coordinates the instructions give."""
 
     frame: int = Field(ge=0, description="Frame index (0-based).")
-    box: list[float] = Field(min_length=4, max_length=4, description="Normalised [x0, y0, x1, y1].")
+    box: list[float] = Field(min_length=4, max_length=4, description="[x0, y0, x1, y1] (see the instructions).")
 
 
 class track_motion(BaseModel):  # noqa: N801
@@ -55,7 +55,8 @@ class track_motion(BaseModel):  # noqa: N801
     start_frame: int = Field(ge=0, description="First frame of the stretch.")
     end_frame: int = Field(ge=0, description="Last frame of the stretch.")
     points: list[list[float]] = Field(default_factory=list, max_length=32,
-                                      description="Normalised [x, y] points on start_frame; empty = grid.")
+                                      description="[x, y] points on start_frame (see the instructions); "
+                                                  "empty = grid.")
 
 
 @functools.cache
@@ -133,6 +134,39 @@ async def execute(state: AgentState, ctx: RunContext, exchanges: list[ToolExchan
     return {**base, "text": f"unknown tool {name!r}; available: {names}"}
 
 
+_COORDINATES = {
+    "unit": "as fractions of the frame's width and height (0..1; [0, 0, 1, 1] is the whole frame)",
+    "per_mille": "in thousandths of the frame's width and height (0..1000; [0, 0, 1000, 1000] is the whole "
+                 "frame)",
+}
+
+
+def coordinates_text(ctx: RunContext, meta: dict[str, Any]) -> str:
+    """How the inspect / plan prompts ask for boxes and points (`AgentConfig.coordinates`)."""
+    if ctx.config.coordinates == "pixels":
+        w, h = _shown(ctx, meta)
+        return f"in pixels of the frames as you see them ({w}x{h}; [0, 0, {w}, {h}] is the whole frame)"
+    return _COORDINATES[ctx.config.coordinates]
+
+
+def _shown(ctx: RunContext, meta: dict[str, Any]) -> tuple[int, int]:
+    from tools.coords import shown_size
+
+    return shown_size(int(meta["width"]), int(meta["height"]), ctx.frames.long_side)
+
+
+def _unit(ctx: RunContext, meta: dict[str, Any], values: list[float]) -> list[float]:
+    """A box or point the model wrote, as fractions of the frame."""
+    from tools.coords import to_unit_coords
+
+    return to_unit_coords(values, ctx.config.coordinates, _shown(ctx, meta))  # type: ignore[arg-type]
+
+
+def _fmt(values: list[float]) -> str:
+    """A box or point as the model wrote it (`[250, 250, 750, 750]`, not `[250.0, ...]`)."""
+    return "[" + ", ".join(f"{v:g}" for v in values) + "]"
+
+
 def _text(head: str, notes: list[str]) -> str:
     return head + ("" if not notes else " (" + "; ".join(notes) + ")")
 
@@ -142,11 +176,19 @@ async def _crop(state: AgentState, ctx: RunContext, exchanges: list[ToolExchange
     from tools.video import normalize_crop
 
     frames, notes = allowed(state, ctx, exchanges, [request.frame])
-    crop = normalize_crop(tuple(request.box))
+    coordinates = ctx.config.coordinates
+    crop = normalize_crop(tuple(_unit(ctx, state["meta"], request.box)))
     box = None if crop.fallback else [float(b) for b in crop.box]
     if crop.fallback:
-        notes.append(f"invalid crop box {request.box} ({crop.reason}); showing the full frame")
-    head = f"frame {frames[0]} " + ("full frame" if box is None else f"crop {box}") if frames else "no frame shown"
+        if coordinates != "unit":
+            why = f"{crop.reason}, read as {coordinates} {_fmt(request.box)}"
+        elif any(v > 1 for v in request.box):
+            why = (f"{crop.reason}; a model that writes pixels or thousandths needs RAA_COORDINATES / "
+                   "AgentConfig.coordinates")
+        else:
+            why = str(crop.reason)
+        notes.append(f"invalid crop box {_fmt(request.box)} ({why}); showing the full frame")
+    head = f"frame {frames[0]} " + ("full frame" if box is None else f"crop {_fmt(request.box)}") if frames else "no frame shown"
     return {**base, "frames": frames, "box": box, "text": _text(head, notes)}
 
 
@@ -172,8 +214,19 @@ async def _track(state: AgentState, ctx: RunContext, exchanges: list[ToolExchang
     room = ctx.config.frame_budget - used_frames(exchanges)
     k = max(0, min(OVERLAY_FRAMES, room, len(idx)))
     shown = uniform_subset(idx, k)
-    _, summary = await track_overlays(state, ctx, idx, request.points, shown)
     notes = [] if k >= min(OVERLAY_FRAMES, len(idx)) else [f"frame budget: {k} overlay frames"]
+    points, outside = [], []
+    for p in request.points:
+        if len(p) != 2:
+            notes.append(f"point {_fmt(p)} is not [x, y]; left out")
+            continue
+        unit = _unit(ctx, state["meta"], p)
+        if not all(-1e-6 <= v <= 1 + 1e-6 for v in unit):
+            outside.append(p)
+        points.append([min(max(v, 0.0), 1.0) for v in unit])
+    if outside:
+        notes.append(f"points {', '.join(_fmt(p) for p in outside)} lie outside the frame; moved to its edge")
+    _, summary = await track_overlays(state, ctx, idx, points, shown)
     return {**base, "frames": shown, "overlay": True,
             "text": _text(f"tracked frames {idx[0]}..{idx[-1]} ({len(idx)} frames); overlays on {shown}", notes)
             + "\n" + summary}
@@ -212,11 +265,8 @@ def _compute_tracks(ctx: RunContext, video: str, idx: list[int], points: list[li
     frames = ctx.frames.frames(video, idx)
     h, w = frames.shape[1:3]
     queries = None
-    if points:
-        queries = np.array([[0.0, min(max(p[0], 0.0), 1.0) * (w - 1), min(max(p[1], 0.0), 1.0) * (h - 1)]
-                            for p in points if len(p) == 2], dtype=np.float32)
-        if len(queries) == 0:
-            queries = None
+    if points:  # fractions of the frame, checked and clamped by _track
+        queries = np.array([[0.0, p[0] * (w - 1), p[1] * (h - 1)] for p in points], dtype=np.float32)
     return run_tool("motion", tracker.track, frames, grid_size=None if queries is not None else 8, queries=queries)
 
 

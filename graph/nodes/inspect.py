@@ -22,6 +22,7 @@ from graph.context import RunContext
 from graph.nodes.common import Step, count, dump, human, system
 from graph.nodes.evidence import (
     access_text,
+    coordinates_text,
     crop_records,
     exchange_blocks,
     execute,
@@ -50,7 +51,8 @@ async def conversation(state: AgentState, ctx: RunContext) -> list[BaseMessage]:
         system("inspect", n_frames=meta["frames"], fps=f"{float(meta['fps']):g}",
                motion_tool=MOTION_TOOL if cfg.motion else "",
                access=access_text(int(meta["frames"]), list(state["sample"]), cfg.nearby_extra),
-               max_rounds=cfg.max_tool_rounds, frame_budget=cfg.frame_budget),
+               max_rounds=cfg.max_tool_rounds, frame_budget=cfg.frame_budget,
+               coordinates=coordinates_text(ctx, meta)),
         human(_opening(state))]
     exchanges = list(state.get("exchanges", []))
     for rnd in sorted({e["round"] for e in exchanges}):
@@ -99,7 +101,8 @@ async def _plan(state: AgentState, ctx: RunContext, step: Step) -> dict[str, Any
     cfg = ctx.config
     messages = [system("plan", n_frames=meta["frames"], frame_budget=cfg.frame_budget,
                        access=access_text(int(meta["frames"]), list(state["sample"]), cfg.nearby_extra),
-                       motion_hint=" and up to 2 motion-track requests" if cfg.motion else ""),
+                       motion_hint=" and up to 2 motion-track requests" if cfg.motion else "",
+                       coordinates=coordinates_text(ctx, meta)),
                 human(_opening(state))]
     plan = await ctx.backbone.astructured("plan", InspectionPlan, messages, step.usage)
     calls: list[tuple[str, dict[str, Any]]] = []

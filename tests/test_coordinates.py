@@ -1,0 +1,107 @@
+"""AgentConfig.coordinates: crop boxes and track points in the model's own convention (fractions,
+thousandths, or pixels of the frames it was shown) reach the same region of the frame."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from graph_scripts import full_script, make_agent, run, tool_call
+
+from graph.settings import BackboneSettings, SettingsError
+from tools.coords import shown_size, to_unit_coords
+from tools.motion import LKTracker
+
+QUARTERS = {"unit": [0.25, 0.25, 0.75, 0.75], "per_mille": [250, 250, 750, 750], "pixels": [32, 32, 96, 96]}
+
+
+def test_conversion_and_shown_size_hand_computed():
+    assert to_unit_coords([0.1, 0.2, 0.3, 0.4], "unit", (0, 0)) == [0.1, 0.2, 0.3, 0.4]
+    assert to_unit_coords([100, 250, 500, 1000], "per_mille", (0, 0)) == [0.1, 0.25, 0.5, 1.0]
+    assert to_unit_coords([64, 36, 128, 72], "pixels", (512, 288)) == [0.125, 0.125, 0.25, 0.25]
+    assert to_unit_coords([256, 144], "pixels", (512, 288)) == [0.5, 0.5]  # a point
+    with pytest.raises(ValueError, match="coordinates"):
+        to_unit_coords([1, 2], "percent", (1, 1))  # type: ignore[arg-type]
+    assert shown_size(1920, 1080, 512) == (512, 288)
+    assert shown_size(480, 832, 512) == (295, 512)  # 480 * 512 / 832 = 295.4
+    assert shown_size(128, 128, 512) == (128, 128)  # never upscaled
+
+
+@pytest.mark.parametrize("coordinates", ["unit", "per_mille", "pixels"])
+def test_each_convention_crops_the_same_region(clip, coordinates):
+    box = QUARTERS[coordinates]  # the 128x128 clip is shown at its own size
+    script = full_script(inspect=[tool_call("view_crop", {"frame": 10, "box": box}), "done"])
+    agent, model = make_agent("full", script, coordinates=coordinates)
+    out = run(agent, clip)
+    ex = out["exchanges"][0]
+    assert ex["box"] == pytest.approx([0.25, 0.25, 0.75, 0.75]) and f"crop {box}" in ex["text"]
+    prompt = model.calls_for("inspect")[0].messages[0].content
+    expected = {"unit": "fractions of the frame's width and height (0..1",
+                "per_mille": "thousandths of the frame's width and height (0..1000",
+                "pixels": "pixels of the frames as you see them (128x128; [0, 0, 128, 128]"}[coordinates]
+    assert expected in prompt
+
+
+def test_pixels_are_those_of_the_image_sent(clip):
+    """With frames sent at long side 64, the model's pixel box refers to a 64x64 image."""
+    from langgraph.checkpoint.memory import InMemorySaver
+
+    from graph import AgentConfig, AgentTools, build_reward_agent
+    from graph.backbone import Backbone
+    from graph.context import FrameStore
+    from graph.testing import ScriptedChatModel
+    from tests.graph_scripts import FakeSurprise
+
+    model = ScriptedChatModel(full_script(inspect=[tool_call("view_crop", {"frame": 3, "box": [16, 16, 48, 48]}), "ok"]))
+    agent = build_reward_agent(AgentConfig(coordinates="pixels"), backbone=Backbone(model, retry_wait=(0.0, 0.0)),
+                               tools=AgentTools(tracker=LKTracker(), surprise=FakeSurprise()),
+                               checkpointer=InMemorySaver(), frame_store=FrameStore(long_side=64))
+    out = run(agent, clip)
+    assert out["exchanges"][0]["box"] == pytest.approx([0.25, 0.25, 0.75, 0.75])
+    assert "(64x64; [0, 0, 64, 64]" in model.calls_for("inspect")[0].messages[0].content
+
+
+def test_a_pixel_box_read_as_fractions_falls_back_and_names_the_setting(clip):
+    script = full_script(inspect=[tool_call("view_crop", {"frame": 10, "box": [32, 32, 96, 96]}), "done"])
+    agent, _ = make_agent("full", script)  # coordinates="unit"
+    ex = run(agent, clip)["exchanges"][0]
+    assert ex["box"] is None and "full frame" in ex["text"] and "RAA_COORDINATES" in ex["text"]
+
+
+class RecordingTracker(LKTracker):
+    """LK tracker that records the query points it is given."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.queries: list[np.ndarray | None] = []
+
+    def track(self, frames, *, grid_size=None, queries=None):  # noqa: ANN001, ANN201 (protocol)
+        self.queries.append(None if queries is None else np.array(queries))
+        return super().track(frames, grid_size=grid_size, queries=queries)
+
+
+def test_track_points_convert_and_points_off_the_frame_are_reported(clip):
+    """Before, points were clamped to [0, 1] silently: a pixel point [64, 64] tracked the far corner."""
+    tracker = RecordingTracker()
+    script = full_script(inspect=[tool_call("track_motion", {"start_frame": 0, "end_frame": 32,
+                                                             "points": [[500, 500], [1500, 250]]}), "done"])
+    agent, _ = make_agent("full", script, tracker=tracker, coordinates="per_mille", motion_prefetch="off")
+    out = run(agent, clip)
+    queries = [q for q in tracker.queries if q is not None][0]
+    assert np.allclose(queries[:, 1:], [[63.5, 63.5], [127.0, 31.75]])  # (128 - 1) * fraction, clamped
+    assert "points [1500, 250] lie outside the frame" in out["exchanges"][0]["text"]
+
+
+def test_plan_mode_boxes_use_the_convention(clip):
+    script = full_script(plan=[{"views": [{"frames": [30], "box": [0, 0, 500, 500]}], "tracks": []}])
+    agent, model = make_agent("full", script, inspect_mode="plan", coordinates="per_mille")
+    out = run(agent, clip)
+    assert out["exchanges"][0]["box"] == pytest.approx([0.0, 0.0, 0.5, 0.5])
+    assert "thousandths" in model.calls_for("plan")[0].messages[0].content
+
+
+def test_setting_reaches_the_agent_config():
+    settings = BackboneSettings.from_env({"RAA_COORDINATES": "pixels"})
+    assert settings.coordinates == "pixels" and settings.agent_config("full").coordinates == "pixels"
+    assert BackboneSettings.from_env({}).agent_config("full").coordinates == "unit"
+    with pytest.raises(SettingsError, match="RAA_COORDINATES"):
+        BackboneSettings.from_env({"RAA_COORDINATES": "percent"})

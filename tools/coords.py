@@ -1,0 +1,41 @@
+"""Image coordinates as a model writes them, converted to fractions of the frame (pure, no imports
+beyond typing, so settings and configs can name the convention cheaply).
+
+Decisions where the issues were silent: "pixels" are those of the image the model was shown (after
+``tools.frames.resize_long_side``), not of the decoded frame; Qwen2.5-VL's own resize to multiples of
+28 pixels shifts its coordinates by at most a few percent, which a crop tolerates.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Literal
+
+Coordinates = Literal["unit", "per_mille", "pixels"]
+"""How a model writes image positions: "unit" fractions of the width and height (0..1), "per_mille"
+thousandths (0..1000: Qwen2-VL, Qwen3-VL, InternVL grounding), "pixels" of the image it was shown
+(Qwen2.5-VL)."""
+
+
+def to_unit_coords(values: Sequence[float], coordinates: Coordinates, size: tuple[int, int]) -> list[float]:
+    """``values``, alternating x and y (a box ``[x0, y0, x1, y1]`` or a point ``[x, y]``), as fractions of
+    the width and height; ``size`` is the (width, height) of the image the model saw ("pixels")."""
+    if coordinates == "unit":
+        return [float(v) for v in values]
+    if coordinates == "per_mille":
+        sx = sy = 1000.0
+    elif coordinates == "pixels":
+        sx, sy = float(size[0]), float(size[1])
+    else:
+        raise ValueError(f"coordinates must be 'unit', 'per_mille' or 'pixels', got {coordinates!r}")
+    return [float(v) / (sx if k % 2 == 0 else sy) for k, v in enumerate(values)]
+
+
+def shown_size(width: int, height: int, long_side: int) -> tuple[int, int]:
+    """(width, height) of a ``width x height`` frame after ``resize_long_side(frame, long_side)``."""
+    if long_side <= 0:
+        raise ValueError(f"long_side must be positive, got {long_side}")
+    if max(width, height) <= long_side:
+        return width, height
+    scale = long_side / max(width, height)
+    return max(1, round(width * scale)), max(1, round(height * scale))
