@@ -34,6 +34,7 @@ VLLM_HELP = (
     "then point the agent at it:\n"
     "  export RAA_BASE_URL=http://127.0.0.1:8000/v1 RAA_MODEL=Qwen/Qwen2.5-VL-7B-Instruct RAA_API_KEY=EMPTY\n"
     "  export RAA_INSPECT_MODE=plan   # Qwen2.5-VL's chat template has no tools: inspect with one plan\n"
+    "  export RAA_COORDINATES=pixels  # Qwen2.5-VL writes boxes in pixels (per_mille: Qwen3-VL, InternVL)\n"
     "(a model served with tool calling, e.g. vLLM --enable-auto-tool-choice --tool-call-parser NAME,\n"
     "can keep the default RAA_INSPECT_MODE=tools)"
 )
