@@ -29,7 +29,7 @@ eval_app = typer.Typer(no_args_is_help=True, add_completion=False,
 
 
 def _console() -> Console:
-    return Console(soft_wrap=True)
+    return Console(soft_wrap=True, markup=False)  # presets, paths and reasons are data, never style tags
 
 
 def _fail(message: str, code: int = 2) -> typer.Exit:

@@ -36,6 +36,7 @@ from rich.table import Table
 from graph.backbone import default_chat_model
 from graph.settings import BackboneSettings, SettingsError
 from graph.tracing import (
+    RUN_STATUSES,
     RunNotFoundError,
     describe_update,
     list_runs,
@@ -45,8 +46,9 @@ from graph.tracing import (
     step_row,
 )
 
-_out = Console()
-_err = Console(stderr=True)
+# markup off: reasons ("[assess] timeout: ..."), decisions, paths are data; rich would read "[assess]" as a style
+_out = Console(markup=False)
+_err = Console(stderr=True, markup=False)
 TRACE_TABLE_MIN_WIDTH = 120
 """`raa trace` prints a table on consoles at least this wide, one block per step on narrower ones."""
 RUNS_FULL_WIDTH = 110
@@ -210,26 +212,40 @@ def _traces_path(db: Path | None) -> Path:
 
 def runs_command(
     limit: int = typer.Option(50, "--limit", min=1, help="Show at most this many runs (newest first)."),
+    status: str | None = typer.Option(None, "--status", help=f"Only runs with this status: {', '.join(RUN_STATUSES)}."),
+    preset: str | None = typer.Option(None, "--preset", help="Only runs of this preset."),
     db: Path | None = typer.Option(None, "--db", help="Trace database (default RAA_TRACES_PATH)."),
 ) -> None:
-    """List traced agent runs."""
+    """List traced agent runs (with why a run is zero or ineligible, on a wide terminal)."""
+    if status is not None and status not in RUN_STATUSES:
+        typer.echo(f"error: --status must be one of {', '.join(RUN_STATUSES)}, got {status!r}", err=True)
+        raise typer.Exit(2)
     path = _traces_path(db)
     if not path.exists():
         typer.echo(f"no trace database at {path} (no runs yet)", err=True)
         return
-    runs = list_runs(open_saver(path), limit=limit)
+    runs = list_runs(open_saver(path), limit=limit, status=status, preset=preset)
+    if not runs and (status or preset):
+        wanted = ", ".join(f"{k} {v}" for k, v in (("status", status), ("preset", preset)) if v)
+        typer.echo(f"no runs with {wanted} in {path}", err=True)
+        return
     table, full = run_table(f"runs in {path}", _out.width)
     # the run id is what `raa trace` / `raa report` take: never cut short; only the video name folds
     table.add_column("run id", no_wrap=True, min_width=max((len(r.run_id) for r in runs), default=6))
     for col in ("updated", "preset", "status", "reward") + (("steps",) if full else ()):
         table.add_column(col, no_wrap=True)
     table.add_column("video", overflow="fold", min_width=8)
+    why = full and any(run.reasons for run in runs)
+    if why:
+        table.add_column("why", overflow="fold", min_width=20)
     for run in runs:
         reward = "-" if run.reward is None else f"{run.reward:.4f}"
         video = str(run.values.get("video", ""))
         stamp = run.updated[:19].replace("T", " ")
-        cells = [run.run_id, stamp if full else stamp[5:16], str(run.values.get("preset", "")), run.status, reward]
-        table.add_row(*cells, *((str(len(run.steps)),) if full else ()), Path(video).name if video else "-")
+        cells = [run.run_id, stamp if full else stamp[5:16], run.preset, run.status, reward]
+        reason = "; ".join(run.reasons)
+        table.add_row(*cells, *((str(len(run.steps)),) if full else ()), Path(video).name if video else "-",
+                      *((reason[:160] + ("..." if len(reason) > 160 else ""),) if why else ()))
     _out.print(table)
 
 

@@ -24,6 +24,7 @@ from pathlib import Path
 import numpy as np
 import typer
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
 from graph.config import PRESETS
@@ -71,7 +72,7 @@ def _evidence_table(rows: list[dict], out: Path, console: Console) -> None:
                       f"{summary.moving_points}/{summary.points}")
     console.print(table)
     for note in notes:
-        console.print(f"  {note}")
+        console.print(f"  {escape(note)}")
     console.print(f"Track overlays: {overlays}/")
 
 
@@ -116,10 +117,10 @@ def _score(rows: list[dict], out: Path, preset: str, concurrency: int, console: 
             path = write_run_report(res.run_id, reports / f"{res.run_id}.html", traces_path=settings.traces_path)
             console.print(f"report: {path}")
         except Exception as exc:  # a missing report must not hide the scores above
-            console.print(f"[yellow]no report for {res.run_id}: {exc}[/]")
+            console.print(f"[yellow]no report for {res.run_id}: {escape(str(exc))}[/]")
     for res in results:
         if res.status == "ineligible":
-            console.print(f"[yellow]{res.run_id} ineligible:[/] {'; '.join(res.reasons)[:300]}")
+            console.print(f"[yellow]{res.run_id} ineligible:[/] {escape('; '.join(res.reasons)[:300])}")
 
 
 def demo_command(

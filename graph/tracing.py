@@ -115,6 +115,16 @@ class RunTrace:
     def reward(self) -> float | None:
         return self.result.get("reward") if self.result else None
 
+    @property
+    def preset(self) -> str:
+        """The run's preset (from its state, or its result when the state does not carry it)."""
+        return str(self.values.get("preset") or (self.result or {}).get("preset") or "")
+
+    @property
+    def reasons(self) -> list[str]:
+        """Why the result is zero or ineligible (empty for a scored or incomplete run)."""
+        return [str(r) for r in (self.result or {}).get("reasons") or []]
+
 
 def _trace_from_tuple(run_id: str, tup: Any) -> RunTrace:
     values = _plain(dict(tup.checkpoint.get("channel_values", {})))
@@ -146,12 +156,25 @@ def _thread_ids(saver: BaseCheckpointSaver) -> Iterable[str]:
     return sorted(seen, key=seen.__getitem__, reverse=True)
 
 
-def list_runs(saver: BaseCheckpointSaver, limit: int | None = None) -> list[RunTrace]:
-    """Traced runs, newest first (at most `limit`)."""
-    ids = list(_thread_ids(saver))
-    if limit is not None:
-        ids = ids[:limit]
-    return [read_trace(saver, tid) for tid in ids]
+RUN_STATUSES = ("scored", "zero", "ineligible", "incomplete")
+"""What `RunTrace.status` can be (a result's status, or "incomplete")."""
+
+
+def list_runs(saver: BaseCheckpointSaver, limit: int | None = None, *, status: str | None = None,
+              preset: str | None = None) -> list[RunTrace]:
+    """Traced runs, newest first: at most `limit` of those whose status is `status` and whose preset is
+    `preset` (each when given). Runs are read newest first until `limit` match, so finding rare ones
+    reads more of the database."""
+    if status is not None and status not in RUN_STATUSES:
+        raise ValueError(f"status must be one of {', '.join(RUN_STATUSES)}, got {status!r}")
+    runs: list[RunTrace] = []
+    for tid in _thread_ids(saver):
+        if limit is not None and len(runs) >= limit:
+            break
+        run = read_trace(saver, tid)
+        if (status is None or run.status == status) and (preset is None or run.preset == preset):
+            runs.append(run)
+    return runs
 
 
 def _fmt_frames(frames: Iterable[int] | None, limit: int = 12) -> str:

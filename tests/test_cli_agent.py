@@ -67,6 +67,42 @@ def test_runs_and_trace_read_the_trace_database(monkeypatch, tmp_path) -> None:
     assert "view_crop" in out and "x0 >= x1" in out and "pick the cube" in out
 
 
+def test_runs_filters_and_says_why(monkeypatch, tmp_path) -> None:
+    from graph.tracing import open_saver
+    from tests.test_tracing import _runs_of_each_status
+
+    db = tmp_path / "traces.sqlite"
+    _runs_of_each_status(open_saver(db))
+    monkeypatch.setenv("RAA_TRACES_PATH", str(db))
+    res = runner.invoke(app, ["runs", "--status", "ineligible"], env={"COLUMNS": "200"})
+    assert res.exit_code == 0, res.output
+    assert "run-3" in res.output and "run-1" not in res.output and "run-2" not in res.output
+    assert "[assess] timeout: no reply in 120 s" in res.output  # the why column
+    res = runner.invoke(app, ["runs", "--preset", "decomposed"], env={"COLUMNS": "200"})
+    assert "run-2" in res.output and "R2 not met" in res.output and "run-3" not in res.output
+    res = runner.invoke(app, ["runs", "--status", "zero", "--preset", "full"])
+    assert res.exit_code == 0 and "no runs with status zero, preset full" in res.output
+    res = runner.invoke(app, ["runs", "--status", "failed"])
+    assert res.exit_code == 2 and "--status must be one of scored, zero, ineligible, incomplete" in res.output
+
+
+def test_model_text_in_brackets_is_printed_not_read_as_style(monkeypatch, tmp_path) -> None:
+    """rich markup dropped "[red block]" and "[assess]" from tables (and a stray "[/x]" can raise)."""
+    from graph.schemas import RewardResult
+    from graph.tracing import open_saver
+
+    db = tmp_path / "traces.sqlite"
+    res = RewardResult(reward=0.0, status="zero", reasons=["[assess] the [red block] never moved [/x]"], run_id="r",
+                       preset="full")
+    _graph(open_saver(db), result=res, decision="zero: [red block] stayed at x=[0.1]").invoke(
+        {"video": "/clips/[take 2].mp4"}, {"configurable": {"thread_id": "run-br"}})
+    monkeypatch.setenv("RAA_TRACES_PATH", str(db))
+    out = runner.invoke(app, ["runs"], env={"COLUMNS": "250"}).output
+    assert "[assess] the [red block] never moved [/x]" in out and "[take 2].mp4" in out
+    out = runner.invoke(app, ["trace", "run-br"], env={"COLUMNS": "250"}).output
+    assert "zero: [red block] stayed at x=[0.1]" in out and "[take 2].mp4" in out
+
+
 def test_narrow_console_keeps_run_ids_and_trace_fields_whole(monkeypatch, tmp_path) -> None:
     """At 80 columns (a pipe, a small terminal) `raa runs` still prints the whole run id to copy, and
     `raa trace` switches from the nine-column table to one block per step with unbroken values."""

@@ -20,7 +20,7 @@ class _State(TypedDict, total=False):
     result: RewardResult
 
 
-def _graph(saver, *, finish: bool = True):
+def _graph(saver, *, finish: bool = True, result: RewardResult | None = None, decision: str = "R = 0.62"):
     def quality(s: _State) -> dict:
         return {"steps": [{"node": "quality", "duration_s": 0.01, "decision": "usable", "frames": list(range(20))}]}
 
@@ -31,8 +31,8 @@ def _graph(saver, *, finish: bool = True):
                            "tool_summaries": ["view_frames [3, 4]", "view_crop f4 fallback"], "audit_round": 1}]}
 
     def gate(s: _State) -> dict:
-        res = RewardResult(reward=0.62, status="scored", T=0.8, P=0.5, V=0.5, run_id="x", preset="full")
-        return {"result": res, "steps": [{"node": "gate", "duration_s": 0.0, "decision": "R = 0.62",
+        res = result or RewardResult(reward=0.62, status="scored", T=0.8, P=0.5, V=0.5, run_id="x", preset="full")
+        return {"result": res, "steps": [{"node": "gate", "duration_s": 0.0, "decision": decision,
                                           "gate_inputs": {"eligible": True, "failure": False, "T": 0.8}}]}
 
     g = StateGraph(_State)
@@ -73,6 +73,34 @@ def test_list_runs_newest_first_with_incomplete_runs(tmp_path) -> None:
     assert runs[0].status == "incomplete" and runs[0].reward is None
     assert runs[1].status == "scored"
     assert [r.run_id for r in list_runs(saver, limit=1)] == ["run-b"]
+
+
+def _runs_of_each_status(saver) -> None:
+    """run-1 .. run-4, oldest first: scored (full), zero (decomposed), ineligible (full), incomplete."""
+    results = [RewardResult(reward=0.7, status="scored", run_id="run-1", preset="full"),
+               RewardResult(reward=0.0, status="zero", reasons=["failure established: R2 not met"], run_id="run-2",
+                            preset="decomposed"),
+               RewardResult(reward=None, status="ineligible", reasons=["[assess] timeout: no reply in 120 s"],
+                            run_id="run-3", preset="full")]
+    for k, res in enumerate(results, 1):
+        _graph(saver, result=res).invoke({"video": f"{k}.mp4", "preset": res.preset},
+                                         {"configurable": {"thread_id": f"run-{k}"}})
+    _graph(saver, finish=False).invoke({"video": "4.mp4"}, {"configurable": {"thread_id": "run-4"}})
+
+
+def test_list_runs_filters_by_status_and_preset(tmp_path) -> None:
+    saver = open_saver(tmp_path / "traces.sqlite")
+    _runs_of_each_status(saver)
+    assert [r.run_id for r in list_runs(saver)] == ["run-4", "run-3", "run-2", "run-1"]
+    assert [r.run_id for r in list_runs(saver, status="ineligible")] == ["run-3"]
+    assert list_runs(saver, status="ineligible")[0].reasons == ["[assess] timeout: no reply in 120 s"]
+    assert [r.run_id for r in list_runs(saver, status="incomplete")] == ["run-4"]
+    assert [r.run_id for r in list_runs(saver, preset="full")] == ["run-3", "run-1"]
+    assert [r.run_id for r in list_runs(saver, preset="full", status="scored")] == ["run-1"]
+    assert [r.run_id for r in list_runs(saver, preset="full", limit=1)] == ["run-3"]  # limit counts matches
+    assert list_runs(saver, status="zero", preset="full") == []
+    with pytest.raises(ValueError, match="status must be one of"):
+        list_runs(saver, status="failed")
 
 
 def test_missing_run_raises() -> None:
