@@ -166,3 +166,25 @@ def test_agent_reward_without_endpoint_stops_before_model_load():
                            "--reward", "agent"], capture_output=True, text=True, timeout=60,
                           cwd=CONFIGS.parents[1], env=env)
     assert proc.returncode == 2 and "RAA_INSPECT_MODE" in proc.stderr
+
+
+def test_bad_reward_options_and_an_unusable_trace_database_exit_2(tmp_path):
+    """Both surfaced as tracebacks (exit 1); the second only at the first reward call, inside the run."""
+    import os
+    import subprocess
+    import sys
+
+    env = {**{k: v for k, v in os.environ.items() if not k.startswith("RAA_")}, "RAA_BASE_URL": "http://127.0.0.1:9/v1",
+           "RAA_MODEL": "m", "RAA_API_KEY": "EMPTY", "RAA_CACHE_PATH": "off"}
+    junk = tmp_path / "junk.sqlite"
+    junk.write_bytes(b"not a database" * 20)
+    base = [sys.executable, "-m", "training.train", "--config", str(CONFIGS / "smoke.yaml"), "--reward", "agent",
+            "--output_dir", str(tmp_path / "run"), "--max_iterations", "1"]
+    for extra, variables, message in (([], {"RAA_TRACES_PATH": str(tmp_path / "t.sqlite")},
+                                       "reward 'agent': bad reward_options"),  # the smoke config's brightness options
+                                      (["--reward_options", "{preset: decomposed}"], {"RAA_TRACES_PATH": str(junk)},
+                                       f"trace database {junk} cannot be used")):
+        proc = subprocess.run(base + extra, capture_output=True, text=True, timeout=300, cwd=CONFIGS.parents[1],
+                              env={**env, **variables})
+        assert proc.returncode == 2, proc.stderr[-2000:]
+        assert message in proc.stderr and "Traceback" not in proc.stderr

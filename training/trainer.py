@@ -106,7 +106,10 @@ def train(cfg: TrainConfig, *, local_rank: int = 0, reward_token: str | None = N
     # -- everything that can fail cheaply happens before the model loads --------------------
     from training.rewards import build_reward
 
-    reward_fn = build_reward(cfg.reward or "", cfg.reward_options, token=reward_token, agent_settings=reward_settings)
+    try:
+        reward_fn = build_reward(cfg.reward or "", cfg.reward_options, token=reward_token, agent_settings=reward_settings)
+    except ValueError as exc:  # an unknown reward or option: a config error (exit 2), named by build_reward
+        raise ConfigError(str(exc)) from None
     prompts = load_prompts(cfg.dataset, cfg.dataset_file)
     eval_prompts = load_prompts(cfg.eval_dataset, cfg.eval_dataset_file) if cfg.eval_every else []
     use_cuda = cfg.device == "cuda" or (cfg.device == "auto" and torch.cuda.is_available())
