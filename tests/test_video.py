@@ -325,7 +325,7 @@ def test_fallback_paths_keep_index_mapping(gop_clip, monkeypatch):
     """Sequential decoding (no usable timestamps) and the retry after a missed seek give the same frames."""
     idx = [3, 64, 119, 3]
     with VideoReader(gop_clip) as reader:
-        reader._index, reader._pts_to_index = V.FrameIndex(None, ()), None
+        reader._order = (V.FrameIndex(None, ()), None)
         assert read_ids(reader.read(idx)) == idx
     original = VideoReader._decode
 

@@ -82,8 +82,8 @@ def test_scan_measures_the_reorder_depth(tmp_path):
     pyramid = _write(tmp_path / "p.mp4", None, "libx264", PYRAMID, 3, 30)
     flat = _write(tmp_path / "f.mp4", None, "libx264", {}, 0, 30)
     with VideoReader(pyramid) as a, VideoReader(flat) as b:
-        assert a._index.reorder == 2
-        assert b._index.reorder == 0
+        assert a._order[0].reorder == 2
+        assert b._order[0].reorder == 0
 
 
 def test_reorder_decoder_only_raises_a_smaller_depth(tmp_path):

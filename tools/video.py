@@ -140,12 +140,13 @@ class VideoReader:
         self._name = describe(src)
         container = open_container(src, self._name)
         try:
-            self.meta, self._index = scan(container, self._name)
+            self.meta, index = scan(container, self._name)
         except BaseException:
             container.close()
             raise
-        self._pts_to_index = ({p: i for i, p in enumerate(self._index.pts)}
-                              if self._index.pts is not None else None)
+        # (index, pts -> frame) swapped as one value: a read in another thread sees the old pair or the new
+        self._order: tuple[FrameIndex, dict[int, int] | None] = (
+            index, {p: i for i, p in enumerate(index.pts)} if index.pts is not None else None)
         self._seeks = True  # False once a seek missed: the container's seeking is not frame-accurate
         self._closed, self._spare_lock = False, threading.Lock()
         self._spare: av.container.InputContainer | None = container  # the first read's demuxer
@@ -197,18 +198,19 @@ class VideoReader:
             for i, arr in self._decode(wanted, allow_seek=False):
                 out[slots[i]] = arr
         except _OutOfOrder:
-            self._index, self._pts_to_index = FrameIndex(None, ()), None
+            self._order = (FrameIndex(None, ()), None)
             for i, arr in self._decode(wanted, allow_seek=False):
                 out[slots[i]] = arr
         return out
 
     def iter_frames(self, limit: int | None = None) -> Iterator[tuple[int, av.VideoFrame]]:
         """Decode from the start in presentation order, yielding ``(index, frame)``."""
-        known = self._index.reorder is not None  # else FFmpeg's probe guesses the reorder depth
+        index = self._order[0]
+        known = index.reorder is not None  # else FFmpeg's probe guesses the reorder depth
         container = open_container(self._src, self._name, "headers" if known else "decode")
         try:
             stream = video_stream(container, self._name)
-            reorder_decoder(stream, self._index)
+            reorder_decoder(stream, index)
             for i, frame in enumerate(self._packets_to_frames(container, stream)):
                 if limit is not None and i >= limit:
                     return
@@ -230,11 +232,12 @@ class VideoReader:
 
     def _decode(self, wanted: list[int], *, allow_seek: bool) -> Iterator[tuple[int, np.ndarray]]:
         """Yield ``(index, rgb)`` for each sorted wanted index, seeking to keyframes when useful."""
-        if self._pts_to_index is None:
+        index, mapping = self._order
+        if mapping is None:
             self.close_spare()
             yield from self._decode_sequential(wanted)
             return
-        pts, keys, mapping = self._index.pts, self._index.keyframes, self._pts_to_index
+        pts, keys = index.pts, index.keyframes
         container = self._take_spare() if allow_seek else None  # its rewind to the start is a seek
         if not allow_seek:
             self.close_spare()
@@ -242,7 +245,7 @@ class VideoReader:
         container = container or open_container(self._src, self._name)
         try:
             stream = video_stream(container, self._name)
-            reorder_decoder(stream, self._index)
+            reorder_decoder(stream, index)
             if rewind:  # the scan left it at the end
                 with wrapped(self._name, "seeking to the start failed"):
                     container.seek(pts[0], stream=stream, backward=True, any_frame=False)
