@@ -23,6 +23,7 @@ Decisions where the issue was silent:
 from __future__ import annotations
 
 import asyncio
+import json
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -214,6 +215,7 @@ def runs_command(
     limit: int = typer.Option(50, "--limit", min=1, help="Show at most this many runs (newest first)."),
     status: str | None = typer.Option(None, "--status", help=f"Only runs with this status: {', '.join(RUN_STATUSES)}."),
     preset: str | None = typer.Option(None, "--preset", help="Only runs of this preset."),
+    json_out: bool = typer.Option(False, "--json", help="One JSON object per run (JSON lines) instead of a table."),
     db: Path | None = typer.Option(None, "--db", help="Trace database (default RAA_TRACES_PATH)."),
 ) -> None:
     """List traced agent runs (with why a run is zero or ineligible, on a wide terminal)."""
@@ -228,6 +230,13 @@ def runs_command(
     if not runs and (status or preset):
         wanted = ", ".join(f"{k} {v}" for k, v in (("status", status), ("preset", preset)) if v)
         typer.echo(f"no runs with {wanted} in {path}", err=True)
+        return
+    if json_out:
+        for run in runs:
+            typer.echo(json.dumps({"run_id": run.run_id, "updated": run.updated, "preset": run.preset,
+                                   "status": run.status, "reward": run.reward, "reasons": run.reasons,
+                                   "video": run.values.get("video"), "instruction": run.values.get("instruction"),
+                                   "steps": len(run.steps)}, default=str))
         return
     table, full = run_table(f"runs in {path}", _out.width)
     # the run id is what `raa trace` / `raa report` take: never cut short; only the video name folds
@@ -251,6 +260,7 @@ def runs_command(
 
 def trace_command(
     run_id: str = typer.Argument(..., help="Run id (thread id) printed by `raa score` or `raa runs`."),
+    json_out: bool = typer.Option(False, "--json", help="Print the run's whole traced state as one JSON object."),
     db: Path | None = typer.Option(None, "--db", help="Trace database (default RAA_TRACES_PATH)."),
 ) -> None:
     """Print every step of one agent run in order."""
@@ -263,6 +273,10 @@ def trace_command(
     except RunNotFoundError as exc:
         typer.echo(f"error: {exc} (in {path})", err=True)
         raise typer.Exit(1) from exc
+    if json_out:  # steps, contract, assessments, exchanges, faults, result: everything the run checkpointed
+        typer.echo(json.dumps({"run_id": trace.run_id, "updated": trace.updated, "status": trace.status,
+                               "reward": trace.reward, "values": trace.values}, default=str))
+        return
     v = trace.values
     _out.print(f"run {run_id}  video={v.get('video', '-')}  preset={v.get('preset', '-')}  "
                f"status={trace.status}  reward={'-' if trace.reward is None else f'{trace.reward:.4f}'}", highlight=False, soft_wrap=True)

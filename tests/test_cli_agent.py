@@ -84,6 +84,15 @@ def test_runs_filters_and_says_why(monkeypatch, tmp_path) -> None:
     assert res.exit_code == 0 and "no runs with status zero, preset full" in res.output
     res = runner.invoke(app, ["runs", "--status", "failed"])
     assert res.exit_code == 2 and "--status must be one of scored, zero, ineligible, incomplete" in res.output
+    res = runner.invoke(app, ["runs", "--json", "--preset", "full"])
+    rows = [json.loads(line) for line in res.output.splitlines()]
+    assert [(r["run_id"], r["status"], r["reward"]) for r in rows] == [("run-3", "ineligible", None),
+                                                                       ("run-1", "scored", 0.7)]
+    assert rows[0]["reasons"] == ["[assess] timeout: no reply in 120 s"] and rows[1]["video"] == "1.mp4"
+    res = runner.invoke(app, ["trace", "run-2", "--json"])
+    run = json.loads(res.output)
+    assert run["status"] == "zero" and run["values"]["result"]["reasons"] == ["failure established: R2 not met"]
+    assert [s["node"] for s in run["values"]["steps"]] == ["quality", "tool_call", "gate"]
 
 
 def test_model_text_in_brackets_is_printed_not_read_as_style(monkeypatch, tmp_path) -> None:
