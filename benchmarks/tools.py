@@ -5,7 +5,9 @@ lk_track_over_decode          LK on 81 frames 256x256 with a 16x16 grid / decodi
                               place (commit 5484a20, one reused swscale context): measured in one session on
                               the 2-core VM, LK takes ~61 ms both before and after it, decoding 32-33 ms before
                               and 17-19 ms after, so the ratio went from ~1.9 to 3.2-3.9 without LK getting
-                              slower. LK is at OpenCV's floor here (each of its 160 calls is ~0.75 ms of
+                              slower. Opening the container without FFmpeg's probe decode (ba0b84b) took
+                              decoding to 15-16 ms, and the ratio to ~3.9, LK unchanged at ~61 ms.
+                              LK is at OpenCV's floor here (each of its 160 calls is ~0.75 ms of
                               per-point work on one core; the forward chain and the checks already fill both)
 http_over_inprocess_track     the same tracking request over HTTP (frames uploaded, as the Toolbox does) /
                               in-process (target <= 1.3)
