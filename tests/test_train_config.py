@@ -146,6 +146,12 @@ def test_missing_prompt_files_stop_before_model_load(tmp_path):
                            "--dataset_file", str(bad)], capture_output=True, text=True, timeout=60,
                           cwd=CONFIGS.parents[1])
     assert proc.returncode == 2 and "bad.jsonl:1: a prompt needs 'text'" in proc.stderr
+    (tmp_path / "imgs.jsonl").write_text('{"text": "open", "image": "missing.png"}\n')
+    proc = subprocess.run([sys.executable, "-m", "training.train", "--config", str(CONFIGS / "smoke.yaml"),
+                           "--dataset_file", str(tmp_path / "imgs.jsonl")], capture_output=True, text=True,
+                          timeout=60, cwd=CONFIGS.parents[1])
+    assert proc.returncode == 2 and "prompt image not found" in proc.stderr and "missing.png" in proc.stderr
+    assert "deepspeed" not in proc.stderr.lower()
 
 
 def test_agent_reward_without_endpoint_stops_before_model_load():

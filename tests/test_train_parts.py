@@ -62,6 +62,23 @@ def test_load_prompts_and_frames(tmp_path):
         load_frame(PromptSpec(text="y", image=str(tmp_path / "missing.png")), 8, 8)
 
 
+def test_check_images_names_missing_and_unreadable_images(tmp_path):
+    from PIL import Image
+
+    from training.data import check_images
+
+    Image.fromarray(np.zeros((4, 4, 4), np.uint8)).save(tmp_path / "rgba.png")  # RGBA: fine, converted on load
+    (tmp_path / "notes.png").write_text("not an image")
+    specs = [PromptSpec(text="a", image=str(tmp_path / "rgba.png")), PromptSpec(text="b"),
+             PromptSpec(text="c", image=str(tmp_path / "gone.png")), PromptSpec(text="d", image=str(tmp_path / "notes.png"))]
+    problems = check_images(specs)
+    assert len(problems) == 2 and "not found" in problems[0] and "gone.png" in problems[0]
+    assert "notes.png cannot be read" in problems[1]
+    assert check_images(specs[:2]) == []
+    assert len(check_images(specs[2:] * 10, limit=3)) == 3
+    assert load_frame(specs[0], 4, 4).shape == (4, 4, 3)
+
+
 def test_deepspeed_config_values():
     from training.engine import deepspeed_config
 

@@ -83,6 +83,27 @@ def load_frame(spec: PromptSpec, height: int, width: int) -> np.ndarray:
         return np.asarray(rgb, dtype=np.uint8).copy()
 
 
+def check_images(prompts: Sequence[PromptSpec], limit: int = 5) -> list[str]:
+    """Problems with the prompts' initial frames (missing file, not an image), at most `limit` named:
+    each image's header is read, so a run learns of a bad file at start, not at the rollout that needs it."""
+    from PIL import Image, UnidentifiedImageError
+
+    problems: list[str] = []
+    for spec in prompts:
+        if spec.image is None or len(problems) >= limit:
+            continue
+        path = Path(spec.image)
+        if not path.is_file():
+            problems.append(f"prompt image not found: {path}")
+            continue
+        try:
+            with Image.open(path):
+                pass
+        except (UnidentifiedImageError, OSError) as exc:
+            problems.append(f"prompt image {path} cannot be read ({type(exc).__name__}: {exc})")
+    return problems
+
+
 @dataclass
 class PromptStream:
     """Seeded, resumable order over prompts; ``position`` = prompts consumed over all ranks."""

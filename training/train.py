@@ -60,15 +60,19 @@ def reward_settings(cfg: TrainConfig) -> Any:
 
 def check_prompts(cfg: TrainConfig) -> None:
     """Read the training (and held-out) prompts once before anything heavy loads: a missing or
-    malformed prompt file is a ConfigError (exit 2), like any other bad setting."""
-    from training.data import load_prompts
+    malformed prompt file, or a prompt image that is missing or not an image, is a ConfigError (exit 2),
+    like any other bad setting (a bad image used to stop the run at the first rollout that drew it)."""
+    from training.data import check_images, load_prompts
 
     try:
-        load_prompts(cfg.dataset, cfg.dataset_file)
+        prompts = load_prompts(cfg.dataset, cfg.dataset_file)
         if cfg.eval_every:
-            load_prompts(cfg.eval_dataset, cfg.eval_dataset_file)
+            prompts += load_prompts(cfg.eval_dataset, cfg.eval_dataset_file)
     except (FileNotFoundError, ValueError) as exc:
         raise ConfigError(str(exc)) from None
+    problems = check_images(prompts)
+    if problems:
+        raise ConfigError("bad prompt images (the first ones found):\n  - " + "\n  - ".join(problems))
 
 
 def main(argv: Sequence[str] | None = None) -> int:
