@@ -152,6 +152,22 @@ def test_http_reward_roundtrip_and_failure():
         server.shutdown()
 
 
+def test_http_reward_waits_for_the_service_at_start_and_names_a_dead_url():
+    server = HTTPServer(("127.0.0.1", 0), _Handler)  # answers GET with 501: an answer all the same
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        HttpAgentReward(url=f"http://127.0.0.1:{server.server_port}/score", startup_wait_s=5).wait_until_reachable()
+        assert isinstance(build_reward("http", {"url": f"http://127.0.0.1:{server.server_port}/score"}),
+                          HttpAgentReward)
+    finally:
+        server.shutdown()
+    with pytest.raises(ValueError, match=r"reward service http://127.0.0.1:9/score did not answer within 0.3 s"):
+        HttpAgentReward(url="http://127.0.0.1:9/score", startup_wait_s=0.3).wait_until_reachable()
+    with pytest.raises(ValueError, match="did not answer"):  # build_reward checks; the trainer makes it exit 2
+        build_reward("http", {"url": "http://127.0.0.1:9/score", "startup_wait_s": 0.3})
+    HttpAgentReward(url="http://127.0.0.1:9/score", startup_wait_s=0).wait_until_reachable()  # 0: no check
+
+
 def test_http_reward_retries_transient_failures_a_bounded_number_of_times():
     server = HTTPServer(("127.0.0.1", 0), _Handler)
     threading.Thread(target=server.serve_forever, daemon=True).start()

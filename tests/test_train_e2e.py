@@ -247,7 +247,8 @@ def test_all_ineligible_rewards_skip_the_update(tmp_path):
     out = tmp_path / "dead"
     cmd = [sys.executable, "-m", "training.train", "--config", str(SMOKE), "--output_dir", str(out),
            "--progress", "false", "--tensorboard", "false", "--max_iterations", "2", "--checkpoint_every", "2",
-           "--reward", "http", "--reward_options", "{url: 'http://127.0.0.1:9/score', timeout_s: 5, backoff_s: 0}"]
+           "--reward", "http", "--reward_options",
+           "{url: 'http://127.0.0.1:9/score', timeout_s: 5, backoff_s: 0, startup_wait_s: 0}"]  # down after the start
     env = {k: v for k, v in os.environ.items() if k not in ("RANK", "WORLD_SIZE", "LOCAL_RANK")}
     proc = subprocess.run(cmd, cwd=ROOT, env={**env, "OMP_NUM_THREADS": "1"}, capture_output=True, text=True,
                           timeout=600)

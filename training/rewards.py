@@ -182,12 +182,36 @@ class HttpAgentReward:
     with exponential backoff; other errors (400, 401, 500, a malformed answer) are not retried."""
     backoff_s: float = 1.0
     """First wait between attempts in seconds (doubled each time, at most 30 s)."""
+    startup_wait_s: float = 60.0
+    """How long ``wait_until_reachable`` (called when the trainer builds the reward) waits for the service
+    to answer at all; 0 skips the check. A service that is down later only makes batches ineligible."""
     last_reasons: list[list[str]] = field(default_factory=list)
     """Reasons of the last batch (service reasons, or the transport failure for every item)."""
 
     def __post_init__(self) -> None:
-        if self.retries < 1 or self.backoff_s < 0 or self.timeout_s <= 0:
-            raise ValueError("HttpAgentReward: retries must be >= 1, backoff_s >= 0 and timeout_s > 0")
+        if self.retries < 1 or self.backoff_s < 0 or self.timeout_s <= 0 or self.startup_wait_s < 0:
+            raise ValueError("HttpAgentReward: retries must be >= 1, backoff_s >= 0, timeout_s > 0 and "
+                             "startup_wait_s >= 0")
+
+    def wait_until_reachable(self) -> None:
+        """Return once the service answers anything over HTTP (a GET on a POST route is a 405, still an
+        answer); ValueError naming the url after ``startup_wait_s`` of connection failures. Without it, a
+        wrong url or a service that never started made every reward of the run ineligible: no update."""
+        import time
+
+        import httpx
+
+        deadline = time.monotonic() + self.startup_wait_s
+        while self.startup_wait_s > 0:
+            try:
+                httpx.get(self.url, timeout=min(10.0, self.timeout_s))
+                return
+            except httpx.HTTPError as exc:
+                if time.monotonic() >= deadline:
+                    raise ValueError(f"reward service {self.url} did not answer within {self.startup_wait_s:g} s "
+                                     f"({type(exc).__name__}: {exc}); start it (raa serve-reward) or fix "
+                                     "reward_options.url") from None
+                time.sleep(min(1.0, max(0.0, deadline - time.monotonic())))
 
     def _post(self, body: bytes) -> dict[str, Any]:
         import httpx
@@ -326,8 +350,10 @@ def build_reward(name: str, options: dict[str, Any], *, token: str | None = None
             reward = AgentReward(settings=agent_settings, **options)
             reward.agent()
             return reward
-        if name == "http":
-            return HttpAgentReward(token=token, **{k: v for k, v in options.items() if k != "token_env"})
+        if name == "http":  # checked now: a url nobody answers stops the run at start, not after every batch
+            http = HttpAgentReward(token=token, **{k: v for k, v in options.items() if k != "token_env"})
+            http.wait_until_reachable()
+            return http
     except TypeError as exc:
         raise ValueError(f"reward {name!r}: bad reward_options {options}: {exc}") from None
     raise ValueError(f"unknown reward {name!r}; expected brightness, motion, agent or http")
