@@ -8,6 +8,9 @@ Decisions where the issue was silent:
 - The key is sha256 of (resolved path, instruction, preset); rows already in the output file are
   skipped, so an interrupted batch resumes where it stopped. A torn last line (crash mid-write) is
   ignored and its item re-run; the next append starts on a fresh line.
+- `--retry-ineligible` first removes the rows whose ineligibility another run could fix (`retryable`:
+  anything but input and video faults, e.g. a dead endpoint, a wrong model name, a tool crash), so a
+  batch scored against a broken setup is redone after the fix without deleting the good rows.
 - A manifest line that is not valid JSON or lacks path/instruction gets its own ineligible row (kind
   "input") without calling the model.
 - Each item is one `graph.api.arun_agent` call (never raises; an escaping error becomes an
@@ -73,6 +76,46 @@ def done_keys(out: Path) -> set[str]:
         if isinstance(row, dict) and isinstance(row.get("key"), str):
             keys.add(row["key"])
     return keys
+
+
+FINAL_FAULTS = ("input", "video")
+"""Fault kinds that fail again on a rerun: a bad manifest line or instruction, an undecodable clip."""
+
+
+def retryable(result: dict[str, Any]) -> bool:
+    """True for an ineligible result (a row's "result") that another run could turn into a reward: some
+    reason is not an input or video fault (a transport error, a timeout, a refused request, an invalid
+    reply, a tool fault, a dead worker). Reasons read "stage: kind: message" or "input: message"."""
+    if result.get("status") != "ineligible":
+        return False
+    for reason in result.get("reasons") or []:
+        parts = str(reason).split(": ", 2)
+        if parts[0] not in FINAL_FAULTS and (len(parts) < 3 or parts[1] not in FINAL_FAULTS):
+            return True
+    return False
+
+
+def drop_retryable(out: Path) -> int:
+    """Rewrite the output file without its retryable rows (and torn lines), so their items are scored
+    again and each key keeps one row; returns how many rows were dropped. The file is replaced in one
+    rename, so an interruption leaves the old file or the new one."""
+    if not out.exists():
+        return 0
+    kept, dropped = [], 0
+    for line in out.read_text(encoding="utf-8").splitlines():
+        try:
+            row = json.loads(line)
+        except ValueError:
+            continue
+        if isinstance(row, dict) and isinstance(row.get("result"), dict) and retryable(row["result"]):
+            dropped += 1
+        else:
+            kept.append(line)
+    if dropped:
+        tmp = out.with_name(f".{out.name}.retry")
+        tmp.write_text("".join(line + "\n" for line in kept), encoding="utf-8")
+        tmp.replace(out)
+    return dropped
 
 
 def result_line(item: dict[str, Any], result: Any) -> str:

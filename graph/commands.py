@@ -168,9 +168,12 @@ def score_batch_command(
     preset: str = typer.Option("full", "--preset", help="Agent preset (paper Table 2)."),
     processes: int = typer.Option(1, "--processes", min=1, max=64,
                                   help="Worker processes (1: score in this process)."),
+    retry_ineligible: bool = typer.Option(False, "--retry-ineligible",
+                                          help="Score again the items whose row is ineligible for a reason a rerun "
+                                               "can fix (endpoint, model, tool faults; not bad input or video)."),
 ) -> None:
     """Score every clip of a manifest; items already in the output are skipped."""
-    from graph.batch import RowWriter, build_batch_agent, done_keys, read_manifest, run_batch
+    from graph.batch import RowWriter, build_batch_agent, done_keys, drop_retryable, read_manifest, run_batch
 
     settings = _settings_or_exit(require_endpoint=True)
     if not manifest.is_file():
@@ -179,6 +182,8 @@ def score_batch_command(
     _check_preset(preset)
     settings.ensure_parent_dirs()
     items = read_manifest(manifest, preset)
+    if retry_ineligible:
+        typer.echo(f"{drop_retryable(out)} ineligible row(s) removed from {out} to score again", err=True)
     done = done_keys(out)
     todo = [it for it in items if it["key"] not in done]
     typer.echo(f"{len(items)} items, {len(items) - len(todo)} already in {out}, {len(todo)} to score", err=True)

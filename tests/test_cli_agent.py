@@ -313,6 +313,40 @@ def test_score_batch_resumes_and_isolates_bad_items(monkeypatch, tmp_path) -> No
     assert "1 to score" in res.output and len(out.read_text().splitlines()) == 6
 
 
+def test_retry_ineligible_rescoring_only_what_a_rerun_can_fix(monkeypatch, tmp_path) -> None:
+    """A batch scored against a dead endpoint wrote ineligible rows that every resume skipped."""
+    from graph.batch import read_manifest, retryable
+    from tests.graph_scripts import garbage_file, moving_square
+
+    model = _scripted(monkeypatch, tmp_path)
+    for i in range(2):
+        moving_square(tmp_path / f"c{i}.mp4", seed=i)
+    garbage_file(tmp_path / "bad.mp4")
+    manifest = tmp_path / "manifest.jsonl"
+    manifest.write_text("".join(json.dumps({"path": p, "instruction": "push the red block to the right"}) + "\n"
+                                for p in ("c0.mp4", "c1.mp4", "bad.mp4")))
+    items = read_manifest(manifest, "visual_verify")
+    earlier = [{"status": "ineligible", "reasons": ["observe: transport: APIConnectionError after 5 attempts"]},
+               {"status": "scored", "reward": 0.5, "T": 0.5, "P": 0.5, "V": 0.5},
+               {"status": "ineligible", "reasons": ["quality: video: bad.mp4: cannot be opened as a video"]}]
+    out = tmp_path / "results.jsonl"
+    out.write_text("".join(json.dumps({**{k: it[k] for k in ("key", "line", "path", "instruction", "preset",
+                                                              "manifest")}, "result": r}) + "\n"
+                           for it, r in zip(items, earlier, strict=True)))
+    assert [retryable(r) for r in earlier] == [True, False, False]
+    args = ["score-batch", str(manifest), "--out", str(out), "--preset", "visual_verify"]
+    assert "0 to score" in runner.invoke(app, args).output  # a plain resume skips the dead-endpoint row
+    res = runner.invoke(app, [*args, "--retry-ineligible"])
+    assert res.exit_code == 0, res.output
+    assert "1 ineligible row(s) removed" in res.output and "1 to score" in res.output
+    rows = {r["path"]: r["result"] for r in map(json.loads, out.read_text().splitlines())}
+    assert len(out.read_text().splitlines()) == 3  # one row per item
+    assert rows[str((tmp_path / "c0.mp4").resolve())]["status"] == "scored"
+    assert rows[str((tmp_path / "c1.mp4").resolve())]["reward"] == 0.5  # untouched
+    assert "video" in rows[str((tmp_path / "bad.mp4").resolve())]["reasons"][0]  # not retried: same video
+    assert len(model.calls_for("observe")) == 1
+
+
 def test_score_missing_video_and_bad_preset(monkeypatch, tmp_path) -> None:
     pytest.importorskip("graph.builder")
     model = _scripted(monkeypatch, tmp_path)
