@@ -60,6 +60,11 @@ def _backbone_settings(require_endpoint: bool = True):
     if require_endpoint:
         if not settings.configured:
             raise _fail(settings.describe_missing())
+        from graph.endpoint import preflight
+
+        problem = preflight(settings)  # every preset on every clip, or every question: long, so ask first
+        if problem:
+            raise _fail(problem)
         settings.ensure_parent_dirs()  # only commands that write the cache / traces create their folders
     return settings
 

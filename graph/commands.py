@@ -35,6 +35,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.table import Table
 
 from graph.backbone import default_chat_model
+from graph.endpoint import preflight
 from graph.settings import BackboneSettings, SettingsError
 from graph.tracing import (
     RUN_STATUSES,
@@ -181,6 +182,10 @@ def score_batch_command(
         raise typer.Exit(2)
     _check_preset(preset)
     settings.ensure_parent_dirs()
+    problem = preflight(settings)  # before writing a row per clip that only says the endpoint is wrong
+    if problem:
+        typer.echo(f"error: {problem}", err=True)
+        raise typer.Exit(2)
     items = read_manifest(manifest, preset)
     if retry_ineligible:
         typer.echo(f"{drop_retryable(out)} ineligible row(s) removed from {out} to score again", err=True)

@@ -103,6 +103,10 @@ class BackboneSettings:
     structured inspection plan (any server that does structured output). Python callers set
     `AgentConfig.inspect_mode` themselves."""
 
+    endpoint_wait_s: float = 60.0
+    """How long long jobs (training with `reward: agent`, `raa score-batch`) wait at start for the endpoint
+    to answer `GET /models` before stopping with the problem (RAA_ENDPOINT_WAIT_S; 0 skips the check;
+    see graph/endpoint.py)."""
     coordinates: Coordinates = "unit"
     """How the served model writes crop boxes and track points (RAA_COORDINATES): "unit" (0..1),
     "per_mille" (0..1000: Qwen2-VL, Qwen3-VL, InternVL) or "pixels" of the frames as sent (Qwen2.5-VL).
@@ -126,6 +130,8 @@ class BackboneSettings:
             raise SettingsError(f"image_long_side must be >= 16, got {self.image_long_side}")
         if not 1 <= self.jpeg_quality <= 100:
             raise SettingsError(f"jpeg_quality must be in 1..100, got {self.jpeg_quality}")
+        if not self.endpoint_wait_s >= 0:
+            raise SettingsError(f"endpoint_wait_s must be >= 0, got {self.endpoint_wait_s}")
         if self.max_tokens is not None and self.max_tokens < 1:
             raise SettingsError(f"max_tokens must be >= 1, got {self.max_tokens}")
 
@@ -166,7 +172,7 @@ class BackboneSettings:
         numeric = (("timeout_s", "RAA_TIMEOUT_S", float), ("max_retries", "RAA_MAX_RETRIES", int),
                    ("schema_retries", "RAA_SCHEMA_RETRIES", int), ("image_long_side", "RAA_IMAGE_LONG_SIDE", int),
                    ("jpeg_quality", "RAA_JPEG_QUALITY", int), ("temperature", "RAA_TEMPERATURE", float),
-                   ("max_tokens", "RAA_MAX_TOKENS", int))
+                   ("max_tokens", "RAA_MAX_TOKENS", int), ("endpoint_wait_s", "RAA_ENDPOINT_WAIT_S", float))
         parsed = [(name, env_choice(env, var, allowed)) for name, var, allowed in choices]
         parsed += [(name, env_number(env, var, kind)) for name, var, kind in numeric]
         kw.update((name, value) for name, value in parsed if value is not None)

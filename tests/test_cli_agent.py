@@ -26,6 +26,7 @@ def _env(monkeypatch, tmp_path, base_url: str = "http://127.0.0.1:9/v1") -> None
     monkeypatch.setenv("RAA_CACHE_PATH", str(tmp_path / "cache.sqlite"))
     monkeypatch.setenv("RAA_MAX_RETRIES", "1")
     monkeypatch.setenv("RAA_TIMEOUT_S", "5")
+    monkeypatch.setenv("RAA_ENDPOINT_WAIT_S", "0")  # scripted models never reach base_url (graph/endpoint.py)
 
 
 @pytest.mark.parametrize("args", [["score", "clip.mp4", "-i", "pick up the cube"],

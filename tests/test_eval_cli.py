@@ -27,7 +27,8 @@ def env(tmp_path, monkeypatch):
     monkeypatch.setenv("COLUMNS", "200")  # rich tables unclipped in the captured output
     for name, value in (("RAA_BASE_URL", "http://127.0.0.1:9/v1"), ("RAA_MODEL", "scripted"),
                         ("RAA_API_KEY", "EMPTY"), ("RAA_CACHE_PATH", str(tmp_path / "cache.sqlite")),
-                        ("RAA_TRACES_PATH", str(tmp_path / "traces.sqlite"))):
+                        ("RAA_TRACES_PATH", str(tmp_path / "traces.sqlite")),
+                        ("RAA_ENDPOINT_WAIT_S", "0")):  # scripted models: base_url is never called
         monkeypatch.setenv(name, value)
     script = full_script(vqa=lambda messages, n: {"answer": "yes"})
     model = ScriptedChatModel(script)

@@ -181,7 +181,7 @@ def test_bad_reward_options_and_an_unusable_trace_database_exit_2(tmp_path):
     import sys
 
     env = {**{k: v for k, v in os.environ.items() if not k.startswith("RAA_")}, "RAA_BASE_URL": "http://127.0.0.1:9/v1",
-           "RAA_MODEL": "m", "RAA_API_KEY": "EMPTY", "RAA_CACHE_PATH": "off"}
+           "RAA_MODEL": "m", "RAA_API_KEY": "EMPTY", "RAA_CACHE_PATH": "off", "RAA_ENDPOINT_WAIT_S": "0"}
     junk = tmp_path / "junk.sqlite"
     junk.write_bytes(b"not a database" * 20)
     base = [sys.executable, "-m", "training.train", "--config", str(CONFIGS / "smoke.yaml"), "--reward", "agent",

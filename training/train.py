@@ -55,6 +55,11 @@ def reward_settings(cfg: TrainConfig) -> Any:
         raise ConfigError(str(exc)) from exc
     if not settings.configured:
         raise ConfigError(f"reward: agent needs its backbone endpoint. {settings.describe_missing()}")
+    from graph.endpoint import preflight
+
+    problem = preflight(settings)  # a dead endpoint or a wrong model name: a whole run without one reward
+    if problem:
+        raise ConfigError(f"reward: agent: {problem}")
     return settings
 
 

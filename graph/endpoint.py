@@ -1,0 +1,69 @@
+"""Pre-flight check of the backbone endpoint, run at the edge before long jobs (training with
+`reward: agent`, `raa score-batch`, `raa eval reward`, `raa eval world-model`).
+
+A dead endpoint, a misspelt `RAA_MODEL` or a rejected key does not crash a run: every run ends
+ineligible with the reason, as it must. Over a batch or a training run that is hours of work with no
+reward at all, so the entry points ask the server first: `GET {base_url}/models` (OpenAI-compatible
+servers, vLLM and SGLang included, list what they serve there).
+
+Decisions where the issues were silent:
+- Connection failures and timeouts are retried for `wait_s` seconds (a server still loading its
+  weights is normal when a job script starts both); then the problem is reported.
+- 401 / 403 means the key was rejected; a 200 whose model list lacks `RAA_MODEL` means a wrong name
+  (the message lists what is served). Any other answer (404 from a proxy without `/models`, a body that
+  is not a model list) cannot say either way and passes: the check never blocks a working setup.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+import httpx
+
+from graph.settings import BackboneSettings
+
+
+def preflight(settings: BackboneSettings) -> str | None:
+    """`check_endpoint` with the settings' `endpoint_wait_s` (0: no check), the problem ending with how to
+    skip the check."""
+    if settings.endpoint_wait_s <= 0:
+        return None
+    problem = check_endpoint(settings, settings.endpoint_wait_s)
+    return None if problem is None else f"{problem} (RAA_ENDPOINT_WAIT_S=0 skips this check)"
+
+
+def check_endpoint(settings: BackboneSettings, wait_s: float) -> str | None:
+    """None when the endpoint answers and serves `settings.model` (or cannot tell); else the problem."""
+    url = f"{str(settings.base_url).rstrip('/')}/models"
+    headers = {"Authorization": f"Bearer {settings.api_key}"} if settings.api_key else {}
+    deadline = time.monotonic() + wait_s
+    while True:
+        try:
+            resp = httpx.get(url, headers=headers, timeout=min(10.0, settings.timeout_s))
+            break
+        except httpx.HTTPError as exc:
+            if time.monotonic() >= deadline:
+                return (f"the backbone endpoint {settings.base_url} did not answer within {wait_s:g} s "
+                        f"({type(exc).__name__}: {exc}); is the server up (RAA_BASE_URL)?")
+            time.sleep(min(1.0, max(0.0, deadline - time.monotonic())))
+    if resp.status_code in (401, 403):
+        return f"the backbone endpoint {settings.base_url} rejected the API key (HTTP {resp.status_code}; RAA_API_KEY)"
+    served = _model_ids(resp) if resp.status_code == 200 else None
+    if served is not None and settings.model not in served:
+        shown = ", ".join(served[:10]) + (" ..." if len(served) > 10 else "")
+        return (f"model {settings.model!r} is not served at {settings.base_url} (served: {shown or 'none'}); "
+                "set RAA_MODEL to one of them")
+    return None
+
+
+def _model_ids(resp: httpx.Response) -> list[str] | None:
+    """The ids of an OpenAI model list, or None when the body is not one."""
+    try:
+        body: Any = resp.json()
+    except ValueError:
+        return None
+    data = body.get("data") if isinstance(body, dict) else None
+    if not isinstance(data, list):
+        return None
+    return [str(m["id"]) for m in data if isinstance(m, dict) and "id" in m]

@@ -1,0 +1,108 @@
+"""The pre-flight endpoint check (graph/endpoint.py) against a local HTTP server, and its two entry points:
+`raa score-batch` and training with `reward: agent` stop with exit 2 instead of scoring nothing."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import threading
+from http.server import BaseHTTPRequestHandler, HTTPServer
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from graph.cli import app
+from graph.endpoint import check_endpoint
+from graph.settings import BackboneSettings
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+class _Models(BaseHTTPRequestHandler):
+    status = 200
+    body: object = {"object": "list", "data": [{"id": "Qwen/Qwen2.5-VL-7B-Instruct"}, {"id": "other"}]}
+    auth: list = []
+
+    def do_GET(self):  # noqa: N802 (http.server API)
+        _Models.auth.append((self.path, self.headers.get("Authorization")))
+        data = json.dumps(_Models.body).encode() if not isinstance(_Models.body, bytes) else _Models.body
+        self.send_response(_Models.status)
+        self.send_header("Content-Length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
+
+    def log_message(self, *args):
+        pass
+
+
+@pytest.fixture
+def server():
+    srv = HTTPServer(("127.0.0.1", 0), _Models)
+    threading.Thread(target=srv.serve_forever, daemon=True).start()
+    _Models.status, _Models.auth = 200, []
+    _Models.body = {"object": "list", "data": [{"id": "Qwen/Qwen2.5-VL-7B-Instruct"}, {"id": "other"}]}
+    yield f"http://127.0.0.1:{srv.server_port}/v1"
+    srv.shutdown()
+
+
+def _settings(url: str, model: str = "Qwen/Qwen2.5-VL-7B-Instruct") -> BackboneSettings:
+    return BackboneSettings(base_url=url, model=model, api_key="sk-test")
+
+
+def test_served_model_passes_and_the_key_is_sent(server):
+    assert check_endpoint(_settings(server), 5) is None
+    assert _Models.auth == [("/v1/models", "Bearer sk-test")]
+
+
+def test_a_model_the_server_does_not_serve_is_named_with_what_it_serves(server):
+    problem = check_endpoint(_settings(server, "Qwen/Qwen2.5-VL-7B"), 5)
+    assert "model 'Qwen/Qwen2.5-VL-7B' is not served" in problem and "Qwen/Qwen2.5-VL-7B-Instruct, other" in problem
+
+
+def test_rejected_key(server):
+    _Models.status = 401
+    assert "rejected the API key (HTTP 401; RAA_API_KEY)" in check_endpoint(_settings(server), 5)
+
+
+@pytest.mark.parametrize("status, body", [(404, {"error": "no such route"}), (200, b"<html>proxy</html>"),
+                                          (200, {"models": ["x"]})])
+def test_answers_that_cannot_tell_pass(server, status, body):
+    _Models.status, _Models.body = status, body
+    assert check_endpoint(_settings(server, "anything"), 5) is None
+
+
+def test_no_answer_within_the_wait():
+    problem = check_endpoint(_settings("http://127.0.0.1:9/v1"), 0.3)
+    assert "did not answer within 0.3 s" in problem and "RAA_BASE_URL" in problem
+
+
+def test_score_batch_stops_before_writing_rows(server, monkeypatch, tmp_path):
+    manifest = tmp_path / "m.jsonl"
+    manifest.write_text(json.dumps({"path": "a.mp4", "instruction": "push"}) + "\n")
+    env = {"RAA_BASE_URL": server, "RAA_MODEL": "typo-model", "RAA_API_KEY": "EMPTY", "RAA_ENDPOINT_WAIT_S": "5",
+           "RAA_TRACES_PATH": str(tmp_path / "t.sqlite"), "RAA_CACHE_PATH": "off"}
+    res = CliRunner().invoke(app, ["score-batch", str(manifest), "--out", str(tmp_path / "r.jsonl")], env=env)
+    assert res.exit_code == 2 and "model 'typo-model' is not served" in res.output
+    assert "RAA_ENDPOINT_WAIT_S=0 skips this check" in res.output and not (tmp_path / "r.jsonl").exists()
+
+
+def test_training_with_the_agent_reward_stops_at_start(server, tmp_path):
+    env = {**{k: v for k, v in os.environ.items() if not k.startswith("RAA_")}, "RAA_BASE_URL": server,
+           "RAA_MODEL": "typo-model", "RAA_API_KEY": "EMPTY", "RAA_ENDPOINT_WAIT_S": "5"}
+    proc = subprocess.run([sys.executable, "-m", "training.train", "--config", str(ROOT / "training/configs/smoke.yaml"),
+                           "--reward", "agent", "--reward_options", "{preset: decomposed}", "--output_dir",
+                           str(tmp_path / "run")], capture_output=True, text=True, timeout=120, cwd=ROOT, env=env)
+    assert proc.returncode == 2, proc.stderr[-2000:]
+    assert "reward: agent: model 'typo-model' is not served" in proc.stderr and "deepspeed" not in proc.stderr.lower()
+
+
+def test_eval_world_model_stops_before_asking_questions(server, tmp_path):
+    manifest = tmp_path / "vqa.jsonl"
+    manifest.write_text(json.dumps({"path": "a.mp4", "questions": [{"question": "Is it red?", "answer": "yes"}]}) + "\n")
+    env = {"RAA_BASE_URL": server, "RAA_MODEL": "typo-model", "RAA_API_KEY": "EMPTY", "RAA_ENDPOINT_WAIT_S": "5",
+           "RAA_TRACES_PATH": str(tmp_path / "t.sqlite"), "RAA_CACHE_PATH": "off"}
+    res = CliRunner().invoke(app, ["eval", "world-model", "-m", str(manifest), "-o", str(tmp_path / "o")], env=env)
+    assert res.exit_code == 2 and "model 'typo-model' is not served" in res.output
