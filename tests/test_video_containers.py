@@ -140,3 +140,30 @@ def test_a_stream_without_a_size_in_its_headers_is_reopened_with_the_default_pro
     opened.clear()
     assert S.open_container("clip.mp4", "clip.mp4", "decode") is opened[0][1]
     assert [o for o, _ in opened] == [None]
+
+
+def test_avi_decode_order_timestamps_are_found_by_the_scan(tmp_path):
+    """x264 in AVI: the codec reorders, the timestamps never do; the reader counts output frames instead."""
+    avi = _write(tmp_path / "b.avi", None, "libx264", {}, 2, 8)
+    mp4 = _write(tmp_path / "b.mp4", None, "libx264", {}, 2, 8)
+    with VideoReader(avi) as a, VideoReader(mp4) as b:
+        assert a._order == (S.FrameIndex(None, ()), None)
+        assert b._order[1] is not None and b._order[0].reorder >= 1  # real presentation timestamps: kept
+
+
+def test_a_frame_the_decoder_drops_fails_alone(tmp_path, monkeypatch):
+    """A decoder that skips a damaged frame: the others keep their indices (no shift), the lost one is an error."""
+    path = _write(tmp_path / "d.mp4", None, "libx264", PYRAMID, 3, 40)
+    original = VideoReader._packets_to_frames
+
+    def dropping(self, container, stream):
+        for frame in original(self, container, stream):
+            if read_ids(frame.to_ndarray(format="rgb24")[None])[0] != 20:
+                yield frame
+
+    monkeypatch.setattr(VideoReader, "_packets_to_frames", dropping)
+    with VideoReader(path) as reader:
+        assert read_ids(reader.read([5, 19, 21, 39])) == [5, 19, 21, 39]
+        with pytest.raises(S.VideoDecodeError, match="frame 20 of 40 could not be decoded"):
+            reader.read([20])
+        assert read_ids(reader.read([21, 22])) == [21, 22]

@@ -13,12 +13,14 @@ Frame ``i`` is the i-th frame in presentation order. Decisions taken where issue
 - Sampling decodes forward and converts only the wanted frames to RGB. When the next wanted
   frame lies past a keyframe that the decoder has not reached, the reader seeks to that
   keyframe, skipping whole GOPs. Each decoded frame is checked against the scan: after the first
-  frame of a run, every frame must carry the next frame's pts. A seek that lands after its target
-  or past the end (MPEG-TS / MPEG-PS seek by timestamp, not by frame) makes the reader decode from
-  the start, for that read and every later one. Timestamps that are missing or duplicated, or that
-  break the sequence even when decoding from the start (AVI with B-frames stores decode-order
-  timestamps), make it count frames in the decoder's output order instead, so no frame is returned
-  under another frame's index. Any decoder or demuxer error is a ``VideoDecodeError``; there is no
+  frame of a run that seeked, every frame must carry the next frame's pts. A seek that lands after its
+  target or past the end (MPEG-TS / MPEG-PS seek by timestamp, not by frame), or any other surprise
+  after a seek, makes the reader decode from the start, for that read and every later one. Timestamps
+  that are missing or duplicated, or that go backwards even when decoding from the start, make it
+  count frames in the decoder's output order instead, so no frame is returned under another frame's
+  index; so does a codec that reorders frames whose timestamps never do (AVI with B-frames stores
+  decode-order timestamps), found by the scan. A gap from the start is a frame the decoder dropped:
+  the others keep their timestamps' indices, and the dropped one is a ``VideoDecodeError``. Any decoder or demuxer error is a ``VideoDecodeError``; there is no
   silent partial decode.
 - Each ``read`` opens its own demuxer (one reader may serve several threads), except that the first
   one takes over the scan's demuxer, rewound; FFmpeg threading only from 640x360 up (below, it
@@ -266,10 +268,12 @@ class VideoReader:
                         raise VideoDecodeError(f"{self._name}: frame {target} of {self.meta.frames} "
                                                "could not be decoded (stream ended early)")
                     i = mapping.get(frame.pts) if frame.pts is not None else None
-                    if i is None or (last >= 0 and i != last + 1):  # unknown pts, or out of sequence
+                    if i is None or (last >= 0 and i != last + 1):  # unknown pts, or not the next frame
                         if allow_seek:
                             raise _SeekMissed
-                        raise _OutOfOrder
+                        if i is None or i <= last:  # timestamps out of presentation order
+                            raise _OutOfOrder
+                        # a gap from the start: frames the decoder dropped; the timestamps still label the rest
                     if i > target:  # the first frame decoded lies past the target
                         if allow_seek:
                             raise _SeekMissed

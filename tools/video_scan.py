@@ -187,6 +187,10 @@ def scan(container: av.container.InputContainer, name: str) -> tuple[VideoMeta, 
         ordered = sorted(pts)
         keys = sorted({bisect.bisect_left(ordered, p) for p in key_pts})
         index = FrameIndex(tuple(ordered), tuple(keys), reorder_depth(pts))
+        if index.reorder == 0 and (stream.codec_context.reorder_depth or 0) > 0:
+            # the codec reorders frames but the timestamps never do: decode-order timestamps (AVI with
+            # B-frames), which would label frames by decode position. Count the decoder's output instead.
+            index = FrameIndex(None, ())
     time_base = stream.time_base or Fraction(0)
     duration = 0.0
     if stream.duration and time_base:
