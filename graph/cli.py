@@ -19,6 +19,7 @@ from graph.commands import (
     trace_command,
 )
 from graph.demo import demo_command
+from graph.doctor import doctor_command
 from tools.cli import serve_tools_command
 
 
@@ -38,6 +39,8 @@ class _App(typer.Typer):
 app = _App(no_args_is_help=True, add_completion=False,
            help="Reward as an Agent: score robot videos with an evidence-grounded reward agent.")
 app.command("demo", help="Generate sample clips and run the project's main job on them.")(demo_command)
+app.command("doctor", help="Check the endpoint, model, trace/cache files, video I/O and tools before scoring.")(
+    doctor_command)
 app.command("make-clips", help="Render the labelled MuJoCo clip suite and its manifest.")(make_clips_command)
 app.command("score", help="Score one video against an instruction.")(score_command)
 app.command("score-batch", help="Score a manifest of videos (resumable).")(score_batch_command)

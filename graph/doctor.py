@@ -1,0 +1,250 @@
+"""`raa doctor`: check a setup before scoring with it, one line per part, each with what to change.
+
+Checks, in order: the backbone endpoint (configured; `GET /models` answers and lists `RAA_MODEL`,
+graph/endpoint.py); with `--call`, one structured request carrying one image (the configured
+`RAA_STRUCTURED_METHOD`; the model should name the image's colour) and, under `RAA_INSPECT_MODE=tools`,
+one tool-calling request (the model should call `view_frames`); the trace database and the stage cache
+(usable SQLite files, or creatable); video I/O (an mp4 written and read back); the motion tracker and
+the V-JEPA 2 weights (present where the settings point, or in the Hugging Face cache); the tool
+service (`GET /healthz`) when `RAA_TOOLS_URL` is set.
+
+Decisions where the issues were silent:
+- Statuses are "ok", "warning" (works, but probably not as meant: an image answer that misses the
+  colour, a model that answers without calling the tool, weights that would be downloaded on first
+  use), "problem" (a run would be ineligible or fail) and "skipped". The command exits 1 when any
+  check has a problem, 0 otherwise, 2 when a setting does not parse.
+- Nothing loads model weights and nothing is written except what a first run would create anyway
+  (no trace or cache file is created: a missing one is reported as created on first use). `--call`
+  sends two short requests; without it no model is called.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Literal
+
+import numpy as np
+import typer
+from pydantic import BaseModel, Field
+
+from graph.settings import BackboneSettings, SettingsError
+
+CheckStatus = Literal["ok", "warning", "problem", "skipped"]
+
+
+@dataclass(frozen=True)
+class Check:
+    """The outcome of one check."""
+
+    name: str
+    status: CheckStatus
+    detail: str
+
+
+class ColourProbe(BaseModel):
+    """The `--call` structured request's answer."""
+
+    colour: str = Field(max_length=40, description="The dominant colour of the image, in one word.")
+
+
+async def run_checks(settings: BackboneSettings, tools: Any, *, call: bool, wait_s: float,
+                     model: Any = None) -> list[Check]:
+    """Every check (see the module docstring); `tools` is a `tools.settings.ToolSettings`, `model` replaces
+    the default ChatOpenAI (tests)."""
+    checks = [_endpoint(settings, wait_s)]
+    if not call:
+        checks.append(Check("model calls", "skipped", "add --call to send one image request and one tool request"))
+    elif checks[0].status == "problem":
+        checks.append(Check("model calls", "skipped", "the endpoint check failed"))
+    else:
+        checks += await _calls(settings, model)
+    checks += [_traces(settings), _cache(settings), _video(), _tracker(tools), _vjepa(tools), _service(tools)]
+    return checks
+
+
+def _endpoint(settings: BackboneSettings, wait_s: float) -> Check:
+    from graph.endpoint import check_endpoint
+
+    if not settings.configured:
+        return Check("endpoint", "problem", f"unset: {', '.join(settings.missing())} (see `raa doctor --help`)")
+    problem = check_endpoint(settings, wait_s)
+    if problem:
+        return Check("endpoint", "problem", problem)
+    return Check("endpoint", "ok", f"{settings.base_url} answers (model {settings.model})")
+
+
+async def _calls(settings: BackboneSettings, model: Any) -> list[Check]:
+    from langchain_core.messages import HumanMessage, SystemMessage
+
+    from graph.backbone import Backbone, BackboneFault, Usage
+    from graph.nodes.evidence import tool_specs
+    from tools.frames import encode_jpeg_data_url
+
+    backbone = Backbone.from_settings(settings, model=model)
+    red = np.zeros((32, 32, 3), np.uint8)
+    red[..., 0] = 220
+    image = [{"type": "text", "text": "What is the dominant colour of this image?"},
+             {"type": "image_url", "image_url": {"url": encode_jpeg_data_url(red)}}]
+    out: list[Check] = []
+    try:
+        reply = await backbone.astructured("doctor", ColourProbe, [
+            SystemMessage(content="# stage: doctor\nAnswer about the image with the requested JSON."),
+            HumanMessage(content=image)], Usage())
+        seen = "red" in reply.colour.lower()
+        out.append(Check("image + structured output", "ok" if seen else "warning",
+                         f"{settings.method}: answered {reply.colour!r}" + ("" if seen else
+                         " for a red image: do images reach the model (a vision model, a server that keeps them)?")))
+    except BackboneFault as exc:
+        out.append(Check("image + structured output", "problem", f"{exc} (RAA_STRUCTURED_METHOD: json_schema, "
+                                                                 "function_calling or json_mode)"))
+    if settings.inspect_mode != "tools":
+        out.append(Check("tool calling", "skipped", "RAA_INSPECT_MODE=plan: inspection needs no tool calls"))
+        return out
+    try:
+        reply = await backbone.atool_round("doctor", [
+            SystemMessage(content="# stage: doctor\nYou can look at video frames with the view_frames tool."),
+            HumanMessage(content="Call view_frames for frame 0 now.")], tool_specs(False), Usage())
+        if reply.tool_calls:
+            out.append(Check("tool calling", "ok", f"called {reply.tool_calls[0]['name']}"))
+        else:
+            out.append(Check("tool calling", "warning", "the model answered without calling view_frames: it may not "
+                             "see the tools (Qwen2.5-VL's chat template drops them); RAA_INSPECT_MODE=plan"))
+    except BackboneFault as exc:
+        out.append(Check("tool calling", "problem", str(exc)))
+    return out
+
+
+def _traces(settings: BackboneSettings) -> Check:
+    from graph.stores import StoreError
+    from graph.tracing import open_saver
+
+    path = Path(settings.traces_path)
+    if not path.exists():
+        return Check("trace database", "ok", f"{path} (created by the first run)")
+    try:
+        open_saver(path).conn.close()
+    except StoreError as exc:
+        return Check("trace database", "problem", str(exc))
+    return Check("trace database", "ok", str(path))
+
+
+def _cache(settings: BackboneSettings) -> Check:
+    from graph.cache import StageCache
+    from graph.stores import StoreError
+
+    if settings.cache_path is None:
+        return Check("stage cache", "ok", "off (in memory)")
+    path = Path(settings.cache_path)
+    if not path.exists():
+        return Check("stage cache", "ok", f"{path} (created by the first run)")
+    try:
+        cache = StageCache(path)
+        entries = len(cache)
+        cache.close()
+    except StoreError as exc:
+        return Check("stage cache", "problem", str(exc))
+    return Check("stage cache", "ok", f"{path} ({entries} stage outputs)")
+
+
+def _video() -> Check:
+    import av
+
+    from tools.video import read_frames, write_video
+
+    clip = np.zeros((9, 64, 64, 3), np.uint8)
+    clip[:, 16:48, :, 0] = np.linspace(0, 255, 9, dtype=np.uint8)[:, None, None]
+    try:
+        with tempfile.TemporaryDirectory() as tmp:
+            back = read_frames(write_video(Path(tmp) / "probe.mp4", clip, fps=8.0), [0, 8])
+    except Exception as exc:  # noqa: BLE001 - any failure is the answer
+        return Check("video I/O", "problem", f"writing or reading an mp4 failed: {type(exc).__name__}: {exc}")
+    if back.shape != (2, 64, 64, 3):
+        return Check("video I/O", "problem", f"read back {back.shape}, expected (2, 64, 64, 3)")
+    return Check("video I/O", "ok", f"PyAV {av.__version__} (FFmpeg libavcodec {av.library_versions['libavcodec']})")
+
+
+def _tracker(tools: Any) -> Check:
+    if tools.tools_url:
+        return Check("motion tracker", "skipped", f"runs in the tool service ({tools.tools_url})")
+    if tools.motion_backend == "lk":
+        return Check("motion tracker", "ok", "Lucas-Kanade (OpenCV, no weights)")
+    missing = [f"{var} {path} does not exist" for var, path in (("RAA_COTRACKER_CHECKPOINT", tools.cotracker_checkpoint),
+                                                                 ("RAA_COTRACKER_HUB_DIR", tools.cotracker_hub_dir))
+               if path is not None and not Path(path).exists()]
+    if missing:
+        return Check("motion tracker", "problem", "cotracker3: " + "; ".join(missing))
+    if tools.cotracker_checkpoint is None and tools.cotracker_hub_dir is None:
+        return Check("motion tracker", "problem", "cotracker3 needs RAA_COTRACKER_CHECKPOINT (offline .pth) or "
+                                                  "RAA_COTRACKER_HUB_DIR (a local co-tracker clone)")
+    return Check("motion tracker", "ok", f"cotracker3 ({tools.cotracker_checkpoint or tools.cotracker_hub_dir})")
+
+
+def _vjepa(tools: Any) -> Check:
+    if tools.tools_url:
+        return Check("V-JEPA 2 weights", "skipped", f"loaded by the tool service ({tools.tools_url})")
+    local = Path(tools.vjepa_model)
+    if local.is_dir():
+        ok = (local / "config.json").is_file()
+        return Check("V-JEPA 2 weights", "ok" if ok else "problem",
+                     f"{local}" + ("" if ok else ": no config.json (a Hugging Face model folder is expected)"))
+    from huggingface_hub import try_to_load_from_cache
+
+    try:
+        cached = try_to_load_from_cache(tools.vjepa_model, "config.json")
+    except ValueError as exc:  # not a valid repo id either
+        return Check("V-JEPA 2 weights", "problem", f"RAA_VJEPA_MODEL={tools.vjepa_model!r}: neither a folder nor "
+                                                    f"a hub id ({exc})")
+    if isinstance(cached, str):
+        return Check("V-JEPA 2 weights", "ok", f"{tools.vjepa_model} (in the Hugging Face cache)")
+    return Check("V-JEPA 2 weights", "warning", f"{tools.vjepa_model} is not in the Hugging Face cache: the first run "
+                 "of a preset with WMReward downloads it (network), or set RAA_VJEPA_MODEL to a local folder")
+
+
+def _service(tools: Any) -> Check:
+    if not tools.tools_url:
+        return Check("tool service", "skipped", "tools run in this process (RAA_TOOLS_URL unset)")
+    import httpx
+
+    url = f"{tools.tools_url.rstrip('/')}/healthz"
+    try:
+        resp = httpx.get(url, timeout=tools.connect_timeout_s)
+    except httpx.HTTPError as exc:
+        return Check("tool service", "problem", f"{url}: {type(exc).__name__}: {exc}")
+    if resp.status_code != 200:
+        return Check("tool service", "problem", f"{url}: HTTP {resp.status_code}")
+    return Check("tool service", "ok", f"{tools.tools_url} answers")
+
+
+def doctor_command(
+    call: bool = typer.Option(False, "--call", help="Also send one image request and one tool request."),
+    wait: float = typer.Option(10.0, "--wait", min=0.0, help="Seconds to wait for the endpoint to answer."),
+) -> None:
+    """Check the endpoint, the model, the trace and cache files, video I/O and the evidence tools."""
+    from rich.console import Console
+    from rich.table import Table
+
+    from tools.settings import ToolSettings
+
+    try:
+        settings = BackboneSettings.from_env()
+        tools = ToolSettings.from_env()
+    except (SettingsError, ValueError) as exc:
+        typer.echo(f"error: {exc}", err=True)
+        raise typer.Exit(2) from exc
+    checks = asyncio.run(run_checks(settings, tools, call=call, wait_s=wait, model=_model()))
+    table = Table(title="raa doctor")
+    for col in ("check", "status", "detail"):
+        table.add_column(col, overflow="fold")
+    for c in checks:
+        table.add_row(c.name, c.status, c.detail)
+    Console(markup=False).print(table)
+    if any(c.status == "problem" for c in checks):
+        raise typer.Exit(1)
+
+
+def _model() -> Any:
+    """The chat model of `--call` (None: ChatOpenAI from the settings); tests replace this function."""
+    return None

@@ -1,0 +1,94 @@
+"""`raa doctor`: each check against a local OpenAI-compatible stub and real files; exit 1 on a problem."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+from typer.testing import CliRunner
+
+from graph.cli import app
+from graph.doctor import run_checks
+from graph.settings import BackboneSettings
+from tests.openai_stub import OpenAIStub, StubReply, json_reply, tool_reply
+from tests.test_backbone_http import VLLM_NO_AUTO_TOOLS
+from tools.settings import ToolSettings
+
+
+def _settings(url: str, tmp_path, **kw) -> BackboneSettings:
+    return BackboneSettings(base_url=url, model="stub-model", api_key="EMPTY", max_retries=0, timeout_s=5,
+                            schema_retries=0, traces_path=str(tmp_path / "traces.sqlite"),
+                            cache_path=str(tmp_path / "cache.sqlite"), **kw)
+
+
+@pytest.fixture
+def local_vjepa(tmp_path):
+    folder = tmp_path / "vjepa2"
+    folder.mkdir()
+    (folder / "config.json").write_text("{}")
+    return ToolSettings(vjepa_model=str(folder))
+
+
+def _by_name(checks) -> dict:
+    return {c.name: (c.status, c.detail) for c in checks}
+
+
+def test_a_working_setup_passes_every_check(tmp_path, local_vjepa):
+    with OpenAIStub([json_reply({"colour": "red"}), tool_reply("view_frames", {"frames": [0]})]) as stub:
+        checks = _by_name(asyncio.run(run_checks(_settings(stub.base_url, tmp_path), local_vjepa, call=True, wait_s=2)))
+        body = stub.requests[0]
+    assert [s for s, _ in checks.values()] == ["ok"] * 8 + ["skipped"]
+    assert "answered 'red'" in checks["image + structured output"][1] and "view_frames" in checks["tool calling"][1]
+    assert any(b.get("type") == "image_url" for m in body["messages"] if isinstance(m["content"], list)
+               for b in m["content"])  # the image went to the server
+    assert "created by the first run" in checks["trace database"][1]
+    assert not (tmp_path / "traces.sqlite").exists()  # doctor creates nothing
+
+
+def test_warnings_for_an_image_the_model_does_not_see_and_a_tool_it_does_not_call(tmp_path, local_vjepa):
+    with OpenAIStub([json_reply({"colour": "blue"}), StubReply(content="Frame 0 shows a robot.")]) as stub:
+        checks = _by_name(asyncio.run(run_checks(_settings(stub.base_url, tmp_path), local_vjepa, call=True, wait_s=2)))
+    assert checks["image + structured output"][0] == "warning" and "do images reach the model" in \
+        checks["image + structured output"][1]
+    assert checks["tool calling"][0] == "warning" and "RAA_INSPECT_MODE=plan" in checks["tool calling"][1]
+
+
+def test_a_server_without_tool_calling_is_a_problem_that_says_what_to_set(tmp_path, local_vjepa):
+    with OpenAIStub([json_reply({"colour": "Red"}), StubReply(status=400, content=VLLM_NO_AUTO_TOOLS)]) as stub:
+        checks = _by_name(asyncio.run(run_checks(_settings(stub.base_url, tmp_path), local_vjepa, call=True, wait_s=2)))
+        plan = _by_name(asyncio.run(run_checks(_settings(stub.base_url, tmp_path, inspect_mode="plan"), local_vjepa,
+                                               call=False, wait_s=2)))
+    assert checks["image + structured output"][0] == "ok"
+    assert checks["tool calling"][0] == "problem" and "--enable-auto-tool-choice" in checks["tool calling"][1]
+    assert plan["model calls"][0] == "skipped"
+
+
+def test_problems_with_files_tools_and_a_missing_endpoint(tmp_path):
+    (tmp_path / "cache.sqlite").write_bytes(b"not a database" * 10)
+    tools = ToolSettings(motion_backend="cotracker3", cotracker_checkpoint=tmp_path / "nope.pth",
+                         vjepa_model=str(tmp_path))  # a folder without config.json
+    checks = _by_name(asyncio.run(run_checks(BackboneSettings(traces_path=str(tmp_path / "t.sqlite"),
+                                                              cache_path=str(tmp_path / "cache.sqlite")),
+                                             tools, call=True, wait_s=0)))
+    assert checks["endpoint"][0] == "problem" and "RAA_BASE_URL" in checks["endpoint"][1]
+    assert checks["model calls"] == ("skipped", "the endpoint check failed")
+    assert checks["stage cache"][0] == "problem" and "not a database" in checks["stage cache"][1]
+    assert checks["motion tracker"][0] == "problem" and "nope.pth does not exist" in checks["motion tracker"][1]
+    assert checks["V-JEPA 2 weights"][0] == "problem" and checks["video I/O"][0] == "ok"
+
+
+def test_cli_exit_status(tmp_path, monkeypatch):
+    env = {"RAA_TRACES_PATH": str(tmp_path / "t.sqlite"), "RAA_CACHE_PATH": "off", "COLUMNS": "200",
+           "RAA_VJEPA_MODEL": str(tmp_path)}
+    for var in ("RAA_BASE_URL", "RAA_MODEL", "RAA_API_KEY"):
+        monkeypatch.delenv(var, raising=False)
+    res = CliRunner().invoke(app, ["doctor"], env=env)
+    assert res.exit_code == 1 and "endpoint" in res.output and "problem" in res.output
+    res = CliRunner().invoke(app, ["doctor"], env={**env, "RAA_TIMEOUT_S": "soon"})
+    assert res.exit_code == 2 and "RAA_TIMEOUT_S" in res.output
+    (tmp_path / "config.json").write_text("{}")
+    with OpenAIStub([]) as stub:
+        res = CliRunner().invoke(app, ["doctor"], env={**env, "RAA_BASE_URL": stub.base_url, "RAA_MODEL": "m",
+                                                        "RAA_API_KEY": "EMPTY"})
+    assert res.exit_code == 0, res.output
+    assert "add --call" in res.output
