@@ -36,7 +36,8 @@ VLLM_HELP = (
     "  export RAA_INSPECT_MODE=plan   # Qwen2.5-VL's chat template has no tools: inspect with one plan\n"
     "  export RAA_COORDINATES=pixels  # Qwen2.5-VL writes boxes in pixels (per_mille: Qwen3-VL, InternVL)\n"
     "(a model served with tool calling, e.g. vLLM --enable-auto-tool-choice --tool-call-parser NAME,\n"
-    "can keep the default RAA_INSPECT_MODE=tools)"
+    "can keep the default RAA_INSPECT_MODE=tools), and check the setup:\n"
+    "  raa doctor --call"
 )
 
 
