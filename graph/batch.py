@@ -132,6 +132,8 @@ class RowWriter:
         self.out = out
         self.on_row = on_row
         self.counts = {"scored": 0, "zero": 0, "ineligible": 0}
+        self.usage: dict[str, int] = {}
+        """Backbone usage summed over the rows written (calls, images, tokens, cache hits)."""
         out.parent.mkdir(parents=True, exist_ok=True)
         if out.exists() and out.stat().st_size:
             with out.open("rb+") as fh:  # close a torn last line before appending (only the last byte is read)
@@ -144,6 +146,8 @@ class RowWriter:
         with self.out.open("a", encoding="utf-8") as fh:
             fh.write(line + "\n")
         self.counts[status] += 1
+        for k, v in (json.loads(line).get("result") or {}).get("usage", {}).items():
+            self.usage[k] = self.usage.get(k, 0) + int(v)
         if self.on_row is not None:
             self.on_row()
 

@@ -213,7 +213,9 @@ def score_batch_command(
                     await run_batch(agent, todo, writer, concurrency, settings.trace_durability)
 
             asyncio.run(main())
-    typer.echo(" ".join(f"{k}={v}" for k, v in writer.counts.items()) + f"  -> {out}", err=True)
+    usage = " ".join(f"{k}={v}" for k, v in writer.usage.items())
+    typer.echo(" ".join(f"{k}={v}" for k, v in writer.counts.items()) + (f"  usage: {usage}" if usage else "")
+               + f"  -> {out}", err=True)
 
 
 # ---------------------------------------------------------------------------------------------- traces

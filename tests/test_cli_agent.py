@@ -340,6 +340,7 @@ def test_retry_ineligible_rescoring_only_what_a_rerun_can_fix(monkeypatch, tmp_p
     res = runner.invoke(app, [*args, "--retry-ineligible"])
     assert res.exit_code == 0, res.output
     assert "1 ineligible row(s) removed" in res.output and "1 to score" in res.output
+    assert "scored=1 zero=0 ineligible=0  usage: calls=" in res.output  # this invocation's rows and model use
     rows = {r["path"]: r["result"] for r in map(json.loads, out.read_text().splitlines())}
     assert len(out.read_text().splitlines()) == 3  # one row per item
     assert rows[str((tmp_path / "c0.mp4").resolve())]["status"] == "scored"
