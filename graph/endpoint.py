@@ -10,7 +10,7 @@ Decisions where the issues were silent:
 - Connection failures and timeouts are retried for `wait_s` seconds (a server still loading its
   weights is normal when a job script starts both); then the problem is reported.
 - 401 / 403 means the key was rejected; a 200 whose model list lacks `RAA_MODEL` means a wrong name
-  (the message lists what is served). Any other answer (404 from a proxy without `/models`, a body that
+  (the message lists what is served); "NAME:TAG" in the list serves "NAME" (Ollama's default tag). Any other answer (404 from a proxy without `/models`, a body that
   is not a model list) cannot say either way and passes: the check never blocks a working setup.
 """
 
@@ -50,7 +50,8 @@ def check_endpoint(settings: BackboneSettings, wait_s: float) -> str | None:
     if resp.status_code in (401, 403):
         return f"the backbone endpoint {settings.base_url} rejected the API key (HTTP {resp.status_code}; RAA_API_KEY)"
     served = _model_ids(resp) if resp.status_code == 200 else None
-    if served is not None and settings.model not in served:
+    # Ollama lists "llava:latest" and serves it as "llava" too
+    if served is not None and not any(m == settings.model or m.startswith(f"{settings.model}:") for m in served):
         shown = ", ".join(served[:10]) + (" ..." if len(served) > 10 else "")
         return (f"model {settings.model!r} is not served at {settings.base_url} (served: {shown or 'none'}); "
                 "set RAA_MODEL to one of them")

@@ -62,6 +62,12 @@ def test_a_model_the_server_does_not_serve_is_named_with_what_it_serves(server):
     assert "model 'Qwen/Qwen2.5-VL-7B' is not served" in problem and "Qwen/Qwen2.5-VL-7B-Instruct, other" in problem
 
 
+def test_a_tagged_name_serves_the_bare_name(server):
+    _Models.body = {"data": [{"id": "llava:latest"}]}  # Ollama
+    assert check_endpoint(_settings(server, "llava"), 5) is None
+    assert "not served" in check_endpoint(_settings(server, "lla"), 5)
+
+
 def test_rejected_key(server):
     _Models.status = 401
     assert "rejected the API key (HTTP 401; RAA_API_KEY)" in check_endpoint(_settings(server), 5)
