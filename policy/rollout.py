@@ -215,6 +215,15 @@ def sample_ode(
     return x
 
 
+def initial_noise(cond: Conditioning, generator: torch.Generator | None) -> Tensor:
+    """The standard-normal latents [B, C, F, H, W] a rollout or `sample_ode` starts from when given
+    `generator` and no noise (drawn on the generator's device, moved to the conditioning's)."""
+    ff = cond.first_frame_latent
+    b, c, _, h, w = ff.shape
+    gdev = generator.device if generator is not None else ff.device
+    return torch.randn((b, c, cond.num_latent_frames, h, w), generator=generator, device=gdev).to(ff.device)
+
+
 def _initial_state(cond: Conditioning, generator: torch.Generator | None,
                    noise: Tensor | None) -> tuple[Tensor, Tensor]:
     """(x at sigma = 1: noise on generated frames, the first-frame latent on conditioning frames;
@@ -224,8 +233,7 @@ def _initial_state(cond: Conditioning, generator: torch.Generator | None,
     f = cond.num_latent_frames
     device = ff.device
     if noise is None:
-        gdev = generator.device if generator is not None else device
-        noise = torch.randn((b, c, f, h, w), generator=generator, device=gdev).to(device)
+        noise = initial_noise(cond, generator)
     elif noise.shape != (b, c, f, h, w):
         raise ValueError(f"noise must be {(b, c, f, h, w)}, got {tuple(noise.shape)}")
     keep = cond.cond_mask.to(device=device, dtype=torch.float32)

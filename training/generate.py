@@ -22,7 +22,10 @@ Decisions where the issue was silent:
 * Every video's noise comes from its own generator seeded by ``(seed, prompt index, sample)``, so
   ``--weights trained`` and ``--weights base`` with the same seed start from the same noise (paired
   before/after comparisons), and a video does not depend on which others are generated with it.
-  One video at a time (video models sample at batch 1 on one GPU).
+  One video at a time by default (full-size video models sample at batch 1 on one GPU);
+  ``--batch_size N`` samples up to N videos of one prompt together with the ODE sampler (each still
+  from its own noise; the batched transformer may round differently, so pixels can differ from
+  batch 1 by a quantisation step). DynDiff draws its step noise per batch, so it stays at batch 1.
 * Prompts default to the run's own (``dataset`` + ``dataset_file``, in that order);
   ``--prompts FILE.jsonl`` takes the training prompt format (``{"text", "image"?, "image_seed"?}``).
 * Resumable: ``OUT/generate.json`` records the settings (the prompts by digest); a rerun with the same
@@ -46,7 +49,7 @@ from typing import Any, Literal
 import numpy as np
 import torch
 
-from policy.rollout import RolloutConfig, RolloutConfigError, rollout, sample_ode
+from policy.rollout import RolloutConfig, RolloutConfigError, initial_noise, rollout, sample_ode
 from policy.world_model import Conditioning, FlowWorldModel
 from tools.video import write_video
 from training.config import PromptSpec, TrainConfig
@@ -88,11 +91,16 @@ def video_key(prompt: int, sample: int) -> str:
 def generate(policy: Path, out: Path, *, prompts: list[PromptSpec] | None = None, samples: int = 1,
              seed: int = 0, weights: Weights = "trained", sampler: Sampler = "ode",
              num_steps: int | None = None, guidance_scale: float | None = None,
-             negative_prompt: str | None = None, device: str = "cpu", progress: bool = False) -> GenerateSummary:
+             negative_prompt: str | None = None, device: str = "cpu", progress: bool = False,
+             batch_size: int = 1) -> GenerateSummary:
     """Generate `samples` videos per prompt with the exported policy at `policy` into `out`
-    (`num_steps`, `guidance_scale`, `negative_prompt`: None = the run's)."""
+    (`num_steps`, `guidance_scale`, `negative_prompt`: None = the run's; `batch_size`: samples of one
+    prompt sampled together, ODE sampler only)."""
     if samples < 1:
         raise GenerateError(f"samples must be >= 1, got {samples}")
+    if batch_size < 1 or (batch_size > 1 and sampler != "ode"):
+        raise GenerateError(f"batch_size must be >= 1, and 1 with the dyndiff sampler (its step noise is drawn "
+                            f"per batch), got {batch_size} with {sampler}")
     info, cfg = read_export(policy)
     steps = cfg.num_steps if num_steps is None else num_steps
     guidance = cfg.guidance_scale if guidance_scale is None else guidance_scale
@@ -131,20 +139,29 @@ def generate(policy: Path, out: Path, *, prompts: list[PromptSpec] | None = None
                 except Exception as exc:  # a bad prompt (missing image, unreadable file): its videos only
                     summary.failed += [_failure(k, i, j, exc) for j, k in todo]
                     todo = []
-            for j, key in todo:
-                video_seed = derive_seed(seed, i, j)
+            for start in range(0, len(todo), batch_size):
+                chunk = todo[start:start + batch_size]
+                seeds = [derive_seed(seed, i, j) for j, _ in chunk]
                 try:
-                    frames = sample_video(model, cond, sampler, rcfg, steps, cfg.shift, video_seed, guidance)
-                    write_video(videos / f".{key}.partial.mp4", frames, fps=cfg.fps).replace(videos / f"{key}.mp4")
-                except Exception as exc:  # e.g. out of memory on one clip: the others go on
-                    summary.failed.append(_failure(key, i, j, exc))
+                    if sampler == "ode":
+                        clips = sample_videos(model, cond, steps, cfg.shift, seeds, guidance)
+                    else:
+                        clips = [sample_video(model, cond, sampler, rcfg, steps, cfg.shift, seeds[0], guidance)]
+                except Exception as exc:  # e.g. out of memory on one batch: the others go on
+                    summary.failed += [_failure(key, i, j, exc) for j, key in chunk]
                     continue
-                row = {**spec.meta, "path": f"videos/{key}.mp4", "instruction": spec.text, "key": key, "prompt": i,
-                       "sample": j, "seed": video_seed, "weights": weights, "sampler": sampler,
-                       "iteration": info.get("iteration")}
-                manifest.write(json.dumps(row) + "\n")
-                manifest.flush()
-                summary.written += 1
+                for (j, key), video_seed, frames in zip(chunk, seeds, clips, strict=True):
+                    try:
+                        write_video(videos / f".{key}.partial.mp4", frames, fps=cfg.fps).replace(videos / f"{key}.mp4")
+                    except Exception as exc:  # a full disk, say: this clip's row is not written
+                        summary.failed.append(_failure(key, i, j, exc))
+                        continue
+                    row = {**spec.meta, "path": f"videos/{key}.mp4", "instruction": spec.text, "key": key,
+                           "prompt": i, "sample": j, "seed": video_seed, "weights": weights, "sampler": sampler,
+                           "iteration": info.get("iteration")}
+                    manifest.write(json.dumps(row) + "\n")
+                    manifest.flush()
+                    summary.written += 1
             if bar is not None:
                 bar.update(samples)
     if bar is not None:
@@ -158,15 +175,26 @@ def sample_video(model: FlowWorldModel, cond: Conditioning, sampler: Sampler, rc
     """One clip uint8 [T, H, W, 3] for a one-prompt conditioning: noise from a generator seeded with
     `seed`, then the ODE sampler (with `guidance_scale`) or a DynDiff rollout (`rcfg`, which carries its
     own), decoded by the model's VAE."""
+    if sampler == "ode":
+        return sample_videos(model, cond, num_steps, shift, [seed], guidance_scale)[0]
+    if rcfg is None:
+        raise GenerateError("the dyndiff sampler needs a RolloutConfig")
     gen = torch.Generator(device=cond.first_frame_latent.device).manual_seed(seed)
     with torch.no_grad():
-        if sampler == "ode":
-            latents = sample_ode(model, cond, num_steps, shift, generator=gen, guidance_scale=guidance_scale)
-        else:
-            if rcfg is None:
-                raise GenerateError("the dyndiff sampler needs a RolloutConfig")
-            latents = rollout(model, cond, rcfg, generator=gen).latents
-        return model.decode(latents)[0]
+        return model.decode(rollout(model, cond, rcfg, generator=gen).latents)[0]
+
+
+def sample_videos(model: FlowWorldModel, cond: Conditioning, num_steps: int, shift: float, seeds: list[int],
+                  guidance_scale: float = 1.0) -> list[np.ndarray]:
+    """ODE clips of one prompt, one per seed, sampled as one batch: each clip's noise comes from its own
+    generator (`seed`), exactly the noise `sample_video` draws, so a clip does not depend on the batch it
+    is in (up to floating-point rounding of the batched transformer). Decoded one clip at a time."""
+    device = cond.first_frame_latent.device
+    noise = torch.cat([initial_noise(cond, torch.Generator(device=device).manual_seed(s)) for s in seeds])
+    with torch.no_grad():
+        latents = sample_ode(model, cond.repeat_interleave(len(seeds)), num_steps, shift, noise=noise,
+                             guidance_scale=guidance_scale)
+        return [model.decode(latents[k:k + 1])[0] for k in range(len(seeds))]
 
 
 def _failure(key: str, prompt: int, sample: int, exc: Exception) -> dict[str, Any]:
@@ -254,6 +282,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--guidance_scale", type=float,
                         help="classifier-free guidance weight, 1 = off (default: the run's guidance_scale)")
     parser.add_argument("--negative_prompt", help="negative prompt of the guidance (default: the run's)")
+    parser.add_argument("--batch_size", type=int, default=1,
+                        help="samples of one prompt sampled together (ODE sampler; default 1)")
     parser.add_argument("--device", choices=["auto", "cpu", "cuda"], default="auto")
     args = parser.parse_args(argv)
     if args.device == "cuda" and not torch.cuda.is_available():
@@ -265,7 +295,7 @@ def main(argv: list[str] | None = None) -> int:
         summary = generate(args.policy, args.out, prompts=prompts, samples=args.samples, seed=args.seed,
                            weights=args.weights, sampler=args.sampler, num_steps=args.num_steps,
                            guidance_scale=args.guidance_scale, negative_prompt=args.negative_prompt, device=device,
-                           progress=sys.stderr.isatty())
+                           progress=sys.stderr.isatty(), batch_size=args.batch_size)
     except (ExportError, GenerateError, ConfigError, FileNotFoundError, ValueError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
