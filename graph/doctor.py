@@ -69,7 +69,8 @@ def _endpoint(settings: BackboneSettings, wait_s: float) -> Check:
     from graph.endpoint import check_endpoint
 
     if not settings.configured:
-        return Check("endpoint", "problem", f"unset: {', '.join(settings.missing())} (see `raa doctor --help`)")
+        return Check("endpoint", "problem", f"unset: {', '.join(settings.missing())} (an OpenAI-compatible server, "
+                                            "e.g. vLLM: README, 'Connecting a model')")
     problem = check_endpoint(settings, wait_s)
     if problem:
         return Check("endpoint", "problem", problem)
