@@ -81,26 +81,32 @@ async def _calls(settings: BackboneSettings, model: Any) -> list[Check]:
     from langchain_core.messages import HumanMessage, SystemMessage
 
     from graph.backbone import Backbone, BackboneFault, Usage
+    from graph.config import AgentConfig
     from graph.nodes.evidence import tool_specs
     from tools.frames import encode_jpeg_data_url
 
     backbone = Backbone.from_settings(settings, model=model)
     red = np.zeros((32, 32, 3), np.uint8)
     red[..., 0] = 220
-    image = [{"type": "text", "text": "What is the dominant colour of this image?"},
-             {"type": "image_url", "image_url": {"url": encode_jpeg_data_url(red)}}]
+    url = encode_jpeg_data_url(red)
+    n = AgentConfig().max_images_per_call  # as many as the agent's largest request: the server's limit shows
+    images = [{"type": "text", "text": f"What is the dominant colour of these {n} images?"}]
+    images += [{"type": "image_url", "image_url": {"url": url}} for _ in range(n)]
+    name = f"{n} images + structured output"
     out: list[Check] = []
     try:
         reply = await backbone.astructured("doctor", ColourProbe, [
-            SystemMessage(content="# stage: doctor\nAnswer about the image with the requested JSON."),
-            HumanMessage(content=image)], Usage())
+            SystemMessage(content="# stage: doctor\nAnswer about the images with the requested JSON."),
+            HumanMessage(content=images)], Usage())
         seen = "red" in reply.colour.lower()
-        out.append(Check("image + structured output", "ok" if seen else "warning",
+        out.append(Check(name, "ok" if seen else "warning",
                          f"{settings.method}: answered {reply.colour!r}" + ("" if seen else
-                         " for a red image: do images reach the model (a vision model, a server that keeps them)?")))
+                         " for red images: do images reach the model (a vision model, a server that keeps them)?")))
     except BackboneFault as exc:
-        out.append(Check("image + structured output", "problem", f"{exc} (RAA_STRUCTURED_METHOD: json_schema, "
-                                                                 "function_calling or json_mode)"))
+        hint = (f"the server may take fewer than {n} images per request (vLLM: --limit-mm-per-prompt "
+                "'{\"image\": 64}')" if exc.kind == "refused" else
+                "RAA_STRUCTURED_METHOD: json_schema, function_calling or json_mode")
+        out.append(Check(name, "problem", f"{exc} ({hint})"))
     if settings.inspect_mode != "tools":
         out.append(Check("tool calling", "skipped", "RAA_INSPECT_MODE=plan: inspection needs no tool calls"))
         return out

@@ -38,9 +38,9 @@ def test_a_working_setup_passes_every_check(tmp_path, local_vjepa):
         checks = _by_name(asyncio.run(run_checks(_settings(stub.base_url, tmp_path), local_vjepa, call=True, wait_s=2)))
         body = stub.requests[0]
     assert [s for s, _ in checks.values()] == ["ok"] * 8 + ["skipped"]
-    assert "answered 'red'" in checks["image + structured output"][1] and "view_frames" in checks["tool calling"][1]
-    assert any(b.get("type") == "image_url" for m in body["messages"] if isinstance(m["content"], list)
-               for b in m["content"])  # the image went to the server
+    assert "answered 'red'" in checks["48 images + structured output"][1] and "view_frames" in checks["tool calling"][1]
+    assert sum(b.get("type") == "image_url" for m in body["messages"] if isinstance(m["content"], list)
+               for b in m["content"]) == 48  # as many images as the agent's largest request
     assert "created by the first run" in checks["trace database"][1]
     assert not (tmp_path / "traces.sqlite").exists()  # doctor creates nothing
 
@@ -48,8 +48,8 @@ def test_a_working_setup_passes_every_check(tmp_path, local_vjepa):
 def test_warnings_for_an_image_the_model_does_not_see_and_a_tool_it_does_not_call(tmp_path, local_vjepa):
     with OpenAIStub([json_reply({"colour": "blue"}), StubReply(content="Frame 0 shows a robot.")]) as stub:
         checks = _by_name(asyncio.run(run_checks(_settings(stub.base_url, tmp_path), local_vjepa, call=True, wait_s=2)))
-    assert checks["image + structured output"][0] == "warning" and "do images reach the model" in \
-        checks["image + structured output"][1]
+    assert checks["48 images + structured output"][0] == "warning" and "do images reach the model" in \
+        checks["48 images + structured output"][1]
     assert checks["tool calling"][0] == "warning" and "RAA_INSPECT_MODE=plan" in checks["tool calling"][1]
 
 
@@ -58,9 +58,17 @@ def test_a_server_without_tool_calling_is_a_problem_that_says_what_to_set(tmp_pa
         checks = _by_name(asyncio.run(run_checks(_settings(stub.base_url, tmp_path), local_vjepa, call=True, wait_s=2)))
         plan = _by_name(asyncio.run(run_checks(_settings(stub.base_url, tmp_path, inspect_mode="plan"), local_vjepa,
                                                call=False, wait_s=2)))
-    assert checks["image + structured output"][0] == "ok"
+    assert checks["48 images + structured output"][0] == "ok"
     assert checks["tool calling"][0] == "problem" and "--enable-auto-tool-choice" in checks["tool calling"][1]
     assert plan["model calls"][0] == "skipped"
+
+
+def test_a_server_image_limit_is_named(tmp_path, local_vjepa):
+    limit = "At most 1 image(s) may be provided in one request. You can set this by `--limit-mm-per-prompt`."
+    with OpenAIStub([StubReply(status=400, content=limit), tool_reply("view_frames", {"frames": [0]})]) as stub:
+        checks = _by_name(asyncio.run(run_checks(_settings(stub.base_url, tmp_path), local_vjepa, call=True, wait_s=2)))
+    status, detail = checks["48 images + structured output"]
+    assert status == "problem" and "fewer than 48 images per request" in detail and '{"image": 64}' in detail
 
 
 def test_problems_with_files_tools_and_a_missing_endpoint(tmp_path):
