@@ -24,13 +24,16 @@ import asyncio
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 import numpy as np
 import typer
 from pydantic import BaseModel, Field
 
 from graph.settings import BackboneSettings, SettingsError
+
+if TYPE_CHECKING:  # pragma: no cover
+    from tools.settings import ToolSettings
 
 CheckStatus = Literal["ok", "warning", "problem", "skipped"]
 
@@ -47,13 +50,12 @@ class Check:
 class ColourProbe(BaseModel):
     """The `--call` structured request's answer."""
 
-    colour: str = Field(max_length=40, description="The dominant colour of the image, in one word.")
+    colour: str = Field(max_length=40, description="The dominant colour of the images, in one word.")
 
 
-async def run_checks(settings: BackboneSettings, tools: Any, *, call: bool, wait_s: float,
+async def run_checks(settings: BackboneSettings, tools: ToolSettings, *, call: bool, wait_s: float,
                      model: Any = None) -> list[Check]:
-    """Every check (see the module docstring); `tools` is a `tools.settings.ToolSettings`, `model` replaces
-    the default ChatOpenAI (tests)."""
+    """Every check (see the module docstring); `model` replaces the default ChatOpenAI (tests)."""
     checks = [_endpoint(settings, wait_s)]
     if not call:
         checks.append(Check("model calls", "skipped", "add --call to send one image request and one tool request"))
@@ -173,7 +175,7 @@ def _video() -> Check:
     return Check("video I/O", "ok", f"PyAV {av.__version__} (FFmpeg libavcodec {av.library_versions['libavcodec']})")
 
 
-def _tracker(tools: Any) -> Check:
+def _tracker(tools: ToolSettings) -> Check:
     if tools.tools_url:
         return Check("motion tracker", "skipped", f"runs in the tool service ({tools.tools_url})")
     if tools.motion_backend == "lk":
@@ -189,7 +191,7 @@ def _tracker(tools: Any) -> Check:
     return Check("motion tracker", "ok", f"cotracker3 ({tools.cotracker_checkpoint or tools.cotracker_hub_dir})")
 
 
-def _vjepa(tools: Any) -> Check:
+def _vjepa(tools: ToolSettings) -> Check:
     if tools.tools_url:
         return Check("V-JEPA 2 weights", "skipped", f"loaded by the tool service ({tools.tools_url})")
     local = Path(tools.vjepa_model)
@@ -210,7 +212,7 @@ def _vjepa(tools: Any) -> Check:
                  "of a preset with WMReward downloads it (network), or set RAA_VJEPA_MODEL to a local folder")
 
 
-def _service(tools: Any) -> Check:
+def _service(tools: ToolSettings) -> Check:
     if not tools.tools_url:
         return Check("tool service", "skipped", "tools run in this process (RAA_TOOLS_URL unset)")
     import httpx
