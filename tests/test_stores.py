@@ -97,3 +97,22 @@ def test_training_agent_reward_opens_its_files_when_built(not_a_database, tmp_pa
     ok = replace(settings, traces_path=str(tmp_path / "t.sqlite"))
     reward = build_reward("agent", {"preset": "decomposed"}, agent_settings=ok)
     assert reward.agent() is reward.agent()  # built once, with the reward
+
+
+def test_training_agent_reward_loads_its_tools_when_built(tmp_path):
+    """A V-JEPA 2 path or a CoTracker3 checkpoint that cannot load made every reward of a run ineligible
+    (the tools loaded at the first reward call); build_reward loads what the preset uses, at start."""
+    from tools.settings import ToolSettings
+    from tools.toolbox import Toolbox
+    from training.rewards import build_reward
+
+    settings = BackboneSettings(base_url="http://127.0.0.1:9/v1", model="m", api_key="EMPTY",
+                                traces_path=str(tmp_path / "t.sqlite"), cache_path=None)
+    missing = Toolbox(ToolSettings(vjepa_model=str(tmp_path / "no-such-vjepa")))
+    with pytest.raises(ValueError, match="preset full.*the surprise tool cannot load"):
+        build_reward("agent", {"preset": "full"}, agent_settings=settings, agent_tools=missing)
+    assert build_reward("agent", {"preset": "no_wmreward"}, agent_settings=settings, agent_tools=missing)
+    no_checkpoint = Toolbox(ToolSettings(motion_backend="cotracker3"))
+    with pytest.raises(ValueError, match="the motion tool cannot load.*RAA_COTRACKER_CHECKPOINT"):
+        build_reward("agent", {"preset": "motion"}, agent_settings=settings, agent_tools=no_checkpoint)
+    assert build_reward("agent", {"preset": "decomposed"}, agent_settings=settings, agent_tools=no_checkpoint)

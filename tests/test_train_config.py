@@ -175,7 +175,8 @@ def test_agent_reward_without_endpoint_stops_before_model_load():
 
 
 def test_bad_reward_options_and_an_unusable_trace_database_exit_2(tmp_path):
-    """Both surfaced as tracebacks (exit 1); the second only at the first reward call, inside the run."""
+    """Each surfaced as a traceback (exit 1) or only at the first reward call, inside the run (every reward
+    ineligible); now each stops the run at start with one error line."""
     import os
     import subprocess
     import sys
@@ -189,7 +190,11 @@ def test_bad_reward_options_and_an_unusable_trace_database_exit_2(tmp_path):
     for extra, variables, message in (([], {"RAA_TRACES_PATH": str(tmp_path / "t.sqlite")},
                                        "reward 'agent': bad reward_options"),  # the smoke config's brightness options
                                       (["--reward_options", "{preset: decomposed}"], {"RAA_TRACES_PATH": str(junk)},
-                                       f"trace database {junk} cannot be used")):
+                                       f"trace database {junk} cannot be used"),
+                                      (["--reward_options", "{preset: full}"],
+                                       {"RAA_TRACES_PATH": str(tmp_path / "t.sqlite"),
+                                        "RAA_VJEPA_MODEL": str(tmp_path / "no-vjepa")},
+                                       "the surprise tool cannot load")):
         proc = subprocess.run(base + extra, capture_output=True, text=True, timeout=300, cwd=CONFIGS.parents[1],
                               env={**env, **variables})
         assert proc.returncode == 2, proc.stderr[-2000:]

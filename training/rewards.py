@@ -144,6 +144,28 @@ class AgentReward:
             self._agent = build_reward_agent(self._config, model=self.model, settings=self.settings, tools=self.tools)
         return self._agent
 
+    def load_tools(self) -> None:
+        """Load the evidence models the preset uses now (CoTracker3, V-JEPA 2): one that cannot load makes
+        every reward ineligible, so a run should learn it at start. ValueError naming the tool. Without
+        ``tools`` (the agent's own lazy Toolbox) or with a tool service, nothing loads here."""
+        from graph.context import tool_provider
+        from tools.errors import ToolFault
+        from tools.surprise import VJEPA2SurpriseScorer
+
+        if self.tools is None:
+            return
+        switches, provider = self._config.switches(), tool_provider(self.tools)
+        try:
+            if switches["motion"]:
+                provider.tracker()
+            if switches["wmreward"]:
+                scorer = provider.surprise()
+                if isinstance(scorer, VJEPA2SurpriseScorer):
+                    scorer.load()
+        except ToolFault as exc:
+            raise ValueError(f"AgentReward (preset {self.preset}): the {exc.tool} tool cannot load: {exc.message}; "
+                             "fix its RAA_* tool setting or choose a preset without it") from None
+
     async def __call__(self, videos: Sequence[np.ndarray], prompts: Sequence[str], **meta: Any) -> list[float | None]:
         from graph import ascore_videos
         from tools.video import write_video
@@ -329,9 +351,10 @@ def call_reward(fn: RewardFn, name: str, videos: Sequence[np.ndarray], prompts: 
 
 
 def build_reward(name: str, options: dict[str, Any], *, token: str | None = None,
-                 agent_settings: Any = None) -> RewardFn:
+                 agent_settings: Any = None, agent_tools: Any = None) -> RewardFn:
     """The adapter for a config's ``reward`` name with ``reward_options`` as keyword arguments; ``token``
-    (http) and ``agent_settings`` (agent: ``BackboneSettings``) come from the entry point.
+    (http), ``agent_settings`` and ``agent_tools`` (agent: ``BackboneSettings``, a ``Toolbox``) come from
+    the entry point.
 
     Raises ValueError naming the reward on unknown names or options (before any model loads).
     """
@@ -346,9 +369,10 @@ def build_reward(name: str, options: dict[str, Any], *, token: str | None = None
             if "region" in opts:
                 opts["region"] = tuple(opts["region"])
             return MotionReward(**opts)
-        if name == "agent":  # built now: a trace database or stage cache it cannot use stops the run at start
-            reward = AgentReward(settings=agent_settings, **options)
+        if name == "agent":  # built now: a file or a tool it cannot use stops the run at start, not every reward
+            reward = AgentReward(settings=agent_settings, tools=agent_tools, **options)
             reward.agent()
+            reward.load_tools()
             return reward
         if name == "http":  # checked now: a url nobody answers stops the run at start, not after every batch
             http = HttpAgentReward(token=token, **{k: v for k, v in options.items() if k != "token_env"})

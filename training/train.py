@@ -63,6 +63,20 @@ def reward_settings(cfg: TrainConfig) -> Any:
     return settings
 
 
+def reward_tools(cfg: TrainConfig) -> Any:
+    """The agent reward's evidence tools, a lazy `tools.toolbox.Toolbox` from the `RAA_*` tool settings
+    (None for other rewards); ConfigError for a value that does not parse."""
+    if cfg.reward != "agent":
+        return None
+    from tools.settings import ToolSettings
+    from tools.toolbox import Toolbox
+
+    try:
+        return Toolbox(ToolSettings.from_env())
+    except ValueError as exc:  # pydantic's ValidationError included
+        raise ConfigError(f"reward: agent: invalid tool setting: {exc}") from None
+
+
 def check_prompts(cfg: TrainConfig) -> None:
     """Read the training (and held-out) prompts once before anything heavy loads: a missing or
     malformed prompt file, or a prompt image that is missing or not an image, is a ConfigError (exit 2),
@@ -86,6 +100,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         cfg = parse_cli(args)
         check_prompts(cfg)
         agent_settings = reward_settings(cfg)
+        agent_tools = reward_tools(cfg)
     except ConfigError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
@@ -96,7 +111,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     try:
         out = train(cfg, local_rank=int(os.environ.get("LOCAL_RANK", "0")), reward_token=reward_token(cfg),
-                    reward_settings=agent_settings)
+                    reward_settings=agent_settings, reward_tools=agent_tools)
     except (ConfigError, StoreError) as exc:  # StoreError: the agent reward's trace database or stage cache
         print(f"error: {exc}", file=sys.stderr)
         return 2
