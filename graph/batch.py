@@ -152,16 +152,18 @@ class RowWriter:
             self.on_row()
 
 
-def build_batch_agent(settings: BackboneSettings, preset: str, checkpointer: Any, chat_model: Any) -> Any:
+def build_batch_agent(settings: BackboneSettings, preset: str, checkpointer: Any, chat_model: Any,
+                      tools: Any = None) -> Any:
     """The agent a batch runs: `preset` with `settings.inspect_mode`, a Backbone from `settings` around
-    `chat_model` with the on-disk stage cache (`settings.cache_path`), default tools. Raises ValueError for
-    an unknown preset."""
+    `chat_model` with the on-disk stage cache (`settings.cache_path`), `tools` (None: the default lazy
+    Toolbox). Raises ValueError for an unknown preset."""
     from graph import build_reward_agent  # deferred: the agent graph is heavy to import
     from graph.backbone import Backbone
     from graph.cache import StageCache
 
     backbone = Backbone.from_settings(settings, model=chat_model, cache=StageCache(settings.cache_path))
-    return build_reward_agent(settings.agent_config(preset), backbone=backbone, checkpointer=checkpointer, settings=settings)
+    return build_reward_agent(settings.agent_config(preset), backbone=backbone, checkpointer=checkpointer,
+                              settings=settings, tools=tools)
 
 
 def write_bad_lines(items: list[dict[str, Any]], writer: RowWriter) -> list[dict[str, Any]]:

@@ -315,6 +315,26 @@ def trace_command(
             typer.echo(f"reason: {reason}")
 
 
+def _service_tools(settings: BackboneSettings, preset: str) -> Any:
+    """The reward service's Toolbox, its preset's models loaded, after the endpoint pre-flight: a service
+    that cannot reach its model or load a tool would answer every trainer request with ineligible rewards."""
+    from graph.context import preload_tools
+    from tools.errors import ToolFault
+    from tools.settings import ToolSettings
+    from tools.toolbox import Toolbox
+
+    problem = preflight(settings)
+    try:
+        if problem:
+            raise ValueError(problem)
+        tools = Toolbox(ToolSettings.from_env())
+        preload_tools(settings.agent_config(preset), tools)
+    except (ValueError, ToolFault) as exc:
+        typer.echo(f"error: {exc}", err=True)
+        raise typer.Exit(2) from exc
+    return tools
+
+
 def serve_reward_command(
     host: Annotated[str, typer.Option(help="Interface to bind (loopback by default).")] = "127.0.0.1",
     port: Annotated[int, typer.Option(help="TCP port.")] = 8766,
@@ -339,8 +359,9 @@ def serve_reward_command(
     _check_preset(preset)
     if (warning := open_bind_warning(host, token, "RAA_REWARD_TOKEN")) is not None:
         typer.echo(warning, err=True)
+    tools = _service_tools(settings, preset)
     agent = build_batch_agent(settings, preset, default_checkpointer(settings.traces_path),
-                              make_chat_model(settings))
+                              make_chat_model(settings), tools)
     app = create_reward_app(agent, preset, token=token, max_concurrency=concurrency, max_items=max_items,
                             max_body_mb=max_body_mb, durability=settings.trace_durability, keep_videos=keep_videos,
                             info={"model": settings.model, "inspect_mode": settings.inspect_mode,

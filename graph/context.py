@@ -134,6 +134,22 @@ def tool_provider(tools: object) -> ToolProvider:
     raise TypeError(f"tools must be AgentTools, Toolbox or ToolProvider, got {type(tools).__name__}")
 
 
+def preload_tools(config: Any, tools: object) -> None:
+    """Load now the evidence models `config` (an `AgentConfig`) uses: the motion tracker when motion
+    evidence is on (CoTracker3 loads its weights), the surprise scorer when WMReward is on (V-JEPA 2 loads).
+    ToolFault naming the tool. Long-lived users (training's agent reward, the reward service) call it at
+    start, since a tool that cannot load makes every run ineligible; a tool service loads on its side."""
+    from tools.surprise import VJEPA2SurpriseScorer
+
+    switches, provider = config.switches(), tool_provider(tools)
+    if switches["motion"]:
+        provider.tracker()
+    if switches["wmreward"]:
+        scorer = provider.surprise()
+        if isinstance(scorer, VJEPA2SurpriseScorer):
+            scorer.load()
+
+
 _MAX_READERS = 1024  # cached VideoReaders (metadata + keyframe index, no open file each)
 _MAX_JOBS = 256  # shared jobs kept (a 32x64-point track result is ~25 KB; an encoding job's is None)
 

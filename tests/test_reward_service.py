@@ -149,14 +149,19 @@ def test_cli_needs_an_endpoint_and_a_known_preset(monkeypatch, tmp_path):
     monkeypatch.setenv("RAA_CACHE_PATH", "off")
     res = runner.invoke(cli_app, ["serve-reward", "--preset", "fulll"])
     assert res.exit_code == 2 and "fulll" in res.output
+    monkeypatch.setenv("RAA_ENDPOINT_WAIT_S", "0")  # nothing listens at the url: skip the pre-flight
     seen = {}
     monkeypatch.setattr(uvicorn, "run", lambda app, host, port, log_level: seen.update(app=app, host=host, port=port))
-    res = runner.invoke(cli_app, ["serve-reward", "--preset", "no_audit", "--port", "9123", "--token", TOKEN])
+    # a preset whose tool cannot load would answer every request with ineligible rewards: refused at start
+    monkeypatch.setenv("RAA_VJEPA_MODEL", str(tmp_path / "no-vjepa"))
+    res = runner.invoke(cli_app, ["serve-reward", "--preset", "no_audit"])
+    assert res.exit_code == 2 and "surprise tool load failure" in res.output and not seen
+    res = runner.invoke(cli_app, ["serve-reward", "--preset", "no_wmreward", "--port", "9123", "--token", TOKEN])
     assert res.exit_code == 0, res.output
     assert (seen["host"], seen["port"]) == ("127.0.0.1", 9123)
     with TestClient(seen["app"]) as c:
         info = c.get("/v1/info", headers=AUTH).json()
-    assert info["preset"] == "no_audit" and info["inspect_mode"] == "plan" and info["model"] == "m"
+    assert info["preset"] == "no_wmreward" and info["inspect_mode"] == "plan" and info["model"] == "m"
     assert json.dumps(info)  # plain JSON
 
 

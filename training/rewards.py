@@ -148,20 +148,13 @@ class AgentReward:
         """Load the evidence models the preset uses now (CoTracker3, V-JEPA 2): one that cannot load makes
         every reward ineligible, so a run should learn it at start. ValueError naming the tool. Without
         ``tools`` (the agent's own lazy Toolbox) or with a tool service, nothing loads here."""
-        from graph.context import tool_provider
+        from graph.context import preload_tools
         from tools.errors import ToolFault
-        from tools.surprise import VJEPA2SurpriseScorer
 
         if self.tools is None:
             return
-        switches, provider = self._config.switches(), tool_provider(self.tools)
         try:
-            if switches["motion"]:
-                provider.tracker()
-            if switches["wmreward"]:
-                scorer = provider.surprise()
-                if isinstance(scorer, VJEPA2SurpriseScorer):
-                    scorer.load()
+            preload_tools(self._config, self.tools)
         except ToolFault as exc:
             raise ValueError(f"AgentReward (preset {self.preset}): the {exc.tool} tool cannot load: {exc.message}; "
                              "fix its RAA_* tool setting or choose a preset without it") from None
