@@ -105,9 +105,9 @@ class BackboneSettings:
     `AgentConfig.inspect_mode` themselves."""
 
     endpoint_wait_s: float = 60.0
-    """How long long jobs (training with `reward: agent`, `raa score-batch`) wait at start for the endpoint
-    to answer `GET /models` before stopping with the problem (RAA_ENDPOINT_WAIT_S; 0 skips the check;
-    see graph/endpoint.py)."""
+    """How long long jobs (training with `reward: agent`, `raa score-batch`, `serve-reward`, `eval`) wait at
+    start for the endpoint to answer `GET /models` before stopping with the problem (RAA_ENDPOINT_WAIT_S;
+    0 skips the check; see graph/endpoint.py)."""
     coordinates: Coordinates = "unit"
     """How the served model writes crop boxes and track points (RAA_COORDINATES): "unit" (0..1),
     "per_mille" (0..1000: Qwen2-VL, Qwen3-VL, InternVL) or "pixels" of the frames as sent (Qwen2.5-VL).
