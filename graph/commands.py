@@ -192,6 +192,8 @@ def score_batch_command(
     done = done_keys(out)
     todo = [it for it in items if it["key"] not in done]
     typer.echo(f"{len(items)} items, {len(items) - len(todo)} already in {out}, {len(todo)} to score", err=True)
+    # the preset's tool models, loaded in the process that scores (worker processes load their own)
+    tools = _loaded_tools(settings, preset) if todo and processes == 1 else None
     columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn())
     with Progress(*columns, console=_err) as progress:
         task = progress.add_task("scoring", total=len(todo))
@@ -209,7 +211,7 @@ def score_batch_command(
         elif todo:
             async def main() -> None:
                 async with open_async_saver(settings.traces_path) as saver:
-                    agent = build_batch_agent(settings, preset, saver, make_chat_model(settings))
+                    agent = build_batch_agent(settings, preset, saver, make_chat_model(settings), tools)
                     await run_batch(agent, todo, writer, concurrency, settings.trace_durability)
 
             asyncio.run(main())
@@ -315,18 +317,15 @@ def trace_command(
             typer.echo(f"reason: {reason}")
 
 
-def _service_tools(settings: BackboneSettings, preset: str) -> Any:
-    """The reward service's Toolbox, its preset's models loaded, after the endpoint pre-flight: a service
-    that cannot reach its model or load a tool would answer every trainer request with ineligible rewards."""
+def _loaded_tools(settings: BackboneSettings, preset: str) -> Any:
+    """A Toolbox from the `RAA_*` tool settings with the preset's models loaded (exit 2 naming the tool
+    that cannot load): for commands that would otherwise find out in every run, each one ineligible."""
     from graph.context import preload_tools
     from tools.errors import ToolFault
     from tools.settings import ToolSettings
     from tools.toolbox import Toolbox
 
-    problem = preflight(settings)
     try:
-        if problem:
-            raise ValueError(problem)
         tools = Toolbox(ToolSettings.from_env())
         preload_tools(settings.agent_config(preset), tools)
     except (ValueError, ToolFault) as exc:
@@ -359,7 +358,10 @@ def serve_reward_command(
     _check_preset(preset)
     if (warning := open_bind_warning(host, token, "RAA_REWARD_TOKEN")) is not None:
         typer.echo(warning, err=True)
-    tools = _service_tools(settings, preset)
+    if problem := preflight(settings):  # a service that cannot reach its model answers every request ineligible
+        typer.echo(f"error: {problem}", err=True)
+        raise typer.Exit(2)
+    tools = _loaded_tools(settings, preset)
     agent = build_batch_agent(settings, preset, default_checkpointer(settings.traces_path),
                               make_chat_model(settings), tools)
     app = create_reward_app(agent, preset, token=token, max_concurrency=concurrency, max_items=max_items,

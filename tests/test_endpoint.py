@@ -112,3 +112,16 @@ def test_eval_world_model_stops_before_asking_questions(server, tmp_path):
            "RAA_TRACES_PATH": str(tmp_path / "t.sqlite"), "RAA_CACHE_PATH": "off"}
     res = CliRunner().invoke(app, ["eval", "world-model", "-m", str(manifest), "-o", str(tmp_path / "o")], env=env)
     assert res.exit_code == 2 and "model 'typo-model' is not served" in res.output
+
+
+def test_score_batch_loads_its_tool_models_before_scoring(monkeypatch, tmp_path):
+    """A V-JEPA 2 folder that cannot load made every row of a full-preset batch ineligible."""
+    manifest = tmp_path / "m.jsonl"
+    manifest.write_text(json.dumps({"path": "a.mp4", "instruction": "push"}) + "\n")
+    env = {"RAA_BASE_URL": "http://127.0.0.1:9/v1", "RAA_MODEL": "m", "RAA_API_KEY": "EMPTY",
+           "RAA_ENDPOINT_WAIT_S": "0", "RAA_TRACES_PATH": str(tmp_path / "t.sqlite"), "RAA_CACHE_PATH": "off",
+           "RAA_VJEPA_MODEL": str(tmp_path / "no-vjepa")}
+    res = CliRunner().invoke(app, ["score-batch", str(manifest), "--out", str(tmp_path / "r.jsonl"),
+                                   "--preset", "full"], env=env)
+    assert res.exit_code == 2 and "surprise tool load failure" in res.output
+    assert not (tmp_path / "r.jsonl").exists()
