@@ -33,20 +33,28 @@ def preflight(settings: BackboneSettings) -> str | None:
     return None if problem is None else f"{problem} (RAA_ENDPOINT_WAIT_S=0 skips this check)"
 
 
+def first_answer(url: str, *, wait_s: float, timeout_s: float, headers: dict[str, str] | None = None) -> httpx.Response:
+    """The first HTTP answer of `GET url` (any status), retrying connection failures and timeouts about
+    once a second for `wait_s` seconds (one try when 0); the last `httpx.HTTPError` after that."""
+    deadline = time.monotonic() + wait_s
+    while True:
+        try:
+            return httpx.get(url, headers=headers or {}, timeout=timeout_s)
+        except httpx.HTTPError:
+            if time.monotonic() >= deadline:
+                raise
+            time.sleep(min(1.0, max(0.0, deadline - time.monotonic())))
+
+
 def check_endpoint(settings: BackboneSettings, wait_s: float) -> str | None:
     """None when the endpoint answers and serves `settings.model` (or cannot tell); else the problem."""
     url = f"{str(settings.base_url).rstrip('/')}/models"
     headers = {"Authorization": f"Bearer {settings.api_key}"} if settings.api_key else {}
-    deadline = time.monotonic() + wait_s
-    while True:
-        try:
-            resp = httpx.get(url, headers=headers, timeout=min(10.0, settings.timeout_s))
-            break
-        except httpx.HTTPError as exc:
-            if time.monotonic() >= deadline:
-                return (f"the backbone endpoint {settings.base_url} did not answer within {wait_s:g} s "
-                        f"({type(exc).__name__}: {exc}); is the server up (RAA_BASE_URL)?")
-            time.sleep(min(1.0, max(0.0, deadline - time.monotonic())))
+    try:
+        resp = first_answer(url, wait_s=wait_s, timeout_s=min(10.0, settings.timeout_s), headers=headers)
+    except httpx.HTTPError as exc:
+        return (f"the backbone endpoint {settings.base_url} did not answer within {wait_s:g} s "
+                f"({type(exc).__name__}: {exc}); is the server up (RAA_BASE_URL)?")
     if resp.status_code in (401, 403):
         return f"the backbone endpoint {settings.base_url} rejected the API key (HTTP {resp.status_code}; RAA_API_KEY)"
     served = _model_ids(resp) if resp.status_code == 200 else None

@@ -212,21 +212,18 @@ class HttpAgentReward:
         """Return once the service answers anything over HTTP (a GET on a POST route is a 405, still an
         answer); ValueError naming the url after ``startup_wait_s`` of connection failures. Without it, a
         wrong url or a service that never started made every reward of the run ineligible: no update."""
-        import time
-
         import httpx
 
-        deadline = time.monotonic() + self.startup_wait_s
-        while self.startup_wait_s > 0:
-            try:
-                httpx.get(self.url, timeout=min(10.0, self.timeout_s))
-                return
-            except httpx.HTTPError as exc:
-                if time.monotonic() >= deadline:
-                    raise ValueError(f"reward service {self.url} did not answer within {self.startup_wait_s:g} s "
-                                     f"({type(exc).__name__}: {exc}); start it (raa serve-reward) or fix "
-                                     "reward_options.url") from None
-                time.sleep(min(1.0, max(0.0, deadline - time.monotonic())))
+        from graph.endpoint import first_answer  # the backbone pre-flight's wait
+
+        if self.startup_wait_s <= 0:
+            return
+        try:
+            first_answer(self.url, wait_s=self.startup_wait_s, timeout_s=min(10.0, self.timeout_s))
+        except httpx.HTTPError as exc:
+            raise ValueError(f"reward service {self.url} did not answer within {self.startup_wait_s:g} s "
+                             f"({type(exc).__name__}: {exc}); start it (raa serve-reward) or fix "
+                             "reward_options.url") from None
 
     def _post(self, body: bytes) -> dict[str, Any]:
         import httpx
