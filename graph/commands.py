@@ -182,10 +182,7 @@ def score_batch_command(
         raise typer.Exit(2)
     _check_preset(preset)
     settings.ensure_parent_dirs()
-    problem = preflight(settings)  # before writing a row per clip that only says the endpoint is wrong
-    if problem:
-        typer.echo(f"error: {problem}", err=True)
-        raise typer.Exit(2)
+    _preflight_or_exit(settings)  # before writing a row per clip that only says the endpoint is wrong
     items = read_manifest(manifest, preset)
     if retry_ineligible:
         typer.echo(f"{drop_retryable(out)} ineligible row(s) removed from {out} to score again", err=True)
@@ -317,6 +314,13 @@ def trace_command(
             typer.echo(f"reason: {reason}")
 
 
+def _preflight_or_exit(settings: BackboneSettings) -> None:
+    """The endpoint pre-flight (graph/endpoint.py); its problem is one error line and exit 2."""
+    if problem := preflight(settings):
+        typer.echo(f"error: {problem}", err=True)
+        raise typer.Exit(2)
+
+
 def _loaded_tools(settings: BackboneSettings, preset: str) -> Any:
     """A Toolbox from the `RAA_*` tool settings with the preset's models loaded (exit 2 naming the tool
     that cannot load): for commands that would otherwise find out in every run, each one ineligible."""
@@ -358,9 +362,7 @@ def serve_reward_command(
     _check_preset(preset)
     if (warning := open_bind_warning(host, token, "RAA_REWARD_TOKEN")) is not None:
         typer.echo(warning, err=True)
-    if problem := preflight(settings):  # a service that cannot reach its model answers every request ineligible
-        typer.echo(f"error: {problem}", err=True)
-        raise typer.Exit(2)
+    _preflight_or_exit(settings)  # a service that cannot reach its model answers every request ineligible
     tools = _loaded_tools(settings, preset)
     agent = build_batch_agent(settings, preset, default_checkpointer(settings.traces_path),
                               make_chat_model(settings), tools)
