@@ -20,8 +20,8 @@ Frame ``i`` is the i-th frame in presentation order. Decisions taken where issue
   count frames in the decoder's output order instead, so no frame is returned under another frame's
   index; so does a codec that reorders frames whose timestamps never do (AVI with B-frames stores
   decode-order timestamps), found by the scan. A gap from the start is a frame the decoder dropped:
-  the others keep their timestamps' indices, and the dropped one is a ``VideoDecodeError``. Any decoder or demuxer error is a ``VideoDecodeError``; there is no
-  silent partial decode.
+  the others keep their timestamps' indices, and the dropped one is a ``VideoDecodeError``. Any
+  decoder or demuxer error is a ``VideoDecodeError``; there is no silent partial decode.
 - Each ``read`` opens its own demuxer (one reader may serve several threads), except that the first
   one takes over the scan's demuxer, rewound; FFmpeg threading only from 640x360 up (below, it
   costs ~3x the CPU).
@@ -189,21 +189,22 @@ class VideoReader:
         if not slots:
             return out
         wanted = sorted(slots)
+
+        def fill(allow_seek: bool) -> np.ndarray:
+            for i, arr in self._decode(wanted, allow_seek=allow_seek):
+                out[slots[i]] = arr
+            return out
+
         try:
             if self._seeks:
                 try:
-                    for i, arr in self._decode(wanted, allow_seek=True):
-                        out[slots[i]] = arr
-                    return out
+                    return fill(True)
                 except _SeekMissed:
                     self._seeks = False
-            for i, arr in self._decode(wanted, allow_seek=False):
-                out[slots[i]] = arr
+            return fill(False)
         except _OutOfOrder:
             self._order = (FrameIndex(None, ()), None)
-            for i, arr in self._decode(wanted, allow_seek=False):
-                out[slots[i]] = arr
-        return out
+            return fill(False)
 
     def iter_frames(self, limit: int | None = None) -> Iterator[tuple[int, av.VideoFrame]]:
         """Decode from the start in presentation order, yielding ``(index, frame)``."""
