@@ -26,13 +26,14 @@ Decisions where the issue was silent:
 
 from __future__ import annotations
 
-import json
 import math
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
 import numpy as np
+
+from tools.jsonl import json_lines
 
 BOOTSTRAP_DRAWS = 10_000
 
@@ -106,21 +107,15 @@ def read_results(path: Path, pair_by: str) -> dict[str, dict[str, Any]]:
     if not path.is_file():
         raise CompareError(f"results file not found: {path}")
     rows: dict[str, dict[str, Any]] = {}
-    for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1):
-        if not line.strip():
-            continue
-        try:
-            row = json.loads(line)
-        except json.JSONDecodeError as exc:
-            raise CompareError(f"{path}:{number}: not valid JSON ({exc.msg})") from None
+    for where, row in json_lines(path, CompareError):
         if not isinstance(row, dict) or not isinstance(row.get("result"), dict):
-            raise CompareError(f"{path}:{number}: not a score-batch row (no 'result' object)")
+            raise CompareError(f"{where}: not a score-batch row (no 'result' object)")
         key = (row.get("manifest") or {}).get(pair_by, row.get(pair_by))
         if key is None:
-            raise CompareError(f"{path}:{number}: no {pair_by!r} field to pair by (choose one with --pair-by)")
+            raise CompareError(f"{where}: no {pair_by!r} field to pair by (choose one with --pair-by)")
         key = str(key)
         if key in rows:
-            raise CompareError(f"{path}:{number}: {pair_by} {key!r} appears twice")
+            raise CompareError(f"{where}: {pair_by} {key!r} appears twice")
         rows[key] = row
     return rows
 

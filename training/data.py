@@ -12,13 +12,13 @@ with three coloured rectangles, so rollouts have some structure to move.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 
+from tools.jsonl import json_lines
 from training.config import PromptSpec
 
 
@@ -29,15 +29,9 @@ def load_prompts(dataset: Sequence[PromptSpec], dataset_file: str | None) -> lis
         path = Path(dataset_file)
         if not path.is_file():
             raise FileNotFoundError(f"prompt file not found: {path}")
-        for n, line in enumerate(path.read_text().splitlines(), start=1):
-            if not line.strip():
-                continue
-            try:
-                row = json.loads(line)
-            except json.JSONDecodeError as exc:
-                raise ValueError(f"{path}:{n}: not valid JSON ({exc.msg})") from None
+        for where, row in json_lines(path, ValueError):
             if not isinstance(row, dict) or "text" not in row:
-                raise ValueError(f"{path}:{n}: a prompt needs 'text'")
+                raise ValueError(f"{where}: a prompt needs 'text'")
             image = row.get("image")
             if image is not None and not Path(image).is_absolute():
                 image = str(path.parent / image)
