@@ -24,7 +24,7 @@ import asyncio
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Literal
 
 import numpy as np
 import typer
@@ -53,16 +53,15 @@ class ColourProbe(BaseModel):
     colour: str = Field(max_length=40, description="The dominant colour of the images, in one word.")
 
 
-async def run_checks(settings: BackboneSettings, tools: ToolSettings, *, call: bool, wait_s: float,
-                     model: Any = None) -> list[Check]:
-    """Every check (see the module docstring); `model` replaces the default ChatOpenAI (tests)."""
+async def run_checks(settings: BackboneSettings, tools: ToolSettings, *, call: bool, wait_s: float) -> list[Check]:
+    """Every check (see the module docstring); `--call` talks to the endpoint through ChatOpenAI, as runs do."""
     checks = [_endpoint(settings, wait_s)]
     if not call:
         checks.append(Check("model calls", "skipped", "add --call to send one image request and one tool request"))
     elif checks[0].status == "problem":
         checks.append(Check("model calls", "skipped", "the endpoint check failed"))
     else:
-        checks += await _calls(settings, model)
+        checks += await _calls(settings)
     checks += [_traces(settings), _cache(settings), _video(), _tracker(tools), _vjepa(tools), _service(tools)]
     return checks
 
@@ -79,7 +78,7 @@ def _endpoint(settings: BackboneSettings, wait_s: float) -> Check:
     return Check("endpoint", "ok", f"{settings.base_url} answers (model {settings.model})")
 
 
-async def _calls(settings: BackboneSettings, model: Any) -> list[Check]:
+async def _calls(settings: BackboneSettings) -> list[Check]:
     from langchain_core.messages import HumanMessage, SystemMessage
 
     from graph.backbone import Backbone, BackboneFault, Usage
@@ -87,7 +86,7 @@ async def _calls(settings: BackboneSettings, model: Any) -> list[Check]:
     from graph.nodes.evidence import tool_specs
     from tools.frames import encode_jpeg_data_url
 
-    backbone = Backbone.from_settings(settings, model=model)
+    backbone = Backbone.from_settings(settings)
     red = np.zeros((32, 32, 3), np.uint8)
     red[..., 0] = 220
     url = encode_jpeg_data_url(red)
@@ -243,7 +242,7 @@ def doctor_command(
     except (SettingsError, ValueError) as exc:
         typer.echo(f"error: {exc}", err=True)
         raise typer.Exit(2) from exc
-    checks = asyncio.run(run_checks(settings, tools, call=call, wait_s=wait, model=_model()))
+    checks = asyncio.run(run_checks(settings, tools, call=call, wait_s=wait))
     table = Table(title="raa doctor")
     for col in ("check", "status", "detail"):
         table.add_column(col, overflow="fold")
@@ -252,8 +251,3 @@ def doctor_command(
     Console(markup=False).print(table)
     if any(c.status == "problem" for c in checks):
         raise typer.Exit(1)
-
-
-def _model() -> Any:
-    """The chat model of `--call` (None: ChatOpenAI from the settings); tests replace this function."""
-    return None
