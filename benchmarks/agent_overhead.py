@@ -74,7 +74,7 @@ def _run_clip(clip: str, db: Path, run_id: str, tracker: object = None) -> tuple
     from graph.backbone import Backbone
     from graph.builder import default_checkpointer
     from graph.cache import StageCache
-    from graph.context import FrameStore
+    from graph.frame_store import FrameStore
     from graph.testing import ScriptedChatModel
     from tools.motion import LKTracker
 

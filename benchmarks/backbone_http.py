@@ -46,7 +46,7 @@ def _agent(model: object, method: str) -> object:
     from graph import AgentConfig, AgentTools, build_reward_agent
     from graph.backbone import Backbone
     from graph.cache import StageCache
-    from graph.context import FrameStore
+    from graph.frame_store import FrameStore
     from tools.motion import LKTracker
 
     return build_reward_agent(AgentConfig(preset="full"),

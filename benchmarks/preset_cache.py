@@ -29,7 +29,7 @@ def main() -> None:
     from graph.backbone import Backbone
     from graph.cache import StageCache, stage_key
     from graph.config import PRESETS
-    from graph.context import FrameStore
+    from graph.frame_store import FrameStore
     from graph.testing import ScriptedChatModel
     from tools.motion import LKTracker
 

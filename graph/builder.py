@@ -42,7 +42,8 @@ from typing import Any
 from langgraph.graph import END, START, StateGraph
 
 from graph.config import AgentConfig, ResolvedConfig
-from graph.context import FrameStore, RunContext, tool_provider
+from graph.context import RunContext, tool_provider
+from graph.frame_store import FrameStore
 from graph.nodes.assess import assess
 from graph.nodes.audit import audit, repair
 from graph.nodes.common import make_node

@@ -52,7 +52,7 @@ _URL_LOCK = threading.Lock()
 def _url_sha(url: str) -> str:
     """sha256 of an image data URL, memoised (bounded LRU): the frame cache hands out the same string
     objects again and again, and a str caches its own hash, so a repeat costs one dict lookup.
-    `graph.context.FrameStore` calls `url_digest` right after encoding (in its worker thread), so
+    `graph.frame_store.FrameStore` calls `url_digest` right after encoding (in its worker thread), so
     stage keys built on the event loop find the digest already memoised."""
     with _URL_LOCK:
         hit = _URL_SHA.get(url)

@@ -5,23 +5,7 @@ evidence tools and the resolved config. The builder makes one at build time and 
 when an invocation passes no `context=`; callers may pass their own per invocation.
 
 Decisions where the issue was silent:
-- `FrameStore` caches decoded frames per (video path, index) and data URLs per (path, index, crop,
-  long side, quality) in LRU maps bounded by bytes (default 512 MiB of frames); it is shared by
-  concurrent runs and guarded by a lock. Decoding and encoding run in a worker thread
-  (`graph.workers.run_blocking`, priority "now") so concurrent clips overlap. It also keeps one
-  `tools.video.VideoReader` per video (metadata and keyframe index from a single demux scan), so a
-  run opens and scans each clip once instead of once per metadata / decode request. Work that
-  several callers may ask for at once runs as one shared pool job per key (`shared_job`): motion
-  tracks per (video, frames, points) (`atracks`), which lets the speculative grid track and the tool
-  call that needs it be one computation, and the observe sample's encoding (`start_encoding`).
-- The quality node starts encoding the observe sample's images (`start_encoding`) as soon as the
-  sample is decoded, so the encoding overlaps the quality statistics and the model call finds its
-  images ready; `ablocks` for those frames waits for that job instead of encoding them again. For a
-  clip the quality check then zeroes, the encoding (~8 ms for 32 frames of 256x256) is wasted.
-  Measured on the 2-core VM (agent_overhead, interleaved with the previous code): 3-7% less wall per
-  clip (`overhead_over_frame_work` 2.79-2.82 vs 3.02-3.06 in three pairs on a quiet host);
-  pipelining decoding and encoding frame by frame as well cost more than it saved (the second
-  demuxer and GIL contention).
+- The frame cache (`FrameStore`) lives in `graph.frame_store`.
 - Tools: `AgentTools(tracker=..., surprise=..., extra=[...])` injects protocol objects; a
   `tools.toolbox.Toolbox` (which may carry `extra` tools too) is adapted into the same lazy getters. A missing
   tool that a switch needs raises ToolFault.
@@ -29,23 +13,16 @@ Decisions where the issue was silent:
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
-import functools
-import threading
-from collections import OrderedDict
 from collections.abc import Callable, Sequence
-from concurrent.futures import Future
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-import numpy as np
-
-from graph.cache import url_digest
 from graph.config import ResolvedConfig
-from graph.workers import Lane, Priority, run_blocking, submit
+from graph.frame_store import FrameStore
+from graph.workers import Lane
 from tools.errors import ToolFault
 from tools.extra import check_extra_tools
+from tools.surprise import SURPRISE_SHORT_SIDE
 
 if TYPE_CHECKING:  # pragma: no cover
     from graph.backbone import Backbone
@@ -67,6 +44,8 @@ class AgentTools:
     """Quality pre-check thresholds; None = the defaults of tools.quality."""
     extra: Sequence[EvidenceTool] = ()
     """Your own evaluators (`tools.extra.EvidenceTool`), consulted once per clip and shown in reflect."""
+    surprise_short_side: int | None = SURPRISE_SHORT_SIDE
+    """Short side (pixels) of the frames handed to `surprise` (scaled down, never up); None = full size."""
 
 
 @dataclass
@@ -81,6 +60,8 @@ class ToolProvider:
     """Thresholds of the quality pre-check (a Toolbox's `settings.quality`); None = tools.quality defaults."""
     extra: tuple[EvidenceTool, ...] = ()
     """Extra evidence tools (`tools.extra`), ready objects (they load what they need themselves)."""
+    surprise_short_side: int | None = SURPRISE_SHORT_SIDE
+    """Short side (pixels) the surprise scorer's frames are decoded at; None = full size."""
     remote: bool = False
     """The tools are calls to the tool service (a remote `Toolbox`): their jobs run in the "io"
     worker lane (`graph.workers`), so waiting on the network never holds a core's thread."""
@@ -125,12 +106,13 @@ def tool_provider(tools: object) -> ToolProvider:
         remote = isinstance(tracker, RemoteMotionTracker) or isinstance(surprise, RemoteSurpriseScorer)
         return ToolProvider(None if tracker is None else (lambda: tracker),
                             None if surprise is None else (lambda: surprise), tools.quality,
-                            extra=check_extra_tools(tools.extra), remote=remote)
+                            extra=check_extra_tools(tools.extra), surprise_short_side=tools.surprise_short_side,
+                            remote=remote)
     from tools.toolbox import Toolbox
 
     if isinstance(tools, Toolbox):
         return ToolProvider(tools.tracker, tools.surprise, tools.settings.quality, extra=tools.extra,
-                            remote=tools.remote)
+                            surprise_short_side=tools.settings.surprise_short_side, remote=tools.remote)
     raise TypeError(f"tools must be AgentTools, Toolbox or ToolProvider, got {type(tools).__name__}")
 
 
@@ -150,230 +132,6 @@ def preload_tools(config: Any, tools: object) -> None:
             scorer.load()
 
 
-_MAX_READERS = 1024  # cached VideoReaders (metadata + keyframe index, no open file each)
-_MAX_JOBS = 256  # shared jobs kept (a 32x64-point track result is ~25 KB; an encoding job's is None)
-
-
-class _LRU:
-    """Byte-bounded LRU map (thread-safe)."""
-
-    def __init__(self, max_bytes: int) -> None:
-        self.max_bytes = max_bytes
-        self._data: OrderedDict[Any, tuple[Any, int]] = OrderedDict()
-        self._bytes = 0
-        self._lock = threading.Lock()
-
-    def get(self, key: Any) -> Any | None:
-        with self._lock:
-            item = self._data.get(key)
-            if item is None:
-                return None
-            self._data.move_to_end(key)
-            return item[0]
-
-    def put(self, key: Any, value: Any, size: int) -> None:
-        with self._lock:
-            old = self._data.pop(key, None)
-            if old is not None:
-                self._bytes -= old[1]
-            self._data[key] = (value, size)
-            self._bytes += size
-            while self._bytes > self.max_bytes and len(self._data) > 1:
-                _, (_, freed) = self._data.popitem(last=False)
-                self._bytes -= freed
-
-
-class FrameStore:
-    """Decoded-frame and data-URL cache over tools.video (shared by runs; bounded by bytes)."""
-
-    def __init__(self, *, long_side: int = 512, quality: int = 85, max_bytes: int = 512 * 2**20) -> None:
-        self.long_side = long_side
-        self.quality = quality
-        self._frames = _LRU(max_bytes)
-        self._urls = _LRU(max_bytes // 4)
-        self._extra = _LRU(max_bytes // 8)
-        self._readers: OrderedDict[str, Any] = OrderedDict()
-        self._jobs: OrderedDict[Any, tuple[Future, Priority]] = OrderedDict()
-        self._lock = threading.Lock()
-        self.decoded = 0
-        self.encoded = 0
-
-    def get_extra(self, key: Any) -> Any | None:
-        """A cached derived artefact (e.g. motion overlays as content blocks), if present."""
-        return self._extra.get(key)
-
-    def put_extra(self, key: Any, value: tuple[list[dict], str]) -> None:
-        """Cache a derived artefact: (content blocks, text). Its size is the length of its texts and
-        image URLs (not of `str(block)`, which copied every base64 image once more on the event loop)."""
-        size = len(value[1]) + sum(len(b.get("text", "")) + len((b.get("image_url") or {}).get("url", ""))
-                                   for b in value[0])
-        self._extra.put(key, value, size)
-
-    def shared_job(self, key: Any, compute: Callable[[], Any], priority: Priority = "now",
-                   lane: Lane = "cpu") -> Future:
-        """The one pool job computing what `key` identifies (e.g. motion tracks of video, frames, points),
-        shared by everyone asking for the same key: a running or finished job is reused; a job still
-        queued at priority "later" (a speculative prefetch) is cancelled and queued again at "now"
-        when a caller at "now" needs it; a job that failed is started afresh. `compute` runs in a
-        worker thread."""
-        with self._lock:
-            entry = self._jobs.get(key)
-            if entry is not None:
-                job, queued_at = entry
-                stale = job.done() and (job.cancelled() or job.exception() is not None)
-                if stale or (priority == "now" and queued_at == "later" and job.cancel()):
-                    entry = None
-            if entry is None:
-                entry = (submit(compute, priority=priority, lane=lane), priority)
-                self._jobs[key] = entry
-                while len(self._jobs) > _MAX_JOBS:
-                    self._jobs.popitem(last=False)
-            self._jobs.move_to_end(key)
-            return entry[0]
-
-    async def atracks(self, key: Any, compute: Callable[[], Any], lane: Lane = "cpu") -> Any:
-        """The result of the track job for `key`, needed now: a speculative ("later") job that fails
-        while running is tried once more at "now", so its failure is never taken for the answer."""
-        job = self.shared_job(key, compute, "now", lane)
-        try:
-            return await asyncio.wrap_future(job)
-        except Exception:
-            with self._lock:
-                entry = self._jobs.get(key)
-                speculative = entry is not None and entry[0] is job and entry[1] == "later"
-            if not speculative:
-                raise
-            return await asyncio.wrap_future(self.shared_job(key, compute, "now", lane))
-
-    def _reader(self, video: str) -> Any:
-        """The cached tools.video.VideoReader of `video` (its one demux scan gives meta and the
-        keyframe index; its first read reuses the scan's demuxer, later reads open their own, so one
-        reader serves concurrent threads)."""
-        from tools.video import VideoReader
-
-        with self._lock:
-            reader = self._readers.get(video)
-            if reader is not None:
-                self._readers.move_to_end(video)
-                return reader
-        reader = VideoReader(video)
-        with self._lock:
-            self._readers[video] = reader
-            while len(self._readers) > _MAX_READERS:
-                self._readers.popitem(last=False)[1].close_spare()
-        return reader
-
-    def meta(self, video: str) -> Any:
-        """tools.video.VideoMeta of `video` (cached); raises VideoError subclasses."""
-        return self._reader(video).meta
-
-    def _ensure(self, video: str, wanted: set[int]) -> dict[int, np.ndarray]:
-        """The frames at `wanted`, decoding (in one pass) and caching those not cached."""
-        have = {i: self._frames.get((video, i)) for i in wanted}
-        missing = sorted(i for i, f in have.items() if f is None)
-        if missing:
-            decoded = self._reader(video).read(missing)
-            for i, frame in zip(missing, decoded, strict=True):
-                frame = np.ascontiguousarray(frame)
-                self._frames.put((video, i), frame, frame.nbytes)
-                have[i] = frame
-            self.decoded += len(missing)
-        return have
-
-    def prefetch(self, video: str, indices: Sequence[int]) -> None:
-        """Decode and cache the frames at `indices` without building an array of them."""
-        self._ensure(video, {int(i) for i in indices})
-
-    def frame_list(self, video: str, indices: Sequence[int]) -> list[np.ndarray]:
-        """The cached frames at `indices` as a list (decoding only those not cached; no stacked copy)."""
-        wanted = [int(i) for i in indices]
-        have = self._ensure(video, set(wanted))
-        return [have[i] for i in wanted]
-
-    def frames(self, video: str, indices: Sequence[int]) -> np.ndarray:
-        """Frames [K,H,W,3] uint8 at `indices` (decoding only those not cached; a new stacked array)."""
-        frames = self.frame_list(video, indices)
-        return np.stack(frames) if frames else np.zeros((0, 1, 1, 3), np.uint8)
-
-    def image_blocks(self, video: str, indices: Sequence[int], *, box: Sequence[float] | None = None,
-                     note: str = "") -> list[dict]:
-        """Content blocks: per frame a text label then a JPEG data URL (crop applied when `box`)."""
-        from tools.video import crop_frame, encode_jpeg_data_url, frame_label, resize_long_side
-
-        meta = self.meta(video)
-        blocks: list[dict] = []
-        key_box = None if box is None else tuple(round(float(b), 4) for b in box)
-        urls = {int(i): self._urls.get((video, int(i), key_box, self.long_side, self.quality)) for i in indices}
-        todo = sorted(i for i, u in urls.items() if u is None)
-        decoded = self._ensure(video, set(todo)) if todo else {}
-        for i in indices:
-            key = (video, int(i), key_box, self.long_side, self.quality)
-            url = urls[int(i)]
-            if url is None:
-                frame = decoded[int(i)]
-                if key_box is not None:
-                    frame = crop_frame(frame, key_box)
-                url = encode_jpeg_data_url(resize_long_side(frame, self.long_side), quality=self.quality)
-                url_digest(url)  # memoise the stage-key digest here, off the event loop
-                self._urls.put(key, url, len(url))
-                self.encoded += 1
-            label = frame_label(int(i), meta.frames, meta.fps)
-            if key_box is not None:
-                label += f", crop [{', '.join(f'{b:.2f}' for b in key_box)}]"
-            if note:
-                label += f" ({note})"
-            blocks.append({"type": "text", "text": label})
-            blocks.append({"type": "image_url", "image_url": {"url": url}})
-        return blocks
-
-    def array_blocks(self, frames: np.ndarray, labels: Sequence[str]) -> list[dict]:
-        """Content blocks for already-rendered images (e.g. track overlays); not cached."""
-        from tools.video import encode_jpeg_data_url, resize_long_side
-
-        blocks: list[dict] = []
-        for frame, label in zip(frames, labels, strict=True):
-            url = encode_jpeg_data_url(resize_long_side(np.ascontiguousarray(frame), self.long_side),
-                                       quality=self.quality)
-            url_digest(url)  # memoise the stage-key digest here, off the event loop
-            blocks += [{"type": "text", "text": label}, {"type": "image_url", "image_url": {"url": url}}]
-        return blocks
-
-    def start_encoding(self, video: str, indices: Sequence[int]) -> Future:
-        """Encode and cache the full-frame data URLs of `indices` in a shared pool job (priority
-        "now") and return it; while it runs, `ablocks` for the same frames waits for it instead of
-        encoding them a second time. The job caches; it returns None (its failure, if any, is
-        reported by whoever asks for the blocks next)."""
-        key = _encoding_key(video, indices)
-        return self.shared_job(key, functools.partial(self._encode, video, key[2]))
-
-    def _encode(self, video: str, indices: tuple[int, ...]) -> None:
-        self.image_blocks(video, indices)
-
-    def _blocks_cached(self, video: str, indices: Sequence[int], box: Sequence[float] | None) -> bool:
-        key_box = None if box is None else tuple(round(float(b), 4) for b in box)
-        with self._lock:
-            known = video in self._readers
-        return known and all(self._urls.get((video, int(i), key_box, self.long_side, self.quality)) is not None
-                             for i in indices)
-
-    async def ablocks(self, video: str, indices: Sequence[int], *, box: Sequence[float] | None = None,
-                      note: str = "") -> list[dict]:
-        """`image_blocks`, in a worker thread unless every image is already cached (waiting first for
-        a `start_encoding` job of the same frames)."""
-        if box is None:
-            with self._lock:
-                job, _ = self._jobs.get(_encoding_key(video, indices), (None, None))
-            if job is not None and not job.done():
-                with contextlib.suppress(Exception):  # a failed job: the call below reports the error
-                    await asyncio.wrap_future(job)
-        if self._blocks_cached(video, indices, box):
-            return self.image_blocks(video, indices, box=box, note=note)
-        return await run_blocking(self.image_blocks, video, indices, box=box, note=note)
-
-
-def _encoding_key(video: str, indices: Sequence[int]) -> tuple[str, str, tuple[int, ...]]:
-    """`FrameStore.shared_job` key of encoding the full frames `indices` of `video`."""
-    return ("encode", video, tuple(int(i) for i in indices))
 
 
 @dataclass

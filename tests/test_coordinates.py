@@ -47,7 +47,7 @@ def test_pixels_are_those_of_the_image_sent(clip):
 
     from graph import AgentConfig, AgentTools, build_reward_agent
     from graph.backbone import Backbone
-    from graph.context import FrameStore
+    from graph.frame_store import FrameStore
     from graph.testing import ScriptedChatModel
     from tests.graph_scripts import FakeSurprise
 

@@ -9,7 +9,7 @@ import pytest
 from graph_scripts import FakeSurprise, full_script, moving_square, run, tool_call
 from langchain_core.messages import HumanMessage
 
-from graph.context import FrameStore
+from graph.frame_store import FrameStore
 from tools.video import VideoError
 
 SAMPLE = list(range(0, 33, 4))

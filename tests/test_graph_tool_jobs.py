@@ -9,7 +9,7 @@ import pytest
 from graph_scripts import FailingTracker, full_script, make_agent, nodes, run, tool_call
 
 from graph import AgentConfig
-from graph.context import FrameStore
+from graph.frame_store import FrameStore
 from tools.errors import ToolFault
 from tools.motion import LKTracker
 

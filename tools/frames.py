@@ -1,5 +1,5 @@
 """Per-frame image helpers: normalised crop boxes (with reported full-frame fallback), resizing
-by long side, frame labels and JPEG data-URL content blocks for the backbone.
+by long side (and the size that bounds the short side), frame labels and JPEG data-URL content blocks for the backbone.
 
 Crop boxes are normalised ``[x0, y0, x1, y1]`` in [0, 1]; coordinates within 1e-6 of the unit
 range are clamped; each side must cover at least ``MIN_CROP_SIZE`` (2%) of the frame, otherwise
@@ -82,6 +82,17 @@ def resize_long_side(frame: np.ndarray, long_side: int) -> np.ndarray:
     if size == (w, h):
         return frame
     return cv2.resize(frame, size, interpolation=cv2.INTER_AREA)
+
+
+def fit_short_side(width: int, height: int, short_side: int | None) -> tuple[int, int]:
+    """(width, height) scaled so that the short side is at most ``short_side``, aspect kept; never
+    upscales; ``None`` keeps the size."""
+    if short_side is None or min(width, height) <= short_side:
+        return width, height
+    if short_side <= 0:
+        raise ValueError(f"short_side must be positive, got {short_side}")
+    scale = short_side / min(width, height)
+    return max(1, round(width * scale)), max(1, round(height * scale))
 
 
 def frame_label(index: int, total: int, fps: float) -> str:

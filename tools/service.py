@@ -19,6 +19,8 @@ slots, so excess requests wait in line; ``/healthz`` needs no token; JSON ``quer
 body is used as a read-only zero-copy view of the request bytes (other ``.npy`` go through ``np.load``).
 Serve it with ``uvicorn.run(app, host, port)`` (as ``raa serve-tools`` does) or on a socket created with
 ``proto=IPPROTO_TCP``: asyncio sets TCP_NODELAY only then, and without it answers stall ~40 ms.
+A video sent to ``/v1/surprise`` is decoded with its short side at most ``settings.surprise_short_side``
+(``RAA_SURPRISE_SHORT_SIDE``, 448) as the agent does; ``/v1/track`` decodes at full size.
 """
 
 from __future__ import annotations
@@ -86,9 +88,11 @@ def resolve_under_root(root: Path, requested: str) -> Path:
     return candidate
 
 
-def decode_frames(src: Path | bytes, frame_indices: list[int] | None, max_frames: int) -> np.ndarray:
-    """Decode a video path, video bytes or ``.npy`` bytes into uint8 frames ``[T,H,W,3]``."""
-    from tools.video import FrameIndexError, VideoError, VideoReader, read_all_frames
+def decode_frames(src: Path | bytes, frame_indices: list[int] | None, max_frames: int,
+                  short_side: int | None = None) -> np.ndarray:
+    """Decode a video path, video bytes or ``.npy`` bytes into uint8 frames ``[T,H,W,3]``; a video is
+    decoded with its short side at most ``short_side`` (``.npy`` frames are taken as sent)."""
+    from tools.video import FrameIndexError, VideoError, VideoReader, fit_short_side, read_all_frames
 
     if isinstance(src, bytes) and src.startswith(NPY_MAGIC):
         frames = _load_npy(src, frame_indices)
@@ -106,11 +110,12 @@ def decode_frames(src: Path | bytes, frame_indices: list[int] | None, max_frames
             if frame_indices is not None:
                 if len(frame_indices) > max_frames:
                     raise HTTPProblem(413, f"{len(frame_indices)} frames requested; the limit is {max_frames}")
-                return reader.read(frame_indices)
+                meta = reader.meta
+                return reader.read(frame_indices, size=fit_short_side(meta.width, meta.height, short_side))
             if reader.meta.frames > max_frames:
                 raise HTTPProblem(413, f"the clip has {reader.meta.frames} frames, over the limit of {max_frames}; "
                                        "pass frame_indices")
-        return read_all_frames(src)
+        return read_all_frames(src, short_side=short_side)
     except FrameIndexError as exc:
         raise HTTPProblem(400, f"frame index error: {exc}") from exc
     except VideoError as exc:
@@ -282,7 +287,8 @@ def _track_job(state: ServiceState, src: Path | bytes, params: dict) -> dict:
 def _surprise_job(state: ServiceState, src: Path | bytes, params: dict) -> dict:
     if state.scorer is None:
         raise HTTPProblem(503, "surprise is not enabled on this service")
-    frames = decode_frames(src, _int_list(params.get("frame_indices"), "frame_indices"), state.settings.max_frames)
+    frames = decode_frames(src, _int_list(params.get("frame_indices"), "frame_indices"), state.settings.max_frames,
+                           state.settings.surprise_short_side)
     return state.scorer.score(frames).model_dump(mode="json")
 
 

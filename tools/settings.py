@@ -10,6 +10,7 @@
 | RAA_VJEPA_DTYPE | vjepa_dtype (float32 / bfloat16 / float16) | float32 |
 | RAA_SURPRISE_BATCH | surprise_batch_size | 8 |
 | RAA_SURPRISE_TOP_K | surprise_top_k | 3 |
+| RAA_SURPRISE_SHORT_SIDE | surprise_short_side (pixels; `full` = no downscaling) | 448 |
 | RAA_QUALITY_MIN_FRAMES / _MAX_STD / _MAX_EDGE / _UNIFORM_FRACTION | quality thresholds | 2 / 5 / 4 / 0.8 |
 | RAA_TOOLS_URL | tools_url (remote tool service; unset = in-process) | unset |
 | RAA_TOOLS_TOKEN | tools_token (bearer token, client and server) | unset |
@@ -32,6 +33,7 @@ from typing import Literal
 from pydantic import BaseModel, Field, SecretStr
 
 from tools.quality import QualityThresholds
+from tools.surprise import SURPRISE_SHORT_SIDE
 
 
 class ToolSettings(BaseModel):
@@ -46,6 +48,9 @@ class ToolSettings(BaseModel):
     device: Literal["cpu", "cuda"] = Field(default="cpu", description="device for the tool models")
     surprise_batch_size: int = Field(default=8, ge=1, le=256, description="surprise windows per forward pass")
     surprise_top_k: int = Field(default=3, ge=0, le=32, description="most surprising windows reported")
+    surprise_short_side: int | None = Field(
+        default=SURPRISE_SHORT_SIDE, ge=64, le=4096,
+        description="short side (pixels) the surprise scorer's frames are decoded at; None = full size")
     quality: QualityThresholds = Field(default_factory=QualityThresholds)
     tools_url: str | None = Field(default=None, max_length=500, description="tool service URL; None = in-process")
     tools_token: SecretStr | None = Field(default=None, description="bearer token of the tool service")
@@ -63,6 +68,7 @@ class ToolSettings(BaseModel):
             "RAA_COTRACKER_HUB_DIR": "cotracker_hub_dir", "RAA_VJEPA_MODEL": "vjepa_model",
             "RAA_VJEPA_DTYPE": "vjepa_dtype", "RAA_TOOLS_DEVICE": "device",
             "RAA_SURPRISE_BATCH": "surprise_batch_size", "RAA_SURPRISE_TOP_K": "surprise_top_k",
+            "RAA_SURPRISE_SHORT_SIDE": "surprise_short_side",
             "RAA_TOOLS_URL": "tools_url", "RAA_TOOLS_TOKEN": "tools_token",
             "RAA_TOOLS_TIMEOUT_S": "request_timeout_s", "RAA_TOOLS_CONNECT_TIMEOUT_S": "connect_timeout_s",
             "RAA_TOOLS_RETRIES": "retries", "RAA_TOOLS_MAX_FRAMES": "max_frames",
@@ -74,6 +80,8 @@ class ToolSettings(BaseModel):
         quality = {field: env[var] for var, field in quality_vars.items() if env.get(var, "").strip()}
         if quality:
             values["quality"] = QualityThresholds(**quality)
+        if values.get("surprise_short_side", "").strip().lower() == "full":
+            values["surprise_short_side"] = None
         return cls(**values)
 
     def token(self) -> str | None:

@@ -20,6 +20,10 @@ Decisions where the issue was silent:
   the frames passed in.
 - ``end`` of a window is its last frame (inclusive). ``top`` holds the ``top_k`` most surprising
   windows, highest first. Windows are scored ``batch_size`` at a time.
+- The frames need not be full size: ``SURPRISE_SHORT_SIDE`` (448) is the short side the agent and the
+  tool service decode them at (aspect kept, never upscaled; ``ToolSettings.surprise_short_side``),
+  since preprocessing brings the short side down to 292 (crop 256) or 438 (crop 384) anyway. 512
+  frames of a 1080p clip are 3.2 GB at full size and 0.5 GB at 448.
 - The model loads lazily on first use (or explicitly with ``load()``); any load or run failure
   raises ``ToolFault("surprise", ...)``.
 """
@@ -36,6 +40,9 @@ from pydantic import BaseModel, Field
 from tools.errors import LoadFailureMemo, ToolFault
 
 DEFAULT_VJEPA2 = "facebook/vjepa2-vitl-fpc64-256"
+SURPRISE_SHORT_SIDE = 448
+"""Short side (pixels) of the frames decoded for the surprise scorer: at least the 438 that V-JEPA 2's
+largest crop (384) resizes to, so scoring sees what it would at full size, in a fraction of the memory."""
 IMAGENET_MEAN = np.array([0.485, 0.456, 0.406], np.float32)
 IMAGENET_STD = np.array([0.229, 0.224, 0.225], np.float32)
 

@@ -31,7 +31,10 @@ Frame ``i`` is the i-th frame in presentation order. Decisions taken where issue
   The scan measures that depth from the packets' decode order and hands it to the decoder
   (``reorder_decoder``). Frames and metadata are unchanged; a stream without a frame size in its
   headers, or a clip with unusable timestamps, is opened with the default probe.
-- Frames are rescaled to the stream's first size; rotation and pixel aspect ratio are ignored.
+- Frames are rescaled to the stream's first size; rotation and pixel aspect ratio are ignored. ``read``
+  and ``read_all_frames`` take ``size=(width, height)`` to convert straight to a smaller size (swscale's
+  area filter, in the same pass as the RGB conversion): a tool that works at a few hundred pixels then
+  never holds full-resolution frames (512 frames of a 1080p clip are 3.2 GB at full size).
 - ``uniform_indices`` rounds half to even (``uniform_indices(4, 3) == [0, 2, 3]``); -1 is a
   ``FrameIndexError``. Crops, resizing, labels (``tools.frames``) and index sampling
   (``tools.sampling``) are re-exported here.
@@ -48,7 +51,7 @@ from collections.abc import Iterator, Sequence
 
 import av
 import numpy as np
-from av.video.reformatter import VideoReformatter
+from av.video.reformatter import Interpolation, VideoReformatter
 
 from tools.frames import (  # noqa: F401  (re-exported: the public video API)
     FULL_FRAME,
@@ -56,6 +59,7 @@ from tools.frames import (  # noqa: F401  (re-exported: the public video API)
     CropResult,
     crop_frame,
     encode_jpeg_data_url,
+    fit_short_side,
     frame_label,
     image_content_blocks,
     normalize_crop,
@@ -177,12 +181,14 @@ class VideoReader:
             spare, self._spare = self._spare, None
         return spare
 
-    def read(self, indices: Sequence[int]) -> np.ndarray:
-        """Frames at ``indices`` (any order, repeats allowed) as uint8 RGB ``[K, H, W, 3]``."""
+    def read(self, indices: Sequence[int], *, size: tuple[int, int] | None = None) -> np.ndarray:
+        """Frames at ``indices`` (any order, repeats allowed) as uint8 RGB ``[K, H, W, 3]``; ``size``
+        ``(width, height)`` converts them to that size instead of the stream's."""
         if self._closed:
             raise VideoError(f"{self._name}: reader is closed")
         wanted_list = _check_indices(indices, self.meta)
-        out = np.empty((len(wanted_list), self.meta.height, self.meta.width, 3), dtype=np.uint8)
+        width, height = self._size(size)
+        out = np.empty((len(wanted_list), height, width, 3), dtype=np.uint8)
         slots: dict[int, list[int]] = {}
         for pos, i in enumerate(wanted_list):
             slots.setdefault(i, []).append(pos)
@@ -191,8 +197,8 @@ class VideoReader:
         wanted = sorted(slots)
 
         def fill(allow_seek: bool) -> np.ndarray:
-            for i, arr in self._decode(wanted, allow_seek=allow_seek):
-                out[slots[i]] = arr
+            for i, frame in self._decode(wanted, allow_seek=allow_seek):
+                out[slots[i]] = self.to_rgb(frame, (width, height))
             return out
 
         try:
@@ -221,10 +227,21 @@ class VideoReader:
         finally:
             container.close()
 
-    def to_rgb(self, frame: av.VideoFrame) -> np.ndarray:
-        """One decoded frame as uint8 RGB at the stream's size."""
+    def _size(self, size: tuple[int, int] | None) -> tuple[int, int]:
+        if size is None:
+            return self.meta.width, self.meta.height
+        width, height = (int(v) for v in size)
+        if width < 1 or height < 1:
+            raise ValueError(f"size must be (width, height) of at least 1 pixel, got {size!r}")
+        return width, height
+
+    def to_rgb(self, frame: av.VideoFrame, size: tuple[int, int] | None = None) -> np.ndarray:
+        """One decoded frame as uint8 RGB at the stream's size, or at ``size`` (width, height)."""
+        width, height = self._size(size)
+        scaled = (width, height) != (self.meta.width, self.meta.height)
         with wrapped(self._name, "frame conversion to RGB failed"):
-            rgb = _reformatter().reformat(frame, format="rgb24", width=self.meta.width, height=self.meta.height)
+            rgb = _reformatter().reformat(frame, format="rgb24", width=width, height=height,
+                                          interpolation=Interpolation.AREA if scaled else None)
             return rgb.to_ndarray()
 
     def _packets_to_frames(self, container: av.container.InputContainer,
@@ -233,8 +250,8 @@ class VideoReader:
             for packet in container.demux(stream):
                 yield from packet.decode()
 
-    def _decode(self, wanted: list[int], *, allow_seek: bool) -> Iterator[tuple[int, np.ndarray]]:
-        """Yield ``(index, rgb)`` for each sorted wanted index, seeking to keyframes when useful."""
+    def _decode(self, wanted: list[int], *, allow_seek: bool) -> Iterator[tuple[int, av.VideoFrame]]:
+        """Yield ``(index, frame)`` for each sorted wanted index, seeking to keyframes when useful."""
         index, mapping = self._order
         if mapping is None:
             self.close_spare()
@@ -282,16 +299,16 @@ class VideoReader:
                                                f"could not be decoded (got pts {frame.pts} instead)")
                     last = i
                     if i == target:
-                        yield i, self.to_rgb(frame)
+                        yield i, frame
         finally:
             container.close()
 
-    def _decode_sequential(self, wanted: list[int]) -> Iterator[tuple[int, np.ndarray]]:
+    def _decode_sequential(self, wanted: list[int]) -> Iterator[tuple[int, av.VideoFrame]]:
         pending = iter(wanted)
         target = next(pending)
         for i, frame in self.iter_frames(limit=wanted[-1] + 1):
             if i == target:
-                yield i, self.to_rgb(frame)
+                yield i, frame
                 target = next(pending, None)
                 if target is None:
                     return
@@ -299,23 +316,27 @@ class VideoReader:
             f"{self._name}: frame {target} of {self.meta.frames} could not be decoded (stream ended early)")
 
 
-def read_frames(src: Source, indices: Sequence[int]) -> np.ndarray:
-    """Frames at ``indices`` of a video path or bytes, uint8 RGB ``[K, H, W, 3]``."""
+def read_frames(src: Source, indices: Sequence[int], *, size: tuple[int, int] | None = None) -> np.ndarray:
+    """Frames at ``indices`` of a video path or bytes, uint8 RGB ``[K, H, W, 3]`` (at ``size``
+    (width, height) when given)."""
     with VideoReader(src) as reader:
-        return reader.read(indices)
+        return reader.read(indices, size=size)
 
 
-def read_all_frames(src: Source, max_frames: int | None = None) -> np.ndarray:
-    """Every frame (or the first ``max_frames``) as uint8 RGB ``[T, H, W, 3]``."""
+def read_all_frames(src: Source, max_frames: int | None = None, *,
+                    short_side: int | None = None) -> np.ndarray:
+    """Every frame (or the first ``max_frames``) as uint8 RGB ``[T, H, W, 3]``; ``short_side`` bounds
+    the short side of the frames returned (scaled down, aspect kept; never up)."""
     if max_frames is not None and max_frames < 0:
         raise ValueError(f"max_frames must be >= 0, got {max_frames}")
     with VideoReader(src) as reader:
         meta = reader.meta
         n = meta.frames if max_frames is None else min(max_frames, meta.frames)
-        out = np.empty((n, meta.height, meta.width, 3), dtype=np.uint8)
+        size = fit_short_side(meta.width, meta.height, short_side)
+        out = np.empty((n, size[1], size[0], 3), dtype=np.uint8)
         count = 0
         for i, frame in reader.iter_frames(limit=n):
-            out[i] = reader.to_rgb(frame)
+            out[i] = reader.to_rgb(frame, size)
             count = i + 1
         if count < n:
             raise VideoDecodeError(f"{meta.source}: only {count} of {n} frames could be decoded")

@@ -7,7 +7,10 @@ Decisions where the issue was silent: scoring runs in a worker thread at priorit
 joins on this node, so a run cannot go on without it (an earlier "later" priority let concurrent
 runs' frame work starve it and made assess wait on it; see graph.workers). With the tool service
 configured it runs in the "io" lane. Clips longer than 512 frames are scored on their first 512
-frames (windows need consecutive frames) and a note records it.
+frames (windows need consecutive frames) and a note records it. The scorer gets frames whose short
+side is at most `ToolProvider.surprise_short_side` (448 by default: V-JEPA 2 brings it to 292 or 438
+before its crop anyway), decoded straight to that size: 512 frames of a 1080p clip took 3.2 GB at
+full size (twice that while stacking), ~0.5 GB now.
 """
 
 from __future__ import annotations
@@ -26,7 +29,7 @@ MAX_SURPRISE_FRAMES = 512
 def _score(ctx: RunContext, video: str, used: int) -> Any:
     """Load the scorer (lazily), decode the frames and score them: one worker-thread hop."""
     scorer = ctx.tools.surprise()
-    frames = ctx.frames.frames(video, range(used))
+    frames = ctx.frames.scaled_frames(video, range(used), ctx.tools.surprise_short_side)
     return run_tool("surprise", scorer.score, frames)
 
 
