@@ -217,18 +217,24 @@ def _overlay_figs(store: FrameStore, tracked: list[int], shown: list[int], point
         return "<p class=\"muted\">not enough decoded frames to draw tracks</p>"
     arr = np.stack([store.frames[f] for f in have])
     h, w = arr.shape[1:3]
+    pos = [have.index(f) for f in shown if f in have] or uniform_indices(len(have), min(4, len(have)))
+    small = [resize_long_side(arr[k], WIDE_SIDE) for k in pos]  # drawn at the shown size, so lines stay visible
     try:
         trk = tracker or build_tracker("lk")
         pts = [p for p in points or [] if isinstance(p, list | tuple) and len(p) == 2]
         queries = (np.array([[0.0, min(max(float(x), 0.0), 1.0) * (w - 1), min(max(float(y), 0.0), 1.0) * (h - 1)]
                              for x, y in pts], np.float32) if pts else None)
-        arr = draw_tracks(arr, trk.track(arr, grid_size=None if queries is not None else 8, queries=queries))
+        tracks = trk.track(arr, grid_size=None if queries is not None else 8, queries=queries)
+        frames: list[np.ndarray | None] = [None] * len(arr)  # draw_tracks reads only the drawn positions
+        for k, frame in zip(pos, small, strict=True):
+            frames[k] = frame
+        sh, sw = small[0].shape[:2]
+        small = list(draw_tracks(frames, tracks, at=pos, scale=(sw / w, sh / h)))
         note = f"point tracks over frames {have[0]}..{have[-1]} ({len(have)} frames), re-computed for display"
     except Exception as exc:  # noqa: BLE001 - show the frames without overlay
         note = f"overlay unavailable: {type(exc).__name__}: {exc}"
-    pos = [have.index(f) for f in shown if f in have] or uniform_indices(len(have), min(4, len(have)))
-    figs = [figure(encode_jpeg_data_url(resize_long_side(arr[k], WIDE_SIDE), 80), esc(store.label(have[k])),
-                   fig_id=f"{prefix}-f{have[k]}", wide=True) for k in pos]
+    figs = [figure(encode_jpeg_data_url(frame, 80), esc(store.label(have[k])),
+                   fig_id=f"{prefix}-f{have[k]}", wide=True) for k, frame in zip(pos, small, strict=True)]
     return f"<p class=\"muted\">{esc(note)}</p><div class=\"grid\">{''.join(figs)}</div>"
 
 

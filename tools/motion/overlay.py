@@ -5,7 +5,10 @@ Decisions where the issue was silent: each track gets a fixed colour from an HSV
 not tracked in that frame is drawn as a small grey ring at its last estimate (``show_lost=True``)
 or omitted. Frames are copied, never modified in place. ``at`` draws only the chosen frames (the
 agent shows 4 overlays of a 32-frame track, so drawing the other 28 would be wasted work); each
-drawn frame is pixel-identical to the same frame of a full draw.
+drawn frame is pixel-identical to the same frame of a full draw. Draw on the frames at the size they
+are shown at, not before shrinking them: dots of radius 2 and 1-pixel lines drawn on a 1080p frame
+vanish when it is sent at 512 pixels (the agent's track overlays were blank for high-resolution
+clips). ``scale`` maps the tracks' coordinates onto frames resized after tracking.
 """
 
 from __future__ import annotations
@@ -25,11 +28,16 @@ def track_colors(n: int) -> np.ndarray:
 
 
 def draw_tracks(frames: np.ndarray | Sequence[np.ndarray], tracks: MotionTracks, *, tail: int = 8,
-                radius: int = 2, show_lost: bool = True, at: Sequence[int] | None = None) -> np.ndarray:
+                radius: int = 2, show_lost: bool = True, at: Sequence[int] | None = None,
+                scale: tuple[float, float] = (1.0, 1.0)) -> np.ndarray:
     """A copy of ``frames`` ``[T,H,W,3]`` uint8 with the tracks drawn on every frame, or only on the
     frames at positions ``at`` (then the result is ``[len(at),H,W,3]``, in the order of ``at``).
     ``frames`` may also be a sequence of T ``[H,W,3]`` frames: only the drawn ones are read (no
-    stacked copy of the clip)."""
+    stacked copy of the clip). ``scale`` ``(sx, sy)``: the frames are the tracked frames resized by
+    these factors (a track pixel ``x`` is drawn at ``(x + 0.5) * sx - 0.5``)."""
+    sx, sy = (float(v) for v in scale)
+    if not (sx > 0 and sy > 0):
+        raise ValueError(f"scale must be two positive factors, got {scale!r}")
     if isinstance(frames, np.ndarray) and (frames.ndim != 4 or frames.shape[-1] != 3 or frames.dtype != np.uint8):
         raise ValueError(f"frames must be uint8 [T,H,W,3], got {frames.dtype} {frames.shape}")
     if len(frames) != tracks.num_frames:
@@ -45,7 +53,8 @@ def draw_tracks(frames: np.ndarray | Sequence[np.ndarray], tracks: MotionTracks,
     if out.ndim != 4 or out.shape[-1] != 3 or out.dtype != np.uint8:
         raise ValueError(f"frames must be uint8 [H,W,3] each, got {out.dtype} {out.shape[1:]}")
     colors = [tuple(int(v) for v in c) for c in track_colors(tracks.num_points)]
-    pts = np.round(tracks.tracks).astype(np.int32)
+    xy = tracks.tracks if (sx, sy) == (1.0, 1.0) else (tracks.tracks + 0.5) * np.float32([sx, sy]) - 0.5
+    pts = np.round(xy).astype(np.int32)
     visible = np.asarray(tracks.visible, bool)
     for k, t in enumerate(positions):
         img = np.ascontiguousarray(out[k])

@@ -1,5 +1,6 @@
-"""Frames decoded at a bounded size for the surprise scorer: the reader's `size`, the FrameStore's
-`scaled_frames`, the agent's and the tool service's use of `surprise_short_side`, and the setting."""
+"""Frame sizes: frames decoded at a bounded size for the surprise scorer (the reader's `size`, the
+FrameStore's `scaled_frames`, the agent's and the tool service's `surprise_short_side`, the setting),
+and track overlays drawn at the size they are shown at (`draw_tracks(scale=...)`)."""
 
 from __future__ import annotations
 
@@ -7,7 +8,7 @@ import cv2
 import numpy as np
 import pytest
 from fastapi.testclient import TestClient
-from graph_scripts import FakeSurprise, full_script, moving_square
+from graph_scripts import FakeSurprise, full_script, moving_square, tool_call
 from pydantic import ValidationError
 
 from tools.video import VideoReader, fit_short_side, read_all_frames, read_frames, write_video
@@ -159,3 +160,71 @@ def test_tool_service_decodes_videos_for_surprise_at_the_bound_and_tracks_at_ful
         track = c.post("/v1/track", json={"path": wide.name, "grid_size": 2})
     assert scorer.shapes == [(24, 64, 107, 3), (3, 64, 107, 3)]  # 160 * 64 / 96 = 106.7
     assert track.status_code == 200 and track.json()["frame_size"] == [96, 160]
+
+
+# ------------------------------------------------------------------ overlays at the shown size
+def test_draw_tracks_scales_track_coordinates_onto_resized_frames():
+    from tools.motion import MotionTracks, draw_tracks
+
+    tracks = MotionTracks(tracks=np.array([[[101.0, 41.0]]], np.float32), visible=np.ones((1, 1), bool),
+                          query_frames=np.zeros(1, np.int64))
+    small = np.zeros((1, 60, 80, 3), np.uint8)
+    drawn = draw_tracks(small, tracks, scale=(0.5, 0.5))[0]
+    # (101 + 0.5) * 0.5 - 0.5 = 50.25 -> x 50; (41 + 0.5) * 0.5 - 0.5 = 20.25 -> y 20
+    ys, xs = np.nonzero(drawn.max(axis=2))
+    assert (round(xs.mean()), round(ys.mean())) == (50, 20)
+    moved = MotionTracks(tracks=np.array([[[50.0, 20.0]]], np.float32), visible=np.ones((1, 1), bool),
+                         query_frames=np.zeros(1, np.int64))
+    assert np.array_equal(drawn, draw_tracks(small, moved)[0])  # the same as tracks given at that size
+    with pytest.raises(ValueError, match="scale must be two positive factors"):
+        draw_tracks(small, tracks, scale=(0.0, 1.0))
+
+
+def _images_sent(model, marker: str) -> list[np.ndarray]:
+    """Decoded images whose text label (the block before the image) contains `marker`."""
+    import base64
+
+    out = []
+    for call in model.calls:
+        for message in call.messages:
+            blocks = message.content if isinstance(message.content, list) else []
+            for before, block in zip(blocks, blocks[1:], strict=False):
+                if (isinstance(before, dict) and marker in before.get("text", "")
+                        and isinstance(block, dict) and block.get("type") == "image_url"):
+                    data = base64.b64decode(block["image_url"]["url"].split(",", 1)[1])
+                    out.append(cv2.cvtColor(cv2.imdecode(np.frombuffer(data, np.uint8), cv2.IMREAD_COLOR),
+                                            cv2.COLOR_BGR2RGB))
+    return out
+
+
+def test_agent_track_overlays_stay_visible_when_frames_are_sent_smaller(tmp_path):
+    """A 512x512 clip sent at 128 pixels: the overlay must differ from the plain frame by the drawn
+    dots and lines (drawn at 512 and shrunk 4x, they all but vanished)."""
+    from langgraph.checkpoint.memory import InMemorySaver
+
+    from graph import AgentConfig, AgentTools, build_reward_agent
+    from graph.backbone import Backbone
+    from graph.frame_store import FrameStore
+    from graph.testing import ScriptedChatModel
+    from tools.motion import LKTracker
+
+    rng = np.random.default_rng(3)
+    tex = cv2.GaussianBlur(rng.integers(0, 255, (512, 640), np.uint8), (0, 0), 6)
+    frames = np.stack([np.repeat(tex[:, 2 * t:2 * t + 512, None], 3, -1) for t in range(33)])
+    clip = write_video(tmp_path / "big.mp4", frames, fps=16.0)
+    script = full_script(inspect=[tool_call("track_motion", {"start_frame": 0, "end_frame": 32}), "Tracks seen."])
+    model = ScriptedChatModel(script)
+    agent = build_reward_agent(AgentConfig(preset="full"),
+                               backbone=Backbone(model, max_retries=1, retry_wait=(0.0, 0.0)),
+                               tools=AgentTools(tracker=LKTracker(), surprise=FakeSurprise()),
+                               checkpointer=InMemorySaver(), frame_store=FrameStore(long_side=128))
+    out = agent.invoke({"video": str(clip), "instruction": "push the red block to the right", "run_id": "r"},
+                       {"configurable": {"thread_id": "r"}})
+    assert out["result"].status == "scored"
+    overlays = _images_sent(model, "(motion-track overlay)")
+    assert overlays and all(o.shape == (128, 128, 3) for o in overlays)
+    shown = next(x for x in out["exchanges"] if x.get("overlay"))["frames"]
+    plain = [cv2.resize(frames[i], (128, 128), interpolation=cv2.INTER_AREA) for i in shown]
+    changed = [float((np.abs(o.astype(np.int16) - f).max(axis=2) > 60).mean())
+               for o, f in zip(overlays[:len(shown)], plain, strict=True)]
+    assert min(changed) > 0.01, changed  # 2-5% here; drawn at 512 and shrunk to 128: 0.0
