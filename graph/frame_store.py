@@ -161,9 +161,8 @@ class FrameStore:
         have = {i: self._frames.get((video, i)) for i in wanted}
         missing = sorted(i for i, f in have.items() if f is None)
         if missing:
-            decoded = self._reader(video).read(missing)
+            decoded = self._reader(video).read_list(missing)  # one array per frame: evicting it frees it
             for i, frame in zip(missing, decoded, strict=True):
-                frame = np.ascontiguousarray(frame)
                 self._frames.put((video, i), frame, frame.nbytes)
                 have[i] = frame
             self.decoded += len(missing)

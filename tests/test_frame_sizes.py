@@ -1,6 +1,7 @@
 """Frame sizes: frames decoded at a bounded size for the surprise scorer (the reader's `size`, the
 FrameStore's `scaled_frames`, the agent's and the tool service's `surprise_short_side`, the setting),
-and track overlays drawn at the size they are shown at (`draw_tracks(scale=...)`)."""
+track overlays drawn at the size they are shown at (`draw_tracks(scale=...)`), and a frame cache whose
+frames are separate arrays (evicting one frees it)."""
 
 from __future__ import annotations
 
@@ -97,6 +98,19 @@ def test_frame_store_serves_small_frames_from_its_cache_and_never_caches_scaled_
     assert fresh.decoded == 0 and fresh.get_extra(("anything",)) is None
     full = fresh.frames(str(wide), [0])  # the cache holds full-size frames only
     assert full.shape == (1, 96, 160, 3) and fresh.decoded == 1
+
+
+def test_frame_store_caches_separate_arrays_so_its_byte_bound_holds(wide):
+    from graph.frame_store import FrameStore
+
+    frame_bytes = 96 * 160 * 3
+    store = FrameStore(max_bytes=5 * frame_bytes)
+    store.prefetch(str(wide), range(24))  # one decode of 24 frames; the cache keeps the last 5
+    kept = [f for i in range(24) if (f := store._frames.get((str(wide), i))) is not None]
+    assert len(kept) == 5
+    # views of one decoded [24,H,W,3] array would keep all 24 frames alive behind those 5
+    assert all(not isinstance(f.base, np.ndarray) or f.base.nbytes <= 2 * frame_bytes for f in kept)
+    assert not any(np.shares_memory(a, b) for k, a in enumerate(kept) for b in kept[k + 1:])
 
 
 def _agent(surprise, **tools_kw):

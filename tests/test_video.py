@@ -214,6 +214,24 @@ def test_sampling_matches_full_decode_and_ground_truth(gop_clip):
     assert np.array_equal(read_frames(gop_clip.read_bytes(), idx), full[idx])
 
 
+def test_read_list_gives_separate_contiguous_frames_equal_to_read(tmp_path, gop_clip):
+    idx = [37, 3, 100, 3, 64]
+    with VideoReader(gop_clip) as reader:
+        frames = reader.read_list(idx)
+        assert read_ids(np.stack(frames)) == idx
+        assert np.array_equal(np.stack(frames), reader.read(idx))
+        assert frames[1] is frames[3] and reader.read_list([]) == []
+    distinct = [frames[k] for k in (0, 1, 2, 4)]
+    assert not any(np.shares_memory(a, b) for k, a in enumerate(distinct) for b in distinct[k + 1:])
+    odd = write_video(tmp_path / "odd.mp4", id_frames(6, h=61, w=97), pix_fmt="yuv444p")
+    with VideoReader(odd) as reader:  # rows of 291 bytes: FFmpeg pads them, the list's arrays are not
+        got = reader.read_list([5, 0])
+    assert all(f.flags["C_CONTIGUOUS"] and f.shape == (61, 97, 3) for f in got) and read_ids(np.stack(got)) == [5, 0]
+    reader.close()
+    with pytest.raises(VideoError, match="reader is closed"):
+        reader.read_list([0])
+
+
 def test_first_read_reuses_the_scan_demuxer_with_identical_frames(gop_clip, monkeypatch):
     """The scan's container, rewound, serves the first read (one av.open fewer per clip); frames
     are the same as through a freshly opened container, whichever frames the first read wants."""

@@ -34,7 +34,8 @@ Frame ``i`` is the i-th frame in presentation order. Decisions taken where issue
 - Frames are rescaled to the stream's first size; rotation and pixel aspect ratio are ignored. ``read``
   and ``read_all_frames`` take ``size=(width, height)`` to convert straight to a smaller size (swscale's
   area filter, in the same pass as the RGB conversion): a tool that works at a few hundred pixels then
-  never holds full-resolution frames (512 frames of a 1080p clip are 3.2 GB at full size).
+  never holds full-resolution frames (512 frames of a 1080p clip are 3.2 GB at full size). ``read_list``
+  returns one array per frame instead of one stacked array, for caches that drop frames one by one.
 - ``uniform_indices`` rounds half to even (``uniform_indices(4, 3) == [0, 2, 3]``); -1 is a
   ``FrameIndexError``. Crops, resizing, labels (``tools.frames``) and index sampling
   (``tools.sampling``) are re-exported here.
@@ -47,7 +48,7 @@ from __future__ import annotations
 
 import bisect
 import threading
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 
 import av
 import numpy as np
@@ -184,22 +185,46 @@ class VideoReader:
     def read(self, indices: Sequence[int], *, size: tuple[int, int] | None = None) -> np.ndarray:
         """Frames at ``indices`` (any order, repeats allowed) as uint8 RGB ``[K, H, W, 3]``; ``size``
         ``(width, height)`` converts them to that size instead of the stream's."""
-        if self._closed:
-            raise VideoError(f"{self._name}: reader is closed")
-        wanted_list = _check_indices(indices, self.meta)
+        wanted_list = self._wanted(indices)
         width, height = self._size(size)
         out = np.empty((len(wanted_list), height, width, 3), dtype=np.uint8)
         slots: dict[int, list[int]] = {}
         for pos, i in enumerate(wanted_list):
             slots.setdefault(i, []).append(pos)
-        if not slots:
-            return out
-        wanted = sorted(slots)
 
-        def fill(allow_seek: bool) -> np.ndarray:
+        def put(i: int, rgb: np.ndarray) -> None:
+            out[slots[i]] = rgb
+
+        self._convert(sorted(slots), (width, height), put)
+        return out
+
+    def read_list(self, indices: Sequence[int], *, size: tuple[int, int] | None = None) -> list[np.ndarray]:
+        """Like ``read``, as a list of separate ``[H, W, 3]`` arrays (a repeated index gives the same
+        array): a cache can keep or drop each frame on its own, where views of one ``read`` array
+        would keep the whole array alive while any of them is kept."""
+        wanted_list = self._wanted(indices)
+        frames: dict[int, np.ndarray] = {}
+
+        def put(i: int, rgb: np.ndarray) -> None:
+            frames[i] = np.ascontiguousarray(rgb)  # rows padded to FFmpeg's line alignment: one copy
+
+        self._convert(sorted(set(wanted_list)), self._size(size), put)
+        return [frames[i] for i in wanted_list]
+
+    def _wanted(self, indices: Sequence[int]) -> list[int]:
+        if self._closed:
+            raise VideoError(f"{self._name}: reader is closed")
+        return _check_indices(indices, self.meta)
+
+    def _convert(self, wanted: list[int], size: tuple[int, int], put: Callable[[int, np.ndarray], None]) -> None:
+        """Decode the sorted ``wanted`` frames and hand each one, as RGB at ``size``, to ``put``
+        (again from the start when a seek or the timestamps turn out unusable)."""
+        if not wanted:
+            return
+
+        def fill(allow_seek: bool) -> None:
             for i, frame in self._decode(wanted, allow_seek=allow_seek):
-                out[slots[i]] = self.to_rgb(frame, (width, height))
-            return out
+                put(i, self.to_rgb(frame, size))
 
         try:
             if self._seeks:
@@ -207,10 +232,10 @@ class VideoReader:
                     return fill(True)
                 except _SeekMissed:
                     self._seeks = False
-            return fill(False)
+            fill(False)
         except _OutOfOrder:
             self._order = (FrameIndex(None, ()), None)
-            return fill(False)
+            fill(False)
 
     def iter_frames(self, limit: int | None = None) -> Iterator[tuple[int, av.VideoFrame]]:
         """Decode from the start in presentation order, yielding ``(index, frame)``."""
