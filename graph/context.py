@@ -22,6 +22,7 @@ from graph.frame_store import FrameStore
 from graph.workers import Lane
 from tools.errors import ToolFault
 from tools.extra import check_extra_tools
+from tools.motion.base import TRACK_SHORT_SIDE
 from tools.surprise import SURPRISE_SHORT_SIDE
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -46,6 +47,9 @@ class AgentTools:
     """Your own evaluators (`tools.extra.EvidenceTool`), consulted once per clip and shown in reflect."""
     surprise_short_side: int | None = SURPRISE_SHORT_SIDE
     """Short side (pixels) of the frames handed to `surprise` (scaled down, never up); None = full size."""
+    track_short_side: int | None = TRACK_SHORT_SIDE
+    """Short side (pixels) of the frames handed to `tracker` (scaled down, never up; the tracks are mapped
+    back to the clip's pixels); None = full size."""
 
 
 @dataclass
@@ -62,6 +66,8 @@ class ToolProvider:
     """Extra evidence tools (`tools.extra`), ready objects (they load what they need themselves)."""
     surprise_short_side: int | None = SURPRISE_SHORT_SIDE
     """Short side (pixels) the surprise scorer's frames are decoded at; None = full size."""
+    track_short_side: int | None = TRACK_SHORT_SIDE
+    """Short side (pixels) the tracker's frames are decoded at; None = full size."""
     remote: bool = False
     """The tools are calls to the tool service (a remote `Toolbox`): their jobs run in the "io"
     worker lane (`graph.workers`), so waiting on the network never holds a core's thread."""
@@ -107,12 +113,13 @@ def tool_provider(tools: object) -> ToolProvider:
         return ToolProvider(None if tracker is None else (lambda: tracker),
                             None if surprise is None else (lambda: surprise), tools.quality,
                             extra=check_extra_tools(tools.extra), surprise_short_side=tools.surprise_short_side,
-                            remote=remote)
+                            track_short_side=tools.track_short_side, remote=remote)
     from tools.toolbox import Toolbox
 
     if isinstance(tools, Toolbox):
         return ToolProvider(tools.tracker, tools.surprise, tools.settings.quality, extra=tools.extra,
-                            surprise_short_side=tools.settings.surprise_short_side, remote=tools.remote)
+                            surprise_short_side=tools.settings.surprise_short_side,
+                            track_short_side=tools.settings.track_short_side, remote=tools.remote)
     raise TypeError(f"tools must be AgentTools, Toolbox or ToolProvider, got {type(tools).__name__}")
 
 

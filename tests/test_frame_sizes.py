@@ -149,6 +149,7 @@ def test_toolbox_passes_its_setting_to_the_agent():
     assert tool_provider(Toolbox(ToolSettings(surprise_short_side=300))).surprise_short_side == 300
     assert tool_provider(Toolbox(ToolSettings(surprise_short_side=None))).surprise_short_side is None
     assert tool_provider(Toolbox(ToolSettings())).surprise_short_side == 448
+    assert tool_provider(Toolbox(ToolSettings(track_short_side=200))).track_short_side == 200
 
 
 def test_setting_from_the_environment():
@@ -157,6 +158,8 @@ def test_setting_from_the_environment():
     assert ToolSettings.from_env({}).surprise_short_side == 448
     assert ToolSettings.from_env({"RAA_SURPRISE_SHORT_SIDE": "300"}).surprise_short_side == 300
     assert ToolSettings.from_env({"RAA_SURPRISE_SHORT_SIDE": " Full "}).surprise_short_side is None
+    assert ToolSettings.from_env({}).track_short_side == 576
+    assert ToolSettings.from_env({"RAA_TRACK_SHORT_SIDE": "full"}).track_short_side is None
     with pytest.raises(ValidationError, match="surprise_short_side"):
         ToolSettings.from_env({"RAA_SURPRISE_SHORT_SIDE": "10"})
 
@@ -242,3 +245,79 @@ def test_agent_track_overlays_stay_visible_when_frames_are_sent_smaller(tmp_path
     changed = [float((np.abs(o.astype(np.int16) - f).max(axis=2) > 60).mean())
                for o, f in zip(overlays[:len(shown)], plain, strict=True)]
     assert min(changed) > 0.01, changed  # 2-5% here; drawn at 512 and shrunk to 128: 0.0
+
+
+# ------------------------------------------------------------------ tracking at a bounded size
+class StillTracker:
+    """MotionTracker fake: every point stays where it was asked for; keeps the frame shapes it gets."""
+
+    def __init__(self) -> None:
+        self.shapes: list[tuple[int, ...]] = []
+
+    def track(self, frames, *, grid_size=None, queries=None):
+        from tools.motion import MotionTracks
+        from tools.motion.base import resolve_queries
+
+        self.shapes.append(tuple(frames.shape))
+        q = resolve_queries(frames.shape, grid_size, queries)
+        t = len(frames)
+        return MotionTracks(tracks=np.repeat(q[None, :, 1:3], t, 0), visible=np.ones((t, len(q)), bool),
+                            query_frames=q[:, 0].astype(np.int64))
+
+
+def test_motion_tracks_rescaled_keeps_pixel_centres():
+    from tools.motion import MotionTracks
+
+    tracks = MotionTracks(tracks=np.array([[[101.0, 41.0], [-0.5, 0.0]]], np.float32),
+                          visible=np.array([[True, False]]), query_frames=np.zeros(2, np.int64))
+    half = tracks.rescaled(0.5, 0.25)
+    assert half.tracks.tolist() == [[[50.25, 9.875], [-0.5, -0.375]]]  # (x + .5) * s - .5
+    assert half.visible.tolist() == [[True, False]] and half.frame_indices == [0]
+    assert np.allclose(half.rescaled(2.0, 4.0).tracks, tracks.tracks)
+    with pytest.raises(ValueError, match="scale factors must be positive"):
+        tracks.rescaled(0.0, 1.0)
+
+
+def test_tracks_computed_on_smaller_frames_come_back_in_the_clips_pixels(tmp_path):
+    from graph import AgentConfig
+    from graph.backbone import Backbone
+    from graph.context import RunContext, ToolProvider
+    from graph.frame_store import FrameStore
+    from graph.nodes.evidence import _compute_tracks
+    from graph.testing import ScriptedChatModel
+
+    clip = str(moving_square(tmp_path / "square.mp4"))  # 128x128
+    tracker = StillTracker()
+
+    def ctx(short_side):
+        return RunContext(backbone=Backbone(ScriptedChatModel({})), config=AgentConfig().resolved(),
+                          frames=FrameStore(), tools=ToolProvider(lambda: tracker, track_short_side=short_side))
+
+    small = _compute_tracks(ctx(64), clip, [0, 8, 16], [[0.5, 0.5], [0.0, 1.0]])
+    full = _compute_tracks(ctx(None), clip, [0, 8, 16], [[0.5, 0.5], [0.0, 1.0]])
+    assert tracker.shapes == [(3, 64, 64, 3), (3, 128, 128, 3)]
+    # the centre (31.5 of 0..63) maps to 63.5 of 0..127; the bottom-left pixel (0, 63) covers 0..1 x 126..127
+    assert small.tracks[0].tolist() == [[63.5, 63.5], [0.5, 126.5]]
+    assert full.tracks[0].tolist() == [[63.5, 63.5], [0.0, 127.0]]
+    grid = _compute_tracks(ctx(64), clip, [0, 8], [])
+    assert grid.num_points == 64 and grid.tracks.max() <= 127.5 and tracker.shapes[-1] == (2, 64, 64, 3)
+
+
+def test_agent_tracks_on_frames_at_the_configured_short_side(tmp_path):
+    from langgraph.checkpoint.memory import InMemorySaver
+
+    from graph import AgentConfig, AgentTools, build_reward_agent
+    from graph.backbone import Backbone
+    from graph.testing import ScriptedChatModel
+
+    clip = moving_square(tmp_path / "square.mp4")
+    tracker = StillTracker()
+    script = full_script(inspect=[tool_call("track_motion", {"start_frame": 0, "end_frame": 32}), "Tracks seen."])
+    agent = build_reward_agent(AgentConfig(preset="full"),
+                               backbone=Backbone(ScriptedChatModel(script), max_retries=1, retry_wait=(0.0, 0.0)),
+                               tools=AgentTools(tracker=tracker, surprise=FakeSurprise(), track_short_side=96),
+                               checkpointer=InMemorySaver())
+    out = agent.invoke({"video": str(clip), "instruction": "push the red block to the right", "run_id": "r"},
+                       {"configurable": {"thread_id": "r"}})
+    assert out["result"].status == "scored"
+    assert tracker.shapes and all(s[1:] == (96, 96, 3) for s in tracker.shapes)

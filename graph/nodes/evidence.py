@@ -16,6 +16,9 @@ Decisions where the issue was silent:
 - Tracks are computed by one shared job per (video, frames, points) (`FrameStore.shared_job`), so the
   speculative grid track (`AgentConfig.motion_prefetch`, started by assess) and a matching
   track_motion call are one computation; overlays and the summary are rendered per call.
+- Size: the tracker gets frames whose short side is at most `track_short_side` (576; CoTracker3 works at
+  384x512 anyway) and its tracks are mapped back to the clip's pixels; overlays are drawn on the frames
+  at the size they are sent (a 1080p overlay drawn at full size shrank to nothing at 512 pixels).
 """
 
 from __future__ import annotations
@@ -261,13 +264,22 @@ async def track_overlays(state: AgentState, ctx: RunContext, idx: list[int], poi
 
 
 def _compute_tracks(ctx: RunContext, video: str, idx: list[int], points: list[list[float]]) -> Any:
+    """Tracks in the clip's pixels, computed on frames whose short side is at most `track_short_side`."""
+    from tools.motion import MotionTracks
+
     tracker = ctx.tools.tracker()
-    frames = ctx.frames.frames(video, idx)
+    meta = ctx.frames.meta(video)
+    frames = ctx.frames.scaled_frames(video, idx, ctx.tools.track_short_side)
     h, w = frames.shape[1:3]
     queries = None
     if points:  # fractions of the frame, checked and clamped by _track
         queries = np.array([[0.0, p[0] * (w - 1), p[1] * (h - 1)] for p in points], dtype=np.float32)
-    return run_tool("motion", tracker.track, frames, grid_size=None if queries is not None else 8, queries=queries)
+    tracks = run_tool("motion", tracker.track, frames, grid_size=None if queries is not None else 8, queries=queries)
+    if (w, h) == (meta.width, meta.height):
+        return tracks
+    if not isinstance(tracks, MotionTracks):
+        raise ToolFault("motion", "run", f"the tracker returned {type(tracks).__name__}, not MotionTracks")
+    return tracks.rescaled(meta.width / w, meta.height / h)
 
 
 def _render_tracks(state: AgentState, ctx: RunContext, idx: list[int], tracks: Any,

@@ -22,6 +22,12 @@ from typing import Literal, Protocol, runtime_checkable
 
 import numpy as np
 
+TRACK_SHORT_SIDE = 576
+"""Short side (pixels) of the frames the reward agent tracks on (``ToolSettings.track_short_side``):
+CoTracker3 works at 384x512 whatever it is given, and LK needs no more for the agent's summaries and
+512-pixel overlays; 32 frames of a 4K clip are 0.8 GB at full size (and over the tool service's upload
+limit), 57 MB at 576."""
+
 
 class TrackQueryError(ValueError):
     """Query points or grid settings that cannot be tracked (names the bad rows)."""
@@ -56,6 +62,15 @@ class MotionTracks:
         self.frame_indices = [int(i) for i in self.frame_indices]
         if len(self.frame_indices) != t:
             raise ValueError(f"frame_indices has {len(self.frame_indices)} entries for {t} frames")
+
+    def rescaled(self, sx: float, sy: float) -> MotionTracks:
+        """The same tracks on frames resized by ``(sx, sy)``: pixel ``x`` maps to ``(x + 0.5) * sx - 0.5``
+        (pixel centres stay centres)."""
+        if not (sx > 0 and sy > 0):
+            raise ValueError(f"scale factors must be positive, got ({sx}, {sy})")
+        tracks = (self.tracks + 0.5) * np.float32([sx, sy]) - 0.5
+        return MotionTracks(tracks=tracks, visible=self.visible.copy(), query_frames=self.query_frames.copy(),
+                            frame_indices=list(self.frame_indices))
 
     @property
     def num_frames(self) -> int:
