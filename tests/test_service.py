@@ -230,6 +230,55 @@ def test_remote_surprise_equals_in_process(server, scorer):
         assert RemoteSurpriseScorer(c).score(frames[:5]).status == "not_enough_frames"
 
 
+def test_remote_surprise_by_file_upload_equals_in_process_on_the_same_frames(server, scorer, root):
+    from tools.video import fit_short_side, read_frames
+
+    clip = root / "clip.mp4"  # 18 frames of 64x64
+    with ToolServiceClient(server, token=TOKEN) as c:
+        remote = RemoteSurpriseScorer(c)
+        for frames, short_side in ((18, 48), (17, None), (18, 200)):
+            size = fit_short_side(64, 64, short_side)
+            want = scorer.score(read_frames(clip, range(frames), size=size))
+            assert remote.score_file(clip, frames=frames, short_side=short_side) == want
+        assert remote.score_file(clip).num_frames == 18
+        with pytest.raises(ToolFault, match="HTTP 422"):
+            remote.score_file(root / "junk.mp4")
+
+
+@pytest.mark.parametrize("value", ["8", "-3", "abc", "1.5"])
+def test_bad_short_side_is_400(client, value):
+    r = client.post("/v1/surprise", json={"path": "clip.mp4", "short_side": value}, headers=AUTH)
+    assert r.status_code == 400 and "short_side" in r.json()["detail"]
+
+
+def test_agent_with_a_remote_scorer_uploads_the_clip_and_gets_the_in_process_result(server, scorer, tmp_path):
+    from graph_scripts import full_script, moving_square
+    from langgraph.checkpoint.memory import InMemorySaver
+
+    from graph import AgentConfig, AgentTools, build_reward_agent
+    from graph.backbone import Backbone
+    from graph.testing import ScriptedChatModel
+
+    clip = moving_square(tmp_path / "square.mp4")  # 33 frames of 128x128
+
+    def surprise_of(surprise) -> dict:
+        agent = build_reward_agent(AgentConfig(preset="full"),
+                                   backbone=Backbone(ScriptedChatModel(full_script()), retry_wait=(0.0, 0.0)),
+                                   tools=AgentTools(tracker=LKTracker(), surprise=surprise, surprise_short_side=64),
+                                   checkpointer=InMemorySaver())
+        out = agent.invoke({"video": str(clip), "instruction": "push the red block", "run_id": "r"},
+                           {"configurable": {"thread_id": "r"}})
+        assert out["result"].status == "scored"
+        return out["surprise"]
+
+    with ToolServiceClient(server, token=TOKEN) as c:
+        sent: list[str] = []
+        c._http.event_hooks["request"].append(lambda req: sent.append(req.headers["content-type"]))
+        remote = surprise_of(RemoteSurpriseScorer(c))
+    assert remote == surprise_of(scorer) and remote["num_frames"] == 33
+    assert len(sent) == 1 and sent[0].startswith("multipart/form-data")  # the file, not .npy frames
+
+
 def test_toolbox_remote_and_in_process_agree(server, scorer):
     frames = moving_clip(8)
     remote = Toolbox(ToolSettings(tools_url=server, tools_token=TOKEN))

@@ -188,6 +188,21 @@ class RemoteSurpriseScorer:
             raise ValueError(f"frames must be uint8 [T,H,W,3], got {frames.dtype} {frames.shape}")
         return SurpriseEvidence.model_validate(self.client.post_frames("/v1/surprise", frames, {}, ValueError))
 
+    def score_file(self, video: str | Path, *, frames: int | None = None,
+                   short_side: int | None = None) -> SurpriseEvidence:
+        """Upload the encoded clip and let the service decode it: its first ``frames`` frames (all when
+        None), with the short side at most ``short_side`` pixels (None: full size). The upload is the
+        file, a few MB, where ``score`` sends the decoded frames (512 frames at 448 pixels are 0.5 GB,
+        over the service's default upload limit); the service decodes with the same reader and size
+        rule as ``FrameStore.scaled_frames``, so the result equals scoring those frames in-process."""
+        data = Path(video).read_bytes()
+        fields = {"short_side": "full" if short_side is None else str(int(short_side))}
+        if frames is not None:
+            fields["frame_indices"] = json.dumps(list(range(int(frames))))
+        return SurpriseEvidence.model_validate(self.client.request(
+            "POST", "/v1/surprise", files={"video": (Path(video).name, data, "application/octet-stream")},
+            data=fields))
+
     def score_path(self, path: str | Path) -> SurpriseEvidence:
         """Score a video that lies under the service's allowed root."""
         return SurpriseEvidence.model_validate(self.client.request("POST", "/v1/surprise", json={"path": str(path)}))

@@ -19,8 +19,9 @@ slots, so excess requests wait in line; ``/healthz`` needs no token; JSON ``quer
 body is used as a read-only zero-copy view of the request bytes (other ``.npy`` go through ``np.load``).
 Serve it with ``uvicorn.run(app, host, port)`` (as ``raa serve-tools`` does) or on a socket created with
 ``proto=IPPROTO_TCP``: asyncio sets TCP_NODELAY only then, and without it answers stall ~40 ms.
-A video sent to ``/v1/surprise`` is decoded with its short side at most ``settings.surprise_short_side``
-(``RAA_SURPRISE_SHORT_SIDE``, 448) as the agent does; ``/v1/track`` decodes at full size.
+A video sent to ``/v1/surprise`` is decoded with its short side at most ``short_side`` (a request
+parameter: pixels or "full"; by default ``settings.surprise_short_side``, ``RAA_SURPRISE_SHORT_SIDE``,
+448) as the agent does; ``/v1/track`` decodes at full size.
 """
 
 from __future__ import annotations
@@ -284,11 +285,24 @@ def _track_job(state: ServiceState, src: Path | bytes, params: dict) -> dict:
     return out
 
 
+def _short_side(value: Any, default: int | None) -> int | None:
+    """The ``short_side`` parameter: a whole number of pixels (at least 16), "full", or absent (``default``)."""
+    if value is None:
+        return default
+    if isinstance(value, str) and value.strip().lower() == "full":
+        return None
+    text = str(value).strip()
+    if isinstance(value, bool) or not text.isdigit() or int(text) < 16:
+        raise HTTPProblem(400, f"short_side must be a whole number of pixels >= 16 or 'full', got {value!r}")
+    return int(text)
+
+
 def _surprise_job(state: ServiceState, src: Path | bytes, params: dict) -> dict:
     if state.scorer is None:
         raise HTTPProblem(503, "surprise is not enabled on this service")
+    short_side = _short_side(params.get("short_side"), state.settings.surprise_short_side)
     frames = decode_frames(src, _int_list(params.get("frame_indices"), "frame_indices"), state.settings.max_frames,
-                           state.settings.surprise_short_side)
+                           short_side)
     return state.scorer.score(frames).model_dump(mode="json")
 
 

@@ -10,7 +10,9 @@ configured it runs in the "io" lane. Clips longer than 512 frames are scored on 
 frames (windows need consecutive frames) and a note records it. The scorer gets frames whose short
 side is at most `ToolProvider.surprise_short_side` (448 by default: V-JEPA 2 brings it to 292 or 438
 before its crop anyway), decoded straight to that size: 512 frames of a 1080p clip took 3.2 GB at
-full size (twice that while stacking), ~0.5 GB now.
+full size (twice that while stacking), ~0.5 GB now. With the tool service (`RemoteSurpriseScorer`)
+the node uploads the encoded clip and the service decodes it the same way: the frames themselves were
+hundreds of MB per clip for long clips, over the service's default 256 MiB upload limit.
 """
 
 from __future__ import annotations
@@ -28,9 +30,13 @@ MAX_SURPRISE_FRAMES = 512
 
 def _score(ctx: RunContext, video: str, used: int) -> Any:
     """Load the scorer (lazily), decode the frames and score them: one worker-thread hop."""
+    from tools.client import RemoteSurpriseScorer
+
     scorer = ctx.tools.surprise()
-    frames = ctx.frames.scaled_frames(video, range(used), ctx.tools.surprise_short_side)
-    return run_tool("surprise", scorer.score, frames)
+    short_side = ctx.tools.surprise_short_side
+    if isinstance(scorer, RemoteSurpriseScorer):  # the service decodes the clip: upload the file, not the frames
+        return run_tool("surprise", scorer.score_file, video, frames=used, short_side=short_side)
+    return run_tool("surprise", scorer.score, ctx.frames.scaled_frames(video, range(used), short_side))
 
 
 async def surprise(state: AgentState, ctx: RunContext, step: Step) -> dict[str, Any]:
