@@ -168,6 +168,11 @@ class FrameStore:
             self.decoded += len(missing)
         return have
 
+    def fits(self, meta: Any, count: int, *, share: float) -> bool:
+        """Whether `count` full-size frames of a clip with tools.video.VideoMeta `meta` take at most
+        `share` of the frame cache's byte bound."""
+        return count * meta.width * meta.height * 3 <= share * self._frames.max_bytes
+
     def prefetch(self, video: str, indices: Sequence[int]) -> None:
         """Decode and cache the frames at `indices` without building an array of them."""
         self._ensure(video, {int(i) for i in indices})

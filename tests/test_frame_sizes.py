@@ -321,3 +321,24 @@ def test_agent_tracks_on_frames_at_the_configured_short_side(tmp_path):
                        {"configurable": {"thread_id": "r"}})
     assert out["result"].status == "scored"
     assert tracker.shapes and all(s[1:] == (96, 96, 3) for s in tracker.shapes)
+
+
+@pytest.mark.parametrize(("max_bytes", "decoded"), [(512 * 2**20, 33), (4 * 2**20, 32)])
+def test_short_clips_are_decoded_whole_only_when_they_fit_a_quarter_of_the_frame_cache(tmp_path, max_bytes,
+                                                                                         decoded):
+    from langgraph.checkpoint.memory import InMemorySaver
+
+    from graph import AgentConfig, build_reward_agent
+    from graph.backbone import Backbone
+    from graph.frame_store import FrameStore
+    from graph.testing import ScriptedChatModel
+
+    clip = moving_square(tmp_path / "square.mp4")  # 33 frames of 128x128: 1.6 MB decoded
+    store = FrameStore(max_bytes=max_bytes)
+    agent = build_reward_agent(AgentConfig(preset="task_blind"),
+                               backbone=Backbone(ScriptedChatModel(full_script()), retry_wait=(0.0, 0.0)),
+                               checkpointer=InMemorySaver(), frame_store=store)
+    out = agent.invoke({"video": str(clip), "instruction": "push the red block to the right", "run_id": "r"},
+                       {"configurable": {"thread_id": "r"}})
+    assert out["result"].status == "scored" and len(out["sample"]) == 32
+    assert store.decoded == decoded  # all 33 in one pass, or only the 32 sampled

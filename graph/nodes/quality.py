@@ -6,7 +6,9 @@ Order: instruction checks (empty/whitespace -> input Fault, ineligible; longer t
 content (e.g. fewer than 2 decodable frames) gets reward 0 here, before any model call or tool run.
 
 Decisions where the issue was silent: clips of at most 81 frames are decoded completely here in one
-sequential pass (every frame may be viewed later, and seeking for single frames costs more); once the
+sequential pass (every frame may be viewed later, and seeking for single frames costs more) when
+they take at most a quarter of the frame cache (256x256 to 480x832 clips do; 81 frames of 720p do not, and
+only their sample is decoded here); once the
 sample is decoded, the encoding of observe's images starts in another worker thread
 (`FrameStore.start_encoding`) while the statistics run here (wasted for a clip that is then zeroed);
 a clip whose container reports fewer than 2 frames is zeroed without calling check_quality (nothing
@@ -44,7 +46,10 @@ def _probe_and_check(ctx: RunContext, video: str, observe_frames: int) -> tuple[
     if meta.frames < 2:
         return meta, [], None
     sample = uniform_indices(meta.frames, observe_frames)
-    if meta.frames <= ALL_FRAMES_LIMIT:  # short clip: one sequential decode of every frame (all are viewable)
+    # short clip: one sequential decode of every frame (all are viewable), when they take at most a
+    # quarter of the frame cache (81 frames of 1080p are 0.5 GB: prefetched, they would evict the frames
+    # of every other run in flight, and their own sample)
+    if meta.frames <= ALL_FRAMES_LIMIT and ctx.frames.fits(meta, meta.frames, share=0.25):
         ctx.frames.prefetch(video, range(meta.frames))
     frames = ctx.frames.frame_list(video, sample)
     ctx.frames.start_encoding(video, sample)  # observe's images, encoded while the statistics run
