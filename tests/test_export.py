@@ -120,6 +120,10 @@ def test_export_folders_are_checked_and_never_clobber_other_files(tmp_path):
     assert read_export(out)[0]["iteration"] == 2
     assert [p.name for p in tmp_path.iterdir() if p.name.startswith(".")] == []  # no work folder left
     info = json.loads((out / "export.json").read_text())
+    assert info["config"]["image_fit"] == "crop" and read_export(out)[1].image_fit == "crop"
+    older = {**info, "config": {k: v for k, v in info["config"].items() if k != "image_fit"}}
+    (out / "export.json").write_text(json.dumps(older))  # written before image_fit: trained on stretched images
+    assert read_export(out)[1].image_fit == "stretch"
     (out / "export.json").write_text(json.dumps({**info, "format": "other/9"}))
     with pytest.raises(ExportError, match="unknown export format"):
         read_export(out)

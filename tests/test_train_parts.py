@@ -128,3 +128,32 @@ def test_rewards_log_one_line_per_rollout(tmp_path):
     assert rows == [{"iteration": 3, **items[0]}, {"iteration": 3, **items[1]}]
     MetricsLog(tmp_path, enabled=False, tensorboard=False).write_rewards(5, items)  # other ranks write nothing
     assert len((tmp_path / "rewards.jsonl").read_text().splitlines()) == 2
+
+
+def test_prompt_images_are_upright_and_fitted_by_crop_or_stretch(tmp_path):
+    from PIL import Image
+
+    # 40x20 (wide): left half red, right half blue, a green column in the middle 10 pixels
+    img = np.zeros((20, 40, 3), np.uint8)
+    img[:, :20] = (255, 0, 0)
+    img[:, 20:] = (0, 0, 255)
+    img[:, 15:25] = (0, 255, 0)
+    Image.fromarray(img).save(tmp_path / "wide.png")
+    spec = PromptSpec(text="t", image=str(tmp_path / "wide.png"))
+    crop = load_frame(spec, 20, 20, "crop")  # keeps the centre 20x20: red 5, green 10, blue 5 columns
+    assert crop.shape == (20, 20, 3)
+    assert crop[10, 2].tolist() == [255, 0, 0] and crop[10, 10].tolist() == [0, 255, 0]
+    assert crop[10, 17].tolist() == [0, 0, 255]
+    stretch = load_frame(spec, 20, 20, "stretch")  # squeezed: the green column is 5 wide, red 10
+    assert stretch[10, 5].tolist() == [255, 0, 0] and stretch[10, 14].tolist() == [0, 0, 255]
+    assert (stretch[10, :, 1] > 200).sum() < (crop[10, :, 1] > 200).sum()
+    with pytest.raises(ValueError, match="image fit must be"):
+        load_frame(spec, 20, 20, "pad")
+    # a photo stored sideways with EXIF orientation 6 (rotate 90 degrees clockwise to view)
+    tall = np.zeros((40, 20, 3), np.uint8)
+    tall[:20] = (255, 0, 0)  # top half red as stored
+    exif = Image.Exif()
+    exif[0x0112] = 6
+    Image.fromarray(tall).save(tmp_path / "phone.jpg", exif=exif, quality=95)
+    upright = load_frame(PromptSpec(text="t", image=str(tmp_path / "phone.jpg")), 20, 40, "stretch")
+    assert upright[10, 35, 0] > 200 and upright[10, 5, 0] < 60  # stored top is shown on the right

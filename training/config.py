@@ -156,6 +156,9 @@ class TrainConfig:
     """Video height in pixels."""
     width: int = 832
     """Video width in pixels."""
+    image_fit: Literal["crop", "stretch"] = "crop"
+    """How a prompt image of another aspect ratio becomes height x width: "crop" scales it to cover the
+    frame and keeps the centre (the scene keeps its geometry), "stretch" resizes it to the frame."""
     num_frames: int = 21
     """Frames per generated clip (including the conditioning frame)."""
     fps: float = 16.0

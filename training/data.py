@@ -4,8 +4,11 @@ The order is a pure function of ``(seed, position)``: epoch ``e`` is a permutati
 drawn from ``seed + e``, and ``position`` counts prompts consumed so far over all ranks, so saving
 ``position`` in the checkpoint is enough to resume the exact stream.
 
-Decisions where the issue was silent: images are resized (bilinear) to the run's width x height
-without keeping the aspect ratio; keys of a JSONL prompt other than text / image / image_seed are
+Decisions where the issue was silent: images are turned upright by their EXIF orientation (a phone
+photo of the scene is stored sideways with a rotation tag) and fitted to the run's width x height by
+``image_fit``: "crop" (default) scales to cover and keeps the centre, "stretch" resizes without keeping
+the aspect ratio (what this module did before: a 4:3 robot photo became a 16:9 scene squashed sideways);
+keys of a JSONL prompt other than text / image / image_seed are
 kept in ``PromptSpec.meta`` (training.generate writes them into its manifest); a synthetic frame (``image`` unset) is a seeded flat background
 with three coloured rectangles, so rollouts have some structure to move.
 """
@@ -15,6 +18,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Literal
 
 import numpy as np
 
@@ -63,17 +67,23 @@ def synthetic_frame(seed: int, height: int, width: int) -> np.ndarray:
     return frame
 
 
-def load_frame(spec: PromptSpec, height: int, width: int) -> np.ndarray:
-    """The prompt's initial frame as uint8 [H, W, 3] at the run's size."""
+def load_frame(spec: PromptSpec, height: int, width: int, fit: Literal["crop", "stretch"] = "crop") -> np.ndarray:
+    """The prompt's initial frame as uint8 [H, W, 3] at the run's size (upright, fitted by `fit`)."""
     if spec.image is None:
         return synthetic_frame(spec.image_seed, height, width)
-    from PIL import Image
+    from PIL import Image, ImageOps
 
     path = Path(spec.image)
     if not path.is_file():
         raise FileNotFoundError(f"prompt image not found: {path}")
     with Image.open(path) as img:
-        rgb = img.convert("RGB").resize((width, height), Image.Resampling.BILINEAR)
+        rgb = ImageOps.exif_transpose(img).convert("RGB")
+        if fit == "crop":
+            rgb = ImageOps.fit(rgb, (width, height), Image.Resampling.BILINEAR, centering=(0.5, 0.5))
+        elif fit == "stretch":
+            rgb = rgb.resize((width, height), Image.Resampling.BILINEAR)
+        else:
+            raise ValueError(f"image fit must be 'crop' or 'stretch', got {fit!r}")
         return np.asarray(rgb, dtype=np.uint8).copy()
 
 

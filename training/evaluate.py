@@ -61,7 +61,7 @@ def evaluate(world_model: FlowWorldModel, cfg: TrainConfig, prompts: Sequence[Pr
         for index, counts in rank_items(len(items), rank, world):
             p, s = items[index]
             if p not in conds:
-                image = load_frame(prompts[p], cfg.height, cfg.width)
+                image = load_frame(prompts[p], cfg.height, cfg.width, cfg.image_fit)
                 conds[p] = world_model.encode_prompts(image[None], [prompts[p].text], num_frames=cfg.num_frames,
                                                       negative_prompt=negative_prompt(cfg))
             frames = sample_video(world_model, conds[p], "ode", None, cfg.num_steps, cfg.shift,

@@ -179,7 +179,10 @@ def read_export(path: Path) -> tuple[dict[str, Any], TrainConfig]:
     if info.get("weights") not in ("transformer", "transformer_lora") or info.get("finetune") not in ("lora", "full"):
         raise ExportError(f"{info_file}: 'weights' / 'finetune' missing or unknown")
     try:
-        cfg = config_from_dict(info["config"], "export.json config")
+        saved = info["config"]
+        if isinstance(saved, dict):  # exports from before image_fit trained on stretched images
+            saved = {"image_fit": "stretch", **saved}
+        cfg = config_from_dict(saved, "export.json config")
     except (ValueError, KeyError) as exc:
         raise ExportError(f"{info_file}: invalid config: {exc}") from None
     if not (path / info["weights"]).is_dir():

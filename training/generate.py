@@ -132,7 +132,7 @@ def generate(policy: Path, out: Path, *, prompts: list[PromptSpec] | None = None
             summary.skipped += samples - len(todo)
             if todo:
                 try:
-                    image = load_frame(spec, cfg.height, cfg.width)
+                    image = load_frame(spec, cfg.height, cfg.width, cfg.image_fit)
                     with torch.no_grad():
                         cond = model.encode_prompts(image[None], [spec.text], num_frames=cfg.num_frames,
                                                     negative_prompt=negative)

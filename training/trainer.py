@@ -183,7 +183,7 @@ def train(cfg: TrainConfig, *, local_rank: int = 0, reward_token: str | None = N
         with torch.no_grad():
             for slot, index in enumerate(mine):
                 spec = prompts[index]
-                image = load_frame(spec, cfg.height, cfg.width)
+                image = load_frame(spec, cfg.height, cfg.width, cfg.image_fit)
                 cond = world_model.encode_prompts(image[None], [spec.text], num_frames=cfg.num_frames,
                                                   negative_prompt=negative_prompt(cfg))
                 cond = cond.repeat_interleave(group)
