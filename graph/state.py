@@ -126,7 +126,7 @@ class AgentState(TypedDict, total=False):
     preset: str
     """Preset label of the config the graph was built with."""
     meta: dict[str, Any]
-    """Video metadata: frames, fps, width, height, duration."""
+    """Video metadata: frames, fps, width, height (upright), duration, rotation (display quarter turns)."""
     sample: list[int]
     """Uniformly sampled frame indices used by observe / assess (observe_frames of them)."""
     quality: dict[str, Any]

@@ -31,7 +31,10 @@ Frame ``i`` is the i-th frame in presentation order. Decisions taken where issue
   The scan measures that depth from the packets' decode order and hands it to the decoder
   (``reorder_decoder``). Frames and metadata are unchanged; a stream without a frame size in its
   headers, or a clip with unusable timestamps, is opened with the default probe.
-- Frames are rescaled to the stream's first size; rotation and pixel aspect ratio are ignored. ``read``
+- Frames are rescaled to the stream's first size; the pixel aspect ratio is ignored. A quarter-turn
+  rotation in an MP4 / MOV track's display matrix (phone clips) is applied, as players, ``ffmpeg`` and
+  OpenCV do: frames come back upright and ``meta`` gives their upright size and the ``rotation``
+  (``tools.video_rotation``). ``read``
   and ``read_all_frames`` take ``size=(width, height)`` to convert straight to a smaller size (swscale's
   area filter, in the same pass as the RGB conversion): a tool that works at a few hundred pixels then
   never holds full-resolution frames (512 frames of a 1080p clip are 3.2 GB at full size). ``read_list``
@@ -49,6 +52,7 @@ from __future__ import annotations
 import bisect
 import threading
 from collections.abc import Callable, Iterator, Sequence
+from dataclasses import replace
 
 import av
 import numpy as np
@@ -73,6 +77,7 @@ from tools.sampling import (  # noqa: F401  (re-exported: the public video API)
     uniform_indices,
     uniform_subset,
 )
+from tools.video_rotation import display_rotation
 from tools.video_scan import (  # noqa: F401  (re-exported: the public video API)
     THREADED_DECODE_PIXELS,
     EmptyVideoError,
@@ -147,10 +152,17 @@ class VideoReader:
         self._name = describe(src)
         container = open_container(src, self._name)
         try:
-            self.meta, index = scan(container, self._name)
+            meta, index = scan(container, self._name)
+            rotation = 0
+            if "mov" in container.format.name.split(","):  # MP4 / MOV: phones store portrait clips turned
+                rotation = display_rotation(src, video_stream(container, self._name).id)
         except BaseException:
             container.close()
             raise
+        self._coded = (meta.width, meta.height)  # the decoder's frame size, before the rotation
+        if rotation in (90, 270):
+            meta = replace(meta, width=meta.height, height=meta.width)
+        self.meta = replace(meta, rotation=rotation)
         # (index, pts -> frame) swapped as one value: a read in another thread sees the old pair or the new
         self._order: tuple[FrameIndex, dict[int, int] | None] = (
             index, {p: i for i, p in enumerate(index.pts)} if index.pts is not None else None)
@@ -261,13 +273,15 @@ class VideoReader:
         return width, height
 
     def to_rgb(self, frame: av.VideoFrame, size: tuple[int, int] | None = None) -> np.ndarray:
-        """One decoded frame as uint8 RGB at the stream's size, or at ``size`` (width, height)."""
+        """One decoded frame as uint8 RGB, upright, at the stream's size or at ``size`` (width, height)."""
         width, height = self._size(size)
-        scaled = (width, height) != (self.meta.width, self.meta.height)
+        turns = self.meta.rotation // 90
+        coded = (height, width) if turns % 2 else (width, height)
         with wrapped(self._name, "frame conversion to RGB failed"):
-            rgb = _reformatter().reformat(frame, format="rgb24", width=width, height=height,
-                                          interpolation=Interpolation.AREA if scaled else None)
-            return rgb.to_ndarray()
+            rgb = _reformatter().reformat(frame, format="rgb24", width=coded[0], height=coded[1],
+                                          interpolation=Interpolation.AREA if coded != self._coded else None)
+            out = rgb.to_ndarray()
+        return np.ascontiguousarray(np.rot90(out, turns)) if turns else out
 
     def _packets_to_frames(self, container: av.container.InputContainer,
                            stream: av.video.stream.VideoStream) -> Iterator[av.VideoFrame]:

@@ -54,6 +54,9 @@ class VideoMeta:
     width: int
     height: int
     duration: float
+    rotation: int = 0
+    """Quarter turns of the display matrix (0, 90, 180 or 270 degrees counterclockwise): frames are
+    returned upright, and ``width`` x ``height`` is their upright size."""
 
 
 @dataclass(frozen=True)

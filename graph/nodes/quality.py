@@ -70,7 +70,7 @@ async def quality(state: AgentState, ctx: RunContext, step: Step) -> dict[str, A
         raise InputFault(f"video must be a non-empty path string, got {video!r}")
     meta, sample, check = await run_blocking(_probe_and_check, ctx, video, cfg.observe_frames)
     update["meta"] = {"frames": meta.frames, "fps": meta.fps, "width": meta.width, "height": meta.height,
-                      "duration": meta.duration}
+                      "duration": meta.duration, "rotation": meta.rotation}
     if check is None:
         update["zero"] = True
         update["quality"] = {"usable": False, "uniform": False, "decodable_frames": meta.frames,

@@ -1,0 +1,127 @@
+"""Display rotation of MP4 / MOV video tracks, read from the track header (``tkhd``) matrix.
+
+Phones store a portrait video as landscape frames plus a rotation in the track's display matrix;
+players, the ``ffmpeg`` command line and OpenCV's ``VideoCapture`` show it upright. PyAV exposes the
+matrix only on decoded frames (``VideoFrame.rotation``), and the reader's scan decodes nothing, so
+this module reads it from the file: the top-level boxes up to ``moov``, then each ``trak``'s ``tkhd``
+(track id, matrix) and ``mdia/hdlr`` (handler type). Only the ``moov`` box is read into memory.
+
+Decisions where the issue was silent:
+- The angle follows FFmpeg's ``av_display_rotation_get`` (and PyAV's ``VideoFrame.rotation``):
+  degrees counterclockwise, here normalised to 0, 90, 180 or 270; ``numpy.rot90(frame, angle // 90)``
+  shows the frame upright.
+- Only whole quarter turns are applied. A matrix that mirrors, scales unevenly or turns by another
+  angle gives 0 (frames as stored): rare in practice, and guessing would be worse.
+- Anything unreadable (no ``moov``, a truncated or odd box) gives 0: the reader decodes and reports
+  errors as before; the rotation is a presentation detail, never a reason to reject a file.
+"""
+
+from __future__ import annotations
+
+import math
+import struct
+from pathlib import Path
+
+MAX_MOOV_BYTES = 256 * 2**20  # a moov box larger than this is not read (hours of video in one file)
+
+
+def quarter_turns(matrix: tuple[int, ...]) -> int:
+    """Rotation (0, 90, 180, 270 degrees counterclockwise) of a ``tkhd`` matrix ``(a, b, u, c, d, v, x, y, w)``
+    (a..d in 16.16 fixed point), or 0 when it is not a pure quarter turn."""
+    a, b, c, d = (v / 65536.0 for v in (matrix[0], matrix[1], matrix[3], matrix[4]))
+    sx, sy = math.hypot(a, c), math.hypot(b, d)
+    if sx == 0 or sy == 0 or a * d - b * c <= 0:  # degenerate or mirrored
+        return 0
+    angle = -math.degrees(math.atan2(b / sy, a / sx))  # av_display_rotation_get
+    turns = round(angle / 90.0)
+    if abs(angle - 90.0 * turns) > 1.0:
+        return 0
+    return (turns * 90) % 360
+
+
+def _boxes(data: memoryview) -> list[tuple[bytes, memoryview]]:
+    """(type, payload) of the boxes in ``data``; stops at the first malformed header."""
+    out, pos = [], 0
+    while pos + 8 <= len(data):
+        size, kind = struct.unpack_from(">I4s", data, pos)
+        head = 8
+        if size == 1:
+            if pos + 16 > len(data):
+                break
+            size, head = struct.unpack_from(">Q", data, pos + 8)[0], 16
+        elif size == 0:
+            size = len(data) - pos
+        if size < head or pos + size > len(data):
+            break
+        out.append((bytes(kind), data[pos + head:pos + size]))
+        pos += size
+    return out
+
+
+def _tracks(moov: memoryview) -> list[tuple[int, bytes, tuple[int, ...]]]:
+    """(track id, handler type, matrix) of every ``trak`` with a readable ``tkhd``."""
+    found = []
+    for kind, trak in _boxes(moov):
+        if kind != b"trak":
+            continue
+        track_id, matrix, handler = None, None, b""
+        for child, body in _boxes(trak):
+            if child == b"tkhd" and len(body) >= 4:
+                version = body[0]
+                id_at, matrix_at = (20, 52) if version == 1 else (12, 40)
+                if len(body) >= matrix_at + 36:
+                    track_id = struct.unpack_from(">I", body, id_at)[0]
+                    matrix = struct.unpack_from(">9i", body, matrix_at)
+            elif child == b"mdia":
+                for grandchild, hdlr in _boxes(body):
+                    if grandchild == b"hdlr" and len(hdlr) >= 12:
+                        handler = bytes(hdlr[8:12])
+        if track_id is not None and matrix is not None:
+            found.append((track_id, handler, matrix))
+    return found
+
+
+def _read_moov(src: str | Path | bytes | bytearray | memoryview) -> memoryview | None:
+    if isinstance(src, bytes | bytearray | memoryview):
+        for kind, body in _boxes(memoryview(src)):
+            if kind == b"moov":
+                return body
+        return None
+    with open(src, "rb") as fh:
+        while True:
+            head = fh.read(8)
+            if len(head) < 8:
+                return None
+            size, kind = struct.unpack(">I4s", head)
+            header = 8
+            if size == 1:
+                large = fh.read(8)
+                if len(large) < 8:
+                    return None
+                size, header = struct.unpack(">Q", large)[0], 16
+            if kind == b"moov":
+                if size == 0:
+                    body = fh.read(MAX_MOOV_BYTES + 1)
+                elif size - header > MAX_MOOV_BYTES:
+                    return None
+                else:
+                    body = fh.read(size - header)
+                return memoryview(body) if len(body) <= MAX_MOOV_BYTES else None
+            if size == 0 or size < header:
+                return None
+            fh.seek(size - header, 1)
+
+
+def display_rotation(src: str | Path | bytes | bytearray | memoryview, track_id: int | None = None) -> int:
+    """Rotation (0, 90, 180, 270 degrees counterclockwise) of the video track ``track_id`` (PyAV's
+    ``stream.id`` for MP4 / MOV), or of the first video track; 0 when there is none or it cannot be read."""
+    try:
+        moov = _read_moov(src)
+        if moov is None:
+            return 0
+        tracks = _tracks(moov)
+    except (OSError, struct.error, ValueError):
+        return 0
+    video = [t for t in tracks if t[1] == b"vide"]
+    chosen = [t for t in video if t[0] == track_id] or video
+    return quarter_turns(chosen[0][2]) if chosen else 0
