@@ -19,8 +19,9 @@ Decisions where the issue was silent:
   pipelining decoding and encoding frame by frame as well cost more than it saved (the second
   demuxer and GIL contention).
 - `scaled_frames` decodes frames larger than a short-side bound straight to the smaller size and
-  does not cache them (the surprise scorer's input: up to 512 frames of a clip at 448 pixels
-  instead of full size).
+  does not cache them: the surprise scorer's input (up to 512 frames of a clip, 448 pixels on the
+  short side) and the tracker's (576).
+- Cached frames are separate arrays (`VideoReader.read_list`), so evicting one frees it.
 """
 
 from __future__ import annotations
