@@ -45,6 +45,8 @@ class AgentTools:
     """Quality pre-check thresholds; None = the defaults of tools.quality."""
     extra: Sequence[EvidenceTool] = ()
     """Your own evaluators (`tools.extra.EvidenceTool`), consulted once per clip and shown in reflect."""
+    extra_short_side: int | None = SURPRISE_SHORT_SIDE
+    """Short side (pixels) of the frames handed to the `extra` tools (scaled down, never up); None = full size."""
     surprise_short_side: int | None = SURPRISE_SHORT_SIDE
     """Short side (pixels) of the frames handed to `surprise` (scaled down, never up); None = full size."""
     track_short_side: int | None = TRACK_SHORT_SIDE
@@ -64,6 +66,8 @@ class ToolProvider:
     """Thresholds of the quality pre-check (a Toolbox's `settings.quality`); None = tools.quality defaults."""
     extra: tuple[EvidenceTool, ...] = ()
     """Extra evidence tools (`tools.extra`), ready objects (they load what they need themselves)."""
+    extra_short_side: int | None = SURPRISE_SHORT_SIDE
+    """Short side (pixels) the extra tools' frames are decoded at; None = full size."""
     surprise_short_side: int | None = SURPRISE_SHORT_SIDE
     """Short side (pixels) the surprise scorer's frames are decoded at; None = full size."""
     track_short_side: int | None = TRACK_SHORT_SIDE
@@ -113,13 +117,15 @@ def tool_provider(tools: object) -> ToolProvider:
         return ToolProvider(None if tracker is None else (lambda: tracker),
                             None if surprise is None else (lambda: surprise), tools.quality,
                             extra=check_extra_tools(tools.extra), surprise_short_side=tools.surprise_short_side,
-                            track_short_side=tools.track_short_side, remote=remote)
+                            track_short_side=tools.track_short_side, extra_short_side=tools.extra_short_side,
+                            remote=remote)
     from tools.toolbox import Toolbox
 
     if isinstance(tools, Toolbox):
         return ToolProvider(tools.tracker, tools.surprise, tools.settings.quality, extra=tools.extra,
                             surprise_short_side=tools.settings.surprise_short_side,
-                            track_short_side=tools.settings.track_short_side, remote=tools.remote)
+                            track_short_side=tools.settings.track_short_side,
+                            extra_short_side=tools.settings.extra_short_side, remote=tools.remote)
     raise TypeError(f"tools must be AgentTools, Toolbox or ToolProvider, got {type(tools).__name__}")
 
 

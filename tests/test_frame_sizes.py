@@ -141,6 +141,34 @@ def test_agent_hands_the_scorer_frames_at_the_configured_short_side(tmp_path, to
     assert out["result"].status == "scored" and scorer.shapes == [shape]
 
 
+class ShapeTool:
+    """EvidenceTool that reports the shape of the frames it is given."""
+
+    name = "shape_probe"
+
+    def __init__(self) -> None:
+        self.shapes: list[tuple[int, ...]] = []
+
+    def evaluate(self, frames, instruction):
+        from tools.extra import EvidenceReport
+
+        self.shapes.append(tuple(frames.shape))
+        return EvidenceReport(summary=f"saw {frames.shape}")
+
+
+@pytest.mark.parametrize(("tools_kw", "shape"), [
+    ({"extra_short_side": 64}, (33, 64, 64, 3)),
+    ({"extra_short_side": None}, (33, 128, 128, 3)),
+])
+def test_agent_hands_extra_tools_frames_at_their_short_side(tmp_path, tools_kw, shape):
+    clip = moving_square(tmp_path / "square.mp4")
+    tool = ShapeTool()
+    agent = _agent(FakeSurprise(), extra=[tool], surprise_short_side=32, **tools_kw)
+    out = agent.invoke({"video": str(clip), "instruction": "push the red block to the right", "run_id": "r"},
+                       {"configurable": {"thread_id": "r"}})
+    assert out["result"].status == "scored" and tool.shapes == [shape]
+
+
 def test_toolbox_passes_its_setting_to_the_agent():
     from graph.context import tool_provider
     from tools.settings import ToolSettings
@@ -150,6 +178,7 @@ def test_toolbox_passes_its_setting_to_the_agent():
     assert tool_provider(Toolbox(ToolSettings(surprise_short_side=None))).surprise_short_side is None
     assert tool_provider(Toolbox(ToolSettings())).surprise_short_side == 448
     assert tool_provider(Toolbox(ToolSettings(track_short_side=200))).track_short_side == 200
+    assert tool_provider(Toolbox(ToolSettings(extra_short_side=100))).extra_short_side == 100
 
 
 def test_setting_from_the_environment():
@@ -160,6 +189,7 @@ def test_setting_from_the_environment():
     assert ToolSettings.from_env({"RAA_SURPRISE_SHORT_SIDE": " Full "}).surprise_short_side is None
     assert ToolSettings.from_env({}).track_short_side == 576
     assert ToolSettings.from_env({"RAA_TRACK_SHORT_SIDE": "full"}).track_short_side is None
+    assert ToolSettings.from_env({"RAA_EXTRA_SHORT_SIDE": "256"}).extra_short_side == 256
     with pytest.raises(ValidationError, match="surprise_short_side"):
         ToolSettings.from_env({"RAA_SURPRISE_SHORT_SIDE": "10"})
 

@@ -11,6 +11,7 @@
 | RAA_SURPRISE_BATCH | surprise_batch_size | 8 |
 | RAA_SURPRISE_TOP_K | surprise_top_k | 3 |
 | RAA_SURPRISE_SHORT_SIDE | surprise_short_side (pixels; `full` = no downscaling) | 448 |
+| RAA_EXTRA_SHORT_SIDE | extra_short_side: frames for your own evidence tools (pixels; `full` = no downscaling) | 448 |
 | RAA_TRACK_SHORT_SIDE | track_short_side: the agent's frames for the tracker (pixels; `full` = no downscaling) | 576 |
 | RAA_QUALITY_MIN_FRAMES / _MAX_STD / _MAX_EDGE / _UNIFORM_FRACTION | quality thresholds | 2 / 5 / 4 / 0.8 |
 | RAA_TOOLS_URL | tools_url (remote tool service; unset = in-process) | unset |
@@ -53,6 +54,9 @@ class ToolSettings(BaseModel):
     surprise_short_side: int | None = Field(
         default=SURPRISE_SHORT_SIDE, ge=64, le=4096,
         description="short side (pixels) the surprise scorer's frames are decoded at; None = full size")
+    extra_short_side: int | None = Field(
+        default=SURPRISE_SHORT_SIDE, ge=64, le=4096,
+        description="short side (pixels) of the frames your own evidence tools get; None = full size")
     track_short_side: int | None = Field(
         default=TRACK_SHORT_SIDE, ge=64, le=4096,
         description="short side (pixels) of the frames the agent tracks on; None = full size")
@@ -74,6 +78,7 @@ class ToolSettings(BaseModel):
             "RAA_VJEPA_DTYPE": "vjepa_dtype", "RAA_TOOLS_DEVICE": "device",
             "RAA_SURPRISE_BATCH": "surprise_batch_size", "RAA_SURPRISE_TOP_K": "surprise_top_k",
             "RAA_SURPRISE_SHORT_SIDE": "surprise_short_side", "RAA_TRACK_SHORT_SIDE": "track_short_side",
+            "RAA_EXTRA_SHORT_SIDE": "extra_short_side",
             "RAA_TOOLS_URL": "tools_url", "RAA_TOOLS_TOKEN": "tools_token",
             "RAA_TOOLS_TIMEOUT_S": "request_timeout_s", "RAA_TOOLS_CONNECT_TIMEOUT_S": "connect_timeout_s",
             "RAA_TOOLS_RETRIES": "retries", "RAA_TOOLS_MAX_FRAMES": "max_frames",
@@ -85,7 +90,7 @@ class ToolSettings(BaseModel):
         quality = {field: env[var] for var, field in quality_vars.items() if env.get(var, "").strip()}
         if quality:
             values["quality"] = QualityThresholds(**quality)
-        for name in ("surprise_short_side", "track_short_side"):
+        for name in ("surprise_short_side", "track_short_side", "extra_short_side"):
             if values.get(name, "").strip().lower() == "full":
                 values[name] = None
         return cls(**values)

@@ -3,7 +3,9 @@ Evidence Tools").
 
 Runs beside observe, contract and surprise when the agent has extra tools and its preset has reflect,
 which shows the reports. Each tool gets the clip's frames (the first `MAX_EXTRA_FRAMES`) and the
-instruction in a worker thread; the tools of one clip run concurrently. A tool that raises or returns
+instruction in a worker thread; the tools of one clip run concurrently. Frames have a short side of at
+most `extra_short_side` (448; `RAA_EXTRA_SHORT_SIDE`, `AgentTools.extra_short_side`, None = full size):
+512 full-size frames of a 1080p clip are 3.2 GB. A tool that raises or returns
 something other than an EvidenceReport records a Fault (ineligible). Reports never enter the reward.
 """
 
@@ -26,7 +28,7 @@ MAX_EXTRA_FRAMES = 512
 
 def _evaluate(ctx: RunContext, tool: EvidenceTool, video: str, used: int, instruction: str) -> EvidenceReport:
     """Decode the frames (shared frame cache) and run one tool: one worker-thread hop."""
-    frames = ctx.frames.frames(video, range(used))
+    frames = ctx.frames.scaled_frames(video, range(used), ctx.tools.extra_short_side)
     out = run_tool(tool.name, tool.evaluate, frames, instruction)
     if isinstance(out, EvidenceReport):
         return out
