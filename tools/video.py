@@ -34,11 +34,12 @@ Frame ``i`` is the i-th frame in presentation order. Decisions taken where issue
 - Frames are rescaled to the stream's first size; the pixel aspect ratio is ignored. A quarter-turn
   rotation in an MP4 / MOV track's display matrix (phone clips) is applied, as players, ``ffmpeg`` and
   OpenCV do: frames come back upright and ``meta`` gives their upright size and the ``rotation``
-  (``tools.video_rotation``). ``read``
-  and ``read_all_frames`` take ``size=(width, height)`` to convert straight to a smaller size (swscale's
-  area filter, in the same pass as the RGB conversion): a tool that works at a few hundred pixels then
-  never holds full-resolution frames (512 frames of a 1080p clip are 3.2 GB at full size). ``read_list``
-  returns one array per frame instead of one stacked array, for caches that drop frames one by one.
+  (``tools.video_rotation``).
+- ``read(indices, size=(width, height))`` and ``read_all_frames(short_side=...)`` convert straight to a
+  smaller size (swscale's area filter, in the same pass as the RGB conversion): a tool that works at a
+  few hundred pixels then never holds full-resolution frames (512 frames of a 1080p clip are 3.2 GB at
+  full size). ``read_list`` returns one array per frame instead of one stacked array, for caches that
+  drop frames one by one.
 - ``uniform_indices`` rounds half to even (``uniform_indices(4, 3) == [0, 2, 3]``); -1 is a
   ``FrameIndexError``. Crops, resizing, labels (``tools.frames``) and index sampling
   (``tools.sampling``) are re-exported here.
@@ -241,7 +242,8 @@ class VideoReader:
         try:
             if self._seeks:
                 try:
-                    return fill(True)
+                    fill(True)
+                    return
                 except _SeekMissed:
                     self._seeks = False
             fill(False)
