@@ -209,7 +209,7 @@ def _observation(v: dict[str, Any]) -> str:
 
 def _overlay_figs(store: FrameStore, tracked: list[int], shown: list[int], points: Any,
                   tracker: MotionTracker | None, prefix: str) -> str:
-    from tools.motion import build_tracker, draw_tracks
+    from tools.motion import build_tracker, draw_tracks_resized
     from tools.video import encode_jpeg_data_url, resize_long_side, uniform_indices
 
     have = [int(f) for f in tracked if int(f) in store.frames]
@@ -225,11 +225,7 @@ def _overlay_figs(store: FrameStore, tracked: list[int], shown: list[int], point
         queries = (np.array([[0.0, min(max(float(x), 0.0), 1.0) * (w - 1), min(max(float(y), 0.0), 1.0) * (h - 1)]
                              for x, y in pts], np.float32) if pts else None)
         tracks = trk.track(arr, grid_size=None if queries is not None else 8, queries=queries)
-        frames: list[np.ndarray | None] = [None] * len(arr)  # draw_tracks reads only the drawn positions
-        for k, frame in zip(pos, small, strict=True):
-            frames[k] = frame
-        sh, sw = small[0].shape[:2]
-        small = list(draw_tracks(frames, tracks, at=pos, scale=(sw / w, sh / h)))
+        small = list(draw_tracks_resized(small, tracks, pos, (h, w)))
         note = f"point tracks over frames {have[0]}..{have[-1]} ({len(have)} frames), re-computed for display"
     except Exception as exc:  # noqa: BLE001 - show the frames without overlay
         note = f"overlay unavailable: {type(exc).__name__}: {exc}"

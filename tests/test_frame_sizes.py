@@ -225,6 +225,11 @@ def test_draw_tracks_scales_track_coordinates_onto_resized_frames():
     assert np.array_equal(drawn, draw_tracks(small, moved)[0])  # the same as tracks given at that size
     with pytest.raises(ValueError, match="scale must be two positive factors"):
         draw_tracks(small, tracks, scale=(0.0, 1.0))
+    from tools.motion import draw_tracks_resized
+
+    assert np.array_equal(draw_tracks_resized([small[0]], tracks, [0], (120, 160))[0], drawn)
+    with pytest.raises(ValueError, match="1 shown frames for 2 positions"):
+        draw_tracks_resized([small[0]], tracks, [0, 0], (120, 160))
 
 
 def _images_sent(model, marker: str) -> list[np.ndarray]:

@@ -285,7 +285,7 @@ def _compute_tracks(ctx: RunContext, video: str, idx: list[int], points: list[li
 def _render_tracks(state: AgentState, ctx: RunContext, idx: list[int], tracks: Any,
                    shown: list[int]) -> tuple[list[dict], str]:
     """(overlay blocks of the `shown` frames, motion summary text)."""
-    from tools.motion import draw_tracks, summarize_tracks
+    from tools.motion import draw_tracks_resized, summarize_tracks
     from tools.video import frame_label, resize_long_side
 
     meta = state["meta"]
@@ -296,11 +296,7 @@ def _render_tracks(state: AgentState, ctx: RunContext, idx: list[int], tracks: A
         overlays = None
         if pos:  # drawn at the size the model sees (drawn at full size, a 1080p overlay shrank to nothing)
             small = [resize_long_side(f, ctx.frames.long_side) for f in ctx.frames.frame_list(state["video"], shown)]
-            frames: list[np.ndarray | None] = [None] * len(idx)  # draw_tracks reads only the drawn positions
-            for p, frame in zip(pos, small, strict=True):
-                frames[p] = frame
-            sh, sw = small[0].shape[:2]
-            overlays = draw_tracks(frames, tracks, at=pos, scale=(sw / w, sh / h))
+            overlays = draw_tracks_resized(small, tracks, pos, (h, w))
     except Exception as exc:  # tracks of the wrong shape from a custom tracker: a fault, not a crash
         raise ToolFault("motion", "run", f"{type(exc).__name__}: {exc}") from exc
     labels = [frame_label(f, int(meta["frames"]), float(meta["fps"])) + " (motion-track overlay)" for f in shown]

@@ -7,11 +7,11 @@ from typing import Any, Literal
 from tools.motion.base import MotionTracker, MotionTracks, TrackQueryError
 from tools.motion.cotracker import CoTracker3Tracker
 from tools.motion.lk import LKConfig, LKTracker
-from tools.motion.overlay import draw_tracks
+from tools.motion.overlay import draw_tracks, draw_tracks_resized
 from tools.motion.summary import MotionSummary, summarize_tracks
 
 __all__ = ["MotionTracks", "MotionTracker", "TrackQueryError", "LKTracker", "LKConfig", "CoTracker3Tracker",
-           "build_tracker", "summarize_tracks", "MotionSummary", "draw_tracks"]
+           "build_tracker", "summarize_tracks", "MotionSummary", "draw_tracks", "draw_tracks_resized"]
 
 
 def build_tracker(backend: Literal["lk", "cotracker3"], **opts: Any) -> MotionTracker:

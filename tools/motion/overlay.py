@@ -71,3 +71,16 @@ def draw_tracks(frames: np.ndarray | Sequence[np.ndarray], tracks: MotionTracks,
                 cv2.circle(img, p, radius, (128, 128, 128), 1, cv2.LINE_AA)
         out[k] = img
     return out
+
+
+def draw_tracks_resized(shown: Sequence[np.ndarray], tracks: MotionTracks, at: Sequence[int],
+                        tracked_size: tuple[int, int]) -> np.ndarray:
+    """``draw_tracks`` on frames resized after tracking: ``shown[k]`` is the tracked frame at position
+    ``at[k]``, resized from ``tracked_size`` (height, width) to its own size (all ``shown`` one size)."""
+    if len(shown) != len(at) or not len(shown):
+        raise ValueError(f"{len(shown)} shown frames for {len(at)} positions")
+    frames: list[np.ndarray | None] = [None] * tracks.num_frames  # draw_tracks reads only the drawn ones
+    for k, frame in zip(at, shown, strict=True):
+        frames[int(k)] = frame
+    (h, w), (sh, sw) = tracked_size, np.asarray(shown[0]).shape[:2]
+    return draw_tracks(frames, tracks, at=at, scale=(sw / w, sh / h))
