@@ -21,7 +21,7 @@ from graph.config import ResolvedConfig
 from graph.frame_store import FrameStore
 from graph.workers import Lane
 from tools.errors import ToolFault
-from tools.extra import check_extra_tools
+from tools.extra import EXTRA_SHORT_SIDE, check_extra_tools
 from tools.motion.base import TRACK_SHORT_SIDE
 from tools.surprise import SURPRISE_SHORT_SIDE
 
@@ -45,7 +45,7 @@ class AgentTools:
     """Quality pre-check thresholds; None = the defaults of tools.quality."""
     extra: Sequence[EvidenceTool] = ()
     """Your own evaluators (`tools.extra.EvidenceTool`), consulted once per clip and shown in reflect."""
-    extra_short_side: int | None = SURPRISE_SHORT_SIDE
+    extra_short_side: int | None = EXTRA_SHORT_SIDE
     """Short side (pixels) of the frames handed to the `extra` tools (scaled down, never up); None = full size."""
     surprise_short_side: int | None = SURPRISE_SHORT_SIDE
     """Short side (pixels) of the frames handed to `surprise` (scaled down, never up); None = full size."""
@@ -66,7 +66,7 @@ class ToolProvider:
     """Thresholds of the quality pre-check (a Toolbox's `settings.quality`); None = tools.quality defaults."""
     extra: tuple[EvidenceTool, ...] = ()
     """Extra evidence tools (`tools.extra`), ready objects (they load what they need themselves)."""
-    extra_short_side: int | None = SURPRISE_SHORT_SIDE
+    extra_short_side: int | None = EXTRA_SHORT_SIDE
     """Short side (pixels) the extra tools' frames are decoded at; None = full size."""
     surprise_short_side: int | None = SURPRISE_SHORT_SIDE
     """Short side (pixels) the surprise scorer's frames are decoded at; None = full size."""

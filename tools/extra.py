@@ -32,6 +32,9 @@ import numpy as np
 from pydantic import BaseModel, Field
 
 _NAME = re.compile(r"^[A-Za-z0-9_.-]{1,40}$")
+EXTRA_SHORT_SIDE = 448
+"""Short side (pixels) of the frames the agent hands your evidence tools (``ToolSettings.extra_short_side``):
+enough for the usual 224-448 pixel classifiers; 512 full-size frames of a 1080p clip are 3.2 GB."""
 
 
 class EvidenceReport(BaseModel):

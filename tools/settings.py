@@ -34,6 +34,7 @@ from typing import Literal
 
 from pydantic import BaseModel, Field, SecretStr
 
+from tools.extra import EXTRA_SHORT_SIDE
 from tools.motion.base import TRACK_SHORT_SIDE
 from tools.quality import QualityThresholds
 from tools.surprise import SURPRISE_SHORT_SIDE
@@ -55,7 +56,7 @@ class ToolSettings(BaseModel):
         default=SURPRISE_SHORT_SIDE, ge=64, le=4096,
         description="short side (pixels) the surprise scorer's frames are decoded at; None = full size")
     extra_short_side: int | None = Field(
-        default=SURPRISE_SHORT_SIDE, ge=64, le=4096,
+        default=EXTRA_SHORT_SIDE, ge=64, le=4096,
         description="short side (pixels) of the frames your own evidence tools get; None = full size")
     track_short_side: int | None = Field(
         default=TRACK_SHORT_SIDE, ge=64, le=4096,
