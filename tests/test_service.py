@@ -141,6 +141,24 @@ def test_clip_over_the_frame_limit_is_413(root):
         assert ok.status_code == 200
 
 
+def test_a_request_that_would_decode_too_much_is_413_before_decoding(root, monkeypatch):
+    import tools.video as video
+
+    # clip.mp4: 18 frames of 64x64 = 0.21 MiB of RGB
+    app = create_app(ToolSettings(max_decode_mb=0.1), root, tracker=LKTracker(), enable_surprise=False)
+    decoded: list[int] = []
+    real = video.VideoReader.read
+    monkeypatch.setattr(video.VideoReader, "read", lambda self, idx, **kw: decoded.append(1) or real(self, idx, **kw))
+    with TestClient(app) as c:
+        r = c.post("/v1/track", json={"path": "clip.mp4", "grid_size": 2})
+        assert r.status_code == 413 and "decode to 0.2 MiB, over the limit of 0.1 MiB" in r.json()["detail"]
+        r = c.post("/v1/track", json={"path": "clip.mp4", "grid_size": 2, "frame_indices": list(range(10))})
+        assert r.status_code == 413 and "10 frames of 64x64" in r.json()["detail"] and decoded == []
+        ok = c.post("/v1/track", json={"path": "clip.mp4", "grid_size": 2, "frame_indices": list(range(8))})
+        assert ok.status_code == 200 and decoded == [1]  # 8 frames: 0.09 MiB
+    assert ToolSettings.from_env({"RAA_TOOLS_MAX_DECODE_MB": "512"}).max_decode_mb == 512
+
+
 def test_surprise_by_path_and_short_clip(client, root):
     ev = client.post("/v1/surprise", json={"path": "clip.mp4"}, headers=AUTH).json()
     assert ev["status"] == "ok" and [w["start"] for w in ev["windows"]] == [0, 2]

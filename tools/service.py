@@ -11,7 +11,8 @@ parameters (lists as JSON strings in forms and query strings).
 
 Status codes: 400 bad parameters (bad queries, frame index beyond the clip, malformed body), 401
 missing or wrong bearer token, 403 path outside the allowed root, 404 missing file, 413 body over
-the size limit or a clip longer than ``settings.max_frames`` (pass ``frame_indices``), 422 undecodable video (the reason is in ``detail``), 500 a tool fault (``fault``
+the size limit, a clip longer than ``settings.max_frames`` (pass ``frame_indices``) or whose frames would
+decode to more than ``settings.max_decode_mb`` (checked before decoding: a long 4K clip is tens of GB), 422 undecodable video (the reason is in ``detail``), 500 a tool fault (``fault``
 holds tool/kind/message), 503 surprise disabled or too many requests in progress. Decisions where the issue was silent: the work
 of each request (decode + model) runs in a thread under an ``anyio.CapacityLimiter`` of ``workers``
 slots, so excess requests wait in line; ``/healthz`` needs no token; JSON ``queries`` are
@@ -89,10 +90,19 @@ def resolve_under_root(root: Path, requested: str) -> Path:
     return candidate
 
 
+def _check_decoded_size(count: int, size: tuple[int, int], max_decode_mb: float | None) -> None:
+    """413 before decoding when ``count`` RGB frames of ``size`` (width, height) exceed the budget."""
+    mib = count * size[0] * size[1] * 3 / 2**20
+    if max_decode_mb is not None and mib > max_decode_mb:
+        raise HTTPProblem(413, f"{count} frames of {size[0]}x{size[1]} decode to {mib:.1f} MiB, over the limit of "
+                               f"{max_decode_mb:g} MiB; pass fewer frame_indices (or a smaller short_side)")
+
+
 def decode_frames(src: Path | bytes, frame_indices: list[int] | None, max_frames: int,
-                  short_side: int | None = None) -> np.ndarray:
+                  short_side: int | None = None, max_decode_mb: float | None = None) -> np.ndarray:
     """Decode a video path, video bytes or ``.npy`` bytes into uint8 frames ``[T,H,W,3]``; a video is
-    decoded with its short side at most ``short_side`` (``.npy`` frames are taken as sent)."""
+    decoded with its short side at most ``short_side`` (``.npy`` frames are taken as sent), and refused
+    (413) before decoding when its frames would take more than ``max_decode_mb``."""
     from tools.video import FrameIndexError, VideoError, VideoReader, fit_short_side, read_all_frames
 
     if isinstance(src, bytes) and src.startswith(NPY_MAGIC):
@@ -108,14 +118,17 @@ def decode_frames(src: Path | bytes, frame_indices: list[int] | None, max_frames
                 fh.write(src)
             src = Path(tmp)
         with VideoReader(src) as reader:
+            meta = reader.meta
+            size = fit_short_side(meta.width, meta.height, short_side)
             if frame_indices is not None:
                 if len(frame_indices) > max_frames:
                     raise HTTPProblem(413, f"{len(frame_indices)} frames requested; the limit is {max_frames}")
-                meta = reader.meta
-                return reader.read(frame_indices, size=fit_short_side(meta.width, meta.height, short_side))
-            if reader.meta.frames > max_frames:
-                raise HTTPProblem(413, f"the clip has {reader.meta.frames} frames, over the limit of {max_frames}; "
+                _check_decoded_size(len(frame_indices), size, max_decode_mb)
+                return reader.read(frame_indices, size=size)
+            if meta.frames > max_frames:
+                raise HTTPProblem(413, f"the clip has {meta.frames} frames, over the limit of {max_frames}; "
                                        "pass frame_indices")
+            _check_decoded_size(meta.frames, size, max_decode_mb)
         return read_all_frames(src, short_side=short_side)
     except FrameIndexError as exc:
         raise HTTPProblem(400, f"frame index error: {exc}") from exc
@@ -266,7 +279,7 @@ def _track_job(state: ServiceState, src: Path | bytes, params: dict) -> dict:
     if grid is not None and (isinstance(grid, bool) or not isinstance(grid, int | str) or not str(grid).isdigit()):
         raise HTTPProblem(400, f"grid_size must be a positive integer, got {grid!r}")
     queries = params.get("queries")
-    frames = decode_frames(src, indices, state.settings.max_frames)
+    frames = decode_frames(src, indices, state.settings.max_frames, max_decode_mb=state.settings.max_decode_mb)
     try:
         q = np.asarray(queries, dtype=np.float64) if queries is not None else None
         tracks = state.tracker.track(frames, grid_size=int(grid) if grid is not None else None, queries=q)
@@ -302,7 +315,7 @@ def _surprise_job(state: ServiceState, src: Path | bytes, params: dict) -> dict:
         raise HTTPProblem(503, "surprise is not enabled on this service")
     short_side = _short_side(params.get("short_side"), state.settings.surprise_short_side)
     frames = decode_frames(src, _int_list(params.get("frame_indices"), "frame_indices"), state.settings.max_frames,
-                           short_side)
+                           short_side, state.settings.max_decode_mb)
     return state.scorer.score(frames).model_dump(mode="json")
 
 

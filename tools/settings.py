@@ -20,6 +20,7 @@
 | RAA_TOOLS_CONNECT_TIMEOUT_S | connect_timeout_s | 10 |
 | RAA_TOOLS_RETRIES | retries (attempts for transport errors / 5xx / 429) | 3 |
 | RAA_TOOLS_MAX_FRAMES | max_frames decoded per request | 1024 |
+| RAA_TOOLS_MAX_DECODE_MB | max_decode_mb: decoded RGB frames per request (MiB) | 4096 |
 
 Decision where the issue was silent: the default motion backend is ``lk`` because CoTracker3 needs
 weights; the paper's configuration sets ``RAA_MOTION_BACKEND=cotracker3`` and a checkpoint.
@@ -68,6 +69,8 @@ class ToolSettings(BaseModel):
     connect_timeout_s: float = Field(default=10.0, gt=0, le=600)
     retries: int = Field(default=3, ge=1, le=10, description="attempts per request on transport errors")
     max_frames: int = Field(default=1024, ge=1, le=100_000, description="most frames decoded per service request")
+    max_decode_mb: float = Field(default=4096.0, gt=0, le=1_048_576,
+                                 description="largest decoded size (MiB of RGB frames) of one service request")
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str] | None = None) -> ToolSettings:
@@ -83,6 +86,7 @@ class ToolSettings(BaseModel):
             "RAA_TOOLS_URL": "tools_url", "RAA_TOOLS_TOKEN": "tools_token",
             "RAA_TOOLS_TIMEOUT_S": "request_timeout_s", "RAA_TOOLS_CONNECT_TIMEOUT_S": "connect_timeout_s",
             "RAA_TOOLS_RETRIES": "retries", "RAA_TOOLS_MAX_FRAMES": "max_frames",
+            "RAA_TOOLS_MAX_DECODE_MB": "max_decode_mb",
         }
         quality_vars = {"RAA_QUALITY_MIN_FRAMES": "min_frames", "RAA_QUALITY_MAX_STD": "max_spatial_std",
                         "RAA_QUALITY_MAX_EDGE": "max_edge_energy",
