@@ -247,3 +247,32 @@ def test_cached_overlays_are_sized_by_their_image_urls():
     assert store.get_extra("a") is None and store.get_extra("b") is not None
     store.put_extra("c", ([{"type": "text", "text": "t"}], "s"))  # small entries fit beside it
     assert store.get_extra("b") is not None and store.get_extra("c") is not None
+
+
+def test_track_summaries_name_the_clips_frames_not_positions_among_the_tracked_ones(tmp_path):
+    """120 frames; a textured block moves only in frames 60..90. track_motion over 40..119 tracks 32 of
+    those 80 frames: the summary must place the motion in 60..90 (it said 8..20: tracked positions)."""
+    import re
+
+    import cv2
+    import numpy as np
+
+    from tools.video import write_video
+
+    rng = np.random.default_rng(5)
+    bg = cv2.GaussianBlur(rng.integers(0, 255, (128, 128, 3), np.uint8), (0, 0), 2)
+    patch = cv2.GaussianBlur(rng.integers(0, 255, (48, 48, 3), np.uint8), (0, 0), 1)
+    frames = np.repeat(bg[None], 120, 0)
+    for t in range(120):
+        x = 8 + 2 * min(max(t - 60, 0), 30)  # still until 60, 2 px a frame until 90, then still
+        frames[t, 40:88, x:x + 48] = patch
+    clip = write_video(tmp_path / "late_motion.mp4", frames, fps=16.0)
+    script = full_script(inspect=[tool_call("track_motion", {"start_frame": 40, "end_frame": 119}), "Seen."])
+    agent, _ = make_agent("full", script, motion_prefetch="off")
+    out = run(agent, clip, run_id="late")
+    assert out["result"].status == "scored"
+    text = next(x for x in out["exchanges"] if x.get("overlay"))["text"]
+    spans = re.search(r"Motion in frames: ([0-9, -]+)\.", text)
+    assert spans, text
+    numbers = [int(v) for v in re.findall(r"\d+", spans.group(1))]
+    assert numbers and min(numbers) >= 55 and max(numbers) <= 95, text

@@ -16,6 +16,9 @@ Decisions where the issue was silent:
 - Tracks are computed by one shared job per (video, frames, points) (`FrameStore.shared_job`), so the
   speculative grid track (`AgentConfig.motion_prefetch`, started by assess) and a matching
   track_motion call are one computation; overlays and the summary are rendered per call.
+- The tracks carry the clip's frame numbers (`MotionTracks.frame_indices`), so the summary names clip
+  frames; it named positions among the tracked frames (track_motion over frames 40..60 reported motion
+  "in frames 3-8").
 - Size: the tracker gets frames whose short side is at most `track_short_side` (576; CoTracker3 works at
   384x512 anyway) and its tracks are mapped back to the clip's pixels; overlays are drawn on the frames
   at the size they are sent (a 1080p overlay drawn at full size shrank to nothing at 512 pixels).
@@ -23,6 +26,7 @@ Decisions where the issue was silent:
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 from typing import Any
 
@@ -275,11 +279,14 @@ def _compute_tracks(ctx: RunContext, video: str, idx: list[int], points: list[li
     if points:  # fractions of the frame, checked and clamped by _track
         queries = np.array([[0.0, p[0] * (w - 1), p[1] * (h - 1)] for p in points], dtype=np.float32)
     tracks = run_tool("motion", tracker.track, frames, grid_size=None if queries is not None else 8, queries=queries)
-    if (w, h) == (meta.width, meta.height):
-        return tracks
-    if not isinstance(tracks, MotionTracks):
-        raise ToolFault("motion", "run", f"the tracker returned {type(tracks).__name__}, not MotionTracks")
-    return tracks.rescaled(meta.width / w, meta.height / h)
+    if not isinstance(tracks, MotionTracks) or tracks.num_frames != len(idx):
+        got = f"{tracks.num_frames} frames" if isinstance(tracks, MotionTracks) else type(tracks).__name__
+        raise ToolFault("motion", "run", f"the tracker returned {got} for {len(idx)} frames")
+    if (w, h) != (meta.width, meta.height):
+        tracks = tracks.rescaled(meta.width / w, meta.height / h)
+    # the clip's frame numbers: the summary's "motion in frames ..." must name frames of the clip,
+    # not positions among the (at most 32) tracked ones
+    return dataclasses.replace(tracks, frame_indices=list(idx))
 
 
 def _render_tracks(state: AgentState, ctx: RunContext, idx: list[int], tracks: Any,
