@@ -377,3 +377,37 @@ def test_short_clips_are_decoded_whole_only_when_they_fit_a_quarter_of_the_frame
                        {"configurable": {"thread_id": "r"}})
     assert out["result"].status == "scored" and len(out["sample"]) == 32
     assert store.decoded == decoded  # all 33 in one pass, or only the 32 sampled
+
+
+def test_motion_summary_is_in_pixels_of_the_frames_as_sent(tmp_path):
+    """The same clip sent at 256 and at 128 pixels: the summary states the size the model sees and its
+    positions scale with it; which points moved does not change (the speed threshold is a share of the
+    diagonal, above its 0.5-pixel floor at both sizes)."""
+    import re
+
+    from langgraph.checkpoint.memory import InMemorySaver
+
+    from graph import AgentConfig, AgentTools, build_reward_agent
+    from graph.backbone import Backbone
+    from graph.frame_store import FrameStore
+    from graph.testing import ScriptedChatModel
+    from tools.motion import LKTracker
+
+    clip = moving_square(tmp_path / "square.mp4", size=256)  # a square moving right
+    script = full_script(inspect=[tool_call("track_motion", {"start_frame": 0, "end_frame": 32}), "Seen."])
+
+    def summary(long_side: int) -> str:
+        agent = build_reward_agent(AgentConfig(preset="full", coordinates="pixels"),
+                                   backbone=Backbone(ScriptedChatModel(script), retry_wait=(0.0, 0.0)),
+                                   tools=AgentTools(tracker=LKTracker(), surprise=FakeSurprise()),
+                                   checkpointer=InMemorySaver(), frame_store=FrameStore(long_side=long_side))
+        out = agent.invoke({"video": str(clip), "instruction": "push the red block to the right", "run_id": "r"},
+                           {"configurable": {"thread_id": "r"}})
+        return next(x for x in out["exchanges"] if x.get("overlay"))["text"]
+
+    full, half = summary(512), summary(128)
+    assert "over 32 frames (256x256)" in full and "over 32 frames (128x128)" in half
+    moved = [re.search(r"(\d+) points moved", t).group(1) for t in (full, half)]
+    assert moved[0] == moved[1] and int(moved[0]) > 0
+    ends = [[float(v) for v in re.search(r"-> \(([-\d.]+),([-\d.]+)\)", t).groups()] for t in (full, half)]
+    assert abs(ends[0][0] / 2 - ends[1][0]) <= 1 and abs(ends[0][1] / 2 - ends[1][1]) <= 1, (full, half)

@@ -21,7 +21,10 @@ Decisions where the issue was silent:
   "in frames 3-8").
 - Size: the tracker gets frames whose short side is at most `track_short_side` (576; CoTracker3 works at
   384x512 anyway) and its tracks are mapped back to the clip's pixels; overlays are drawn on the frames
-  at the size they are sent (a 1080p overlay drawn at full size shrank to nothing at 512 pixels).
+  at the size they are sent (a 1080p overlay drawn at full size shrank to nothing at 512 pixels), and
+  the summary gives positions and displacements in pixels of the frames as sent, with that size (the
+  model read full-size pixels beside 512-pixel images, and in "pixels" coordinates wrote points back in
+  the wrong scale).
 """
 
 from __future__ import annotations
@@ -297,8 +300,10 @@ def _render_tracks(state: AgentState, ctx: RunContext, idx: list[int], tracks: A
 
     meta = state["meta"]
     h, w = int(meta["height"]), int(meta["width"])
-    try:
-        summary = summarize_tracks(tracks, frame_size=(h, w)).text()
+    sw, sh = _shown(ctx, meta)
+    try:  # the summary's pixels are those of the frames as the model sees them
+        seen = tracks if (sw, sh) == (w, h) else tracks.rescaled(sw / w, sh / h)
+        summary = summarize_tracks(seen, frame_size=(sh, sw)).text()
         pos = [idx.index(f) for f in shown]
         overlays = None
         if pos:  # drawn at the size the model sees (drawn at full size, a 1080p overlay shrank to nothing)
