@@ -18,8 +18,9 @@ Decisions where the issue was silent:
   clip (`overhead_over_frame_work` 2.79-2.82 vs 3.02-3.06 in three pairs on a quiet host);
   pipelining decoding and encoding frame by frame as well cost more than it saved (the second
   demuxer and GIL contention).
-- `scaled_frames` decodes frames larger than a short-side bound straight to the smaller size and
-  does not cache them: the surprise scorer's input (up to 512 frames of a clip, 448 pixels on the
+- `scaled_frames` decodes frames larger than a short-side bound straight to the smaller size (when
+  that at least halves their pixels; otherwise the cached full-size frames serve, with no second
+  decode) and does not cache them: the surprise scorer's input (up to 512 frames of a clip, 448 pixels on the
   short side) and the tracker's (576).
 - Cached frames are separate arrays (`VideoReader.read_list`), so evicting one frees it.
 """
@@ -190,13 +191,14 @@ class FrameStore:
         return np.stack(frames) if frames else np.zeros((0, 1, 1, 3), np.uint8)
 
     def scaled_frames(self, video: str, indices: Sequence[int], short_side: int | None) -> np.ndarray:
-        """Frames [K,h,w,3] uint8 at `indices` with the short side at most `short_side` (aspect kept).
-        Frames already that small come from the cache; larger ones are decoded straight to the smaller
+        """Frames [K,h,w,3] uint8 at `indices` with the short side at most `short_side` (aspect kept),
+        unless that would keep more than half the pixels (`tools.frames.tool_size`): those frames, like
+        frames already that small, come from the cache; the others are decoded straight to the smaller
         size and not cached, so a long high-resolution clip never sits in memory at full size."""
-        from tools.video import fit_short_side
+        from tools.video import tool_size
 
         meta = self.meta(video)
-        size = fit_short_side(meta.width, meta.height, short_side)
+        size = tool_size(meta.width, meta.height, short_side)
         if size == (meta.width, meta.height):
             return self.frames(video, indices)
         return self._reader(video).read(indices, size=size)

@@ -76,11 +76,26 @@ def test_read_rejects_a_bad_size(wide):
         reader.read([0], size=(0, 10))
 
 
-def test_read_all_frames_bounds_the_short_side(wide):
-    frames = read_all_frames(wide, short_side=48)
+def test_read_all_frames_at_a_size(wide):
+    frames = read_all_frames(wide, size=(80, 48))
     assert frames.shape == (24, 48, 80, 3)
     assert np.array_equal(frames[5:8], read_frames(wide, [5, 6, 7], size=(80, 48)))
-    assert read_all_frames(wide, short_side=500).shape == (24, 96, 160, 3)
+    assert read_all_frames(wide).shape == (24, 96, 160, 3)
+
+
+@pytest.mark.parametrize(("size", "bound", "expected"), [
+    ((832, 480), 448, (832, 480)),    # 448 keeps 87% of the pixels: the cached frames serve
+    ((1280, 704), 448, (815, 448)),   # 41%: decoded smaller
+    ((1280, 704), 576, (1280, 704)),  # 67%
+    ((1920, 1080), 576, (1024, 576)),
+    ((128, 128), 90, (90, 90)),       # exactly half or less: 49%
+    ((128, 128), 91, (128, 128)),     # 51%
+    ((256, 256), None, (256, 256)),
+])
+def test_tool_size_scales_only_when_that_at_least_halves_the_pixels(size, bound, expected):
+    from tools.video import tool_size
+
+    assert tool_size(*size, bound) == expected
 
 
 def test_frame_store_serves_small_frames_from_its_cache_and_never_caches_scaled_ones(wide):
@@ -129,6 +144,7 @@ def _agent(surprise, **tools_kw):
 
 @pytest.mark.parametrize(("tools_kw", "shape"), [
     ({"surprise_short_side": 64}, (33, 64, 64, 3)),
+    ({"surprise_short_side": 100}, (33, 128, 128, 3)),  # 100 keeps 61% of the pixels: the cached frames
     ({"surprise_short_side": None}, (33, 128, 128, 3)),
     ({}, (33, 128, 128, 3)),  # the default bound (448) is above this clip's size
 ])
@@ -350,12 +366,12 @@ def test_agent_tracks_on_frames_at_the_configured_short_side(tmp_path):
     script = full_script(inspect=[tool_call("track_motion", {"start_frame": 0, "end_frame": 32}), "Tracks seen."])
     agent = build_reward_agent(AgentConfig(preset="full"),
                                backbone=Backbone(ScriptedChatModel(script), max_retries=1, retry_wait=(0.0, 0.0)),
-                               tools=AgentTools(tracker=tracker, surprise=FakeSurprise(), track_short_side=96),
+                               tools=AgentTools(tracker=tracker, surprise=FakeSurprise(), track_short_side=64),
                                checkpointer=InMemorySaver())
     out = agent.invoke({"video": str(clip), "instruction": "push the red block to the right", "run_id": "r"},
                        {"configurable": {"thread_id": "r"}})
     assert out["result"].status == "scored"
-    assert tracker.shapes and all(s[1:] == (96, 96, 3) for s in tracker.shapes)
+    assert tracker.shapes and all(s[1:] == (64, 64, 3) for s in tracker.shapes)
 
 
 @pytest.mark.parametrize(("max_bytes", "decoded"), [(512 * 2**20, 33), (4 * 2**20, 32)])

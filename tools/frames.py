@@ -95,6 +95,14 @@ def fit_short_side(width: int, height: int, short_side: int | None) -> tuple[int
     return max(1, round(width * scale)), max(1, round(height * scale))
 
 
+def tool_size(width: int, height: int, short_side: int | None) -> tuple[int, int]:
+    """The size a tool's frames are decoded at: ``fit_short_side``, unless that keeps more than half the
+    pixels; then the full size, so the frames a run has already decoded (and cached) serve the tool
+    instead of a second decode of the clip (a 480x832 clip and a 448 bound: 87% of the pixels)."""
+    size = fit_short_side(width, height, short_side)
+    return size if size[0] * size[1] * 2 <= width * height else (width, height)
+
+
 def frame_label(index: int, total: int, fps: float) -> str:
     """Text label sent before each image: ``"frame 12 of 81, t=0.75s"`` (t = index / fps)."""
     if not fps > 0:

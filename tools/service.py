@@ -22,7 +22,7 @@ Serve it with ``uvicorn.run(app, host, port)`` (as ``raa serve-tools`` does) or 
 ``proto=IPPROTO_TCP``: asyncio sets TCP_NODELAY only then, and without it answers stall ~40 ms.
 A video sent to ``/v1/surprise`` is decoded with its short side at most ``short_side`` (a request
 parameter: pixels or "full"; by default ``settings.surprise_short_side``, ``RAA_SURPRISE_SHORT_SIDE``,
-448) as the agent does; ``/v1/track`` decodes at full size.
+448) by the agent's rule (``tools.frames.tool_size``: only when that at least halves the pixels); ``/v1/track`` decodes at full size.
 """
 
 from __future__ import annotations
@@ -103,7 +103,7 @@ def decode_frames(src: Path | bytes, frame_indices: list[int] | None, max_frames
     """Decode a video path, video bytes or ``.npy`` bytes into uint8 frames ``[T,H,W,3]``; a video is
     decoded with its short side at most ``short_side`` (``.npy`` frames are taken as sent), and refused
     (413) before decoding when its frames would take more than ``max_decode_mb``."""
-    from tools.video import FrameIndexError, VideoError, VideoReader, fit_short_side, read_all_frames
+    from tools.video import FrameIndexError, VideoError, VideoReader, read_all_frames, tool_size
 
     if isinstance(src, bytes) and src.startswith(NPY_MAGIC):
         frames = _load_npy(src, frame_indices)
@@ -119,7 +119,7 @@ def decode_frames(src: Path | bytes, frame_indices: list[int] | None, max_frames
             src = Path(tmp)
         with VideoReader(src) as reader:
             meta = reader.meta
-            size = fit_short_side(meta.width, meta.height, short_side)
+            size = tool_size(meta.width, meta.height, short_side)
             if frame_indices is not None:
                 if len(frame_indices) > max_frames:
                     raise HTTPProblem(413, f"{len(frame_indices)} frames requested; the limit is {max_frames}")
@@ -129,7 +129,7 @@ def decode_frames(src: Path | bytes, frame_indices: list[int] | None, max_frames
                 raise HTTPProblem(413, f"the clip has {meta.frames} frames, over the limit of {max_frames}; "
                                        "pass frame_indices")
             _check_decoded_size(meta.frames, size, max_decode_mb)
-        return read_all_frames(src, short_side=short_side)
+        return read_all_frames(src, size=size)
     except FrameIndexError as exc:
         raise HTTPProblem(400, f"frame index error: {exc}") from exc
     except VideoError as exc:

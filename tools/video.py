@@ -35,7 +35,7 @@ Frame ``i`` is the i-th frame in presentation order. Decisions taken where issue
   rotation in an MP4 / MOV track's display matrix (phone clips) is applied, as players, ``ffmpeg`` and
   OpenCV do: frames come back upright and ``meta`` gives their upright size and the ``rotation``
   (``tools.video_rotation``).
-- ``read(indices, size=(width, height))`` and ``read_all_frames(short_side=...)`` convert straight to a
+- ``read(indices, size=(width, height))`` and ``read_all_frames(size=...)`` convert straight to a
   smaller size (swscale's area filter, in the same pass as the RGB conversion): a tool that works at a
   few hundred pixels then never holds full-resolution frames (512 frames of a 1080p clip are 3.2 GB at
   full size). ``read_list`` returns one array per frame instead of one stacked array, for caches that
@@ -70,6 +70,7 @@ from tools.frames import (  # noqa: F401  (re-exported: the public video API)
     image_content_blocks,
     normalize_crop,
     resize_long_side,
+    tool_size,
 )
 from tools.sampling import (  # noqa: F401  (re-exported: the public video API)
     ALL_FRAMES_LIMIT,
@@ -365,19 +366,19 @@ def read_frames(src: Source, indices: Sequence[int], *, size: tuple[int, int] | 
 
 
 def read_all_frames(src: Source, max_frames: int | None = None, *,
-                    short_side: int | None = None) -> np.ndarray:
-    """Every frame (or the first ``max_frames``) as uint8 RGB ``[T, H, W, 3]``; ``short_side`` bounds
-    the short side of the frames returned (scaled down, aspect kept; never up)."""
+                    size: tuple[int, int] | None = None) -> np.ndarray:
+    """Every frame (or the first ``max_frames``) as uint8 RGB ``[T, H, W, 3]`` (at ``size`` (width,
+    height) when given)."""
     if max_frames is not None and max_frames < 0:
         raise ValueError(f"max_frames must be >= 0, got {max_frames}")
     with VideoReader(src) as reader:
         meta = reader.meta
         n = meta.frames if max_frames is None else min(max_frames, meta.frames)
-        size = fit_short_side(meta.width, meta.height, short_side)
-        out = np.empty((n, size[1], size[0], 3), dtype=np.uint8)
+        width, height = reader._size(size)
+        out = np.empty((n, height, width, 3), dtype=np.uint8)
         count = 0
         for i, frame in reader.iter_frames(limit=n):
-            out[i] = reader.to_rgb(frame, size)
+            out[i] = reader.to_rgb(frame, (width, height))
             count = i + 1
         if count < n:
             raise VideoDecodeError(f"{meta.source}: only {count} of {n} frames could be decoded")
