@@ -41,3 +41,27 @@ def clip(tmp_path_factory):
     from graph_scripts import moving_square
 
     return moving_square(tmp_path_factory.mktemp("clips") / "square.mp4")
+
+
+@pytest.fixture(scope="module")
+def service_root(tmp_path_factory):
+    """The tool-service tests' allowed root: an 18-frame clip, a junk file and an empty one (and a file
+    just outside the root)."""
+    from service_helpers import moving_clip
+
+    from tools.video import write_video
+
+    d = tmp_path_factory.mktemp("videos")
+    write_video(d / "clip.mp4", moving_clip(18))
+    (d / "junk.mp4").write_bytes(b"definitely not a video")
+    (d / "empty.mp4").write_bytes(b"")
+    (tmp_path_factory.getbasetemp() / "secret.mp4").write_bytes(b"outside")
+    return d
+
+
+@pytest.fixture(scope="module")
+def service_scorer():
+    """A tiny random V-JEPA 2 surprise scorer (`service_helpers.tiny_scorer`)."""
+    from service_helpers import tiny_scorer
+
+    return tiny_scorer()

@@ -1,0 +1,58 @@
+"""Shared pieces of the tool-service tests: token, a tiny random V-JEPA 2 scorer, a moving test clip and
+`serve` (the app on a real uvicorn socket). Their fixtures (`service_root`, `service_scorer`) are in
+conftest.py."""
+
+from __future__ import annotations
+
+import contextlib
+import socket
+import threading
+import time
+
+import numpy as np
+import torch
+
+from tools.surprise import VJEPA2SurpriseScorer
+
+TOKEN = "s3cret"
+AUTH = {"Authorization": f"Bearer {TOKEN}"}
+
+
+def tiny_scorer() -> VJEPA2SurpriseScorer:
+    from transformers import VJEPA2Config, VJEPA2Model
+
+    torch.manual_seed(0)
+    cfg = VJEPA2Config(crop_size=32, patch_size=16, frames_per_clip=16, tubelet_size=2, hidden_size=48,
+                       num_attention_heads=2, num_hidden_layers=1, pred_hidden_size=48,
+                       pred_num_attention_heads=2, pred_num_hidden_layers=1, num_pooler_layers=1)
+    return VJEPA2SurpriseScorer(model=VJEPA2Model(cfg).eval(), batch_size=4)
+
+
+def moving_clip(t_total: int = 12, h: int = 64, w: int = 64) -> np.ndarray:
+    import cv2
+
+    rng = np.random.default_rng(1)
+    tex = cv2.GaussianBlur((rng.random((h, w + 64)) * 255).astype(np.uint8), (0, 0), 1.5)
+    return np.repeat(np.stack([tex[:, 2 * t:2 * t + w] for t in range(t_total)])[..., None], 3, -1)
+
+
+@contextlib.contextmanager
+def serve(app):
+    import uvicorn
+
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM, socket.IPPROTO_TCP)  # TCP_NODELAY in asyncio
+    sock.bind(("127.0.0.1", 0))
+    port = sock.getsockname()[1]
+    srv = uvicorn.Server(uvicorn.Config(app, log_level="warning"))
+    thread = threading.Thread(target=srv.run, kwargs={"sockets": [sock]}, daemon=True)
+    thread.start()
+    for _ in range(200):
+        if srv.started:
+            break
+        time.sleep(0.05)
+    try:
+        yield f"http://127.0.0.1:{port}"
+    finally:
+        srv.should_exit = True
+        thread.join(timeout=10)
+        sock.close()

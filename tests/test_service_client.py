@@ -1,0 +1,181 @@
+"""Tool service over a real socket with the HTTP client: remote results equal in-process ones (tracks,
+surprise by frames and by file upload, the agent with a remote scorer), concurrency, the pending limit,
+and the client's error mapping."""
+
+from __future__ import annotations
+
+import socket
+import threading
+from concurrent.futures import ThreadPoolExecutor
+
+import numpy as np
+import pytest
+from service_helpers import TOKEN, moving_clip, serve
+
+from tools.client import RemoteMotionTracker, RemoteSurpriseScorer, ToolServiceClient
+from tools.errors import ToolFault
+from tools.motion import LKTracker, TrackQueryError
+from tools.service import create_app
+from tools.settings import ToolSettings
+from tools.toolbox import Toolbox
+
+
+@pytest.fixture(scope="module")
+def server(service_root, service_scorer):
+    app = create_app(ToolSettings(), service_root, token=TOKEN, workers=2, tracker=LKTracker(), scorer=service_scorer)
+    with serve(app) as url:
+        yield url
+
+
+class _Blocking:
+    def __init__(self) -> None:
+        self.entered, self.release = threading.Event(), threading.Event()
+
+    def track(self, frames, *, grid_size=None, queries=None):
+        self.entered.set()
+        self.release.wait(10)
+        return LKTracker().track(frames, grid_size=grid_size, queries=queries)
+
+
+def test_requests_over_the_pending_limit_get_503(service_root):
+    import httpx
+
+    blocking = _Blocking()
+    app = create_app(ToolSettings(), service_root, workers=1, tracker=blocking, enable_surprise=False, max_pending=1)
+    first: dict = {}
+    with serve(app) as url:
+        def post_first() -> None:
+            first["r"] = httpx.post(f"{url}/v1/track", json={"path": "clip.mp4", "grid_size": 2}, timeout=20)
+
+        t = threading.Thread(target=post_first)
+        t.start()
+        assert blocking.entered.wait(10)
+        busy = httpx.post(f"{url}/v1/track", json={"path": "clip.mp4", "grid_size": 2}, timeout=20)
+        blocking.release.set()
+        t.join(20)
+        assert busy.status_code == 503 and "busy" in busy.json()["detail"]
+        assert first["r"].status_code == 200
+
+
+def test_remote_tracker_equals_in_process(server):
+    frames = moving_clip(10)
+    q = np.array([[0, 20, 30], [4, 40.5, 12.25], [9, 30, 30]])
+    with ToolServiceClient(server, token=TOKEN) as c:
+        remote = RemoteMotionTracker(c)
+        for kwargs in ({"grid_size": 4}, {"queries": q}):
+            a, b = remote.track(frames, **kwargs), LKTracker().track(frames, **kwargs)
+            np.testing.assert_array_equal(a.tracks, b.tracks)
+            np.testing.assert_array_equal(a.visible, b.visible)
+            np.testing.assert_array_equal(a.query_frames, b.query_frames)
+        with pytest.raises(TrackQueryError, match="outside the clip"):
+            remote.track(frames, queries=np.array([[10, 5, 5]]))
+
+
+def test_remote_surprise_equals_in_process(server, service_scorer):
+    frames = moving_clip(20)
+    with ToolServiceClient(server, token=TOKEN) as c:
+        assert RemoteSurpriseScorer(c).score(frames) == service_scorer.score(frames)
+        assert RemoteSurpriseScorer(c).score(frames[:5]).status == "not_enough_frames"
+
+
+def test_remote_surprise_by_file_upload_equals_in_process_on_the_same_frames(server, service_scorer, service_root):
+    from tools.video import read_frames, tool_size
+
+    clip = service_root / "clip.mp4"  # 18 frames of 64x64
+    with ToolServiceClient(server, token=TOKEN) as c:
+        remote = RemoteSurpriseScorer(c)
+        for frames, short_side in ((18, 40), (18, 48), (17, None), (18, 200)):
+            size = tool_size(64, 64, short_side)  # 40: 40x40; 48 keeps 56% of the pixels: 64x64
+            want = service_scorer.score(read_frames(clip, range(frames), size=size))
+            assert remote.score_file(clip, frames=frames, short_side=short_side) == want
+        assert remote.score_file(clip).num_frames == 18
+        with pytest.raises(ToolFault, match="HTTP 422"):
+            remote.score_file(service_root / "junk.mp4")
+
+
+def test_agent_with_a_remote_scorer_uploads_the_clip_and_gets_the_in_process_result(server, service_scorer, tmp_path):
+    from graph_scripts import full_script, moving_square
+    from langgraph.checkpoint.memory import InMemorySaver
+
+    from graph import AgentConfig, AgentTools, build_reward_agent
+    from graph.backbone import Backbone
+    from graph.testing import ScriptedChatModel
+
+    clip = moving_square(tmp_path / "square.mp4")  # 33 frames of 128x128
+
+    def surprise_of(surprise) -> dict:
+        agent = build_reward_agent(AgentConfig(preset="full"),
+                                   backbone=Backbone(ScriptedChatModel(full_script()), retry_wait=(0.0, 0.0)),
+                                   tools=AgentTools(tracker=LKTracker(), surprise=surprise, surprise_short_side=64),
+                                   checkpointer=InMemorySaver())
+        out = agent.invoke({"video": str(clip), "instruction": "push the red block", "run_id": "r"},
+                           {"configurable": {"thread_id": "r"}})
+        assert out["result"].status == "scored"
+        return out["surprise"]
+
+    with ToolServiceClient(server, token=TOKEN) as c:
+        sent: list[str] = []
+        c._http.event_hooks["request"].append(lambda req: sent.append(req.headers["content-type"]))
+        remote = surprise_of(RemoteSurpriseScorer(c))
+    assert remote == surprise_of(service_scorer) and remote["num_frames"] == 33
+    assert len(sent) == 1 and sent[0].startswith("multipart/form-data")  # the file, not .npy frames
+
+
+def test_toolbox_remote_and_in_process_agree(server, service_scorer):
+    frames = moving_clip(8)
+    remote = Toolbox(ToolSettings(tools_url=server, tools_token=TOKEN))
+    local = Toolbox(ToolSettings())
+    try:
+        a, b = remote.tracker().track(frames, grid_size=3), local.tracker().track(frames, grid_size=3)
+        np.testing.assert_array_equal(a.tracks, b.tracks)
+        assert remote.quality(frames) == local.quality(frames)
+    finally:
+        remote.close()
+
+
+def test_32_concurrent_requests_all_correct(server):
+    clips = [moving_clip(6 + i % 5) for i in range(32)]
+    expected = [LKTracker().track(c, grid_size=3) for c in clips]
+    with ToolServiceClient(server, token=TOKEN) as c:
+        remote = RemoteMotionTracker(c)
+        with ThreadPoolExecutor(32) as pool:
+            results = list(pool.map(lambda f: remote.track(f, grid_size=3), clips))
+    for got, want in zip(results, expected, strict=True):
+        np.testing.assert_array_equal(got.tracks, want.tracks)
+        np.testing.assert_array_equal(got.visible, want.visible)
+
+
+def test_client_error_mapping(server, service_root):
+    with ToolServiceClient(server, token="wrong") as c:
+        with pytest.raises(ToolFault) as info:
+            RemoteMotionTracker(c).track(moving_clip(4), grid_size=2)
+        assert info.value.kind == "auth"
+    with ToolServiceClient(server, token=TOKEN) as c:
+        with pytest.raises(ToolFault) as info:
+            RemoteMotionTracker(c).track_path("../../etc/passwd", grid_size=2)
+        assert info.value.kind == "auth" and "403" in info.value.message
+        with pytest.raises(ToolFault) as info:
+            RemoteSurpriseScorer(c).score_path("junk.mp4")
+        assert info.value.kind == "input" and "422" in info.value.message
+
+
+def test_unreachable_service_is_a_transport_fault():
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM, socket.IPPROTO_TCP)  # TCP_NODELAY in asyncio
+    sock.bind(("127.0.0.1", 0))
+    port = sock.getsockname()[1]
+    sock.close()
+    with ToolServiceClient(f"http://127.0.0.1:{port}", retries=2, backoff_s=0.01, connect_timeout_s=1) as c:
+        with pytest.raises(ToolFault) as info:
+            RemoteMotionTracker(c).track(moving_clip(4), grid_size=2)
+    assert info.value.tool == "service" and info.value.kind == "transport"
+
+
+def test_many_queries_fall_back_to_multipart_and_still_match(server):
+    frames = moving_clip(6)
+    rng = np.random.default_rng(0)
+    q = np.column_stack([rng.integers(0, 6, 400), rng.random(400) * 63, rng.random(400) * 63])
+    with ToolServiceClient(server, token=TOKEN) as c:
+        a = RemoteMotionTracker(c).track(frames, queries=q)
+    b = LKTracker().track(frames, queries=q)
+    np.testing.assert_array_equal(a.tracks, b.tracks)
+    np.testing.assert_array_equal(a.visible, b.visible)
