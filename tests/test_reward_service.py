@@ -13,11 +13,11 @@ import pytest
 from fastapi.testclient import TestClient
 from graph_scripts import full_script, garbage_file, moving_square
 from langgraph.checkpoint.memory import InMemorySaver
+from service_helpers import serve
 from typer.testing import CliRunner
 
 from graph.cli import app as cli_app
 from graph.reward_service import create_reward_app
-from tests.test_service import serve
 
 TOKEN = "s3cret"
 AUTH = {"Authorization": f"Bearer {TOKEN}"}
