@@ -31,6 +31,8 @@ from typing import TYPE_CHECKING, Literal
 from langchain_core.messages import BaseMessage, HumanMessage, SystemMessage
 from pydantic import BaseModel, Field
 
+from tools.jsonl import json_lines
+
 if TYPE_CHECKING:  # pragma: no cover
     from graph.backbone import Backbone
 
@@ -106,14 +108,7 @@ def load_vqa_manifest(path: str | Path) -> list[VQAItem]:
     if not path.is_file():
         raise VQAManifestError(f"manifest not found: {path}")
     items: list[VQAItem] = []
-    for lineno, line in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1):
-        if not line.strip():
-            continue
-        where = f"{path}:{lineno}"
-        try:
-            row = json.loads(line)
-        except json.JSONDecodeError as exc:
-            raise VQAManifestError(f"{where}: not JSON ({exc.msg})") from exc
+    for where, row in json_lines(path, VQAManifestError):
         if not isinstance(row, dict) or not isinstance(row.get("path"), str) or not row["path"].strip():
             raise VQAManifestError(f"{where}: a row needs a string 'path'")
         questions = row.get("questions")

@@ -83,3 +83,10 @@ def test_manifest_errors(tmp_path, row, match):
     path.write_text(json.dumps(row) + "\n")
     with pytest.raises(VQAManifestError, match=match):
         load_vqa_manifest(path)
+
+
+def test_manifest_line_that_is_not_json_is_named(tmp_path):
+    path = tmp_path / "m.jsonl"
+    path.write_text(json.dumps({"path": "a.mp4", "questions": [{"question": "x?", "answer": "yes"}]}) + "\n\n{oops\n")
+    with pytest.raises(VQAManifestError, match=r"m\.jsonl:3: not valid JSON"):
+        load_vqa_manifest(path)

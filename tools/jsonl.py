@@ -1,6 +1,8 @@
 """Strict reading of a JSONL file: every non-blank line must be JSON, and a line that is not names its
 place (`PATH:N`). Shared by the readers that refuse a broken file rather than skip its lines
-(`training.data.load_prompts`, `evals.compare.read_results`)."""
+(`training.data.load_prompts`, `evals.compare.read_results`, `evals.vqa.load_vqa_manifest`).
+`evals.clipsuite.load_manifest` keeps its own loop: its errors say "PATH line N", which its tests and
+users' scripts read."""
 
 from __future__ import annotations
 
