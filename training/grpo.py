@@ -1,10 +1,12 @@
 """GRPO objective pieces for DynDiff-GRPO (DESIGN.md §6, paper Sec. 4.2).
 
-Three small pure functions, each tested against hand-computed values in tests/test_grpo.py:
+Small pure functions, each tested against hand-computed values in tests/test_grpo.py:
 
 * :func:`group_advantages` -- group-relative advantages over *eligible* rewards only.
 * :func:`clipped_policy_loss` -- the clipped importance-ratio surrogate.
 * :func:`mean_kl` -- the mean-space KL-style regulariser (mu-KL).
+* :func:`valid_per_optimizer_step` and :func:`sample_sum_scale` -- how much each micro-batch's loss
+  weighs, so that every valid sample of an optimizer step counts the same.
 
 Decisions where the issue was silent:
 
@@ -17,6 +19,13 @@ Decisions where the issue was silent:
 * The log-ratio is clamped to ``[-max_log_ratio, max_log_ratio]`` (default 20) before ``exp`` so a
   summed-over-latents log-prob cannot overflow into ``inf * 0 = NaN``; within the bound the
   objective is exactly the paper's.
+* The objective is a mean over the valid (sample, SDE step) items of an optimizer step, on all ranks
+  together. A micro-batch therefore contributes the *sum* of its valid items' losses times
+  ``sample_sum_scale``, not their mean: with a mean, a sample whose micro-batch neighbours were
+  ineligible, a sample in a short last micro-batch (``micro_batch`` not dividing G) or on a rank
+  with fewer valid samples weighed more than the others, so ``micro_batch``, a memory setting,
+  changed the gradient. Ineligible samples no longer shrink the step either: the mean is over the
+  valid items only, as the advantages are.
 * ``mean_kl`` averages over latent elements (DESIGN.md §6 writes ``mean``; the paper writes a
   squared L2 norm, which differs only by a constant factor absorbed into beta).
 """
@@ -226,3 +235,35 @@ def mean_kl(
     if float(denom) <= 0:
         raise ValueError("mean_kl: weight_mask selects no element")
     return torch.where(w > 0, sq * w, torch.zeros_like(sq)).sum() / denom
+
+
+def valid_per_optimizer_step(valid_per_micro: Sequence[int], micro_per_step: int) -> list[int]:
+    """Valid samples of each optimizer step on this rank: the micro-batches run in order and DeepSpeed
+    steps the optimizer after every ``micro_per_step`` (``gradient_accumulation_steps``) of them, so
+    step ``s`` holds micro-batches ``s * micro_per_step .. (s + 1) * micro_per_step - 1``.
+    Sum the result over ranks (``all_reduce``) before :func:`sample_sum_scale`."""
+    if micro_per_step < 1:
+        raise ValueError(f"valid_per_optimizer_step: micro_per_step must be >= 1, got {micro_per_step}")
+    if len(valid_per_micro) % micro_per_step:
+        raise ValueError(f"valid_per_optimizer_step: {len(valid_per_micro)} micro-batches do not split into "
+                         f"optimizer steps of {micro_per_step}")
+    if any(v < 0 for v in valid_per_micro):
+        raise ValueError(f"valid_per_optimizer_step: negative count in {list(valid_per_micro)}")
+    return [int(sum(valid_per_micro[i:i + micro_per_step])) for i in range(0, len(valid_per_micro), micro_per_step)]
+
+
+def sample_sum_scale(step_valid: int, grad_accum: int, world: int) -> float:
+    """Factor on the *sum* of a micro-batch's per-sample losses (DESIGN.md §6: the loss is a mean over
+    the step's items). DeepSpeed divides each micro-batch's loss by ``grad_accum`` and averages the
+    gradients over ``world`` ranks, so with ``scale = grad_accum * world / N`` (N = valid samples of the
+    optimizer step on all ranks) the step's gradient is::
+
+        (1/world) sum_ranks (1/grad_accum) sum_micro scale * sum_{i valid} grad l_i = (1/N) sum_i grad l_i
+
+    every valid item weighing 1/N whatever its micro-batch, rank or ineligible neighbours.
+    ``step_valid == 0`` (nothing valid in the step: every loss is zero) gives 0.0."""
+    if grad_accum < 1 or world < 1:
+        raise ValueError(f"sample_sum_scale: grad_accum and world must be >= 1, got {grad_accum}, {world}")
+    if step_valid < 0:
+        raise ValueError(f"sample_sum_scale: step_valid must be >= 0, got {step_valid}")
+    return grad_accum * world / step_valid if step_valid else 0.0

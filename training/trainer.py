@@ -25,8 +25,12 @@ Decisions where the issue was silent:
   number of micro-batches so ZeRO's collectives stay in step. Samples without a valid advantage
   (ineligible reward or skipped group) contribute a zero-weighted loss; when no rank has a valid
   sample the update phase is skipped on all ranks (``update_skipped = 1``).
-* Each micro-batch's GRPO term is the mean over its valid samples (DeepSpeed then averages over
-  accumulation steps and ranks); the mu-KL term uses the same samples, conditioning frames excluded.
+* The loss of an optimizer step is the mean over its valid (sample, SDE step) items on all ranks:
+  each micro-batch contributes the sum of its valid samples' GRPO + beta * mu-KL terms times
+  ``training.grpo.sample_sum_scale`` (which undoes DeepSpeed's averaging over accumulation steps and
+  ranks), so ``micro_batch`` is only a memory setting and a sample never weighs more because its
+  neighbours were ineligible. mu-KL excludes conditioning frames. The logged ``loss`` is the
+  per-micro-batch mean.
 * Rollout noise comes from a generator seeded by (seed, iteration, rank, prompt slot), so a resumed
   run draws exactly the noise of an uninterrupted one.
 * With ``beta = 0`` the reference pass is skipped; otherwise it runs for every micro-batch on every
@@ -64,7 +68,13 @@ from training.config_io import config_to_dict
 from training.data import PromptStream, derive_seed, load_frame, load_prompts
 from training.evaluate import evaluate, summarize_eval
 from training.export import ExportError, export_policy
-from training.grpo import clipped_policy_loss, group_advantages, mean_kl
+from training.grpo import (
+    clipped_policy_loss,
+    group_advantages,
+    mean_kl,
+    sample_sum_scale,
+    valid_per_optimizer_step,
+)
 from training.metrics import MetricsLog, gather, summarize
 from training.models import build_world_model, negative_prompt
 from training.preview import latent_preview
@@ -81,6 +91,11 @@ class Group:
     text: str
     advantages: torch.Tensor | None = None
     valid: torch.Tensor | None = None
+
+
+def _chunk(c: int, micro_batch: int, group: int) -> slice:
+    """Samples of micro-batch ``c`` of a group (the last one may be shorter)."""
+    return slice(c * micro_batch, min((c + 1) * micro_batch, group))
 
 
 def _take(obj: Any, sl: slice, batch: int) -> Any:
@@ -219,12 +234,19 @@ def train(cfg: TrainConfig, *, local_rank: int = 0, reward_token: str | None = N
         if valid_total.item() > 0:
             engine.module.train()
             items = [(gi, k, c) for gi in range(len(groups)) for k in range(len(sde_steps)) for c in range(chunks)]
+            chunk_valid = {(gi, c): int(valid[gi * group:(gi + 1) * group][_chunk(c, cfg.micro_batch, group)].sum())
+                           for gi in range(len(groups)) for c in range(chunks)}
             for epoch in range(cfg.inner_epochs):
                 order = torch.randperm(len(items), generator=torch.Generator().manual_seed(derive_seed(cfg.seed, it, epoch)))
-                for n in order.tolist():
+                order = order.tolist()
+                # valid samples of each optimizer step on all ranks: every one of them weighs the same
+                step_valid = torch.tensor(valid_per_optimizer_step(
+                    [chunk_valid[items[n][0], items[n][2]] for n in order], grad_accum), dtype=torch.float64, device=device)
+                dist.all_reduce(step_valid)
+                for pos, n in enumerate(order):
                     gi, k, c = items[n]
                     g = groups[gi]
-                    sl = slice(c * cfg.micro_batch, min((c + 1) * cfg.micro_batch, group))
+                    sl = _chunk(c, cfg.micro_batch, group)
                     cond = g.cond.select(sl)
                     record = _take(g.rollout.steps[k], sl, group)
                     keep = g.valid[sl].nonzero().flatten()
@@ -243,15 +265,18 @@ def train(cfg: TrainConfig, *, local_rank: int = 0, reward_token: str | None = N
                         old = record.log_prob[keep].to(log_prob.dtype)
                         pol, clip_frac, approx_kl = clipped_policy_loss(
                             log_prob[keep], old, g.advantages[sl][keep].to(log_prob.dtype), cfg.clip_range)
-                        loss = pol
+                        item_loss = pol  # mean over this micro-batch's valid samples
                         if ref_mean is not None and ref_std is not None:
                             kl = mean_kl(mean[keep], ref_mean[keep], ref_std[keep], cfg.mu_kl_eps,
                                          weight_mask=cond.cond_mask[keep])
-                            loss = loss + cfg.beta * kl
+                            item_loss = item_loss + cfg.beta * kl
                             mu_kls.append(float(kl.detach()))
                         clip_fracs.append(float(clip_frac))
                         approx_kls.append(float(approx_kl))
-                        losses.append(float(loss.detach()))
+                        losses.append(float(item_loss.detach()))
+                        # their sum, weighted so each valid sample of the step counts 1/N (training/grpo.py)
+                        loss = item_loss * (len(keep) * sample_sum_scale(
+                            int(step_valid[pos // grad_accum]), grad_accum, world))
                     engine.backward(loss)
                     engine.step()
         t3 = time.perf_counter()
