@@ -243,16 +243,22 @@ def test_lora_runs_with_adapter_reference(tmp_path):
 
 
 def test_all_ineligible_rewards_skip_the_update(tmp_path):
-    """A reward service that cannot be reached: every sample ineligible, every group skipped and counted."""
+    """A reward service that cannot be reached: every sample ineligible, every group skipped and counted.
+    Then resumed: a changed setting is named on stderr, one more iteration is not."""
     out = tmp_path / "dead"
-    cmd = [sys.executable, "-m", "training.train", "--config", str(SMOKE), "--output_dir", str(out),
-           "--progress", "false", "--tensorboard", "false", "--max_iterations", "2", "--checkpoint_every", "2",
-           "--reward", "http", "--reward_options",
-           "{url: 'http://127.0.0.1:9/score', timeout_s: 5, backoff_s: 0, startup_wait_s: 0}"]  # down after the start
     env = {k: v for k, v in os.environ.items() if k not in ("RANK", "WORLD_SIZE", "LOCAL_RANK")}
-    proc = subprocess.run(cmd, cwd=ROOT, env={**env, "OMP_NUM_THREADS": "1"}, capture_output=True, text=True,
-                          timeout=600)
-    assert proc.returncode == 0, proc.stderr[-4000:]
+
+    def launch(*extra: str) -> subprocess.CompletedProcess:
+        cmd = [sys.executable, "-m", "training.train", "--config", str(SMOKE), "--output_dir", str(out),
+               "--progress", "false", "--tensorboard", "false", "--checkpoint_every", "1", "--reward", "http",
+               "--reward_options", "{url: 'http://127.0.0.1:9/score', timeout_s: 5, backoff_s: 0, startup_wait_s: 0}",
+               *extra]  # the service is down after the start
+        proc = subprocess.run(cmd, cwd=ROOT, env={**env, "OMP_NUM_THREADS": "1"}, capture_output=True, text=True,
+                              timeout=600)
+        assert proc.returncode == 0, proc.stderr[-4000:]
+        return proc
+
+    proc = launch("--max_iterations", "2")
     rows = _rows(out)
     assert len(rows) == 2
     for r in rows:
@@ -265,6 +271,11 @@ def test_all_ineligible_rewards_skip_the_update(tmp_path):
     assert all("returned None (ineligible): http reward failed:" in w["reason"] and "Connection refused"
                in w["reason"] and "after 3 attempts" in w["reason"] for w in why)
     assert "iteration 1: every reward was ineligible (no update); e.g. reward 'http'" in proc.stdout
+    proc = launch("--max_iterations", "3", "--resume", "--learning_rate", "0.5")
+    assert len(_rows(out)) == 3
+    after = proc.stderr[proc.stderr.index("warning: resuming"):].splitlines()[1:]
+    listed = after[:next((i for i, line in enumerate(after) if not line.startswith("  ")), len(after))]
+    assert listed == ["  learning_rate: 0.01 -> 0.5"], after[:5]  # max_iterations 2 -> 3 is not a change
 
 
 class _PartialReward(BaseHTTPRequestHandler):

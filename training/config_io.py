@@ -16,6 +16,12 @@ Literal (must be one of the choices), ``X | None`` ("none"/"null" -> None), and 
 container fields (``--sde_window "[0, 2]"``, ``--reward_options "{region: [0, 0, 1, 0.5]}"``).
 ``config_to_dict`` / ``config_from_dict`` round-trip a config through plain YAML / JSON values (the
 trainer's ``output_dir/config.yaml``, an export's ``export.json``).
+
+A run's saved config lists every field. One written before a field existed is read with what the code
+did then (``FIELD_DEFAULTS_BEFORE``), not the field's current default: ``read_run_config`` (a run's
+``config.yaml``), ``saved_config_dict`` (any saved mapping). ``config_changes`` lists what a resumed
+launch changes against the run's saved config; the trainer prints it, since a changed setting (a
+different ``image_fit``, learning rate or reward) silently makes the rest of the run another experiment.
 """
 
 from __future__ import annotations
@@ -23,13 +29,23 @@ from __future__ import annotations
 import dataclasses
 import types
 import typing
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any, Literal
 
 import yaml
 
 from training.config import ConfigError, PromptSpec, TrainConfig, validate
+
+FIELD_DEFAULTS_BEFORE: dict[str, Any] = {"image_fit": "stretch"}
+"""Fields added after runs were saved, with the behaviour of the code before them (prompt images were
+stretched to height x width before ``image_fit``)."""
+
+
+RESUME_NEUTRAL = frozenset({"resume", "max_iterations", "checkpoint_every", "eval_every", "progress",
+                            "tensorboard", "export"})
+"""Fields a resumed launch commonly changes without changing what is trained (more iterations, other
+checkpoint / evaluation intervals, console and logging): `config_changes` does not list them."""
 
 
 def _bool(text: str, name: str) -> bool:
@@ -193,3 +209,44 @@ def parse_cli(argv: Sequence[str]) -> TrainConfig:
             rest.append(args[i])
         i += 1
     return load_config(path, rest)
+
+
+def saved_config_dict(data: Mapping[str, Any]) -> dict[str, Any]:
+    """A saved config mapping with the fields it predates filled by ``FIELD_DEFAULTS_BEFORE``."""
+    return {**FIELD_DEFAULTS_BEFORE, **data}
+
+
+def read_run_config(path: str | Path) -> TrainConfig:
+    """A run's saved ``config.yaml`` (written by the trainer) -> a validated TrainConfig, read as trained."""
+    p = Path(path)
+    if not p.is_file():
+        raise ConfigError(f"config file not found: {p}")
+    data = yaml.safe_load(p.read_text()) or {}
+    if not isinstance(data, dict):
+        raise ConfigError(f"{p}: top level must be a mapping of TrainConfig fields")
+    return config_from_dict(saved_config_dict(data), str(p))
+
+
+def config_changes(saved: Mapping[str, Any], cfg: TrainConfig) -> list[str]:
+    """``field: saved -> now`` for each field ``cfg`` sets differently from a run's saved config (as
+    plain values), except ``RESUME_NEUTRAL`` ones. A field the saved config predates counts as its
+    ``FIELD_DEFAULTS_BEFORE`` value, else as its default; fields unknown to this version are listed."""
+    before = {**config_to_dict(TrainConfig()), **saved_config_dict(saved)}
+    now = config_to_dict(cfg)
+    out = [f"{k}: {before[k]!r} -> {v!r}" for k, v in now.items() if k not in RESUME_NEUTRAL and before[k] != v]
+    return out + [f"{k}: {before[k]!r} -> (no such field now)" for k in before if k not in now]
+
+
+def resume_changes(path: str | Path, cfg: TrainConfig) -> list[str]:
+    """`config_changes` against the run's saved ``config.yaml`` at ``path`` (none when there is none yet);
+    a saved config that cannot be read is one line saying so."""
+    p = Path(path)
+    if not p.is_file():
+        return []
+    try:
+        data = yaml.safe_load(p.read_text())
+    except (OSError, yaml.YAMLError) as exc:
+        return [f"{p} could not be read ({type(exc).__name__}), so changes cannot be listed"]
+    if not isinstance(data, dict):
+        return [f"{p} is not a mapping of config fields, so changes cannot be listed"]
+    return config_changes(data, cfg)

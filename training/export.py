@@ -47,7 +47,7 @@ import torch
 
 from policy.world_model import FlowWorldModel
 from training.config import TrainConfig
-from training.config_io import config_from_dict, config_to_dict
+from training.config_io import config_from_dict, config_to_dict, saved_config_dict
 from training.models import build_world_model
 
 EXPORT_FILE = "export.json"
@@ -180,8 +180,8 @@ def read_export(path: Path) -> tuple[dict[str, Any], TrainConfig]:
         raise ExportError(f"{info_file}: 'weights' / 'finetune' missing or unknown")
     try:
         saved = info["config"]
-        if isinstance(saved, dict):  # exports from before image_fit trained on stretched images
-            saved = {"image_fit": "stretch", **saved}
+        if isinstance(saved, dict):  # an export from before a field: what its policy was trained with
+            saved = saved_config_dict(saved)
         cfg = config_from_dict(saved, "export.json config")
     except (ValueError, KeyError) as exc:
         raise ExportError(f"{info_file}: invalid config: {exc}") from None
@@ -215,7 +215,7 @@ def main(argv: list[str] | None = None) -> int:
     import argparse
 
     from training.config import ConfigError
-    from training.config_io import load_config
+    from training.config_io import load_config, read_run_config
 
     parser = argparse.ArgumentParser(prog="python -m training.export",
                                      description="Export a DynDiff-GRPO checkpoint as peft / diffusers weights.")
@@ -224,9 +224,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out", type=Path, help="export folder (default: RUN/final, or RUN/export-TAG with --tag)")
     parser.add_argument("--config", type=Path, help="the run's YAML config (default: RUN/config.yaml)")
     args = parser.parse_args(argv)
-    config = args.config or args.run / "config.yaml"
-    try:
-        cfg = load_config(config)
+    try:  # the run's own config.yaml was saved by the trainer: read as trained (config_io.read_run_config)
+        cfg = load_config(args.config) if args.config else read_run_config(args.run / "config.yaml")
         out = args.out or args.run / ("final" if args.tag is None else f"export-{args.tag}")
         out = export_policy(cfg, out, checkpoint_dir=args.run / "checkpoints", tag=args.tag)
     except (ConfigError, ExportError) as exc:

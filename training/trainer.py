@@ -48,6 +48,7 @@ from __future__ import annotations
 import dataclasses
 import math
 import random
+import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -64,7 +65,7 @@ from policy.rollout import Rollout, RolloutConfig, rollout
 from policy.world_model import Conditioning
 from training import engine as ds_engine
 from training.config import ConfigError, TrainConfig
-from training.config_io import config_to_dict
+from training.config_io import config_to_dict, resume_changes
 from training.data import PromptStream, derive_seed, load_frame, load_prompts
 from training.evaluate import evaluate, summarize_eval
 from training.export import ExportError, export_policy
@@ -174,6 +175,9 @@ def train(cfg: TrainConfig, *, local_rank: int = 0, reward_token: str | None = N
     if cfg.resume:
         start, stream.position = ds_engine.load(engine, ckpt_dir)
     log = MetricsLog(out_dir, enabled=rank == 0, tensorboard=cfg.tensorboard, append=cfg.resume)
+    if rank == 0 and cfg.resume and (changes := resume_changes(out_dir / "config.yaml", cfg)):
+        print(f"warning: resuming {out_dir} with settings that differ from its saved config.yaml:\n  "
+              + "\n  ".join(changes), file=sys.stderr, flush=True)
     if rank == 0:  # the launch's resolved config: what `python -m training.export --run` rebuilds the model from
         (out_dir / "config.yaml").write_text(yaml.safe_dump(config_to_dict(cfg), sort_keys=False))
     bar = None

@@ -1,0 +1,72 @@
+"""A run's saved config (training/config_io.py: read_run_config, config_changes, resume_changes) and where it
+is read: `python -m training.export --run`, and the warning a resumed launch prints."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import yaml
+
+from training.config_io import config_changes, config_to_dict, load_config, read_run_config, resume_changes
+
+SMOKE = Path(__file__).resolve().parents[1] / "training" / "configs" / "smoke.yaml"
+
+
+def _saved(tmp_path: Path, drop: tuple[str, ...] = (), **over) -> Path:
+    """A run folder's config.yaml as the trainer writes it, optionally without some fields (older code)."""
+    data = {k: v for k, v in config_to_dict(load_config(SMOKE)).items() if k not in drop}
+    path = tmp_path / "config.yaml"
+    path.write_text(yaml.safe_dump({**data, **over}, sort_keys=False))
+    return path
+
+
+def test_a_config_saved_before_image_fit_reads_as_stretch(tmp_path):
+    assert read_run_config(_saved(tmp_path)).image_fit == "crop"  # saved with the field: as saved
+    assert read_run_config(_saved(tmp_path, drop=("image_fit",))).image_fit == "stretch"
+    # a user's own YAML without the field still gets the current default
+    assert load_config(_saved(tmp_path, drop=("image_fit",))).image_fit == "crop"
+
+
+def test_config_changes_lists_each_changed_field(tmp_path):
+    saved = yaml.safe_load(_saved(tmp_path).read_text())
+    cfg = load_config(SMOKE, ["--learning_rate", "3e-5", "--sde_window", "[0, 3]", "--resume", "--max_iterations",
+                              "99", "--checkpoint_every", "7", "--progress", "false"])  # the last three: neutral
+    assert sorted(config_changes(saved, cfg)) == [f"learning_rate: {saved['learning_rate']!r} -> 3e-05",
+                                                  f"sde_window: {saved['sde_window']!r} -> [0, 3]"]  # not resume
+    assert config_changes(saved, load_config(SMOKE)) == []
+
+
+def test_a_resume_onto_a_run_saved_before_image_fit_names_the_switch_to_crop(tmp_path):
+    path = _saved(tmp_path, drop=("image_fit", "guidance_scale"))  # guidance_scale: default = old behaviour
+    assert resume_changes(path, load_config(SMOKE, ["--resume"])) == ["image_fit: 'stretch' -> 'crop'"]
+    assert resume_changes(path, load_config(SMOKE, ["--resume", "--image_fit", "stretch"])) == []
+
+
+def test_resume_changes_without_or_with_an_unreadable_saved_config(tmp_path):
+    cfg = load_config(SMOKE)
+    assert resume_changes(tmp_path / "missing.yaml", cfg) == []  # a first launch with --resume fails later
+    bad = tmp_path / "config.yaml"
+    bad.write_text("a: [unclosed")
+    assert "could not be read" in resume_changes(bad, cfg)[0]
+    bad.write_text("- a list")
+    assert "not a mapping" in resume_changes(bad, cfg)[0]
+    path = _saved(tmp_path, old_field=1)  # saved by a version with a field this one lacks
+    assert resume_changes(path, cfg) == ["old_field: 1 -> (no such field now)"]
+
+
+def test_export_main_reads_the_run_config_as_trained(tmp_path, monkeypatch):
+    """`python -m training.export --run RUN` rebuilds the config from RUN/config.yaml; one saved before
+    image_fit must export a config that samples with stretched prompt images, as the policy was trained."""
+    import training.export as export
+
+    seen = {}
+
+    def fake_export(cfg, out, *, checkpoint_dir, tag):  # noqa: ANN001, ANN202 (stands in for the weights)
+        seen["cfg"] = cfg
+        return out
+
+    monkeypatch.setattr(export, "export_policy", fake_export)
+    _saved(tmp_path, drop=("image_fit",))
+    assert export.main(["--run", str(tmp_path)]) == 0
+    assert seen["cfg"].image_fit == "stretch"
+    assert export.main(["--run", str(tmp_path / "nowhere")]) == 2  # no config.yaml: named, exit 2
