@@ -73,6 +73,10 @@ def test_yaml_unknown_field_and_types(tmp_path):
         load_config(_write(tmp_path, "tiny: true\nreward: motion\ndataset:\n  - {txt: a}\n"))
     with pytest.raises(ConfigError, match="not found"):
         load_config(tmp_path / "missing.yaml")
+    with pytest.raises(ConfigError, match=r"c.yaml: not valid YAML \(.*line 3"):  # was a yaml traceback
+        load_config(_write(tmp_path, "tiny: true\nreward: brightness\ndataset: [unclosed\n"))
+    with pytest.raises(ConfigError, match="top level must be a mapping"):
+        load_config(_write(tmp_path, "- tiny\n"))
 
 
 def test_cli_overrides(tmp_path):

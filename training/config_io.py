@@ -162,16 +162,21 @@ def apply_overrides(data: dict[str, Any], overrides: Sequence[str]) -> dict[str,
 
 def load_config(path: str | Path | None, overrides: Sequence[str] = ()) -> TrainConfig:
     """YAML file (or defaults) + overrides -> a validated TrainConfig."""
-    data: dict[str, Any] = {}
-    if path is not None:
-        p = Path(path)
-        if not p.is_file():
-            raise ConfigError(f"config file not found: {p}")
-        loaded = yaml.safe_load(p.read_text()) or {}
-        if not isinstance(loaded, dict):
-            raise ConfigError(f"{p}: top level must be a mapping of TrainConfig fields")
-        data = loaded
+    data = _read_mapping(Path(path)) if path is not None else {}
     return config_from_dict(apply_overrides(data, overrides))
+
+
+def _read_mapping(p: Path) -> dict[str, Any]:
+    """The YAML mapping in file ``p``; a missing file, bad YAML or another top level is a ConfigError."""
+    if not p.is_file():
+        raise ConfigError(f"config file not found: {p}")
+    try:
+        data = yaml.safe_load(p.read_text()) or {}
+    except yaml.YAMLError as exc:
+        raise ConfigError(f"{p}: not valid YAML ({' '.join(str(exc).split())})") from None
+    if not isinstance(data, dict):
+        raise ConfigError(f"{p}: top level must be a mapping of TrainConfig fields")
+    return data
 
 
 def config_from_dict(data: dict[str, Any], where: str = "") -> TrainConfig:
@@ -218,13 +223,7 @@ def saved_config_dict(data: Mapping[str, Any]) -> dict[str, Any]:
 
 def read_run_config(path: str | Path) -> TrainConfig:
     """A run's saved ``config.yaml`` (written by the trainer) -> a validated TrainConfig, read as trained."""
-    p = Path(path)
-    if not p.is_file():
-        raise ConfigError(f"config file not found: {p}")
-    data = yaml.safe_load(p.read_text()) or {}
-    if not isinstance(data, dict):
-        raise ConfigError(f"{p}: top level must be a mapping of TrainConfig fields")
-    return config_from_dict(saved_config_dict(data), str(p))
+    return config_from_dict(saved_config_dict(_read_mapping(Path(path))), str(path))
 
 
 def config_changes(saved: Mapping[str, Any], cfg: TrainConfig) -> list[str]:
@@ -240,13 +239,10 @@ def config_changes(saved: Mapping[str, Any], cfg: TrainConfig) -> list[str]:
 def resume_changes(path: str | Path, cfg: TrainConfig) -> list[str]:
     """`config_changes` against the run's saved ``config.yaml`` at ``path`` (none when there is none yet);
     a saved config that cannot be read is one line saying so."""
-    p = Path(path)
-    if not p.is_file():
+    if not Path(path).is_file():
         return []
     try:
-        data = yaml.safe_load(p.read_text())
-    except (OSError, yaml.YAMLError) as exc:
-        return [f"{p} could not be read ({type(exc).__name__}), so changes cannot be listed"]
-    if not isinstance(data, dict):
-        return [f"{p} is not a mapping of config fields, so changes cannot be listed"]
-    return config_changes(data, cfg)
+        saved = _read_mapping(Path(path))
+    except (OSError, ConfigError) as exc:
+        return [f"cannot list the changes: {exc}"]
+    return config_changes(saved, cfg)
