@@ -147,6 +147,12 @@ class TrainConfig:
     in process) or http (reward service). Required."""
     reward_options: dict[str, Any] = field(default_factory=dict)
     """Keyword options of the adapter (see training/rewards.py)."""
+    reward_overlap: Literal["groups", "off"] = "groups"
+    """When rewards are scored (training/reward_runner.py): "groups" sends each prompt group's clips to the
+    reward as soon as they are decoded, so they are scored while the next group is sampled (the same
+    rewards; the GPU does not wait for the reward agent); "off" scores the rank's whole batch after
+    the last rollout (one reward call per iteration; less GPU memory when the reward's own models share
+    the training GPU)."""
     # --- data / video -----------------------------------------------------------------------
     dataset: list[PromptSpec] = field(default_factory=list)
     """Training prompts (initial frame + text)."""

@@ -13,7 +13,9 @@ Metric names (one JSON object per iteration in metrics.jsonl):
 * ``mask_mean`` -- mean of the dynamic mask M over SDE steps (r_base <= M <= 1).
 * ``rollout_diversity`` / ``rollout_diversity_frames`` -- D_prompt per prompt (latent L2 / frame
   space), averaged over prompts.
-* ``seconds_rollout`` / ``seconds_reward`` / ``seconds_update`` -- wall time of each phase on rank 0.
+* ``seconds_rollout`` / ``seconds_reward`` / ``seconds_update`` -- wall time of each phase on rank 0;
+  with ``reward_overlap: groups`` rewards are scored during the rollouts and ``seconds_reward`` is the
+  wait for them after the last rollout.
 * ``update_skipped`` -- 1 when no rank had a valid sample (no optimizer step this iteration).
 """
 

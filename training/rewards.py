@@ -3,7 +3,9 @@
 A reward is any callable ``(videos, prompts, **meta) -> list[float | None]`` (:data:`RewardFn`), sync
 or async: ``videos`` are decoded clips, uint8 [T, H, W, 3] each; ``prompts`` the task texts; ``meta``
 carries ``fps``, ``iteration`` (the 1-based iteration of metrics.jsonl / rewards.jsonl), ``rank``,
-``group_ids`` and ``phase`` ("train" for rollouts, "eval" for held-out samples). ``None`` means ineligible (the agent's ⊥).
+``group_ids``, ``phase`` ("train" for rollouts, "eval" for held-out samples) and ``first_index`` (the
+position of ``videos[0]`` among the rank's clips of the iteration: a reward called once per prompt group
+(``reward_overlap: groups``) sees parts of the batch). ``None`` means ineligible (the agent's ⊥).
 
 Adapters:
 
@@ -165,7 +167,7 @@ class AgentReward:
 
         agent = self.agent()
         fps = float(meta.get("fps", 16.0))
-        iteration, rank = int(meta.get("iteration", 0)), int(meta.get("rank", 0))
+        iteration, rank, first = int(meta.get("iteration", 0)), int(meta.get("rank", 0)), int(meta.get("first_index", 0))
         with contextlib.ExitStack() as stack:
             if self.videos == "keep":
                 folder = Path(str(self.video_dir)) / f"{_phase(meta)}{iteration:06d}"
@@ -174,7 +176,7 @@ class AgentReward:
                 folder = Path(stack.enter_context(tempfile.TemporaryDirectory(dir=self.video_dir)))
             items = []
             for i, (video, prompt) in enumerate(zip(videos, prompts, strict=True)):
-                path = write_video(folder / f"r{rank}_{i:04d}.mp4", video, fps=fps)
+                path = write_video(folder / f"r{rank}_{first + i:04d}.mp4", video, fps=fps)
                 items.append({"video": str(path.resolve()), "instruction": prompt})
             results = await ascore_videos(items, self._config, agent=agent,
                                           max_concurrency=self.max_concurrency)
@@ -293,27 +295,38 @@ def call_reward(fn: RewardFn, name: str, videos: Sequence[np.ndarray], prompts: 
     """
     if len(videos) != len(prompts):
         raise ValueError(f"reward {name!r}: {len(videos)} videos but {len(prompts)} prompts")
-    counts = {"none": 0, "nan": 0, "inf": 0, "error": 0}
     try:
         raw = _run(fn(list(videos), list(prompts), **meta))
     except Exception as exc:
-        counts["error"] = len(videos)
-        reason = f"reward {name!r} raised {type(exc).__name__}: {exc}"
-        return RewardOutcome([None] * len(videos), [reason] * len(videos), counts)
-    given: list[list[str]] = [[] for _ in videos]
-    run_ids: list[str | None] = [None] * len(videos)
+        return failed_outcome(exc, name, len(videos))
+    return check_reward_output(raw, name, len(videos))
+
+
+def failed_outcome(exc: BaseException, name: str, n: int) -> RewardOutcome:
+    """Every item ineligible (kind ``error``) because the reward callable raised ``exc``."""
+    counts = {"none": 0, "nan": 0, "inf": 0, "error": n}
+    reason = f"reward {name!r} raised {type(exc).__name__}: {exc}"
+    return RewardOutcome([None] * n, [reason] * n, counts)
+
+
+def check_reward_output(raw: Any, name: str, n: int) -> RewardOutcome:
+    """A reward callable's answer for ``n`` videos (a list, or a :class:`RewardBatch`) -> a validated
+    :class:`RewardOutcome` (see :func:`call_reward`); :class:`RewardLengthError` for a wrong length."""
+    counts = {"none": 0, "nan": 0, "inf": 0, "error": 0}
+    given: list[list[str]] = [[] for _ in range(n)]
+    run_ids: list[str | None] = [None] * n
     if isinstance(raw, RewardBatch):
         if len(raw.reasons) != len(raw.rewards) or (raw.run_ids is not None and len(raw.run_ids) != len(raw.rewards)):
             raise RewardLengthError(f"reward {name!r} returned {len(raw.rewards)} rewards but {len(raw.reasons)} "
                                     f"reason lists and {'no' if raw.run_ids is None else len(raw.run_ids)} run ids")
-        if raw.run_ids is not None and len(raw.run_ids) == len(videos):
+        if raw.run_ids is not None and len(raw.run_ids) == n:
             run_ids = [str(r) if r else None for r in raw.run_ids]
         given, raw = [list(r) for r in raw.reasons], raw.rewards
     if not isinstance(raw, list | tuple):
         raise RewardLengthError(f"reward {name!r} returned {type(raw).__name__}, expected a list of "
-                                f"{len(videos)} floats or None")
-    if len(raw) != len(videos):
-        raise RewardLengthError(f"reward {name!r} returned {len(raw)} values for {len(videos)} videos")
+                                f"{n} floats or None")
+    if len(raw) != n:
+        raise RewardLengthError(f"reward {name!r} returned {len(raw)} values for {n} videos")
     rewards: list[float | None] = []
     reasons: list[str | None] = []
     for value, why in zip(raw, given, strict=True):

@@ -5,7 +5,9 @@ One iteration, on every rank for its share of the prompts:
 1. rollouts: for each prompt, G rollouts of the current policy under ``torch.no_grad`` in eval mode
    (``policy.rollout.rollout``), recording every SDE step; decode them to uint8 frames;
 2. rewards: the configured reward on the decoded clips (sync or async), validated
-   (None / NaN / inf -> ineligible, counted);
+   (None / NaN / inf -> ineligible, counted); with ``reward_overlap: groups`` (default) each group's
+   clips go to the reward as soon as they are decoded and are scored in the background
+   (training/reward_runner.py) while the next group samples, and step 2 waits for what is left;
 3. advantages per prompt group over eligible rewards (``training.grpo.group_advantages``);
 4. update: ``inner_epochs`` passes over (group, SDE step, micro-batch of samples) items in a
    seeded random order; each item recomputes the current policy's log-prob / mean / std with
@@ -50,6 +52,7 @@ import math
 import random
 import sys
 import time
+from concurrent.futures import Future
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -79,7 +82,8 @@ from training.grpo import (
 from training.metrics import MetricsLog, gather, summarize
 from training.models import build_world_model, negative_prompt
 from training.preview import latent_preview
-from training.rewards import call_reward
+from training.reward_runner import RewardRunner, merge_outcomes
+from training.rewards import RewardOutcome
 
 
 @dataclass
@@ -193,12 +197,14 @@ def train(cfg: TrainConfig, *, local_rank: int = 0, reward_token: str | None = N
 
     if eval_prompts and start == 0:  # the baseline of a fresh run
         held_out(0)
+    rewards = RewardRunner(reward_fn, cfg.reward or "")  # one background event loop for the run's rewards
     for it in range(start, cfg.max_iterations):
         # -- 1. rollouts ----------------------------------------------------------------------
         t0 = time.perf_counter()
         mine = stream.take(cfg.prompts_per_iteration)[rank * per_rank:(rank + 1) * per_rank]
         engine.module.eval()
         groups: list[Group] = []
+        pending: list[Future[RewardOutcome]] = []
         with torch.no_grad():
             for slot, index in enumerate(mine):
                 spec = prompts[index]
@@ -214,14 +220,19 @@ def train(cfg: TrainConfig, *, local_rank: int = 0, reward_token: str | None = N
                 else:
                     frames = latent_preview(ro.latents, cfg.num_frames, cfg.height, cfg.width)
                 groups.append(Group(cond=cond, rollout=ro, frames=frames, text=spec.text))
+                if cfg.reward_overlap == "groups":  # scored in the background while the next group samples
+                    pending.append(rewards.submit(frames, [spec.text] * group, iteration=it + 1, fps=cfg.fps,
+                                                  group_ids=[slot] * group, rank=rank, phase="train",
+                                                  first_index=slot * group))
         t1 = time.perf_counter()
 
         # -- 2. rewards and 3. advantages ---------------------------------------------------------
-        videos = [clip for g in groups for clip in g.frames]
         texts = [g.text for g in groups for _ in range(group)]
         group_ids = [gi for gi in range(len(groups)) for _ in range(group)]
-        outcome = call_reward(reward_fn, cfg.reward or "", videos, texts, iteration=it + 1, fps=cfg.fps,
-                              group_ids=group_ids, rank=rank, phase="train")
+        if cfg.reward_overlap == "off":
+            pending.append(rewards.submit([clip for g in groups for clip in g.frames], texts, iteration=it + 1,
+                                          fps=cfg.fps, group_ids=group_ids, rank=rank, phase="train", first_index=0))
+        outcome = merge_outcomes([p.result() for p in pending])
         adv, valid, stats = group_advantages(outcome.rewards, group_ids, cfg.a_max, cfg.adv_eps)
         for gi, g in enumerate(groups):
             g.advantages = adv[gi * group:(gi + 1) * group].to(device)
@@ -321,6 +332,7 @@ def train(cfg: TrainConfig, *, local_rank: int = 0, reward_token: str | None = N
         if (it + 1) % cfg.checkpoint_every == 0 or it + 1 == cfg.max_iterations:
             ds_engine.save(engine, ckpt_dir, it + 1, stream.position)
 
+    rewards.close()
     if bar is not None:
         bar.close()
     log.close()

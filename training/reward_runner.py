@@ -1,0 +1,103 @@
+"""Rewards scored in the background while the trainer goes on (``reward_overlap``, DESIGN.md §6).
+
+A reward agent answers in seconds to minutes (VLM calls), a rollout of one prompt group takes as long on
+a GPU, and the two do not depend on each other: group k's clips can be scored while group k+1 is
+sampled (flow_grpo submits its rewards to an executor the same way). :class:`RewardRunner` owns one
+thread running one asyncio event loop for the whole training run; :meth:`RewardRunner.submit` schedules a
+reward call there and returns a ``concurrent.futures.Future`` of its validated
+:class:`~training.rewards.RewardOutcome`. :func:`merge_outcomes` joins the groups' outcomes in order.
+
+Decisions where the issue was silent:
+
+* One loop for every call: the async rewards (the agent, the HTTP service) see one event loop, so calls
+  that overlap share the agent's worker pools and trace database the way concurrent runs of one
+  ``ascore_videos`` do; nothing of theirs has to be safe across loops or threads.
+* The callable itself is called in a worker thread (``asyncio.to_thread``): a sync reward (the
+  verifiable ones, your own) runs off the loop and in parallel with the next rollout; an async one only
+  creates its coroutine there, which is then awaited on the loop.
+* Same semantics as :func:`~training.rewards.call_reward`: an exception inside the reward makes its
+  call's items ineligible with the reason; a wrong length (:class:`~training.rewards.RewardLengthError`)
+  is raised by ``Future.result()`` and stops the run, as before.
+* The thread is a daemon and :meth:`RewardRunner.close` stops the loop, so a failing run never hangs
+  on it; calls still running then are cancelled.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+import threading
+from collections.abc import Sequence
+from concurrent.futures import Future
+from typing import Any
+
+import numpy as np
+
+from training.rewards import RewardFn, RewardOutcome, check_reward_output, failed_outcome
+
+
+class RewardRunner:
+    """Calls one reward callable on a background event loop; see the module docstring."""
+
+    def __init__(self, fn: RewardFn, name: str) -> None:
+        self.fn = fn
+        """The reward callable (sync or async)."""
+        self.name = name
+        """Its config name, for reasons and errors."""
+        self._loop = asyncio.new_event_loop()
+        self._thread = threading.Thread(target=self._loop.run_forever, name="reward-runner", daemon=True)
+        self._thread.start()
+
+    def submit(self, videos: Sequence[np.ndarray], prompts: Sequence[str], **meta: Any) -> Future[RewardOutcome]:
+        """Schedule ``fn(videos, prompts, **meta)``; the future holds its validated outcome."""
+        if len(videos) != len(prompts):
+            raise ValueError(f"reward {self.name!r}: {len(videos)} videos but {len(prompts)} prompts")
+        if self._loop.is_closed() or not self._thread.is_alive():
+            raise RuntimeError("RewardRunner is closed")
+        return asyncio.run_coroutine_threadsafe(self._call(list(videos), list(prompts), meta), self._loop)
+
+    async def _call(self, videos: list[np.ndarray], prompts: list[str], meta: dict[str, Any]) -> RewardOutcome:
+        try:
+            raw = await asyncio.to_thread(self.fn, videos, prompts, **meta)
+            if inspect.isawaitable(raw):
+                raw = await raw
+        except Exception as exc:
+            return failed_outcome(exc, self.name, len(videos))
+        return check_reward_output(raw, self.name, len(videos))
+
+    def close(self) -> None:
+        """Cancel what is still running, stop the loop and wait for the thread (idempotent)."""
+        if self._loop.is_closed():
+            return
+
+        async def cancel_all() -> None:  # their futures end cancelled, not pending forever
+            tasks = [t for t in asyncio.all_tasks() if t is not asyncio.current_task()]
+            for task in tasks:
+                task.cancel()
+            await asyncio.gather(*tasks, return_exceptions=True)
+
+        if self._thread.is_alive():
+            try:
+                asyncio.run_coroutine_threadsafe(cancel_all(), self._loop).result(timeout=30)
+            finally:
+                self._loop.call_soon_threadsafe(self._loop.stop)
+                self._thread.join(timeout=30)
+        if not self._thread.is_alive():
+            self._loop.close()
+
+    def __enter__(self) -> RewardRunner:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def merge_outcomes(outcomes: Sequence[RewardOutcome]) -> RewardOutcome:
+    """The outcomes of consecutive parts of a batch as one outcome of the whole batch, in order."""
+    counts: dict[str, int] = {}
+    for o in outcomes:
+        for kind, n in o.counts.items():
+            counts[kind] = counts.get(kind, 0) + n
+    return RewardOutcome(rewards=[r for o in outcomes for r in o.rewards],
+                         reasons=[r for o in outcomes for r in o.reasons], counts=counts,
+                         run_ids=[r for o in outcomes for r in (o.run_ids or [None] * len(o.rewards))])
