@@ -31,6 +31,7 @@ Decisions where the issue was silent:
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Literal
 
@@ -190,6 +191,30 @@ def rollout(
             x = x + (s_next - s).view(b, 1, 1, 1, 1) * v
         prev_x0 = x0
     return Rollout(latents=x, steps=records, cond=cond, sigmas=sigmas)
+
+
+def cat_rollouts(parts: Sequence[Rollout], cond: Conditioning) -> Rollout:
+    """The rollouts of consecutive chunks of one batch as one :class:`Rollout` of the whole batch ``cond``
+    (a group sampled a few samples at a time; ``step_log_prob`` then recomputes any slice of it)."""
+    if not parts:
+        raise ValueError("cat_rollouts: no rollouts")
+    if len({len(p.steps) for p in parts}) != 1:
+        raise ValueError(f"cat_rollouts: the parts recorded {[len(p.steps) for p in parts]} SDE steps")
+    steps = []
+    for records in zip(*(p.steps for p in parts), strict=True):
+        first = records[0]
+        if any(r.step != first.step or (r.prev_x0_hat is None) != (first.prev_x0_hat is None) for r in records):
+            raise ValueError(f"cat_rollouts: the parts' records of step {first.step} differ in kind")
+        steps.append(SDEStepRecord(
+            step=first.step, x_t=torch.cat([r.x_t for r in records]), x_next=torch.cat([r.x_next for r in records]),
+            sigma=torch.cat([r.sigma for r in records]), sigma_next=torch.cat([r.sigma_next for r in records]),
+            prev_x0_hat=None if first.prev_x0_hat is None else torch.cat([r.prev_x0_hat for r in records]),  # type: ignore[misc]
+            log_prob=torch.cat([r.log_prob for r in records]), mask_mean=torch.cat([r.mask_mean for r in records])))
+    latents = torch.cat([p.latents for p in parts])
+    if latents.shape[0] != cond.first_frame_latent.shape[0]:
+        raise ValueError(f"cat_rollouts: {latents.shape[0]} samples for a conditioning batch of "
+                         f"{cond.first_frame_latent.shape[0]}")
+    return Rollout(latents=latents, steps=steps, cond=cond, sigmas=parts[0].sigmas)
 
 
 def sample_ode(

@@ -93,6 +93,10 @@ class TrainConfig:
     # --- GRPO -------------------------------------------------------------------------------
     group_size: int = 8
     """Rollouts G per prompt (one GRPO group)."""
+    rollout_batch: int | None = None
+    """Rollouts of a group sampled together (one transformer batch); None: the whole group. Lower it when
+    a group's rollouts do not fit in GPU memory (``micro_batch`` only sizes the update). Each chunk draws
+    its own seeded noise, so the samples differ from a whole-group run's (same distribution)."""
     prompts_per_iteration: int = 2
     """Prompts per iteration over all ranks (must divide evenly by the number of ranks)."""
     inner_epochs: int = 1
@@ -194,6 +198,8 @@ def validate(cfg: TrainConfig) -> TrainConfig:
         errs.append(f"r_base must be in (0, 1], got {cfg.r_base}")
     if cfg.group_size < 2:
         errs.append(f"group_size must be >= 2 (GRPO needs a group), got {cfg.group_size}")
+    if cfg.rollout_batch is not None and cfg.rollout_batch < 1:
+        errs.append(f"rollout_batch must be >= 1 (or none: the whole group), got {cfg.rollout_batch}")
     if cfg.num_steps < 1:
         errs.append(f"num_steps must be >= 1, got {cfg.num_steps}")
     start, end = cfg.sde_window

@@ -3,7 +3,8 @@
 One iteration, on every rank for its share of the prompts:
 
 1. rollouts: for each prompt, G rollouts of the current policy under ``torch.no_grad`` in eval mode
-   (``policy.rollout.rollout``), recording every SDE step; decode them to uint8 frames;
+   (``policy.rollout.rollout``; ``rollout_batch`` at a time, joined by ``cat_rollouts``), recording
+   every SDE step; decode them to uint8 frames;
 2. rewards: the configured reward on the decoded clips (sync or async), validated
    (None / NaN / inf -> ineligible, counted); with ``reward_overlap: groups`` (default) each group's
    clips go to the reward as soon as they are decoded and are scored in the background
@@ -64,7 +65,7 @@ import torch.distributed as dist
 import yaml
 
 from evals.diversity import d_prompt, d_prompt_frames
-from policy.rollout import Rollout, RolloutConfig, rollout
+from policy.rollout import Rollout, RolloutConfig, cat_rollouts, rollout
 from policy.world_model import Conditioning
 from training import engine as ds_engine
 from training.config import ConfigError, TrainConfig
@@ -101,6 +102,20 @@ class Group:
 def _chunk(c: int, micro_batch: int, group: int) -> slice:
     """Samples of micro-batch ``c`` of a group (the last one may be shorter)."""
     return slice(c * micro_batch, min((c + 1) * micro_batch, group))
+
+
+def _sample_group(world_model: Any, cond: Conditioning, rcfg: RolloutConfig, cfg: TrainConfig,
+                  device: torch.device, seed: tuple[int, ...]) -> Rollout:
+    """The G rollouts of one prompt (``cond`` repeated G times), ``cfg.rollout_batch`` at a time. The whole
+    group draws its noise from the generator of ``seed`` (run seed, iteration, rank, prompt slot); chunk
+    ``c`` of a chunked group from that of ``seed + (c,)``."""
+    size = cfg.rollout_batch or cfg.group_size
+    if size >= cfg.group_size:
+        return rollout(world_model, cond, rcfg, generator=torch.Generator(device=device).manual_seed(derive_seed(*seed)))
+    parts = [rollout(world_model, cond.select(_chunk(c, size, cfg.group_size)), rcfg,
+                     generator=torch.Generator(device=device).manual_seed(derive_seed(*seed, c)))
+             for c in range(math.ceil(cfg.group_size / size))]
+    return cat_rollouts(parts, cond)
 
 
 def _take(obj: Any, sl: slice, batch: int) -> Any:
@@ -212,8 +227,7 @@ def train(cfg: TrainConfig, *, local_rank: int = 0, reward_token: str | None = N
                 cond = world_model.encode_prompts(image[None], [spec.text], num_frames=cfg.num_frames,
                                                   negative_prompt=negative_prompt(cfg))
                 cond = cond.repeat_interleave(group)
-                gen = torch.Generator(device=device).manual_seed(derive_seed(cfg.seed, it, rank, slot))
-                ro = rollout(world_model, cond, rcfg, generator=gen)
+                ro = _sample_group(world_model, cond, rcfg, cfg, device, (cfg.seed, it, rank, slot))
                 if cfg.decode == "vae":  # one clip at a time: VAE decoding of long HD clips is memory-heavy
                     frames = np.concatenate([_frames_numpy(world_model.decode(ro.latents[i:i + 1]))
                                              for i in range(group)])
