@@ -224,10 +224,13 @@ def test_zero3_runs(tmp_path):
 @pytest.mark.distributed
 def test_lora_runs_with_adapter_reference(tmp_path):
     out = tmp_path / "lora"
-    _train(out, "--max_iterations", "3", "--checkpoint_every", "3", "--finetune", "lora", "--lora_rank", "4",
-           "--beta", "0.1", "--optimizer_steps_per_epoch", "2", "--guidance_scale", "2.0")  # guided rollouts too
+    _train(out, "--max_iterations", "3", "--checkpoint_every", "1", "--keep_checkpoints", "1", "--finetune", "lora",
+           "--lora_rank", "4", "--beta", "0.1", "--optimizer_steps_per_epoch", "2",
+           "--guidance_scale", "2.0")  # guided rollouts too
     rows = _rows(out)
     assert len(rows) == 3
+    # 2 ranks each wrote every checkpoint; only the newest is left (pruned once both had finished it)
+    assert sorted(p.name for p in (out / "checkpoints").iterdir() if p.is_dir()) == ["iter_000003"]
     # the second optimizer step of an iteration is off-policy: the mu-KL to the reference is positive
     assert rows[-1]["mu_kl"] > 0
     state = _load(out / "checkpoints" / "iter_000003" / "mp_rank_00_model_states.pt")["module"]

@@ -131,6 +131,10 @@ class TrainConfig:
     """Stop after this many iterations (counting those done before a resume)."""
     checkpoint_every: int = 10
     """Save a DeepSpeed checkpoint every N iterations (and after the last one)."""
+    keep_checkpoints: int | None = None
+    """Keep only the newest N checkpoints in output_dir/checkpoints (older ones are deleted after each
+    save; the one ``latest`` names always stays); None: keep all. A checkpoint holds the whole module
+    and the optimizer state: ~30 GB for a full fine-tune of a 2B model."""
     output_dir: str = "runs/train"
     """Checkpoints, metrics.jsonl, TensorBoard events, config.yaml and the exported policy go here."""
     export: Literal["final", "none"] = "final"
@@ -198,6 +202,8 @@ def validate(cfg: TrainConfig) -> TrainConfig:
         errs.append(f"r_base must be in (0, 1], got {cfg.r_base}")
     if cfg.group_size < 2:
         errs.append(f"group_size must be >= 2 (GRPO needs a group), got {cfg.group_size}")
+    if cfg.keep_checkpoints is not None and cfg.keep_checkpoints < 1:
+        errs.append(f"keep_checkpoints must be >= 1 (or none: keep all), got {cfg.keep_checkpoints}")
     if cfg.rollout_batch is not None and cfg.rollout_batch < 1:
         errs.append(f"rollout_batch must be >= 1 (or none: the whole group), got {cfg.rollout_batch}")
     if cfg.num_steps < 1:

@@ -9,6 +9,9 @@
   frozen deep copy for full fine-tuning.
 * :func:`save` / :func:`load` -- ``engine.save_checkpoint`` on every rank with client state
   (iteration, data position, every rank's torch / numpy / python RNG states).
+* :func:`prune` / :func:`stale_checkpoints` -- ``keep_checkpoints``: delete all but the newest N
+  ``iter_NNNNNN`` folders once every rank has finished writing (each node's local rank 0 deletes, so
+  node-local checkpoint folders are pruned too; other files in the folder are left alone).
 
 Decisions where the issue was silent: the JSON's ``train_batch_size`` is dropped (DeepSpeed derives
 it from micro-batch x accumulation x world size); RNG states of all ranks are gathered into the
@@ -135,3 +138,29 @@ def load(engine: Any, ckpt_dir: Path) -> tuple[int, int]:
     states = client["rng"]
     set_rng_state(states[rank] if rank < len(states) else states[0])
     return int(client["iteration"]), int(client["data_position"])
+
+
+def stale_checkpoints(tags: list[str], latest: str | None, keep: int) -> list[str]:
+    """The checkpoint tags (``iter_NNNNNN``; other names are ignored) to delete so that the newest ``keep``
+    remain, oldest first; ``latest`` (what a resume loads) is never among them."""
+    if keep < 1:
+        raise ValueError(f"keep must be >= 1, got {keep}")
+    ours = sorted((t for t in tags if t.startswith("iter_") and t[5:].isdigit()), key=lambda t: int(t[5:]))
+    return [t for t in ours[:-keep] if t != latest]
+
+
+def prune(ckpt_dir: Path, keep: int, local_rank: int) -> list[str]:
+    """After a save on every rank: delete the stale checkpoints (see :func:`stale_checkpoints`); returns
+    what this process deleted."""
+    import shutil
+
+    if dist.is_initialized():
+        dist.barrier()  # every rank has written its part of the newest checkpoint
+    if local_rank != 0 or not ckpt_dir.is_dir():
+        return []
+    latest_file = ckpt_dir / "latest"
+    latest = latest_file.read_text().strip() if latest_file.is_file() else None
+    stale = stale_checkpoints([p.name for p in ckpt_dir.iterdir() if p.is_dir()], latest, keep)
+    for tag in stale:
+        shutil.rmtree(ckpt_dir / tag, ignore_errors=True)  # another node may delete it at the same time
+    return stale

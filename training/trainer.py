@@ -345,6 +345,8 @@ def train(cfg: TrainConfig, *, local_rank: int = 0, reward_token: str | None = N
             held_out(it + 1)
         if (it + 1) % cfg.checkpoint_every == 0 or it + 1 == cfg.max_iterations:
             ds_engine.save(engine, ckpt_dir, it + 1, stream.position)
+            if cfg.keep_checkpoints is not None:
+                ds_engine.prune(ckpt_dir, cfg.keep_checkpoints, local_rank)
 
     rewards.close()
     if bar is not None:

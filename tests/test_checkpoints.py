@@ -1,0 +1,64 @@
+"""keep_checkpoints: training.engine.stale_checkpoints / prune, and a run that keeps its newest two."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from training.config import ConfigError
+from training.config_io import load_config
+from training.engine import prune, stale_checkpoints
+
+ROOT = Path(__file__).resolve().parents[1]
+SMOKE = ROOT / "training" / "configs" / "smoke.yaml"
+
+
+def test_stale_checkpoints_keeps_the_newest_and_latest():
+    tags = ["iter_000010", "iter_000002", "iter_000001", "notes", "iter_abc", "iter_000003"]
+    assert stale_checkpoints(tags, "iter_000010", 2) == ["iter_000001", "iter_000002"]  # numeric order
+    assert stale_checkpoints(tags, "iter_000010", 4) == []
+    assert stale_checkpoints(tags, "iter_000002", 1) == ["iter_000001", "iter_000003"]  # latest stays
+    assert stale_checkpoints(tags, None, 1) == ["iter_000001", "iter_000002", "iter_000003"]
+    with pytest.raises(ValueError, match="keep must be >= 1"):
+        stale_checkpoints(tags, None, 0)
+
+
+def test_prune_deletes_only_stale_checkpoint_folders(tmp_path):
+    for tag in ("iter_000001", "iter_000002", "iter_000003", "other"):
+        (tmp_path / tag).mkdir()
+        (tmp_path / tag / "mp_rank_00_model_states.pt").write_bytes(b"x")
+    (tmp_path / "latest").write_text("iter_000003")
+    assert prune(tmp_path, 2, local_rank=1) == []  # not this node's deleting process
+    assert prune(tmp_path, 2, local_rank=0) == ["iter_000001"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["iter_000002", "iter_000003", "latest", "other"]
+    assert prune(tmp_path / "missing", 2, local_rank=0) == []
+
+
+def test_keep_checkpoints_is_validated():
+    with pytest.raises(ConfigError, match="keep_checkpoints must be >= 1"):
+        load_config(SMOKE, ["--keep_checkpoints", "0"])
+
+
+@pytest.mark.slow
+def test_a_run_keeps_its_newest_checkpoints_and_resumes(tmp_path):
+    out = tmp_path / "run"
+    env = {k: v for k, v in os.environ.items() if k not in ("RANK", "WORLD_SIZE", "LOCAL_RANK")}
+
+    def train(iterations: int, *extra: str) -> None:
+        cmd = [sys.executable, "-m", "training.train", "--config", str(SMOKE), "--output_dir", str(out),
+               "--progress", "false", "--tensorboard", "false", "--export", "none", "--checkpoint_every", "1",
+               "--keep_checkpoints", "2", "--max_iterations", str(iterations), *extra]
+        proc = subprocess.run(cmd, cwd=ROOT, env={**env, "OMP_NUM_THREADS": "1"}, capture_output=True, text=True,
+                              timeout=600)
+        assert proc.returncode == 0, proc.stderr[-4000:]
+
+    train(3)
+    ckpt = out / "checkpoints"
+    assert sorted(p.name for p in ckpt.iterdir() if p.is_dir()) == ["iter_000002", "iter_000003"]
+    assert (ckpt / "latest").read_text().strip() == "iter_000003"
+    train(4, "--resume")
+    assert sorted(p.name for p in ckpt.iterdir() if p.is_dir()) == ["iter_000003", "iter_000004"]
