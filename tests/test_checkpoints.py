@@ -62,3 +62,33 @@ def test_a_run_keeps_its_newest_checkpoints_and_resumes(tmp_path):
     assert (ckpt / "latest").read_text().strip() == "iter_000003"
     train(4, "--resume")
     assert sorted(p.name for p in ckpt.iterdir() if p.is_dir()) == ["iter_000003", "iter_000004"]
+
+
+@pytest.mark.slow
+def test_a_diverged_run_stops_before_saving_its_weights(tmp_path):
+    """learning_rate 1e30: the first step blows the weights up, the second iteration's losses are NaN. The run
+    stops there (exit 1) naming the last good checkpoint and never saves the diverged weights; with
+    nonfinite_loss: skip it goes on as DeepSpeed lets it (every step skipped, rewards of garbage clips)."""
+    import json
+
+    env = {k: v for k, v in os.environ.items() if k not in ("RANK", "WORLD_SIZE", "LOCAL_RANK")}
+
+    def train(out: Path, *extra: str) -> subprocess.CompletedProcess:
+        cmd = [sys.executable, "-m", "training.train", "--config", str(SMOKE), "--output_dir", str(out),
+               "--progress", "false", "--tensorboard", "false", "--export", "none", "--checkpoint_every", "1",
+               "--max_iterations", "4", "--learning_rate", "1e30", *extra]
+        return subprocess.run(cmd, cwd=ROOT, env={**env, "OMP_NUM_THREADS": "1"}, capture_output=True, text=True,
+                              timeout=600)
+
+    proc = train(tmp_path / "stop")
+    assert proc.returncode == 1, proc.stderr[-3000:]
+    ckpt = tmp_path / "stop" / "checkpoints"
+    assert "error: iteration 2: 4 update loss(es) were NaN or inf" in proc.stderr
+    assert f"Last checkpoint: {ckpt / 'iter_000001'}" in proc.stderr
+    assert sorted(p.name for p in ckpt.iterdir() if p.is_dir()) == ["iter_000001"]
+    rows = [json.loads(line) for line in (tmp_path / "stop" / "metrics.jsonl").read_text().splitlines()]
+    assert [r["nonfinite_losses"] for r in rows] == [0, 4]
+    proc = train(tmp_path / "skip", "--nonfinite_loss", "skip")
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    rows = [json.loads(line) for line in (tmp_path / "skip" / "metrics.jsonl").read_text().splitlines()]
+    assert len(rows) == 4 and all(r["nonfinite_losses"] > 0 for r in rows[1:])

@@ -110,6 +110,9 @@ def test_summarize_over_ranks_and_log(tmp_path):
     assert row["skipped_groups"] == 1 and row["approx_kl"] == pytest.approx(0.2)
     assert row["rollout_diversity"] == 2.0 and row["adv_abs_max"] == 0.5
     assert math.isnan(row["mu_kl"])  # no update item -> NaN in memory, null in the JSONL
+    assert row["nonfinite_losses"] == 0
+    diverged = summarize(8, [_part([1.0, 2.0], loss=[0.5, float("nan")]), _part([1.0, 2.0], loss=[float("inf"), 1.5])])
+    assert diverged["nonfinite_losses"] == 2 and diverged["loss"] == pytest.approx(1.0)  # the finite ones
     log = MetricsLog(tmp_path, enabled=True, tensorboard=True)
     log.write(row)
     log.close()

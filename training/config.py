@@ -131,6 +131,11 @@ class TrainConfig:
     """Stop after this many iterations (counting those done before a resume)."""
     checkpoint_every: int = 10
     """Save a DeepSpeed checkpoint every N iterations (and after the last one)."""
+    nonfinite_loss: Literal["stop", "skip"] = "stop"
+    """An update loss that is NaN or inf means the policy has diverged. "stop": the iteration's metrics
+    are written (``nonfinite_losses``) and the run ends with an error naming the last checkpoint,
+    before saving the diverged weights; "skip": go on (DeepSpeed skips optimizer steps whose
+    gradients are not finite, but the rollouts of a diverged policy stay garbage)."""
     keep_checkpoints: int | None = None
     """Keep only the newest N checkpoints in output_dir/checkpoints (older ones are deleted after each
     save; the one ``latest`` names always stays); None: keep all. A checkpoint holds the whole module

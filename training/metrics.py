@@ -17,6 +17,8 @@ Metric names (one JSON object per iteration in metrics.jsonl):
   with ``reward_overlap: groups`` rewards are scored during the rollouts and ``seconds_reward`` is the
   wait for them after the last rollout.
 * ``update_skipped`` -- 1 when no rank had a valid sample (no optimizer step this iteration).
+* ``nonfinite_losses`` -- update micro-batches (all ranks) whose loss was NaN or inf: the policy's
+  likelihoods are no longer finite, i.e. training has diverged (``nonfinite_loss: stop`` ends the run).
 """
 
 from __future__ import annotations
@@ -74,7 +76,7 @@ def summarize(iteration: int, parts: list[dict[str, Any]]) -> dict[str, float | 
         "clip_fraction": _mean(cat("clip_fraction")),
         "approx_kl": _mean(cat("approx_kl")),
         "mu_kl": _mean(cat("mu_kl")),
-        "loss": _mean(cat("loss")),
+        "loss": _mean([x for x in cat("loss") if math.isfinite(x)]),
         "mask_mean": _mean(cat("mask_mean")),
         "rollout_diversity": _mean(cat("diversity")),
         "rollout_diversity_frames": _mean(cat("diversity_frames")),
@@ -82,6 +84,7 @@ def summarize(iteration: int, parts: list[dict[str, Any]]) -> dict[str, float | 
         "seconds_reward": parts[0]["seconds_reward"],
         "seconds_update": parts[0]["seconds_update"],
         "update_skipped": int(parts[0]["update_skipped"]),
+        "nonfinite_losses": sum(not math.isfinite(x) for x in cat("loss")),
     }
     for kind in ("none", "nan", "inf", "error"):
         row[f"ineligible_{kind}"] = total(f"ineligible_{kind}")

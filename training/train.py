@@ -105,9 +105,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"error: {exc}", file=sys.stderr)
         return 2
     _single_process_env()
+    # heavy imports (deepspeed, diffusers) only after validation
     from graph.stores import StoreError
     from training.export import ExportError
-    from training.trainer import train  # heavy imports (deepspeed, diffusers) only after validation
+    from training.trainer import TrainingDiverged, train
 
     try:
         out = train(cfg, local_rank=int(os.environ.get("LOCAL_RANK", "0")), reward_token=reward_token(cfg),
@@ -117,6 +118,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 2
     except ExportError as exc:
         print(f"error: {exc}", file=sys.stderr)
+        return 1
+    except TrainingDiverged as exc:  # raised on every rank; said once
+        if int(os.environ.get("RANK", "0")) == 0:
+            print(f"error: {exc}", file=sys.stderr)
         return 1
     if int(os.environ.get("RANK", "0")) == 0:
         print(f"done: metrics in {out / 'metrics.jsonl'}")

@@ -87,6 +87,19 @@ from training.reward_runner import RewardRunner, merge_outcomes
 from training.rewards import RewardOutcome
 
 
+class TrainingDiverged(RuntimeError):
+    """An update loss was NaN or inf (``nonfinite_loss: stop``); the diverged weights were not saved."""
+
+    def __init__(self, iteration: int, count: int, ckpt_dir: Path) -> None:
+        latest = ckpt_dir / "latest"
+        last = f"{ckpt_dir / latest.read_text().strip()}" if latest.is_file() else "none yet"
+        super().__init__(
+            f"iteration {iteration}: {count} update loss(es) were NaN or inf, so the policy has diverged; stopped "
+            f"without saving it. Last checkpoint: {last}. Resume from it (--resume) with a lower learning_rate, "
+            "or set nonfinite_loss: skip to go on regardless")
+        self.iteration = iteration
+
+
 @dataclass
 class Group:
     """The G rollouts of one prompt on this rank."""
@@ -341,6 +354,11 @@ def train(cfg: TrainConfig, *, local_rank: int = 0, reward_token: str | None = N
         if bar is not None:
             bar.set_postfix(reward=f"{row['reward_mean']:.4f}", kl=f"{row['approx_kl']:.2e}")
             bar.update(1)
+        if row["nonfinite_losses"] and cfg.nonfinite_loss == "stop":  # every rank sees the same row
+            if bar is not None:
+                bar.close()
+            log.close()
+            raise TrainingDiverged(it + 1, int(row["nonfinite_losses"]), ckpt_dir)
         if eval_prompts and ((it + 1) % cfg.eval_every == 0 or it + 1 == cfg.max_iterations):
             held_out(it + 1)
         if (it + 1) % cfg.checkpoint_every == 0 or it + 1 == cfg.max_iterations:
