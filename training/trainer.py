@@ -66,7 +66,7 @@ import yaml
 
 from evals.diversity import d_prompt, d_prompt_frames
 from policy.rollout import Rollout, RolloutConfig, cat_rollouts, rollout
-from policy.world_model import Conditioning
+from policy.world_model import Conditioning, FlowWorldModel
 from training import engine as ds_engine
 from training.config import ConfigError, TrainConfig
 from training.config_io import config_to_dict, resume_changes
@@ -117,7 +117,7 @@ def _chunk(c: int, micro_batch: int, group: int) -> slice:
     return slice(c * micro_batch, min((c + 1) * micro_batch, group))
 
 
-def _sample_group(world_model: Any, cond: Conditioning, rcfg: RolloutConfig, cfg: TrainConfig,
+def _sample_group(world_model: FlowWorldModel, cond: Conditioning, rcfg: RolloutConfig, cfg: TrainConfig,
                   device: torch.device, seed: tuple[int, ...]) -> Rollout:
     """The G rollouts of one prompt (``cond`` repeated G times), ``cfg.rollout_batch`` at a time. The whole
     group draws its noise from the generator of ``seed`` (run seed, iteration, rank, prompt slot); chunk
@@ -355,6 +355,7 @@ def train(cfg: TrainConfig, *, local_rank: int = 0, reward_token: str | None = N
             bar.set_postfix(reward=f"{row['reward_mean']:.4f}", kl=f"{row['approx_kl']:.2e}")
             bar.update(1)
         if row["nonfinite_losses"] and cfg.nonfinite_loss == "stop":  # every rank sees the same row
+            rewards.close()
             if bar is not None:
                 bar.close()
             log.close()
