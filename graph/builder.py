@@ -34,7 +34,6 @@ Decisions where the issue was silent:
 from __future__ import annotations
 
 import asyncio
-import sqlite3
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
@@ -58,7 +57,7 @@ from graph.nodes.quality import quality
 from graph.nodes.reflect import reflect
 from graph.nodes.surprise import surprise
 from graph.state import AgentInput, AgentState
-from graph.stores import ensure_parent, store_errors
+from graph.stores import connect_wal, ensure_parent, retry_locked, store_errors
 
 _BRANCHES = ("observe", "contract", "surprise", "extra")
 """Stages that run side by side after quality; assess joins them."""
@@ -236,12 +235,8 @@ def default_checkpointer(path: str | Path):
 
     with store_errors(path, "trace database", "RAA_TRACES_PATH"):
         ensure_parent(path)
-        conn = sqlite3.connect(str(path), check_same_thread=False)
-        if str(path) != ":memory:":  # WAL: a checkpoint commit appends to the log instead of an fsync per write
-            conn.execute("PRAGMA journal_mode=WAL")
-            conn.execute("PRAGMA synchronous=NORMAL")
-        saver = LocalSqliteSaver(conn, serde=traces_serde())
-        saver.setup()
+        saver = LocalSqliteSaver(connect_wal(path), serde=traces_serde())
+        retry_locked(saver.conn, saver.setup)  # tables: another process may be creating them too
     return saver
 
 

@@ -34,7 +34,7 @@ from typing import Any
 from langchain_core.messages import AIMessage, BaseMessage, ToolMessage
 from pydantic import BaseModel
 
-from graph.stores import ensure_parent, store_errors
+from graph.stores import connect_wal, ensure_parent, retry_locked, store_errors
 from graph.workers import run_blocking
 
 _SCHEMA = "CREATE TABLE IF NOT EXISTS stage_cache (key TEXT PRIMARY KEY, value TEXT NOT NULL)"
@@ -139,9 +139,12 @@ class StageCache:
         if self.path is not None:
             with store_errors(self.path, "stage cache", "RAA_CACHE_PATH, or off"):
                 ensure_parent(self.path)
-                self._conn = sqlite3.connect(str(self.path), check_same_thread=False, isolation_level=None)
-                self._conn.execute("PRAGMA journal_mode=WAL")
-                self._conn.execute(_SCHEMA)
+                conn = self._conn = connect_wal(self.path, isolation_level=None)
+
+                def create_table() -> None:  # another process may be creating it too
+                    conn.execute(_SCHEMA)
+
+                retry_locked(conn, create_table)
         self._lock = threading.Lock()
         self._key_locks: dict[tuple[int, str], tuple[asyncio.Lock, int]] = {}
         self.hits = 0

@@ -116,3 +116,64 @@ def test_training_agent_reward_loads_its_tools_when_built(tmp_path):
     with pytest.raises(ValueError, match="the motion tool cannot load.*RAA_COTRACKER_CHECKPOINT"):
         build_reward("agent", {"preset": "motion"}, agent_settings=settings, agent_tools=no_checkpoint)
     assert build_reward("agent", {"preset": "decomposed"}, agent_settings=settings, agent_tools=no_checkpoint)
+
+
+def test_many_openers_of_one_new_database_all_get_it(tmp_path):
+    """Training ranks and score-batch workers open the same new trace database and stage cache together.
+    Turning a new file to WAL takes the exclusive lock and the loser got "database is locked" at once
+    (SQLite's deadlock avoidance skips the busy timeout): one of two training ranks stopped at start,
+    and 8 threads opening 60 new files failed 0-2 times per run on the old code. Now retried."""
+    import threading
+
+    failures: list[str] = []
+
+    def open_both(path: Path, barrier: threading.Barrier) -> None:
+        barrier.wait()
+        try:
+            default_checkpointer(path).conn.close()
+            StageCache(f"{path}.cache")
+        except StoreError as exc:
+            failures.append(str(exc))
+
+    for trial in range(40):
+        barrier = threading.Barrier(8)
+        threads = [threading.Thread(target=open_both, args=(tmp_path / f"t{trial}.sqlite", barrier)) for _ in range(8)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+    assert failures == []
+    assert StageCache(tmp_path / "t0.sqlite.cache").get("missing") is None
+
+
+def test_retry_locked_retries_only_a_lock_and_only_for_a_while(tmp_path):
+    import sqlite3
+
+    from graph.stores import connect_wal, retry_locked
+
+    conn = connect_wal(tmp_path / "x.sqlite")
+    assert conn.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
+    calls = []
+
+    def locked_twice() -> None:
+        calls.append(1)
+        if len(calls) <= 2:
+            raise sqlite3.OperationalError("database is locked")
+
+    retry_locked(conn, locked_twice)
+    assert len(calls) == 3
+
+    def corrupt() -> None:
+        calls.append(1)
+        raise sqlite3.OperationalError("file is not a database")
+
+    calls.clear()
+    with pytest.raises(sqlite3.OperationalError, match="not a database"):
+        retry_locked(conn, corrupt)
+    assert len(calls) == 1  # not a lock: no retry
+
+    def always_locked() -> None:
+        raise sqlite3.OperationalError("database is locked")
+
+    with pytest.raises(sqlite3.OperationalError, match="locked"):
+        retry_locked(conn, always_locked, wait_s=0.05)
