@@ -69,6 +69,24 @@ def _backbone_settings(require_endpoint: bool = True):
     return settings
 
 
+def _load_tools(settings: Any, presets: list[str], tools: Any) -> None:
+    """Load the evidence models the chosen presets use now (as `raa score-batch`, `raa serve-reward` and
+    training do): a tool that cannot load would otherwise make every row of those presets an ineligible
+    row, after every clip's run. Exit 2 naming the tool and the presets that use it."""
+    from graph.context import preload_tools
+    from tools.errors import ToolFault
+
+    for preset in presets:
+        try:
+            preload_tools(settings.agent_config(preset), tools)
+        except (ToolFault, ValueError) as exc:
+            tool = exc.tool if isinstance(exc, ToolFault) else "evidence"
+            switch = {"motion": "motion", "surprise": "wmreward"}.get(tool)
+            users = [p for p in presets if switch is None or settings.agent_config(p).switches()[switch]]
+            raise _fail(f"the {tool} tool cannot load ({exc}); presets {', '.join(users)} use it: fix its "
+                        "RAA_* tool setting (see `raa doctor`) or leave them out of --presets") from exc
+
+
 def _print_table(metrics: list) -> None:
     """The Table 2 layout; on consoles narrower than RUNS_FULL_WIDTH the rows are labelled by preset id
     (the paper's labels run to 42 characters and would fold over several lines) and rules are dropped."""
@@ -120,8 +138,10 @@ def reward_command(
     judge = make_judge(judge_settings)
     if judge.backbone is None:
         typer.echo(f"warning: {judge.unconfigured_reason}; rows stay unjudged (R not measured)", err=True)
+    tools = make_tools()
+    _load_tools(settings, chosen, tools)
     backbone = Backbone.from_settings(settings, model=make_chat_model(settings), cache=StageCache(settings.cache_path))
-    scorer = AgentScorer(backbone=backbone, tools=make_tools(), settings=settings,
+    scorer = AgentScorer(backbone=backbone, tools=tools, settings=settings,
                          checkpointer=default_checkpointer(settings.traces_path), max_concurrency=concurrency)
     total = len(clips) * len(chosen)
     done = [0]

@@ -124,3 +124,22 @@ def test_eval_reward_table_fits_80_columns(env, monkeypatch):
     rows = [line.split() for line in table.splitlines() if line.strip().startswith(("audit_no_gate", "full"))]
     assert [r[0] for r in rows] == ["audit_no_gate", "full"]  # one line per preset, ids never folded
     assert "Scope audit and repair (no failure gate)" in (Path("ev") / "table.md").read_text()
+
+
+def test_eval_reward_stops_at_start_when_a_presets_tool_cannot_load(env, monkeypatch, tmp_path):
+    """V-JEPA 2 weights that are not there: before, every clip of every WMReward preset ran and became an
+    ineligible row with the same tool fault (17 of 18 clips of the small suite). Now: exit 2 at once,
+    naming the tool and the presets that use it; nothing is scored."""
+    from tools.settings import ToolSettings
+    from tools.toolbox import Toolbox
+
+    settings = ToolSettings(vjepa_model=str(tmp_path / "no-such-vjepa"))
+    monkeypatch.setattr(eval_cli, "make_tools", lambda: Toolbox(settings))
+    result = runner.invoke(eval_cli.eval_app, ["reward", "-m", "m.jsonl", "-o", "ev", "--presets", "direct,wmreward,full"])
+    assert result.exit_code == 2, result.output
+    assert "the surprise tool cannot load" in result.output and "no-such-vjepa" in result.output
+    assert "presets wmreward, full use it" in result.output
+    assert not (env[0] / "ev" / "results.jsonl").exists()
+    monkeypatch.setattr(eval_cli, "make_tools", lambda: Toolbox(settings))  # presets without WMReward still run
+    result = runner.invoke(eval_cli.eval_app, ["reward", "-m", "m.jsonl", "-o", "ev", "--presets", "direct"])
+    assert result.exit_code == 0, result.output
