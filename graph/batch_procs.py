@@ -23,7 +23,8 @@ Decisions where the issue was silent:
   those items is tried once more on another worker (it may have died for a neighbour's clip); an
   item whose worker dies on its second attempt gets an ineligible row naming the exit status. A
   replacement worker is started while work remains, so one bad clip never stops the batch.
-- A worker that fails before it is ready (bad trace path, import error) is not replaced; when no
+- A worker that fails before it is ready (bad trace path, import error, a preset's tool model that
+  cannot load) is not replaced; when no
   worker is left, `BatchError` carries its message and the items not yet scored stay unwritten, so
   the batch resumes after the cause is fixed.
 - Rows of items that could not be dispatched are never invented: every item ends as a row from a
@@ -72,6 +73,21 @@ def worker_main(conn: Connection, settings: BackboneSettings, preset: str, durab
         raise SystemExit(1) from exc
 
 
+def _preset_tools(settings: BackboneSettings, preset: str) -> Any:
+    """The agent's default tools (a Toolbox from the `RAA_*` tool settings, read in this worker as the
+    agent's builder would) with the preset's models loaded now: a tool that cannot load (V-JEPA 2 or
+    CoTracker3 weights missing) stops the worker before it is ready, so the batch stops at start with
+    the reason (`BatchError`, exit 2) as `raa score-batch` in one process does, instead of every run
+    finding out and each clip getting an ineligible row."""
+    from graph.context import preload_tools
+    from tools.settings import ToolSettings
+    from tools.toolbox import Toolbox
+
+    tools = Toolbox(ToolSettings.from_env())
+    preload_tools(settings.agent_config(preset), tools)
+    return tools
+
+
 def _send(conn: Connection, message: tuple) -> None:
     try:
         conn.send(message)
@@ -101,7 +117,8 @@ async def _serve(conn: Connection, settings: BackboneSettings, preset: str, dura
         _send(conn, ("row", ticket, result_line(item, result), result.status))
 
     async with open_async_saver(settings.traces_path) as saver:
-        agent = build_batch_agent(settings, preset, saver, default_chat_model(settings))
+        tools = _preset_tools(settings, preset)
+        agent = build_batch_agent(settings, preset, saver, default_chat_model(settings), tools)
         _send(conn, ("ready", os.getpid()))
         threading.Thread(target=read, name="raa-batch-inbox", daemon=True).start()
         running: set[asyncio.Task] = set()

@@ -190,3 +190,23 @@ def test_a_worker_whose_parent_is_gone_cancels_its_runs_and_exits(tmp_path) -> N
             if proc.is_alive():
                 proc.kill()
                 proc.join()
+
+
+def test_a_tool_model_that_cannot_load_stops_the_batch_at_start(tmp_path, monkeypatch) -> None:
+    """V-JEPA 2 weights missing, preset wmreward: every worker stops before it is ready, so the batch stops
+    with the reason and scores nothing (before: each clip ran and got an ineligible row, as the
+    one-process batch never did)."""
+    from graph.batch import RowWriter, read_manifest
+    from graph.batch_procs import BatchError, run_batch_processes
+    from graph.settings import BackboneSettings
+    from tests.graph_scripts import moving_square
+
+    monkeypatch.setenv("RAA_VJEPA_MODEL", str(tmp_path / "no-such-vjepa"))  # the spawned workers inherit it
+    moving_square(tmp_path / "c.mp4")
+    items = read_manifest(_manifest(tmp_path, [{"path": "c.mp4", "instruction": INSTRUCTION}]), "wmreward")
+    settings = BackboneSettings(base_url="http://127.0.0.1:9/v1", model="m", api_key="EMPTY", cache_path=None,
+                                traces_path=str(tmp_path / "traces.sqlite"))
+    with pytest.raises(BatchError, match="no batch worker process could start: .*surprise tool load .*no-such-vjepa"):
+        run_batch_processes(items, RowWriter(tmp_path / "out.jsonl"), settings=settings, preset="wmreward",
+                            processes=2, concurrency=2)
+    assert not (tmp_path / "out.jsonl").exists() or (tmp_path / "out.jsonl").read_text() == ""
