@@ -182,7 +182,7 @@ def score_batch_command(
         raise typer.Exit(2)
     _check_preset(preset)
     settings.ensure_parent_dirs()
-    _preflight_or_exit(settings)  # before writing a row per clip that only says the endpoint is wrong
+    preflight_or_exit(settings)  # before writing a row per clip that only says the endpoint is wrong
     items = read_manifest(manifest, preset)
     if retry_ineligible:
         typer.echo(f"{drop_retryable(out)} ineligible row(s) removed from {out} to score again", err=True)
@@ -190,7 +190,7 @@ def score_batch_command(
     todo = [it for it in items if it["key"] not in done]
     typer.echo(f"{len(items)} items, {len(items) - len(todo)} already in {out}, {len(todo)} to score", err=True)
     # the preset's tool models, loaded in the process that scores (worker processes load their own)
-    tools = _loaded_tools(settings, preset) if todo and processes == 1 else None
+    tools = loaded_tools(settings, preset) if todo and processes == 1 else None
     columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn())
     with Progress(*columns, console=_err) as progress:
         task = progress.add_task("scoring", total=len(todo))
@@ -314,14 +314,14 @@ def trace_command(
             typer.echo(f"reason: {reason}")
 
 
-def _preflight_or_exit(settings: BackboneSettings) -> None:
+def preflight_or_exit(settings: BackboneSettings) -> None:
     """The endpoint pre-flight (graph/endpoint.py); its problem is one error line and exit 2."""
     if problem := preflight(settings):
         typer.echo(f"error: {problem}", err=True)
         raise typer.Exit(2)
 
 
-def _loaded_tools(settings: BackboneSettings, preset: str) -> Any:
+def loaded_tools(settings: BackboneSettings, preset: str) -> Any:
     """A Toolbox from the `RAA_*` tool settings with the preset's models loaded (exit 2 naming the tool
     that cannot load): for commands that would otherwise find out in every run, each one ineligible."""
     from graph.context import preload_tools
@@ -362,8 +362,8 @@ def serve_reward_command(
     _check_preset(preset)
     if (warning := open_bind_warning(host, token, "RAA_REWARD_TOKEN")) is not None:
         typer.echo(warning, err=True)
-    _preflight_or_exit(settings)  # a service that cannot reach its model answers every request ineligible
-    tools = _loaded_tools(settings, preset)
+    preflight_or_exit(settings)  # a service that cannot reach its model answers every request ineligible
+    tools = loaded_tools(settings, preset)
     agent = build_batch_agent(settings, preset, default_checkpointer(settings.traces_path),
                               make_chat_model(settings), tools)
     app = create_reward_app(agent, preset, token=token, max_concurrency=concurrency, max_items=max_items,

@@ -91,13 +91,20 @@ def _score(rows: list[dict], out: Path, preset: str, concurrency: int, console: 
 
     settings = BackboneSettings.from_env()
     settings.ensure_parent_dirs()
+    commands.preflight_or_exit(settings)  # a wrong endpoint: one line now, not 18 ineligible rows after retries
+    try:  # the preset's tool models, loaded now (exit 2 naming the tool), as score-batch does
+        tools = commands.loaded_tools(settings, preset)
+    except typer.Exit:
+        console.print("Score the clips without that tool: `raa demo --preset no_wmreward` (no V-JEPA 2) or "
+                      "`--preset no_motion` (no CoTracker3); `raa doctor` checks the tool settings.", soft_wrap=True)
+        raise
     backbone = Backbone.from_settings(settings, model=commands.make_chat_model(settings),
                                       cache=StageCache(settings.cache_path))
     items = [(r["path"], r["instruction"]) for r in rows]
     console.print(f"Scoring {len(items)} clips with preset [bold]{preset}[/] against {settings.base_url} "
                   f"({settings.model}) ...")
     results = asyncio.run(ascore_videos(items, settings.agent_config(preset), max_concurrency=concurrency,
-                                        backbone=backbone, settings=settings,
+                                        backbone=backbone, settings=settings, tools=tools,
                                         durability=settings.trace_durability))
     # the run id is what `raa trace` takes: never cut short (narrow consoles get a compact table in which
     # only the clip name folds, as `raa runs` does)

@@ -37,6 +37,7 @@ def test_demo_with_endpoint_scores_and_writes_reports(tmp_path, monkeypatch, col
     monkeypatch.setenv("RAA_TRACES_PATH", str(tmp_path / "traces.sqlite"))
     monkeypatch.setenv("RAA_CACHE_PATH", str(tmp_path / "cache.sqlite"))
     monkeypatch.setenv("RAA_INSPECT_MODE", "plan")  # the README's Qwen2.5-VL setting
+    monkeypatch.setenv("RAA_ENDPOINT_WAIT_S", "0")  # scripted model: the base url is never asked
     res = runner.invoke(app, ["demo", "--out", str(tmp_path), "--limit", "2", "--preset", "no_wmreward"],
                         env={"COLUMNS": columns})
     assert res.exit_code == 0, res.output
@@ -48,3 +49,23 @@ def test_demo_with_endpoint_scores_and_writes_reports(tmp_path, monkeypatch, col
     for run_id in (p.stem for p in reports):  # whole in the table, even at 80 columns, to copy into raa trace
         assert any(re.search(rf"\b{run_id}\b", line) for line in table_lines), res.output
     assert "raa trace RUN_ID" in res.output
+
+
+def test_demo_stops_at_start_when_the_presets_tool_cannot_load(tmp_path, monkeypatch) -> None:
+    """An endpoint but no V-JEPA 2 weights (a newcomer's first run offline): before, every clip became an
+    ineligible row carrying the same load error; now one error line, how to score without the tool, exit 2."""
+    import graph.commands as commands
+    from graph.testing import ScriptedChatModel
+    from tests.graph_scripts import full_script
+
+    model = ScriptedChatModel(full_script())
+    monkeypatch.setattr(commands, "make_chat_model", lambda settings: model)
+    for name, value in (("RAA_BASE_URL", "http://127.0.0.1:9/v1"), ("RAA_MODEL", "scripted"), ("RAA_API_KEY", "EMPTY"),
+                        ("RAA_TRACES_PATH", str(tmp_path / "traces.sqlite")), ("RAA_CACHE_PATH", "off"),
+                        ("RAA_ENDPOINT_WAIT_S", "0"), ("RAA_VJEPA_MODEL", str(tmp_path / "no-such-vjepa"))):
+        monkeypatch.setenv(name, value)
+    res = runner.invoke(app, ["demo", "--out", str(tmp_path), "--limit", "1"], env={"COLUMNS": "200"})
+    assert res.exit_code == 2, res.output
+    assert "surprise tool load failure" in res.output and "no-such-vjepa" in res.output
+    assert "raa demo --preset no_wmreward" in res.output
+    assert model.calls == [] and not (tmp_path / "reports").exists()
