@@ -237,7 +237,7 @@ def run_batch_processes(items: list[dict[str, Any]], writer: RowWriter, *, setti
             spawn()
         while pending or any(w.in_flight for w in workers):
             if not workers:
-                raise BatchError("no batch worker process could start: " + "; ".join(startup_errors))
+                raise BatchError("no batch worker process could start: " + "; ".join(dict.fromkeys(startup_errors)))
             dispatch()
             wait([w.conn for w in workers] + [w.process.sentinel for w in workers], timeout=1.0)
             for w in list(workers):

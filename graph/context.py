@@ -133,16 +133,22 @@ def preload_tools(config: Any, tools: object) -> None:
     """Load now the evidence models `config` (an `AgentConfig`) uses: the motion tracker when motion
     evidence is on (CoTracker3 loads its weights), the surprise scorer when WMReward is on (V-JEPA 2 loads).
     ToolFault naming the tool. Long-lived users (training's agent reward, the reward service) call it at
-    start, since a tool that cannot load makes every run ineligible; a tool service loads on its side."""
+    start, since a tool that cannot load makes every run ineligible. A tool service loads its models on its
+    side: then the check is that it answers and serves the tool (`ToolServiceClient.check_serves`)."""
+    from tools.client import RemoteMotionTracker, RemoteSurpriseScorer
     from tools.surprise import VJEPA2SurpriseScorer
 
     switches, provider = config.switches(), tool_provider(tools)
     if switches["motion"]:
-        provider.tracker()
+        tracker = provider.tracker()
+        if isinstance(tracker, RemoteMotionTracker):
+            tracker.client.check_serves("motion")
     if switches["wmreward"]:
         scorer = provider.surprise()
         if isinstance(scorer, VJEPA2SurpriseScorer):
             scorer.load()
+        elif isinstance(scorer, RemoteSurpriseScorer):
+            scorer.client.check_serves("surprise")
 
 
 

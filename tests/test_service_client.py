@@ -179,3 +179,31 @@ def test_many_queries_fall_back_to_multipart_and_still_match(server):
     b = LKTracker().track(frames, queries=q)
     np.testing.assert_array_equal(a.tracks, b.tracks)
     np.testing.assert_array_equal(a.visible, b.visible)
+
+
+def test_preload_checks_that_a_tool_service_answers_and_serves_the_presets_tools(server, service_root):
+    """With RAA_TOOLS_URL the models load on the service's side; what a batch / reward service / training
+    run checks at start is that the service answers and serves each tool the preset uses. Before, a service
+    started with --no-surprise made every clip of a WMReward preset ineligible (503 on each run)."""
+    from graph.config import AgentConfig
+    from graph.context import preload_tools
+
+    full, motion_only = AgentConfig(preset="full"), AgentConfig(preset="no_wmreward")
+    app = create_app(ToolSettings(), service_root, token=TOKEN, workers=1, tracker=LKTracker(), enable_surprise=False)
+    with serve(app) as no_surprise:
+        tools = Toolbox(ToolSettings(tools_url=no_surprise, tools_token=TOKEN))
+        with pytest.raises(ToolFault) as info:
+            preload_tools(full, tools)
+        assert (info.value.tool, info.value.kind) == ("surprise", "load")
+        assert f"the tool service at {no_surprise}" in info.value.message and "does not serve surprise" in info.value.message
+        preload_tools(motion_only, tools)  # motion is served
+        tools.close()
+    preload_tools(full, Toolbox(ToolSettings(tools_url=server, tools_token=TOKEN)))  # serves both
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM, socket.IPPROTO_TCP)
+    sock.bind(("127.0.0.1", 0))
+    port = sock.getsockname()[1]
+    sock.close()
+    down = Toolbox(ToolSettings(tools_url=f"http://127.0.0.1:{port}", retries=1))
+    with pytest.raises(ToolFault) as info:
+        preload_tools(motion_only, down)
+    assert info.value.tool == "motion" and f"127.0.0.1:{port}" in info.value.message

@@ -106,6 +106,21 @@ class ToolServiceClient:
     def info(self) -> dict:
         return self.request("GET", "/v1/info")
 
+    def check_serves(self, tool: str) -> dict:
+        """``/v1/info`` when the service answers and serves ``tool`` ("motion" or "surprise"), else a
+        ToolFault ``(tool, "load")`` naming the service: what a batch, a reward service or a training run
+        checks at start, since otherwise every run finds out (503 "surprise is not enabled", or no
+        answer at all) and every clip is ineligible."""
+        try:
+            info = self.info()
+        except ToolFault as exc:
+            raise ToolFault(tool, "load", f"the tool service at {self._http.base_url} cannot be used: "
+                                          f"{exc.message}") from exc
+        if tool == "surprise" and not info.get("surprise_model"):
+            raise ToolFault("surprise", "load", f"the tool service at {self._http.base_url} does not serve "
+                                                "surprise (started with --no-surprise?)")
+        return info
+
     def post_frames(self, path: str, frames: np.ndarray, fields: dict, bad_request: type[Exception]) -> dict:
         """Send frames losslessly as ``.npy``: a raw body with query parameters, or multipart when the
         parameters are too long for a URL."""
