@@ -7,9 +7,13 @@ Metric names (one JSON object per iteration in metrics.jsonl):
 * ``skipped_groups`` -- groups with fewer than 2 eligible rewards (no update from them).
 * ``adv_mean`` / ``adv_std`` / ``adv_abs_max`` -- advantages of the samples that were updated.
 * ``clip_fraction`` -- share of (sample, SDE step) items whose ratio left [1 - delta, 1 + delta].
-* ``approx_kl`` -- mean k3 estimate of KL(old || new) over update micro-batches.
-* ``mu_kl`` -- mean mu-KL regulariser (mean-space distance to the reference policy).
-* ``loss`` -- mean total loss over update micro-batches.
+* ``approx_kl`` -- mean k3 estimate of KL(old || new) over the updated (sample, SDE step) items.
+* ``mu_kl`` -- mean mu-KL regulariser (mean-space distance to the reference policy), same items.
+* ``loss`` -- mean total loss over the same items (the finite ones).
+
+The update logs one value per micro-batch (a mean over its valid samples) with ``item_counts``, the
+number of those samples; the four lines above weigh each micro-batch by it, so they are means over
+items, as the objective is (with uneven micro-batches a plain mean of micro-batch means would not be).
 * ``mask_mean`` -- mean of the dynamic mask M over SDE steps (r_base <= M <= 1).
 * ``rollout_diversity`` / ``rollout_diversity_frames`` -- D_prompt per prompt (latent L2 / frame
   space), averaged over prompts.
@@ -42,6 +46,16 @@ def _std(xs: list[float]) -> float:
     return math.sqrt(sum((x - m) ** 2 for x in xs) / len(xs))
 
 
+def _item_mean(values: list[float], counts: list[int]) -> float:
+    """Mean of per-micro-batch means weighted by their item counts (a plain mean when the counts do not
+    belong to these values, e.g. ``mu_kl`` without a reference); non-finite values are left out."""
+    if len(counts) != len(values):
+        return _mean([v for v in values if math.isfinite(v)])
+    pairs = [(v, c) for v, c in zip(values, counts, strict=True) if math.isfinite(v)]
+    total = sum(c for _, c in pairs)
+    return sum(v * c for v, c in pairs) / total if total else float("nan")
+
+
 def gather(local: dict[str, Any]) -> list[dict[str, Any]]:
     """All ranks' local metric dicts (a list of one dict without torch.distributed)."""
     if not (dist.is_available() and dist.is_initialized()) or dist.get_world_size() == 1:
@@ -60,6 +74,7 @@ def summarize(iteration: int, parts: list[dict[str, Any]]) -> dict[str, float | 
     def total(key: str) -> int:
         return int(sum(p[key] for p in parts))
 
+    counts = [c for p in parts for c in p.get("item_counts", [])]
     rewards = cat("rewards")
     eligible = [r for r in rewards if r is not None]
     adv = cat("advantages")
@@ -73,10 +88,10 @@ def summarize(iteration: int, parts: list[dict[str, Any]]) -> dict[str, float | 
         "adv_mean": _mean(adv) if adv else 0.0,
         "adv_std": _std(adv) if adv else 0.0,
         "adv_abs_max": max((abs(a) for a in adv), default=0.0),
-        "clip_fraction": _mean(cat("clip_fraction")),
-        "approx_kl": _mean(cat("approx_kl")),
-        "mu_kl": _mean(cat("mu_kl")),
-        "loss": _mean([x for x in cat("loss") if math.isfinite(x)]),
+        "clip_fraction": _item_mean(cat("clip_fraction"), counts),
+        "approx_kl": _item_mean(cat("approx_kl"), counts),
+        "mu_kl": _item_mean(cat("mu_kl"), counts),
+        "loss": _item_mean(cat("loss"), counts),
         "mask_mean": _mean(cat("mask_mean")),
         "rollout_diversity": _mean(cat("diversity")),
         "rollout_diversity_frames": _mean(cat("diversity_frames")),

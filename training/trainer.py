@@ -273,6 +273,7 @@ def train(cfg: TrainConfig, *, local_rank: int = 0, reward_token: str | None = N
         clip_fracs: list[float] = []
         approx_kls: list[float] = []
         mu_kls: list[float] = []
+        item_counts: list[int] = []  # valid samples behind each of the above (their weight in the logged means)
         if valid_total.item() > 0:
             engine.module.train()
             items = [(gi, k, c) for gi in range(len(groups)) for k in range(len(sde_steps)) for c in range(chunks)]
@@ -316,6 +317,7 @@ def train(cfg: TrainConfig, *, local_rank: int = 0, reward_token: str | None = N
                         clip_fracs.append(float(clip_frac))
                         approx_kls.append(float(approx_kl))
                         losses.append(float(item_loss.detach()))
+                        item_counts.append(len(keep))
                         # their sum, weighted so each valid sample of the step counts 1/N (training/grpo.py)
                         loss = item_loss * (len(keep) * sample_sum_scale(
                             int(step_valid[pos // grad_accum]), grad_accum, world))
@@ -330,6 +332,7 @@ def train(cfg: TrainConfig, *, local_rank: int = 0, reward_token: str | None = N
             "skipped_groups": stats.skipped_groups,
             **{f"ineligible_{k}": v for k, v in outcome.counts.items()},
             "clip_fraction": clip_fracs, "approx_kl": approx_kls, "mu_kl": mu_kls, "loss": losses,
+            "item_counts": item_counts,
             "mask_mean": [float(r.mask_mean.float().mean()) for g in groups for r in g.rollout.steps],
             "diversity": [d_prompt(g.rollout.latents) for g in groups],
             "diversity_frames": [d_prompt_frames(g.frames) for g in groups],
