@@ -308,7 +308,7 @@ def _render_tracks(state: AgentState, ctx: RunContext, idx: list[int], tracks: A
         overlays = None
         if pos:  # drawn at the size the model sees (drawn at full size, a 1080p overlay shrank to nothing)
             small = [resize_long_side(f, ctx.frames.long_side) for f in ctx.frames.frame_list(state["video"], shown)]
-            overlays = draw_tracks_resized(small, tracks, pos, (h, w))
+            overlays = draw_tracks_resized(small, seen, pos, (sh, sw))  # `seen` is already at that size
     except Exception as exc:  # tracks of the wrong shape from a custom tracker: a fault, not a crash
         raise ToolFault("motion", "run", f"{type(exc).__name__}: {exc}") from exc
     labels = [frame_label(f, int(meta["frames"]), float(meta["fps"])) + " (motion-track overlay)" for f in shown]

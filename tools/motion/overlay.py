@@ -53,7 +53,7 @@ def draw_tracks(frames: np.ndarray | Sequence[np.ndarray], tracks: MotionTracks,
     if out.ndim != 4 or out.shape[-1] != 3 or out.dtype != np.uint8:
         raise ValueError(f"frames must be uint8 [H,W,3] each, got {out.dtype} {out.shape[1:]}")
     colors = [tuple(int(v) for v in c) for c in track_colors(tracks.num_points)]
-    xy = tracks.tracks if (sx, sy) == (1.0, 1.0) else (tracks.tracks + 0.5) * np.float32([sx, sy]) - 0.5
+    xy = tracks.tracks if (sx, sy) == (1.0, 1.0) else tracks.rescaled(sx, sy).tracks
     pts = np.round(xy).astype(np.int32)
     visible = np.asarray(tracks.visible, bool)
     for k, t in enumerate(positions):
