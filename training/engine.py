@@ -127,9 +127,15 @@ def save(engine: Any, ckpt_dir: Path, iteration: int, data_position: int) -> Non
     engine.save_checkpoint(str(ckpt_dir), tag=f"iter_{iteration:06d}", client_state=client)
 
 
+def latest_tag(ckpt_dir: Path) -> str | None:
+    """The checkpoint tag DeepSpeed's ``latest`` file names (what a resume loads); None without one."""
+    latest = ckpt_dir / "latest"
+    return latest.read_text().strip() if latest.is_file() else None
+
+
 def load(engine: Any, ckpt_dir: Path) -> tuple[int, int]:
     """Restore the latest checkpoint; returns (iteration, data_position). RNG states restored too."""
-    if not (ckpt_dir / "latest").is_file():
+    if latest_tag(ckpt_dir) is None:
         raise FileNotFoundError(f"--resume: no checkpoint in {ckpt_dir} (missing 'latest')")
     path, client = engine.load_checkpoint(str(ckpt_dir))
     if path is None or client is None:
@@ -158,9 +164,7 @@ def prune(ckpt_dir: Path, keep: int, local_rank: int) -> list[str]:
         dist.barrier()  # every rank has written its part of the newest checkpoint
     if local_rank != 0 or not ckpt_dir.is_dir():
         return []
-    latest_file = ckpt_dir / "latest"
-    latest = latest_file.read_text().strip() if latest_file.is_file() else None
-    stale = stale_checkpoints([p.name for p in ckpt_dir.iterdir() if p.is_dir()], latest, keep)
+    stale = stale_checkpoints([p.name for p in ckpt_dir.iterdir() if p.is_dir()], latest_tag(ckpt_dir), keep)
     for tag in stale:
         shutil.rmtree(ckpt_dir / tag, ignore_errors=True)  # another node may delete it at the same time
     return stale

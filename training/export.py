@@ -48,6 +48,7 @@ import torch
 from policy.world_model import FlowWorldModel
 from training.config import TrainConfig
 from training.config_io import config_from_dict, config_to_dict, saved_config_dict
+from training.engine import latest_tag
 from training.models import build_world_model
 
 EXPORT_FILE = "export.json"
@@ -64,11 +65,10 @@ def checkpoint_tag(checkpoint_dir: Path, tag: str | None = None) -> str:
     if not checkpoint_dir.is_dir():
         raise ExportError(f"no checkpoint folder at {checkpoint_dir}")
     if tag is None:
-        latest = checkpoint_dir / "latest"
-        if not latest.is_file():
+        tag = latest_tag(checkpoint_dir)
+        if tag is None:
             raise ExportError(f"{checkpoint_dir} has no 'latest' file; pass a tag (one of "
                               f"{sorted(p.name for p in checkpoint_dir.iterdir() if p.is_dir())})")
-        tag = latest.read_text().strip()
     if not (checkpoint_dir / tag).is_dir():
         raise ExportError(f"no checkpoint {tag!r} in {checkpoint_dir}")
     return tag

@@ -91,8 +91,8 @@ class TrainingDiverged(RuntimeError):
     """An update loss was NaN or inf (``nonfinite_loss: stop``); the diverged weights were not saved."""
 
     def __init__(self, iteration: int, count: int, ckpt_dir: Path) -> None:
-        latest = ckpt_dir / "latest"
-        last = f"{ckpt_dir / latest.read_text().strip()}" if latest.is_file() else "none yet"
+        tag = ds_engine.latest_tag(ckpt_dir)
+        last = "none yet" if tag is None else str(ckpt_dir / tag)
         super().__init__(
             f"iteration {iteration}: {count} update loss(es) were NaN or inf, so the policy has diverged; stopped "
             f"without saving it. Last checkpoint: {last}. Resume from it (--resume) with a lower learning_rate, "
