@@ -10,12 +10,9 @@ One iteration, on every rank for its share of the prompts:
    clips go to the reward as soon as they are decoded and are scored in the background
    (training/reward_runner.py) while the next group samples, and step 2 waits for what is left;
 3. advantages per prompt group over eligible rewards (``training.grpo.group_advantages``);
-4. update: ``inner_epochs`` passes over (group, SDE step, micro-batch of samples) items in a
-   seeded random order; each item recomputes the current policy's log-prob / mean / std with
-   gradients (``engine(...)`` -> ``step_log_prob``, train mode) and the reference's mean / std
-   (LoRA adapters disabled, or the frozen copy), and takes
-   ``loss = clipped GRPO + beta * mu-KL``; ``engine.backward(loss)``; ``engine.step()``;
-   DeepSpeed accumulates ``gradient_accumulation_steps`` micro-batches per optimizer step;
+4. update (training/update.py): ``inner_epochs`` passes over (group, SDE step, micro-batch of samples)
+   items in a seeded random order, ``loss = clipped GRPO + beta * mu-KL`` on each, through DeepSpeed,
+   which accumulates ``gradient_accumulation_steps`` micro-batches per optimizer step;
 5. metrics (training/metrics.py); with ``eval_every``, the held-out evaluation (training/evaluate.py
    -> eval.jsonl; also once before the first iteration); every ``checkpoint_every`` iterations and
    after the last, a checkpoint on every rank;
@@ -28,12 +25,9 @@ Decisions where the issue was silent:
   number of micro-batches so ZeRO's collectives stay in step. Samples without a valid advantage
   (ineligible reward or skipped group) contribute a zero-weighted loss; when no rank has a valid
   sample the update phase is skipped on all ranks (``update_skipped = 1``).
-* The loss of an optimizer step is the mean over its valid (sample, SDE step) items on all ranks:
-  each micro-batch contributes the sum of its valid samples' GRPO + beta * mu-KL terms times
-  ``training.grpo.sample_sum_scale`` (which undoes DeepSpeed's averaging over accumulation steps and
-  ranks), so ``micro_batch`` is only a memory setting and a sample never weighs more because its
-  neighbours were ineligible. mu-KL excludes conditioning frames. The logged ``loss`` is the
-  per-micro-batch mean.
+* The loss of an optimizer step is the mean over its valid (sample, SDE step) items on all ranks, so
+  ``micro_batch`` is only a memory setting (training/update.py says how). mu-KL excludes conditioning
+  frames. The logged ``loss``, ``clip_fraction``, ``approx_kl`` and ``mu_kl`` are means over valid items.
 * Rollout noise comes from a generator seeded by (seed, iteration, rank, prompt slot), so a resumed
   run draws exactly the noise of an uninterrupted one.
 * With ``beta = 0`` the reference pass is skipped; otherwise it runs for every micro-batch on every
@@ -48,13 +42,11 @@ Decisions where the issue was silent:
 
 from __future__ import annotations
 
-import dataclasses
 import math
 import random
 import sys
 import time
 from concurrent.futures import Future
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -73,18 +65,13 @@ from training.config_io import config_to_dict, resume_changes
 from training.data import PromptStream, derive_seed, load_frame, load_prompts
 from training.evaluate import evaluate, summarize_eval
 from training.export import ExportError, export_policy
-from training.grpo import (
-    clipped_policy_loss,
-    group_advantages,
-    mean_kl,
-    sample_sum_scale,
-    valid_per_optimizer_step,
-)
+from training.grpo import group_advantages
 from training.metrics import MetricsLog, gather, summarize
 from training.models import build_world_model, negative_prompt
 from training.preview import latent_preview
 from training.reward_runner import RewardRunner, merge_outcomes
 from training.rewards import RewardOutcome
+from training.update import Group, chunk, update_policy
 
 
 class TrainingDiverged(RuntimeError):
@@ -100,23 +87,6 @@ class TrainingDiverged(RuntimeError):
         self.iteration = iteration
 
 
-@dataclass
-class Group:
-    """The G rollouts of one prompt on this rank."""
-
-    cond: Conditioning
-    rollout: Rollout
-    frames: np.ndarray
-    text: str
-    advantages: torch.Tensor | None = None
-    valid: torch.Tensor | None = None
-
-
-def _chunk(c: int, micro_batch: int, group: int) -> slice:
-    """Samples of micro-batch ``c`` of a group (the last one may be shorter)."""
-    return slice(c * micro_batch, min((c + 1) * micro_batch, group))
-
-
 def _sample_group(world_model: FlowWorldModel, cond: Conditioning, rcfg: RolloutConfig, cfg: TrainConfig,
                   device: torch.device, seed: tuple[int, ...]) -> Rollout:
     """The G rollouts of one prompt (``cond`` repeated G times), ``cfg.rollout_batch`` at a time. The whole
@@ -125,20 +95,10 @@ def _sample_group(world_model: FlowWorldModel, cond: Conditioning, rcfg: Rollout
     size = cfg.rollout_batch or cfg.group_size
     if size >= cfg.group_size:
         return rollout(world_model, cond, rcfg, generator=torch.Generator(device=device).manual_seed(derive_seed(*seed)))
-    parts = [rollout(world_model, cond.select(_chunk(c, size, cfg.group_size)), rcfg,
+    parts = [rollout(world_model, cond.select(chunk(c, size, cfg.group_size)), rcfg,
                      generator=torch.Generator(device=device).manual_seed(derive_seed(*seed, c)))
              for c in range(math.ceil(cfg.group_size / size))]
     return cat_rollouts(parts, cond)
-
-
-def _take(obj: Any, sl: slice, batch: int) -> Any:
-    """A copy of a dataclass with every tensor field of leading size ``batch`` sliced to ``sl``."""
-    changes = {}
-    for f in dataclasses.fields(obj):
-        value = getattr(obj, f.name)
-        if isinstance(value, torch.Tensor) and value.dim() > 0 and value.shape[0] == batch:
-            changes[f.name] = value[sl]
-    return dataclasses.replace(obj, **changes)
 
 
 def _frames_numpy(frames: Any) -> np.ndarray:
@@ -173,9 +133,7 @@ def train(cfg: TrainConfig, *, local_rank: int = 0, reward_token: str | None = N
                           f"number of ranks ({world})")
     per_rank = cfg.prompts_per_iteration // world
     group = cfg.group_size
-    sde_steps = list(range(*cfg.sde_window))
-    chunks = math.ceil(group / cfg.micro_batch)
-    micro_batches = per_rank * len(sde_steps) * chunks
+    micro_batches = per_rank * len(range(*cfg.sde_window)) * math.ceil(group / cfg.micro_batch)
     grad_accum = micro_batches // cfg.optimizer_steps_per_epoch
     rcfg = RolloutConfig(num_steps=cfg.num_steps, sde_window=tuple(cfg.sde_window), tau=cfg.tau,
                          r_base=cfg.r_base, shift=cfg.shift, log_prob_reduce=cfg.log_prob_reduce,
@@ -266,63 +224,9 @@ def train(cfg: TrainConfig, *, local_rank: int = 0, reward_token: str | None = N
             g.valid = valid[gi * group:(gi + 1) * group].to(device)
         t2 = time.perf_counter()
 
-        # -- 4. update ------------------------------------------------------------------------
-        valid_total = torch.tensor([float(valid.sum())], dtype=torch.float64, device=device)
-        dist.all_reduce(valid_total)
-        losses: list[float] = []
-        clip_fracs: list[float] = []
-        approx_kls: list[float] = []
-        mu_kls: list[float] = []
-        item_counts: list[int] = []  # valid samples behind each of the above (their weight in the logged means)
-        if valid_total.item() > 0:
-            engine.module.train()
-            items = [(gi, k, c) for gi in range(len(groups)) for k in range(len(sde_steps)) for c in range(chunks)]
-            chunk_valid = {(gi, c): int(valid[gi * group:(gi + 1) * group][_chunk(c, cfg.micro_batch, group)].sum())
-                           for gi in range(len(groups)) for c in range(chunks)}
-            for epoch in range(cfg.inner_epochs):
-                order = torch.randperm(len(items), generator=torch.Generator().manual_seed(derive_seed(cfg.seed, it, epoch)))
-                order = order.tolist()
-                # valid samples of each optimizer step on all ranks: every one of them weighs the same
-                step_valid = torch.tensor(valid_per_optimizer_step(
-                    [chunk_valid[items[n][0], items[n][2]] for n in order], grad_accum), dtype=torch.float64, device=device)
-                dist.all_reduce(step_valid)
-                for pos, n in enumerate(order):
-                    gi, k, c = items[n]
-                    g = groups[gi]
-                    sl = _chunk(c, cfg.micro_batch, group)
-                    cond = g.cond.select(sl)
-                    record = _take(g.rollout.steps[k], sl, group)
-                    keep = g.valid[sl].nonzero().flatten()
-                    ref_mean = ref_std = None
-                    if cfg.beta > 0:  # on every rank, valid or not: ZeRO-3 forwards gather parameters collectively
-                        with torch.no_grad():
-                            if reference is not None:
-                                _, ref_mean, ref_std = reference(cond, record, rcfg)
-                            else:
-                                with world_model.transformer.disable_adapter():
-                                    _, ref_mean, ref_std = engine(cond, record, rcfg)
-                    log_prob, mean, _ = engine(cond, record, rcfg)
-                    if len(keep) == 0:  # nothing valid here: a zero loss keeps the collectives in step
-                        loss = log_prob.sum() * 0.0 + mean.sum() * 0.0
-                    else:
-                        old = record.log_prob[keep].to(log_prob.dtype)
-                        pol, clip_frac, approx_kl = clipped_policy_loss(
-                            log_prob[keep], old, g.advantages[sl][keep].to(log_prob.dtype), cfg.clip_range)
-                        item_loss = pol  # mean over this micro-batch's valid samples
-                        if ref_mean is not None and ref_std is not None:
-                            kl = mean_kl(mean[keep], ref_mean[keep], ref_std[keep], cfg.mu_kl_eps,
-                                         weight_mask=cond.cond_mask[keep])
-                            item_loss = item_loss + cfg.beta * kl
-                            mu_kls.append(float(kl.detach()))
-                        clip_fracs.append(float(clip_frac))
-                        approx_kls.append(float(approx_kl))
-                        losses.append(float(item_loss.detach()))
-                        item_counts.append(len(keep))
-                        # their sum, weighted so each valid sample of the step counts 1/N (training/grpo.py)
-                        loss = item_loss * (len(keep) * sample_sum_scale(
-                            int(step_valid[pos // grad_accum]), grad_accum, world))
-                    engine.backward(loss)
-                    engine.step()
+        # -- 4. update (training/update.py) -----------------------------------------------------
+        upd = update_policy(engine, groups, cfg, rcfg, reference=reference, iteration=it,
+                            grad_accum=grad_accum, device=device)
         t3 = time.perf_counter()
 
         # -- 5. metrics and checkpoints -------------------------------------------------------
@@ -331,13 +235,13 @@ def train(cfg: TrainConfig, *, local_rank: int = 0, reward_token: str | None = N
             "advantages": adv[valid].tolist(),
             "skipped_groups": stats.skipped_groups,
             **{f"ineligible_{k}": v for k, v in outcome.counts.items()},
-            "clip_fraction": clip_fracs, "approx_kl": approx_kls, "mu_kl": mu_kls, "loss": losses,
-            "item_counts": item_counts,
+            "clip_fraction": upd.clip_fracs, "approx_kl": upd.approx_kls, "mu_kl": upd.mu_kls, "loss": upd.losses,
+            "item_counts": upd.item_counts,
             "mask_mean": [float(r.mask_mean.float().mean()) for g in groups for r in g.rollout.steps],
             "diversity": [d_prompt(g.rollout.latents) for g in groups],
             "diversity_frames": [d_prompt_frames(g.frames) for g in groups],
             "seconds_rollout": t1 - t0, "seconds_reward": t2 - t1, "seconds_update": t3 - t2,
-            "update_skipped": valid_total.item() == 0,
+            "update_skipped": upd.skipped,
             "ineligible_items": [(texts[i], outcome.reasons[i] or "ineligible")
                                  for i, r in enumerate(outcome.rewards) if r is None],
             "reward_items": [{"rank": rank, "group": gi, "sample": i % group, "prompt": texts[i],

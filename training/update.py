@@ -1,0 +1,153 @@
+"""Step 4 of a DynDiff-GRPO iteration: the policy update over the iteration's rollouts (DESIGN.md §6).
+
+`update_policy` runs ``inner_epochs`` passes over (group, SDE step, micro-batch of samples) items in an
+order seeded by (seed, iteration, epoch). Each item recomputes the current policy's log-prob / mean /
+std with gradients (``engine(...)`` -> ``step_log_prob``, train mode) and, when ``beta > 0``, the
+reference's mean / std (LoRA adapters disabled, or the frozen copy), then
+``loss = clipped GRPO + beta * mu-KL``; ``engine.backward(loss)``; ``engine.step()``. DeepSpeed
+accumulates ``gradient_accumulation_steps`` micro-batches per optimizer step.
+
+Weighting: the loss of an optimizer step is the mean over its valid (sample, SDE step) items on all
+ranks. A micro-batch contributes the sum of its valid samples' terms times
+``training.grpo.sample_sum_scale`` (which undoes DeepSpeed's averaging over accumulation steps and
+ranks), so ``micro_batch`` is only a memory setting and a sample never weighs more because its
+neighbours were ineligible. Every rank runs the same number of micro-batches so ZeRO's collectives stay
+in step: a micro-batch without a valid sample contributes a zero loss, and the reference pass runs on
+every rank whether or not its samples are valid (under ZeRO-3 each forward gathers parameters
+collectively). When no rank has a valid sample the whole phase is skipped on all ranks.
+
+The logged per-micro-batch values (`UpdateLog`) come with the number of valid samples behind each, so
+training/metrics.py weighs them like the objective.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import torch
+import torch.distributed as dist
+
+from policy.rollout import Rollout, RolloutConfig
+from policy.world_model import Conditioning
+from training.config import TrainConfig
+from training.data import derive_seed
+from training.grpo import clipped_policy_loss, mean_kl, sample_sum_scale, valid_per_optimizer_step
+
+
+@dataclass
+class Group:
+    """The G rollouts of one prompt on this rank."""
+
+    cond: Conditioning
+    """Conditioning of the prompt, repeated G times."""
+    rollout: Rollout
+    """The G recorded rollouts (latents and every SDE step)."""
+    frames: np.ndarray
+    """Decoded clips, uint8 (G, T, H, W, 3)."""
+    text: str
+    """The prompt's instruction."""
+    advantages: torch.Tensor | None = None
+    """(G,) group-relative advantages, set once the rewards are in."""
+    valid: torch.Tensor | None = None
+    """(G,) bool: the sample has a valid advantage (eligible reward, group not skipped)."""
+
+
+@dataclass
+class UpdateLog:
+    """What the update phase logs: one entry per micro-batch with at least one valid sample."""
+
+    losses: list[float] = field(default_factory=list)
+    """GRPO + beta * mu-KL, mean over the micro-batch's valid samples."""
+    clip_fracs: list[float] = field(default_factory=list)
+    """Fraction of valid samples whose ratio was clipped."""
+    approx_kls: list[float] = field(default_factory=list)
+    """Approximate KL(old || new) over the valid samples."""
+    mu_kls: list[float] = field(default_factory=list)
+    """mu-KL to the reference (empty when beta = 0)."""
+    item_counts: list[int] = field(default_factory=list)
+    """Valid samples behind each entry above: their weight in the logged means."""
+    skipped: bool = False
+    """No rank had a valid sample, so no update ran."""
+
+
+def chunk(c: int, micro_batch: int, group: int) -> slice:
+    """Samples of micro-batch ``c`` of a group (the last one may be shorter)."""
+    return slice(c * micro_batch, min((c + 1) * micro_batch, group))
+
+
+def take(obj: Any, sl: slice, batch: int) -> Any:
+    """A copy of a dataclass with every tensor field of leading size ``batch`` sliced to ``sl``."""
+    changes = {}
+    for f in dataclasses.fields(obj):
+        value = getattr(obj, f.name)
+        if isinstance(value, torch.Tensor) and value.dim() > 0 and value.shape[0] == batch:
+            changes[f.name] = value[sl]
+    return dataclasses.replace(obj, **changes)
+
+
+def update_policy(engine: Any, groups: list[Group], cfg: TrainConfig, rcfg: RolloutConfig, *, reference: Any,
+                  iteration: int, grad_accum: int, device: torch.device) -> UpdateLog:
+    """Step 4 on this rank's ``groups`` (their ``advantages`` / ``valid`` set): every epoch's micro-batches
+    through the DeepSpeed ``engine`` (a `training.engine.PolicyStep`); ``reference`` is the frozen copy of a
+    full fine-tune, or None (LoRA: adapters disabled; or beta = 0). Collective: call on every rank."""
+    world_model = engine.module.world_model
+    group, world = cfg.group_size, dist.get_world_size()
+    sde_steps = range(*cfg.sde_window)
+    chunks = -(-group // cfg.micro_batch)
+    valid = torch.cat([g.valid.cpu() for g in groups]) if groups else torch.zeros(0, dtype=torch.bool)
+    valid_total = torch.tensor([float(valid.sum())], dtype=torch.float64, device=device)
+    dist.all_reduce(valid_total)
+    out = UpdateLog(skipped=valid_total.item() == 0)
+    if out.skipped:
+        return out
+    engine.module.train()
+    items = [(gi, k, c) for gi in range(len(groups)) for k in range(len(sde_steps)) for c in range(chunks)]
+    chunk_valid = {(gi, c): int(g.valid[chunk(c, cfg.micro_batch, group)].sum())
+                   for gi, g in enumerate(groups) for c in range(chunks)}
+    for epoch in range(cfg.inner_epochs):
+        seeded = torch.Generator().manual_seed(derive_seed(cfg.seed, iteration, epoch))
+        order = torch.randperm(len(items), generator=seeded).tolist()
+        # valid samples of each optimizer step on all ranks: every one of them weighs the same
+        step_valid = torch.tensor(valid_per_optimizer_step(
+            [chunk_valid[items[n][0], items[n][2]] for n in order], grad_accum), dtype=torch.float64, device=device)
+        dist.all_reduce(step_valid)
+        for pos, n in enumerate(order):
+            gi, k, c = items[n]
+            g = groups[gi]
+            sl = chunk(c, cfg.micro_batch, group)
+            cond = g.cond.select(sl)
+            record = take(g.rollout.steps[k], sl, group)
+            keep = g.valid[sl].nonzero().flatten()
+            ref_mean = ref_std = None
+            if cfg.beta > 0:  # on every rank, valid or not: ZeRO-3 forwards gather parameters collectively
+                with torch.no_grad():
+                    if reference is not None:
+                        _, ref_mean, ref_std = reference(cond, record, rcfg)
+                    else:
+                        with world_model.transformer.disable_adapter():
+                            _, ref_mean, ref_std = engine(cond, record, rcfg)
+            log_prob, mean, _ = engine(cond, record, rcfg)
+            if len(keep) == 0:  # nothing valid here: a zero loss keeps the collectives in step
+                loss = log_prob.sum() * 0.0 + mean.sum() * 0.0
+            else:
+                old = record.log_prob[keep].to(log_prob.dtype)
+                pol, clip_frac, approx_kl = clipped_policy_loss(
+                    log_prob[keep], old, g.advantages[sl][keep].to(log_prob.dtype), cfg.clip_range)
+                item_loss = pol  # mean over this micro-batch's valid samples
+                if ref_mean is not None and ref_std is not None:
+                    kl = mean_kl(mean[keep], ref_mean[keep], ref_std[keep], cfg.mu_kl_eps,
+                                 weight_mask=cond.cond_mask[keep])
+                    item_loss = item_loss + cfg.beta * kl
+                    out.mu_kls.append(float(kl.detach()))
+                out.clip_fracs.append(float(clip_frac))
+                out.approx_kls.append(float(approx_kl))
+                out.losses.append(float(item_loss.detach()))
+                out.item_counts.append(len(keep))
+                # their sum, weighted so each valid sample of the step counts 1/N (training/grpo.py)
+                loss = item_loss * (len(keep) * sample_sum_scale(int(step_valid[pos // grad_accum]), grad_accum, world))
+            engine.backward(loss)
+            engine.step()
+    return out
