@@ -73,21 +73,6 @@ def worker_main(conn: Connection, settings: BackboneSettings, preset: str, durab
         raise SystemExit(1) from exc
 
 
-def _preset_tools(settings: BackboneSettings, preset: str) -> Any:
-    """The agent's default tools (a Toolbox from the `RAA_*` tool settings, read in this worker as the
-    agent's builder would) with the preset's models loaded now: a tool that cannot load (V-JEPA 2 or
-    CoTracker3 weights missing) stops the worker before it is ready, so the batch stops at start with
-    the reason (`BatchError`, exit 2) as `raa score-batch` in one process does, instead of every run
-    finding out and each clip getting an ineligible row."""
-    from graph.context import preload_tools
-    from tools.settings import ToolSettings
-    from tools.toolbox import Toolbox
-
-    tools = Toolbox(ToolSettings.from_env())
-    preload_tools(settings.agent_config(preset), tools)
-    return tools
-
-
 def _send(conn: Connection, message: tuple) -> None:
     try:
         conn.send(message)
@@ -97,7 +82,9 @@ def _send(conn: Connection, message: tuple) -> None:
 
 async def _serve(conn: Connection, settings: BackboneSettings, preset: str, durability: TraceDurability) -> None:
     from graph.backbone import default_chat_model
+    from graph.context import loaded_toolbox
     from graph.tracing import open_async_saver
+    from tools.settings import ToolSettings
 
     loop = asyncio.get_running_loop()
     inbox: asyncio.Queue[tuple] = asyncio.Queue()
@@ -117,7 +104,10 @@ async def _serve(conn: Connection, settings: BackboneSettings, preset: str, dura
         _send(conn, ("row", ticket, result_line(item, result), result.status))
 
     async with open_async_saver(settings.traces_path) as saver:
-        tools = _preset_tools(settings, preset)
+        # the preset's tool models load before the worker says ready: one that cannot load (V-JEPA 2 or
+        # CoTracker3 weights missing) stops the batch at start with the reason (BatchError, exit 2), as
+        # `raa score-batch` in one process does, instead of every clip getting an ineligible row
+        tools = loaded_toolbox(ToolSettings.from_env(), settings.agent_config(preset))
         agent = build_batch_agent(settings, preset, saver, default_chat_model(settings), tools)
         _send(conn, ("ready", os.getpid()))
         threading.Thread(target=read, name="raa-batch-inbox", daemon=True).start()

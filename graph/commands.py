@@ -324,18 +324,15 @@ def preflight_or_exit(settings: BackboneSettings) -> None:
 def loaded_tools(settings: BackboneSettings, preset: str) -> Any:
     """A Toolbox from the `RAA_*` tool settings with the preset's models loaded (exit 2 naming the tool
     that cannot load): for commands that would otherwise find out in every run, each one ineligible."""
-    from graph.context import preload_tools
+    from graph.context import loaded_toolbox
     from tools.errors import ToolFault
     from tools.settings import ToolSettings
-    from tools.toolbox import Toolbox
 
     try:
-        tools = Toolbox(ToolSettings.from_env())
-        preload_tools(settings.agent_config(preset), tools)
+        return loaded_toolbox(ToolSettings.from_env(), settings.agent_config(preset))
     except (ValueError, ToolFault) as exc:
         typer.echo(f"error: {exc}", err=True)
         raise typer.Exit(2) from exc
-    return tools
 
 
 def serve_reward_command(

@@ -151,6 +151,16 @@ def preload_tools(config: Any, tools: object) -> None:
             scorer.client.check_serves("surprise")
 
 
+def loaded_toolbox(tool_settings: Any, config: Any) -> Any:
+    """A `tools.toolbox.Toolbox` from `tool_settings` (`tools.settings.ToolSettings`, read at the edge) with
+    the models `config` (an `AgentConfig`) uses loaded now (`preload_tools`): what a command that runs many
+    clips hands its agent, so a tool that cannot load stops it at start (ToolFault or ValueError naming the
+    tool) instead of making every clip ineligible."""
+    from tools.toolbox import Toolbox
+
+    tools = Toolbox(tool_settings)
+    preload_tools(config, tools)
+    return tools
 
 
 @dataclass
