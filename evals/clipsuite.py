@@ -49,6 +49,7 @@ import numpy as np
 from evals.motions import TASKS
 from evals.scenes import Layout, RenderError, render_states, sample_layout
 from evals.variants import VARIANTS, apply_effects, plan_clip
+from tools.jsonl import json_lines
 
 Label = Literal["ordinary", "failure", "unobservable", "progress"]
 Preset = Literal["paper", "small"]
@@ -257,14 +258,7 @@ def load_manifest(path: str | Path) -> list[dict]:
         raise ManifestError(f"manifest not found: {p}")
     base = p.resolve().parent
     rows = []
-    for number, line in enumerate(p.read_text(encoding="utf-8").splitlines(), start=1):
-        if not line.strip():
-            continue
-        where = f"{p} line {number}"
-        try:
-            row = json.loads(line)
-        except json.JSONDecodeError as exc:
-            raise ManifestError(f"{where}: not valid JSON ({exc.msg})") from None
+    for where, row in json_lines(p, ManifestError):
         row = dict(_check_row(row, where))
         row["path"] = str((base / row["path"]).resolve())
         rows.append(row)

@@ -261,7 +261,7 @@ def test_load_manifest_names_the_bad_line(tmp_path, line, problem):
     path.write_text(f"{good}\n\n{line}\n")
     with pytest.raises(ManifestError, match=problem) as err:
         load_manifest(path)
-    assert "line 3" in str(err.value) and str(path) in str(err.value)
+    assert f"{path}:3:" in str(err.value)
 
 
 def test_load_manifest_missing_file(tmp_path):
