@@ -11,7 +11,7 @@ import pytest
 
 from training.config import ConfigError
 from training.config_io import load_config
-from training.engine import prune, stale_checkpoints
+from training.engine import prune, resume_problem, stale_checkpoints
 
 ROOT = Path(__file__).resolve().parents[1]
 SMOKE = ROOT / "training" / "configs" / "smoke.yaml"
@@ -41,6 +41,46 @@ def test_prune_deletes_only_stale_checkpoint_folders(tmp_path):
 def test_keep_checkpoints_is_validated():
     with pytest.raises(ConfigError, match="keep_checkpoints must be >= 1"):
         load_config(SMOKE, ["--keep_checkpoints", "0"])
+
+
+def _fake_checkpoint(ckpt: Path, tag: str, ranks: int, prefix: str = "") -> None:
+    (ckpt / tag).mkdir(parents=True)
+    (ckpt / tag / "mp_rank_00_model_states.pt").write_bytes(b"x")
+    for r in range(ranks):
+        (ckpt / tag / f"{prefix}zero_pp_rank_{r}_mp_rank_00_optim_states.pt").write_bytes(b"x")
+    (ckpt / "latest").write_text(tag)
+
+
+def test_resume_problem_names_what_a_resume_cannot_use(tmp_path):
+    ckpt = tmp_path / "checkpoints"
+    assert "no checkpoint in" in resume_problem(ckpt, 1)
+    _fake_checkpoint(ckpt, "iter_000004", ranks=2)
+    assert resume_problem(ckpt, 2) is None
+    problem = resume_problem(ckpt, 1)
+    assert "written by 2 ranks and this launch has 1" in problem and "--nproc_per_node 2" in problem
+    (ckpt / "latest").write_text("iter_000009")
+    assert "names iter_000009, but" in resume_problem(ckpt, 2)
+    other = tmp_path / "bf16"
+    _fake_checkpoint(other, "iter_000001", ranks=4, prefix="bf16_")  # ZeRO-1 with the bf16 optimizer
+    assert "written by 4 ranks" in resume_problem(other, 8)
+
+
+@pytest.mark.parametrize("case", ["no checkpoint", "other world size"])
+def test_a_resume_that_cannot_load_stops_before_the_model_loads(tmp_path, case):
+    """Exit 2 with the reason, instead of DeepSpeed's traceback after the model has loaded."""
+    out = tmp_path / "run"
+    if case == "other world size":
+        _fake_checkpoint(out / "checkpoints", "iter_000002", ranks=2)
+    env = {k: v for k, v in os.environ.items() if k not in ("RANK", "WORLD_SIZE", "LOCAL_RANK")}
+    cmd = [sys.executable, "-m", "training.train", "--config", str(SMOKE), "--output_dir", str(out),
+           "--progress", "false", "--tensorboard", "false", "--resume"]
+    proc = subprocess.run(cmd, cwd=ROOT, env={**env, "OMP_NUM_THREADS": "1"}, capture_output=True, text=True,
+                          timeout=300)
+    assert proc.returncode == 2, proc.stderr[-4000:]
+    want = "no checkpoint in" if case == "no checkpoint" else "written by 2 ranks and this launch has 1"
+    assert "error: --resume: " in proc.stderr and want in proc.stderr, proc.stderr[-4000:]
+    assert "Traceback" not in proc.stderr
+    assert not (out / "config.yaml").exists()  # nothing of the run was touched
 
 
 @pytest.mark.slow

@@ -133,6 +133,26 @@ def latest_tag(ckpt_dir: Path) -> str | None:
     return latest.read_text().strip() if latest.is_file() else None
 
 
+def resume_problem(ckpt_dir: Path, world: int) -> str | None:
+    """Why ``--resume`` cannot continue from ``ckpt_dir`` with ``world`` ranks (None: it can). Read from the
+    file names alone, before any model loads: no ``latest``; ``latest`` naming a folder that is gone; a
+    checkpoint written by another number of ranks (ZeRO keeps each rank's share of the optimizer state in
+    its own ``zero_pp_rank_R_..._optim_states.pt``, and DeepSpeed cannot re-partition it on load)."""
+    tag = latest_tag(ckpt_dir)
+    if tag is None:
+        return (f"--resume: no checkpoint in {ckpt_dir} (no 'latest' file); start the run without --resume, "
+                "or set output_dir to the run to continue")
+    folder = ckpt_dir / tag
+    if not folder.is_dir():
+        return f"--resume: {ckpt_dir / 'latest'} names {tag}, but {folder} is missing"
+    ranks = len(list(folder.glob("*zero_pp_rank_*_optim_states.pt")))  # bf16_zero_pp_... with ZeRO-1 + bf16
+    if ranks and ranks != world:
+        return (f"--resume: {folder} was written by {ranks} ranks and this launch has {world}; ZeRO splits the "
+                f"optimizer state over the ranks that wrote it, so resume with {ranks} processes "
+                f"(`torchrun --nproc_per_node {ranks} ...` or `deepspeed --num_gpus {ranks} ...`)")
+    return None
+
+
 def load(engine: Any, ckpt_dir: Path) -> tuple[int, int]:
     """Restore the latest checkpoint; returns (iteration, data_position). RNG states restored too."""
     if latest_tag(ckpt_dir) is None:

@@ -132,14 +132,20 @@ def train(cfg: TrainConfig, *, local_rank: int = 0, reward_token: str | None = N
         raise ConfigError(f"prompts_per_iteration ({cfg.prompts_per_iteration}) must be divisible by the "
                           f"number of ranks ({world})")
     per_rank = cfg.prompts_per_iteration // world
+    out_dir = Path(cfg.output_dir)
+    ckpt_dir = out_dir / "checkpoints"
+    if cfg.resume:
+        if (problem := ds_engine.resume_problem(ckpt_dir, world)) is not None:
+            raise ConfigError(problem)
+        if rank == 0 and (changes := resume_changes(out_dir / "config.yaml", cfg)):
+            print(f"warning: resuming {out_dir} with settings that differ from its saved config.yaml:\n  "
+                  + "\n  ".join(changes), file=sys.stderr, flush=True)
     group = cfg.group_size
     micro_batches = per_rank * len(range(*cfg.sde_window)) * math.ceil(group / cfg.micro_batch)
     grad_accum = micro_batches // cfg.optimizer_steps_per_epoch
     rcfg = RolloutConfig(num_steps=cfg.num_steps, sde_window=tuple(cfg.sde_window), tau=cfg.tau,
                          r_base=cfg.r_base, shift=cfg.shift, log_prob_reduce=cfg.log_prob_reduce,
                          mask_grad=cfg.mask_grad, mask_history=cfg.mask_history, guidance_scale=cfg.guidance_scale)
-    out_dir = Path(cfg.output_dir)
-    ckpt_dir = out_dir / "checkpoints"
 
     # -- model, reference, DeepSpeed engine ---------------------------------------------------
     random.seed(cfg.seed)
@@ -165,9 +171,6 @@ def train(cfg: TrainConfig, *, local_rank: int = 0, reward_token: str | None = N
     if cfg.resume:
         start, stream.position = ds_engine.load(engine, ckpt_dir)
     log = MetricsLog(out_dir, enabled=rank == 0, tensorboard=cfg.tensorboard, append=cfg.resume)
-    if rank == 0 and cfg.resume and (changes := resume_changes(out_dir / "config.yaml", cfg)):
-        print(f"warning: resuming {out_dir} with settings that differ from its saved config.yaml:\n  "
-              + "\n  ".join(changes), file=sys.stderr, flush=True)
     if rank == 0:  # the launch's resolved config: what `python -m training.export --run` rebuilds the model from
         (out_dir / "config.yaml").write_text(yaml.safe_dump(config_to_dict(cfg), sort_keys=False))
     bar = None
