@@ -20,6 +20,7 @@ from graph.commands import (
 )
 from graph.demo import demo_command
 from graph.doctor import doctor_command
+from graph.retention import prune_command
 from tools.cli import serve_tools_command
 
 
@@ -46,6 +47,7 @@ app.command("score", help="Score one video against an instruction.")(score_comma
 app.command("score-batch", help="Score a manifest of videos (resumable).")(score_batch_command)
 app.command("runs", help="List traced agent runs.")(runs_command)
 app.command("trace", help="Print every step of one agent run.")(trace_command)
+app.command("prune", help="Delete traced runs (and the stage cache's entries) no longer needed.")(prune_command)
 app.command("serve-tools", help="Serve the evidence tools over HTTP.")(serve_tools_command)
 app.command("serve-reward", help="Serve the reward agent over HTTP (training's reward: http).")(serve_reward_command)
 app.command("report", help="Write a self-contained HTML report of one agent run.")(report_command)

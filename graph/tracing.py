@@ -137,13 +137,14 @@ def read_trace(saver: BaseCheckpointSaver, run_id: str) -> RunTrace:
     five traced run ids that start with `run_id`, e.g. for an id cut short when copied)."""
     tup = saver.get_tuple({"configurable": {"thread_id": run_id, "checkpoint_ns": ""}})
     if tup is None:
-        near = [tid for tid in _thread_ids(saver) if tid.startswith(run_id)] if run_id else []
+        near = [tid for tid in run_ids(saver) if tid.startswith(run_id)] if run_id else []
         hint = f"; did you mean {', '.join(near[:5])}{' ...' if len(near) > 5 else ''}?" if near else ""
         raise RunNotFoundError(f"no traced run with id {run_id!r}{hint}")
     return _trace_from_tuple(run_id, tup)
 
 
-def _thread_ids(saver: BaseCheckpointSaver) -> Iterable[str]:
+def run_ids(saver: BaseCheckpointSaver) -> Iterable[str]:
+    """Thread ids (run ids) of the traced runs, newest first."""
     if isinstance(saver, SqliteSaver):
         with saver.cursor(transaction=False) as cur:
             cur.execute("SELECT thread_id, MAX(checkpoint_id) AS last FROM checkpoints WHERE checkpoint_ns = '' "
@@ -168,7 +169,7 @@ def list_runs(saver: BaseCheckpointSaver, limit: int | None = None, *, status: s
     if status is not None and status not in RUN_STATUSES:
         raise ValueError(f"status must be one of {', '.join(RUN_STATUSES)}, got {status!r}")
     runs: list[RunTrace] = []
-    for tid in _thread_ids(saver):
+    for tid in run_ids(saver):
         if limit is not None and len(runs) >= limit:
             break
         run = read_trace(saver, tid)

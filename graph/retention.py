@@ -1,0 +1,216 @@
+"""Trace retention: delete traced runs that are no longer needed (`raa prune`).
+
+Every agent run leaves its checkpoint in the trace database (one per run by default, one per step with
+``RAA_TRACE_DURABILITY=async``), and a long training run with ``reward: agent`` scores tens of thousands
+of clips, so the database only grows. Decisions where no issue says:
+
+* Selection (`select_runs`): runs are ordered newest first (as `raa runs` lists them); ``keep`` spares the
+  newest N; ``before`` takes only runs last updated before a time; ``status`` only runs with that status
+  (e.g. the ``incomplete`` runs a crash left). Given criteria combine: a run is deleted when it matches
+  all of them. At least one is required, so nothing is deleted by accident.
+* Runs are deleted with the checkpointer's own ``delete_thread`` (its checkpoints and pending writes),
+  so the layout stays LangGraph's. A run still in flight with per-step checkpoints counts as
+  ``incomplete`` and as recently updated: ``keep`` and ``before`` spare it, ``--status incomplete`` alone
+  does not.
+* SQLite reuses the pages freed by a delete, so the file stops growing but does not shrink; ``vacuum``
+  rewrites it to its new size. VACUUM needs the database to itself: while another process (a training
+  run, `raa score-batch`) has it open for writing it fails as a StoreError naming the file.
+* The stage cache holds no timestamps and saves only model calls, so it is emptied as a whole
+  (`clear_stage_cache`); identical stage inputs then call the model again.
+"""
+
+from __future__ import annotations
+
+import re
+import sqlite3
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+import typer
+
+from graph.stores import connect_wal, store_errors
+from graph.tracing import RUN_STATUSES, open_saver, read_trace, run_ids
+
+_AGE = re.compile(r"^(\d+)\s*([mhdw])$")
+_UNITS = {"m": "minutes", "h": "hours", "d": "days", "w": "weeks"}
+
+
+def parse_cutoff(text: str, now: datetime) -> datetime:
+    """The time `text` names: an age before `now` (``30m``, ``12h``, ``7d``, ``2w``) or an ISO date / date
+    and time (``2026-11-01``, ``2026-11-01T12:00``; UTC unless it names a zone). ValueError otherwise."""
+    text = text.strip()
+    if (age := _AGE.match(text)) is not None:
+        return now - timedelta(**{_UNITS[age.group(2)]: int(age.group(1))})
+    try:
+        when = datetime.fromisoformat(text)
+    except ValueError:
+        raise ValueError(f"{text!r} is neither an age (30m, 12h, 7d, 2w) nor an ISO date or date and time "
+                         "(2026-11-01, 2026-11-01T12:00)") from None
+    return when if when.tzinfo is not None else when.replace(tzinfo=UTC)
+
+
+@dataclass(frozen=True)
+class Selection:
+    """What a prune would delete."""
+
+    run_ids: list[str]
+    """Runs to delete, newest first."""
+    total: int
+    """Runs in the database."""
+
+
+def select_runs(path: str | Path, *, keep: int | None = None, before: datetime | None = None,
+                status: str | None = None) -> Selection:
+    """The runs of the trace database at `path` that match every given criterion (module docstring).
+    ValueError when none is given, for a negative `keep` or an unknown `status`."""
+    if keep is None and before is None and status is None:
+        raise ValueError("say which runs to delete: keep the newest N, runs before a time, or runs with a status")
+    if keep is not None and keep < 0:
+        raise ValueError(f"keep must be >= 0, got {keep}")
+    if status is not None and status not in RUN_STATUSES:
+        raise ValueError(f"status must be one of {', '.join(RUN_STATUSES)}, got {status!r}")
+    saver = open_saver(path)
+    try:
+        ids = list(run_ids(saver))
+        candidates = ids[keep:] if keep is not None else ids
+        if before is None and status is None:
+            return Selection(candidates, len(ids))
+        chosen = []
+        for run_id in candidates:  # reads each candidate's last checkpoint: its time and status
+            run = read_trace(saver, run_id)
+            if before is not None and not _updated_before(run.updated, before):
+                continue
+            if status is not None and run.status != status:
+                continue
+            chosen.append(run_id)
+        return Selection(chosen, len(ids))
+    finally:
+        saver.conn.close()
+
+
+def _updated_before(updated: str, cutoff: datetime) -> bool:
+    try:
+        when = datetime.fromisoformat(updated)
+    except ValueError:  # a checkpoint without a readable time is never taken for old
+        return False
+    return (when if when.tzinfo is not None else when.replace(tzinfo=UTC)) < cutoff
+
+
+def delete_runs(path: str | Path, run_ids: Sequence[str]) -> int:
+    """Delete `run_ids` (checkpoints and writes) from the trace database at `path`; returns how many."""
+    saver = open_saver(path)
+    try:
+        with store_errors(path, "trace database", "RAA_TRACES_PATH"):
+            saver.conn.execute("PRAGMA busy_timeout = 30000")  # another process may be writing a run
+            for run_id in run_ids:
+                saver.delete_thread(run_id)
+    finally:
+        saver.conn.close()
+    return len(run_ids)
+
+
+def vacuum(path: str | Path, what: str, setting: str, *, wait_s: float = 5.0) -> None:
+    """Rewrite the SQLite file at `path` to its live size; StoreError when another connection keeps it busy
+    for `wait_s` seconds."""
+    with store_errors(path, what, setting):
+        conn = sqlite3.connect(str(path), timeout=wait_s, isolation_level=None)
+        try:
+            conn.execute("VACUUM")
+            conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+        finally:
+            conn.close()
+
+
+def clear_stage_cache(path: str | Path) -> int:
+    """Delete every entry of the stage cache at `path`; returns how many there were."""
+    with store_errors(path, "stage cache", "RAA_CACHE_PATH, or off"):
+        conn = connect_wal(path, isolation_level=None)
+        try:
+            conn.execute("PRAGMA busy_timeout = 30000")
+            try:
+                count = conn.execute("SELECT COUNT(*) FROM stage_cache").fetchone()[0]
+            except sqlite3.OperationalError as exc:
+                if "no such table" in str(exc):
+                    return 0
+                raise
+            conn.execute("DELETE FROM stage_cache")
+        finally:
+            conn.close()
+    return int(count)
+
+
+def file_bytes(path: str | Path) -> int:
+    """Size of an SQLite database on disk, its write-ahead log included."""
+    p = Path(path)
+    return sum(f.stat().st_size for f in (p, p.with_name(p.name + "-wal")) if f.exists())
+
+
+def prune_command(
+    keep: int | None = typer.Option(None, "--keep", min=0, help="Spare the newest N runs."),
+    before: str | None = typer.Option(None, "--before", help="Only runs last updated before this: an age "
+                                      "(30m, 12h, 7d, 2w) or an ISO date / date and time (UTC)."),
+    status: str | None = typer.Option(None, "--status", help=f"Only runs with this status: {', '.join(RUN_STATUSES)}."),
+    cache: bool = typer.Option(False, "--cache", help="Also empty the stage cache (RAA_CACHE_PATH)."),
+    vacuum_files: bool = typer.Option(False, "--vacuum", help="Shrink the files afterwards (no other process "
+                                      "may have them open)."),
+    dry_run: bool = typer.Option(False, "--dry-run", help="Say what would be deleted, and delete nothing."),
+    yes: bool = typer.Option(False, "--yes", "-y", help="Do not ask for confirmation."),
+    db: Path | None = typer.Option(None, "--db", help="Trace database (default RAA_TRACES_PATH)."),
+) -> None:
+    """Delete traced runs (and with --cache the stage cache's entries) to keep the databases small."""
+    from graph.settings import BackboneSettings, SettingsError
+
+    try:
+        settings = BackboneSettings.from_env()
+        cutoff = None if before is None else parse_cutoff(before, datetime.now(UTC))
+        if status is not None and status not in RUN_STATUSES:
+            raise ValueError(f"--status must be one of {', '.join(RUN_STATUSES)}, got {status!r}")
+    except (SettingsError, ValueError) as exc:
+        typer.echo(f"error: {exc}", err=True)
+        raise typer.Exit(2) from exc
+    path = db if db is not None else Path(settings.traces_path)
+    runs_wanted = keep is not None or before is not None or status is not None
+    if not runs_wanted and not cache:
+        typer.echo("error: say what to delete: --keep N, --before WHEN, --status S (runs; combined, a run must "
+                   "match all), and/or --cache (the stage cache)", err=True)
+        raise typer.Exit(2)
+    selection = None
+    if runs_wanted:
+        if not path.exists():
+            typer.echo(f"no trace database at {path} (no runs yet)", err=True)
+        else:
+            try:
+                selection = select_runs(path, keep=keep, before=cutoff, status=status)
+            except ValueError as exc:
+                typer.echo(f"error: {exc}", err=True)
+                raise typer.Exit(2) from exc
+            typer.echo(f"{len(selection.run_ids)} of {selection.total} runs in {path} match")
+            for run_id in selection.run_ids if dry_run else []:
+                typer.echo(f"  {run_id}")
+    cache_path = settings.cache_path if cache else None
+    if cache and cache_path is None:
+        typer.echo("the stage cache is off (RAA_CACHE_PATH); nothing to empty there", err=True)
+    elif cache_path is not None:
+        typer.echo(f"stage cache {cache_path}: every entry" + ("" if Path(cache_path).exists() else " (none yet)"))
+    if dry_run:
+        typer.echo("dry run: nothing deleted")
+        return
+    nothing = (selection is None or not selection.run_ids) and (cache_path is None or not Path(cache_path).exists())
+    if nothing:
+        return
+    if not yes and not typer.confirm("Delete them?", default=False):
+        typer.echo("nothing deleted")
+        raise typer.Exit(1)
+    if selection is not None and selection.run_ids:
+        size = file_bytes(path)
+        typer.echo(f"deleted {delete_runs(path, selection.run_ids)} runs; "
+                   f"{selection.total - len(selection.run_ids)} remain")
+        if vacuum_files:
+            vacuum(path, "trace database", "RAA_TRACES_PATH")
+            typer.echo(f"{path}: {size / 2**20:.1f} MiB -> {file_bytes(path) / 2**20:.1f} MiB")
+    if cache_path is not None and Path(cache_path).exists():
+        typer.echo(f"deleted {clear_stage_cache(cache_path)} stage cache entries")
+        if vacuum_files:
+            vacuum(cache_path, "stage cache", "RAA_CACHE_PATH, or off")

@@ -1,0 +1,148 @@
+"""Trace retention (graph/retention.py, `raa prune`): which runs are selected, what is deleted, and that a
+run's neighbours, the confirmation and the stage cache behave as documented."""
+
+from __future__ import annotations
+
+import sqlite3
+from datetime import UTC, datetime, timedelta
+
+import pytest
+from langgraph.checkpoint.base import empty_checkpoint
+from typer.testing import CliRunner
+
+from graph.cache import StageCache
+from graph.cli import app
+from graph.retention import clear_stage_cache, delete_runs, file_bytes, parse_cutoff, select_runs, vacuum
+from graph.stores import StoreError
+from graph.tracing import list_runs, open_saver, read_trace
+
+NOW = datetime(2026, 11, 30, 12, 0, tzinfo=UTC)
+runner = CliRunner()
+
+
+def test_parse_cutoff_hand_computed():
+    assert parse_cutoff("7d", NOW) == datetime(2026, 11, 23, 12, 0, tzinfo=UTC)
+    assert parse_cutoff("12h", NOW) == datetime(2026, 11, 30, 0, 0, tzinfo=UTC)
+    assert parse_cutoff("30m", NOW) == datetime(2026, 11, 30, 11, 30, tzinfo=UTC)
+    assert parse_cutoff("2w", NOW) == datetime(2026, 11, 16, 12, 0, tzinfo=UTC)
+    assert parse_cutoff("2026-11-01", NOW) == datetime(2026, 11, 1, tzinfo=UTC)  # UTC when no zone
+    assert parse_cutoff("2026-11-01T12:00+02:00", NOW) == datetime(2026, 11, 1, 10, 0, tzinfo=UTC)
+    for bad in ("yesterday", "7 days", "-3d", ""):
+        with pytest.raises(ValueError, match="neither an age"):
+            parse_cutoff(bad, NOW)
+
+
+def _traces(path, runs: list[tuple[str, datetime, str]], pad: int = 0) -> None:
+    """Checkpoints of runs (id, last update, status), oldest first, like the agent's: the result in
+    channel_values. `pad` adds that many characters of step text to each (to give the file some size)."""
+    saver = open_saver(path)
+    for run_id, when, status in runs:
+        cp = empty_checkpoint()
+        cp["ts"] = when.isoformat()
+        result = None if status == "incomplete" else {"status": status, "reward": 0.5 if status == "scored" else 0.0}
+        cp["channel_values"] = {"preset": "full", "video": f"{run_id}.mp4", "steps": [{"node": "x" * pad}],
+                                **({"result": result} if result else {})}
+        saver.put({"configurable": {"thread_id": run_id, "checkpoint_ns": ""}}, cp, {}, {})
+    saver.conn.close()
+
+
+RUNS = [("r0", NOW - timedelta(days=9), "scored"), ("r1", NOW - timedelta(days=8), "ineligible"),
+        ("r2", NOW - timedelta(days=3), "incomplete"), ("r3", NOW - timedelta(days=2), "ineligible"),
+        ("r4", NOW - timedelta(hours=1), "scored")]
+
+
+def test_selection_combines_every_criterion(tmp_path):
+    db = tmp_path / "traces.sqlite"
+    _traces(db, RUNS)
+    week = NOW - timedelta(days=7)
+    assert select_runs(db, keep=2).run_ids == ["r2", "r1", "r0"]  # newest first, the newest two spared
+    assert select_runs(db, keep=0).run_ids == ["r4", "r3", "r2", "r1", "r0"]
+    assert select_runs(db, keep=9).run_ids == []
+    assert select_runs(db, before=week).run_ids == ["r1", "r0"]
+    assert select_runs(db, status="ineligible").run_ids == ["r3", "r1"]
+    assert select_runs(db, status="ineligible", before=week).run_ids == ["r1"]
+    assert select_runs(db, keep=3, status="incomplete").run_ids == []  # r2 is among the newest three
+    assert select_runs(db, keep=1).total == 5
+    with pytest.raises(ValueError, match="say which runs"):
+        select_runs(db)
+    with pytest.raises(ValueError, match="status must be one of"):
+        select_runs(db, status="failed")
+    with pytest.raises(ValueError, match="keep must be >= 0"):
+        select_runs(db, keep=-1)
+
+
+def test_delete_runs_leaves_the_others_whole(tmp_path):
+    db = tmp_path / "traces.sqlite"
+    _traces(db, RUNS)
+    assert delete_runs(db, ["r1", "r3"]) == 2
+    saver = open_saver(db)
+    assert [r.run_id for r in list_runs(saver)] == ["r4", "r2", "r0"]
+    assert read_trace(saver, "r4").reward == 0.5 and read_trace(saver, "r0").status == "scored"
+    assert saver.conn.execute("SELECT COUNT(*) FROM checkpoints WHERE thread_id IN ('r1', 'r3')").fetchone() == (0,)
+
+
+def test_vacuum_shrinks_the_file_and_fails_clearly_while_busy(tmp_path):
+    db = tmp_path / "traces.sqlite"
+    _traces(db, [(f"r{i}", NOW - timedelta(minutes=100 - i), "scored") for i in range(40)], pad=20_000)
+    delete_runs(db, select_runs(db, keep=2).run_ids)
+    before = file_bytes(db)
+    vacuum(db, "trace database", "RAA_TRACES_PATH")
+    assert file_bytes(db) < before / 5
+    assert [r.run_id for r in list_runs(open_saver(db))] == ["r39", "r38"]
+    other = sqlite3.connect(str(db), isolation_level=None)
+    other.execute("BEGIN IMMEDIATE")  # another process writing
+    try:
+        with pytest.raises(StoreError, match="trace database .* cannot be used"):
+            vacuum(db, "trace database", "RAA_TRACES_PATH", wait_s=0.1)
+    finally:
+        other.execute("ROLLBACK")
+        other.close()
+
+
+def test_clear_stage_cache(tmp_path):
+    path = tmp_path / "cache.sqlite"
+    cache = StageCache(path)
+    cache.put("a", "1")
+    cache.put("b", "2")
+    cache.close()
+    assert clear_stage_cache(path) == 2
+    assert len(StageCache(path)) == 0
+    empty = tmp_path / "empty.sqlite"
+    sqlite3.connect(str(empty)).close()
+    assert clear_stage_cache(empty) == 0  # no table yet
+
+
+def _cli(tmp_path, *args: str, input: str | None = None):
+    env = {"RAA_TRACES_PATH": str(tmp_path / "traces.sqlite"), "RAA_CACHE_PATH": str(tmp_path / "cache.sqlite")}
+    return runner.invoke(app, ["prune", *args], env=env, input=input)
+
+
+def test_cli_dry_run_confirmation_and_delete(tmp_path):
+    _traces(tmp_path / "traces.sqlite", RUNS)
+    res = _cli(tmp_path, "--status", "ineligible", "--dry-run")
+    assert res.exit_code == 0, res.output
+    assert "2 of 5 runs" in res.output and "r3" in res.output and "nothing deleted" in res.output
+    res = _cli(tmp_path, "--status", "ineligible", input="n\n")
+    assert res.exit_code == 1 and "nothing deleted" in res.output
+    assert len(list_runs(open_saver(tmp_path / "traces.sqlite"))) == 5
+    res = _cli(tmp_path, "--status", "ineligible", input="y\n")
+    assert res.exit_code == 0 and "deleted 2 runs; 3 remain" in res.output, res.output
+    res = runner.invoke(app, ["runs", "--json", "--db", str(tmp_path / "traces.sqlite")])
+    assert [line.split('"run_id": "')[1][:2] for line in res.output.splitlines()] == ["r4", "r2", "r0"]
+
+
+def test_cli_cache_and_refusals(tmp_path):
+    cache = StageCache(tmp_path / "cache.sqlite")
+    cache.put("k", "v")
+    cache.close()
+    res = _cli(tmp_path, "--cache", "--yes")
+    assert res.exit_code == 0 and "deleted 1 stage cache entries" in res.output, res.output
+    assert "no trace database" not in res.output  # runs were not asked for
+    res = _cli(tmp_path)
+    assert res.exit_code == 2 and "say what to delete" in res.output
+    res = _cli(tmp_path, "--before", "last week")
+    assert res.exit_code == 2 and "neither an age" in res.output
+    res = _cli(tmp_path, "--keep", "1", "--yes")
+    assert res.exit_code == 0 and "no trace database" in res.output
+    res = _cli(tmp_path, "--status", "lost", "--yes")  # refused before looking for a database
+    assert res.exit_code == 2 and "status must be one of" in res.output
