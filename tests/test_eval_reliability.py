@@ -171,7 +171,7 @@ def test_manifest_validation(tmp_path):
     with pytest.raises(ManifestError, match="label 'great' is not one of"):
         load_eval_manifest(m)
     m.write_text("{not json\n")
-    with pytest.raises(ManifestError, match="line 1: not valid JSON"):
+    with pytest.raises(ManifestError, match="m.jsonl:1: not valid JSON"):
         load_eval_manifest(m)
     with pytest.raises(ManifestError, match="not found"):
         load_eval_manifest(tmp_path / "missing.jsonl")
