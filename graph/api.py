@@ -123,11 +123,11 @@ async def ascore_videos(items: Iterable[Any], config: AgentConfig | None = None,
 def score_video(video: str | Path, instruction: str, config: AgentConfig | None = None, *, model: Any = None,
                 tools: Any = None, checkpointer: Any = None, backbone: Any = None, settings: Any = None,
                 run_id: str | None = None, durability: TraceDurability = "exit") -> RewardResult:
-    """Score one clip (sync). Works where an event loop is already running (a Jupyter cell): the run then
-    goes on a private loop in a helper thread (`graph.workers.run_sync`). `durability`: when checkpoints
+    """Score one clip (sync). The run goes on the process's bridge loop (`graph.bridge.run_sync`), so this
+    also works where an event loop is already running (a Jupyter cell). `durability`: when checkpoints
     are written (see module docstring)."""
+    from graph.bridge import run_sync
     from graph.builder import build_reward_agent
-    from graph.workers import run_sync
 
     config = config or AgentConfig()
     agent = build_reward_agent(config, model=model, tools=tools, checkpointer=checkpointer, backbone=backbone,

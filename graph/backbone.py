@@ -15,8 +15,9 @@ Decisions where the issue was silent:
   (e.g. a scripted one) cannot hang a run; a timeout is retried like other transport errors and, once
   the retries are spent, gives kind "timeout" (other exhausted transport errors give "transport").
 - Retryable: openai.APITimeoutError, APIConnectionError, RateLimitError, InternalServerError, any
-  APIStatusError with status >= 500 or 408, httpx timeouts/transport errors, TimeoutError, and LangChain
-  `ModelError`s flagged `is_retryable`. Other status errors (400/401/403/404/422) and model refusals
+  APIStatusError with status >= 500 or 408, httpx timeouts/transport errors, TimeoutError, LangChain
+  `ModelError`s flagged `is_retryable`, and the RuntimeError of a pooled connection left over from
+  another event loop (`_STALE_LOOP`). Other status errors (400/401/403/404/422) and model refusals
   give kind "refused" at once. Any other exception from the model is reported as kind "transport" with
   its type in the message (the run becomes ineligible instead of crashing).
 - With json_schema, langchain-openai validates inside the model call, so a malformed/schema-violating
@@ -53,10 +54,10 @@ from langchain_openai import ChatOpenAI
 from pydantic import BaseModel, ValidationError
 from tenacity import AsyncRetrying, retry_if_exception, stop_after_attempt, wait_exponential_jitter
 
+from graph.bridge import run_sync
 from graph.cache import StageCache, stage_key
 from graph.replies import after_reasoning, extract_json_object
 from graph.settings import BackboneSettings, SettingsError, StructuredMethod
-from graph.workers import run_sync
 
 FaultKind = Literal["transport", "timeout", "invalid_reply", "empty_reply", "refused"]
 _ERR_CHARS = 1500
@@ -121,7 +122,15 @@ def is_transient(exc: BaseException) -> bool:
     if isinstance(exc, openai.APIConnectionError | openai.APITimeoutError | openai.RateLimitError
                   | openai.InternalServerError | httpx.TimeoutException | httpx.TransportError | TimeoutError):
         return True
+    if isinstance(exc, RuntimeError) and any(m in str(exc) for m in _STALE_LOOP):
+        return True
     return isinstance(exc, ModelError) and type(exc).is_retryable
+
+
+_STALE_LOOP = ("Event loop is closed", "bound to a different event loop", "attached to a different loop")
+"""What a pooled keep-alive connection opened on another, or a finished, event loop raises when reused
+(langchain-openai shares one async HTTP client process-wide: langchain-ai/langchain#35783). The client
+drops that connection, so the retry opens a new one. See graph/bridge.py."""
 
 
 def _is_timeout(exc: BaseException) -> bool:
@@ -350,7 +359,7 @@ class Backbone:
         raise BackboneFault(stage, last.kind, f"{self.schema_retries + 1} tool-round replies failed; "
                             f"last: {last.message[:_ERR_CHARS]}")
 
-    # -- sync wrappers (usable inside a running event loop too: see graph.workers.run_sync) ---------
+    # -- sync wrappers (usable inside a running event loop too: see graph.bridge.run_sync) ---------
     def structured(self, stage: str, schema: type[BaseModel], messages: list[BaseMessage], usage: Usage,
                    *, params: dict | None = None) -> BaseModel:
         return run_sync(self.astructured(stage, schema, messages, usage, params=params))

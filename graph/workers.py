@@ -38,10 +38,7 @@ Decisions where the issue was silent:
   thread still inside OpenCV when the interpreter finalizes is torn down mid-C++ ("terminate called
   without an active exception", exit status 134): a speculative motion track that nobody awaited
   aborted ~40% of short `motion`-preset scripts after they had printed their result.
-- `run_sync` is the way back: the sync entry points (`score_video`, the compiled graph's `invoke`,
-  `Backbone.structured`, async reward callables in training) run their coroutine on a fresh event
-  loop, in a helper thread when the calling thread already runs one (a Jupyter cell, an async
-  framework calling sync code), where `asyncio.run` would refuse.
+- The way back from sync code to the coroutines is `graph.bridge.run_sync` (one loop per process).
 """
 
 from __future__ import annotations
@@ -57,8 +54,8 @@ import os
 import sys
 import threading
 import time
-from collections.abc import Callable, Coroutine, Iterator
-from concurrent.futures import Future, ThreadPoolExecutor
+from collections.abc import Callable, Iterator
+from concurrent.futures import Future
 from typing import Any, Literal, TypeVar
 
 Priority = Literal["now", "later"]
@@ -244,15 +241,3 @@ async def run_blocking(fn: Callable[..., T], /, *args: Any, priority: Priority =
                        **kwargs: Any) -> T:
     """Run `fn(*args, **kwargs)` in a worker thread and await its result (see module docstring)."""
     return await asyncio.wrap_future(submit(fn, *args, priority=priority, lane=lane, **kwargs))
-
-
-def run_sync(coro: Coroutine[Any, Any, T]) -> T:
-    """Run `coro` to completion from sync code and return its result: on a fresh event loop here, or,
-    when this thread already runs a loop (Jupyter, async frameworks), on one in a helper thread with
-    the caller's contextvars (the calling thread blocks until it is done)."""
-    try:
-        asyncio.get_running_loop()
-    except RuntimeError:
-        return asyncio.run(coro)
-    with ThreadPoolExecutor(max_workers=1, thread_name_prefix="raa-run-sync") as helper:
-        return helper.submit(contextvars.copy_context().run, asyncio.run, coro).result()

@@ -8,6 +8,7 @@ Replies can carry JSON content, tool calls, an HTTP error status, or a delay (to
 from __future__ import annotations
 
 import json
+import sys
 import threading
 import time
 from collections import deque
@@ -68,6 +69,8 @@ class OpenAIStub:
     responder: Callable[[dict[str, Any]], StubReply] | None = None
     """Builds the reply from the request body when the queue is empty (None: 400 'queue empty')."""
     requests: list[dict[str, Any]] = field(default_factory=list)
+    keep_alive: bool = False
+    """Answer with HTTP/1.1 persistent connections, as vLLM and hosted APIs do (the client then pools them)."""
 
     def __post_init__(self) -> None:
         self._queue: deque[StubReply] = deque(self.replies)
@@ -97,6 +100,8 @@ class OpenAIStub:
         stub = self
 
         class Handler(BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1" if stub.keep_alive else "HTTP/1.0"
+
             def log_message(self, *args: Any) -> None:  # keep test output clean
                 pass
 
@@ -126,7 +131,12 @@ class OpenAIStub:
                 except (BrokenPipeError, ConnectionResetError):  # client gave up (timeout tests)
                     pass
 
-        self._server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        class Server(ThreadingHTTPServer):
+            def handle_error(self, request: Any, client_address: Any) -> None:
+                if not isinstance(sys.exc_info()[1], ConnectionError):  # a client closing a kept-alive connection
+                    super().handle_error(request, client_address)
+
+        self._server = Server(("127.0.0.1", 0), Handler)
         self._server.daemon_threads = True
         threading.Thread(target=self._server.serve_forever, daemon=True).start()
         return self

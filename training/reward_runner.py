@@ -2,37 +2,40 @@
 
 A reward agent answers in seconds to minutes (VLM calls), a rollout of one prompt group takes as long on
 a GPU, and the two do not depend on each other: group k's clips can be scored while group k+1 is
-sampled (flow_grpo submits its rewards to an executor the same way). :class:`RewardRunner` owns one
-thread running one asyncio event loop for the whole training run; :meth:`RewardRunner.submit` schedules a
-reward call there and returns a ``concurrent.futures.Future`` of its validated
+sampled (flow_grpo submits its rewards to an executor the same way). :class:`RewardRunner` schedules each
+reward call on the process's bridge loop (``graph.bridge.sync_loop``, one asyncio loop in a daemon
+thread); :meth:`RewardRunner.submit` returns a ``concurrent.futures.Future`` of its validated
 :class:`~training.rewards.RewardOutcome`. :func:`merge_outcomes` joins the groups' outcomes in order.
 
 Decisions where the issue was silent:
 
 * One loop for every call: the async rewards (the agent, the HTTP service) see one event loop, so calls
   that overlap share the agent's worker pools and trace database the way concurrent runs of one
-  ``ascore_videos`` do; nothing of theirs has to be safe across loops or threads.
+  ``ascore_videos`` do. It is also the loop of held-out evaluation's reward calls: the agent's model
+  client keeps its pooled connections on one loop (with a loop of its own here, model calls failed
+  whenever evaluation and training rewards took turns against a keep-alive server: "Event loop is
+  closed", "bound to a different event loop"; tests/test_bridge.py).
 * The callable itself is called in a worker thread (``asyncio.to_thread``): a sync reward (the
   verifiable ones, your own) runs off the loop and in parallel with the next rollout; an async one only
   creates its coroutine there, which is then awaited on the loop.
 * Same semantics as :func:`~training.rewards.call_reward`: an exception inside the reward makes its
   call's items ineligible with the reason; a wrong length (:class:`~training.rewards.RewardLengthError`)
   is raised by ``Future.result()`` and stops the run, as before.
-* The thread is a daemon and :meth:`RewardRunner.close` stops the loop, so a failing run never hangs
-  on it; calls still running then are cancelled.
+* :meth:`RewardRunner.close` cancels the calls still running, so a failing run never waits for them;
+  the loop's thread is a daemon.
 """
 
 from __future__ import annotations
 
 import asyncio
 import inspect
-import threading
 from collections.abc import Sequence
 from concurrent.futures import Future
 from typing import Any
 
 import numpy as np
 
+from graph.bridge import sync_loop
 from training.rewards import RewardFn, RewardOutcome, check_reward_output, failed_outcome
 
 
@@ -44,17 +47,20 @@ class RewardRunner:
         """The reward callable (sync or async)."""
         self.name = name
         """Its config name, for reasons and errors."""
-        self._loop = asyncio.new_event_loop()
-        self._thread = threading.Thread(target=self._loop.run_forever, name="reward-runner", daemon=True)
-        self._thread.start()
+        self._loop = sync_loop()  # the loop held-out evaluation's reward calls (call_reward) run on too
+        self._pending: set[Future[RewardOutcome]] = set()
+        self._closed = False
 
     def submit(self, videos: Sequence[np.ndarray], prompts: Sequence[str], **meta: Any) -> Future[RewardOutcome]:
         """Schedule ``fn(videos, prompts, **meta)``; the future holds its validated outcome."""
         if len(videos) != len(prompts):
             raise ValueError(f"reward {self.name!r}: {len(videos)} videos but {len(prompts)} prompts")
-        if self._loop.is_closed() or not self._thread.is_alive():
+        if self._closed:
             raise RuntimeError("RewardRunner is closed")
-        return asyncio.run_coroutine_threadsafe(self._call(list(videos), list(prompts), meta), self._loop)
+        future = asyncio.run_coroutine_threadsafe(self._call(list(videos), list(prompts), meta), self._loop)
+        self._pending.add(future)
+        future.add_done_callback(self._pending.discard)
+        return future
 
     async def _call(self, videos: list[np.ndarray], prompts: list[str], meta: dict[str, Any]) -> RewardOutcome:
         try:
@@ -66,24 +72,11 @@ class RewardRunner:
         return check_reward_output(raw, self.name, len(videos))
 
     def close(self) -> None:
-        """Cancel what is still running, stop the loop and wait for the thread (idempotent)."""
-        if self._loop.is_closed():
-            return
-
-        async def cancel_all() -> None:  # their futures end cancelled, not pending forever
-            tasks = [t for t in asyncio.all_tasks() if t is not asyncio.current_task()]
-            for task in tasks:
-                task.cancel()
-            await asyncio.gather(*tasks, return_exceptions=True)
-
-        if self._thread.is_alive():
-            try:
-                asyncio.run_coroutine_threadsafe(cancel_all(), self._loop).result(timeout=30)
-            finally:
-                self._loop.call_soon_threadsafe(self._loop.stop)
-                self._thread.join(timeout=30)
-        if not self._thread.is_alive():
-            self._loop.close()
+        """Cancel the calls still running (their futures end cancelled) and refuse new ones (idempotent).
+        The loop itself is the process's bridge loop and stays."""
+        self._closed = True
+        for future in list(self._pending):
+            future.cancel()  # cancels its task on the loop as well
 
     def __enter__(self) -> RewardRunner:
         return self

@@ -173,6 +173,8 @@ class AgentReward:
                 folder = Path(str(self.video_dir)) / f"{_phase(meta)}{iteration:06d}"
                 folder.mkdir(parents=True, exist_ok=True)
             else:
+                if self.video_dir:  # a folder the run names but nobody made yet
+                    Path(self.video_dir).mkdir(parents=True, exist_ok=True)
                 folder = Path(stack.enter_context(tempfile.TemporaryDirectory(dir=self.video_dir)))
             items = []
             for i, (video, prompt) in enumerate(zip(videos, prompts, strict=True)):
@@ -273,10 +275,10 @@ def _phase(meta: dict[str, Any]) -> str:
 
 
 def _run(value: Any) -> Any:
-    """``value``, awaited when it is awaitable (on a fresh loop, or in a helper thread when this thread
-    already runs one: a notebook; see ``graph.workers.run_sync``)."""
+    """``value``, awaited when it is awaitable (on the process's bridge loop, ``graph.bridge.run_sync``:
+    the loop training's RewardRunner uses too)."""
     if inspect.isawaitable(value):
-        from graph.workers import run_sync
+        from graph.bridge import run_sync
 
         async def _await() -> Any:
             return await value

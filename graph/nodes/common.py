@@ -33,10 +33,11 @@ from langchain_core.runnables import Runnable, RunnableConfig, ensure_config
 from langgraph.runtime import get_runtime
 
 from graph.backbone import BackboneFault, Usage
+from graph.bridge import run_sync
 from graph.context import RunContext
 from graph.schemas import Assessment, Fault, TaskContract
 from graph.state import AgentState, ContractFrozenError, StepRecord
-from graph.workers import run_scope, run_sync
+from graph.workers import run_scope
 from prompts import render
 from tools.errors import ToolFault
 

@@ -1,0 +1,98 @@
+"""From sync code to the agent's coroutines: one event loop per process for every sync call.
+
+`run_sync` is how the sync entry points (`score_video`, the compiled graph's `invoke` and its nodes,
+`Backbone.structured`, training's reward calls and held-out evaluation) run a coroutine. They all run
+it on one long-lived loop, `sync_loop()`: a daemon thread ("raa-sync-loop") started on first use, never
+at import.
+
+Why one loop and not `asyncio.run` per call: HTTP clients pool keep-alive connections, and a pooled
+connection belongs to the event loop that opened it. langchain-openai even shares one async httpx
+client between all `ChatOpenAI` objects with the same base URL, process-wide. With a fresh loop per
+call, every other `score_video` against a keep-alive server (vLLM, any hosted API) failed at its first
+model call with ``RuntimeError: Event loop is closed`` or ``... is bound to a different event loop``
+and the clip was ineligible; the sync `invoke`, which ran each node on its own loop, lost nearly every
+run. (Known upstream: langchain-ai/langchain#35783.) Code that manages its own loops (`asyncio.run`
+around `ascore_videos`, several times in one script) can still meet a stale connection; the backbone
+retries that error like a dropped connection (graph/backbone.py).
+
+Decisions where the issue was silent:
+- The caller's contextvars go with the coroutine (its task runs in a copy of the caller's context),
+  as they did with a fresh loop.
+- Several threads may call `run_sync` at once: their coroutines run concurrently on the one loop.
+  The calling thread blocks until its coroutine is done; from a thread that runs a loop itself (a
+  Jupyter cell, an async framework calling sync code) that blocks that loop meanwhile, as before.
+- A call made on the bridge loop's own thread cannot wait for that loop; it runs on a fresh loop in a
+  helper thread instead (the old behaviour, kept for that case only).
+- An exception in the waiting thread (Ctrl-C) cancels the coroutine before it propagates.
+- After a fork the child starts its own loop (the parent's thread does not exist there).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextvars
+import os
+import threading
+from collections.abc import Coroutine
+from concurrent.futures import Future, ThreadPoolExecutor
+from typing import Any, TypeVar
+
+T = TypeVar("T")
+
+_lock = threading.Lock()
+_bridge: tuple[int, asyncio.AbstractEventLoop, threading.Thread] | None = None
+
+
+def sync_loop() -> asyncio.AbstractEventLoop:
+    """The process's bridge loop (started on first use; see the module docstring)."""
+    global _bridge
+    with _lock:
+        if _bridge is None or _bridge[0] != os.getpid() or not _bridge[2].is_alive() or _bridge[1].is_closed():
+            loop = asyncio.new_event_loop()
+            thread = threading.Thread(target=loop.run_forever, name="raa-sync-loop", daemon=True)
+            thread.start()
+            _bridge = (os.getpid(), loop, thread)
+        return _bridge[1]
+
+
+def run_sync(coro: Coroutine[Any, Any, T]) -> T:
+    """Run `coro` to completion on the bridge loop and return its result (or raise its exception)."""
+    loop = sync_loop()
+    context = contextvars.copy_context()
+    if threading.current_thread() is _bridge_thread():  # waiting here would stop the loop it waits for
+        with ThreadPoolExecutor(max_workers=1, thread_name_prefix="raa-run-sync") as helper:
+            return helper.submit(context.run, asyncio.run, coro).result()
+    done: Future[T] = Future()
+    started: list[asyncio.Task[T]] = []
+
+    def start() -> None:  # on the loop, in the caller's context: the task keeps a copy of it
+        if done.cancelled():
+            coro.close()
+            return
+        task = loop.create_task(coro)
+        started.append(task)
+        task.add_done_callback(lambda t: _settle(t, done))
+
+    loop.call_soon_threadsafe(start, context=context)
+    try:
+        return done.result()
+    except BaseException:
+        if not done.done():  # the caller gave up (Ctrl-C): stop the coroutine as well
+            done.cancel()
+            loop.call_soon_threadsafe(lambda: [t.cancel() for t in started])
+        raise
+
+
+def _bridge_thread() -> threading.Thread | None:
+    return None if _bridge is None else _bridge[2]
+
+
+def _settle(task: asyncio.Task[T], done: Future[T]) -> None:
+    if done.done():  # cancelled by the caller
+        return
+    if task.cancelled():
+        done.cancel()
+    elif (exc := task.exception()) is not None:
+        done.set_exception(exc)
+    else:
+        done.set_result(task.result())
