@@ -140,7 +140,7 @@ def _serve() -> None:
     sys.path.insert(0, str(ROOT / "tests"))
     from openai_stub import OpenAIStub, script_responder
 
-    with OpenAIStub(responder=script_responder(agent_script())) as stub:
+    with OpenAIStub(responder=script_responder(agent_script()), keep_alive=True) as stub:  # as vLLM answers
         print(stub.base_url, flush=True)
         sys.stdin.read()  # until the parent closes the pipe
 
