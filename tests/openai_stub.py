@@ -69,8 +69,9 @@ class OpenAIStub:
     responder: Callable[[dict[str, Any]], StubReply] | None = None
     """Builds the reply from the request body when the queue is empty (None: 400 'queue empty')."""
     requests: list[dict[str, Any]] = field(default_factory=list)
-    keep_alive: bool = False
-    """Answer with HTTP/1.1 persistent connections, as vLLM and hosted APIs do (the client then pools them)."""
+    keep_alive: bool = True
+    """Answer with HTTP/1.1 persistent connections, as vLLM and hosted APIs do (the client then pools them
+    per event loop); False: HTTP/1.0, one connection per request."""
 
     def __post_init__(self) -> None:
         self._queue: deque[StubReply] = deque(self.replies)

@@ -54,7 +54,8 @@ def make(stub: OpenAIStub, method: str, *, timeout_s: float = 5.0, max_retries: 
 
 
 def run(bb: Backbone, usage: Usage, messages=MSGS) -> BaseModel:
-    return asyncio.run(bb.astructured("judge", Verdict, list(messages), usage))
+    """The sync call (on the process's bridge loop, like every sync entry point)."""
+    return bb.structured("judge", Verdict, list(messages), usage)
 
 
 @pytest.mark.parametrize("method", METHODS)
