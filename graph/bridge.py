@@ -12,8 +12,10 @@ call, every other `score_video` against a keep-alive server (vLLM, any hosted AP
 model call with ``RuntimeError: Event loop is closed`` or ``... is bound to a different event loop``
 and the clip was ineligible; the sync `invoke`, which ran each node on its own loop, lost nearly every
 run. (Known upstream: langchain-ai/langchain#35783.) Code that manages its own loops (`asyncio.run`
-around `ascore_videos`, several times in one script) can still meet a stale connection; the backbone
-retries that error like a dropped connection (graph/backbone.py).
+around `ascore_videos`, several times in one script; `await` in a notebook between sync calls) can
+still meet a stale connection; the backbone retries that error like a dropped connection
+(graph/backbone.py). The failed attempt may already have reached the server, so such a retry can cost
+one duplicate request; one loop (the sync API, or one `asyncio.run` for the whole job) avoids it.
 
 Decisions where the issue was silent:
 - The caller's contextvars go with the coroutine (its task runs in a copy of the caller's context),
