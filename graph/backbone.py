@@ -115,8 +115,15 @@ class _InvalidReply(Exception):
         self.text = text
 
 
+_STALE_LOOP = ("Event loop is closed", "bound to a different event loop", "attached to a different loop")
+"""What a pooled keep-alive connection opened on another, or a finished, event loop raises when reused
+(langchain-openai shares one async HTTP client process-wide: langchain-ai/langchain#35783). The client
+drops that connection, so the retry opens a new one. See graph/bridge.py."""
+
+
 def is_transient(exc: BaseException) -> bool:
-    """True for transport errors worth retrying (timeouts, connection errors, 408, 429, 5xx)."""
+    """True for transport errors worth retrying (timeouts, connection errors, 408, 429, 5xx, a stale
+    pooled connection)."""
     if isinstance(exc, openai.APIStatusError):
         return exc.status_code >= 500 or exc.status_code in (408, 429)
     if isinstance(exc, openai.APIConnectionError | openai.APITimeoutError | openai.RateLimitError
@@ -125,12 +132,6 @@ def is_transient(exc: BaseException) -> bool:
     if isinstance(exc, RuntimeError) and any(m in str(exc) for m in _STALE_LOOP):
         return True
     return isinstance(exc, ModelError) and type(exc).is_retryable
-
-
-_STALE_LOOP = ("Event loop is closed", "bound to a different event loop", "attached to a different loop")
-"""What a pooled keep-alive connection opened on another, or a finished, event loop raises when reused
-(langchain-openai shares one async HTTP client process-wide: langchain-ai/langchain#35783). The client
-drops that connection, so the retry opens a new one. See graph/bridge.py."""
 
 
 def _is_timeout(exc: BaseException) -> bool:
