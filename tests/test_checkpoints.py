@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -11,7 +12,8 @@ import pytest
 
 from training.config import ConfigError
 from training.config_io import load_config
-from training.engine import prune, resume_problem, stale_checkpoints
+from training.engine import ResumeSource, prune, resume_source, stale_checkpoints
+from training.reshard import ReshardError, reshard
 
 ROOT = Path(__file__).resolve().parents[1]
 SMOKE = ROOT / "training" / "configs" / "smoke.yaml"
@@ -28,7 +30,7 @@ def test_stale_checkpoints_keeps_the_newest_and_latest():
 
 
 def test_prune_deletes_only_stale_checkpoint_folders(tmp_path):
-    for tag in ("iter_000001", "iter_000002", "iter_000003", "other"):
+    for tag in ("iter_000001", "iter_000001_universal", "iter_000002", "iter_000003", "other"):
         (tmp_path / tag).mkdir()
         (tmp_path / tag / "mp_rank_00_model_states.pt").write_bytes(b"x")
     (tmp_path / "latest").write_text("iter_000003")
@@ -51,18 +53,40 @@ def _fake_checkpoint(ckpt: Path, tag: str, ranks: int, prefix: str = "") -> None
     (ckpt / "latest").write_text(tag)
 
 
-def test_resume_problem_names_what_a_resume_cannot_use(tmp_path):
+def test_resume_source_names_what_a_resume_cannot_use(tmp_path):
     ckpt = tmp_path / "checkpoints"
-    assert "no checkpoint in" in resume_problem(ckpt, 1)
+    with pytest.raises(ValueError, match="no checkpoint in"):
+        resume_source(ckpt, 1)
     _fake_checkpoint(ckpt, "iter_000004", ranks=2)
-    assert resume_problem(ckpt, 2) is None
-    problem = resume_problem(ckpt, 1)
-    assert "written by 2 ranks and this launch has 1" in problem and "--nproc_per_node 2" in problem
+    assert resume_source(ckpt, 2) == ResumeSource("iter_000004", universal=False)
+    with pytest.raises(ValueError, match="written by 2 ranks and this launch has 1") as err:
+        resume_source(ckpt, 1)
+    assert "--nproc_per_node 2" in str(err.value) and "python -m training.reshard --run" in str(err.value)
+    (ckpt / "iter_000004_universal" / "zero").mkdir(parents=True)  # converted (training/reshard.py)
+    assert resume_source(ckpt, 1) == ResumeSource("iter_000004_universal", universal=True)
+    assert resume_source(ckpt, 2) == ResumeSource("iter_000004", universal=False)  # same size: the original
     (ckpt / "latest").write_text("iter_000009")
-    assert "names iter_000009, but" in resume_problem(ckpt, 2)
+    with pytest.raises(ValueError, match="names iter_000009, but"):
+        resume_source(ckpt, 2)
     other = tmp_path / "bf16"
-    _fake_checkpoint(other, "iter_000001", ranks=4, prefix="bf16_")  # ZeRO-1 with the bf16 optimizer
-    assert "written by 4 ranks" in resume_problem(other, 8)
+    _fake_checkpoint(other, "iter_000001", ranks=1, prefix="bf16_")  # ZeRO-1 with the bf16 optimizer
+    with pytest.raises(ValueError, match="written by 1 rank and this launch has 8.* with 1 process "):
+        resume_source(other, 8)
+
+
+def test_reshard_refuses_what_is_not_a_zero_checkpoint(tmp_path):
+    with pytest.raises(ReshardError, match="no checkpoint in"):
+        reshard(tmp_path / "checkpoints")
+    (tmp_path / "checkpoints" / "iter_000001").mkdir(parents=True)
+    with pytest.raises(ReshardError, match="is not a ZeRO checkpoint"):
+        reshard(tmp_path / "checkpoints", "iter_000001")
+    done = tmp_path / "checkpoints" / "iter_000002"
+    _fake_checkpoint(tmp_path / "checkpoints", "iter_000002", ranks=2)
+    (tmp_path / "checkpoints" / "iter_000002_universal" / "zero").mkdir(parents=True)
+    assert reshard(tmp_path / "checkpoints") == done.with_name("iter_000002_universal")  # kept, not redone
+    with pytest.raises(ReshardError, match="ds_to_universal failed"):  # fake shards: DeepSpeed refuses them
+        reshard(tmp_path / "checkpoints", force=True)
+    assert not (tmp_path / "checkpoints" / "iter_000002_universal.partial").exists()
 
 
 @pytest.mark.parametrize("case", ["no checkpoint", "other world size"])
@@ -132,3 +156,64 @@ def test_a_diverged_run_stops_before_saving_its_weights(tmp_path):
     assert proc.returncode == 0, proc.stderr[-3000:]
     rows = [json.loads(line) for line in (tmp_path / "skip" / "metrics.jsonl").read_text().splitlines()]
     assert len(rows) == 4 and all(r["nonfinite_losses"] > 0 for r in rows[1:])
+
+
+@pytest.mark.slow
+@pytest.mark.distributed
+def test_a_two_rank_run_continues_on_one_process_after_reshard(tmp_path):
+    """2 ranks write iter_000002; `python -m training.reshard` converts it; one process resumes it. With
+    learning_rate 1e-30 (below float32 resolution) the resumed iteration cannot move the weights, so its
+    checkpoint must hold exactly
+    the 2-rank run's weights: the universal checkpoint was loaded, not a fresh model."""
+    import socket
+
+    import torch
+    from deepspeed.utils.zero_to_fp32 import get_fp32_state_dict_from_zero_checkpoint
+
+    out = tmp_path / "run"
+    env = {k: v for k, v in os.environ.items() if k not in ("RANK", "WORLD_SIZE", "LOCAL_RANK")}
+    env["OMP_NUM_THREADS"] = "1"
+    common = ["-m", "training.train", "--config", str(SMOKE), "--output_dir", str(out), "--progress", "false",
+              "--tensorboard", "false", "--export", "none", "--checkpoint_every", "1"]
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    torchrun = str(Path(sys.executable).parent / "torchrun")
+    proc = subprocess.run([torchrun, "--nproc_per_node", "2", "--master_port", str(port), *common,
+                           "--max_iterations", "2"], cwd=ROOT, env=env, capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stderr[-4000:]
+    proc = subprocess.run([sys.executable, "-m", "training.reshard", "--run", str(out)], cwd=ROOT, env=env,
+                          capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stderr[-4000:]
+    assert (out / "checkpoints" / "iter_000002_universal" / "zero").is_dir()
+    proc = subprocess.run([sys.executable, *common, "--max_iterations", "3", "--resume", "--learning_rate", "1e-30"],
+                          cwd=ROOT, env=env, capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stderr[-4000:]
+    rows = (out / "metrics.jsonl").read_text().splitlines()
+    assert [json.loads(r)["iteration"] for r in rows] == [1, 2, 3]
+    before = get_fp32_state_dict_from_zero_checkpoint(str(out / "checkpoints"), tag="iter_000002")
+    after = get_fp32_state_dict_from_zero_checkpoint(str(out / "checkpoints"), tag="iter_000003")
+    assert before.keys() == after.keys() and all(torch.equal(before[k], after[k]) for k in before)
+    assert len(list((out / "checkpoints" / "iter_000003").glob("*optim_states.pt"))) == 1  # now a 1-rank run
+
+
+@pytest.mark.slow
+def test_a_resume_trains_with_the_learning_rate_it_is_given(tmp_path):
+    """Loading the optimizer state restored the saved learning rate: a run resumed with a lower one (what a
+    diverged run is told to do) went on with the old. Resumed with 1e-30 (below float32 resolution), the
+    next iteration must leave the weights exactly as they were."""
+    import torch
+    from deepspeed.utils.zero_to_fp32 import get_fp32_state_dict_from_zero_checkpoint
+
+    out = tmp_path / "run"
+    env = {k: v for k, v in os.environ.items() if k not in ("RANK", "WORLD_SIZE", "LOCAL_RANK")}
+    env["OMP_NUM_THREADS"] = "1"
+    common = [sys.executable, "-m", "training.train", "--config", str(SMOKE), "--output_dir", str(out),
+              "--progress", "false", "--tensorboard", "false", "--export", "none", "--checkpoint_every", "1"]
+    for extra in (["--max_iterations", "2"], ["--max_iterations", "3", "--resume", "--learning_rate", "1e-30"]):
+        proc = subprocess.run(common + extra, cwd=ROOT, env=env, capture_output=True, text=True, timeout=600)
+        assert proc.returncode == 0, proc.stderr[-4000:]
+    assert "learning_rate: 0.01 -> 1e-30" in proc.stderr  # the resume warning names the change ...
+    before = get_fp32_state_dict_from_zero_checkpoint(str(out / "checkpoints"), tag="iter_000002")
+    after = get_fp32_state_dict_from_zero_checkpoint(str(out / "checkpoints"), tag="iter_000003")
+    assert all(torch.equal(before[k], after[k]) for k in before)  # ... and the run uses it

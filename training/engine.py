@@ -8,7 +8,9 @@
 * :func:`add_lora` / :func:`frozen_reference` -- LoRA via peft (reference = adapters disabled) or a
   frozen deep copy for full fine-tuning.
 * :func:`save` / :func:`load` -- ``engine.save_checkpoint`` on every rank with client state
-  (iteration, data position, every rank's torch / numpy / python RNG states).
+  (iteration, data position, every rank's torch / numpy / python RNG states); :func:`resume_source`
+  picks what ``--resume`` loads (the latest checkpoint, or its universal conversion for another number
+  of ranks: training/reshard.py).
 * :func:`prune` / :func:`stale_checkpoints` -- ``keep_checkpoints``: delete all but the newest N
   ``iter_NNNNNN`` folders once every rank has finished writing (each node's local rank 0 deletes, so
   node-local checkpoint folders are pruned too; other files in the folder are left alone).
@@ -23,6 +25,7 @@ from __future__ import annotations
 import copy
 import json
 import random
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -35,8 +38,9 @@ from policy.world_model import Conditioning, FlowWorldModel
 from training.config import TrainConfig, resolve_ds_config
 
 
-def deepspeed_config(cfg: TrainConfig, grad_accum_steps: int) -> dict[str, Any]:
-    """DeepSpeed JSON of ``cfg.ds_config`` with this run's batch, accumulation, lr and stage."""
+def deepspeed_config(cfg: TrainConfig, grad_accum_steps: int, *, load_universal: bool = False) -> dict[str, Any]:
+    """DeepSpeed JSON of ``cfg.ds_config`` with this run's batch, accumulation, lr and stage;
+    ``load_universal``: the engine will load a universal checkpoint (:class:`ResumeSource`)."""
     ds = json.loads(resolve_ds_config(cfg.ds_config).read_text())
     ds.pop("train_batch_size", None)
     ds["train_micro_batch_size_per_gpu"] = cfg.micro_batch
@@ -51,6 +55,8 @@ def deepspeed_config(cfg: TrainConfig, grad_accum_steps: int) -> dict[str, Any]:
         ds["bf16"] = {"enabled": True}
     elif cfg.dtype == "float16":
         ds["fp16"] = {"enabled": True}
+    if load_universal:
+        ds.setdefault("checkpoint", {})["load_universal"] = True
     return ds
 
 
@@ -133,37 +139,82 @@ def latest_tag(ckpt_dir: Path) -> str | None:
     return latest.read_text().strip() if latest.is_file() else None
 
 
-def resume_problem(ckpt_dir: Path, world: int) -> str | None:
-    """Why ``--resume`` cannot continue from ``ckpt_dir`` with ``world`` ranks (None: it can). Read from the
-    file names alone, before any model loads: no ``latest``; ``latest`` naming a folder that is gone; a
-    checkpoint written by another number of ranks (ZeRO keeps each rank's share of the optimizer state in
-    its own ``zero_pp_rank_R_..._optim_states.pt``, and DeepSpeed cannot re-partition it on load)."""
+UNIVERSAL_SUFFIX = "_universal"
+"""``checkpoints/iter_NNNNNN_universal``: that checkpoint in DeepSpeed's universal format (training/reshard.py)."""
+
+
+def checkpoint_ranks(folder: Path) -> int:
+    """How many ranks wrote the ZeRO checkpoint in ``folder``: ZeRO keeps each rank's share of the optimizer
+    state in its own ``zero_pp_rank_R_..._optim_states.pt`` (``bf16_zero_pp_...`` with ZeRO-1 + bf16); 0 when
+    there is none."""
+    return len(list(folder.glob("*zero_pp_rank_*_optim_states.pt")))
+
+
+@dataclass(frozen=True)
+class ResumeSource:
+    """What ``--resume`` loads."""
+
+    tag: str
+    """Folder in the checkpoint directory."""
+    universal: bool
+    """In DeepSpeed's universal format (loaded with ``checkpoint.load_universal``), because the latest
+    checkpoint was written by another number of ranks than this launch has."""
+
+
+def resume_source(ckpt_dir: Path, world: int) -> ResumeSource:
+    """The checkpoint ``--resume`` continues from with ``world`` ranks: the one ``latest`` names, or its
+    universal conversion when it was written by another number of ranks (DeepSpeed cannot re-partition a
+    ZeRO checkpoint on load). Read from file names alone, before any model loads; ValueError saying what
+    is missing and what to do (no ``latest``; ``latest`` naming a folder that is gone; another number of
+    ranks and no conversion)."""
     tag = latest_tag(ckpt_dir)
     if tag is None:
-        return (f"--resume: no checkpoint in {ckpt_dir} (no 'latest' file); start the run without --resume, "
-                "or set output_dir to the run to continue")
+        raise ValueError(f"--resume: no checkpoint in {ckpt_dir} (no 'latest' file); start the run without "
+                         "--resume, or set output_dir to the run to continue")
     folder = ckpt_dir / tag
     if not folder.is_dir():
-        return f"--resume: {ckpt_dir / 'latest'} names {tag}, but {folder} is missing"
-    ranks = len(list(folder.glob("*zero_pp_rank_*_optim_states.pt")))  # bf16_zero_pp_... with ZeRO-1 + bf16
-    if ranks and ranks != world:
-        return (f"--resume: {folder} was written by {ranks} ranks and this launch has {world}; ZeRO splits the "
-                f"optimizer state over the ranks that wrote it, so resume with {ranks} processes "
-                f"(`torchrun --nproc_per_node {ranks} ...` or `deepspeed --num_gpus {ranks} ...`)")
-    return None
+        raise ValueError(f"--resume: {ckpt_dir / 'latest'} names {tag}, but {folder} is missing")
+    ranks = checkpoint_ranks(folder)
+    if not ranks or ranks == world:
+        return ResumeSource(tag, universal=False)
+    converted = ckpt_dir / (tag + UNIVERSAL_SUFFIX)
+    if (converted / "zero").is_dir():
+        return ResumeSource(converted.name, universal=True)
+    raise ValueError(f"--resume: {folder} was written by {_n(ranks, 'rank')} and this launch has {world}; ZeRO "
+                     f"splits the optimizer state over the ranks that wrote it. Resume with {_n(ranks, 'process')} "
+                     f"(`torchrun --nproc_per_node {ranks} ...` or `deepspeed --num_gpus {ranks} ...`), or "
+                     f"convert the checkpoint once, after which any number of processes can resume it: "
+                     f"`python -m training.reshard --run {ckpt_dir.parent}`")
 
 
-def load(engine: Any, ckpt_dir: Path) -> tuple[int, int]:
-    """Restore the latest checkpoint; returns (iteration, data_position). RNG states restored too."""
-    if latest_tag(ckpt_dir) is None:
-        raise FileNotFoundError(f"--resume: no checkpoint in {ckpt_dir} (missing 'latest')")
-    path, client = engine.load_checkpoint(str(ckpt_dir))
+def _n(count: int, noun: str) -> str:
+    return f"{count} {noun}" if count == 1 else f"{count} {noun}{'es' if noun.endswith('s') else 's'}"
+
+
+def load(engine: Any, ckpt_dir: Path, source: ResumeSource, *, learning_rate: float,
+         weight_decay: float) -> tuple[int, int]:
+    """Restore the checkpoint ``source`` names (:func:`resume_source`; a universal one needs an engine built
+    with ``deepspeed_config(..., load_universal=True)``); returns (iteration, data_position). RNG states
+    restored too: each rank its own, or rank 0's where the checkpoint had fewer ranks. The optimizer
+    state comes back with the learning rate and weight decay it was saved with; the launch's values
+    replace them (:func:`apply_optimizer_settings`)."""
+    path, client = engine.load_checkpoint(str(ckpt_dir), tag=source.tag)
     if path is None or client is None:
-        raise RuntimeError(f"--resume: DeepSpeed could not load a checkpoint from {ckpt_dir}")
+        raise RuntimeError(f"--resume: DeepSpeed could not load {ckpt_dir / source.tag}")
     rank = dist.get_rank() if dist.is_initialized() else 0
     states = client["rng"]
     set_rng_state(states[rank] if rank < len(states) else states[0])
+    apply_optimizer_settings(engine, learning_rate, weight_decay)
     return int(client["iteration"]), int(client["data_position"])
+
+
+def apply_optimizer_settings(engine: Any, learning_rate: float, weight_decay: float) -> None:
+    """Set every parameter group's ``lr`` and ``weight_decay`` (after a resume: loading the optimizer state
+    restores the saved ones, so a run resumed with a lower learning_rate, as a diverged run is told to
+    be, went on with the old one while the resume warning named the new)."""
+    for group in engine.optimizer.param_groups:
+        group["lr"] = learning_rate
+        group["weight_decay"] = weight_decay
 
 
 def stale_checkpoints(tags: list[str], latest: str | None, keep: int) -> list[str]:
@@ -185,6 +236,7 @@ def prune(ckpt_dir: Path, keep: int, local_rank: int) -> list[str]:
     if local_rank != 0 or not ckpt_dir.is_dir():
         return []
     stale = stale_checkpoints([p.name for p in ckpt_dir.iterdir() if p.is_dir()], latest_tag(ckpt_dir), keep)
-    for tag in stale:
-        shutil.rmtree(ckpt_dir / tag, ignore_errors=True)  # another node may delete it at the same time
+    for tag in stale:  # with its universal conversion, if any; another node may delete them at the same time
+        shutil.rmtree(ckpt_dir / tag, ignore_errors=True)
+        shutil.rmtree(ckpt_dir / (tag + UNIVERSAL_SUFFIX), ignore_errors=True)
     return stale

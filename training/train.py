@@ -113,7 +113,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         out = train(cfg, local_rank=int(os.environ.get("LOCAL_RANK", "0")), reward_token=reward_token(cfg),
                     reward_settings=agent_settings, reward_tools=agent_tools)
-    except (ConfigError, StoreError) as exc:  # StoreError: the agent reward's trace database or stage cache
+    except ConfigError as exc:  # the same checks fail on every rank: said once
+        if int(os.environ.get("RANK", "0")) == 0:
+            print(f"error: {exc}", file=sys.stderr)
+        return 2
+    except StoreError as exc:  # the agent reward's trace database or stage cache (may fail on one rank only)
         print(f"error: {exc}", file=sys.stderr)
         return 2
     except ExportError as exc:

@@ -134,9 +134,12 @@ def train(cfg: TrainConfig, *, local_rank: int = 0, reward_token: str | None = N
     per_rank = cfg.prompts_per_iteration // world
     out_dir = Path(cfg.output_dir)
     ckpt_dir = out_dir / "checkpoints"
+    source = None
     if cfg.resume:
-        if (problem := ds_engine.resume_problem(ckpt_dir, world)) is not None:
-            raise ConfigError(problem)
+        try:
+            source = ds_engine.resume_source(ckpt_dir, world)
+        except ValueError as exc:
+            raise ConfigError(str(exc)) from None
         if rank == 0 and (changes := resume_changes(out_dir / "config.yaml", cfg)):
             print(f"warning: resuming {out_dir} with settings that differ from its saved config.yaml:\n  "
                   + "\n  ".join(changes), file=sys.stderr, flush=True)
@@ -163,13 +166,15 @@ def train(cfg: TrainConfig, *, local_rank: int = 0, reward_token: str | None = N
     policy = ds_engine.PolicyStep(world_model)
     trainable = [p for p in policy.parameters() if p.requires_grad]
     engine, _, _, _ = deepspeed.initialize(model=policy, model_parameters=trainable,
-                                           config=ds_engine.deepspeed_config(cfg, grad_accum))
+                                           config=ds_engine.deepspeed_config(
+                                               cfg, grad_accum, load_universal=source is not None and source.universal))
     world_model = engine.module.world_model
 
     stream = PromptStream(len(prompts), cfg.seed)
     start = 0
-    if cfg.resume:
-        start, stream.position = ds_engine.load(engine, ckpt_dir)
+    if source is not None:
+        start, stream.position = ds_engine.load(engine, ckpt_dir, source, learning_rate=cfg.learning_rate,
+                                                weight_decay=cfg.weight_decay)
     log = MetricsLog(out_dir, enabled=rank == 0, tensorboard=cfg.tensorboard, append=cfg.resume)
     if rank == 0:  # the launch's resolved config: what `python -m training.export --run` rebuilds the model from
         (out_dir / "config.yaml").write_text(yaml.safe_dump(config_to_dict(cfg), sort_keys=False))

@@ -1,0 +1,91 @@
+"""Continue a run on another number of GPUs: convert a checkpoint to DeepSpeed's universal format.
+
+A ZeRO checkpoint holds each rank's share of the optimizer state in its own file, and DeepSpeed cannot
+re-partition it on load, so ``--resume`` with another number of processes is refused. Converting the
+checkpoint once makes it loadable on any number::
+
+    python -m training.reshard --run runs/cosmos   # -> runs/cosmos/checkpoints/iter_000200_universal
+    torchrun --nproc_per_node 4 -m training.train --config ... --output_dir runs/cosmos --resume
+
+The conversion is DeepSpeed's own ``deepspeed.checkpoint.ds_to_universal`` (run as a subprocess): weights
+and optimizer state (Adam moments, fp32 master weights) are merged per parameter. ``--resume`` then
+loads ``iter_NNNNNN_universal`` whenever the checkpoint ``latest`` names was written by another number
+of ranks (training/engine.py ``resume_source``); later checkpoints are ordinary ones of the new size.
+
+Decisions where the issue was silent:
+
+* An explicit step, not done by ``--resume`` itself: converting a full fine-tune's checkpoint reads and
+  writes tens of GB, which would sit inside the launch's collective timeouts on every other rank.
+* Written under a temporary name and renamed into place when DeepSpeed is done, so a conversion cut
+  short never looks finished; an existing conversion is kept unless ``--force``.
+* The resumed run is the same model and optimizer, not the same trajectory: rollout noise is seeded by
+  rank (``trainer.py``), so from the first resumed iteration the samples differ from what the old number
+  of ranks would have drawn. Each rank's RNG state comes from the checkpoint where it had that rank, else
+  rank 0's.
+* ``keep_checkpoints`` deletes a conversion together with its checkpoint.
+"""
+
+from __future__ import annotations
+
+import argparse
+import shutil
+import subprocess
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+
+from training.engine import UNIVERSAL_SUFFIX, checkpoint_ranks, latest_tag
+
+
+class ReshardError(RuntimeError):
+    """The checkpoint cannot be converted (missing, or DeepSpeed's converter failed)."""
+
+
+def reshard(ckpt_dir: Path, tag: str | None = None, *, force: bool = False, workers: int = 2) -> Path:
+    """Convert ``ckpt_dir/tag`` (default: the one ``latest`` names) to ``ckpt_dir/<tag>_universal`` and
+    return that folder."""
+    tag = tag or latest_tag(ckpt_dir)
+    if tag is None:
+        raise ReshardError(f"no checkpoint in {ckpt_dir} (no 'latest' file)")
+    source = ckpt_dir / tag
+    if not source.is_dir() or checkpoint_ranks(source) == 0:
+        raise ReshardError(f"{source} is not a ZeRO checkpoint (no *zero_pp_rank_*_optim_states.pt files)")
+    target = ckpt_dir / (tag + UNIVERSAL_SUFFIX)
+    if (target / "zero").is_dir() and not force:
+        return target
+    partial = ckpt_dir / (target.name + ".partial")
+    shutil.rmtree(partial, ignore_errors=True)
+    cmd = [sys.executable, "-m", "deepspeed.checkpoint.ds_to_universal", "--input_folder", str(source),
+           "--output_folder", str(partial), "--inject_missing_state", "--num_extract_workers", str(workers),
+           "--num_merge_workers", str(max(1, workers // 2))]
+    proc = subprocess.run(cmd, capture_output=True, text=True)
+    (ckpt_dir / "latest_universal").unlink(missing_ok=True)  # the converter's own pointer; resume never reads it
+    if proc.returncode != 0 or not (partial / "zero").is_dir():
+        shutil.rmtree(partial, ignore_errors=True)
+        tail = (proc.stderr or proc.stdout).strip().splitlines()[-5:]
+        raise ReshardError(f"DeepSpeed's ds_to_universal failed on {source} (exit {proc.returncode}): "
+                           + " | ".join(tail))
+    shutil.rmtree(target, ignore_errors=True)
+    partial.rename(target)
+    return target
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m training.reshard", description=__doc__.splitlines()[0])
+    parser.add_argument("--run", required=True, type=Path, help="The run's output_dir (holds checkpoints/).")
+    parser.add_argument("--tag", default=None, help="Checkpoint to convert (default: the latest).")
+    parser.add_argument("--force", action="store_true", help="Convert again even if a conversion exists.")
+    parser.add_argument("--workers", type=int, default=2, help="Processes extracting ZeRO shards.")
+    args = parser.parse_args(argv)
+    try:
+        target = reshard(args.run / "checkpoints", args.tag, force=args.force, workers=max(1, args.workers))
+    except ReshardError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    print(f"universal checkpoint: {target}\nresume it with any number of processes: "
+          f"... -m training.train --config CONFIG --output_dir {args.run} --resume")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
