@@ -23,6 +23,10 @@ Decisions where the issue was silent:
   of ranks would have drawn. Each rank's RNG state comes from the checkpoint where it had that rank, else
   rank 0's.
 * ``keep_checkpoints`` deletes a conversion together with its checkpoint.
+
+Checked on CPU (float32): ZeRO-2 full fine-tune 2 -> 1 and 1 -> 2 ranks, ZeRO-2 LoRA and ZeRO-3 2 -> 1; a
+resumed iteration at a learning rate below float32 resolution leaves the 2-rank run's weights exact
+(tests/test_checkpoints.py). bf16 runs on GPUs are not verified.
 """
 
 from __future__ import annotations
