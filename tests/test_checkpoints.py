@@ -9,9 +9,10 @@ import sys
 from pathlib import Path
 
 import pytest
+import yaml
 
 from training.config import ConfigError
-from training.config_io import load_config
+from training.config_io import config_to_dict, load_config
 from training.engine import ResumeSource, prune, resume_source, stale_checkpoints
 from training.reshard import ReshardError, reshard
 
@@ -89,22 +90,31 @@ def test_reshard_refuses_what_is_not_a_zero_checkpoint(tmp_path):
     assert not (tmp_path / "checkpoints" / "iter_000002_universal.partial").exists()
 
 
-@pytest.mark.parametrize("case", ["no checkpoint", "other world size"])
+@pytest.mark.parametrize("case", ["no checkpoint", "other world size", "other model"])
 def test_a_resume_that_cannot_load_stops_before_the_model_loads(tmp_path, case):
     """Exit 2 with the reason, instead of DeepSpeed's traceback after the model has loaded."""
     out = tmp_path / "run"
+    extra = []
     if case == "other world size":
         _fake_checkpoint(out / "checkpoints", "iter_000002", ranks=2)
+    if case == "other model":
+        _fake_checkpoint(out / "checkpoints", "iter_000002", ranks=1)
+        saved = load_config(SMOKE, ["--finetune", "lora", "--lora_rank", "4"])
+        (out / "config.yaml").write_text(yaml.safe_dump(config_to_dict(saved), sort_keys=False))
+        extra = ["--finetune", "lora", "--lora_rank", "8"]
     env = {k: v for k, v in os.environ.items() if k not in ("RANK", "WORLD_SIZE", "LOCAL_RANK")}
     cmd = [sys.executable, "-m", "training.train", "--config", str(SMOKE), "--output_dir", str(out),
-           "--progress", "false", "--tensorboard", "false", "--resume"]
+           "--progress", "false", "--tensorboard", "false", "--resume", *extra]
+    before = (out / "config.yaml").read_text() if (out / "config.yaml").exists() else None
     proc = subprocess.run(cmd, cwd=ROOT, env={**env, "OMP_NUM_THREADS": "1"}, capture_output=True, text=True,
                           timeout=300)
     assert proc.returncode == 2, proc.stderr[-4000:]
-    want = "no checkpoint in" if case == "no checkpoint" else "written by 2 ranks and this launch has 1"
+    want = {"no checkpoint": "no checkpoint in", "other world size": "written by 2 ranks and this launch has 1",
+            "other model": "lora_rank: 4 -> 8"}[case]
     assert "error: --resume: " in proc.stderr and want in proc.stderr, proc.stderr[-4000:]
     assert "Traceback" not in proc.stderr
-    assert not (out / "config.yaml").exists()  # nothing of the run was touched
+    after = (out / "config.yaml").read_text() if (out / "config.yaml").exists() else None
+    assert after == before  # nothing of the run was touched
 
 
 @pytest.mark.slow

@@ -7,7 +7,14 @@ from pathlib import Path
 
 import yaml
 
-from training.config_io import config_changes, config_to_dict, load_config, read_run_config, resume_changes
+from training.config_io import (
+    config_changes,
+    config_to_dict,
+    load_config,
+    read_run_config,
+    resume_changes,
+    resume_conflicts,
+)
 
 SMOKE = Path(__file__).resolve().parents[1] / "training" / "configs" / "smoke.yaml"
 
@@ -70,3 +77,13 @@ def test_export_main_reads_the_run_config_as_trained(tmp_path, monkeypatch):
     assert export.main(["--run", str(tmp_path)]) == 0
     assert seen["cfg"].image_fit == "stretch"
     assert export.main(["--run", str(tmp_path / "nowhere")]) == 2  # no config.yaml: named, exit 2
+
+
+def test_resume_conflicts_are_the_changes_a_checkpoint_cannot_take(tmp_path):
+    path = _saved(tmp_path, finetune="lora", lora_rank=4)
+    cfg = load_config(SMOKE, ["--finetune", "lora", "--lora_rank", "8", "--learning_rate", "3e-5"])
+    assert resume_conflicts(path, cfg) == ["lora_rank: 4 -> 8"]  # the learning rate may change
+    assert len(resume_changes(path, cfg)) == 2
+    assert resume_conflicts(path, load_config(SMOKE, ["--finetune", "lora", "--lora_rank", "4"])) == []
+    assert resume_conflicts(path, load_config(SMOKE)) == ["finetune: 'lora' -> 'full'"]
+    assert resume_conflicts(tmp_path / "missing.yaml", cfg) == []

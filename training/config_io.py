@@ -48,6 +48,12 @@ RESUME_NEUTRAL = frozenset({"resume", "max_iterations", "checkpoint_every", "kee
 checkpoint / evaluation intervals, console and logging): `config_changes` does not list them."""
 
 
+RESUME_FIXED = ("backend", "model_path", "tiny", "finetune", "lora_rank", "lora_targets")
+"""Fields that decide which parameters the checkpoint holds: a resume cannot change them (DeepSpeed's load
+fails on the mismatch after the model has loaded), so `resume_conflicts` names them and the launch stops
+first."""
+
+
 def _bool(text: str, name: str) -> bool:
     low = text.strip().lower()
     if low in ("1", "true", "yes", "on"):
@@ -234,6 +240,14 @@ def config_changes(saved: Mapping[str, Any], cfg: TrainConfig) -> list[str]:
     now = config_to_dict(cfg)
     out = [f"{k}: {before[k]!r} -> {v!r}" for k, v in now.items() if k not in RESUME_NEUTRAL and before[k] != v]
     return out + [f"{k}: {before[k]!r} -> (no such field now)" for k in before if k not in now]
+
+
+def resume_conflicts(path: str | Path, cfg: TrainConfig) -> list[str]:
+    """The lines of `resume_changes` that name a `RESUME_FIXED` field (the LoRA ones only when this launch
+    trains LoRA; none without a readable saved config: then DeepSpeed's load is the check)."""
+    ignored = () if cfg.finetune == "lora" else ("lora_rank", "lora_targets")
+    return [line for line in resume_changes(path, cfg)
+            if line.split(":", 1)[0] in RESUME_FIXED and line.split(":", 1)[0] not in ignored]
 
 
 def resume_changes(path: str | Path, cfg: TrainConfig) -> list[str]:

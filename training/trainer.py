@@ -61,7 +61,7 @@ from policy.rollout import Rollout, RolloutConfig, cat_rollouts, rollout
 from policy.world_model import Conditioning, FlowWorldModel
 from training import engine as ds_engine
 from training.config import ConfigError, TrainConfig
-from training.config_io import config_to_dict, resume_changes
+from training.config_io import config_to_dict, resume_changes, resume_conflicts
 from training.data import PromptStream, derive_seed, load_frame, load_prompts
 from training.evaluate import evaluate, summarize_eval
 from training.export import ExportError, export_policy
@@ -140,6 +140,10 @@ def train(cfg: TrainConfig, *, local_rank: int = 0, reward_token: str | None = N
             source = ds_engine.resume_source(ckpt_dir, world)
         except ValueError as exc:
             raise ConfigError(str(exc)) from None
+        if conflicts := resume_conflicts(out_dir / "config.yaml", cfg):
+            raise ConfigError(f"--resume: {out_dir} was trained with another model, and a checkpoint keeps its "
+                              "parameters: " + "; ".join(conflicts) + ". Resume with the run's settings, or start a "
+                              "new run in another output_dir")
         if rank == 0 and (changes := resume_changes(out_dir / "config.yaml", cfg)):
             print(f"warning: resuming {out_dir} with settings that differ from its saved config.yaml:\n  "
                   + "\n  ".join(changes), file=sys.stderr, flush=True)
