@@ -136,6 +136,11 @@ class TrainConfig:
     are written (``nonfinite_losses``) and the run ends with an error naming the last checkpoint,
     before saving the diverged weights; "skip": go on (DeepSpeed skips optimizer steps whose
     gradients are not finite, but the rollouts of a diverged policy stay garbage)."""
+    on_signal: Literal["checkpoint", "exit"] = "checkpoint"
+    """SIGTERM or SIGUSR1, what cluster schedulers send before they preempt a job (SLURM: ``--signal``).
+    "checkpoint": every rank finishes the iteration it is in, a checkpoint is saved and the run exits with
+    128 + the signal's number, to be continued with ``--resume`` (a second signal ends it at once);
+    "exit": Python's default handling (the process ends; the work since the last checkpoint is lost)."""
     keep_checkpoints: int | None = None
     """Keep only the newest N checkpoints in output_dir/checkpoints (older ones are deleted after each
     save; the one ``latest`` names always stays); None: keep all. A checkpoint holds the whole module

@@ -108,6 +108,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     # heavy imports (deepspeed, diffusers) only after validation
     from graph.stores import StoreError
     from training.export import ExportError
+    from training.preemption import TrainingStopped
     from training.trainer import TrainingDiverged, train
 
     try:
@@ -123,6 +124,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     except ExportError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 1
+    except TrainingStopped as exc:  # a scheduler's signal (on_signal: checkpoint); raised on every rank
+        if int(os.environ.get("RANK", "0")) == 0:
+            print(f"stopped: {exc}", file=sys.stderr, flush=True)
+        return 128 + exc.signum
     except TrainingDiverged as exc:  # raised on every rank; said once
         if int(os.environ.get("RANK", "0")) == 0:
             print(f"error: {exc}", file=sys.stderr)

@@ -68,6 +68,7 @@ from training.export import ExportError, export_policy
 from training.grpo import group_advantages
 from training.metrics import MetricsLog, gather, summarize
 from training.models import build_world_model, negative_prompt
+from training.preemption import StopRequest, TrainingStopped
 from training.preview import latent_preview
 from training.reward_runner import RewardRunner, merge_outcomes
 from training.rewards import RewardOutcome
@@ -99,6 +100,16 @@ def _sample_group(world_model: FlowWorldModel, cond: Conditioning, rcfg: Rollout
                      generator=torch.Generator(device=device).manual_seed(derive_seed(*seed, c)))
              for c in range(math.ceil(cfg.group_size / size))]
     return cat_rollouts(parts, cond)
+
+
+def _close(rewards: RewardRunner, bar: Any, log: MetricsLog, stops: StopRequest | None) -> None:
+    """What the loop opened, closed when the run ends (finished, diverged or stopped by a signal)."""
+    rewards.close()
+    if bar is not None:
+        bar.close()
+    log.close()
+    if stops is not None:
+        stops.uninstall()
 
 
 def _frames_numpy(frames: Any) -> np.ndarray:
@@ -196,6 +207,7 @@ def train(cfg: TrainConfig, *, local_rank: int = 0, reward_token: str | None = N
     if eval_prompts and start == 0:  # the baseline of a fresh run
         held_out(0)
     rewards = RewardRunner(reward_fn, cfg.reward or "")  # one background event loop for the run's rewards
+    stops = StopRequest().install() if cfg.on_signal == "checkpoint" else None  # training/preemption.py
     for it in range(start, cfg.max_iterations):
         # -- 1. rollouts ----------------------------------------------------------------------
         t0 = time.perf_counter()
@@ -274,22 +286,20 @@ def train(cfg: TrainConfig, *, local_rank: int = 0, reward_token: str | None = N
             bar.set_postfix(reward=f"{row['reward_mean']:.4f}", kl=f"{row['approx_kl']:.2e}")
             bar.update(1)
         if row["nonfinite_losses"] and cfg.nonfinite_loss == "stop":  # every rank sees the same row
-            rewards.close()
-            if bar is not None:
-                bar.close()
-            log.close()
+            _close(rewards, bar, log, stops)
             raise TrainingDiverged(it + 1, int(row["nonfinite_losses"]), ckpt_dir)
-        if eval_prompts and ((it + 1) % cfg.eval_every == 0 or it + 1 == cfg.max_iterations):
+        signum = stops.agreed(device) if stops is not None else 0  # a signal on any rank stops them all here
+        if eval_prompts and not signum and ((it + 1) % cfg.eval_every == 0 or it + 1 == cfg.max_iterations):
             held_out(it + 1)
-        if (it + 1) % cfg.checkpoint_every == 0 or it + 1 == cfg.max_iterations:
+        if signum or (it + 1) % cfg.checkpoint_every == 0 or it + 1 == cfg.max_iterations:
             ds_engine.save(engine, ckpt_dir, it + 1, stream.position)
             if cfg.keep_checkpoints is not None:
                 ds_engine.prune(ckpt_dir, cfg.keep_checkpoints, local_rank)
+        if signum:
+            _close(rewards, bar, log, stops)
+            raise TrainingStopped(it + 1, signum, str(ckpt_dir / ds_engine.checkpoint_tag(it + 1)))
 
-    rewards.close()
-    if bar is not None:
-        bar.close()
-    log.close()
+    _close(rewards, bar, log, stops)
     dist.barrier()
     # clean shutdown (DeepSpeed's and PyTorch's documented order): release the engine's ZeRO hooks and
     # buffers, then the process groups, instead of leaving them to interpreter teardown. DeepSpeed's

@@ -1,0 +1,75 @@
+"""Stop a training run cleanly when the cluster asks (``on_signal: checkpoint``, DESIGN.md §6).
+
+Schedulers send SIGTERM (or a configured signal, SLURM ``--signal=USR1@120``) some time before they kill a
+preempted or timed-out job. `StopRequest` turns SIGTERM and SIGUSR1 into a flag; the trainer asks
+`StopRequest.agreed` once per iteration, after its metrics, and when any rank has seen a signal every rank
+saves the checkpoint of that iteration and the run ends with `TrainingStopped` (exit 128 + the signal's
+number). ``--resume`` continues from there exactly as from any checkpoint.
+
+Decisions where the issue was silent:
+
+* The iteration in progress is finished, not abandoned: its rollouts and update are the expensive part,
+  and a checkpoint must sit between iterations (the prompt position and the RNG are saved per iteration).
+  A grace period shorter than one iteration loses that iteration anyway; ask for the signal early enough.
+* Ranks agree with one ``all_reduce`` (max) per iteration, so a signal that reached only some ranks (or
+  reached them in different iterations) still stops all of them after the same iteration.
+* The first signal restores the default handler: a second one ends the process at once.
+* Launchers forward the signal to every rank (``torchrun`` and ``deepspeed`` do), and then wait only so
+  long before killing the ranks (``torchrun``: 30 s by default): with long iterations, send the signal to
+  the rank processes themselves or give the launcher more time.
+"""
+
+from __future__ import annotations
+
+import signal
+import threading
+from types import FrameType
+
+import torch
+import torch.distributed as dist
+
+SIGNALS = (signal.SIGTERM, signal.SIGUSR1)
+"""The signals that ask for a checkpoint and a stop."""
+
+
+class TrainingStopped(RuntimeError):
+    """The run stopped on a signal after saving a checkpoint; continue it with ``--resume``."""
+
+    def __init__(self, iteration: int, signum: int, checkpoint: str) -> None:
+        name = signal.Signals(signum).name
+        super().__init__(f"stopped by {name} after iteration {iteration}; checkpoint {checkpoint} saved. Continue "
+                         "the run with --resume")
+        self.signum = signum
+
+
+class StopRequest:
+    """SIGTERM / SIGUSR1 -> a flag the ranks agree on; `install` only in the main thread."""
+
+    def __init__(self) -> None:
+        self.signum = 0
+        """The signal received on this rank (0: none)."""
+        self._previous: dict[int, object] = {}
+
+    def install(self) -> StopRequest:
+        if threading.current_thread() is threading.main_thread():
+            for sig in SIGNALS:
+                self._previous[sig] = signal.signal(sig, self._handle)
+        return self
+
+    def _handle(self, signum: int, frame: FrameType | None) -> None:
+        self.signum = signum
+        for sig in SIGNALS:  # a second signal: the default action, at once
+            signal.signal(sig, signal.SIG_DFL)
+
+    def agreed(self, device: torch.device) -> int:
+        """The signal number when any rank has received one (0: none). Collective: every rank, every call."""
+        flag = torch.tensor([float(self.signum)], device=device)
+        if dist.is_initialized():
+            dist.all_reduce(flag, op=dist.ReduceOp.MAX)
+        return int(flag.item())
+
+    def uninstall(self) -> None:
+        """Put back the handlers `install` replaced."""
+        for sig, previous in self._previous.items():
+            signal.signal(sig, previous)  # type: ignore[arg-type]
+        self._previous.clear()
