@@ -296,6 +296,7 @@ def train(cfg: TrainConfig, *, local_rank: int = 0, reward_token: str | None = N
             if cfg.keep_checkpoints is not None:
                 ds_engine.prune(ckpt_dir, cfg.keep_checkpoints, local_rank)
         if signum:
+            dist.barrier()  # every rank has written its part before any of them exits
             _close(rewards, bar, log, stops)
             raise TrainingStopped(it + 1, signum, str(ckpt_dir / ds_engine.checkpoint_tag(it + 1)))
 
