@@ -17,9 +17,11 @@ record its trace or reuse a stage output there, and the fix is the same for all 
 
 from __future__ import annotations
 
+import os
 import random
 import sqlite3
 import time
+import warnings
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -32,10 +34,64 @@ class StoreError(RuntimeError):
     """A trace database or stage cache that cannot be created or opened."""
 
 
+class StoreWarning(UserWarning):
+    """A trace database or stage cache on a network filesystem (see `network_fs_warning`)."""
+
+
+NETWORK_FILESYSTEMS = frozenset({
+    "nfs", "nfs4", "cifs", "smb3", "smbfs", "lustre", "gpfs", "beegfs", "ceph", "glusterfs", "9p", "afs",
+    "panfs", "wekafs", "fuse.sshfs", "fuse.glusterfs", "fuse.cephfs", "fuse.juicefs", "fuse.s3fs",
+    "fuse.gcsfuse"})
+"""Filesystem types (as /proc/mounts names them) that SQLite's WAL mode does not work on."""
+
+_warned: set[str] = set()
+
+
+def filesystem_type(path: str | Path, mounts: str | None = None) -> str | None:
+    """The type of the filesystem holding `path` (its nearest existing folder): the longest mount point of
+    `mounts` (the text of /proc/mounts; read when None) that contains it. None when unknown."""
+    if mounts is None:
+        try:
+            mounts = Path("/proc/mounts").read_text()
+        except OSError:  # not Linux
+            return None
+    place = Path(os.path.abspath(path))
+    while not place.exists() and place != place.parent:
+        place = place.parent
+    place = place.resolve()
+    best: tuple[int, str] | None = None
+    for line in mounts.splitlines():
+        fields = line.split()
+        if len(fields) < 3:
+            continue
+        point = Path(fields[1].replace("\\040", " "))
+        if (place == point or point in place.parents) and (best is None or len(point.parts) > best[0]):
+            best = (len(point.parts), fields[2])
+    return None if best is None else best[1]
+
+
+def network_fs_warning(path: str | Path, what: str, setting: str) -> str | None:
+    """Why `path` should move, when it is on a network filesystem: SQLite's WAL mode (which lets training
+    ranks and batch workers share one file) needs every process on one host and a local disk; on NFS,
+    Lustre or GPFS, the default relative `runs/` of a job started in a shared home or project folder,
+    concurrent writers can corrupt it."""
+    if str(path) == ":memory:":
+        return None
+    kind = filesystem_type(path)
+    if kind not in NETWORK_FILESYSTEMS:
+        return None
+    return (f"{what} {path} is on a network filesystem ({kind}); SQLite's WAL mode needs a local disk, and "
+            f"processes writing it together can corrupt it: set {setting} to a path on a local disk")
+
+
 @contextmanager
 def store_errors(path: str | Path, what: str, setting: str) -> Iterator[None]:
     """Turn SQLite and file-system errors raised while opening `path` into a `StoreError` that names
-    the file (`what`: "trace database" / "stage cache") and the setting that chooses it."""
+    the file (`what`: "trace database" / "stage cache") and the setting that chooses it. A file on a
+    network filesystem gets a `StoreWarning` (once per path and process)."""
+    if str(path) not in _warned and (warning := network_fs_warning(path, what, setting)) is not None:
+        _warned.add(str(path))
+        warnings.warn(warning, StoreWarning, stacklevel=3)
     try:
         yield
     except (sqlite3.Error, OSError) as exc:

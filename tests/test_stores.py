@@ -177,3 +177,35 @@ def test_retry_locked_retries_only_a_lock_and_only_for_a_while(tmp_path):
 
     with pytest.raises(sqlite3.OperationalError, match="locked"):
         retry_locked(conn, always_locked, wait_s=0.05)
+
+
+def test_filesystem_type_picks_the_innermost_mount(tmp_path):
+    from graph.stores import filesystem_type
+
+    (tmp_path / "local").mkdir()
+    (tmp_path / "my disk").mkdir()
+    mounts = (f"/dev/vda / ext4 rw 0 0\nserver:/export {tmp_path} nfs4 rw 0 0\n"
+              f"/dev/vdb {tmp_path}/local xfs rw 0 0\n//srv/share {tmp_path}/my\\040disk cifs rw 0 0\n")
+    assert filesystem_type(tmp_path / "runs" / "traces.sqlite", mounts) == "nfs4"  # runs/ not made yet
+    assert filesystem_type(tmp_path / "local" / "traces.sqlite", mounts) == "xfs"
+    assert filesystem_type(tmp_path / "my disk" / "c.sqlite", mounts) == "cifs"
+    assert filesystem_type("/definitely/not/here.sqlite", mounts) == "ext4"
+    assert filesystem_type(tmp_path, "") is None
+
+
+def test_a_store_on_a_network_filesystem_warns_once(tmp_path, monkeypatch):
+    import warnings
+
+    import graph.stores as stores
+    from graph.cache import StageCache
+
+    monkeypatch.setattr(stores, "filesystem_type", lambda path, mounts=None: "lustre")
+    assert stores.network_fs_warning(":memory:", "stage cache", "RAA_CACHE_PATH") is None
+    path = tmp_path / "cache.sqlite"
+    with pytest.warns(stores.StoreWarning, match=r"stage cache .* is on a network filesystem \(lustre\).*RAA_CACHE_PATH"):
+        StageCache(path).close()
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        StageCache(path).close()  # once per path
+    monkeypatch.setattr(stores, "filesystem_type", lambda path, mounts=None: "ext4")
+    assert stores.network_fs_warning(tmp_path / "t.sqlite", "trace database", "RAA_TRACES_PATH") is None
