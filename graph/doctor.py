@@ -4,7 +4,8 @@ Checks, in order: the backbone endpoint (configured; `GET /models` answers and l
 graph/endpoint.py); with `--call`, one structured request carrying one image (the configured
 `RAA_STRUCTURED_METHOD`; the model should name the image's colour) and, under `RAA_INSPECT_MODE=tools`,
 one tool-calling request (the model should call `view_frames`); the trace database and the stage cache
-(usable SQLite files, or creatable); video I/O (an mp4 written and read back); the motion tracker and
+(usable SQLite files, or creatable; a warning when on a network filesystem, where SQLite's WAL mode is
+unsafe); video I/O (an mp4 written and read back); the motion tracker and
 the V-JEPA 2 weights (present where the settings point, or in the Hugging Face cache); the tool
 service (`GET /healthz`) when `RAA_TOOLS_URL` is set.
 
@@ -22,6 +23,7 @@ from __future__ import annotations
 
 import asyncio
 import tempfile
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Literal
@@ -126,35 +128,51 @@ async def _calls(settings: BackboneSettings) -> list[Check]:
 
 
 def _traces(settings: BackboneSettings) -> Check:
-    from graph.stores import StoreError
     from graph.tracing import open_saver
 
     path = Path(settings.traces_path)
-    if not path.exists():
-        return Check("trace database", "ok", f"{path} (created by the first run)")
-    try:
+
+    def opens() -> str:
         open_saver(path).conn.close()
-    except StoreError as exc:
-        return Check("trace database", "problem", str(exc))
-    return Check("trace database", "ok", str(path))
+        return ""
+
+    return _store_check("trace database", "RAA_TRACES_PATH", path, opens)
 
 
 def _cache(settings: BackboneSettings) -> Check:
     from graph.cache import StageCache
-    from graph.stores import StoreError
 
     if settings.cache_path is None:
         return Check("stage cache", "ok", "off (in memory)")
     path = Path(settings.cache_path)
-    if not path.exists():
-        return Check("stage cache", "ok", f"{path} (created by the first run)")
-    try:
+
+    def entries() -> str:
         cache = StageCache(path)
-        entries = len(cache)
+        count = len(cache)
         cache.close()
-    except StoreError as exc:
-        return Check("stage cache", "problem", str(exc))
-    return Check("stage cache", "ok", f"{path} ({entries} stage outputs)")
+        return f" ({count} stage outputs)"
+
+    return _store_check("stage cache", "RAA_CACHE_PATH, or off", path, entries)
+
+
+def _store_check(name: str, setting: str, path: Path, open_it: Callable[[], str]) -> Check:
+    """Open the existing file at `path` (`open_it` returns a detail to add); a file that cannot be used is
+    a problem, one on a network filesystem (`graph.stores.network_fs_warning`) a warning."""
+    import warnings
+
+    from graph.stores import StoreError, StoreWarning, network_fs_warning
+
+    detail = f"{path} (created by the first run)"
+    if path.exists():
+        try:
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore", StoreWarning)  # said below, as this check's own line
+                detail = str(path) + open_it()
+        except StoreError as exc:
+            return Check(name, "problem", str(exc))
+    if (warning := network_fs_warning(path, name, setting)) is not None:
+        return Check(name, "warning", warning)
+    return Check(name, "ok", detail)
 
 
 def _video() -> Check:

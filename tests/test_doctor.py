@@ -100,3 +100,20 @@ def test_cli_exit_status(tmp_path, monkeypatch):
                                                         "RAA_API_KEY": "EMPTY"})
     assert res.exit_code == 0, res.output
     assert "add --call" in res.output
+
+
+def test_stores_on_a_network_filesystem_are_warnings(tmp_path, monkeypatch):
+    import warnings
+
+    import graph.stores as stores
+    from graph.cache import StageCache
+
+    StageCache(tmp_path / "cache.sqlite").close()  # an existing cache; the trace database is not made yet
+    monkeypatch.setattr(stores, "filesystem_type", lambda path, mounts=None: "nfs4")
+    settings = BackboneSettings(traces_path=str(tmp_path / "t.sqlite"), cache_path=str(tmp_path / "cache.sqlite"))
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # the check says it; no StoreWarning printed on top
+        checks = _by_name(asyncio.run(run_checks(settings, ToolSettings(), call=False, wait_s=0)))
+    for name, setting in (("trace database", "RAA_TRACES_PATH"), ("stage cache", "RAA_CACHE_PATH")):
+        status, detail = checks[name]
+        assert status == "warning" and "network filesystem (nfs4)" in detail and setting in detail, detail
