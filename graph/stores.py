@@ -44,7 +44,7 @@ NETWORK_FILESYSTEMS = frozenset({
     "fuse.gcsfuse"})
 """Filesystem types (as /proc/mounts names them) that SQLite's WAL mode does not work on."""
 
-_warned: set[str] = set()
+_checked: set[str] = set()  # paths already checked for a network filesystem in this process
 
 
 def filesystem_type(path: str | Path, mounts: str | None = None) -> str | None:
@@ -89,9 +89,10 @@ def store_errors(path: str | Path, what: str, setting: str) -> Iterator[None]:
     """Turn SQLite and file-system errors raised while opening `path` into a `StoreError` that names
     the file (`what`: "trace database" / "stage cache") and the setting that chooses it. A file on a
     network filesystem gets a `StoreWarning` (once per path and process)."""
-    if str(path) not in _warned and (warning := network_fs_warning(path, what, setting)) is not None:
-        _warned.add(str(path))
-        warnings.warn(warning, StoreWarning, stacklevel=3)
+    if str(path) not in _checked:  # /proc/mounts is read once per path, not at every open
+        _checked.add(str(path))
+        if (warning := network_fs_warning(path, what, setting)) is not None:
+            warnings.warn(warning, StoreWarning, stacklevel=3)
     try:
         yield
     except (sqlite3.Error, OSError) as exc:
