@@ -242,12 +242,12 @@ def config_changes(saved: Mapping[str, Any], cfg: TrainConfig) -> list[str]:
     return out + [f"{k}: {before[k]!r} -> (no such field now)" for k in before if k not in now]
 
 
-def resume_conflicts(path: str | Path, cfg: TrainConfig) -> list[str]:
-    """The lines of `resume_changes` that name a `RESUME_FIXED` field (the LoRA ones only when this launch
-    trains LoRA; none without a readable saved config: then DeepSpeed's load is the check)."""
-    ignored = () if cfg.finetune == "lora" else ("lora_rank", "lora_targets")
-    return [line for line in resume_changes(path, cfg)
-            if line.split(":", 1)[0] in RESUME_FIXED and line.split(":", 1)[0] not in ignored]
+def resume_conflicts(changes: list[str], cfg: TrainConfig) -> list[str]:
+    """The lines of `changes` (`resume_changes` of the launch ``cfg``) that name a `RESUME_FIXED` field: the
+    LoRA ones only when ``cfg`` trains LoRA; none without a readable saved config (then DeepSpeed's load is
+    the check)."""
+    fixed = RESUME_FIXED if cfg.finetune == "lora" else tuple(f for f in RESUME_FIXED if not f.startswith("lora_"))
+    return [line for line in changes if line.split(":", 1)[0] in fixed]
 
 
 def resume_changes(path: str | Path, cfg: TrainConfig) -> list[str]:

@@ -130,10 +130,10 @@ def _all_rng_states() -> list[dict[str, Any]]:
 def save(engine: Any, ckpt_dir: Path, iteration: int, data_position: int) -> None:
     """Checkpoint after ``iteration`` iterations (call on every rank)."""
     client = {"iteration": iteration, "data_position": data_position, "rng": _all_rng_states()}
-    engine.save_checkpoint(str(ckpt_dir), tag=checkpoint_tag(iteration), client_state=client)
+    engine.save_checkpoint(str(ckpt_dir), tag=iteration_tag(iteration), client_state=client)
 
 
-def checkpoint_tag(iteration: int) -> str:
+def iteration_tag(iteration: int) -> str:
     """The checkpoint folder of ``iteration`` (``iter_000010``)."""
     return f"iter_{iteration:06d}"
 

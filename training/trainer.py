@@ -151,11 +151,12 @@ def train(cfg: TrainConfig, *, local_rank: int = 0, reward_token: str | None = N
             source = ds_engine.resume_source(ckpt_dir, world)
         except ValueError as exc:
             raise ConfigError(str(exc)) from None
-        if conflicts := resume_conflicts(out_dir / "config.yaml", cfg):
+        changes = resume_changes(out_dir / "config.yaml", cfg)
+        if conflicts := resume_conflicts(changes, cfg):
             raise ConfigError(f"--resume: {out_dir} was trained with another model, and a checkpoint keeps its "
                               "parameters: " + "; ".join(conflicts) + ". Resume with the run's settings, or start a "
                               "new run in another output_dir")
-        if rank == 0 and (changes := resume_changes(out_dir / "config.yaml", cfg)):
+        if rank == 0 and changes:
             print(f"warning: resuming {out_dir} with settings that differ from its saved config.yaml:\n  "
                   + "\n  ".join(changes), file=sys.stderr, flush=True)
     group = cfg.group_size
@@ -206,7 +207,7 @@ def train(cfg: TrainConfig, *, local_rank: int = 0, reward_token: str | None = N
 
     if eval_prompts and start == 0:  # the baseline of a fresh run
         held_out(0)
-    rewards = RewardRunner(reward_fn, cfg.reward or "")  # one background event loop for the run's rewards
+    rewards = RewardRunner(reward_fn, cfg.reward or "")  # scores on the process's bridge loop (graph.bridge)
     stops = StopRequest().install() if cfg.on_signal == "checkpoint" else None  # training/preemption.py
     for it in range(start, cfg.max_iterations):
         # -- 1. rollouts ----------------------------------------------------------------------
@@ -298,7 +299,7 @@ def train(cfg: TrainConfig, *, local_rank: int = 0, reward_token: str | None = N
         if signum:
             dist.barrier()  # every rank has written its part before any of them exits
             _close(rewards, bar, log, stops)
-            raise TrainingStopped(it + 1, signum, str(ckpt_dir / ds_engine.checkpoint_tag(it + 1)))
+            raise TrainingStopped(it + 1, signum, str(ckpt_dir / ds_engine.iteration_tag(it + 1)))
 
     _close(rewards, bar, log, stops)
     dist.barrier()
