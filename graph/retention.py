@@ -48,6 +48,11 @@ def parse_cutoff(text: str, now: datetime) -> datetime:
     except ValueError:
         raise ValueError(f"{text!r} is neither an age (30m, 12h, 7d, 2w) nor an ISO date or date and time "
                          "(2026-11-01, 2026-11-01T12:00)") from None
+    return _as_utc(when)
+
+
+def _as_utc(when: datetime) -> datetime:
+    """`when`, read as UTC when it names no zone."""
     return when if when.tzinfo is not None else when.replace(tzinfo=UTC)
 
 
@@ -95,7 +100,7 @@ def _updated_before(updated: str, cutoff: datetime) -> bool:
         when = datetime.fromisoformat(updated)
     except ValueError:  # a checkpoint without a readable time is never taken for old
         return False
-    return (when if when.tzinfo is not None else when.replace(tzinfo=UTC)) < cutoff
+    return _as_utc(when) < cutoff
 
 
 def delete_runs(path: str | Path, run_ids: Sequence[str]) -> int:
