@@ -16,7 +16,7 @@ import torch
 from policy.world_model import FlowWorldModel
 from training.config_io import config_from_dict, config_to_dict, load_config
 from training.engine import add_lora, set_full_finetune
-from training.export import ExportError, apply_weights, load_policy, read_export, save_policy
+from training.export import ExportError, apply_weights, export_policy, load_policy, read_export, save_policy
 from training.models import build_world_model
 
 SMOKE = Path(__file__).resolve().parents[1] / "training" / "configs" / "smoke.yaml"
@@ -77,6 +77,30 @@ def test_lora_export_merges_the_adapter(tmp_path):
     v_trained, v_loaded, v_base = _velocity(trained), _velocity(loaded), _velocity(base)
     assert torch.allclose(v_loaded, v_trained, atol=1e-5)
     assert not torch.allclose(v_base, v_trained, atol=1e-4)
+
+
+@pytest.mark.parametrize("finetune", ["full", "lora"])
+def test_a_zero_stage_0_checkpoint_exports_from_its_module_file(tmp_path, finetune):
+    """Stage 0 keeps no ZeRO shards: DeepSpeed saves the whole module (frozen weights too) in one file, and
+    DeepSpeed's consolidation of shards failed on it ('NoneType' object is not iterable) at the end of
+    every stage-0 run. Laid out as the engine saves it (training.engine.PolicyStep names)."""
+    cfg = _cfg(finetune=finetune, lora_rank=4, output_dir=str(tmp_path / "run"))
+    trained = build_world_model(cfg, "cpu")
+    add_lora(trained, cfg) if finetune == "lora" else set_full_finetune(trained)
+    _perturb(trained.transformer)
+    trained.eval()
+    ckpt = tmp_path / "run" / "checkpoints"
+    (ckpt / "iter_000003").mkdir(parents=True)
+    (ckpt / "latest").write_text("iter_000003")
+    with pytest.raises(ExportError, match="cannot read checkpoint .*mp_rank_00_model_states.pt is missing"):
+        export_policy(cfg, tmp_path / "final")
+    module = {f"world_model.transformer.{k}": v for k, v in trained.transformer.state_dict().items()}
+    torch.save({"module": module, "optimizer": None}, ckpt / "iter_000003" / "mp_rank_00_model_states.pt")
+    out = export_policy(cfg, tmp_path / "final")
+    loaded, info, _ = load_policy(out)
+    assert info["iteration"] == 3
+    assert torch.allclose(_velocity(loaded), _velocity(trained), atol=1e-5)
+    assert not torch.allclose(_velocity(load_policy(out, weights="base")[0]), _velocity(trained), atol=1e-4)
 
 
 def test_apply_weights_refuses_a_checkpoint_of_another_model():

@@ -1,8 +1,9 @@
 """The trained policy out of a DeepSpeed checkpoint, in the formats peft and diffusers load, and back.
 
 DeepSpeed checkpoints hold ZeRO shards that only a DeepSpeed engine reads. ``export_policy``
-consolidates one with DeepSpeed's own ``get_fp32_state_dict_from_zero_checkpoint`` (ZeRO-2 or
-ZeRO-3, written by any number of ranks; on CPU, no process group) and writes::
+consolidates one with DeepSpeed's own ``get_fp32_state_dict_from_zero_checkpoint`` (ZeRO-1, -2 or -3,
+written by any number of ranks; on CPU, no process group), or reads a ZeRO stage-0 checkpoint's single
+module file, and writes::
 
     OUT/export.json           format, finetune mode, iteration, source checkpoint and the run's TrainConfig
     OUT/transformer_lora/     finetune: lora -> the peft adapter (adapter_config.json, adapter_model.safetensors)
@@ -19,7 +20,8 @@ Decisions where the issue was silent:
 * Only the transformer is exported. Training never changes the VAE or the text encoder, so they stay
   in the base model (``model_path``), which export.json names; a LoRA export is megabytes.
 * LoRA adapters keep float32 (DeepSpeed's master weights); a full transformer is saved in the run's
-  dtype. ``load_policy`` merges the adapter into the transformer (``merge_and_unload``): sampling then
+  dtype. A ZeRO stage-0 checkpoint is read from its module file, which holds the weights in the run's
+  dtype: a bfloat16 stage-0 LoRA run exports its adapters as those bf16 values, not the fp32 masters. ``load_policy`` merges the adapter into the transformer (``merge_and_unload``): sampling then
   costs what the base costs.
 * The consolidated weights must name every trainable parameter of the config's model, and nothing the
   model lacks: a checkpoint of another config is an ExportError naming the first mismatches, never a
@@ -80,11 +82,30 @@ def consolidate(checkpoint_dir: Path, tag: str) -> dict[str, torch.Tensor]:
     out: they equal the base model's, which the exporter loads anyway."""
     from deepspeed.utils.zero_to_fp32 import get_fp32_state_dict_from_zero_checkpoint
 
+    from training.engine import checkpoint_ranks
+
+    folder = checkpoint_dir / tag
     try:
-        state = get_fp32_state_dict_from_zero_checkpoint(str(checkpoint_dir), tag=tag, exclude_frozen_parameters=True)
+        if checkpoint_ranks(folder) == 0:  # ZeRO stage 0: one file holds the whole module
+            state = _stage0_module(folder)
+        else:
+            state = get_fp32_state_dict_from_zero_checkpoint(str(checkpoint_dir), tag=tag,
+                                                             exclude_frozen_parameters=True)
     except (FileNotFoundError, ValueError, KeyError) as exc:
-        raise ExportError(f"cannot read checkpoint {checkpoint_dir / tag}: {type(exc).__name__}: {exc}") from exc
+        raise ExportError(f"cannot read checkpoint {folder}: {type(exc).__name__}: {exc}") from exc
     return {k[len(_PREFIX):]: v for k, v in state.items() if k.startswith(_PREFIX)}
+
+
+def _stage0_module(folder: Path) -> dict[str, torch.Tensor]:
+    """The module weights of a ZeRO stage-0 checkpoint (no ZeRO shards: DeepSpeed saves the module whole,
+    frozen weights included, in the run's dtype), as float32."""
+    path = folder / "mp_rank_00_model_states.pt"
+    if not path.is_file():
+        raise FileNotFoundError(f"{path} is missing")
+    # DeepSpeed pickles its own objects next to the tensors, so weights_only would refuse the file; a checkpoint
+    # is trusted as much as the code that trained it.
+    module = torch.load(path, map_location="cpu", weights_only=False)["module"]
+    return {k: v.float() for k, v in module.items()}
 
 
 def apply_weights(world_model: FlowWorldModel, state: dict[str, torch.Tensor]) -> None:
