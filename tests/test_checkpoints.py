@@ -1,4 +1,4 @@
-"""keep_checkpoints: training.engine.stale_checkpoints / prune, and a run that keeps its newest two."""
+"""keep_checkpoints (training.engine.stale_checkpoints / prune), resume refusals, reshard, resumed runs."""
 
 from __future__ import annotations
 
@@ -13,8 +13,9 @@ import yaml
 
 from training.config import ConfigError
 from training.config_io import config_to_dict, load_config
-from training.engine import ResumeSource, prune, resume_source, stale_checkpoints
+from training.engine import prune, stale_checkpoints
 from training.reshard import ReshardError, reshard
+from training.resume import StateLayout, write_layout
 
 ROOT = Path(__file__).resolve().parents[1]
 SMOKE = ROOT / "training" / "configs" / "smoke.yaml"
@@ -54,27 +55,6 @@ def _fake_checkpoint(ckpt: Path, tag: str, ranks: int, prefix: str = "") -> None
     (ckpt / "latest").write_text(tag)
 
 
-def test_resume_source_names_what_a_resume_cannot_use(tmp_path):
-    ckpt = tmp_path / "checkpoints"
-    with pytest.raises(ValueError, match="no checkpoint in"):
-        resume_source(ckpt, 1)
-    _fake_checkpoint(ckpt, "iter_000004", ranks=2)
-    assert resume_source(ckpt, 2) == ResumeSource("iter_000004", universal=False)
-    with pytest.raises(ValueError, match="written by 2 ranks and this launch has 1") as err:
-        resume_source(ckpt, 1)
-    assert "--nproc_per_node 2" in str(err.value) and "python -m training.reshard --run" in str(err.value)
-    (ckpt / "iter_000004_universal" / "zero").mkdir(parents=True)  # converted (training/reshard.py)
-    assert resume_source(ckpt, 1) == ResumeSource("iter_000004_universal", universal=True)
-    assert resume_source(ckpt, 2) == ResumeSource("iter_000004", universal=False)  # same size: the original
-    (ckpt / "latest").write_text("iter_000009")
-    with pytest.raises(ValueError, match="names iter_000009, but"):
-        resume_source(ckpt, 2)
-    other = tmp_path / "bf16"
-    _fake_checkpoint(other, "iter_000001", ranks=1, prefix="bf16_")  # ZeRO-1 with the bf16 optimizer
-    with pytest.raises(ValueError, match="written by 1 rank and this launch has 8.* with 1 process "):
-        resume_source(other, 8)
-
-
 def test_reshard_refuses_what_is_not_a_zero_checkpoint(tmp_path):
     with pytest.raises(ReshardError, match="no checkpoint in"):
         reshard(tmp_path / "checkpoints")
@@ -90,7 +70,7 @@ def test_reshard_refuses_what_is_not_a_zero_checkpoint(tmp_path):
     assert not (tmp_path / "checkpoints" / "iter_000002_universal.partial").exists()
 
 
-@pytest.mark.parametrize("case", ["no checkpoint", "other world size", "other model"])
+@pytest.mark.parametrize("case", ["no checkpoint", "other world size", "other model", "other zero stage"])
 def test_a_resume_that_cannot_load_stops_before_the_model_loads(tmp_path, case):
     """Exit 2 with the reason, instead of DeepSpeed's traceback after the model has loaded."""
     out = tmp_path / "run"
@@ -102,6 +82,10 @@ def test_a_resume_that_cannot_load_stops_before_the_model_loads(tmp_path, case):
         saved = load_config(SMOKE, ["--finetune", "lora", "--lora_rank", "4"])
         (out / "config.yaml").write_text(yaml.safe_dump(config_to_dict(saved), sort_keys=False))
         extra = ["--finetune", "lora", "--lora_rank", "8"]
+    if case == "other zero stage":
+        _fake_checkpoint(out / "checkpoints", "iter_000002", ranks=1)
+        write_layout(out / "checkpoints" / "iter_000002", StateLayout(2, "float32"))
+        extra = ["--zero_stage", "3"]
     env = {k: v for k, v in os.environ.items() if k not in ("RANK", "WORLD_SIZE", "LOCAL_RANK")}
     cmd = [sys.executable, "-m", "training.train", "--config", str(SMOKE), "--output_dir", str(out),
            "--progress", "false", "--tensorboard", "false", "--resume", *extra]
@@ -110,7 +94,7 @@ def test_a_resume_that_cannot_load_stops_before_the_model_loads(tmp_path, case):
                           timeout=300)
     assert proc.returncode == 2, proc.stderr[-4000:]
     want = {"no checkpoint": "no checkpoint in", "other world size": "written by 2 ranks and this launch has 1",
-            "other model": "lora_rank: 4 -> 8"}[case]
+            "other model": "lora_rank: 4 -> 8", "other zero stage": "under ZeRO stage 2 and this launch runs stage 3"}[case]
     assert "error: --resume: " in proc.stderr and want in proc.stderr, proc.stderr[-4000:]
     assert "Traceback" not in proc.stderr
     after = (out / "config.yaml").read_text() if (out / "config.yaml").exists() else None

@@ -250,13 +250,33 @@ def resume_conflicts(changes: list[str], cfg: TrainConfig) -> list[str]:
     return [line for line in changes if line.split(":", 1)[0] in fixed]
 
 
+@dataclasses.dataclass(frozen=True)
+class SavedRun:
+    """A resumed run's saved ``config.yaml``, read once."""
+
+    config: TrainConfig | None
+    """The run's config as trained; None without a config.yaml, or with one that cannot be read or no longer
+    validates."""
+    changes: list[str]
+    """`config_changes` of the launch against it (one line saying so when it cannot be read)."""
+
+
+def read_saved_run(path: str | Path, cfg: TrainConfig) -> SavedRun:
+    """The run's saved ``config.yaml`` at ``path`` and what the launch ``cfg`` changes against it."""
+    if not Path(path).is_file():
+        return SavedRun(None, [])
+    try:
+        data = _read_mapping(Path(path))
+    except (OSError, ConfigError) as exc:
+        return SavedRun(None, [f"cannot list the changes: {exc}"])
+    try:
+        saved: TrainConfig | None = config_from_dict(saved_config_dict(data), str(path))
+    except ConfigError:
+        saved = None
+    return SavedRun(saved, config_changes(data, cfg))
+
+
 def resume_changes(path: str | Path, cfg: TrainConfig) -> list[str]:
     """`config_changes` against the run's saved ``config.yaml`` at ``path`` (none when there is none yet);
     a saved config that cannot be read is one line saying so."""
-    if not Path(path).is_file():
-        return []
-    try:
-        saved = _read_mapping(Path(path))
-    except (OSError, ConfigError) as exc:
-        return [f"cannot list the changes: {exc}"]
-    return config_changes(saved, cfg)
+    return read_saved_run(path, cfg).changes

@@ -8,9 +8,8 @@
 * :func:`add_lora` / :func:`frozen_reference` -- LoRA via peft (reference = adapters disabled) or a
   frozen deep copy for full fine-tuning.
 * :func:`save` / :func:`load` -- ``engine.save_checkpoint`` on every rank with client state
-  (iteration, data position, every rank's torch / numpy / python RNG states); :func:`resume_source`
-  picks what ``--resume`` loads (the latest checkpoint, or its universal conversion for another number
-  of ranks: training/reshard.py).
+  (iteration, data position, every rank's torch / numpy / python RNG states); what ``--resume`` loads
+  is picked in training/resume.py.
 * :func:`prune` / :func:`stale_checkpoints` -- ``keep_checkpoints``: delete all but the newest N
   ``iter_NNNNNN`` folders once every rank has finished writing (each node's local rank 0 deletes, so
   node-local checkpoint folders are pruned too; other files in the folder are left alone).
@@ -25,7 +24,6 @@ from __future__ import annotations
 import copy
 import json
 import random
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -40,7 +38,7 @@ from training.config import TrainConfig, resolve_ds_config
 
 def deepspeed_config(cfg: TrainConfig, grad_accum_steps: int, *, load_universal: bool = False) -> dict[str, Any]:
     """DeepSpeed JSON of ``cfg.ds_config`` with this run's batch, accumulation, lr and stage;
-    ``load_universal``: the engine will load a universal checkpoint (:class:`ResumeSource`)."""
+    ``load_universal``: the engine will load a universal checkpoint (training.resume.ResumeSource)."""
     ds = json.loads(resolve_ds_config(cfg.ds_config).read_text())
     ds.pop("train_batch_size", None)
     ds["train_micro_batch_size_per_gpu"] = cfg.micro_batch
@@ -155,57 +153,16 @@ def checkpoint_ranks(folder: Path) -> int:
     return len(list(folder.glob("*zero_pp_rank_*_optim_states.pt")))
 
 
-@dataclass(frozen=True)
-class ResumeSource:
-    """What ``--resume`` loads."""
-
-    tag: str
-    """Folder in the checkpoint directory."""
-    universal: bool
-    """In DeepSpeed's universal format (loaded with ``checkpoint.load_universal``), because the latest
-    checkpoint was written by another number of ranks than this launch has."""
-
-
-def resume_source(ckpt_dir: Path, world: int) -> ResumeSource:
-    """The checkpoint ``--resume`` continues from with ``world`` ranks: the one ``latest`` names, or its
-    universal conversion when it was written by another number of ranks (DeepSpeed cannot re-partition a
-    ZeRO checkpoint on load). Read from file names alone, before any model loads; ValueError saying what
-    is missing and what to do (no ``latest``; ``latest`` naming a folder that is gone; another number of
-    ranks and no conversion)."""
-    tag = latest_tag(ckpt_dir)
-    if tag is None:
-        raise ValueError(f"--resume: no checkpoint in {ckpt_dir} (no 'latest' file); start the run without "
-                         "--resume, or set output_dir to the run to continue")
-    folder = ckpt_dir / tag
-    if not folder.is_dir():
-        raise ValueError(f"--resume: {ckpt_dir / 'latest'} names {tag}, but {folder} is missing")
-    ranks = checkpoint_ranks(folder)
-    if not ranks or ranks == world:
-        return ResumeSource(tag, universal=False)
-    converted = ckpt_dir / (tag + UNIVERSAL_SUFFIX)
-    if (converted / "zero").is_dir():
-        return ResumeSource(converted.name, universal=True)
-    raise ValueError(f"--resume: {folder} was written by {_n(ranks, 'rank')} and this launch has {world}; ZeRO "
-                     f"splits the optimizer state over the ranks that wrote it. Resume with {_n(ranks, 'process')} "
-                     f"(`torchrun --nproc_per_node {ranks} ...` or `deepspeed --num_gpus {ranks} ...`), or "
-                     f"convert the checkpoint once, after which any number of processes can resume it: "
-                     f"`python -m training.reshard --run {ckpt_dir.parent}`")
-
-
-def _n(count: int, noun: str) -> str:
-    return f"{count} {noun}" if count == 1 else f"{count} {noun}{'es' if noun.endswith('s') else 's'}"
-
-
-def load(engine: Any, ckpt_dir: Path, source: ResumeSource, *, learning_rate: float,
+def load(engine: Any, ckpt_dir: Path, tag: str, *, learning_rate: float,
          weight_decay: float) -> tuple[int, int]:
-    """Restore the checkpoint ``source`` names (:func:`resume_source`; a universal one needs an engine built
-    with ``deepspeed_config(..., load_universal=True)``); returns (iteration, data_position). RNG states
+    """Restore checkpoint ``tag`` (training.resume.resume_source picks it; a universal one needs an engine
+    built with ``deepspeed_config(..., load_universal=True)``); returns (iteration, data_position). RNG states
     restored too: each rank its own, or rank 0's where the checkpoint had fewer ranks. The optimizer
     state comes back with the learning rate and weight decay it was saved with; the launch's values
     replace them (:func:`apply_optimizer_settings`)."""
-    path, client = engine.load_checkpoint(str(ckpt_dir), tag=source.tag)
+    path, client = engine.load_checkpoint(str(ckpt_dir), tag=tag)
     if path is None or client is None:
-        raise RuntimeError(f"--resume: DeepSpeed could not load {ckpt_dir / source.tag}")
+        raise RuntimeError(f"--resume: DeepSpeed could not load {ckpt_dir / tag}")
     rank = dist.get_rank() if dist.is_initialized() else 0
     states = client["rng"]
     set_rng_state(states[rank] if rank < len(states) else states[0])

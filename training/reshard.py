@@ -1,7 +1,8 @@
 """Continue a run on another number of GPUs: convert a checkpoint to DeepSpeed's universal format.
 
 A ZeRO checkpoint holds each rank's share of the optimizer state in its own file, and DeepSpeed cannot
-re-partition it on load, so ``--resume`` with another number of processes is refused. Converting the
+re-partition it on load, nor load it in another precision, so ``--resume`` with another number of
+processes or another ``dtype`` is refused. Converting the
 checkpoint once makes it loadable on any number::
 
     python -m training.reshard --run runs/cosmos   # -> runs/cosmos/checkpoints/iter_000200_universal
@@ -10,7 +11,8 @@ checkpoint once makes it loadable on any number::
 The conversion is DeepSpeed's own ``deepspeed.checkpoint.ds_to_universal`` (run as a subprocess): weights
 and optimizer state (Adam moments, fp32 master weights) are merged per parameter. ``--resume`` then
 loads ``iter_NNNNNN_universal`` whenever the checkpoint ``latest`` names was written by another number
-of ranks (training/engine.py ``resume_source``); later checkpoints are ordinary ones of the new size.
+of ranks or in another dtype (training/resume.py ``resume_source``); later checkpoints are ordinary ones
+of the new size and dtype.
 
 Decisions where the issue was silent:
 
@@ -26,7 +28,9 @@ Decisions where the issue was silent:
 
 Checked on CPU (float32): ZeRO-2 full fine-tune 2 -> 1 and 1 -> 2 ranks, ZeRO-2 LoRA and ZeRO-3 2 -> 1; a
 resumed iteration at a learning rate below float32 resolution leaves the 2-rank run's weights exact
-(tests/test_checkpoints.py). bf16 runs on GPUs are not verified.
+(tests/test_checkpoints.py). A float32 ZeRO-2 run resumes in bfloat16 through the conversion (tests/test_resume.py);
+ZeRO-3 float32 -> bfloat16 and ZeRO-2 bfloat16 -> float32 were checked by hand. bf16 runs on GPUs are not
+verified.
 """
 
 from __future__ import annotations

@@ -61,7 +61,7 @@ from policy.rollout import Rollout, RolloutConfig, cat_rollouts, rollout
 from policy.world_model import Conditioning, FlowWorldModel
 from training import engine as ds_engine
 from training.config import ConfigError, TrainConfig
-from training.config_io import config_to_dict, resume_changes, resume_conflicts
+from training.config_io import config_to_dict, read_saved_run, resume_conflicts
 from training.data import PromptStream, derive_seed, load_frame, load_prompts
 from training.evaluate import evaluate, summarize_eval
 from training.export import ExportError, export_policy
@@ -70,6 +70,7 @@ from training.metrics import MetricsLog, gather, summarize
 from training.models import build_world_model, negative_prompt
 from training.preemption import StopRequest, TrainingStopped
 from training.preview import latent_preview
+from training.resume import resume_source, run_layout, state_layout, write_layout
 from training.reward_runner import RewardRunner, merge_outcomes
 from training.rewards import RewardOutcome
 from training.update import Group, chunk, update_policy
@@ -146,12 +147,14 @@ def train(cfg: TrainConfig, *, local_rank: int = 0, reward_token: str | None = N
     out_dir = Path(cfg.output_dir)
     ckpt_dir = out_dir / "checkpoints"
     source = None
+    layout = state_layout(cfg)
     if cfg.resume:
+        saved = read_saved_run(out_dir / "config.yaml", cfg)
         try:
-            source = ds_engine.resume_source(ckpt_dir, world)
+            source = resume_source(ckpt_dir, world, layout, fallback=run_layout(saved.config))
         except ValueError as exc:
             raise ConfigError(str(exc)) from None
-        changes = resume_changes(out_dir / "config.yaml", cfg)
+        changes = saved.changes
         if conflicts := resume_conflicts(changes, cfg):
             raise ConfigError(f"--resume: {out_dir} was trained with another model, and a checkpoint keeps its "
                               "parameters: " + "; ".join(conflicts) + ". Resume with the run's settings, or start a "
@@ -189,7 +192,7 @@ def train(cfg: TrainConfig, *, local_rank: int = 0, reward_token: str | None = N
     stream = PromptStream(len(prompts), cfg.seed)
     start = 0
     if source is not None:
-        start, stream.position = ds_engine.load(engine, ckpt_dir, source, learning_rate=cfg.learning_rate,
+        start, stream.position = ds_engine.load(engine, ckpt_dir, source.tag, learning_rate=cfg.learning_rate,
                                                 weight_decay=cfg.weight_decay)
     log = MetricsLog(out_dir, enabled=rank == 0, tensorboard=cfg.tensorboard, append=cfg.resume)
     if rank == 0:  # the launch's resolved config: what `python -m training.export --run` rebuilds the model from
@@ -294,6 +297,8 @@ def train(cfg: TrainConfig, *, local_rank: int = 0, reward_token: str | None = N
             held_out(it + 1)
         if signum or (it + 1) % cfg.checkpoint_every == 0 or it + 1 == cfg.max_iterations:
             ds_engine.save(engine, ckpt_dir, it + 1, stream.position)
+            if local_rank == 0:  # what a later --resume compares its ZeRO stage and dtype with (training.resume)
+                write_layout(ckpt_dir / ds_engine.iteration_tag(it + 1), layout)
             if cfg.keep_checkpoints is not None:
                 ds_engine.prune(ckpt_dir, cfg.keep_checkpoints, local_rank)
         if signum:

@@ -1,0 +1,151 @@
+"""What --resume may load (training/resume.py): ranks, ZeRO stage and dtype of the checkpoint vs the launch."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+from tests.test_checkpoints import ROOT, SMOKE, _fake_checkpoint
+from training.config_io import load_config
+from training.resume import (
+    LAYOUT_FILE,
+    ResumeSource,
+    StateLayout,
+    layout_change,
+    read_layout,
+    resume_source,
+    run_layout,
+    state_layout,
+    write_layout,
+)
+
+F32, BF16 = "float32", "bfloat16"
+
+
+def test_layout_change_follows_what_deepspeed_can_load():
+    """The table measured on CPU (module docstring): stage groups {0}, {1, 2}, {3}; dtype via universal."""
+    cases = {
+        ((2, F32), (2, F32)): "same",
+        ((2, F32), (1, F32)): "same",
+        ((1, BF16), (2, BF16)): "same",
+        ((2, F32), (0, F32)): "impossible",
+        ((2, F32), (3, F32)): "impossible",
+        ((3, F32), (2, F32)): "impossible",
+        ((0, F32), (1, F32)): "impossible",
+        ((2, F32), (2, BF16)): "universal",
+        ((2, BF16), (1, F32)): "universal",
+        ((3, F32), (3, BF16)): "universal",
+        ((0, F32), (0, BF16)): "impossible",
+        ((0, BF16), (0, BF16)): "same",
+    }
+    for (saved, now), want in cases.items():
+        assert layout_change(StateLayout(*saved), StateLayout(*now)) == want, (saved, now)
+
+
+def test_state_layout_takes_the_stage_from_the_json_unless_overridden():
+    assert state_layout(load_config(SMOKE)) == StateLayout(2, F32)  # ds_zero2.json
+    assert state_layout(load_config(SMOKE, ["--ds_config", "ds_zero3.json"])) == StateLayout(3, F32)
+    assert state_layout(load_config(SMOKE, ["--zero_stage", "0", "--dtype", BF16])) == StateLayout(0, BF16)
+    assert run_layout(None) is None
+
+
+def test_layout_file_round_trip(tmp_path):
+    assert read_layout(tmp_path) is None
+    write_layout(tmp_path, StateLayout(3, BF16))
+    assert read_layout(tmp_path) == StateLayout(3, BF16)
+    assert [p.name for p in tmp_path.iterdir()] == [LAYOUT_FILE]  # no temporary file left
+    (tmp_path / LAYOUT_FILE).write_text("{not json")
+    assert read_layout(tmp_path) is None  # unreadable: as if absent (then config.yaml, then DeepSpeed)
+    write_layout(tmp_path / "missing", StateLayout(2, F32))  # a folder this node holds nothing of
+    assert not (tmp_path / "missing").exists()
+
+
+def test_resume_source_names_what_a_resume_cannot_use(tmp_path):
+    ckpt = tmp_path / "checkpoints"
+    with pytest.raises(ValueError, match="no checkpoint in"):
+        resume_source(ckpt, 1)
+    _fake_checkpoint(ckpt, "iter_000004", ranks=2)
+    assert resume_source(ckpt, 2) == ResumeSource("iter_000004", universal=False)
+    with pytest.raises(ValueError, match="written by 2 ranks and this launch has 1") as err:
+        resume_source(ckpt, 1)
+    assert "--nproc_per_node 2" in str(err.value) and "python -m training.reshard --run" in str(err.value)
+    (ckpt / "iter_000004_universal" / "zero").mkdir(parents=True)  # converted (training/reshard.py)
+    assert resume_source(ckpt, 1) == ResumeSource("iter_000004_universal", universal=True)
+    assert resume_source(ckpt, 2) == ResumeSource("iter_000004", universal=False)  # same size: the original
+    (ckpt / "latest").write_text("iter_000009")
+    with pytest.raises(ValueError, match="names iter_000009, but"):
+        resume_source(ckpt, 2)
+    other = tmp_path / "bf16"
+    _fake_checkpoint(other, "iter_000001", ranks=1, prefix="bf16_")  # ZeRO-1 with the bf16 optimizer
+    with pytest.raises(ValueError, match="written by 1 rank and this launch has 8.* with 1 process "):
+        resume_source(other, 8)
+
+
+def test_resume_source_compares_the_checkpoint_layout_with_the_launch(tmp_path):
+    ckpt = tmp_path / "checkpoints"
+    _fake_checkpoint(ckpt, "iter_000004", ranks=1)
+    write_layout(ckpt / "iter_000004", StateLayout(2, F32))
+    plain = ResumeSource("iter_000004", universal=False)
+    assert resume_source(ckpt, 1, StateLayout(1, F32)) == plain  # stages 1 and 2 share a layout
+    with pytest.raises(ValueError, match="saved under ZeRO stage 2 and this launch runs stage 3") as err:
+        resume_source(ckpt, 1, StateLayout(3, F32))
+    assert "`--zero_stage 1` or `--zero_stage 2`" in str(err.value)
+    with pytest.raises(ValueError, match="saved in float32 and this launch runs bfloat16") as err:
+        resume_source(ckpt, 1, StateLayout(2, BF16))
+    assert "python -m training.reshard --run" in str(err.value) and "--dtype float32" in str(err.value)
+    (ckpt / "iter_000004_universal" / "zero").mkdir(parents=True)
+    assert resume_source(ckpt, 1, StateLayout(2, BF16)) == ResumeSource("iter_000004_universal", universal=True)
+    assert resume_source(ckpt, 1, StateLayout(2, F32)) == plain  # no change: never the slower universal load
+    with pytest.raises(ValueError, match="ZeRO stage 2 and this launch runs stage 0"):  # a conversion cannot help
+        resume_source(ckpt, 1, StateLayout(0, F32))
+
+    # The checkpoint's own file wins over the run's config.yaml (which a crashed resume may have rewritten);
+    # without the file, the saved config is the fallback; with neither, DeepSpeed's load is the check.
+    assert resume_source(ckpt, 1, StateLayout(2, F32), fallback=StateLayout(2, BF16)) == plain
+    (ckpt / "iter_000004" / LAYOUT_FILE).unlink()
+    with pytest.raises(ValueError, match="stage 3 and this launch runs stage 2"):
+        resume_source(ckpt, 1, StateLayout(2, F32), fallback=StateLayout(3, F32))
+    assert resume_source(ckpt, 1, StateLayout(3, F32)) == plain
+
+    stage0 = tmp_path / "stage0"
+    _fake_checkpoint(stage0, "iter_000001", ranks=0)
+    write_layout(stage0 / "iter_000001", StateLayout(0, F32))
+    assert resume_source(stage0, 4, StateLayout(0, F32)) == ResumeSource("iter_000001", universal=False)
+    with pytest.raises(ValueError, match="stage-0 checkpoint has no universal form") as err:
+        resume_source(stage0, 1, StateLayout(0, BF16))
+    assert "--dtype float32" in str(err.value)
+
+
+def _train(out, *extra: str, timeout: int = 600) -> subprocess.CompletedProcess:
+    env = {k: v for k, v in os.environ.items() if k not in ("RANK", "WORLD_SIZE", "LOCAL_RANK")}
+    cmd = [sys.executable, "-m", "training.train", "--config", str(SMOKE), "--output_dir", str(out),
+           "--progress", "false", "--tensorboard", "false", "--checkpoint_every", "1", *extra]
+    return subprocess.run(cmd, cwd=ROOT, env={**env, "OMP_NUM_THREADS": "1"}, capture_output=True, text=True,
+                          timeout=timeout)
+
+
+@pytest.mark.slow
+def test_a_run_changes_its_dtype_through_the_universal_form_and_not_its_stage_group(tmp_path):
+    """float32 ZeRO-2 -> bfloat16: refused with the conversion to make, then loaded from it; ZeRO-2 -> 3 is
+    refused before the model loads (DeepSpeed: a bare AssertionError after it had)."""
+    out = tmp_path / "run"
+    proc = _train(out, "--max_iterations", "2", "--export", "none")
+    assert proc.returncode == 0, proc.stderr[-4000:]
+    assert read_layout(out / "checkpoints" / "iter_000002") == StateLayout(2, F32)
+    for extra, want in ((["--dtype", BF16], "python -m training.reshard --run"),
+                        (["--zero_stage", "3"], "saved under ZeRO stage 2 and this launch runs stage 3")):
+        proc = _train(out, "--max_iterations", "3", "--resume", *extra, timeout=300)
+        assert proc.returncode == 2 and want in proc.stderr and "Traceback" not in proc.stderr, proc.stderr[-4000:]
+    proc = subprocess.run([sys.executable, "-m", "training.reshard", "--run", str(out)], cwd=ROOT,
+                          capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stderr[-4000:]
+    proc = _train(out, "--max_iterations", "3", "--resume", "--dtype", BF16, "--export", "none")
+    assert proc.returncode == 0, proc.stderr[-4000:]
+    rows = [json.loads(r) for r in (out / "metrics.jsonl").read_text().splitlines()]
+    assert [r["iteration"] for r in rows] == [1, 2, 3]
+    assert read_layout(out / "checkpoints" / "iter_000003") == StateLayout(2, BF16)
+    assert list((out / "checkpoints" / "iter_000003").glob("bf16_zero_pp_rank_*_optim_states.pt"))

@@ -1,0 +1,167 @@
+"""What ``--resume`` may load: the latest checkpoint, its universal conversion, or a clear refusal.
+
+DeepSpeed stores the optimizer state in a layout that depends on three things of the launch that wrote
+it: the number of ranks (ZeRO splits the state over them), the ZeRO stage and the dtype. A resume that
+changes any of them either loads the checkpoint's universal conversion (``python -m training.reshard``)
+or cannot work; DeepSpeed itself only finds out after the model has loaded, with a traceback
+(``AttributeError: 'NoneType' object has no attribute 'copy'`` for stage 2 -> 0, a bare
+``AssertionError`` for 2 -> 3, ``FileNotFoundError: ...bf16_zero_pp_rank_0...`` for float32 -> bfloat16).
+:func:`resume_source` decides from file names and one small JSON file, before anything loads.
+
+What loads into what, measured on CPU with DeepSpeed 0.18 (float16 cannot run on CPU and is unverified):
+
+* stages 1 and 2 share one layout: 2 -> 1 and 1 -> 2 load directly;
+* stage 0, stages 1-2 and stage 3 do not load into one another, not even through the universal form
+  (loading a stage-2 conversion under stage 3 fails in DeepSpeed's state-dict loader, and stage 0
+  has no ZeRO files to convert);
+* a dtype change (float32 <-> bfloat16) loads through the universal form under stages 1-3; a stage-0
+  checkpoint cannot change dtype.
+
+Decisions where the issue was silent:
+
+* Each checkpoint records the layout that wrote it in ``iter_NNNNNN/layout.json`` (each node's local
+  rank 0, after the save). A run's ``config.yaml`` describes the *launch*, which may have died before its first checkpoint
+  (a bfloat16 resume that ran out of memory), so it is only the fallback for checkpoints from before
+  this file; with neither, DeepSpeed's load is the check, as before.
+* The universal form is used only when it is needed: it costs a conversion and reloads every parameter
+  through DeepSpeed's slower path.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Literal
+
+from training.config import ConfigError, TrainConfig, resolve_ds_config
+from training.engine import UNIVERSAL_SUFFIX, checkpoint_ranks, latest_tag
+
+LAYOUT_FILE = "layout.json"
+"""``checkpoints/iter_NNNNNN/layout.json``: the :class:`StateLayout` of the launch that wrote it."""
+
+
+@dataclass(frozen=True)
+class StateLayout:
+    """How a launch lays out its optimizer state in a checkpoint (besides the number of ranks)."""
+
+    zero_stage: int
+    """The ZeRO stage the engine ran (``zero_stage``, else the DeepSpeed JSON's)."""
+    dtype: str
+    """``TrainConfig.dtype`` (float32 keeps plain fp32 state; bfloat16/float16 add fp32 master weights)."""
+
+
+@dataclass(frozen=True)
+class ResumeSource:
+    """What ``--resume`` loads."""
+
+    tag: str
+    """Folder in the checkpoint directory."""
+    universal: bool
+    """In DeepSpeed's universal format (loaded with ``checkpoint.load_universal``), because the latest
+    checkpoint was written by another number of ranks or another dtype than this launch has."""
+
+
+def state_layout(cfg: TrainConfig) -> StateLayout:
+    """The layout a launch of ``cfg`` writes (reads its DeepSpeed JSON; ConfigError when that is gone)."""
+    if cfg.zero_stage is not None:
+        return StateLayout(cfg.zero_stage, cfg.dtype)
+    ds = json.loads(resolve_ds_config(cfg.ds_config).read_text())
+    return StateLayout(int((ds.get("zero_optimization") or {}).get("stage", 0)), cfg.dtype)
+
+
+def layout_change(saved: StateLayout, now: StateLayout) -> Literal["same", "universal", "impossible"]:
+    """Whether a checkpoint written with ``saved`` loads under ``now`` as it is, only through its universal
+    form, or not at all (the table in the module docstring): the stage groups {0}, {1, 2} and {3} never
+    mix; a dtype change needs the universal form, which stage 0 does not have."""
+    group = {0: 0, 1: 1, 2: 1, 3: 3}
+    if group[saved.zero_stage] != group[now.zero_stage]:
+        return "impossible"
+    if saved.dtype == now.dtype:
+        return "same"
+    return "impossible" if now.zero_stage == 0 else "universal"
+
+
+def run_layout(cfg: TrainConfig | None) -> StateLayout | None:
+    """:func:`state_layout` of a run's saved config (``config_io.SavedRun.config``); None without one, or when
+    its DeepSpeed JSON is gone."""
+    try:
+        return state_layout(cfg) if cfg is not None else None
+    except ConfigError:
+        return None
+
+
+def write_layout(folder: Path, layout: StateLayout) -> None:
+    """Record ``layout`` in a checkpoint folder, after the save; each node's local rank 0 calls it (as with
+    pruning, node-local checkpoint folders get one too), so the temporary name is unique per host and
+    process. A folder this node holds nothing of is left alone."""
+    if not folder.is_dir():
+        return
+    tmp = folder / f".{LAYOUT_FILE}.{socket.gethostname()}.{os.getpid()}.tmp"
+    tmp.write_text(json.dumps({"zero_stage": layout.zero_stage, "dtype": layout.dtype}) + "\n")
+    tmp.replace(folder / LAYOUT_FILE)
+
+
+def read_layout(folder: Path) -> StateLayout | None:
+    """The layout a checkpoint folder records; None for one without it (or an unreadable one)."""
+    try:
+        data = json.loads((folder / LAYOUT_FILE).read_text())
+        return StateLayout(int(data["zero_stage"]), str(data["dtype"]))
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+
+
+def resume_source(ckpt_dir: Path, world: int, layout: StateLayout | None = None, *,
+                  fallback: StateLayout | None = None) -> ResumeSource:
+    """The checkpoint ``--resume`` continues from with ``world`` ranks and this launch's ``layout``: the one
+    ``latest`` names, or its universal conversion when it was written by another number of ranks or in
+    another dtype. The checkpoint's own layout is its ``layout.json``, else ``fallback`` (the run's saved
+    config); ``layout`` None skips that comparison. Read from file names and that file alone, before any
+    model loads; ValueError saying what is missing and what to do (no ``latest``; ``latest`` naming a
+    folder that is gone; a change no conversion can make; a needed conversion not made yet)."""
+    tag = latest_tag(ckpt_dir)
+    if tag is None:
+        raise ValueError(f"--resume: no checkpoint in {ckpt_dir} (no 'latest' file); start the run without "
+                         "--resume, or set output_dir to the run to continue")
+    folder = ckpt_dir / tag
+    if not folder.is_dir():
+        raise ValueError(f"--resume: {ckpt_dir / 'latest'} names {tag}, but {folder} is missing")
+    written = read_layout(folder) or fallback
+    change = layout_change(written, layout) if written is not None and layout is not None else "same"
+    if change == "impossible":
+        raise ValueError(_impossible(folder, written, layout))
+    ranks = checkpoint_ranks(folder)
+    if change == "same" and (not ranks or ranks == world):
+        return ResumeSource(tag, universal=False)
+    converted = ckpt_dir / (tag + UNIVERSAL_SUFFIX)
+    if (converted / "zero").is_dir():
+        return ResumeSource(converted.name, universal=True)
+    convert = f"`python -m training.reshard --run {ckpt_dir.parent}`"
+    if change == "universal":
+        raise ValueError(f"--resume: {folder} was saved in {written.dtype} and this launch runs {layout.dtype}; "
+                         "DeepSpeed loads optimizer state of another precision only from a checkpoint's universal "
+                         f"form. Convert the checkpoint once with {convert}, then resume again, or resume with "
+                         f"`--dtype {written.dtype}`")
+    raise ValueError(f"--resume: {folder} was written by {_n(ranks, 'rank')} and this launch has {world}; ZeRO "
+                     f"splits the optimizer state over the ranks that wrote it. Resume with {_n(ranks, 'process')} "
+                     f"(`torchrun --nproc_per_node {ranks} ...` or `deepspeed --num_gpus {ranks} ...`), or "
+                     f"convert the checkpoint once, after which any number of processes can resume it: {convert}")
+
+
+def _impossible(folder: Path, written: StateLayout, now: StateLayout) -> str:
+    if written.zero_stage != now.zero_stage:
+        same = "`--zero_stage 1` or `--zero_stage 2`" if written.zero_stage in (1, 2) \
+            else f"`--zero_stage {written.zero_stage}`"
+        return (f"--resume: {folder} was saved under ZeRO stage {written.zero_stage} and this launch runs stage "
+                f"{now.zero_stage}; DeepSpeed keeps the optimizer state of stage 0, of stages 1-2 and of stage 3 "
+                "in layouts that do not load into one another, not even through `training.reshard`. Resume "
+                f"with {same}, or start a new run in another output_dir")
+    return (f"--resume: {folder} was saved in {written.dtype} under ZeRO stage 0 and this launch runs "
+            f"{now.dtype}; a stage-0 checkpoint has no universal form, so its precision cannot change. Resume "
+            f"with `--dtype {written.dtype}`, or start a new run in another output_dir")
+
+
+def _n(count: int, noun: str) -> str:
+    return f"{count} {noun}" if count == 1 else f"{count} {noun}{'es' if noun.endswith('s') else 's'}"
