@@ -12,6 +12,10 @@ Decisions where the issue was silent:
   use `aget` / `aput`: on SQLite they run in a worker thread of the "io" lane, because a file read or
   write (or a wait for another process's write lock) must not stall the event loop that every run in
   the process shares (`langgraph dev` refuses such calls outright); the in-memory store stays inline.
+- Each entry records when it was stored (`created`, Unix seconds), so `raa prune --cache --before 30d`
+  can drop entries by age (graph/retention.py); a read does not update it (no write per hit), so an
+  entry used every day still ages out once and is recomputed. A cache file from before this column is
+  given it on open; its old entries have no date and count as older than any cutoff.
 - Concurrent identical requests are collapsed with `claim(key)`, an asyncio lock per key and event
   loop (dropped when no task holds or waits for it): the first caller computes, the others wait and then read the stored output. That keeps
   "one backbone call per unique stage input" true when presets run concurrently.
@@ -24,6 +28,7 @@ import hashlib
 import json
 import sqlite3
 import threading
+import time
 from collections import OrderedDict
 from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
@@ -37,7 +42,7 @@ from pydantic import BaseModel
 from graph.stores import connect_wal, ensure_parent, retry_locked, store_errors
 from graph.workers import run_blocking
 
-_SCHEMA = "CREATE TABLE IF NOT EXISTS stage_cache (key TEXT PRIMARY KEY, value TEXT NOT NULL)"
+_SCHEMA = "CREATE TABLE IF NOT EXISTS stage_cache (key TEXT PRIMARY KEY, value TEXT NOT NULL, created REAL)"
 
 
 def _sha(text: str) -> str:
@@ -127,22 +132,38 @@ def stage_key(*, model_name: str, method: str, stage: str, messages: Sequence[Ba
     return _sha(json.dumps(payload, sort_keys=True, default=str, separators=(",", ":")))
 
 
-class StageCache:
-    """Key -> JSON string store: SQLite at `path`, or a plain dict when `path` is None (an in-memory
-    SQLite database would make every lookup release and re-take the GIL on the event loop, which
-    under 16 concurrent runs cost ~5 ms of loop time per run)."""
+MEMORY_ENTRIES = 20_000
+"""Entries an in-memory StageCache keeps: a few MB of JSON outputs. Without a bound, a long-lived process
+with an injected chat model (training with `reward: agent`, a notebook) would keep every stage output of
+every clip it ever scored, and training clips are never scored twice."""
 
-    def __init__(self, path: str | Path | None = None) -> None:
+
+class StageCache:
+    """Key -> JSON string store: SQLite at `path`, or a dict of the `memory_entries` most recently used
+    entries when `path` is None (an in-memory SQLite database would make every lookup release and re-take
+    the GIL on the event loop, which under 16 concurrent runs cost ~5 ms of loop time per run)."""
+
+    def __init__(self, path: str | Path | None = None, *, memory_entries: int = MEMORY_ENTRIES) -> None:
+        if memory_entries < 1:
+            raise ValueError(f"StageCache: memory_entries must be >= 1, got {memory_entries}")
         self.path = None if path is None else Path(path)
-        self._mem: dict[str, str] = {}  # the store when there is no path
+        self.memory_entries = memory_entries
+        self._mem: OrderedDict[str, str] = OrderedDict()  # the store when there is no path
         self._conn: sqlite3.Connection | None = None
         if self.path is not None:
             with store_errors(self.path, "stage cache", "RAA_CACHE_PATH, or off"):
                 ensure_parent(self.path)
                 conn = self._conn = connect_wal(self.path, isolation_level=None)
 
-                def create_table() -> None:  # another process may be creating it too
+                def create_table() -> None:  # another process may be creating (or dating) it too
                     conn.execute(_SCHEMA)
+                    columns = {row[1] for row in conn.execute("PRAGMA table_info(stage_cache)")}
+                    if "created" not in columns:  # a cache written before entries were dated
+                        try:
+                            conn.execute("ALTER TABLE stage_cache ADD COLUMN created REAL")
+                        except sqlite3.OperationalError as exc:
+                            if "duplicate column" not in str(exc):
+                                raise
 
                 retry_locked(conn, create_table)
         self._lock = threading.Lock()
@@ -155,6 +176,8 @@ class StageCache:
         with self._lock:
             if self._conn is None:
                 value = self._mem.get(key)
+                if value is not None:
+                    self._mem.move_to_end(key)
             else:
                 row = self._conn.execute("SELECT value FROM stage_cache WHERE key = ?", (key,)).fetchone()
                 value = None if row is None else str(row[0])
@@ -169,8 +192,12 @@ class StageCache:
         with self._lock:
             if self._conn is None:
                 self._mem[key] = value
+                self._mem.move_to_end(key)
+                if len(self._mem) > self.memory_entries:
+                    self._mem.popitem(last=False)
             else:
-                self._conn.execute("INSERT OR REPLACE INTO stage_cache (key, value) VALUES (?, ?)", (key, value))
+                self._conn.execute("INSERT OR REPLACE INTO stage_cache (key, value, created) VALUES (?, ?, ?)",
+                                   (key, value, time.time()))
 
     async def aget(self, key: str) -> str | None:
         """`get` from async code: the SQLite read in a worker thread (the event loop never blocks on the file)."""

@@ -15,8 +15,10 @@ of clips, so the database only grows. Decisions where no issue says:
 * SQLite reuses the pages freed by a delete, so the file stops growing but does not shrink; ``vacuum``
   rewrites it to its new size. VACUUM needs the database to itself: while another process (a training
   run, `raa score-batch`) has it open for writing it fails as a StoreError naming the file.
-* The stage cache holds no timestamps and saves only model calls, so it is emptied as a whole
-  (`clear_stage_cache`); identical stage inputs then call the model again.
+* ``--cache`` applies to the stage cache the one criterion that makes sense for it, ``--before``
+  (entries stored before that time, `stage_cache_entries`); without ``--before`` it empties the cache.
+  ``--keep`` and ``--status`` describe runs, and cache entries are shared by runs, so they do not
+  apply. A deleted entry costs one model call the next time the same stage input comes.
 """
 
 from __future__ import annotations
@@ -128,22 +130,31 @@ def vacuum(path: str | Path, what: str, setting: str, *, wait_s: float = 5.0) ->
             conn.close()
 
 
-def clear_stage_cache(path: str | Path) -> int:
-    """Delete every entry of the stage cache at `path`; returns how many there were."""
+def stage_cache_entries(path: str | Path, *, before: datetime | None = None, delete: bool = False) -> tuple[int, int]:
+    """(entries stored before `before` (all when None; undated ones from an older cache always count), all
+    entries) of the stage cache at `path`; with `delete`, those entries are deleted (then the first number
+    is how many were)."""
+    where, args = ("", ()) if before is None else (" WHERE created IS NULL OR created < ?", (before.timestamp(),))
     with store_errors(path, "stage cache", "RAA_CACHE_PATH, or off"):
         conn = connect_wal(path, isolation_level=None)
         try:
             conn.execute("PRAGMA busy_timeout = 30000")
             try:
-                count = conn.execute("SELECT COUNT(*) FROM stage_cache").fetchone()[0]
+                total = conn.execute("SELECT COUNT(*) FROM stage_cache").fetchone()[0]
+                if before is not None:  # a cache from before entries were dated: as old as can be
+                    columns = {row[1] for row in conn.execute("PRAGMA table_info(stage_cache)")}
+                    if "created" not in columns:
+                        where, args = "", ()
+                if not delete:
+                    return int(conn.execute("SELECT COUNT(*) FROM stage_cache" + where, args).fetchone()[0]), int(total)
+                deleted = conn.execute("DELETE FROM stage_cache" + where, args).rowcount
             except sqlite3.OperationalError as exc:
                 if "no such table" in str(exc):
-                    return 0
+                    return 0, 0
                 raise
-            conn.execute("DELETE FROM stage_cache")
         finally:
             conn.close()
-    return int(count)
+    return int(deleted), int(total)
 
 
 def file_bytes(path: str | Path) -> int:
@@ -157,14 +168,15 @@ def prune_command(
     before: str | None = typer.Option(None, "--before", help="Only runs last updated before this: an age "
                                       "(30m, 12h, 7d, 2w) or an ISO date / date and time (UTC)."),
     status: str | None = typer.Option(None, "--status", help=f"Only runs with this status: {', '.join(RUN_STATUSES)}."),
-    cache: bool = typer.Option(False, "--cache", help="Also empty the stage cache (RAA_CACHE_PATH)."),
+    cache: bool = typer.Option(False, "--cache", help="Also delete the stage cache's entries (RAA_CACHE_PATH): "
+                               "with --before, those stored before then; else all."),
     vacuum_files: bool = typer.Option(False, "--vacuum", help="Shrink the files afterwards (no other process "
                                       "may have them open)."),
     dry_run: bool = typer.Option(False, "--dry-run", help="Say what would be deleted, and delete nothing."),
     yes: bool = typer.Option(False, "--yes", "-y", help="Do not ask for confirmation."),
     db: Path | None = typer.Option(None, "--db", help="Trace database (default RAA_TRACES_PATH)."),
 ) -> None:
-    """Delete traced runs (and with --cache the stage cache's entries) to keep the databases small."""
+    """Delete traced runs (and with --cache stage cache entries) to keep the databases small."""
     from graph.settings import BackboneSettings, SettingsError
 
     try:
@@ -195,15 +207,18 @@ def prune_command(
             for run_id in selection.run_ids if dry_run else []:
                 typer.echo(f"  {run_id}")
     cache_path = settings.cache_path if cache else None
+    cache_matches = 0
     if cache and cache_path is None:
-        typer.echo("the stage cache is off (RAA_CACHE_PATH); nothing to empty there", err=True)
+        typer.echo("the stage cache is off (RAA_CACHE_PATH); nothing to delete there", err=True)
+    elif cache_path is not None and not Path(cache_path).exists():
+        typer.echo(f"no stage cache at {cache_path} (none yet)", err=True)
     elif cache_path is not None:
-        typer.echo(f"stage cache {cache_path}: every entry" + ("" if Path(cache_path).exists() else " (none yet)"))
+        cache_matches, cache_total = stage_cache_entries(cache_path, before=cutoff)
+        typer.echo(f"{cache_matches} of {cache_total} stage cache entries in {cache_path} match")
     if dry_run:
         typer.echo("dry run: nothing deleted")
         return
-    nothing = (selection is None or not selection.run_ids) and (cache_path is None or not Path(cache_path).exists())
-    if nothing:
+    if (selection is None or not selection.run_ids) and not cache_matches:
         return
     if not yes and not typer.confirm("Delete them?", default=False):
         typer.echo("nothing deleted")
@@ -215,7 +230,8 @@ def prune_command(
         if vacuum_files:
             vacuum(path, "trace database", "RAA_TRACES_PATH")
             typer.echo(f"{path}: {size / 2**20:.1f} MiB -> {file_bytes(path) / 2**20:.1f} MiB")
-    if cache_path is not None and Path(cache_path).exists():
-        typer.echo(f"deleted {clear_stage_cache(cache_path)} stage cache entries")
+    if cache_matches:
+        deleted, total = stage_cache_entries(cache_path, before=cutoff, delete=True)
+        typer.echo(f"deleted {deleted} stage cache entries; {total - deleted} remain")
         if vacuum_files:
             vacuum(cache_path, "stage cache", "RAA_CACHE_PATH, or off")

@@ -112,6 +112,22 @@ def test_stage_cache_roundtrip_and_threads(tmp_path, on_disk: bool) -> None:
     assert len(StageCache(None)) == 0  # in-memory caches are independent
 
 
+def test_in_memory_stage_cache_keeps_the_most_recently_used() -> None:
+    """A long-lived process with an injected model (training with reward: agent) must not keep every stage
+    output of every clip it ever scored."""
+    cache = StageCache(None, memory_entries=2)
+    cache.put("a", "1")
+    cache.put("b", "2")
+    assert cache.get("a") == "1"  # a is now the most recently used
+    cache.put("c", "3")
+    assert len(cache) == 2 and cache.get("b") is None and cache.get("a") == "1" and cache.get("c") == "3"
+    cache.put("a", "4")  # a replacement is a use too
+    cache.put("d", "5")
+    assert cache.get("c") is None and cache.get("a") == "4"
+    with pytest.raises(ValueError, match="memory_entries must be >= 1"):
+        StageCache(None, memory_entries=0)
+
+
 def test_extract_json_object() -> None:
     assert extract_json_object('```json\n{"a": {"b": "}"}}\n```') == '{"a": {"b": "}"}}'
     assert extract_json_object('Sure! {"x": 1} trailing') == '{"x": 1}'

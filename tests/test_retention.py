@@ -4,6 +4,7 @@ run's neighbours, the confirmation and the stage cache behave as documented."""
 from __future__ import annotations
 
 import sqlite3
+import time
 from datetime import UTC, datetime, timedelta
 
 import pytest
@@ -12,7 +13,7 @@ from typer.testing import CliRunner
 
 from graph.cache import StageCache
 from graph.cli import app
-from graph.retention import clear_stage_cache, delete_runs, file_bytes, parse_cutoff, select_runs, vacuum
+from graph.retention import delete_runs, file_bytes, parse_cutoff, select_runs, stage_cache_entries, vacuum
 from graph.stores import StoreError
 from graph.tracing import list_runs, open_saver, read_trace
 
@@ -99,17 +100,58 @@ def test_vacuum_shrinks_the_file_and_fails_clearly_while_busy(tmp_path):
         other.close()
 
 
-def test_clear_stage_cache(tmp_path):
-    path = tmp_path / "cache.sqlite"
+def _dated(path, entries: dict[str, float]) -> None:
     cache = StageCache(path)
-    cache.put("a", "1")
-    cache.put("b", "2")
+    for key in entries:
+        cache.put(key, "out")
     cache.close()
-    assert clear_stage_cache(path) == 2
-    assert len(StageCache(path)) == 0
+    conn = sqlite3.connect(str(path))
+    conn.executemany("UPDATE stage_cache SET created = ? WHERE key = ?", [(t, k) for k, t in entries.items()])
+    conn.commit()
+    conn.close()
+
+
+def test_stage_cache_entries_by_age(tmp_path):
+    path = tmp_path / "cache.sqlite"
+    now = datetime(2026, 11, 30, 12, tzinfo=UTC)
+    day = 86400.0
+    _dated(path, {"old": now.timestamp() - 10 * day, "week": now.timestamp() - 7 * day - 1,
+                  "new": now.timestamp() - day})
+    cutoff = now - timedelta(days=7)
+    assert stage_cache_entries(path, before=cutoff) == (2, 3)  # counting deletes nothing
+    assert stage_cache_entries(path, before=cutoff, delete=True) == (2, 3)
+    cache = StageCache(path)
+    assert len(cache) == 1 and cache.get("new") == "out"
+    before = time.time()
+    cache.put("fresh", "out")  # a put dates its entry
+    cache.close()
+    conn = sqlite3.connect(str(path))
+    assert conn.execute("SELECT created FROM stage_cache WHERE key = 'fresh'").fetchone()[0] >= before
+    conn.close()
+    assert stage_cache_entries(path, delete=True) == (2, 2)  # no cutoff: every entry
     empty = tmp_path / "empty.sqlite"
     sqlite3.connect(str(empty)).close()
-    assert clear_stage_cache(empty) == 0  # no table yet
+    assert stage_cache_entries(empty, before=cutoff) == (0, 0)  # no table yet
+
+
+def test_a_stage_cache_from_before_dates_is_dated_on_open(tmp_path):
+    """Old files have no `created` column: opening one adds it, its old entries count as older than any
+    cutoff, and new ones are dated; counting an old file that was never reopened works too."""
+    path = tmp_path / "old.sqlite"
+    conn = sqlite3.connect(str(path))
+    conn.execute("CREATE TABLE stage_cache (key TEXT PRIMARY KEY, value TEXT NOT NULL)")
+    conn.executemany("INSERT INTO stage_cache VALUES (?, ?)", [("a", "1"), ("b", "2")])
+    conn.commit()
+    conn.close()
+    cutoff = datetime.now(UTC) - timedelta(days=3650)
+    assert stage_cache_entries(path, before=cutoff) == (2, 2)  # undated, never opened since
+    cache = StageCache(path)
+    assert cache.get("a") == "1"  # the old entries are still read
+    cache.put("c", "3")
+    cache.close()
+    StageCache(path).close()  # reopening a dated file changes nothing
+    assert stage_cache_entries(path, before=cutoff, delete=True) == (2, 3)
+    assert stage_cache_entries(path) == (1, 1)
 
 
 def _cli(tmp_path, *args: str, input: str | None = None):
@@ -136,8 +178,13 @@ def test_cli_cache_and_refusals(tmp_path):
     cache.put("k", "v")
     cache.close()
     res = _cli(tmp_path, "--cache", "--yes")
-    assert res.exit_code == 0 and "deleted 1 stage cache entries" in res.output, res.output
+    assert res.exit_code == 0 and "deleted 1 stage cache entries; 0 remain" in res.output, res.output
     assert "no trace database" not in res.output  # runs were not asked for
+    _dated(tmp_path / "cache.sqlite", {"old": time.time() - 9 * 86400, "new": time.time()})
+    res = _cli(tmp_path, "--cache", "--before", "7d", "--dry-run")
+    assert res.exit_code == 0 and "1 of 2 stage cache entries" in res.output, res.output
+    res = _cli(tmp_path, "--cache", "--before", "7d", "--yes")
+    assert res.exit_code == 0 and "deleted 1 stage cache entries; 1 remain" in res.output, res.output
     res = _cli(tmp_path)
     assert res.exit_code == 2 and "say what to delete" in res.output
     res = _cli(tmp_path, "--before", "last week")
