@@ -155,7 +155,9 @@ def build_reward_agent(config: AgentConfig | None = None, *, model: Any = None, 
 
     Args:
         config: module switches and caps (default `AgentConfig(preset="full")`).
-        model: any LangChain chat model; None builds ChatOpenAI from `BackboneSettings.from_env()`.
+        model: any LangChain chat model; None builds ChatOpenAI from `BackboneSettings.from_env()`. An
+            injected model gets an in-memory stage cache (`graph.cache.MEMORY_ENTRIES` most recent
+            outputs), not the file at `settings.cache_path`: its name may not identify who answers.
         tools: `AgentTools(tracker=..., surprise=..., quality=...)` or a `tools.toolbox.Toolbox`; None
             builds a lazy Toolbox from `ToolSettings.from_env()`.
         checkpointer: a LangGraph checkpointer; None = SqliteSaver at `settings.traces_path`;
