@@ -16,7 +16,7 @@ $(PY):
 # any other torch resolution would pull a multi-GB CUDA build.
 $(STAMP): pyproject.toml | $(PY)
 	$(PY) -c "import torch" 2>/dev/null || $(PY) -m pip install torch==2.13.0
-	$(PY) -m pip install -e ".[dev,service,sim]"
+	$(PY) -m pip install -e ".[dev,service,sim,wandb]"
 	# CoTracker3 architecture for the (slow) real-model test only; CC-BY-NC code, never vendored.
 	$(PY) -m pip install --no-deps --ignore-requires-python napari-cotrack==0.1.7 || echo "napari-cotrack unavailable: CoTracker3 test will skip"
 	touch $(STAMP)

@@ -181,12 +181,18 @@ def test_held_out_evaluation_tracks_the_policy(smoke_run, tmp_path):
 
 
 @pytest.mark.distributed
-def test_resume_matches_uninterrupted_run(smoke_run, tmp_path):
+def test_resume_matches_uninterrupted_run(smoke_run, tmp_path, monkeypatch):
     """Also: the reference run evaluates every 10 iterations and this one never; equal weights show that
-    evaluation leaves training unchanged."""
+    evaluation leaves training unchanged. Both launches log to one W&B run (offline), which changes
+    nothing either."""
     out = tmp_path / "resumed"
-    _train(out, "--max_iterations", "10", "--checkpoint_every", "10")
-    _train(out, "--max_iterations", "20", "--checkpoint_every", "10", "--resume")
+    monkeypatch.setenv("WANDB_MODE", "offline")
+    _train(out, "--max_iterations", "10", "--checkpoint_every", "10", "--wandb_project", "raa-e2e")
+    run_id = json.loads((out / "wandb.json").read_text())["id"]
+    _train(out, "--max_iterations", "20", "--checkpoint_every", "10", "--resume", "--wandb_project", "raa-e2e")
+    assert json.loads((out / "wandb.json").read_text())["id"] == run_id
+    logs = sorted((out / "wandb").glob(f"offline-run-*-{run_id}*/run-{run_id}.wandb"))
+    assert len(logs) == 2 and all(b"train/reward_mean" in f.read_bytes() for f in logs)
     rows = _rows(out)
     assert [r["iteration"] for r in rows] == list(range(1, 21))
     ref_dir = smoke_run / "checkpoints" / "iter_000020"

@@ -157,6 +157,11 @@ class TrainConfig:
     """Seed of prompt order, rollout noise and initialisation."""
     tensorboard: bool = True
     """Write TensorBoard events to output_dir/tensorboard (rank 0)."""
+    wandb_project: str | None = None
+    """Also log the metrics and held-out evaluations to this Weights & Biases project (rank 0; needs
+    ``pip install wandb``); None: off. The run is named after output_dir and ``--resume`` continues it.
+    Account, entity and online/offline mode are wandb's own settings (``wandb login``, WANDB_ENTITY,
+    WANDB_MODE=offline on nodes without network, then ``wandb sync``)."""
     progress: bool = True
     """Show a progress bar on rank 0."""
     # --- reward -----------------------------------------------------------------------------

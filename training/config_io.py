@@ -43,7 +43,7 @@ stretched to height x width before ``image_fit``)."""
 
 
 RESUME_NEUTRAL = frozenset({"resume", "max_iterations", "checkpoint_every", "keep_checkpoints", "eval_every", "on_signal",
-                            "progress", "tensorboard", "export"})
+                            "progress", "tensorboard", "wandb_project", "export"})
 """Fields a resumed launch commonly changes without changing what is trained (more iterations, other
 checkpoint / evaluation intervals, console and logging): `config_changes` does not list them."""
 

@@ -34,6 +34,8 @@ from typing import Any
 
 import torch.distributed as dist
 
+from training.wandb_log import WandbRun
+
 
 def _mean(xs: list[float]) -> float:
     return sum(xs) / len(xs) if xs else float("nan")
@@ -107,20 +109,23 @@ def summarize(iteration: int, parts: list[dict[str, Any]]) -> dict[str, float | 
 
 
 class MetricsLog:
-    """Appends rows to OUTPUT_DIR/metrics.jsonl and mirrors them to TensorBoard (rank 0 only); the
+    """Appends rows to OUTPUT_DIR/metrics.jsonl and mirrors them to TensorBoard and, with ``wandb_project``,
+    to Weights & Biases (training/wandb_log.py; rank 0 only); the
     ineligible rewards go to OUTPUT_DIR/ineligible.jsonl, one line each: iteration, prompt, reason.
 
     Held-out evaluations (training/evaluate.py) go to OUTPUT_DIR/eval.jsonl and TensorBoard ``eval/*``;
     every rollout's reward (and the run id of its trace, for the agent rewards) to OUTPUT_DIR/rewards.jsonl.
     ``append=False`` (a fresh run) removes existing files first; a resumed run appends."""
 
-    def __init__(self, output_dir: Path, *, enabled: bool, tensorboard: bool, append: bool = True) -> None:
+    def __init__(self, output_dir: Path, *, enabled: bool, tensorboard: bool, append: bool = True,
+                 wandb_project: str | None = None, config: dict[str, Any] | None = None) -> None:
         self.enabled = enabled
         self.path = output_dir / "metrics.jsonl"
         self.ineligible_path = output_dir / "ineligible.jsonl"
         self.eval_path = output_dir / "eval.jsonl"
         self.rewards_path = output_dir / "rewards.jsonl"
         self.writer = None
+        self.wandb: WandbRun | None = None
         if enabled:
             output_dir.mkdir(parents=True, exist_ok=True)
             if not append:  # a fresh (not resumed) run starts new files
@@ -130,6 +135,8 @@ class MetricsLog:
                 from torch.utils.tensorboard import SummaryWriter
 
                 self.writer = SummaryWriter(str(output_dir / "tensorboard"))
+            if wandb_project is not None:
+                self.wandb = WandbRun(output_dir, wandb_project, config or {}, resume=append)
 
     def write(self, row: dict[str, float | int]) -> None:
         """One training iteration's row (metrics.jsonl, TensorBoard train/*)."""
@@ -150,6 +157,8 @@ class MetricsLog:
                 if key != "iteration" and isinstance(value, int | float) and math.isfinite(value):
                     self.writer.add_scalar(f"{section}/{key.removeprefix('eval_')}", value, int(row["iteration"]))
             self.writer.flush()
+        if self.wandb is not None:
+            self.wandb.log(section, row)
 
     def write_ineligible(self, iteration: int, items: list[tuple[str, str]]) -> None:
         """One line per ineligible reward of `iteration`: (prompt, reason) pairs from all ranks."""
@@ -170,3 +179,6 @@ class MetricsLog:
     def close(self) -> None:
         if self.writer is not None:
             self.writer.close()
+        if self.wandb is not None:
+            self.wandb.finish()
+            self.wandb = None

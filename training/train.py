@@ -110,6 +110,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     from training.export import ExportError
     from training.preemption import TrainingStopped
     from training.trainer import TrainingDiverged, train
+    from training.wandb_log import WandbError
 
     try:
         out = train(cfg, local_rank=int(os.environ.get("LOCAL_RANK", "0")), reward_token=reward_token(cfg),
@@ -118,8 +119,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         if int(os.environ.get("RANK", "0")) == 0:
             print(f"error: {exc}", file=sys.stderr)
         return 2
-    except StoreError as exc:  # the agent reward's trace database or stage cache (may fail on one rank only)
-        print(f"error: {exc}", file=sys.stderr)
+    except (StoreError, WandbError) as exc:  # the agent reward's trace database or stage cache (may fail on
+        print(f"error: {exc}", file=sys.stderr)  # one rank only); a W&B run that cannot start (rank 0)
         return 2
     except ExportError as exc:
         print(f"error: {exc}", file=sys.stderr)

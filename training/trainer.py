@@ -74,6 +74,7 @@ from training.resume import resume_source, run_layout, state_layout, write_layou
 from training.reward_runner import RewardRunner, merge_outcomes
 from training.rewards import RewardOutcome
 from training.update import Group, chunk, update_policy
+from training.wandb_log import require_wandb
 
 
 class TrainingDiverged(RuntimeError):
@@ -132,6 +133,7 @@ def train(cfg: TrainConfig, *, local_rank: int = 0, reward_token: str | None = N
                                  agent_settings=reward_settings, agent_tools=reward_tools)
     except ValueError as exc:  # an unknown reward or option: a config error (exit 2), named by build_reward
         raise ConfigError(str(exc)) from None
+    require_wandb(cfg.wandb_project)
     prompts = load_prompts(cfg.dataset, cfg.dataset_file)
     eval_prompts = load_prompts(cfg.eval_dataset, cfg.eval_dataset_file) if cfg.eval_every else []
     use_cuda = cfg.device == "cuda" or (cfg.device == "auto" and torch.cuda.is_available())
@@ -162,6 +164,9 @@ def train(cfg: TrainConfig, *, local_rank: int = 0, reward_token: str | None = N
         if rank == 0 and changes:
             print(f"warning: resuming {out_dir} with settings that differ from its saved config.yaml:\n  "
                   + "\n  ".join(changes), file=sys.stderr, flush=True)
+    # before the model loads: a W&B run that cannot start (not logged in) fails in seconds, not minutes
+    log = MetricsLog(out_dir, enabled=rank == 0, tensorboard=cfg.tensorboard, append=cfg.resume,
+                     wandb_project=cfg.wandb_project, config=config_to_dict(cfg))
     group = cfg.group_size
     micro_batches = per_rank * len(range(*cfg.sde_window)) * math.ceil(group / cfg.micro_batch)
     grad_accum = micro_batches // cfg.optimizer_steps_per_epoch
@@ -194,7 +199,6 @@ def train(cfg: TrainConfig, *, local_rank: int = 0, reward_token: str | None = N
     if source is not None:
         start, stream.position = ds_engine.load(engine, ckpt_dir, source.tag, learning_rate=cfg.learning_rate,
                                                 weight_decay=cfg.weight_decay)
-    log = MetricsLog(out_dir, enabled=rank == 0, tensorboard=cfg.tensorboard, append=cfg.resume)
     if rank == 0:  # the launch's resolved config: what `python -m training.export --run` rebuilds the model from
         (out_dir / "config.yaml").write_text(yaml.safe_dump(config_to_dict(cfg), sort_keys=False))
     bar = None

@@ -1,0 +1,111 @@
+"""TrainConfig.wandb_project: MetricsLog mirrors its rows to a W&B run that a resume continues
+(training/wandb_log.py). A recording stand-in checks what is sent; the real wandb, offline, checks that
+it accepts it."""
+
+from __future__ import annotations
+
+import json
+import math
+import sys
+import types
+
+import pytest
+
+from training.config import ConfigError
+from training.metrics import MetricsLog
+from training.wandb_log import ID_FILE, WandbError, require_wandb
+
+
+class _Run:
+    def __init__(self, calls: list) -> None:
+        self.calls = calls
+
+    def log(self, data, step):  # noqa: ANN001, ANN201 (wandb's signature)
+        self.calls.append(("log", data, step))
+
+    def finish(self):  # noqa: ANN201
+        self.calls.append(("finish",))
+
+
+@pytest.fixture
+def fake_wandb(monkeypatch):
+    calls: list = []
+    errors = types.SimpleNamespace(Error=type("Error", (Exception,), {}))
+    module = types.SimpleNamespace(errors=errors, fail=False)
+
+    def init(**kwargs):  # noqa: ANN202
+        if module.fail:
+            raise errors.Error("api_key not configured (no-tty)")
+        calls.append(("init", kwargs))
+        return _Run(calls)
+
+    module.init = init
+    monkeypatch.setitem(sys.modules, "wandb", module)
+    return module, calls
+
+
+def test_rows_go_to_wandb_under_their_section_at_their_iteration(tmp_path, fake_wandb):
+    _, calls = fake_wandb
+    out = tmp_path / "my-run"
+    log = MetricsLog(out, enabled=True, tensorboard=False, append=False, wandb_project="grpo",
+                     config={"learning_rate": 0.01})
+    log.write({"iteration": 1, "reward_mean": 0.5, "approx_kl": math.nan, "update_skipped": 0})
+    log.write_eval({"iteration": 1, "eval_reward_mean": 0.25})
+    log.close()
+    log.close()  # twice: finished once
+    (_, init), *rest = calls
+    run_id = json.loads((out / ID_FILE).read_text())["id"]
+    assert init == {"project": "grpo", "name": "my-run", "id": run_id, "resume": "allow", "dir": str(out),
+                    "config": {"learning_rate": 0.01}}
+    assert rest == [("log", {"train/reward_mean": 0.5, "train/update_skipped": 0}, 1),  # NaN left out
+                    ("log", {"eval/reward_mean": 0.25}, 1), ("finish",)]
+    assert [json.loads(line)["approx_kl"] for line in (out / "metrics.jsonl").read_text().splitlines()] == [None]
+
+
+def test_a_resume_continues_the_run_and_a_fresh_start_begins_another(tmp_path, fake_wandb):
+    _, calls = fake_wandb
+    out = tmp_path / "run"
+
+    def start(append: bool, project: str = "grpo") -> str:
+        MetricsLog(out, enabled=True, tensorboard=False, append=append, wandb_project=project).close()
+        return [c for c in calls if c[0] == "init"][-1][1]["id"]
+
+    first = start(append=False)
+    assert start(append=True) == first  # --resume
+    assert start(append=True, project="other") != first  # another project: another run
+    assert start(append=False) not in (first,)  # a fresh run in the same folder
+    (out / ID_FILE).write_text("{broken")
+    assert start(append=True)  # an unreadable id file: a new run, no crash
+    MetricsLog(out, enabled=False, tensorboard=False, wandb_project="grpo").close()  # other ranks: no run
+    assert len([c for c in calls if c[0] == "init"]) == 5
+
+
+def test_a_run_that_cannot_start_says_what_to_do(tmp_path, fake_wandb):
+    module, _ = fake_wandb
+    module.fail = True
+    with pytest.raises(WandbError, match="api_key not configured .*wandb login.*WANDB_MODE=offline"):
+        MetricsLog(tmp_path, enabled=True, tensorboard=False, wandb_project="grpo")
+
+
+def test_require_wandb_names_the_install(monkeypatch):
+    require_wandb(None)
+    monkeypatch.setattr("importlib.util.find_spec", lambda name: None)
+    require_wandb(None)  # off: nothing to check
+    with pytest.raises(ConfigError, match="wandb_project is 'grpo' but wandb is not installed: `pip install wandb`"):
+        require_wandb("grpo")
+
+
+def test_real_wandb_offline_takes_the_rows(tmp_path, monkeypatch):
+    pytest.importorskip("wandb")
+    monkeypatch.setenv("WANDB_MODE", "offline")  # wandb's own setting: no network, no account
+    monkeypatch.setenv("WANDB_SILENT", "true")
+    out = tmp_path / "run"
+    for append, iteration in ((False, 1), (True, 2)):
+        log = MetricsLog(out, enabled=True, tensorboard=False, append=append, wandb_project="raa-test",
+                         config={"seed": 0})
+        log.write({"iteration": iteration, "reward_mean": 0.125 * iteration})
+        log.close()
+    run_id = json.loads((out / ID_FILE).read_text())["id"]
+    files = sorted((out / "wandb").glob(f"offline-run-*-{run_id}*/run-{run_id}.wandb"))
+    assert len(files) == 2  # both launches wrote to the same run id
+    assert all(b"train/reward_mean" in f.read_bytes() for f in files)

@@ -1,0 +1,75 @@
+"""Weights & Biases mirror of the training metrics (``TrainConfig.wandb_project``).
+
+``WandbRun`` receives the rows `training.metrics.MetricsLog` writes: each iteration's row under ``train/``
+and each held-out evaluation under ``eval/``, at step = iteration, with the resolved TrainConfig as the
+run's config. Decisions where the issue was silent:
+
+* One W&B run per training run: its id is kept in ``OUTPUT_DIR/wandb.json``, so ``--resume`` continues
+  the same W&B run (``resume="allow"``) and a fresh run in that folder starts a new one. The run is
+  named after the output folder and its files go to ``OUTPUT_DIR/wandb``.
+* W&B accepts only increasing steps: iterations a resume repeats (after a crash past the last
+  checkpoint) are dropped there with wandb's own warning; ``metrics.jsonl`` keeps them.
+* Non-finite values are left out (metrics.jsonl records them as null), as in TensorBoard.
+* wandb is optional; `require_wandb` says how to install it before any model loads. Whether it logs
+  online or offline, and to which entity, are wandb's own settings (``wandb login``, ``WANDB_MODE``,
+  ``WANDB_ENTITY``), which this module leaves to wandb.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import math
+import secrets
+from pathlib import Path
+from typing import Any
+
+from training.config import ConfigError
+
+ID_FILE = "wandb.json"
+"""``OUTPUT_DIR/wandb.json``: the W&B project and run id of this training run."""
+
+
+def require_wandb(project: str | None) -> None:
+    """ConfigError when ``project`` is set and wandb is not installed."""
+    if project is not None and importlib.util.find_spec("wandb") is None:
+        raise ConfigError(f"wandb_project is {project!r} but wandb is not installed: `pip install wandb` "
+                          "(or `pip install -e \".[wandb]\"`), or leave wandb_project unset")
+
+
+class WandbError(RuntimeError):
+    """wandb could not start the run (not logged in, no network while online)."""
+
+
+class WandbRun:
+    """The W&B run of a training run (rank 0 only)."""
+
+    def __init__(self, output_dir: Path, project: str, config: dict[str, Any], *, resume: bool) -> None:
+        import wandb
+
+        id_path = output_dir / ID_FILE
+        run_id = None
+        if resume and id_path.is_file():
+            try:
+                saved = json.loads(id_path.read_text())
+                run_id = saved["id"] if saved.get("project") == project else None
+            except (OSError, ValueError, KeyError, TypeError):
+                run_id = None
+        run_id = run_id or secrets.token_hex(4)
+        id_path.write_text(json.dumps({"project": project, "id": run_id}) + "\n")
+        try:
+            self.run = wandb.init(project=project, name=output_dir.resolve().name, id=run_id, resume="allow",
+                                  dir=str(output_dir), config=config)
+        except wandb.errors.Error as exc:  # not logged in, no network: say what to do, not wandb's traceback
+            raise WandbError(f"W&B could not start run {run_id} in project {project!r}: {exc}. Log in with "
+                             "`wandb login`, or log offline with WANDB_MODE=offline and `wandb sync` later, or "
+                             "leave wandb_project unset") from None
+
+    def log(self, section: str, row: dict[str, Any]) -> None:
+        """``row``'s finite numbers under ``section/`` at step = its iteration."""
+        data = {f"{section}/{key.removeprefix('eval_')}": value for key, value in row.items()
+                if key != "iteration" and isinstance(value, int | float) and math.isfinite(value)}
+        self.run.log(data, step=int(row["iteration"]))
+
+    def finish(self) -> None:
+        self.run.finish()
