@@ -51,11 +51,15 @@ def _sha(text: str) -> str:
 
 _URL_SHA: OrderedDict[str, str] = OrderedDict()
 _URL_SHA_MAX = 4096
+_URL_SHA_MAX_CHARS = 64 * 2**20
+"""The memo keeps its URLs alive, so it is bounded by their size too: 4096 data URLs of 1024-px frames
+would hold ~400 MB after the frame cache itself had dropped them."""
+_url_chars = 0
 _URL_LOCK = threading.Lock()
 
 
 def _url_sha(url: str) -> str:
-    """sha256 of an image data URL, memoised (bounded LRU): the frame cache hands out the same string
+    """sha256 of an image data URL, memoised (LRU bounded by count and characters): the frame cache hands out the same string
     objects again and again, and a str caches its own hash, so a repeat costs one dict lookup.
     `graph.frame_store.FrameStore` calls `url_digest` right after encoding (in its worker thread), so
     stage keys built on the event loop find the digest already memoised."""
@@ -64,11 +68,15 @@ def _url_sha(url: str) -> str:
         if hit is not None:
             _URL_SHA.move_to_end(url)
             return hit
+    global _url_chars
     digest = _sha(url)
     with _URL_LOCK:
+        if url not in _URL_SHA:
+            _url_chars += len(url)
         _URL_SHA[url] = digest
-        if len(_URL_SHA) > _URL_SHA_MAX:
-            _URL_SHA.popitem(last=False)
+        while len(_URL_SHA) > 1 and (len(_URL_SHA) > _URL_SHA_MAX or _url_chars > _URL_SHA_MAX_CHARS):
+            old, _ = _URL_SHA.popitem(last=False)
+            _url_chars -= len(old)
     return digest
 
 

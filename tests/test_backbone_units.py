@@ -128,6 +128,27 @@ def test_in_memory_stage_cache_keeps_the_most_recently_used() -> None:
         StageCache(None, memory_entries=0)
 
 
+def test_url_digest_memo_is_bounded_by_the_size_of_its_urls(monkeypatch) -> None:
+    """The memo keeps its data URLs alive; large frames must not pin hundreds of MB."""
+    import hashlib
+    from collections import OrderedDict
+
+    import graph.cache as cache_mod
+
+    monkeypatch.setattr(cache_mod, "_URL_SHA", OrderedDict())
+    monkeypatch.setattr(cache_mod, "_url_chars", 0)
+    monkeypatch.setattr(cache_mod, "_URL_SHA_MAX_CHARS", 250)
+    urls = [f"data:image/jpeg;base64,{i}" + "A" * 76 for i in range(5)]  # 100 characters each
+    for url in urls:
+        assert cache_mod.url_digest(url) == hashlib.sha256(url.encode()).hexdigest()
+    assert list(cache_mod._URL_SHA) == urls[3:] and cache_mod._url_chars == 200
+    cache_mod.url_digest(urls[3])  # a hit moves it to the end and adds nothing
+    assert list(cache_mod._URL_SHA) == [urls[4], urls[3]] and cache_mod._url_chars == 200
+    big = "data:" + "B" * 1000  # alone over the bound: kept (the newest entry always stays)
+    cache_mod.url_digest(big)
+    assert list(cache_mod._URL_SHA) == [big] and cache_mod._url_chars == len(big)
+
+
 def test_extract_json_object() -> None:
     assert extract_json_object('```json\n{"a": {"b": "}"}}\n```') == '{"a": {"b": "}"}}'
     assert extract_json_object('Sure! {"x": 1} trailing') == '{"x": 1}'
