@@ -23,6 +23,11 @@ Decisions where the issue was silent:
   decode) and does not cache them: the surprise scorer's input (up to 512 frames of a clip, 448 pixels on the
   short side) and the tracker's (576).
 - Cached frames are separate arrays (`VideoReader.read_list`), so evicting one frees it.
+- Every entry is filed under the video's `version`: its path and the file's identity (modification and
+  change times in ns, size, inode). A clip rewritten at the same path (a script that writes
+  `rollout.mp4` for every sample and scores it with one agent) is a new video: before this, the second
+  clip was scored on the first one's cached frames. The check is one `os.stat` per request; the old
+  entries age out of the LRU maps.
 """
 
 from __future__ import annotations
@@ -30,6 +35,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import functools
+import os
 import threading
 from collections import OrderedDict
 from collections.abc import Callable, Sequence
@@ -42,6 +48,8 @@ from graph.cache import url_digest
 from graph.workers import Lane, Priority, run_blocking, submit
 
 _MAX_READERS = 1024  # cached VideoReaders (metadata + keyframe index, no open file each)
+VideoKey = tuple[str, tuple[int, int, int, int] | None]
+"""`FrameStore.version`: (path, (mtime_ns, ctime_ns, size, inode) or None when it cannot be stat'ed)."""
 _MAX_JOBS = 256  # shared jobs kept (a 32x64-point track result is ~25 KB; an encoding job's is None)
 
 
@@ -83,7 +91,7 @@ class FrameStore:
         self._frames = _LRU(max_bytes)
         self._urls = _LRU(max_bytes // 4)
         self._extra = _LRU(max_bytes // 8)
-        self._readers: OrderedDict[str, Any] = OrderedDict()
+        self._readers: OrderedDict[VideoKey, Any] = OrderedDict()
         self._jobs: OrderedDict[Any, tuple[Future, Priority]] = OrderedDict()
         self._lock = threading.Lock()
         self.decoded = 0
@@ -136,36 +144,46 @@ class FrameStore:
                 raise
             return await asyncio.wrap_future(self.shared_job(key, compute, "now", lane))
 
-    def _reader(self, video: str) -> Any:
-        """The cached tools.video.VideoReader of `video` (its one demux scan gives meta and the
+    @staticmethod
+    def version(video: str) -> VideoKey:
+        """The key every cache entry of `video` is filed under: the path and the file's identity now, so a
+        file rewritten at the same path is another video (see the module docstring)."""
+        try:
+            st = os.stat(video)
+        except (OSError, ValueError):  # opening it reports why
+            return (video, None)
+        return (video, (st.st_mtime_ns, st.st_ctime_ns, st.st_size, st.st_ino))
+
+    def _reader(self, v: VideoKey) -> Any:
+        """The cached tools.video.VideoReader of version `v` (its one demux scan gives meta and the
         keyframe index; its first read reuses the scan's demuxer, later reads open their own, so one
         reader serves concurrent threads)."""
         from tools.video import VideoReader
 
         with self._lock:
-            reader = self._readers.get(video)
+            reader = self._readers.get(v)
             if reader is not None:
-                self._readers.move_to_end(video)
+                self._readers.move_to_end(v)
                 return reader
-        reader = VideoReader(video)
+        reader = VideoReader(v[0])
         with self._lock:
-            self._readers[video] = reader
+            self._readers[v] = reader
             while len(self._readers) > _MAX_READERS:
                 self._readers.popitem(last=False)[1].close_spare()
         return reader
 
     def meta(self, video: str) -> Any:
         """tools.video.VideoMeta of `video` (cached); raises VideoError subclasses."""
-        return self._reader(video).meta
+        return self._reader(self.version(video)).meta
 
-    def _ensure(self, video: str, wanted: set[int]) -> dict[int, np.ndarray]:
-        """The frames at `wanted`, decoding (in one pass) and caching those not cached."""
-        have = {i: self._frames.get((video, i)) for i in wanted}
+    def _ensure(self, v: VideoKey, wanted: set[int]) -> dict[int, np.ndarray]:
+        """The frames at `wanted` of version `v`, decoding (in one pass) and caching those not cached."""
+        have = {i: self._frames.get((v, i)) for i in wanted}
         missing = sorted(i for i, f in have.items() if f is None)
         if missing:
-            decoded = self._reader(video).read_list(missing)  # one array per frame: evicting it frees it
+            decoded = self._reader(v).read_list(missing)  # one array per frame: evicting it frees it
             for i, frame in zip(missing, decoded, strict=True):
-                self._frames.put((video, i), frame, frame.nbytes)
+                self._frames.put((v, i), frame, frame.nbytes)
                 have[i] = frame
             self.decoded += len(missing)
         return have
@@ -177,12 +195,15 @@ class FrameStore:
 
     def prefetch(self, video: str, indices: Sequence[int]) -> None:
         """Decode and cache the frames at `indices` without building an array of them."""
-        self._ensure(video, {int(i) for i in indices})
+        self._ensure(self.version(video), {int(i) for i in indices})
 
     def frame_list(self, video: str, indices: Sequence[int]) -> list[np.ndarray]:
         """The cached frames at `indices` as a list (decoding only those not cached; no stacked copy)."""
+        return self._frame_list(self.version(video), indices)
+
+    def _frame_list(self, v: VideoKey, indices: Sequence[int]) -> list[np.ndarray]:
         wanted = [int(i) for i in indices]
-        have = self._ensure(video, set(wanted))
+        have = self._ensure(v, set(wanted))
         return [have[i] for i in wanted]
 
     def frames(self, video: str, indices: Sequence[int]) -> np.ndarray:
@@ -197,25 +218,31 @@ class FrameStore:
         size and not cached, so a long high-resolution clip never sits in memory at full size."""
         from tools.video import tool_size
 
-        meta = self.meta(video)
-        size = tool_size(meta.width, meta.height, short_side)
-        if size == (meta.width, meta.height):
-            return self.frames(video, indices)
-        return self._reader(video).read(indices, size=size)
+        v = self.version(video)
+        reader = self._reader(v)
+        size = tool_size(reader.meta.width, reader.meta.height, short_side)
+        if size == (reader.meta.width, reader.meta.height):
+            frames = self._frame_list(v, indices)
+            return np.stack(frames) if frames else np.zeros((0, 1, 1, 3), np.uint8)
+        return reader.read(indices, size=size)
 
     def image_blocks(self, video: str, indices: Sequence[int], *, box: Sequence[float] | None = None,
                      note: str = "") -> list[dict]:
         """Content blocks: per frame a text label then a JPEG data URL (crop applied when `box`)."""
+        return self._image_blocks(self.version(video), indices, box=box, note=note)
+
+    def _image_blocks(self, v: VideoKey, indices: Sequence[int], *, box: Sequence[float] | None = None,
+                      note: str = "") -> list[dict]:
         from tools.video import crop_frame, encode_jpeg_data_url, frame_label, resize_long_side
 
-        meta = self.meta(video)
+        meta = self._reader(v).meta
         blocks: list[dict] = []
         key_box = None if box is None else tuple(round(float(b), 4) for b in box)
-        urls = {int(i): self._urls.get((video, int(i), key_box, self.long_side, self.quality)) for i in indices}
+        urls = {int(i): self._urls.get((v, int(i), key_box, self.long_side, self.quality)) for i in indices}
         todo = sorted(i for i, u in urls.items() if u is None)
-        decoded = self._ensure(video, set(todo)) if todo else {}
+        decoded = self._ensure(v, set(todo)) if todo else {}
         for i in indices:
-            key = (video, int(i), key_box, self.long_side, self.quality)
+            key = (v, int(i), key_box, self.long_side, self.quality)
             url = urls[int(i)]
             if url is None:
                 frame = decoded[int(i)]
@@ -251,34 +278,35 @@ class FrameStore:
         "now") and return it; while it runs, `ablocks` for the same frames waits for it instead of
         encoding them a second time. The job caches; it returns None (its failure, if any, is
         reported by whoever asks for the blocks next)."""
-        key = _encoding_key(video, indices)
-        return self.shared_job(key, functools.partial(self._encode, video, key[2]))
+        key = _encoding_key(self.version(video), indices)
+        return self.shared_job(key, functools.partial(self._encode, key[1], key[2]))
 
-    def _encode(self, video: str, indices: tuple[int, ...]) -> None:
-        self.image_blocks(video, indices)
+    def _encode(self, v: VideoKey, indices: tuple[int, ...]) -> None:
+        self._image_blocks(v, indices)
 
-    def _blocks_cached(self, video: str, indices: Sequence[int], box: Sequence[float] | None) -> bool:
+    def _blocks_cached(self, v: VideoKey, indices: Sequence[int], box: Sequence[float] | None) -> bool:
         key_box = None if box is None else tuple(round(float(b), 4) for b in box)
         with self._lock:
-            known = video in self._readers
-        return known and all(self._urls.get((video, int(i), key_box, self.long_side, self.quality)) is not None
+            known = v in self._readers
+        return known and all(self._urls.get((v, int(i), key_box, self.long_side, self.quality)) is not None
                              for i in indices)
 
     async def ablocks(self, video: str, indices: Sequence[int], *, box: Sequence[float] | None = None,
                       note: str = "") -> list[dict]:
         """`image_blocks`, in a worker thread unless every image is already cached (waiting first for
         a `start_encoding` job of the same frames)."""
+        v = self.version(video)
         if box is None:
             with self._lock:
-                job, _ = self._jobs.get(_encoding_key(video, indices), (None, None))
+                job, _ = self._jobs.get(_encoding_key(v, indices), (None, None))
             if job is not None and not job.done():
                 with contextlib.suppress(Exception):  # a failed job: the call below reports the error
                     await asyncio.wrap_future(job)
-        if self._blocks_cached(video, indices, box):
-            return self.image_blocks(video, indices, box=box, note=note)
-        return await run_blocking(self.image_blocks, video, indices, box=box, note=note)
+        if self._blocks_cached(v, indices, box):
+            return self._image_blocks(v, indices, box=box, note=note)
+        return await run_blocking(self._image_blocks, v, indices, box=box, note=note)
 
 
-def _encoding_key(video: str, indices: Sequence[int]) -> tuple[str, str, tuple[int, ...]]:
-    """`FrameStore.shared_job` key of encoding the full frames `indices` of `video`."""
-    return ("encode", video, tuple(int(i) for i in indices))
+def _encoding_key(v: VideoKey, indices: Sequence[int]) -> tuple[str, VideoKey, tuple[int, ...]]:
+    """`FrameStore.shared_job` key of encoding the full frames `indices` of version `v`."""
+    return ("encode", v, tuple(int(i) for i in indices))

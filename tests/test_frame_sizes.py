@@ -121,7 +121,7 @@ def test_frame_store_caches_separate_arrays_so_its_byte_bound_holds(wide):
     frame_bytes = 96 * 160 * 3
     store = FrameStore(max_bytes=5 * frame_bytes)
     store.prefetch(str(wide), range(24))  # one decode of 24 frames; the cache keeps the last 5
-    kept = [f for i in range(24) if (f := store._frames.get((str(wide), i))) is not None]
+    kept = [f for i in range(24) if (f := store._frames.get((store.version(str(wide)), i))) is not None]
     assert len(kept) == 5
     # views of one decoded [24,H,W,3] array would keep all 24 frames alive behind those 5
     assert all(not isinstance(f.base, np.ndarray) or f.base.nbytes <= 2 * frame_bytes for f in kept)
@@ -244,3 +244,22 @@ def test_short_clips_are_decoded_whole_only_when_they_fit_a_quarter_of_the_frame
                        {"configurable": {"thread_id": "r"}})
     assert out["result"].status == "scored" and len(out["sample"]) == 32
     assert store.decoded == decoded  # all 33 in one pass, or only the 32 sampled
+
+
+def test_frame_store_files_entries_under_the_file_version(tmp_path):
+    """A file rewritten at the same path gets a new reader, new frames and new data URLs."""
+    from graph.frame_store import FrameStore
+    from tools.video import write_video
+
+    path = str(tmp_path / "clip.mp4")
+    write_video(path, np.full((8, 32, 48, 3), 40, np.uint8), fps=8.0)
+    store = FrameStore()
+    old = store.version(path)
+    assert store.meta(path).frames == 8 and int(store.frames(path, [0]).mean()) in range(35, 46)
+    url = store.image_blocks(path, [0])[1]["image_url"]["url"]
+    assert store.version(path) == old and store.image_blocks(path, [0])[1]["image_url"]["url"] is url  # cached
+    write_video(path, np.full((12, 32, 48, 3), 200, np.uint8), fps=8.0)
+    assert store.version(path) != old
+    assert store.meta(path).frames == 12 and int(store.frames(path, [0]).mean()) in range(195, 206)
+    assert store.image_blocks(path, [0])[1]["image_url"]["url"] != url
+    assert store.version(str(tmp_path / "missing.mp4"))[1] is None
