@@ -33,6 +33,7 @@ from typing import TYPE_CHECKING, Any, Literal, get_args
 from langchain_core.messages import BaseMessage, HumanMessage, SystemMessage
 from pydantic import BaseModel, Field
 
+from graph.frame_store import FrameStore, VideoKey
 from graph.settings import BackboneSettings, StructuredMethod, env_choice, env_number
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -173,19 +174,21 @@ class FrameSampler:
 
     def __init__(self, max_frames: int = 64, long_side: int = 512, quality: int = 85, cache_size: int = 16) -> None:
         self.max_frames, self.long_side, self.quality = max_frames, long_side, quality
-        self._cache: OrderedDict[str, list[dict]] = OrderedDict()
+        self._cache: OrderedDict[VideoKey, list[dict]] = OrderedDict()
         self._size = cache_size
 
     def cached(self, path: str) -> list[dict] | None:
-        """Blocks of `path` if they are in the LRU cache."""
-        blocks = self._cache.get(path)
+        """Blocks of `path` if they are in the LRU cache (of the file as it is now: a clip rewritten at
+        the same path is another clip, `graph.frame_store.FrameStore.version`)."""
+        key = FrameStore.version(path)
+        blocks = self._cache.get(key)
         if blocks is not None:
-            self._cache.move_to_end(path)
+            self._cache.move_to_end(key)
         return blocks
 
     def store(self, path: str, blocks: list[dict]) -> None:
         """Remember the blocks of `path` (evicting the least recently used clip)."""
-        self._cache[path] = blocks
+        self._cache[FrameStore.version(path)] = blocks
         if len(self._cache) > self._size:
             self._cache.popitem(last=False)
 

@@ -115,3 +115,18 @@ def test_unconfigured_judge_and_settings_from_env():
         JudgeSettings.from_env({"RAA_JUDGE_MAX_FRAMES": "many"})
     with pytest.raises(ValueError, match="1..64"):
         JudgeSettings(max_frames=65)
+
+
+def test_frame_sampler_decodes_a_rewritten_clip_again(tmp_path):
+    """Its cache is filed under the file's version: a clip written anew at the same path is not judged
+    on the old clip's frames."""
+    from evals.judge import FrameSampler
+
+    path = tmp_path / "clip.mp4"
+    write_video(path, np.full((8, 32, 32, 3), 30, np.uint8), fps=8.0)
+    sampler = FrameSampler(max_frames=4)
+    first = sampler.blocks(path)
+    assert sampler.blocks(path) is first  # cached while the file is unchanged
+    write_video(path, np.full((16, 32, 32, 3), 220, np.uint8), fps=8.0)
+    second = sampler.blocks(path)
+    assert second is not first and second[1]["image_url"]["url"] != first[1]["image_url"]["url"]
