@@ -26,8 +26,10 @@ Decisions where the issue was silent:
 - Every entry is filed under the video's `version`: its path and the file's identity (modification and
   change times in ns, size, inode). A clip rewritten at the same path (a script that writes
   `rollout.mp4` for every sample and scores it with one agent) is a new video: before this, the second
-  clip was scored on the first one's cached frames. The check is one `os.stat` per request; the old
-  entries age out of the LRU maps.
+  clip was scored on the first one's cached frames. Requests served in worker threads stat the file
+  (one `os.stat` each) and remember its version; those on the event loop (`ablocks`, track keys:
+  `current`) use the remembered one, since a run's quality step stats its clip first and a stat on
+  the loop is a blocking call. The old entries age out of the LRU maps.
 """
 
 from __future__ import annotations
@@ -92,6 +94,7 @@ class FrameStore:
         self._urls = _LRU(max_bytes // 4)
         self._extra = _LRU(max_bytes // 8)
         self._readers: OrderedDict[VideoKey, Any] = OrderedDict()
+        self._known: OrderedDict[str, VideoKey] = OrderedDict()  # path -> its version when last stat'ed
         self._jobs: OrderedDict[Any, tuple[Future, Priority]] = OrderedDict()
         self._lock = threading.Lock()
         self.decoded = 0
@@ -154,6 +157,24 @@ class FrameStore:
             return (video, None)
         return (video, (st.st_mtime_ns, st.st_ctime_ns, st.st_size, st.st_ino))
 
+    def _refresh(self, video: str) -> VideoKey:
+        """`version` of `video`, remembered as its current one (called off the event loop: it stats)."""
+        v = self.version(video)
+        with self._lock:
+            self._known[video] = v
+            self._known.move_to_end(video)
+            while len(self._known) > _MAX_READERS:
+                self._known.popitem(last=False)
+        return v
+
+    def current(self, video: str) -> VideoKey:
+        """The version of `video` the last request that stat'ed it found, without touching the disk (for
+        keys built on the event loop; a run's quality step stats its clip first); stats only a file no
+        request has looked at yet."""
+        with self._lock:
+            v = self._known.get(video)
+        return v if v is not None else self._refresh(video)
+
     def _reader(self, v: VideoKey) -> Any:
         """The cached tools.video.VideoReader of version `v` (its one demux scan gives meta and the
         keyframe index; its first read reuses the scan's demuxer, later reads open their own, so one
@@ -174,7 +195,7 @@ class FrameStore:
 
     def meta(self, video: str) -> Any:
         """tools.video.VideoMeta of `video` (cached); raises VideoError subclasses."""
-        return self._reader(self.version(video)).meta
+        return self._reader(self._refresh(video)).meta
 
     def _ensure(self, v: VideoKey, wanted: set[int]) -> dict[int, np.ndarray]:
         """The frames at `wanted` of version `v`, decoding (in one pass) and caching those not cached."""
@@ -195,11 +216,11 @@ class FrameStore:
 
     def prefetch(self, video: str, indices: Sequence[int]) -> None:
         """Decode and cache the frames at `indices` without building an array of them."""
-        self._ensure(self.version(video), {int(i) for i in indices})
+        self._ensure(self._refresh(video), {int(i) for i in indices})
 
     def frame_list(self, video: str, indices: Sequence[int]) -> list[np.ndarray]:
         """The cached frames at `indices` as a list (decoding only those not cached; no stacked copy)."""
-        return self._frame_list(self.version(video), indices)
+        return self._frame_list(self._refresh(video), indices)
 
     def _frame_list(self, v: VideoKey, indices: Sequence[int]) -> list[np.ndarray]:
         wanted = [int(i) for i in indices]
@@ -218,7 +239,7 @@ class FrameStore:
         size and not cached, so a long high-resolution clip never sits in memory at full size."""
         from tools.video import tool_size
 
-        v = self.version(video)
+        v = self._refresh(video)
         reader = self._reader(v)
         size = tool_size(reader.meta.width, reader.meta.height, short_side)
         if size == (reader.meta.width, reader.meta.height):
@@ -229,7 +250,7 @@ class FrameStore:
     def image_blocks(self, video: str, indices: Sequence[int], *, box: Sequence[float] | None = None,
                      note: str = "") -> list[dict]:
         """Content blocks: per frame a text label then a JPEG data URL (crop applied when `box`)."""
-        return self._image_blocks(self.version(video), indices, box=box, note=note)
+        return self._image_blocks(self._refresh(video), indices, box=box, note=note)
 
     def _image_blocks(self, v: VideoKey, indices: Sequence[int], *, box: Sequence[float] | None = None,
                       note: str = "") -> list[dict]:
@@ -278,7 +299,7 @@ class FrameStore:
         "now") and return it; while it runs, `ablocks` for the same frames waits for it instead of
         encoding them a second time. The job caches; it returns None (its failure, if any, is
         reported by whoever asks for the blocks next)."""
-        key = _encoding_key(self.version(video), indices)
+        key = _encoding_key(self._refresh(video), indices)
         return self.shared_job(key, functools.partial(self._encode, key[1], key[2]))
 
     def _encode(self, v: VideoKey, indices: tuple[int, ...]) -> None:
@@ -295,7 +316,10 @@ class FrameStore:
                       note: str = "") -> list[dict]:
         """`image_blocks`, in a worker thread unless every image is already cached (waiting first for
         a `start_encoding` job of the same frames)."""
-        v = self.version(video)
+        with self._lock:
+            v = self._known.get(video)
+        if v is None:  # no request of this file has looked at it yet: find its version off the loop
+            return await run_blocking(self.image_blocks, video, indices, box=box, note=note)
         if box is None:
             with self._lock:
                 job, _ = self._jobs.get(_encoding_key(v, indices), (None, None))

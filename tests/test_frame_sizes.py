@@ -263,3 +263,22 @@ def test_frame_store_files_entries_under_the_file_version(tmp_path):
     assert store.meta(path).frames == 12 and int(store.frames(path, [0]).mean()) in range(195, 206)
     assert store.image_blocks(path, [0])[1]["image_url"]["url"] != url
     assert store.version(str(tmp_path / "missing.mp4"))[1] is None
+
+
+def test_ablocks_of_a_file_no_request_has_seen_finds_its_version_off_the_loop(tmp_path):
+    """On the event loop the store only uses versions worker-thread requests remembered (a stat there is
+    a blocking call); a first request for a file goes to a worker thread, later ones see rewrites."""
+    import asyncio
+
+    from graph.frame_store import FrameStore
+    from tools.video import write_video
+
+    path = str(tmp_path / "clip.mp4")
+    write_video(path, np.full((8, 32, 48, 3), 40, np.uint8), fps=8.0)
+    store = FrameStore()
+    first = asyncio.run(store.ablocks(path, [0]))[1]["image_url"]["url"]
+    assert store.current(path) == store.version(path)
+    write_video(path, np.full((8, 32, 48, 3), 200, np.uint8), fps=8.0)
+    assert asyncio.run(store.ablocks(path, [0]))[1]["image_url"]["url"] == first  # not stat'ed again yet
+    store.meta(path)  # a worker-side request (a run's quality step) sees the new file
+    assert asyncio.run(store.ablocks(path, [0]))[1]["image_url"]["url"] != first

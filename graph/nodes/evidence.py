@@ -244,7 +244,7 @@ async def _track(state: AgentState, ctx: RunContext, exchanges: list[ToolExchang
 
 def _track_request(ctx: RunContext, video: str, idx: list[int], points: list[list[float]]) -> tuple[tuple, Any]:
     """(FrameStore track-job key, the computation) of tracking `points` (or a grid) over `idx`."""
-    key = ("tracks", ctx.frames.version(video), tuple(idx), tuple(tuple(float(v) for v in p) for p in points))
+    key = ("tracks", ctx.frames.current(video), tuple(idx), tuple(tuple(float(v) for v in p) for p in points))
     return key, functools.partial(_compute_tracks, ctx, video, idx, points)
 
 
@@ -261,7 +261,7 @@ def prefetch_tracks(ctx: RunContext, video: str, frames: int, sample: list[int])
 async def track_overlays(state: AgentState, ctx: RunContext, idx: list[int], points: list[list[float]],
                          shown: list[int]) -> tuple[list[dict], str]:
     """Track `points` (or a grid) over frames `idx` once per run; returns (overlay blocks of `shown`, summary)."""
-    key = ("overlay", ctx.frames.version(state["video"]), tuple(idx), tuple(tuple(p) for p in points), tuple(shown))
+    key = ("overlay", ctx.frames.current(state["video"]), tuple(idx), tuple(tuple(p) for p in points), tuple(shown))
     cached = ctx.frames.get_extra(key)
     if cached is None:
         tracks = await ctx.frames.atracks(*_track_request(ctx, state["video"], idx, points), ctx.tools.lane)
