@@ -203,3 +203,24 @@ def test_bad_reward_options_and_an_unusable_trace_database_exit_2(tmp_path):
                               env={**env, **variables})
         assert proc.returncode == 2, proc.stderr[-2000:]
         assert message in proc.stderr and "Traceback" not in proc.stderr
+
+
+def test_help_lists_every_field_with_its_default_and_docstring(capsys):
+    """`python -m training.train --help` (it said "unknown option --help"): the config's own docstrings."""
+    import dataclasses
+
+    from training.cli_help import field_docs
+    from training.config import TrainConfig
+    from training.train import main
+
+    assert main(["--help"]) == 0
+    out = capsys.readouterr().out
+    names = [f.name for f in dataclasses.fields(TrainConfig)]
+    docs = field_docs()
+    assert [name for _, name, _ in docs] == names  # every field, in source order
+    assert all(doc for _, _, doc in docs), [name for _, name, doc in docs if not doc]  # each documented
+    for name in names:
+        assert f"\n  --{name}  (" in out, name
+    assert "  --zero_stage  (int | None; default None)\n      Overrides zero_optimization.stage" in out
+    assert "\noptimisation / DeepSpeed:\n" in out and out.startswith("usage: python -m training.train")
+    assert main(["-h"]) == 0 and capsys.readouterr().out == out

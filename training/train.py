@@ -96,6 +96,11 @@ def check_prompts(cfg: TrainConfig) -> None:
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = list(sys.argv[1:] if argv is None else argv)
+    if "--help" in args or "-h" in args:
+        from training.cli_help import help_text
+
+        print(help_text(), end="")
+        return 0
     try:
         cfg = parse_cli(args)
         check_prompts(cfg)
