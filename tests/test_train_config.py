@@ -224,3 +224,30 @@ def test_help_lists_every_field_with_its_default_and_docstring(capsys):
     assert "  --zero_stage  (int | None; default None)\n      Overrides zero_optimization.stage" in out
     assert "\noptimisation / DeepSpeed:\n" in out and out.startswith("usage: python -m training.train")
     assert main(["-h"]) == 0 and capsys.readouterr().out == out
+
+
+def test_check_makes_the_launch_checks_and_exits(tmp_path, capsys, monkeypatch):
+    """`--check`: the resolved config and what a launch would do, without loading a model."""
+    from tests.test_checkpoints import _fake_checkpoint
+    from training.resume import StateLayout, write_layout
+    from training.train import main
+
+    smoke = str(Path(__file__).resolve().parents[1] / "training" / "configs" / "smoke.yaml")
+    out = tmp_path / "run"
+    monkeypatch.delenv("WORLD_SIZE", raising=False)
+    assert main(["--config", smoke, "--output_dir", str(out), "--check"]) == 0
+    text = capsys.readouterr().out
+    assert f"output_dir: {out}" in text and "check: ok for 1 rank (WORLD_SIZE): 4 training prompts" in text
+    assert "ZeRO stage 2, float32" in text and not out.exists()  # nothing written
+    monkeypatch.setenv("WORLD_SIZE", "3")
+    assert main(["--config", smoke, "--check"]) == 2
+    assert "must be divisible by the number of ranks (3)" in capsys.readouterr().err
+    monkeypatch.setenv("WORLD_SIZE", "1")
+    assert main(["--config", smoke, "--output_dir", str(out), "--resume", "--check"]) == 2
+    assert "no checkpoint in" in capsys.readouterr().err
+    _fake_checkpoint(out / "checkpoints", "iter_000002", ranks=1)
+    write_layout(out / "checkpoints" / "iter_000002", StateLayout(2, "float32"))
+    assert main(["--config", smoke, "--output_dir", str(out), "--resume", "--check"]) == 0
+    assert "resume: from iter_000002\n" in capsys.readouterr().out + "\n"
+    assert main(["--config", smoke, "--output_dir", str(out), "--resume", "--zero_stage", "3", "--check"]) == 2
+    assert "saved under ZeRO stage 2 and this launch runs stage 3" in capsys.readouterr().err

@@ -264,6 +264,13 @@ def validate(cfg: TrainConfig) -> TrainConfig:
     return cfg
 
 
+def check_world_size(cfg: TrainConfig, world: int) -> None:
+    """ConfigError unless ``world`` ranks can split ``prompts_per_iteration`` evenly (checked at launch)."""
+    if cfg.prompts_per_iteration % world:
+        raise ConfigError(f"prompts_per_iteration ({cfg.prompts_per_iteration}) must be divisible by the "
+                          f"number of ranks ({world})")
+
+
 def resolve_ds_config(name: str) -> Path:
     """The DeepSpeed JSON path: as given when it exists, else the bundled training/configs/NAME."""
     path = Path(name)

@@ -37,6 +37,7 @@ from pathlib import Path
 from typing import Literal
 
 from training.config import ConfigError, TrainConfig, resolve_ds_config
+from training.config_io import read_saved_run, resume_conflicts
 from training.engine import UNIVERSAL_SUFFIX, checkpoint_ranks, latest_tag
 
 LAYOUT_FILE = "layout.json"
@@ -148,6 +149,23 @@ def resume_source(ckpt_dir: Path, world: int, layout: StateLayout | None = None,
                      f"splits the optimizer state over the ranks that wrote it. Resume with {_n(ranks, 'process')} "
                      f"(`torchrun --nproc_per_node {ranks} ...` or `deepspeed --num_gpus {ranks} ...`), or "
                      f"convert the checkpoint once, after which any number of processes can resume it: {convert}")
+
+
+def plan_resume(cfg: TrainConfig, world: int) -> tuple[ResumeSource, list[str]]:
+    """What a ``--resume`` launch of ``cfg`` with ``world`` ranks loads, and the settings it changes against
+    the run's saved config (`config_io.config_changes`, for the warning); ConfigError, before any model
+    loads, for a resume that cannot work (`resume_source`, `config_io.resume_conflicts`)."""
+    out_dir = Path(cfg.output_dir)
+    saved = read_saved_run(out_dir / "config.yaml", cfg)
+    try:
+        source = resume_source(out_dir / "checkpoints", world, state_layout(cfg), fallback=run_layout(saved.config))
+    except ValueError as exc:
+        raise ConfigError(str(exc)) from None
+    if conflicts := resume_conflicts(saved.changes, cfg):
+        raise ConfigError(f"--resume: {out_dir} was trained with another model, and a checkpoint keeps its "
+                          "parameters: " + "; ".join(conflicts) + ". Resume with the run's settings, or start a "
+                          "new run in another output_dir")
+    return source, saved.changes
 
 
 def _impossible(folder: Path, written: StateLayout, now: StateLayout) -> str:

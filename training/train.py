@@ -6,6 +6,9 @@ Launch with any of::
     torchrun --nproc_per_node 2 -m training.train --config training/configs/smoke.yaml
     python -m training.train --config training/configs/smoke.yaml     # one process
 
+``--check`` makes every check a launch makes before a model loads, prints the resolved config and what
+a resume would load, and exits (0, or 2 with the problem); ``--help`` lists the config fields.
+
 This is the edge where the environment is read: ``LOCAL_RANK`` (set by the launchers), the
 reward token variable named by ``reward_options.token_env`` (http reward), the agent's ``RAA_*``
 backbone settings (agent reward without a ``model``: endpoint, ``RAA_INSPECT_MODE``, traces), and --
@@ -94,6 +97,39 @@ def check_prompts(cfg: TrainConfig) -> None:
         raise ConfigError("bad prompt images (the first ones found):\n  - " + "\n  - ".join(problems))
 
 
+def launch_check(cfg: TrainConfig, agent_settings: Any, agent_tools: Any, world: int) -> str:
+    """``--check``: every check a launch of ``cfg`` on ``world`` ranks makes before a model loads (the reward
+    and its options, wandb, how the ranks split the prompts, what a resume would load); the resolved
+    config and a summary, or ConfigError."""
+    import yaml
+
+    from training.config import check_world_size
+    from training.config_io import config_to_dict
+    from training.data import load_prompts
+    from training.resume import plan_resume, state_layout
+    from training.rewards import build_reward
+    from training.wandb_log import require_wandb
+
+    try:
+        build_reward(cfg.reward or "", cfg.reward_options, token=reward_token(cfg), agent_settings=agent_settings,
+                     agent_tools=agent_tools)
+    except ValueError as exc:
+        raise ConfigError(str(exc)) from None
+    require_wandb(cfg.wandb_project)
+    check_world_size(cfg, world)
+    layout = state_layout(cfg)
+    prompts = len(load_prompts(cfg.dataset, cfg.dataset_file))
+    held_out = len(load_prompts(cfg.eval_dataset, cfg.eval_dataset_file)) if cfg.eval_every else 0
+    lines = [yaml.safe_dump(config_to_dict(cfg), sort_keys=False).rstrip(),
+             f"check: ok for {world} rank{'s' if world != 1 else ''} (WORLD_SIZE): {prompts} training prompts, "
+             f"{held_out} held-out; reward {cfg.reward}; ZeRO stage {layout.zero_stage}, {layout.dtype}"]
+    if cfg.resume:
+        source, changes = plan_resume(cfg, world)
+        lines.append(f"resume: from {source.tag}" + (" (universal checkpoint)" if source.universal else ""))
+        lines += [f"  changed: {line}" for line in changes]
+    return "\n".join(lines)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     args = list(sys.argv[1:] if argv is None else argv)
     if "--help" in args or "-h" in args:
@@ -101,14 +137,20 @@ def main(argv: Sequence[str] | None = None) -> int:
 
         print(help_text(), end="")
         return 0
+    check = "--check" in args
     try:
-        cfg = parse_cli(args)
+        cfg = parse_cli([a for a in args if a != "--check"])
         check_prompts(cfg)
         agent_settings = reward_settings(cfg)
         agent_tools = reward_tools(cfg)
+        if check:
+            report = launch_check(cfg, agent_settings, agent_tools, int(os.environ.get("WORLD_SIZE", "1")))
     except ConfigError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
+    if check:
+        print(report)
+        return 0
     _single_process_env()
     # heavy imports (deepspeed, diffusers) only after validation
     from graph.stores import StoreError

@@ -60,8 +60,8 @@ from evals.diversity import d_prompt, d_prompt_frames
 from policy.rollout import Rollout, RolloutConfig, cat_rollouts, rollout
 from policy.world_model import Conditioning, FlowWorldModel
 from training import engine as ds_engine
-from training.config import ConfigError, TrainConfig
-from training.config_io import config_to_dict, read_saved_run, resume_conflicts
+from training.config import ConfigError, TrainConfig, check_world_size
+from training.config_io import config_to_dict
 from training.data import PromptStream, derive_seed, load_frame, load_prompts
 from training.evaluate import evaluate, summarize_eval
 from training.export import ExportError, export_policy
@@ -70,7 +70,7 @@ from training.metrics import MetricsLog, gather, summarize
 from training.models import build_world_model, negative_prompt
 from training.preemption import StopRequest, TrainingStopped
 from training.preview import latent_preview
-from training.resume import resume_source, run_layout, state_layout, write_layout
+from training.resume import plan_resume, state_layout, write_layout
 from training.reward_runner import RewardRunner, merge_outcomes
 from training.rewards import RewardOutcome
 from training.update import Group, chunk, update_policy
@@ -142,25 +142,14 @@ def train(cfg: TrainConfig, *, local_rank: int = 0, reward_token: str | None = N
     device = torch.device("cuda", local_rank) if use_cuda else torch.device("cpu")
     deepspeed.init_distributed(dist_backend="nccl" if use_cuda else "gloo")
     rank, world = dist.get_rank(), dist.get_world_size()
-    if cfg.prompts_per_iteration % world:
-        raise ConfigError(f"prompts_per_iteration ({cfg.prompts_per_iteration}) must be divisible by the "
-                          f"number of ranks ({world})")
+    check_world_size(cfg, world)
     per_rank = cfg.prompts_per_iteration // world
     out_dir = Path(cfg.output_dir)
     ckpt_dir = out_dir / "checkpoints"
     source = None
     layout = state_layout(cfg)
     if cfg.resume:
-        saved = read_saved_run(out_dir / "config.yaml", cfg)
-        try:
-            source = resume_source(ckpt_dir, world, layout, fallback=run_layout(saved.config))
-        except ValueError as exc:
-            raise ConfigError(str(exc)) from None
-        changes = saved.changes
-        if conflicts := resume_conflicts(changes, cfg):
-            raise ConfigError(f"--resume: {out_dir} was trained with another model, and a checkpoint keeps its "
-                              "parameters: " + "; ".join(conflicts) + ". Resume with the run's settings, or start a "
-                              "new run in another output_dir")
+        source, changes = plan_resume(cfg, world)
         if rank == 0 and changes:
             print(f"warning: resuming {out_dir} with settings that differ from its saved config.yaml:\n  "
                   + "\n  ".join(changes), file=sys.stderr, flush=True)
