@@ -57,7 +57,9 @@ def _item(item: Any) -> tuple[str, str, str | None]:
 
 def _video(video: Any) -> str:
     if not isinstance(video, str | Path):
-        raise TypeError(f"video must be a path (str or Path), got {type(video).__name__}")
+        hint = ("; write the frames to a file first: tools.video.write_video(path, frames, fps=16)"
+                if type(video).__name__ in ("ndarray", "Tensor") else "")
+        raise TypeError(f"video must be a path (str or Path), got {type(video).__name__}{hint}")
     return str(video)
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 
+import numpy as np
 import pytest
 from graph_scripts import (
     CLEAN_AUDIT,
@@ -185,8 +186,12 @@ def test_batch_of_16_with_three_bad_clips(clips, tmp_path):
 
 
 def test_api_type_errors():
-    with pytest.raises(TypeError):
+    with pytest.raises(TypeError, match="video must be a path .*got int$"):
         asyncio.run(ascore_videos([(123, "x")], AgentConfig(preset="direct"), model=ScriptedChatModel({}),
+                                  checkpointer=InMemorySaver()))
+    frames = np.zeros((4, 8, 8, 3), np.uint8)  # frames in memory: the error says how to score them
+    with pytest.raises(TypeError, match="got ndarray; write the frames to a file first: tools.video.write_video"):
+        asyncio.run(ascore_videos([(frames, "x")], AgentConfig(preset="direct"), model=ScriptedChatModel({}),
                                   checkpointer=InMemorySaver()))
     with pytest.raises(ValueError):
         asyncio.run(ascore_videos([], model=ScriptedChatModel({}), max_concurrency=0, checkpointer=InMemorySaver()))
