@@ -8,7 +8,7 @@ or cannot work; DeepSpeed itself only finds out after the model has loaded, with
 ``AssertionError`` for 2 -> 3, ``FileNotFoundError: ...bf16_zero_pp_rank_0...`` for float32 -> bfloat16).
 :func:`resume_source` decides from file names and one small JSON file, before anything loads.
 
-What loads into what, measured on CPU with DeepSpeed 0.18 (float16 cannot run on CPU and is unverified):
+What loads into what, measured on CPU with DeepSpeed 0.19.8 (float16 cannot run on CPU and is unverified):
 
 * stages 1 and 2 share one layout: 2 -> 1 and 1 -> 2 load directly;
 * stage 0, stages 1-2 and stage 3 do not load into one another, not even through the universal form
