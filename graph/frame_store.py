@@ -169,11 +169,13 @@ class FrameStore:
 
     def current(self, video: str) -> VideoKey:
         """The version of `video` the last request that stat'ed it found, without touching the disk (for
-        keys built on the event loop; a run's quality step stats its clip first); stats only a file no
-        request has looked at yet."""
+        keys built on the event loop; a run's quality step stats its clip first). For a file no request
+        has stat'ed yet (a run resumed or forked after its quality step, in a fresh process) it is
+        ``(video, None)``: never a stat on the loop, and the first worker-side request files the rest
+        under the real version."""
         with self._lock:
             v = self._known.get(video)
-        return v if v is not None else self._refresh(video)
+        return v if v is not None else (video, None)
 
     def _reader(self, v: VideoKey) -> Any:
         """The cached tools.video.VideoReader of version `v` (its one demux scan gives meta and the

@@ -97,3 +97,27 @@ def test_the_chatopenai_path_makes_no_blocking_call_on_the_event_loop(tmp_path, 
         state["armed"] = True
         out = asyncio.run(_run(agent(), clips[1], f"watched-{method}", watch=True))
     assert state["failed"] == 1 and out["result"].status == "scored", out["result"].reasons
+
+
+def test_a_run_forked_after_its_quality_step_in_a_fresh_agent_makes_no_blocking_call(tmp_path):
+    """Time travel in `langgraph dev`: a fresh process forks a traced run after quality, so no request
+    has stat'ed the clip; the frame cache's track keys (built on the loop) must not stat it there."""
+    clip = moving_square(tmp_path / "c.mp4", seed=3)
+    asyncio.run(_run(_agent(tmp_path, "full"), clip, "traced", watch=False))
+    fresh = _agent(tmp_path, "full")  # another frame cache: nothing known about the clip
+    config = {"configurable": {"thread_id": "traced"}}
+    before = next(s for s in fresh.get_state_history(config) if s.next and s.next[0] == "assess")
+
+    async def fork():
+        buster = BlockBuster()
+        for name in ALLOWED:
+            buster.functions.pop(name)
+        buster.activate()
+        try:
+            return await fresh.ainvoke(None, before.config, durability="async")
+        finally:
+            buster.deactivate()
+
+    out = asyncio.run(fork())
+    assert out["result"].status == "scored", out["result"].reasons
+    assert [s["node"] for s in out["steps"]].count("quality") == 1  # the fork did not run quality again

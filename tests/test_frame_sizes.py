@@ -276,6 +276,7 @@ def test_ablocks_of_a_file_no_request_has_seen_finds_its_version_off_the_loop(tm
     path = str(tmp_path / "clip.mp4")
     write_video(path, np.full((8, 32, 48, 3), 40, np.uint8), fps=8.0)
     store = FrameStore()
+    assert store.current(path) == (path, None)  # nothing stat'ed it yet, and current never does
     first = asyncio.run(store.ablocks(path, [0]))[1]["image_url"]["url"]
     assert store.current(path) == store.version(path)
     write_video(path, np.full((8, 32, 48, 3), 200, np.uint8), fps=8.0)
