@@ -251,3 +251,19 @@ def test_check_makes_the_launch_checks_and_exits(tmp_path, capsys, monkeypatch):
     assert "resume: from iter_000002\n" in capsys.readouterr().out + "\n"
     assert main(["--config", smoke, "--output_dir", str(out), "--resume", "--zero_stage", "3", "--check"]) == 2
     assert "saved under ZeRO stage 2 and this launch runs stage 3" in capsys.readouterr().err
+
+
+def test_a_bad_deepspeed_json_is_a_config_error(tmp_path):
+    """It was a JSONDecodeError traceback from DeepSpeed's config step, after the model had loaded."""
+    from training.config import read_ds_config
+
+    assert read_ds_config("ds_zero2.json")["zero_optimization"]["stage"] == 2
+    bad = tmp_path / "bad.json"
+    bad.write_text("{bad")
+    with pytest.raises(ConfigError, match=r"ds_config '.*bad.json' is not valid JSON: Expecting property name"):
+        read_ds_config(str(bad))
+    bad.write_text("[1]")
+    with pytest.raises(ConfigError, match="must hold a JSON object, got list"):
+        read_ds_config(str(bad))
+    with pytest.raises(ConfigError, match="ds_config 'nope.json' not found"):
+        read_ds_config("nope.json")

@@ -11,6 +11,7 @@ launch); a ``ds_config`` without a directory refers to the bundled ``training/co
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
@@ -281,3 +282,19 @@ def resolve_ds_config(name: str) -> Path:
         return bundled
     raise ConfigError(f"ds_config {name!r} not found (bundled files: "
                       f"{sorted(p.name for p in CONFIG_DIR.glob('*.json'))})")
+
+
+def read_ds_config(name: str) -> dict[str, Any]:
+    """The DeepSpeed JSON ``name`` names (`resolve_ds_config`) as a dict; ConfigError naming the file when it
+    is missing, unreadable, not valid JSON or not a JSON object (DeepSpeed's own traceback came after
+    the model had loaded)."""
+    path = resolve_ds_config(name)
+    try:
+        data = json.loads(path.read_text())
+    except OSError as exc:
+        raise ConfigError(f"ds_config {str(path)!r} cannot be read: {exc.strerror or exc}") from None
+    except ValueError as exc:  # JSONDecodeError, and text that is not UTF-8
+        raise ConfigError(f"ds_config {str(path)!r} is not valid JSON: {exc}") from None
+    if not isinstance(data, dict):
+        raise ConfigError(f"ds_config {str(path)!r} must hold a JSON object, got {type(data).__name__}")
+    return data

@@ -22,7 +22,6 @@ client state because DeepSpeed stores client state once (rank 0's model-states f
 from __future__ import annotations
 
 import copy
-import json
 import random
 from pathlib import Path
 from typing import Any
@@ -33,13 +32,13 @@ import torch.distributed as dist
 
 from policy.rollout import RolloutConfig, SDEStepRecord, step_log_prob
 from policy.world_model import Conditioning, FlowWorldModel
-from training.config import TrainConfig, resolve_ds_config
+from training.config import TrainConfig, read_ds_config
 
 
 def deepspeed_config(cfg: TrainConfig, grad_accum_steps: int, *, load_universal: bool = False) -> dict[str, Any]:
     """DeepSpeed JSON of ``cfg.ds_config`` with this run's batch, accumulation, lr and stage;
     ``load_universal``: the engine will load a universal checkpoint (training.resume.ResumeSource)."""
-    ds = json.loads(resolve_ds_config(cfg.ds_config).read_text())
+    ds = read_ds_config(cfg.ds_config)
     ds.pop("train_batch_size", None)
     ds["train_micro_batch_size_per_gpu"] = cfg.micro_batch
     ds["gradient_accumulation_steps"] = grad_accum_steps

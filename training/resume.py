@@ -36,7 +36,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
-from training.config import ConfigError, TrainConfig, resolve_ds_config
+from training.config import ConfigError, TrainConfig, read_ds_config
 from training.config_io import read_saved_run, resume_conflicts
 from training.engine import UNIVERSAL_SUFFIX, checkpoint_ranks, latest_tag
 
@@ -69,7 +69,7 @@ def state_layout(cfg: TrainConfig) -> StateLayout:
     """The layout a launch of ``cfg`` writes (reads its DeepSpeed JSON; ConfigError when that is gone)."""
     if cfg.zero_stage is not None:
         return StateLayout(cfg.zero_stage, cfg.dtype)
-    ds = json.loads(resolve_ds_config(cfg.ds_config).read_text())
+    ds = read_ds_config(cfg.ds_config)
     return StateLayout(int((ds.get("zero_optimization") or {}).get("stage", 0)), cfg.dtype)
 
 
