@@ -166,3 +166,21 @@ def test_prompt_images_are_upright_and_fitted_by_crop_or_stretch(tmp_path):
     Image.fromarray(tall).save(tmp_path / "phone.jpg", exif=exif, quality=95)
     upright = load_frame(PromptSpec(text="t", image=str(tmp_path / "phone.jpg")), 20, 40, "stretch")
     assert upright[10, 35, 0] > 200 and upright[10, 5, 0] < 60  # stored top is shown on the right
+
+
+def test_lora_targets_are_checked_one_by_one():
+    """peft fails only when no target matches; a typo in one of several trained fewer adapters silently."""
+    import torch
+
+    from training.config import ConfigError
+    from training.engine import check_lora_targets
+
+    attn = torch.nn.Module()
+    attn.to_q, attn.to_k = torch.nn.Linear(4, 4), torch.nn.Linear(4, 4)
+    attn.to_out = torch.nn.ModuleList([torch.nn.Linear(4, 4), torch.nn.Dropout()])
+    model = torch.nn.Module()
+    model.blocks = torch.nn.ModuleList([attn])
+    check_lora_targets(model, ["to_q", "to_k", "to_out.0"])  # a name or a "."-suffix of one, as peft matches
+    with pytest.raises(ConfigError, match=r"lora_targets \['to_kk', 'out.0'\] match no module of the Module; "
+                                          r"its linear layers end in: to_k, to_out.0, to_q$"):
+        check_lora_targets(model, ["to_q", "to_kk", "out.0"])

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import copy
 import random
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -32,7 +33,7 @@ import torch.distributed as dist
 
 from policy.rollout import RolloutConfig, SDEStepRecord, step_log_prob
 from policy.world_model import Conditioning, FlowWorldModel
-from training.config import TrainConfig, read_ds_config
+from training.config import ConfigError, TrainConfig, read_ds_config
 
 
 def deepspeed_config(cfg: TrainConfig, grad_accum_steps: int, *, load_universal: bool = False) -> dict[str, Any]:
@@ -73,11 +74,28 @@ def add_lora(world_model: FlowWorldModel, cfg: TrainConfig) -> None:
     """Replace the transformer by a peft LoRA model (only adapter weights train)."""
     from peft import LoraConfig, get_peft_model
 
+    check_lora_targets(world_model.transformer, cfg.lora_targets)
     for p in world_model.parameters():
         p.requires_grad_(False)
     lora = LoraConfig(r=cfg.lora_rank, lora_alpha=cfg.lora_alpha, target_modules=list(cfg.lora_targets),
                       init_lora_weights=True)
     world_model.transformer = get_peft_model(world_model.transformer, lora)
+
+
+def check_lora_targets(module: torch.nn.Module, targets: Sequence[str]) -> None:
+    """ConfigError naming every target that matches no module of ``module`` (peft matches a name or a
+    ``.``-suffix of one). peft itself fails only when no target matches, so a typo in one of four
+    targets trained fewer adapters without a word."""
+    names = [name for name, _ in module.named_modules() if name]
+    missing = [t for t in targets if not any(n == t or n.endswith("." + t) for n in names)]
+    if missing:
+        def tail(name: str) -> str:  # "blocks.0.attn1.to_out.0" -> "to_out.0"
+            parts = name.split(".")
+            return ".".join(parts[-2:]) if parts[-1].isdigit() and len(parts) > 1 else parts[-1]
+
+        linear = sorted({tail(n) for n, m in module.named_modules() if isinstance(m, torch.nn.Linear)})
+        raise ConfigError(f"lora_targets {missing} match no module of the {type(module).__name__}; its linear "
+                          f"layers end in: {', '.join(linear[:30])}")
 
 
 def set_full_finetune(world_model: FlowWorldModel) -> None:
