@@ -267,3 +267,20 @@ def test_a_bad_deepspeed_json_is_a_config_error(tmp_path):
         read_ds_config(str(bad))
     with pytest.raises(ConfigError, match="ds_config 'nope.json' not found"):
         read_ds_config("nope.json")
+
+
+def test_a_clip_size_the_vae_cannot_encode_stops_before_the_first_rollout(tmp_path):
+    """A traceback from the first rollout before; now exit 2 right after the model is built."""
+    import os
+    import subprocess
+    import sys
+
+    root = Path(__file__).resolve().parents[1]
+    env = {k: v for k, v in os.environ.items() if k not in ("RANK", "WORLD_SIZE", "LOCAL_RANK")}
+    proc = subprocess.run([sys.executable, "-m", "training.train", "--config", str(root / "training/configs/smoke.yaml"),
+                           "--output_dir", str(tmp_path / "run"), "--num_frames", "4", "--progress", "false",
+                           "--tensorboard", "false"], cwd=root, env={**env, "OMP_NUM_THREADS": "1"},
+                          capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 2, proc.stderr[-3000:]
+    assert "error: num_frames must be 1 + 4 k, got 4 (the cosmos VAE's compression" in proc.stderr
+    assert "Traceback" not in proc.stderr and not (tmp_path / "run" / "metrics.jsonl").exists()
