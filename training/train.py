@@ -7,7 +7,9 @@ Launch with any of::
     python -m training.train --config training/configs/smoke.yaml     # one process
 
 ``--check`` makes every check a launch makes before a model loads, prints the resolved config and what
-a resume would load, and exits (0, or 2 with the problem); ``--help`` lists the config fields.
+a resume would load, and exits (0, or 2 with the problem); the checks that need the model
+(``lora_targets``, the clip size against the VAE) come right after a launch builds it. ``--help`` lists
+the config fields.
 
 This is the edge where the environment is read: ``LOCAL_RANK`` (set by the launchers), the
 reward token variable named by ``reward_options.token_env`` (http reward), the agent's ``RAA_*``
