@@ -15,10 +15,11 @@ of clips, so the database only grows. Decisions where no issue says:
 * SQLite reuses the pages freed by a delete, so the file stops growing but does not shrink; ``vacuum``
   rewrites it to its new size. VACUUM needs the database to itself: while another process (a training
   run, `raa score-batch`) has it open for writing it fails as a StoreError naming the file.
-* ``--cache`` applies to the stage cache the one criterion that makes sense for it, ``--before``
-  (entries stored before that time, `stage_cache_entries`); without ``--before`` it empties the cache.
-  ``--keep`` and ``--status`` describe runs, and cache entries are shared by runs, so they do not
-  apply. A deleted entry costs one model call the next time the same stage input comes.
+* The stage cache has its own options, since its entries are shared by runs and no run criterion
+  applies to them: ``--cache`` deletes every entry, ``--cache-before WHEN`` those stored before then
+  (`stage_cache_entries`). Neither touches runs, and ``--before`` never touches the cache, so old
+  cache entries can go while every trace stays. A deleted entry costs one model call the next time
+  the same stage input comes.
 """
 
 from __future__ import annotations
@@ -51,6 +52,13 @@ def parse_cutoff(text: str, now: datetime) -> datetime:
         raise ValueError(f"{text!r} is neither an age (30m, 12h, 7d, 2w) nor an ISO date or date and time "
                          "(2026-11-01, 2026-11-01T12:00)") from None
     return _as_utc(when)
+
+
+def _option_cutoff(option: str, text: str, now: datetime) -> datetime:
+    try:
+        return parse_cutoff(text, now)
+    except ValueError as exc:
+        raise ValueError(f"{option}: {exc}") from None
 
 
 def _as_utc(when: datetime) -> datetime:
@@ -168,8 +176,9 @@ def prune_command(
     before: str | None = typer.Option(None, "--before", help="Only runs last updated before this: an age "
                                       "(30m, 12h, 7d, 2w) or an ISO date / date and time (UTC)."),
     status: str | None = typer.Option(None, "--status", help=f"Only runs with this status: {', '.join(RUN_STATUSES)}."),
-    cache: bool = typer.Option(False, "--cache", help="Also delete the stage cache's entries (RAA_CACHE_PATH): "
-                               "with --before, those stored before then; else all."),
+    cache: bool = typer.Option(False, "--cache", help="Delete every stage cache entry (RAA_CACHE_PATH)."),
+    cache_before: str | None = typer.Option(None, "--cache-before", help="Delete the stage cache entries stored "
+                                            "before this (an age or date, as --before); runs are not touched."),
     vacuum_files: bool = typer.Option(False, "--vacuum", help="Shrink the files afterwards (no other process "
                                       "may have them open)."),
     dry_run: bool = typer.Option(False, "--dry-run", help="Say what would be deleted, and delete nothing."),
@@ -181,7 +190,9 @@ def prune_command(
 
     try:
         settings = BackboneSettings.from_env()
-        cutoff = None if before is None else parse_cutoff(before, datetime.now(UTC))
+        now = datetime.now(UTC)
+        cutoff = None if before is None else _option_cutoff("--before", before, now)
+        cache_cutoff = None if cache_before is None else _option_cutoff("--cache-before", cache_before, now)
         if status is not None and status not in RUN_STATUSES:
             raise ValueError(f"--status must be one of {', '.join(RUN_STATUSES)}, got {status!r}")
     except (SettingsError, ValueError) as exc:
@@ -189,9 +200,10 @@ def prune_command(
         raise typer.Exit(2) from exc
     path = db if db is not None else Path(settings.traces_path)
     runs_wanted = keep is not None or before is not None or status is not None
+    cache = cache or cache_before is not None
     if not runs_wanted and not cache:
         typer.echo("error: say what to delete: --keep N, --before WHEN, --status S (runs; combined, a run must "
-                   "match all), and/or --cache (the stage cache)", err=True)
+                   "match all), and/or --cache or --cache-before WHEN (the stage cache)", err=True)
         raise typer.Exit(2)
     selection = None
     if runs_wanted:
@@ -213,7 +225,7 @@ def prune_command(
     elif cache_path is not None and not Path(cache_path).exists():
         typer.echo(f"no stage cache at {cache_path} (none yet)", err=True)
     elif cache_path is not None:
-        cache_matches, cache_total = stage_cache_entries(cache_path, before=cutoff)
+        cache_matches, cache_total = stage_cache_entries(cache_path, before=cache_cutoff)
         typer.echo(f"{cache_matches} of {cache_total} stage cache entries in {cache_path} match")
     if dry_run:
         typer.echo("dry run: nothing deleted")
@@ -231,7 +243,7 @@ def prune_command(
             vacuum(path, "trace database", "RAA_TRACES_PATH")
             typer.echo(f"{path}: {size / 2**20:.1f} MiB -> {file_bytes(path) / 2**20:.1f} MiB")
     if cache_matches:
-        deleted, total = stage_cache_entries(cache_path, before=cutoff, delete=True)
+        deleted, total = stage_cache_entries(cache_path, before=cache_cutoff, delete=True)
         typer.echo(f"deleted {deleted} stage cache entries; {total - deleted} remain")
         if vacuum_files:
             vacuum(cache_path, "stage cache", "RAA_CACHE_PATH, or off")

@@ -181,14 +181,17 @@ def test_cli_cache_and_refusals(tmp_path):
     assert res.exit_code == 0 and "deleted 1 stage cache entries; 0 remain" in res.output, res.output
     assert "no trace database" not in res.output  # runs were not asked for
     _dated(tmp_path / "cache.sqlite", {"old": time.time() - 9 * 86400, "new": time.time()})
-    res = _cli(tmp_path, "--cache", "--before", "7d", "--dry-run")
+    res = _cli(tmp_path, "--cache-before", "7d", "--dry-run")
     assert res.exit_code == 0 and "1 of 2 stage cache entries" in res.output, res.output
-    res = _cli(tmp_path, "--cache", "--before", "7d", "--yes")
+    res = _cli(tmp_path, "--cache-before", "7d", "--yes")
     assert res.exit_code == 0 and "deleted 1 stage cache entries; 1 remain" in res.output, res.output
+    assert "no trace database" not in res.output  # the cache's own cutoff selects no runs
+    res = _cli(tmp_path, "--cache-before", "last week")
+    assert res.exit_code == 2 and "--cache-before: 'last week' is neither an age" in res.output
     res = _cli(tmp_path)
     assert res.exit_code == 2 and "say what to delete" in res.output
     res = _cli(tmp_path, "--before", "last week")
-    assert res.exit_code == 2 and "neither an age" in res.output
+    assert res.exit_code == 2 and "--before: 'last week' is neither an age" in res.output
     res = _cli(tmp_path, "--keep", "1", "--yes")
     assert res.exit_code == 0 and "no trace database" in res.output
     res = _cli(tmp_path, "--status", "lost", "--yes")  # refused before looking for a database
