@@ -222,7 +222,7 @@ class RewardJudge:
         self.sampler = FrameSampler(max_frames, image_long_side, jpeg_quality)
         self.unconfigured_reason = unconfigured_reason
         self._prompt: str | None = None
-        self._locks: dict[str, asyncio.Lock] = {}
+        self._locks: dict[tuple[int, str], tuple[asyncio.Lock, int]] = {}  # (loop, path) -> (lock, users)
 
     @classmethod
     def from_settings(cls, settings: JudgeSettings, *, model: BaseChatModel | None = None) -> RewardJudge:
@@ -241,12 +241,24 @@ class RewardJudge:
 
     async def _blocks(self, path: str) -> list[dict]:
         """Frames of `path`; concurrent requests for one clip decode it once (decoding runs in a thread)."""
-        async with self._locks.setdefault(path, asyncio.Lock()):
-            hit = self.sampler.cached(path)
-            if hit is None:
-                hit = await asyncio.to_thread(self.sampler.decode, path)
-                self.sampler.store(path, hit)
-            return hit
+        # one lock per clip and event loop, dropped when no task holds or waits for it: the map stays as
+        # small as the requests in flight, and a judge used from several loops never shares a lock
+        slot = (id(asyncio.get_running_loop()), path)
+        lock, users = self._locks.get(slot, (asyncio.Lock(), 0))
+        self._locks[slot] = (lock, users + 1)
+        try:
+            async with lock:
+                hit = self.sampler.cached(path)
+                if hit is None:
+                    hit = await asyncio.to_thread(self.sampler.decode, path)
+                    self.sampler.store(path, hit)
+                return hit
+        finally:
+            lock, users = self._locks[slot]
+            if users <= 1:
+                del self._locks[slot]
+            else:
+                self._locks[slot] = (lock, users - 1)
 
     async def judge(self, path: str, instruction: str, reward: float | None, status: str,
                     reasons: Sequence[str]) -> JudgeVerdict:

@@ -130,3 +130,17 @@ def test_frame_sampler_decodes_a_rewritten_clip_again(tmp_path):
     write_video(path, np.full((16, 32, 32, 3), 220, np.uint8), fps=8.0)
     second = sampler.blocks(path)
     assert second is not first and second[1]["image_url"]["url"] != first[1]["image_url"]["url"]
+
+
+def test_judge_frame_locks_last_only_while_requests_are_in_flight(clips):
+    """One lock per clip and event loop, dropped when unused: the map grew by one per clip judged, and a
+    lock a contended request had bound to one loop was reused under the next `asyncio.run`."""
+    judge = RewardJudge(None)
+
+    async def many():
+        return await asyncio.gather(*(judge._blocks(c.path) for c in clips for _ in range(3)))
+
+    for _ in range(2):  # two event loops, each with concurrent requests for the same clips
+        blocks = asyncio.run(many())
+        assert blocks[0] is blocks[1] is blocks[2] and blocks[3] is not blocks[0]  # each clip decoded once
+        assert judge._locks == {}
