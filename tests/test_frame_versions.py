@@ -1,0 +1,61 @@
+"""A clip rewritten at the same path is a new video (graph/frame_store.py `FrameStore.version`): for the
+agent, for the frame cache itself, and for requests served on the event loop, which never stat a file."""
+
+from __future__ import annotations
+
+import asyncio
+
+import numpy as np
+from graph_scripts import make_agent, moving_square, run, uniform_clip
+
+from graph.frame_store import FrameStore
+from tools.video import write_video
+
+
+def test_a_clip_rewritten_at_the_same_path_is_scored_anew(tmp_path):
+    """One agent, one path, two clips (a script writing rollout.mp4 for every sample): the second was
+    scored on the first one's cached frames (0.975 for a flat grey clip that must get 0)."""
+    agent, model = make_agent("full")
+    path = tmp_path / "rollout.mp4"
+    moving_square(path)
+    first = run(agent, path, run_id="first")["result"]
+    calls = len(model.calls)
+    uniform_clip(path)
+    second = run(agent, path, run_id="second")
+    assert first.status == "scored" and first.reward > 0.5
+    assert second["result"].status == "zero" and second["result"].reward == 0.0
+    assert second["quality"]["uniform"] and len(model.calls) == calls  # zeroed before any model call
+    moving_square(path, seed=3)  # rewritten again: scored from its own frames
+    third = run(agent, path, run_id="third")["result"]
+    assert third.status == "scored"
+
+
+def test_frame_store_files_entries_under_the_file_version(tmp_path):
+    """A file rewritten at the same path gets a new reader, new frames and new data URLs."""
+    path = str(tmp_path / "clip.mp4")
+    write_video(path, np.full((8, 32, 48, 3), 40, np.uint8), fps=8.0)
+    store = FrameStore()
+    old = store.version(path)
+    assert store.meta(path).frames == 8 and int(store.frames(path, [0]).mean()) in range(35, 46)
+    url = store.image_blocks(path, [0])[1]["image_url"]["url"]
+    assert store.version(path) == old and store.image_blocks(path, [0])[1]["image_url"]["url"] is url  # cached
+    write_video(path, np.full((12, 32, 48, 3), 200, np.uint8), fps=8.0)
+    assert store.version(path) != old
+    assert store.meta(path).frames == 12 and int(store.frames(path, [0]).mean()) in range(195, 206)
+    assert store.image_blocks(path, [0])[1]["image_url"]["url"] != url
+    assert store.version(str(tmp_path / "missing.mp4"))[1] is None
+
+
+def test_ablocks_of_a_file_no_request_has_seen_finds_its_version_off_the_loop(tmp_path):
+    """On the event loop the store only uses versions worker-thread requests remembered (a stat there is
+    a blocking call); a first request for a file goes to a worker thread, later ones see rewrites."""
+    path = str(tmp_path / "clip.mp4")
+    write_video(path, np.full((8, 32, 48, 3), 40, np.uint8), fps=8.0)
+    store = FrameStore()
+    assert store.current(path) == (path, None)  # nothing stat'ed it yet, and current never does
+    first = asyncio.run(store.ablocks(path, [0]))[1]["image_url"]["url"]
+    assert store.current(path) == store.version(path)
+    write_video(path, np.full((8, 32, 48, 3), 200, np.uint8), fps=8.0)
+    assert asyncio.run(store.ablocks(path, [0]))[1]["image_url"]["url"] == first  # not stat'ed again yet
+    store.meta(path)  # a worker-side request (a run's quality step) sees the new file
+    assert asyncio.run(store.ablocks(path, [0]))[1]["image_url"]["url"] != first
