@@ -152,13 +152,15 @@ class MetricsLog:
         clean = {k: (None if isinstance(v, float) and not math.isfinite(v) else v) for k, v in row.items()}
         with path.open("a") as fh:
             fh.write(json.dumps(clean) + "\n")
+        step = int(row["iteration"])
+        scalars = {f"{section}/{key.removeprefix('eval_')}": value for key, value in row.items()
+                   if key != "iteration" and isinstance(value, int | float) and math.isfinite(value)}
         if self.writer is not None:
-            for key, value in row.items():
-                if key != "iteration" and isinstance(value, int | float) and math.isfinite(value):
-                    self.writer.add_scalar(f"{section}/{key.removeprefix('eval_')}", value, int(row["iteration"]))
+            for tag, value in scalars.items():
+                self.writer.add_scalar(tag, value, step)
             self.writer.flush()
         if self.wandb is not None:
-            self.wandb.log(section, row)
+            self.wandb.log(scalars, step)
 
     def write_ineligible(self, iteration: int, items: list[tuple[str, str]]) -> None:
         """One line per ineligible reward of `iteration`: (prompt, reason) pairs from all ranks."""

@@ -9,7 +9,8 @@ run's config. Decisions where the issue was silent:
   named after the output folder and its files go to ``OUTPUT_DIR/wandb``.
 * W&B accepts only increasing steps: iterations a resume repeats (after a crash past the last
   checkpoint) are dropped there with wandb's own warning; ``metrics.jsonl`` keeps them.
-* Non-finite values are left out (metrics.jsonl records them as null), as in TensorBoard.
+* It gets the scalars TensorBoard gets (`MetricsLog`): non-finite values are left out (metrics.jsonl
+  records them as null).
 * wandb is optional; `require_wandb` says how to install it before any model loads. Whether it logs
   online or offline, and to which entity, are wandb's own settings (``wandb login``, ``WANDB_MODE``,
   ``WANDB_ENTITY``), which this module leaves to wandb.
@@ -19,7 +20,6 @@ from __future__ import annotations
 
 import importlib.util
 import json
-import math
 import secrets
 from pathlib import Path
 from typing import Any
@@ -65,11 +65,9 @@ class WandbRun:
                              "`wandb login`, or log offline with WANDB_MODE=offline and `wandb sync` later, or "
                              "leave wandb_project unset") from None
 
-    def log(self, section: str, row: dict[str, Any]) -> None:
-        """``row``'s finite numbers under ``section/`` at step = its iteration."""
-        data = {f"{section}/{key.removeprefix('eval_')}": value for key, value in row.items()
-                if key != "iteration" and isinstance(value, int | float) and math.isfinite(value)}
-        self.run.log(data, step=int(row["iteration"]))
+    def log(self, scalars: dict[str, float | int], step: int) -> None:
+        """One row's scalars (``train/...`` or ``eval/...``, the same TensorBoard gets) at ``step``."""
+        self.run.log(scalars, step=step)
 
     def finish(self) -> None:
         self.run.finish()
