@@ -151,14 +151,15 @@ def resume_source(ckpt_dir: Path, world: int, layout: StateLayout | None = None,
                      f"convert the checkpoint once, after which any number of processes can resume it: {convert}")
 
 
-def plan_resume(cfg: TrainConfig, world: int) -> tuple[ResumeSource, list[str]]:
-    """What a ``--resume`` launch of ``cfg`` with ``world`` ranks loads, and the settings it changes against
-    the run's saved config (`config_io.config_changes`, for the warning); ConfigError, before any model
-    loads, for a resume that cannot work (`resume_source`, `config_io.resume_conflicts`)."""
+def plan_resume(cfg: TrainConfig, world: int, layout: StateLayout) -> tuple[ResumeSource, list[str]]:
+    """What a ``--resume`` launch of ``cfg`` (its `state_layout` ``layout``) with ``world`` ranks loads, and the
+    settings it changes against the run's saved config (`config_io.config_changes`, for the warning);
+    ConfigError, before any model loads, for a resume that cannot work (`resume_source`,
+    `config_io.resume_conflicts`)."""
     out_dir = Path(cfg.output_dir)
     saved = read_saved_run(out_dir / "config.yaml", cfg)
     try:
-        source = resume_source(out_dir / "checkpoints", world, state_layout(cfg), fallback=run_layout(saved.config))
+        source = resume_source(out_dir / "checkpoints", world, layout, fallback=run_layout(saved.config))
     except ValueError as exc:
         raise ConfigError(str(exc)) from None
     if conflicts := resume_conflicts(saved.changes, cfg):

@@ -126,7 +126,7 @@ def launch_check(cfg: TrainConfig, agent_settings: Any, agent_tools: Any, world:
              f"check: ok for {world} rank{'s' if world != 1 else ''} (WORLD_SIZE): {prompts} training prompts, "
              f"{held_out} held-out; reward {cfg.reward}; ZeRO stage {layout.zero_stage}, {layout.dtype}"]
     if cfg.resume:
-        source, changes = plan_resume(cfg, world)
+        source, changes = plan_resume(cfg, world, layout)
         lines.append(f"resume: from {source.tag}" + (" (universal checkpoint)" if source.universal else ""))
         lines += [f"  changed: {line}" for line in changes]
     return "\n".join(lines)

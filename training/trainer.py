@@ -149,7 +149,7 @@ def train(cfg: TrainConfig, *, local_rank: int = 0, reward_token: str | None = N
     source = None
     layout = state_layout(cfg)
     if cfg.resume:
-        source, changes = plan_resume(cfg, world)
+        source, changes = plan_resume(cfg, world, layout)
         if rank == 0 and changes:
             print(f"warning: resuming {out_dir} with settings that differ from its saved config.yaml:\n  "
                   + "\n  ".join(changes), file=sys.stderr, flush=True)
