@@ -1,4 +1,4 @@
-"""A run's saved config (training/config_io.py: read_run_config, config_changes, resume_changes) and where it
+"""A run's saved config (training/config_io.py: read_run_config, config_changes, read_saved_run) and where it
 is read: `python -m training.export --run`, and the warning a resumed launch prints."""
 
 from __future__ import annotations
@@ -12,11 +12,15 @@ from training.config_io import (
     config_to_dict,
     load_config,
     read_run_config,
-    resume_changes,
+    read_saved_run,
     resume_conflicts,
 )
 
 SMOKE = Path(__file__).resolve().parents[1] / "training" / "configs" / "smoke.yaml"
+
+
+def _changes(path, cfg) -> list[str]:
+    return read_saved_run(path, cfg).changes
 
 
 def _saved(tmp_path: Path, drop: tuple[str, ...] = (), **over) -> Path:
@@ -45,20 +49,20 @@ def test_config_changes_lists_each_changed_field(tmp_path):
 
 def test_a_resume_onto_a_run_saved_before_image_fit_names_the_switch_to_crop(tmp_path):
     path = _saved(tmp_path, drop=("image_fit", "guidance_scale"))  # guidance_scale: default = old behaviour
-    assert resume_changes(path, load_config(SMOKE, ["--resume"])) == ["image_fit: 'stretch' -> 'crop'"]
-    assert resume_changes(path, load_config(SMOKE, ["--resume", "--image_fit", "stretch"])) == []
+    assert _changes(path, load_config(SMOKE, ["--resume"])) == ["image_fit: 'stretch' -> 'crop'"]
+    assert _changes(path, load_config(SMOKE, ["--resume", "--image_fit", "stretch"])) == []
 
 
 def test_resume_changes_without_or_with_an_unreadable_saved_config(tmp_path):
     cfg = load_config(SMOKE)
-    assert resume_changes(tmp_path / "missing.yaml", cfg) == []  # a first launch with --resume fails later
+    assert _changes(tmp_path / "missing.yaml", cfg) == []  # a first launch with --resume fails later
     bad = tmp_path / "config.yaml"
     bad.write_text("a: [unclosed")
-    assert resume_changes(bad, cfg)[0].startswith(f"cannot list the changes: {bad}: not valid YAML (")
+    assert _changes(bad, cfg)[0].startswith(f"cannot list the changes: {bad}: not valid YAML (")
     bad.write_text("- a list")
-    assert "top level must be a mapping" in resume_changes(bad, cfg)[0]
+    assert "top level must be a mapping" in _changes(bad, cfg)[0]
     path = _saved(tmp_path, old_field=1)  # saved by a version with a field this one lacks
-    assert resume_changes(path, cfg) == ["old_field: 1 -> (no such field now)"]
+    assert _changes(path, cfg) == ["old_field: 1 -> (no such field now)"]
 
 
 def test_export_main_reads_the_run_config_as_trained(tmp_path, monkeypatch):
@@ -83,11 +87,11 @@ def test_resume_conflicts_are_the_changes_a_checkpoint_cannot_take(tmp_path):
     path = _saved(tmp_path, finetune="lora", lora_rank=4)
 
     def conflicts(path, cfg):
-        return resume_conflicts(resume_changes(path, cfg), cfg)
+        return resume_conflicts(_changes(path, cfg), cfg)
 
     cfg = load_config(SMOKE, ["--finetune", "lora", "--lora_rank", "8", "--learning_rate", "3e-5"])
     assert conflicts(path, cfg) == ["lora_rank: 4 -> 8"]  # the learning rate may change
-    assert len(resume_changes(path, cfg)) == 2
+    assert len(_changes(path, cfg)) == 2
     assert conflicts(path, load_config(SMOKE, ["--finetune", "lora", "--lora_rank", "4"])) == []
     assert conflicts(path, load_config(SMOKE)) == ["finetune: 'lora' -> 'full'"]
     assert conflicts(tmp_path / "missing.yaml", cfg) == []

@@ -243,7 +243,7 @@ def config_changes(saved: Mapping[str, Any], cfg: TrainConfig) -> list[str]:
 
 
 def resume_conflicts(changes: list[str], cfg: TrainConfig) -> list[str]:
-    """The lines of `changes` (`resume_changes` of the launch ``cfg``) that name a `RESUME_FIXED` field: the
+    """The lines of `changes` (`SavedRun.changes` of the launch ``cfg``) that name a `RESUME_FIXED` field: the
     LoRA ones only when ``cfg`` trains LoRA; none without a readable saved config (then DeepSpeed's load is
     the check)."""
     fixed = RESUME_FIXED if cfg.finetune == "lora" else tuple(f for f in RESUME_FIXED if not f.startswith("lora_"))
@@ -275,8 +275,3 @@ def read_saved_run(path: str | Path, cfg: TrainConfig) -> SavedRun:
         saved = None
     return SavedRun(saved, config_changes(data, cfg))
 
-
-def resume_changes(path: str | Path, cfg: TrainConfig) -> list[str]:
-    """`config_changes` against the run's saved ``config.yaml`` at ``path`` (none when there is none yet);
-    a saved config that cannot be read is one line saying so."""
-    return read_saved_run(path, cfg).changes
