@@ -12,7 +12,7 @@ Decisions where the issue was silent:
   use `aget` / `aput`: on SQLite they run in a worker thread of the "io" lane, because a file read or
   write (or a wait for another process's write lock) must not stall the event loop that every run in
   the process shares (`langgraph dev` refuses such calls outright); the in-memory store stays inline.
-- Each entry records when it was stored (`created`, Unix seconds), so `raa prune --cache --before 30d`
+- Each entry records when it was stored (`created`, Unix seconds), so `raa prune --cache-before 30d`
   can drop entries by age (graph/retention.py); a read does not update it (no write per hit), so an
   entry used every day still ages out once and is recomputed. A cache file from before this column is
   given it on open; its old entries have no date and count as older than any cutoff.
@@ -140,6 +140,11 @@ def stage_key(*, model_name: str, method: str, stage: str, messages: Sequence[Ba
     return _sha(json.dumps(payload, sort_keys=True, default=str, separators=(",", ":")))
 
 
+def dated(conn: sqlite3.Connection) -> bool:
+    """Whether the stage cache table on `conn` has the `created` column (files from before it do not)."""
+    return "created" in {row[1] for row in conn.execute("PRAGMA table_info(stage_cache)")}
+
+
 MEMORY_ENTRIES = 20_000
 """Entries an in-memory StageCache keeps: a few MB of JSON outputs. Without a bound, a long-lived process
 with an injected chat model (training with `reward: agent`, a notebook) would keep every stage output of
@@ -165,8 +170,7 @@ class StageCache:
 
                 def create_table() -> None:  # another process may be creating (or dating) it too
                     conn.execute(_SCHEMA)
-                    columns = {row[1] for row in conn.execute("PRAGMA table_info(stage_cache)")}
-                    if "created" not in columns:  # a cache written before entries were dated
+                    if not dated(conn):  # a cache written before entries were dated
                         try:
                             conn.execute("ALTER TABLE stage_cache ADD COLUMN created REAL")
                         except sqlite3.OperationalError as exc:

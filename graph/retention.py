@@ -33,6 +33,7 @@ from pathlib import Path
 
 import typer
 
+from graph.cache import dated
 from graph.stores import connect_wal, store_errors
 from graph.tracing import RUN_STATUSES, open_saver, read_trace, run_ids
 
@@ -149,10 +150,8 @@ def stage_cache_entries(path: str | Path, *, before: datetime | None = None, del
             conn.execute("PRAGMA busy_timeout = 30000")
             try:
                 total = conn.execute("SELECT COUNT(*) FROM stage_cache").fetchone()[0]
-                if before is not None:  # a cache from before entries were dated: as old as can be
-                    columns = {row[1] for row in conn.execute("PRAGMA table_info(stage_cache)")}
-                    if "created" not in columns:
-                        where, args = "", ()
+                if before is not None and not dated(conn):  # a cache from before entries were dated: all old
+                    where, args = "", ()
                 if not delete:
                     return int(conn.execute("SELECT COUNT(*) FROM stage_cache" + where, args).fetchone()[0]), int(total)
                 deleted = conn.execute("DELETE FROM stage_cache" + where, args).rowcount
