@@ -231,7 +231,10 @@ class FrameStore:
 
     def frames(self, video: str, indices: Sequence[int]) -> np.ndarray:
         """Frames [K,H,W,3] uint8 at `indices` (decoding only those not cached; a new stacked array)."""
-        frames = self.frame_list(video, indices)
+        return self._stacked(self._refresh(video), indices)
+
+    def _stacked(self, v: VideoKey, indices: Sequence[int]) -> np.ndarray:
+        frames = self._frame_list(v, indices)
         return np.stack(frames) if frames else np.zeros((0, 1, 1, 3), np.uint8)
 
     def scaled_frames(self, video: str, indices: Sequence[int], short_side: int | None) -> np.ndarray:
@@ -245,8 +248,7 @@ class FrameStore:
         reader = self._reader(v)
         size = tool_size(reader.meta.width, reader.meta.height, short_side)
         if size == (reader.meta.width, reader.meta.height):
-            frames = self._frame_list(v, indices)
-            return np.stack(frames) if frames else np.zeros((0, 1, 1, 3), np.uint8)
+            return self._stacked(v, indices)
         return reader.read(indices, size=size)
 
     def image_blocks(self, video: str, indices: Sequence[int], *, box: Sequence[float] | None = None,

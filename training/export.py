@@ -21,8 +21,9 @@ Decisions where the issue was silent:
   in the base model (``model_path``), which export.json names; a LoRA export is megabytes.
 * LoRA adapters keep float32 (DeepSpeed's master weights); a full transformer is saved in the run's
   dtype. A ZeRO stage-0 checkpoint is read from its module file, which holds the weights in the run's
-  dtype: a bfloat16 stage-0 LoRA run exports its adapters as those bf16 values, not the fp32 masters. ``load_policy`` merges the adapter into the transformer (``merge_and_unload``): sampling then
-  costs what the base costs.
+  dtype: a bfloat16 stage-0 LoRA run exports its adapters as those bf16 values, not the fp32 masters.
+  ``load_policy`` merges the adapter into the transformer (``merge_and_unload``): sampling then costs
+  what the base costs.
 * The consolidated weights must name every trainable parameter of the config's model, and nothing the
   model lacks: a checkpoint of another config is an ExportError naming the first mismatches, never a
   partial load.
