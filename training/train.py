@@ -82,32 +82,33 @@ def reward_tools(cfg: TrainConfig) -> Any:
         raise ConfigError(f"reward: agent: invalid tool setting: {exc}") from None
 
 
-def check_prompts(cfg: TrainConfig) -> None:
-    """Read the training (and held-out) prompts once before anything heavy loads: a missing or
-    malformed prompt file, or a prompt image that is missing or not an image, is a ConfigError (exit 2),
-    like any other bad setting (a bad image used to stop the run at the first rollout that drew it)."""
+def check_prompts(cfg: TrainConfig) -> tuple[int, int]:
+    """Read the training (and held-out) prompts once before anything heavy loads; returns how many of each.
+    A missing or malformed prompt file, or a prompt image that is missing or not an image, is a
+    ConfigError (exit 2), like any other bad setting (a bad image used to stop the run at the first
+    rollout that drew it)."""
     from training.data import check_images, load_prompts
 
     try:
         prompts = load_prompts(cfg.dataset, cfg.dataset_file)
-        if cfg.eval_every:
-            prompts += load_prompts(cfg.eval_dataset, cfg.eval_dataset_file)
+        held_out = load_prompts(cfg.eval_dataset, cfg.eval_dataset_file) if cfg.eval_every else []
     except (FileNotFoundError, ValueError) as exc:
         raise ConfigError(str(exc)) from None
-    problems = check_images(prompts)
+    problems = check_images(prompts + held_out)
     if problems:
         raise ConfigError("bad prompt images (the first ones found):\n  - " + "\n  - ".join(problems))
+    return len(prompts), len(held_out)
 
 
-def launch_check(cfg: TrainConfig, agent_settings: Any, agent_tools: Any, world: int) -> str:
+def launch_check(cfg: TrainConfig, agent_settings: Any, agent_tools: Any, world: int,
+                 counts: tuple[int, int]) -> str:
     """``--check``: every check a launch of ``cfg`` on ``world`` ranks makes before a model loads (the reward
-    and its options, wandb, how the ranks split the prompts, what a resume would load); the resolved
-    config and a summary, or ConfigError."""
+    and its options, wandb, how the ranks split the prompts, what a resume would load), after
+    `check_prompts` gave ``counts``; the resolved config and a summary, or ConfigError."""
     import yaml
 
     from training.config import check_world_size
     from training.config_io import config_to_dict
-    from training.data import load_prompts
     from training.resume import plan_resume, state_layout
     from training.rewards import build_reward
     from training.wandb_log import require_wandb
@@ -120,8 +121,7 @@ def launch_check(cfg: TrainConfig, agent_settings: Any, agent_tools: Any, world:
     require_wandb(cfg.wandb_project)
     check_world_size(cfg, world)
     layout = state_layout(cfg)
-    prompts = len(load_prompts(cfg.dataset, cfg.dataset_file))
-    held_out = len(load_prompts(cfg.eval_dataset, cfg.eval_dataset_file)) if cfg.eval_every else 0
+    prompts, held_out = counts
     lines = [yaml.safe_dump(config_to_dict(cfg), sort_keys=False).rstrip(),
              f"check: ok for {world} rank{'s' if world != 1 else ''} (WORLD_SIZE): {prompts} training prompts, "
              f"{held_out} held-out; reward {cfg.reward}; ZeRO stage {layout.zero_stage}, {layout.dtype}"]
@@ -142,11 +142,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     check = "--check" in args
     try:
         cfg = parse_cli([a for a in args if a != "--check"])
-        check_prompts(cfg)
+        counts = check_prompts(cfg)
         agent_settings = reward_settings(cfg)
         agent_tools = reward_tools(cfg)
         if check:
-            report = launch_check(cfg, agent_settings, agent_tools, int(os.environ.get("WORLD_SIZE", "1")))
+            report = launch_check(cfg, agent_settings, agent_tools, int(os.environ.get("WORLD_SIZE", "1")), counts)
     except ConfigError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
