@@ -33,6 +33,7 @@ from typing import TYPE_CHECKING, Any, Literal, get_args
 from langchain_core.messages import BaseMessage, HumanMessage, SystemMessage
 from pydantic import BaseModel, Field
 
+from graph.cache import KeyLocks
 from graph.frame_store import FrameStore, VideoKey
 from graph.settings import BackboneSettings, StructuredMethod, env_choice, env_number
 
@@ -222,7 +223,7 @@ class RewardJudge:
         self.sampler = FrameSampler(max_frames, image_long_side, jpeg_quality)
         self.unconfigured_reason = unconfigured_reason
         self._prompt: str | None = None
-        self._locks: dict[tuple[int, str], tuple[asyncio.Lock, int]] = {}  # (loop, path) -> (lock, users)
+        self._locks = KeyLocks()  # one per clip and event loop while requests are in flight
 
     @classmethod
     def from_settings(cls, settings: JudgeSettings, *, model: BaseChatModel | None = None) -> RewardJudge:
@@ -241,24 +242,12 @@ class RewardJudge:
 
     async def _blocks(self, path: str) -> list[dict]:
         """Frames of `path`; concurrent requests for one clip decode it once (decoding runs in a thread)."""
-        # one lock per clip and event loop, dropped when no task holds or waits for it: the map stays as
-        # small as the requests in flight, and a judge used from several loops never shares a lock
-        slot = (id(asyncio.get_running_loop()), path)
-        lock, users = self._locks.get(slot, (asyncio.Lock(), 0))
-        self._locks[slot] = (lock, users + 1)
-        try:
-            async with lock:
-                hit = self.sampler.cached(path)
-                if hit is None:
-                    hit = await asyncio.to_thread(self.sampler.decode, path)
-                    self.sampler.store(path, hit)
-                return hit
-        finally:
-            lock, users = self._locks[slot]
-            if users <= 1:
-                del self._locks[slot]
-            else:
-                self._locks[slot] = (lock, users - 1)
+        async with self._locks.claim(path):
+            hit = self.sampler.cached(path)
+            if hit is None:
+                hit = await asyncio.to_thread(self.sampler.decode, path)
+                self.sampler.store(path, hit)
+            return hit
 
     async def judge(self, path: str, instruction: str, reward: float | None, status: str,
                     reasons: Sequence[str]) -> JudgeVerdict:

@@ -31,7 +31,7 @@ import threading
 import time
 from collections import OrderedDict
 from collections.abc import AsyncIterator, Sequence
-from contextlib import asynccontextmanager
+from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from functools import lru_cache
 from pathlib import Path
 from typing import Any
@@ -145,6 +145,38 @@ def dated(conn: sqlite3.Connection) -> bool:
     return "created" in {row[1] for row in conn.execute("PRAGMA table_info(stage_cache)")}
 
 
+class KeyLocks:
+    """An asyncio lock per (event loop, key), dropped when no task holds or waits for it: the map stays as
+    small as the requests in flight, and callers on different loops never share a lock. Safe to use
+    from several threads (each with its own loop)."""
+
+    def __init__(self) -> None:
+        self._locks: dict[tuple[int, Any], tuple[asyncio.Lock, int]] = {}  # slot -> (lock, users)
+        self._guard = threading.Lock()
+
+    def __len__(self) -> int:
+        with self._guard:
+            return len(self._locks)
+
+    @asynccontextmanager
+    async def claim(self, key: Any) -> AsyncIterator[None]:
+        """Hold `key`'s lock on the running loop."""
+        slot = (id(asyncio.get_running_loop()), key)
+        with self._guard:
+            lock, users = self._locks.get(slot, (asyncio.Lock(), 0))
+            self._locks[slot] = (lock, users + 1)
+        try:
+            async with lock:
+                yield
+        finally:
+            with self._guard:
+                lock, users = self._locks[slot]
+                if users <= 1:
+                    del self._locks[slot]
+                else:
+                    self._locks[slot] = (lock, users - 1)
+
+
 MEMORY_ENTRIES = 20_000
 """Entries an in-memory StageCache keeps: a few MB of JSON outputs. Without a bound, a long-lived process
 with an injected chat model (training with `reward: agent`, a notebook) would keep every stage output of
@@ -179,7 +211,7 @@ class StageCache:
 
                 retry_locked(conn, create_table)
         self._lock = threading.Lock()
-        self._key_locks: dict[tuple[int, str], tuple[asyncio.Lock, int]] = {}
+        self._key_locks = KeyLocks()
         self.hits = 0
         self.misses = 0
 
@@ -230,24 +262,10 @@ class StageCache:
                 return len(self._mem)
             return int(self._conn.execute("SELECT COUNT(*) FROM stage_cache").fetchone()[0])
 
-    @asynccontextmanager
-    async def claim(self, key: str) -> AsyncIterator[None]:
+    def claim(self, key: str) -> AbstractAsyncContextManager[None]:
         """Hold the per-key asyncio lock of the running loop, so concurrent identical stage calls
         run once: the first holder calls the model and stores the output, later holders read it."""
-        slot = (id(asyncio.get_running_loop()), key)
-        with self._lock:
-            lock, users = self._key_locks.get(slot, (asyncio.Lock(), 0))
-            self._key_locks[slot] = (lock, users + 1)
-        try:
-            async with lock:
-                yield
-        finally:
-            with self._lock:
-                lock, users = self._key_locks[slot]
-                if users <= 1:
-                    del self._key_locks[slot]
-                else:
-                    self._key_locks[slot] = (lock, users - 1)
+        return self._key_locks.claim(key)
 
     def close(self) -> None:
         """Close the SQLite connection (an in-memory cache has nothing to release)."""
