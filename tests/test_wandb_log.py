@@ -20,7 +20,10 @@ class _Run:
     def __init__(self, calls: list) -> None:
         self.calls = calls
 
-    def log(self, data, step):  # noqa: ANN001, ANN201 (wandb's signature)
+    def define_metric(self, name, step_metric=None):  # noqa: ANN001, ANN201 (wandb's signature)
+        self.calls.append(("define_metric", name, step_metric))
+
+    def log(self, data, step=None):  # noqa: ANN001, ANN201 (wandb's signature)
         self.calls.append(("log", data, step))
 
     def finish(self):  # noqa: ANN201
@@ -57,9 +60,26 @@ def test_rows_go_to_wandb_under_their_section_at_their_iteration(tmp_path, fake_
     run_id = json.loads((out / ID_FILE).read_text())["id"]
     assert init == {"project": "grpo", "name": "my-run", "id": run_id, "resume": "allow", "dir": str(out),
                     "config": {"learning_rate": 0.01}}
-    assert rest == [("log", {"train/reward_mean": 0.5, "train/update_skipped": 0}, 1),  # NaN left out
-                    ("log", {"eval/reward_mean": 0.25}, 1), ("finish",)]
+    assert rest == [("define_metric", "iteration", None), ("define_metric", "train/*", "iteration"),
+                    ("define_metric", "eval/*", "iteration"),
+                    ("log", {"train/reward_mean": 0.5, "train/update_skipped": 0, "iteration": 1}, None),  # no NaN
+                    ("log", {"eval/reward_mean": 0.25, "iteration": 1}, None), ("finish",)]
     assert [json.loads(line)["approx_kl"] for line in (out / "metrics.jsonl").read_text().splitlines()] == [None]
+
+
+def test_iterations_a_resume_repeats_are_logged_again_at_their_iteration(tmp_path, fake_wandb):
+    """A crash after iteration 3 with the last checkpoint at 2: the resumed run logs 3 again. wandb's
+    step must increase (a row at a lower step is dropped), so rows carry the iteration as a value and
+    leave wandb's step alone."""
+    _, calls = fake_wandb
+    out = tmp_path / "run"
+    for append, iterations in ((False, (1, 2, 3)), (True, (3, 4))):
+        log = MetricsLog(out, enabled=True, tensorboard=False, append=append, wandb_project="grpo")
+        for i in iterations:
+            log.write({"iteration": i, "reward_mean": i / 10})
+        log.close()
+    logged = [(c[1]["iteration"], c[2]) for c in calls if c[0] == "log"]
+    assert logged == [(1, None), (2, None), (3, None), (3, None), (4, None)]
 
 
 def test_a_resume_continues_the_run_and_a_fresh_start_begins_another(tmp_path, fake_wandb):
@@ -108,4 +128,4 @@ def test_real_wandb_offline_takes_the_rows(tmp_path, monkeypatch):
     run_id = json.loads((out / ID_FILE).read_text())["id"]
     files = sorted((out / "wandb").glob(f"offline-run-*-{run_id}*/run-{run_id}.wandb"))
     assert len(files) == 2  # both launches wrote to the same run id
-    assert all(b"train/reward_mean" in f.read_bytes() for f in files)
+    assert all(b"train/reward_mean" in f.read_bytes() and b"train/*" in f.read_bytes() for f in files)  # its x axis

@@ -1,14 +1,17 @@
 """Weights & Biases mirror of the training metrics (``TrainConfig.wandb_project``).
 
 ``WandbRun`` receives the rows `training.metrics.MetricsLog` writes: each iteration's row under ``train/``
-and each held-out evaluation under ``eval/``, at step = iteration, with the resolved TrainConfig as the
+and each held-out evaluation under ``eval/``, plotted against the iteration, with the resolved TrainConfig as the
 run's config. Decisions where the issue was silent:
 
 * One W&B run per training run: its id is kept in ``OUTPUT_DIR/wandb.json``, so ``--resume`` continues
   the same W&B run (``resume="allow"``) and a fresh run in that folder starts a new one. The run is
   named after the output folder and its files go to ``OUTPUT_DIR/wandb``.
-* W&B accepts only increasing steps: iterations a resume repeats (after a crash past the last
-  checkpoint) are dropped there with wandb's own warning; ``metrics.jsonl`` keeps them.
+* The x axis is the training iteration, logged as the ``iteration`` value of each row and declared
+  with ``define_metric`` as the step of ``train/*`` and ``eval/*``; wandb's own step only counts
+  calls. So iterations a resume repeats (after a crash past its last checkpoint) are logged again
+  and plotted at their iteration beside the crashed attempt's, as ``metrics.jsonl`` keeps both; a
+  W&B step must increase, and logging at ``step=iteration`` would drop them with a warning.
 * It gets the scalars TensorBoard gets (`MetricsLog`): non-finite values are left out (metrics.jsonl
   records them as null).
 * wandb is optional; `require_wandb` says how to install it before any model loads. Whether it logs
@@ -28,6 +31,8 @@ from training.config import ConfigError
 
 ID_FILE = "wandb.json"
 """``OUTPUT_DIR/wandb.json``: the W&B project and run id of this training run."""
+STEP_METRIC = "iteration"
+"""The W&B x axis of every ``train/*`` and ``eval/*`` value: the training iteration."""
 
 
 def require_wandb(project: str | None) -> None:
@@ -65,9 +70,14 @@ class WandbRun:
                              "`wandb login`, or log offline with WANDB_MODE=offline and `wandb sync` later, or "
                              "leave wandb_project unset") from None
 
+        self.run.define_metric(STEP_METRIC)
+        for section in ("train/*", "eval/*"):
+            self.run.define_metric(section, step_metric=STEP_METRIC)
+
     def log(self, scalars: dict[str, float | int], step: int) -> None:
-        """One row's scalars (``train/...`` or ``eval/...``, the same TensorBoard gets) at ``step``."""
-        self.run.log(scalars, step=step)
+        """One row's scalars (``train/...`` or ``eval/...``, the same TensorBoard gets) at iteration
+        ``step`` (the row's x value; wandb's own step is left to count calls, see the module docstring)."""
+        self.run.log({**scalars, STEP_METRIC: step})
 
     def finish(self) -> None:
         self.run.finish()
