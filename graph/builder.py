@@ -185,8 +185,7 @@ def build_reward_agent(config: AgentConfig | None = None, *, model: Any = None, 
         from tools.toolbox import Toolbox
 
         tools = Toolbox(ToolSettings.from_env())
-    store = frame_store or (FrameStore(long_side=settings.image_long_side, quality=settings.jpeg_quality)
-                            if settings is not None else FrameStore())
+    store = frame_store or frame_store_for(settings)
     ctx = RunContext(backbone=backbone, config=cfg, frames=store, tools=tool_provider(tools))
     extra = bool(ctx.tools.extra)
     g = StateGraph(AgentState, context_schema=RunContext, input_schema=AgentInput)
@@ -196,6 +195,14 @@ def build_reward_agent(config: AgentConfig | None = None, *, model: Any = None, 
     if checkpointer is None:
         checkpointer = default_checkpointer(settings.traces_path)
     return g.compile(checkpointer=checkpointer or None, name=f"reward_agent[{cfg.preset}]")
+
+
+def frame_store_for(settings: Any) -> FrameStore:
+    """The FrameStore an agent built with `settings` (`graph.settings.BackboneSettings` or None for the
+    defaults) gets unless one is passed: images at the settings' long side and JPEG quality."""
+    if settings is None:
+        return FrameStore()
+    return FrameStore(long_side=settings.image_long_side, quality=settings.jpeg_quality)
 
 
 def _backbone_opts(settings: Any) -> dict[str, Any]:

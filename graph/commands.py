@@ -351,7 +351,7 @@ def serve_reward_command(
     import uvicorn
 
     from graph.batch import build_batch_agent
-    from graph.builder import default_checkpointer
+    from graph.builder import default_checkpointer, frame_store_for
     from graph.reward_service import create_reward_app
     from tools.service import open_bind_warning
 
@@ -361,10 +361,12 @@ def serve_reward_command(
         typer.echo(warning, err=True)
     preflight_or_exit(settings)  # a service that cannot reach its model answers every request ineligible
     tools = loaded_tools(settings, preset)
+    frames = frame_store_for(settings)  # the service drops each request's deleted clips from it
     agent = build_batch_agent(settings, preset, default_checkpointer(settings.traces_path),
-                              make_chat_model(settings), tools)
+                              make_chat_model(settings), tools, frames)
     app = create_reward_app(agent, preset, token=token, max_concurrency=concurrency, max_items=max_items,
                             max_body_mb=max_body_mb, durability=settings.trace_durability, keep_videos=keep_videos,
+                            frames=frames,
                             info={"model": settings.model, "inspect_mode": settings.inspect_mode,
                                   "traces": settings.traces_path})
     typer.echo(f"reward service: preset {preset}, traces in {settings.traces_path}; "

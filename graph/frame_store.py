@@ -30,6 +30,10 @@ Decisions where the issue was silent:
   (one `os.stat` each) and remember its version; those on the event loop (`ablocks`, track keys:
   `current`) use the remembered one, since a run's quality step stats its clip first and a stat on
   the loop is a blocking call. The old entries age out of the LRU maps.
+- `forget` drops a clip's entries at once. Callers that delete their clips after scoring them (the
+  trainer's `AgentReward` with temporary videos, the reward service without `--keep-videos`) call it,
+  so a training process does not hold up to the cache's bound (~700 MB with the defaults) of frames of
+  deleted files, which no later request can use since every batch writes to a new folder.
 """
 
 from __future__ import annotations
@@ -40,7 +44,7 @@ import functools
 import os
 import threading
 from collections import OrderedDict
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from concurrent.futures import Future
 from typing import Any
 
@@ -83,6 +87,19 @@ class _LRU:
                 _, (_, freed) = self._data.popitem(last=False)
                 self._bytes -= freed
 
+    @property
+    def nbytes(self) -> int:
+        """Total size of the entries held."""
+        return self._bytes
+
+    def drop(self, doomed: Callable[[Any], bool]) -> int:
+        """Remove every entry whose key `doomed` accepts; returns how many."""
+        with self._lock:
+            keys = [k for k in self._data if doomed(k)]
+            for k in keys:
+                self._bytes -= self._data.pop(k)[1]
+        return len(keys)
+
 
 class FrameStore:
     """Decoded-frame and data-URL cache over tools.video (shared by runs; bounded by bytes)."""
@@ -100,8 +117,39 @@ class FrameStore:
         self.decoded = 0
         self.encoded = 0
 
+    @property
+    def nbytes(self) -> int:
+        """Bytes of decoded frames, data URLs and extras held now (what `max_bytes` bounds, with the
+        URL and extra maps' shares)."""
+        return sum(lru.nbytes for lru in (self._frames, self._urls, self._extra))
+
+    def forget(self, videos: Iterable[str]) -> int:
+        """Drop everything cached for the files at `videos` (every version): decoded frames, data URLs,
+        extras, readers and finished or running shared jobs (a running job finishes, unreferenced). For
+        clips that are deleted once scored (a trainer's temporary rollouts, the reward service's
+        requests), whose entries no later request can use. Returns the number of entries dropped."""
+        gone = set(videos)
+
+        def filed(key: Any) -> bool:  # frames and URLs: (version, ...); extras and jobs: (kind, version, ...)
+            head = key[0] if isinstance(key[0], tuple) else key[1]
+            return isinstance(head, tuple) and head[0] in gone
+
+        dropped = sum(lru.drop(filed) for lru in (self._frames, self._urls, self._extra))
+        with self._lock:
+            readers = [v for v in self._readers if v[0] in gone]
+            jobs = [k for k in self._jobs if filed(k)]
+            for v in readers:
+                self._readers.pop(v).close_spare()
+            for k in jobs:
+                del self._jobs[k]
+            for video in gone:
+                self._known.pop(video, None)
+        return dropped + len(readers) + len(jobs)
+
     def get_extra(self, key: Any) -> Any | None:
-        """A cached derived artefact (e.g. motion overlays as content blocks), if present."""
+        """A cached derived artefact (e.g. motion overlays as content blocks), if present. Keys are
+        tuples ``(kind, version, ...)`` with the clip's `current` version, as are shared jobs' keys
+        (`forget` finds a clip's entries by it)."""
         return self._extra.get(key)
 
     def put_extra(self, key: Any, value: tuple[list[dict], str]) -> None:

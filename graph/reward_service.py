@@ -22,8 +22,8 @@ Decisions where the issues were silent:
   video is the agent's own ineligible result (video fault). A malformed request (not JSON, no `items`
   list, more than `max_items` items) is a 400 for the whole batch, which the client turns into an
   ineligible batch; a body over `max_body_mb` is a 413; a missing or wrong token is a 401.
-- Clips are written to a temporary folder for the runs and deleted when the request is answered,
-  unless the service keeps them (`keep_videos`, `raa serve-reward --keep-videos DIR`): then each
+- Clips are written to a temporary folder for the runs and deleted when the request is answered (and
+  dropped from the agent's frame cache, `FrameStore.forget`), unless the service keeps them (`keep_videos`, `raa serve-reward --keep-videos DIR`): then each
   request's clips stay in `DIR/itNNNNNN-XXXXXXXX/` (the iteration from `meta`; `evalNNNNNN-` for
   the trainer's held-out samples, `meta.phase = "eval"`), where the traces
   point, so `raa report RUN_ID` on the service host shows a training reward's frames. `fps` is
@@ -47,6 +47,7 @@ from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse
 
 from graph.api import arun_agent, ineligible_result, new_run_id
+from graph.frame_store import FrameStore
 from graph.schemas import RewardResult
 from graph.settings import TraceDurability
 from tools.service import HTTPProblem, check_bearer, problem_response, read_body_limited
@@ -84,11 +85,20 @@ def _item(index: int, item: Any, folder: str) -> tuple[str, str] | str:
     return str(path), instruction
 
 
+def _discard(folder: str, frames: FrameStore | None) -> None:
+    """Delete a request's temporary folder and drop its clips from the agent's frame cache."""
+    if frames is not None:
+        frames.forget(str(p) for p in Path(folder).glob("*.mp4"))
+    shutil.rmtree(folder, True)
+
+
 def create_reward_app(agent: Any, preset: str, *, token: str | None = None, max_concurrency: int = 16,
                       max_items: int = 1024, max_body_mb: float = 2048.0, durability: TraceDurability = "exit",
-                      info: dict[str, Any] | None = None, keep_videos: str | Path | None = None) -> FastAPI:
+                      info: dict[str, Any] | None = None, keep_videos: str | Path | None = None,
+                      frames: FrameStore | None = None) -> FastAPI:
     """FastAPI app serving `agent` (a compiled reward agent for `preset`) on /v1/score (module docstring);
-    `keep_videos`: a folder that keeps every request's clips (see the module docstring)."""
+    `keep_videos`: a folder that keeps every request's clips (see the module docstring); `frames`: the
+    agent's frame cache, from which a request's deleted clips are dropped."""
     if max_concurrency < 1 or max_items < 1 or max_body_mb <= 0:
         raise ValueError("max_concurrency and max_items must be >= 1 and max_body_mb > 0")
     limit = int(max_body_mb * 1024 * 1024)
@@ -141,7 +151,7 @@ def create_reward_app(agent: Any, preset: str, *, token: str | None = None, max_
             results = await asyncio.gather(*(run_one(i, item, folder) for i, item in enumerate(items)))
         finally:
             if keep_videos is None:
-                await asyncio.to_thread(shutil.rmtree, folder, True)
+                await asyncio.to_thread(_discard, folder, frames)
         return {"results": [r.model_dump(mode="json") for r in results]}
 
     return app

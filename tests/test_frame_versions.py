@@ -1,5 +1,7 @@
-"""A clip rewritten at the same path is a new video (graph/frame_store.py `FrameStore.version`): for the
-agent, for the frame cache itself, and for requests served on the event loop, which never stat a file."""
+"""The frame cache follows the clip files (graph/frame_store.py). A clip rewritten at the same path is a new
+video (`FrameStore.version`): for the agent, for the frame cache itself, and for requests served on the
+event loop, which never stat a file. A clip deleted once scored is dropped from it (`FrameStore.forget`)
+by the trainer's AgentReward and the reward service."""
 
 from __future__ import annotations
 
@@ -59,3 +61,29 @@ def test_ablocks_of_a_file_no_request_has_seen_finds_its_version_off_the_loop(tm
     assert asyncio.run(store.ablocks(path, [0]))[1]["image_url"]["url"] == first  # not stat'ed again yet
     store.meta(path)  # a worker-side request (a run's quality step) sees the new file
     assert asyncio.run(store.ablocks(path, [0]))[1]["image_url"]["url"] != first
+
+
+def test_forget_drops_every_entry_of_a_clip_and_keeps_the_others(tmp_path):
+    a, b = str(tmp_path / "a.mp4"), str(tmp_path / "b.mp4")
+    for path, value in ((a, 40), (b, 200)):
+        write_video(path, np.full((8, 32, 48, 3), value, np.uint8), fps=8.0)
+    store = FrameStore()
+    for path in (a, b):
+        store.image_blocks(path, [0, 1])
+        store.image_blocks(path, [2], box=[0.0, 0.0, 0.5, 0.5])
+        store.start_encoding(path, [3]).result()
+        store.put_extra(("overlay", store.current(path), (0, 1)), ([{"type": "text", "text": "x" * 10}], "t"))
+    both = store.nbytes
+    write_video(a, np.full((8, 32, 48, 3), 90, np.uint8), fps=8.0)  # a second version of a
+    store.frames(a, [0])
+    dropped = store.forget([a, str(tmp_path / "never-seen.mp4")])
+    # a: 2 versions x 1 reader, 4 + 1 frames, 4 URLs, 1 extra, 1 encoding job
+    assert dropped == 2 + 5 + 4 + 1 + 1
+    assert 0 < store.nbytes < both and store.current(a) == (a, None)
+    decoded = store.decoded
+    assert store.forget([a]) == 0
+    store.image_blocks(b, [0, 1])
+    store.frames(b, [2, 3])
+    assert store.decoded == decoded and store.get_extra(("overlay", store.current(b), (0, 1))) is not None  # b kept
+    store.frames(a, [0])
+    assert store.decoded == decoded + 1  # a is decoded afresh

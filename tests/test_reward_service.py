@@ -165,6 +165,24 @@ def test_cli_needs_an_endpoint_and_a_known_preset(monkeypatch, tmp_path):
     assert json.dumps(info)  # plain JSON
 
 
+def test_a_request_s_deleted_clips_leave_the_frame_cache(tmp_path):
+    """Without --keep-videos each request's clips are deleted when it is answered; their decoded frames
+    and images go with them (`raa serve-reward` passes the agent's FrameStore). Kept clips stay cached."""
+    from graph import AgentConfig, AgentTools, build_reward_agent
+    from graph.frame_store import FrameStore
+    from graph.testing import ScriptedChatModel
+
+    good = {"video_b64": _b64(moving_square(tmp_path / "a.mp4")), "instruction": "push it"}
+    for keep in (None, tmp_path / "kept"):
+        frames = FrameStore()
+        agent = build_reward_agent(AgentConfig(preset="decomposed"), model=ScriptedChatModel(full_script()),
+                                   tools=AgentTools(), checkpointer=InMemorySaver(), frame_store=frames)
+        with TestClient(create_reward_app(agent, "decomposed", keep_videos=keep, frames=frames)) as c:
+            res = c.post("/v1/score", json={"items": [good, good]})
+        assert [r["status"] for r in res.json()["results"]] == ["scored"] * 2
+        assert (frames.nbytes == 0) == (keep is None), (keep, frames.nbytes)
+
+
 def test_kept_clips_stay_where_the_traces_point(tmp_path):
     """--keep-videos: every request's clips stay under DIR/itNNNNNN-*/, the path each trace records, so
     `raa report RUN_ID` on the service host can show a training reward's frames."""

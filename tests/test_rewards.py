@@ -190,7 +190,8 @@ def test_http_reward_retries_transient_failures_a_bounded_number_of_times():
 
 def test_agent_reward_scores_with_one_agent_across_batches(monkeypatch, tmp_path):
     """The real agent (scripted backbone): rewards and reasons per clip, one agent (and one set of tool
-    models) for every batch, the inspect mode of the settings the entry point read, clips removed."""
+    models) for every batch, the inspect mode of the settings the entry point read, clips removed (from
+    disk and from the agent's frame cache)."""
     import graph.builder
     from graph.settings import BackboneSettings
     from graph.testing import ScriptedChatModel
@@ -215,6 +216,7 @@ def test_agent_reward_scores_with_one_agent_across_batches(monkeypatch, tmp_path
     stages = [c.stage for c in model.calls]
     assert "plan" in stages and "inspect" not in stages  # RAA_INSPECT_MODE reached the training reward
     assert not any((tmp_path / "clips").iterdir())  # temporary clips removed after scoring
+    assert fn._frames.nbytes == 0  # ... and dropped from the agent's frame cache (nobody can ask for them)
 
 
 def test_run_ids_travel_from_a_reward_batch_to_the_outcome():
@@ -252,6 +254,7 @@ def test_agent_reward_keeps_clips_that_its_traces_name(tmp_path):
         assert Path(trace.values["video"]).is_file()
     held_out = call_reward(fn, "agent", clips[:1], ["pick the cup"], fps=8.0, iteration=7, rank=0, phase="eval")
     assert read_trace(open_saver(traces), held_out.run_ids[0]).values["video"].endswith("eval000007/r0_0000.mp4")
+    assert fn._frames.nbytes > 0  # kept clips keep their cached frames (a report may show them)
     with pytest.raises(ValueError, match="keep needs video_dir"):
         AgentReward(videos="keep")
 

@@ -109,7 +109,8 @@ class AgentReward:
     video_dir: str | None = None
     """Where clips are written as mp4 for the agent (None: the system's temporary directory)."""
     videos: Literal["temporary", "keep"] = "temporary"
-    """temporary: each batch's clips are deleted once scored; keep: they stay in
+    """temporary: each batch's clips are deleted once scored (and dropped from the agent's frame
+    cache); keep: they stay in
     ``video_dir/itNNNNNN/rR_NNNN.mp4`` (iteration as in rewards.jsonl, rank, index; held-out samples in
     ``evalNNNNNN/``), so ``raa trace`` / ``raa report`` of a training reward (run ids in rewards.jsonl)
     can still show the rollout's frames."""
@@ -125,6 +126,7 @@ class AgentReward:
     """Reasons reported by the agent for the last batch."""
     _config: Any = field(default=None, init=False, repr=False)
     _agent: Any = field(default=None, init=False, repr=False)
+    _frames: Any = field(default=None, init=False, repr=False)
 
     def __post_init__(self) -> None:
         from graph.settings import BackboneSettings
@@ -141,9 +143,15 @@ class AgentReward:
         """The compiled agent, built on first use (it loads no tool weights until a run needs them, but
         opens its trace database and stage cache: `graph.stores.StoreError` when one cannot be used)."""
         from graph import build_reward_agent  # lazy: the trainer must not need the agent stack
+        from graph.builder import frame_store_for
+        from graph.settings import BackboneSettings
 
         if self._agent is None:
-            self._agent = build_reward_agent(self._config, model=self.model, settings=self.settings, tools=self.tools)
+            # the settings the agent would read itself; its frame cache is kept to forget temporary clips
+            settings = self.settings if self.settings is not None else BackboneSettings.from_env()
+            self._frames = frame_store_for(settings)
+            self._agent = build_reward_agent(self._config, model=self.model, settings=settings, tools=self.tools,
+                                             frame_store=self._frames)
         return self._agent
 
     def load_tools(self) -> None:
@@ -180,8 +188,12 @@ class AgentReward:
             for i, (video, prompt) in enumerate(zip(videos, prompts, strict=True)):
                 path = write_video(folder / f"r{rank}_{first + i:04d}.mp4", video, fps=fps)
                 items.append({"video": str(path.resolve()), "instruction": prompt})
-            results = await ascore_videos(items, self._config, agent=agent,
-                                          max_concurrency=self.max_concurrency)
+            try:
+                results = await ascore_videos(items, self._config, agent=agent,
+                                              max_concurrency=self.max_concurrency)
+            finally:
+                if self.videos == "temporary":  # deleted below: no later batch can use their frames
+                    await asyncio.to_thread(self._frames.forget, [item["video"] for item in items])
         self.last_reasons = [list(r.reasons) for r in results]
         return RewardBatch([r.reward for r in results], self.last_reasons, [r.run_id or None for r in results])
 
