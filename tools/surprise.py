@@ -160,16 +160,24 @@ class VJEPA2SurpriseScorer:
         with self._lock:
             if self._model is None:
                 self._load_failure.check()
+                offline: dict[str, Any] = {}
                 try:
                     import torch
                     from transformers import VJEPA2Model
 
-                    model = VJEPA2Model.from_pretrained(self.model_id, dtype=getattr(torch, self.dtype))
+                    from tools.hub import hub_load_kwargs
+
+                    offline = hub_load_kwargs(self.model_id)  # the hub does not answer: the local cache only
+                    model = VJEPA2Model.from_pretrained(self.model_id, dtype=getattr(torch, self.dtype), **offline)
                     self._check_config(model.config)
                     self._model = model.to(self.device).eval()
                 except Exception as exc:  # noqa: BLE001 - every load failure becomes a typed fault
+                    hint = (" (the Hugging Face hub did not answer, so only the local cache was read: download "
+                            "the model where there is network, or set RAA_VJEPA_MODEL to a local folder)"
+                            if offline else "")
                     raise self._load_failure.record(ToolFault(
-                        "surprise", "load", f"cannot load V-JEPA 2 from {self.model_id!r}: {type(exc).__name__}: {exc}"
+                        "surprise", "load",
+                        f"cannot load V-JEPA 2 from {self.model_id!r}{hint}: {type(exc).__name__}: {exc}"
                     )) from exc
         return self
 

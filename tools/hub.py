@@ -1,0 +1,73 @@
+"""Loading Hugging Face hub models on machines that cannot reach the hub (GPU nodes of a cluster).
+
+`transformers.from_pretrained` given a hub id asks the hub for every file it reads and retries a
+connection failure with backoff: measured here without network, a V-JEPA 2 id that is in the local
+cache loaded after ~20 s of retries (instead of ~0.1 s), and one that is not failed after ~50 s. Every
+process that loads the surprise scorer (each `raa score-batch --processes` worker, each training rank
+with `reward: agent`, `raa serve-tools`) paid that at start.
+
+Decisions where the issues were silent:
+- Before loading a hub id, `hub_load_kwargs` asks the hub endpoint once (one HEAD, answered within
+  `timeout_s` = 3 s; any HTTP status counts as an answer; proxies from the environment apply). When
+  it does not answer, the load uses only the local cache (``local_files_only=True``): a cached model
+  loads at once, a missing one fails at once with a reason that says the hub was not reachable.
+- Local folders, strings that are not hub ids, and ``HF_HUB_OFFLINE=1`` (huggingface_hub's own
+  setting, read by it) are left to transformers unchanged, with no request.
+- The answer is not remembered: a load is rare (once per process), and a node whose network comes
+  back should use it.
+"""
+
+from __future__ import annotations
+
+import threading
+from typing import Any
+
+DEFAULT_TIMEOUT_S = 3.0
+
+
+def is_hub_id(name: str) -> bool:
+    """Whether `name` is a valid hub repo id (``org/name``); a local folder of that name is not asked."""
+    from pathlib import Path
+
+    from huggingface_hub.utils import HFValidationError, validate_repo_id
+
+    if Path(name).exists():
+        return False
+    try:
+        validate_repo_id(name)
+    except HFValidationError:
+        return False
+    return True
+
+
+def hub_reachable(endpoint: str | None = None, timeout_s: float = DEFAULT_TIMEOUT_S) -> bool:
+    """Whether the hub at `endpoint` (default huggingface_hub's ``ENDPOINT``) answers an HTTP request
+    within `timeout_s`, name lookup included (it runs in a helper thread, which is left behind when it
+    hangs)."""
+    import httpx
+    from huggingface_hub import constants
+
+    url = endpoint or constants.ENDPOINT
+    answered = threading.Event()
+
+    def ask() -> None:
+        try:
+            httpx.head(url, timeout=timeout_s)
+            answered.set()
+        except (httpx.HTTPError, OSError, ValueError):
+            pass
+
+    thread = threading.Thread(target=ask, name="hub-probe", daemon=True)
+    thread.start()
+    thread.join(timeout_s)
+    return answered.is_set()
+
+
+def hub_load_kwargs(name: str, *, endpoint: str | None = None, timeout_s: float = DEFAULT_TIMEOUT_S) -> dict[str, Any]:
+    """Extra ``from_pretrained`` arguments for `name`: ``{"local_files_only": True}`` when it is a hub id
+    and the hub does not answer (see the module docstring), else none."""
+    from huggingface_hub import constants
+
+    if constants.HF_HUB_OFFLINE or not is_hub_id(name) or hub_reachable(endpoint, timeout_s):
+        return {}
+    return {"local_files_only": True}
