@@ -66,7 +66,7 @@ class WandbRun:
             self.run = wandb.init(project=project, name=output_dir.resolve().name, id=run_id, resume="allow",
                                   dir=str(output_dir), config=config)
         except wandb.errors.Error as exc:  # not logged in, no network: say what to do, not wandb's traceback
-            raise WandbError(f"W&B could not start run {run_id} in project {project!r}: {exc}. Log in with "
+            raise WandbError(f"W&B could not start run {run_id} in project {project!r}: {str(exc).rstrip('.')}. Log in with "
                              "`wandb login`, or log offline with WANDB_MODE=offline and `wandb sync` later, or "
                              "leave wandb_project unset") from None
 
