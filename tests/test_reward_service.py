@@ -11,7 +11,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 from fastapi.testclient import TestClient
-from graph_scripts import full_script, garbage_file, moving_square
+from graph_scripts import full_script, garbage_file, moving_square, uniform_clip
 from langgraph.checkpoint.memory import InMemorySaver
 from service_helpers import serve
 from typer.testing import CliRunner
@@ -152,6 +152,11 @@ def test_cli_needs_an_endpoint_and_a_known_preset(monkeypatch, tmp_path):
     monkeypatch.setenv("RAA_ENDPOINT_WAIT_S", "0")  # nothing listens at the url: skip the pre-flight
     seen = {}
     monkeypatch.setattr(uvicorn, "run", lambda app, host, port, log_level: seen.update(app=app, host=host, port=port))
+    import graph.builder
+
+    stores = []
+    real_store = graph.builder.frame_store_for
+    monkeypatch.setattr(graph.builder, "frame_store_for", lambda settings: stores.append(real_store(settings)) or stores[-1])
     # a preset whose tool cannot load would answer every request with ineligible rewards: refused at start
     monkeypatch.setenv("RAA_VJEPA_MODEL", str(tmp_path / "no-vjepa"))
     res = runner.invoke(cli_app, ["serve-reward", "--preset", "no_audit"])
@@ -159,9 +164,12 @@ def test_cli_needs_an_endpoint_and_a_known_preset(monkeypatch, tmp_path):
     res = runner.invoke(cli_app, ["serve-reward", "--preset", "no_wmreward", "--port", "9123", "--token", TOKEN])
     assert res.exit_code == 0, res.output
     assert (seen["host"], seen["port"]) == ("127.0.0.1", 9123)
+    flat = {"video_b64": _b64(uniform_clip(tmp_path / "flat.mp4")), "instruction": "push it"}
     with TestClient(seen["app"]) as c:
         info = c.get("/v1/info", headers=AUTH).json()
+        scored = c.post("/v1/score", json={"items": [flat]}, headers=AUTH).json()["results"]  # zeroed: no model call
     assert info["preset"] == "no_wmreward" and info["inspect_mode"] == "plan" and info["model"] == "m"
+    assert scored[0]["status"] == "zero" and len(stores) == 1 and stores[0].nbytes == 0  # the agent's cache, emptied
     assert json.dumps(info)  # plain JSON
 
 
