@@ -71,6 +71,12 @@ class TrainConfig:
     policy-gradient forward of a full-size video keeps activations of every block otherwise. Costs
     about one extra transformer forward per update; gradients are unchanged. Rollouts, held-out
     samples and the reference run without gradients and are not affected."""
+    text_encoder: Literal["resident", "offload"] = "resident"
+    """Where the text encoder waits between uses. resident: on the training device for the whole run.
+    offload: in host memory, moved to the device only while prompts are encoded (each iteration's
+    rollout prompts, the held-out prompts), so rollouts and updates get its memory back (Qwen2.5-VL-7B
+    of Cosmos-Predict2.5 in bf16: ~16 GB per GPU; UMT5-XXL of Wan 2.2: ~11 GB) for one copy of its
+    weights to the device and back per use. The prompt features are the same either way."""
     # --- rollout (policy/rollout.py RolloutConfig) -------------------------------------------
     num_steps: int = 10
     """Denoising steps K per rollout."""

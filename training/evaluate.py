@@ -37,7 +37,7 @@ from policy.world_model import FlowWorldModel
 from training.config import PromptSpec, TrainConfig
 from training.data import derive_seed, load_frame
 from training.generate import sample_video
-from training.models import negative_prompt
+from training.models import negative_prompt, text_encoder_on
 from training.rewards import call_reward
 
 
@@ -57,13 +57,16 @@ def evaluate(world_model: FlowWorldModel, cfg: TrainConfig, prompts: Sequence[Pr
     items = [(p, s) for p in range(len(prompts)) for s in range(cfg.eval_samples)]
     videos, texts, groups = [], [], []
     conds: dict[int, Any] = {}
+    work = [(items[index], counts) for index, counts in rank_items(len(items), rank, world)]
+    device = next(world_model.transformer.parameters()).device
     with torch.no_grad():
-        for index, counts in rank_items(len(items), rank, world):
-            p, s = items[index]
-            if p not in conds:
-                image = load_frame(prompts[p], cfg.height, cfg.width, cfg.image_fit)
-                conds[p] = world_model.encode_prompts(image[None], [prompts[p].text], num_frames=cfg.num_frames,
-                                                      negative_prompt=negative_prompt(cfg))
+        with text_encoder_on(world_model, cfg, device):  # every prompt first: an offloaded encoder moves once
+            for (p, _), _ in work:
+                if p not in conds:
+                    image = load_frame(prompts[p], cfg.height, cfg.width, cfg.image_fit)
+                    conds[p] = world_model.encode_prompts(image[None], [prompts[p].text], num_frames=cfg.num_frames,
+                                                          negative_prompt=negative_prompt(cfg))
+        for (p, s), counts in work:
             frames = sample_video(world_model, conds[p], "ode", None, cfg.num_steps, cfg.shift,
                                   derive_seed(cfg.seed, p, s), cfg.guidance_scale)
             if counts:

@@ -4,11 +4,16 @@ the pretrained checkpoint, in the run's dtype. Used by the trainer, the exporter
 
 Decision where the issue was silent: ``parts="transformer"`` skips the VAE and the text encoder of a
 pretrained checkpoint (the exporter needs the transformer only, and the Cosmos text encoder alone is
-a multi-GB load); the tiny models are built whole (they are small and seeded).
+a multi-GB load); the tiny models are built whole (they are small and seeded). With
+``text_encoder: offload`` the text encoder stays in host memory and `text_encoder_on` brings it to the
+device around each use in training (rollout and held-out prompts); the sampler (`load_policy`) keeps
+it on the device, as inference has the memory.
 """
 
 from __future__ import annotations
 
+import contextlib
+from collections.abc import Iterator
 from typing import Literal
 
 import torch
@@ -34,7 +39,27 @@ def build_world_model(cfg: TrainConfig, device: torch.device | str,
                                                default_num_frames=cfg.num_frames)
     if cfg.tiny and cfg.dtype != "float32":  # from_pretrained already loaded torch_dtype; the VAE stays float32
         model.transformer.to(dtype=DTYPES[cfg.dtype])
+    if cfg.text_encoder == "offload":  # nn.Module.to moves the transformer and the VAE, not the text encoder
+        return torch.nn.Module.to(model, device=device)
     return model.to(device=device)
+
+
+@contextlib.contextmanager
+def text_encoder_on(world_model: FlowWorldModel, cfg: TrainConfig, device: torch.device | str) -> Iterator[None]:
+    """The text encoder on `device` inside the block (`TrainConfig.text_encoder`): with "offload" it is
+    moved there on entry and back to host memory on exit, and the device's cached blocks are released;
+    with "resident" (or no text encoder) nothing moves."""
+    encoder = world_model.text_encoder
+    if cfg.text_encoder == "resident" or encoder is None:
+        yield
+        return
+    encoder.to(device=device)
+    try:
+        yield
+    finally:
+        encoder.to(device="cpu")
+        if torch.device(device).type == "cuda":
+            torch.cuda.empty_cache()
 
 
 def negative_prompt(cfg: TrainConfig) -> str | None:

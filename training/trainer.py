@@ -67,7 +67,7 @@ from training.evaluate import evaluate, summarize_eval
 from training.export import ExportError, export_policy
 from training.grpo import group_advantages
 from training.metrics import MetricsLog, gather, summarize
-from training.models import build_world_model, negative_prompt
+from training.models import build_world_model, negative_prompt, text_encoder_on
 from training.preemption import StopRequest, TrainingStopped
 from training.preview import latent_preview
 from training.resume import plan_resume, state_layout, write_layout
@@ -217,12 +217,15 @@ def train(cfg: TrainConfig, *, local_rank: int = 0, reward_token: str | None = N
         groups: list[Group] = []
         pending: list[Future[RewardOutcome]] = []
         with torch.no_grad():
+            conds = []
+            with text_encoder_on(world_model, cfg, device):  # every prompt first: an offloaded encoder moves once
+                for index in mine:
+                    image = load_frame(prompts[index], cfg.height, cfg.width, cfg.image_fit)
+                    conds.append(world_model.encode_prompts(image[None], [prompts[index].text], num_frames=cfg.num_frames,
+                                                            negative_prompt=negative_prompt(cfg)))
             for slot, index in enumerate(mine):
                 spec = prompts[index]
-                image = load_frame(spec, cfg.height, cfg.width, cfg.image_fit)
-                cond = world_model.encode_prompts(image[None], [spec.text], num_frames=cfg.num_frames,
-                                                  negative_prompt=negative_prompt(cfg))
-                cond = cond.repeat_interleave(group)
+                cond = conds[slot].repeat_interleave(group)
                 ro = _sample_group(world_model, cond, rcfg, cfg, device, (cfg.seed, it, rank, slot))
                 if cfg.decode == "vae":  # one clip at a time: VAE decoding of long HD clips is memory-heavy
                     frames = np.concatenate([_frames_numpy(world_model.decode(ro.latents[i:i + 1]))
