@@ -89,9 +89,10 @@ async def _calls(settings: BackboneSettings) -> list[Check]:
     from tools.frames import encode_jpeg_data_url
 
     backbone = Backbone.from_settings(settings)
-    red = np.zeros((32, 32, 3), np.uint8)
+    side = settings.image_long_side  # the size the agent sends: the request's length in tokens is a real one's
+    red = np.zeros((side, side, 3), np.uint8)
     red[..., 0] = 220
-    url = encode_jpeg_data_url(red)
+    url = encode_jpeg_data_url(red, quality=settings.jpeg_quality)
     n = AgentConfig().max_images_per_call  # as many as the agent's largest request: the server's limit shows
     images = [{"type": "text", "text": f"What is the dominant colour of these {n} images?"}]
     images += [{"type": "image_url", "image_url": {"url": url}} for _ in range(n)]
@@ -103,12 +104,17 @@ async def _calls(settings: BackboneSettings) -> list[Check]:
             HumanMessage(content=images)], Usage())
         seen = "red" in reply.colour.lower()
         out.append(Check(name, "ok" if seen else "warning",
-                         f"{settings.method}: answered {reply.colour!r}" + ("" if seen else
+                         f"{settings.method}, {side}x{side} px images: answered {reply.colour!r}" + ("" if seen else
                          " for red images: do images reach the model (a vision model, a server that keeps them)?")))
     except BackboneFault as exc:
-        hint = (f"the server may take fewer than {n} images per request (vLLM: --limit-mm-per-prompt "
-                "'{\"image\": 64}')" if exc.kind == "refused" else
-                "RAA_STRUCTURED_METHOD: json_schema, function_calling or json_mode")
+        if exc.kind != "refused":
+            hint = "RAA_STRUCTURED_METHOD: json_schema, function_calling or json_mode"
+        elif any(word in exc.message.lower() for word in ("context", "token")):
+            hint = (f"{n} images of {side}x{side} px are longer than the model's context: raise it (vLLM: "
+                    "--max-model-len) or send smaller images (RAA_IMAGE_LONG_SIDE)")
+        else:
+            hint = (f"the server may take fewer than {n} images per request (vLLM: --limit-mm-per-prompt "
+                    "'{\"image\": 64}')")
         out.append(Check(name, "problem", f"{exc} ({hint})"))
     if settings.inspect_mode != "tools":
         out.append(Check("tool calling", "skipped", "RAA_INSPECT_MODE=plan: inspection needs no tool calls"))

@@ -39,8 +39,11 @@ def test_a_working_setup_passes_every_check(tmp_path, local_vjepa):
         body = stub.requests[0]
     assert [s for s, _ in checks.values()] == ["ok"] * 8 + ["skipped"]
     assert "answered 'red'" in checks["48 images + structured output"][1] and "view_frames" in checks["tool calling"][1]
-    assert sum(b.get("type") == "image_url" for m in body["messages"] if isinstance(m["content"], list)
-               for b in m["content"]) == 48  # as many images as the agent's largest request
+    urls = [b["image_url"]["url"] for m in body["messages"] if isinstance(m["content"], list)
+            for b in m["content"] if b.get("type") == "image_url"]
+    assert len(urls) == 48  # as many images as the agent's largest request ...
+    assert _size(urls[0]) == (512, 512) and "512x512 px images" in checks["48 images + structured output"][1]
+    # ... at the size the agent sends (RAA_IMAGE_LONG_SIDE), so the request is as long in tokens as a real one
     assert "created by the first run" in checks["trace database"][1]
     assert not (tmp_path / "traces.sqlite").exists()  # doctor creates nothing
 
@@ -69,6 +72,28 @@ def test_a_server_image_limit_is_named(tmp_path, local_vjepa):
         checks = _by_name(asyncio.run(run_checks(_settings(stub.base_url, tmp_path), local_vjepa, call=True, wait_s=2)))
     status, detail = checks["48 images + structured output"]
     assert status == "problem" and "fewer than 48 images per request" in detail and '{"image": 64}' in detail
+
+
+def test_a_request_longer_than_the_model_context_says_what_to_change(tmp_path, local_vjepa):
+    vllm = ("This model's maximum context length is 16384 tokens. However, you requested 22301 tokens "
+            "(21789 in the messages, 512 in the completion). Please reduce the length of the messages or completion.")
+    with OpenAIStub([StubReply(status=400, content=vllm), tool_reply("view_frames", {"frames": [0]})]) as stub:
+        checks = _by_name(asyncio.run(run_checks(_settings(stub.base_url, tmp_path, image_long_side=384), local_vjepa,
+                                                 call=True, wait_s=2)))
+        url = next(b["image_url"]["url"] for b in stub.requests[0]["messages"][1]["content"] if b["type"] == "image_url")
+    status, detail = checks["48 images + structured output"]
+    assert status == "problem" and "48 images of 384x384 px are longer than the model's context" in detail
+    assert "--max-model-len" in detail and "RAA_IMAGE_LONG_SIDE" in detail and _size(url) == (384, 384)
+
+
+def _size(url: str) -> tuple[int, int]:
+    import base64
+
+    import cv2
+    import numpy as np
+
+    image = cv2.imdecode(np.frombuffer(base64.b64decode(url.split(",", 1)[1]), np.uint8), cv2.IMREAD_COLOR)
+    return image.shape[1], image.shape[0]
 
 
 def test_problems_with_files_tools_and_a_missing_endpoint(tmp_path):
