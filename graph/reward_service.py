@@ -23,10 +23,11 @@ Decisions where the issues were silent:
   list, more than `max_items` items) is a 400 for the whole batch, which the client turns into an
   ineligible batch; a body over `max_body_mb` is a 413; a missing or wrong token is a 401.
 - Clips are written to a temporary folder for the runs and deleted when the request is answered (and
-  dropped from the agent's frame cache, `FrameStore.forget`), unless the service keeps them (`keep_videos`, `raa serve-reward --keep-videos DIR`): then each
-  request's clips stay in `DIR/itNNNNNN-XXXXXXXX/` (the iteration from `meta`; `evalNNNNNN-` for
-  the trainer's held-out samples, `meta.phase = "eval"`), where the traces
-  point, so `raa report RUN_ID` on the service host shows a training reward's frames. `fps` is
+  dropped from the agent's frame cache, `FrameStore.forget`), unless the service keeps them
+  (`keep_videos`, `raa serve-reward --keep-videos DIR`): then each request's clips stay in
+  `DIR/itNNNNNN-XXXXXXXX/` (the iteration from `meta`; `evalNNNNNN-` for the trainer's held-out
+  samples, `meta.phase = "eval"`), where the traces point, so `raa report RUN_ID` on the service
+  host shows a training reward's frames. `fps` is
   accepted and not used: the mp4 carries its frame rate.
 """
 
