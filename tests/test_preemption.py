@@ -1,5 +1,6 @@
-"""on_signal: checkpoint (training/preemption.py): a scheduler's SIGTERM / SIGUSR1 ends a run after the
-iteration in progress, with a checkpoint that --resume continues from."""
+"""Runs that stop early with a checkpoint that --resume continues from: on_signal: checkpoint
+(training/preemption.py), where a scheduler's SIGTERM / SIGUSR1 ends a run after the iteration in
+progress, and max_skipped_iterations, where a reward that keeps failing does."""
 
 from __future__ import annotations
 
@@ -104,3 +105,23 @@ def test_a_signal_to_one_rank_stops_both_after_the_same_iteration(tmp_path):
     assert (out / "checkpoints" / "latest").read_text().strip() == ckpt.name, err[-4000:]
     assert len(list(ckpt.glob("*optim_states.pt"))) == 2  # both ranks wrote it
     assert f"stopped by SIGUSR1 after iteration {done}" in err
+
+
+@pytest.mark.slow
+def test_a_reward_that_keeps_failing_stops_the_run_with_a_checkpoint(tmp_path):
+    """The reward service is down (nothing listens): every reward is ineligible, no iteration updates, and
+    with max_skipped_iterations: 2 the run saves iteration 2 and exits 3 naming the cause; a resume
+    counts again from there."""
+    out = tmp_path / "stalled"
+    dead = ["--reward", "http", "--reward_options", '{"url": "http://127.0.0.1:9/score", "startup_wait_s": 0, '
+            '"retries": 1, "backoff_s": 0}', "--max_iterations", "6", "--max_skipped_iterations", "2"]
+    proc = subprocess.run([sys.executable, *_cmd(out, *dead)], cwd=ROOT, env=_env(), capture_output=True, text=True,
+                          timeout=600)
+    assert proc.returncode == 3, proc.stderr[-4000:]
+    assert "iteration 2: 2 iterations in a row without an update" in proc.stderr
+    assert "http reward failed" in proc.stderr and "then continue with --resume" in proc.stderr
+    assert [r["update_skipped"] for r in _rows(out)] == [1, 1]
+    assert (out / "checkpoints" / "iter_000002").is_dir()  # though checkpoint_every is 1000
+    proc = subprocess.run([sys.executable, *_cmd(out, *dead, "--resume")], cwd=ROOT, env=_env(),
+                          capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 3 and "iteration 4: 2 iterations in a row" in proc.stderr, proc.stderr[-4000:]

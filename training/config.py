@@ -143,6 +143,12 @@ class TrainConfig:
     are written (``nonfinite_losses``) and the run ends with an error naming the last checkpoint,
     before saving the diverged weights; "skip": go on (DeepSpeed skips optimizer steps whose
     gradients are not finite, but the rollouts of a diverged policy stay garbage)."""
+    max_skipped_iterations: int | None = None
+    """Stop after this many iterations in a row without an update (no rank had a valid sample: every
+    reward ineligible, or fewer than 2 eligible per group), as when the reward endpoint or tool service
+    is down: a checkpoint is saved, the reasons are printed, and the run exits with status 3, to be
+    continued with ``--resume`` once the reward works (the count starts again). None: never stop for
+    this (each such iteration still prints why)."""
     on_signal: Literal["checkpoint", "exit"] = "checkpoint"
     """SIGTERM or SIGUSR1, what cluster schedulers send before they preempt a job (SLURM: ``--signal``).
     "checkpoint": every rank finishes the iteration it is in, a checkpoint is saved and the run exits with
@@ -224,6 +230,8 @@ def validate(cfg: TrainConfig) -> TrainConfig:
         errs.append(f"r_base must be in (0, 1], got {cfg.r_base}")
     if cfg.group_size < 2:
         errs.append(f"group_size must be >= 2 (GRPO needs a group), got {cfg.group_size}")
+    if cfg.max_skipped_iterations is not None and cfg.max_skipped_iterations < 1:
+        errs.append(f"max_skipped_iterations must be >= 1 (or none: never stop), got {cfg.max_skipped_iterations}")
     if cfg.keep_checkpoints is not None and cfg.keep_checkpoints < 1:
         errs.append(f"keep_checkpoints must be >= 1 (or none: keep all), got {cfg.keep_checkpoints}")
     if cfg.rollout_batch is not None and cfg.rollout_batch < 1:

@@ -17,6 +17,10 @@ backbone settings (agent reward without a ``model``: endpoint, ``RAA_INSPECT_MOD
 for a plain single-process run without a launcher -- default ``RANK/WORLD_SIZE/MASTER_ADDR/MASTER_PORT``.
 Config errors (a missing or malformed prompt file included), an invalid ``RAA_*`` setting and an agent
 reward without an endpoint are printed and exit with status 2 before any model loads (a run whose every reward is ineligible updates nothing).
+
+Exit statuses: 0 done; 1 the policy diverged (``nonfinite_loss: stop``) or the final export failed; 2 a
+configuration problem; 3 ``max_skipped_iterations`` iterations in a row without an update (checkpoint
+saved); 128 + N stopped by signal N (``on_signal: checkpoint``, checkpoint saved).
 """
 
 from __future__ import annotations
@@ -158,7 +162,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     from graph.stores import StoreError
     from training.export import ExportError
     from training.preemption import TrainingStopped
-    from training.trainer import TrainingDiverged, train
+    from training.trainer import RewardsStalled, TrainingDiverged, train
     from training.wandb_log import WandbError
 
     try:
@@ -182,6 +186,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         if int(os.environ.get("RANK", "0")) == 0:
             print(f"error: {exc}", file=sys.stderr)
         return 1
+    except RewardsStalled as exc:  # max_skipped_iterations: raised on every rank after the checkpoint; said once
+        if int(os.environ.get("RANK", "0")) == 0:
+            print(f"error: {exc}", file=sys.stderr)
+        return 3
     if int(os.environ.get("RANK", "0")) == 0:
         print(f"done: metrics in {out / 'metrics.jsonl'}")
     return 0

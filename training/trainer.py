@@ -90,6 +90,17 @@ class TrainingDiverged(RuntimeError):
         self.iteration = iteration
 
 
+class RewardsStalled(RuntimeError):
+    """``max_skipped_iterations`` iterations in a row had no update; a checkpoint was saved."""
+
+    def __init__(self, iteration: int, count: int, checkpoint: str, reason: str, reasons_path: Path) -> None:
+        super().__init__(
+            f"iteration {iteration}: {count} iterations in a row without an update (no valid sample on any rank), "
+            f"e.g. {reason[:300]} (all reasons: {reasons_path}). Saved {checkpoint}; fix the reward (its endpoint "
+            "or tool service), then continue with --resume")
+        self.iteration = iteration
+
+
 def _sample_group(world_model: FlowWorldModel, cond: Conditioning, rcfg: RolloutConfig, cfg: TrainConfig,
                   device: torch.device, seed: tuple[int, ...]) -> Rollout:
     """The G rollouts of one prompt (``cond`` repeated G times), ``cfg.rollout_batch`` at a time. The whole
@@ -209,6 +220,7 @@ def train(cfg: TrainConfig, *, local_rank: int = 0, reward_token: str | None = N
         held_out(0)
     rewards = RewardRunner(reward_fn, cfg.reward or "")  # scores on the process's bridge loop (graph.bridge)
     stops = StopRequest().install() if cfg.on_signal == "checkpoint" else None  # training/preemption.py
+    skipped = 0  # iterations in a row without an update (max_skipped_iterations)
     for it in range(start, cfg.max_iterations):
         # -- 1. rollouts ----------------------------------------------------------------------
         t0 = time.perf_counter()
@@ -293,18 +305,25 @@ def train(cfg: TrainConfig, *, local_rank: int = 0, reward_token: str | None = N
             _close(rewards, bar, log, stops)
             raise TrainingDiverged(it + 1, int(row["nonfinite_losses"]), ckpt_dir)
         signum = stops.agreed(device) if stops is not None else 0  # a signal on any rank stops them all here
-        if eval_prompts and not signum and ((it + 1) % cfg.eval_every == 0 or it + 1 == cfg.max_iterations):
+        skipped = skipped + 1 if row["update_skipped"] else 0  # the same row on every rank: they stop together
+        stalled = (cfg.max_skipped_iterations is not None and skipped >= cfg.max_skipped_iterations
+                   and it + 1 < cfg.max_iterations)  # the last iteration ends the run as usual
+        if eval_prompts and not (signum or stalled) and ((it + 1) % cfg.eval_every == 0 or it + 1 == cfg.max_iterations):
             held_out(it + 1)
-        if signum or (it + 1) % cfg.checkpoint_every == 0 or it + 1 == cfg.max_iterations:
+        if signum or stalled or (it + 1) % cfg.checkpoint_every == 0 or it + 1 == cfg.max_iterations:
             ds_engine.save(engine, ckpt_dir, it + 1, stream.position)
             if local_rank == 0:  # what a later --resume compares its ZeRO stage and dtype with (training.resume)
                 write_layout(ckpt_dir / ds_engine.iteration_tag(it + 1), layout)
             if cfg.keep_checkpoints is not None:
                 ds_engine.prune(ckpt_dir, cfg.keep_checkpoints, local_rank)
-        if signum:
+        if signum or stalled:
             dist.barrier()  # every rank has written its part before any of them exits
             _close(rewards, bar, log, stops)
-            raise TrainingStopped(it + 1, signum, str(ckpt_dir / ds_engine.iteration_tag(it + 1)))
+            saved = str(ckpt_dir / ds_engine.iteration_tag(it + 1))
+            if signum:
+                raise TrainingStopped(it + 1, signum, saved)
+            raise RewardsStalled(it + 1, skipped, saved, why[0][1] if why else "no group had 2 eligible rewards",
+                                 log.ineligible_path)
 
     _close(rewards, bar, log, stops)
     dist.barrier()
