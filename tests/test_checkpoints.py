@@ -211,3 +211,24 @@ def test_a_resume_trains_with_the_learning_rate_it_is_given(tmp_path):
     before = get_fp32_state_dict_from_zero_checkpoint(str(out / "checkpoints"), tag="iter_000002")
     after = get_fp32_state_dict_from_zero_checkpoint(str(out / "checkpoints"), tag="iter_000003")
     assert all(torch.equal(before[k], after[k]) for k in before)  # ... and the run uses it
+
+
+@pytest.mark.slow
+def test_a_learning_rate_warmup_goes_on_across_a_resume(tmp_path):
+    """lr_warmup_steps: 4 with one optimizer step per iteration: 1/4, 2/4, 3/4, 4/4 of the rate, logged as
+    `lr`. Added on a resume of a run without warmup (its checkpoint holds no scheduler state) and with a new
+    learning_rate: the warmup stands at the restored step count, towards the new rate."""
+    import json
+
+    out = tmp_path / "run"
+    env = {k: v for k, v in os.environ.items() if k not in ("RANK", "WORLD_SIZE", "LOCAL_RANK")}
+    env["OMP_NUM_THREADS"] = "1"
+    common = [sys.executable, "-m", "training.train", "--config", str(SMOKE), "--output_dir", str(out),
+              "--progress", "false", "--tensorboard", "false", "--export", "none", "--checkpoint_every", "2"]
+    for extra in (["--max_iterations", "2"],
+                  ["--max_iterations", "4", "--resume", "--lr_warmup_steps", "4", "--learning_rate", "0.02"],
+                  ["--max_iterations", "6", "--resume", "--lr_warmup_steps", "8", "--learning_rate", "0.02"]):
+        proc = subprocess.run(common + extra, cwd=ROOT, env=env, capture_output=True, text=True, timeout=600)
+        assert proc.returncode == 0, proc.stderr[-4000:]
+    lrs = [json.loads(line)["lr"] for line in (out / "metrics.jsonl").read_text().splitlines()]
+    assert lrs == pytest.approx([0.01, 0.01, 0.02 * 3 / 4, 0.02, 0.02 * 5 / 8, 0.02 * 6 / 8])

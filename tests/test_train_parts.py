@@ -95,7 +95,7 @@ def _part(rewards, **kw):
     base = {"rewards": rewards, "advantages": [], "skipped_groups": 0, "ineligible_none": 0, "ineligible_nan": 0,
             "ineligible_inf": 0, "ineligible_error": 0, "clip_fraction": [], "approx_kl": [], "mu_kl": [],
             "loss": [], "mask_mean": [0.5], "diversity": [1.0], "diversity_frames": [0.1],
-            "seconds_rollout": 1.0, "seconds_reward": 2.0, "seconds_update": 3.0, "update_skipped": False}
+            "seconds_rollout": 1.0, "seconds_reward": 2.0, "seconds_update": 3.0, "update_skipped": False, "lr": 1e-4}
     base.update(kw)
     return base
 
@@ -184,3 +184,11 @@ def test_lora_targets_are_checked_one_by_one():
     with pytest.raises(ConfigError, match=r"lora_targets \['to_kk', 'out.0'\] match no module of the Module; "
                                           r"its linear layers end in: to_k, to_out.0, to_q$"):
         check_lora_targets(model, ["to_q", "to_kk", "out.0"])
+
+
+def test_warmup_factor_hand_values():
+    from training.engine import warmup_factor
+
+    assert [warmup_factor(k, 4) for k in range(6)] == [0.25, 0.5, 0.75, 1.0, 1.0, 1.0]
+    assert warmup_factor(0, 0) == 1.0 and warmup_factor(10, 0) == 1.0  # no warmup
+    assert warmup_factor(0, 1) == 1.0

@@ -129,6 +129,11 @@ class TrainConfig:
     """AdamW learning rate (written into the DeepSpeed optimizer params)."""
     weight_decay: float = 0.0
     """AdamW weight decay."""
+    lr_warmup_steps: int = 0
+    """Linear learning-rate warmup over this many optimizer steps (an iteration takes
+    ``inner_epochs * optimizer_steps_per_epoch``, none when it skips its update): step k (0-based) uses
+    ``learning_rate * min(1, (k + 1) / lr_warmup_steps)``, constant afterwards. 0: no warmup. A resume
+    goes on from the checkpoint's step count, with the launch's ``learning_rate``."""
     ds_config: str = "ds_zero2.json"
     """DeepSpeed JSON; a bare file name refers to training/configs/ (ds_zero2.json, ds_zero3.json)."""
     zero_stage: int | None = None
@@ -230,6 +235,8 @@ def validate(cfg: TrainConfig) -> TrainConfig:
         errs.append(f"r_base must be in (0, 1], got {cfg.r_base}")
     if cfg.group_size < 2:
         errs.append(f"group_size must be >= 2 (GRPO needs a group), got {cfg.group_size}")
+    if cfg.lr_warmup_steps < 0:
+        errs.append(f"lr_warmup_steps must be >= 0 (0: no warmup), got {cfg.lr_warmup_steps}")
     if cfg.max_skipped_iterations is not None and cfg.max_skipped_iterations < 1:
         errs.append(f"max_skipped_iterations must be >= 1 (or none: never stop), got {cfg.max_skipped_iterations}")
     if cfg.keep_checkpoints is not None and cfg.keep_checkpoints < 1:

@@ -22,8 +22,9 @@ client state because DeepSpeed stores client state once (rank 0's model-states f
 from __future__ import annotations
 
 import copy
+import functools
 import random
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -56,6 +57,22 @@ def deepspeed_config(cfg: TrainConfig, grad_accum_steps: int, *, load_universal:
     if load_universal:
         ds.setdefault("checkpoint", {})["load_universal"] = True
     return ds
+
+
+def warmup_factor(step: int, warmup_steps: int) -> float:
+    """Learning-rate multiplier of optimizer step ``step`` (0-based) under ``TrainConfig.lr_warmup_steps``:
+    ``min(1, (step + 1) / warmup_steps)``, 1 without warmup. The first step already moves (DeepSpeed's
+    WarmupLR starts at its minimum, an optimizer step of an RL iteration spent at lr 0)."""
+    return 1.0 if warmup_steps <= 0 else min(1.0, (step + 1) / warmup_steps)
+
+
+def warmup_scheduler(cfg: TrainConfig) -> Callable[[Any], Any] | None:
+    """``deepspeed.initialize(lr_scheduler=...)``: builds a ``LambdaLR`` of `warmup_factor` on DeepSpeed's
+    optimizer, which the engine steps after each optimizer step; None without warmup."""
+    if cfg.lr_warmup_steps == 0:
+        return None
+    factor = functools.partial(warmup_factor, warmup_steps=cfg.lr_warmup_steps)
+    return lambda optimizer: torch.optim.lr_scheduler.LambdaLR(optimizer, factor)
 
 
 class PolicyStep(torch.nn.Module):
@@ -177,7 +194,8 @@ def load(engine: Any, ckpt_dir: Path, tag: str, *, learning_rate: float,
     restored too: each rank its own, or rank 0's where the checkpoint had fewer ranks. The optimizer
     state comes back with the learning rate and weight decay it was saved with; the launch's values
     replace them (:func:`apply_optimizer_settings`)."""
-    path, client = engine.load_checkpoint(str(ckpt_dir), tag=tag)
+    # the warmup position is the restored step count (a checkpoint from a run without warmup has no state)
+    path, client = engine.load_checkpoint(str(ckpt_dir), tag=tag, load_lr_scheduler_states=False)
     if path is None or client is None:
         raise RuntimeError(f"--resume: DeepSpeed could not load {ckpt_dir / tag}")
     rank = dist.get_rank() if dist.is_initialized() else 0
@@ -190,9 +208,16 @@ def load(engine: Any, ckpt_dir: Path, tag: str, *, learning_rate: float,
 def apply_optimizer_settings(engine: Any, learning_rate: float, weight_decay: float) -> None:
     """Set every parameter group's ``lr`` and ``weight_decay`` (after a resume: loading the optimizer state
     restores the saved ones, so a run resumed with a lower learning_rate, as a diverged run is told to
-    be, went on with the old one while the resume warning named the new)."""
+    be, went on with the old one while the resume warning named the new). Under a warmup the rate is
+    ``learning_rate * warmup_factor(optimizer steps taken)``."""
+    scheduler = engine.lr_scheduler  # warmup_scheduler's LambdaLR, or None
+    factor = 1.0
+    if scheduler is not None:  # go on from the restored optimizer step count, towards the launch's rate
+        scheduler.base_lrs = [learning_rate] * len(scheduler.base_lrs)
+        scheduler.last_epoch = int(engine.global_steps)
+        factor = scheduler.lr_lambdas[0](scheduler.last_epoch)
     for group in engine.optimizer.param_groups:
-        group["lr"] = learning_rate
+        group["lr"] = learning_rate * factor
         group["weight_decay"] = weight_decay
 
 

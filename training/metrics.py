@@ -21,6 +21,7 @@ items, as the objective is (with uneven micro-batches a plain mean of micro-batc
   with ``reward_overlap: groups`` rewards are scored during the rollouts and ``seconds_reward`` is the
   wait for them after the last rollout.
 * ``update_skipped`` -- 1 when no rank had a valid sample (no optimizer step this iteration).
+* ``lr`` -- the learning rate of the iteration's first optimizer step (``lr_warmup_steps`` ramps it).
 * ``nonfinite_losses`` -- update micro-batches (all ranks) whose loss was NaN or inf: the policy's
   likelihoods are no longer finite, i.e. training has diverged (``nonfinite_loss: stop`` ends the run).
 """
@@ -101,6 +102,7 @@ def summarize(iteration: int, parts: list[dict[str, Any]]) -> dict[str, float | 
         "seconds_reward": parts[0]["seconds_reward"],
         "seconds_update": parts[0]["seconds_update"],
         "update_skipped": int(parts[0]["update_skipped"]),
+        "lr": float(parts[0]["lr"]),
         "nonfinite_losses": sum(not math.isfinite(x) for x in cat("loss")),
     }
     for kind in ("none", "nan", "inf", "error"):

@@ -194,6 +194,7 @@ def train(cfg: TrainConfig, *, local_rank: int = 0, reward_token: str | None = N
     policy = ds_engine.PolicyStep(world_model)
     trainable = [p for p in policy.parameters() if p.requires_grad]
     engine, _, _, _ = deepspeed.initialize(model=policy, model_parameters=trainable,
+                                           lr_scheduler=ds_engine.warmup_scheduler(cfg),
                                            config=ds_engine.deepspeed_config(
                                                cfg, grad_accum, load_universal=source is not None and source.universal))
     world_model = engine.module.world_model
@@ -265,6 +266,7 @@ def train(cfg: TrainConfig, *, local_rank: int = 0, reward_token: str | None = N
         t2 = time.perf_counter()
 
         # -- 4. update (training/update.py) -----------------------------------------------------
+        lr = float(engine.get_lr()[0])  # the rate of this iteration's first optimizer step
         upd = update_policy(engine, groups, cfg, rcfg, reference=reference, iteration=it,
                             grad_accum=grad_accum, device=device)
         t3 = time.perf_counter()
@@ -282,6 +284,7 @@ def train(cfg: TrainConfig, *, local_rank: int = 0, reward_token: str | None = N
             "diversity_frames": [d_prompt_frames(g.frames) for g in groups],
             "seconds_rollout": t1 - t0, "seconds_reward": t2 - t1, "seconds_update": t3 - t2,
             "update_skipped": upd.skipped,
+            "lr": lr,
             "ineligible_items": [(texts[i], outcome.reasons[i] or "ineligible")
                                  for i, r in enumerate(outcome.rewards) if r is None],
             "reward_items": [{"rank": rank, "group": gi, "sample": i % group, "prompt": texts[i],
