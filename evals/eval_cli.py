@@ -138,6 +138,15 @@ def reward_command(
     judge = make_judge(judge_settings)
     if judge.backbone is None:
         typer.echo(f"warning: {judge.unconfigured_reason}; rows stay unjudged (R not measured)", err=True)
+    elif judge_settings.base_url and settings.endpoint_wait_s > 0:  # as the agent's: a judge that never
+        from graph.endpoint import check_server  # answers cost every row its retries, then left it unjudged
+
+        problem = check_server(judge_settings.base_url, judge_settings.model or "", judge_settings.api_key,
+                               wait_s=settings.endpoint_wait_s, timeout_s=judge_settings.timeout_s,
+                               env="RAA_JUDGE", role="judge")
+        if problem:
+            raise _fail(f"{problem} (unset RAA_JUDGE_BASE_URL to score without judging, and judge the rows on a "
+                        "later rerun; RAA_ENDPOINT_WAIT_S=0 skips this check)")
     tools = make_tools()
     _load_tools(settings, chosen, tools)
     backbone = Backbone.from_settings(settings, model=make_chat_model(settings), cache=StageCache(settings.cache_path))

@@ -48,21 +48,29 @@ def first_answer(url: str, *, wait_s: float, timeout_s: float, headers: dict[str
 
 def check_endpoint(settings: BackboneSettings, wait_s: float) -> str | None:
     """None when the endpoint answers and serves `settings.model` (or cannot tell); else the problem."""
-    url = f"{str(settings.base_url).rstrip('/')}/models"
-    headers = {"Authorization": f"Bearer {settings.api_key}"} if settings.api_key else {}
+    return check_server(str(settings.base_url), settings.model or "", settings.api_key, wait_s=wait_s,
+                        timeout_s=settings.timeout_s)
+
+
+def check_server(base_url: str, model: str, api_key: str | None, *, wait_s: float, timeout_s: float,
+                 env: str = "RAA", role: str = "backbone") -> str | None:
+    """`check_endpoint` for any OpenAI-compatible server: its settings are named `{env}_BASE_URL`,
+    `{env}_API_KEY` and `{env}_MODEL` in the problem (the reward-eval judge's are RAA_JUDGE_*)."""
+    url = f"{base_url.rstrip('/')}/models"
+    headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
     try:
-        resp = first_answer(url, wait_s=wait_s, timeout_s=min(10.0, settings.timeout_s), headers=headers)
+        resp = first_answer(url, wait_s=wait_s, timeout_s=min(10.0, timeout_s), headers=headers)
     except httpx.HTTPError as exc:
-        return (f"the backbone endpoint {settings.base_url} did not answer within {wait_s:g} s "
-                f"({type(exc).__name__}: {exc}); is the server up (RAA_BASE_URL)?")
+        return (f"the {role} endpoint {base_url} did not answer within {wait_s:g} s "
+                f"({type(exc).__name__}: {exc}); is the server up ({env}_BASE_URL)?")
     if resp.status_code in (401, 403):
-        return f"the backbone endpoint {settings.base_url} rejected the API key (HTTP {resp.status_code}; RAA_API_KEY)"
+        return f"the {role} endpoint {base_url} rejected the API key (HTTP {resp.status_code}; {env}_API_KEY)"
     served = _model_ids(resp) if resp.status_code == 200 else None
     # Ollama lists "llava:latest" and serves it as "llava" too
-    if served is not None and not any(m == settings.model or m.startswith(f"{settings.model}:") for m in served):
+    if served is not None and not any(m == model or m.startswith(f"{model}:") for m in served):
         shown = ", ".join(served[:10]) + (" ..." if len(served) > 10 else "")
-        return (f"model {settings.model!r} is not served at {settings.base_url} (served: {shown or 'none'}); "
-                "set RAA_MODEL to one of them")
+        return (f"model {model!r} is not served at {base_url} (served: {shown or 'none'}); "
+                f"set {env}_MODEL to one of them")
     return None
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import re
 from pathlib import Path
@@ -99,6 +100,29 @@ def test_eval_reward_needs_an_endpoint(env, monkeypatch):
     monkeypatch.delenv("RAA_BASE_URL")
     out = runner.invoke(eval_cli.eval_app, ["reward", "-m", "m.jsonl", "-o", "ev"])
     assert out.exit_code == 2 and "RAA_BASE_URL" in out.output
+
+
+def test_eval_reward_checks_the_judge_endpoint_first(env, monkeypatch):
+    """A judge that does not answer is named at start (before, every row spent the judge's retries and
+    was left unjudged); the agent's endpoint check is skipped here (scripted model)."""
+    from tests.openai_stub import OpenAIStub
+
+    monkeypatch.setenv("RAA_JUDGE_BASE_URL", "http://127.0.0.1:9/v1")
+    monkeypatch.setenv("RAA_JUDGE_MODEL", "judge-m")
+    monkeypatch.setenv("RAA_JUDGE_API_KEY", "EMPTY")
+    real = eval_cli._backbone_settings
+
+    def settings(*args, **kwargs):  # noqa: ANN002, ANN003, ANN202 - the agent's own check stays off
+        return dataclasses.replace(real(*args, **kwargs), endpoint_wait_s=0.3)
+
+    monkeypatch.setattr(eval_cli, "_backbone_settings", settings)
+    out = runner.invoke(eval_cli.eval_app, ["reward", "-m", "m.jsonl", "-o", "ev", "--presets", "decomposed"])
+    assert out.exit_code == 2 and "the judge endpoint http://127.0.0.1:9/v1 did not answer" in out.output
+    assert "RAA_JUDGE_BASE_URL" in out.output and not (env[0] / "ev" / "results.jsonl").exists()
+    with OpenAIStub([]) as stub:  # answers /models with no list: "cannot tell", so the run goes on
+        monkeypatch.setenv("RAA_JUDGE_BASE_URL", stub.base_url)
+        out = runner.invoke(eval_cli.eval_app, ["reward", "-m", "m.jsonl", "-o", "ev", "--presets", "decomposed"])
+    assert out.exit_code == 0 and "did not answer" not in out.output, out.output
 
 
 def test_world_model_command(env):
