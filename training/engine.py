@@ -221,25 +221,26 @@ def apply_optimizer_settings(engine: Any, learning_rate: float, weight_decay: fl
         group["weight_decay"] = weight_decay
 
 
-def stale_checkpoints(tags: list[str], latest: str | None, keep: int) -> list[str]:
+def stale_checkpoints(tags: list[str], latest: str | None, keep: int, best: str | None = None) -> list[str]:
     """The checkpoint tags (``iter_NNNNNN``; other names are ignored) to delete so that the newest ``keep``
-    remain, oldest first; ``latest`` (what a resume loads) is never among them."""
+    remain, oldest first; ``latest`` (what a resume loads) and ``best`` (the best held-out one,
+    training.best) are never among them."""
     if keep < 1:
         raise ValueError(f"keep must be >= 1, got {keep}")
     ours = sorted((t for t in tags if t.startswith("iter_") and t[5:].isdigit()), key=lambda t: int(t[5:]))
-    return [t for t in ours[:-keep] if t != latest]
+    return [t for t in ours[:-keep] if t not in (latest, best)]
 
 
-def prune(ckpt_dir: Path, keep: int, local_rank: int) -> list[str]:
-    """After a save on every rank: delete the stale checkpoints (see :func:`stale_checkpoints`); returns
-    what this process deleted."""
+def prune(ckpt_dir: Path, keep: int, local_rank: int, best: str | None = None) -> list[str]:
+    """After a save on every rank: delete the stale checkpoints (see :func:`stale_checkpoints`; ``best``
+    stays); returns what this process deleted."""
     import shutil
 
     if dist.is_initialized():
         dist.barrier()  # every rank has written its part of the newest checkpoint
     if local_rank != 0 or not ckpt_dir.is_dir():
         return []
-    stale = stale_checkpoints([p.name for p in ckpt_dir.iterdir() if p.is_dir()], latest_tag(ckpt_dir), keep)
+    stale = stale_checkpoints([p.name for p in ckpt_dir.iterdir() if p.is_dir()], latest_tag(ckpt_dir), keep, best)
     for tag in stale:  # with its universal conversion, if any; another node may delete them at the same time
         shutil.rmtree(ckpt_dir / tag, ignore_errors=True)
         shutil.rmtree(ckpt_dir / (tag + UNIVERSAL_SUFFIX), ignore_errors=True)

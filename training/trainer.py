@@ -60,6 +60,7 @@ from evals.diversity import d_prompt, d_prompt_frames
 from policy.rollout import Rollout, RolloutConfig, cat_rollouts, rollout
 from policy.world_model import Conditioning, FlowWorldModel
 from training import engine as ds_engine
+from training.best import agreed_best_tag
 from training.config import ConfigError, TrainConfig, check_world_size
 from training.config_io import config_to_dict
 from training.data import PromptStream, derive_seed, load_frame, load_prompts
@@ -317,8 +318,9 @@ def train(cfg: TrainConfig, *, local_rank: int = 0, reward_token: str | None = N
             ds_engine.save(engine, ckpt_dir, it + 1, stream.position)
             if local_rank == 0:  # what a later --resume compares its ZeRO stage and dtype with (training.resume)
                 write_layout(ckpt_dir / ds_engine.iteration_tag(it + 1), layout)
-            if cfg.keep_checkpoints is not None:
-                ds_engine.prune(ckpt_dir, cfg.keep_checkpoints, local_rank)
+            if cfg.keep_checkpoints is not None:  # the best held-out checkpoint stays too (training/best.py)
+                best = agreed_best_tag(ckpt_dir, log.eval_path) if eval_prompts else None
+                ds_engine.prune(ckpt_dir, cfg.keep_checkpoints, local_rank, best)
         if signum or stalled:
             dist.barrier()  # every rank has written its part before any of them exits
             _close(rewards, bar, log, stops)

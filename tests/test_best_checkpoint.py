@@ -1,0 +1,87 @@
+"""The best held-out checkpoint (training/best.py): chosen from eval.jsonl, kept by keep_checkpoints,
+exported with `python -m training.export --run DIR --tag best`."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+from training.best import best_checkpoint, eval_means
+from training.config_io import config_to_dict, load_config
+from training.engine import stale_checkpoints
+
+ROOT = Path(__file__).resolve().parents[1]
+SMOKE = ROOT / "training" / "configs" / "smoke.yaml"
+
+
+def _run(tmp_path: Path, rows: list, tags: list[int]) -> Path:
+    (tmp_path / "eval.jsonl").write_text("".join(r if isinstance(r, str) else json.dumps(r) + "\n" for r in rows))
+    for it in tags:
+        (tmp_path / "checkpoints" / f"iter_{it:06d}").mkdir(parents=True)
+    return tmp_path
+
+
+def test_eval_means_take_each_iteration_s_last_finite_row(tmp_path):
+    run = _run(tmp_path, [{"iteration": 0, "eval_reward_mean": 0.1}, {"iteration": 2, "eval_reward_mean": 0.9},
+                          "not json\n", {"iteration": 4, "eval_reward_mean": None},
+                          {"iteration": 2, "eval_reward_mean": 0.3},  # a resume repeated iteration 2
+                          {"iteration": 6, "eval_reward_mean": 0.5}, {"iteration": 6, "eval_reward_mean": None}], [])
+    assert eval_means(run / "eval.jsonl") == {0: 0.1, 2: 0.3}
+    assert eval_means(tmp_path / "missing.jsonl") == {}
+
+
+def test_the_best_is_the_highest_mean_that_has_a_checkpoint(tmp_path):
+    rows = [{"iteration": i, "eval_reward_mean": m} for i, m in ((0, 0.9), (2, 0.4), (3, 0.8), (4, 0.4), (5, 0.7))]
+    run = _run(tmp_path, rows, [2, 4, 5])  # iteration 0 (the baseline) and 3 have no checkpoint
+    assert best_checkpoint(run / "checkpoints", run / "eval.jsonl") == ("iter_000005", 5, 0.7)
+    (run / "checkpoints" / "iter_000005").rmdir()
+    assert best_checkpoint(run / "checkpoints", run / "eval.jsonl") == ("iter_000004", 4, 0.4)  # tie: the later
+    assert best_checkpoint(run / "checkpoints", run / "missing.jsonl") is None
+
+
+def test_pruning_keeps_the_best_besides_the_newest():
+    tags = [f"iter_{i:06d}" for i in (1, 2, 3, 4)]
+    assert stale_checkpoints(tags, "iter_000004", 1, best="iter_000002") == ["iter_000001", "iter_000003"]
+    assert stale_checkpoints(tags, "iter_000004", 1) == ["iter_000001", "iter_000002", "iter_000003"]
+
+
+def test_export_tag_best_resolves_the_checkpoint(tmp_path, monkeypatch, capsys):
+    import training.export as export
+
+    rows = [{"iteration": i, "eval_reward_mean": m} for i, m in ((1, 0.2), (2, 0.6), (3, 0.5))]
+    run = _run(tmp_path, rows, [1, 2, 3])
+    (run / "config.yaml").write_text(yaml.safe_dump(config_to_dict(load_config(SMOKE))))
+    seen = {}
+    monkeypatch.setattr(export, "export_policy", lambda cfg, out, checkpoint_dir, tag: seen.update(out=out, tag=tag) or out)
+    assert export.main(["--run", str(run), "--tag", "best"]) == 0
+    assert seen == {"out": run / "export-iter_000002", "tag": "iter_000002"}
+    assert "best held-out checkpoint: iter_000002 (eval_reward_mean 0.6000)" in capsys.readouterr().out
+    (run / "eval.jsonl").unlink()
+    assert export.main(["--run", str(run), "--tag", "best"]) == 2
+    assert "no held-out evaluation" in capsys.readouterr().err
+
+
+@pytest.mark.slow
+def test_a_run_keeps_its_best_held_out_checkpoint(tmp_path):
+    """keep_checkpoints: 1 with a held-out evaluation at every checkpoint: the newest checkpoint and the best
+    held-out one (by eval.jsonl, the baseline at iteration 0 aside) remain."""
+    out = tmp_path / "run"
+    env = {k: v for k, v in os.environ.items() if k not in ("RANK", "WORLD_SIZE", "LOCAL_RANK")}
+    cmd = [sys.executable, "-m", "training.train", "--config", str(SMOKE), "--output_dir", str(out), "--progress",
+           "false", "--tensorboard", "false", "--export", "none", "--max_iterations", "4", "--checkpoint_every", "1",
+           "--keep_checkpoints", "1", "--eval_every", "1", "--eval_dataset", "[{text: 'open the drawer', image_seed: 3}]"]
+    proc = subprocess.run(cmd, cwd=ROOT, env={**env, "OMP_NUM_THREADS": "1"}, capture_output=True, text=True,
+                          timeout=600)
+    assert proc.returncode == 0, proc.stderr[-4000:]
+    means = {i: m for i, m in eval_means(out / "eval.jsonl").items() if i > 0}
+    assert sorted(means) == [1, 2, 3, 4]
+    best = max((m, i) for i, m in means.items())[1]
+    assert best != 4, "the seeded run's best is older than its newest checkpoint, else this test checks nothing"
+    kept = sorted(p.name for p in (out / "checkpoints").iterdir() if p.is_dir())
+    assert kept == sorted({"iter_000004", f"iter_{best:06d}"})

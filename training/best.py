@@ -1,0 +1,67 @@
+"""The checkpoint with the best held-out reward (``OUTPUT_DIR/eval.jsonl``): ``keep_checkpoints`` keeps it,
+``python -m training.export --run DIR --tag best`` exports it.
+
+A policy trained against a learned reward can peak and then drift (reward hacking), so the last
+checkpoint is not always the one to keep. Decisions where the issues were silent:
+
+- "Best" is the highest ``eval_reward_mean`` among iterations that have both a held-out row and a
+  checkpoint (``iter_NNNNNN``); a tie goes to the later iteration; a row whose mean is null (every
+  held-out reward ineligible) never counts. When a resume repeats an iteration, its last row counts.
+- A held-out evaluation at an iteration without a checkpoint cannot be exported, so it is not a
+  candidate: with ``eval_every`` a multiple of ``checkpoint_every`` every evaluation is one.
+- Pruning keeps the best checkpoint besides the newest ``keep_checkpoints``. Rank 0 decides which
+  one it is (it writes eval.jsonl) and tells the other ranks, so every node keeps the same one.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+
+from training.engine import iteration_tag
+
+
+def eval_means(eval_path: Path) -> dict[int, float]:
+    """``iteration -> eval_reward_mean`` of the held-out rows in ``eval_path`` (the last row of an
+    iteration; rows without a finite mean, and unreadable lines, left out); {} without the file."""
+    means: dict[int, float] = {}
+    if not eval_path.is_file():
+        return means
+    for line in eval_path.read_text(encoding="utf-8").splitlines():
+        try:
+            row = json.loads(line)
+            iteration, mean = int(row["iteration"]), row.get("eval_reward_mean")
+        except (ValueError, KeyError, TypeError):
+            continue
+        if isinstance(mean, int | float) and math.isfinite(mean):
+            means[iteration] = float(mean)
+        else:
+            means.pop(iteration, None)
+    return means
+
+
+def best_checkpoint(ckpt_dir: Path, eval_path: Path) -> tuple[str, int, float] | None:
+    """(tag, iteration, eval_reward_mean) of the best held-out checkpoint in ``ckpt_dir`` (module
+    docstring), or None when no held-out row has a checkpoint."""
+    candidates = [(mean, it) for it, mean in eval_means(eval_path).items() if (ckpt_dir / iteration_tag(it)).is_dir()]
+    if not candidates:
+        return None
+    mean, it = max(candidates)
+    return iteration_tag(it), it, mean
+
+
+def agreed_best_tag(ckpt_dir: Path, eval_path: Path) -> str | None:
+    """`best_checkpoint`'s tag as rank 0 sees it, on every rank (a collective when torch.distributed is
+    initialised: call it on all ranks)."""
+    import torch.distributed as dist
+
+    if not dist.is_initialized():
+        found = best_checkpoint(ckpt_dir, eval_path)
+        return None if found is None else found[0]
+    box = [None]
+    if dist.get_rank() == 0:
+        found = best_checkpoint(ckpt_dir, eval_path)
+        box = [None if found is None else found[0]]
+    dist.broadcast_object_list(box, src=0)
+    return box[0]
