@@ -125,7 +125,7 @@ class FrameStore:
 
     def forget(self, videos: Iterable[str]) -> int:
         """Drop everything cached for the files at `videos` (every version): decoded frames, data URLs,
-        extras, readers and finished or running shared jobs (a running job finishes, unreferenced). For
+        extras, readers and shared jobs (a queued one is cancelled, a running one finishes unreferenced). For
         clips that are deleted once scored (a trainer's temporary rollouts, the reward service's
         requests), whose entries no later request can use. Returns the number of entries dropped."""
         gone = set(videos)
@@ -141,7 +141,7 @@ class FrameStore:
             for v in readers:
                 self._readers.pop(v).close_spare()
             for k in jobs:
-                del self._jobs[k]
+                self._jobs.pop(k)[0].cancel()  # a speculative job still queued never starts
             for video in gone:
                 self._known.pop(video, None)
         return dropped + len(readers) + len(jobs)

@@ -87,3 +87,20 @@ def test_forget_drops_every_entry_of_a_clip_and_keeps_the_others(tmp_path):
     assert store.decoded == decoded and store.get_extra(("overlay", store.current(b), (0, 1))) is not None  # b kept
     store.frames(a, [0])
     assert store.decoded == decoded + 1  # a is decoded afresh
+
+
+def test_forget_cancels_a_queued_job_of_the_clip(tmp_path, monkeypatch):
+    """A speculative job (a grid track at priority "later") still queued when its clip is forgotten never
+    starts: the clip is being deleted and no run will ask for it."""
+    from concurrent.futures import Future
+
+    import graph.frame_store as frame_store
+
+    queued: list[Future] = []
+    monkeypatch.setattr(frame_store, "submit", lambda fn, priority, lane: queued.append(Future()) or queued[-1])
+    store = FrameStore()
+    a, b = str(tmp_path / "a.mp4"), str(tmp_path / "b.mp4")
+    store.shared_job(("tracks", (a, None), (0, 1), ()), lambda: None, "later")
+    store.shared_job(("tracks", (b, None), (0, 1), ()), lambda: None, "later")
+    assert store.forget([a]) == 1
+    assert queued[0].cancelled() and not queued[1].cancelled()
