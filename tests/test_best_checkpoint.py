@@ -51,6 +51,16 @@ def test_pruning_keeps_the_best_besides_the_newest():
     assert stale_checkpoints(tags, "iter_000004", 1) == ["iter_000001", "iter_000002", "iter_000003"]
 
 
+def test_check_notes_evaluations_that_can_never_be_kept():
+    from training.best import best_needs_aligned_evals
+
+    held_out = ["--eval_dataset", "[{text: 'open the drawer', image_seed: 3}]", "--keep_checkpoints", "2"]
+    assert best_needs_aligned_evals(load_config(SMOKE, [*held_out, "--eval_every", "20"])) is None
+    note = best_needs_aligned_evals(load_config(SMOKE, [*held_out, "--eval_every", "5"]))
+    assert note is not None and "eval_every 5 is not a multiple of checkpoint_every 10" in note
+    assert best_needs_aligned_evals(load_config(SMOKE, ["--eval_every", "0", "--keep_checkpoints", "2"])) is None
+
+
 def test_export_tag_best_resolves_the_checkpoint(tmp_path, monkeypatch, capsys):
     import training.export as export
 

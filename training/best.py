@@ -19,7 +19,17 @@ import json
 import math
 from pathlib import Path
 
+from training.config import TrainConfig
 from training.engine import iteration_tag
+
+
+def best_needs_aligned_evals(cfg: TrainConfig) -> str | None:
+    """A note for ``--check`` when ``keep_checkpoints`` prunes while some held-out evaluations fall on
+    iterations without a checkpoint (they can never be the kept best); None otherwise."""
+    if cfg.keep_checkpoints is None or not cfg.eval_every or cfg.eval_every % cfg.checkpoint_every == 0:
+        return None
+    return (f"note: eval_every {cfg.eval_every} is not a multiple of checkpoint_every {cfg.checkpoint_every}: "
+            "held-out evaluations between checkpoints cannot be kept as the best checkpoint (keep_checkpoints)")
 
 
 def eval_means(eval_path: Path) -> dict[int, float]:

@@ -111,6 +111,7 @@ def launch_check(cfg: TrainConfig, agent_settings: Any, agent_tools: Any, world:
     `check_prompts` gave ``counts``; the resolved config and a summary, or ConfigError."""
     import yaml
 
+    from training.best import best_needs_aligned_evals
     from training.config import check_world_size
     from training.config_io import config_to_dict
     from training.resume import plan_resume, state_layout
@@ -129,6 +130,8 @@ def launch_check(cfg: TrainConfig, agent_settings: Any, agent_tools: Any, world:
     lines = [yaml.safe_dump(config_to_dict(cfg), sort_keys=False).rstrip(),
              f"check: ok for {world} rank{'s' if world != 1 else ''} (WORLD_SIZE): {prompts} training prompts, "
              f"{held_out} held-out; reward {cfg.reward}; ZeRO stage {layout.zero_stage}, {layout.dtype}"]
+    if (note := best_needs_aligned_evals(cfg)) is not None:
+        lines.append(note)
     if cfg.resume:
         source, changes = plan_resume(cfg, world, layout)
         lines.append(f"resume: from {source.tag}" + (" (universal checkpoint)" if source.universal else ""))
