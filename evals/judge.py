@@ -24,6 +24,7 @@ from __future__ import annotations
 import asyncio
 import os
 import re
+import threading
 from collections import OrderedDict
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -177,21 +178,7 @@ class FrameSampler:
         self.max_frames, self.long_side, self.quality = max_frames, long_side, quality
         self._cache: OrderedDict[VideoKey, list[dict]] = OrderedDict()
         self._size = cache_size
-
-    def cached(self, path: str) -> list[dict] | None:
-        """Blocks of `path` if they are in the LRU cache (of the file as it is now: a clip rewritten at
-        the same path is another clip, `graph.frame_store.FrameStore.version`)."""
-        key = FrameStore.version(path)
-        blocks = self._cache.get(key)
-        if blocks is not None:
-            self._cache.move_to_end(key)
-        return blocks
-
-    def store(self, path: str, blocks: list[dict]) -> None:
-        """Remember the blocks of `path` (evicting the least recently used clip)."""
-        self._cache[FrameStore.version(path)] = blocks
-        if len(self._cache) > self._size:
-            self._cache.popitem(last=False)
+        self._lock = threading.Lock()  # blocks() runs in worker threads, one per clip at a time
 
     def decode(self, path: str | Path) -> list[dict]:
         """Labelled image content blocks for `path` (raises tools.video.VideoError on a bad video)."""
@@ -205,11 +192,20 @@ class FrameSampler:
                                     quality=self.quality)
 
     def blocks(self, path: str | Path) -> list[dict]:
-        """Cached or freshly decoded blocks (synchronous convenience)."""
-        hit = self.cached(str(path))
-        if hit is None:
-            hit = self.decode(path)
-            self.store(str(path), hit)
+        """Blocks of `path` from the LRU cache while the file is unchanged (a clip rewritten at the same path
+        is another clip: `graph.frame_store.FrameStore.version`), else decoded and cached (evicting the least
+        recently used clip). It stats the file: call it off the event loop."""
+        key = FrameStore.version(str(path))
+        with self._lock:
+            hit = self._cache.get(key)
+            if hit is not None:
+                self._cache.move_to_end(key)
+                return hit
+        hit = self.decode(path)
+        with self._lock:
+            self._cache[key] = hit
+            if len(self._cache) > self._size:
+                self._cache.popitem(last=False)
         return hit
 
 
@@ -243,11 +239,7 @@ class RewardJudge:
     async def _blocks(self, path: str) -> list[dict]:
         """Frames of `path`; concurrent requests for one clip decode it once (decoding runs in a thread)."""
         async with self._locks.claim(path):
-            hit = self.sampler.cached(path)
-            if hit is None:
-                hit = await asyncio.to_thread(self.sampler.decode, path)
-                self.sampler.store(path, hit)
-            return hit
+            return await asyncio.to_thread(self.sampler.blocks, path)
 
     async def judge(self, path: str, instruction: str, reward: float | None, status: str,
                     reasons: Sequence[str]) -> JudgeVerdict:

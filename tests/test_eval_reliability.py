@@ -53,7 +53,7 @@ class FakeScorer:
 
 
 class FakeSampler:
-    def cached(self, path):
+    def blocks(self, path):
         return [{"type": "text", "text": "frame 0 of 2, t=0.00s"}]
 
 
