@@ -130,14 +130,16 @@ class FrameStore:
         requests), whose entries no later request can use. Returns the number of entries dropped."""
         gone = set(videos)
 
-        def filed(key: Any) -> bool:  # frames and URLs: (version, ...); extras and jobs: (kind, version, ...)
-            head = key[0] if isinstance(key[0], tuple) else key[1]
-            return isinstance(head, tuple) and head[0] in gone
+        def first(key: Any) -> bool:  # frames and URLs: (version, index, ...)
+            return key[0][0] in gone
 
-        dropped = sum(lru.drop(filed) for lru in (self._frames, self._urls, self._extra))
+        def second(key: Any) -> bool:  # extras and shared jobs: (kind, version, ...)
+            return key[1][0] in gone
+
+        dropped = self._frames.drop(first) + self._urls.drop(first) + self._extra.drop(second)
         with self._lock:
             readers = [v for v in self._readers if v[0] in gone]
-            jobs = [k for k in self._jobs if filed(k)]
+            jobs = [k for k in self._jobs if second(k)]
             for v in readers:
                 self._readers.pop(v).close_spare()
             for k in jobs:
