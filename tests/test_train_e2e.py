@@ -87,7 +87,8 @@ HELD_OUT = ("[{text: 'push the red block to the left', image_seed: 11}, {text: '
 @pytest.fixture(scope="module")
 def smoke_run(tmp_path_factory) -> Path:
     out = tmp_path_factory.mktemp("smoke") / "run"
-    _train(out, "--max_iterations", "30", "--checkpoint_every", "10", "--eval_every", "10", "--eval_dataset", HELD_OUT)
+    _train(out, "--max_iterations", "30", "--checkpoint_every", "10", "--eval_every", "10", "--eval_dataset", HELD_OUT,
+           "--eval_videos", "save")
     return out
 
 
@@ -159,7 +160,8 @@ def test_final_export_is_the_last_checkpoint_and_samples_what_was_learned(smoke_
 @pytest.mark.distributed
 def test_held_out_evaluation_tracks_the_policy(smoke_run, tmp_path):
     """eval.jsonl: a baseline and one row per eval_every; the held-out reward rises with training; the
-    last row is what the exported policy's generate videos earn with the same seeds."""
+    last row is what the exported policy's generate videos earn with the same seeds. eval_rewards.jsonl
+    has each sample of each evaluation, and its saved video (both ranks') is the video generate makes."""
     sys.path.insert(0, str(ROOT))
     from tools.video import read_all_frames
     from training.data import load_prompts
@@ -178,6 +180,17 @@ def test_held_out_evaluation_tracks_the_policy(smoke_run, tmp_path):
     rewards = build_reward(cfg.reward or "", cfg.reward_options)([read_all_frames(done.out / v["path"]) for v in videos],
                                                                  [v["instruction"] for v in videos])
     assert float(np.mean(rewards)) == pytest.approx(rows[-1]["eval_reward_mean"], abs=0.02)  # mp4 re-encoding
+
+    items = [json.loads(line) for line in (smoke_run / "eval_rewards.jsonl").read_text().splitlines()]
+    assert [(r["iteration"], r["prompt"]) for r in items] == [(i, p) for i in (0, 10, 20, 30) for p in range(3)]
+    for row in rows:
+        mine = [r["reward"] for r in items if r["iteration"] == row["iteration"]]
+        assert float(np.mean(mine)) == pytest.approx(row["eval_reward_mean"])
+    last = [r for r in items if r["iteration"] == 30]
+    assert [r["text"] for r in last] == [v["instruction"] for v in videos]
+    for item, video in zip(last, videos, strict=True):
+        saved, made = read_all_frames(smoke_run / item["video"]), read_all_frames(done.out / video["path"])
+        assert saved.shape == made.shape and np.abs(saved.astype(np.int16) - made).mean() < 1.0
 
 
 @pytest.mark.distributed

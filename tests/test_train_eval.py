@@ -9,11 +9,12 @@ import json
 import math
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from training.config import ConfigError, PromptSpec
 from training.config_io import load_config
-from training.evaluate import evaluate, rank_items, summarize_eval
+from training.evaluate import evaluate, rank_items, summarize_eval, summarize_items, video_name
 from training.metrics import MetricsLog
 from training.models import build_world_model
 from training.rewards import build_reward
@@ -78,3 +79,80 @@ def test_eval_rows_have_their_own_file(tmp_path):
     assert "eval_videos" not in (tmp_path / "metrics.jsonl").read_text()
     MetricsLog(tmp_path, enabled=True, tensorboard=False, append=False)  # a fresh run starts over
     assert not (tmp_path / "eval.jsonl").exists()
+
+
+def test_summarize_items_orders_samples_and_keeps_reasons():
+    parts = [{"items": [{"prompt": 2, "sample": 0, "text": "c", "video": None, "reward": None, "reason": "no arm",
+                         "run_id": "r2"}]},
+             {"items": [{"prompt": 0, "sample": 1, "text": "a", "video": "v01.mp4", "reward": 0.5, "reason": None,
+                         "run_id": None},
+                        {"prompt": 0, "sample": 0, "text": "a", "video": "v00.mp4", "reward": 0.25, "reason": None,
+                         "run_id": None}]},
+             {"rewards": [], "seconds": 0.0}]  # a rank part from before items were logged: nothing to add
+    rows = summarize_items(7, parts)
+    assert [(r["prompt"], r["sample"]) for r in rows] == [(0, 0), (0, 1), (2, 0)]
+    assert rows[0] == {"iteration": 7, "prompt": 0, "sample": 0, "text": "a", "reward": 0.25, "reason": None,
+                       "run_id": None, "video": "v00.mp4"}
+    assert rows[2]["reward"] is None and rows[2]["reason"] == "no arm" and rows[2]["run_id"] == "r2"
+
+
+def test_saved_eval_videos_hold_the_scored_samples(tmp_path):
+    """eval_videos: save writes each counted sample once, under a name that is the same (prompt, noise)
+    at every evaluation; the file decodes to the frames the reward scored (up to mp4 coding)."""
+    from tools.video import read_all_frames
+
+    cfg = load_config(SMOKE, ["--num_steps", "3", "--eval_videos", "save", "--output_dir", str(tmp_path)])
+    model = build_world_model(cfg, "cpu").eval()
+    seen: list = []
+
+    def reward(videos, prompts, **meta):
+        seen.extend(videos)
+        return [float(v.mean()) / 255 for v in videos]
+
+    parts = [evaluate(model, cfg, HELD_OUT, reward, iteration=4, rank=r, world=2) for r in (0, 1)]
+    rows = summarize_items(4, parts)
+    assert [r["video"] for r in rows] == [video_name(4, p, 0) for p in range(3)]  # rank 1's padding is not saved
+    assert sorted(p.name for p in (tmp_path / "eval_videos" / "iter_000004").iterdir()) == [
+        "p000_s00.mp4", "p001_s00.mp4", "p002_s00.mp4"]
+    by_prompt = {r["prompt"]: r for r in rows}
+    scored = dict(zip([it["prompt"] for p in parts for it in p["items"]], seen, strict=True))
+    for p, row in by_prompt.items():
+        frames = read_all_frames(tmp_path / row["video"])
+        assert frames.shape == scored[p].shape
+        assert np.abs(frames.astype(np.int16) - scored[p]).mean() < 3.0  # mp4, not another sample
+        assert row["reward"] == pytest.approx(float(scored[p].mean()) / 255) and row["text"] == HELD_OUT[p].text
+    again = evaluate(model, cfg, HELD_OUT[:1], reward, iteration=9, rank=0, world=1)["items"][0]
+    assert np.array_equal(read_all_frames(tmp_path / again["video"]), read_all_frames(tmp_path / rows[0]["video"]))
+
+
+def test_unwritable_eval_videos_keep_the_rewards(tmp_path, capsys):
+    blocker = tmp_path / "not-a-folder"
+    blocker.write_text("a file where the output folder should be")
+    cfg = load_config(SMOKE, ["--num_steps", "2", "--eval_videos", "save", "--output_dir", str(blocker),
+                              "--eval_samples", "2"])
+    model = build_world_model(cfg, "cpu").eval()
+    part = evaluate(model, cfg, HELD_OUT[:2], lambda videos, prompts, **meta: [0.5] * len(videos),
+                    iteration=3, rank=0, world=1)
+    assert part["rewards"] == [0.5] * 4 and [it["video"] for it in part["items"]] == [None] * 4
+    err = capsys.readouterr().err
+    assert err.count("eval_videos: could not write iteration 3's held-out videos") == 1, err
+
+
+def test_videos_are_not_written_unless_asked(tmp_path):
+    cfg = load_config(SMOKE, ["--num_steps", "2", "--output_dir", str(tmp_path)])
+    model = build_world_model(cfg, "cpu").eval()
+    part = evaluate(model, cfg, HELD_OUT[:1], lambda videos, prompts, **meta: [None], iteration=0, rank=0, world=1)
+    assert part["items"][0]["video"] is None and part["items"][0]["reason"] and not (tmp_path / "eval_videos").exists()
+
+
+def test_eval_items_have_their_own_file(tmp_path):
+    log = MetricsLog(tmp_path, enabled=True, tensorboard=False, append=False)
+    row = {"iteration": 3, "prompt": 0, "sample": 0, "text": "a", "reward": None, "reason": "x", "run_id": None,
+           "video": None}
+    log.write_eval_items(3, [row])
+    log.write_eval_items(4, [])  # nothing scored on this rank's log: no line
+    assert [json.loads(line) for line in (tmp_path / "eval_rewards.jsonl").read_text().splitlines()] == [row]
+    MetricsLog(tmp_path, enabled=True, tensorboard=False, append=True)  # a resume appends
+    assert (tmp_path / "eval_rewards.jsonl").exists()
+    MetricsLog(tmp_path, enabled=True, tensorboard=False, append=False)  # a fresh run starts over
+    assert not (tmp_path / "eval_rewards.jsonl").exists()

@@ -43,6 +43,7 @@ def fake_wandb(monkeypatch):
         return _Run(calls)
 
     module.init = init
+    module.Video = lambda path, caption=None, format=None: ("Video", path, caption, format)  # noqa: A006
     monkeypatch.setitem(sys.modules, "wandb", module)
     return module, calls
 
@@ -65,6 +66,28 @@ def test_rows_go_to_wandb_under_their_section_at_their_iteration(tmp_path, fake_
                     ("log", {"train/reward_mean": 0.5, "train/update_skipped": 0, "iteration": 1}, None),  # no NaN
                     ("log", {"eval/reward_mean": 0.25, "iteration": 1}, None), ("finish",)]
     assert [json.loads(line)["approx_kl"] for line in (out / "metrics.jsonl").read_text().splitlines()] == [None]
+
+
+def test_saved_held_out_videos_go_to_wandb_at_their_iteration(tmp_path, fake_wandb):
+    """Only the files rank 0 can read are uploaded (another node's disk is not), keyed by prompt and sample."""
+    _, calls = fake_wandb
+    out = tmp_path / "run"
+    log = MetricsLog(out, enabled=True, tensorboard=False, append=False, wandb_project="grpo")
+    (out / "eval_videos" / "iter_000010").mkdir(parents=True)
+    (out / "eval_videos" / "iter_000010" / "p000_s00.mp4").write_bytes(b"mp4")
+    rows = [{"iteration": 10, "prompt": 0, "sample": 0, "text": "open the drawer", "reward": 0.5, "reason": None,
+             "run_id": None, "video": "eval_videos/iter_000010/p000_s00.mp4"},
+            {"iteration": 10, "prompt": 1, "sample": 0, "text": "b", "reward": 0.5, "reason": None, "run_id": None,
+             "video": "eval_videos/iter_000010/p001_s00.mp4"},  # written by a rank on another node
+            {"iteration": 10, "prompt": 2, "sample": 0, "text": "c", "reward": None, "reason": "x", "run_id": None,
+             "video": None}]
+    log.write_eval_items(10, rows)
+    log.write_eval_items(20, rows[2:])  # no video: no W&B call
+    log.close()
+    logged = [c[1] for c in calls if c[0] == "log"]
+    video = str(out / "eval_videos" / "iter_000010" / "p000_s00.mp4")
+    assert logged == [{"eval/video/p000_s00": ("Video", video, "open the drawer", "mp4"), "iteration": 10}]
+    assert len((out / "eval_rewards.jsonl").read_text().splitlines()) == 4
 
 
 def test_iterations_a_resume_repeats_are_logged_again_at_their_iteration(tmp_path, fake_wandb):
@@ -129,3 +152,23 @@ def test_real_wandb_offline_takes_the_rows(tmp_path, monkeypatch):
     files = sorted((out / "wandb").glob(f"offline-run-*-{run_id}*/run-{run_id}.wandb"))
     assert len(files) == 2  # both launches wrote to the same run id
     assert all(b"train/reward_mean" in f.read_bytes() and b"train/*" in f.read_bytes() for f in files)  # its x axis
+
+
+def test_real_wandb_offline_takes_a_saved_video(tmp_path, monkeypatch):
+    pytest.importorskip("wandb")
+    import numpy as np
+
+    from tools.video import write_video
+
+    monkeypatch.setenv("WANDB_MODE", "offline")
+    monkeypatch.setenv("WANDB_SILENT", "true")
+    out = tmp_path / "run"
+    log = MetricsLog(out, enabled=True, tensorboard=False, append=False, wandb_project="raa-test")
+    name = "eval_videos/iter_000000/p000_s00.mp4"
+    (out / name).parent.mkdir(parents=True)
+    write_video(out / name, np.full((9, 32, 48, 3), 90, np.uint8), fps=8.0)
+    log.write_eval_items(0, [{"iteration": 0, "prompt": 0, "sample": 0, "text": "open the drawer", "reward": 0.5,
+                              "reason": None, "run_id": None, "video": name}])
+    log.close()
+    uploaded = list((out / "wandb").glob("offline-run-*/files/media/videos/eval/video/p000_s00*.mp4"))
+    assert len(uploaded) == 1 and uploaded[0].read_bytes() == (out / name).read_bytes()

@@ -220,6 +220,10 @@ class TrainConfig:
     """JSONL of held-out prompts, appended to ``eval_dataset``."""
     eval_samples: int = 1
     """ODE samples per held-out prompt; each (prompt, sample) keeps its noise at every evaluation."""
+    eval_videos: Literal["none", "save"] = "none"
+    """save: every evaluation writes its samples to ``output_dir/eval_videos/iter_NNNNNN/pPPP_sSS.mp4``
+    (each rank its own) and, with wandb_project, uploads those rank 0 can read; one file name is the same
+    (prompt, noise) at every evaluation. Per-sample rewards go to eval_rewards.jsonl either way."""
     decode: Literal["vae", "preview"] = "vae"
     """How rollouts become frames for the reward: the model's VAE (default; the tiny test VAE has a
     responsive seeded init, see policy/vae.py), or the fixed linear latent->RGB preview of

@@ -21,13 +21,21 @@ Decisions where the issue was silent:
 * Evaluation draws no global random numbers, so it changes nothing in training: a run with
   ``eval_every`` ends with the same weights as one without (tests/test_train_e2e.py).
 * Ineligible rewards are counted, never averaged in; with none eligible the mean is NaN (logged null).
+* When a sample video cannot be written (disk full, permissions), that evaluation says so once on
+  stderr, writes no more videos and logs ``video: null``; the rewards still count and training goes on: the files are for looking at,
+  the rewards are the result. Videos are written before the reward is called, so they exist even when
+  the reward fails.
+* TensorBoard gets no videos (its ``add_video`` needs moviepy); W&B gets the files rank 0 can read
+  (training/wandb_log.py), which on one node or a shared filesystem is all of them.
 """
 
 from __future__ import annotations
 
 import math
+import sys
 import time
 from collections.abc import Sequence
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -52,10 +60,12 @@ def rank_items(n_items: int, rank: int, world: int) -> list[tuple[int, bool]]:
 
 def evaluate(world_model: FlowWorldModel, cfg: TrainConfig, prompts: Sequence[PromptSpec], reward_fn: Any,
              *, iteration: int, rank: int, world: int) -> dict[str, Any]:
-    """This rank's part of one evaluation: {"rewards": [...], "seconds": float} (rewards None when ineligible)."""
+    """This rank's part of one evaluation: {"rewards": [...], "seconds": float, "items": [...]} (rewards None
+    when ineligible; items: one dict per reward, for `summarize_items`)."""
     t0 = time.perf_counter()
     items = [(p, s) for p in range(len(prompts)) for s in range(cfg.eval_samples)]
-    videos, texts, groups = [], [], []
+    videos, texts, groups, mine = [], [], [], []
+    unwritable = False  # after the first failed write, this evaluation writes no more videos
     conds: dict[int, Any] = {}
     work = [(items[index], counts) for index, counts in rank_items(len(items), rank, world)]
     device = next(world_model.transformer.parameters()).device
@@ -73,11 +83,39 @@ def evaluate(world_model: FlowWorldModel, cfg: TrainConfig, prompts: Sequence[Pr
                 videos.append(frames)
                 texts.append(prompts[p].text)
                 groups.append(p)
+                video = None
+                if cfg.eval_videos == "save" and not unwritable:
+                    try:
+                        video = save_video(cfg, iteration, p, s, frames)
+                    except (OSError, RuntimeError, ValueError) as exc:  # one line; the rewards still count
+                        unwritable = True
+                        print(f"eval_videos: could not write iteration {iteration}'s held-out videos ({exc}); "
+                              "their rewards are logged without videos", file=sys.stderr, flush=True)
+                mine.append({"prompt": p, "sample": s, "text": prompts[p].text, "video": video})
     rewards: list[float | None] = []
     if videos:
-        rewards = call_reward(reward_fn, cfg.reward or "", videos, texts, iteration=iteration, fps=cfg.fps,
-                              group_ids=groups, rank=rank, phase="eval").rewards
-    return {"rewards": rewards, "seconds": time.perf_counter() - t0}
+        outcome = call_reward(reward_fn, cfg.reward or "", videos, texts, iteration=iteration, fps=cfg.fps,
+                              group_ids=groups, rank=rank, phase="eval")
+        rewards = outcome.rewards
+        for k, item in enumerate(mine):
+            item.update(reward=outcome.rewards[k], reason=outcome.reasons[k], run_id=outcome.run_ids[k])
+    return {"rewards": rewards, "seconds": time.perf_counter() - t0, "items": mine}
+
+
+def video_name(iteration: int, prompt: int, sample: int) -> str:
+    """Where ``eval_videos: save`` puts a held-out sample, relative to the output folder."""
+    return f"eval_videos/iter_{iteration:06d}/p{prompt:03d}_s{sample:02d}.mp4"
+
+
+def save_video(cfg: TrainConfig, iteration: int, prompt: int, sample: int, frames: Any) -> str:
+    """Write one held-out sample as mp4 under ``cfg.output_dir``; its path relative to that folder."""
+    from tools.video import write_video
+
+    name = video_name(iteration, prompt, sample)
+    path = Path(cfg.output_dir) / name
+    path.parent.mkdir(parents=True, exist_ok=True)
+    write_video(path, frames, fps=cfg.fps)
+    return name
 
 
 def summarize_eval(iteration: int, parts: Sequence[dict[str, Any]]) -> dict[str, float | int]:
@@ -91,3 +129,11 @@ def summarize_eval(iteration: int, parts: Sequence[dict[str, Any]]) -> dict[str,
             "eval_ineligible_count": len(rewards) - len(eligible),
             "eval_videos": len(rewards),
             "seconds_eval": float(parts[0]["seconds"])}
+
+
+def summarize_items(iteration: int, parts: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The eval_rewards.jsonl lines from all ranks' `evaluate` outputs: one per sample, by prompt and sample."""
+    rows = [{"iteration": iteration, "prompt": it["prompt"], "sample": it["sample"], "text": it["text"],
+             "reward": it.get("reward"), "reason": it.get("reason"), "run_id": it.get("run_id"), "video": it["video"]}
+            for p in parts for it in p.get("items", [])]
+    return sorted(rows, key=lambda r: (r["prompt"], r["sample"]))

@@ -115,23 +115,25 @@ class MetricsLog:
     to Weights & Biases (training/wandb_log.py; rank 0 only); the
     ineligible rewards go to OUTPUT_DIR/ineligible.jsonl, one line each: iteration, prompt, reason.
 
-    Held-out evaluations (training/evaluate.py) go to OUTPUT_DIR/eval.jsonl and TensorBoard ``eval/*``;
-    every rollout's reward (and the run id of its trace, for the agent rewards) to OUTPUT_DIR/rewards.jsonl.
+    Held-out evaluations (training/evaluate.py) go to OUTPUT_DIR/eval.jsonl and TensorBoard ``eval/*``, their
+    samples to OUTPUT_DIR/eval_rewards.jsonl (and their saved videos to W&B); every rollout's reward (and the run id of its trace, for the agent rewards) to OUTPUT_DIR/rewards.jsonl.
     ``append=False`` (a fresh run) removes existing files first; a resumed run appends."""
 
     def __init__(self, output_dir: Path, *, enabled: bool, tensorboard: bool, append: bool = True,
                  wandb_project: str | None = None, config: dict[str, Any] | None = None) -> None:
         self.enabled = enabled
+        self.output_dir = output_dir
         self.path = output_dir / "metrics.jsonl"
         self.ineligible_path = output_dir / "ineligible.jsonl"
         self.eval_path = output_dir / "eval.jsonl"
         self.rewards_path = output_dir / "rewards.jsonl"
+        self.eval_rewards_path = output_dir / "eval_rewards.jsonl"
         self.writer = None
         self.wandb: WandbRun | None = None
         if enabled:
             output_dir.mkdir(parents=True, exist_ok=True)
             if not append:  # a fresh (not resumed) run starts new files
-                for path in (self.path, self.ineligible_path, self.eval_path, self.rewards_path):
+                for path in (self.path, self.ineligible_path, self.eval_path, self.rewards_path, self.eval_rewards_path):
                     path.unlink(missing_ok=True)
             if tensorboard:
                 from torch.utils.tensorboard import SummaryWriter
@@ -172,6 +174,16 @@ class MetricsLog:
         """One line per rollout of `iteration` (all ranks): rank, group, sample, prompt, reward (None when
         ineligible) and the run id of the reward's trace when it has one (`raa trace RUN_ID`)."""
         self._lines(self.rewards_path, [{"iteration": iteration, **item} for item in items])
+
+    def write_eval_items(self, iteration: int, rows: list[dict[str, Any]]) -> None:
+        """One line per held-out sample of the evaluation at `iteration` (training.evaluate.summarize_items);
+        with W&B, the saved videos rank 0 can read are uploaded as ``eval/video/pPPP_sSS``."""
+        self._lines(self.eval_rewards_path, rows)
+        if self.enabled and self.wandb is not None:
+            videos = {f"eval/video/{Path(r['video']).stem}": (self.output_dir / r["video"], r["text"])
+                      for r in rows if r.get("video") and (self.output_dir / r["video"]).is_file()}
+            if videos:
+                self.wandb.log_videos(videos, iteration)
 
     def _lines(self, path: Path, rows: list[dict[str, Any]]) -> None:
         """Append one JSON line per row (rank 0 only; nothing to write, no file touched)."""

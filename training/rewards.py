@@ -320,7 +320,7 @@ def failed_outcome(exc: BaseException, name: str, n: int) -> RewardOutcome:
     """Every item ineligible (kind ``error``) because the reward callable raised ``exc``."""
     counts = {"none": 0, "nan": 0, "inf": 0, "error": n}
     reason = f"reward {name!r} raised {type(exc).__name__}: {exc}"
-    return RewardOutcome([None] * n, [reason] * n, counts)
+    return RewardOutcome([None] * n, [reason] * n, counts, [None] * n)
 
 
 def check_reward_output(raw: Any, name: str, n: int) -> RewardOutcome:

@@ -64,7 +64,7 @@ from training.best import agreed_best_tag
 from training.config import ConfigError, TrainConfig, check_world_size
 from training.config_io import config_to_dict
 from training.data import PromptStream, derive_seed, load_frame, load_prompts
-from training.evaluate import evaluate, summarize_eval
+from training.evaluate import evaluate, summarize_eval, summarize_items
 from training.export import ExportError, export_policy
 from training.grpo import group_advantages
 from training.metrics import MetricsLog, gather, summarize
@@ -215,8 +215,9 @@ def train(cfg: TrainConfig, *, local_rank: int = 0, reward_token: str | None = N
 
     def held_out(iteration: int) -> None:  # training/evaluate.py: every rank samples, rank 0 logs
         engine.module.eval()
-        part = evaluate(world_model, cfg, eval_prompts, reward_fn, iteration=iteration, rank=rank, world=world)
-        log.write_eval(summarize_eval(iteration, gather(part)))
+        parts = gather(evaluate(world_model, cfg, eval_prompts, reward_fn, iteration=iteration, rank=rank, world=world))
+        log.write_eval(summarize_eval(iteration, parts))
+        log.write_eval_items(iteration, summarize_items(iteration, parts))
 
     if eval_prompts and start == 0:  # the baseline of a fresh run
         held_out(0)

@@ -13,7 +13,8 @@ run's config. Decisions where the issue was silent:
   and plotted at their iteration beside the crashed attempt's, as ``metrics.jsonl`` keeps both; a
   W&B step must increase, and logging at ``step=iteration`` would drop them with a warning.
 * It gets the scalars TensorBoard gets (`MetricsLog`): non-finite values are left out (metrics.jsonl
-  records them as null).
+  records them as null). With ``eval_videos: save`` it also gets the held-out sample videos rank 0 can
+  read (``eval/video/pPPP_sSS``, captioned with the prompt), which TensorBoard does not (moviepy).
 * wandb is optional; `require_wandb` says how to install it before any model loads. Whether it logs
   online or offline, and to which entity, are wandb's own settings (``wandb login``, ``WANDB_MODE``,
   ``WANDB_ENTITY``), which this module leaves to wandb.
@@ -78,6 +79,14 @@ class WandbRun:
         """One row's scalars (``train/...`` or ``eval/...``, the same TensorBoard gets) at iteration
         ``step`` (the row's x value; wandb's own step is left to count calls, see the module docstring)."""
         self.run.log({**scalars, STEP_METRIC: step})
+
+    def log_videos(self, videos: dict[str, tuple[Path, str]], step: int) -> None:
+        """mp4 files (``key -> (path, caption)``, keys under ``eval/``) at iteration ``step``; wandb uploads the
+        files as they are (no moviepy needed for a path)."""
+        import wandb
+
+        self.run.log({**{key: wandb.Video(str(path), caption=caption, format="mp4")
+                         for key, (path, caption) in videos.items()}, STEP_METRIC: step})
 
     def finish(self) -> None:
         self.run.finish()
