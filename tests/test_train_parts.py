@@ -95,7 +95,8 @@ def _part(rewards, **kw):
     base = {"rewards": rewards, "advantages": [], "skipped_groups": 0, "ineligible_none": 0, "ineligible_nan": 0,
             "ineligible_inf": 0, "ineligible_error": 0, "clip_fraction": [], "approx_kl": [], "mu_kl": [],
             "loss": [], "mask_mean": [0.5], "diversity": [1.0], "diversity_frames": [0.1],
-            "seconds_rollout": 1.0, "seconds_reward": 2.0, "seconds_update": 3.0, "update_skipped": False, "lr": 1e-4}
+            "seconds_rollout": 1.0, "seconds_reward": 2.0, "seconds_update": 3.0, "update_skipped": False, "lr": 1e-4,
+            "grad_norms": []}
     base.update(kw)
     return base
 
@@ -110,7 +111,9 @@ def test_summarize_over_ranks_and_log(tmp_path):
     assert row["skipped_groups"] == 1 and row["approx_kl"] == pytest.approx(0.2)
     assert row["rollout_diversity"] == 2.0 and row["adv_abs_max"] == 0.5
     assert math.isnan(row["mu_kl"])  # no update item -> NaN in memory, null in the JSONL
-    assert row["nonfinite_losses"] == 0
+    assert row["nonfinite_losses"] == 0 and math.isnan(row["grad_norm"]) and math.isnan(row["grad_norm_max"])
+    clipped = summarize(7, [_part([1.0, 2.0], grad_norms=[0.5, 2.5]), _part([1.0, 2.0], grad_norms=[9.0])])
+    assert clipped["grad_norm"] == 1.5 and clipped["grad_norm_max"] == 2.5  # rank 0's: the norm is global
     diverged = summarize(8, [_part([1.0, 2.0], loss=[0.5, float("nan")]), _part([1.0, 2.0], loss=[float("inf"), 1.5])])
     assert diverged["nonfinite_losses"] == 2 and diverged["loss"] == pytest.approx(1.0)  # the finite ones
     # micro-batches of 3 and 1 valid samples (G = 4, micro_batch 3): item means, not means of the two means

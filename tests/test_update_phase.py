@@ -56,6 +56,7 @@ class Engine:
         self.theta = torch.ones(4, dtype=torch.float64, requires_grad=True)
         self.grad_accum, self.micro, self.calls = grad_accum, 0, 0
         self.step_grads: list[torch.Tensor] = []
+        self.norm: float | None = None
         self.module = SimpleNamespace(world_model=None, train=lambda: None)
 
     def __call__(self, cond, record, rcfg):  # noqa: ANN001, ANN204 (engine call)
@@ -67,11 +68,18 @@ class Engine:
     def backward(self, loss: torch.Tensor) -> None:
         (loss / self.grad_accum).backward()
 
+    def is_gradient_accumulation_boundary(self) -> bool:  # DeepSpeed's: the next step() is an optimizer step
+        return (self.micro + 1) % self.grad_accum == 0
+
     def step(self) -> None:
         self.micro += 1
         if self.micro % self.grad_accum == 0:
             self.step_grads.append(self.theta.grad.clone())
+            self.norm = float(self.theta.grad.norm())
             self.theta.grad = None
+
+    def get_global_grad_norm(self) -> float | None:  # DeepSpeed's: the last optimizer step's, None before one
+        return self.norm
 
 
 def _groups(valid_rows: list[list[int]], sde_steps: int, seed: int = 0) -> list[Group]:
@@ -119,6 +127,17 @@ def test_each_optimizer_step_is_the_gradient_of_the_mean_over_valid_items(micro_
     assert sum(log.item_counts) == 2 * 2 * 7  # epochs x SDE steps x valid samples
     assert len(log.losses) == len(log.clip_fracs) == len(log.approx_kls) == len(log.item_counts)
     assert log.mu_kls == [] and not log.skipped
+    assert log.grad_norms == pytest.approx([float(g.norm()) for g in engine.step_grads])  # one per optimizer step
+
+
+def test_grad_norms_are_read_after_each_optimizer_step_only():
+    groups = _groups([[1] * G, [1, 0, 1, 0, 1]], sde_steps=2)
+    engine = Engine(grad_accum=4)  # 2 groups x 2 SDE steps x 2 micro-batches = 8 micro-batches: 2 steps
+    log = update_policy(engine, groups, _cfg(3, 2), rcfg=None, reference=None, iteration=1, grad_accum=4,
+                        device=torch.device("cpu"))
+    assert len(engine.step_grads) == 2 and len(log.grad_norms) == 2
+    assert log.grad_norms == pytest.approx([float(g.norm()) for g in engine.step_grads])
+    assert log.grad_norms[0] != log.grad_norms[1]  # each its own step's, not the last one read twice
 
 
 def test_nothing_valid_skips_the_phase():

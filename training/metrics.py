@@ -21,6 +21,9 @@ items, as the objective is (with uneven micro-batches a plain mean of micro-batc
   with ``reward_overlap: groups`` rewards are scored during the rollouts and ``seconds_reward`` is the
   wait for them after the last rollout.
 * ``update_skipped`` -- 1 when no rank had a valid sample (no optimizer step this iteration).
+* ``grad_norm`` / ``grad_norm_max`` -- mean and largest global gradient 2-norm of the iteration's optimizer
+  steps, before ``gradient_clipping`` (the DeepSpeed JSON's; a norm far above it means most steps are
+  clipped); null when no step ran or fp16 gradients overflowed.
 * ``lr`` -- the learning rate of the iteration's first optimizer step (``lr_warmup_steps`` ramps it).
 * ``nonfinite_losses`` -- update micro-batches (all ranks) whose loss was NaN or inf: the policy's
   likelihoods are no longer finite, i.e. training has diverged (``nonfinite_loss: stop`` ends the run).
@@ -102,6 +105,8 @@ def summarize(iteration: int, parts: list[dict[str, Any]]) -> dict[str, float | 
         "seconds_reward": parts[0]["seconds_reward"],
         "seconds_update": parts[0]["seconds_update"],
         "update_skipped": int(parts[0]["update_skipped"]),
+        "grad_norm": _mean(parts[0]["grad_norms"]),  # a global norm: every rank has the same
+        "grad_norm_max": max(parts[0]["grad_norms"], default=float("nan")),
         "lr": float(parts[0]["lr"]),
         "nonfinite_losses": sum(not math.isfinite(x) for x in cat("loss")),
     }

@@ -69,6 +69,9 @@ class UpdateLog:
     """mu-KL to the reference (empty when beta = 0)."""
     item_counts: list[int] = field(default_factory=list)
     """Valid samples behind each entry above: their weight in the logged means."""
+    grad_norms: list[float] = field(default_factory=list)
+    """Global gradient 2-norm of each optimizer step, before clipping (DeepSpeed's
+    ``get_global_grad_norm``; the same on every rank; inf when fp16 gradients overflowed)."""
     skipped: bool = False
     """No rank had a valid sample, so no update ran."""
 
@@ -148,6 +151,9 @@ def update_policy(engine: Any, groups: list[Group], cfg: TrainConfig, rcfg: Roll
                 out.item_counts.append(len(keep))
                 # their sum, weighted so each valid sample of the step counts 1/N (training/grpo.py)
                 loss = item_loss * (len(keep) * sample_sum_scale(int(step_valid[pos // grad_accum]), grad_accum, world))
+            boundary = engine.is_gradient_accumulation_boundary()  # this step() updates the weights
             engine.backward(loss)
             engine.step()
+            if boundary and (norm := engine.get_global_grad_norm()) is not None:
+                out.grad_norms.append(float(norm))
     return out
