@@ -46,7 +46,7 @@ from training.config import PromptSpec, TrainConfig
 from training.data import derive_seed, load_frame
 from training.generate import sample_video
 from training.models import negative_prompt, text_encoder_on
-from training.rewards import call_reward
+from training.reward_outcome import call_reward
 
 
 def rank_items(n_items: int, rank: int, world: int) -> list[tuple[int, bool]]:

@@ -5,7 +5,7 @@ a GPU, and the two do not depend on each other: group k's clips can be scored wh
 sampled (flow_grpo submits its rewards to an executor the same way). :class:`RewardRunner` schedules each
 reward call on the process's bridge loop (``graph.bridge.sync_loop``, one asyncio loop in a daemon
 thread); :meth:`RewardRunner.submit` returns a ``concurrent.futures.Future`` of its validated
-:class:`~training.rewards.RewardOutcome`. :func:`merge_outcomes` joins the groups' outcomes in order.
+:class:`~training.reward_outcome.RewardOutcome`. :func:`merge_outcomes` joins the groups' outcomes in order.
 
 Decisions where the issue was silent:
 
@@ -18,8 +18,8 @@ Decisions where the issue was silent:
 * The callable itself is called in a worker thread (``asyncio.to_thread``): a sync reward (the
   verifiable ones, your own) runs off the loop and in parallel with the next rollout; an async one only
   creates its coroutine there, which is then awaited on the loop.
-* Same semantics as :func:`~training.rewards.call_reward`: an exception inside the reward makes its
-  call's items ineligible with the reason; a wrong length (:class:`~training.rewards.RewardLengthError`)
+* Same semantics as :func:`~training.reward_outcome.call_reward`: an exception inside the reward makes its
+  call's items ineligible with the reason; a wrong length (:class:`~training.reward_outcome.RewardLengthError`)
   is raised by ``Future.result()`` and stops the run, as before.
 * :meth:`RewardRunner.close` cancels the calls still running, so a failing run never waits for them;
   the loop's thread is a daemon.
@@ -36,7 +36,7 @@ from typing import Any
 import numpy as np
 
 from graph.bridge import sync_loop
-from training.rewards import RewardFn, RewardOutcome, check_reward_output, failed_outcome
+from training.reward_outcome import RewardFn, RewardOutcome, check_reward_output, failed_outcome
 
 
 class RewardRunner:

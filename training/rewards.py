@@ -26,7 +26,8 @@ Adapters:
   backoff; then, or at once for any other error status or a malformed body, the whole batch is
   ineligible (with the reason kept in ``last_reasons``), never a made-up reward.
 
-:func:`call_reward` wraps any RewardFn: awaits coroutines, checks the list length (a wrong length is a
+:func:`call_reward` (training/reward_outcome.py, re-exported here with the rest of the reward contract)
+wraps any RewardFn: awaits coroutines, checks the list length (a wrong length is a
 :class:`RewardLengthError` naming the reward) and turns None / NaN / inf into ineligible results,
 counted by kind in the returned :class:`RewardOutcome`.
 
@@ -41,58 +42,25 @@ from __future__ import annotations
 import asyncio
 import base64
 import contextlib
-import inspect
 import json
-import math
 import tempfile
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
 import numpy as np
 
+from training.reward_outcome import (  # noqa: F401  (re-exported: the reward contract)
+    RewardBatch,
+    RewardFn,
+    RewardLengthError,
+    RewardOutcome,
+    call_reward,
+    check_reward_output,
+    failed_outcome,
+)
 from training.verifiable_rewards import BrightnessReward, MotionReward  # noqa: F401  (re-exported)
-
-RewardFn = Callable[..., "list[float | None] | RewardBatch | Any"]
-"""``(videos: list[np.ndarray], prompts: list[str], **meta) -> list[float | None]`` (or a :class:`RewardBatch`
-with reasons), or an awaitable of either."""
-
-
-@dataclass
-class RewardBatch:
-    """What a reward callable may return instead of a plain list: the rewards and, per item, why it is
-    ineligible (the agent adapters return this, so the trainer can log the agent's reasons)."""
-
-    rewards: list[float | None]
-    """One reward per video, None = ineligible."""
-    reasons: list[list[str]]
-    """One list of reasons per video (may be empty; used for the ineligible ones)."""
-    run_ids: list[str | None] | None = None
-    """Per video, the id of the run that scored it when the reward keeps one (the agent's trace:
-    ``raa trace RUN_ID``); the trainer logs it in rewards.jsonl."""
-
-
-class RewardLengthError(ValueError):
-    """A reward callable returned a list whose length differs from the number of videos."""
-
-
-@dataclass
-class RewardOutcome:
-    """Validated rewards of one batch."""
-
-    rewards: list[float | None]
-    """Finite floats or None (ineligible)."""
-    reasons: list[str | None]
-    """Why each ineligible item is ineligible (None for eligible ones)."""
-    counts: dict[str, int] = field(default_factory=dict)
-    """Ineligible items by kind: none, nan, inf, error."""
-    run_ids: list[str | None] = field(default_factory=list)
-    """Per item, the run that scored it (a RewardBatch's run_ids), else None."""
-
-    @property
-    def ineligible_count(self) -> int:
-        return sum(r is None for r in self.rewards)
 
 
 @dataclass
@@ -284,87 +252,6 @@ class HttpAgentReward:
 def _phase(meta: dict[str, Any]) -> str:
     """Folder prefix of a batch's kept clips: "eval" for held-out samples, "it" for training rollouts."""
     return "eval" if meta.get("phase") == "eval" else "it"
-
-
-def _run(value: Any) -> Any:
-    """``value``, awaited when it is awaitable (on the process's bridge loop, ``graph.bridge.run_sync``:
-    the loop training's RewardRunner uses too)."""
-    if inspect.isawaitable(value):
-        from graph.bridge import run_sync
-
-        async def _await() -> Any:
-            return await value
-
-        return run_sync(_await())
-    return value
-
-
-def call_reward(fn: RewardFn, name: str, videos: Sequence[np.ndarray], prompts: Sequence[str],
-                **meta: Any) -> RewardOutcome:
-    """Call ``fn`` (sync or async) and validate its list (or :class:`RewardBatch`, whose reasons are appended to
-    the ineligible items' reasons): None/NaN/inf -> ineligible, counted by kind.
-
-    Raises :class:`RewardLengthError` naming ``name`` when the list length is not ``len(videos)``.
-    An exception inside ``fn`` makes every item ineligible (kind ``error``) with the exception text.
-    """
-    if len(videos) != len(prompts):
-        raise ValueError(f"reward {name!r}: {len(videos)} videos but {len(prompts)} prompts")
-    try:
-        raw = _run(fn(list(videos), list(prompts), **meta))
-    except Exception as exc:
-        return failed_outcome(exc, name, len(videos))
-    return check_reward_output(raw, name, len(videos))
-
-
-def failed_outcome(exc: BaseException, name: str, n: int) -> RewardOutcome:
-    """Every item ineligible (kind ``error``) because the reward callable raised ``exc``."""
-    counts = {"none": 0, "nan": 0, "inf": 0, "error": n}
-    reason = f"reward {name!r} raised {type(exc).__name__}: {exc}"
-    return RewardOutcome([None] * n, [reason] * n, counts, [None] * n)
-
-
-def check_reward_output(raw: Any, name: str, n: int) -> RewardOutcome:
-    """A reward callable's answer for ``n`` videos (a list, or a :class:`RewardBatch`) -> a validated
-    :class:`RewardOutcome` (see :func:`call_reward`); :class:`RewardLengthError` for a wrong length."""
-    counts = {"none": 0, "nan": 0, "inf": 0, "error": 0}
-    given: list[list[str]] = [[] for _ in range(n)]
-    run_ids: list[str | None] = [None] * n
-    if isinstance(raw, RewardBatch):
-        if len(raw.reasons) != len(raw.rewards) or (raw.run_ids is not None and len(raw.run_ids) != len(raw.rewards)):
-            raise RewardLengthError(f"reward {name!r} returned {len(raw.rewards)} rewards but {len(raw.reasons)} "
-                                    f"reason lists and {'no' if raw.run_ids is None else len(raw.run_ids)} run ids")
-        if raw.run_ids is not None and len(raw.run_ids) == n:
-            run_ids = [str(r) if r else None for r in raw.run_ids]
-        given, raw = [list(r) for r in raw.reasons], raw.rewards
-    if not isinstance(raw, list | tuple):
-        raise RewardLengthError(f"reward {name!r} returned {type(raw).__name__}, expected a list of "
-                                f"{n} floats or None")
-    if len(raw) != n:
-        raise RewardLengthError(f"reward {name!r} returned {len(raw)} values for {n} videos")
-    rewards: list[float | None] = []
-    reasons: list[str | None] = []
-    for value, why in zip(raw, given, strict=True):
-        if value is None:
-            counts["none"] += 1
-            rewards.append(None)
-            reasons.append(f"reward {name!r} returned None (ineligible)" + (f": {'; '.join(why)}" if why else ""))
-            continue
-        try:
-            f = float(value)
-        except (TypeError, ValueError):
-            counts["error"] += 1
-            rewards.append(None)
-            reasons.append(f"reward {name!r} returned a non-number {value!r}")
-            continue
-        kind = "nan" if math.isnan(f) else "inf" if math.isinf(f) else None
-        if kind is not None:
-            counts[kind] += 1
-            rewards.append(None)
-            reasons.append(f"reward {name!r} returned {f} (ineligible)")
-        else:
-            rewards.append(f)
-            reasons.append(None)
-    return RewardOutcome(rewards, reasons, counts, run_ids)
 
 
 def build_reward(name: str, options: dict[str, Any], *, token: str | None = None,

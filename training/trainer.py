@@ -72,8 +72,8 @@ from training.models import build_world_model, negative_prompt, text_encoder_on
 from training.preemption import StopRequest, TrainingStopped
 from training.preview import latent_preview
 from training.resume import plan_resume, state_layout, write_layout
+from training.reward_outcome import RewardOutcome
 from training.reward_runner import RewardRunner, merge_outcomes
-from training.rewards import RewardOutcome
 from training.update import Group, chunk, update_policy
 from training.wandb_log import require_wandb
 
