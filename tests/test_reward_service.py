@@ -118,6 +118,7 @@ def test_runs_in_flight_are_capped_over_all_requests(monkeypatch, tmp_path):
 
 def test_trainer_http_reward_end_to_end(tmp_path):
     """training's `reward: http` client against the real service: rewards and reasons per clip."""
+    from graph.gate import diagnostic_reward
     from training.rewards import HttpAgentReward, call_reward
 
     app = create_reward_app(_agent(), "decomposed", token=TOKEN)
@@ -128,9 +129,47 @@ def test_trainer_http_reward_end_to_end(tmp_path):
         out = call_reward(fn, "http", clips, ["pick the cup", "open the drawer"], fps=8.0, iteration=1)
         assert out.rewards[0] == pytest.approx(0.975) and out.rewards[1] == 0.0  # textured / uniform clip
         assert any("uniform" in r for r in fn.last_reasons[1])
+        assert out.components["T"][0] == 1.0 and out.components["failure"][0] is None  # decomposed: no final check
+        assert diagnostic_reward(*(out.components[k][0] for k in ("T", "P", "V"))) == pytest.approx(out.rewards[0])
         wrong = HttpAgentReward(url=f"{url}/v1/score", token="nope", timeout_s=60)
         out = call_reward(wrong, "http", clips, ["a", "b"])
         assert out.rewards == [None, None] and "401" in wrong.last_reasons[0][0]
+
+
+def test_training_logs_the_agents_components(tmp_path):
+    """A smoke run scored by the service (reward: http): each rollout's T, P, V and gate inputs reach
+    rewards.jsonl, their means metrics.jsonl, and the held-out ones eval.jsonl / eval_rewards.jsonl."""
+    import os
+    import subprocess
+    import sys
+
+    from graph.gate import diagnostic_reward
+
+    root = Path(__file__).resolve().parents[1]
+    out = tmp_path / "run"
+    with serve(create_reward_app(_agent(), "decomposed", max_concurrency=4)) as url:
+        env = {k: v for k, v in os.environ.items() if k not in ("RANK", "WORLD_SIZE", "LOCAL_RANK")}
+        proc = subprocess.run(
+            [sys.executable, "-m", "training.train", "--config", str(root / "training/configs/smoke.yaml"),
+             "--output_dir", str(out), "--progress", "false", "--tensorboard", "false", "--max_iterations", "1",
+             "--export", "none", "--checkpoint_every", "1", "--reward", "http", "--reward_options",
+             f"{{url: '{url}/v1/score', startup_wait_s: 10}}", "--eval_every", "1",
+             "--eval_dataset", "[{text: 'open the drawer', image_seed: 12}]"],
+            cwd=root, env={**env, "OMP_NUM_THREADS": "1"}, capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stderr[-4000:]
+    rows = [json.loads(line) for line in (out / "rewards.jsonl").read_text().splitlines()]
+    assert rows and all(sorted(r["components"]) == ["P", "T", "V", "failure", "unverifiable"] for r in rows)
+    judged = [r for r in rows if r["components"]["T"] is not None]
+    assert judged, rows
+    for r in judged:  # the reward is the diagnostic reward of its own components (decomposed: no gate)
+        assert diagnostic_reward(*(r["components"][k] for k in ("T", "P", "V"))) == pytest.approx(r["reward"])
+    metrics = json.loads((out / "metrics.jsonl").read_text())
+    assert metrics["reward_T_mean"] == pytest.approx(np.mean([r["components"]["T"] for r in judged]))
+    assert metrics["reward_failure_mean"] is None  # decomposed makes no final check: no value, logged null
+    held_out = [json.loads(line) for line in (out / "eval.jsonl").read_text().splitlines()]
+    items = [json.loads(line) for line in (out / "eval_rewards.jsonl").read_text().splitlines()]
+    assert [r["iteration"] for r in items] == [0, 1] and all("T" in r["components"] for r in items)
+    assert all(h["eval_reward_T_mean"] == i["components"]["T"] for h, i in zip(held_out, items, strict=True))
 
 
 def test_cli_needs_an_endpoint_and_a_known_preset(monkeypatch, tmp_path):

@@ -11,6 +11,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from graph.gate import diagnostic_reward
 from training.grpo import group_advantages
 from training.rewards import (
     BrightnessReward,
@@ -212,6 +213,11 @@ def test_agent_reward_scores_with_one_agent_across_batches(monkeypatch, tmp_path
         out = call_reward(fn, "agent", clips, ["pick the cup", "open the drawer"], fps=8.0, iteration=iteration)
         assert out.rewards[0] == pytest.approx(0.975) and out.rewards[1] == 0.0  # textured clip / uniform clip
         assert any("uniform" in r for r in fn.last_reasons[1])
+        c = out.components  # the scores and gate inputs behind each reward, for the trainer's logs
+        assert sorted(c) == ["P", "T", "V", "failure", "unverifiable"]
+        assert diagnostic_reward(c["T"][0], c["P"][0], c["V"][0]) == pytest.approx(out.rewards[0])
+        assert c["failure"][0] == 0.0 and c["unverifiable"][0] == 0.0
+        assert [c[k][1] for k in ("T", "P", "V")] == [None] * 3  # the quality pre-check: no judgment made
     assert len(builds) == 1 and builds[0].inspect_mode == "plan" and builds[0].preset == "no_motion"
     stages = [c.stage for c in model.calls]
     assert "plan" in stages and "inspect" not in stages  # RAA_INSPECT_MODE reached the training reward
@@ -230,6 +236,23 @@ def test_run_ids_travel_from_a_reward_batch_to_the_outcome():
     assert call_reward(lambda v, p, **m: [0.1, 0.2], "plain", _clips(), ["a", "b"]).run_ids == [None, None]
     with pytest.raises(RewardLengthError, match="run ids"):
         call_reward(lambda v, p, **m: RewardBatch([0.1, 0.2], [[], []], ["x"]), "agent", _clips(), ["a", "b"])
+
+
+def test_components_are_checked_numbers_and_dropped_for_ineligible_items():
+    from training.rewards import RewardBatch
+
+    def reward(videos, prompts, **meta):
+        return RewardBatch([0.5, 0.25, None, 0.0], [[]] * 4, components={
+            "T": [1, 0.5, 0.9, float("nan")], "failure": [False, True, True, None], "note": ["x", None, 1, 2]})
+
+    out = call_reward(reward, "agent", _clips(4), ["a"] * 4)
+    assert out.components == {"T": [1.0, 0.5, None, None], "failure": [0.0, 1.0, None, None],
+                              "note": [None, None, None, 2.0]}  # bools 0/1; NaN, text and ineligible: None
+    assert call_reward(lambda v, p, **m: [0.1, 0.2], "plain", _clips(), ["a", "b"]).components == {}
+    for bad, match in (({"T": [1.0]}, "component 'T' must be a name with one value per video"),
+                       ({"T-score": [1.0, 1.0]}, "component 'T-score'"), ({"T": 1.0}, "got float")):
+        with pytest.raises(RewardLengthError, match=match):
+            call_reward(lambda v, p, b=bad, **m: RewardBatch([0.1, 0.2], [[], []], components=b), "x", _clips(), ["a", "b"])
 
 
 def test_agent_reward_keeps_clips_that_its_traces_name(tmp_path):

@@ -34,12 +34,16 @@ def test_rank_items_deal_round_robin_and_pad_to_equal_length():
 
 
 def test_summarize_eval_hand_computed():
-    row = summarize_eval(10, [{"rewards": [0.2, None, 0.6], "seconds": 1.5}, {"rewards": [0.4], "seconds": 9.0}])
+    row = summarize_eval(10, [{"rewards": [0.2, None, 0.6], "seconds": 1.5, "components": {}},
+                              {"rewards": [0.4], "seconds": 9.0, "components": {}}])
     assert row["iteration"] == 10 and row["eval_videos"] == 4 and row["eval_ineligible_count"] == 1
     assert row["eval_reward_mean"] == pytest.approx(0.4)
     assert row["eval_reward_std"] == pytest.approx(math.sqrt(((0.2 - 0.4) ** 2 + (0.6 - 0.4) ** 2) / 3))
     assert row["eval_eligible_fraction"] == pytest.approx(0.75) and row["seconds_eval"] == 1.5
-    empty = summarize_eval(0, [{"rewards": [None], "seconds": 0.1}])
+    judged = summarize_eval(3, [{"rewards": [0.5, None], "seconds": 1.0, "components": {"T": [0.75, None]}},
+                                {"rewards": [0.25], "seconds": 1.0, "components": {"T": [0.25]}}])
+    assert judged["eval_reward_T_mean"] == pytest.approx(0.5)
+    empty = summarize_eval(0, [{"rewards": [None], "seconds": 0.1, "components": {}}])
     assert math.isnan(empty["eval_reward_mean"]) and empty["eval_eligible_fraction"] == 0.0
 
 
@@ -88,7 +92,7 @@ def test_summarize_items_orders_samples_and_keeps_reasons():
                          "run_id": None},
                         {"prompt": 0, "sample": 0, "text": "a", "video": "v00.mp4", "reward": 0.25, "reason": None,
                          "run_id": None}]},
-             {"rewards": [], "seconds": 0.0}]  # a rank part from before items were logged: nothing to add
+             {"items": []}]  # a rank with nothing counted
     rows = summarize_items(7, parts)
     assert [(r["prompt"], r["sample"]) for r in rows] == [(0, 0), (0, 1), (2, 0)]
     assert rows[0] == {"iteration": 7, "prompt": 0, "sample": 0, "text": "a", "reward": 0.25, "reason": None,

@@ -7,7 +7,8 @@ deterministic ODE sampler (``training.generate.sample_video``), the run's reward
 rank 0 appends one row to ``OUTPUT_DIR/eval.jsonl`` (TensorBoard ``eval/*``)::
 
     iteration, eval_reward_mean, eval_reward_std (population), eval_eligible_fraction,
-    eval_ineligible_count, eval_videos, seconds_eval
+    eval_ineligible_count, eval_videos, seconds_eval, and eval_reward_<name>_mean for each component
+    of a reward that reports them (training/metrics.py; the agent's T, P, V, failure, unverifiable)
 
 Decisions where the issue was silent:
 
@@ -45,6 +46,7 @@ from policy.world_model import FlowWorldModel
 from training.config import PromptSpec, TrainConfig
 from training.data import derive_seed, load_frame
 from training.generate import sample_video
+from training.metrics import component_means
 from training.models import negative_prompt, text_encoder_on
 from training.reward_outcome import call_reward
 
@@ -93,13 +95,16 @@ def evaluate(world_model: FlowWorldModel, cfg: TrainConfig, prompts: Sequence[Pr
                               "their rewards are logged without videos", file=sys.stderr, flush=True)
                 mine.append({"prompt": p, "sample": s, "text": prompts[p].text, "video": video})
     rewards: list[float | None] = []
+    components: dict[str, list[float | None]] = {}
     if videos:
         outcome = call_reward(reward_fn, cfg.reward or "", videos, texts, iteration=iteration, fps=cfg.fps,
                               group_ids=groups, rank=rank, phase="eval")
-        rewards = outcome.rewards
+        rewards, components = outcome.rewards, outcome.components
         for k, item in enumerate(mine):
             item.update(reward=outcome.rewards[k], reason=outcome.reasons[k], run_id=outcome.run_ids[k])
-    return {"rewards": rewards, "seconds": time.perf_counter() - t0, "items": mine}
+            if components:
+                item["components"] = {name: values[k] for name, values in components.items()}
+    return {"rewards": rewards, "seconds": time.perf_counter() - t0, "items": mine, "components": components}
 
 
 def video_name(iteration: int, prompt: int, sample: int) -> str:
@@ -128,12 +133,14 @@ def summarize_eval(iteration: int, parts: Sequence[dict[str, Any]]) -> dict[str,
             "eval_eligible_fraction": len(eligible) / len(rewards) if rewards else 0.0,
             "eval_ineligible_count": len(rewards) - len(eligible),
             "eval_videos": len(rewards),
-            "seconds_eval": float(parts[0]["seconds"])}
+            "seconds_eval": float(parts[0]["seconds"]),
+            **component_means([p["components"] for p in parts], "eval_reward_")}
 
 
 def summarize_items(iteration: int, parts: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
     """The eval_rewards.jsonl lines from all ranks' `evaluate` outputs: one per sample, by prompt and sample."""
     rows = [{"iteration": iteration, "prompt": it["prompt"], "sample": it["sample"], "text": it["text"],
-             "reward": it.get("reward"), "reason": it.get("reason"), "run_id": it.get("run_id"), "video": it["video"]}
-            for p in parts for it in p.get("items", [])]
+             "reward": it["reward"], "reason": it["reason"], "run_id": it["run_id"], "video": it["video"],
+             **({"components": it["components"]} if "components" in it else {})}
+            for p in parts for it in p["items"]]
     return sorted(rows, key=lambda r: (r["prompt"], r["sample"]))

@@ -21,6 +21,12 @@ items, as the objective is (with uneven micro-batches a plain mean of micro-batc
   with ``reward_overlap: groups`` rewards are scored during the rollouts and ``seconds_reward`` is the
   wait for them after the last rollout.
 * ``update_skipped`` -- 1 when no rank had a valid sample (no optimizer step this iteration).
+* ``reward_<name>_mean`` -- for a reward that reports components (``RewardBatch.components``; the agent:
+  ``T``, ``P``, ``V``, ``failure``, ``unverifiable``), each one's mean over the eligible rewards of all
+  ranks; for the 0 / 1 gate inputs, the fraction of them with failure established or an essential
+  requirement unverifiable (the rollouts the gated presets score 0).
+  A learned reward that rises while ``reward_T_mean`` stays flat is the policy pleasing the reward's
+  other parts (reward hacking), which the reward's mean alone cannot show.
 * ``grad_norm`` / ``grad_norm_max`` -- mean and largest global gradient 2-norm of the iteration's optimizer
   steps, before ``gradient_clipping`` (the DeepSpeed JSON's; a norm far above it means most steps are
   clipped); null when no step ran or fp16 gradients overflowed.
@@ -112,7 +118,15 @@ def summarize(iteration: int, parts: list[dict[str, Any]]) -> dict[str, float | 
     }
     for kind in ("none", "nan", "inf", "error"):
         row[f"ineligible_{kind}"] = total(f"ineligible_{kind}")
+    row.update(component_means([p["components"] for p in parts], "reward_"))
     return row
+
+
+def component_means(parts: list[dict[str, list[float | None]]], prefix: str) -> dict[str, float]:
+    """``{prefix}<name>_mean`` of each reward component over the items of all ranks that have a value (the
+    eligible ones; RewardOutcome.components), NaN when none has; a name any rank reports is logged."""
+    names = sorted({k for part in parts for k in part})
+    return {f"{prefix}{k}_mean": _mean([v for part in parts for v in part.get(k, []) if v is not None]) for k in names}
 
 
 class MetricsLog:

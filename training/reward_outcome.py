@@ -35,6 +35,10 @@ class RewardBatch:
     run_ids: list[str | None] | None = None
     """Per video, the id of the run that scored it when the reward keeps one (the agent's trace:
     ``raa trace RUN_ID``); the trainer logs it in rewards.jsonl."""
+    components: dict[str, list[float | bool | None]] | None = None
+    """Named quantities behind the reward, one value per video (None where a video has none): the
+    agent adapters give ``T``, ``P``, ``V``, ``failure`` and ``unverifiable``. Logged per rollout
+    (rewards.jsonl) and as the mean over eligible rewards (``reward_<name>_mean``), never trained on."""
 
 
 class RewardLengthError(ValueError):
@@ -53,6 +57,9 @@ class RewardOutcome:
     """Ineligible items by kind: none, nan, inf, error."""
     run_ids: list[str | None] = field(default_factory=list)
     """Per item, the run that scored it (a RewardBatch's run_ids), else None."""
+    components: dict[str, list[float | None]] = field(default_factory=dict)
+    """A RewardBatch's components as finite floats (booleans 0 / 1), None where a value is missing or
+    not a finite number and for every ineligible item (its judgment did not count)."""
 
     @property
     def ineligible_count(self) -> int:
@@ -95,7 +102,7 @@ def failed_outcome(exc: BaseException, name: str, n: int) -> RewardOutcome:
     """Every item ineligible (kind ``error``) because the reward callable raised ``exc``."""
     counts = {"none": 0, "nan": 0, "inf": 0, "error": n}
     reason = f"reward {name!r} raised {type(exc).__name__}: {exc}"
-    return RewardOutcome([None] * n, [reason] * n, counts, [None] * n)
+    return RewardOutcome([None] * n, [reason] * n, counts, [None] * n, {})
 
 
 def check_reward_output(raw: Any, name: str, n: int) -> RewardOutcome:
@@ -104,12 +111,14 @@ def check_reward_output(raw: Any, name: str, n: int) -> RewardOutcome:
     counts = {"none": 0, "nan": 0, "inf": 0, "error": 0}
     given: list[list[str]] = [[] for _ in range(n)]
     run_ids: list[str | None] = [None] * n
+    components: dict[str, list[float | None]] = {}
     if isinstance(raw, RewardBatch):
         if len(raw.reasons) != len(raw.rewards) or (raw.run_ids is not None and len(raw.run_ids) != len(raw.rewards)):
             raise RewardLengthError(f"reward {name!r} returned {len(raw.rewards)} rewards but {len(raw.reasons)} "
                                     f"reason lists and {'no' if raw.run_ids is None else len(raw.run_ids)} run ids")
         if raw.run_ids is not None and len(raw.run_ids) == n:
             run_ids = [str(r) if r else None for r in raw.run_ids]
+        components = _check_components(raw.components or {}, name, len(raw.rewards))
         given, raw = [list(r) for r in raw.reasons], raw.rewards
     if not isinstance(raw, list | tuple):
         raise RewardLengthError(f"reward {name!r} returned {type(raw).__name__}, expected a list of "
@@ -139,4 +148,29 @@ def check_reward_output(raw: Any, name: str, n: int) -> RewardOutcome:
         else:
             rewards.append(f)
             reasons.append(None)
-    return RewardOutcome(rewards, reasons, counts, run_ids)
+    for values in components.values():  # an ineligible item's judgment did not count
+        values[:] = [None if r is None else v for v, r in zip(values, rewards, strict=True)]
+    return RewardOutcome(rewards, reasons, counts, run_ids, components)
+
+
+def _check_components(given: dict[str, Any], name: str, n: int) -> dict[str, list[float | None]]:
+    """A RewardBatch's components as finite floats or None; RewardLengthError for a list of another length
+    or a name that is not a plain identifier (it becomes a metric name)."""
+    out: dict[str, list[float | None]] = {}
+    for key, values in given.items():
+        if not isinstance(key, str) or not key.isidentifier() or not isinstance(values, list | tuple) or len(values) != n:
+            raise RewardLengthError(f"reward {name!r}: component {key!r} must be a name with one value per video "
+                                    f"({n}), got {type(values).__name__} of {len(values) if isinstance(values, list | tuple) else '?'}")
+        out[key] = [_finite(v) for v in values]
+    return out
+
+
+def _finite(value: Any) -> float | None:
+    """A component value as a finite float (bool -> 0 / 1), else None."""
+    if value is None or isinstance(value, str):
+        return None
+    try:
+        f = float(value)
+    except (TypeError, ValueError):
+        return None
+    return f if math.isfinite(f) else None

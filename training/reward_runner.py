@@ -91,6 +91,9 @@ def merge_outcomes(outcomes: Sequence[RewardOutcome]) -> RewardOutcome:
     for o in outcomes:
         for kind, n in o.counts.items():
             counts[kind] = counts.get(kind, 0) + n
+    names = sorted({k for o in outcomes for k in o.components})  # a part without a component: None there
     return RewardOutcome(rewards=[r for o in outcomes for r in o.rewards],
                          reasons=[r for o in outcomes for r in o.reasons], counts=counts,
-                         run_ids=[r for o in outcomes for r in (o.run_ids or [None] * len(o.rewards))])
+                         run_ids=[r for o in outcomes for r in (o.run_ids or [None] * len(o.rewards))],
+                         components={k: [v for o in outcomes for v in o.components.get(k, [None] * len(o.rewards))]
+                                     for k in names})

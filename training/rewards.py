@@ -163,7 +163,8 @@ class AgentReward:
                 if self.videos == "temporary":  # deleted below: no later batch can use their frames
                     await asyncio.to_thread(self._frames.forget, [item["video"] for item in items])
         self.last_reasons = [list(r.reasons) for r in results]
-        return RewardBatch([r.reward for r in results], self.last_reasons, [r.run_id or None for r in results])
+        return RewardBatch([r.reward for r in results], self.last_reasons, [r.run_id or None for r in results],
+                           agent_components([r.model_dump() for r in results]))
 
 
 @dataclass
@@ -242,11 +243,23 @@ class HttpAgentReward:
                 raise ValueError(f"expected {len(videos)} results, got {type(results).__name__}")
             rewards = [None if r.get("reward") is None else float(r["reward"]) for r in results]
             self.last_reasons = [list(r.get("reasons") or []) for r in results]
-            return RewardBatch(rewards, self.last_reasons, [r.get("run_id") or None for r in results])
+            return RewardBatch(rewards, self.last_reasons, [r.get("run_id") or None for r in results],
+                               agent_components(results))
         except Exception as exc:  # any failure -> every item ineligible, with the reason
             reason = f"http reward failed: {type(exc).__name__}: {exc}"
             self.last_reasons = [[reason] for _ in videos]
             return RewardBatch([None] * len(videos), self.last_reasons)
+
+
+AGENT_COMPONENTS = ("T", "P", "V", "failure", "unverifiable")
+"""The RewardResult fields the agent adapters report as reward components (DESIGN.md §3: the scores
+and the gate's inputs)."""
+
+
+def agent_components(results: Sequence[dict[str, Any]]) -> dict[str, list[Any]]:
+    """RewardBatch.components from the agent's results as dicts (a RewardResult dumped, or the reward
+    service's JSON; a field a result lacks is None)."""
+    return {name: [r.get(name) for r in results] for name in AGENT_COMPONENTS}
 
 
 def _phase(meta: dict[str, Any]) -> str:

@@ -290,8 +290,11 @@ def train(cfg: TrainConfig, *, local_rank: int = 0, reward_token: str | None = N
             "ineligible_items": [(texts[i], outcome.reasons[i] or "ineligible")
                                  for i, r in enumerate(outcome.rewards) if r is None],
             "reward_items": [{"rank": rank, "group": gi, "sample": i % group, "prompt": texts[i],
-                              "reward": outcome.rewards[i], "run_id": outcome.run_ids[i]}
+                              "reward": outcome.rewards[i], "run_id": outcome.run_ids[i],
+                              **({"components": {k: v[i] for k, v in outcome.components.items()}}
+                                 if outcome.components else {})}
                              for i, gi in enumerate(group_ids)],
+            "components": outcome.components,
         }
         parts = gather(local)
         row = summarize(it + 1, parts)
