@@ -192,6 +192,11 @@ def test_held_out_evaluation_tracks_the_policy(smoke_run, tmp_path):
         saved, made = read_all_frames(smoke_run / item["video"]), read_all_frames(done.out / video["path"])
         assert saved.shape == made.shape and np.abs(saved.astype(np.int16) - made).mean() < 1.0
 
+    from training.report import write_training_report  # the run's page: every evaluation, every saved sample
+
+    html = write_training_report(smoke_run, tmp_path / "report.html").read_text()
+    assert html.count('class="strip"') == 12 and "iteration 30" in html and "unreadable" not in html
+
 
 @pytest.mark.distributed
 def test_resume_matches_uninterrupted_run(smoke_run, tmp_path, monkeypatch):

@@ -1,0 +1,142 @@
+"""training/report.py: the HTML report of a training run, from a synthetic output folder (resumed
+iterations, a torn line, saved and missing held-out videos); the page in headless Chromium (marked
+`browser`). A real smoke run's report is checked in tests/test_train_e2e.py (slow)."""
+
+from __future__ import annotations
+
+import base64
+import io
+import json
+import re
+import shutil
+import subprocess
+from pathlib import Path
+
+import numpy as np
+import pytest
+import yaml
+
+from tools.video import write_video
+from training.report import (
+    _columns,
+    frame_strip,
+    main,
+    read_run,
+    render_training_report,
+    write_training_report,
+)
+
+COLOURS = [(250, 0, 0), (0, 250, 0), (0, 0, 250), (250, 250, 0)]
+
+
+def _clip(path: Path) -> Path:
+    frames = np.stack([np.full((32, 48, 3), c, np.uint8) for c in COLOURS for _ in range(3)])
+    return write_video(path, frames, fps=8.0)
+
+
+def _lines(path: Path, rows: list, torn: str = "") -> None:
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows) + torn)
+
+
+@pytest.fixture
+def run(tmp_path) -> Path:
+    out = tmp_path / "run"
+    out.mkdir()
+    (out / "config.yaml").write_text(yaml.safe_dump({"backend": "wan", "model_path": "/models/wan", "finetune": "lora",
+                                                     "reward": "agent", "reward_options": {"preset": "full"},
+                                                     "max_iterations": 50}))
+    metrics = [{"iteration": i, "reward_mean": 0.1 * i, "reward_T_mean": 0.05 * i, "grad_norm": 2.0, "lr": 1e-4}
+               for i in (1, 2, 3)]
+    metrics.append({"iteration": 3, "reward_mean": 0.9, "reward_T_mean": 0.5, "grad_norm": None, "lr": 1e-4})  # resumed
+    _lines(out / "metrics.jsonl", metrics, torn='{"iteration": 4, "rew')
+    _lines(out / "eval.jsonl", [{"iteration": 0, "eval_reward_mean": 0.2}, {"iteration": 2, "eval_reward_mean": 0.7},
+                                {"iteration": 3, "eval_reward_mean": 0.4}])
+    for it in (0, 2):
+        (out / "checkpoints" / f"iter_{it:06d}").mkdir(parents=True)
+    _clip(out / "eval_videos" / "iter_000002" / "p000_s00.mp4")
+    items = [{"iteration": it, "prompt": 0, "sample": 0, "text": "open the <drawer>", "reward": r, "reason": None,
+              "run_id": None, "video": f"eval_videos/iter_{it:06d}/p000_s00.mp4", "components": {"T": r, "failure": 0}}
+             for it, r in ((0, 0.2), (2, 0.7), (3, 0.4))]
+    items.append({"iteration": 2, "prompt": 1, "sample": 0, "text": "stack", "reward": None, "reason": "observe: timeout",
+                  "run_id": "r1", "video": None})
+    _lines(out / "eval_rewards.jsonl", items)
+    _lines(out / "ineligible.jsonl", [{"iteration": 1, "prompt": "a", "reason": "observe: timeout"}] * 3
+           + [{"iteration": 2, "prompt": "b", "reason": "tool motion failed"}])
+    return out
+
+
+def test_report_reads_the_last_row_of_each_iteration_and_skips_torn_lines(run):
+    files = read_run(run)
+    assert [r["iteration"] for r in files.metrics] == [1, 2, 3] and files.metrics[-1]["reward_mean"] == 0.9
+    assert files.skipped_lines == 1 and sorted(files.items) == [(0, 0), (1, 0)]
+    html = render_training_report(run)
+    for element in ("run-header", "curves", "curve-reward_mean", "curve-reward_T_mean", "curve-grad_norm",
+                    "held-out", "held-out-curve", "held-out-table", "ineligible"):
+        assert f'id="{element}"' in html, element
+    assert "x=3 y=0.9000" in html and "x=3 y=0.3000" not in html  # the resumed row, not the crashed one
+    assert "wan · /models/wan · lora" in html and "agent (preset full)" in html and "3 of 50" in html
+    assert "iter_000002 (eval_reward_mean 0.7000)" in html  # best with a checkpoint; 3 has none
+    assert "1 (not JSON" in html
+    assert "open the &lt;drawer&gt;" in html and "<drawer>" not in html  # escaped
+    assert "iteration 2 * (mean 0.700)" in html  # the best evaluation is starred
+    assert html.count('class="strip"') == 1  # iteration 2's saved video
+    assert html.count("unreadable (VideoNotFoundError)") == 2  # iterations 0 and 3: no file
+    assert "observe: timeout" in html and "T 0.70 failure 0.00" in html
+    counts = re.findall(r"<td>(\d+)</td><td>([^<]+)</td>", html.split('id="ineligible"')[1])
+    assert counts == [("3", "observe: timeout"), ("1", "tool motion failed")]
+
+
+def test_frame_strip_shows_uniform_frames_in_order(tmp_path):
+    from PIL import Image
+
+    url = frame_strip(_clip(tmp_path / "c.mp4"), 4)
+    image = np.asarray(Image.open(io.BytesIO(base64.b64decode(url.split(",", 1)[1]))).convert("RGB"))
+    assert image.shape == (72, 4 * 108, 3)  # 48x32 frames at 72 px high, side by side
+    centres = [image[36, 54 + 108 * k].astype(int) for k in range(4)]
+    for got, want in zip(centres, COLOURS, strict=True):
+        assert np.abs(got - np.array(want)).max() < 40, (got, want)
+
+
+def test_columns_keep_first_best_and_last():
+    assert _columns([0, 10, 20], 10, 6) == [0, 10, 20]
+    its = list(range(0, 110, 10))
+    picked = _columns(its, 30, 4)
+    assert len(picked) == 4 and {0, 30, 100} <= set(picked) and picked == sorted(picked)
+    assert _columns(its, None, 2) == [0, 100]
+
+
+def test_cli_writes_the_page_and_names_a_wrong_folder(run, tmp_path, capsys):
+    assert main(["--run", str(run)]) == 0
+    assert (run / "report.html").is_file() and str(run / "report.html") in capsys.readouterr().out
+    assert main(["--run", str(tmp_path / "nope")]) == 2
+    assert "not a training output_dir" in capsys.readouterr().err
+    assert main(["--run", str(run), "--columns", "1"]) == 2
+
+
+def test_a_run_without_held_out_evaluation_still_renders(tmp_path):
+    out = tmp_path / "plain"
+    out.mkdir()
+    _lines(out / "metrics.jsonl", [{"iteration": 1, "reward_mean": 0.5}])
+    html = write_training_report(out, tmp_path / "x" / "r.html").read_text()
+    assert "no held-out evaluation" in html and 'id="held-out-table"' not in html and "none" in html
+
+
+@pytest.mark.browser
+def test_training_report_renders_in_headless_chromium(run, tmp_path):
+    from PIL import Image
+
+    exe = shutil.which("chromium") or shutil.which("chromium-browser")
+    if exe is None:
+        pytest.skip("chromium is not installed")
+    page = write_training_report(run)
+    base = [exe, "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+            "--disable-background-networking", "--disable-component-update", "--disable-sync",
+            f"--user-data-dir={tmp_path / 'profile'}", "--window-size=1280,2000"]
+    shot = tmp_path / "report.png"
+    subprocess.run([*base, f"--screenshot={shot}", page.resolve().as_uri()], capture_output=True, timeout=120)
+    pixels = np.asarray(Image.open(shot).convert("L"), dtype=np.float32)
+    assert pixels.std() > 10.0, "blank-looking screenshot"
+    dom = subprocess.run([*base, "--dump-dom", page.resolve().as_uri()], capture_output=True, text=True,
+                         timeout=120).stdout
+    assert all(f'id="{i}"' in dom for i in ("run-header", "curve-reward_T_mean", "held-out-table", "ineligible"))
+    assert dom.count('class="strip"') == 1

@@ -1,0 +1,267 @@
+"""Self-contained HTML report of a training run: ``python -m training.report --run OUTPUT_DIR``.
+
+One file (``OUTPUT_DIR/report.html`` unless ``--out``) that answers "is this run learning the task?"
+without TensorBoard or W&B, e.g. on a cluster's login node. Sections (element ids in brackets):
+the run [run-header]; training curves from metrics.jsonl [curves], one chart per logged series
+(reward, eligible share, each reward component, KL, clipping, gradient norm, learning rate); held-out
+evaluation [held-out]: the eval.jsonl curve [held-out-curve] and a table of every held-out sample
+across evaluations [held-out-table] with its reward, its components and, with ``eval_videos: save``, a
+strip of its frames; the most frequent reasons rewards were ineligible [ineligible].
+
+Decisions where the issue was silent:
+
+- It only reads the run's files (metrics.jsonl, eval.jsonl, eval_rewards.jsonl, ineligible.jsonl,
+  config.yaml, checkpoints/, eval_videos/), so it works on a run that is still going: a line being
+  written (not valid JSON yet) is skipped and counted in the header. When a resume repeated an
+  iteration, its last row counts, as for the best checkpoint (training/best.py).
+- The held-out table shows at most ``columns`` evaluations: the first, the best (``*``), the last and
+  evenly spaced ones between, so a long run's page stays small; every evaluation is in the curve.
+- A frame strip is ``frames`` uniformly spaced frames of the saved sample, side by side, as one JPEG;
+  a sample whose video is missing or unreadable shows its reward and says so.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import sys
+from collections import Counter
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from evals.report_html import esc, fmt, line_chart, page, section, table
+from training.best import best_checkpoint
+
+CURVES = ("reward_mean", "eligible_fraction", "approx_kl", "clip_fraction", "mu_kl", "grad_norm", "lr",
+          "rollout_diversity", "seconds_rollout", "seconds_reward", "seconds_update")
+"""metrics.jsonl series charted in this order, after reward_mean the reward components (reward_*_mean)."""
+STRIP_HEIGHT = 72
+"""Pixel height of a frame strip."""
+
+
+@dataclass
+class RunFiles:
+    """What the report reads from one output folder."""
+
+    run_dir: Path
+    """The run's output_dir."""
+    metrics: list[dict[str, Any]] = field(default_factory=list)
+    """metrics.jsonl rows, the last per iteration, by iteration."""
+    evals: list[dict[str, Any]] = field(default_factory=list)
+    """eval.jsonl rows, the last per iteration, by iteration."""
+    items: dict[tuple[int, int], dict[int, dict[str, Any]]] = field(default_factory=dict)
+    """eval_rewards.jsonl: (prompt, sample) -> iteration -> line (the last one)."""
+    ineligible: list[dict[str, Any]] = field(default_factory=list)
+    """ineligible.jsonl lines."""
+    config: dict[str, Any] = field(default_factory=dict)
+    """config.yaml (the launch's resolved TrainConfig), {} without it."""
+    skipped_lines: int = 0
+    """Lines that were not JSON objects (a line being written, a torn file)."""
+
+
+def _lines(path: Path, files: RunFiles) -> list[dict[str, Any]]:
+    if not path.is_file():
+        return []
+    rows = []
+    for line in path.read_text(encoding="utf-8", errors="replace").splitlines():
+        try:
+            row = json.loads(line)
+        except ValueError:
+            row = None
+        if isinstance(row, dict):
+            rows.append(row)
+        elif line.strip():
+            files.skipped_lines += 1
+    return rows
+
+
+def _last_per_iteration(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    by_iteration = {int(r["iteration"]): r for r in rows if isinstance(r.get("iteration"), int)}
+    return [by_iteration[i] for i in sorted(by_iteration)]
+
+
+def read_run(run_dir: Path) -> RunFiles:
+    """The files of the run in ``run_dir``; FileNotFoundError when it has neither metrics.jsonl nor eval.jsonl."""
+    import yaml
+
+    run_dir = Path(run_dir)
+    if not (run_dir / "metrics.jsonl").is_file() and not (run_dir / "eval.jsonl").is_file():
+        raise FileNotFoundError(f"{run_dir} has no metrics.jsonl or eval.jsonl: not a training output_dir "
+                                "(or the run has not finished its first iteration)")
+    files = RunFiles(run_dir)
+    files.metrics = _last_per_iteration(_lines(run_dir / "metrics.jsonl", files))
+    files.evals = _last_per_iteration(_lines(run_dir / "eval.jsonl", files))
+    for row in _lines(run_dir / "eval_rewards.jsonl", files):
+        try:
+            key, iteration = (int(row["prompt"]), int(row["sample"])), int(row["iteration"])
+        except (KeyError, TypeError, ValueError):
+            files.skipped_lines += 1
+            continue
+        files.items.setdefault(key, {})[iteration] = row
+    files.ineligible = _lines(run_dir / "ineligible.jsonl", files)
+    if (run_dir / "config.yaml").is_file():
+        loaded = yaml.safe_load((run_dir / "config.yaml").read_text(encoding="utf-8"))
+        files.config = loaded if isinstance(loaded, dict) else {}
+    return files
+
+
+def _number(value: Any) -> float | None:
+    return float(value) if isinstance(value, int | float) and math.isfinite(value) else None
+
+
+def _header(files: RunFiles) -> str:
+    cfg, rows = files.config, files.metrics
+    checkpoints = sorted(p.name for p in (files.run_dir / "checkpoints").glob("iter_*") if p.is_dir())
+    best = best_checkpoint(files.run_dir / "checkpoints", files.run_dir / "eval.jsonl")
+    options = cfg.get("reward_options") if isinstance(cfg.get("reward_options"), dict) else {}
+    model = cfg.get("model_path") or ("tiny random" if cfg.get("tiny") else "?")
+    facts = [
+        ("output_dir", str(files.run_dir.resolve())),
+        ("model", f"{cfg.get('backend', '?')} · {model} · {cfg.get('finetune', '?')}"),
+        ("reward", f"{cfg.get('reward')}" + (f" (preset {options['preset']})" if options.get("preset") else "")),
+        ("iterations", f"{rows[-1]['iteration'] if rows else 0} of {cfg.get('max_iterations', '?')}"),
+        ("checkpoints", ", ".join(checkpoints) or "none"),
+        ("best held-out checkpoint", f"{best[0]} (eval_reward_mean {best[2]:.4f})" if best else "none"),
+        ("final export", "yes" if (files.run_dir / "final" / "export.json").is_file() else "no"),
+    ]
+    if files.skipped_lines:
+        facts.append(("lines skipped", f"{files.skipped_lines} (not JSON: being written, or torn)"))
+    return section("run-header", f"Training run {files.run_dir.resolve().name}", table(["", "value"], facts))
+
+
+def _series(rows: list[dict[str, Any]], key: str) -> tuple[list[float], list[float]]:
+    pairs = [(float(r["iteration"]), v) for r in rows if (v := _number(r.get(key))) is not None]
+    return [x for x, _ in pairs], [y for _, y in pairs]
+
+
+def _curves(files: RunFiles) -> str:
+    rows = files.metrics
+    components = sorted({k for r in rows for k in r if k.startswith("reward_") and k.endswith("_mean")} - {"reward_mean"})
+    keys = [CURVES[0], *components, *CURVES[1:]]
+    charts = []
+    for key in keys:
+        xs, ys = _series(rows, key)
+        if xs:
+            charts.append(f"<div><b>{esc(key)}</b><br>" + line_chart(xs, ys, chart_id=f"curve-{key}", width=400,
+                                                                     height=170, x_label="iteration") + "</div>")
+    inner = f"<div class=\"grid\">{''.join(charts)}</div>" if charts else "<p class=\"muted\">no iterations yet</p>"
+    return section("curves", "Training curves (metrics.jsonl)", inner)
+
+
+def _columns(iterations: list[int], best: int | None, limit: int) -> list[int]:
+    """At most ``limit`` evaluations: first, best, last and evenly spaced ones between (module docstring)."""
+    if len(iterations) <= limit:
+        return iterations
+    keep = {iterations[0], iterations[-1]} | ({best} if best is not None else set())
+    spaced = [iterations[round(k * (len(iterations) - 1) / (limit - 1))] for k in range(limit)]
+    for it in spaced:
+        if len(keep) >= limit:
+            break
+        keep.add(it)
+    return sorted(keep)
+
+
+def frame_strip(video: Path, frames: int) -> str:
+    """``frames`` uniformly spaced frames of ``video`` side by side, STRIP_HEIGHT px high, as a JPEG data URL."""
+    import cv2
+
+    from tools.video import encode_jpeg_data_url, probe, read_frames, uniform_indices
+
+    picked = read_frames(video, uniform_indices(probe(video).frames, frames))
+    h, w = picked.shape[1:3]
+    width = max(1, round(w * STRIP_HEIGHT / h))
+    strip = np.concatenate([cv2.resize(f, (width, STRIP_HEIGHT), interpolation=cv2.INTER_AREA) for f in picked], axis=1)
+    return encode_jpeg_data_url(strip, quality=80)
+
+
+def _cell(row: dict[str, Any] | None, run_dir: Path, frames: int) -> str:
+    from tools.video import VideoError
+
+    if row is None:
+        return "<span class=\"muted\">not evaluated</span>"
+    reward = row.get("reward")
+    text = f"<b>{esc(fmt(_number(reward)))}</b>" if reward is not None else \
+        f"<span class=\"badge ineligible\">ineligible</span> <span class=\"muted\">{esc(row.get('reason'))}</span>"
+    comps = row.get("components") or {}
+    if comps:
+        text += "<br><span class=\"muted\">" + esc(" ".join(f"{k} {fmt(_number(v), 2)}" for k, v in comps.items())) + "</span>"
+    if row.get("video"):
+        try:
+            text += f"<br><img class=\"strip\" alt=\"frames\" src=\"{esc(frame_strip(run_dir / row['video'], frames))}\">"
+        except (VideoError, OSError, ValueError) as exc:  # moved, deleted, unreadable: the reward still shows
+            text += f"<br><span class=\"muted\">video {esc(row['video'])} unreadable ({esc(type(exc).__name__)})</span>"
+    return text
+
+
+def _held_out(files: RunFiles, columns: int, frames: int) -> str:
+    if not files.evals:
+        return section("held-out", "Held-out evaluation",
+                       "<p class=\"muted\">no held-out evaluation (set eval_every and eval_dataset)</p>")
+    xs, ys = _series(files.evals, "eval_reward_mean")
+    chart = line_chart(xs, ys, chart_id="held-out-curve", x_label="iteration", y_label="eval_reward_mean")
+    means = {int(r["iteration"]): _number(r.get("eval_reward_mean")) for r in files.evals}
+    scored = {it: m for it, m in means.items() if m is not None}
+    best = max(scored, key=lambda it: (scored[it], it)) if scored else None
+    shown = _columns(sorted(means), best, columns)
+    header = ["prompt / sample"] + [f"iteration {it}{' *' if it == best else ''} (mean {fmt(means[it])})" for it in shown]
+    body = []
+    for (prompt, sample), by_iteration in sorted(files.items.items()):
+        text = next(iter(by_iteration.values())).get("text", "")
+        body.append([f"<b>p{prompt} s{sample}</b><br>{esc(text)}"]
+                    + [_cell(by_iteration.get(it), files.run_dir, frames) for it in shown])
+    note = "" if files.items else "<p class=\"muted\">no eval_rewards.jsonl: per-sample rows are logged by newer runs</p>"
+    style = f"<style>img.strip{{height:{STRIP_HEIGHT}px;border-radius:3px;margin-top:4px}}</style>"
+    return section("held-out", "Held-out evaluation (eval.jsonl, eval_rewards.jsonl; * best)",
+                   style + chart + note + (table(header, body, table_id="held-out-table", raw=True) if body else ""))
+
+
+def _ineligible(files: RunFiles, top: int = 10) -> str:
+    counts = Counter(str(r.get("reason") or "ineligible") for r in files.ineligible)
+    if not counts:
+        return section("ineligible", "Ineligible rewards", "<p class=\"muted\">none</p>")
+    rows = [[str(n), reason] for reason, n in counts.most_common(top)]
+    return section("ineligible", f"Ineligible rewards ({len(files.ineligible)}; most frequent reasons)",
+                   table(["count", "reason"], rows))
+
+
+def render_training_report(run_dir: Path, *, columns: int = 6, frames: int = 4) -> str:
+    """The report page of the run in ``run_dir`` (see the module docstring)."""
+    if columns < 2 or frames < 1:
+        raise ValueError(f"columns must be >= 2 and frames >= 1, got {columns} and {frames}")
+    files = read_run(run_dir)
+    body = _header(files) + _curves(files) + _held_out(files, columns, frames) + _ineligible(files)
+    return page(f"Training run {files.run_dir.resolve().name}", body)
+
+
+def write_training_report(run_dir: Path, out: Path | None = None, *, columns: int = 6, frames: int = 4) -> Path:
+    """Write the report (default ``run_dir/report.html``); its path."""
+    target = Path(out) if out is not None else Path(run_dir) / "report.html"
+    html = render_training_report(run_dir, columns=columns, frames=frames)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    target.write_text(html, encoding="utf-8")
+    return target
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m training.report",
+                                     description="Write a self-contained HTML report of a training run.")
+    parser.add_argument("--run", required=True, type=Path, help="the run's output_dir")
+    parser.add_argument("--out", type=Path, default=None, help="the HTML file (default: RUN/report.html)")
+    parser.add_argument("--columns", type=int, default=6, help="held-out evaluations shown in the table (>= 2)")
+    parser.add_argument("--frames", type=int, default=4, help="frames per held-out sample strip (>= 1)")
+    args = parser.parse_args(argv)
+    try:
+        path = write_training_report(args.run, args.out, columns=args.columns, frames=args.frames)
+    except (FileNotFoundError, ValueError) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    print(f"report: {path}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
