@@ -82,6 +82,7 @@ def test_report_reads_the_last_row_of_each_iteration_and_skips_torn_lines(run):
     assert html.count('class="strip"') == 1  # iteration 2's saved video
     assert html.count("unreadable (VideoNotFoundError)") == 2  # iterations 0 and 3: no file
     assert "observe: timeout" in html and "T 0.70 failure 0.00" in html
+    assert html.count('class="run"') == 1 and "raa report r1" in html  # the agent's trace of that sample
     counts = re.findall(r"<td>(\d+)</td><td>([^<]+)</td>", html.split('id="ineligible"')[1])
     assert counts == [("3", "observe: timeout"), ("1", "tool motion failed")]
 

@@ -16,6 +16,7 @@ Decisions where the issue was silent:
   iteration, its last row counts, as for the best checkpoint (training/best.py).
 - The held-out table shows at most ``columns`` evaluations: the first, the best (``*``), the last and
   evenly spaced ones between, so a long run's page stays small; every evaluation is in the curve.
+- A sample the reward agent scored names its trace (``raa report RUN_ID`` shows the whole judgment).
 - A frame strip is ``frames`` uniformly spaced frames of the saved sample, side by side, as one JPEG;
   a sample whose video is missing or unreadable shows its reward and says so.
 """
@@ -189,6 +190,8 @@ def _cell(row: dict[str, Any] | None, run_dir: Path, frames: int) -> str:
     comps = row.get("components") or {}
     if comps:
         text += "<br><span class=\"muted\">" + esc(" ".join(f"{k} {fmt(_number(v), 2)}" for k, v in comps.items())) + "</span>"
+    if row.get("run_id"):  # the agent's trace of this judgment: `raa report RUN_ID` on the host that scored it
+        text += f"<br><code class=\"run\">raa report {esc(row['run_id'])}</code>"
     if row.get("video"):
         try:
             text += f"<br><img class=\"strip\" alt=\"frames\" src=\"{esc(frame_strip(run_dir / row['video'], frames))}\">"
