@@ -14,10 +14,11 @@ import pytest
 
 from training.config import ConfigError, PromptSpec
 from training.config_io import load_config
-from training.evaluate import evaluate, rank_items, summarize_eval, summarize_items, video_name
+from training.evaluate import evaluate, rank_items, summarize_eval, summarize_items
 from training.metrics import MetricsLog
 from training.models import build_world_model
 from training.rewards import build_reward
+from training.videos import eval_video_name
 
 SMOKE = Path(__file__).resolve().parents[1] / "training" / "configs" / "smoke.yaml"
 HELD_OUT = [PromptSpec("push the red block to the left", image_seed=11), PromptSpec("open the drawer", image_seed=12),
@@ -115,7 +116,7 @@ def test_saved_eval_videos_hold_the_scored_samples(tmp_path):
 
     parts = [evaluate(model, cfg, HELD_OUT, reward, iteration=4, rank=r, world=2) for r in (0, 1)]
     rows = summarize_items(4, parts)
-    assert [r["video"] for r in rows] == [video_name(4, p, 0) for p in range(3)]  # rank 1's padding is not saved
+    assert [r["video"] for r in rows] == [eval_video_name(4, p, 0) for p in range(3)]  # rank 1's padding is not saved
     assert sorted(p.name for p in (tmp_path / "eval_videos" / "iter_000004").iterdir()) == [
         "p000_s00.mp4", "p001_s00.mp4", "p002_s00.mp4"]
     by_prompt = {r["prompt"]: r for r in rows}
@@ -139,7 +140,7 @@ def test_unwritable_eval_videos_keep_the_rewards(tmp_path, capsys):
                     iteration=3, rank=0, world=1)
     assert part["rewards"] == [0.5] * 4 and [it["video"] for it in part["items"]] == [None] * 4
     err = capsys.readouterr().err
-    assert err.count("eval_videos: could not write iteration 3's held-out videos") == 1, err
+    assert err.count("could not write iteration 3's held-out videos") == 1, err
 
 
 def test_videos_are_not_written_unless_asked(tmp_path):

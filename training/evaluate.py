@@ -10,6 +10,12 @@ rank 0 appends one row to ``OUTPUT_DIR/eval.jsonl`` (TensorBoard ``eval/*``)::
     eval_ineligible_count, eval_videos, seconds_eval, and eval_reward_<name>_mean for each component
     of a reward that reports them (training/metrics.py; the agent's T, P, V, failure, unverifiable)
 
+and one line per sample to ``OUTPUT_DIR/eval_rewards.jsonl`` (``summarize_items``), ordered by prompt and
+sample: iteration, prompt (index), sample, text, reward (null when ineligible), reason, run_id (the
+agent's trace), video and, when the reward reports them, components. With ``eval_videos: save`` each
+rank writes the samples it scored to ``OUTPUT_DIR/eval_videos/iter_NNNNNN/pPPP_sSS.mp4`` (``video`` is
+that path relative to OUTPUT_DIR, else null; training/videos.py).
+
 Decisions where the issue was silent:
 
 * Item (prompt p, sample s) always starts from the noise seeded by ``derive_seed(seed, p, s)``, at
@@ -22,10 +28,9 @@ Decisions where the issue was silent:
 * Evaluation draws no global random numbers, so it changes nothing in training: a run with
   ``eval_every`` ends with the same weights as one without (tests/test_train_e2e.py).
 * Ineligible rewards are counted, never averaged in; with none eligible the mean is NaN (logged null).
-* When a sample video cannot be written (disk full, permissions), that evaluation says so once on
-  stderr, writes no more videos and logs ``video: null``; the rewards still count and training goes on: the files are for looking at,
-  the rewards are the result. Videos are written before the reward is called, so they exist even when
-  the reward fails.
+* Videos are written by training/videos.py (a file that cannot be written: one line on stderr,
+  ``video: null``, the rewards still count), before the reward is called, so they exist even when the
+  reward fails.
 * TensorBoard gets no videos (its ``add_video`` needs moviepy); W&B gets the files rank 0 can read
   (training/wandb_log.py), which on one node or a shared filesystem is all of them.
 """
@@ -33,10 +38,8 @@ Decisions where the issue was silent:
 from __future__ import annotations
 
 import math
-import sys
 import time
 from collections.abc import Sequence
-from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -49,6 +52,7 @@ from training.generate import sample_video
 from training.metrics import component_means
 from training.models import negative_prompt, text_encoder_on
 from training.reward_outcome import call_reward
+from training.videos import eval_video_name, write_samples
 
 
 def rank_items(n_items: int, rank: int, world: int) -> list[tuple[int, bool]]:
@@ -67,7 +71,6 @@ def evaluate(world_model: FlowWorldModel, cfg: TrainConfig, prompts: Sequence[Pr
     t0 = time.perf_counter()
     items = [(p, s) for p in range(len(prompts)) for s in range(cfg.eval_samples)]
     videos, texts, groups, mine = [], [], [], []
-    unwritable = False  # after the first failed write, this evaluation writes no more videos
     conds: dict[int, Any] = {}
     work = [(items[index], counts) for index, counts in rank_items(len(items), rank, world)]
     device = next(world_model.transformer.parameters()).device
@@ -85,15 +88,13 @@ def evaluate(world_model: FlowWorldModel, cfg: TrainConfig, prompts: Sequence[Pr
                 videos.append(frames)
                 texts.append(prompts[p].text)
                 groups.append(p)
-                video = None
-                if cfg.eval_videos == "save" and not unwritable:
-                    try:
-                        video = save_video(cfg, iteration, p, s, frames)
-                    except (OSError, RuntimeError, ValueError) as exc:  # one line; the rewards still count
-                        unwritable = True
-                        print(f"eval_videos: could not write iteration {iteration}'s held-out videos ({exc}); "
-                              "their rewards are logged without videos", file=sys.stderr, flush=True)
-                mine.append({"prompt": p, "sample": s, "text": prompts[p].text, "video": video})
+                mine.append({"prompt": p, "sample": s, "text": prompts[p].text, "video": None})
+    if cfg.eval_videos == "save":  # before the reward: the files exist even when the reward fails
+        names = write_samples(cfg.output_dir, [(eval_video_name(iteration, it["prompt"], it["sample"]), frames)
+                                               for it, frames in zip(mine, videos, strict=True)],
+                              cfg.fps, f"iteration {iteration}'s held-out videos")
+        for item, name in zip(mine, names, strict=True):
+            item["video"] = name
     rewards: list[float | None] = []
     components: dict[str, list[float | None]] = {}
     if videos:
@@ -105,22 +106,6 @@ def evaluate(world_model: FlowWorldModel, cfg: TrainConfig, prompts: Sequence[Pr
             if components:
                 item["components"] = {name: values[k] for name, values in components.items()}
     return {"rewards": rewards, "seconds": time.perf_counter() - t0, "items": mine, "components": components}
-
-
-def video_name(iteration: int, prompt: int, sample: int) -> str:
-    """Where ``eval_videos: save`` puts a held-out sample, relative to the output folder."""
-    return f"eval_videos/iter_{iteration:06d}/p{prompt:03d}_s{sample:02d}.mp4"
-
-
-def save_video(cfg: TrainConfig, iteration: int, prompt: int, sample: int, frames: Any) -> str:
-    """Write one held-out sample as mp4 under ``cfg.output_dir``; its path relative to that folder."""
-    from tools.video import write_video
-
-    name = video_name(iteration, prompt, sample)
-    path = Path(cfg.output_dir) / name
-    path.parent.mkdir(parents=True, exist_ok=True)
-    write_video(path, frames, fps=cfg.fps)
-    return name
 
 
 def summarize_eval(iteration: int, parts: Sequence[dict[str, Any]]) -> dict[str, float | int]:
