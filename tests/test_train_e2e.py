@@ -88,7 +88,7 @@ HELD_OUT = ("[{text: 'push the red block to the left', image_seed: 11}, {text: '
 def smoke_run(tmp_path_factory) -> Path:
     out = tmp_path_factory.mktemp("smoke") / "run"
     _train(out, "--max_iterations", "30", "--checkpoint_every", "10", "--eval_every", "10", "--eval_dataset", HELD_OUT,
-           "--eval_videos", "save")
+           "--eval_videos", "save", "--rollout_videos_every", "10")
     return out
 
 
@@ -195,7 +195,16 @@ def test_held_out_evaluation_tracks_the_policy(smoke_run, tmp_path):
     from training.report import write_training_report  # the run's page: every evaluation, every saved sample
 
     html = write_training_report(smoke_run, tmp_path / "report.html").read_text()
-    assert html.count('class="strip"') == 12 and "iteration 30" in html and "unreadable" not in html
+    assert html.count('class="strip"') == 12 + 8 and "iteration 30" in html and "unreadable" not in html  # + rollouts
+
+
+@pytest.mark.distributed
+def test_both_ranks_save_their_rollouts(smoke_run):
+    rows = [json.loads(line) for line in (smoke_run / "rewards.jsonl").read_text().splitlines()]
+    saved = [r for r in rows if r.get("video")]
+    assert sorted({r["iteration"] for r in saved}) == [10, 20, 30] and {r["rank"] for r in saved} == {0, 1}
+    assert all((smoke_run / r["video"]).is_file() for r in saved) and len(saved) == 3 * 8
+    assert len(list((smoke_run / "rollout_videos" / "iter_000020").iterdir())) == 8
 
 
 @pytest.mark.distributed

@@ -60,6 +60,16 @@ def run(tmp_path) -> Path:
     items.append({"iteration": 2, "prompt": 1, "sample": 0, "text": "stack", "reward": None, "reason": "observe: timeout",
                   "run_id": "r1", "video": None})
     _lines(out / "eval_rewards.jsonl", items)
+    _clip(out / "rollout_videos" / "iter_000002" / "r0_g0_s00.mp4")
+    _lines(out / "rewards.jsonl", [
+        {"iteration": 1, "rank": 0, "group": 0, "sample": 0, "prompt": "old", "reward": 0.1, "run_id": None,
+         "advantage": 1.0, "video": "rollout_videos/iter_000001/r0_g0_s00.mp4"},
+        {"iteration": 2, "rank": 0, "group": 0, "sample": 1, "prompt": "push", "reward": 0.2, "run_id": None,
+         "advantage": -0.5, "video": "rollout_videos/iter_000002/r0_g0_s01.mp4"},
+        {"iteration": 2, "rank": 0, "group": 0, "sample": 0, "prompt": "push", "reward": 0.6, "run_id": None,
+         "advantage": 0.5, "video": "rollout_videos/iter_000002/r0_g0_s00.mp4"},
+        {"iteration": 3, "rank": 0, "group": 0, "sample": 0, "prompt": "push", "reward": 0.3, "run_id": None,
+         "advantage": None}])  # iteration 3 saved no videos
     _lines(out / "ineligible.jsonl", [{"iteration": 1, "prompt": "a", "reason": "observe: timeout"}] * 3
            + [{"iteration": 2, "prompt": "b", "reason": "tool motion failed"}])
     return out
@@ -79,10 +89,17 @@ def test_report_reads_the_last_row_of_each_iteration_and_skips_torn_lines(run):
     assert "1 (not JSON" in html
     assert "open the &lt;drawer&gt;" in html and "<drawer>" not in html  # escaped
     assert "iteration 2 * (mean 0.700)" in html  # the best evaluation is starred
-    assert html.count('class="strip"') == 1  # iteration 2's saved video
-    assert html.count("unreadable (VideoNotFoundError)") == 2  # iterations 0 and 3: no file
+    assert html.split('id="held-out-table"')[1].split("</table>")[0].count('class="strip"') == 1  # iteration 2's
+    held_out = html.split('id="held-out-table"')[1].split("</table>")[0]
+    assert held_out.count("unreadable (VideoNotFoundError)") == 2  # iterations 0 and 3: no file
     assert "observe: timeout" in html and "T 0.70 failure 0.00" in html
     assert html.count('class="run"') == 1 and "raa report r1" in html  # the agent's trace of that sample
+    rollouts = html.split('id="rollouts-table"')[1].split("</table>")[0]  # iteration 2: the latest saved
+    assert "Training rollouts of iteration 2" in html and "old" not in rollouts
+    assert rollouts.index("0.600") < rollouts.index("0.200")  # by sample
+    assert "advantage 0.50" in rollouts and "advantage -0.50" in rollouts
+    assert rollouts.count('class="strip"') == 1 and rollouts.count("unreadable") == 1  # s01's file is missing
+    assert html.count('class="strip"') == 2  # with the held-out one
     counts = re.findall(r"<td>(\d+)</td><td>([^<]+)</td>", html.split('id="ineligible"')[1])
     assert counts == [("3", "observe: timeout"), ("1", "tool motion failed")]
 
@@ -120,6 +137,7 @@ def test_a_run_without_held_out_evaluation_still_renders(tmp_path):
     _lines(out / "metrics.jsonl", [{"iteration": 1, "reward_mean": 0.5}])
     html = write_training_report(out, tmp_path / "x" / "r.html").read_text()
     assert "no held-out evaluation" in html and 'id="held-out-table"' not in html and "none" in html
+    assert "none saved (rollout_videos_every)" in html
 
 
 @pytest.mark.browser
@@ -139,5 +157,6 @@ def test_training_report_renders_in_headless_chromium(run, tmp_path):
     assert pixels.std() > 10.0, "blank-looking screenshot"
     dom = subprocess.run([*base, "--dump-dom", page.resolve().as_uri()], capture_output=True, text=True,
                          timeout=120).stdout
-    assert all(f'id="{i}"' in dom for i in ("run-header", "curve-reward_T_mean", "held-out-table", "ineligible"))
-    assert dom.count('class="strip"') == 1
+    assert all(f'id="{i}"' in dom for i in ("run-header", "curve-reward_T_mean", "held-out-table", "rollouts-table",
+                                            "ineligible"))
+    assert dom.count('class="strip"') == 2

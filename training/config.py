@@ -224,6 +224,10 @@ class TrainConfig:
     """save: every evaluation writes its samples to ``output_dir/eval_videos/iter_NNNNNN/pPPP_sSS.mp4``
     (each rank its own) and, with wandb_project, uploads those rank 0 can read; one file name is the same
     (prompt, noise) at every evaluation. Per-sample rewards go to eval_rewards.jsonl either way."""
+    rollout_videos_every: int = 0
+    """Every N-th iteration each rank writes its rollouts to ``output_dir/rollout_videos/iter_NNNNNN/``
+    (``rR_gG_sSS.mp4``), named in that iteration's rewards.jsonl lines with reward and advantage, to see
+    what the reward ranked within each group (training/videos.py; written while the update runs); 0 = never."""
     decode: Literal["vae", "preview"] = "vae"
     """How rollouts become frames for the reward: the model's VAE (default; the tiny test VAE has a
     responsive seeded init, see policy/vae.py), or the fixed linear latent->RGB preview of
@@ -259,6 +263,8 @@ def validate(cfg: TrainConfig) -> TrainConfig:
         errs.append("model_path is required unless tiny is true")
     if not cfg.dataset and not cfg.dataset_file:
         errs.append("no prompts: set dataset (list of {text, image?}) or dataset_file")
+    if cfg.rollout_videos_every < 0:
+        errs.append(f"rollout_videos_every must be >= 0 (0 = never), got {cfg.rollout_videos_every}")
     if cfg.eval_every < 0 or cfg.eval_samples < 1:
         errs.append(f"eval_every must be >= 0 and eval_samples >= 1, got {cfg.eval_every} and {cfg.eval_samples}")
     if cfg.eval_every and not cfg.eval_dataset and not cfg.eval_dataset_file:

@@ -6,7 +6,9 @@ the run [run-header]; training curves from metrics.jsonl [curves], one chart per
 (reward, eligible share, each reward component, KL, clipping, gradient norm, learning rate); held-out
 evaluation [held-out]: the eval.jsonl curve [held-out-curve] and a table of every held-out sample
 across evaluations [held-out-table] with its reward, its components and, with ``eval_videos: save``, a
-strip of its frames; the most frequent reasons rewards were ineligible [ineligible].
+strip of its frames; with ``rollout_videos_every``, the latest saved iteration's rollouts [rollouts]
+[rollouts-table], one row per prompt group, each clip with its reward and advantage; the most frequent
+reasons rewards were ineligible [ineligible].
 
 Decisions where the issue was silent:
 
@@ -58,6 +60,8 @@ class RunFiles:
     """eval_rewards.jsonl: (prompt, sample) -> iteration -> line (the last one)."""
     ineligible: list[dict[str, Any]] = field(default_factory=list)
     """ineligible.jsonl lines."""
+    rollouts: list[dict[str, Any]] = field(default_factory=list)
+    """rewards.jsonl lines of the latest iteration whose rollouts were saved (``video`` set)."""
     config: dict[str, Any] = field(default_factory=dict)
     """config.yaml (the launch's resolved TrainConfig), {} without it."""
     skipped_lines: int = 0
@@ -104,6 +108,10 @@ def read_run(run_dir: Path) -> RunFiles:
             continue
         files.items.setdefault(key, {})[iteration] = row
     files.ineligible = _lines(run_dir / "ineligible.jsonl", files)
+    saved = [r for r in _lines(run_dir / "rewards.jsonl", files) if r.get("video") and isinstance(r.get("iteration"), int)]
+    if saved:
+        latest = max(r["iteration"] for r in saved)
+        files.rollouts = [r for r in saved if r["iteration"] == latest]
     if (run_dir / "config.yaml").is_file():
         loaded = yaml.safe_load((run_dir / "config.yaml").read_text(encoding="utf-8"))
         files.config = loaded if isinstance(loaded, dict) else {}
@@ -179,7 +187,8 @@ def frame_strip(video: Path, frames: int) -> str:
     return encode_jpeg_data_url(strip, quality=80)
 
 
-def _cell(row: dict[str, Any] | None, run_dir: Path, frames: int) -> str:
+def _cell(row: dict[str, Any] | None, run_dir: Path, frames: int, note: str = "") -> str:
+    """A sample's reward (``note`` after it), components, trace and frame strip."""
     from tools.video import VideoError
 
     if row is None:
@@ -187,6 +196,8 @@ def _cell(row: dict[str, Any] | None, run_dir: Path, frames: int) -> str:
     reward = row.get("reward")
     text = f"<b>{esc(fmt(_number(reward)))}</b>" if reward is not None else \
         f"<span class=\"badge ineligible\">ineligible</span> <span class=\"muted\">{esc(row.get('reason'))}</span>"
+    if note:
+        text += f" <span class=\"muted\">{esc(note)}</span>"
     comps = row.get("components") or {}
     if comps:
         text += "<br><span class=\"muted\">" + esc(" ".join(f"{k} {fmt(_number(v), 2)}" for k, v in comps.items())) + "</span>"
@@ -222,6 +233,22 @@ def _held_out(files: RunFiles, columns: int, frames: int) -> str:
                    style + chart + note + (table(header, body, table_id="held-out-table", raw=True) if body else ""))
 
 
+def _rollouts(files: RunFiles, frames: int) -> str:
+    if not files.rollouts:
+        return section("rollouts", "Training rollouts", "<p class=\"muted\">none saved (rollout_videos_every)</p>")
+    groups: dict[tuple[int, int], list[dict[str, Any]]] = {}
+    for row in files.rollouts:
+        groups.setdefault((int(row.get("rank", 0)), int(row.get("group", 0))), []).append(row)
+    body = []
+    for (rank, group), members in sorted(groups.items()):
+        cells = [_cell(row, files.run_dir, frames, f"advantage {fmt(_number(row.get('advantage')), 2)}")
+                 for row in sorted(members, key=lambda r: r.get("sample", 0))]
+        body.append([f"<b>rank {rank} group {group}</b><br>{esc(members[0].get('prompt', ''))}", "<br>".join(cells)])
+    iteration = files.rollouts[0]["iteration"]
+    return section("rollouts", f"Training rollouts of iteration {iteration} (rewards.jsonl, rollout_videos/)",
+                   table(["prompt group", "samples: reward, advantage, frames"], body, table_id="rollouts-table", raw=True))
+
+
 def _ineligible(files: RunFiles, top: int = 10) -> str:
     counts = Counter(str(r.get("reason") or "ineligible") for r in files.ineligible)
     if not counts:
@@ -236,7 +263,8 @@ def render_training_report(run_dir: Path, *, columns: int = 6, frames: int = 4) 
     if columns < 2 or frames < 1:
         raise ValueError(f"columns must be >= 2 and frames >= 1, got {columns} and {frames}")
     files = read_run(run_dir)
-    body = _header(files) + _curves(files) + _held_out(files, columns, frames) + _ineligible(files)
+    body = (_header(files) + _curves(files) + _held_out(files, columns, frames) + _rollouts(files, frames)
+            + _ineligible(files))
     return page(f"Training run {files.run_dir.resolve().name}", body)
 
 

@@ -46,7 +46,7 @@ import math
 import random
 import sys
 import time
-from concurrent.futures import Future
+from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -75,6 +75,7 @@ from training.resume import plan_resume, state_layout, write_layout
 from training.reward_outcome import RewardOutcome
 from training.reward_runner import RewardRunner, merge_outcomes
 from training.update import Group, chunk, update_policy
+from training.videos import rollout_video_name, write_samples
 from training.wandb_log import require_wandb
 
 
@@ -116,9 +117,11 @@ def _sample_group(world_model: FlowWorldModel, cond: Conditioning, rcfg: Rollout
     return cat_rollouts(parts, cond)
 
 
-def _close(rewards: RewardRunner, bar: Any, log: MetricsLog, stops: StopRequest | None) -> None:
+def _close(rewards: RewardRunner, bar: Any, log: MetricsLog, stops: StopRequest | None,
+           video_writer: ThreadPoolExecutor) -> None:
     """What the loop opened, closed when the run ends (finished, diverged or stopped by a signal)."""
     rewards.close()
+    video_writer.shutdown(wait=True)
     if bar is not None:
         bar.close()
     log.close()
@@ -222,6 +225,7 @@ def train(cfg: TrainConfig, *, local_rank: int = 0, reward_token: str | None = N
     if eval_prompts and start == 0:  # the baseline of a fresh run
         held_out(0)
     rewards = RewardRunner(reward_fn, cfg.reward or "")  # scores on the process's bridge loop (graph.bridge)
+    video_writer = ThreadPoolExecutor(1, thread_name_prefix="rollout-videos")  # rollout_videos_every
     stops = StopRequest().install() if cfg.on_signal == "checkpoint" else None  # training/preemption.py
     skipped = 0  # iterations in a row without an update (max_skipped_iterations)
     for it in range(start, cfg.max_iterations):
@@ -266,6 +270,11 @@ def train(cfg: TrainConfig, *, local_rank: int = 0, reward_token: str | None = N
             g.advantages = adv[gi * group:(gi + 1) * group].to(device)
             g.valid = valid[gi * group:(gi + 1) * group].to(device)
         t2 = time.perf_counter()
+        videos = None  # rollout_videos_every: written in the background while the update runs
+        if cfg.rollout_videos_every and (it + 1) % cfg.rollout_videos_every == 0:
+            clips = [(rollout_video_name(it + 1, rank, gi, s), clip) for gi, g in enumerate(groups)
+                     for s, clip in enumerate(g.frames)]
+            videos = video_writer.submit(write_samples, out_dir, clips, cfg.fps, f"iteration {it + 1}'s rollout videos")
 
         # -- 4. update (training/update.py) -----------------------------------------------------
         lr = float(engine.get_lr()[0])  # the rate of this iteration's first optimizer step
@@ -274,6 +283,7 @@ def train(cfg: TrainConfig, *, local_rank: int = 0, reward_token: str | None = N
         t3 = time.perf_counter()
 
         # -- 5. metrics and checkpoints -------------------------------------------------------
+        names = videos.result() if videos is not None else None
         local = {
             "rewards": outcome.rewards,
             "advantages": adv[valid].tolist(),
@@ -291,6 +301,8 @@ def train(cfg: TrainConfig, *, local_rank: int = 0, reward_token: str | None = N
                                  for i, r in enumerate(outcome.rewards) if r is None],
             "reward_items": [{"rank": rank, "group": gi, "sample": i % group, "prompt": texts[i],
                               "reward": outcome.rewards[i], "run_id": outcome.run_ids[i],
+                              "advantage": float(adv[i]) if bool(valid[i]) else None,
+                              **({"video": names[i]} if names is not None else {}),
                               **({"components": {k: v[i] for k, v in outcome.components.items()}}
                                  if outcome.components else {})}
                              for i, gi in enumerate(group_ids)],
@@ -310,7 +322,7 @@ def train(cfg: TrainConfig, *, local_rank: int = 0, reward_token: str | None = N
             bar.set_postfix(reward=f"{row['reward_mean']:.4f}", kl=f"{row['approx_kl']:.2e}")
             bar.update(1)
         if row["nonfinite_losses"] and cfg.nonfinite_loss == "stop":  # every rank sees the same row
-            _close(rewards, bar, log, stops)
+            _close(rewards, bar, log, stops, video_writer)
             raise TrainingDiverged(it + 1, int(row["nonfinite_losses"]), ckpt_dir)
         signum = stops.agreed(device) if stops is not None else 0  # a signal on any rank stops them all here
         skipped = skipped + 1 if row["update_skipped"] else 0  # the same row on every rank: they stop together
@@ -327,14 +339,14 @@ def train(cfg: TrainConfig, *, local_rank: int = 0, reward_token: str | None = N
                 ds_engine.prune(ckpt_dir, cfg.keep_checkpoints, local_rank, best)
         if signum or stalled:
             dist.barrier()  # every rank has written its part before any of them exits
-            _close(rewards, bar, log, stops)
+            _close(rewards, bar, log, stops, video_writer)
             saved = str(ckpt_dir / ds_engine.iteration_tag(it + 1))
             if signum:
                 raise TrainingStopped(it + 1, signum, saved)
             raise RewardsStalled(it + 1, skipped, saved, why[0][1] if why else "no group had 2 eligible rewards",
                                  log.ineligible_path)
 
-    _close(rewards, bar, log, stops)
+    _close(rewards, bar, log, stops, video_writer)
     dist.barrier()
     # clean shutdown (DeepSpeed's and PyTorch's documented order): release the engine's ZeRO hooks and
     # buffers, then the process groups, instead of leaving them to interpreter teardown. DeepSpeed's

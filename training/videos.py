@@ -10,7 +10,9 @@
 
 Decision where the issues were silent: a video that cannot be written (disk full, permissions) is
 reported once per batch on stderr and logged as ``video: null``; the rewards still count and training
-goes on. The files are for looking at; the rewards are the result.
+goes on. The files are for looking at; the rewards are the result. A fresh run in a used output_dir
+overwrites the files it writes and leaves older ones; the jsonl lines (which a fresh run starts anew)
+name the current run's.
 """
 
 from __future__ import annotations
