@@ -9,7 +9,8 @@ One iteration, on every rank for its share of the prompts:
    (None / NaN / inf -> ineligible, counted); with ``reward_overlap: groups`` (default) each group's
    clips go to the reward as soon as they are decoded and are scored in the background
    (training/reward_runner.py) while the next group samples, and step 2 waits for what is left;
-3. advantages per prompt group over eligible rewards (``training.grpo.group_advantages``);
+3. advantages per prompt group over eligible rewards (``training.grpo.group_advantages``); with
+   ``rollout_videos_every``, the iteration's clips go to mp4 in a background thread (training/videos.py);
 4. update (training/update.py): ``inner_epochs`` passes over (group, SDE step, micro-batch of samples)
    items in a seeded random order, ``loss = clipped GRPO + beta * mu-KL`` on each, through DeepSpeed,
    which accumulates ``gradient_accumulation_steps`` micro-batches per optimizer step;
