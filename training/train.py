@@ -194,7 +194,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             print(f"error: {exc}", file=sys.stderr)
         return 3
     if int(os.environ.get("RANK", "0")) == 0:
-        print(f"done: metrics in {out / 'metrics.jsonl'}")
+        print(f"done: metrics in {out / 'metrics.jsonl'}; a page of the run: python -m training.report --run {out}")
     return 0
 
 
