@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from training.best import best_checkpoint, eval_means
+from training.best import best_checkpoint, eval_means, evals_since_best
 from training.config_io import config_to_dict, load_config
 from training.engine import stale_checkpoints
 
@@ -95,3 +95,42 @@ def test_a_run_keeps_its_best_held_out_checkpoint(tmp_path):
     assert best != 4, "the seeded run's best is older than its newest checkpoint, else this test checks nothing"
     kept = sorted(p.name for p in (out / "checkpoints").iterdir() if p.is_dir())
     assert kept == sorted({"iter_000004", f"iter_{best:06d}"})
+
+
+def test_evals_since_best_counts_evaluations_without_strict_progress():
+    assert evals_since_best({}) == 0
+    assert evals_since_best({0: 0.2, 10: 0.5, 20: 0.4, 30: 0.45}) == 2
+    assert evals_since_best({0: 0.5, 10: 0.5, 20: 0.5}) == 2  # a tie is no progress
+    assert evals_since_best({0: 0.5, 10: 0.4, 20: 0.6}) == 0
+
+
+def test_eval_patience_needs_held_out_evaluation():
+    from training.config import ConfigError
+
+    with pytest.raises(ConfigError, match="eval_patience needs eval_every > 0"):
+        load_config(SMOKE, ["--eval_patience", "2"])
+    with pytest.raises(ConfigError, match="must be >= 1"):
+        load_config(SMOKE, ["--eval_patience", "0", "--eval_every", "1", "--eval_dataset", "[{text: a}]"])
+
+
+def test_a_plateau_stops_the_run_and_a_resume_counts_on(tmp_path):
+    """A policy that cannot move (a learning rate far below fp32 resolution): the held-out mean is the same
+    at every evaluation, so with eval_patience 2 the run ends after iteration 2, checkpointed and exported;
+    a resume that allows more iterations counts on from eval.jsonl and stops after its first evaluation."""
+    out = tmp_path / "run"
+    env = {k: v for k, v in os.environ.items() if k not in ("RANK", "WORLD_SIZE", "LOCAL_RANK")}
+    base = [sys.executable, "-m", "training.train", "--config", str(SMOKE), "--output_dir", str(out), "--progress",
+            "false", "--tensorboard", "false", "--checkpoint_every", "5", "--learning_rate", "1e-30",
+            "--eval_every", "1", "--eval_patience", "2", "--eval_dataset", "[{text: 'open the drawer', image_seed: 3}]"]
+    proc = subprocess.run([*base, "--max_iterations", "5"], cwd=ROOT, env={**env, "OMP_NUM_THREADS": "1"},
+                          capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stderr[-4000:]
+    assert "stopping early at iteration 2: 2 held-out evaluations without a higher eval_reward_mean" in proc.stdout
+    assert "best held-out checkpoint iter_000002" in proc.stdout  # the only one, and what --tag best exports
+    assert len((out / "metrics.jsonl").read_text().splitlines()) == 2
+    assert sorted(eval_means(out / "eval.jsonl")) == [0, 1, 2]
+    assert (out / "checkpoints" / "iter_000002").is_dir() and (out / "final" / "export.json").is_file()
+    proc = subprocess.run([*base, "--max_iterations", "8", "--resume"], cwd=ROOT, env={**env, "OMP_NUM_THREADS": "1"},
+                          capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stderr[-4000:]
+    assert "stopping early at iteration 3" in proc.stdout and (out / "checkpoints" / "iter_000003").is_dir()

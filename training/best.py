@@ -11,6 +11,10 @@ checkpoint is not always the one to keep. Decisions where the issues were silent
   candidate: with ``eval_every`` a multiple of ``checkpoint_every`` every evaluation is one.
 - Pruning keeps the best checkpoint besides the newest ``keep_checkpoints``. Rank 0 decides which
   one it is (it writes eval.jsonl) and tells the other ranks, so every node keeps the same one.
+- ``eval_patience: P`` stops a run once P held-out evaluations in a row have not beaten the best mean
+  so far, strictly (`evals_since_best`; the baseline at iteration 0 is the first best). An evaluation whose
+  rewards were all ineligible (mean null) counts neither way: an unreachable reward is
+  ``max_skipped_iterations``'s business, not a plateau. A resume counts on from eval.jsonl.
 """
 
 from __future__ import annotations
@@ -75,3 +79,26 @@ def agreed_best_tag(ckpt_dir: Path, eval_path: Path) -> str | None:
         box = [None if found is None else found[0]]
     dist.broadcast_object_list(box, src=0)
     return box[0]
+
+
+def evals_since_best(means: dict[int, float]) -> int:
+    """How many held-out evaluations (``iteration -> eval_reward_mean``, finite means only) came after the
+    first one to reach the best mean: only a strictly higher mean resets the count (a tie is no progress,
+    unlike the checkpoint choice, where the later of equals is kept). 0 without evaluations."""
+    if not means:
+        return 0
+    best = max(means, key=lambda it: (means[it], -it))
+    return sum(it > best for it in means)
+
+
+def agreed_eval_means(eval_path: Path) -> dict[int, float]:
+    """`eval_means` as rank 0 reads them, on every rank (a collective when torch.distributed is
+    initialised): what a resumed run's ``eval_patience`` counts on from."""
+    import torch.distributed as dist
+
+    if not dist.is_initialized():
+        return eval_means(eval_path)
+    box = [eval_means(eval_path) if dist.get_rank() == 0 else None]
+    dist.broadcast_object_list(box, src=0)
+    return box[0]
+

@@ -224,6 +224,10 @@ class TrainConfig:
     """save: every evaluation writes its samples to ``output_dir/eval_videos/iter_NNNNNN/pPPP_sSS.mp4``
     (each rank its own) and, with wandb_project, uploads those rank 0 can read; one file name is the same
     (prompt, noise) at every evaluation. Per-sample rewards go to eval_rewards.jsonl either way."""
+    eval_patience: int | None = None
+    """Stop after this many held-out evaluations in a row without a new best ``eval_reward_mean``
+    (training/best.py): the run checkpoints, exports as usual and exits 0, naming the best checkpoint;
+    None = run to max_iterations."""
     rollout_videos_every: int = 0
     """Every N-th iteration each rank writes its rollouts to ``output_dir/rollout_videos/iter_NNNNNN/``
     (``rR_gG_sSS.mp4``), named in that iteration's rewards.jsonl lines with reward and advantage, to see
@@ -263,6 +267,9 @@ def validate(cfg: TrainConfig) -> TrainConfig:
         errs.append("model_path is required unless tiny is true")
     if not cfg.dataset and not cfg.dataset_file:
         errs.append("no prompts: set dataset (list of {text, image?}) or dataset_file")
+    if cfg.eval_patience is not None and (cfg.eval_patience < 1 or not cfg.eval_every):
+        errs.append(f"eval_patience needs eval_every > 0 and must be >= 1, got {cfg.eval_patience} with "
+                    f"eval_every {cfg.eval_every}")
     if cfg.rollout_videos_every < 0:
         errs.append(f"rollout_videos_every must be >= 0 (0 = never), got {cfg.rollout_videos_every}")
     if cfg.eval_every < 0 or cfg.eval_samples < 1:

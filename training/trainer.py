@@ -61,7 +61,7 @@ from evals.diversity import d_prompt, d_prompt_frames
 from policy.rollout import Rollout, RolloutConfig, cat_rollouts, rollout
 from policy.world_model import Conditioning, FlowWorldModel
 from training import engine as ds_engine
-from training.best import agreed_best_tag
+from training.best import agreed_best_tag, agreed_eval_means, best_checkpoint, evals_since_best
 from training.config import ConfigError, TrainConfig, check_world_size
 from training.config_io import config_to_dict
 from training.data import PromptStream, derive_seed, load_frame, load_prompts
@@ -217,11 +217,16 @@ def train(cfg: TrainConfig, *, local_rank: int = 0, reward_token: str | None = N
 
         bar = tqdm(total=cfg.max_iterations, initial=start, desc="grpo", unit="it")
 
+    means = agreed_eval_means(log.eval_path) if cfg.resume and eval_prompts else {}  # eval_patience
+
     def held_out(iteration: int) -> None:  # training/evaluate.py: every rank samples, rank 0 logs
         engine.module.eval()
         parts = gather(evaluate(world_model, cfg, eval_prompts, reward_fn, iteration=iteration, rank=rank, world=world))
-        log.write_eval(summarize_eval(iteration, parts))
+        row = summarize_eval(iteration, parts)  # the same on every rank (all parts gathered)
+        log.write_eval(row)
         log.write_eval_items(iteration, summarize_items(iteration, parts))
+        if math.isfinite(row["eval_reward_mean"]):
+            means[iteration] = row["eval_reward_mean"]
 
     if eval_prompts and start == 0:  # the baseline of a fresh run
         held_out(0)
@@ -329,9 +334,12 @@ def train(cfg: TrainConfig, *, local_rank: int = 0, reward_token: str | None = N
         skipped = skipped + 1 if row["update_skipped"] else 0  # the same row on every rank: they stop together
         stalled = (cfg.max_skipped_iterations is not None and skipped >= cfg.max_skipped_iterations
                    and it + 1 < cfg.max_iterations)  # the last iteration ends the run as usual
-        if eval_prompts and not (signum or stalled) and ((it + 1) % cfg.eval_every == 0 or it + 1 == cfg.max_iterations):
+        evaluated = eval_prompts and not (signum or stalled) and ((it + 1) % cfg.eval_every == 0
+                                                               or it + 1 == cfg.max_iterations)
+        if evaluated:
             held_out(it + 1)
-        if signum or stalled or (it + 1) % cfg.checkpoint_every == 0 or it + 1 == cfg.max_iterations:
+        plateau = bool(evaluated) and cfg.eval_patience is not None and evals_since_best(means) >= cfg.eval_patience
+        if signum or stalled or plateau or (it + 1) % cfg.checkpoint_every == 0 or it + 1 == cfg.max_iterations:
             ds_engine.save(engine, ckpt_dir, it + 1, stream.position)
             if local_rank == 0:  # what a later --resume compares its ZeRO stage and dtype with (training.resume)
                 write_layout(ckpt_dir / ds_engine.iteration_tag(it + 1), layout)
@@ -346,6 +354,15 @@ def train(cfg: TrainConfig, *, local_rank: int = 0, reward_token: str | None = N
                 raise TrainingStopped(it + 1, signum, saved)
             raise RewardsStalled(it + 1, skipped, saved, why[0][1] if why else "no group had 2 eligible rewards",
                                  log.ineligible_path)
+        if plateau and it + 1 < cfg.max_iterations:  # eval_patience: end here as if this were the last iteration
+            if rank == 0:  # rank 0 wrote eval.jsonl; the checkpoint `training.export --tag best` would take
+                found = best_checkpoint(ckpt_dir, log.eval_path)
+                kept = (f"best held-out checkpoint {found[0]} (eval_reward_mean {found[2]:.4f}): "
+                        f"`python -m training.export --run {out_dir} --tag best`" if found else
+                        "no held-out evaluation fell on a checkpoint")
+                print(f"stopping early at iteration {it + 1}: {cfg.eval_patience} held-out evaluations without a "
+                      f"higher eval_reward_mean; {kept}", flush=True)
+            break
 
     _close(rewards, bar, log, stops, video_writer)
     dist.barrier()
