@@ -115,6 +115,19 @@ def test_frame_strip_shows_uniform_frames_in_order(tmp_path):
         assert np.abs(got - np.array(want)).max() < 40, (got, want)
 
 
+def test_long_series_are_thinned_to_evenly_spaced_points(tmp_path):
+    from training.report import MAX_POINTS, _series
+
+    rows = [{"iteration": i, "reward_mean": i / 3000} for i in range(1, 3001)]
+    xs, ys = _series(rows, "reward_mean")
+    assert len(xs) == MAX_POINTS and xs[0] == 1.0 and xs[-1] == 3000.0 and ys[-1] == 1.0
+    assert max(np.diff(xs)) - min(np.diff(xs)) <= 1.0  # evenly spaced
+    out = tmp_path / "long"
+    out.mkdir()
+    _lines(out / "metrics.jsonl", rows)
+    assert render_training_report(out).count("<circle") == MAX_POINTS  # one chart: reward_mean
+
+
 def test_columns_keep_first_best_and_last():
     assert _columns([0, 10, 20], 10, 6) == [0, 10, 20]
     its = list(range(0, 110, 10))

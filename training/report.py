@@ -16,6 +16,8 @@ Decisions where the issue was silent:
   config.yaml, checkpoints/, eval_videos/), so it works on a run that is still going: a line being
   written (not valid JSON yet) is skipped and counted in the header. When a resume repeated an
   iteration, its last row counts, as for the best checkpoint (training/best.py).
+- A chart shows at most MAX_POINTS (500) evenly spaced iterations of a series, the first and last
+  among them, so a 10,000-iteration run's page stays a few MB.
 - The held-out table shows at most ``columns`` evaluations: the first, the best (``*``), the last and
   evenly spaced ones between, so a long run's page stays small; every evaluation is in the curve.
 - A sample the reward agent scored names its trace (``raa report RUN_ID`` shows the whole judgment).
@@ -44,6 +46,8 @@ CURVES = ("reward_mean", "eligible_fraction", "approx_kl", "clip_fraction", "mu_
 """metrics.jsonl series charted in this order, after reward_mean the reward components (reward_*_mean)."""
 STRIP_HEIGHT = 72
 """Pixel height of a frame strip."""
+MAX_POINTS = 500
+"""Points per chart: a longer series is shown at evenly spaced iterations (first and last kept)."""
 
 
 @dataclass
@@ -143,7 +147,10 @@ def _header(files: RunFiles) -> str:
 
 
 def _series(rows: list[dict[str, Any]], key: str) -> tuple[list[float], list[float]]:
+    """(iterations, values) of ``key``, at most MAX_POINTS of them (module docstring)."""
     pairs = [(float(r["iteration"]), v) for r in rows if (v := _number(r.get(key))) is not None]
+    if len(pairs) > MAX_POINTS:
+        pairs = [pairs[round(k * (len(pairs) - 1) / (MAX_POINTS - 1))] for k in range(MAX_POINTS)]
     return [x for x, _ in pairs], [y for _, y in pairs]
 
 
