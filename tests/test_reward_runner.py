@@ -112,6 +112,8 @@ def test_merge_outcomes_keeps_order_and_sums_counts():
     c = merge_outcomes([RewardOutcome([0.5], [None], {}, [None], {"T": [1.0]}), b,
                         RewardOutcome([0.2], [None], {}, [None], {"T": [0.0], "V": [0.5]})]).components
     assert c == {"T": [1.0, None, 0.0], "V": [None, None, 0.5]}  # a part without a component: None there
+    assert merge_outcomes([RewardOutcome([0.5], [None], usage={"calls": 2}), b,
+                           RewardOutcome([0.2], [None], usage={"calls": 3, "images": 4})]).usage == {"calls": 5, "images": 4}
 
 
 def test_agent_reward_groups_keep_their_own_clips(tmp_path):

@@ -166,6 +166,7 @@ def test_training_logs_the_agents_components(tmp_path):
     metrics = json.loads((out / "metrics.jsonl").read_text())
     assert metrics["reward_T_mean"] == pytest.approx(np.mean([r["components"]["T"] for r in judged]))
     assert metrics["reward_failure_mean"] is None  # decomposed makes no final check: no value, logged null
+    assert metrics["reward_usage_calls"] >= len(judged) and metrics["reward_usage_images"] > 0  # the service's usage
     held_out = [json.loads(line) for line in (out / "eval.jsonl").read_text().splitlines()]
     items = [json.loads(line) for line in (out / "eval_rewards.jsonl").read_text().splitlines()]
     assert [r["iteration"] for r in items] == [0, 1] and all("T" in r["components"] for r in items)

@@ -209,8 +209,10 @@ def test_agent_reward_scores_with_one_agent_across_batches(monkeypatch, tmp_path
     (tmp_path / "clips").mkdir()
     rng = np.random.default_rng(0)
     clips = [rng.integers(0, 255, (9, 32, 32, 3), dtype=np.uint8), np.full((9, 32, 32, 3), 90, dtype=np.uint8)]
+    calls = 0
     for iteration in (1, 2):
         out = call_reward(fn, "agent", clips, ["pick the cup", "open the drawer"], fps=8.0, iteration=iteration)
+        calls += out.usage["calls"]
         assert out.rewards[0] == pytest.approx(0.975) and out.rewards[1] == 0.0  # textured clip / uniform clip
         assert any("uniform" in r for r in fn.last_reasons[1])
         c = out.components  # the scores and gate inputs behind each reward, for the trainer's logs
@@ -219,6 +221,7 @@ def test_agent_reward_scores_with_one_agent_across_batches(monkeypatch, tmp_path
         assert c["failure"][0] == 0.0 and c["unverifiable"][0] == 0.0
         assert [c[k][1] for k in ("T", "P", "V")] == [None] * 3  # the quality pre-check: no judgment made
     assert len(builds) == 1 and builds[0].inspect_mode == "plan" and builds[0].preset == "no_motion"
+    assert calls == len(model.calls) > 0  # every model call was counted (the scripted model reports no tokens)
     stages = [c.stage for c in model.calls]
     assert "plan" in stages and "inspect" not in stages  # RAA_INSPECT_MODE reached the training reward
     assert not any((tmp_path / "clips").iterdir())  # temporary clips removed after scoring
@@ -253,6 +256,17 @@ def test_components_are_checked_numbers_and_dropped_for_ineligible_items():
                        ({"T-score": [1.0, 1.0]}, "component 'T-score'"), ({"T": 1.0}, "got float")):
         with pytest.raises(RewardLengthError, match=match):
             call_reward(lambda v, p, b=bad, **m: RewardBatch([0.1, 0.2], [[], []], components=b), "x", _clips(), ["a", "b"])
+
+
+def test_usage_is_summed_over_every_item_and_bookkeeping_never_costs_a_reward():
+    from training.reward_outcome import sum_usage
+    from training.rewards import RewardBatch
+
+    assert sum_usage([{"calls": 2, "input_tokens": 10}, {"calls": 1, "bad-key": 5, "images": -1, "x": 1.5,
+                                                         "flag": True}, "junk"]) == {"calls": 3, "input_tokens": 10}
+    out = call_reward(lambda v, p, **m: RewardBatch([0.5, None], [[], ["timeout"]],
+                                                    usage=[{"calls": 3}, {"calls": 5}]), "agent", _clips(), ["a", "b"])
+    assert out.rewards == [0.5, None] and out.usage == {"calls": 8}  # the ineligible clip's calls cost too
 
 
 def test_agent_reward_keeps_clips_that_its_traces_name(tmp_path):

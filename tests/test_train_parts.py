@@ -96,7 +96,7 @@ def _part(rewards, **kw):
             "ineligible_inf": 0, "ineligible_error": 0, "clip_fraction": [], "approx_kl": [], "mu_kl": [],
             "loss": [], "mask_mean": [0.5], "diversity": [1.0], "diversity_frames": [0.1],
             "seconds_rollout": 1.0, "seconds_reward": 2.0, "seconds_update": 3.0, "update_skipped": False, "lr": 1e-4,
-            "grad_norms": [], "components": {}}
+            "grad_norms": [], "components": {}, "usage": {}}
     base.update(kw)
     return base
 
@@ -117,6 +117,9 @@ def test_summarize_over_ranks_and_log(tmp_path):
     judged = summarize(7, parts)  # over the items with a value (eligible), all ranks; a rank without: none
     assert judged["reward_T_mean"] == pytest.approx(0.5) and judged["reward_failure_mean"] == pytest.approx(1 / 3)
     assert "reward_T_mean" not in row  # a reward without components logs none
+    costly = summarize(7, [_part([1.0], usage={"calls": 4, "input_tokens": 100}), _part([2.0], usage={"calls": 6})])
+    assert costly["reward_usage_calls"] == 10 and costly["reward_usage_input_tokens"] == 100
+    assert not any(k.startswith("reward_usage_") for k in row)
     clipped = summarize(7, [_part([1.0, 2.0], grad_norms=[0.5, 2.5]), _part([1.0, 2.0], grad_norms=[9.0])])
     assert clipped["grad_norm"] == 1.5 and clipped["grad_norm_max"] == 2.5  # rank 0's: the norm is global
     diverged = summarize(8, [_part([1.0, 2.0], loss=[0.5, float("nan")]), _part([1.0, 2.0], loss=[float("inf"), 1.5])])

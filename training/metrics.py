@@ -27,6 +27,9 @@ items, as the objective is (with uneven micro-batches a plain mean of micro-batc
   requirement unverifiable (the rollouts the gated presets score 0).
   A learned reward that rises while ``reward_T_mean`` stays flat is the policy pleasing the reward's
   other parts (reward hacking), which the reward's mean alone cannot show.
+* ``reward_usage_<key>`` -- for a reward that reports what scoring cost (``RewardBatch.usage``; the agent:
+  ``calls``, ``images``, ``input_tokens``, ``output_tokens`` of its vision-language model), the sum over
+  the iteration's clips on all ranks, ineligible ones included: what an iteration costs the endpoint.
 * ``grad_norm`` / ``grad_norm_max`` -- mean and largest global gradient 2-norm of the iteration's optimizer
   steps, before ``gradient_clipping`` (the DeepSpeed JSON's; a norm far above it means most steps are
   clipped); null when no step ran or fp16 gradients overflowed.
@@ -44,6 +47,7 @@ from typing import Any
 
 import torch.distributed as dist
 
+from training.reward_outcome import sum_usage
 from training.wandb_log import WandbRun
 
 
@@ -119,6 +123,8 @@ def summarize(iteration: int, parts: list[dict[str, Any]]) -> dict[str, float | 
     for kind in ("none", "nan", "inf", "error"):
         row[f"ineligible_{kind}"] = total(f"ineligible_{kind}")
     row.update(component_means([p["components"] for p in parts], "reward_"))
+    for key, total in sum_usage([p["usage"] for p in parts]).items():
+        row[f"reward_usage_{key}"] = total
     return row
 
 

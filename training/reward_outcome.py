@@ -39,6 +39,10 @@ class RewardBatch:
     """Named quantities behind the reward, one value per video (None where a video has none): the
     agent adapters give ``T``, ``P``, ``V``, ``failure`` and ``unverifiable``. Logged per rollout
     (rewards.jsonl) and as the mean over eligible rewards (``reward_<name>_mean``), never trained on."""
+    usage: list[dict[str, int]] | None = None
+    """Per video, what scoring it cost (the agent: ``calls``, ``images``, ``input_tokens``,
+    ``output_tokens``); summed over an iteration's clips, ineligible ones included, as
+    ``reward_usage_<key>``."""
 
 
 class RewardLengthError(ValueError):
@@ -60,6 +64,8 @@ class RewardOutcome:
     components: dict[str, list[float | None]] = field(default_factory=dict)
     """A RewardBatch's components as finite floats (booleans 0 / 1), None where a value is missing or
     not a finite number and for every ineligible item (its judgment did not count)."""
+    usage: dict[str, int] = field(default_factory=dict)
+    """A RewardBatch's usage summed over the batch (non-negative integer values only)."""
 
     @property
     def ineligible_count(self) -> int:
@@ -102,7 +108,7 @@ def failed_outcome(exc: BaseException, name: str, n: int) -> RewardOutcome:
     """Every item ineligible (kind ``error``) because the reward callable raised ``exc``."""
     counts = {"none": 0, "nan": 0, "inf": 0, "error": n}
     reason = f"reward {name!r} raised {type(exc).__name__}: {exc}"
-    return RewardOutcome([None] * n, [reason] * n, counts, [None] * n, {})
+    return RewardOutcome([None] * n, [reason] * n, counts, [None] * n, {}, {})
 
 
 def check_reward_output(raw: Any, name: str, n: int) -> RewardOutcome:
@@ -112,6 +118,7 @@ def check_reward_output(raw: Any, name: str, n: int) -> RewardOutcome:
     given: list[list[str]] = [[] for _ in range(n)]
     run_ids: list[str | None] = [None] * n
     components: dict[str, list[float | None]] = {}
+    usage: dict[str, int] = {}
     if isinstance(raw, RewardBatch):
         if len(raw.reasons) != len(raw.rewards) or (raw.run_ids is not None and len(raw.run_ids) != len(raw.rewards)):
             raise RewardLengthError(f"reward {name!r} returned {len(raw.rewards)} rewards but {len(raw.reasons)} "
@@ -119,6 +126,7 @@ def check_reward_output(raw: Any, name: str, n: int) -> RewardOutcome:
         if raw.run_ids is not None and len(raw.run_ids) == n:
             run_ids = [str(r) if r else None for r in raw.run_ids]
         components = _check_components(raw.components or {}, name, len(raw.rewards))
+        usage = sum_usage(raw.usage or [])
         given, raw = [list(r) for r in raw.reasons], raw.rewards
     if not isinstance(raw, list | tuple):
         raise RewardLengthError(f"reward {name!r} returned {type(raw).__name__}, expected a list of "
@@ -150,7 +158,7 @@ def check_reward_output(raw: Any, name: str, n: int) -> RewardOutcome:
             reasons.append(None)
     for values in components.values():  # an ineligible item's judgment did not count
         values[:] = [None if r is None else v for v, r in zip(values, rewards, strict=True)]
-    return RewardOutcome(rewards, reasons, counts, run_ids, components)
+    return RewardOutcome(rewards, reasons, counts, run_ids, components, usage)
 
 
 def _check_components(given: dict[str, Any], name: str, n: int) -> dict[str, list[float | None]]:
@@ -163,6 +171,18 @@ def _check_components(given: dict[str, Any], name: str, n: int) -> dict[str, lis
                                     f"({n}), got {type(values).__name__} of {len(values) if isinstance(values, list | tuple) else '?'}")
         out[key] = [_finite(v) for v in values]
     return out
+
+
+def sum_usage(items: Sequence[Any]) -> dict[str, int]:
+    """Per-key sums of usage dicts; keys that are not identifiers and values that are not non-negative
+    integers are left out (usage is bookkeeping: a malformed entry never costs a reward)."""
+    total: dict[str, int] = {}
+    for item in items:
+        for key, value in (item.items() if isinstance(item, dict) else ()):
+            if isinstance(key, str) and key.isidentifier() and isinstance(value, int) and not isinstance(value, bool) \
+                    and value >= 0:
+                total[key] = total.get(key, 0) + value
+    return total
 
 
 def _finite(value: Any) -> float | None:

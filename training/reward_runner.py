@@ -36,7 +36,7 @@ from typing import Any
 import numpy as np
 
 from graph.bridge import sync_loop
-from training.reward_outcome import RewardFn, RewardOutcome, check_reward_output, failed_outcome
+from training.reward_outcome import RewardFn, RewardOutcome, check_reward_output, failed_outcome, sum_usage
 
 
 class RewardRunner:
@@ -96,4 +96,5 @@ def merge_outcomes(outcomes: Sequence[RewardOutcome]) -> RewardOutcome:
                          reasons=[r for o in outcomes for r in o.reasons], counts=counts,
                          run_ids=[r for o in outcomes for r in (o.run_ids or [None] * len(o.rewards))],
                          components={k: [v for o in outcomes for v in o.components.get(k, [None] * len(o.rewards))]
-                                     for k in names})
+                                     for k in names},
+                         usage=sum_usage([o.usage for o in outcomes]))

@@ -164,7 +164,7 @@ class AgentReward:
                     await asyncio.to_thread(self._frames.forget, [item["video"] for item in items])
         self.last_reasons = [list(r.reasons) for r in results]
         return RewardBatch([r.reward for r in results], self.last_reasons, [r.run_id or None for r in results],
-                           agent_components([r.model_dump() for r in results]))
+                           agent_components([r.model_dump() for r in results]), [dict(r.usage) for r in results])
 
 
 @dataclass
@@ -244,7 +244,7 @@ class HttpAgentReward:
             rewards = [None if r.get("reward") is None else float(r["reward"]) for r in results]
             self.last_reasons = [list(r.get("reasons") or []) for r in results]
             return RewardBatch(rewards, self.last_reasons, [r.get("run_id") or None for r in results],
-                               agent_components(results))
+                               agent_components(results), [r.get("usage") or {} for r in results])
         except Exception as exc:  # any failure -> every item ineligible, with the reason
             reason = f"http reward failed: {type(exc).__name__}: {exc}"
             self.last_reasons = [[reason] for _ in videos]

@@ -312,7 +312,7 @@ def train(cfg: TrainConfig, *, local_rank: int = 0, reward_token: str | None = N
                               **({"components": {k: v[i] for k, v in outcome.components.items()}}
                                  if outcome.components else {})}
                              for i, gi in enumerate(group_ids)],
-            "components": outcome.components,
+            "components": outcome.components, "usage": outcome.usage,
         }
         parts = gather(local)
         row = summarize(it + 1, parts)
