@@ -45,8 +45,8 @@ def run(tmp_path) -> Path:
     (out / "config.yaml").write_text(yaml.safe_dump({"backend": "wan", "model_path": "/models/wan", "finetune": "lora",
                                                      "reward": "agent", "reward_options": {"preset": "full"},
                                                      "max_iterations": 50}))
-    metrics = [{"iteration": i, "reward_mean": 0.1 * i, "reward_T_mean": 0.05 * i, "grad_norm": 2.0, "lr": 1e-4}
-               for i in (1, 2, 3)]
+    metrics = [{"iteration": i, "reward_mean": 0.1 * i, "reward_T_mean": 0.05 * i, "grad_norm": 2.0, "lr": 1e-4,
+                "reward_usage_calls": 40} for i in (1, 2, 3)]
     metrics.append({"iteration": 3, "reward_mean": 0.9, "reward_T_mean": 0.5, "grad_norm": None, "lr": 1e-4})  # resumed
     _lines(out / "metrics.jsonl", metrics, torn='{"iteration": 4, "rew')
     _lines(out / "eval.jsonl", [{"iteration": 0, "eval_reward_mean": 0.2}, {"iteration": 2, "eval_reward_mean": 0.7},
@@ -81,6 +81,7 @@ def test_report_reads_the_last_row_of_each_iteration_and_skips_torn_lines(run):
     assert files.skipped_lines == 1 and sorted(files.items) == [(0, 0), (1, 0)]
     html = render_training_report(run)
     for element in ("run-header", "curves", "curve-reward_mean", "curve-reward_T_mean", "curve-grad_norm",
+                    "curve-reward_usage_calls",
                     "held-out", "held-out-curve", "held-out-table", "ineligible"):
         assert f'id="{element}"' in html, element
     assert "x=3 y=0.9000" in html and "x=3 y=0.3000" not in html  # the resumed row, not the crashed one

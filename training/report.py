@@ -43,7 +43,8 @@ from training.best import best_checkpoint
 
 CURVES = ("reward_mean", "eligible_fraction", "approx_kl", "clip_fraction", "mu_kl", "grad_norm", "lr",
           "rollout_diversity", "seconds_rollout", "seconds_reward", "seconds_update")
-"""metrics.jsonl series charted in this order, after reward_mean the reward components (reward_*_mean)."""
+"""metrics.jsonl series charted in this order, after reward_mean the reward components (reward_*_mean);
+the reward's usage (reward_usage_*) last."""
 STRIP_HEIGHT = 72
 """Pixel height of a frame strip."""
 MAX_POINTS = 500
@@ -157,7 +158,8 @@ def _series(rows: list[dict[str, Any]], key: str) -> tuple[list[float], list[flo
 def _curves(files: RunFiles) -> str:
     rows = files.metrics
     components = sorted({k for r in rows for k in r if k.startswith("reward_") and k.endswith("_mean")} - {"reward_mean"})
-    keys = [CURVES[0], *components, *CURVES[1:]]
+    usage = sorted({k for r in rows for k in r if k.startswith("reward_usage_")})
+    keys = [CURVES[0], *components, *CURVES[1:], *usage]
     charts = []
     for key in keys:
         xs, ys = _series(rows, key)
