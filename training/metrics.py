@@ -140,8 +140,9 @@ class MetricsLog:
     to Weights & Biases (training/wandb_log.py; rank 0 only); the
     ineligible rewards go to OUTPUT_DIR/ineligible.jsonl, one line each: iteration, prompt, reason.
 
-    Held-out evaluations (training/evaluate.py) go to OUTPUT_DIR/eval.jsonl and TensorBoard ``eval/*``, their
-    samples to OUTPUT_DIR/eval_rewards.jsonl (and their saved videos to W&B); every rollout's reward (and the run id of its trace, for the agent rewards) to OUTPUT_DIR/rewards.jsonl.
+    Held-out evaluations (training/evaluate.py) go to OUTPUT_DIR/eval.jsonl and TensorBoard ``eval/*``,
+    their samples to OUTPUT_DIR/eval_rewards.jsonl (and their saved videos to W&B); every rollout's reward
+    (and the run id of its trace, for the agent rewards) to OUTPUT_DIR/rewards.jsonl.
     ``append=False`` (a fresh run) removes existing files first; a resumed run appends."""
 
     def __init__(self, output_dir: Path, *, enabled: bool, tensorboard: bool, append: bool = True,

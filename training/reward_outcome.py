@@ -72,8 +72,6 @@ class RewardOutcome:
         return sum(r is None for r in self.rewards)
 
 
-
-
 def _run(value: Any) -> Any:
     """``value``, awaited when it is awaitable (on the process's bridge loop, ``graph.bridge.run_sync``:
     the loop training's RewardRunner uses too)."""
