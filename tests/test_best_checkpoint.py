@@ -130,6 +130,8 @@ def test_a_plateau_stops_the_run_and_a_resume_counts_on(tmp_path):
     assert len((out / "metrics.jsonl").read_text().splitlines()) == 2
     assert sorted(eval_means(out / "eval.jsonl")) == [0, 1, 2]
     assert (out / "checkpoints" / "iter_000002").is_dir() and (out / "final" / "export.json").is_file()
+    with (out / "eval.jsonl").open("a") as fh:  # a crashed attempt got further than the checkpoint: redone, not counted
+        fh.write(json.dumps({"iteration": 4, "eval_reward_mean": 0.99}) + "\n")
     proc = subprocess.run([*base, "--max_iterations", "8", "--resume"], cwd=ROOT, env={**env, "OMP_NUM_THREADS": "1"},
                           capture_output=True, text=True, timeout=600)
     assert proc.returncode == 0, proc.stderr[-4000:]

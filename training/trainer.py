@@ -217,7 +217,8 @@ def train(cfg: TrainConfig, *, local_rank: int = 0, reward_token: str | None = N
 
         bar = tqdm(total=cfg.max_iterations, initial=start, desc="grpo", unit="it")
 
-    means = agreed_eval_means(log.eval_path) if cfg.resume and eval_prompts else {}  # eval_patience
+    # eval_patience counts on from eval.jsonl; rows past the checkpoint (a crash after them) are redone
+    means = {i: m for i, m in agreed_eval_means(log.eval_path).items() if i <= start} if cfg.resume and eval_prompts else {}
 
     def held_out(iteration: int) -> None:  # training/evaluate.py: every rank samples, rank 0 logs
         engine.module.eval()
