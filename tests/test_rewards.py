@@ -169,6 +169,33 @@ def test_http_reward_waits_for_the_service_at_start_and_names_a_dead_url():
     HttpAgentReward(url="http://127.0.0.1:9/score", startup_wait_s=0).wait_until_reachable()  # 0: no check
 
 
+def test_http_reward_spreads_ranks_over_several_services():
+    """url: [a, b]: rank r posts to url[r % 2]; every url is checked at start, and a dead one is named."""
+    servers = [HTTPServer(("127.0.0.1", 0), _Handler) for _ in range(2)]
+    for server in servers:
+        threading.Thread(target=server.serve_forever, daemon=True).start()
+    urls = [f"http://127.0.0.1:{server.server_port}/score" for server in servers]
+    seen: list[int] = []
+    try:
+        fn = build_reward("http", {"url": urls, "startup_wait_s": 5})
+        for server in servers:  # which service answered each call: its port, recorded by a wrapper
+            server.RequestHandlerClass = type("H", (_Handler,), {"do_POST": lambda self, port=server.server_port: (
+                seen.append(port), _Handler.do_POST(self))})
+        clips = [np.full((3, 16, 16, 3), 100, dtype=np.uint8)]
+        for rank in (0, 1, 2, 3):
+            assert call_reward(fn, "http", clips, ["a"], rank=rank).rewards == [0.0]
+        ports = [server.server_port for server in servers]
+        assert seen == [ports[0], ports[1], ports[0], ports[1]]
+        with pytest.raises(ValueError, match=r"reward service http://127.0.0.1:9/score did not answer"):
+            HttpAgentReward(url=[urls[0], "http://127.0.0.1:9/score"], startup_wait_s=0.3).wait_until_reachable()
+    finally:
+        for server in servers:
+            server.shutdown()
+    for bad in ([], ["ftp://x"], [7]):
+        with pytest.raises(ValueError, match="url must be an http"):
+            HttpAgentReward(url=bad)
+
+
 def test_http_reward_retries_transient_failures_a_bounded_number_of_times():
     server = HTTPServer(("127.0.0.1", 0), _Handler)
     threading.Thread(target=server.serve_forever, daemon=True).start()

@@ -171,8 +171,9 @@ class AgentReward:
 class HttpAgentReward:
     """A reward service over HTTP (JSON API in the module docstring); async, one POST per batch."""
 
-    url: str
-    """Endpoint receiving the POST."""
+    url: str | list[str]
+    """Endpoint receiving the POST, or several (e.g. one `raa serve-reward` per node): rank r posts its
+    batches to ``url[r % len(url)]``, so the ranks spread over the services without a load balancer."""
     token: str | None = None
     """Bearer token (resolved from the environment by the CLI, never here)."""
     timeout_s: float = 600.0
@@ -187,11 +188,20 @@ class HttpAgentReward:
     to answer at all; 0 skips the check. A service that is down later only makes batches ineligible."""
     last_reasons: list[list[str]] = field(default_factory=list)
     """Reasons of the last batch (service reasons, or the transport failure for every item)."""
+    _urls: list[str] = field(default_factory=list, init=False, repr=False)
 
     def __post_init__(self) -> None:
         if self.retries < 1 or self.backoff_s < 0 or self.timeout_s <= 0 or self.startup_wait_s < 0:
             raise ValueError("HttpAgentReward: retries must be >= 1, backoff_s >= 0, timeout_s > 0 and "
                              "startup_wait_s >= 0")
+        urls = [self.url] if isinstance(self.url, str) else list(self.url)
+        if not urls or not all(isinstance(u, str) and u.startswith(("http://", "https://")) for u in urls):
+            raise ValueError(f"HttpAgentReward: url must be an http(s) URL or a non-empty list of them, got {self.url!r}")
+        self._urls = urls
+
+    def url_for(self, rank: int) -> str:
+        """The service rank ``rank`` posts to."""
+        return self._urls[rank % len(self._urls)]
 
     def wait_until_reachable(self) -> None:
         """Return once the service answers anything over HTTP (a GET on a POST route is a 405, still an
@@ -203,14 +213,15 @@ class HttpAgentReward:
 
         if self.startup_wait_s <= 0:
             return
-        try:
-            first_answer(self.url, wait_s=self.startup_wait_s, timeout_s=min(10.0, self.timeout_s))
-        except httpx.HTTPError as exc:
-            raise ValueError(f"reward service {self.url} did not answer within {self.startup_wait_s:g} s "
-                             f"({type(exc).__name__}: {exc}); start it (raa serve-reward) or fix "
-                             "reward_options.url") from None
+        for url in self._urls:
+            try:
+                first_answer(url, wait_s=self.startup_wait_s, timeout_s=min(10.0, self.timeout_s))
+            except httpx.HTTPError as exc:
+                raise ValueError(f"reward service {url} did not answer within {self.startup_wait_s:g} s "
+                                 f"({type(exc).__name__}: {exc}); start it (raa serve-reward) or fix "
+                                 "reward_options.url") from None
 
-    def _post(self, body: bytes) -> dict[str, Any]:
+    def _post(self, url: str, body: bytes) -> dict[str, Any]:
         import httpx
 
         from tools.client import send_with_retries  # the tool client's retry policy
@@ -219,7 +230,7 @@ class HttpAgentReward:
         if self.token:
             headers["Authorization"] = f"Bearer {self.token}"
         with httpx.Client(timeout=self.timeout_s) as http:
-            resp = send_with_retries(lambda: http.post(self.url, content=body, headers=headers),
+            resp = send_with_retries(lambda: http.post(url, content=body, headers=headers),
                                      retries=self.retries, backoff_s=self.backoff_s, max_wait_s=30.0)
         resp.raise_for_status()
         return resp.json()
@@ -235,9 +246,10 @@ class HttpAgentReward:
                 items.append({"video_b64": base64.b64encode(path.read_bytes()).decode("ascii"),
                               "instruction": prompt, "fps": fps})
         phase = "eval" if meta.get("phase") == "eval" else "train"  # the API's values (_phase is a folder prefix)
+        url = self.url_for(int(meta.get("rank", 0)))
         body = json.dumps({"items": items, "meta": {"iteration": meta.get("iteration"), "phase": phase}}).encode("utf-8")
         try:
-            reply = await asyncio.to_thread(self._post, body)
+            reply = await asyncio.to_thread(self._post, url, body)
             results = reply["results"]
             if not isinstance(results, list) or len(results) != len(videos):
                 raise ValueError(f"expected {len(videos)} results, got {type(results).__name__}")
@@ -246,7 +258,7 @@ class HttpAgentReward:
             return RewardBatch(rewards, self.last_reasons, [r.get("run_id") or None for r in results],
                                agent_components(results), [r.get("usage") or {} for r in results])
         except Exception as exc:  # any failure -> every item ineligible, with the reason
-            reason = f"http reward failed: {type(exc).__name__}: {exc}"
+            reason = f"http reward failed ({url}): {type(exc).__name__}: {exc}"
             self.last_reasons = [[reason] for _ in videos]
             return RewardBatch([None] * len(videos), self.last_reasons)
 
