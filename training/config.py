@@ -18,7 +18,7 @@ from typing import Any, Literal
 
 CONFIG_DIR = Path(__file__).resolve().parent / "configs"
 
-RewardName = Literal["brightness", "motion", "agent", "http"]
+RewardName = Literal["brightness", "motion", "agent", "http", "sum"]
 
 
 class ConfigError(ValueError):
@@ -185,7 +185,7 @@ class TrainConfig:
     # --- reward -----------------------------------------------------------------------------
     reward: RewardName | None = None
     """Reward adapter: brightness / motion (verifiable, on decoded frames), agent (graph.ascore_videos
-    in process) or http (reward service). Required."""
+    in process), http (reward service) or sum (a weighted sum of those, training/sum_reward.py). Required."""
     reward_options: dict[str, Any] = field(default_factory=dict)
     """Keyword options of the adapter (see training/rewards.py)."""
     reward_overlap: Literal["groups", "off"] = "groups"

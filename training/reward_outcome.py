@@ -40,9 +40,9 @@ class RewardBatch:
     agent adapters give ``T``, ``P``, ``V``, ``failure`` and ``unverifiable``. Logged per rollout
     (rewards.jsonl) and as the mean over eligible rewards (``reward_<name>_mean``), never trained on."""
     usage: list[dict[str, int]] | None = None
-    """Per video, what scoring it cost (the agent: ``calls``, ``images``, ``input_tokens``,
-    ``output_tokens``); summed over an iteration's clips, ineligible ones included, as
-    ``reward_usage_<key>``."""
+    """What scoring the batch cost, as records the trainer adds up (the agent: one per video with
+    ``calls``, ``images``, ``input_tokens``, ``output_tokens``); summed over an iteration's clips,
+    ineligible ones included, as ``reward_usage_<key>``."""
 
 
 class RewardLengthError(ValueError):

@@ -307,6 +307,11 @@ def build_reward(name: str, options: dict[str, Any], *, token: str | None = None
             http = HttpAgentReward(token=token, **{k: v for k, v in options.items() if k != "token_env"})
             http.wait_until_reachable()
             return http
+        if name == "sum":  # training/sum_reward.py: each part built (and checked) as if it were the reward
+            from training.sum_reward import build_sum_reward
+
+            return build_sum_reward(options, build_reward, token=token, agent_settings=agent_settings,
+                                    agent_tools=agent_tools)
     except TypeError as exc:
         raise ValueError(f"reward {name!r}: bad reward_options {options}: {exc}") from None
-    raise ValueError(f"unknown reward {name!r}; expected brightness, motion, agent or http")
+    raise ValueError(f"unknown reward {name!r}; expected brightness, motion, agent, http or sum")

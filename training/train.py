@@ -46,15 +46,23 @@ def _single_process_env() -> None:
 
 
 def reward_token(cfg: TrainConfig) -> str | None:
-    """The http reward's bearer token from the variable named in reward_options.token_env."""
-    name = cfg.reward_options.get("token_env") if cfg.reward == "http" else None
+    """The http reward's bearer token from the variable named in reward_options.token_env (a sum's applies
+    to its http parts)."""
+    name = cfg.reward_options.get("token_env") if cfg.reward in ("http", "sum") else None
     return os.environ.get(str(name)) if name else None
+
+
+def uses_agent(cfg: TrainConfig) -> bool:
+    """Whether the reward is the agent, or a sum with an agent part (it then needs the RAA_* settings)."""
+    from training.sum_reward import used_rewards
+
+    return "agent" in used_rewards(cfg.reward, cfg.reward_options)
 
 
 def reward_settings(cfg: TrainConfig) -> Any:
     """The agent reward's `BackboneSettings` from the environment (None for other rewards); raises
     ConfigError for an invalid `RAA_*` value or an unconfigured endpoint."""
-    if cfg.reward != "agent":
+    if not uses_agent(cfg):
         return None
     from graph.settings import BackboneSettings, SettingsError
 
@@ -75,7 +83,7 @@ def reward_settings(cfg: TrainConfig) -> Any:
 def reward_tools(cfg: TrainConfig) -> Any:
     """The agent reward's evidence tools, a lazy `tools.toolbox.Toolbox` from the `RAA_*` tool settings
     (None for other rewards); ConfigError for a value that does not parse."""
-    if cfg.reward != "agent":
+    if not uses_agent(cfg):
         return None
     from tools.settings import ToolSettings
     from tools.toolbox import Toolbox

@@ -1,0 +1,109 @@
+"""reward: sum (training/sum_reward.py): checked parts, the weighted sum on hand values, ineligibility
+that is never made up, components and usage of the parts, and a smoke run that logs each term."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from training.rewards import BrightnessReward, MotionReward, RewardBatch, build_reward, call_reward
+from training.sum_reward import SumPart, SumReward, parse_parts, used_rewards
+
+ROOT = Path(__file__).resolve().parents[1]
+SMOKE = ROOT / "training" / "configs" / "smoke.yaml"
+
+
+def _clips() -> list[np.ndarray]:
+    rng = np.random.default_rng(0)
+    return [rng.integers(0, 255, (5, 16, 16, 3), dtype=np.uint8), np.full((5, 16, 16, 3), 200, np.uint8)]
+
+
+@pytest.mark.parametrize(("options", "match"), [
+    ({}, "needs reward_options.parts"),
+    ({"parts": []}, "needs reward_options.parts"),
+    ({"parts": [{"weight": 1.0}]}, "part 0 must be"),
+    ({"parts": [{"reward": "motion", "scale": 2}]}, "part 0 must be"),
+    ({"parts": [{"reward": "sum"}]}, "part 0 is a sum itself"),
+    ({"parts": [{"reward": "motion", "weight": float("nan")}]}, "weight must be a finite number"),
+    ({"parts": [{"reward": "motion", "weight": True}]}, "weight must be a finite number"),
+    ({"parts": [{"reward": "motion"}, {"reward": "motion"}]}, "part 1 label 'motion' must be a distinct"),
+    ({"parts": [{"reward": "motion", "label": "a-b"}]}, "label 'a-b'"),
+    ({"parts": [{"reward": "motion", "options": [1]}]}, "options must be a mapping"),
+    ({"parts": [{"reward": "motion"}], "weights": [1]}, "unknown reward_options"),
+])
+def test_bad_parts_are_named(options, match):
+    with pytest.raises(ValueError, match=match):
+        parse_parts(options)
+
+
+def test_a_part_with_bad_options_stops_the_build():
+    with pytest.raises(ValueError, match="reward 'motion': bad reward_options"):
+        build_reward("sum", {"parts": [{"reward": "brightness"}, {"reward": "motion", "options": {"colour": 1}}]})
+
+
+def test_the_weighted_sum_of_its_parts_with_each_term_logged():
+    clips = _clips()
+    fn = build_reward("sum", {"parts": [{"reward": "brightness", "weight": 1.0},
+                                        {"reward": "motion", "weight": -0.5, "label": "moving"}]})
+    out = call_reward(fn, "sum", clips, ["a", "b"])
+    bright, moving = BrightnessReward()(clips, ["a", "b"]), MotionReward()(clips, ["a", "b"])
+    assert out.rewards == pytest.approx([b - 0.5 * m for b, m in zip(bright, moving, strict=True)])
+    assert out.components == {"brightness": pytest.approx(bright), "moving": pytest.approx(moving)}
+
+
+def test_a_clip_missing_a_term_is_ineligible_and_says_which():
+    def flaky(videos, prompts, **meta):
+        return RewardBatch([0.5, None], [[], ["observe: timeout"]], ["run-a", "run-b"], {"T": [1.0, 0.2]},
+                           [{"calls": 3}, {"calls": 4}])
+
+    async def steady(videos, prompts, **meta):
+        return [0.25] * len(videos)
+
+    def broken(videos, prompts, **meta):
+        raise RuntimeError("disk full")
+
+    fn = SumReward([SumPart("agent", 2.0, flaky, "agent"), SumPart("steady", 1.0, steady, "motion")])
+    out = call_reward(fn, "sum", _clips(), ["a", "b"])
+    assert out.rewards == [pytest.approx(1.25), None]  # never 0.25 for the clip the agent could not judge
+    assert "agent: reward 'agent' returned None (ineligible): observe: timeout" in out.reasons[1]
+    assert out.run_ids == ["run-a", "run-b"] and out.usage == {"calls": 7}
+    assert out.components == {"agent": [0.5, None], "agent_T": [1.0, None], "steady": [0.25, None]}
+    out = call_reward(SumReward([SumPart("steady", 1.0, steady, "motion"), SumPart("disk", 1.0, broken, "motion")]),
+                      "sum", _clips(), ["a", "b"])
+    assert out.rewards == [None, None] and "disk: reward 'disk' raised RuntimeError: disk full" in out.reasons[0]
+
+
+def test_used_rewards_lists_the_parts():
+    assert used_rewards("agent", {}) == {"agent"} and used_rewards(None, {}) == set()
+    assert used_rewards("sum", {"parts": [{"reward": "agent"}, {"reward": "motion"}, "junk"]}) == {"agent", "motion"}
+
+
+def _train(out: Path, *extra: str, env_extra: dict | None = None) -> subprocess.CompletedProcess:
+    env = {k: v for k, v in os.environ.items() if k not in ("RANK", "WORLD_SIZE", "LOCAL_RANK") and
+           not k.startswith("RAA_")}
+    cmd = [sys.executable, "-m", "training.train", "--config", str(SMOKE), "--output_dir", str(out), "--progress",
+           "false", "--tensorboard", "false", "--export", "none", "--checkpoint_every", "2", "--max_iterations", "2",
+           "--reward", "sum", *extra]
+    return subprocess.run(cmd, cwd=ROOT, env={**env, "OMP_NUM_THREADS": "1", **(env_extra or {})},
+                          capture_output=True, text=True, timeout=600)
+
+
+def test_a_smoke_run_logs_each_term_of_its_sum(tmp_path):
+    proc = _train(tmp_path / "run", "--reward_options",
+                  "{parts: [{reward: brightness, weight: 1.0, options: {region: [0.0, 0.0, 1.0, 0.5]}}, "
+                  "{reward: motion, weight: 0.5}]}")
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    for row in (json.loads(line) for line in (tmp_path / "run" / "metrics.jsonl").read_text().splitlines()):
+        assert row["eligible_fraction"] == 1.0
+        assert row["reward_mean"] == pytest.approx(row["reward_brightness_mean"] + 0.5 * row["reward_motion_mean"])
+
+
+def test_a_sum_with_an_agent_part_needs_the_agents_endpoint(tmp_path):
+    proc = _train(tmp_path / "run", "--reward_options", "{parts: [{reward: agent}, {reward: motion}]}")
+    assert proc.returncode == 2 and "reward: agent needs its backbone endpoint" in proc.stderr

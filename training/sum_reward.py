@@ -1,0 +1,141 @@
+"""``reward: sum``: a weighted sum of other rewards, e.g. the agent plus a cheap verifiable term.
+
+Config (``reward_options``)::
+
+    reward: sum
+    reward_options:
+      token_env: MY_TOKEN          # optional: the bearer token of the sum's http parts
+      parts:
+        - {reward: agent, weight: 1.0, options: {preset: full}}
+        - {reward: motion, weight: 0.25, label: moving, options: {region: [0.0, 0.0, 1.0, 1.0]}}
+
+Each part is built as if it were the run's reward (``training.rewards.build_reward``: its options are
+checked and an agent or http part is built and checked at start). Every part scores every clip, all
+parts at once (a sync part runs in a worker thread, an async one on the reward loop), and
+
+    R = sum_i w_i * R_i
+
+Decisions where the issue was silent:
+
+* A clip is ineligible when any part is ineligible for it: a sum without one of its terms would be a
+  different reward, so it is never made up from the others (the reasons name the part). A part that
+  raises makes its items ineligible, not the run.
+* Each part's reward is logged as a component named by its ``label`` (default: the reward's name;
+  labels must be distinct identifiers), and a part's own components as ``<label>_<name>`` (the
+  agent's ``agent_T`` ...), so ``reward_<label>_mean`` shows which term moved; usage adds up; the run
+  ids are the first part's that has them (the agent's trace).
+* Parts cannot be sums themselves (one level is enough to write any weighted sum).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+import math
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from training.reward_outcome import RewardBatch, RewardOutcome, check_reward_output, failed_outcome
+
+PART_KEYS = {"reward", "weight", "label", "options"}
+
+
+@dataclass
+class SumPart:
+    """One weighted term of a SumReward."""
+
+    label: str
+    """Its name in logs and reasons."""
+    weight: float
+    """Its weight w_i."""
+    fn: Callable[..., Any]
+    """The built reward callable."""
+    name: str
+    """The reward's name (as in ``reward:``)."""
+
+
+def parse_parts(options: dict[str, Any]) -> list[dict[str, Any]]:
+    """The ``parts`` of a sum's options, checked (ValueError naming the problem); pure."""
+    unknown = set(options) - {"parts", "token_env"}
+    if unknown:
+        raise ValueError(f"reward 'sum': unknown reward_options {sorted(unknown)}; expected parts (and token_env)")
+    parts = options.get("parts")
+    if not isinstance(parts, list) or not parts:
+        raise ValueError("reward 'sum' needs reward_options.parts: a non-empty list of "
+                         "{reward: NAME, weight: W, options: {...}}")
+    labels: list[str] = []
+    out = []
+    for i, part in enumerate(parts):
+        if not isinstance(part, dict) or "reward" not in part or set(part) - PART_KEYS:
+            raise ValueError(f"reward 'sum': part {i} must be {{reward, weight, label?, options?}}, got {part!r}")
+        if part["reward"] == "sum":
+            raise ValueError(f"reward 'sum': part {i} is a sum itself; write its terms into this one")
+        weight = part.get("weight", 1.0)
+        if isinstance(weight, bool) or not isinstance(weight, int | float) or not math.isfinite(weight):
+            raise ValueError(f"reward 'sum': part {i} weight must be a finite number, got {weight!r}")
+        label = part.get("label", part["reward"])
+        if not isinstance(label, str) or not label.isidentifier() or label in labels:
+            raise ValueError(f"reward 'sum': part {i} label {label!r} must be a distinct identifier "
+                             "(set label: when two parts use the same reward)")
+        options_i = part.get("options", {})
+        if not isinstance(options_i, dict):
+            raise ValueError(f"reward 'sum': part {i} options must be a mapping, got {options_i!r}")
+        labels.append(label)
+        out.append({"reward": str(part["reward"]), "weight": float(weight), "label": label, "options": options_i})
+    return out
+
+
+def used_rewards(reward: str | None, options: dict[str, Any]) -> set[str]:
+    """The reward names a config uses: its own, or for a sum its parts' (what the entry point prepares
+    settings for); no checks."""
+    if reward != "sum":
+        return {reward} if reward else set()
+    parts = options.get("parts") if isinstance(options.get("parts"), list) else []
+    return {str(p["reward"]) for p in parts if isinstance(p, dict) and "reward" in p}
+
+
+@dataclass
+class SumReward:
+    """R = sum_i w_i R_i over its parts (module docstring); async."""
+
+    parts: list[SumPart]
+    """The terms, in config order."""
+
+    async def _score(self, part: SumPart, videos: list[np.ndarray], prompts: list[str],
+                     meta: dict[str, Any]) -> RewardOutcome:
+        try:
+            raw = await asyncio.to_thread(part.fn, videos, prompts, **meta)  # a sync part off the loop
+            if inspect.isawaitable(raw):
+                raw = await raw
+            return check_reward_output(raw, part.label, len(videos))
+        except Exception as exc:  # this part's items ineligible, not the run
+            return failed_outcome(exc, part.label, len(videos))
+
+    async def __call__(self, videos: Sequence[np.ndarray], prompts: Sequence[str], **meta: Any) -> RewardBatch:
+        clips, texts = list(videos), list(prompts)
+        outcomes = await asyncio.gather(*(self._score(p, clips, texts, meta) for p in self.parts))
+        rewards: list[float | None] = []
+        reasons: list[list[str]] = []
+        for i in range(len(clips)):
+            values = [o.rewards[i] for o in outcomes]
+            missing = [f"{p.label}: {o.reasons[i] or 'ineligible'}" for p, o in zip(self.parts, outcomes, strict=True)
+                       if o.rewards[i] is None]
+            rewards.append(None if missing else sum(p.weight * v for p, v in zip(self.parts, values, strict=True)))
+            reasons.append(missing)
+        components: dict[str, list[Any]] = {}
+        for part, outcome in zip(self.parts, outcomes, strict=True):
+            components[part.label] = list(outcome.rewards)
+            for key, values in outcome.components.items():
+                components[f"{part.label}_{key}"] = list(values)
+        run_ids = next((o.run_ids for o in outcomes if any(o.run_ids)), None)
+        return RewardBatch(rewards, reasons, run_ids, components, [o.usage for o in outcomes])
+
+
+def build_sum_reward(options: dict[str, Any], build: Callable[..., Any], **context: Any) -> SumReward:
+    """A SumReward whose parts ``build(name, options, **context)`` makes (``training.rewards.build_reward``
+    with the entry point's token and agent settings); ValueError naming the problem."""
+    return SumReward([SumPart(p["label"], p["weight"], build(p["reward"], p["options"], **context), p["reward"])
+                      for p in parse_parts(options)])
