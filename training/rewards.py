@@ -24,7 +24,12 @@ Adapters:
   one result per item, same order; `raa serve-reward` serves it for the reward agent. Transient
   failures (connection errors, timeouts, 429/502/503/504) are retried ``retries`` times with
   backoff; then, or at once for any other error status or a malformed body, the whole batch is
-  ineligible (with the reason kept in ``last_reasons``), never a made-up reward.
+  ineligible (with the reason kept in ``last_reasons``), never a made-up reward. ``url`` may be a
+  list: rank r posts to ``url[r % len(url)]``.
+* ``reward: sum`` -- a weighted sum of the above (:class:`training.sum_reward.SumReward`).
+
+The agent adapters also report each clip's T, P, V and gate inputs (``RewardBatch.components``) and
+what scoring cost (``RewardBatch.usage``), which the trainer logs.
 
 :func:`call_reward` (training/reward_outcome.py, re-exported here with the rest of the reward contract)
 wraps any RewardFn: awaits coroutines, checks the list length (a wrong length is a
