@@ -304,7 +304,7 @@ def test_all_ineligible_rewards_skip_the_update(tmp_path):
     # why: every ineligible reward with its prompt and the adapter's reason, and a line on the console
     why = [json.loads(x) for x in (out / "ineligible.jsonl").read_text().splitlines()]
     assert [w["iteration"] for w in why] == [1] * 8 + [2] * 8 and all(w["prompt"] for w in why)
-    assert all("returned None (ineligible): http reward failed:" in w["reason"] and "Connection refused"
+    assert all("returned None (ineligible): http reward failed (http://127.0.0.1:9/score):" in w["reason"] and "Connection refused"
                in w["reason"] and "after 3 attempts" in w["reason"] for w in why)
     assert "iteration 1: every reward was ineligible (no update); e.g. reward 'http'" in proc.stdout
     proc = launch("--max_iterations", "3", "--resume", "--learning_rate", "0.5")
