@@ -152,6 +152,8 @@ def test_a_run_without_held_out_evaluation_still_renders(tmp_path):
     html = write_training_report(out, tmp_path / "x" / "r.html").read_text()
     assert "no held-out evaluation" in html and 'id="held-out-table"' not in html and "none" in html
     assert "none saved (rollout_videos_every)" in html
+    (out / "config.yaml").write_text("backend: [unclosed")
+    assert "? · ? · ?" in render_training_report(out)  # an unreadable config: the page still renders
 
 
 @pytest.mark.browser

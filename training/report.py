@@ -118,7 +118,10 @@ def read_run(run_dir: Path) -> RunFiles:
         latest = max(r["iteration"] for r in saved)
         files.rollouts = [r for r in saved if r["iteration"] == latest]
     if (run_dir / "config.yaml").is_file():
-        loaded = yaml.safe_load((run_dir / "config.yaml").read_text(encoding="utf-8"))
+        try:
+            loaded = yaml.safe_load((run_dir / "config.yaml").read_text(encoding="utf-8"))
+        except yaml.YAMLError:  # a torn or hand-edited file: the page shows "?" for the run's settings
+            loaded = None
         files.config = loaded if isinstance(loaded, dict) else {}
     return files
 
