@@ -84,6 +84,13 @@ def test_failures_keep_call_reward_semantics():
         with pytest.raises(ValueError, match="3 videos but 2 prompts"):
             runner.submit(CLIPS, ["x"] * 2)
 
+    def short_inside(videos, prompts, **meta):  # a reward that itself checks a part (reward: sum) and finds it short
+        raise RewardLengthError("reward 'part' returned 1 values for 3 videos")
+
+    with RewardRunner(short_inside, "sum") as runner:  # an error, not three ineligible rewards
+        with pytest.raises(RewardLengthError, match="reward 'part' returned 1 values"):
+            runner.submit(CLIPS, ["x"] * 3).result(timeout=30)
+
 
 def test_close_cancels_what_is_running_and_refuses_more():
     running = threading.Event()

@@ -12,7 +12,14 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from training.rewards import BrightnessReward, MotionReward, RewardBatch, build_reward, call_reward
+from training.rewards import (
+    BrightnessReward,
+    MotionReward,
+    RewardBatch,
+    RewardLengthError,
+    build_reward,
+    call_reward,
+)
 from training.sum_reward import SumPart, SumReward, parse_parts, used_rewards
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -77,6 +84,9 @@ def test_a_clip_missing_a_term_is_ineligible_and_says_which():
     out = call_reward(SumReward([SumPart("steady", 1.0, steady, "motion"), SumPart("disk", 1.0, broken, "motion")]),
                       "sum", _clips(), ["a", "b"])
     assert out.rewards == [None, None] and "disk: reward 'disk' raised RuntimeError: disk full" in out.reasons[0]
+    short = SumReward([SumPart("steady", 1.0, steady, "motion"), SumPart("short", 1.0, lambda v, p, **m: [0.1], "x")])
+    with pytest.raises(RewardLengthError, match="reward 'short' returned 1 values for 2 videos"):
+        call_reward(short, "sum", _clips(), ["a", "b"])
 
 
 def test_used_rewards_lists_the_parts():

@@ -97,6 +97,8 @@ def call_reward(fn: RewardFn, name: str, videos: Sequence[np.ndarray], prompts: 
         raise ValueError(f"reward {name!r}: {len(videos)} videos but {len(prompts)} prompts")
     try:
         raw = _run(fn(list(videos), list(prompts), **meta))
+    except RewardLengthError:  # a part of a sum answered with the wrong length: an error, as here
+        raise
     except Exception as exc:
         return failed_outcome(exc, name, len(videos))
     return check_reward_output(raw, name, len(videos))

@@ -36,7 +36,14 @@ from typing import Any
 import numpy as np
 
 from graph.bridge import sync_loop
-from training.reward_outcome import RewardFn, RewardOutcome, check_reward_output, failed_outcome, sum_usage
+from training.reward_outcome import (
+    RewardFn,
+    RewardLengthError,
+    RewardOutcome,
+    check_reward_output,
+    failed_outcome,
+    sum_usage,
+)
 
 
 class RewardRunner:
@@ -67,6 +74,8 @@ class RewardRunner:
             raw = await asyncio.to_thread(self.fn, videos, prompts, **meta)
             if inspect.isawaitable(raw):
                 raw = await raw
+        except RewardLengthError:  # as call_reward: a wrong length is an error, also from a sum's part
+            raise
         except Exception as exc:
             return failed_outcome(exc, self.name, len(videos))
         return check_reward_output(raw, self.name, len(videos))

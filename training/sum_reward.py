@@ -23,7 +23,8 @@ Decisions where the issue was silent:
 * Each part's reward is logged as a component named by its ``label`` (default: the reward's name;
   labels must be distinct identifiers), and a part's own components as ``<label>_<name>`` (the
   agent's ``agent_T`` ...), so ``reward_<label>_mean`` shows which term moved; usage adds up; the run
-  ids are the first part's that has them (the agent's trace).
+  ids are the first part's that has them (the agent's trace). A part that returns the wrong number of
+  rewards is a ``RewardLengthError`` naming it, as it would be as the run's reward.
 * Parts cannot be sums themselves (one level is enough to write any weighted sum).
 """
 
@@ -110,9 +111,9 @@ class SumReward:
             raw = await asyncio.to_thread(part.fn, videos, prompts, **meta)  # a sync part off the loop
             if inspect.isawaitable(raw):
                 raw = await raw
-            return check_reward_output(raw, part.label, len(videos))
         except Exception as exc:  # this part's items ineligible, not the run
             return failed_outcome(exc, part.label, len(videos))
+        return check_reward_output(raw, part.label, len(videos))  # a wrong length is an error, as for any reward
 
     async def __call__(self, videos: Sequence[np.ndarray], prompts: Sequence[str], **meta: Any) -> RewardBatch:
         clips, texts = list(videos), list(prompts)
