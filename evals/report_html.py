@@ -101,3 +101,48 @@ def line_chart(xs: Sequence[float], ys: Sequence[float], *, chart_id: str, highl
     return (f"<svg id=\"{esc(chart_id)}\" xmlns=\"http://www.w3.org/2000/svg\" width=\"{width}\" height=\"{height}\" "
             f"viewBox=\"0 0 {width} {height}\" style=\"background:#fff\">{axes}{ticks}"
             f"<polyline fill=\"none\" stroke=\"#2c5aa0\" stroke-width=\"2\" points=\"{pts}\"/>{marks}</svg>")
+
+
+PALETTE = ("#2c5aa0", "#c0392b", "#2e8b57", "#d4a017", "#7d3c98", "#16a085", "#6b7382", "#e67e22")
+"""Series colours of `multi_line_chart`, in order (repeating after eight)."""
+
+
+def multi_line_chart(series: Sequence[tuple[str, Sequence[float], Sequence[float]]], *, chart_id: str,
+                     width: int = 520, height: int = 200, x_label: str = "") -> str:
+    """An inline SVG chart of several (label, xs, ys) polylines on shared axes, with a legend. Series k has
+    colour PALETTE[k] whether or not the others have points, so a run keeps its colour across charts."""
+    drawn = [(k, label, xs, ys) for k, (label, xs, ys) in enumerate(series) if xs]
+    if not drawn:
+        return f"<svg id=\"{esc(chart_id)}\" width=\"{width}\" height=\"40\"><text x=\"8\" y=\"24\">no data</text></svg>"
+    pad_l, pad_r, pad_t, pad_b = 52, 16, 12 + 14 * len(drawn), 36
+    all_x = [x for _, _, xs, _ in drawn for x in xs]
+    all_y = [y for _, _, _, ys in drawn for y in ys]
+    x0, x1 = min(all_x), max(all_x)
+    y0, y1 = min(0.0, min(all_y)), max(all_y)
+    x1 = x1 if x1 > x0 else x0 + 1
+    y1 = y1 if y1 > y0 else y0 + 1e-6
+    height = max(height, pad_t + pad_b + 80)
+
+    def px(x: float) -> float:
+        return pad_l + (x - x0) / (x1 - x0) * (width - pad_l - pad_r)
+
+    def py(y: float) -> float:
+        return height - pad_b - (y - y0) / (y1 - y0) * (height - pad_t - pad_b)
+
+    lines, legend = [], []
+    for row, (k, label, xs, ys) in enumerate(drawn):
+        colour = PALETTE[k % len(PALETTE)]
+        pts = " ".join(f"{px(x):.1f},{py(y):.1f}" for x, y in zip(xs, ys, strict=True))
+        lines.append(f"<polyline class=\"series\" fill=\"none\" stroke=\"{colour}\" stroke-width=\"2\" points=\"{pts}\">"
+                     f"<title>{esc(label)}</title></polyline>")
+        legend.append(f"<text x=\"{pad_l + 6}\" y=\"{14 + 14 * row}\" font-size=\"12\" fill=\"{colour}\">{esc(label)}</text>")
+    axes = (f"<line x1=\"{pad_l}\" y1=\"{height - pad_b}\" x2=\"{width - pad_r}\" y2=\"{height - pad_b}\" "
+            f"stroke=\"#888\"/><line x1=\"{pad_l}\" y1=\"{pad_t}\" x2=\"{pad_l}\" y2=\"{height - pad_b}\" stroke=\"#888\"/>")
+    ticks = (f"<text x=\"{pad_l - 6}\" y=\"{py(y1) + 4:.1f}\" text-anchor=\"end\" font-size=\"11\">{y1:.3g}</text>"
+             f"<text x=\"{pad_l - 6}\" y=\"{py(y0) + 4:.1f}\" text-anchor=\"end\" font-size=\"11\">{y0:.3g}</text>"
+             f"<text x=\"{px(x0):.1f}\" y=\"{height - pad_b + 14}\" font-size=\"11\">{x0:g}</text>"
+             f"<text x=\"{px(x1):.1f}\" y=\"{height - pad_b + 14}\" text-anchor=\"end\" font-size=\"11\">{x1:g}</text>"
+             f"<text x=\"{(pad_l + width) / 2:.0f}\" y=\"{height - 4}\" text-anchor=\"middle\" font-size=\"12\">"
+             f"{esc(x_label)}</text>")
+    return (f"<svg id=\"{esc(chart_id)}\" xmlns=\"http://www.w3.org/2000/svg\" width=\"{width}\" height=\"{height}\" "
+            f"viewBox=\"0 0 {width} {height}\" style=\"background:#fff\">{axes}{ticks}{''.join(lines)}{''.join(legend)}</svg>")

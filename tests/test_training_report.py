@@ -117,10 +117,10 @@ def test_frame_strip_shows_uniform_frames_in_order(tmp_path):
 
 
 def test_long_series_are_thinned_to_evenly_spaced_points(tmp_path):
-    from training.report import MAX_POINTS, _series
+    from training.report import MAX_POINTS, metric_series
 
     rows = [{"iteration": i, "reward_mean": i / 3000} for i in range(1, 3001)]
-    xs, ys = _series(rows, "reward_mean")
+    xs, ys = metric_series(rows, "reward_mean")
     assert len(xs) == MAX_POINTS and xs[0] == 1.0 and xs[-1] == 3000.0 and ys[-1] == 1.0
     assert max(np.diff(xs)) - min(np.diff(xs)) <= 1.0  # evenly spaced
     out = tmp_path / "long"
@@ -176,3 +176,30 @@ def test_training_report_renders_in_headless_chromium(run, tmp_path):
     assert all(f'id="{i}"' in dom for i in ("run-header", "curve-reward_T_mean", "held-out-table", "rollouts-table",
                                             "ineligible"))
     assert dom.count('class="strip"') == 2
+
+
+def test_runs_compare_on_one_page(run, tmp_path, capsys):
+    """Two runs: a table row each, a line per run in every chart a run has data for, the held-out means."""
+    from training.compare_runs import render_comparison, run_labels
+
+    other = tmp_path / "other" / "run"  # the same folder name as `run`: labels take the parent too
+    other.mkdir(parents=True)
+    _lines(other / "metrics.jsonl", [{"iteration": i, "reward_mean": 0.2 * i, "approx_kl": 0.01} for i in (1, 2)])
+    _lines(other / "eval.jsonl", [{"iteration": 0, "eval_reward_mean": 0.3}])
+    labels = run_labels([run, other])
+    assert labels == [f"{run.parent.name}/run", "other/run"]
+    html = render_comparison([run, other])
+    for element in ("runs", "curves", "compare-reward_mean", "compare-reward_T_mean", "compare-approx_kl",
+                    "held-out-compare"):
+        assert f'id="{element}"' in html, element
+    charts = {m.group(1): m.group(2) for m in re.finditer(r'<svg id="(compare-[^"]+|held-out-compare)"(.*?)</svg>', html)}
+    assert charts["compare-reward_mean"].count('class="series"') == 2  # both runs
+    assert charts["compare-reward_T_mean"].count('class="series"') == 1  # only `run` logged it
+    assert charts["compare-approx_kl"].count('class="series"') == 1  # only `other`
+    assert 'stroke="#c0392b"' in charts["compare-approx_kl"] and "#2c5aa0" not in charts["compare-approx_kl"]  # its colour
+    assert charts["held-out-compare"].count('class="series"') == 2
+    assert "iter_000002 (0.7000)" in html and "2 of ?" in html  # best held-out; `other` has no config.yaml
+    assert main(["--run", str(run), "--run", str(other)]) == 2 and "needs --out" in capsys.readouterr().err
+    assert main(["--run", str(run), "--run", str(other), "--out", str(tmp_path / "c.html")]) == 0
+    assert (tmp_path / "c.html").read_text().count('class="series"') >= 6
+    assert main(["--run", str(run), "--run", str(tmp_path / "nope"), "--out", str(tmp_path / "d.html")]) == 2

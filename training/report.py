@@ -1,4 +1,5 @@
-"""Self-contained HTML report of a training run: ``python -m training.report --run OUTPUT_DIR``.
+"""Self-contained HTML report of a training run: ``python -m training.report --run OUTPUT_DIR``
+(with several ``--run`` and ``--out FILE``, their curves on one page: training/compare_runs.py).
 
 One file (``OUTPUT_DIR/report.html`` unless ``--out``) that answers "is this run learning the task?"
 without TensorBoard or W&B, e.g. on a cluster's login node. Sections (element ids in brackets):
@@ -126,7 +127,7 @@ def read_run(run_dir: Path) -> RunFiles:
     return files
 
 
-def _number(value: Any) -> float | None:
+def finite_or_none(value: Any) -> float | None:
     return float(value) if isinstance(value, int | float) and math.isfinite(value) else None
 
 
@@ -150,9 +151,9 @@ def _header(files: RunFiles) -> str:
     return section("run-header", f"Training run {files.run_dir.resolve().name}", table(["", "value"], facts))
 
 
-def _series(rows: list[dict[str, Any]], key: str) -> tuple[list[float], list[float]]:
+def metric_series(rows: list[dict[str, Any]], key: str) -> tuple[list[float], list[float]]:
     """(iterations, values) of ``key``, at most MAX_POINTS of them (module docstring)."""
-    pairs = [(float(r["iteration"]), v) for r in rows if (v := _number(r.get(key))) is not None]
+    pairs = [(float(r["iteration"]), v) for r in rows if (v := finite_or_none(r.get(key))) is not None]
     if len(pairs) > MAX_POINTS:
         pairs = [pairs[round(k * (len(pairs) - 1) / (MAX_POINTS - 1))] for k in range(MAX_POINTS)]
     return [x for x, _ in pairs], [y for _, y in pairs]
@@ -165,7 +166,7 @@ def _curves(files: RunFiles) -> str:
     keys = [CURVES[0], *components, *CURVES[1:], *usage]
     charts = []
     for key in keys:
-        xs, ys = _series(rows, key)
+        xs, ys = metric_series(rows, key)
         if xs:
             charts.append(f"<div><b>{esc(key)}</b><br>" + line_chart(xs, ys, chart_id=f"curve-{key}", width=400,
                                                                      height=170, x_label="iteration") + "</div>")
@@ -206,13 +207,13 @@ def _cell(row: dict[str, Any] | None, run_dir: Path, frames: int, note: str = ""
     if row is None:
         return "<span class=\"muted\">not evaluated</span>"
     reward = row.get("reward")
-    text = f"<b>{esc(fmt(_number(reward)))}</b>" if reward is not None else \
+    text = f"<b>{esc(fmt(finite_or_none(reward)))}</b>" if reward is not None else \
         f"<span class=\"badge ineligible\">ineligible</span> <span class=\"muted\">{esc(row.get('reason'))}</span>"
     if note:
         text += f" <span class=\"muted\">{esc(note)}</span>"
     comps = row.get("components") or {}
     if comps:
-        text += "<br><span class=\"muted\">" + esc(" ".join(f"{k} {fmt(_number(v), 2)}" for k, v in comps.items())) + "</span>"
+        text += "<br><span class=\"muted\">" + esc(" ".join(f"{k} {fmt(finite_or_none(v), 2)}" for k, v in comps.items())) + "</span>"
     if row.get("run_id"):  # the agent's trace of this judgment: `raa report RUN_ID` on the host that scored it
         text += f"<br><code class=\"run\">raa report {esc(row['run_id'])}</code>"
     if row.get("video"):
@@ -227,9 +228,9 @@ def _held_out(files: RunFiles, columns: int, frames: int) -> str:
     if not files.evals:
         return section("held-out", "Held-out evaluation",
                        "<p class=\"muted\">no held-out evaluation (set eval_every and eval_dataset)</p>")
-    xs, ys = _series(files.evals, "eval_reward_mean")
+    xs, ys = metric_series(files.evals, "eval_reward_mean")
     chart = line_chart(xs, ys, chart_id="held-out-curve", x_label="iteration", y_label="eval_reward_mean")
-    means = {int(r["iteration"]): _number(r.get("eval_reward_mean")) for r in files.evals}
+    means = {int(r["iteration"]): finite_or_none(r.get("eval_reward_mean")) for r in files.evals}
     scored = {it: m for it, m in means.items() if m is not None}
     best = max(scored, key=lambda it: (scored[it], it)) if scored else None
     shown = _columns(sorted(means), best, columns)
@@ -253,7 +254,7 @@ def _rollouts(files: RunFiles, frames: int) -> str:
         groups.setdefault((int(row.get("rank", 0)), int(row.get("group", 0))), []).append(row)
     body = []
     for (rank, group), members in sorted(groups.items()):
-        cells = [_cell(row, files.run_dir, frames, f"advantage {fmt(_number(row.get('advantage')), 2)}")
+        cells = [_cell(row, files.run_dir, frames, f"advantage {fmt(finite_or_none(row.get('advantage')), 2)}")
                  for row in sorted(members, key=lambda r: r.get("sample", 0))]
         body.append([f"<b>rank {rank} group {group}</b><br>{esc(members[0].get('prompt', ''))}", "<br>".join(cells)])
     iteration = files.rollouts[0]["iteration"]
@@ -292,13 +293,21 @@ def write_training_report(run_dir: Path, out: Path | None = None, *, columns: in
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m training.report",
                                      description="Write a self-contained HTML report of a training run.")
-    parser.add_argument("--run", required=True, type=Path, help="the run's output_dir")
+    parser.add_argument("--run", required=True, type=Path, action="append",
+                        help="the run's output_dir; repeat it to compare runs on one page (needs --out)")
     parser.add_argument("--out", type=Path, default=None, help="the HTML file (default: RUN/report.html)")
     parser.add_argument("--columns", type=int, default=6, help="held-out evaluations shown in the table (>= 2)")
     parser.add_argument("--frames", type=int, default=4, help="frames per held-out sample strip (>= 1)")
     args = parser.parse_args(argv)
     try:
-        path = write_training_report(args.run, args.out, columns=args.columns, frames=args.frames)
+        if len(args.run) > 1:  # training/compare_runs.py
+            from training.compare_runs import write_comparison
+
+            if args.out is None:
+                raise ValueError(f"comparing {len(args.run)} runs needs --out FILE (there is no one run folder for it)")
+            path = write_comparison(args.run, args.out)
+        else:
+            path = write_training_report(args.run[0], args.out, columns=args.columns, frames=args.frames)
     except (FileNotFoundError, ValueError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2

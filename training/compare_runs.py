@@ -1,0 +1,75 @@
+"""Several training runs on one page: ``python -m training.report --run A --run B [--run C ...] --out FILE``.
+
+An ablation (DynDiff against uniform SDE noise, one preset against another, two learning rates) is read
+side by side: a table of the runs [runs] (reward, progress, best held-out checkpoint, last reward), one
+chart per series any run logged with a line per run [curves] (ids ``compare-<series>``), and the
+held-out means [held-out-compare]. Each run's own page (``python -m training.report --run DIR``) has
+its samples and videos; this page has only the curves.
+
+Decisions where the issue was silent: a run is named by its folder, and by its parent folder too when
+two runs share a folder name; series are charted in the single-run page's order; a run that lacks a
+series simply has no line in that chart; the same point thinning applies (training/report.py).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+
+from evals.report_html import PALETTE, esc, fmt, multi_line_chart, page, section, table
+from training.best import best_checkpoint
+from training.report import CURVES, RunFiles, finite_or_none, metric_series, read_run
+
+
+def run_labels(run_dirs: Sequence[Path]) -> list[str]:
+    """A short distinct name per run: its folder name, with the parent folder when names repeat."""
+    names = [Path(d).resolve().name for d in run_dirs]
+    return [f"{Path(d).resolve().parent.name}/{n}" if names.count(n) > 1 else n for d, n in zip(run_dirs, names, strict=True)]
+
+
+def _runs_table(runs: Sequence[RunFiles], labels: Sequence[str]) -> str:
+    rows = []
+    for k, (files, label) in enumerate(zip(runs, labels, strict=True)):
+        cfg, last = files.config, (files.metrics[-1] if files.metrics else {})
+        best = best_checkpoint(files.run_dir / "checkpoints", files.run_dir / "eval.jsonl")
+        colour = PALETTE[k % len(PALETTE)]
+        rows.append([f"<b style=\"color:{colour}\">{esc(label)}</b>", esc(str(files.run_dir.resolve())),
+                     esc(cfg.get("reward", "?")),
+                     esc(f"{last.get('iteration', 0)} of {cfg.get('max_iterations', '?')}"),
+                     esc(fmt(finite_or_none(last.get("reward_mean")))),
+                     esc(f"{best[0]} ({best[2]:.4f})" if best else "none")])
+    return section("runs", f"{len(runs)} training runs",
+                   table(["run", "output_dir", "reward", "iterations", "last reward_mean", "best held-out"],
+                         rows, raw=True))
+
+
+def render_comparison(run_dirs: Sequence[Path]) -> str:
+    """The comparison page of ``run_dirs`` (at least two; FileNotFoundError naming one that is not a run)."""
+    if len(run_dirs) < 2:
+        raise ValueError(f"a comparison needs at least two runs, got {len(run_dirs)}")
+    runs = [read_run(Path(d)) for d in run_dirs]
+    labels = run_labels(run_dirs)
+    present = {k for files in runs for r in files.metrics for k in r}
+    components = sorted(k for k in present if k.startswith("reward_") and k.endswith("_mean") and k != "reward_mean")
+    usage = sorted(k for k in present if k.startswith("reward_usage_"))
+    charts = []
+    for key in (CURVES[0], *components, *CURVES[1:], *usage):
+        series = [(label, *metric_series(files.metrics, key)) for files, label in zip(runs, labels, strict=True)]
+        if any(xs for _, xs, _ in series):
+            charts.append(f"<div><b>{esc(key)}</b><br>"
+                          + multi_line_chart(series, chart_id=f"compare-{key}", x_label="iteration") + "</div>")
+    curves = section("curves", "Training curves (metrics.jsonl)",
+                     f"<div class=\"grid\">{''.join(charts)}</div>" if charts else "<p class=\"muted\">no iterations yet</p>")
+    held = [(label, *metric_series(files.evals, "eval_reward_mean")) for files, label in zip(runs, labels, strict=True)]
+    held_out = section("held-out", "Held-out eval_reward_mean (eval.jsonl)",
+                       multi_line_chart(held, chart_id="held-out-compare", x_label="iteration"))
+    return page("Training runs: " + ", ".join(labels), _runs_table(runs, labels) + curves + held_out)
+
+
+def write_comparison(run_dirs: Sequence[Path], out: Path) -> Path:
+    """Write the comparison page to ``out``; its path."""
+    html = render_comparison(run_dirs)
+    out = Path(out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(html, encoding="utf-8")
+    return out
