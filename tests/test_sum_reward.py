@@ -50,7 +50,9 @@ def test_bad_parts_are_named(options, match):
 
 
 def test_a_part_with_bad_options_stops_the_build():
-    with pytest.raises(ValueError, match="reward 'motion': bad reward_options"):
+    with pytest.raises(ValueError, match="reward 'sum' part 0 \\(brightnes\\): unknown reward 'brightnes'"):
+        build_reward("sum", {"parts": [{"reward": "brightnes"}]})
+    with pytest.raises(ValueError, match="part 1 \\(motion\\): reward 'motion': bad reward_options"):
         build_reward("sum", {"parts": [{"reward": "brightness"}, {"reward": "motion", "options": {"colour": 1}}]})
 
 

@@ -138,5 +138,11 @@ class SumReward:
 def build_sum_reward(options: dict[str, Any], build: Callable[..., Any], **context: Any) -> SumReward:
     """A SumReward whose parts ``build(name, options, **context)`` makes (``training.rewards.build_reward``
     with the entry point's token and agent settings); ValueError naming the problem."""
-    return SumReward([SumPart(p["label"], p["weight"], build(p["reward"], p["options"], **context), p["reward"])
-                      for p in parse_parts(options)])
+    parts = []
+    for i, p in enumerate(parse_parts(options)):
+        try:
+            fn = build(p["reward"], p["options"], **context)
+        except ValueError as exc:
+            raise ValueError(f"reward 'sum' part {i} ({p['label']}): {exc}") from None
+        parts.append(SumPart(p["label"], p["weight"], fn, p["reward"]))
+    return SumReward(parts)
