@@ -10,6 +10,7 @@ themselves are in training/rewards.py, which re-exports these names.
 
 from __future__ import annotations
 
+import asyncio
 import inspect
 import math
 from collections.abc import Callable, Sequence
@@ -98,6 +99,22 @@ def call_reward(fn: RewardFn, name: str, videos: Sequence[np.ndarray], prompts: 
     try:
         raw = _run(fn(list(videos), list(prompts), **meta))
     except RewardLengthError:  # a part of a sum answered with the wrong length: an error, as here
+        raise
+    except Exception as exc:
+        return failed_outcome(exc, name, len(videos))
+    return check_reward_output(raw, name, len(videos))
+
+
+async def acall_reward(fn: RewardFn, name: str, videos: list[np.ndarray], prompts: list[str],
+                       meta: dict[str, Any]) -> RewardOutcome:
+    """`call_reward` on a running event loop: ``fn`` is called in a worker thread (a sync reward runs off the
+    loop; an async one only creates its coroutine there, awaited here), with the same semantics. The
+    trainer's RewardRunner and a sum's parts (training/sum_reward.py) score through it."""
+    try:
+        raw = await asyncio.to_thread(fn, videos, prompts, **meta)
+        if inspect.isawaitable(raw):
+            raw = await raw
+    except RewardLengthError:  # a part of a sum answered with the wrong length: an error, as below
         raise
     except Exception as exc:
         return failed_outcome(exc, name, len(videos))

@@ -15,9 +15,9 @@ Decisions where the issue was silent:
   client keeps its pooled connections on one loop (with a loop of its own here, model calls failed
   whenever evaluation and training rewards took turns against a keep-alive server: "Event loop is
   closed", "bound to a different event loop"; tests/test_bridge.py).
-* The callable itself is called in a worker thread (``asyncio.to_thread``): a sync reward (the
-  verifiable ones, your own) runs off the loop and in parallel with the next rollout; an async one only
-  creates its coroutine there, which is then awaited on the loop.
+* The callable itself is called in a worker thread (``training.reward_outcome.acall_reward``): a sync
+  reward (the verifiable ones, your own) runs off the loop and in parallel with the next rollout; an
+  async one only creates its coroutine there, which is then awaited on the loop.
 * Same semantics as :func:`~training.reward_outcome.call_reward`: an exception inside the reward makes its
   call's items ineligible with the reason; a wrong length (:class:`~training.reward_outcome.RewardLengthError`)
   is raised by ``Future.result()`` and stops the run, as before.
@@ -28,7 +28,6 @@ Decisions where the issue was silent:
 from __future__ import annotations
 
 import asyncio
-import inspect
 from collections.abc import Sequence
 from concurrent.futures import Future
 from typing import Any
@@ -36,14 +35,7 @@ from typing import Any
 import numpy as np
 
 from graph.bridge import sync_loop
-from training.reward_outcome import (
-    RewardFn,
-    RewardLengthError,
-    RewardOutcome,
-    check_reward_output,
-    failed_outcome,
-    sum_usage,
-)
+from training.reward_outcome import RewardFn, RewardOutcome, acall_reward, sum_usage
 
 
 class RewardRunner:
@@ -64,21 +56,12 @@ class RewardRunner:
             raise ValueError(f"reward {self.name!r}: {len(videos)} videos but {len(prompts)} prompts")
         if self._closed:
             raise RuntimeError("RewardRunner is closed")
-        future = asyncio.run_coroutine_threadsafe(self._call(list(videos), list(prompts), meta), self._loop)
+        call = acall_reward(self.fn, self.name, list(videos), list(prompts), meta)
+        future = asyncio.run_coroutine_threadsafe(call, self._loop)
         self._pending.add(future)
         future.add_done_callback(self._pending.discard)
         return future
 
-    async def _call(self, videos: list[np.ndarray], prompts: list[str], meta: dict[str, Any]) -> RewardOutcome:
-        try:
-            raw = await asyncio.to_thread(self.fn, videos, prompts, **meta)
-            if inspect.isawaitable(raw):
-                raw = await raw
-        except RewardLengthError:  # as call_reward: a wrong length is an error, also from a sum's part
-            raise
-        except Exception as exc:
-            return failed_outcome(exc, self.name, len(videos))
-        return check_reward_output(raw, self.name, len(videos))
 
     def close(self) -> None:
         """Cancel the calls still running (their futures end cancelled) and refuse new ones (idempotent).

@@ -31,7 +31,6 @@ Decisions where the issue was silent:
 from __future__ import annotations
 
 import asyncio
-import inspect
 import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -39,7 +38,7 @@ from typing import Any
 
 import numpy as np
 
-from training.reward_outcome import RewardBatch, RewardOutcome, check_reward_output, failed_outcome
+from training.reward_outcome import RewardBatch, acall_reward
 
 PART_KEYS = {"reward", "weight", "label", "options"}
 
@@ -105,19 +104,10 @@ class SumReward:
     parts: list[SumPart]
     """The terms, in config order."""
 
-    async def _score(self, part: SumPart, videos: list[np.ndarray], prompts: list[str],
-                     meta: dict[str, Any]) -> RewardOutcome:
-        try:
-            raw = await asyncio.to_thread(part.fn, videos, prompts, **meta)  # a sync part off the loop
-            if inspect.isawaitable(raw):
-                raw = await raw
-        except Exception as exc:  # this part's items ineligible, not the run
-            return failed_outcome(exc, part.label, len(videos))
-        return check_reward_output(raw, part.label, len(videos))  # a wrong length is an error, as for any reward
-
     async def __call__(self, videos: Sequence[np.ndarray], prompts: Sequence[str], **meta: Any) -> RewardBatch:
         clips, texts = list(videos), list(prompts)
-        outcomes = await asyncio.gather(*(self._score(p, clips, texts, meta) for p in self.parts))
+        # each part as the run's reward would be scored: a sync part off the loop, a failure its items only
+        outcomes = await asyncio.gather(*(acall_reward(p.fn, p.label, clips, texts, meta) for p in self.parts))
         rewards: list[float | None] = []
         reasons: list[list[str]] = []
         for i in range(len(clips)):
