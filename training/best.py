@@ -21,10 +21,14 @@ from __future__ import annotations
 
 import json
 import math
+from collections.abc import Callable
 from pathlib import Path
+from typing import TypeVar
 
 from training.config import TrainConfig
 from training.engine import iteration_tag
+
+T = TypeVar("T")
 
 
 def best_needs_aligned_evals(cfg: TrainConfig) -> str | None:
@@ -68,17 +72,11 @@ def best_checkpoint(ckpt_dir: Path, eval_path: Path) -> tuple[str, int, float] |
 def agreed_best_tag(ckpt_dir: Path, eval_path: Path) -> str | None:
     """`best_checkpoint`'s tag as rank 0 sees it, on every rank (a collective when torch.distributed is
     initialised: call it on all ranks)."""
-    import torch.distributed as dist
-
-    if not dist.is_initialized():
+    def tag() -> str | None:
         found = best_checkpoint(ckpt_dir, eval_path)
         return None if found is None else found[0]
-    box = [None]
-    if dist.get_rank() == 0:
-        found = best_checkpoint(ckpt_dir, eval_path)
-        box = [None if found is None else found[0]]
-    dist.broadcast_object_list(box, src=0)
-    return box[0]
+
+    return _as_rank0_sees(tag)
 
 
 def evals_since_best(means: dict[int, float]) -> int:
@@ -94,11 +92,16 @@ def evals_since_best(means: dict[int, float]) -> int:
 def agreed_eval_means(eval_path: Path) -> dict[int, float]:
     """`eval_means` as rank 0 reads them, on every rank (a collective when torch.distributed is
     initialised): what a resumed run's ``eval_patience`` counts on from."""
+    return _as_rank0_sees(lambda: eval_means(eval_path))
+
+
+def _as_rank0_sees(read: Callable[[], T]) -> T:
+    """``read()`` on rank 0 (which writes eval.jsonl; other nodes may have no copy), broadcast to every rank;
+    ``read()`` itself without torch.distributed."""
     import torch.distributed as dist
 
     if not dist.is_initialized():
-        return eval_means(eval_path)
-    box = [eval_means(eval_path) if dist.get_rank() == 0 else None]
+        return read()
+    box = [read() if dist.get_rank() == 0 else None]
     dist.broadcast_object_list(box, src=0)
     return box[0]
-
