@@ -47,10 +47,10 @@ import torch
 
 from policy.world_model import FlowWorldModel
 from training.config import PromptSpec, TrainConfig
-from training.data import derive_seed, load_frame
+from training.data import derive_seed
 from training.generate import sample_video
 from training.metrics import component_means
-from training.models import negative_prompt, text_encoder_on
+from training.models import encode_prompt, negative_prompt, text_encoder_on
 from training.reward_outcome import call_reward
 from training.videos import eval_video_name, write_samples
 
@@ -78,9 +78,7 @@ def evaluate(world_model: FlowWorldModel, cfg: TrainConfig, prompts: Sequence[Pr
         with text_encoder_on(world_model, cfg, device):  # every prompt first: an offloaded encoder moves once
             for (p, _), _ in work:
                 if p not in conds:
-                    image = load_frame(prompts[p], cfg.height, cfg.width, cfg.image_fit)
-                    conds[p] = world_model.encode_prompts(image[None], [prompts[p].text], num_frames=cfg.num_frames,
-                                                          negative_prompt=negative_prompt(cfg))
+                    conds[p] = encode_prompt(world_model, cfg, prompts[p], negative_prompt(cfg))
         for (p, s), counts in work:
             frames = sample_video(world_model, conds[p], "ode", None, cfg.num_steps, cfg.shift,
                                   derive_seed(cfg.seed, p, s), cfg.guidance_scale)

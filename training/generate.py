@@ -53,8 +53,9 @@ from policy.rollout import RolloutConfig, RolloutConfigError, initial_noise, rol
 from policy.world_model import Conditioning, FlowWorldModel
 from tools.video import write_video
 from training.config import PromptSpec, TrainConfig
-from training.data import derive_seed, load_frame, load_prompts
+from training.data import derive_seed, load_prompts
 from training.export import ExportError, load_policy, read_export
+from training.models import encode_prompt
 
 Sampler = Literal["ode", "dyndiff"]
 Weights = Literal["trained", "base"]
@@ -132,10 +133,8 @@ def generate(policy: Path, out: Path, *, prompts: list[PromptSpec] | None = None
             summary.skipped += samples - len(todo)
             if todo:
                 try:
-                    image = load_frame(spec, cfg.height, cfg.width, cfg.image_fit)
                     with torch.no_grad():
-                        cond = model.encode_prompts(image[None], [spec.text], num_frames=cfg.num_frames,
-                                                    negative_prompt=negative)
+                        cond = encode_prompt(model, cfg, spec, negative)
                 except Exception as exc:  # a bad prompt (missing image, unreadable file): its videos only
                     summary.failed += [_failure(k, i, j, exc) for j, k in todo]
                     todo = []

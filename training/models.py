@@ -18,8 +18,9 @@ from typing import Literal
 
 import torch
 
-from policy.world_model import FlowWorldModel
-from training.config import TrainConfig
+from policy.world_model import Conditioning, FlowWorldModel
+from training.config import PromptSpec, TrainConfig
+from training.data import load_frame
 
 DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
 """torch dtype of each `TrainConfig.dtype` value."""
@@ -60,6 +61,13 @@ def text_encoder_on(world_model: FlowWorldModel, cfg: TrainConfig, device: torch
         encoder.to(device="cpu")
         if torch.device(device).type == "cuda":
             torch.cuda.empty_cache()
+
+
+def encode_prompt(world_model: FlowWorldModel, cfg: TrainConfig, spec: PromptSpec, negative: str | None) -> Conditioning:
+    """One prompt's conditioning at the run's frame size, fit and clip length: its first frame
+    (`training.data.load_frame`), its text and, under guidance, ``negative`` (`negative_prompt`)."""
+    image = load_frame(spec, cfg.height, cfg.width, cfg.image_fit)
+    return world_model.encode_prompts(image[None], [spec.text], num_frames=cfg.num_frames, negative_prompt=negative)
 
 
 def negative_prompt(cfg: TrainConfig) -> str | None:

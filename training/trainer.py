@@ -64,12 +64,12 @@ from training import engine as ds_engine
 from training.best import agreed_best_tag, agreed_eval_means, best_checkpoint, evals_since_best
 from training.config import ConfigError, TrainConfig, check_world_size
 from training.config_io import config_to_dict
-from training.data import PromptStream, derive_seed, load_frame, load_prompts
+from training.data import PromptStream, derive_seed, load_prompts
 from training.evaluate import evaluate, summarize_eval, summarize_items
 from training.export import ExportError, export_policy
 from training.grpo import group_advantages
 from training.metrics import MetricsLog, gather, summarize
-from training.models import build_world_model, negative_prompt, text_encoder_on
+from training.models import build_world_model, encode_prompt, negative_prompt, text_encoder_on
 from training.preemption import StopRequest, TrainingStopped
 from training.preview import latent_preview
 from training.resume import plan_resume, state_layout, write_layout
@@ -243,12 +243,8 @@ def train(cfg: TrainConfig, *, local_rank: int = 0, reward_token: str | None = N
         groups: list[Group] = []
         pending: list[Future[RewardOutcome]] = []
         with torch.no_grad():
-            conds = []
             with text_encoder_on(world_model, cfg, device):  # every prompt first: an offloaded encoder moves once
-                for index in mine:
-                    image = load_frame(prompts[index], cfg.height, cfg.width, cfg.image_fit)
-                    conds.append(world_model.encode_prompts(image[None], [prompts[index].text], num_frames=cfg.num_frames,
-                                                            negative_prompt=negative_prompt(cfg)))
+                conds = [encode_prompt(world_model, cfg, prompts[index], negative_prompt(cfg)) for index in mine]
             for slot, index in enumerate(mine):
                 spec = prompts[index]
                 cond = conds[slot].repeat_interleave(group)
