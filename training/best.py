@@ -19,12 +19,12 @@ checkpoint is not always the one to keep. Decisions where the issues were silent
 
 from __future__ import annotations
 
-import json
 import math
 from collections.abc import Callable
 from pathlib import Path
 from typing import TypeVar
 
+from tools.jsonl import json_objects
 from training.config import TrainConfig
 from training.engine import iteration_tag
 
@@ -44,11 +44,8 @@ def eval_means(eval_path: Path) -> dict[int, float]:
     """``iteration -> eval_reward_mean`` of the held-out rows in ``eval_path`` (the last row of an
     iteration; rows without a finite mean, and unreadable lines, left out); {} without the file."""
     means: dict[int, float] = {}
-    if not eval_path.is_file():
-        return means
-    for line in eval_path.read_text(encoding="utf-8").splitlines():
+    for row in json_objects(eval_path)[0]:
         try:
-            row = json.loads(line)
             iteration, mean = int(row["iteration"]), row.get("eval_reward_mean")
         except (ValueError, KeyError, TypeError):
             continue

@@ -29,7 +29,6 @@ Decisions where the issue was silent:
 from __future__ import annotations
 
 import argparse
-import json
 import math
 import sys
 from collections import Counter
@@ -40,6 +39,7 @@ from typing import Any
 import numpy as np
 
 from evals.report_html import esc, fmt, line_chart, page, section, table
+from tools.jsonl import json_objects
 from training.best import best_checkpoint
 
 CURVES = ("reward_mean", "eligible_fraction", "approx_kl", "clip_fraction", "mu_kl", "grad_norm", "lr",
@@ -75,18 +75,8 @@ class RunFiles:
 
 
 def _lines(path: Path, files: RunFiles) -> list[dict[str, Any]]:
-    if not path.is_file():
-        return []
-    rows = []
-    for line in path.read_text(encoding="utf-8", errors="replace").splitlines():
-        try:
-            row = json.loads(line)
-        except ValueError:
-            row = None
-        if isinstance(row, dict):
-            rows.append(row)
-        elif line.strip():
-            files.skipped_lines += 1
+    rows, skipped = json_objects(path)
+    files.skipped_lines += skipped
     return rows
 
 
