@@ -18,7 +18,7 @@ from pathlib import Path
 
 from evals.report_html import PALETTE, esc, fmt, multi_line_chart, page, section, table
 from training.best import best_checkpoint
-from training.report import CURVES, RunFiles, finite_or_none, metric_series, read_run
+from training.report import RunFiles, chart_keys, finite_or_none, metric_series, read_run
 
 
 def run_labels(run_dirs: Sequence[Path]) -> list[str]:
@@ -49,11 +49,8 @@ def render_comparison(run_dirs: Sequence[Path]) -> str:
         raise ValueError(f"a comparison needs at least two runs, got {len(run_dirs)}")
     runs = [read_run(Path(d)) for d in run_dirs]
     labels = run_labels(run_dirs)
-    present = {k for files in runs for r in files.metrics for k in r}
-    components = sorted(k for k in present if k.startswith("reward_") and k.endswith("_mean") and k != "reward_mean")
-    usage = sorted(k for k in present if k.startswith("reward_usage_"))
     charts = []
-    for key in (CURVES[0], *components, *CURVES[1:], *usage):
+    for key in chart_keys([r for files in runs for r in files.metrics]):
         series = [(label, *metric_series(files.metrics, key)) for files, label in zip(runs, labels, strict=True)]
         if any(xs for _, xs, _ in series):
             charts.append(f"<div><b>{esc(key)}</b><br>"

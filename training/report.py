@@ -149,13 +149,19 @@ def metric_series(rows: list[dict[str, Any]], key: str) -> tuple[list[float], li
     return [x for x, _ in pairs], [y for _, y in pairs]
 
 
+def chart_keys(rows: list[dict[str, Any]]) -> list[str]:
+    """The series to chart for metrics rows (of one run or several): CURVES with the reward components
+    (``reward_*_mean``) after reward_mean and the reward's usage (``reward_usage_*``) last."""
+    present = {k for r in rows for k in r}
+    components = sorted(k for k in present if k.startswith("reward_") and k.endswith("_mean") and k != "reward_mean")
+    usage = sorted(k for k in present if k.startswith("reward_usage_"))
+    return [CURVES[0], *components, *CURVES[1:], *usage]
+
+
 def _curves(files: RunFiles) -> str:
     rows = files.metrics
-    components = sorted({k for r in rows for k in r if k.startswith("reward_") and k.endswith("_mean")} - {"reward_mean"})
-    usage = sorted({k for r in rows for k in r if k.startswith("reward_usage_")})
-    keys = [CURVES[0], *components, *CURVES[1:], *usage]
     charts = []
-    for key in keys:
+    for key in chart_keys(rows):
         xs, ys = metric_series(rows, key)
         if xs:
             charts.append(f"<div><b>{esc(key)}</b><br>" + line_chart(xs, ys, chart_id=f"curve-{key}", width=400,
