@@ -33,7 +33,9 @@ Decisions where the issue was silent:
 - `forget` drops a clip's entries at once. Callers that delete their clips after scoring them (the
   trainer's `AgentReward` with temporary videos, the reward service without `--keep-videos`) call it,
   so a training process does not hold up to the cache's bound (~700 MB with the defaults) of frames of
-  deleted files, which no later request can use since every batch writes to a new folder.
+  deleted files, which no later request can use since every batch writes to a new folder. Work still
+  running for a forgotten clip does not put its entries back: the encoding job a zeroed clip's quality
+  step started used to refill the cache after the reward service had forgotten the clip.
 """
 
 from __future__ import annotations
@@ -51,6 +53,7 @@ from typing import Any
 import numpy as np
 
 from graph.cache import url_digest
+from graph.lru import ByteLRU
 from graph.workers import Lane, Priority, run_blocking, submit
 
 _MAX_READERS = 1024  # cached VideoReaders (metadata + keyframe index, no open file each)
@@ -59,60 +62,19 @@ VideoKey = tuple[str, tuple[int, int, int, int] | None]
 _MAX_JOBS = 256  # shared jobs kept (a 32x64-point track result is ~25 KB; an encoding job's is None)
 
 
-class _LRU:
-    """Byte-bounded LRU map (thread-safe)."""
-
-    def __init__(self, max_bytes: int) -> None:
-        self.max_bytes = max_bytes
-        self._data: OrderedDict[Any, tuple[Any, int]] = OrderedDict()
-        self._bytes = 0
-        self._lock = threading.Lock()
-
-    def get(self, key: Any) -> Any | None:
-        with self._lock:
-            item = self._data.get(key)
-            if item is None:
-                return None
-            self._data.move_to_end(key)
-            return item[0]
-
-    def put(self, key: Any, value: Any, size: int) -> None:
-        with self._lock:
-            old = self._data.pop(key, None)
-            if old is not None:
-                self._bytes -= old[1]
-            self._data[key] = (value, size)
-            self._bytes += size
-            while self._bytes > self.max_bytes and len(self._data) > 1:
-                _, (_, freed) = self._data.popitem(last=False)
-                self._bytes -= freed
-
-    @property
-    def nbytes(self) -> int:
-        """Total size of the entries held."""
-        return self._bytes
-
-    def drop(self, doomed: Callable[[Any], bool]) -> int:
-        """Remove every entry whose key `doomed` accepts; returns how many."""
-        with self._lock:
-            keys = [k for k in self._data if doomed(k)]
-            for k in keys:
-                self._bytes -= self._data.pop(k)[1]
-        return len(keys)
-
-
 class FrameStore:
     """Decoded-frame and data-URL cache over tools.video (shared by runs; bounded by bytes)."""
 
     def __init__(self, *, long_side: int = 512, quality: int = 85, max_bytes: int = 512 * 2**20) -> None:
         self.long_side = long_side
         self.quality = quality
-        self._frames = _LRU(max_bytes)
-        self._urls = _LRU(max_bytes // 4)
-        self._extra = _LRU(max_bytes // 8)
+        self._frames = ByteLRU(max_bytes)
+        self._urls = ByteLRU(max_bytes // 4)
+        self._extra = ByteLRU(max_bytes // 8)
         self._readers: OrderedDict[VideoKey, Any] = OrderedDict()
         self._known: OrderedDict[str, VideoKey] = OrderedDict()  # path -> its version when last stat'ed
         self._jobs: OrderedDict[Any, tuple[Future, Priority]] = OrderedDict()
+        self._forgotten: OrderedDict[VideoKey, None] = OrderedDict()  # `forget`: never cached again
         self._lock = threading.Lock()
         self.decoded = 0
         self.encoded = 0
@@ -127,7 +89,10 @@ class FrameStore:
         """Drop everything cached for the files at `videos` (every version): decoded frames, data URLs,
         extras, readers and shared jobs (a queued one is cancelled, a running one finishes unreferenced). For
         clips that are deleted once scored (a trainer's temporary rollouts, the reward service's
-        requests), whose entries no later request can use. Returns the number of entries dropped."""
+        requests), whose entries no later request can use. The versions it drops are never cached again:
+        work still running for the clip (an encoding job the quality step started, a speculative track)
+        finishes without putting its entries back; a file written anew at the path is a new version and
+        is cached as usual. Returns the number of entries dropped."""
         gone = set(videos)
 
         def first(key: Any) -> bool:  # frames and URLs: (version, index, ...)
@@ -136,6 +101,13 @@ class FrameStore:
         def second(key: Any) -> bool:  # extras and shared jobs: (kind, version, ...)
             return key[1][0] in gone
 
+        with self._lock:  # first, so that work still running for the clip cannot put entries back (`_put`)
+            versions = {self._known[p] for p in gone if p in self._known} | {v for v in self._readers if v[0] in gone}
+            for v in versions:
+                self._forgotten[v] = None
+                self._forgotten.move_to_end(v)
+            while len(self._forgotten) > _MAX_READERS:
+                self._forgotten.popitem(last=False)
         dropped = self._frames.drop(first) + self._urls.drop(first) + self._extra.drop(second)
         with self._lock:
             readers = [v for v in self._readers if v[0] in gone]
@@ -159,7 +131,14 @@ class FrameStore:
         image URLs (not of `str(block)`, which copied every base64 image once more on the event loop)."""
         size = len(value[1]) + sum(len(b.get("text", "")) + len((b.get("image_url") or {}).get("url", ""))
                                    for b in value[0])
-        self._extra.put(key, value, size)
+        version = key[1] if isinstance(key, tuple) and len(key) > 1 else None  # documented keys: (kind, version, ...)
+        self._put(self._extra, version, key, value, size)
+
+    def _put(self, lru: ByteLRU, v: VideoKey | None, key: Any, value: Any, size: int) -> None:
+        """Cache an entry of version `v`, unless `forget` dropped that version (see there)."""
+        with self._lock:
+            if v not in self._forgotten:
+                lru.put(key, value, size)
 
     def shared_job(self, key: Any, compute: Callable[[], Any], priority: Priority = "now",
                    lane: Lane = "cpu") -> Future:
@@ -240,6 +219,8 @@ class FrameStore:
                 return reader
         reader = VideoReader(v[0])
         with self._lock:
+            if v in self._forgotten:
+                return reader
             self._readers[v] = reader
             while len(self._readers) > _MAX_READERS:
                 self._readers.popitem(last=False)[1].close_spare()
@@ -256,7 +237,7 @@ class FrameStore:
         if missing:
             decoded = self._reader(v).read_list(missing)  # one array per frame: evicting it frees it
             for i, frame in zip(missing, decoded, strict=True):
-                self._frames.put((v, i), frame, frame.nbytes)
+                self._put(self._frames, v, (v, i), frame, frame.nbytes)
                 have[i] = frame
             self.decoded += len(missing)
         return have
@@ -325,7 +306,7 @@ class FrameStore:
                     frame = crop_frame(frame, key_box)
                 url = encode_jpeg_data_url(resize_long_side(frame, self.long_side), quality=self.quality)
                 url_digest(url)  # memoise the stage-key digest here, off the event loop
-                self._urls.put(key, url, len(url))
+                self._put(self._urls, v, key, url, len(url))
                 self.encoded += 1
             label = frame_label(int(i), meta.frames, meta.fps)
             if key_box is not None:

@@ -104,3 +104,36 @@ def test_forget_cancels_a_queued_job_of_the_clip(tmp_path, monkeypatch):
     store.shared_job(("tracks", (b, None), (0, 1), ()), lambda: None, "later")
     assert store.forget([a]) == 1
     assert queued[0].cancelled() and not queued[1].cancelled()
+
+
+def test_work_still_running_for_a_forgotten_clip_does_not_refill_the_cache(tmp_path, monkeypatch):
+    """The quality step starts encoding the observe frames; when the clip is zeroed the run ends while that
+    job may still run, and the caller forgets (then deletes) the clip: the job's frames and URLs must not
+    land in the cache afterwards. A file written anew at the path is another version and is cached."""
+    from concurrent.futures import Future
+
+    import graph.frame_store as frame_store
+
+    started: list[tuple[Future, object]] = []
+
+    def submit(fn, priority, lane):
+        job = Future()
+        job.set_running_or_notify_cancel()  # already running: forget cannot cancel it
+        started.append((job, fn))
+        return job
+
+    monkeypatch.setattr(frame_store, "submit", submit)
+    a = str(tmp_path / "a.mp4")
+    write_video(a, np.full((8, 32, 48, 3), 40, np.uint8), fps=8.0)
+    store = FrameStore()
+    store.frames(a, [0])
+    store.start_encoding(a, [0, 1, 2])
+    assert store.forget([a]) > 0 and store.nbytes == 0
+    job, fn = started[0]
+    job.set_result(fn())  # the job finishes after the forget
+    assert store.nbytes == 0 and store.encoded == 3
+    store.frames(a, [0])  # asked for again: still not cached (the forgotten version)
+    assert store.nbytes == 0
+    write_video(a, np.full((8, 32, 48, 3), 90, np.uint8), fps=8.0)  # a new file at the path
+    store.image_blocks(a, [0])
+    assert store.nbytes > 0

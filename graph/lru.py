@@ -1,0 +1,50 @@
+"""A byte-bounded LRU map (the reward agent's frame, data-URL and extras caches, graph/frame_store.py)."""
+
+from __future__ import annotations
+
+import threading
+from collections import OrderedDict
+from collections.abc import Callable
+from typing import Any
+
+
+class ByteLRU:
+    """Byte-bounded LRU map (thread-safe)."""
+
+    def __init__(self, max_bytes: int) -> None:
+        self.max_bytes = max_bytes
+        self._data: OrderedDict[Any, tuple[Any, int]] = OrderedDict()
+        self._bytes = 0
+        self._lock = threading.Lock()
+
+    def get(self, key: Any) -> Any | None:
+        with self._lock:
+            item = self._data.get(key)
+            if item is None:
+                return None
+            self._data.move_to_end(key)
+            return item[0]
+
+    def put(self, key: Any, value: Any, size: int) -> None:
+        with self._lock:
+            old = self._data.pop(key, None)
+            if old is not None:
+                self._bytes -= old[1]
+            self._data[key] = (value, size)
+            self._bytes += size
+            while self._bytes > self.max_bytes and len(self._data) > 1:
+                _, (_, freed) = self._data.popitem(last=False)
+                self._bytes -= freed
+
+    @property
+    def nbytes(self) -> int:
+        """Total size of the entries held."""
+        return self._bytes
+
+    def drop(self, doomed: Callable[[Any], bool]) -> int:
+        """Remove every entry whose key `doomed` accepts; returns how many."""
+        with self._lock:
+            keys = [k for k in self._data if doomed(k)]
+            for k in keys:
+                self._bytes -= self._data.pop(k)[1]
+        return len(keys)
