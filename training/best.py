@@ -20,15 +20,12 @@ checkpoint is not always the one to keep. Decisions where the issues were silent
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
 from pathlib import Path
-from typing import TypeVar
 
 from tools.jsonl import json_objects
+from training.collectives import as_rank0_sees
 from training.config import TrainConfig
 from training.engine import iteration_tag
-
-T = TypeVar("T")
 
 
 def best_needs_aligned_evals(cfg: TrainConfig) -> str | None:
@@ -73,7 +70,7 @@ def agreed_best_tag(ckpt_dir: Path, eval_path: Path) -> str | None:
         found = best_checkpoint(ckpt_dir, eval_path)
         return None if found is None else found[0]
 
-    return _as_rank0_sees(tag)
+    return as_rank0_sees(tag)
 
 
 def evals_since_best(means: dict[int, float]) -> int:
@@ -89,16 +86,5 @@ def evals_since_best(means: dict[int, float]) -> int:
 def agreed_eval_means(eval_path: Path) -> dict[int, float]:
     """`eval_means` as rank 0 reads them, on every rank (a collective when torch.distributed is
     initialised): what a resumed run's ``eval_patience`` counts on from."""
-    return _as_rank0_sees(lambda: eval_means(eval_path))
+    return as_rank0_sees(lambda: eval_means(eval_path))
 
-
-def _as_rank0_sees(read: Callable[[], T]) -> T:
-    """``read()`` on rank 0 (which writes eval.jsonl; other nodes may have no copy), broadcast to every rank;
-    ``read()`` itself without torch.distributed."""
-    import torch.distributed as dist
-
-    if not dist.is_initialized():
-        return read()
-    box = [read() if dist.get_rank() == 0 else None]
-    dist.broadcast_object_list(box, src=0)
-    return box[0]

@@ -171,6 +171,10 @@ class TrainConfig:
     DeepSpeed checkpoints (export later with python -m training.export)."""
     resume: bool = False
     """Continue from the latest checkpoint in output_dir (iteration, RNG, data position, optimizer)."""
+    overwrite_output_dir: bool = False
+    """A fresh run (no ``--resume``) into an output_dir that holds an earlier run's checkpoints is refused;
+    true starts over in it, deleting that run's checkpoints/, final/, rollout_videos/, eval_videos/ and
+    tensorboard/ first (training/run_dir.py)."""
     seed: int = 0
     """Seed of prompt order, rollout noise and initialisation."""
     tensorboard: bool = True
@@ -270,6 +274,8 @@ def validate(cfg: TrainConfig) -> TrainConfig:
     if cfg.eval_patience is not None and (cfg.eval_patience < 1 or not cfg.eval_every):
         errs.append(f"eval_patience needs eval_every > 0 and must be >= 1, got {cfg.eval_patience} with "
                     f"eval_every {cfg.eval_every}")
+    if cfg.resume and cfg.overwrite_output_dir:
+        errs.append("resume continues the run in output_dir and overwrite_output_dir deletes it: set one")
     if cfg.rollout_videos_every < 0:
         errs.append(f"rollout_videos_every must be >= 0 (0 = never), got {cfg.rollout_videos_every}")
     if cfg.eval_every < 0 or cfg.eval_samples < 1:

@@ -124,6 +124,7 @@ def launch_check(cfg: TrainConfig, agent_settings: Any, agent_tools: Any, world:
     from training.config_io import config_to_dict
     from training.resume import plan_resume, state_layout
     from training.rewards import build_reward
+    from training.run_dir import check_output_dir
     from training.wandb_log import require_wandb
 
     try:
@@ -140,6 +141,7 @@ def launch_check(cfg: TrainConfig, agent_settings: Any, agent_tools: Any, world:
              f"{held_out} held-out; reward {cfg.reward}; ZeRO stage {layout.zero_stage}, {layout.dtype}"]
     if (note := best_needs_aligned_evals(cfg)) is not None:
         lines.append(note)
+    check_output_dir(cfg)
     if cfg.resume:
         source, changes = plan_resume(cfg, world, layout)
         lines.append(f"resume: from {source.tag}" + (" (universal checkpoint)" if source.universal else ""))

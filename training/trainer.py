@@ -75,6 +75,7 @@ from training.preview import latent_preview
 from training.resume import plan_resume, state_layout, write_layout
 from training.reward_outcome import RewardOutcome
 from training.reward_runner import RewardRunner, merge_outcomes
+from training.run_dir import prepare_output_dir
 from training.update import Group, chunk, update_policy
 from training.videos import rollout_video_name, write_samples
 from training.wandb_log import require_wandb
@@ -164,6 +165,9 @@ def train(cfg: TrainConfig, *, local_rank: int = 0, reward_token: str | None = N
     ckpt_dir = out_dir / "checkpoints"
     source = None
     layout = state_layout(cfg)
+    removed = prepare_output_dir(cfg, local_rank)  # an earlier run there: refused, or cleared (overwrite_output_dir)
+    if rank == 0 and removed:
+        print(f"overwrite_output_dir: deleted the earlier run's {', '.join(removed)} in {out_dir}", flush=True)
     if cfg.resume:
         source, changes = plan_resume(cfg, world, layout)
         if rank == 0 and changes:

@@ -1,0 +1,130 @@
+"""A fresh launch into an output_dir holding an earlier run (training/run_dir.py): refused unless --resume or
+--overwrite_output_dir, which deletes the earlier run's outputs so they never mix with the new run's."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.test_checkpoints import _fake_checkpoint
+from training.config import ConfigError
+from training.config_io import load_config
+from training.run_dir import (
+    EARLIER_OUTPUTS,
+    check_output_dir,
+    clear_earlier_run,
+    earlier_checkpoints,
+    prepare_output_dir,
+    refusal,
+)
+
+ROOT = Path(__file__).resolve().parents[1]
+SMOKE = ROOT / "training" / "configs" / "smoke.yaml"
+
+
+def _earlier_run(out: Path) -> None:
+    """What an earlier, longer run leaves: checkpoints 10 and 9 (latest 10), an export, videos, events, logs."""
+    _fake_checkpoint(out / "checkpoints", "iter_000009", ranks=1)
+    _fake_checkpoint(out / "checkpoints", "iter_000010", ranks=1)
+    for name in ("final", "rollout_videos/iter_000010", "eval_videos/iter_000010", "tensorboard"):
+        (out / name).mkdir(parents=True, exist_ok=True)
+        (out / name / "x").write_text("earlier")
+    (out / "metrics.jsonl").write_text('{"iteration": 10}\n')
+    (out / "notes.txt").write_text("mine")
+
+
+def test_earlier_checkpoints_are_read_from_folder_names_and_latest(tmp_path):
+    assert earlier_checkpoints(tmp_path) == []
+    ckpt = tmp_path / "checkpoints"
+    for tag in ("iter_000010", "iter_000009", "iter_000100_universal", "scratch"):
+        (ckpt / tag).mkdir(parents=True)
+    assert earlier_checkpoints(tmp_path) == ["iter_000009", "iter_000010"]  # by number, only checkpoints
+    (ckpt / "latest").write_text("iter_000200\n")  # names a folder that is gone: still an earlier run
+    assert earlier_checkpoints(tmp_path) == ["iter_000009", "iter_000010", "iter_000200"]
+
+
+def test_refusal_names_the_latest_checkpoint_and_both_ways_on(tmp_path):
+    cfg = load_config(SMOKE, ["--output_dir", str(tmp_path)])
+    assert refusal(cfg, []) is None
+    text = refusal(cfg, ["iter_000009", "iter_000010"])
+    assert text is not None and "(2, the latest iter_000010)" in text
+    assert "--resume" in text and "--overwrite_output_dir" in text and str(tmp_path) in text
+    assert refusal(load_config(SMOKE, ["--output_dir", str(tmp_path), "--resume"]), ["iter_000010"]) is None
+    assert refusal(load_config(SMOKE, ["--overwrite_output_dir"]), ["iter_000010"]) is None
+    with pytest.raises(ConfigError, match="resume continues the run in output_dir and overwrite_output_dir"):
+        load_config(SMOKE, ["--resume", "--overwrite_output_dir"])
+
+
+def test_overwrite_deletes_the_earlier_runs_outputs_and_nothing_else(tmp_path):
+    out = tmp_path / "run"
+    _earlier_run(out)
+    with pytest.raises(ConfigError, match="already holds an earlier run's checkpoints"):
+        prepare_output_dir(load_config(SMOKE, ["--output_dir", str(out)]), local_rank=0)
+    assert (out / "checkpoints" / "iter_000010").is_dir()  # refused: nothing deleted
+    cfg = load_config(SMOKE, ["--output_dir", str(out), "--overwrite_output_dir"])
+    assert prepare_output_dir(cfg, local_rank=1) == [] and (out / "checkpoints").is_dir()  # not this node's job
+    assert prepare_output_dir(cfg, local_rank=0) == list(EARLIER_OUTPUTS)
+    assert sorted(p.name for p in out.iterdir()) == ["metrics.jsonl", "notes.txt"]
+    assert clear_earlier_run(out) == []
+    check_output_dir(load_config(SMOKE, ["--output_dir", str(out)]))  # nothing left to refuse
+
+
+def test_a_logs_only_folder_is_reused_and_a_resume_is_not_checked_here(tmp_path):
+    (tmp_path / "metrics.jsonl").write_text('{"iteration": 1}\n')  # stopped before its first checkpoint
+    assert prepare_output_dir(load_config(SMOKE, ["--output_dir", str(tmp_path)]), local_rank=0) == []
+    _earlier_run(tmp_path)
+    assert prepare_output_dir(load_config(SMOKE, ["--output_dir", str(tmp_path), "--resume"]), local_rank=0) == []
+    assert (tmp_path / "checkpoints" / "iter_000010").is_dir()
+
+
+def test_check_reports_the_refusal_and_deletes_nothing(tmp_path, capsys, monkeypatch):
+    from training.train import main
+
+    monkeypatch.setenv("WORLD_SIZE", "1")
+    out = tmp_path / "run"
+    _earlier_run(out)
+    assert main(["--config", str(SMOKE), "--output_dir", str(out), "--check"]) == 2
+    assert "already holds an earlier run's checkpoints (2, the latest iter_000010)" in capsys.readouterr().err
+    assert main(["--config", str(SMOKE), "--output_dir", str(out), "--overwrite_output_dir", "--check"]) == 0
+    assert (out / "checkpoints" / "iter_000010").is_dir() and (out / "final" / "x").is_file()
+
+
+def _launch(out: Path, *extra: str, timeout: int = 600) -> subprocess.CompletedProcess:
+    env = {k: v for k, v in os.environ.items() if k not in ("RANK", "WORLD_SIZE", "LOCAL_RANK")}
+    cmd = [sys.executable, "-m", "training.train", "--config", str(SMOKE), "--output_dir", str(out), "--progress",
+           "false", "--tensorboard", "false", "--export", "none", *extra]
+    return subprocess.run(cmd, cwd=ROOT, env={**env, "OMP_NUM_THREADS": "1"}, capture_output=True, text=True,
+                          timeout=timeout)
+
+
+def test_a_fresh_launch_into_an_earlier_run_stops_before_the_model_loads(tmp_path):
+    out = tmp_path / "run"
+    _earlier_run(out)
+    proc = _launch(out, timeout=300)
+    assert proc.returncode == 2, proc.stderr[-3000:]
+    assert "error: output_dir" in proc.stderr and "--overwrite_output_dir" in proc.stderr
+    assert "Traceback" not in proc.stderr
+    assert (out / "metrics.jsonl").read_text() == '{"iteration": 10}\n'  # the earlier run's logs untouched
+    assert not (out / "config.yaml").exists()
+
+
+@pytest.mark.slow
+def test_an_overwriting_run_keeps_its_own_checkpoints_not_the_earlier_runs(tmp_path):
+    """Before: the earlier run's iter_000009/10 outranked the new run's in keep_checkpoints' pruning, which
+    deleted the new run's iter_000001 and kept the stale ones beside iter_000002."""
+    out = tmp_path / "run"
+    _earlier_run(out)
+    proc = _launch(out, "--overwrite_output_dir", "--max_iterations", "2", "--checkpoint_every", "1",
+                   "--keep_checkpoints", "1")
+    assert proc.returncode == 0, proc.stderr[-4000:]
+    assert "deleted the earlier run's checkpoints, final, rollout_videos, eval_videos, tensorboard" in proc.stdout
+    ckpt = out / "checkpoints"
+    assert sorted(p.name for p in ckpt.iterdir() if p.is_dir()) == ["iter_000002"]
+    assert (ckpt / "latest").read_text().strip() == "iter_000002"
+    assert [json.loads(line)["iteration"] for line in (out / "metrics.jsonl").read_text().splitlines()] == [1, 2]
+    assert (out / "notes.txt").read_text() == "mine" and not (out / "final").exists()
