@@ -175,3 +175,31 @@ def test_batched_ode_samples_match_one_at_a_time(policy, tmp_path):
         assert np.abs(_frames(one.out, key).astype(int) - _frames(three.out, key).astype(int)).max() <= 2
     with pytest.raises(GenerateError, match="1 with the dyndiff sampler"):
         generate(policy, tmp_path / "dd", prompts=PROMPTS, sampler="dyndiff", batch_size=2)
+
+
+def test_every_prompt_is_encoded_before_sampling_and_the_encoder_leaves_the_device(policy, tmp_path, monkeypatch):
+    """Sampling never needs the text encoder: all prompts are encoded first, then it moves to host memory
+    (10-15 GB of a full-size model's device memory back for sampling and decoding)."""
+    import training.generate as gen
+
+    events: list[str] = []
+    real_load, real_encode, real_sample = gen.load_policy, gen.encode_prompt, gen.sample_videos
+
+    def load(*args, **kwargs):
+        model, info, cfg = real_load(*args, **kwargs)
+        encoder_to = model.text_encoder.to
+        model.text_encoder.to = lambda *a, **k: events.append(f"encoder to {k.get('device', a[0] if a else '')}") \
+            or encoder_to(*a, **k)
+        return model, info, cfg
+
+    monkeypatch.setattr(gen, "load_policy", load)
+    monkeypatch.setattr(gen, "encode_prompt", lambda m, c, spec, neg: events.append(f"encode {spec.text}")
+                        or real_encode(m, c, spec, neg))
+    monkeypatch.setattr(gen, "sample_videos", lambda *a, **k: events.append("sample") or real_sample(*a, **k))
+    summary = generate(policy, tmp_path / "out", prompts=PROMPTS, samples=2)
+    assert summary.written == 4 and not summary.failed
+    assert events == [f"encode {PROMPTS[0].text}", f"encode {PROMPTS[1].text}", "encoder to cpu",
+                      "sample", "sample", "sample", "sample"]
+    events.clear()
+    assert generate(policy, tmp_path / "out", prompts=PROMPTS, samples=2).skipped == 4  # nothing left to do
+    assert events == ["encoder to cpu"]  # a rerun encodes only prompts with videos still to write

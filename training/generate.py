@@ -33,6 +33,9 @@ Decisions where the issue was silent:
   (a manifest never mixes policies, samplers, seeds or prompt lists). Each video is written to a
   temporary name and renamed, then its row is appended; a rerun drops a torn last row, so an
   interrupted run leaves no half-written video or line in the manifest.
+* Every prompt with videos still to write is encoded first (`encode_all`; the conditionings wait in
+  host memory), then the text encoder moves off the device for the sampling, which never needs it:
+  with a full-size model that frees its 10-15 GB for the transformer and the VAE decode.
 * Nothing is lost to one bad prompt: a prompt whose image is missing or a sample that fails is
   recorded in ``OUT/failed.jsonl`` with its reason, the others are written, and the command exits 1.
 """
@@ -126,18 +129,19 @@ def generate(policy: Path, out: Path, *, prompts: list[PromptSpec] | None = None
         from tqdm import tqdm
 
         bar = tqdm(total=len(prompt_list) * samples, desc="generate", unit="video")
+    work = {i: [(j, k) for j, k in enumerate(video_key(i, j) for j in range(samples)) if k not in done]
+            for i in range(len(prompt_list))}
+    conds = encode_all(model, cfg, {i: prompt_list[i] for i, todo in work.items() if todo}, negative)
     with summary.manifest.open("a", encoding="utf-8") as manifest:
         for i, spec in enumerate(prompt_list):
-            keys = [video_key(i, j) for j in range(samples)]
-            todo = [(j, k) for j, k in enumerate(keys) if k not in done]
+            todo = work[i]
             summary.skipped += samples - len(todo)
-            if todo:
-                try:
-                    with torch.no_grad():
-                        cond = encode_prompt(model, cfg, spec, negative)
-                except Exception as exc:  # a bad prompt (missing image, unreadable file): its videos only
-                    summary.failed += [_failure(k, i, j, exc) for j, k in todo]
-                    todo = []
+            cond = conds.get(i)
+            if isinstance(cond, Exception):  # a bad prompt (missing image, unreadable file): its videos only
+                summary.failed += [_failure(k, i, j, cond) for j, k in todo]
+                todo = []
+            elif cond is not None:
+                cond = cond.to(device)
             for start in range(0, len(todo), batch_size):
                 chunk = todo[start:start + batch_size]
                 seeds = [derive_seed(seed, i, j) for j, _ in chunk]
@@ -167,6 +171,26 @@ def generate(policy: Path, out: Path, *, prompts: list[PromptSpec] | None = None
         bar.close()
     (out / "failed.jsonl").write_text("".join(json.dumps(f) + "\n" for f in summary.failed), encoding="utf-8")
     return summary
+
+
+def encode_all(model: FlowWorldModel, cfg: TrainConfig, prompts: dict[int, PromptSpec],
+               negative: str | None) -> dict[int, Conditioning | Exception]:
+    """Every prompt's conditioning (index -> its conditioning in host memory, or the exception that
+    encoding it raised), encoded before any sampling; then the text encoder leaves the device, where
+    sampling never needs it (the umT5-XXL or Cosmos-Reason1 encoder of a full-size model is 10-15 GB
+    that the transformer's activations and the VAE decode can use instead)."""
+    conds: dict[int, Conditioning | Exception] = {}
+    with torch.no_grad():
+        for i, spec in prompts.items():
+            try:
+                conds[i] = encode_prompt(model, cfg, spec, negative).to("cpu")
+            except Exception as exc:  # a bad prompt (missing image, unreadable file): reported with its videos
+                conds[i] = exc
+    if model.text_encoder is not None:
+        model.text_encoder.to(device="cpu")
+        if torch.cuda.is_available():
+            torch.cuda.empty_cache()
+    return conds
 
 
 def sample_video(model: FlowWorldModel, cond: Conditioning, sampler: Sampler, rcfg: RolloutConfig | None,
