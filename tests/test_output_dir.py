@@ -52,7 +52,7 @@ def test_refusal_names_the_latest_checkpoint_and_both_ways_on(tmp_path):
     cfg = load_config(SMOKE, ["--output_dir", str(tmp_path)])
     assert refusal(cfg, []) is None
     text = refusal(cfg, ["iter_000009", "iter_000010"])
-    assert text is not None and "(2, the latest iter_000010)" in text
+    assert text is not None and "(2 checkpoints, the latest iter_000010)" in text
     assert "--resume" in text and "--overwrite_output_dir" in text and str(tmp_path) in text
     assert refusal(load_config(SMOKE, ["--output_dir", str(tmp_path), "--resume"]), ["iter_000010"]) is None
     assert refusal(load_config(SMOKE, ["--overwrite_output_dir"]), ["iter_000010"]) is None
@@ -89,7 +89,7 @@ def test_check_reports_the_refusal_and_deletes_nothing(tmp_path, capsys, monkeyp
     out = tmp_path / "run"
     _earlier_run(out)
     assert main(["--config", str(SMOKE), "--output_dir", str(out), "--check"]) == 2
-    assert "already holds an earlier run's checkpoints (2, the latest iter_000010)" in capsys.readouterr().err
+    assert "already holds an earlier run's checkpoints (2 checkpoints, the latest iter_000010)" in capsys.readouterr().err
     assert main(["--config", str(SMOKE), "--output_dir", str(out), "--overwrite_output_dir", "--check"]) == 0
     assert (out / "checkpoints" / "iter_000010").is_dir() and (out / "final" / "x").is_file()
 

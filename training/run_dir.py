@@ -10,8 +10,9 @@ Decisions where the issues were silent (the behaviour of ``transformers.Trainer`
 
 - A fresh launch into a folder whose ``checkpoints/`` holds a checkpoint (an ``iter_NNNNNN`` folder or a
   ``latest`` file) is refused before any model loads (ConfigError, exit 2), naming the latest one and
-  the two ways on: ``--resume`` to continue it, ``--overwrite_output_dir`` to start over. ``--check``
-  reports the same. A folder with logs but no checkpoint (a run that stopped before its first save) is
+  the two ways on: ``--resume`` to continue it, ``--overwrite_output_dir`` to start over. The entry
+  point checks it in seconds, before DeepSpeed starts (`check_output_dir`; ``--check`` reports the
+  same), and the trainer decides again with rank 0's view (`prepare_output_dir`). A folder with logs but no checkpoint (a run that stopped before its first save) is
   simply reused: there is nothing to continue.
 - ``overwrite_output_dir: true`` deletes the earlier run's outputs that a fresh run would otherwise mix
   with its own: ``checkpoints/``, ``final/``, ``rollout_videos/``, ``eval_videos/`` and ``tensorboard/``
@@ -53,7 +54,8 @@ def refusal(cfg: TrainConfig, tags: list[str]) -> str | None:
     it can (a resume, an explicit overwrite, or no earlier checkpoint)."""
     if cfg.resume or cfg.overwrite_output_dir or not tags:
         return None
-    return (f"output_dir {cfg.output_dir} already holds an earlier run's checkpoints ({len(tags)}, the latest "
+    count = f"{len(tags)} checkpoint{'s' if len(tags) != 1 else ''}"
+    return (f"output_dir {cfg.output_dir} already holds an earlier run's checkpoints ({count}, the latest "
             f"{tags[-1]}); continue that run with --resume, start over in it with --overwrite_output_dir "
             "(deletes its checkpoints/, final/, rollout_videos/, eval_videos/ and tensorboard/), or set "
             "another output_dir")

@@ -33,6 +33,7 @@ from typing import Any
 
 from training.config import ConfigError, TrainConfig
 from training.config_io import parse_cli
+from training.run_dir import check_output_dir
 
 
 def _single_process_env() -> None:
@@ -124,7 +125,6 @@ def launch_check(cfg: TrainConfig, agent_settings: Any, agent_tools: Any, world:
     from training.config_io import config_to_dict
     from training.resume import plan_resume, state_layout
     from training.rewards import build_reward
-    from training.run_dir import check_output_dir
     from training.wandb_log import require_wandb
 
     try:
@@ -160,6 +160,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         cfg = parse_cli([a for a in args if a != "--check"])
         counts = check_prompts(cfg)
+        check_output_dir(cfg)  # in seconds; train() decides again, agreed by every rank (training/run_dir.py)
         agent_settings = reward_settings(cfg)
         agent_tools = reward_tools(cfg)
         if check:
