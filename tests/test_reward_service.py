@@ -147,15 +147,16 @@ def test_training_logs_the_agents_components(tmp_path):
 
     root = Path(__file__).resolve().parents[1]
     out = tmp_path / "run"
-    with serve(create_reward_app(_agent(), "decomposed", max_concurrency=4)) as url:
+    with serve(create_reward_app(_agent(), "decomposed", max_concurrency=4, token="tk-1")) as url:
         env = {k: v for k, v in os.environ.items() if k not in ("RANK", "WORLD_SIZE", "LOCAL_RANK")}
         proc = subprocess.run(
             [sys.executable, "-m", "training.train", "--config", str(root / "training/configs/smoke.yaml"),
              "--output_dir", str(out), "--progress", "false", "--tensorboard", "false", "--max_iterations", "1",
              "--export", "none", "--checkpoint_every", "1", "--reward", "http", "--reward_options",
-             f"{{url: '{url}/v1/score', startup_wait_s: 10}}", "--eval_every", "1",
-             "--eval_dataset", "[{text: 'open the drawer', image_seed: 12}]"],
-            cwd=root, env={**env, "OMP_NUM_THREADS": "1"}, capture_output=True, text=True, timeout=600)
+             f"{{url: '{url}/v1/score', startup_wait_s: 10, token_env: RT_TOKEN}}", "--eval_every", "1",
+             "--eval_dataset", "[{text: 'open the drawer', image_seed: 12}]"],  # the service's token, from RT_TOKEN
+            cwd=root, env={**env, "OMP_NUM_THREADS": "1", "RT_TOKEN": "tk-1"}, capture_output=True, text=True,
+            timeout=600)
     assert proc.returncode == 0, proc.stderr[-4000:]
     rows = [json.loads(line) for line in (out / "rewards.jsonl").read_text().splitlines()]
     assert rows and all(sorted(r["components"]) == ["P", "T", "V", "failure", "unverifiable"] for r in rows)

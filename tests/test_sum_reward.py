@@ -119,3 +119,70 @@ def test_a_smoke_run_logs_each_term_of_its_sum(tmp_path):
 def test_a_sum_with_an_agent_part_needs_the_agents_endpoint(tmp_path):
     proc = _train(tmp_path / "run", "--reward_options", "{parts: [{reward: agent}, {reward: motion}]}")
     assert proc.returncode == 2 and "reward: agent needs its backbone endpoint" in proc.stderr
+
+
+def test_each_http_part_sends_its_own_token_or_the_sums():
+    """Two reward services on two hosts, each with its own bearer token: a part's own token_env wins, the
+    sum's token_env is the default of http parts that name none; the entry point reads every variable."""
+    import threading
+    from http.server import BaseHTTPRequestHandler, HTTPServer
+
+    from training.sum_reward import token_envs
+
+    seen: dict[int, list[str | None]] = {}
+
+    class Handler(BaseHTTPRequestHandler):
+        def do_GET(self):  # noqa: N802 (the start-up check: any answer)
+            self.send_response(404)
+            self.send_header("Content-Length", "0")
+            self.end_headers()
+
+        def do_POST(self):  # noqa: N802
+            body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+            seen.setdefault(self.server.server_port, []).append(self.headers.get("Authorization"))
+            data = json.dumps({"results": [{"reward": 0.5} for _ in body["items"]]}).encode()
+            self.send_response(200)
+            self.send_header("Content-Length", str(len(data)))
+            self.end_headers()
+            self.wfile.write(data)
+
+        def log_message(self, *args):
+            pass
+
+    servers = [HTTPServer(("127.0.0.1", 0), Handler) for _ in range(2)]
+    for server in servers:
+        threading.Thread(target=server.serve_forever, daemon=True).start()
+    a, b = (f"http://127.0.0.1:{s.server_port}/score" for s in servers)
+    options = {"token_env": "SUM_TOKEN", "parts": [
+        {"reward": "http", "label": "a", "options": {"url": a, "token_env": "A_TOKEN"}},
+        {"reward": "http", "label": "b", "options": {"url": b}},
+        {"reward": "brightness", "weight": 0.0}]}
+    try:
+        assert token_envs("sum", options) == ["SUM_TOKEN", "A_TOKEN"]
+        assert parse_parts(options)[1]["options"]["token_env"] == "SUM_TOKEN"  # inherited
+        assert "token_env" not in parse_parts(options)[2]["options"]  # not an http part
+        with pytest.raises(ValueError, match="part 0 \\(a\\): token_env 'A_TOKEN': no token given"):
+            build_reward("sum", options, tokens={"SUM_TOKEN": "s3cret"})
+        fn = build_reward("sum", options, tokens={"SUM_TOKEN": "s3cret", "A_TOKEN": "a-key"})
+        assert call_reward(fn, "sum", _clips(), ["x", "y"]).rewards == [1.0, 1.0]
+        assert seen == {servers[0].server_port: ["Bearer a-key"], servers[1].server_port: ["Bearer s3cret"]}
+    finally:
+        for server in servers:
+            server.shutdown()
+
+
+def test_the_entry_point_reads_every_named_token_and_names_an_unset_one(monkeypatch):
+    from training.config import ConfigError
+    from training.config_io import load_config
+    from training.train import reward_tokens
+
+    sum_of_two = ('{token_env: SUM_TOKEN, parts: [{reward: http, options: {url: "http://a/score", '
+                  'token_env: A_TOKEN}}, {reward: http, label: b, options: {url: "http://b/score"}}]}')
+    cfg = load_config(SMOKE, ["--reward", "sum", "--reward_options", sum_of_two])
+    monkeypatch.setenv("SUM_TOKEN", "s3cret")
+    monkeypatch.delenv("A_TOKEN", raising=False)
+    with pytest.raises(ConfigError, match="token_env names A_TOKEN, which is not set in the environment"):
+        reward_tokens(cfg)
+    monkeypatch.setenv("A_TOKEN", "a-key")
+    assert reward_tokens(cfg) == {"SUM_TOKEN": "s3cret", "A_TOKEN": "a-key"}
+    assert reward_tokens(load_config(SMOKE, [])) == {}  # no http reward: nothing read

@@ -49,7 +49,7 @@ import base64
 import contextlib
 import json
 import tempfile
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
@@ -284,11 +284,11 @@ def _phase(meta: dict[str, Any]) -> str:
     return "eval" if meta.get("phase") == "eval" else "it"
 
 
-def build_reward(name: str, options: dict[str, Any], *, token: str | None = None,
+def build_reward(name: str, options: dict[str, Any], *, tokens: Mapping[str, str] | None = None,
                  agent_settings: Any = None, agent_tools: Any = None) -> RewardFn:
-    """The adapter for a config's ``reward`` name with ``reward_options`` as keyword arguments; ``token``
-    (http), ``agent_settings`` and ``agent_tools`` (agent: ``BackboneSettings``, a ``Toolbox``) come from
-    the entry point.
+    """The adapter for a config's ``reward`` name with ``reward_options`` as keyword arguments; ``tokens``
+    (http: the values of the variables ``token_env`` names, by name), ``agent_settings`` and ``agent_tools``
+    (agent: ``BackboneSettings``, a ``Toolbox``) come from the entry point.
 
     Raises ValueError naming the reward on unknown names or options (before any model loads).
     """
@@ -309,14 +309,27 @@ def build_reward(name: str, options: dict[str, Any], *, token: str | None = None
             reward.load_tools()
             return reward
         if name == "http":  # checked now: a url nobody answers stops the run at start, not after every batch
-            http = HttpAgentReward(token=token, **{k: v for k, v in options.items() if k != "token_env"})
+            http = HttpAgentReward(token=_token(options, tokens),
+                                   **{k: v for k, v in options.items() if k != "token_env"})
             http.wait_until_reachable()
             return http
         if name == "sum":  # training/sum_reward.py: each part built (and checked) as if it were the reward
             from training.sum_reward import build_sum_reward
 
-            return build_sum_reward(options, build_reward, token=token, agent_settings=agent_settings,
+            return build_sum_reward(options, build_reward, tokens=tokens, agent_settings=agent_settings,
                                     agent_tools=agent_tools)
     except TypeError as exc:
         raise ValueError(f"reward {name!r}: bad reward_options {options}: {exc}") from None
     raise ValueError(f"unknown reward {name!r}; expected brightness, motion, agent, http or sum")
+
+
+def _token(options: dict[str, Any], tokens: Mapping[str, str] | None) -> str | None:
+    """The bearer token of an http reward: the value of the variable its ``token_env`` names (None without
+    ``token_env``); ValueError when ``tokens`` lacks it."""
+    name = options.get("token_env")
+    if name is None:
+        return None
+    if not isinstance(name, str) or not (tokens or {}).get(name):
+        raise ValueError(f"token_env {name!r}: no token given for it (training.train reads it from the "
+                         "environment: set the variable, or drop token_env for a service without a token)")
+    return (tokens or {})[name]

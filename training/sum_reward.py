@@ -4,10 +4,11 @@ Config (``reward_options``)::
 
     reward: sum
     reward_options:
-      token_env: MY_TOKEN          # optional: the bearer token of the sum's http parts
+      token_env: MY_TOKEN          # optional: the bearer token of http parts that name none
       parts:
         - {reward: agent, weight: 1.0, options: {preset: full}}
         - {reward: motion, weight: 0.25, label: moving, options: {region: [0.0, 0.0, 1.0, 1.0]}}
+        - {reward: http, weight: 0.5, label: videoalign, options: {url: http://host:8800/score, token_env: VA_TOKEN}}
 
 Each part is built as if it were the run's reward (``training.rewards.build_reward``: its options are
 checked and an agent or http part is built and checked at start). Every part scores every clip, all
@@ -26,6 +27,9 @@ Decisions where the issue was silent:
   ids are the first part's that has them (the agent's trace). A part that returns the wrong number of
   rewards is a ``RewardLengthError`` naming it, as it would be as the run's reward.
 * Parts cannot be sums themselves (one level is enough to write any weighted sum).
+* An http part's bearer token is the variable its own ``token_env`` names, else the sum's ``token_env``
+  (two services on two hosts each keep their own token); the entry point reads every named variable
+  (`token_envs`) and stops with exit 2 when one is not set.
 """
 
 from __future__ import annotations
@@ -83,6 +87,8 @@ def parse_parts(options: dict[str, Any]) -> list[dict[str, Any]]:
         options_i = part.get("options", {})
         if not isinstance(options_i, dict):
             raise ValueError(f"reward 'sum': part {i} options must be a mapping, got {options_i!r}")
+        if part["reward"] == "http" and "token_env" in options and "token_env" not in options_i:
+            options_i = {**options_i, "token_env": options["token_env"]}  # the sum's token for http parts
         labels.append(label)
         out.append({"reward": str(part["reward"]), "weight": float(weight), "label": label, "options": options_i})
     return out
@@ -95,6 +101,23 @@ def used_rewards(reward: str | None, options: dict[str, Any]) -> set[str]:
         return {reward} if reward else set()
     parts = options.get("parts") if isinstance(options.get("parts"), list) else []
     return {str(p["reward"]) for p in parts if isinstance(p, dict) and "reward" in p}
+
+
+def token_envs(reward: str | None, options: dict[str, Any]) -> list[str]:
+    """The environment variables a config's http rewards take their bearer tokens from (``token_env`` of an
+    http reward, of a sum and of its http parts; what the entry point reads), in config order; no checks."""
+    def named(opts: Any) -> list[str]:
+        value = opts.get("token_env") if isinstance(opts, dict) else None
+        return [value] if isinstance(value, str) and value else []
+
+    if reward == "http":
+        return named(options)
+    if reward != "sum":
+        return []
+    parts = options.get("parts") if isinstance(options.get("parts"), list) else []
+    names = named(options) + [n for p in parts if isinstance(p, dict) and p.get("reward") == "http"
+                              for n in named(p.get("options"))]
+    return list(dict.fromkeys(names))
 
 
 @dataclass

@@ -12,7 +12,7 @@ a resume would load, and exits (0, or 2 with the problem); the checks that need 
 the config fields.
 
 This is the edge where the environment is read: ``LOCAL_RANK`` (set by the launchers), the
-reward token variable named by ``reward_options.token_env`` (http reward), the agent's ``RAA_*``
+reward token variables named by ``token_env`` (http rewards; an unset one is a config error), the agent's ``RAA_*``
 backbone settings (agent reward without a ``model``: endpoint, ``RAA_INSPECT_MODE``, traces), and --
 for a plain single-process run without a launcher -- default ``RANK/WORLD_SIZE/MASTER_ADDR/MASTER_PORT``.
 Config errors (a missing or malformed prompt file included), an invalid ``RAA_*`` setting and an agent
@@ -46,11 +46,19 @@ def _single_process_env() -> None:
                        "MASTER_PORT": str(port)})
 
 
-def reward_token(cfg: TrainConfig) -> str | None:
-    """The http reward's bearer token from the variable named in reward_options.token_env (a sum's applies
-    to its http parts)."""
-    name = cfg.reward_options.get("token_env") if cfg.reward in ("http", "sum") else None
-    return os.environ.get(str(name)) if name else None
+def reward_tokens(cfg: TrainConfig) -> dict[str, str]:
+    """The http rewards' bearer tokens: the value of every variable a ``token_env`` names (an http reward's,
+    a sum's and its http parts', `training.sum_reward.token_envs`), by name; ConfigError naming one that
+    is not set (every request would be refused: a whole run of ineligible rewards)."""
+    from training.sum_reward import token_envs
+
+    tokens = {name: os.environ.get(name, "") for name in token_envs(cfg.reward, cfg.reward_options)}
+    missing = [name for name, value in tokens.items() if not value]
+    if missing:
+        raise ConfigError(f"reward_options token_env names {', '.join(missing)}, which "
+                          f"{'is' if len(missing) == 1 else 'are'} not set in the environment: export the "
+                          "reward service's bearer token there, or drop token_env for a service without one")
+    return tokens
 
 
 def uses_agent(cfg: TrainConfig) -> bool:
@@ -114,7 +122,7 @@ def check_prompts(cfg: TrainConfig) -> tuple[int, int]:
 
 
 def launch_check(cfg: TrainConfig, agent_settings: Any, agent_tools: Any, world: int,
-                 counts: tuple[int, int]) -> str:
+                 counts: tuple[int, int], tokens: dict[str, str] | None = None) -> str:
     """``--check``: every check a launch of ``cfg`` on ``world`` ranks makes before a model loads (the reward
     and its options, wandb, how the ranks split the prompts, what a resume would load), after
     `check_prompts` gave ``counts``; the resolved config and a summary, or ConfigError."""
@@ -128,7 +136,7 @@ def launch_check(cfg: TrainConfig, agent_settings: Any, agent_tools: Any, world:
     from training.wandb_log import require_wandb
 
     try:
-        build_reward(cfg.reward or "", cfg.reward_options, token=reward_token(cfg), agent_settings=agent_settings,
+        build_reward(cfg.reward or "", cfg.reward_options, tokens=tokens, agent_settings=agent_settings,
                      agent_tools=agent_tools)
     except ValueError as exc:
         raise ConfigError(str(exc)) from None
@@ -161,10 +169,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         cfg = parse_cli([a for a in args if a != "--check"])
         counts = check_prompts(cfg)
         check_output_dir(cfg)  # in seconds; train() decides again, agreed by every rank (training/run_dir.py)
+        tokens = reward_tokens(cfg)
         agent_settings = reward_settings(cfg)
         agent_tools = reward_tools(cfg)
         if check:
-            report = launch_check(cfg, agent_settings, agent_tools, int(os.environ.get("WORLD_SIZE", "1")), counts)
+            report = launch_check(cfg, agent_settings, agent_tools, int(os.environ.get("WORLD_SIZE", "1")), counts,
+                                  tokens)
     except ConfigError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
@@ -180,7 +190,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     from training.wandb_log import WandbError
 
     try:
-        out = train(cfg, local_rank=int(os.environ.get("LOCAL_RANK", "0")), reward_token=reward_token(cfg),
+        out = train(cfg, local_rank=int(os.environ.get("LOCAL_RANK", "0")), reward_tokens=tokens,
                     reward_settings=agent_settings, reward_tools=agent_tools)
     except ConfigError as exc:  # the same checks fail on every rank: said once
         if int(os.environ.get("RANK", "0")) == 0:

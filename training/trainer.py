@@ -137,16 +137,16 @@ def _frames_numpy(frames: Any) -> np.ndarray:
     return np.asarray(frames, dtype=np.uint8)
 
 
-def train(cfg: TrainConfig, *, local_rank: int = 0, reward_token: str | None = None,
+def train(cfg: TrainConfig, *, local_rank: int = 0, reward_tokens: dict[str, str] | None = None,
           reward_settings: Any = None, reward_tools: Any = None) -> Path:
-    """Run (or resume) training as configured; returns the output directory. `reward_token` (http reward),
+    """Run (or resume) training as configured; returns the output directory. `reward_tokens` (http rewards),
     `reward_settings` and `reward_tools` (agent reward: `graph.settings.BackboneSettings`, a
     `tools.toolbox.Toolbox`) are read by the entry point."""
     # -- everything that can fail cheaply happens before the model loads --------------------
     from training.rewards import build_reward
 
     try:
-        reward_fn = build_reward(cfg.reward or "", cfg.reward_options, token=reward_token,
+        reward_fn = build_reward(cfg.reward or "", cfg.reward_options, tokens=reward_tokens,
                                  agent_settings=reward_settings, agent_tools=reward_tools)
     except ValueError as exc:  # an unknown reward or option: a config error (exit 2), named by build_reward
         raise ConfigError(str(exc)) from None
