@@ -119,3 +119,14 @@ def test_a_bad_frame_in_a_list_is_named():
     frames[2] = frames[2].astype(np.float32)
     with pytest.raises(ValueError, match="float32"):
         check_quality(frames)
+
+
+def test_pixel_noise_without_structure_is_uniform_and_the_reason_says_so():
+    """A high-resolution clip of iid pixel noise (a diverged generator's static) has a large per-pixel std but
+    no structure at the analysis size: zeroed, with a reason that names noise, not only one colour."""
+    rng = np.random.default_rng(0)
+    static = rng.integers(0, 256, (4, 1080, 1920, 3), dtype=np.uint8)
+    assert float(static[0].std()) > 50
+    q = check_quality(static)
+    assert q.uniform and not q.usable
+    assert "flat at 64 px" in q.reason and "only pixel-level noise" in q.reason

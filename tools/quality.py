@@ -7,7 +7,8 @@ has at least ``min_frames`` decodable frames and is not uniform.
 
 Decisions where the issue was silent: statistics are computed per colour channel on frames resized so the long
 side is ``analysis_long_side`` (64) pixels, which keeps the check cheap and insensitive to codec
-noise; the per-channel mean, standard deviation and edge energy are accumulated by OpenCV in float64
+noise (content finer than that averages out: a clip of pure pixel noise, a diverged generator's
+static, is uniform too, and the reason says so; a real scene has structure at 64 px); the per-channel mean, standard deviation and edge energy are accumulated by OpenCV in float64
 (numpy's float32 reductions cost three times as much; values agree to about 1e-5 relative, far
 below the thresholds' resolution); ``check_video`` decodes with ``tools.video`` and turns a decode error into an unusable
 result with the error as reason (the graph decides whether that is a fault or a zero).
@@ -91,8 +92,9 @@ def check_quality(frames: np.ndarray | Sequence[np.ndarray], *,
     if n < th.min_frames:
         reasons.append(f"only {n} decodable frame(s), need at least {th.min_frames}")
     if uniform:
-        reasons.append(f"spatially uniform content: {flat_share:.0%} of frames are flat (std < "
-                       f"{th.max_spatial_std}, edge energy < {th.max_edge_energy})")
+        reasons.append(f"spatially uniform content: {flat_share:.0%} of frames are flat at "
+                       f"{th.analysis_long_side} px (std < {th.max_spatial_std}, edge energy < "
+                       f"{th.max_edge_energy}): one colour, or only pixel-level noise")
     return QualityCheck(usable=not reasons, uniform=uniform, decodable_frames=n,
                         reason="; ".join(reasons) or None, stats=summary)
 
