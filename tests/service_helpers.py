@@ -56,3 +56,14 @@ def serve(app):
         srv.should_exit = True
         thread.join(timeout=10)
         sock.close()
+
+
+def send_json(handler, obj, status: int = 200) -> None:
+    """Answer an ``http.server`` request with ``obj`` as JSON (the reward-service stubs of the tests)."""
+    import json
+
+    data = json.dumps(obj).encode()
+    handler.send_response(status)
+    handler.send_header("Content-Length", str(len(data)))
+    handler.end_headers()
+    handler.wfile.write(data)

@@ -12,6 +12,7 @@ import numpy as np
 import pytest
 
 from graph.gate import diagnostic_reward
+from tests.service_helpers import send_json
 from training.grpo import group_advantages
 from training.rewards import (
     BrightnessReward,
@@ -121,11 +122,7 @@ class _Handler(BaseHTTPRequestHandler):
             return
         results = [{"reward": None if i == 1 else 0.1 * i, "reasons": [item["instruction"]]}
                    for i, item in enumerate(body["items"])]
-        data = json.dumps({"results": results}).encode()
-        self.send_response(200)
-        self.send_header("Content-Length", str(len(data)))
-        self.end_headers()
-        self.wfile.write(data)
+        send_json(self, {"results": results})
 
     def log_message(self, *args):
         pass

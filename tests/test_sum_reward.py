@@ -127,6 +127,7 @@ def test_each_http_part_sends_its_own_token_or_the_sums():
     import threading
     from http.server import BaseHTTPRequestHandler, HTTPServer
 
+    from tests.service_helpers import send_json
     from training.sum_reward import token_envs
 
     seen: dict[int, list[str | None]] = {}
@@ -140,11 +141,7 @@ def test_each_http_part_sends_its_own_token_or_the_sums():
         def do_POST(self):  # noqa: N802
             body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
             seen.setdefault(self.server.server_port, []).append(self.headers.get("Authorization"))
-            data = json.dumps({"results": [{"reward": 0.5} for _ in body["items"]]}).encode()
-            self.send_response(200)
-            self.send_header("Content-Length", str(len(data)))
-            self.end_headers()
-            self.wfile.write(data)
+            send_json(self, {"results": [{"reward": 0.5} for _ in body["items"]]})
 
         def log_message(self, *args):
             pass

@@ -29,6 +29,8 @@ import numpy as np
 import pytest
 import torch
 
+from tests.service_helpers import send_json
+
 ROOT = Path(__file__).resolve().parents[1]
 SMOKE = ROOT / "training" / "configs" / "smoke.yaml"
 TORCHRUN = str(Path(sys.executable).parent / "torchrun")
@@ -321,11 +323,7 @@ class _PartialReward(BaseHTTPRequestHandler):
         body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
         results = [{"reward": None if item["instruction"] == "pick up the cup" else random.random(), "reasons": [],
                     "run_id": f"svc-{body['meta']['iteration']}-{n}"} for n, item in enumerate(body["items"])]
-        data = json.dumps({"results": results}).encode()
-        self.send_response(200)
-        self.send_header("Content-Length", str(len(data)))
-        self.end_headers()
-        self.wfile.write(data)
+        send_json(self, {"results": results})
 
     def log_message(self, *args):
         pass
