@@ -232,3 +232,26 @@ def test_a_learning_rate_warmup_goes_on_across_a_resume(tmp_path):
         assert proc.returncode == 0, proc.stderr[-4000:]
     lrs = [json.loads(line)["lr"] for line in (out / "metrics.jsonl").read_text().splitlines()]
     assert lrs == pytest.approx([0.01, 0.01, 0.02 * 3 / 4, 0.02, 0.02 * 5 / 8, 0.02 * 6 / 8])
+
+
+@pytest.mark.slow
+def test_a_cosine_schedule_decays_over_the_run_and_a_longer_resume_stretches_it(tmp_path):
+    """lr_schedule: cosine to min_lr_ratio 0.5 over max_iterations (one optimizer step per iteration), logged as
+    `lr`; a resume to more iterations goes on from the checkpoint's step count over the longer run."""
+    import json
+    import math
+
+    out = tmp_path / "run"
+    env = {k: v for k, v in os.environ.items() if k not in ("RANK", "WORLD_SIZE", "LOCAL_RANK")}
+    env["OMP_NUM_THREADS"] = "1"
+    common = [sys.executable, "-m", "training.train", "--config", str(SMOKE), "--output_dir", str(out),
+              "--progress", "false", "--tensorboard", "false", "--export", "none", "--checkpoint_every", "2",
+              "--lr_schedule", "cosine", "--min_lr_ratio", "0.5"]
+    for extra in (["--max_iterations", "4"], ["--max_iterations", "6", "--resume"]):
+        proc = subprocess.run(common + extra, cwd=ROOT, env=env, capture_output=True, text=True, timeout=600)
+        assert proc.returncode == 0, proc.stderr[-4000:]
+    lrs = [json.loads(line)["lr"] for line in (out / "metrics.jsonl").read_text().splitlines()]
+    def cosine(k: int, n: int) -> float:
+        return 0.01 * (0.5 + 0.25 * (1 + math.cos(math.pi * k / n)))
+
+    assert lrs == pytest.approx([cosine(k, 4) for k in range(4)] + [cosine(4, 6), cosine(5, 6)])

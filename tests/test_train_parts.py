@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import math
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -13,6 +14,8 @@ from training.config import PromptSpec, TrainConfig
 from training.data import PromptStream, load_frame, load_prompts, synthetic_frame
 from training.metrics import MetricsLog, summarize
 from training.preview import latent_preview
+
+SMOKE = Path(__file__).resolve().parents[1] / "training" / "configs" / "smoke.yaml"
 
 
 def test_latent_preview_hand_computed():
@@ -197,9 +200,36 @@ def test_lora_targets_are_checked_one_by_one():
         check_lora_targets(model, ["to_q", "to_kk", "out.0"])
 
 
-def test_warmup_factor_hand_values():
-    from training.engine import warmup_factor
+def test_lr_factor_hand_values():
+    """Warmup, then constant, linear or cosine decay to min_ratio over the run's optimizer steps."""
+    from training.engine import lr_factor
 
-    assert [warmup_factor(k, 4) for k in range(6)] == [0.25, 0.5, 0.75, 1.0, 1.0, 1.0]
-    assert warmup_factor(0, 0) == 1.0 and warmup_factor(10, 0) == 1.0  # no warmup
-    assert warmup_factor(0, 1) == 1.0
+    assert [lr_factor(k, 4) for k in range(6)] == [0.25, 0.5, 0.75, 1.0, 1.0, 1.0]
+    assert lr_factor(0, 0) == 1.0 and lr_factor(10, 0) == 1.0  # no warmup
+    assert lr_factor(0, 1) == 1.0
+    # 2 warmup steps, 10 in all: the decay runs over steps 2..10 (progress (k - 2) / 8)
+    assert [lr_factor(k, 2, 10, "linear") for k in (0, 1, 2, 6, 10, 12)] == [0.5, 1.0, 1.0, 0.5, 0.0, 0.0]
+    assert lr_factor(6, 2, 10, "linear", 0.2) == pytest.approx(1 - 0.8 * 0.5)
+    assert lr_factor(4, 2, 10, "cosine") == pytest.approx(0.5 * (1 + math.cos(math.pi / 4)))
+    assert lr_factor(6, 2, 10, "cosine", 0.1) == pytest.approx(0.1 + 0.9 * 0.5)
+    assert lr_factor(10, 2, 10, "cosine", 0.1) == pytest.approx(0.1) and lr_factor(99, 2, 10, "cosine", 0.1) == pytest.approx(0.1)
+    assert lr_factor(0, 0, 4, "linear") == 1.0 and lr_factor(3, 0, 4, "linear") == 0.25
+
+
+def test_lr_scheduler_decays_over_the_runs_optimizer_steps():
+    from training.config_io import load_config
+    from training.engine import lr_scheduler, total_optimizer_steps
+
+    cfg = load_config(SMOKE, ["--max_iterations", "5", "--inner_epochs", "2", "--lr_schedule", "linear",
+                              "--learning_rate", "0.1"])
+    assert total_optimizer_steps(cfg) == 5 * 2 * cfg.optimizer_steps_per_epoch
+    assert lr_scheduler(load_config(SMOKE, [])) is None  # constant, no warmup: DeepSpeed's own handling
+    opt = torch.optim.SGD([torch.nn.Parameter(torch.zeros(1))], lr=0.1)
+    sched = lr_scheduler(cfg)(opt)
+    rates = []
+    for _ in range(total_optimizer_steps(cfg)):
+        rates.append(opt.param_groups[0]["lr"])
+        opt.step()
+        sched.step()
+    n = total_optimizer_steps(cfg)
+    assert rates == pytest.approx([0.1 * (1 - k / n) for k in range(n)])

@@ -19,6 +19,8 @@ from typing import Any, Literal
 CONFIG_DIR = Path(__file__).resolve().parent / "configs"
 
 RewardName = Literal["brightness", "motion", "agent", "http", "sum"]
+LRSchedule = Literal["constant", "linear", "cosine"]
+"""`TrainConfig.lr_schedule`: the learning rate after the warmup."""
 
 
 class ConfigError(ValueError):
@@ -132,8 +134,16 @@ class TrainConfig:
     lr_warmup_steps: int = 0
     """Linear learning-rate warmup over this many optimizer steps (an iteration takes
     ``inner_epochs * optimizer_steps_per_epoch``, none when it skips its update): step k (0-based) uses
-    ``learning_rate * min(1, (k + 1) / lr_warmup_steps)``, constant afterwards. 0: no warmup. A resume
-    goes on from the checkpoint's step count, with the launch's ``learning_rate``."""
+    ``learning_rate * min(1, (k + 1) / lr_warmup_steps)``, then as ``lr_schedule`` says. 0: no warmup. A
+    resume goes on from the checkpoint's step count, with the launch's ``learning_rate``."""
+    lr_schedule: Literal["constant", "linear", "cosine"] = "constant"
+    """After the warmup: constant, or decaying from ``learning_rate`` to ``min_lr_ratio * learning_rate``
+    over the rest of the run's optimizer steps (``max_iterations * inner_epochs * optimizer_steps_per_epoch``),
+    linearly or along a half cosine (`training.engine.lr_factor`). The position is the optimizer steps
+    taken, so iterations that skip their update delay the decay; a resume with a larger ``max_iterations``
+    stretches what is left of it."""
+    min_lr_ratio: float = 0.0
+    """Where ``lr_schedule: linear | cosine`` ends, as a fraction of ``learning_rate`` (0 to 1)."""
     ds_config: str = "ds_zero2.json"
     """DeepSpeed JSON; a bare file name refers to training/configs/ (ds_zero2.json, ds_zero3.json)."""
     zero_stage: int | None = None
@@ -253,6 +263,8 @@ def validate(cfg: TrainConfig) -> TrainConfig:
         errs.append(f"group_size must be >= 2 (GRPO needs a group), got {cfg.group_size}")
     if cfg.lr_warmup_steps < 0:
         errs.append(f"lr_warmup_steps must be >= 0 (0: no warmup), got {cfg.lr_warmup_steps}")
+    if not 0.0 <= cfg.min_lr_ratio <= 1.0:
+        errs.append(f"min_lr_ratio must be in [0, 1], got {cfg.min_lr_ratio}")
     if cfg.max_skipped_iterations is not None and cfg.max_skipped_iterations < 1:
         errs.append(f"max_skipped_iterations must be >= 1 (or none: never stop), got {cfg.max_skipped_iterations}")
     if cfg.keep_checkpoints is not None and cfg.keep_checkpoints < 1:

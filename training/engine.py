@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import copy
 import functools
+import math
 import random
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -34,7 +35,7 @@ import torch.distributed as dist
 
 from policy.rollout import RolloutConfig, SDEStepRecord, step_log_prob
 from policy.world_model import Conditioning, FlowWorldModel
-from training.config import ConfigError, TrainConfig, read_ds_config
+from training.config import ConfigError, LRSchedule, TrainConfig, read_ds_config
 
 
 def deepspeed_config(cfg: TrainConfig, grad_accum_steps: int, *, load_universal: bool = False) -> dict[str, Any]:
@@ -59,19 +60,36 @@ def deepspeed_config(cfg: TrainConfig, grad_accum_steps: int, *, load_universal:
     return ds
 
 
-def warmup_factor(step: int, warmup_steps: int) -> float:
-    """Learning-rate multiplier of optimizer step ``step`` (0-based) under ``TrainConfig.lr_warmup_steps``:
-    ``min(1, (step + 1) / warmup_steps)``, 1 without warmup. The first step already moves (DeepSpeed's
-    WarmupLR starts at its minimum, an optimizer step of an RL iteration spent at lr 0)."""
-    return 1.0 if warmup_steps <= 0 else min(1.0, (step + 1) / warmup_steps)
+def lr_factor(step: int, warmup_steps: int, total_steps: int = 0, schedule: LRSchedule = "constant",
+              min_ratio: float = 0.0) -> float:
+    """Learning-rate multiplier of optimizer step ``step`` (0-based; ``TrainConfig.lr_warmup_steps``,
+    ``lr_schedule``, ``min_lr_ratio``). Warmup: ``(step + 1) / warmup_steps`` for ``step < warmup_steps`` (the
+    first step already moves: DeepSpeed's WarmupLR starts at its minimum, an optimizer step of an RL
+    iteration spent at lr 0). Then, with progress ``p = (step - warmup_steps) / (total_steps - warmup_steps)``
+    clipped to [0, 1]: constant ``1``; linear ``1 - (1 - min_ratio) p``; cosine
+    ``min_ratio + (1 - min_ratio) (1 + cos(pi p)) / 2``. Past ``total_steps`` the factor stays at its end."""
+    if warmup_steps > 0 and step < warmup_steps:
+        return (step + 1) / warmup_steps
+    if schedule == "constant":
+        return 1.0
+    progress = min(1.0, max(0.0, (step - warmup_steps) / max(1, total_steps - warmup_steps)))
+    if schedule == "linear":
+        return 1.0 - (1.0 - min_ratio) * progress
+    return min_ratio + (1.0 - min_ratio) * 0.5 * (1.0 + math.cos(math.pi * progress))
 
 
-def warmup_scheduler(cfg: TrainConfig) -> Callable[[Any], Any] | None:
-    """``deepspeed.initialize(lr_scheduler=...)``: builds a ``LambdaLR`` of `warmup_factor` on DeepSpeed's
-    optimizer, which the engine steps after each optimizer step; None without warmup."""
-    if cfg.lr_warmup_steps == 0:
+def total_optimizer_steps(cfg: TrainConfig) -> int:
+    """Optimizer steps of a run that updates in every iteration: what ``lr_schedule`` decays over."""
+    return cfg.max_iterations * cfg.inner_epochs * cfg.optimizer_steps_per_epoch
+
+
+def lr_scheduler(cfg: TrainConfig) -> Callable[[Any], Any] | None:
+    """``deepspeed.initialize(lr_scheduler=...)``: builds a ``LambdaLR`` of `lr_factor` on DeepSpeed's
+    optimizer, which the engine steps after each optimizer step; None for a constant rate without warmup."""
+    if cfg.lr_warmup_steps == 0 and cfg.lr_schedule == "constant":
         return None
-    factor = functools.partial(warmup_factor, warmup_steps=cfg.lr_warmup_steps)
+    factor = functools.partial(lr_factor, warmup_steps=cfg.lr_warmup_steps, total_steps=total_optimizer_steps(cfg),
+                               schedule=cfg.lr_schedule, min_ratio=cfg.min_lr_ratio)
     return lambda optimizer: torch.optim.lr_scheduler.LambdaLR(optimizer, factor)
 
 
@@ -208,9 +226,9 @@ def load(engine: Any, ckpt_dir: Path, tag: str, *, learning_rate: float,
 def apply_optimizer_settings(engine: Any, learning_rate: float, weight_decay: float) -> None:
     """Set every parameter group's ``lr`` and ``weight_decay`` (after a resume: loading the optimizer state
     restores the saved ones, so a run resumed with a lower learning_rate, as a diverged run is told to
-    be, went on with the old one while the resume warning named the new). Under a warmup the rate is
-    ``learning_rate * warmup_factor(optimizer steps taken)``."""
-    scheduler = engine.lr_scheduler  # warmup_scheduler's LambdaLR, or None
+    be, went on with the old one while the resume warning named the new). Under a warmup or a decaying
+    schedule the rate is ``learning_rate * lr_factor(optimizer steps taken)``."""
+    scheduler = engine.lr_scheduler  # lr_scheduler's LambdaLR, or None
     factor = 1.0
     if scheduler is not None:  # go on from the restored optimizer step count, towards the launch's rate
         scheduler.base_lrs = [learning_rate] * len(scheduler.base_lrs)

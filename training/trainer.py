@@ -203,7 +203,7 @@ def train(cfg: TrainConfig, *, local_rank: int = 0, reward_tokens: dict[str, str
     policy = ds_engine.PolicyStep(world_model)
     trainable = [p for p in policy.parameters() if p.requires_grad]
     engine, _, _, _ = deepspeed.initialize(model=policy, model_parameters=trainable,
-                                           lr_scheduler=ds_engine.warmup_scheduler(cfg),
+                                           lr_scheduler=ds_engine.lr_scheduler(cfg),
                                            config=ds_engine.deepspeed_config(
                                                cfg, grad_accum, load_universal=source is not None and source.universal))
     world_model = engine.module.world_model
