@@ -8,7 +8,8 @@ has at least ``min_frames`` decodable frames and is not uniform.
 Decisions where the issue was silent: statistics are computed per colour channel on frames resized so the long
 side is ``analysis_long_side`` (64) pixels, which keeps the check cheap and insensitive to codec
 noise (content finer than that averages out: a clip of pure pixel noise, a diverged generator's
-static, is uniform too, and the reason says so; a real scene has structure at 64 px); the per-channel mean, standard deviation and edge energy are accumulated by OpenCV in float64
+static, is uniform too, and the reason says so; a real scene has structure at 64 px); the per-channel
+mean, standard deviation and edge energy are accumulated by OpenCV in float64
 (numpy's float32 reductions cost three times as much; values agree to about 1e-5 relative, far
 below the thresholds' resolution); ``check_video`` decodes with ``tools.video`` and turns a decode error into an unusable
 result with the error as reason (the graph decides whether that is a fault or a zero).

@@ -42,8 +42,9 @@ FIELD_DEFAULTS_BEFORE: dict[str, Any] = {"image_fit": "stretch"}
 stretched to height x width before ``image_fit``)."""
 
 
-RESUME_NEUTRAL = frozenset({"resume", "overwrite_output_dir", "max_iterations", "checkpoint_every", "keep_checkpoints", "eval_every", "on_signal",
-                            "progress", "tensorboard", "wandb_project", "export"})
+RESUME_NEUTRAL = frozenset({"resume", "overwrite_output_dir", "max_iterations", "checkpoint_every",
+                            "keep_checkpoints", "eval_every", "on_signal", "progress", "tensorboard",
+                            "wandb_project", "export"})
 """Fields a resumed launch commonly changes without changing what is trained (more iterations, other
 checkpoint / evaluation intervals, console and logging): `config_changes` does not list them."""
 
