@@ -12,8 +12,8 @@ a resume would load, and exits (0, or 2 with the problem); the checks that need 
 the config fields.
 
 This is the edge where the environment is read: ``LOCAL_RANK`` (set by the launchers), the
-reward token variables named by ``token_env`` (http rewards; an unset one is a config error), the agent's ``RAA_*``
-backbone settings (agent reward without a ``model``: endpoint, ``RAA_INSPECT_MODE``, traces), and --
+reward token variables named by ``token_env`` (http rewards; an unset one is a config error), the
+agent's ``RAA_*`` backbone settings (agent reward without a ``model``: endpoint, ``RAA_INSPECT_MODE``, traces), and --
 for a plain single-process run without a launcher -- default ``RANK/WORLD_SIZE/MASTER_ADDR/MASTER_PORT``.
 Config errors (a missing or malformed prompt file included), an invalid ``RAA_*`` setting and an agent
 reward without an endpoint are printed and exit with status 2 before any model loads (a run whose every reward is ineligible updates nothing).
@@ -149,7 +149,6 @@ def launch_check(cfg: TrainConfig, agent_settings: Any, agent_tools: Any, world:
              f"{held_out} held-out; reward {cfg.reward}; ZeRO stage {layout.zero_stage}, {layout.dtype}"]
     if (note := best_needs_aligned_evals(cfg)) is not None:
         lines.append(note)
-    check_output_dir(cfg)
     if cfg.resume:
         source, changes = plan_resume(cfg, world, layout)
         lines.append(f"resume: from {source.tag}" + (" (universal checkpoint)" if source.universal else ""))
