@@ -37,6 +37,7 @@ Decisions where the issue was silent:
 from __future__ import annotations
 
 import asyncio
+import copy
 import json
 import re
 from dataclasses import asdict, dataclass
@@ -171,7 +172,7 @@ class Backbone:
 
     def __init__(self, model: BaseChatModel, *, method: StructuredMethod = "json_schema", schema_retries: int = 2,
                  max_retries: int = 4, timeout_s: float = 120.0, cache: StageCache | None = None,
-                 model_name: str | None = None, retry_wait: tuple[float, float] = (0.5, 8.0)) -> None:
+                 model_name: str | None = None, retry_wait: tuple[float, float] = (0.5, 8.0), draw: int = 0) -> None:
         if schema_retries < 0 or max_retries < 0 or timeout_s <= 0:
             raise ValueError("schema_retries and max_retries must be >= 0 and timeout_s > 0")
         self.model = model
@@ -182,7 +183,19 @@ class Backbone:
         self.cache = cache
         self.model_name = model_name or type(model).__name__
         self.retry_wait = retry_wait
+        self.draw = draw
         self._runnables: dict[tuple[type[BaseModel], str, int], Runnable] = {}
+
+    def for_draw(self, draw: int) -> Backbone:
+        """This backbone for runs of another draw (`graph.config.AgentConfig.draw`): the same model, cache
+        and settings, its stage keys salted with the draw (draw 0 keys are unsalted)."""
+        other = copy.copy(self)
+        other.draw = draw
+        return other
+
+    def _keyed(self, params: dict | None) -> dict | None:
+        """Stage parameters for the cache key, with this backbone's draw when it is not 0."""
+        return {**(params or {}), "draw": self.draw} if self.draw else params
 
     @classmethod
     def from_settings(cls, settings: BackboneSettings, *, model: BaseChatModel | None = None,
@@ -242,7 +255,7 @@ class Backbone:
         if self.cache is None:
             return await self._structured(stage, schema, messages, usage)
         key = stage_key(model_name=self.model_name, method=self.method, stage=stage, messages=messages,
-                        params=params, schema=schema)
+                        params=self._keyed(params), schema=schema)
         async with self.cache.claim(key):
             hit = await self.cache.aget(key)
             if hit is not None:
@@ -314,7 +327,8 @@ class Backbone:
         if self.cache is None:
             return await self._tool_round(stage, messages, tools, usage)
         specs = [convert_to_openai_tool(t) for t in tools]
-        key = stage_key(model_name=self.model_name, method="tools", stage=stage, messages=messages, tools=specs)
+        key = stage_key(model_name=self.model_name, method="tools", stage=stage, messages=messages, tools=specs,
+                        params=self._keyed(None))
         async with self.cache.claim(key):
             hit = await self.cache.aget(key)
             if hit is not None:

@@ -153,17 +153,18 @@ class RowWriter:
 
 
 def build_batch_agent(settings: BackboneSettings, preset: str, checkpointer: Any, chat_model: Any,
-                      tools: Any = None, frame_store: Any = None) -> Any:
+                      tools: Any = None, frame_store: Any = None, draw: int = 0) -> Any:
     """The agent a batch runs: `preset` with `settings.inspect_mode`, a Backbone from `settings` around
     `chat_model` with the on-disk stage cache (`settings.cache_path`), `tools` (None: the default lazy
-    Toolbox), `frame_store` (None: its own). Raises ValueError for an unknown preset."""
+    Toolbox), `frame_store` (None: its own), stage-cache `draw` (`AgentConfig.draw`). Raises ValueError for
+    an unknown preset."""
     from graph import build_reward_agent  # deferred: the agent graph is heavy to import
     from graph.backbone import Backbone
     from graph.cache import StageCache
 
     backbone = Backbone.from_settings(settings, model=chat_model, cache=StageCache(settings.cache_path))
-    return build_reward_agent(settings.agent_config(preset), backbone=backbone, checkpointer=checkpointer,
-                              settings=settings, tools=tools, frame_store=frame_store)
+    return build_reward_agent(settings.agent_config(preset).with_overrides(draw=draw), backbone=backbone,
+                              checkpointer=checkpointer, settings=settings, tools=tools, frame_store=frame_store)
 
 
 def write_bad_lines(items: list[dict[str, Any]], writer: RowWriter) -> list[dict[str, Any]]:

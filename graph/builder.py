@@ -180,6 +180,8 @@ def build_reward_agent(config: AgentConfig | None = None, *, model: Any = None, 
             backbone = Backbone.from_settings(settings, model=chat, cache=StageCache(settings.cache_path))
         else:
             backbone = Backbone(model, cache=StageCache(None), **_backbone_opts(settings))
+    if backbone.draw != cfg.draw:  # AgentConfig.draw: this agent's runs take their own stage-cache entries
+        backbone = backbone.for_draw(cfg.draw)
     if tools is None:  # lazy: builds no model; also carries the quality thresholds from the settings
         from tools.settings import ToolSettings
         from tools.toolbox import Toolbox

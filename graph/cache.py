@@ -6,6 +6,9 @@ schema name + JSON schema, bound tool schemas). The value is the validated outpu
 
 Decisions where the issue was silent:
 - The stage name is part of the key (two stages never share an output even with equal messages).
+- Sampling settings (temperature) are not: a run of `AgentConfig.draw` k != 0 adds `draw: k` to the stage
+  parameters instead (`Backbone.for_draw`), so repeated draws of one clip sample anew while draw 0 keeps
+  the keys runs had before draws existed.
 - Only validated outputs are stored; faults and invalid replies are never cached.
 - `StageCache` serialises its SQLite access with one `threading.Lock` (a connection opened with
   `check_same_thread=False`), which makes it safe from threads and from many asyncio tasks. The nodes

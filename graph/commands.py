@@ -94,11 +94,11 @@ def _check_preset(preset: str) -> None:
         raise typer.Exit(2) from exc
 
 
-def _build_agent(settings: BackboneSettings, preset: str, checkpointer: Any) -> Any:
+def _build_agent(settings: BackboneSettings, preset: str, checkpointer: Any, draw: int = 0) -> Any:
     from graph.batch import build_batch_agent
 
     _check_preset(preset)
-    return build_batch_agent(settings, preset, checkpointer, make_chat_model(settings))
+    return build_batch_agent(settings, preset, checkpointer, make_chat_model(settings), draw=draw)
 
 
 def _result_table(result: Any) -> Table:
@@ -121,6 +121,8 @@ def score_command(
     preset: str = typer.Option("full", "--preset", help="Agent preset (paper Table 2), e.g. full, direct."),
     json_out: bool = typer.Option(False, "--json", help="Print the RewardResult as JSON only."),
     stream: bool = typer.Option(False, "--stream", help="Print each node's update as it happens."),
+    draw: int = typer.Option(0, "--draw", min=0, help="Stage-cache draw: another number samples the "
+                             "backbone's answers anew (RAA_TEMPERATURE > 0) instead of reusing cached ones."),
 ) -> None:
     """Score one video against an instruction with the reward agent."""
     from graph.api import new_run_id  # deferred: the agent graph is heavy to import
@@ -128,7 +130,7 @@ def score_command(
     settings = _settings_or_exit(require_endpoint=True)
     settings.ensure_parent_dirs()
     run_id = new_run_id()
-    result = asyncio.run(_score_one(settings, preset, str(video), instruction, run_id, stream))
+    result = asyncio.run(_score_one(settings, preset, str(video), instruction, run_id, stream, draw))
     if json_out:
         typer.echo(result.model_dump_json())
     else:
@@ -139,11 +141,11 @@ def score_command(
 
 
 async def _score_one(settings: BackboneSettings, preset: str, video: str, instruction: str, run_id: str,
-                     stream: bool) -> Any:
+                     stream: bool, draw: int = 0) -> Any:
     from graph.api import arun_agent, ineligible_result
 
     async with open_async_saver(settings.traces_path) as saver:
-        agent = _build_agent(settings, preset, saver)
+        agent = _build_agent(settings, preset, saver, draw)
         if not stream:
             return await arun_agent(agent, video, instruction, run_id, preset,
                                     durability=settings.trace_durability)

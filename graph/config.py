@@ -104,6 +104,11 @@ class AgentConfig:
     """How many of the most surprising WMReward windows reflect shows."""
     max_instruction_chars: int = 4000
     """Longer instructions are truncated to this length and the truncation is recorded as a note."""
+    draw: int = 0
+    """Which independent draw of the backbone's answers this run takes. Runs with different draws never
+    share stage-cache entries, so with a sampling temperature above 0 (RAA_TEMPERATURE) each draw samples
+    its own answers (scoring one clip with draws 0..N-1 measures how much its reward varies); 0 is the
+    default, whose cache entries are those of any run that names no draw."""
 
     def __post_init__(self) -> None:
         if self.preset not in PRESETS:
@@ -122,6 +127,8 @@ class AgentConfig:
                 raise ValueError(f"{name} must be >= 1, got {getattr(self, name)}")
         if not 2 <= self.observe_frames <= 64:
             raise ValueError(f"observe_frames must be in 2..64, got {self.observe_frames}")
+        if self.draw < 0:
+            raise ValueError(f"draw must be >= 0, got {self.draw}")
         if self.nearby_extra < 0:
             raise ValueError(f"nearby_extra must be >= 0, got {self.nearby_extra}")
         # observe/assess send every sampled frame, and the inspect conversation carries every tool image
@@ -184,6 +191,8 @@ class ResolvedConfig:
     """Surprise windows shown in reflect."""
     max_instruction_chars: int
     """Instruction truncation length."""
+    draw: int
+    """Stage-cache draw (AgentConfig.draw)."""
     structured: bool
     """Structured report + score mapping."""
     decompose: bool

@@ -156,3 +156,46 @@ def test_replacing_the_model_builds_a_new_runnable() -> None:
     bb.model = new
     assert _run(bb).label == "new"
     assert len(old.built) == len(new.built) == 1 and len(old.calls) == len(new.calls) == 1
+
+
+def test_draws_take_their_own_cache_entries_and_draw_0_keeps_the_unsalted_ones() -> None:
+    """AgentConfig.draw: a temperature > 0 study scores one clip with draws 0..N-1; each draw samples its own
+    answers, a repeated draw is served from the cache, and draw 0 hits entries written without a draw."""
+    from graph.cache import stage_key
+
+    cache = StageCache(None)
+    bb, model = _bb([{"label": "a", "score": 1}, {"label": "b", "score": 2}, {"label": "c", "score": 3}],
+                    cache=cache)
+    assert [_run(b).score for b in (bb, bb.for_draw(1), bb.for_draw(2), bb.for_draw(1), bb.for_draw(0))] == \
+        [1, 2, 3, 2, 1]
+    assert len(model.calls) == 3 and bb.draw == 0  # for_draw copies; the original keeps draw 0
+    unsalted = stage_key(model_name=bb.model_name, method=bb.method, stage="judge", messages=list(MSGS),
+                         schema=Verdict)
+    assert asyncio.run(cache.aget(unsalted)) is not None  # what runs before draws existed wrote and read
+
+
+def test_an_agent_built_for_a_draw_salts_its_backbone(tmp_path) -> None:
+    """build_reward_agent(AgentConfig(draw=k), backbone=...) scores with k's cache entries: a second draw of
+    the same clip calls the model again, the same draw again does not."""
+    from langgraph.checkpoint.memory import InMemorySaver
+
+    from graph import AgentConfig, AgentTools, build_reward_agent
+    from graph.testing import ScriptedChatModel
+    from tests.graph_scripts import FakeSurprise, full_script, moving_square
+    from tools.motion import LKTracker
+
+    clip = moving_square(tmp_path / "clip.mp4")
+    model = ScriptedChatModel(full_script())
+    base = Backbone(model, cache=StageCache(None), retry_wait=(0.0, 0.0))
+    calls = []
+    for k, draw in enumerate((0, 1, 1)):
+        agent = build_reward_agent(AgentConfig(preset="decomposed", draw=draw), backbone=base,
+                                   tools=AgentTools(tracker=LKTracker(), surprise=FakeSurprise()),
+                                   checkpointer=InMemorySaver())
+        out = agent.invoke({"video": str(clip), "instruction": "push the block", "run_id": f"r{k}"},
+                           {"configurable": {"thread_id": f"r{k}"}})
+        assert out["result"].status == "scored"
+        calls.append(len(model.calls))
+    assert calls[0] > 0 and calls[1] == 2 * calls[0] and calls[2] == calls[1]
+    with pytest.raises(ValueError, match="draw must be >= 0"):
+        AgentConfig(draw=-1)
