@@ -64,10 +64,11 @@ class BatchError(RuntimeError):
 
 
 # ---------------------------------------------------------------------------------------------- worker
-def worker_main(conn: Connection, settings: BackboneSettings, preset: str, durability: TraceDurability) -> None:
+def worker_main(conn: Connection, settings: BackboneSettings, preset: str, durability: TraceDurability,
+                draw: int = 0) -> None:
     """Entry point of a worker process: build the agent, score the items it is sent, send rows back."""
     try:
-        asyncio.run(_serve(conn, settings, preset, durability))
+        asyncio.run(_serve(conn, settings, preset, durability, draw))
     except BaseException as exc:  # noqa: BLE001 - reported to the parent, then the worker exits
         _send(conn, ("fatal", f"{type(exc).__name__}: {exc}"))
         raise SystemExit(1) from exc
@@ -80,7 +81,8 @@ def _send(conn: Connection, message: tuple) -> None:
         pass
 
 
-async def _serve(conn: Connection, settings: BackboneSettings, preset: str, durability: TraceDurability) -> None:
+async def _serve(conn: Connection, settings: BackboneSettings, preset: str, durability: TraceDurability,
+                 draw: int = 0) -> None:
     from graph.backbone import default_chat_model
     from graph.context import loaded_toolbox
     from graph.tracing import open_async_saver
@@ -108,7 +110,7 @@ async def _serve(conn: Connection, settings: BackboneSettings, preset: str, dura
         # CoTracker3 weights missing) stops the batch at start with the reason (BatchError, exit 2), as
         # `raa score-batch` in one process does, instead of every clip getting an ineligible row
         tools = loaded_toolbox(ToolSettings.from_env(), settings.agent_config(preset))
-        agent = build_batch_agent(settings, preset, saver, default_chat_model(settings), tools)
+        agent = build_batch_agent(settings, preset, saver, default_chat_model(settings), tools, draw=draw)
         _send(conn, ("ready", os.getpid()))
         threading.Thread(target=read, name="raa-batch-inbox", daemon=True).start()
         running: set[asyncio.Task] = set()
@@ -144,7 +146,7 @@ def exit_text(code: int | None) -> str:
 
 def run_batch_processes(items: list[dict[str, Any]], writer: RowWriter, *, settings: BackboneSettings,
                         preset: str, processes: int, concurrency: int, durability: TraceDurability = "exit",
-                        log: Callable[[str], None] | None = None) -> dict[str, int]:
+                        log: Callable[[str], None] | None = None, draw: int = 0) -> dict[str, int]:
     """Score `items` over `processes` worker processes with at most `concurrency` runs in flight in all;
     rows go to `writer` as they arrive; `log` gets one line per worker that died. Returns the writer's
     counts; raises BatchError when no worker can start (see module docstring)."""
@@ -161,7 +163,7 @@ def run_batch_processes(items: list[dict[str, Any]], writer: RowWriter, *, setti
         nonlocal spawns_left
         parent_end, child_end = ctx.Pipe()
         # not daemonic: a worker may start processes of its own; it exits when the parent's pipe closes
-        proc = ctx.Process(target=worker_main, args=(child_end, settings, preset, durability),
+        proc = ctx.Process(target=worker_main, args=(child_end, settings, preset, durability, draw),
                            name="raa-batch-worker")
         proc.start()
         child_end.close()  # so the parent sees EOF when the worker exits

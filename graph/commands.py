@@ -174,6 +174,7 @@ def score_batch_command(
     retry_ineligible: bool = typer.Option(False, "--retry-ineligible",
                                           help="Score again the items whose row is ineligible for a reason a rerun "
                                                "can fix (endpoint, model, tool faults; not bad input or video)."),
+    draw: int = typer.Option(0, "--draw", min=0, help="Stage-cache draw (as for score); give each draw its own --out."),
 ) -> None:
     """Score every clip of a manifest; items already in the output are skipped."""
     from graph.batch import RowWriter, build_batch_agent, done_keys, drop_retryable, read_manifest, run_batch
@@ -202,7 +203,7 @@ def score_batch_command(
 
             try:
                 run_batch_processes(todo, writer, settings=settings, preset=preset, processes=processes,
-                                    concurrency=concurrency, durability=settings.trace_durability,
+                                    concurrency=concurrency, durability=settings.trace_durability, draw=draw,
                                     log=lambda line: progress.console.print(line, highlight=False, soft_wrap=True))
             except BatchError as exc:
                 typer.echo(f"error: {exc}", err=True)
@@ -210,7 +211,8 @@ def score_batch_command(
         elif todo:
             async def main() -> None:
                 async with open_async_saver(settings.traces_path) as saver:
-                    agent = build_batch_agent(settings, preset, saver, make_chat_model(settings), tools)
+                    agent = build_batch_agent(settings, preset, saver, make_chat_model(settings), tools,
+                                              draw=draw)
                     await run_batch(agent, todo, writer, concurrency, settings.trace_durability)
 
             asyncio.run(main())

@@ -65,7 +65,12 @@ def test_processes_score_every_item_into_one_output_and_trace_db(monkeypatch, tm
         observes = [b for b in stub.requests if "# stage: observe" in json.dumps(b["messages"][0])]
         assert len(observes) >= 4  # every clip's frames went to the model server (the repeat may hit the cache)
         res = runner.invoke(app, args)  # resume: nothing left
-    assert res.exit_code == 0 and "0 to score" in res.output and len(out.read_text().splitlines()) == 7
+        assert res.exit_code == 0 and "0 to score" in res.output and len(out.read_text().splitlines()) == 7
+        before = len(stub.requests)
+        res = runner.invoke(app, [*args[:2], "--out", str(tmp_path / "draw1.jsonl"), *args[4:], "--draw", "1"])
+        assert res.exit_code == 0 and "scored=5" in res.output, res.output
+        observes = [b for b in stub.requests[before:] if "# stage: observe" in json.dumps(b["messages"][0])]
+        assert len(observes) >= 4  # the workers scored draw 1 anew, not from draw 0's cache entries
 
 
 def test_a_clip_that_kills_its_worker_gets_an_ineligible_row_and_the_batch_goes_on(monkeypatch, tmp_path) -> None:

@@ -393,3 +393,25 @@ def test_runs_at_80_columns_keeps_each_run_on_one_line(monkeypatch, tmp_path) ->
         assert "no_visual_verify" in row and "scored" in row and re.search(r"\d\d-\d\d \d\d:\d\d", row), row
         assert re.search(r"\b0\.\d{4}\b", row), row
     assert "a_rather_long" in res.output
+
+
+def test_a_draw_scores_anew_and_a_repeated_draw_reads_the_cache(monkeypatch, tmp_path) -> None:
+    """`--draw K` (score and score-batch): another draw calls the model again for the same clip; the same draw
+    again is served from the on-disk stage cache; draw 0 is the default."""
+    from tests.graph_scripts import moving_square
+
+    model = _scripted(monkeypatch, tmp_path)
+    clip = moving_square(tmp_path / "m.mp4")
+    manifest = tmp_path / "manifest.jsonl"
+    manifest.write_text(json.dumps({"path": "m.mp4", "instruction": "push the red block to the right"}) + "\n")
+    calls = []
+    for out, draw in (("d0.jsonl", []), ("d0b.jsonl", ["--draw", "0"]), ("d1.jsonl", ["--draw", "1"]),
+                      ("d1b.jsonl", ["--draw", "1"])):
+        res = runner.invoke(app, ["score-batch", str(manifest), "--out", str(tmp_path / out), "--preset",
+                                  "visual_verify", *draw])
+        assert res.exit_code == 0 and "scored=1" in res.output, res.output
+        calls.append(len(model.calls))
+    assert calls[0] > 0 and calls[1] == calls[0] and calls[2] > calls[1] and calls[3] == calls[2]
+    res = runner.invoke(app, ["score", str(clip), "-i", "push the red block to the right", "--preset",
+                              "visual_verify", "--draw", "2", "--json"])
+    assert res.exit_code == 0 and len(model.calls) > calls[3], res.output
