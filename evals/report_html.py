@@ -7,7 +7,7 @@ stylesheet; charts are inline SVG; images are data URLs, so a report is a single
 from __future__ import annotations
 
 import html
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 
 CSS = """
 body{font-family:system-ui,-apple-system,Segoe UI,Roboto,sans-serif;margin:24px;color:#1d2330;background:#f6f7f9}
@@ -68,12 +68,15 @@ def fmt(value: float | None, digits: int = 3) -> str:
     return "-" if value is None else f"{value:.{digits}f}"
 
 
-def line_chart(xs: Sequence[float], ys: Sequence[float], *, chart_id: str, highlight: Sequence[int] = (),
-               width: int = 720, height: int = 220, x_label: str = "", y_label: str = "") -> str:
-    """An inline SVG polyline chart; `highlight` are point indices drawn as larger red markers."""
-    pad_l, pad_r, pad_t, pad_b = 52, 16, 12, 36
-    if not xs:
-        return f"<svg id=\"{esc(chart_id)}\" width=\"{width}\" height=\"40\"><text x=\"8\" y=\"24\">no data</text></svg>"
+_PAD_LEFT = 52
+"""Left margin of the charts (room for the y ticks)."""
+
+
+def _plot_frame(xs: Sequence[float], ys: Sequence[float], *, width: int, height: int, pad_t: int, x_label: str,
+                y_label: str | None, y_format: str) -> tuple[Callable[[float], float], Callable[[float], float], str]:
+    """The data-to-pixel maps of a chart over the points (xs, ys) (the y range always includes 0) and its
+    axes, min/max ticks (y as ``y_format``) and labels as SVG; no y label element when ``y_label`` is None."""
+    pad_l, pad_r, pad_b = _PAD_LEFT, 16, 36
     x0, x1 = min(xs), max(xs)
     y0, y1 = min(0.0, min(ys)), max(ys)
     x1 = x1 if x1 > x0 else x0 + 1
@@ -85,22 +88,42 @@ def line_chart(xs: Sequence[float], ys: Sequence[float], *, chart_id: str, highl
     def py(y: float) -> float:
         return height - pad_b - (y - y0) / (y1 - y0) * (height - pad_t - pad_b)
 
+    axes = (f"<line x1=\"{pad_l}\" y1=\"{height - pad_b}\" x2=\"{width - pad_r}\" y2=\"{height - pad_b}\" "
+            f"stroke=\"#888\"/><line x1=\"{pad_l}\" y1=\"{pad_t}\" x2=\"{pad_l}\" y2=\"{height - pad_b}\" stroke=\"#888\"/>")
+    ticks = (f"<text x=\"{pad_l - 6}\" y=\"{py(y1) + 4:.1f}\" text-anchor=\"end\" font-size=\"11\">{y1:{y_format}}</text>"
+             f"<text x=\"{pad_l - 6}\" y=\"{py(y0) + 4:.1f}\" text-anchor=\"end\" font-size=\"11\">{y0:{y_format}}</text>"
+             f"<text x=\"{px(x0):.1f}\" y=\"{height - pad_b + 14}\" font-size=\"11\">{x0:g}</text>"
+             f"<text x=\"{px(x1):.1f}\" y=\"{height - pad_b + 14}\" text-anchor=\"end\" font-size=\"11\">{x1:g}</text>"
+             f"<text x=\"{(pad_l + width) / 2:.0f}\" y=\"{height - 4}\" text-anchor=\"middle\" font-size=\"12\">"
+             f"{esc(x_label)}</text>")
+    if y_label is not None:
+        ticks += (f"<text transform=\"rotate(-90)\" x=\"{-(height - pad_b + pad_t) / 2:.0f}\" y=\"14\" "
+                  f"text-anchor=\"middle\" font-size=\"12\">{esc(y_label)}</text>")
+    return px, py, axes + ticks
+
+
+def _no_data(chart_id: str, width: int) -> str:
+    return f"<svg id=\"{esc(chart_id)}\" width=\"{width}\" height=\"40\"><text x=\"8\" y=\"24\">no data</text></svg>"
+
+
+def _svg(chart_id: str, width: int, height: int, body: str) -> str:
+    return (f"<svg id=\"{esc(chart_id)}\" xmlns=\"http://www.w3.org/2000/svg\" width=\"{width}\" height=\"{height}\" "
+            f"viewBox=\"0 0 {width} {height}\" style=\"background:#fff\">{body}</svg>")
+
+
+def line_chart(xs: Sequence[float], ys: Sequence[float], *, chart_id: str, highlight: Sequence[int] = (),
+               width: int = 720, height: int = 220, x_label: str = "", y_label: str = "") -> str:
+    """An inline SVG polyline chart; `highlight` are point indices drawn as larger red markers."""
+    if not xs:
+        return _no_data(chart_id, width)
+    px, py, frame = _plot_frame(xs, ys, width=width, height=height, pad_t=12, x_label=x_label, y_label=y_label,
+                                y_format=".3f")
     pts = " ".join(f"{px(x):.1f},{py(y):.1f}" for x, y in zip(xs, ys, strict=True))
     marks = "".join(f"<circle cx=\"{px(x):.1f}\" cy=\"{py(y):.1f}\" r=\"{5 if i in highlight else 2.5}\" "
                     f"fill=\"{'#c0392b' if i in highlight else '#2c5aa0'}\"><title>x={x:g} y={y:.4f}</title></circle>"
                     for i, (x, y) in enumerate(zip(xs, ys, strict=True)))
-    axes = (f"<line x1=\"{pad_l}\" y1=\"{height - pad_b}\" x2=\"{width - pad_r}\" y2=\"{height - pad_b}\" "
-            f"stroke=\"#888\"/><line x1=\"{pad_l}\" y1=\"{pad_t}\" x2=\"{pad_l}\" y2=\"{height - pad_b}\" stroke=\"#888\"/>")
-    ticks = (f"<text x=\"{pad_l - 6}\" y=\"{py(y1) + 4:.1f}\" text-anchor=\"end\" font-size=\"11\">{y1:.3f}</text>"
-             f"<text x=\"{pad_l - 6}\" y=\"{py(y0) + 4:.1f}\" text-anchor=\"end\" font-size=\"11\">{y0:.3f}</text>"
-             f"<text x=\"{px(x0):.1f}\" y=\"{height - pad_b + 14}\" font-size=\"11\">{x0:g}</text>"
-             f"<text x=\"{px(x1):.1f}\" y=\"{height - pad_b + 14}\" text-anchor=\"end\" font-size=\"11\">{x1:g}</text>"
-             f"<text x=\"{(pad_l + width) / 2:.0f}\" y=\"{height - 4}\" text-anchor=\"middle\" font-size=\"12\">"
-             f"{esc(x_label)}</text><text transform=\"rotate(-90)\" x=\"{-(height - pad_b + pad_t) / 2:.0f}\" y=\"14\" "
-             f"text-anchor=\"middle\" font-size=\"12\">{esc(y_label)}</text>")
-    return (f"<svg id=\"{esc(chart_id)}\" xmlns=\"http://www.w3.org/2000/svg\" width=\"{width}\" height=\"{height}\" "
-            f"viewBox=\"0 0 {width} {height}\" style=\"background:#fff\">{axes}{ticks}"
-            f"<polyline fill=\"none\" stroke=\"#2c5aa0\" stroke-width=\"2\" points=\"{pts}\"/>{marks}</svg>")
+    return _svg(chart_id, width, height,
+                f"{frame}<polyline fill=\"none\" stroke=\"#2c5aa0\" stroke-width=\"2\" points=\"{pts}\"/>{marks}")
 
 
 PALETTE = ("#2c5aa0", "#c0392b", "#2e8b57", "#d4a017", "#7d3c98", "#16a085", "#6b7382", "#e67e22")
@@ -113,36 +136,16 @@ def multi_line_chart(series: Sequence[tuple[str, Sequence[float], Sequence[float
     colour PALETTE[k] whether or not the others have points, so a run keeps its colour across charts."""
     drawn = [(k, label, xs, ys) for k, (label, xs, ys) in enumerate(series) if xs]
     if not drawn:
-        return f"<svg id=\"{esc(chart_id)}\" width=\"{width}\" height=\"40\"><text x=\"8\" y=\"24\">no data</text></svg>"
-    pad_l, pad_r, pad_t, pad_b = 52, 16, 12 + 14 * len(drawn), 36
-    all_x = [x for _, _, xs, _ in drawn for x in xs]
-    all_y = [y for _, _, _, ys in drawn for y in ys]
-    x0, x1 = min(all_x), max(all_x)
-    y0, y1 = min(0.0, min(all_y)), max(all_y)
-    x1 = x1 if x1 > x0 else x0 + 1
-    y1 = y1 if y1 > y0 else y0 + 1e-6
-    height = max(height, pad_t + pad_b + 80)
-
-    def px(x: float) -> float:
-        return pad_l + (x - x0) / (x1 - x0) * (width - pad_l - pad_r)
-
-    def py(y: float) -> float:
-        return height - pad_b - (y - y0) / (y1 - y0) * (height - pad_t - pad_b)
-
+        return _no_data(chart_id, width)
+    pad_t = 12 + 14 * len(drawn)
+    height = max(height, pad_t + 36 + 80)
+    px, py, frame = _plot_frame([x for *_, xs, _ in drawn for x in xs], [y for *_, ys in drawn for y in ys],
+                                width=width, height=height, pad_t=pad_t, x_label=x_label, y_label=None, y_format=".3g")
     lines, legend = [], []
     for row, (k, label, xs, ys) in enumerate(drawn):
         colour = PALETTE[k % len(PALETTE)]
         pts = " ".join(f"{px(x):.1f},{py(y):.1f}" for x, y in zip(xs, ys, strict=True))
         lines.append(f"<polyline class=\"series\" fill=\"none\" stroke=\"{colour}\" stroke-width=\"2\" points=\"{pts}\">"
                      f"<title>{esc(label)}</title></polyline>")
-        legend.append(f"<text x=\"{pad_l + 6}\" y=\"{14 + 14 * row}\" font-size=\"12\" fill=\"{colour}\">{esc(label)}</text>")
-    axes = (f"<line x1=\"{pad_l}\" y1=\"{height - pad_b}\" x2=\"{width - pad_r}\" y2=\"{height - pad_b}\" "
-            f"stroke=\"#888\"/><line x1=\"{pad_l}\" y1=\"{pad_t}\" x2=\"{pad_l}\" y2=\"{height - pad_b}\" stroke=\"#888\"/>")
-    ticks = (f"<text x=\"{pad_l - 6}\" y=\"{py(y1) + 4:.1f}\" text-anchor=\"end\" font-size=\"11\">{y1:.3g}</text>"
-             f"<text x=\"{pad_l - 6}\" y=\"{py(y0) + 4:.1f}\" text-anchor=\"end\" font-size=\"11\">{y0:.3g}</text>"
-             f"<text x=\"{px(x0):.1f}\" y=\"{height - pad_b + 14}\" font-size=\"11\">{x0:g}</text>"
-             f"<text x=\"{px(x1):.1f}\" y=\"{height - pad_b + 14}\" text-anchor=\"end\" font-size=\"11\">{x1:g}</text>"
-             f"<text x=\"{(pad_l + width) / 2:.0f}\" y=\"{height - 4}\" text-anchor=\"middle\" font-size=\"12\">"
-             f"{esc(x_label)}</text>")
-    return (f"<svg id=\"{esc(chart_id)}\" xmlns=\"http://www.w3.org/2000/svg\" width=\"{width}\" height=\"{height}\" "
-            f"viewBox=\"0 0 {width} {height}\" style=\"background:#fff\">{axes}{ticks}{''.join(lines)}{''.join(legend)}</svg>")
+        legend.append(f"<text x=\"{_PAD_LEFT + 6}\" y=\"{14 + 14 * row}\" font-size=\"12\" fill=\"{colour}\">{esc(label)}</text>")
+    return _svg(chart_id, width, height, frame + "".join(lines) + "".join(legend))
