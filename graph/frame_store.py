@@ -102,15 +102,12 @@ class FrameStore:
             return key[1][0] in gone
 
         with self._lock:  # first, so that work still running for the clip cannot put entries back (`_put`)
-            versions = {self._known[p] for p in gone if p in self._known} | {v for v in self._readers if v[0] in gone}
-            for v in versions:
+            readers = [v for v in self._readers if v[0] in gone]
+            for v in {*readers, *(self._known[p] for p in gone if p in self._known)}:
                 self._forgotten[v] = None
                 self._forgotten.move_to_end(v)
             while len(self._forgotten) > _MAX_READERS:
                 self._forgotten.popitem(last=False)
-        dropped = self._frames.drop(first) + self._urls.drop(first) + self._extra.drop(second)
-        with self._lock:
-            readers = [v for v in self._readers if v[0] in gone]
             jobs = [k for k in self._jobs if second(k)]
             for v in readers:
                 self._readers.pop(v).close_spare()
@@ -118,6 +115,7 @@ class FrameStore:
                 self._jobs.pop(k)[0].cancel()  # a speculative job still queued never starts
             for video in gone:
                 self._known.pop(video, None)
+        dropped = self._frames.drop(first) + self._urls.drop(first) + self._extra.drop(second)
         return dropped + len(readers) + len(jobs)
 
     def get_extra(self, key: Any) -> Any | None:
