@@ -58,7 +58,7 @@ from tools.video import write_video
 from training.config import PromptSpec, TrainConfig
 from training.data import derive_seed, load_prompts
 from training.export import ExportError, load_policy, read_export
-from training.models import encode_prompt
+from training.models import encode_prompt, release_text_encoder
 
 Sampler = Literal["ode", "dyndiff"]
 Weights = Literal["trained", "base"]
@@ -131,7 +131,7 @@ def generate(policy: Path, out: Path, *, prompts: list[PromptSpec] | None = None
         bar = tqdm(total=len(prompt_list) * samples, desc="generate", unit="video")
     work = {i: [(j, k) for j, k in enumerate(video_key(i, j) for j in range(samples)) if k not in done]
             for i in range(len(prompt_list))}
-    conds = encode_all(model, cfg, {i: prompt_list[i] for i, todo in work.items() if todo}, negative)
+    conds = encode_all(model, cfg, {i: prompt_list[i] for i, todo in work.items() if todo}, negative, device)
     with summary.manifest.open("a", encoding="utf-8") as manifest:
         for i, spec in enumerate(prompt_list):
             todo = work[i]
@@ -174,7 +174,7 @@ def generate(policy: Path, out: Path, *, prompts: list[PromptSpec] | None = None
 
 
 def encode_all(model: FlowWorldModel, cfg: TrainConfig, prompts: dict[int, PromptSpec],
-               negative: str | None) -> dict[int, Conditioning | Exception]:
+               negative: str | None, device: str) -> dict[int, Conditioning | Exception]:
     """Every prompt's conditioning (index -> its conditioning in host memory, or the exception that
     encoding it raised), encoded before any sampling; then the text encoder leaves the device, where
     sampling never needs it (the umT5-XXL or Cosmos-Reason1 encoder of a full-size model is 10-15 GB
@@ -186,10 +186,7 @@ def encode_all(model: FlowWorldModel, cfg: TrainConfig, prompts: dict[int, Promp
                 conds[i] = encode_prompt(model, cfg, spec, negative).to("cpu")
             except Exception as exc:  # a bad prompt (missing image, unreadable file): reported with its videos
                 conds[i] = exc
-    if model.text_encoder is not None:
-        model.text_encoder.to(device="cpu")
-        if torch.cuda.is_available():
-            torch.cuda.empty_cache()
+    release_text_encoder(model, device)
     return conds
 
 

@@ -58,9 +58,16 @@ def text_encoder_on(world_model: FlowWorldModel, cfg: TrainConfig, device: torch
     try:
         yield
     finally:
-        encoder.to(device="cpu")
-        if torch.device(device).type == "cuda":
-            torch.cuda.empty_cache()
+        release_text_encoder(world_model, device)
+
+
+def release_text_encoder(world_model: FlowWorldModel, device: torch.device | str) -> None:
+    """Move the text encoder (if any) to host memory and release `device`'s cached blocks."""
+    if world_model.text_encoder is None:
+        return
+    world_model.text_encoder.to(device="cpu")
+    if torch.device(device).type == "cuda":
+        torch.cuda.empty_cache()
 
 
 def encode_prompt(world_model: FlowWorldModel, cfg: TrainConfig, spec: PromptSpec, negative: str | None) -> Conditioning:
