@@ -61,11 +61,15 @@ def refusal(cfg: TrainConfig, tags: list[str]) -> str | None:
             "another output_dir")
 
 
+def output_dir_problem(cfg: TrainConfig) -> str | None:
+    """`refusal` of ``cfg`` for the checkpoints its output_dir holds now."""
+    return refusal(cfg, earlier_checkpoints(Path(cfg.output_dir)))
+
+
 def check_output_dir(cfg: TrainConfig) -> None:
     """ConfigError when a fresh launch of ``cfg`` would start in a folder holding an earlier run's
-    checkpoints without ``overwrite_output_dir`` (``--check``; one process)."""
-    problem = refusal(cfg, earlier_checkpoints(Path(cfg.output_dir)))
-    if problem:
+    checkpoints without ``overwrite_output_dir`` (the entry point, ``--check``; one process)."""
+    if problem := output_dir_problem(cfg):
         raise ConfigError(problem)
 
 
@@ -88,8 +92,7 @@ def prepare_output_dir(cfg: TrainConfig, local_rank: int) -> list[str]:
 
     if cfg.resume:
         return []
-    problem = as_rank0_sees(lambda: refusal(cfg, earlier_checkpoints(Path(cfg.output_dir))))
-    if problem:
+    if problem := as_rank0_sees(lambda: output_dir_problem(cfg)):
         raise ConfigError(problem)
     removed = clear_earlier_run(Path(cfg.output_dir)) if cfg.overwrite_output_dir and local_rank == 0 else []
     if dist.is_initialized():
