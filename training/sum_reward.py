@@ -94,13 +94,18 @@ def parse_parts(options: dict[str, Any]) -> list[dict[str, Any]]:
     return out
 
 
+def _listed_parts(options: dict[str, Any]) -> list[dict[str, Any]]:
+    """The mappings among a sum's ``parts`` as written (unchecked: `parse_parts` checks)."""
+    parts = options.get("parts")
+    return [p for p in parts if isinstance(p, dict)] if isinstance(parts, list) else []
+
+
 def used_rewards(reward: str | None, options: dict[str, Any]) -> set[str]:
     """The reward names a config uses: its own, or for a sum its parts' (what the entry point prepares
     settings for); no checks."""
     if reward != "sum":
         return {reward} if reward else set()
-    parts = options.get("parts") if isinstance(options.get("parts"), list) else []
-    return {str(p["reward"]) for p in parts if isinstance(p, dict) and "reward" in p}
+    return {str(p["reward"]) for p in _listed_parts(options) if "reward" in p}
 
 
 def token_envs(reward: str | None, options: dict[str, Any]) -> list[str]:
@@ -114,8 +119,7 @@ def token_envs(reward: str | None, options: dict[str, Any]) -> list[str]:
         return named(options)
     if reward != "sum":
         return []
-    parts = options.get("parts") if isinstance(options.get("parts"), list) else []
-    names = named(options) + [n for p in parts if isinstance(p, dict) and p.get("reward") == "http"
+    names = named(options) + [n for p in _listed_parts(options) if p.get("reward") == "http"
                               for n in named(p.get("options"))]
     return list(dict.fromkeys(names))
 
