@@ -1,4 +1,4 @@
-"""The agent CLI (`raa score`, `score-batch`, `runs`, `trace`) driven through graph.cli.app.
+"""The agent CLI (`raa score`, `score-batch`) driven through graph.cli.app (`runs` and `trace`: test_cli_runs.py).
 
 Commands run against a local OpenAI-compatible stub server (RAA_* set with monkeypatch.setenv: the CLI
 is the edge) or, for full agent runs, with the `make_chat_model` seam returning a scripted model."""
@@ -13,7 +13,6 @@ from typer.testing import CliRunner
 
 from graph.cli import app
 from tests.openai_stub import OpenAIStub, StubReply
-from tests.test_tracing import _graph
 
 runner = CliRunner()
 
@@ -45,121 +44,6 @@ def test_bad_setting_is_a_clear_error(monkeypatch) -> None:
     monkeypatch.setenv("RAA_TIMEOUT_S", "soon")
     res = runner.invoke(app, ["runs"])
     assert res.exit_code == 2 and "RAA_TIMEOUT_S" in res.output
-
-
-def test_runs_and_trace_read_the_trace_database(monkeypatch, tmp_path) -> None:
-    from graph.tracing import open_saver
-
-    db = tmp_path / "traces.sqlite"
-    saver = open_saver(db)
-    _graph(saver).invoke({"video": "/clips/a.mp4", "instruction": "pick the cube"},
-                         {"configurable": {"thread_id": "run-aaa"}})
-    _graph(saver, finish=False).invoke({"video": "/clips/b.mp4"}, {"configurable": {"thread_id": "run-bbb"}})
-    monkeypatch.setenv("RAA_TRACES_PATH", str(db))
-    res = runner.invoke(app, ["runs"], env={"COLUMNS": "200"})
-    assert res.exit_code == 0, res.output
-    assert res.output.index("run-bbb") < res.output.index("run-aaa")
-    assert "a.mp4" in res.output and "0.6200" in res.output and "incomplete" in res.output
-
-    res = runner.invoke(app, ["trace", "run-aaa"], env={"COLUMNS": "250"})
-    assert res.exit_code == 0, res.output
-    out = res.output
-    assert out.index("quality") < out.index("tool_call") < out.index("R = 0.62")
-    assert "view_crop" in out and "x0 >= x1" in out and "pick the cube" in out
-
-
-def test_runs_filters_and_says_why(monkeypatch, tmp_path) -> None:
-    from graph.tracing import open_saver
-    from tests.test_tracing import _runs_of_each_status
-
-    db = tmp_path / "traces.sqlite"
-    _runs_of_each_status(open_saver(db))
-    monkeypatch.setenv("RAA_TRACES_PATH", str(db))
-    res = runner.invoke(app, ["runs", "--status", "ineligible"], env={"COLUMNS": "200"})
-    assert res.exit_code == 0, res.output
-    assert "run-3" in res.output and "run-1" not in res.output and "run-2" not in res.output
-    assert "[assess] timeout: no reply in 120 s" in res.output  # the why column
-    res = runner.invoke(app, ["runs", "--preset", "decomposed"], env={"COLUMNS": "200"})
-    assert "run-2" in res.output and "R2 not met" in res.output and "run-3" not in res.output
-    res = runner.invoke(app, ["runs", "--status", "zero", "--preset", "full"])
-    assert res.exit_code == 0 and "no runs with status zero, preset full" in res.output
-    res = runner.invoke(app, ["runs", "--status", "failed"])
-    assert res.exit_code == 2 and "--status must be one of scored, zero, ineligible, incomplete" in res.output
-    res = runner.invoke(app, ["runs", "--json", "--preset", "full"])
-    rows = [json.loads(line) for line in res.output.splitlines()]
-    assert [(r["run_id"], r["status"], r["reward"]) for r in rows] == [("run-3", "ineligible", None),
-                                                                       ("run-1", "scored", 0.7)]
-    assert rows[0]["reasons"] == ["[assess] timeout: no reply in 120 s"] and rows[1]["video"] == "1.mp4"
-    res = runner.invoke(app, ["trace", "run-2", "--json"])
-    run = json.loads(res.output)
-    assert run["status"] == "zero" and run["values"]["result"]["reasons"] == ["failure established: R2 not met"]
-    assert [s["node"] for s in run["values"]["steps"]] == ["quality", "tool_call", "gate"]
-
-
-def test_model_text_in_brackets_is_printed_not_read_as_style(monkeypatch, tmp_path) -> None:
-    """rich markup dropped "[red block]" and "[assess]" from tables (and a stray "[/x]" can raise)."""
-    from graph.schemas import RewardResult
-    from graph.tracing import open_saver
-
-    db = tmp_path / "traces.sqlite"
-    res = RewardResult(reward=0.0, status="zero", reasons=["[assess] the [red block] never moved [/x]"], run_id="r",
-                       preset="full")
-    _graph(open_saver(db), result=res, decision="zero: [red block] stayed at x=[0.1]").invoke(
-        {"video": "/clips/[take 2].mp4"}, {"configurable": {"thread_id": "run-br"}})
-    monkeypatch.setenv("RAA_TRACES_PATH", str(db))
-    out = runner.invoke(app, ["runs"], env={"COLUMNS": "250"}).output
-    assert "[assess] the [red block] never moved [/x]" in out and "[take 2].mp4" in out
-    out = runner.invoke(app, ["trace", "run-br"], env={"COLUMNS": "250"}).output
-    assert "zero: [red block] stayed at x=[0.1]" in out and "[take 2].mp4" in out
-
-
-def test_narrow_console_keeps_run_ids_and_trace_fields_whole(monkeypatch, tmp_path) -> None:
-    """At 80 columns (a pipe, a small terminal) `raa runs` still prints the whole run id to copy, and
-    `raa trace` switches from the nine-column table to one block per step with unbroken values."""
-    from graph.tracing import open_saver
-
-    db = tmp_path / "traces.sqlite"
-    run_id = "run-0123456789ab-long-enough-to-be-cut"
-    _graph(open_saver(db)).invoke({"video": "/clips/a_rather_long_clip_name.mp4", "instruction": "pick the cube"},
-                                  {"configurable": {"thread_id": run_id}})
-    monkeypatch.setenv("RAA_TRACES_PATH", str(db))
-    res = runner.invoke(app, ["runs"], env={"COLUMNS": "80"})
-    assert res.exit_code == 0 and run_id in res.output, res.output
-
-    res = runner.invoke(app, ["trace", run_id], env={"COLUMNS": "80"})
-    assert res.exit_code == 0, res.output
-    lines = res.output.splitlines()
-    assert "[0] quality  0.01s" in lines and any(line.startswith("[1] tool_call") for line in lines)
-    assert any("decision" in line and "R = 0.62" in line for line in lines)  # one step's decision, on one line
-    assert "view_crop" in res.output and "x0 >= x1" in res.output and "┃" not in res.output
-
-    wide = runner.invoke(app, ["trace", run_id], env={"COLUMNS": "250"})
-    assert wide.exit_code == 0 and "┃" in wide.output and "[0] quality" not in wide.output
-
-
-def test_unknown_run_id_names_the_runs_it_may_have_meant(monkeypatch, tmp_path) -> None:
-    from graph.tracing import open_saver
-
-    db = tmp_path / "traces.sqlite"
-    for rid in ("run-abc123", "run-abd999"):
-        _graph(open_saver(db)).invoke({"video": "/clips/a.mp4", "instruction": "x"}, {"configurable": {"thread_id": rid}})
-    monkeypatch.setenv("RAA_TRACES_PATH", str(db))
-    res = runner.invoke(app, ["trace", "run-abc"])  # cut short when copied: not resolved, but named
-    assert res.exit_code == 1 and "did you mean run-abc123?" in res.output and "run-abd999" not in res.output
-    res = runner.invoke(app, ["trace", "run-ab"])
-    assert res.exit_code == 1 and "run-abc123" in res.output and "run-abd999" in res.output
-    res = runner.invoke(app, ["trace", "zzz"])
-    assert res.exit_code == 1 and "did you mean" not in res.output
-    res = runner.invoke(app, ["report", "run-abc", "--traces", str(db)])
-    assert res.exit_code == 1 and "did you mean run-abc123?" in res.output
-
-
-def test_trace_unknown_run_exits_1(monkeypatch, tmp_path) -> None:
-    monkeypatch.setenv("RAA_TRACES_PATH", str(tmp_path / "none.sqlite"))
-    res = runner.invoke(app, ["trace", "run-nope"])
-    assert res.exit_code == 1 and "run-nope" in res.output
-    res = runner.invoke(app, ["runs"])
-    assert res.exit_code == 0 and "no runs yet" in res.output
 
 
 def test_read_manifest_and_resume_keys(tmp_path) -> None:
@@ -359,40 +243,6 @@ def test_score_missing_video_and_bad_preset(monkeypatch, tmp_path) -> None:
     assert model.calls == []
     res = runner.invoke(app, ["score", str(tmp_path / "nope.mp4"), "-i", "push", "--preset", "best"])
     assert res.exit_code == 2 and "unknown preset 'best'" in res.output
-
-
-def test_runs_at_80_columns_keeps_each_run_on_one_line(monkeypatch, tmp_path) -> None:
-    """Only the video name may fold: the date, the preset (longest: no_visual_verify) and the status
-    no longer break mid-word ("no_wmrew" / "ard") in a pipe or a small terminal."""
-    import re
-
-    from graph_scripts import FakeSurprise, full_script, moving_square
-
-    from graph import AgentConfig, AgentTools, build_reward_agent
-    from graph.backbone import Backbone
-    from graph.testing import ScriptedChatModel
-    from graph.tracing import open_saver
-    from tools.motion import LKTracker
-
-    db = tmp_path / "traces.sqlite"
-    agent = build_reward_agent(AgentConfig(preset="no_visual_verify"),
-                               backbone=Backbone(ScriptedChatModel(full_script()), retry_wait=(0.0, 0.0)),
-                               tools=AgentTools(tracker=LKTracker(), surprise=FakeSurprise()), checkpointer=open_saver(db))
-    clip = moving_square(tmp_path / "a_rather_long_clip_name_from_a_sweep.mp4")
-    run_ids = ["run-0123456789ab", "run-ba9876543210"]
-    for run_id in run_ids:
-        agent.invoke({"video": str(clip), "instruction": "push the red block to the right"},
-                     {"configurable": {"thread_id": run_id}})
-    monkeypatch.setenv("RAA_TRACES_PATH", str(db))
-    res = runner.invoke(app, ["runs"], env={"COLUMNS": "80"})
-    assert res.exit_code == 0, res.output
-    lines = res.output.splitlines()
-    assert max(len(line) for line in lines) <= 80
-    for run_id in run_ids:
-        row = next(line for line in lines if run_id in line)
-        assert "no_visual_verify" in row and "scored" in row and re.search(r"\d\d-\d\d \d\d:\d\d", row), row
-        assert re.search(r"\b0\.\d{4}\b", row), row
-    assert "a_rather_long" in res.output
 
 
 def test_a_draw_scores_anew_and_a_repeated_draw_reads_the_cache(monkeypatch, tmp_path) -> None:
