@@ -156,6 +156,9 @@ def test_each_http_part_sends_its_own_token_or_the_sums():
         {"reward": "brightness", "weight": 0.0}]}
     try:
         assert token_envs("sum", options) == ["SUM_TOKEN", "A_TOKEN"]
+        own = {"token_env": "SUM_TOKEN", "parts": options["parts"][:1]}
+        assert token_envs("sum", own) == ["A_TOKEN"]  # every http part names its own: the sum's is unused
+        assert token_envs("sum", {"token_env": "SUM_TOKEN", "parts": options["parts"][2:]}) == []
         assert parse_parts(options)[1]["options"]["token_env"] == "SUM_TOKEN"  # inherited
         assert "token_env" not in parse_parts(options)[2]["options"]  # not an http part
         with pytest.raises(ValueError, match="part 0 \\(a\\): token_env 'A_TOKEN': no token given"):
@@ -183,3 +186,7 @@ def test_the_entry_point_reads_every_named_token_and_names_an_unset_one(monkeypa
     monkeypatch.setenv("A_TOKEN", "a-key")
     assert reward_tokens(cfg) == {"SUM_TOKEN": "s3cret", "A_TOKEN": "a-key"}
     assert reward_tokens(load_config(SMOKE, [])) == {}  # no http reward: nothing read
+    overridden = sum_of_two.replace('"http://b/score"}', '"http://b/score", token_env: A_TOKEN}')
+    assert overridden != sum_of_two
+    monkeypatch.delenv("SUM_TOKEN")  # every part names its own token: the sum's is not read
+    assert reward_tokens(load_config(SMOKE, ["--reward", "sum", "--reward_options", overridden])) == {"A_TOKEN": "a-key"}

@@ -28,8 +28,9 @@ Decisions where the issue was silent:
   rewards is a ``RewardLengthError`` naming it, as it would be as the run's reward.
 * Parts cannot be sums themselves (one level is enough to write any weighted sum).
 * An http part's bearer token is the variable its own ``token_env`` names, else the sum's ``token_env``
-  (two services on two hosts each keep their own token); the entry point reads every named variable
-  (`token_envs`) and stops with exit 2 when one is not set.
+  (two services on two hosts each keep their own token); the entry point reads every variable a part
+  uses (`token_envs`) and stops with exit 2 when one is not set (a sum's ``token_env`` that every http
+  part overrides is unused and need not be set).
 """
 
 from __future__ import annotations
@@ -110,7 +111,9 @@ def used_rewards(reward: str | None, options: dict[str, Any]) -> set[str]:
 
 def token_envs(reward: str | None, options: dict[str, Any]) -> list[str]:
     """The environment variables a config's http rewards take their bearer tokens from (``token_env`` of an
-    http reward, of a sum and of its http parts; what the entry point reads), in config order; no checks."""
+    http reward, of a sum's http parts, and the sum's own when some http part names none and so inherits
+    it; what the entry point reads), in config order; no checks. A sum's ``token_env`` that no part
+    inherits is unused and is not listed (its variable need not be set)."""
     def named(opts: Any) -> list[str]:
         value = opts.get("token_env") if isinstance(opts, dict) else None
         return [value] if isinstance(value, str) and value else []
@@ -119,8 +122,9 @@ def token_envs(reward: str | None, options: dict[str, Any]) -> list[str]:
         return named(options)
     if reward != "sum":
         return []
-    names = named(options) + [n for p in _listed_parts(options) if p.get("reward") == "http"
-                              for n in named(p.get("options"))]
+    http_parts = [p.get("options") for p in _listed_parts(options) if p.get("reward") == "http"]
+    inherits = any(not named(opts) for opts in http_parts)
+    names = (named(options) if inherits else []) + [n for opts in http_parts for n in named(opts)]
     return list(dict.fromkeys(names))
 
 
