@@ -1,12 +1,14 @@
 """Batch scoring of a manifest (`raa score-batch`): items, resume keys, output rows, the in-process runner.
 
 A manifest is JSONL with rows `{"path", "instruction", ...}`; paths are relative to the manifest's
-folder. Output rows: {"key", "line", "path", "instruction", "preset", "manifest": other manifest
+folder. Output rows: {"key", "line", "path", "instruction", "preset", "draw", "manifest": other manifest
 fields, "result": RewardResult}, one per line, appended as runs finish.
 
 Decisions where the issue was silent:
-- The key is sha256 of (resolved path, instruction, preset); rows already in the output file are
-  skipped, so an interrupted batch resumes where it stopped. A torn last line (crash mid-write) is
+- The key is sha256 of (resolved path, instruction, preset), and of the stage-cache draw when it is not
+  0 (`AgentConfig.draw`; draw 0 keeps the keys of outputs written before draws existed); rows already in
+  the output file are skipped, so an interrupted batch resumes where it stopped, and draws 0..N-1 of a
+  manifest can share one output file (each row says its `draw`). A torn last line (crash mid-write) is
   ignored and its item re-run; the next append starts on a fresh line.
 - `--retry-ineligible` first removes the rows whose ineligibility another run could fix (`retryable`:
   anything but input and video faults, e.g. a dead endpoint, a wrong model name, a tool crash), so a
@@ -30,17 +32,18 @@ from typing import Any
 
 from graph.settings import BackboneSettings, TraceDurability
 
-ROW_FIELDS = ("key", "line", "path", "instruction", "preset", "manifest")
+ROW_FIELDS = ("key", "line", "path", "instruction", "preset", "draw", "manifest")
 """Fields of a batch item copied into its output row (next to "result")."""
 
 
-def item_key(path: str, instruction: str, preset: str) -> str:
-    """Resume key of one batch item."""
-    return hashlib.sha256(json.dumps([path, instruction, preset]).encode()).hexdigest()[:32]
+def item_key(path: str, instruction: str, preset: str, draw: int = 0) -> str:
+    """Resume key of one batch item (draw 0: the key of an item named without a draw)."""
+    fields: list[Any] = [path, instruction, preset] + ([draw] if draw else [])
+    return hashlib.sha256(json.dumps(fields).encode()).hexdigest()[:32]
 
 
-def read_manifest(manifest: Path, preset: str) -> list[dict[str, Any]]:
-    """Manifest rows as batch items; a bad line becomes an item carrying an `error`."""
+def read_manifest(manifest: Path, preset: str, draw: int = 0) -> list[dict[str, Any]]:
+    """Manifest rows as batch items of stage-cache `draw`; a bad line becomes an item carrying an `error`."""
     base = manifest.resolve().parent
     items = []
     for number, line in enumerate(manifest.read_text(encoding="utf-8").splitlines(), start=1):
@@ -58,8 +61,9 @@ def read_manifest(manifest: Path, preset: str) -> list[dict[str, Any]]:
             row, path, instruction, error = {}, f"<line {number}>", "", f"manifest line {number}: {exc}"
         resolved = str((base / path).resolve()) if error is None else path
         extra = {k: v for k, v in row.items() if k not in ("path", "instruction")}
-        items.append({"key": item_key(resolved, instruction, preset), "line": number, "path": resolved,
-                      "instruction": instruction, "preset": preset, "manifest": extra, "error": error})
+        items.append({"key": item_key(resolved, instruction, preset, draw), "line": number, "path": resolved,
+                      "instruction": instruction, "preset": preset, "draw": draw, "manifest": extra,
+                      "error": error})
     return items
 
 

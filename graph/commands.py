@@ -174,7 +174,8 @@ def score_batch_command(
     retry_ineligible: bool = typer.Option(False, "--retry-ineligible",
                                           help="Score again the items whose row is ineligible for a reason a rerun "
                                                "can fix (endpoint, model, tool faults; not bad input or video)."),
-    draw: int = typer.Option(0, "--draw", min=0, help="Stage-cache draw (as for score); give each draw its own --out."),
+    draw: int = typer.Option(0, "--draw", min=0, help="Stage-cache draw (as for score); draws of one manifest may share --out "
+                                                "(rows say their draw)."),
 ) -> None:
     """Score every clip of a manifest; items already in the output are skipped."""
     from graph.batch import RowWriter, build_batch_agent, done_keys, drop_retryable, read_manifest, run_batch
@@ -186,7 +187,7 @@ def score_batch_command(
     _check_preset(preset)
     settings.ensure_parent_dirs()
     preflight_or_exit(settings)  # before writing a row per clip that only says the endpoint is wrong
-    items = read_manifest(manifest, preset)
+    items = read_manifest(manifest, preset, draw)
     if retry_ineligible:
         typer.echo(f"{drop_retryable(out)} ineligible row(s) removed from {out} to score again", err=True)
     done = done_keys(out)

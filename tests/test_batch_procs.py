@@ -117,9 +117,9 @@ def test_no_worker_can_start_raises_and_leaves_items_for_resume(tmp_path) -> Non
     (tmp_path / "a_file").write_text("not a folder")
     settings = BackboneSettings(base_url="http://127.0.0.1:9/v1", model="m", api_key="EMPTY", cache_path=None,
                                 traces_path=str(tmp_path / "a_file" / "traces.sqlite"))
-    items = [{"key": "k1", "line": 1, "path": str(tmp_path / "c.mp4"), "instruction": "x", "preset": "direct",
+    items = [{"key": "k1", "line": 1, "path": str(tmp_path / "c.mp4"), "instruction": "x", "preset": "direct", "draw": 0,
               "manifest": {}, "error": None},
-             {"key": "k2", "line": 2, "path": "<line 2>", "instruction": "", "preset": "direct", "manifest": {},
+             {"key": "k2", "line": 2, "path": "<line 2>", "instruction": "", "preset": "direct", "draw": 0, "manifest": {},
               "error": "manifest line 2: bad"}]
     writer = RowWriter(tmp_path / "out.jsonl")
     with pytest.raises(BatchError, match="no batch worker process could start: .*a_file"):
@@ -171,7 +171,7 @@ def test_a_worker_whose_parent_is_gone_cancels_its_runs_and_exits(tmp_path) -> N
 
     clip = moving_square(tmp_path / "c.mp4")
     item = {"key": "k", "line": 1, "path": str(clip), "instruction": INSTRUCTION, "preset": "visual_verify",
-            "manifest": {}, "error": None}
+            "draw": 0, "manifest": {}, "error": None}
     with OpenAIStub(responder=lambda body: StubReply(status=500, delay_s=60)) as stub:  # the run hangs in a call
         settings = BackboneSettings(base_url=stub.base_url, model="m", api_key="EMPTY", cache_path=None,
                                     traces_path=str(tmp_path / "traces.sqlite"), timeout_s=120, max_retries=1)

@@ -57,6 +57,9 @@ def test_read_manifest_and_resume_keys(tmp_path) -> None:
     assert items[0]["manifest"] == {"label": "ordinary"}
     assert "line 3" in items[1]["error"] and "instruction" in items[2]["error"]
     assert items[0]["key"] == item_key(items[0]["path"], "x", "full") != item_key(items[0]["path"], "x", "direct")
+    assert items[0]["draw"] == 0 and item_key(items[0]["path"], "x", "full", 0) == items[0]["key"]
+    drawn = read_manifest(tmp_path / "m.jsonl", "full", 2)[0]
+    assert drawn["draw"] == 2 and drawn["key"] == item_key(drawn["path"], "x", "full", 2) != items[0]["key"]
     out = tmp_path / "r.jsonl"
     out.write_text(json.dumps({"key": "k1"}) + "\n" + '{"key": "k2", "resu')  # torn last line
     assert done_keys(out) == {"k1"}
@@ -262,6 +265,15 @@ def test_a_draw_scores_anew_and_a_repeated_draw_reads_the_cache(monkeypatch, tmp
         assert res.exit_code == 0 and "scored=1" in res.output, res.output
         calls.append(len(model.calls))
     assert calls[0] > 0 and calls[1] == calls[0] and calls[2] > calls[1] and calls[3] == calls[2]
+    shared = tmp_path / "draws.jsonl"  # draws of one manifest in one output: each its own row, each resumable
+    for draw, expected in (("0", "1 to score"), ("1", "1 to score"), ("1", "1 already in")):
+        res = runner.invoke(app, ["score-batch", str(manifest), "--out", str(shared), "--preset", "visual_verify",
+                                  "--draw", draw])
+        assert res.exit_code == 0 and expected in res.output, res.output
+    rows = [json.loads(line) for line in shared.read_text().splitlines()]
+    assert [r["draw"] for r in rows] == [0, 1] and rows[0]["key"] != rows[1]["key"]
+    assert rows[0]["key"] == json.loads((tmp_path / "d0.jsonl").read_text())["key"]  # draw 0 keeps its key
+    assert len(model.calls) == calls[3]  # both draws were in the stage cache already
     res = runner.invoke(app, ["score", str(clip), "-i", "push the red block to the right", "--preset",
                               "visual_verify", "--draw", "2", "--json"])
     assert res.exit_code == 0 and len(model.calls) > calls[3], res.output
