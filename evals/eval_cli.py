@@ -1,4 +1,4 @@
-"""`raa eval reward|report|world-model|compare` and `raa report RUN_ID` (typer; registered in graph/cli.py).
+"""`raa eval reward|report|world-model|compare|draws` and `raa report RUN_ID` (typer; registered in graph/cli.py).
 
 This is the edge: the agent's endpoint comes from `BackboneSettings.from_env()` (RAA_*), the judge's from
 `JudgeSettings.from_env()` (RAA_JUDGE_*), the tools from `ToolSettings.from_env()`.
@@ -253,6 +253,41 @@ def compare_command(
     if json_out is not None:
         json_out.parent.mkdir(parents=True, exist_ok=True)
         json_out.write_text(json.dumps(result.as_dict(), indent=2))
+        console.print(f"wrote {json_out}")
+
+
+@eval_app.command("draws", help="How much rewards move across draws (score-batch --draw k into one output).")
+def draws_command(
+    results: Annotated[Path, typer.Argument(help="A raa score-batch output holding draws 0..N-1 of a manifest.")],
+    json_out: Annotated[Path | None, typer.Option("--json", help="Also write the summary as JSON.")] = None,
+) -> None:
+    from evals.draws import DrawsError, summarize_draws
+
+    try:
+        s = summarize_draws(results)
+    except DrawsError as exc:
+        raise _fail(str(exc)) from exc
+    console = _console()
+    console.print(f"{s.rows} rows, {s.clips} clips, {s.draws_min}-{s.draws_max} draws per clip; "
+                  f"{s.ineligible_rows} ineligible rows left out; {s.clips_single} clips with < 2 eligible draws")
+    if s.n:
+        share = "-" if s.noise_share is None else f"{s.noise_share:.3f}"
+        console.print(f"n = {s.n} clips: within-clip std {s.within_std:.4f}, between-clip std {s.between_std:.4f}, "
+                      f"noise share {share}; range mean {s.mean_range:.4f}, max {s.max_range:.4f}; "
+                      f"status flips (scored vs zero) {s.status_flips}")
+        t = Table(title="Most variable clips")
+        for col in ("Clip", "Preset", "Rewards by draw", "Range"):
+            t.add_column(col)
+        for c in s.most_variable:
+            rewards = " ".join(f"{r:.3f}" + ("" if st == "scored" else f"({st})")
+                               for r, st in zip(c["rewards"], c["statuses"], strict=True))
+            t.add_row(Path(c["path"]).name, c["preset"], rewards, f"{c['range']:.4f}")
+        console.print(t)
+    else:
+        console.print("no clip with two eligible draws: nothing to measure")
+    if json_out is not None:
+        json_out.parent.mkdir(parents=True, exist_ok=True)
+        json_out.write_text(json.dumps(s.as_dict(), indent=2))
         console.print(f"wrote {json_out}")
 
 

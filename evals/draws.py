@@ -1,0 +1,160 @@
+"""Reward variation across draws: how much does the agent's reward for one clip move when its stages are
+sampled again (a temperature above 0 and `AgentConfig.draw`)?
+
+``raa eval draws RESULTS.jsonl`` reads a ``raa score-batch`` output that holds draws 0..N-1 of a manifest
+(``raa score-batch M --out RESULTS.jsonl --draw k`` for each k), groups its rows by clip (path, instruction,
+preset) and reports, over the clips with at least two eligible draws:
+
+    clip i, eligible rewards r_i1 .. r_ik (k >= 2)
+    m_i = (1/k) sum_j r_ij                      the clip's mean reward
+    w_i = (1/k) sum_j (r_ij - m_i)^2            its variance over draws (population)
+    W = mean_i w_i                              draw noise (within_std = sqrt(W))
+    B = population variance of m_i over clips   clip-to-clip signal (between_std = sqrt(B))
+    noise_share = W / (W + B)                   share of the reward variance that is draw noise
+    range_i = max_j r_ij - min_j r_ij           (mean_range, max_range)
+
+With the same number of draws per clip, W + B is the variance of all those rewards together, so
+``noise_share`` is the part of it a GRPO group would see as noise; 0 means the draws agree, 1 means the
+clips cannot be told apart by their reward.
+
+Decisions where the issue was silent:
+
+* An ineligible draw (reward None) is never a number: it is left out and counted (``ineligible_rows``). A
+  clip with fewer than two eligible draws is left out of the statistics and counted (``clips_single``).
+* ``status_flips``: clips whose eligible draws do not share one status (``scored`` against ``zero``: the gate
+  or the quality check decided differently), the draw-to-draw change that moves a reward most.
+* A row written before rows recorded their draw counts as draw 0 (such outputs hold draw 0 only). Two rows
+  of one clip and draw (two files concatenated) are an error naming the line, as in ``evals.compare``.
+* ``noise_share`` is None when W + B is 0 (every reward equal) or no clip has two eligible draws.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from tools.jsonl import json_lines
+
+
+class DrawsError(ValueError):
+    """A results file that cannot be read as draws (missing, malformed, a clip's draw twice)."""
+
+
+@dataclass
+class ClipDraws:
+    """One clip's draws."""
+
+    path: str
+    instruction: str
+    preset: str
+    draws: int
+    """Rows of this clip (every draw, eligible or not)."""
+    rewards: list[float]
+    """Eligible rewards in draw order."""
+    statuses: list[str]
+    """Statuses of the eligible draws in draw order."""
+
+    @property
+    def range(self) -> float | None:
+        return max(self.rewards) - min(self.rewards) if len(self.rewards) >= 2 else None
+
+
+@dataclass
+class DrawsSummary:
+    """Reward variation across draws of one results file (module docstring)."""
+
+    path: str
+    rows: int
+    """Rows read."""
+    clips: int
+    """Distinct (path, instruction, preset)."""
+    draws_min: int
+    """Fewest rows of one clip."""
+    draws_max: int
+    """Most rows of one clip."""
+    ineligible_rows: int
+    """Rows without a reward (left out)."""
+    clips_single: int
+    """Clips with fewer than two eligible draws (left out of the statistics)."""
+    n: int
+    """Clips in the statistics."""
+    within_std: float | None
+    """sqrt(W): pooled draw-to-draw standard deviation."""
+    between_std: float | None
+    """sqrt(B): standard deviation of the clips' mean rewards."""
+    noise_share: float | None
+    """W / (W + B)."""
+    mean_range: float | None
+    """Mean over clips of max - min reward over draws."""
+    max_range: float | None
+    """Largest such range."""
+    status_flips: int
+    """Clips whose eligible draws are not all scored or all zero."""
+    most_variable: list[dict[str, Any]] = field(default_factory=list)
+    """Up to 10 clips with the widest range: path, instruction, preset, rewards, statuses, range."""
+
+    def as_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def read_draws(path: Path) -> tuple[list[ClipDraws], int]:
+    """The clips of a score-batch output with their draws, in first-seen order, and the number of rows."""
+    path = Path(path)
+    if not path.is_file():
+        raise DrawsError(f"results file not found: {path}")
+    seen: dict[tuple[str, str, str], dict[int, dict[str, Any]]] = {}
+    rows = 0
+    for where, row in json_lines(path, DrawsError):
+        if not isinstance(row, dict) or not isinstance(row.get("result"), dict):
+            raise DrawsError(f"{where}: not a score-batch row (no 'result' object)")
+        clip = (str(row.get("path")), str(row.get("instruction")), str(row.get("preset")))
+        draw = row.get("draw", 0)
+        if isinstance(draw, bool) or not isinstance(draw, int):
+            raise DrawsError(f"{where}: draw must be an integer, got {draw!r}")
+        if draw in seen.setdefault(clip, {}):
+            raise DrawsError(f"{where}: draw {draw} of {clip[0]} ({clip[2]}) appears twice")
+        seen[clip][draw] = row["result"]
+        rows += 1
+    clips = []
+    for (video, instruction, preset), by_draw in seen.items():
+        eligible = [(by_draw[d].get("reward"), by_draw[d].get("status")) for d in sorted(by_draw)]
+        eligible = [(float(r), str(s)) for r, s in eligible
+                    if isinstance(r, int | float) and not isinstance(r, bool) and math.isfinite(r)]
+        clips.append(ClipDraws(path=video, instruction=instruction, preset=preset, draws=len(by_draw),
+                               rewards=[r for r, _ in eligible], statuses=[s for _, s in eligible]))
+    return clips, rows
+
+
+def draw_statistics(rewards: list[list[float]]) -> tuple[float, float, float | None]:
+    """(W, B, noise_share) of per-clip reward lists, each of length >= 2 (module docstring); at least one
+    list. noise_share is None when W + B is 0."""
+    means = np.array([np.mean(r) for r in rewards])
+    within = float(np.mean([np.var(r) for r in rewards]))
+    between = float(np.var(means))
+    total = within + between
+    return within, between, (within / total if total > 0 else None)
+
+
+def summarize_draws(path: Path) -> DrawsSummary:
+    """Read `path` and summarise its draws (module docstring)."""
+    clips, rows = read_draws(path)
+    multi = [c for c in clips if len(c.rewards) >= 2]
+    counts = [c.draws for c in clips] or [0]
+    summary = DrawsSummary(
+        path=str(path), rows=rows, clips=len(clips), draws_min=min(counts), draws_max=max(counts),
+        ineligible_rows=sum(c.draws - len(c.rewards) for c in clips), clips_single=len(clips) - len(multi),
+        n=len(multi), within_std=None, between_std=None, noise_share=None, mean_range=None, max_range=None,
+        status_flips=sum(len(set(c.statuses)) > 1 for c in multi))
+    if multi:
+        within, between, summary.noise_share = draw_statistics([c.rewards for c in multi])
+        summary.within_std, summary.between_std = math.sqrt(within), math.sqrt(between)
+        ranges = [c.range for c in multi]
+        summary.mean_range, summary.max_range = float(np.mean(ranges)), max(ranges)
+        widest = sorted(multi, key=lambda c: -c.range)[:10]
+        summary.most_variable = [{"path": c.path, "instruction": c.instruction, "preset": c.preset,
+                                  "rewards": c.rewards, "statuses": c.statuses, "range": c.range} for c in widest]
+    return summary

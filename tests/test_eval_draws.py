@@ -1,0 +1,93 @@
+"""`raa eval draws`: reward variation across draws of one score-batch output, against hand-computed values."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from evals.draws import DrawsError, draw_statistics, summarize_draws
+from graph.api import ineligible_result
+from graph.batch import read_manifest, result_line
+from graph.cli import app
+from graph.schemas import RewardResult
+
+runner = CliRunner()
+
+# clip -> reward per draw (None: ineligible); hand values in test_summary_hand_computed
+DRAWS = {"a": [0.2, 0.4], "b": [0.8, 0.8], "c": [None, 0.5], "d": [0.0, 0.6]}
+
+
+def _draws(tmp: Path, draws: dict[str, list[float | None]] = DRAWS) -> Path:
+    """What `raa score-batch M --out scores.jsonl --draw k` writes for k = 0, 1 (rows as the real writer makes them)."""
+    manifest = tmp / "manifest.jsonl"
+    manifest.write_text("".join(json.dumps({"path": f"{k}.mp4", "instruction": "stack the blocks"}) + "\n"
+                                for k in draws))
+    lines = []
+    for draw in range(2):
+        for item, rewards in zip(read_manifest(manifest, "full", draw), draws.values(), strict=True):
+            reward = rewards[draw]
+            result = (ineligible_result("full", "observe: transport: timeout") if reward is None else
+                      RewardResult(reward=reward, status="zero" if reward == 0 else "scored", preset="full"))
+            lines.append(result_line(item, result))
+    out = tmp / "scores.jsonl"
+    out.write_text("\n".join(lines) + "\n")
+    return out
+
+
+def test_draw_statistics_hand_computed():
+    # a: mean 0.3 var 0.01; b: mean 0.8 var 0; W = 0.005; B = var(0.3, 0.8) = 0.0625
+    within, between, share = draw_statistics([[0.2, 0.4], [0.8, 0.8]])
+    assert (within, between) == pytest.approx((0.005, 0.0625))
+    assert share == pytest.approx(0.005 / 0.0675)
+    assert draw_statistics([[0.5, 0.5], [0.5, 0.5]]) == (0.0, 0.0, None)  # nothing varies: no share
+    assert draw_statistics([[0.1, 0.9]])[2] == 1.0  # one clip: all of its variance is draw noise
+
+
+def test_summary_hand_computed(tmp_path):
+    s = summarize_draws(_draws(tmp_path))
+    assert (s.rows, s.clips, s.draws_min, s.draws_max) == (8, 4, 2, 2)
+    assert (s.ineligible_rows, s.clips_single, s.n) == (1, 1, 3)  # c has one eligible draw
+    # a, b, d: vars 0.01, 0, 0.09 -> W = 0.1/3; means 0.3, 0.8, 0.3 -> B = 1/18; share = (1/30) / (1/30 + 1/18)
+    assert s.within_std == pytest.approx((0.1 / 3) ** 0.5)
+    assert s.between_std == pytest.approx((1 / 18) ** 0.5)
+    assert s.noise_share == pytest.approx(0.375)
+    assert (s.mean_range, s.max_range) == pytest.approx((0.8 / 3, 0.6))
+    assert s.status_flips == 1  # d: zero, then scored
+    assert [Path(c["path"]).name for c in s.most_variable] == ["d.mp4", "a.mp4", "b.mp4"]
+    assert s.most_variable[0]["statuses"] == ["zero", "scored"]
+
+
+def test_rows_without_a_draw_count_as_draw_0_and_a_repeated_draw_is_an_error(tmp_path):
+    out = _draws(tmp_path)
+    rows = [json.loads(line) for line in out.read_text().splitlines()]
+    for row in rows:
+        if row["draw"] == 0:
+            del row["draw"]  # an output written before rows recorded their draw
+    out.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    assert summarize_draws(out).noise_share == pytest.approx(0.375)
+    out.write_text(out.read_text() + json.dumps(rows[-1]) + "\n")
+    with pytest.raises(DrawsError, match=r"scores.jsonl:9: draw 1 of .*d\.mp4 \(full\) appears twice"):
+        summarize_draws(out)
+    out.write_text('{"path": "x.mp4"}\n')
+    with pytest.raises(DrawsError, match="scores.jsonl:1: not a score-batch row"):
+        summarize_draws(out)
+    with pytest.raises(DrawsError, match="results file not found"):
+        summarize_draws(tmp_path / "missing.jsonl")
+
+
+def test_cli_prints_the_summary_and_writes_json(tmp_path):
+    out = _draws(tmp_path)
+    res = runner.invoke(app, ["eval", "draws", str(out), "--json", str(tmp_path / "d.json")])
+    assert res.exit_code == 0, res.output
+    assert "noise share 0.375" in res.output and "status flips (scored vs zero) 1" in res.output
+    assert "0.000(zero) 0.600" in res.output  # d's draws, its zero marked
+    assert json.loads((tmp_path / "d.json").read_text())["noise_share"] == pytest.approx(0.375)
+    (tmp_path / "one").mkdir()
+    one = _draws(tmp_path / "one", {"a": [0.5, None]})
+    res = runner.invoke(app, ["eval", "draws", str(one)])
+    assert res.exit_code == 0 and "nothing to measure" in res.output, res.output
+    res = runner.invoke(app, ["eval", "draws", str(tmp_path / "missing.jsonl")])
+    assert res.exit_code == 2 and "results file not found" in res.output
