@@ -25,7 +25,8 @@ Decisions where the issue was silent:
   or the quality check decided differently), the draw-to-draw change that moves a reward most.
 * A row written before rows recorded their draw counts as draw 0 (such outputs hold draw 0 only). Two rows
   of one clip and draw (two files concatenated) are an error naming the line, as in ``evals.compare``.
-* ``noise_share`` is None when W + B is 0 (every reward equal) or no clip has two eligible draws.
+* ``noise_share`` is None when no clip has two eligible draws or W + B is at most 1e-12 (every reward
+  equal: rewards equal in print differ in their last bits when summed, and 1e-32 / 1e-32 is no share).
 """
 
 from __future__ import annotations
@@ -38,6 +39,9 @@ from typing import Any
 import numpy as np
 
 from tools.jsonl import json_lines
+
+NO_SPREAD = 1e-12
+"""W + B at or below this (a reward standard deviation of 1e-6) is rounding, not spread: no noise share."""
 
 
 class DrawsError(ValueError):
@@ -131,12 +135,12 @@ def read_draws(path: Path) -> tuple[list[ClipDraws], int]:
 
 def draw_statistics(rewards: list[list[float]]) -> tuple[float, float, float | None]:
     """(W, B, noise_share) of per-clip reward lists, each of length >= 2 (module docstring); at least one
-    list. noise_share is None when W + B is 0."""
+    list. noise_share is None when W + B is at most `NO_SPREAD`."""
     means = np.array([np.mean(r) for r in rewards])
     within = float(np.mean([np.var(r) for r in rewards]))
     between = float(np.var(means))
     total = within + between
-    return within, between, (within / total if total > 0 else None)
+    return within, between, (within / total if total > NO_SPREAD else None)
 
 
 def summarize_draws(path: Path) -> DrawsSummary:
