@@ -286,3 +286,37 @@ def test_a_clip_size_the_vae_cannot_encode_stops_before_the_first_rollout(tmp_pa
     assert proc.returncode == 2, proc.stderr[-3000:]
     assert "error: num_frames must be 1 + 4 k, got 4 (the cosmos VAE's compression" in proc.stderr
     assert "Traceback" not in proc.stderr and not (tmp_path / "run" / "metrics.jsonl").exists()
+
+
+def test_a_failed_run_exits_with_its_status_and_rank_0_says_a_failure_every_rank_raises(tmp_path, capsys,
+                                                                                       monkeypatch):
+    """training.train's exit codes (exit_status) and who prints: every rank raises a config error, a stop or a
+    divergence, so only rank 0 says it; a trace-store error may hit one rank, so that rank says it; a bug
+    keeps its traceback."""
+    import training.trainer
+    from graph.stores import StoreError
+    from training.config import ConfigError
+    from training.preemption import TrainingStopped
+    from training.train import main
+
+    smoke = str(Path(__file__).resolve().parents[1] / "training" / "configs" / "smoke.yaml")
+    args = ["--config", smoke, "--output_dir", str(tmp_path / "run")]
+    cases = [(ConfigError("bad"), 2, True, "error: bad"),
+             (StoreError("db locked"), 2, False, "error: db locked"),
+             (TrainingStopped(3, 15, "iter_000003"), 128 + 15, True, "stopped: "),
+             (training.trainer.TrainingDiverged(4, 3, tmp_path), 1, True, "error: "),
+             (training.trainer.RewardsStalled(5, 2, "iter_000005", "endpoint down", tmp_path / "r.jsonl"), 3, True,
+              "error: ")]
+    for exc, code, every_rank, said in cases:
+        def failing(*_a, exc=exc, **_k):
+            raise exc
+        monkeypatch.setattr(training.trainer, "train", failing)
+        for rank in ("0", "1"):
+            monkeypatch.setenv("RANK", rank)
+            monkeypatch.setenv("WORLD_SIZE", "2")
+            assert main(args) == code, exc
+            err = capsys.readouterr().err
+            assert (said in err) == (rank == "0" or not every_rank), (exc, rank, err)
+    monkeypatch.setattr(training.trainer, "train", lambda *_a, **_k: 1 / 0)
+    with pytest.raises(ZeroDivisionError):
+        main(args)

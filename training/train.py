@@ -156,6 +156,35 @@ def launch_check(cfg: TrainConfig, agent_settings: Any, agent_tools: Any, world:
     return "\n".join(lines)
 
 
+def exit_status(exc: BaseException) -> tuple[int, bool] | None:
+    """(exit code, raised on every rank) of a training run that ended with ``exc``, None for an exception
+    that is a bug rather than a reported failure (it propagates with its traceback). A failure every rank
+    raises is printed by rank 0 only. ConfigError 2 (the same checks fail on every rank); StoreError 2 (the
+    agent reward's trace database or stage cache; may fail on one rank only); WandbError 2 (a W&B run that
+    cannot start, rank 0); ExportError 1; TrainingStopped 128 + signal (a scheduler's signal, on_signal:
+    checkpoint); TrainingDiverged 1; RewardsStalled 3 (max_skipped_iterations, after the checkpoint)."""
+    from graph.stores import StoreError
+    from training.export import ExportError
+    from training.preemption import TrainingStopped
+    from training.trainer import RewardsStalled, TrainingDiverged
+    from training.wandb_log import WandbError
+
+    match exc:
+        case ConfigError():
+            return 2, True
+        case StoreError() | WandbError():
+            return 2, False
+        case ExportError():
+            return 1, False
+        case TrainingStopped():
+            return 128 + exc.signum, True
+        case TrainingDiverged():
+            return 1, True
+        case RewardsStalled():
+            return 3, True
+    return None
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     args = list(sys.argv[1:] if argv is None else argv)
     if "--help" in args or "-h" in args:
@@ -181,38 +210,18 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(report)
         return 0
     _single_process_env()
-    # heavy imports (deepspeed, diffusers) only after validation
-    from graph.stores import StoreError
-    from training.export import ExportError
-    from training.preemption import TrainingStopped
-    from training.trainer import RewardsStalled, TrainingDiverged, train
-    from training.wandb_log import WandbError
+    from training.trainer import train  # heavy imports (deepspeed, diffusers) only after validation
 
     try:
         out = train(cfg, local_rank=int(os.environ.get("LOCAL_RANK", "0")), reward_tokens=tokens,
                     reward_settings=agent_settings, reward_tools=agent_tools)
-    except ConfigError as exc:  # the same checks fail on every rank: said once
-        if int(os.environ.get("RANK", "0")) == 0:
-            print(f"error: {exc}", file=sys.stderr)
-        return 2
-    except (StoreError, WandbError) as exc:  # the agent reward's trace database or stage cache (may fail on
-        print(f"error: {exc}", file=sys.stderr)  # one rank only); a W&B run that cannot start (rank 0)
-        return 2
-    except ExportError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 1
-    except TrainingStopped as exc:  # a scheduler's signal (on_signal: checkpoint); raised on every rank
-        if int(os.environ.get("RANK", "0")) == 0:
-            print(f"stopped: {exc}", file=sys.stderr, flush=True)
-        return 128 + exc.signum
-    except TrainingDiverged as exc:  # raised on every rank; said once
-        if int(os.environ.get("RANK", "0")) == 0:
-            print(f"error: {exc}", file=sys.stderr)
-        return 1
-    except RewardsStalled as exc:  # max_skipped_iterations: raised on every rank after the checkpoint; said once
-        if int(os.environ.get("RANK", "0")) == 0:
-            print(f"error: {exc}", file=sys.stderr)
-        return 3
+    except Exception as exc:
+        if (status := exit_status(exc)) is None:
+            raise
+        code, every_rank = status
+        if not every_rank or int(os.environ.get("RANK", "0")) == 0:  # raised on every rank: said once
+            print(f"{'stopped' if code > 128 else 'error'}: {exc}", file=sys.stderr, flush=True)  # > 128: a signal
+        return code
     if int(os.environ.get("RANK", "0")) == 0:
         print(f"done: metrics in {out / 'metrics.jsonl'}; a page of the run: python -m training.report --run {out}")
     return 0
