@@ -37,6 +37,14 @@ def _fail(message: str, code: int = 2) -> typer.Exit:
     return typer.Exit(code)
 
 
+def _write_json(path: Path | None, data: dict[str, Any], console: Console) -> None:
+    """`--json PATH`: write `data` there (folders created) and say so; nothing without a path."""
+    if path is not None:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(json.dumps(data, indent=2))
+        console.print(f"wrote {path}")
+
+
 def make_judge(settings: JudgeSettings) -> RewardJudge:
     """The judge the CLI uses (tests replace this function to inject a scripted model)."""
     return RewardJudge.from_settings(settings)
@@ -250,10 +258,7 @@ def compare_command(
                       f"wins/ties/losses {result.wins}/{result.ties}/{result.losses}, sign test p = {p}")
     else:
         console.print("no pair with two eligible rewards: nothing to compare")
-    if json_out is not None:
-        json_out.parent.mkdir(parents=True, exist_ok=True)
-        json_out.write_text(json.dumps(result.as_dict(), indent=2))
-        console.print(f"wrote {json_out}")
+    _write_json(json_out, result.as_dict(), console)
 
 
 @eval_app.command("draws", help="How much rewards move across draws (score-batch --draw k into one output).")
@@ -285,10 +290,7 @@ def draws_command(
         console.print(t)
     else:
         console.print("no clip with two eligible draws: nothing to measure")
-    if json_out is not None:
-        json_out.parent.mkdir(parents=True, exist_ok=True)
-        json_out.write_text(json.dumps(s.as_dict(), indent=2))
-        console.print(f"wrote {json_out}")
+    _write_json(json_out, s.as_dict(), console)
 
 
 def report_command(
