@@ -139,9 +139,16 @@ def bootstrap_ci(diffs: np.ndarray, seed: int = 0, draws: int = BOOTSTRAP_DRAWS)
     return float(low), float(high)
 
 
+def eligible_reward(result: dict[str, Any]) -> float | None:
+    """The reward of a score-batch row's ``result`` as a float, None when it has none (ineligible) or it is
+    not a finite number."""
+    value = result.get("reward")
+    ok = isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value)
+    return float(value) if ok else None
+
+
 def _reward(row: dict[str, Any]) -> float | None:
-    value = row["result"].get("reward")
-    return float(value) if isinstance(value, int | float) and math.isfinite(value) else None
+    return eligible_reward(row["result"])
 
 
 def _side(path: Path, rows: dict[str, dict[str, Any]]) -> SideSummary:

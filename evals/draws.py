@@ -38,6 +38,7 @@ from typing import Any
 
 import numpy as np
 
+from evals.compare import eligible_reward
 from tools.jsonl import json_lines
 
 NO_SPREAD = 1e-12
@@ -125,9 +126,8 @@ def read_draws(path: Path) -> tuple[list[ClipDraws], int]:
         rows += 1
     clips = []
     for (video, instruction, preset), by_draw in seen.items():
-        eligible = [(by_draw[d].get("reward"), by_draw[d].get("status")) for d in sorted(by_draw)]
-        eligible = [(float(r), str(s)) for r, s in eligible
-                    if isinstance(r, int | float) and not isinstance(r, bool) and math.isfinite(r)]
+        eligible = [(r, str(by_draw[d].get("status"))) for d in sorted(by_draw)
+                    if (r := eligible_reward(by_draw[d])) is not None]
         clips.append(ClipDraws(path=video, instruction=instruction, preset=preset, draws=len(by_draw),
                                rewards=[r for r, _ in eligible], statuses=[s for _, s in eligible]))
     return clips, rows

@@ -174,8 +174,9 @@ def score_batch_command(
     retry_ineligible: bool = typer.Option(False, "--retry-ineligible",
                                           help="Score again the items whose row is ineligible for a reason a rerun "
                                                "can fix (endpoint, model, tool faults; not bad input or video)."),
-    draw: int = typer.Option(0, "--draw", min=0, help="Stage-cache draw (as for score); draws of one manifest may share --out "
-                                                "(rows say their draw)."),
+    draw: int = typer.Option(0, "--draw", min=0,
+                             help="Stage-cache draw (as for score); draws of one manifest may share --out "
+                                  "(rows say their draw)."),
 ) -> None:
     """Score every clip of a manifest; items already in the output are skipped."""
     from graph.batch import RowWriter, build_batch_agent, done_keys, drop_retryable, read_manifest, run_batch
