@@ -143,6 +143,31 @@ def draw_statistics(rewards: list[list[float]]) -> tuple[float, float, float | N
     return within, between, (within / total if total > NO_SPREAD else None)
 
 
+def clip_labels(clips: list[dict[str, Any]]) -> list[str]:
+    """Short labels that tell the listed clips apart: each ``path``'s shortest trailing part (file name, then
+    its folder, ...) that no other listed path ends with, plus the instruction's start (in quotes) when one
+    path is listed under several instructions. The table shows these; the JSON keeps full paths."""
+    paths = sorted({c["path"] for c in clips})
+    parts = {p: Path(p).parts for p in paths}
+
+    def suffix(p: str) -> str:
+        for k in range(1, len(parts[p]) + 1):
+            tail = parts[p][-k:]
+            if all(q == p or parts[q][-k:] != tail for q in paths):
+                return str(Path(*tail))
+        return p
+
+    short = {p: suffix(p) for p in paths}
+    instructions: dict[str, set[str]] = {}
+    for c in clips:
+        instructions.setdefault(c["path"], set()).add(c["instruction"])
+    def start(text: str) -> str:
+        return text if len(text) <= 24 else text[:24].rstrip() + "…"
+
+    return [short[c["path"]] + (f' "{start(c["instruction"])}"' if len(instructions[c["path"]]) > 1 else "")
+            for c in clips]
+
+
 def summarize_draws(path: Path) -> DrawsSummary:
     """Read `path` and summarise its draws (module docstring)."""
     clips, rows = read_draws(path)

@@ -266,7 +266,7 @@ def draws_command(
     results: Annotated[Path, typer.Argument(help="A raa score-batch output holding draws 0..N-1 of a manifest.")],
     json_out: Annotated[Path | None, typer.Option("--json", help="Also write the summary as JSON.")] = None,
 ) -> None:
-    from evals.draws import DrawsError, summarize_draws
+    from evals.draws import DrawsError, clip_labels, summarize_draws
 
     try:
         s = summarize_draws(results)
@@ -283,10 +283,10 @@ def draws_command(
         t = Table(title="Most variable clips")
         for col in ("Clip", "Preset", "Rewards by draw", "Range"):
             t.add_column(col)
-        for c in s.most_variable:
+        for c, label in zip(s.most_variable, clip_labels(s.most_variable), strict=True):
             rewards = " ".join(f"{r:.3f}" + ("" if st == "scored" else f"({st})")
                                for r, st in zip(c["rewards"], c["statuses"], strict=True))
-            t.add_row(Path(c["path"]).name, c["preset"], rewards, f"{c['range']:.4f}")
+            t.add_row(label, c["preset"], rewards, f"{c['range']:.4f}")
         console.print(t)
     else:
         console.print("no clip with two eligible draws: nothing to measure")

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from evals.draws import DrawsError, draw_statistics, summarize_draws
+from evals.draws import DrawsError, clip_labels, draw_statistics, summarize_draws
 from graph.api import ineligible_result
 from graph.batch import read_manifest, result_line
 from graph.cli import app
@@ -60,6 +60,19 @@ def test_summary_hand_computed(tmp_path):
     assert s.status_flips == 1  # d: zero, then scored
     assert [Path(c["path"]).name for c in s.most_variable] == ["d.mp4", "a.mp4", "b.mp4"]
     assert s.most_variable[0]["statuses"] == ["zero", "scored"]
+
+
+def test_clip_labels_tell_listed_clips_apart():
+    clips = [{"path": p, "instruction": i} for p, i in [
+        ("/runs/a/it10/clip_0.mp4", "stack the blocks"), ("/runs/b/it10/clip_0.mp4", "stack the blocks"),
+        ("/runs/a/it10/clip_1.mp4", "stack the blocks"),
+        ("/runs/a/it10/clip_1.mp4", "pick up the red cube and place it in the bowl")]]
+    assert clip_labels(clips) == ["a/it10/clip_0.mp4", "b/it10/clip_0.mp4",
+                                  'clip_1.mp4 "stack the blocks"', 'clip_1.mp4 "pick up the red cube and…"']
+    assert clip_labels([{"path": "x.mp4", "instruction": "i"}]) == ["x.mp4"]
+    assert clip_labels([{"path": "v/x.mp4", "instruction": "i"}, {"path": "x.mp4", "instruction": "i"}]) == \
+        ["v/x.mp4", "x.mp4"]  # one path is the other's tail: the shorter stays whole
+    assert clip_labels([]) == []
 
 
 def test_rows_without_a_draw_count_as_draw_0_and_a_repeated_draw_is_an_error(tmp_path):
