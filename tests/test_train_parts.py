@@ -12,7 +12,7 @@ import torch
 
 from training.config import PromptSpec, TrainConfig
 from training.data import PromptStream, load_frame, load_prompts, synthetic_frame
-from training.metrics import MetricsLog, summarize
+from training.metrics import MetricsLog, progress_postfix, summarize
 from training.preview import latent_preview
 
 SMOKE = Path(__file__).resolve().parents[1] / "training" / "configs" / "smoke.yaml"
@@ -133,6 +133,10 @@ def test_summarize_over_ranks_and_log(tmp_path):
     assert uneven["clip_fraction"] == pytest.approx(0.5)  # (1 + 1) clipped items of 4, not (1/3 + 1) / 2
     assert uneven["approx_kl"] == pytest.approx((0.3 * 3 + 0.1) / 4) and uneven["loss"] == pytest.approx(3.0)
     assert math.isnan(uneven["mu_kl"])  # no reference (beta = 0): nothing to weigh
+    # the progress bar: approx_kl only with more than one optimizer step (one on-policy step: 0 by construction)
+    assert progress_postfix(uneven, beta=0.0, steps_per_iteration=1) == {"reward": "1.5000"}
+    assert progress_postfix({**uneven, "mu_kl": 73.9}, beta=0.01, steps_per_iteration=2) == {
+        "reward": "1.5000", "kl_ref": "7.39e+01", "kl_old": "2.50e-01"}
     log = MetricsLog(tmp_path, enabled=True, tensorboard=True)
     log.write(row)
     log.close()

@@ -195,7 +195,8 @@ class TrainConfig:
     Account, entity and online/offline mode are wandb's own settings (``wandb login``, WANDB_ENTITY,
     WANDB_MODE=offline on nodes without network, then ``wandb sync``)."""
     progress: bool = True
-    """Show a progress bar on rank 0."""
+    """Show a progress bar on rank 0 (the reward mean, ``kl_ref`` when beta > 0 and ``kl_old`` when an iteration
+    takes more than one optimizer step: `training.metrics.progress_postfix`)."""
     # --- reward -----------------------------------------------------------------------------
     reward: RewardName | None = None
     """Reward adapter: brightness / motion (verifiable, on decoded frames), agent (graph.ascore_videos

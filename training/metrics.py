@@ -72,6 +72,19 @@ def _item_mean(values: list[float], counts: list[int]) -> float:
     return sum(v * c for v, c in pairs) / total if total else float("nan")
 
 
+def progress_postfix(row: dict[str, Any], *, beta: float, steps_per_iteration: int) -> dict[str, str]:
+    """What the progress bar shows after an iteration: the eligible reward mean; ``kl_ref`` (``mu_kl``, the
+    drift from the reference) when ``beta > 0``; ``kl_old`` (``approx_kl``) only when an iteration takes
+    more than one optimizer step: with one, every ratio is measured before the step (rho = 1), so it is 0
+    by construction and said nothing but looked broken."""
+    out = {"reward": f"{row['reward_mean']:.4f}"}
+    if beta > 0:
+        out["kl_ref"] = f"{row['mu_kl']:.2e}"
+    if steps_per_iteration > 1:
+        out["kl_old"] = f"{row['approx_kl']:.2e}"
+    return out
+
+
 def gather(local: dict[str, Any]) -> list[dict[str, Any]]:
     """All ranks' local metric dicts (a list of one dict without torch.distributed)."""
     if not (dist.is_available() and dist.is_initialized()) or dist.get_world_size() == 1:

@@ -68,7 +68,7 @@ from training.data import PromptStream, derive_seed, load_prompts
 from training.evaluate import evaluate, summarize_eval, summarize_items
 from training.export import ExportError, export_policy
 from training.grpo import group_advantages
-from training.metrics import MetricsLog, gather, summarize
+from training.metrics import MetricsLog, gather, progress_postfix, summarize
 from training.models import build_world_model, encode_prompt, negative_prompt, text_encoder_on
 from training.preemption import StopRequest, TrainingStopped
 from training.preview import latent_preview
@@ -326,7 +326,8 @@ def train(cfg: TrainConfig, *, local_rank: int = 0, reward_tokens: dict[str, str
                     f"(all reasons: {log.ineligible_path})")
             (bar.write if bar is not None else print)(note)
         if bar is not None:
-            bar.set_postfix(reward=f"{row['reward_mean']:.4f}", kl=f"{row['approx_kl']:.2e}")
+            bar.set_postfix(progress_postfix(row, beta=cfg.beta,
+                                             steps_per_iteration=cfg.inner_epochs * cfg.optimizer_steps_per_epoch))
             bar.update(1)
         if row["nonfinite_losses"] and cfg.nonfinite_loss == "stop":  # every rank sees the same row
             _close(rewards, bar, log, stops, video_writer)
