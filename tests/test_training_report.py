@@ -23,6 +23,7 @@ from training.report import (
     main,
     read_run,
     render_training_report,
+    steps_per_iteration,
     write_training_report,
 )
 
@@ -154,6 +155,21 @@ def test_a_run_without_held_out_evaluation_still_renders(tmp_path):
     assert "none saved (rollout_videos_every)" in html
     (out / "config.yaml").write_text("backend: [unclosed")
     assert "? · ? · ?" in render_training_report(out)  # an unreadable config: the page still renders
+
+
+def test_on_policy_kl_charts_say_they_are_zero_by_construction(tmp_path):
+    out = tmp_path / "onpolicy"
+    out.mkdir()
+    _lines(out / "metrics.jsonl", [{"iteration": i, "reward_mean": 0.5, "approx_kl": 0.0, "clip_fraction": 0.0,
+                                    "mu_kl": 0.1} for i in (1, 2)])
+    assert steps_per_iteration({}) is None and "by construction" not in render_training_report(out)  # no config
+    (out / "config.yaml").write_text(yaml.safe_dump({"backend": "cosmos", "beta": 0.01}))  # defaults: 1 x 1
+    html = render_training_report(out)
+    notes = [c.split("</div>")[0] for c in html.split("<div><b>")[1:] if "by construction" in c]
+    assert [n.split("</b>")[0] for n in notes] == ["approx_kl", "clip_fraction"]
+    (out / "config.yaml").write_text(yaml.safe_dump({"inner_epochs": 2, "optimizer_steps_per_epoch": 2}))
+    assert steps_per_iteration(read_run(out).config) == 4 and "by construction" not in render_training_report(out)
+    assert steps_per_iteration({"inner_epochs": "2"}) is None
 
 
 @pytest.mark.browser

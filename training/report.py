@@ -24,6 +24,9 @@ Decisions where the issue was silent:
 - A sample the reward agent scored names its trace (``raa report RUN_ID`` shows the whole judgment).
 - A frame strip is ``frames`` uniformly spaced frames of the saved sample, side by side, as one JPEG;
   a sample whose video is missing or unreadable shows its reward and says so.
+- With one optimizer step per iteration (``inner_epochs * optimizer_steps_per_epoch == 1``, the config
+  default), the approx_kl and clip_fraction charts say they are 0 by construction (every ratio is
+  measured on the old policy), so a flat zero line does not read as a broken KL.
 """
 
 from __future__ import annotations
@@ -158,14 +161,28 @@ def chart_keys(rows: list[dict[str, Any]]) -> list[str]:
     return [CURVES[0], *components, *CURVES[1:], *usage]
 
 
+def steps_per_iteration(config: dict[str, Any]) -> int | None:
+    """Optimizer steps an iteration takes (``inner_epochs * optimizer_steps_per_epoch``, each 1 when the config
+    leaves it out, as TrainConfig does); None when config.yaml is missing or the values are not integers."""
+    if not config:
+        return None
+    values = [config.get(k, 1) for k in ("inner_epochs", "optimizer_steps_per_epoch")]
+    if not all(isinstance(v, int) and not isinstance(v, bool) for v in values):
+        return None
+    return values[0] * values[1]
+
+
 def _curves(files: RunFiles) -> str:
     rows = files.metrics
     charts = []
+    one_step = steps_per_iteration(files.config) == 1
     for key in chart_keys(rows):
         xs, ys = metric_series(rows, key)
         if xs:
+            note = ("<br><span class=\"muted\">0 by construction: one optimizer step per iteration, its ratios are "
+                    "measured before it</span>" if one_step and key in ("approx_kl", "clip_fraction") else "")
             charts.append(f"<div><b>{esc(key)}</b><br>" + line_chart(xs, ys, chart_id=f"curve-{key}", width=400,
-                                                                     height=170, x_label="iteration") + "</div>")
+                                                                     height=170, x_label="iteration") + note + "</div>")
     inner = f"<div class=\"grid\">{''.join(charts)}</div>" if charts else "<p class=\"muted\">no iterations yet</p>"
     return section("curves", "Training curves (metrics.jsonl)", inner)
 
