@@ -172,7 +172,8 @@ class Backbone:
 
     def __init__(self, model: BaseChatModel, *, method: StructuredMethod = "json_schema", schema_retries: int = 2,
                  max_retries: int = 4, timeout_s: float = 120.0, cache: StageCache | None = None,
-                 model_name: str | None = None, retry_wait: tuple[float, float] = (0.5, 8.0), draw: int = 0) -> None:
+                 model_name: str | None = None, retry_wait: tuple[float, float] = (0.5, 8.0), draw: int = 0,
+                 temperature: float = 0.0) -> None:
         if schema_retries < 0 or max_retries < 0 or timeout_s <= 0:
             raise ValueError("schema_retries and max_retries must be >= 0 and timeout_s > 0")
         self.model = model
@@ -184,6 +185,7 @@ class Backbone:
         self.model_name = model_name or type(model).__name__
         self.retry_wait = retry_wait
         self.draw = draw
+        self.temperature = temperature  # what `model` samples at (set on the model itself): for the stage keys
         self._runnables: dict[tuple[type[BaseModel], str, int], Runnable] = {}
 
     def for_draw(self, draw: int) -> Backbone:
@@ -194,8 +196,10 @@ class Backbone:
         return other
 
     def _keyed(self, params: dict | None) -> dict | None:
-        """Stage parameters for the cache key, with this backbone's draw when it is not 0."""
-        return {**(params or {}), "draw": self.draw} if self.draw else params
+        """Stage parameters for the cache key, with this backbone's draw and temperature when they are not 0
+        (so keys at the defaults are those written before either was keyed)."""
+        extra = {k: v for k, v in (("draw", self.draw), ("temperature", self.temperature)) if v}
+        return {**(params or {}), **extra} if extra else params
 
     @classmethod
     def from_settings(cls, settings: BackboneSettings, *, model: BaseChatModel | None = None,
@@ -205,7 +209,7 @@ class Backbone:
         chat = model if model is not None else default_chat_model(settings)
         return cls(chat, method=settings.method, schema_retries=settings.schema_retries,
                    max_retries=settings.max_retries, timeout_s=settings.timeout_s, cache=cache,
-                   model_name=settings.model)
+                   model_name=settings.model, temperature=settings.temperature)
 
     # -- one model invocation with transport retries ---------------------------------------------
     async def _invoke(self, stage: str, runnable: Runnable, messages: list[BaseMessage], usage: Usage) -> Any:

@@ -211,7 +211,7 @@ def _backbone_opts(settings: Any) -> dict[str, Any]:
     if settings is None:
         return {}
     return {"method": settings.method, "schema_retries": settings.schema_retries,
-            "max_retries": settings.max_retries, "timeout_s": settings.timeout_s}
+            "max_retries": settings.max_retries, "timeout_s": settings.timeout_s, "temperature": settings.temperature}
 
 
 def default_checkpointer(path: str | Path):

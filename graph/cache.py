@@ -6,9 +6,11 @@ schema name + JSON schema, bound tool schemas). The value is the validated outpu
 
 Decisions where the issue was silent:
 - The stage name is part of the key (two stages never share an output even with equal messages).
-- Sampling settings (temperature) are not: a run of `AgentConfig.draw` k != 0 adds `draw: k` to the stage
-  parameters instead (`Backbone.for_draw`), so repeated draws of one clip sample anew while draw 0 keeps
-  the keys runs had before draws existed.
+- The sampling temperature is part of the stage parameters when it is not 0 (`Backbone.temperature`, from
+  RAA_TEMPERATURE), so answers sampled at one temperature are never served for another; a run of
+  `AgentConfig.draw` k != 0 adds `draw: k` (`Backbone.for_draw`), so repeated draws of one clip sample
+  anew. At temperature 0 and draw 0 the keys are those of runs from before either was keyed. A repeat of
+  one (temperature, draw) is served from the cache: draws are how to sample again.
 - Only validated outputs are stored; faults and invalid replies are never cached.
 - `StageCache` serialises its SQLite access with one `threading.Lock` (a connection opened with
   `check_same_thread=False`), which makes it safe from threads and from many asyncio tasks. The nodes

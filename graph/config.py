@@ -105,10 +105,10 @@ class AgentConfig:
     max_instruction_chars: int = 4000
     """Longer instructions are truncated to this length and the truncation is recorded as a note."""
     draw: int = 0
-    """Which independent draw of the backbone's answers this run takes. Runs with different draws never
-    share stage-cache entries, so with a sampling temperature above 0 (RAA_TEMPERATURE) each draw samples
-    its own answers (scoring one clip with draws 0..N-1 measures how much its reward varies); 0 is the
-    default, whose cache entries are those of any run that names no draw."""
+    """Which independent draw of the backbone's answers this run takes. Runs with different draws (or
+    temperatures) never share stage-cache entries, so with a sampling temperature above 0
+    (RAA_TEMPERATURE) each draw samples its own answers (scoring one clip with draws 0..N-1 measures how
+    much its reward varies); 0 is the default, whose cache entries are those of any run that names no draw."""
 
     def __post_init__(self) -> None:
         if self.preset not in PRESETS:

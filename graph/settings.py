@@ -131,6 +131,8 @@ class BackboneSettings:
             raise SettingsError(f"image_long_side must be >= 16, got {self.image_long_side}")
         if not 1 <= self.jpeg_quality <= 100:
             raise SettingsError(f"jpeg_quality must be in 1..100, got {self.jpeg_quality}")
+        if not self.temperature >= 0:  # NaN too
+            raise SettingsError(f"temperature must be >= 0, got {self.temperature}")
         if not self.endpoint_wait_s >= 0:
             raise SettingsError(f"endpoint_wait_s must be >= 0, got {self.endpoint_wait_s}")
         if self.max_tokens is not None and self.max_tokens < 1:

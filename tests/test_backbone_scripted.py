@@ -174,6 +174,27 @@ def test_draws_take_their_own_cache_entries_and_draw_0_keeps_the_unsalted_ones()
     assert asyncio.run(cache.aget(unsalted)) is not None  # what runs before draws existed wrote and read
 
 
+def test_a_temperature_above_0_takes_its_own_cache_entries() -> None:
+    """Answers sampled at one temperature are never served at another; temperature 0 keeps the unsalted keys,
+    and a draw at a temperature is salted with both."""
+    from graph.cache import stage_key
+    from graph.settings import BackboneSettings, SettingsError
+
+    cache = StageCache(None)
+    bb, model = _bb([{"label": "a", "score": 1}, {"label": "b", "score": 2}, {"label": "c", "score": 3}],
+                    cache=cache)
+    warm = Backbone(model, cache=cache, retry_wait=(0.0, 0.0), temperature=0.7)
+    assert [_run(b).score for b in (bb, warm, warm, bb, warm.for_draw(1), warm.for_draw(1))] == [1, 2, 2, 1, 3, 3]
+    assert len(model.calls) == 3 and warm.for_draw(1).temperature == 0.7
+    unsalted = stage_key(model_name=bb.model_name, method=bb.method, stage="judge", messages=list(MSGS),
+                         schema=Verdict)
+    assert asyncio.run(cache.aget(unsalted)) is not None  # temperature 0: the keys from before temperatures
+    settings = BackboneSettings(base_url="http://x/v1", model="m", api_key="k", temperature=0.7)
+    assert Backbone.from_settings(settings, model=model).temperature == 0.7  # RAA_TEMPERATURE reaches the key
+    with pytest.raises(SettingsError, match="temperature must be >= 0"):
+        BackboneSettings(temperature=-0.1)
+
+
 def test_an_agent_built_for_a_draw_salts_its_backbone(tmp_path) -> None:
     """build_reward_agent(AgentConfig(draw=k), backbone=...) scores with k's cache entries: a second draw of
     the same clip calls the model again, the same draw again does not."""
