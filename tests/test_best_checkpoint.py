@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from training.best import best_checkpoint, eval_means, evals_since_best
+from training.best import best_checkpoint, eval_means, evals_since_best, is_new_best
 from training.config_io import config_to_dict, load_config
 from training.engine import stale_checkpoints
 
@@ -54,11 +54,18 @@ def test_pruning_keeps_the_best_besides_the_newest():
 def test_check_notes_evaluations_that_can_never_be_kept():
     from training.best import best_needs_aligned_evals
 
-    held_out = ["--eval_dataset", "[{text: 'open the drawer', image_seed: 3}]", "--keep_checkpoints", "2"]
+    held_out = ["--eval_dataset", "[{text: 'open the drawer', image_seed: 3}]"]
     assert best_needs_aligned_evals(load_config(SMOKE, [*held_out, "--eval_every", "20"])) is None
     note = best_needs_aligned_evals(load_config(SMOKE, [*held_out, "--eval_every", "5"]))
     assert note is not None and "eval_every 5 is not a multiple of checkpoint_every 10" in note
+    assert "raises the best mean is checkpointed too" in note
     assert best_needs_aligned_evals(load_config(SMOKE, ["--eval_every", "0", "--keep_checkpoints", "2"])) is None
+
+
+def test_an_evaluation_that_raises_the_best_is_a_new_best():
+    means = {0: 0.9, 5: 0.3, 10: 0.5, 15: 0.5, 20: 0.4, 25: 0.6}
+    assert [it for it in means if is_new_best(means, it)] == [5, 10, 25]  # the baseline (0) is not a checkpoint
+    assert not is_new_best(means, 30) and not is_new_best({}, 5)  # no mean there (none, or all ineligible)
 
 
 def test_export_tag_best_resolves_the_checkpoint(tmp_path, monkeypatch, capsys):
@@ -126,7 +133,8 @@ def test_a_plateau_stops_the_run_and_a_resume_counts_on(tmp_path):
                           capture_output=True, text=True, timeout=600)
     assert proc.returncode == 0, proc.stderr[-4000:]
     assert "stopping early at iteration 2: 2 held-out evaluations without a higher eval_reward_mean" in proc.stdout
-    assert "best held-out checkpoint iter_000002" in proc.stdout  # the only one, and what --tag best exports
+    assert "best held-out checkpoint iter_000002" in proc.stdout  # ties go to the later: what --tag best exports
+    assert (out / "checkpoints" / "iter_000001").is_dir()  # the first evaluation, a new best between checkpoints
     assert len((out / "metrics.jsonl").read_text().splitlines()) == 2
     assert sorted(eval_means(out / "eval.jsonl")) == [0, 1, 2]
     assert (out / "checkpoints" / "iter_000002").is_dir() and (out / "final" / "export.json").is_file()

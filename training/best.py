@@ -8,7 +8,11 @@ checkpoint is not always the one to keep. Decisions where the issues were silent
   checkpoint (``iter_NNNNNN``); a tie goes to the later iteration; a row whose mean is null (every
   held-out reward ineligible) never counts. When a resume repeats an iteration, its last row counts.
 - A held-out evaluation at an iteration without a checkpoint cannot be exported, so it is not a
-  candidate: with ``eval_every`` a multiple of ``checkpoint_every`` every evaluation is one.
+  candidate. The trainer therefore also checkpoints an evaluation between ``checkpoint_every``
+  iterations when it raises the best mean of the trained iterations so far (`is_new_best`; the baseline
+  at iteration 0 is the base model and has no checkpoint), so the best is always exportable. With
+  ``eval_every`` a multiple of ``checkpoint_every`` every evaluation is a checkpoint anyway and nothing
+  extra is written; otherwise ``--check`` notes that more checkpoints than the schedule's may be written.
 - Pruning keeps the best checkpoint besides the newest ``keep_checkpoints``. Rank 0 decides which
   one it is (it writes eval.jsonl) and tells the other ranks, so every node keeps the same one.
 - ``eval_patience: P`` stops a run once P held-out evaluations in a row have not beaten the best mean
@@ -29,12 +33,24 @@ from training.engine import iteration_tag
 
 
 def best_needs_aligned_evals(cfg: TrainConfig) -> str | None:
-    """A note for ``--check`` when ``keep_checkpoints`` prunes while some held-out evaluations fall on
-    iterations without a checkpoint (they can never be the kept best); None otherwise."""
-    if cfg.keep_checkpoints is None or not cfg.eval_every or cfg.eval_every % cfg.checkpoint_every == 0:
+    """A note for ``--check`` when some held-out evaluations fall between checkpoints (each one that
+    raises the best mean is checkpointed too: more checkpoints than ``checkpoint_every`` says); None
+    otherwise."""
+    if not cfg.eval_every or cfg.eval_every % cfg.checkpoint_every == 0:
         return None
     return (f"note: eval_every {cfg.eval_every} is not a multiple of checkpoint_every {cfg.checkpoint_every}: "
-            "held-out evaluations between checkpoints cannot be kept as the best checkpoint (keep_checkpoints)")
+            "a held-out evaluation between checkpoints that raises the best mean is checkpointed too "
+            "(more checkpoints on disk; keep_checkpoints prunes them)")
+
+
+def is_new_best(means: dict[int, float], iteration: int) -> bool:
+    """Whether the held-out mean at ``iteration`` (> 0) is above every earlier one of a trained iteration
+    (``iteration -> eval_reward_mean``, finite means): the trainer checkpoints such an evaluation so that the
+    best stays exportable. A tie is not (the earlier equal already is a checkpoint); the first trained
+    evaluation is; False without a mean at ``iteration``."""
+    if iteration <= 0 or iteration not in means:
+        return False
+    return all(means[iteration] > m for it, m in means.items() if 0 < it < iteration)
 
 
 def eval_means(eval_path: Path) -> dict[int, float]:

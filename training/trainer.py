@@ -61,7 +61,7 @@ from evals.diversity import d_prompt, d_prompt_frames
 from policy.rollout import Rollout, RolloutConfig, cat_rollouts, rollout
 from policy.world_model import Conditioning, FlowWorldModel
 from training import engine as ds_engine
-from training.best import agreed_best_tag, agreed_eval_means, best_checkpoint, evals_since_best
+from training.best import agreed_best_tag, agreed_eval_means, best_checkpoint, evals_since_best, is_new_best
 from training.config import ConfigError, TrainConfig, check_world_size
 from training.config_io import config_to_dict
 from training.data import PromptStream, derive_seed, load_prompts
@@ -341,7 +341,8 @@ def train(cfg: TrainConfig, *, local_rank: int = 0, reward_tokens: dict[str, str
         if evaluated:
             held_out(it + 1)
         plateau = bool(evaluated) and cfg.eval_patience is not None and evals_since_best(means) >= cfg.eval_patience
-        if signum or stalled or plateau or (it + 1) % cfg.checkpoint_every == 0 or it + 1 == cfg.max_iterations:
+        new_best = bool(evaluated) and is_new_best(means, it + 1)  # checkpointed: `--tag best` can export it
+        if signum or stalled or plateau or new_best or (it + 1) % cfg.checkpoint_every == 0 or it + 1 == cfg.max_iterations:
             ds_engine.save(engine, ckpt_dir, it + 1, stream.position)
             if local_rank == 0:  # what a later --resume compares its ZeRO stage and dtype with (training.resume)
                 write_layout(ckpt_dir / ds_engine.iteration_tag(it + 1), layout)
