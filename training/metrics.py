@@ -75,8 +75,8 @@ def _item_mean(values: list[float], counts: list[int]) -> float:
 def progress_postfix(row: dict[str, Any], *, beta: float, steps_per_iteration: int) -> dict[str, str]:
     """What the progress bar shows after an iteration: the eligible reward mean; ``kl_ref`` (``mu_kl``, the
     drift from the reference) when ``beta > 0``; ``kl_old`` (``approx_kl``) only when an iteration takes
-    more than one optimizer step: with one, every ratio is measured before the step (rho = 1), so it is 0
-    by construction and said nothing but looked broken."""
+    more than one optimizer step: with one, every ratio is measured before the step (rho = 1 up to numerical
+    noise), so it is ~0 by construction and said nothing but looked broken."""
     out = {"reward": f"{row['reward_mean']:.4f}"}
     if beta > 0:
         out["kl_ref"] = f"{row['mu_kl']:.2e}"
