@@ -25,6 +25,8 @@ Decisions where the issue was silent:
   or the quality check decided differently), the draw-to-draw change that moves a reward most.
 * A row written before rows recorded their draw counts as draw 0 (such outputs hold draw 0 only). Two rows
   of one clip and draw (two files concatenated) are an error naming the line, as in ``evals.compare``.
+* One summary covers one preset: pooled over presets, the presets' differences would count as clip-to-clip
+  signal. A file holding several presets needs ``preset`` (``--preset``); the error names the ones found.
 * ``noise_share`` is None when no clip has two eligible draws or W + B is at most 1e-12 (every reward
   equal: rewards equal in print differ in their last bits when summed, and 1e-32 / 1e-32 is no share).
 """
@@ -73,8 +75,10 @@ class DrawsSummary:
     """Reward variation across draws of one results file (module docstring)."""
 
     path: str
+    preset: str
+    """The preset summarised (the file's only one, or the one asked for)."""
     rows: int
-    """Rows read."""
+    """Rows of that preset."""
     clips: int
     """Distinct (path, instruction, preset)."""
     draws_min: int
@@ -168,13 +172,20 @@ def clip_labels(clips: list[dict[str, Any]]) -> list[str]:
             for c in clips]
 
 
-def summarize_draws(path: Path) -> DrawsSummary:
-    """Read `path` and summarise its draws (module docstring)."""
-    clips, rows = read_draws(path)
+def summarize_draws(path: Path, preset: str | None = None) -> DrawsSummary:
+    """Read `path` and summarise the draws of `preset` (needed when the file holds several; module docstring)."""
+    clips, _ = read_draws(path)
+    found = sorted({c.preset for c in clips})
+    if preset is None and len(found) > 1:
+        raise DrawsError(f"{path} holds presets {', '.join(found)}: summarise one at a time (--preset NAME)")
+    if preset is not None and preset not in found:
+        raise DrawsError(f"{path} has no rows of preset {preset!r} (it holds: {', '.join(found) or 'none'})")
+    preset = preset if preset is not None else (found[0] if found else "")
+    clips = [c for c in clips if c.preset == preset]
     multi = [c for c in clips if len(c.rewards) >= 2]
     counts = [c.draws for c in clips] or [0]
     summary = DrawsSummary(
-        path=str(path), rows=rows, clips=len(clips), draws_min=min(counts), draws_max=max(counts),
+        path=str(path), preset=preset, rows=sum(c.draws for c in clips), clips=len(clips), draws_min=min(counts), draws_max=max(counts),
         ineligible_rows=sum(c.draws - len(c.rewards) for c in clips), clips_single=len(clips) - len(multi),
         n=len(multi), within_std=None, between_std=None, noise_share=None, mean_range=None, max_range=None,
         status_flips=sum(len(set(c.statuses)) > 1 for c in multi))

@@ -265,15 +265,17 @@ def compare_command(
 def draws_command(
     results: Annotated[Path, typer.Argument(help="A raa score-batch output holding draws 0..N-1 of a manifest.")],
     json_out: Annotated[Path | None, typer.Option("--json", help="Also write the summary as JSON.")] = None,
+    preset: Annotated[str | None, typer.Option("--preset", help="The preset to summarise (needed when the file "
+                                               "holds several).")] = None,
 ) -> None:
     from evals.draws import DrawsError, clip_labels, summarize_draws
 
     try:
-        s = summarize_draws(results)
+        s = summarize_draws(results, preset)
     except DrawsError as exc:
         raise _fail(str(exc)) from exc
     console = _console()
-    console.print(f"{s.rows} rows, {s.clips} clips, {s.draws_min}-{s.draws_max} draws per clip; "
+    console.print(f"preset {s.preset}: {s.rows} rows, {s.clips} clips, {s.draws_min}-{s.draws_max} draws per clip; "
                   f"{s.ineligible_rows} ineligible rows left out; {s.clips_single} clips with < 2 eligible draws")
     if s.n:
         share = "-" if s.noise_share is None else f"{s.noise_share:.3f}"
@@ -281,12 +283,12 @@ def draws_command(
                       f"noise share {share}; range mean {s.mean_range:.4f}, max {s.max_range:.4f}; "
                       f"status flips (scored vs zero) {s.status_flips}")
         t = Table(title="Most variable clips")
-        for col in ("Clip", "Preset", "Rewards by draw", "Range"):
+        for col in ("Clip", "Rewards by draw", "Range"):
             t.add_column(col)
         for c, label in zip(s.most_variable, clip_labels(s.most_variable), strict=True):
             rewards = " ".join(f"{r:.3f}" + ("" if st == "scored" else f"({st})")
                                for r, st in zip(c["rewards"], c["statuses"], strict=True))
-            t.add_row(label, c["preset"], rewards, f"{c['range']:.4f}")
+            t.add_row(label, rewards, f"{c['range']:.4f}")
         console.print(t)
     else:
         console.print("no clip with two eligible draws: nothing to measure")

@@ -20,20 +20,22 @@ runner = CliRunner()
 DRAWS = {"a": [0.2, 0.4], "b": [0.8, 0.8], "c": [None, 0.5], "d": [0.0, 0.6]}
 
 
-def _draws(tmp: Path, draws: dict[str, list[float | None]] = DRAWS) -> Path:
-    """What `raa score-batch M --out scores.jsonl --draw k` writes for k = 0, 1 (rows as the real writer makes them)."""
+def _draws(tmp: Path, draws: dict[str, list[float | None]] = DRAWS, preset: str = "full") -> Path:
+    """What `raa score-batch M --out scores.jsonl --draw k` writes for k = 0, 1 (rows as the real writer makes
+    them), appended to scores.jsonl."""
     manifest = tmp / "manifest.jsonl"
     manifest.write_text("".join(json.dumps({"path": f"{k}.mp4", "instruction": "stack the blocks"}) + "\n"
                                 for k in draws))
     lines = []
     for draw in range(2):
-        for item, rewards in zip(read_manifest(manifest, "full", draw), draws.values(), strict=True):
+        for item, rewards in zip(read_manifest(manifest, preset, draw), draws.values(), strict=True):
             reward = rewards[draw]
-            result = (ineligible_result("full", "observe: transport: timeout") if reward is None else
-                      RewardResult(reward=reward, status="zero" if reward == 0 else "scored", preset="full"))
+            result = (ineligible_result(preset, "observe: transport: timeout") if reward is None else
+                      RewardResult(reward=reward, status="zero" if reward == 0 else "scored", preset=preset))
             lines.append(result_line(item, result))
     out = tmp / "scores.jsonl"
-    out.write_text("\n".join(lines) + "\n")
+    with out.open("a") as fh:
+        fh.write("\n".join(lines) + "\n")
     return out
 
 
@@ -60,6 +62,23 @@ def test_summary_hand_computed(tmp_path):
     assert s.status_flips == 1  # d: zero, then scored
     assert [Path(c["path"]).name for c in s.most_variable] == ["d.mp4", "a.mp4", "b.mp4"]
     assert s.most_variable[0]["statuses"] == ["zero", "scored"]
+
+
+def test_one_preset_at_a_time(tmp_path):
+    _draws(tmp_path)
+    out = _draws(tmp_path, {"a": [0.9, 0.9], "b": [0.1, 0.1]}, preset="direct")  # the same output, another preset
+    with pytest.raises(DrawsError, match="holds presets direct, full: summarise one at a time"):
+        summarize_draws(out)
+    full = summarize_draws(out, "full")
+    assert (full.preset, full.rows, full.clips) == ("full", 8, 4) and full.noise_share == pytest.approx(0.375)
+    direct = summarize_draws(out, "direct")
+    assert (direct.rows, direct.within_std, direct.noise_share) == (4, 0.0, 0.0)
+    with pytest.raises(DrawsError, match="no rows of preset 'motion' \\(it holds: direct, full\\)"):
+        summarize_draws(out, "motion")
+    res = runner.invoke(app, ["eval", "draws", str(out), "--preset", "direct"])
+    assert res.exit_code == 0 and "preset direct: 4 rows, 2 clips" in res.output, res.output
+    res = runner.invoke(app, ["eval", "draws", str(out)])
+    assert res.exit_code == 2 and "--preset NAME" in res.output
 
 
 def test_clip_labels_tell_listed_clips_apart():
