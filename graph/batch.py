@@ -19,6 +19,11 @@ Decisions where the issue was silent:
   ineligible result) under a semaphore of `concurrency`; `run_batch` here runs them in this process,
   `graph.batch_procs.run_batch_processes` spreads them over worker processes.
 - Only the process that owns the output file writes to it (`RowWriter`), one `write` per row.
+- Each row records its `scorer`: the model name and sampling temperature it was scored with. A resume
+  into an output whose scored or zero rows came from another scorer is refused (`other_scorer`): the skipped
+  items would keep the old model's rewards beside the new model's, and one output would read as one
+  scorer. Ineligible rows do not count (no model judged them); rows written before `scorer` existed are
+  taken as matching.
 """
 
 from __future__ import annotations
@@ -86,6 +91,37 @@ FINAL_FAULTS = ("input", "video")
 """Fault kinds that fail again on a rerun: a bad manifest line or instruction, an undecodable clip."""
 
 
+def scorer_of(settings: BackboneSettings) -> dict[str, Any]:
+    """What a row records about who scored it (module docstring): model name and sampling temperature."""
+    return {"model": settings.model, "temperature": settings.temperature}
+
+
+def other_scorer(out: Path, scorer: dict[str, Any]) -> str | None:
+    """Why `out` cannot take rows of `scorer`: the first scored or zero row recorded with another scorer
+    (with the number of such rows); None when there is none (or no file)."""
+    if not out.exists():
+        return None
+    first, count = None, 0
+    for number, line in enumerate(out.read_text(encoding="utf-8").splitlines(), start=1):
+        try:
+            row = json.loads(line)
+        except ValueError:
+            continue
+        if not isinstance(row, dict) or not isinstance(row.get("result"), dict):
+            continue
+        theirs = row.get("scorer")
+        if row["result"].get("status") in ("scored", "zero") and isinstance(theirs, dict) and theirs != scorer:
+            count += 1
+            first = first or (number, theirs)
+    if first is None:
+        return None
+    (number, theirs), ours = first, scorer
+    return (f"{out} holds {count} reward row(s) scored by model {theirs.get('model')!r} at temperature "
+            f"{theirs.get('temperature')} (first at line {number}); this run uses model {ours['model']!r} at "
+            f"temperature {ours['temperature']}. Its skipped items would keep the other model's rewards: "
+            "write to another --out")
+
+
 def retryable(result: dict[str, Any]) -> bool:
     """True for an ineligible result (a row's "result") that another run could turn into a reward: some
     reason is not an input or video fault (a transport error, a timeout, a refused request, an invalid
@@ -132,9 +168,12 @@ def result_line(item: dict[str, Any], result: Any) -> str:
 class RowWriter:
     """Appends output rows to the JSONL file and counts them by result status."""
 
-    def __init__(self, out: Path, on_row: Callable[[], None] | None = None) -> None:
+    def __init__(self, out: Path, on_row: Callable[[], None] | None = None,
+                 scorer: dict[str, Any] | None = None) -> None:
         self.out = out
         self.on_row = on_row
+        self.scorer = scorer
+        """Recorded in every row as "scorer" (`scorer_of`), when given."""
         self.counts = {"scored": 0, "zero": 0, "ineligible": 0}
         self.usage: dict[str, int] = {}
         """Backbone usage summed over the rows written (calls, images, tokens, cache hits)."""
@@ -147,10 +186,13 @@ class RowWriter:
 
     def write(self, line: str, status: str) -> None:
         """Append one row (`result_line` output) whose result has `status`."""
+        row = json.loads(line)
+        if self.scorer is not None:
+            line = json.dumps({**row, "scorer": self.scorer})
         with self.out.open("a", encoding="utf-8") as fh:
             fh.write(line + "\n")
         self.counts[status] += 1
-        for k, v in (json.loads(line).get("result") or {}).get("usage", {}).items():
+        for k, v in (row.get("result") or {}).get("usage", {}).items():
             self.usage[k] = self.usage.get(k, 0) + int(v)
         if self.on_row is not None:
             self.on_row()

@@ -179,7 +179,16 @@ def score_batch_command(
                                   "(rows say their draw)."),
 ) -> None:
     """Score every clip of a manifest; items already in the output are skipped."""
-    from graph.batch import RowWriter, build_batch_agent, done_keys, drop_retryable, read_manifest, run_batch
+    from graph.batch import (
+        RowWriter,
+        build_batch_agent,
+        done_keys,
+        drop_retryable,
+        other_scorer,
+        read_manifest,
+        run_batch,
+        scorer_of,
+    )
 
     settings = _settings_or_exit(require_endpoint=True)
     if not manifest.is_file():
@@ -189,6 +198,9 @@ def score_batch_command(
     settings.ensure_parent_dirs()
     preflight_or_exit(settings)  # before writing a row per clip that only says the endpoint is wrong
     items = read_manifest(manifest, preset, draw)
+    if problem := other_scorer(out, scorer_of(settings)):  # before --retry-ineligible rewrites the file
+        typer.echo(f"error: {problem}", err=True)
+        raise typer.Exit(2)
     if retry_ineligible:
         typer.echo(f"{drop_retryable(out)} ineligible row(s) removed from {out} to score again", err=True)
     done = done_keys(out)
@@ -199,7 +211,7 @@ def score_batch_command(
     columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn())
     with Progress(*columns, console=_err) as progress:
         task = progress.add_task("scoring", total=len(todo))
-        writer = RowWriter(out, on_row=lambda: progress.advance(task))
+        writer = RowWriter(out, on_row=lambda: progress.advance(task), scorer=scorer_of(settings))
         if todo and processes > 1:
             from graph.batch_procs import BatchError, run_batch_processes
 

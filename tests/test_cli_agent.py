@@ -201,6 +201,37 @@ def test_score_batch_resumes_and_isolates_bad_items(monkeypatch, tmp_path) -> No
     assert "1 to score" in res.output and len(out.read_text().splitlines()) == 6
 
 
+def test_score_batch_refuses_to_mix_scorers_in_one_output(monkeypatch, tmp_path) -> None:
+    """Rows record model and temperature; resuming into an output another model (or temperature) scored would
+    keep its rewards for the skipped items, so it is refused before anything is written."""
+    from tests.graph_scripts import moving_square
+
+    _scripted(monkeypatch, tmp_path)
+    moving_square(tmp_path / "m.mp4")
+    manifest = tmp_path / "manifest.jsonl"
+    manifest.write_text(json.dumps({"path": "m.mp4", "instruction": "push the red block to the right"}) + "\n")
+    out = tmp_path / "out.jsonl"
+    args = ["score-batch", str(manifest), "--out", str(out), "--preset", "visual_verify"]
+    assert runner.invoke(app, args).exit_code == 0
+    row = json.loads(out.read_text())
+    assert row["scorer"] == {"model": "stub-model", "temperature": 0.0} and row["result"]["status"] == "scored"
+    before = out.read_text()
+    for name, value, said in (("RAA_MODEL", "other-model", "this run uses model 'other-model' at temperature 0.0"),
+                              ("RAA_TEMPERATURE", "0.7", "this run uses model 'stub-model' at temperature 0.7")):
+        monkeypatch.setenv(name, value)
+        res = runner.invoke(app, [*args, "--retry-ineligible"])
+        assert res.exit_code == 2, res.output
+        assert "holds 1 reward row(s) scored by model 'stub-model' at temperature 0.0 (first at line 1)" in res.output
+        assert said in res.output and "another --out" in res.output and out.read_text() == before
+        monkeypatch.delenv(name)
+        _env(monkeypatch, tmp_path)
+    legacy = {k: v for k, v in row.items() if k != "scorer"}  # a row from before rows said their scorer
+    out.write_text(json.dumps(legacy) + "\n")
+    monkeypatch.setenv("RAA_MODEL", "other-model")
+    res = runner.invoke(app, args)
+    assert res.exit_code == 0 and "0 to score" in res.output, res.output
+
+
 def test_retry_ineligible_rescoring_only_what_a_rerun_can_fix(monkeypatch, tmp_path) -> None:
     """A batch scored against a dead endpoint wrote ineligible rows that every resume skipped."""
     from graph.batch import read_manifest, retryable
