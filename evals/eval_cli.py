@@ -132,6 +132,7 @@ def reward_command(
     from evals.reliability import AgentScorer, ManifestError, load_eval_manifest, run_reward_eval
     from evals.table import PAPER_ORDER, ordered_presets
     from graph.backbone import Backbone
+    from graph.batch import scorer_of
     from graph.builder import default_checkpointer
     from graph.cache import StageCache
     from graph.commands import make_chat_model
@@ -170,9 +171,12 @@ def reward_command(
                    f"judge={verdict}", highlight=False)
 
     _console().print(f"{len(clips)} clips x {len(chosen)} presets = {total} rows -> {out}")
-    outcome = asyncio.run(run_reward_eval(clips, chosen, out, scorer, judge, concurrency=concurrency,
-                                          retry_ineligible=retry_ineligible,
-                                          judge_name=judge_settings.model or "judge", on_row=on_row))
+    try:
+        outcome = asyncio.run(run_reward_eval(clips, chosen, out, scorer, judge, concurrency=concurrency,
+                                              retry_ineligible=retry_ineligible, judge_name=judge_settings.model
+                                              or "judge", on_row=on_row, scorer_id=scorer_of(settings)))
+    except ManifestError as exc:  # results from another model in DIR
+        raise _fail(str(exc)) from exc
     _print_table(outcome.metrics)
     _console().print(f"scored {outcome.scored}, re-judged {outcome.rejudged}; wrote {out / 'table.md'}, "
                f"{out / 'table.csv'}, {out / 'results.jsonl'}; HTML: raa eval report {out}")

@@ -12,6 +12,9 @@ Decisions where the issue was silent:
 - results.jsonl is appended during the run (crash-safe) and rewritten compacted (last row per key, sorted by
   preset order then manifest order) at the end; rows of other presets or clips already in the file are kept.
   A truncated trailing line (crash mid-write) is ignored.
+- With ``scorer_id`` (the CLI passes `graph.batch.scorer_of`: model name and temperature) every row records it
+  as ``scorer``, and a rerun whose scorer differs from the one that gave existing rewards raises
+  `ManifestError` before anything is scored: kept rows would mix two models in one table.
 - Clips are scored in chunks of `2 * concurrency` so progress is saved regularly. If the scorer itself
   raises for a chunk, each clip of that chunk gets an ineligible row naming the error (never a reward).
 """
@@ -147,6 +150,11 @@ def result_row(clip: EvalClip, preset: str, result: RewardResult) -> dict[str, A
             "usage": dict(result.usage), "judge": None}
 
 
+def stamped(row: dict[str, Any], scorer_id: dict[str, Any] | None) -> dict[str, Any]:
+    """`row` recording ``scorer_id`` (unchanged without one)."""
+    return row if scorer_id is None else {**row, "scorer": scorer_id}
+
+
 def read_results(path: Path) -> dict[tuple[str, str], dict]:
     """Rows of an existing results.jsonl keyed by (path, preset); last row wins; bad lines are skipped."""
     rows: dict[tuple[str, str], dict] = {}
@@ -171,8 +179,11 @@ def _atomic_write(path: Path, text: str) -> None:
 async def run_reward_eval(clips: Sequence[EvalClip], presets: Sequence[str], out_dir: str | Path,
                           scorer: PresetScorer, judge: RewardJudge, *, concurrency: int = 16,
                           retry_ineligible: bool = False, judge_name: str = "judge",
-                          on_row: Callable[[dict], None] | None = None) -> RewardEvalOutcome:
+                          on_row: Callable[[dict], None] | None = None,
+                          scorer_id: dict[str, Any] | None = None) -> RewardEvalOutcome:
     """Score, judge and tabulate; resumable through DIR/results.jsonl (see the module docstring)."""
+    from graph.batch import scorer_conflict
+
     if concurrency < 1:
         raise ValueError(f"concurrency must be >= 1, got {concurrency}")
     order = ordered_presets(presets)
@@ -180,6 +191,10 @@ async def run_reward_eval(clips: Sequence[EvalClip], presets: Sequence[str], out
     out.mkdir(parents=True, exist_ok=True)
     results_path = out / "results.jsonl"
     existing = read_results(results_path)
+    if scorer_id is not None and (problem := scorer_conflict(
+            str(results_path), [(f"{Path(p).name} ({k})", r.get("status"), r.get("scorer"))
+                                for (p, k), r in existing.items()], scorer_id)):
+        raise ManifestError(problem)
     sem = asyncio.Semaphore(concurrency)
     counters = {"scored": 0, "rejudged": 0}
 
@@ -215,7 +230,7 @@ async def run_reward_eval(clips: Sequence[EvalClip], presets: Sequence[str], out
             for start in range(0, len(to_score), chunk):
                 part = to_score[start:start + chunk]
                 results = await _score_chunk(scorer, preset, part)
-                rows = [result_row(c, preset, r) for c, r in zip(part, results, strict=True)]
+                rows = [stamped(result_row(c, preset, r), scorer_id) for c, r in zip(part, results, strict=True)]
                 for row in await asyncio.gather(*(judged(r) for r in rows)):
                     emit(row)
                     counters["scored"] += 1

@@ -31,7 +31,7 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import json
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 
@@ -96,30 +96,33 @@ def scorer_of(settings: BackboneSettings) -> dict[str, Any]:
     return {"model": settings.model, "temperature": settings.temperature}
 
 
+def scorer_conflict(source: str, rows: Iterable[tuple[str, Any, Any]], scorer: dict[str, Any]) -> str | None:
+    """Why `source` cannot take rows of `scorer`: its rows (where, status, recorded scorer) with a reward
+    (scored or zero) recorded by another scorer, the first named; None when there is none."""
+    others = [(where, theirs) for where, status, theirs in rows
+              if status in ("scored", "zero") and isinstance(theirs, dict) and theirs != scorer]
+    if not others:
+        return None
+    where, theirs = others[0]
+    return (f"{source} holds {len(others)} reward row(s) scored by model {theirs.get('model')!r} at temperature "
+            f"{theirs.get('temperature')} (first: {where}); this run uses model {scorer['model']!r} at "
+            f"temperature {scorer['temperature']}. Its skipped items would keep the other model's rewards: "
+            "write to another output")
+
+
 def other_scorer(out: Path, scorer: dict[str, Any]) -> str | None:
-    """Why `out` cannot take rows of `scorer`: the first scored or zero row recorded with another scorer
-    (with the number of such rows); None when there is none (or no file)."""
+    """`scorer_conflict` of the score-batch output `out` (None without the file)."""
     if not out.exists():
         return None
-    first, count = None, 0
+    rows = []
     for number, line in enumerate(out.read_text(encoding="utf-8").splitlines(), start=1):
         try:
             row = json.loads(line)
         except ValueError:
             continue
-        if not isinstance(row, dict) or not isinstance(row.get("result"), dict):
-            continue
-        theirs = row.get("scorer")
-        if row["result"].get("status") in ("scored", "zero") and isinstance(theirs, dict) and theirs != scorer:
-            count += 1
-            first = first or (number, theirs)
-    if first is None:
-        return None
-    (number, theirs), ours = first, scorer
-    return (f"{out} holds {count} reward row(s) scored by model {theirs.get('model')!r} at temperature "
-            f"{theirs.get('temperature')} (first at line {number}); this run uses model {ours['model']!r} at "
-            f"temperature {ours['temperature']}. Its skipped items would keep the other model's rewards: "
-            "write to another --out")
+        if isinstance(row, dict) and isinstance(row.get("result"), dict):
+            rows.append((f"line {number}", row["result"].get("status"), row.get("scorer")))
+    return scorer_conflict(str(out), rows, scorer)
 
 
 def retryable(result: dict[str, Any]) -> bool:

@@ -221,8 +221,8 @@ def test_score_batch_refuses_to_mix_scorers_in_one_output(monkeypatch, tmp_path)
         monkeypatch.setenv(name, value)
         res = runner.invoke(app, [*args, "--retry-ineligible"])
         assert res.exit_code == 2, res.output
-        assert "holds 1 reward row(s) scored by model 'stub-model' at temperature 0.0 (first at line 1)" in res.output
-        assert said in res.output and "another --out" in res.output and out.read_text() == before
+        assert "holds 1 reward row(s) scored by model 'stub-model' at temperature 0.0 (first: line 1)" in res.output
+        assert said in res.output and "another output" in res.output and out.read_text() == before
         monkeypatch.delenv(name)
         _env(monkeypatch, tmp_path)
     legacy = {k: v for k, v in row.items() if k != "scorer"}  # a row from before rows said their scorer

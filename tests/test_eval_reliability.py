@@ -129,6 +129,20 @@ def test_resume_skips_finished_rows_and_rejudges_unjudged(tmp_path):
     assert scorer.calls == [("direct", ["c6"])] and retry.scored == 1
 
 
+def test_a_rerun_with_another_scorer_is_refused(tmp_path):
+    clips, scorer = _clips(tmp_path), FakeScorer()
+    ours = {"model": "vlm-a", "temperature": 0.0}
+    asyncio.run(run_reward_eval(clips[:2], ["direct"], tmp_path, scorer, _judge(), scorer_id=ours))
+    rows = [json.loads(line) for line in (tmp_path / "results.jsonl").read_text().splitlines()]
+    assert [r["scorer"] for r in rows] == [ours, ours]
+    with pytest.raises(ManifestError, match=r"holds 2 reward row\(s\) scored by model 'vlm-a' .* uses model 'vlm-b'"):
+        asyncio.run(run_reward_eval(clips, ["direct"], tmp_path, scorer, _judge(),
+                                    scorer_id={"model": "vlm-b", "temperature": 0.0}))
+    assert len(scorer.calls) == 1  # nothing scored by the refused run
+    again = asyncio.run(run_reward_eval(clips, ["direct"], tmp_path, scorer, _judge(), scorer_id=ours))
+    assert again.scored == len(clips) - 2
+
+
 def test_scorer_crash_gives_ineligible_rows_not_rewards(tmp_path):
     class Broken:
         async def score(self, preset, clips):
