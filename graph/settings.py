@@ -155,6 +155,14 @@ class BackboneSettings:
         return AgentConfig(preset=preset, inspect_mode=self.inspect_mode,  # type: ignore[arg-type]
                            coordinates=self.coordinates)
 
+    def scoring(self) -> dict[str, object]:
+        """The settings that decide what the model answers (never the API key, timeouts or paths): what a
+        training run records about the backbone that scored its rewards (training/provenance.py)."""
+        return {"model": self.model, "base_url": self.base_url, "method": self.method,
+                "temperature": self.temperature, "max_tokens": self.max_tokens,
+                "image_long_side": self.image_long_side, "jpeg_quality": self.jpeg_quality,
+                "inspect_mode": self.inspect_mode, "coordinates": self.coordinates}
+
     def with_overrides(self, **changes: object) -> BackboneSettings:
         """A copy with some fields replaced (validated again)."""
         return replace(self, **changes)

@@ -21,6 +21,7 @@ Decisions where the issue was silent:
   among them, so a 10,000-iteration run's page stays a few MB.
 - The held-out table shows at most ``columns`` evaluations: the first, the best (``*``), the last and
   evenly spaced ones between, so a long run's page stays small; every evaluation is in the curve.
+- The header names the model behind an agent reward (``reward_backbone.json``, training/provenance.py).
 - A sample the reward agent scored names its trace (``raa report RUN_ID`` shows the whole judgment).
 - A frame strip is ``frames`` uniformly spaced frames of the saved sample, side by side, as one JPEG;
   a sample whose video is missing or unreadable shows its reward and says so.
@@ -44,6 +45,7 @@ import numpy as np
 from evals.report_html import esc, fmt, line_chart, page, section, table
 from tools.jsonl import json_objects
 from training.best import best_checkpoint
+from training.provenance import read_reward_backbone
 
 CURVES = ("reward_mean", "eligible_fraction", "approx_kl", "clip_fraction", "mu_kl", "grad_norm", "lr",
           "rollout_diversity", "seconds_rollout", "seconds_reward", "seconds_update")
@@ -73,6 +75,8 @@ class RunFiles:
     """rewards.jsonl lines of the latest iteration whose rollouts were saved (``video`` set)."""
     config: dict[str, Any] = field(default_factory=dict)
     """config.yaml (the launch's resolved TrainConfig), {} without it."""
+    reward_backbone: dict[str, Any] | None = None
+    """reward_backbone.json (training/provenance.py): the model behind an agent reward, None without it."""
     skipped_lines: int = 0
     """Lines that were not JSON objects (a line being written, a torn file)."""
 
@@ -117,6 +121,7 @@ def read_run(run_dir: Path) -> RunFiles:
         except yaml.YAMLError:  # a torn or hand-edited file: the page shows "?" for the run's settings
             loaded = None
         files.config = loaded if isinstance(loaded, dict) else {}
+    files.reward_backbone = read_reward_backbone(run_dir)
     return files
 
 
@@ -133,7 +138,8 @@ def _header(files: RunFiles) -> str:
     facts = [
         ("output_dir", str(files.run_dir.resolve())),
         ("model", f"{cfg.get('backend', '?')} · {model} · {cfg.get('finetune', '?')}"),
-        ("reward", f"{cfg.get('reward')}" + (f" (preset {options['preset']})" if options.get("preset") else "")),
+        ("reward", f"{cfg.get('reward')}" + (f" (preset {options['preset']})" if options.get("preset") else "")
+         + (f" · model {files.reward_backbone.get('model')}" if files.reward_backbone else "")),
         ("iterations", f"{rows[-1]['iteration'] if rows else 0} of {cfg.get('max_iterations', '?')}"),
         ("checkpoints", ", ".join(checkpoints) or "none"),
         ("best held-out checkpoint", f"{best[0]} (eval_reward_mean {best[2]:.4f})" if best else "none"),
