@@ -30,13 +30,14 @@ def test_record_reward_backbone_notes_a_changed_backbone(tmp_path):
     settings = BackboneSettings(base_url="http://gpu-1:8000/v1", model="vlm-a", api_key="secret", temperature=0.0)
     assert "api_key" not in settings.scoring() and "secret" not in json.dumps(settings.scoring())
     assert read_reward_backbone(tmp_path) is None
-    assert record_reward_backbone(tmp_path, settings.scoring()) is None  # the first launch
+    assert record_reward_backbone(tmp_path, settings.scoring(), resume=False) is None  # the first launch
     assert read_reward_backbone(tmp_path) == settings.scoring()
-    assert record_reward_backbone(tmp_path, settings.scoring()) is None  # a resume on the same backbone
+    assert record_reward_backbone(tmp_path, settings.scoring(), resume=True) is None  # a resume, same backbone
     moved = settings.with_overrides(model="vlm-b", temperature=0.7)
-    note = record_reward_backbone(tmp_path, moved.scoring())
+    note = record_reward_backbone(tmp_path, moved.scoring(), resume=True)
     assert note is not None and "model: 'vlm-a' -> 'vlm-b'; temperature: 0.0 -> 0.7" in note
     assert read_reward_backbone(tmp_path)["model"] == "vlm-b"  # the latest launch's
+    assert record_reward_backbone(tmp_path, settings.scoring(), resume=False) is None  # a fresh run over it
     assert backbone_changes({"model": "a", "old": 1}, {"model": "a"}) == ["old: 1 -> None"]
     (tmp_path / REWARD_BACKBONE).write_text("[not a record")
     assert read_reward_backbone(tmp_path) is None

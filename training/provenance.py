@@ -7,7 +7,7 @@ curves could not be told apart by the model that gave them. Decisions where the 
 - Rank 0 writes `BackboneSettings.scoring` (model, base URL, structured-output method, temperature, token
   cap, image size and quality, inspect mode, coordinates; never the API key) at every launch of a run
   that uses the agent, directly or as a part of a sum. Other rewards write no file.
-- A resume whose backbone differs from the recorded one says so in one line naming what changed (the
+- A resume (``--resume``) whose backbone differs from the recorded one says so in one line naming what changed (the
   rewards before and after come from different scorers) and records the new one; it does not refuse:
   moving a run to another server can be deliberate.
 - The training report shows the recorded model next to the reward (training/report.py).
@@ -38,10 +38,11 @@ def backbone_changes(before: dict[str, Any], after: dict[str, Any]) -> list[str]
     return [f"{k}: {before.get(k)!r} -> {after.get(k)!r}" for k in keys if before.get(k) != after.get(k)]
 
 
-def record_reward_backbone(out_dir: Path, scoring: dict[str, Any]) -> str | None:
-    """Write ``scoring`` (`BackboneSettings.scoring`) to ``out_dir``; a note naming the changes when an
-    earlier launch of the run recorded another backbone, else None. Call on rank 0."""
-    before = read_reward_backbone(out_dir)
+def record_reward_backbone(out_dir: Path, scoring: dict[str, Any], *, resume: bool) -> str | None:
+    """Write ``scoring`` (`BackboneSettings.scoring`) to ``out_dir``; on a ``resume``, a note naming the
+    changes when the run's earlier launch recorded another backbone, else None (a fresh run, even one
+    overwriting an earlier run's folder, has no earlier rewards). Call on rank 0."""
+    before = read_reward_backbone(out_dir) if resume else None
     (Path(out_dir) / REWARD_BACKBONE).write_text(json.dumps(scoring, indent=1) + "\n", encoding="utf-8")
     changes = backbone_changes(before, scoring) if before is not None else []
     if not changes:

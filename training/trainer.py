@@ -216,7 +216,8 @@ def train(cfg: TrainConfig, *, local_rank: int = 0, reward_tokens: dict[str, str
                                                 weight_decay=cfg.weight_decay)
     if rank == 0:  # the launch's resolved config: what `python -m training.export --run` rebuilds the model from
         (out_dir / "config.yaml").write_text(yaml.safe_dump(config_to_dict(cfg), sort_keys=False))
-        if reward_settings is not None and (note := record_reward_backbone(out_dir, reward_settings.scoring())):
+        if reward_settings is not None and (note := record_reward_backbone(out_dir, reward_settings.scoring(),
+                                                                           resume=cfg.resume)):
             print(note, flush=True)  # training/provenance.py: which model scored the rewards
     bar = None
     if rank == 0 and cfg.progress:
