@@ -46,6 +46,7 @@ def run(tmp_path) -> Path:
     (out / "config.yaml").write_text(yaml.safe_dump({"backend": "wan", "model_path": "/models/wan", "finetune": "lora",
                                                      "reward": "agent", "reward_options": {"preset": "full"},
                                                      "max_iterations": 50}))
+    (out / "reward_backbone.json").write_text(json.dumps({"model": "vlm-7b", "base_url": "http://gpu:8000/v1"}))
     metrics = [{"iteration": i, "reward_mean": 0.1 * i, "reward_T_mean": 0.05 * i, "grad_norm": 2.0, "lr": 1e-4,
                 "reward_usage_calls": 40} for i in (1, 2, 3)]
     metrics.append({"iteration": 3, "reward_mean": 0.9, "reward_T_mean": 0.5, "grad_norm": None, "lr": 1e-4})  # resumed
@@ -86,7 +87,7 @@ def test_report_reads_the_last_row_of_each_iteration_and_skips_torn_lines(run):
                     "held-out", "held-out-curve", "held-out-table", "ineligible"):
         assert f'id="{element}"' in html, element
     assert "x=3 y=0.9000" in html and "x=3 y=0.3000" not in html  # the resumed row, not the crashed one
-    assert "wan · /models/wan · lora" in html and "agent (preset full)" in html and "3 of 50" in html
+    assert "wan · /models/wan · lora" in html and "agent (preset full) · model vlm-7b" in html and "3 of 50" in html
     assert "iter_000002 (eval_reward_mean 0.7000)" in html  # best with a checkpoint; 3 has none
     assert "1 (not JSON" in html
     assert "open the &lt;drawer&gt;" in html and "<drawer>" not in html  # escaped
@@ -215,6 +216,7 @@ def test_runs_compare_on_one_page(run, tmp_path, capsys):
     assert 'stroke="#c0392b"' in charts["compare-approx_kl"] and "#2c5aa0" not in charts["compare-approx_kl"]  # its colour
     assert charts["held-out-compare"].count('class="series"') == 2
     assert "iter_000002 (0.7000)" in html and "2 of ?" in html  # best held-out; `other` has no config.yaml
+    assert "agent (preset full) · model vlm-7b" in html  # which model gave `run`'s rewards
     assert main(["--run", str(run), "--run", str(other)]) == 2 and "needs --out" in capsys.readouterr().err
     assert main(["--run", str(run), "--run", str(other), "--out", str(tmp_path / "c.html")]) == 0
     assert (tmp_path / "c.html").read_text().count('class="series"') >= 6

@@ -18,7 +18,7 @@ from pathlib import Path
 
 from evals.report_html import PALETTE, esc, fmt, multi_line_chart, page, section, table
 from training.best import best_checkpoint
-from training.report import RunFiles, chart_keys, finite_or_none, metric_series, read_run
+from training.report import RunFiles, chart_keys, finite_or_none, metric_series, read_run, reward_label
 
 
 def run_labels(run_dirs: Sequence[Path]) -> list[str]:
@@ -34,7 +34,7 @@ def _runs_table(runs: Sequence[RunFiles], labels: Sequence[str]) -> str:
         best = best_checkpoint(files.run_dir / "checkpoints", files.run_dir / "eval.jsonl")
         colour = PALETTE[k % len(PALETTE)]
         rows.append([f"<b style=\"color:{colour}\">{esc(label)}</b>", esc(str(files.run_dir.resolve())),
-                     esc(cfg.get("reward", "?")),
+                     esc(reward_label(files)),
                      esc(f"{last.get('iteration', 0)} of {cfg.get('max_iterations', '?')}"),
                      esc(fmt(finite_or_none(last.get("reward_mean")))),
                      esc(f"{best[0]} ({best[2]:.4f})" if best else "none")])

@@ -129,17 +129,24 @@ def finite_or_none(value: Any) -> float | None:
     return float(value) if isinstance(value, int | float) and math.isfinite(value) else None
 
 
+def reward_label(files: RunFiles) -> str:
+    """The run's reward as the pages name it: ``agent (preset full) · model NAME`` (the preset when the
+    options give one, the model when reward_backbone.json records one)."""
+    cfg = files.config
+    options = cfg.get("reward_options") if isinstance(cfg.get("reward_options"), dict) else {}
+    return (f"{cfg.get('reward', '?')}" + (f" (preset {options['preset']})" if options.get("preset") else "")
+            + (f" · model {files.reward_backbone.get('model')}" if files.reward_backbone else ""))
+
+
 def _header(files: RunFiles) -> str:
     cfg, rows = files.config, files.metrics
     checkpoints = sorted(p.name for p in (files.run_dir / "checkpoints").glob("iter_*") if p.is_dir())
     best = best_checkpoint(files.run_dir / "checkpoints", files.run_dir / "eval.jsonl")
-    options = cfg.get("reward_options") if isinstance(cfg.get("reward_options"), dict) else {}
     model = cfg.get("model_path") or ("tiny random" if cfg.get("tiny") else "?")
     facts = [
         ("output_dir", str(files.run_dir.resolve())),
         ("model", f"{cfg.get('backend', '?')} · {model} · {cfg.get('finetune', '?')}"),
-        ("reward", f"{cfg.get('reward')}" + (f" (preset {options['preset']})" if options.get("preset") else "")
-         + (f" · model {files.reward_backbone.get('model')}" if files.reward_backbone else "")),
+        ("reward", reward_label(files)),
         ("iterations", f"{rows[-1]['iteration'] if rows else 0} of {cfg.get('max_iterations', '?')}"),
         ("checkpoints", ", ".join(checkpoints) or "none"),
         ("best held-out checkpoint", f"{best[0]} (eval_reward_mean {best[2]:.4f})" if best else "none"),
