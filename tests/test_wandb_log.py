@@ -151,7 +151,41 @@ def test_real_wandb_offline_takes_the_rows(tmp_path, monkeypatch):
     run_id = json.loads((out / ID_FILE).read_text())["id"]
     files = sorted((out / "wandb").glob(f"offline-run-*-{run_id}*/run-{run_id}.wandb"))
     assert len(files) == 2  # both launches wrote to the same run id
-    assert all(b"train/reward_mean" in f.read_bytes() and b"train/*" in f.read_bytes() for f in files)  # its x axis
+    for launch, path in enumerate(files, start=1):
+        records = _offline_records(path)
+        assert ("train/*", "iteration") in [(r.metric.glob_name, r.metric.step_metric) for r in records
+                                           if r.WhichOneof("record_type") == "metric"]  # its x axis
+        logged = [{i.key or "/".join(i.nested_key): json.loads(i.value_json) for i in r.history.item}
+                  for r in records if r.WhichOneof("record_type") == "history"]
+        assert [(row["iteration"], row["train/reward_mean"]) for row in logged] == [(launch, 0.125 * launch)]
+
+
+def _offline_records(path):  # noqa: ANN001, ANN202
+    """The records of an offline ``.wandb`` file: a 7-byte wandb header, then LevelDB's log format (32 KiB
+    blocks; each record fragment has a 7-byte header: crc32c, length, type FULL=1 / FIRST=2 / MIDDLE=3 /
+    LAST=4; a block tail shorter than a header is padding). Searching the raw bytes instead misses a string
+    that a block boundary splits."""
+    import struct
+
+    from wandb.proto import wandb_internal_pb2
+
+    data, pos, fragments, records = path.read_bytes(), 7, b"", []
+    assert data[:4] == b":W&B", "not a wandb transaction log"
+    while pos + 7 <= len(data):
+        if 32768 - pos % 32768 < 7:
+            pos += 32768 - pos % 32768
+            continue
+        _crc, length, kind = struct.unpack("<IHB", data[pos:pos + 7])
+        if kind == 0:  # zero padding at the end of a block
+            pos += 32768 - pos % 32768
+            continue
+        fragments, pos = fragments + data[pos + 7:pos + 7 + length], pos + 7 + length
+        if kind in (1, 4):
+            record = wandb_internal_pb2.Record()
+            record.ParseFromString(fragments)
+            records.append(record)
+            fragments = b""
+    return records
 
 
 def test_real_wandb_offline_takes_a_saved_video(tmp_path, monkeypatch):
