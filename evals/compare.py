@@ -20,6 +20,14 @@ Decisions where the issue was silent:
 * Rows of one file without a partner in the other are counted (``unpaired_a``, ``unpaired_b``), never
   silently dropped; a row that lacks the pairing field, a duplicate key, or a line that is not JSON is
   an error naming the file and line.
+* Each side names who scored it: ``scorers`` counts its rows by "preset · model @ T=temperature", from
+  the row's ``preset`` and the ``scorer`` record score-batch writes ({model, temperature}); rows written
+  before that record existed say "model unrecorded". A difference in reward between two sides scored by
+  different presets or backbones measures the scorers as much as the policies, so the comparison counts
+  the pairs in its statistics whose two rows were scored differently (``pairs_scored_differently``: the
+  presets differ, or both scorers are recorded and differ) and those where a side's scorer is unknown
+  (``pairs_scorer_unrecorded``). The CLI warns about both and still reports: re-scoring is the user's
+  call, and an intentional cross-scorer comparison is legitimate.
 * The bootstrap uses ``numpy.random.default_rng(seed)`` with 10,000 resamples, so a report is
   reproducible; with fewer than 2 pairs there is no interval (None).
 """
@@ -58,6 +66,8 @@ class SideSummary:
     """Rows with no reward (a tool, the model or the input failed)."""
     mean_reward: float | None
     """Mean reward over eligible rows (None when there are none)."""
+    scorers: dict[str, int] = field(default_factory=dict)
+    """Rows per scorer label, "preset · model @ T=temperature" (`scorer_label`), most rows first."""
 
 
 @dataclass
@@ -94,6 +104,11 @@ class Comparison:
     """Pairs with r_A < r_B."""
     p_sign: float | None
     """Exact two-sided sign-test p-value of wins vs losses (None without untied pairs)."""
+    pairs_scored_differently: int = 0
+    """Pairs in the statistics whose rows were scored by another preset or another recorded model or
+    temperature."""
+    pairs_scorer_unrecorded: int = 0
+    """Pairs in the statistics with a row whose scorer (model, temperature) is not recorded."""
     by_instruction: list[dict[str, Any]] = field(default_factory=list)
     """Per instruction: n, mean_a, mean_b, mean_diff over its eligible pairs."""
 
@@ -147,6 +162,21 @@ def eligible_reward(result: dict[str, Any]) -> float | None:
     return float(value) if ok else None
 
 
+def scorer_label(row: dict[str, Any]) -> str:
+    """Who scored a score-batch row: "preset · model @ T=temperature", or "preset · model unrecorded"."""
+    preset, scorer = row.get("preset") or "preset unrecorded", row.get("scorer")
+    if not isinstance(scorer, dict):
+        return f"{preset} · model unrecorded"
+    return f"{preset} · {scorer.get('model')} @ T={scorer.get('temperature')}"
+
+
+def _scored_differently(row_a: dict[str, Any], row_b: dict[str, Any]) -> bool:
+    if row_a.get("preset") != row_b.get("preset"):
+        return True
+    sa, sb = row_a.get("scorer"), row_b.get("scorer")
+    return isinstance(sa, dict) and isinstance(sb, dict) and sa != sb
+
+
 def _reward(row: dict[str, Any]) -> float | None:
     return eligible_reward(row["result"])
 
@@ -154,9 +184,14 @@ def _reward(row: dict[str, Any]) -> float | None:
 def _side(path: Path, rows: dict[str, dict[str, Any]]) -> SideSummary:
     statuses = [r["result"].get("status") for r in rows.values()]
     eligible = [x for x in (_reward(r) for r in rows.values()) if x is not None]
+    scorers: dict[str, int] = {}
+    for row in rows.values():
+        label = scorer_label(row)
+        scorers[label] = scorers.get(label, 0) + 1
     return SideSummary(path=str(path), rows=len(rows), scored=statuses.count("scored"), zero=statuses.count("zero"),
                        ineligible=len(rows) - len(eligible),
-                       mean_reward=float(np.mean(eligible)) if eligible else None)
+                       mean_reward=float(np.mean(eligible)) if eligible else None,
+                       scorers=dict(sorted(scorers.items(), key=lambda kv: (-kv[1], kv[0]))))
 
 
 def compare(path_a: Path, path_b: Path, *, pair_by: str = "key", seed: int = 0) -> Comparison:
@@ -182,4 +217,7 @@ def compare(path_a: Path, path_b: Path, *, pair_by: str = "key", seed: int = 0) 
         mean_a=float(ra.mean()) if len(kept) else None, mean_b=float(rb.mean()) if len(kept) else None,
         mean_diff=float(d.mean()) if len(kept) else None, ci95=bootstrap_ci(d, seed),
         wins=wins, ties=len(kept) - wins - losses, losses=losses, p_sign=sign_test(wins, losses),
+        pairs_scored_differently=sum(_scored_differently(rows_a[k], rows_b[k]) for k, _, _ in kept),
+        pairs_scorer_unrecorded=sum(not isinstance(rows_a[k].get("scorer"), dict)
+                                    or not isinstance(rows_b[k].get("scorer"), dict) for k, _, _ in kept),
         by_instruction=by_instruction)

@@ -245,13 +245,22 @@ def compare_command(
     except CompareError as exc:
         raise _fail(str(exc)) from exc
     t = Table(title="Rewards per side (mean over eligible rows)")
-    for col in ("Side", "Rows", "Scored", "Zero", "Inelig.", "Mean reward"):
+    for col in ("Side", "Rows", "Scored", "Zero", "Inelig.", "Mean reward", "Scored by"):
         t.add_column(col)
     for name, side in (("A", result.a), ("B", result.b)):
         mean = "-" if side.mean_reward is None else f"{side.mean_reward:.4f}"
-        t.add_row(f"{name}: {side.path}", str(side.rows), str(side.scored), str(side.zero), str(side.ineligible), mean)
+        scorers = "\n".join(label if n == side.rows else f"{label} ({n})" for label, n in side.scorers.items())
+        t.add_row(f"{name}: {side.path}", str(side.rows), str(side.scored), str(side.zero), str(side.ineligible), mean,
+                  scorers)
     console = _console()
     console.print(t)
+    if result.pairs_scored_differently:
+        console.print(f"warning: {result.pairs_scored_differently} of the {result.n} compared pairs were "
+                      "scored by another preset, model or temperature on each side: their difference measures the "
+                      "scorers as well as the videos (re-score one side to compare like with like)", style="yellow")
+    if result.pairs_scorer_unrecorded:
+        console.print(f"note: {result.pairs_scorer_unrecorded} of the {result.n} compared pairs have a row "
+                      "whose scoring model is not recorded (written before score-batch recorded it)", style="yellow")
     console.print(f"pairs by {pair_by!r}: {result.pairs} ({result.pairs_ineligible} left out: an ineligible "
                   f"reward; unpaired: {result.unpaired_a} in A, {result.unpaired_b} in B)")
     if result.n:

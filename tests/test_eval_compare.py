@@ -18,20 +18,23 @@ from graph.schemas import RewardResult
 runner = CliRunner()
 
 
-def _scores(tmp: Path, name: str, rewards: dict[str, float | None], instruction: str = "stack the blocks") -> Path:
-    """A score-batch output over a generate-style manifest (rows keyed by manifest field 'key')."""
+def _scores(tmp: Path, name: str, rewards: dict[str, float | None], instruction: str = "stack the blocks",
+            scorer: dict | None = None, preset: str = "full") -> Path:
+    """A score-batch output over a generate-style manifest (rows keyed by manifest field 'key'); `scorer`
+    is the row's "scorer" record as score-batch writes it (none: an output from before it did)."""
     folder = tmp / name
     folder.mkdir()
     manifest = folder / "manifest.jsonl"
     manifest.write_text("".join(json.dumps({"path": f"videos/{k}.mp4", "instruction": instruction, "key": k}) + "\n"
                                 for k in rewards))
     lines = []
-    for item, reward in zip(read_manifest(manifest, "full"), rewards.values(), strict=True):
+    for item, reward in zip(read_manifest(manifest, preset), rewards.values(), strict=True):
         if reward is None:
-            result = ineligible_result("full", "observe: transport: timeout")
+            result = ineligible_result(preset, "observe: transport: timeout")
         else:
-            result = RewardResult(reward=reward, status="zero" if reward == 0 else "scored", preset="full")
-        lines.append(result_line(item, result))
+            result = RewardResult(reward=reward, status="zero" if reward == 0 else "scored", preset=preset)
+        row = json.loads(result_line(item, result))
+        lines.append(json.dumps(row if scorer is None else {**row, "scorer": scorer}))
     out = folder / "scores.jsonl"
     out.write_text("\n".join(lines) + "\n")
     return out
@@ -96,3 +99,34 @@ def test_cli(tmp_path):
     assert saved["n"] == 2 and saved["mean_diff"] == pytest.approx(0.2)
     res = runner.invoke(app, ["eval", "compare", str(a), str(tmp_path / "nope.jsonl")])
     assert res.exit_code == 2 and "not found" in res.output
+
+
+QWEN = {"model": "Qwen/Qwen3-VL-8B-Instruct", "temperature": 0.0}
+
+
+def test_compare_names_each_sides_scorer_and_counts_pairs_scored_differently(tmp_path):
+    a = _scores(tmp_path, "trained", {"k1": 0.9, "k2": 0.7, "k3": 0.8}, scorer=QWEN)
+    b = _scores(tmp_path, "base", {"k1": 0.5, "k2": 0.7, "k3": None}, scorer=QWEN)
+    c = compare(a, b)
+    assert c.a.scorers == {"full · Qwen/Qwen3-VL-8B-Instruct @ T=0.0": 3} and c.b.scorers == c.a.scorers
+    assert (c.pairs_scored_differently, c.pairs_scorer_unrecorded) == (0, 0)
+    hot = _scores(tmp_path, "hot", {"k1": 0.5, "k2": 0.7, "k3": 0.1}, scorer={**QWEN, "temperature": 0.7})
+    assert compare(a, hot).pairs_scored_differently == 3  # same model, another temperature
+    other = _scores(tmp_path, "other", {"k1": 0.5, "k2": 0.7}, preset="direct", scorer=QWEN)
+    assert compare(a, other).pairs_scored_differently == 2  # another preset
+    old = _scores(tmp_path, "old", {"k1": 0.5, "k2": 0.7, "k3": 0.6})  # written before rows named their scorer
+    c = compare(a, old)
+    assert c.b.scorers == {"full · model unrecorded": 3}
+    assert (c.pairs_scored_differently, c.pairs_scorer_unrecorded) == (0, 3)  # unknown is not "different"
+
+
+def test_cli_warns_when_the_sides_were_scored_differently(tmp_path):
+    a = _scores(tmp_path, "trained", {"k1": 0.9, "k2": 0.7}, scorer=QWEN)
+    b = _scores(tmp_path, "base", {"k1": 0.5, "k2": 0.7}, scorer={"model": "gpt-4o [eval]", "temperature": 0.0})
+    res = runner.invoke(app, ["eval", "compare", str(a), str(b)], env={"COLUMNS": "250"})
+    assert res.exit_code == 0, res.output  # a warning, not a refusal
+    assert "2 of the 2 compared pairs were scored by another preset, model or temperature" in res.output
+    assert "gpt-4o [eval] @ T=0.0" in res.output  # rich markup in a model name is printed, not parsed
+    assert "wins/ties/losses 1/1/0" in res.output
+    same = runner.invoke(app, ["eval", "compare", str(a), str(a)], env={"COLUMNS": "250"})
+    assert same.exit_code == 0 and "warning" not in same.output and "note:" not in same.output
