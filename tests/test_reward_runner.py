@@ -92,6 +92,23 @@ def test_failures_keep_call_reward_semantics():
             runner.submit(CLIPS, ["x"] * 3).result(timeout=30)
 
 
+def test_acall_reward_refuses_videos_and_prompts_that_do_not_pair_like_call_reward():
+    from training.reward_outcome import acall_reward
+
+    called = []
+
+    def reward(videos, prompts, **meta):
+        called.append(len(videos))
+        return [0.5] * len(videos)
+
+    with pytest.raises(ValueError, match="reward 'r': 3 videos but 2 prompts"):
+        call_reward(reward, "r", CLIPS, ["x"] * 2)
+    with pytest.raises(ValueError, match="reward 'r': 3 videos but 2 prompts"):
+        asyncio.run(acall_reward(reward, "r", CLIPS, ["x"] * 2, {}))
+    assert called == []  # refused before the reward ran: no prompt was scored against another's video
+    assert asyncio.run(acall_reward(reward, "r", CLIPS, ["x"] * 3, {})).rewards == [0.5] * 3
+
+
 def test_close_cancels_what_is_running_and_refuses_more():
     running = threading.Event()
 

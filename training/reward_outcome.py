@@ -94,8 +94,7 @@ def call_reward(fn: RewardFn, name: str, videos: Sequence[np.ndarray], prompts: 
     Raises :class:`RewardLengthError` naming ``name`` when the list length is not ``len(videos)``.
     An exception inside ``fn`` makes every item ineligible (kind ``error``) with the exception text.
     """
-    if len(videos) != len(prompts):
-        raise ValueError(f"reward {name!r}: {len(videos)} videos but {len(prompts)} prompts")
+    _check_pairs(name, videos, prompts)
     try:
         raw = _run(fn(list(videos), list(prompts), **meta))
     except RewardLengthError:  # a part of a sum answered with the wrong length: an error, as here
@@ -110,6 +109,7 @@ async def acall_reward(fn: RewardFn, name: str, videos: list[np.ndarray], prompt
     """`call_reward` on a running event loop: ``fn`` is called in a worker thread (a sync reward runs off the
     loop; an async one only creates its coroutine there, awaited here), with the same semantics. The
     trainer's RewardRunner and a sum's parts (training/sum_reward.py) score through it."""
+    _check_pairs(name, videos, prompts)
     try:
         raw = await asyncio.to_thread(fn, videos, prompts, **meta)
         if inspect.isawaitable(raw):
@@ -119,6 +119,12 @@ async def acall_reward(fn: RewardFn, name: str, videos: list[np.ndarray], prompt
     except Exception as exc:
         return failed_outcome(exc, name, len(videos))
     return check_reward_output(raw, name, len(videos))
+
+
+def _check_pairs(name: str, videos: Sequence[np.ndarray], prompts: Sequence[str]) -> None:
+    """ValueError naming the reward when the videos and prompts do not pair up one to one."""
+    if len(videos) != len(prompts):
+        raise ValueError(f"reward {name!r}: {len(videos)} videos but {len(prompts)} prompts")
 
 
 def failed_outcome(exc: BaseException, name: str, n: int) -> RewardOutcome:
