@@ -75,20 +75,22 @@ def agent_script() -> dict[str, Any]:
     }
 
 
-def write_clips(folder: Path, n: int, *, frames: int = 33, size: int = 256) -> list[str]:
-    """`n` distinct clips (textured background, red block moving right)."""
+def write_clips(folder: Path, n: int, *, frames: int = 33, size: int = 256, width: int | None = None) -> list[str]:
+    """`n` distinct clips (textured background, red block moving right), `size` high and `width` (default
+    `size`) wide."""
     from tools.video import write_video
 
     folder.mkdir(parents=True, exist_ok=True)
     paths = []
+    h, w = size, width or size
     for i in range(n):
         rng = np.random.default_rng(i)
-        bg = rng.integers(30, 110, (size, size, 3)).astype(np.uint8)
-        clip = np.empty((frames, size, size, 3), np.uint8)
+        bg = rng.integers(30, 110, (h, w, 3)).astype(np.uint8)
+        clip = np.empty((frames, h, w, 3), np.uint8)
         for t in range(frames):
             f = bg.copy()
-            x = size // 16 + int((size // 2) * t / max(frames - 1, 1))
-            f[size * 3 // 8:size * 5 // 8, x:x + size // 5] = (220, 40, 40)
+            x = w // 16 + int((w // 2) * t / max(frames - 1, 1))
+            f[h * 3 // 8:h * 5 // 8, x:x + w // 5] = (220, 40, 40)
             clip[t] = f
         paths.append(str(write_video(folder / f"clip{i:02d}.mp4", clip, fps=16.0)))
     return paths

@@ -12,6 +12,10 @@ Decisions where the issue was silent:
   anew. At temperature 0 and draw 0 the keys are those of runs from before either was keyed. A repeat of
   one (temperature, draw) is served from the cache: draws are how to sample again.
 - Only validated outputs are stored; faults and invalid replies are never cached.
+- The output cap (`RAA_MAX_TOKENS`) is not part of the key: it does not change what the model samples,
+  only where a reply is cut off, and a cut reply fails validation and is never stored. A stored output is
+  therefore one the model finished under any cap at least as large as its length; keying the cap would
+  only force identical outputs to be recomputed.
 - `StageCache` serialises its SQLite access with one `threading.Lock` (a connection opened with
   `check_same_thread=False`), which makes it safe from threads and from many asyncio tasks. The nodes
   use `aget` / `aput`: on SQLite they run in a worker thread of the "io" lane, because a file read or
