@@ -386,7 +386,7 @@ def serve_reward_command(
                             max_body_mb=max_body_mb, durability=settings.trace_durability, keep_videos=keep_videos,
                             frames=frames,
                             info={"model": settings.model, "inspect_mode": settings.inspect_mode,
-                                  "traces": settings.traces_path})
+                                  "traces": settings.traces_path, "scoring": settings.scoring()})
     typer.echo(f"reward service: preset {preset}, traces in {settings.traces_path}; "
                f"trainer url http://{host}:{port}/v1/score", err=True)
     uvicorn.run(app, host=host, port=port, log_level="info")

@@ -5,7 +5,9 @@ in graph/commands.py; needs the `service` extra).
     {"items": [{"video_b64": "<base64 mp4>", "instruction": "...", "fps": 16.0}, ...],
      "meta": {"iteration": 3, "phase": "train"}}
     -> 200 {"results": [RewardResult as JSON: reward (float | null), status, T, P, V, reasons, run_id, ...]}
-    GET /healthz (open), GET /v1/info (preset, inspect mode, backbone model, limits)
+    GET /healthz (open), GET /v1/info (preset, inspect mode, backbone model, limits; from `raa serve-reward`
+    also "scoring": `BackboneSettings.scoring`, which a trainer with `reward: http` records as the run's
+    reward backbone, training/provenance.py)
 
 One result per item, in order. `training.rewards.HttpAgentReward` is the client; the trainer config is
 `reward: http` with `reward_options: {url: http://HOST:PORT/v1/score, token_env: ...}`.

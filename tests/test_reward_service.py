@@ -136,6 +136,36 @@ def test_trainer_http_reward_end_to_end(tmp_path):
         assert out.rewards == [None, None] and "401" in wrong.last_reasons[0][0]
 
 
+def test_a_trainer_records_the_backbone_of_the_services_that_score_it(tmp_path):
+    """`reward: http` provenance (training/provenance.py): the first service's scoring, a note for a service
+    scoring differently, "unreported" (never a failure) for one that does not say or refuses the token."""
+    from training.provenance import read_reward_backbone, record_scoring, served_scoring
+    from training.rewards import BrightnessReward, HttpAgentReward
+    from training.sum_reward import SumPart, SumReward
+
+    scoring = {"model": "vlm-a", "base_url": "http://gpu:8000/v1", "temperature": 0.0}
+    apps = [create_reward_app(_agent(), "full", token=TOKEN, info={"model": "vlm-a", "scoring": scoring}),
+            create_reward_app(_agent(), "full", token=TOKEN, info={"scoring": {**scoring, "model": "vlm-b"}}),
+            create_reward_app(_agent(), "full", token=TOKEN)]  # another implementation: no scoring
+    with serve(apps[0]) as a, serve(apps[1]) as b, serve(apps[2]) as c:
+        fn = HttpAgentReward(url=[f"{a}/v1/score", f"{b}/v1/score", f"{c}/v1/score"], token=TOKEN)
+        record, notes = served_scoring(fn)
+        assert record == {"service": f"{a}/v1/score", "preset": "full", **scoring}
+        assert notes == [f"note: the reward service {b}/v1/score scores with another backbone than {a}/v1/score "
+                         "(model: 'vlm-a' -> 'vlm-b'); recorded: the first",
+                         f"note: the reward service {c}/v1/score does not say which backbone scores (unreported: its "
+                         f"/v1/info has no 'scoring'); recorded: {a}/v1/score"]
+        assert served_scoring(HttpAgentReward(url=f"{c}/v1/score", token=TOKEN))[0] == {
+            "service": f"{c}/v1/score", "scoring": "unreported: its /v1/info has no 'scoring'"}
+        refused, _ = served_scoring(HttpAgentReward(url=f"{a}/v1/score", token="nope"))
+        assert refused["scoring"].startswith(f"unreported: GET {a}/v1/info: HTTPStatusError") and "401" in refused["scoring"]
+        summed = SumReward([SumPart("b", 1.0, BrightnessReward(), "brightness"),
+                            SumPart("h", 1.0, HttpAgentReward(url=f"{a}/v1/score", token=TOKEN), "http")])
+        assert record_scoring(tmp_path, summed, None, resume=False) == []
+        assert read_reward_backbone(tmp_path) == record  # a sum records its http part's service
+    assert served_scoring(BrightnessReward()) == (None, [])  # a reward with no backbone records nothing
+
+
 def test_training_logs_the_agents_components(tmp_path):
     """A smoke run scored by the service (reward: http): each rollout's T, P, V and gate inputs reach
     rewards.jsonl, their means metrics.jsonl, and the held-out ones eval.jsonl / eval_rewards.jsonl."""
@@ -147,7 +177,8 @@ def test_training_logs_the_agents_components(tmp_path):
 
     root = Path(__file__).resolve().parents[1]
     out = tmp_path / "run"
-    with serve(create_reward_app(_agent(), "decomposed", max_concurrency=4, token="tk-1")) as url:
+    served = {"model": "vlm-x", "scoring": {"model": "vlm-x", "temperature": 0.0}}
+    with serve(create_reward_app(_agent(), "decomposed", max_concurrency=4, token="tk-1", info=served)) as url:
         env = {k: v for k, v in os.environ.items() if k not in ("RANK", "WORLD_SIZE", "LOCAL_RANK")}
         proc = subprocess.run(
             [sys.executable, "-m", "training.train", "--config", str(root / "training/configs/smoke.yaml"),
@@ -158,6 +189,8 @@ def test_training_logs_the_agents_components(tmp_path):
             cwd=root, env={**env, "OMP_NUM_THREADS": "1", "RT_TOKEN": "tk-1"}, capture_output=True, text=True,
             timeout=600)
     assert proc.returncode == 0, proc.stderr[-4000:]
+    assert json.loads((out / "reward_backbone.json").read_text()) == {  # which model scored the run's rewards
+        "service": f"{url}/v1/score", "preset": "decomposed", "model": "vlm-x", "temperature": 0.0}
     rows = [json.loads(line) for line in (out / "rewards.jsonl").read_text().splitlines()]
     assert rows and all(sorted(r["components"]) == ["P", "T", "V", "failure", "unverifiable"] for r in rows)
     judged = [r for r in rows if r["components"]["T"] is not None]
@@ -210,6 +243,8 @@ def test_cli_needs_an_endpoint_and_a_known_preset(monkeypatch, tmp_path):
         info = c.get("/v1/info", headers=AUTH).json()
         scored = c.post("/v1/score", json={"items": [flat]}, headers=AUTH).json()["results"]  # zeroed: no model call
     assert info["preset"] == "no_wmreward" and info["inspect_mode"] == "plan" and info["model"] == "m"
+    assert info["scoring"]["model"] == "m" and info["scoring"]["inspect_mode"] == "plan"  # what trainers record
+    assert info["scoring"]["base_url"] == "http://127.0.0.1:9/v1" and "api_key" not in info["scoring"]
     assert scored[0]["status"] == "zero" and len(stores) == 1 and stores[0].nbytes == 0  # the agent's cache, emptied
     assert json.dumps(info)  # plain JSON
 

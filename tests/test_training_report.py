@@ -221,3 +221,19 @@ def test_runs_compare_on_one_page(run, tmp_path, capsys):
     assert main(["--run", str(run), "--run", str(other), "--out", str(tmp_path / "c.html")]) == 0
     assert (tmp_path / "c.html").read_text().count('class="series"') >= 6
     assert main(["--run", str(run), "--run", str(tmp_path / "nope"), "--out", str(tmp_path / "d.html")]) == 2
+
+
+def test_reward_label_names_a_served_rewards_preset_and_model(tmp_path):
+    from training.report import RunFiles, reward_label
+
+    served = {"service": "http://h:8766/v1/score", "preset": "no_audit", "model": "vlm-a", "temperature": 0.0}
+    files = RunFiles(tmp_path, config={"reward": "http", "reward_options": {"url": served["service"]}},
+                     reward_backbone=served)
+    assert reward_label(files) == "http (preset no_audit) · model vlm-a"
+    files.reward_backbone = {"service": served["service"], "scoring": "unreported: its /v1/info has no 'scoring'"}
+    assert reward_label(files) == "http · model unreported"
+    files.reward_backbone = None
+    assert reward_label(files) == "http"  # a run from before the record: nothing claimed
+    files.config = {"reward": "agent", "reward_options": {"preset": "full"}}
+    files.reward_backbone = {**served, "preset": "direct"}
+    assert reward_label(files) == "agent (preset full) · model vlm-a"  # the config's own preset wins

@@ -131,11 +131,13 @@ def finite_or_none(value: Any) -> float | None:
 
 def reward_label(files: RunFiles) -> str:
     """The run's reward as the pages name it: ``agent (preset full) · model NAME`` (the preset when the
-    options give one, the model when reward_backbone.json records one)."""
-    cfg = files.config
+    options give one or, for a served reward, the service reported one; the model when reward_backbone.json
+    records one, "unreported" when it records a service that did not say)."""
+    cfg, backbone = files.config, files.reward_backbone or {}
     options = cfg.get("reward_options") if isinstance(cfg.get("reward_options"), dict) else {}
-    return (f"{cfg.get('reward', '?')}" + (f" (preset {options['preset']})" if options.get("preset") else "")
-            + (f" · model {files.reward_backbone.get('model')}" if files.reward_backbone else ""))
+    preset = options.get("preset") or backbone.get("preset")
+    return (f"{cfg.get('reward', '?')}" + (f" (preset {preset})" if preset else "")
+            + (f" · model {backbone.get('model') or 'unreported'}" if backbone else ""))
 
 
 def _header(files: RunFiles) -> str:

@@ -53,6 +53,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
+from urllib.parse import urljoin
 
 import numpy as np
 
@@ -225,6 +226,26 @@ class HttpAgentReward:
                 raise ValueError(f"reward service {url} did not answer within {self.startup_wait_s:g} s "
                                  f"({type(exc).__name__}: {exc}); start it (raa serve-reward) or fix "
                                  "reward_options.url") from None
+
+    def service_info(self) -> list[tuple[str, dict[str, Any] | str]]:
+        """Per service url, its ``GET /v1/info`` answer (the path next to the score url; `raa serve-reward`
+        reports its preset and backbone ``scoring`` there), or why there is none (an HTTP error, not JSON,
+        not an object). Never raises: what scored a run is recorded, not required (training/provenance.py)."""
+        import httpx
+
+        headers = {"Authorization": f"Bearer {self.token}"} if self.token else {}
+        out: list[tuple[str, dict[str, Any] | str]] = []
+        for url in self._urls:
+            info_url = urljoin(url, "info")
+            try:
+                resp = httpx.get(info_url, headers=headers, timeout=min(10.0, self.timeout_s))
+                resp.raise_for_status()
+                info = resp.json()
+            except (httpx.HTTPError, ValueError) as exc:
+                out.append((url, f"GET {info_url}: {type(exc).__name__}: {exc}"))
+                continue
+            out.append((url, info if isinstance(info, dict) else f"GET {info_url}: not a JSON object"))
+        return out
 
     def _post(self, url: str, body: bytes) -> dict[str, Any]:
         import httpx

@@ -72,7 +72,7 @@ from training.metrics import MetricsLog, gather, progress_postfix, summarize
 from training.models import build_world_model, encode_prompt, negative_prompt, text_encoder_on
 from training.preemption import StopRequest, TrainingStopped
 from training.preview import latent_preview
-from training.provenance import record_reward_backbone
+from training.provenance import record_scoring
 from training.resume import plan_resume, state_layout, write_layout
 from training.reward_outcome import RewardOutcome
 from training.reward_runner import RewardRunner, merge_outcomes
@@ -216,8 +216,7 @@ def train(cfg: TrainConfig, *, local_rank: int = 0, reward_tokens: dict[str, str
                                                 weight_decay=cfg.weight_decay)
     if rank == 0:  # the launch's resolved config: what `python -m training.export --run` rebuilds the model from
         (out_dir / "config.yaml").write_text(yaml.safe_dump(config_to_dict(cfg), sort_keys=False))
-        if reward_settings is not None and (note := record_reward_backbone(out_dir, reward_settings.scoring(),
-                                                                           resume=cfg.resume)):
+        for note in record_scoring(out_dir, reward_fn, reward_settings, resume=cfg.resume):
             print(note, flush=True)  # training/provenance.py: which model scored the rewards
     bar = None
     if rank == 0 and cfg.progress:
