@@ -27,6 +27,15 @@ Diagnostics:
   own Python; decoding, encoding and tools run in worker threads and are not in it). That work is
   serial: one thread, one step after another, and most steps wait for it. Least of the repeats.
 
+- `rollout_<H>x<W>x<T>_*`: the same figures on clips shaped like the videos the trainer scores (3 clips
+  each): Wan 2.1 I2V 480p rollouts (480x832, 81 frames) and Cosmos-Predict2 720p (704x1280, 93 frames).
+  The headline clips (256x256, 33 frames) make the frame work small (~25 ms), so the per-run Python of
+  LangGraph and the nodes (~35 ms of event-loop CPU, independent of the clip) dominates the ratio; at 480p
+  the frame work is ~6x larger and the ratio measures the agent on the inputs it is used on. At 720p the
+  tools' own decoding dominates instead: the surprise scorer decodes every frame again at 448 pixels (a
+  second pass over the clip, swscale AREA scaling) and the 576-pixel track bound keeps 67% of the pixels,
+  so LK runs at full size; `tracks_free` there shows that the tracker is not the main cost.
+
 Measurement: each clip is run `REPEATS` times, each time on a fresh agent (cold frame cache, new run id),
 and its frame work is timed `REPEATS` times; per clip the minimum of each is taken (both sides measured
 the same way: the least-disturbed repeat), then averaged over clips. What is counted is unchanged; the
@@ -47,6 +56,10 @@ sys.path.append(str(Path(__file__).resolve().parent))
 from _agent_common import INSTRUCTION, DiffSurprise, agent_script, write_clips  # noqa: E402
 
 N_CLIPS = 6
+N_SHAPED = 3
+ROLLOUT_SHAPES = ((81, 480, 832), (93, 704, 1280))
+"""(frames, height, width) of the rollout-shaped diagnostics: Wan 2.1 I2V at 480p (81 frames, 480x832, the
+trainer's backend) and Cosmos-Predict2 video2world at 720p (93 frames, 704x1280)."""
 REPEATS = 3
 LONG_SIDE, QUALITY = 512, 85
 
@@ -101,45 +114,64 @@ def _frame_work(clip: str, indices: list[int], n_images: int) -> float:
     return time.perf_counter() - t0
 
 
-def main() -> None:
+def _measure(clips: list[str]) -> dict[str, float]:
+    """The figures of the module docstring for `clips` (means over clips of per-clip minima); traces go next
+    to the clips."""
+    tmp = Path(clips[0]).parent
     walls, works, images, touched, cpus, loops, free_walls = [], [], [], [], [], [], []
     replay = ReplayTracker()
-    with tempfile.TemporaryDirectory() as tmp:
-        clips = write_clips(Path(tmp), N_CLIPS)
-        _run_clip(clips[0], Path(tmp) / "warm.sqlite", "warm")  # warm imports / first-call costs
-        for clip in clips:
-            _run_clip(clip, Path(tmp) / "warm.sqlite", f"warm-{Path(clip).stem}", replay)  # records the tracks
-            runs, free = [], []
-            for r in range(REPEATS):  # interleaved: a slow period of the host hits both kinds
-                runs.append(_run_clip(clip, Path(tmp) / "traces.sqlite", f"run-{Path(clip).stem}-{r}"))
-                free.append(_run_clip(clip, Path(tmp) / "traces.sqlite", f"free-{Path(clip).stem}-{r}", replay)[0])
-            free_walls.append(min(free))
-            assert all(r[1].status == "scored" for r in runs), [r[1].reasons for r in runs]
-            wall, _, (model, state, cpu, _) = min(runs, key=lambda r: r[0])
-            loops.append(min(r[2][3] for r in runs))
-            indices = sorted({int(f) for s in state["steps"] for f in s.get("frames") or []})
-            urls = {b["image_url"]["url"] for c in model.calls for m in c.messages if isinstance(m.content, list)
-                    for b in m.content if isinstance(b, dict) and b.get("type") == "image_url"}
-            walls.append(wall)
-            cpus.append(cpu)
-            works.append(min(_frame_work(clip, indices, len(urls)) for _ in range(REPEATS)))
-            images.append(len(urls))
-            touched.append(len(indices))
-    wall, work = sum(walls) / len(walls), sum(works) / len(works)
-    print(f"frames_touched_per_clip: {sum(touched) / len(touched):.1f}")
-    print(f"images_sent_per_clip: {sum(images) / len(images):.1f}")
-    print(f"per_clip_wall_s: {wall:.3f}")
-    print(f"frame_work_s: {work:.3f}")
+    _run_clip(clips[0], tmp / "warm.sqlite", "warm")  # warm imports / first-call costs
+    for clip in clips:
+        _run_clip(clip, tmp / "warm.sqlite", f"warm-{Path(clip).stem}", replay)  # records the tracks
+        runs, free = [], []
+        for r in range(REPEATS):  # interleaved: a slow period of the host hits both kinds
+            runs.append(_run_clip(clip, tmp / "traces.sqlite", f"run-{Path(clip).stem}-{r}"))
+            free.append(_run_clip(clip, tmp / "traces.sqlite", f"free-{Path(clip).stem}-{r}", replay)[0])
+        free_walls.append(min(free))
+        assert all(r[1].status == "scored" for r in runs), [r[1].reasons for r in runs]
+        wall, _, (model, state, cpu, _) = min(runs, key=lambda r: r[0])
+        loops.append(min(r[2][3] for r in runs))
+        indices = sorted({int(f) for s in state["steps"] for f in s.get("frames") or []})
+        urls = {b["image_url"]["url"] for c in model.calls for m in c.messages if isinstance(m.content, list)
+                for b in m.content if isinstance(b, dict) and b.get("type") == "image_url"}
+        walls.append(wall)
+        cpus.append(cpu)
+        works.append(min(_frame_work(clip, indices, len(urls)) for _ in range(REPEATS)))
+        images.append(len(urls))
+        touched.append(len(indices))
+
+    def mean(values: list[float]) -> float:
+        return sum(values) / len(values)
+
+    return {"frames_touched": mean(touched), "images_sent": mean(images), "wall": mean(walls),
+            "work": mean(works), "cpu": mean(cpus), "loop": mean(loops), "free": mean(free_walls)}
+
+
+def main() -> None:
     from graph.workers import usable_cores
 
-    cpu, cores = sum(cpus) / len(cpus), usable_cores()
+    with tempfile.TemporaryDirectory() as tmp:
+        m = _measure(write_clips(Path(tmp) / "small", N_CLIPS))
+        shaped = {}
+        for frames, height, width in ROLLOUT_SHAPES:
+            folder = Path(tmp) / f"{height}x{width}x{frames}"
+            shaped[folder.name] = _measure(write_clips(folder, N_SHAPED, frames=frames, size=height, width=width))
+    wall, work, cpu, cores = m["wall"], m["work"], m["cpu"], usable_cores()
+    print(f"frames_touched_per_clip: {m['frames_touched']:.1f}")
+    print(f"images_sent_per_clip: {m['images_sent']:.1f}")
+    print(f"per_clip_wall_s: {wall:.3f}")
+    print(f"frame_work_s: {work:.3f}")
     print(f"cpu_per_clip_s: {cpu:.3f}")
     print(f"cpu_count: {cores}")
     print(f"cpu_floor_over_frame_work: {cpu / cores / work:.3f}")
-    loop = sum(loops) / len(loops)
-    print(f"loop_thread_cpu_per_clip_s: {loop:.3f}")
-    print(f"loop_thread_cpu_over_frame_work: {loop / work:.3f}")
-    print(f"tracks_free_over_frame_work: {sum(free_walls) / len(free_walls) / work:.3f}")
+    print(f"loop_thread_cpu_per_clip_s: {m['loop']:.3f}")
+    print(f"loop_thread_cpu_over_frame_work: {m['loop'] / work:.3f}")
+    print(f"tracks_free_over_frame_work: {m['free'] / work:.3f}")
+    for name, r in shaped.items():
+        print(f"rollout_{name}_frame_work_s: {r['work']:.3f}")
+        print(f"rollout_{name}_tracks_free_over_frame_work: {r['free'] / r['work']:.3f}")
+        print(f"rollout_{name}_cpu_floor_over_frame_work: {r['cpu'] / cores / r['work']:.3f}")
+        print(f"rollout_{name}_overhead_over_frame_work: {r['wall'] / r['work']:.3f}")
     print(f"loadavg_1m: {os.getloadavg()[0]:.2f}")
     print(f"overhead_over_frame_work: {wall / work:.3f}")
 
