@@ -108,14 +108,14 @@ def _score(rows: list[dict], out: Path, preset: str, concurrency: int, console: 
                                         durability=settings.trace_durability))
     # the run id is what `raa trace` takes: never cut short (narrow consoles get a compact table in which
     # only the clip name folds, as `raa runs` does)
-    table, _ = commands.run_table(f"Reward agent ({preset})", console.width)
+    table, full = commands.run_table(f"Reward agent ({preset})", console.width)
     table.add_column("clip", overflow="fold", min_width=8)
     for col in ("label", "reward", "status", "T", "P", "V"):
         table.add_column(col, no_wrap=True)
     table.add_column("run id", no_wrap=True, min_width=max(len(r.run_id) for r in results))
     reports = out / "reports"
     for row, res in zip(rows, results, strict=True):
-        table.add_row(Path(row["path"]).stem, row["label"], "⊥" if res.reward is None else f"{res.reward:.3f}",
+        table.add_row(_clip_name(row, full), row["label"], "⊥" if res.reward is None else f"{res.reward:.3f}",
                       res.status, _fmt(res.T), _fmt(res.P), _fmt(res.V), res.run_id)
     console.print(table)
     console.print("step through a run: raa trace RUN_ID")
@@ -128,6 +128,13 @@ def _score(rows: list[dict], out: Path, preset: str, concurrency: int, console: 
     for res in results:
         if res.status == "ineligible":
             console.print(f"[yellow]{res.run_id} ineligible:[/] {escape('; '.join(res.reasons)[:300])}")
+
+
+def _clip_name(row: dict, full: bool) -> str:
+    """A score table's clip: the file name on wide consoles, else its number and hacking pattern (the
+    label has its own column; at 80 columns a whole name folded into four lines a clip)."""
+    stem = Path(row["path"]).stem
+    return stem if full else f"{stem.split('_', 1)[0]} {row.get('pattern', '')}".strip()
 
 
 def demo_command(

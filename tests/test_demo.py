@@ -3,6 +3,7 @@ scores only when an endpoint is configured; without one it says how to connect a
 
 from __future__ import annotations
 
+import json
 import re
 
 import pytest
@@ -49,6 +50,11 @@ def test_demo_with_endpoint_scores_and_writes_reports(tmp_path, monkeypatch, col
     for run_id in (p.stem for p in reports):  # whole in the table, even at 80 columns, to copy into raa trace
         assert any(re.search(rf"\b{run_id}\b", line) for line in table_lines), res.output
     assert "raa trace RUN_ID" in res.output
+    names = [json.loads(line)["name"] for line in (tmp_path / "clips" / "manifest.jsonl").read_text().splitlines()]
+    if columns == "80":  # the clip's number and pattern, on one line
+        assert any(re.search(r"^\s*000 success\s", line) for line in table_lines), res.output
+    else:
+        assert any(names[0] in line for line in table_lines), res.output
 
 
 def test_demo_stops_at_start_when_the_presets_tool_cannot_load(tmp_path, monkeypatch) -> None:
