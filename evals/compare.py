@@ -28,6 +28,9 @@ Decisions where the issue was silent:
   presets differ, or both scorers are recorded and differ) and those where a side's scorer is unknown
   (``pairs_scorer_unrecorded``). The CLI warns about both and still reports: re-scoring is the user's
   call, and an intentional cross-scorer comparison is legitimate.
+* With no pair at all, the comparison says why when it can: score-batch's own ``key`` hashes the preset
+  (and draw), so two presets' outputs of one manifest share no key; when their rows share video paths,
+  ``hint`` suggests ``--pair-by path``.
 * The bootstrap uses ``numpy.random.default_rng(seed)`` with 10,000 resamples, so a report is
   reproducible; with fewer than 2 pairs there is no interval (None).
 """
@@ -111,6 +114,8 @@ class Comparison:
     """Pairs in the statistics with a row whose scorer (model, temperature) is not recorded."""
     by_instruction: list[dict[str, Any]] = field(default_factory=list)
     """Per instruction: n, mean_a, mean_b, mean_diff over its eligible pairs."""
+    hint: str | None = None
+    """Why nothing paired and what would pair the rows (None when some rows paired)."""
 
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -210,6 +215,13 @@ def compare(path_a: Path, path_b: Path, *, pair_by: str = "key", seed: int = 0) 
                        "mean_b": float(rb[ix].mean()), "mean_diff": float(d[ix].mean())}
                       for text, ix in groups.items()]
     wins, losses = int((d > 0).sum()), int((d < 0).sum())
+    hint = None
+    if not shared and pair_by != "path":
+        paths = {str(r.get("path")) for r in rows_a.values()} & {str(r.get("path")) for r in rows_b.values()}
+        paths.discard("None")
+        if paths:
+            hint = (f"no row of A shares a {pair_by!r} with a row of B, but {len(paths)} video path(s) appear in "
+                    "both (score-batch's own key includes the preset and draw): pair them with --pair-by path")
     return Comparison(
         a=_side(path_a, rows_a), b=_side(path_b, rows_b), pair_by=pair_by, pairs=len(shared),
         pairs_ineligible=len(shared) - len(kept), unpaired_a=len(rows_a) - len(shared),
@@ -220,4 +232,4 @@ def compare(path_a: Path, path_b: Path, *, pair_by: str = "key", seed: int = 0) 
         pairs_scored_differently=sum(_scored_differently(rows_a[k], rows_b[k]) for k, _, _ in kept),
         pairs_scorer_unrecorded=sum(not isinstance(rows_a[k].get("scorer"), dict)
                                     or not isinstance(rows_b[k].get("scorer"), dict) for k, _, _ in kept),
-        by_instruction=by_instruction)
+        by_instruction=by_instruction, hint=hint)

@@ -271,6 +271,8 @@ def compare_command(
                       f"wins/ties/losses {result.wins}/{result.ties}/{result.losses}, sign test p = {p}")
     else:
         console.print("no pair with two eligible rewards: nothing to compare")
+        if result.hint:
+            console.print(result.hint, style="yellow")
     _write_json(json_out, result.as_dict(), console)
 
 

@@ -130,3 +130,25 @@ def test_cli_warns_when_the_sides_were_scored_differently(tmp_path):
     assert "wins/ties/losses 1/1/0" in res.output
     same = runner.invoke(app, ["eval", "compare", str(a), str(a)], env={"COLUMNS": "250"})
     assert same.exit_code == 0 and "warning" not in same.output and "note:" not in same.output
+
+
+def test_two_presets_on_one_manifest_pair_by_path_and_say_so(tmp_path):
+    """score-batch's own key hashes the preset: two presets' outputs of one plain manifest (no manifest
+    'key' field) share no key; the comparison points at --pair-by path instead of reporting nothing."""
+    manifest = tmp_path / "clips.jsonl"
+    manifest.write_text("".join(json.dumps({"path": f"videos/c{i}.mp4", "instruction": "push it"}) + "\n"
+                                for i in range(3)))
+    outs = {}
+    for preset, rewards in (("full", [0.9, 0.0, 0.7]), ("direct", [0.8, 0.6, 0.7])):
+        rows = [json.loads(result_line(item, RewardResult(reward=r, status="zero" if r == 0 else "scored",
+                                                           preset=preset)))
+                for item, r in zip(read_manifest(manifest, preset), rewards, strict=True)]
+        outs[preset] = tmp_path / f"{preset}.jsonl"
+        outs[preset].write_text("".join(json.dumps({**row, "scorer": QWEN}) + "\n" for row in rows))
+    c = compare(outs["full"], outs["direct"])
+    assert c.pairs == 0 and "3 video path(s) appear in both" in c.hint and "--pair-by path" in c.hint
+    res = runner.invoke(app, ["eval", "compare", str(outs["full"]), str(outs["direct"])], env={"COLUMNS": "250"})
+    assert res.exit_code == 0 and "pair them with --pair-by path" in res.output
+    c = compare(outs["full"], outs["direct"], pair_by="path")
+    assert (c.n, c.hint, c.wins, c.ties, c.losses) == (3, None, 1, 1, 1)
+    assert c.pairs_scored_differently == 3  # a preset ablation: counted (and warned about), not refused
