@@ -199,6 +199,13 @@ def _side(path: Path, rows: dict[str, dict[str, Any]]) -> SideSummary:
                        scorers=dict(sorted(scorers.items(), key=lambda kv: (-kv[1], kv[0]))))
 
 
+def most_changed(by_instruction: list[dict[str, Any]], k: int) -> list[dict[str, Any]]:
+    """The `k` instructions whose mean paired difference is largest in size (ties: more pairs first, then
+    the text), ordered from the largest gain of A to the largest loss."""
+    ranked = sorted(by_instruction, key=lambda r: (-abs(r["mean_diff"]), -r["n"], r["instruction"]))[:max(k, 0)]
+    return sorted(ranked, key=lambda r: (-r["mean_diff"], r["instruction"]))
+
+
 def compare(path_a: Path, path_b: Path, *, pair_by: str = "key", seed: int = 0) -> Comparison:
     """Pair the rows of two score-batch outputs and compare their rewards (see module docstring)."""
     rows_a, rows_b = read_results(path_a, pair_by), read_results(path_b, pair_by)

@@ -237,8 +237,10 @@ def compare_command(
     pair_by: Annotated[str, typer.Option(help="Manifest field pairing the rows (training.generate writes 'key').")] = "key",
     seed: Annotated[int, typer.Option(help="Seed of the bootstrap interval.")] = 0,
     json_out: Annotated[Path | None, typer.Option("--json", help="Also write the comparison as JSON.")] = None,
+    instructions: Annotated[int, typer.Option(min=0, help="Show the N instructions whose mean reward changed "
+                                              "most (0: none; --json has all).")] = 10,
 ) -> None:
-    from evals.compare import CompareError, compare
+    from evals.compare import CompareError, compare, most_changed
 
     try:
         result = compare(a, b, pair_by=pair_by, seed=seed)
@@ -269,6 +271,15 @@ def compare_command(
         console.print(f"n = {result.n}: mean A {result.mean_a:.4f}, mean B {result.mean_b:.4f}, "
                       f"A - B {result.mean_diff:+.4f}, 95% bootstrap CI {ci}; "
                       f"wins/ties/losses {result.wins}/{result.ties}/{result.losses}, sign test p = {p}")
+        shown = most_changed(result.by_instruction, instructions) if len(result.by_instruction) > 1 else []
+        if shown:
+            t = Table(title=f"Most changed instructions ({len(shown)} of {len(result.by_instruction)})")
+            for col in ("Instruction", "n", "Mean A", "Mean B", "A - B"):
+                t.add_column(col, overflow="fold" if col == "Instruction" else None)
+            for r in shown:
+                t.add_row(r["instruction"], str(r["n"]), f"{r['mean_a']:.4f}", f"{r['mean_b']:.4f}",
+                          f"{r['mean_diff']:+.4f}")
+            console.print(t)
     else:
         console.print("no pair with two eligible rewards: nothing to compare")
         if result.hint:

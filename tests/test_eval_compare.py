@@ -152,3 +152,23 @@ def test_two_presets_on_one_manifest_pair_by_path_and_say_so(tmp_path):
     c = compare(outs["full"], outs["direct"], pair_by="path")
     assert (c.n, c.hint, c.wins, c.ties, c.losses) == (3, None, 1, 1, 1)
     assert c.pairs_scored_differently == 3  # a preset ablation: counted (and warned about), not refused
+
+
+def test_most_changed_instructions(tmp_path):
+    from evals.compare import most_changed
+
+    rows = [{"instruction": t, "n": n, "mean_a": 0.0, "mean_b": 0.0, "mean_diff": d}
+            for t, n, d in (("open", 2, 0.1), ("push", 3, -0.4), ("lift", 1, 0.3), ("stack", 2, -0.1), ("pour", 4, 0.0))]
+    assert [r["instruction"] for r in most_changed(rows, 3)] == ["lift", "open", "push"]  # |d| 0.4, 0.3, 0.1 (2 pairs
+    # each for open and stack: the text breaks the tie), shown from the largest gain to the largest loss
+    assert most_changed(rows, 0) == [] and len(most_changed(rows, 99)) == 5
+    a = _scores(tmp_path, "trained", {"k1": 0.9, "k2": 0.1}, instruction="open the drawer")
+    b = _scores(tmp_path, "base", {"k1": 0.5, "k2": 0.6}, instruction="open the drawer")
+    one = runner.invoke(app, ["eval", "compare", str(a), str(b)], env={"COLUMNS": "200"})
+    assert one.exit_code == 0 and "Most changed" not in one.output  # a single instruction: the summary says it all
+    rows_a = [json.loads(line) for line in a.read_text().splitlines()]
+    rows_a[1]["instruction"] = "close the drawer"
+    a.write_text("".join(json.dumps(r) + "\n" for r in rows_a))
+    two = runner.invoke(app, ["eval", "compare", str(a), str(b), "--instructions", "1"], env={"COLUMNS": "200"})
+    assert two.exit_code == 0 and "Most changed instructions (1 of 2)" in two.output
+    assert "close the drawer" in two.output and "-0.5000" in two.output and "open the drawer" not in two.output
