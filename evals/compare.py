@@ -38,6 +38,7 @@ Decisions where the issue was silent:
 from __future__ import annotations
 
 import math
+from collections import Counter
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -189,10 +190,7 @@ def _reward(row: dict[str, Any]) -> float | None:
 def _side(path: Path, rows: dict[str, dict[str, Any]]) -> SideSummary:
     statuses = [r["result"].get("status") for r in rows.values()]
     eligible = [x for x in (_reward(r) for r in rows.values()) if x is not None]
-    scorers: dict[str, int] = {}
-    for row in rows.values():
-        label = scorer_label(row)
-        scorers[label] = scorers.get(label, 0) + 1
+    scorers = Counter(scorer_label(r) for r in rows.values())
     return SideSummary(path=str(path), rows=len(rows), scored=statuses.count("scored"), zero=statuses.count("zero"),
                        ineligible=len(rows) - len(eligible),
                        mean_reward=float(np.mean(eligible)) if eligible else None,
@@ -224,8 +222,7 @@ def compare(path_a: Path, path_b: Path, *, pair_by: str = "key", seed: int = 0) 
     wins, losses = int((d > 0).sum()), int((d < 0).sum())
     hint = None
     if not shared and pair_by != "path":
-        paths = {str(r.get("path")) for r in rows_a.values()} & {str(r.get("path")) for r in rows_b.values()}
-        paths.discard("None")
+        paths = ({r.get("path") for r in rows_a.values()} & {r.get("path") for r in rows_b.values()}) - {None}
         if paths:
             hint = (f"no row of A shares a {pair_by!r} with a row of B, but {len(paths)} video path(s) appear in "
                     "both (score-batch's own key includes the preset and draw): pair them with --pair-by path")

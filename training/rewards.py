@@ -227,13 +227,17 @@ class HttpAgentReward:
                                  f"({type(exc).__name__}: {exc}); start it (raa serve-reward) or fix "
                                  "reward_options.url") from None
 
+    def _auth(self) -> dict[str, str]:
+        """The bearer-token header of every request to the service (none without a token)."""
+        return {"Authorization": f"Bearer {self.token}"} if self.token else {}
+
     def service_info(self) -> list[tuple[str, dict[str, Any] | str]]:
         """Per service url, its ``GET /v1/info`` answer (the path next to the score url; `raa serve-reward`
         reports its preset and backbone ``scoring`` there), or why there is none (an HTTP error, not JSON,
         not an object). Never raises: what scored a run is recorded, not required (training/provenance.py)."""
         import httpx
 
-        headers = {"Authorization": f"Bearer {self.token}"} if self.token else {}
+        headers = self._auth()
         out: list[tuple[str, dict[str, Any] | str]] = []
         for url in self._urls:
             info_url = urljoin(url, "info")
@@ -252,9 +256,7 @@ class HttpAgentReward:
 
         from tools.client import send_with_retries  # the tool client's retry policy
 
-        headers = {"Content-Type": "application/json"}
-        if self.token:
-            headers["Authorization"] = f"Bearer {self.token}"
+        headers = {"Content-Type": "application/json", **self._auth()}
         with httpx.Client(timeout=self.timeout_s) as http:
             resp = send_with_retries(lambda: http.post(url, content=body, headers=headers),
                                      retries=self.retries, backoff_s=self.backoff_s, max_wait_s=30.0)
