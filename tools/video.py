@@ -23,8 +23,15 @@ Frame ``i`` is the i-th frame in presentation order. Decisions taken where issue
   the others keep their timestamps' indices, and the dropped one is a ``VideoDecodeError``. Any
   decoder or demuxer error is a ``VideoDecodeError``; there is no silent partial decode.
 - Each ``read`` opens its own demuxer (one reader may serve several threads), except that the first
-  one takes over the scan's demuxer, rewound; FFmpeg threading only from 640x360 up (below, it
-  costs ~3x the CPU).
+  one takes over the scan's demuxer, rewound.
+- Decoder threading: H.264 and HEVC keep FFmpeg's default (slice threads), other codecs use frame
+  threading from 640x360 up (below, it costs ~3x the CPU per frame). H.264 clips written by PyAV
+  (``write_video``, which writes the trainer's rollouts) carry one slice per encoder thread, which
+  slice threads decode in parallel; frame threading ("AUTO") made them slower. 2-core VM, whole-clip decode, wall / CPU: 720p x 93 frames 97 / 129 ms with frame
+  threads vs 63-77 / 107-116 ms with slice threads; 480p x 81 49 / 66 vs 26-30 / 43-47 ms. On a
+  single-slice H.264 clip frame threads saved ~4% wall for ~30% more CPU (the agent scores clips
+  concurrently, so CPU counts), on HEVC they were slower, and on MPEG-4 part 2 and AV1 they help
+  (MPEG-4 720p: 22 vs 38 ms wall, same CPU): those keep them.
 - Containers open without FFmpeg's probe decode (``open_container(probe="headers")``): by default
   ``av.open`` decodes the first frames of an H.264 stream to guess the decoder's reorder depth, ~3.7 ms
   of a 256x256 clip (a third of decoding all 33 frames) and ~14 ms at 512x512, once per demuxer.
@@ -81,6 +88,7 @@ from tools.sampling import (  # noqa: F401  (re-exported: the public video API)
 )
 from tools.video_rotation import display_rotation
 from tools.video_scan import (  # noqa: F401  (re-exported: the public video API)
+    SLICE_THREADED_CODECS,
     THREADED_DECODE_PIXELS,
     EmptyVideoError,
     FrameIndex,

@@ -20,6 +20,10 @@ from typing import Literal
 import av
 
 THREADED_DECODE_PIXELS = 640 * 360
+"""Frames of at least this many pixels decode with frame threading, unless their codec is one of
+``SLICE_THREADED_CODECS`` (see ``video_stream``)."""
+SLICE_THREADED_CODECS = frozenset({"h264", "hevc"})
+"""Decoders left on FFmpeg's default slice threading at every size (see ``video_stream``)."""
 
 Source = str | Path | bytes
 
@@ -130,8 +134,8 @@ def video_stream(container: av.container.InputContainer, name: str) -> av.video.
     if not container.streams.video:
         raise VideoDecodeError(f"{name}: contains no video stream (not a video file)")
     stream = container.streams.video[0]
-    # Frame threading pays off on large frames only; below 640x360 it triples the CPU per frame.
-    if (stream.codec_context.width or 0) * (stream.codec_context.height or 0) >= THREADED_DECODE_PIXELS:
+    ctx = stream.codec_context
+    if ctx.name not in SLICE_THREADED_CODECS and (ctx.width or 0) * (ctx.height or 0) >= THREADED_DECODE_PIXELS:
         stream.thread_type = "AUTO"
     return stream
 
