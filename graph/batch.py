@@ -14,7 +14,14 @@ Decisions where the issue was silent:
   anything but input and video faults, e.g. a dead endpoint, a wrong model name, a tool crash), so a
   batch scored against a broken setup is redone after the fix without deleting the good rows.
 - A manifest line that is not valid JSON or lacks path/instruction gets its own ineligible row (kind
-  "input") without calling the model.
+  "input") without calling the model; a row that names its clip under another common key ("video",
+  "file", "clip", "video_path") or its task under "prompt"/"task"/"caption" is told which field to rename.
+  A UTF-8 byte-order mark (files saved by Windows editors and PowerShell) is skipped. A line repeating an
+  earlier line's clip and instruction is scored once (`drop_repeats`; score-batch names the lines).
+- `RowWriter` keeps, per leading label of the ineligible rows' first reason (the failing stage, or
+  "input" for a bad manifest line), a count and the first such reason;
+  `raa score-batch` prints them after its counts, so a batch whose rows all failed for one reason
+  (a misnamed manifest field, a dead endpoint) says so without opening the output.
 - Each item is one `graph.api.arun_agent` call (never raises; an escaping error becomes an
   ineligible result) under a semaphore of `concurrency`; `run_batch` here runs them in this process,
   `graph.batch_procs.run_batch_processes` spreads them over worker processes.
@@ -47,11 +54,24 @@ def item_key(path: str, instruction: str, preset: str, draw: int = 0) -> str:
     return hashlib.sha256(json.dumps(fields).encode()).hexdigest()[:32]
 
 
+FIELD_ALIASES = {"path": ("video", "video_path", "file", "clip"), "instruction": ("prompt", "task", "caption", "text")}
+"""Keys a manifest row may use by mistake for each field; `manifest_row_error` names the rename."""
+
+
+def manifest_row_error(row: dict[str, Any]) -> str:
+    """Why `row` is not a manifest row (it lacks a string `path` or `instruction`), naming the field to
+    rename when the row uses one of `FIELD_ALIASES` instead."""
+    hints = [f"rename '{alias}' to '{field}'" for field, aliases in FIELD_ALIASES.items()
+             if not isinstance(row.get(field), str) for alias in aliases if alias in row][:2]
+    return ("a manifest row needs string fields 'path' and 'instruction'"
+            + (f" ({'; '.join(hints)})" if hints else ""))
+
+
 def read_manifest(manifest: Path, preset: str, draw: int = 0) -> list[dict[str, Any]]:
     """Manifest rows as batch items of stage-cache `draw`; a bad line becomes an item carrying an `error`."""
     base = manifest.resolve().parent
     items = []
-    for number, line in enumerate(manifest.read_text(encoding="utf-8").splitlines(), start=1):
+    for number, line in enumerate(manifest.read_text(encoding="utf-8-sig").splitlines(), start=1):
         if not line.strip():
             continue
         try:
@@ -60,7 +80,7 @@ def read_manifest(manifest: Path, preset: str, draw: int = 0) -> list[dict[str, 
                 raise ValueError("a manifest line must be a JSON object")
             path, instruction = row.get("path"), row.get("instruction")
             if not isinstance(path, str) or not path or not isinstance(instruction, str):
-                raise ValueError("a manifest row needs string fields 'path' and 'instruction'")
+                raise ValueError(manifest_row_error(row))
             error = None
         except ValueError as exc:
             row, path, instruction, error = {}, f"<line {number}>", "", f"manifest line {number}: {exc}"
@@ -70,6 +90,22 @@ def read_manifest(manifest: Path, preset: str, draw: int = 0) -> list[dict[str, 
                       "instruction": instruction, "preset": preset, "draw": draw, "manifest": extra,
                       "error": error})
     return items
+
+
+def drop_repeats(items: list[dict[str, Any]]) -> tuple[list[dict[str, Any]], list[tuple[int, int]]]:
+    """`items` without the lines that repeat an earlier line's key (same clip, instruction, preset and
+    draw), and the (repeating line, first line) pairs dropped: a repeat would be scored again only to
+    write a second row under the same key, which resumes treat as one item and `raa eval compare`
+    refuses as a duplicate."""
+    first: dict[str, int] = {}
+    kept, repeats = [], []
+    for item in items:
+        if item["key"] in first:
+            repeats.append((item["line"], first[item["key"]]))
+        else:
+            first[item["key"]] = item["line"]
+            kept.append(item)
+    return kept, repeats
 
 
 def done_keys(out: Path) -> set[str]:
@@ -180,6 +216,9 @@ class RowWriter:
         self.counts = {"scored": 0, "zero": 0, "ineligible": 0}
         self.usage: dict[str, int] = {}
         """Backbone usage summed over the rows written (calls, images, tokens, cache hits)."""
+        self.faults: dict[str, tuple[int, str]] = {}
+        """Per leading label of the ineligible rows' first reason (the text before its first colon: the
+        failing stage, or "input"): how many rows and the first one's reason."""
         out.parent.mkdir(parents=True, exist_ok=True)
         if out.exists() and out.stat().st_size:
             with out.open("rb+") as fh:  # close a torn last line before appending (only the last byte is read)
@@ -195,6 +234,11 @@ class RowWriter:
         with self.out.open("a", encoding="utf-8") as fh:
             fh.write(line + "\n")
         self.counts[status] += 1
+        if status == "ineligible":
+            reason = next(iter((row.get("result") or {}).get("reasons") or []), "no reason recorded")
+            kind = reason.split(":", 1)[0] if ":" in reason else "other"
+            n, first = self.faults.get(kind, (0, reason))
+            self.faults[kind] = (n + 1, first)
         for k, v in (row.get("result") or {}).get("usage", {}).items():
             self.usage[k] = self.usage.get(k, 0) + int(v)
         if self.on_row is not None:

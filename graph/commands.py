@@ -183,6 +183,7 @@ def score_batch_command(
         RowWriter,
         build_batch_agent,
         done_keys,
+        drop_repeats,
         drop_retryable,
         other_scorer,
         read_manifest,
@@ -197,7 +198,10 @@ def score_batch_command(
     _check_preset(preset)
     settings.ensure_parent_dirs()
     preflight_or_exit(settings)  # before writing a row per clip that only says the endpoint is wrong
-    items = read_manifest(manifest, preset, draw)
+    items, repeats = drop_repeats(read_manifest(manifest, preset, draw))
+    if repeats:
+        typer.echo(f"{len(repeats)} manifest line(s) repeat an earlier one and are scored once: "
+                   + ", ".join(f"line {a} = line {b}" for a, b in repeats[:5]) + (" ..." if len(repeats) > 5 else ""), err=True)
     if problem := other_scorer(out, scorer_of(settings)):  # before --retry-ineligible rewrites the file
         typer.echo(f"error: {problem}", err=True)
         raise typer.Exit(2)
@@ -233,6 +237,8 @@ def score_batch_command(
     usage = " ".join(f"{k}={v}" for k, v in writer.usage.items())
     typer.echo(" ".join(f"{k}={v}" for k, v in writer.counts.items()) + (f"  usage: {usage}" if usage else "")
                + f"  -> {out}", err=True)
+    for kind, (n, first) in sorted(writer.faults.items(), key=lambda kv: -kv[1][0]):
+        typer.echo(f"  ineligible ({kind}): {n}, first: {first[:300]}", err=True)
 
 
 # ---------------------------------------------------------------------------------------------- traces

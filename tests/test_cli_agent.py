@@ -65,6 +65,20 @@ def test_read_manifest_and_resume_keys(tmp_path) -> None:
     assert done_keys(out) == {"k1"}
 
 
+def test_manifest_with_a_bom_and_misnamed_fields(tmp_path) -> None:
+    from graph.batch import read_manifest
+
+    # saved by a Windows editor: byte-order mark, CRLF; rows naming the clip "video" and the task "prompt"
+    (tmp_path / "m.jsonl").write_bytes('\ufeff{"path": "a.mp4", "instruction": "x"}\r\n'
+                                       '{"video": "b.mp4", "instruction": "x"}\r\n'
+                                       '{"path": "c.mp4", "prompt": "x"}\r\n{"clip": "d.mp4"}\r\n'.encode())
+    items = read_manifest(tmp_path / "m.jsonl", "full")
+    assert items[0]["error"] is None and items[0]["path"] == str((tmp_path / "a.mp4").resolve())
+    assert items[1]["error"].endswith("(rename 'video' to 'path')")
+    assert items[2]["error"].endswith("(rename 'prompt' to 'instruction')")
+    assert items[3]["error"].endswith("(rename 'clip' to 'path')")
+
+
 # ------------------------------------------------------------- full agent runs (need graph-core's API)
 def _clip(path, *, uniform: bool = False, frames: int = 12) -> str:
     from tools.video import write_video
@@ -191,6 +205,9 @@ def test_score_batch_resumes_and_isolates_bad_items(monkeypatch, tmp_path) -> No
     for line in (4, 5):
         assert by_line[line]["result"]["reward"] is None and by_line[line]["result"]["reasons"]
     assert "input" in by_line[5]["result"]["reasons"][0]
+    # the summary names each failing stage (or "input") with its count and first reason
+    assert "ineligible (input): 1, first: input: manifest line 5" in res.output, res.output
+    assert "ineligible (quality): 1, first: quality: video: VideoDecodeError: " in res.output, res.output
     # resume: nothing left to do; a new manifest row is the only new work
     res = runner.invoke(app, args)
     assert "0 to score" in res.output and len(out.read_text().splitlines()) == 5
@@ -199,6 +216,12 @@ def test_score_batch_resumes_and_isolates_bad_items(monkeypatch, tmp_path) -> No
         fh.write(json.dumps({"path": "c9.mp4", "instruction": "push the red block to the right"}) + "\n")
     res = runner.invoke(app, args)
     assert "1 to score" in res.output and len(out.read_text().splitlines()) == 6
+    # a line repeating an earlier one (same clip and instruction) is scored once: one row per key
+    with manifest.open("a") as fh:
+        fh.write(json.dumps({"path": "c0.mp4", "instruction": "push the red block to the right", "label": "x"}) + "\n")
+    res = runner.invoke(app, args)
+    assert "1 manifest line(s) repeat an earlier one and are scored once: line 7 = line 1" in res.output
+    assert "0 to score" in res.output and len(out.read_text().splitlines()) == 6
 
 
 def test_score_batch_refuses_to_mix_scorers_in_one_output(monkeypatch, tmp_path) -> None:

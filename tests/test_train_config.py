@@ -264,6 +264,8 @@ def test_a_bad_deepspeed_json_is_a_config_error(tmp_path):
     bad.write_text("{bad")
     with pytest.raises(ConfigError, match=r"ds_config '.*bad.json' is not valid JSON: Expecting property name"):
         read_ds_config(str(bad))
+    bad.write_bytes(b"\xef\xbb\xbf" + b'{"train_batch_size": 2}')  # a byte-order mark (Windows editors)
+    assert read_ds_config(str(bad)) == {"train_batch_size": 2}
     bad.write_text("[1]")
     with pytest.raises(ConfigError, match="must hold a JSON object, got list"):
         read_ds_config(str(bad))

@@ -49,6 +49,8 @@ def test_load_prompts_and_frames(tmp_path):
     (tmp_path / "p.jsonl").write_text(json.dumps({"text": "open", "image": "a.png"}) + "\n\n")
     prompts = load_prompts([PromptSpec(text="x", image_seed=2)], str(tmp_path / "p.jsonl"))
     assert [p.text for p in prompts] == ["x", "open"]
+    (tmp_path / "bom.jsonl").write_bytes(b"\xef\xbb\xbf" + json.dumps({"text": "close"}).encode() + b"\r\n")
+    assert [p.text for p in load_prompts([], str(tmp_path / "bom.jsonl"))] == ["close"]  # Windows editors
     frame = load_frame(prompts[1], 16, 8)
     assert frame.shape == (16, 8, 3) and int(frame.mean()) == 200
     assert np.array_equal(load_frame(prompts[0], 16, 16), synthetic_frame(2, 16, 16))

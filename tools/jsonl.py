@@ -2,7 +2,7 @@
 names its place (`PATH:N`). Shared by the readers that refuse a broken file rather than skip its lines
 (`training.data.load_prompts`, `evals.compare.read_results`, `evals.vqa.load_vqa_manifest`).
 `evals.clipsuite.load_manifest` keeps its own loop: its errors say "PATH line N", which its tests and
-users' scripts read. Leniently (`json_objects`), for a log another process may be appending to:
+users' scripts read. A UTF-8 byte-order mark at the start of a file (Windows editors, PowerShell) is skipped. Leniently (`json_objects`), for a log another process may be appending to:
 lines that are not JSON objects are skipped and counted (`training.best`, `training.report`)."""
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ from typing import Any
 def json_lines(path: Path, error: Callable[[str], Exception]) -> Iterator[tuple[str, Any]]:
     """`("PATH:N", value)` for each non-blank line of `path`; `error("PATH:N: not valid JSON (...)")` is
     raised for a line that does not parse."""
-    for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1):
+    for number, line in enumerate(path.read_text(encoding="utf-8-sig").splitlines(), start=1):
         if not line.strip():
             continue
         where = f"{path}:{number}"

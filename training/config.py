@@ -347,7 +347,7 @@ def read_ds_config(name: str) -> dict[str, Any]:
     the model had loaded)."""
     path = resolve_ds_config(name)
     try:
-        data = json.loads(path.read_text())
+        data = json.loads(path.read_text(encoding="utf-8-sig"))  # a BOM (Windows editors) is skipped
     except OSError as exc:
         raise ConfigError(f"ds_config {str(path)!r} cannot be read: {exc.strerror or exc}") from None
     except ValueError as exc:  # JSONDecodeError, and text that is not UTF-8

@@ -178,7 +178,7 @@ def _read_mapping(p: Path) -> dict[str, Any]:
     if not p.is_file():
         raise ConfigError(f"config file not found: {p}")
     try:
-        data = yaml.safe_load(p.read_text()) or {}
+        data = yaml.safe_load(p.read_text(encoding="utf-8")) or {}
     except yaml.YAMLError as exc:
         raise ConfigError(f"{p}: not valid YAML ({' '.join(str(exc).split())})") from None
     if not isinstance(data, dict):
