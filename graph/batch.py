@@ -92,19 +92,22 @@ def read_manifest(manifest: Path, preset: str, draw: int = 0) -> list[dict[str, 
     return items
 
 
-def drop_repeats(items: list[dict[str, Any]]) -> tuple[list[dict[str, Any]], list[tuple[int, int]]]:
+def drop_repeats(items: list[dict[str, Any]]) -> tuple[list[dict[str, Any]], list[str]]:
     """`items` without the lines that repeat an earlier line's key (same clip, instruction, preset and
-    draw), and the (repeating line, first line) pairs dropped: a repeat would be scored again only to
-    write a second row under the same key, which resumes treat as one item and `raa eval compare`
-    refuses as a duplicate."""
-    first: dict[str, int] = {}
+    draw), and one description per line dropped ("line 7 = line 1", plus "(other fields differ)" when its
+    other manifest fields are not the first line's): a repeat would be scored again only to write a
+    second row under the same key, which resumes treat as one item and `raa eval compare` refuses as a
+    duplicate."""
+    first: dict[str, dict[str, Any]] = {}
     kept, repeats = [], []
     for item in items:
-        if item["key"] in first:
-            repeats.append((item["line"], first[item["key"]]))
-        else:
-            first[item["key"]] = item["line"]
+        earlier = first.get(item["key"])
+        if earlier is None:
+            first[item["key"]] = item
             kept.append(item)
+        else:
+            differ = " (other fields differ)" if item["manifest"] != earlier["manifest"] else ""
+            repeats.append(f"line {item['line']} = line {earlier['line']}{differ}")
     return kept, repeats
 
 

@@ -201,7 +201,7 @@ def score_batch_command(
     items, repeats = drop_repeats(read_manifest(manifest, preset, draw))
     if repeats:
         typer.echo(f"{len(repeats)} manifest line(s) repeat an earlier one and are scored once: "
-                   + ", ".join(f"line {a} = line {b}" for a, b in repeats[:5]) + (" ..." if len(repeats) > 5 else ""), err=True)
+                   + ", ".join(repeats[:5]) + (" ..." if len(repeats) > 5 else ""), err=True)
     if problem := other_scorer(out, scorer_of(settings)):  # before --retry-ineligible rewrites the file
         typer.echo(f"error: {problem}", err=True)
         raise typer.Exit(2)

@@ -40,7 +40,7 @@ def test_processes_score_every_item_into_one_output_and_trace_db(monkeypatch, tm
         moving_square(tmp_path / f"c{i}.mp4", seed=i)
     garbage_file(tmp_path / "bad.mp4")
     rows = [{"path": f"c{i}.mp4", "instruction": INSTRUCTION, "n": i} for i in range(4)]
-    extra = [{"path": "c0.mp4", "instruction": INSTRUCTION, "n": 0},  # a repeated line is a second run
+    extra = [{"path": "c0.mp4", "instruction": INSTRUCTION, "n": 0},  # a repeated line is scored once
              {"path": "bad.mp4", "instruction": INSTRUCTION}]
     manifest = _manifest(tmp_path, rows + extra, "{broken\n")
     out = tmp_path / "out" / "results.jsonl"
@@ -51,24 +51,24 @@ def test_processes_score_every_item_into_one_output_and_trace_db(monkeypatch, tm
         res = runner.invoke(app, args)
         assert res.exit_code == 0, res.output
         got = _rows(out)
-        assert sorted(got) == [1, 2, 3, 4, 5, 6, 7]
-        for line in (1, 2, 3, 4, 5):
+        assert sorted(got) == [1, 2, 3, 4, 6, 7]  # line 5 repeats line 1: one row per key
+        assert "1 manifest line(s) repeat an earlier one and are scored once: line 5 = line 1" in res.output
+        for line in (1, 2, 3, 4):
             result = got[line]["result"]
             assert result["status"] == "scored" and result["reward"] is not None, result
-            assert got[line]["manifest"] == {"n": (line - 1) % 4}
+            assert got[line]["manifest"] == {"n": line - 1}
             trace = read_trace(open_saver(tmp_path / "traces.sqlite"), result["run_id"])
             assert [s["node"] for s in trace.steps][-1] == "gate"  # both workers wrote to the one trace DB
-        assert got[1]["result"]["run_id"] != got[5]["result"]["run_id"]
         assert got[6]["result"]["reward"] is None and "bad.mp4" in " ".join(got[6]["result"]["reasons"])
         assert got[7]["result"]["reward"] is None and got[7]["result"]["reasons"][0].startswith("input:")
-        assert "scored=5 zero=0 ineligible=2" in res.output
+        assert "scored=4 zero=0 ineligible=2" in res.output
         observes = [b for b in stub.requests if "# stage: observe" in json.dumps(b["messages"][0])]
         assert len(observes) >= 4  # every clip's frames went to the model server (the repeat may hit the cache)
         res = runner.invoke(app, args)  # resume: nothing left
-        assert res.exit_code == 0 and "0 to score" in res.output and len(out.read_text().splitlines()) == 7
+        assert res.exit_code == 0 and "0 to score" in res.output and len(out.read_text().splitlines()) == 6
         before = len(stub.requests)
         res = runner.invoke(app, [*args[:2], "--out", str(tmp_path / "draw1.jsonl"), *args[4:], "--draw", "1"])
-        assert res.exit_code == 0 and "scored=5" in res.output, res.output
+        assert res.exit_code == 0 and "scored=4" in res.output, res.output
         observes = [b for b in stub.requests[before:] if "# stage: observe" in json.dumps(b["messages"][0])]
         assert len(observes) >= 4  # the workers scored draw 1 anew, not from draw 0's cache entries
 

@@ -220,7 +220,8 @@ def test_score_batch_resumes_and_isolates_bad_items(monkeypatch, tmp_path) -> No
     with manifest.open("a") as fh:
         fh.write(json.dumps({"path": "c0.mp4", "instruction": "push the red block to the right", "label": "x"}) + "\n")
     res = runner.invoke(app, args)
-    assert "1 manifest line(s) repeat an earlier one and are scored once: line 7 = line 1" in res.output
+    assert "1 manifest line(s) repeat an earlier one and are scored once: line 7 = line 1 (other fields differ)" \
+        in res.output, res.output
     assert "0 to score" in res.output and len(out.read_text().splitlines()) == 6
 
 
