@@ -95,8 +95,14 @@ def test_cli_overrides(tmp_path):
 
 def test_cli_errors(tmp_path):
     path = str(_write(tmp_path, BASE_YAML))
-    with pytest.raises(ConfigError, match="unknown option --nope"):
+    with pytest.raises(ConfigError, match="unknown option --nope; valid fields"):  # nothing close: no guess
         parse_cli(["--config", path, "--nope", "1"])
+    with pytest.raises(ConfigError, match=r"unknown option --lerning_rate \(did you mean --learning_rate\?\)"):
+        parse_cli(["--config", path, "--lerning_rate", "1e-4"])
+    (tmp_path / "typo.yaml").write_text("lerning_rate: 1e-4\ngroup_sise: 4\n")
+    with pytest.raises(ConfigError, match=r"^config: unknown field\(s\) \['group_sise', 'lerning_rate'\] "
+                                          r"\(did you mean group_size, learning_rate\?\)"):
+        parse_cli(["--config", str(tmp_path / "typo.yaml")])
     with pytest.raises(ConfigError, match="tau must be in"):
         parse_cli(["--config", path, "--tau", "1.5"])
     with pytest.raises(ConfigError, match="max_iterations: expected an integer"):

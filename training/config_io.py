@@ -27,6 +27,7 @@ different ``image_fit``, learning rate or reward) silently makes the rest of the
 from __future__ import annotations
 
 import dataclasses
+import difflib
 import types
 import typing
 from collections.abc import Mapping, Sequence
@@ -122,12 +123,19 @@ def _strict(value: Any, tp: type | tuple[type, ...], name: str) -> Any:
     return value
 
 
+def _did_you_mean(unknown: Sequence[str], names: Sequence[str], prefix: str = "") -> str:
+    """" (did you mean --learning_rate?)" for the unknown names with a close valid one, else ""."""
+    guesses = [f"{prefix}{m[0]}" for u in unknown if (m := difflib.get_close_matches(u, names, n=1, cutoff=0.75))]
+    return f" (did you mean {', '.join(guesses)}?)" if guesses else ""
+
+
 def _build(cls: type, data: dict[str, Any], where: str) -> Any:
     hints = typing.get_type_hints(cls)
     names = [f.name for f in dataclasses.fields(cls)]
     unknown = sorted(set(data) - set(names))
     if unknown:
-        raise ConfigError(f"{where}: unknown field(s) {unknown}; valid fields: {names}")
+        raise ConfigError(f"{where or 'config'}: unknown field(s) {unknown}{_did_you_mean(unknown, names)}; "
+                          f"valid fields: {names}")
     kwargs = {k: _coerce(v, hints[k], f"{where}.{k}" if where else k) for k, v in data.items()}
     try:
         return cls(**kwargs)
@@ -152,7 +160,7 @@ def apply_overrides(data: dict[str, Any], overrides: Sequence[str]) -> dict[str,
             i += 1 if eq else 2
             continue
         if key not in names:
-            raise ConfigError(f"unknown option --{key}; valid fields: {names}")
+            raise ConfigError(f"unknown option --{key}{_did_you_mean([key], names, '--')}; valid fields: {names}")
         if not eq:
             nxt = toks[i + 1] if i + 1 < len(toks) else None
             if hints[key] is bool and (nxt is None or nxt.startswith("--")):
