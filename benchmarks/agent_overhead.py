@@ -37,7 +37,8 @@ Diagnostics:
   so LK runs at full size; `tracks_free` there shows that the tracker is not the main cost.
   `rollout_*_per_clip_wall_s` and `rollout_*_cpu_per_clip_s` are the absolute figures behind the ratio:
   a faster decoder lowers them and the frame work alike, so the ratio alone can rise while every run got
-  faster (H.264 slice threading, `tools.video`: 720p wall per clip ~1.17 s -> ~0.96 s, ratio 3.7 -> 4.3).
+  faster (slice threads for multi-slice H.264, `tools.video_slices`: 720p wall per clip ~1.17 s ->
+  ~0.96 s, ratio 3.7 -> 4.3).
 
 Measurement: each clip is run `REPEATS` times, each time on a fresh agent (cold frame cache, new run id),
 and its frame work is timed `REPEATS` times; per clip the minimum of each is taken (both sides measured

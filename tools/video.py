@@ -24,14 +24,9 @@ Frame ``i`` is the i-th frame in presentation order. Decisions taken where issue
   decoder or demuxer error is a ``VideoDecodeError``; there is no silent partial decode.
 - Each ``read`` opens its own demuxer (one reader may serve several threads), except that the first
   one takes over the scan's demuxer, rewound.
-- Decoder threading: H.264 and HEVC keep FFmpeg's default (slice threads), other codecs use frame
-  threading from 640x360 up (below, it costs ~3x the CPU per frame). H.264 clips written by PyAV
-  (``write_video``, which writes the trainer's rollouts) carry one slice per encoder thread, which
-  slice threads decode in parallel; frame threading ("AUTO") made them slower. 2-core VM, whole-clip decode, wall / CPU: 720p x 93 frames 97 / 129 ms with frame
-  threads vs 63-77 / 107-116 ms with slice threads; 480p x 81 49 / 66 vs 26-30 / 43-47 ms. On a
-  single-slice H.264 clip frame threads saved ~4% wall for ~30% more CPU (the agent scores clips
-  concurrently, so CPU counts), on HEVC they were slower, and on MPEG-4 part 2 and AV1 they help
-  (MPEG-4 720p: 22 vs 38 ms wall, same CPU): those keep them.
+- Decoder threading (``tools.video_slices``): frames of H.264 / HEVC clips with several slices each
+  (PyAV-written, like the trainer's rollouts) decode with slice threads; other clips from 640x360 up
+  with frame threads.
 - Containers open without FFmpeg's probe decode (``open_container(probe="headers")``): by default
   ``av.open`` decodes the first frames of an H.264 stream to guess the decoder's reorder depth, ~3.7 ms
   of a 256x256 clip (a third of decoding all 33 frames) and ~14 ms at 512x512, once per demuxer.
@@ -88,8 +83,6 @@ from tools.sampling import (  # noqa: F401  (re-exported: the public video API)
 )
 from tools.video_rotation import display_rotation
 from tools.video_scan import (  # noqa: F401  (re-exported: the public video API)
-    SLICE_THREADED_CODECS,
-    THREADED_DECODE_PIXELS,
     EmptyVideoError,
     FrameIndex,
     FrameIndexError,
@@ -170,6 +163,7 @@ class VideoReader:
             container.close()
             raise
         self._coded = (meta.width, meta.height)  # the decoder's frame size, before the rotation
+        self._slices = index.slices  # kept when a read replaces the index (unusable timestamps)
         if rotation in (90, 270):
             meta = replace(meta, width=meta.height, height=meta.width)
         self.meta = replace(meta, rotation=rotation)
@@ -266,7 +260,7 @@ class VideoReader:
         known = index.reorder is not None  # else FFmpeg's probe guesses the reorder depth
         container = open_container(self._src, self._name, "headers" if known else "decode")
         try:
-            stream = video_stream(container, self._name)
+            stream = video_stream(container, self._name, self._slices)
             reorder_decoder(stream, index)
             for i, frame in enumerate(self._packets_to_frames(container, stream)):
                 if limit is not None and i >= limit:
@@ -314,7 +308,7 @@ class VideoReader:
         rewind = container is not None
         container = container or open_container(self._src, self._name)
         try:
-            stream = video_stream(container, self._name)
+            stream = video_stream(container, self._name, self._slices)
             reorder_decoder(stream, index)
             if rewind:  # the scan left it at the end
                 with wrapped(self._name, "seeking to the start failed"):

@@ -19,11 +19,7 @@ from typing import Literal
 
 import av
 
-THREADED_DECODE_PIXELS = 640 * 360
-"""Frames of at least this many pixels decode with frame threading, unless their codec is one of
-``SLICE_THREADED_CODECS`` (see ``video_stream``)."""
-SLICE_THREADED_CODECS = frozenset({"h264", "hevc"})
-"""Decoders left on FFmpeg's default slice threading at every size (see ``video_stream``)."""
+from tools.video_slices import frame_threads, slices_per_frame
 
 Source = str | Path | bytes
 
@@ -71,6 +67,8 @@ class FrameIndex:
     pts: tuple[int, ...] | None
     keyframes: tuple[int, ...]
     reorder: int | None = None
+    slices: int | None = None
+    """Slices of the first keyframe (H.264 / HEVC; None otherwise): picks the decoder's threads."""
 
 
 def describe(src: Source) -> str:
@@ -130,13 +128,16 @@ def _open(src: Source, name: str, options: dict[str, str] | None) -> av.containe
         return av.open(target, mode="r", options=options or {})
 
 
-def video_stream(container: av.container.InputContainer, name: str) -> av.video.stream.VideoStream:
+def video_stream(container: av.container.InputContainer, name: str,
+                 slices: int | None = None) -> av.video.stream.VideoStream:
+    """The first video stream, its decoder set to frame threads when `tools.video_slices.frame_threads`
+    says so for its codec, size and `slices` per frame (the scan's count; None: unknown)."""
     if not container.streams.video:
         raise VideoDecodeError(f"{name}: contains no video stream (not a video file)")
     stream = container.streams.video[0]
     ctx = stream.codec_context
-    if ctx.name not in SLICE_THREADED_CODECS and (ctx.width or 0) * (ctx.height or 0) >= THREADED_DECODE_PIXELS:
-        stream.thread_type = "AUTO"
+    # set both ways: the scan's demuxer, opened before the slices were counted, serves the first read
+    stream.thread_type = "AUTO" if frame_threads(ctx.name, ctx.width or 0, ctx.height or 0, slices) else "SLICE"
     return stream
 
 
@@ -169,7 +170,7 @@ def scan(container: av.container.InputContainer, name: str) -> tuple[VideoMeta, 
     width, height = stream.codec_context.width, stream.codec_context.height
     if width <= 0 or height <= 0:
         raise VideoDecodeError(f"{name}: video stream has no frame size ({width}x{height})")
-    packets, pts, key_pts = 0, [], []
+    packets, pts, key_pts, slices = 0, [], [], None
     with wrapped(name, "demuxing failed (truncated or corrupt file)"):
         for packet in container.demux(stream):
             if packet.size == 0:
@@ -180,6 +181,8 @@ def scan(container: av.container.InputContainer, name: str) -> tuple[VideoMeta, 
             pts.append(packet.pts)
             if packet.is_keyframe and packet.pts is not None:
                 key_pts.append(packet.pts)
+            if packet.is_keyframe and packets == 1:
+                slices = slices_per_frame(bytes(packet), stream.codec_context.name, stream.codec_context.extradata)
     frames = len(pts)
     if frames == 0:
         raise EmptyVideoError(f"{name}: video stream contains no frames")
@@ -189,15 +192,15 @@ def scan(container: av.container.InputContainer, name: str) -> tuple[VideoMeta, 
             f"{name}: truncated file: the container declares {declared} frames but only {packets} "
             "could be read")
     usable = None not in pts and len(set(pts)) == frames
-    index = FrameIndex(None, ())
+    index = FrameIndex(None, (), slices=slices)
     if usable:
         ordered = sorted(pts)
         keys = sorted({bisect.bisect_left(ordered, p) for p in key_pts})
-        index = FrameIndex(tuple(ordered), tuple(keys), reorder_depth(pts))
+        index = FrameIndex(tuple(ordered), tuple(keys), reorder_depth(pts), slices)
         if index.reorder == 0 and (stream.codec_context.reorder_depth or 0) > 0:
             # the codec reorders frames but the timestamps never do: decode-order timestamps (AVI with
             # B-frames), which would label frames by decode position. Count the decoder's output instead.
-            index = FrameIndex(None, ())
+            index = FrameIndex(None, (), slices=slices)
     time_base = stream.time_base or Fraction(0)
     duration = 0.0
     if stream.duration and time_base:
