@@ -1,5 +1,5 @@
-"""Agent CLI commands (`raa score`, `raa score-batch`, `raa runs`, `raa trace`, `raa serve-reward`); registered
-in graph/cli.py.
+"""Agent CLI commands (`raa score`, `raa score-batch`, `raa serve-reward`; `raa runs` and `raa trace` are in
+graph/trace_commands.py); registered in graph/cli.py.
 
 This is the edge: settings come from `BackboneSettings.from_env()` here and nowhere deeper. Without a
 configured endpoint the score commands exit with status 2 and say how to connect one; they never
@@ -23,7 +23,6 @@ Decisions where the issue was silent:
 from __future__ import annotations
 
 import asyncio
-import json
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -37,25 +36,15 @@ from rich.table import Table
 from graph.backbone import default_chat_model
 from graph.endpoint import preflight
 from graph.settings import BackboneSettings, SettingsError
-from graph.tracing import (
-    RUN_STATUSES,
-    RunNotFoundError,
-    describe_update,
-    list_runs,
-    open_async_saver,
-    open_saver,
-    read_trace,
-    step_row,
-)
+from graph.tracing import describe_update, open_async_saver
 
 # markup off: reasons ("[assess] timeout: ..."), decisions, paths are data; rich would read "[assess]" as a style
 _out = Console(markup=False)
 _err = Console(stderr=True, markup=False)
-TRACE_TABLE_MIN_WIDTH = 120
-"""`raa trace` prints a table on consoles at least this wide, one block per step on narrower ones."""
 RUNS_FULL_WIDTH = 110
-"""`raa runs` prints every column with full timestamps on consoles at least this wide; narrower ones get
-a compact table (no step count, month-day hour:minute, no vertical rules) with only the video folding."""
+"""Run tables (`raa runs`, the demo's, eval's Table 2) print every column with full timestamps on consoles
+at least this wide; narrower ones get a compact table (no step count, month-day hour:minute, no vertical
+rules) with only the video folding."""
 
 
 def run_table(title: str, width: int) -> tuple[Table, bool]:
@@ -239,103 +228,6 @@ def score_batch_command(
                + f"  -> {out}", err=True)
     for kind, (n, first) in sorted(writer.faults.items(), key=lambda kv: -kv[1][0]):
         typer.echo(f"  ineligible ({kind}): {n}, first: {first[:300]}", err=True)
-
-
-# ---------------------------------------------------------------------------------------------- traces
-def _traces_path(db: Path | None) -> Path:
-    return db if db is not None else Path(_settings_or_exit(require_endpoint=False).traces_path)
-
-
-def runs_command(
-    limit: int = typer.Option(50, "--limit", min=1, help="Show at most this many runs (newest first)."),
-    status: str | None = typer.Option(None, "--status", help=f"Only runs with this status: {', '.join(RUN_STATUSES)}."),
-    preset: str | None = typer.Option(None, "--preset", help="Only runs of this preset."),
-    json_out: bool = typer.Option(False, "--json", help="One JSON object per run (JSON lines) instead of a table."),
-    db: Path | None = typer.Option(None, "--db", help="Trace database (default RAA_TRACES_PATH)."),
-) -> None:
-    """List traced agent runs (with why a run is zero or ineligible, on a wide terminal)."""
-    if status is not None and status not in RUN_STATUSES:
-        typer.echo(f"error: --status must be one of {', '.join(RUN_STATUSES)}, got {status!r}", err=True)
-        raise typer.Exit(2)
-    path = _traces_path(db)
-    if not path.exists():
-        typer.echo(f"no trace database at {path} (no runs yet)", err=True)
-        return
-    runs = list_runs(open_saver(path), limit=limit, status=status, preset=preset)
-    if not runs and (status or preset):
-        wanted = ", ".join(f"{k} {v}" for k, v in (("status", status), ("preset", preset)) if v)
-        typer.echo(f"no runs with {wanted} in {path}", err=True)
-        return
-    if json_out:
-        for run in runs:
-            typer.echo(json.dumps({"run_id": run.run_id, "updated": run.updated, "preset": run.preset,
-                                   "status": run.status, "reward": run.reward, "reasons": run.reasons,
-                                   "video": run.values.get("video"), "instruction": run.values.get("instruction"),
-                                   "steps": len(run.steps)}, default=str))
-        return
-    table, full = run_table(f"runs in {path}", _out.width)
-    # the run id is what `raa trace` / `raa report` take: never cut short; only the video name folds
-    table.add_column("run id", no_wrap=True, min_width=max((len(r.run_id) for r in runs), default=6))
-    for col in ("updated", "preset", "status", "reward") + (("steps",) if full else ()):
-        table.add_column(col, no_wrap=True)
-    table.add_column("video", overflow="fold", min_width=8)
-    why = full and any(run.reasons for run in runs)
-    if why:
-        table.add_column("why", overflow="fold", min_width=20)
-    for run in runs:
-        reward = "-" if run.reward is None else f"{run.reward:.4f}"
-        video = str(run.values.get("video", ""))
-        stamp = run.updated[:19].replace("T", " ")
-        cells = [run.run_id, stamp if full else stamp[5:16], run.preset, run.status, reward]
-        reason = "; ".join(run.reasons)
-        table.add_row(*cells, *((str(len(run.steps)),) if full else ()), Path(video).name if video else "-",
-                      *((reason[:160] + ("..." if len(reason) > 160 else ""),) if why else ()))
-    _out.print(table)
-
-
-def trace_command(
-    run_id: str = typer.Argument(..., help="Run id (thread id) printed by `raa score` or `raa runs`."),
-    json_out: bool = typer.Option(False, "--json", help="Print the run's whole traced state as one JSON object."),
-    db: Path | None = typer.Option(None, "--db", help="Trace database (default RAA_TRACES_PATH)."),
-) -> None:
-    """Print every step of one agent run in order."""
-    path = _traces_path(db)
-    if not path.exists():
-        typer.echo(f"error: no traced run with id {run_id!r}: no trace database at {path} (no runs yet)", err=True)
-        raise typer.Exit(1)
-    try:
-        trace = read_trace(open_saver(path), run_id)
-    except RunNotFoundError as exc:
-        typer.echo(f"error: {exc} (in {path})", err=True)
-        raise typer.Exit(1) from exc
-    if json_out:  # steps, contract, assessments, exchanges, faults, result: everything the run checkpointed
-        typer.echo(json.dumps({"run_id": trace.run_id, "updated": trace.updated, "status": trace.status,
-                               "reward": trace.reward, "values": trace.values}, default=str))
-        return
-    v = trace.values
-    _out.print(f"run {run_id}  video={v.get('video', '-')}  preset={v.get('preset', '-')}  "
-               f"status={trace.status}  reward={'-' if trace.reward is None else f'{trace.reward:.4f}'}", highlight=False, soft_wrap=True)
-    typer.echo(f"instruction: {str(v.get('instruction', ''))[:300]}")
-    rows = [step_row(i, step) for i, step in enumerate(trace.steps)]
-    if _out.width >= TRACE_TABLE_MIN_WIDTH:
-        table = Table(show_lines=True)
-        columns = ("#", "node", "duration", "decision", "frames", "crops", "tools", "audit", "gate")
-        for col in columns:  # short fixed columns stay on one line; the long ones fold, losing nothing
-            table.add_column(col, no_wrap=col in ("#", "node", "duration"), overflow="fold")
-        for row in rows:
-            table.add_row(*(row[c] for c in columns))
-        _out.print(table)
-    else:  # nine columns do not fit: one block per step, a field per line (pipes, narrow terminals)
-        for row in rows:
-            typer.echo(f"[{row['#']}] {row['node']}  {row['duration']}")
-            for field in ("decision", "frames", "crops", "tools", "audit", "gate"):
-                for k, line in enumerate(row[field].splitlines()):
-                    typer.echo(f"    {field if k == 0 else '':9s} {line}")
-    for fault in v.get("faults") or []:
-        typer.echo(f"fault: {fault.get('stage')}: {fault.get('kind')}: {fault.get('message')}")
-    if trace.result:
-        for reason in trace.result.get("reasons") or []:
-            typer.echo(f"reason: {reason}")
 
 
 def preflight_or_exit(settings: BackboneSettings) -> None:
