@@ -18,6 +18,8 @@ Decisions where the issue was silent:
   "file", "clip", "video_path") or its task under "prompt"/"task"/"caption" is told which field to rename.
   A UTF-8 byte-order mark (files saved by Windows editors and PowerShell) is skipped. A line repeating an
   earlier line's clip and instruction is scored once (`drop_repeats`; score-batch names the lines).
+  Clips missing where a manifest points but present relative to the current directory get a warning
+  before the batch starts (`misplaced_paths`); their rows are still "video not found".
 - `RowWriter` keeps, per leading label of the ineligible rows' first reason (the failing stage, or
   "input" for a bad manifest line), a count and the first such reason;
   `raa score-batch` prints them after its counts, so a batch whose rows all failed for one reason
@@ -90,6 +92,29 @@ def read_manifest(manifest: Path, preset: str, draw: int = 0) -> list[dict[str, 
                       "instruction": instruction, "preset": preset, "draw": draw, "manifest": extra,
                       "error": error})
     return items
+
+
+def misplaced_paths(manifest: Path, items: list[dict[str, Any]], cwd: Path) -> str | None:
+    """A warning when clips of `items` are missing where the manifest's rows point (paths are relative to
+    the manifest's folder) but exist relative to `cwd`: a manifest written with paths relative to where
+    the command runs. None when there are no such clips. The items still run (and are ineligible: video
+    not found); the warning says why before the batch starts."""
+    base = manifest.resolve().parent
+    if base == cwd.resolve():
+        return None
+    lines = manifest.read_text(encoding="utf-8-sig").splitlines()
+    found = []
+    for item in items:
+        if item["error"] is not None or Path(item["path"]).exists():
+            continue
+        written = json.loads(lines[item["line"] - 1])["path"]
+        if not Path(written).is_absolute() and (cwd / written).exists():
+            found.append(f"line {item['line']} {written!r}")
+    if not found:
+        return None
+    return (f"{len(found)} clip(s) are not where the manifest points (paths are relative to its folder "
+            f"{base}) but exist relative to the current directory, e.g. {found[0]}: write them relative to "
+            "the manifest's folder, or absolute")
 
 
 def drop_repeats(items: list[dict[str, Any]]) -> tuple[list[dict[str, Any]], list[str]]:

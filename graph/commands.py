@@ -174,6 +174,7 @@ def score_batch_command(
         done_keys,
         drop_repeats,
         drop_retryable,
+        misplaced_paths,
         other_scorer,
         read_manifest,
         run_batch,
@@ -191,6 +192,8 @@ def score_batch_command(
     if repeats:
         typer.echo(f"{len(repeats)} manifest line(s) repeat an earlier one and are scored once: "
                    + ", ".join(repeats[:5]) + (" ..." if len(repeats) > 5 else ""), err=True)
+    if warning := misplaced_paths(manifest, items, Path.cwd()):
+        typer.echo(f"warning: {warning}", err=True)
     if problem := other_scorer(out, scorer_of(settings)):  # before --retry-ineligible rewrites the file
         typer.echo(f"error: {problem}", err=True)
         raise typer.Exit(2)

@@ -79,6 +79,24 @@ def test_manifest_with_a_bom_and_misnamed_fields(tmp_path) -> None:
     assert items[3]["error"].endswith("(rename 'clip' to 'path')")
 
 
+def test_clips_written_relative_to_the_working_directory_get_a_warning(tmp_path) -> None:
+    from graph.batch import misplaced_paths, read_manifest
+
+    (tmp_path / "clips").mkdir()
+    (tmp_path / "clips" / "a.mp4").write_bytes(b"x")
+    (tmp_path / "lists").mkdir()
+    manifest = tmp_path / "lists" / "m.jsonl"  # paths written relative to tmp_path, where the command runs
+    manifest.write_text('{"path": "clips/a.mp4", "instruction": "x"}\n{"path": "clips/gone.mp4", "instruction": "x"}\n')
+    items = read_manifest(manifest, "full")
+    warning = misplaced_paths(manifest, items, tmp_path)
+    assert warning is not None and warning.startswith("1 clip(s) are not where the manifest points")
+    assert "line 1 'clips/a.mp4'" in warning and "gone" not in warning
+    assert misplaced_paths(manifest, items, tmp_path / "lists") is None  # run from the manifest's folder
+    (tmp_path / "lists" / "clips").mkdir()
+    (tmp_path / "lists" / "clips" / "a.mp4").write_bytes(b"x")  # now where the manifest points
+    assert misplaced_paths(manifest, read_manifest(manifest, "full"), tmp_path) is None
+
+
 # ------------------------------------------------------------- full agent runs (need graph-core's API)
 def _clip(path, *, uniform: bool = False, frames: int = 12) -> str:
     from tools.video import write_video
