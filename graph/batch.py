@@ -70,7 +70,8 @@ def manifest_row_error(row: dict[str, Any]) -> str:
 
 
 def read_manifest(manifest: Path, preset: str, draw: int = 0) -> list[dict[str, Any]]:
-    """Manifest rows as batch items of stage-cache `draw`; a bad line becomes an item carrying an `error`."""
+    """Manifest rows as batch items of stage-cache `draw`; a bad line becomes an item carrying an `error`.
+    An item's `path` is resolved against the manifest's folder; `written` keeps the row's own string."""
     base = manifest.resolve().parent
     items = []
     for number, line in enumerate(manifest.read_text(encoding="utf-8-sig").splitlines(), start=1):
@@ -89,8 +90,8 @@ def read_manifest(manifest: Path, preset: str, draw: int = 0) -> list[dict[str, 
         resolved = str((base / path).resolve()) if error is None else path
         extra = {k: v for k, v in row.items() if k not in ("path", "instruction")}
         items.append({"key": item_key(resolved, instruction, preset, draw), "line": number, "path": resolved,
-                      "instruction": instruction, "preset": preset, "draw": draw, "manifest": extra,
-                      "error": error})
+                      "written": path, "instruction": instruction, "preset": preset, "draw": draw,
+                      "manifest": extra, "error": error})
     return items
 
 
@@ -102,14 +103,9 @@ def misplaced_paths(manifest: Path, items: list[dict[str, Any]], cwd: Path) -> s
     base = manifest.resolve().parent
     if base == cwd.resolve():
         return None
-    lines = manifest.read_text(encoding="utf-8-sig").splitlines()
-    found = []
-    for item in items:
-        if item["error"] is not None or Path(item["path"]).exists():
-            continue
-        written = json.loads(lines[item["line"] - 1])["path"]
-        if not Path(written).is_absolute() and (cwd / written).exists():
-            found.append(f"line {item['line']} {written!r}")
+    found = [f"line {item['line']} {item['written']!r}" for item in items
+             if item["error"] is None and not Path(item["path"]).exists()
+             and not Path(item["written"]).is_absolute() and (cwd / item["written"]).exists()]
     if not found:
         return None
     return (f"{len(found)} clip(s) are not where the manifest points (paths are relative to its folder "
