@@ -87,6 +87,6 @@ def test_reads_decode_with_the_threads_the_scan_chose(tmp_path, monkeypatch, nam
     monkeypatch.setattr("tools.video.video_stream", spy)
     reader = VideoReader(path)
     got = reader.read([0, 1, 2])
-    assert chosen and chosen[-1] == threads, (chosen, reader._slices)
+    assert chosen and chosen[-1] == threads, (chosen, reader._order[0].slices)
     assert [int(round(v)) for v in got[:, 0, 0, 0]] == pytest.approx([0, 40, 80], abs=3)
     assert np.array_equal(got, read_frames(path, [0, 1, 2]))

@@ -163,7 +163,6 @@ class VideoReader:
             container.close()
             raise
         self._coded = (meta.width, meta.height)  # the decoder's frame size, before the rotation
-        self._slices = index.slices  # kept when a read replaces the index (unusable timestamps)
         if rotation in (90, 270):
             meta = replace(meta, width=meta.height, height=meta.width)
         self.meta = replace(meta, rotation=rotation)
@@ -251,7 +250,7 @@ class VideoReader:
                     self._seeks = False
             fill(False)
         except _OutOfOrder:
-            self._order = (FrameIndex(None, ()), None)
+            self._order = (FrameIndex(None, (), slices=self._order[0].slices), None)
             fill(False)
 
     def iter_frames(self, limit: int | None = None) -> Iterator[tuple[int, av.VideoFrame]]:
@@ -260,7 +259,7 @@ class VideoReader:
         known = index.reorder is not None  # else FFmpeg's probe guesses the reorder depth
         container = open_container(self._src, self._name, "headers" if known else "decode")
         try:
-            stream = video_stream(container, self._name, self._slices)
+            stream = video_stream(container, self._name, index.slices)
             reorder_decoder(stream, index)
             for i, frame in enumerate(self._packets_to_frames(container, stream)):
                 if limit is not None and i >= limit:
@@ -308,7 +307,7 @@ class VideoReader:
         rewind = container is not None
         container = container or open_container(self._src, self._name)
         try:
-            stream = video_stream(container, self._name, self._slices)
+            stream = video_stream(container, self._name, index.slices)
             reorder_decoder(stream, index)
             if rewind:  # the scan left it at the end
                 with wrapped(self._name, "seeking to the start failed"):

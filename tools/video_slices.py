@@ -37,8 +37,10 @@ def _nal_units(data: bytes, length_size: int | None) -> list[bytes]:
         while i + length_size <= len(data):
             n = int.from_bytes(data[i:i + length_size], "big")
             i += length_size
-            if n == 0 or i + n > len(data):
-                return units if i + n <= len(data) else []  # a length past the end: not this format
+            if i + n > len(data):
+                return []  # a length past the end: not this format
+            if n == 0:
+                break
             units.append(data[i:i + n])
             i += n
         return units
@@ -46,8 +48,8 @@ def _nal_units(data: bytes, length_size: int | None) -> list[bytes]:
     while i >= 0:
         starts.append(i + 3)
         i = data.find(b"\x00\x00\x01", i + 3)
-    return [data[s:e - 3].rstrip(b"\x00") if e != len(data) + 3 else data[s:]
-            for s, e in zip(starts, [*starts[1:], len(data) + 3], strict=True)]
+    ends = [start - 3 for start in starts[1:]] + [len(data)]  # each unit runs up to the next start code
+    return [data[s:e].rstrip(b"\x00") for s, e in zip(starts, ends, strict=True)]
 
 
 def slices_per_frame(data: bytes, codec: str, extradata: bytes | None) -> int | None:
