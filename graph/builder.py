@@ -1,8 +1,9 @@
 """build_reward_agent: wires the LangGraph state machine from the config's module switches (DESIGN.md §3).
 
     START -> quality --(fault / zero)------------------------------------------------> gate
-               '-> [observe] + contract + [surprise] + [extra] (parallel) -> assess
-    assess -> [inspect <-> tool_call] -> [reflect] -> [audit <-> repair] -> [final_check] -> gate -> END
+               '-> [observe] + contract (parallel) -> assess
+    assess -> [inspect <-> tool_call] -> [surprise] -> [extra] -> [reflect] -> [audit <-> repair]
+           -> [final_check] -> gate -> END
     preset direct: quality -> direct -> gate
     any node that records a Fault routes to gate (result ineligible)
 
@@ -59,8 +60,10 @@ from graph.nodes.surprise import surprise
 from graph.state import AgentInput, AgentState
 from graph.stores import connect_wal, ensure_parent, retry_locked, store_errors
 
-_BRANCHES = ("observe", "contract", "surprise", "extra")
-"""Stages that run side by side after quality; assess joins them."""
+_BRANCHES = ("observe", "contract")
+"""Stages that run side by side after quality; assess joins them. (surprise and extra sit just before
+reflect, the only stage that uses them: their work starts in quality and runs beside the model calls in
+between; see graph.nodes.surprise.)"""
 
 
 def expected_nodes(cfg: ResolvedConfig, *, extra: bool = False) -> list[str]:
@@ -68,18 +71,18 @@ def expected_nodes(cfg: ResolvedConfig, *, extra: bool = False) -> list[str]:
     evidence tools (`tools.extra`), consulted when the preset has reflect."""
     if not cfg.structured:
         return ["quality", "direct", "gate"]
-    nodes = ["quality"] + (["observe"] if cfg.task_blind else []) + ["contract"]
-    nodes += (["surprise"] if cfg.wmreward else []) + (["extra"] if extra and cfg.reflect else []) + ["assess"]
+    nodes = ["quality"] + (["observe"] if cfg.task_blind else []) + ["contract", "assess"]
     nodes += ["inspect", "tool_call"] if cfg.visual_verify else []
+    nodes += (["surprise"] if cfg.wmreward else []) + (["extra"] if extra and cfg.reflect else [])
     nodes += ["reflect"] if cfg.reflect else []
     nodes += ["audit", "repair"] if cfg.audit else []
     nodes += ["final_check"] if cfg.failure_gate else []
     return nodes + ["gate"]
 
 
-def _after(cfg: ResolvedConfig, node: str) -> str:
+def _after(cfg: ResolvedConfig, node: str, *, extra: bool = False) -> str:
     """The next stage after `node` on the success path."""
-    order = [n for n in expected_nodes(cfg) if n not in ("tool_call", "repair", *_BRANCHES)]
+    order = [n for n in expected_nodes(cfg, extra=extra) if n not in ("tool_call", "repair", *_BRANCHES)]
     return order[order.index(node) + 1]
 
 
@@ -105,12 +108,12 @@ def _wire(g: StateGraph, cfg: ResolvedConfig, *, extra: bool = False) -> None:
     g.add_edge(fan if len(fan) > 1 else fan[0], "assess")
 
     def simple(node: str) -> None:
-        nxt = _after(cfg, node)
+        nxt = _after(cfg, node, extra=extra)
         g.add_conditional_edges(node, lambda s: "gate" if _faulted(s) else nxt, sorted({nxt, "gate"}))
 
     simple("assess")
     if cfg.visual_verify:
-        after_inspect = _after(cfg, "inspect")
+        after_inspect = _after(cfg, "inspect", extra=extra)
 
         def route_inspect(state: AgentState) -> str:
             if _faulted(state):
@@ -124,10 +127,11 @@ def _wire(g: StateGraph, cfg: ResolvedConfig, *, extra: bool = False) -> None:
 
         g.add_conditional_edges("inspect", route_inspect, sorted({"tool_call", after_inspect, "gate"}))
         g.add_conditional_edges("tool_call", route_tools, sorted({"inspect", after_inspect, "gate"}))
-    if cfg.reflect:
-        simple("reflect")
+    for node in ("surprise", "extra", "reflect"):
+        if node in expected_nodes(cfg, extra=extra):
+            simple(node)
     if cfg.audit:
-        after_audit = _after(cfg, "audit")
+        after_audit = _after(cfg, "audit", extra=extra)
 
         def route_audit(state: AgentState) -> str:
             if _faulted(state):

@@ -160,6 +160,14 @@ class FrameStore:
             self._jobs.move_to_end(key)
             return entry[0]
 
+    def started_job(self, key: Any) -> Future | None:
+        """The shared job already started for `key` (running or done, failed included), or None when there
+        is none, it was cancelled (`forget`) or it has left the bounded job table: for a stage that awaits
+        exactly the job an earlier stage started, whatever its outcome."""
+        with self._lock:
+            entry = self._jobs.get(key)
+        return None if entry is None or entry[0].cancelled() else entry[0]
+
     async def atracks(self, key: Any, compute: Callable[[], Any], lane: Lane = "cpu") -> Any:
         """The result of the track job for `key`, needed now: a speculative ("later") job that fails
         while running is tried once more at "now", so its failure is never taken for the answer."""

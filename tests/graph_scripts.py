@@ -112,7 +112,8 @@ class FailingSurprise:
         raise ToolFault("surprise", "run", "V-JEPA 2 out of memory")
 
 
-def make_agent(preset: str = "full", script: dict | None = None, *, tracker=None, surprise=None, **cfg):
+def make_agent(preset: str = "full", script: dict | None = None, *, tracker=None, surprise=None, frame_store=None,
+               **cfg):
     """(agent, model): a scripted agent with in-memory checkpoints and fake tools."""
     from langgraph.checkpoint.memory import InMemorySaver
 
@@ -126,7 +127,7 @@ def make_agent(preset: str = "full", script: dict | None = None, *, tracker=None
     backbone = Backbone(model, schema_retries=1, max_retries=1, timeout_s=10, retry_wait=(0.0, 0.0))
     tools = AgentTools(tracker=tracker or LKTracker(), surprise=surprise or FakeSurprise())
     agent = build_reward_agent(AgentConfig(preset=preset, **cfg), backbone=backbone, tools=tools,
-                               checkpointer=InMemorySaver(serde=traces_serde()))
+                               checkpointer=InMemorySaver(serde=traces_serde()), frame_store=frame_store)
     return agent, model
 
 

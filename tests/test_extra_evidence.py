@@ -65,7 +65,9 @@ def test_reports_reach_reflect_with_their_frames_and_never_set_the_reward(tmp_pa
     assert all("gripper_check" not in c.text() for c in model.calls_for("observe") + model.calls_for("assess"))
     step = next(s for s in out["steps"] if s["node"] == "extra")
     assert "1 report" in step["decision"] and "1 frame reference outside the clip dropped" in step["decision"]
-    assert nodes(out).index("extra") < nodes(out).index("assess")
+    seq = nodes(out)  # after the inspect loop and surprise, right before reflect (its work started in quality)
+    assert seq.index("tool_call") < seq.index("surprise") < seq.index("extra") == seq.index("reflect") - 1
+    assert "gripper_check (" in step["tool_summaries"][0] and " s): " in step["tool_summaries"][0]
 
 
 def test_a_failing_or_malformed_tool_makes_the_run_ineligible(tmp_path):
@@ -77,7 +79,11 @@ def test_a_failing_or_malformed_tool_makes_the_run_ineligible(tmp_path):
         result = run(agent, clip)["result"]
         assert result.status == "ineligible" and result.reward is None
         assert any("gripper_check" in r and reason in r for r in result.reasons), result.reasons
-        assert model.calls_for("assess") == []
+        # the tool runs beside assess and the inspect loop (started by quality); its fault ends the run at
+        # the extra node, before reflect, the stage that would have shown its report
+        assert model.calls_for("reflect") == [] and model.calls_for("audit") == []
+        # the same thread again (no checkpointer): the failed job is run afresh, once per run
+        assert run(agent, clip)["result"].reasons == result.reasons and len(tool.calls) == 2
 
 
 def test_a_dict_report_is_accepted(tmp_path):

@@ -5,8 +5,10 @@ from __future__ import annotations
 import pytest
 from graph_scripts import (
     CLEAN_AUDIT,
+    OBSERVATION,
     FailingSurprise,
     FailingTracker,
+    FakeSurprise,
     assessment,
     full_script,
     make_agent,
@@ -133,8 +135,57 @@ def test_tool_fault_gives_ineligible(clip):
 def test_surprise_fault_gives_ineligible(clip):
     agent, model = make_agent("full", surprise=FailingSurprise())
     res = run(agent, clip)["result"]
-    assert res.reward is None and any("surprise" in r for r in res.reasons)
-    assert model.calls_for("assess") == []  # the join never assesses after a fault
+    assert res.reward is None and any(r.startswith("surprise: tool: ") for r in res.reasons), res.reasons
+    assert model.calls_for("reflect") == []  # the fault ends the run before the stage that would show it
+
+
+def test_a_surprise_failure_known_before_assess_stops_the_model_calls(clip):
+    """The scoring runs beside observe and contract; once it has failed, assess makes no model call and the
+    fault is recorded under surprise, not under the node that found it."""
+    from graph.frame_store import FrameStore
+
+    store = FrameStore()
+
+    def observe_after_the_tools(_messages, _k):
+        for job, _ in list(store._jobs.values()):  # the quality step's jobs (encoding, surprise) have ended
+            job.exception(timeout=30)
+        return OBSERVATION
+
+    agent, model = make_agent("full", full_script(observe=observe_after_the_tools), surprise=FailingSurprise(),
+                              frame_store=store)
+    out = run(agent, clip)
+    assert out["result"].reward is None and model.calls_for("assess") == []
+    assert out["result"].reasons == ["surprise: tool: surprise run: V-JEPA 2 out of memory"]
+    assess = next(s for s in out["steps"] if s["node"] == "assess")
+    assert assess["decision"].startswith("fault (tool)") and nodes(out)[-1] == "gate"
+
+
+def test_a_slow_surprise_scorer_does_not_hold_up_assess(clip):
+    """Only reflect uses the scores: the scorer may still be running while assess and the inspect loop call
+    the model (the scorer here waits until assess has been called; the old join would have deadlocked)."""
+    import threading
+
+    assessed = threading.Event()
+
+    class SlowSurprise(FakeSurprise):
+        released = False
+
+        def score(self, frames):
+            self.released = assessed.wait(timeout=30)
+            return super().score(frames)
+
+    def assess_reply(_messages, _k):
+        assessed.set()
+        return assessment()
+
+    scorer = SlowSurprise()
+    agent, model = make_agent("full", full_script(assess=assess_reply), surprise=scorer)
+    out = run(agent, clip)
+    assert out["result"].status == "scored" and scorer.released and scorer.calls == 1
+    seq = nodes(out)
+    assert seq.index("assess") < seq.index("tool_call") < seq.index("surprise") == seq.index("reflect") - 1
+    step = next(s for s in out["steps"] if s["node"] == "surprise")
+    assert "scored in " in step["decision"] and "world-model surprise" in model.calls_for("reflect")[0].text().lower()
 
 
 def test_inspect_loop_stops_at_cap(clip):

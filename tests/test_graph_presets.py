@@ -8,12 +8,12 @@ from graph_scripts import make_agent, nodes, run
 from graph.builder import expected_nodes
 from graph.config import PRESETS, AgentConfig
 
-PAR = {"contract", "observe", "surprise"}
+PAR = {"contract", "observe"}
 LOOP = ["inspect", "tool_call", "inspect"]  # the script asks for one tool round, then answers
 
 
 def canonical(seq: list[str]) -> list[str]:
-    """Sort the parallel group (contract / observe / surprise run in the same superstep)."""
+    """Sort the parallel group (contract and observe run in the same superstep)."""
     out, group = [], []
     for n in seq + [""]:
         if n in PAR:
@@ -27,8 +27,8 @@ def canonical(seq: list[str]) -> list[str]:
 
 
 def expected(observe: bool, surprise: bool, inspect: bool, reflect: bool, audit: bool, gate: bool) -> list[str]:
-    seq = ["quality"] + sorted(["contract"] + (["observe"] if observe else []) + (["surprise"] if surprise else []))
-    seq += ["assess"] + (LOOP if inspect else []) + (["reflect"] if reflect else [])
+    seq = ["quality"] + sorted(["contract"] + (["observe"] if observe else []))
+    seq += ["assess"] + (LOOP if inspect else []) + (["surprise"] if surprise else []) + (["reflect"] if reflect else [])
     return seq + (["audit"] if audit else []) + (["final_check"] if gate else []) + ["gate"]
 
 

@@ -6,8 +6,8 @@ task-specific classifier, another reward model, a rule-based check on the frames
 explicitly, `AgentTools(extra=[GraspCheck(), ...])`; there is no discovery and no registry.
 
 How the agent uses them (`graph/nodes/extra.py`, `graph/nodes/reflect.py`):
-- Each tool runs once per clip, in a worker thread, beside observe, contract and surprise, on the
-  clip's decoded RGB frames (uint8 [T, H, W, 3]; the first 512 frames of longer clips) and the
+- Each tool runs once per clip, in a worker thread, from the end of the quality check beside the model
+  calls up to reflect (graph.nodes.extra), on the clip's decoded RGB frames (uint8 [T, H, W, 3]; the first 512 frames of longer clips) and the
   instruction (as the run uses it: stripped, truncated like every stage sees it).
 - reflect shows every report (tool name, summary, named values and up to 4 of the frames it points
   to) as supporting evidence, which the model must check against the contract and the frames before

@@ -6,7 +6,8 @@ observation written without the instruction.
 With motion evidence on (and `AgentConfig.motion_prefetch="grid"`), assess starts the speculative
 grid track before its model call: the inspect loop (or reflect) that may use it comes next, and
 the CPU is otherwise idle while the model answers. Started here rather than right after decoding,
-it never competes with the images observe and the surprise scorer need first.
+it never competes with the images observe needs first. Before its model call, assess stops the run
+when background evidence (surprise, extra tools) has already failed (graph.nodes.background).
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from typing import Any
 
 from graph.context import RunContext
 from graph.gate import score_mapping
+from graph.nodes.background import raise_if_failed
 from graph.nodes.common import Step, dump, frames_total, human, normalize_assessment, system
 from graph.nodes.evidence import prefetch_tracks
 from graph.schemas import Assessment
@@ -38,6 +40,7 @@ async def assess(state: AgentState, ctx: RunContext, step: Step) -> dict[str, An
         text += "\n\nTask-blind observation written before the task was known:\n" + dump(observation)
     text += f"\n\n{len(sample)} frames of the clip follow, in temporal order."
     messages = [system("assess", n_frames=len(sample)), human(text, blocks)]
+    raise_if_failed(state, ctx, step.thread_id)  # background evidence already failed: no model call
     out = await ctx.backbone.astructured("assess", Assessment, messages, step.usage)
     out = normalize_assessment(out, contract, frames_total(state))
     t, p, v = score_mapping(out, contract)

@@ -61,6 +61,15 @@ class InputFault(ValueError):
     """The run's input (instruction or video reference) cannot be evaluated."""
 
 
+class EvidenceFailed(Exception):
+    """Evidence work the run does in the background for stage `stage` (surprise scores, extra tools;
+    graph.nodes.background) failed with `error`; recorded as a fault of `stage`, not of the node that found it."""
+
+    def __init__(self, stage: str, error: BaseException) -> None:
+        super().__init__(f"{stage}: {error}")
+        self.stage, self.error = stage, error
+
+
 StageFn = Callable[[AgentState, RunContext, Step], Awaitable[dict[str, Any]]]
 
 
@@ -68,6 +77,8 @@ def to_fault(stage: str, exc: BaseException) -> Fault:
     """A Fault record for an exception raised inside `stage`."""
     from tools.video import VideoError
 
+    if isinstance(exc, EvidenceFailed):  # background evidence (surprise, extra tools): its own stage
+        return to_fault(exc.stage, exc.error)
     if isinstance(exc, InputFault):
         return Fault(stage=stage, kind="input", message=str(exc)[:2000])
     if isinstance(exc, BackboneFault):

@@ -1,9 +1,12 @@
 """extra node: your own evidence tools (`tools.extra`), once per clip (paper Sec. 3.2, "Extend the
 Evidence Tools").
 
-Runs beside observe, contract and surprise when the agent has extra tools and its preset has reflect,
-which shows the reports. Each tool gets the clip's frames (the first `MAX_EXTRA_FRAMES`) and the
-instruction in a worker thread; the tools of one clip run concurrently. Frames have a short side of at
+Runs when the agent has extra tools and its preset has reflect, which shows the reports. Each tool gets
+the clip's frames (the first `MAX_EXTRA_FRAMES`) and the instruction in a worker thread; the tools of one
+clip run concurrently. Like the surprise scorer (see graph.nodes.surprise), they run beside the rest of
+the run: the quality step starts them once the clip is usable (`start_extra`) and this node, wired just
+before reflect (after surprise), awaits them; the trace step gives each tool's own time. A tool that
+fails therefore ends the run (ineligible) after its assess and inspect model calls, not before them. Frames have a short side of at
 most `extra_short_side` (448; `RAA_EXTRA_SHORT_SIDE`, `AgentTools.extra_short_side`, None = full size):
 512 full-size frames of a 1080p clip are 3.2 GB. A tool that raises or returns
 something other than an EvidenceReport records a Fault (ineligible). Reports never enter the reward.
@@ -12,6 +15,9 @@ something other than an EvidenceReport records a Fault (ineligible). Reports nev
 from __future__ import annotations
 
 import asyncio
+import functools
+import time
+from concurrent.futures import Future
 from typing import Any
 
 from pydantic import ValidationError
@@ -19,39 +25,67 @@ from pydantic import ValidationError
 from graph.context import RunContext
 from graph.nodes.common import Step, count, frames_total
 from graph.state import AgentState
-from graph.workers import run_blocking
 from tools.errors import ToolFault, run_tool
 from tools.extra import EvidenceReport, EvidenceTool
 
 MAX_EXTRA_FRAMES = 512
 
 
-def _evaluate(ctx: RunContext, tool: EvidenceTool, video: str, used: int, instruction: str) -> EvidenceReport:
-    """Decode the frames (shared frame cache) and run one tool: one worker-thread hop."""
+def _evaluate(ctx: RunContext, tool: EvidenceTool, video: str, used: int,
+              instruction: str) -> tuple[EvidenceReport, float]:
+    """Decode the frames (shared frame cache) and run one tool: one worker-thread job. Returns (report,
+    seconds it took)."""
+    t0 = time.perf_counter()
     frames = ctx.frames.scaled_frames(video, range(used), ctx.tools.extra_short_side)
     out = run_tool(tool.name, tool.evaluate, frames, instruction)
-    if isinstance(out, EvidenceReport):
-        return out
     if isinstance(out, dict):
         try:
-            return EvidenceReport.model_validate(out)
+            out = EvidenceReport.model_validate(out)
         except ValidationError as exc:
             raise ToolFault(tool.name, "run", f"its report is invalid: {exc}") from exc
-    raise ToolFault(tool.name, "run", f"returned {type(out).__name__}, not an EvidenceReport")
+    if not isinstance(out, EvidenceReport):
+        raise ToolFault(tool.name, "run", f"returned {type(out).__name__}, not an EvidenceReport")
+    return out, time.perf_counter() - t0
+
+
+def _job(ctx: RunContext, k: int, video: str, frames: int, instruction: str, thread_id: str, *,
+         start: bool) -> Future | None:
+    """Extra tool `k`'s job for the run: the one already started (`start` False: None when there is none),
+    or started now (`start` True; a failed one is started afresh)."""
+    used = min(frames, MAX_EXTRA_FRAMES)
+    key = ("extra", ctx.frames.current(video), thread_id, k, used, ctx.tools.extra_short_side, instruction)
+    if not start:
+        return ctx.frames.started_job(key)
+    tool = ctx.tools.extra[k]
+    return ctx.frames.shared_job(key, functools.partial(_evaluate, ctx, tool, video, used, instruction))
+
+
+def start_extra(ctx: RunContext, video: str, frames: int, instruction: str, thread_id: str) -> None:
+    """Start the extra tools on the run's clip in worker threads; the extra node awaits them. Called by the
+    quality step once the clip is usable."""
+    for k in range(len(ctx.tools.extra)):
+        _job(ctx, k, video, frames, instruction, thread_id, start=True)
+
+
+def started_extra(ctx: RunContext, video: str, frames: int, instruction: str, thread_id: str) -> list[Future]:
+    """The run's extra-tool jobs that were started (running or done)."""
+    jobs = (_job(ctx, k, video, frames, instruction, thread_id, start=False) for k in range(len(ctx.tools.extra)))
+    return [j for j in jobs if j is not None]
 
 
 async def extra(state: AgentState, ctx: RunContext, step: Step) -> dict[str, Any]:
     n = frames_total(state)
     used = min(n, MAX_EXTRA_FRAMES)
     tools = ctx.tools.extra
-    reports = await asyncio.gather(*(run_blocking(_evaluate, ctx, t, state["video"], used, state["instruction"])
-                                     for t in tools))
+    args = (state["video"], n, state["instruction"], step.thread_id)
+    jobs = [_job(ctx, k, *args, start=False) or _job(ctx, k, *args, start=True) for k in range(len(tools))]
+    outcomes = await asyncio.gather(*(asyncio.wrap_future(j) for j in jobs))
     records, dropped = [], 0
-    for tool, report in zip(tools, reports, strict=True):
+    for tool, (report, seconds) in zip(tools, outcomes, strict=True):
         frames = [f for f in report.frames if 0 <= f < n]
         dropped += len(report.frames) - len(frames)
         records.append({"tool": tool.name, "summary": report.summary, "frames": frames, "values": report.values})
-        step.tool_summaries.append(f"{tool.name}: {report.summary[:300]}")
+        step.tool_summaries.append(f"{tool.name} ({seconds:.2f} s): {report.summary[:300]}")
         step.frames += frames
     step.decision = f"{count(len(records), 'report')}" + (f"; {count(dropped, 'frame reference')} outside the clip dropped"
                                                           if dropped else "")

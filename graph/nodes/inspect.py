@@ -19,6 +19,7 @@ from typing import Any
 from langchain_core.messages import AIMessage, BaseMessage, ToolMessage
 
 from graph.context import RunContext
+from graph.nodes.background import raise_if_failed
 from graph.nodes.common import Step, count, dump, human, system
 from graph.nodes.evidence import (
     access_text,
@@ -69,6 +70,7 @@ async def conversation(state: AgentState, ctx: RunContext) -> list[BaseMessage]:
 
 
 async def inspect(state: AgentState, ctx: RunContext, step: Step) -> dict[str, Any]:
+    raise_if_failed(state, ctx, step.thread_id)  # background evidence already failed: no model call
     if ctx.config.inspect_mode == "plan":
         return await _plan(state, ctx, step)
     rounds = int(state.get("inspect_rounds", 0))

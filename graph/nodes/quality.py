@@ -13,6 +13,8 @@ sample is decoded, the encoding of observe's images starts in another worker thr
 (`FrameStore.start_encoding`) while the statistics run here (wasted for a clip that is then zeroed);
 a clip whose container reports fewer than 2 frames is zeroed without calling check_quality (nothing
 to compare); a clip that cannot be opened at all (missing, 0 bytes, not a video) is ineligible, not zero.
+A usable clip's surprise scoring and extra evidence tools start here, in worker threads (only reflect
+needs them; see graph.nodes.surprise); a zeroed or ineligible clip starts neither.
 """
 
 from __future__ import annotations
@@ -21,6 +23,8 @@ from typing import Any
 
 from graph.context import RunContext
 from graph.nodes.common import InputFault, Step
+from graph.nodes.extra import start_extra
+from graph.nodes.surprise import start_surprise
 from graph.state import AgentState
 from graph.workers import run_blocking
 
@@ -85,4 +89,15 @@ async def quality(state: AgentState, ctx: RunContext, step: Step) -> dict[str, A
         step.decision = f"zero: {check.reason or ('uniform content' if check.uniform else 'unusable')}"
     else:
         step.decision = f"usable: {meta.frames} frames, {len(sample)} sampled"
+        _start_evidence(ctx, video, meta.frames, instruction, step.thread_id)
     return update
+
+
+def _start_evidence(ctx: RunContext, video: str, frames: int, instruction: str, thread_id: str) -> None:
+    """Start the evidence only reflect uses (surprise scores, extra tools) in worker threads, so it runs
+    beside the model calls before reflect; their nodes, wired just before reflect, await it."""
+    cfg = ctx.config
+    if cfg.structured and cfg.wmreward:
+        start_surprise(ctx, video, frames, thread_id)
+    if cfg.reflect and ctx.tools.extra:
+        start_extra(ctx, video, frames, instruction, thread_id)

@@ -1,50 +1,95 @@
 """surprise node (WMReward on): V-JEPA 2 prediction surprise, once per clip (paper Sec. 3.2).
 
-Runs beside observe and contract; reflect shows the most surprising windows. The surprise values
-never enter the reward formula. A scorer that fails to load or run raises ToolFault (ineligible).
+Only reflect shows the surprise (its most surprising windows), so the scoring runs beside the rest
+of the run instead of holding it up: the quality step starts it in a worker thread as soon as the
+clip is known to be usable (`start_surprise`), and this node, wired just before reflect, awaits that
+job and records the result. The surprise values never enter the reward formula. A scorer that fails
+to load or run raises ToolFault (ineligible).
 
-Decisions where the issue was silent: scoring runs in a worker thread at priority "now": assess
-joins on this node, so a run cannot go on without it (an earlier "later" priority let concurrent
-runs' frame work starve it and made assess wait on it; see graph.workers). With the tool service
-configured it runs in the "io" lane. Clips longer than 512 frames are scored on their first 512
-frames (windows need consecutive frames) and a note records it. The scorer gets frames whose short
-side is at most `ToolProvider.surprise_short_side` (448 by default: V-JEPA 2 brings it to 292 or 438
-before its crop anyway), decoded straight to that size: 512 frames of a 1080p clip took 3.2 GB at
-full size (twice that while stacking), ~0.5 GB now. With the tool service (`RemoteSurpriseScorer`)
-the node uploads the encoded clip and the service decodes it the same way: the frames themselves were
-hundreds of MB per clip for long clips, over the service's default 256 MiB upload limit.
+Decisions where the issue was silent:
+- Where it runs. The node used to run beside observe and contract, and assess joined on it, so a
+  slow scorer (V-JEPA 2 on CPU, a busy GPU, a long or 720p clip) delayed every model call after
+  observe. LangGraph finishes a superstep only when all its nodes have, so a branch cannot simply be
+  left running; the work is a shared pool job instead (`FrameStore.shared_job`, keyed by the run's
+  thread id and the clip's version), started by quality and awaited here. The node's trace step
+  says how long the scoring itself took; its duration is only the wait. A run resumed after its
+  quality step (no job started in this process) scores here. Cost: when the scorer fails, the run
+  has already made its assess and inspect model calls before the fault ends it (ineligible either
+  way); long-lived callers load the scorer at start (`graph.context.preload_tools`), which catches
+  the common failure (weights missing) before any run.
+- Priority "now": a run cannot finish without the scores, and a "later" job could be starved by
+  concurrent runs' frame work (see graph.workers). With the tool service configured it runs in the
+  "io" lane.
+- Clips longer than 512 frames are scored on their first 512 frames (windows need consecutive
+  frames) and a note records it. The scorer gets frames whose short side is at most
+  `ToolProvider.surprise_short_side` (448 by default: V-JEPA 2 brings it to 292 or 438 before its
+  crop anyway), decoded straight to that size: 512 frames of a 1080p clip took 3.2 GB at full size
+  (twice that while stacking), ~0.5 GB now. With the tool service (`RemoteSurpriseScorer`) the node
+  uploads the encoded clip and the service decodes it the same way: the frames themselves were
+  hundreds of MB per clip for long clips, over the service's default 256 MiB upload limit.
 """
 
 from __future__ import annotations
 
+import asyncio
+import functools
+import time
+from concurrent.futures import Future
 from typing import Any
 
 from graph.context import RunContext
 from graph.nodes.common import Step, count, frames_total
 from graph.state import AgentState
-from graph.workers import run_blocking
 from tools.errors import run_tool
 
 MAX_SURPRISE_FRAMES = 512
 
 
-def _score(ctx: RunContext, video: str, used: int) -> Any:
-    """Load the scorer (lazily), decode the frames and score them: one worker-thread hop."""
+def _score(ctx: RunContext, video: str, used: int) -> tuple[Any, float]:
+    """Load the scorer (lazily), decode the frames and score them: one worker-thread job. Returns
+    (SurpriseEvidence, seconds it took)."""
     from tools.client import RemoteSurpriseScorer
 
+    t0 = time.perf_counter()
     scorer = ctx.tools.surprise()
     short_side = ctx.tools.surprise_short_side
     if isinstance(scorer, RemoteSurpriseScorer):  # the service decodes the clip: upload the file, not the frames
-        return run_tool("surprise", scorer.score_file, video, frames=used, short_side=short_side)
-    return run_tool("surprise", scorer.score, ctx.frames.scaled_frames(video, range(used), short_side))
+        evidence = run_tool("surprise", scorer.score_file, video, frames=used, short_side=short_side)
+    else:
+        evidence = run_tool("surprise", scorer.score, ctx.frames.scaled_frames(video, range(used), short_side))
+    return evidence, time.perf_counter() - t0
+
+
+def _job(ctx: RunContext, video: str, frames: int, thread_id: str, *, start: bool) -> Future | None:
+    """The run's scoring job: the one already started (`start` False: None when there is none), or
+    started now (`start` True; a failed one is started afresh)."""
+    used = min(frames, MAX_SURPRISE_FRAMES)
+    key = ("surprise", ctx.frames.current(video), thread_id, used, ctx.tools.surprise_short_side)
+    if not start:
+        return ctx.frames.started_job(key)
+    return ctx.frames.shared_job(key, functools.partial(_score, ctx, video, used), "now", ctx.tools.lane)
+
+
+def start_surprise(ctx: RunContext, video: str, frames: int, thread_id: str) -> None:
+    """Start scoring the run's clip (`frames` frames long) in a worker thread; the surprise node awaits
+    it. Called by the quality step once the clip is usable (see module docstring)."""
+    _job(ctx, video, frames, thread_id, start=True)
+
+
+def started_surprise(ctx: RunContext, video: str, frames: int, thread_id: str) -> Future | None:
+    """The run's scoring job if one was started (running or done), else None."""
+    return _job(ctx, video, frames, thread_id, start=False)
 
 
 async def surprise(state: AgentState, ctx: RunContext, step: Step) -> dict[str, Any]:
     n = frames_total(state)
     used = min(n, MAX_SURPRISE_FRAMES)
-    evidence = await run_blocking(_score, ctx, state["video"], used, lane=ctx.tools.lane)
+    job = (_job(ctx, state["video"], n, step.thread_id, start=False)
+           or _job(ctx, state["video"], n, step.thread_id, start=True))
+    evidence, seconds = await asyncio.wrap_future(job)
     top = ", ".join(f"{w.start}-{w.end}:{w.surprise:.3f}" for w in evidence.top[:3])
-    step.decision = f"{evidence.status}; {count(len(evidence.windows), 'window')}; top {top or 'none'}"
+    step.decision = (f"{evidence.status}; {count(len(evidence.windows), 'window')}; top {top or 'none'}; "
+                     f"scored in {seconds:.2f} s")
     step.tool_summaries = [evidence.text()[:500]]
     notes = [f"surprise scored on the first {used} of {n} frames"] if used < n else []
     return {"surprise": evidence.model_dump(mode="json"), "notes": notes}
