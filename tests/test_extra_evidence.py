@@ -79,8 +79,8 @@ def test_a_failing_or_malformed_tool_makes_the_run_ineligible(tmp_path):
         result = run(agent, clip)["result"]
         assert result.status == "ineligible" and result.reward is None
         assert any("gripper_check" in r and reason in r for r in result.reasons), result.reasons
-        # the tool runs beside assess and the inspect loop (started by quality); its fault ends the run at
-        # the extra node, before reflect, the stage that would have shown its report
+        # the tool runs beside assess and the inspect loop (started by quality); its fault ends the run
+        # wherever it is first known (assess, an inspect round or the extra node), always before reflect
         assert model.calls_for("reflect") == [] and model.calls_for("audit") == []
         # the same thread again (no checkpointer): the failed job is run afresh, once per run
         assert run(agent, clip)["result"].reasons == result.reasons and len(tool.calls) == 2

@@ -6,7 +6,8 @@ the clip's frames (the first `MAX_EXTRA_FRAMES`) and the instruction in a worker
 clip run concurrently. Like the surprise scorer (see graph.nodes.surprise), they run beside the rest of
 the run: the quality step starts them once the clip is usable (`start_extra`) and this node, wired just
 before reflect (after surprise), awaits them; the trace step gives each tool's own time. A tool that
-fails therefore ends the run (ineligible) after its assess and inspect model calls, not before them. Frames have a short side of at
+fails makes the run ineligible: before the run's next model call when the failure is already known
+(graph.nodes.background), else here. Frames have a short side of at
 most `extra_short_side` (448; `RAA_EXTRA_SHORT_SIDE`, `AgentTools.extra_short_side`, None = full size):
 512 full-size frames of a 1080p clip are 3.2 GB. A tool that raises or returns
 something other than an EvidenceReport records a Fault (ineligible). Reports never enter the reward.

@@ -13,10 +13,11 @@ Decisions where the issue was silent:
   left running; the work is a shared pool job instead (`FrameStore.shared_job`, keyed by the run's
   thread id and the clip's version), started by quality and awaited here. The node's trace step
   says how long the scoring itself took; its duration is only the wait. A run resumed after its
-  quality step (no job started in this process) scores here. Cost: when the scorer fails, the run
-  has already made its assess and inspect model calls before the fault ends it (ineligible either
-  way); long-lived callers load the scorer at start (`graph.context.preload_tools`), which catches
-  the common failure (weights missing) before any run.
+  quality step (no job started in this process) scores here. A scoring failure makes the run
+  ineligible as before; once it is known, assess or the next inspect round stops the run before its
+  model call (graph.nodes.background), but a failure that comes late (a long scoring job) ends the
+  run only here, after those calls. Long-lived callers load the scorer at start
+  (`graph.context.preload_tools`), which catches the common failure (weights missing) before any run.
 - Priority "now": a run cannot finish without the scores, and a "later" job could be starved by
   concurrent runs' frame work (see graph.workers). With the tool service configured it runs in the
   "io" lane.
