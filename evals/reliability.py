@@ -91,6 +91,9 @@ class AgentScorer:
 
     Pass one shared `backbone` (with one StageCache) so presets re-use identical stage outputs, one `tools`
     object so tool models load once, and one `checkpointer` so every run is traced in the same database.
+    The presets' agents share one frame cache (`graph.frame_store.FrameStore`): a clip is decoded and its
+    images encoded once for all presets, and its motion tracks and surprise scores are computed once per
+    distinct request (every preset runs with the same tools).
     With `settings` (a `BackboneSettings`), each preset's config is `settings.agent_config(preset)`, so its
     `inspect_mode` applies to every preset (`"plan"` for servers or models without tool calling).
     """
@@ -101,15 +104,19 @@ class AgentScorer:
         self.checkpointer, self.settings = checkpointer, settings
         self.max_concurrency = max_concurrency
         self._agents: dict[str, Any] = {}
+        self._frames: Any = None
 
     def agent(self, preset: str) -> Any:
         """The compiled agent of `preset` (built on first use)."""
         from graph import build_reward_agent
+        from graph.builder import frame_store_for
 
+        if self._frames is None:
+            self._frames = frame_store_for(self.settings)
         if preset not in self._agents:
             self._agents[preset] = build_reward_agent(
                 self._config(preset), model=self.model, backbone=self.backbone, tools=self.tools,
-                checkpointer=self.checkpointer, settings=self.settings)
+                checkpointer=self.checkpointer, settings=self.settings, frame_store=self._frames)
         return self._agents[preset]
 
     def _config(self, preset: str) -> Any:

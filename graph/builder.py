@@ -13,8 +13,10 @@ Building loads no weights and opens no network connection: the chat model is onl
 Decisions where the issue was silent:
 - Extra keyword arguments beyond DESIGN.md: `backbone=` (a ready Backbone, e.g. to share one stage
   cache across presets), `settings=` (BackboneSettings; read from the environment only when needed
-  for a default: model None, or checkpointer None) and `frame_store=` (share decoded frames across
-  agents). `checkpointer=False` compiles without a checkpointer.
+  for a default: model None, or checkpointer None) and `frame_store=` (share decoded frames, encoded
+  images, motion tracks and surprise scores across agents: only between agents with the same tools,
+  since tool outputs are filed by clip and request, not by tool). `checkpointer=False` compiles
+  without a checkpointer.
 - Default tools (tools None): `tools.toolbox.Toolbox(ToolSettings.from_env())`, built lazily on the
   first tool use; its quality thresholds (`RAA_QUALITY_*`) apply to the quality node in every preset.
 - The default checkpointer is a SqliteSaver at `settings.traces_path` with async methods, so `ainvoke`

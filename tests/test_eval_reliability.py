@@ -217,9 +217,9 @@ def test_agent_scorer_shares_stage_outputs_across_presets(tmp_path):
     from graph.testing import ScriptedChatModel
     from tools.motion import LKTracker
 
-    model = ScriptedChatModel(full_script())
+    model, surprise = ScriptedChatModel(full_script()), FakeSurprise()
     scorer = AgentScorer(backbone=Backbone(model, cache=StageCache(None), retry_wait=(0.0, 0.0)),
-                         tools=AgentTools(tracker=LKTracker(), surprise=FakeSurprise()), checkpointer=False)
+                         tools=AgentTools(tracker=LKTracker(), surprise=surprise), checkpointer=False)
     clips = [EvalClip(str(moving_square(tmp_path / f"{i}.mp4", seed=i)), "push the red block to the right",
                       "ordinary", "success", "push") for i in range(2)]
     judge = RewardJudge(None, unconfigured_reason="no judge in this test")
@@ -229,6 +229,7 @@ def test_agent_scorer_shares_stage_outputs_across_presets(tmp_path):
     assert len(model.calls_for("contract")) == 1  # text only: one instruction
     assert len(model.calls_for("assess")) == 2
     assert all(m.unjudged == 2 and m.r == 0 for m in out.metrics)
+    assert surprise.calls == 2  # one frame cache for the presets: scored once per clip, not once per preset
 
 
 def test_resumed_rows_take_labels_from_the_current_manifest(tmp_path):

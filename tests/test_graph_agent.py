@@ -444,3 +444,25 @@ def test_step_decisions_count_in_words():
     from graph.nodes.common import count
 
     assert [count(n, "tool call") for n in (0, 1, 2)] == ["0 tool calls", "1 tool call", "2 tool calls"]
+
+
+def test_surprise_is_scored_once_per_clip_version_and_a_failure_is_retried_by_the_next_run(tmp_path):
+    """Runs sharing a frame cache share a clip's scores (like its motion tracks); a rewritten clip is scored
+    anew; a failed scoring does not stick to the clip."""
+
+    class FlakySurprise(FakeSurprise):
+        def score(self, frames):
+            if self.calls == 0:
+                self.calls += 1
+                raise RuntimeError("CUDA out of memory")
+            return super().score(frames)
+
+    clip = moving_square(tmp_path / "c.mp4")
+    scorer = FlakySurprise()
+    agent, _ = make_agent("full", surprise=scorer)
+    first = run(agent, clip, run_id="r1")["result"]
+    assert first.reward is None and any("CUDA out of memory" in r for r in first.reasons)
+    assert run(agent, clip, run_id="r2")["result"].status == "scored" and scorer.calls == 2
+    assert run(agent, clip, run_id="r3")["result"].status == "scored" and scorer.calls == 2  # shared
+    moving_square(clip, seed=7)  # rewritten at the same path: another video
+    assert run(agent, clip, run_id="r4")["result"].status == "scored" and scorer.calls == 3

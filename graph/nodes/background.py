@@ -25,7 +25,7 @@ def _failure(job: Future | None) -> BaseException | None:
 def raise_if_failed(state: AgentState, ctx: RunContext, thread_id: str) -> None:
     """Raise EvidenceFailed when the run's surprise scoring or an extra tool has already failed."""
     n = frames_total(state)
-    jobs = [("surprise", started_surprise(ctx, state["video"], n, thread_id))]
+    jobs = [("surprise", started_surprise(ctx, state["video"], n))]
     jobs += [("extra", j) for j in started_extra(ctx, state["video"], n, state["instruction"], thread_id)]
     for stage, job in jobs:
         if (error := _failure(job)) is not None:

@@ -98,6 +98,6 @@ def _start_evidence(ctx: RunContext, video: str, frames: int, instruction: str, 
     beside the model calls before reflect; their nodes, wired just before reflect, await it."""
     cfg = ctx.config
     if cfg.structured and cfg.wmreward:
-        start_surprise(ctx, video, frames, thread_id)
+        start_surprise(ctx, video, frames)
     if cfg.reflect and ctx.tools.extra:
         start_extra(ctx, video, frames, instruction, thread_id)

@@ -10,14 +10,19 @@ Decisions where the issue was silent:
 - Where it runs. The node used to run beside observe and contract, and assess joined on it, so a
   slow scorer (V-JEPA 2 on CPU, a busy GPU, a long or 720p clip) delayed every model call after
   observe. LangGraph finishes a superstep only when all its nodes have, so a branch cannot simply be
-  left running; the work is a shared pool job instead (`FrameStore.shared_job`, keyed by the run's
-  thread id and the clip's version), started by quality and awaited here. The node's trace step
+  left running; the work is a shared pool job instead (`FrameStore.shared_job`), started by quality
+  and awaited here. The node's trace step
   says how long the scoring itself took; its duration is only the wait. A run resumed after its
   quality step (no job started in this process) scores here. A scoring failure makes the run
   ineligible as before; once it is known, assess or the next inspect round stops the run before its
   model call (graph.nodes.background), but a failure that comes late (a long scoring job) ends the
   run only here, after those calls. Long-lived callers load the scorer at start
   (`graph.context.preload_tools`), which catches the common failure (weights missing) before any run.
+- One scoring per clip version (its file identity, see graph.frame_store), frame count and short
+  side per FrameStore, like the motion tracks: runs of the same clip that share a FrameStore (the
+  presets of `raa eval reward`, which share one with one set of tools; a clip scored again by the same
+  agent) share the scores; a failed job is started afresh by the next run. V-JEPA 2's output depends
+  only on those inputs. Share a FrameStore only between agents with the same tools.
 - Priority "now": a run cannot finish without the scores, and a "later" job could be starved by
   concurrent runs' frame work (see graph.workers). With the tool service configured it runs in the
   "io" lane.
@@ -61,32 +66,32 @@ def _score(ctx: RunContext, video: str, used: int) -> tuple[Any, float]:
     return evidence, time.perf_counter() - t0
 
 
-def _job(ctx: RunContext, video: str, frames: int, thread_id: str, *, start: bool) -> Future | None:
-    """The run's scoring job: the one already started (`start` False: None when there is none), or
+def _job(ctx: RunContext, video: str, frames: int, *, start: bool) -> Future | None:
+    """The clip's scoring job: the one already started (`start` False: None when there is none), or
     started now (`start` True; a failed one is started afresh)."""
     used = min(frames, MAX_SURPRISE_FRAMES)
-    key = ("surprise", ctx.frames.current(video), thread_id, used, ctx.tools.surprise_short_side)
+    key = ("surprise", ctx.frames.current(video), used, ctx.tools.surprise_short_side)
     if not start:
         return ctx.frames.started_job(key)
     return ctx.frames.shared_job(key, functools.partial(_score, ctx, video, used), "now", ctx.tools.lane)
 
 
-def start_surprise(ctx: RunContext, video: str, frames: int, thread_id: str) -> None:
-    """Start scoring the run's clip (`frames` frames long) in a worker thread; the surprise node awaits
-    it. Called by the quality step once the clip is usable (see module docstring)."""
-    _job(ctx, video, frames, thread_id, start=True)
+def start_surprise(ctx: RunContext, video: str, frames: int) -> None:
+    """Start scoring the clip (`frames` frames long) in a worker thread, unless a job for it is running or
+    has succeeded; the surprise node awaits it. Called by the quality step once the clip is usable (see
+    module docstring)."""
+    _job(ctx, video, frames, start=True)
 
 
-def started_surprise(ctx: RunContext, video: str, frames: int, thread_id: str) -> Future | None:
-    """The run's scoring job if one was started (running or done), else None."""
-    return _job(ctx, video, frames, thread_id, start=False)
+def started_surprise(ctx: RunContext, video: str, frames: int) -> Future | None:
+    """The clip's scoring job if one was started (running or done), else None."""
+    return _job(ctx, video, frames, start=False)
 
 
 async def surprise(state: AgentState, ctx: RunContext, step: Step) -> dict[str, Any]:
     n = frames_total(state)
     used = min(n, MAX_SURPRISE_FRAMES)
-    job = (_job(ctx, state["video"], n, step.thread_id, start=False)
-           or _job(ctx, state["video"], n, step.thread_id, start=True))
+    job = _job(ctx, state["video"], n, start=False) or _job(ctx, state["video"], n, start=True)
     evidence, seconds = await asyncio.wrap_future(job)
     top = ", ".join(f"{w.start}-{w.end}:{w.surprise:.3f}" for w in evidence.top[:3])
     step.decision = (f"{evidence.status}; {count(len(evidence.windows), 'window')}; top {top or 'none'}; "
