@@ -1,11 +1,7 @@
 """build_reward_agent: wires the LangGraph state machine from the config's module switches (DESIGN.md §3).
 
-    START -> quality --(fault / zero)------------------------------------------------> gate
-               '-> [observe] + contract (parallel) -> assess
-    assess -> [inspect <-> tool_call] -> [surprise] -> [extra] -> [reflect] -> [audit <-> repair]
-           -> [final_check] -> gate -> END
-    preset direct: quality -> direct -> gate
-    any node that records a Fault routes to gate (result ineligible)
+The nodes a config wires and their edges are in `graph.routes` (with the graph's picture); this module
+builds the context, adds the nodes and edges and compiles.
 
 Building loads no weights and opens no network connection: the chat model is only constructed
 (ChatOpenAI connects on first request) and evidence tools load lazily on first use.
@@ -41,9 +37,9 @@ from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
-from langgraph.graph import END, START, StateGraph
+from langgraph.graph import StateGraph
 
-from graph.config import AgentConfig, ResolvedConfig
+from graph.config import AgentConfig
 from graph.context import RunContext, tool_provider
 from graph.frame_store import FrameStore
 from graph.nodes.assess import assess
@@ -59,95 +55,9 @@ from graph.nodes.observe import observe
 from graph.nodes.quality import quality
 from graph.nodes.reflect import reflect
 from graph.nodes.surprise import surprise
+from graph.routes import RouteStep, expected_nodes, node_routes, static_edges
 from graph.state import AgentInput, AgentState
 from graph.stores import connect_wal, ensure_parent, retry_locked, store_errors
-
-_BRANCHES = ("observe", "contract")
-"""Stages that run side by side after quality; assess joins them. (surprise and extra sit just before
-reflect, the only stage that uses them: their work starts in quality and runs beside the model calls in
-between; see graph.nodes.surprise.)"""
-
-
-def expected_nodes(cfg: ResolvedConfig, *, extra: bool = False) -> list[str]:
-    """Nodes the builder wires for a resolved config (in pipeline order); `extra`: the agent has extra
-    evidence tools (`tools.extra`), consulted when the preset has reflect."""
-    if not cfg.structured:
-        return ["quality", "direct", "gate"]
-    nodes = ["quality"] + (["observe"] if cfg.task_blind else []) + ["contract", "assess"]
-    nodes += ["inspect", "tool_call"] if cfg.visual_verify else []
-    nodes += (["surprise"] if cfg.wmreward else []) + (["extra"] if extra and cfg.reflect else [])
-    nodes += ["reflect"] if cfg.reflect else []
-    nodes += ["audit", "repair"] if cfg.audit else []
-    nodes += ["final_check"] if cfg.failure_gate else []
-    return nodes + ["gate"]
-
-
-def _after(cfg: ResolvedConfig, node: str, *, extra: bool = False) -> str:
-    """The next stage after `node` on the success path."""
-    order = [n for n in expected_nodes(cfg, extra=extra) if n not in ("tool_call", "repair", *_BRANCHES)]
-    return order[order.index(node) + 1]
-
-
-def _faulted(state: AgentState) -> bool:
-    return bool(state.get("faults"))
-
-
-def _wire(g: StateGraph, cfg: ResolvedConfig, *, extra: bool = False) -> None:
-    """Edges of the graph (see module docstring)."""
-    g.add_edge(START, "quality")
-    if not cfg.structured:
-        g.add_conditional_edges("quality", lambda s: "gate" if _faulted(s) or s.get("zero") else "direct",
-                                ["direct", "gate"])
-        g.add_edge("direct", "gate")
-        g.add_edge("gate", END)
-        return
-    fan = [n for n in expected_nodes(cfg, extra=extra) if n in _BRANCHES]
-
-    def route_quality(state: AgentState) -> list[str] | str:
-        return "gate" if _faulted(state) or state.get("zero") else fan
-
-    g.add_conditional_edges("quality", route_quality, fan + ["gate"])
-    g.add_edge(fan if len(fan) > 1 else fan[0], "assess")
-
-    def simple(node: str) -> None:
-        nxt = _after(cfg, node, extra=extra)
-        g.add_conditional_edges(node, lambda s: "gate" if _faulted(s) else nxt, sorted({nxt, "gate"}))
-
-    simple("assess")
-    if cfg.visual_verify:
-        after_inspect = _after(cfg, "inspect", extra=extra)
-
-        def route_inspect(state: AgentState) -> str:
-            if _faulted(state):
-                return "gate"
-            return "tool_call" if state.get("pending_calls") else after_inspect
-
-        def route_tools(state: AgentState) -> str:
-            if _faulted(state):
-                return "gate"
-            return after_inspect if int(state.get("inspect_rounds", 0)) >= cfg.max_tool_rounds else "inspect"
-
-        g.add_conditional_edges("inspect", route_inspect, sorted({"tool_call", after_inspect, "gate"}))
-        g.add_conditional_edges("tool_call", route_tools, sorted({"inspect", after_inspect, "gate"}))
-    for node in ("surprise", "extra", "reflect"):
-        if node in expected_nodes(cfg, extra=extra):
-            simple(node)
-    if cfg.audit:
-        after_audit = _after(cfg, "audit", extra=extra)
-
-        def route_audit(state: AgentState) -> str:
-            if _faulted(state):
-                return "gate"
-            clean = state["audits"][-1].clean
-            return after_audit if clean or int(state.get("repair_rounds", 0)) >= cfg.max_repair_rounds \
-                else "repair"
-
-        g.add_conditional_edges("audit", route_audit, sorted({"repair", after_audit, "gate"}))
-        g.add_conditional_edges("repair", lambda s: "gate" if _faulted(s) else "audit", ["audit", "gate"])
-    if cfg.failure_gate:
-        g.add_edge("final_check", "gate")
-    g.add_edge("gate", END)
-
 
 _STAGES = {"quality": quality, "observe": observe, "contract": contract, "surprise": surprise, "extra": extra,
            "assess": assess, "inspect": inspect, "tool_call": tool_call, "reflect": reflect, "audit": audit,
@@ -199,7 +109,10 @@ def build_reward_agent(config: AgentConfig | None = None, *, model: Any = None, 
     g = StateGraph(AgentState, context_schema=RunContext, input_schema=AgentInput)
     for name in expected_nodes(cfg, extra=extra):
         g.add_node(name, make_node(name, _STAGES[name], ctx, guard=name != "gate"))
-    _wire(g, cfg, extra=extra)
+    for source, target in static_edges(cfg, extra=extra):
+        g.add_edge(source, target)
+    for name, (route, destinations) in node_routes(cfg, extra=extra).items():
+        g.add_conditional_edges(name, RouteStep(route), sorted(set(destinations)))
     if checkpointer is None:
         checkpointer = default_checkpointer(settings.traces_path)
     return g.compile(checkpointer=checkpointer or None, name=f"reward_agent[{cfg.preset}]")

@@ -73,3 +73,24 @@ def test_preset_wires_its_nodes(preset, clip):
         assert out["result"].reward == pytest.approx(0.8) and out["result"].T is None
     gated = AgentConfig(preset=preset).resolved().failure_gate
     assert (out["result"].failure is not None) == gated
+
+
+def test_routes_open_no_callback_runs(clip):
+    """Conditional edges run as `graph.routes.RouteStep`: a plain function there would open a traced run per
+    routing decision (route_quality, route_inspect, ... and a RunnableCallable per lambda), ~3 ms of event-loop
+    CPU per run; the traced runs are the graph's and its nodes' (and the model calls')."""
+    from langchain_core.callbacks import BaseCallbackHandler
+
+    class Names(BaseCallbackHandler):
+        def __init__(self) -> None:
+            self.names: list[str] = []
+
+        def on_chain_start(self, serialized, inputs, *, run_id, name=None, **kwargs) -> None:  # noqa: ANN001
+            self.names.append(kwargs.get("name") or name or "")
+
+    agent, _ = make_agent("full")
+    seen = Names()
+    out = agent.invoke({"video": str(clip), "instruction": "push the red block to the right", "run_id": "cb"},
+                       {"configurable": {"thread_id": "cb"}, "callbacks": [seen]})
+    assert out["result"].status == "scored" and set(nodes(out)) <= set(seen.names)
+    assert not [n for n in seen.names if n.startswith("route") or n in ("RunnableCallable", "RunnableLambda")]
