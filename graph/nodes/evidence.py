@@ -204,7 +204,13 @@ async def _crop(state: AgentState, ctx: RunContext, exchanges: list[ToolExchange
 
 def track_frames(n: int, start: int, end: int, limit: int = TRACK_FRAMES) -> list[int]:
     """Frames `track_motion` tracks for the stretch (start, end): at most `limit`, uniform over the
-    stretch clamped to the clip (a one-frame stretch widens to two frames)."""
+    stretch clamped to the clip (a one-frame stretch widens to two frames). Memoised: every inspect
+    round and reflect recompute the frames of each earlier track call when they rebuild the conversation."""
+    return list(_track_frames(int(n), int(start), int(end), int(limit)))
+
+
+@functools.lru_cache(maxsize=4096)
+def _track_frames(n: int, start: int, end: int, limit: int) -> tuple[int, ...]:
     start, end = max(0, min(start, n - 1)), max(0, min(end, n - 1))
     if end < start:
         start, end = end, start
@@ -212,7 +218,7 @@ def track_frames(n: int, start: int, end: int, limit: int = TRACK_FRAMES) -> lis
         end = min(n - 1, start + 1)
         start = max(0, end - 1)
     count = min(limit, end - start + 1)
-    return sorted({int(round(x)) for x in np.linspace(start, end, count)})
+    return tuple(sorted({int(round(x)) for x in np.linspace(start, end, count)}))
 
 
 async def _track(state: AgentState, ctx: RunContext, exchanges: list[ToolExchange], base: ToolExchange,
