@@ -196,10 +196,25 @@ def _direct(v: dict[str, Any]) -> str:
     return f"<p>Direct score {fmt(d.get('reward'))}: {esc(d.get('rationale'))}</p>" if d else ""
 
 
-def _observation(v: dict[str, Any]) -> str:
+def _absent(v: dict[str, Any], steps: list[dict], node: str) -> str:
+    """Why a section's stage left nothing in the state: it failed, was skipped after an earlier fault, was not
+    reached, or is not in the preset."""
+    fault = next((f for f in v.get("faults") or [] if f.get("stage") == node), None)
+    if fault is not None:
+        text = f"failed ({fault.get('kind')}): {fault.get('message')} (see Faults)"
+    elif any(s.get("node") == node for s in steps):
+        text = "skipped: a fault was recorded before this stage (see Faults)"
+    elif v.get("faults") or v.get("zero"):
+        text = "not reached: the run ended before this stage"
+    else:
+        text = "not run in this preset"
+    return f"<p class=\"muted\">{esc(text)}</p>"
+
+
+def _observation(v: dict[str, Any], steps: list[dict]) -> str:
     obs = v.get("observation") or {}
     if not obs:
-        return section("observation", "Task-blind observation", "<p class=\"muted\">not run in this preset</p>")
+        return section("observation", "Task-blind observation", _absent(v, steps, "observe"))
     events = [[f"{_frame_link(e.get('start_frame', 0))}–{_frame_link(e.get('end_frame', 0))}",
                esc(e.get("description"))] for e in obs.get("events") or []]
     return section("observation", "Task-blind observation",
@@ -271,10 +286,10 @@ def _motion(v: dict[str, Any], store: FrameStore, tracker: MotionTracker | None)
                    + _overlay_figs(store, list(m.get("frames") or []), [], None, tracker, "motion"))
 
 
-def _surprise(v: dict[str, Any]) -> str:
+def _surprise(v: dict[str, Any], steps: list[dict]) -> str:
     s = v.get("surprise") or {}
     if not s:
-        return section("surprise", "WMReward surprise", "<p class=\"muted\">not run in this preset</p>")
+        return section("surprise", "WMReward surprise", _absent(v, steps, "surprise"))
     windows = s.get("windows") or []
     if s.get("status") != "ok" or not windows:
         return section("surprise", "WMReward surprise", f"<p class=\"muted\">status {esc(s.get('status'))}: "
@@ -309,7 +324,7 @@ def _extra(v: dict[str, Any], store: FrameStore) -> str:
 def _audits(v: dict[str, Any], steps: list[dict]) -> str:
     audits = v.get("audits") or []
     if not audits:
-        return section("audits", "Scope audit", "<p class=\"muted\">not run in this preset</p>")
+        return section("audits", "Scope audit", _absent(v, steps, "audit"))
     rows = [[str(k), badge("clean" if a.get("clean") else "issues", "met" if a.get("clean") else "not_met"),
              esc("; ".join(a.get("missing_requirements") or [])), esc("; ".join(a.get("invented_conditions") or [])),
              esc("; ".join(a.get("contradictions") or []))] for k, a in enumerate(audits)]
@@ -351,8 +366,9 @@ def render_run_report(trace: RunTrace, *, tracker: MotionTracker | None = None,
     """The HTML page of one run (frames decoded from the state's video path unless `store` is given)."""
     v = trace.values
     store = store if store is not None else load_frames(v.get("video"), _wanted_indices(v))
-    body = (_header(trace) + _gate(trace) + _frames_section(v, store) + _judgments(v, store) + _observation(v)
-            + _inspection(v, store, tracker) + _motion(v, store, tracker) + _surprise(v) + _extra(v, store)
+    body = (_header(trace) + _gate(trace) + _frames_section(v, store) + _judgments(v, store)
+            + _observation(v, trace.steps) + _inspection(v, store, tracker) + _motion(v, store, tracker)
+            + _surprise(v, trace.steps) + _extra(v, store)
             + _audits(v, trace.steps)
             + _final_check(v) + _faults(v) + _steps(trace.steps))
     return page(f"Run {trace.run_id}", body)

@@ -160,3 +160,18 @@ def test_reports_render_in_headless_chromium(evaluation, tmp_path):
     _check_page(page, tmp_path, RUN_IDS[1:] + ("surprise-curve",), images=32)
     index = write_eval_index(root / "eval", traces_path=traces)
     _check_page(index, tmp_path, ("eval-header", "table", "table2", "extras", "clips", "clip-table"), images=2)
+
+
+def test_empty_sections_say_why(evaluation):
+    """A section whose stage left nothing says whether it failed, was not reached or is not in the preset."""
+    _, traces, out = evaluation
+    rows = {(r["preset"], r["label"]): r for r in out.rows}
+    zeroed = render_run_report(_trace(traces, rows[("full", "failure")]["run_id"]))
+    assert zeroed.count("not reached: the run ended before this stage") >= 3  # observation, surprise, audits
+    direct = render_run_report(_trace(traces, rows[("direct", "ordinary")]["run_id"]))
+    assert "not run in this preset" in direct and "not reached" not in direct
+    trace = _trace(traces, rows[("full", "ordinary")]["run_id"])
+    trace.values.pop("surprise")
+    trace.values["faults"] = [{"stage": "surprise", "kind": "tool", "message": "surprise run: CUDA out of memory"}]
+    failed = render_run_report(trace)
+    assert "failed (tool): surprise run: CUDA out of memory (see Faults)" in failed
