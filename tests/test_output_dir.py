@@ -128,3 +128,19 @@ def test_an_overwriting_run_keeps_its_own_checkpoints_not_the_earlier_runs(tmp_p
     assert (ckpt / "latest").read_text().strip() == "iter_000002"
     assert [json.loads(line)["iteration"] for line in (out / "metrics.jsonl").read_text().splitlines()] == [1, 2]
     assert (out / "notes.txt").read_text() == "mine" and not (out / "final").exists()
+
+
+def test_the_launcher_hides_only_deepspeeds_all_gather_deprecation():
+    import warnings
+
+    from training.train import _quiet_dependency_warnings
+
+    with warnings.catch_warnings(record=True) as seen:
+        warnings.simplefilter("always")
+        _quiet_dependency_warnings()
+        warnings.warn("`torch.distributed.all_gather_into_tensor` is deprecated. Please use "
+                      "`torch.distributed.all_gather_single` instead.", FutureWarning, stacklevel=1)
+        warnings.warn("`torch.distributed.something_else` is deprecated.", FutureWarning, stacklevel=1)
+        warnings.warn("`torch.distributed.all_gather_into_tensor` is deprecated.", UserWarning, stacklevel=1)
+    assert [str(w.message) for w in seen] == ["`torch.distributed.something_else` is deprecated.",
+                                             "`torch.distributed.all_gather_into_tensor` is deprecated."]

@@ -28,6 +28,7 @@ from __future__ import annotations
 import os
 import socket
 import sys
+import warnings
 from collections.abc import Sequence
 from typing import Any
 
@@ -185,6 +186,14 @@ def exit_status(exc: BaseException) -> tuple[int, bool] | None:
     return None
 
 
+def _quiet_dependency_warnings() -> None:
+    """Hide a dependency deprecation the user cannot act on: DeepSpeed's ZeRO gathers call
+    `torch.distributed.all_gather_into_tensor`, which torch 2.13 deprecates with a FutureWarning printed by
+    every rank (this project never calls it). Only that message is filtered; every other warning shows."""
+    warnings.filterwarnings("ignore", message=r"`torch\.distributed\.all_gather_into_tensor` is deprecated",
+                            category=FutureWarning)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     args = list(sys.argv[1:] if argv is None else argv)
     if "--help" in args or "-h" in args:
@@ -210,6 +219,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(report)
         return 0
     _single_process_env()
+    _quiet_dependency_warnings()
     from training.trainer import train  # heavy imports (deepspeed, diffusers) only after validation
 
     try:
