@@ -109,10 +109,11 @@ class AgentScorer:
     def agent(self, preset: str) -> Any:
         """The compiled agent of `preset` (built on first use)."""
         from graph import build_reward_agent
-        from graph.builder import frame_store_for
+        from graph.builder import frame_store_for, needed_settings
 
-        if self._frames is None:
-            self._frames = frame_store_for(self.settings)
+        if self._frames is None:  # the store build_reward_agent would make, once for every preset
+            self._frames = frame_store_for(needed_settings(self.settings, model=self.model, backbone=self.backbone,
+                                                           checkpointer=self.checkpointer))
         if preset not in self._agents:
             self._agents[preset] = build_reward_agent(
                 self._config(preset), model=self.model, backbone=self.backbone, tools=self.tools,

@@ -30,7 +30,9 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from evals.report_html import badge, esc, figure, fmt, line_chart, page, section, table
+from graph.config import PRESETS, AgentConfig
 from graph.nodes.evidence import track_frames
+from graph.routes import expected_nodes
 
 if TYPE_CHECKING:  # pragma: no cover
     from graph.tracing import RunTrace
@@ -204,10 +206,12 @@ def _absent(v: dict[str, Any], steps: list[dict], node: str) -> str:
         text = f"failed ({fault.get('kind')}): {fault.get('message')} (see Faults)"
     elif any(s.get("node") == node for s in steps):
         text = "skipped: a fault was recorded before this stage (see Faults)"
+    elif v.get("preset") in PRESETS and node not in expected_nodes(AgentConfig(preset=v["preset"]).resolved()):
+        text = "not run in this preset"
     elif v.get("faults") or v.get("zero"):
         text = "not reached: the run ended before this stage"
     else:
-        text = "not run in this preset"
+        text = "not run (its module is off in this run's config)"
     return f"<p class=\"muted\">{esc(text)}</p>"
 
 

@@ -84,12 +84,10 @@ def build_reward_agent(config: AgentConfig | None = None, *, model: Any = None, 
     """
     from graph.backbone import Backbone, default_chat_model
     from graph.cache import StageCache
-    from graph.settings import BackboneSettings
 
     config = config or AgentConfig()
     cfg = config.resolved()
-    if settings is None and (backbone is None and model is None or checkpointer is None):
-        settings = BackboneSettings.from_env()
+    settings = needed_settings(settings, model=model, backbone=backbone, checkpointer=checkpointer)
     if backbone is None:
         if model is None:
             chat = default_chat_model(settings)  # a missing endpoint fails here, before the cache file exists
@@ -116,6 +114,16 @@ def build_reward_agent(config: AgentConfig | None = None, *, model: Any = None, 
     if checkpointer is None:
         checkpointer = default_checkpointer(settings.traces_path)
     return g.compile(checkpointer=checkpointer or None, name=f"reward_agent[{cfg.preset}]")
+
+
+def needed_settings(settings: Any, *, model: Any, backbone: Any, checkpointer: Any) -> Any:
+    """`settings`, or when None and a default needs them (no model and no backbone: ChatOpenAI from the
+    settings; no checkpointer: the trace database) `BackboneSettings.from_env()`; else None."""
+    from graph.settings import BackboneSettings
+
+    if settings is None and (backbone is None and model is None or checkpointer is None):
+        return BackboneSettings.from_env()
+    return settings
 
 
 def frame_store_for(settings: Any) -> FrameStore:

@@ -40,7 +40,6 @@ Decisions where the issue was silent:
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import functools
 import os
@@ -54,7 +53,7 @@ import numpy as np
 
 from graph.cache import url_digest
 from graph.lru import ByteLRU
-from graph.workers import Lane, Priority, run_blocking, submit
+from graph.workers import Lane, Priority, await_job, run_blocking, submit
 
 _MAX_READERS = 1024  # cached VideoReaders (metadata + keyframe index, no open file each)
 VideoKey = tuple[str, tuple[int, int, int, int] | None]
@@ -124,11 +123,13 @@ class FrameStore:
         (`forget` finds a clip's entries by it)."""
         return self._extra.get(key)
 
-    def put_extra(self, key: Any, value: tuple[list[dict], str]) -> None:
-        """Cache a derived artefact: (content blocks, text). Its size is the length of its texts and
-        image URLs (not of `str(block)`, which copied every base64 image once more on the event loop)."""
-        size = len(value[1]) + sum(len(b.get("text", "")) + len((b.get("image_url") or {}).get("url", ""))
-                                   for b in value[0])
+    def put_extra(self, key: Any, value: Any, size: int | None = None) -> None:
+        """Cache a derived artefact: (content blocks, text), whose size is the length of its texts and image
+        URLs (not of `str(block)`, which copied every base64 image once more on the event loop), or any
+        other value with its approximate `size` in bytes (e.g. a tool's result)."""
+        if size is None:
+            size = len(value[1]) + sum(len(b.get("text", "")) + len((b.get("image_url") or {}).get("url", ""))
+                                       for b in value[0])
         version = key[1] if isinstance(key, tuple) and len(key) > 1 else None  # documented keys: (kind, version, ...)
         self._put(self._extra, version, key, value, size)
 
@@ -173,14 +174,14 @@ class FrameStore:
         while running is tried once more at "now", so its failure is never taken for the answer."""
         job = self.shared_job(key, compute, "now", lane)
         try:
-            return await asyncio.wrap_future(job)
+            return await await_job(job)
         except Exception:
             with self._lock:
                 entry = self._jobs.get(key)
                 speculative = entry is not None and entry[0] is job and entry[1] == "later"
             if not speculative:
                 raise
-            return await asyncio.wrap_future(self.shared_job(key, compute, "now", lane))
+            return await await_job(self.shared_job(key, compute, "now", lane))
 
     @staticmethod
     def version(video: str) -> VideoKey:
@@ -366,7 +367,7 @@ class FrameStore:
                 job, _ = self._jobs.get(_encoding_key(v, indices), (None, None))
             if job is not None and not job.done():
                 with contextlib.suppress(Exception):  # a failed job: the call below reports the error
-                    await asyncio.wrap_future(job)
+                    await await_job(job)
         if self._blocks_cached(v, indices, box):
             return self._image_blocks(v, indices, box=box, note=note)
         return await run_blocking(self._image_blocks, v, indices, box=box, note=note)

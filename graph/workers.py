@@ -237,6 +237,24 @@ def submit(fn: Callable[..., T], /, *args: Any, priority: Priority = "now", lane
     return pool(lane).submit(functools.partial(ctx.run, fn, *args, **kwargs), priority, order)
 
 
+class JobCancelled(RuntimeError):
+    """A shared job was cancelled by someone else (e.g. `FrameStore.forget` dropped its clip while it was queued)."""
+
+
+async def await_job(job: Future) -> Any:
+    """Await a pool job that other callers may share (`FrameStore.shared_job`). Cancelling this caller does not
+    cancel the job for the others (`asyncio.shield`; a bare `asyncio.wrap_future` cancels a queued job when its
+    awaiting task is cancelled, and every other run waiting on it then got CancelledError, which no stage
+    catches). A job cancelled elsewhere raises JobCancelled, an ordinary exception the stage records as a fault."""
+    try:
+        return await asyncio.shield(asyncio.wrap_future(job))
+    except asyncio.CancelledError:
+        task = asyncio.current_task()
+        if job.cancelled() and (task is None or task.cancelling() == 0):
+            raise JobCancelled("a shared job was cancelled (its clip was dropped from the frame cache)") from None
+        raise
+
+
 async def run_blocking(fn: Callable[..., T], /, *args: Any, priority: Priority = "now", lane: Lane = "cpu",
                        **kwargs: Any) -> T:
     """Run `fn(*args, **kwargs)` in a worker thread and await its result (see module docstring)."""

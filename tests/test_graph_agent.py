@@ -466,3 +466,60 @@ def test_surprise_is_scored_once_per_clip_version_and_a_failure_is_retried_by_th
     assert run(agent, clip, run_id="r3")["result"].status == "scored" and scorer.calls == 2  # shared
     moving_square(clip, seed=7)  # rewritten at the same path: another video
     assert run(agent, clip, run_id="r4")["result"].status == "scored" and scorer.calls == 3
+
+
+def test_a_failed_surprise_does_not_touch_presets_without_wmreward(tmp_path):
+    """Surprise jobs are shared by the runs of a clip that share a frame cache (raa eval reward's presets): a
+    scorer that fails for `full` must not end the runs of presets that never use it."""
+    from graph.frame_store import FrameStore
+
+    clip, store = moving_square(tmp_path / "c.mp4"), FrameStore()
+    full, _ = make_agent("full", surprise=FailingSurprise(), frame_store=store)
+    assert run(full, clip, run_id="f")["result"].reward is None
+    for preset in ("no_wmreward", "motion", "visual_verify", "structured"):
+        agent, _ = make_agent(preset, surprise=FailingSurprise(), frame_store=store)
+        res = run(agent, clip, run_id=f"p-{preset}")["result"]
+        assert res.status == "scored", (preset, res.reasons)
+
+
+def test_scores_outlive_the_job_table(tmp_path, monkeypatch):
+    """Finished scores are kept in the frame cache (bounded by bytes), not only in the bounded job table, so a
+    clip's next run reuses them after hundreds of other jobs (a 100-clip, 14-preset evaluation)."""
+    import graph.frame_store as fs
+
+    monkeypatch.setattr(fs, "_MAX_JOBS", 1)
+    clip, scorer = moving_square(tmp_path / "c.mp4"), FakeSurprise()
+    agent, _ = make_agent("full", surprise=scorer)
+    for k in range(3):
+        assert run(agent, clip, run_id=f"r{k}")["result"].status == "scored"
+    assert scorer.calls == 1
+
+
+def test_cancelling_one_run_does_not_cancel_a_shared_job_for_another():
+    """Two runs awaiting one shared job: cancelling the first leaves the job running for the second (a bare
+    asyncio.wrap_future cancelled the queued job and the other run got CancelledError, which no stage
+    catches); a job cancelled elsewhere (FrameStore.forget) is an ordinary JobCancelled error."""
+    import asyncio
+    import threading
+    from concurrent.futures import Future
+
+    from graph.workers import JobCancelled, await_job
+
+    async def main() -> None:
+        job: Future = Future()
+        first = asyncio.ensure_future(await_job(job))
+        second = asyncio.ensure_future(await_job(job))
+        await asyncio.sleep(0)
+        first.cancel()
+        await asyncio.sleep(0)
+        assert not job.cancelled()
+        threading.Timer(0.05, job.set_result, args=("tracks",)).start()
+        assert await second == "tracks" and first.cancelled()
+        gone: Future = Future()
+        waiting = asyncio.ensure_future(await_job(gone))
+        await asyncio.sleep(0)
+        gone.cancel()
+        with pytest.raises(JobCancelled):
+            await waiting
+
+    asyncio.run(main())

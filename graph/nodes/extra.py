@@ -26,6 +26,7 @@ from pydantic import ValidationError
 from graph.context import RunContext
 from graph.nodes.common import Step, count, frames_total
 from graph.state import AgentState
+from graph.workers import await_job
 from tools.errors import ToolFault, run_tool
 from tools.extra import EvidenceReport, EvidenceTool
 
@@ -80,7 +81,7 @@ async def extra(state: AgentState, ctx: RunContext, step: Step) -> dict[str, Any
     tools = ctx.tools.extra
     args = (state["video"], n, state["instruction"], step.thread_id)
     jobs = [_job(ctx, k, *args, start=False) or _job(ctx, k, *args, start=True) for k in range(len(tools))]
-    outcomes = await asyncio.gather(*(asyncio.wrap_future(j) for j in jobs))
+    outcomes = await asyncio.gather(*(await_job(j) for j in jobs))
     records, dropped = [], 0
     for tool, (report, seconds) in zip(tools, outcomes, strict=True):
         frames = [f for f in report.frames if 0 <= f < n]

@@ -22,9 +22,8 @@ from __future__ import annotations
 from typing import Any
 
 from graph.context import RunContext
+from graph.nodes.background import start_evidence
 from graph.nodes.common import InputFault, Step
-from graph.nodes.extra import start_extra
-from graph.nodes.surprise import start_surprise
 from graph.state import AgentState
 from graph.workers import run_blocking
 
@@ -89,15 +88,6 @@ async def quality(state: AgentState, ctx: RunContext, step: Step) -> dict[str, A
         step.decision = f"zero: {check.reason or ('uniform content' if check.uniform else 'unusable')}"
     else:
         step.decision = f"usable: {meta.frames} frames, {len(sample)} sampled"
-        _start_evidence(ctx, video, meta.frames, instruction, step.thread_id)
+        start_evidence(ctx, video, meta.frames, instruction, step.thread_id)
     return update
 
-
-def _start_evidence(ctx: RunContext, video: str, frames: int, instruction: str, thread_id: str) -> None:
-    """Start the evidence only reflect uses (surprise scores, extra tools) in worker threads, so it runs
-    beside the model calls before reflect; their nodes, wired just before reflect, await it."""
-    cfg = ctx.config
-    if cfg.structured and cfg.wmreward:
-        start_surprise(ctx, video, frames)
-    if cfg.reflect and ctx.tools.extra:
-        start_extra(ctx, video, frames, instruction, thread_id)

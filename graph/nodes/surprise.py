@@ -22,7 +22,13 @@ Decisions where the issue was silent:
   side per FrameStore, like the motion tracks: runs of the same clip that share a FrameStore (the
   presets of `raa eval reward`, which share one with one set of tools; a clip scored again by the same
   agent) share the scores; a failed job is started afresh by the next run. V-JEPA 2's output depends
-  only on those inputs. Share a FrameStore only between agents with the same tools.
+  only on those inputs. Share a FrameStore only between agents with the same tools. Finished scores
+  are also kept in the FrameStore's byte-bounded cache of derived artefacts (a few KB each), since
+  the table of shared jobs keeps only the last 256 jobs (about 3 per run): a 100-clip evaluation
+  reached a clip's second preset long after its job had left the table. A failed scoring is not
+  kept. Presets without WMReward never look at the clip's job (graph.nodes.background).
+- Awaited with `graph.workers.await_job`: a run that is cancelled while waiting does not cancel the
+  job for the other runs that share it.
 - Priority "now": a run cannot finish without the scores, and a "later" job could be starved by
   concurrent runs' frame work (see graph.workers). With the tool service configured it runs in the
   "io" lane.
@@ -37,7 +43,6 @@ Decisions where the issue was silent:
 
 from __future__ import annotations
 
-import asyncio
 import functools
 import time
 from concurrent.futures import Future
@@ -46,14 +51,16 @@ from typing import Any
 from graph.context import RunContext
 from graph.nodes.common import Step, count, frames_total
 from graph.state import AgentState
+from graph.workers import await_job
 from tools.errors import run_tool
+from tools.surprise import SurpriseEvidence
 
 MAX_SURPRISE_FRAMES = 512
 
 
-def _score(ctx: RunContext, video: str, used: int) -> tuple[Any, float]:
+def _score(ctx: RunContext, video: str, used: int, key: tuple) -> tuple[Any, float]:
     """Load the scorer (lazily), decode the frames and score them: one worker-thread job. Returns
-    (SurpriseEvidence, seconds it took)."""
+    (SurpriseEvidence, seconds it took), also kept in the frame cache under `key`."""
     from tools.client import RemoteSurpriseScorer
 
     t0 = time.perf_counter()
@@ -63,7 +70,10 @@ def _score(ctx: RunContext, video: str, used: int) -> tuple[Any, float]:
         evidence = run_tool("surprise", scorer.score_file, video, frames=used, short_side=short_side)
     else:
         evidence = run_tool("surprise", scorer.score, ctx.frames.scaled_frames(video, range(used), short_side))
-    return evidence, time.perf_counter() - t0
+    out = evidence, time.perf_counter() - t0
+    windows = len(evidence.windows) if isinstance(evidence, SurpriseEvidence) else 0
+    ctx.frames.put_extra(key, out, size=1024 + 256 * windows)
+    return out
 
 
 def _job(ctx: RunContext, video: str, frames: int, *, start: bool) -> Future | None:
@@ -71,9 +81,13 @@ def _job(ctx: RunContext, video: str, frames: int, *, start: bool) -> Future | N
     started now (`start` True; a failed one is started afresh)."""
     used = min(frames, MAX_SURPRISE_FRAMES)
     key = ("surprise", ctx.frames.current(video), used, ctx.tools.surprise_short_side)
+    if (kept := ctx.frames.get_extra(key)) is not None:  # scored before (the job may have left the job table)
+        done: Future = Future()
+        done.set_result(kept)
+        return done
     if not start:
         return ctx.frames.started_job(key)
-    return ctx.frames.shared_job(key, functools.partial(_score, ctx, video, used), "now", ctx.tools.lane)
+    return ctx.frames.shared_job(key, functools.partial(_score, ctx, video, used, key), "now", ctx.tools.lane)
 
 
 def start_surprise(ctx: RunContext, video: str, frames: int) -> None:
@@ -92,7 +106,7 @@ async def surprise(state: AgentState, ctx: RunContext, step: Step) -> dict[str, 
     n = frames_total(state)
     used = min(n, MAX_SURPRISE_FRAMES)
     job = _job(ctx, state["video"], n, start=False) or _job(ctx, state["video"], n, start=True)
-    evidence, seconds = await asyncio.wrap_future(job)
+    evidence, seconds = await await_job(job)
     top = ", ".join(f"{w.start}-{w.end}:{w.surprise:.3f}" for w in evidence.top[:3])
     step.decision = (f"{evidence.status}; {count(len(evidence.windows), 'window')}; top {top or 'none'}; "
                      f"scored in {seconds:.2f} s")
