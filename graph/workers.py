@@ -237,6 +237,11 @@ def submit(fn: Callable[..., T], /, *args: Any, priority: Priority = "now", lane
     return pool(lane).submit(functools.partial(ctx.run, fn, *args, **kwargs), priority, order)
 
 
+def _read_outcome(future: asyncio.Future) -> None:
+    if not future.cancelled():
+        future.exception()
+
+
 class JobCancelled(RuntimeError):
     """A shared job was cancelled by someone else (e.g. `FrameStore.forget` dropped its clip while it was queued)."""
 
@@ -245,9 +250,13 @@ async def await_job(job: Future) -> Any:
     """Await a pool job that other callers may share (`FrameStore.shared_job`). Cancelling this caller does not
     cancel the job for the others (`asyncio.shield`; a bare `asyncio.wrap_future` cancels a queued job when its
     awaiting task is cancelled, and every other run waiting on it then got CancelledError, which no stage
-    catches). A job cancelled elsewhere raises JobCancelled, an ordinary exception the stage records as a fault."""
+    catches). A job cancelled elsewhere raises JobCancelled, an ordinary exception the stage records as a fault.
+    The shielded future's outcome is always read, so a job that fails after its waiter was cancelled logs no
+    "Future exception was never retrieved"."""
+    inner = asyncio.wrap_future(job)
+    inner.add_done_callback(_read_outcome)
     try:
-        return await asyncio.shield(asyncio.wrap_future(job))
+        return await asyncio.shield(inner)
     except asyncio.CancelledError:
         task = asyncio.current_task()
         if job.cancelled() and (task is None or task.cancelling() == 0):

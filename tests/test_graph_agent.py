@@ -495,7 +495,7 @@ def test_scores_outlive_the_job_table(tmp_path, monkeypatch):
     assert scorer.calls == 1
 
 
-def test_cancelling_one_run_does_not_cancel_a_shared_job_for_another():
+def test_cancelling_one_run_does_not_cancel_a_shared_job_for_another(caplog):
     """Two runs awaiting one shared job: cancelling the first leaves the job running for the second (a bare
     asyncio.wrap_future cancelled the queued job and the other run got CancelledError, which no stage
     catches); a job cancelled elsewhere (FrameStore.forget) is an ordinary JobCancelled error."""
@@ -515,6 +515,13 @@ def test_cancelling_one_run_does_not_cancel_a_shared_job_for_another():
         assert not job.cancelled()
         threading.Timer(0.05, job.set_result, args=("tracks",)).start()
         assert await second == "tracks" and first.cancelled()
+        failing: Future = Future()  # its waiter cancelled, then the job fails: nothing to log
+        abandoned = asyncio.ensure_future(await_job(failing))
+        await asyncio.sleep(0)
+        abandoned.cancel()
+        await asyncio.sleep(0)
+        failing.set_exception(RuntimeError("boom"))
+        await asyncio.sleep(0.05)
         gone: Future = Future()
         waiting = asyncio.ensure_future(await_job(gone))
         await asyncio.sleep(0)
@@ -522,4 +529,10 @@ def test_cancelling_one_run_does_not_cancel_a_shared_job_for_another():
         with pytest.raises(JobCancelled):
             await waiting
 
-    asyncio.run(main())
+    import gc
+    import logging
+
+    with caplog.at_level(logging.ERROR, logger="asyncio"):
+        asyncio.run(main())
+        gc.collect()
+    assert "never retrieved" not in caplog.text
