@@ -62,7 +62,7 @@ def _cell(row: dict, link: str | None) -> str:
 
 def _thumb(path: str) -> str:
     """The clip's middle frame as a small inline image ('' when it cannot be decoded)."""
-    from evals.report import load_frames
+    from evals.report_frames import load_frames
     from tools.video import probe
 
     try:

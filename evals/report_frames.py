@@ -1,0 +1,84 @@
+"""Frames of one run's clip for its HTML report (`evals.report`): decoded once, only those the page shows.
+
+Decision where the issue was silent: at most `MAX_DECODED` frames are decoded per page (the sample, the
+frames judgments, tool calls, motion evidence, extra tools and the final check cite, and the frames of
+each track the page redraws); a clip that cannot be decoded any more yields an empty store with the reason,
+and the page still renders its text parts.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from graph.nodes.evidence import track_frames
+
+MAX_DECODED = 400
+THUMB_SIDE = 256
+
+
+@dataclass
+class FrameStore:
+    """Decoded frames of one clip (only the indices a report needs)."""
+
+    frames: dict[int, np.ndarray] = field(default_factory=dict)
+    """Frame index -> RGB uint8 [H,W,3]."""
+    total: int = 0
+    """Frames in the clip."""
+    fps: float = 0.0
+    """Frames per second."""
+    error: str | None = None
+    """Why frames are missing (decode failure), if they are."""
+
+    def url(self, index: int, long_side: int = THUMB_SIDE, box: Any = None) -> str | None:
+        """JPEG data URL of one frame (optionally cropped to a normalised box), or None when absent."""
+        from tools.video import crop_frame, encode_jpeg_data_url, normalize_crop, resize_long_side
+
+        frame = self.frames.get(int(index))
+        if frame is None:
+            return None
+        if box is not None:
+            frame = crop_frame(frame, normalize_crop(box).box)
+        return encode_jpeg_data_url(resize_long_side(frame, long_side), 80)
+
+    def label(self, index: int) -> str:
+        from tools.video import frame_label
+
+        return frame_label(int(index), self.total, self.fps) if self.total else f"frame {index}"
+
+
+def load_frames(video: str | None, indices: Any) -> FrameStore:
+    """Decode the wanted frames of `video` (at most MAX_DECODED); never raises for a bad clip."""
+    from tools.video import VideoReader
+
+    if not video:
+        return FrameStore(error="the run has no video path")
+    try:
+        with VideoReader(video) as reader:
+            meta = reader.meta
+            wanted = sorted({int(i) for i in indices if 0 <= int(i) < meta.frames})[:MAX_DECODED]
+            arr = reader.read(wanted) if wanted else np.zeros((0, 1, 1, 3), np.uint8)
+        return FrameStore(dict(zip(wanted, arr, strict=True)), meta.frames, meta.fps)
+    except Exception as exc:  # noqa: BLE001 - the report still renders its text parts
+        return FrameStore(error=f"frames unavailable: {type(exc).__name__}: {exc}")
+
+
+def wanted_indices(v: dict[str, Any]) -> set[int]:
+    n = int((v.get("meta") or {}).get("frames") or 0)
+    idx = set(v.get("sample") or [])
+    for ex in v.get("exchanges") or []:
+        args = ex.get("args") or {}
+        if n and (ex.get("overlay") or ex.get("name") == "track_motion"):
+            idx.update(track_frames(n, int(args.get("start_frame", 0)), int(args.get("end_frame", 0))))
+    for a in [v.get("assessment") or {}, *(v.get("assessments") or [])]:
+        for j in a.get("judgments") or []:
+            idx.update(j.get("evidence_frames") or [])
+    for ex in v.get("exchanges") or []:
+        idx.update(ex.get("frames") or [])
+    idx.update((v.get("motion") or {}).get("frames") or [])
+    for r in v.get("extra_evidence") or []:
+        idx.update(r.get("frames") or [])
+    idx.update((v.get("final_check") or {}).get("evidence_frames") or [])
+    return {int(i) for i in idx}
