@@ -5,10 +5,7 @@ from __future__ import annotations
 import pytest
 from graph_scripts import (
     CLEAN_AUDIT,
-    OBSERVATION,
-    FailingSurprise,
     FailingTracker,
-    FakeSurprise,
     assessment,
     full_script,
     make_agent,
@@ -130,62 +127,6 @@ def test_tool_fault_gives_ineligible(clip):
     assert res.reward is None and res.status == "ineligible"
     assert any("tracker crashed" in r for r in res.reasons)
     assert nodes(out)[-1] == "gate" and "reflect" not in nodes(out)
-
-
-def test_surprise_fault_gives_ineligible(clip):
-    agent, model = make_agent("full", surprise=FailingSurprise())
-    res = run(agent, clip)["result"]
-    assert res.reward is None and any(r.startswith("surprise: tool: ") for r in res.reasons), res.reasons
-    assert model.calls_for("reflect") == []  # the fault ends the run before the stage that would show it
-
-
-def test_a_surprise_failure_known_before_assess_stops_the_model_calls(clip):
-    """The scoring runs beside observe and contract; once it has failed, assess makes no model call and the
-    fault is recorded under surprise, not under the node that found it."""
-    from graph.frame_store import FrameStore
-
-    store = FrameStore()
-
-    def observe_after_the_tools(_messages, _k):
-        for job, _ in list(store._jobs.values()):  # the quality step's jobs (encoding, surprise) have ended
-            job.exception(timeout=30)
-        return OBSERVATION
-
-    agent, model = make_agent("full", full_script(observe=observe_after_the_tools), surprise=FailingSurprise(),
-                              frame_store=store)
-    out = run(agent, clip)
-    assert out["result"].reward is None and model.calls_for("assess") == []
-    assert out["result"].reasons == ["surprise: tool: surprise run: V-JEPA 2 out of memory"]
-    assess = next(s for s in out["steps"] if s["node"] == "assess")
-    assert assess["decision"].startswith("fault (tool)") and nodes(out)[-1] == "gate"
-
-
-def test_a_slow_surprise_scorer_does_not_hold_up_assess(clip):
-    """Only reflect uses the scores: the scorer may still be running while assess and the inspect loop call
-    the model (the scorer here waits until assess has been called; the old join would have deadlocked)."""
-    import threading
-
-    assessed = threading.Event()
-
-    class SlowSurprise(FakeSurprise):
-        released = False
-
-        def score(self, frames):
-            self.released = assessed.wait(timeout=30)
-            return super().score(frames)
-
-    def assess_reply(_messages, _k):
-        assessed.set()
-        return assessment()
-
-    scorer = SlowSurprise()
-    agent, model = make_agent("full", full_script(assess=assess_reply), surprise=scorer)
-    out = run(agent, clip)
-    assert out["result"].status == "scored" and scorer.released and scorer.calls == 1
-    seq = nodes(out)
-    assert seq.index("assess") < seq.index("tool_call") < seq.index("surprise") == seq.index("reflect") - 1
-    step = next(s for s in out["steps"] if s["node"] == "surprise")
-    assert "scored in " in step["decision"] and "world-model surprise" in model.calls_for("reflect")[0].text().lower()
 
 
 def test_inspect_loop_stops_at_cap(clip):
@@ -444,95 +385,3 @@ def test_step_decisions_count_in_words():
     from graph.nodes.common import count
 
     assert [count(n, "tool call") for n in (0, 1, 2)] == ["0 tool calls", "1 tool call", "2 tool calls"]
-
-
-def test_surprise_is_scored_once_per_clip_version_and_a_failure_is_retried_by_the_next_run(tmp_path):
-    """Runs sharing a frame cache share a clip's scores (like its motion tracks); a rewritten clip is scored
-    anew; a failed scoring does not stick to the clip."""
-
-    class FlakySurprise(FakeSurprise):
-        def score(self, frames):
-            if self.calls == 0:
-                self.calls += 1
-                raise RuntimeError("CUDA out of memory")
-            return super().score(frames)
-
-    clip = moving_square(tmp_path / "c.mp4")
-    scorer = FlakySurprise()
-    agent, _ = make_agent("full", surprise=scorer)
-    first = run(agent, clip, run_id="r1")["result"]
-    assert first.reward is None and any("CUDA out of memory" in r for r in first.reasons)
-    assert run(agent, clip, run_id="r2")["result"].status == "scored" and scorer.calls == 2
-    assert run(agent, clip, run_id="r3")["result"].status == "scored" and scorer.calls == 2  # shared
-    moving_square(clip, seed=7)  # rewritten at the same path: another video
-    assert run(agent, clip, run_id="r4")["result"].status == "scored" and scorer.calls == 3
-
-
-def test_a_failed_surprise_does_not_touch_presets_without_wmreward(tmp_path):
-    """Surprise jobs are shared by the runs of a clip that share a frame cache (raa eval reward's presets): a
-    scorer that fails for `full` must not end the runs of presets that never use it."""
-    from graph.frame_store import FrameStore
-
-    clip, store = moving_square(tmp_path / "c.mp4"), FrameStore()
-    full, _ = make_agent("full", surprise=FailingSurprise(), frame_store=store)
-    assert run(full, clip, run_id="f")["result"].reward is None
-    for preset in ("no_wmreward", "motion", "visual_verify", "structured"):
-        agent, _ = make_agent(preset, surprise=FailingSurprise(), frame_store=store)
-        res = run(agent, clip, run_id=f"p-{preset}")["result"]
-        assert res.status == "scored", (preset, res.reasons)
-
-
-def test_scores_outlive_the_job_table(tmp_path, monkeypatch):
-    """Finished scores are kept in the frame cache (bounded by bytes), not only in the bounded job table, so a
-    clip's next run reuses them after hundreds of other jobs (a 100-clip, 14-preset evaluation)."""
-    import graph.frame_store as fs
-
-    monkeypatch.setattr(fs, "_MAX_JOBS", 1)
-    clip, scorer = moving_square(tmp_path / "c.mp4"), FakeSurprise()
-    agent, _ = make_agent("full", surprise=scorer)
-    for k in range(3):
-        assert run(agent, clip, run_id=f"r{k}")["result"].status == "scored"
-    assert scorer.calls == 1
-
-
-def test_cancelling_one_run_does_not_cancel_a_shared_job_for_another(caplog):
-    """Two runs awaiting one shared job: cancelling the first leaves the job running for the second (a bare
-    asyncio.wrap_future cancelled the queued job and the other run got CancelledError, which no stage
-    catches); a job cancelled elsewhere (FrameStore.forget) is an ordinary JobCancelled error."""
-    import asyncio
-    import threading
-    from concurrent.futures import Future
-
-    from graph.workers import JobCancelled, await_job
-
-    async def main() -> None:
-        job: Future = Future()
-        first = asyncio.ensure_future(await_job(job))
-        second = asyncio.ensure_future(await_job(job))
-        await asyncio.sleep(0)
-        first.cancel()
-        await asyncio.sleep(0)
-        assert not job.cancelled()
-        threading.Timer(0.05, job.set_result, args=("tracks",)).start()
-        assert await second == "tracks" and first.cancelled()
-        failing: Future = Future()  # its waiter cancelled, then the job fails: nothing to log
-        abandoned = asyncio.ensure_future(await_job(failing))
-        await asyncio.sleep(0)
-        abandoned.cancel()
-        await asyncio.sleep(0)
-        failing.set_exception(RuntimeError("boom"))
-        await asyncio.sleep(0.05)
-        gone: Future = Future()
-        waiting = asyncio.ensure_future(await_job(gone))
-        await asyncio.sleep(0)
-        gone.cancel()
-        with pytest.raises(JobCancelled):
-            await waiting
-
-    import gc
-    import logging
-
-    with caplog.at_level(logging.ERROR, logger="asyncio"):
-        asyncio.run(main())
-        gc.collect()
-    assert "never retrieved" not in caplog.text
