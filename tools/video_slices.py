@@ -65,7 +65,7 @@ def slices_per_frame(data: bytes, codec: str, extradata: bytes | None) -> int | 
         if len(extra) <= at:
             return None
         length_size = (extra[at] & 3) + 1
-    units = _nal_units(bytes(data), length_size)
+    units = _nal_units(data, length_size)
     if codec == "h264":
         vcl = [u for u in units if u and 1 <= (u[0] & 0x1F) <= 5]
     else:

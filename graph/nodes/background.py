@@ -16,13 +16,14 @@ from graph.context import RunContext
 from graph.nodes.common import EvidenceFailed, frames_total
 from graph.nodes.extra import start_extra, started_extra
 from graph.nodes.surprise import start_surprise, started_surprise
+from graph.routes import expected_nodes
 from graph.state import AgentState
 
 
 def _uses(ctx: RunContext) -> tuple[bool, bool]:
-    """(surprise, extra tools): whether the run's config wires these nodes (as graph.routes does)."""
-    cfg = ctx.config
-    return cfg.structured and cfg.wmreward, cfg.reflect and bool(ctx.tools.extra)
+    """(surprise, extra tools): whether the run's config wires these nodes (`graph.routes.expected_nodes`)."""
+    nodes = expected_nodes(ctx.config, extra=bool(ctx.tools.extra))
+    return "surprise" in nodes, "extra" in nodes
 
 
 def start_evidence(ctx: RunContext, video: str, frames: int, instruction: str, thread_id: str) -> None:
