@@ -30,7 +30,7 @@ import numpy as np
 
 from evals.report_frames import FrameStore, load_frames, wanted_indices
 from evals.report_html import badge, esc, figure, fmt, line_chart, page, section, table
-from graph.config import PRESETS, AgentConfig
+from graph.config import PRESETS, SWITCHES, AgentConfig, preset_switches
 from graph.nodes.evidence import track_frames
 from graph.routes import expected_nodes
 
@@ -131,6 +131,27 @@ def _direct(v: dict[str, Any]) -> str:
     return f"<p>Direct score {fmt(d.get('reward'))}: {esc(d.get('rationale'))}</p>" if d else ""
 
 
+def _config(v: dict[str, Any]) -> AgentConfig | None:
+    """The run's agent config as far as its state tells: the preset, with the switches it was built with (runs
+    recorded before switches were kept give the preset's)."""
+    if v.get("preset") not in PRESETS:
+        return None
+    return AgentConfig(preset=v["preset"], **{k: bool(x) for k, x in (v.get("switches") or {}).items()
+                                              if k in SWITCHES})
+
+
+def _overridden(v: dict[str, Any]) -> bool:
+    """True when the run's switches differ from its preset's."""
+    cfg = _config(v)
+    return cfg is not None and cfg.switches() != preset_switches(cfg.preset)
+
+
+def _wired(v: dict[str, Any]) -> list[str] | None:
+    """The nodes the run's graph had, or None when the state does not say which preset it ran."""
+    cfg = _config(v)
+    return None if cfg is None else expected_nodes(cfg.resolved())
+
+
 def _absent(v: dict[str, Any], steps: list[dict], node: str) -> str:
     """Why a section's stage left nothing in the state: it failed, was skipped after an earlier fault, was not
     reached, or is not in the preset."""
@@ -139,8 +160,8 @@ def _absent(v: dict[str, Any], steps: list[dict], node: str) -> str:
         text = f"failed ({fault.get('kind')}): {fault.get('message')} (see Faults)"
     elif any(s.get("node") == node for s in steps):
         text = "skipped: a fault was recorded before this stage (see Faults)"
-    elif v.get("preset") in PRESETS and node not in expected_nodes(AgentConfig(preset=v["preset"]).resolved()):
-        text = "not run in this preset"
+    elif (wired := _wired(v)) is not None and node not in wired:
+        text = "not run in this preset" if not _overridden(v) else "not run (its module was switched off for this run)"
     elif v.get("faults") or v.get("zero"):
         text = "not reached: the run ended before this stage"
     else:
@@ -272,11 +293,10 @@ def _audits(v: dict[str, Any], steps: list[dict]) -> str:
                    + (table(["repair round", "decision", "frames re-viewed"], repairs, raw=True) if repairs else ""))
 
 
-def _final_check(v: dict[str, Any]) -> str:
+def _final_check(v: dict[str, Any], steps: list[dict]) -> str:
     fc = v.get("final_check") or {}
     if not fc:
-        return section("final-check", "Final check", "<p class=\"muted\">not run (no failure gate in this preset, "
-                       "or no essential requirement was in doubt)</p>")
+        return section("final-check", "Final check", _absent(v, steps, "final_check"))
     return section("final-check", "Final check", table(
         ["failure established", "essential unverifiable", "rationale", "frames"],
         [[esc(fc.get("failure_established")), esc(fc.get("essential_unverifiable")), esc(fc.get("rationale")),
@@ -307,7 +327,7 @@ def render_run_report(trace: RunTrace, *, tracker: MotionTracker | None = None,
             + _observation(v, trace.steps) + _inspection(v, store, tracker) + _motion(v, store, tracker)
             + _surprise(v, trace.steps) + _extra(v, store)
             + _audits(v, trace.steps)
-            + _final_check(v) + _faults(v) + _steps(trace.steps))
+            + _final_check(v, trace.steps) + _faults(v) + _steps(trace.steps))
     return page(f"Run {trace.run_id}", body)
 
 

@@ -210,6 +210,12 @@ class ResolvedConfig:
     failure_gate: bool
     """Final check + gate."""
 
+    def switches(self) -> dict[str, bool]:
+        """The module switches by name (as `AgentConfig.switches` gave them)."""
+        return {"structured": self.structured, "decompose": self.decompose, "task_blind": self.task_blind,
+                "visual_verify": self.visual_verify, "motion": self.motion, "wmreward": self.wmreward,
+                "audit": self.audit, "failure_gate": self.failure_gate}
+
     @property
     def reflect(self) -> bool:
         """Reflect runs when there is new evidence to fold in (inspection, motion or surprise)."""

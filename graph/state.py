@@ -125,6 +125,9 @@ class AgentState(TypedDict, total=False):
     """Run id (equals the checkpoint thread id when set by the API)."""
     preset: str
     """Preset label of the config the graph was built with."""
+    switches: dict[str, bool]
+    """Module switches the graph was built with (the preset's, with any explicit overrides such as
+    `AgentConfig(preset="full", audit=False)`), so a report can tell an override from the preset."""
     meta: dict[str, Any]
     """Video metadata: frames, fps, width, height (upright), duration, rotation (display quarter turns)."""
     sample: list[int]

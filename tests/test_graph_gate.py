@@ -117,6 +117,7 @@ def test_config_validation_and_overrides():
         AgentConfig(inspect_mode="chat")  # type: ignore[arg-type]
     cfg = AgentConfig.from_preset("full", audit=False)
     assert cfg.switches()["audit"] is False and cfg.resolved().failure_gate is True
+    assert cfg.resolved().switches() == cfg.switches()
     assert AgentConfig().observe_frames == 32
 
 

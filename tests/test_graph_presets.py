@@ -56,6 +56,7 @@ def test_preset_wires_its_nodes(preset, clip):
     out = run(agent, clip, run_id=f"p-{preset}")
     assert canonical(nodes(out)) == EXPECTED[preset]
     assert out["result"].status == "scored" and out["result"].preset == preset
+    assert out["switches"] == AgentConfig(preset=preset).switches()
     graph_nodes = {n for n in agent.get_graph().nodes if not n.startswith("__")}
     assert graph_nodes == set(expected_nodes(AgentConfig(preset=preset).resolved()))
     # module-specific checks
@@ -73,6 +74,14 @@ def test_preset_wires_its_nodes(preset, clip):
         assert out["result"].reward == pytest.approx(0.8) and out["result"].T is None
     gated = AgentConfig(preset=preset).resolved().failure_gate
     assert (out["result"].failure is not None) == gated
+
+
+def test_switch_overrides_are_recorded(clip):
+    """A run built with an explicit override keeps its preset label and records the switches it ran with."""
+    agent, _ = make_agent("full", audit=False)
+    out = run(agent, clip, run_id="override")
+    assert out["preset"] == "full" and out["switches"] == {**AgentConfig(preset="full").switches(), "audit": False}
+    assert "audit" not in nodes(out)
 
 
 def test_routes_open_no_callback_runs(clip):

@@ -171,6 +171,13 @@ def test_empty_sections_say_why(evaluation):
     for label in ("ordinary", "failure"):  # a zeroed clip of a preset without those stages: not in the preset
         direct = render_run_report(_trace(traces, rows[("direct", label)]["run_id"]))
         assert direct.count("not run in this preset") >= 3 and "not reached" not in direct
+    # a run of full built with WMReward switched off (AgentConfig(preset="full", wmreward=False)), zeroed:
+    # its surprise section is off by the override, not "not reached", though the preset label says full
+    overridden = _trace(traces, rows[("full", "failure")]["run_id"])
+    overridden.values["switches"] = {**overridden.values["switches"], "wmreward": False}
+    page = render_run_report(overridden)
+    assert page.count("not run (its module was switched off for this run)") == 1
+    assert page.count("not reached: the run ended before this stage") == zeroed.count("not reached") - 1
     trace = _trace(traces, rows[("full", "ordinary")]["run_id"])
     trace.values.pop("surprise")
     trace.values["faults"] = [{"stage": "surprise", "kind": "tool", "message": "surprise run: CUDA out of memory"}]

@@ -62,7 +62,8 @@ def _probe_and_check(ctx: RunContext, video: str, observe_frames: int) -> tuple[
 
 async def quality(state: AgentState, ctx: RunContext, step: Step) -> dict[str, Any]:
     cfg = ctx.config
-    update: dict[str, Any] = {"preset": cfg.preset, "zero": False}
+    update: dict[str, Any] = {"preset": cfg.preset, "switches": cfg.switches(),
+                              "zero": False}
     if step.thread_id and not state.get("run_id"):
         update["run_id"] = step.thread_id
     instruction, notes = check_instruction(state.get("instruction"), cfg.max_instruction_chars)
