@@ -64,10 +64,16 @@ def requirement_statuses(assessment: Assessment, contract: TaskContract) -> dict
     return out
 
 
+def essential_ids(contract: TaskContract) -> list[str]:
+    """Ids of the essential requirements, or of every requirement when the contract marks none essential
+    (a contract without essentials would otherwise leave T and the failure gate nothing to judge)."""
+    return [r.id for r in contract.requirements if r.essential] or [r.id for r in contract.requirements]
+
+
 def task_score(assessment: Assessment, contract: TaskContract) -> float:
     """T: mean status weight over essential requirements (all requirements if none is essential)."""
     statuses = requirement_statuses(assessment, contract)
-    essential = [r.id for r in contract.requirements if r.essential] or [r.id for r in contract.requirements]
+    essential = essential_ids(contract)
     return sum(STATUS_WEIGHT[statuses[i]] for i in essential) / len(essential)
 
 
@@ -78,7 +84,7 @@ def score_mapping(assessment: Assessment, contract: TaskContract) -> tuple[float
 
 
 def essential_gaps(assessment: Assessment, contract: TaskContract) -> list[str]:
-    """Essential requirement ids whose status is not_met or unverifiable (or missing)."""
+    """Essential requirement ids (`essential_ids`: all of them when none is marked essential) whose status is
+    not_met or unverifiable (or missing)."""
     statuses = requirement_statuses(assessment, contract)
-    return [r.id for r in contract.requirements
-            if r.essential and statuses[r.id] in ("not_met", "unverifiable")]
+    return [i for i in essential_ids(contract) if statuses[i] in ("not_met", "unverifiable")]

@@ -72,6 +72,10 @@ def test_score_mapping_missing_and_unverifiable_count_zero():
 def test_score_mapping_without_essentials_uses_all():
     t, _, _ = score_mapping(_assessment(["met", "partial", "not_met"]), _contract((False, False, False)))
     assert t == pytest.approx(0.5)
+    # ... and so does the failure gate: a contract without essentials still has gaps to check
+    assert essential_gaps(_assessment(["met", "partial", "not_met"]), _contract((False, False, False))) == ["R3"]
+    assert essential_gaps(_assessment(["met", "partial", None]), _contract((False, False, False))) == ["R3"]
+    assert essential_gaps(_assessment(["met", "partial", "not_met"]), _contract((True, True, False))) == []
 
 
 def test_full_pipeline_number():
@@ -141,3 +145,19 @@ def test_prompts_have_stage_line_and_render_safely():
         render("observe", n_frames=1, extra=2)
     with pytest.raises(KeyError):
         load_prompt("../etc/passwd")
+
+
+def test_contract_without_essentials_still_faces_the_failure_gate(clip):
+    """A contract that marks nothing essential (the model's call, or an instruction steering it) must not skip
+    the final check: every requirement then counts as essential, in T and in the gate alike."""
+    from graph_scripts import CONTRACT, assessment, full_script, make_agent, run
+
+    contract = {"requirements": [{**r, "essential": False} for r in CONTRACT["requirements"]]}
+    script = full_script(contract=[contract], reflect=[assessment(s1="not_met", s2="not_met", s3="not_met")],
+                         final_check=[{"failure_established": True, "essential_unverifiable": False,
+                                       "rationale": "the block never moves", "evidence_frames": [32]}])
+    agent, model = make_agent("full", script)
+    res = run(agent, clip)["result"]
+    assert len(model.calls_for("final_check")) == 1
+    assert "counts as essential" in model.calls_for("final_check")[0].text()
+    assert res.status == "zero" and res.reward == 0.0 and res.failure is True and res.T == 0.0

@@ -1,7 +1,9 @@
 """final_check node: decides failure established (F) and essential unverifiable (U) (paper Sec. 3.2).
 
 Runs with the failure gate on. When every essential requirement is met or partial, F = U = False
-by code with no model call. Otherwise a final visual check looks at the evidence frames of the
+by code with no model call. A contract that marks no requirement essential has every requirement
+count as essential here, as in T (`graph.gate.essential_ids`): otherwise such a contract would pass the
+gate whatever the clip shows. Otherwise a final visual check looks at the evidence frames of the
 essential gaps plus the end of the clip and the uniform sample (at most 16 frames).
 """
 
@@ -30,7 +32,10 @@ async def final_check(state: AgentState, ctx: RunContext, step: Step) -> dict[st
     frames = pick_frames(evidence + sample[-3:], sample, min(CHECK_FRAMES, ctx.config.max_images_per_call))
     blocks = await ctx.frames.ablocks(state["video"], frames)
     text = ("Task contract:\n" + dump(contract) + "\n\nAssessment:\n" + dump(assessment)
-            + f"\n\nEssential requirements not met or unverifiable: {gaps}. Frames shown below: {frames}.")
+            + f"\n\nEssential requirements not met or unverifiable: {gaps}"
+            + ("" if any(r.essential for r in contract.requirements)
+               else " (the contract marks no requirement essential, so every requirement counts as essential)")
+            + f". Frames shown below: {frames}.")
     out = await ctx.backbone.astructured("final_check", FinalCheck, [system("final_check"), human(text, blocks)],
                                          step.usage)
     step.frames = frames
