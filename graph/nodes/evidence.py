@@ -1,8 +1,12 @@
 """Inspection tools and their execution: view_frames, view_crop, track_motion (paper Sec. 3.2).
 
 Access policy: clips of at most 81 frames may view any frame; longer clips may view the initial
-uniform sample plus at most `nearby_extra` (16) frames near the ones the model referenced
-(`tools.video.nearby_indices`). A frame budget caps the images all tool calls of a run return.
+uniform sample plus at most `nearby_extra` (16) more frames: each frame the model asks for outside the
+sample is added as it is (first come, first served), and once the allowance is spent a request for
+another frame shows the nearest allowed frame instead (the result text says so). An earlier version
+filled the whole allowance with neighbours of the first frame asked for, so one request spent all 16
+frames (and 16 images of the frame budget, 16 crops for one view_crop) on frames nobody asked for.
+A frame budget caps the images all tool calls of a run return.
 Invalid crop boxes fall back to the full frame and the tool result says so.
 
 Decisions where the issue was silent:
@@ -96,7 +100,7 @@ def used_frames(exchanges: list[ToolExchange]) -> int:
 def allowed(state: AgentState, ctx: RunContext, exchanges: list[ToolExchange],
             requested: list[int]) -> tuple[list[int], list[str]]:
     """Frames to show for a request under the access policy and budget, plus notes."""
-    from tools.video import ALL_FRAMES_LIMIT, nearby_indices
+    from tools.video import ALL_FRAMES_LIMIT
 
     n = int(state["meta"]["frames"])
     notes: list[str] = []
@@ -112,11 +116,16 @@ def allowed(state: AgentState, ctx: RunContext, exchanges: list[ToolExchange],
         other = [f for f in valid if f not in known]
         if other:
             room = max(0, ctx.config.nearby_extra - len(extra_used))
-            near = nearby_indices(n, other, sorted(known), max_extra=room) if room else []
-            near = [f for f in near if f not in known]
-            notes.append(f"frames {other} are outside the allowed set; showing nearby frames {near}"
-                         if near else f"frames {other} are outside the allowed set (extra-frame allowance used)")
-            ok = sorted(set(ok) | set(near))
+            added, rest = other[:room], other[room:]
+            if added:
+                notes.append(f"frames {added} added from the extra-frame allowance "
+                             f"({room - len(added)} of {ctx.config.nearby_extra} left)")
+            if rest:
+                nearest = sorted({min(known, key=lambda k: (abs(k - f), k)) for f in rest}) if known else []
+                notes.append(f"frames {rest} are outside the allowed set (extra-frame allowance used); "
+                             f"showing the nearest allowed frames {nearest}")
+                ok += nearest
+            ok = sorted(set(ok) | set(added))
         valid = ok
     room = ctx.config.frame_budget - used_frames(exchanges)
     if len(valid) > room:

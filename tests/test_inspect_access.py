@@ -1,0 +1,61 @@
+"""Which frames inspection may show (paper Sec. 3.2, DESIGN §3): any frame of a clip of at most 81 frames;
+on longer clips the initial sample plus at most 16 more, each one a frame the model asked for."""
+
+from __future__ import annotations
+
+from graph_scripts import full_script, make_agent, moving_square, run, tool_call
+
+
+def test_long_clip_gets_at_most_16_nearby_extra_frames(tmp_path):
+    long_clip = moving_square(tmp_path / "long.mp4", frames=100)
+    asks = [tool_call("view_frames", {"frames": [5 + 7 * k + r for r in range(5)]}, call_id=f"c{k}")
+            for k in range(8)]
+    agent, _ = make_agent("full", full_script(inspect=asks), max_tool_rounds=8, frame_budget=64,
+                          max_images_per_call=64)
+    out = run(agent, long_clip)
+    sample = set(out["sample"])
+    assert len(sample) == 32
+    shown = {f for e in out["exchanges"] for f in e["frames"]}
+    assert 0 < len(shown - sample) <= 16
+    assert any("outside the allowed set" in e["text"] for e in out["exchanges"])
+
+
+def test_short_clip_allows_any_frame(clip):
+    agent, _ = make_agent("full", full_script(inspect=[tool_call("view_frames", {"frames": [1, 3, 5, 40]}), "ok"]))
+    out = run(agent, clip)
+    ex = out["exchanges"][0]
+    assert ex["frames"] == [1, 3, 5] and "outside 0..32" in ex["text"]
+
+
+def _outside(sample: list[int], n: int, k: int) -> list[int]:
+    return [f for f in range(n) if f not in sample][:k]
+
+
+def test_long_clip_shows_the_frames_asked_for_not_their_neighbours(tmp_path):
+    """One request for a frame outside the sample adds that frame, not 16 of its neighbours: the allowance and
+    the frame budget stay for later requests (a second request used to find the allowance spent)."""
+    long_clip = moving_square(tmp_path / "long.mp4", frames=120)
+    probe = run(make_agent("full")[0], long_clip, run_id="probe")
+    a, b = _outside(probe["sample"], 120, 40)[10], _outside(probe["sample"], 120, 40)[30]
+    asks = [tool_call("view_frames", {"frames": [a]}, call_id="c1"), tool_call("view_frames", {"frames": [b]}, call_id="c2"),
+            tool_call("view_crop", {"frame": a + 1, "box": [0.2, 0.2, 0.8, 0.8]}, call_id="c3"), "done"]
+    out = run(make_agent("full", full_script(inspect=asks))[0], long_clip)
+    first, second, crop = out["exchanges"]
+    assert first["frames"] == [a] and "added from the extra-frame allowance (15 of 16 left)" in first["text"]
+    assert second["frames"] == [b] and "(14 of 16 left)" in second["text"]
+    assert crop["frames"] == [a + 1] and crop["text"].startswith(f"frame {a + 1} crop")
+
+
+def test_spent_allowance_shows_the_nearest_allowed_frame(tmp_path):
+    long_clip = moving_square(tmp_path / "long.mp4", frames=120)
+    probe = run(make_agent("full")[0], long_clip, run_id="probe")
+    sample, outside = probe["sample"], _outside(probe["sample"], 120, 20)
+    asks = [tool_call("view_frames", {"frames": outside[:16]}, call_id="c1"),
+            tool_call("view_crop", {"frame": outside[16], "box": [0.2, 0.2, 0.8, 0.8]}, call_id="c2"), "done"]
+    out = run(make_agent("full", full_script(inspect=asks), frame_budget=40)[0], long_clip)
+    views, crop = out["exchanges"]
+    assert views["frames"] == sorted(outside[:16]) and "(0 of 16 left)" in views["text"]
+    nearest = min(sample + outside[:16], key=lambda k: (abs(k - outside[16]), k))  # the extras count
+    assert crop["frames"] == [nearest]
+    assert f"showing the nearest allowed frames [{nearest}]" in crop["text"]
+    assert crop["text"].startswith(f"frame {nearest} crop")
