@@ -22,6 +22,7 @@ from dataclasses import dataclass, fields, replace
 from typing import Literal, get_args
 
 from tools.coords import Coordinates
+from tools.sampling import NEARBY_EXTRA_LIMIT
 
 Preset = Literal[
     "direct", "structured", "decomposed", "task_blind", "visual_verify", "motion", "wmreward",
@@ -95,8 +96,9 @@ class AgentConfig:
     """Cap on frames (views, crops, overlays) returned by inspection tools in one run."""
     max_repair_rounds: int = MAX_REPAIR_ROUNDS
     """Audit repair rounds (at most 3)."""
-    nearby_extra: int = 16
-    """Clips longer than 81 frames: extra frames beyond the initial sample that inspection may add."""
+    nearby_extra: int = NEARBY_EXTRA_LIMIT
+    """Clips longer than 81 frames: extra frames beyond the initial sample that inspection may add (each a
+    frame the model asked for)."""
     max_images_per_call: int = 48
     """Cap on images in one backbone request (keep below the server's --limit-mm-per-prompt); must be at
     least observe_frames and frame_budget (observe/assess and the inspect conversation send that many)."""

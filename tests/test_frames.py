@@ -17,7 +17,6 @@ from tools.video import (
     encode_jpeg_data_url,
     frame_label,
     image_content_blocks,
-    nearby_indices,
     normalize_crop,
     resize_long_side,
     uniform_indices,
@@ -43,23 +42,6 @@ def test_uniform_subset_hand_values():
     assert uniform_subset(track, 4) == [0, 4, 10, 14]  # positions 0, 2, 5 (4.67), 7
     assert uniform_subset([30, 31, 32], 4) == [30, 31, 32]  # fewer items than asked
     assert uniform_subset([8, 9, 10, 11], 0) == [] and uniform_subset([], 4) == []
-
-
-def test_nearby_indices_short_clip_allows_any_frame():
-    assert nearby_indices(81, [0, 40, 80], []) == [0, 1, 39, 40, 41, 79, 80]
-    assert nearby_indices(81, [10], list(range(81)), max_extra=0) == [9, 10, 11]
-    assert nearby_indices(81, [100, -3], []) == []
-
-
-def test_nearby_indices_long_clip_budget():
-    assert nearby_indices(200, [50], [0, 50, 100], max_extra=4) == [48, 49, 50, 51, 52]
-    assert nearby_indices(200, [10], [0, 100], max_extra=3) == [9, 10, 11]
-    assert nearby_indices(200, [50, 150], [50, 150], max_extra=4) == [49, 50, 51, 149, 150, 151]
-    assert nearby_indices(200, [50], [49, 50, 51], max_extra=2) == [48, 50, 52]
-    assert nearby_indices(100, [0], [0], max_extra=3) == [0, 1, 2, 3]
-    assert nearby_indices(200, [50, 60], [50], max_extra=0) == [50]
-    out = nearby_indices(82, [40], [40])  # 82 > 81: default budget of 16
-    assert len(set(out) - {40}) == 16 and out == list(range(32, 49))
 
 
 def test_normalize_crop_valid_and_clamped():

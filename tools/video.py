@@ -77,7 +77,6 @@ from tools.frames import (  # noqa: F401  (re-exported: the public video API)
 from tools.sampling import (  # noqa: F401  (re-exported: the public video API)
     ALL_FRAMES_LIMIT,
     NEARBY_EXTRA_LIMIT,
-    nearby_indices,
     uniform_indices,
     uniform_subset,
 )
