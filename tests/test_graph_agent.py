@@ -92,8 +92,8 @@ def test_audit_never_clean_stops_after_three_rounds(clip):
 def test_code_adds_missing_requirement_even_if_audit_model_says_clean(clip):
     partial = assessment()
     partial["judgments"] = partial["judgments"][:2]
-    agent, model = make_agent("full", full_script(reflect=[partial], audit=[CLEAN_AUDIT]))
-    out = run(agent, clip)
+    agent, model = make_agent("full", full_script(assess=[partial], reflect=[partial], audit=[CLEAN_AUDIT]))
+    out = run(agent, clip)  # never judged (reflect keeps what assess had: nothing for R3)
     assert out["audits"][0].missing_requirements == ["R3"]
     assert len(model.calls_for("repair")) >= 1
 
@@ -105,6 +105,19 @@ def test_text_only_repair_never_flips_a_visual_judgment(clip):
     out = run(agent, clip)
     assert out["assessment"].judgment("R2").status == "met"
     assert any("kept met" in n for n in out["notes"])
+
+
+def test_revisions_that_leave_judgments_out_keep_them(clip):
+    """Reflect and repair ask for the full assessment; a reply with only the requirements under discussion must
+    not turn the others unverifiable (T fell from 1 to 0.5 and the gate saw an essential gap)."""
+    only_r2 = {**assessment(), "judgments": [j for j in assessment()["judgments"] if j["requirement_id"] == "R2"]}
+    dirty = {"missing_requirements": [], "invented_conditions": [], "contradictions": ["R2 contradicts frames"]}
+    agent, model = make_agent("full", full_script(reflect=[only_r2], audit=[dirty, CLEAN_AUDIT], repair=[only_r2]))
+    out = run(agent, clip)
+    assert [j.requirement_id for j in out["assessment"].judgments] == ["R1", "R2", "R3"]
+    assert out["result"].T == 1.0 and model.calls_for("final_check") == []
+    assert "reflect: R1 kept met (the revised assessment left it out)" in out["notes"]
+    assert "repair: R3 kept partial (the revised assessment left it out)" in out["notes"]
 
 
 def test_repair_backed_by_shown_frames_may_flip(clip):

@@ -5,7 +5,8 @@ by code every contract requirement that has no judgment. repair always re-looks 
 message carries the evidence frames of the requirements involved (topped up from the uniform
 sample). A repaired judgment may change status only when it cites at least one frame shown in that
 repair message; otherwise the previous judgment is kept and a note says so — a text-only suggestion
-never flips a visual judgment.
+never flips a visual judgment. A judgment the repair leaves out is kept as it was (with a note):
+dropping it would turn it unverifiable without a look.
 
 Decision where the issue was silent: the audit itself is text-only (contract, assessment,
 observation); the images go to the repair that acts on it.
@@ -18,7 +19,16 @@ from typing import Any
 
 from graph.context import RunContext
 from graph.nodes.assess import summarize
-from graph.nodes.common import Step, dump, frames_total, human, normalize_assessment, pick_frames, system
+from graph.nodes.common import (
+    Step,
+    dump,
+    frames_total,
+    human,
+    keep_omitted,
+    normalize_assessment,
+    pick_frames,
+    system,
+)
 from graph.schemas import Assessment, AuditReport, TaskContract
 from graph.state import AgentState
 
@@ -85,6 +95,8 @@ async def repair(state: AgentState, ctx: RunContext, step: Step) -> dict[str, An
                                          params={"round": rounds})
     out = normalize_assessment(out, contract, frames_total(state))
     out, notes = guard_flips(assessment, out, set(frames))
+    out, omitted = keep_omitted(assessment, out, contract, "repair")
+    notes += omitted
     step.frames = frames
     step.audit_round = rounds
     step.decision = f"round {rounds + 1}: " + summarize(out) + (f"; {len(notes)} unsupported change(s) kept"

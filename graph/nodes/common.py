@@ -184,6 +184,23 @@ def normalize_assessment(assessment: Assessment, contract: TaskContract, n_frame
     return assessment.model_copy(update={"judgments": judgments})
 
 
+def keep_omitted(before: Assessment, after: Assessment, contract: TaskContract,
+                 stage: str) -> tuple[Assessment, list[str]]:
+    """`after` with the judgments it left out carried over from `before`, plus a note per kept judgment.
+
+    A revision (reflect, repair) is asked for the full assessment, but models often return only the
+    requirements under discussion; a judgment that silently vanished would score as unverifiable (T
+    drops, and the gate may read it as an essential gap) without anyone having looked again."""
+    kept = [j for r in contract.requirements
+            if after.judgment(r.id) is None and (j := before.judgment(r.id)) is not None]
+    if not kept:
+        return after, []
+    order = {r.id: k for k, r in enumerate(contract.requirements)}
+    judgments = sorted([*after.judgments, *kept], key=lambda j: order[j.requirement_id])
+    notes = [f"{stage}: {j.requirement_id} kept {j.status} (the revised assessment left it out)" for j in kept]
+    return after.model_copy(update={"judgments": judgments}), notes
+
+
 def pick_frames(candidates: Sequence[int], fallback: Sequence[int], limit: int) -> list[int]:
     """Up to `limit` distinct sorted frames from `candidates`, topped up evenly from `fallback`."""
     chosen = sorted(set(int(c) for c in candidates))

@@ -20,7 +20,7 @@ from typing import Any
 
 from graph.context import RunContext
 from graph.nodes.assess import summarize
-from graph.nodes.common import Step, dump, frames_total, human, normalize_assessment, system
+from graph.nodes.common import Step, dump, frames_total, human, keep_omitted, normalize_assessment, system
 from graph.nodes.evidence import exchange_blocks, track_overlays
 from graph.schemas import Assessment, MotionEvidence
 from graph.state import AgentState
@@ -124,8 +124,11 @@ async def reflect(state: AgentState, ctx: RunContext, step: Step) -> dict[str, A
     out = await ctx.backbone.astructured("reflect", Assessment, [system("reflect"), human(text, evidence)],
                                          step.usage)
     out = normalize_assessment(out, contract, frames_total(state))
-    step.decision = "revised: " + summarize(out)
+    out, notes = keep_omitted(assessment, out, contract, "reflect")
+    step.decision = "revised: " + summarize(out) + (f"; {len(notes)} omitted judgment(s) kept" if notes else "")
     update: dict[str, Any] = {"assessment": out, "assessments": [out]}
+    if notes:
+        update["notes"] = notes
     if motion is not None:
         update["motion"] = motion
     return update
