@@ -106,7 +106,7 @@ def build_reward_agent(config: AgentConfig | None = None, *, model: Any = None, 
     extra = bool(ctx.tools.extra)
     g = StateGraph(AgentState, context_schema=RunContext, input_schema=AgentInput)
     for name in expected_nodes(cfg, extra=extra):
-        g.add_node(name, make_node(name, _STAGES[name], ctx, guard=name != "gate"))
+        g.add_node(name, make_node(name, _STAGES[name], ctx, guard=name not in ("quality", "gate")))
     for source, target in static_edges(cfg, extra=extra):
         g.add_edge(source, target)
     for name, (route, destinations) in node_routes(cfg, extra=extra).items():

@@ -13,6 +13,10 @@ sample is decoded, the encoding of observe's images starts in another worker thr
 (`FrameStore.start_encoding`) while the statistics run here (wasted for a clip that is then zeroed);
 a clip whose container reports fewer than 2 frames is zeroed without calling check_quality (nothing
 to compare); a clip that cannot be opened at all (missing, 0 bytes, not a video) is ineligible, not zero.
+A thread that already holds a run (a second input sent with `agent.invoke(..., {"thread_id": same})`, or
+a Studio thread reused) is refused with an input Fault: its steps, faults, usage and frozen contract
+would carry over into the new run (the contract write raised; a stale fault made the run skip every
+stage). `score_video` / `ascore_videos` refuse a reused run id before invoking.
 A usable clip's surprise scoring and extra evidence tools start here, in worker threads (only reflect
 needs them; see graph.nodes.surprise); a zeroed or ineligible clip starts neither.
 """
@@ -62,6 +66,10 @@ def _probe_and_check(ctx: RunContext, video: str, observe_frames: int) -> tuple[
 
 async def quality(state: AgentState, ctx: RunContext, step: Step) -> dict[str, Any]:
     cfg = ctx.config
+    if state.get("steps") or state.get("result") is not None:
+        # the run's channels (steps, faults, usage, audits, the frozen contract) would carry over into the new one
+        raise InputFault(f"this thread already holds a run ({len(state.get('steps') or [])} steps); score a new "
+                         "input on a new thread id (the run id)")
     update: dict[str, Any] = {"preset": cfg.preset, "switches": cfg.switches(),
                               "zero": False}
     if step.thread_id and not state.get("run_id"):
