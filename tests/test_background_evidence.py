@@ -164,3 +164,21 @@ def test_cancelling_one_run_does_not_cancel_a_shared_job_for_another(caplog):
         asyncio.run(main())
         gc.collect()
     assert "never retrieved" not in caplog.text
+
+
+def test_reflect_request_stays_within_the_image_cap(clip):
+    """Surprise windows (4 frames each) and extra-tool frames are shown before the inspection images, which are
+    trimmed to fit; with many windows they alone passed max_images_per_call (the server refuses such a request)."""
+    from tools.surprise import SurpriseEvidence, SurpriseWindow
+
+    class ManyWindows:
+        def score(self, frames):
+            ws = [SurpriseWindow(start=s, end=s + 8, frames=list(range(s, s + 9)), surprise=1.0 - s / 100)
+                  for s in range(0, 24)]
+            return SurpriseEvidence(status="ok", windows=ws, top=ws, mean=0.5, num_frames=len(frames))
+
+    agent, model = make_agent("full", surprise=ManyWindows(), surprise_windows=20)
+    out = run(agent, clip)
+    call = model.calls_for("reflect")[0]
+    assert out["result"].status == "scored"
+    assert call.images() == 48 and "of the evidence images above are left out" in call.text()

@@ -113,8 +113,12 @@ async def reflect(state: AgentState, ctx: RunContext, step: Step) -> dict[str, A
     surprise_text, surprise_blocks = await _surprise_part(state, ctx, step)
     extra_text, extra_blocks = await _extra_part(state, ctx, step)
     text += motion_text + surprise_text + extra_text
-    budget = cfg.max_images_per_call - _images(surprise_blocks) - _images(motion_blocks) - _images(extra_blocks)
-    evidence = surprise_blocks + motion_blocks + extra_blocks + _trim(blocks, budget)
+    fixed = surprise_blocks + motion_blocks + extra_blocks
+    if _images(fixed) > cfg.max_images_per_call:  # many surprise windows or extra tools: keep the first ones
+        text += (f"\n\n({_images(fixed) - cfg.max_images_per_call} of the evidence images above are left out: "
+                 f"one request carries at most {cfg.max_images_per_call}.)")
+        fixed = fixed[:2 * cfg.max_images_per_call]
+    evidence = fixed + _trim(blocks, cfg.max_images_per_call - _images(fixed))
     if not evidence:
         sample = list(state["sample"])
         evidence = await ctx.frames.ablocks(state["video"], sample)
