@@ -11,7 +11,10 @@ Decisions where the issue was silent:
 
 * ``sde_window = (start, end)`` is half-open: steps ``start .. end-1`` are SDE steps;
   ``0 <= start < end <= num_steps``. A window reaching the last step (``sigma_next = 0``) is
-  allowed but that step has std 0 everywhere, hence log-prob 0 and no gradient.
+  allowed, but that step has std 0 everywhere: it samples its mean (the Euler step) and records
+  nothing (:func:`likelihood_steps`). Recorded, it had log-prob 0 yet entered the update, where the
+  mu-KL term divides by the reference's std, there 0 (+ ``mu_kl_eps``): a ~1e12 factor that swamped
+  the GRPO loss whenever ``beta > 0``, and its items diluted the loss mean.
 * The mask history (``mask_history``): ``"window"`` (default, the issue's "first SDE step: D = B =
   0") resets at the window's first step; ``"trajectory"`` uses the previous denoising step's
   ``x0_hat`` whenever one exists (ODE steps included), so only step 0 has D = B = 0.
@@ -154,6 +157,13 @@ def _mask_mean(mask: Tensor, keep: Tensor) -> Tensor:
     return num / den
 
 
+def likelihood_steps(num_steps: int, sde_window: tuple[int, int]) -> range:
+    """Steps of the SDE window that record a transition for the update: those with ``sigma_next > 0``
+    (the window without the last step, whose DynDiff std is 0). Empty for a window of only the last step."""
+    start, end = sde_window
+    return range(start, min(end, num_steps - 1))
+
+
 def _needs_reset(config: RolloutConfig, k: int, prev_x0: Tensor | None) -> bool:
     return prev_x0 is None or (config.mask_history == "window" and k == config.sde_window[0])
 
@@ -172,6 +182,7 @@ def rollout(
     b, device = x.shape[0], x.device
     sigmas = sigma_schedule(config.num_steps, config.shift).to(device)
     start, end = config.sde_window
+    recorded = likelihood_steps(config.num_steps, config.sde_window)
     prev_x0: Tensor | None = None
     records: list[SDEStepRecord] = []
     for k in range(config.num_steps):
@@ -183,9 +194,11 @@ def rollout(
             mask = (dynamic_mask(None, config.tau, config.r_base, shape=tuple(x.shape), device=device)
                     if prev is None else dynamic_mask(x0 - prev, config.tau, config.r_base, overwrite=True))
             st = hybrid_step(x, v, s, s_next, mask, generator=generator, cond_mask=keep)
-            lp = gaussian_log_prob(st.sample, st.mean, st.std, config.log_prob_reduce, weight_mask=keep)
-            records.append(SDEStepRecord(step=k, x_t=x, x_next=st.sample, sigma=s.clone(), sigma_next=s_next.clone(),
-                                         prev_x0_hat=prev, log_prob=lp, mask_mean=_mask_mean(mask, keep)))
+            if k in recorded:
+                lp = gaussian_log_prob(st.sample, st.mean, st.std, config.log_prob_reduce, weight_mask=keep)
+                records.append(SDEStepRecord(step=k, x_t=x, x_next=st.sample, sigma=s.clone(),
+                                             sigma_next=s_next.clone(), prev_x0_hat=prev, log_prob=lp,
+                                             mask_mean=_mask_mean(mask, keep)))
             x = st.sample
         else:
             x = x + (s_next - s).view(b, 1, 1, 1, 1) * v

@@ -9,6 +9,7 @@ import torch
 from policy.rollout import (
     RolloutConfig,
     RolloutConfigError,
+    likelihood_steps,
     rollout,
     sample_ode,
     sigma_schedule,
@@ -82,6 +83,22 @@ def test_rollout_end_to_end(setup):
     assert frames.shape == (3, FRAMES, 32, 32, 3) and frames.dtype == np.uint8
     # same prompt, different draws -> different samples in the group
     assert not torch.allclose(ro.latents[0], ro.latents[1])
+
+
+def test_window_through_the_last_step_records_no_zero_noise_step(setup):
+    """The last step goes to sigma 0: its DynDiff std is 0, so it samples its mean and records nothing (a record
+    had log-prob 0 and, in the update, a mu-KL divided by a zero reference std: ~1e12 x the GRPO loss)."""
+    model, cond = setup
+    noise = torch.randn(3, 16, 3, 4, 4, generator=torch.Generator().manual_seed(5))
+    full = rollout(model, cond, RolloutConfig(num_steps=4, sde_window=(0, 4)), noise=noise,
+                   generator=torch.Generator().manual_seed(1))
+    assert [r.step for r in full.steps] == [0, 1, 2] and all(bool((r.sigma_next > 0).all()) for r in full.steps)
+    assert list(likelihood_steps(4, (0, 4))) == [0, 1, 2] and list(likelihood_steps(4, (3, 4))) == []
+    assert list(likelihood_steps(4, (1, 3))) == [1, 2]
+    short = rollout(model, cond, RolloutConfig(num_steps=4, sde_window=(0, 3)), noise=noise,
+                    generator=torch.Generator().manual_seed(1))
+    assert all(torch.equal(a.x_next, b.x_next) for a, b in zip(full.steps, short.steps, strict=True))
+    assert torch.allclose(full.latents, short.latents, atol=1e-5)  # std 0 there: the SDE step is the Euler step
 
 
 def test_ode_steps_are_deterministic_and_sde_steps_are_not(setup):

@@ -38,6 +38,7 @@ BASE_YAML = "tiny: true\nreward: brightness\ndataset:\n  - {text: push the block
         ({"sde_window": (0, 11)}, "sde_window"),
         ({"sde_window": (3, 3)}, "sde_window"),
         ({"sde_window": (-1, 2)}, "sde_window"),
+        ({"sde_window": (9, 10)}, "holds only the last step"),
         ({"reward": None}, "reward is missing"),
         ({"tiny": False}, "model_path is required"),
         ({"dataset": []}, "no prompts"),
@@ -62,6 +63,12 @@ def test_all_problems_listed_at_once():
 def test_valid_config_passes():
     cfg = validate(_ok())
     assert cfg.sde_window == (0, 4) and cfg.group_size == 8
+    # a window over every step (Flow-GRPO style) is fine: the last one is deterministic and records nothing,
+    # so 9 SDE steps x ceil(8 / micro_batch) micro-batches must be divisible by optimizer_steps_per_epoch
+    assert validate(_ok(sde_window=(0, 10), optimizer_steps_per_epoch=9)).sde_window == (0, 10)
+    per_step = -(-8 // TrainConfig().micro_batch)
+    with pytest.raises(ConfigError, match=rf"micro-batches per prompt per epoch \({9 * per_step} = "):
+        validate(_ok(sde_window=(0, 10), optimizer_steps_per_epoch=10))
 
 
 def test_yaml_unknown_field_and_types(tmp_path):

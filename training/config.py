@@ -83,7 +83,8 @@ class TrainConfig:
     num_steps: int = 10
     """Denoising steps K per rollout."""
     sde_window: tuple[int, int] = (0, 4)
-    """Half-open range [start, end) of step indices that are stochastic (SDE); others are ODE."""
+    """Half-open range [start, end) of step indices that are stochastic (SDE); others are ODE. The last step
+    (noise level 0) may be in it but is deterministic and not trained on; a window of only it is refused."""
     tau: float = 0.8
     """Quantile of the dynamic map D above which B = 1 (in (0, 1))."""
     r_base: float = 0.3
@@ -278,6 +279,10 @@ def validate(cfg: TrainConfig) -> TrainConfig:
     if not 0 <= start < end <= cfg.num_steps:
         errs.append(f"sde_window {list(cfg.sde_window)} must satisfy 0 <= start < end <= num_steps "
                     f"({cfg.num_steps}) (half-open range of step indices)")
+    elif start >= cfg.num_steps - 1:
+        errs.append(f"sde_window {list(cfg.sde_window)} holds only the last step, whose noise level goes to 0 "
+                    "(no exploration, nothing to learn from): start it before step "
+                    f"{cfg.num_steps - 1}")
     if cfg.reward is None:
         errs.append("reward is missing: set reward to one of brightness, motion, agent, http")
     if not cfg.tiny and not cfg.model_path:
@@ -312,7 +317,7 @@ def validate(cfg: TrainConfig) -> TrainConfig:
         errs.append("lora needs lora_rank >= 1 and at least one lora_targets entry")
     if cfg.zero_stage is not None and cfg.zero_stage not in (0, 1, 2, 3):
         errs.append(f"zero_stage must be 0, 1, 2 or 3, got {cfg.zero_stage}")
-    n_sde = end - start
+    n_sde = min(end, cfg.num_steps - 1) - start  # the last step records nothing (policy.rollout.likelihood_steps)
     n_mb = -(-cfg.group_size // cfg.micro_batch) * max(n_sde, 0)
     if n_mb and n_mb % cfg.optimizer_steps_per_epoch:
         errs.append(f"optimizer_steps_per_epoch ({cfg.optimizer_steps_per_epoch}) must divide the "

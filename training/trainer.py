@@ -58,7 +58,7 @@ import torch.distributed as dist
 import yaml
 
 from evals.diversity import d_prompt, d_prompt_frames
-from policy.rollout import Rollout, RolloutConfig, cat_rollouts, rollout
+from policy.rollout import Rollout, RolloutConfig, cat_rollouts, likelihood_steps, rollout
 from policy.world_model import Conditioning, FlowWorldModel
 from training import engine as ds_engine
 from training.best import agreed_best_tag, agreed_eval_means, best_checkpoint, evals_since_best, is_new_best
@@ -178,7 +178,7 @@ def train(cfg: TrainConfig, *, local_rank: int = 0, reward_tokens: dict[str, str
     log = MetricsLog(out_dir, enabled=rank == 0, tensorboard=cfg.tensorboard, append=cfg.resume,
                      wandb_project=cfg.wandb_project, config=config_to_dict(cfg))
     group = cfg.group_size
-    micro_batches = per_rank * len(range(*cfg.sde_window)) * math.ceil(group / cfg.micro_batch)
+    micro_batches = per_rank * len(likelihood_steps(cfg.num_steps, cfg.sde_window)) * math.ceil(group / cfg.micro_batch)
     grad_accum = micro_batches // cfg.optimizer_steps_per_epoch
     rcfg = RolloutConfig(num_steps=cfg.num_steps, sde_window=tuple(cfg.sde_window), tau=cfg.tau,
                          r_base=cfg.r_base, shift=cfg.shift, log_prob_reduce=cfg.log_prob_reduce,

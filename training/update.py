@@ -30,7 +30,7 @@ import numpy as np
 import torch
 import torch.distributed as dist
 
-from policy.rollout import Rollout, RolloutConfig
+from policy.rollout import Rollout, RolloutConfig, likelihood_steps
 from policy.world_model import Conditioning
 from training.config import TrainConfig
 from training.data import derive_seed
@@ -98,7 +98,7 @@ def update_policy(engine: Any, groups: list[Group], cfg: TrainConfig, rcfg: Roll
     full fine-tune, or None (LoRA: adapters disabled; or beta = 0). Collective: call on every rank."""
     world_model = engine.module.world_model
     group, world = cfg.group_size, dist.get_world_size()
-    sde_steps = range(*cfg.sde_window)
+    sde_steps = likelihood_steps(cfg.num_steps, cfg.sde_window)
     chunks = -(-group // cfg.micro_batch)
     valid = torch.cat([g.valid.cpu() for g in groups]) if groups else torch.zeros(0, dtype=torch.bool)
     valid_total = torch.tensor([float(valid.sum())], dtype=torch.float64, device=device)
