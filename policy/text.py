@@ -18,7 +18,7 @@ weights. Decision: Wan's ``ftfy``-based prompt cleaning is reduced to whitespace
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
@@ -108,7 +108,8 @@ class CosmosQwenTextEncoder(_HFTextEncoder):
             out = self.tokenizer.apply_chat_template(
                 chat, tokenize=True, add_generation_prompt=False, add_vision_id=False,
                 max_length=self.max_sequence_length, truncation=True, padding="max_length")
-            ids.append(torch.as_tensor(out["input_ids"] if isinstance(out, dict) else out, dtype=torch.long))
+            # transformers 5 returns a BatchEncoding (a Mapping, not a dict) by default; 4.x a list of ids
+            ids.append(torch.as_tensor(out["input_ids"] if isinstance(out, Mapping) else out, dtype=torch.long))
         hidden = self.model(torch.stack(ids).to(self.device), output_hidden_states=True).hidden_states
         layers = [(h - h.mean(-1, keepdim=True)) / (h.std(-1, keepdim=True) + 1e-8) for h in hidden[1:]]
         return torch.cat(layers, dim=-1).to(device=device, dtype=dtype)

@@ -1,0 +1,80 @@
+"""The Hugging Face prompt encoders (policy.text) on tiny randomly initialised models of the real classes,
+loaded through their real `from_pretrained` (a tokenizer and a text_encoder subfolder, as in the pipelines)."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+WORDS = ("You are a helpful assistant who will provide prompts to an image generator . stack the red blocks "
+         "system user <|im_start|> <|im_end|>")
+CHAT = ("{% for m in messages %}<|im_start|> {{ m['role'] }} {% for c in m['content'] %}{{ c['text'] }}"
+        "{% endfor %} <|im_end|> {% endfor %}")
+
+
+def _tokenizer(**special):
+    from tokenizers import Tokenizer, models, pre_tokenizers
+    from transformers import PreTrainedTokenizerFast
+
+    vocab = {"[PAD]": 0, "[UNK]": 1, "</s>": 2}
+    for w in WORDS.split():
+        vocab.setdefault(w, len(vocab))
+    tk = Tokenizer(models.WordLevel(vocab, unk_token="[UNK]"))
+    tk.pre_tokenizer = pre_tokenizers.Whitespace()
+    return PreTrainedTokenizerFast(tokenizer_object=tk, pad_token="[PAD]", unk_token="[UNK]", **special)
+
+
+@pytest.fixture
+def cosmos_dir(tmp_path):
+    from transformers import Qwen2_5_VLConfig, Qwen2_5_VLForConditionalGeneration
+
+    torch.manual_seed(0)
+    tok = _tokenizer()
+    tok.chat_template = CHAT
+    cfg = Qwen2_5_VLConfig(
+        text_config=dict(vocab_size=64, hidden_size=32, intermediate_size=64, num_hidden_layers=2,
+                         num_attention_heads=2, num_key_value_heads=1, max_position_embeddings=128,
+                         rope_scaling={"type": "mrope", "mrope_section": [2, 3, 3]}),
+        vision_config=dict(depth=1, hidden_size=16, intermediate_size=32, num_heads=2, out_hidden_size=32,
+                           fullatt_block_indexes=[0]))
+    tok.save_pretrained(tmp_path / "tokenizer")
+    Qwen2_5_VLForConditionalGeneration(cfg).save_pretrained(tmp_path / "text_encoder")
+    return tmp_path
+
+
+def test_cosmos_qwen_encoder_normalises_and_concatenates_every_layer(cosmos_dir):
+    """transformers 5 returns a BatchEncoding from apply_chat_template (a Mapping, not a dict): the encoder
+    passed the whole object to torch.as_tensor and failed on every real Cosmos prompt."""
+    from policy.text import CosmosQwenTextEncoder
+
+    enc = CosmosQwenTextEncoder.from_pretrained(cosmos_dir, torch_dtype=torch.float32, max_sequence_length=40)
+    out = enc.encode(["stack the red blocks", "stack the blocks"], device="cpu", dtype=torch.float32)
+    assert out.shape == (2, 40, 2 * 32)  # 2 layers of width 32, each normalised per token
+    for layer in out.split(32, dim=-1):
+        assert torch.allclose(layer.mean(-1), torch.zeros(2, 40), atol=1e-5)
+        assert torch.allclose(layer.std(-1), torch.ones(2, 40), atol=1e-3)
+    assert not torch.allclose(out[0], out[1])  # the prompt matters
+    chat = [{"role": "system", "content": [{"type": "text", "text": enc.SYSTEM}]},
+            {"role": "user", "content": [{"type": "text", "text": "stack the red blocks"}]}]
+    ids = enc.tokenizer.apply_chat_template(chat, tokenize=True, max_length=40, truncation=True,
+                                            padding="max_length", return_dict=True)["input_ids"]
+    hidden = enc.model(torch.tensor([ids]), output_hidden_states=True).hidden_states[1]
+    ref = (hidden - hidden.mean(-1, keepdim=True)) / (hidden.std(-1, keepdim=True) + 1e-8)
+    assert torch.allclose(out[0, :, :32], ref[0], atol=1e-5)
+
+
+def test_wan_umt5_encoder_zeroes_past_each_prompt(tmp_path):
+    from transformers import UMT5Config, UMT5EncoderModel
+
+    from policy.text import WanT5TextEncoder
+
+    torch.manual_seed(0)
+    _tokenizer(eos_token="</s>").save_pretrained(tmp_path / "tokenizer")
+    UMT5EncoderModel(UMT5Config(vocab_size=64, d_model=16, d_kv=8, d_ff=32, num_layers=1, num_heads=2)
+                     ).save_pretrained(tmp_path / "text_encoder")
+    enc = WanT5TextEncoder.from_pretrained(tmp_path, torch_dtype=torch.float32, max_sequence_length=12)
+    out = enc.encode(["stack the red blocks", "stack  the\tred blocks", "the"], device="cpu", dtype=torch.float32)
+    assert out.shape == (3, 12, 16)
+    assert torch.equal(out[0], out[1])  # whitespace is normalised
+    assert out[2, 1:].abs().sum() == 0 and out[2, 0].abs().sum() > 0  # one token, then zeros
+    assert out[0, :4].abs().sum(-1).min() > 0 and out[0, 4:].abs().sum() == 0
