@@ -315,7 +315,7 @@ class FrameStore:
                 url_digest(url)  # memoise the stage-key digest here, off the event loop
                 self._put(self._urls, v, key, url, len(url))
                 self.encoded += 1
-            label = frame_label(int(i), meta.frames, meta.fps)
+            label = frame_label(int(i), meta.frames, meta.fps, meta.time_of(int(i)))
             if key_box is not None:
                 label += f", crop [{', '.join(f'{b:.2f}' for b in key_box)}]"
             if note:

@@ -167,3 +167,52 @@ def test_a_frame_the_decoder_drops_fails_alone(tmp_path, monkeypatch):
         with pytest.raises(S.VideoDecodeError, match="frame 20 of 40 could not be decoded"):
             reader.read([20])
         assert read_ids(reader.read([21, 22])) == [21, 22]
+
+
+def _gapped(path: Path, n: int, pts: list[int], fmt: str | None = None, codec: str = "mpeg4", rate: int = 16) -> Path:
+    """`n` id frames at the given timestamps (1/rate units): gaps make a variable-rate clip."""
+    from fractions import Fraction
+
+    with av.open(str(path), "w", format=fmt) as c:
+        s = c.add_stream(codec, rate=rate)
+        s.width, s.height, s.pix_fmt = 64, 64, "yuv420p"
+        s.options = {"qscale": "2"} if codec == "mpeg4" else {}
+        s.codec_context.time_base = Fraction(1, rate)
+        for i, f in enumerate(id_frames(n)):
+            frame = av.VideoFrame.from_ndarray(f, format="rgb24")
+            frame.pts, frame.time_base = pts[i], Fraction(1, rate)
+            c.mux(s.encode(frame))
+        c.mux(s.encode())
+    return path
+
+
+def test_avi_with_dropped_frame_chunks_is_complete(tmp_path):
+    """FFmpeg's AVI muxer writes an empty chunk per timestamp gap, counted in the declared frames but never
+    demuxed: the scan called such a complete file truncated (ineligible), while a cut file still is."""
+    pts = [i + (i // 5) * 2 for i in range(30)]  # two frames missing after every fifth
+    path = _gapped(tmp_path / "gaps.avi", 30, pts)
+    with av.open(str(path)) as c:
+        assert c.streams.video[0].frames == 40  # the drop chunks are counted
+    meta = probe(path)
+    assert meta.frames == 30 and read_ids(read_all_frames(path)) == list(range(30))
+    assert [meta.time_of(i) for i in (0, 4, 5, 29)] == [0.0, 4 / 16, 7 / 16, pts[29] / 16]
+    data = path.read_bytes()
+    cut = tmp_path / "cut.avi"
+    cut.write_bytes(data[: len(data) * 2 // 3] + data[-2000:])  # the index survives, the tail of the frames does not
+    with pytest.raises(S.VideoDecodeError):
+        read_all_frames(cut)
+
+
+@pytest.mark.parametrize("name", ["vfr.mp4", "vfr.mkv"])
+def test_variable_rate_clips_label_frames_by_their_timestamps(tmp_path, name):
+    """30 frames 1/16 s apart, then 10 frames 1/2 s apart: labels said t = index / (nominal or average rate),
+    seconds off (and past the clip's end in Matroska)."""
+    from tools.frames import frame_label
+
+    pts = list(range(30)) + [30 + 8 * k for k in range(1, 11)]
+    path = _gapped(tmp_path / name, 40, pts, codec="libx264")
+    meta = probe(path)
+    assert meta.frames == 40 and meta.time_of(39) == pytest.approx(pts[39] / 16, abs=1e-3)  # mkv: milliseconds
+    assert meta.time_of(29) == pytest.approx(29 / 16, abs=1e-3)
+    assert meta.fps == pytest.approx(39 / (pts[39] / 16), rel=1e-3)  # the clip's mean rate, not the nominal 16
+    assert frame_label(39, meta.frames, meta.fps, meta.time_of(39)) == f"frame 39 of 40, t={pts[39] / 16:.2f}s"

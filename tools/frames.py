@@ -103,11 +103,12 @@ def tool_size(width: int, height: int, short_side: int | None) -> tuple[int, int
     return size if size[0] * size[1] * 2 <= width * height else (width, height)
 
 
-def frame_label(index: int, total: int, fps: float) -> str:
-    """Text label sent before each image: ``"frame 12 of 81, t=0.75s"`` (t = index / fps)."""
+def frame_label(index: int, total: int, fps: float, t: float | None = None) -> str:
+    """Text label sent before each image: ``"frame 12 of 81, t=0.75s"`` (t = the frame's time when given,
+    e.g. `VideoMeta.time_of`, else index / fps)."""
     if not fps > 0:
         raise ValueError(f"fps must be positive, got {fps}")
-    return f"frame {index} of {total}, t={index / fps:.2f}s"
+    return f"frame {index} of {total}, t={index / fps if t is None else t:.2f}s"
 
 
 def encode_jpeg_data_url(frame: np.ndarray, quality: int = 85) -> str:

@@ -5,11 +5,15 @@ Frame ``i`` is the i-th frame in presentation order. Decisions taken where issue
 - Metadata comes from one demux pass (packets are read, never decoded): ``frames`` counts the
   video packets, so a container that declares 0 or a wrong frame count still gets the true
   one. If the container declares more frames than can be demuxed, the file is reported as
-  truncated (``VideoDecodeError``) instead of being decoded partially.
+  truncated (``VideoDecodeError``) instead of being decoded partially; except an AVI whose last
+  timestamp reaches the declared count (its empty drop-frame chunks, written for timestamp gaps, are
+  counted but never demuxed).
 - The same pass records every packet's presentation timestamp (pts); frame ``i`` is the frame
   whose pts is the i-th smallest. Variable frame rate therefore never shifts the index
-  mapping. ``fps`` is the stream's average rate (frames / duration as a fallback), and frame
-  labels use ``t = i / fps``; for variable-rate clips that time is approximate.
+  mapping. Frame labels give each frame's own time (``VideoMeta.times`` / ``time_of``, from the
+  timestamps; ``i / fps`` only when they are unusable). ``fps`` is the stream's average rate (frames /
+  duration as a fallback), or the frames' mean rate over their timestamps when that differs by more
+  than 5% (variable-rate clips, whose Matroska / WebM / MPEG-TS nominal rate the frames do not keep).
 - Sampling decodes forward and converts only the wanted frames to RGB. When the next wanted
   frame lies past a keyframe that the decoder has not reached, the reader seeks to that
   keyframe, skipping whole GOPs. Each decoded frame is checked against the scan: after the first

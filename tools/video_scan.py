@@ -12,7 +12,7 @@ import io
 import math
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from fractions import Fraction
 from pathlib import Path
 from typing import Literal
@@ -57,6 +57,13 @@ class VideoMeta:
     rotation: int = 0
     """Quarter turns of the display matrix (0, 90, 180 or 270 degrees counterclockwise): frames are
     returned upright, and ``width`` x ``height`` is their upright size."""
+    times: tuple[float, ...] | None = field(default=None, repr=False)
+    """Presentation time of each frame in seconds from the first, from the container's timestamps (None
+    when they are unusable). Variable-rate clips need it: ``index / fps`` was seconds off there."""
+
+    def time_of(self, index: int) -> float:
+        """Seconds from the first frame to frame ``index`` (its timestamp, else ``index / fps``)."""
+        return self.times[index] if self.times is not None else index / self.fps
 
 
 @dataclass(frozen=True)
@@ -170,12 +177,14 @@ def scan(container: av.container.InputContainer, name: str) -> tuple[VideoMeta, 
     width, height = stream.codec_context.width, stream.codec_context.height
     if width <= 0 or height <= 0:
         raise VideoDecodeError(f"{name}: video stream has no frame size ({width}x{height})")
-    packets, pts, key_pts, slices = 0, [], [], None
+    packets, pts, key_pts, slices, last_dts = 0, [], [], None, None
     with wrapped(name, "demuxing failed (truncated or corrupt file)"):
         for packet in container.demux(stream):
             if packet.size == 0:
                 continue  # PyAV's end-of-stream flush packet
             packets += 1
+            if packet.dts is not None:
+                last_dts = packet.dts if last_dts is None else max(last_dts, packet.dts)
             if packet.is_discard:
                 continue
             pts.append(packet.pts)
@@ -187,7 +196,10 @@ def scan(container: av.container.InputContainer, name: str) -> tuple[VideoMeta, 
     if frames == 0:
         raise EmptyVideoError(f"{name}: video stream contains no frames")
     declared = int(stream.frames or 0)
-    if declared > packets:
+    # AVI counts its empty drop-frame chunks (timestamp gaps) in the declared frames; its demuxer returns
+    # none of them, but its timestamps are frame numbers: the file is complete when the last one is reached
+    avi_complete = "avi" in container.format.name.split(",") and last_dts is not None and last_dts + 1 >= declared
+    if declared > packets and not avi_complete:
         raise VideoDecodeError(
             f"{name}: truncated file: the container declares {declared} frames but only {packets} "
             "could be read")
@@ -211,11 +223,16 @@ def scan(container: av.container.InputContainer, name: str) -> tuple[VideoMeta, 
     fps = float(rate) if rate and float(rate) > 0 and math.isfinite(float(rate)) else 0.0
     if fps <= 0 and duration > 0:
         fps = frames / duration
-    if fps <= 0 and usable and frames > 1 and time_base:
-        fps = (frames - 1) / float((index.pts[-1] - index.pts[0]) * time_base)
+    times = None
+    if index.pts is not None and frames > 1 and time_base and index.pts[-1] > index.pts[0]:
+        times = tuple(float((p - index.pts[0]) * time_base) for p in index.pts)
+        mean_rate = (frames - 1) / times[-1]
+        if fps <= 0 or abs(mean_rate - fps) > 0.05 * fps:  # variable rate, or a nominal rate the frames do not keep
+            fps = mean_rate
     if fps <= 0 or not math.isfinite(fps):
         raise VideoDecodeError(f"{name}: frame rate is unknown (no rate, duration or timestamps)")
     if duration <= 0:
         duration = frames / fps
-    meta = VideoMeta(source=name, frames=frames, fps=fps, width=width, height=height, duration=duration)
+    meta = VideoMeta(source=name, frames=frames, fps=fps, width=width, height=height, duration=duration,
+                     times=times)
     return meta, index

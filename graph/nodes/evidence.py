@@ -326,7 +326,8 @@ def _render_tracks(state: AgentState, ctx: RunContext, idx: list[int], tracks: A
             overlays = draw_tracks_resized(small, seen, pos, (sh, sw))  # `seen` is already at that size
     except Exception as exc:  # tracks of the wrong shape from a custom tracker: a fault, not a crash
         raise ToolFault("motion", "run", f"{type(exc).__name__}: {exc}") from exc
-    labels = [frame_label(f, int(meta["frames"]), float(meta["fps"])) + " (motion-track overlay)" for f in shown]
+    clip = ctx.frames.meta(state["video"])
+    labels = [frame_label(f, clip.frames, clip.fps, clip.time_of(f)) + " (motion-track overlay)" for f in shown]
     blocks = ctx.frames.array_blocks(overlays, labels) if overlays is not None else []
     return blocks, summary
 
