@@ -120,6 +120,14 @@ def test_surprise_by_path_and_short_clip(client, service_root):
     short = client.post("/v1/surprise", json={"path": "clip.mp4", "frame_indices": list(range(10))},
                         headers=AUTH).json()
     assert short["status"] == "not_enough_frames" and short["num_frames"] == 10
+    # windows over chosen frames are named by clip frame (as /v1/track names its tracks), not by position
+    part = client.post("/v1/surprise", json={"path": "clip.mp4", "frame_indices": list(range(1, 18))},
+                       headers=AUTH).json()
+    assert [(w["start"], w["end"]) for w in part["windows"]] == [(1, 16)]
+    assert part["windows"][0]["frames"] == list(range(1, 17)) and part["top"][0]["start"] == 1
+    from tools.surprise import SurpriseEvidence
+
+    assert "frames 1-16 (predicted 9-16)" in SurpriseEvidence.model_validate(part).text()
 
 
 @pytest.mark.parametrize("value", ["8", "-3", "abc", "1.5"])

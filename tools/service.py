@@ -213,9 +213,12 @@ def _surprise_job(state: ServiceState, src: Path | bytes, params: dict) -> dict:
     if state.scorer is None:
         raise HTTPProblem(503, "surprise is not enabled on this service")
     short_side = _short_side(params.get("short_side"), state.settings.surprise_short_side)
-    frames = decode_frames(src, _int_list(params.get("frame_indices"), "frame_indices"), state.settings.max_frames,
-                           short_side, state.settings.max_decode_mb)
-    return state.scorer.score(frames).model_dump(mode="json")
+    indices = _int_list(params.get("frame_indices"), "frame_indices")
+    frames = decode_frames(src, indices, state.settings.max_frames, short_side, state.settings.max_decode_mb)
+    evidence = state.scorer.score(frames)
+    if indices is not None:  # windows named by clip frame, as /v1/track names its tracks
+        evidence = evidence.on_frames(indices)
+    return evidence.model_dump(mode="json")
 
 
 def create_app(settings: ToolSettings, allowed_root: str | Path, *, token: str | None = None, workers: int = 2,

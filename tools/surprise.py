@@ -31,6 +31,7 @@ Decisions where the issue was silent:
 from __future__ import annotations
 
 import threading
+from collections.abc import Sequence
 from typing import Any, Literal, Protocol, runtime_checkable
 
 import cv2
@@ -68,12 +69,27 @@ class SurpriseEvidence(BaseModel):
     stride: int = Field(default=2, ge=1)
     context_frames: int = Field(default=8, ge=1)
 
+    def _first_predicted(self, w: SurpriseWindow) -> int:
+        return w.frames[self.context_frames] if len(w.frames) > self.context_frames else w.start + self.context_frames
+
+    def on_frames(self, indices: Sequence[int]) -> SurpriseEvidence:
+        """The same evidence with its windows named by `indices`, the clip frames that were scored (in order),
+        instead of by position among them (what a scorer given those frames alone reports)."""
+        idx = [int(i) for i in indices]
+        if len(idx) != self.num_frames:
+            raise ValueError(f"{len(idx)} frame indices for evidence over {self.num_frames} frames")
+
+        def named(w: SurpriseWindow) -> SurpriseWindow:
+            return w.model_copy(update={"start": idx[w.start], "end": idx[w.end], "frames": [idx[f] for f in w.frames]})
+
+        return self.model_copy(update={"windows": [named(w) for w in self.windows], "top": [named(w) for w in self.top]})
+
     def text(self) -> str:
         """A short account for the LLM."""
         if self.status != "ok":
             return (f"Prediction surprise (V-JEPA 2): not available, the clip has {self.num_frames} frames, "
                     f"fewer than one {self.window_size}-frame window. Treat as missing evidence.")
-        tops = "; ".join(f"frames {w.start}-{w.end} (predicted {w.start + self.context_frames}-{w.end}): "
+        tops = "; ".join(f"frames {w.start}-{w.end} (predicted {self._first_predicted(w)}-{w.end}): "
                          f"{w.surprise:.3f}" for w in self.top)
         return (f"Prediction surprise (V-JEPA 2 latent prediction error; 0 = fully predicted, higher = less "
                 f"predictable; supporting evidence only, not a physics verdict): mean {self.mean:.3f} over "
