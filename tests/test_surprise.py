@@ -65,6 +65,25 @@ def test_preprocess_shape_and_normalisation():
                                rtol=1e-5)
 
 
+def test_preprocess_antialiases_and_crops_like_the_video_processor():
+    """The VJEPA2 video processor resizes with torchvision's antialiased bilinear; plain bilinear (OpenCV's, used
+    before) aliases: 1-pixel stripes shrunk 448 -> 146 came out as coarse stripes instead of flat grey."""
+    stripes = np.zeros((1, 448, 448, 3), np.uint8)
+    stripes[:, :, ::2] = 255
+    px = preprocess_frames(stripes, 128)  # short side int(128 * 256 / 224) = 146
+    grey = px[0, 0] * 0.229 + 0.485  # back to [0, 1]
+    assert abs(float(grey.mean()) - 0.5) < 0.01 and float(grey.std()) < 0.05  # plain bilinear: std 0.29
+    # sizes and crop offset: 40x61 -> short side 36, long int(36 * 61 / 40) = 54; crop 32 at top 2, left 11
+    ramp = np.broadcast_to(np.arange(61, dtype=np.uint8)[None, None, :, None] * 4, (1, 40, 61, 3)).copy()
+    out = preprocess_frames(ramp, 32)[0, 0] * 0.229 + 0.485
+    import torch
+    import torch.nn.functional as F
+
+    full = F.interpolate(torch.from_numpy(ramp).permute(0, 3, 1, 2), size=(36, 54), mode="bilinear",
+                         antialias=True)[0, 0].float() / 255
+    np.testing.assert_allclose(out, full[2:34, 11:43].numpy(), atol=1e-6)
+
+
 def test_changing_target_frames_changes_actual_not_predicted(scorer):
     frames = clip(16)
     changed = frames.copy()

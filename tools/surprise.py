@@ -11,9 +11,11 @@ encoder run on the full window. Both are layer-normed (no affine) over the featu
 tokens would already have attended to the future frames (a leak).
 
 Decisions where the issue was silent:
-- Preprocessing by hand with OpenCV (no torchvision): bilinear resize of the short side to
-  ``int(crop * 256 / 224)`` (the VJEPA2 video processor's rule), centre crop to the model's
-  ``crop_size``, scale to [0,1], ImageNet mean/std.
+- Preprocessing by hand with torch (no torchvision) as the VJEPA2 video processor does it: the short side
+  to ``int(crop * 256 / 224)`` and the long side scaled and truncated to an integer, bilinear *with
+  antialiasing* (the processor's torchvision resize; OpenCV's plain bilinear, used before, aliases fine
+  texture when shrinking a 448-pixel frame to 292), centre crop to the model's ``crop_size`` with
+  torchvision's rounding, scale to [0,1], ImageNet mean/std.
 - Windows start at 0, 2, 4, ... while a full window fits; with an odd ``T - 16`` the last frame is
   not covered (no padded or shifted extra window). A clip shorter than one window returns
   ``status="not_enough_frames"`` (missing evidence, never a crash); frame numbers are indices into
@@ -34,7 +36,6 @@ import threading
 from collections.abc import Sequence
 from typing import Any, Literal, Protocol, runtime_checkable
 
-import cv2
 import numpy as np
 from pydantic import BaseModel, Field
 
@@ -110,21 +111,24 @@ def window_starts(num_frames: int, window: int = 16, stride: int = 2) -> list[in
 
 
 def preprocess_frames(frames: np.ndarray, crop_size: int) -> np.ndarray:
-    """Resize (short side to ``int(crop*256/224)``, bilinear), centre-crop, ImageNet-normalise.
+    """Resize (short side to ``int(crop*256/224)``, bilinear with antialiasing), centre-crop, ImageNet-normalise
+    (the VJEPA2 video processor's steps; module docstring).
 
     Returns float32 ``[T,3,crop,crop]``.
     """
+    import torch
+    import torch.nn.functional as F
+
     t, h, w, _ = frames.shape
     short = int(crop_size * 256 / 224)
-    scale = short / min(h, w)
-    nh, nw = max(crop_size, round(h * scale)), max(crop_size, round(w * scale))
-    y0, x0 = (nh - crop_size) // 2, (nw - crop_size) // 2
-    out = np.empty((t, 3, crop_size, crop_size), np.float32)
-    for i in range(t):
-        img = cv2.resize(frames[i], (nw, nh), interpolation=cv2.INTER_LINEAR)
-        img = img[y0:y0 + crop_size, x0:x0 + crop_size].astype(np.float32) / 255.0
-        out[i] = ((img - IMAGENET_MEAN) / IMAGENET_STD).transpose(2, 0, 1)
-    return out
+    nh, nw = (short, int(short * w / h)) if h <= w else (int(short * h / w), short)
+    x = torch.from_numpy(np.ascontiguousarray(frames)).permute(0, 3, 1, 2)  # uint8, channels-last in memory
+    x = F.interpolate(x, size=(nh, nw), mode="bilinear", align_corners=False, antialias=True)
+    top, left = int(round((nh - crop_size) / 2.0)), int(round((nw - crop_size) / 2.0))
+    x = x[:, :, top:top + crop_size, left:left + crop_size].float().div_(255.0)
+    mean = torch.from_numpy(IMAGENET_MEAN).view(1, 3, 1, 1)
+    std = torch.from_numpy(IMAGENET_STD).view(1, 3, 1, 1)
+    return ((x - mean) / std).contiguous().numpy()
 
 
 def surprise_from_latents(predicted: Any, actual: Any) -> Any:
