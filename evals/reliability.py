@@ -32,6 +32,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 from evals.judge import JudgeVerdict, RewardJudge
 from evals.table import all_metrics, metrics_as_dicts, ordered_presets, render_csv, render_markdown
 from graph.schemas import RewardResult
+from tools.jsonl import mend_tail, text_lines
 
 if TYPE_CHECKING:  # pragma: no cover
     from langchain_core.language_models import BaseChatModel
@@ -168,7 +169,7 @@ def read_results(path: Path) -> dict[tuple[str, str], dict]:
     rows: dict[tuple[str, str], dict] = {}
     if not path.is_file():
         return rows
-    for line in path.read_text(encoding="utf-8").splitlines():
+    for line in text_lines(path.read_text(encoding="utf-8")):
         try:
             row = json.loads(line)
         except json.JSONDecodeError:
@@ -206,6 +207,7 @@ async def run_reward_eval(clips: Sequence[EvalClip], presets: Sequence[str], out
     sem = asyncio.Semaphore(concurrency)
     counters = {"scored": 0, "rejudged": 0}
 
+    mend_tail(results_path)  # a torn last row: appending after it would glue the first new row onto it
     with results_path.open("a", encoding="utf-8") as sink:
         def emit(row: dict) -> None:
             existing[(row["path"], row["preset"])] = row

@@ -9,12 +9,15 @@ Decisions where the issue was silent:
   0 (`AgentConfig.draw`; draw 0 keeps the keys of outputs written before draws existed); rows already in
   the output file are skipped, so an interrupted batch resumes where it stopped, and draws 0..N-1 of a
   manifest can share one output file (each row says its `draw`). A torn last line (crash mid-write) is
-  ignored and its item re-run; the next append starts on a fresh line.
-- `--retry-ineligible` first removes the rows whose ineligibility another run could fix (`retryable`:
-  anything but input and video faults, e.g. a dead endpoint, a wrong model name, a tool crash), so a
-  batch scored against a broken setup is redone after the fix without deleting the good rows.
-- A manifest line that is not valid JSON or lacks path/instruction gets its own ineligible row (kind
-  "input") without calling the model; a row that names its clip under another common key ("video",
+  cut off before the next append (`tools.jsonl.mend_tail`) and its item re-run; left in place, it made the
+  file unreadable for `raa eval compare` / `draws`.
+- `--retry-ineligible` first removes the rows of this run's items whose ineligibility another run could
+  fix (`retryable`: anything but input and video faults, e.g. a dead endpoint, a wrong model name, a tool
+  crash), so a batch scored against a broken setup is redone after the fix without deleting the good
+  rows, nor rows of other draws, presets or manifests in the same output (`stale_keys`, `drop_rows`).
+- A manifest line that is not valid JSON, not UTF-8, or lacks path/instruction gets its own ineligible row
+  (kind "input") without calling the model, keyed per manifest and line (`bad_line_key`) and rewritten on
+  every run: a line fixed since gets scored and its old row goes; a row that names its clip under another common key ("video",
   "file", "clip", "video_path") or its task under "prompt"/"task"/"caption" is told which field to rename.
   A UTF-8 byte-order mark (files saved by Windows editors and PowerShell) is skipped. A line repeating an
   earlier line's clip and instruction is scored once (`drop_repeats`; score-batch names the lines).
@@ -45,6 +48,7 @@ from pathlib import Path
 from typing import Any
 
 from graph.settings import BackboneSettings, TraceDurability
+from tools.jsonl import mend_tail, text_lines
 
 ROW_FIELDS = ("key", "line", "path", "instruction", "preset", "draw", "manifest")
 """Fields of a batch item copied into its output row (next to "result")."""
@@ -69,29 +73,53 @@ def manifest_row_error(row: dict[str, Any]) -> str:
             + (f" ({'; '.join(hints)})" if hints else ""))
 
 
+def bad_line_key(manifest: Path, number: int, preset: str, draw: int = 0) -> str:
+    """Resume key of the row of manifest line `number` when that line is bad: per manifest file (two manifests
+    sharing an output no longer share "line 8"'s key), and removed again on every run (`rewrite_rows`), so
+    such rows always describe the manifest as it is now."""
+    return item_key(f"<{manifest.resolve()} line {number}>", "", preset, draw)
+
+
 def read_manifest(manifest: Path, preset: str, draw: int = 0) -> list[dict[str, Any]]:
     """Manifest rows as batch items of stage-cache `draw`; a bad line becomes an item carrying an `error`.
-    An item's `path` is resolved against the manifest's folder; `written` keeps the row's own string."""
+    An item's `path` is resolved against the manifest's folder; `written` keeps the row's own string.
+    Lines are split at "\n" only and decoded one by one: a line that is not UTF-8 text, or whose path
+    cannot be a file name (a NUL byte), is a bad line like one that is not JSON."""
     base = manifest.resolve().parent
+    data = manifest.read_bytes()
+    data = data[3:] if data.startswith(b"\xef\xbb\xbf") else data  # a UTF-8 byte-order mark
     items = []
-    for number, line in enumerate(manifest.read_text(encoding="utf-8-sig").splitlines(), start=1):
+    for number, raw in enumerate(data.split(b"\n"), start=1):
+        try:
+            line = raw.decode("utf-8")
+        except UnicodeDecodeError as exc:
+            line = f"<byte 0x{raw[exc.start]:02x} at column {exc.start + 1} is not UTF-8>"
+            error: str | None = f"manifest line {number}: not UTF-8 text (byte 0x{raw[exc.start]:02x} at column " \
+                                f"{exc.start + 1}; save the manifest as UTF-8)"
+        else:
+            error = None
         if not line.strip():
             continue
-        try:
-            row = json.loads(line)
-            if not isinstance(row, dict):
-                raise ValueError("a manifest line must be a JSON object")
-            path, instruction = row.get("path"), row.get("instruction")
-            if not isinstance(path, str) or not path or not isinstance(instruction, str):
-                raise ValueError(manifest_row_error(row))
-            error = None
-        except ValueError as exc:
-            row, path, instruction, error = {}, f"<line {number}>", "", f"manifest line {number}: {exc}"
-        resolved = str((base / path).resolve()) if error is None else path
+        path, instruction, row, resolved = "", "", {}, ""
+        if error is None:
+            try:
+                row = json.loads(line)
+                if not isinstance(row, dict):
+                    raise ValueError("a manifest line must be a JSON object")
+                path, instruction = row.get("path"), row.get("instruction")
+                if not isinstance(path, str) or not path or not isinstance(instruction, str):
+                    raise ValueError(manifest_row_error(row))
+                resolved = str((base / path).resolve())
+            except (ValueError, OSError) as exc:  # OSError / ValueError of resolve: a name no file can have
+                error = f"manifest line {number}: {exc}"
+        if error is not None:
+            row, path, instruction = {}, f"<line {number}>", ""
+            key, resolved = bad_line_key(manifest, number, preset, draw), path
+        else:
+            key = item_key(resolved, instruction, preset, draw)
         extra = {k: v for k, v in row.items() if k not in ("path", "instruction")}
-        items.append({"key": item_key(resolved, instruction, preset, draw), "line": number, "path": resolved,
-                      "written": path, "instruction": instruction, "preset": preset, "draw": draw,
-                      "manifest": extra, "error": error})
+        items.append({"key": key, "line": number, "path": resolved, "written": path, "instruction": instruction,
+                      "preset": preset, "draw": draw, "manifest": extra, "error": error})
     return items
 
 
@@ -104,13 +132,21 @@ def misplaced_paths(manifest: Path, items: list[dict[str, Any]], cwd: Path) -> s
     if base == cwd.resolve():
         return None
     found = [f"line {item['line']} {item['written']!r}" for item in items
-             if item["error"] is None and not Path(item["path"]).exists()
-             and not Path(item["written"]).is_absolute() and (cwd / item["written"]).exists()]
+             if item["error"] is None and not _exists(Path(item["path"]))
+             and not Path(item["written"]).is_absolute() and _exists(cwd / item["written"])]
     if not found:
         return None
     return (f"{len(found)} clip(s) are not where the manifest points (paths are relative to its folder "
             f"{base}) but exist relative to the current directory, e.g. {found[0]}: write them relative to "
             "the manifest's folder, or absolute")
+
+
+def _exists(path: Path) -> bool:
+    """`path.exists()`, False for a name the system refuses (too long: OSError; Path.exists raises it)."""
+    try:
+        return path.exists()
+    except (OSError, ValueError):
+        return False
 
 
 def drop_repeats(items: list[dict[str, Any]]) -> tuple[list[dict[str, Any]], list[str]]:
@@ -137,7 +173,7 @@ def done_keys(out: Path) -> set[str]:
     if not out.exists():
         return set()
     keys = set()
-    for line in out.read_text(encoding="utf-8").splitlines():
+    for line in text_lines(out.read_text(encoding="utf-8")):
         try:
             row = json.loads(line)
         except ValueError:
@@ -175,7 +211,7 @@ def other_scorer(out: Path, scorer: dict[str, Any]) -> str | None:
     if not out.exists():
         return None
     rows = []
-    for number, line in enumerate(out.read_text(encoding="utf-8").splitlines(), start=1):
+    for number, line in enumerate(text_lines(out.read_text(encoding="utf-8")), start=1):
         try:
             row = json.loads(line)
         except ValueError:
@@ -198,27 +234,42 @@ def retryable(result: dict[str, Any]) -> bool:
     return False
 
 
-def drop_retryable(out: Path) -> int:
-    """Rewrite the output file without its retryable rows (and torn lines), so their items are scored
-    again and each key keeps one row; returns how many rows were dropped. The file is replaced in one
-    rename, so an interruption leaves the old file or the new one."""
+def stale_keys(manifest: Path, items: list[dict[str, Any]], *, retry_ineligible: bool) -> tuple[set[str], set[str]]:
+    """(keys whose rows go in any case, keys whose rows go when retryable) before `items` of `manifest` run:
+    the `bad_line_key` of every line (a line still bad gets its row back, a line fixed since is scored;
+    either way one row per line), and with `retry_ineligible` the keys of `items` themselves. Rows of
+    other items (other draws, presets or manifests sharing the output) are never touched."""
+    bad = {bad_line_key(manifest, it["line"], it["preset"], it["draw"]) for it in items}
+    return bad, ({it["key"] for it in items} if retry_ineligible else set())
+
+
+def drop_rows(out: Path, always: set[str], retryable_keys: set[str]) -> int:
+    """Rewrite the output file without the rows keyed in `always`, and without the retryable rows keyed in
+    `retryable_keys` (`stale_keys`); returns how many retryable rows were dropped. Torn lines go too. The
+    file is replaced in one rename (an interruption leaves the old file or the new one), and only when a
+    line goes."""
     if not out.exists():
         return 0
-    kept, dropped = [], 0
-    for line in out.read_text(encoding="utf-8").splitlines():
+    lines = text_lines(out.read_text(encoding="utf-8"))
+    kept, retried = [], 0
+    for line in lines:
         try:
             row = json.loads(line)
         except ValueError:
             continue
-        if isinstance(row, dict) and isinstance(row.get("result"), dict) and retryable(row["result"]):
-            dropped += 1
-        else:
-            kept.append(line)
-    if dropped:
+        key = row.get("key") if isinstance(row, dict) else None
+        result = row.get("result") if isinstance(row, dict) else None
+        if key in always:
+            continue
+        if key in retryable_keys and isinstance(result, dict) and retryable(result):
+            retried += 1
+            continue
+        kept.append(line)
+    if len(kept) != len(lines):
         tmp = out.with_name(f".{out.name}.retry")
         tmp.write_text("".join(line + "\n" for line in kept), encoding="utf-8")
         tmp.replace(out)
-    return dropped
+    return retried
 
 
 def result_line(item: dict[str, Any], result: Any) -> str:
@@ -244,11 +295,7 @@ class RowWriter:
         """Per leading label of the ineligible rows' first reason (the text before its first colon: the
         failing stage, or "input"): how many rows and the first one's reason."""
         out.parent.mkdir(parents=True, exist_ok=True)
-        if out.exists() and out.stat().st_size:
-            with out.open("rb+") as fh:  # close a torn last line before appending (only the last byte is read)
-                fh.seek(-1, 2)
-                if fh.read(1) != b"\n":
-                    fh.write(b"\n")
+        mend_tail(out)  # a torn last line: cut (its item is re-run) or closed, never left inside the file
 
     def write(self, line: str, status: str) -> None:
         """Append one row (`result_line` output) whose result has `status`."""

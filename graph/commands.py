@@ -173,12 +173,13 @@ def score_batch_command(
         build_batch_agent,
         done_keys,
         drop_repeats,
-        drop_retryable,
+        drop_rows,
         misplaced_paths,
         other_scorer,
         read_manifest,
         run_batch,
         scorer_of,
+        stale_keys,
     )
 
     settings = _settings_or_exit(require_endpoint=True)
@@ -197,11 +198,14 @@ def score_batch_command(
     if problem := other_scorer(out, scorer_of(settings)):  # before --retry-ineligible rewrites the file
         typer.echo(f"error: {problem}", err=True)
         raise typer.Exit(2)
+    retried = drop_rows(out, *stale_keys(manifest, items, retry_ineligible=retry_ineligible))
     if retry_ineligible:
-        typer.echo(f"{drop_retryable(out)} ineligible row(s) removed from {out} to score again", err=True)
+        typer.echo(f"{retried} ineligible row(s) removed from {out} to score again", err=True)
     done = done_keys(out)
     todo = [it for it in items if it["key"] not in done]
-    typer.echo(f"{len(items)} items, {len(items) - len(todo)} already in {out}, {len(todo)} to score", err=True)
+    bad = sum(it["error"] is not None for it in todo)  # their rows are rewritten on every run (no model call)
+    typer.echo(f"{len(items) - bad} items, {len(items) - len(todo)} already in {out}, {len(todo) - bad} to score"
+               + (f", {bad} bad manifest line(s) (their rows written again)" if bad else ""), err=True)
     # the preset's tool models, loaded in the process that scores (worker processes load their own)
     tools = loaded_tools(settings, preset) if todo and processes == 1 else None
     columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn())

@@ -3,7 +3,11 @@ names its place (`PATH:N`). Shared by the readers that refuse a broken file rath
 (`training.data.load_prompts`, `evals.compare.read_results`, `evals.vqa.load_vqa_manifest`).
 `evals.clipsuite.load_manifest` keeps its own loop: its errors say "PATH line N", which its tests and
 users' scripts read. A UTF-8 byte-order mark at the start of a file (Windows editors, PowerShell) is skipped. Leniently (`json_objects`), for a log another process may be appending to:
-lines that are not JSON objects are skipped and counted (`training.best`, `training.report`)."""
+lines that are not JSON objects are skipped and counted (`training.best`, `training.report`).
+
+Lines are split at "\n" only (`text_lines`): `str.splitlines` also splits at U+2028, U+2029, U+0085 and
+other separators that JSON allows raw inside strings (`json.dumps(..., ensure_ascii=False)` writes them),
+which cut a valid row in two. Files rows are appended to are first mended at their end (`mend_tail`)."""
 
 from __future__ import annotations
 
@@ -13,10 +17,49 @@ from pathlib import Path
 from typing import Any
 
 
+def text_lines(text: str) -> list[str]:
+    """The lines of a JSONL text: split at "\n" only, a trailing "\r" dropped, no empty line after a final
+    newline (see the module docstring)."""
+    lines = text.split("\n")
+    if lines and lines[-1] == "":
+        lines.pop()
+    return [line[:-1] if line.endswith("\r") else line for line in lines]
+
+
+def mend_tail(path: Path) -> None:
+    """Make `path` end at a line boundary before rows are appended to it. A last line without its newline
+    (a write torn by a crash or a full disk) is cut off when it is not JSON, so the file stays readable by
+    strict readers (its item has no row and is scored again), and closed with a newline when it is."""
+    if not path.is_file() or path.stat().st_size == 0:
+        return
+    with path.open("rb+") as fh:
+        end = fh.seek(0, 2)
+        fh.seek(end - 1)
+        if fh.read(1) == b"\n":
+            return
+        cut = 0
+        while end > 0:  # the last newline, read backwards in blocks
+            start = max(0, end - 65536)
+            fh.seek(start)
+            k = fh.read(end - start).rfind(b"\n")
+            if k >= 0:
+                cut = start + k + 1
+                break
+            end = start
+        fh.seek(cut)
+        try:
+            json.loads(fh.read().decode("utf-8"))
+        except ValueError:
+            fh.truncate(cut)
+            return
+        fh.seek(0, 2)
+        fh.write(b"\n")
+
+
 def json_lines(path: Path, error: Callable[[str], Exception]) -> Iterator[tuple[str, Any]]:
     """`("PATH:N", value)` for each non-blank line of `path`; `error("PATH:N: not valid JSON (...)")` is
     raised for a line that does not parse."""
-    for number, line in enumerate(path.read_text(encoding="utf-8-sig").splitlines(), start=1):
+    for number, line in enumerate(text_lines(path.read_text(encoding="utf-8-sig")), start=1):
         if not line.strip():
             continue
         where = f"{path}:{number}"
@@ -34,7 +77,7 @@ def json_objects(path: Path) -> tuple[list[dict[str, Any]], int]:
         return [], 0
     rows: list[dict[str, Any]] = []
     skipped = 0
-    for line in path.read_text(encoding="utf-8", errors="replace").splitlines():
+    for line in text_lines(path.read_text(encoding="utf-8", errors="replace")):
         try:
             row = json.loads(line)
         except ValueError:

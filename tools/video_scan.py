@@ -10,6 +10,7 @@ from __future__ import annotations
 import bisect
 import io
 import math
+import stat
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -124,11 +125,15 @@ def _open(src: Source, name: str, options: dict[str, str] | None) -> av.containe
         target: str | io.BytesIO = io.BytesIO(bytes(src))
     else:
         path = Path(src)
-        if not path.exists():
-            raise VideoNotFoundError(f"{name}: video file not found")
-        if not path.is_file():
+        try:
+            st = path.stat()
+        except FileNotFoundError:
+            raise VideoNotFoundError(f"{name}: video file not found") from None
+        except (OSError, ValueError) as exc:  # a name too long, a NUL byte, no permission to a folder
+            raise VideoNotFoundError(f"{name}: cannot be read ({type(exc).__name__}: {exc})") from None
+        if not stat.S_ISREG(st.st_mode):
             raise VideoNotFoundError(f"{name}: not a regular file")
-        if path.stat().st_size == 0:
+        if st.st_size == 0:
             raise EmptyVideoError(f"{name}: video file is empty (0 bytes)")
         target = str(path)
     with wrapped(name, "cannot be opened as a video (not a video file, or truncated/corrupt)"):

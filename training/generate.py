@@ -54,6 +54,7 @@ import torch
 
 from policy.rollout import RolloutConfig, RolloutConfigError, initial_noise, rollout, sample_ode
 from policy.world_model import Conditioning, FlowWorldModel
+from tools.jsonl import text_lines
 from tools.video import write_video
 from training.config import PromptSpec, TrainConfig
 from training.data import derive_seed, load_prompts
@@ -263,7 +264,7 @@ def _resume(manifest: Path) -> set[str]:
     if not manifest.exists():
         return set()
     keys, kept = set(), []
-    lines = manifest.read_text(encoding="utf-8").splitlines()
+    lines = text_lines(manifest.read_text(encoding="utf-8"))
     for line in lines:
         try:
             row = json.loads(line)

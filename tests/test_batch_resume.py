@@ -1,0 +1,109 @@
+"""`raa score-batch` output files across runs: torn rows, `--retry-ineligible` next to other draws, and manifest
+lines that are bad (not UTF-8, a path no file can have) or that contain JSON-legal line separators."""
+
+from __future__ import annotations
+
+import json
+
+from typer.testing import CliRunner
+
+from graph.cli import app
+from tests.test_cli_agent import _scripted
+from tools.jsonl import json_lines, mend_tail, text_lines
+
+runner = CliRunner()
+TASK = "push the red block to the right"
+
+
+def _clips(tmp_path, n: int) -> None:
+    from tests.graph_scripts import moving_square
+
+    for i in range(n):
+        moving_square(tmp_path / f"c{i}.mp4", seed=i)
+
+
+def _rows(out) -> list[dict]:
+    return [row for _, row in json_lines(out, ValueError)]  # strict: every line must be JSON
+
+
+def test_mend_tail_cuts_a_torn_row_and_closes_a_whole_one(tmp_path):
+    f = tmp_path / "r.jsonl"
+    f.write_text('{"a": 1}\n{"b": 2}\n{"c": ')
+    mend_tail(f)
+    assert f.read_text() == '{"a": 1}\n{"b": 2}\n'
+    f.write_text('{"a": 1}\n{"b": 2}')  # whole, only its newline missing: kept
+    mend_tail(f)
+    assert f.read_text() == '{"a": 1}\n{"b": 2}\n'
+    f.write_text('{"c": ' + "x" * 70000)  # no newline at all, longer than one read block
+    mend_tail(f)
+    assert f.read_text() == ""
+    assert text_lines('{"t": "a\u2028b"}\r\n{"u": 1}\n') == ['{"t": "a\u2028b"}', '{"u": 1}']
+
+
+def test_a_torn_last_row_is_scored_again_and_the_file_stays_readable(monkeypatch, tmp_path):
+    _scripted(monkeypatch, tmp_path)
+    _clips(tmp_path, 3)
+    manifest = tmp_path / "m.jsonl"
+    manifest.write_text("".join(json.dumps({"path": f"c{i}.mp4", "instruction": TASK}) + "\n" for i in range(3)))
+    out = tmp_path / "out.jsonl"
+    args = ["score-batch", str(manifest), "--out", str(out), "--preset", "decomposed"]
+    assert runner.invoke(app, args).exit_code == 0
+    text = out.read_text()
+    out.write_text(text[: len(text) - len(text_lines(text)[-1]) // 2 - 1])  # the last row cut in half
+    res = runner.invoke(app, args)
+    assert res.exit_code == 0 and "2 already in" in res.output and "1 to score" in res.output, res.output
+    rows = _rows(out)
+    assert len(rows) == 3 and {r["line"] for r in rows} == {1, 2, 3}
+
+
+def test_retry_ineligible_leaves_other_draws_alone(monkeypatch, tmp_path):
+    _scripted(monkeypatch, tmp_path)
+    _clips(tmp_path, 2)
+    manifest = tmp_path / "m.jsonl"
+    manifest.write_text("".join(json.dumps({"path": f"c{i}.mp4", "instruction": TASK}) + "\n" for i in range(2)))
+    out = tmp_path / "out.jsonl"
+    args = ["score-batch", str(manifest), "--out", str(out), "--preset", "decomposed"]
+    for draw in ("0", "1"):
+        assert runner.invoke(app, [*args, "--draw", draw]).exit_code == 0
+    rows = _rows(out)
+    dead = {"status": "ineligible", "reward": None, "reasons": ["observe: transport: APIConnectionError"]}
+    out.write_text("".join(json.dumps({**r, "result": {**r["result"], **dead}} if r["draw"] == 1 else r) + "\n"
+                           for r in rows))
+    res = runner.invoke(app, [*args, "--draw", "0", "--retry-ineligible"])
+    assert res.exit_code == 0 and "0 ineligible row(s) removed" in res.output, res.output
+    assert sum(r["draw"] == 1 for r in _rows(out)) == 2  # draw 1's rows wait for a draw 1 retry
+    res = runner.invoke(app, [*args, "--draw", "1", "--retry-ineligible"])
+    assert "2 ineligible row(s) removed" in res.output and "2 to score" in res.output, res.output
+    assert [r["result"]["status"] for r in _rows(out)] == ["scored"] * 4
+
+
+def test_bad_manifest_lines_get_their_own_rows_and_a_fixed_line_replaces_its_row(monkeypatch, tmp_path):
+    """A NUL byte in a path, a file name too long for the system and a line that is not UTF-8 crashed the whole
+    batch (exit 1, no rows); a U+2028 inside a string split a valid line in two. A bad line's row used to stay
+    after the line was fixed (keyed by its number only)."""
+    model = _scripted(monkeypatch, tmp_path)
+    _clips(tmp_path, 2)
+    manifest = tmp_path / "m.jsonl"
+    good = json.dumps({"path": "c0.mp4", "instruction": "push the red\u2028block to the right"}, ensure_ascii=False)
+    lines = [good.encode(), json.dumps({"path": "c1\u0000.mp4", "instruction": TASK}).encode(),
+             json.dumps({"path": "x" * 300 + ".mp4", "instruction": TASK}).encode(),
+             b'{"path": "caf\xe9.mp4", "instruction": "push"}', json.dumps({"video": "c1.mp4", "instruction": TASK}).encode()]
+    manifest.write_bytes(b"\n".join(lines) + b"\n")
+    out = tmp_path / "out.jsonl"
+    args = ["score-batch", str(manifest), "--out", str(out), "--preset", "decomposed"]
+    res = runner.invoke(app, args, catch_exceptions=False)
+    assert res.exit_code == 0 and "2 items" in res.output and "3 bad manifest line(s)" in res.output, res.output
+    rows = {r["line"]: r["result"] for r in _rows(out)}
+    assert sorted(rows) == [1, 2, 3, 4, 5] and rows[1]["status"] == "scored"
+    assert "embedded null byte" in rows[2]["reasons"][0]
+    assert rows[3]["status"] == "ineligible" and "video" in rows[3]["reasons"][0]  # a video fault: not retried
+    assert "not UTF-8 text (byte 0xe9 at column 14" in rows[4]["reasons"][0]
+    assert "rename 'video' to 'path'" in rows[5]["reasons"][0]
+    lines[4] = json.dumps({"path": "c1.mp4", "instruction": TASK}).encode()  # the user follows the hint
+    manifest.write_bytes(b"\n".join(lines) + b"\n")
+    calls = len(model.calls)
+    res = runner.invoke(app, args)
+    assert res.exit_code == 0 and "1 to score, 2 bad manifest line(s)" in res.output, res.output
+    again = _rows(out)
+    assert sorted(r["line"] for r in again) == [1, 2, 3, 4, 5]  # one row per line: line 5's old row went
+    assert {r["line"]: r["result"]["status"] for r in again}[5] == "scored" and len(model.calls) > calls
