@@ -90,6 +90,8 @@ class FakeSurprise:
         from tools.surprise import SurpriseEvidence, SurpriseWindow
 
         self.calls += 1
+        if len(frames) < 24:  # like a real scorer: no window past the frames it was given
+            return SurpriseEvidence(status="not_enough_frames", num_frames=len(frames))
         w = SurpriseWindow(start=8, end=23, frames=list(range(8, 24)), surprise=0.4)
         return SurpriseEvidence(status="ok", windows=[w], top=[w], mean=0.4, num_frames=len(frames))
 

@@ -33,6 +33,7 @@ Decisions where the issue was silent:
 from __future__ import annotations
 
 import threading
+import warnings
 from collections.abc import Sequence
 from typing import Any, Literal, Protocol, runtime_checkable
 
@@ -79,6 +80,8 @@ class SurpriseEvidence(BaseModel):
         idx = [int(i) for i in indices]
         if len(idx) != self.num_frames:
             raise ValueError(f"{len(idx)} frame indices for evidence over {self.num_frames} frames")
+        if any(not 0 <= f < len(idx) for w in self.windows + self.top for f in (w.start, w.end, *w.frames)):
+            raise ValueError(f"the scorer returned windows past the {len(idx)} frames it was given")
 
         def named(w: SurpriseWindow) -> SurpriseWindow:
             return w.model_copy(update={"start": idx[w.start], "end": idx[w.end], "frames": [idx[f] for f in w.frames]})
@@ -122,7 +125,9 @@ def preprocess_frames(frames: np.ndarray, crop_size: int) -> np.ndarray:
     t, h, w, _ = frames.shape
     short = int(crop_size * 256 / 224)
     nh, nw = (short, int(short * w / h)) if h <= w else (int(short * h / w), short)
-    x = torch.from_numpy(np.ascontiguousarray(frames)).permute(0, 3, 1, 2)  # uint8, channels-last in memory
+    with warnings.catch_warnings():  # cached frames are read-only; x is only read (interpolate makes new ones)
+        warnings.filterwarnings("ignore", message="The given NumPy array is not writable")
+        x = torch.from_numpy(np.ascontiguousarray(frames)).permute(0, 3, 1, 2)  # uint8, channels-last in memory
     x = F.interpolate(x, size=(nh, nw), mode="bilinear", align_corners=False, antialias=True)
     top, left = int(round((nh - crop_size) / 2.0)), int(round((nw - crop_size) / 2.0))
     x = x[:, :, top:top + crop_size, left:left + crop_size].float().div_(255.0)
