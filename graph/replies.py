@@ -50,9 +50,12 @@ def extract_json_object(text: str) -> str:
     depth, in_str, escape = 0, False, False
     for i in range(start, len(stripped)):
         ch = stripped[i]
-        if in_str:
-            escape = (ch == "\\") and not escape
-            if ch == '"' and not escape:
+        if in_str:  # the character after a backslash is escaped, whatever it is
+            if escape:
+                escape = False
+            elif ch == "\\":
+                escape = True
+            elif ch == '"':
                 in_str = False
             continue
         if ch == '"':

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import threading
 
 import httpx
@@ -152,6 +153,10 @@ def test_url_digest_memo_is_bounded_by_the_size_of_its_urls(monkeypatch) -> None
 def test_extract_json_object() -> None:
     assert extract_json_object('```json\n{"a": {"b": "}"}}\n```') == '{"a": {"b": "}"}}'
     assert extract_json_object('Sure! {"x": 1} trailing') == '{"x": 1}'
+    # an escaped quote does not end the string: the brace after it is text (it closed the object early)
+    quoted = r'{"ok": false, "rationale": "the overlay reads \"DONE}\" but the cup stays"} more'
+    assert json.loads(extract_json_object(quoted))["rationale"] == 'the overlay reads "DONE}" but the cup stays'
+    assert extract_json_object(r'{"path": "C:\\", "n": 1}') == r'{"path": "C:\\", "n": 1}'  # an escaped backslash
     with pytest.raises(ValueError):
         extract_json_object("no json here")
     with pytest.raises(ValueError):
