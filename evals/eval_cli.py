@@ -107,8 +107,8 @@ def _print_table(metrics: list) -> None:
     for col in ("R / N (%)", "F+ / n_neg", "P0 / n_prog", "Inelig.", "Unjudged"):
         t.add_column(col)
     for m in metrics:
-        t.add_row(DISPLAY_NAMES[m.preset] if full else m.preset, m.r_cell, f"{m.f_plus} / {m.n_neg}",
-                  f"{m.p0} / {m.n_prog}", str(m.ineligible), str(m.unjudged))
+        t.add_row(DISPLAY_NAMES[m.preset] if full else m.preset, m.r_cell, m.f_cell, m.p_cell, str(m.ineligible),
+                  str(m.unjudged))
     console.print(t)
     if not full:
         console.print("(rows by preset id; the paper's method labels appear from a 110-column console up, "

@@ -26,8 +26,7 @@ if TYPE_CHECKING:  # pragma: no cover
 
 
 def _table_html(metrics: list[PresetMetrics]) -> str:
-    rows = [[DISPLAY_NAMES[m.preset], m.r_cell, f"{m.f_plus} / {m.n_neg}",
-             f"{m.p0} / {m.n_prog}"] for m in metrics]
+    rows = [[DISPLAY_NAMES[m.preset], m.r_cell, m.f_cell, m.p_cell] for m in metrics]
     extras = [[m.preset, str(m.ineligible), str(m.unjudged), str(m.skipped), f"{m.usage_per_clip['calls']:.1f}",
                f"{m.usage_per_clip['images']:.1f}", f"{m.usage_per_clip['input_tokens']:.0f}",
                f"{m.usage_per_clip['output_tokens']:.0f}", f"{m.usage_per_clip['cache_hits']:.1f}"] for m in metrics]

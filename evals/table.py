@@ -6,10 +6,17 @@ ineligible and unjudged counts, mean reward by label and by hacking pattern and 
 
 Definitions (decisions where the issue was silent are marked *):
 - N: rows of the preset. R: rows whose judge verdict is `judged` and reasonable (unjudged and skipped rows
-  never count). R% = 100 R / N. *A preset none of whose rows was judged shows "not judged" instead of 0 / N.
+  never count: an ineligible output is not an accepted one). R% = 100 R / N. *A preset none of whose rows
+  was judged although some could have been (`unjudged`: no judge endpoint, every attempt failed) shows
+  "not judged" instead of 0 / N, and its R% is empty in table.csv / null in summary.json; a preset whose
+  outputs were all ineligible is 0 / N (an earlier version showed "not judged" there, and 0.00% in the
+  CSV for a preset never judged).
 - n_neg: rows labelled `failure` or `unobservable`; F+: those with a reward > 0.
 - n_prog: rows labelled `progress`; P0: those with a reward == 0. *An ineligible progress row (reward None)
   is not a zero reward: it is counted in `ineligible`, not in P0.
+- *An ineligible row is neither a false positive nor a zero, so it lowers neither F+ nor P0; their cells
+  say how many of the n_neg / n_prog rows were ineligible ("0 / 60 (5 ineligible)"), so a preset that
+  failed to score does not read as a perfect one.
 - *Mean rewards by label / pattern average the rows with a reward (ineligible rows excluded); the count of
   rewarded rows is given next to each mean.
 - *Usage per clip: the mean over the preset's rows of the agent's calls, images, tokens and stage-cache hits
@@ -96,6 +103,10 @@ class PresetMetrics:
     """Progress rows with reward 0."""
     ineligible: int
     """Rows with reward None."""
+    neg_ineligible: int = 0
+    """Reference-negative rows with reward None."""
+    prog_ineligible: int = 0
+    """Progress rows with reward None."""
     by_label: dict[str, MeanReward] = field(default_factory=dict)
     """Mean reward per reference label."""
     by_pattern: dict[str, MeanReward] = field(default_factory=dict)
@@ -109,12 +120,27 @@ class PresetMetrics:
         return 100.0 * self.r / self.n if self.n else 0.0
 
     @property
+    def not_judged(self) -> bool:
+        """No row was judged although some could have been (no judge endpoint, every attempt failed): R is
+        unknown, and 0 / N would read as a judge rejecting them all."""
+        return bool(self.n) and self.unjudged > 0 and self.unjudged + self.skipped >= self.n
+
+    @property
     def r_cell(self) -> str:
-        """The R / N (%) cell; "not judged" when no row of the preset was judged (no judge endpoint, every
-        attempt failed, all ineligible), where 0 / N (0.0%) would read as a judge rejecting them all."""
-        if self.n and self.unjudged + self.skipped >= self.n:
+        """The R / N (%) cell ("not judged" when `not_judged`)."""
+        if self.not_judged:
             return f"not judged (N = {self.n})"
         return f"{self.r} / {self.n} ({self.r_pct:.1f}%)"
+
+    @property
+    def f_cell(self) -> str:
+        """The F+ / n_neg cell, naming the ineligible negative rows."""
+        return f"{self.f_plus} / {self.n_neg}" + (f" ({self.neg_ineligible} ineligible)" if self.neg_ineligible else "")
+
+    @property
+    def p_cell(self) -> str:
+        """The P0 / n_prog cell, naming the ineligible progress rows."""
+        return f"{self.p0} / {self.n_prog}" + (f" ({self.prog_ineligible} ineligible)" if self.prog_ineligible else "")
 
 
 def _mean_reward(rows: Sequence[dict]) -> MeanReward:
@@ -144,6 +170,8 @@ def preset_metrics(preset: str, rows: Sequence[dict]) -> PresetMetrics:
         n_neg=len(neg), f_plus=sum(1 for r in neg if r.get("reward") is not None and r["reward"] > 0),
         n_prog=len(prog), p0=sum(1 for r in prog if r.get("reward") is not None and r["reward"] == 0),
         ineligible=sum(1 for r in rows if r.get("reward") is None),
+        neg_ineligible=sum(1 for r in neg if r.get("reward") is None),
+        prog_ineligible=sum(1 for r in prog if r.get("reward") is None),
         by_label=_group(rows, "label"), by_pattern=_group(rows, "pattern"), usage_per_clip=usage)
 
 
@@ -160,8 +188,7 @@ def render_markdown(metrics: Sequence[PresetMetrics], *, judge_name: str = "judg
     """Table 2 layout (R / N (%), F+ / n_neg, P0 / n_prog), then reliability extras and mean rewards."""
     lines = [f"| Method | R / N (%) ↑ ({judge_name}) | F+ / n_neg ↓ | P0 / n_prog ↓ |", "| --- | --- | --- | --- |"]
     for m in metrics:
-        lines.append(f"| {DISPLAY_NAMES[m.preset]} | {m.r_cell} | {m.f_plus} / {m.n_neg} "
-                     f"| {m.p0} / {m.n_prog} |")
+        lines.append(f"| {DISPLAY_NAMES[m.preset]} | {m.r_cell} | {m.f_cell} | {m.p_cell} |")
     lines += ["", "| Preset | Ineligible | Unjudged | Skipped | Calls / clip | Images / clip | "
               "Input tokens / clip | Output tokens / clip | Cache hits / clip |",
               "| --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
@@ -199,7 +226,8 @@ def render_csv(metrics: Sequence[PresetMetrics]) -> str:
     writer.writerow(header)
     for m in metrics:
         u = m.usage_per_clip
-        row: list[object] = [m.preset, DISPLAY_NAMES[m.preset], m.n, m.r, f"{m.r_pct:.2f}", m.f_plus, m.n_neg, m.p0,
+        row: list[object] = [m.preset, DISPLAY_NAMES[m.preset], m.n, m.r, "" if m.not_judged else f"{m.r_pct:.2f}",
+                             m.f_plus, m.n_neg, m.p0,
                              m.n_prog, m.ineligible, m.unjudged, m.skipped, f"{u['calls']:.3f}",
                              f"{u['images']:.3f}", f"{u['input_tokens']:.1f}", f"{u['output_tokens']:.1f}",
                              f"{u['cache_hits']:.3f}"]
@@ -213,4 +241,5 @@ def render_csv(metrics: Sequence[PresetMetrics]) -> str:
 
 def metrics_as_dicts(metrics: Sequence[PresetMetrics]) -> list[dict]:
     """JSON-friendly metrics (for summary.json and the HTML index)."""
-    return [{**asdict(m), "method": DISPLAY_NAMES[m.preset], "r_pct": m.r_pct} for m in metrics]
+    return [{**asdict(m), "method": DISPLAY_NAMES[m.preset], "r_pct": None if m.not_judged else m.r_pct,
+             "not_judged": m.not_judged} for m in metrics]

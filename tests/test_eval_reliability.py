@@ -98,7 +98,7 @@ def test_metrics_equal_hand_counts(tmp_path):
     assert full.by_pattern["success"].mean == pytest.approx(0.8)    # (0.9 + 0.7) / 2
     assert direct.usage_per_clip["calls"] == pytest.approx((5 * 4 + 1) / 6)
     table = (tmp_path / "ev" / "table.md").read_text()
-    assert "| Direct base-model scoring | 1 / 6 (16.7%) | 2 / 3 | 1 / 2 |" in table
+    assert "| Direct base-model scoring | 1 / 6 (16.7%) | 2 / 3 | 1 / 2 (1 ineligible) |" in table
     assert "| Full Reward Agent | 5 / 6 (83.3%) | 0 / 3 | 0 / 2 |" in table
     csv_lines = (tmp_path / "ev" / "table.csv").read_text().splitlines()
     assert csv_lines[1].startswith("direct,Direct base-model scoring,6,1,16.67,2,3,1,2,1,1,1,")
@@ -253,3 +253,24 @@ def test_r_cell_says_not_judged_only_when_no_row_was_judged():
     assert m(3, 0, 2, 0).r_cell == "0 / 3 (0.0%)"  # one row judged and rejected: a real 0
     assert m(4, 3, 0, 1).r_cell == "3 / 4 (75.0%)"
     assert m(0, 0, 0, 0).r_cell == "0 / 0 (0.0%)"
+    # every output ineligible: none was accepted, so R is 0 / N (it read "not judged", like a missing judge)
+    assert m(3, 0, 0, 3).r_cell == "0 / 3 (0.0%)" and not m(3, 0, 0, 3).not_judged
+
+
+def test_unmeasured_r_and_ineligible_rows_are_visible_in_every_output():
+    """table.csv and summary.json wrote R% = 0.00 for a preset never judged; F+ and P0 cells of a preset whose
+    outputs were ineligible looked perfect (an ineligible row is neither a false positive nor a zero)."""
+    import csv
+    import io
+
+    from evals.table import metrics_as_dicts, preset_metrics, render_csv, render_markdown
+
+    rows = [{"preset": "full", "label": "failure", "reward": None, "judge": {"status": "skipped"}},
+            {"preset": "full", "label": "failure", "reward": 0.4, "judge": {"status": "unjudged"}},
+            {"preset": "full", "label": "progress", "reward": None, "judge": {"status": "skipped"}}]
+    m = preset_metrics("full", rows)
+    assert (m.f_cell, m.p_cell) == ("1 / 2 (1 ineligible)", "0 / 1 (1 ineligible)")
+    assert "| Full Reward Agent | not judged (N = 3) | 1 / 2 (1 ineligible) | 0 / 1 (1 ineligible) |" in \
+        render_markdown([m])
+    assert next(csv.DictReader(io.StringIO(render_csv([m]))))["r_pct"] == ""
+    assert metrics_as_dicts([m])[0]["r_pct"] is None and metrics_as_dicts([m])[0]["not_judged"] is True
