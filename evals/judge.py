@@ -63,6 +63,8 @@ class JudgeVerdict(BaseModel):
     rationale: str = Field(default="", max_length=4000, description="The judge's rationale or the failure.")
     attempts: int = Field(default=0, ge=0, le=100, description="Judge attempts made.")
     usage: dict[str, int] = Field(default_factory=dict, description="calls, images, input/output tokens.")
+    judge: str = Field(default="", max_length=500, description="Which judge gave it (its model name); empty in "
+                                                               "rows written before it was recorded.")
 
     @property
     def accepted(self) -> bool:

@@ -6,9 +6,13 @@ judge (`evals.judge.RewardJudge`) whether each output is reasonable, appends one
 `DIR/results.jsonl` as soon as it is done, and finally writes `table.md`, `table.csv` and `summary.json`.
 
 Decisions where the issue was silent:
-- Resume key is (absolute clip path, preset). On rerun a finished row is kept as is; a row whose verdict is
-  `unjudged` is re-judged without re-scoring; `retry_ineligible=True` also re-scores rows whose reward is None
-  (the paper retries execution errors).
+- Resume key is (absolute clip path, preset). On rerun a finished row is kept as is, unless its clip changed
+  since: another instruction in the manifest, or another file at the path (rows record the clip's size and
+  modification time as `clip_version`; a suite rendered again with another seed keeps its file names) ->
+  scored again. A row whose verdict is `unjudged`, or was given by another judge than this run's (verdicts
+  record `judge` = `judge_name`), is re-judged without re-scoring; `retry_ineligible=True` also re-scores rows
+  whose reward is None (the paper retries execution errors). Rows written before these fields existed are
+  taken as current.
 - results.jsonl is appended during the run (crash-safe) and rewritten compacted (last row per key, sorted by
   preset order then manifest order) at the end; rows of other presets or clips already in the file are kept.
   A truncated trailing line (crash mid-write) is ignored.
@@ -150,13 +154,29 @@ class RewardEvalOutcome:
     """Output folder."""
 
 
+def clip_version(path: str) -> list[int] | None:
+    """[size, mtime_ns] of the clip file (None when it cannot be stat'ed): a file written anew at a path."""
+    try:
+        st = os.stat(path)
+    except (OSError, ValueError):
+        return None
+    return [st.st_size, st.st_mtime_ns]
+
+
 def result_row(clip: EvalClip, preset: str, result: RewardResult) -> dict[str, Any]:
     """One results.jsonl row (judge verdict added later)."""
     return {"path": clip.path, "instruction": clip.instruction, "label": clip.label, "pattern": clip.pattern,
             "task": clip.task, "preset": preset, "reward": result.reward, "status": result.status,
             "T": result.T, "P": result.P, "V": result.V, "failure": result.failure,
             "unverifiable": result.unverifiable, "reasons": list(result.reasons), "run_id": result.run_id,
-            "usage": dict(result.usage), "judge": None}
+            "usage": dict(result.usage), "clip_version": clip_version(clip.path), "judge": None}
+
+
+def stale(row: dict[str, Any], clip: EvalClip, version: list[int] | None) -> bool:
+    """True when `row` was scored for another clip than `clip` (at its current file `version`)."""
+    if row.get("instruction") != clip.instruction:
+        return True
+    return "clip_version" in row and row["clip_version"] is not None and row["clip_version"] != version
 
 
 def stamped(row: dict[str, Any], scorer_id: dict[str, Any] | None) -> dict[str, Any]:
@@ -223,15 +243,18 @@ async def run_reward_eval(clips: Sequence[EvalClip], presets: Sequence[str], out
                                                 row["reasons"])
                 except Exception as exc:  # noqa: BLE001 - defensive: the judge already reports its failures
                     verdict = JudgeVerdict(status="unjudged", rationale=f"judge crashed: {type(exc).__name__}: {exc}")
-            return {**row, "judge": verdict.model_dump()}
+            return {**row, "judge": verdict.model_copy(update={"judge": judge_name}).model_dump()}
 
+        versions = {c.path: clip_version(c.path) for c in clips}
         for preset in order:
             to_score, to_judge = [], []
             for clip in clips:
                 row = existing.get((clip.path, preset))
-                if row is None or (retry_ineligible and row.get("reward") is None):
+                verdict = (row or {}).get("judge") or {}
+                if row is None or stale(row, clip, versions[clip.path]) or \
+                        (retry_ineligible and row.get("reward") is None):
                     to_score.append(clip)
-                elif (row.get("judge") or {}).get("status", "unjudged") == "unjudged":
+                elif verdict.get("status", "unjudged") == "unjudged" or (verdict.get("judge") or judge_name) != judge_name:
                     to_judge.append(row)
             for row in await asyncio.gather(*(judged(r) for r in to_judge)):
                 emit(row)

@@ -274,3 +274,22 @@ def test_unmeasured_r_and_ineligible_rows_are_visible_in_every_output():
         render_markdown([m])
     assert next(csv.DictReader(io.StringIO(render_csv([m]))))["r_pct"] == ""
     assert metrics_as_dicts([m])[0]["r_pct"] is None and metrics_as_dicts([m])[0]["not_judged"] is True
+
+
+def test_resume_rescores_changed_clips_and_rejudges_another_judges_verdicts(tmp_path):
+    """Resume is keyed by (path, preset): a suite rendered again with another seed (same file names, other
+    instructions and pixels) kept the old rows, and a run with another judge kept the old judge's verdicts
+    under the new judge's name."""
+    clips, scorer = _clips(tmp_path), FakeScorer()
+    for c in clips:
+        Path(c.path).write_bytes(b"clip")
+    asyncio.run(run_reward_eval(clips, ["direct"], tmp_path / "ev", scorer, _judge(), judge_name="judge-a"))
+    assert len(scorer.calls[0][1]) == 6
+    clips[1] = EvalClip(clips[1].path, "stack block c2 on c3", clips[1].label, clips[1].pattern, clips[1].task)
+    Path(clips[2].path).write_bytes(b"another clip")  # c3 rendered anew
+    again = asyncio.run(run_reward_eval(clips, ["direct"], tmp_path / "ev", scorer, _judge(), judge_name="judge-a"))
+    assert scorer.calls[-1] == ("direct", ["c2", "c3"]) and (again.scored, again.rejudged) == (2, 0)
+    assert next(r for r in again.rows if r["path"] == clips[1].path)["instruction"] == "stack block c2 on c3"
+    other = asyncio.run(run_reward_eval(clips, ["direct"], tmp_path / "ev", scorer, _judge(), judge_name="judge-b"))
+    assert len(scorer.calls) == 2 and (other.scored, other.rejudged) == (0, 6)
+    assert {r["judge"]["judge"] for r in other.rows} == {"judge-b"}
