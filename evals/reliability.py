@@ -284,6 +284,7 @@ async def run_reward_eval(clips: Sequence[EvalClip], presets: Sequence[str], out
     _atomic_write(out / "table.md", render_markdown(metrics, judge_name=judge_name))
     _atomic_write(out / "table.csv", render_csv(metrics))
     _atomic_write(out / "summary.json", json.dumps({"presets": order, "clips": len(clips), "judge": judge_name,
+                                                    "paths": [c.path for c in clips],
                                                     "metrics": metrics_as_dicts(metrics)}, indent=2))
     return RewardEvalOutcome(metrics, rows, counters["scored"], counters["rejudged"], out)
 

@@ -1,6 +1,8 @@
 """Index page over a reward-reliability evaluation (`raa eval report DIR`).
 
-Reads DIR/results.jsonl, recomputes the Table 2 metrics for the presets found there, and writes
+Reads DIR/results.jsonl, recomputes the Table 2 metrics for the presets found there (only the clips and
+presets of the last `raa eval reward` run, as its summary.json names them, so the page shows the table.md of
+that run; results.jsonl also keeps rows of earlier manifests), and writes
 DIR/index.html: the table [table], reliability extras [extras], and one row per clip with one cell per preset
 (reward, status, judge verdict) linking to that run's report [clips]. Run reports are written to
 DIR/reports/<run id>.html from the trace database when the run is found there.
@@ -13,6 +15,7 @@ Decisions where the issue was silent:
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -84,6 +87,11 @@ def write_eval_index(out_dir: str | Path, *, traces_path: str | Path | None = No
     if not results.is_file():
         raise FileNotFoundError(f"no evaluation results in {out} (expected {results})")
     rows = list(read_results(results).values())
+    summary = out / "summary.json"
+    scope = json.loads(summary.read_text(encoding="utf-8")) if summary.is_file() else {}
+    if isinstance(scope.get("paths"), list) and isinstance(scope.get("presets"), list):  # the last run's table
+        paths, chosen = set(scope["paths"]), set(scope["presets"])
+        rows = [r for r in rows if r["path"] in paths and r["preset"] in chosen]
     presets = [p for p in PAPER_ORDER if any(r["preset"] == p for r in rows)]
     metrics = all_metrics(rows, presets) if presets else []
 

@@ -293,3 +293,16 @@ def test_resume_rescores_changed_clips_and_rejudges_another_judges_verdicts(tmp_
     other = asyncio.run(run_reward_eval(clips, ["direct"], tmp_path / "ev", scorer, _judge(), judge_name="judge-b"))
     assert len(scorer.calls) == 2 and (other.scored, other.rejudged) == (0, 6)
     assert {r["judge"]["judge"] for r in other.rows} == {"judge-b"}
+
+
+def test_index_shows_the_last_runs_table(tmp_path):
+    """results.jsonl keeps rows of earlier runs (other clips, other presets); index.html recomputed its table
+    over all of them, so it disagreed with the run's table.md."""
+    from evals.report_index import write_eval_index
+
+    clips, scorer = _clips(tmp_path), FakeScorer()
+    asyncio.run(run_reward_eval(clips, ["direct", "full"], tmp_path / "ev", scorer, _judge()))
+    last = asyncio.run(run_reward_eval(clips[:3], ["full"], tmp_path / "ev", scorer, _judge()))
+    html = write_eval_index(tmp_path / "ev").read_text()
+    assert "Direct base-model scoring" not in html.split('id="clip-table"')[0]
+    assert f"{last.metrics[0].r} / 3 (" in html and "/ 6 (" not in html
