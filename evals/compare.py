@@ -28,6 +28,10 @@ Decisions where the issue was silent:
   presets differ, or both scorers are recorded and differ) and those where a side's scorer is unknown
   (``pairs_scorer_unrecorded``). The CLI warns about both and still reports: re-scoring is the user's
   call, and an intentional cross-scorer comparison is legitimate.
+* A pair whose two rows name different instructions (the sides were generated from different or reordered
+  prompt lists, and ``key`` is a prompt index) is not a paired sample of one task: it is counted
+  (``pairs_instruction_differs``, with the first such key) and the CLI warns; the statistics still include
+  it, and the per-instruction table groups by A's instruction.
 * With no pair at all, the comparison says why when it can: score-batch's own ``key`` hashes the preset
   (and draw), so two presets' outputs of one manifest share no key; when their rows share video paths,
   ``hint`` suggests ``--pair-by path``.
@@ -113,6 +117,10 @@ class Comparison:
     temperature."""
     pairs_scorer_unrecorded: int = 0
     """Pairs in the statistics with a row whose scorer (model, temperature) is not recorded."""
+    pairs_instruction_differs: int = 0
+    """Pairs in the statistics whose two rows name different instructions."""
+    first_instruction_mismatch: str | None = None
+    """The pairing key of the first such pair (None when there is none)."""
     by_instruction: list[dict[str, Any]] = field(default_factory=list)
     """Per instruction: n, mean_a, mean_b, mean_diff over its eligible pairs."""
     hint: str | None = None
@@ -220,6 +228,7 @@ def compare(path_a: Path, path_b: Path, *, pair_by: str = "key", seed: int = 0) 
                        "mean_b": float(rb[ix].mean()), "mean_diff": float(d[ix].mean())}
                       for text, ix in groups.items()]
     wins, losses = int((d > 0).sum()), int((d < 0).sum())
+    mismatched = [k for k, _, _ in kept if rows_a[k].get("instruction") != rows_b[k].get("instruction")]
     hint = None
     if not shared and pair_by != "path":
         paths = ({r.get("path") for r in rows_a.values()} & {r.get("path") for r in rows_b.values()}) - {None}
@@ -236,4 +245,5 @@ def compare(path_a: Path, path_b: Path, *, pair_by: str = "key", seed: int = 0) 
         pairs_scored_differently=sum(_scored_differently(rows_a[k], rows_b[k]) for k, _, _ in kept),
         pairs_scorer_unrecorded=sum(not isinstance(rows_a[k].get("scorer"), dict)
                                     or not isinstance(rows_b[k].get("scorer"), dict) for k, _, _ in kept),
+        pairs_instruction_differs=len(mismatched), first_instruction_mismatch=mismatched[0] if mismatched else None,
         by_instruction=by_instruction, hint=hint)

@@ -260,6 +260,11 @@ def compare_command(
         console.print(f"warning: {result.pairs_scored_differently} of the {result.n} compared pairs were "
                       "scored by another preset, model or temperature on each side: their difference measures the "
                       "scorers as well as the videos (re-score one side to compare like with like)", style="yellow")
+    if result.pairs_instruction_differs:
+        console.print(f"warning: {result.pairs_instruction_differs} of the {result.n} compared pairs name different "
+                      f"instructions on each side (first: {pair_by} {result.first_instruction_mismatch!r}): they "
+                      "are not the same task, so the sides were not generated from the same prompt list or "
+                      "order; pair them by another field (--pair-by)", style="yellow")
     if result.pairs_scorer_unrecorded:
         console.print(f"note: {result.pairs_scorer_unrecorded} of the {result.n} compared pairs have a row "
                       "whose scoring model is not recorded (written before score-batch recorded it)", style="yellow")

@@ -132,6 +132,17 @@ def test_cli_warns_when_the_sides_were_scored_differently(tmp_path):
     assert same.exit_code == 0 and "warning" not in same.output and "note:" not in same.output
 
 
+def test_pairs_of_different_instructions_are_counted_and_warned(tmp_path):
+    """`key` is a prompt index: sides generated from reordered prompt lists paired different tasks silently."""
+    a = _scores(tmp_path, "trained", {"k1": 0.9, "k2": 0.7}, scorer=QWEN)
+    b = _scores(tmp_path, "base", {"k1": 0.5, "k2": 0.7}, instruction="open the drawer", scorer=QWEN)
+    result = compare(a, b)
+    assert (result.pairs_instruction_differs, result.first_instruction_mismatch) == (2, "k1")
+    assert compare(a, a).pairs_instruction_differs == 0
+    res = runner.invoke(app, ["eval", "compare", str(a), str(b)], env={"COLUMNS": "250"})
+    assert res.exit_code == 0 and "2 of the 2 compared pairs name different instructions" in res.output
+
+
 def test_two_presets_on_one_manifest_pair_by_path_and_say_so(tmp_path):
     """score-batch's own key hashes the preset: two presets' outputs of one plain manifest (no manifest
     'key' field) share no key; the comparison points at --pair-by path instead of reporting nothing."""
