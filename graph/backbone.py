@@ -25,10 +25,19 @@ Decisions where the issue was silent:
 - With function_calling, a reply without a tool call but with a JSON object as content is accepted if
   it validates (servers without a tool parser); otherwise it is an invalid reply.
 - json_mode appends one HumanMessage with the JSON schema (the server cannot see it otherwise).
-- A tool round whose reply carries a tool call as plain text (a `<tool_call>` tag, `[TOOL_CALLS]`, or a
-  JSON object with a name and its arguments) means the server has no parser for the model's format: the
-  inspection the model asked for would silently not happen. That is a fault at once (no re-ask: the
-  server would parse the next reply no better), never cached, and its message says how to fix it.
+- A tool round whose reply carries a well-formed tool call as plain text (a `<tool_call>` tag,
+  `[TOOL_CALLS]`, or a JSON object with a name and its arguments) means the server has no parser for the
+  model's format: the inspection the model asked for would silently not happen. That is a fault at once
+  (no re-ask: the server would parse the next reply no better), never cached, and its message says how to
+  fix it. A call whose JSON does not parse is the model's mistake (a server with a parser hands such a call
+  back as text) and is re-asked like an invalid reply.
+- A final tool-round reply (no tool call) must hold an answer after its reasoning: empty text, only a
+  reasoning block, or one left open (cut at the token limit) is re-asked as an empty reply.
+- A reply the openai SDK refuses while parsing structured output (cut at max_tokens: LengthFinishReasonError)
+  is an invalid reply with the RAA_MAX_TOKENS hint (counted, with its tokens), not a transport error; a
+  content-filter stop is "refused".
+- A stage output the cache cannot store (its SQLite file locked by another process, a full disk) is still
+  returned: caching is best effort.
 - Usage: `calls` counts model replies received (an attempt that ended in a transport error is not a
   call); `images` counts image blocks in the messages of those calls; tokens come from
   `AIMessage.usage_metadata`; a cache hit counts in `cache_hits` only.
@@ -39,11 +48,11 @@ from __future__ import annotations
 import asyncio
 import copy
 import json
-import re
+import logging
+import sqlite3
 from dataclasses import asdict, dataclass
 from typing import Any, Literal
 
-import httpx
 import openai
 from langchain_core.exceptions import ModelError, ModelRefusalError
 from langchain_core.language_models import BaseChatModel
@@ -57,18 +66,23 @@ from tenacity import AsyncRetrying, retry_if_exception, stop_after_attempt, wait
 
 from graph.bridge import run_sync
 from graph.cache import StageCache, stage_key
-from graph.replies import after_reasoning, extract_json_object
+from graph.replies import (
+    TEXT_TOOL_CALL,
+    after_reasoning,
+    malformed_text_call,
+    no_answer,
+)
 from graph.settings import BackboneSettings, SettingsError, StructuredMethod
+from graph.transport import is_timeout, is_transient
+from graph.validation import ERR_CHARS as _ERR_CHARS
+from graph.validation import InvalidReply, check_fields, raw_object, reask, validate_text
 
 FaultKind = Literal["transport", "timeout", "invalid_reply", "empty_reply", "refused"]
-_ERR_CHARS = 1500
 _TOOLS_REMEDY = ("serve the model with tool calling (vLLM: --enable-auto-tool-choice --tool-call-parser NAME, the "
                  "parser of the model's format) or inspect with one structured plan (RAA_INSPECT_MODE=plan, "
                  "AgentConfig(inspect_mode='plan'))")
 _NO_TOOLS_HINT = "the server rejected a tool-calling request: " + _TOOLS_REMEDY
-# a tool call the server left in the text (no parser, or one for another format): Hermes / Qwen tags,
-# Mistral's marker, or a JSON object with a name followed by its arguments
-_TEXT_TOOL_CALL = re.compile(r"<tool_call>|\[TOOL_CALLS\]|\"name\"\s*:\s*\"[\w.-]+\"\s*,\s*\"(?:arguments|parameters)\"\s*:")
+_log = logging.getLogger(__name__)
 
 
 class BackboneFault(Exception):
@@ -106,39 +120,6 @@ class Usage:
         return asdict(self)
 
 
-class _InvalidReply(Exception):
-    """A reply that came back but cannot be used (re-askable)."""
-
-    def __init__(self, kind: Literal["invalid_reply", "empty_reply"], message: str, text: str = "") -> None:
-        super().__init__(message)
-        self.kind: Literal["invalid_reply", "empty_reply"] = kind
-        self.message = message
-        self.text = text
-
-
-_STALE_LOOP = ("Event loop is closed", "bound to a different event loop", "attached to a different loop")
-"""What a pooled keep-alive connection opened on another, or a finished, event loop raises when reused
-(langchain-openai shares one async HTTP client process-wide: langchain-ai/langchain#35783). The client
-drops that connection, so the retry opens a new one. See graph/bridge.py."""
-
-
-def is_transient(exc: BaseException) -> bool:
-    """True for transport errors worth retrying (timeouts, connection errors, 408, 429, 5xx, a stale
-    pooled connection)."""
-    if isinstance(exc, openai.APIStatusError):
-        return exc.status_code >= 500 or exc.status_code in (408, 429)
-    if isinstance(exc, openai.APIConnectionError | openai.APITimeoutError | openai.RateLimitError
-                  | openai.InternalServerError | httpx.TimeoutException | httpx.TransportError | TimeoutError):
-        return True
-    if isinstance(exc, RuntimeError) and any(m in str(exc) for m in _STALE_LOOP):
-        return True
-    return isinstance(exc, ModelError) and type(exc).is_retryable
-
-
-def _is_timeout(exc: BaseException) -> bool:
-    return isinstance(exc, openai.APITimeoutError | httpx.TimeoutException | TimeoutError)
-
-
 def count_images(messages: list[BaseMessage]) -> int:
     """Number of image blocks (`image_url` / `image`) across the messages' content."""
     n = 0
@@ -146,16 +127,6 @@ def count_images(messages: list[BaseMessage]) -> int:
         if isinstance(m.content, list):
             n += sum(1 for b in m.content if isinstance(b, dict) and b.get("type") in ("image_url", "image"))
     return n
-
-
-def _reask(schema_name: str, bad: _InvalidReply) -> list[BaseMessage]:
-    out: list[BaseMessage] = []
-    if bad.text:
-        out.append(AIMessage(content=bad.text[:_ERR_CHARS]))
-    out.append(HumanMessage(content=(
-        f"Your previous reply was rejected ({bad.kind}): {bad.message[:_ERR_CHARS]}\n"
-        f"Reply again with only one JSON object for {schema_name} that satisfies the schema.")))
-    return out
 
 
 def default_chat_model(settings: BackboneSettings) -> ChatOpenAI:
@@ -224,13 +195,20 @@ class Backbone:
                     out = await asyncio.wait_for(runnable.ainvoke(messages), self.timeout_s)
         except (ValidationError, ValueError) as exc:  # a reply came back but failed validation
             self._count(usage, messages, None)
-            raise _InvalidReply("invalid_reply", str(exc)) from exc
+            raise InvalidReply("invalid_reply", str(exc)) from exc
         except ModelRefusalError as exc:
             self._count(usage, messages, None)
             raise BackboneFault(stage, "refused", f"the model refused: {exc}") from exc
+        except (openai.LengthFinishReasonError, openai.ContentFilterFinishReasonError) as exc:
+            # a reply came back (openai's structured-output parse refuses it before LangChain sees it)
+            self._count(usage, messages, None, getattr(exc, "completion", None))
+            if isinstance(exc, openai.ContentFilterFinishReasonError):
+                raise BackboneFault(stage, "refused", "the server's content filter stopped the reply") from exc
+            raise InvalidReply("invalid_reply", "the reply was cut at the token limit before its answer was "
+                                "complete (raise RAA_MAX_TOKENS)") from exc
         except Exception as exc:
             attempts = self.max_retries + 1
-            if _is_timeout(exc):
+            if is_timeout(exc):
                 raise BackboneFault(stage, "timeout", f"no reply within {self.timeout_s}s after {attempts} "
                                     f"attempts ({type(exc).__name__})") from exc
             if is_transient(exc):
@@ -245,12 +223,17 @@ class Backbone:
         return out
 
     @staticmethod
-    def _count(usage: Usage, messages: list[BaseMessage], raw: AIMessage | None) -> None:
+    def _count(usage: Usage, messages: list[BaseMessage], raw: AIMessage | None, completion: Any = None) -> None:
+        """Count one reply received; tokens from the AIMessage, or from a raw openai `completion` (a reply the
+        SDK refused before LangChain saw it)."""
         usage.calls += 1
         usage.images += count_images(messages)
         if raw is not None and raw.usage_metadata:
             usage.input_tokens += int(raw.usage_metadata.get("input_tokens", 0))
             usage.output_tokens += int(raw.usage_metadata.get("output_tokens", 0))
+        elif (counted := getattr(completion, "usage", None)) is not None:
+            usage.input_tokens += int(getattr(counted, "prompt_tokens", 0) or 0)
+            usage.output_tokens += int(getattr(counted, "completion_tokens", 0) or 0)
 
     # -- structured outputs ------------------------------------------------------------------------
     async def astructured(self, stage: str, schema: type[BaseModel], messages: list[BaseMessage], usage: Usage,
@@ -266,8 +249,17 @@ class Backbone:
                 usage.cache_hits += 1
                 return schema.model_validate_json(hit)
             out = await self._structured(stage, schema, messages, usage)
-            await self.cache.aput(key, out.model_dump_json())
+            await self._store(stage, key, out.model_dump_json())
             return out
+
+    async def _store(self, stage: str, key: str, value: str) -> None:
+        """Cache a stage output the model gave; a cache that cannot take it now (the SQLite file locked by
+        another process past its busy timeout, a full disk) costs a later cache hit, not this valid output."""
+        assert self.cache is not None
+        try:
+            await self.cache.aput(key, value)
+        except sqlite3.Error as exc:
+            _log.warning("stage cache: %s output not stored (%s: %s)", stage, type(exc).__name__, exc)
 
     async def _structured(self, stage: str, schema: type[BaseModel], messages: list[BaseMessage],
                           usage: Usage) -> BaseModel:
@@ -275,13 +267,13 @@ class Backbone:
         if self.method == "json_mode":
             convo.append(HumanMessage(content="Reply with one JSON object that validates against this JSON schema:\n"
                                               + json.dumps(schema.model_json_schema())))
-        last: _InvalidReply | None = None
+        last: InvalidReply | None = None
         for _ in range(self.schema_retries + 1):
             try:
                 return await self._structured_once(stage, schema, convo, usage)
-            except _InvalidReply as bad:
+            except InvalidReply as bad:
                 last = bad
-                convo = convo + _reask(schema.__name__, bad)
+                convo = convo + reask(schema.__name__, bad)
         assert last is not None
         raise BackboneFault(stage, last.kind, f"{self.schema_retries + 1} replies failed {schema.__name__} "
                             f"({self.method}); last: {last.message[:_ERR_CHARS]}")
@@ -304,25 +296,26 @@ class Backbone:
         runnable = self._structured_runnable(schema)
         if self.method == "json_mode":
             raw = await self._invoke(stage, runnable, convo, usage)
-            return _validate_text(schema, raw.text)
+            return validate_text(schema, raw.text)
         out = await self._invoke(stage, runnable, convo, usage)
         raw, parsed, error = out["raw"], out.get("parsed"), out.get("parsing_error")
         if isinstance(error, ModelRefusalError):
             raise BackboneFault(stage, "refused", f"the model refused: {error}")
         if parsed is not None:
+            check_fields(schema, raw_object(raw), raw.text if isinstance(raw, AIMessage) else "")
             try:
                 return parsed if isinstance(parsed, schema) else schema.model_validate(parsed)
             except ValidationError as exc:
-                raise _InvalidReply("invalid_reply", str(exc), json.dumps(parsed, default=str)) from exc
+                raise InvalidReply("invalid_reply", str(exc), json.dumps(parsed, default=str)) from exc
         text = raw.text if isinstance(raw, AIMessage) else ""
         calls = raw.tool_calls if isinstance(raw, AIMessage) else []
         if self.method == "function_calling" and not calls and text.strip():
-            return _validate_text(schema, text)
+            return validate_text(schema, text)
         if not text.strip() and not calls:
-            raise _InvalidReply("empty_reply", "the reply had no content")
+            raise InvalidReply("empty_reply", "the reply had no content")
         shown = text or json.dumps([c["args"] for c in calls], default=str)
         reason = str(error) if error is not None else "the reply did not contain the structured output"
-        raise _InvalidReply("invalid_reply", reason, shown)
+        raise InvalidReply("invalid_reply", reason, shown)
 
     # -- tool rounds -------------------------------------------------------------------------------
     async def atool_round(self, stage: str, messages: list[BaseMessage], tools: list[BaseTool | dict],
@@ -342,18 +335,18 @@ class Backbone:
             reply = await self._tool_round(stage, messages, tools, usage)
             calls = [{"name": c["name"], "args": c["args"], "id": c.get("id"), "type": "tool_call"}
                      for c in reply.tool_calls]
-            await self.cache.aput(key, json.dumps({"content": reply.content, "tool_calls": calls}))
+            await self._store(stage, key, json.dumps({"content": reply.content, "tool_calls": calls}))
             return reply
 
     async def _tool_round(self, stage: str, messages: list[BaseMessage], tools: list[BaseTool | dict],
                           usage: Usage) -> AIMessage:
         bound = self.model.bind_tools(tools)
         convo = list(messages)
-        last: _InvalidReply | None = None
+        last: InvalidReply | None = None
         for _ in range(self.schema_retries + 1):
             try:
                 reply = await self._invoke(stage, bound, convo, usage)
-            except _InvalidReply as bad:
+            except InvalidReply as bad:
                 last = bad
             except BackboneFault as fault:
                 if isinstance(fault.__cause__, openai.BadRequestError) and "tool" in fault.message.lower():
@@ -362,15 +355,20 @@ class Backbone:
             else:
                 if reply.invalid_tool_calls:
                     bad_call = reply.invalid_tool_calls[0]
-                    last = _InvalidReply("invalid_reply", f"tool call {bad_call.get('name')!r} has invalid "
+                    last = InvalidReply("invalid_reply", f"tool call {bad_call.get('name')!r} has invalid "
                                          f"arguments: {bad_call.get('error') or bad_call.get('args')}")
-                elif not reply.tool_calls and _TEXT_TOOL_CALL.search(after_reasoning(reply.text)):
-                    raise BackboneFault(stage, "invalid_reply", "the server returned a tool call as plain text "
-                                        f"({reply.text.strip()[:160]!r}); " + _TOOLS_REMEDY)
-                elif reply.tool_calls or reply.text.strip():
+                elif not reply.tool_calls and TEXT_TOOL_CALL.search(answer := after_reasoning(reply.text)):
+                    if (why := malformed_text_call(answer)) is not None:
+                        last = InvalidReply("invalid_reply", why)
+                    else:
+                        raise BackboneFault(stage, "invalid_reply", "the server returned a tool call as plain "
+                                            f"text ({reply.text.strip()[:160]!r}); " + _TOOLS_REMEDY)
+                elif reply.tool_calls:
+                    return reply
+                elif (why := no_answer(reply.text)) is None:
                     return reply
                 else:
-                    last = _InvalidReply("empty_reply", "the reply had neither content nor tool calls")
+                    last = InvalidReply("empty_reply", why)
             convo = convo + [HumanMessage(content=f"Your previous reply was rejected ({last.kind}): "
                                                   f"{last.message[:_ERR_CHARS]}\nCall a tool with valid "
                                                   "arguments or give your final answer.")]
@@ -386,12 +384,3 @@ class Backbone:
     def tool_round(self, stage: str, messages: list[BaseMessage], tools: list[BaseTool | dict],
                    usage: Usage) -> AIMessage:
         return run_sync(self.atool_round(stage, messages, tools, usage))
-
-
-def _validate_text(schema: type[BaseModel], text: str) -> BaseModel:
-    if not text.strip():
-        raise _InvalidReply("empty_reply", "the reply had no content")
-    try:
-        return schema.model_validate_json(extract_json_object(text))
-    except (ValidationError, ValueError) as exc:
-        raise _InvalidReply("invalid_reply", str(exc), text) from exc

@@ -17,7 +17,10 @@ it: markdown code fences, and a reasoning block. Decisions where the issue was s
 
 from __future__ import annotations
 
+import difflib
+import json
 import re
+from typing import Any
 
 _FENCE = re.compile(r"^```(?:json)?\s*|\s*```$", re.IGNORECASE)
 _THINK_END = re.compile(r"</think>|◁/think▷")
@@ -67,3 +70,63 @@ def extract_json_object(text: str) -> str:
             if depth == 0:
                 return stripped[start:i + 1]
     raise ValueError("the reply's JSON object is not closed")
+
+
+# a tool call the server left in the text (no parser, or one for another format): Hermes / Qwen tags,
+# Mistral's marker, or a JSON object with a name followed by its arguments
+TEXT_TOOL_CALL = re.compile(r"<tool_call>|\[TOOL_CALLS\]|\"name\"\s*:\s*\"[\w.-]+\"\s*,\s*\"(?:arguments|parameters)\"\s*:")
+
+
+def no_answer(text: str) -> str | None:
+    """Why a final tool-round reply (no tool call) holds no answer, or None: empty, only reasoning, or a
+    reasoning block left open (cut at the token limit)."""
+    if not text.strip():
+        return "the reply had neither content nor tool calls"
+    try:
+        rest = strip_reasoning(text)
+    except ValueError as exc:
+        return str(exc)
+    return None if rest.strip() else "the reply held only reasoning, no answer after it"
+
+
+def malformed_text_call(text: str) -> str | None:
+    """Why the tool call written in `text` is not valid JSON, or None when it is. A server with a tool parser
+    hands back a call whose JSON does not parse as plain text (vLLM's Hermes parser does): that reply is the
+    model's mistake, to re-ask, not a server without a parser."""
+    found = TEXT_TOOL_CALL.search(text)
+    if found is None:
+        return None
+    if found.group(0) == "<tool_call>":
+        body = text[found.end():].split("</tool_call>", 1)[0]
+    elif found.group(0) == "[TOOL_CALLS]":
+        body = text[found.end():]
+    else:
+        body = text[text.rfind("{", 0, found.start()) if "{" in text[:found.start()] else 0:]
+    try:
+        json.JSONDecoder().raw_decode(body.strip())
+    except ValueError as exc:
+        return f"the tool call in your reply is not valid JSON ({exc})"
+    return None
+
+
+def schema_mismatch(fields: set[str] | frozenset[str], obj: Any) -> str | None:
+    """Why the JSON object `obj` of a reply is not an answer with the schema's top-level `fields`, or None.
+
+    The records ignore unknown keys and give most fields defaults, so a reply that wrapped its answer
+    (`{"AuditReport": {...}}`), echoed the schema, or misspelled a field (`"judgements"`) validated as an
+    empty record: a clean audit, or an assessment without judgments (T = 0). Rejected (and re-asked): an
+    object with keys but none of the schema's fields, and an unknown key that is a near spelling of a
+    missing field. Other extra keys (a model's own "notes") are ignored, as before."""
+    if not isinstance(obj, dict) or not obj:
+        return None
+    unknown = [k for k in obj if k not in fields]
+    missing = sorted(f for f in fields if f not in obj)
+    if not unknown or not missing:
+        return None
+    if len(unknown) == len(obj):
+        return (f"none of the schema's fields at the top level (got {unknown[:5]}): write the object itself, "
+                f"with its fields ({', '.join(sorted(fields))}) at the top level")
+    near = {k: close[0] for k in unknown if (close := difflib.get_close_matches(k, missing, n=1, cutoff=0.8))}
+    if near:
+        return "misspelled field(s): " + ", ".join(f"{k!r} should be {v!r}" for k, v in near.items())
+    return None

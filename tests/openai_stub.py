@@ -32,6 +32,8 @@ class StubReply:
     """Seconds to sleep before answering (client timeouts)."""
     prompt_tokens: int = 11
     completion_tokens: int = 7
+    finish_reason: str | None = None
+    """The choice's finish_reason (None: "tool_calls" with tool calls, else "stop"); "length" = cut at max_tokens."""
 
 
 def json_reply(obj: Any, **kw: Any) -> StubReply:
@@ -55,7 +57,7 @@ def _completion(reply: StubReply, model: str) -> dict[str, Any]:
     return {
         "id": "chatcmpl-stub", "object": "chat.completion", "created": int(time.time()), "model": model,
         "choices": [{"index": 0, "message": message,
-                     "finish_reason": "tool_calls" if reply.tool_calls else "stop"}],
+                     "finish_reason": reply.finish_reason or ("tool_calls" if reply.tool_calls else "stop")}],
         "usage": {"prompt_tokens": reply.prompt_tokens, "completion_tokens": reply.completion_tokens,
                   "total_tokens": reply.prompt_tokens + reply.completion_tokens},
     }

@@ -29,6 +29,7 @@ from graph.nodes.evidence import (
     execute,
     tool_specs,
 )
+from graph.replies import after_reasoning
 from graph.schemas import InspectionPlan
 from graph.state import AgentState, ToolExchange
 
@@ -82,7 +83,7 @@ async def inspect(state: AgentState, ctx: RunContext, step: Step) -> dict[str, A
         step.decision = f"round {rounds + 1}: " + ", ".join(c["name"] for c in calls)
         return {"pending_calls": calls, "inspect_rounds": rounds + 1}
     step.decision = f"done after {count(rounds, 'tool round')}"
-    return {"pending_calls": [], "inspect_notes": reply.text[:4000]}
+    return {"pending_calls": [], "inspect_notes": after_reasoning(reply.text).strip()[:4000]}
 
 
 async def tool_call(state: AgentState, ctx: RunContext, step: Step) -> dict[str, Any]:

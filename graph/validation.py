@@ -1,0 +1,67 @@
+"""Validating a structured reply against its pydantic schema (graph.backbone's structured outputs): the
+re-askable `InvalidReply`, the re-ask message, and the checks of a reply's JSON object (`graph.replies`
+extracts it from the text)."""
+
+from __future__ import annotations
+
+import json
+from typing import Any, Literal
+
+from langchain_core.messages import AIMessage, BaseMessage, HumanMessage
+from pydantic import BaseModel, ValidationError
+
+from graph.replies import extract_json_object, schema_mismatch
+
+ERR_CHARS = 1500
+"""Characters of an error or a rejected reply quoted back to the model (and in fault messages)."""
+
+
+class InvalidReply(Exception):
+    """A reply that came back but cannot be used (re-askable)."""
+
+    def __init__(self, kind: Literal["invalid_reply", "empty_reply"], message: str, text: str = "") -> None:
+        super().__init__(message)
+        self.kind: Literal["invalid_reply", "empty_reply"] = kind
+        self.message = message
+        self.text = text
+
+
+def reask(schema_name: str, bad: InvalidReply) -> list[BaseMessage]:
+    """The messages that re-ask a rejected structured reply: the reply, then why it was rejected."""
+    out: list[BaseMessage] = []
+    if bad.text:
+        out.append(AIMessage(content=bad.text[:ERR_CHARS]))
+    out.append(HumanMessage(content=(
+        f"Your previous reply was rejected ({bad.kind}): {bad.message[:ERR_CHARS]}\n"
+        f"Reply again with only one JSON object for {schema_name} that satisfies the schema.")))
+    return out
+
+
+def validate_text(schema: type[BaseModel], text: str) -> BaseModel:
+    """`schema` from the JSON object in a reply's text (json_mode, function_calling without a tool call)."""
+    if not text.strip():
+        raise InvalidReply("empty_reply", "the reply had no content")
+    try:
+        obj = extract_json_object(text)
+        check_fields(schema, json.loads(obj), text)
+        return schema.model_validate_json(obj)
+    except (ValidationError, ValueError) as exc:
+        raise InvalidReply("invalid_reply", str(exc), text) from exc
+
+
+def check_fields(schema: type[BaseModel], obj: Any, text: str) -> None:
+    """`graph.replies.schema_mismatch` of a reply's object, as an invalid reply."""
+    if (why := schema_mismatch(frozenset(schema.model_fields), obj)) is not None:
+        raise InvalidReply("invalid_reply", why, text)
+
+
+def raw_object(raw: Any) -> Any:
+    """The JSON object a structured reply was parsed from (tool-call arguments, or the content), or None."""
+    if not isinstance(raw, AIMessage):
+        return None
+    if raw.tool_calls:
+        return raw.tool_calls[0].get("args")
+    try:
+        return json.loads(extract_json_object(raw.text))
+    except ValueError:
+        return None

@@ -1,0 +1,102 @@
+"""Replies a real endpoint sends that the backbone must neither reject wrongly nor accept wrongly: answers
+wrapped in their schema's name or misspelled, replies cut at max_tokens, malformed tool calls from a server
+with a tool parser, reasoning-only replies, and a stage cache that cannot store an output."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import sqlite3
+
+import pytest
+
+from graph.backbone import BackboneFault, Usage
+from graph.cache import StageCache
+from graph.schemas import Assessment, AuditReport
+from tests.openai_stub import OpenAIStub, StubReply, json_reply, tool_reply
+from tests.test_backbone_http import METHODS, MSGS, good, make, run
+
+CLEAN = {"missing_requirements": [], "invented_conditions": [], "contradictions": []}
+DIRTY = {**CLEAN, "missing_requirements": ["R2"]}
+
+
+def _reply(method: str, obj: dict, name: str = "AuditReport") -> StubReply:
+    return tool_reply(name, obj) if method == "function_calling" else json_reply(obj)
+
+
+@pytest.mark.parametrize("method", METHODS)
+def test_a_wrapped_or_misspelled_answer_is_reasked_not_read_as_an_empty_record(method: str) -> None:
+    """Every field of AuditReport has a default and unknown keys are ignored: {"AuditReport": {...}} validated
+    as a clean audit, and "judgements" as an assessment without judgments (T = 0)."""
+    with OpenAIStub([_reply(method, {"AuditReport": DIRTY}), _reply(method, DIRTY)]) as stub:
+        out = make(stub, method).structured("audit", AuditReport, list(MSGS), usage := Usage())
+    assert out.missing_requirements == ["R2"] and len(stub.requests) == 2 and usage.calls == 2
+    assert "none of the schema's fields at the top level (got ['AuditReport'])" in json.dumps(stub.requests[1]["messages"])
+    judged = {"requirement_id": "R1", "status": "met", "evidence_frames": [3], "rationale": "seen", "confidence": 0.9}
+    typo = {"judgements": [judged], "physical_level": 5, "visual_level": 5}
+    right = {"judgments": [judged], "physical_level": 5, "visual_level": 5}  # rationales left out: defaults
+    with OpenAIStub([_reply(method, typo, "Assessment"), _reply(method, right, "Assessment")]) as stub:
+        out = make(stub, method).structured("assess", Assessment, list(MSGS), Usage())
+    assert [j.requirement_id for j in out.judgments] == ["R1"] and len(stub.requests) == 2
+    with OpenAIStub([_reply(method, {**CLEAN, "notes": "all good"})]) as stub:  # a stray key, "clean" left out
+        assert make(stub, method).structured("audit", AuditReport, list(MSGS), Usage()).clean
+
+
+@pytest.mark.parametrize("method", ["json_schema", "json_mode"])
+def test_a_reply_cut_at_max_tokens_is_an_invalid_reply_with_the_hint(method: str) -> None:
+    """openai's structured-output parse raises LengthFinishReasonError: it was reported as an unexpected
+    transport error, not re-asked, and its call and tokens were not counted."""
+    cut = StubReply(content='<think>Let me look at every frame in turn. Frame 0 shows', finish_reason="length",
+                    completion_tokens=512)
+    with OpenAIStub([cut, good(method)]) as stub:
+        assert run(make(stub, method), usage := Usage()).score == 3
+    assert len(stub.requests) == 2 and usage.calls == 2 and usage.output_tokens == 512 + 7
+    with OpenAIStub([cut, cut]) as stub, pytest.raises(BackboneFault) as info:
+        run(make(stub, method), Usage())
+    assert info.value.kind == "invalid_reply" and "RAA_MAX_TOKENS" in info.value.message
+
+
+VIEW = {"type": "function", "function": {"name": "view_frames", "description": "view frames",
+                                         "parameters": {"type": "object", "properties": {}}}}
+
+
+def test_a_malformed_tool_call_is_reasked_not_blamed_on_the_server() -> None:
+    """vLLM's Hermes parser hands a call whose JSON does not parse back as content: the model's mistake."""
+    bad = StubReply(content='<tool_call>\n{"name": "view_frames", "arguments": {"frames": [3, 5,]}}\n</tool_call>')
+    with OpenAIStub([bad, tool_reply("view_frames", {"frames": [3, 5]})]) as stub:
+        reply = asyncio.run(make(stub, "json_schema").atool_round("inspect", list(MSGS), [VIEW], Usage()))
+    assert reply.tool_calls[0]["args"] == {"frames": [3, 5]} and len(stub.requests) == 2
+    assert "not valid JSON" in json.dumps(stub.requests[1]["messages"])
+
+
+@pytest.mark.parametrize("text", ["<think>Frame 3 is unclear; I should look at", "<think>R2 looks met.</think>  "])
+def test_a_final_reply_without_an_answer_after_its_reasoning_is_reasked(text: str) -> None:
+    with OpenAIStub([StubReply(content=text), StubReply(content="R2 is met.")]) as stub:
+        reply = asyncio.run(make(stub, "json_schema").atool_round("inspect", list(MSGS), [VIEW], Usage()))
+    assert reply.text == "R2 is met." and len(stub.requests) == 2
+
+
+def test_inspect_notes_keep_the_answer_not_the_reasoning(clip) -> None:
+    from tests.graph_scripts import full_script, make_agent, tool_call
+    from tests.graph_scripts import run as run_agent
+
+    answer = "<think>" + "weighing every frame. " * 300 + "</think>Notes: R2 confirmed at frame 20."
+    agent, model = make_agent("full", full_script(inspect=[tool_call("view_frames", {"frames": [10, 20]}), answer]))
+    out = run_agent(agent, clip)
+    assert out["inspect_notes"] == "Notes: R2 confirmed at frame 20."
+    assert "Notes: R2 confirmed at frame 20." in model.calls_for("reflect")[0].text()
+
+
+def test_an_output_the_cache_cannot_store_is_still_returned(tmp_path, monkeypatch, caplog) -> None:
+    """Another process holding the SQLite cache past its busy timeout made the stage fail after the model had
+    answered (an internal fault: the run was ineligible)."""
+    cache = StageCache(tmp_path / "cache.sqlite")
+
+    def locked(key, value):
+        raise sqlite3.OperationalError("database is locked")
+
+    monkeypatch.setattr(cache, "put", locked)
+    with OpenAIStub([good("json_schema")]) as stub, caplog.at_level(logging.WARNING, logger="graph.backbone"):
+        assert run(make(stub, "json_schema", cache=cache), Usage()).score == 3
+    assert "judge output not stored (OperationalError: database is locked)" in caplog.text
