@@ -144,3 +144,19 @@ def test_a_plateau_stops_the_run_and_a_resume_counts_on(tmp_path):
                           capture_output=True, text=True, timeout=600)
     assert proc.returncode == 0, proc.stderr[-4000:]
     assert "stopping early at iteration 3" in proc.stdout and (out / "checkpoints" / "iter_000003").is_dir()
+
+
+def test_a_resumed_run_owes_the_evaluation_a_stop_skipped(tmp_path):
+    """A stop signal at an evaluation iteration saves without evaluating; the resumed launch started past it,
+    and only a fresh run evaluated before its first iteration, so that evaluation was lost for good."""
+    from training.best import on_eval_schedule, pending_eval
+    from training.config import PromptSpec, TrainConfig
+
+    cfg = TrainConfig(tiny=True, reward="brightness", dataset=[PromptSpec(text="x")], eval_every=2, max_iterations=5)
+    assert [i for i in range(7) if on_eval_schedule(cfg, i)] == [0, 2, 4, 5, 6]
+    assert not on_eval_schedule(TrainConfig(tiny=True, reward="brightness", dataset=[PromptSpec(text="x")]), 4)
+    log = tmp_path / "eval.jsonl"
+    log.write_text('{"iteration": 0, "eval_reward_mean": 0.5}\n{"iteration": 2, "eval_reward_mean": null}\n')
+    assert [s for s in range(6) if pending_eval(cfg, s, log)] == [4, 5]  # 2 has a row (a null mean counts)
+    assert not pending_eval(cfg, 0, log)  # a fresh run's baseline is the trainer's own step
+

@@ -255,3 +255,19 @@ def test_a_cosine_schedule_decays_over_the_run_and_a_longer_resume_stretches_it(
         return 0.01 * (0.5 + 0.25 * (1 + math.cos(math.pi * k / n)))
 
     assert lrs == pytest.approx([cosine(k, 4) for k in range(4)] + [cosine(4, 6), cosine(5, 6)])
+
+
+def test_latest_moves_atomically_and_an_empty_latest_is_refused(tmp_path):
+    """DeepSpeed's save_latest wrote `latest` on rank 0 before the other ranks had finished, in place: a kill
+    left it naming a torn checkpoint, or empty (resume then took the checkpoints folder itself as the tag)."""
+    from training.engine import latest_tag, mark_latest
+    from training.resume import resume_source
+
+    ckpt = tmp_path / "checkpoints"
+    (ckpt / "iter_000004").mkdir(parents=True)
+    mark_latest(ckpt, 4)
+    assert latest_tag(ckpt) == "iter_000004" and sorted(p.name for p in ckpt.iterdir()) == ["iter_000004", "latest"]
+    (ckpt / "latest").write_text("")
+    with pytest.raises(ValueError, match="is empty or unreadable"):
+        resume_source(ckpt, 1)
+

@@ -164,6 +164,10 @@ def test_a_trainer_records_the_backbone_of_the_services_that_score_it(tmp_path):
         assert record_scoring(tmp_path, summed, None, resume=False) == []
         assert read_reward_backbone(tmp_path) == record  # a sum records its http part's service
     assert served_scoring(BrightnessReward()) == (None, [])  # a reward with no backbone records nothing
+    # a fresh run in that folder (overwrite_output_dir) scored by no model: the earlier record is not its own
+    assert record_scoring(tmp_path, BrightnessReward(), None, resume=True) == [] and read_reward_backbone(tmp_path)
+    assert record_scoring(tmp_path, BrightnessReward(), None, resume=False) == []
+    assert read_reward_backbone(tmp_path) is None
 
 
 def test_training_logs_the_agents_components(tmp_path):

@@ -53,6 +53,31 @@ def is_new_best(means: dict[int, float], iteration: int) -> bool:
     return all(means[iteration] > m for it, m in means.items() if 0 < it < iteration)
 
 
+def on_eval_schedule(cfg: TrainConfig, iteration: int) -> bool:
+    """Whether the trainer evaluates after ``iteration`` (every ``eval_every`` iterations, and the last)."""
+    return bool(cfg.eval_every) and (iteration % cfg.eval_every == 0 or iteration == cfg.max_iterations)
+
+
+def evaluated_iterations(eval_path: Path) -> set[int]:
+    """Iterations with a held-out row in ``eval_path`` (whatever their mean); empty without the file."""
+    out = set()
+    for row in json_objects(eval_path)[0]:
+        try:
+            out.add(int(row["iteration"]))
+        except (ValueError, KeyError, TypeError):
+            continue
+    return out
+
+
+def pending_eval(cfg: TrainConfig, start: int, eval_path: Path) -> bool:
+    """Whether a run resumed at ``start`` owes the held-out evaluation of that iteration: on the schedule, and
+    no row for it (a stop signal skips the evaluation to save within the grace period). Rank 0's answer on
+    every rank (it writes eval.jsonl; a collective: call on all ranks)."""
+    if start <= 0 or not on_eval_schedule(cfg, start):
+        return False
+    return bool(as_rank0_sees(lambda: start not in evaluated_iterations(eval_path)))
+
+
 def eval_means(eval_path: Path) -> dict[int, float]:
     """``iteration -> eval_reward_mean`` of the held-out rows in ``eval_path`` (the last row of an
     iteration; rows without a finite mean, and unreadable lines, left out); {} without the file."""

@@ -9,7 +9,10 @@
   frozen deep copy for full fine-tuning.
 * :func:`save` / :func:`load` -- ``engine.save_checkpoint`` on every rank with client state
   (iteration, data position, every rank's torch / numpy / python RNG states); what ``--resume`` loads
-  is picked in training/resume.py.
+  is picked in training/resume.py. ``latest`` is written by :func:`mark_latest` once every rank has
+  written its files (and atomically): DeepSpeed's own ``save_latest`` writes it on rank 0 as soon as
+  rank 0's files are done, with no barrier, and in place, so a kill or a full disk on another rank left
+  ``latest`` naming a torn checkpoint (or an empty file) that ``--resume`` then loaded.
 * :func:`prune` / :func:`stale_checkpoints` -- ``keep_checkpoints``: delete all but the newest N
   ``iter_NNNNNN`` folders once every rank has finished writing (each node's local rank 0 deletes, so
   node-local checkpoint folders are pruned too; other files in the folder are left alone).
@@ -178,9 +181,20 @@ def _all_rng_states() -> list[dict[str, Any]]:
 
 
 def save(engine: Any, ckpt_dir: Path, iteration: int, data_position: int) -> None:
-    """Checkpoint after ``iteration`` iterations (call on every rank)."""
+    """Checkpoint after ``iteration`` iterations (call on every rank); returns once every rank has written its
+    files. ``latest`` is not moved: :func:`mark_latest` does that."""
     client = {"iteration": iteration, "data_position": data_position, "rng": _all_rng_states()}
-    engine.save_checkpoint(str(ckpt_dir), tag=iteration_tag(iteration), client_state=client)
+    engine.save_checkpoint(str(ckpt_dir), tag=iteration_tag(iteration), client_state=client, save_latest=False)
+    if dist.is_initialized():
+        dist.barrier()
+
+
+def mark_latest(ckpt_dir: Path, iteration: int) -> None:
+    """Point ``latest`` at ``iteration``'s checkpoint, atomically (a temp file renamed over it): call on each
+    node's local rank 0 after :func:`save`."""
+    tmp = ckpt_dir / ".latest.tmp"
+    tmp.write_text(iteration_tag(iteration))
+    tmp.replace(ckpt_dir / "latest")
 
 
 def iteration_tag(iteration: int) -> str:

@@ -4,7 +4,8 @@ Schedulers send SIGTERM (or a configured signal, SLURM ``--signal=USR1@120``) so
 preempted or timed-out job. `StopRequest` turns SIGTERM and SIGUSR1 into a flag; the trainer asks
 `StopRequest.agreed` once per iteration, after its metrics, and when any rank has seen a signal every rank
 saves the checkpoint of that iteration and the run ends with `TrainingStopped` (exit 128 + the signal's
-number). ``--resume`` continues from there exactly as from any checkpoint.
+number). ``--resume`` continues from there exactly as from any checkpoint. The run's other early ends are
+here too: `TrainingDiverged` (non-finite losses) and `RewardsStalled` (``max_skipped_iterations``).
 
 Decisions where the issue was silent:
 
@@ -23,10 +24,13 @@ from __future__ import annotations
 
 import signal
 import threading
+from pathlib import Path
 from types import FrameType
 
 import torch
 import torch.distributed as dist
+
+from training import engine as ds_engine
 
 SIGNALS = (signal.SIGTERM, signal.SIGUSR1)
 """The signals that ask for a checkpoint and a stop."""
@@ -73,3 +77,27 @@ class StopRequest:
         for sig, previous in self._previous.items():
             signal.signal(sig, previous)  # type: ignore[arg-type]
         self._previous.clear()
+
+
+class TrainingDiverged(RuntimeError):
+    """An update loss was NaN or inf (``nonfinite_loss: stop``); the diverged weights were not saved."""
+
+    def __init__(self, iteration: int, count: int, ckpt_dir: Path) -> None:
+        tag = ds_engine.latest_tag(ckpt_dir)
+        last = "none yet" if tag is None else str(ckpt_dir / tag)
+        super().__init__(
+            f"iteration {iteration}: {count} update loss(es) were NaN or inf, so the policy has diverged; stopped "
+            f"without saving it. Last checkpoint: {last}. Resume from it (--resume) with a lower learning_rate, "
+            "or set nonfinite_loss: skip to go on regardless")
+        self.iteration = iteration
+
+
+class RewardsStalled(RuntimeError):
+    """``max_skipped_iterations`` iterations in a row had no update; a checkpoint was saved."""
+
+    def __init__(self, iteration: int, count: int, checkpoint: str, reason: str, reasons_path: Path) -> None:
+        super().__init__(
+            f"iteration {iteration}: {count} iterations in a row without an update (no valid sample on any rank), "
+            f"e.g. {reason[:300]} (all reasons: {reasons_path}). Saved {checkpoint}; fix the reward (its endpoint "
+            "or tool service), then continue with --resume")
+        self.iteration = iteration

@@ -89,6 +89,8 @@ def record_scoring(out_dir: Path, reward_fn: Any, agent_settings: Any, *, resume
         record, notes = agent_settings.scoring(), []
     else:
         record, notes = served_scoring(reward_fn)
+    if record is None and not resume:  # a fresh run scored by no model: an earlier run's record is not its own
+        (Path(out_dir) / REWARD_BACKBONE).unlink(missing_ok=True)
     if record is not None and (note := record_reward_backbone(out_dir, record, resume=resume)):
         notes.append(note)
     return notes

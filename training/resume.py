@@ -126,6 +126,9 @@ def resume_source(ckpt_dir: Path, world: int, layout: StateLayout | None = None,
     if tag is None:
         raise ValueError(f"--resume: no checkpoint in {ckpt_dir} (no 'latest' file); start the run without "
                          "--resume, or set output_dir to the run to continue")
+    if not tag or "/" in tag or tag in (".", ".."):
+        raise ValueError(f"--resume: {ckpt_dir / 'latest'} is empty or unreadable ({tag!r}); write the tag of the "
+                         "newest complete checkpoint folder (iter_NNNNNN) into it, then resume again")
     folder = ckpt_dir / tag
     if not folder.is_dir():
         raise ValueError(f"--resume: {ckpt_dir / 'latest'} names {tag}, but {folder} is missing")

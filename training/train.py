@@ -166,8 +166,7 @@ def exit_status(exc: BaseException) -> tuple[int, bool] | None:
     checkpoint); TrainingDiverged 1; RewardsStalled 3 (max_skipped_iterations, after the checkpoint)."""
     from graph.stores import StoreError
     from training.export import ExportError
-    from training.preemption import TrainingStopped
-    from training.trainer import RewardsStalled, TrainingDiverged
+    from training.preemption import RewardsStalled, TrainingDiverged, TrainingStopped
     from training.wandb_log import WandbError
 
     match exc:

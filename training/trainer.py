@@ -15,8 +15,9 @@ One iteration, on every rank for its share of the prompts:
    items in a seeded random order, ``loss = clipped GRPO + beta * mu-KL`` on each, through DeepSpeed,
    which accumulates ``gradient_accumulation_steps`` micro-batches per optimizer step;
 5. metrics (training/metrics.py); with ``eval_every``, the held-out evaluation (training/evaluate.py
-   -> eval.jsonl; also once before the first iteration); every ``checkpoint_every`` iterations and
-   after the last, a checkpoint on every rank;
+   -> eval.jsonl; also once before the first iteration, and first thing in a resumed run whose stop
+   signal skipped it); every ``checkpoint_every`` iterations and after the last, a checkpoint on every
+   rank (a stop signal that arrives during the evaluation or the save stops the run there);
 6. after the last iteration (``export: final``), rank 0 exports the last checkpoint to
    ``output_dir/final`` (training/export.py), which training/generate.py samples.
 
@@ -61,7 +62,15 @@ from evals.diversity import d_prompt, d_prompt_frames
 from policy.rollout import Rollout, RolloutConfig, cat_rollouts, likelihood_steps, rollout
 from policy.world_model import Conditioning, FlowWorldModel
 from training import engine as ds_engine
-from training.best import agreed_best_tag, agreed_eval_means, best_checkpoint, evals_since_best, is_new_best
+from training.best import (
+    agreed_best_tag,
+    agreed_eval_means,
+    best_checkpoint,
+    evals_since_best,
+    is_new_best,
+    on_eval_schedule,
+    pending_eval,
+)
 from training.config import ConfigError, TrainConfig, check_world_size
 from training.config_io import config_to_dict
 from training.data import PromptStream, derive_seed, load_prompts
@@ -70,7 +79,7 @@ from training.export import ExportError, export_policy
 from training.grpo import group_advantages
 from training.metrics import MetricsLog, gather, progress_postfix, summarize
 from training.models import build_world_model, encode_prompt, negative_prompt, text_encoder_on
-from training.preemption import StopRequest, TrainingStopped
+from training.preemption import RewardsStalled, StopRequest, TrainingDiverged, TrainingStopped
 from training.preview import latent_preview
 from training.provenance import record_scoring
 from training.resume import plan_resume, state_layout, write_layout
@@ -80,30 +89,6 @@ from training.run_dir import prepare_output_dir
 from training.update import Group, chunk, update_policy
 from training.videos import rollout_video_name, write_samples
 from training.wandb_log import require_wandb
-
-
-class TrainingDiverged(RuntimeError):
-    """An update loss was NaN or inf (``nonfinite_loss: stop``); the diverged weights were not saved."""
-
-    def __init__(self, iteration: int, count: int, ckpt_dir: Path) -> None:
-        tag = ds_engine.latest_tag(ckpt_dir)
-        last = "none yet" if tag is None else str(ckpt_dir / tag)
-        super().__init__(
-            f"iteration {iteration}: {count} update loss(es) were NaN or inf, so the policy has diverged; stopped "
-            f"without saving it. Last checkpoint: {last}. Resume from it (--resume) with a lower learning_rate, "
-            "or set nonfinite_loss: skip to go on regardless")
-        self.iteration = iteration
-
-
-class RewardsStalled(RuntimeError):
-    """``max_skipped_iterations`` iterations in a row had no update; a checkpoint was saved."""
-
-    def __init__(self, iteration: int, count: int, checkpoint: str, reason: str, reasons_path: Path) -> None:
-        super().__init__(
-            f"iteration {iteration}: {count} iterations in a row without an update (no valid sample on any rank), "
-            f"e.g. {reason[:300]} (all reasons: {reasons_path}). Saved {checkpoint}; fix the reward (its endpoint "
-            "or tool service), then continue with --resume")
-        self.iteration = iteration
 
 
 def _sample_group(world_model: FlowWorldModel, cond: Conditioning, rcfg: RolloutConfig, cfg: TrainConfig,
@@ -238,6 +223,17 @@ def train(cfg: TrainConfig, *, local_rank: int = 0, reward_tokens: dict[str, str
 
     if eval_prompts and start == 0:  # the baseline of a fresh run
         held_out(0)
+    elif eval_prompts and pending_eval(cfg, start, log.eval_path):  # a stop skipped it (or came during it)
+        held_out(start)
+
+    def checkpoint(iteration: int) -> None:  # every rank; latest moves once all have written (training.engine)
+        ds_engine.save(engine, ckpt_dir, iteration, stream.position)
+        if local_rank == 0:  # what a later --resume compares its ZeRO stage and dtype with (training.resume)
+            write_layout(ckpt_dir / ds_engine.iteration_tag(iteration), layout)
+            ds_engine.mark_latest(ckpt_dir, iteration)
+        if cfg.keep_checkpoints is not None:  # the best held-out checkpoint stays too (training/best.py), also
+            # when this launch does not evaluate (eval_every 0 on a resume) but the run's eval.jsonl names one
+            ds_engine.prune(ckpt_dir, cfg.keep_checkpoints, local_rank, agreed_best_tag(ckpt_dir, log.eval_path))
     rewards = RewardRunner(reward_fn, cfg.reward or "")  # scores on the process's bridge loop (graph.bridge)
     video_writer = ThreadPoolExecutor(1, thread_name_prefix="rollout-videos")  # rollout_videos_every
     stops = StopRequest().install() if cfg.on_signal == "checkpoint" else None  # training/preemption.py
@@ -339,19 +335,19 @@ def train(cfg: TrainConfig, *, local_rank: int = 0, reward_tokens: dict[str, str
         skipped = skipped + 1 if row["update_skipped"] else 0  # the same row on every rank: they stop together
         stalled = (cfg.max_skipped_iterations is not None and skipped >= cfg.max_skipped_iterations
                    and it + 1 < cfg.max_iterations)  # the last iteration ends the run as usual
-        evaluated = eval_prompts and not (signum or stalled) and ((it + 1) % cfg.eval_every == 0
-                                                               or it + 1 == cfg.max_iterations)
-        if evaluated:
+        evaluated = eval_prompts and not (signum or stalled) and on_eval_schedule(cfg, it + 1)
+        if evaluated:  # skipped for a stop: the resumed run evaluates this iteration first (pending_eval)
             held_out(it + 1)
         plateau = bool(evaluated) and cfg.eval_patience is not None and evals_since_best(means) >= cfg.eval_patience
         new_best = bool(evaluated) and is_new_best(means, it + 1)  # checkpointed: `--tag best` can export it
-        if signum or stalled or plateau or new_best or (it + 1) % cfg.checkpoint_every == 0 or it + 1 == cfg.max_iterations:
-            ds_engine.save(engine, ckpt_dir, it + 1, stream.position)
-            if local_rank == 0:  # what a later --resume compares its ZeRO stage and dtype with (training.resume)
-                write_layout(ckpt_dir / ds_engine.iteration_tag(it + 1), layout)
-            if cfg.keep_checkpoints is not None:  # the best held-out checkpoint stays too (training/best.py)
-                best = agreed_best_tag(ckpt_dir, log.eval_path) if eval_prompts else None
-                ds_engine.prune(ckpt_dir, cfg.keep_checkpoints, local_rank, best)
+        saved = signum or stalled or plateau or new_best or (it + 1) % cfg.checkpoint_every == 0 \
+            or it + 1 == cfg.max_iterations
+        if saved:
+            checkpoint(it + 1)
+        if stops is not None and not (signum or stalled) and (late := stops.agreed(device)):
+            signum = late  # a signal during the evaluation or the save: stop now, not after another iteration
+            if not saved:
+                checkpoint(it + 1)
         if signum or stalled:
             dist.barrier()  # every rank has written its part before any of them exits
             _close(rewards, bar, log, stops, video_writer)
