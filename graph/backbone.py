@@ -309,6 +309,10 @@ class Backbone:
                 raise InvalidReply("invalid_reply", str(exc), json.dumps(parsed, default=str)) from exc
         text = raw.text if isinstance(raw, AIMessage) else ""
         calls = raw.tool_calls if isinstance(raw, AIMessage) else []
+        broken = raw.invalid_tool_calls if isinstance(raw, AIMessage) else []
+        if broken and not calls:  # arguments that are not JSON: not an empty reply
+            raise InvalidReply("invalid_reply", f"the {broken[0].get('name')!r} call's arguments are not valid JSON "
+                               f"({broken[0].get('error') or 'unparsable'})", str(broken[0].get("args") or ""))
         if self.method == "function_calling" and not calls and text.strip():
             return validate_text(schema, text)
         if not text.strip() and not calls:

@@ -44,15 +44,35 @@ def strip_reasoning(text: str) -> str:
 
 
 def extract_json_object(text: str) -> str:
-    """The first balanced `{...}` object in `text`, after its reasoning block and code fences;
+    """The first balanced `{...}` object in `text` that parses as JSON, after its reasoning block and code
+    fences (prose before the answer may hold braces that are not JSON: "the schema {label, score}");
     ValueError if there is none."""
     stripped = _FENCE.sub("", strip_reasoning(text).strip())
     start = stripped.find("{")
     if start < 0:
         raise ValueError("the reply contains no JSON object")
+    first_error: ValueError | None = None
+    while start >= 0:
+        end = _balanced_end(stripped, start)
+        if end is None:
+            break
+        candidate = stripped[start:end + 1]
+        try:
+            json.loads(candidate)
+            return candidate
+        except ValueError as exc:
+            first_error = first_error or exc
+        start = stripped.find("{", start + 1)
+    if first_error is not None:
+        raise ValueError(f"the reply's JSON object is not valid JSON ({first_error})")
+    raise ValueError("the reply's JSON object is not closed")
+
+
+def _balanced_end(text: str, start: int) -> int | None:
+    """Index of the `}` that closes the `{` at `start` (strings and escapes respected), or None."""
     depth, in_str, escape = 0, False, False
-    for i in range(start, len(stripped)):
-        ch = stripped[i]
+    for i in range(start, len(text)):
+        ch = text[i]
         if in_str:  # the character after a backslash is escaped, whatever it is
             if escape:
                 escape = False
@@ -68,8 +88,8 @@ def extract_json_object(text: str) -> str:
         elif ch == "}":
             depth -= 1
             if depth == 0:
-                return stripped[start:i + 1]
-    raise ValueError("the reply's JSON object is not closed")
+                return i
+    return None
 
 
 # a tool call the server left in the text (no parser, or one for another format): Hermes / Qwen tags,

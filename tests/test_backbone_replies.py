@@ -100,3 +100,23 @@ def test_an_output_the_cache_cannot_store_is_still_returned(tmp_path, monkeypatc
     with OpenAIStub([good("json_schema")]) as stub, caplog.at_level(logging.WARNING, logger="graph.backbone"):
         assert run(make(stub, "json_schema", cache=cache), Usage()).score == 3
     assert "judge output not stored (OperationalError: database is locked)" in caplog.text
+
+
+def test_function_call_arguments_that_are_not_json_are_named_as_such(monkeypatch) -> None:
+    """They were re-asked as "empty_reply: the reply had no content", which misleads model and user alike."""
+    from tests import openai_stub
+
+    real = openai_stub._completion
+
+    def torn(reply, model):  # the stub serialises arguments: break them on the wire
+        out = real(reply, model)
+        for call in out["choices"][0]["message"].get("tool_calls") or []:
+            if call["function"]["arguments"] == "{}":
+                call["function"]["arguments"] = '{"label": "ok", "score": '
+        return out
+
+    monkeypatch.setattr(openai_stub, "_completion", torn)
+    with OpenAIStub([StubReply(content=None, tool_calls=[("Verdict", {})]), good("function_calling")]) as stub:
+        assert run(make(stub, "function_calling"), Usage()).score == 3
+    text = json.dumps(stub.requests[1]["messages"])
+    assert "arguments are not valid JSON" in text and "had no content" not in text

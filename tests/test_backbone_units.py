@@ -153,6 +153,9 @@ def test_url_digest_memo_is_bounded_by_the_size_of_its_urls(monkeypatch) -> None
 def test_extract_json_object() -> None:
     assert extract_json_object('```json\n{"a": {"b": "}"}}\n```') == '{"a": {"b": "}"}}'
     assert extract_json_object('Sure! {"x": 1} trailing') == '{"x": 1}'
+    assert extract_json_object('Per the schema {label, score}, here it is: {"label": "a"}') == '{"label": "a"}'
+    with pytest.raises(ValueError, match="not valid JSON"):
+        extract_json_object("{label: 'a'}")
     # an escaped quote does not end the string: the brace after it is text (it closed the object early)
     quoted = r'{"ok": false, "rationale": "the overlay reads \"DONE}\" but the cup stays"} more'
     assert json.loads(extract_json_object(quoted))["rationale"] == 'the overlay reads "DONE}" but the cup stays'
