@@ -30,7 +30,8 @@ Decisions where the issue was silent:
 - Each item is one `graph.api.arun_agent` call (never raises; an escaping error becomes an
   ineligible result) under a semaphore of `concurrency`; `run_batch` here runs them in this process,
   `graph.batch_procs.run_batch_processes` spreads them over worker processes.
-- Only the process that owns the output file writes to it (`RowWriter`), one `write` per row.
+- Only the process that owns the output file writes to it (`RowWriter`), one `write` per row; a second
+  `raa score-batch` into the same output while one runs is refused (`lock_output`, exit 2).
 - Each row records its `scorer`: the model name and sampling temperature it was scored with. A resume
   into an output whose scored or zero rows came from another scorer is refused (`other_scorer`): the skipped
   items would keep the old model's rewards beside the new model's, and one output would read as one
@@ -166,6 +167,26 @@ def drop_repeats(items: list[dict[str, Any]]) -> tuple[list[dict[str, Any]], lis
             differ = " (other fields differ)" if item["manifest"] != earlier["manifest"] else ""
             repeats.append(f"line {item['line']} = line {earlier['line']}{differ}")
     return kept, repeats
+
+
+class OutputBusy(RuntimeError):
+    """Another score-batch is writing the same output file."""
+
+
+def lock_output(out: Path) -> Any:
+    """An exclusive lock on the output file for this batch (an open file to close when done; the system drops
+    it when the process ends, however it ends); OutputBusy when another process holds it: two batches into
+    one output would both score every item and write each row twice."""
+    import fcntl
+
+    out.parent.mkdir(parents=True, exist_ok=True)
+    fh = out.with_name(f".{out.name}.lock").open("a")
+    try:
+        fcntl.flock(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        fh.close()
+        raise OutputBusy(f"another score-batch is writing {out}; wait for it, or write to another --out") from None
+    return fh
 
 
 def done_keys(out: Path) -> set[str]:

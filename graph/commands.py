@@ -169,11 +169,13 @@ def score_batch_command(
 ) -> None:
     """Score every clip of a manifest; items already in the output are skipped."""
     from graph.batch import (
+        OutputBusy,
         RowWriter,
         build_batch_agent,
         done_keys,
         drop_repeats,
         drop_rows,
+        lock_output,
         misplaced_paths,
         other_scorer,
         read_manifest,
@@ -195,46 +197,52 @@ def score_batch_command(
                    + ", ".join(repeats[:5]) + (" ..." if len(repeats) > 5 else ""), err=True)
     if warning := misplaced_paths(manifest, items, Path.cwd()):
         typer.echo(f"warning: {warning}", err=True)
-    if problem := other_scorer(out, scorer_of(settings)):  # before --retry-ineligible rewrites the file
-        typer.echo(f"error: {problem}", err=True)
-        raise typer.Exit(2)
-    retried = drop_rows(out, *stale_keys(manifest, items, retry_ineligible=retry_ineligible))
-    if retry_ineligible:
-        typer.echo(f"{retried} ineligible row(s) removed from {out} to score again", err=True)
-    done = done_keys(out)
-    todo = [it for it in items if it["key"] not in done]
-    bad = sum(it["error"] is not None for it in todo)  # their rows are rewritten on every run (no model call)
-    typer.echo(f"{len(items) - bad} items, {len(items) - len(todo)} already in {out}, {len(todo) - bad} to score"
-               + (f", {bad} bad manifest line(s) (their rows written again)" if bad else ""), err=True)
-    # the preset's tool models, loaded in the process that scores (worker processes load their own)
-    tools = loaded_tools(settings, preset) if todo and processes == 1 else None
-    columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn())
-    with Progress(*columns, console=_err) as progress:
-        task = progress.add_task("scoring", total=len(todo))
-        writer = RowWriter(out, on_row=lambda: progress.advance(task), scorer=scorer_of(settings))
-        if todo and processes > 1:
-            from graph.batch_procs import BatchError, run_batch_processes
+    try:  # held until the batch ends (the system drops it with the process, however that ends)
+        lock = lock_output(out)
+    except OutputBusy as exc:
+        typer.echo(f"error: {exc}", err=True)
+        raise typer.Exit(2) from exc
+    with lock:
+        if problem := other_scorer(out, scorer_of(settings)):  # before --retry-ineligible rewrites the file
+            typer.echo(f"error: {problem}", err=True)
+            raise typer.Exit(2)
+        retried = drop_rows(out, *stale_keys(manifest, items, retry_ineligible=retry_ineligible))
+        if retry_ineligible:
+            typer.echo(f"{retried} ineligible row(s) removed from {out} to score again", err=True)
+        done = done_keys(out)
+        todo = [it for it in items if it["key"] not in done]
+        bad = sum(it["error"] is not None for it in todo)  # their rows are rewritten on every run (no model call)
+        typer.echo(f"{len(items) - bad} items, {len(items) - len(todo)} already in {out}, {len(todo) - bad} to score"
+                   + (f", {bad} bad manifest line(s) (their rows written again)" if bad else ""), err=True)
+        # the preset's tool models, loaded in the process that scores (worker processes load their own)
+        tools = loaded_tools(settings, preset) if todo and processes == 1 else None
+        columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn())
+        with Progress(*columns, console=_err) as progress:
+            task = progress.add_task("scoring", total=len(todo))
+            writer = RowWriter(out, on_row=lambda: progress.advance(task), scorer=scorer_of(settings))
+            if todo and processes > 1:
+                from graph.batch_procs import BatchError, run_batch_processes
 
-            try:
-                run_batch_processes(todo, writer, settings=settings, preset=preset, processes=processes,
-                                    concurrency=concurrency, durability=settings.trace_durability, draw=draw,
-                                    log=lambda line: progress.console.print(line, highlight=False, soft_wrap=True))
-            except BatchError as exc:
-                typer.echo(f"error: {exc}", err=True)
-                raise typer.Exit(2) from exc
-        elif todo:
-            async def main() -> None:
-                async with open_async_saver(settings.traces_path) as saver:
-                    agent = build_batch_agent(settings, preset, saver, make_chat_model(settings), tools,
-                                              draw=draw)
-                    await run_batch(agent, todo, writer, concurrency, settings.trace_durability)
+                try:
+                    run_batch_processes(todo, writer, settings=settings, preset=preset, processes=processes,
+                                        concurrency=concurrency, durability=settings.trace_durability, draw=draw,
+                                        log=lambda line: progress.console.print(line, highlight=False, soft_wrap=True))
+                except BatchError as exc:
+                    typer.echo(f"error: {exc}", err=True)
+                    raise typer.Exit(2) from exc
+            elif todo:
+                async def main() -> None:
+                    async with open_async_saver(settings.traces_path) as saver:
+                        agent = build_batch_agent(settings, preset, saver, make_chat_model(settings), tools,
+                                                  draw=draw)
+                        await run_batch(agent, todo, writer, concurrency, settings.trace_durability)
 
-            asyncio.run(main())
-    usage = " ".join(f"{k}={v}" for k, v in writer.usage.items())
-    typer.echo(" ".join(f"{k}={v}" for k, v in writer.counts.items()) + (f"  usage: {usage}" if usage else "")
-               + f"  -> {out}", err=True)
-    for kind, (n, first) in sorted(writer.faults.items(), key=lambda kv: -kv[1][0]):
-        typer.echo(f"  ineligible ({kind}): {n}, first: {first[:300]}", err=True)
+                asyncio.run(main())
+        usage = " ".join(f"{k}={v}" for k, v in writer.usage.items())
+        typer.echo(" ".join(f"{k}={v}" for k, v in writer.counts.items()) + (f"  usage: {usage}" if usage else "")
+                   + f"  -> {out}", err=True)
+        for kind, (n, first) in sorted(writer.faults.items(), key=lambda kv: -kv[1][0]):
+            typer.echo(f"  ineligible ({kind}): {n}, first: {first[:300]}", err=True)
 
 
 def preflight_or_exit(settings: BackboneSettings) -> None:

@@ -107,3 +107,23 @@ def test_bad_manifest_lines_get_their_own_rows_and_a_fixed_line_replaces_its_row
     again = _rows(out)
     assert sorted(r["line"] for r in again) == [1, 2, 3, 4, 5]  # one row per line: line 5's old row went
     assert {r["line"]: r["result"]["status"] for r in again}[5] == "scored" and len(model.calls) > calls
+
+
+def test_a_second_batch_into_the_same_output_is_refused(monkeypatch, tmp_path):
+    """Nothing stopped two batches writing one output: both scored every item and wrote each row twice."""
+    from graph.batch import lock_output
+
+    _scripted(monkeypatch, tmp_path)
+    _clips(tmp_path, 1)
+    manifest = tmp_path / "m.jsonl"
+    manifest.write_text(json.dumps({"path": "c0.mp4", "instruction": TASK}) + "\n")
+    out = tmp_path / "out.jsonl"
+    args = ["score-batch", str(manifest), "--out", str(out), "--preset", "decomposed"]
+    held = lock_output(out)  # what a running batch holds
+    try:
+        res = runner.invoke(app, args)
+        assert res.exit_code == 2 and "another score-batch is writing" in res.output and not out.exists()
+    finally:
+        held.close()
+    assert runner.invoke(app, args).exit_code == 0 and runner.invoke(app, args).exit_code == 0  # released each time
+    assert len(_rows(out)) == 1
