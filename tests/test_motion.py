@@ -194,6 +194,8 @@ def test_summary_regions_motion_and_comotion():
     tr = _two_region_tracks()
     regions = {"a": (0, 0, 0.25, 0.25), "b": (0.5, 0, 0.75, 0.25), "c": (0, 0.5, 0.5, 1)}
     s = summarize_tracks(tr, (128, 128), regions, speed_threshold=1.0)
+    with pytest.raises(ValueError, match="fractions of the frame"):  # pixels covered the whole frame silently
+        summarize_tracks(tr, (128, 128), {"gripper": [0, 0, 64, 64]})
     by = {r.name: r for r in s.regions}
     assert by["a"].points == 2 and by["a"].moving_points == 2
     assert by["a"].median_displacement_px == pytest.approx(15.0)

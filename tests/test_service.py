@@ -226,3 +226,9 @@ def test_open_bind_warning_only_for_an_unguarded_non_loopback_bind():
     assert open_bind_warning("0.0.0.0", "tok", "RAA_TOOLS_TOKEN") is None
     assert open_bind_warning("0.0.0.0", None, "RAA_REWARD_TOKEN") == (
         "warning: serving on 0.0.0.0 without a token (set --token or RAA_REWARD_TOKEN)")
+
+
+def test_regions_in_pixels_are_a_bad_request(client):
+    r = client.post("/v1/track", json={"path": "clip.mp4", "grid_size": 2, "summary": True,
+                                       "regions": {"gripper": [0, 0, 32, 32]}}, headers=AUTH)
+    assert r.status_code == 400 and "fractions of the frame" in r.json()["detail"]

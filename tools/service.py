@@ -193,7 +193,10 @@ def _track_job(state: ServiceState, src: Path | bytes, params: dict) -> dict:
                  "backend": state.info.get("motion_backend")}
     if str(params.get("summary", "false")).lower() in ("true", "1"):
         regions = params.get("regions")
-        out["summary"] = summarize_tracks(tracks, frames.shape[1:3], regions).model_dump(mode="json")
+        try:
+            out["summary"] = summarize_tracks(tracks, frames.shape[1:3], regions).model_dump(mode="json")
+        except (ValueError, TypeError) as exc:
+            raise HTTPProblem(400, f"bad track request: {exc}") from exc
     return out
 
 

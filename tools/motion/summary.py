@@ -5,7 +5,8 @@ Definitions (decisions where the issue was silent):
   than ``speed_threshold`` pixels (default: 0.4% of the frame diagonal, at least 0.5 px).
 - A point's *net displacement* is the distance from its query position to its last tracked position.
 - A track belongs to the region that contains its query position. Regions are normalised boxes
-  ``[x0,y0,x1,y1]``; without regions a 3x3 grid (``top-left`` ... ``bottom-right``) is used.
+  ``[x0,y0,x1,y1]`` (fractions of the frame; a box outside 0..1 or empty is a ValueError, since a box in
+  pixels would cover the whole frame); without regions a 3x3 grid (``top-left`` ... ``bottom-right``) is used.
 - *Co-motion* of two caller-given regions (e.g. ``gripper`` and ``cup``): frames where the mean step
   of each region's moving points exceeds the threshold and the two steps point the same way
   (cosine > 0.7). It is reported as a contact hint, not proof of contact.
@@ -152,6 +153,10 @@ def summarize_tracks(tracks: MotionTracks, frame_size: tuple[int, int],
 
     given = regions is not None
     region_boxes = {k: tuple(float(v) for v in b) for k, b in (regions or default_regions()).items()}
+    for name, box in region_boxes.items():  # pixels here made every box cover the whole frame, silently
+        if len(box) != 4 or not all(0.0 <= v <= 1.0 for v in box) or box[0] >= box[2] or box[1] >= box[3]:
+            raise ValueError(f"region {name!r} {list(box)}: boxes are [x0, y0, x1, y1] fractions of the frame "
+                             "(0..1, x0 < x1, y0 < y1), not pixels")
     members: dict[str, np.ndarray] = {}
     region_rows = []
     for name, (x0, y0, x1, y1) in region_boxes.items():
