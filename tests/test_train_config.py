@@ -335,3 +335,14 @@ def test_a_failed_run_exits_with_its_status_and_rank_0_says_a_failure_every_rank
     monkeypatch.setattr(training.trainer, "train", lambda *_a, **_k: 1 / 0)
     with pytest.raises(ZeroDivisionError):
         main(args)
+
+
+def test_ranks_sharing_a_machine_split_its_cpus_unless_the_launcher_said():
+    """DeepSpeed's launcher sets no OMP_NUM_THREADS: two CPU ranks each using every core ran ~15x slower."""
+    from training.train import share_cpu_threads
+
+    assert share_cpu_threads({"LOCAL_SIZE": "2"}, 16) == 8  # deepspeed
+    assert share_cpu_threads({"LOCAL_WORLD_SIZE": "3"}, 2) == 1  # never 0
+    assert share_cpu_threads({"LOCAL_WORLD_SIZE": "2", "OMP_NUM_THREADS": "1"}, 16) is None  # torchrun's choice
+    assert share_cpu_threads({}, 16) is None  # one rank: torch's default
+

@@ -11,7 +11,8 @@ a resume would load, and exits (0, or 2 with the problem); the checks that need 
 (``lora_targets``, the clip size against the VAE) come right after a launch builds it. ``--help`` lists
 the config fields.
 
-This is the edge where the environment is read: ``LOCAL_RANK`` (set by the launchers), the
+This is the edge where the environment is read: ``LOCAL_RANK`` and the ranks per machine (set by the
+launchers; without ``OMP_NUM_THREADS``, ranks on one machine split its CPUs: `share_cpu_threads`), the
 reward token variables named by ``token_env`` (http rewards; an unset one is a config error), the
 agent's ``RAA_*`` backbone settings (agent reward without a ``model``: endpoint, ``RAA_INSPECT_MODE``, traces), and --
 for a plain single-process run without a launcher -- default ``RANK/WORLD_SIZE/MASTER_ADDR/MASTER_PORT``.
@@ -45,6 +46,18 @@ def _single_process_env() -> None:
         port = s.getsockname()[1]
     os.environ.update({"RANK": "0", "WORLD_SIZE": "1", "LOCAL_RANK": "0", "MASTER_ADDR": "127.0.0.1",
                        "MASTER_PORT": str(port)})
+
+
+def share_cpu_threads(environ: dict[str, str] | os._Environ[str], cpus: int | None) -> int | None:
+    """Threads for this rank's torch CPU ops when the launcher did not say (``OMP_NUM_THREADS`` unset) and
+    several ranks share the machine (``LOCAL_WORLD_SIZE``, torchrun; ``LOCAL_SIZE``, deepspeed; > 1): the CPUs
+    split between them. torchrun sets
+    ``OMP_NUM_THREADS=1`` itself; DeepSpeed's launcher does not, and two CPU ranks each using every core ran
+    the smoke config ~15x slower per iteration on 2 cores. None: leave torch's default."""
+    ranks = int(environ.get("LOCAL_WORLD_SIZE") or environ.get("LOCAL_SIZE") or 1)  # torchrun / deepspeed
+    if "OMP_NUM_THREADS" in environ or ranks <= 1:
+        return None
+    return max(1, (cpus or 1) // ranks)
 
 
 def reward_tokens(cfg: TrainConfig) -> dict[str, str]:
@@ -219,6 +232,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 0
     _single_process_env()
     _quiet_dependency_warnings()
+    if (threads := share_cpu_threads(os.environ, os.cpu_count())) is not None:
+        import torch
+
+        torch.set_num_threads(threads)
     from training.trainer import train  # heavy imports (deepspeed, diffusers) only after validation
 
     try:
