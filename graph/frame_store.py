@@ -146,6 +146,10 @@ class FrameStore:
         queued at priority "later" (a speculative prefetch) is cancelled and queued again at "now"
         when a caller at "now" needs it; a job that failed is started afresh. `compute` runs in a
         worker thread."""
+        return self._shared(key, compute, priority, lane)[0]
+
+    def _shared(self, key: Any, compute: Callable[[], Any], priority: Priority, lane: Lane) -> tuple[Future, Priority]:
+        """`shared_job` and the priority the returned job was queued at."""
         with self._lock:
             entry = self._jobs.get(key)
             if entry is not None:
@@ -159,7 +163,7 @@ class FrameStore:
                 while len(self._jobs) > _MAX_JOBS:
                     self._jobs.popitem(last=False)
             self._jobs.move_to_end(key)
-            return entry[0]
+            return entry
 
     def started_job(self, key: Any) -> Future | None:
         """The shared job already started for `key` (running or done, failed included), or None when there
@@ -172,15 +176,13 @@ class FrameStore:
     async def atracks(self, key: Any, compute: Callable[[], Any], lane: Lane = "cpu") -> Any:
         """The result of the track job for `key`, needed now: a speculative ("later") job that fails
         while running is tried once more at "now", so its failure is never taken for the answer."""
-        job = self.shared_job(key, compute, "now", lane)
+        job, queued_at = self._shared(key, compute, "now", lane)  # speculative or not: known before waiting
         try:
             return await await_job(job)
         except Exception:
-            with self._lock:
-                entry = self._jobs.get(key)
-                speculative = entry is not None and entry[0] is job and entry[1] == "later"
-            if not speculative:
+            if queued_at != "later":
                 raise
+            # the retry: started here, or the one another waiter of the same failed job started first
             return await await_job(self.shared_job(key, compute, "now", lane))
 
     @staticmethod
