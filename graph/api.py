@@ -16,7 +16,9 @@ Decisions where the issue was silent:
   (video, instruction) tuples or dicts with "video", "instruction" and optional "run_id".
 - A run id that already has a trace in the agent's checkpointer is not re-run (the trace would mix
   two runs and the frozen contract would refuse the second write): that item is ineligible with the
-  reason "run id ... already has a trace".
+  reason "run id ... already has a trace". Two runs of one id at the same time on one checkpointer (a
+  batch naming a run id twice) cannot both see the other's trace yet: the second is refused with "run id ...
+  is already running" (one trace would have overwritten the other, explaining a result with another clip).
 - A graph-level exception that escapes the nodes (should not happen) still yields an ineligible
   result with the exception type and message as the reason.
 - Checkpoints are written once per run, when it ends (`durability="exit"`, the default of
@@ -30,6 +32,7 @@ Decisions where the issue was silent:
 from __future__ import annotations
 
 import asyncio
+import threading
 import uuid
 from collections.abc import Iterable, Mapping
 from pathlib import Path
@@ -69,6 +72,11 @@ def _instruction(instruction: Any) -> str:
     return instruction
 
 
+_RUNNING: set[tuple[int, str] | None] = set()
+"""(checkpointer id, run id) of the runs in progress in this process (`arun_agent`)."""
+_RUNNING_LOCK = threading.Lock()
+
+
 def ineligible_result(preset: str, reason: str, run_id: str = "") -> RewardResult:
     """An ineligible RewardResult (reward None) carrying `reason`: for runs that could not produce a
     result (and, in `raa score-batch`, for items that never ran)."""
@@ -80,6 +88,21 @@ async def arun_agent(agent: Any, video: str, instruction: str, run_id: str, pres
     """Run one clip through a compiled agent; always returns a RewardResult. `durability`: when the
     checkpointer (if any) writes the run's checkpoints (see module docstring)."""
     config = {"configurable": {"thread_id": run_id}}
+    claim = (id(agent.checkpointer), run_id) if agent.checkpointer else None
+    with _RUNNING_LOCK:
+        if claim in _RUNNING:
+            return ineligible_result(preset, f"run id {run_id!r} is already running; use a new run id", run_id)
+        if claim is not None:
+            _RUNNING.add(claim)
+    try:
+        return await _run_agent(agent, video, instruction, run_id, preset, config, durability)
+    finally:
+        with _RUNNING_LOCK:
+            _RUNNING.discard(claim)
+
+
+async def _run_agent(agent: Any, video: str, instruction: str, run_id: str, preset: str, config: dict,
+                     durability: TraceDurability) -> RewardResult:
     try:
         if agent.checkpointer:
             previous = await agent.aget_state(config)

@@ -334,34 +334,6 @@ def test_context_passed_per_invocation_is_used(clip):
     assert default_model.calls == [] and len(other_model.calls) == 2
 
 
-def test_reused_run_id_is_refused_with_a_reason(clip):
-    import asyncio
-
-    from graph import AgentConfig, ascore_videos
-
-    agent, _ = make_agent("decomposed")
-    items = [{"video": str(clip), "instruction": INSTRUCTION, "run_id": "same"}]
-    first = asyncio.run(ascore_videos(items, AgentConfig(preset="decomposed"), agent=agent))[0]
-    second = asyncio.run(ascore_videos(items, AgentConfig(preset="decomposed"), agent=agent))[0]
-    assert first.status == "scored"
-    assert second.reward is None and "already has a trace" in second.reasons[0]
-
-
-@pytest.mark.parametrize("preset", ["full", "direct"])
-def test_second_input_on_a_used_thread_is_refused(clip, preset):
-    """The graph used directly (agent.invoke with the same thread id, a reused Studio thread): the earlier run's
-    channels would carry over (the frozen contract raised; in direct, an earlier fault skipped every stage)."""
-    script = full_script(direct=[{"reward": 2.0, "rationale": "out of range"}] * 2 + [{"reward": 0.8, "rationale": "ok"}])
-    agent, model = make_agent(preset, script)
-    first = run(agent, clip, run_id="same")["result"]
-    calls = len(model.calls)
-    second = run(agent, clip, run_id="same")["result"]
-    assert first.status == ("scored" if preset == "full" else "ineligible")
-    assert second.reward is None and second.status == "ineligible"
-    assert any("this thread already holds a run" in r for r in second.reasons)
-    assert len(model.calls) == calls  # nothing re-run on the stale state
-
-
 def test_sync_entry_points_work_inside_a_running_event_loop(clip, tmp_path):
     """A Jupyter cell runs inside an event loop, where asyncio.run refuses: score_video and the compiled
     graph's invoke must still score (they run on a private loop in a helper thread)."""
