@@ -31,6 +31,9 @@ Decisions where the issues were silent:
   samples, `meta.phase = "eval"`), where the traces point, so `raa report RUN_ID` on the service
   host shows a training reward's frames. `fps` is
   accepted and not used: the mp4 carries its frame rate.
+- A client that disconnects before its answer (its timeout, Ctrl-C) has its runs cancelled (checked every
+  `DISCONNECT_POLL_S`): they held the shared slots, so later requests waited behind work nobody would read,
+  and a client retrying on timeout multiplied it (4 clips, 3 attempts: 12 runs).
 """
 
 from __future__ import annotations
@@ -54,6 +57,9 @@ from graph.frame_store import FrameStore
 from graph.schemas import RewardResult
 from graph.settings import TraceDurability
 from tools.service import HTTPProblem, check_bearer, problem_response, read_body_limited
+
+DISCONNECT_POLL_S = 1.0
+"""How often a request in progress checks that its client is still connected."""
 
 
 def _request_folder(keep: str | Path | None, iteration: Any, phase: Any = None) -> str:
@@ -150,8 +156,14 @@ def create_reward_app(agent: Any, preset: str, *, token: str | None = None, max_
             raise HTTPProblem(400, f"{len(items)} items in one request; the limit is {max_items}")
         meta = payload.get("meta") if isinstance(payload.get("meta"), dict) else {}
         folder = await asyncio.to_thread(_request_folder, keep_videos, meta.get("iteration"), meta.get("phase"))
+        work = asyncio.ensure_future(asyncio.gather(*(run_one(i, item, folder) for i, item in enumerate(items))))
         try:
-            results = await asyncio.gather(*(run_one(i, item, folder) for i, item in enumerate(items)))
+            while not (await asyncio.wait({work}, timeout=DISCONNECT_POLL_S))[0]:
+                if await request.is_disconnected():  # the client gave up (timeout, Ctrl-C): so do its runs
+                    work.cancel()
+                    await asyncio.gather(work, return_exceptions=True)
+                    raise HTTPProblem(499, "the client disconnected; its runs were cancelled")
+            results = work.result()
         finally:
             if keep_videos is None:
                 await asyncio.to_thread(_discard, folder, frames)

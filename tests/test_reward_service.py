@@ -290,3 +290,31 @@ def test_kept_clips_stay_where_the_traces_point(tmp_path):
                                   "meta": {"iteration": 3, "phase": "eval"}})
     folders = sorted(p.name.split("-")[0] for p in (tmp_path / "kept").iterdir())
     assert folders == ["eval000003", "it000003", "it000003", "request"]
+
+
+def test_a_client_that_disconnects_has_its_runs_cancelled(tmp_path, monkeypatch):
+    """The runs of a request whose client gave up (its timeout) went on to the end, holding the shared slots;
+    a trainer retrying on timeout multiplied them (4 clips, 3 attempts: 12 runs)."""
+    import time
+
+    import httpx
+
+    from graph import AgentConfig, AgentTools, build_reward_agent, reward_service
+    from graph.testing import ScriptedChatModel
+
+    monkeypatch.setattr(reward_service, "DISCONNECT_POLL_S", 0.1)
+    model = ScriptedChatModel(full_script(), delay_s=0.3)
+    agent = build_reward_agent(AgentConfig(preset="decomposed"), model=model, tools=AgentTools(),
+                               checkpointer=InMemorySaver())
+    clips = [moving_square(tmp_path / f"c{i}.mp4", seed=i) for i in range(4)]
+    body = {"items": [{"video_b64": _b64(c), "instruction": "push the red block to the right"} for c in clips]}
+    with serve(create_reward_app(agent, "decomposed", max_concurrency=1)) as url:
+        with pytest.raises(httpx.TimeoutException):
+            httpx.post(f"{url}/v1/score", json=body, timeout=0.5)
+        seen, quiet = -1, 0.0
+        while quiet < 2.0:  # until the model has had no call for 2 s (all 4 runs take ~5 s uncancelled)
+            time.sleep(0.25)
+            now = len(model.calls)
+            quiet = quiet + 0.25 if now == seen else 0.0
+            seen = now
+    assert len(model.calls_for("assess")) < 4, [c.stage for c in model.calls]  # one assess per run (contract: cached)
