@@ -123,9 +123,12 @@ async def _run_agent(agent: Any, video: str, instruction: str, run_id: str, pres
 async def ascore_videos(items: Iterable[Any], config: AgentConfig | None = None, *, model: Any = None,
                         max_concurrency: int = 16, agent: Any = None, tools: Any = None,
                         checkpointer: Any = None, backbone: Any = None, settings: Any = None,
-                        durability: TraceDurability = "exit") -> list[RewardResult]:
+                        durability: TraceDurability = "exit",
+                        limiter: asyncio.Semaphore | None = None) -> list[RewardResult]:
     """Score many clips concurrently (at most `max_concurrency` at once); results in input order.
-    `durability`: when checkpoints are written (see module docstring)."""
+    `durability`: when checkpoints are written (see module docstring). `limiter`: a semaphore shared with
+    other calls running at the same time (instead of this call's own of `max_concurrency`), so their runs
+    together stay within its bound (the trainer scores several groups at once)."""
     from graph.builder import build_reward_agent
 
     if max_concurrency < 1:
@@ -135,7 +138,7 @@ async def ascore_videos(items: Iterable[Any], config: AgentConfig | None = None,
     if agent is None:
         agent = build_reward_agent(config, model=model, tools=tools, checkpointer=checkpointer, backbone=backbone,
                                    settings=settings)
-    sem = asyncio.Semaphore(max_concurrency)
+    sem = limiter if limiter is not None else asyncio.Semaphore(max_concurrency)
 
     async def one(video: str, instruction: str, run_id: str | None) -> RewardResult:
         async with sem:

@@ -166,6 +166,38 @@ def test_agent_reward_groups_keep_their_own_clips(tmp_path):
     assert len(list((tmp_path / "clips" / "it000003").iterdir())) == 4
 
 
+def test_agent_reward_max_concurrency_bounds_every_group_in_flight(tmp_path, monkeypatch):
+    """With reward_overlap: groups each group is its own batch scored in the background; each had its own
+    bound, so 4 groups of 4 with max_concurrency 4 ran 16 agent runs at once against the backbone."""
+    import graph.api as api
+    from graph.settings import BackboneSettings
+    from graph.testing import ScriptedChatModel
+    from tests.graph_scripts import full_script
+    from training.rewards import AgentReward
+
+    running, peak, real = [0], [0], api.arun_agent
+
+    async def counted(*args, **kwargs):
+        running[0] += 1
+        peak[0] = max(peak[0], running[0])
+        try:
+            return await real(*args, **kwargs)
+        finally:
+            running[0] -= 1
+
+    monkeypatch.setattr(api, "arun_agent", counted)
+    settings = BackboneSettings(inspect_mode="plan", cache_path=None, traces_path=str(tmp_path / "traces.sqlite"))
+    fn = AgentReward(preset="decomposed", max_concurrency=4, model=ScriptedChatModel(full_script(), delay_s=0.05),
+                     settings=settings)
+    rng = np.random.default_rng(0)
+    clips = [rng.integers(0, 255, (9, 32, 32, 3), dtype=np.uint8) for _ in range(16)]
+    with RewardRunner(fn, "agent") as runner:
+        parts = [runner.submit(clips[4 * g:4 * g + 4], ["pick the cup"] * 4, fps=8.0, iteration=1, rank=0,
+                               first_index=4 * g) for g in range(4)]
+        out = merge_outcomes([p.result(timeout=120) for p in parts])
+    assert all(r is not None for r in out.rewards) and 1 < peak[0] <= 4, peak[0]
+
+
 @pytest.mark.slow
 def test_training_rewards_and_weights_do_not_depend_on_overlap(tmp_path):
     """The smoke config for 2 iterations with each setting: the same rewards, the same trained weights."""

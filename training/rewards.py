@@ -79,7 +79,8 @@ class AgentReward:
     preset: str = "full"
     """AgentConfig preset (paper Table 2)."""
     max_concurrency: int = 16
-    """Concurrent agent runs per batch."""
+    """Concurrent agent runs, over all the batches in flight together (with ``reward_overlap: groups`` each
+    group is a batch scored while the next one samples; they share this bound)."""
     video_dir: str | None = None
     """Where clips are written as mp4 for the agent (None: the system's temporary directory)."""
     videos: Literal["temporary", "keep"] = "temporary"
@@ -101,6 +102,15 @@ class AgentReward:
     _config: Any = field(default=None, init=False, repr=False)
     _agent: Any = field(default=None, init=False, repr=False)
     _frames: Any = field(default=None, init=False, repr=False)
+    _limit: tuple[Any, asyncio.Semaphore] | None = field(default=None, init=False, repr=False)
+
+    def _limiter(self) -> asyncio.Semaphore:
+        """The semaphore of `max_concurrency` every batch on this event loop shares (one per loop: a
+        semaphore belongs to the loop it first waits on)."""
+        loop = asyncio.get_running_loop()
+        if self._limit is None or self._limit[0] is not loop:
+            self._limit = (loop, asyncio.Semaphore(self.max_concurrency))
+        return self._limit[1]
 
     def __post_init__(self) -> None:
         from graph.settings import BackboneSettings
@@ -163,8 +173,7 @@ class AgentReward:
                 path = write_video(folder / f"r{rank}_{first + i:04d}.mp4", video, fps=fps)
                 items.append({"video": str(path.resolve()), "instruction": prompt})
             try:
-                results = await ascore_videos(items, self._config, agent=agent,
-                                              max_concurrency=self.max_concurrency)
+                results = await ascore_videos(items, self._config, agent=agent, limiter=self._limiter())
             finally:
                 if self.videos == "temporary":  # deleted below: no later batch can use their frames
                     await asyncio.to_thread(self._frames.forget, [item["video"] for item in items])
