@@ -15,6 +15,12 @@ Decisions where the issue was silent:
   without a checkpointer.
 - Default tools (tools None): `tools.toolbox.Toolbox(ToolSettings.from_env())`, built lazily on the
   first tool use; its quality thresholds (`RAA_QUALITY_*`) apply to the quality node in every preset.
+- The defaults that hold weights or files are shared by every agent the process builds with the same
+  settings: one Toolbox per tool settings, one trace-database saver per `traces_path`, one stage cache per
+  `cache_path` (`_shared_toolbox`, `_shared_checkpointer`, `_stage_cache`). `score_video` builds an
+  agent per call: in a loop it loaded V-JEPA 2 / CoTracker3 again for every clip, and each call opened
+  SQLite connections whose file descriptors SQLite keeps until every connection to that file closes (one
+  more open file per call, towards the process limit).
 - The default checkpointer is a SqliteSaver at `settings.traces_path` with async methods, so `ainvoke`
   (used by `ascore_videos`) works with it: reads and writes run in a worker thread, so a database
   locked by another process (a wait of up to sqlite3's 5 s busy timeout) never stalls the event loop
@@ -33,6 +39,7 @@ Decisions where the issue was silent:
 from __future__ import annotations
 
 import asyncio
+import functools
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
@@ -91,16 +98,15 @@ def build_reward_agent(config: AgentConfig | None = None, *, model: Any = None, 
     if backbone is None:
         if model is None:
             chat = default_chat_model(settings)  # a missing endpoint fails here, before the cache file exists
-            backbone = Backbone.from_settings(settings, model=chat, cache=StageCache(settings.cache_path))
+            backbone = Backbone.from_settings(settings, model=chat, cache=_stage_cache(settings.cache_path))
         else:
             backbone = Backbone(model, cache=StageCache(None), **_backbone_opts(settings))
     if backbone.draw != cfg.draw:  # AgentConfig.draw: this agent's runs take their own stage-cache entries
         backbone = backbone.for_draw(cfg.draw)
     if tools is None:  # lazy: builds no model; also carries the quality thresholds from the settings
         from tools.settings import ToolSettings
-        from tools.toolbox import Toolbox
 
-        tools = Toolbox(ToolSettings.from_env())
+        tools = _shared_toolbox(ToolSettings.from_env().model_dump_json())
     store = frame_store or frame_store_for(settings)
     ctx = RunContext(backbone=backbone, config=cfg, frames=store, tools=tool_provider(tools))
     extra = bool(ctx.tools.extra)
@@ -112,8 +118,37 @@ def build_reward_agent(config: AgentConfig | None = None, *, model: Any = None, 
     for name, (route, destinations) in node_routes(cfg, extra=extra).items():
         g.add_conditional_edges(name, RouteStep(route), sorted(set(destinations)))
     if checkpointer is None:
-        checkpointer = default_checkpointer(settings.traces_path)
+        checkpointer = _shared_checkpointer(str(settings.traces_path))
     return g.compile(checkpointer=checkpointer or None, name=f"reward_agent[{cfg.preset}]")
+
+
+@functools.lru_cache(maxsize=8)
+def _shared_toolbox(settings_json: str) -> Any:
+    """The default Toolbox of these tool settings (JSON of `ToolSettings`), one per process (module docstring)."""
+    from tools.settings import ToolSettings
+    from tools.toolbox import Toolbox
+
+    return Toolbox(ToolSettings.model_validate_json(settings_json))
+
+
+@functools.lru_cache(maxsize=16)
+def _shared_checkpointer(path: str) -> Any:
+    """The default trace saver of the database at `path`, one per process (module docstring)."""
+    return default_checkpointer(path)
+
+
+def _stage_cache(path: Any) -> Any:
+    """The stage cache at `path`, one per process (module docstring); None: a new in-memory one."""
+    from graph.cache import StageCache
+
+    return StageCache(None) if path is None else _shared_stage_cache(str(path))
+
+
+@functools.lru_cache(maxsize=16)
+def _shared_stage_cache(path: str) -> Any:
+    from graph.cache import StageCache
+
+    return StageCache(path)
 
 
 def needed_settings(settings: Any, *, model: Any, backbone: Any, checkpointer: Any) -> Any:

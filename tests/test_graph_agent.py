@@ -363,3 +363,23 @@ def test_step_decisions_count_in_words():
     from graph.nodes.common import count
 
     assert [count(n, "tool call") for n in (0, 1, 2)] == ["0 tool calls", "1 tool call", "2 tool calls"]
+
+
+def test_agents_built_with_the_same_settings_share_their_tools_and_trace_database(clip, tmp_path, monkeypatch):
+    """score_video builds an agent per call: each loaded its own tool models (V-JEPA 2 again for every clip)
+    and opened SQLite connections whose file descriptors SQLite keeps until all of that file's close."""
+    import os
+
+    from graph import AgentConfig, build_reward_agent, score_video
+    from graph.testing import ScriptedChatModel
+
+    monkeypatch.setenv("RAA_TRACES_PATH", str(tmp_path / "traces.sqlite"))
+    a, b = (build_reward_agent(AgentConfig(preset="decomposed"), model=ScriptedChatModel(full_script()))
+            for _ in range(2))
+    assert a.checkpointer is b.checkpointer
+    for _ in range(2):
+        score_video(clip, INSTRUCTION, AgentConfig(preset="decomposed"), model=ScriptedChatModel(full_script()))
+    before = len(os.listdir("/proc/self/fd"))
+    for _ in range(5):
+        score_video(clip, INSTRUCTION, AgentConfig(preset="decomposed"), model=ScriptedChatModel(full_script()))
+    assert len(os.listdir("/proc/self/fd")) <= before
