@@ -83,11 +83,11 @@ def _check_preset(preset: str) -> None:
         raise typer.Exit(2) from exc
 
 
-def _build_agent(settings: BackboneSettings, preset: str, checkpointer: Any, draw: int = 0) -> Any:
+def _build_agent(settings: BackboneSettings, preset: str, checkpointer: Any, draw: int = 0, tools: Any = None) -> Any:
     from graph.batch import build_batch_agent
 
     _check_preset(preset)
-    return build_batch_agent(settings, preset, checkpointer, make_chat_model(settings), draw=draw)
+    return build_batch_agent(settings, preset, checkpointer, make_chat_model(settings), tools, draw=draw)
 
 
 def _result_table(result: Any) -> Table:
@@ -118,8 +118,10 @@ def score_command(
 
     settings = _settings_or_exit(require_endpoint=True)
     settings.ensure_parent_dirs()
+    _check_preset(preset)
+    tools = loaded_tools(settings, preset)  # a tool that cannot load: exit 2 now, not after the model calls
     run_id = new_run_id()
-    result = asyncio.run(_score_one(settings, preset, str(video), instruction, run_id, stream, draw))
+    result = asyncio.run(_score_one(settings, preset, str(video), instruction, run_id, stream, draw, tools))
     if json_out:
         typer.echo(result.model_dump_json())
     else:
@@ -130,11 +132,11 @@ def score_command(
 
 
 async def _score_one(settings: BackboneSettings, preset: str, video: str, instruction: str, run_id: str,
-                     stream: bool, draw: int = 0) -> Any:
+                     stream: bool, draw: int = 0, tools: Any = None) -> Any:
     from graph.api import arun_agent, ineligible_result
 
     async with open_async_saver(settings.traces_path) as saver:
-        agent = _build_agent(settings, preset, saver, draw)
+        agent = _build_agent(settings, preset, saver, draw, tools)
         if not stream:
             return await arun_agent(agent, video, instruction, run_id, preset,
                                     durability=settings.trace_durability)
@@ -261,7 +263,12 @@ def loaded_tools(settings: BackboneSettings, preset: str) -> Any:
 
     try:
         return loaded_toolbox(ToolSettings.from_env(), settings.agent_config(preset))
-    except (ValueError, ToolFault) as exc:
+    except ToolFault as exc:
+        avoid = {"surprise": "no_wmreward (no V-JEPA 2)", "motion": "no_motion (no CoTracker3)"}.get(exc.tool)
+        typer.echo(f"error: {exc}" + (f"\nscore with a preset without that tool, e.g. --preset {avoid}; "
+                                      "`raa doctor` checks the tool settings" if avoid else ""), err=True)
+        raise typer.Exit(2) from exc
+    except ValueError as exc:
         typer.echo(f"error: {exc}", err=True)
         raise typer.Exit(2) from exc
 

@@ -92,12 +92,8 @@ def _score(rows: list[dict], out: Path, preset: str, concurrency: int, console: 
     settings = BackboneSettings.from_env()
     settings.ensure_parent_dirs()
     commands.preflight_or_exit(settings)  # a wrong endpoint: one line now, not 18 ineligible rows after retries
-    try:  # the preset's tool models, loaded now (exit 2 naming the tool), as score-batch does
-        tools = commands.loaded_tools(settings, preset)
-    except typer.Exit:
-        console.print("Score the clips without that tool: `raa demo --preset no_wmreward` (no V-JEPA 2) or "
-                      "`--preset no_motion` (no CoTracker3); `raa doctor` checks the tool settings.", soft_wrap=True)
-        raise
+    # the preset's tool models, loaded now (exit 2 naming the tool and the preset without it), as score-batch does
+    tools = commands.loaded_tools(settings, preset)
     backbone = Backbone.from_settings(settings, model=commands.make_chat_model(settings),
                                       cache=StageCache(settings.cache_path))
     items = [(r["path"], r["instruction"]) for r in rows]

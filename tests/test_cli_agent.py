@@ -117,7 +117,7 @@ def test_score_through_http_server_fault_is_ineligible(monkeypatch, tmp_path) ->
     clip = _clip(tmp_path / "a.mp4")
     with OpenAIStub(responder=lambda body: StubReply(status=500)) as stub:
         _env(monkeypatch, tmp_path, stub.base_url)
-        res = runner.invoke(app, ["score", clip, "-i", "push the block right", "--json"])
+        res = runner.invoke(app, ["score", clip, "-i", "push the block right", "--json", "--preset", "no_wmreward"])
     assert res.exit_code == 3, res.output
     result = json.loads(res.stdout.strip().splitlines()[-1])
     assert result["reward"] is None and result["status"] == "ineligible"
@@ -131,7 +131,7 @@ def test_score_uniform_clip_is_zero_without_model_calls(monkeypatch, tmp_path) -
     clip = _clip(tmp_path / "u.mp4", uniform=True)
     with OpenAIStub() as stub:
         _env(monkeypatch, tmp_path, stub.base_url)
-        res = runner.invoke(app, ["score", clip, "-i", "push the block", "--json", "--stream"])
+        res = runner.invoke(app, ["score", clip, "-i", "push the block", "--json", "--stream", "--preset", "no_wmreward"])
     assert res.exit_code == 0, res.output
     result = json.loads(res.stdout.strip().splitlines()[-1])
     assert result["reward"] == 0.0 and result["status"] == "zero"
@@ -312,7 +312,7 @@ def test_retry_ineligible_rescoring_only_what_a_rerun_can_fix(monkeypatch, tmp_p
 def test_score_missing_video_and_bad_preset(monkeypatch, tmp_path) -> None:
     pytest.importorskip("graph.builder")
     model = _scripted(monkeypatch, tmp_path)
-    res = runner.invoke(app, ["score", str(tmp_path / "nope.mp4"), "-i", "push", "--json"])
+    res = runner.invoke(app, ["score", str(tmp_path / "nope.mp4"), "-i", "push", "--json", "--preset", "no_wmreward"])
     assert res.exit_code == 3, res.output
     result = json.loads(res.stdout.strip().splitlines()[-1])
     assert result["reward"] is None and "nope.mp4" in " ".join(result["reasons"])
@@ -350,3 +350,16 @@ def test_a_draw_scores_anew_and_a_repeated_draw_reads_the_cache(monkeypatch, tmp
     res = runner.invoke(app, ["score", str(clip), "-i", "push the red block to the right", "--preset",
                               "visual_verify", "--draw", "2", "--json"])
     assert res.exit_code == 0 and len(model.calls) > calls[3], res.output
+
+
+def test_score_stops_before_any_model_call_when_the_presets_tool_cannot_load(monkeypatch, tmp_path) -> None:
+    """`raa score` (default preset full) without V-JEPA 2 weights made the model calls, then exited 3 with the
+    load error in the reasons; it now stops at start, as score-batch does, naming a preset without the tool."""
+    from tests.graph_scripts import moving_square
+
+    model = _scripted(monkeypatch, tmp_path)
+    monkeypatch.setenv("RAA_VJEPA_MODEL", str(tmp_path / "no-such-vjepa"))
+    res = runner.invoke(app, ["score", str(moving_square(tmp_path / "m.mp4")), "-i", "push the block"])
+    assert res.exit_code == 2 and "no-such-vjepa" in res.output and "--preset no_wmreward" in res.output
+    assert model.calls == []
+

@@ -73,5 +73,5 @@ def test_demo_stops_at_start_when_the_presets_tool_cannot_load(tmp_path, monkeyp
     res = runner.invoke(app, ["demo", "--out", str(tmp_path), "--limit", "1"], env={"COLUMNS": "200"})
     assert res.exit_code == 2, res.output
     assert "surprise tool load failure" in res.output and "no-such-vjepa" in res.output
-    assert "raa demo --preset no_wmreward" in res.output
+    assert "a preset without that tool, e.g. --preset no_wmreward (no V-JEPA 2)" in res.output
     assert model.calls == [] and not (tmp_path / "reports").exists()
