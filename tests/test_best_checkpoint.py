@@ -79,6 +79,13 @@ def test_export_tag_best_resolves_the_checkpoint(tmp_path, monkeypatch, capsys):
     assert export.main(["--run", str(run), "--tag", "best"]) == 0
     assert seen == {"out": run / "export-iter_000002", "tag": "iter_000002"}
     assert "best held-out checkpoint: iter_000002 (eval_reward_mean 0.6000)" in capsys.readouterr().out
+    # the base model (iteration 0, no checkpoint) beat every checkpoint: said, not hidden
+    with (run / "eval.jsonl").open("a") as fh:
+        fh.write(json.dumps({"iteration": 0, "eval_reward_mean": 0.7}) + "\n")
+    assert export.main(["--run", str(run), "--tag", "best"]) == 0
+    assert "the base model scored higher before training (iteration 0: 0.7000)" in capsys.readouterr().err
+    with pytest.raises(export.ExportError, match="no checkpoint 'iter_000009' .*; saved: iter_000001, iter_000002"):
+        export.checkpoint_tag(run / "checkpoints", "iter_000009")
     (run / "eval.jsonl").unlink()
     assert export.main(["--run", str(run), "--tag", "best"]) == 2
     assert "no held-out evaluation" in capsys.readouterr().err

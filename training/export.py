@@ -73,7 +73,9 @@ def checkpoint_tag(checkpoint_dir: Path, tag: str | None = None) -> str:
             raise ExportError(f"{checkpoint_dir} has no 'latest' file; pass a tag (one of "
                               f"{sorted(p.name for p in checkpoint_dir.iterdir() if p.is_dir())})")
     if not (checkpoint_dir / tag).is_dir():
-        raise ExportError(f"no checkpoint {tag!r} in {checkpoint_dir}")
+        saved = sorted(p.name for p in checkpoint_dir.iterdir() if p.is_dir() and p.name.startswith("iter_"))
+        raise ExportError(f"no checkpoint {tag!r} in {checkpoint_dir}; saved: "
+                          + (", ".join(saved[-8:]) + (" ..." if len(saved) > 8 else "") if saved else "none"))
     return tag
 
 
@@ -236,7 +238,7 @@ def main(argv: list[str] | None = None) -> int:
     """``python -m training.export --run RUN_DIR [--tag iter_000010 | best] [--out DIR] [--config FILE]``."""
     import argparse
 
-    from training.best import best_checkpoint
+    from training.best import best_checkpoint, eval_means
     from training.config import ConfigError
     from training.config_io import load_config, read_run_config
 
@@ -257,6 +259,10 @@ def main(argv: list[str] | None = None) -> int:
                                   "checkpoint (eval_every / eval_dataset; a multiple of checkpoint_every)")
             args.tag = found[0]
             print(f"best held-out checkpoint: {found[0]} (eval_reward_mean {found[2]:.4f})")
+            base = eval_means(args.run / "eval.jsonl").get(0)
+            if base is not None and base > found[2]:  # iteration 0 is the base model: no checkpoint to export
+                print(f"note: the base model scored higher before training (iteration 0: {base:.4f}); no saved "
+                      "checkpoint beats it", file=sys.stderr)
         out = args.out or args.run / ("final" if args.tag is None else f"export-{args.tag}")
         out = export_policy(cfg, out, checkpoint_dir=args.run / "checkpoints", tag=args.tag)
     except (ConfigError, ExportError) as exc:
