@@ -223,7 +223,7 @@ def scorer_conflict(source: str, rows: Iterable[tuple[str, Any, Any]], scorer: d
     where, theirs = others[0]
     return (f"{source} holds {len(others)} reward row(s) scored by model {theirs.get('model')!r} at temperature "
             f"{theirs.get('temperature')} (first: {where}); this run uses model {scorer['model']!r} at "
-            f"temperature {scorer['temperature']}. Its skipped items would keep the other model's rewards: "
+            f"temperature {scorer['temperature']}. Its skipped items would keep those rewards beside this run's: "
             "write to another output")
 
 
