@@ -107,7 +107,10 @@ async def _calls(settings: BackboneSettings) -> list[Check]:
                          f"{settings.method}, {side}x{side} px images: answered {reply.colour!r}" + ("" if seen else
                          " for red images: do images reach the model (a vision model, a server that keeps them)?")))
     except BackboneFault as exc:
-        if exc.kind != "refused":
+        if exc.kind in ("transport", "timeout"):
+            hint = (f"the endpoint did not answer a request with {n} images: is the server up and reachable "
+                    "(RAA_BASE_URL), and does it answer within RAA_TIMEOUT_S?")
+        elif exc.kind != "refused":
             hint = "RAA_STRUCTURED_METHOD: json_schema, function_calling or json_mode"
         elif any(word in exc.message.lower() for word in ("context", "token")):
             hint = (f"{n} images of {side}x{side} px are longer than the model's context: raise it (vLLM: "
