@@ -178,6 +178,11 @@ def reward_command(
     except ManifestError as exc:  # results from another model in DIR
         raise _fail(str(exc)) from exc
     _print_table(outcome.metrics)
+    unjudged = [r for r in outcome.rows if (r.get("judge") or {}).get("status", "unjudged") == "unjudged"]
+    if unjudged:  # why, here and not only in results.jsonl
+        _console().print(f"{len(unjudged)} output(s) could not be judged; first: "
+                         f"{(unjudged[0].get('judge') or {}).get('rationale') or 'no reason recorded'}",
+                         style="yellow", highlight=False)
     _console().print(f"scored {outcome.scored}, re-judged {outcome.rejudged}; wrote {out / 'table.md'}, "
                f"{out / 'table.csv'}, {out / 'results.jsonl'}; HTML: raa eval report {out}")
 

@@ -58,6 +58,7 @@ def test_eval_reward_then_report(env, monkeypatch):
     assert result.exit_code == 0, result.output
     assert "calls/clip" in result.output and "Full Reward Agent" in result.output
     assert "no judge endpoint configured" in result.output  # judge unset: rows stay unjudged
+    assert "4 output(s) could not be judged; first: " in result.output  # the reason, not only in results.jsonl
     rows = [json.loads(x) for x in (root / "ev" / "results.jsonl").read_text().splitlines()]
     assert len(rows) == 4 and all(r["judge"]["status"] == "unjudged" for r in rows)
     assert {(r["preset"], r["label"], r["reward"]) for r in rows} >= {("direct", "failure", 0.0),
