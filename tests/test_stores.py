@@ -70,7 +70,7 @@ def test_cli_prints_one_error_line_and_exits_2(var, not_a_database, tmp_path, mo
     clip = tmp_path / "clip.mp4"
     clip.write_bytes(b"never read")
     with pytest.raises(SystemExit) as info:
-        app(["score", str(clip), "-i", "push the block"], prog_name="raa")
+        app(["score", str(clip), "-i", "push the block", "--preset", "no_wmreward"], prog_name="raa")
     assert info.value.code == 2
     err = capsys.readouterr().err
     assert err.startswith("error: ") and str(not_a_database) in err and var in err
