@@ -216,6 +216,8 @@ class FlowWorldModel(torch.nn.Module):
         with ``negative_prompt`` (e.g. "" ) also its features, for classifier-free guidance."""
         if self.vae is None or self.text_encoder is None:
             raise RuntimeError("encode_prompts needs the VAE and the text encoder")
+        if num_cond_frames != 1:  # one image gives one latent frame; more would pin copies of it silently
+            raise ValueError(f"num_cond_frames must be 1 (the conditioning is one image), got {num_cond_frames}")
         if len(texts) != len(images):
             raise ValueError(f"{len(images)} images but {len(texts)} texts")
         n = self.default_num_frames if num_frames is None else num_frames

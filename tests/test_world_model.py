@@ -211,3 +211,11 @@ def test_tiny_vae_init_is_seeded_and_validated():
         tiny_wan_vae(0, init="zeros")
     with pytest.raises(ValueError, match="luma"):
         init_responsive_decoder(a, torch.Generator(), luma=1.5)
+
+
+def test_encode_prompts_refuses_conditioning_frames_it_cannot_fill():
+    """One image is one latent frame; num_cond_frames=2 pinned latent frame 1 to a copy of frame 0."""
+    m = FlowWorldModel.tiny_cosmos().eval()
+    images = np.zeros((1, 32, 32, 3), np.uint8)
+    with pytest.raises(ValueError, match="num_cond_frames must be 1"):
+        m.encode_prompts(images, ["a"], num_frames=9, num_cond_frames=2)

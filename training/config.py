@@ -97,7 +97,9 @@ class TrainConfig:
     """Where D = B = 0: at the SDE window's first step (window) or only at step 0 (trajectory)."""
     guidance_scale: float = 1.0
     """Classifier-free guidance weight w of rollouts, likelihoods and evaluation samples,
-    v = v_neg + w (v_cond - v_neg); 1 = off (one transformer pass per step, else a doubled batch)."""
+    v = v_neg + w (v_cond - v_neg); 1 = off (one transformer pass per step, else a doubled batch). Wan's
+    pipeline uses the same w; Cosmos-Predict2.5's writes v = v_cond + g (v_cond - v_neg), so its
+    guidance_scale g is w = g + 1 here (its 7.0 is 8.0)."""
     negative_prompt: str = ""
     """Text of the guidance's negative branch (used when guidance_scale != 1)."""
     # --- GRPO -------------------------------------------------------------------------------
