@@ -7,7 +7,9 @@ of clips, so the database only grows. Decisions where no issue says:
 * Selection (`select_runs`): runs are ordered newest first (as `raa runs` lists them); ``keep`` spares the
   newest N; ``before`` takes only runs last updated before a time; ``status`` only runs with that status
   (e.g. the ``incomplete`` runs a crash left). Given criteria combine: a run is deleted when it matches
-  all of them. At least one is required, so nothing is deleted by accident.
+  all of them. At least one is required, so nothing is deleted by accident. A finished run whose latest
+  checkpoint is a time-travel fork not resumed yet reads as incomplete but is not one for ``--status
+  incomplete`` (deleting the thread took its result with it).
 * Runs are deleted with the checkpointer's own ``delete_thread`` (its checkpoints and pending writes),
   so the layout stays LangGraph's. A run still in flight with per-step checkpoints counts as
   ``incomplete`` and as recently updated: ``keep`` and ``before`` spare it, ``--status incomplete`` alone
@@ -35,7 +37,7 @@ import typer
 
 from graph.cache import dated
 from graph.stores import connect_wal, store_errors
-from graph.tracing import RUN_STATUSES, open_saver, read_trace, run_ids
+from graph.tracing import RUN_STATUSES, ever_finished, open_saver, read_trace, run_ids
 
 _AGE = re.compile(r"^(\d+)\s*([mhdw])$")
 _UNITS = {"m": "minutes", "h": "hours", "d": "days", "w": "weeks"}
@@ -99,6 +101,8 @@ def select_runs(path: str | Path, *, keep: int | None = None, before: datetime |
             if before is not None and not _updated_before(run.updated, before):
                 continue
             if status is not None and run.status != status:
+                continue
+            if status == "incomplete" and ever_finished(saver, run_id):  # a fork of a finished run: not a crash
                 continue
             chosen.append(run_id)
         return Selection(chosen, len(ids))

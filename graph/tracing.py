@@ -143,6 +143,15 @@ def read_trace(saver: BaseCheckpointSaver, run_id: str) -> RunTrace:
     return _trace_from_tuple(run_id, tup)
 
 
+def ever_finished(saver: BaseCheckpointSaver, run_id: str) -> bool:
+    """Whether any checkpoint of `run_id` holds a result: a run whose latest checkpoint is a time-travel fork
+    not resumed yet (`update_state`) reads as incomplete, though it finished before the fork."""
+    for tup in saver.list({"configurable": {"thread_id": run_id, "checkpoint_ns": ""}}):
+        if tup.checkpoint.get("channel_values", {}).get("result") is not None:
+            return True
+    return False
+
+
 def run_ids(saver: BaseCheckpointSaver) -> Iterable[str]:
     """Thread ids (run ids) of the traced runs, newest first."""
     if isinstance(saver, SqliteSaver):

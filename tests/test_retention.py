@@ -72,6 +72,20 @@ def test_selection_combines_every_criterion(tmp_path):
         select_runs(db, keep=-1)
 
 
+def test_a_pending_fork_of_a_finished_run_is_not_an_incomplete_run(tmp_path):
+    """A time-travel fork (update_state, not resumed) is the thread's latest checkpoint and reads as
+    incomplete; `prune --status incomplete` (meant for crash leftovers) deleted the finished run with it."""
+    db = tmp_path / "traces.sqlite"
+    _traces(db, RUNS)
+    saver = open_saver(db)
+    fork = empty_checkpoint()  # after r4's scored checkpoint: the fork, before the gate, without a result
+    fork["ts"] = NOW.isoformat()
+    fork["channel_values"] = {"preset": "full", "video": "r4.mp4", "steps": []}
+    saver.put({"configurable": {"thread_id": "r4", "checkpoint_ns": ""}}, fork, {"source": "update"}, {})
+    saver.conn.close()
+    assert select_runs(db, status="incomplete").run_ids == ["r2"]
+
+
 def test_delete_runs_leaves_the_others_whole(tmp_path):
     db = tmp_path / "traces.sqlite"
     _traces(db, RUNS)
