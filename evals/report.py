@@ -164,6 +164,8 @@ def _absent(v: dict[str, Any], steps: list[dict], node: str) -> str:
         text = "not run in this preset" if not _overridden(v) else "not run (its module was switched off for this run)"
     elif v.get("faults") or v.get("zero"):
         text = "not reached: the run ended before this stage"
+    elif wired is not None and v.get("result") is None:  # no result, no fault: it stopped between two steps
+        text = "not reached: the run stopped before this stage (interrupted, or a time-travel fork not resumed yet)"
     else:
         text = "not run (its module is off in this run's config)"
     return f"<p class=\"muted\">{esc(text)}</p>"

@@ -172,6 +172,8 @@ def _store_check(name: str, setting: str, path: Path, open_it: Callable[[], str]
     from graph.stores import StoreError, StoreWarning, network_fs_warning
 
     detail = f"{path} (created by the first run)"
+    if not path.exists() and (why := _uncreatable(path)) is not None:
+        return Check(name, "problem", f"{path} cannot be created ({why}); set {setting} to a writable path")
     if path.exists():
         try:
             with warnings.catch_warnings():
@@ -182,6 +184,22 @@ def _store_check(name: str, setting: str, path: Path, open_it: Callable[[], str]
     if (warning := network_fs_warning(path, name, setting)) is not None:
         return Check(name, "warning", warning)
     return Check(name, "ok", detail)
+
+
+def _uncreatable(path: Path) -> str | None:
+    """Why a first run could not create the file at `path` (its nearest existing ancestor is not a folder, or
+    not writable: tried with a temporary file, which also holds for root), or None."""
+    parent = path.parent
+    while not parent.exists() and parent != parent.parent:
+        parent = parent.parent
+    if not parent.is_dir():
+        return f"{parent} is not a folder"
+    try:
+        with tempfile.NamedTemporaryFile(dir=parent, prefix=".raa-doctor-"):
+            pass
+    except OSError as exc:
+        return f"{parent} is not writable: {exc.strerror or exc}"
+    return None
 
 
 def _video() -> Check:

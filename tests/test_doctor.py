@@ -110,6 +110,16 @@ def test_problems_with_files_tools_and_a_missing_endpoint(tmp_path):
     assert checks["V-JEPA 2 weights"][0] == "problem" and checks["video I/O"][0] == "ok"
 
 
+def test_a_store_path_that_cannot_be_created_is_a_problem(tmp_path):
+    """A trace path under a regular file was 'ok (created by the first run)', and the first run then failed."""
+    (tmp_path / "afile").write_text("x")
+    settings = BackboneSettings(traces_path=str(tmp_path / "afile" / "traces.sqlite"),
+                                cache_path=str(tmp_path / "new" / "cache.sqlite"))
+    checks = _by_name(asyncio.run(run_checks(settings, ToolSettings(), call=False, wait_s=0)))
+    assert checks["trace database"][0] == "problem" and "afile is not a folder" in checks["trace database"][1]
+    assert checks["stage cache"][0] == "ok" and not (tmp_path / "new").exists()  # creatable, and nothing created
+
+
 def test_cli_exit_status(tmp_path, monkeypatch):
     env = {"RAA_TRACES_PATH": str(tmp_path / "t.sqlite"), "RAA_CACHE_PATH": "off", "COLUMNS": "200",
            "RAA_VJEPA_MODEL": str(tmp_path)}

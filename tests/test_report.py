@@ -178,6 +178,14 @@ def test_empty_sections_say_why(evaluation):
     page = render_run_report(overridden)
     assert page.count("not run (its module was switched off for this run)") == 1
     assert page.count("not reached: the run ended before this stage") == zeroed.count("not reached") - 1
+    # a run stopped mid-way (a killed process with per-step checkpoints, a fork not resumed): wired stages
+    # not reached, not "switched off"
+    stopped = _trace(traces, rows[("full", "ordinary")]["run_id"])
+    for key in ("audits", "final_check", "result"):
+        stopped.values.pop(key, None)
+    stopped.steps = [st for st in stopped.steps if st["node"] not in ("audit", "repair", "final_check", "gate")]
+    page = render_run_report(stopped)
+    assert page.count("not reached: the run stopped before this stage") >= 2 and "module is off" not in page
     trace = _trace(traces, rows[("full", "ordinary")]["run_id"])
     trace.values.pop("surprise")
     trace.values["faults"] = [{"stage": "surprise", "kind": "tool", "message": "surprise run: CUDA out of memory"}]
