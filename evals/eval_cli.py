@@ -190,7 +190,8 @@ def reward_command(
 @eval_app.command("report", help="Write DIR/index.html (table + a link per clip) and the run reports.")
 def eval_report_command(
     directory: Annotated[Path, typer.Argument(help="Folder written by `raa eval reward`.")],
-    traces: Annotated[Path | None, typer.Option(help="Trace database (default RAA_TRACES_PATH).")] = None,
+    traces: Annotated[Path | None, typer.Option("--traces", "--db",
+                                                help="Trace database (default RAA_TRACES_PATH).")] = None,
     overwrite: Annotated[bool, typer.Option(help="Rewrite existing run reports.")] = False,
 ) -> None:
     from evals.report_index import write_eval_index
@@ -334,7 +335,8 @@ def draws_command(
 def report_command(
     run_id: Annotated[str, typer.Argument(help="Run id (checkpoint thread id), see `raa runs`.")],
     out: Annotated[Path | None, typer.Option("--out", "-o", help="HTML file (default runs/reports/<id>.html).")] = None,
-    traces: Annotated[Path | None, typer.Option(help="Trace database (default RAA_TRACES_PATH).")] = None,
+    traces: Annotated[Path | None, typer.Option("--traces", "--db",
+                                                help="Trace database (default RAA_TRACES_PATH).")] = None,
 ) -> None:
     """Write one self-contained HTML page for an agent run."""
     from evals.report import write_run_report

@@ -122,7 +122,8 @@ class RunTrace:
 
     @property
     def reasons(self) -> list[str]:
-        """Why the result is zero or ineligible (empty for a scored or incomplete run)."""
+        """The result's reasons: why it is zero or ineligible, or a scored run's requirement lines (empty for an
+        incomplete run)."""
         return [str(r) for r in (self.result or {}).get("reasons") or []]
 
 
