@@ -31,6 +31,8 @@ class FrameStore:
     """Frames per second."""
     error: str | None = None
     """Why frames are missing (decode failure), if they are."""
+    times: tuple[float, ...] | None = None
+    """Each frame's time in seconds (`VideoMeta.times`; None: index / fps)."""
 
     def url(self, index: int, long_side: int = THUMB_SIDE, box: Any = None) -> str | None:
         """JPEG data URL of one frame (optionally cropped to a normalised box), or None when absent."""
@@ -46,7 +48,10 @@ class FrameStore:
     def label(self, index: int) -> str:
         from tools.video import frame_label
 
-        return frame_label(int(index), self.total, self.fps) if self.total else f"frame {index}"
+        if not self.total:
+            return f"frame {index}"
+        t = self.times[int(index)] if self.times is not None and 0 <= int(index) < len(self.times) else None
+        return frame_label(int(index), self.total, self.fps, t)
 
 
 def load_frames(video: str | None, indices: Any) -> FrameStore:
@@ -60,7 +65,7 @@ def load_frames(video: str | None, indices: Any) -> FrameStore:
             meta = reader.meta
             wanted = sorted({int(i) for i in indices if 0 <= int(i) < meta.frames})[:MAX_DECODED]
             arr = reader.read(wanted) if wanted else np.zeros((0, 1, 1, 3), np.uint8)
-        return FrameStore(dict(zip(wanted, arr, strict=True)), meta.frames, meta.fps)
+        return FrameStore(dict(zip(wanted, arr, strict=True)), meta.frames, meta.fps, times=meta.times)
     except Exception as exc:  # noqa: BLE001 - the report still renders its text parts
         return FrameStore(error=f"frames unavailable: {type(exc).__name__}: {exc}")
 

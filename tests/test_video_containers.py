@@ -216,3 +216,6 @@ def test_variable_rate_clips_label_frames_by_their_timestamps(tmp_path, name):
     assert meta.time_of(29) == pytest.approx(29 / 16, abs=1e-3)
     assert meta.fps == pytest.approx(39 / (pts[39] / 16), rel=1e-3)  # the clip's mean rate, not the nominal 16
     assert frame_label(39, meta.frames, meta.fps, meta.time_of(39)) == f"frame 39 of 40, t={pts[39] / 16:.2f}s"
+    from evals.report_frames import load_frames
+
+    assert load_frames(str(path), [39]).label(39) == f"frame 39 of 40, t={pts[39] / 16:.2f}s"  # run reports too
