@@ -64,7 +64,14 @@ from graph.nodes.reflect import reflect
 from graph.nodes.surprise import surprise
 from graph.routes import RouteStep, expected_nodes, node_routes, static_edges
 from graph.state import AgentInput, AgentState
-from graph.stores import connect_wal, ensure_parent, retry_locked, store_errors
+from graph.stores import (
+    TRACE_TABLES,
+    connect_wal,
+    ensure_parent,
+    refuse_other_database,
+    retry_locked,
+    store_errors,
+)
 
 _STAGES = {"quality": quality, "observe": observe, "contract": contract, "surprise": surprise, "extra": extra,
            "assess": assess, "inspect": inspect, "tool_call": tool_call, "reflect": reflect, "audit": audit,
@@ -209,6 +216,7 @@ def default_checkpointer(path: str | Path):
     with store_errors(path, "trace database", "RAA_TRACES_PATH"):
         ensure_parent(path)
         saver = LocalSqliteSaver(connect_wal(path), serde=traces_serde())
+        refuse_other_database(saver.conn, "trace database", TRACE_TABLES)
         retry_locked(saver.conn, saver.setup)  # tables: another process may be creating them too
     return saver
 

@@ -48,7 +48,14 @@ from typing import Any
 from langchain_core.messages import AIMessage, BaseMessage, ToolMessage
 from pydantic import BaseModel
 
-from graph.stores import connect_wal, ensure_parent, retry_locked, store_errors
+from graph.stores import (
+    CACHE_TABLES,
+    connect_wal,
+    ensure_parent,
+    refuse_other_database,
+    retry_locked,
+    store_errors,
+)
 from graph.workers import run_blocking
 
 _SCHEMA = "CREATE TABLE IF NOT EXISTS stage_cache (key TEXT PRIMARY KEY, value TEXT NOT NULL, created REAL)"
@@ -208,6 +215,7 @@ class StageCache:
             with store_errors(self.path, "stage cache", "RAA_CACHE_PATH, or off"):
                 ensure_parent(self.path)
                 conn = self._conn = connect_wal(self.path, isolation_level=None)
+                refuse_other_database(conn, "stage cache", CACHE_TABLES)
 
                 def create_table() -> None:  # another process may be creating (or dating) it too
                     conn.execute(_SCHEMA)

@@ -100,6 +100,28 @@ def store_errors(path: str | Path, what: str, setting: str) -> Iterator[None]:
                          f"it, or choose another path ({setting})") from exc
 
 
+TRACE_TABLES = frozenset({"checkpoints", "writes"})
+"""LangGraph's SqliteSaver tables: what makes a file a trace database."""
+CACHE_TABLES = frozenset({"stage_cache"})
+"""The stage cache's table."""
+
+
+def refuse_other_database(conn: sqlite3.Connection, what: str, own: frozenset[str]) -> None:
+    """sqlite3.DatabaseError (a StoreError inside `store_errors`) when the file already holds tables but none of
+    `own`: another database given by mistake (the stage cache as `--db`), which opening would have filled with
+    this store's tables. An empty or new file is fine."""
+    check_tables([r[0] for r in conn.execute(TABLES_SQL)], what, own)
+
+
+TABLES_SQL = "SELECT name FROM sqlite_master WHERE type = 'table'"
+
+
+def check_tables(tables: list[str], what: str, own: frozenset[str]) -> None:
+    """`refuse_other_database` on a file's table names (for async connections too)."""
+    if tables and not own & set(tables):
+        raise sqlite3.DatabaseError(f"it holds other tables ({', '.join(sorted(tables)[:5])}), not a {what}'s")
+
+
 def ensure_parent(path: str | Path) -> None:
     """Create the folder of `path` (nothing for SQLite's ":memory:")."""
     if str(path) != ":memory:":

@@ -31,7 +31,14 @@ from langgraph.checkpoint.sqlite import SqliteSaver
 from langgraph.checkpoint.sqlite.aio import AsyncSqliteSaver
 from pydantic import BaseModel
 
-from graph.stores import ensure_parent, store_errors
+from graph.stores import (
+    TABLES_SQL,
+    TRACE_TABLES,
+    check_tables,
+    ensure_parent,
+    refuse_other_database,
+    store_errors,
+)
 
 
 class RunNotFoundError(LookupError):
@@ -53,6 +60,7 @@ def open_saver(path: str | Path | None) -> SqliteSaver:
     with store_errors(target, "trace database", "RAA_TRACES_PATH"):
         ensure_parent(target)
         conn = sqlite3.connect(target, check_same_thread=False)
+        refuse_other_database(conn, "trace database", TRACE_TABLES)
         saver = SqliteSaver(conn, serde=traces_serde())
         saver.setup()
     return saver
@@ -67,6 +75,8 @@ async def open_async_saver(path: str | Path) -> AsyncIterator[AsyncSqliteSaver]:
         ensure_parent(path)
         conn = await aiosqlite.connect(str(path))
         try:
+            check_tables([r[0] for r in await (await conn.execute(TABLES_SQL)).fetchall()], "trace database",
+                         TRACE_TABLES)
             saver = AsyncSqliteSaver(conn, serde=traces_serde())
             await saver.setup()
         except BaseException:

@@ -209,3 +209,34 @@ def test_a_store_on_a_network_filesystem_warns_once(tmp_path, monkeypatch):
         StageCache(path).close()  # once per path
     monkeypatch.setattr(stores, "filesystem_type", lambda path, mounts=None: "ext4")
     assert stores.network_fs_warning(tmp_path / "t.sqlite", "trace database", "RAA_TRACES_PATH") is None
+
+
+def test_another_database_is_refused_instead_of_filled(tmp_path):
+    """The stage cache given as the trace database (or the other way round) got the other store's tables."""
+    import asyncio
+
+    from graph.builder import default_checkpointer
+    from graph.cache import StageCache
+    from graph.stores import StoreError
+    from graph.tracing import open_async_saver, open_saver
+
+    cache_file = tmp_path / "cache.sqlite"
+    StageCache(cache_file).close()
+    for opener in (open_saver, default_checkpointer):
+        with pytest.raises(StoreError, match=r"holds other tables \(stage_cache\), not a trace database's"):
+            opener(cache_file)
+
+    async def enter() -> None:
+        async with open_async_saver(cache_file):
+            pass
+
+    with pytest.raises(StoreError, match="not a trace database's"):
+        asyncio.run(enter())
+    traces = tmp_path / "traces.sqlite"
+    open_saver(traces).conn.close()
+    with pytest.raises(StoreError, match=r"not a stage cache's"):
+        StageCache(traces)
+    import sqlite3
+
+    tables = {r[0] for r in sqlite3.connect(cache_file).execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+    assert tables == {"stage_cache"}  # nothing was added to it
