@@ -22,6 +22,16 @@ def _clips(tmp_path, n: int) -> None:
         moving_square(tmp_path / f"c{i}.mp4", seed=i)
 
 
+def _batch(monkeypatch, tmp_path, n: int) -> tuple:
+    """(out, score-batch args) over a manifest of `n` clips of TASK, scored by the scripted model."""
+    _scripted(monkeypatch, tmp_path)
+    _clips(tmp_path, n)
+    manifest = tmp_path / "m.jsonl"
+    manifest.write_text("".join(json.dumps({"path": f"c{i}.mp4", "instruction": TASK}) + "\n" for i in range(n)))
+    out = tmp_path / "out.jsonl"
+    return out, ["score-batch", str(manifest), "--out", str(out), "--preset", "decomposed"]
+
+
 def _rows(out) -> list[dict]:
     return [row for _, row in json_lines(out, ValueError)]  # strict: every line must be JSON
 
@@ -41,12 +51,7 @@ def test_mend_tail_cuts_a_torn_row_and_closes_a_whole_one(tmp_path):
 
 
 def test_a_torn_last_row_is_scored_again_and_the_file_stays_readable(monkeypatch, tmp_path):
-    _scripted(monkeypatch, tmp_path)
-    _clips(tmp_path, 3)
-    manifest = tmp_path / "m.jsonl"
-    manifest.write_text("".join(json.dumps({"path": f"c{i}.mp4", "instruction": TASK}) + "\n" for i in range(3)))
-    out = tmp_path / "out.jsonl"
-    args = ["score-batch", str(manifest), "--out", str(out), "--preset", "decomposed"]
+    out, args = _batch(monkeypatch, tmp_path, 3)
     assert runner.invoke(app, args).exit_code == 0
     text = out.read_text()
     out.write_text(text[: len(text) - len(text_lines(text)[-1]) // 2 - 1])  # the last row cut in half
@@ -57,12 +62,7 @@ def test_a_torn_last_row_is_scored_again_and_the_file_stays_readable(monkeypatch
 
 
 def test_retry_ineligible_leaves_other_draws_alone(monkeypatch, tmp_path):
-    _scripted(monkeypatch, tmp_path)
-    _clips(tmp_path, 2)
-    manifest = tmp_path / "m.jsonl"
-    manifest.write_text("".join(json.dumps({"path": f"c{i}.mp4", "instruction": TASK}) + "\n" for i in range(2)))
-    out = tmp_path / "out.jsonl"
-    args = ["score-batch", str(manifest), "--out", str(out), "--preset", "decomposed"]
+    out, args = _batch(monkeypatch, tmp_path, 2)
     for draw in ("0", "1"):
         assert runner.invoke(app, [*args, "--draw", draw]).exit_code == 0
     rows = _rows(out)
@@ -113,12 +113,7 @@ def test_a_second_batch_into_the_same_output_is_refused(monkeypatch, tmp_path):
     """Nothing stopped two batches writing one output: both scored every item and wrote each row twice."""
     from graph.batch import lock_output
 
-    _scripted(monkeypatch, tmp_path)
-    _clips(tmp_path, 1)
-    manifest = tmp_path / "m.jsonl"
-    manifest.write_text(json.dumps({"path": "c0.mp4", "instruction": TASK}) + "\n")
-    out = tmp_path / "out.jsonl"
-    args = ["score-batch", str(manifest), "--out", str(out), "--preset", "decomposed"]
+    out, args = _batch(monkeypatch, tmp_path, 1)
     held = lock_output(out)  # what a running batch holds
     try:
         res = runner.invoke(app, args)
