@@ -76,8 +76,8 @@ def manifest_row_error(row: dict[str, Any]) -> str:
 
 def bad_line_key(manifest: Path, number: int, preset: str, draw: int = 0) -> str:
     """Resume key of the row of manifest line `number` when that line is bad: per manifest file (two manifests
-    sharing an output no longer share "line 8"'s key), and removed again on every run (`rewrite_rows`), so
-    such rows always describe the manifest as it is now."""
+    sharing an output no longer share "line 8"'s key), and removed again on every run (`stale_keys`,
+    `drop_rows`), so such rows always describe the manifest as it is now."""
     return item_key(f"<{manifest.resolve()} line {number}>", "", preset, draw)
 
 
@@ -91,15 +91,13 @@ def read_manifest(manifest: Path, preset: str, draw: int = 0) -> list[dict[str, 
     data = data[3:] if data.startswith(b"\xef\xbb\xbf") else data  # a UTF-8 byte-order mark
     items = []
     for number, raw in enumerate(data.split(b"\n"), start=1):
+        error: str | None = None
         try:
             line = raw.decode("utf-8")
         except UnicodeDecodeError as exc:
-            line = f"<byte 0x{raw[exc.start]:02x} at column {exc.start + 1} is not UTF-8>"
-            error: str | None = f"manifest line {number}: not UTF-8 text (byte 0x{raw[exc.start]:02x} at column " \
-                                f"{exc.start + 1}; save the manifest as UTF-8)"
-        else:
-            error = None
-        if not line.strip():
+            line, error = "", (f"manifest line {number}: not UTF-8 text (byte 0x{raw[exc.start]:02x} at column "
+                               f"{exc.start + 1}; save the manifest as UTF-8)")
+        if error is None and not line.strip():
             continue
         path, instruction, row, resolved = "", "", {}, ""
         if error is None:

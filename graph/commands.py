@@ -86,7 +86,6 @@ def _check_preset(preset: str) -> None:
 def _build_agent(settings: BackboneSettings, preset: str, checkpointer: Any, draw: int = 0, tools: Any = None) -> Any:
     from graph.batch import build_batch_agent
 
-    _check_preset(preset)
     return build_batch_agent(settings, preset, checkpointer, make_chat_model(settings), tools, draw=draw)
 
 

@@ -121,7 +121,7 @@ def malformed_text_call(text: str) -> str | None:
     elif found.group(0) == "[TOOL_CALLS]":
         body = text[found.end():]
     else:
-        body = text[text.rfind("{", 0, found.start()) if "{" in text[:found.start()] else 0:]
+        body = text[max(text.rfind("{", 0, found.start()), 0):]  # from the object's brace (or the start)
     try:
         json.JSONDecoder().raw_decode(body.strip())
     except ValueError as exc:

@@ -104,6 +104,8 @@ TRACE_TABLES = frozenset({"checkpoints", "writes"})
 """LangGraph's SqliteSaver tables: what makes a file a trace database."""
 CACHE_TABLES = frozenset({"stage_cache"})
 """The stage cache's table."""
+TABLES_SQL = "SELECT name FROM sqlite_master WHERE type = 'table'"
+"""The names of a SQLite file's tables."""
 
 
 def refuse_other_database(conn: sqlite3.Connection, what: str, own: frozenset[str]) -> None:
@@ -112,8 +114,6 @@ def refuse_other_database(conn: sqlite3.Connection, what: str, own: frozenset[st
     this store's tables. An empty or new file is fine."""
     check_tables([r[0] for r in conn.execute(TABLES_SQL)], what, own)
 
-
-TABLES_SQL = "SELECT name FROM sqlite_master WHERE type = 'table'"
 
 
 def check_tables(tables: list[str], what: str, own: frozenset[str]) -> None:
