@@ -7,9 +7,9 @@ judge (`evals.judge.RewardJudge`) whether each output is reasonable, appends one
 
 Decisions where the issue was silent:
 - Resume key is (absolute clip path, preset). On rerun a finished row is kept as is, unless its clip changed
-  since: another instruction in the manifest, or another file at the path (rows record the clip's size and
-  modification time as `clip_version`; a suite rendered again with another seed keeps its file names) ->
-  scored again. A row whose verdict is `unjudged`, or was given by another judge than this run's (verdicts
+  since: another instruction in the manifest, or another file at the path (rows record the file's identity,
+  as the frame and judge caches file it, as `clip_version`; a suite rendered again with another seed keeps
+  its file names) -> scored again. A row whose verdict is `unjudged`, or was given by another judge than this run's (verdicts
   record `judge` = `judge_name`), is re-judged without re-scoring; `retry_ineligible=True` also re-scores rows
   whose reward is None (the paper retries execution errors). Rows written before these fields existed are
   taken as current.
@@ -155,12 +155,12 @@ class RewardEvalOutcome:
 
 
 def clip_version(path: str) -> list[int] | None:
-    """[size, mtime_ns] of the clip file (None when it cannot be stat'ed): a file written anew at a path."""
-    try:
-        st = os.stat(path)
-    except (OSError, ValueError):
-        return None
-    return [st.st_size, st.st_mtime_ns]
+    """The clip file's identity (`graph.frame_store.FrameStore.version`, as JSON; None when it cannot be
+    stat'ed): a file written anew at the path is another clip, as for the agent's and the judge's caches."""
+    from graph.frame_store import FrameStore
+
+    identity = FrameStore.version(path)[1]
+    return None if identity is None else list(identity)
 
 
 def result_row(clip: EvalClip, preset: str, result: RewardResult) -> dict[str, Any]:
