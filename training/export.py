@@ -53,6 +53,7 @@ from training.config import TrainConfig
 from training.config_io import config_from_dict, config_to_dict, saved_config_dict
 from training.engine import latest_tag
 from training.models import build_world_model
+from training.run_dir import checkpoint_tags
 
 EXPORT_FILE = "export.json"
 FORMAT = "raa-policy-export/1"
@@ -73,7 +74,7 @@ def checkpoint_tag(checkpoint_dir: Path, tag: str | None = None) -> str:
             raise ExportError(f"{checkpoint_dir} has no 'latest' file; pass a tag (one of "
                               f"{sorted(p.name for p in checkpoint_dir.iterdir() if p.is_dir())})")
     if not (checkpoint_dir / tag).is_dir():
-        saved = sorted(p.name for p in checkpoint_dir.iterdir() if p.is_dir() and p.name.startswith("iter_"))
+        saved = checkpoint_tags(checkpoint_dir)
         raise ExportError(f"no checkpoint {tag!r} in {checkpoint_dir}; saved: "
                           + (", ".join(saved[-8:]) + (" ..." if len(saved) > 8 else "") if saved else "none"))
     return tag

@@ -33,14 +33,19 @@ EARLIER_OUTPUTS = ("checkpoints", "final", "rollout_videos", "eval_videos", "ten
 """The folders of ``output_dir`` that ``overwrite_output_dir`` deletes before a fresh run starts."""
 
 
-def earlier_checkpoints(out_dir: Path) -> list[str]:
-    """The checkpoint tags in ``out_dir/checkpoints`` (``iter_NNNNNN`` folders, oldest first), plus what its
-    ``latest`` file names when that folder is gone; [] for none."""
-    ckpt_dir = out_dir / "checkpoints"
+def checkpoint_tags(ckpt_dir: Path) -> list[str]:
+    """The ``iter_NNNNNN`` checkpoint folders in ``ckpt_dir``, oldest first; [] without the folder."""
     if not ckpt_dir.is_dir():
         return []
-    tags = sorted((p.name for p in ckpt_dir.iterdir() if p.is_dir() and p.name.startswith("iter_")
+    return sorted((p.name for p in ckpt_dir.iterdir() if p.is_dir() and p.name.startswith("iter_")
                    and p.name[5:].isdigit()), key=lambda t: int(t[5:]))
+
+
+def earlier_checkpoints(out_dir: Path) -> list[str]:
+    """The checkpoint tags in ``out_dir/checkpoints`` (``checkpoint_tags``), plus what its ``latest`` file
+    names when that folder is gone; [] for none."""
+    ckpt_dir = out_dir / "checkpoints"
+    tags = checkpoint_tags(ckpt_dir)
     latest = ckpt_dir / "latest"
     if latest.is_file():
         named = latest.read_text().strip()
