@@ -12,7 +12,7 @@ Decisions where the issue was silent:
 * ``sde_window = (start, end)`` is half-open: steps ``start .. end-1`` are SDE steps;
   ``0 <= start < end <= num_steps``. A window reaching the last step (``sigma_next = 0``) is
   allowed, but that step has std 0 everywhere: it samples its mean (the Euler step) and records
-  nothing (:func:`likelihood_steps`). Recorded, it had log-prob 0 yet entered the update, where the
+  nothing (``policy.steps.likelihood_steps``). Recorded, it had log-prob 0 yet entered the update, where the
   mu-KL term divides by the reference's std, there 0 (+ ``mu_kl_eps``): a ~1e12 factor that swamped
   the GRPO loss whenever ``beta > 0``, and its items diluted the loss mean.
 * The mask history (``mask_history``): ``"window"`` (default, the issue's "first SDE step: D = B =
@@ -50,6 +50,7 @@ from policy.dyndiff import (
     transition_mean_std,
 )
 from policy.world_model import Conditioning, FlowWorldModel
+from policy.steps import likelihood_steps
 
 
 class RolloutConfigError(ValueError):
@@ -155,13 +156,6 @@ def _mask_mean(mask: Tensor, keep: Tensor) -> Tensor:
     num = (mask * keep).flatten(1).sum(1)
     den = (keep.flatten(1).sum(1) * hw).clamp(min=1)
     return num / den
-
-
-def likelihood_steps(num_steps: int, sde_window: tuple[int, int]) -> range:
-    """Steps of the SDE window that record a transition for the update: those with ``sigma_next > 0``
-    (the window without the last step, whose DynDiff std is 0). Empty for a window of only the last step."""
-    start, end = sde_window
-    return range(start, min(end, num_steps - 1))
 
 
 def _needs_reset(config: RolloutConfig, k: int, prev_x0: Tensor | None) -> bool:

@@ -9,12 +9,12 @@ import torch
 from policy.rollout import (
     RolloutConfig,
     RolloutConfigError,
-    likelihood_steps,
     rollout,
     sample_ode,
     sigma_schedule,
     step_log_prob,
 )
+from policy.steps import likelihood_steps
 from policy.world_model import Conditioning, FlowWorldModel, make_cond_mask
 
 FRAMES = 9

@@ -16,6 +16,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
+from policy.steps import likelihood_steps
+
 CONFIG_DIR = Path(__file__).resolve().parent / "configs"
 
 RewardName = Literal["brightness", "motion", "agent", "http", "sum"]
@@ -319,8 +321,7 @@ def validate(cfg: TrainConfig) -> TrainConfig:
         errs.append("lora needs lora_rank >= 1 and at least one lora_targets entry")
     if cfg.zero_stage is not None and cfg.zero_stage not in (0, 1, 2, 3):
         errs.append(f"zero_stage must be 0, 1, 2 or 3, got {cfg.zero_stage}")
-    n_sde = min(end, cfg.num_steps - 1) - start  # the last step records nothing (policy.rollout.likelihood_steps)
-    n_mb = -(-cfg.group_size // cfg.micro_batch) * max(n_sde, 0)
+    n_mb = -(-cfg.group_size // cfg.micro_batch) * len(likelihood_steps(cfg.num_steps, cfg.sde_window))
     if n_mb and n_mb % cfg.optimizer_steps_per_epoch:
         errs.append(f"optimizer_steps_per_epoch ({cfg.optimizer_steps_per_epoch}) must divide the "
                     f"micro-batches per prompt per epoch ({n_mb} = ceil(G/micro_batch) * SDE steps)")

@@ -59,7 +59,8 @@ import torch.distributed as dist
 import yaml
 
 from evals.diversity import d_prompt, d_prompt_frames
-from policy.rollout import Rollout, RolloutConfig, cat_rollouts, likelihood_steps, rollout
+from policy.rollout import Rollout, RolloutConfig, cat_rollouts, rollout
+from policy.steps import likelihood_steps
 from policy.world_model import Conditioning, FlowWorldModel
 from training import engine as ds_engine
 from training.best import (

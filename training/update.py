@@ -30,7 +30,8 @@ import numpy as np
 import torch
 import torch.distributed as dist
 
-from policy.rollout import Rollout, RolloutConfig, likelihood_steps
+from policy.rollout import Rollout, RolloutConfig
+from policy.steps import likelihood_steps
 from policy.world_model import Conditioning
 from training.config import TrainConfig
 from training.data import derive_seed
