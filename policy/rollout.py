@@ -49,8 +49,8 @@ from policy.dyndiff import (
     predict_x0,
     transition_mean_std,
 )
-from policy.world_model import Conditioning, FlowWorldModel
 from policy.steps import likelihood_steps
+from policy.world_model import Conditioning, FlowWorldModel
 
 
 class RolloutConfigError(ValueError):
