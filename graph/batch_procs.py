@@ -19,10 +19,20 @@ Decisions where the issue was silent:
   whose pipe to the parent closes (the parent was killed) cancels its runs in flight and exits, since
   their rows could no longer be written (their items stay for the resume). A worker needs a few
   seconds to import and build its agent; items go only to workers that said they are ready.
-- A worker that dies (crash, signal, out-of-memory kill) loses the runs it had in flight: each of
-  those items is tried once more on another worker (it may have died for a neighbour's clip); an
-  item whose worker dies on its second attempt gets an ineligible row naming the exit status. A
+- A worker that dies (crash, signal, out-of-memory kill) loses the runs it had in flight. With
+  several in flight, any one of them may be the cause, so each is tried again *alone*: sent to a
+  worker with nothing else in flight, which takes no other item until it is answered (while such
+  retries wait and none is running, the least busy worker gets no new items, so it drains). An item
+  gets an ineligible row naming the exit status only when a worker died with it alone in flight and
+  it had already been in flight at an earlier death (`MAX_ATTEMPTS`); its neighbours in a crash are
+  never blamed for it. The first ready worker does not take the whole `concurrency`: each worker
+  gets at most its share (`concurrency` over the workers started), so a crash loses fewer runs. A
   replacement worker is started while work remains, so one bad clip never stops the batch.
+- A run that takes longer than `run_timeout_s` (a native hang in a decoder or tool thread, which no
+  asyncio timeout can stop) gets its worker killed, and is handled like a death with that run alone
+  in flight: tried once more alone, then an ineligible row saying it did not finish in time. The
+  other runs of that worker go back to the queue as they were (they had not hung). In one process
+  (`--processes 1`) there is no such limit: a hang there cannot be stopped without killing the batch.
 - A worker that fails before it is ready (bad trace path, import error, a preset's tool model that
   cannot load) is not replaced; when no
   worker is left, `BatchError` carries its message and the items not yet scored stay unwritten, so
@@ -35,9 +45,11 @@ from __future__ import annotations
 
 import asyncio
 import itertools
+import math
 import multiprocessing as mp
 import os
 import threading
+import time
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -54,7 +66,9 @@ from graph.batch import (
 from graph.settings import BackboneSettings, TraceDurability
 
 MAX_ATTEMPTS = 2
-"""Tries of one item whose worker died while scoring it (the second death makes it ineligible)."""
+"""Worker deaths with an item in flight after which it is ineligible (the last one with it alone in flight)."""
+RUN_TIMEOUT_S = 3600.0
+"""Default seconds one run may take in a worker before the worker is killed (a hang: see module docstring)."""
 STOP_TIMEOUT_S = 30.0
 """Seconds a worker may take to exit after the last item before it is terminated."""
 
@@ -127,14 +141,28 @@ async def _serve(conn: Connection, settings: BackboneSettings, preset: str, dura
 
 # ---------------------------------------------------------------------------------------------- parent
 @dataclass
+class _Job:
+    item: dict[str, Any]
+    deaths: int = 0
+    """Worker deaths while this item was in flight (hangs count as deaths)."""
+    alone: bool = False
+    """Retry it with nothing else in flight in its worker (it was in flight when a worker died)."""
+
+
+@dataclass
 class _Worker:
     process: Any
     conn: Connection
     ready: bool = False
     fatal: str = ""
-    in_flight: dict[int, tuple[dict[str, Any], int]] = field(default_factory=dict)
-    """ticket -> (item, attempt) of the items sent and not yet answered (a ticket per dispatch, so two
-    manifest lines with the same key are two runs)."""
+    in_flight: dict[int, tuple[_Job, float]] = field(default_factory=dict)
+    """ticket -> (job, deadline on the monotonic clock) of the items sent and not yet answered (a ticket per
+    dispatch, so two manifest lines with the same key are two runs)."""
+    hung: set[int] = field(default_factory=set)
+    """Tickets past their deadline; the worker was killed for them."""
+
+    def isolating(self) -> bool:
+        return any(job.alone for job, _ in self.in_flight.values())
 
 
 def exit_text(code: int | None) -> str:
@@ -146,13 +174,18 @@ def exit_text(code: int | None) -> str:
 
 def run_batch_processes(items: list[dict[str, Any]], writer: RowWriter, *, settings: BackboneSettings,
                         preset: str, processes: int, concurrency: int, durability: TraceDurability = "exit",
-                        log: Callable[[str], None] | None = None, draw: int = 0) -> dict[str, int]:
+                        log: Callable[[str], None] | None = None, draw: int = 0,
+                        run_timeout_s: float | None = RUN_TIMEOUT_S) -> dict[str, int]:
     """Score `items` over `processes` worker processes with at most `concurrency` runs in flight in all;
-    rows go to `writer` as they arrive; `log` gets one line per worker that died. Returns the writer's
-    counts; raises BatchError when no worker can start (see module docstring)."""
+    rows go to `writer` as they arrive; `log` gets one line per worker that died. A run taking over
+    `run_timeout_s` (None: no limit) has its worker killed. Returns the writer's counts; raises
+    BatchError when no worker can start (see module docstring)."""
     if processes < 1 or concurrency < 1:
         raise ValueError(f"processes and concurrency must be >= 1, got {processes} and {concurrency}")
-    pending = deque((item, 1) for item in write_bad_lines(items, writer))  # (item, attempt)
+    if run_timeout_s is not None and not run_timeout_s > 0:
+        raise ValueError(f"run_timeout_s must be > 0 or None, got {run_timeout_s}")
+    pending = deque(_Job(item) for item in write_bad_lines(items, writer))
+    suspects: deque[_Job] = deque()  # to be retried alone
     ctx = mp.get_context("spawn")
     workers: list[_Worker] = []
     spawns_left = processes + MAX_ATTEMPTS * len(pending)  # every death uses up an attempt of an item
@@ -170,19 +203,37 @@ def run_batch_processes(items: list[dict[str, Any]], writer: RowWriter, *, setti
         workers.append(_Worker(proc, parent_end))
         spawns_left -= 1
 
+    def send(w: _Worker, job: _Job) -> bool:
+        ticket = next(tickets)
+        try:
+            w.conn.send(("item", ticket, job.item))
+        except OSError:  # it died just now (bury() handles the death)
+            return False
+        deadline = time.monotonic() + run_timeout_s if run_timeout_s is not None else math.inf
+        w.in_flight[ticket] = (job, deadline)
+        return True
+
     def dispatch() -> None:
         ready = [w for w in workers if w.ready and w.process.is_alive()]
-        while pending and ready and sum(len(w.in_flight) for w in workers) < concurrency:
-            target = min(ready, key=lambda w: len(w.in_flight))
-            item, attempt = pending.popleft()
-            ticket = next(tickets)
-            try:
-                target.conn.send(("item", ticket, item))
-            except OSError:  # it died just now; the item waits for another worker (bury() handles the death)
-                pending.appendleft((item, attempt))
-                ready.remove(target)
-                continue
-            target.in_flight[ticket] = (item, attempt)
+        room = concurrency - sum(len(w.in_flight) for w in workers)
+        for w in ready:  # suspects: one each to an idle worker
+            if suspects and room > 0 and not w.in_flight:
+                if send(w, suspects[0]):
+                    suspects.popleft()
+                    room -= 1
+        open_ = [w for w in ready if w.process.is_alive() and not w.isolating()]
+        if suspects and open_ and not any(w.isolating() for w in ready):  # let one drain for the next suspect
+            open_.remove(min(open_, key=lambda w: len(w.in_flight)))
+        share = math.ceil(concurrency / len(workers))
+        while pending and open_ and room > 0:
+            target = min(open_, key=lambda w: len(w.in_flight))
+            if len(target.in_flight) >= share:
+                return
+            if send(target, pending[0]):
+                pending.popleft()
+                room -= 1
+            else:
+                open_.remove(target)
 
     def receive(w: _Worker) -> None:
         while True:
@@ -201,6 +252,12 @@ def run_batch_processes(items: list[dict[str, Any]], writer: RowWriter, *, setti
             elif message[0] == "fatal":
                 w.fatal = message[1]
 
+    def kill_hung(w: _Worker, now: float) -> None:
+        overdue = {t for t, (_, deadline) in w.in_flight.items() if deadline <= now}
+        if overdue and not w.hung:
+            w.hung = overdue
+            w.process.kill()
+
     def bury(w: _Worker) -> None:
         from graph.api import ineligible_result
 
@@ -209,33 +266,48 @@ def run_batch_processes(items: list[dict[str, Any]], writer: RowWriter, *, setti
         how = exit_text(w.process.exitcode)
         if not w.ready:
             startup_errors.append(w.fatal or f"worker process ended before it was ready ({how})")
-        elif log is not None:
-            retry = sum(attempt < MAX_ATTEMPTS for _, attempt in w.in_flight.values())
-            log(f"batch worker {w.process.pid} died ({how}) with {len(w.in_flight)} run(s) in flight: "
-                f"{retry} retried, {len(w.in_flight) - retry} ineligible")
-        for item, attempt in w.in_flight.values():
-            if attempt < MAX_ATTEMPTS:
-                pending.appendleft((item, attempt + 1))
+        lost = {t: job for t, (job, _) in w.in_flight.items() if not w.hung or t in w.hung}
+        requeue = [job for t, (job, _) in w.in_flight.items() if t not in lost]  # a neighbour hung, not them
+        if w.hung:
+            how = f"killed: a run took over {run_timeout_s:g} s"
+        blamed = []
+        for job in lost.values():
+            job.deaths += 1
+            if len(lost) == 1 and job.deaths >= MAX_ATTEMPTS:
+                blamed.append(job)
             else:
-                reason = (f"batch: the worker process scoring this clip died ({how}"
-                          f"{': ' + w.fatal if w.fatal else ''}) on each of {attempt} attempts")
-                writer.write(result_line(item, ineligible_result(item["preset"], reason)), "ineligible")
-        if w.ready and pending and spawns_left > 0:
+                job.alone = True
+                suspects.append(job)
+        pending.extendleft(reversed(requeue))
+        if w.ready and log is not None:
+            log(f"batch worker {w.process.pid} {'was ' + how if w.hung else f'died ({how})'} with "
+                f"{len(w.in_flight)} run(s) in flight: {len(lost) - len(blamed)} to retry alone, "
+                f"{len(requeue)} requeued, {len(blamed)} ineligible")
+        for job in blamed:
+            what = (f"this clip's run did not finish within {run_timeout_s:g} s (its worker process was killed)"
+                    if w.hung else f"the worker process scoring this clip died ({how}"
+                                   f"{': ' + w.fatal if w.fatal else ''})")
+            reason = f"batch: {what} on each of {job.deaths} attempts, the last with no other run in flight"
+            writer.write(result_line(job.item, ineligible_result(job.item["preset"], reason)), "ineligible")
+        if w.ready and (pending or suspects) and spawns_left > 0:
             spawn()
 
     finished = False
     try:
         for _ in range(min(processes, len(pending))):
             spawn()
-        while pending or any(w.in_flight for w in workers):
+        while pending or suspects or any(w.in_flight for w in workers):
             if not workers:
                 raise BatchError("no batch worker process could start: " + "; ".join(dict.fromkeys(startup_errors)))
             dispatch()
             wait([w.conn for w in workers] + [w.process.sentinel for w in workers], timeout=1.0)
+            now = time.monotonic()
             for w in list(workers):
                 receive(w)
+                kill_hung(w, now)
                 if not w.process.is_alive():
                     receive(w)  # rows sent just before it exited
+                    w.process.join()  # sets its exit code
                     bury(w)
         finished = True
     finally:

@@ -161,6 +161,9 @@ def score_batch_command(
     preset: str = typer.Option("full", "--preset", help="Agent preset (paper Table 2)."),
     processes: int = typer.Option(1, "--processes", min=1, max=64,
                                   help="Worker processes (1: score in this process)."),
+    run_timeout: float = typer.Option(3600.0, "--run-timeout", min=0.0,
+                                      help="With --processes > 1: seconds one run may take before its worker "
+                                           "is killed (a hang); it is retried alone once, then ineligible. 0: no limit."),
     retry_ineligible: bool = typer.Option(False, "--retry-ineligible",
                                           help="Score again the items whose row is ineligible for a reason a rerun "
                                                "can fix (endpoint, model, tool faults; not bad input or video)."),
@@ -227,6 +230,7 @@ def score_batch_command(
                 try:
                     run_batch_processes(todo, writer, settings=settings, preset=preset, processes=processes,
                                         concurrency=concurrency, durability=settings.trace_durability, draw=draw,
+                                        run_timeout_s=run_timeout or None,
                                         log=lambda line: progress.console.print(line, highlight=False, soft_wrap=True))
                 except BatchError as exc:
                     typer.echo(f"error: {exc}", err=True)

@@ -105,8 +105,8 @@ def test_a_clip_that_kills_its_worker_gets_an_ineligible_row_and_the_batch_goes_
     assert bad["reward"] is None and bad["status"] == "ineligible"
     assert "worker process" in bad["reasons"][0] and "signal 9" in bad["reasons"][0] and "2 attempts" in bad["reasons"][0]
     assert len(poisoned) >= 2  # killed on the first attempt and again on the retry
-    assert "died (signal 9) with 1 run(s) in flight: 1 retried, 0 ineligible" in res.output
-    assert "died (signal 9) with 1 run(s) in flight: 0 retried, 1 ineligible" in res.output
+    assert "died (signal 9) with 1 run(s) in flight: 1 to retry alone, 0 requeued, 0 ineligible" in res.output
+    assert "died (signal 9) with 1 run(s) in flight: 0 to retry alone, 0 requeued, 1 ineligible" in res.output
 
 
 def test_no_worker_can_start_raises_and_leaves_items_for_resume(tmp_path) -> None:
@@ -215,3 +215,52 @@ def test_a_tool_model_that_cannot_load_stops_the_batch_at_start(tmp_path, monkey
         run_batch_processes(items, RowWriter(tmp_path / "out.jsonl"), settings=settings, preset="wmreward",
                             processes=2, concurrency=2)
     assert not (tmp_path / "out.jsonl").exists() or (tmp_path / "out.jsonl").read_text() == ""
+
+
+# ------------------------------------------------ the parent's bookkeeping, with stand-in workers (tests/batch_fakes.py)
+def _fake_batch(monkeypatch, tmp_path, instructions: list[str], **kw) -> tuple[dict, dict[int, dict], list[str]]:
+    from graph import batch_procs
+    from graph.batch import RowWriter
+    from graph.settings import BackboneSettings
+    from tests.batch_fakes import fake_worker
+
+    monkeypatch.setattr(batch_procs, "worker_main", fake_worker)
+    items = [{"key": f"k{i}", "line": i, "path": f"/x/c{i}.mp4", "written": f"c{i}.mp4", "instruction": text,
+              "preset": "direct", "draw": 0, "manifest": {}, "error": None} for i, text in enumerate(instructions)]
+    out, logged = tmp_path / "out.jsonl", []
+    counts = batch_procs.run_batch_processes(items, RowWriter(out), settings=BackboneSettings(), preset="direct",
+                                             log=logged.append, **kw)
+    return counts, _rows(out), logged
+
+
+@pytest.mark.parametrize(("processes", "concurrency", "n"), [(1, 4, 4), (2, 6, 8)])
+def test_a_crash_blames_only_the_clip_that_crashes_alone(monkeypatch, tmp_path, processes, concurrency, n) -> None:
+    """Its neighbours in the crash are retried alone and scored; only the clip that kills a worker with
+    nothing else in flight gets the ineligible row."""
+    instructions = ["POISON push"] + ["push"] * (n - 1)
+    counts, rows, logged = _fake_batch(monkeypatch, tmp_path, instructions, processes=processes,
+                                       concurrency=concurrency)
+    assert counts == {"scored": n - 1, "zero": 0, "ineligible": 1}, logged
+    assert sorted(rows) == list(range(n))
+    bad = rows[0]["result"]
+    assert bad["status"] == "ineligible" and "signal 9" in bad["reasons"][0]
+    assert "the last with no other run in flight" in bad["reasons"][0]
+    assert all(rows[i]["result"]["status"] == "scored" for i in range(1, n))
+    assert any("to retry alone" in line for line in logged)
+
+
+def test_runs_are_spread_over_the_workers_instead_of_all_going_to_the_first_ready(monkeypatch, tmp_path) -> None:
+    counts, rows, _ = _fake_batch(monkeypatch, tmp_path, ["push"] * 4, processes=2, concurrency=4)
+    assert counts["scored"] == 4
+    assert len({row["result"]["run_id"] for row in rows.values()}) == 2  # both worker pids scored clips
+
+
+def test_a_hung_run_gets_its_worker_killed_and_an_ineligible_row(monkeypatch, tmp_path) -> None:
+    counts, rows, logged = _fake_batch(monkeypatch, tmp_path, ["HANG push", "push", "push", "push"], processes=2,
+                                       concurrency=4, run_timeout_s=3)
+    assert counts == {"scored": 3, "zero": 0, "ineligible": 1}, logged
+    reason = rows[0]["result"]["reasons"][0]
+    assert "did not finish within 3 s" in reason and "2 attempts" in reason
+    assert any("was killed: a run took over 3 s" in line for line in logged)
+    with pytest.raises(ValueError, match="run_timeout_s"):
+        _fake_batch(monkeypatch, tmp_path, ["push"], processes=1, concurrency=1, run_timeout_s=0)
