@@ -173,10 +173,12 @@ def result_row(clip: EvalClip, preset: str, result: RewardResult) -> dict[str, A
 
 
 def stale(row: dict[str, Any], clip: EvalClip, version: list[int] | None) -> bool:
-    """True when `row` was scored for another clip than `clip` (at its current file `version`)."""
+    """True when `row` was scored for another clip than `clip` (at its current file `version`; None: no file).
+    A row without the key is from before versions were recorded and counts as current; a row that recorded
+    None (the clip was missing then) is stale once a file is there."""
     if row.get("instruction") != clip.instruction:
         return True
-    return "clip_version" in row and row["clip_version"] is not None and row["clip_version"] != version
+    return "clip_version" in row and row["clip_version"] != version
 
 
 def stamped(row: dict[str, Any], scorer_id: dict[str, Any] | None) -> dict[str, Any]:

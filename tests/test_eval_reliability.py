@@ -295,6 +295,18 @@ def test_resume_rescores_changed_clips_and_rejudges_another_judges_verdicts(tmp_
     assert {r["judge"]["judge"] for r in other.rows} == {"judge-b"}
 
 
+def test_a_clip_missing_at_the_first_run_is_scored_once_it_exists(tmp_path):
+    clips, scorer = _clips(tmp_path)[:1], FakeScorer()
+    asyncio.run(run_reward_eval(clips, ["direct"], tmp_path / "ev", scorer, _judge()))
+    assert len(scorer.calls) == 1
+    again = asyncio.run(run_reward_eval(clips, ["direct"], tmp_path / "ev", scorer, _judge()))
+    assert len(scorer.calls) == 1 and again.scored == 0  # still missing: the row stands
+    Path(clips[0].path).write_bytes(b"clip")  # rendered now
+    again = asyncio.run(run_reward_eval(clips, ["direct"], tmp_path / "ev", scorer, _judge()))
+    assert len(scorer.calls) == 2 and again.scored == 1
+    assert again.rows[0]["clip_version"] is not None
+
+
 def test_index_shows_the_last_runs_table(tmp_path):
     """results.jsonl keeps rows of earlier runs (other clips, other presets); index.html recomputed its table
     over all of them, so it disagreed with the run's table.md."""
