@@ -7,8 +7,8 @@ decisive moment) and ``done_u`` (the object reaches its goal). Variants re-time 
 frozen, pause), edit the script (miss, slip, sink through the table) or edit the object track afterwards
 (teleport, floating).
 
-Decisions where the issue was silent: pick-and-lift lifts to 16 cm and holds; place and stack release
-the object 8 mm above its resting height and it settles in three frames; push uses closed fingers and
+Decisions where the issue was silent: pick-and-lift lifts to 16 cm and holds; place and stack lower
+the object to its resting height before the fingers open (no drop); push uses closed fingers and
 drives the object's centre straight onto the centre of the target square.
 """
 

@@ -87,6 +87,32 @@ def _far_enough(p: np.ndarray, others: list[np.ndarray], min_dist: float) -> boo
     return all(float(np.linalg.norm(p - q)) >= min_dist for q in others)
 
 
+PUSH_CLEARANCE = 2 * HALF * math.sqrt(2) + 0.01
+"""Least distance from a push corridor to another object's centre: both objects' half diagonals and 1 cm."""
+
+
+def _segment_distance(p: np.ndarray, a: np.ndarray, b: np.ndarray) -> float:
+    ab = b - a
+    t = float(np.clip(np.dot(p - a, ab) / max(float(np.dot(ab, ab)), 1e-12), 0.0, 1.0))
+    return float(np.linalg.norm(p - (a + t * ab)))
+
+
+def push_corridor_clear(zone: np.ndarray, points: list[np.ndarray]) -> bool:
+    """True when objects 0 and 1 (``points``: object centres) can each be pushed in a straight line to ``zone``
+    without passing through another object. The corridor starts behind the object, where the gripper sets down
+    (the push scripts back off 0.09 m at most), since nothing collides in the scene (``contype=0``) and a
+    layout with an object in the way would show the pushed object or the fingers passing through it (the
+    clip suite's own interpenetration failure) in clips labelled ordinary success; object 1 is the wrong
+    object of ``wrong_object`` clips."""
+    for i in range(min(2, len(points))):
+        d = zone - points[i]
+        d = d / (float(np.linalg.norm(d)) or 1.0)
+        back = points[i] - d * 0.09
+        if any(_segment_distance(q, back, zone) < PUSH_CLEARANCE for j, q in enumerate(points) if j != i):
+            return False
+    return True
+
+
 def sample_layout(task: str, rng: np.random.Generator, n_objects: int) -> Layout:
     """Sample object colours/shapes/positions, the task's zone or container, and a jittered camera."""
     colours = list(rng.choice(list(COLOURS), size=n_objects, replace=False))
@@ -106,10 +132,10 @@ def sample_layout(task: str, rng: np.random.Generator, n_objects: int) -> Layout
                 if _far_enough(xy, points, 0.1):
                     points.append(xy)
                     break
-        if len(points) == len(fixed) + n_objects:
+        if len(points) == len(fixed) + n_objects and (task != "push" or push_corridor_clear(fixed[0], points[1:])):
             break
     else:  # pragma: no cover - four objects fit the workspace easily
-        raise RuntimeError("could not place objects")
+        raise RuntimeError(f"could not place {n_objects} objects for {task!r}")
     objects = []
     for colour, xy in zip(colours, points[len(fixed):], strict=True):
         shape = "cylinder" if rng.random() < 0.35 else "cube"

@@ -45,7 +45,10 @@ from evals.motions import (
     task_script,
     without_attach,
 )
-from evals.scenes import HALF, HIDDEN, OPEN_GAP, Layout, SceneStates, camera_forward
+from evals.scenes import FINGER_HALF, HALF, HIDDEN, OPEN_GAP, Layout, SceneStates, camera_forward
+
+FINGER_CLEARANCE = HALF * np.sqrt(2) + float(np.hypot(FINGER_HALF[0], FINGER_HALF[1])) + 0.005
+"""Least distance from a missed grasp's open finger to the target's centre (both half diagonals and 5 mm)."""
 
 VARIANTS: dict[str, tuple[str, ...]] = {
     "control_success": ("pause", "brief_occlusion"),
@@ -105,18 +108,25 @@ def _occluder_track(cams: np.ndarray, focus: np.ndarray, active: np.ndarray, tow
 def _miss_offset(layout: Layout, start: np.ndarray, rng: np.random.Generator,
                  push_dir: np.ndarray | None = None) -> np.ndarray:
     """A lateral offset (7-9 cm) that keeps the missed grasp away from every other object; for a push,
-    perpendicular to the push direction so the gripper slides past the object."""
+    perpendicular to the push direction so the gripper slides past the object. For a grasp, the open
+    fingers (at +-OPEN_GAP along x) must also clear the target itself: a 7-9 cm offset along x alone put
+    one finger through it, showing interpenetration in a clip meant to show no contact."""
     others = [np.array(o.pos) for o in layout.objects if not np.allclose(o.pos, start)]
     best, best_d = np.zeros(3), -1.0
     dist = rng.uniform(0.07, 0.09)
     if push_dir is None:
         angles = rng.permutation(8) * (np.pi / 4)
+        fingers = [np.array([OPEN_GAP, 0.0, 0.0]), np.array([-OPEN_GAP, 0.0, 0.0])]
     else:
         a = float(np.arctan2(push_dir[1], push_dir[0]))
         angles = np.array([a + np.pi / 2, a - np.pi / 2])
+        fingers = []
     for ang in angles:
         off = np.array([np.cos(ang), np.sin(ang), 0.0]) * dist
-        d = min((float(np.linalg.norm(start + off - q)) for q in others), default=1.0)
+        if any(float(np.linalg.norm((off + f)[:2])) < FINGER_CLEARANCE for f in fingers):
+            continue
+        d = min((float(np.linalg.norm(start + off + f - q)) for q in others for f in [np.zeros(3), *fingers]),
+                default=1.0)
         if d > best_d:
             best, best_d = off, d
     return best

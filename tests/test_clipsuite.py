@@ -25,7 +25,7 @@ from evals.clipsuite import (
     suite_specs,
 )
 from evals.motions import LIFT_Z, TASKS
-from evals.scenes import HALF, HIDDEN
+from evals.scenes import FINGER_HALF, HALF, HIDDEN
 from evals.variants import VARIANTS, plan_clip
 
 SIDE = 48
@@ -161,6 +161,33 @@ def test_wrong_object_moves_a_distractor_not_the_target():
     objects = plan.states.objects
     assert np.all(objects[:, 0] == objects[0, 0])
     assert np.linalg.norm(objects[-1, 2] - objects[0, 2]) > 0.05
+
+
+def test_pushed_objects_never_pass_through_another_object():
+    """Nothing collides in the scenes, so a layout with an object in the push's path showed the pushed object
+    (success, wrong_object) merge with it in clips labelled ordinary."""
+    for seed in range(4):
+        for spec in suite_specs("paper", seed):
+            if spec.task != "push" or spec.label != "ordinary":
+                continue
+            objects = _plan(spec)[1].states.objects
+            moved = objects[:, 1] if spec.pattern == "wrong_object" else objects[:, 0]
+            others = np.delete(objects, 1 if spec.pattern == "wrong_object" else 0, axis=1)
+            gap = np.linalg.norm((moved[:, None] - others)[..., :2], axis=-1).min()
+            assert gap >= 2 * HALF * np.sqrt(2), (spec.name, gap)
+
+
+def test_a_missed_grasp_keeps_its_open_fingers_out_of_the_target():
+    for seed in range(4):
+        for spec in suite_specs("paper", seed):
+            if spec.variant != "miss" or spec.task == "push":
+                continue
+            st = _plan(spec)[1].states
+            for side in (-1, 1):
+                finger = st.gripper + side * np.stack([st.opening, 0 * st.opening, 0 * st.opening], axis=1)
+                low = finger[:, 2] - FINGER_HALF[2] < st.objects[:, 0, 2] + HALF  # level with the target
+                dist = np.linalg.norm((finger - st.objects[:, 0])[:, :2], axis=1)
+                assert dist[low].min(initial=1.0) > HALF * np.sqrt(2), (spec.name, dist[low].min())
 
 
 def test_degradation_and_unobservable_plans():
