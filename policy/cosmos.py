@@ -27,6 +27,8 @@ from typing import Any
 import torch
 from torch import Tensor
 
+from policy.shapes import check_latent_patches
+
 # Cosmos-Predict2.5-2B transformer (diffusers layout): 2048 hidden = 16 heads x 128, 28 blocks,
 # Reason-1 / Qwen2.5-VL-7B text features (28 layers x 3584 = 100352) projected to 1024,
 # RoPE extrapolation (t, h, w) = (1, 3, 3), no extra learnable positional embedding.
@@ -98,6 +100,7 @@ def cosmos_velocity(
     """
     b, c, f, h, w = x_in.shape
     cfg = transformer.config
+    check_latent_patches(f, h, w, cfg.patch_size)  # diffusers' patch embedding reshapes without a check
     dtype = transformer.dtype
     is_cond = (1.0 - cond_mask.float()).to(x_in.device)  # 1 on conditioning frames
     timestep = is_cond * cond_frame_sigma + (1.0 - is_cond) * sigma.float().view(b, 1, 1, 1, 1)

@@ -23,6 +23,8 @@ from typing import Any
 import torch
 from torch import Tensor
 
+from policy.shapes import check_latent_patches
+
 # Wan2.2-TI2V-5B transformer (diffusers layout): 3072 hidden = 24 heads x 128, 30 blocks,
 # 48 latent channels (Wan 2.2 VAE, 16x spatial / 4x temporal), UMT5-XXL text (4096).
 WAN2_2_TI2V_5B: dict[str, Any] = {
@@ -83,8 +85,7 @@ def wan_velocity(
     """
     b, _, f, h, w = x_in.shape
     _, p_h, p_w = transformer.config.patch_size
-    if h % p_h or w % p_w:
-        raise ValueError(f"latent size {h}x{w} must be divisible by the patch size {(p_h, p_w)}")
+    check_latent_patches(f, h, w, transformer.config.patch_size)
     gen = cond_mask.float().to(x_in.device).expand(b, 1, f, h // p_h, w // p_w)  # 1 = generated
     timestep = (gen * sigma.float().view(b, 1, 1, 1, 1) * num_train_timesteps).reshape(b, -1)
     dtype = transformer.dtype

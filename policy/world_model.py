@@ -35,6 +35,7 @@ import torch
 from torch import Tensor
 
 from policy.cosmos import TINY_COSMOS, build_cosmos_transformer, cosmos_text_dim, cosmos_velocity
+from policy.shapes import clip_latent_size
 from policy.text import HashTextEncoder, TextEncoder
 from policy.vae import decode_latents, encode_first_frames, tiny_wan_vae, vae_scale_factors
 from policy.wan import NUM_TRAIN_TIMESTEPS, TINY_WAN, build_wan_transformer, wan_velocity
@@ -198,15 +199,15 @@ class FlowWorldModel(torch.nn.Module):
 
     # ------------------------------------------------------------------ shapes and codecs
     def latent_shape(self, num_frames: int, height: int, width: int) -> tuple[int, int, int, int]:
-        """(C, F, H, W) of the latent of a ``num_frames`` x ``height`` x ``width`` clip."""
+        """(C, F, H, W) of the latent of a ``num_frames`` x ``height`` x ``width`` clip this model can
+        generate; ValueError naming each setting that does not fit the VAE's compression, the
+        transformer's patch size or the conditioning frame (`policy.shapes.clip_latent_size`)."""
         if self.vae is None:
             raise RuntimeError("latent_shape needs the VAE (this model was built without one)")
         temporal, spatial = vae_scale_factors(self.vae)
-        if num_frames < 1 or (num_frames - 1) % temporal:
-            raise ValueError(f"num_frames must be 1 + {temporal} k, got {num_frames}")
-        if height % spatial or width % spatial:
-            raise ValueError(f"height/width must be multiples of {spatial}, got {height}x{width}")
-        return (int(self.vae.config.z_dim), (num_frames - 1) // temporal + 1, height // spatial, width // spatial)
+        patch = tuple(self.transformer.config.patch_size)
+        f, h, w = clip_latent_size(num_frames, height, width, temporal=temporal, spatial=spatial, patch=patch)
+        return int(self.vae.config.z_dim), f, h, w
 
     @torch.no_grad()
     def encode_prompts(self, images: np.ndarray | Tensor, texts: Sequence[str], *,

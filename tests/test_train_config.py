@@ -286,8 +286,18 @@ def test_a_bad_deepspeed_json_is_a_config_error(tmp_path):
         read_ds_config("nope.json")
 
 
-def test_a_clip_size_the_vae_cannot_encode_stops_before_the_first_rollout(tmp_path):
-    """A traceback from the first rollout before; now exit 2 right after the model is built."""
+@pytest.mark.parametrize(("args", "message"), [
+    (["--num_frames", "4"], "error: num_frames must be 1 + 4 k with k >= 1 (the conditioning frame plus at least "
+                            "one generated latent frame; the smallest is 5), got 4 (the cosmos model's"),
+    # one latent frame is all conditioning: this failed at prompt encoding ("need 0 <= num_cond_frames < ...")
+    (["--num_frames", "1"], "the smallest is 5), got 1"),
+    # 40 px -> 5 latent px, which the VAE takes but the transformer's 2x2 patches do not (a reshape error in
+    # diffusers' Cosmos patch embedding at the first rollout)
+    (["--height", "40", "--width", "40"], "error: height must be a multiple of 16 (the VAE's 8x spatial compression "
+                                          "times the transformer's patch 2), got 40; width must be a multiple of 16"),
+])
+def test_a_clip_size_the_model_cannot_generate_stops_before_the_first_rollout(tmp_path, args, message):
+    """A traceback from the first rollout (or prompt encoding) before; now exit 2 right after the model is built."""
     import os
     import subprocess
     import sys
@@ -295,11 +305,11 @@ def test_a_clip_size_the_vae_cannot_encode_stops_before_the_first_rollout(tmp_pa
     root = Path(__file__).resolve().parents[1]
     env = {k: v for k, v in os.environ.items() if k not in ("RANK", "WORLD_SIZE", "LOCAL_RANK")}
     proc = subprocess.run([sys.executable, "-m", "training.train", "--config", str(root / "training/configs/smoke.yaml"),
-                           "--output_dir", str(tmp_path / "run"), "--num_frames", "4", "--progress", "false",
+                           "--output_dir", str(tmp_path / "run"), *args, "--progress", "false",
                            "--tensorboard", "false"], cwd=root, env={**env, "OMP_NUM_THREADS": "1"},
                           capture_output=True, text=True, timeout=300)
     assert proc.returncode == 2, proc.stderr[-3000:]
-    assert "error: num_frames must be 1 + 4 k, got 4 (the cosmos VAE's compression" in proc.stderr
+    assert message in proc.stderr
     assert "Traceback" not in proc.stderr and not (tmp_path / "run" / "metrics.jsonl").exists()
 
 

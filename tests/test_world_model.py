@@ -106,6 +106,40 @@ def test_latent_shape(model):
         model.latent_shape(93, 700, 1280)
 
 
+def test_latent_shape_needs_whole_patches_and_a_generated_frame(model):
+    """40x40 px is a 5x5 latent: the VAE takes it, the 2x2 patches do not (Cosmos crashed in diffusers'
+    reshape at the first rollout); 1 frame is all conditioning (prompt encoding failed)."""
+    with pytest.raises(ValueError, match=r"^height must be a multiple of 16 .*got 40; width must be a multiple "
+                                         r"of 16 .*got 40$"):
+        model.latent_shape(9, 40, 40)
+    with pytest.raises(ValueError, match=r"width must be a multiple of 16 \(the VAE's 8x spatial compression times "
+                                         r"the transformer's patch 2\), got 40$"):
+        model.latent_shape(9, 32, 40)
+    with pytest.raises(ValueError, match=r"num_frames must be 1 \+ 4 k with k >= 1 .*the smallest is 5\), got 1"):
+        model.latent_shape(1, 32, 32)
+    assert model.latent_shape(5, 48, 16) == (16, 2, 6, 2)
+
+
+def test_clip_latent_size_checks_the_temporal_patch():
+    from policy.shapes import clip_latent_size
+
+    assert clip_latent_size(13, 32, 32, temporal=4, spatial=8, patch=(2, 2, 2)) == (4, 4, 4)
+    with pytest.raises(ValueError, match=r"num_frames 9 gives 3 latent frames, not a multiple of the "
+                                         r"transformer's temporal patch 2"):
+        clip_latent_size(9, 32, 32, temporal=4, spatial=8, patch=(2, 2, 2))
+
+
+def test_velocity_refuses_a_latent_its_patches_do_not_tile(model):
+    """Cosmos gave a bare reshape error from inside diffusers; both backends now name the patch size."""
+    z = torch.zeros(1, 16, 3, 5, 5)
+    first = torch.zeros(1, 16, 1, 5, 5)
+    text = model.text_encoder.encode(["x"], device="cpu", dtype=model.transformer.dtype)
+    cond = Conditioning(first, text, make_cond_mask(1, 3))
+    with pytest.raises(ValueError, match=r"latent size 3x5x5 \(frames x height x width\) must be divisible by the "
+                                         r"transformer's patch size \(1, 2, 2\)"):
+        model.velocity(z, 0.5, cond)
+
+
 def test_only_transformer_parameters_are_registered(model):
     n_tr = sum(p.numel() for p in model.transformer.parameters())
     assert sum(p.numel() for p in model.parameters()) == n_tr

@@ -220,14 +220,16 @@ class TrainConfig:
     dataset_file: str | None = None
     """JSONL of prompts ({"text", "image"?, "image_seed"?}); appended to ``dataset``."""
     height: int = 480
-    """Video height in pixels."""
+    """Video height in pixels: a multiple of the VAE's spatial compression times the transformer's patch
+    (16 for Cosmos-Predict2.5 and the tiny models, 32 for Wan 2.2 TI2V; checked once the model is built)."""
     width: int = 832
-    """Video width in pixels."""
+    """Video width in pixels (a multiple of the same, as height)."""
     image_fit: Literal["crop", "stretch"] = "crop"
     """How a prompt image of another aspect ratio becomes height x width: "crop" scales it to cover the
     frame and keeps the centre (the scene keeps its geometry), "stretch" resizes it to the frame."""
     num_frames: int = 21
-    """Frames per generated clip (including the conditioning frame)."""
+    """Frames per generated clip (including the conditioning frame): 1 + 4k with k >= 1 for the Wan VAEs
+    (the conditioning frame plus at least one generated latent frame; checked once the model is built)."""
     fps: float = 16.0
     """Frame rate passed to the reward with the decoded clip."""
     eval_every: int = 0

@@ -175,10 +175,11 @@ def train(cfg: TrainConfig, *, local_rank: int = 0, reward_tokens: dict[str, str
     np.random.seed(cfg.seed)
     torch.manual_seed(cfg.seed)
     world_model = build_world_model(cfg, device)
-    try:  # the VAE's compression fixes which sizes work: say so now, not at the first rollout
+    try:  # the VAE's compression and the patch size fix which sizes work: say so now, not at the first rollout
         world_model.latent_shape(cfg.num_frames, cfg.height, cfg.width)
     except ValueError as exc:
-        raise ConfigError(f"{exc} (the {cfg.backend} VAE's compression; set num_frames / height / width)") from None
+        raise ConfigError(f"{exc} (the {cfg.backend} model's VAE and transformer; set num_frames / height / "
+                          "width)") from None
     if cfg.gradient_checkpointing:  # before LoRA wraps the transformer; only forwards under grad recompute
         world_model.transformer.enable_gradient_checkpointing()
     reference = None

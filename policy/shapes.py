@@ -1,0 +1,52 @@
+"""Which clip sizes a world model can generate: pure integer rules, no torch.
+
+A clip of ``num_frames`` x ``height`` x ``width`` pixels becomes a latent of
+``(num_frames - 1) / temporal + 1`` x ``height / spatial`` x ``width / spatial`` (the VAE's compression,
+``policy.vae.vae_scale_factors``), which the transformer cuts into patches of ``patch`` =
+(frames, height, width) latent elements. Both must divide evenly: a size the VAE accepts but the
+patches do not (40x40 pixels -> 5x5 latent with 2x2 patches) used to pass the trainer's startup check
+and crash at the first rollout, inside diffusers' Cosmos patch embedding with a bare reshape error.
+
+Decisions where the issue was silent:
+
+* Every clip these models generate starts from one conditioning latent frame (Image2World), so a clip
+  needs at least one more latent frame to generate: ``num_frames >= 1 + temporal`` (5 for the 4x
+  temporal Wan VAE). ``num_frames: 1`` used to pass and fail at prompt encoding ("need 0 <=
+  num_cond_frames < num_latent_frames").
+* The messages name the setting (num_frames, height, width) and the multiple it needs, since the user
+  fixes the config, not the latent.
+"""
+
+from __future__ import annotations
+
+
+def clip_latent_size(num_frames: int, height: int, width: int, *, temporal: int, spatial: int,
+                     patch: tuple[int, int, int]) -> tuple[int, int, int]:
+    """(F, H, W) of the latent of a generated clip; ValueError naming every setting that does not fit the
+    VAE's ``temporal`` / ``spatial`` compression and the transformer's ``patch`` (frames, height, width)."""
+    p_t, p_h, p_w = (int(p) for p in patch)
+    problems: list[str] = []
+    if num_frames < 1 + temporal or (num_frames - 1) % temporal:
+        problems.append(f"num_frames must be 1 + {temporal} k with k >= 1 (the conditioning frame plus at least "
+                        f"one generated latent frame; the smallest is {1 + temporal}), got {num_frames}")
+    elif ((num_frames - 1) // temporal + 1) % p_t:
+        problems.append(f"num_frames {num_frames} gives {(num_frames - 1) // temporal + 1} latent frames, not a "
+                        f"multiple of the transformer's temporal patch {p_t}: use num_frames = 1 + {temporal} k "
+                        f"with k + 1 a multiple of {p_t}")
+    for name, size, p in (("height", height, p_h), ("width", width, p_w)):
+        if size < 1 or size % (spatial * p):
+            problems.append(f"{name} must be a multiple of {spatial * p} (the VAE's {spatial}x spatial compression "
+                            f"times the transformer's patch {p}), got {size}")
+    if problems:
+        raise ValueError("; ".join(problems))
+    return (num_frames - 1) // temporal + 1, height // spatial, width // spatial
+
+
+def check_latent_patches(frames: int, height: int, width: int, patch: tuple[int, int, int]) -> None:
+    """ValueError unless a latent of ``frames`` x ``height`` x ``width`` splits into whole transformer
+    patches (what the transformer's patch embedding needs; diffusers' Cosmos reshapes without a check)."""
+    p_t, p_h, p_w = (int(p) for p in patch)
+    if frames % p_t or height % p_h or width % p_w:
+        raise ValueError(f"latent size {frames}x{height}x{width} (frames x height x width) must be divisible by the "
+                         f"transformer's patch size {(p_t, p_h, p_w)}: choose num_frames / height / width that "
+                         "FlowWorldModel.latent_shape accepts")
