@@ -119,6 +119,21 @@ def test_cli_exit_codes(policy, tmp_path, capsys):
         assert "no CUDA device" in capsys.readouterr().err
 
 
+@pytest.mark.parametrize(("rows", "message"), [
+    ('{"text": "ok", "image": 5}\n', "p.jsonl:1: 'image' must be a file path (a non-empty string) or null, got 5"),
+    ('{"text": 7}\n', "p.jsonl:1: 'text' must be a non-empty string, got 7"),
+    ("", "no training prompts: "),
+])
+def test_a_mistyped_prompt_file_is_a_usage_error(policy, tmp_path, capsys, rows, message):
+    """A numeric image was a TypeError traceback (exit 1, which means "some videos failed")."""
+    (tmp_path / "p.jsonl").write_text(rows)
+    assert main(["--policy", str(policy), "--out", str(tmp_path / "out"), "--prompts", str(tmp_path / "p.jsonl"),
+                 "--device", "cpu"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("error: ") and message in err and str(tmp_path / "p.jsonl") in err
+    assert not (tmp_path / "out").exists()
+
+
 def test_prompt_fields_flow_into_a_manifest_the_vqa_eval_reads(policy, tmp_path):
     """PAI-Bench-style: prompts carry a task and yes/no questions; the generated videos' manifest is a
     `raa eval world-model` manifest."""

@@ -173,6 +173,23 @@ def test_missing_prompt_files_stop_before_model_load(tmp_path):
     assert "deepspeed" not in proc.stderr.lower()
 
 
+@pytest.mark.parametrize(("rows", "message"), [
+    ('{"text": "ok"}\n{"text": 123}\n', "prompts.jsonl:2: 'text' must be a non-empty string, got 123"),
+    ('{"text": "ok", "image": 5}\n', "prompts.jsonl:1: 'image' must be a file path (a non-empty string) or null, got 5"),
+    ("\n\n", "holds no prompt rows (it is empty or blank)"),
+])
+def test_a_mistyped_or_empty_prompt_file_is_a_config_error(tmp_path, capsys, rows, message):
+    """A numeric image was a TypeError traceback; a numeric text failed when drawn; an empty file's error
+    did not name it."""
+    from training.train import main
+
+    (tmp_path / "prompts.jsonl").write_text(rows)
+    config = _write(tmp_path, f"tiny: true\nreward: brightness\ndataset_file: {tmp_path / 'prompts.jsonl'}\n")
+    assert main(["--config", str(config), "--output_dir", str(tmp_path / "run"), "--check"]) == 2
+    err = capsys.readouterr().err
+    assert message in err and str(tmp_path / "prompts.jsonl") in err and "Traceback" not in err
+
+
 def test_agent_reward_without_endpoint_stops_before_model_load():
     """reward: agent with no RAA_BASE_URL would make every reward ineligible: exit 2 with the connect help."""
     import os

@@ -67,6 +67,33 @@ def test_load_prompts_and_frames(tmp_path):
         load_frame(PromptSpec(text="y", image=str(tmp_path / "missing.png")), 8, 8)
 
 
+@pytest.mark.parametrize(("row", "message"), [
+    ({"text": 123}, r"rows\.jsonl:2: 'text' must be a non-empty string, got 123"),
+    ({"text": "  "}, r"rows\.jsonl:2: 'text' must be a non-empty string, got '  '"),
+    ({"text": "go", "image": 5}, r"rows\.jsonl:2: 'image' must be a file path \(a non-empty string\) or null, got 5"),
+    ({"text": "go", "image": ""}, r"rows\.jsonl:2: 'image' must be a file path"),
+    ({"text": "go", "image_seed": "3"}, r"rows\.jsonl:2: 'image_seed' must be an integer, got '3'"),
+    ({"text": "go", "image_seed": 1.5}, r"rows\.jsonl:2: 'image_seed' must be an integer, got 1\.5"),
+    ({"text": "go", "image_seed": True}, r"rows\.jsonl:2: 'image_seed' must be an integer, got True"),
+])
+def test_load_prompts_names_the_line_and_field_of_a_mistyped_row(tmp_path, row, message):
+    """A numeric text failed only when the prompt was drawn; a numeric image was a bare TypeError."""
+    (tmp_path / "rows.jsonl").write_text(json.dumps({"text": "ok", "image": None, "image_seed": 7}) + "\n"
+                                         + json.dumps(row) + "\n")
+    with pytest.raises(ValueError, match=message):
+        load_prompts([], str(tmp_path / "rows.jsonl"))
+
+
+def test_an_empty_prompt_file_is_named(tmp_path):
+    for name, text in (("empty.jsonl", ""), ("blank.jsonl", "\n  \n")):
+        (tmp_path / name).write_text(text)
+        with pytest.raises(ValueError, match=rf"no training prompts: {tmp_path / name} holds no prompt rows"):
+            load_prompts([], str(tmp_path / name))
+        assert [p.text for p in load_prompts([PromptSpec("x")], str(tmp_path / name))] == ["x"]
+    with pytest.raises(ValueError, match="no training prompts: the config lists none and names no prompt file"):
+        load_prompts([], None)
+
+
 def test_check_images_names_missing_and_unreadable_images(tmp_path):
     from PIL import Image
 

@@ -9,7 +9,9 @@ photo of the scene is stored sideways with a rotation tag) and fitted to the run
 ``image_fit``: "crop" (default) scales to cover and keeps the centre, "stretch" resizes without keeping
 the aspect ratio (what this module did before: a 4:3 robot photo became a 16:9 scene squashed sideways);
 keys of a JSONL prompt other than text / image / image_seed are
-kept in ``PromptSpec.meta`` (training.generate writes them into its manifest); a synthetic frame (``image`` unset) is a seeded flat background
+kept in ``PromptSpec.meta`` (training.generate writes them into its manifest); text / image / image_seed are
+type-checked when the file is read (non-empty string / string or null / integer, not a numeric string), so a
+bad row is an error naming ``PATH:N`` and the field at launch, not a TypeError when the prompt is drawn; a synthetic frame (``image`` unset) is a seeded flat background
 with three coloured rectangles, so rollouts have some structure to move.
 """
 
@@ -27,23 +29,40 @@ from training.config import PromptSpec
 
 
 def load_prompts(dataset: Sequence[PromptSpec], dataset_file: str | None) -> list[PromptSpec]:
-    """Prompts of the config plus those of a JSONL file (image paths relative to that file)."""
+    """Prompts of the config plus those of a JSONL file (image paths relative to that file); ValueError
+    naming the file (and line) for a malformed row or when there is no prompt at all."""
     prompts = list(dataset)
     if dataset_file is not None:
         path = Path(dataset_file)
         if not path.is_file():
             raise FileNotFoundError(f"prompt file not found: {path}")
-        for where, row in json_lines(path, ValueError):
-            if not isinstance(row, dict) or "text" not in row:
-                raise ValueError(f"{where}: a prompt needs 'text'")
-            image = row.get("image")
-            if image is not None and not Path(image).is_absolute():
-                image = str(path.parent / image)
-            meta = {k: v for k, v in row.items() if k not in ("text", "image", "image_seed")}
-            prompts.append(PromptSpec(text=row["text"], image=image, image_seed=int(row.get("image_seed", 0)), meta=meta))
+        prompts += [prompt_from_row(row, where, path.parent) for where, row in json_lines(path, ValueError)]
+        if not prompts:
+            raise ValueError(f"no training prompts: {path} holds no prompt rows (it is empty or blank) and the "
+                             "config lists none")
     if not prompts:
-        raise ValueError("no training prompts")
+        raise ValueError("no training prompts: the config lists none and names no prompt file")
     return prompts
+
+
+def prompt_from_row(row: object, where: str, folder: Path) -> PromptSpec:
+    """The PromptSpec of one JSONL row (`where` = "PATH:N"; a relative image path is taken from `folder`).
+    ValueError naming the place and the field for a row that is not {"text": non-empty str, "image": str or
+    null, "image_seed": int}: a number where a path or text belongs failed only when the prompt was drawn,
+    as a bare TypeError."""
+    if not isinstance(row, dict) or "text" not in row:
+        raise ValueError(f"{where}: a prompt needs 'text'")
+    text, image, seed = row["text"], row.get("image"), row.get("image_seed", 0)
+    if not isinstance(text, str) or not text.strip():
+        raise ValueError(f"{where}: 'text' must be a non-empty string, got {text!r}")
+    if image is not None and (not isinstance(image, str) or not image):
+        raise ValueError(f"{where}: 'image' must be a file path (a non-empty string) or null, got {image!r}")
+    if isinstance(seed, bool) or not isinstance(seed, int):
+        raise ValueError(f"{where}: 'image_seed' must be an integer, got {seed!r}")
+    if image is not None and not Path(image).is_absolute():
+        image = str(folder / image)
+    meta = {k: v for k, v in row.items() if k not in ("text", "image", "image_seed")}
+    return PromptSpec(text=text, image=image, image_seed=seed, meta=meta)
 
 
 def derive_seed(*parts: int) -> int:
