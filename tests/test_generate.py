@@ -134,6 +134,19 @@ def test_a_mistyped_prompt_file_is_a_usage_error(policy, tmp_path, capsys, rows,
     assert not (tmp_path / "out").exists()
 
 
+def test_a_negative_seed_is_refused_before_anything_loads_or_is_written(policy, tmp_path, capsys, monkeypatch):
+    """It failed after the model loaded and generate.json was written, with numpy's message not naming --seed."""
+    import training.generate as gen
+
+    def no_load(*args, **kwargs):
+        raise AssertionError("the model was loaded")
+
+    monkeypatch.setattr(gen, "load_policy", no_load)
+    assert main(["--policy", str(policy), "--out", str(tmp_path / "out"), "--seed", "-1", "--device", "cpu"]) == 2
+    assert "error: seed (--seed) must be a non-negative integer, got -1" in capsys.readouterr().err
+    assert not (tmp_path / "out").exists()
+
+
 def test_prompt_fields_flow_into_a_manifest_the_vqa_eval_reads(policy, tmp_path):
     """PAI-Bench-style: prompts carry a task and yes/no questions; the generated videos' manifest is a
     `raa eval world-model` manifest."""

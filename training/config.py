@@ -191,7 +191,7 @@ class TrainConfig:
     true starts over in it, deleting that run's checkpoints/, final/, rollout_videos/, eval_videos/ and
     tensorboard/ first (training/run_dir.py)."""
     seed: int = 0
-    """Seed of prompt order, rollout noise and initialisation."""
+    """Seed of prompt order, rollout noise and initialisation (>= 0)."""
     tensorboard: bool = True
     """Write TensorBoard events to output_dir/tensorboard (rank 0)."""
     wandb_project: str | None = None
@@ -281,6 +281,8 @@ def validate(cfg: TrainConfig) -> TrainConfig:
         errs.append(f"rollout_batch must be >= 1 (or none: the whole group), got {cfg.rollout_batch}")
     if cfg.num_steps < 1:
         errs.append(f"num_steps must be >= 1, got {cfg.num_steps}")
+    if cfg.seed < 0:  # the prompt order and the rollout noise seed numpy generators, which refuse it
+        errs.append(f"seed must be >= 0, got {cfg.seed}")
     start, end = cfg.sde_window
     if not 0 <= start < end <= cfg.num_steps:
         errs.append(f"sde_window {list(cfg.sde_window)} must satisfy 0 <= start < end <= num_steps "

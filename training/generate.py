@@ -103,6 +103,8 @@ def generate(policy: Path, out: Path, *, prompts: list[PromptSpec] | None = None
     prompt sampled together, ODE sampler only)."""
     if samples < 1:
         raise GenerateError(f"samples must be >= 1, got {samples}")
+    if seed < 0:  # numpy's SeedSequence refuses it, but only after the model loaded and generate.json was written
+        raise GenerateError(f"seed (--seed) must be a non-negative integer, got {seed}")
     if batch_size < 1 or (batch_size > 1 and sampler != "ode"):
         raise GenerateError(f"batch_size must be >= 1, and 1 with the dyndiff sampler (its step noise is drawn "
                             f"per batch), got {batch_size} with {sampler}")
