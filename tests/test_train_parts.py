@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 from pathlib import Path
 
 import numpy as np
@@ -92,6 +93,40 @@ def test_an_empty_prompt_file_is_named(tmp_path):
         assert [p.text for p in load_prompts([PromptSpec("x")], str(tmp_path / name))] == ["x"]
     with pytest.raises(ValueError, match="no training prompts: the config lists none and names no prompt file"):
         load_prompts([], None)
+
+
+def test_a_16_bit_frame_is_rescaled_not_clipped_to_white(tmp_path):
+    """PIL's convert("RGB") clips mode I;16 / I at 255: a full 16-bit gradient came out 99% white."""
+    from PIL import Image
+
+    from training.data import check_images
+
+    levels = np.linspace(0, 65535, 16 * 16).round().astype(np.uint16).reshape(16, 16)
+    expected = np.repeat(np.round(levels / 257).astype(np.uint8)[..., None], 3, axis=-1)
+    Image.fromarray(levels).save(tmp_path / "g16.png")
+    Image.fromarray(levels.astype(np.int32)).save(tmp_path / "g32.tif")
+    for name, mode in (("g16.png", "I;16"), ("g32.tif", "I")):
+        spec = PromptSpec("t", image=str(tmp_path / name))
+        assert Image.open(spec.image).mode == mode
+        frame = load_frame(spec, 16, 16, "stretch")
+        assert np.array_equal(frame, expected), name
+        assert check_images([spec]) == []
+
+
+def test_a_frame_of_unknown_range_is_refused_by_name(tmp_path):
+    from PIL import Image
+
+    from training.data import check_images
+
+    Image.fromarray(np.full((8, 8), 0.5, np.float32)).save(tmp_path / "f.tif")
+    Image.fromarray(np.full((8, 8), 70000, np.int32)).save(tmp_path / "big.tif")
+    for name, message in (("f.tif", "is a floating-point image (PIL mode F)"),
+                          ("big.tif", "holds values 70000..70000, outside the 16-bit range 0..65535")):
+        spec = PromptSpec("t", image=str(tmp_path / name))
+        with pytest.raises(ValueError, match=rf"prompt image {tmp_path / name} .*" + re.escape(message)):
+            load_frame(spec, 8, 8)
+        [problem] = check_images([spec])  # at launch, not at the rollout that draws it
+        assert str(tmp_path / name) in problem and message in problem
 
 
 def test_check_images_names_missing_and_unreadable_images(tmp_path):

@@ -12,7 +12,10 @@ keys of a JSONL prompt other than text / image / image_seed are
 kept in ``PromptSpec.meta`` (training.generate writes them into its manifest); text / image / image_seed are
 type-checked when the file is read (non-empty string / string or null / integer, not a numeric string), so a
 bad row is an error naming ``PATH:N`` and the field at launch, not a TypeError when the prompt is drawn; a synthetic frame (``image`` unset) is a seeded flat background
-with three coloured rectangles, so rollouts have some structure to move.
+with three coloured rectangles, so rollouts have some structure to move. A 16-bit greyscale image (PNG or
+TIFF, PIL mode I;16 / I) is rescaled to 8 bits (PIL's convert("RGB") clipped it: a full gradient came out
+almost all white); a floating-point one (mode F) is refused by name, since its range (0..1, 0..255, HDR)
+cannot be known from the file, and a guessed brightness would change what the policy is conditioned on.
 """
 
 from __future__ import annotations
@@ -96,7 +99,7 @@ def load_frame(spec: PromptSpec, height: int, width: int, fit: Literal["crop", "
     if not path.is_file():
         raise FileNotFoundError(f"prompt image not found: {path}")
     with Image.open(path) as img:
-        rgb = ImageOps.exif_transpose(img).convert("RGB")
+        rgb = rgb8(ImageOps.exif_transpose(img), path)
         if fit == "crop":
             rgb = ImageOps.fit(rgb, (width, height), Image.Resampling.BILINEAR, centering=(0.5, 0.5))
         elif fit == "stretch":
@@ -106,8 +109,36 @@ def load_frame(spec: PromptSpec, height: int, width: int, fit: Literal["crop", "
         return np.asarray(rgb, dtype=np.uint8).copy()
 
 
+WIDE_INTEGER_MODES = ("I;16", "I;16L", "I;16B", "I;16N", "I")
+"""Pillow modes of greyscale images with more than 8 bits per pixel (16-bit PNG and TIFF open as "I;16",
+some readers give "I"); `rgb8` reads them as 0..65535."""
+
+
+def rgb8(img, path: Path):
+    """`img` (a PIL image) as 8-bit RGB. Greyscale of a wide integer mode (`WIDE_INTEGER_MODES`) is rescaled
+    from 0..65535 to 0..255 (PIL's own convert clips it at 255: a 16-bit frame came out almost all white);
+    a value outside 0..65535 or a floating-point image ("F": no agreed range, 0..1 or 0..255 or HDR) is a
+    ValueError naming the file and the mode rather than a guessed brightness. Other modes convert as PIL
+    does (16-bit RGB PNGs already open as 8-bit "RGB")."""
+    from PIL import Image
+
+    if img.mode == "F":
+        raise ValueError(f"prompt image {path} is a floating-point image (PIL mode F), whose brightness range is "
+                         "not defined: save it as an 8-bit (or 16-bit) RGB or greyscale image")
+    if img.mode not in WIDE_INTEGER_MODES:
+        return img.convert("RGB")
+    values = np.asarray(img).astype(np.int64)
+    lo, hi = int(values.min()), int(values.max())
+    if lo < 0 or hi > 65535:
+        raise ValueError(f"prompt image {path} (PIL mode {img.mode}) holds values {lo}..{hi}, outside the 16-bit "
+                         "range 0..65535 it is read in: save it as an 8-bit or 16-bit image")
+    grey = (values * 255 + 32767) // 65535  # rounded to the nearest 8-bit level
+    return Image.fromarray(grey.astype(np.uint8)).convert("RGB")
+
+
 def check_images(prompts: Sequence[PromptSpec], limit: int = 5) -> list[str]:
-    """Problems with the prompts' initial frames (missing file, not an image), at most `limit` named:
+    """Problems with the prompts' initial frames (missing file, not an image, a pixel format `rgb8` refuses),
+    at most `limit` named:
     each image's header is read, so a run learns of a bad file at start, not at the rollout that needs it."""
     from PIL import Image, UnidentifiedImageError
 
@@ -120,10 +151,13 @@ def check_images(prompts: Sequence[PromptSpec], limit: int = 5) -> list[str]:
             problems.append(f"prompt image not found: {path}")
             continue
         try:
-            with Image.open(path):
-                pass
+            with Image.open(path) as img:
+                if img.mode == "F" or img.mode in WIDE_INTEGER_MODES:  # rare: these read their pixels to check
+                    rgb8(img, path)
         except (UnidentifiedImageError, OSError) as exc:
             problems.append(f"prompt image {path} cannot be read ({type(exc).__name__}: {exc})")
+        except ValueError as exc:
+            problems.append(str(exc))
     return problems
 
 
