@@ -7,13 +7,16 @@ pretrained checkpoint (the exporter needs the transformer only, and the Cosmos t
 a multi-GB load); the tiny models are built whole (they are small and seeded). With
 ``text_encoder: offload`` the text encoder stays in host memory and `text_encoder_on` brings it to the
 device around each use in training (rollout and held-out prompts); the sampler (`load_policy`) keeps
-it on the device, as inference has the memory.
+it on the device, as inference has the memory. A tiny model in bfloat16 / float16 is cast by the rule
+diffusers' ``from_pretrained(torch_dtype=...)`` applies (`cast_like_from_pretrained`: the class's
+``_keep_in_fp32_modules`` stay float32), so the base model and a full export of it reloaded by
+``from_pretrained`` (training/export.py ``load_policy``) hold the same weights in the same precision.
 """
 
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from typing import Literal
 
 import torch
@@ -39,10 +42,29 @@ def build_world_model(cfg: TrainConfig, device: torch.device | str,
                                                load_vae=whole, load_text_encoder=whole,
                                                default_num_frames=cfg.num_frames)
     if cfg.tiny and cfg.dtype != "float32":  # from_pretrained already loaded torch_dtype; the VAE stays float32
-        model.transformer.to(dtype=DTYPES[cfg.dtype])
+        cast_like_from_pretrained(model.transformer, DTYPES[cfg.dtype])
     if cfg.text_encoder == "offload":  # nn.Module.to moves the transformer and the VAE, not the text encoder
         return torch.nn.Module.to(model, device=device)
     return model.to(device=device)
+
+
+def keeps_float32(name: str, modules: Sequence[str]) -> bool:
+    """Whether diffusers' ``from_pretrained(torch_dtype=...)`` keeps the tensor ``name`` (a state-dict name)
+    in float32: one of its dotted parts is in the class's ``_keep_in_fp32_modules`` (``modules``)."""
+    return any(module in name.split(".") for module in modules)
+
+
+def cast_like_from_pretrained(transformer: torch.nn.Module, dtype: torch.dtype) -> None:
+    """Cast the floating parameters and buffers of a diffusers model in place to ``dtype``, except those its
+    class keeps in float32 (`keeps_float32`): the precision ``from_pretrained(torch_dtype=dtype)`` gives
+    the same weights. ``.to(dtype)`` casts everything, so the tiny base model sampled in other precision
+    than an export of it reloaded with from_pretrained (Wan keeps its time embedder, norms and
+    modulation tables in float32)."""
+    keep = type(transformer)._keep_in_fp32_modules or []
+    with torch.no_grad():
+        for name, tensor in [*transformer.named_parameters(), *transformer.named_buffers()]:
+            if tensor.is_floating_point():
+                tensor.data = tensor.data.to(torch.float32 if keeps_float32(name, keep) else dtype)
 
 
 @contextlib.contextmanager
