@@ -6,6 +6,13 @@ of the request bytes (other ``.npy`` go through ``np.load``); video bytes are wr
 for the reader; a video is decoded at ``tools.frames.tool_size`` of the requested short side (the agent's
 rule, so remote and in-process frames match); errors are ``HTTPProblem`` answers (400 bad indices, 413
 over a limit, 422 undecodable).
+
+A ``.npy`` body meets the same limits as a video, with the same 413 wording, and before any copy:
+``frame_indices`` may repeat a frame, so ``arr[frame_indices]`` of a one-frame body could allocate
+gigabytes (the count and the decoded size of the *selected* frames are checked first). Frames of 0
+pixels (H or W < 1) are an undecodable upload (422): nothing can be computed on them and the
+surprise model failed on them with a 500 tool fault. The tracker's own 2-pixel minimum stays its
+rule (a 400 from ``/v1/track``); surprise works on frames of a pixel.
 """
 
 from __future__ import annotations
@@ -37,6 +44,15 @@ def _check_decoded_size(count: int, size: tuple[int, int], max_decode_mb: float 
                                f"{max_decode_mb:g} MiB; pass fewer frame_indices (or a smaller short_side)")
 
 
+def _check_frame_count(count: int, max_frames: int, requested: bool) -> None:
+    """413 when ``count`` frames (``requested`` by frame_indices, else the whole clip) exceed ``max_frames``."""
+    if count <= max_frames:
+        return
+    if requested:
+        raise HTTPProblem(413, f"{count} frames requested; the limit is {max_frames}")
+    raise HTTPProblem(413, f"the clip has {count} frames, over the limit of {max_frames}; pass frame_indices")
+
+
 def decode_frames(src: Path | bytes, frame_indices: list[int] | None, max_frames: int,
                   short_side: int | None = None, max_decode_mb: float | None = None) -> np.ndarray:
     """Decode a video path, video bytes or ``.npy`` bytes into uint8 frames ``[T,H,W,3]``; a video is
@@ -45,10 +61,7 @@ def decode_frames(src: Path | bytes, frame_indices: list[int] | None, max_frames
     from tools.video import FrameIndexError, VideoError, VideoReader, read_all_frames, tool_size
 
     if isinstance(src, bytes) and src.startswith(NPY_MAGIC):
-        frames = _load_npy(src, frame_indices)
-        if frames.shape[0] > max_frames:
-            raise HTTPProblem(413, f"{frames.shape[0]} frames uploaded; the limit is {max_frames}")
-        return frames
+        return _load_npy(src, frame_indices, max_frames, max_decode_mb)
     tmp = None
     try:
         if isinstance(src, bytes):
@@ -60,13 +73,10 @@ def decode_frames(src: Path | bytes, frame_indices: list[int] | None, max_frames
             meta = reader.meta
             size = tool_size(meta.width, meta.height, short_side)
             if frame_indices is not None:
-                if len(frame_indices) > max_frames:
-                    raise HTTPProblem(413, f"{len(frame_indices)} frames requested; the limit is {max_frames}")
+                _check_frame_count(len(frame_indices), max_frames, requested=True)
                 _check_decoded_size(len(frame_indices), size, max_decode_mb)
                 return reader.read(frame_indices, size=size)
-            if meta.frames > max_frames:
-                raise HTTPProblem(413, f"the clip has {meta.frames} frames, over the limit of {max_frames}; "
-                                       "pass frame_indices")
+            _check_frame_count(meta.frames, max_frames, requested=False)
             _check_decoded_size(meta.frames, size, max_decode_mb)
         return read_all_frames(src, size=size)
     except FrameIndexError as exc:
@@ -78,25 +88,38 @@ def decode_frames(src: Path | bytes, frame_indices: list[int] | None, max_frames
             Path(tmp).unlink(missing_ok=True)
 
 
-def _load_npy(data: bytes, frame_indices: list[int] | None) -> np.ndarray:
+def _load_npy(data: bytes, frame_indices: list[int] | None, max_frames: int,
+              max_decode_mb: float | None) -> np.ndarray:
+    """The frames of a ``.npy`` body (selected by ``frame_indices``), its limits checked before the
+    selection copies anything (module docstring)."""
+    arr = _parse_npy(data)
+    if arr.ndim != 4 or arr.shape[-1] != 3 or arr.dtype != np.uint8:
+        raise HTTPProblem(422, f".npy upload must be uint8 [T,H,W,3], got {arr.dtype} {arr.shape}")
+    total, height, width = arr.shape[:3]
+    if height < 1 or width < 1:
+        raise HTTPProblem(422, f".npy upload has frames of {height}x{width} pixels; each frame needs at least 1x1")
+    count = total if frame_indices is None else len(frame_indices)
+    _check_frame_count(count, max_frames, requested=frame_indices is not None)
+    _check_decoded_size(count, (width, height), max_decode_mb)
+    if frame_indices is None:
+        return arr
+    bad = [i for i in frame_indices if not 0 <= i < total]
+    if bad:
+        raise HTTPProblem(400, f"frame indices {bad[:8]} outside 0..{total - 1}")
+    return arr[frame_indices]
+
+
+def _parse_npy(data: bytes) -> np.ndarray:
+    """The array of a ``.npy`` body (a zero-copy view when it can be one); 422 when it cannot be read."""
     import io
 
     try:
         arr = _npy_view(data)
-        if arr is None:
-            arr = np.load(io.BytesIO(data), allow_pickle=False)
+        return arr if arr is not None else np.load(io.BytesIO(data), allow_pickle=False)
     except HTTPProblem:
         raise
     except Exception as exc:  # noqa: BLE001 - any parse error is an undecodable upload
         raise HTTPProblem(422, f"undecodable .npy upload: {exc}") from exc
-    if arr.ndim != 4 or arr.shape[-1] != 3 or arr.dtype != np.uint8:
-        raise HTTPProblem(422, f".npy upload must be uint8 [T,H,W,3], got {arr.dtype} {arr.shape}")
-    if frame_indices is not None:
-        bad = [i for i in frame_indices if not 0 <= i < arr.shape[0]]
-        if bad:
-            raise HTTPProblem(400, f"frame indices {bad[:8]} outside 0..{arr.shape[0] - 1}")
-        arr = arr[frame_indices]
-    return arr
 
 
 def _npy_view(data: bytes) -> np.ndarray | None:

@@ -1,0 +1,71 @@
+"""Tool service: malformed and oversized requests are refused with a 4xx before any work, never a 500 or
+an allocation the limits were meant to prevent (in-process test client)."""
+
+from __future__ import annotations
+
+import io
+import json
+
+import numpy as np
+import pytest
+from fastapi.testclient import TestClient
+from service_helpers import AUTH, TOKEN
+
+from tools.motion import LKTracker
+from tools.service import create_app
+from tools.settings import ToolSettings
+
+NPY = {**AUTH, "Content-Type": "application/x-npy"}
+
+
+def npy(arr: np.ndarray) -> bytes:
+    buf = io.BytesIO()
+    np.save(buf, arr)
+    return buf.getvalue()
+
+
+@pytest.fixture(scope="module")
+def client(service_root, service_scorer):
+    app = create_app(ToolSettings(max_frames=64, max_decode_mb=1.0), service_root, token=TOKEN,
+                     tracker=LKTracker(), scorer=service_scorer)
+    with TestClient(app) as c:
+        yield c
+
+
+def test_repeated_npy_frame_indices_meet_the_frame_and_decode_limits_before_any_copy(client, monkeypatch):
+    """A one-frame .npy body with frame_indices [0]*N was copied N times (arr[frame_indices]) before the
+    frame limit was checked, and max_decode_mb never applied to .npy: a small body became gigabytes."""
+    import tools.service_frames as sf
+
+    copies: list[tuple] = []
+    real = getattr(sf, "_parse_npy", None)
+
+    class Spy(np.ndarray):
+        def __getitem__(self, key):
+            copies.append(np.shape(key))
+            return np.asarray(self).__getitem__(key)
+
+    monkeypatch.setattr(sf, "_parse_npy", lambda data: real(data).view(Spy), raising=False)
+    frame = npy(np.zeros((1, 256, 256, 3), np.uint8))  # 0.19 MiB a frame
+    r = client.post("/v1/track?grid_size=2&frame_indices=" + json.dumps([0] * 65), content=frame, headers=NPY)
+    assert r.status_code == 413 and r.json()["detail"] == "65 frames requested; the limit is 64"
+    r = client.post("/v1/track?grid_size=2&frame_indices=" + json.dumps([0] * 8), content=frame, headers=NPY)
+    assert r.status_code == 413 and "8 frames of 256x256 decode to 1.5 MiB, over the limit of 1 MiB" in r.json()["detail"]
+    assert copies == []
+    five = npy(np.zeros((6, 256, 256, 3), np.uint8))  # without frame_indices: the whole body counts
+    r = client.post("/v1/track?grid_size=2", content=five, headers=NPY)
+    assert r.status_code == 413 and "6 frames of 256x256" in r.json()["detail"]
+    r = client.post("/v1/track?grid_size=2", content=npy(np.zeros((65, 8, 8, 3), np.uint8)), headers=NPY)
+    assert r.status_code == 413 and r.json()["detail"] == "the clip has 65 frames, over the limit of 64; pass frame_indices"
+    ok = client.post("/v1/track?grid_size=2&frame_indices=" + json.dumps([0] * 4), content=frame, headers=NPY)
+    assert ok.status_code == 200, ok.text
+    assert ok.json()["tracks"]["frame_indices"] == [0] * 4 and copies == [(4,)]
+
+
+@pytest.mark.parametrize("shape", [(20, 0, 0, 3), (20, 0, 8, 3), (20, 8, 0, 3)])
+def test_npy_frames_without_pixels_are_an_input_error_not_a_tool_fault(client, shape):
+    """0x0 frames reached V-JEPA 2 and came back as a 500 tool fault (ZeroDivisionError)."""
+    for url in ("/v1/surprise", "/v1/track?grid_size=2"):
+        r = client.post(url, content=npy(np.zeros(shape, np.uint8)), headers=NPY)
+        assert r.status_code == 422, r.text
+        assert f"frames of {shape[1]}x{shape[2]} pixels" in r.json()["detail"]
