@@ -69,3 +69,68 @@ def test_npy_frames_without_pixels_are_an_input_error_not_a_tool_fault(client, s
         r = client.post(url, content=npy(np.zeros(shape, np.uint8)), headers=NPY)
         assert r.status_code == 422, r.text
         assert f"frames of {shape[1]}x{shape[2]} pixels" in r.json()["detail"]
+
+
+class _Counting(LKTracker):
+    def __init__(self) -> None:
+        super().__init__()
+        self.calls = 0
+
+    def track(self, frames, **kw):
+        self.calls += 1
+        return super().track(frames, **kw)
+
+
+@pytest.fixture
+def counted(service_root):
+    tracker = _Counting()
+    with TestClient(create_app(ToolSettings(), service_root, tracker=tracker, enable_surprise=False)) as c:
+        yield c, tracker
+
+
+@pytest.mark.parametrize("options,problem", [
+    ({"grid_size": 2, "tracks_encoding": "xml"}, "tracks_encoding must be 'list' or 'base64'"),
+    ({"grid_size": 2, "summary": True, "regions": [[0, 0, 1, 1]]}, "regions must be an object"),
+    ({"grid_size": 2, "summary": True, "regions": "gripper"}, "regions must be an object"),
+    ({"grid_size": 2, "summary": True, "regions": {"g": "abcd"}}, "region 'g': a box is a list of four numbers"),
+    ({"grid_size": 2, "summary": True, "regions": {"g": None}}, "region 'g': a box is a list of four numbers"),
+    ({"grid_size": 100000}, "grid_size must be a whole number from 1 to 64"),
+    ({"grid_size": "²"}, "grid_size must be a whole number from 1 to 64"),
+    ({"queries": [[0, 1, 1]] * 4097}, "4097 queries; the limit is 4096 points"),
+    ({"queries": "abc"}, "queries must be a list"),
+])
+def test_bad_options_are_400_before_any_decoding_or_tracking(counted, options, problem, monkeypatch):
+    """A bad tracks_encoding was refused only after tracking; regions as a list or string were a 500
+    (AttributeError in summarize_tracks); grid_size had no bound (100000: a MemoryError 500)."""
+    import tools.service as service
+
+    c, tracker = counted
+    decoded: list[int] = []
+    monkeypatch.setattr(service, "decode_frames", lambda *a, **kw: decoded.append(1))
+    r = c.post("/v1/track", json={"path": "clip.mp4", **options})
+    assert r.status_code == 400 and problem in r.json()["detail"], r.text
+    assert decoded == [] and tracker.calls == 0
+
+
+def test_the_largest_grid_and_query_count_are_served(counted):
+    from tools.service_params import MAX_GRID_SIZE, MAX_QUERIES
+
+    c, _ = counted
+    r = c.post("/v1/track", json={"path": "clip.mp4", "grid_size": MAX_GRID_SIZE, "frame_indices": [0, 1]})
+    assert r.status_code == 200 and len(r.json()["tracks"]["tracks"][0]) == MAX_GRID_SIZE**2
+    r = c.post("/v1/track", json={"path": "clip.mp4", "queries": [[0, 5, 5]] * MAX_QUERIES, "frame_indices": [0, 1]})
+    assert r.status_code == 200
+    r = c.post("/v1/track", json={"path": "clip.mp4", "grid_size": 2, "summary": True,
+                                  "regions": {"left": [0, 0, 0.5, 1]}})
+    assert r.status_code == 200 and r.json()["summary"]["regions"][0]["name"] == "left"
+
+
+def test_deeply_nested_json_is_400_not_500(counted):
+    """json.loads raised RecursionError (a 500) for a body, and for a JSON form or query field."""
+    c, tracker = counted
+    r = c.post("/v1/track", content=b"[" * 100000)
+    assert r.status_code == 400 and "nested too deeply" in r.json()["detail"]
+    frames = npy(np.zeros((2, 8, 8, 3), np.uint8))
+    r = c.post("/v1/track", files={"video": ("f.npy", frames)}, data={"grid_size": "2", "queries": "[" * 100000})
+    assert r.status_code == 400 and "field 'queries' is nested too deeply" in r.json()["detail"]
+    assert tracker.calls == 0

@@ -9,7 +9,11 @@ Parameters (``grid_size``, ``queries``, ``frame_indices``, ``regions``, ``summar
 ``tracks_encoding`` = list|base64) travel as JSON fields, form fields or, with a raw body, query
 parameters (lists as JSON strings in forms and query strings).
 
-Status codes: 400 bad parameters (bad queries, frame index beyond the clip, malformed body), 401
+Every option is checked before any frame is decoded (tools/service_params.py): ``grid_size`` is at most
+``MAX_GRID_SIZE`` (64) and ``queries`` at most ``MAX_QUERIES`` (4096) rows.
+
+Status codes: 400 bad parameters (bad queries, grid_size over 64, frame index beyond the clip, regions
+that are not an object of boxes, malformed or too deeply nested JSON), 401
 missing or wrong bearer token, 403 path outside the allowed root, 404 missing file, 413 body over
 the size limit, a clip longer than ``settings.max_frames`` (pass ``frame_indices``) or whose frames would
 decode to more than ``settings.max_decode_mb`` (checked before decoding: a long 4K clip is tens of GB), 422 undecodable video (the reason is in ``detail``), 500 a tool fault (``fault``
@@ -28,12 +32,10 @@ parameter: pixels or "full"; by default ``settings.surprise_short_side``, ``RAA_
 from __future__ import annotations
 
 import hmac
-import json
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
 import anyio
 import numpy as np
@@ -44,6 +46,7 @@ from tools.errors import ToolFault
 from tools.motion import MotionTracker, build_tracker, summarize_tracks
 from tools.motion.base import TrackQueryError
 from tools.service_frames import NPY_CONTENT_TYPE, NPY_MAGIC, HTTPProblem, decode_frames
+from tools.service_params import int_list, json_field, parse_json, short_side, track_options
 from tools.settings import ToolSettings
 from tools.surprise import SurpriseScorer, VJEPA2SurpriseScorer
 
@@ -119,19 +122,6 @@ async def read_body_limited(request: Request, limit: int) -> bytes:
     return b"".join(chunks)
 
 
-JSON_FIELDS = ("queries", "frame_indices", "regions")
-
-
-def _json_field(value: Any, name: str) -> Any:
-    """Parse the list/dict fields of forms and query strings from JSON; other fields stay strings."""
-    if name not in JSON_FIELDS or not isinstance(value, str):
-        return value
-    try:
-        return json.loads(value)
-    except json.JSONDecodeError as exc:
-        raise HTTPProblem(400, f"field {name!r} is not valid JSON: {exc}") from exc
-
-
 async def parse_request(request: Request, state: ServiceState) -> tuple[Path | bytes, dict]:
     """Read a JSON or multipart request into (video source, parameters)."""
     body = await read_body_limited(request, state.max_upload_bytes)
@@ -141,7 +131,7 @@ async def parse_request(request: Request, state: ServiceState) -> tuple[Path | b
             raise HTTPProblem(422, "undecodable .npy upload: the body is empty")
         if not body.startswith(NPY_MAGIC):
             raise HTTPProblem(422, "undecodable .npy upload: missing the NumPy header")
-        return body, {k: _json_field(v, k) for k, v in request.query_params.items()}
+        return body, {k: json_field(v, k) for k, v in request.query_params.items()}
     if ctype.startswith("multipart/form-data"):
         async def receive() -> dict:
             return {"type": "http.request", "body": body, "more_body": False}
@@ -153,71 +143,41 @@ async def parse_request(request: Request, state: ServiceState) -> tuple[Path | b
         data = await upload.read()
         if not data:
             raise HTTPProblem(422, "undecodable video: the upload is empty (0 bytes)")
-        params = {k: _json_field(v, k) for k, v in form.items() if k != "video"}
+        params = {k: json_field(v, k) for k, v in form.items() if k != "video"}
         return data, params
-    try:
-        params = json.loads(body or b"{}")
-    except json.JSONDecodeError as exc:
-        raise HTTPProblem(400, f"body is neither multipart nor valid JSON: {exc}") from exc
+    params = parse_json(body or b"{}", "the body (neither multipart nor .npy)")
     if not isinstance(params, dict) or not isinstance(params.get("path"), str):
         raise HTTPProblem(400, "JSON body must be an object with a string 'path'")
     return resolve_under_root(state.allowed_root, params.pop("path")), params
 
 
-def _int_list(value: Any, name: str) -> list[int] | None:
-    if value is None:
-        return None
-    if not isinstance(value, list) or not all(isinstance(v, int) and not isinstance(v, bool) for v in value):
-        raise HTTPProblem(400, f"{name!r} must be a list of integers")
-    return value
-
-
 def _track_job(state: ServiceState, src: Path | bytes, params: dict) -> dict:
-    indices = _int_list(params.get("frame_indices"), "frame_indices")
-    grid = params.get("grid_size")
-    if grid is not None and (isinstance(grid, bool) or not isinstance(grid, int | str) or not str(grid).isdigit()):
-        raise HTTPProblem(400, f"grid_size must be a positive integer, got {grid!r}")
-    queries = params.get("queries")
-    frames = decode_frames(src, indices, state.settings.max_frames, max_decode_mb=state.settings.max_decode_mb)
+    opts = track_options(params)  # every option before decoding and tracking (tools/service_params.py)
+    frames = decode_frames(src, opts.frame_indices, state.settings.max_frames,
+                           max_decode_mb=state.settings.max_decode_mb)
     try:
-        q = np.asarray(queries, dtype=np.float64) if queries is not None else None
-        tracks = state.tracker.track(frames, grid_size=int(grid) if grid is not None else None, queries=q)
+        tracks = state.tracker.track(frames, grid_size=opts.grid_size, queries=opts.queries)
     except (TrackQueryError, ValueError, TypeError) as exc:
         raise HTTPProblem(400, f"bad track request: {exc}") from exc
-    if indices is not None:
-        tracks.frame_indices = list(indices)
-    encoding = params.get("tracks_encoding", "list")
-    if encoding not in ("list", "base64"):
-        raise HTTPProblem(400, f"tracks_encoding must be 'list' or 'base64', got {encoding!r}")
-    out: dict = {"tracks": tracks.to_dict(encoding), "frame_size": [int(frames.shape[1]), int(frames.shape[2])],
+    if opts.frame_indices is not None:
+        tracks.frame_indices = list(opts.frame_indices)
+    out: dict = {"tracks": tracks.to_dict(opts.tracks_encoding),
+                 "frame_size": [int(frames.shape[1]), int(frames.shape[2])],
                  "backend": state.info.get("motion_backend")}
-    if str(params.get("summary", "false")).lower() in ("true", "1"):
-        regions = params.get("regions")
+    if opts.summary:
         try:
-            out["summary"] = summarize_tracks(tracks, frames.shape[1:3], regions).model_dump(mode="json")
+            out["summary"] = summarize_tracks(tracks, frames.shape[1:3], opts.regions).model_dump(mode="json")
         except (ValueError, TypeError) as exc:
             raise HTTPProblem(400, f"bad track request: {exc}") from exc
     return out
 
 
-def _short_side(value: Any, default: int | None) -> int | None:
-    """The ``short_side`` parameter: a whole number of pixels (at least 16), "full", or absent (``default``)."""
-    if value is None:
-        return default
-    if isinstance(value, str) and value.strip().lower() == "full":
-        return None
-    text = str(value).strip()
-    if isinstance(value, bool) or not text.isdigit() or int(text) < 16:
-        raise HTTPProblem(400, f"short_side must be a whole number of pixels >= 16 or 'full', got {value!r}")
-    return int(text)
-
-
 def _surprise_job(state: ServiceState, src: Path | bytes, params: dict) -> dict:
     if state.scorer is None:
         raise HTTPProblem(503, "surprise is not enabled on this service")
-    short_side = _short_side(params.get("short_side"), state.settings.surprise_short_side)
-    indices = _int_list(params.get("frame_indices"), "frame_indices")
-    frames = decode_frames(src, indices, state.settings.max_frames, short_side, state.settings.max_decode_mb)
+    side = short_side(params.get("short_side"), state.settings.surprise_short_side)
+    indices = int_list(params.get("frame_indices"), "frame_indices")
+    frames = decode_frames(src, indices, state.settings.max_frames, side, state.settings.max_decode_mb)
     evidence = state.scorer.score(frames)
     if indices is not None:  # windows named by clip frame, as /v1/track names its tracks
         evidence = evidence.on_frames(indices)

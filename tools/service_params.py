@@ -1,0 +1,155 @@
+"""Request options of the tool service (tools/service.py): parsed and checked before any frame is decoded
+or tracked, each bad one a 400 naming the option.
+
+Decisions where the issues were silent:
+- Every option of a request is checked before its frames are decoded: a bad ``tracks_encoding`` was
+  refused only after the tracker had run, and a bad ``regions`` after tracking too.
+- ``grid_size`` is at most ``MAX_GRID_SIZE`` (64, i.e. 4096 points): it had no bound, and 100000 asked
+  for 10^10 points (a MemoryError 500, or minutes of CPU for 1000). The library's own calls ask for 8
+  (the agent), 12 (``raa demo``) and 16 (the README, the benchmarks).
+- ``queries`` has at most ``MAX_QUERIES`` rows (4096, as many points as the largest grid); the agent
+  sends at most 32 points.
+- ``regions`` is an object mapping a name to a box of four numbers; whether the box is in fractions of
+  the frame stays ``summarize_tracks``' rule. A list or a string reached it and failed with an
+  AttributeError (a 500).
+- JSON nested deeper than the parser's recursion limit is a 400 like any other malformed JSON (the
+  RecursionError was a 500), for a body and for the JSON-valued form / query fields alike.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from tools.service_frames import HTTPProblem
+
+MAX_GRID_SIZE = 64
+"""Largest ``grid_size`` of a track request (``grid_size**2`` points)."""
+MAX_QUERIES = 4096
+"""Most ``queries`` rows (points) of a track request."""
+JSON_FIELDS = ("queries", "frame_indices", "regions")
+"""Form and query-string fields that carry JSON (lists and objects); the others are plain strings."""
+TRACKS_ENCODINGS = ("list", "base64")
+
+
+def parse_json(text: str | bytes, what: str) -> Any:
+    """``json.loads(text)``, or 400 naming ``what`` when it is not JSON or is nested too deeply to parse."""
+    try:
+        return json.loads(text)
+    except RecursionError as exc:
+        raise HTTPProblem(400, f"{what} is nested too deeply to parse") from exc
+    except ValueError as exc:  # JSONDecodeError, and UnicodeDecodeError for bytes
+        raise HTTPProblem(400, f"{what} is not valid JSON: {exc}") from exc
+
+
+def json_field(value: Any, name: str) -> Any:
+    """A form or query-string field: parsed from JSON for ``JSON_FIELDS``, as it is otherwise."""
+    if name not in JSON_FIELDS or not isinstance(value, str):
+        return value
+    return parse_json(value, f"field {name!r}")
+
+
+def int_list(value: Any, name: str) -> list[int] | None:
+    """A list of integers (None when absent); 400 for anything else."""
+    if value is None:
+        return None
+    if not isinstance(value, list) or not all(isinstance(v, int) and not isinstance(v, bool) for v in value):
+        raise HTTPProblem(400, f"{name!r} must be a list of integers")
+    return value
+
+
+def _whole_number(value: Any) -> int | None:
+    """An int, or a string of ASCII digits, as an int; None for anything else (bools, floats, "²")."""
+    if isinstance(value, int) and not isinstance(value, bool):
+        return value
+    if isinstance(value, str) and value.strip().isascii() and value.strip().isdigit():
+        return int(value.strip())
+    return None
+
+
+def grid_size(value: Any) -> int | None:
+    """The ``grid_size`` option: 1..MAX_GRID_SIZE (None when absent)."""
+    if value is None:
+        return None
+    number = _whole_number(value)
+    if number is None or not 1 <= number <= MAX_GRID_SIZE:
+        raise HTTPProblem(400, f"grid_size must be a whole number from 1 to {MAX_GRID_SIZE}, got {value!r}")
+    return number
+
+
+def queries(value: Any) -> np.ndarray | None:
+    """The ``queries`` option, ``[[t, x, y], ...]`` with at most MAX_QUERIES rows, as float64 (its shape
+    and ranges are the tracker's to check); None when absent."""
+    if value is None:
+        return None
+    if not isinstance(value, list):
+        raise HTTPProblem(400, f"queries must be a list of [t, x, y] rows, got {type(value).__name__}")
+    if len(value) > MAX_QUERIES:
+        raise HTTPProblem(400, f"{len(value)} queries; the limit is {MAX_QUERIES} points")
+    try:
+        return np.asarray(value, dtype=np.float64)
+    except (ValueError, TypeError) as exc:
+        raise HTTPProblem(400, f"bad track request: queries must be [t, x, y] rows of numbers: {exc}") from exc
+
+
+def regions(value: Any) -> dict[str, list[float]] | None:
+    """The ``regions`` option: an object mapping a name to a box ``[x0, y0, x1, y1]`` of numbers (None when
+    absent; the box's range is ``summarize_tracks``' rule)."""
+    if value is None:
+        return None
+    if not isinstance(value, dict):
+        raise HTTPProblem(400, "regions must be an object mapping a name to a box [x0, y0, x1, y1], "
+                               f"got {type(value).__name__}")
+    for name, box in value.items():
+        if not (isinstance(box, list) and len(box) == 4
+                and all(isinstance(v, int | float) and not isinstance(v, bool) for v in box)):
+            raise HTTPProblem(400, f"region {name!r}: a box is a list of four numbers [x0, y0, x1, y1], got {box!r}")
+    return value
+
+
+def tracks_encoding(value: Any) -> str:
+    """The ``tracks_encoding`` option: "list" (the default) or "base64"."""
+    encoding = "list" if value is None else value
+    if encoding not in TRACKS_ENCODINGS:
+        raise HTTPProblem(400, f"tracks_encoding must be 'list' or 'base64', got {value!r}")
+    return encoding
+
+
+def flag(value: Any) -> bool:
+    """A boolean option: true for JSON true, "true" or "1" (any case), false otherwise."""
+    return str(value).lower() in ("true", "1")
+
+
+def short_side(value: Any, default: int | None) -> int | None:
+    """The ``short_side`` option: a whole number of pixels (at least 16), "full", or absent (``default``)."""
+    if value is None:
+        return default
+    if isinstance(value, str) and value.strip().lower() == "full":
+        return None
+    number = _whole_number(value)
+    if number is None or number < 16:
+        raise HTTPProblem(400, f"short_side must be a whole number of pixels >= 16 or 'full', got {value!r}")
+    return number
+
+
+@dataclass(frozen=True)
+class TrackOptions:
+    """The checked options of a ``/v1/track`` request."""
+
+    frame_indices: list[int] | None
+    grid_size: int | None
+    queries: np.ndarray | None
+    tracks_encoding: str
+    summary: bool
+    regions: dict[str, list[float]] | None
+
+
+def track_options(params: dict) -> TrackOptions:
+    """Every option of a track request, checked (400 for the first bad one)."""
+    return TrackOptions(frame_indices=int_list(params.get("frame_indices"), "frame_indices"),
+                        grid_size=grid_size(params.get("grid_size")), queries=queries(params.get("queries")),
+                        tracks_encoding=tracks_encoding(params.get("tracks_encoding")),
+                        summary=flag(params.get("summary", False)), regions=regions(params.get("regions")))
