@@ -134,3 +134,18 @@ def test_deeply_nested_json_is_400_not_500(counted):
     r = c.post("/v1/track", files={"video": ("f.npy", frames)}, data={"grid_size": "2", "queries": "[" * 100000})
     assert r.status_code == 400 and "field 'queries' is nested too deeply" in r.json()["detail"]
     assert tracker.calls == 0
+
+
+def test_paths_the_filesystem_cannot_resolve_are_refused_with_the_reason(tmp_path):
+    """A name over the filesystem's length limit (OSError ENAMETOOLONG) and a symlink loop (RuntimeError in
+    Path.resolve) were 500s."""
+    import os
+
+    os.symlink(tmp_path / "loop_b", tmp_path / "loop_a")
+    os.symlink(tmp_path / "loop_a", tmp_path / "loop_b")
+    with TestClient(create_app(ToolSettings(), tmp_path, tracker=LKTracker(), enable_surprise=False)) as c:
+        r = c.post("/v1/track", json={"path": "a" * 300 + ".mp4", "grid_size": 2})
+        assert r.status_code == 400 and "longer than the filesystem allows" in r.json()["detail"], r.text
+        assert len(r.json()["detail"]) < 200
+        r = c.post("/v1/track", json={"path": "loop_a", "grid_size": 2})
+        assert r.status_code == 404 and "'loop_a' cannot be resolved" in r.json()["detail"], r.text

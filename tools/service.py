@@ -31,6 +31,7 @@ parameter: pixels or "full"; by default ``settings.surprise_short_side``, ``RAA_
 
 from __future__ import annotations
 
+import errno
 import hmac
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
@@ -69,15 +70,25 @@ class ServiceState:
 
 
 def resolve_under_root(root: Path, requested: str) -> Path:
-    """Resolve ``requested`` (relative to ``root`` or absolute) and refuse anything outside ``root``."""
+    """Resolve ``requested`` (relative to ``root`` or absolute) and refuse anything outside ``root``; a path
+    the filesystem cannot resolve (a name over its length limit: 400, a symlink loop: 404) is refused
+    with the reason instead of failing the request with a 500."""
     if not requested or "\x00" in requested:
         raise HTTPProblem(400, "empty or invalid path")
+    shown = repr(requested if len(requested) <= 80 else requested[:77] + "...")
     root = root.resolve()
-    candidate = (root / requested).resolve()
-    if not candidate.is_relative_to(root):
-        raise HTTPProblem(403, f"path {requested!r} is outside the allowed root")
-    if not candidate.is_file():
-        raise HTTPProblem(404, f"no such file under the allowed root: {requested!r}")
+    try:
+        candidate = (root / requested).resolve()
+        if not candidate.is_relative_to(root):
+            raise HTTPProblem(403, f"path {shown} is outside the allowed root")
+        if not candidate.is_file():
+            raise HTTPProblem(404, f"no such file under the allowed root: {shown}")
+    except RuntimeError as exc:  # Path.resolve's "Symlink loop" before Python 3.13
+        raise HTTPProblem(404, f"path {shown} cannot be resolved: {exc}") from exc
+    except OSError as exc:
+        if exc.errno == errno.ENAMETOOLONG:
+            raise HTTPProblem(400, f"path {shown} is longer than the filesystem allows") from exc
+        raise HTTPProblem(404, f"path {shown} cannot be resolved: {exc.strerror or exc}") from exc
     return candidate
 
 
