@@ -21,7 +21,8 @@ Decisions where the issues were silent:
   several trainer ranks posting at once share the backbone instead of multiplying its load.
 - A bad item (missing or invalid base64, empty video, instruction not a string) gets its own
   ineligible result naming the item and the problem; the other items are scored. An undecodable
-  video is the agent's own ineligible result (video fault). A malformed request (not JSON, no `items`
+  video is the agent's own ineligible result (video fault). A malformed request (not JSON, JSON nested
+  deeper than the parser goes, no `items`
   list, more than `max_items` items) is a 400 for the whole batch, which the client turns into an
   ineligible batch; a body over `max_body_mb` is a 413; a missing or wrong token is a 401.
 - Clips are written to a temporary folder for the runs and deleted when the request is answered (and
@@ -147,6 +148,8 @@ def create_reward_app(agent: Any, preset: str, *, token: str | None = None, max_
         body = await read_body_limited(request, limit)
         try:  # parsing, decoding and the clips' files stay off the event loop the runs share
             payload = await asyncio.to_thread(json.loads, body)
+        except RecursionError as exc:  # JSON nested deeper than the parser goes: malformed, not a 500
+            raise HTTPProblem(400, "the body is not JSON this service reads: nested too deeply to parse") from exc
         except ValueError as exc:
             raise HTTPProblem(400, f"the body is not JSON: {exc}") from exc
         items = payload.get("items") if isinstance(payload, dict) else None

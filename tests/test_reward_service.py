@@ -85,6 +85,13 @@ def test_auth_limits_and_malformed_requests(client):
     assert res.status_code == 413
 
 
+def test_deeply_nested_json_is_a_400_not_a_500(client):
+    """json.loads raised RecursionError for a body nested past the parser's depth: a 500."""
+    for body in (b"[" * 100000, b'{"items": ' + b"[" * 100000 + b"]" * 100000 + b"}"):
+        res = client.post("/v1/score", content=body, headers=AUTH)
+        assert res.status_code == 400 and "nested too deeply" in res.json()["detail"], res.text
+
+
 def test_runs_in_flight_are_capped_over_all_requests(monkeypatch, tmp_path):
     import graph.reward_service
 
