@@ -151,7 +151,8 @@ def test_tool_fault_travels_to_the_client(service_root, service_scorer):
 def test_surprise_can_be_disabled(service_root):
     app = create_app(ToolSettings(), service_root, tracker=LKTracker(), enable_surprise=False)
     with TestClient(app) as c:
-        assert c.post("/v1/surprise", json={"path": "clip.mp4"}).status_code == 503
+        r = c.post("/v1/surprise", json={"path": "clip.mp4"})
+        assert r.status_code == 501 and "not enabled" in r.json()["detail"]  # permanent: 503 means busy
 
 
 def test_cli_defaults_and_token_from_env(monkeypatch, service_root):

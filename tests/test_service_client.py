@@ -207,3 +207,17 @@ def test_preload_checks_that_a_tool_service_answers_and_serves_the_presets_tools
     with pytest.raises(ToolFault) as info:
         preload_tools(motion_only, down)
     assert info.value.tool == "motion" and f"127.0.0.1:{port}" in info.value.message
+
+
+def test_a_service_without_surprise_is_a_config_fault_asked_once(service_root, service_scorer):
+    """"surprise is not enabled" was a 503, which the client retried three times as "busy" and reported as
+    a transport fault; it is a 501 now: one request, kind "config"."""
+    app = create_app(ToolSettings(), service_root, token=TOKEN, tracker=LKTracker(), enable_surprise=False)
+    with serve(app) as url, ToolServiceClient(url, token=TOKEN, backoff_s=0.01) as c:
+        sent: list[str] = []
+        c._http.event_hooks["request"].append(lambda req: sent.append(req.url.path))
+        with pytest.raises(ToolFault) as info:
+            RemoteSurpriseScorer(c).score_file(service_root / "clip.mp4", frames=16, short_side=64)
+        assert (info.value.tool, info.value.kind) == ("service", "config") and "HTTP 501" in info.value.message
+        assert sent == ["/v1/surprise"]
+        RemoteMotionTracker(c).track(moving_clip(4), grid_size=2)  # motion is still served

@@ -8,7 +8,9 @@ same tool returns in-process. Decisions where the issue was silent:
 - 400 (bad queries / indices) raises :class:`TrackQueryError` for tracking and ``ValueError`` for
   surprise, like the in-process tools; 500 with a ``fault`` payload re-raises that ToolFault; any
   other error status, and exhausted retries, raise ``ToolFault("service", kind, ...)`` with kind
-  ``auth`` (401/403), ``input`` (404/413/422) or ``transport``.
+  ``auth`` (401/403), ``input`` (404/413/422), ``config`` (501: the service does not serve that tool,
+  e.g. surprise on a service started with ``--no-surprise``; a permanent answer, never retried) or
+  ``transport``.
 """
 
 from __future__ import annotations
@@ -62,6 +64,15 @@ def send_with_retries(send: Callable[[], httpx.Response], *, retries: int, backo
         raise RetriesExhausted(f"{exc} (after {retries} attempts)") from exc
 
 
+def status_kind(status: int) -> str:
+    """The ToolFault kind of an error status the client does not handle otherwise (module docstring)."""
+    if status in (401, 403):
+        return "auth"
+    if status in (404, 413, 422):
+        return "input"
+    return "config" if status == 501 else "transport"
+
+
 class ToolServiceClient:
     """Thin synchronous client of the tool service (thread-safe; one connection pool)."""
 
@@ -100,8 +111,7 @@ class ToolServiceClient:
         if resp.status_code == 500 and isinstance(body.get("fault"), dict):
             f = body["fault"]
             raise ToolFault(str(f.get("tool", "service")), str(f.get("kind", "run")), str(f.get("message", detail)))
-        kind = "auth" if resp.status_code in (401, 403) else "input" if resp.status_code in (404, 413, 422) else "transport"
-        raise ToolFault("service", kind, f"{path}: HTTP {resp.status_code}: {detail}")
+        raise ToolFault("service", status_kind(resp.status_code), f"{path}: HTTP {resp.status_code}: {detail}")
 
     def info(self) -> dict:
         return self.request("GET", "/v1/info")
@@ -109,7 +119,7 @@ class ToolServiceClient:
     def check_serves(self, tool: str) -> dict:
         """``/v1/info`` when the service answers and serves ``tool`` ("motion" or "surprise"), else a
         ToolFault ``(tool, "load")`` naming the service: what a batch, a reward service or a training run
-        checks at start, since otherwise every run finds out (503 "surprise is not enabled", or no
+        checks at start, since otherwise every run finds out (501 "surprise is not enabled", or no
         answer at all) and every clip is ineligible."""
         try:
             info = self.info()

@@ -17,7 +17,9 @@ that are not an object of boxes, malformed or too deeply nested JSON), 401
 missing or wrong bearer token, 403 path outside the allowed root, 404 missing file, 413 body over
 the size limit, a clip longer than ``settings.max_frames`` (pass ``frame_indices``) or whose frames would
 decode to more than ``settings.max_decode_mb`` (checked before decoding: a long 4K clip is tens of GB), 422 undecodable video (the reason is in ``detail``), 500 a tool fault (``fault``
-holds tool/kind/message), 503 surprise disabled or too many requests in progress. Decisions where the issue was silent: the work
+holds tool/kind/message), 501 surprise not enabled on this service (``--no-surprise``), 503 too many requests
+in progress. Decisions where the issue was silent: "surprise not enabled" is a 501, not a 503: the client
+retries 503 as "busy", so a permanent answer was sent three times and reported as a transport fault. The work
 of each request (decode + model) runs in a thread under an ``anyio.CapacityLimiter`` of ``workers``
 slots, so excess requests wait in line; ``/healthz`` needs no token; JSON ``queries`` are
 ``[[t, x, y], ...]`` with ``t`` indexing the decoded (or selected) frames; a C-order uint8 ``.npy``
@@ -184,8 +186,6 @@ def _track_job(state: ServiceState, src: Path | bytes, params: dict) -> dict:
 
 
 def _surprise_job(state: ServiceState, src: Path | bytes, params: dict) -> dict:
-    if state.scorer is None:
-        raise HTTPProblem(503, "surprise is not enabled on this service")
     side = short_side(params.get("short_side"), state.settings.surprise_short_side)
     indices = int_list(params.get("frame_indices"), "frame_indices")
     frames = decode_frames(src, indices, state.settings.max_frames, side, state.settings.max_decode_mb)
@@ -261,6 +261,9 @@ def create_app(settings: ToolSettings, allowed_root: str | Path, *, token: str |
 
     @app.post("/v1/surprise")
     async def surprise(request: Request) -> JSONResponse:
+        if state.scorer is None:  # before the body is read: a permanent answer, not "busy" (module docstring)
+            check_token(request)
+            raise HTTPProblem(501, "surprise is not enabled on this service (started with --no-surprise)")
         return await run(_surprise_job, request)
 
     return app
