@@ -221,3 +221,56 @@ def test_a_service_without_surprise_is_a_config_fault_asked_once(service_root, s
         assert (info.value.tool, info.value.kind) == ("service", "config") and "HTTP 501" in info.value.message
         assert sent == ["/v1/surprise"]
         RemoteMotionTracker(c).track(moving_clip(4), grid_size=2)  # motion is still served
+
+
+class _Counted:
+    """A tracker that counts its runs and holds each until released."""
+
+    def __init__(self) -> None:
+        self.calls, self.entered, self.release = 0, threading.Event(), threading.Event()
+
+    def track(self, frames, *, grid_size=None, queries=None):
+        self.calls += 1
+        self.entered.set()
+        self.release.wait(10)
+        return LKTracker().track(frames, grid_size=grid_size, queries=queries)
+
+
+def test_a_read_timeout_is_not_retried(service_root):
+    """The client retried a read timeout while the service went on computing each abandoned attempt
+    (3 attempts: 3 tracker runs behind the same slots); it reports kind "timeout" after one request."""
+    slow = _Counted()
+    app = create_app(ToolSettings(), service_root, token=TOKEN, workers=4, tracker=slow, enable_surprise=False)
+    with serve(app) as url, ToolServiceClient(url, token=TOKEN, timeout_s=0.5, retries=3, backoff_s=0.01) as c:
+        sent: list[str] = []
+        c._http.event_hooks["request"].append(lambda req: sent.append(req.url.path))
+        with pytest.raises(ToolFault) as info:
+            RemoteMotionTracker(c).track(moving_clip(4), grid_size=2)
+        slow.release.set()
+    assert (info.value.kind, sent, slow.calls) == ("timeout", ["/v1/track"], 1)
+    assert "not retried" in info.value.message
+
+
+def test_a_queued_request_whose_client_left_is_skipped(service_root):
+    """A request waiting for a worker slot whose client disconnected (its timeout) was computed anyway,
+    for nobody, holding the slot from the requests behind it."""
+    import time
+
+    import httpx
+
+    tracker = _Counted()
+    app = create_app(ToolSettings(), service_root, workers=1, tracker=tracker, enable_surprise=False)
+    body = {"path": "clip.mp4", "grid_size": 2}
+    with serve(app) as url:
+        first = ThreadPoolExecutor(1).submit(httpx.post, f"{url}/v1/track", json=body, timeout=20)
+        assert tracker.entered.wait(10)
+        with pytest.raises(httpx.ReadTimeout):  # queued behind the first, then gone
+            httpx.post(f"{url}/v1/track", json=body, timeout=0.5)
+        tracker.release.set()
+        assert first.result(20).status_code == 200
+        state = app.state.tools
+        for _ in range(100):
+            if state.pending == 0:
+                break
+            time.sleep(0.05)
+        assert state.pending == 0 and tracker.calls == 1

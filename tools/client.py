@@ -4,13 +4,18 @@ Frames are sent as a raw ``.npy`` upload (lossless), so a remote call returns ex
 same tool returns in-process. Decisions where the issue was silent:
 - Tracks travel base64-encoded (``track`` always, ``track_path`` by default): JSON lists of floats
   cost ~20 ms to render and ~15 ms to parse for 81 frames x 256 points, more than the HTTP hop.
-- Retried (exponential backoff, ``retries`` attempts): connection errors, timeouts, 429, 502, 503, 504.
+- Retried (exponential backoff, ``retries`` attempts): connection errors (``RETRY_ERRORS``: connecting
+  failed or timed out, no pooled connection in time, the connection broke) and 429, 502, 503, 504.
+  A read or write timeout is not retried: the service goes on computing a request whose client gave
+  up, so each retry added one more full computation behind the same worker slots (3 attempts, 3
+  tracker runs) and waited its whole timeout again. It is reported at once as kind ``timeout``; the
+  service, for its part, skips a queued request whose client is gone (tools/service.py).
 - 400 (bad queries / indices) raises :class:`TrackQueryError` for tracking and ``ValueError`` for
   surprise, like the in-process tools; 500 with a ``fault`` payload re-raises that ToolFault; any
   other error status, and exhausted retries, raise ``ToolFault("service", kind, ...)`` with kind
   ``auth`` (401/403), ``input`` (404/413/422), ``config`` (501: the service does not serve that tool,
-  e.g. surprise on a service started with ``--no-surprise``; a permanent answer, never retried) or
-  ``transport``.
+  e.g. surprise on a service started with ``--no-surprise``; a permanent answer, never retried),
+  ``timeout`` (no answer within ``timeout_s``) or ``transport``.
 """
 
 from __future__ import annotations
@@ -38,20 +43,43 @@ class _Retryable(Exception):
         super().__init__(message)
 
 
-class RetriesExhausted(RuntimeError):
+RETRY_ERRORS = (httpx.NetworkError, httpx.ConnectTimeout, httpx.PoolTimeout, httpx.RemoteProtocolError)
+"""Transport errors retried: the connection could not be made, or broke (module docstring)."""
+
+
+class SendFailed(RuntimeError):
+    """A request that got no answer to return; ``kind`` (a ToolFault kind) says why: "transport" (the
+    connection failed) or "timeout" (no answer in time; never retried, module docstring)."""
+
+    def __init__(self, kind: str, message: str) -> None:
+        super().__init__(message)
+        self.kind = kind
+
+
+class RetriesExhausted(SendFailed):
     """Every attempt of a request failed transiently; the message names the last failure and the count."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__("transport", message)
 
 
 def send_with_retries(send: Callable[[], httpx.Response], *, retries: int, backoff_s: float,
                       max_wait_s: float = 10.0) -> httpx.Response:
     """``send()`` retried with exponential backoff (``backoff_s`` doubling, at most ``max_wait_s``) while it
-    fails transiently (a transport error or timeout, or HTTP 429/502/503/504), ``retries`` attempts in all;
-    any other answer is returned as it is. Raises RetriesExhausted after the last attempt."""
+    fails transiently (a connection error, ``RETRY_ERRORS``, or HTTP 429/502/503/504), ``retries`` attempts
+    in all; any other answer is returned as it is. Raises RetriesExhausted after the last attempt, and
+    SendFailed at once for a read or write timeout (the service may still be computing the request: a
+    retry would compute it again) or any other transport error."""
     def once() -> httpx.Response:
         try:
             resp = send()
-        except httpx.TransportError as exc:
+        except RETRY_ERRORS as exc:
             raise _Retryable(f"{type(exc).__name__}: {exc}") from exc
+        except httpx.TimeoutException as exc:
+            raise SendFailed("timeout", f"no answer in time ({type(exc).__name__}: {exc}); not retried, since the "
+                                        "service would compute the request again") from exc
+        except httpx.TransportError as exc:
+            raise SendFailed("transport", f"{type(exc).__name__}: {exc}") from exc
         if resp.status_code in RETRY_STATUS:
             raise _Retryable(f"HTTP {resp.status_code}: {resp.text[:300]}")
         return resp
@@ -97,8 +125,8 @@ class ToolServiceClient:
         try:
             resp = send_with_retries(lambda: self._http.request(method, path, **kwargs), retries=self.retries,
                                      backoff_s=self.backoff_s)
-        except RetriesExhausted as exc:
-            raise ToolFault("service", "transport", f"{path}: {exc}") from exc
+        except SendFailed as exc:
+            raise ToolFault("service", exc.kind, f"{path}: {exc}") from exc
         if resp.status_code == 200:
             return resp.json()
         try:

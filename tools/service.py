@@ -18,10 +18,13 @@ missing or wrong bearer token, 403 path outside the allowed root, 404 missing fi
 the size limit, a clip longer than ``settings.max_frames`` (pass ``frame_indices``) or whose frames would
 decode to more than ``settings.max_decode_mb`` (checked before decoding: a long 4K clip is tens of GB), 422 undecodable video (the reason is in ``detail``), 500 a tool fault (``fault``
 holds tool/kind/message), 501 surprise not enabled on this service (``--no-surprise``), 503 too many requests
-in progress. Decisions where the issue was silent: "surprise not enabled" is a 501, not a 503: the client
+in progress (499, never read, for a request skipped because its client disconnected while it waited).
+Decisions where the issue was silent: "surprise not enabled" is a 501, not a 503: the client
 retries 503 as "busy", so a permanent answer was sent three times and reported as a transport fault. The work
 of each request (decode + model) runs in a thread under an ``anyio.CapacityLimiter`` of ``workers``
-slots, so excess requests wait in line; ``/healthz`` needs no token; JSON ``queries`` are
+slots, so excess requests wait in line, and a request whose client disconnected while it waited (its
+timeout, Ctrl-C) is skipped when its slot comes instead of computed for nobody (a computation already
+running cannot be stopped: it is a thread); ``/healthz`` needs no token; JSON ``queries`` are
 ``[[t, x, y], ...]`` with ``t`` indexing the decoded (or selected) frames; a C-order uint8 ``.npy``
 body is used as a read-only zero-copy view of the request bytes (other ``.npy`` go through ``np.load``).
 Serve it with ``uvicorn.run(app, host, port)`` (as ``raa serve-tools`` does) or on a socket created with
@@ -68,6 +71,7 @@ class ServiceState:
     max_pending: int = 64
     pending: int = 0
     limiter: anyio.CapacityLimiter | None = None
+    threads: anyio.CapacityLimiter | None = None
     info: dict = field(default_factory=dict)
 
 
@@ -218,7 +222,8 @@ def create_app(settings: ToolSettings, allowed_root: str | Path, *, token: str |
                 batch_size=settings.surprise_batch_size, top_k=settings.surprise_top_k)
             if isinstance(state.scorer, VJEPA2SurpriseScorer):
                 state.scorer.load()
-        state.limiter = anyio.CapacityLimiter(workers)
+        state.limiter = anyio.CapacityLimiter(workers)  # the worker slots a request waits for
+        state.threads = anyio.CapacityLimiter(workers)  # their threads (a slot holder cannot borrow it twice)
         state.info = _info(state)
         yield
 
@@ -239,7 +244,10 @@ def create_app(settings: ToolSettings, allowed_root: str | Path, *, token: str |
         state.pending += 1  # the event loop is single-threaded: no await between check and increment
         try:
             src, params = await parse_request(request, state)
-            result = await anyio.to_thread.run_sync(job, state, src, params, limiter=state.limiter)
+            async with state.limiter:
+                if await request.is_disconnected():  # gave up while queued: nobody would read the answer
+                    raise HTTPProblem(499, "the client disconnected before a worker was free; request skipped")
+                result = await anyio.to_thread.run_sync(job, state, src, params, limiter=state.threads)
         except ToolFault as exc:
             raise HTTPProblem(500, str(exc), fault={"tool": exc.tool, "kind": exc.kind, "message": exc.message}) from exc
         finally:

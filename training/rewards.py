@@ -22,8 +22,9 @@ Adapters:
       -> 200 {"results": [{"reward": 0.75 | null, "status": "...", "reasons": ["..."]}, ...]}
 
   one result per item, same order; `raa serve-reward` serves it for the reward agent. Transient
-  failures (connection errors, timeouts, 429/502/503/504) are retried ``retries`` times with
-  backoff; then, or at once for any other error status or a malformed body, the whole batch is
+  failures (connection errors, 429/502/503/504) are retried ``retries`` times with backoff, a read
+  timeout is not (``tools.client.send_with_retries``: the service would score the batch again);
+  then, or at once for any other error status or a malformed body, the whole batch is
   ineligible (with the reason kept in ``last_reasons``), never a made-up reward. ``url`` may be a
   list: rank r posts to ``url[r % len(url)]``.
 * ``reward: sum`` -- a weighted sum of the above (:class:`training.sum_reward.SumReward`).
