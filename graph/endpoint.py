@@ -8,7 +8,10 @@ servers, vLLM and SGLang included, list what they serve there).
 
 Decisions where the issues were silent:
 - Connection failures and timeouts are retried for `wait_s` seconds (a server still loading its
-  weights is normal when a job script starts both); then the problem is reported.
+  weights is normal when a job script starts both); then the problem is reported. A URL that cannot
+  be requested at all (no `http://` / `https://`, as in `localhost:8000/v1`, or malformed) is reported
+  at once as the setting to fix: waiting never makes it right, and it was retried for the whole wait
+  and then blamed on a server that was not up.
 - 401 / 403 means the key was rejected; a 200 whose model list lacks `RAA_MODEL` means a wrong name
   (the message lists what is served); "NAME:TAG" in the list serves "NAME" (Ollama's default tag). Any other answer (404 from a proxy without `/models`, a body that
   is not a model list) cannot say either way and passes: the check never blocks a working setup.
@@ -35,11 +38,14 @@ def preflight(settings: BackboneSettings) -> str | None:
 
 def first_answer(url: str, *, wait_s: float, timeout_s: float, headers: dict[str, str] | None = None) -> httpx.Response:
     """The first HTTP answer of `GET url` (any status), retrying connection failures and timeouts about
-    once a second for `wait_s` seconds (one try when 0); the last `httpx.HTTPError` after that."""
+    once a second for `wait_s` seconds (one try when 0); the last `httpx.HTTPError` after that. A URL that
+    cannot be requested (`httpx.UnsupportedProtocol`, `httpx.InvalidURL`) is raised at once."""
     deadline = time.monotonic() + wait_s
     while True:
         try:
             return httpx.get(url, headers=headers or {}, timeout=timeout_s)
+        except httpx.UnsupportedProtocol:
+            raise
         except httpx.HTTPError:
             if time.monotonic() >= deadline:
                 raise
@@ -60,6 +66,8 @@ def check_server(base_url: str, model: str, api_key: str | None, *, wait_s: floa
     headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
     try:
         resp = first_answer(url, wait_s=wait_s, timeout_s=min(10.0, timeout_s), headers=headers)
+    except (httpx.UnsupportedProtocol, httpx.InvalidURL) as exc:
+        return bad_url_problem(f"the {role} endpoint", base_url, f"{env}_BASE_URL", exc)
     except httpx.HTTPError as exc:
         return (f"the {role} endpoint {base_url} did not answer within {wait_s:g} s "
                 f"({type(exc).__name__}: {exc}); is the server up ({env}_BASE_URL)?")
@@ -72,6 +80,13 @@ def check_server(base_url: str, model: str, api_key: str | None, *, wait_s: floa
         return (f"model {model!r} is not served at {base_url} (served: {shown or 'none'}); "
                 f"set {env}_MODEL to one of them")
     return None
+
+
+def bad_url_problem(what: str, url: str, setting: str, exc: Exception) -> str:
+    """The problem of a URL httpx cannot request (`httpx.UnsupportedProtocol`, `httpx.InvalidURL`): the
+    setting to fix, not a server that is down."""
+    return (f"{what} URL {url!r} cannot be requested ({type(exc).__name__}: {exc}); {setting} needs a scheme "
+            "and a host, e.g. http://HOST:PORT/v1")
 
 
 def _model_ids(resp: httpx.Response) -> list[str] | None:

@@ -85,6 +85,19 @@ def test_no_answer_within_the_wait():
     assert "did not answer within 0.3 s" in problem and "RAA_BASE_URL" in problem
 
 
+@pytest.mark.parametrize("url", ["localhost:8000/v1", "127.0.0.1:8000/v1", "http://[::1/v1"])
+def test_a_url_without_a_scheme_is_reported_at_once_as_the_setting_to_fix(url):
+    """httpx's UnsupportedProtocol was retried for the whole wait and then blamed on a server not up."""
+    import time
+
+    from graph.endpoint import check_server
+
+    start = time.monotonic()
+    problem = check_server(url, "m", None, wait_s=30, timeout_s=5)
+    assert time.monotonic() - start < 5
+    assert f"URL {url!r} cannot be requested" in problem and "RAA_BASE_URL needs a scheme" in problem
+
+
 def test_score_batch_stops_before_writing_rows(server, monkeypatch, tmp_path):
     manifest = tmp_path / "m.jsonl"
     manifest.write_text(json.dumps({"path": "a.mp4", "instruction": "push"}) + "\n")

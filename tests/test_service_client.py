@@ -274,3 +274,15 @@ def test_a_queued_request_whose_client_left_is_skipped(service_root):
                 break
             time.sleep(0.05)
         assert state.pending == 0 and tracker.calls == 1
+
+
+@pytest.mark.parametrize("url", ["localhost:8765", "ftp://127.0.0.1:8765"])
+def test_a_url_httpx_cannot_request_is_a_config_fault_not_retried(url):
+    """UnsupportedProtocol was retried like a dropped connection and reported as a transport fault."""
+    with ToolServiceClient(url, retries=3, backoff_s=0.5) as c:
+        sent: list[str] = []
+        c._http.event_hooks["request"].append(lambda req: sent.append(req.url.path))
+        with pytest.raises(ToolFault) as info:
+            RemoteMotionTracker(c).track(moving_clip(4), grid_size=2)
+    assert info.value.kind == "config" and len(sent) == 1
+    assert "RAA_TOOLS_URL" in info.value.message and "needs http:// or https://" in info.value.message

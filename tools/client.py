@@ -15,7 +15,8 @@ same tool returns in-process. Decisions where the issue was silent:
   other error status, and exhausted retries, raise ``ToolFault("service", kind, ...)`` with kind
   ``auth`` (401/403), ``input`` (404/413/422), ``config`` (501: the service does not serve that tool,
   e.g. surprise on a service started with ``--no-surprise``; a permanent answer, never retried),
-  ``timeout`` (no answer within ``timeout_s``) or ``transport``.
+  ``timeout`` (no answer within ``timeout_s``), ``config`` too for a URL httpx cannot request (no
+  ``http://`` / ``https://``, malformed: never retried, it is the setting to fix) or ``transport``.
 """
 
 from __future__ import annotations
@@ -49,7 +50,8 @@ RETRY_ERRORS = (httpx.NetworkError, httpx.ConnectTimeout, httpx.PoolTimeout, htt
 
 class SendFailed(RuntimeError):
     """A request that got no answer to return; ``kind`` (a ToolFault kind) says why: "transport" (the
-    connection failed) or "timeout" (no answer in time; never retried, module docstring)."""
+    connection failed), "timeout" (no answer in time) or "config" (the URL cannot be requested); the
+    last two are never retried (module docstring)."""
 
     def __init__(self, kind: str, message: str) -> None:
         super().__init__(message)
@@ -75,6 +77,9 @@ def send_with_retries(send: Callable[[], httpx.Response], *, retries: int, backo
             resp = send()
         except RETRY_ERRORS as exc:
             raise _Retryable(f"{type(exc).__name__}: {exc}") from exc
+        except (httpx.UnsupportedProtocol, httpx.InvalidURL) as exc:  # waiting never fixes a URL
+            raise SendFailed("config", f"the URL cannot be requested ({type(exc).__name__}: {exc}); it needs "
+                                       "http:// or https:// and a host") from exc
         except httpx.TimeoutException as exc:
             raise SendFailed("timeout", f"no answer in time ({type(exc).__name__}: {exc}); not retried, since the "
                                         "service would compute the request again") from exc
@@ -126,7 +131,8 @@ class ToolServiceClient:
             resp = send_with_retries(lambda: self._http.request(method, path, **kwargs), retries=self.retries,
                                      backoff_s=self.backoff_s)
         except SendFailed as exc:
-            raise ToolFault("service", exc.kind, f"{path}: {exc}") from exc
+            where = f" (tool service URL {str(self._http.base_url)!r}, RAA_TOOLS_URL)" if exc.kind == "config" else ""
+            raise ToolFault("service", exc.kind, f"{path}: {exc}{where}") from exc
         if resp.status_code == 200:
             return resp.json()
         try:
