@@ -233,3 +233,29 @@ def test_regions_in_pixels_are_a_bad_request(client):
     r = client.post("/v1/track", json={"path": "clip.mp4", "grid_size": 2, "summary": True,
                                        "regions": {"gripper": [0, 0, 32, 32]}}, headers=AUTH)
     assert r.status_code == 400 and "fractions of the frame" in r.json()["detail"]
+
+
+def test_a_non_ascii_token_is_refused_at_the_edge_without_echoing_it(service_root):
+    """A token like "pässwort" failed in the client with a bare UnicodeEncodeError, and a server started
+    with it accepted only its latin-1 bytes."""
+    import typer
+    from typer.testing import CliRunner
+
+    from tools.cli import serve_tools_command
+    from tools.client import ToolServiceClient
+
+    with pytest.raises(ValueError, match="RAA_TOOLS_TOKEN must be printable ASCII") as info:
+        ToolSettings.from_env({"RAA_TOOLS_URL": "http://127.0.0.1:9", "RAA_TOOLS_TOKEN": "pässwort"})
+    assert "pässwort" not in str(info.value) and "character 2" in str(info.value)
+    with pytest.raises(ValueError, match="printable ASCII"):
+        ToolSettings(tools_token="tab\there")
+    with pytest.raises(ValueError, match="the tool service token must be printable ASCII"):
+        ToolServiceClient("http://127.0.0.1:9", token="pässwort")
+    with pytest.raises(ValueError, match="the service token must be printable ASCII"):
+        create_app(ToolSettings(), service_root, token="pässwort", tracker=LKTracker(), enable_surprise=False)
+    app = typer.Typer()
+    app.command()(serve_tools_command)
+    result = CliRunner().invoke(app, ["--allowed-root", str(service_root), "--no-surprise"],
+                                env={"RAA_TOOLS_TOKEN": "pässwort"})
+    assert result.exit_code == 2 and "must be printable ASCII" in result.output and "pässwort" not in result.output
+    assert ToolSettings(tools_token="s3cret-Token_1").token() == "s3cret-Token_1"

@@ -1,7 +1,8 @@
 """``raa serve-tools``: run the evidence-tool service with uvicorn (registered in graph/cli.py).
 
 The environment is read here, at the edge: ``ToolSettings.from_env()`` for model settings, and
-``RAA_TOOLS_TOKEN`` as the token default. Command-line flags override the environment. The service
+``RAA_TOOLS_TOKEN`` as the token default (printable ASCII, ``tools.settings.check_token_text``, or the command
+stops naming it). Command-line flags override the environment. The service
 binds 127.0.0.1 unless ``--host`` says otherwise; binding elsewhere without a token prints a warning.
 """
 
@@ -13,6 +14,16 @@ from typing import Annotated, Literal
 import typer
 
 
+def _token_option(value: str | None) -> str | None:
+    """--token: printable ASCII (``check_token_text``), else a usage error naming the option."""
+    from tools.settings import check_token_text
+
+    try:
+        return None if value is None else check_token_text(value, "--token / RAA_TOOLS_TOKEN")
+    except ValueError as exc:
+        raise typer.BadParameter(str(exc)) from exc
+
+
 def serve_tools_command(
     host: Annotated[str, typer.Option(help="Interface to bind (loopback by default).")] = "127.0.0.1",
     port: Annotated[int, typer.Option(help="TCP port.")] = 8765,
@@ -22,7 +33,7 @@ def serve_tools_command(
                       typer.Option(help="Motion backend (default: RAA_MOTION_BACKEND, else lk).")] = None,
     allowed_root: Annotated[Path, typer.Option(help="Videos requested by path must lie under this directory.")]
     = Path("."),
-    token: Annotated[str | None, typer.Option(envvar="RAA_TOOLS_TOKEN", show_envvar=True,
+    token: Annotated[str | None, typer.Option(envvar="RAA_TOOLS_TOKEN", show_envvar=True, callback=_token_option,
                                               help="Bearer token required on /v1/* (none = open).")] = None,
     workers: Annotated[int, typer.Option(min=1, max=64, help="Requests computed at once.")] = 2,
     max_upload_mb: Annotated[float, typer.Option(min=0.001, help="Largest request body (MiB).")] = 256.0,

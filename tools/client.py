@@ -33,6 +33,7 @@ from tenacity import Retrying, retry_if_exception_type, stop_after_attempt, wait
 
 from tools.errors import ToolFault
 from tools.motion.base import MotionTracks, TrackQueryError, validate_frames
+from tools.settings import check_token_text
 from tools.surprise import SurpriseEvidence
 
 RETRY_STATUS = {429, 502, 503, 504}
@@ -111,7 +112,7 @@ class ToolServiceClient:
 
     def __init__(self, base_url: str, *, token: str | None = None, timeout_s: float = 300.0,
                  connect_timeout_s: float = 10.0, retries: int = 3, backoff_s: float = 0.5) -> None:
-        headers = {"Authorization": f"Bearer {token}"} if token else {}
+        headers = {"Authorization": f"Bearer {check_token_text(token, 'the tool service token')}"} if token else {}
         self._http = httpx.Client(base_url=base_url.rstrip("/"), headers=headers,
                                   timeout=httpx.Timeout(timeout_s, connect=connect_timeout_s))
         self.retries, self.backoff_s = retries, backoff_s

@@ -53,7 +53,7 @@ from tools.motion import MotionTracker, build_tracker, summarize_tracks
 from tools.motion.base import TrackQueryError
 from tools.service_frames import NPY_CONTENT_TYPE, NPY_MAGIC, HTTPProblem, decode_frames
 from tools.service_params import int_list, json_field, parse_json, short_side, track_options
-from tools.settings import ToolSettings
+from tools.settings import ToolSettings, check_token_text
 from tools.surprise import SurpriseScorer, VJEPA2SurpriseScorer
 
 
@@ -209,6 +209,8 @@ def create_app(settings: ToolSettings, allowed_root: str | Path, *, token: str |
     """
     if workers < 1:
         raise ValueError("workers must be >= 1")
+    if token:
+        check_token_text(token, "the service token")
     state = ServiceState(settings=settings, allowed_root=Path(allowed_root).resolve(), token=token or None,
                          workers=workers, max_upload_bytes=int(max_upload_mb * 1024 * 1024),
                          max_pending=max_pending or max(64, 8 * workers))

@@ -22,8 +22,11 @@
 | RAA_TOOLS_MAX_FRAMES | max_frames decoded per request | 1024 |
 | RAA_TOOLS_MAX_DECODE_MB | max_decode_mb: decoded RGB frames per request (MiB) | 4096 |
 
-Decision where the issue was silent: the default motion backend is ``lk`` because CoTracker3 needs
-weights; the paper's configuration sets ``RAA_MOTION_BACKEND=cotracker3`` and a checkpoint.
+Decisions where the issues were silent: the default motion backend is ``lk`` because CoTracker3 needs
+weights; the paper's configuration sets ``RAA_MOTION_BACKEND=cotracker3`` and a checkpoint. The bearer
+token must be printable ASCII (``check_token_text``), checked here and by ``raa serve-tools --token``: an
+HTTP header carries ASCII, so a token like "pässwort" failed in the client with a bare
+UnicodeEncodeError, and a server started with it accepted only the token's latin-1 bytes.
 """
 
 from __future__ import annotations
@@ -33,7 +36,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Literal
 
-from pydantic import BaseModel, Field, SecretStr
+from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator
 
 from tools.extra import EXTRA_SHORT_SIDE
 from tools.motion.base import TRACK_SHORT_SIDE
@@ -41,8 +44,20 @@ from tools.quality import QualityThresholds
 from tools.surprise import SURPRISE_SHORT_SIDE
 
 
+def check_token_text(token: str, name: str = "RAA_TOOLS_TOKEN") -> str:
+    """``token`` when it can travel in an ``Authorization: Bearer`` header (printable ASCII), else a
+    ValueError naming ``name`` and the first bad character's position (never the token itself)."""
+    bad = next((i for i, ch in enumerate(token) if not (ch.isascii() and ch.isprintable())), None)
+    if bad is not None:
+        raise ValueError(f"{name} must be printable ASCII (it travels in an HTTP header); character {bad + 1} "
+                         "of the token is not")
+    return token
+
+
 class ToolSettings(BaseModel):
     """How the evidence tools are built and reached."""
+
+    model_config = ConfigDict(hide_input_in_errors=True)  # an error never echoes the token
 
     motion_backend: Literal["lk", "cotracker3"] = Field(default="lk", description="point tracker backend")
     cotracker_checkpoint: Path | None = Field(default=None, description="CoTracker3 offline checkpoint (.pth)")
@@ -71,6 +86,13 @@ class ToolSettings(BaseModel):
     max_frames: int = Field(default=1024, ge=1, le=100_000, description="most frames decoded per service request")
     max_decode_mb: float = Field(default=4096.0, gt=0, le=1_048_576,
                                  description="largest decoded size (MiB of RGB frames) of one service request")
+
+    @field_validator("tools_token")
+    @classmethod
+    def _ascii_token(cls, value: SecretStr | None) -> SecretStr | None:
+        if value is not None:
+            check_token_text(value.get_secret_value())
+        return value
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str] | None = None) -> ToolSettings:
