@@ -89,8 +89,8 @@ def resolve_under_root(root: Path, requested: str) -> Path:
             raise HTTPProblem(403, f"path {shown} is outside the allowed root")
         if not candidate.is_file():
             raise HTTPProblem(404, f"no such file under the allowed root: {shown}")
-    except RuntimeError as exc:  # Path.resolve's "Symlink loop" before Python 3.13
-        raise HTTPProblem(404, f"path {shown} cannot be resolved: {exc}") from exc
+    except RuntimeError as exc:  # Path.resolve's "Symlink loop from <absolute path>" before Python 3.13
+        raise HTTPProblem(404, f"path {shown} cannot be resolved: a symlink loop") from exc
     except OSError as exc:
         if exc.errno == errno.ENAMETOOLONG:
             raise HTTPProblem(400, f"path {shown} is longer than the filesystem allows") from exc
