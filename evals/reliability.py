@@ -10,7 +10,9 @@ Decisions where the issue was silent:
   since: another instruction in the manifest, or another file at the path (rows record the file's identity,
   as the frame and judge caches file it, as `clip_version`; a suite rendered again with another seed keeps
   its file names) -> scored again. A row whose verdict is `unjudged`, or was given by another judge than this run's (verdicts
-  record `judge` = `judge_name`), is re-judged without re-scoring; `retry_ineligible=True` also re-scores rows
+  record `judge` = `judge_name`), is re-judged without re-scoring; a judged verdict is never replaced by one
+  that could not judge (no judge configured on a rerun, a judge failure), and the R column names the judges
+  whose verdicts it counts. `retry_ineligible=True` also re-scores rows
   whose reward is None (the paper retries execution errors). Rows written before these fields existed are
   taken as current.
 - results.jsonl is appended during the run (crash-safe) and rewritten compacted (last row per key, sorted by
@@ -258,7 +260,9 @@ async def run_reward_eval(clips: Sequence[EvalClip], presets: Sequence[str], out
                     to_score.append(clip)
                 elif verdict.get("status", "unjudged") == "unjudged" or (verdict.get("judge") or judge_name) != judge_name:
                     to_judge.append(row)
-            for row in await asyncio.gather(*(judged(r) for r in to_judge)):
+            for old, row in zip(to_judge, await asyncio.gather(*(judged(r) for r in to_judge)), strict=True):
+                if row["judge"]["status"] != "judged" and (old.get("judge") or {}).get("status") == "judged":
+                    continue  # a judge that could not judge (none configured, a failure) keeps another's verdict
                 emit(row)
                 counters["rejudged"] += 1
             chunk = 2 * concurrency
@@ -283,12 +287,20 @@ async def run_reward_eval(clips: Sequence[EvalClip], presets: Sequence[str], out
     wanted = set(clip_rank)
     rows = [r for r in compact if r["preset"] in rank and r["path"] in wanted]
     metrics = all_metrics(rows, order)
-    _atomic_write(out / "table.md", render_markdown(metrics, judge_name=judge_name))
+    _atomic_write(out / "table.md", render_markdown(metrics, judge_name=verdicts_by(rows, judge_name)))
     _atomic_write(out / "table.csv", render_csv(metrics))
-    _atomic_write(out / "summary.json", json.dumps({"presets": order, "clips": len(clips), "judge": judge_name,
+    _atomic_write(out / "summary.json", json.dumps({"presets": order, "clips": len(clips), "judge": verdicts_by(rows, judge_name),
                                                     "paths": [c.path for c in clips],
                                                     "metrics": metrics_as_dicts(metrics)}, indent=2))
     return RewardEvalOutcome(metrics, rows, counters["scored"], counters["rejudged"], out)
+
+
+def verdicts_by(rows: Sequence[dict[str, Any]], judge_name: str) -> str:
+    """Who gave the judged verdicts of `rows` (the R column's label): their one judge, several joined, or
+    `judge_name` when none is judged."""
+    names = dict.fromkeys(str((r.get("judge") or {}).get("judge") or judge_name) for r in rows
+                          if (r.get("judge") or {}).get("status") == "judged")
+    return ", ".join(names) or judge_name
 
 
 async def _score_chunk(scorer: PresetScorer, preset: str, clips: Sequence[EvalClip]) -> list[RewardResult]:

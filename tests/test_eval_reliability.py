@@ -307,6 +307,19 @@ def test_a_clip_missing_at_the_first_run_is_scored_once_it_exists(tmp_path):
     assert again.rows[0]["clip_version"] is not None
 
 
+def test_a_rerun_without_a_judge_keeps_the_verdicts_it_cannot_replace(tmp_path):
+    clips, scorer = _clips(tmp_path), FakeScorer()
+    first = asyncio.run(run_reward_eval(clips, ["direct"], tmp_path / "ev", scorer, _judge(), judge_name="judge-a"))
+    judged = sum(r["judge"]["status"] == "judged" for r in first.rows)
+    assert judged > 0
+    again = asyncio.run(run_reward_eval(clips, ["direct"], tmp_path / "ev", scorer, RewardJudge(None),
+                                        judge_name="judge"))
+    unjudged = sum(r["judge"]["status"] != "judged" for r in first.rows)  # asked again: nothing to keep there
+    assert again.rejudged == unjudged and sum(r["judge"]["status"] == "judged" for r in again.rows) == judged
+    assert {r["judge"]["judge"] for r in again.rows if r["judge"]["status"] == "judged"} == {"judge-a"}
+    assert "(judge-a)" in (tmp_path / "ev" / "table.md").read_text()
+
+
 def test_index_shows_the_last_runs_table(tmp_path):
     """results.jsonl keeps rows of earlier runs (other clips, other presets); index.html recomputed its table
     over all of them, so it disagreed with the run's table.md."""
