@@ -17,6 +17,10 @@ Decisions where the issue was silent:
 * An ineligible reward (status ``ineligible``, reward None) never counts as a number: its pair is left
   out of the paired statistics and counted as ``pairs_ineligible``; a zero (status ``zero``) is a
   reward of 0 and stays in.
+* Rows of manifest lines that named no clip (score-batch's "<line N>" rows, ``graph.batch.is_bad_line_row``)
+  are counted on their side (``bad_lines``, also in its rows and ineligible counts) and never paired: two
+  unrelated manifests' bad line 2 shared the placeholder path, so ``--pair-by path`` paired them and the
+  no-pair hint counted them as shared videos.
 * Rows of one file without a partner in the other are counted (``unpaired_a``, ``unpaired_b``), never
   silently dropped; a row that lacks the pairing field, a duplicate key, or a line that is not JSON is
   an error naming the file and line.
@@ -76,6 +80,8 @@ class SideSummary:
     """Mean reward over eligible rows (None when there are none)."""
     scorers: dict[str, int] = field(default_factory=dict)
     """Rows per scorer label, "preset · model @ T=temperature" (`scorer_label`), most rows first."""
+    bad_lines: int = 0
+    """Rows of manifest lines that named no clip (ineligible, never paired)."""
 
 
 @dataclass
@@ -130,15 +136,22 @@ class Comparison:
         return asdict(self)
 
 
-def read_results(path: Path, pair_by: str) -> dict[str, dict[str, Any]]:
-    """Rows of a `raa score-batch` output keyed by `row["manifest"][pair_by]` (or a top-level field)."""
+def read_results(path: Path, pair_by: str) -> tuple[dict[str, dict[str, Any]], list[dict[str, Any]]]:
+    """Rows of a `raa score-batch` output keyed by `row["manifest"][pair_by]` (or a top-level field), and
+    the rows of manifest lines that named no clip (not keyed)."""
+    from graph.batch import is_bad_line_row
+
     path = Path(path)
     if not path.is_file():
         raise CompareError(f"results file not found: {path}")
     rows: dict[str, dict[str, Any]] = {}
+    bad: list[dict[str, Any]] = []
     for where, row in json_lines(path, CompareError):
         if not isinstance(row, dict) or not isinstance(row.get("result"), dict):
             raise CompareError(f"{where}: not a score-batch row (no 'result' object)")
+        if is_bad_line_row(row):
+            bad.append(row)
+            continue
         key = (row.get("manifest") or {}).get(pair_by, row.get(pair_by))
         if key is None:
             raise CompareError(f"{where}: no {pair_by!r} field to pair by (choose one with --pair-by)")
@@ -146,7 +159,7 @@ def read_results(path: Path, pair_by: str) -> dict[str, dict[str, Any]]:
         if key in rows:
             raise CompareError(f"{where}: {pair_by} {key!r} appears twice")
         rows[key] = row
-    return rows
+    return rows, bad
 
 
 def sign_test(wins: int, losses: int) -> float | None:
@@ -195,14 +208,15 @@ def _reward(row: dict[str, Any]) -> float | None:
     return eligible_reward(row["result"])
 
 
-def _side(path: Path, rows: dict[str, dict[str, Any]]) -> SideSummary:
-    statuses = [r["result"].get("status") for r in rows.values()]
-    eligible = [x for x in (_reward(r) for r in rows.values()) if x is not None]
-    scorers = Counter(scorer_label(r) for r in rows.values())
+def _side(path: Path, keyed: dict[str, dict[str, Any]], bad: list[dict[str, Any]]) -> SideSummary:
+    rows = [*keyed.values(), *bad]
+    statuses = [r["result"].get("status") for r in rows]
+    eligible = [x for x in (_reward(r) for r in rows) if x is not None]
+    scorers = Counter(scorer_label(r) for r in rows)
     return SideSummary(path=str(path), rows=len(rows), scored=statuses.count("scored"), zero=statuses.count("zero"),
                        ineligible=len(rows) - len(eligible),
                        mean_reward=float(np.mean(eligible)) if eligible else None,
-                       scorers=dict(sorted(scorers.items(), key=lambda kv: (-kv[1], kv[0]))))
+                       scorers=dict(sorted(scorers.items(), key=lambda kv: (-kv[1], kv[0]))), bad_lines=len(bad))
 
 
 def most_changed(by_instruction: list[dict[str, Any]], k: int) -> list[dict[str, Any]]:
@@ -214,7 +228,7 @@ def most_changed(by_instruction: list[dict[str, Any]], k: int) -> list[dict[str,
 
 def compare(path_a: Path, path_b: Path, *, pair_by: str = "key", seed: int = 0) -> Comparison:
     """Pair the rows of two score-batch outputs and compare their rewards (see module docstring)."""
-    rows_a, rows_b = read_results(path_a, pair_by), read_results(path_b, pair_by)
+    (rows_a, bad_a), (rows_b, bad_b) = read_results(path_a, pair_by), read_results(path_b, pair_by)
     shared = [k for k in rows_a if k in rows_b]
     kept = [(k, _reward(rows_a[k]), _reward(rows_b[k])) for k in shared]
     kept = [(k, ra, rb) for k, ra, rb in kept if ra is not None and rb is not None]
@@ -236,7 +250,7 @@ def compare(path_a: Path, path_b: Path, *, pair_by: str = "key", seed: int = 0) 
             hint = (f"no row of A shares a {pair_by!r} with a row of B, but {len(paths)} video path(s) appear in "
                     "both (score-batch's own key includes the preset and draw): pair them with --pair-by path")
     return Comparison(
-        a=_side(path_a, rows_a), b=_side(path_b, rows_b), pair_by=pair_by, pairs=len(shared),
+        a=_side(path_a, rows_a, bad_a), b=_side(path_b, rows_b, bad_b), pair_by=pair_by, pairs=len(shared),
         pairs_ineligible=len(shared) - len(kept), unpaired_a=len(rows_a) - len(shared),
         unpaired_b=len(rows_b) - len(shared), n=len(kept),
         mean_a=float(ra.mean()) if len(kept) else None, mean_b=float(rb.mean()) if len(kept) else None,

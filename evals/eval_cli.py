@@ -274,6 +274,10 @@ def compare_command(
     if result.pairs_scorer_unrecorded:
         console.print(f"note: {result.pairs_scorer_unrecorded} of the {result.n} compared pairs have a row "
                       "whose scoring model is not recorded (written before score-batch recorded it)", style="yellow")
+    for name, side in (("A", result.a), ("B", result.b)):
+        if side.bad_lines:
+            console.print(f"note: {side.bad_lines} row(s) of {name} are manifest lines that named no clip "
+                          "(ineligible, not paired)", style="yellow")
     console.print(f"pairs by {pair_by!r}: {result.pairs} ({result.pairs_ineligible} left out: an ineligible "
                   f"reward; unpaired: {result.unpaired_a} in A, {result.unpaired_b} in B)")
     if result.n:

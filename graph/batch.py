@@ -112,7 +112,7 @@ def read_manifest(manifest: Path, preset: str, draw: int = 0) -> list[dict[str, 
             except (ValueError, OSError) as exc:  # OSError / ValueError of resolve: a name no file can have
                 error = f"manifest line {number}: {exc}"
         if error is not None:
-            row, path, instruction = {}, f"<line {number}>", ""
+            row, path, instruction = {}, bad_line_path(number), ""
             key, resolved = bad_line_key(manifest, number, preset, draw), path
         else:
             key = item_key(resolved, instruction, preset, draw)
@@ -289,6 +289,16 @@ def drop_rows(out: Path, always: set[str], retryable_keys: set[str]) -> int:
         tmp.write_text("".join(line + "\n" for line in kept), encoding="utf-8")
         tmp.replace(out)
     return retried
+
+
+def bad_line_path(number: int) -> str:
+    """The placeholder `path` of a manifest line that names no readable clip (its row is ineligible)."""
+    return f"<line {number}>"
+
+
+def is_bad_line_row(row: dict[str, Any]) -> bool:
+    """True for an output row of a manifest line that named no clip (`bad_line_path`): no video to pair by."""
+    return isinstance(row.get("line"), int) and row.get("path") == bad_line_path(row["line"])
 
 
 def result_line(item: dict[str, Any], result: Any) -> str:

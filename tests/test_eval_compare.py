@@ -183,3 +183,27 @@ def test_most_changed_instructions(tmp_path):
     two = runner.invoke(app, ["eval", "compare", str(a), str(b), "--instructions", "1"], env={"COLUMNS": "200"})
     assert two.exit_code == 0 and "Most changed instructions (1 of 2)" in two.output
     assert "close the drawer" in two.output and "-0.5000" in two.output and "open the drawer" not in two.output
+
+
+def test_bad_manifest_lines_are_counted_but_never_paired(tmp_path):
+    """Unrelated manifests' bad line 2 share the placeholder path "<line 2>": never a pair, nor a shared video."""
+    def side(name: str, video: str) -> Path:
+        folder = tmp_path / name
+        folder.mkdir()
+        manifest = folder / "manifest.jsonl"
+        manifest.write_text(json.dumps({"path": video, "instruction": f"stack {name}", "key": name}) + "\n{broken\n")
+        items = read_manifest(manifest, "full")
+        out = folder / "scores.jsonl"
+        out.write_text("".join(result_line(it, ineligible_result("full", it["error"]) if it["error"] else
+                                           RewardResult(reward=0.5, status="scored", preset="full")) + "\n"
+                               for it in items))
+        return out
+
+    a, b = side("a", "x.mp4"), side("b", "y.mp4")
+    for pair_by in ("key", "path", "instruction"):
+        result = compare(a, b, pair_by=pair_by)
+        assert result.pairs == 0 and result.hint is None, pair_by
+        assert (result.a.rows, result.a.ineligible, result.a.bad_lines) == (2, 1, 1)
+        assert (result.unpaired_a, result.unpaired_b) == (1, 1)
+    res = runner.invoke(app, ["eval", "compare", str(a), str(b), "--pair-by", "path"])
+    assert res.exit_code == 0 and "1 row(s) of A are manifest lines that named no clip" in res.output, res.output
