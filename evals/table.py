@@ -211,8 +211,8 @@ def render_markdown(metrics: Sequence[PresetMetrics], *, judge_name: str = "judg
     return "\n".join(lines) + "\n"
 
 
-CSV_FIELDS = ("preset", "method", "n", "r", "r_pct", "f_plus", "n_neg", "p0", "n_prog", "ineligible", "unjudged",
-              "skipped", "calls_per_clip", "images_per_clip", "input_tokens_per_clip", "output_tokens_per_clip",
+CSV_FIELDS = ("preset", "method", "n", "r", "r_pct", "f_plus", "n_neg", "neg_ineligible", "p0", "n_prog",
+              "prog_ineligible", "ineligible", "unjudged", "skipped", "calls_per_clip", "images_per_clip", "input_tokens_per_clip", "output_tokens_per_clip",
               "cache_hits_per_clip")
 
 
@@ -227,8 +227,8 @@ def render_csv(metrics: Sequence[PresetMetrics]) -> str:
     for m in metrics:
         u = m.usage_per_clip
         row: list[object] = [m.preset, DISPLAY_NAMES[m.preset], m.n, m.r, "" if m.not_judged else f"{m.r_pct:.2f}",
-                             m.f_plus, m.n_neg, m.p0,
-                             m.n_prog, m.ineligible, m.unjudged, m.skipped, f"{u['calls']:.3f}",
+                             m.f_plus, m.n_neg, m.neg_ineligible, m.p0,
+                             m.n_prog, m.prog_ineligible, m.ineligible, m.unjudged, m.skipped, f"{u['calls']:.3f}",
                              f"{u['images']:.3f}", f"{u['input_tokens']:.1f}", f"{u['output_tokens']:.1f}",
                              f"{u['cache_hits']:.3f}"]
         row += ["" if x not in m.by_label or m.by_label[x].mean is None else f"{m.by_label[x].mean:.4f}"

@@ -101,7 +101,7 @@ def test_metrics_equal_hand_counts(tmp_path):
     assert "| Direct base-model scoring | 1 / 6 (16.7%) | 2 / 3 | 1 / 2 (1 ineligible) |" in table
     assert "| Full Reward Agent | 5 / 6 (83.3%) | 0 / 3 | 0 / 2 |" in table
     csv_lines = (tmp_path / "ev" / "table.csv").read_text().splitlines()
-    assert csv_lines[1].startswith("direct,Direct base-model scoring,6,1,16.67,2,3,1,2,1,1,1,")
+    assert csv_lines[1].startswith("direct,Direct base-model scoring,6,1,16.67,2,3,0,1,2,1,1,1,1,")
     rows = [json.loads(x) for x in (tmp_path / "ev" / "results.jsonl").read_text().splitlines()]
     assert len(rows) == 12 and {r["preset"] for r in rows} == {"direct", "full"}
     c1 = next(r for r in rows if r["preset"] == "direct" and r["path"].endswith("c1.mp4"))
@@ -272,7 +272,8 @@ def test_unmeasured_r_and_ineligible_rows_are_visible_in_every_output():
     assert (m.f_cell, m.p_cell) == ("1 / 2 (1 ineligible)", "0 / 1 (1 ineligible)")
     assert "| Full Reward Agent | not judged (N = 3) | 1 / 2 (1 ineligible) | 0 / 1 (1 ineligible) |" in \
         render_markdown([m])
-    assert next(csv.DictReader(io.StringIO(render_csv([m]))))["r_pct"] == ""
+    row = next(csv.DictReader(io.StringIO(render_csv([m]))))
+    assert row["r_pct"] == "" and (row["neg_ineligible"], row["prog_ineligible"]) == ("1", "1")
     assert metrics_as_dicts([m])[0]["r_pct"] is None and metrics_as_dicts([m])[0]["not_judged"] is True
 
 
