@@ -29,6 +29,8 @@ Decisions where the issue was silent:
   signal. A file holding several presets needs ``preset`` (``--preset``); the error names the ones found.
 * ``noise_share`` is None when no clip has two eligible draws or W + B is at most 1e-12 (every reward
   equal: rewards equal in print differ in their last bits when summed, and 1e-32 / 1e-32 is no share).
+  With one such clip, B and ``noise_share`` are None: there is no clip-to-clip spread to compare the noise
+  with (B was 0 and the share always 1.0, read as "the clips cannot be told apart").
 """
 
 from __future__ import annotations
@@ -137,11 +139,13 @@ def read_draws(path: Path) -> tuple[list[ClipDraws], int]:
     return clips, rows
 
 
-def draw_statistics(rewards: list[list[float]]) -> tuple[float, float, float | None]:
+def draw_statistics(rewards: list[list[float]]) -> tuple[float, float | None, float | None]:
     """(W, B, noise_share) of per-clip reward lists, each of length >= 2 (module docstring); at least one
-    list. noise_share is None when W + B is at most `NO_SPREAD`."""
+    list. B and noise_share are None for one list; noise_share is None when W + B is at most `NO_SPREAD`."""
     means = np.array([np.mean(r) for r in rewards])
     within = float(np.mean([np.var(r) for r in rewards]))
+    if len(rewards) < 2:
+        return within, None, None
     between = float(np.var(means))
     total = within + between
     return within, between, (within / total if total > NO_SPREAD else None)
@@ -191,7 +195,8 @@ def summarize_draws(path: Path, preset: str | None = None) -> DrawsSummary:
         status_flips=sum(len(set(c.statuses)) > 1 for c in multi))
     if multi:
         within, between, summary.noise_share = draw_statistics([c.rewards for c in multi])
-        summary.within_std, summary.between_std = math.sqrt(within), math.sqrt(between)
+        summary.within_std = math.sqrt(within)
+        summary.between_std = None if between is None else math.sqrt(between)
         ranges = [c.range for c in multi]
         summary.mean_range, summary.max_range = float(np.mean(ranges)), max(ranges)
         widest = sorted(multi, key=lambda c: -c.range)[:10]

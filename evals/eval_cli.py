@@ -320,7 +320,8 @@ def draws_command(
                   f"{s.ineligible_rows} ineligible rows left out; {s.clips_single} clips with < 2 eligible draws")
     if s.n:
         share = "-" if s.noise_share is None else f"{s.noise_share:.3f}"
-        console.print(f"n = {s.n} clips: within-clip std {s.within_std:.4f}, between-clip std {s.between_std:.4f}, "
+        between = "- (one clip)" if s.between_std is None else f"{s.between_std:.4f}"
+        console.print(f"n = {s.n} clips: within-clip std {s.within_std:.4f}, between-clip std {between}, "
                       f"noise share {share}; range mean {s.mean_range:.4f}, max {s.max_range:.4f}; "
                       f"status flips (scored vs zero) {s.status_flips}")
         t = Table(title="Most variable clips")

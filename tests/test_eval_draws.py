@@ -45,9 +45,9 @@ def test_draw_statistics_hand_computed():
     assert (within, between) == pytest.approx((0.005, 0.0625))
     assert share == pytest.approx(0.005 / 0.0675)
     assert draw_statistics([[0.5, 0.5], [0.5, 0.5]]) == (0.0, 0.0, None)  # nothing varies: no share
+    assert draw_statistics([[0.2, 0.8]]) == (pytest.approx(0.09), None, None)  # one clip: no spread to compare
     equal = [[0.9749999999999999] * 3] * 3  # equal rewards whose mean is not exact: rounding, not noise
     assert draw_statistics(equal)[2] is None
-    assert draw_statistics([[0.1, 0.9]])[2] == 1.0  # one clip: all of its variance is draw noise
 
 
 def test_summary_hand_computed(tmp_path):
