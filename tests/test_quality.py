@@ -38,6 +38,15 @@ def test_noisy_flat_clip_is_uniform_but_a_gradient_is_not_flat_everywhere():
     assert check_quality(noisy).uniform
 
 
+@pytest.mark.parametrize(("h", "w"), [(256, 256), (480, 832), (720, 1280), (1080, 1920)])
+def test_pure_pixel_noise_is_uniform_at_every_size(h, w):
+    """Averaged down to 64 px, static's std and edge energy fell below the flat thresholds only at 1080p."""
+    frames = np.random.default_rng(0).integers(0, 256, (3, h, w, 3), dtype=np.uint8)
+    q = check_quality(frames)
+    assert q.uniform and not q.usable and "noise" in q.reason
+    assert abs(q.stats["median_neighbour_correlation"]) < 0.1
+
+
 @pytest.mark.parametrize("frames", [textured(), sparse_scene()])
 def test_normal_clips_are_not_flagged(frames):
     q = check_quality(frames)
@@ -65,7 +74,7 @@ def test_fewer_than_two_frames_is_unusable(t_total):
 
 def test_thresholds_are_settings():
     frames = sparse_scene()
-    std, edge = frame_stats(frames[0])
+    std, edge, _ = frame_stats(frames[0])
     strict = QualityThresholds(max_spatial_std=std + 1, max_edge_energy=edge + 1)
     assert check_quality(frames, thresholds=strict).uniform
     assert not check_quality(frames, thresholds=QualityThresholds(min_frames=2)).uniform

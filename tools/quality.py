@@ -1,14 +1,19 @@
 """Quality pre-check: too few decodable frames, or spatially uniform content (DESIGN.md §3, quality node).
 
 A frame is *flat* when its spatial standard deviation (largest over colour channels) is below ``max_spatial_std`` AND
-its edge energy (mean Sobel gradient magnitude) is below ``max_edge_energy``. The clip is
+its edge energy (mean Sobel gradient magnitude) is below ``max_edge_energy``, or when it is *noise*: neighbouring
+pixels are unrelated (their correlation, the mean of the horizontal and vertical lag-1 correlations of the grey
+frame, is below ``min_neighbour_correlation``). The clip is
 *uniform* when at least ``uniform_frame_fraction`` of its frames are flat. A clip is usable when it
 has at least ``min_frames`` decodable frames and is not uniform.
 
 Decisions where the issue was silent: statistics are computed per colour channel on frames resized so the long
 side is ``analysis_long_side`` (64) pixels, which keeps the check cheap and insensitive to codec
-noise (content finer than that averages out: a clip of pure pixel noise, a diverged generator's
-static, is uniform too, and the reason says so; a real scene has structure at 64 px); the per-channel
+noise; a real scene has structure at 64 px. Pure pixel noise (a diverged generator's static) is
+uniform too, and the reason says so: averaging it down to 64 px lowers its std and edge energy below the
+flat thresholds only for large frames (1080p), so at the sizes generators write (832x480, 1280x720) it
+passed as usable; the neighbour correlation tells it apart at any size (about 0 for noise, 0.7-0.9 for the
+clip suite's scenes and textures, and a real image is smooth at 64 px); the per-channel
 mean, standard deviation and edge energy are accumulated by OpenCV in float64
 (numpy's float32 reductions cost three times as much; values agree to about 1e-5 relative, far
 below the thresholds' resolution); ``check_video`` decodes with ``tools.video`` and turns a decode error into an unusable
@@ -36,6 +41,9 @@ class QualityThresholds(BaseModel):
     uniform_frame_fraction: float = Field(default=0.8, gt=0, le=1,
                                           description="share of flat frames that makes a clip uniform")
     analysis_long_side: int = Field(default=64, ge=8, le=1024, description="long side of the analysed frames")
+    min_neighbour_correlation: float = Field(default=0.2, ge=-1, le=1,
+                                             description="neighbouring pixels' correlation below which a frame is "
+                                                         "noise without structure")
 
 
 class QualityCheck(BaseModel):
@@ -48,11 +56,25 @@ class QualityCheck(BaseModel):
     stats: dict[str, float] = Field(default_factory=dict, description="median std, median edge energy, flat share")
 
 
-def frame_stats(frame: np.ndarray, long_side: int = 64) -> tuple[float, float]:
-    """(spatial std, edge energy) of one RGB uint8 frame after downscaling to ``long_side``.
+def neighbour_correlation(grey: np.ndarray) -> float:
+    """Mean of the horizontal and vertical lag-1 Pearson correlations of a 2-D image; NaN when a shifted copy
+    has no variance (a flat image) or the image is under 2 x 2 pixels."""
+    if min(grey.shape) < 2:
+        return float("nan")
+    corrs = []
+    for a, b in ((grey[:, :-1], grey[:, 1:]), (grey[:-1], grey[1:])):
+        a, b = a - a.mean(), b - b.mean()
+        den = float(np.sqrt((a * a).sum() * (b * b).sum()))
+        corrs.append(float((a * b).sum()) / den if den > 0 else float("nan"))
+    return float(np.mean(corrs))
 
-    Both are the largest over the three colour channels (so a red block on a grey table of the same
-    brightness still counts), edge energy being the mean Sobel gradient magnitude / 4.
+
+def frame_stats(frame: np.ndarray, long_side: int = 64) -> tuple[float, float, float]:
+    """(spatial std, edge energy, neighbour correlation) of one RGB uint8 frame after downscaling to ``long_side``.
+
+    Std and edge energy are the largest over the three colour channels (so a red block on a grey table of the
+    same brightness still counts), edge energy being the mean Sobel gradient magnitude / 4; the neighbour
+    correlation is :func:`neighbour_correlation` of the grey frame.
     """
     h, w = frame.shape[:2]
     scale = long_side / max(h, w)
@@ -64,7 +86,8 @@ def frame_stats(frame: np.ndarray, long_side: int = 64) -> tuple[float, float]:
     gy = cv2.Sobel(g, cv2.CV_32F, 0, 1, ksize=3)
     _, std = cv2.meanStdDev(g)  # per channel, population std (ddof 0), accumulated in float64
     edge = cv2.mean(cv2.magnitude(gx.reshape(-1, 3), gy.reshape(-1, 3)).reshape(g.shape))[:3]
-    return float(std.max()), float(max(edge)) / 4.0
+    grey = g.mean(axis=2, dtype=np.float64)
+    return float(std.max()), float(max(edge)) / 4.0, neighbour_correlation(grey)
 
 
 def check_quality(frames: np.ndarray | Sequence[np.ndarray], *,
@@ -84,18 +107,23 @@ def check_quality(frames: np.ndarray | Sequence[np.ndarray], *,
             raise ValueError(f"frames must be uint8 [T,H,W,3] (or [H,W,3] each), got {f.dtype} {f.shape}")
     n = len(items)
     stats = np.array([frame_stats(f, th.analysis_long_side) for f in items], np.float32)
-    flat = (stats[:, 0] < th.max_spatial_std) & (stats[:, 1] < th.max_edge_energy)
+    noise = stats[:, 2] < th.min_neighbour_correlation  # NaN (a flat frame) is never noise: the std test decides
+    flat = ((stats[:, 0] < th.max_spatial_std) & (stats[:, 1] < th.max_edge_energy)) | noise
     flat_share = float(flat.mean())
     uniform = flat_share >= th.uniform_frame_fraction
+    correlations = stats[:, 2][np.isfinite(stats[:, 2])]
     summary = {"median_spatial_std": float(np.median(stats[:, 0])),
                "median_edge_energy": float(np.median(stats[:, 1])), "flat_frame_fraction": flat_share}
+    if len(correlations):  # none when every frame is one colour (JSON has no NaN)
+        summary["median_neighbour_correlation"] = float(np.median(correlations))
     reasons = []
     if n < th.min_frames:
         reasons.append(f"only {n} decodable frame(s), need at least {th.min_frames}")
     if uniform:
         reasons.append(f"spatially uniform content: {flat_share:.0%} of frames are flat at "
                        f"{th.analysis_long_side} px (std < {th.max_spatial_std}, edge energy < "
-                       f"{th.max_edge_energy}): one colour, or only pixel-level noise")
+                       f"{th.max_edge_energy}, or neighbouring pixels unrelated: correlation < "
+                       f"{th.min_neighbour_correlation}): one colour, or only pixel-level noise")
     return QualityCheck(usable=not reasons, uniform=uniform, decodable_frames=n,
                         reason="; ".join(reasons) or None, stats=summary)
 
