@@ -63,3 +63,15 @@ def test_frame_gaps_never_divide_by_zero():
     from tools.motion.summary import frame_gaps
 
     assert frame_gaps([5, 5, 8, 6]).tolist() == [1, 3, 2]
+
+
+def test_net_displacement_runs_in_clip_order_for_a_late_query():
+    """Points queried on the last tracked frame (track_motion with end_frame < start_frame) read 0 px of
+    net displacement when it was measured from the query position."""
+    tr = steady(list(range(32)), 1.0)
+    tr.query_frames[:] = 31
+    s = summarize_tracks(tr, SIZE)
+    assert s.top_tracks[0].displacement_px == 31.0 and s.top_tracks[0].start == (100.0, 256.0)
+    assert s.top_tracks[0].end == (131.0, 256.0)
+    tr.visible[:3, 0] = False  # first tracked frame of point 0 is frame 3
+    assert summarize_tracks(tr, SIZE).regions[3].median_displacement_px == 28.0  # 'left': point 0 alone

@@ -21,7 +21,10 @@ Definitions (decisions where the issue was silent):
   (default 2% of the diagonal, at least 2 px; ~14 px at 512x512), so motion slower than the speed
   threshold everywhere (a slow push) is not reported as "no motion"; such a track names no
   moving frames (no step was fast enough to place it in time).
-- A point's *net displacement* is the distance from its query position to its last tracked position.
+- A point's *net displacement* is the distance from its first to its last tracked position, in clip
+  order. It was measured from the query position, which is the first tracked frame only for points
+  queried there: a point the agent gave on the later end of a stretch (track_motion with
+  end_frame < start_frame) read 0 px however far it had come.
 - A track belongs to the region that contains its query position. Regions are normalised boxes
   ``[x0,y0,x1,y1]`` (fractions of the frame; a box outside 0..1 or empty is a ValueError, since a box in
   pixels would cover the whole frame); without regions a 3x3 grid (``top-left`` ... ``bottom-right``) is used.
@@ -63,7 +66,7 @@ class TrackMotion(BaseModel):
     """One of the tracks that moved the most."""
 
     index: int = Field(ge=0, description="track index")
-    start: tuple[float, float] = Field(description="(x, y) at the query frame")
+    start: tuple[float, float] = Field(description="(x, y) at the first tracked frame")
     end: tuple[float, float] = Field(description="(x, y) at the last tracked frame")
     displacement_px: float = Field(ge=0, description="net displacement")
     motion_frames: list[int] = Field(description="first and last clip frame with motion; empty when only the "
@@ -188,8 +191,8 @@ def summarize_tracks(tracks: MotionTracks, frame_size: tuple[int, int],
     step_labels = labels[1:]
     cols = np.arange(n)
     start = tracks.tracks[tracks.query_frames, cols] if n else np.zeros((0, 2), np.float32)
-    last = _last_tracked(tracks)
-    net = last - start
+    first, last = _tracked_ends(tracks)
+    net = last - first
     net_len = np.linalg.norm(net, axis=-1)
     moved = (moving.any(axis=0) if t_total > 1 else np.zeros(n, bool)) | (net_len > net_thr)
 
@@ -226,7 +229,7 @@ def summarize_tracks(tracks: MotionTracks, frame_size: tuple[int, int],
         if not moved[i]:
             break
         when = np.flatnonzero(moving[:, i])
-        top.append(TrackMotion(index=int(i), start=tuple(map(float, start[i])), end=tuple(map(float, last[i])),
+        top.append(TrackMotion(index=int(i), start=tuple(map(float, first[i])), end=tuple(map(float, last[i])),
                                displacement_px=float(net_len[i]),
                                motion_frames=[int(step_labels[when[0]]), int(step_labels[when[-1]])]
                                if len(when) else []))
@@ -238,12 +241,17 @@ def summarize_tracks(tracks: MotionTracks, frame_size: tuple[int, int],
         regions=region_rows[:64], top_tracks=top, comotion=comotion[:64])
 
 
-def _last_tracked(tracks: MotionTracks) -> np.ndarray:
-    """Position at the last frame where each point was tracked (its query position if never again)."""
-    t_total = tracks.tracks.shape[0]
-    idx = np.where(tracks.visible, np.arange(t_total)[:, None], -1).max(axis=0)
-    idx = np.where(idx < 0, tracks.query_frames, idx)
-    return tracks.tracks[idx, np.arange(tracks.tracks.shape[1])]
+def _tracked_ends(tracks: MotionTracks) -> tuple[np.ndarray, np.ndarray]:
+    """Positions ``[N,2]`` at the first and at the last frame where each point was tracked (its query
+    position for a point never tracked)."""
+    t_total, n = tracks.tracks.shape[:2]
+    frames = np.arange(t_total)[:, None]
+    first = np.where(tracks.visible, frames, t_total).min(axis=0)
+    last = np.where(tracks.visible, frames, -1).max(axis=0)
+    first = np.where(first >= t_total, tracks.query_frames, first)
+    last = np.where(last < 0, tracks.query_frames, last)
+    cols = np.arange(n)
+    return tracks.tracks[first, cols], tracks.tracks[last, cols]
 
 
 def _comotion(a: str, b: str, step: np.ndarray, moving: np.ndarray, in_a: np.ndarray, in_b: np.ndarray,
