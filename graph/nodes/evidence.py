@@ -20,6 +20,11 @@ Decisions where the issue was silent:
 - Tracks are computed by one shared job per (video, frames, points) (`FrameStore.shared_job`), so the
   speculative grid track (`AgentConfig.motion_prefetch`, started by assess) and a matching
   track_motion call are one computation; overlays and the summary are rendered per call.
+- track_motion's points lie on start_frame, as its schema says: they are queried on that frame's
+  position among the tracked frames (`query_index`), and both trackers follow them both ways. They
+  were queried on the first tracked frame, so for end_frame < start_frame (the stretch is tracked in
+  clip order) they landed on the earlier frame, and a one-frame stretch at the clip's last frame
+  (widened to n-2..n-1) put them on frame n-2. A grid stays on the first tracked frame.
 - The tracks carry the clip's frame numbers (`MotionTracks.frame_indices`), so the summary names clip
   frames; it named positions among the tracked frames (track_motion over frames 40..60 reported motion
   "in frames 3-8").
@@ -230,12 +235,23 @@ def _track_frames(n: int, start: int, end: int, limit: int) -> tuple[int, ...]:
     return tuple(sorted({int(round(x)) for x in np.linspace(start, end, count)}))
 
 
+def query_index(n: int, start: int, end: int, limit: int = TRACK_FRAMES) -> int:
+    """Position in `track_frames(n, start, end)` of the frame `track_motion`'s points lie on: the
+    requested start_frame clamped to the clip, which the tracked frames always contain (a reversed
+    stretch keeps its frames sorted, so this is the later end; a one-frame stretch widened to two
+    frames keeps the requested one). 0 for an empty clip."""
+    idx = track_frames(n, start, end, limit)
+    frame = max(0, min(int(start), int(n) - 1))
+    return idx.index(frame) if frame in idx else 0
+
+
 async def _track(state: AgentState, ctx: RunContext, exchanges: list[ToolExchange], base: ToolExchange,
                  request: track_motion) -> ToolExchange:
     from tools.video import uniform_subset
 
     n = int(state["meta"]["frames"])
     idx = track_frames(n, request.start_frame, request.end_frame)
+    query_t = query_index(n, request.start_frame, request.end_frame)
     room = ctx.config.frame_budget - used_frames(exchanges)
     k = max(0, min(OVERLAY_FRAMES, room, len(idx)))
     shown = uniform_subset(idx, k)
@@ -251,16 +267,20 @@ async def _track(state: AgentState, ctx: RunContext, exchanges: list[ToolExchang
         points.append([min(max(v, 0.0), 1.0) for v in unit])
     if outside:
         notes.append(f"points {', '.join(_fmt(p) for p in outside)} lie outside the frame; moved to its edge")
-    _, summary = await track_overlays(state, ctx, idx, points, shown)
+    _, summary = await track_overlays(state, ctx, idx, points, shown, query_t=query_t)
     return {**base, "frames": shown, "overlay": True,
             "text": _text(f"tracked frames {idx[0]}..{idx[-1]} ({len(idx)} frames); overlays on {shown}", notes)
             + "\n" + summary}
 
 
-def _track_request(ctx: RunContext, video: str, idx: list[int], points: list[list[float]]) -> tuple[tuple, Any]:
-    """(FrameStore track-job key, the computation) of tracking `points` (or a grid) over `idx`."""
-    key = ("tracks", ctx.frames.current(video), tuple(idx), tuple(tuple(float(v) for v in p) for p in points))
-    return key, functools.partial(_compute_tracks, ctx, video, idx, points)
+def _track_request(ctx: RunContext, video: str, idx: list[int], points: list[list[float]],
+                   query_t: int = 0) -> tuple[tuple, Any]:
+    """(FrameStore track-job key, the computation) of tracking `points` given on `idx[query_t]` (or a
+    grid on `idx[0]`, whatever `query_t`, so a grid call shares the speculative grid track) over `idx`."""
+    query_t = int(query_t) if points else 0
+    key = ("tracks", ctx.frames.current(video), tuple(idx), tuple(tuple(float(v) for v in p) for p in points),
+           query_t)
+    return key, functools.partial(_compute_tracks, ctx, video, idx, points, query_t)
 
 
 def prefetch_tracks(ctx: RunContext, video: str, frames: int, sample: list[int]) -> None:
@@ -274,19 +294,24 @@ def prefetch_tracks(ctx: RunContext, video: str, frames: int, sample: list[int])
 
 
 async def track_overlays(state: AgentState, ctx: RunContext, idx: list[int], points: list[list[float]],
-                         shown: list[int]) -> tuple[list[dict], str]:
-    """Track `points` (or a grid) over frames `idx` once per run; returns (overlay blocks of `shown`, summary)."""
-    key = ("overlay", ctx.frames.current(state["video"]), tuple(idx), tuple(tuple(p) for p in points), tuple(shown))
+                         shown: list[int], *, query_t: int = 0) -> tuple[list[dict], str]:
+    """Track `points` given on frame `idx[query_t]` (or a grid) over frames `idx` once per run; returns
+    (overlay blocks of `shown`, summary)."""
+    query_t = int(query_t) if points else 0
+    key = ("overlay", ctx.frames.current(state["video"]), tuple(idx), tuple(tuple(p) for p in points), tuple(shown),
+           query_t)
     cached = ctx.frames.get_extra(key)
     if cached is None:
-        tracks = await ctx.frames.atracks(*_track_request(ctx, state["video"], idx, points), ctx.tools.lane)
+        tracks = await ctx.frames.atracks(*_track_request(ctx, state["video"], idx, points, query_t), ctx.tools.lane)
         cached = await run_blocking(_render_tracks, state, ctx, idx, tracks, shown)
         ctx.frames.put_extra(key, cached)
     return cached
 
 
-def _compute_tracks(ctx: RunContext, video: str, idx: list[int], points: list[list[float]]) -> Any:
-    """Tracks in the clip's pixels, computed on frames whose short side is at most `track_short_side`."""
+def _compute_tracks(ctx: RunContext, video: str, idx: list[int], points: list[list[float]],
+                    query_t: int = 0) -> Any:
+    """Tracks in the clip's pixels, computed on frames whose short side is at most `track_short_side`;
+    `points` lie on frame `idx[query_t]` (both backends track both ways from a mid-stretch query)."""
     from tools.motion import MotionTracks
 
     tracker = ctx.tools.tracker()
@@ -295,7 +320,7 @@ def _compute_tracks(ctx: RunContext, video: str, idx: list[int], points: list[li
     h, w = frames.shape[1:3]
     queries = None
     if points:  # fractions of the frame, checked and clamped by _track
-        queries = np.array([[0.0, p[0] * (w - 1), p[1] * (h - 1)] for p in points], dtype=np.float32)
+        queries = np.array([[float(query_t), p[0] * (w - 1), p[1] * (h - 1)] for p in points], dtype=np.float32)
     tracks = run_tool("motion", tracker.track, frames, grid_size=None if queries is not None else 8, queries=queries)
     if not isinstance(tracks, MotionTracks) or tracks.num_frames != len(idx):
         got = f"{tracks.num_frames} frames" if isinstance(tracks, MotionTracks) else type(tracks).__name__
@@ -341,7 +366,7 @@ async def exchange_blocks(state: AgentState, ctx: RunContext, exchange: ToolExch
         args = track_motion.model_validate(exchange["args"])
         n = int(state["meta"]["frames"])
         blocks, _ = await track_overlays(state, ctx, track_frames(n, args.start_frame, args.end_frame),
-                                         args.points, frames)
+                                         args.points, frames, query_t=query_index(n, args.start_frame, args.end_frame))
         return blocks
     return await ctx.frames.ablocks(state["video"], frames, box=exchange.get("box"))
 
