@@ -23,6 +23,15 @@ def moving_square(path: Path, frames: int = 33, size: int = 128, seed: int = 0) 
     return write_video(path, out, fps=16.0)
 
 
+def textured_frames(rng: np.random.Generator, frames: int = 9, size: int = 32) -> np.ndarray:
+    """[frames, size, size, 3] uint8 of a smooth random texture drifting right: a clip with structure (pure
+    per-pixel noise is a uniform clip to the quality pre-check, scored 0 before any model call)."""
+    import cv2
+
+    base = cv2.GaussianBlur(rng.integers(0, 255, (size, size, 3), dtype=np.uint8), (0, 0), 1.5)
+    return np.stack([np.roll(base, t, axis=1) for t in range(frames)])
+
+
 def uniform_clip(path: Path, frames: int = 33, size: int = 128) -> Path:
     """A spatially uniform (flat grey) clip."""
     return write_video(path, np.full((frames, size, size, 3), 128, np.uint8), fps=16.0)

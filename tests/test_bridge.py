@@ -24,6 +24,7 @@ from graph import AgentConfig, ascore_videos, build_reward_agent, score_video
 from graph.backbone import Backbone, is_transient
 from graph.bridge import run_sync, sync_loop
 from graph.settings import BackboneSettings
+from tests.graph_scripts import textured_frames
 
 CONFIG = AgentConfig(preset="decomposed")
 SETTINGS = BackboneSettings(max_retries=0, cache_path=None)  # no retry: a stale connection would fail the run
@@ -67,7 +68,7 @@ def test_training_rewards_and_held_out_evaluation_share_the_loop(stub, tmp_path)
     rng = np.random.default_rng(0)
 
     def clips() -> list[np.ndarray]:  # new clips each time: the agent's stage cache must not answer for the model
-        return [rng.integers(0, 255, (9, 32, 32, 3), dtype=np.uint8) for _ in range(2)]
+        return [textured_frames(rng) for _ in range(2)]
 
     with RewardRunner(fn, "agent") as runner:
         for it in range(2):

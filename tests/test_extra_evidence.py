@@ -12,6 +12,7 @@ from graph_scripts import FakeSurprise, full_script, moving_square, nodes, run
 from graph import AgentConfig, AgentTools, build_reward_agent
 from graph.backbone import Backbone
 from graph.testing import ScriptedChatModel
+from tests.graph_scripts import textured_frames
 from tools.extra import EvidenceReport
 from tools.motion import LKTracker
 
@@ -142,7 +143,7 @@ def test_the_training_reward_takes_tools_with_extra_evaluators(tmp_path):
                      settings=BackboneSettings(cache_path=None, traces_path=str(tmp_path / "traces.sqlite")),
                      tools=AgentTools(tracker=LKTracker(), surprise=FakeSurprise(), extra=[tool]))
     rng = np.random.default_rng(0)
-    clips = [rng.integers(0, 255, (9, 32, 32, 3), dtype=np.uint8) for _ in range(2)]
+    clips = [textured_frames(rng) for _ in range(2)]
     out = call_reward(fn, "agent", clips, ["pick the cup", "open the drawer"], fps=8.0, iteration=1)
     assert all(r is not None for r in out.rewards), fn.last_reasons
     assert sorted(c[1] for c in tool.calls) == ["open the drawer", "pick the cup"]

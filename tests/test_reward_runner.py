@@ -14,6 +14,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from tests.graph_scripts import textured_frames
 from training.reward_runner import RewardRunner, merge_outcomes
 from training.rewards import RewardBatch, RewardLengthError, RewardOutcome, call_reward
 
@@ -154,7 +155,7 @@ def test_agent_reward_groups_keep_their_own_clips(tmp_path):
     fn = AgentReward(preset="decomposed", video_dir=str(tmp_path / "clips"), videos="keep",
                      model=ScriptedChatModel(full_script()), settings=settings)
     rng = np.random.default_rng(0)
-    clips = [rng.integers(0, 255, (9, 32, 32, 3), dtype=np.uint8) for _ in range(4)]
+    clips = [textured_frames(rng) for _ in range(4)]
     with RewardRunner(fn, "agent") as runner:
         parts = [runner.submit(clips[2 * g:2 * g + 2], ["pick the cup"] * 2, fps=8.0, iteration=3, rank=0,
                                group_ids=[g, g], first_index=2 * g) for g in range(2)]
@@ -190,7 +191,7 @@ def test_agent_reward_max_concurrency_bounds_every_group_in_flight(tmp_path, mon
     fn = AgentReward(preset="decomposed", max_concurrency=4, model=ScriptedChatModel(full_script(), delay_s=0.05),
                      settings=settings)
     rng = np.random.default_rng(0)
-    clips = [rng.integers(0, 255, (9, 32, 32, 3), dtype=np.uint8) for _ in range(16)]
+    clips = [textured_frames(rng) for _ in range(16)]
     with RewardRunner(fn, "agent") as runner:
         parts = [runner.submit(clips[4 * g:4 * g + 4], ["pick the cup"] * 4, fps=8.0, iteration=1, rank=0,
                                first_index=4 * g) for g in range(4)]

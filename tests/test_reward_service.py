@@ -18,6 +18,7 @@ from typer.testing import CliRunner
 
 from graph.cli import app as cli_app
 from graph.reward_service import create_reward_app
+from tests.graph_scripts import textured_frames
 
 TOKEN = "s3cret"
 AUTH = {"Authorization": f"Bearer {TOKEN}"}
@@ -130,7 +131,7 @@ def test_trainer_http_reward_end_to_end(tmp_path):
 
     app = create_reward_app(_agent(), "decomposed", token=TOKEN)
     rng = np.random.default_rng(0)
-    clips = [rng.integers(0, 255, (9, 32, 32, 3), dtype=np.uint8), np.full((9, 32, 32, 3), 90, np.uint8)]
+    clips = [textured_frames(rng), np.full((9, 32, 32, 3), 90, np.uint8)]
     with serve(app) as url:
         fn = HttpAgentReward(url=f"{url}/v1/score", token=TOKEN, timeout_s=60)
         out = call_reward(fn, "http", clips, ["pick the cup", "open the drawer"], fps=8.0, iteration=1)

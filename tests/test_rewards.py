@@ -12,6 +12,7 @@ import numpy as np
 import pytest
 
 from graph.gate import diagnostic_reward
+from tests.graph_scripts import textured_frames
 from tests.service_helpers import send_json
 from training.grpo import group_advantages
 from training.rewards import (
@@ -232,7 +233,7 @@ def test_agent_reward_scores_with_one_agent_across_batches(monkeypatch, tmp_path
                      settings=settings)
     (tmp_path / "clips").mkdir()
     rng = np.random.default_rng(0)
-    clips = [rng.integers(0, 255, (9, 32, 32, 3), dtype=np.uint8), np.full((9, 32, 32, 3), 90, dtype=np.uint8)]
+    clips = [textured_frames(rng), np.full((9, 32, 32, 3), 90, dtype=np.uint8)]
     calls = 0
     for iteration in (1, 2):
         out = call_reward(fn, "agent", clips, ["pick the cup", "open the drawer"], fps=8.0, iteration=iteration)
