@@ -353,3 +353,14 @@ def test_reward_batch_carries_reasons_into_the_outcome():
     assert out.reasons[2] == "reward 'agent' returned None (ineligible)"
     with pytest.raises(RewardLengthError, match="2 reason lists"):
         call_reward(lambda v, p, **m: RewardBatch([0.1, 0.2, 0.3], [[], []]), "bad", _clips(3), ["a"] * 3)
+
+
+def test_values_that_are_no_number_are_error_items_not_a_stopped_run():
+    """10**400 overflows float (OverflowError stopped the run); text "0.5" was read as 0.5; a bool is 1 / 0."""
+    from training.reward_outcome import check_reward_output
+
+    out = check_reward_output([10**400, "0.5", b"0.5", True, False, 0.25], "r", 6)
+    assert out.rewards == [None, None, None, 1.0, 0.0, 0.25]
+    assert out.counts == {"none": 0, "nan": 0, "inf": 0, "error": 3}
+    assert out.reasons[0].startswith("reward 'r' returned a non-number 1000") and out.reasons[0].endswith("...")
+    assert out.reasons[1] == "reward 'r' returned a non-number '0.5'"

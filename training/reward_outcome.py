@@ -6,6 +6,12 @@
 ineligible, counted by kind; a wrong length is a :class:`RewardLengthError` naming the reward; an
 exception inside the callable makes its whole batch ineligible (:func:`failed_outcome`). The adapters
 themselves are in training/rewards.py, which re-exports these names.
+
+Decisions where the issue was silent: a value that is no number is ineligible of kind ``error`` (the
+reward is broken, not the clip), never a stopped run: text such as ``"0.5"`` (``float`` would parse it,
+but a reward that returns text has computed something else), bytes, and an integer too large for a float
+(``10**400`` raises OverflowError in ``float``). A bool counts as 1.0 / 0.0: a success predicate is a
+legitimate verifiable reward, and components already read bools that way (:func:`reward_number`).
 """
 
 from __future__ import annotations
@@ -164,12 +170,11 @@ def check_reward_output(raw: Any, name: str, n: int) -> RewardOutcome:
             rewards.append(None)
             reasons.append(f"reward {name!r} returned None (ineligible)" + (f": {'; '.join(why)}" if why else ""))
             continue
-        try:
-            f = float(value)
-        except (TypeError, ValueError):
+        f = reward_number(value)
+        if f is None:
             counts["error"] += 1
             rewards.append(None)
-            reasons.append(f"reward {name!r} returned a non-number {value!r}")
+            reasons.append(f"reward {name!r} returned a non-number {_short(value)}")
             continue
         kind = "nan" if math.isnan(f) else "inf" if math.isinf(f) else None
         if kind is not None:
@@ -182,6 +187,26 @@ def check_reward_output(raw: Any, name: str, n: int) -> RewardOutcome:
     for values in components.values():  # an ineligible item's judgment did not count
         values[:] = [None if r is None else v for v, r in zip(values, rewards, strict=True)]
     return RewardOutcome(rewards, reasons, counts, run_ids, components, usage)
+
+
+def reward_number(value: Any) -> float | None:
+    """A reward value as a float (NaN and inf included: the caller counts them), or None when it is no number:
+    text (``"0.5"`` is a reward computed wrongly, not a number: str and bytes are refused, though ``float``
+    would parse them), a value ``float`` rejects, and an integer too large for a float (``10**400``:
+    OverflowError). A bool is a number: True / False is 1.0 / 0.0, as in a success reward and as for the
+    components (``_finite``)."""
+    if isinstance(value, str | bytes | bytearray):
+        return None
+    try:
+        return float(value)
+    except (TypeError, ValueError, OverflowError):
+        return None
+
+
+def _short(value: Any, limit: int = 80) -> str:
+    """``repr(value)`` cut to ``limit`` characters (a 10**400 has 401 digits)."""
+    text = repr(value)
+    return text if len(text) <= limit else text[:limit] + "..."
 
 
 def _check_components(given: dict[str, Any], name: str, n: int) -> dict[str, list[float | None]]:
@@ -210,10 +235,5 @@ def sum_usage(items: Sequence[Any]) -> dict[str, int]:
 
 def _finite(value: Any) -> float | None:
     """A component value as a finite float (bool -> 0 / 1), else None."""
-    if value is None or isinstance(value, str):
-        return None
-    try:
-        f = float(value)
-    except (TypeError, ValueError):
-        return None
-    return f if math.isfinite(f) else None
+    f = None if value is None else reward_number(value)
+    return f if f is not None and math.isfinite(f) else None
