@@ -134,6 +134,10 @@ def test_merge_outcomes_keeps_order_and_sums_counts():
     m = merge_outcomes([a, b])
     assert m.rewards == [1.0, None, None] and m.reasons == [None, "x", "y"]
     assert m.counts == {"none": 1, "error": 1} and m.run_ids == ["r1", None, None]
+    assert m.kinds == []  # hand-made outcomes without kinds: unknown
+    k = merge_outcomes([RewardOutcome([1.0, None], [None, "x"], kinds=[None, "nan"]),
+                        RewardOutcome([None], ["y"], kinds=["error"])])
+    assert k.kinds == [None, "nan", "error"]
     c = merge_outcomes([RewardOutcome([0.5], [None], {}, [None], {"T": [1.0]}), b,
                         RewardOutcome([0.2], [None], {}, [None], {"T": [0.0], "V": [0.5]})]).components
     assert c == {"T": [1.0, None, 0.0], "V": [None, None, 0.5]}  # a part without a component: None there

@@ -91,6 +91,29 @@ def test_a_clip_missing_a_term_is_ineligible_and_says_which():
         call_reward(short, "sum", _clips(), ["a", "b"])
 
 
+def test_a_clip_is_counted_under_its_parts_ineligible_kind():
+    """ineligible_error / _nan / _inf of a sum come from its parts (all were counted 'none', the agent's verdict)."""
+    def verdicts(videos, prompts, **meta):
+        return [None, 0.5, 0.5, None]
+
+    def values(videos, prompts, **meta):
+        return [0.5, float("nan"), float("inf"), float("nan")]
+
+    def broken(videos, prompts, **meta):
+        raise ConnectionError("reward server down")
+
+    clips, texts = _clips() * 2, ["a"] * 4
+    out = call_reward(SumReward([SumPart("v", 1.0, verdicts, "agent"), SumPart("x", 1.0, values, "http")]),
+                      "sum", clips, texts)
+    assert out.rewards == [None] * 4 and out.kinds == ["none", "nan", "inf", "nan"]  # nan outranks a verdict
+    assert out.counts == {"none": 1, "nan": 2, "inf": 1, "error": 0}
+    out = call_reward(SumReward([SumPart("v", 1.0, verdicts, "agent"), SumPart("down", 1.0, broken, "http")]),
+                      "sum", clips, texts)
+    assert out.counts == {"none": 0, "nan": 0, "inf": 0, "error": 4}
+    with pytest.raises(RewardLengthError, match="kinds must hold"):
+        call_reward(lambda v, p, **m: RewardBatch([None, None], [[], []], kinds=["none", "late"]), "x", _clips(), texts[:2])
+
+
 def test_used_rewards_lists_the_parts():
     assert used_rewards("agent", {}) == {"agent"} and used_rewards(None, {}) == set()
     assert used_rewards("sum", {"parts": [{"reward": "agent"}, {"reward": "motion"}, "junk"]}) == {"agent", "motion"}

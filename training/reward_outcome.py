@@ -50,6 +50,15 @@ class RewardBatch:
     """What scoring the batch cost, as records the trainer adds up (the agent: one per video with
     ``calls``, ``images``, ``input_tokens``, ``output_tokens``); summed over an iteration's clips,
     ineligible ones included, as ``reward_usage_<key>``."""
+    kinds: list[str | None] | None = None
+    """Per video, why a None reward is ineligible when it is not the reward's own verdict: ``error``,
+    ``nan`` or ``inf`` (a sum passes on its parts' kinds, training/sum_reward.py); None (or no list) is
+    ``none``. Counted in :attr:`RewardOutcome.counts` instead of ``none``."""
+
+
+KINDS = ("none", "nan", "inf", "error")
+"""The kinds of ineligible items, counted in :attr:`RewardOutcome.counts` (``ineligible_<kind>``): the reward's
+verdict (None), a NaN, an infinity, and a broken reward (it raised or returned no number)."""
 
 
 class RewardLengthError(ValueError):
@@ -73,6 +82,9 @@ class RewardOutcome:
     not a finite number and for every ineligible item (its judgment did not count)."""
     usage: dict[str, int] = field(default_factory=dict)
     """A RewardBatch's usage summed over the batch (non-negative integer values only)."""
+    kinds: list[str | None] = field(default_factory=list)
+    """Per item, its ineligible kind (a key of ``counts``), None for an eligible one; empty when unknown
+    (an outcome made by hand)."""
 
     @property
     def ineligible_count(self) -> int:
@@ -135,16 +147,17 @@ def _check_pairs(name: str, videos: Sequence[np.ndarray], prompts: Sequence[str]
 
 def failed_outcome(exc: BaseException, name: str, n: int) -> RewardOutcome:
     """Every item ineligible (kind ``error``) because the reward callable raised ``exc``."""
-    counts = {"none": 0, "nan": 0, "inf": 0, "error": n}
+    counts = {kind: 0 for kind in KINDS} | {"error": n}
     reason = f"reward {name!r} raised {type(exc).__name__}: {exc}"
-    return RewardOutcome([None] * n, [reason] * n, counts, [None] * n, {}, {})
+    return RewardOutcome([None] * n, [reason] * n, counts, [None] * n, {}, {}, ["error"] * n)
 
 
 def check_reward_output(raw: Any, name: str, n: int) -> RewardOutcome:
     """A reward callable's answer for ``n`` videos (a list, or a :class:`RewardBatch`) -> a validated
     :class:`RewardOutcome` (see :func:`call_reward`); :class:`RewardLengthError` for a wrong length."""
-    counts = {"none": 0, "nan": 0, "inf": 0, "error": 0}
+    counts = dict.fromkeys(KINDS, 0)
     given: list[list[str]] = [[] for _ in range(n)]
+    given_kinds: list[str | None] = [None] * n
     run_ids: list[str | None] = [None] * n
     components: dict[str, list[float | None]] = {}
     usage: dict[str, int] = {}
@@ -156,6 +169,7 @@ def check_reward_output(raw: Any, name: str, n: int) -> RewardOutcome:
             run_ids = [str(r) if r else None for r in raw.run_ids]
         components = _check_components(raw.components or {}, name, len(raw.rewards))
         usage = sum_usage(raw.usage or [])
+        given_kinds = _check_kinds(raw.kinds, name, len(raw.rewards))
         given, raw = [list(r) for r in raw.reasons], raw.rewards
     if not isinstance(raw, list | tuple):
         raise RewardLengthError(f"reward {name!r} returned {type(raw).__name__}, expected a list of "
@@ -164,19 +178,23 @@ def check_reward_output(raw: Any, name: str, n: int) -> RewardOutcome:
         raise RewardLengthError(f"reward {name!r} returned {len(raw)} values for {n} videos")
     rewards: list[float | None] = []
     reasons: list[str | None] = []
-    for value, why in zip(raw, given, strict=True):
+    kinds: list[str | None] = []
+    for value, why, given_kind in zip(raw, given, given_kinds, strict=True):
         if value is None:
-            counts["none"] += 1
+            counts[given_kind or "none"] += 1
+            kinds.append(given_kind or "none")
             rewards.append(None)
             reasons.append(f"reward {name!r} returned None (ineligible)" + (f": {'; '.join(why)}" if why else ""))
             continue
         f = reward_number(value)
         if f is None:
             counts["error"] += 1
+            kinds.append("error")
             rewards.append(None)
             reasons.append(f"reward {name!r} returned a non-number {_short(value)}")
             continue
         kind = "nan" if math.isnan(f) else "inf" if math.isinf(f) else None
+        kinds.append(kind)
         if kind is not None:
             counts[kind] += 1
             rewards.append(None)
@@ -186,7 +204,17 @@ def check_reward_output(raw: Any, name: str, n: int) -> RewardOutcome:
             reasons.append(None)
     for values in components.values():  # an ineligible item's judgment did not count
         values[:] = [None if r is None else v for v, r in zip(values, rewards, strict=True)]
-    return RewardOutcome(rewards, reasons, counts, run_ids, components, usage)
+    return RewardOutcome(rewards, reasons, counts, run_ids, components, usage, kinds)
+
+
+def _check_kinds(given: list[str | None] | None, name: str, n: int) -> list[str | None]:
+    """A RewardBatch's kinds (None: all ``none``); RewardLengthError for another length or an unknown kind."""
+    if given is None:
+        return [None] * n
+    if not isinstance(given, list | tuple) or len(given) != n or any(k is not None and k not in KINDS for k in given):
+        raise RewardLengthError(f"reward {name!r}: kinds must hold one of None, {', '.join(map(repr, KINDS))} per "
+                                f"reward ({n}), got {given!r}")
+    return list(given)
 
 
 def reward_number(value: Any) -> float | None:

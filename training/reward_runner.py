@@ -89,4 +89,6 @@ def merge_outcomes(outcomes: Sequence[RewardOutcome]) -> RewardOutcome:
                          run_ids=[r for o in outcomes for r in (o.run_ids or [None] * len(o.rewards))],
                          components={k: [v for o in outcomes for v in o.components.get(k, [None] * len(o.rewards))]
                                      for k in names},
-                         usage=sum_usage([o.usage for o in outcomes]))
+                         usage=sum_usage([o.usage for o in outcomes]),
+                         kinds=[k for o in outcomes for k in o.kinds]
+                         if all(len(o.kinds) == len(o.rewards) for o in outcomes) else [])

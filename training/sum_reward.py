@@ -20,7 +20,9 @@ Decisions where the issue was silent:
 
 * A clip is ineligible when any part is ineligible for it: a sum without one of its terms would be a
   different reward, so it is never made up from the others (the reasons name the part). A part that
-  raises makes its items ineligible, not the run.
+  raises makes its items ineligible, not the run. The clip is counted under its parts' ineligible kind
+  (``ineligible_error`` for a part that raised, ``_nan`` / ``_inf`` for a part's non-finite value, not the
+  agent's verdict ``_none``); with several ineligible parts the most severe kind counts (`SEVERITY`).
 * Each part's reward is logged as a component named by its ``label`` (default: the reward's name;
   labels must be distinct identifiers), and a part's own components as ``<label>_<name>`` (the
   agent's ``agent_T`` ...), so ``reward_<label>_mean`` shows which term moved; usage adds up; the run
@@ -128,6 +130,19 @@ def token_envs(reward: str | None, options: dict[str, Any]) -> list[str]:
     return list(dict.fromkeys(names))
 
 
+SEVERITY = ("error", "nan", "inf", "none")
+"""Which ineligible kind a clip of a sum is counted as when several parts are ineligible for it: the first of
+these among its parts' kinds (a broken part is what needs fixing, whatever the others say)."""
+
+
+def item_kind(part_kinds: Sequence[str | None]) -> str | None:
+    """The ineligible kind of one clip of a sum from the kinds of its ineligible parts (`SEVERITY`); None when
+    no part is ineligible (an unknown kind counts as ``none``)."""
+    if not part_kinds:
+        return None
+    return next((kind for kind in SEVERITY if kind in part_kinds), "none")
+
+
 @dataclass
 class SumReward:
     """R = sum_i w_i R_i over its parts (module docstring); async."""
@@ -141,19 +156,21 @@ class SumReward:
         outcomes = await asyncio.gather(*(acall_reward(p.fn, p.label, clips, texts, meta) for p in self.parts))
         rewards: list[float | None] = []
         reasons: list[list[str]] = []
+        kinds: list[str | None] = []
         for i in range(len(clips)):
             values = [o.rewards[i] for o in outcomes]
             missing = [f"{p.label}: {o.reasons[i] or 'ineligible'}" for p, o in zip(self.parts, outcomes, strict=True)
                        if o.rewards[i] is None]
             rewards.append(None if missing else sum(p.weight * v for p, v in zip(self.parts, values, strict=True)))
             reasons.append(missing)
+            kinds.append(item_kind([o.kinds[i] if o.kinds else "none" for o in outcomes if o.rewards[i] is None]))
         components: dict[str, list[Any]] = {}
         for part, outcome in zip(self.parts, outcomes, strict=True):
             components[part.label] = list(outcome.rewards)
             for key, values in outcome.components.items():
                 components[f"{part.label}_{key}"] = list(values)
         run_ids = next((o.run_ids for o in outcomes if any(o.run_ids)), None)
-        return RewardBatch(rewards, reasons, run_ids, components, [o.usage for o in outcomes])
+        return RewardBatch(rewards, reasons, run_ids, components, [o.usage for o in outcomes], kinds)
 
 
 def build_sum_reward(options: dict[str, Any], build: Callable[..., Any], **context: Any) -> SumReward:
