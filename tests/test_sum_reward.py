@@ -41,6 +41,10 @@ def _clips() -> list[np.ndarray]:
     ({"parts": [{"reward": "motion", "weight": True}]}, "weight must be a finite number"),
     ({"parts": [{"reward": "motion"}, {"reward": "motion"}]}, "part 1 label 'motion' must be a distinct"),
     ({"parts": [{"reward": "motion", "label": "a-b"}]}, "label 'a-b'"),
+    ({"parts": [{"reward": "agent", "label": "b"}, {"reward": "motion", "label": "b_T"}]},
+     "part 0 label 'b' and part 1 label 'b_T' can log under one name"),
+    ({"parts": [{"reward": "motion", "label": "a_b"}, {"reward": "agent", "label": "a"}]},
+     "part 0 label 'a_b' and part 1 label 'a' can log under one name"),
     ({"parts": [{"reward": "motion", "options": [1]}]}, "options must be a mapping"),
     ({"parts": [{"reward": "motion"}], "weights": [1]}, "unknown reward_options"),
 ])
@@ -89,6 +93,14 @@ def test_a_clip_missing_a_term_is_ineligible_and_says_which():
     short = SumReward([SumPart("steady", 1.0, steady, "motion"), SumPart("short", 1.0, lambda v, p, **m: [0.1], "x")])
     with pytest.raises(RewardLengthError, match="reward 'short' returned 1 values for 2 videos"):
         call_reward(short, "sum", _clips(), ["a", "b"])
+
+
+def test_a_sum_built_directly_refuses_labels_that_can_log_under_one_name():
+    with pytest.raises(ValueError, match="part 0 label 'b' and part 1 label 'b_T'"):
+        SumReward([SumPart("b", 1.0, lambda v, p, **m: [0.0], "agent"), SumPart("b_T", 1.0, lambda v, p, **m: [0.0], "x")])
+    with pytest.raises(ValueError, match="must be distinct"):
+        SumReward([SumPart("b", 1.0, lambda v, p, **m: [0.0], "x"), SumPart("b", 1.0, lambda v, p, **m: [0.0], "x")])
+    assert parse_parts({"parts": [{"reward": "motion", "label": "ab"}, {"reward": "agent", "label": "a"}]})
 
 
 def test_a_clip_is_counted_under_its_parts_ineligible_kind():

@@ -25,7 +25,10 @@ Decisions where the issue was silent:
   agent's verdict ``_none``); with several ineligible parts the most severe kind counts (`SEVERITY`).
 * Each part's reward is logged as a component named by its ``label`` (default: the reward's name;
   labels must be distinct identifiers), and a part's own components as ``<label>_<name>`` (the
-  agent's ``agent_T`` ...), so ``reward_<label>_mean`` shows which term moved; usage adds up; the run
+  agent's ``agent_T`` ...), so ``reward_<label>_mean`` shows which term moved. The names of the parts'
+  components are only known once they score, so two labels where one is the other followed by ``_``
+  (``b`` and ``b_T``) are refused when the sum is built: they could log two values under one name (and
+  every such clash needs that prefix, `check_labels`). Usage adds up; the run
   ids are the first part's that has them (the agent's trace). A part that returns the wrong number of
   rewards is a ``RewardLengthError`` naming it, as it would be as the run's reward.
 * Parts cannot be sums themselves (one level is enough to write any weighted sum).
@@ -94,7 +97,21 @@ def parse_parts(options: dict[str, Any]) -> list[dict[str, Any]]:
             options_i = {**options_i, "token_env": options["token_env"]}  # the sum's token for http parts
         labels.append(label)
         out.append({"reward": str(part["reward"]), "weight": float(weight), "label": label, "options": options_i})
+    check_labels(labels)
     return out
+
+
+def check_labels(labels: Sequence[str]) -> None:
+    """ValueError naming both parts when two labels can log under one name: a part's components are logged as
+    ``<label>_<name>``, so part ``b``'s component ``T`` and a part labelled ``b_T`` would share a name, and
+    every such clash (``<a>_<x>`` = ``<a_b>_<y>`` too) needs one label to be the other followed by ``_``."""
+    for j, label in enumerate(labels):
+        for i, other in enumerate(labels[:j]):
+            if label.startswith(other + "_") or other.startswith(label + "_"):
+                short, long = (other, label) if len(other) < len(label) else (label, other)
+                raise ValueError(f"reward 'sum': part {i} label {other!r} and part {j} label {label!r} can log under "
+                                 f"one name (the components of part {short!r} are logged as {short}_<name>, e.g. {long}); "
+                                 "choose labels where neither is the other followed by '_'")
 
 
 def _listed_parts(options: dict[str, Any]) -> list[dict[str, Any]]:
@@ -149,6 +166,12 @@ class SumReward:
 
     parts: list[SumPart]
     """The terms, in config order."""
+
+    def __post_init__(self) -> None:
+        labels = [p.label for p in self.parts]
+        if len(set(labels)) != len(labels):
+            raise ValueError(f"reward 'sum': part labels must be distinct, got {labels}")
+        check_labels(labels)
 
     async def __call__(self, videos: Sequence[np.ndarray], prompts: Sequence[str], **meta: Any) -> RewardBatch:
         clips, texts = list(videos), list(prompts)
