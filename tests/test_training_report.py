@@ -195,6 +195,17 @@ def test_training_report_renders_in_headless_chromium(run, tmp_path):
     assert dom.count('class="strip"') == 2
 
 
+def test_run_labels_take_parent_folders_until_distinct(tmp_path):
+    """Two sweeps with the same inner folders got the same label (only one parent was added)."""
+    from training.compare_runs import run_labels
+
+    a, b, c = tmp_path / "sweepA" / "lr1e-4" / "run", tmp_path / "sweepB" / "lr1e-4" / "run", tmp_path / "solo"
+    assert run_labels([a, b, c]) == ["sweepA/lr1e-4/run", "sweepB/lr1e-4/run", "solo"]
+    assert run_labels([tmp_path / "x" / "run", tmp_path / "run"])[0].endswith("x/run")
+    with pytest.raises(ValueError, match="is given twice"):
+        run_labels([a, a.parent / ".." / "lr1e-4" / "run"])
+
+
 def test_runs_compare_on_one_page(run, tmp_path, capsys):
     """Two runs: a table row each, a line per run in every chart a run has data for, the held-out means."""
     from training.compare_runs import render_comparison, run_labels

@@ -6,9 +6,10 @@ chart per series any run logged with a line per run [curves] (ids ``compare-<ser
 held-out means [held-out-compare]. Each run's own page (``python -m training.report --run DIR``) has
 its samples and videos; this page has only the curves.
 
-Decisions where the issue was silent: a run is named by its folder, and by its parent folder too when
-two runs share a folder name; series are charted in the single-run page's order; a run that lacks a
-series simply has no line in that chart; the same point thinning applies (training/report.py).
+Decisions where the issue was silent: a run is named by its folder, with as many parent folders as it
+takes to tell runs of the same folder name apart (one run given twice is an error); series are charted in
+the single-run page's order; a run that lacks a series simply has no line in that chart; the same point
+thinning applies (training/report.py).
 """
 
 from __future__ import annotations
@@ -22,9 +23,28 @@ from training.report import RunFiles, chart_keys, finite_or_none, metric_series,
 
 
 def run_labels(run_dirs: Sequence[Path]) -> list[str]:
-    """A short distinct name per run: its folder name, with the parent folder when names repeat."""
-    names = [Path(d).resolve().name for d in run_dirs]
-    return [f"{Path(d).resolve().parent.name}/{n}" if names.count(n) > 1 else n for d, n in zip(run_dirs, names, strict=True)]
+    """A short distinct name per run: its folder name, with as many parent folders as it takes to tell it from
+    the runs of the same name (``sweepA/lr1e-4/run`` and ``sweepB/lr1e-4/run``: ``sweepA/lr1e-4/run`` ...);
+    ValueError naming a folder given twice (the same run after resolving ``..`` and links)."""
+    paths = [Path(d).resolve() for d in run_dirs]
+    for k, path in enumerate(paths):
+        if path in paths[:k]:
+            raise ValueError(f"the run {path} is given twice (--run {run_dirs[paths.index(path)]} and --run {run_dirs[k]})")
+    depth = [1] * len(paths)
+    labels = [_tail(p, 1) for p in paths]
+    while len(set(labels)) < len(labels):  # a longer tail only for the runs whose label repeats
+        repeated = {label for label in labels if labels.count(label) > 1}
+        depth = [d + 1 if label in repeated else d for d, label in zip(depth, labels, strict=True)]
+        labels = [_tail(p, d) for p, d in zip(paths, depth, strict=True)]
+    return labels
+
+
+def _tail(path: Path, depth: int) -> str:
+    """The last ``depth`` parts of an absolute ``path`` joined by "/" (the whole path once ``depth`` reaches it).
+    Tails of different depths differ in their number of "/", so lengthening some labels never makes them
+    equal to a shorter one."""
+    parts = path.parts[1:]  # without the root
+    return str(path) if depth >= len(parts) else "/".join(parts[-depth:])
 
 
 def _runs_table(runs: Sequence[RunFiles], labels: Sequence[str]) -> str:
