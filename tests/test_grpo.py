@@ -53,6 +53,19 @@ def test_equal_rewards_give_zero_advantage_but_valid():
     assert valid.all() and stats.zero_std_groups == 1
 
 
+def test_rewards_equal_up_to_rounding_are_zero_spread():
+    """0.1 + 0.2 vs 0.3 (spread 2.6e-17): with eps 0 these were advantages of +-1.4 around a nonzero mean."""
+    for eps in (0.0, 1e-4):
+        adv, valid, stats = group_advantages([0.3, 0.1 + 0.2, 0.3], [0, 0, 0], a_max=5.0, eps=eps)
+        assert adv.tolist() == [0.0, 0.0, 0.0] and valid.all() and stats.zero_std_groups == 1
+    # the threshold scales with |mean|: 1e6 + one ulp-ish noise is zero spread, a real 1e-6 spread is not
+    adv, _, stats = group_advantages([1e6, 1e6 + 1e-7, 1e6], [0, 0, 0], a_max=5.0, eps=1e-4)
+    assert stats.zero_std_groups == 1 and adv.abs().max() == 0
+    adv, _, stats = group_advantages([0.5, 0.5 + 2e-6], [0, 0], a_max=5.0, eps=1e-4)
+    # s_r = 1e-6 > 1e-12: raw = (-+1e-6) / (1e-6 + 1e-4) = -+1/101 (eps keeps it small)
+    assert stats.zero_std_groups == 0 and adv.tolist() == pytest.approx([-1 / 101, 1 / 101], rel=1e-4)
+
+
 def test_group_advantages_bad_input():
     with pytest.raises(ValueError, match="group ids"):
         group_advantages([1.0, 2.0], [0], a_max=1, eps=0)

@@ -48,6 +48,7 @@ BASE_YAML = "tiny: true\nreward: brightness\ndataset:\n  - {text: push the block
         ({"max_skipped_iterations": 0}, "max_skipped_iterations must be >= 1"),
         ({"lr_warmup_steps": -1}, "lr_warmup_steps must be >= 0"),
         ({"seed": -1}, "seed must be >= 0, got -1"),
+        ({"adv_eps": 0.0}, "adv_eps must be > 0"),
     ],
 )
 def test_bad_values_are_rejected_with_clear_errors(kw, match):

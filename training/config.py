@@ -128,7 +128,8 @@ class TrainConfig:
     a_max: float = 5.0
     """Advantages are clipped to [-a_max, a_max]."""
     adv_eps: float = 1e-4
-    """eps added to the group std in the advantage."""
+    """eps added to the group std in the advantage; > 0 (with 0 a spread just above rounding noise would
+    become full-size advantages)."""
     log_prob_reduce: Literal["sum", "mean"] = "sum"
     """Transition log-likelihood: sum over latent elements (paper) or mean (smaller ratios)."""
     # --- optimisation / DeepSpeed -----------------------------------------------------------
@@ -315,10 +316,10 @@ def validate(cfg: TrainConfig) -> TrainConfig:
     errs += [f"{k} must be >= 1, got {v}" for k, v in positive.items() if v < 1]
     if not cfg.guidance_scale >= 0:
         errs.append(f"guidance_scale must be >= 0, got {cfg.guidance_scale}")
-    for name in ("clip_range", "a_max", "mu_kl_eps", "learning_rate", "fps", "shift"):
+    for name in ("clip_range", "a_max", "mu_kl_eps", "adv_eps", "learning_rate", "fps", "shift"):
         if not getattr(cfg, name) > 0:
             errs.append(f"{name} must be > 0, got {getattr(cfg, name)}")
-    for name in ("beta", "adv_eps", "weight_decay"):
+    for name in ("beta", "weight_decay"):
         if not getattr(cfg, name) >= 0:
             errs.append(f"{name} must be >= 0, got {getattr(cfg, name)}")
     if cfg.finetune == "lora" and (cfg.lora_rank < 1 or not cfg.lora_targets):

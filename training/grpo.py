@@ -14,7 +14,10 @@ Decisions where the issue was silent:
   +/-inf are all ineligible and counted separately in the stats.
 * A group whose eligible rewards all agree has standard deviation 0, so every advantage in it is 0;
   it is still a valid group (it gives no policy-gradient signal but its samples still carry the
-  mu-KL term). It is counted in ``AdvantageStats.zero_std_groups``.
+  mu-KL term). It is counted in ``AdvantageStats.zero_std_groups``. "Agree" allows float rounding:
+  a spread ``s_r <= ZERO_SPREAD * max(1, |r_bar|)`` is zero (a sum reward's 0.1 + 0.2 against 0.3
+  differs by 5.6e-17, which ``(r - r_bar) / (s_r + eps)`` with a tiny eps turned into full-size
+  advantages). The config also requires ``adv_eps > 0`` (training/config.py) for spreads just above it.
 * ``approx_kl`` is the non-negative "k3" estimator ``mean((rho - 1) - log rho)`` of KL(old || new).
 * The log-ratio is clamped to ``[-max_log_ratio, max_log_ratio]`` (default 20) before ``exp`` so a
   summed-over-latents log-prob cannot overflow into ``inf * 0 = NaN``; within the bound the
@@ -37,6 +40,9 @@ from collections.abc import Hashable, Sequence
 from dataclasses import asdict, dataclass
 
 import torch
+
+ZERO_SPREAD = 1e-12
+"""A group's reward spread at most this times max(1, |mean|) is rounding noise: zero spread."""
 
 
 @dataclass(frozen=True)
@@ -106,8 +112,10 @@ def group_advantages(
 
         r_bar = (1/n) sum_{j in I} r_j
         s_r   = sqrt((1/n) sum_{j in I} (r_j - r_bar)^2)          (population std)
-        A_i   = clip((r_i - r_bar) / (s_r + eps), -A_max, A_max)
+        A_i   = 0                                                  if s_r <= ZERO_SPREAD * max(1, |r_bar|)
+        A_i   = clip((r_i - r_bar) / (s_r + eps), -A_max, A_max)     otherwise
 
+    A zero-spread group (rewards equal up to float rounding) stays valid with A = 0 (``zero_std_groups``).
     Ineligible rewards (None / NaN / inf) are excluded from r_bar and s_r and get A = 0 and
     ``valid = False``. A group with n < 2 gives no update: all its samples are invalid.
 
@@ -133,13 +141,13 @@ def group_advantages(
             skipped += 1
             continue
         r = torch.tensor([float(rewards[i]) for i in elig], dtype=torch.float64)  # type: ignore[arg-type]
-        if float(r.max()) == float(r.min()):  # exact: avoids rounding noise in mean/std
+        mean = r.mean()
+        std = ((r - mean) ** 2).mean().sqrt()
+        if float(std) <= ZERO_SPREAD * max(1.0, abs(float(mean))):  # equal up to rounding: no signal
             zero_std += 1
             for i in elig:
                 valid[i] = True
             continue
-        mean = r.mean()
-        std = ((r - mean) ** 2).mean().sqrt()
         raw = (r - mean) / (std + eps)
         clipped += int((raw.abs() > a_max).sum())
         a = raw.clamp(-a_max, a_max)
