@@ -14,17 +14,31 @@ import yaml
 
 from training.best import best_checkpoint, eval_means, evals_since_best, is_new_best
 from training.config_io import config_to_dict, load_config
-from training.engine import stale_checkpoints
+from training.engine import mark_latest, stale_checkpoints
+from training.resume import StateLayout, write_layout
 
 ROOT = Path(__file__).resolve().parents[1]
 SMOKE = ROOT / "training" / "configs" / "smoke.yaml"
 
 
 def _run(tmp_path: Path, rows: list, tags: list[int]) -> Path:
+    """A run folder with eval.jsonl ``rows`` and complete checkpoints ``tags`` (layout.json, `latest` the last)."""
     (tmp_path / "eval.jsonl").write_text("".join(r if isinstance(r, str) else json.dumps(r) + "\n" for r in rows))
     for it in tags:
-        (tmp_path / "checkpoints" / f"iter_{it:06d}").mkdir(parents=True)
+        _checkpoint(tmp_path / "checkpoints", it)
     return tmp_path
+
+
+def _checkpoint(ckpt_dir: Path, iteration: int, *, latest: bool = True) -> None:
+    """A complete checkpoint folder as the trainer leaves it: saved, layout.json, then `latest`."""
+    write_layout(_mkdir(ckpt_dir / f"iter_{iteration:06d}"), StateLayout(2, "float32"))
+    if latest:
+        mark_latest(ckpt_dir, iteration)
+
+
+def _mkdir(folder: Path) -> Path:
+    folder.mkdir(parents=True, exist_ok=True)
+    return folder
 
 
 def test_eval_means_take_each_iteration_s_last_finite_row(tmp_path):
@@ -40,7 +54,7 @@ def test_the_best_is_the_highest_mean_that_has_a_checkpoint(tmp_path):
     rows = [{"iteration": i, "eval_reward_mean": m} for i, m in ((0, 0.9), (2, 0.4), (3, 0.8), (4, 0.4), (5, 0.7))]
     run = _run(tmp_path, rows, [2, 4, 5])  # iteration 0 (the baseline) and 3 have no checkpoint
     assert best_checkpoint(run / "checkpoints", run / "eval.jsonl") == ("iter_000005", 5, 0.7)
-    (run / "checkpoints" / "iter_000005").rmdir()
+    (run / "checkpoints" / "iter_000005" / "layout.json").unlink()  # a save that crashed: not a candidate
     assert best_checkpoint(run / "checkpoints", run / "eval.jsonl") == ("iter_000004", 4, 0.4)  # tie: the later
     assert best_checkpoint(run / "checkpoints", run / "missing.jsonl") is None
 
@@ -167,3 +181,77 @@ def test_a_resumed_run_owes_the_evaluation_a_stop_skipped(tmp_path):
     assert [s for s in range(6) if pending_eval(cfg, s, log)] == [4, 5]  # 2 has a row (a null mean counts)
     assert not pending_eval(cfg, 0, log)  # a fresh run's baseline is the trainer's own step
 
+
+
+def test_a_save_that_crashed_is_never_the_best(tmp_path):
+    """eval at 4 was a new best, its save crashed: iter_000004 exists without layout.json and `latest` still
+    names iter_000002. It was picked (pruning kept an empty folder, --tag best tried to export it)."""
+    rows = [{"iteration": i, "eval_reward_mean": m} for i, m in ((0, 0.1), (2, 0.3), (4, 0.5), (6, 0.6))]
+    run = _run(tmp_path, rows, [2])
+    ckpt = run / "checkpoints"
+    (ckpt / "iter_000004").mkdir()  # torn: no layout.json
+    _checkpoint(ckpt, 6, latest=False)  # complete folder, but `latest` never moved to it
+    assert best_checkpoint(ckpt, run / "eval.jsonl") == ("iter_000002", 2, 0.3)
+    mark_latest(ckpt, 6)  # once `latest` names 6 (or later), 6 counts; 4 never does
+    assert best_checkpoint(ckpt, run / "eval.jsonl") == ("iter_000006", 6, 0.6)
+    (ckpt / "latest").unlink()
+    assert best_checkpoint(ckpt, run / "eval.jsonl") is None  # nothing marked complete
+
+
+def test_means_are_compared_only_within_one_measurement(tmp_path):
+    """A resume at 5 changed the reward and held-out prompts: the old 0.62 must not stay the best forever
+    (best_checkpoint, evals_since_best -> early stop) while the new measurement improves."""
+    from training.best import agreed_best_tag
+
+    old = [{"iteration": i, "eval_reward_mean": m, "eval_key": "aaaa"} for i, m in ((0, 0.40), (5, 0.62))]
+    new = [{"iteration": i, "eval_reward_mean": m, "eval_key": "bbbb"} for i, m in ((5, 0.30), (10, 0.31),
+                                                                                     (15, 0.35), (20, 0.38))]
+    run = _run(tmp_path, old + new, [5, 10, 15, 20])
+    ckpt, log = run / "checkpoints", run / "eval.jsonl"
+    assert eval_means(log) == {5: 0.30, 10: 0.31, 15: 0.35, 20: 0.38}  # the latest measurement's rows
+    assert eval_means(log, "aaaa") == {0: 0.40, 5: 0.62}
+    assert best_checkpoint(ckpt, log) == ("iter_000020", 20, 0.38) == best_checkpoint(ckpt, log, "bbbb")
+    assert agreed_best_tag(ckpt, log) == "iter_000020" and evals_since_best(eval_means(log)) == 0
+    assert is_new_best(eval_means(log), 20)
+    # rows from before eval_key (legacy) compare among themselves only
+    legacy = [{"iteration": i, "eval_reward_mean": m} for i, m in ((0, 0.9), (5, 0.8))]
+    (log).write_text("".join(json.dumps(r) + "\n" for r in legacy))
+    assert best_checkpoint(ckpt, log) == ("iter_000005", 5, 0.8) and eval_means(log, "bbbb") == {}
+    log.write_text("".join(json.dumps(r) + "\n" for r in legacy + new[:1]))
+    assert best_checkpoint(ckpt, log) == ("iter_000005", 5, 0.30)
+
+
+def test_a_resume_with_another_measurement_evaluates_its_start_first(tmp_path):
+    from training.best import pending_eval
+    from training.config import PromptSpec, TrainConfig
+
+    cfg = TrainConfig(tiny=True, reward="brightness", dataset=[PromptSpec(text="x")], eval_every=5, max_iterations=20)
+    log = tmp_path / "eval.jsonl"
+    log.write_text("".join(json.dumps({"iteration": i, "eval_reward_mean": 0.5, "eval_key": "aaaa"}) + "\n"
+                           for i in (0, 5)))
+    assert not pending_eval(cfg, 5, log, "aaaa") and not pending_eval(cfg, 7, log, "aaaa")
+    assert pending_eval(cfg, 5, log, "bbbb") and pending_eval(cfg, 7, log, "bbbb")  # a baseline, off schedule too
+    with log.open("a") as fh:
+        fh.write(json.dumps({"iteration": 7, "eval_reward_mean": 0.1, "eval_key": "bbbb"}) + "\n")
+    assert not pending_eval(cfg, 7, log, "bbbb") and pending_eval(cfg, 7, log, "aaaa")
+
+
+def test_the_eval_key_changes_with_what_the_evaluation_measures():
+    from dataclasses import replace
+
+    from training.config import PromptSpec, TrainConfig
+    from training.evaluate import eval_key
+
+    cfg = TrainConfig(tiny=True, reward="brightness", dataset=[PromptSpec(text="x")], eval_every=5)
+    prompts = [PromptSpec(text="pick the cup", image_seed=1)]
+    key = eval_key(cfg, prompts)
+    assert len(key) == 12 and key == eval_key(replace(cfg, learning_rate=1.0, resume=True), list(prompts))
+    changed = [replace(cfg, reward="motion"), replace(cfg, reward_options={"region": [0, 0, 1, 1]}),
+               replace(cfg, eval_samples=4), replace(cfg, seed=1), replace(cfg, num_steps=20),
+               replace(cfg, guidance_scale=2.0), replace(cfg, shift=1.0), replace(cfg, height=240)]
+    assert len({key, *(eval_key(c, prompts) for c in changed)}) == len(changed) + 1
+    assert eval_key(cfg, [PromptSpec(text="pick the cup", image_seed=2)]) != key  # the prompts' content
+    assert eval_key(cfg, prompts * 2) != key
+    assert eval_key(replace(cfg, negative_prompt="blurry"), prompts) == key  # no guidance: not used
+    assert eval_key(replace(cfg, negative_prompt="blurry", guidance_scale=2.0), prompts) \
+        != eval_key(replace(cfg, guidance_scale=2.0), prompts)

@@ -17,6 +17,7 @@ import pytest
 import yaml
 
 from tools.video import write_video
+from training.engine import mark_latest
 from training.report import (
     _columns,
     frame_strip,
@@ -26,6 +27,7 @@ from training.report import (
     steps_per_iteration,
     write_training_report,
 )
+from training.resume import StateLayout, write_layout
 
 COLOURS = [(250, 0, 0), (0, 250, 0), (0, 0, 250), (250, 250, 0)]
 
@@ -33,6 +35,11 @@ COLOURS = [(250, 0, 0), (0, 250, 0), (0, 0, 250), (250, 250, 0)]
 def _clip(path: Path) -> Path:
     frames = np.stack([np.full((32, 48, 3), c, np.uint8) for c in COLOURS for _ in range(3)])
     return write_video(path, frames, fps=8.0)
+
+
+def _mkdir(folder: Path) -> Path:
+    folder.mkdir(parents=True, exist_ok=True)
+    return folder
 
 
 def _lines(path: Path, rows: list, torn: str = "") -> None:
@@ -53,8 +60,9 @@ def run(tmp_path) -> Path:
     _lines(out / "metrics.jsonl", metrics, torn='{"iteration": 4, "rew')
     _lines(out / "eval.jsonl", [{"iteration": 0, "eval_reward_mean": 0.2}, {"iteration": 2, "eval_reward_mean": 0.7},
                                 {"iteration": 3, "eval_reward_mean": 0.4}])
-    for it in (0, 2):
-        (out / "checkpoints" / f"iter_{it:06d}").mkdir(parents=True)
+    for it in (0, 2):  # complete checkpoints (layout.json, `latest`), as the trainer leaves them
+        write_layout(_mkdir(out / "checkpoints" / f"iter_{it:06d}"), StateLayout(2, "float32"))
+    mark_latest(out / "checkpoints", 2)
     _clip(out / "eval_videos" / "iter_000002" / "p000_s00.mp4")
     items = [{"iteration": it, "prompt": 0, "sample": 0, "text": "open the <drawer>", "reward": r, "reason": None,
               "run_id": None, "video": f"eval_videos/iter_{it:06d}/p000_s00.mp4", "components": {"T": r, "failure": 0}}
@@ -248,3 +256,18 @@ def test_reward_label_names_a_served_rewards_preset_and_model(tmp_path):
     files.config = {"reward": "agent", "reward_options": {"preset": "full"}}
     files.reward_backbone = {**served, "preset": "direct"}
     assert reward_label(files) == "agent (preset full) · model vlm-a"  # the config's own preset wins
+
+
+def test_the_report_shows_and_compares_only_the_latest_measurement(run):
+    """A resume changed the held-out set (eval_key): its header's best and the held-out section follow the
+    rule of training/best.py (--tag best, pruning), not the old measurement's higher means."""
+    rows = [{"iteration": 0, "eval_reward_mean": 0.2, "eval_key": "aaaa"},
+            {"iteration": 2, "eval_reward_mean": 0.7, "eval_key": "aaaa"},
+            {"iteration": 2, "eval_reward_mean": 0.1, "eval_key": "bbbb"},
+            {"iteration": 3, "eval_reward_mean": 0.4, "eval_key": "bbbb"}]
+    _lines(run / "eval.jsonl", rows)
+    files = read_run(run)
+    assert [(r["iteration"], r["eval_reward_mean"]) for r in files.evals] == [(2, 0.1), (3, 0.4)]
+    assert files.other_evals == 2 and files.items == {}  # the samples carry no key: an earlier measurement's
+    html = render_training_report(run)
+    assert "iter_000002 (eval_reward_mean 0.1000)" in html and "earlier held-out measurements" in html

@@ -5,8 +5,22 @@ A policy trained against a learned reward can peak and then drift (reward hackin
 checkpoint is not always the one to keep. Decisions where the issues were silent:
 
 - "Best" is the highest ``eval_reward_mean`` among iterations that have both a held-out row and a
-  checkpoint (``iter_NNNNNN``); a tie goes to the later iteration; a row whose mean is null (every
+  complete checkpoint; a tie goes to the later iteration; a row whose mean is null (every
   held-out reward ineligible) never counts. When a resume repeats an iteration, its last row counts.
+- A checkpoint is complete when its folder holds ``layout.json`` (training/resume.py; written after every
+  rank saved) and it is not past ``latest``: a save that crashed leaves a folder without it, or one
+  ``latest`` never reached (the resume starts before it), which neither pruning nor ``--tag best`` may
+  take. A folder from before ``layout.json`` existed is not a candidate (export it by its tag).
+- Means are compared only among rows of one measurement (``eval_key``, training/evaluate.py): a resume
+  that changes the reward, the held-out prompts, eval_samples, the seed or the sampler starts a new
+  series. Which key counts: the trainer's own (``key``); without one (the report, ``--tag best``, a
+  launch that does not evaluate) the key of the file's last row, i.e. the run's latest measurement, so
+  every reader picks the same best. Rows without a key (runs from before it) match only each other: a
+  run of them alone compares as it always did, and a launch that writes keyed rows leaves them behind,
+  since what they measured is unknown.
+- A resumed launch whose measurement is not the file's latest one evaluates its starting checkpoint
+  first (`pending_eval`), as a fresh run evaluates iteration 0: its new series needs a baseline, and that
+  checkpoint (complete: it was just loaded) is its first candidate.
 - A held-out evaluation at an iteration without a checkpoint cannot be exported, so it is not a
   candidate. The trainer therefore also checkpoints an evaluation between ``checkpoint_every``
   iterations when it raises the best mean of the trained iterations so far (`is_new_best`; the baseline
@@ -25,11 +39,13 @@ from __future__ import annotations
 
 import math
 from pathlib import Path
+from typing import Any
 
 from tools.jsonl import json_objects
 from training.collectives import as_rank0_sees
 from training.config import TrainConfig
-from training.engine import iteration_tag
+from training.engine import iteration_tag, latest_tag
+from training.resume import LAYOUT_FILE
 
 
 def best_needs_aligned_evals(cfg: TrainConfig) -> str | None:
@@ -58,35 +74,55 @@ def on_eval_schedule(cfg: TrainConfig, iteration: int) -> bool:
     return bool(cfg.eval_every) and (iteration % cfg.eval_every == 0 or iteration == cfg.max_iterations)
 
 
-def evaluated_iterations(eval_path: Path) -> set[int]:
-    """Iterations with a held-out row in ``eval_path`` (whatever their mean); empty without the file."""
-    out = set()
+def eval_rows(eval_path: Path) -> list[dict[str, Any]]:
+    """The held-out rows in ``eval_path`` in file order, ``iteration`` as an int (unreadable lines and rows
+    without an integer iteration left out); [] without the file."""
+    out = []
     for row in json_objects(eval_path)[0]:
         try:
-            out.add(int(row["iteration"]))
+            out.append({**row, "iteration": int(row["iteration"])})
         except (ValueError, KeyError, TypeError):
             continue
     return out
 
 
-def pending_eval(cfg: TrainConfig, start: int, eval_path: Path) -> bool:
-    """Whether a run resumed at ``start`` owes the held-out evaluation of that iteration: on the schedule, and
-    no row for it (a stop signal skips the evaluation to save within the grace period). Rank 0's answer on
-    every rank (it writes eval.jsonl; a collective: call on all ranks)."""
-    if start <= 0 or not on_eval_schedule(cfg, start):
+def latest_key(rows: list[dict[str, Any]]) -> str | None:
+    """The ``eval_key`` of the last row: the run's latest measurement (None for a row without a key, or none)."""
+    return rows[-1].get("eval_key") if rows else None
+
+
+def rows_of_key(rows: list[dict[str, Any]], key: str | None = None) -> list[dict[str, Any]]:
+    """The rows of the measurement ``key``, or of the latest one for None (module docstring); the report
+    shows these too."""
+    want = key if key is not None else latest_key(rows)
+    return [row for row in rows if row.get("eval_key") == want]
+
+
+def pending_eval(cfg: TrainConfig, start: int, eval_path: Path, key: str | None = None) -> bool:
+    """Whether a run resumed at ``start`` owes the held-out evaluation of that iteration (no row of its
+    measurement ``key`` there): on the schedule (a stop signal skips the evaluation to save within the
+    grace period), or whatever the schedule when the file's latest measurement is not ``key`` (a baseline
+    for the changed measurement, module docstring). Rank 0's answer on every rank (it writes eval.jsonl; a
+    collective: call on all ranks)."""
+    if start <= 0:
         return False
-    return bool(as_rank0_sees(lambda: start not in evaluated_iterations(eval_path)))
+
+    def owed() -> bool:
+        rows = eval_rows(eval_path)
+        if any(row["iteration"] == start for row in rows_of_key(rows, key)) and latest_key(rows) == key:
+            return False
+        return on_eval_schedule(cfg, start) or latest_key(rows) != key
+
+    return bool(as_rank0_sees(owed))
 
 
-def eval_means(eval_path: Path) -> dict[int, float]:
-    """``iteration -> eval_reward_mean`` of the held-out rows in ``eval_path`` (the last row of an
-    iteration; rows without a finite mean, and unreadable lines, left out); {} without the file."""
+def eval_means(eval_path: Path, key: str | None = None) -> dict[int, float]:
+    """``iteration -> eval_reward_mean`` of the held-out rows in ``eval_path`` of the measurement ``key`` (None:
+    the latest one; module docstring); the last row of an iteration counts (rows without a finite mean, and
+    unreadable lines, left out); {} without the file."""
     means: dict[int, float] = {}
-    for row in json_objects(eval_path)[0]:
-        try:
-            iteration, mean = int(row["iteration"]), row.get("eval_reward_mean")
-        except (ValueError, KeyError, TypeError):
-            continue
+    for row in rows_of_key(eval_rows(eval_path), key):
+        iteration, mean = row["iteration"], row.get("eval_reward_mean")
         if isinstance(mean, int | float) and math.isfinite(mean):
             means[iteration] = float(mean)
         else:
@@ -94,21 +130,37 @@ def eval_means(eval_path: Path) -> dict[int, float]:
     return means
 
 
-def best_checkpoint(ckpt_dir: Path, eval_path: Path) -> tuple[str, int, float] | None:
-    """(tag, iteration, eval_reward_mean) of the best held-out checkpoint in ``ckpt_dir`` (module
-    docstring), or None when no held-out row has a checkpoint."""
-    candidates = [(mean, it) for it, mean in eval_means(eval_path).items() if (ckpt_dir / iteration_tag(it)).is_dir()]
+def complete_checkpoint(ckpt_dir: Path, iteration: int) -> bool:
+    """Whether ``ckpt_dir`` holds the whole checkpoint of ``iteration``: its folder has ``layout.json`` (written
+    after every rank saved) and ``latest`` names it or a later one (module docstring)."""
+    latest = latest_tag(ckpt_dir)
+    latest_it = _tag_iteration(latest) if latest else None
+    return (latest_it is not None and iteration <= latest_it
+            and (ckpt_dir / iteration_tag(iteration) / LAYOUT_FILE).is_file())
+
+
+def _tag_iteration(tag: str) -> int | None:
+    """The iteration of a tag ``iter_NNNNNN`` (None for another name)."""
+    digits = tag.removeprefix("iter_")
+    return int(digits) if tag.startswith("iter_") and digits.isdigit() else None
+
+
+def best_checkpoint(ckpt_dir: Path, eval_path: Path, key: str | None = None) -> tuple[str, int, float] | None:
+    """(tag, iteration, eval_reward_mean) of the best held-out checkpoint in ``ckpt_dir`` among the rows of the
+    measurement ``key`` (None: the latest; module docstring), or None when no such row has a complete
+    checkpoint."""
+    candidates = [(mean, it) for it, mean in eval_means(eval_path, key).items() if complete_checkpoint(ckpt_dir, it)]
     if not candidates:
         return None
     mean, it = max(candidates)
     return iteration_tag(it), it, mean
 
 
-def agreed_best_tag(ckpt_dir: Path, eval_path: Path) -> str | None:
+def agreed_best_tag(ckpt_dir: Path, eval_path: Path, key: str | None = None) -> str | None:
     """`best_checkpoint`'s tag as rank 0 sees it, on every rank (a collective when torch.distributed is
     initialised: call it on all ranks)."""
     def tag() -> str | None:
-        found = best_checkpoint(ckpt_dir, eval_path)
+        found = best_checkpoint(ckpt_dir, eval_path, key)
         return None if found is None else found[0]
 
     return as_rank0_sees(tag)
@@ -124,8 +176,8 @@ def evals_since_best(means: dict[int, float]) -> int:
     return sum(it > best for it in means)
 
 
-def agreed_eval_means(eval_path: Path) -> dict[int, float]:
-    """`eval_means` as rank 0 reads them, on every rank (a collective when torch.distributed is
-    initialised): what a resumed run's ``eval_patience`` counts on from."""
-    return as_rank0_sees(lambda: eval_means(eval_path))
+def agreed_eval_means(eval_path: Path, key: str | None = None) -> dict[int, float]:
+    """`eval_means` (of the measurement ``key``) as rank 0 reads them, on every rank (a collective when
+    torch.distributed is initialised): what a resumed run's ``eval_patience`` counts on from."""
+    return as_rank0_sees(lambda: eval_means(eval_path, key))
 

@@ -33,13 +33,23 @@ Decisions where the issue was silent:
   reward fails.
 * TensorBoard gets no videos (its ``add_video`` needs moviepy); W&B gets the files rank 0 can read
   (training/wandb_log.py), which on one node or a shared filesystem is all of them.
+* Every row (eval.jsonl and eval_rewards.jsonl) carries ``eval_key`` (`eval_key`): a short hash of what the
+  evaluation measures, i.e. the reward and its options, the held-out prompts' content (text, image path,
+  image_seed, meta), eval_samples, seed and the sampler (num_steps, shift, guidance_scale, the negative
+  prompt when guidance uses it, height, width, num_frames, fps, image_fit). A resume may change any of them (only a warning); held-out
+  means are compared only among rows of one key (training/best.py). Not in the key: the policy (that is
+  what is measured), the content of an image file behind an unchanged path, and the model behind an agent
+  reward (environment settings; training/provenance.py notes a change of it).
 """
 
 from __future__ import annotations
 
+import hashlib
+import json
 import math
 import time
 from collections.abc import Sequence
+from dataclasses import asdict
 from typing import Any
 
 import numpy as np
@@ -53,6 +63,20 @@ from training.metrics import component_means
 from training.models import encode_prompt, negative_prompt, text_encoder_on
 from training.reward_outcome import call_reward
 from training.videos import eval_video_name, write_samples
+
+EVAL_KEY_SETTINGS = ("reward", "reward_options", "eval_samples", "seed", "num_steps", "shift", "guidance_scale",
+                     "height", "width", "num_frames", "fps", "image_fit")
+"""The TrainConfig settings that change what a held-out evaluation measures (besides its prompts and the
+negative prompt, which counts only with guidance: `training.models.negative_prompt`)."""
+
+
+def eval_key(cfg: TrainConfig, prompts: Sequence[PromptSpec]) -> str:
+    """A 12-hex-digit hash of what an evaluation of ``cfg`` on ``prompts`` measures (`EVAL_KEY_SETTINGS` and
+    the prompts' content, module docstring): equal keys, comparable held-out means; pure."""
+    what = {"settings": {name: getattr(cfg, name) for name in EVAL_KEY_SETTINGS},
+            "negative_prompt": negative_prompt(cfg), "prompts": [asdict(p) for p in prompts]}
+    text = json.dumps(what, sort_keys=True, default=str, separators=(",", ":"))
+    return hashlib.sha256(text.encode()).hexdigest()[:12]
 
 
 def rank_items(n_items: int, rank: int, world: int) -> list[tuple[int, bool]]:
@@ -106,8 +130,8 @@ def evaluate(world_model: FlowWorldModel, cfg: TrainConfig, prompts: Sequence[Pr
     return {"rewards": rewards, "seconds": time.perf_counter() - t0, "items": mine, "components": components}
 
 
-def summarize_eval(iteration: int, parts: Sequence[dict[str, Any]]) -> dict[str, float | int]:
-    """The eval.jsonl row from all ranks' `evaluate` outputs."""
+def summarize_eval(iteration: int, parts: Sequence[dict[str, Any]], key: str | None = None) -> dict[str, Any]:
+    """The eval.jsonl row from all ranks' `evaluate` outputs (with ``eval_key`` ``key`` when given)."""
     rewards = [r for p in parts for r in p["rewards"]]
     eligible = np.array([r for r in rewards if r is not None], dtype=np.float64)
     return {"iteration": iteration,
@@ -117,13 +141,16 @@ def summarize_eval(iteration: int, parts: Sequence[dict[str, Any]]) -> dict[str,
             "eval_ineligible_count": len(rewards) - len(eligible),
             "eval_videos": len(rewards),
             "seconds_eval": float(parts[0]["seconds"]),
-            **component_means([p["components"] for p in parts], "eval_reward_")}
+            **component_means([p["components"] for p in parts], "eval_reward_"),
+            **({"eval_key": key} if key is not None else {})}
 
 
-def summarize_items(iteration: int, parts: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
-    """The eval_rewards.jsonl lines from all ranks' `evaluate` outputs: one per sample, by prompt and sample."""
+def summarize_items(iteration: int, parts: Sequence[dict[str, Any]], key: str | None = None) -> list[dict[str, Any]]:
+    """The eval_rewards.jsonl lines from all ranks' `evaluate` outputs: one per sample, by prompt and sample
+    (with ``eval_key`` ``key`` when given)."""
     rows = [{"iteration": iteration, "prompt": it["prompt"], "sample": it["sample"], "text": it["text"],
              "reward": it["reward"], "reason": it["reason"], "run_id": it["run_id"], "video": it["video"],
-             **({"components": it["components"]} if "components" in it else {})}
+             **({"components": it["components"]} if "components" in it else {}),
+             **({"eval_key": key} if key is not None else {})}
             for p in parts for it in p["items"]]
     return sorted(rows, key=lambda r: (r["prompt"], r["sample"]))

@@ -256,8 +256,9 @@ def main(argv: list[str] | None = None) -> int:
         if args.tag == "best":  # training/best.py
             found = best_checkpoint(args.run / "checkpoints", args.run / "eval.jsonl")
             if found is None:
-                raise ExportError(f"--tag best: no held-out evaluation in {args.run / 'eval.jsonl'} is at a saved "
-                                  "checkpoint (eval_every / eval_dataset; a multiple of checkpoint_every)")
+                raise ExportError(f"--tag best: no held-out evaluation in {args.run / 'eval.jsonl'} (of its latest "
+                                  "measurement) is at a complete saved checkpoint (eval_every / eval_dataset; a "
+                                  "multiple of checkpoint_every)")
             args.tag = found[0]
             print(f"best held-out checkpoint: {found[0]} (eval_reward_mean {found[2]:.4f})")
             base = eval_means(args.run / "eval.jsonl").get(0)

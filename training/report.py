@@ -16,7 +16,9 @@ Decisions where the issue was silent:
 - It only reads the run's files (metrics.jsonl, eval.jsonl, eval_rewards.jsonl, ineligible.jsonl,
   config.yaml, checkpoints/, eval_videos/), so it works on a run that is still going: a line being
   written (not valid JSON yet) is skipped and counted in the header. When a resume repeated an
-  iteration, its last row counts, as for the best checkpoint (training/best.py).
+  iteration, its last row counts, as for the best checkpoint (training/best.py). Held-out rows (and
+  samples) are those of the run's latest measurement (``eval_key``), the rule the best checkpoint in the
+  header follows; rows of an earlier one are counted in the header, not charted.
 - A chart shows at most MAX_POINTS (500) evenly spaced iterations of a series, the first and last
   among them, so a 10,000-iteration run's page stays a few MB.
 - The held-out table shows at most ``columns`` evaluations: the first, the best (``*``), the last and
@@ -44,7 +46,7 @@ import numpy as np
 
 from evals.report_html import esc, fmt, line_chart, page, section, table
 from tools.jsonl import json_objects
-from training.best import best_checkpoint
+from training.best import best_checkpoint, latest_key, rows_of_key
 from training.provenance import read_reward_backbone
 
 CURVES = ("reward_mean", "eligible_fraction", "approx_kl", "clip_fraction", "mu_kl", "grad_norm", "lr",
@@ -66,7 +68,10 @@ class RunFiles:
     metrics: list[dict[str, Any]] = field(default_factory=list)
     """metrics.jsonl rows, the last per iteration, by iteration."""
     evals: list[dict[str, Any]] = field(default_factory=list)
-    """eval.jsonl rows, the last per iteration, by iteration."""
+    """eval.jsonl rows of the run's latest measurement (``eval_key``, training/best.py), the last per
+    iteration, by iteration."""
+    other_evals: int = 0
+    """eval.jsonl rows of earlier measurements (another ``eval_key``): not shown, never compared."""
     items: dict[tuple[int, int], dict[int, dict[str, Any]]] = field(default_factory=dict)
     """eval_rewards.jsonl: (prompt, sample) -> iteration -> line (the last one)."""
     ineligible: list[dict[str, Any]] = field(default_factory=list)
@@ -102,8 +107,12 @@ def read_run(run_dir: Path) -> RunFiles:
                                 "(or the run has not finished its first iteration)")
     files = RunFiles(run_dir)
     files.metrics = _last_per_iteration(_lines(run_dir / "metrics.jsonl", files))
-    files.evals = _last_per_iteration(_lines(run_dir / "eval.jsonl", files))
+    evals = [r for r in _lines(run_dir / "eval.jsonl", files) if isinstance(r.get("iteration"), int)]
+    current = rows_of_key(evals)
+    files.evals, files.other_evals = _last_per_iteration(current), len(evals) - len(current)
     for row in _lines(run_dir / "eval_rewards.jsonl", files):
+        if row.get("eval_key") != latest_key(evals):  # a sample of an earlier measurement
+            continue
         try:
             key, iteration = (int(row["prompt"]), int(row["sample"])), int(row["iteration"])
         except (KeyError, TypeError, ValueError):
@@ -154,6 +163,9 @@ def _header(files: RunFiles) -> str:
         ("best held-out checkpoint", f"{best[0]} (eval_reward_mean {best[2]:.4f})" if best else "none"),
         ("final export", "yes" if (files.run_dir / "final" / "export.json").is_file() else "no"),
     ]
+    if files.other_evals:
+        facts.append(("earlier held-out measurements", f"{files.other_evals} eval.jsonl rows measured another way "
+                      "(reward, prompts, samples, seed or sampler changed on a resume): not shown or compared"))
     if files.skipped_lines:
         facts.append(("lines skipped", f"{files.skipped_lines} (not JSON: being written, or torn)"))
     return section("run-header", f"Training run {files.run_dir.resolve().name}", table(["", "value"], facts))

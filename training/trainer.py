@@ -75,7 +75,7 @@ from training.best import (
 from training.config import ConfigError, TrainConfig, check_world_size
 from training.config_io import config_to_dict
 from training.data import PromptStream, derive_seed, load_prompts
-from training.evaluate import evaluate, summarize_eval, summarize_items
+from training.evaluate import eval_key, evaluate, summarize_eval, summarize_items
 from training.export import ExportError, export_policy
 from training.grpo import group_advantages
 from training.metrics import MetricsLog, gather, progress_postfix, summarize
@@ -211,21 +211,23 @@ def train(cfg: TrainConfig, *, local_rank: int = 0, reward_tokens: dict[str, str
 
         bar = tqdm(total=cfg.max_iterations, initial=start, desc="grpo", unit="it")
 
-    # eval_patience counts on from eval.jsonl; rows past the checkpoint (a crash after them) are redone
-    means = {i: m for i, m in agreed_eval_means(log.eval_path).items() if i <= start} if cfg.resume and eval_prompts else {}
+    # eval_patience counts on from eval.jsonl, among rows of this launch's measurement (training/best.py);
+    # rows past the checkpoint (a crash after them) are redone
+    key = eval_key(cfg, eval_prompts) if eval_prompts else None
+    means = {i: m for i, m in agreed_eval_means(log.eval_path, key).items() if i <= start} if cfg.resume and key else {}
 
     def held_out(iteration: int) -> None:  # training/evaluate.py: every rank samples, rank 0 logs
         engine.module.eval()
         parts = gather(evaluate(world_model, cfg, eval_prompts, reward_fn, iteration=iteration, rank=rank, world=world))
-        row = summarize_eval(iteration, parts)  # the same on every rank (all parts gathered)
+        row = summarize_eval(iteration, parts, key)  # the same on every rank (all parts gathered)
         log.write_eval(row)
-        log.write_eval_items(iteration, summarize_items(iteration, parts))
+        log.write_eval_items(iteration, summarize_items(iteration, parts, key))
         if math.isfinite(row["eval_reward_mean"]):
             means[iteration] = row["eval_reward_mean"]
 
     if eval_prompts and start == 0:  # the baseline of a fresh run
         held_out(0)
-    elif eval_prompts and pending_eval(cfg, start, log.eval_path):  # a stop skipped it (or came during it)
+    elif eval_prompts and pending_eval(cfg, start, log.eval_path, key):  # a stop skipped it, or a new measurement
         held_out(start)
 
     def checkpoint(iteration: int) -> None:  # every rank; latest moves once all have written (training.engine)
@@ -235,7 +237,7 @@ def train(cfg: TrainConfig, *, local_rank: int = 0, reward_tokens: dict[str, str
             ds_engine.mark_latest(ckpt_dir, iteration)
         if cfg.keep_checkpoints is not None:  # the best held-out checkpoint stays too (training/best.py), also
             # when this launch does not evaluate (eval_every 0 on a resume) but the run's eval.jsonl names one
-            ds_engine.prune(ckpt_dir, cfg.keep_checkpoints, local_rank, agreed_best_tag(ckpt_dir, log.eval_path))
+            ds_engine.prune(ckpt_dir, cfg.keep_checkpoints, local_rank, agreed_best_tag(ckpt_dir, log.eval_path, key))
     rewards = RewardRunner(reward_fn, cfg.reward or "")  # scores on the process's bridge loop (graph.bridge)
     video_writer = ThreadPoolExecutor(1, thread_name_prefix="rollout-videos")  # rollout_videos_every
     stops = StopRequest().install() if cfg.on_signal == "checkpoint" else None  # training/preemption.py
@@ -360,7 +362,7 @@ def train(cfg: TrainConfig, *, local_rank: int = 0, reward_tokens: dict[str, str
                                  log.ineligible_path)
         if plateau and it + 1 < cfg.max_iterations:  # eval_patience: end here as if this were the last iteration
             if rank == 0:  # rank 0 wrote eval.jsonl; the checkpoint `training.export --tag best` would take
-                found = best_checkpoint(ckpt_dir, log.eval_path)
+                found = best_checkpoint(ckpt_dir, log.eval_path, key)
                 kept = (f"best held-out checkpoint {found[0]} (eval_reward_mean {found[2]:.4f}): "
                         f"`python -m training.export --run {out_dir} --tag best`" if found else
                         "no held-out evaluation fell on a checkpoint")
