@@ -301,3 +301,30 @@ def test_lr_scheduler_decays_over_the_runs_optimizer_steps():
         sched.step()
     n = total_optimizer_steps(cfg)
     assert rates == pytest.approx([0.1 * (1 - k / n) for k in range(n)])
+
+
+def test_a_resume_trims_every_log_to_its_checkpoint(tmp_path):
+    """Crashed after iteration 3, checkpoint at 2: the attempt's rows of iteration 3 (and a torn line) went on
+    being counted next to the resumed run's (ineligible counts and rollout tables doubled)."""
+    first = MetricsLog(tmp_path, enabled=True, tensorboard=False, append=False)
+    for it in (1, 2, 3):
+        first.write({"iteration": it, "reward_mean": 0.5})
+        first.write_ineligible(it, [("p", "video fault")])
+        first.write_rewards(it, [{"rank": 0, "group": 0, "sample": 0, "reward": 0.5}])
+        first.write_eval({"iteration": it, "eval_reward_mean": 0.1 * it})
+        first.write_eval_items(it, [{"iteration": it, "prompt": 0, "sample": 0, "reward": 0.1}])
+    first.close()
+    with (tmp_path / "metrics.jsonl").open("a") as fh:
+        fh.write('{"iteration": 4, "rew')  # torn by the crash: appending after it would merge two rows
+    before = (tmp_path / "rewards.jsonl").read_text()
+    assert MetricsLog(tmp_path, enabled=False, tensorboard=False).trim_after(2) == {}  # other ranks: nothing
+    resumed = MetricsLog(tmp_path, enabled=True, tensorboard=False, append=True)
+    assert resumed.trim_after(3) == {"metrics.jsonl": 1}  # nothing past 3 but the torn line
+    assert (tmp_path / "rewards.jsonl").read_text() == before
+    assert resumed.trim_after(2) == {name: 1 for name in ("metrics.jsonl", "ineligible.jsonl", "eval.jsonl",
+                                                          "rewards.jsonl", "eval_rewards.jsonl")}
+    resumed.write({"iteration": 3, "reward_mean": 0.7})
+    for name in ("metrics.jsonl", "ineligible.jsonl", "eval.jsonl", "rewards.jsonl", "eval_rewards.jsonl"):
+        rows = [json.loads(line) for line in (tmp_path / name).read_text().splitlines()]
+        assert [r["iteration"] for r in rows] == ([1, 2, 3] if name == "metrics.jsonl" else [1, 2]), name
+    assert not list(tmp_path.glob(".*.tmp"))

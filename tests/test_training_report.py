@@ -271,3 +271,23 @@ def test_the_report_shows_and_compares_only_the_latest_measurement(run):
     assert files.other_evals == 2 and files.items == {}  # the samples carry no key: an earlier measurement's
     html = render_training_report(run)
     assert "iter_000002 (eval_reward_mean 0.1000)" in html and "earlier held-out measurements" in html
+
+
+def test_a_resumed_iteration_counts_its_last_attempt_in_untrimmed_logs(tmp_path):
+    """Logs of a run resumed before logs were trimmed: iteration 3 written twice. Its ineligible lines and
+    rollouts were counted twice (4 ineligible instead of 3, a rollout table of 4 clips for 2)."""
+    run = tmp_path / "run"
+    run.mkdir()
+    metrics = [{"iteration": it, "reward_mean": 0.5, "ineligible_count": 1} for it in (1, 2, 3)]
+    metrics.append({"iteration": 3, "reward_mean": 0.7, "ineligible_count": 1})  # the resumed attempt
+    _lines(run / "metrics.jsonl", metrics)
+    first = [{"iteration": it, "prompt": "p", "reason": f"fault {it}"} for it in (1, 2, 3)]
+    _lines(run / "ineligible.jsonl", [*first, {"iteration": 3, "prompt": "p", "reason": "fault 3 again"}])
+    rollouts = [{"iteration": it, "rank": 0, "group": 0, "sample": s, "prompt": "p", "reward": r, "advantage": 0.0,
+                 "video": f"rollout_videos/it{it}_s{s}.mp4"} for it, r in ((1, 0.5), (2, 0.5), (3, 0.5), (3, 0.7))
+                for s in range(2)]
+    _lines(run / "rewards.jsonl", rollouts)
+    files = read_run(run)
+    assert [r["reason"] for r in files.ineligible] == ["fault 1", "fault 2", "fault 3 again"]
+    assert [(r["sample"], r["reward"]) for r in files.rollouts] == [(0, 0.7), (1, 0.7)]
+    assert "Ineligible rewards (3;" in render_training_report(run)

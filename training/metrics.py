@@ -42,11 +42,13 @@ from __future__ import annotations
 
 import json
 import math
+import os
 from pathlib import Path
 from typing import Any
 
 import torch.distributed as dist
 
+from tools.jsonl import text_lines
 from training.reward_outcome import sum_usage
 from training.wandb_log import WandbRun
 
@@ -148,6 +150,37 @@ def component_means(parts: list[dict[str, list[float | None]]], prefix: str) -> 
     return {f"{prefix}{k}_mean": _mean([v for part in parts for v in part.get(k, []) if v is not None]) for k in names}
 
 
+def rows_through(lines: list[str], last_iteration: int) -> list[str]:
+    """The lines of a log that a run resumed after ``last_iteration`` keeps: JSON objects whose integer
+    ``iteration`` is at most ``last_iteration`` (rows a crashed attempt wrote after its checkpoint go, as do
+    lines that are not such objects: a write torn by the crash); pure."""
+    kept = []
+    for line in lines:
+        try:
+            row = json.loads(line)
+        except ValueError:
+            continue
+        iteration = row.get("iteration") if isinstance(row, dict) else None
+        if isinstance(iteration, int) and not isinstance(iteration, bool) and iteration <= last_iteration:
+            kept.append(line)
+    return kept
+
+
+def trim_log(path: Path, last_iteration: int) -> int:
+    """Rewrite ``path`` to `rows_through` ``last_iteration``, atomically (a temp file renamed over it: a crash
+    leaves the old file or the new one); the number of lines dropped (0: the file is left alone)."""
+    if not path.is_file():
+        return 0
+    lines = text_lines(path.read_text(encoding="utf-8"))
+    kept = rows_through(lines, last_iteration)
+    if len(kept) == len(lines):
+        return 0
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    tmp.write_text("".join(line + "\n" for line in kept), encoding="utf-8")
+    tmp.replace(path)
+    return len(lines) - len(kept)
+
+
 class MetricsLog:
     """Appends rows to OUTPUT_DIR/metrics.jsonl and mirrors them to TensorBoard and, with ``wandb_project``,
     to Weights & Biases (training/wandb_log.py; rank 0 only); the
@@ -156,7 +189,8 @@ class MetricsLog:
     Held-out evaluations (training/evaluate.py) go to OUTPUT_DIR/eval.jsonl and TensorBoard ``eval/*``,
     their samples to OUTPUT_DIR/eval_rewards.jsonl (and their saved videos to W&B); every rollout's reward
     (and the run id of its trace, for the agent rewards) to OUTPUT_DIR/rewards.jsonl.
-    ``append=False`` (a fresh run) removes existing files first; a resumed run appends."""
+    ``append=False`` (a fresh run) removes existing files first; a resumed run appends, after `trim_after`
+    dropped what a crashed attempt wrote past the checkpoint it resumes from."""
 
     def __init__(self, output_dir: Path, *, enabled: bool, tensorboard: bool, append: bool = True,
                  wandb_project: str | None = None, config: dict[str, Any] | None = None) -> None:
@@ -172,7 +206,7 @@ class MetricsLog:
         if enabled:
             output_dir.mkdir(parents=True, exist_ok=True)
             if not append:  # a fresh (not resumed) run starts new files
-                for path in (self.path, self.ineligible_path, self.eval_path, self.rewards_path, self.eval_rewards_path):
+                for path in self.paths:
                     path.unlink(missing_ok=True)
             if tensorboard:
                 from torch.utils.tensorboard import SummaryWriter
@@ -180,6 +214,21 @@ class MetricsLog:
                 self.writer = SummaryWriter(str(output_dir / "tensorboard"))
             if wandb_project is not None:
                 self.wandb = WandbRun(output_dir, wandb_project, config or {}, resume=append)
+
+    @property
+    def paths(self) -> tuple[Path, ...]:
+        """Every JSONL log of the run."""
+        return (self.path, self.ineligible_path, self.eval_path, self.rewards_path, self.eval_rewards_path)
+
+    def trim_after(self, iteration: int) -> dict[str, int]:
+        """On a resume from the checkpoint of ``iteration``, before anything is appended: drop every log's rows
+        of later iterations (and torn lines), which the crashed attempt wrote after that checkpoint and the
+        resumed run writes again (rank 0 only; `trim_log`). Rows of ``iteration`` itself stay: its metrics,
+        rollouts and held-out evaluation were written before its checkpoint. The lines dropped, by file."""
+        if not self.enabled:
+            return {}
+        dropped = {path.name: trim_log(path, iteration) for path in self.paths}
+        return {name: n for name, n in dropped.items() if n}
 
     def write(self, row: dict[str, float | int]) -> None:
         """One training iteration's row (metrics.jsonl, TensorBoard train/*)."""

@@ -16,7 +16,10 @@ Decisions where the issue was silent:
 - It only reads the run's files (metrics.jsonl, eval.jsonl, eval_rewards.jsonl, ineligible.jsonl,
   config.yaml, checkpoints/, eval_videos/), so it works on a run that is still going: a line being
   written (not valid JSON yet) is skipped and counted in the header. When a resume repeated an
-  iteration, its last row counts, as for the best checkpoint (training/best.py). Held-out rows (and
+  iteration, its last row counts, as for the best checkpoint (training/best.py); a resume trims the logs
+  to its checkpoint (training/metrics.py), and for runs that were not trimmed the rollouts keep the last
+  line of each (iteration, rank, group, sample) and the ineligible lines of an iteration the last
+  ``ineligible_count`` its metrics row reports (the last attempt's). Held-out rows (and
   samples) are those of the run's latest measurement (``eval_key``), the rule the best checkpoint in the
   header follows; rows of an earlier one are counted in the header, not charted.
 - A chart shows at most MAX_POINTS (500) evenly spaced iterations of a series, the first and last
@@ -75,9 +78,10 @@ class RunFiles:
     items: dict[tuple[int, int], dict[int, dict[str, Any]]] = field(default_factory=dict)
     """eval_rewards.jsonl: (prompt, sample) -> iteration -> line (the last one)."""
     ineligible: list[dict[str, Any]] = field(default_factory=list)
-    """ineligible.jsonl lines."""
+    """ineligible.jsonl lines (of each iteration's last attempt: `last_attempt_ineligible`)."""
     rollouts: list[dict[str, Any]] = field(default_factory=list)
-    """rewards.jsonl lines of the latest iteration whose rollouts were saved (``video`` set)."""
+    """rewards.jsonl lines of the latest iteration whose rollouts were saved (``video`` set), of its last
+    attempt (`last_attempt_rollouts`)."""
     config: dict[str, Any] = field(default_factory=dict)
     """config.yaml (the launch's resolved TrainConfig), {} without it."""
     reward_backbone: dict[str, Any] | None = None
@@ -95,6 +99,33 @@ def _lines(path: Path, files: RunFiles) -> list[dict[str, Any]]:
 def _last_per_iteration(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
     by_iteration = {int(r["iteration"]): r for r in rows if isinstance(r.get("iteration"), int)}
     return [by_iteration[i] for i in sorted(by_iteration)]
+
+
+def last_attempt_ineligible(rows: list[dict[str, Any]], metrics: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """ineligible.jsonl lines without those of an iteration's earlier attempts (a resume that redid it): of an
+    iteration whose metrics row (the last attempt's) says ``ineligible_count`` n, its last n lines; all of an
+    iteration without one. A resume trims the logs itself (training/metrics.py); this is for runs that did
+    not. Order kept; pure."""
+    counts = {int(r["iteration"]): r["ineligible_count"] for r in metrics
+              if isinstance(r.get("ineligible_count"), int) and not isinstance(r.get("ineligible_count"), bool)}
+    seen: dict[Any, int] = {}
+    out = []
+    for row in reversed(rows):  # from the end: the last attempt's lines come first
+        it = row.get("iteration")
+        seen[it] = seen.get(it, 0) + 1
+        if not isinstance(it, int) or it not in counts or seen[it] <= counts[it]:
+            out.append(row)
+    return out[::-1]
+
+
+def last_attempt_rollouts(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """rewards.jsonl lines, one per (iteration, rank, group, sample): the last one, where a resume redid the
+    iteration (lines without those fields all kept). Order of the kept lines kept; pure."""
+    def slot(row: dict[str, Any]) -> tuple[Any, ...]:
+        return tuple(row.get(k) for k in ("iteration", "rank", "group", "sample"))
+
+    last = {slot(r): k for k, r in enumerate(rows)}
+    return [r for k, r in enumerate(rows) if None in slot(r) or last[slot(r)] == k]
 
 
 def read_run(run_dir: Path) -> RunFiles:
@@ -119,8 +150,9 @@ def read_run(run_dir: Path) -> RunFiles:
             files.skipped_lines += 1
             continue
         files.items.setdefault(key, {})[iteration] = row
-    files.ineligible = _lines(run_dir / "ineligible.jsonl", files)
-    saved = [r for r in _lines(run_dir / "rewards.jsonl", files) if r.get("video") and isinstance(r.get("iteration"), int)]
+    files.ineligible = last_attempt_ineligible(_lines(run_dir / "ineligible.jsonl", files), files.metrics)
+    saved = [r for r in last_attempt_rollouts(_lines(run_dir / "rewards.jsonl", files))
+             if r.get("video") and isinstance(r.get("iteration"), int)]
     if saved:
         latest = max(r["iteration"] for r in saved)
         files.rollouts = [r for r in saved if r["iteration"] == latest]

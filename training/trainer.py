@@ -37,7 +37,8 @@ Decisions where the issue was silent:
   collectively.
 * ``decode: preview`` replaces the VAE by the fixed latent->RGB preview of training/preview.py
   (a fast alternative for quick CPU experiments; the smoke config decodes with the tiny VAE).
-* A fresh run starts a new metrics.jsonl; ``--resume`` appends to it. Every launch writes its resolved
+* A fresh run starts a new metrics.jsonl; ``--resume`` appends to it, after dropping the rows of every
+  log past the checkpoint it loads (training/metrics.py ``trim_after``). Every launch writes its resolved
   config to ``output_dir/config.yaml`` (rank 0), so a checkpoint can be exported later from the run
   folder alone.
 """
@@ -201,6 +202,8 @@ def train(cfg: TrainConfig, *, local_rank: int = 0, reward_tokens: dict[str, str
     if source is not None:
         start, stream.position = ds_engine.load(engine, ckpt_dir, source.tag, learning_rate=cfg.learning_rate,
                                                 weight_decay=cfg.weight_decay)
+        if dropped := log.trim_after(start):  # a crashed attempt's rows past the checkpoint: written again
+            print(f"resume from iteration {start}: dropped later log lines {dropped}", flush=True)
     if rank == 0:  # the launch's resolved config: what `python -m training.export --run` rebuilds the model from
         (out_dir / "config.yaml").write_text(yaml.safe_dump(config_to_dict(cfg), sort_keys=False))
         for note in record_scoring(out_dir, reward_fn, reward_settings, resume=cfg.resume):
