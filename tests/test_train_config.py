@@ -192,7 +192,7 @@ def test_a_mistyped_or_empty_prompt_file_is_a_config_error(tmp_path, capsys, row
     assert message in err and str(tmp_path / "prompts.jsonl") in err and "Traceback" not in err
 
 
-def test_agent_reward_without_endpoint_stops_before_model_load():
+def test_agent_reward_without_endpoint_stops_before_model_load(tmp_path):
     """reward: agent with no RAA_BASE_URL would make every reward ineligible: exit 2 with the connect help."""
     import os
     import subprocess
@@ -200,14 +200,16 @@ def test_agent_reward_without_endpoint_stops_before_model_load():
 
     env = {k: v for k, v in os.environ.items() if not k.startswith("RAA_")}
     proc = subprocess.run([sys.executable, "-m", "training.train", "--config", str(CONFIGS / "smoke.yaml"),
-                           "--reward", "agent"], capture_output=True, text=True, timeout=60,
+                           "--reward", "agent", "--output_dir", str(tmp_path / "run")], capture_output=True,
+                          text=True, timeout=60,
                           cwd=CONFIGS.parents[1], env=env)
     assert proc.returncode == 2, proc.stderr
     assert "reward: agent needs its backbone endpoint" in proc.stderr and "RAA_BASE_URL" in proc.stderr
     assert "deepspeed" not in proc.stderr.lower()
     env["RAA_INSPECT_MODE"] = "sometimes"
     proc = subprocess.run([sys.executable, "-m", "training.train", "--config", str(CONFIGS / "smoke.yaml"),
-                           "--reward", "agent"], capture_output=True, text=True, timeout=60,
+                           "--reward", "agent", "--output_dir", str(tmp_path / "run")], capture_output=True,
+                          text=True, timeout=60,
                           cwd=CONFIGS.parents[1], env=env)
     assert proc.returncode == 2 and "RAA_INSPECT_MODE" in proc.stderr
 
@@ -274,7 +276,7 @@ def test_check_makes_the_launch_checks_and_exits(tmp_path, capsys, monkeypatch):
     assert f"output_dir: {out}" in text and "check: ok for 1 rank (WORLD_SIZE): 4 training prompts" in text
     assert "ZeRO stage 2, float32" in text and not out.exists()  # nothing written
     monkeypatch.setenv("WORLD_SIZE", "3")
-    assert main(["--config", smoke, "--check"]) == 2
+    assert main(["--config", smoke, "--output_dir", str(out), "--check"]) == 2  # never the repo's runs/smoke
     assert "must be divisible by the number of ranks (3)" in capsys.readouterr().err
     monkeypatch.setenv("WORLD_SIZE", "1")
     assert main(["--config", smoke, "--output_dir", str(out), "--resume", "--check"]) == 2
