@@ -259,3 +259,21 @@ def test_a_non_ascii_token_is_refused_at_the_edge_without_echoing_it(service_roo
                                 env={"RAA_TOOLS_TOKEN": "pässwort"})
     assert result.exit_code == 2 and "must be printable ASCII" in result.output and "pässwort" not in result.output
     assert ToolSettings(tools_token="s3cret-Token_1").token() == "s3cret-Token_1"
+
+
+def test_serve_tools_without_the_surprise_weights_is_one_error_line(tmp_path, monkeypatch):
+    """Missing V-JEPA 2 weights failed inside uvicorn's lifespan: a long traceback and exit 3."""
+    from typer.testing import CliRunner
+
+    from graph.cli import app
+
+    monkeypatch.delenv("RAA_TOOLS_TOKEN", raising=False)
+    started = []
+    monkeypatch.setattr("uvicorn.run", lambda *a, **k: started.append(a))
+    res = CliRunner().invoke(app, ["serve-tools", "--motion", "lk", "--allowed-root", str(tmp_path),
+                                   "--vjepa-model", str(tmp_path / "no-such-vjepa")])
+    assert res.exit_code == 2 and not started, res.output
+    assert "error: surprise tool load failure" in res.output and "--no-surprise" in res.output
+    assert "Traceback" not in res.output
+    res = CliRunner().invoke(app, ["serve-tools", "--motion", "lk", "--allowed-root", str(tmp_path), "--no-surprise"])
+    assert res.exit_code == 0 and len(started) == 1, res.output

@@ -45,7 +45,8 @@ def serve_tools_command(
     """Serve /v1/track, /v1/surprise, /v1/info and /healthz."""
     import uvicorn
 
-    from tools.service import create_app, open_bind_warning
+    from tools.errors import ToolFault
+    from tools.service import create_app, load_service_tools, open_bind_warning
     from tools.settings import ToolSettings
 
     settings = ToolSettings.from_env()
@@ -57,6 +58,12 @@ def serve_tools_command(
         raise typer.BadParameter(f"--allowed-root {allowed_root} is not a directory")
     if (warning := open_bind_warning(host, token, "RAA_TOOLS_TOKEN")) is not None:
         typer.echo(warning, err=True)
+    try:  # before uvicorn starts: missing weights are one error line, not a failed lifespan's traceback
+        tracker, scorer = load_service_tools(settings, enable_surprise=surprise)
+    except ToolFault as exc:
+        hint = "; start with --no-surprise to serve tracks only" if exc.tool == "surprise" else ""
+        typer.echo(f"error: {exc}{hint}", err=True)
+        raise typer.Exit(2) from exc
     app = create_app(settings, allowed_root, token=token, workers=workers, max_upload_mb=max_upload_mb,
-                     enable_surprise=surprise)
+                     enable_surprise=surprise, tracker=tracker, scorer=scorer)
     uvicorn.run(app, host=host, port=port, log_level="info")

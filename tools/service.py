@@ -219,11 +219,7 @@ def create_app(settings: ToolSettings, allowed_root: str | Path, *, token: str |
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         state.tracker = tracker or _build_tracker(settings)
         if enable_surprise:
-            state.scorer = scorer or VJEPA2SurpriseScorer.from_pretrained(
-                settings.vjepa_model, device=settings.device, dtype=settings.vjepa_dtype,
-                batch_size=settings.surprise_batch_size, top_k=settings.surprise_top_k)
-            if isinstance(state.scorer, VJEPA2SurpriseScorer):
-                state.scorer.load()
+            state.scorer = scorer or load_surprise(settings)
         state.limiter = anyio.CapacityLimiter(workers)  # the worker slots a request waits for
         state.threads = anyio.CapacityLimiter(workers)  # their threads (a slot holder cannot borrow it twice)
         state.info = _info(state)
@@ -277,6 +273,23 @@ def create_app(settings: ToolSettings, allowed_root: str | Path, *, token: str |
         return await run(_surprise_job, request)
 
     return app
+
+
+def load_service_tools(settings: ToolSettings, *, enable_surprise: bool = True
+                       ) -> tuple[MotionTracker, SurpriseScorer | None]:
+    """The tracker and (when enabled) the surprise scorer the service would load at start-up, loaded now:
+    ``raa serve-tools`` calls it before starting the server, so missing weights are one error line (a
+    ToolFault) instead of a failed uvicorn lifespan's traceback."""
+    return _build_tracker(settings), (load_surprise(settings) if enable_surprise else None)
+
+
+def load_surprise(settings: ToolSettings) -> VJEPA2SurpriseScorer:
+    """V-JEPA 2 as ``settings`` name it, loaded (ToolFault when it cannot load)."""
+    scorer = VJEPA2SurpriseScorer.from_pretrained(settings.vjepa_model, device=settings.device,
+                                                  dtype=settings.vjepa_dtype, batch_size=settings.surprise_batch_size,
+                                                  top_k=settings.surprise_top_k)
+    scorer.load()
+    return scorer
 
 
 def _build_tracker(settings: ToolSettings) -> MotionTracker:
