@@ -12,7 +12,15 @@ from rich.console import Console
 from rich.table import Table
 
 from graph.commands import _settings_or_exit, run_table
-from graph.tracing import RUN_STATUSES, RunNotFoundError, list_runs, open_saver, read_trace, step_row
+from graph.tracing import (
+    RUN_STATUSES,
+    RunNotFoundError,
+    RunTrace,
+    list_runs,
+    open_saver,
+    read_trace,
+    step_row,
+)
 
 # markup off: reasons, decisions and paths are data (rich would read "[assess]" as a style)
 _out = Console(markup=False)
@@ -57,7 +65,7 @@ def runs_command(
     for col in ("updated", "preset", "status", "reward") + (("steps",) if full else ()):
         table.add_column(col, no_wrap=True)
     table.add_column("video", overflow="fold", min_width=8)
-    why = full and any(run.reasons for run in runs)
+    why = full and any(run.reasons for run in runs) and _why_fits(runs, _out.width)
     if why:
         table.add_column("why", overflow="fold", min_width=20)
     for run in runs:
@@ -69,6 +77,17 @@ def runs_command(
         table.add_row(*cells, *((str(len(run.steps)),) if full else ()), Path(video).name if video else "-",
                       *((reason[:160] + ("..." if len(reason) > 160 else ""),) if why else ()))
     _out.print(table)
+
+
+def _why_fits(runs: list[RunTrace], width: int) -> bool:
+    """Whether the full runs table has room for the "why" column (20 characters at least) beside its no-wrap
+    columns at their widest cells and the video's 8: otherwise rich crops the table's right side instead."""
+    cells = [[r.run_id, r.updated[:19], r.preset, r.status, "-" if r.reward is None else f"{r.reward:.4f}",
+              str(len(r.steps))] for r in runs]
+    heads = ["run id", "updated", "preset", "status", "reward", "steps"]
+    widest = [max(len(h), *(len(row[i]) for row in cells)) for i, h in enumerate(heads)]
+    columns = len(heads) + 2  # + video, why
+    return sum(widest) + 8 + 20 + 3 * columns + 1 <= width
 
 
 def trace_command(

@@ -8,6 +8,7 @@ import json
 from typer.testing import CliRunner
 
 from graph.cli import app
+from graph.schemas import RewardResult
 from tests.test_tracing import _graph
 
 runner = CliRunner()
@@ -160,3 +161,22 @@ def test_runs_at_80_columns_keeps_each_run_on_one_line(monkeypatch, tmp_path) ->
         assert "no_visual_verify" in row and "scored" in row and re.search(r"\d\d-\d\d \d\d:\d\d", row), row
         assert re.search(r"\b0\.\d{4}\b", row), row
     assert "a_rather_long" in res.output
+
+
+def test_runs_leaves_out_the_why_column_where_it_would_crop_the_table(monkeypatch, tmp_path) -> None:
+    """With demo-length run ids the ruled table plus a 20-character "why" was wider than 110-145 columns, and
+    rich cropped its right side (reasons cut to a few letters, no closing border)."""
+    from graph.tracing import open_saver
+
+    db = tmp_path / "traces.sqlite"
+    run_id = "demo-013_failure_uniform_push-full-0123456789ab"
+    result = RewardResult(reward=0.0, status="zero", reasons=["quality: spatially uniform content"], run_id=run_id,
+                          preset="no_wmreward")
+    _graph(open_saver(db), result=result).invoke({"video": "clip.mp4", "preset": "no_wmreward"},
+                                                 {"configurable": {"thread_id": run_id}})
+    monkeypatch.setenv("RAA_TRACES_PATH", str(db))
+    for columns in (110, 130, 200):
+        out = runner.invoke(app, ["runs"], env={"COLUMNS": str(columns)}).output
+        assert run_id in out and max(len(line) for line in out.splitlines()) <= columns, out
+        header = next(line for line in out.splitlines() if "run id" in line)
+        assert ("why" in header) == ("quality: spatially uniform content" in out) == (columns == 200), (columns, out)
