@@ -268,7 +268,17 @@ def _service(tools: ToolSettings) -> Check:
         return Check("tool service", "problem", f"{url}: {type(exc).__name__}: {exc}")
     if resp.status_code != 200:
         return Check("tool service", "problem", f"{url}: HTTP {resp.status_code}")
-    return Check("tool service", "ok", f"{tools.tools_url} answers")
+    from tools.client import ToolServiceClient
+    from tools.errors import ToolFault
+
+    try:
+        with ToolServiceClient(tools.tools_url, token=tools.token(), timeout_s=tools.request_timeout_s,
+                               connect_timeout_s=tools.connect_timeout_s, retries=1) as client:
+            client.check_serves("surprise")
+    except ToolFault as exc:  # /v1/info refused (token) or a service started with --no-surprise
+        return Check("tool service", "warning", f"{exc.message}: presets with WMReward (full, wmreward, the no_* "
+                                                "but no_wmreward) will stop at start")
+    return Check("tool service", "ok", f"{tools.tools_url} answers and serves tracks and surprise")
 
 
 def doctor_command(

@@ -152,3 +152,20 @@ def test_stores_on_a_network_filesystem_are_warnings(tmp_path, monkeypatch):
     for name, setting in (("trace database", "RAA_TRACES_PATH"), ("stage cache", "RAA_CACHE_PATH")):
         status, detail = checks[name]
         assert status == "warning" and "network filesystem (nfs4)" in detail and setting in detail, detail
+
+
+@pytest.mark.parametrize("surprise", [True, False])
+def test_a_tool_service_without_surprise_is_a_warning(tmp_path, surprise, service_scorer):
+    """A service started with --no-surprise passed as 'ok', and a preset with WMReward then stopped at start."""
+
+    from graph.doctor import _service
+    from tests.service_helpers import TOKEN, serve
+    from tools.motion import LKTracker
+    from tools.service import create_app
+
+    app = create_app(ToolSettings(), tmp_path, token=TOKEN, tracker=LKTracker(), enable_surprise=surprise,
+                     scorer=service_scorer if surprise else None)
+    with serve(app) as url:
+        check = _service(ToolSettings(tools_url=url, tools_token=TOKEN))
+    assert check.status == ("ok" if surprise else "warning"), check
+    assert surprise or "does not serve surprise" in check.detail
