@@ -85,7 +85,10 @@ def write_clips(folder: Path, n: int, *, frames: int = 33, size: int = 256, widt
     h, w = size, width or size
     for i in range(n):
         rng = np.random.default_rng(i)
-        bg = rng.integers(30, 110, (h, w, 3)).astype(np.uint8)
+        # per-pixel noise over a left-to-right ramp: pure noise is a uniform clip to the quality pre-check
+        # (no structure) at small sizes, and the ramp gives even 32x32 clips some
+        ramp = np.linspace(0, 100, w, dtype=np.float32)[None, :, None]
+        bg = (rng.integers(30, 110, (h, w, 3)) + ramp).astype(np.uint8)
         clip = np.empty((frames, h, w, 3), np.uint8)
         for t in range(frames):
             f = bg.copy()
