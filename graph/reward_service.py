@@ -111,6 +111,10 @@ def create_reward_app(agent: Any, preset: str, *, token: str | None = None, max_
     agent's frame cache, from which a request's deleted clips are dropped."""
     if max_concurrency < 1 or max_items < 1 or max_body_mb <= 0:
         raise ValueError("max_concurrency and max_items must be >= 1 and max_body_mb > 0")
+    if token:
+        from tools.settings import check_token_text
+
+        check_token_text(token, "the reward service token")
     limit = int(max_body_mb * 1024 * 1024)
     slots: dict[str, asyncio.Semaphore] = {}
 

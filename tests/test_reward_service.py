@@ -326,3 +326,20 @@ def test_a_client_that_disconnects_has_its_runs_cancelled(tmp_path, monkeypatch)
             quiet = quiet + 0.25 if now == seen else 0.0
             seen = now
     assert len(model.calls_for("assess")) < 4, [c.stage for c in model.calls]  # one assess per run (contract: cached)
+
+
+def test_a_non_ascii_token_is_refused_at_the_edge_without_echoing_it(tmp_path, monkeypatch):
+    """The tool service's rule for the reward service: a token like "pässwort" could never be sent by
+    httpx, and the server would accept only its latin-1 bytes."""
+    from typer.testing import CliRunner
+
+    from graph.cli import app
+
+    with pytest.raises(ValueError, match="the reward service token must be printable ASCII"):
+        create_reward_app(object(), "full", token="pässwort")
+    started = []
+    monkeypatch.setattr("uvicorn.run", lambda *a, **k: started.append(a))
+    res = CliRunner().invoke(app, ["serve-reward", "--preset", "no_wmreward"],
+                             env={"RAA_REWARD_TOKEN": "pässwort", "RAA_TRACES_PATH": str(tmp_path / "t.sqlite")})
+    assert res.exit_code == 2 and not started and "printable ASCII" in res.output, res.output
+    assert "pässwort" not in res.output
