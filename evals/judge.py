@@ -184,13 +184,13 @@ class FrameSampler:
 
     def decode(self, path: str | Path) -> list[dict]:
         """Labelled image content blocks for `path` (raises tools.video.VideoError on a bad video)."""
-        from tools.video import VideoReader, frame_label, image_content_blocks, uniform_indices
+        from tools.video import VideoReader, image_content_blocks, uniform_indices
 
         with VideoReader(path) as reader:
             meta = reader.meta
             indices = uniform_indices(meta.frames, min(self.max_frames, meta.frames))
             frames = reader.read(indices)
-        labels = [frame_label(i, meta.frames, meta.fps, meta.time_of(i)) for i in indices]  # variable rate too
+        labels = [meta.label(i) for i in indices]  # variable rate too
         return image_content_blocks(frames, indices, meta.frames, meta.fps, long_side=self.long_side,
                                     quality=self.quality, labels=labels)
 

@@ -152,13 +152,13 @@ def summarize(results: Sequence[QuestionResult]) -> VQAReport:
 
 
 def _frames(path: str, long_side: int, quality: int) -> list[dict]:
-    from tools.video import VideoReader, frame_label, image_content_blocks, uniform_indices
+    from tools.video import VideoReader, image_content_blocks, uniform_indices
 
     with VideoReader(path) as reader:
         meta = reader.meta
         indices = uniform_indices(meta.frames, VQA_FRAMES)
         frames = reader.read(indices)
-    labels = [frame_label(i, meta.frames, meta.fps, meta.time_of(i)) for i in indices]  # variable rate too
+    labels = [meta.label(i) for i in indices]  # variable rate too
     return image_content_blocks(frames, indices, meta.frames, meta.fps, long_side=long_side, quality=quality,
                                 labels=labels)
 

@@ -298,7 +298,7 @@ class FrameStore:
 
     def _image_blocks(self, v: VideoKey, indices: Sequence[int], *, box: Sequence[float] | None = None,
                       note: str = "") -> list[dict]:
-        from tools.video import crop_frame, encode_jpeg_data_url, frame_label, resize_long_side
+        from tools.video import crop_frame, encode_jpeg_data_url, resize_long_side
 
         meta = self._reader(v).meta
         blocks: list[dict] = []
@@ -317,7 +317,7 @@ class FrameStore:
                 url_digest(url)  # memoise the stage-key digest here, off the event loop
                 self._put(self._urls, v, key, url, len(url))
                 self.encoded += 1
-            label = frame_label(int(i), meta.frames, meta.fps, meta.time_of(int(i)))
+            label = meta.label(i)
             if key_box is not None:
                 label += f", crop [{', '.join(f'{b:.2f}' for b in key_box)}]"
             if note:

@@ -66,6 +66,12 @@ class VideoMeta:
         """Seconds from the first frame to frame ``index`` (its timestamp, else ``index / fps``)."""
         return self.times[index] if self.times is not None else index / self.fps
 
+    def label(self, index: int) -> str:
+        """`tools.frames.frame_label` of frame ``index`` at its time (`time_of`: right for variable-rate clips)."""
+        from tools.frames import frame_label
+
+        return frame_label(int(index), self.frames, self.fps, self.time_of(int(index)))
+
 
 @dataclass(frozen=True)
 class FrameIndex:

@@ -336,7 +336,7 @@ def _render_tracks(state: AgentState, ctx: RunContext, idx: list[int], tracks: A
                    shown: list[int]) -> tuple[list[dict], str]:
     """(overlay blocks of the `shown` frames, motion summary text)."""
     from tools.motion import draw_tracks_resized, summarize_tracks
-    from tools.video import frame_label, resize_long_side
+    from tools.video import resize_long_side
 
     meta = state["meta"]
     h, w = int(meta["height"]), int(meta["width"])
@@ -352,7 +352,7 @@ def _render_tracks(state: AgentState, ctx: RunContext, idx: list[int], tracks: A
     except Exception as exc:  # tracks of the wrong shape from a custom tracker: a fault, not a crash
         raise ToolFault("motion", "run", f"{type(exc).__name__}: {exc}") from exc
     clip = ctx.frames.meta(state["video"])
-    labels = [frame_label(f, clip.frames, clip.fps, clip.time_of(f)) + " (motion-track overlay)" for f in shown]
+    labels = [clip.label(f) + " (motion-track overlay)" for f in shown]
     blocks = ctx.frames.array_blocks(overlays, labels) if overlays is not None else []
     return blocks, summary
 
