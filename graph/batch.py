@@ -49,7 +49,7 @@ from pathlib import Path
 from typing import Any
 
 from graph.settings import BackboneSettings, TraceDurability
-from tools.jsonl import mend_tail, text_lines
+from tools.jsonl import keep_rows, mend_tail, text_lines
 
 ROW_FIELDS = ("key", "line", "path", "instruction", "preset", "draw", "manifest")
 """Fields of a batch item copied into its output row (next to "result")."""
@@ -266,28 +266,21 @@ def drop_rows(out: Path, always: set[str], retryable_keys: set[str]) -> int:
     """Rewrite the output file without the rows keyed in `always`, and without the retryable rows keyed in
     `retryable_keys` (`stale_keys`); returns how many retryable rows were dropped. Torn lines go too. The
     file is replaced in one rename (an interruption leaves the old file or the new one), and only when a
-    line goes."""
-    if not out.exists():
-        return 0
-    lines = text_lines(out.read_text(encoding="utf-8"))
-    kept, retried = [], 0
-    for line in lines:
-        try:
-            row = json.loads(line)
-        except ValueError:
-            continue
+    line goes (`tools.jsonl.keep_rows`)."""
+    retried = 0
+
+    def keep(row: Any) -> bool:
+        nonlocal retried
         key = row.get("key") if isinstance(row, dict) else None
         result = row.get("result") if isinstance(row, dict) else None
         if key in always:
-            continue
+            return False
         if key in retryable_keys and isinstance(result, dict) and retryable(result):
             retried += 1
-            continue
-        kept.append(line)
-    if len(kept) != len(lines):
-        tmp = out.with_name(f".{out.name}.retry")
-        tmp.write_text("".join(line + "\n" for line in kept), encoding="utf-8")
-        tmp.replace(out)
+            return False
+        return True
+
+    keep_rows(out, keep)
     return retried
 
 

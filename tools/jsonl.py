@@ -7,11 +7,13 @@ lines that are not JSON objects are skipped and counted (`training.best`, `train
 
 Lines are split at "\n" only (`text_lines`): `str.splitlines` also splits at U+2028, U+2029, U+0085 and
 other separators that JSON allows raw inside strings (`json.dumps(..., ensure_ascii=False)` writes them),
-which cut a valid row in two. Files rows are appended to are first mended at their end (`mend_tail`)."""
+which cut a valid row in two. Files rows are appended to are first mended at their end (`mend_tail`), and
+rewritten without some rows in one rename (`keep_rows`: `graph.batch.drop_rows`, `training.metrics.trim_log`)."""
 
 from __future__ import annotations
 
 import json
+import os
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -24,6 +26,30 @@ def text_lines(text: str) -> list[str]:
     if lines and lines[-1] == "":
         lines.pop()
     return [line[:-1] if line.endswith("\r") else line for line in lines]
+
+
+def keep_rows(path: Path, keep: Callable[[Any], bool]) -> int:
+    """Rewrite `path` with only its lines whose JSON value passes `keep` (a line that is not JSON goes too: a
+    write torn by a crash), atomically: a temporary file beside it is renamed over it, so an interruption
+    leaves the old file or the new one. The file is left alone when no line goes (or it does not exist).
+    Returns the number of lines dropped."""
+    if not path.is_file():
+        return 0
+    lines = text_lines(path.read_text(encoding="utf-8"))
+    kept = []
+    for line in lines:
+        try:
+            row = json.loads(line)
+        except ValueError:
+            continue
+        if keep(row):
+            kept.append(line)
+    if len(kept) == len(lines):
+        return 0
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    tmp.write_text("".join(line + "\n" for line in kept), encoding="utf-8")
+    tmp.replace(path)
+    return len(lines) - len(kept)
 
 
 def mend_tail(path: Path) -> None:

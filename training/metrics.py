@@ -42,13 +42,12 @@ from __future__ import annotations
 
 import json
 import math
-import os
 from pathlib import Path
 from typing import Any
 
 import torch.distributed as dist
 
-from tools.jsonl import text_lines
+from tools.jsonl import keep_rows
 from training.reward_outcome import sum_usage
 from training.wandb_log import WandbRun
 
@@ -150,35 +149,18 @@ def component_means(parts: list[dict[str, list[float | None]]], prefix: str) -> 
     return {f"{prefix}{k}_mean": _mean([v for part in parts for v in part.get(k, []) if v is not None]) for k in names}
 
 
-def rows_through(lines: list[str], last_iteration: int) -> list[str]:
-    """The lines of a log that a run resumed after ``last_iteration`` keeps: JSON objects whose integer
-    ``iteration`` is at most ``last_iteration`` (rows a crashed attempt wrote after its checkpoint go, as do
-    lines that are not such objects: a write torn by the crash); pure."""
-    kept = []
-    for line in lines:
-        try:
-            row = json.loads(line)
-        except ValueError:
-            continue
-        iteration = row.get("iteration") if isinstance(row, dict) else None
-        if isinstance(iteration, int) and not isinstance(iteration, bool) and iteration <= last_iteration:
-            kept.append(line)
-    return kept
+def row_through(row: Any, last_iteration: int) -> bool:
+    """Whether a run resumed after ``last_iteration`` keeps this log row: a JSON object whose integer
+    ``iteration`` is at most ``last_iteration`` (rows a crashed attempt wrote after its checkpoint go); pure."""
+    iteration = row.get("iteration") if isinstance(row, dict) else None
+    return isinstance(iteration, int) and not isinstance(iteration, bool) and iteration <= last_iteration
 
 
 def trim_log(path: Path, last_iteration: int) -> int:
-    """Rewrite ``path`` to `rows_through` ``last_iteration``, atomically (a temp file renamed over it: a crash
-    leaves the old file or the new one); the number of lines dropped (0: the file is left alone)."""
-    if not path.is_file():
-        return 0
-    lines = text_lines(path.read_text(encoding="utf-8"))
-    kept = rows_through(lines, last_iteration)
-    if len(kept) == len(lines):
-        return 0
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    tmp.write_text("".join(line + "\n" for line in kept), encoding="utf-8")
-    tmp.replace(path)
-    return len(lines) - len(kept)
+    """Rewrite ``path`` to the rows `row_through` ``last_iteration`` keeps (torn lines go too), atomically
+    (`tools.jsonl.keep_rows`: a crash leaves the old file or the new one); the number of lines dropped (0: the
+    file is left alone)."""
+    return keep_rows(path, lambda row: row_through(row, last_iteration))
 
 
 class MetricsLog:
