@@ -37,6 +37,7 @@ from graph.backbone import default_chat_model
 from graph.endpoint import preflight
 from graph.settings import BackboneSettings, SettingsError
 from graph.tracing import describe_update, open_async_saver
+from tools.cli import token_option
 
 # markup off: reasons ("[assess] timeout: ..."), decisions, paths are data; rich would read "[assess]" as a style
 _out = Console(markup=False)
@@ -276,22 +277,12 @@ def loaded_tools(settings: BackboneSettings, preset: str) -> Any:
         raise typer.Exit(2) from exc
 
 
-def _reward_token(value: str | None) -> str | None:
-    """--token: printable ASCII (an HTTP header carries ASCII; the tool service's rule), else a usage error."""
-    from tools.settings import check_token_text
-
-    try:
-        return None if value is None else check_token_text(value, "--token / RAA_REWARD_TOKEN")
-    except ValueError as exc:
-        raise typer.BadParameter(str(exc)) from exc
-
-
 def serve_reward_command(
     host: Annotated[str, typer.Option(help="Interface to bind (loopback by default).")] = "127.0.0.1",
     port: Annotated[int, typer.Option(help="TCP port.")] = 8766,
     preset: Annotated[str, typer.Option(help="Agent preset (paper Table 2).")] = "full",
     concurrency: Annotated[int, typer.Option(min=1, max=1024, help="Agent runs in flight over all requests.")] = 16,
-    token: Annotated[str | None, typer.Option(envvar="RAA_REWARD_TOKEN", show_envvar=True, callback=_reward_token,
+    token: Annotated[str | None, typer.Option(envvar="RAA_REWARD_TOKEN", show_envvar=True, callback=token_option("RAA_REWARD_TOKEN"),
                                               help="Bearer token required on /v1/* (none = open).")] = None,
     max_items: Annotated[int, typer.Option(min=1, help="Most clips in one request.")] = 1024,
     max_body_mb: Annotated[float, typer.Option(min=0.001, help="Largest request body (MiB).")] = 2048.0,

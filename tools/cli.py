@@ -8,20 +8,26 @@ binds 127.0.0.1 unless ``--host`` says otherwise; binding elsewhere without a to
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 from typing import Annotated, Literal
 
 import typer
 
 
-def _token_option(value: str | None) -> str | None:
-    """--token: printable ASCII (``check_token_text``), else a usage error naming the option."""
-    from tools.settings import check_token_text
+def token_option(envvar: str) -> Callable[[str | None], str | None]:
+    """The typer callback of a service's --token option (its environment variable ``envvar``): the token when
+    it is printable ASCII (``check_token_text``), else a usage error naming the option; ``raa serve-tools``
+    and ``raa serve-reward`` share it."""
+    def check(value: str | None) -> str | None:
+        from tools.settings import check_token_text
 
-    try:
-        return None if value is None else check_token_text(value, "--token / RAA_TOOLS_TOKEN")
-    except ValueError as exc:
-        raise typer.BadParameter(str(exc)) from exc
+        try:
+            return None if value is None else check_token_text(value, f"--token / {envvar}")
+        except ValueError as exc:
+            raise typer.BadParameter(str(exc)) from exc
+
+    return check
 
 
 def serve_tools_command(
@@ -33,7 +39,7 @@ def serve_tools_command(
                       typer.Option(help="Motion backend (default: RAA_MOTION_BACKEND, else lk).")] = None,
     allowed_root: Annotated[Path, typer.Option(help="Videos requested by path must lie under this directory.")]
     = Path("."),
-    token: Annotated[str | None, typer.Option(envvar="RAA_TOOLS_TOKEN", show_envvar=True, callback=_token_option,
+    token: Annotated[str | None, typer.Option(envvar="RAA_TOOLS_TOKEN", show_envvar=True, callback=token_option("RAA_TOOLS_TOKEN"),
                                               help="Bearer token required on /v1/* (none = open).")] = None,
     workers: Annotated[int, typer.Option(min=1, max=64, help="Requests computed at once.")] = 2,
     max_upload_mb: Annotated[float, typer.Option(min=0.001, help="Largest request body (MiB).")] = 256.0,
