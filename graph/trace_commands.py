@@ -60,32 +60,37 @@ def runs_command(
                                    "steps": len(run.steps)}, default=str))
         return
     table, full = run_table(f"runs in {path}", _out.width)
+    heads = ("run id", "updated", "preset", "status", "reward") + (("steps",) if full else ())
+    rows = [_run_cells(run, full) for run in runs]
     # the run id is what `raa trace` / `raa report` take: never cut short; only the video name folds
     table.add_column("run id", no_wrap=True, min_width=max((len(r.run_id) for r in runs), default=6))
-    for col in ("updated", "preset", "status", "reward") + (("steps",) if full else ()):
+    for col in heads[1:]:
         table.add_column(col, no_wrap=True)
     table.add_column("video", overflow="fold", min_width=8)
-    why = full and any(run.reasons for run in runs) and _why_fits(runs, _out.width)
+    why = full and any(run.reasons for run in runs) and _why_fits(heads, rows, _out.width)
     if why:
         table.add_column("why", overflow="fold", min_width=20)
-    for run in runs:
-        reward = "-" if run.reward is None else f"{run.reward:.4f}"
+    for run, cells in zip(runs, rows, strict=True):
         video = str(run.values.get("video", ""))
-        stamp = run.updated[:19].replace("T", " ")
-        cells = [run.run_id, stamp if full else stamp[5:16], run.preset, run.status, reward]
         reason = "; ".join(run.reasons)
-        table.add_row(*cells, *((str(len(run.steps)),) if full else ()), Path(video).name if video else "-",
+        table.add_row(*cells, Path(video).name if video else "-",
                       *((reason[:160] + ("..." if len(reason) > 160 else ""),) if why else ()))
     _out.print(table)
 
 
-def _why_fits(runs: list[RunTrace], width: int) -> bool:
+def _run_cells(run: RunTrace, full: bool) -> list[str]:
+    """The no-wrap cells of a run's row in `raa runs`: run id, updated, preset, status, reward (and steps)."""
+    stamp = run.updated[:19].replace("T", " ")
+    reward = "-" if run.reward is None else f"{run.reward:.4f}"
+    cells = [run.run_id, stamp if full else stamp[5:16], run.preset, run.status, reward]
+    return cells + [str(len(run.steps))] if full else cells
+
+
+def _why_fits(heads: tuple[str, ...], rows: list[list[str]], width: int) -> bool:
     """Whether the full runs table has room for the "why" column (20 characters at least) beside its no-wrap
-    columns at their widest cells and the video's 8: otherwise rich crops the table's right side instead."""
-    cells = [[r.run_id, r.updated[:19], r.preset, r.status, "-" if r.reward is None else f"{r.reward:.4f}",
-              str(len(r.steps))] for r in runs]
-    heads = ["run id", "updated", "preset", "status", "reward", "steps"]
-    widest = [max(len(h), *(len(row[i]) for row in cells)) for i, h in enumerate(heads)]
+    columns (`heads`, cells `rows`) at their widest and the video's 8: otherwise rich crops the table's right
+    side instead."""
+    widest = [max(len(h), *(len(row[i]) for row in rows)) for i, h in enumerate(heads)]
     columns = len(heads) + 2  # + video, why
     return sum(widest) + 8 + 20 + 3 * columns + 1 <= width
 
