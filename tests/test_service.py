@@ -261,6 +261,15 @@ def test_a_non_ascii_token_is_refused_at_the_edge_without_echoing_it(service_roo
     assert ToolSettings(tools_token="s3cret-Token_1").token() == "s3cret-Token_1"
 
 
+def test_a_tool_service_url_without_a_scheme_is_refused_at_load():
+    """"gpu-host:8765" loaded fine and every run of a batch then failed on its first tool request."""
+    for bad in ("gpu-host:8765", "ftp://gpu-host", "http://", "127.0.0.1"):
+        with pytest.raises(ValueError, match="RAA_TOOLS_URL .* needs http:// or https:// and a host"):
+            ToolSettings.from_env({"RAA_TOOLS_URL": bad})
+    assert ToolSettings(tools_url=" https://gpu-host:8765/ ").tools_url == "https://gpu-host:8765/"
+    assert ToolSettings(tools_url="HTTP://10.0.0.2:8765").tools_url == "HTTP://10.0.0.2:8765"
+
+
 def test_serve_tools_without_the_surprise_weights_is_one_error_line(tmp_path, monkeypatch):
     """Missing V-JEPA 2 weights failed inside uvicorn's lifespan: a long traceback and exit 3."""
     from typer.testing import CliRunner

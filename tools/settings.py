@@ -87,6 +87,20 @@ class ToolSettings(BaseModel):
     max_decode_mb: float = Field(default=4096.0, gt=0, le=1_048_576,
                                  description="largest decoded size (MiB of RGB frames) of one service request")
 
+    @field_validator("tools_url")
+    @classmethod
+    def _http_url(cls, value: str | None) -> str | None:
+        """A tool service URL is ``http://`` or ``https://`` with a host: anything else is named at load,
+        not at the first request of a batch."""
+        if value is None:
+            return None
+        value = value.strip()
+        scheme, sep, rest = value.partition("://")
+        if not sep or scheme.lower() not in ("http", "https") or not rest.split("/", 1)[0]:
+            raise ValueError(f"RAA_TOOLS_URL {value[:100]!r} is not a tool service URL: it needs http:// or https:// and a host "
+                             "(e.g. http://gpu-host:8765)")
+        return value
+
     @field_validator("tools_token")
     @classmethod
     def _ascii_token(cls, value: SecretStr | None) -> SecretStr | None:
