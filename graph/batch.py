@@ -13,7 +13,7 @@ Decisions where the issue was silent:
   file unreadable for `raa eval compare` / `draws`.
 - `--retry-ineligible` first removes the rows of this run's items whose ineligibility another run could
   fix (`retryable`: anything but input and video faults, e.g. a dead endpoint, a wrong model name, a tool
-  crash), so a batch scored against a broken setup is redone after the fix without deleting the good
+  crash, and a clip "not found" that exists now), so a batch scored against a broken setup is redone after the fix without deleting the good
   rows, nor rows of other draws, presets or manifests in the same output (`stale_keys`, `drop_rows`).
 - A manifest line that is not valid JSON, not UTF-8, or lacks path/instruction gets its own ineligible row
   (kind "input") without calling the model, keyed per manifest and line (`bad_line_key`) and rewritten on
@@ -240,15 +240,20 @@ def other_scorer(out: Path, scorer: dict[str, Any]) -> str | None:
     return scorer_conflict(str(out), rows, scorer)
 
 
-def retryable(result: dict[str, Any]) -> bool:
+def retryable(result: dict[str, Any], path: str | None = None) -> bool:
     """True for an ineligible result (a row's "result") that another run could turn into a reward: some
     reason is not an input or video fault (a transport error, a timeout, a refused request, an invalid
-    reply, a tool fault, a dead worker). Reasons read "stage: kind: message" or "input: message"."""
+    reply, a tool fault, a dead worker), or it is "video file not found" and the row's clip `path` is a
+    file now (a manifest scored before its clips were all rendered). Reasons read "stage: kind: message"
+    or "input: message"."""
     if result.get("status") != "ineligible":
         return False
     for reason in result.get("reasons") or []:
         parts = str(reason).split(": ", 2)
         if parts[0] not in FINAL_FAULTS and (len(parts) < 3 or parts[1] not in FINAL_FAULTS):
+            return True
+        if (len(parts) == 3 and parts[1] == "video" and parts[2].endswith("video file not found")
+                and path is not None and Path(path).is_file()):
             return True
     return False
 
@@ -275,7 +280,8 @@ def drop_rows(out: Path, always: set[str], retryable_keys: set[str]) -> int:
         result = row.get("result") if isinstance(row, dict) else None
         if key in always:
             return False
-        if key in retryable_keys and isinstance(result, dict) and retryable(result):
+        path = row.get("path") if isinstance(row, dict) and isinstance(row.get("path"), str) else None
+        if key in retryable_keys and isinstance(result, dict) and retryable(result, path):
             retried += 1
             return False
         return True

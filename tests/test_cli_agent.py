@@ -6,6 +6,7 @@ is the edge) or, for full agent runs, with the `make_chat_model` seam returning 
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -307,6 +308,29 @@ def test_retry_ineligible_rescoring_only_what_a_rerun_can_fix(monkeypatch, tmp_p
     assert rows[str((tmp_path / "c1.mp4").resolve())]["reward"] == 0.5  # untouched
     assert "video" in rows[str((tmp_path / "bad.mp4").resolve())]["reasons"][0]  # not retried: same video
     assert len(model.calls_for("observe")) == 1
+
+
+def test_retry_ineligible_rescores_a_clip_that_was_missing_and_exists_now(monkeypatch, tmp_path) -> None:
+    """A manifest scored before its clips were all rendered kept "video file not found" rows for good:
+    --retry-ineligible counted them as final video faults."""
+    from tests.graph_scripts import moving_square
+
+    model = _scripted(monkeypatch, tmp_path)
+    manifest = tmp_path / "manifest.jsonl"
+    manifest.write_text("".join(json.dumps({"path": p, "instruction": "push the red block to the right"}) + "\n"
+                                for p in ("late.mp4", "gone.mp4")))
+    out = tmp_path / "results.jsonl"
+    args = ["score-batch", str(manifest), "--out", str(out), "--preset", "visual_verify", "--retry-ineligible"]
+    res = runner.invoke(app, args)
+    assert res.exit_code == 0 and "ineligible=2" in res.output, res.output
+    first = [json.loads(line)["result"] for line in out.read_text().splitlines()]
+    assert all(r["reasons"][0].endswith("video file not found") for r in first), first
+    moving_square(tmp_path / "late.mp4")
+    res = runner.invoke(app, args)
+    assert res.exit_code == 0 and "1 ineligible row(s) removed" in res.output and "1 to score" in res.output
+    rows = {Path(r["path"]).name: r["result"] for r in map(json.loads, out.read_text().splitlines())}
+    assert rows["late.mp4"]["status"] == "scored" and rows["gone.mp4"]["status"] == "ineligible"
+    assert len(rows) == 2 and len(model.calls_for("observe")) == 1
 
 
 def test_score_missing_video_and_bad_preset(monkeypatch, tmp_path) -> None:
