@@ -5,8 +5,10 @@ by code every contract requirement that has no judgment. repair always re-looks 
 message carries the evidence frames of the requirements involved (topped up from the uniform
 sample). A repaired judgment may change status only when it cites at least one frame shown in that
 repair message; otherwise the previous judgment is kept and a note says so — a text-only suggestion
-never flips a visual judgment. A judgment the repair leaves out is kept as it was (with a note):
-dropping it would turn it unverifiable without a look.
+never flips a visual judgment. A judgment the repair adds for a requirement that had none needs a
+shown frame too, or it is added as unverifiable. A judgment the repair leaves out is kept as it was
+(with a note): dropping it would turn it unverifiable without a look. The rubric levels (P, V) are not
+the audit's concern and stay as they were (`guard_flips`).
 
 Decision where the issue was silent: the audit itself is text-only (contract, assessment,
 observation); the images go to the repair that acts on it.
@@ -67,17 +69,32 @@ def involved_ids(report: AuditReport, contract: TaskContract) -> list[str]:
 
 
 def guard_flips(before: Assessment, after: Assessment, shown: set[int]) -> tuple[Assessment, list[str]]:
-    """Revert status changes that cite none of the frames shown in the repair message."""
+    """`after` without the changes the repair's images do not back, and a note per change undone:
+    - a status change that cites none of the frames shown keeps the previous judgment;
+    - a judgment added for a requirement `before` left out counts as a change from unverifiable: met,
+      partial or not_met need a shown frame, else it is added as unverifiable;
+    - the rubric levels and their rationales stay `before`'s: the audit is about scope (requirements),
+      so a repair that re-rates physical plausibility or visual quality acts on no finding."""
     notes: list[str] = []
     judgments = []
     for j in after.judgments:
         old = before.judgment(j.requirement_id)
-        if old is not None and old.status != j.status and not (set(j.evidence_frames) & shown):
+        backed = bool(set(j.evidence_frames) & shown)
+        if old is not None and old.status != j.status and not backed:
             notes.append(f"repair: {j.requirement_id} kept {old.status} (change to {j.status} cited no frame shown)")
             judgments.append(old)
+        elif old is None and j.status != "unverifiable" and not backed:
+            notes.append(f"repair: {j.requirement_id} added as unverifiable ({j.status} cited no frame shown)")
+            judgments.append(j.model_copy(update={"status": "unverifiable"}))
         else:
             judgments.append(j)
-    return after.model_copy(update={"judgments": judgments}), notes
+    levels = {k: getattr(before, k) for k in ("physical_level", "physical_rationale", "visual_level",
+                                               "visual_rationale")}
+    for name in ("physical_level", "visual_level"):
+        if getattr(after, name) != levels[name]:
+            notes.append(f"repair: {name} kept {levels[name]} (a scope repair does not re-rate the rubric; "
+                         f"it returned {getattr(after, name)})")
+    return after.model_copy(update={"judgments": judgments, **levels}), notes
 
 
 async def repair(state: AgentState, ctx: RunContext, step: Step) -> dict[str, Any]:
