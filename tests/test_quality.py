@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import cv2
 import numpy as np
 import pytest
 
@@ -47,6 +48,31 @@ def test_pure_pixel_noise_is_uniform_at_every_size(h, w):
     assert abs(q.stats["median_neighbour_correlation"]) < 0.1
 
 
+def checker_scene(h: int, w: int, cell: int, t: int = 6) -> np.ndarray:
+    """A checker mat (cells of `cell` px, grey 90/170) with a blue box being pushed and a red plate."""
+    y, x = np.mgrid[0:h, 0:w]
+    mat = np.where(((x // cell) + (y // cell)) % 2 == 0, 170, 90).astype(np.uint8)
+    frames = np.repeat(np.repeat(mat[None, ..., None], 3, -1), t, 0)
+    for i in range(t):
+        cv2.rectangle(frames[i], (100 + 6 * i, 120), (260 + 6 * i, 300), (30, 90, 200), -1)
+        cv2.circle(frames[i], (w // 2 + 100, h // 2), 70, (220, 40, 40), -1)
+    return frames
+
+
+@pytest.mark.parametrize(("h", "w", "cell"), [(480, 832, 13), (480, 832, 24), (720, 1280, 35), (1080, 1920, 50)])
+def test_a_fine_checker_mat_is_a_scene_not_noise(h, w, cell):
+    """Cells of 1-2 px at 64 px alias to a neighbour correlation near 0 or below, and the noise rule zeroed
+    these clips; their power spectrum is far from white."""
+    q = check_quality(checker_scene(h, w, cell))
+    assert q.usable and not q.uniform and q.stats["flat_frame_fraction"] == 0.0, q.reason
+    assert frame_stats(checker_scene(h, w, cell, 1)[0])[2] < 0.2  # the correlation alone calls it noise
+
+
+def test_a_grey_clip_array_is_an_error_not_no_frames():
+    with pytest.raises(ValueError, match=r"uint8 \[T,H,W,3\].*\(16, 120, 160\)"):
+        check_quality(np.zeros((16, 120, 160), np.uint8))
+
+
 @pytest.mark.parametrize("frames", [textured(), sparse_scene()])
 def test_normal_clips_are_not_flagged(frames):
     q = check_quality(frames)
@@ -74,7 +100,7 @@ def test_fewer_than_two_frames_is_unusable(t_total):
 
 def test_thresholds_are_settings():
     frames = sparse_scene()
-    std, edge, _ = frame_stats(frames[0])
+    std, edge, _, _ = frame_stats(frames[0])
     strict = QualityThresholds(max_spatial_std=std + 1, max_edge_energy=edge + 1)
     assert check_quality(frames, thresholds=strict).uniform
     assert not check_quality(frames, thresholds=QualityThresholds(min_frames=2)).uniform

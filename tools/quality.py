@@ -3,7 +3,8 @@
 A frame is *flat* when its spatial standard deviation (largest over colour channels) is below ``max_spatial_std`` AND
 its edge energy (mean Sobel gradient magnitude) is below ``max_edge_energy``, or when it is *noise*: neighbouring
 pixels are unrelated (their correlation, the mean of the horizontal and vertical lag-1 correlations of the grey
-frame, is below ``min_neighbour_correlation``). The clip is
+frame, is below ``min_neighbour_correlation``) AND the grey frame's power spectrum is white (its spectral
+flatness, geometric over arithmetic mean of the power without DC, is above ``min_noise_flatness``). The clip is
 *uniform* when at least ``uniform_frame_fraction`` of its frames are flat. A clip is usable when it
 has at least ``min_frames`` decodable frames and is not uniform.
 
@@ -13,7 +14,11 @@ noise; a real scene has structure at 64 px. Pure pixel noise (a diverged generat
 uniform too, and the reason says so: averaging it down to 64 px lowers its std and edge energy below the
 flat thresholds only for large frames (1080p), so at the sizes generators write (832x480, 1280x720) it
 passed as usable; the neighbour correlation tells it apart at any size (about 0 for noise, 0.7-0.9 for the
-clip suite's scenes and textures, and a real image is smooth at 64 px); the per-channel
+clip suite's scenes and textures, and a real image is smooth at 64 px). The correlation alone also called a
+fine regular texture noise (a checker mat whose cells shrink to 1-2 px at 64 px aliases to a correlation
+near 0 or below): such a frame's power sits in a few frequencies (flatness <= 0.09 for checkers of
+every cell size at 256-1920 px, with or without objects), while static's is spread evenly (flatness
+0.54-0.58, also after H.264 coding), hence the second condition; the per-channel
 mean, standard deviation and edge energy are accumulated by OpenCV in float64
 (numpy's float32 reductions cost three times as much; values agree to about 1e-5 relative, far
 below the thresholds' resolution); ``check_video`` decodes with ``tools.video`` and turns a decode error into an unusable
@@ -43,7 +48,10 @@ class QualityThresholds(BaseModel):
     analysis_long_side: int = Field(default=64, ge=8, le=1024, description="long side of the analysed frames")
     min_neighbour_correlation: float = Field(default=0.2, ge=-1, le=1,
                                              description="neighbouring pixels' correlation below which a frame is "
-                                                         "noise without structure")
+                                                         "noise without structure (with a white spectrum)")
+    min_noise_flatness: float = Field(default=0.3, ge=0, le=1,
+                                      description="spectral flatness above which a frame with unrelated "
+                                                  "neighbouring pixels is noise (white spectrum)")
 
 
 class QualityCheck(BaseModel):
@@ -69,12 +77,29 @@ def neighbour_correlation(grey: np.ndarray) -> float:
     return float(np.mean(corrs))
 
 
-def frame_stats(frame: np.ndarray, long_side: int = 64) -> tuple[float, float, float]:
-    """(spatial std, edge energy, neighbour correlation) of one RGB uint8 frame after downscaling to ``long_side``.
+def spectral_flatness(grey: np.ndarray) -> float:
+    """Geometric over arithmetic mean of a 2-D image's power spectrum without the DC term: about 0.56 for white
+    noise, near 0 when the power sits in a few frequencies (a regular texture) or falls off with frequency (a
+    natural image); NaN for a flat image (no power) or one under 2 x 2 pixels."""
+    if min(grey.shape) < 2:
+        return float("nan")
+    power = (np.abs(np.fft.rfft2(grey - grey.mean())) ** 2).ravel()[1:]
+    top = float(power.max())
+    if top <= 0:
+        return float("nan")
+    power = power + 1e-12 * top  # an exactly empty frequency makes the geometric mean 0, not -inf
+    return float(np.exp(np.log(power).mean()) / power.mean())
+
+
+def frame_stats(frame: np.ndarray, long_side: int = 64,
+                noise_correlation: float = 1.0) -> tuple[float, float, float, float]:
+    """(spatial std, edge energy, neighbour correlation, spectral flatness) of one RGB uint8 frame after
+    downscaling to ``long_side``; the flatness only when the correlation is below ``noise_correlation``
+    (the frames it can decide; NaN for the others).
 
     Std and edge energy are the largest over the three colour channels (so a red block on a grey table of the
     same brightness still counts), edge energy being the mean Sobel gradient magnitude / 4; the neighbour
-    correlation is :func:`neighbour_correlation` of the grey frame.
+    correlation is :func:`neighbour_correlation` and the flatness :func:`spectral_flatness` of the grey frame.
     """
     h, w = frame.shape[:2]
     scale = long_side / max(h, w)
@@ -87,7 +112,9 @@ def frame_stats(frame: np.ndarray, long_side: int = 64) -> tuple[float, float, f
     _, std = cv2.meanStdDev(g)  # per channel, population std (ddof 0), accumulated in float64
     edge = cv2.mean(cv2.magnitude(gx.reshape(-1, 3), gy.reshape(-1, 3)).reshape(g.shape))[:3]
     grey = g.mean(axis=2, dtype=np.float64)
-    return float(std.max()), float(max(edge)) / 4.0, neighbour_correlation(grey)
+    corr = neighbour_correlation(grey)
+    flatness = spectral_flatness(grey) if corr < noise_correlation else float("nan")
+    return float(std.max()), float(max(edge)) / 4.0, corr, flatness
 
 
 def check_quality(frames: np.ndarray | Sequence[np.ndarray], *,
@@ -96,7 +123,9 @@ def check_quality(frames: np.ndarray | Sequence[np.ndarray], *,
     ``[H,W,3]`` uint8 frames (checked one by one, never stacked into a copy)."""
     th = thresholds or QualityThresholds()
     if isinstance(frames, np.ndarray):
-        items = list(frames) if frames.ndim == 4 else []  # views of the array, no copies
+        if frames.ndim != 4:  # a grey [T,H,W] clip read as "no decodable frames"
+            raise ValueError(f"frames must be uint8 [T,H,W,3] (or [H,W,3] each), got {frames.dtype} {frames.shape}")
+        items = list(frames)  # views of the array, no copies
     else:
         items = [np.asarray(f) for f in frames]
     if not items or items[0].size == 0:
@@ -106,8 +135,10 @@ def check_quality(frames: np.ndarray | Sequence[np.ndarray], *,
         if f.ndim != 3 or f.shape[-1] != 3 or f.dtype != np.uint8:
             raise ValueError(f"frames must be uint8 [T,H,W,3] (or [H,W,3] each), got {f.dtype} {f.shape}")
     n = len(items)
-    stats = np.array([frame_stats(f, th.analysis_long_side) for f in items], np.float32)
-    noise = stats[:, 2] < th.min_neighbour_correlation  # NaN (a flat frame) is never noise: the std test decides
+    stats = np.array([frame_stats(f, th.analysis_long_side, th.min_neighbour_correlation) for f in items],
+                     np.float32)
+    # NaN (a flat frame) is never noise: the std test decides
+    noise = (stats[:, 2] < th.min_neighbour_correlation) & (stats[:, 3] > th.min_noise_flatness)
     flat = ((stats[:, 0] < th.max_spatial_std) & (stats[:, 1] < th.max_edge_energy)) | noise
     flat_share = float(flat.mean())
     uniform = flat_share >= th.uniform_frame_fraction
@@ -123,7 +154,7 @@ def check_quality(frames: np.ndarray | Sequence[np.ndarray], *,
         reasons.append(f"spatially uniform content: {flat_share:.0%} of frames are flat at "
                        f"{th.analysis_long_side} px (std < {th.max_spatial_std}, edge energy < "
                        f"{th.max_edge_energy}, or neighbouring pixels unrelated: correlation < "
-                       f"{th.min_neighbour_correlation}): one colour, or only pixel-level noise")
+                       f"{th.min_neighbour_correlation}, white spectrum): one colour, or only pixel-level noise")
     return QualityCheck(usable=not reasons, uniform=uniform, decodable_frames=n,
                         reason="; ".join(reasons) or None, stats=summary)
 
