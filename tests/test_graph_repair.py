@@ -1,4 +1,4 @@
-"""What an image-backed repair may change (graph/nodes/audit.py `guard_flips`), with a scripted backbone."""
+"""What the image-backed repair may change (`guard_flips`) and which frames repair and final check look at."""
 
 from __future__ import annotations
 
@@ -46,3 +46,27 @@ def test_a_judgment_the_repair_adds_from_a_shown_frame_counts(clip):
     assert shown.images() > 0
     assert out["assessment"].judgment("R2").status == "met"  # assessment() cites frames 0, 16, 32: shown
     assert out["result"].reward == pytest.approx(0.975)
+
+
+def test_pick_frames_keeps_the_frames_it_must_and_thins_the_rest():
+    from graph.nodes.common import pick_frames
+
+    assert pick_frames(range(0, 100, 5), range(0, 200, 10), 6, keep=[180, 190, 199]) == [0, 30, 65, 180, 190, 199]  # 20 candidates, room 3: k*20/3
+    assert pick_frames([3, 1], [0, 10, 20, 30], 4) == [0, 1, 3, 20]  # topped up evenly from the fallback
+    assert pick_frames([5], [], 2, keep=[7, 8, 9]) == [8, 9]  # more to keep than room: the last ones
+
+
+def test_the_final_check_always_sees_the_end_of_the_clip():
+    """With many evidence frames of an essential gap, thinning them dropped the clip's last frames, which
+    the final check (deciding F, and so R = 0) is meant to see."""
+    import tempfile
+    from pathlib import Path
+
+    from graph_scripts import moving_square
+
+    long_clip = moving_square(Path(tempfile.mkdtemp()) / "long.mp4", frames=200)
+    gap = assessment(s2="not_met", frames=tuple(range(0, 160, 5)))
+    agent, _ = make_agent("full", full_script(assess=[gap], reflect=[gap], audit=[CLEAN_AUDIT]))
+    out = run(agent, long_clip)
+    step = next(s for s in out["steps"] if s["node"] == "final_check")
+    assert set(out["sample"][-3:]) <= set(step["frames"]) and len(step["frames"]) == 16

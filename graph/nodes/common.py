@@ -201,12 +201,17 @@ def keep_omitted(before: Assessment, after: Assessment, contract: TaskContract,
     return after.model_copy(update={"judgments": judgments}), notes
 
 
-def pick_frames(candidates: Sequence[int], fallback: Sequence[int], limit: int) -> list[int]:
-    """Up to `limit` distinct sorted frames from `candidates`, topped up evenly from `fallback`."""
-    chosen = sorted(set(int(c) for c in candidates))
-    if len(chosen) > limit:
-        step = len(chosen) / limit
-        chosen = [chosen[int(k * step)] for k in range(limit)]
+def pick_frames(candidates: Sequence[int], fallback: Sequence[int], limit: int,
+                keep: Sequence[int] = ()) -> list[int]:
+    """Up to `limit` distinct sorted frames: every frame of `keep` (up to `limit`), then `candidates`
+    (thinned evenly when too many), topped up evenly from `fallback`."""
+    kept = sorted(set(int(c) for c in keep))[-limit:] if limit > 0 else []
+    chosen = sorted(set(int(c) for c in candidates) - set(kept))
+    room = limit - len(kept)
+    if len(chosen) > room:
+        step = len(chosen) / room if room > 0 else 0
+        chosen = [chosen[int(k * step)] for k in range(room)]
+    chosen += kept
     pool = [f for f in fallback if f not in chosen]
     need = max(0, min(limit, len(chosen) + len(pool)) - len(chosen))
     if need and pool:

@@ -4,7 +4,8 @@ Runs with the failure gate on. When every essential requirement is met or partia
 by code with no model call. A contract that marks no requirement essential has every requirement
 count as essential here, as in T (`graph.gate.essential_ids`): otherwise such a contract would pass the
 gate whatever the clip shows. Otherwise a final visual check looks at the evidence frames of the
-essential gaps plus the end of the clip and the uniform sample (at most 16 frames).
+essential gaps, the end of the clip (the uniform sample's last 3 frames, always shown, however many
+frames the gaps cite) and the uniform sample (at most 16 frames).
 """
 
 from __future__ import annotations
@@ -29,7 +30,7 @@ async def final_check(state: AgentState, ctx: RunContext, step: Step) -> dict[st
                                           rationale="every essential requirement is met or partial")}
     sample = list(state["sample"])
     evidence = [f for i in gaps if (j := assessment.judgment(i)) is not None for f in j.evidence_frames]
-    frames = pick_frames(evidence + sample[-3:], sample, min(CHECK_FRAMES, ctx.config.max_images_per_call))
+    frames = pick_frames(evidence, sample, min(CHECK_FRAMES, ctx.config.max_images_per_call), keep=sample[-3:])
     blocks = await ctx.frames.ablocks(state["video"], frames)
     text = ("Task contract:\n" + dump(contract) + "\n\nAssessment:\n" + dump(assessment)
             + f"\n\nEssential requirements not met or unverifiable: {gaps}"
