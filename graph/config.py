@@ -24,6 +24,10 @@ from typing import Literal, get_args
 from tools.coords import Coordinates
 from tools.sampling import NEARBY_EXTRA_LIMIT
 
+INSTRUCTION_CHARS_LIMIT = 4000
+"""The longest requirement text (`graph.schemas.Requirement.text`), and so the longest instruction a run
+keeps: presets without decomposition make the whole instruction one requirement."""
+
 Preset = Literal[
     "direct", "structured", "decomposed", "task_blind", "visual_verify", "motion", "wmreward",
     "audit_no_gate", "full", "no_task_blind", "no_visual_verify", "no_wmreward", "no_audit", "no_motion",
@@ -104,8 +108,9 @@ class AgentConfig:
     least observe_frames and frame_budget (observe/assess and the inspect conversation send that many)."""
     surprise_windows: int = 2
     """How many of the most surprising WMReward windows reflect shows."""
-    max_instruction_chars: int = 4000
-    """Longer instructions are truncated to this length and the truncation is recorded as a note."""
+    max_instruction_chars: int = INSTRUCTION_CHARS_LIMIT
+    """Longer instructions are truncated to this length and the truncation is recorded as a note (at most
+    `INSTRUCTION_CHARS_LIMIT`)."""
     draw: int = 0
     """Which independent draw of the backbone's answers this run takes. Runs with different draws (or
     temperatures) never share stage-cache entries, so with a sampling temperature above 0
@@ -127,6 +132,9 @@ class AgentConfig:
                      "surprise_windows", "max_instruction_chars"):
             if getattr(self, name) < 1:
                 raise ValueError(f"{name} must be >= 1, got {getattr(self, name)}")
+        if self.max_instruction_chars > INSTRUCTION_CHARS_LIMIT:
+            raise ValueError(f"max_instruction_chars must be <= {INSTRUCTION_CHARS_LIMIT} (the longest requirement "
+                             f"text), got {self.max_instruction_chars}")
         if not 2 <= self.observe_frames <= 64:
             raise ValueError(f"observe_frames must be in 2..64, got {self.observe_frames}")
         if self.draw < 0:

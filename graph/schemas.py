@@ -20,6 +20,8 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
+from graph.config import INSTRUCTION_CHARS_LIMIT
+
 Status = Literal["met", "partial", "not_met", "unverifiable"]
 RequirementKind = Literal["action", "object", "order", "outcome"]
 RewardStatus = Literal["scored", "zero", "ineligible"]
@@ -57,7 +59,7 @@ class Requirement(_Record):
 
     id: str = Field(min_length=1, max_length=16, description="Short id, e.g. R1.")
     kind: RequirementKind = Field(description="action | object | order | outcome.")
-    text: str = Field(min_length=1, max_length=4000, description="The requirement in one sentence.")
+    text: str = Field(min_length=1, max_length=INSTRUCTION_CHARS_LIMIT, description="The requirement in one sentence.")
     essential: bool = Field(default=True, description="True when the task fails without it.")
 
 

@@ -117,6 +117,8 @@ def test_config_validation_and_overrides():
         AgentConfig(preset="nope")  # type: ignore[arg-type]
     with pytest.raises(ValueError):
         AgentConfig(max_repair_rounds=4)
+    with pytest.raises(ValueError, match="max_instruction_chars must be <= 4000"):
+        AgentConfig(preset="structured", max_instruction_chars=6000)  # its one requirement would fail validation
     with pytest.raises(ValueError):
         AgentConfig(inspect_mode="chat")  # type: ignore[arg-type]
     cfg = AgentConfig.from_preset("full", audit=False)
