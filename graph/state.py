@@ -99,6 +99,12 @@ class ToolExchange(TypedDict, total=False):
     """Crop box actually used (None = full frame)."""
     overlay: bool
     """True when the images are motion-track overlays."""
+    points: list[list[float]]
+    """track_motion: the points tracked, as fractions of the frame (converted from `AgentConfig.coordinates`,
+    clamped to the frame, points not [x, y] left out; empty = grid). The overlays are replayed from these:
+    replayed from the raw `args`, per_mille / pixel points or points off the frame failed the tracker."""
+    query_frame: int
+    """track_motion: the clip frame the points lie on (start_frame clamped to the clip)."""
     text: str
     """Tool result text returned to the model (notes on fallbacks, budget, track summary)."""
 

@@ -80,15 +80,79 @@ class RecordingTracker(LKTracker):
 
 
 def test_track_points_convert_and_points_off_the_frame_are_reported(clip):
-    """Before, points were clamped to [0, 1] silently: a pixel point [64, 64] tracked the far corner."""
+    """Before, points were clamped to [0, 1] silently: a pixel point [64, 64] tracked the far corner. The
+    next inspect round and reflect replay the overlays from the converted points the call tracked: they
+    were replayed from the raw args, so the tracker got [63500, 63500] and the run was ineligible."""
     tracker = RecordingTracker()
     script = full_script(inspect=[tool_call("track_motion", {"start_frame": 0, "end_frame": 32,
                                                              "points": [[500, 500], [1500, 250]]}), "done"])
-    agent, _ = make_agent("full", script, tracker=tracker, coordinates="per_mille", motion_prefetch="off")
+    agent, model = make_agent("full", script, tracker=tracker, coordinates="per_mille", motion_prefetch="off")
     out = run(agent, clip)
-    queries = [q for q in tracker.queries if q is not None][0]
-    assert np.allclose(queries[:, 1:], [[63.5, 63.5], [127.0, 31.75]])  # (128 - 1) * fraction, clamped
-    assert "points [1500, 250] lie outside the frame" in out["exchanges"][0]["text"]
+    assert out["result"].status == "scored", out["result"].reasons
+    queries = [q for q in tracker.queries if q is not None]
+    assert len(queries) == 1  # the replays reuse the call's overlays
+    assert np.allclose(queries[0][:, 1:], [[63.5, 63.5], [127.0, 31.75]])  # (128 - 1) * fraction, clamped
+    ex = out["exchanges"][0]
+    assert "points [1500, 250] lie outside the frame" in ex["text"]
+    assert ex["points"] == [[0.5, 0.5], [1.0, 0.25]] and ex["query_frame"] == 0
+    assert all(c.text().count("(motion-track overlay)") == 4
+               for c in (model.calls_for("inspect")[1], model.calls_for("reflect")[0]))
+
+
+@pytest.mark.parametrize(("coordinates", "points", "tracked"), [
+    ("unit", [[1.5, 0.5]], [[1.0, 0.5]]),  # off the frame: moved to its edge
+    ("unit", [[0.5]], []),  # not [x, y]: left out (the replay raised IndexError)
+    ("unit", [[0.5, 0.5, 0.1], [0.25, 0.75]], [[0.25, 0.75]]),  # the replay tracked [0.5, 0.5] too
+    ("pixels", [[64, 32]], [[0.5, 0.25]]),
+])
+def test_track_overlays_replay_the_points_tracked(clip, coordinates, points, tracked):
+    tracker = RecordingTracker()
+    script = full_script(inspect=[tool_call("track_motion", {"start_frame": 20, "end_frame": 4, "points": points}),
+                                  "done"])
+    agent, model = make_agent("full", script, tracker=tracker, coordinates=coordinates, motion_prefetch="off")
+    out = run(agent, clip)
+    assert out["result"].status == "scored", out["result"].reasons
+    ex = out["exchanges"][0]
+    assert ex["points"] == tracked and ex["query_frame"] == 20
+    assert len(tracker.queries) == 1  # one track; the next round and reflect replay its overlays
+    assert all(c.text().count("(motion-track overlay)") == 4
+               for c in (model.calls_for("inspect")[1], model.calls_for("reflect")[0]))
+
+
+def test_plan_mode_tracks_use_the_convention(clip):
+    plan = {"views": [{"frames": [10]}], "tracks": [{"start_frame": 0, "end_frame": 32, "points": [[500, 500]]}],
+            "rationale": "check"}
+    tracker = RecordingTracker()
+    agent, _ = make_agent("full", full_script(plan=[plan]), tracker=tracker, inspect_mode="plan",
+                          coordinates="per_mille", motion_prefetch="off")
+    out = run(agent, clip)
+    assert out["result"].status == "scored", out["result"].reasons  # reflect replayed [500, 500] as pixels
+    assert out["exchanges"][1]["points"] == [[0.5, 0.5]] and len(tracker.queries) == 1
+
+
+def test_a_track_record_without_points_replays_its_converted_args(clip):
+    """Records checkpointed before `points` was stored convert their args the way the call did."""
+    import asyncio
+
+    from graph import AgentConfig
+    from graph.backbone import Backbone
+    from graph.context import AgentTools, RunContext, tool_provider
+    from graph.nodes.evidence import exchange_blocks
+    from graph.testing import ScriptedChatModel
+
+    script = full_script(inspect=[tool_call("track_motion", {"start_frame": 20, "end_frame": 4,
+                                                             "points": [[500, 500]]}), "done"])
+    agent, _ = make_agent("full", script, coordinates="per_mille", motion_prefetch="off")
+    out = run(agent, clip)
+    new = out["exchanges"][0]
+    old = {k: v for k, v in new.items() if k not in ("points", "query_frame")}
+    for record in (new, old):  # each replayed in a fresh frame store: its overlays are tracked again
+        tracker = RecordingTracker()
+        ctx = RunContext(backbone=Backbone(ScriptedChatModel({})), tools=tool_provider(AgentTools(tracker=tracker)),
+                         config=AgentConfig(coordinates="per_mille", motion_prefetch="off").resolved())
+        blocks = asyncio.run(exchange_blocks(out, ctx, record))
+        assert sum(b["type"] == "image_url" for b in blocks) == 4
+        assert np.allclose(tracker.queries[0], [[16.0, 63.5, 63.5]])  # on frame 20, the last of 4..20
 
 
 def test_plan_mode_boxes_use_the_convention(clip):

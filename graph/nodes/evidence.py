@@ -15,8 +15,11 @@ Decisions where the issue was silent:
 - track_motion reads up to 32 frames of the requested stretch (the tracker is a tool, not a view);
   it returns a text summary plus overlays of up to 4 tracked frames, which count against the frame
   budget but not against the nearby-extra allowance (they are rendered evidence, not new views).
-- Overlays are cached in the frame store under the call's arguments; the conversation is rebuilt
-  from stored references, recomputing an evicted overlay deterministically.
+- Overlays are cached in the frame store under the tracked frames and points; the conversation is rebuilt
+  from stored references, recomputing an evicted overlay deterministically. The exchange keeps the points
+  as tracked (fractions of the frame, clamped, malformed ones left out) and their frame (`points`,
+  `query_frame`): replayed from the raw args, per_mille or pixel points and points off the frame failed
+  the tracker (the run ineligible) and a point [x] raised IndexError.
 - Tracks are computed by one shared job per (video, frames, points) (`FrameStore.shared_job`), so the
   speculative grid track (`AgentConfig.motion_prefetch`, started by assess) and a matching
   track_motion call are one computation; overlays and the summary are rendered per call.
@@ -256,21 +259,28 @@ async def _track(state: AgentState, ctx: RunContext, exchanges: list[ToolExchang
     k = max(0, min(OVERLAY_FRAMES, room, len(idx)))
     shown = uniform_subset(idx, k)
     notes = [] if k >= min(OVERLAY_FRAMES, len(idx)) else [f"frame budget: {k} overlay frames"]
-    points, outside = [], []
-    for p in request.points:
+    points, point_notes = track_points(ctx, state["meta"], request.points)
+    _, summary = await track_overlays(state, ctx, idx, points, shown, query_t=query_t)
+    # the points as tracked and their frame: exchange_blocks replays the overlays from these, not from `args`
+    return {**base, "frames": shown, "overlay": True, "points": points, "query_frame": idx[query_t],
+            "text": _text(f"tracked frames {idx[0]}..{idx[-1]} ({len(idx)} frames); overlays on {shown}",
+                          notes + point_notes) + "\n" + summary}
+
+
+def track_points(ctx: RunContext, meta: dict[str, Any], raw: list[list[float]]) -> tuple[list[list[float]], list[str]]:
+    """(track_motion's points as fractions of the frame, clamped to it, those not [x, y] left out; notes)."""
+    points, outside, notes = [], [], []
+    for p in raw:
         if len(p) != 2:
             notes.append(f"point {_fmt(p)} is not [x, y]; left out")
             continue
-        unit = _unit(ctx, state["meta"], p)
+        unit = _unit(ctx, meta, p)
         if not all(-1e-6 <= v <= 1 + 1e-6 for v in unit):
             outside.append(p)
-        points.append([min(max(v, 0.0), 1.0) for v in unit])
+        points.append([min(max(float(v), 0.0), 1.0) for v in unit])
     if outside:
         notes.append(f"points {', '.join(_fmt(p) for p in outside)} lie outside the frame; moved to its edge")
-    _, summary = await track_overlays(state, ctx, idx, points, shown, query_t=query_t)
-    return {**base, "frames": shown, "overlay": True,
-            "text": _text(f"tracked frames {idx[0]}..{idx[-1]} ({len(idx)} frames); overlays on {shown}", notes)
-            + "\n" + summary}
+    return points, notes
 
 
 def _track_request(ctx: RunContext, video: str, idx: list[int], points: list[list[float]],
@@ -362,11 +372,17 @@ async def exchange_blocks(state: AgentState, ctx: RunContext, exchange: ToolExch
     frames = list(exchange.get("frames", []))
     if not frames:
         return []
-    if exchange.get("overlay"):
+    if exchange.get("overlay"):  # the points _track tracked (converted, clamped, checked), not the raw args
         args = track_motion.model_validate(exchange["args"])
         n = int(state["meta"]["frames"])
-        blocks, _ = await track_overlays(state, ctx, track_frames(n, args.start_frame, args.end_frame),
-                                         args.points, frames, query_t=query_index(n, args.start_frame, args.end_frame))
+        idx = track_frames(n, args.start_frame, args.end_frame)
+        if "points" in exchange:
+            points = exchange["points"]
+        else:  # a record checkpointed before `points` was stored: convert its args as _track did
+            points = track_points(ctx, state["meta"], args.points)[0]
+        query = exchange.get("query_frame")
+        query_t = idx.index(query) if query in idx else query_index(n, args.start_frame, args.end_frame)
+        blocks, _ = await track_overlays(state, ctx, idx, points, frames, query_t=query_t)
         return blocks
     return await ctx.frames.ablocks(state["video"], frames, box=exchange.get("box"))
 
