@@ -298,11 +298,11 @@ class FrameStore:
 
     def _image_blocks(self, v: VideoKey, indices: Sequence[int], *, box: Sequence[float] | None = None,
                       note: str = "") -> list[dict]:
-        from tools.video import crop_frame, encode_jpeg_data_url, resize_long_side
+        from tools.video import crop_frame, crop_key, encode_jpeg_data_url, resize_long_side
 
         meta = self._reader(v).meta
         blocks: list[dict] = []
-        key_box = None if box is None else tuple(round(float(b), 4) for b in box)
+        key_box = None if box is None else crop_key(box)
         urls = {int(i): self._urls.get((v, int(i), key_box, self.long_side, self.quality)) for i in indices}
         todo = sorted(i for i, u in urls.items() if u is None)
         decoded = self._ensure(v, set(todo)) if todo else {}
@@ -350,7 +350,9 @@ class FrameStore:
         self._image_blocks(v, indices)
 
     def _blocks_cached(self, v: VideoKey, indices: Sequence[int], box: Sequence[float] | None) -> bool:
-        key_box = None if box is None else tuple(round(float(b), 4) for b in box)
+        from tools.video import crop_key
+
+        key_box = None if box is None else crop_key(box)
         with self._lock:
             known = v in self._readers
         return known and all(self._urls.get((v, int(i), key_box, self.long_side, self.quality)) is not None

@@ -169,6 +169,18 @@ def test_invalid_crop_falls_back_to_full_frame(clip):
     assert second.images() == 1 and "full frame" in second.text()
 
 
+@pytest.mark.parametrize(("box", "used"), [([0.1, 0.3, 0.120001, 0.7], None), ([0.3, 0.10003, 0.7, 0.12004], None),
+                                           ([0.100004, 0.3, 0.600001, 0.7], [0.1, 0.3, 0.6, 0.7])])
+def test_crop_boxes_are_checked_as_the_frame_store_rounds_them(clip, box, used):
+    """The frame store crops the box rounded to 4 decimals and checks it again: a side just over 0.02 passed
+    view_crop's check, then raised ValueError when the images were built (the run ineligible)."""
+    agent, _ = make_agent("full", full_script(inspect=[tool_call("view_crop", {"frame": 16, "box": box}), "done"]))
+    out = run(agent, clip)
+    ex = out["exchanges"][0]
+    assert out["result"].status == "scored", out["result"].reasons
+    assert ex["box"] == used and ("box too small" in ex["text"]) == (used is None)
+
+
 def test_valid_crop_and_motion_tool(clip):
     script = full_script(inspect=[
         AIMessage_two_calls(),

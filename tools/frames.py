@@ -22,6 +22,7 @@ from tools.coords import shown_size
 
 MIN_CROP_SIZE = 0.02
 FULL_FRAME: tuple[float, float, float, float] = (0.0, 0.0, 1.0, 1.0)
+CROP_DECIMALS = 4
 
 
 @dataclass(frozen=True)
@@ -61,6 +62,12 @@ def normalize_crop(box: object) -> CropResult:
     if x1 - x0 < MIN_CROP_SIZE or y1 - y0 < MIN_CROP_SIZE:
         return full(f"box too small (each side must be at least {MIN_CROP_SIZE} of the frame)")
     return CropResult((x0, y0, x1, y1), False, None)
+
+
+def crop_key(box: Sequence[float]) -> tuple[float, ...]:
+    """A crop box as the frame cache keys and crops it: rounded to ``CROP_DECIMALS`` decimals (validate
+    this box, not the exact one: rounding can take a side just over ``MIN_CROP_SIZE`` under it)."""
+    return tuple(round(float(b), CROP_DECIMALS) for b in box)
 
 
 def crop_frame(frame: np.ndarray, box: tuple[float, float, float, float]) -> np.ndarray:

@@ -70,6 +70,7 @@ from tools.frames import (  # noqa: F401  (re-exported: the public video API)
     MIN_CROP_SIZE,
     CropResult,
     crop_frame,
+    crop_key,
     encode_jpeg_data_url,
     fit_short_side,
     frame_label,

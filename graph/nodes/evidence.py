@@ -7,7 +7,7 @@ another frame shows the nearest allowed frame instead (the result text says so).
 filled the whole allowance with neighbours of the first frame asked for, so one request spent all 16
 frames (and 16 images of the frame budget, 16 crops for one view_crop) on frames nobody asked for.
 A frame budget caps the images all tool calls of a run return.
-Invalid crop boxes fall back to the full frame and the tool result says so.
+Invalid crop boxes fall back to the full frame and the tool result says so (checked rounded, as cropped).
 
 Decisions where the issue was silent:
 - Requests are trimmed (never refused) to the access policy and the budget; the result text lists
@@ -200,11 +200,15 @@ def _text(head: str, notes: list[str]) -> str:
 
 async def _crop(state: AgentState, ctx: RunContext, exchanges: list[ToolExchange], base: ToolExchange,
                 request: view_crop) -> ToolExchange:
-    from tools.video import normalize_crop
+    from tools.video import crop_key, normalize_crop
 
     frames, notes = allowed(state, ctx, exchanges, [request.frame])
     coordinates = ctx.config.coordinates
     crop = normalize_crop(tuple(_unit(ctx, state["meta"], request.box)))
+    # checked as the frame store crops it, rounded (crop_frame checks again: a side just over 0.02 that
+    # rounding took under it raised ValueError there, the run ineligible, instead of falling back here)
+    if not crop.fallback:
+        crop = normalize_crop(crop_key(crop.box))
     box = None if crop.fallback else [float(b) for b in crop.box]
     if crop.fallback:
         if coordinates != "unit":
