@@ -31,7 +31,7 @@ import numpy as np
 from evals.report_frames import FrameStore, load_frames, wanted_indices
 from evals.report_html import badge, esc, figure, fmt, line_chart, page, section, table
 from graph.config import PRESETS, SWITCHES, AgentConfig, preset_switches
-from graph.nodes.evidence import track_frames
+from graph.nodes.tracking import track_frames
 from graph.routes import expected_nodes
 
 if TYPE_CHECKING:  # pragma: no cover

@@ -13,7 +13,7 @@ from typing import Any
 
 import numpy as np
 
-from graph.nodes.evidence import track_frames
+from graph.nodes.tracking import track_frames
 
 MAX_DECODED = 400
 THUMB_SIDE = 256

@@ -1,11 +1,11 @@
 """Motion summaries judge speed per clip frame, so the verdict does not depend on how densely a
-stretch was tracked (graph.nodes.evidence.track_frames: at most 32 frames, gaps of 1 to 10 clip frames)."""
+stretch was tracked (graph.nodes.tracking.track_frames: at most 32 frames, gaps of 1 to 10 clip frames)."""
 
 from __future__ import annotations
 
 import numpy as np
 
-from graph.nodes.evidence import track_frames
+from graph.nodes.tracking import track_frames
 from tools.motion import MotionTracks, summarize_tracks
 
 SIZE = (512, 512)

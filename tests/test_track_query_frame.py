@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 from graph_scripts import full_script, make_agent, run, tool_call
 
-from graph.nodes.evidence import track_frames
+from graph.nodes.tracking import track_frames
 from tools.motion import LKTracker
 
 
@@ -30,7 +30,7 @@ class RecordingTracker(LKTracker):
 @pytest.mark.parametrize(("start", "end", "frame"), [(30, 10, 30), (10, 30, 10), (32, 32, 32), (0, 0, 0),
                                                       (50, 10, 32), (5, 5, 5), (31, 0, 31)])
 def test_query_index_names_the_start_frame(start, end, frame):
-    from graph.nodes.evidence import query_index
+    from graph.nodes.tracking import query_index
 
     assert track_frames(33, start, end)[query_index(33, start, end)] == frame
 

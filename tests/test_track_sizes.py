@@ -121,7 +121,7 @@ def test_tracks_computed_on_smaller_frames_come_back_in_the_clips_pixels(tmp_pat
     from graph.backbone import Backbone
     from graph.context import RunContext, ToolProvider
     from graph.frame_store import FrameStore
-    from graph.nodes.evidence import _compute_tracks
+    from graph.nodes.tracking import _compute_tracks
     from graph.testing import ScriptedChatModel
 
     clip = str(moving_square(tmp_path / "square.mp4"))  # 128x128

@@ -18,7 +18,7 @@ from graph.context import RunContext
 from graph.gate import score_mapping
 from graph.nodes.background import raise_if_failed
 from graph.nodes.common import Step, dump, frames_total, human, normalize_assessment, system
-from graph.nodes.evidence import prefetch_tracks
+from graph.nodes.tracking import prefetch_tracks
 from graph.schemas import Assessment
 from graph.state import AgentState
 

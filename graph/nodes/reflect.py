@@ -21,7 +21,8 @@ from typing import Any
 from graph.context import RunContext
 from graph.nodes.assess import summarize
 from graph.nodes.common import Step, dump, frames_total, human, keep_omitted, normalize_assessment, system
-from graph.nodes.evidence import exchange_blocks, track_overlays
+from graph.nodes.evidence import exchange_blocks
+from graph.nodes.tracking import track_overlays
 from graph.schemas import Assessment, MotionEvidence
 from graph.state import AgentState
 

@@ -1,0 +1,151 @@
+"""Motion tracking behind track_motion (and reflect's automatic grid track): the tracked frames, the
+shared track jobs, the tracker's frames and the overlays (paper Sec. 3.2; the tool is `graph.nodes.evidence`).
+
+Decisions where the issue was silent:
+- Tracks are computed by one shared job per (video, frames, points) (`FrameStore.shared_job`), so the
+  speculative grid track (`AgentConfig.motion_prefetch`, started by assess) and a matching
+  track_motion call are one computation; overlays and the summary are rendered per call.
+- track_motion's points lie on start_frame, as its schema says: they are queried on that frame's
+  position among the tracked frames (`query_index`), and both trackers follow them both ways. They
+  were queried on the first tracked frame, so for end_frame < start_frame (the stretch is tracked in
+  clip order) they landed on the earlier frame, and a one-frame stretch at the clip's last frame
+  (widened to n-2..n-1) put them on frame n-2. A grid stays on the first tracked frame.
+- The tracks carry the clip's frame numbers (`MotionTracks.frame_indices`), so the summary names clip
+  frames; it named positions among the tracked frames (track_motion over frames 40..60 reported motion
+  "in frames 3-8").
+- Size: the tracker gets frames whose short side is at most `track_short_side` (576; CoTracker3 works at
+  384x512 anyway) and its tracks are mapped back to the clip's pixels; overlays are drawn on the frames
+  at the size they are sent (a 1080p overlay drawn at full size shrank to nothing at 512 pixels), and
+  the summary gives positions and displacements in pixels of the frames as sent, with that size (the
+  model read full-size pixels beside 512-pixel images, and in "pixels" coordinates wrote points back in
+  the wrong scale).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+from typing import Any
+
+import numpy as np
+
+from graph.context import RunContext
+from graph.state import AgentState
+from graph.workers import run_blocking
+from tools.errors import ToolFault, run_tool
+
+TRACK_FRAMES = 32
+
+
+def track_frames(n: int, start: int, end: int, limit: int = TRACK_FRAMES) -> list[int]:
+    """Frames `track_motion` tracks for the stretch (start, end): at most `limit`, uniform over the
+    stretch clamped to the clip (a one-frame stretch widens to two frames). Memoised: every inspect
+    round and reflect recompute the frames of each earlier track call when they rebuild the conversation."""
+    return list(_track_frames(int(n), int(start), int(end), int(limit)))
+
+
+@functools.lru_cache(maxsize=4096)
+def _track_frames(n: int, start: int, end: int, limit: int) -> tuple[int, ...]:
+    start, end = max(0, min(start, n - 1)), max(0, min(end, n - 1))
+    if end < start:
+        start, end = end, start
+    if end == start:
+        end = min(n - 1, start + 1)
+        start = max(0, end - 1)
+    count = min(limit, end - start + 1)
+    return tuple(sorted({int(round(x)) for x in np.linspace(start, end, count)}))
+
+
+def query_index(n: int, start: int, end: int, limit: int = TRACK_FRAMES) -> int:
+    """Position in `track_frames(n, start, end)` of the frame `track_motion`'s points lie on: the
+    requested start_frame clamped to the clip, which the tracked frames always contain (a reversed
+    stretch keeps its frames sorted, so this is the later end; a one-frame stretch widened to two
+    frames keeps the requested one). 0 for an empty clip."""
+    idx = track_frames(n, start, end, limit)
+    frame = max(0, min(int(start), int(n) - 1))
+    return idx.index(frame) if frame in idx else 0
+
+
+def _track_request(ctx: RunContext, video: str, idx: list[int], points: list[list[float]],
+                   query_t: int = 0) -> tuple[tuple, Any]:
+    """(FrameStore track-job key, the computation) of tracking `points` given on `idx[query_t]` (or a
+    grid on `idx[0]`, whatever `query_t`, so a grid call shares the speculative grid track) over `idx`."""
+    query_t = int(query_t) if points else 0
+    key = ("tracks", ctx.frames.current(video), tuple(idx), tuple(tuple(float(v) for v in p) for p in points),
+           query_t)
+    return key, functools.partial(_compute_tracks, ctx, video, idx, points, query_t)
+
+
+def prefetch_tracks(ctx: RunContext, video: str, frames: int, sample: list[int]) -> None:
+    """Speculatively start, at priority "later", the grid track a run is most likely to need (config
+    `motion_prefetch="grid"`): the whole clip when the model may call track_motion (its default
+    stretch 0..n-1 without points), else the sampled frames reflect tracks automatically."""
+    cfg = ctx.config
+    if cfg.motion and cfg.motion_prefetch == "grid":
+        idx = track_frames(frames, 0, frames - 1) if cfg.visual_verify else list(sample)
+        ctx.frames.shared_job(*_track_request(ctx, video, idx, []), "later", ctx.tools.lane)
+
+
+async def track_overlays(state: AgentState, ctx: RunContext, idx: list[int], points: list[list[float]],
+                         shown: list[int], *, query_t: int = 0) -> tuple[list[dict], str]:
+    """Track `points` given on frame `idx[query_t]` (or a grid) over frames `idx` once per run; returns
+    (overlay blocks of `shown`, summary)."""
+    query_t = int(query_t) if points else 0
+    key = ("overlay", ctx.frames.current(state["video"]), tuple(idx), tuple(tuple(p) for p in points), tuple(shown),
+           query_t)
+    cached = ctx.frames.get_extra(key)
+    if cached is None:
+        tracks = await ctx.frames.atracks(*_track_request(ctx, state["video"], idx, points, query_t), ctx.tools.lane)
+        cached = await run_blocking(_render_tracks, state, ctx, idx, tracks, shown)
+        ctx.frames.put_extra(key, cached)
+    return cached
+
+
+def _compute_tracks(ctx: RunContext, video: str, idx: list[int], points: list[list[float]],
+                    query_t: int = 0) -> Any:
+    """Tracks in the clip's pixels, computed on frames whose short side is at most `track_short_side`;
+    `points` lie on frame `idx[query_t]` (both backends track both ways from a mid-stretch query)."""
+    from tools.motion import MotionTracks
+
+    tracker = ctx.tools.tracker()
+    meta = ctx.frames.meta(video)
+    frames = ctx.frames.scaled_frames(video, idx, ctx.tools.track_short_side)
+    h, w = frames.shape[1:3]
+    queries = None
+    if points:  # fractions of the frame, checked and clamped by _track
+        queries = np.array([[float(query_t), p[0] * (w - 1), p[1] * (h - 1)] for p in points], dtype=np.float32)
+    tracks = run_tool("motion", tracker.track, frames, grid_size=None if queries is not None else 8, queries=queries)
+    if not isinstance(tracks, MotionTracks) or tracks.num_frames != len(idx):
+        got = f"{tracks.num_frames} frames" if isinstance(tracks, MotionTracks) else type(tracks).__name__
+        raise ToolFault("motion", "run", f"the tracker returned {got} for {len(idx)} frames")
+    if (w, h) != (meta.width, meta.height):
+        tracks = tracks.rescaled(meta.width / w, meta.height / h)
+    # the clip's frame numbers: the summary's "motion in frames ..." must name frames of the clip,
+    # not positions among the (at most 32) tracked ones
+    return dataclasses.replace(tracks, frame_indices=list(idx))
+
+
+def _render_tracks(state: AgentState, ctx: RunContext, idx: list[int], tracks: Any,
+                   shown: list[int]) -> tuple[list[dict], str]:
+    """(overlay blocks of the `shown` frames, motion summary text)."""
+    from tools.coords import shown_size
+    from tools.motion import draw_tracks_resized, summarize_tracks
+    from tools.video import resize_long_side
+
+    meta = state["meta"]
+    h, w = int(meta["height"]), int(meta["width"])
+    sw, sh = shown_size(w, h, ctx.frames.long_side)
+    try:  # the summary's pixels are those of the frames as the model sees them
+        seen = tracks if (sw, sh) == (w, h) else tracks.rescaled(sw / w, sh / h)
+        summary = summarize_tracks(seen, frame_size=(sh, sw)).text()
+        pos = [idx.index(f) for f in shown]
+        overlays = None
+        if pos:  # drawn at the size the model sees (drawn at full size, a 1080p overlay shrank to nothing)
+            small = [resize_long_side(f, ctx.frames.long_side) for f in ctx.frames.frame_list(state["video"], shown)]
+            overlays = draw_tracks_resized(small, seen, pos, (sh, sw))  # `seen` is already at that size
+    except Exception as exc:  # tracks of the wrong shape from a custom tracker: a fault, not a crash
+        raise ToolFault("motion", "run", f"{type(exc).__name__}: {exc}") from exc
+    clip = ctx.frames.meta(state["video"])
+    labels = [clip.label(f) + " (motion-track overlay)" for f in shown]
+    blocks = ctx.frames.array_blocks(overlays, labels) if overlays is not None else []
+    return blocks, summary
