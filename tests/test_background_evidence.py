@@ -15,6 +15,7 @@ from graph_scripts import (
     moving_square,
     nodes,
     run,
+    tool_call,
 )
 
 
@@ -182,3 +183,23 @@ def test_reflect_request_stays_within_the_image_cap(clip):
     call = model.calls_for("reflect")[0]
     assert out["result"].status == "scored"
     assert call.images() == 48 and "of the evidence images above are left out" in call.text()
+    step = next(s for s in out["steps"] if s["node"] == "reflect")
+    assert step["frames"] == sorted(set(sent_frames(call)))  # it listed the frames of all 20 windows
+
+
+def sent_frames(call) -> list[int]:
+    """The frame of each image a scripted call sent, in order (from the label before it: "frame 12 of 33, ...")."""
+    return [int(blocks[k - 1]["text"].split()[1]) for m in call.messages if not isinstance(blocks := m.content, str)
+            for k, b in enumerate(blocks) if b.get("type") == "image_url"]
+
+
+def test_reflect_trace_lists_the_frames_of_the_images_sent(clip):
+    """The oldest inspection images past max_images_per_call are left out of reflect's request; its step's
+    frames listed them all the same, so `raa trace` showed frames as used that the model never saw."""
+    calls = [tool_call("view_frames", {"frames": list(r)}, f"c{k}") for k, r in enumerate([range(16), range(16, 32),
+                                                                                              range(17, 33)])]
+    agent, model = make_agent("full", full_script(inspect=[*calls, "done"]))
+    out = run(agent, clip)
+    sent = sent_frames(model.calls_for("reflect")[0])
+    assert len(sent) == 48 and not {0, 1, 2, 3} & set(sent)  # 4 surprise frames and the last 44 of 48 inspected
+    assert next(s for s in out["steps"] if s["node"] == "reflect")["frames"] == sorted(set(sent))

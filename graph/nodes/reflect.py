@@ -11,7 +11,9 @@ Decisions where the issue was silent:
 - Extra evidence tools (`tools.extra`): each report's summary and values, and up to 4 of its frames.
 - Images are capped at `max_images_per_call`: surprise frames first (at most 4 per window), then the
   motion overlays and the extra tools' frames (at most 4 per report), then the most recent inspection
-  images.
+  images. The step's `frames` are those of the images sent: they listed every inspection frame (and
+  every surprise and extra-tool frame), also those left out, so `raa trace` showed frames as used that
+  the model never saw.
 """
 
 from __future__ import annotations
@@ -28,18 +30,18 @@ from graph.state import AgentState
 
 FRAMES_PER_WINDOW = 4
 
-
-def _images(blocks: list[dict]) -> int:
-    return sum(1 for b in blocks if b.get("type") == "image_url")
-
-
-def _trim(blocks: list[dict], max_images: int) -> list[dict]:
-    """Keep the last `max_images` (label, image) pairs."""
-    pairs = [blocks[i:i + 2] for i in range(0, len(blocks), 2)]
-    return [b for pair in pairs[-max_images:] for b in pair] if max_images > 0 else []
+Images = list[tuple[int, list[dict]]]
+"""(frame, [label block, image block]) per image, so what is sent and the frames it shows stay together."""
 
 
-async def _surprise_part(state: AgentState, ctx: RunContext, step: Step) -> tuple[str, list[dict]]:
+def _images(frames: list[int], blocks: list[dict]) -> Images:
+    """`blocks` (a label and an image per frame, as `FrameStore` builds them) paired with their `frames`."""
+    if len(blocks) != 2 * len(frames):
+        raise ValueError(f"{len(blocks)} content blocks for {len(frames)} frames (a label and an image each)")
+    return [(int(f), blocks[2 * k:2 * k + 2]) for k, f in enumerate(frames)]
+
+
+async def _surprise_part(state: AgentState, ctx: RunContext) -> tuple[str, Images]:
     from tools.video import uniform_subset
 
     ev = state.get("surprise")
@@ -48,7 +50,7 @@ async def _surprise_part(state: AgentState, ctx: RunContext, step: Step) -> tupl
     if ev.get("status") != "ok" or not ev.get("top"):
         return f"\n\nWorld-model surprise: {ev.get('status')}, no windows.", []
     text = "\n\nWorld-model surprise (mean {:.3f}); most surprising windows:".format(ev.get("mean") or 0.0)
-    blocks: list[dict] = []
+    images: Images = []
     n = frames_total(state)
     for w in ev["top"][:ctx.config.surprise_windows]:
         frames = [f for f in w.get("frames") or list(range(w["start"], w["end"] + 1)) if 0 <= f < n]
@@ -56,12 +58,12 @@ async def _surprise_part(state: AgentState, ctx: RunContext, step: Step) -> tupl
             continue
         picks = uniform_subset(frames, FRAMES_PER_WINDOW)
         text += f"\n- frames {w['start']}..{w['end']}: surprise {w['surprise']:.3f} (shown: {picks})"
-        blocks += await ctx.frames.ablocks(state["video"], picks, note=f"surprise window {w['start']}-{w['end']}")
-        step.frames += picks
-    return text, blocks
+        images += _images(picks, await ctx.frames.ablocks(state["video"], picks,
+                                                          note=f"surprise window {w['start']}-{w['end']}"))
+    return text, images
 
 
-async def _extra_part(state: AgentState, ctx: RunContext, step: Step) -> tuple[str, list[dict]]:
+async def _extra_part(state: AgentState, ctx: RunContext) -> tuple[str, Images]:
     """Reports of the extra evidence tools (`tools.extra`), with up to 4 of the frames each points to."""
     from tools.video import uniform_subset
 
@@ -70,19 +72,18 @@ async def _extra_part(state: AgentState, ctx: RunContext, step: Step) -> tuple[s
         return "", []
     text = ("\n\nReports of extra evidence tools (claims of other programs: check each against the contract and "
             "the frames before changing a judgment):")
-    blocks: list[dict] = []
+    images: Images = []
     for r in reports:
         values = ", ".join(f"{k}={v:.4g}" for k, v in r["values"].items())
         picks = uniform_subset(r["frames"], FRAMES_PER_WINDOW) if r["frames"] else []
         text += f"\n- {r['tool']}: {r['summary']}" + (f" [{values}]" if values else "") + \
             (f" (frames shown: {picks})" if picks else "")
         if picks:
-            blocks += await ctx.frames.ablocks(state["video"], picks, note=f"{r['tool']} frame")
-            step.frames += picks
-    return text, blocks
+            images += _images(picks, await ctx.frames.ablocks(state["video"], picks, note=f"{r['tool']} frame"))
+    return text, images
 
 
-async def _auto_motion(state: AgentState, ctx: RunContext, step: Step) -> tuple[str, list[dict], Any]:
+async def _auto_motion(state: AgentState, ctx: RunContext, step: Step) -> tuple[str, Images, Any]:
     from tools.video import uniform_subset
 
     if not ctx.config.motion or ctx.config.visual_verify:
@@ -91,40 +92,41 @@ async def _auto_motion(state: AgentState, ctx: RunContext, step: Step) -> tuple[
     shown = uniform_subset(sample, 4)
     blocks, summary = await track_overlays(state, ctx, sample, [], shown)
     step.tool_summaries.append(f"track_motion(grid over sample): {summary[:300]}")
-    step.frames += shown
     evidence = MotionEvidence(frames=sample, points=0, summary=summary[:4000])
-    return "\n\nMotion tracks over the sampled frames:\n" + summary, blocks, evidence
+    return "\n\nMotion tracks over the sampled frames:\n" + summary, _images(shown, blocks), evidence
 
 
 async def reflect(state: AgentState, ctx: RunContext, step: Step) -> dict[str, Any]:
     cfg = ctx.config
     contract, assessment = state["contract"], state["assessment"]
     text = "Task contract:\n" + dump(contract) + "\n\nCurrent assessment:\n" + dump(assessment)
-    blocks: list[dict] = []
+    inspected: Images = []
     exchanges = list(state.get("exchanges", []))
     if exchanges:
         text += "\n\nInspection results:"
         for e in exchanges:
             text += f"\n- {e['name']}({e['args']}): {e['text']}"
-            blocks += await exchange_blocks(state, ctx, e)
-            step.frames += list(e.get("frames", []))
+            inspected += _images(list(e.get("frames", [])), await exchange_blocks(state, ctx, e))
     if state.get("inspect_notes"):
         text += "\n\nInspector's notes: " + str(state["inspect_notes"])
-    motion_text, motion_blocks, motion = await _auto_motion(state, ctx, step)
-    surprise_text, surprise_blocks = await _surprise_part(state, ctx, step)
-    extra_text, extra_blocks = await _extra_part(state, ctx, step)
+    motion_text, motion_images, motion = await _auto_motion(state, ctx, step)
+    surprise_text, surprise_images = await _surprise_part(state, ctx)
+    extra_text, extra_images = await _extra_part(state, ctx)
     text += motion_text + surprise_text + extra_text
-    fixed = surprise_blocks + motion_blocks + extra_blocks
-    if _images(fixed) > cfg.max_images_per_call:  # many surprise windows or extra tools: keep the first ones
-        text += (f"\n\n({_images(fixed) - cfg.max_images_per_call} of the evidence images above are left out: "
-                 f"one request carries at most {cfg.max_images_per_call}.)")
-        fixed = fixed[:2 * cfg.max_images_per_call]
-    evidence = fixed + _trim(blocks, cfg.max_images_per_call - _images(fixed))
-    if not evidence:
+    cap = cfg.max_images_per_call
+    fixed = surprise_images + motion_images + extra_images
+    if len(fixed) > cap:  # many surprise windows or extra tools: keep the first ones
+        text += (f"\n\n({len(fixed) - cap} of the evidence images above are left out: "
+                 f"one request carries at most {cap}.)")
+        fixed = fixed[:cap]
+    room = cap - len(fixed)
+    sent = fixed + (inspected[-room:] if room > 0 else [])  # the most recent inspection images
+    if not sent:
         sample = list(state["sample"])
-        evidence = await ctx.frames.ablocks(state["video"], sample)
-        step.frames += sample
+        sent = _images(sample, await ctx.frames.ablocks(state["video"], sample))
         text += "\n\n(No inspection images; the sampled frames follow.)"
+    step.frames += [f for f, _ in sent]  # the frames of the images sent, not of those left out
+    evidence = [b for _, pair in sent for b in pair]
     text += "\n\nReturn the full revised assessment."
     out = await ctx.backbone.astructured("reflect", Assessment, [system("reflect"), human(text, evidence)],
                                          step.usage)
