@@ -183,7 +183,9 @@ def _observation(v: dict[str, Any], steps: list[dict]) -> str:
 
 
 def _overlay_figs(store: FrameStore, tracked: list[int], shown: list[int], points: Any,
-                  tracker: MotionTracker | None, prefix: str) -> str:
+                  tracker: MotionTracker | None, prefix: str, query_frame: int | None = None) -> str:
+    """Frames `shown` of `tracked` with tracks drawn: of `points` (fractions of the frame, on `query_frame`,
+    the first tracked frame when None or not decoded), or of a grid without points."""
     from tools.motion import build_tracker, draw_tracks_resized
     from tools.video import encode_jpeg_data_url, resize_long_side, uniform_indices
 
@@ -197,7 +199,8 @@ def _overlay_figs(store: FrameStore, tracked: list[int], shown: list[int], point
     try:
         trk = tracker or build_tracker("lk")
         pts = [p for p in points or [] if isinstance(p, list | tuple) and len(p) == 2]
-        queries = (np.array([[0.0, min(max(float(x), 0.0), 1.0) * (w - 1), min(max(float(y), 0.0), 1.0) * (h - 1)]
+        query_t = float(have.index(query_frame)) if query_frame in have else 0.0
+        queries = (np.array([[query_t, min(max(float(x), 0.0), 1.0) * (w - 1), min(max(float(y), 0.0), 1.0) * (h - 1)]
                              for x, y in pts], np.float32) if pts else None)
         tracks = trk.track(arr, grid_size=None if queries is not None else 8, queries=queries)
         small = list(draw_tracks_resized(small, tracks, pos, (h, w)))
@@ -226,8 +229,10 @@ def _inspection(v: dict[str, Any], store: FrameStore, tracker: MotionTracker | N
             args = ex.get("args") or {}
             tracked = track_frames(store.total, int(args.get("start_frame", 0)), int(args.get("end_frame", 0))) \
                 if store.total else []
-            body = (f"<div id=\"track-{k}\">" + _overlay_figs(store, tracked, frames, args.get("points"), tracker,
-                                                              f"track-{k}") + "</div>")
+            # the points as the run tracked them (converted to fractions, clamped) when the record has them
+            points = ex["points"] if "points" in ex else args.get("points")
+            body = (f"<div id=\"track-{k}\">" + _overlay_figs(store, tracked, frames, points, tracker, f"track-{k}",
+                                                              ex.get("query_frame")) + "</div>")
         else:
             box = ex.get("box")
             figs = [figure(u, esc(store.label(f)) + (" (crop)" if box else ""), fig_id=f"{'crop' if box else 'view'}"

@@ -191,3 +191,34 @@ def test_empty_sections_say_why(evaluation):
     trace.values["faults"] = [{"stage": "surprise", "kind": "tool", "message": "surprise run: CUDA out of memory"}]
     failed = render_run_report(trace)
     assert "failed (tool): surprise run: CUDA out of memory (see Faults)" in failed
+
+
+def test_report_track_overlays_use_the_points_as_tracked(tmp_path):
+    """The report re-tracked a track_motion call from its raw args on the first tracked frame: per-mille
+    points were clamped to the frame's corner, and a reversed stretch's points sat on the wrong frame."""
+    from graph_scripts import make_agent, run
+
+    from graph.tracing import read_trace
+
+    class Recording(LKTracker):
+        def __init__(self):
+            super().__init__()
+            self.queries = []
+
+        def track(self, frames, *, grid_size=None, queries=None):
+            self.queries.append(None if queries is None else np.array(queries))
+            return super().track(frames, grid_size=grid_size, queries=queries)
+
+    call = tool_call("track_motion", {"start_frame": 30, "end_frame": 10, "points": [[300, 500]]})
+    agent, _ = make_agent("full", full_script(inspect=[call, "The tracks confirm R1."]), coordinates="per_mille")
+    out = run(agent, moving_square(tmp_path / "m.mp4"))
+    ex = out["exchanges"][0]
+    assert ex["points"] == [[0.3, 0.5]] and ex["query_frame"] == 30
+    tracker = Recording()
+    html = render_run_report(read_trace(agent.checkpointer, "run-test"), tracker=tracker)
+    assert re.search(r'id="track-0-f\d+"', html)
+    (q,) = [q for q in tracker.queries if q is not None]
+    tracked = 30 - 10 + 1
+    h = w = 128  # moving_square's frames
+    assert q.shape == (1, 3) and q[0, 0] == tracked - 1  # frame 30, the stretch's last tracked frame
+    assert q[0, 1] == pytest.approx(0.3 * (w - 1)) and q[0, 2] == pytest.approx(0.5 * (h - 1))
