@@ -7,7 +7,8 @@ Frame ``i`` is the i-th frame in presentation order. Decisions taken where issue
   one. If the container declares more frames than can be demuxed, the file is reported as
   truncated (``VideoDecodeError``) instead of being decoded partially; except an AVI whose last
   timestamp reaches the declared count (its empty drop-frame chunks, written for timestamp gaps, are
-  counted but never demuxed).
+  counted but never demuxed), and an MP4 / MOV whose edit list trims frames: the frames it keeps
+  (``tools.video_edits``) must be demuxed, not the declared ones FFmpeg drops.
 - The same pass records every packet's presentation timestamp (pts); frame ``i`` is the frame
   whose pts is the i-th smallest. Variable frame rate therefore never shifts the index
   mapping. Frame labels give each frame's own time (``VideoMeta.times`` / ``time_of``, from the
@@ -159,7 +160,7 @@ class VideoReader:
         self._name = describe(src)
         container = open_container(src, self._name)
         try:
-            meta, index = scan(container, self._name)
+            meta, index = scan(container, self._name, src)
             rotation = 0
             if "mov" in container.format.name.split(","):  # MP4 / MOV: phones store portrait clips turned
                 rotation = display_rotation(src, video_stream(container, self._name).id)

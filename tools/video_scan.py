@@ -20,6 +20,7 @@ from typing import Literal
 
 import av
 
+from tools.video_edits import kept_frames
 from tools.video_slices import frame_threads, slices_per_frame
 
 Source = str | Path | bytes
@@ -182,8 +183,10 @@ def reorder_decoder(stream: av.video.stream.VideoStream, index: FrameIndex) -> N
         stream.codec_context.reorder_depth = index.reorder
 
 
-def scan(container: av.container.InputContainer, name: str) -> tuple[VideoMeta, FrameIndex]:
-    """One demux pass (no decoding): frame count, timestamps, keyframes, rate and duration."""
+def scan(container: av.container.InputContainer, name: str,
+         src: Source | None = None) -> tuple[VideoMeta, FrameIndex]:
+    """One demux pass (no decoding): frame count, timestamps, keyframes, rate and duration. ``src`` (the
+    path or bytes) lets an MP4 / MOV whose edit list trims frames pass the declared-count check."""
     stream = video_stream(container, name)
     width, height = stream.codec_context.width, stream.codec_context.height
     if width <= 0 or height <= 0:
@@ -207,13 +210,22 @@ def scan(container: av.container.InputContainer, name: str) -> tuple[VideoMeta, 
     if frames == 0:
         raise EmptyVideoError(f"{name}: video stream contains no frames")
     declared = int(stream.frames or 0)
+    formats = container.format.name.split(",")
     # AVI counts its empty drop-frame chunks (timestamp gaps) in the declared frames; its demuxer returns
     # none of them, but its timestamps are frame numbers: the file is complete when the last one is reached
-    avi_complete = "avi" in container.format.name.split(",") and last_dts is not None and last_dts + 1 >= declared
+    avi_complete = "avi" in formats and last_dts is not None and last_dts + 1 >= declared
     if declared > packets and not avi_complete:
-        raise VideoDecodeError(
-            f"{name}: truncated file: the container declares {declared} frames but only {packets} "
-            "could be read")
+        # MP4 / MOV declare every sample, also those a trimming edit list cuts (FFmpeg drops them)
+        kept = kept_frames(src, stream.id) if src is not None and "mov" in formats else None
+        if kept is not None and kept < declared:
+            if kept > packets:
+                raise VideoDecodeError(
+                    f"{name}: truncated file: its edit list keeps {kept} of the {declared} frames the "
+                    f"container declares, but only {packets} could be read")
+        else:
+            raise VideoDecodeError(
+                f"{name}: truncated file: the container declares {declared} frames but only {packets} "
+                "could be read")
     usable = None not in pts and len(set(pts)) == frames
     index = FrameIndex(None, (), slices=slices)
     if usable:

@@ -1,0 +1,68 @@
+"""MP4 / MOV edit lists that trim frames: complete files, not truncated ones (``tools.video_edits``)."""
+
+from __future__ import annotations
+
+import struct
+from pathlib import Path
+
+import av
+import pytest
+
+from tests.test_video import id_frames, read_ids, write_raw
+from tools.video import VideoDecodeError, probe, read_all_frames, read_frames
+from tools.video_edits import kept_frames
+
+
+def _end_trimmed(tmp_path: Path, keep: int, of: int = 40) -> Path:
+    """A faststart MP4 of `of` frames (keyframe every 8) whose single edit shows only the first `keep` (its
+    segment shortened)."""
+    full = write_raw(tmp_path / "full.mp4", id_frames(of), gop=8, options={"movflags": "faststart"})
+    data = bytearray(full.read_bytes())
+    at = data.find(b"elst")
+    assert data[at + 4] == 0 and struct.unpack_from(">I", data, at + 8)[0] == 1  # version 0, one edit
+    duration = struct.unpack_from(">I", data, at + 12)[0]
+    struct.pack_into(">I", data, at + 12, duration * keep // of)
+    path = tmp_path / "trimmed.mp4"
+    path.write_bytes(bytes(data))
+    return path
+
+
+def test_an_edit_list_that_ends_early_is_a_complete_clip(tmp_path):
+    """FFmpeg shows the 16 frames the edit keeps (demuxing the next GOP as discard, dropping the rest); the
+    scan compared the 40 the sample table declares with the packets and called the file truncated."""
+    path = _end_trimmed(tmp_path, keep=16)
+    with av.open(str(path)) as c:
+        assert c.streams.video[0].frames == 40
+    meta = probe(path)
+    assert meta.frames == 16 and meta.duration == pytest.approx(16 / 16, abs=1e-3)
+    assert read_ids(read_all_frames(path)) == list(range(16))
+    assert read_ids(read_frames(path, [15, 0, 11])) == [15, 0, 11]
+    assert kept_frames(path) == 16 and kept_frames(tmp_path / "full.mp4") == 40
+
+
+def test_an_edit_list_that_starts_late_is_a_complete_clip(tmp_path):
+    """Packets shifted 11 frames before 0 (a stream copy cut after its first frames): the muxer writes an
+    edit starting at frame 11, and FFmpeg drops the GOP before frame 11's (keyframe 8 on: discard)."""
+    src = write_raw(tmp_path / "src.mp4", id_frames(30), gop=8)
+    path = tmp_path / "late.mp4"
+    with av.open(str(src)) as i, av.open(str(path), "w") as o:
+        si = i.streams.video[0]
+        so = o.add_stream_from_template(si)
+        shift = int(11 / 16 / si.time_base)
+        for p in i.demux(si):
+            if p.size:
+                p.stream, p.pts, p.dts = so, p.pts - shift, p.dts - shift
+                o.mux(p)
+    meta = probe(path)
+    assert meta.frames == 19
+    assert read_ids(read_all_frames(path)) == list(range(11, 30))
+    assert read_ids(read_frames(path, [0, 18, 9])) == [11, 29, 20]
+
+
+def test_a_trimmed_clip_cut_short_is_still_truncated(tmp_path):
+    data = _end_trimmed(tmp_path, keep=16).read_bytes()
+    cut = tmp_path / "cut.mp4"
+    mdat = data.find(b"mdat")
+    cut.write_bytes(data[: mdat + (len(data) - mdat) // 3])  # the sample table whole, a third of the frames
+    with pytest.raises(VideoDecodeError, match=r"cut.mp4: truncated file: its edit list keeps 16 of the 40"):
+        probe(cut)

@@ -1,0 +1,105 @@
+"""Frames an MP4 / MOV edit list keeps (``edts/elst``), for the scan's truncation check.
+
+The container's declared frame count (the sample table's, FFmpeg's ``nb_frames``) counts every sample
+in the file. An edit list that starts after the first frame or ends before the last (a trimmed clip:
+editors and ``-ss`` / ``-t`` stream copies write one) makes FFmpeg drop the samples outside it, so a
+complete file demuxes fewer packets than it declares. ``kept_frames`` counts the samples whose
+presentation time (``stts`` durations plus ``ctts`` offsets) lies inside the edits: a complete file
+demuxes at least that many (FFmpeg also keeps, marked discard, the frames a kept one needs to decode).
+
+Decisions where the issue was silent:
+- An edit list that keeps every sample (x264's usual one, which only moves the first frame to 0) changes
+  nothing: the declared count stands, and a cut file is still reported.
+- An edit with a rate other than 1 (a dwell or a slow-motion edit) is not modelled: it keeps an unknown
+  number of frames, given as 0 (no check), never a reason to reject a file.
+- No ``moov``, no edit list, or an unreadable box gives None: the declared count stands, as before.
+"""
+
+from __future__ import annotations
+
+import struct
+from pathlib import Path
+
+import numpy as np
+
+from tools.video_rotation import _boxes, _read_moov
+
+
+def _child(body: memoryview, kind: bytes) -> memoryview:
+    for child, payload in _boxes(body):
+        if child == kind:
+            return payload
+    raise ValueError(f"no {kind!r} box")
+
+
+def _entries(box: memoryview, fmt: str) -> list[tuple[int, ...]]:
+    """The entries of a full box whose payload is a 32-bit count then fixed-size entries."""
+    count = struct.unpack_from(">I", box, 4)[0]
+    size = struct.calcsize(fmt)
+    if 8 + count * size > len(box):
+        raise ValueError("box shorter than its entry count")
+    return [struct.unpack_from(fmt, box, 8 + k * size) for k in range(count)]
+
+
+def _video_track(moov: memoryview, track_id: int | None) -> memoryview | None:
+    """The ``trak`` of video track ``track_id`` (PyAV's ``stream.id``), else of the first video track."""
+    video = []
+    for kind, trak in _boxes(moov):
+        if kind != b"trak":
+            continue
+        tkhd = _child(trak, b"tkhd")
+        tid = struct.unpack_from(">I", tkhd, 20 if tkhd[0] == 1 else 12)[0]
+        if bytes(_child(_child(trak, b"mdia"), b"hdlr")[8:12]) == b"vide":
+            video.append((tid, trak))
+    chosen = [t for t in video if t[0] == track_id] or video
+    return chosen[0][1] if chosen else None
+
+
+def _presentation_times(stbl: memoryview) -> np.ndarray:
+    """Composition time of every sample, in the media's timescale."""
+    stts = np.array(_entries(_child(stbl, b"stts"), ">II"), dtype=np.int64).reshape(-1, 2)
+    durations = np.repeat(stts[:, 1], stts[:, 0])
+    pts = np.cumsum(durations) - durations
+    ctts = next((body for kind, body in _boxes(stbl) if kind == b"ctts"), None)
+    if ctts is not None:  # offsets are signed in version 1 and read signed by FFmpeg in both
+        runs = np.array(_entries(ctts, ">Ii"), dtype=np.int64).reshape(-1, 2)
+        offsets = np.repeat(runs[:, 1], np.maximum(runs[:, 0], 0))[: len(pts)]
+        pts[: len(offsets)] += offsets
+    return pts
+
+
+def _kept(moov: memoryview, track_id: int | None) -> int | None:
+    trak = _video_track(moov, track_id)
+    edts = next((body for kind, body in _boxes(trak) if kind == b"edts"), None) if trak is not None else None
+    if edts is None:
+        return None
+    mvhd = _child(moov, b"mvhd")
+    movie_scale = struct.unpack_from(">I", mvhd, 20 if mvhd[0] == 1 else 12)[0]
+    mdia = _child(trak, b"mdia")
+    mdhd = _child(mdia, b"mdhd")
+    media_scale = struct.unpack_from(">I", mdhd, 20 if mdhd[0] == 1 else 12)[0]
+    elst = _child(edts, b"elst")
+    edits = _entries(elst, ">Qqhh" if elst[0] == 1 else ">Iihh")
+    if not movie_scale or not media_scale:
+        return None
+    pts = _presentation_times(_child(_child(mdia, b"minf"), b"stbl"))
+    kept = 0
+    for duration, media_time, rate, fraction in edits:
+        if media_time == -1:  # an empty edit: a delay before the next one, no samples
+            continue
+        if (rate, fraction) != (1, 0):
+            return 0
+        # the segment's length is in the movie's timescale; rounded down, a frame starting at its end is out
+        end = media_time + duration * media_scale // movie_scale if duration else np.iinfo(np.int64).max
+        kept += int(np.count_nonzero((pts >= media_time) & (pts < end)))
+    return kept
+
+
+def kept_frames(src: str | Path | bytes | bytearray | memoryview, track_id: int | None = None) -> int | None:
+    """Samples of video track ``track_id`` (else the first video track) inside its edit list; None when
+    the track has no edit list or it cannot be read."""
+    try:
+        moov = _read_moov(src)
+        return _kept(moov, track_id) if moov is not None else None
+    except (OSError, struct.error, ValueError):
+        return None
