@@ -8,7 +8,8 @@ Frame ``i`` is the i-th frame in presentation order. Decisions taken where issue
   truncated (``VideoDecodeError``) instead of being decoded partially; except an AVI whose last
   timestamp reaches the declared count (its empty drop-frame chunks, written for timestamp gaps, are
   counted but never demuxed), and an MP4 / MOV whose edit list trims frames: the frames it keeps
-  (``tools.video_edits``) must be demuxed, not the declared ones FFmpeg drops.
+  (``tools.video_edits``) must be demuxed, not the declared ones FFmpeg drops. Matroska / WebM / FLV
+  declare no count: one whose header's duration runs past its last frame is truncated.
 - The same pass records every packet's presentation timestamp (pts); frame ``i`` is the frame
   whose pts is the i-th smallest. Variable frame rate therefore never shifts the index
   mapping. Frame labels give each frame's own time (``VideoMeta.times`` / ``time_of``, from the

@@ -256,6 +256,49 @@ def scan(container: av.container.InputContainer, name: str,
         raise VideoDecodeError(f"{name}: frame rate is unknown (no rate, duration or timestamps)")
     if duration <= 0:
         duration = frames / fps
+    if declared == 0:  # no frame count to check the packets against: the header's duration instead
+        start = max(0.0, float(index.pts[0] * time_base)) if index.pts is not None and time_base else 0.0
+        _check_duration(container, stream, name, start, times if times is not None else (frames - 1) / fps, fps)
     meta = VideoMeta(source=name, frames=frames, fps=fps, width=width, height=height, duration=duration,
                      times=times)
     return meta, index
+
+
+# formats whose header states the video's duration and no frame count: Matroska / WebM (the track's DURATION
+# tag, or the Segment duration) and FLV (onMetaData). A file cut short keeps its header; elsewhere the
+# duration FFmpeg gives is estimated from the frames that are there (MPEG-TS / PS) or from the bit rate.
+_HEADER_DURATION = {"matroska", "webm", "flv"}
+
+
+def header_duration(container: av.container.InputContainer, stream: av.video.stream.VideoStream) -> float | None:
+    """Seconds of video the container's header states, when the header says it and it is the video's own
+    (the track's Matroska DURATION tag; the whole file's duration only when the video is its only stream:
+    a longer audio track sets that). None otherwise."""
+    if not _HEADER_DURATION & set(container.format.name.split(",")):
+        return None
+    tag = stream.metadata.get("DURATION")
+    if tag:
+        try:
+            hours, minutes, seconds = tag.split(":")
+            return int(hours) * 3600 + int(minutes) * 60 + float(seconds)
+        except ValueError:
+            return None
+    if len(container.streams) == 1 and container.duration:
+        return container.duration / av.time_base
+    return None
+
+
+def _check_duration(container: av.container.InputContainer, stream: av.video.stream.VideoStream, name: str,
+                    start: float, times: tuple[float, ...] | float, fps: float) -> None:
+    """Raise when the header's duration runs past the last frame (``times``: the frames' times, or the last
+    one's) by more than max(0.5 s, 5%, the longest gap between frames: a variable-rate clip may hold its
+    last frame that long): the frames of a cut Matroska / WebM / FLV file, read as a shorter clip before."""
+    claimed = header_duration(container, stream)
+    if claimed is None:
+        return
+    last = times[-1] if isinstance(times, tuple) else times
+    hold = max((b - a for a, b in zip(times, times[1:], strict=False)), default=0.0) if isinstance(times, tuple) else 0.0
+    end = start + last + 1 / fps
+    if claimed - end > max(0.5, 0.05 * claimed, hold):
+        raise VideoDecodeError(f"{name}: truncated file: the video stream's header says {claimed:.2f} s, but its "
+                               f"frames end at {end:.2f} s")

@@ -1,0 +1,53 @@
+"""Truncated files in containers that declare no frame count (Matroska, WebM, FLV): the header's duration."""
+
+from __future__ import annotations
+
+from fractions import Fraction
+from pathlib import Path
+
+import av
+import numpy as np
+import pytest
+
+from tests.test_video import id_frames, read_ids
+from tools.video import VideoDecodeError, probe, read_all_frames, read_frames
+
+
+def _write(path: Path, n: int, codec: str = "libx264", audio_s: float = 0.0) -> Path:
+    """`n` id frames at 16 fps (keyframe every 8), with `audio_s` seconds of silence as a second stream."""
+    with av.open(str(path), "w") as c:
+        s = c.add_stream(codec, rate=16)
+        s.width, s.height, s.pix_fmt = 64, 64, "yuv420p"
+        s.codec_context.gop_size = 8
+        if codec == "libvpx":
+            s.options = {"deadline": "realtime", "cpu-used": "8"}
+        a = c.add_stream("pcm_s16le", rate=8000, layout="mono") if audio_s else None
+        for f in id_frames(n):
+            c.mux(s.encode(av.VideoFrame.from_ndarray(f, format="rgb24")))
+        c.mux(s.encode())
+        for k in range(int(audio_s * 10)):
+            frame = av.AudioFrame.from_ndarray(np.zeros((1, 800), np.int16), format="s16", layout="mono")
+            frame.sample_rate, frame.pts, frame.time_base = 8000, 800 * k, Fraction(1, 8000)
+            c.mux(a.encode(frame))
+    return path
+
+
+@pytest.mark.parametrize(("name", "codec"), [("c.mkv", "libx264"), ("c.webm", "libvpx"), ("c.flv", "libx264")])
+def test_a_cut_file_is_truncated_not_a_shorter_clip(tmp_path, name, codec):
+    """Half of a 3 s clip: its frames were read as a 1.5 s clip (meta.duration still 3 s), no error."""
+    full = _write(tmp_path / name, 48, codec)
+    assert probe(full).frames == 48 and read_ids(read_all_frames(full)) == list(range(48))
+    data = full.read_bytes()
+    cut = tmp_path / f"cut_{name}"
+    cut.write_bytes(data[: len(data) // 2])
+    for call in (lambda: probe(cut), lambda: read_frames(cut, [0]), lambda: probe(cut.read_bytes())):
+        with pytest.raises(VideoDecodeError, match=r"truncated file: the video stream's header says 3\.\d+ s"):
+            call()
+
+
+def test_a_longer_audio_track_is_not_missing_video(tmp_path):
+    """1 s of video beside 3 s of audio: the file's duration is the audio's; the video's own tag is 1 s."""
+    path = _write(tmp_path / "av.mkv", 16, audio_s=3.0)
+    with av.open(str(path)) as c:
+        assert c.duration / av.time_base > 2.5 and c.streams.video[0].metadata["DURATION"].startswith("00:00:01.0")
+    assert probe(path).frames == 16 and read_ids(read_all_frames(path)) == list(range(16))
