@@ -260,7 +260,8 @@ class VideoReader:
             fill(False)
 
     def iter_frames(self, limit: int | None = None) -> Iterator[tuple[int, av.VideoFrame]]:
-        """Decode from the start in presentation order, yielding ``(index, frame)``."""
+        """Decode from the start, yielding ``(index, frame)`` with ``index`` counting the decoder's output
+        (the reader's order when the timestamps are unusable; ``read`` maps timestamps otherwise)."""
         index = self._order[0]
         known = index.reorder is not None  # else FFmpeg's probe guesses the reorder depth
         container = open_container(self._src, self._name, "headers" if known else "decode")
@@ -375,18 +376,11 @@ def read_frames(src: Source, indices: Sequence[int], *, size: tuple[int, int] | 
 def read_all_frames(src: Source, max_frames: int | None = None, *,
                     size: tuple[int, int] | None = None) -> np.ndarray:
     """Every frame (or the first ``max_frames``) as uint8 RGB ``[T, H, W, 3]`` (at ``size`` (width,
-    height) when given)."""
+    height) when given). Frames are indexed by their timestamps as in ``read`` (it is ``read(range(T))``):
+    counting the decoder's output returned the next frame in place of one the decoder dropped."""
     if max_frames is not None and max_frames < 0:
         raise ValueError(f"max_frames must be >= 0, got {max_frames}")
     with VideoReader(src) as reader:
         meta = reader.meta
         n = meta.frames if max_frames is None else min(max_frames, meta.frames)
-        width, height = reader._size(size)
-        out = np.empty((n, height, width, 3), dtype=np.uint8)
-        count = 0
-        for i, frame in reader.iter_frames(limit=n):
-            out[i] = reader.to_rgb(frame, (width, height))
-            count = i + 1
-        if count < n:
-            raise VideoDecodeError(f"{meta.source}: only {count} of {n} frames could be decoded")
-        return out
+        return reader.read(range(n), size=size)
