@@ -3,10 +3,13 @@ clip that does not start on a keyframe."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
+import av
 import pytest
 
 from tests.test_video import id_frames, read_ids, write_raw
-from tools.video import VideoDecodeError, VideoReader, read_all_frames
+from tools.video import VideoDecodeError, VideoReader, read_all_frames, read_frames
 
 
 def test_read_all_frames_fails_on_a_frame_the_decoder_drops(tmp_path, monkeypatch):
@@ -26,3 +29,32 @@ def test_read_all_frames_fails_on_a_frame_the_decoder_drops(tmp_path, monkeypatc
         with pytest.raises(VideoDecodeError, match="frame 12 of 24 could not be decoded"):
             read_all_frames(path, max_frames=limit)
     assert read_all_frames(path, max_frames=0).shape == (0, 64, 64, 3)
+
+
+def _cut_mid_gop(tmp_path: Path, drop: int = 5) -> Path:
+    """An MP4 whose first `drop` packets (decode order) are gone, timestamps from 0: it starts mid-GOP, on
+    B-frames that reference the lost frames, and its first keyframe is frame 3 (showing id 8)."""
+    src = write_raw(tmp_path / "src.mp4", id_frames(32), gop=8)
+    path = tmp_path / "midgop.mp4"
+    with av.open(str(src)) as i, av.open(str(path), "w") as o:
+        si = i.streams.video[0]
+        so = o.add_stream_from_template(si)
+        packets = [p for p in i.demux(si) if p.size][drop:]
+        base = min(p.pts for p in packets)
+        for p in packets:
+            p.stream, p.pts, p.dts = so, p.pts - base, p.dts - base
+            o.mux(p)
+    return path
+
+
+def test_the_first_read_of_a_clip_cut_mid_gop_needs_no_seek_back(tmp_path):
+    """The first read rewinds the scan's demuxer by a seek to the first frame, which MP4 refuses when no
+    keyframe lies at or before it (EPERM): that read failed ('seeking to the start failed') and the same
+    read then succeeded on a fresh demuxer. It now reopens the demuxer itself."""
+    path = _cut_mid_gop(tmp_path)
+    with VideoReader(path) as reader:
+        assert reader._order[0].keyframes[0] == 3
+        first = read_ids(reader.read([10, 20]))
+        assert first == read_ids(reader.read([10, 20])) == [15, 25]
+    assert read_ids(read_frames(path, [3, 26])) == [8, 31]
+    assert read_ids(read_frames(path.read_bytes(), [3])) == [8]

@@ -29,7 +29,7 @@ Frame ``i`` is the i-th frame in presentation order. Decisions taken where issue
   the others keep their timestamps' indices, and the dropped one is a ``VideoDecodeError``. Any
   decoder or demuxer error is a ``VideoDecodeError``; there is no silent partial decode.
 - Each ``read`` opens its own demuxer (one reader may serve several threads), except that the first
-  one takes over the scan's demuxer, rewound.
+  one takes over the scan's demuxer, rewound (reopened when the clip has no keyframe to seek back to).
 - Decoder threading (``tools.video_slices``): frames of H.264 / HEVC clips with several slices each
   (PyAV-written, like the trainer's rollouts) decode with slice threads; other clips from 640x360 up
   with frame threads.
@@ -317,8 +317,13 @@ class VideoReader:
             stream = video_stream(container, self._name, index.slices)
             reorder_decoder(stream, index)
             if rewind:  # the scan left it at the end
-                with wrapped(self._name, "seeking to the start failed"):
+                try:
                     container.seek(pts[0], stream=stream, backward=True, any_frame=False)
+                except (av.error.FFmpegError, OSError):  # no keyframe at or before the first frame (a clip
+                    container.close()  # cut mid-GOP: EPERM from MP4) to seek back to: a fresh demuxer instead
+                    container = open_container(self._src, self._name)
+                    stream = video_stream(container, self._name, index.slices)
+                    reorder_decoder(stream, index)
             frames: Iterator[av.VideoFrame] | None = None
             last = -1  # index of the last frame produced by `frames`
             for target in wanted:
