@@ -1,8 +1,9 @@
 """Encode frames to a video file with PyAV (used by the clip suite, tests and benchmarks).
 
-Odd sizes are padded by one edge pixel for chroma-subsampled formats (4:2:0 / 4:2:2), which need
-even sizes; gray output is stored full-range so gray values survive a round trip. ``tools.video``
-re-exports ``write_video``.
+Frame sizes are padded with edge pixels to the multiple the pixel format's chroma subsampling needs
+(even widths for 4:2:0 / 4:2:2 at any bit depth or layout, even heights for 4:2:0, 4 for 4:1:1);
+gray output is stored full-range so gray values survive a round trip. ``tools.video`` re-exports
+``write_video``.
 """
 
 from __future__ import annotations
@@ -13,7 +14,14 @@ from pathlib import Path
 import av
 import numpy as np
 
-_CHROMA_SUBSAMPLED = {"yuv420p", "yuvj420p", "yuv422p", "yuvj422p", "nv12", "nv21"}
+
+def chroma_steps(pix_fmt: str) -> tuple[int, int]:
+    """(height, width) a frame's size must be a multiple of in ``pix_fmt``: its chroma subsampling, from
+    FFmpeg's format description (a fixed list of names missed yuv420p10le, nv16, p010le and the like,
+    and libx264 then failed in avcodec_open2 on odd sizes)."""
+    fmt = av.VideoFormat(pix_fmt)
+    size = 1 << 10
+    return size // fmt.chroma_height(size), size // fmt.chroma_width(size)
 
 
 def write_video(path: str | Path, frames: np.ndarray, fps: float = 16.0, *, codec: str = "libx264",
@@ -22,7 +30,7 @@ def write_video(path: str | Path, frames: np.ndarray, fps: float = 16.0, *, code
     """Encode uint8 frames ``[T,H,W,3]`` RGB (or ``[T,H,W]`` gray) to a video file.
 
     ``pix_fmt`` is the encoded format ("yuv420p" default; "gray" or "yuv444p" keep odd sizes and
-    gray content exact); 4:2:0 / 4:2:2 formats pad odd sizes by one edge pixel. ``gop`` is the
+    gray content exact); chroma-subsampled formats pad odd sizes with edge pixels. ``gop`` is the
     keyframe interval (codec default when None); ``crf`` and ``preset`` apply to libx264/libx265.
     """
     frames = np.asarray(frames)
@@ -35,8 +43,11 @@ def write_video(path: str | Path, frames: np.ndarray, fps: float = 16.0, *, code
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     h, w = frames.shape[1:3]
-    pad = pix_fmt in _CHROMA_SUBSAMPLED
-    ph, pw = (h + h % 2, w + w % 2) if pad else (h, w)
+    formats = av.codec.Codec(codec, "w").video_formats
+    if formats and pix_fmt not in {f.name for f in formats}:  # else an opaque avcodec_open2 error (EINVAL)
+        raise ValueError(f"{codec} does not encode {pix_fmt}; it takes {', '.join(f.name for f in formats)}")
+    step_h, step_w = chroma_steps(pix_fmt)
+    ph, pw = -(-h // step_h) * step_h, -(-w // step_w) * step_w
     with av.open(str(path), mode="w") as container:
         stream = container.add_stream(codec, rate=Fraction(fps).limit_denominator(1001))
         stream.width, stream.height, stream.pix_fmt = pw, ph, pix_fmt

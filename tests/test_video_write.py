@@ -1,0 +1,32 @@
+"""``write_video`` pads sizes by the pixel format's chroma subsampling, at any bit depth or plane layout."""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.test_video import id_frames, read_ids
+from tools.video import probe, read_frames, write_video
+from tools.video_write import chroma_steps
+
+
+def test_chroma_steps_come_from_the_format():
+    assert chroma_steps("yuv420p") == chroma_steps("p010le") == chroma_steps("yuv420p10le") == (2, 2)
+    assert chroma_steps("yuv422p10le") == chroma_steps("nv16") == (1, 2)
+    assert chroma_steps("yuv411p") == (1, 4)
+    assert chroma_steps("yuv444p") == chroma_steps("gray10le") == chroma_steps("rgb24") == (1, 1)
+
+
+@pytest.mark.parametrize(("pix_fmt", "size"), [("yuv420p10le", (98, 62)), ("yuv422p10le", (98, 61)),
+                                               ("nv16", (98, 61)), ("nv12", (98, 62))])
+def test_odd_sizes_are_padded_for_every_subsampled_format(tmp_path, pix_fmt, size):
+    """Only 8-bit yuv420p / yuv422p / nv12 / nv21 were padded: a 97x61 clip in yuv420p10le, yuv422p10le or
+    nv16 failed in libx264's avcodec_open2 (EINVAL)."""
+    path = write_video(tmp_path / f"{pix_fmt}.mkv", id_frames(4, h=61, w=97), pix_fmt=pix_fmt)
+    meta = probe(path)
+    assert (meta.width, meta.height) == size
+    assert read_ids(read_frames(path, [3, 0])[:, :61, :97]) == [3, 0]
+
+
+def test_a_format_the_encoder_does_not_take_is_named(tmp_path):
+    with pytest.raises(ValueError, match="libx264 does not encode p010le; it takes yuv420p"):
+        write_video(tmp_path / "p.mp4", id_frames(2), pix_fmt="p010le")
