@@ -271,3 +271,44 @@ def test_latest_moves_atomically_and_an_empty_latest_is_refused(tmp_path):
     with pytest.raises(ValueError, match="is empty or unreadable"):
         resume_source(ckpt, 1)
 
+
+
+def test_nodes_sharing_the_checkpoint_folder_mark_latest_at_the_same_moment(tmp_path, monkeypatch):
+    """Each node's local rank 0 moves `latest`; on a shared filesystem they did it through one temp name, so
+    the second node's rename found the file gone (FileNotFoundError). Two threads stand in for two nodes
+    (one host name each), both writing their temp file before either renames it."""
+    import pathlib
+    import socket
+    import threading
+
+    from training.engine import latest_tag, mark_latest
+
+    ckpt = tmp_path / "checkpoints"
+    (ckpt / "iter_000006").mkdir(parents=True)
+    monkeypatch.setattr(socket, "gethostname", lambda: threading.current_thread().name)
+    both_written = threading.Barrier(2, timeout=10)
+    write_text = pathlib.Path.write_text
+
+    def write_then_wait(self, *args, **kwargs):  # noqa: ANN001, ANN002, ANN003, ANN202
+        n = write_text(self, *args, **kwargs)
+        if self.parent == ckpt:
+            both_written.wait()
+        return n
+
+    monkeypatch.setattr(pathlib.Path, "write_text", write_then_wait)
+    errors = []
+
+    def node() -> None:
+        try:
+            mark_latest(ckpt, 6)
+        except Exception as exc:  # noqa: BLE001 (reported by the assertion below)
+            errors.append(exc)
+
+    threads = [threading.Thread(target=node, name=f"node{i}") for i in range(2)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert errors == []
+    assert latest_tag(ckpt) == "iter_000006"
+    assert sorted(p.name for p in ckpt.iterdir()) == ["iter_000006", "latest"]  # no temp file left

@@ -27,7 +27,9 @@ from __future__ import annotations
 import copy
 import functools
 import math
+import os
 import random
+import socket
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
@@ -191,8 +193,10 @@ def save(engine: Any, ckpt_dir: Path, iteration: int, data_position: int) -> Non
 
 def mark_latest(ckpt_dir: Path, iteration: int) -> None:
     """Point ``latest`` at ``iteration``'s checkpoint, atomically (a temp file renamed over it): call on each
-    node's local rank 0 after :func:`save`."""
-    tmp = ckpt_dir / ".latest.tmp"
+    node's local rank 0 after :func:`save`. The temp name is unique per host and process: on a shared
+    filesystem every node writes the same ``latest`` at the same moment, and with one shared temp name the
+    first node's rename took the file away from under the second (FileNotFoundError)."""
+    tmp = ckpt_dir / f".latest.{socket.gethostname()}.{os.getpid()}.tmp"
     tmp.write_text(iteration_tag(iteration))
     tmp.replace(ckpt_dir / "latest")
 
