@@ -312,3 +312,55 @@ def test_nodes_sharing_the_checkpoint_folder_mark_latest_at_the_same_moment(tmp_
     assert errors == []
     assert latest_tag(ckpt) == "iter_000006"
     assert sorted(p.name for p in ckpt.iterdir()) == ["iter_000006", "latest"]  # no temp file left
+
+
+class _FakeEngine:
+    """Writes the files a ZeRO-2 save of `ranks` ranks writes (DeepSpeed writes into an existing folder)."""
+
+    def __init__(self, ranks: int) -> None:
+        self.ranks = ranks
+
+    def save_checkpoint(self, save_dir, tag, client_state, save_latest):  # noqa: ANN001, ANN201
+        folder = Path(save_dir) / tag
+        folder.mkdir(parents=True, exist_ok=True)
+        (folder / "mp_rank_00_model_states.pt").write_bytes(b"new")
+        for r in range(self.ranks):
+            (folder / f"zero_pp_rank_{r}_mp_rank_00_optim_states.pt").write_bytes(b"new")
+
+
+def test_a_save_replaces_an_unfinished_attempt_at_the_same_iteration(tmp_path):
+    """A save killed part-way (here by 2 ranks), then a resume (on 1 rank) saves the same iteration again: the
+    earlier attempt's shards stayed in the folder, so the export found two optim_states files and a resume
+    counted 2 ranks. Its universal conversion (of the earlier state) went stale with it."""
+    from training.engine import checkpoint_ranks, save
+
+    ckpt = tmp_path / "checkpoints"
+    _fake_checkpoint(ckpt, "iter_000005", 1)  # latest: what the run resumed from
+    (ckpt / "iter_000006").mkdir()
+    for r in range(2):
+        (ckpt / "iter_000006" / f"zero_pp_rank_{r}_mp_rank_00_optim_states.pt").write_bytes(b"old")
+    (ckpt / "iter_000006_universal" / "zero").mkdir(parents=True)
+    save(_FakeEngine(1), ckpt, 6, data_position=12, local_rank=0)
+    assert checkpoint_ranks(ckpt / "iter_000006") == 1
+    assert sorted(p.name for p in ckpt.iterdir()) == ["iter_000005", "iter_000006", "latest"]
+    assert checkpoint_ranks(ckpt / "iter_000005") == 1  # the checkpoint latest names is untouched
+
+    (ckpt / "iter_000007").mkdir()  # another node's local rank 0 clears a shared folder; this process waits
+    (ckpt / "iter_000007" / "zero_pp_rank_1_mp_rank_00_optim_states.pt").write_bytes(b"old")
+    save(_FakeEngine(1), ckpt, 7, data_position=14, local_rank=1)
+    assert checkpoint_ranks(ckpt / "iter_000007") == 2
+
+
+def test_the_checkpoint_latest_names_is_never_saved_over(tmp_path):
+    """Only a hand-edited `latest` can name the iteration being saved: the run stops before touching it."""
+    from training.engine import clear_unfinished, save
+
+    ckpt = tmp_path / "checkpoints"
+    _fake_checkpoint(ckpt, "iter_000006", 2)
+    with pytest.raises(RuntimeError, match="refusing to save checkpoint iter_000006 over the one"):
+        save(_FakeEngine(1), ckpt, 6, data_position=12, local_rank=0)
+    assert sorted(p.name for p in (ckpt / "iter_000006").iterdir()) == [
+        "mp_rank_00_model_states.pt", "zero_pp_rank_0_mp_rank_00_optim_states.pt",
+        "zero_pp_rank_1_mp_rank_00_optim_states.pt"]
+    assert (ckpt / "iter_000006" / "mp_rank_00_model_states.pt").read_bytes() == b"x"
+    assert clear_unfinished(ckpt, "iter_000007", 0) == []  # nothing there: nothing deleted

@@ -8,7 +8,8 @@
 * :func:`add_lora` / :func:`frozen_reference` -- LoRA via peft (reference = adapters disabled) or a
   frozen deep copy for full fine-tuning.
 * :func:`save` / :func:`load` -- ``engine.save_checkpoint`` on every rank with client state
-  (iteration, data position, every rank's torch / numpy / python RNG states); what ``--resume`` loads
+  (iteration, data position, every rank's torch / numpy / python RNG states), into a folder cleared of an
+  earlier, unfinished attempt at the same tag (:func:`clear_unfinished`); what ``--resume`` loads
   is picked in training/resume.py. ``latest`` is written by :func:`mark_latest` once every rank has
   written its files (and atomically): DeepSpeed's own ``save_latest`` writes it on rank 0 as soon as
   rank 0's files are done, with no barrier, and in place, so a kill or a full disk on another rank left
@@ -182,13 +183,48 @@ def _all_rng_states() -> list[dict[str, Any]]:
     return out
 
 
-def save(engine: Any, ckpt_dir: Path, iteration: int, data_position: int) -> None:
+def save(engine: Any, ckpt_dir: Path, iteration: int, data_position: int, *, local_rank: int) -> None:
     """Checkpoint after ``iteration`` iterations (call on every rank); returns once every rank has written its
-    files. ``latest`` is not moved: :func:`mark_latest` does that."""
+    files. An unfinished folder of that tag goes first (:func:`clear_unfinished`). ``latest`` is not moved:
+    :func:`mark_latest` does that."""
+    tag = iteration_tag(iteration)
+    clear_unfinished(ckpt_dir, tag, local_rank)
     client = {"iteration": iteration, "data_position": data_position, "rng": _all_rng_states()}
-    engine.save_checkpoint(str(ckpt_dir), tag=iteration_tag(iteration), client_state=client, save_latest=False)
+    engine.save_checkpoint(str(ckpt_dir), tag=tag, client_state=client, save_latest=False)
     if dist.is_initialized():
         dist.barrier()
+
+
+def clear_unfinished(ckpt_dir: Path, tag: str, local_rank: int) -> list[str]:
+    """Before checkpoint ``tag`` is saved (collective: call on every rank): each node's local rank 0 deletes
+    an existing ``tag`` folder, and its universal conversion, and every rank waits for that; returns what this
+    process deleted. Such a folder is an earlier attempt's: a save killed part-way (or killed before
+    ``latest`` moved), after which the run resumed from the checkpoint before it. DeepSpeed writes into the
+    folder without clearing it, so the earlier attempt's shards stayed beside the new ones (a resume on
+    another number of ranks left two ranks' sets: the export found two ``*_optim_states.pt`` files, resume
+    counted the wrong number of ranks), and a conversion of the earlier attempt's state stayed beside it.
+
+    The folder ``latest`` names is never deleted: that is the checkpoint a resume loads. A run saves only
+    iterations after the one it resumed from, so this cannot happen unless ``latest`` was edited; rank 0's
+    ``latest`` then stops every rank with a RuntimeError before anything is touched, and a node whose own
+    (node-local) ``latest`` names it keeps it."""
+    import shutil
+
+    from training.collectives import as_rank0_sees
+
+    if as_rank0_sees(lambda: latest_tag(ckpt_dir)) == tag:
+        raise RuntimeError(f"refusing to save checkpoint {tag} over the one {ckpt_dir / 'latest'} names (what "
+                           "--resume loads); a run saves only iterations after the one it resumed from, so "
+                           "'latest' was changed by hand: point it at the checkpoint to continue from")
+    removed = []
+    if local_rank == 0 and latest_tag(ckpt_dir) != tag:
+        for name in (tag, tag + UNIVERSAL_SUFFIX):  # on shared storage another node deletes it at the same time
+            if (ckpt_dir / name).exists():
+                shutil.rmtree(ckpt_dir / name, ignore_errors=True)
+                removed.append(name)
+    if dist.is_initialized():
+        dist.barrier()  # no rank writes its files before the folder is gone on every node
+    return removed
 
 
 def mark_latest(ckpt_dir: Path, iteration: int) -> None:

@@ -234,7 +234,7 @@ def train(cfg: TrainConfig, *, local_rank: int = 0, reward_tokens: dict[str, str
         held_out(start)
 
     def checkpoint(iteration: int) -> None:  # every rank; latest moves once all have written (training.engine)
-        ds_engine.save(engine, ckpt_dir, iteration, stream.position)
+        ds_engine.save(engine, ckpt_dir, iteration, stream.position, local_rank=local_rank)
         if local_rank == 0:  # what a later --resume compares its ZeRO stage and dtype with (training.resume)
             write_layout(ckpt_dir / ds_engine.iteration_tag(iteration), layout)
             ds_engine.mark_latest(ckpt_dir, iteration)
