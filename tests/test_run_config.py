@@ -95,3 +95,14 @@ def test_resume_conflicts_are_the_changes_a_checkpoint_cannot_take(tmp_path):
     assert conflicts(path, load_config(SMOKE, ["--finetune", "lora", "--lora_rank", "4"])) == []
     assert conflicts(path, load_config(SMOKE)) == ["finetune: 'lora' -> 'full'"]
     assert conflicts(tmp_path / "missing.yaml", cfg) == []
+
+
+def test_a_resume_cannot_rescale_the_lora_adapter(tmp_path):
+    """lora_alpha sets the adapter's scale (alpha / rank): changed on a resume it only warned, trained on at the
+    new scale, and config.yaml (rewritten by every launch) made exports of earlier checkpoints merge their A and
+    B at the new scale too (a merged delta doubled from 0.2976 to 0.5951)."""
+    path = _saved(tmp_path, finetune="lora", lora_rank=4, lora_alpha=8.0)
+    cfg = load_config(SMOKE, ["--finetune", "lora", "--lora_rank", "4", "--lora_alpha", "16"])
+    assert resume_conflicts(_changes(path, cfg), cfg) == ["lora_alpha: 8.0 -> 16.0"]
+    same = load_config(SMOKE, ["--finetune", "lora", "--lora_rank", "4", "--lora_alpha", "8"])
+    assert resume_conflicts(_changes(path, same), same) == []

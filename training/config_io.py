@@ -50,10 +50,12 @@ RESUME_NEUTRAL = frozenset({"resume", "overwrite_output_dir", "max_iterations", 
 checkpoint / evaluation intervals, console and logging): `config_changes` does not list them."""
 
 
-RESUME_FIXED = ("backend", "model_path", "tiny", "finetune", "lora_rank", "lora_targets")
-"""Fields that decide which parameters the checkpoint holds: a resume cannot change them (DeepSpeed's load
-fails on the mismatch after the model has loaded), so `resume_conflicts` names them and the launch stops
-first."""
+RESUME_FIXED = ("backend", "model_path", "tiny", "finetune", "lora_rank", "lora_alpha", "lora_targets")
+"""Fields that decide which parameters the checkpoint holds, or what they mean: a resume cannot change them,
+so `resume_conflicts` names them and the launch stops first. For most, DeepSpeed's load fails on the mismatch
+after the model has loaded; ``lora_alpha`` (the adapter's scale, alpha / rank) is no parameter, so it loaded
+and trained on at another scale, and since every launch rewrites config.yaml, which the exporter rebuilds the
+adapter from, an earlier checkpoint exported afterwards applied its A and B at the new scale."""
 
 
 def _bool(text: str, name: str) -> bool:
