@@ -224,3 +224,26 @@ def test_unchanged_weights_sample_the_same_videos_as_the_base(tmp_path):
         assert generate(out, tmp_path / weights, prompts=prompts, weights=weights).written == 1
     trained, base = (read_all_frames(tmp_path / w / "videos" / "p0000_s00.mp4") for w in ("trained", "base"))
     assert np.array_equal(trained, base)
+
+
+def test_a_prompt_file_that_is_not_there_is_named_not_exported(tmp_path, monkeypatch):
+    """An export from another directory than the run's launch resolved a relative dataset_file there and
+    stored a path that named nothing; `generate` then failed with "prompt file not found"."""
+    (tmp_path / "prompts.jsonl").write_text(json.dumps({"text": "stack the blocks"}) + "\n")
+    monkeypatch.chdir(tmp_path)
+    cfg = _cfg(dataset_file="prompts.jsonl")
+    model = build_world_model(cfg, "cpu")
+    (tmp_path / "elsewhere").mkdir()
+    monkeypatch.chdir(tmp_path / "elsewhere")
+    with pytest.raises(ExportError, match=r"dataset_file 'prompts.jsonl' is not a file \(relative to the current "
+                                          r"directory .*elsewhere; .* launched from"):
+        save_policy(model, cfg, tmp_path / "final", iteration=1, source="unit")
+    with pytest.raises(ExportError, match="dataset_file 'prompts.jsonl' is not a file"):  # before anything loads
+        export_policy(cfg, tmp_path / "final", checkpoint_dir=tmp_path / "no-checkpoints")
+    assert not (tmp_path / "final").exists()
+    with pytest.raises(ExportError, match=f"eval_dataset_file '{tmp_path / 'gone.jsonl'}' is not a file;"):
+        save_policy(model, _cfg(eval_dataset_file=str(tmp_path / "gone.jsonl")), tmp_path / "final", iteration=1,
+                    source="unit")
+    monkeypatch.chdir(tmp_path)  # from the launch directory it is found, and stored absolute
+    out = save_policy(model, cfg, tmp_path / "final", iteration=1, source="unit")
+    assert read_export(out)[1].dataset_file == str(tmp_path / "prompts.jsonl")

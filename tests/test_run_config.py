@@ -106,3 +106,37 @@ def test_a_resume_cannot_rescale_the_lora_adapter(tmp_path):
     assert resume_conflicts(_changes(path, cfg), cfg) == ["lora_alpha: 8.0 -> 16.0"]
     same = load_config(SMOKE, ["--finetune", "lora", "--lora_rank", "4", "--lora_alpha", "8"])
     assert resume_conflicts(_changes(path, same), same) == []
+
+
+def test_config_yaml_stores_the_launch_files_as_absolute_paths(tmp_path, monkeypatch):
+    """The trainer's config.yaml kept a relative dataset_file (relative to where the run was launched), so
+    `training.export --run` from another directory wrote a wrong absolute path into export.json and `generate`
+    failed with "prompt file not found". Every file setting is stored absolute; a hub id and a bundled
+    DeepSpeed JSON stay as given, and a resume from the launch directory lists no change."""
+    from training.config_io import write_run_config
+    from training.data import load_prompts
+
+    launch, run, elsewhere = tmp_path / "launch", tmp_path / "run", tmp_path / "elsewhere"
+    for folder in (launch, run, elsewhere, launch / "data", launch / "model"):
+        folder.mkdir(exist_ok=True)
+    (launch / "data" / "train.jsonl").write_text('{"text": "stack the blocks", "image": "a.png"}\n')
+    (launch / "data" / "eval.jsonl").write_text('{"text": "open the drawer"}\n')
+    (launch / "my_ds.json").write_text((SMOKE.parent / "ds_zero2.json").read_text())
+    monkeypatch.chdir(launch)
+    args = ["--dataset_file", "data/train.jsonl", "--eval_dataset_file", "data/eval.jsonl", "--eval_every", "1",
+            "--ds_config", "my_ds.json", "--dataset", "[{text: push, image: data/b.png}, {text: pull}]"]
+    cfg = load_config(SMOKE, args)
+    write_run_config(run, cfg)
+    assert config_changes(yaml.safe_load((run / "config.yaml").read_text()), cfg) == []  # a resume from launch/
+    hub = read_run_config(write_run_config(elsewhere, load_config(SMOKE, ["--model_path", "org/model"])))
+    assert (hub.model_path, hub.ds_config) == ("org/model", "ds_zero2.json")  # a hub id, the bundled JSON
+    write_run_config(run, load_config(SMOKE, [*args, "--model_path", "model"]))
+
+    monkeypatch.chdir(elsewhere)
+    saved = read_run_config(run / "config.yaml")
+    assert saved.dataset_file == str(launch / "data" / "train.jsonl")
+    assert saved.eval_dataset_file == str(launch / "data" / "eval.jsonl")
+    assert saved.ds_config == str(launch / "my_ds.json") and saved.model_path == str(launch / "model")
+    assert [p.image for p in saved.dataset] == [str(launch / "data" / "b.png"), None]
+    prompts = load_prompts(saved.dataset, saved.dataset_file)  # what generate reads by default
+    assert prompts[-1].image == str(launch / "data" / "a.png")

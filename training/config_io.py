@@ -213,6 +213,39 @@ def config_to_dict(cfg: TrainConfig) -> dict[str, Any]:
     return plain(dataclasses.asdict(cfg))
 
 
+PATH_FIELDS = ("dataset_file", "eval_dataset_file", "model_path", "ds_config")
+"""The file settings `absolute_paths` resolves (and the ``image`` of each ``dataset`` / ``eval_dataset`` prompt)."""
+
+
+def absolute_paths(data: Mapping[str, Any]) -> dict[str, Any]:
+    """A config mapping (`config_to_dict`) with its relative file settings made absolute from the current
+    directory, where a launch reads them: ``dataset_file``, ``eval_dataset_file`` and the ``image`` of each
+    inline prompt always; ``model_path`` and ``ds_config`` when they name an existing file or folder (else a hub
+    id, or a bundled DeepSpeed JSON, kept as given). A run's config.yaml stored them as given, so an export
+    from another directory wrote a path that named nothing, and ``generate`` then found no prompt file."""
+    def absolute(path: str) -> str:
+        return str(Path(path).resolve())
+
+    out = dict(data)
+    for name in PATH_FIELDS:
+        value = out.get(name)
+        if isinstance(value, str) and value and (name.endswith("_file") or Path(value).exists()):
+            out[name] = absolute(value)
+    for name in ("dataset", "eval_dataset"):
+        if isinstance(out.get(name), list):
+            out[name] = [{**p, "image": absolute(p["image"])} if isinstance(p, dict) and isinstance(p.get("image"), str)
+                         and p["image"] else p for p in out[name]]
+    return out
+
+
+def write_run_config(out_dir: Path, cfg: TrainConfig) -> Path:
+    """Write a launch's config to ``out_dir/config.yaml`` (what ``python -m training.export --run`` rebuilds the
+    model from, and a resume compares itself with), file settings made absolute (`absolute_paths`)."""
+    path = Path(out_dir) / "config.yaml"
+    path.write_text(yaml.safe_dump(absolute_paths(config_to_dict(cfg)), sort_keys=False))
+    return path
+
+
 def parse_cli(argv: Sequence[str]) -> TrainConfig:
     """``--config FILE`` plus field overrides -> a validated TrainConfig (see module docstring)."""
     args = list(argv)
@@ -245,10 +278,10 @@ def read_run_config(path: str | Path) -> TrainConfig:
 
 def config_changes(saved: Mapping[str, Any], cfg: TrainConfig) -> list[str]:
     """``field: saved -> now`` for each field ``cfg`` sets differently from a run's saved config (as
-    plain values), except ``RESUME_NEUTRAL`` ones. A field the saved config predates counts as its
+    plain values, file settings made absolute: `absolute_paths`), except ``RESUME_NEUTRAL`` ones. A field the saved config predates counts as its
     ``FIELD_DEFAULTS_BEFORE`` value, else as its default; fields unknown to this version are listed."""
-    before = {**config_to_dict(TrainConfig()), **saved_config_dict(saved)}
-    now = config_to_dict(cfg)
+    before = absolute_paths({**config_to_dict(TrainConfig()), **saved_config_dict(saved)})
+    now = absolute_paths(config_to_dict(cfg))  # config.yaml stores them absolute: the same file is no change
     out = [f"{k}: {before[k]!r} -> {v!r}" for k, v in now.items() if k not in RESUME_NEUTRAL and before[k] != v]
     return out + [f"{k}: {before[k]!r} -> (no such field now)" for k in before if k not in now]
 

@@ -30,8 +30,9 @@ Decisions where the issue was silent:
 * The folder is written beside OUT and renamed into place, export.json last: a folder without
   export.json is not an export and ``load_policy`` refuses it. An existing OUT is replaced only when it
   is an earlier export (or empty); anything else there is an error, never deleted.
-* ``dataset_file`` and ``eval_dataset_file`` are stored as absolute paths, so the export's prompts
-  resolve from any directory.
+* File settings (``dataset_file``, ``eval_dataset_file``, prompt images, a local ``model_path``) are stored
+  as absolute paths (``config_io.absolute_paths``), so the export's prompts and base model resolve from any
+  directory; a prompt file that does not exist is an ExportError, not a path ``generate`` cannot open.
 """
 
 from __future__ import annotations
@@ -42,7 +43,6 @@ import shutil
 import sys
 import tempfile
 import time
-from dataclasses import replace
 from pathlib import Path
 from typing import Any, Literal
 
@@ -50,7 +50,7 @@ import torch
 
 from policy.world_model import FlowWorldModel
 from training.config import TrainConfig
-from training.config_io import config_from_dict, config_to_dict, saved_config_dict
+from training.config_io import absolute_paths, config_from_dict, config_to_dict, saved_config_dict
 from training.engine import latest_tag
 from training.models import build_world_model
 from training.run_dir import checkpoint_tags
@@ -134,6 +134,7 @@ def save_policy(world_model: FlowWorldModel, cfg: TrainConfig, out: Path, *, ite
                 source: str) -> Path:
     """Write the transformer's trained weights and export.json to `out` (see module docstring)."""
     out = Path(out)
+    check_prompt_files(cfg)
     if out.exists() and not out.is_dir():
         raise ExportError(f"{out} exists and is not a folder; choose another output")
     if out.exists() and not (out / EXPORT_FILE).is_file() and any(out.iterdir()):
@@ -143,12 +144,9 @@ def save_policy(world_model: FlowWorldModel, cfg: TrainConfig, out: Path, *, ite
     try:
         folder = "transformer_lora" if cfg.finetune == "lora" else "transformer"
         world_model.transformer.save_pretrained(str(work / folder))
-        files = {name: str(Path(getattr(cfg, name)).resolve()) for name in ("dataset_file", "eval_dataset_file")
-                 if getattr(cfg, name) is not None}
-        stored = replace(cfg, **files)
         info = {"format": FORMAT, "finetune": cfg.finetune, "weights": folder, "iteration": iteration,
                 "source": source, "created": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
-                "config": config_to_dict(stored)}
+                "config": absolute_paths(config_to_dict(cfg))}
         (work / EXPORT_FILE).write_text(json.dumps(info, indent=2))
         if out.exists():
             shutil.rmtree(out)
@@ -159,11 +157,27 @@ def save_policy(world_model: FlowWorldModel, cfg: TrainConfig, out: Path, *, ite
     return out
 
 
+def check_prompt_files(cfg: TrainConfig) -> None:
+    """ExportError naming a ``dataset_file`` / ``eval_dataset_file`` of ``cfg`` that is not a file: the export
+    stores it as an absolute path, for ``generate`` to read its prompts from. A run's config.yaml written before
+    it stored absolute paths may hold one relative to the directory the run was launched from."""
+    for name in ("dataset_file", "eval_dataset_file"):
+        value = getattr(cfg, name)
+        if value is None or Path(value).is_file():
+            continue
+        where = "" if Path(value).is_absolute() else (
+            f" (relative to the current directory {Path.cwd()}; a relative path in a run's config.yaml is relative "
+            "to the directory the run was launched from: export from there, or write the absolute path into it)")
+        raise ExportError(f"{name} {value!r} is not a file{where}; the export names the run's prompt files, which "
+                          "`training.generate` samples by default")
+
+
 def export_policy(cfg: TrainConfig, out: Path, *, checkpoint_dir: Path | None = None,
                   tag: str | None = None) -> Path:
     """Export checkpoint `tag` (default: the latest) of the run `cfg` describes to `out`."""
     from training.engine import add_lora, set_full_finetune
 
+    check_prompt_files(cfg)  # before the checkpoint and the base model load
     checkpoint_dir = Path(checkpoint_dir or Path(cfg.output_dir) / "checkpoints")
     tag = checkpoint_tag(checkpoint_dir, tag)
     state = consolidate(checkpoint_dir, tag)

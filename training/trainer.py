@@ -57,7 +57,6 @@ import deepspeed
 import numpy as np
 import torch
 import torch.distributed as dist
-import yaml
 
 from evals.diversity import d_prompt, d_prompt_frames
 from policy.rollout import Rollout, RolloutConfig, cat_rollouts, rollout
@@ -74,7 +73,7 @@ from training.best import (
     pending_eval,
 )
 from training.config import ConfigError, TrainConfig, check_world_size
-from training.config_io import config_to_dict
+from training.config_io import config_to_dict, write_run_config
 from training.data import PromptStream, derive_seed, load_prompts
 from training.evaluate import eval_key, evaluate, summarize_eval, summarize_items
 from training.export import ExportError, export_policy
@@ -205,7 +204,7 @@ def train(cfg: TrainConfig, *, local_rank: int = 0, reward_tokens: dict[str, str
         if dropped := log.trim_after(start):  # a crashed attempt's rows past the checkpoint: written again
             print(f"resume from iteration {start}: dropped later log lines {dropped}", flush=True)
     if rank == 0:  # the launch's resolved config: what `python -m training.export --run` rebuilds the model from
-        (out_dir / "config.yaml").write_text(yaml.safe_dump(config_to_dict(cfg), sort_keys=False))
+        write_run_config(out_dir, cfg)  # file settings as absolute paths (config_io.absolute_paths)
         for note in record_scoring(out_dir, reward_fn, reward_settings, resume=cfg.resume):
             print(note, flush=True)  # training/provenance.py: which model scored the rewards
     bar = None
