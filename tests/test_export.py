@@ -241,8 +241,8 @@ def test_a_prompt_file_that_is_not_there_is_named_not_exported(tmp_path, monkeyp
     with pytest.raises(ExportError, match="dataset_file 'prompts.jsonl' is not a file"):  # before anything loads
         export_policy(cfg, tmp_path / "final", checkpoint_dir=tmp_path / "no-checkpoints")
     assert not (tmp_path / "final").exists()
-    with pytest.raises(ExportError, match=f"eval_dataset_file '{tmp_path / 'gone.jsonl'}' is not a file;"):
-        save_policy(model, _cfg(eval_dataset_file=str(tmp_path / "gone.jsonl")), tmp_path / "final", iteration=1,
+    with pytest.raises(ExportError, match=f"dataset_file '{tmp_path / 'gone.jsonl'}' is not a file;"):
+        save_policy(model, _cfg(dataset_file=str(tmp_path / "gone.jsonl")), tmp_path / "final", iteration=1,
                     source="unit")
     monkeypatch.chdir(tmp_path)  # from the launch directory it is found, and stored absolute
     out = save_policy(model, cfg, tmp_path / "final", iteration=1, source="unit")

@@ -32,7 +32,7 @@ Decisions where the issue was silent:
   is an earlier export (or empty); anything else there is an error, never deleted.
 * File settings (``dataset_file``, ``eval_dataset_file``, prompt images, a local ``model_path``) are stored
   as absolute paths (``config_io.absolute_paths``), so the export's prompts and base model resolve from any
-  directory; a prompt file that does not exist is an ExportError, not a path ``generate`` cannot open.
+  directory; a ``dataset_file`` that does not exist is an ExportError, not a path ``generate`` cannot open.
 """
 
 from __future__ import annotations
@@ -134,7 +134,7 @@ def save_policy(world_model: FlowWorldModel, cfg: TrainConfig, out: Path, *, ite
                 source: str) -> Path:
     """Write the transformer's trained weights and export.json to `out` (see module docstring)."""
     out = Path(out)
-    check_prompt_files(cfg)
+    check_prompt_file(cfg)
     if out.exists() and not out.is_dir():
         raise ExportError(f"{out} exists and is not a folder; choose another output")
     if out.exists() and not (out / EXPORT_FILE).is_file() and any(out.iterdir()):
@@ -157,19 +157,19 @@ def save_policy(world_model: FlowWorldModel, cfg: TrainConfig, out: Path, *, ite
     return out
 
 
-def check_prompt_files(cfg: TrainConfig) -> None:
-    """ExportError naming a ``dataset_file`` / ``eval_dataset_file`` of ``cfg`` that is not a file: the export
-    stores it as an absolute path, for ``generate`` to read its prompts from. A run's config.yaml written before
-    it stored absolute paths may hold one relative to the directory the run was launched from."""
-    for name in ("dataset_file", "eval_dataset_file"):
-        value = getattr(cfg, name)
-        if value is None or Path(value).is_file():
-            continue
-        where = "" if Path(value).is_absolute() else (
-            f" (relative to the current directory {Path.cwd()}; a relative path in a run's config.yaml is relative "
-            "to the directory the run was launched from: export from there, or write the absolute path into it)")
-        raise ExportError(f"{name} {value!r} is not a file{where}; the export names the run's prompt files, which "
-                          "`training.generate` samples by default")
+def check_prompt_file(cfg: TrainConfig) -> None:
+    """ExportError when the ``dataset_file`` of ``cfg`` is not a file: the export stores it as an absolute path,
+    for ``generate`` to read its prompts from by default. A run's config.yaml written before it stored absolute
+    paths may hold one relative to the directory the run was launched from. (``eval_dataset_file`` is stored
+    absolute too, but nothing after the export reads it.)"""
+    value = cfg.dataset_file
+    if value is None or Path(value).is_file():
+        return
+    where = "" if Path(value).is_absolute() else (
+        f" (relative to the current directory {Path.cwd()}; a relative path in a run's config.yaml is relative "
+        "to the directory the run was launched from: export from there, or write the absolute path into it)")
+    raise ExportError(f"dataset_file {value!r} is not a file{where}; the export names the run's prompt file, which "
+                      "`training.generate` samples by default")
 
 
 def export_policy(cfg: TrainConfig, out: Path, *, checkpoint_dir: Path | None = None,
@@ -177,7 +177,7 @@ def export_policy(cfg: TrainConfig, out: Path, *, checkpoint_dir: Path | None = 
     """Export checkpoint `tag` (default: the latest) of the run `cfg` describes to `out`."""
     from training.engine import add_lora, set_full_finetune
 
-    check_prompt_files(cfg)  # before the checkpoint and the base model load
+    check_prompt_file(cfg)  # before the checkpoint and the base model load
     checkpoint_dir = Path(checkpoint_dir or Path(cfg.output_dir) / "checkpoints")
     tag = checkpoint_tag(checkpoint_dir, tag)
     state = consolidate(checkpoint_dir, tag)
