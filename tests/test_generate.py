@@ -231,3 +231,23 @@ def test_every_prompt_is_encoded_before_sampling_and_the_encoder_leaves_the_devi
     events.clear()
     assert generate(policy, tmp_path / "out", prompts=PROMPTS, samples=2).skipped == 4  # nothing left to do
     assert events == ["encoder to cpu"]  # a rerun encodes only prompts with videos still to write
+
+
+def test_a_rerun_refuses_another_export_in_the_same_policy_folder(policy, tmp_path):
+    """The settings knew the policy only by its folder and iteration: another checkpoint of the same iteration
+    (another run's, or one saved again after a resume) exported into that folder passed the resume check, and
+    the manifest went on with videos of the other policy."""
+    import shutil
+
+    mine = shutil.copytree(policy, tmp_path / "final")
+    first = generate(mine, tmp_path / "out", prompts=PROMPTS[:1], samples=1)
+    assert first.written == 1
+    cfg = load_config(SMOKE, ["--num_steps", "3", "--sde_window", "[0, 2]"])
+    save_policy(build_world_model(cfg, "cpu"), cfg, mine, iteration=30, source="/runs/other/checkpoints/iter_000030")
+    with pytest.raises(GenerateError, match=r"other settings \(differing: \[.*'source'\]\)"):
+        generate(mine, tmp_path / "out", prompts=PROMPTS[:1], samples=2)
+    info = json.loads((mine / "export.json").read_text())  # the same checkpoint path, exported again later
+    (mine / "export.json").write_text(json.dumps({**info, "source": "unit", "created": "2099-01-01T00:00:00+0000"}))
+    with pytest.raises(GenerateError, match=r"other settings \(differing: \['created'\]\)"):
+        generate(mine, tmp_path / "out", prompts=PROMPTS[:1], samples=2)
+    assert len(first.manifest.read_text().splitlines()) == 1  # nothing of the other policy was added

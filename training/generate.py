@@ -28,9 +28,10 @@ Decisions where the issue was silent:
   batch 1 by a quantisation step). DynDiff draws its step noise per batch, so it stays at batch 1.
 * Prompts default to the run's own (``dataset`` + ``dataset_file``, in that order);
   ``--prompts FILE.jsonl`` takes the training prompt format (``{"text", "image"?, "image_seed"?}``).
-* Resumable: ``OUT/generate.json`` records the settings (the prompts by digest); a rerun with the same
-  settings skips videos already in the manifest, and one with other settings or prompts is refused
-  (a manifest never mixes policies, samplers, seeds or prompt lists). Each video is written to a
+* Resumable: ``OUT/generate.json`` records the settings (the prompts by digest; the policy by its folder and
+  export.json's iteration, ``source`` checkpoint and ``created`` time); a rerun with the same settings skips
+  videos already in the manifest, and one with other settings or prompts is refused (a manifest never
+  mixes policies, samplers, seeds or prompt lists). Each video is written to a
   temporary name and renamed, then its row is appended; a rerun drops a torn last row, so an
   interrupted run leaves no half-written video or line in the manifest.
 * Every prompt with videos still to write is encoded first (`encode_all`; the conditionings wait in
@@ -116,7 +117,10 @@ def generate(policy: Path, out: Path, *, prompts: list[PromptSpec] | None = None
     prompt_list = load_prompts(cfg.dataset, cfg.dataset_file) if prompts is None else list(prompts)
     out = Path(out)
     listed = json.dumps([[p.text, p.image, p.image_seed] for p in prompt_list])
-    settings = {"policy": str(Path(policy).resolve()), "iteration": info.get("iteration"), "weights": weights,
+    # the export is known by its folder, and by the checkpoint it came from and when (export.json): another
+    # checkpoint of the same iteration exported into the same folder is another policy
+    settings = {"policy": str(Path(policy).resolve()), "iteration": info.get("iteration"),
+                "source": info.get("source"), "created": info.get("created"), "weights": weights,
                 "sampler": sampler, "seed": seed, "num_steps": steps, "shift": cfg.shift,
                 "num_frames": cfg.num_frames, "height": cfg.height, "width": cfg.width,
                 "guidance_scale": guidance, "negative_prompt": negative,
