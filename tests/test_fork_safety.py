@@ -1,0 +1,75 @@
+"""A process that forks after decoding or scoring (`multiprocessing`'s default start method on Linux,
+DataLoader workers) gets a child that can decode and run pool jobs (`tools.video_reformat`, `graph.workers`).
+
+Each scenario runs in a fresh interpreter with a timeout, so a regression fails instead of hanging the suite."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+
+SCENARIO = textwrap.dedent("""
+    import asyncio, multiprocessing, sys
+    from graph.workers import run_blocking
+    from tools.video import read_all_frames
+
+    clip, parent, child = sys.argv[1:4]
+
+    def decode(where):
+        if where == "main":
+            return read_all_frames(clip).shape
+        if where == "pool":
+            return asyncio.run(run_blocking(read_all_frames, clip)).shape
+        return None
+
+    def in_child(queue):
+        queue.put(decode(child))
+
+    expected = decode(parent)
+    ctx = multiprocessing.get_context("fork")
+    queue = ctx.Queue()
+    proc = ctx.Process(target=in_child, args=(queue,))
+    proc.start()
+    proc.join(20)
+    if proc.exitcode is None:
+        proc.kill()
+        sys.exit("the forked child hung")
+    got = queue.get(timeout=5)
+    assert proc.exitcode == 0 and (got is None or got == expected), (proc.exitcode, got, expected)
+    print("ok", got)
+""")
+
+
+@pytest.mark.parametrize(("parent", "child"), [
+    ("pool", "none"),  # Python frees the worker threads' thread-locals in the child: their reformatters hung
+    ("main", "main"),  # the forking thread's reformatter, reused in the child, waited for the parent's slice threads
+])
+def test_a_child_forked_after_decoding_decodes_and_runs_pool_jobs(clip, parent, child):
+    proc = subprocess.run([sys.executable, "-c", SCENARIO, str(clip), parent, child], cwd=ROOT,
+                          capture_output=True, text=True, timeout=90)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert proc.stdout.startswith("ok")
+
+
+def test_reformatters_of_ended_threads_are_freed_by_the_next_one_made():
+    import os
+    import threading
+
+    from tools import video_reformat
+
+    def make() -> None:
+        video_reformat.reformatter()
+
+    for _ in range(5):
+        t = threading.Thread(target=make)
+        t.start()
+        t.join()
+    mine = [k for k in video_reformat._KEPT if k[0] == os.getpid()]
+    assert sum(not t.is_alive() for _, t, _ in mine) <= 1  # only the last ended thread's, until the next is made
+    assert video_reformat.reformatter() is video_reformat.reformatter()
