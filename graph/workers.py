@@ -39,6 +39,9 @@ Decisions where the issue was silent:
   without an active exception", exit status 134): a speculative motion track that nobody awaited
   aborted ~40% of short `motion`-preset scripts after they had printed their result.
 - The way back from sync code to the coroutines is `graph.bridge.run_sync` (one loop per process).
+- A child forked after the pools started (`multiprocessing`'s default start method on Linux, DataLoader
+  workers) starts its own pools on first use: the parent's threads do not exist there, so a job queued on
+  the parent's pools waited forever. The fork hook is registered with the first pool, not at import.
 """
 
 from __future__ import annotations
@@ -168,17 +171,31 @@ class PriorityPool:
 
 _POOLS: dict[Lane, PriorityPool] = {}
 _POOL_LOCK = threading.Lock()
+_FORK_HOOKED = False
 
 
 def pool(lane: Lane = "cpu") -> PriorityPool:
-    """The process-wide pool of `lane` (started on first use)."""
+    """The process-wide pool of `lane` (started on first use; a forked child starts its own)."""
+    global _FORK_HOOKED
     with _POOL_LOCK:
         if lane not in _POOLS:
             if not _POOLS:
                 atexit.register(shutdown_pools)
+            if not _FORK_HOOKED:
+                os.register_at_fork(after_in_child=_forget_pools)
+                _FORK_HOOKED = True
             size = cpu_workers() if lane == "cpu" else IO_WORKERS
             _POOLS[lane] = PriorityPool(size, name=f"raa-{lane}")
         return _POOLS[lane]
+
+
+def _forget_pools() -> None:
+    """In a forked child: drop the parent's pools, whose threads do not exist here (a job queued on them
+    would wait forever), and the locks a parent thread may have held at the fork. Runs before any other
+    thread of the child starts."""
+    global _POOL_LOCK, _ORDERS_LOCK
+    _POOL_LOCK, _ORDERS_LOCK = threading.Lock(), threading.Lock()
+    _POOLS.clear()
 
 
 EXIT_WAIT_S: dict[Lane, float] = {"cpu": 60.0, "io": 0.0}

@@ -48,6 +48,7 @@ SCENARIO = textwrap.dedent("""
 
 @pytest.mark.parametrize(("parent", "child"), [
     ("pool", "none"),  # Python frees the worker threads' thread-locals in the child: their reformatters hung
+    ("pool", "pool"),  # the child's jobs went to the parent's pool, whose threads do not exist there
     ("main", "main"),  # the forking thread's reformatter, reused in the child, waited for the parent's slice threads
 ])
 def test_a_child_forked_after_decoding_decodes_and_runs_pool_jobs(clip, parent, child):
