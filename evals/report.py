@@ -352,7 +352,7 @@ def write_run_report(run_id: str, out: str | Path | None, *, traces_path: str | 
         from graph.tracing import RunNotFoundError
 
         raise RunNotFoundError(f"trace database not found: {traces_path}")
-    saver = open_saver(traces_path)
+    saver = open_saver(traces_path, read_only=True)
     try:
         trace = read_trace(saver, run_id)
     finally:

@@ -101,7 +101,7 @@ def write_eval_index(out_dir: str | Path, *, traces_path: str | Path | None = No
     if traces_path is not None and Path(traces_path).is_file():
         from graph.tracing import RunNotFoundError, open_saver, read_trace
 
-        saver = open_saver(traces_path)
+        saver = open_saver(traces_path, read_only=True)
         (out / "reports").mkdir(exist_ok=True)
         try:
             for row in rows:

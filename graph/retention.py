@@ -89,7 +89,7 @@ def select_runs(path: str | Path, *, keep: int | None = None, before: datetime |
         raise ValueError(f"keep must be >= 0, got {keep}")
     if status is not None and status not in RUN_STATUSES:
         raise ValueError(f"status must be one of {', '.join(RUN_STATUSES)}, got {status!r}")
-    saver = open_saver(path)
+    saver = open_saver(path, read_only=True)
     try:
         ids = list(run_ids(saver))
         candidates = ids[keep:] if keep is not None else ids

@@ -85,17 +85,21 @@ def network_fs_warning(path: str | Path, what: str, setting: str) -> str | None:
 
 
 @contextmanager
-def store_errors(path: str | Path, what: str, setting: str) -> Iterator[None]:
+def store_errors(path: str | Path, what: str, setting: str, *, read_only: bool = False) -> Iterator[None]:
     """Turn SQLite and file-system errors raised while opening `path` into a `StoreError` that names
     the file (`what`: "trace database" / "stage cache") and the setting that chooses it. A file on a
-    network filesystem gets a `StoreWarning` (once per path and process)."""
-    if str(path) not in _checked:  # /proc/mounts is read once per path, not at every open
+    network filesystem gets a `StoreWarning` (once per path and process); one opened only to be read
+    (`read_only`) gets neither the warning nor the advice to move or delete it."""
+    if not read_only and str(path) not in _checked:  # /proc/mounts is read once per path, not at every open
         _checked.add(str(path))
         if (warning := network_fs_warning(path, what, setting)) is not None:
             warnings.warn(warning, StoreWarning, stacklevel=3)
     try:
         yield
     except (sqlite3.Error, OSError) as exc:
+        if read_only:
+            raise StoreError(f"{what} {path} cannot be read ({type(exc).__name__}: {exc}); check that it is "
+                             f"a {what} this user may read, or give another path ({setting})") from exc
         raise StoreError(f"{what} {path} cannot be used ({type(exc).__name__}: {exc}); move or delete "
                          f"it, or choose another path ({setting})") from exc
 
@@ -126,6 +130,31 @@ def ensure_parent(path: str | Path) -> None:
     """Create the folder of `path` (nothing for SQLite's ":memory:")."""
     if str(path) != ":memory:":
         Path(path).parent.mkdir(parents=True, exist_ok=True)
+
+
+def connect_read_only(path: str | Path, what: str, own: frozenset[str]) -> sqlite3.Connection:
+    """A connection that only reads the existing SQLite file at `path` (never creates it, switches its journal
+    mode or migrates it), checked with `refuse_other_database`. When this process may not write the file or its
+    folder (a teammate's runs/ on a shared folder, a read-only mount) and SQLite cannot open it read-only (a
+    WAL database needs its -shm index, which it then cannot create), the file is opened as immutable: what
+    its WAL file holds on top is not seen."""
+    uri = Path(path).resolve().as_uri()  # percent-encoded: a "?" or "#" in a folder name stays in the path
+    try:
+        return _read_connection(f"{uri}?mode=ro", what, own)
+    except sqlite3.OperationalError:
+        if os.access(path, os.W_OK) and os.access(Path(path).resolve().parent, os.W_OK):
+            raise  # a writer's lock or a broken file: nothing that reading it immutable would mend
+    return _read_connection(f"{uri}?immutable=1", what, own)
+
+
+def _read_connection(uri: str, what: str, own: frozenset[str]) -> sqlite3.Connection:
+    conn = sqlite3.connect(uri, uri=True, check_same_thread=False)
+    try:
+        refuse_other_database(conn, what, own)  # the first read: opens the WAL index
+    except BaseException:
+        conn.close()
+        raise
+    return conn
 
 
 def connect_wal(path: str | Path, *, isolation_level: str | None = "") -> sqlite3.Connection:

@@ -47,7 +47,7 @@ def runs_command(
     if not path.exists():
         typer.echo(f"no trace database at {path} (no runs yet)", err=True)
         return
-    runs = list_runs(open_saver(path), limit=limit, status=status, preset=preset)
+    runs = list_runs(open_saver(path, read_only=True), limit=limit, status=status, preset=preset)
     if not runs and (status or preset):
         wanted = ", ".join(f"{k} {v}" for k, v in (("status", status), ("preset", preset)) if v)
         typer.echo(f"no runs with {wanted} in {path}", err=True)
@@ -106,7 +106,7 @@ def trace_command(
         typer.echo(f"error: no traced run with id {run_id!r}: no trace database at {path} (no runs yet)", err=True)
         raise typer.Exit(1)
     try:
-        trace = read_trace(open_saver(path), run_id)
+        trace = read_trace(open_saver(path, read_only=True), run_id)
     except RunNotFoundError as exc:
         typer.echo(f"error: {exc} (in {path})", err=True)
         raise typer.Exit(1) from exc

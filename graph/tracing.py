@@ -10,6 +10,11 @@ Decisions where the issue was silent:
 - `list_runs` reads thread ids straight from the SqliteSaver's `checkpoints` table (one row per
   thread, newest first) and then loads only each thread's latest checkpoint; other savers fall back
   to `saver.list(None)`.
+- The commands that only read traces (`raa runs`, `raa trace`, `raa report`, `raa prune --dry-run`) open
+  the file with `open_saver(read_only=True)`: SqliteSaver's setup switches the file to WAL and migrates
+  its tables, so they could not read a teammate's runs/ on a shared folder they cannot write, a
+  read-only mount, or a rollback-journal database there. Such a file is read with SQLite's `mode=ro`,
+  or as immutable when SQLite needs to write its WAL index for that (`graph.stores.connect_read_only`).
 - A run whose graph stopped mid-way (crash, interrupt) is listed with status "incomplete".
 - Run ids are matched exactly (no prefix lookup that could silently pick another run); when none
   matches, the error names the traced ids that start with the given text.
@@ -35,6 +40,7 @@ from graph.stores import (
     TABLES_SQL,
     TRACE_TABLES,
     check_tables,
+    connect_read_only,
     ensure_parent,
     refuse_other_database,
     store_errors,
@@ -54,14 +60,39 @@ def traces_serde() -> JsonPlusSerializer:
     return JsonPlusSerializer(allowed_msgpack_modules=allowed)
 
 
-def open_saver(path: str | Path | None) -> SqliteSaver:
-    """A SqliteSaver on `path` (None or ":memory:" -> in-memory); creates the parent folder."""
+def open_saver(path: str | Path | None, *, read_only: bool = False) -> SqliteSaver:
+    """A SqliteSaver on `path` (None or ":memory:" -> in-memory); creates the parent folder. `read_only`
+    (`raa runs`, `raa trace`, `raa report`): the saver only reads an existing file (see module docstring)."""
     target = ":memory:" if path in (None, ":memory:") else str(path)
+    if read_only and target != ":memory:":
+        return _open_reader(target)
     with store_errors(target, "trace database", "RAA_TRACES_PATH"):
         ensure_parent(target)
         conn = sqlite3.connect(target, check_same_thread=False)
         refuse_other_database(conn, "trace database", TRACE_TABLES)
         saver = SqliteSaver(conn, serde=traces_serde())
+        saver.setup()
+    return saver
+
+
+class _ReadingSaver(SqliteSaver):
+    """A SqliteSaver on a read-only connection whose setup writes nothing: SqliteSaver's own switches the
+    file to WAL and adds a column, which a file this process may not write refused."""
+
+    def setup(self) -> None:
+        if not self.is_setup:
+            columns = {row[1] for row in self.conn.execute("PRAGMA table_info(writes)")}
+            self._has_task_path = "task_path" in columns
+            self.is_setup = True
+
+
+def _open_reader(target: str) -> SqliteSaver:
+    with store_errors(target, "trace database", "RAA_TRACES_PATH", read_only=True):
+        conn = connect_read_only(target, "trace database", TRACE_TABLES)
+        if not TRACE_TABLES <= {row[0] for row in conn.execute(TABLES_SQL)}:  # an empty file: no runs
+            conn.close()
+            return open_saver(None)
+        saver = _ReadingSaver(conn, serde=traces_serde())
         saver.setup()
     return saver
 
