@@ -19,6 +19,9 @@ Decisions where the issue was silent:
   reason "run id ... already has a trace". Two runs of one id at the same time on one checkpointer (a
   batch naming a run id twice) cannot both see the other's trace yet: the second is refused with "run id ...
   is already running" (one trace would have overwritten the other, explaining a result with another clip).
+  Two processes sharing a trace file claim the id in it for the run (`graph.run_claims`): the second is
+  refused with "run id ... is already running in process N on HOST" (with `durability="exit"` nothing
+  was written until the end, so the other's run went unseen and the later trace replaced the earlier).
 - A graph-level exception that escapes the nodes (should not happen) still yields an ineligible
   result with the exception type and message as the reason.
 - Checkpoints are written once per run, when it ends (`durability="exit"`, the default of
@@ -32,6 +35,7 @@ Decisions where the issue was silent:
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import threading
 import uuid
 from collections.abc import Iterable, Mapping
@@ -95,10 +99,32 @@ async def arun_agent(agent: Any, video: str, instruction: str, run_id: str, pres
         if claim is not None:
             _RUNNING.add(claim)
     try:
-        return await _run_agent(agent, video, instruction, run_id, preset, config, durability)
+        return await _run_claimed(agent, video, instruction, run_id, preset, config, durability)
     finally:
         with _RUNNING_LOCK:
             _RUNNING.discard(claim)
+
+
+async def _run_claimed(agent: Any, video: str, instruction: str, run_id: str, preset: str, config: dict,
+                       durability: TraceDurability) -> RewardResult:
+    """`_run_agent` with `run_id` claimed in the trace database for the run (`graph.run_claims`)."""
+    from graph import run_claims
+
+    try:
+        file = await run_claims.database_file(agent.checkpointer) if agent.checkpointer else None
+        holder = None if file is None else await run_claims.claim(file, run_id)
+    except Exception as exc:  # the trace database cannot be written: the run could not record its trace
+        return ineligible_result(preset, f"agent: run id {run_id!r} could not be claimed in the trace database "
+                                 f"({type(exc).__name__}: {exc})", run_id)
+    if holder is not None:
+        return ineligible_result(preset, f"run id {run_id!r} is already running in {holder}; use a new run id",
+                                 run_id)
+    try:
+        return await _run_agent(agent, video, instruction, run_id, preset, config, durability)
+    finally:
+        if file is not None:
+            with contextlib.suppress(Exception):  # a claim left behind is taken over once this process ends
+                await run_claims.release(file, run_id)
 
 
 async def _run_agent(agent: Any, video: str, instruction: str, run_id: str, preset: str, config: dict,

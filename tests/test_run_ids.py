@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import pytest
-from graph_scripts import full_script, make_agent, moving_square, run
+from graph_scripts import FakeSurprise, full_script, make_agent, moving_square, run
 
 INSTRUCTION = "push the red block to the right"
 
@@ -51,3 +51,78 @@ def test_a_run_id_named_twice_in_one_batch_is_refused_not_overwritten(clip, tmp_
     assert first.status == "scored" and second.reward is None
     assert "run id 'dup' is already running" in second.reasons[0]
     assert agent.get_state({"configurable": {"thread_id": "dup"}}).values["video"] == str(clip)
+
+
+def _agent_on(db, delay_s: float = 0.0):
+    """A scripted agent whose checkpointer is its own connection to the trace file `db`, as another process's."""
+    from graph import AgentConfig, AgentTools, build_reward_agent
+    from graph.backbone import Backbone
+    from graph.builder import default_checkpointer
+    from graph.testing import ScriptedChatModel
+    from tools.motion import LKTracker
+
+    backbone = Backbone(ScriptedChatModel(full_script(), delay_s=delay_s), schema_retries=1, max_retries=1,
+                        timeout_s=10, retry_wait=(0.0, 0.0))
+    return build_reward_agent(AgentConfig(preset="decomposed"), backbone=backbone,
+                              tools=AgentTools(tracker=LKTracker(), surprise=FakeSurprise()),
+                              checkpointer=default_checkpointer(db))
+
+
+def _claims(db) -> list[tuple]:
+    import sqlite3
+
+    conn = sqlite3.connect(str(db))
+    try:
+        return conn.execute("SELECT thread_id, pid FROM raa_run_claims").fetchall()
+    finally:
+        conn.close()
+
+
+def test_one_run_id_on_two_connections_to_one_trace_file_is_refused_not_overwritten(clip, tmp_path):
+    """Two processes sharing a trace file: with durability "exit" neither run's checkpoint existed until it
+    ended, both ran, and the later trace replaced the earlier. The id is now claimed in the file itself."""
+    import asyncio
+
+    from graph.api import arun_agent
+
+    db = tmp_path / "traces.sqlite"
+    other = moving_square(tmp_path / "other.mp4", seed=3)
+    first, second = _agent_on(db, delay_s=0.05), _agent_on(db, delay_s=0.05)
+
+    async def both():
+        return await asyncio.gather(arun_agent(first, str(clip), INSTRUCTION, "same", "decomposed"),
+                                    arun_agent(second, str(other), INSTRUCTION, "same", "decomposed"))
+
+    results = asyncio.run(both())
+    assert sorted(r.status for r in results) == ["ineligible", "scored"]
+    refused = next(r for r in results if r.status == "ineligible")
+    assert "run id 'same' is already running in process" in refused.reasons[0]
+    winner = str(clip) if results[0].status == "scored" else str(other)
+    assert first.get_state({"configurable": {"thread_id": "same"}}).values["video"] == winner
+    assert _claims(db) == []  # released once the run ended
+
+
+def test_a_claim_of_a_live_process_refuses_and_a_dead_ones_is_taken_over(clip, tmp_path):
+    import asyncio
+    import os
+    import socket
+    import sqlite3
+    import subprocess
+
+    from graph.api import arun_agent
+
+    db = tmp_path / "traces.sqlite"
+    agent = _agent_on(db)
+    gone = subprocess.Popen(["true"])
+    gone.wait()
+    conn = sqlite3.connect(str(db))
+    conn.execute("CREATE TABLE raa_run_claims (thread_id TEXT PRIMARY KEY, host TEXT NOT NULL, pid INTEGER NOT NULL, "
+                 "claimed TEXT NOT NULL)")
+    conn.executemany("INSERT INTO raa_run_claims VALUES (?, ?, ?, '2030-01-01T00:00:00+00:00')",
+                     [("live", socket.gethostname(), os.getppid()), ("stale", socket.gethostname(), gone.pid)])
+    conn.commit()
+    conn.close()
+    live = asyncio.run(arun_agent(agent, str(clip), INSTRUCTION, "live", "decomposed"))
+    assert live.reward is None and f"already running in process {os.getppid()} on" in live.reasons[0]
+    assert asyncio.run(arun_agent(agent, str(clip), INSTRUCTION, "stale", "decomposed")).status == "scored"
+    assert _claims(db) == [("live", os.getppid())]

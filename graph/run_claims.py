@@ -1,0 +1,114 @@
+"""Run ids claimed in the trace database while their runs are in flight (`graph.api.arun_agent`).
+
+With the default durability ("exit") a run writes its checkpoint only when it ends, so the "already has a
+trace" check before a run cannot see a run of the same id in progress in another process sharing the
+trace file (two `score_video` scripts given one run id, a restarted job racing its predecessor): both
+ran, and the later checkpoint silently became the trace of both results. Before it starts, a run now
+inserts its id into the `raa_run_claims` table of the same SQLite file, in one write transaction with
+the look-up, and deletes it when it has ended (after its checkpoint is written): a second process finds
+the claim and its run is refused.
+
+Decisions where the issue was silent:
+- A claim names its process (host, pid). One whose process is gone (a crash, a kill) is stale and taken
+  over; one held by a process on another host is never taken over (SQLite's WAL mode needs every
+  writer on one host anyway, so such a file is already misused).
+- Only file-backed SQLite checkpointers (LangGraph's SqliteSaver, AsyncSqliteSaver) get claims; in-memory
+  ones are private to their process, where `graph.api` keeps its own set of running ids.
+- The claim uses its own short connection (one small commit at the start of a run and one at its end),
+  in a worker thread: the checkpointer's connection is busy with the runs' checkpoints, and a claim
+  that waits for another process's write must not stall the event loop.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import datetime as dt
+import os
+import socket
+import sqlite3
+from typing import Any
+
+CLAIMS_TABLE = "raa_run_claims"
+_CREATE = (f"CREATE TABLE IF NOT EXISTS {CLAIMS_TABLE} (thread_id TEXT PRIMARY KEY, host TEXT NOT NULL, "
+           "pid INTEGER NOT NULL, claimed TEXT NOT NULL)")
+WAIT_S = 30.0
+"""How long a claim waits for another process's write to the trace file (SQLite's busy timeout)."""
+
+
+async def database_file(checkpointer: Any) -> str | None:
+    """The file of a SQLite checkpointer; None for in-memory databases and other checkpointers."""
+    from langgraph.checkpoint.sqlite import SqliteSaver
+    from langgraph.checkpoint.sqlite.aio import AsyncSqliteSaver
+
+    if isinstance(checkpointer, SqliteSaver):
+        def read() -> list[Any]:
+            with checkpointer.lock:
+                return checkpointer.conn.execute("PRAGMA database_list").fetchall()
+
+        rows = await asyncio.to_thread(read)
+    elif isinstance(checkpointer, AsyncSqliteSaver):
+        async with checkpointer.lock:
+            rows = list(await (await checkpointer.conn.execute("PRAGMA database_list")).fetchall())
+    else:
+        return None
+    return next((str(row[2]) for row in rows if row[1] == "main" and row[2]), None)
+
+
+async def claim(file: str, run_id: str) -> str | None:
+    """Claim `run_id` in the trace database `file`: None when claimed, else who holds it."""
+    return await asyncio.to_thread(_claim, file, run_id)
+
+
+async def release(file: str, run_id: str) -> None:
+    """Drop this process's claim of `run_id` (its run has ended)."""
+    await asyncio.to_thread(_release, file, run_id)
+
+
+def _connect(file: str) -> sqlite3.Connection:
+    return sqlite3.connect(file, timeout=WAIT_S, isolation_level=None)
+
+
+def _claim(file: str, run_id: str) -> str | None:
+    conn = _connect(file)
+    try:
+        conn.execute("BEGIN IMMEDIATE")  # the write lock first: look-up and insert are one step
+        try:
+            conn.execute(_CREATE)
+            row = conn.execute(f"SELECT host, pid, claimed FROM {CLAIMS_TABLE} WHERE thread_id = ?",
+                               (run_id,)).fetchone()
+            if row is not None and _alive(str(row[0]), int(row[1])):
+                conn.execute("ROLLBACK")
+                return f"process {row[1]} on {row[0]} (since {row[2]})"
+            conn.execute(f"INSERT OR REPLACE INTO {CLAIMS_TABLE} VALUES (?, ?, ?, ?)",
+                         (run_id, socket.gethostname(), os.getpid(),
+                          dt.datetime.now(dt.UTC).isoformat(timespec="seconds")))
+            conn.execute("COMMIT")
+        except BaseException:
+            if conn.in_transaction:
+                conn.execute("ROLLBACK")
+            raise
+        return None
+    finally:
+        conn.close()
+
+
+def _release(file: str, run_id: str) -> None:
+    conn = _connect(file)
+    try:
+        conn.execute(f"DELETE FROM {CLAIMS_TABLE} WHERE thread_id = ? AND host = ? AND pid = ?",
+                     (run_id, socket.gethostname(), os.getpid()))
+    finally:
+        conn.close()
+
+
+def _alive(host: str, pid: int) -> bool:
+    """Whether the claim's process may still be running (see module docstring)."""
+    if host != socket.gethostname():
+        return True
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # another user's process
+        return True
+    return True
