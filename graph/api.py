@@ -12,6 +12,10 @@ Decisions where the issue was silent:
   computed by fixed code from the structured judgments.
 - Wrong argument *types* (video not a str/Path, instruction not a str, max_concurrency < 1) are caller
   bugs and raise TypeError/ValueError at once.
+- A relative video path is made absolute (from the current folder) before the run, so the trace names the
+  clip wherever `raa report` / `raa trace` later run (it recorded the path as typed, and a report made
+  from another folder said "frames unavailable: video file not found"); `raa score-batch` and the
+  trainer resolve theirs too.
 - The run id (checkpoint thread id) is `run-<12 hex>` unless given; items of `ascore_videos` may be
   (video, instruction) tuples or dicts with "video", "instruction" and optional "run_id".
 - A run id that already has a trace in the agent's checkpointer is not re-run (the trace would mix
@@ -67,7 +71,7 @@ def _video(video: Any) -> str:
         hint = ("; write the frames to a file first: tools.video.write_video(path, frames, fps=16)"
                 if type(video).__name__ in ("ndarray", "Tensor") else "")
         raise TypeError(f"video must be a path (str or Path), got {type(video).__name__}{hint}")
-    return str(video)
+    return str(Path(video).resolve()) if str(video) else ""
 
 
 def _instruction(instruction: Any) -> str:

@@ -121,7 +121,7 @@ def score_command(
     _check_preset(preset)
     tools = loaded_tools(settings, preset)  # a tool that cannot load: exit 2 now, not after the model calls
     run_id = new_run_id()
-    result = asyncio.run(_score_one(settings, preset, str(video), instruction, run_id, stream, draw, tools))
+    result = asyncio.run(_score_one(settings, preset, str(video.resolve()), instruction, run_id, stream, draw, tools))
     if json_out:
         typer.echo(result.model_dump_json())
     else:
