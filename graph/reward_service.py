@@ -63,14 +63,21 @@ DISCONNECT_POLL_S = 1.0
 """How often a request in progress checks that its client is still connected."""
 
 
+MAX_ITERATION = 10**9
+"""A `meta.iteration` from 0 up to this (exclusive) names a kept request's folder; others are "request"."""
+
+
 def _request_folder(keep: str | Path | None, iteration: Any, phase: Any = None) -> str:
     """A new folder for one request's clips: temporary, or `keep/itNNNNNN-<8 hex>` when clips are kept
-    (the iteration from the request's meta when it is an integer, `evalNNNNNN` for the trainer's
-    held-out samples; several trainer ranks post per iteration, so each request gets its own)."""
+    (the iteration from the request's meta when it is an integer in [0, `MAX_ITERATION`), `evalNNNNNN` for
+    the trainer's held-out samples; several trainer ranks post per iteration, so each request gets its own;
+    any other meta gives `request-<8 hex>`: a huge integer made a file name too long for the filesystem,
+    a 500 for the whole batch, and a negative one odd names like `it-00005`)."""
     if keep is None:
         return tempfile.mkdtemp(prefix="raa-reward-")
     prefix = "eval" if phase == "eval" else "it"
-    label = f"{prefix}{iteration:06d}" if isinstance(iteration, int) and not isinstance(iteration, bool) else "request"
+    counted = isinstance(iteration, int) and not isinstance(iteration, bool) and 0 <= iteration < MAX_ITERATION
+    label = f"{prefix}{iteration:06d}" if counted else "request"
     Path(keep).mkdir(parents=True, exist_ok=True)
     return tempfile.mkdtemp(prefix=f"{label}-", dir=str(keep))
 

@@ -300,6 +300,19 @@ def test_kept_clips_stay_where_the_traces_point(tmp_path):
     assert folders == ["eval000003", "it000003", "it000003", "request"]
 
 
+def test_an_iteration_out_of_range_names_a_plain_request_folder(tmp_path):
+    """meta.iteration 10**300 made a folder name too long for the filesystem (a 500 for the whole batch) and -5
+    an odd `it-00005-`."""
+    app = create_reward_app(_agent(), "decomposed", keep_videos=tmp_path / "kept")
+    good = _b64(moving_square(tmp_path / "a.mp4"))
+    with TestClient(app, raise_server_exceptions=False) as c:
+        for iteration in (10**300, -5, 10**9):
+            res = c.post("/v1/score", json={"items": [{"video_b64": good, "instruction": "push it"}],
+                                            "meta": {"iteration": iteration}})
+            assert res.status_code == 200 and res.json()["results"][0]["status"] == "scored", res.text
+    assert sorted(p.name.split("-")[0] for p in (tmp_path / "kept").iterdir()) == ["request"] * 3
+
+
 def test_a_client_that_disconnects_has_its_runs_cancelled(tmp_path, monkeypatch):
     """The runs of a request whose client gave up (its timeout) went on to the end, holding the shared slots;
     a trainer retrying on timeout multiplied them (4 clips, 3 attempts: 12 runs)."""
