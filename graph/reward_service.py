@@ -123,6 +123,8 @@ def create_reward_app(agent: Any, preset: str, *, token: str | None = None, max_
 
         check_token_text(token, "the reward service token")
     limit = int(max_body_mb * 1024 * 1024)
+    if keep_videos is not None:  # the clips' paths go into the traces: relative ones named nothing elsewhere
+        keep_videos = Path(keep_videos).resolve()
     slots: dict[str, asyncio.Semaphore] = {}
 
     @asynccontextmanager

@@ -313,6 +313,20 @@ def test_an_iteration_out_of_range_names_a_plain_request_folder(tmp_path):
     assert sorted(p.name.split("-")[0] for p in (tmp_path / "kept").iterdir()) == ["request"] * 3
 
 
+def test_kept_clips_have_absolute_paths_in_the_traces(tmp_path, monkeypatch):
+    """A relative --keep-videos put relative clip paths in the traces: `raa report` from another folder found
+    no frames."""
+    saver = InMemorySaver()
+    monkeypatch.chdir(tmp_path)
+    app = create_reward_app(_agent(saver), "decomposed", keep_videos="kept")
+    with TestClient(app) as c:
+        res = c.post("/v1/score", json={"items": [{"video_b64": _b64(moving_square(tmp_path / "a.mp4")),
+                                                   "instruction": "push it"}]})
+    run_id = res.json()["results"][0]["run_id"]
+    video = saver.get_tuple({"configurable": {"thread_id": run_id}}).checkpoint["channel_values"]["video"]
+    assert Path(video).is_absolute() and Path(video).parent.parent == tmp_path / "kept"
+
+
 def test_a_client_that_disconnects_has_its_runs_cancelled(tmp_path, monkeypatch):
     """The runs of a request whose client gave up (its timeout) went on to the end, holding the shared slots;
     a trainer retrying on timeout multiplied them (4 clips, 3 attempts: 12 runs)."""
