@@ -6,7 +6,8 @@
   SDE transition's log-prob, mean and std (``policy.rollout.step_log_prob``), so every gradient pass
   goes through ``engine(...)`` (ZeRO-3 gathers parameters in its forward hooks).
 * :func:`add_lora` / :func:`frozen_reference` -- LoRA via peft (reference = adapters disabled) or a
-  frozen deep copy for full fine-tuning.
+  frozen deep copy for full fine-tuning, in the engine's precision (a bf16 engine casts every
+  parameter, Wan's ``_keep_in_fp32_modules`` too; training/numerics.py says why the copy follows it).
 * :func:`save` / :func:`load` -- ``engine.save_checkpoint`` on every rank with client state
   (iteration, data position, every rank's torch / numpy / python RNG states), into a folder cleared of an
   earlier, unfinished attempt at the same tag (:func:`clear_unfinished`); what ``--resume`` loads
@@ -42,6 +43,7 @@ import torch.distributed as dist
 from policy.rollout import RolloutConfig, SDEStepRecord, step_log_prob
 from policy.world_model import Conditioning, FlowWorldModel
 from training.config import ConfigError, LRSchedule, TrainConfig, read_ds_config
+from training.numerics import cast_like_engine
 
 
 def deepspeed_config(cfg: TrainConfig, grad_accum_steps: int, *, load_universal: bool = False) -> dict[str, Any]:
@@ -147,10 +149,15 @@ def set_full_finetune(world_model: FlowWorldModel) -> None:
         p.requires_grad_(True)
 
 
-def frozen_reference(world_model: FlowWorldModel) -> PolicyStep:
+def frozen_reference(world_model: FlowWorldModel, cfg: TrainConfig) -> PolicyStep:
     """A frozen copy of the initial policy (full fine-tuning reference): a deep copy of the
-    transformer only (the reference needs velocities, never the VAE or the text encoder)."""
-    twin = FlowWorldModel(world_model.backend, copy.deepcopy(world_model.transformer), None, None,
+    transformer only (the reference needs velocities, never the VAE or the text encoder), in the
+    precision the engine gives the policy (training/numerics.py): a bf16 run's
+    reference kept Wan's float32 modules while the engine casts them, so mu-KL was not 0 at an
+    unchanged policy."""
+    transformer = copy.deepcopy(world_model.transformer)
+    cast_like_engine(transformer, cfg.dtype)
+    twin = FlowWorldModel(world_model.backend, transformer, None, None,
                           cond_frame_sigma=world_model.cond_frame_sigma,
                           num_train_timesteps=world_model.num_train_timesteps,
                           default_num_frames=world_model.default_num_frames)

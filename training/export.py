@@ -24,6 +24,12 @@ Decisions where the issue was silent:
   dtype: a bfloat16 stage-0 LoRA run exports its adapters as those bf16 values, not the fp32 masters.
   ``load_policy`` merges the adapter into the transformer (``merge_and_unload``): sampling then costs
   what the base costs.
+* ``load_policy`` samples in the numerics of the run's DeepSpeed engine (training/numerics.py): in a
+  bfloat16 (or float16) run the modules diffusers keeps in float32 (Wan's time embedder, norms,
+  modulation tables) are cast to the run's dtype, and after a ZeRO-3 run the linear layers compute
+  as ZeRO-3's, for ``weights="trained"`` and ``"base"`` alike, so the training's held-out samples are
+  reproduced from the export and trained-vs-base pairs differ by training only. The export files keep
+  those modules in float32 (DeepSpeed's master weights), as diffusers saves them.
 * The consolidated weights must name every trainable parameter of the config's model, and nothing the
   model lacks: a checkpoint of another config is an ExportError naming the first mismatches, never a
   partial load.
@@ -53,6 +59,7 @@ from training.config import TrainConfig
 from training.config_io import absolute_paths, config_from_dict, config_to_dict, saved_config_dict
 from training.engine import latest_tag
 from training.models import build_world_model
+from training.numerics import like_engine
 from training.run_dir import checkpoint_tags
 
 EXPORT_FILE = "export.json"
@@ -232,7 +239,8 @@ def read_export(path: Path) -> tuple[dict[str, Any], TrainConfig]:
 def load_policy(path: Path, device: torch.device | str = "cpu",
                 weights: Literal["trained", "base"] = "trained") -> tuple[FlowWorldModel, dict[str, Any], TrainConfig]:
     """(the policy in eval mode, export.json, the run's TrainConfig). `weights="base"` skips the trained
-    weights: the model the run started from."""
+    weights: the model the run started from. Both in the numerics of the run's DeepSpeed engine
+    (training/numerics.py)."""
     info, cfg = read_export(path)
     world_model = _base(cfg, "all")
     if weights == "trained":
@@ -246,6 +254,7 @@ def load_policy(path: Path, device: torch.device | str = "cpu",
 
             cls = type(world_model.transformer)
             world_model.transformer = cls.from_pretrained(str(folder), torch_dtype=DTYPES[cfg.dtype])
+    like_engine(world_model, cfg)  # the numerics the run trained and evaluated in (training/numerics.py)
     return world_model.to(device=device).eval(), info, cfg
 
 

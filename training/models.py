@@ -11,6 +11,10 @@ it on the device, as inference has the memory. A tiny model in bfloat16 / float1
 diffusers' ``from_pretrained(torch_dtype=...)`` applies (`cast_like_from_pretrained`: the class's
 ``_keep_in_fp32_modules`` stay float32), so the base model and a full export of it reloaded by
 ``from_pretrained`` (training/export.py ``load_policy``) hold the same weights in the same precision.
+
+The trainer's DeepSpeed engine computes this model in other numerics (a bf16 engine casts the float32
+modules too; ZeRO-3 replaces the linear layers' function); the full fine-tuning reference and
+``load_policy`` (export, generate) follow the engine's (training/numerics.py).
 """
 
 from __future__ import annotations

@@ -187,7 +187,7 @@ def train(cfg: TrainConfig, *, local_rank: int = 0, reward_tokens: dict[str, str
         ds_engine.add_lora(world_model, cfg)
     else:
         ds_engine.set_full_finetune(world_model)
-        reference = ds_engine.frozen_reference(world_model) if cfg.beta > 0 else None
+        reference = ds_engine.frozen_reference(world_model, cfg) if cfg.beta > 0 else None
     policy = ds_engine.PolicyStep(world_model)
     trainable = [p for p in policy.parameters() if p.requires_grad]
     engine, _, _, _ = deepspeed.initialize(model=policy, model_parameters=trainable,
