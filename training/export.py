@@ -23,7 +23,9 @@ Decisions where the issue was silent:
   dtype. A ZeRO stage-0 checkpoint is read from its module file, which holds the weights in the run's
   dtype: a bfloat16 stage-0 LoRA run exports its adapters as those bf16 values, not the fp32 masters.
   ``load_policy`` merges the adapter into the transformer (``merge_and_unload``): sampling then costs
-  what the base costs.
+  what the base costs. In a bfloat16 / float16 run it keeps the adapter beside the base weights, as the
+  engine computed it: merged weights are rounded to the run's dtype once more, and the samples then
+  differed from the training's held-out samples of the same checkpoint by up to 5 pixel levels.
 * ``load_policy`` samples in the numerics of the run's DeepSpeed engine (training/numerics.py): in a
   bfloat16 (or float16) run the modules diffusers keeps in float32 (Wan's time embedder, norms,
   modulation tables) are cast to the run's dtype, and after a ZeRO-3 run the linear layers compute
@@ -248,7 +250,9 @@ def load_policy(path: Path, device: torch.device | str = "cpu",
         if info["finetune"] == "lora":
             from peft import PeftModel
 
-            world_model.transformer = PeftModel.from_pretrained(world_model.transformer, str(folder)).merge_and_unload()
+            lora = PeftModel.from_pretrained(world_model.transformer, str(folder))
+            # merged W + BA is rounded to bf16 once more than the engine's separate adapter pass
+            world_model.transformer = lora if cfg.dtype != "float32" else lora.merge_and_unload()
         else:
             from training.models import DTYPES
 
