@@ -30,12 +30,25 @@ def test_stop_request_flags_the_signal_and_restores_the_handlers():
         os.kill(os.getpid(), signal.SIGUSR1)
         time.sleep(0.05)
         assert stops.signum == signal.SIGUSR1 and stops.agreed(torch.device("cpu")) == signal.SIGUSR1
-        assert signal.getsignal(signal.SIGUSR1) is signal.SIG_DFL  # a second signal acts at once
+        assert signal.getsignal(signal.SIGUSR1) == stops._handle  # still installed: a later signal is ignored
     finally:
         stops.uninstall()
     assert signal.getsignal(signal.SIGUSR1) is before
     err = TrainingStopped(7, signal.SIGTERM, "out/checkpoints/iter_000007")
     assert str(err).startswith("stopped by SIGTERM after iteration 7; checkpoint out/checkpoints/iter_000007")
+
+
+def test_later_signals_do_not_end_a_rank_that_is_saving():
+    """A rank often gets the stop several times (scheduler, launcher, the launcher's death); the second one
+    used to take the default action, ending the rank in the middle of its checkpoint."""
+    code = ("import os, signal, sys, time; sys.path.insert(0, sys.argv[1]); "
+            "from training.preemption import StopRequest; stops = StopRequest().install()\n"
+            "for sig in (signal.SIGUSR1, signal.SIGTERM, signal.SIGTERM, signal.SIGUSR1):\n"
+            "    os.kill(os.getpid(), sig); time.sleep(0.05)\n"
+            "print(stops.signum)")
+    proc = subprocess.run([sys.executable, "-c", code, str(ROOT)], capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, (proc.returncode, proc.stderr[-2000:])
+    assert proc.stdout.strip() == str(int(signal.SIGUSR1))
 
 
 def _rows(out: Path) -> list[dict]:

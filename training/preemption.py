@@ -14,7 +14,9 @@ Decisions where the issue was silent:
   A grace period shorter than one iteration loses that iteration anyway; ask for the signal early enough.
 * Ranks agree with one ``all_reduce`` (max) per iteration, so a signal that reached only some ranks (or
   reached them in different iterations) still stops all of them after the same iteration.
-* The first signal restores the default handler: a second one ends the process at once.
+* Later SIGTERM / SIGUSR1 are ignored: a rank often gets the stop more than once (from the scheduler and
+  from its launcher forwarding it), and a second one used to end the process at once, mid-save.
+  SIGINT (Ctrl-C) and SIGKILL still end a rank at once, without a checkpoint.
 * Launchers forward the signal to every rank (``torchrun`` and ``deepspeed`` do), and then wait only so
   long before killing the ranks (``torchrun``: 30 s by default): with long iterations, send the signal to
   the rank processes themselves or give the launcher more time.
@@ -61,9 +63,8 @@ class StopRequest:
         return self
 
     def _handle(self, signum: int, frame: FrameType | None) -> None:
-        self.signum = signum
-        for sig in SIGNALS:  # a second signal: the default action, at once
-            signal.signal(sig, signal.SIG_DFL)
+        if not self.signum:  # a later one changes nothing (module docstring)
+            self.signum = signum
 
     def agreed(self, device: torch.device) -> int:
         """The signal number when any rank has received one (0: none). Collective: every rank, every call."""
