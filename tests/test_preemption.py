@@ -4,6 +4,7 @@ progress, and max_skipped_iterations, where a reward that keeps failing does."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
@@ -49,6 +50,55 @@ def test_later_signals_do_not_end_a_rank_that_is_saving():
     proc = subprocess.run([sys.executable, "-c", code, str(ROOT)], capture_output=True, text=True, timeout=120)
     assert proc.returncode == 0, (proc.returncode, proc.stderr[-2000:])
     assert proc.stdout.strip() == str(int(signal.SIGUSR1))
+
+
+LINUX = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="prctl(PR_SET_PDEATHSIG) is Linux-only")
+CHAIN = ROOT / "tests" / "launch_chain.py"
+
+
+def _wait_file(path: Path, timeout: float = 60) -> str:
+    deadline = time.monotonic() + timeout
+    while not path.is_file():
+        assert time.monotonic() < deadline, f"no {path.name}"
+        time.sleep(0.05)
+    return path.read_text()
+
+
+def _end_chain(folder: Path) -> None:
+    """SIGKILL what is left of a launch_chain.py run (by the pids it wrote; only launch_chain.py processes)."""
+    import psutil
+
+    for pid_file in folder.glob("*.pid"):
+        try:
+            proc = psutil.Process(int(pid_file.read_text()))
+            if str(CHAIN) in proc.cmdline():
+                proc.kill()
+        except (psutil.Error, ValueError):
+            pass
+
+
+@LINUX
+@pytest.mark.parametrize(("launcher", "signum"), [("launcher", signal.SIGUSR1), ("runner", signal.SIGTERM)])
+def test_a_rank_gets_sigterm_when_its_launcher_dies(tmp_path, launcher, signum):
+    """launcher: torchrun, which SIGUSR1 ends; runner: the `deepspeed` command, which SIGTERM ends while its
+    per-node launcher lives on. Their ranks used to train on as orphans."""
+    proc = subprocess.Popen([sys.executable, str(CHAIN), str(tmp_path), launcher], cwd=ROOT, env=_env())
+    try:
+        _wait_file(tmp_path / "ready")
+        proc.send_signal(signum)
+        assert proc.wait(timeout=60) == -signum
+        assert int(_wait_file(tmp_path / "signum", timeout=30)) == signal.SIGTERM
+    finally:
+        proc.kill()
+        _end_chain(tmp_path)
+
+
+@LINUX
+def test_a_rank_whose_launcher_died_before_it_looked_stops_at_once(tmp_path):
+    """The launcher exited before prctl: the death signal would never come; the parent pid read at start says so."""
+    proc = subprocess.run([sys.executable, str(CHAIN), str(tmp_path), "rank"], cwd=ROOT, timeout=120,
+                          env={**_env(), "LAUNCH_CHAIN_PARENT": "0"})  # not its parent
+    assert proc.returncode == 0 and int((tmp_path / "signum").read_text()) == signal.SIGTERM
 
 
 def _rows(out: Path) -> list[dict]:
@@ -126,6 +176,51 @@ def test_a_signal_to_one_rank_stops_both_after_the_same_iteration(tmp_path):
     assert (out / "checkpoints" / "latest").read_text().strip() == ckpt.name, err[-4000:]
     assert len(list(ckpt.glob("*optim_states.pt"))) == 2  # both ranks wrote it
     assert f"stopped by SIGUSR1 after iteration {done}" in err
+
+
+@pytest.mark.slow
+@pytest.mark.distributed
+@pytest.mark.parametrize(("launcher", "signum"), [("torchrun", signal.SIGUSR1), ("deepspeed", signal.SIGTERM)])
+def test_a_signal_that_ends_the_launcher_stops_its_ranks_with_a_checkpoint(tmp_path, launcher, signum):
+    """SIGUSR1 ends torchrun, SIGTERM the `deepspeed` command (its per-node launcher lives on): the ranks used to
+    train on to max_iterations, saving nothing at the signal. Now they save the iteration in progress and exit;
+    --resume continues from it."""
+    import psutil
+
+    out = tmp_path / "run"
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = str(sock.getsockname()[1])
+    bin_dir = Path(sys.executable).parent
+    launch = ([str(bin_dir / "torchrun"), "--nproc_per_node", "2", "--master_port", port] if launcher == "torchrun"
+              else [str(bin_dir / "deepspeed"), "--num_gpus", "2", "--master_port", port, "--module"])
+    run = _cmd(out, "--max_iterations", "500")[1:]  # without "-m"
+    proc = subprocess.Popen([*launch, *([] if launcher == "deepspeed" else ["-m"]), *run], cwd=ROOT, env=_env(),
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    ranks: list[psutil.Process] = []
+    try:
+        _wait_rows(out, 2, proc)
+        ranks = [c for c in psutil.Process(proc.pid).children(recursive=True)
+                 if "training.train" in c.cmdline() and "deepspeed.launcher.launch" not in c.cmdline()]
+        assert len(ranks) == 2
+        proc.send_signal(signum)
+        _, err = proc.communicate(timeout=240)  # the ranks hold its pipes: returns once they have exited too
+    finally:
+        for child in [psutil.Process(proc.pid), *ranks] if proc.poll() is None else ranks:
+            with contextlib.suppress(psutil.Error):  # orphaned ranks of a failed run: not left training
+                child.kill()
+    assert proc.returncode == -signum  # the launcher itself was ended by the signal
+    assert not psutil.wait_procs(ranks, timeout=60)[1]
+    done = len(_rows(out))
+    ckpt = out / "checkpoints" / f"iter_{done:06d}"
+    assert done < 500 and (out / "checkpoints" / "latest").read_text().strip() == ckpt.name, err[-4000:]
+    assert len(list(ckpt.glob("*optim_states.pt"))) == 2 and f"stopped by SIGTERM after iteration {done}" in err
+    if launcher == "deepspeed":
+        return
+    torchrun = [*launch, "-m", *_cmd(out, "--max_iterations", str(done + 1), "--resume")[1:]]
+    proc2 = subprocess.run(torchrun, cwd=ROOT, env=_env(), capture_output=True, text=True, timeout=600)
+    assert proc2.returncode == 0, proc2.stderr[-4000:]
+    assert [r["iteration"] for r in _rows(out)] == list(range(1, done + 2))
 
 
 @pytest.mark.slow

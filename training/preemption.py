@@ -14,18 +14,35 @@ Decisions where the issue was silent:
   A grace period shorter than one iteration loses that iteration anyway; ask for the signal early enough.
 * Ranks agree with one ``all_reduce`` (max) per iteration, so a signal that reached only some ranks (or
   reached them in different iterations) still stops all of them after the same iteration.
-* Later SIGTERM / SIGUSR1 are ignored: a rank often gets the stop more than once (from the scheduler and
-  from its launcher forwarding it), and a second one used to end the process at once, mid-save.
-  SIGINT (Ctrl-C) and SIGKILL still end a rank at once, without a checkpoint.
-* Launchers forward the signal to every rank (``torchrun`` and ``deepspeed`` do), and then wait only so
-  long before killing the ranks (``torchrun``: 30 s by default): with long iterations, send the signal to
-  the rank processes themselves or give the launcher more time.
+* Later SIGTERM / SIGUSR1 are ignored: a rank often gets the stop more than once (from the scheduler,
+  from its launcher forwarding it, and from the death signal below when the launcher exits), and a
+  second one used to end the process at once, mid-save. SIGINT (Ctrl-C) and SIGKILL still end a rank
+  at once, without a checkpoint.
+* Which process to signal. Any one rank is enough (the all_reduce above). ``torchrun`` forwards SIGTERM (and SIGINT, SIGHUP, SIGQUIT; SIGUSR1 too
+  with ``TORCHELASTIC_SIGNALS_TO_HANDLE=SIGTERM,SIGINT,SIGHUP,SIGQUIT,SIGUSR1``) to its ranks and kills them
+  30 s later; DeepSpeed's per-node ``python -m deepspeed.launcher.launch`` forwards SIGTERM and SIGINT (as
+  SIGTERM), also with 30 s. With longer iterations signal the ranks themselves.
+* A launcher that dies instead of forwarding: SIGUSR1 to ``torchrun`` ends it (exit 138), SIGTERM or SIGUSR1
+  to the ``deepspeed`` command ends it at once (143 / 138; on one node it only waits for its
+  ``deepspeed.launcher.launch`` child), and the ranks trained on as orphans to ``max_iterations``, saving
+  nothing at the signal. `follow_launcher` (called by training/train.py on every rank a launcher started;
+  Linux, a no-op elsewhere): ``prctl(PR_SET_PDEATHSIG, SIGTERM)`` makes the kernel send the rank SIGTERM when
+  its parent exits, and when the parent is DeepSpeed's per-node launcher a thread checks every second
+  that the launcher's own parent, the ``deepspeed`` command, is still there, and sends the rank SIGTERM
+  when it is not. Either way the rank stops with a checkpoint as above (SIGTERM; exit 143, with nobody
+  left to report it). A launcher that spawns its ranks from a thread that ends before them would set
+  the death signal off early (the kernel counts the thread as the parent); torchrun and DeepSpeed spawn
+  from their main thread.
 """
 
 from __future__ import annotations
 
+import ctypes
+import os
 import signal
+import sys
 import threading
+import time
 from pathlib import Path
 from types import FrameType
 
@@ -78,6 +95,56 @@ class StopRequest:
         for sig, previous in self._previous.items():
             signal.signal(sig, previous)  # type: ignore[arg-type]
         self._previous.clear()
+
+
+PR_SET_PDEATHSIG = 1
+"""prctl option: the signal the kernel sends this process when its parent exits (linux/prctl.h)."""
+DEEPSPEED_LAUNCH = b"deepspeed.launcher.launch"
+"""The module DeepSpeed's ``deepspeed`` command runs on each node to start that node's ranks."""
+
+
+def follow_launcher(parent: int, *, interval: float = 1.0) -> bool:
+    """Stop this rank (SIGTERM, so `StopRequest` saves a checkpoint) when the launcher that started it exits
+    (module docstring). ``parent``: this process's parent pid read as early as possible; a parent that has
+    already changed (the launcher died before the death signal was set) sends the SIGTERM at once. False
+    where there is no ``prctl`` (not Linux): nothing is watched."""
+    if not sys.platform.startswith("linux"):
+        return False
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        if libc.prctl(PR_SET_PDEATHSIG, int(signal.SIGTERM), 0, 0, 0) != 0:
+            return False
+    except (OSError, AttributeError):
+        return False
+    if os.getppid() != parent:
+        os.kill(os.getpid(), signal.SIGTERM)
+        return True
+    try:
+        launched_by_deepspeed = DEEPSPEED_LAUNCH in Path(f"/proc/{parent}/cmdline").read_bytes().split(b"\0")
+    except OSError:
+        launched_by_deepspeed = False
+    runner = parent_pid(parent) if launched_by_deepspeed else None
+    if runner is not None:
+        threading.Thread(target=_watch_runner, args=(parent, runner, interval), name="launcher-watch",
+                         daemon=True).start()
+    return True
+
+
+def parent_pid(pid: int) -> int | None:
+    """The parent pid of process ``pid`` (``/proc/PID/stat``), None when it is gone."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return None
+    return int(stat[stat.rindex(")") + 2:].split()[1])  # after "(comm)": state, ppid
+
+
+def _watch_runner(launcher: int, runner: int, interval: float) -> None:
+    """SIGTERM to this process once ``launcher`` (DeepSpeed's per-node launcher) is no longer the child of
+    ``runner`` (the ``deepspeed`` command): the runner died and the launcher was re-parented."""
+    while parent_pid(launcher) == runner:
+        time.sleep(interval)
+    os.kill(os.getpid(), signal.SIGTERM)
 
 
 class TrainingDiverged(RuntimeError):

@@ -37,6 +37,10 @@ from training.config import ConfigError, TrainConfig
 from training.config_io import parse_cli
 from training.run_dir import check_output_dir
 
+LAUNCHER_PID = os.getppid()
+"""This process's parent when the module was imported: under torchrun / deepspeed, the launcher that
+started the rank (training.preemption.follow_launcher compares it with the parent it has later)."""
+
 
 def _single_process_env() -> None:
     if "RANK" in os.environ and "WORLD_SIZE" in os.environ:
@@ -230,8 +234,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     if check:
         print(report)
         return 0
+    launched = "RANK" in os.environ and "WORLD_SIZE" in os.environ  # set by torchrun, deepspeed, srun wrappers
     _single_process_env()
     _quiet_dependency_warnings()
+    if launched:  # a rank whose launcher dies stops with a checkpoint instead of training on as an orphan
+        from training.preemption import follow_launcher
+
+        follow_launcher(LAUNCHER_PID)
     if (threads := share_cpu_threads(os.environ, os.cpu_count())) is not None:
         import torch
 
