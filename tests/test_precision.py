@@ -18,6 +18,7 @@ import pytest
 import torch
 from safetensors.torch import load_file
 
+from tests.test_export import _velocity
 from training.config import PromptSpec
 from training.config_io import load_config
 from training.engine import add_lora, frozen_reference, set_full_finetune
@@ -79,15 +80,6 @@ def test_load_policy_samples_in_the_engines_precision(tmp_path, finetune):
     if finetune == "full":
         saved = load_file(str(next((out / "transformer").glob("*.safetensors"))))
         assert kept and all(saved[name].dtype == torch.float32 for name in kept)
-
-
-def _velocity(model, seed: int = 0) -> torch.Tensor:
-    imgs = np.random.default_rng(seed).integers(0, 256, (1, 32, 32, 3), dtype=np.uint8)
-    with torch.no_grad():
-        cond = model.encode_prompts(imgs, ["open the drawer"], num_frames=9)
-        x = torch.randn((1, *cond.first_frame_latent.shape[1:2], cond.num_latent_frames,
-                         *cond.first_frame_latent.shape[3:]), generator=torch.Generator().manual_seed(seed))
-        return model.velocity(x, torch.tensor([0.7]), cond)
 
 
 def test_a_bf16_lora_policy_keeps_its_adapter_beside_the_base_weights(tmp_path):

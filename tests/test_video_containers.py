@@ -151,17 +151,22 @@ def test_avi_decode_order_timestamps_are_found_by_the_scan(tmp_path):
         assert b._order[1] is not None and b._order[0].reorder >= 1  # real presentation timestamps: kept
 
 
-def test_a_frame_the_decoder_drops_fails_alone(tmp_path, monkeypatch):
-    """A decoder that skips a damaged frame: the others keep their indices (no shift), the lost one is an error."""
-    path = _write(tmp_path / "d.mp4", None, "libx264", PYRAMID, 3, 40)
+def drop_decoded_frame(monkeypatch: pytest.MonkeyPatch, frame_id: int) -> None:
+    """Make every VideoReader's decoder skip the frame whose id pattern is `frame_id` (a damaged frame)."""
     original = VideoReader._packets_to_frames
 
     def dropping(self, container, stream):
         for frame in original(self, container, stream):
-            if read_ids(frame.to_ndarray(format="rgb24")[None])[0] != 20:
+            if read_ids(frame.to_ndarray(format="rgb24")[None])[0] != frame_id:
                 yield frame
 
     monkeypatch.setattr(VideoReader, "_packets_to_frames", dropping)
+
+
+def test_a_frame_the_decoder_drops_fails_alone(tmp_path, monkeypatch):
+    """A decoder that skips a damaged frame: the others keep their indices (no shift), the lost one is an error."""
+    path = _write(tmp_path / "d.mp4", None, "libx264", PYRAMID, 3, 40)
+    drop_decoded_frame(monkeypatch, 20)
     with VideoReader(path) as reader:
         assert read_ids(reader.read([5, 19, 21, 39])) == [5, 19, 21, 39]
         with pytest.raises(S.VideoDecodeError, match="frame 20 of 40 could not be decoded"):
