@@ -22,11 +22,11 @@ from pathlib import Path
 
 import numpy as np
 
-from tools.video_rotation import _boxes, _read_moov
+from tools.mp4_boxes import child_boxes, read_moov
 
 
 def _child(body: memoryview, kind: bytes) -> memoryview:
-    for child, payload in _boxes(body):
+    for child, payload in child_boxes(body):
         if child == kind:
             return payload
     raise ValueError(f"no {kind!r} box")
@@ -44,7 +44,7 @@ def _entries(box: memoryview, fmt: str) -> list[tuple[int, ...]]:
 def _video_track(moov: memoryview, track_id: int | None) -> memoryview | None:
     """The ``trak`` of video track ``track_id`` (PyAV's ``stream.id``), else of the first video track."""
     video = []
-    for kind, trak in _boxes(moov):
+    for kind, trak in child_boxes(moov):
         if kind != b"trak":
             continue
         tkhd = _child(trak, b"tkhd")
@@ -60,7 +60,7 @@ def _presentation_times(stbl: memoryview) -> np.ndarray:
     stts = np.array(_entries(_child(stbl, b"stts"), ">II"), dtype=np.int64).reshape(-1, 2)
     durations = np.repeat(stts[:, 1], stts[:, 0])
     pts = np.cumsum(durations) - durations
-    ctts = next((body for kind, body in _boxes(stbl) if kind == b"ctts"), None)
+    ctts = next((body for kind, body in child_boxes(stbl) if kind == b"ctts"), None)
     if ctts is not None:  # offsets are signed in version 1 and read signed by FFmpeg in both
         runs = np.array(_entries(ctts, ">Ii"), dtype=np.int64).reshape(-1, 2)
         offsets = np.repeat(runs[:, 1], np.maximum(runs[:, 0], 0))[: len(pts)]
@@ -70,7 +70,7 @@ def _presentation_times(stbl: memoryview) -> np.ndarray:
 
 def _kept(moov: memoryview, track_id: int | None) -> int | None:
     trak = _video_track(moov, track_id)
-    edts = next((body for kind, body in _boxes(trak) if kind == b"edts"), None) if trak is not None else None
+    edts = next((body for kind, body in child_boxes(trak) if kind == b"edts"), None) if trak is not None else None
     if edts is None:
         return None
     mvhd = _child(moov, b"mvhd")
@@ -99,7 +99,7 @@ def kept_frames(src: str | Path | bytes | bytearray | memoryview, track_id: int 
     """Samples of video track ``track_id`` (else the first video track) inside its edit list; None when
     the track has no edit list or it cannot be read."""
     try:
-        moov = _read_moov(src)
+        moov = read_moov(src)
         return _kept(moov, track_id) if moov is not None else None
     except (OSError, struct.error, ValueError):
         return None

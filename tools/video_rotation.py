@@ -22,7 +22,7 @@ import math
 import struct
 from pathlib import Path
 
-MAX_MOOV_BYTES = 256 * 2**20  # a moov box larger than this is not read (hours of video in one file)
+from tools.mp4_boxes import child_boxes, read_moov
 
 
 def quarter_turns(matrix: tuple[int, ...]) -> int:
@@ -39,33 +39,14 @@ def quarter_turns(matrix: tuple[int, ...]) -> int:
     return (turns * 90) % 360
 
 
-def _boxes(data: memoryview) -> list[tuple[bytes, memoryview]]:
-    """(type, payload) of the boxes in ``data``; stops at the first malformed header."""
-    out, pos = [], 0
-    while pos + 8 <= len(data):
-        size, kind = struct.unpack_from(">I4s", data, pos)
-        head = 8
-        if size == 1:
-            if pos + 16 > len(data):
-                break
-            size, head = struct.unpack_from(">Q", data, pos + 8)[0], 16
-        elif size == 0:
-            size = len(data) - pos
-        if size < head or pos + size > len(data):
-            break
-        out.append((bytes(kind), data[pos + head:pos + size]))
-        pos += size
-    return out
-
-
 def _tracks(moov: memoryview) -> list[tuple[int, bytes, tuple[int, ...]]]:
     """(track id, handler type, matrix) of every ``trak`` with a readable ``tkhd``."""
     found = []
-    for kind, trak in _boxes(moov):
+    for kind, trak in child_boxes(moov):
         if kind != b"trak":
             continue
         track_id, matrix, handler = None, None, b""
-        for child, body in _boxes(trak):
+        for child, body in child_boxes(trak):
             if child == b"tkhd" and len(body) >= 4:
                 version = body[0]
                 id_at, matrix_at = (20, 52) if version == 1 else (12, 40)
@@ -73,7 +54,7 @@ def _tracks(moov: memoryview) -> list[tuple[int, bytes, tuple[int, ...]]]:
                     track_id = struct.unpack_from(">I", body, id_at)[0]
                     matrix = struct.unpack_from(">9i", body, matrix_at)
             elif child == b"mdia":
-                for grandchild, hdlr in _boxes(body):
+                for grandchild, hdlr in child_boxes(body):
                     if grandchild == b"hdlr" and len(hdlr) >= 12:
                         handler = bytes(hdlr[8:12])
         if track_id is not None and matrix is not None:
@@ -81,42 +62,11 @@ def _tracks(moov: memoryview) -> list[tuple[int, bytes, tuple[int, ...]]]:
     return found
 
 
-def _read_moov(src: str | Path | bytes | bytearray | memoryview) -> memoryview | None:
-    if isinstance(src, bytes | bytearray | memoryview):
-        for kind, body in _boxes(memoryview(src)):
-            if kind == b"moov":
-                return body
-        return None
-    with open(src, "rb") as fh:
-        while True:
-            head = fh.read(8)
-            if len(head) < 8:
-                return None
-            size, kind = struct.unpack(">I4s", head)
-            header = 8
-            if size == 1:
-                large = fh.read(8)
-                if len(large) < 8:
-                    return None
-                size, header = struct.unpack(">Q", large)[0], 16
-            if kind == b"moov":
-                if size == 0:
-                    body = fh.read(MAX_MOOV_BYTES + 1)
-                elif size - header > MAX_MOOV_BYTES:
-                    return None
-                else:
-                    body = fh.read(size - header)
-                return memoryview(body) if len(body) <= MAX_MOOV_BYTES else None
-            if size == 0 or size < header:
-                return None
-            fh.seek(size - header, 1)
-
-
 def display_rotation(src: str | Path | bytes | bytearray | memoryview, track_id: int | None = None) -> int:
     """Rotation (0, 90, 180, 270 degrees counterclockwise) of the video track ``track_id`` (PyAV's
     ``stream.id`` for MP4 / MOV), or of the first video track; 0 when there is none or it cannot be read."""
     try:
-        moov = _read_moov(src)
+        moov = read_moov(src)
         if moov is None:
             return 0
         tracks = _tracks(moov)

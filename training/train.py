@@ -37,10 +37,6 @@ from training.config import ConfigError, TrainConfig
 from training.config_io import parse_cli
 from training.run_dir import check_output_dir
 
-LAUNCHER_PID = os.getppid()
-"""This process's parent when the module was imported: under torchrun / deepspeed, the launcher that
-started the rank (training.preemption.follow_launcher compares it with the parent it has later)."""
-
 
 def _single_process_env() -> None:
     if "RANK" in os.environ and "WORLD_SIZE" in os.environ:
@@ -211,6 +207,7 @@ def _quiet_dependency_warnings() -> None:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    launcher = os.getppid()  # read first: under torchrun / deepspeed, the launcher that started this rank
     args = list(sys.argv[1:] if argv is None else argv)
     if "--help" in args or "-h" in args:
         from training.cli_help import help_text
@@ -240,7 +237,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if launched:  # a rank whose launcher dies stops with a checkpoint instead of training on as an orphan
         from training.preemption import follow_launcher
 
-        follow_launcher(LAUNCHER_PID)
+        follow_launcher(launcher)
     if (threads := share_cpu_threads(os.environ, os.cpu_count())) is not None:
         import torch
 
