@@ -13,14 +13,18 @@ Decisions where the issues were silent:
   at once as the setting to fix: waiting never makes it right, and it was retried for the whole wait
   and then blamed on a server that was not up.
 - 401 / 403 means the key was rejected; a 200 whose model list lacks `RAA_MODEL` means a wrong name
-  (the message lists what is served); "NAME:TAG" in the list serves "NAME" (Ollama's default tag). Any other answer (404 from a proxy without `/models`, a body that
-  is not a model list) cannot say either way and passes: the check never blocks a working setup.
+  (the message lists what is served); "NAME:TAG" in the list serves "NAME" (Ollama's default tag). Any other
+  answer (404 from a proxy without `/models`, a 500, a body that is not a model list) cannot say either
+  way: `probe_server` calls it "unverifiable", with what it saw, and the pre-run check (`check_server`,
+  `preflight`) passes it, so it never blocks a working setup; `raa doctor` shows it as a warning (it said
+  "ok ... answers" for any server at all, a plain file server included).
 """
 
 from __future__ import annotations
 
 import time
-from typing import Any
+from dataclasses import dataclass
+from typing import Any, Literal
 
 import httpx
 
@@ -52,9 +56,29 @@ def first_answer(url: str, *, wait_s: float, timeout_s: float, headers: dict[str
             time.sleep(min(1.0, max(0.0, deadline - time.monotonic())))
 
 
+@dataclass(frozen=True)
+class ServerCheck:
+    """What `GET {base_url}/models` told: "verified" (it lists the model), "unverifiable" (it answered, but
+    not with a model list: cannot tell) or "problem" (a run would be ineligible); `message` says what was
+    seen (empty when verified)."""
+
+    status: Literal["verified", "unverifiable", "problem"]
+    message: str = ""
+
+    @property
+    def problem(self) -> str | None:
+        """The message when a run would fail, else None (the lenient pre-run reading)."""
+        return self.message if self.status == "problem" else None
+
+
 def check_endpoint(settings: BackboneSettings, wait_s: float) -> str | None:
     """None when the endpoint answers and serves `settings.model` (or cannot tell); else the problem."""
-    return check_server(str(settings.base_url), settings.model or "", settings.api_key, wait_s=wait_s,
+    return probe_endpoint(settings, wait_s).problem
+
+
+def probe_endpoint(settings: BackboneSettings, wait_s: float) -> ServerCheck:
+    """`probe_server` with the backbone settings."""
+    return probe_server(str(settings.base_url), settings.model or "", settings.api_key, wait_s=wait_s,
                         timeout_s=settings.timeout_s)
 
 
@@ -62,24 +86,36 @@ def check_server(base_url: str, model: str, api_key: str | None, *, wait_s: floa
                  env: str = "RAA", role: str = "backbone") -> str | None:
     """`check_endpoint` for any OpenAI-compatible server: its settings are named `{env}_BASE_URL`,
     `{env}_API_KEY` and `{env}_MODEL` in the problem (the reward-eval judge's are RAA_JUDGE_*)."""
+    return probe_server(base_url, model, api_key, wait_s=wait_s, timeout_s=timeout_s, env=env, role=role).problem
+
+
+def probe_server(base_url: str, model: str, api_key: str | None, *, wait_s: float, timeout_s: float,
+                 env: str = "RAA", role: str = "backbone") -> ServerCheck:
+    """Ask `GET {base_url}/models` whether the server serves `model` (module docstring); never raises."""
     url = f"{base_url.rstrip('/')}/models"
     headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
     try:
         resp = first_answer(url, wait_s=wait_s, timeout_s=min(10.0, timeout_s), headers=headers)
     except (httpx.UnsupportedProtocol, httpx.InvalidURL) as exc:
-        return bad_url_problem(f"the {role} endpoint", base_url, f"{env}_BASE_URL", exc)
+        return ServerCheck("problem", bad_url_problem(f"the {role} endpoint", base_url, f"{env}_BASE_URL", exc))
     except httpx.HTTPError as exc:
-        return (f"the {role} endpoint {base_url} did not answer within {wait_s:g} s "
-                f"({type(exc).__name__}: {exc}); is the server up ({env}_BASE_URL)?")
+        return ServerCheck("problem", f"the {role} endpoint {base_url} did not answer within {wait_s:g} s "
+                                      f"({type(exc).__name__}: {exc}); is the server up ({env}_BASE_URL)?")
     if resp.status_code in (401, 403):
-        return f"the {role} endpoint {base_url} rejected the API key (HTTP {resp.status_code}; {env}_API_KEY)"
-    served = _model_ids(resp) if resp.status_code == 200 else None
+        return ServerCheck("problem", f"the {role} endpoint {base_url} rejected the API key "
+                                      f"(HTTP {resp.status_code}; {env}_API_KEY)")
+    cannot = f"cannot confirm this is an OpenAI-compatible server serving {model!r}"
+    if resp.status_code != 200:
+        return ServerCheck("unverifiable", f"GET {url} answered HTTP {resp.status_code}; {cannot}")
+    served = _model_ids(resp)
+    if served is None:
+        return ServerCheck("unverifiable", f"GET {url} answered HTTP 200 without an OpenAI model list; {cannot}")
     # Ollama lists "llava:latest" and serves it as "llava" too
-    if served is not None and not any(m == model or m.startswith(f"{model}:") for m in served):
+    if not any(m == model or m.startswith(f"{model}:") for m in served):
         shown = ", ".join(served[:10]) + (" ..." if len(served) > 10 else "")
-        return (f"model {model!r} is not served at {base_url} (served: {shown or 'none'}); "
-                f"set {env}_MODEL to one of them")
-    return None
+        return ServerCheck("problem", f"model {model!r} is not served at {base_url} (served: {shown or 'none'}); "
+                                      f"set {env}_MODEL to one of them")
+    return ServerCheck("verified")
 
 
 def bad_url_problem(what: str, url: str, setting: str, exc: Exception) -> str:

@@ -1,7 +1,8 @@
 """A tiny OpenAI-compatible chat-completions server for tests (127.0.0.1, random port, no network).
 
-`OpenAIStub` serves `POST /v1/chat/completions` from a scripted queue of `StubReply` items (or a
-callable that builds a reply from the request body) and records every request body it received.
+`OpenAIStub` serves `POST /v1/chat/completions` (and, given `models`, `GET /v1/models`) from a scripted
+queue of `StubReply` items (or a callable that builds a reply from the request body) and records every
+request body it received.
 Replies can carry JSON content, tool calls, an HTTP error status, or a delay (to trigger client timeouts).
 """
 
@@ -71,6 +72,8 @@ class OpenAIStub:
     responder: Callable[[dict[str, Any]], StubReply] | None = None
     """Builds the reply from the request body when the queue is empty (None: 400 'queue empty')."""
     requests: list[dict[str, Any]] = field(default_factory=list)
+    models: list[str] | None = None
+    """Model ids `GET /v1/models` lists (None: that route answers 404, as a server without it)."""
     keep_alive: bool = True
     """Answer with HTTP/1.1 persistent connections, as vLLM and hosted APIs do (the client then pools them
     per event loop); False: HTTP/1.0, one connection per request."""
@@ -107,6 +110,12 @@ class OpenAIStub:
 
             def log_message(self, *args: Any) -> None:  # keep test output clean
                 pass
+
+            def do_GET(self) -> None:  # noqa: N802 (http.server API)
+                if stub.models is None or not self.path.endswith("/models"):
+                    self._send(404, {"error": {"message": f"no route {self.path}", "type": "not_found"}})
+                    return
+                self._send(200, {"object": "list", "data": [{"id": m, "object": "model"} for m in stub.models]})
 
             def do_POST(self) -> None:  # noqa: N802 (http.server API)
                 length = int(self.headers.get("Content-Length", "0"))

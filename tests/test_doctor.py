@@ -34,10 +34,12 @@ def _by_name(checks) -> dict:
 
 
 def test_a_working_setup_passes_every_check(tmp_path, local_vjepa):
-    with OpenAIStub([json_reply({"colour": "red"}), tool_reply("view_frames", {"frames": [0]})]) as stub:
+    with OpenAIStub([json_reply({"colour": "red"}), tool_reply("view_frames", {"frames": [0]})],
+                    models=["stub-model"]) as stub:
         checks = _by_name(asyncio.run(run_checks(_settings(stub.base_url, tmp_path), local_vjepa, call=True, wait_s=2)))
         body = stub.requests[0]
     assert [s for s, _ in checks.values()] == ["ok"] * 8 + ["skipped"]
+    assert checks["endpoint"][1].endswith("answers and serves stub-model")
     assert "answered 'red'" in checks["48 images + structured output"][1] and "view_frames" in checks["tool calling"][1]
     urls = [b["image_url"]["url"] for m in body["messages"] if isinstance(m["content"], list)
             for b in m["content"] if b.get("type") == "image_url"]
@@ -46,6 +48,39 @@ def test_a_working_setup_passes_every_check(tmp_path, local_vjepa):
     # ... at the size the agent sends (RAA_IMAGE_LONG_SIDE), so the request is as long in tokens as a real one
     assert "created by the first run" in checks["trace database"][1]
     assert not (tmp_path / "traces.sqlite").exists()  # doctor creates nothing
+
+
+@pytest.mark.parametrize("status", [404, 500])
+def test_a_server_that_cannot_say_what_it_serves_is_a_warning_not_ok(tmp_path, status):
+    """`raa doctor` said "ok ... answers (model X)" when GET /models answered 404 or 500 (a plain file server
+    passed); the pre-run check stays lenient."""
+    import threading
+    from http.server import BaseHTTPRequestHandler, HTTPServer
+
+    from graph.endpoint import check_endpoint
+
+    class Answer(BaseHTTPRequestHandler):
+        def do_GET(self):  # noqa: N802 (http.server API)
+            self.send_response(status)
+            self.send_header("Content-Length", "0")
+            self.end_headers()
+
+        def log_message(self, *args):
+            pass
+
+    srv = HTTPServer(("127.0.0.1", 0), Answer)
+    threading.Thread(target=srv.serve_forever, daemon=True).start()
+    url = f"http://127.0.0.1:{srv.server_port}"
+    try:
+        settings = _settings(f"{url}/v1", tmp_path)
+        checks = _by_name(asyncio.run(run_checks(settings, ToolSettings(), call=False, wait_s=2)))
+        assert check_endpoint(settings, 2) is None  # runs still go ahead
+    finally:
+        srv.shutdown()
+        srv.server_close()
+    status_, detail = checks["endpoint"]
+    assert status_ == "warning", detail
+    assert f"GET {url}/v1/models answered HTTP {status}" in detail and "'stub-model'" in detail
 
 
 def test_warnings_for_an_image_the_model_does_not_see_and_a_tool_it_does_not_call(tmp_path, local_vjepa):

@@ -76,8 +76,14 @@ def test_rejected_key(server):
 @pytest.mark.parametrize("status, body", [(404, {"error": "no such route"}), (200, b"<html>proxy</html>"),
                                           (200, {"models": ["x"]})])
 def test_answers_that_cannot_tell_pass(server, status, body):
+    """They pass the pre-run check, and `probe_endpoint` says what it saw (raa doctor's warning)."""
+    from graph.endpoint import probe_endpoint
+
     _Models.status, _Models.body = status, body
     assert check_endpoint(_settings(server, "anything"), 5) is None
+    seen = probe_endpoint(_settings(server, "anything"), 5)
+    assert seen.status == "unverifiable" and f"GET {server}/models answered HTTP {status}" in seen.message
+    assert "cannot confirm this is an OpenAI-compatible server serving 'anything'" in seen.message
 
 
 def test_no_answer_within_the_wait():
