@@ -38,6 +38,8 @@ if TYPE_CHECKING:  # pragma: no cover
     from tools.settings import ToolSettings
 
 CheckStatus = Literal["ok", "warning", "problem", "skipped"]
+COTRACKER3_HUB_WEIGHTS = "scaled_offline.pth"
+"""The file co-tracker's hubconf downloads for `cotracker3_offline(pretrained=True)` (torch hub cache)."""
 
 
 @dataclass(frozen=True)
@@ -222,19 +224,43 @@ def _video() -> Check:
 
 
 def _tracker(tools: ToolSettings) -> Check:
+    """What `tools.motion.cotracker.CoTracker3Tracker._build` will load: a checkpoint file; a hub dir (a
+    co-tracker clone: `torch.hub.load(..., source="local")` reads its hubconf.py) whose weights are the
+    checkpoint or, without one, downloaded by hubconf on first use; or, without a hub dir, the installed
+    `cotracker` package."""
     if tools.tools_url:
         return Check("motion tracker", "skipped", f"runs in the tool service ({tools.tools_url})")
     if tools.motion_backend == "lk":
         return Check("motion tracker", "ok", "Lucas-Kanade (OpenCV, no weights)")
-    missing = [f"{var} {path} does not exist" for var, path in (("RAA_COTRACKER_CHECKPOINT", tools.cotracker_checkpoint),
-                                                                 ("RAA_COTRACKER_HUB_DIR", tools.cotracker_hub_dir))
-               if path is not None and not Path(path).exists()]
-    if missing:
-        return Check("motion tracker", "problem", "cotracker3: " + "; ".join(missing))
-    if tools.cotracker_checkpoint is None and tools.cotracker_hub_dir is None:
+    checkpoint, hub = tools.cotracker_checkpoint, tools.cotracker_hub_dir
+    if checkpoint is None and hub is None:
         return Check("motion tracker", "problem", "cotracker3 needs RAA_COTRACKER_CHECKPOINT (offline .pth) or "
                                                   "RAA_COTRACKER_HUB_DIR (a local co-tracker clone)")
-    return Check("motion tracker", "ok", f"cotracker3 ({tools.cotracker_checkpoint or tools.cotracker_hub_dir})")
+    problems = []
+    if checkpoint is not None and not Path(checkpoint).is_file():
+        why = "is not a file" if Path(checkpoint).exists() else "does not exist"
+        problems.append(f"RAA_COTRACKER_CHECKPOINT {checkpoint} {why} (the offline model's .pth)")
+    if hub is not None and not (Path(hub) / "hubconf.py").is_file():
+        why = "has no hubconf.py" if Path(hub).is_dir() else "does not exist"
+        problems.append(f"RAA_COTRACKER_HUB_DIR {hub} {why} (a clone of facebookresearch/co-tracker is expected)")
+    if hub is None and not problems:
+        import importlib.util
+
+        if importlib.util.find_spec("cotracker") is None:
+            problems.append("without RAA_COTRACKER_HUB_DIR the installed cotracker package is used, and it is not "
+                            "installed (install it, or set RAA_COTRACKER_HUB_DIR to a co-tracker clone)")
+    if problems:
+        return Check("motion tracker", "problem", "cotracker3: " + "; ".join(problems))
+    if checkpoint is None:
+        import torch
+
+        cached = Path(torch.hub.get_dir()) / "checkpoints" / COTRACKER3_HUB_WEIGHTS
+        if not cached.is_file():
+            return Check("motion tracker", "warning", f"cotracker3 ({hub}): RAA_COTRACKER_CHECKPOINT is unset, so "
+                         f"the first use downloads the weights ({COTRACKER3_HUB_WEIGHTS}, network) into {cached.parent}; "
+                         "or set RAA_COTRACKER_CHECKPOINT to a local .pth")
+        return Check("motion tracker", "ok", f"cotracker3 ({hub}, weights in the torch hub cache: {cached})")
+    return Check("motion tracker", "ok", f"cotracker3 ({checkpoint}" + (f", {hub})" if hub else ")"))
 
 
 def _vjepa(tools: ToolSettings) -> Check:

@@ -204,3 +204,41 @@ def test_a_tool_service_without_surprise_is_a_warning(tmp_path, surprise, servic
         check = _service(ToolSettings(tools_url=url, tools_token=TOKEN))
     assert check.status == ("ok" if surprise else "warning"), check
     assert surprise or "does not serve surprise" in check.detail
+
+
+def test_tracker_check_matches_what_the_loader_needs(tmp_path, monkeypatch):
+    """A checkpoint folder passed (the loader needs a file), a hub dir without hubconf.py passed (torch.hub
+    cannot load it), and a hub dir without a checkpoint was "ok" though its weights download on first use."""
+    import torch
+
+    from graph.doctor import _tracker
+
+    def check(**kw):
+        return _tracker(ToolSettings(motion_backend="cotracker3", **kw))
+
+    folder, clone, empty, pth = tmp_path / "ckpt", tmp_path / "co-tracker", tmp_path / "empty", tmp_path / "m.pth"
+    for d in (folder, clone, empty):
+        d.mkdir()
+    (clone / "hubconf.py").write_text("")
+    pth.write_bytes(b"weights")
+    in_folder = check(cotracker_checkpoint=folder)
+    assert in_folder.status == "problem" and f"{folder} is not a file" in in_folder.detail
+    bad_hub = check(cotracker_hub_dir=empty, cotracker_checkpoint=pth)
+    assert bad_hub.status == "problem" and f"{empty} has no hubconf.py" in bad_hub.detail
+    monkeypatch.setattr(torch.hub, "get_dir", lambda: str(tmp_path / "hub"))
+    download = check(cotracker_hub_dir=clone)
+    assert download.status == "warning" and "downloads the weights" in download.detail, download
+    (tmp_path / "hub" / "checkpoints").mkdir(parents=True)
+    (tmp_path / "hub" / "checkpoints" / "scaled_offline.pth").write_bytes(b"weights")
+    assert check(cotracker_hub_dir=clone).status == "ok"
+    assert check(cotracker_hub_dir=clone, cotracker_checkpoint=pth).status == "ok"
+    import importlib.util
+
+    real = importlib.util.find_spec
+    for installed in (True, False):  # without a hub dir the loader imports the installed cotracker package
+        monkeypatch.setattr(importlib.util, "find_spec",
+                            lambda name, *a, ok=installed: object() if name == "cotracker" and ok else
+                            (None if name == "cotracker" else real(name, *a)))
+        alone = check(cotracker_checkpoint=pth)
+        assert alone.status == ("ok" if installed else "problem"), alone
+        assert installed or "cotracker package" in alone.detail
