@@ -263,25 +263,61 @@ def _tracker(tools: ToolSettings) -> Check:
     return Check("motion tracker", "ok", f"cotracker3 ({checkpoint}" + (f", {hub})" if hub else ")"))
 
 
+# the weight files `VJEPA2Model.from_pretrained` reads, in its order (transformers.utils: SAFE_WEIGHTS_NAME,
+# SAFE_WEIGHTS_INDEX_NAME, WEIGHTS_NAME, WEIGHTS_INDEX_NAME); an index names the shards it needs
+VJEPA_WEIGHTS = ("model.safetensors", "model.safetensors.index.json", "pytorch_model.bin", "pytorch_model.bin.index.json")
+
+
+def _weights(find: Callable[[str], Path | None]) -> str | None:
+    """Why the model files `find` locates (a file name -> its path, or None) cannot be loaded, or None: a
+    config.json and one weight file (an index: every shard it names)."""
+    import json
+
+    if find("config.json") is None:
+        return "no config.json (a Hugging Face model folder is expected)"
+    for name in VJEPA_WEIGHTS:
+        path = find(name)
+        if path is None:
+            continue
+        if not name.endswith(".index.json"):
+            return None
+        try:
+            shards = sorted(set(json.loads(path.read_text())["weight_map"].values()))
+        except (OSError, ValueError, KeyError, TypeError, AttributeError) as exc:
+            return f"{path} is not a weight index ({type(exc).__name__}: {exc})"
+        missing = [shard for shard in shards if find(shard) is None]
+        return f"{name} names shards that are missing: {', '.join(missing[:5])}" if missing else None
+    return f"no weights ({', '.join(VJEPA_WEIGHTS)})"
+
+
 def _vjepa(tools: ToolSettings) -> Check:
+    """What `tools.surprise.VJEPA2SurpriseScorer.load` reads with `VJEPA2Model.from_pretrained`: a local folder
+    must hold config.json and the weights (else a problem); a hub id not (fully) in the cache is a warning, as
+    the first run downloads what is missing."""
     if tools.tools_url:
         return Check("V-JEPA 2 weights", "skipped", f"loaded by the tool service ({tools.tools_url})")
     local = Path(tools.vjepa_model)
     if local.is_dir():
-        ok = (local / "config.json").is_file()
-        return Check("V-JEPA 2 weights", "ok" if ok else "problem",
-                     f"{local}" + ("" if ok else ": no config.json (a Hugging Face model folder is expected)"))
+        why = _weights(lambda name: local / name if (local / name).is_file() else None)
+        return Check("V-JEPA 2 weights", "ok" if why is None else "problem", f"{local}" + ("" if why is None else
+                     f": {why}; RAA_VJEPA_MODEL needs a folder saved by save_pretrained, or a hub id"))
     from huggingface_hub import try_to_load_from_cache
 
+    def cached(name: str) -> Path | None:
+        hit = try_to_load_from_cache(tools.vjepa_model, name)
+        return Path(hit) if isinstance(hit, str) else None
+
     try:
-        cached = try_to_load_from_cache(tools.vjepa_model, "config.json")
+        why = _weights(cached)
     except ValueError as exc:  # not a valid repo id either
         return Check("V-JEPA 2 weights", "problem", f"RAA_VJEPA_MODEL={tools.vjepa_model!r}: neither a folder nor "
                                                     f"a hub id ({exc})")
-    if isinstance(cached, str):
+    if why is None:
         return Check("V-JEPA 2 weights", "ok", f"{tools.vjepa_model} (in the Hugging Face cache)")
-    return Check("V-JEPA 2 weights", "warning", f"{tools.vjepa_model} is not in the Hugging Face cache: the first run "
-                 "of a preset with WMReward downloads it (network), or set RAA_VJEPA_MODEL to a local folder")
+    where = "is not in the Hugging Face cache" if cached("config.json") is None else \
+        f"is only partly in the Hugging Face cache ({why})"
+    return Check("V-JEPA 2 weights", "warning", f"{tools.vjepa_model} {where}: the first run of a preset with "
+                 "WMReward downloads it (network), or set RAA_VJEPA_MODEL to a local folder")
 
 
 def _service(tools: ToolSettings) -> Check:

@@ -26,6 +26,7 @@ def local_vjepa(tmp_path):
     folder = tmp_path / "vjepa2"
     folder.mkdir()
     (folder / "config.json").write_text("{}")
+    (folder / "model.safetensors").write_bytes(b"weights")  # doctor loads nothing: present is enough
     return ToolSettings(vjepa_model=str(folder))
 
 
@@ -165,6 +166,7 @@ def test_cli_exit_status(tmp_path, monkeypatch):
     res = CliRunner().invoke(app, ["doctor"], env={**env, "RAA_TIMEOUT_S": "soon"})
     assert res.exit_code == 2 and "RAA_TIMEOUT_S" in res.output
     (tmp_path / "config.json").write_text("{}")
+    (tmp_path / "model.safetensors").write_bytes(b"weights")
     with OpenAIStub([]) as stub:
         res = CliRunner().invoke(app, ["doctor"], env={**env, "RAA_BASE_URL": stub.base_url, "RAA_MODEL": "m",
                                                         "RAA_API_KEY": "EMPTY"})
@@ -242,3 +244,37 @@ def test_tracker_check_matches_what_the_loader_needs(tmp_path, monkeypatch):
         alone = check(cotracker_checkpoint=pth)
         assert alone.status == ("ok" if installed else "problem"), alone
         assert installed or "cotracker package" in alone.detail
+
+
+def test_vjepa_check_needs_the_weights_from_pretrained_reads(tmp_path, monkeypatch):
+    """A folder (or a cached hub id) with config.json and no weights was "ok", and the first run then failed."""
+    import json
+
+    import huggingface_hub
+
+    from graph.doctor import _vjepa
+
+    folder = tmp_path / "vjepa2"
+    folder.mkdir()
+    (folder / "config.json").write_text("{}")
+
+    def check():
+        return _vjepa(ToolSettings(vjepa_model=str(folder)))
+
+    assert check().status == "problem" and "no weights (model.safetensors" in check().detail, check()
+    (folder / "model.safetensors.index.json").write_text(json.dumps({"weight_map": {"a": "s-1.safetensors",
+                                                                                    "b": "s-2.safetensors"}}))
+    (folder / "s-1.safetensors").write_bytes(b"w")
+    assert check().status == "problem" and "missing: s-2.safetensors" in check().detail, check()
+    (folder / "s-2.safetensors").write_bytes(b"w")
+    assert check().status == "ok"
+    (folder / "model.safetensors.index.json").unlink()
+    (folder / "pytorch_model.bin").write_bytes(b"w")
+    assert check().status == "ok"
+    # a hub id whose config.json is cached but not its weights: the first run downloads them
+    in_cache = {"config.json": str(folder / "config.json")}
+    monkeypatch.setattr(huggingface_hub, "try_to_load_from_cache", lambda repo, name: in_cache.get(name))
+    hub = _vjepa(ToolSettings(vjepa_model="facebook/vjepa2-vitl-fpc64-256"))
+    assert hub.status == "warning" and "only partly in the Hugging Face cache (no weights" in hub.detail, hub
+    in_cache["model.safetensors"] = str(folder / "pytorch_model.bin")
+    assert _vjepa(ToolSettings(vjepa_model="facebook/vjepa2-vitl-fpc64-256")).status == "ok"
