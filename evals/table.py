@@ -11,6 +11,13 @@ Definitions (decisions where the issue was silent are marked *):
   "not judged" instead of 0 / N, and its R% is empty in table.csv / null in summary.json; a preset whose
   outputs were all ineligible is 0 / N (an earlier version showed "not judged" there, and 0.00% in the
   CSV for a preset never judged).
+- *R's denominator stays N when some rows are unjudged: the paper reports "the accepted fraction of 180
+  outputs" (Sec. 5.2), its judge's execution errors retried until every output was judged, so R / N is
+  the paper's number once every row is judged (a rerun judges the unjudged rows again). Until then R / N
+  is a lower bound and the judged rows alone would be another quantity (one that also drops the outputs
+  the judge failed on), so the cell names the unjudged rows instead of hiding them in "not accepted":
+  "1 / 10 (10.0%; 8 unjudged)" (it read "1 / 10 (10.0%)"). table.csv puts `unjudged` (and `skipped`) next
+  to `r` / `r_pct`, and summary.json carries the cell's text (`r_cell`) beside the counts.
 - n_neg: rows labelled `failure` or `unobservable`; F+: those with a reward > 0.
 - n_prog: rows labelled `progress`; P0: those with a reward == 0. *An ineligible progress row (reward None)
   is not a zero reward: it is counted in `ineligible`, not in P0.
@@ -127,10 +134,10 @@ class PresetMetrics:
 
     @property
     def r_cell(self) -> str:
-        """The R / N (%) cell ("not judged" when `not_judged`)."""
+        """The R / N (%) cell ("not judged" when `not_judged`), naming the unjudged rows (module docstring)."""
         if self.not_judged:
             return f"not judged (N = {self.n})"
-        return f"{self.r} / {self.n} ({self.r_pct:.1f}%)"
+        return f"{self.r} / {self.n} ({self.r_pct:.1f}%" + (f"; {self.unjudged} unjudged)" if self.unjudged else ")")
 
     @property
     def f_cell(self) -> str:
@@ -211,9 +218,9 @@ def render_markdown(metrics: Sequence[PresetMetrics], *, judge_name: str = "judg
     return "\n".join(lines) + "\n"
 
 
-CSV_FIELDS = ("preset", "method", "n", "r", "r_pct", "f_plus", "n_neg", "neg_ineligible", "p0", "n_prog",
-              "prog_ineligible", "ineligible", "unjudged", "skipped", "calls_per_clip", "images_per_clip", "input_tokens_per_clip", "output_tokens_per_clip",
-              "cache_hits_per_clip")
+CSV_FIELDS = ("preset", "method", "n", "r", "r_pct", "unjudged", "skipped", "f_plus", "n_neg", "neg_ineligible", "p0",
+              "n_prog", "prog_ineligible", "ineligible", "calls_per_clip", "images_per_clip", "input_tokens_per_clip",
+              "output_tokens_per_clip", "cache_hits_per_clip")
 
 
 def render_csv(metrics: Sequence[PresetMetrics]) -> str:
@@ -227,8 +234,8 @@ def render_csv(metrics: Sequence[PresetMetrics]) -> str:
     for m in metrics:
         u = m.usage_per_clip
         row: list[object] = [m.preset, DISPLAY_NAMES[m.preset], m.n, m.r, "" if m.not_judged else f"{m.r_pct:.2f}",
-                             m.f_plus, m.n_neg, m.neg_ineligible, m.p0,
-                             m.n_prog, m.prog_ineligible, m.ineligible, m.unjudged, m.skipped, f"{u['calls']:.3f}",
+                             m.unjudged, m.skipped, m.f_plus, m.n_neg, m.neg_ineligible, m.p0,
+                             m.n_prog, m.prog_ineligible, m.ineligible, f"{u['calls']:.3f}",
                              f"{u['images']:.3f}", f"{u['input_tokens']:.1f}", f"{u['output_tokens']:.1f}",
                              f"{u['cache_hits']:.3f}"]
         row += ["" if x not in m.by_label or m.by_label[x].mean is None else f"{m.by_label[x].mean:.4f}"
@@ -242,4 +249,4 @@ def render_csv(metrics: Sequence[PresetMetrics]) -> str:
 def metrics_as_dicts(metrics: Sequence[PresetMetrics]) -> list[dict]:
     """JSON-friendly metrics (for summary.json and the HTML index)."""
     return [{**asdict(m), "method": DISPLAY_NAMES[m.preset], "r_pct": None if m.not_judged else m.r_pct,
-             "not_judged": m.not_judged} for m in metrics]
+             "not_judged": m.not_judged, "r_cell": m.r_cell} for m in metrics]

@@ -98,10 +98,10 @@ def test_metrics_equal_hand_counts(tmp_path):
     assert full.by_pattern["success"].mean == pytest.approx(0.8)    # (0.9 + 0.7) / 2
     assert direct.usage_per_clip["calls"] == pytest.approx((5 * 4 + 1) / 6)
     table = (tmp_path / "ev" / "table.md").read_text()
-    assert "| Direct base-model scoring | 1 / 6 (16.7%) | 2 / 3 | 1 / 2 (1 ineligible) |" in table
-    assert "| Full Reward Agent | 5 / 6 (83.3%) | 0 / 3 | 0 / 2 |" in table
+    assert "| Direct base-model scoring | 1 / 6 (16.7%; 1 unjudged) | 2 / 3 | 1 / 2 (1 ineligible) |" in table
+    assert "| Full Reward Agent | 5 / 6 (83.3%; 1 unjudged) | 0 / 3 | 0 / 2 |" in table
     csv_lines = (tmp_path / "ev" / "table.csv").read_text().splitlines()
-    assert csv_lines[1].startswith("direct,Direct base-model scoring,6,1,16.67,2,3,0,1,2,1,1,1,1,")
+    assert csv_lines[1].startswith("direct,Direct base-model scoring,6,1,16.67,1,1,2,3,0,1,2,1,1,")
     rows = [json.loads(x) for x in (tmp_path / "ev" / "results.jsonl").read_text().splitlines()]
     assert len(rows) == 12 and {r["preset"] for r in rows} == {"direct", "full"}
     c1 = next(r for r in rows if r["preset"] == "direct" and r["path"].endswith("c1.mp4"))
@@ -250,11 +250,34 @@ def test_r_cell_says_not_judged_only_when_no_row_was_judged():
                              n_prog=0, p0=0, ineligible=skipped)
 
     assert m(3, 0, 2, 1).r_cell == "not judged (N = 3)"
-    assert m(3, 0, 2, 0).r_cell == "0 / 3 (0.0%)"  # one row judged and rejected: a real 0
+    assert m(3, 0, 2, 0).r_cell == "0 / 3 (0.0%; 2 unjudged)"  # one row judged and rejected, two not judged
     assert m(4, 3, 0, 1).r_cell == "3 / 4 (75.0%)"
     assert m(0, 0, 0, 0).r_cell == "0 / 0 (0.0%)"
     # every output ineligible: none was accepted, so R is 0 / N (it read "not judged", like a missing judge)
     assert m(3, 0, 0, 3).r_cell == "0 / 3 (0.0%)" and not m(3, 0, 0, 3).not_judged
+
+
+def test_unjudged_rows_are_named_next_to_r_in_every_output():
+    """10 rows, 1 judged unreasonable, 9 unjudged read "0 / 10 (0.0%)", as if the judge had rejected all 10;
+    table.csv and summary.json gave the same bare 0.0."""
+    import csv
+    import io
+
+    from evals.table import metrics_as_dicts, preset_metrics, render_csv, render_markdown
+
+    rows = [{"preset": "full", "label": "failure", "reward": 0.0, "judge": {"status": "judged", "reasonable": False}}]
+    rows += [{"preset": "full", "label": "progress", "reward": 0.5, "judge": {"status": "unjudged"}}] * 9
+    m = preset_metrics("full", rows)
+    assert m.r_cell == "0 / 10 (0.0%; 9 unjudged)" and not m.not_judged
+    assert "| Full Reward Agent | 0 / 10 (0.0%; 9 unjudged) |" in render_markdown([m])
+    header, line = render_csv([m]).splitlines()[:2]
+    assert header.startswith("preset,method,n,r,r_pct,unjudged,skipped,")  # the count beside the percentage
+    row = next(csv.DictReader(io.StringIO(render_csv([m]))))
+    assert (row["r"], row["r_pct"], row["unjudged"]) == ("0", "0.00", "9")
+    summary = metrics_as_dicts([m])[0]
+    assert summary["unjudged"] == 9 and summary["r_cell"] == "0 / 10 (0.0%; 9 unjudged)"
+    judged = preset_metrics("full", rows[:1])
+    assert judged.r_cell == "0 / 1 (0.0%)" and metrics_as_dicts([judged])[0]["r_cell"] == "0 / 1 (0.0%)"
 
 
 def test_unmeasured_r_and_ineligible_rows_are_visible_in_every_output():
