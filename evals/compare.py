@@ -17,6 +17,10 @@ Decisions where the issue was silent:
 * An ineligible reward (status ``ineligible``, reward None) never counts as a number: its pair is left
   out of the paired statistics and counted as ``pairs_ineligible``; a zero (status ``zero``) is a
   reward of 0 and stays in.
+* A row whose status and reward disagree is an error naming the file and line (``checked_reward``): any
+  status but ``ineligible`` needs a finite number (not a bool, not a string such as "0.9", not missing),
+  and an ``ineligible`` row no reward. Such a row (hand-edited, or written by another tool) was counted
+  as ineligible, so a side could count one row as both scored and ineligible.
 * Rows of manifest lines that named no clip (score-batch's "<line N>" rows, ``graph.batch.is_bad_line_row``)
   are counted on their side (``bad_lines``, also in its rows and ineligible counts) and never paired: two
   unrelated manifests' bad line 2 shared the placeholder path, so ``--pair-by path`` paired them and the
@@ -149,6 +153,7 @@ def read_results(path: Path, pair_by: str) -> tuple[dict[str, dict[str, Any]], l
     for where, row in json_lines(path, CompareError):
         if not isinstance(row, dict) or not isinstance(row.get("result"), dict):
             raise CompareError(f"{where}: not a score-batch row (no 'result' object)")
+        checked_reward(row["result"], where, CompareError)
         if is_bad_line_row(row):
             bad.append(row)
             continue
@@ -179,6 +184,21 @@ def bootstrap_ci(diffs: np.ndarray, seed: int = 0, draws: int = BOOTSTRAP_DRAWS)
     means = diffs[rng.integers(0, len(diffs), size=(draws, len(diffs)))].mean(axis=1)
     low, high = np.percentile(means, [2.5, 97.5])
     return float(low), float(high)
+
+
+def checked_reward(result: dict[str, Any], where: str, error: type[ValueError]) -> float | None:
+    """The reward of a score-batch row's ``result`` (None for status ``ineligible``); raises `error` naming
+    `where` (``PATH:N``) when the status and the reward disagree (module docstring)."""
+    status, value = result.get("status"), result.get("reward")
+    if status == "ineligible":
+        if value is not None:
+            raise error(f"{where}: an ineligible row carries a reward ({value!r}); expected reward null")
+        return None
+    if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
+        got = f"reward {value!r}" if "reward" in result else "no reward"
+        raise error(f"{where}: a row with status {status!r} needs a finite number as its reward, got {got} "
+                    "(an unscored row has status 'ineligible' and reward null)")
+    return float(value)
 
 
 def eligible_reward(result: dict[str, Any]) -> float | None:

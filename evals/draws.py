@@ -21,6 +21,9 @@ Decisions where the issue was silent:
 
 * An ineligible draw (reward None) is never a number: it is left out and counted (``ineligible_rows``). A
   clip with fewer than two eligible draws is left out of the statistics and counted (``clips_single``).
+  A row whose status and reward disagree (a "scored" row whose reward is a string or missing, an
+  ineligible row with a reward) is an error naming the line (``evals.compare.checked_reward``), as it
+  was silently one more ineligible draw.
 * ``status_flips``: clips whose eligible draws do not share one status (``scored`` against ``zero``: the gate
   or the quality check decided differently), the draw-to-draw change that moves a reward most.
 * A row written before rows recorded their draw counts as draw 0 (such outputs hold draw 0 only). Two rows
@@ -42,7 +45,7 @@ from typing import Any
 
 import numpy as np
 
-from evals.compare import eligible_reward
+from evals.compare import checked_reward, eligible_reward
 from tools.jsonl import json_lines
 
 NO_SPREAD = 1e-12
@@ -128,6 +131,7 @@ def read_draws(path: Path) -> tuple[list[ClipDraws], int]:
             raise DrawsError(f"{where}: draw must be an integer, got {draw!r}")
         if draw in seen.setdefault(clip, {}):
             raise DrawsError(f"{where}: draw {draw} of {clip[0]} ({clip[2]}) appears twice")
+        checked_reward(row["result"], where, DrawsError)
         seen[clip][draw] = row["result"]
         rows += 1
     clips = []

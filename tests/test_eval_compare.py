@@ -88,6 +88,29 @@ def test_compare_refuses_what_it_cannot_pair(tmp_path):
         compare(twice, good)
 
 
+@pytest.mark.parametrize("result, says", [
+    ({"status": "scored", "reward": "0.9"}, "status 'scored' needs a finite number as its reward, got reward '0.9'"),
+    ({"status": "scored"}, "status 'scored' needs a finite number as its reward, got no reward"),
+    ({"status": "zero", "reward": None}, "status 'zero' needs a finite number as its reward, got reward None"),
+    ({"status": "scored", "reward": True}, "got reward True"),
+    ({"status": "scored", "reward": float("nan")}, "got reward nan"),
+    ({"status": "ineligible", "reward": 0.4}, "an ineligible row carries a reward \\(0.4\\)"),
+])
+def test_a_row_whose_status_and_reward_disagree_is_an_error_naming_its_line(tmp_path, result, says):
+    """A "scored" row with reward "0.9" or none was counted as ineligible (and as scored): silently no number."""
+    good = _scores(tmp_path, "good", {"k1": 0.5, "k2": 0.4})
+    rows = [json.loads(line) for line in good.read_text().splitlines()]
+    rows[1]["result"] = {**rows[1]["result"], **result}
+    if "reward" not in result:
+        del rows[1]["result"]["reward"]
+    odd = tmp_path / "odd.jsonl"
+    odd.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    with pytest.raises(CompareError, match=rf"odd.jsonl:2: .*{says}"):
+        compare(odd, good)
+    with pytest.raises(CompareError, match=r"odd.jsonl:2: "):
+        compare(good, odd)
+
+
 def test_cli(tmp_path):
     a = _scores(tmp_path, "trained", {"k1": 0.9, "k2": 0.7, "k3": 0.8})
     b = _scores(tmp_path, "base", {"k1": 0.5, "k2": 0.7, "k3": None})

@@ -112,6 +112,21 @@ def test_rows_without_a_draw_count_as_draw_0_and_a_repeated_draw_is_an_error(tmp
         summarize_draws(tmp_path / "missing.jsonl")
 
 
+@pytest.mark.parametrize("result, says", [
+    ({"status": "scored", "reward": "0.9"}, "status 'scored' needs a finite number as its reward, got reward '0.9'"),
+    ({"status": "scored", "reward": False}, "got reward False"),
+    ({"status": "ineligible", "reward": 0.5}, "an ineligible row carries a reward"),
+])
+def test_a_row_whose_status_and_reward_disagree_is_an_error_naming_its_line(tmp_path, result, says):
+    """A "scored" draw whose reward was a string was silently one more ineligible draw."""
+    out = _draws(tmp_path)
+    rows = [json.loads(line) for line in out.read_text().splitlines()]
+    rows[2]["result"] = {**rows[2]["result"], **result}
+    out.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    with pytest.raises(DrawsError, match=rf"scores.jsonl:3: .*{says}"):
+        summarize_draws(out)
+
+
 def test_cli_prints_the_summary_and_writes_json(tmp_path):
     out = _draws(tmp_path)
     res = runner.invoke(app, ["eval", "draws", str(out), "--json", str(tmp_path / "d.json")])
