@@ -17,6 +17,10 @@ Decisions where the issue was silent:
   direct-scoring preset) and preset identifiers removed (`redact_reason`), so the judge cannot tell the
   configuration by its name.
 - The judge has no stage cache by default: reruns re-judge only rows that have no verdict yet.
+- A verdict's rationale longer than `RATIONALE_MAX` characters (a fault message quoting a long reply, an
+  exception text) is cut to its start with the number of characters cut (`JudgeVerdict` does it on
+  construction): it failed the field's max_length, so `RewardJudge.judge`, which never raises for model
+  failures, raised a ValidationError.
 """
 
 from __future__ import annotations
@@ -32,7 +36,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal, get_args
 
 from langchain_core.messages import BaseMessage, HumanMessage, SystemMessage
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, field_validator
 
 from graph.cache import KeyLocks
 from graph.frame_store import FrameStore, VideoKey
@@ -46,6 +50,7 @@ if TYPE_CHECKING:  # pragma: no cover
 JUDGE_STAGE = "judge"
 JUDGE_ENV = ("RAA_JUDGE_BASE_URL", "RAA_JUDGE_MODEL", "RAA_JUDGE_API_KEY")
 VerdictStatus = Literal["judged", "unjudged", "skipped"]
+RATIONALE_MAX = 4000
 
 
 class JudgeReply(BaseModel):
@@ -60,11 +65,20 @@ class JudgeVerdict(BaseModel):
 
     status: VerdictStatus = Field(description="judged | unjudged (judge failed) | skipped (no reward to judge).")
     reasonable: bool | None = Field(default=None, description="The judge's decision; None unless judged.")
-    rationale: str = Field(default="", max_length=4000, description="The judge's rationale or the failure.")
+    rationale: str = Field(default="", max_length=RATIONALE_MAX, description="The judge's rationale or the failure.")
     attempts: int = Field(default=0, ge=0, le=100, description="Judge attempts made.")
     usage: dict[str, int] = Field(default_factory=dict, description="calls, images, input/output tokens.")
     judge: str = Field(default="", max_length=500, description="Which judge gave it (its model name); empty in "
                                                                "rows written before it was recorded.")
+
+    @field_validator("rationale", mode="before")
+    @classmethod
+    def _cut(cls, text: Any) -> Any:
+        """A rationale over RATIONALE_MAX characters, cut to fit, saying how much was cut (module docstring)."""
+        if not isinstance(text, str) or len(text) <= RATIONALE_MAX:
+            return text
+        keep = RATIONALE_MAX - 40
+        return f"{text[:keep]} ... ({len(text) - keep} characters cut)"
 
     @property
     def accepted(self) -> bool:

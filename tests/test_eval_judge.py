@@ -87,6 +87,34 @@ def test_judge_retry_then_success(clips):
     assert len(model.calls) == 2 and not verdict.accepted
 
 
+def test_a_fault_message_longer_than_the_rationale_field_leaves_the_row_unjudged():
+    """A 5000-character fault message failed JudgeVerdict's max_length: judge(), which never raises for
+    model or video failures, raised a pydantic ValidationError."""
+    from graph.backbone import BackboneFault
+
+    class LongFaults:
+        async def astructured(self, *args, **kwargs):
+            raise BackboneFault("judge", "schema", "reply failed validation: " + "x" * 5000)
+
+    async def no_frames(path):
+        return []
+
+    judge = RewardJudge(LongFaults(), attempts=2)
+    judge._blocks = no_frames
+    verdict = asyncio.run(judge.judge("clip.mp4", "lift the cube", 0.9, "scored", ["lifted"]))
+    assert verdict.status == "unjudged" and len(verdict.rationale) <= 4000  # JudgeVerdict's max_length
+    assert verdict.rationale.startswith("judge failed after 2 attempts: schema: reply failed validation: xxx")
+    assert verdict.rationale.endswith("characters cut)")
+
+    async def long_error(path):
+        raise OSError("y" * 9000)
+
+    judge._blocks = long_error
+    verdict = asyncio.run(judge.judge("clip.mp4", "lift the cube", 0.9, "scored", ["lifted"]))
+    assert verdict.status == "unjudged" and verdict.rationale.startswith("frames unavailable: OSError: yyy")
+    assert len(verdict.rationale) <= 4000
+
+
 def test_ineligible_output_is_skipped_without_a_call(clips):
     judge, model = _judge([{"reasonable": True}])
     verdict = asyncio.run(judge.judge(clips[0].path, "lift", None, "ineligible", ["observe: timeout"]))
