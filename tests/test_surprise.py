@@ -152,3 +152,36 @@ def test_run_failure_is_a_fault(monkeypatch):
     with pytest.raises(ToolFault) as info:
         broken.score(clip(16))
     assert info.value.kind == "run" and "out of memory" in info.value.message
+
+
+def test_preprocess_thin_frames_resize_only_what_the_crop_keeps(monkeypatch):
+    """A 2x500 upload was resized to 292x73000 before the centre crop (~41 GB for 16 frames at crop 256): the
+    source is now centre-cropped to 8:1 first, so the resize is at most 8 squares of the short side."""
+    import torch.nn.functional as F
+
+    real, sizes = F.interpolate, []
+
+    def bounded(x, size, **kw):
+        sizes.append(tuple(size))
+        assert max(size) <= 8 * min(size) + 1, f"resize to {size} for input {tuple(x.shape)}"
+        return real(x, size=size, **kw)
+
+    monkeypatch.setattr(F, "interpolate", bounded)
+    for shape in [(16, 2, 500, 3), (16, 500, 2, 3)]:
+        px = preprocess_frames(np.full(shape, 128, np.uint8), 256)
+        assert px.shape == (16, 3, 256, 256) and np.isfinite(px).all()
+    assert sizes == [(292, 2336), (2336, 292)]
+
+
+def test_preprocess_aspect_crop_matches_the_full_resize():
+    """The pre-crop drops only what the centre crop would: 12:1 frames give what the full resize gives."""
+    import torch
+    import torch.nn.functional as F
+
+    rng = np.random.default_rng(3)
+    smooth = np.cumsum(rng.integers(-3, 4, (1, 8, 96, 3)), axis=2) + 128
+    frames = np.clip(smooth, 0, 255).astype(np.uint8)
+    out = preprocess_frames(frames, 32)[0] * 0.229 + 0.485  # channel 0 de-normalised below
+    full = F.interpolate(torch.from_numpy(frames).permute(0, 3, 1, 2), size=(36, 432), mode="bilinear",
+                         antialias=True)[0].float() / 255  # short 36, long int(36 * 96 / 8) = 432
+    np.testing.assert_allclose(out[0], full[0, 2:34, 200:232].numpy(), atol=2 / 255)

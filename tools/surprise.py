@@ -16,6 +16,11 @@ Decisions where the issue was silent:
   antialiasing* (the processor's torchvision resize; OpenCV's plain bilinear, used before, aliases fine
   texture when shrinking a 448-pixel frame to 292), centre crop to the model's ``crop_size`` with
   torchvision's rounding, scale to [0,1], ImageNet mean/std.
+- A frame longer than ``MAX_PREPROCESS_ASPECT`` (8) times its short side is first centre-cropped to that
+  aspect ratio (the width kept has the parity of the full one, so the centre stays put). The centre crop
+  after the resize keeps at most ``crop`` of the ``int(crop*256/224)`` short side anyway, so this drops
+  only pixels the crop would drop, up to a sub-pixel shift; the resize itself made the long side explode
+  (16 frames of 2x500 asked for ~41 GB at crop 256). Frames up to 8:1 are processed exactly as before.
 - Windows start at 0, 2, 4, ... while a full window fits; with an odd ``T - 16`` the last frame is
   not covered (no padded or shifted extra window). A clip shorter than one window returns
   ``status="not_enough_frames"`` (missing evidence, never a crash); frame numbers are indices into
@@ -46,6 +51,9 @@ DEFAULT_VJEPA2 = "facebook/vjepa2-vitl-fpc64-256"
 SURPRISE_SHORT_SIDE = 448
 """Short side (pixels) of the frames decoded for the surprise scorer: at least the 438 that V-JEPA 2's
 largest crop (384) resizes to, so scoring sees what it would at full size, in a fraction of the memory."""
+MAX_PREPROCESS_ASPECT = 8
+"""Long side / short side above which `preprocess_frames` centre-crops a frame before resizing it (module
+docstring), so the resized frame is at most this many squares of the resized short side."""
 IMAGENET_MEAN = np.array([0.485, 0.456, 0.406], np.float32)
 IMAGENET_STD = np.array([0.229, 0.224, 0.225], np.float32)
 
@@ -117,11 +125,13 @@ def preprocess_frames(frames: np.ndarray, crop_size: int) -> np.ndarray:
     """Resize (short side to ``int(crop*256/224)``, bilinear with antialiasing), centre-crop, ImageNet-normalise
     (the VJEPA2 video processor's steps; module docstring).
 
-    Returns float32 ``[T,3,crop,crop]``.
+    A frame longer than ``MAX_PREPROCESS_ASPECT`` times its short side is centre-cropped to that aspect
+    first (module docstring). Returns float32 ``[T,3,crop,crop]``.
     """
     import torch
     import torch.nn.functional as F
 
+    frames = _clip_aspect(frames)
     t, h, w, _ = frames.shape
     short = int(crop_size * 256 / 224)
     nh, nw = (short, int(short * w / h)) if h <= w else (int(short * h / w), short)
@@ -134,6 +144,20 @@ def preprocess_frames(frames: np.ndarray, crop_size: int) -> np.ndarray:
     mean = torch.from_numpy(IMAGENET_MEAN).view(1, 3, 1, 1)
     std = torch.from_numpy(IMAGENET_STD).view(1, 3, 1, 1)
     return ((x - mean) / std).contiguous().numpy()
+
+
+def _clip_aspect(frames: np.ndarray) -> np.ndarray:
+    """``frames`` ``[T,H,W,3]`` centre-cropped along the long side to ``MAX_PREPROCESS_ASPECT`` times the
+    short side (a view; the frames themselves when they are not that long). The kept length has the
+    parity of the full one, so the crop is exactly centred."""
+    h, w = int(frames.shape[1]), int(frames.shape[2])
+    short, long_ = min(h, w), max(h, w)
+    keep = MAX_PREPROCESS_ASPECT * short
+    if long_ <= keep:
+        return frames
+    keep += (long_ - keep) % 2
+    lo = (long_ - keep) // 2
+    return frames[:, :, lo:lo + keep] if w >= h else frames[:, lo:lo + keep]
 
 
 def surprise_from_latents(predicted: Any, actual: Any) -> Any:
