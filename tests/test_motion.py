@@ -212,6 +212,19 @@ def test_summary_regions_motion_and_comotion():
     assert s.top_tracks[0].displacement_px == pytest.approx(15.0)
 
 
+def test_summary_refuses_more_than_max_regions_instead_of_cutting_them():
+    """Co-motion is computed for every pair; 1000 regions took 40 s and the summary then kept 64 silently."""
+    from tools.motion.summary import MAX_REGIONS
+
+    tr = _two_region_tracks()
+    boxes = {f"r{i}": (0, 0, 1, 1) for i in range(MAX_REGIONS + 1)}
+    with pytest.raises(ValueError, match=f"{MAX_REGIONS + 1} regions; the limit is {MAX_REGIONS}"):
+        summarize_tracks(tr, (128, 128), boxes)
+    boxes.pop(f"r{MAX_REGIONS}")
+    s = summarize_tracks(tr, (128, 128), boxes, speed_threshold=1.0)
+    assert len(s.regions) == MAX_REGIONS and len(s.comotion) == MAX_REGIONS * (MAX_REGIONS - 1) // 2
+
+
 def test_summary_default_grid_and_invisible_tracks():
     tr = _two_region_tracks()
     tr.visible[6:, 0] = False

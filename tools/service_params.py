@@ -11,7 +11,8 @@ Decisions where the issues were silent:
   sends at most 32 points.
 - ``regions`` is an object mapping a name to a box of four numbers; whether the box is in fractions of
   the frame stays ``summarize_tracks``' rule. A list or a string reached it and failed with an
-  AttributeError (a 500).
+  AttributeError (a 500). At most ``MAX_REGIONS`` (16, ``tools.motion.summary``) regions: co-motion is
+  computed for every pair, and 1000 regions took 40 s before the summary cut them to 64.
 - JSON nested deeper than the parser's recursion limit is a 400 like any other malformed JSON (the
   RecursionError was a 500), for a body and for the JSON-valued form / query fields alike.
 """
@@ -24,6 +25,7 @@ from typing import Any
 
 import numpy as np
 
+from tools.motion.summary import MAX_REGIONS
 from tools.service_frames import HTTPProblem
 
 MAX_GRID_SIZE = 64
@@ -96,13 +98,15 @@ def queries(value: Any) -> np.ndarray | None:
 
 
 def regions(value: Any) -> dict[str, list[float]] | None:
-    """The ``regions`` option: an object mapping a name to a box ``[x0, y0, x1, y1]`` of numbers (None when
-    absent; the box's range is ``summarize_tracks``' rule)."""
+    """The ``regions`` option: an object mapping a name to a box ``[x0, y0, x1, y1]`` of numbers, at most
+    ``MAX_REGIONS`` of them (None when absent; the box's range is ``summarize_tracks``' rule)."""
     if value is None:
         return None
     if not isinstance(value, dict):
         raise HTTPProblem(400, "regions must be an object mapping a name to a box [x0, y0, x1, y1], "
                                f"got {type(value).__name__}")
+    if len(value) > MAX_REGIONS:
+        raise HTTPProblem(400, f"{len(value)} regions; the limit is {MAX_REGIONS} (MAX_REGIONS)")
     for name, box in value.items():
         if not (isinstance(box, list) and len(box) == 4
                 and all(isinstance(v, int | float) and not isinstance(v, bool) for v in box)):

@@ -31,6 +31,9 @@ Definitions (decisions where the issue was silent):
 - *Co-motion* of two caller-given regions (e.g. ``gripper`` and ``cup``): frames where the mean step
   of each region's moving points exceeds the threshold and the two steps point the same way
   (cosine > 0.7). It is reported as a contact hint, not proof of contact.
+- At most ``MAX_REGIONS`` (16) regions, a ValueError beyond (the tool service answers 400): co-motion
+  looks at every pair (120 for 16), and the summary used to cut regions and pairs to 64 silently after
+  computing them all (1000 regions: half a million pairs, 40 s). The agent passes none (the 3x3 grid).
 - Frame numbers in the output are original clip indices (``MotionTracks.frame_indices``).
 """
 
@@ -46,6 +49,9 @@ from tools.motion.base import MotionTracks
 
 GRID_NAMES = ["top-left", "top", "top-right", "left", "centre", "right", "bottom-left", "bottom", "bottom-right"]
 COMOTION_COSINE = 0.7
+MAX_REGIONS = 16
+"""Most regions a summary takes (module docstring); co-motion has one entry per pair of them."""
+MAX_PAIRS = MAX_REGIONS * (MAX_REGIONS - 1) // 2
 
 
 class RegionMotion(BaseModel):
@@ -94,9 +100,9 @@ class MotionSummary(BaseModel):
     speed_threshold_px: float = Field(ge=0, description="speed (px per clip frame) above which a step moves")
     net_threshold_px: float = Field(ge=0, description="net displacement (px) above which a track moved")
     active_segments: list[tuple[int, int]] = Field(description="clip-frame spans with any motion", max_length=64)
-    regions: list[RegionMotion] = Field(max_length=64)
+    regions: list[RegionMotion] = Field(max_length=MAX_REGIONS)
     top_tracks: list[TrackMotion] = Field(max_length=16)
-    comotion: list[CoMotion] = Field(max_length=64)
+    comotion: list[CoMotion] = Field(max_length=MAX_PAIRS)
 
     def text(self) -> str:
         """A few lines the LLM can read; tracks are supporting evidence only."""
@@ -179,7 +185,9 @@ def summarize_tracks(tracks: MotionTracks, frame_size: tuple[int, int],
                      top_k: int = 8) -> MotionSummary:
     """Summarise tracks per region, per track and for co-motion of caller-given regions.
     ``speed_threshold`` is in pixels per clip frame, ``net_threshold`` in pixels (defaults:
-    `default_thresholds`)."""
+    `default_thresholds`). More than ``MAX_REGIONS`` regions is a ValueError."""
+    if regions is not None and len(regions) > MAX_REGIONS:
+        raise ValueError(f"{len(regions)} regions; the limit is {MAX_REGIONS} (MAX_REGIONS)")
     h, w = int(frame_size[0]), int(frame_size[1])
     t_total, n = tracks.tracks.shape[:2]
     default_speed, default_net = default_thresholds((h, w))
@@ -238,7 +246,7 @@ def summarize_tracks(tracks: MotionTracks, frame_size: tuple[int, int],
         frames=t_total, points=n, frame_size=(h, w),
         tracked_fraction=float(tracks.visible.mean()) if n else 0.0, moving_points=int(moved.sum()),
         speed_threshold_px=thr, net_threshold_px=net_thr, active_segments=segments(any_motion, step_labels)[:64],
-        regions=region_rows[:64], top_tracks=top, comotion=comotion[:64])
+        regions=region_rows, top_tracks=top, comotion=comotion)
 
 
 def _tracked_ends(tracks: MotionTracks) -> tuple[np.ndarray, np.ndarray]:
