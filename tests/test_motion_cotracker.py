@@ -77,6 +77,37 @@ def test_output_mapping_with_a_fake_predictor():
     assert not tr.visible[-1, 0] and tr.visible[-1, 1] and tr.visible[:-1].all()
 
 
+class _NanPredictor:
+    """Gives point 0 (queried at frame 2) a moving track with NaN at frames 0, 4 and 5, point 1 (frame 0) NaN
+    at its own query frame and infinity at frame 3."""
+
+    def __call__(self, video, queries, backward_tracking):
+        import torch
+
+        b, t = video.shape[:2]
+        tracks = queries[:, None, :, 1:].repeat(1, t, 1, 1).clone()
+        tracks[:, :, 0, 0] += torch.arange(t, dtype=tracks.dtype)  # x = 10 + frame
+        tracks[:, [0, 4, 5], 0] = float("nan")
+        tracks[:, 0, 1] = float("nan")
+        tracks[:, 3, 1, 1] = float("inf")
+        return tracks, torch.ones(b, t, queries.shape[1], dtype=torch.bool)
+
+
+def test_non_finite_positions_keep_the_last_finite_estimate():
+    """NaN positions stayed in `tracks` (only marked invisible), against base.py's rule that a lost point keeps
+    its last reliable estimate; the service's JSON answer then failed with a plain-text 500."""
+    import json
+
+    q = np.array([[2, 10, 12], [0, 30, 40]], float)
+    tr = CoTracker3Tracker(predictor=_NanPredictor()).track(small_clip(), queries=q)
+    assert np.isfinite(tr.tracks).all()
+    np.testing.assert_allclose(tr.tracks[:, 0, 0], [11, 11, 12, 13, 13, 13])  # backward from 2, forward from 3
+    np.testing.assert_allclose(tr.tracks[:, 1], [[30, 40]] * 6)  # its own query point at frame 0, kept at 3
+    assert tr.visible[:, 0].tolist() == [False, True, True, True, False, False]
+    assert tr.visible[:, 1].tolist() == [False, True, True, False, True, True]
+    json.dumps(tr.to_dict("list"), allow_nan=False)
+
+
 @pytest.mark.slow
 def test_real_cotracker3_architecture_random_weights_end_to_end():
     pytest.importorskip("cotracker")

@@ -11,7 +11,10 @@ Conventions (decisions where the issue was silent):
 - ``grid_size=g`` places ``g*g`` points at cell centres of a regular grid on frame 0. Every backend
   uses the same grid points (passed to the model as explicit queries), so backends are comparable.
 - When a tracked point is lost or leaves the image its position keeps the last reliable estimate
-  and ``visible`` is False from then on (backends document their own re-acquisition rules).
+  and ``visible`` is False from then on (backends document their own re-acquisition rules). A
+  position a model gives as NaN or infinity is replaced by the last finite one in tracking order
+  (outward from the query frame; the query point at the query frame), never left in ``tracks``
+  (`fill_lost_positions`): JSON has no NaN, and every consumer would have to mask it.
 """
 
 from __future__ import annotations
@@ -173,6 +176,28 @@ def resolve_queries(frames_shape: tuple[int, ...], grid_size: int | None,
                               f"(x in [0,{w - 1}], y in [0,{h - 1}]; got "
                               f"{[(q[i, 1], q[i, 2]) for i in bad_xy[:8]]})")
     return q.astype(np.float32)
+
+
+def fill_lost_positions(tracks: np.ndarray, queries: np.ndarray) -> np.ndarray:
+    """``tracks`` ``[T,N,2]`` with every non-finite position replaced by the nearest finite one towards the
+    point's query frame (the last reliable estimate in tracking order: forward after the query frame,
+    backward before it), or the query point at its own frame. ``queries`` are the ``[N,3]`` ``(t, x, y)``
+    rows the tracks were asked for. Returns a float32 copy."""
+    out = np.array(tracks, dtype=np.float32)
+    bad = ~np.isfinite(out).all(axis=-1)
+    if not bad.any():
+        return out
+    qf = np.asarray(queries[:, 0], np.int64)
+    cols = np.arange(out.shape[1])
+    at_query = bad[qf, cols]
+    out[qf[at_query], cols[at_query]] = np.asarray(queries, np.float32)[at_query, 1:3]
+    for t in range(1, out.shape[0]):  # after the query frame: the previous frame's (already filled) position
+        fill = bad[t] & (t > qf)
+        out[t, fill] = out[t - 1, fill]
+    for t in range(out.shape[0] - 2, -1, -1):  # before it (backward tracking): the next frame's
+        fill = bad[t] & (t < qf)
+        out[t, fill] = out[t + 1, fill]
+    return out
 
 
 def in_bounds(points: np.ndarray, height: int, width: int) -> np.ndarray:
