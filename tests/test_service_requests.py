@@ -100,6 +100,7 @@ def counted(service_root):
     ({"grid_size": "²"}, "grid_size must be a whole number from 1 to 64"),
     ({"queries": [[0, 1, 1]] * 4097}, "4097 queries; the limit is 4096 points"),
     ({"queries": "abc"}, "queries must be a list"),
+    ({"queries": [[0, 10**400, 1]]}, "queries must be [t, x, y] rows of numbers: int too large"),  # was a 500
 ])
 def test_bad_options_are_400_before_any_decoding_or_tracking(counted, options, problem, monkeypatch):
     """A bad tracks_encoding was refused only after tracking; regions as a list or string were a 500

@@ -93,7 +93,7 @@ def queries(value: Any) -> np.ndarray | None:
         raise HTTPProblem(400, f"{len(value)} queries; the limit is {MAX_QUERIES} points")
     try:
         return np.asarray(value, dtype=np.float64)
-    except (ValueError, TypeError) as exc:
+    except (ValueError, TypeError, OverflowError) as exc:  # OverflowError: an integer beyond float64 (10**400)
         raise HTTPProblem(400, f"bad track request: queries must be [t, x, y] rows of numbers: {exc}") from exc
 
 
