@@ -286,3 +286,41 @@ def test_a_url_httpx_cannot_request_is_a_config_fault_not_retried(url):
             RemoteMotionTracker(c).track(moving_clip(4), grid_size=2)
     assert info.value.kind == "config" and len(sent) == 1
     assert "RAA_TOOLS_URL" in info.value.message and "needs http:// or https://" in info.value.message
+
+
+@pytest.mark.parametrize("status,body", [(200, b"<html>another server</html>"), (200, b"[1, 2]"), (404, b"[1, 2]")])
+def test_an_answer_that_is_not_a_json_object_is_a_typed_fault(status, body):
+    """RAA_TOOLS_URL pointing at another HTTP server: its HTML 200 raised an untyped JSONDecodeError, JSON that is
+    not an object an AttributeError."""
+    import http.server
+
+    class Other(http.server.BaseHTTPRequestHandler):
+        def _answer(self):
+            self.send_response(status)
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        do_GET = do_POST = _answer
+
+        def log_message(self, *args):
+            pass
+
+    srv = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Other)
+    threading.Thread(target=srv.serve_forever, daemon=True).start()
+    try:
+        with ToolServiceClient(f"http://127.0.0.1:{srv.server_port}", retries=1) as c:
+            with pytest.raises(ToolFault) as info:
+                RemoteMotionTracker(c).track(moving_clip(4), grid_size=2)
+            assert info.value.tool == "service"
+            with pytest.raises(ToolFault) as checked:
+                c.check_serves("motion")
+            assert (checked.value.tool, checked.value.kind) == ("motion", "load")
+    finally:
+        srv.shutdown()
+        srv.server_close()
+    if status == 200:
+        assert info.value.kind == "config" and "not a tool service answer" in info.value.message
+        assert "RAA_TOOLS_URL" in checked.value.message
+    else:
+        assert info.value.kind == "input" and "HTTP 404" in info.value.message

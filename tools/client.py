@@ -17,6 +17,9 @@ same tool returns in-process. Decisions where the issue was silent:
   e.g. surprise on a service started with ``--no-surprise``; a permanent answer, never retried),
   ``timeout`` (no answer within ``timeout_s``), ``config`` too for a URL httpx cannot request (no
   ``http://`` / ``https://``, malformed: never retried, it is the setting to fix) or ``transport``.
+- An answer that is not a JSON object (``RAA_TOOLS_URL`` pointing at another HTTP server: a 200 with an
+  HTML page) is ``ToolFault("service", "config", "not a tool service answer ...")`` naming the URL; it
+  raised an untyped JSONDecodeError (or an AttributeError for JSON that is not an object).
 """
 
 from __future__ import annotations
@@ -135,11 +138,14 @@ class ToolServiceClient:
             where = f" (tool service URL {str(self._http.base_url)!r}, RAA_TOOLS_URL)" if exc.kind == "config" else ""
             raise ToolFault("service", exc.kind, f"{path}: {exc}{where}") from exc
         if resp.status_code == 200:
-            return resp.json()
-        try:
-            body = resp.json()
-        except ValueError:
-            body = {"detail": resp.text[:500]}
+            answer = _json_object(resp)
+            if answer is None:
+                raise ToolFault("service", "config", f"{path}: not a tool service answer (HTTP 200, "
+                                                     f"{resp.headers.get('content-type', 'no content type')}: "
+                                                     f"{resp.text[:200]!r}); is RAA_TOOLS_URL "
+                                                     f"{str(self._http.base_url)!r} the tool service?")
+            return answer
+        body = _json_object(resp) or {"detail": resp.text[:500]}
         detail = str(body.get("detail", ""))
         if resp.status_code == 400:
             raise bad_request(detail)
@@ -179,6 +185,15 @@ class ToolServiceClient:
         np.save(buf, frames, allow_pickle=False)
         return self.request("POST", path, files={"video": ("frames.npy", buf.getvalue(), "application/octet-stream")},
                             data=data, bad_request=bad_request)
+
+
+def _json_object(resp: httpx.Response) -> dict | None:
+    """The answer's body as a JSON object, or None when it is not one."""
+    try:
+        body = resp.json()
+    except ValueError:  # JSONDecodeError, UnicodeDecodeError
+        return None
+    return body if isinstance(body, dict) else None
 
 
 class _NpyBody:
