@@ -17,7 +17,7 @@ from tools.motion import (
     draw_tracks,
     summarize_tracks,
 )
-from tools.motion.base import grid_points
+from tools.motion.base import grid_points, in_bounds
 
 H = W = 128
 BG = 60
@@ -156,6 +156,16 @@ def test_queries_beyond_the_clip_are_named():
         LKTracker().track(frames)
     with pytest.raises(TrackQueryError, match="grid_size"):
         LKTracker().track(frames, grid_size=0)
+
+
+def test_a_grid_finer_than_the_frame_is_refused_like_queries_outside_it():
+    """grid 16 on 8x8 frames put 60 points outside the image (x = -0.25), tracked as visible; the same points
+    given as queries are refused."""
+    small = np.zeros((3, 8, 12, 3), np.uint8)
+    with pytest.raises(TrackQueryError, match="grid_size 9 is finer than the 12x8 frame: at most 8"):
+        LKTracker().track(small, grid_size=9)
+    tr = LKTracker().track(small, grid_size=8)
+    assert in_bounds(tr.tracks[0], 8, 12).all()
 
 
 def test_motion_tracks_validation_and_round_trip():

@@ -10,6 +10,9 @@ Conventions (decisions where the issue was silent):
   so a bad plan from the agent is reported, not silently dropped.
 - ``grid_size=g`` places ``g*g`` points at cell centres of a regular grid on frame 0. Every backend
   uses the same grid points (passed to the model as explicit queries), so backends are comparable.
+  ``g`` is at most the frame's short side: a finer grid puts its outer cell centres outside the image
+  (x < 0), which as explicit queries would be refused, so it is a TrackQueryError too (it tracked them
+  as visible points).
 - When a tracked point is lost or leaves the image its position keeps the last reliable estimate
   and ``visible`` is False from then on (backends document their own re-acquisition rules). A
   position a model gives as NaN or infinity is replaced by the last finite one in tracking order
@@ -136,9 +139,13 @@ def validate_frames(frames: np.ndarray) -> np.ndarray:
 
 
 def grid_points(grid_size: int, height: int, width: int) -> np.ndarray:
-    """``grid_size**2`` points ``(x, y)`` at the cell centres of a regular grid, row-major, float32."""
+    """``grid_size**2`` points ``(x, y)`` at the cell centres of a regular grid, row-major, float32; a grid
+    finer than the frame's short side is a TrackQueryError (its outer points would lie outside the image)."""
     if not isinstance(grid_size, int | np.integer) or grid_size < 1:
         raise TrackQueryError(f"grid_size must be a positive integer, got {grid_size!r}")
+    if grid_size > min(height, width):
+        raise TrackQueryError(f"grid_size {grid_size} is finer than the {width}x{height} frame: at most "
+                              f"{min(height, width)} (the short side), or its points lie outside the image")
     xs = (np.arange(grid_size) + 0.5) * width / grid_size - 0.5
     ys = (np.arange(grid_size) + 0.5) * height / grid_size - 0.5
     gx, gy = np.meshgrid(xs, ys)
