@@ -235,6 +235,22 @@ def test_summary_refuses_more_than_max_regions_instead_of_cutting_them():
     assert len(s.regions) == MAX_REGIONS and len(s.comotion) == MAX_REGIONS * (MAX_REGIONS - 1) // 2
 
 
+def test_summary_takes_frames_in_clip_order_whatever_order_they_were_tracked_in():
+    """Frames tracked backwards (frame_indices 109..100) read as motion the other way, with motion frames
+    and spans running backwards."""
+    tr = _two_region_tracks()
+    regions = {"a": (0, 0, 0.25, 0.25), "b": (0.5, 0, 0.75, 0.25)}
+    want = summarize_tracks(tr, (128, 128), regions, speed_threshold=1.0).model_dump()
+    t_total = tr.num_frames
+    for order in (np.arange(t_total)[::-1], np.random.default_rng(0).permutation(t_total)):
+        position = np.argsort(order)
+        shuffled = MotionTracks(tracks=tr.tracks[order], visible=tr.visible[order],
+                                query_frames=position[tr.query_frames],
+                                frame_indices=[tr.frame_indices[i] for i in order])
+        assert summarize_tracks(shuffled, (128, 128), regions, speed_threshold=1.0).model_dump() == want
+    assert want["regions"][0]["mean_shift_px"] == pytest.approx((15.0, 0.0))
+
+
 def test_summary_default_grid_and_invisible_tracks():
     tr = _two_region_tracks()
     tr.visible[6:, 0] = False

@@ -34,7 +34,11 @@ Definitions (decisions where the issue was silent):
 - At most ``MAX_REGIONS`` (16) regions, a ValueError beyond (the tool service answers 400): co-motion
   looks at every pair (120 for 16), and the summary used to cut regions and pairs to 64 silently after
   computing them all (1000 regions: half a million pairs, 40 s). The agent passes none (the 3x3 grid).
-- Frame numbers in the output are original clip indices (``MotionTracks.frame_indices``).
+- Frame numbers in the output are original clip indices (``MotionTracks.frame_indices``). Tracks whose
+  frames are not in increasing clip order (a tool-service caller's ``frame_indices``, e.g. a stretch
+  asked for backwards) are summarised in clip order: the tracked frames are sorted first (stable, so a
+  repeated frame keeps its place; the gap to it counts as one frame). Taken as given, a stretch tracked
+  backwards read as motion the other way, and its "motion frames" ran backwards ([20, 0]).
 """
 
 from __future__ import annotations
@@ -157,8 +161,9 @@ def default_regions() -> dict[str, tuple[float, float, float, float]]:
 
 
 def frame_gaps(frame_indices: Sequence[int]) -> np.ndarray:
-    """Clip frames between consecutive tracked frames ``[T-1]`` (at least 1, so a repeated or
-    unordered index from a custom caller cannot divide by zero or flip a speed's sign)."""
+    """Clip frames between consecutive tracked frames ``[T-1]`` (at least 1, so a repeated index cannot
+    divide by zero; `summarize_tracks` sorts the frames first, and an unordered one cannot flip a speed's
+    sign)."""
     return np.maximum(np.abs(np.diff(np.asarray(frame_indices, np.int64))), 1)
 
 
@@ -185,9 +190,11 @@ def summarize_tracks(tracks: MotionTracks, frame_size: tuple[int, int],
                      top_k: int = 8) -> MotionSummary:
     """Summarise tracks per region, per track and for co-motion of caller-given regions.
     ``speed_threshold`` is in pixels per clip frame, ``net_threshold`` in pixels (defaults:
-    `default_thresholds`). More than ``MAX_REGIONS`` regions is a ValueError."""
+    `default_thresholds`). More than ``MAX_REGIONS`` regions is a ValueError. Frames are taken in clip
+    order (module docstring)."""
     if regions is not None and len(regions) > MAX_REGIONS:
         raise ValueError(f"{len(regions)} regions; the limit is {MAX_REGIONS} (MAX_REGIONS)")
+    tracks = in_clip_order(tracks)
     h, w = int(frame_size[0]), int(frame_size[1])
     t_total, n = tracks.tracks.shape[:2]
     default_speed, default_net = default_thresholds((h, w))
@@ -247,6 +254,19 @@ def summarize_tracks(tracks: MotionTracks, frame_size: tuple[int, int],
         tracked_fraction=float(tracks.visible.mean()) if n else 0.0, moving_points=int(moved.sum()),
         speed_threshold_px=thr, net_threshold_px=net_thr, active_segments=segments(any_motion, step_labels)[:64],
         regions=region_rows, top_tracks=top, comotion=comotion)
+
+
+def in_clip_order(tracks: MotionTracks) -> MotionTracks:
+    """``tracks`` with its frames sorted by clip index (stable; ``query_frames`` follow their frames); the
+    tracks themselves when they already are in order."""
+    order = np.argsort(np.asarray(tracks.frame_indices, np.int64), kind="stable")
+    if (order == np.arange(len(order))).all():
+        return tracks
+    position = np.empty_like(order)
+    position[order] = np.arange(len(order))
+    return MotionTracks(tracks=tracks.tracks[order], visible=tracks.visible[order],
+                        query_frames=position[tracks.query_frames],
+                        frame_indices=[tracks.frame_indices[i] for i in order])
 
 
 def _tracked_ends(tracks: MotionTracks) -> tuple[np.ndarray, np.ndarray]:
