@@ -133,6 +133,21 @@ def test_toolbox_remote_and_in_process_agree(server, service_scorer):
         remote.close()
 
 
+def test_a_closed_toolbox_builds_its_remote_tools_again(server, service_scorer):
+    """close() closed the HTTP client but kept the remote tracker and scorer on it: the next call raised
+    RuntimeError("Cannot send a request, as the client has been closed")."""
+    frames = moving_clip(8)
+    box = Toolbox(ToolSettings(tools_url=server, tools_token=TOKEN))
+    try:
+        first = box.tracker().track(frames, grid_size=3)
+        box.surprise()
+        box.close()
+        np.testing.assert_array_equal(box.tracker().track(frames, grid_size=3).tracks, first.tracks)
+        assert box.surprise().score(moving_clip(16)).status == "ok"
+    finally:
+        box.close()
+
+
 def test_32_concurrent_requests_all_correct(server):
     clips = [moving_clip(6 + i % 5) for i in range(32)]
     expected = [LKTracker().track(c, grid_size=3) for c in clips]

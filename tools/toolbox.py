@@ -4,7 +4,8 @@ in-process or through the tool service (``settings.tools_url``), with identical 
 Decisions where the issue was silent: tools are built on first use (thread-safe) and cached for the
 life of the Toolbox, also when their model failed to load: the tool itself remembers the failure
 for a minute and fails at once meanwhile, then tries again (``tools.errors.LoadFailureMemo``);
-``close()`` releases the HTTP connection pool of the remote tools. ``extra`` carries your own evidence
+``close()`` releases the HTTP connection pool of the remote tools and forgets the remote tools built on
+it, so a later call builds them again on a fresh pool (they kept the closed one: a RuntimeError). ``extra`` carries your own evidence
 tools (``tools.extra``) next to the configured ones; they always run in process (the tool service
 serves only tracks and surprise).
 """
@@ -81,6 +82,12 @@ class Toolbox:
         return check_quality(frames, thresholds=self.settings.quality)
 
     def close(self) -> None:
-        if self._client is not None:
-            self._client.close()
-            self._client = None
+        """Release the remote tools' connection pool; the toolbox stays usable (module docstring)."""
+        with self._lock:
+            if self._client is not None:
+                client, self._client = self._client, None
+                if getattr(self._tracker, "client", None) is client:
+                    self._tracker = None
+                if getattr(self._scorer, "client", None) is client:
+                    self._scorer = None
+                client.close()
