@@ -148,6 +148,23 @@ def test_tool_fault_travels_to_the_client(service_root, service_scorer):
         assert r.status_code == 500 and r.json()["fault"]["kind"] == "run"
 
 
+class _NonFinite:
+    def track(self, frames, *, grid_size=None, queries=None):
+        tracks = LKTracker().track(frames, grid_size=grid_size, queries=queries)
+        tracks.tracks[-1, 0] = np.nan
+        return tracks
+
+
+@pytest.mark.parametrize("encoding", ["list", "base64"])
+def test_non_finite_positions_from_a_tracker_are_a_run_fault(service_root, service_scorer, encoding):
+    app = create_app(ToolSettings(), service_root, tracker=_NonFinite(), scorer=service_scorer)
+    with TestClient(app, raise_server_exceptions=False) as c:
+        r = c.post("/v1/track", json={"path": "clip.mp4", "grid_size": 2, "summary": True,
+                                      "tracks_encoding": encoding})
+        assert r.status_code == 500 and r.json()["fault"] == {
+            "tool": "motion", "kind": "run", "message": "the tracker returned non-finite positions"}
+
+
 def test_surprise_can_be_disabled(service_root):
     app = create_app(ToolSettings(), service_root, tracker=LKTracker(), enable_surprise=False)
     with TestClient(app) as c:

@@ -176,6 +176,8 @@ def _track_job(state: ServiceState, src: Path | bytes, params: dict) -> dict:
         tracks = state.tracker.track(frames, grid_size=opts.grid_size, queries=opts.queries)
     except (TrackQueryError, ValueError, TypeError) as exc:
         raise HTTPProblem(400, f"bad track request: {exc}") from exc
+    if not np.isfinite(tracks.tracks).all():  # a tracker's bug: JSON cannot carry it, and a summary would be wrong
+        raise ToolFault("motion", "run", "the tracker returned non-finite positions")
     if opts.frame_indices is not None:
         tracks.frame_indices = list(opts.frame_indices)
     out: dict = {"tracks": tracks.to_dict(opts.tracks_encoding),
