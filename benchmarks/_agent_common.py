@@ -1,8 +1,9 @@
 """Shared pieces of the agent benchmarks (not a benchmark itself): synthetic clips, a scripted
 backbone that behaves the same for every clip, and a cheap stand-in surprise scorer.
 
-- `write_clips` renders textured clips with a moving block (distinct per seed, so no two clips share
-  stage inputs).
+- `write_clips` renders textured clips with a moving block (distinct per seed, so no two clips share a
+  stage input that carries their images; stages that send no image of the clip, such as contract, audit
+  and the later inspect rounds, have the same input for every clip).
 - `agent_script()` replies for every stage of every preset. The inspect stage is a function of the
   conversation (tool calls until tool results are present, then a closing text), so each run does the
   same inspection work no matter how runs interleave, and identical inputs get identical replies.
