@@ -6,7 +6,8 @@ fresh agent (cold frame cache), one after another.
 
 Prints `overhead_over_frame_work`: mean per-clip wall time over the time to decode the distinct frames
 the run touched (union of its steps' frame indices) and JPEG-encode as many images as the run sent
-distinct data URLs (full frames at the agent's long side and quality). Target <= 2.0.
+distinct data URLs, each of the sent image's size (full frames at the agent's long side and quality; a
+crop at its size, as a region of such a frame). Target <= 2.0.
 Everything else (LangGraph, pydantic, prompts, stage keys, checkpoints, LK tracking, surprise) is overhead.
 
 Diagnostics:
@@ -108,13 +109,31 @@ def _run_clip(clip: str, db: Path, run_id: str, tracker: object = None) -> tuple
     return wall, result, (model, state, cpu, loop)
 
 
-def _frame_work(clip: str, indices: list[int], n_images: int) -> float:
+def _image_size(url: str) -> tuple[int, int]:
+    """(height, width) of a JPEG data URL the run sent."""
+    import base64
+
+    import cv2
+    import numpy as np
+
+    data = np.frombuffer(base64.b64decode(url.split(",", 1)[1]), np.uint8)
+    return cv2.imdecode(data, cv2.IMREAD_UNCHANGED).shape[:2]
+
+
+def _frame_work(clip: str, indices: list[int], sizes: list[tuple[int, int]]) -> float:
+    """Decode ``indices`` and JPEG-encode one image per sent image, each with the sent image's pixel count
+    (a crop is encoded at its size, as a region of a resized frame, not as a whole frame)."""
+    import cv2
+
     from tools.video import encode_jpeg_data_url, read_frames, resize_long_side
 
     t0 = time.perf_counter()
     frames = read_frames(clip, indices)
-    for k in range(n_images):
-        encode_jpeg_data_url(resize_long_side(frames[k % len(frames)], LONG_SIDE), quality=QUALITY)
+    for k, (h, w) in enumerate(sizes):
+        frame = resize_long_side(frames[k % len(frames)], LONG_SIDE)
+        if (h, w) != frame.shape[:2]:  # a crop, resized as the agent resizes crops when it is larger
+            frame = frame[:h, :w] if h <= frame.shape[0] and w <= frame.shape[1] else cv2.resize(frame, (w, h))
+        encode_jpeg_data_url(frame, quality=QUALITY)
     return time.perf_counter() - t0
 
 
@@ -140,7 +159,8 @@ def _measure(clips: list[str]) -> dict[str, float]:
                 for b in m.content if isinstance(b, dict) and b.get("type") == "image_url"}
         walls.append(wall)
         cpus.append(cpu)
-        works.append(min(_frame_work(clip, indices, len(urls)) for _ in range(REPEATS)))
+        sizes = [_image_size(u) for u in sorted(urls)]
+        works.append(min(_frame_work(clip, indices, sizes) for _ in range(REPEATS)))
         images.append(len(urls))
         touched.append(len(indices))
 
