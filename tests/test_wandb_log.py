@@ -119,8 +119,11 @@ def test_a_resume_continues_the_run_and_a_fresh_start_begins_another(tmp_path, f
     assert start(append=False) not in (first,)  # a fresh run in the same folder
     (out / ID_FILE).write_text("{broken")
     assert start(append=True)  # an unreadable id file: a new run, no crash
+    for content in ('["not", "an", "object"]', "null", '{"project": "grpo", "id": 7}'):
+        (out / ID_FILE).write_text(content)  # valid JSON but no saved run: a new run, not an AttributeError
+        assert isinstance(start(append=True), str) and json.loads((out / ID_FILE).read_text())["project"] == "grpo"
     MetricsLog(out, enabled=False, tensorboard=False, wandb_project="grpo").close()  # other ranks: no run
-    assert len([c for c in calls if c[0] == "init"]) == 5
+    assert len([c for c in calls if c[0] == "init"]) == 8
 
 
 def test_a_run_that_cannot_start_says_what_to_do(tmp_path, fake_wandb):

@@ -58,8 +58,9 @@ class WandbRun:
         if resume and id_path.is_file():
             try:
                 saved = json.loads(id_path.read_text())
-                run_id = saved["id"] if saved.get("project") == project else None
-            except (OSError, ValueError, KeyError, TypeError):
+                if isinstance(saved, dict) and saved.get("project") == project and isinstance(saved.get("id"), str):
+                    run_id = saved["id"] or None
+            except (OSError, ValueError):  # unreadable, not JSON (or not UTF-8): a new run, as for other content
                 run_id = None
         run_id = run_id or secrets.token_hex(4)
         id_path.write_text(json.dumps({"project": project, "id": run_id}) + "\n")
