@@ -189,6 +189,11 @@ def test_summarize_over_ranks_and_log(tmp_path):
     assert not any(k.startswith("reward_usage_") for k in row)
     clipped = summarize(7, [_part([1.0, 2.0], grad_norms=[0.5, 2.5]), _part([1.0, 2.0], grad_norms=[9.0])])
     assert clipped["grad_norm"] == 1.5 and clipped["grad_norm_max"] == 2.5  # rank 0's: the norm is global
+    for norms in ([float("nan"), 2.0], [2.0, float("nan")]):  # a NaN step: NaN whatever its place, as grad_norm
+        nan_step = summarize(7, [_part([1.0, 2.0], grad_norms=norms)])
+        assert math.isnan(nan_step["grad_norm"]) and math.isnan(nan_step["grad_norm_max"]), norms
+    for norms in ([float("inf"), 2.0], [2.0, float("inf")]):
+        assert summarize(7, [_part([1.0, 2.0], grad_norms=norms)])["grad_norm_max"] == math.inf
     diverged = summarize(8, [_part([1.0, 2.0], loss=[0.5, float("nan")]), _part([1.0, 2.0], loss=[float("inf"), 1.5])])
     assert diverged["nonfinite_losses"] == 2 and diverged["loss"] == pytest.approx(1.0)  # the finite ones
     # micro-batches of 3 and 1 valid samples (G = 4, micro_batch 3): item means, not means of the two means

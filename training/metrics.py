@@ -32,7 +32,7 @@ items, as the objective is (with uneven micro-batches a plain mean of micro-batc
   the iteration's clips on all ranks, ineligible ones included: what an iteration costs the endpoint.
 * ``grad_norm`` / ``grad_norm_max`` -- mean and largest global gradient 2-norm of the iteration's optimizer
   steps, before ``gradient_clipping`` (the DeepSpeed JSON's; a norm far above it means most steps are
-  clipped); null when no step ran or fp16 gradients overflowed.
+  clipped); null when no step ran or any step's norm is NaN (fp16 gradients overflowed), whatever its place.
 * ``lr`` -- the learning rate of the iteration's first optimizer step (``lr_warmup_steps`` ramps it).
 * ``nonfinite_losses`` -- update micro-batches (all ranks) whose loss was NaN or inf: the policy's
   likelihoods are no longer finite, i.e. training has diverged (``nonfinite_loss: stop`` ends the run).
@@ -54,6 +54,12 @@ from training.wandb_log import WandbRun
 
 def _mean(xs: list[float]) -> float:
     return sum(xs) / len(xs) if xs else float("nan")
+
+
+def _max(xs: list[float]) -> float:
+    """The largest of ``xs``; NaN when there is none or any is NaN, as for `_mean` (``max`` skips a NaN that
+    is not first: the result depended on the order of the steps)."""
+    return float("nan") if not xs or any(math.isnan(x) for x in xs) else max(xs)
 
 
 def _std(xs: list[float]) -> float:
@@ -130,7 +136,7 @@ def summarize(iteration: int, parts: list[dict[str, Any]]) -> dict[str, float | 
         "seconds_update": parts[0]["seconds_update"],
         "update_skipped": int(parts[0]["update_skipped"]),
         "grad_norm": _mean(parts[0]["grad_norms"]),  # a global norm: every rank has the same
-        "grad_norm_max": max(parts[0]["grad_norms"], default=float("nan")),
+        "grad_norm_max": _max(parts[0]["grad_norms"]),
         "lr": float(parts[0]["lr"]),
         "nonfinite_losses": sum(not math.isfinite(x) for x in cat("loss")),
     }
