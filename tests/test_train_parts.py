@@ -95,6 +95,13 @@ def test_an_empty_prompt_file_is_named(tmp_path):
         load_prompts([], None)
 
 
+def test_a_prompt_file_that_is_not_utf8_is_named(tmp_path):
+    """A Latin-1 export raised a bare UnicodeDecodeError that named no file."""
+    (tmp_path / "latin.jsonl").write_bytes(b'{"text": "ok"}\n{"text": "caf\xe9"}\n')
+    with pytest.raises(ValueError, match=rf"{re.escape(str(tmp_path / 'latin.jsonl'))}:2: not UTF-8 text \(byte 0xe9 at column 14\)"):
+        load_prompts([], str(tmp_path / "latin.jsonl"))
+
+
 def test_a_16_bit_frame_is_rescaled_not_clipped_to_white(tmp_path):
     """PIL's convert("RGB") clips mode I;16 / I at 255: a full 16-bit gradient came out 99% white."""
     from PIL import Image

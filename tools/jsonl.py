@@ -84,8 +84,16 @@ def mend_tail(path: Path) -> None:
 
 def json_lines(path: Path, error: Callable[[str], Exception]) -> Iterator[tuple[str, Any]]:
     """`("PATH:N", value)` for each non-blank line of `path`; `error("PATH:N: not valid JSON (...)")` is
-    raised for a line that does not parse."""
-    for number, line in enumerate(text_lines(path.read_text(encoding="utf-8-sig")), start=1):
+    raised for a line that does not parse, and `error("PATH:N: not UTF-8 text (...)")` for a file that is not
+    UTF-8 (a Latin-1 export: the bare UnicodeDecodeError named no file)."""
+    try:
+        text = path.read_text(encoding="utf-8-sig")
+    except UnicodeDecodeError as exc:
+        before = exc.object[:exc.start]
+        line, column = before.count(b"\n") + 1, exc.start - before.rfind(b"\n")
+        raise error(f"{path}:{line}: not UTF-8 text (byte {exc.object[exc.start]:#04x} at column {column}): "
+                    "save the file as UTF-8") from None
+    for number, line in enumerate(text_lines(text), start=1):
         if not line.strip():
             continue
         where = f"{path}:{number}"
