@@ -153,6 +153,30 @@ def test_check_images_names_missing_and_unreadable_images(tmp_path):
     assert load_frame(specs[0], 4, 4).shape == (4, 4, 3)
 
 
+def test_check_images_names_truncated_images(tmp_path):
+    """A truncated PNG or JPEG has a valid header: reading only the header passed it at launch, and load_frame
+    raised OSError at the rollout that drew it."""
+    import io
+
+    from PIL import Image
+
+    from training.data import check_images
+
+    pixels = np.random.default_rng(0).integers(0, 255, (64, 64, 3), dtype=np.uint8)
+    specs = []
+    for name, fmt in (("cut.png", "PNG"), ("cut.jpg", "JPEG")):
+        buf = io.BytesIO()
+        Image.fromarray(pixels).save(buf, fmt)
+        (tmp_path / name).write_bytes(buf.getvalue()[:len(buf.getvalue()) // 2])
+        specs.append(PromptSpec(text=name, image=str(tmp_path / name)))
+        with pytest.raises(OSError):
+            load_frame(specs[-1], 32, 32)
+    problems = check_images(specs)
+    assert len(problems) == 2
+    for spec, problem in zip(specs, problems, strict=True):
+        assert problem.startswith(f"prompt image {spec.image} cannot be read (OSError") and "truncated" in problem
+
+
 def test_deepspeed_config_values():
     from training.engine import deepspeed_config
 

@@ -137,10 +137,11 @@ def rgb8(img, path: Path):
 
 
 def check_images(prompts: Sequence[PromptSpec], limit: int = 5) -> list[str]:
-    """Problems with the prompts' initial frames (missing file, not an image, a pixel format `rgb8` refuses),
-    at most `limit` named:
-    each image's header is read, so a run learns of a bad file at start, not at the rollout that needs it."""
-    from PIL import Image, UnidentifiedImageError
+    """Problems with the prompts' initial frames (missing file, not an image, a truncated or corrupt file, a
+    pixel format `rgb8` refuses), at most `limit` named: each image is decoded as `load_frame` decodes it (its
+    pixels, not only its header: a truncated PNG or JPEG has a valid header), so a run learns of a bad file at
+    start, not at the rollout that needs it."""
+    from PIL import Image, ImageOps, UnidentifiedImageError
 
     problems: list[str] = []
     for spec in prompts:
@@ -152,9 +153,8 @@ def check_images(prompts: Sequence[PromptSpec], limit: int = 5) -> list[str]:
             continue
         try:
             with Image.open(path) as img:
-                if img.mode == "F" or img.mode in WIDE_INTEGER_MODES:  # rare: these read their pixels to check
-                    rgb8(img, path)
-        except (UnidentifiedImageError, OSError) as exc:
+                rgb8(ImageOps.exif_transpose(img), path)  # the pixels, as load_frame reads them
+        except (UnidentifiedImageError, OSError, Image.DecompressionBombError) as exc:
             problems.append(f"prompt image {path} cannot be read ({type(exc).__name__}: {exc})")
         except ValueError as exc:
             problems.append(str(exc))
