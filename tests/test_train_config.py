@@ -48,6 +48,11 @@ BASE_YAML = "tiny: true\nreward: brightness\ndataset:\n  - {text: push the block
         ({"max_skipped_iterations": 0}, "max_skipped_iterations must be >= 1"),
         ({"lr_warmup_steps": -1}, "lr_warmup_steps must be >= 0"),
         ({"seed": -1}, "seed must be >= 0, got -1"),
+        ({"dataset": [PromptSpec("push"), PromptSpec("pull", image_seed=-1)]},
+         r"dataset\[1\]: 'image_seed' must be >= 0, got -1 \(prompt 'pull'\)"),
+        ({"eval_dataset": [PromptSpec("pull", image_seed=-2)]}, r"eval_dataset\[0\]: 'image_seed' must be >= 0"),
+        ({"dataset": [PromptSpec("")]}, r"dataset\[0\]: 'text' must be a non-empty string, got ''"),
+        ({"dataset": [PromptSpec("   ")]}, r"dataset\[0\]: 'text' must be a non-empty string, got '   '"),
         ({"adv_eps": 0.0}, "adv_eps must be > 0"),
     ],
 )

@@ -76,6 +76,7 @@ def test_load_prompts_and_frames(tmp_path):
     ({"text": "go", "image_seed": "3"}, r"rows\.jsonl:2: 'image_seed' must be an integer, got '3'"),
     ({"text": "go", "image_seed": 1.5}, r"rows\.jsonl:2: 'image_seed' must be an integer, got 1\.5"),
     ({"text": "go", "image_seed": True}, r"rows\.jsonl:2: 'image_seed' must be an integer, got True"),
+    ({"text": "go", "image_seed": -3}, r"rows\.jsonl:2: 'image_seed' must be >= 0, got -3"),
 ])
 def test_load_prompts_names_the_line_and_field_of_a_mistyped_row(tmp_path, row, message):
     """A numeric text failed only when the prompt was drawn; a numeric image was a bare TypeError."""

@@ -261,6 +261,18 @@ class TrainConfig:
     training/preview.py (a fast alternative)."""
 
 
+def prompt_problems(spec: PromptSpec) -> list[str]:
+    """What is wrong with a config prompt, as a JSONL row is refused (training.data.prompt_from_row): blank
+    text (the policy and the reward would be given no task) and a negative image_seed (numpy refuses it when
+    the synthetic frame is drawn, a bare ValueError mid-run)."""
+    problems = []
+    if not isinstance(spec.text, str) or not spec.text.strip():
+        problems.append(f"'text' must be a non-empty string, got {spec.text!r}")
+    if isinstance(spec.image_seed, int) and spec.image_seed < 0:
+        problems.append(f"'image_seed' must be >= 0, got {spec.image_seed} (prompt {spec.text!r})")
+    return problems
+
+
 def validate(cfg: TrainConfig) -> TrainConfig:
     """Check every value; raise ConfigError listing all problems. Pure (touches no file or model)."""
     errs: list[str] = []
@@ -298,6 +310,8 @@ def validate(cfg: TrainConfig) -> TrainConfig:
         errs.append("model_path is required unless tiny is true")
     if not cfg.dataset and not cfg.dataset_file:
         errs.append("no prompts: set dataset (list of {text, image?}) or dataset_file")
+    errs += [f"{name}[{i}]: {problem}" for name in ("dataset", "eval_dataset")
+             for i, spec in enumerate(getattr(cfg, name)) for problem in prompt_problems(spec)]
     if cfg.eval_patience is not None and (cfg.eval_patience < 1 or not cfg.eval_every):
         errs.append(f"eval_patience needs eval_every > 0 and must be >= 1, got {cfg.eval_patience} with "
                     f"eval_every {cfg.eval_every}")

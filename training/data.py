@@ -10,7 +10,7 @@ photo of the scene is stored sideways with a rotation tag) and fitted to the run
 the aspect ratio (what this module did before: a 4:3 robot photo became a 16:9 scene squashed sideways);
 keys of a JSONL prompt other than text / image / image_seed are
 kept in ``PromptSpec.meta`` (training.generate writes them into its manifest); text / image / image_seed are
-type-checked when the file is read (non-empty string / string or null / integer, not a numeric string), so a
+type-checked when the file is read (non-empty string / string or null / integer >= 0, not a numeric string), so a
 bad row is an error naming ``PATH:N`` and the field at launch, not a TypeError when the prompt is drawn; a synthetic frame (``image`` unset) is a seeded flat background
 with three coloured rectangles, so rollouts have some structure to move. A 16-bit greyscale image (PNG or
 TIFF, PIL mode I;16 / I) is rescaled to 8 bits (PIL's convert("RGB") clipped it: a full gradient came out
@@ -51,7 +51,7 @@ def load_prompts(dataset: Sequence[PromptSpec], dataset_file: str | None) -> lis
 def prompt_from_row(row: object, where: str, folder: Path) -> PromptSpec:
     """The PromptSpec of one JSONL row (`where` = "PATH:N"; a relative image path is taken from `folder`).
     ValueError naming the place and the field for a row that is not {"text": non-empty str, "image": str or
-    null, "image_seed": int}: a number where a path or text belongs failed only when the prompt was drawn,
+    null, "image_seed": int >= 0}: a number where a path or text belongs failed only when the prompt was drawn,
     as a bare TypeError."""
     if not isinstance(row, dict) or "text" not in row:
         raise ValueError(f"{where}: a prompt needs 'text'")
@@ -62,6 +62,8 @@ def prompt_from_row(row: object, where: str, folder: Path) -> PromptSpec:
         raise ValueError(f"{where}: 'image' must be a file path (a non-empty string) or null, got {image!r}")
     if isinstance(seed, bool) or not isinstance(seed, int):
         raise ValueError(f"{where}: 'image_seed' must be an integer, got {seed!r}")
+    if seed < 0:  # numpy refused it when the prompt was drawn, a bare ValueError mid-run
+        raise ValueError(f"{where}: 'image_seed' must be >= 0, got {seed}")
     if image is not None and not Path(image).is_absolute():
         image = str(folder / image)
     meta = {k: v for k, v in row.items() if k not in ("text", "image", "image_seed")}
