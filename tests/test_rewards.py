@@ -146,9 +146,30 @@ def test_http_reward_roundtrip_and_failure():
         out = call_reward(fn, "http", clips, ["a", "b", "c"], fps=8.0)
         assert out.rewards == [None, None, None] and _Handler.posts == 1  # a 500 is not retried
         assert "http reward failed" in fn.last_reasons[0][0]
+        # an outage is a broken reward (error), not the agent's own verdict (none, which it was counted as)
+        assert out.counts["error"] == 3 and out.counts["none"] == 0 and out.kinds == ["error"] * 3
+        down = HttpAgentReward(url="http://127.0.0.1:9/score", retries=1, startup_wait_s=0)  # connection refused
+        assert call_reward(down, "http", clips[:1], ["a"]).counts["error"] == 1
     finally:
         _Handler.mode = "ok"
         server.shutdown()
+
+
+def test_a_service_result_that_is_no_number_costs_only_its_item():
+    """One malformed result made the whole batch ineligible (kind none), and text "0.5" was read as 0.5
+    (the plain-list contract refuses text); a null reward stays the service's own verdict."""
+    fn = HttpAgentReward(url="http://svc/score", startup_wait_s=0)
+    fn._post = lambda url, body: {"results": [  # noqa: SLF001 (the transport, stubbed)
+        {"reward": "0.5", "reasons": ["r0"]}, {"reward": 0.7}, {"reward": [0.3]}, "oops",
+        {"reward": None, "reasons": ["not visible"]}, {"reward": True}]}
+    out = call_reward(fn, "http", _clips(6), ["a"] * 6)
+    assert out.rewards == [None, 0.7, None, None, None, 1.0]
+    assert out.kinds == ["error", None, "error", "error", "none", None]
+    assert out.counts == {"none": 1, "nan": 0, "inf": 0, "error": 3}
+    assert fn.last_reasons[0] == ["http reward service http://svc/score returned a reward that is not a number: '0.5'",
+                                  "r0"]
+    assert "not a number: [0.3]" in out.reasons[2] and "not a JSON object: 'oops'" in out.reasons[3]
+    assert out.reasons[4] == "reward 'http' returned None (ineligible): not visible"
 
 
 def test_http_reward_waits_for_the_service_at_start_and_names_a_dead_url():

@@ -300,7 +300,7 @@ def test_all_ineligible_rewards_skip_the_update(tmp_path):
     rows = _rows(out)
     assert len(rows) == 2
     for r in rows:
-        assert r["eligible_fraction"] == 0.0 and r["ineligible_count"] == 8 and r["ineligible_none"] == 8
+        assert r["eligible_fraction"] == 0.0 and r["ineligible_count"] == 8 and r["ineligible_error"] == 8
         assert r["skipped_groups"] == 2 and r["update_skipped"] == 1
         assert r["reward_mean"] is None
     # why: every ineligible reward with its prompt and the adapter's reason, and a line on the console

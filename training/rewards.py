@@ -25,8 +25,11 @@ Adapters:
   failures (connection errors, 429/502/503/504) are retried ``retries`` times with backoff, a read
   timeout is not (``tools.client.send_with_retries``: the service would score the batch again);
   then, or at once for any other error status or a malformed body, the whole batch is
-  ineligible (with the reason kept in ``last_reasons``), never a made-up reward. ``url`` may be a
-  list: rank r posts to ``url[r % len(url)]``.
+  ineligible of kind ``error`` (an outage, not the agent's ⊥; the reason kept in ``last_reasons``),
+  never a made-up reward. A single result that is not an object or whose reward is not a number (text
+  such as "0.5" included, as for a reward's list: ``reward_number``) makes only its item ineligible of
+  kind ``error``; a null reward is the service's ⊥ (kind ``none``). ``url`` may be a list: rank r posts
+  to ``url[r % len(url)]``.
 * ``reward: sum`` -- a weighted sum of the above (:class:`training.sum_reward.SumReward`).
 
 The agent adapters also report each clip's T, P, V and gate inputs (``RewardBatch.components``) and
@@ -66,6 +69,7 @@ from training.reward_outcome import (  # noqa: F401  (re-exported: the reward co
     call_reward,
     check_reward_output,
     failed_outcome,
+    reward_number,
 )
 from training.verifiable_rewards import BrightnessReward, MotionReward  # noqa: F401  (re-exported)
 
@@ -291,14 +295,38 @@ class HttpAgentReward:
             results = reply["results"]
             if not isinstance(results, list) or len(results) != len(videos):
                 raise ValueError(f"expected {len(videos)} results, got {type(results).__name__}")
-            rewards = [None if r.get("reward") is None else float(r["reward"]) for r in results]
-            self.last_reasons = [list(r.get("reasons") or []) for r in results]
-            return RewardBatch(rewards, self.last_reasons, [r.get("run_id") or None for r in results],
-                               agent_components(results), [r.get("usage") or {} for r in results])
-        except Exception as exc:  # any failure -> every item ineligible, with the reason
+        except Exception as exc:  # the call or its body failed -> every item ineligible (kind error), with the reason
             reason = f"http reward failed ({url}): {type(exc).__name__}: {exc}"
             self.last_reasons = [[reason] for _ in videos]
-            return RewardBatch([None] * len(videos), self.last_reasons)
+            return RewardBatch([None] * len(videos), self.last_reasons, kinds=["error"] * len(videos))
+        batch = service_batch(results, url)
+        self.last_reasons = batch.reasons
+        return batch
+
+
+def service_batch(results: list[Any], url: str) -> RewardBatch:
+    """A reward service's ``results`` (one per item) as a RewardBatch, item by item: a null reward is the
+    service's ⊥ (kind none, its reasons kept); a result that is not an object or whose reward is not a number
+    (`reward_number`: text such as "0.5" too, as for a reward callable's list) is ineligible of kind error,
+    naming the value, and costs the batch's other items nothing."""
+    items: list[dict[str, Any]] = []
+    rewards: list[float | None] = []
+    reasons: list[list[str]] = []
+    kinds: list[str | None] = []
+    for raw in results:
+        item = raw if isinstance(raw, dict) else {}
+        given, value = item.get("reasons"), item.get("reward")
+        why = [given] if isinstance(given, str) else [str(x) for x in given] if isinstance(given, list) else []
+        number = None if value is None else reward_number(value)
+        problem = (f"a result that is not a JSON object: {repr(raw)[:80]}" if not isinstance(raw, dict)
+                   else f"a reward that is not a number: {repr(value)[:80]}" if value is not None and number is None
+                   else None)
+        items.append(item)
+        rewards.append(number)
+        reasons.append(why if problem is None else [f"http reward service {url} returned {problem}", *why])
+        kinds.append(None if problem is None else "error")
+    return RewardBatch(rewards, reasons, [r.get("run_id") or None for r in items], agent_components(items),
+                       [r.get("usage") or {} for r in items], kinds)
 
 
 AGENT_COMPONENTS = ("T", "P", "V", "failure", "unverifiable")
