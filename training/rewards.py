@@ -52,6 +52,7 @@ import asyncio
 import base64
 import contextlib
 import json
+import math
 import tempfile
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -211,9 +212,14 @@ class HttpAgentReward:
     _urls: list[str] = field(default_factory=list, init=False, repr=False)
 
     def __post_init__(self) -> None:
-        if self.retries < 1 or self.backoff_s < 0 or self.timeout_s <= 0 or self.startup_wait_s < 0:
-            raise ValueError("HttpAgentReward: retries must be >= 1, backoff_s >= 0, timeout_s > 0 and "
-                             "startup_wait_s >= 0")
+        if isinstance(self.retries, bool) or not isinstance(self.retries, int) or self.retries < 1:
+            raise ValueError(f"HttpAgentReward: retries must be an integer >= 1, got {self.retries!r}")
+        for option, least in (("timeout_s", None), ("backoff_s", 0.0), ("startup_wait_s", 0.0)):
+            value = getattr(self, option)  # NaN passed `< 0` and `<= 0`: a request without a timeout
+            if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value) \
+                    or (value <= 0 if least is None else value < least):
+                raise ValueError(f"HttpAgentReward: {option} must be a finite number "
+                                 f"{'> 0' if least is None else '>= 0'}, got {value!r}")
         urls = [self.url] if isinstance(self.url, str) else list(self.url)
         if not urls or not all(isinstance(u, str) and u.startswith(("http://", "https://")) for u in urls):
             raise ValueError(f"HttpAgentReward: url must be an http(s) URL or a non-empty list of them, got {self.url!r}")
@@ -354,16 +360,10 @@ def build_reward(name: str, options: dict[str, Any], *, tokens: Mapping[str, str
     Raises ValueError naming the reward on unknown names or options (before any model loads).
     """
     try:
-        if name == "brightness":
-            opts = dict(options)
-            if "region" in opts:
-                opts["region"] = tuple(opts["region"])
-            return BrightnessReward(**opts)
+        if name == "brightness":  # region: a YAML list, made a tuple by the check (tuple("0011") read characters)
+            return BrightnessReward(**options)
         if name == "motion":
-            opts = dict(options)
-            if "region" in opts:
-                opts["region"] = tuple(opts["region"])
-            return MotionReward(**opts)
+            return MotionReward(**options)
         if name == "agent":  # built now: a file or a tool it cannot use stops the run at start, not every reward
             reward = AgentReward(settings=agent_settings, tools=agent_tools, **options)
             reward.agent()

@@ -6,6 +6,7 @@ default. Re-exported by ``training.rewards`` (where ``build_reward`` makes them 
 from __future__ import annotations
 
 import math
+import numbers
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
@@ -13,9 +14,12 @@ from typing import Any, Literal
 import numpy as np
 
 
-def _validate_box(region: Sequence[float], name: str) -> tuple[float, float, float, float]:
-    if len(region) != 4:
-        raise ValueError(f"{name}: region must be [x0, y0, x1, y1], got {list(region)}")
+def _validate_box(region: Any, name: str) -> tuple[float, float, float, float]:
+    """`region` as a float box; ValueError naming the reward unless it is a list (or tuple) of 4 numbers,
+    normalised and non-empty (a string such as "0011" was read character by character, a mapping by its keys)."""
+    if not isinstance(region, list | tuple) or len(region) != 4 or \
+            not all(isinstance(v, numbers.Real) and not isinstance(v, bool) for v in region):
+        raise ValueError(f"{name}: region must be a list of 4 numbers [x0, y0, x1, y1], got {region!r}")
     x0, y0, x1, y1 = (float(v) for v in region)
     if not (0.0 <= x0 < x1 <= 1.0 and 0.0 <= y0 < y1 <= 1.0):
         raise ValueError(f"{name}: region must be normalised with 0 <= x0 < x1 <= 1 and 0 <= y0 < y1 <= 1, "
@@ -50,6 +54,8 @@ class BrightnessReward:
         self.region = _validate_box(self.region, "BrightnessReward")
         if self.target not in ("bright", "dark"):
             raise ValueError(f"BrightnessReward: target must be 'bright' or 'dark', got {self.target!r}")
+        if not isinstance(self.skip_first, bool):  # the text "no" is truthy: it skipped the first frame
+            raise ValueError(f"BrightnessReward: skip_first must be true or false, got {self.skip_first!r}")
 
     def __call__(self, videos: Sequence[np.ndarray], prompts: Sequence[str], **meta: Any) -> list[float | None]:
         out: list[float | None] = []
