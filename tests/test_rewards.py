@@ -210,7 +210,7 @@ def test_http_reward_spreads_ranks_over_several_services():
     finally:
         for server in servers:
             server.shutdown()
-    for bad in ([], ["ftp://x"], [7]):
+    for bad in ([], ["ftp://x"], [7], "http://", ["https:///score"]):
         with pytest.raises(ValueError, match="url must be an http"):
             HttpAgentReward(url=bad)
 

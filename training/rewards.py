@@ -58,7 +58,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
-from urllib.parse import urljoin
+from urllib.parse import urljoin, urlsplit
 
 import numpy as np
 
@@ -221,7 +221,8 @@ class HttpAgentReward:
                 raise ValueError(f"HttpAgentReward: {option} must be a finite number "
                                  f"{'> 0' if least is None else '>= 0'}, got {value!r}")
         urls = [self.url] if isinstance(self.url, str) else list(self.url)
-        if not urls or not all(isinstance(u, str) and u.startswith(("http://", "https://")) for u in urls):
+        if not urls or not all(isinstance(u, str) and urlsplit(u).scheme in ("http", "https") and urlsplit(u).hostname
+                               for u in urls):
             raise ValueError(f"HttpAgentReward: url must be an http(s) URL or a non-empty list of them, got {self.url!r}")
         self._urls = urls
 
