@@ -14,12 +14,11 @@ Equations implemented here (labels E1-E4 used in the docstrings below):
 
 Decisions where the issue was silent:
 
-* ``quantile_large`` reproduces ``torch.quantile(..., interpolation="linear")`` with one
-  ``torch.kthvalue`` call plus a masked minimum (O(n) selection, no full sort, no 16M-element
-  limit). The quantile in the mask is taken over the H*W positions of each (sample, frame); there
+* The quantile in the mask is taken over the H*W positions of each (sample, frame); there
   ``B = 1[D > q]`` equals ``1[D > D_(floor(tau (n-1)) + 1)]`` exactly (no value of D lies strictly
-  between two consecutive order statistics), so the mask needs a single selection (NumPy's
-  ``partition`` on CPU, about twice as fast as ``torch.kthvalue``; ``kthvalue`` elsewhere).
+  between two consecutive order statistics), so the mask needs a single selection
+  (``policy.quantile.kth_smallest_last``; ``quantile_large`` there is the full linear quantile
+  without torch.quantile's 16M-element limit).
 * Without an autograd graph the mask's small per-position fields (norm, min-max, combination)
   are computed in place; results match the graph path to float rounding (B is identical).
 * In-place arithmetic is used only when no autograd graph is being built (rollouts), so the
@@ -47,6 +46,13 @@ from typing import Literal
 
 import torch
 from torch import Tensor
+
+from policy.quantile import kth_smallest_last, quantile_large
+
+__all__ = [
+    "DynDiffInputError", "HybridStep", "check_tau_r_base", "dynamic_mask", "gaussian_log_prob", "hybrid_step",
+    "predict_x0", "predict_x0_eps", "quantile_large", "transition_mean_std",
+]
 
 _LOG_SQRT_2PI = 0.5 * math.log(2.0 * math.pi)
 
@@ -115,36 +121,6 @@ def _no_grad_needed(*tensors: Tensor) -> bool:
     return not torch.is_grad_enabled() or not any(t.requires_grad for t in tensors)
 
 
-def quantile_large(x: Tensor, q: float, dim: int = -1) -> Tensor:
-    """``torch.quantile(x, q, dim, interpolation="linear")`` without the 16M-element limit.
-
-    With n values along ``dim`` the quantile sits at position ``p = q (n - 1)`` of the sorted
-    values; the result is ``lo + (hi - lo)(p - floor(p))`` where ``lo``/``hi`` are the
-    ``floor(p)``-th and ``ceil(p)``-th order statistics: one ``torch.kthvalue`` (selection,
-    not a full sort) and one masked minimum. NaNs are not supported. The reduced dimension is
-    removed.
-    """
-    if not 0.0 <= float(q) <= 1.0:
-        raise DynDiffInputError(f"quantile q must be in [0, 1], got {q}")
-    n = x.shape[dim]
-    if n == 0:
-        raise DynDiffInputError("quantile over an empty dimension")
-    pos = float(q) * (n - 1)
-    lo_i = int(math.floor(pos))
-    hi_i = min(lo_i + 1, n - 1)
-    frac = pos - lo_i
-    lo = torch.kthvalue(x, lo_i + 1, dim=dim).values
-    if frac == 0.0 or hi_i == lo_i:
-        return lo
-    # The next order statistic without a second selection: it equals ``lo`` when more than
-    # lo_i + 1 values are <= lo (ties), else it is the smallest value strictly above ``lo``.
-    lo_k = lo.unsqueeze(dim)
-    n_le = (x <= lo_k).sum(dim=dim)
-    above = torch.where(x > lo_k, x, torch.full_like(x, float("inf"))).amin(dim=dim)
-    hi = torch.where(n_le >= hi_i + 1, lo, above)
-    return lo + (hi - lo) * frac
-
-
 def _minmax_hw(d: Tensor, inplace: bool = False) -> Tensor:
     """Min-max normalise [B, 1, F, H, W] over (H, W) per (b, f); a zero range gives 0.
 
@@ -158,19 +134,6 @@ def _minmax_hw(d: Tensor, inplace: bool = False) -> Tensor:
         return flat.sub_(lo).div_(torch.where(ok, rng, 1.0)).view_as(d)
     out = torch.where(ok, (flat - lo) / torch.where(ok, rng, torch.ones_like(rng)), torch.zeros_like(flat))
     return out.view_as(d)
-
-
-def _kth_smallest_last(x: Tensor, k: int) -> Tensor:
-    """The ``k``-th smallest value (1-based) along the last dim of a detached tensor; the dim is removed.
-
-    On CPU this is NumPy's introselect (about twice as fast as ``torch.kthvalue``, which also tracks
-    indices); identical values, since both return an element of the input."""
-    if x.device.type == "cpu" and x.dtype in (torch.float32, torch.float64):
-        import numpy as np
-
-        part = np.partition(x.contiguous().numpy(), k - 1, axis=-1)
-        return torch.from_numpy(np.ascontiguousarray(part[..., k - 1]))
-    return torch.kthvalue(x, k, dim=-1).values
 
 
 def dynamic_mask(
@@ -221,7 +184,7 @@ def dynamic_mask(
     # D lies strictly between them, so D > q <=> D > lo exactly (ties included): one selection.
     n = h * w
     k = int(math.floor(float(tau) * (n - 1))) + 1
-    thr = _kth_smallest_last(d.detach().reshape(b, f, n), k).view(b, 1, f, 1, 1)
+    thr = kth_smallest_last(d.detach().reshape(b, f, n), k).view(b, 1, f, 1, 1)
     bin_mask = d.detach() > thr
     half = 0.5 * (1.0 - r_base)
     if inplace:  # M = r_base + half D + half B, written into D's buffer (fused: no temporaries)
