@@ -123,7 +123,8 @@ class SDEStepRecord:
     prev_x0_hat: Tensor | None
     """[B, C, F, H, W] old policy's x0_hat at the previous step, None where D = B = 0."""
     log_prob: Tensor
-    """[B] old policy's log-likelihood of x_next (conditioning frames excluded)."""
+    """[B] float64 old policy's log-likelihood of x_next (conditioning frames excluded); keep it float64:
+    a summed log-prob is millions of nats, where float32 cannot resolve the ratio to the new one."""
     mask_mean: Tensor
     """[B] mean of the DynDiff mask M over generated frames."""
 
@@ -278,7 +279,8 @@ def step_log_prob(
     record: SDEStepRecord,
     config: RolloutConfig,
 ) -> tuple[Tensor, Tensor, Tensor]:
-    """Log-prob [B], mean and std ([B, C, F, H, W]) of ``record``'s transition under the current parameters.
+    """Log-prob [B] (float64), mean and std ([B, C, F, H, W]) of ``record``'s transition under the current
+    parameters.
 
     Runs with autograd (call it in train mode for the update, under no_grad for a reference).
     The mask is the current policy's own: from its ``x0_hat`` at ``record.x_t`` minus

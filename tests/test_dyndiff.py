@@ -160,8 +160,9 @@ def test_hybrid_step_conditioning_frames_are_kept():
     assert torch.all(st.std[:, :, 0] == 0) and torch.all(st.std[:, :, 1:] == 0.3)
     assert not torch.allclose(st.sample[:, :, 1:], x[:, :, 1:])
     lp = gaussian_log_prob(st.sample, st.mean, st.std, weight_mask=cond)
-    ref = torch.distributions.Normal(st.mean[:, :, 1:], st.std[:, :, 1:]).log_prob(st.sample[:, :, 1:])
-    assert torch.allclose(lp, ref.flatten(1).sum(1), rtol=1e-5)
+    ref = torch.distributions.Normal(st.mean[:, :, 1:].double(), st.std[:, :, 1:].double()).log_prob(
+        st.sample[:, :, 1:].double())
+    assert lp.dtype == torch.float64 and torch.allclose(lp, ref.flatten(1).sum(1), rtol=1e-5)
 
 
 def test_hybrid_step_validates():
@@ -186,7 +187,7 @@ def test_hybrid_step_validates():
 def test_log_prob_equals_torch_normal():
     x, mean = _lat(3, 2, 2, 3, 4), _lat(3, 2, 2, 3, 4, seed=1)
     std = torch.rand(3, 1, 2, 3, 4, generator=torch.Generator().manual_seed(2)) + 0.1
-    ref = torch.distributions.Normal(mean, std.expand_as(x)).log_prob(x).flatten(1).sum(1)
+    ref = torch.distributions.Normal(mean.double(), std.double().expand_as(x)).log_prob(x.double()).flatten(1).sum(1)
     assert torch.allclose(gaussian_log_prob(x, mean, std), ref, rtol=1e-5)
     assert torch.allclose(gaussian_log_prob(x, mean, std.expand_as(x)), ref, rtol=1e-5)
     assert torch.allclose(gaussian_log_prob(x, mean, std.expand_as(x).contiguous()), ref, rtol=1e-5)
@@ -225,7 +226,7 @@ def test_different_masks_same_residual_give_different_log_probs():
     # and the difference has both a quadratic and a log-scale part
     log_scale = -(torch.log(s2.std) - torch.log(s1.std)).flatten(1).sum(1)
     quad = -0.5 * ((resid / s2.std) ** 2 - (resid / s1.std) ** 2).flatten(1).sum(1)
-    assert torch.allclose(lp2 - lp1, log_scale + quad, rtol=1e-4, atol=1e-3)
+    assert torch.allclose(lp2 - lp1, (log_scale + quad).double(), rtol=1e-4, atol=1e-3)
 
 
 def _tiny_velocity_net():
@@ -277,3 +278,44 @@ def test_dynamic_mask_binary_part_matches_torch_quantile(tau):
     q = torch.quantile(d.flatten(-2), tau, dim=-1).unsqueeze(-1).unsqueeze(-1)
     b = (d > q).float()
     assert torch.allclose(m, r_base + (1 - r_base) * (0.5 * d + 0.5 * b), atol=1e-5)
+
+
+def _log_prob_float64(x, mean, std):
+    """(E4) in float64 from the given (float32) tensors: the reference the float32 inputs allow."""
+    x, mean, std = x.double(), mean.double(), std.double().expand_as(x)
+    return (-((x - mean) / std) ** 2 / 2 - std.log() - 0.5 * math.log(2 * math.pi)).flatten(1).sum(1)
+
+
+def _real_size_gaussian():
+    """A Cosmos-2.5-size latent (16 x 24 x 88 x 160, ~5.4M elements per sample; 93 frames at 704x1280)
+    around mean 0 with a per-position std in [0.3, 1] (shared over channels, as the DynDiff std is)."""
+    gen = torch.Generator().manual_seed(0)
+    std = 0.3 + 0.7 * torch.rand(1, 1, 24, 88, 160, generator=gen)
+    x = std * torch.randn(1, 16, 24, 88, 160, generator=gen)
+    return x, torch.zeros_like(x), std, gen
+
+
+def test_log_prob_of_a_real_size_latent_matches_float64():
+    # log p ~ -3.5e6 nats: float32 spaces values 0.25 apart there, and a float32 reduction over 5.4M
+    # elements was off by hundreds of nats; the float64 reduction is within rounding of the elements
+    x, mean, std, _ = _real_size_gaussian()
+    lp = gaussian_log_prob(x, mean, std)
+    ref = _log_prob_float64(x, mean, std)
+    assert abs(float(ref[0])) > 1e6
+    assert float((lp.double() - ref).abs().max()) < 1e-2
+    assert lp.dtype == torch.float64
+    n = x[0].numel()
+    assert float((gaussian_log_prob(x, mean, std, "mean") - ref / n).abs().max()) < 1e-8
+
+
+def test_log_ratio_of_a_tiny_mean_shift_on_a_real_size_latent():
+    # a small policy change moves 640 elements' means 1e-4 toward the sample (far above float32's spacing
+    # of x, so the elements resolve it): the true log-ratio is ~0.1, below float32's 0.25-nat resolution
+    # of either summed log-prob (a float32 ratio could only be 1, 1.28, 0.78, ...)
+    x, mean, std, _ = _real_size_gaussian()
+    mean2 = mean.clone()
+    mean2[:, 0, 5, :4] = 1e-4 * x[:, 0, 5, :4].sign()
+    true = _log_prob_float64(x, mean2, std) - _log_prob_float64(x, mean, std)
+    got = gaussian_log_prob(x, mean2, std) - gaussian_log_prob(x, mean, std)
+    assert 0.05 < float(true[0]) < 0.2
+    assert float((got - true).abs().max()) < 1e-3

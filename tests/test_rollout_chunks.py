@@ -51,7 +51,7 @@ def test_cat_rollouts_joins_chunks_in_order_and_stays_on_policy(setup):
         assert torch.equal(record.log_prob[:2], parts[0].steps[k].log_prob)
         # an update micro-batch across the chunk boundary recomputes the recorded likelihood (ratio 1)
         lp, _, _ = step_log_prob(model, cond.select(slice(1, 3)), _slice(record, slice(1, 3)), RCFG)
-        assert torch.allclose(torch.exp(lp - record.log_prob[1:3]), torch.ones(2), atol=1e-4)
+        assert torch.allclose(torch.exp(lp - record.log_prob[1:3]), torch.ones(2, dtype=torch.float64), atol=1e-4)
 
 
 def test_cat_rollouts_refuses_parts_that_do_not_fit(setup):

@@ -19,6 +19,8 @@ Decisions where the issue was silent:
   differs by 5.6e-17, which ``(r - r_bar) / (s_r + eps)`` with a tiny eps turned into full-size
   advantages). The config also requires ``adv_eps > 0`` (training/config.py) for spreads just above it.
 * ``approx_kl`` is the non-negative "k3" estimator ``mean((rho - 1) - log rho)`` of KL(old || new).
+* The log-ratio ``log_prob - old_log_prob`` is taken in float64: a latent's summed log-prob is
+  millions of nats, where float32 cannot resolve a ratio near 1. The loss comes back float64.
 * The log-ratio is clamped to ``[-max_log_ratio, max_log_ratio]`` (default 20) before ``exp`` so a
   summed-over-latents log-prob cannot overflow into ``inf * 0 = NaN``; within the bound the
   objective is exactly the paper's.
@@ -190,6 +192,8 @@ def clipped_policy_loss(
 
     ``log_prob`` / ``old_log_prob`` come from each policy's own Gaussian (own mask and std), so the
     log-scale terms are already inside them. All inputs are [M] over (sample, SDE step) items.
+    The log-ratio, hence everything after it, is computed in float64 whatever the inputs' dtype
+    (``policy.dyndiff.gaussian_log_prob`` returns float64 log-probs; keep them so).
 
     Returns ``(loss, clip_fraction, approx_kl)``; the last two are detached scalars:
     ``clip_fraction = mean(|rho - 1| > delta)`` and ``approx_kl = mean((rho - 1) - log rho)``.
@@ -204,7 +208,8 @@ def clipped_policy_loss(
         raise ValueError("clipped_policy_loss: empty batch")
     if not clip_range > 0:
         raise ValueError(f"clipped_policy_loss: clip_range must be > 0, got {clip_range}")
-    log_ratio = (log_prob - old_log_prob.detach()).clamp(-max_log_ratio, max_log_ratio)
+    # float64: summed log-probs of real latents are ~-3e6, where float32 resolves 0.25 nats
+    log_ratio = (log_prob.double() - old_log_prob.detach().double()).clamp(-max_log_ratio, max_log_ratio)
     ratio = torch.exp(log_ratio)
     adv = advantages.detach().to(ratio.dtype)
     unclipped = ratio * adv

@@ -137,9 +137,11 @@ def update_policy(engine: Any, groups: list[Group], cfg: TrainConfig, rcfg: Roll
             if len(keep) == 0:  # nothing valid here: a zero loss keeps the collectives in step
                 loss = log_prob.sum() * 0.0 + mean.sum() * 0.0
             else:
-                old = record.log_prob[keep].to(log_prob.dtype)
+                # float64 (policy.dyndiff.gaussian_log_prob): the log-ratio of two ~-3e6 sums is taken in
+                # float64 (clipped_policy_loss); a float32 one resolved only 0.25 nats
+                old = record.log_prob[keep].double()
                 pol, clip_frac, approx_kl = clipped_policy_loss(
-                    log_prob[keep], old, g.advantages[sl][keep].to(log_prob.dtype), cfg.clip_range)
+                    log_prob[keep].double(), old, g.advantages[sl][keep].double(), cfg.clip_range)
                 item_loss = pol  # mean over this micro-batch's valid samples
                 if ref_mean is not None and ref_std is not None:
                     kl = mean_kl(mean[keep], ref_mean[keep], ref_std[keep], cfg.mu_kl_eps,
