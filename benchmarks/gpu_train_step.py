@@ -113,7 +113,7 @@ def main() -> None:
     for i in range(g):
         sub_cond = cond.select(slice(i, i + 1))
         sub = _slice_record(record, i)
-        lp, _, _ = step_log_prob(model, sub_cond, sub, cfg)
+        lp, _, _, _ = step_log_prob(model, sub_cond, sub, cfg)
         log_ratio = lp - sub.log_prob
         log_ratios.append(float(log_ratio.detach()))
         numel = float((sub_cond.cond_mask.sum() * 16 * h * w).item())
@@ -139,7 +139,8 @@ def _slice_record(record, i: int):
 
     return replace(record, x_t=take(record.x_t), x_next=take(record.x_next), sigma=take(record.sigma),
                    sigma_next=take(record.sigma_next), prev_x0_hat=take(record.prev_x0_hat),
-                   log_prob=take(record.log_prob), mask_mean=take(record.mask_mean))
+                   log_prob=take(record.log_prob), mask_mean=take(record.mask_mean),
+                   binary_mask=take(record.binary_mask))
 
 
 if __name__ == "__main__":

@@ -8,6 +8,7 @@ Equations implemented here (labels E1-E4 used in the docstrings below):
 * (E1) ``x0_hat = x_t - s v``, ``eps_hat = x_t + (1 - s) v``                       -> :func:`predict_x0_eps`
 * (E2) ``R = dX - mean_hw(dX)``, ``D = minmax_hw(||R||_2 over C)``,
   ``B = 1[D > quantile_hw(D, tau)]``, ``M = r_base + (1 - r_base)(0.5 D + 0.5 B)``  -> :func:`dynamic_mask`
+  (:func:`dynamic_mask_parts` also returns B, and can take B from elsewhere)
 * (E3) ``sn = s_next M``, ``mean = x0_hat (1 - s_next) + eps_hat sqrt(s_next^2 - sn^2)``,
   ``x_next = mean + sn z``                                                          -> :func:`hybrid_step`
 * (E4) ``log p = sum [-(x - mean)^2 / (2 sn^2) - log sn - 0.5 log 2 pi]``            -> :func:`gaussian_log_prob`
@@ -54,8 +55,8 @@ from torch import Tensor
 from policy.quantile import kth_smallest_last, quantile_large
 
 __all__ = [
-    "DynDiffInputError", "HybridStep", "check_tau_r_base", "dynamic_mask", "gaussian_log_prob", "hybrid_step",
-    "predict_x0", "predict_x0_eps", "quantile_large", "transition_mean_std",
+    "DynDiffInputError", "HybridStep", "check_tau_r_base", "dynamic_mask", "dynamic_mask_parts",
+    "gaussian_log_prob", "hybrid_step", "predict_x0", "predict_x0_eps", "quantile_large", "transition_mean_std",
 ]
 
 _LOG_SQRT_2PI = 0.5 * math.log(2.0 * math.pi)
@@ -167,7 +168,30 @@ def dynamic_mask(
             raise DynDiffInputError("dynamic_mask(None, ...) needs shape=(B, C, F, H, W) for the first SDE step")
         b, _, f, h, w = shape
         return torch.full((b, 1, f, h, w), float(r_base), dtype=torch.float32, device=device)
+    return dynamic_mask_parts(delta_x0, tau, r_base, overwrite=overwrite)[0]
+
+
+def dynamic_mask_parts(
+    delta_x0: Tensor,
+    tau: float,
+    r_base: float,
+    *,
+    overwrite: bool = False,
+    binary: Tensor | None = None,
+) -> tuple[Tensor, Tensor]:
+    """(E2) ``(M, B)``: the mask of :func:`dynamic_mask` and its binary part ``B = 1[D > quantile_hw(D, tau)]``
+    (bool [B, 1, F, H, W]) for a ``delta_x0`` that is not None.
+
+    ``binary`` (bool [B, 1, F, H, W]), when given, replaces this ``D``'s own ``B`` inside ``M``:
+    ``M = r_base + (1 - r_base)(0.5 D + 0.5 binary)`` (a rollout's ``B`` reused with the current ``D``:
+    ``policy.rollout``'s ``ratio_mask = "rollout"``); the returned ``B`` is still this ``D``'s own.
+    """
+    check_tau_r_base(tau, r_base)
     _check_latent("delta_x0", delta_x0)
+    if binary is not None:
+        b, _, f, h, w = delta_x0.shape
+        if tuple(binary.shape) != (b, 1, f, h, w):
+            raise DynDiffInputError(f"binary must be [B, 1, F, H, W] = {(b, 1, f, h, w)}, got {tuple(binary.shape)}")
     dx = delta_x0.float()
     inplace = _no_grad_needed(delta_x0)
     mean_hw = dx.mean(dim=(-2, -1), keepdim=True)
@@ -190,10 +214,11 @@ def dynamic_mask(
     k = int(math.floor(float(tau) * (n - 1))) + 1
     thr = kth_smallest_last(d.detach().reshape(b, f, n), k).view(b, 1, f, 1, 1)
     bin_mask = d.detach() > thr
+    used = bin_mask if binary is None else binary.to(device=d.device, dtype=torch.bool)
     half = 0.5 * (1.0 - r_base)
     if inplace:  # M = r_base + half D + half B, written into D's buffer (fused: no temporaries)
-        return d.mul_(half).add_(r_base).add_(bin_mask, alpha=half)
-    return r_base + (1.0 - r_base) * (0.5 * d + 0.5 * bin_mask.to(d.dtype))
+        return d.mul_(half).add_(r_base).add_(used, alpha=half), bin_mask
+    return r_base + (1.0 - r_base) * (0.5 * d + 0.5 * used.to(d.dtype)), bin_mask
 
 
 def transition_mean_std(

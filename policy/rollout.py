@@ -5,7 +5,8 @@
 each records what the GRPO update needs (:class:`SDEStepRecord`). Steps outside it are
 deterministic flow Euler steps ``x + (s_next - s) v`` with no likelihood (MixGRPO /
 Flow-GRPO-Fast). ``step_log_prob`` recomputes one recorded transition's log-prob, mean and std
-under the current parameters, with the current policy's own mask.
+under the current parameters, with the current policy's own mask (or, ``ratio_mask = "rollout"``, with
+the rollout's binary part B).
 
 Decisions where the issue was silent:
 
@@ -21,6 +22,13 @@ Decisions where the issue was silent:
 * ``prev_x0_hat`` in a record is the rollout (old) policy's ``x0_hat`` of the previous step, or
   ``None`` where D = B = 0. ``step_log_prob`` builds the current mask from the current policy's
   ``x0_hat`` minus that recorded one.
+* ``ratio_mask``: ``"own"`` (default; DESIGN.md §6 and the paper) recomputes the whole mask, B included,
+  from the current policy. B = 1[D > quantile] is a step function: positions near the quantile flip
+  under tiny parameter changes (or a recompute that is not bit-identical, e.g. another micro-batch in
+  bf16), each flip moves the log-prob by several nats, and after one optimizer step most log-ratios of
+  a real latent hit the clamp (no gradient). ``"rollout"`` reuses the rollout's B (``binary_mask``,
+  stored in every record) and recomputes only the continuous D. ``step_log_prob`` also returns the
+  fraction of generated positions where the current policy's B differs from the rollout's.
 * ``mask_grad``: ``"detached"`` (default) treats the current mask, hence the std, as a constant
   in the backward pass (gradients reach the network through the mean only); ``"differentiable"``
   also back-propagates through the continuous part D of the mask into the std (the binary part
@@ -44,6 +52,7 @@ from torch import Tensor
 from policy.dyndiff import (
     check_tau_r_base,
     dynamic_mask,
+    dynamic_mask_parts,
     gaussian_log_prob,
     hybrid_step,
     predict_x0,
@@ -75,6 +84,8 @@ class RolloutConfig:
     """Sum (paper) or mean over latent elements of the per-element log density."""
     mask_grad: Literal["detached", "differentiable"] = "detached"
     """Whether step_log_prob back-propagates through the continuous part of the current mask."""
+    ratio_mask: Literal["own", "rollout"] = "own"
+    """Binary part B of the mask step_log_prob uses: the current policy's own ("own") or the rollout's."""
     mask_history: Literal["window", "trajectory"] = "window"
     """Where D = B = 0: at the SDE window's first step ("window") or only at step 0 ("trajectory")."""
     guidance_scale: float = 1.0
@@ -101,6 +112,7 @@ class RolloutConfig:
             ("log_prob_reduce", self.log_prob_reduce, ("sum", "mean")),
             ("mask_grad", self.mask_grad, ("detached", "differentiable")),
             ("mask_history", self.mask_history, ("window", "trajectory")),
+            ("ratio_mask", self.ratio_mask, ("own", "rollout")),
         ):
             if value not in allowed:
                 raise RolloutConfigError(f"{name} must be one of {allowed}, got {value!r}")
@@ -127,6 +139,8 @@ class SDEStepRecord:
     a summed log-prob is millions of nats, where float32 cannot resolve the ratio to the new one."""
     mask_mean: Tensor
     """[B] mean of the DynDiff mask M over generated frames."""
+    binary_mask: Tensor | None = None
+    """[B, 1, F, H, W] bool: the binary part B of the rollout's mask; None where D = B = 0."""
 
 
 @dataclass
@@ -159,6 +173,13 @@ def _mask_mean(mask: Tensor, keep: Tensor) -> Tensor:
     return num / den
 
 
+def mask_flip_fraction(own: Tensor, recorded: Tensor, keep: Tensor) -> Tensor:
+    """[B] fraction of generated positions (``keep`` [B, 1, F, 1, 1] = 1) where two binary masks
+    [B, 1, F, H, W] differ: ``sum(keep (own != recorded)) / (H W sum(keep))`` (0 with no generated frame)."""
+    differ = (own != recorded.to(own.device)).float() * keep
+    return differ.flatten(1).sum(1) / (keep.flatten(1).sum(1) * own.shape[-2] * own.shape[-1]).clamp(min=1)
+
+
 def _needs_reset(config: RolloutConfig, k: int, prev_x0: Tensor | None) -> bool:
     return prev_x0 is None or (config.mask_history == "window" and k == config.sde_window[0])
 
@@ -186,14 +207,17 @@ def rollout(
         x0 = predict_x0(x, v, s)
         if start <= k < end:
             prev = None if _needs_reset(config, k, prev_x0) else prev_x0
-            mask = (dynamic_mask(None, config.tau, config.r_base, shape=tuple(x.shape), device=device)
-                    if prev is None else dynamic_mask(x0 - prev, config.tau, config.r_base, overwrite=True))
+            binary = None
+            if prev is None:
+                mask = dynamic_mask(None, config.tau, config.r_base, shape=tuple(x.shape), device=device)
+            else:
+                mask, binary = dynamic_mask_parts(x0 - prev, config.tau, config.r_base, overwrite=True)
             st = hybrid_step(x, v, s, s_next, mask, generator=generator, cond_mask=keep)
             if k in recorded:
                 lp = gaussian_log_prob(st.sample, st.mean, st.std, config.log_prob_reduce, weight_mask=keep)
                 records.append(SDEStepRecord(step=k, x_t=x, x_next=st.sample, sigma=s.clone(),
                                              sigma_next=s_next.clone(), prev_x0_hat=prev, log_prob=lp,
-                                             mask_mean=_mask_mean(mask, keep)))
+                                             mask_mean=_mask_mean(mask, keep), binary_mask=binary))
             x = st.sample
         else:
             x = x + (s_next - s).view(b, 1, 1, 1, 1) * v
@@ -211,13 +235,15 @@ def cat_rollouts(parts: Sequence[Rollout], cond: Conditioning) -> Rollout:
     steps = []
     for records in zip(*(p.steps for p in parts), strict=True):
         first = records[0]
-        if any(r.step != first.step or (r.prev_x0_hat is None) != (first.prev_x0_hat is None) for r in records):
+        if any(r.step != first.step or (r.prev_x0_hat is None) != (first.prev_x0_hat is None)
+               or (r.binary_mask is None) != (first.binary_mask is None) for r in records):
             raise ValueError(f"cat_rollouts: the parts' records of step {first.step} differ in kind")
         steps.append(SDEStepRecord(
             step=first.step, x_t=torch.cat([r.x_t for r in records]), x_next=torch.cat([r.x_next for r in records]),
             sigma=torch.cat([r.sigma for r in records]), sigma_next=torch.cat([r.sigma_next for r in records]),
             prev_x0_hat=None if first.prev_x0_hat is None else torch.cat([r.prev_x0_hat for r in records]),  # type: ignore[misc]
-            log_prob=torch.cat([r.log_prob for r in records]), mask_mean=torch.cat([r.mask_mean for r in records])))
+            log_prob=torch.cat([r.log_prob for r in records]), mask_mean=torch.cat([r.mask_mean for r in records]),
+            binary_mask=None if first.binary_mask is None else torch.cat([r.binary_mask for r in records])))  # type: ignore[misc]
     latents = torch.cat([p.latents for p in parts])
     if latents.shape[0] != cond.first_frame_latent.shape[0]:
         raise ValueError(f"cat_rollouts: {latents.shape[0]} samples for a conditioning batch of "
@@ -278,24 +304,32 @@ def step_log_prob(
     cond: Conditioning,
     record: SDEStepRecord,
     config: RolloutConfig,
-) -> tuple[Tensor, Tensor, Tensor]:
+) -> tuple[Tensor, Tensor, Tensor, Tensor]:
     """Log-prob [B] (float64), mean and std ([B, C, F, H, W]) of ``record``'s transition under the current
-    parameters.
+    parameters, and the [B] fraction of generated positions where the current policy's binary mask B
+    differs from the rollout's (``mask_flip_fraction``; 0 where D = B = 0).
 
     Runs with autograd (call it in train mode for the update, under no_grad for a reference).
-    The mask is the current policy's own: from its ``x0_hat`` at ``record.x_t`` minus
-    ``record.prev_x0_hat`` (``r_base`` everywhere when that is None).
+    The mask's continuous part D comes from the current policy's ``x0_hat`` at ``record.x_t`` minus
+    ``record.prev_x0_hat`` (``r_base`` everywhere when that is None); its binary part B is the current
+    policy's own (``config.ratio_mask = "own"``) or ``record.binary_mask`` (``"rollout"``).
     """
     x_t = record.x_t
     v = model.velocity(x_t, record.sigma, cond, config.guidance_scale)
+    keep = cond.cond_mask.to(device=x_t.device, dtype=torch.float32)
+    flips = torch.zeros(x_t.shape[0], device=x_t.device)
     if record.prev_x0_hat is None:
         mask = dynamic_mask(None, config.tau, config.r_base, shape=tuple(x_t.shape), device=x_t.device)
     else:
+        if record.binary_mask is None and config.ratio_mask == "rollout":
+            raise ValueError(f"ratio_mask 'rollout': the record of step {record.step} has no binary_mask")
         delta = predict_x0(x_t, v, record.sigma) - record.prev_x0_hat
         if config.mask_grad == "detached":
             delta = delta.detach()
-        mask = dynamic_mask(delta, config.tau, config.r_base)
-    keep = cond.cond_mask.to(device=x_t.device, dtype=torch.float32)
+        reuse = record.binary_mask if config.ratio_mask == "rollout" else None
+        mask, own = dynamic_mask_parts(delta, config.tau, config.r_base, binary=reuse)
+        if record.binary_mask is not None:
+            flips = mask_flip_fraction(own, record.binary_mask, keep)
     mean, std = transition_mean_std(x_t, v, record.sigma, record.sigma_next, mask, cond_mask=keep)
     log_prob = gaussian_log_prob(record.x_next, mean, std, config.log_prob_reduce, weight_mask=keep)
-    return log_prob, mean, std
+    return log_prob, mean, std, flips

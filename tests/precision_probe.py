@@ -73,8 +73,8 @@ def full(cfg) -> dict:
     engine.module.eval()
     with torch.no_grad():
         record = rollout(model, cond, rcfg, generator=torch.Generator().manual_seed(1)).steps[0]
-        _, mean, _ = engine(cond, record, rcfg)
-        _, ref_mean, ref_std = reference(cond, record, rcfg)
+        _, mean, _, _ = engine(cond, record, rcfg)
+        _, ref_mean, ref_std, _ = reference(cond, record, rcfg)
     kl = mean_kl(mean, ref_mean, ref_std, cfg.mu_kl_eps, weight_mask=cond.cond_mask)
     return {"engine_fp32": _fp32(engine.module), "reference_fp32": _fp32(reference), "mu_kl": float(kl)}
 

@@ -43,7 +43,7 @@ def _grads_and_saved_bytes(model: FlowWorldModel) -> tuple[dict[str, torch.Tenso
 
     model.zero_grad(set_to_none=True)
     with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
-        lp, _, _ = step_log_prob(model, cond, record, CFG)
+        lp, _, _, _ = step_log_prob(model, cond, record, CFG)
     lp.sum().backward()
     grads = {n: p.grad.clone() for n, p in model.transformer.named_parameters() if p.grad is not None}
     return grads, sum(saved)

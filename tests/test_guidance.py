@@ -69,7 +69,7 @@ def test_guided_rollout_likelihoods_are_recomputed_exactly(setup):
     plain = rollout(model, cond, RolloutConfig(num_steps=4, sde_window=(0, 2)), generator=torch.Generator().manual_seed(3))
     assert not torch.allclose(ro.latents, plain.latents, atol=1e-4)
     for r in ro.steps:
-        lp, _, _ = step_log_prob(model, cond, r, cfg)
+        lp, _, _, _ = step_log_prob(model, cond, r, cfg)
         assert torch.allclose(torch.exp(lp - r.log_prob), torch.ones_like(lp), atol=1e-4)
     noise = _x(cond, 5)
     with torch.no_grad():

@@ -128,7 +128,7 @@ def test_recomputed_log_prob_matches_old_under_same_params(setup, reduce):
     cfg = RolloutConfig(num_steps=6, sde_window=(0, 3), log_prob_reduce=reduce)
     ro = rollout(model, cond, cfg, generator=torch.Generator().manual_seed(3))
     for r in ro.steps:
-        lp, mean, std = step_log_prob(model, cond, r, cfg)
+        lp, mean, std, _ = step_log_prob(model, cond, r, cfg)
         assert mean.shape == r.x_t.shape and std.shape == r.x_t.shape
         ratio = torch.exp(lp - r.log_prob)
         assert torch.allclose(ratio, torch.ones_like(ratio), atol=1e-4)
@@ -141,7 +141,7 @@ def test_step_log_prob_gradient_reaches_transformer(setup, mask_grad):
     cfg = RolloutConfig(num_steps=4, sde_window=(0, 2), mask_grad=mask_grad)
     ro = rollout(model, cond, cfg, generator=torch.Generator().manual_seed(4))
     model.zero_grad(set_to_none=True)
-    lp, _, std = step_log_prob(model, cond, ro.steps[1], cfg)
+    lp, _, std, _ = step_log_prob(model, cond, ro.steps[1], cfg)
     assert std.requires_grad == (mask_grad == "differentiable")
     lp.sum().backward()
     grads = [p.grad for p in model.transformer.parameters() if p.grad is not None]
@@ -159,7 +159,7 @@ def test_changed_parameters_change_the_ratio(setup):
         with torch.no_grad():
             for p in model.transformer.parameters():
                 p.add_(0.05 * torch.randn_like(p))
-            lp, _, _ = step_log_prob(model, cond, ro.steps[1], cfg)
+            lp, _, _, _ = step_log_prob(model, cond, ro.steps[1], cfg)
         assert not torch.allclose(lp, ro.steps[1].log_prob, atol=1e-3)
     finally:
         model.load_state_dict(saved)

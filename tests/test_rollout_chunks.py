@@ -36,7 +36,8 @@ def _slice(record: SDEStepRecord, sl: slice) -> SDEStepRecord:
     return dataclasses.replace(record, x_t=record.x_t[sl], x_next=record.x_next[sl], sigma=record.sigma[sl],
                                sigma_next=record.sigma_next[sl], log_prob=record.log_prob[sl],
                                mask_mean=record.mask_mean[sl],
-                               prev_x0_hat=None if record.prev_x0_hat is None else record.prev_x0_hat[sl])
+                               prev_x0_hat=None if record.prev_x0_hat is None else record.prev_x0_hat[sl],
+                               binary_mask=None if record.binary_mask is None else record.binary_mask[sl])
 
 
 def test_cat_rollouts_joins_chunks_in_order_and_stays_on_policy(setup):
@@ -49,8 +50,11 @@ def test_cat_rollouts_joins_chunks_in_order_and_stays_on_policy(setup):
     for k, record in enumerate(whole.steps):
         assert torch.equal(record.x_next[2:], parts[1].steps[k].x_next)
         assert torch.equal(record.log_prob[:2], parts[0].steps[k].log_prob)
+        assert (record.binary_mask is None) == (record.prev_x0_hat is None)
+        if record.binary_mask is not None:
+            assert torch.equal(record.binary_mask[2:], parts[1].steps[k].binary_mask)
         # an update micro-batch across the chunk boundary recomputes the recorded likelihood (ratio 1)
-        lp, _, _ = step_log_prob(model, cond.select(slice(1, 3)), _slice(record, slice(1, 3)), RCFG)
+        lp, _, _, _ = step_log_prob(model, cond.select(slice(1, 3)), _slice(record, slice(1, 3)), RCFG)
         assert torch.allclose(torch.exp(lp - record.log_prob[1:3]), torch.ones(2, dtype=torch.float64), atol=1e-4)
 
 

@@ -63,7 +63,7 @@ class Engine:
         assert cond.n == record.x.shape[0]
         self.calls += 1
         lp = record.x @ self.theta * 0.1
-        return lp, lp[:, None], torch.ones_like(lp)[:, None]
+        return lp, lp[:, None], torch.ones_like(lp)[:, None], _flips(record)
 
     def backward(self, loss: torch.Tensor) -> None:
         (loss / self.grad_accum).backward()
@@ -80,6 +80,11 @@ class Engine:
 
     def get_global_grad_norm(self) -> float | None:  # DeepSpeed's: the last optimizer step's, None before one
         return self.norm
+
+
+def _flips(record: Record) -> torch.Tensor:
+    """What the stand-in engine reports as each sample's binary-mask flip fraction."""
+    return (record.x[:, 0] > 0).float() * 0.5
 
 
 def _groups(valid_rows: list[list[int]], sde_steps: int, seed: int = 0) -> list[Group]:
@@ -125,9 +130,19 @@ def test_each_optimizer_step_is_the_gradient_of_the_mean_over_valid_items(micro_
         assert torch.allclose(got, want, rtol=1e-12, atol=1e-15)
     assert engine.calls == 2 * micro  # every micro-batch ran, with or without a valid sample
     assert sum(log.item_counts) == 2 * 2 * 7  # epochs x SDE steps x valid samples
-    assert len(log.losses) == len(log.clip_fracs) == len(log.approx_kls) == len(log.item_counts)
+    assert len(log.losses) == len(log.clip_fracs) == len(log.approx_kls) == len(log.mask_flips) == len(log.item_counts)
     assert log.mu_kls == [] and not log.skipped
     assert log.grad_norms == pytest.approx([float(g.norm()) for g in engine.step_grads])  # one per optimizer step
+
+
+def test_mask_flips_are_logged_as_means_over_valid_samples():
+    groups = _groups([[1, 0, 1, 1, 0]], sde_steps=2)
+    engine = Engine(grad_accum=2)  # 1 group x 2 SDE steps x 1 micro-batch of G
+    log = update_policy(engine, groups, _cfg(G, 2), rcfg=None, reference=None, iteration=0, grad_accum=2,
+                        device=torch.device("cpu"))
+    valid = groups[0].valid
+    want = sorted(float(_flips(rec)[valid].mean()) for rec in groups[0].rollout.steps)
+    assert sorted(log.mask_flips) == pytest.approx(want) and log.item_counts == [3, 3]
 
 
 def test_grad_norms_are_read_after_each_optimizer_step_only():

@@ -97,6 +97,12 @@ class TrainConfig:
     """Whether the update back-propagates through the continuous part of the current dynamic mask."""
     mask_history: Literal["window", "trajectory"] = "window"
     """Where D = B = 0: at the SDE window's first step (window) or only at step 0 (trajectory)."""
+    ratio_mask: Literal["own", "rollout"] = "own"
+    """Mask of the update's log-prob. "own": the current policy's own mask, as DESIGN.md §6 and the paper
+    (the binary part B can flip near its quantile, several nats per flipped position; see the logged
+    ``mask_flip_fraction``). "rollout": reuse the rollout's binary part B and recompute the continuous D
+    from the current policy: more stable ratios when inner_epochs or optimizer_steps_per_epoch > 1 or when
+    the recompute is not bit-identical (e.g. bf16 with another micro-batch)."""
     guidance_scale: float = 1.0
     """Classifier-free guidance weight w of rollouts, likelihoods and evaluation samples,
     v = v_neg + w (v_cond - v_neg); 1 = off (one transformer pass per step, else a doubled batch). Wan's

@@ -109,7 +109,7 @@ class PolicyStep(torch.nn.Module):
         self.world_model = world_model
 
     def forward(self, cond: Conditioning, record: SDEStepRecord, config: RolloutConfig
-                ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+                ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
         return step_log_prob(self.world_model, cond, record, config)
 
 

@@ -87,7 +87,7 @@ from training.resume import plan_resume, state_layout, write_layout
 from training.reward_outcome import RewardOutcome
 from training.reward_runner import RewardRunner, merge_outcomes
 from training.run_dir import prepare_output_dir
-from training.update import Group, chunk, update_policy
+from training.update import Group, chunk, rollout_config, update_policy
 from training.videos import rollout_video_name, write_samples
 from training.wandb_log import require_wandb
 
@@ -166,9 +166,7 @@ def train(cfg: TrainConfig, *, local_rank: int = 0, reward_tokens: dict[str, str
     group = cfg.group_size
     micro_batches = per_rank * len(likelihood_steps(cfg.num_steps, cfg.sde_window)) * math.ceil(group / cfg.micro_batch)
     grad_accum = micro_batches // cfg.optimizer_steps_per_epoch
-    rcfg = RolloutConfig(num_steps=cfg.num_steps, sde_window=tuple(cfg.sde_window), tau=cfg.tau,
-                         r_base=cfg.r_base, shift=cfg.shift, log_prob_reduce=cfg.log_prob_reduce,
-                         mask_grad=cfg.mask_grad, mask_history=cfg.mask_history, guidance_scale=cfg.guidance_scale)
+    rcfg = rollout_config(cfg)
 
     # -- model, reference, DeepSpeed engine ---------------------------------------------------
     random.seed(cfg.seed)
@@ -302,7 +300,7 @@ def train(cfg: TrainConfig, *, local_rank: int = 0, reward_tokens: dict[str, str
             "skipped_groups": stats.skipped_groups,
             **{f"ineligible_{k}": v for k, v in outcome.counts.items()},
             "clip_fraction": upd.clip_fracs, "approx_kl": upd.approx_kls, "mu_kl": upd.mu_kls, "loss": upd.losses,
-            "item_counts": upd.item_counts, "grad_norms": upd.grad_norms,
+            "item_counts": upd.item_counts, "grad_norms": upd.grad_norms, "mask_flip_fraction": upd.mask_flips,
             "mask_mean": [float(r.mask_mean.float().mean()) for g in groups for r in g.rollout.steps],
             "diversity": [d_prompt(g.rollout.latents) for g in groups],
             "diversity_frames": [d_prompt_frames(g.frames) for g in groups],

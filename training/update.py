@@ -68,6 +68,9 @@ class UpdateLog:
     """Approximate KL(old || new) over the valid samples."""
     mu_kls: list[float] = field(default_factory=list)
     """mu-KL to the reference (empty when beta = 0)."""
+    mask_flips: list[float] = field(default_factory=list)
+    """Mean over the valid samples of the fraction of generated positions where the current policy's
+    binary mask B differs from the rollout's (``policy.rollout.mask_flip_fraction``)."""
     item_counts: list[int] = field(default_factory=list)
     """Valid samples behind each entry above: their weight in the logged means."""
     grad_norms: list[float] = field(default_factory=list)
@@ -90,6 +93,13 @@ def take(obj: Any, sl: slice, batch: int) -> Any:
         if isinstance(value, torch.Tensor) and value.dim() > 0 and value.shape[0] == batch:
             changes[f.name] = value[sl]
     return dataclasses.replace(obj, **changes)
+
+
+def rollout_config(cfg: TrainConfig) -> RolloutConfig:
+    """The sampler settings of a run: what its rollouts and the update's likelihoods use."""
+    return RolloutConfig(num_steps=cfg.num_steps, sde_window=tuple(cfg.sde_window), tau=cfg.tau, r_base=cfg.r_base,
+                         shift=cfg.shift, log_prob_reduce=cfg.log_prob_reduce, mask_grad=cfg.mask_grad,
+                         mask_history=cfg.mask_history, guidance_scale=cfg.guidance_scale, ratio_mask=cfg.ratio_mask)
 
 
 def update_policy(engine: Any, groups: list[Group], cfg: TrainConfig, rcfg: RolloutConfig, *, reference: Any,
@@ -129,11 +139,11 @@ def update_policy(engine: Any, groups: list[Group], cfg: TrainConfig, rcfg: Roll
             if cfg.beta > 0:  # on every rank, valid or not: ZeRO-3 forwards gather parameters collectively
                 with torch.no_grad():
                     if reference is not None:
-                        _, ref_mean, ref_std = reference(cond, record, rcfg)
+                        _, ref_mean, ref_std, _ = reference(cond, record, rcfg)
                     else:
                         with world_model.transformer.disable_adapter():
-                            _, ref_mean, ref_std = engine(cond, record, rcfg)
-            log_prob, mean, _ = engine(cond, record, rcfg)
+                            _, ref_mean, ref_std, _ = engine(cond, record, rcfg)
+            log_prob, mean, _, flips = engine(cond, record, rcfg)
             if len(keep) == 0:  # nothing valid here: a zero loss keeps the collectives in step
                 loss = log_prob.sum() * 0.0 + mean.sum() * 0.0
             else:
@@ -150,6 +160,7 @@ def update_policy(engine: Any, groups: list[Group], cfg: TrainConfig, rcfg: Roll
                     out.mu_kls.append(float(kl.detach()))
                 out.clip_fracs.append(float(clip_frac))
                 out.approx_kls.append(float(approx_kl))
+                out.mask_flips.append(float(flips[keep].float().mean()))
                 out.losses.append(float(item_loss.detach()))
                 out.item_counts.append(len(keep))
                 # their sum, weighted so each valid sample of the step counts 1/N (training/grpo.py)
