@@ -52,6 +52,7 @@ from typing import Literal
 import torch
 from torch import Tensor
 
+from policy.errors import DynDiffInputError
 from policy.quantile import kth_smallest_last, quantile_large
 
 __all__ = [
@@ -60,10 +61,6 @@ __all__ = [
 ]
 
 _LOG_SQRT_2PI = 0.5 * math.log(2.0 * math.pi)
-
-
-class DynDiffInputError(ValueError):
-    """Raised when a DynDiff function gets inputs of the wrong shape or out-of-range settings."""
 
 
 @dataclass(frozen=True)

@@ -14,6 +14,8 @@ import math
 import torch
 from torch import Tensor
 
+from policy.errors import DynDiffInputError
+
 
 def quantile_large(x: Tensor, q: float, dim: int = -1) -> Tensor:
     """``torch.quantile(x, q, dim, interpolation="linear")`` without the 16M-element limit.
@@ -25,10 +27,10 @@ def quantile_large(x: Tensor, q: float, dim: int = -1) -> Tensor:
     removed.
     """
     if not 0.0 <= float(q) <= 1.0:
-        raise ValueError(f"quantile q must be in [0, 1], got {q}")
+        raise DynDiffInputError(f"quantile q must be in [0, 1], got {q}")
     n = x.shape[dim]
     if n == 0:
-        raise ValueError("quantile over an empty dimension")
+        raise DynDiffInputError("quantile over an empty dimension")
     pos = float(q) * (n - 1)
     lo_i = int(math.floor(pos))
     hi_i = min(lo_i + 1, n - 1)
