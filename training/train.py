@@ -6,8 +6,9 @@ Launch with any of::
     torchrun --nproc_per_node 2 -m training.train --config training/configs/smoke.yaml
     python -m training.train --config training/configs/smoke.yaml     # one process
 
-``--check`` makes every check a launch makes before a model loads, prints the resolved config and what
-a resume would load, and exits (0, or 2 with the problem); the checks that need the model
+``--check`` makes every check a launch makes before a model loads (``model_path`` included:
+`training.model_check`), prints the resolved config and what a resume would load, and exits (0, or 2 with
+the problem); the checks that need the model
 (``lora_targets``, the clip size against the VAE) come right after a launch builds it. ``--help`` lists
 the config fields.
 
@@ -16,7 +17,8 @@ launchers; without ``OMP_NUM_THREADS``, ranks on one machine split its CPUs: `sh
 reward token variables named by ``token_env`` (http rewards; an unset one is a config error), the
 agent's ``RAA_*`` backbone settings (agent reward without a ``model``: endpoint, ``RAA_INSPECT_MODE``, traces), and --
 for a plain single-process run without a launcher -- default ``RANK/WORLD_SIZE/MASTER_ADDR/MASTER_PORT``.
-Config errors (a missing or malformed prompt file included), an invalid ``RAA_*`` setting and an agent
+Config errors (a missing or malformed prompt file included; a ``model_path`` that is no checkpoint folder and
+cannot be downloaded), an invalid ``RAA_*`` setting and an agent
 reward without an endpoint are printed and exit with status 2 before any model loads (a run whose every reward is ineligible updates nothing).
 
 Exit statuses: 0 done; 1 the policy diverged (``nonfinite_loss: stop``) or the final export failed; 2 a
@@ -35,6 +37,7 @@ from typing import Any
 
 from training.config import ConfigError, TrainConfig
 from training.config_io import parse_cli
+from training.model_check import check_model_path
 from training.run_dir import check_output_dir
 
 
@@ -222,6 +225,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         tokens = reward_tokens(cfg)
         agent_settings = reward_settings(cfg)
         agent_tools = reward_tools(cfg)
+        model_note = check_model_path(cfg)  # before any model loads: a bad folder was a traceback in every rank
         if check:
             report = launch_check(cfg, agent_settings, agent_tools, int(os.environ.get("WORLD_SIZE", "1")), counts,
                                   tokens)
@@ -229,8 +233,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"error: {exc}", file=sys.stderr)
         return 2
     if check:
-        print(report)
+        print(report + (f"\n{model_note}" if model_note else ""))
         return 0
+    if model_note and int(os.environ.get("RANK", "0")) == 0:
+        print(model_note, file=sys.stderr, flush=True)
     launched = "RANK" in os.environ and "WORLD_SIZE" in os.environ  # set by torchrun, deepspeed, srun wrappers
     _single_process_env()
     _quiet_dependency_warnings()

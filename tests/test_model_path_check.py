@@ -1,0 +1,114 @@
+"""``model_path`` is checked before any model loads (training/model_check.py): ``--check`` passed a folder that
+did not exist and the launch died a minute later in every rank with a loader traceback. The "hub" is a closed
+local port or a local HTTP server: no test touches the network."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+from http.server import BaseHTTPRequestHandler, HTTPServer
+from pathlib import Path
+from threading import Thread
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+SMOKE = str(ROOT / "training" / "configs" / "smoke.yaml")
+CLOSED = "http://127.0.0.1:9"  # nothing listens: the connection is refused at once
+
+
+def _check(tmp_path, model_path: str) -> int:
+    from training.train import main
+
+    return main(["--config", SMOKE, "--output_dir", str(tmp_path / "run"), "--tiny", "false",
+                 "--model_path", model_path, "--check"])
+
+
+def _checkpoint(root: Path, skip: str = "") -> Path:
+    """A diffusers-layout folder with the files the loader reads first (no weights: nothing loads)."""
+    for part in ("transformer", "vae", "text_encoder", "tokenizer"):
+        if part != skip:
+            (root / part).mkdir(parents=True)
+            (root / part / "config.json").write_text("{}")
+    return root
+
+
+@pytest.fixture
+def online(monkeypatch):
+    from huggingface_hub import constants
+
+    monkeypatch.setattr(constants, "HF_HUB_OFFLINE", False)  # tests/conftest.py sets HF_HUB_OFFLINE=1
+    monkeypatch.setattr(constants, "HF_HUB_CACHE", "/nonexistent-hf-cache")
+    monkeypatch.delenv("WORLD_SIZE", raising=False)
+    return constants
+
+
+def test_a_folder_without_a_part_the_loader_reads_is_named(tmp_path, capsys, monkeypatch):
+    monkeypatch.delenv("WORLD_SIZE", raising=False)
+    model = _checkpoint(tmp_path / "cosmos", skip="vae")
+    assert _check(tmp_path, str(model)) == 2
+    err = capsys.readouterr().err
+    assert f"model_path {model}: missing vae/config.json" in err and "Traceback" not in err
+    (model / "vae").mkdir()
+    (model / "vae" / "config.json").write_text("{}")
+    assert _check(tmp_path, str(model)) == 0
+    assert "check: ok" in capsys.readouterr().out
+    shutil.rmtree(model / "tokenizer")
+    assert _check(tmp_path, str(model)) == 2 and "missing tokenizer/" in capsys.readouterr().err
+
+
+def test_a_missing_path_the_hub_cannot_give_is_exit_2(tmp_path, capsys, online, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr(online, "ENDPOINT", CLOSED)
+    assert _check(tmp_path, "checkpoints/cosmos-predict2.5-2b") == 2
+    err = capsys.readouterr().err
+    assert "model_path checkpoints/cosmos-predict2.5-2b is not a folder" in err
+    assert "not in the Hugging Face cache, and the hub did not answer" in err
+    monkeypatch.setattr(online, "HF_HUB_OFFLINE", True)  # no request: the loader would not ask either
+    assert _check(tmp_path, "checkpoints/cosmos-predict2.5-2b") == 2
+    assert "HF_HUB_OFFLINE is set" in capsys.readouterr().err
+    assert _check(tmp_path, str(tmp_path / "no" / "such")) == 2  # an absolute path is no hub id
+    assert "is not a folder" in capsys.readouterr().err
+
+
+def test_a_hub_id_is_fine_when_cached_or_when_the_hub_answers(tmp_path, capsys, online, monkeypatch):
+    monkeypatch.setattr(online, "ENDPOINT", CLOSED)
+    cache = tmp_path / "hf"
+    repo = cache / "models--org--cosmos"
+    (repo / "refs").mkdir(parents=True)
+    (repo / "refs" / "main").write_text("abc123")
+    _checkpoint(repo / "snapshots" / "abc123")
+    monkeypatch.setattr(online, "HF_HUB_CACHE", str(cache))
+    assert _check(tmp_path, "org/cosmos") == 0  # in the cache: no request (the hub is closed)
+    assert "note:" not in capsys.readouterr().out
+
+    class Handler(BaseHTTPRequestHandler):
+        def do_HEAD(self):  # noqa: N802
+            self.send_response(200)
+            self.end_headers()
+
+        def log_message(self, *args):  # noqa: ANN002
+            pass
+
+    server = HTTPServer(("127.0.0.1", 0), Handler)
+    Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        monkeypatch.setattr(online, "ENDPOINT", f"http://127.0.0.1:{server.server_port}")
+        assert _check(tmp_path, "org/other") == 0
+    finally:
+        server.shutdown()
+    assert "note: model_path org/other is not a folder" in capsys.readouterr().out
+
+
+def test_a_launch_stops_on_a_bad_model_path_before_loading_anything(tmp_path):
+    """Without --check: exit 2 with the message, not a loader traceback in every rank."""
+    model = _checkpoint(tmp_path / "cosmos", skip="text_encoder")
+    env = {k: v for k, v in os.environ.items() if k not in ("RANK", "WORLD_SIZE", "LOCAL_RANK")}
+    proc = subprocess.run([sys.executable, "-m", "training.train", "--config", SMOKE, "--output_dir",
+                           str(tmp_path / "run"), "--tiny", "false", "--model_path", str(model)], cwd=ROOT,
+                          env={**env, "OMP_NUM_THREADS": "1"}, capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 2, proc.stderr[-3000:]
+    assert f"model_path {model}: missing text_encoder/config.json" in proc.stderr
+    assert "Traceback" not in proc.stderr and "deepspeed" not in proc.stderr.lower()
