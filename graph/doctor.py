@@ -12,8 +12,10 @@ service (`GET /healthz`) when `RAA_TOOLS_URL` is set.
 Decisions where the issues were silent:
 - Statuses are "ok", "warning" (works, but probably not as meant: an image answer that misses the
   colour, a model that answers without calling the tool, weights that would be downloaded on first
-  use), "problem" (a run would be ineligible or fail) and "skipped". The command exits 1 when any
+  use from a hub that answers), "problem" (a run would be ineligible or fail) and "skipped". The command exits 1 when any
   check has a problem, 0 otherwise, 2 when a setting does not parse.
+- Weights not in the local cache are asked for once (`tools.hub.hub_reachable`, 3 s, the loader's probe):
+  a hub that answers is a warning (downloaded on first use), none (or HF_HUB_OFFLINE for V-JEPA 2) a problem.
 - Nothing loads model weights and nothing is written except what a first run would create anyway
   (no trace or cache file is created: a missing one is reported as created on first use). `--call`
   sends two short requests; without it no model is called.
@@ -40,6 +42,8 @@ if TYPE_CHECKING:  # pragma: no cover
 CheckStatus = Literal["ok", "warning", "problem", "skipped"]
 COTRACKER3_HUB_WEIGHTS = "scaled_offline.pth"
 """The file co-tracker's hubconf downloads for `cotracker3_offline(pretrained=True)` (torch hub cache)."""
+COTRACKER3_WEIGHTS_URL = f"https://huggingface.co/facebook/cotracker3/resolve/main/{COTRACKER3_HUB_WEIGHTS}"
+"""Where it downloads it from (co-tracker's hubconf.py)."""
 
 
 @dataclass(frozen=True)
@@ -254,11 +258,16 @@ def _tracker(tools: ToolSettings) -> Check:
     if checkpoint is None:
         import torch
 
+        from tools.hub import hub_reachable
+
         cached = Path(torch.hub.get_dir()) / "checkpoints" / COTRACKER3_HUB_WEIGHTS
         if not cached.is_file():
-            return Check("motion tracker", "warning", f"cotracker3 ({hub}): RAA_COTRACKER_CHECKPOINT is unset, so "
-                         f"the first use downloads the weights ({COTRACKER3_HUB_WEIGHTS}, network) into {cached.parent}; "
-                         "or set RAA_COTRACKER_CHECKPOINT to a local .pth")
+            fetch = (f"cotracker3 ({hub}): RAA_COTRACKER_CHECKPOINT is unset, so the first use downloads the weights "
+                     f"({COTRACKER3_HUB_WEIGHTS}, network) into {cached.parent}")
+            if not hub_reachable(COTRACKER3_WEIGHTS_URL):  # the hubconf's fixed URL (no HF_ENDPOINT, no offline mode)
+                return Check("motion tracker", "problem", f"{fetch}, and {COTRACKER3_WEIGHTS_URL} did not answer: "
+                             "download it there, or set RAA_COTRACKER_CHECKPOINT to a local .pth")
+            return Check("motion tracker", "warning", f"{fetch}; or set RAA_COTRACKER_CHECKPOINT to a local .pth")
         return Check("motion tracker", "ok", f"cotracker3 ({hub}, weights in the torch hub cache: {cached})")
     return Check("motion tracker", "ok", f"cotracker3 ({checkpoint}" + (f", {hub})" if hub else ")"))
 
@@ -316,6 +325,18 @@ def _vjepa(tools: ToolSettings) -> Check:
         return Check("V-JEPA 2 weights", "ok", f"{tools.vjepa_model} (in the Hugging Face cache)")
     where = "is not in the Hugging Face cache" if cached("config.json") is None else \
         f"is only partly in the Hugging Face cache ({why})"
+    from huggingface_hub import constants
+
+    from tools.hub import hub_reachable
+
+    # the loader (tools.surprise, tools.hub) reads only the cache when the hub does not answer: the run stops
+    cannot = "HF_HUB_OFFLINE is set" if constants.HF_HUB_OFFLINE else \
+        None if hub_reachable() else f"the hub ({constants.ENDPOINT}) did not answer"
+    if cannot:
+        return Check("V-JEPA 2 weights", "problem", f"RAA_VJEPA_MODEL={tools.vjepa_model} {where} and {cannot}, so "
+                     "presets with WMReward (full, wmreward, the no_* but no_wmreward) stop at start: score with "
+                     f"--preset no_wmreward, or download it (hf download {tools.vjepa_model}) or set "
+                     "RAA_VJEPA_MODEL to a local folder")
     return Check("V-JEPA 2 weights", "warning", f"{tools.vjepa_model} {where}: the first run of a preset with "
                  "WMReward downloads it (network), or set RAA_VJEPA_MODEL to a local folder")
 

@@ -213,6 +213,7 @@ def test_tracker_check_matches_what_the_loader_needs(tmp_path, monkeypatch):
     cannot load it), and a hub dir without a checkpoint was "ok" though its weights download on first use."""
     import torch
 
+    import tools.hub as tools_hub
     from graph.doctor import _tracker
 
     def check(**kw):
@@ -228,6 +229,7 @@ def test_tracker_check_matches_what_the_loader_needs(tmp_path, monkeypatch):
     bad_hub = check(cotracker_hub_dir=empty, cotracker_checkpoint=pth)
     assert bad_hub.status == "problem" and f"{empty} has no hubconf.py" in bad_hub.detail
     monkeypatch.setattr(torch.hub, "get_dir", lambda: str(tmp_path / "hub"))
+    monkeypatch.setattr(tools_hub, "hub_reachable", lambda *a, **kw: True)  # no test touches the network
     download = check(cotracker_hub_dir=clone)
     assert download.status == "warning" and "downloads the weights" in download.detail, download
     (tmp_path / "hub" / "checkpoints").mkdir(parents=True)
@@ -252,6 +254,7 @@ def test_vjepa_check_needs_the_weights_from_pretrained_reads(tmp_path, monkeypat
 
     import huggingface_hub
 
+    import tools.hub as tools_hub
     from graph.doctor import _vjepa
 
     folder = tmp_path / "vjepa2"
@@ -274,7 +277,39 @@ def test_vjepa_check_needs_the_weights_from_pretrained_reads(tmp_path, monkeypat
     # a hub id whose config.json is cached but not its weights: the first run downloads them
     in_cache = {"config.json": str(folder / "config.json")}
     monkeypatch.setattr(huggingface_hub, "try_to_load_from_cache", lambda repo, name: in_cache.get(name))
+    monkeypatch.setattr(huggingface_hub.constants, "HF_HUB_OFFLINE", False)  # tests/conftest.py sets it
+    monkeypatch.setattr(tools_hub, "hub_reachable", lambda *a, **kw: True)  # the hub answers: downloaded
     hub = _vjepa(ToolSettings(vjepa_model="facebook/vjepa2-vitl-fpc64-256"))
     assert hub.status == "warning" and "only partly in the Hugging Face cache (no weights" in hub.detail, hub
     in_cache["model.safetensors"] = str(folder / "pytorch_model.bin")
     assert _vjepa(ToolSettings(vjepa_model="facebook/vjepa2-vitl-fpc64-256")).status == "ok"
+
+
+def test_weights_to_download_from_a_hub_that_does_not_answer_are_a_problem(tmp_path, monkeypatch):
+    """V-JEPA 2 not in the cache was a warning (exit 0) though the hub did not answer, and scoring with the
+    default preset then stopped (exit 2); the same for CoTracker3 weights a hub dir downloads on first use."""
+    import huggingface_hub
+    import torch
+
+    import tools.hub as tools_hub
+    from graph.doctor import _tracker, _vjepa
+
+    url = "https://huggingface.co/facebook/cotracker3/resolve/main/scaled_offline.pth"  # co-tracker's hubconf.py
+    asked = []
+    monkeypatch.setattr(tools_hub, "hub_reachable", lambda url=None, *a, **kw: asked.append(url) or False)
+    monkeypatch.setattr(huggingface_hub.constants, "HF_HUB_OFFLINE", False)
+    monkeypatch.setattr(huggingface_hub, "try_to_load_from_cache", lambda repo, name: None)
+    check = _vjepa(ToolSettings(vjepa_model="facebook/vjepa2-vitl-fpc64-256"))
+    assert check.status == "problem" and "did not answer" in check.detail, check
+    assert "RAA_VJEPA_MODEL=facebook/vjepa2-vitl-fpc64-256" in check.detail and "--preset no_wmreward" in check.detail
+    assert asked == [None]  # huggingface_hub's endpoint, as the loader asks
+    monkeypatch.setattr(huggingface_hub.constants, "HF_HUB_OFFLINE", True)  # the loader reads only the cache
+    offline = _vjepa(ToolSettings(vjepa_model="facebook/vjepa2-vitl-fpc64-256"))
+    assert offline.status == "problem" and "HF_HUB_OFFLINE is set" in offline.detail and len(asked) == 1
+    clone = tmp_path / "co-tracker"
+    clone.mkdir()
+    (clone / "hubconf.py").write_text("")
+    monkeypatch.setattr(torch.hub, "get_dir", lambda: str(tmp_path / "hub"))
+    tracker = _tracker(ToolSettings(motion_backend="cotracker3", cotracker_hub_dir=clone))
+    assert tracker.status == "problem" and f"{url} did not answer" in tracker.detail, tracker
+    assert asked[-1] == url
