@@ -10,6 +10,7 @@ from pathlib import Path
 import typer
 from rich.console import Console
 from rich.table import Table
+from rich.text import Text
 
 from graph.commands import _settings_or_exit, run_table
 from graph.tracing import (
@@ -25,6 +26,8 @@ from graph.tracing import (
 # markup off: reasons, decisions and paths are data (rich would read "[assess]" as a style)
 _out = Console(markup=False)
 TRACE_TABLE_MIN_WIDTH = 120
+VIDEO_MIN, WHY_MIN = 8, 20
+"""`raa runs`: the narrowest video and "why" columns; the "why" is left out (not cropped) where it has no room."""
 """`raa trace` prints a table on consoles at least this wide, one block per step on narrower ones."""
 
 
@@ -62,19 +65,23 @@ def runs_command(
     table, full = run_table(f"runs in {path}", _out.width)
     heads = ("run id", "updated", "preset", "status", "reward") + (("steps",) if full else ())
     rows = [_run_cells(run, full) for run in runs]
-    # the run id is what `raa trace` / `raa report` take: never cut short; only the video name folds
+    videos = [Path(str(run.values["video"])).name if run.values.get("video") else "-" for run in runs]
+    reasons = ["; ".join(run.reasons) for run in runs]
+    reasons = [reason[:160] + ("..." if len(reason) > 160 else "") for reason in reasons]
+    room = _room(heads, rows, _out.width)
+    why = full and any(reasons) and room >= VIDEO_MIN + WHY_MIN
+    # the run id is what `raa trace` / `raa report` take: never cut short. The video name is cut with an
+    # ellipsis (each cell one line); only the "why" column folds
     table.add_column("run id", no_wrap=True, min_width=max((len(r.run_id) for r in runs), default=6))
     for col in heads[1:]:
         table.add_column(col, no_wrap=True)
-    table.add_column("video", overflow="fold", min_width=8)
-    why = full and any(run.reasons for run in runs) and _why_fits(heads, rows, _out.width)
+    video_width, why_width = _split(room, max(map(len, ["video", *videos])), max(map(len, reasons))) if why else \
+        (None, None)
+    table.add_column("video", overflow="ellipsis", min_width=VIDEO_MIN, width=video_width)
     if why:
-        table.add_column("why", overflow="fold", min_width=20)
-    for run, cells in zip(runs, rows, strict=True):
-        video = str(run.values.get("video", ""))
-        reason = "; ".join(run.reasons)
-        table.add_row(*cells, Path(video).name if video else "-",
-                      *((reason[:160] + ("..." if len(reason) > 160 else ""),) if why else ()))
+        table.add_column("why", overflow="fold", min_width=WHY_MIN, width=why_width)
+    for cells, video, reason in zip(rows, videos, reasons, strict=True):
+        table.add_row(*cells, Text(video, no_wrap=True, overflow="ellipsis"), *((reason,) if why else ()))
     _out.print(table)
 
 
@@ -86,13 +93,22 @@ def _run_cells(run: RunTrace, full: bool) -> list[str]:
     return cells + [str(len(run.steps))] if full else cells
 
 
-def _why_fits(heads: tuple[str, ...], rows: list[list[str]], width: int) -> bool:
-    """Whether the full runs table has room for the "why" column (20 characters at least) beside its no-wrap
-    columns (`heads`, cells `rows`) at their widest and the video's 8: otherwise rich crops the table's right
-    side instead."""
+def _room(heads: tuple[str, ...], rows: list[list[str]], width: int) -> int:
+    """The characters the full runs table leaves for the video and "why" columns' text beside its no-wrap
+    columns (`heads`, cells `rows`) at their widest, borders and padding included."""
     widest = [max(len(h), *(len(row[i]) for row in rows)) for i, h in enumerate(heads)]
     columns = len(heads) + 2  # + video, why
-    return sum(widest) + 8 + 20 + 3 * columns + 1 <= width
+    return width - sum(widest) - 3 * columns - 1
+
+
+def _split(room: int, video: int, why: int) -> tuple[int | None, int | None]:
+    """Fixed (video, why) widths sharing `room` (at least VIDEO_MIN + WHY_MIN), for the longest video name
+    `video` and reason `why`; (None, None) when both fit whole. Left to rich, the two shrank evenly and the
+    "why" went under its 20 characters, which rich then kept by cropping the table's right side."""
+    if video + why <= room:
+        return None, None
+    why_width = max(WHY_MIN, min(why, room // 2), room - video)
+    return room - why_width, why_width
 
 
 def trace_command(
