@@ -15,7 +15,7 @@ minute later with ``OSError: ... does not appear to have a file named config.jso
   ``HF_HUB_OFFLINE`` set -> ConfigError naming ``model_path``.
 
 Decisions where the issue was silent: only the ``config.json`` files (and the tokenizer folder) are
-checked, not the weight files: a folder from ``huggingface-cli download`` or ``save_pretrained`` has both,
+checked, not the weight files: a folder from ``hf download`` or ``save_pretrained`` has both,
 and a half-copied folder's weights are the loader's to report. A string that is not a valid repo id and
 not a folder (an absolute path that does not exist) is an error without a request.
 """
