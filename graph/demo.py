@@ -103,7 +103,7 @@ def _score(rows: list[dict], out: Path, preset: str, concurrency: int, console: 
                                         backbone=backbone, settings=settings, tools=tools,
                                         durability=settings.trace_durability))
     # the run id is what `raa trace` takes: never cut short (narrow consoles get a compact table in which
-    # only the clip name folds, as `raa runs` does)
+    # only the clip name folds: here it is the row's label, so it is kept whole rather than cut as in `raa runs`)
     table, full = commands.run_table(f"Reward agent ({preset})", console.width)
     table.add_column("clip", overflow="fold", min_width=8)
     for col in ("label", "reward", "status", "T", "P", "V"):

@@ -26,9 +26,9 @@ from graph.tracing import (
 # markup off: reasons, decisions and paths are data (rich would read "[assess]" as a style)
 _out = Console(markup=False)
 TRACE_TABLE_MIN_WIDTH = 120
+"""`raa trace` prints a table on consoles at least this wide, one block per step on narrower ones."""
 VIDEO_MIN, WHY_MIN = 8, 20
 """`raa runs`: the narrowest video and "why" columns; the "why" is left out (not cropped) where it has no room."""
-"""`raa trace` prints a table on consoles at least this wide, one block per step on narrower ones."""
 
 
 def _traces_path(db: Path | None) -> Path:
