@@ -230,7 +230,8 @@ def test_summarize_over_ranks_and_log(tmp_path):
     assert diverged["nonfinite_losses"] == 2 and diverged["loss"] == pytest.approx(1.0)  # the finite ones
     # micro-batches of 3 and 1 valid samples (G = 4, micro_batch 3): item means, not means of the two means
     uneven = summarize(9, [_part([1.0, 2.0], clip_fraction=[1 / 3, 1.0], approx_kl=[0.3, 0.1], loss=[2.0, 6.0],
-                                 mu_kl=[], item_counts=[3, 1], mask_flip_fraction=[0.0, 0.5])])
+                                 mu_kl=[], item_counts=[3, 1], mask_flip_fraction=[0.0, 0.5],
+                                 mask_flip_counts=[3, 1])])
     assert uneven["clip_fraction"] == pytest.approx(0.5)  # (1 + 1) clipped items of 4, not (1/3 + 1) / 2
     assert uneven["approx_kl"] == pytest.approx((0.3 * 3 + 0.1) / 4) and uneven["loss"] == pytest.approx(3.0)
     assert math.isnan(uneven["mu_kl"])  # no reference (beta = 0): nothing to weigh

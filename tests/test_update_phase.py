@@ -39,6 +39,8 @@ class Record:
 
     x: torch.Tensor
     log_prob: torch.Tensor
+    binary_mask: torch.Tensor | None = None
+    """The rollout's B; None at a step without mask history (step 0 here), as in SDEStepRecord."""
 
 
 class Cond:
@@ -92,7 +94,8 @@ def _groups(valid_rows: list[list[int]], sde_steps: int, seed: int = 0) -> list[
     out = []
     for row in valid_rows:
         steps = [Record(torch.randn(G, 4, generator=gen, dtype=torch.float64),
-                        torch.randn(G, generator=gen, dtype=torch.float64) * 0.1) for _ in range(sde_steps)]
+                        torch.randn(G, generator=gen, dtype=torch.float64) * 0.1,
+                        None if k == 0 else torch.zeros(G, 1, 1, 1, 1, dtype=torch.bool)) for k in range(sde_steps)]
         out.append(Group(cond=Cond(G), rollout=SimpleNamespace(steps=steps), frames=None, text="t",
                          advantages=torch.randn(G, generator=gen, dtype=torch.float64),
                          valid=torch.tensor(row, dtype=torch.bool)))
@@ -130,7 +133,8 @@ def test_each_optimizer_step_is_the_gradient_of_the_mean_over_valid_items(micro_
         assert torch.allclose(got, want, rtol=1e-12, atol=1e-15)
     assert engine.calls == 2 * micro  # every micro-batch ran, with or without a valid sample
     assert sum(log.item_counts) == 2 * 2 * 7  # epochs x SDE steps x valid samples
-    assert len(log.losses) == len(log.clip_fracs) == len(log.approx_kls) == len(log.mask_flips) == len(log.item_counts)
+    assert len(log.losses) == len(log.clip_fracs) == len(log.approx_kls) == len(log.item_counts)
+    assert len(log.mask_flips) == len(log.mask_flip_counts) and sum(log.mask_flip_counts) == 2 * 1 * 7  # step 1 only
     assert log.mu_kls == [] and not log.skipped
     assert log.grad_norms == pytest.approx([float(g.norm()) for g in engine.step_grads])  # one per optimizer step
 
@@ -141,8 +145,9 @@ def test_mask_flips_are_logged_as_means_over_valid_samples():
     log = update_policy(engine, groups, _cfg(G, 2), rcfg=None, reference=None, iteration=0, grad_accum=2,
                         device=torch.device("cpu"))
     valid = groups[0].valid
-    want = sorted(float(_flips(rec)[valid].mean()) for rec in groups[0].rollout.steps)
-    assert sorted(log.mask_flips) == pytest.approx(want) and log.item_counts == [3, 3]
+    # only the step with a B: step 0 (no mask history) cannot flip and would halve the logged rate
+    want = [float(_flips(groups[0].rollout.steps[1])[valid].mean())]
+    assert log.mask_flips == pytest.approx(want) and log.mask_flip_counts == [3] and log.item_counts == [3, 3]
 
 
 def test_grad_norms_are_read_after_each_optimizer_step_only():

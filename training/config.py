@@ -102,7 +102,9 @@ class TrainConfig:
     (the binary part B can flip near its quantile, several nats per flipped position; see the logged
     ``mask_flip_fraction``). "rollout": reuse the rollout's binary part B and recompute the continuous D
     from the current policy: more stable ratios when inner_epochs or optimizer_steps_per_epoch > 1 or when
-    the recompute is not bit-identical (e.g. bf16 with another micro-batch)."""
+    the recompute is not bit-identical (e.g. bf16 with another micro-batch). The mask also sets the step's
+    mean, so the mu-KL term (policy and reference means) uses the same B. It does not stop ratios drifting
+    because the mean itself moved (a large learning rate)."""
     guidance_scale: float = 1.0
     """Classifier-free guidance weight w of rollouts, likelihoods and evaluation samples,
     v = v_neg + w (v_cond - v_neg); 1 = off (one transformer pass per step, else a doubled batch). Wan's

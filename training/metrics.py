@@ -11,7 +11,8 @@ Metric names (one JSON object per iteration in metrics.jsonl):
 * ``mu_kl`` -- mean mu-KL regulariser (mean-space distance to the reference policy), same items.
 * ``loss`` -- mean total loss over the same items (the finite ones).
 * ``mask_flip_fraction`` -- share of generated positions where the update's recomputed binary mask B
-  differs from the rollout's, same items (``ratio_mask: own`` puts each flip into the ratio).
+  differs from the rollout's, same items except the SDE steps without a B (no mask history: D = B = 0,
+  nothing to flip); null when no updated step has one (``ratio_mask: own`` puts each flip into the ratio).
 
 The update logs one value per micro-batch (a mean over its valid samples) with ``item_counts``, the
 number of those samples; the five lines above weigh each micro-batch by it, so they are means over
@@ -130,7 +131,8 @@ def summarize(iteration: int, parts: list[dict[str, Any]]) -> dict[str, float | 
         "approx_kl": _item_mean(cat("approx_kl"), counts),
         "mu_kl": _item_mean(cat("mu_kl"), counts),
         "loss": _item_mean(cat("loss"), counts),
-        "mask_flip_fraction": _item_mean([x for p in parts for x in p.get("mask_flip_fraction", [])], counts),
+        "mask_flip_fraction": _item_mean([x for p in parts for x in p.get("mask_flip_fraction", [])],
+                                         [c for p in parts for c in p.get("mask_flip_counts", [])]),
         "mask_mean": _mean(cat("mask_mean")),
         "rollout_diversity": _mean(cat("diversity")),
         "rollout_diversity_frames": _mean(cat("diversity_frames")),

@@ -301,6 +301,7 @@ def train(cfg: TrainConfig, *, local_rank: int = 0, reward_tokens: dict[str, str
             **{f"ineligible_{k}": v for k, v in outcome.counts.items()},
             "clip_fraction": upd.clip_fracs, "approx_kl": upd.approx_kls, "mu_kl": upd.mu_kls, "loss": upd.losses,
             "item_counts": upd.item_counts, "grad_norms": upd.grad_norms, "mask_flip_fraction": upd.mask_flips,
+            "mask_flip_counts": upd.mask_flip_counts,
             "mask_mean": [float(r.mask_mean.float().mean()) for g in groups for r in g.rollout.steps],
             "diversity": [d_prompt(g.rollout.latents) for g in groups],
             "diversity_frames": [d_prompt_frames(g.frames) for g in groups],

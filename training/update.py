@@ -70,7 +70,10 @@ class UpdateLog:
     """mu-KL to the reference (empty when beta = 0)."""
     mask_flips: list[float] = field(default_factory=list)
     """Mean over the valid samples of the fraction of generated positions where the current policy's
-    binary mask B differs from the rollout's (``policy.rollout.mask_flip_fraction``)."""
+    binary mask B differs from the rollout's (``policy.rollout.mask_flip_fraction``), for the steps that
+    have a B (a step without mask history, D = B = 0, cannot flip and is left out)."""
+    mask_flip_counts: list[int] = field(default_factory=list)
+    """Valid samples behind each ``mask_flips`` entry."""
     item_counts: list[int] = field(default_factory=list)
     """Valid samples behind each entry above: their weight in the logged means."""
     grad_norms: list[float] = field(default_factory=list)
@@ -160,7 +163,9 @@ def update_policy(engine: Any, groups: list[Group], cfg: TrainConfig, rcfg: Roll
                     out.mu_kls.append(float(kl.detach()))
                 out.clip_fracs.append(float(clip_frac))
                 out.approx_kls.append(float(approx_kl))
-                out.mask_flips.append(float(flips[keep].float().mean()))
+                if record.binary_mask is not None:  # a step without B would count as 0 flips, halving the rate
+                    out.mask_flips.append(float(flips[keep].float().mean()))
+                    out.mask_flip_counts.append(len(keep))
                 out.losses.append(float(item_loss.detach()))
                 out.item_counts.append(len(keep))
                 # their sum, weighted so each valid sample of the step counts 1/N (training/grpo.py)
