@@ -31,7 +31,7 @@ Decisions where the issue was silent:
 - A frame strip is ``frames`` uniformly spaced frames of the saved sample, side by side, as one JPEG;
   a sample whose video is missing or unreadable shows its reward and says so.
 - With one optimizer step per iteration (``inner_epochs * optimizer_steps_per_epoch == 1``, the config
-  default), the approx_kl and clip_fraction charts say they are ~0 by construction (every ratio is
+  default), the approx_kl, clip_fraction and mask_flip_fraction charts say they are ~0 by construction (every ratio is
   measured on the old policy; bf16 leaves some noise), so a flat zero line does not read as a broken KL.
 """
 
@@ -52,8 +52,8 @@ from tools.jsonl import json_objects
 from training.best import best_checkpoint, latest_key, rows_of_key
 from training.provenance import read_reward_backbone
 
-CURVES = ("reward_mean", "eligible_fraction", "approx_kl", "clip_fraction", "mu_kl", "grad_norm", "lr",
-          "rollout_diversity", "seconds_rollout", "seconds_reward", "seconds_update")
+CURVES = ("reward_mean", "eligible_fraction", "approx_kl", "clip_fraction", "mask_flip_fraction", "mu_kl",
+          "grad_norm", "lr", "rollout_diversity", "seconds_rollout", "seconds_reward", "seconds_update")
 """metrics.jsonl series charted in this order, after reward_mean the reward components (reward_*_mean);
 the reward's usage (reward_usage_*) last."""
 STRIP_HEIGHT = 72
@@ -235,11 +235,12 @@ def _curves(files: RunFiles) -> str:
     rows = files.metrics
     charts = []
     one_step = steps_per_iteration(files.config) == 1
+    on_policy = ("approx_kl", "clip_fraction", "mask_flip_fraction")  # ~0 with one optimizer step (docstring)
     for key in chart_keys(rows):
         xs, ys = metric_series(rows, key)
         if xs:
             note = ("<br><span class=\"muted\">~0 by construction: one optimizer step per iteration, its ratios are "
-                    "measured before it (what is left is numerical noise)</span>" if one_step and key in ("approx_kl", "clip_fraction") else "")
+                    "measured before it (what is left is numerical noise)</span>" if one_step and key in on_policy else "")
             charts.append(f"<div><b>{esc(key)}</b><br>" + line_chart(xs, ys, chart_id=f"curve-{key}", width=400,
                                                                      height=170, x_label="iteration") + note + "</div>")
     inner = f"<div class=\"grid\">{''.join(charts)}</div>" if charts else "<p class=\"muted\">no iterations yet</p>"
