@@ -12,9 +12,8 @@ Decisions where the issue was silent:
   cut off before the next append (`tools.jsonl.mend_tail`) and its item re-run; left in place, it made the
   file unreadable for `raa eval compare` / `draws`.
 - `--retry-ineligible` first removes the rows of this run's items whose ineligibility another run could
-  fix (`retryable`: anything but input and video faults, e.g. a dead endpoint, a wrong model name, a tool
-  crash, and a clip "not found" that exists now), so a batch scored against a broken setup is redone after the fix without deleting the good
-  rows, nor rows of other draws, presets or manifests in the same output (`stale_keys`, `drop_rows`).
+  fix, and every run removes the rows of bad manifest lines before writing them again: which rows go is
+  `graph.batch_resume`'s.
 - A manifest line that is not valid JSON, not UTF-8, or lacks path/instruction gets its own ineligible row
   (kind "input") without calling the model, keyed per manifest and line (`bad_line_key`) and rewritten on
   every run: a line fixed since gets scored and its old row goes; a row that names its clip under another common key ("video",
@@ -49,7 +48,7 @@ from pathlib import Path
 from typing import Any
 
 from graph.settings import BackboneSettings, TraceDurability
-from tools.jsonl import keep_rows, mend_tail, text_lines
+from tools.jsonl import mend_tail, text_lines
 
 ROW_FIELDS = ("key", "line", "path", "instruction", "preset", "draw", "manifest")
 """Fields of a batch item copied into its output row (next to "result")."""
@@ -76,8 +75,8 @@ def manifest_row_error(row: dict[str, Any]) -> str:
 
 def bad_line_key(manifest: Path, number: int, preset: str, draw: int = 0) -> str:
     """Resume key of the row of manifest line `number` when that line is bad: per manifest file (two manifests
-    sharing an output no longer share "line 8"'s key), and removed again on every run (`stale_keys`,
-    `drop_rows`), so such rows always describe the manifest as it is now."""
+    sharing an output no longer share "line 8"'s key), and removed again on every run (`graph.batch_resume`),
+    so such rows always describe the manifest as it is now."""
     return item_key(f"<{manifest.resolve()} line {number}>", "", preset, draw)
 
 
@@ -202,10 +201,6 @@ def done_keys(out: Path) -> set[str]:
     return keys
 
 
-FINAL_FAULTS = ("input", "video")
-"""Fault kinds that fail again on a rerun: a bad manifest line or instruction, an undecodable clip."""
-
-
 def scorer_of(settings: BackboneSettings) -> dict[str, Any]:
     """What a row records about who scored it (module docstring): model name and sampling temperature."""
     return {"model": settings.model, "temperature": settings.temperature}
@@ -238,56 +233,6 @@ def other_scorer(out: Path, scorer: dict[str, Any]) -> str | None:
         if isinstance(row, dict) and isinstance(row.get("result"), dict):
             rows.append((f"line {number}", row["result"].get("status"), row.get("scorer")))
     return scorer_conflict(str(out), rows, scorer)
-
-
-def retryable(result: dict[str, Any], path: str | None = None) -> bool:
-    """True for an ineligible result (a row's "result") that another run could turn into a reward: some
-    reason is not an input or video fault (a transport error, a timeout, a refused request, an invalid
-    reply, a tool fault, a dead worker), or it is "video file not found" and the row's clip `path` is a
-    file now (a manifest scored before its clips were all rendered). Reasons read "stage: kind: message"
-    or "input: message"."""
-    if result.get("status") != "ineligible":
-        return False
-    for reason in result.get("reasons") or []:
-        parts = str(reason).split(": ", 2)
-        if parts[0] not in FINAL_FAULTS and (len(parts) < 3 or parts[1] not in FINAL_FAULTS):
-            return True
-        if (len(parts) == 3 and parts[1] == "video" and parts[2].endswith("video file not found")
-                and path is not None and Path(path).is_file()):
-            return True
-    return False
-
-
-def stale_keys(manifest: Path, items: list[dict[str, Any]], *, retry_ineligible: bool) -> tuple[set[str], set[str]]:
-    """(keys whose rows go in any case, keys whose rows go when retryable) before `items` of `manifest` run:
-    the `bad_line_key` of every line (a line still bad gets its row back, a line fixed since is scored;
-    either way one row per line), and with `retry_ineligible` the keys of `items` themselves. Rows of
-    other items (other draws, presets or manifests sharing the output) are never touched."""
-    bad = {bad_line_key(manifest, it["line"], it["preset"], it["draw"]) for it in items}
-    return bad, ({it["key"] for it in items} if retry_ineligible else set())
-
-
-def drop_rows(out: Path, always: set[str], retryable_keys: set[str]) -> int:
-    """Rewrite the output file without the rows keyed in `always`, and without the retryable rows keyed in
-    `retryable_keys` (`stale_keys`); returns how many retryable rows were dropped. Torn lines go too. The
-    file is replaced in one rename (an interruption leaves the old file or the new one), and only when a
-    line goes (`tools.jsonl.keep_rows`)."""
-    retried = 0
-
-    def keep(row: Any) -> bool:
-        nonlocal retried
-        key = row.get("key") if isinstance(row, dict) else None
-        result = row.get("result") if isinstance(row, dict) else None
-        if key in always:
-            return False
-        path = row.get("path") if isinstance(row, dict) and isinstance(row.get("path"), str) else None
-        if key in retryable_keys and isinstance(result, dict) and retryable(result, path):
-            retried += 1
-            return False
-        return True
-
-    keep_rows(out, keep)
-    return retried
 
 
 def bad_line_path(number: int) -> str:

@@ -179,15 +179,14 @@ def score_batch_command(
         build_batch_agent,
         done_keys,
         drop_repeats,
-        drop_rows,
         lock_output,
         misplaced_paths,
         other_scorer,
         read_manifest,
         run_batch,
         scorer_of,
-        stale_keys,
     )
+    from graph.batch_resume import drop_rows, stale_keys
 
     settings = _settings_or_exit(require_endpoint=True)
     if not manifest.is_file():
