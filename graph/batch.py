@@ -186,8 +186,9 @@ def lock_output(out: Path) -> Any:
     return fh
 
 
-def done_keys(out: Path) -> set[str]:
-    """Keys of the rows already in the output file (torn or malformed lines are ignored)."""
+def done_keys(out: Path, leaving: Callable[[Any], Any] | None = None) -> set[str]:
+    """Keys of the rows already in the output file (torn or malformed lines are ignored), less those of the
+    rows for which `leaving` is true (`graph.batch_resume.stale_rows`: rows about to be dropped)."""
     if not out.exists():
         return set()
     keys = set()
@@ -196,7 +197,7 @@ def done_keys(out: Path) -> set[str]:
             row = json.loads(line)
         except ValueError:
             continue
-        if isinstance(row, dict) and isinstance(row.get("key"), str):
+        if isinstance(row, dict) and isinstance(row.get("key"), str) and not (leaving and leaving(row)):
             keys.add(row["key"])
     return keys
 

@@ -4,17 +4,22 @@
   fix (`retryable`: anything but input and video faults, e.g. a dead endpoint, a wrong model name, a tool
   crash, and a clip "not found" that exists now), so a batch scored against a broken setup is redone after
   the fix without deleting the good rows, nor rows of other draws, presets or manifests in the same output
-  (`stale_keys`, `drop_rows`).
-- The rows of bad manifest lines are removed on every run (`stale_keys`) and written again for the lines
-  still bad (`graph.batch.write_bad_lines`).
+  (`stale_rows`, `drop_rows`).
+- The rows of bad manifest lines of this manifest, preset and draw are removed on every run (`stale_rows`)
+  and written again for the lines still bad (`graph.batch.write_bad_lines`): a line fixed, blanked or
+  deleted since loses its row (a blanked bad line kept its ineligible row for good: an output of 5 items
+  had 6 rows).
+- `raa score-batch` decides what to score from the rows that stay (`graph.batch.done_keys` with `leaving`)
+  and loads its tools before any row goes, so a tool that cannot load leaves the output as it was.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from graph.batch import bad_line_key
+from graph.batch import bad_line_key, is_bad_line_row
 from tools.jsonl import keep_rows
 
 FINAL_FAULTS = ("input", "video")
@@ -39,33 +44,41 @@ def retryable(result: dict[str, Any], path: str | None = None) -> bool:
     return False
 
 
-def stale_keys(manifest: Path, items: list[dict[str, Any]], *, retry_ineligible: bool) -> tuple[set[str], set[str]]:
-    """(keys whose rows go in any case, keys whose rows go when retryable) before `items` of `manifest` run:
-    the `bad_line_key` of every line (a line still bad gets its row back, a line fixed since is scored;
-    either way one row per line), and with `retry_ineligible` the keys of `items` themselves. Rows of
-    other items (other draws, presets or manifests sharing the output) are never touched."""
-    bad = {bad_line_key(manifest, it["line"], it["preset"], it["draw"]) for it in items}
-    return bad, ({it["key"] for it in items} if retry_ineligible else set())
+def stale_rows(manifest: Path, items: list[dict[str, Any]], preset: str, draw: int, *,
+               retry_ineligible: bool) -> Callable[[Any], str | None]:
+    """Why a row of the output goes before `items` of `manifest` run at `preset` and `draw` ("bad line" or
+    "retry"), None when it stays. "bad line": the row of any bad line of this manifest, preset and draw, the
+    line still bad (its row is written again), fixed since (it is scored) or blanked or deleted since (it
+    has no item any more): either way one row per line of the manifest as it is now. "retry": with
+    `retry_ineligible`, a `retryable` row of one of `items`. Rows of other items (other draws, presets or
+    manifests sharing the output) are never touched."""
+    retry = {it["key"] for it in items} if retry_ineligible else set()
+
+    def goes(row: Any) -> str | None:
+        if not isinstance(row, dict):
+            return None
+        if is_bad_line_row(row) and row.get("key") == bad_line_key(manifest, row["line"], preset, draw):
+            return "bad line"
+        result, path = row.get("result"), row.get("path")
+        if (row.get("key") in retry and isinstance(result, dict)
+                and retryable(result, path if isinstance(path, str) else None)):
+            return "retry"
+        return None
+
+    return goes
 
 
-def drop_rows(out: Path, always: set[str], retryable_keys: set[str]) -> int:
-    """Rewrite the output file without the rows keyed in `always`, and without the retryable rows keyed in
-    `retryable_keys` (`stale_keys`); returns how many retryable rows were dropped. Torn lines go too. The
-    file is replaced in one rename (an interruption leaves the old file or the new one), and only when a
-    line goes (`tools.jsonl.keep_rows`)."""
+def drop_rows(out: Path, goes: Callable[[Any], str | None]) -> int:
+    """Rewrite the output file without the rows that `goes` (`stale_rows`); returns how many went for a retry.
+    Torn lines go too. The file is replaced in one rename (an interruption leaves the old file or the new
+    one), and only when a line goes (`tools.jsonl.keep_rows`)."""
     retried = 0
 
     def keep(row: Any) -> bool:
         nonlocal retried
-        key = row.get("key") if isinstance(row, dict) else None
-        result = row.get("result") if isinstance(row, dict) else None
-        if key in always:
-            return False
-        path = row.get("path") if isinstance(row, dict) and isinstance(row.get("path"), str) else None
-        if key in retryable_keys and isinstance(result, dict) and retryable(result, path):
-            retried += 1
-            return False
-        return True
+        why = goes(row)
+        retried += why == "retry"
+        return why is None
 
     keep_rows(out, keep)
     return retried

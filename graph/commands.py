@@ -186,7 +186,7 @@ def score_batch_command(
         run_batch,
         scorer_of,
     )
-    from graph.batch_resume import drop_rows, stale_keys
+    from graph.batch_resume import drop_rows, stale_rows
 
     settings = _settings_or_exit(require_endpoint=True)
     if not manifest.is_file():
@@ -210,7 +210,7 @@ def score_batch_command(
         if problem := other_scorer(out, scorer_of(settings)):  # before --retry-ineligible rewrites the file
             typer.echo(f"error: {problem}", err=True)
             raise typer.Exit(2)
-        retried = drop_rows(out, *stale_keys(manifest, items, retry_ineligible=retry_ineligible))
+        retried = drop_rows(out, stale_rows(manifest, items, preset, draw, retry_ineligible=retry_ineligible))
         if retry_ineligible:
             typer.echo(f"{retried} ineligible row(s) removed from {out} to score again", err=True)
         done = done_keys(out)

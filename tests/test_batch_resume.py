@@ -122,3 +122,27 @@ def test_a_second_batch_into_the_same_output_is_refused(monkeypatch, tmp_path):
         held.close()
     assert runner.invoke(app, args).exit_code == 0 and runner.invoke(app, args).exit_code == 0  # released each time
     assert len(_rows(out)) == 1
+
+
+def test_a_bad_line_blanked_or_deleted_since_loses_its_row(monkeypatch, tmp_path):
+    """A bad line's row went only when its line number still held an item: blanking the line, or deleting the
+    manifest's last line, left its ineligible row for good (an output of 2 clips kept 3 rows). Bad-line rows
+    of another manifest or draw sharing the output stay."""
+    out, args = _batch(monkeypatch, tmp_path, 2)
+    manifest = tmp_path / "m.jsonl"
+    good = manifest.read_text()
+    other = tmp_path / "other.jsonl"
+    other.write_text("{broken\n")
+    manifest.write_text(good + "{broken\n" + "not json either\n")
+    assert runner.invoke(app, args).exit_code == 0
+    assert runner.invoke(app, [*args, "--draw", "1"]).exit_code == 0
+    assert runner.invoke(app, ["score-batch", str(other), *args[2:]]).exit_code == 0
+    assert len(_rows(out)) == 4 + 4 + 1
+    manifest.write_text(good + "\n")  # line 3 blanked, line 4 deleted
+    res = runner.invoke(app, args)
+    assert res.exit_code == 0 and "2 already in" in res.output and "bad manifest" not in res.output, res.output
+    rows = _rows(out)
+    mine = [r for r in rows if r["draw"] == 0 and r["path"] != "<line 1>"]
+    assert sorted(r["line"] for r in mine) == [1, 2] and all(r["result"]["status"] == "scored" for r in mine)
+    assert sorted(r["line"] for r in rows if r["draw"] == 1) == [1, 2, 3, 4]  # draw 1 waits for a draw 1 run
+    assert [r["path"] for r in rows if r["line"] == 1 and r["draw"] == 0].count("<line 1>") == 1  # other.jsonl
