@@ -185,6 +185,7 @@ def score_batch_command(
         read_manifest,
         run_batch,
         scorer_of,
+        write_bad_lines,
     )
     from graph.batch_resume import drop_rows, stale_rows
 
@@ -210,37 +211,41 @@ def score_batch_command(
         if problem := other_scorer(out, scorer_of(settings)):  # before --retry-ineligible rewrites the file
             typer.echo(f"error: {problem}", err=True)
             raise typer.Exit(2)
-        retried = drop_rows(out, stale_rows(manifest, items, preset, draw, retry_ineligible=retry_ineligible))
-        if retry_ineligible:
-            typer.echo(f"{retried} ineligible row(s) removed from {out} to score again", err=True)
-        done = done_keys(out)
+        goes = stale_rows(manifest, items, preset, draw, retry_ineligible=retry_ineligible)
+        done = done_keys(out, leaving=goes)  # the rows that stay: nothing is removed before the tools load
         todo = [it for it in items if it["key"] not in done]
         bad = sum(it["error"] is not None for it in todo)  # their rows are rewritten on every run (no model call)
         typer.echo(f"{len(items) - bad} items, {len(items) - len(todo)} already in {out}, {len(todo) - bad} to score"
                    + (f", {bad} bad manifest line(s) (their rows written again)" if bad else ""), err=True)
-        # the preset's tool models, loaded in the process that scores (worker processes load their own)
-        tools = loaded_tools(settings, preset) if todo and processes == 1 else None
+        # the preset's tool models, loaded in the process that scores (worker processes load their own), only
+        # when a clip is to be scored, and before any row goes: a tool that cannot load leaves the output alone
+        tools = loaded_tools(settings, preset) if len(todo) > bad and processes == 1 else None
+        retried = drop_rows(out, goes)
+        if retry_ineligible:
+            typer.echo(f"{retried} ineligible row(s) removed from {out} to score again", err=True)
+        writer = RowWriter(out, scorer=scorer_of(settings))
+        scorable = write_bad_lines(todo, writer)  # before the bar, which counts the clips to score
         columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn())
         with Progress(*columns, console=_err) as progress:
-            task = progress.add_task("scoring", total=len(todo))
-            writer = RowWriter(out, on_row=lambda: progress.advance(task), scorer=scorer_of(settings))
-            if todo and processes > 1:
+            task = progress.add_task("scoring", total=len(scorable))
+            writer.on_row = lambda: progress.advance(task)
+            if scorable and processes > 1:
                 from graph.batch_procs import BatchError, run_batch_processes
 
                 try:
-                    run_batch_processes(todo, writer, settings=settings, preset=preset, processes=processes,
+                    run_batch_processes(scorable, writer, settings=settings, preset=preset, processes=processes,
                                         concurrency=concurrency, durability=settings.trace_durability, draw=draw,
                                         run_timeout_s=run_timeout or None,
                                         log=lambda line: progress.console.print(line, highlight=False, soft_wrap=True))
                 except BatchError as exc:
                     typer.echo(f"error: {exc}", err=True)
                     raise typer.Exit(2) from exc
-            elif todo:
+            elif scorable:
                 async def main() -> None:
                     async with open_async_saver(settings.traces_path) as saver:
                         agent = build_batch_agent(settings, preset, saver, make_chat_model(settings), tools,
                                                   draw=draw)
-                        await run_batch(agent, todo, writer, concurrency, settings.trace_durability)
+                        await run_batch(agent, scorable, writer, concurrency, settings.trace_durability)
 
                 asyncio.run(main())
         usage = " ".join(f"{k}={v}" for k, v in writer.usage.items())

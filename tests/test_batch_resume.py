@@ -146,3 +146,52 @@ def test_a_bad_line_blanked_or_deleted_since_loses_its_row(monkeypatch, tmp_path
     assert sorted(r["line"] for r in mine) == [1, 2] and all(r["result"]["status"] == "scored" for r in mine)
     assert sorted(r["line"] for r in rows if r["draw"] == 1) == [1, 2, 3, 4]  # draw 1 waits for a draw 1 run
     assert [r["path"] for r in rows if r["line"] == 1 and r["draw"] == 0].count("<line 1>") == 1  # other.jsonl
+
+
+def _hand_rows(tmp_path, results: dict[int, dict], preset: str = "full") -> tuple:
+    """(out, args): m.jsonl of clip c0 and a bad line 2, with `results` by line already in out.jsonl."""
+    from graph.batch import read_manifest
+
+    _clips(tmp_path, 1)
+    manifest = tmp_path / "m.jsonl"
+    manifest.write_text(json.dumps({"path": "c0.mp4", "instruction": TASK}) + "\n{broken\n")
+    out = tmp_path / "out.jsonl"
+    items = {it["line"]: it for it in read_manifest(manifest, preset)}
+    out.write_text("".join(json.dumps({**{k: items[n][k] for k in ("key", "line", "path", "instruction", "preset",
+                                                                    "draw", "manifest")}, "result": r}) + "\n"
+                           for n, r in results.items()))
+    return out, ["score-batch", str(manifest), "--out", str(out), "--preset", preset]
+
+
+BAD_LINE = {"status": "ineligible", "reward": None, "reasons": ["input: manifest line 2: Expecting value"]}
+
+
+def test_a_tool_that_cannot_load_leaves_the_output_as_it_was(monkeypatch, tmp_path):
+    """The bad-line rows (and with --retry-ineligible the retryable rows) were removed before the tools
+    loaded: a tool that failed to load exited 2 with those rows gone and never written again."""
+    from tests.test_cli_agent import _scripted
+
+    model = _scripted(monkeypatch, tmp_path)
+    dead = {"status": "ineligible", "reward": None, "reasons": ["observe: transport: APIConnectionError"]}
+    out, args = _hand_rows(tmp_path, {1: dead, 2: BAD_LINE})
+    before = out.read_text()
+    monkeypatch.setenv("RAA_VJEPA_MODEL", str(tmp_path / "no-such-vjepa"))
+    res = runner.invoke(app, [*args, "--retry-ineligible"])
+    assert res.exit_code == 2 and "no-such-vjepa" in res.output, res.output
+    assert out.read_text() == before and model.calls == []
+
+
+def test_nothing_to_score_loads_no_tool_and_the_bar_counts_clips(monkeypatch, tmp_path):
+    """Bad lines counted as work: a finished batch with a bad line (or a manifest of bad lines only) still
+    loaded V-JEPA 2 and CoTracker3, and exited 2 where they cannot load; the bar counted the bad lines while
+    the message said "0 to score"."""
+    from tests.test_cli_agent import _scripted
+
+    model = _scripted(monkeypatch, tmp_path)
+    scored = {"status": "scored", "reward": 0.5, "T": 0.5, "P": 0.5, "V": 0.5}
+    out, args = _hand_rows(tmp_path, {1: scored, 2: BAD_LINE})
+    monkeypatch.setenv("RAA_VJEPA_MODEL", str(tmp_path / "no-such-vjepa"))
+    res = runner.invoke(app, args)
+    assert res.exit_code == 0 and "0 to score, 1 bad manifest line(s)" in res.output, res.output
+    assert "0/0" in res.output and "1/1" not in res.output, res.output
+    assert sorted(r["line"] for r in _rows(out)) == [1, 2] and model.calls == []
