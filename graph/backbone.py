@@ -49,6 +49,7 @@ import asyncio
 import copy
 import json
 import logging
+import math
 import sqlite3
 from dataclasses import asdict, dataclass
 from typing import Any, Literal
@@ -145,8 +146,9 @@ class Backbone:
                  max_retries: int = 4, timeout_s: float = 120.0, cache: StageCache | None = None,
                  model_name: str | None = None, retry_wait: tuple[float, float] = (0.5, 8.0), draw: int = 0,
                  temperature: float = 0.0) -> None:
-        if schema_retries < 0 or max_retries < 0 or timeout_s <= 0:
-            raise ValueError("schema_retries and max_retries must be >= 0 and timeout_s > 0")
+        if schema_retries < 0 or max_retries < 0 or not 0 < timeout_s < math.inf:  # NaN: every call timed out
+            raise ValueError(f"schema_retries and max_retries must be >= 0 and timeout_s a finite number > 0, got "
+                             f"{schema_retries}, {max_retries} and {timeout_s}")
         self.model = model
         self.method: StructuredMethod = method
         self.schema_retries = schema_retries

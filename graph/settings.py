@@ -15,6 +15,7 @@ receives a settings object. Decisions where the issue was silent:
 
 from __future__ import annotations
 
+import math
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass, fields, replace
@@ -123,18 +124,18 @@ class BackboneSettings:
         if self.trace_durability not in get_args(TraceDurability):
             raise SettingsError(f"trace_durability must be one of {get_args(TraceDurability)}, "
                                 f"got {self.trace_durability!r}")
-        if self.timeout_s <= 0:
-            raise SettingsError(f"timeout_s must be > 0, got {self.timeout_s}")
+        if not 0 < self.timeout_s < math.inf:  # NaN too: every request then timed out ("no reply within nans")
+            raise SettingsError(f"timeout_s must be a finite number > 0, got {self.timeout_s}")
         if self.max_retries < 0 or self.schema_retries < 0:
             raise SettingsError("max_retries and schema_retries must be >= 0")
         if self.image_long_side < 16:
             raise SettingsError(f"image_long_side must be >= 16, got {self.image_long_side}")
         if not 1 <= self.jpeg_quality <= 100:
             raise SettingsError(f"jpeg_quality must be in 1..100, got {self.jpeg_quality}")
-        if not self.temperature >= 0:  # NaN too
-            raise SettingsError(f"temperature must be >= 0, got {self.temperature}")
-        if not self.endpoint_wait_s >= 0:
-            raise SettingsError(f"endpoint_wait_s must be >= 0, got {self.endpoint_wait_s}")
+        if not 0 <= self.temperature < math.inf:  # NaN too
+            raise SettingsError(f"temperature must be >= 0 and finite, got {self.temperature}")
+        if not 0 <= self.endpoint_wait_s < math.inf:
+            raise SettingsError(f"endpoint_wait_s must be >= 0 and finite, got {self.endpoint_wait_s}")
         if self.max_tokens is not None and self.max_tokens < 1:
             raise SettingsError(f"max_tokens must be >= 1, got {self.max_tokens}")
 

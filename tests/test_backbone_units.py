@@ -60,6 +60,24 @@ def test_settings_bad_values_name_the_problem(var: str, value: str) -> None:
     assert var in str(info.value) or value in str(info.value) or "must" in str(info.value)
 
 
+@pytest.mark.parametrize("var,value", [("RAA_TIMEOUT_S", "nan"), ("RAA_TIMEOUT_S", "inf"),
+                                       ("RAA_TEMPERATURE", "nan"), ("RAA_TEMPERATURE", "inf"),
+                                       ("RAA_ENDPOINT_WAIT_S", "nan"), ("RAA_ENDPOINT_WAIT_S", "inf")])
+def test_settings_refuse_nan_and_infinity(var: str, value: str) -> None:
+    """RAA_TIMEOUT_S=nan passed `timeout_s <= 0`: every run then timed out ("no reply within nans")."""
+    with pytest.raises(SettingsError, match="finite"):
+        BackboneSettings.from_env({var: value})
+
+
+def test_a_backbone_refuses_a_timeout_that_is_not_a_finite_number() -> None:
+    from graph.backbone import Backbone
+    from graph.testing import ScriptedChatModel
+
+    for timeout in (float("nan"), float("inf"), 0.0):
+        with pytest.raises(ValueError, match="timeout_s a finite number > 0"):
+            Backbone(ScriptedChatModel(), timeout_s=timeout)
+
+
 def test_default_chat_model_needs_configuration_and_does_not_connect() -> None:
     with pytest.raises(SettingsError, match="RAA_BASE_URL"):
         default_chat_model(BackboneSettings())
