@@ -42,6 +42,14 @@ VLLM_HELP = (
 )
 
 
+ENV_VARS = {"method": "RAA_STRUCTURED_METHOD", "timeout_s": "RAA_TIMEOUT_S", "max_retries": "RAA_MAX_RETRIES",
+            "schema_retries": "RAA_SCHEMA_RETRIES", "image_long_side": "RAA_IMAGE_LONG_SIDE",
+            "jpeg_quality": "RAA_JPEG_QUALITY", "temperature": "RAA_TEMPERATURE", "max_tokens": "RAA_MAX_TOKENS",
+            "trace_durability": "RAA_TRACE_DURABILITY", "inspect_mode": "RAA_INSPECT_MODE",
+            "endpoint_wait_s": "RAA_ENDPOINT_WAIT_S", "coordinates": "RAA_COORDINATES"}
+"""The variable of each `BackboneSettings` field that `from_env` checks (its errors name the variable)."""
+
+
 class SettingsError(ValueError):
     """An `RAA_*` environment variable has a value that cannot be used."""
 
@@ -126,8 +134,9 @@ class BackboneSettings:
                                 f"got {self.trace_durability!r}")
         if not 0 < self.timeout_s < math.inf:  # NaN too: every request then timed out ("no reply within nans")
             raise SettingsError(f"timeout_s must be a finite number > 0, got {self.timeout_s}")
-        if self.max_retries < 0 or self.schema_retries < 0:
-            raise SettingsError("max_retries and schema_retries must be >= 0")
+        for name in ("max_retries", "schema_retries"):
+            if getattr(self, name) < 0:
+                raise SettingsError(f"{name} must be >= 0, got {getattr(self, name)}")
         if self.image_long_side < 16:
             raise SettingsError(f"image_long_side must be >= 16, got {self.image_long_side}")
         if not 1 <= self.jpeg_quality <= 100:
@@ -195,8 +204,10 @@ class BackboneSettings:
         kw["traces_path"] = raw or defaults["traces_path"]
         try:
             return cls(**kw)  # type: ignore[arg-type]
-        except SettingsError as exc:
-            raise SettingsError(f"invalid RAA_* setting: {exc}") from exc
+        except SettingsError as exc:  # its message starts with the field: name the variable instead
+            field, _, rest = str(exc).partition(" ")
+            var = ENV_VARS.get(field)
+            raise SettingsError(f"invalid RAA_* setting: {f'{var} {rest}' if var else exc}") from exc
 
     def describe_missing(self) -> str:
         """A user-facing message naming the unset variables and how to start a server."""

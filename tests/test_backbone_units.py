@@ -69,6 +69,16 @@ def test_settings_refuse_nan_and_infinity(var: str, value: str) -> None:
         BackboneSettings.from_env({var: value})
 
 
+@pytest.mark.parametrize("var,value", [("RAA_TIMEOUT_S", "0"), ("RAA_MAX_RETRIES", "-1"), ("RAA_SCHEMA_RETRIES", "-1"),
+                                       ("RAA_IMAGE_LONG_SIDE", "8"), ("RAA_JPEG_QUALITY", "101"),
+                                       ("RAA_TEMPERATURE", "-1"), ("RAA_MAX_TOKENS", "0"),
+                                       ("RAA_ENDPOINT_WAIT_S", "-1")])
+def test_a_value_out_of_range_names_its_variable(var: str, value: str) -> None:
+    """Range errors named the field ("timeout_s must be > 0"), which no user sets; parse errors named RAA_*."""
+    with pytest.raises(SettingsError, match=f"^invalid RAA_\\* setting: {var} must be"):
+        BackboneSettings.from_env({var: value})
+
+
 def test_a_backbone_refuses_a_timeout_that_is_not_a_finite_number() -> None:
     from graph.backbone import Backbone
     from graph.testing import ScriptedChatModel
