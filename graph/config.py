@@ -14,10 +14,13 @@ Decisions where the issue was silent:
 - Explicit switch overrides may be given next to a preset:
   `AgentConfig(preset="full", audit=False)` keeps `preset="full"` as a label but wires without audit;
   `AgentConfig.from_preset(name, **overrides)` is the same thing spelled out.
+- Caps must be whole numbers (an `int`, not a bool) and switches True, False or None: a float cap failed
+  every run (observe_frames=10.5) or never ended a loop (max_tool_rounds=nan), and "no" read as True.
 """
 
 from __future__ import annotations
 
+import numbers
 from dataclasses import dataclass, fields, replace
 from typing import Literal, get_args
 
@@ -118,6 +121,12 @@ class AgentConfig:
     much its reward varies); 0 is the default, whose cache entries are those of any run that names no draw."""
 
     def __post_init__(self) -> None:
+        for f in fields(self):  # types first: a float cap (nan: the tool loop never ended) or a str switch ("no")
+            value = getattr(self, f.name)
+            if f.name in SWITCHES and value is not None and not isinstance(value, bool):
+                raise ValueError(f"{f.name} must be True, False or None, got {value!r}")
+            if f.type == "int" and (isinstance(value, bool) or not isinstance(value, numbers.Integral)):
+                raise ValueError(f"{f.name} must be a whole number (int), got {value!r}")
         if self.preset not in PRESETS:
             raise ValueError(f"unknown preset {self.preset!r}; expected one of {', '.join(PRESETS)}")
         if self.inspect_mode not in get_args(InspectMode):

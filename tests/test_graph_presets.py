@@ -103,3 +103,16 @@ def test_routes_open_no_callback_runs(clip):
                        {"configurable": {"thread_id": "cb"}, "callbacks": [seen]})
     assert out["result"].status == "scored" and set(nodes(out)) <= set(seen.names)
     assert not [n for n in seen.names if n.startswith("route") or n in ("RunnableCallable", "RunnableLambda")]
+
+
+@pytest.mark.parametrize("field,value", [("observe_frames", 10.5), ("max_tool_rounds", float("nan")),
+                                         ("frame_budget", float("nan")), ("draw", 1.5), ("draw", True),
+                                         ("max_repair_rounds", "2"), ("nearby_extra", 2.0),
+                                         ("max_images_per_call", float("inf")), ("surprise_windows", 1.0),
+                                         ("max_instruction_chars", 100.0), ("structured", "no"), ("audit", 1)])
+def test_caps_must_be_whole_numbers_and_switches_booleans(field, value):
+    """observe_frames=10.5 failed every run with an internal TypeError, max_tool_rounds=nan never ended the
+    inspect loop (`rounds >= nan` is never true: paid calls without end) and structured="no" read as True."""
+    with pytest.raises(ValueError, match=f"^{field} must be "):
+        AgentConfig(**{field: value})
+    assert AgentConfig(observe_frames=16, structured=False, draw=2).switches()["structured"] is False
