@@ -155,11 +155,13 @@ async def ascore_videos(items: Iterable[Any], config: AgentConfig | None = None,
                         checkpointer: Any = None, backbone: Any = None, settings: Any = None,
                         durability: TraceDurability = "exit",
                         limiter: asyncio.Semaphore | None = None) -> list[RewardResult]:
-    """Score many clips concurrently (at most `max_concurrency` at once); results in input order.
+    """Score many clips concurrently (at most `max_concurrency` at once); results in input order. With a
+    ready `agent`, `config` is not used: results that the agent could not write (a reused run id, an escaped
+    error) say the agent's own preset, not `config.preset` (default "full").
     `durability`: when checkpoints are written (see module docstring). `limiter`: a semaphore shared with
     other calls running at the same time (instead of this call's own of `max_concurrency`), so their runs
     together stay within its bound (the trainer scores several groups at once)."""
-    from graph.builder import build_reward_agent
+    from graph.builder import agent_preset, build_reward_agent
 
     if max_concurrency < 1:
         raise ValueError(f"max_concurrency must be >= 1, got {max_concurrency}")
@@ -168,12 +170,12 @@ async def ascore_videos(items: Iterable[Any], config: AgentConfig | None = None,
     if agent is None:
         agent = build_reward_agent(config, model=model, tools=tools, checkpointer=checkpointer, backbone=backbone,
                                    settings=settings)
+    preset = agent_preset(agent) or config.preset  # a given agent's own: results it writes say that one
     sem = limiter if limiter is not None else asyncio.Semaphore(max_concurrency)
 
     async def one(video: str, instruction: str, run_id: str | None) -> RewardResult:
         async with sem:
-            return await arun_agent(agent, video, instruction, run_id or new_run_id(), config.preset,
-                                    durability=durability)
+            return await arun_agent(agent, video, instruction, run_id or new_run_id(), preset, durability=durability)
 
     return list(await asyncio.gather(*(one(*p) for p in parsed)))
 

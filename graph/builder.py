@@ -126,7 +126,20 @@ def build_reward_agent(config: AgentConfig | None = None, *, model: Any = None, 
         g.add_conditional_edges(name, RouteStep(route), sorted(set(destinations)))
     if checkpointer is None:
         checkpointer = _shared_checkpointer(str(settings.traces_path))
-    return g.compile(checkpointer=checkpointer or None, name=f"reward_agent[{cfg.preset}]")
+    return g.compile(checkpointer=checkpointer or None, name=AGENT_NAME.format(cfg.preset))
+
+
+AGENT_NAME = "reward_agent[{}]"
+"""The compiled agent's `name`, with its preset label (`agent_preset` reads it back)."""
+
+
+def agent_preset(agent: Any) -> str | None:
+    """The preset label of an agent `build_reward_agent` compiled (from its `name`); None for another graph."""
+    name = getattr(agent, "name", None)
+    head, _, tail = AGENT_NAME.partition("{}")
+    if isinstance(name, str) and name.startswith(head) and name.endswith(tail):
+        return name[len(head): len(name) - len(tail)] or None
+    return None
 
 
 @functools.lru_cache(maxsize=8)

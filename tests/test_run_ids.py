@@ -19,6 +19,8 @@ def test_reused_run_id_is_refused_with_a_reason(clip):
     second = asyncio.run(ascore_videos(items, AgentConfig(preset="decomposed"), agent=agent))[0]
     assert first.status == "scored"
     assert second.reward is None and "already has a trace" in second.reasons[0]
+    third = asyncio.run(ascore_videos(items, agent=agent))[0]  # no config: the refusal says the agent's preset
+    assert "already has a trace" in third.reasons[0] and third.preset == first.preset == "decomposed"
 
 
 @pytest.mark.parametrize("preset", ["full", "direct"])
