@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -31,6 +32,8 @@ def _earlier_run(out: Path) -> None:
     """What an earlier, longer run leaves: checkpoints 10 and 9 (latest 10), an export, videos, events, logs."""
     _fake_checkpoint(out / "checkpoints", "iter_000009", ranks=1)
     _fake_checkpoint(out / "checkpoints", "iter_000010", ranks=1)
+    for tag in ("iter_000009", "iter_000010"):  # finished saves (training.resume.write_layout)
+        (out / "checkpoints" / tag / "layout.json").write_text('{"zero_stage": 0, "dtype": "float32"}\n')
     for name in ("final", "rollout_videos/iter_000010", "eval_videos/iter_000010", "tensorboard"):
         (out / name).mkdir(parents=True, exist_ok=True)
         (out / name / "x").write_text("earlier")
@@ -38,14 +41,44 @@ def _earlier_run(out: Path) -> None:
     (out / "notes.txt").write_text("mine")
 
 
-def test_earlier_checkpoints_are_read_from_folder_names_and_latest(tmp_path):
+def test_earlier_checkpoints_are_finished_saves_and_what_latest_names(tmp_path):
     assert earlier_checkpoints(tmp_path) == []
     ckpt = tmp_path / "checkpoints"
     for tag in ("iter_000010", "iter_000009", "iter_000100_universal", "scratch"):
         (ckpt / tag).mkdir(parents=True)
+        (ckpt / tag / "layout.json").write_text("{}")
+    (ckpt / "iter_000300").mkdir()  # a save killed part-way: no layout.json, not named by latest
     assert earlier_checkpoints(tmp_path) == ["iter_000009", "iter_000010"]  # by number, only checkpoints
     (ckpt / "latest").write_text("iter_000200\n")  # names a folder that is gone: still an earlier run
     assert earlier_checkpoints(tmp_path) == ["iter_000009", "iter_000010", "iter_000200"]
+    (ckpt / "latest").write_text("iter_000300\n")  # what latest names counts without layout.json
+    assert earlier_checkpoints(tmp_path) == ["iter_000009", "iter_000010", "iter_000300"]
+
+
+def test_a_first_save_killed_part_way_can_be_launched_again(tmp_path):
+    """Before: its iter_ folder (no latest, no layout.json) refused a fresh launch ("continue that run with
+    --resume") while --resume said "no 'latest' file; start the run without --resume"."""
+    (tmp_path / "checkpoints" / "iter_000002").mkdir(parents=True)
+    (tmp_path / "checkpoints" / "iter_000002" / "mp_rank_00_model_states.pt").write_bytes(b"x")
+    check_output_dir(load_config(SMOKE, ["--output_dir", str(tmp_path)]))
+
+
+def test_a_finished_run_without_checkpoints_is_not_overwritten_silently(tmp_path):
+    """Before: a run whose checkpoints/ was deleted was reused: its eval.jsonl deleted, metrics.jsonl
+    replaced, and its final/ left beside the new run's."""
+    _earlier_run(tmp_path)
+    shutil.rmtree(tmp_path / "checkpoints")
+    cfg = load_config(SMOKE, ["--output_dir", str(tmp_path)])
+    with pytest.raises(ConfigError, match=r"earlier run's outputs \(final/, metrics.jsonl \(1 row\)\) and no "
+                       "checkpoint.*--overwrite_output_dir"):
+        check_output_dir(cfg)
+    shutil.rmtree(tmp_path / "final")
+    with pytest.raises(ConfigError, match=r"outputs \(metrics.jsonl \(1 row\)\)"):
+        prepare_output_dir(cfg, local_rank=0)
+    assert (tmp_path / "metrics.jsonl").read_text() == '{"iteration": 10}\n'
+    (tmp_path / "metrics.jsonl").write_text("\n")  # no rows: nothing to lose
+    check_output_dir(cfg)
+    check_output_dir(load_config(SMOKE, ["--output_dir", str(tmp_path / "new")]))
 
 
 def test_refusal_names_the_latest_checkpoint_and_both_ways_on(tmp_path):
@@ -71,11 +104,13 @@ def test_overwrite_deletes_the_earlier_runs_outputs_and_nothing_else(tmp_path):
     assert prepare_output_dir(cfg, local_rank=0) == list(EARLIER_OUTPUTS)
     assert sorted(p.name for p in out.iterdir()) == ["metrics.jsonl", "notes.txt"]
     assert clear_earlier_run(out) == []
+    (out / "metrics.jsonl").unlink()  # the overwriting run restarts its logs (training.metrics.MetricsLog)
     check_output_dir(load_config(SMOKE, ["--output_dir", str(out)]))  # nothing left to refuse
 
 
-def test_a_logs_only_folder_is_reused_and_a_resume_is_not_checked_here(tmp_path):
-    (tmp_path / "metrics.jsonl").write_text('{"iteration": 1}\n')  # stopped before its first checkpoint
+def test_a_folder_without_run_outputs_is_reused_and_a_resume_is_not_checked_here(tmp_path):
+    (tmp_path / "metrics.jsonl").write_text("")  # stopped before its first iteration
+    (tmp_path / "notes.txt").write_text("mine")
     assert prepare_output_dir(load_config(SMOKE, ["--output_dir", str(tmp_path)]), local_rank=0) == []
     _earlier_run(tmp_path)
     assert prepare_output_dir(load_config(SMOKE, ["--output_dir", str(tmp_path), "--resume"]), local_rank=0) == []

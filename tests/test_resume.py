@@ -85,6 +85,17 @@ def test_resume_source_names_what_a_resume_cannot_use(tmp_path):
         resume_source(other, 8)
 
 
+def test_a_saved_checkpoint_without_latest_is_named_with_the_way_to_resume_it(tmp_path):
+    """A save that finished (layout.json) before 'latest' moved: a fresh launch is refused as holding a
+    checkpoint (training.run_dir), so --resume must not say "start the run without --resume"."""
+    ckpt = tmp_path / "checkpoints"
+    _fake_checkpoint(ckpt, "iter_000004", ranks=1)
+    write_layout(ckpt / "iter_000004", StateLayout(2, F32))
+    (ckpt / "latest").unlink()
+    with pytest.raises(ValueError, match="iter_000004 was saved in full.*write that tag into .*latest"):
+        resume_source(ckpt, 1)
+
+
 def test_resume_source_compares_the_checkpoint_layout_with_the_launch(tmp_path):
     ckpt = tmp_path / "checkpoints"
     _fake_checkpoint(ckpt, "iter_000004", ranks=1)

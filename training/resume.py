@@ -39,6 +39,7 @@ from typing import Literal
 from training.config import ConfigError, TrainConfig, read_ds_config
 from training.config_io import read_saved_run, resume_conflicts
 from training.engine import UNIVERSAL_SUFFIX, checkpoint_ranks, latest_tag
+from training.run_dir import checkpoint_tags
 
 LAYOUT_FILE = "layout.json"
 """``checkpoints/iter_NNNNNN/layout.json``: the :class:`StateLayout` of the launch that wrote it."""
@@ -124,8 +125,14 @@ def resume_source(ckpt_dir: Path, world: int, layout: StateLayout | None = None,
     folder that is gone; a change no conversion can make; a needed conversion not made yet)."""
     tag = latest_tag(ckpt_dir)
     if tag is None:
+        finished = [t for t in checkpoint_tags(ckpt_dir) if (ckpt_dir / t / LAYOUT_FILE).is_file()]
+        if finished:  # saved, then stopped before 'latest' moved: a fresh launch is refused (training.run_dir)
+            raise ValueError(f"--resume: {ckpt_dir} has no 'latest' file, but {finished[-1]} was saved in full (it "
+                             "has layout.json; the run stopped before 'latest' moved): write that tag into "
+                             f"{ckpt_dir / 'latest'} to resume from it, or start over with --overwrite_output_dir")
         raise ValueError(f"--resume: no checkpoint in {ckpt_dir} (no 'latest' file); start the run without "
-                         "--resume, or set output_dir to the run to continue")
+                         "--resume (with --overwrite_output_dir when it holds the earlier attempt's logs), or "
+                         "set output_dir to the run to continue")
     if not tag or "/" in tag or tag in (".", ".."):
         raise ValueError(f"--resume: {ckpt_dir / 'latest'} is empty or unreadable ({tag!r}); write the tag of the "
                          "newest complete checkpoint folder (iter_NNNNNN) into it, then resume again")

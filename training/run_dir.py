@@ -8,12 +8,19 @@ universal conversion could load the earlier run's conversion of the same tag.
 Decisions where the issues were silent (the behaviour of ``transformers.Trainer``'s
 ``overwrite_output_dir`` in its first years, which researchers know):
 
-- A fresh launch into a folder whose ``checkpoints/`` holds a checkpoint (an ``iter_NNNNNN`` folder or a
-  ``latest`` file) is refused before any model loads (ConfigError, exit 2), naming the latest one and
-  the two ways on: ``--resume`` to continue it, ``--overwrite_output_dir`` to start over. The entry
-  point checks it in seconds, before DeepSpeed starts (`check_output_dir`; ``--check`` reports the
-  same), and the trainer decides again with rank 0's view (`prepare_output_dir`). A folder with logs but no checkpoint (a run that stopped before its first save) is
-  simply reused: there is nothing to continue.
+- A fresh launch into a folder whose ``checkpoints/`` holds a checkpoint (the folder its ``latest`` file
+  names, or an ``iter_NNNNNN`` folder with ``layout.json``) is refused before any model loads
+  (ConfigError, exit 2), naming the latest one and the two ways on: ``--resume`` to continue it,
+  ``--overwrite_output_dir`` to start over. The entry point checks it in seconds, before DeepSpeed starts
+  (`check_output_dir`; ``--check`` reports the same), and the trainer decides again with rank 0's view
+  (`prepare_output_dir`). An ``iter_NNNNNN`` folder with neither is a first save killed part-way: it
+  counted as a checkpoint, so the launch was refused while ``--resume`` found no ``latest``, each message
+  recommending the other; it no longer counts.
+- A folder without a checkpoint but with ``final/`` or a ``metrics.jsonl`` with rows (a finished run whose
+  ``checkpoints/`` was deleted to save space, or one that stopped before its first save) is refused
+  the same way, with ``--overwrite_output_dir`` as the way on: reusing it deleted the earlier run's
+  eval.jsonl and other logs, replaced its metrics.jsonl and left its ``final/`` beside the new run's.
+  Other files (a config, notes) do not count.
 - ``overwrite_output_dir: true`` deletes the earlier run's outputs that a fresh run would otherwise mix
   with its own: ``checkpoints/``, ``final/``, ``rollout_videos/``, ``eval_videos/`` and ``tensorboard/``
   (the jsonl logs are restarted as before; other files in the folder are left alone). Each node's local
@@ -42,23 +49,40 @@ def checkpoint_tags(ckpt_dir: Path) -> list[str]:
 
 
 def earlier_checkpoints(out_dir: Path) -> list[str]:
-    """The checkpoint tags in ``out_dir/checkpoints`` (``checkpoint_tags``), plus what its ``latest`` file
-    names when that folder is gone; [] for none."""
+    """The checkpoints in ``out_dir/checkpoints``, oldest first: the folder its ``latest`` file names (also
+    when that folder is gone) and every ``iter_NNNNNN`` folder holding ``layout.json`` (written once its save
+    finished: `training.resume.write_layout`); [] for none. An ``iter_NNNNNN`` folder with neither is a save
+    killed part-way, which nothing can resume; a new run's save of that tag deletes it
+    (`training.engine.clear_unfinished`)."""
     ckpt_dir = out_dir / "checkpoints"
-    tags = checkpoint_tags(ckpt_dir)
     latest = ckpt_dir / "latest"
-    if latest.is_file():
-        named = latest.read_text().strip()
-        if named and named not in tags:
-            tags.append(named)
+    named = latest.read_text().strip() if latest.is_file() else ""
+    tags = [t for t in checkpoint_tags(ckpt_dir) if t == named or (ckpt_dir / t / "layout.json").is_file()]
+    if named and named not in tags:
+        tags.append(named)
     return tags
 
 
-def refusal(cfg: TrainConfig, tags: list[str]) -> str | None:
-    """Why a launch of ``cfg`` cannot start in its output_dir holding the checkpoints ``tags``; None when
-    it can (a resume, an explicit overwrite, or no earlier checkpoint)."""
-    if cfg.resume or cfg.overwrite_output_dir or not tags:
+def earlier_outputs(out_dir: Path) -> list[str]:
+    """What a finished run leaves besides checkpoints, which a fresh run would delete or write over: its
+    ``final/`` export and a ``metrics.jsonl`` with rows ("final/", "metrics.jsonl (N rows)"); [] for none."""
+    found = ["final/"] if (out_dir / "final").is_dir() else []
+    try:
+        rows = sum(1 for line in (out_dir / "metrics.jsonl").read_text().splitlines() if line.strip())
+    except (OSError, UnicodeDecodeError):
+        rows = 0
+    return found + ([f"metrics.jsonl ({rows} row{'s' if rows != 1 else ''})"] if rows else [])
+
+
+def refusal(cfg: TrainConfig, tags: list[str], outputs: list[str] = ()) -> str | None:
+    """Why a launch of ``cfg`` cannot start in its output_dir holding the checkpoints ``tags`` and the other
+    outputs ``outputs`` (`earlier_outputs`); None when it can (a resume, an explicit overwrite, or neither)."""
+    if cfg.resume or cfg.overwrite_output_dir or not (tags or outputs):
         return None
+    if not tags:
+        return (f"output_dir {cfg.output_dir} already holds an earlier run's outputs ({', '.join(outputs)}) and no "
+                "checkpoint to continue from; start over in it with --overwrite_output_dir (deletes its final/, "
+                "rollout_videos/, eval_videos/ and tensorboard/ and restarts its logs), or set another output_dir")
     count = f"{len(tags)} checkpoint{'s' if len(tags) != 1 else ''}"
     return (f"output_dir {cfg.output_dir} already holds an earlier run's checkpoints ({count}, the latest "
             f"{tags[-1]}); continue that run with --resume, start over in it with --overwrite_output_dir "
@@ -67,13 +91,14 @@ def refusal(cfg: TrainConfig, tags: list[str]) -> str | None:
 
 
 def output_dir_problem(cfg: TrainConfig) -> str | None:
-    """`refusal` of ``cfg`` for the checkpoints its output_dir holds now."""
-    return refusal(cfg, earlier_checkpoints(Path(cfg.output_dir)))
+    """`refusal` of ``cfg`` for the checkpoints and outputs its output_dir holds now."""
+    out_dir = Path(cfg.output_dir)
+    return refusal(cfg, earlier_checkpoints(out_dir), earlier_outputs(out_dir))
 
 
 def check_output_dir(cfg: TrainConfig) -> None:
     """ConfigError when a fresh launch of ``cfg`` would start in a folder holding an earlier run's
-    checkpoints without ``overwrite_output_dir`` (the entry point, ``--check``; one process)."""
+    checkpoints or outputs without ``overwrite_output_dir`` (the entry point, ``--check``; one process)."""
     if problem := output_dir_problem(cfg):
         raise ConfigError(problem)
 
