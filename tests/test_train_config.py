@@ -85,6 +85,10 @@ def test_yaml_unknown_field_and_types(tmp_path):
         load_config(_write(tmp_path, BASE_YAML + "group_size: four\n"))
     with pytest.raises(ConfigError, match="finetune: must be one of"):
         load_config(_write(tmp_path, BASE_YAML + "finetune: half\n"))
+    # YAML reads an unquoted off as False: the README's `reward_overlap: off` was refused
+    assert load_config(_write(tmp_path, BASE_YAML + "reward_overlap: off\n")).reward_overlap == "off"
+    with pytest.raises(ConfigError, match=r"finetune: must be one of \['lora', 'full'\], got the boolean .*quote"):
+        load_config(_write(tmp_path, BASE_YAML + "finetune: no\n"))
     with pytest.raises(ConfigError, match="dataset"):
         load_config(_write(tmp_path, "tiny: true\nreward: motion\ndataset:\n  - {txt: a}\n"))
     with pytest.raises(ConfigError, match="not found"):

@@ -77,6 +77,12 @@ def _coerce(value: Any, tp: Any, name: str) -> Any:
             return None
         return _coerce(value, inner[0], name)
     if origin is Literal:
+        if isinstance(value, bool):  # YAML 1.1 reads an unquoted on/off, yes/no, true/false as a boolean
+            words = [w for w in (("on", "yes", "true") if value else ("off", "no", "false")) if w in args]
+            if len(words) != 1:
+                raise ConfigError(f"{name}: must be one of {list(args)}, got the boolean {value!r} (YAML reads "
+                                  "an unquoted on/off, yes/no or true/false as one: quote the value)")
+            value = words[0]
         if value not in args:
             raise ConfigError(f"{name}: must be one of {list(args)}, got {value!r}")
         return value
