@@ -39,7 +39,7 @@ BASE_YAML = "tiny: true\nreward: brightness\ndataset:\n  - {text: push the block
         ({"sde_window": (3, 3)}, "sde_window"),
         ({"sde_window": (-1, 2)}, "sde_window"),
         ({"sde_window": (9, 10)}, "holds only the last step"),
-        ({"reward": None}, "reward is missing"),
+        ({"reward": None}, "reward is missing: set reward to one of brightness, motion, agent, http, sum"),
         ({"tiny": False}, "model_path is required"),
         ({"dataset": []}, "no prompts"),
         ({"zero_stage": 4}, "zero_stage"),
@@ -47,7 +47,15 @@ BASE_YAML = "tiny: true\nreward: brightness\ndataset:\n  - {text: push the block
         ({"optimizer_steps_per_epoch": 3}, "optimizer_steps_per_epoch"),
         ({"max_skipped_iterations": 0}, "max_skipped_iterations must be >= 1"),
         ({"lr_warmup_steps": -1}, "lr_warmup_steps must be >= 0"),
-        ({"seed": -1}, "seed must be >= 0, got -1"),
+        ({"seed": -1}, r"seed must be >= 0 and < 2\*\*32 \(numpy's seed range\), got -1"),
+        ({"seed": 2**32}, r"< 2\*\*32 \(numpy's seed range\), got 4294967296"),  # passed, then np.random.seed
+        ({"finetune": "lora", "lora_alpha": 0.0}, "lora_alpha must be > 0 and finite with finetune lora, got 0.0"),
+        ({"finetune": "lora", "lora_alpha": -4.0}, "lora_alpha must be > 0"),
+        ({"finetune": "lora", "lora_alpha": float("nan")}, "lora_alpha must be > 0"),
+        ({"learning_rate": float("inf")}, "learning_rate must be > 0 and finite, got inf"),
+        ({"fps": float("inf")}, "fps must be > 0 and finite"),
+        ({"guidance_scale": float("inf")}, "guidance_scale must be finite and >= 0, got inf"),
+        ({"num_steps": 1, "sde_window": (0, 1)}, r"holds only the last step.*: set num_steps >= 2"),
         ({"dataset": [PromptSpec("push"), PromptSpec("pull", image_seed=-1)]},
          r"dataset\[1\]: 'image_seed' must be >= 0, got -1 \(prompt 'pull'\)"),
         ({"eval_dataset": [PromptSpec("pull", image_seed=-2)]}, r"eval_dataset\[0\]: 'image_seed' must be >= 0"),
@@ -154,7 +162,7 @@ def test_entry_point_rejects_bad_config_before_model_load():
 
 
 def test_guidance_scale_is_validated():
-    with pytest.raises(ConfigError, match="guidance_scale must be >= 0"):
+    with pytest.raises(ConfigError, match="guidance_scale must be finite and >= 0"):
         load_config(CONFIGS / "smoke.yaml", ["--guidance_scale", "-1"])
     assert load_config(CONFIGS / "smoke.yaml", ["--guidance_scale", "4.5"]).guidance_scale == 4.5
 

@@ -12,9 +12,10 @@ launch); a ``ds_config`` without a directory refers to the bundled ``training/co
 from __future__ import annotations
 
 import json
+import math
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, get_args
 
 from policy.steps import likelihood_steps
 
@@ -196,11 +197,12 @@ class TrainConfig:
     resume: bool = False
     """Continue from the latest checkpoint in output_dir (iteration, RNG, data position, optimizer)."""
     overwrite_output_dir: bool = False
-    """A fresh run (no ``--resume``) into an output_dir that holds an earlier run's checkpoints is refused;
+    """A fresh run (no ``--resume``) into an output_dir that holds an earlier run's checkpoints, final/ or
+    metrics.jsonl rows is refused;
     true starts over in it, deleting that run's checkpoints/, final/, rollout_videos/, eval_videos/ and
     tensorboard/ first (training/run_dir.py)."""
     seed: int = 0
-    """Seed of prompt order, rollout noise and initialisation (>= 0)."""
+    """Seed of prompt order, rollout noise and initialisation (>= 0 and < 2**32, numpy's range)."""
     tensorboard: bool = True
     """Write TensorBoard events to output_dir/tensorboard (rank 0)."""
     wandb_project: str | None = None
@@ -302,18 +304,18 @@ def validate(cfg: TrainConfig) -> TrainConfig:
         errs.append(f"rollout_batch must be >= 1 (or none: the whole group), got {cfg.rollout_batch}")
     if cfg.num_steps < 1:
         errs.append(f"num_steps must be >= 1, got {cfg.num_steps}")
-    if cfg.seed < 0:  # the prompt order and the rollout noise seed numpy generators, which refuse it
-        errs.append(f"seed must be >= 0, got {cfg.seed}")
+    if not 0 <= cfg.seed < 2**32:  # the prompt order and the rollout noise seed numpy, which refuses others
+        errs.append(f"seed must be >= 0 and < 2**32 (numpy's seed range), got {cfg.seed}")
     start, end = cfg.sde_window
     if not 0 <= start < end <= cfg.num_steps:
         errs.append(f"sde_window {list(cfg.sde_window)} must satisfy 0 <= start < end <= num_steps "
                     f"({cfg.num_steps}) (half-open range of step indices)")
     elif start >= cfg.num_steps - 1:
         errs.append(f"sde_window {list(cfg.sde_window)} holds only the last step, whose noise level goes to 0 "
-                    "(no exploration, nothing to learn from): start it before step "
-                    f"{cfg.num_steps - 1}")
+                    "(no exploration, nothing to learn from): " + (f"start it before step {cfg.num_steps - 1}"
+                    if cfg.num_steps > 1 else "set num_steps >= 2"))
     if cfg.reward is None:
-        errs.append("reward is missing: set reward to one of brightness, motion, agent, http")
+        errs.append(f"reward is missing: set reward to one of {', '.join(get_args(RewardName))}")
     if not cfg.tiny and not cfg.model_path:
         errs.append("model_path is required unless tiny is true")
     if not cfg.dataset and not cfg.dataset_file:
@@ -336,16 +338,19 @@ def validate(cfg: TrainConfig) -> TrainConfig:
                 "max_iterations": cfg.max_iterations, "checkpoint_every": cfg.checkpoint_every,
                 "height": cfg.height, "width": cfg.width, "num_frames": cfg.num_frames}
     errs += [f"{k} must be >= 1, got {v}" for k, v in positive.items() if v < 1]
-    if not cfg.guidance_scale >= 0:
-        errs.append(f"guidance_scale must be >= 0, got {cfg.guidance_scale}")
+    if not 0 <= cfg.guidance_scale < math.inf:
+        errs.append(f"guidance_scale must be finite and >= 0, got {cfg.guidance_scale}")
     for name in ("clip_range", "a_max", "mu_kl_eps", "adv_eps", "learning_rate", "fps", "shift"):
-        if not getattr(cfg, name) > 0:
-            errs.append(f"{name} must be > 0, got {getattr(cfg, name)}")
+        value, finite = getattr(cfg, name), name not in ("clip_range", "a_max")  # an infinite clip clips nothing
+        if not value > 0 or (finite and value == math.inf):
+            errs.append(f"{name} must be > 0{' and finite' if finite else ''}, got {value}")
     for name in ("beta", "weight_decay"):
         if not getattr(cfg, name) >= 0:
             errs.append(f"{name} must be >= 0, got {getattr(cfg, name)}")
     if cfg.finetune == "lora" and (cfg.lora_rank < 1 or not cfg.lora_targets):
         errs.append("lora needs lora_rank >= 1 and at least one lora_targets entry")
+    if cfg.finetune == "lora" and not 0 < cfg.lora_alpha < math.inf:  # the adapter's scale, alpha / rank
+        errs.append(f"lora_alpha must be > 0 and finite with finetune lora, got {cfg.lora_alpha}")
     if cfg.zero_stage is not None and cfg.zero_stage not in (0, 1, 2, 3):
         errs.append(f"zero_stage must be 0, 1, 2 or 3, got {cfg.zero_stage}")
     n_mb = -(-cfg.group_size // cfg.micro_batch) * len(likelihood_steps(cfg.num_steps, cfg.sde_window))
