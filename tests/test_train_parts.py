@@ -367,3 +367,22 @@ def test_a_resume_trims_every_log_to_its_checkpoint(tmp_path):
         rows = [json.loads(line) for line in (tmp_path / name).read_text().splitlines()]
         assert [r["iteration"] for r in rows] == ([1, 2, 3] if name == "metrics.jsonl" else [1, 2]), name
     assert not list(tmp_path.glob(".*.tmp"))
+
+
+def test_a_resume_purges_the_crashed_attempts_tensorboard_points(tmp_path):
+    """Crashed after iteration 4, checkpoint at 2: TensorBoard showed steps 1, 2, 3, 4, 3, 4."""
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    first = MetricsLog(tmp_path, enabled=True, tensorboard=True, append=False)
+    for it in (1, 2, 3, 4):
+        first.write({"iteration": it, "reward_mean": 0.5})
+    first.close()
+    resumed = MetricsLog(tmp_path, enabled=True, tensorboard=True, append=True)
+    resumed.trim_after(2)
+    for it in (3, 4):
+        resumed.write({"iteration": it, "reward_mean": 0.9})
+    resumed.close()
+    events = EventAccumulator(str(tmp_path / "tensorboard"))
+    events.Reload()
+    points = [(e.step, round(e.value, 2)) for e in events.Scalars("train/reward_mean")]
+    assert points == [(1, 0.5), (2, 0.5), (3, 0.9), (4, 0.9)]

@@ -202,11 +202,14 @@ class MetricsLog:
                 for path in self.paths:
                     path.unlink(missing_ok=True)
             if tensorboard:
-                from torch.utils.tensorboard import SummaryWriter
-
-                self.writer = SummaryWriter(str(output_dir / "tensorboard"))
+                self._open_writer()
             if wandb_project is not None:
                 self.wandb = WandbRun(output_dir, wandb_project, config or {}, resume=append)
+
+    def _open_writer(self, purge_step: int | None = None) -> None:
+        from torch.utils.tensorboard import SummaryWriter
+
+        self.writer = SummaryWriter(str(self.output_dir / "tensorboard"), purge_step=purge_step)
 
     @property
     def paths(self) -> tuple[Path, ...]:
@@ -217,9 +220,16 @@ class MetricsLog:
         """On a resume from the checkpoint of ``iteration``, before anything is appended: drop every log's rows
         of later iterations (and torn lines), which the crashed attempt wrote after that checkpoint and the
         resumed run writes again (rank 0 only; `trim_log`). Rows of ``iteration`` itself stay: its metrics,
-        rollouts and held-out evaluation were written before its checkpoint. The lines dropped, by file."""
+        rollouts and held-out evaluation were written before its checkpoint. The lines dropped, by file.
+
+        TensorBoard events cannot be rewritten in place: the writer is reopened with ``purge_step`` past
+        ``iteration``, so TensorBoard drops the crashed attempt's points from there on (it showed both
+        attempts' points of those steps, e.g. steps 1, 2, 3, 4, 3, 4)."""
         if not self.enabled:
             return {}
+        if self.writer is not None:
+            self.writer.close()
+            self._open_writer(purge_step=iteration + 1)
         dropped = {path.name: trim_log(path, iteration) for path in self.paths}
         return {name: n for name, n in dropped.items() if n}
 
