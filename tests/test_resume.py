@@ -96,6 +96,26 @@ def test_a_saved_checkpoint_without_latest_is_named_with_the_way_to_resume_it(tm
         resume_source(ckpt, 1)
 
 
+def test_a_checkpoint_without_its_model_states_is_refused_before_the_model_loads(tmp_path):
+    """Before: --check said ok, and DeepSpeed's load stopped with a bare AssertionError after the model loaded."""
+    ckpt = tmp_path / "checkpoints"
+    _fake_checkpoint(ckpt, "iter_000004", ranks=1)
+    (ckpt / "iter_000004" / "mp_rank_00_model_states.pt").unlink()
+    with pytest.raises(ValueError, match=r"iter_000004 lacks \*model_states.pt .*incomplete"):
+        resume_source(ckpt, 1)
+    write_layout(ckpt / "iter_000004", StateLayout(2, F32))
+    with pytest.raises(ValueError, match="iter_000004 lacks mp_rank_00_model_states.pt"):
+        resume_source(ckpt, 1, StateLayout(2, F32))
+    write_layout(ckpt / "iter_000004", StateLayout(3, F32))  # ZeRO-3: one file per rank
+    (ckpt / "iter_000004" / "zero_pp_rank_0_mp_rank_00_model_states.pt").write_bytes(b"x")
+    assert resume_source(ckpt, 1, StateLayout(3, F32)) == ResumeSource("iter_000004", universal=False)
+    _fake_checkpoint(tmp_path / "z3", "iter_000002", ranks=2)
+    write_layout(tmp_path / "z3" / "iter_000002", StateLayout(3, F32))
+    (tmp_path / "z3" / "iter_000002" / "zero_pp_rank_0_mp_rank_00_model_states.pt").write_bytes(b"x")
+    with pytest.raises(ValueError, match="lacks zero_pp_rank_1_mp_rank_00_model_states.pt"):
+        resume_source(tmp_path / "z3", 2, StateLayout(3, F32))
+
+
 def test_resume_source_compares_the_checkpoint_layout_with_the_launch(tmp_path):
     ckpt = tmp_path / "checkpoints"
     _fake_checkpoint(ckpt, "iter_000004", ranks=1)

@@ -122,7 +122,8 @@ def resume_source(ckpt_dir: Path, world: int, layout: StateLayout | None = None,
     another dtype. The checkpoint's own layout is its ``layout.json``, else ``fallback`` (the run's saved
     config); ``layout`` None skips that comparison. Read from file names and that file alone, before any
     model loads; ValueError saying what is missing and what to do (no ``latest``; ``latest`` naming a
-    folder that is gone; a change no conversion can make; a needed conversion not made yet)."""
+    folder that is gone or one without its model-state files; a change no conversion can make; a needed
+    conversion not made yet)."""
     tag = latest_tag(ckpt_dir)
     if tag is None:
         finished = [t for t in checkpoint_tags(ckpt_dir) if (ckpt_dir / t / LAYOUT_FILE).is_file()]
@@ -145,6 +146,10 @@ def resume_source(ckpt_dir: Path, world: int, layout: StateLayout | None = None,
         raise ValueError(_impossible(folder, written, layout))
     ranks = checkpoint_ranks(folder)
     if change == "same" and (not ranks or ranks == world):
+        if missing := _missing_model_states(folder, written, world):
+            raise ValueError(f"--resume: {folder} lacks {', '.join(missing)} (the model's parameters, which "
+                             "DeepSpeed loads first): the checkpoint is incomplete. Point "
+                             f"{ckpt_dir / 'latest'} at an earlier complete checkpoint folder, or start over")
         return ResumeSource(tag, universal=False)
     converted = ckpt_dir / (tag + UNIVERSAL_SUFFIX)
     if (converted / "zero").is_dir():
@@ -177,6 +182,17 @@ def plan_resume(cfg: TrainConfig, world: int, layout: StateLayout) -> tuple[Resu
                           "parameters: " + "; ".join(conflicts) + ". Resume with the run's settings, or start a "
                           "new run in another output_dir")
     return source, saved.changes
+
+
+def _missing_model_states(folder: Path, written: StateLayout | None, world: int) -> list[str]:
+    """The model-state files DeepSpeed's ``load_checkpoint`` opens in ``folder`` that are not there: under
+    ZeRO stage 3 each rank's ``zero_pp_rank_R_mp_rank_00_model_states.pt``, else ``mp_rank_00_model_states.pt``
+    (every rank reads it). Without the checkpoint's layout, any ``*model_states.pt`` will do."""
+    if written is None:
+        return [] if any(folder.glob("*model_states.pt")) else ["*model_states.pt"]
+    names = ([f"zero_pp_rank_{r}_mp_rank_00_model_states.pt" for r in range(world)] if written.zero_stage == 3
+             else ["mp_rank_00_model_states.pt"])
+    return [name for name in names if not (folder / name).is_file()]
 
 
 def _impossible(folder: Path, written: StateLayout, now: StateLayout) -> str:
