@@ -140,3 +140,16 @@ def test_config_yaml_stores_the_launch_files_as_absolute_paths(tmp_path, monkeyp
     assert [p.image for p in saved.dataset] == [str(launch / "data" / "b.png"), None]
     prompts = load_prompts(saved.dataset, saved.dataset_file)  # what generate reads by default
     assert prompts[-1].image == str(launch / "data" / "a.png")
+
+
+def test_a_resume_is_not_warned_or_refused_for_changes_that_change_nothing(tmp_path):
+    """Before: lora_targets in another order was a conflict (exit 2), a tiny run's model_path likewise (tiny
+    reads no model_path), and output_dir spelled relative instead of absolute warned."""
+    path = _saved(tmp_path, finetune="lora", lora_targets=["to_q", "to_k"], model_path="/models/a",
+                  output_dir=str(tmp_path / "run"))
+    cfg = load_config(SMOKE, ["--finetune", "lora", "--lora_targets", "[to_k, to_q]", "--model_path", "/models/b",
+                              "--output_dir", "run", "--resume"])
+    assert cfg.tiny
+    assert _changes(path, cfg) == [] and resume_conflicts(_changes(path, cfg), cfg) == []
+    other = load_config(SMOKE, ["--finetune", "lora", "--lora_targets", "[to_q]", "--model_path", "/models/a"])
+    assert resume_conflicts(_changes(path, other), other) == ["lora_targets: ['to_q', 'to_k'] -> ['to_q']"]

@@ -43,11 +43,12 @@ FIELD_DEFAULTS_BEFORE: dict[str, Any] = {"image_fit": "stretch"}
 stretched to height x width before ``image_fit``)."""
 
 
-RESUME_NEUTRAL = frozenset({"resume", "overwrite_output_dir", "max_iterations", "checkpoint_every",
+RESUME_NEUTRAL = frozenset({"resume", "output_dir", "overwrite_output_dir", "max_iterations", "checkpoint_every",
                             "keep_checkpoints", "eval_every", "on_signal", "progress", "tensorboard",
                             "wandb_project", "export"})
 """Fields a resumed launch commonly changes without changing what is trained (more iterations, other
-checkpoint / evaluation intervals, console and logging): `config_changes` does not list them."""
+checkpoint / evaluation intervals, console and logging; output_dir, which a resume names as it likes:
+relative or absolute): `config_changes` does not list them."""
 
 
 RESUME_FIXED = ("backend", "model_path", "tiny", "finetune", "lora_rank", "lora_alpha", "lora_targets")
@@ -285,10 +286,14 @@ def read_run_config(path: str | Path) -> TrainConfig:
 def config_changes(saved: Mapping[str, Any], cfg: TrainConfig) -> list[str]:
     """``field: saved -> now`` for each field ``cfg`` sets differently from a run's saved config (as
     plain values, file settings made absolute: `absolute_paths`), except ``RESUME_NEUTRAL`` ones. A field the saved config predates counts as its
-    ``FIELD_DEFAULTS_BEFORE`` value, else as its default; fields unknown to this version are listed."""
+    ``FIELD_DEFAULTS_BEFORE`` value, else as its default; fields unknown to this version are listed. The
+    order of lora_targets is no change, nor model_path while both launches are tiny (it is not read)."""
     before = absolute_paths({**config_to_dict(TrainConfig()), **saved_config_dict(saved)})
     now = absolute_paths(config_to_dict(cfg))  # config.yaml stores them absolute: the same file is no change
-    out = [f"{k}: {before[k]!r} -> {v!r}" for k, v in now.items() if k not in RESUME_NEUTRAL and before[k] != v]
+    same = {"lora_targets": lambda a, b: isinstance(a, list) and isinstance(b, list) and set(a) == set(b),
+            "model_path": lambda a, b: before["tiny"] is True and now["tiny"] is True}
+    out = [f"{k}: {before[k]!r} -> {v!r}" for k, v in now.items() if k not in RESUME_NEUTRAL and before[k] != v
+           and not (k in same and same[k](before[k], v))]
     return out + [f"{k}: {before[k]!r} -> (no such field now)" for k in before if k not in now]
 
 
