@@ -195,7 +195,6 @@ def score_batch_command(
         raise typer.Exit(2)
     _check_preset(preset)
     settings.ensure_parent_dirs()
-    preflight_or_exit(settings)  # before writing a row per clip that only says the endpoint is wrong
     items, repeats = drop_repeats(read_manifest(manifest, preset, draw))
     if repeats:
         typer.echo(f"{len(repeats)} manifest line(s) repeat an earlier one and are scored once: "
@@ -219,6 +218,8 @@ def score_batch_command(
                    + (f", {bad} bad manifest line(s) (their rows written again)" if bad else ""), err=True)
         # the preset's tool models, loaded in the process that scores (worker processes load their own), only
         # when a clip is to be scored, and before any row goes: a tool that cannot load leaves the output alone
+        if len(todo) > bad:  # the endpoint, before a row per clip that only says it is wrong (nothing to score: no wait)
+            preflight_or_exit(settings)
         tools = loaded_tools(settings, preset) if len(todo) > bad and processes == 1 else None
         retried = drop_rows(out, goes)
         if retry_ineligible:

@@ -191,6 +191,7 @@ def test_nothing_to_score_loads_no_tool_and_the_bar_counts_clips(monkeypatch, tm
     scored = {"status": "scored", "reward": 0.5, "T": 0.5, "P": 0.5, "V": 0.5}
     out, args = _hand_rows(tmp_path, {1: scored, 2: BAD_LINE})
     monkeypatch.setenv("RAA_VJEPA_MODEL", str(tmp_path / "no-such-vjepa"))
+    monkeypatch.setenv("RAA_ENDPOINT_WAIT_S", "0.5")  # the endpoint does not answer: nothing needs it either
     res = runner.invoke(app, args)
     assert res.exit_code == 0 and "0 to score, 1 bad manifest line(s)" in res.output, res.output
     assert "0/0" in res.output and "1/1" not in res.output, res.output
