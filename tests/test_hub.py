@@ -4,10 +4,12 @@ reachable. The "hub" is a closed local port or a local HTTP server: no test touc
 
 from __future__ import annotations
 
+import contextlib
 import os
 import subprocess
 import sys
 import textwrap
+from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, HTTPServer
 from threading import Thread
 
@@ -16,6 +18,26 @@ import pytest
 from tools.hub import hub_load_kwargs, hub_reachable, is_hub_id
 
 CLOSED = "http://127.0.0.1:9"  # discard port: nothing listens, the connection is refused at once
+
+
+@contextlib.contextmanager
+def answering_hub(status: int) -> Iterator[str]:
+    """The URL of a local "hub" answering every HEAD request with ``status``, served while the block runs."""
+
+    class Handler(BaseHTTPRequestHandler):
+        def do_HEAD(self):  # noqa: N802
+            self.send_response(status)
+            self.end_headers()
+
+        def log_message(self, *args):  # noqa: ANN002
+            pass
+
+    server = HTTPServer(("127.0.0.1", 0), Handler)
+    Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        yield f"http://127.0.0.1:{server.server_port}"
+    finally:
+        server.shutdown()
 
 
 def test_only_hub_ids_that_are_not_local_paths_count(tmp_path, monkeypatch):
@@ -30,22 +52,9 @@ def test_an_endpoint_that_answers_anything_is_reachable(monkeypatch):
     from huggingface_hub import constants
 
     monkeypatch.setattr(constants, "HF_HUB_OFFLINE", False)  # tests/conftest.py sets HF_HUB_OFFLINE=1
-    class Handler(BaseHTTPRequestHandler):
-        def do_HEAD(self):  # noqa: N802
-            self.send_response(404)
-            self.end_headers()
-
-        def log_message(self, *args):  # noqa: ANN002
-            pass
-
-    server = HTTPServer(("127.0.0.1", 0), Handler)
-    Thread(target=server.serve_forever, daemon=True).start()
-    try:
-        url = f"http://127.0.0.1:{server.server_port}"
+    with answering_hub(404) as url:
         assert hub_reachable(url, timeout_s=5)
         assert hub_load_kwargs("org/model", endpoint=url) == {}
-    finally:
-        server.shutdown()
     assert not hub_reachable(CLOSED, timeout_s=1)
     assert hub_load_kwargs("org/model", endpoint=CLOSED, timeout_s=1) == {"local_files_only": True}
     assert hub_load_kwargs("/no/such/folder", endpoint=CLOSED, timeout_s=1) == {}  # transformers says why

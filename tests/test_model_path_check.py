@@ -8,15 +8,14 @@ import os
 import shutil
 import subprocess
 import sys
-from http.server import BaseHTTPRequestHandler, HTTPServer
 from pathlib import Path
-from threading import Thread
 
 import pytest
 
+from tests.test_hub import CLOSED, answering_hub
+
 ROOT = Path(__file__).resolve().parents[1]
 SMOKE = str(ROOT / "training" / "configs" / "smoke.yaml")
-CLOSED = "http://127.0.0.1:9"  # nothing listens: the connection is refused at once
 
 
 def _check(tmp_path, model_path: str) -> int:
@@ -84,21 +83,9 @@ def test_a_hub_id_is_fine_when_cached_or_when_the_hub_answers(tmp_path, capsys, 
     assert _check(tmp_path, "org/cosmos") == 0  # in the cache: no request (the hub is closed)
     assert "note:" not in capsys.readouterr().out
 
-    class Handler(BaseHTTPRequestHandler):
-        def do_HEAD(self):  # noqa: N802
-            self.send_response(200)
-            self.end_headers()
-
-        def log_message(self, *args):  # noqa: ANN002
-            pass
-
-    server = HTTPServer(("127.0.0.1", 0), Handler)
-    Thread(target=server.serve_forever, daemon=True).start()
-    try:
-        monkeypatch.setattr(online, "ENDPOINT", f"http://127.0.0.1:{server.server_port}")
+    with answering_hub(200) as url:
+        monkeypatch.setattr(online, "ENDPOINT", url)
         assert _check(tmp_path, "org/other") == 0
-    finally:
-        server.shutdown()
     assert "note: model_path org/other is not a folder" in capsys.readouterr().out
 
 
