@@ -310,11 +310,10 @@ def _vjepa(tools: ToolSettings) -> Check:
         why = _weights(lambda name: local / name if (local / name).is_file() else None)
         return Check("V-JEPA 2 weights", "ok" if why is None else "problem", f"{local}" + ("" if why is None else
                      f": {why}; RAA_VJEPA_MODEL needs a folder saved by save_pretrained, or a hub id"))
-    from huggingface_hub import try_to_load_from_cache
+    from tools.hub import cached_file, download_blocked
 
     def cached(name: str) -> Path | None:
-        hit = try_to_load_from_cache(tools.vjepa_model, name)
-        return Path(hit) if isinstance(hit, str) else None
+        return cached_file(tools.vjepa_model, name)
 
     try:
         why = _weights(cached)
@@ -325,14 +324,8 @@ def _vjepa(tools: ToolSettings) -> Check:
         return Check("V-JEPA 2 weights", "ok", f"{tools.vjepa_model} (in the Hugging Face cache)")
     where = "is not in the Hugging Face cache" if cached("config.json") is None else \
         f"is only partly in the Hugging Face cache ({why})"
-    from huggingface_hub import constants
-
-    from tools.hub import hub_reachable
-
     # the loader (tools.surprise, tools.hub) reads only the cache when the hub does not answer: the run stops
-    cannot = "HF_HUB_OFFLINE is set" if constants.HF_HUB_OFFLINE else \
-        None if hub_reachable() else f"the hub ({constants.ENDPOINT}) did not answer"
-    if cannot:
+    if cannot := download_blocked():
         return Check("V-JEPA 2 weights", "problem", f"RAA_VJEPA_MODEL={tools.vjepa_model} {where} and {cannot}, so "
                      "presets with WMReward (full, wmreward, the no_* but no_wmreward) stop at start: score with "
                      f"--preset no_wmreward, or download it (hf download {tools.vjepa_model}) or set "

@@ -20,6 +20,7 @@ Decisions where the issues were silent:
 from __future__ import annotations
 
 import threading
+from pathlib import Path
 from typing import Any
 
 DEFAULT_TIMEOUT_S = 3.0
@@ -27,8 +28,6 @@ DEFAULT_TIMEOUT_S = 3.0
 
 def is_hub_id(name: str) -> bool:
     """Whether `name` is a valid hub repo id (``org/name``); a local folder of that name is not asked."""
-    from pathlib import Path
-
     from huggingface_hub.utils import HFValidationError, validate_repo_id
 
     if Path(name).exists():
@@ -61,6 +60,25 @@ def hub_reachable(endpoint: str | None = None, timeout_s: float = DEFAULT_TIMEOU
     thread.start()
     thread.join(timeout_s)
     return answered.is_set()
+
+
+def cached_file(repo_id: str, name: str) -> Path | None:
+    """The local copy of file `name` of hub model `repo_id` in the Hugging Face cache, None when it is not
+    there (no request; an invalid repo id raises huggingface_hub's HFValidationError, a ValueError)."""
+    from huggingface_hub import try_to_load_from_cache
+
+    hit = try_to_load_from_cache(repo_id, name)
+    return Path(hit) if isinstance(hit, str) else None
+
+
+def download_blocked() -> str | None:
+    """Why a file missing from the cache cannot be downloaded now ("HF_HUB_OFFLINE is set", or the hub did
+    not answer `hub_reachable`), or None when the hub answers: what `raa doctor` and `--check` tell."""
+    from huggingface_hub import constants
+
+    if constants.HF_HUB_OFFLINE:
+        return "HF_HUB_OFFLINE is set"
+    return None if hub_reachable() else f"the hub did not answer ({constants.ENDPOINT})"
 
 
 def hub_load_kwargs(name: str, *, endpoint: str | None = None, timeout_s: float = DEFAULT_TIMEOUT_S) -> dict[str, Any]:

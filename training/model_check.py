@@ -59,23 +59,19 @@ def check_model_path(cfg: TrainConfig, parts: Literal["all", "transformer"] = "a
         return None
     if root.exists():
         raise ConfigError(f"model_path {path} is a file; a diffusers-layout checkpoint folder or a hub id is expected")
-    from huggingface_hub import constants, try_to_load_from_cache
     from huggingface_hub.utils import HFValidationError
 
+    from tools.hub import cached_file, download_blocked
+
     try:
-        cached = [isinstance(try_to_load_from_cache(path, name), str) for name in _needed(parts)]
+        cached = [cached_file(path, name) is not None for name in _needed(parts)]
     except HFValidationError:
         raise ConfigError(f"model_path {path} is not a folder (checked from {Path.cwd()}) and not a hub id") from None
     if all(cached):
         return None
-    from tools.hub import hub_reachable
-
     where = f"not a folder (checked from {Path.cwd()}), not in the Hugging Face cache"
-    if constants.HF_HUB_OFFLINE:
-        raise ConfigError(f"model_path {path} is {where}, and HF_HUB_OFFLINE is set: download the checkpoint "
-                          "and point model_path at the folder")
-    if not hub_reachable():
-        raise ConfigError(f"model_path {path} is {where}, and the hub did not answer ({constants.ENDPOINT}): "
-                          "download the checkpoint and point model_path at the folder")
+    if blocked := download_blocked():
+        raise ConfigError(f"model_path {path} is {where}, and {blocked}: download the checkpoint and point "
+                          "model_path at the folder")
     return (f"note: model_path {path} is {where}: the launch downloads it from the hub (if it is meant to be a "
             "folder, it does not exist)")
