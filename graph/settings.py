@@ -42,14 +42,6 @@ VLLM_HELP = (
 )
 
 
-ENV_VARS = {"method": "RAA_STRUCTURED_METHOD", "timeout_s": "RAA_TIMEOUT_S", "max_retries": "RAA_MAX_RETRIES",
-            "schema_retries": "RAA_SCHEMA_RETRIES", "image_long_side": "RAA_IMAGE_LONG_SIDE",
-            "jpeg_quality": "RAA_JPEG_QUALITY", "temperature": "RAA_TEMPERATURE", "max_tokens": "RAA_MAX_TOKENS",
-            "trace_durability": "RAA_TRACE_DURABILITY", "inspect_mode": "RAA_INSPECT_MODE",
-            "endpoint_wait_s": "RAA_ENDPOINT_WAIT_S", "coordinates": "RAA_COORDINATES"}
-"""The variable of each `BackboneSettings` field that `from_env` checks (its errors name the variable)."""
-
-
 class SettingsError(ValueError):
     """An `RAA_*` environment variable has a value that cannot be used."""
 
@@ -206,7 +198,7 @@ class BackboneSettings:
             return cls(**kw)  # type: ignore[arg-type]
         except SettingsError as exc:  # its message starts with the field: name the variable instead
             field, _, rest = str(exc).partition(" ")
-            var = ENV_VARS.get(field)
+            var = {name: var for name, var, _ in (*choices, *numeric)}.get(field)
             raise SettingsError(f"invalid RAA_* setting: {f'{var} {rest}' if var else exc}") from exc
 
     def describe_missing(self) -> str:
