@@ -39,10 +39,7 @@ from typing import Literal
 from training.config import ConfigError, TrainConfig, read_ds_config
 from training.config_io import read_saved_run, resume_conflicts
 from training.engine import UNIVERSAL_SUFFIX, checkpoint_ranks, latest_tag
-from training.run_dir import checkpoint_tags
-
-LAYOUT_FILE = "layout.json"
-"""``checkpoints/iter_NNNNNN/layout.json``: the :class:`StateLayout` of the launch that wrote it."""
+from training.run_dir import LAYOUT_FILE, finished_checkpoints
 
 
 @dataclass(frozen=True)
@@ -126,8 +123,8 @@ def resume_source(ckpt_dir: Path, world: int, layout: StateLayout | None = None,
     conversion not made yet)."""
     tag = latest_tag(ckpt_dir)
     if tag is None:
-        finished = [t for t in checkpoint_tags(ckpt_dir) if (ckpt_dir / t / LAYOUT_FILE).is_file()]
-        if finished:  # saved, then stopped before 'latest' moved: a fresh launch is refused (training.run_dir)
+        # saved, then stopped before 'latest' moved: a fresh launch is refused too (training.run_dir)
+        if finished := finished_checkpoints(ckpt_dir):
             raise ValueError(f"--resume: {ckpt_dir} has no 'latest' file, but {finished[-1]} was saved in full (it "
                              "has layout.json; the run stopped before 'latest' moved): write that tag into "
                              f"{ckpt_dir / 'latest'} to resume from it, or start over with --overwrite_output_dir")

@@ -36,6 +36,9 @@ from pathlib import Path
 from training.collectives import as_rank0_sees
 from training.config import ConfigError, TrainConfig
 
+LAYOUT_FILE = "layout.json"
+"""``checkpoints/iter_NNNNNN/layout.json``: the layout (`training.resume.StateLayout`) of the launch that wrote
+it, written last, so it also marks a finished save."""
 EARLIER_OUTPUTS = ("checkpoints", "final", "rollout_videos", "eval_videos", "tensorboard")
 """The folders of ``output_dir`` that ``overwrite_output_dir`` deletes before a fresh run starts."""
 
@@ -48,6 +51,12 @@ def checkpoint_tags(ckpt_dir: Path) -> list[str]:
                    and p.name[5:].isdigit()), key=lambda t: int(t[5:]))
 
 
+def finished_checkpoints(ckpt_dir: Path, named: str = "") -> list[str]:
+    """The ``iter_NNNNNN`` folders of ``ckpt_dir`` holding ``layout.json`` (`LAYOUT_FILE`: written once the
+    save finished), and the folder ``named`` (what ``latest`` names) if it is there, oldest first."""
+    return [t for t in checkpoint_tags(ckpt_dir) if t == named or (ckpt_dir / t / LAYOUT_FILE).is_file()]
+
+
 def earlier_checkpoints(out_dir: Path) -> list[str]:
     """The checkpoints in ``out_dir/checkpoints``, oldest first: the folder its ``latest`` file names (also
     when that folder is gone) and every ``iter_NNNNNN`` folder holding ``layout.json`` (written once its save
@@ -57,7 +66,7 @@ def earlier_checkpoints(out_dir: Path) -> list[str]:
     ckpt_dir = out_dir / "checkpoints"
     latest = ckpt_dir / "latest"
     named = latest.read_text().strip() if latest.is_file() else ""
-    tags = [t for t in checkpoint_tags(ckpt_dir) if t == named or (ckpt_dir / t / "layout.json").is_file()]
+    tags = finished_checkpoints(ckpt_dir, named)
     if named and named not in tags:
         tags.append(named)
     return tags
