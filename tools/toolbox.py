@@ -86,8 +86,8 @@ class Toolbox:
         with self._lock:
             if self._client is not None:
                 client, self._client = self._client, None
-                if getattr(self._tracker, "client", None) is client:
+                if isinstance(self._tracker, RemoteMotionTracker) and self._tracker.client is client:
                     self._tracker = None
-                if getattr(self._scorer, "client", None) is client:
+                if isinstance(self._scorer, RemoteSurpriseScorer) and self._scorer.client is client:
                     self._scorer = None
                 client.close()
