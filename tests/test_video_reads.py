@@ -3,6 +3,8 @@ clip that does not start on a keyframe."""
 
 from __future__ import annotations
 
+import os
+import threading
 from pathlib import Path
 
 import av
@@ -52,3 +54,36 @@ def test_the_first_read_of_a_clip_cut_mid_gop_needs_no_seek_back(tmp_path):
         assert first == read_ids(reader.read([10, 20])) == [15, 25]
     assert read_ids(read_frames(path, [3, 26])) == [8, 31]
     assert read_ids(read_frames(path.read_bytes(), [3])) == [8]
+
+
+@pytest.mark.skipif(not Path("/proc/self/task").is_dir() or (os.cpu_count() or 1) < 2,
+                    reason="counts the process's native threads on a multi-core Linux machine")
+def test_rgb_conversion_starts_no_swscale_slice_threads(tmp_path):
+    """PyAV's default swscale context starts one slice thread per CPU and synchronises them for every
+    frame (~130 us of CPU per 32x32 frame, 2 us without); the worker pool already runs a clip per core,
+    so conversions run single-threaded (tools/video_reformat.py). A fresh thread's first conversion
+    (a new reformatter, kept while the thread lives) must not add native threads to the process."""
+    path = write_raw(tmp_path / "c.mp4", id_frames(4), gop=4)
+    with av.open(str(path)) as container:
+        frame = next(container.decode(video=0))
+    reader = VideoReader(path)
+    converted, done = threading.Event(), threading.Event()
+    shapes = []
+
+    def convert() -> None:
+        shapes.append(reader.to_rgb(frame).shape)
+        shapes.append(reader.to_rgb(frame, (32, 32)).shape)
+        converted.set()
+        done.wait(10)
+
+    before = len(os.listdir("/proc/self/task"))
+    worker = threading.Thread(target=convert)
+    worker.start()
+    try:
+        assert converted.wait(10)
+        during = len(os.listdir("/proc/self/task"))
+    finally:
+        done.set()
+        worker.join()
+    assert shapes == [(64, 64, 3), (32, 32, 3)]
+    assert during == before + 1, (before, during)  # the worker itself, nothing else

@@ -279,7 +279,8 @@ class VideoReader:
         coded = (height, width) if turns % 2 else (width, height)
         with wrapped(self._name, "frame conversion to RGB failed"):
             rgb = reformatter().reformat(frame, format="rgb24", width=coded[0], height=coded[1],
-                                          interpolation=Interpolation.AREA if coded != self._coded else None)
+                                          interpolation=Interpolation.AREA if coded != self._coded else None,
+                                          threads=1)  # no swscale slice threads: tools/video_reformat.py
             out = rgb.to_ndarray()
         return np.ascontiguousarray(np.rot90(out, turns)) if turns else out
 

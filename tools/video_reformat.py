@@ -3,7 +3,12 @@
 Converting each frame through its own fresh context spent ~0.2 ms per frame setting it up, half the
 decode time of a 256x256 clip, so ``tools.video`` reuses one per thread (the pixels are bit-identical).
 
-A reformatter converts with swscale's slice threads (PyAV's default ``threads=0``: one per CPU). After
+``tools.video`` converts with ``threads=1``: no swscale slice threads. PyAV's default (``threads=0``, one
+per CPU) spent ~130 us of CPU per 32x32 frame synchronising them (2 us with one thread; 67 vs 26 us at
+256x256), and for 480x832-1280x704 rollouts decoded on 2 cores it saved no wall time while using more CPU
+(tools/video.py's worker pool already runs one clip per core). Measured with 16 concurrent runs of 32x32
+clips (benchmarks/agent_concurrency.py), the quality probe of a clip fell from ~12 to ~9 ms of CPU (one thread, no contention).
+The guard below stays for reformatters made with slice threads (PyAV's default elsewhere). With them, after
 ``os.fork`` (``multiprocessing``'s default start method on Linux, DataLoader workers) those threads do
 not exist in the child, and their condition variables still count them as waiters: freeing such a
 context (``sws_freeContext`` -> ``avpriv_slicethread_free``) or converting with it waits forever. Two
