@@ -220,6 +220,8 @@ def test_resume_matches_uninterrupted_run(smoke_run, tmp_path, monkeypatch):
     run_id = json.loads((out / "wandb.json").read_text())["id"]
     _train(out, "--max_iterations", "20", "--checkpoint_every", "10", "--resume", "--wandb_project", "raa-e2e")
     assert json.loads((out / "wandb.json").read_text())["id"] == run_id
+    launches = [json.loads(line) for line in (out / "launches.jsonl").read_text().splitlines()]  # which code ran
+    assert [(r["start_iteration"], r["resume"], r["world_size"]) for r in launches] == [(0, False, 2), (10, True, 2)]
     logs = sorted((out / "wandb").glob(f"offline-run-*-{run_id}*/run-{run_id}.wandb"))
     assert len(logs) == 2 and all(b"train/reward_mean" in f.read_bytes() for f in logs)
     rows = _rows(out)

@@ -78,6 +78,7 @@ from training.data import PromptStream, derive_seed, load_prompts
 from training.evaluate import eval_key, evaluate, summarize_eval, summarize_items
 from training.export import ExportError, export_policy
 from training.grpo import group_advantages
+from training.launches import launch_record, record_launch
 from training.metrics import MetricsLog, gather, progress_postfix, summarize
 from training.models import build_world_model, encode_prompt, negative_prompt, text_encoder_on
 from training.preemption import RewardsStalled, StopRequest, TrainingDiverged, TrainingStopped
@@ -205,6 +206,8 @@ def train(cfg: TrainConfig, *, local_rank: int = 0, reward_tokens: dict[str, str
         write_run_config(out_dir, cfg)  # file settings as absolute paths (config_io.absolute_paths)
         for note in record_scoring(out_dir, reward_fn, reward_settings, resume=cfg.resume):
             print(note, flush=True)  # training/provenance.py: which model scored the rewards
+        record_launch(out_dir, launch_record(start_iteration=start, resume=cfg.resume, world_size=world,
+                                             argv=sys.argv), resume=cfg.resume)  # training/launches.py: which code
     bar = None
     if rank == 0 and cfg.progress:
         from tqdm import tqdm
