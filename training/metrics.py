@@ -37,8 +37,10 @@ items, as the objective is (with uneven micro-batches a plain mean of micro-batc
   steps, before ``gradient_clipping`` (the DeepSpeed JSON's; a norm far above it means most steps are
   clipped); null when no step ran or any step's norm is NaN (fp16 gradients overflowed), whatever its place.
 * ``lr`` -- the learning rate of the iteration's first optimizer step (``lr_warmup_steps`` ramps it).
-* ``nonfinite_losses`` -- update micro-batches (all ranks) whose loss was NaN or inf: the policy's
-  likelihoods are no longer finite, i.e. training has diverged (``nonfinite_loss: stop`` ends the run).
+* ``nonfinite_losses`` -- update micro-batches (all ranks) whose loss was NaN or inf, or whose invalid
+  samples' likelihoods were (``UpdateLog.nonfinite_ignored``: their zero weight does not keep the NaN out of
+  the gradients): the policy's likelihoods are no longer finite, i.e. training has diverged
+  (``nonfinite_loss: stop`` ends the run).
 """
 
 from __future__ import annotations
@@ -143,7 +145,8 @@ def summarize(iteration: int, parts: list[dict[str, Any]]) -> dict[str, float | 
         "grad_norm": _mean(parts[0]["grad_norms"]),  # a global norm: every rank has the same
         "grad_norm_max": _max(parts[0]["grad_norms"]),
         "lr": float(parts[0]["lr"]),
-        "nonfinite_losses": sum(not math.isfinite(x) for x in cat("loss")),
+        "nonfinite_losses": (sum(not math.isfinite(x) for x in cat("loss"))
+                             + sum(p.get("nonfinite_ignored", 0) for p in parts)),
     }
     for kind in ("none", "nan", "inf", "error"):
         row[f"ineligible_{kind}"] = total(f"ineligible_{kind}")

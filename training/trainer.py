@@ -309,7 +309,7 @@ def train(cfg: TrainConfig, *, local_rank: int = 0, reward_tokens: dict[str, str
             "diversity": [d_prompt(g.rollout.latents) for g in groups],
             "diversity_frames": [d_prompt_frames(g.frames) for g in groups],
             "seconds_rollout": t1 - t0, "seconds_reward": t2 - t1, "seconds_update": t3 - t2,
-            "update_skipped": upd.skipped,
+            "update_skipped": upd.skipped, "nonfinite_ignored": upd.nonfinite_ignored,
             "lr": lr,
             "ineligible_items": [(texts[i], outcome.reasons[i] or "ineligible")
                                  for i, r in enumerate(outcome.rewards) if r is None],

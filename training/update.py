@@ -16,6 +16,16 @@ in step: a micro-batch without a valid sample contributes a zero loss, and the r
 every rank whether or not its samples are valid (under ZeRO-3 each forward gathers parameters
 collectively). When no rank has a valid sample the whole phase is skipped on all ranks.
 
+Decision where the issue was silent: an invalid sample's zero weight cannot keep a non-finite forward out
+of the gradients (the chain rule multiplies its zero by the NaN inside the network: ``0 * NaN = NaN``), and
+the loss of a micro-batch without a valid sample was ``x * 0``, itself NaN for such an ``x``, while only the
+losses of micro-batches with a valid sample were logged, so ``nonfinite_loss: stop`` never saw it and the
+NaN gradients reached the optimizer unannounced. That zero loss is now an exact 0 (``nan_to_num`` first:
+it does not depend on the forward's values), every micro-batch without a valid sample is counted
+(``UpdateLog.empty_micro_batches``), and one whose invalid samples' forward is not finite is counted in
+``UpdateLog.nonfinite_ignored``, which training/metrics.py adds to ``nonfinite_losses`` (the divergence
+guard).
+
 The logged per-micro-batch values (`UpdateLog`) come with the number of valid samples behind each, so
 training/metrics.py weighs them like the objective.
 """
@@ -81,6 +91,10 @@ class UpdateLog:
     ``get_global_grad_norm``; the same on every rank; inf when fp16 gradients overflowed)."""
     skipped: bool = False
     """No rank had a valid sample, so no update ran."""
+    empty_micro_batches: int = 0
+    """Micro-batches without a valid sample: run with an exact zero loss (collectives), logged nowhere else."""
+    nonfinite_ignored: int = 0
+    """Micro-batches whose invalid samples' log-prob or mean was NaN or inf (module docstring)."""
 
 
 def chunk(c: int, micro_batch: int, group: int) -> slice:
@@ -147,8 +161,12 @@ def update_policy(engine: Any, groups: list[Group], cfg: TrainConfig, rcfg: Roll
                         with world_model.transformer.disable_adapter():
                             _, ref_mean, ref_std, _ = engine(cond, record, rcfg)
             log_prob, mean, _, flips = engine(cond, record, rcfg)
-            if len(keep) == 0:  # nothing valid here: a zero loss keeps the collectives in step
-                loss = log_prob.sum() * 0.0 + mean.sum() * 0.0
+            skip = ~g.valid[sl].to(log_prob.device)
+            if not (bool(log_prob[skip].isfinite().all()) and bool(mean[skip].isfinite().all())):
+                out.nonfinite_ignored += 1  # their zero weight cannot keep NaN out of the gradients
+            if len(keep) == 0:  # nothing valid here: an exact zero loss keeps the collectives in step
+                out.empty_micro_batches += 1
+                loss = log_prob.nan_to_num(0.0, 0.0, 0.0).sum() * 0.0 + mean.nan_to_num(0.0, 0.0, 0.0).sum() * 0.0
             else:
                 # float64 (policy.dyndiff.gaussian_log_prob): the log-ratio of two ~-3e6 sums is taken in
                 # float64 (clipped_policy_loss); a float32 one resolved only 0.25 nats

@@ -1,0 +1,57 @@
+"""Micro-batches whose samples all weigh zero (training/update.py's module docstring): an exact zero loss,
+counted, and a non-finite forward of an invalid sample reported to the divergence guard (``nonfinite_losses``)
+instead of reaching the optimizer unannounced. Same stand-in engine as tests/test_update_phase.py."""
+
+from __future__ import annotations
+
+import torch
+
+from tests.test_train_parts import _part
+from tests.test_update_phase import Engine, _cfg, _groups, one_rank_group  # noqa: F401 (the fixture)
+from training.metrics import summarize
+from training.update import update_policy
+
+
+class Recording(Engine):
+    """Also keeps every loss handed to backward."""
+
+    def __init__(self, grad_accum: int) -> None:
+        super().__init__(grad_accum)
+        self.losses: list[float] = []
+
+    def backward(self, loss: torch.Tensor) -> None:
+        self.losses.append(float(loss.detach()))
+        super().backward(loss)
+
+
+def _run(groups, grad_accum: int) -> tuple[Recording, object]:  # noqa: ANN001
+    engine = Recording(grad_accum)
+    log = update_policy(engine, groups, _cfg(5, 1), rcfg=None, reference=None, iteration=0, grad_accum=grad_accum,
+                        device=torch.device("cpu"))
+    return engine, log
+
+
+def test_a_micro_batch_without_valid_samples_has_an_exact_zero_loss_and_is_counted():
+    engine, log = _run(_groups([[1, 1, 0, 1, 1], [0, 0, 0, 0, 0]], sde_steps=1), grad_accum=2)
+    assert len(engine.losses) == 2 and engine.losses.count(0.0) == 1  # the valid micro-batch's is not 0
+    assert log.empty_micro_batches == 1 and log.nonfinite_ignored == 0
+    assert len(log.losses) == 1 and torch.isfinite(engine.step_grads[0]).all()
+
+
+def test_all_zero_advantages_give_a_zero_loss_and_zero_gradient():
+    groups = _groups([[1] * 5], sde_steps=1)
+    groups[0].advantages.zero_()  # a zero-spread group: valid, no signal
+    engine, log = _run(groups, grad_accum=1)
+    assert engine.losses == [0.0] and log.losses == [0.0]  # pins behaviour that was already right
+    assert torch.equal(engine.step_grads[0], torch.zeros(4, dtype=torch.float64))
+
+
+def test_a_non_finite_invalid_sample_is_not_a_silent_nan():
+    groups = _groups([[1] * 5, [0] * 5], sde_steps=1)
+    groups[1].rollout.steps[0].x[0, 0] = float("nan")  # an ineligible sample whose likelihood is NaN
+    engine, log = _run(groups, grad_accum=2)
+    assert all(loss == loss for loss in engine.losses)  # the zero loss is 0, not 0 * NaN
+    assert log.empty_micro_batches == 1 and log.nonfinite_ignored == 1
+    row = summarize(0, [_part([1.0, 2.0], loss=log.losses, item_counts=log.item_counts,
+                              nonfinite_ignored=log.nonfinite_ignored)])
+    assert row["nonfinite_losses"] == 1  # what nonfinite_loss: stop reads; the logged losses are all finite
