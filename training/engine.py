@@ -17,7 +17,10 @@
   ``latest`` naming a torn checkpoint (or an empty file) that ``--resume`` then loaded.
 * :func:`prune` / :func:`stale_checkpoints` -- ``keep_checkpoints``: delete all but the newest N
   ``iter_NNNNNN`` folders once every rank has finished writing (each node's local rank 0 deletes, so
-  node-local checkpoint folders are pruned too; other files in the folder are left alone).
+  node-local checkpoint folders are pruned too; other files in the folder are left alone). A save killed
+  part-way (`training.run_dir.unfinished_checkpoints`: no ``layout.json``) neither counts nor is deleted: it
+  took one of the N places, so a finished checkpoint was deleted while the broken folder, which nothing can
+  resume, was kept; :func:`clear_unfinished` deletes it when its tag is saved again.
 
 Decisions where the issue was silent: the JSON's ``train_batch_size`` is dropped (DeepSpeed derives
 it from micro-batch x accumulation x world size); RNG states of all ranks are gathered into the
@@ -300,13 +303,15 @@ def apply_optimizer_settings(engine: Any, learning_rate: float, weight_decay: fl
         group["weight_decay"] = weight_decay
 
 
-def stale_checkpoints(tags: list[str], latest: str | None, keep: int, best: str | None = None) -> list[str]:
+def stale_checkpoints(tags: list[str], latest: str | None, keep: int, best: str | None = None,
+                      unfinished: Sequence[str] = ()) -> list[str]:
     """The checkpoint tags (``iter_NNNNNN``; other names are ignored) to delete so that the newest ``keep``
     remain, oldest first; ``latest`` (what a resume loads) and ``best`` (the best held-out one,
-    training.best) are never among them."""
+    training.best) are never among them, and the ``unfinished`` ones neither count nor are deleted."""
     if keep < 1:
         raise ValueError(f"keep must be >= 1, got {keep}")
-    ours = sorted((t for t in tags if t.startswith("iter_") and t[5:].isdigit()), key=lambda t: int(t[5:]))
+    ours = sorted((t for t in tags if t.startswith("iter_") and t[5:].isdigit() and t not in unfinished),
+                  key=lambda t: int(t[5:]))
     return [t for t in ours[:-keep] if t not in (latest, best)]
 
 
@@ -319,7 +324,11 @@ def prune(ckpt_dir: Path, keep: int, local_rank: int, best: str | None = None) -
         dist.barrier()  # every rank has written its part of the newest checkpoint
     if local_rank != 0 or not ckpt_dir.is_dir():
         return []
-    stale = stale_checkpoints([p.name for p in ckpt_dir.iterdir() if p.is_dir()], latest_tag(ckpt_dir), keep, best)
+    from training.run_dir import unfinished_checkpoints
+
+    latest = latest_tag(ckpt_dir)
+    stale = stale_checkpoints([p.name for p in ckpt_dir.iterdir() if p.is_dir()], latest, keep, best,
+                              unfinished_checkpoints(ckpt_dir, latest))
     for tag in stale:  # with its universal conversion, if any; another node may delete them at the same time
         shutil.rmtree(ckpt_dir / tag, ignore_errors=True)
         shutil.rmtree(ckpt_dir / (tag + UNIVERSAL_SUFFIX), ignore_errors=True)

@@ -57,6 +57,17 @@ def finished_checkpoints(ckpt_dir: Path, named: str = "") -> list[str]:
     return [t for t in checkpoint_tags(ckpt_dir) if t == named or (ckpt_dir / t / LAYOUT_FILE).is_file()]
 
 
+def unfinished_checkpoints(ckpt_dir: Path, latest: str | None) -> list[str]:
+    """The ``iter_NNNNNN`` folders of ``ckpt_dir`` that are saves killed part-way, oldest first: without
+    `LAYOUT_FILE`, not ``latest``, and numbered above a folder that has one. A folder without the file below
+    every folder with one may be a checkpoint from before the file existed (training/resume.py), so it is not
+    listed: ``keep_checkpoints`` counts it as it always did."""
+    tags = checkpoint_tags(ckpt_dir)
+    done = finished_checkpoints(ckpt_dir)
+    first = int(done[0][5:]) if done else None
+    return [t for t in tags if first is not None and int(t[5:]) > first and t != latest and t not in done]
+
+
 def earlier_checkpoints(out_dir: Path) -> list[str]:
     """The checkpoints in ``out_dir/checkpoints``, oldest first: the folder its ``latest`` file names (also
     when that folder is gone) and every ``iter_NNNNNN`` folder holding ``layout.json`` (written once its save
