@@ -72,8 +72,15 @@ def prompt_from_row(row: object, where: str, folder: Path) -> PromptSpec:
 
 def derive_seed(*parts: int) -> int:
     """A 32-bit seed that is a pure function of integer `parts` (e.g. run seed, iteration, rank, slot),
-    for the generators of rollout noise and sampling (numpy SeedSequence: well mixed, no collisions
-    between neighbouring tuples)."""
+    for the generators of rollout noise and sampling (numpy SeedSequence: well mixed, so neighbouring
+    tuples of one length give unrelated seeds).
+
+    The tuples of one purpose have a fixed length (rollouts: seed, iteration, rank, slot; a rollout chunk
+    adds its index; the update order: seed, iteration, epoch; held-out items: seed, prompt, sample).
+    SeedSequence drops trailing zero parts, so tuples of different lengths that differ only by trailing
+    zeros are the same seed: ``derive_seed(s, i) == derive_seed(s, i, 0)`` (chunk 0 of a chunked group
+    draws from its whole group's seed), and ``derive_seed(0) == derive_seed()``. The seeds are kept as they
+    are: runs and resumes rely on drawing the noise they always drew (tests/test_rollout_chunks.py)."""
     return int(np.random.SeedSequence([int(p) for p in parts]).generate_state(1)[0])
 
 
