@@ -14,6 +14,12 @@ Command line (``parse_cli``)::
 Conversion is explicit over ``dataclasses.fields``: bool ("true/false/1/0/yes/no"), int, float, str,
 Literal (must be one of the choices), ``X | None`` ("none"/"null" -> None), and YAML text for the
 container fields (``--sde_window "[0, 2]"``, ``--reward_options "{region: [0, 0, 1, 0.5]}"``).
+A number must be a YAML number: ``image_seed: "3"`` or ``max_iterations: '7'`` (a quoted string, in the file,
+in a ``dataset`` / ``eval_dataset`` prompt or in a ``--dataset "[...]"`` list) is a ConfigError naming the
+field (``dataset[0].image_seed``), as a JSONL prompt row's is (training.data.prompt_from_row); it was
+converted silently. Only a command-line value itself is text to convert (``--max_iterations 7``). The YAML
+reader takes ``1e-4`` as the float it means (YAML 1.2; PyYAML's YAML 1.1 reads a float without a dot as a
+string, which the old conversion covered) (`YamlLoader`).
 ``config_to_dict`` / ``config_from_dict`` round-trip a config through plain YAML / JSON values (the
 trainer's ``output_dir/config.yaml``, an export's ``export.json``).
 
@@ -28,6 +34,7 @@ from __future__ import annotations
 
 import dataclasses
 import difflib
+import re
 import types
 import typing
 from collections.abc import Mapping, Sequence
@@ -59,6 +66,14 @@ and trained on at another scale, and since every launch rewrites config.yaml, wh
 adapter from, an earlier checkpoint exported afterwards applied its A and B at the new scale."""
 
 
+class YamlLoader(yaml.SafeLoader):
+    """yaml.SafeLoader that also reads an exponent float without a dot (``1e-4``, YAML 1.2) as a float."""
+
+
+YamlLoader.add_implicit_resolver("tag:yaml.org,2002:float", re.compile(r"^[-+]?[0-9][0-9_]*(\.[0-9_]*)?[eE][-+]?[0-9]+$"),
+                                 list("-+0123456789"))
+
+
 def _bool(text: str, name: str) -> bool:
     low = text.strip().lower()
     if low in ("1", "true", "yes", "on"):
@@ -68,15 +83,15 @@ def _bool(text: str, name: str) -> bool:
     raise ConfigError(f"{name}: expected a boolean (true/false), got {text!r}")
 
 
-def _coerce(value: Any, tp: Any, name: str) -> Any:
-    """Convert ``value`` (YAML value or CLI string) to the declared type ``tp``."""
+def _coerce(value: Any, tp: Any, name: str, text: bool = False) -> Any:
+    """Convert ``value`` (a YAML value, or with ``text`` a command-line string) to the declared type ``tp``."""
     origin = typing.get_origin(tp)
     args = typing.get_args(tp)
     if origin in (typing.Union, types.UnionType):
         inner = [a for a in args if a is not type(None)]
         if value is None or (isinstance(value, str) and value.strip().lower() in ("none", "null")):
             return None
-        return _coerce(value, inner[0], name)
+        return _coerce(value, inner[0], name, text)
     if origin is Literal:
         if isinstance(value, bool):  # YAML 1.1 reads an unquoted on/off, yes/no, true/false as a boolean
             words = [w for w in (("on", "yes", "true") if value else ("off", "no", "false")) if w in args]
@@ -88,9 +103,12 @@ def _coerce(value: Any, tp: Any, name: str) -> Any:
             raise ConfigError(f"{name}: must be one of {list(args)}, got {value!r}")
         return value
     if isinstance(value, str) and tp not in (str,) and origin in (list, tuple, dict):
-        value = yaml.safe_load(value)
+        value = yaml.load(value, Loader=YamlLoader)  # noqa: S506 (a SafeLoader)
     if tp is bool:
         return _bool(value, name) if isinstance(value, str) else _strict(value, bool, name)
+    if tp in (int, float) and isinstance(value, str) and not text:
+        kind = "an integer" if tp is int else "a number"
+        raise ConfigError(f"{name}: expected {kind}, got the string {value!r} (write the number without quotes)")
     if tp is int:
         try:
             return int(value) if isinstance(value, str) else _strict(value, int, name)
@@ -180,7 +198,7 @@ def apply_overrides(data: dict[str, Any], overrides: Sequence[str]) -> dict[str,
             val, i = nxt, i + 2
         else:
             i += 1
-        out[key] = _coerce(val, hints[key], key)
+        out[key] = _coerce(val, hints[key], key, text=True)
     return out
 
 
@@ -195,7 +213,7 @@ def _read_mapping(p: Path) -> dict[str, Any]:
     if not p.is_file():
         raise ConfigError(f"config file not found: {p}")
     try:
-        data = yaml.safe_load(p.read_text(encoding="utf-8")) or {}
+        data = yaml.load(p.read_text(encoding="utf-8"), Loader=YamlLoader) or {}  # noqa: S506 (a SafeLoader)
     except yaml.YAMLError as exc:
         raise ConfigError(f"{p}: not valid YAML ({' '.join(str(exc).split())})") from None
     if not isinstance(data, dict):
