@@ -37,7 +37,6 @@ checkpoint is not always the one to keep. Decisions where the issues were silent
 
 from __future__ import annotations
 
-import math
 from pathlib import Path
 from typing import Any
 
@@ -45,6 +44,7 @@ from tools.jsonl import json_objects
 from training.collectives import as_rank0_sees
 from training.config import TrainConfig
 from training.engine import iteration_tag, latest_tag
+from training.finite import finite_number
 from training.resume import LAYOUT_FILE
 
 
@@ -123,7 +123,7 @@ def eval_means(eval_path: Path, key: str | None = None) -> dict[int, float]:
     means: dict[int, float] = {}
     for row in rows_of_key(eval_rows(eval_path), key):
         iteration, mean = row["iteration"], row.get("eval_reward_mean")
-        if isinstance(mean, int | float) and math.isfinite(mean):
+        if finite_number(mean, bools=True):
             means[iteration] = float(mean)
         else:
             means.pop(iteration, None)

@@ -53,6 +53,7 @@ from typing import Any
 import torch.distributed as dist
 
 from tools.jsonl import keep_rows
+from training.finite import finite_number
 from training.reward_outcome import sum_usage
 from training.wandb_log import WandbRun
 
@@ -252,7 +253,7 @@ class MetricsLog:
             fh.write(json.dumps(clean) + "\n")
         step = int(row["iteration"])
         scalars = {f"{section}/{key.removeprefix('eval_')}": value for key, value in row.items()
-                   if key != "iteration" and isinstance(value, int | float) and math.isfinite(value)}
+                   if key != "iteration" and finite_number(value, bools=True)}
         if self.writer is not None:
             for tag, value in scalars.items():
                 self.writer.add_scalar(tag, value, step)

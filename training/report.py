@@ -38,7 +38,6 @@ Decisions where the issue was silent:
 from __future__ import annotations
 
 import argparse
-import math
 import sys
 from collections import Counter
 from dataclasses import dataclass, field
@@ -50,6 +49,7 @@ import numpy as np
 from evals.report_html import esc, fmt, line_chart, page, section, table
 from tools.jsonl import json_objects
 from training.best import best_checkpoint, latest_key, rows_of_key
+from training.finite import finite_number
 from training.provenance import read_reward_backbone
 
 CURVES = ("reward_mean", "eligible_fraction", "approx_kl", "clip_fraction", "mask_flip_fraction", "mu_kl",
@@ -167,7 +167,7 @@ def read_run(run_dir: Path) -> RunFiles:
 
 
 def finite_or_none(value: Any) -> float | None:
-    return float(value) if isinstance(value, int | float) and math.isfinite(value) else None
+    return float(value) if finite_number(value, bools=True) else None
 
 
 def reward_label(files: RunFiles) -> str:

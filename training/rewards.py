@@ -52,7 +52,6 @@ import asyncio
 import base64
 import contextlib
 import json
-import math
 import tempfile
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -62,6 +61,7 @@ from urllib.parse import urljoin, urlsplit
 
 import numpy as np
 
+from training.finite import finite_number
 from training.reward_outcome import (  # noqa: F401  (re-exported: the reward contract)
     RewardBatch,
     RewardFn,
@@ -216,8 +216,7 @@ class HttpAgentReward:
             raise ValueError(f"HttpAgentReward: retries must be an integer >= 1, got {self.retries!r}")
         for option, least in (("timeout_s", None), ("backoff_s", 0.0), ("startup_wait_s", 0.0)):
             value = getattr(self, option)  # NaN passed `< 0` and `<= 0`: a request without a timeout
-            if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value) \
-                    or (value <= 0 if least is None else value < least):
+            if not finite_number(value) or (value <= 0 if least is None else value < least):
                 raise ValueError(f"HttpAgentReward: {option} must be a finite number "
                                  f"{'> 0' if least is None else '>= 0'}, got {value!r}")
         urls = [self.url] if isinstance(self.url, str) else list(self.url)

@@ -41,13 +41,13 @@ Decisions where the issue was silent:
 from __future__ import annotations
 
 import asyncio
-import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
+from training.finite import finite_number
 from training.reward_outcome import RewardBatch, acall_reward
 
 PART_KEYS = {"reward", "weight", "label", "options"}
@@ -84,7 +84,7 @@ def parse_parts(options: dict[str, Any]) -> list[dict[str, Any]]:
         if part["reward"] == "sum":
             raise ValueError(f"reward 'sum': part {i} is a sum itself; write its terms into this one")
         weight = part.get("weight", 1.0)
-        if isinstance(weight, bool) or not isinstance(weight, int | float) or not math.isfinite(weight):
+        if not finite_number(weight):
             raise ValueError(f"reward 'sum': part {i} weight must be a finite number, got {weight!r}")
         label = part.get("label", part["reward"])
         if not isinstance(label, str) or not label.isidentifier() or label in labels:
