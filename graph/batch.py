@@ -2,7 +2,9 @@
 
 A manifest is JSONL with rows `{"path", "instruction", ...}`; paths are relative to the manifest's
 folder. Output rows: {"key", "line", "path", "instruction", "preset", "draw", "manifest": other manifest
-fields, "result": RewardResult}, one per line, appended as runs finish.
+fields, "result": RewardResult}, one per line, appended as runs finish. A NaN or infinite number (a manifest
+field such as `"weight": NaN`, which Python's json reads) is written as null, so every row is strict JSON
+(`tools.jsonl.strict_dumps`).
 
 Decisions where the issue was silent:
 - The key is sha256 of (resolved path, instruction, preset), and of the stage-cache draw when it is not
@@ -48,7 +50,7 @@ from pathlib import Path
 from typing import Any
 
 from graph.settings import BackboneSettings, TraceDurability
-from tools.jsonl import mend_tail, text_lines
+from tools.jsonl import mend_tail, strict_dumps, text_lines
 
 ROW_FIELDS = ("key", "line", "path", "instruction", "preset", "draw", "manifest")
 """Fields of a batch item copied into its output row (next to "result")."""
@@ -250,7 +252,7 @@ def result_line(item: dict[str, Any], result: Any) -> str:
     """The output row of `item` scored as `result` (a RewardResult), as one JSON line without newline."""
     row = {k: item[k] for k in ROW_FIELDS}
     row["result"] = result.model_dump(mode="json")
-    return json.dumps(row)
+    return strict_dumps(row)
 
 
 class RowWriter:
@@ -274,8 +276,7 @@ class RowWriter:
     def write(self, line: str, status: str) -> None:
         """Append one row (`result_line` output) whose result has `status`."""
         row = json.loads(line)
-        if self.scorer is not None:
-            line = json.dumps({**row, "scorer": self.scorer})
+        line = strict_dumps({**row, "scorer": self.scorer} if self.scorer is not None else row)
         with self.out.open("a", encoding="utf-8") as fh:
             fh.write(line + "\n")
         self.counts[status] += 1

@@ -1,10 +1,11 @@
 """`raa runs` and `raa trace`: reading the trace database (graph/tracing.py) at the command line;
 registered in graph/cli.py. The trace database comes from `--db` or, without it, from the settings
-(`RAA_TRACES_PATH`): the edge, as in graph/commands.py. Exit status 1 for an unknown run id."""
+(`RAA_TRACES_PATH`): the edge, as in graph/commands.py. Exit status 1 for an unknown run id. `--json` output
+is strict JSON: a NaN or infinite number in a run's state (an evidence tool's value, say) is written as null
+(`tools.jsonl.strict_dumps`)."""
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import typer
@@ -22,6 +23,7 @@ from graph.tracing import (
     read_trace,
     step_row,
 )
+from tools.jsonl import strict_dumps
 
 # markup off: reasons, decisions and paths are data (rich would read "[assess]" as a style)
 _out = Console(markup=False)
@@ -57,7 +59,7 @@ def runs_command(
         return
     if json_out:
         for run in runs:
-            typer.echo(json.dumps({"run_id": run.run_id, "updated": run.updated, "preset": run.preset,
+            typer.echo(strict_dumps({"run_id": run.run_id, "updated": run.updated, "preset": run.preset,
                                    "status": run.status, "reward": run.reward, "reasons": run.reasons,
                                    "video": run.values.get("video"), "instruction": run.values.get("instruction"),
                                    "steps": len(run.steps)}, default=str))
@@ -127,7 +129,7 @@ def trace_command(
         typer.echo(f"error: {exc} (in {path})", err=True)
         raise typer.Exit(1) from exc
     if json_out:  # steps, contract, assessments, exchanges, faults, result: everything the run checkpointed
-        typer.echo(json.dumps({"run_id": trace.run_id, "updated": trace.updated, "status": trace.status,
+        typer.echo(strict_dumps({"run_id": trace.run_id, "updated": trace.updated, "status": trace.status,
                                "reward": trace.reward, "values": trace.values}, default=str))
         return
     v = trace.values

@@ -8,11 +8,16 @@ lines that are not JSON objects are skipped and counted (`training.best`, `train
 Lines are split at "\n" only (`text_lines`): `str.splitlines` also splits at U+2028, U+2029, U+0085 and
 other separators that JSON allows raw inside strings (`json.dumps(..., ensure_ascii=False)` writes them),
 which cut a valid row in two. Files rows are appended to are first mended at their end (`mend_tail`), and
-rewritten without some rows in one rename (`keep_rows`: `graph.batch_resume.drop_rows`, `training.metrics.trim_log`)."""
+rewritten without some rows in one rename (`keep_rows`: `graph.batch_resume.drop_rows`, `training.metrics.trim_log`).
+
+Writing (`strict_dumps`): JSON for other programs to read (`raa score-batch` rows, `raa trace --json`,
+`raa runs --json`) writes a NaN or infinite number as null: `json.dumps` writes `NaN` / `Infinity`, which
+are not JSON, and strict readers (JavaScript, jq, Go, Rust's serde) refuse the whole line."""
 
 from __future__ import annotations
 
 import json
+import math
 import os
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -121,3 +126,21 @@ def json_objects(path: Path) -> tuple[list[dict[str, Any]], int]:
         elif line.strip():
             skipped += 1
     return rows, skipped
+
+
+def finite_json(value: Any) -> Any:
+    """`value` with each float that is NaN or infinite, in dicts, lists and tuples at any depth, replaced by
+    None (JSON null); other values as they are (tuples become lists, as JSON writes them)."""
+    if isinstance(value, float):
+        return value if math.isfinite(value) else None
+    if isinstance(value, dict):
+        return {k: finite_json(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [finite_json(v) for v in value]
+    return value
+
+
+def strict_dumps(value: Any, **kwargs: Any) -> str:
+    """`json.dumps(value, **kwargs)` that is always valid JSON: non-finite numbers become null (`finite_json`;
+    see the module docstring)."""
+    return json.dumps(finite_json(value), allow_nan=False, **kwargs)
