@@ -53,9 +53,9 @@ def runs_command(
         typer.echo(f"no trace database at {path} (no runs yet)", err=True)
         return
     runs = list_runs(open_saver(path, read_only=True), limit=limit, status=status, preset=preset)
-    if not runs and (status or preset):
+    if not runs:  # a database just created, or with every run pruned (the table's widths need a row)
         wanted = ", ".join(f"{k} {v}" for k, v in (("status", status), ("preset", preset)) if v)
-        typer.echo(f"no runs with {wanted} in {path}", err=True)
+        typer.echo(f"no runs with {wanted} in {path}" if wanted else f"no runs in {path}", err=True)
         return
     if json_out:
         for run in runs:

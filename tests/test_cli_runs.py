@@ -208,3 +208,18 @@ def test_long_video_names_are_cut_so_each_run_stays_on_one_line_and_why_is_never
         assert ("why" in header) == (columns >= 112), (columns, out)
         if columns >= 110:  # the ruled table: its right border is there (nothing cropped)
             assert all(line.rstrip().endswith(("┃", "│", "┓", "┩", "┘")) for line in lines[1:] if line.strip()), out
+
+
+def test_runs_of_a_database_without_runs_says_so(monkeypatch, tmp_path) -> None:
+    """A trace database with no runs (just created, or every run pruned) ended `raa runs` in a TypeError from
+    the table's column widths."""
+    from graph.tracing import open_saver
+
+    db = tmp_path / "traces.sqlite"
+    open_saver(db)  # the tables, no run
+    for columns in ("200", "80"):
+        res = runner.invoke(app, ["runs", "--db", str(db)], env={"COLUMNS": columns})
+        assert res.exit_code == 0 and res.exception is None, res.output
+        assert f"no runs in {db}" in res.output
+    res = runner.invoke(app, ["runs", "--db", str(db), "--json"])
+    assert res.exit_code == 0 and res.stdout == ""  # the message goes to stderr
