@@ -193,6 +193,10 @@ def score_batch_command(
     if not manifest.is_file():
         typer.echo(f"error: manifest not found: {manifest}", err=True)
         raise typer.Exit(2)
+    if out.is_dir():  # else an IsADirectoryError traceback once the rows are read
+        typer.echo(f"error: --out {out} is a folder; give the results file's path, e.g. {out / 'results.jsonl'}",
+                   err=True)
+        raise typer.Exit(2)
     _check_preset(preset)
     settings.ensure_parent_dirs()
     items, repeats = drop_repeats(read_manifest(manifest, preset, draw))

@@ -196,3 +196,12 @@ def test_nothing_to_score_loads_no_tool_and_the_bar_counts_clips(monkeypatch, tm
     assert res.exit_code == 0 and "0 to score, 1 bad manifest line(s)" in res.output, res.output
     assert "0/0" in res.output and "1/1" not in res.output, res.output
     assert sorted(r["line"] for r in _rows(out)) == [1, 2] and model.calls == []
+
+
+def test_an_output_that_is_a_folder_is_a_clear_error(monkeypatch, tmp_path):
+    """`--out results/` (a folder) ended in an IsADirectoryError traceback, exit 1, after the lock file was made."""
+    out, args = _batch(monkeypatch, tmp_path, 1)
+    out.mkdir()
+    res = runner.invoke(app, args)
+    assert res.exit_code == 2, res.output
+    assert f"--out {out} is a folder" in res.output and not list(tmp_path.glob(".out.jsonl.lock"))
