@@ -25,7 +25,10 @@ Decisions where the issue was silent:
   retries wait and none is running, the least busy worker gets no new items, so it drains). An item
   gets an ineligible row naming the exit status only when a worker died with it alone in flight and
   it had already been in flight at an earlier death (`MAX_ATTEMPTS`); its neighbours in a crash are
-  never blamed for it. The first ready worker does not take the whole `concurrency`: each worker
+  never blamed for it. The row names the cause of each of those deaths in order when they differ (attempt
+  1 hung and was killed, attempt 2 raised), or the one cause once when all were the same ("died (signal
+  9) on each of 2 attempts"); each cause is cut at `CAUSE_CHARS`, and at most `MAX_CAUSES` are named, so a
+  long error text cannot swell the row. The first ready worker does not take the whole `concurrency`: each worker
   gets at most its share (`concurrency` over the workers started), so a crash loses fewer runs. A
   replacement worker is started while work remains, so one bad clip never stops the batch.
 - A run that takes longer than `run_timeout_s` (a native hang in a decoder or tool thread, which no
@@ -69,6 +72,10 @@ MAX_ATTEMPTS = 2
 """Worker deaths with an item in flight after which it is ineligible (the last one with it alone in flight)."""
 RUN_TIMEOUT_S = 3600.0
 """Default seconds one run may take in a worker before the worker is killed (a hang: see module docstring)."""
+CAUSE_CHARS = 200
+"""At most this many characters of one death's cause in an ineligible row's reason (a worker's error may be long)."""
+MAX_CAUSES = 4
+"""At most this many deaths' causes are named in an ineligible row's reason (the rest are counted)."""
 STOP_TIMEOUT_S = 30.0
 """Seconds a worker may take to exit after the last item before it is terminated."""
 
@@ -143,8 +150,8 @@ async def _serve(conn: Connection, settings: BackboneSettings, preset: str, dura
 @dataclass
 class _Job:
     item: dict[str, Any]
-    deaths: int = 0
-    """Worker deaths while this item was in flight (hangs count as deaths)."""
+    causes: list[str] = field(default_factory=list)
+    """Cause of each worker death while this item was in flight, in order (hangs count as deaths)."""
     alone: bool = False
     """Retry it with nothing else in flight in its worker (it was in flight when a worker died)."""
 
@@ -170,6 +177,25 @@ def exit_text(code: int | None) -> str:
     if code is None:
         return "no exit status"
     return f"signal {-code}" if code < 0 else f"exit code {code}"
+
+
+_HUNG = "did not finish within"
+
+
+def _cause(text: str) -> str:
+    return text if len(text) <= CAUSE_CHARS else text[:CAUSE_CHARS - 3] + "..."
+
+
+def death_reason(causes: list[str]) -> str:
+    """Reason of the ineligible row of an item whose worker died on each of its attempts (`_Job.causes`, in
+    order): the one cause when all were the same, else each attempt's (see module docstring)."""
+    last = "the last with no other run in flight"
+    if len(set(causes)) == 1:
+        what = ("this clip's run " if causes[0].startswith(_HUNG) else "the worker process scoring this clip ")
+        return f"batch: {what}{_cause(causes[0])} on each of {len(causes)} attempts, {last}"
+    shown = "; ".join(f"attempt {i}: {_cause(cause)}" for i, cause in enumerate(causes[:MAX_CAUSES], 1))
+    more = f"; {len(causes) - MAX_CAUSES} more" if len(causes) > MAX_CAUSES else ""
+    return f"batch: the worker process scoring this clip ended on each of {len(causes)} attempts, {last}: {shown}{more}"
 
 
 def run_batch_processes(items: list[dict[str, Any]], writer: RowWriter, *, settings: BackboneSettings,
@@ -270,10 +296,12 @@ def run_batch_processes(items: list[dict[str, Any]], writer: RowWriter, *, setti
         requeue = [job for t, (job, _) in w.in_flight.items() if t not in lost]  # a neighbour hung, not them
         if w.hung:
             how = f"killed: a run took over {run_timeout_s:g} s"
+        cause = (f"{_HUNG} {run_timeout_s:g} s (its worker process was killed)" if w.hung
+                 else f"died ({how}{': ' + w.fatal if w.fatal else ''})")
         blamed = []
         for job in lost.values():
-            job.deaths += 1
-            if len(lost) == 1 and job.deaths >= MAX_ATTEMPTS:
+            job.causes.append(cause)
+            if len(lost) == 1 and len(job.causes) >= MAX_ATTEMPTS:
                 blamed.append(job)
             else:
                 job.alone = True
@@ -284,10 +312,7 @@ def run_batch_processes(items: list[dict[str, Any]], writer: RowWriter, *, setti
                 f"{len(w.in_flight)} run(s) in flight: {len(lost) - len(blamed)} to retry alone, "
                 f"{len(requeue)} requeued, {len(blamed)} ineligible")
         for job in blamed:
-            what = (f"this clip's run did not finish within {run_timeout_s:g} s (its worker process was killed)"
-                    if w.hung else f"the worker process scoring this clip died ({how}"
-                                   f"{': ' + w.fatal if w.fatal else ''})")
-            reason = f"batch: {what} on each of {job.deaths} attempts, the last with no other run in flight"
+            reason = death_reason(job.causes)
             writer.write(result_line(job.item, ineligible_result(job.item["preset"], reason)), "ineligible")
         if w.ready and (pending or suspects) and spawns_left > 0:
             spawn()

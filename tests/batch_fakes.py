@@ -2,8 +2,11 @@
 bookkeeping without a model server: only the worker body is replaced, the parent logic is the real one.
 
 An item whose instruction starts with POISON kills its worker after 0.3 s (like a decoder segfault); one starting
-with HANG is never answered (a native deadlock); every other item takes `DELAY_S` and is scored 1.0 with the
-worker's pid as its run id."""
+with HANG is never answered (a native deadlock); one starting with FLAKY hangs on its first attempt and on later
+ones makes its worker fail as `worker_main` does on an exception (a "fatal" message, exit code 1); every other
+item takes `DELAY_S` and is scored 1.0 with the worker's pid as its run id. FLAKY attempts are told apart by
+marker files in the folder `$RAA_FAKE_DIR`. With `$RAA_FAKE_START_FAILURES` = k, the first k workers to start
+fail before they are ready (as one whose tool model cannot load does)."""
 
 from __future__ import annotations
 
@@ -20,6 +23,18 @@ def fake_worker(conn, settings, preset, durability, draw=0) -> None:  # noqa: AN
     from graph.schemas import RewardResult
 
     lock = threading.Lock()
+    marks = os.environ.get("RAA_FAKE_DIR", "")
+
+    def first(name: str) -> bool:  # the first process to claim `name` (atomic over the workers)
+        try:
+            os.close(os.open(os.path.join(marks, name), os.O_CREAT | os.O_EXCL))
+        except FileExistsError:
+            return False
+        return True
+
+    def fatal(text: str) -> None:  # what worker_main does when its body raises
+        conn.send(("fatal", text))
+        os._exit(1)
 
     def one(ticket: int, item: dict) -> None:
         if item["instruction"].startswith("POISON"):
@@ -27,11 +42,17 @@ def fake_worker(conn, settings, preset, durability, draw=0) -> None:  # noqa: AN
             os.kill(os.getpid(), signal.SIGKILL)
         if item["instruction"].startswith("HANG"):
             return
+        if item["instruction"].startswith("FLAKY"):
+            if first(f"flaky-{item['key']}"):
+                return
+            fatal("RuntimeError: decoder state corrupt")
         time.sleep(DELAY_S)
         result = RewardResult(status="scored", reward=1.0, preset=preset, run_id=str(os.getpid()))
         with lock:
             conn.send(("row", ticket, result_line(item, result), result.status))
 
+    if any(first(f"start-{i}") for i in range(int(os.environ.get("RAA_FAKE_START_FAILURES", "0")))):
+        fatal("OSError: tool model weights missing: /models/vjepa2")
     conn.send(("ready", os.getpid()))
     while True:
         try:

@@ -264,3 +264,31 @@ def test_a_hung_run_gets_its_worker_killed_and_an_ineligible_row(monkeypatch, tm
     assert any("was killed: a run took over 3 s" in line for line in logged)
     with pytest.raises(ValueError, match="run_timeout_s"):
         _fake_batch(monkeypatch, tmp_path, ["push"], processes=1, concurrency=1, run_timeout_s=0)
+
+
+def test_an_ineligible_row_names_the_cause_of_each_death_when_they_differ(monkeypatch, tmp_path) -> None:
+    """Attempt 1 hangs (its worker is killed), attempt 2 raises: the reason names both, in order (before: only
+    the last death's cause, "died (exit code 1: ...) on each of 2 attempts")."""
+    monkeypatch.setenv("RAA_FAKE_DIR", str(tmp_path))
+    counts, rows, logged = _fake_batch(monkeypatch, tmp_path, ["FLAKY push"], processes=1, concurrency=1,
+                                       run_timeout_s=1.5)
+    assert counts == {"scored": 0, "zero": 0, "ineligible": 1}, logged
+    assert rows[0]["result"]["reasons"][0] == (
+        "batch: the worker process scoring this clip ended on each of 2 attempts, the last with no other run in "
+        "flight: attempt 1: did not finish within 1.5 s (its worker process was killed); attempt 2: died (exit code 1: "
+        "RuntimeError: decoder state corrupt)")
+
+
+def test_a_death_reason_names_a_repeated_cause_once_and_stays_short() -> None:
+    from graph.batch_procs import CAUSE_CHARS, MAX_CAUSES, death_reason
+
+    assert death_reason(["died (signal 9)"] * 2) == (
+        "batch: the worker process scoring this clip died (signal 9) on each of 2 attempts, the last with no other "
+        "run in flight")
+    assert len(death_reason(["died (exit code 1: " + "x" * 5000 + ")"] * 2)) < CAUSE_CHARS + 150
+    assert death_reason(["did not finish within 3 s (its worker process was killed)"] * 2).startswith(
+        "batch: this clip's run did not finish within 3 s")
+    long = death_reason([f"died (exit code 1: ValueError: {i} {'x' * 5000})" for i in range(9)])
+    assert "attempt 4:" in long and "attempt 5:" not in long and long.endswith("; 5 more")
+    assert len(long) < 200 + MAX_CAUSES * (CAUSE_CHARS + 20)
+
