@@ -39,7 +39,11 @@ Decisions where the issue was silent:
 - A worker that fails before it is ready (bad trace path, import error, a preset's tool model that
   cannot load) is not replaced; when no
   worker is left, `BatchError` carries its message and the items not yet scored stay unwritten, so
-  the batch resumes after the cause is fixed.
+  the batch resumes after the cause is fixed. When only some of the workers started with the batch
+  fail, the batch goes on with the others (their rows are as good), and once each of those workers is
+  ready or gone `log` gets one warning line: how many of them failed and the first failure's cause
+  (the CLI prints it on stderr with the progress); a replacement worker that fails to start gets its own
+  warning line (before, the batch went on with fewer processes than asked and said nothing).
 - Rows of items that could not be dispatched are never invented: every item ends as a row from a
   worker, an ineligible row with the reason, or unwritten (BatchError / interrupt) for the resume.
 """
@@ -162,6 +166,8 @@ class _Worker:
     conn: Connection
     ready: bool = False
     fatal: str = ""
+    initial: bool = False
+    """One of the workers started with the batch (not a replacement for one that died)."""
     in_flight: dict[int, tuple[_Job, float]] = field(default_factory=dict)
     """ticket -> (job, deadline on the monotonic clock) of the items sent and not yet answered (a ticket per
     dispatch, so two manifest lines with the same key are two runs)."""
@@ -203,7 +209,8 @@ def run_batch_processes(items: list[dict[str, Any]], writer: RowWriter, *, setti
                         log: Callable[[str], None] | None = None, draw: int = 0,
                         run_timeout_s: float | None = RUN_TIMEOUT_S) -> dict[str, int]:
     """Score `items` over `processes` worker processes with at most `concurrency` runs in flight in all;
-    rows go to `writer` as they arrive; `log` gets one line per worker that died. A run taking over
+    rows go to `writer` as they arrive; `log` gets one line per worker that died, and warnings of workers
+    that failed to start while the batch goes on. A run taking over
     `run_timeout_s` (None: no limit) has its worker killed. Returns the writer's counts; raises
     BatchError when no worker can start (see module docstring)."""
     if processes < 1 or concurrency < 1:
@@ -216,9 +223,11 @@ def run_batch_processes(items: list[dict[str, Any]], writer: RowWriter, *, setti
     workers: list[_Worker] = []
     spawns_left = processes + MAX_ATTEMPTS * len(pending)  # every death uses up an attempt of an item
     startup_errors: list[str] = []
+    initial_failures: list[str] = []  # the start failures of the workers started with the batch
+    warned = False  # about initial_failures
     tickets = itertools.count()
 
-    def spawn() -> None:
+    def spawn(initial: bool = False) -> None:
         nonlocal spawns_left
         parent_end, child_end = ctx.Pipe()
         # not daemonic: a worker may start processes of its own; it exits when the parent's pipe closes
@@ -226,7 +235,7 @@ def run_batch_processes(items: list[dict[str, Any]], writer: RowWriter, *, setti
                            name="raa-batch-worker")
         proc.start()
         child_end.close()  # so the parent sees EOF when the worker exits
-        workers.append(_Worker(proc, parent_end))
+        workers.append(_Worker(proc, parent_end, initial=initial))
         spawns_left -= 1
 
     def send(w: _Worker, job: _Job) -> bool:
@@ -292,6 +301,11 @@ def run_batch_processes(items: list[dict[str, Any]], writer: RowWriter, *, setti
         how = exit_text(w.process.exitcode)
         if not w.ready:
             startup_errors.append(w.fatal or f"worker process ended before it was ready ({how})")
+            if w.initial:
+                initial_failures.append(startup_errors[-1])
+            elif log is not None:
+                log(f"warning: a replacement batch worker process failed to start, {len(workers)} left: "
+                    f"{_cause(startup_errors[-1])}")
         lost = {t: job for t, (job, _) in w.in_flight.items() if not w.hung or t in w.hung}
         requeue = [job for t, (job, _) in w.in_flight.items() if t not in lost]  # a neighbour hung, not them
         if w.hung:
@@ -317,10 +331,22 @@ def run_batch_processes(items: list[dict[str, Any]], writer: RowWriter, *, setti
         if w.ready and (pending or suspects) and spawns_left > 0:
             spawn()
 
+    def warn_start_failures() -> None:
+        """Once every worker started with the batch is ready or gone: say how many failed, if some did and the
+        batch goes on with the others (when all failed, BatchError says why instead)."""
+        nonlocal warned
+        if warned or not initial_failures or any(w.initial and not w.ready for w in workers):
+            return
+        warned = True
+        if log is not None and len(initial_failures) < started:
+            log(f"warning: {len(initial_failures)} of {started} batch worker processes failed to start, going on "
+                f"with {started - len(initial_failures)}: {_cause(initial_failures[0])}")
+
     finished = False
     try:
-        for _ in range(min(processes, len(pending))):
-            spawn()
+        started = min(processes, len(pending))
+        for _ in range(started):
+            spawn(initial=True)
         while pending or suspects or any(w.in_flight for w in workers):
             if not workers:
                 raise BatchError("no batch worker process could start: " + "; ".join(dict.fromkeys(startup_errors)))
@@ -334,6 +360,7 @@ def run_batch_processes(items: list[dict[str, Any]], writer: RowWriter, *, setti
                     receive(w)  # rows sent just before it exited
                     w.process.join()  # sets its exit code
                     bury(w)
+            warn_start_failures()
         finished = True
     finally:
         _stop(workers, graceful=finished)

@@ -292,3 +292,17 @@ def test_a_death_reason_names_a_repeated_cause_once_and_stays_short() -> None:
     assert "attempt 4:" in long and "attempt 5:" not in long and long.endswith("; 5 more")
     assert len(long) < 200 + MAX_CAUSES * (CAUSE_CHARS + 20)
 
+
+
+def test_workers_that_fail_to_start_are_named_while_the_others_score(monkeypatch, tmp_path) -> None:
+    """One of two workers fails before it is ready: the batch goes on with the other and says so (before:
+    nothing was said, and the batch ran at half the processes asked for)."""
+    monkeypatch.setenv("RAA_FAKE_DIR", str(tmp_path))
+    monkeypatch.setenv("RAA_FAKE_START_FAILURES", "1")
+    counts, rows, logged = _fake_batch(monkeypatch, tmp_path, ["push"] * 3, processes=2, concurrency=2)
+    assert counts == {"scored": 3, "zero": 0, "ineligible": 0}, logged
+    assert len({row["result"]["run_id"] for row in rows.values()}) == 1  # the one worker that started
+    warnings = [line for line in logged if "failed to start" in line]
+    assert len(warnings) == 1, logged
+    assert "1 of 2 batch worker processes failed to start" in warnings[0], warnings
+    assert "OSError: tool model weights missing: /models/vjepa2" in warnings[0], warnings
