@@ -9,7 +9,10 @@ frozen, pause), edit the script (miss, slip, sink through the table) or edit the
 
 Decisions where the issue was silent: pick-and-lift lifts to 16 cm and holds; place and stack lower
 the object to its resting height before the fingers open (no drop); push uses closed fingers and
-drives the object's centre straight onto the centre of the target square.
+drives the object's centre straight onto the centre of the target square. Place releases the object by
+opening the fingers only to ``PLACE_RELEASE`` (1 cm), inside the box's walls: nothing collides in the scene,
+and opening fully (``OPEN_GAP``, the walls' own offset from the box centre) put both fingers through the
+walls in every place clip, the suite's own interpenetration failure shown in clips labelled ordinary.
 """
 
 from __future__ import annotations
@@ -18,7 +21,7 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
-from evals.scenes import FINGER_HALF, HALF, OPEN_GAP, Layout
+from evals.scenes import BOX_HALF, BOX_WALL, FINGER_HALF, HALF, OPEN_GAP, Layout
 
 TASKS = ("pick_lift", "push", "place", "stack")
 LIFT_Z = 0.16
@@ -29,6 +32,9 @@ CLOSED = HALF + FINGER_HALF[0]  # finger offset when closed on an object
 PUSH_CLOSED = 0.012
 PUSH_Z = 0.035
 SETTLE_FRAMES = 3
+PLACE_RELEASE = BOX_HALF - BOX_WALL - FINGER_HALF[0] - 0.004
+"""Finger offset when place opens inside the box: 4 mm short of the walls' inner faces (OPEN_GAP is the walls'
+own offset, so fully open fingers sank into both walls in every place clip)."""
 
 
 @dataclass(frozen=True)
@@ -91,11 +97,12 @@ def task_script(task: str, start: np.ndarray, goal: np.ndarray, home: np.ndarray
         return Script(keys, (0.46, 2.0), contact_u=0.42, done_u=0.78, rest_z=HALF)
     if task in ("place", "stack"):
         g = oz + grasp_dz
+        release = PLACE_RELEASE if task == "place" else OPEN_GAP
         keys = (Key(0.0, hm, OPEN_GAP), Key(0.18, _t(ox, oy, HOVER_Z), OPEN_GAP),
                 Key(0.32, _t(ox, oy, g), OPEN_GAP), Key(0.40, _t(ox, oy, g), closed),
                 Key(0.55, _t(ox, oy, CARRY_Z), closed), Key(0.72, _t(gx, gy, CARRY_Z), closed),
-                Key(0.84, _t(gx, gy, gz + grasp_dz), closed), Key(0.90, _t(gx, gy, gz + grasp_dz), OPEN_GAP),
-                Key(1.0, _t(gx, gy, gz + 0.10), OPEN_GAP))
+                Key(0.84, _t(gx, gy, gz + grasp_dz), closed), Key(0.90, _t(gx, gy, gz + grasp_dz), release),
+                Key(1.0, _t(gx, gy, gz + 0.10), release))
         return Script(keys, (0.40, 0.86), contact_u=0.36, done_u=0.86, rest_z=float(gz))
     if task == "push":
         d = np.array([gx - ox, gy - oy, 0.0])

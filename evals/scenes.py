@@ -12,6 +12,11 @@ Decisions where the issue was silent:
   clip; the nominal view is jittered per seed.
 - Background simplification renders a segmentation pass and paints every non-gripper pixel one flat
   colour (so the table and the objects vanish while the gripper keeps moving).
+- Nothing collides, so the scripted fingers must stay out of the container by construction: a place
+  layout keeps every object far enough from the box that the open fingers grasping it clear the box's
+  walls (`fingers_clear_box`; with only the 10 cm centre spacing, about 1 in 100 place layouts put a
+  finger through the near wall during the grasp), and place opens the fingers inside the walls on release
+  (`evals.motions.PLACE_RELEASE`).
 - The renderer is created lazily per clip; MUJOCO_GL is read by MuJoCo itself, never here. A failure to
   create the GL context becomes :class:`RenderError` naming the likely fix.
 """
@@ -38,6 +43,9 @@ OPEN_GAP = 0.055        # finger centre offset from the gripper axis when open
 FINGER_HALF = (0.006, 0.012, 0.03)
 WORKSPACE = (0.16, 0.13)  # |x| and |y| bounds for object centres
 HIDDEN = np.array([0.0, 0.0, -5.0])  # where the occluder waits when not in use
+BOX_HALF = 0.055        # container: wall centre offset from the box centre (and half length of a wall)
+BOX_WALL = 0.004        # container: half thickness of a wall (and of the floor)
+BOX_WALL_HALF_HEIGHT = 0.025
 
 
 class RenderError(RuntimeError):
@@ -113,6 +121,14 @@ def push_corridor_clear(zone: np.ndarray, points: list[np.ndarray]) -> bool:
     return True
 
 
+def fingers_clear_box(xy: np.ndarray, box: np.ndarray, margin: float = 0.005) -> bool:
+    """True when the open fingers around an object at ``xy`` (at +-OPEN_GAP along x) stay ``margin`` outside
+    the container footprint centred at ``box`` (see the module docstring)."""
+    reach_x = OPEN_GAP + FINGER_HALF[0] + BOX_HALF + BOX_WALL + margin
+    reach_y = FINGER_HALF[1] + BOX_HALF + BOX_WALL + margin
+    return bool(abs(xy[0] - box[0]) >= reach_x or abs(xy[1] - box[1]) >= reach_y)
+
+
 def sample_layout(task: str, rng: np.random.Generator, n_objects: int) -> Layout:
     """Sample object colours/shapes/positions, the task's zone or container, and a jittered camera."""
     colours = list(rng.choice(list(COLOURS), size=n_objects, replace=False))
@@ -129,7 +145,7 @@ def sample_layout(task: str, rng: np.random.Generator, n_objects: int) -> Layout
         for _ in colours:
             for _ in range(50):
                 xy = np.array([rng.uniform(-WORKSPACE[0], WORKSPACE[0]), rng.uniform(-WORKSPACE[1], 0.0)])
-                if _far_enough(xy, points, 0.1):
+                if _far_enough(xy, points, 0.1) and (task != "place" or fingers_clear_box(xy, fixed[0])):
                     points.append(xy)
                     break
         if len(points) == len(fixed) + n_objects and (task != "push" or push_corridor_clear(fixed[0], points[1:])):
@@ -172,7 +188,7 @@ def scene_xml(layout: Layout) -> str:
     if layout.container is not None:
         colour, (x, y) = layout.container
         rgba = _rgba(CONTAINER_COLOURS[colour])
-        w, h, t = 0.055, 0.025, 0.004
+        w, h, t = BOX_HALF, BOX_WALL_HALF_HEIGHT, BOX_WALL
         walls = [(0, 0, t, w, w, t), (w, 0, h, t, w, h), (-w, 0, h, t, w, h), (0, w, h, w, t, h), (0, -w, h, w, t, h)]
         for j, (px, py, pz, sx, sy, sz) in enumerate(walls):
             fixtures.append(f'<geom name="box{j}" type="box" pos="{x + px} {y + py} {pz}" '

@@ -25,7 +25,7 @@ from evals.clipsuite import (
     suite_specs,
 )
 from evals.motions import LIFT_Z, TASKS
-from evals.scenes import FINGER_HALF, HALF, HIDDEN
+from evals.scenes import BOX_HALF, BOX_WALL, BOX_WALL_HALF_HEIGHT, FINGER_HALF, HALF, HIDDEN
 from evals.variants import VARIANTS, plan_clip
 
 SIDE = 48
@@ -188,6 +188,35 @@ def test_a_missed_grasp_keeps_its_open_fingers_out_of_the_target():
                 low = finger[:, 2] - FINGER_HALF[2] < st.objects[:, 0, 2] + HALF  # level with the target
                 dist = np.linalg.norm((finger - st.objects[:, 0])[:, :2], axis=1)
                 assert dist[low].min(initial=1.0) > HALF * np.sqrt(2), (spec.name, dist[low].min())
+
+
+def _finger_in_box_walls(layout, states) -> float:
+    """Deepest overlap (m) of a finger box with a container wall over the clip (0 when none)."""
+    (bx, by), w, t, h = layout.container[1], BOX_HALF, BOX_WALL, BOX_WALL_HALF_HEIGHT
+    walls = np.array([(bx + w, by, t, w), (bx - w, by, t, w), (bx, by + w, w, t), (bx, by - w, w, t)])
+    deepest = 0.0
+    for side in (-1, 1):
+        finger = states.gripper + side * np.stack([states.opening, 0 * states.opening, 0 * states.opening], axis=1)
+        level = finger[:, 2] - FINGER_HALF[2] < 2 * h  # the finger's bottom below the walls' top
+        for cx, cy, sx, sy in walls:
+            ox = FINGER_HALF[0] + sx - np.abs(finger[:, 0] - cx)
+            oy = FINGER_HALF[1] + sy - np.abs(finger[:, 1] - cy)
+            deepest = max(deepest, float(np.where(level, np.minimum(ox, oy), 0.0).clip(0.0).max()))
+    return deepest
+
+
+def test_place_fingers_never_pass_through_the_box_walls():
+    """Nothing collides: fully open fingers (OPEN_GAP, the walls' own offset) released every placed object with
+    both fingers inside the box walls, and an object about 10 cm from the box could have its grasp put a finger
+    through the near wall (layout seeds 144, 256, 276), in clips labelled ordinary."""
+    for seed in (0, 144, 256, 276):
+        layout = clip_layout("place", seed)
+        plan = plan_clip("place", "success", "", layout, 81, np.random.default_rng([seed, 1]))
+        assert _finger_in_box_walls(layout, plan.states) < 1e-4, seed
+    for spec in suite_specs("paper", 0):
+        if spec.task == "place" and spec.label in ("ordinary", "progress", "unobservable"):
+            layout, plan = _plan(spec)
+            assert _finger_in_box_walls(layout, plan.states) < 1e-4, spec.name
 
 
 def test_degradation_and_unobservable_plans():
