@@ -17,6 +17,9 @@ Decisions where the issue was silent:
   as answered incorrectly (the denominator never shrinks, so failures cannot raise the score) and listed
   with its error; `failed` reports how many.
 - The backbone's stage cache (settings) is used, so rerunning an interrupted evaluation repeats no call.
+- Any other exception of one question's call (the stage cache's SQLite file locked past its timeout, a
+  cached reply that no longer validates) also fails only that question, named with its type, as the
+  judge's failures do: it escaped `run_vqa`, so one question's error lost the whole evaluation's report.
 """
 
 from __future__ import annotations
@@ -180,10 +183,13 @@ async def run_vqa(items: Sequence[VQAItem], backbone: Backbone, *, concurrency: 
             try:
                 reply = await backbone.astructured(VQA_STAGE, VQAAnswer, vqa_messages(system, question, blocks),
                                                    usage)
+                answer = VQAAnswer.model_validate(reply.model_dump()).answer
             except BackboneFault as exc:
                 return QuestionResult(item.path, item.task, question, expected, None, False,
                                       f"{exc.kind}: {exc.message}")
-        answer = VQAAnswer.model_validate(reply.model_dump()).answer
+            except Exception as exc:  # noqa: BLE001 - e.g. the stage cache's SQLite file locked: this question only
+                return QuestionResult(item.path, item.task, question, expected, None, False,
+                                      f"{type(exc).__name__}: {exc}")
         return QuestionResult(item.path, item.task, question, expected, answer, answer == expected)
 
     async def video(item: VQAItem) -> list[QuestionResult]:

@@ -90,3 +90,30 @@ def test_manifest_line_that_is_not_json_is_named(tmp_path):
     path.write_text(json.dumps({"path": "a.mp4", "questions": [{"question": "x?", "answer": "yes"}]}) + "\n\n{oops\n")
     with pytest.raises(VQAManifestError, match=r"m\.jsonl:3: not valid JSON"):
         load_vqa_manifest(path)
+
+
+def test_a_question_whose_call_raises_something_else_fails_only_itself(manifest, monkeypatch):
+    """A stage-cache read that raises (the SQLite file locked past its timeout) is not a BackboneFault: it
+    escaped run_vqa, so one question's error lost the whole evaluation instead of counting as wrong."""
+    import sqlite3
+
+    from graph.cache import StageCache
+
+    cache = StageCache(None)
+    real_get = cache.get
+
+    def get(key):
+        if get.calls == 1:  # the second lookup only
+            get.calls += 1
+            raise sqlite3.OperationalError("database is locked")
+        get.calls += 1
+        return real_get(key)
+
+    get.calls = 0
+    monkeypatch.setattr(cache, "get", get)
+    backbone = Backbone(ScriptedChatModel({"vqa": _answer}), max_retries=0, retry_wait=(0.0, 0.0), cache=cache)
+    report = asyncio.run(run_vqa(load_vqa_manifest(manifest), backbone, concurrency=1))
+    assert report.questions == 7
+    locked = [r for r in report.results if r.error and "OperationalError" in r.error]
+    assert len(locked) == 1 and locked[0].answer is None and not locked[0].correct
+    assert report.failed == 3  # the locked lookup, the scripted server error and the undecodable video
