@@ -16,7 +16,7 @@ import typer
 
 def make_clips_command(
     out: Path = typer.Option(..., "--out", help="Folder for clips/*.mp4 and manifest.jsonl."),
-    seed: int = typer.Option(0, "--seed", help="Suite seed: the same seed renders the same frames."),
+    seed: int = typer.Option(0, "--seed", min=0, help="Suite seed (>= 0): the same seed renders the same frames."),
     preset: str = typer.Option("small", "--preset",
                                help="paper: the 180-clip suite (100 ordinary + 80 hacking/control); "
                                     "small: one short clip per pattern."),

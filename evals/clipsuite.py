@@ -127,6 +127,8 @@ def suite_specs(preset: Preset, seed: int) -> list[ClipSpec]:
     """The clips of a preset (see module docstring), without rendering anything."""
     if preset not in PRESETS:
         raise ValueError(f"unknown clip-suite preset {preset!r}; expected one of {', '.join(PRESETS)}")
+    if isinstance(seed, bool) or not isinstance(seed, int) or seed < 0:  # numpy's SeedSequence takes no negatives
+        raise ValueError(f"clip-suite seed must be an integer >= 0, got {seed!r}")
     specs, seen = [], dict[str, int]()
     for index, (pattern, task) in enumerate(_entries(preset)):
         clip_seed = int(np.random.SeedSequence([seed, index]).generate_state(1)[0])

@@ -351,6 +351,14 @@ def test_cli_bad_preset_is_a_clear_usage_error(tmp_path):
     assert not (tmp_path / "manifest.jsonl").exists()
 
 
+def test_a_negative_seed_is_a_usage_error_not_a_traceback(tmp_path):
+    result = _run_cli(["--out", str(tmp_path), "--seed", "-1"])
+    assert result.exit_code == 2, result.output  # a usage error, not a SeedSequence traceback
+    assert "--seed" in result.output and not (tmp_path / "manifest.jsonl").exists()
+    with pytest.raises(ValueError, match="seed must be an integer >= 0, got -1"):
+        suite_specs("small", -1)
+
+
 @pytest.mark.slow
 def test_cli_small_preset_end_to_end(tmp_path):
     result = _run_cli(["--out", str(tmp_path), "--preset", "small", "--seed", "3"])
