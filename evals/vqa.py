@@ -9,7 +9,8 @@ Manifest format (JSONL, one video per line; `path` relative to the manifest's fo
 `task` is optional (rows without it are grouped under "-"); every question has a fixed binary reference
 answer "yes" or "no". For each video 8 frames are sampled uniformly (`round(linspace(0, n-1, 8))`); each
 question is one backbone call (prompt `prompts/vqa.md`, stage `vqa`) with the question and the 8 labelled
-frames, greedy decoding (the backbone's temperature, 0 by default) and a one-field answer schema.
+frames (all of a clip under 8 frames; the prompt says how many), greedy decoding (the backbone's
+temperature, 0 by default) and a one-field answer schema.
 Domain = 100 * correct / questions (question-level accuracy); the per-task breakdown uses the same ratio.
 
 Decisions where the issue was silent:
@@ -154,7 +155,9 @@ def summarize(results: Sequence[QuestionResult]) -> VQAReport:
                      results=list(results))
 
 
-def _frames(path: str, long_side: int, quality: int) -> list[dict]:
+def _frames(path: str, long_side: int, quality: int) -> tuple[list[dict], int]:
+    """The labelled image blocks of a clip's VQA frames and how many frames they hold (fewer than
+    `VQA_FRAMES` for a shorter clip: `uniform_indices` never repeats a frame)."""
     from tools.video import VideoReader, image_content_blocks, uniform_indices
 
     with VideoReader(path) as reader:
@@ -163,7 +166,7 @@ def _frames(path: str, long_side: int, quality: int) -> list[dict]:
         frames = reader.read(indices)
     labels = [meta.label(i) for i in indices]  # variable rate too
     return image_content_blocks(frames, indices, meta.frames, meta.fps, long_side=long_side, quality=quality,
-                                labels=labels)
+                                labels=labels), len(indices)
 
 
 async def run_vqa(items: Sequence[VQAItem], backbone: Backbone, *, concurrency: int = 8, long_side: int = 512,
@@ -174,11 +177,11 @@ async def run_vqa(items: Sequence[VQAItem], backbone: Backbone, *, concurrency: 
 
     if concurrency < 1:
         raise ValueError(f"concurrency must be >= 1, got {concurrency}")
-    system = render(VQA_STAGE, n_frames=VQA_FRAMES)
+    systems: dict[int, str] = {}  # the prompt says how many frames follow: VQA_FRAMES, or all of a shorter clip
     sem = asyncio.Semaphore(concurrency)
     usage = Usage()
 
-    async def ask(item: VQAItem, blocks: list[dict], question: str, expected: str) -> QuestionResult:
+    async def ask(item: VQAItem, system: str, blocks: list[dict], question: str, expected: str) -> QuestionResult:
         async with sem:
             try:
                 reply = await backbone.astructured(VQA_STAGE, VQAAnswer, vqa_messages(system, question, blocks),
@@ -195,11 +198,12 @@ async def run_vqa(items: Sequence[VQAItem], backbone: Backbone, *, concurrency: 
     async def video(item: VQAItem) -> list[QuestionResult]:
         try:
             async with sem:
-                blocks = await asyncio.to_thread(_frames, item.path, long_side, quality)
+                blocks, count = await asyncio.to_thread(_frames, item.path, long_side, quality)
         except Exception as exc:  # noqa: BLE001 - a bad video fails only its own questions
             error = f"video: {type(exc).__name__}: {exc}"
             return [QuestionResult(item.path, item.task, q, a, None, False, error) for q, a in item.questions]
-        return list(await asyncio.gather(*(ask(item, blocks, q, a) for q, a in item.questions)))
+        system = systems.setdefault(count, render(VQA_STAGE, n_frames=count))
+        return list(await asyncio.gather(*(ask(item, system, blocks, q, a) for q, a in item.questions)))
 
     per_video = await asyncio.gather(*(video(item) for item in items))
     report = summarize([r for rs in per_video for r in rs])

@@ -117,3 +117,14 @@ def test_a_question_whose_call_raises_something_else_fails_only_itself(manifest,
     locked = [r for r in report.results if r.error and "OperationalError" in r.error]
     assert len(locked) == 1 and locked[0].answer is None and not locked[0].correct
     assert report.failed == 3  # the locked lookup, the scripted server error and the undecodable video
+
+
+def test_a_clip_under_eight_frames_is_described_as_the_frames_it_sends(tmp_path):
+    """A 5-frame clip sends its 5 frames: the prompt said "8 frames" for it too."""
+    write_video(tmp_path / "short.mp4", np.random.default_rng(2).integers(0, 255, (5, 32, 32, 3), dtype=np.uint8), fps=8)
+    path = tmp_path / "vqa.jsonl"
+    path.write_text(json.dumps({"path": "short.mp4", "questions": [{"question": "Moved? m:yes", "answer": "yes"}]}))
+    model = ScriptedChatModel({"vqa": _answer})
+    report = asyncio.run(run_vqa(load_vqa_manifest(path), Backbone(model, max_retries=0, retry_wait=(0.0, 0.0))))
+    assert report.correct == 1 and len(model.calls) == 1
+    assert model.calls[0].images() == 5 and "5 frames" in model.calls[0].text() and "8 frames" not in model.calls[0].text()
