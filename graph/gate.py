@@ -7,7 +7,9 @@ T, P and V come from the structured assessment through `score_mapping`, never fr
 model wrote. Decisions where the issue was silent:
 - T averages the essential requirements (met 1, partial 0.5, not_met / unverifiable / missing 0);
   a contract with no essential requirement averages all requirements.
-- Judgments for ids outside the contract are ignored; a requirement judged twice uses the first.
+- Judgments for ids outside the contract are ignored; a requirement judged twice uses the first. (The nodes
+  tidy each assessment before it gets here, `graph.nodes.common.tidy_assessment`: an id differing from a
+  contract id only in case or spaces is read as it, and every dropped judgment or frame ref is noted.)
 - Rubric levels 1..5 map linearly to 0, 0.25, 0.5, 0.75, 1.
 """
 

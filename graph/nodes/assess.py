@@ -17,7 +17,7 @@ from typing import Any
 from graph.context import RunContext
 from graph.gate import score_mapping
 from graph.nodes.background import raise_if_failed
-from graph.nodes.common import Step, dump, frames_total, human, normalize_assessment, system
+from graph.nodes.common import Step, dump, frames_total, human, system, tidy_assessment
 from graph.nodes.tracking import prefetch_tracks
 from graph.schemas import Assessment
 from graph.state import AgentState
@@ -42,8 +42,12 @@ async def assess(state: AgentState, ctx: RunContext, step: Step) -> dict[str, An
     messages = [system("assess", n_frames=len(sample)), human(text, blocks)]
     raise_if_failed(state, ctx, step.thread_id)  # background evidence already failed: no model call
     out = await ctx.backbone.astructured("assess", Assessment, messages, step.usage)
-    out = normalize_assessment(out, contract, frames_total(state))
+    out, notes = tidy_assessment(out, contract, frames_total(state), "assess")
     t, p, v = score_mapping(out, contract)
     step.frames = sample
-    step.decision = f"{summarize(out)} (T={t:.2f}, P={p:.2f}, V={v:.2f})"
-    return {"assessment": out, "assessments": [out]}
+    step.decision = f"{summarize(out)} (T={t:.2f}, P={p:.2f}, V={v:.2f})" + (
+        f"; {len(notes)} judgment fix(es) noted" if notes else "")
+    update: dict[str, Any] = {"assessment": out, "assessments": [out]}
+    if notes:
+        update["notes"] = notes
+    return update

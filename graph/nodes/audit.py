@@ -27,9 +27,9 @@ from graph.nodes.common import (
     frames_total,
     human,
     keep_omitted,
-    normalize_assessment,
     pick_frames,
     system,
+    tidy_assessment,
 )
 from graph.schemas import Assessment, AuditReport, TaskContract
 from graph.state import AgentState
@@ -110,12 +110,13 @@ async def repair(state: AgentState, ctx: RunContext, step: Step) -> dict[str, An
             + f"\n\nRequirements involved: {ids}. Frames shown below: {frames}. Return the full repaired assessment.")
     out = await ctx.backbone.astructured("repair", Assessment, [system("repair"), human(text, blocks)], step.usage,
                                          params={"round": rounds})
-    out = normalize_assessment(out, contract, frames_total(state))
-    out, notes = guard_flips(assessment, out, set(frames))
+    out, fixes = tidy_assessment(out, contract, frames_total(state), "repair")
+    out, guarded = guard_flips(assessment, out, set(frames))
     out, omitted = keep_omitted(assessment, out, contract, "repair")
-    notes += omitted
+    notes = fixes + guarded + omitted
     step.frames = frames
     step.audit_round = rounds
-    step.decision = f"round {rounds + 1}: " + summarize(out) + (f"; {len(notes)} unsupported change(s) kept"
-                                                                if notes else "")
+    kept = len(guarded) + len(omitted)
+    step.decision = f"round {rounds + 1}: " + summarize(out) + (f"; {kept} unsupported change(s) kept" if kept else "") \
+        + (f"; {len(fixes)} judgment fix(es) noted" if fixes else "")
     return {"assessment": out, "assessments": [out], "repair_rounds": rounds + 1, "notes": notes}

@@ -169,19 +169,55 @@ def instruction_block(instruction: str) -> str:
     return f"<instruction>\n{instruction}\n</instruction>"
 
 
-def normalize_assessment(assessment: Assessment, contract: TaskContract, n_frames: int) -> Assessment:
-    """Keep one judgment per contract requirement (first wins), drop unknown ids, clamp frame refs."""
-    ids = {r.id for r in contract.requirements}
-    seen: set[str] = set()
+def _id_key(requirement_id: str) -> str:
+    return requirement_id.strip().casefold()
+
+
+def tidy_assessment(assessment: Assessment, contract: TaskContract, n_frames: int,
+                    stage: str) -> tuple[Assessment, list[str]]:
+    """One judgment per contract requirement, in contract order, with in-clip frame refs; plus a note per fix.
+
+    - An id that differs from a contract id only in case or surrounding spaces ("r2", " R2") is read as that
+      id when no other contract id has the same spelling; any other unknown id is dropped.
+    - A requirement judged twice keeps its first judgment.
+    - Evidence frames outside 0..n_frames-1 are dropped.
+    Each of these is noted (`{stage}: ...`): they were done silently, so a judgment written "r2" vanished,
+    T fell (1.0 -> 0.5) and the gate could read an essential gap, with no reason in the result."""
+    ids = [r.id for r in contract.requirements]
+    keys: dict[str, list[str]] = {}
+    for i in ids:
+        keys.setdefault(_id_key(i), []).append(i)
+    notes: list[str] = []
+    first: dict[str, str] = {}
     judgments = []
     for j in assessment.judgments:
-        if j.requirement_id in ids and j.requirement_id not in seen:
-            seen.add(j.requirement_id)
-            frames = sorted({f for f in j.evidence_frames if 0 <= f < n_frames})
-            judgments.append(j.model_copy(update={"evidence_frames": frames}))
-    order = {r.id: k for k, r in enumerate(contract.requirements)}
+        rid = j.requirement_id
+        if rid not in ids:
+            match = keys.get(_id_key(rid), [])
+            if len(match) != 1:
+                notes.append(f"{stage}: judgment for unknown requirement {rid!r} ({j.status}) dropped "
+                             f"(contract ids: {', '.join(ids)})")
+                continue
+            notes.append(f"{stage}: judgment for {rid!r} read as {match[0]}")
+            rid = match[0]
+        if rid in first:
+            notes.append(f"{stage}: a second judgment for {rid} ({j.status}) dropped; the first ({first[rid]}) "
+                         "is kept")
+            continue
+        first[rid] = j.status
+        frames = sorted({f for f in j.evidence_frames if 0 <= f < n_frames})
+        outside = sorted({f for f in j.evidence_frames if not 0 <= f < n_frames})
+        if outside:
+            notes.append(f"{stage}: {rid} cited frames {outside} outside the clip (0..{n_frames - 1}); dropped")
+        judgments.append(j.model_copy(update={"requirement_id": rid, "evidence_frames": frames}))
+    order = {i: k for k, i in enumerate(ids)}
     judgments.sort(key=lambda j: order[j.requirement_id])
-    return assessment.model_copy(update={"judgments": judgments})
+    return assessment.model_copy(update={"judgments": judgments}), notes
+
+
+def normalize_assessment(assessment: Assessment, contract: TaskContract, n_frames: int) -> Assessment:
+    """`tidy_assessment` without its notes."""
+    return tidy_assessment(assessment, contract, n_frames, "")[0]
 
 
 def keep_omitted(before: Assessment, after: Assessment, contract: TaskContract,

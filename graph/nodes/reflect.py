@@ -22,7 +22,7 @@ from typing import Any
 
 from graph.context import RunContext
 from graph.nodes.assess import summarize
-from graph.nodes.common import Step, dump, frames_total, human, keep_omitted, normalize_assessment, system
+from graph.nodes.common import Step, dump, frames_total, human, keep_omitted, system, tidy_assessment
 from graph.nodes.evidence import exchange_blocks
 from graph.nodes.tracking import track_overlays
 from graph.schemas import Assessment, MotionEvidence
@@ -130,9 +130,11 @@ async def reflect(state: AgentState, ctx: RunContext, step: Step) -> dict[str, A
     text += "\n\nReturn the full revised assessment."
     out = await ctx.backbone.astructured("reflect", Assessment, [system("reflect"), human(text, evidence)],
                                          step.usage)
-    out = normalize_assessment(out, contract, frames_total(state))
+    out, fixes = tidy_assessment(out, contract, frames_total(state), "reflect")
     out, notes = keep_omitted(assessment, out, contract, "reflect")
-    step.decision = "revised: " + summarize(out) + (f"; {len(notes)} omitted judgment(s) kept" if notes else "")
+    step.decision = "revised: " + summarize(out) + (f"; {len(notes)} omitted judgment(s) kept" if notes else "") \
+        + (f"; {len(fixes)} judgment fix(es) noted" if fixes else "")
+    notes = fixes + notes
     update: dict[str, Any] = {"assessment": out, "assessments": [out]}
     if notes:
         update["notes"] = notes

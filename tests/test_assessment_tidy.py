@@ -1,0 +1,55 @@
+"""Assessment hygiene before the score mapping (graph.nodes.common.tidy_assessment): judgment ids, duplicates and
+frame references the model got wrong are handled explicitly, never silently."""
+
+from __future__ import annotations
+
+import pytest
+from graph_scripts import assessment, full_script, make_agent, run
+
+
+def test_judgment_id_in_other_case_counts_for_its_requirement(clip):
+    """A judgment written "r2 " for contract requirement R2 was dropped without a word: T fell from 1.0 to 0.5."""
+    a = assessment()
+    a["judgments"][1]["requirement_id"] = "r2 "
+    agent, _ = make_agent("decomposed", full_script(assess=[a]))
+    out = run(agent, clip)
+    res = out["result"]
+    assert res.status == "scored" and res.T == pytest.approx(1.0)
+    assert out["assessment"].judgment("R2").status == "met"
+    assert any("'r2 ' read as R2" in r for r in res.reasons)
+
+
+def test_unknown_id_duplicate_and_frames_outside_the_clip_are_noted(clip):
+    """Unknown ids, a second judgment of one requirement and evidence frames past the clip's end (33 frames) were
+    dropped silently; each now leaves a note in the result's reasons (the score mapping itself is unchanged)."""
+    a = assessment()
+    a["judgments"][0]["evidence_frames"] = [5, 40, 99]
+    a["judgments"].append({"requirement_id": "R9", "status": "met", "evidence_frames": [1], "rationale": "x"})
+    a["judgments"].append({"requirement_id": "R1", "status": "not_met", "evidence_frames": [1], "rationale": "x"})
+    agent, _ = make_agent("decomposed", full_script(assess=[a]))
+    out = run(agent, clip)
+    res = out["result"]
+    assert res.T == pytest.approx(1.0)  # R1 keeps its first judgment (met); R9 is not in the contract
+    assert out["assessment"].judgment("R1").evidence_frames == [5]
+    reasons = " | ".join(res.reasons)
+    assert "assess: R1 cited frames [40, 99] outside the clip (0..32); dropped" in reasons
+    assert "unknown requirement 'R9' (met) dropped" in reasons
+    assert "second judgment for R1 (not_met) dropped; the first (met) is kept" in reasons
+    step = next(s for s in out["steps"] if s["node"] == "assess")
+    assert "3 judgment fix(es) noted" in step["decision"]
+
+
+def test_repair_reads_a_case_variant_id_for_a_missing_requirement(clip):
+    """The repair adds the judgment the audit found missing, but spells its id "r3": it was dropped, so every round
+    found R3 missing again until the 3 rounds were spent."""
+    partial = assessment()
+    partial["judgments"] = partial["judgments"][:2]
+    fixed = assessment()
+    fixed["judgments"][2]["requirement_id"] = "r3"
+    missing = {"missing_requirements": ["R3"], "invented_conditions": [], "contradictions": []}
+    clean = {"missing_requirements": [], "invented_conditions": [], "contradictions": []}
+    agent, model = make_agent("full", full_script(assess=[partial], reflect=[partial], audit=[missing, clean],
+                                                  repair=[fixed]))
+    out = run(agent, clip)
+    assert out["repair_rounds"] == 1 and len(model.calls_for("repair")) == 1
+    assert out["assessment"].judgment("R3").status == "partial"
