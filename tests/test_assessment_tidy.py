@@ -53,3 +53,15 @@ def test_repair_reads_a_case_variant_id_for_a_missing_requirement(clip):
     out = run(agent, clip)
     assert out["repair_rounds"] == 1 and len(model.calls_for("repair")) == 1
     assert out["assessment"].judgment("R3").status == "partial"
+
+
+def test_audit_ids_are_read_against_the_contract(clip):
+    """The audit named "r1" (R1) and "R9" (no such requirement): R9 kept every round unclean, so all 3 repair
+    rounds were spent on a requirement no repair can add; now R9 is dropped with a note and r1 is R1."""
+    finding = {"missing_requirements": ["r1", "R9"], "invented_conditions": [], "contradictions": []}
+    clean = {"missing_requirements": [], "invented_conditions": [], "contradictions": []}
+    agent, model = make_agent("full", full_script(audit=[finding, clean], repair=[assessment()]))
+    out = run(agent, clip)
+    assert out["repair_rounds"] == 1 and len(model.calls_for("repair")) == 1
+    assert out["audits"][0].missing_requirements == ["R1"]
+    assert any("audit: missing requirement 'R9' is not in the contract" in r for r in out["result"].reasons)

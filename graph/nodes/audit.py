@@ -12,6 +12,10 @@ the audit's concern and stay as they were (`guard_flips`).
 
 Decision where the issue was silent: the audit itself is text-only (contract, assessment,
 observation); the images go to the repair that acts on it.
+Decision: the missing requirement ids the audit names are read as `tidy_assessment` reads judgments: "r2"
+is R2 (the repair then shows R2's frames, not every requirement's), and an id the frozen contract does not
+hold is dropped with a note in the run's notes, since no repair can add a requirement: kept, it left every
+round unclean until the 3 repair rounds were spent.
 """
 
 from __future__ import annotations
@@ -23,6 +27,7 @@ from graph.context import RunContext
 from graph.nodes.assess import summarize
 from graph.nodes.common import (
     Step,
+    contract_id,
     dump,
     frames_total,
     human,
@@ -49,14 +54,17 @@ async def audit(state: AgentState, ctx: RunContext, step: Step) -> dict[str, Any
         text += "\n\nTask-blind observation:\n" + dump(state["observation"])
     report = await ctx.backbone.astructured("audit", AuditReport, [system("audit"), human(text)], step.usage,
                                             params={"round": int(state.get("repair_rounds", 0))})
-    missing = list(dict.fromkeys(report.missing_requirements + code_missing(assessment, contract)))
+    named = [(rid, contract_id(rid, contract)) for rid in report.missing_requirements]
+    notes = [f"audit: missing requirement {rid!r} is not in the contract ({', '.join(r.id for r in contract.requirements)});"
+             " dropped" for rid, cid in named if cid is None]
+    missing = list(dict.fromkeys([cid for _, cid in named if cid is not None] + code_missing(assessment, contract)))
     report = AuditReport(missing_requirements=missing[:16], invented_conditions=report.invented_conditions,
                          contradictions=report.contradictions)
     step.audit_round = int(state.get("repair_rounds", 0))
-    step.decision = "clean" if report.clean else (
+    step.decision = ("clean" if report.clean else (
         f"issues: missing {report.missing_requirements}, invented {len(report.invented_conditions)}, "
-        f"contradictions {len(report.contradictions)}")
-    return {"audits": [report]}
+        f"contradictions {len(report.contradictions)}")) + (f"; {len(notes)} unknown id(s) dropped" if notes else "")
+    return {"audits": [report], **({"notes": notes} if notes else {})}
 
 
 def involved_ids(report: AuditReport, contract: TaskContract) -> list[str]:

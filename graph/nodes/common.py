@@ -215,9 +215,14 @@ def tidy_assessment(assessment: Assessment, contract: TaskContract, n_frames: in
     return assessment.model_copy(update={"judgments": judgments}), notes
 
 
-def normalize_assessment(assessment: Assessment, contract: TaskContract, n_frames: int) -> Assessment:
-    """`tidy_assessment` without its notes."""
-    return tidy_assessment(assessment, contract, n_frames, "")[0]
+def contract_id(requirement_id: str, contract: TaskContract) -> str | None:
+    """The contract id that ``requirement_id`` names: itself, or the one id it matches up to case and surrounding
+    spaces (as `tidy_assessment` reads judgments); None for an id the contract does not hold."""
+    ids = [r.id for r in contract.requirements]
+    if requirement_id in ids:
+        return requirement_id
+    match = [i for i in ids if _id_key(i) == _id_key(requirement_id)]
+    return match[0] if len(match) == 1 else None
 
 
 def keep_omitted(before: Assessment, after: Assessment, contract: TaskContract,
