@@ -12,12 +12,21 @@
 
 The real encoders load with ``from_pretrained`` from a local checkpoint folder (subfolders
 ``text_encoder`` and ``tokenizer`` of the diffusers repository layout); untested here without
-weights. Decision: Wan's ``ftfy``-based prompt cleaning is reduced to whitespace normalisation.
+weights.
+
+Wan prompts are cleaned as the pipeline's ``prompt_clean`` does (:func:`wan_prompt_clean`): ``ftfy.fix_text``,
+HTML entities unescaped twice, whitespace runs collapsed to one space, stripped. This used to be whitespace
+normalisation alone, so a prompt with an HTML entity (``"red &amp; blue"``) or text ftfy repairs (curly
+quotes, mojibake) reached UMT5 as other tokens than the pipeline's and the policy trained on conditioning
+the pretrained model never saw. Decision: ``ftfy`` is optional here (diffusers needs it for this
+pipeline); without it that one step is skipped and the rest still matches.
 """
 
 from __future__ import annotations
 
 import hashlib
+import html
+import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -115,6 +124,19 @@ class CosmosQwenTextEncoder(_HFTextEncoder):
         return torch.cat(layers, dim=-1).to(device=device, dtype=dtype)
 
 
+def wan_prompt_clean(text: str) -> str:
+    """Diffusers' Wan ``prompt_clean``: ``ftfy.fix_text`` (when installed), ``html.unescape`` twice, strip,
+    then every whitespace run -> one space, strip."""
+    try:
+        import ftfy
+    except ImportError:  # optional: see the module docstring
+        pass
+    else:
+        text = ftfy.fix_text(text)
+    text = html.unescape(html.unescape(text)).strip()
+    return re.sub(r"\s+", " ", text).strip()
+
+
 class WanT5TextEncoder(_HFTextEncoder):
     """UMT5 prompt encoder of Wan 2.x (last hidden state, zero past each prompt's length)."""
 
@@ -129,7 +151,7 @@ class WanT5TextEncoder(_HFTextEncoder):
 
     @torch.no_grad()
     def encode(self, texts: Sequence[str], *, device: torch.device | str, dtype: torch.dtype) -> Tensor:
-        clean = [" ".join(t.split()) for t in _check_texts(texts)]
+        clean = [wan_prompt_clean(t) for t in _check_texts(texts)]
         tok = self.tokenizer(clean, padding="max_length", max_length=self.max_sequence_length, truncation=True,
                              add_special_tokens=True, return_attention_mask=True, return_tensors="pt")
         mask = tok.attention_mask.to(self.device)

@@ -78,3 +78,27 @@ def test_wan_umt5_encoder_zeroes_past_each_prompt(tmp_path):
     assert torch.equal(out[0], out[1])  # whitespace is normalised
     assert out[2, 1:].abs().sum() == 0 and out[2, 0].abs().sum() > 0  # one token, then zeros
     assert out[0, :4].abs().sum(-1).min() > 0 and out[0, 4:].abs().sum() == 0
+
+
+def test_wan_umt5_encoder_matches_the_pipeline_prompt_cleaning(tmp_path, monkeypatch):
+    """The Wan pipeline cleans prompts (`prompt_clean`: ftfy, HTML unescaping, whitespace) before UMT5; the
+    encoder used to normalise whitespace only, so "red &amp; blocks" gave other embeddings than the pipeline's."""
+    import diffusers.pipelines.wan.pipeline_wan_i2v as wan_pipeline
+    from transformers import UMT5Config, UMT5EncoderModel
+
+    from policy.text import WanT5TextEncoder
+
+    torch.manual_seed(0)
+    tok = _tokenizer(eos_token="</s>")
+    model = UMT5EncoderModel(UMT5Config(vocab_size=64, d_model=16, d_kv=8, d_ff=32, num_layers=1, num_heads=2))
+    enc = WanT5TextEncoder(tok, model, max_sequence_length=12)
+    if not hasattr(wan_pipeline, "ftfy"):  # ftfy is not installed here; fix_text leaves plain ASCII alone
+        monkeypatch.setattr(wan_pipeline, "ftfy", type("ftfy", (), {"fix_text": staticmethod(lambda t: t)}),
+                            raising=False)
+    prompts = ["stack the red &amp; blocks", "stack the &amp;amp; red blocks", " stack\n the  red blocks\t"]
+    pipe = type("Pipe", (), {"tokenizer": tok, "text_encoder": model, "_execution_device": torch.device("cpu")})()
+    ref = wan_pipeline.WanImageToVideoPipeline._get_t5_prompt_embeds(
+        pipe, prompts, max_sequence_length=12, device="cpu", dtype=torch.float32)
+    out = enc.encode(prompts, device="cpu", dtype=torch.float32)
+    assert torch.equal(out, ref)
+    assert torch.equal(out[0], enc.encode(["stack the red & blocks"], device="cpu", dtype=torch.float32)[0])
