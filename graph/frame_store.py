@@ -292,12 +292,13 @@ class FrameStore:
         return reader.read(indices, size=size)
 
     def image_blocks(self, video: str, indices: Sequence[int], *, box: Sequence[float] | None = None,
-                     note: str = "") -> list[dict]:
-        """Content blocks: per frame a text label then a JPEG data URL (crop applied when `box`)."""
-        return self._image_blocks(self._refresh(video), indices, box=box, note=note)
+                     note: str = "", box_label: str | None = None) -> list[dict]:
+        """Content blocks: per frame a text label then a JPEG data URL (crop applied when `box`, labelled
+        `box_label` (the box as the model wrote it) or else as fractions of the frame)."""
+        return self._image_blocks(self._refresh(video), indices, box=box, note=note, box_label=box_label)
 
     def _image_blocks(self, v: VideoKey, indices: Sequence[int], *, box: Sequence[float] | None = None,
-                      note: str = "") -> list[dict]:
+                      note: str = "", box_label: str | None = None) -> list[dict]:
         from tools.video import crop_frame, crop_key, encode_jpeg_data_url, resize_long_side
 
         meta = self._reader(v).meta
@@ -319,7 +320,7 @@ class FrameStore:
                 self.encoded += 1
             label = meta.label(i)
             if key_box is not None:
-                label += f", crop [{', '.join(f'{b:.2f}' for b in key_box)}]"
+                label += f", crop {box_label or '[' + ', '.join(f'{b:.2f}' for b in key_box) + ']'}"
             if note:
                 label += f" ({note})"
             blocks.append({"type": "text", "text": label})
@@ -359,13 +360,13 @@ class FrameStore:
                              for i in indices)
 
     async def ablocks(self, video: str, indices: Sequence[int], *, box: Sequence[float] | None = None,
-                      note: str = "") -> list[dict]:
+                      note: str = "", box_label: str | None = None) -> list[dict]:
         """`image_blocks`, in a worker thread unless every image is already cached (waiting first for
         a `start_encoding` job of the same frames)."""
         with self._lock:
             v = self._known.get(video)
         if v is None:  # no request of this file has looked at it yet: find its version off the loop
-            return await run_blocking(self.image_blocks, video, indices, box=box, note=note)
+            return await run_blocking(self.image_blocks, video, indices, box=box, note=note, box_label=box_label)
         if box is None:
             with self._lock:
                 job, _ = self._jobs.get(_encoding_key(v, indices), (None, None))
@@ -373,8 +374,8 @@ class FrameStore:
                 with contextlib.suppress(Exception):  # a failed job: the call below reports the error
                     await await_job(job)
         if self._blocks_cached(v, indices, box):
-            return self._image_blocks(v, indices, box=box, note=note)
-        return await run_blocking(self._image_blocks, v, indices, box=box, note=note)
+            return self._image_blocks(v, indices, box=box, note=note, box_label=box_label)
+        return await run_blocking(self._image_blocks, v, indices, box=box, note=note, box_label=box_label)
 
 
 def _encoding_key(v: VideoKey, indices: Sequence[int]) -> tuple[str, VideoKey, tuple[int, ...]]:

@@ -34,6 +34,9 @@ def test_each_convention_crops_the_same_region(clip, coordinates):
     out = run(agent, clip)
     ex = out["exchanges"][0]
     assert ex["box"] == pytest.approx([0.25, 0.25, 0.75, 0.75]) and f"crop {box}" in ex["text"]
+    # the crop's image is labelled in the model's coordinates: fractions invited the next box in fractions
+    assert "frame 10 of 33" in model.calls_for("inspect")[1].text()
+    assert f"crop {box}" in model.calls_for("inspect")[1].text().split("frame 10 of 33", 1)[1]
     prompt = model.calls_for("inspect")[0].messages[0].content
     expected = {"unit": "fractions of the frame's width and height (0..1",
                 "per_mille": "thousandths of the frame's width and height (0..1000",

@@ -20,6 +20,9 @@ Decisions where the issue was silent:
   as tracked (fractions of the frame, clamped, malformed ones left out) and their frame (`points`,
   `query_frame`): replayed from the raw args, per_mille or pixel points and points off the frame failed
   the tracker (the run ineligible) and a point [x] raised IndexError.
+- A crop's image label gives the box as the model wrote it (per_mille or pixels; fractions with "unit"): it
+  showed fractions under every convention, which invited the next box in fractions, then read as thousandths
+  or pixels.
 - The tracking itself (shared track jobs, query frame, sizes, overlays) is `graph.nodes.tracking`.
 """
 
@@ -255,7 +258,11 @@ async def exchange_blocks(state: AgentState, ctx: RunContext, exchange: ToolExch
         query_t = idx.index(query) if query in idx else query_index(n, args.start_frame, args.end_frame)
         blocks, _ = await track_overlays(state, ctx, idx, points, frames, query_t=query_t)
         return blocks
-    return await ctx.frames.ablocks(state["video"], frames, box=exchange.get("box"))
+    box = exchange.get("box")
+    # a crop is labelled in the model's own coordinates (per_mille, pixels): fractions there invited the next
+    # box in fractions, read as thousandths or pixels (a crop of the top-left corner, or a fallback)
+    label = None if box is None or ctx.config.coordinates == "unit" else _fmt(exchange["args"]["box"])
+    return await ctx.frames.ablocks(state["video"], frames, box=box, box_label=label)
 
 
 def crop_records(exchanges: list[ToolExchange]) -> list[dict[str, Any]]:
