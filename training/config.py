@@ -112,7 +112,8 @@ class TrainConfig:
     pipeline uses the same w; Cosmos-Predict2.5's writes v = v_cond + g (v_cond - v_neg), so its
     guidance_scale g is w = g + 1 here (its 7.0 is 8.0)."""
     negative_prompt: str = ""
-    """Text of the guidance's negative branch (used when guidance_scale != 1)."""
+    """Text of the guidance's negative branch (used when guidance_scale != 1). Wan's pipeline also defaults to "";
+    Cosmos-Predict2.5's uses its long ``DEFAULT_NEGATIVE_PROMPT`` (diffusers): set that here to sample as it does."""
     # --- GRPO -------------------------------------------------------------------------------
     group_size: int = 8
     """Rollouts G per prompt (one GRPO group)."""
