@@ -56,6 +56,40 @@ def test_bootstrap_ci():
     assert bootstrap_ci(d, seed=3) == (low, high)  # seeded: reproducible
 
 
+def _one_array_ci(diffs, seed, draws):
+    """The bootstrap as it was before chunking: one (draws x n) index array."""
+    rng = np.random.default_rng(seed)
+    means = diffs[rng.integers(0, len(diffs), size=(draws, len(diffs)))].mean(axis=1)
+    low, high = np.percentile(means, [2.5, 97.5])
+    return float(low), float(high)
+
+
+@pytest.mark.parametrize("chunk", [1, 7 * 13, 10**9])
+def test_bootstrap_chunks_bounded_and_bit_identical(monkeypatch, chunk):
+    """The resamples are drawn a chunk of rows at a time (never more than BOOTSTRAP_CHUNK_VALUES indices,
+    at least one row), and the interval equals the one-array bootstrap's bit for bit for the same seed."""
+    import evals.compare as cmp
+
+    d = np.random.default_rng(5).normal(0.1, 0.3, 13)
+    expected = _one_array_ci(d, seed=4, draws=500)
+    sizes: list[tuple[int, int]] = []
+    real_rng = np.random.default_rng
+
+    class Spy:
+        def __init__(self, seed):
+            self.rng = real_rng(seed)
+
+        def integers(self, *args, size, **kwargs):
+            sizes.append(size)
+            return self.rng.integers(*args, size=size, **kwargs)
+
+    monkeypatch.setattr(cmp, "BOOTSTRAP_CHUNK_VALUES", chunk)
+    monkeypatch.setattr(cmp.np.random, "default_rng", Spy)
+    assert cmp.bootstrap_ci(d, seed=4, draws=500) == expected
+    assert sum(rows for rows, _ in sizes) == 500 and all(n == 13 for _, n in sizes)
+    assert max(rows for rows, _ in sizes) == min(500, max(1, chunk // 13))
+
+
 def test_compare_hand_computed(tmp_path):
     a = _scores(tmp_path, "trained", {"k1": 0.8, "k2": 0.5, "k3": None, "k4": 0.6, "k5": 0.9})
     b = _scores(tmp_path, "base", {"k1": 0.4, "k2": 0.5, "k3": 0.7, "k4": 0.0, "k6": 0.2})
