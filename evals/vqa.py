@@ -21,6 +21,11 @@ Decisions where the issue was silent:
 - Any other exception of one question's call (the stage cache's SQLite file locked past its timeout, a
   cached reply that no longer validates) also fails only that question, named with its type, as the
   judge's failures do: it escaped `run_vqa`, so one question's error lost the whole evaluation's report.
+- A (video, question) pair asked twice, in one row or in two rows naming the same file (paths compared
+  resolved, questions compared after stripping surrounding whitespace), is a `VQAManifestError` naming both
+  lines, as `evals.reliability.load_eval_manifest` refuses a clip listed twice: it was counted twice in
+  Domain (and could carry two contradicting reference answers). The same video with other questions in
+  another row stays allowed.
 """
 
 from __future__ import annotations
@@ -112,6 +117,7 @@ def load_vqa_manifest(path: str | Path) -> list[VQAItem]:
     if not path.is_file():
         raise VQAManifestError(f"manifest not found: {path}")
     items: list[VQAItem] = []
+    seen: dict[tuple[str, str], str] = {}  # (video, question) -> the line that first asked it
     for where, row in json_lines(path, VQAManifestError):
         if not isinstance(row, dict) or not isinstance(row.get("path"), str) or not row["path"].strip():
             raise VQAManifestError(f"{where}: a row needs a string 'path'")
@@ -127,8 +133,14 @@ def load_vqa_manifest(path: str | Path) -> list[VQAItem]:
                 raise VQAManifestError(f"{where}: answer must be 'yes' or 'no', got {q.get('answer')!r}")
             pairs.append((q["question"].strip(), answer))
         video = Path(row["path"])
-        video = video if video.is_absolute() else path.parent / video
-        items.append(VQAItem(str(video.resolve()), str(row.get("task") or "-"), tuple(pairs)))
+        video = str((video if video.is_absolute() else path.parent / video).resolve())
+        for question, _ in pairs:
+            if (first := seen.get((video, question))) is not None:
+                again = "twice in this row" if first == where else f"twice (first at {first})"
+                raise VQAManifestError(f"{where}: question {question!r} about video {video} appears {again}; "
+                                       "each (video, question) pair is asked and counted once")
+            seen[(video, question)] = where
+        items.append(VQAItem(video, str(row.get("task") or "-"), tuple(pairs)))
     if not items:
         raise VQAManifestError(f"manifest {path} has no rows")
     return items

@@ -92,6 +92,28 @@ def test_manifest_line_that_is_not_json_is_named(tmp_path):
         load_vqa_manifest(path)
 
 
+def _rows(path, *rows):
+    path.write_text("".join(json.dumps({"path": p, "questions": [{"question": q, "answer": a} for q, a in qs]}) + "\n"
+                            for p, qs in rows))
+    return path
+
+
+def test_manifest_refuses_a_video_question_pair_asked_twice(tmp_path):
+    """A (video, question) pair in two rows (the same file by another spelling) or twice in one row is refused
+    naming the lines, as reliability's manifest refuses a clip listed twice; it was counted twice."""
+    path = _rows(tmp_path / "m.jsonl", ("a.mp4", [("Q1?", "yes")]), ("b.mp4", [("Q1?", "yes")]),
+                 ("./a.mp4", [("Q2?", "no"), (" Q1? ", "no")]))
+    with pytest.raises(VQAManifestError, match=r"m\.jsonl:3: question 'Q1\?' about video .*a\.mp4 appears twice "
+                                               r"\(first at .*m\.jsonl:1\)"):
+        load_vqa_manifest(path)
+    _rows(path, ("a.mp4", [("Q1?", "yes")]), ("b.mp4", [("Q2?", "no"), ("Q2?", "no")]))
+    with pytest.raises(VQAManifestError, match=r"m\.jsonl:2: .*appears twice in this row"):
+        load_vqa_manifest(path)
+    # the same video with other questions, and the same question about another video, stay allowed
+    _rows(path, ("a.mp4", [("Q1?", "yes")]), ("b.mp4", [("Q1?", "yes")]), ("a.mp4", [("Q2?", "no")]))
+    assert [len(item.questions) for item in load_vqa_manifest(path)] == [1, 1, 1]
+
+
 def test_a_question_whose_call_raises_something_else_fails_only_itself(manifest, monkeypatch):
     """A stage-cache read that raises (the SQLite file locked past its timeout) is not a BackboneFault: it
     escaped run_vqa, so one question's error lost the whole evaluation instead of counting as wrong."""
