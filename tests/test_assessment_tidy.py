@@ -65,3 +65,19 @@ def test_audit_ids_are_read_against_the_contract(clip):
     assert out["repair_rounds"] == 1 and len(model.calls_for("repair")) == 1
     assert out["audits"][0].missing_requirements == ["R1"]
     assert any("audit: missing requirement 'R9' is not in the contract" in r for r in out["result"].reasons)
+
+
+def test_final_check_evidence_frames_outside_the_clip_are_dropped_with_a_note(clip):
+    """The final check's evidence frames were never checked against the clip (33 frames): frames 500 and -3 were
+    kept in the state and shown in the report as frames of the clip. They are dropped with a note; the flags (and
+    so the reward) stand."""
+    script = full_script(reflect=[assessment(s2="not_met", phys=4)],
+                         final_check=[{"failure_established": True, "essential_unverifiable": False,
+                                       "rationale": "the block stops short", "evidence_frames": [32, 500, -3]}])
+    out = run(make_agent("full", script)[0], clip)
+    assert out["final_check"].evidence_frames == [32] and out["final_check"].failure_established
+    note = "final_check: cited frames [-3, 500] outside the clip (0..32); dropped"
+    assert note in out["notes"] and note in out["result"].reasons
+    assert out["result"].status == "zero" and out["result"].reward == 0.0
+    step = next(s for s in out["steps"] if s["node"] == "final_check")
+    assert "2 out-of-clip evidence frame(s) dropped" in step["decision"]

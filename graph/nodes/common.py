@@ -173,6 +173,11 @@ def _id_key(requirement_id: str) -> str:
     return requirement_id.strip().casefold()
 
 
+def split_in_clip(frames: Sequence[int], n_frames: int) -> tuple[list[int], list[int]]:
+    """The distinct frames of `frames` inside 0..n_frames-1 and those outside it, each sorted."""
+    return (sorted({f for f in frames if 0 <= f < n_frames}), sorted({f for f in frames if not 0 <= f < n_frames}))
+
+
 def tidy_assessment(assessment: Assessment, contract: TaskContract, n_frames: int,
                     stage: str) -> tuple[Assessment, list[str]]:
     """One judgment per contract requirement, in contract order, with in-clip frame refs; plus a note per fix.
@@ -205,8 +210,7 @@ def tidy_assessment(assessment: Assessment, contract: TaskContract, n_frames: in
                          "is kept")
             continue
         first[rid] = j.status
-        frames = sorted({f for f in j.evidence_frames if 0 <= f < n_frames})
-        outside = sorted({f for f in j.evidence_frames if not 0 <= f < n_frames})
+        frames, outside = split_in_clip(j.evidence_frames, n_frames)
         if outside:
             notes.append(f"{stage}: {rid} cited frames {outside} outside the clip (0..{n_frames - 1}); dropped")
         judgments.append(j.model_copy(update={"requirement_id": rid, "evidence_frames": frames}))

@@ -6,6 +6,12 @@ count as essential here, as in T (`graph.gate.essential_ids`): otherwise such a 
 gate whatever the clip shows. Otherwise a final visual check looks at the evidence frames of the
 essential gaps, the end of the clip (the uniform sample's last 3 frames, always shown, however many
 frames the gaps cite) and the uniform sample (at most 16 frames).
+
+Decision where the issue was silent: the check's ``evidence_frames`` outside the clip (0..frames-1) are
+dropped with a note in the run's notes, as `graph.nodes.common.tidy_assessment` does for judgments. They
+were kept as given: the state (and so the trace) and the HTML report's final-check row showed frames the
+clip does not have, as links to frame anchors that do not exist (the report decodes only in-clip frames, so
+nothing crashed). The gate reads only the two flags, so the reward is unchanged.
 """
 
 from __future__ import annotations
@@ -14,7 +20,7 @@ from typing import Any
 
 from graph.context import RunContext
 from graph.gate import essential_gaps
-from graph.nodes.common import Step, dump, human, pick_frames, system
+from graph.nodes.common import Step, dump, frames_total, human, pick_frames, split_in_clip, system
 from graph.schemas import FinalCheck
 from graph.state import AgentState
 
@@ -39,7 +45,12 @@ async def final_check(state: AgentState, ctx: RunContext, step: Step) -> dict[st
             + f". Frames shown below: {frames}.")
     out = await ctx.backbone.astructured("final_check", FinalCheck, [system("final_check"), human(text, blocks)],
                                          step.usage)
+    n_frames = frames_total(state)
+    kept, outside = split_in_clip(out.evidence_frames, n_frames)
+    notes = [f"final_check: cited frames {outside} outside the clip (0..{n_frames - 1}); dropped"] if outside else []
+    out = out.model_copy(update={"evidence_frames": kept}) if outside else out
     step.frames = frames
     step.decision = (f"gaps {gaps}: failure_established={out.failure_established}, "
-                     f"essential_unverifiable={out.essential_unverifiable}")
-    return {"final_check": out}
+                     f"essential_unverifiable={out.essential_unverifiable}"
+                     + (f"; {len(outside)} out-of-clip evidence frame(s) dropped" if outside else ""))
+    return {"final_check": out, **({"notes": notes} if notes else {})}
