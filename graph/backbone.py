@@ -33,6 +33,11 @@ Decisions where the issue was silent:
   back as text) and is re-asked like an invalid reply.
 - A final tool-round reply (no tool call) must hold an answer after its reasoning: empty text, only a
   reasoning block, or one left open (cut at the token limit) is re-asked as an empty reply.
+- A tool-round reply the server cut at the token limit (finish_reason "length": `graph.replies.cut_at_token_limit`)
+  is returned but never cached: a free-text final answer cut mid-sentence passes every check, and the cap
+  is not in the stage key (graph/cache.py), so a rerun with a higher RAA_MAX_TOKENS was served the cut text.
+  The inspect node notes the cut answer. Structured stages need no such check: a cut JSON reply fails
+  validation (json_schema, json_mode: LengthFinishReasonError; function_calling: an unclosed object).
 - A reply the openai SDK refuses while parsing structured output (cut at max_tokens: LengthFinishReasonError)
   is an invalid reply with the RAA_MAX_TOKENS hint (counted, with its tokens), not a transport error; a
   content-filter stop is "refused".
@@ -67,12 +72,7 @@ from tenacity import AsyncRetrying, retry_if_exception, stop_after_attempt, wait
 
 from graph.bridge import run_sync
 from graph.cache import StageCache, stage_key
-from graph.replies import (
-    TEXT_TOOL_CALL,
-    after_reasoning,
-    malformed_text_call,
-    no_answer,
-)
+from graph.replies import TEXT_TOOL_CALL, after_reasoning, cut_at_token_limit, malformed_text_call, no_answer
 from graph.settings import BackboneSettings, SettingsError, StructuredMethod
 from graph.transport import is_timeout, is_transient
 from graph.validation import ERR_CHARS as _ERR_CHARS
@@ -339,6 +339,8 @@ class Backbone:
                 data = json.loads(hit)
                 return AIMessage(content=data["content"], tool_calls=data["tool_calls"])
             reply = await self._tool_round(stage, messages, tools, usage)
+            if cut_at_token_limit(reply):  # a later run with a higher cap must not be served the cut reply
+                return reply
             calls = [{"name": c["name"], "args": c["args"], "id": c.get("id"), "type": "tool_call"}
                      for c in reply.tool_calls]
             await self._store(stage, key, json.dumps({"content": reply.content, "tool_calls": calls}))

@@ -13,6 +13,9 @@ it: markdown code fences, and a reasoning block. Decisions where the issue was s
 - The backbone's check for a tool call left in the text (no tool parser on the server) reads only the
   text after the reasoning (`after_reasoning`): reasoning that spells out a call it is about to make
   is not one.
+- `cut_at_token_limit` reads the reply's ``response_metadata["finish_reason"] == "length"`` (ChatOpenAI, and
+  so vLLM and other OpenAI-compatible servers; a scripted reply can set it): a free-text answer cut there
+  still reads as an answer, so the backbone does not cache it and the inspect node notes it.
 """
 
 from __future__ import annotations
@@ -25,6 +28,11 @@ from typing import Any
 _FENCE = re.compile(r"^```(?:json)?\s*|\s*```$", re.IGNORECASE)
 _THINK_END = re.compile(r"</think>|◁/think▷")
 _THINK_START = re.compile(r"<think>|◁think▷")
+
+
+def cut_at_token_limit(reply: Any) -> bool:
+    """Whether the server stopped `reply` (an AIMessage) at the output token limit (finish_reason "length")."""
+    return (getattr(reply, "response_metadata", None) or {}).get("finish_reason") == "length"
 
 
 def after_reasoning(text: str) -> str:

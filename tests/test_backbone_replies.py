@@ -120,3 +120,44 @@ def test_function_call_arguments_that_are_not_json_are_named_as_such(monkeypatch
         assert run(make(stub, "function_calling"), Usage()).score == 3
     text = json.dumps(stub.requests[1]["messages"])
     assert "arguments are not valid JSON" in text and "had no content" not in text
+
+
+def test_a_final_answer_cut_at_the_token_limit_is_returned_but_not_cached() -> None:
+    """A free-text answer cut at max_tokens passes every check; it was cached, and the cap is not in the stage
+    key, so a rerun with a higher RAA_MAX_TOKENS was served the cut text. A finished answer is still cached."""
+    cache = StageCache(None)
+    cut = StubReply(content="The frames confirm R1; R2 is", finish_reason="length", completion_tokens=64)
+    with OpenAIStub([cut, StubReply(content="The frames confirm R1 and R2.")]) as stub:
+        bb = make(stub, "json_schema", cache=cache)
+        first = bb.tool_round("inspect", list(MSGS), [VIEW], Usage())
+        assert first.text == "The frames confirm R1; R2 is" and first.response_metadata["finish_reason"] == "length"
+        assert len(cache) == 0
+        again = bb.tool_round("inspect", list(MSGS), [VIEW], usage := Usage())
+        assert again.text == "The frames confirm R1 and R2." and usage.cache_hits == 0 and len(stub.requests) == 2
+        assert len(cache) == 1 and bb.tool_round("inspect", list(MSGS), [VIEW], hit := Usage()).text == again.text
+    assert hit.cache_hits == 1
+
+
+@pytest.mark.parametrize("method", METHODS)
+def test_a_structured_reply_cut_at_the_token_limit_fails_validation_and_is_not_cached(method: str) -> None:
+    """(Confirms the structured stages need no finish_reason check: cut JSON never validates.)"""
+    cache = StageCache(None)
+    cut = StubReply(content='{"label": "ok", "sco', finish_reason="length")
+    with OpenAIStub([cut, cut]) as stub, pytest.raises(BackboneFault) as info:
+        run(make(stub, method, cache=cache), Usage())
+    assert info.value.kind == "invalid_reply" and len(cache) == 0
+
+
+def test_the_run_notes_an_inspector_answer_cut_at_the_token_limit(clip) -> None:
+    from langchain_core.messages import AIMessage
+
+    from tests.graph_scripts import full_script, make_agent, tool_call
+    from tests.graph_scripts import run as run_agent
+
+    cut = AIMessage(content="R1 is confirmed at frame 10 and R2", response_metadata={"finish_reason": "length"})
+    agent, _ = make_agent("full", full_script(inspect=[tool_call("view_frames", {"frames": [10, 20]}), cut]))
+    out = run_agent(agent, clip)
+    assert out["inspect_notes"] == "R1 is confirmed at frame 10 and R2"
+    note = next(n for n in out["notes"] if n.startswith("inspect:"))
+    assert "cut at the token limit" in note and note in out["result"].reasons
+    assert "answer cut at the token limit" in [s for s in out["steps"] if s["node"] == "inspect"][-1]["decision"]

@@ -10,6 +10,9 @@ Decisions where the issue was silent:
   OpenAI-compatible servers accept only text in tool messages, so each tool message carries the
   result text and one following user message carries that round's images with their labels.
 - The opening message has no images: the model asks for what it wants to see.
+- A final answer the server cut at the token limit (finish_reason "length") is kept as the inspector's
+  notes (it is what the model saw) with a run note saying it was cut (raise RAA_MAX_TOKENS); the backbone
+  does not cache it (graph/backbone.py).
 """
 
 from __future__ import annotations
@@ -29,7 +32,7 @@ from graph.nodes.evidence import (
     execute,
     tool_specs,
 )
-from graph.replies import after_reasoning
+from graph.replies import after_reasoning, cut_at_token_limit
 from graph.schemas import InspectionPlan
 from graph.state import AgentState, ToolExchange
 
@@ -83,7 +86,12 @@ async def inspect(state: AgentState, ctx: RunContext, step: Step) -> dict[str, A
         step.decision = f"round {rounds + 1}: " + ", ".join(c["name"] for c in calls)
         return {"pending_calls": calls, "inspect_rounds": rounds + 1}
     step.decision = f"done after {count(rounds, 'tool round')}"
-    return {"pending_calls": [], "inspect_notes": after_reasoning(reply.text).strip()[:4000]}
+    update: dict[str, Any] = {"pending_calls": [], "inspect_notes": after_reasoning(reply.text).strip()[:4000]}
+    if cut_at_token_limit(reply):
+        step.decision += "; answer cut at the token limit"
+        update["notes"] = ["inspect: the inspector's final answer was cut at the token limit (finish_reason "
+                           "'length'), so its notes are incomplete (raise RAA_MAX_TOKENS)"]
+    return update
 
 
 async def tool_call(state: AgentState, ctx: RunContext, step: Step) -> dict[str, Any]:
