@@ -27,11 +27,11 @@ def test_read_all_frames_fails_on_a_frame_the_decoder_drops(tmp_path, monkeypatc
     assert read_all_frames(path, max_frames=0).shape == (0, 64, 64, 3)
 
 
-def _cut_mid_gop(tmp_path: Path, drop: int = 5) -> Path:
+def _cut_mid_gop(tmp_path: Path, drop: int = 5, src: Path | None = None) -> Path:
     """An MP4 whose first `drop` packets (decode order) are gone, timestamps from 0: it starts mid-GOP, on
     B-frames that reference the lost frames, and its first keyframe is frame 3 (showing id 8)."""
-    src = write_raw(tmp_path / "src.mp4", id_frames(32), gop=8)
-    path = tmp_path / "midgop.mp4"
+    src = src or write_raw(tmp_path / "src.mp4", id_frames(32), gop=8)
+    path = tmp_path / f"midgop_{src.stem}.mp4"
     with av.open(str(src)) as i, av.open(str(path), "w") as o:
         si = i.streams.video[0]
         so = o.add_stream_from_template(si)
@@ -87,3 +87,30 @@ def test_rgb_conversion_starts_no_swscale_slice_threads(tmp_path):
         worker.join()
     assert shapes == [(64, 64, 3), (32, 32, 3)]
     assert during == before + 1, (before, during)  # the worker itself, nothing else
+
+
+def test_frames_before_the_first_keyframe_of_a_clip_cut_mid_gop_are_errors_not_gray(tmp_path):
+    """MPEG-4 part 2 decodes P-frames whose keyframe was cut off on gray references: frames 0-4 came back as
+    gray frames (no error), and frame 5 of a B-frame clip as a blend of gray. Frames before the first keyframe of
+    a clip whose first packet is no keyframe are now a VideoDecodeError, on the first read and every later one,
+    the reader keeps seeking, and frames from the keyframe on decode."""
+    for max_b, key in ((0, 5), (2, 6)):
+        src = tmp_path / f"src{max_b}.mp4"
+        with av.open(str(src), "w") as c:
+            s = c.add_stream("mpeg4", rate=16)
+            s.width, s.height, s.pix_fmt = 64, 64, "yuv420p"
+            s.codec_context.gop_size, s.codec_context.max_b_frames = 8, max_b
+            for f in id_frames(24):
+                c.mux(s.encode(av.VideoFrame.from_ndarray(f, format="rgb24")))
+            c.mux(s.encode())
+        path = _cut_mid_gop(tmp_path, drop=3, src=src)
+        with VideoReader(path) as reader:
+            assert reader._order[0].keyframes[0] == key
+            for _ in range(2):
+                for i in range(key):
+                    with pytest.raises(VideoDecodeError, match=f"frame {i} of .*starts mid-GOP"):
+                        reader.read([i])
+            assert reader._seeks
+            assert read_ids(reader.read([key, 20])) == [key + 3, 23]
+        with pytest.raises(VideoDecodeError, match="frame 0 of .*starts mid-GOP"):
+            read_all_frames(path)

@@ -26,7 +26,10 @@ Frame ``i`` is the i-th frame in presentation order. Decisions taken where issue
   count frames in the decoder's output order instead, so no frame is returned under another frame's
   index; so does a codec that reorders frames whose timestamps never do (AVI with B-frames stores
   decode-order timestamps), found by the scan. A gap from the start is a frame the decoder dropped:
-  the others keep their timestamps' indices, and the dropped one is a ``VideoDecodeError``. Any
+  the others keep their timestamps' indices, and the dropped one is a ``VideoDecodeError``. So is each
+  frame before the first keyframe of a clip whose first packet is no keyframe (cut mid-GOP): decoding
+  from the start, frames the decoder gives before a keyframe are skipped (MPEG-4 part 2 / MPEG-2 build
+  them on gray references; H.264 drops them), unless a non-key intra (I) frame comes out first. Any
   decoder or demuxer error is a ``VideoDecodeError``; there is no silent partial decode.
 - Each ``read`` opens its own demuxer (one reader may serve several threads), except that the first
   one takes over the scan's demuxer, rewound (reopened when the clip has no keyframe to seek back to).
@@ -64,6 +67,7 @@ from dataclasses import replace
 
 import av
 import numpy as np
+from av.video.frame import PictureType
 from av.video.reformatter import Interpolation
 
 from tools.frames import (  # noqa: F401  (re-exported: the public video API)
@@ -297,9 +301,10 @@ class VideoReader:
             self.close_spare()
             yield from self._decode_sequential(wanted)
             return
-        pts, keys = index.pts, index.keyframes
-        container = self._take_spare() if allow_seek else None  # its rewind to the start is a seek
-        if not allow_seek:
+        pts, keys, lead = index.pts, index.keyframes, index.lead
+        # its rewind to the start is a seek; a clip cut mid-GOP starts its decode on a fresh demuxer
+        container = self._take_spare() if allow_seek and not lead else None
+        if container is None:
             self.close_spare()
         rewind = container is not None
         container = container or open_container(self._src, self._name)
@@ -316,13 +321,14 @@ class VideoReader:
                     reorder_decoder(stream, index)
             frames: Iterator[av.VideoFrame] | None = None
             last = -1  # index of the last frame produced by `frames`
+            lost = False  # decoding a clip cut mid-GOP from its start: no keyframe has come out yet
             for target in wanted:
                 k = keys[bisect.bisect_right(keys, target) - 1] if keys and keys[0] <= target else 0
                 if frames is None or (allow_seek and k > last + 1):
                     if allow_seek and k > 0:
                         with wrapped(self._name, f"seeking to frame {k} failed"):
                             container.seek(pts[k], stream=stream, backward=True, any_frame=False)
-                    frames, last = self._packets_to_frames(container, stream), -1
+                    frames, last, lost = self._packets_to_frames(container, stream), -1, lead > 0 and k == 0
                 while last < target:
                     frame = next(frames, None)
                     if frame is None:
@@ -331,6 +337,10 @@ class VideoReader:
                         raise VideoDecodeError(f"{self._name}: frame {target} of {self.meta.frames} "
                                                "could not be decoded (stream ended early)")
                     i = mapping.get(frame.pts) if frame.pts is not None else None
+                    if lost:
+                        if i is not None and i < lead and not (frame.key_frame or frame.pict_type == PictureType.I):
+                            continue  # decoded on lost references (MPEG-4 part 2: gray ones): not that frame
+                        lost = False
                     if i is None or (last >= 0 and i != last + 1):  # unknown pts, or not the next frame
                         if allow_seek:
                             raise _SeekMissed
@@ -338,6 +348,11 @@ class VideoReader:
                             raise _OutOfOrder
                         # a gap from the start: frames the decoder dropped; the timestamps still label the rest
                     if i > target:  # the first frame decoded lies past the target
+                        if target < lead:
+                            raise VideoDecodeError(
+                                f"{self._name}: frame {target} of {self.meta.frames} could not be decoded: the "
+                                f"clip starts mid-GOP and its frames before the first keyframe (frame {lead}) "
+                                "reference frames it lacks")
                         if allow_seek:
                             raise _SeekMissed
                         raise VideoDecodeError(f"{self._name}: frame {target} of {self.meta.frames} "

@@ -84,6 +84,9 @@ class FrameIndex:
     reorder: int | None = None
     slices: int | None = None
     """Slices of the first keyframe (H.264 / HEVC; None otherwise): picks the decoder's threads."""
+    lead: int = 0
+    """Frames before the first keyframe of a clip whose first packet is no keyframe (cut mid-GOP): they
+    reference lost frames, so a decode from the start trusts none of them before a keyframe comes out."""
 
 
 def describe(src: Source) -> str:
@@ -191,12 +194,14 @@ def scan(container: av.container.InputContainer, name: str,
     width, height = stream.codec_context.width, stream.codec_context.height
     if width <= 0 or height <= 0:
         raise VideoDecodeError(f"{name}: video stream has no frame size ({width}x{height})")
-    packets, pts, key_pts, slices, last_dts = 0, [], [], None, None
+    packets, pts, key_pts, slices, last_dts, first_key = 0, [], [], None, None, True
     with wrapped(name, "demuxing failed (truncated or corrupt file)"):
         for packet in container.demux(stream):
             if packet.size == 0:
                 continue  # PyAV's end-of-stream flush packet
             packets += 1
+            if packets == 1:
+                first_key = packet.is_keyframe
             if packet.dts is not None:
                 last_dts = packet.dts if last_dts is None else max(last_dts, packet.dts)
             if packet.is_discard:
@@ -231,7 +236,8 @@ def scan(container: av.container.InputContainer, name: str,
     if usable:
         ordered = sorted(pts)
         keys = sorted({bisect.bisect_left(ordered, p) for p in key_pts})
-        index = FrameIndex(tuple(ordered), tuple(keys), reorder_depth(pts), slices)
+        lead = keys[0] if keys and not first_key else 0
+        index = FrameIndex(tuple(ordered), tuple(keys), reorder_depth(pts), slices, lead)
         if index.reorder == 0 and (stream.codec_context.reorder_depth or 0) > 0:
             # the codec reorders frames but the timestamps never do: decode-order timestamps (AVI with
             # B-frames), which would label frames by decode position. Count the decoder's output instead.
