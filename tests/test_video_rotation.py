@@ -119,3 +119,29 @@ def test_box_headers_with_64_bit_sizes(tmp_path):
     large = struct.pack(">I4sQ", 1, kind, size + 8) + data[8:size] + data[size:]
     (tmp_path / "large.mp4").write_bytes(large)
     assert display_rotation(tmp_path / "large.mp4") == 270 == display_rotation(large)
+
+
+@pytest.mark.parametrize("suffix", [".mkv", ".webm"])
+def test_matroska_rotation_is_applied(tmp_path, suffix):
+    """Matroska / WebM keep the display matrix as the track's ProjectionPoseRoll (FFmpeg writes and reads it;
+    PyAV shows it on decoded frames): the reader read rotation only from MP4 / MOV and gave these sideways."""
+    frames = marked()
+    path = tmp_path / f"turned{suffix}"
+    with av.open(str(path), "w") as c:
+        s = c.add_stream("libvpx" if suffix == ".webm" else "libx264", rate=8)
+        s.width, s.height, s.pix_fmt = 64, 48, "yuv420p"
+        s.options = {"deadline": "realtime", "cpu-used": "8", "b": "2M"} if suffix == ".webm" else {"crf": "0"}
+        s.set_display_rotation(90)
+        for f in frames:
+            c.mux(s.encode(av.VideoFrame.from_ndarray(f, format="rgb24")))
+        c.mux(s.encode())
+    assert pyav_rotation(path) == 90
+    upright = np.rot90(frames, 1, axes=(1, 2))
+    for src in (path, path.read_bytes()):
+        meta = probe(src)
+        assert (meta.width, meta.height, meta.rotation) == (48, 64, 90)
+        got = read_frames(src, [5, 0])
+        assert got.shape == (2, 64, 48, 3) and np.abs(got.astype(int) - upright[[5, 0]]).mean() < 8
+    mirror = tmp_path / "mirror.mkv"
+    write_turned(mirror, frames, 90, hflip=True)
+    assert probe(mirror).rotation == 0  # mirrored: as stored, as for MP4

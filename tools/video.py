@@ -43,9 +43,9 @@ Frame ``i`` is the i-th frame in presentation order. Decisions taken where issue
   (``reorder_decoder``). Frames and metadata are unchanged; a stream without a frame size in its
   headers, or a clip with unusable timestamps, is opened with the default probe.
 - Frames are rescaled to the stream's first size; the pixel aspect ratio is ignored. A quarter-turn
-  rotation in an MP4 / MOV track's display matrix (phone clips) is applied, as players, ``ffmpeg`` and
-  OpenCV do: frames come back upright and ``meta`` gives their upright size and the ``rotation``
-  (``tools.video_rotation``).
+  rotation in an MP4 / MOV track's display matrix (phone clips) or a Matroska / WebM track's pose roll
+  is applied, as players, ``ffmpeg`` and OpenCV do: frames come back upright and ``meta`` gives their
+  upright size and the ``rotation`` (``tools.video_rotation``).
 - ``read(indices, size=(width, height))`` and ``read_all_frames(size=...)`` convert straight to a
   smaller size (swscale's area filter, in the same pass as the RGB conversion): a tool that works at a
   few hundred pixels then never holds full-resolution frames (512 frames of a 1080p clip are 3.2 GB at
@@ -91,7 +91,7 @@ from tools.sampling import (  # noqa: F401  (re-exported: the public video API)
     uniform_subset,
 )
 from tools.video_reformat import reformatter
-from tools.video_rotation import display_rotation
+from tools.video_rotation import decoded_rotation, display_rotation
 from tools.video_scan import (  # noqa: F401  (re-exported: the public video API)
     EmptyVideoError,
     FrameIndex,
@@ -155,9 +155,11 @@ class VideoReader:
         container = open_container(src, self._name)
         try:
             meta, index = scan(container, self._name, src)
-            rotation = 0
-            if "mov" in container.format.name.split(","):  # MP4 / MOV: phones store portrait clips turned
+            rotation, formats = 0, set(container.format.name.split(","))
+            if "mov" in formats:  # MP4 / MOV: phones store portrait clips turned
                 rotation = display_rotation(src, video_stream(container, self._name).id)
+            elif formats & {"matroska", "webm"}:  # on decoded frames only: one frame's decode
+                rotation = decoded_rotation(open_container(src, self._name))
         except BaseException:
             container.close()
             raise

@@ -14,6 +14,11 @@ Decisions where the issue was silent:
   angle gives 0 (frames as stored): rare in practice, and guessing would be worse.
 - Anything unreadable (no ``moov``, a truncated or odd box) gives 0: the reader decodes and reports
   errors as before; the rotation is a presentation detail, never a reason to reject a file.
+- Matroska / WebM store the rotation as the track's ``ProjectionPoseRoll`` (FFmpeg reads it into the
+  same display matrix and writes it from one, e.g. PyAV's ``set_display_rotation``; a "rotate" tag is
+  not rotation to FFmpeg, players or this reader). PyAV exposes that matrix only on decoded frames, so
+  ``decoded_rotation`` decodes the first frame (one frame, Matroska / WebM only) and applies the rules
+  above to its matrix; frames were returned sideways before, where ``ffmpeg`` shows them upright.
 """
 
 from __future__ import annotations
@@ -21,6 +26,8 @@ from __future__ import annotations
 import math
 import struct
 from pathlib import Path
+
+import av
 
 from tools.mp4_boxes import child_boxes, read_moov
 
@@ -75,3 +82,15 @@ def display_rotation(src: str | Path | bytes | bytearray | memoryview, track_id:
     video = [t for t in tracks if t[1] == b"vide"]
     chosen = [t for t in video if t[0] == track_id] or video
     return quarter_turns(chosen[0][2]) if chosen else 0
+
+
+def decoded_rotation(container: av.container.InputContainer) -> int:
+    """Rotation (as ``quarter_turns``) of the display matrix on the first frame the first video stream of
+    ``container`` (freshly opened; closed here) decodes; 0 when there is none or decoding fails."""
+    try:
+        with container:
+            frame = next(container.decode(container.streams.video[0]), None)
+            matrix = next((bytes(d) for d in frame.side_data if d.type.name == "DISPLAYMATRIX"), b"") if frame else b""
+    except (av.error.FFmpegError, OSError, EOFError, ValueError, IndexError):
+        return 0
+    return quarter_turns(struct.unpack("=9i", matrix[:36])) if len(matrix) >= 36 else 0
