@@ -9,7 +9,7 @@ import av
 import numpy as np
 import pytest
 
-from tests.test_video import id_frames, read_ids
+from tests.test_video import id_frames, read_ids, write_raw
 from tools.video import VideoDecodeError, probe, read_all_frames, read_frames
 
 
@@ -51,3 +51,20 @@ def test_a_longer_audio_track_is_not_missing_video(tmp_path):
     with av.open(str(path)) as c:
         assert c.duration / av.time_base > 2.5 and c.streams.video[0].metadata["DURATION"].startswith("00:00:01.0")
     assert probe(path).frames == 16 and read_ids(read_all_frames(path)) == list(range(16))
+
+
+def test_a_cut_fragmented_mp4_is_truncated_at_probe(tmp_path):
+    """A fragmented MP4 (empty_moov) declares no frame count: cut inside a fragment, it probed as 31 frames and
+    the read of its last frames (or of all) failed in the decoder. Its last packet is read short (FFmpeg flags
+    it corrupt): the file is reported truncated by the probe, as a faststart MP4 cut inside its last frame."""
+    full = write_raw(tmp_path / "frag.mp4", id_frames(48), gop=8, options={"movflags": "frag_keyframe+empty_moov"})
+    assert probe(full).frames == 48 and read_ids(read_all_frames(full)) == list(range(48))
+    data = full.read_bytes()
+    cut = tmp_path / "cut_frag.mp4"
+    cut.write_bytes(data[: len(data) * 3 // 4])
+    for call in (lambda: probe(cut), lambda: read_frames(cut, [0]), lambda: probe(cut.read_bytes())):
+        with pytest.raises(VideoDecodeError, match=r"truncated file: the data of its last video packet"):
+            call()
+    plain = write_raw(tmp_path / "fs.mp4", id_frames(16), options={"movflags": "faststart"}).read_bytes()
+    with pytest.raises(VideoDecodeError, match=r"truncated file: the data of its last video packet \(of 16\)"):
+        probe(plain[:-3])

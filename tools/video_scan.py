@@ -194,12 +194,13 @@ def scan(container: av.container.InputContainer, name: str,
     width, height = stream.codec_context.width, stream.codec_context.height
     if width <= 0 or height <= 0:
         raise VideoDecodeError(f"{name}: video stream has no frame size ({width}x{height})")
-    packets, pts, key_pts, slices, last_dts, first_key = 0, [], [], None, None, True
+    packets, pts, key_pts, slices, last_dts, first_key, cut = 0, [], [], None, None, True, False
     with wrapped(name, "demuxing failed (truncated or corrupt file)"):
         for packet in container.demux(stream):
             if packet.size == 0:
                 continue  # PyAV's end-of-stream flush packet
             packets += 1
+            cut = packet.is_corrupt  # FFmpeg flags a packet read short: its data ends at the end of the file
             if packets == 1:
                 first_key = packet.is_keyframe
             if packet.dts is not None:
@@ -231,6 +232,9 @@ def scan(container: av.container.InputContainer, name: str,
             raise VideoDecodeError(
                 f"{name}: truncated file: the container declares {declared} frames but only {packets} "
                 "could be read")
+    if cut and "mov" in formats:  # a fragmented MP4 declares no count: its last frame's data was cut short
+        raise VideoDecodeError(f"{name}: truncated file: the data of its last video packet (of {packets}) is "
+                               "cut short")
     usable = None not in pts and len(set(pts)) == frames
     index = FrameIndex(None, (), slices=slices)
     if usable:
