@@ -46,6 +46,8 @@ class Record:
 class Cond:
     def __init__(self, n: int) -> None:
         self.n = n
+        # [n, 1, F=2, 1, 1]: frame 0 is a conditioning frame (0), frame 1 generated (1), as Conditioning has
+        self.cond_mask = torch.tensor([0.0, 1.0]).view(1, 1, 2, 1, 1).repeat(n, 1, 1, 1, 1)
 
     def select(self, sl: slice) -> Cond:
         return Cond(len(range(self.n)[sl]))
@@ -193,3 +195,57 @@ def test_chunk_and_take():
     part = take(rec, slice(1, 3), G)
     assert part.x.tolist() == [[2.0, 3.0], [4.0, 5.0]] and part.log_prob.tolist() == [1.0, 2.0]
     assert rec.x.shape == (G, 2)  # a copy
+
+
+# mu-KL inside the update (beta > 0, the default): the stand-in policy's transition mean has a conditioning
+# frame (equal to the reference's there, std 0, as in policy.dyndiff) and one generated element whose mean
+# is x @ theta * 0.3; the reference's mean there is x @ 1 * 0.2 with std 0.5.
+BETA, REF_STD = 0.5, 0.5
+
+
+def _policy_mean(x: torch.Tensor, theta: torch.Tensor) -> torch.Tensor:
+    """[n, 1, 2, 1, 1]: frame 0 (conditioning) = 1.0, frame 1 (generated) = x @ theta * 0.3."""
+    gen = (x @ theta * 0.3).view(-1, 1, 1, 1, 1)
+    return torch.cat([torch.ones_like(gen), gen], dim=2)
+
+
+def _reference(cond, record, rcfg):  # noqa: ANN001, ANN202 (the frozen-copy reference's call)
+    ref_mean = _policy_mean(record.x, torch.full((4,), 2.0 / 3.0, dtype=torch.float64))  # x @ 1 * 0.2
+    ref_std = torch.tensor([0.0, REF_STD], dtype=torch.float64).view(1, 1, 2, 1, 1).expand_as(ref_mean)
+    return None, ref_mean, ref_std, None
+
+
+class KLEngine(Engine):
+    def __call__(self, cond, record, rcfg):  # noqa: ANN001, ANN204 (engine call)
+        lp, _, std, flips = super().__call__(cond, record, rcfg)
+        return lp, _policy_mean(record.x, self.theta), std, flips
+
+
+@pytest.mark.parametrize("micro_batch", [2, G])
+def test_mu_kl_enters_the_step_with_beta_over_the_generated_frames(micro_batch):
+    """Hand-written objective: (1/N) sum over the N valid (sample, SDE step) items of
+    clipped_i + BETA * ((mu_i - mu_ref_i) / (REF_STD + eps))^2, mu_i the item's one generated element
+    (the conditioning frame is excluded: counted, it halved every item's mu-KL)."""
+    groups = _groups([[1, 1, 0, 1, 1], [0, 1, 1, 0, 1]], sde_steps=2)
+    cfg = dataclasses.replace(_cfg(micro_batch, 2), beta=BETA)
+    micro = 2 * 2 * math.ceil(G / micro_batch)
+    engine = KLEngine(grad_accum=micro)
+    log = update_policy(engine, groups, cfg, rcfg=None, reference=_reference, iteration=0, grad_accum=micro,
+                        device=torch.device("cpu"))
+    theta = torch.ones(4, dtype=torch.float64, requires_grad=True)
+    pol, kl, kl_values = [], [], []
+    for g in groups:
+        for rec in g.rollout.steps:
+            x, old, adv = rec.x[g.valid], rec.log_prob[g.valid], g.advantages[g.valid]
+            pol.append(clipped_policy_loss(x @ theta * 0.1, old, adv, 0.2)[0] * len(x))
+            d = (x @ theta * 0.3 - x.sum(1) * 0.2) / (REF_STD + cfg.mu_kl_eps)
+            kl.append((d ** 2).sum())
+            kl_values.extend((d.detach() ** 2).tolist())
+    n = sum(int(g.valid.sum()) for g in groups) * 2  # valid samples x SDE steps = 14 items
+    ((sum(pol) + BETA * sum(kl)) / n).backward()
+    assert len(engine.step_grads) == 1
+    assert torch.allclose(engine.step_grads[0], theta.grad, rtol=1e-12, atol=1e-15)
+    # the logged mu-KL (per micro-batch mean, weighted by item counts) is the mean over the items
+    assert len(log.mu_kls) == len(log.item_counts)
+    logged = sum(v * c for v, c in zip(log.mu_kls, log.item_counts, strict=True)) / sum(log.item_counts)
+    assert logged == pytest.approx(sum(kl_values) / n, rel=1e-12)
