@@ -103,6 +103,20 @@ def test_dynamic_mask_range_per_frame_and_large():
     assert torch.allclose(m[:, :, 0].flatten(1).amax(1), torch.ones(2))
 
 
+@pytest.mark.parametrize("grad", [False, True])
+def test_dynamic_mask_hand_computed_on_both_paths(grad):
+    """The autograd path (mask_grad "differentiable") and the in-place no-grad path give the same hand values,
+    a static frame included: frame 0 dX = [0, 0, 0, 4] -> D = [0, 0, 0, 1], B = [0, 0, 0, 1] (tau 0.5);
+    frame 1 dX = 5 everywhere -> R = 0, zero range -> D = B = 0 -> M = r_base (not D = 1)."""
+    dx = torch.tensor([[0.0, 0.0, 0.0, 4.0], [5.0, 5.0, 5.0, 5.0]]).view(1, 1, 2, 1, 4).requires_grad_(grad)
+    m = dynamic_mask(dx, tau=0.5, r_base=0.2)
+    assert m.requires_grad == grad
+    assert m.detach().flatten().tolist() == pytest.approx([0.2, 0.2, 0.2, 1.0, 0.2, 0.2, 0.2, 0.2])
+    if grad:
+        m.sum().backward()
+        assert torch.isfinite(dx.grad).all()
+
+
 @pytest.mark.parametrize("tau,r_base", [(0.0, 0.3), (1.0, 0.3), (0.5, 0.0), (0.5, 1.5), (-0.1, 0.5)])
 def test_dynamic_mask_rejects_bad_settings(tau, r_base):
     with pytest.raises(DynDiffInputError):
