@@ -168,23 +168,25 @@ def test_cancelling_one_run_does_not_cancel_a_shared_job_for_another(caplog):
 
 
 def test_reflect_request_stays_within_the_image_cap(clip):
-    """Surprise windows (4 frames each) and extra-tool frames are shown before the inspection images, which are
-    trimmed to fit; with many windows they alone passed max_images_per_call (the server refuses such a request)."""
+    """Surprise windows (up to 4 frames each) and extra-tool frames are shown before the inspection images, which
+    are trimmed to fit; with many windows they alone passed max_images_per_call (the server refuses such a
+    request). The windows are 2 frames (1 context, 1 predicted) so that 30 of them predict distinct frames
+    (reflect shows only windows whose predicted frames do not overlap): 2 images each, 60 in all."""
     from tools.surprise import SurpriseEvidence, SurpriseWindow
 
     class ManyWindows:
         def score(self, frames):
-            ws = [SurpriseWindow(start=s, end=s + 8, frames=list(range(s, s + 9)), surprise=1.0 - s / 100)
-                  for s in range(0, 24)]
-            return SurpriseEvidence(status="ok", windows=ws, top=ws, mean=0.5, num_frames=len(frames))
+            ws = [SurpriseWindow(start=s, end=s + 1, frames=[s, s + 1], surprise=1.0 - s / 100) for s in range(0, 32)]
+            return SurpriseEvidence(status="ok", windows=ws, top=ws, mean=0.5, num_frames=len(frames), window_size=2,
+                                    context_frames=1)
 
-    agent, model = make_agent("full", surprise=ManyWindows(), surprise_windows=20)
+    agent, model = make_agent("full", surprise=ManyWindows(), surprise_windows=30)
     out = run(agent, clip)
     call = model.calls_for("reflect")[0]
     assert out["result"].status == "scored"
     assert call.images() == 48 and "of the evidence images above are left out" in call.text()
     step = next(s for s in out["steps"] if s["node"] == "reflect")
-    assert step["frames"] == sorted(set(sent_frames(call)))  # it listed the frames of all 20 windows
+    assert step["frames"] == sorted(set(sent_frames(call)))  # it listed the frames of all 30 windows
 
 
 def sent_frames(call) -> list[int]:

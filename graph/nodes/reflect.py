@@ -9,6 +9,15 @@ Decisions where the issue was silent:
 - Motion on but inspection off (preset no_visual_verify): one automatic grid track over the uniform
   sample runs here and its summary and overlays are shown (MotionEvidence is recorded).
 - Extra evidence tools (`tools.extra`): each report's summary and values, and up to 4 of its frames.
+- Surprise windows: a window's surprise measures only how badly its predicted part (the frames after its
+  `context_frames` context frames, 8 of 16 by default, see tools.surprise) was predicted, so the frames
+  shown are the last context frame (for reference: what the prediction started from) and 3 frames spread
+  over the predicted part, first and last included; before, 4 frames were spread over the whole window,
+  half of them context frames that say nothing about the surprise. With stride 2 the most surprising
+  windows are mostly neighbours around one event, so the windows shown are chosen greedily by surprise
+  (ties: the earlier window) from all scored windows, skipping a window whose predicted frames overlap
+  those of one already chosen: up to `surprise_windows` distinct events, and the prompt says so. The
+  choice depends only on the evidence, so the same inputs render the same prompt (stage cache).
 - Images are capped at `max_images_per_call`: surprise frames first (at most 4 per window), then the
   motion overlays and the extra tools' frames (at most 4 per report), then the most recent inspection
   images. The step's `frames` are those of the images sent: they listed every inspection frame (and
@@ -41,24 +50,63 @@ def _images(frames: list[int], blocks: list[dict]) -> Images:
     return [(int(f), blocks[2 * k:2 * k + 2]) for k, f in enumerate(frames)]
 
 
-async def _surprise_part(state: AgentState, ctx: RunContext) -> tuple[str, Images]:
+def _predicted(w: dict, context: int) -> list[int]:
+    """The frames of window `w` whose latents were predicted (those after its `context` context frames)."""
+    frames = w.get("frames") or list(range(w["start"], w["end"] + 1))
+    return frames[context:] if len(frames) > context else frames
+
+
+def distinct_windows(ev: dict, k: int) -> list[dict]:
+    """Up to `k` windows of surprise evidence `ev`, most surprising first, no two of them sharing a predicted
+    frame (greedy by surprise over all windows; ties: the earlier window). See module docstring."""
+    context = int(ev.get("context_frames") or 8)
+    candidates = sorted(ev.get("windows") or ev.get("top") or [], key=lambda w: (-w["surprise"], w["start"]))
+    chosen: list[dict] = []
+    taken: set[int] = set()
+    for w in candidates:
+        if len(chosen) == k:
+            break
+        predicted = set(_predicted(w, context))
+        if predicted & taken:
+            continue
+        chosen.append(w)
+        taken |= predicted
+    return chosen
+
+
+def window_picks(w: dict, context: int, n: int) -> tuple[int | None, list[int]]:
+    """(reference frame, predicted frames) shown for window `w` in a clip of `n` frames: its last context frame
+    (None when it has none) and up to FRAMES_PER_WINDOW - 1 frames spread over its predicted part."""
     from tools.video import uniform_subset
 
+    frames = w.get("frames") or list(range(w["start"], w["end"] + 1))
+    predicted = [f for f in _predicted(w, context) if 0 <= f < n]
+    before = frames[:len(frames) - len(_predicted(w, context))]
+    reference = before[-1] if before and 0 <= before[-1] < n else None
+    return reference, uniform_subset(predicted, FRAMES_PER_WINDOW - 1) if predicted else []
+
+
+async def _surprise_part(state: AgentState, ctx: RunContext) -> tuple[str, Images]:
     ev = state.get("surprise")
     if not ctx.config.wmreward or not ev:
         return "", []
     if ev.get("status") != "ok" or not ev.get("top"):
         return f"\n\nWorld-model surprise: {ev.get('status')}, no windows.", []
-    text = "\n\nWorld-model surprise (mean {:.3f}); most surprising windows:".format(ev.get("mean") or 0.0)
+    context = int(ev.get("context_frames") or 8)
+    text = ("\n\nWorld-model surprise (mean {:.3f}); the most surprising windows whose predicted frames do not "
+            "overlap (distinct events; each window predicts the frames after its first {} context frames, and "
+            "its surprise is about those):").format(ev.get("mean") or 0.0, context)
     images: Images = []
     n = frames_total(state)
-    for w in ev["top"][:ctx.config.surprise_windows]:
-        frames = [f for f in w.get("frames") or list(range(w["start"], w["end"] + 1)) if 0 <= f < n]
-        if not frames:
+    for w in distinct_windows(ev, ctx.config.surprise_windows):
+        reference, picks = window_picks(w, context, n)
+        if not picks:
             continue
-        picks = uniform_subset(frames, FRAMES_PER_WINDOW)
-        text += f"\n- frames {w['start']}..{w['end']}: surprise {w['surprise']:.3f} (shown: {picks})"
-        images += _images(picks, await ctx.frames.ablocks(state["video"], picks,
+        shown = ([reference] if reference is not None else []) + picks
+        text += (f"\n- frames {w['start']}..{w['end']} (predicted {picks[0]}..{picks[-1]}): surprise "
+                 f"{w['surprise']:.3f} (shown: " + (f"context frame {reference}, " if reference is not None else "")
+                 + f"predicted frames {picks})")
+        images += _images(shown, await ctx.frames.ablocks(state["video"], shown,
                                                           note=f"surprise window {w['start']}-{w['end']}"))
     return text, images
 
