@@ -154,6 +154,12 @@ def human(text: str, blocks: Sequence[dict] = ()) -> HumanMessage:
     return HumanMessage(content=[{"type": "text", "text": text}, *blocks])
 
 
+def brief(text: str, limit: int = 300) -> str:
+    """`text` cut to `limit` characters for a step's tool summary, ending in " ..." when cut: a summary cut
+    bare read as whole (a motion summary ended "region top-left [0.00,0.00,0.33,0.33]: 9")."""
+    return text if len(text) <= limit else text[:limit - 4].rstrip() + " ..."
+
+
 def count(n: int, noun: str) -> str:
     """`n` and the noun, plural unless n is 1 ("1 event", "0 events") for step decisions."""
     return f"{n} {noun}" if n == 1 else f"{n} {noun}s"

@@ -24,7 +24,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from graph.context import RunContext
-from graph.nodes.common import Step, count, frames_total
+from graph.nodes.common import Step, brief, count, frames_total
 from graph.state import AgentState
 from graph.workers import await_job
 from tools.errors import ToolFault, run_tool
@@ -87,7 +87,7 @@ async def extra(state: AgentState, ctx: RunContext, step: Step) -> dict[str, Any
         frames = [f for f in report.frames if 0 <= f < n]
         dropped += len(report.frames) - len(frames)
         records.append({"tool": tool.name, "summary": report.summary, "frames": frames, "values": report.values})
-        step.tool_summaries.append(f"{tool.name} ({seconds:.2f} s): {report.summary[:300]}")
+        step.tool_summaries.append(f"{tool.name} ({seconds:.2f} s): {brief(report.summary)}")
         step.frames += frames
     step.decision = f"{count(len(records), 'report')}" + (f"; {count(dropped, 'frame reference')} outside the clip dropped"
                                                           if dropped else "")

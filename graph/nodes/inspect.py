@@ -23,7 +23,7 @@ from langchain_core.messages import AIMessage, BaseMessage, ToolMessage
 
 from graph.context import RunContext
 from graph.nodes.background import raise_if_failed
-from graph.nodes.common import Step, count, dump, human, system
+from graph.nodes.common import Step, brief, count, dump, human, system
 from graph.nodes.evidence import (
     access_text,
     coordinates_text,
@@ -135,5 +135,5 @@ async def _plan(state: AgentState, ctx: RunContext, step: Step) -> dict[str, Any
 def _record(step: Step, new: list[ToolExchange]) -> None:
     step.frames = [f for e in new for f in e.get("frames", [])]
     step.crops = crop_records(new)
-    step.tool_summaries = [f"{e['name']}({e['args']}): {e['text'][:300]}" for e in new]
+    step.tool_summaries = [f"{e['name']}({e['args']}): {brief(e['text'])}" for e in new]
 

@@ -31,7 +31,7 @@ from typing import Any
 
 from graph.context import RunContext
 from graph.nodes.assess import summarize
-from graph.nodes.common import Step, dump, frames_total, human, keep_omitted, system, tidy_assessment
+from graph.nodes.common import Step, brief, dump, frames_total, human, keep_omitted, system, tidy_assessment
 from graph.nodes.evidence import exchange_blocks
 from graph.nodes.tracking import track_overlays
 from graph.schemas import Assessment, MotionEvidence
@@ -139,7 +139,7 @@ async def _auto_motion(state: AgentState, ctx: RunContext, step: Step) -> tuple[
     sample = list(state["sample"])
     shown = uniform_subset(sample, 4)
     blocks, summary = await track_overlays(state, ctx, sample, [], shown)
-    step.tool_summaries.append(f"track_motion(grid over sample): {summary[:300]}")
+    step.tool_summaries.append(f"track_motion(grid over sample): {brief(summary)}")
     evidence = MotionEvidence(frames=sample, points=0, summary=summary[:4000])
     return "\n\nMotion tracks over the sampled frames:\n" + summary, _images(shown, blocks), evidence
 

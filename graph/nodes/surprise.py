@@ -49,7 +49,7 @@ from concurrent.futures import Future
 from typing import Any
 
 from graph.context import RunContext
-from graph.nodes.common import Step, count, frames_total
+from graph.nodes.common import Step, brief, count, frames_total
 from graph.state import AgentState
 from graph.workers import await_job
 from tools.errors import run_tool
@@ -110,6 +110,7 @@ async def surprise(state: AgentState, ctx: RunContext, step: Step) -> dict[str, 
     top = ", ".join(f"{w.start}-{w.end}:{w.surprise:.3f}" for w in evidence.top[:3])
     step.decision = (f"{evidence.status}; {count(len(evidence.windows), 'window')}; top {top or 'none'}; "
                      f"scored in {seconds:.2f} s")
-    step.tool_summaries = [evidence.text()[:500]]
+    step.tool_summaries = [brief(evidence.text(), 500)]
+    step.frames = list(range(used))  # the frames the scorer was given (the trace's "frames used")
     notes = [f"surprise scored on the first {used} of {n} frames"] if used < n else []
     return {"surprise": evidence.model_dump(mode="json"), "notes": notes}
