@@ -31,6 +31,8 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any
 
+from tools.jsonl import json_objects
+
 LAUNCHES = "launches.jsonl"
 """File name in output_dir."""
 PACKAGES = ("reward-as-an-agent", "torch", "deepspeed", "diffusers", "transformers", "peft", "numpy", "av",
@@ -87,17 +89,5 @@ def record_launch(out_dir: Path, record: dict[str, Any], *, resume: bool) -> Pat
 
 
 def read_launches(out_dir: Path) -> list[dict[str, Any]]:
-    """The launches recorded in ``out_dir``, oldest first; lines that do not parse are skipped."""
-    try:
-        lines = (Path(out_dir) / LAUNCHES).read_text(encoding="utf-8").splitlines()
-    except (OSError, UnicodeDecodeError):
-        return []
-    out = []
-    for line in lines:
-        try:
-            row = json.loads(line)
-        except ValueError:
-            continue
-        if isinstance(row, dict):
-            out.append(row)
-    return out
+    """The launches recorded in ``out_dir``, oldest first; lines that are not JSON objects are skipped."""
+    return json_objects(Path(out_dir) / LAUNCHES)[0]
