@@ -195,22 +195,17 @@ def tidy_assessment(assessment: Assessment, contract: TaskContract, n_frames: in
     Each of these is noted (`{stage}: ...`): they were done silently, so a judgment written "r2" vanished,
     T fell (1.0 -> 0.5) and the gate could read an essential gap, with no reason in the result."""
     ids = [r.id for r in contract.requirements]
-    keys: dict[str, list[str]] = {}
-    for i in ids:
-        keys.setdefault(_id_key(i), []).append(i)
     notes: list[str] = []
     first: dict[str, str] = {}
     judgments = []
     for j in assessment.judgments:
-        rid = j.requirement_id
-        if rid not in ids:
-            match = keys.get(_id_key(rid), [])
-            if len(match) != 1:
-                notes.append(f"{stage}: judgment for unknown requirement {rid!r} ({j.status}) dropped "
-                             f"(contract ids: {', '.join(ids)})")
-                continue
-            notes.append(f"{stage}: judgment for {rid!r} read as {match[0]}")
-            rid = match[0]
+        rid = contract_id(j.requirement_id, contract)
+        if rid is None:
+            notes.append(f"{stage}: judgment for unknown requirement {j.requirement_id!r} ({j.status}) dropped "
+                         f"(contract ids: {', '.join(ids)})")
+            continue
+        if rid != j.requirement_id:
+            notes.append(f"{stage}: judgment for {j.requirement_id!r} read as {rid}")
         if rid in first:
             notes.append(f"{stage}: a second judgment for {rid} ({j.status}) dropped; the first ({first[rid]}) "
                          "is kept")
@@ -227,7 +222,8 @@ def tidy_assessment(assessment: Assessment, contract: TaskContract, n_frames: in
 
 def contract_id(requirement_id: str, contract: TaskContract) -> str | None:
     """The contract id that ``requirement_id`` names: itself, or the one id it matches up to case and surrounding
-    spaces (as `tidy_assessment` reads judgments); None for an id the contract does not hold."""
+    spaces when no other contract id has that spelling (`tidy_assessment`, the audit); None for an id the
+    contract does not hold."""
     ids = [r.id for r in contract.requirements]
     if requirement_id in ids:
         return requirement_id
