@@ -25,14 +25,16 @@ import json
 import re
 from typing import Any
 
+from langchain_core.messages import BaseMessage
+
 _FENCE = re.compile(r"^```(?:json)?\s*|\s*```$", re.IGNORECASE)
 _THINK_END = re.compile(r"</think>|◁/think▷")
 _THINK_START = re.compile(r"<think>|◁think▷")
 
 
-def cut_at_token_limit(reply: Any) -> bool:
-    """Whether the server stopped `reply` (an AIMessage) at the output token limit (finish_reason "length")."""
-    return (getattr(reply, "response_metadata", None) or {}).get("finish_reason") == "length"
+def cut_at_token_limit(reply: BaseMessage) -> bool:
+    """Whether the server stopped `reply` at the output token limit (finish_reason "length")."""
+    return reply.response_metadata.get("finish_reason") == "length"
 
 
 def after_reasoning(text: str) -> str:

@@ -50,10 +50,12 @@ def _images(frames: list[int], blocks: list[dict]) -> Images:
     return [(int(f), blocks[2 * k:2 * k + 2]) for k, f in enumerate(frames)]
 
 
-def _predicted(w: dict, context: int) -> list[int]:
-    """The frames of window `w` whose latents were predicted (those after its `context` context frames)."""
+def _split(w: dict, context: int) -> tuple[list[int], list[int]]:
+    """(context frames, predicted frames) of window `w`: those after its first `context` frames were predicted
+    (all of them when the window is no longer than `context`)."""
     frames = w.get("frames") or list(range(w["start"], w["end"] + 1))
-    return frames[context:] if len(frames) > context else frames
+    cut = context if len(frames) > context else 0
+    return frames[:cut], frames[cut:]
 
 
 def distinct_windows(ev: dict, k: int) -> list[dict]:
@@ -66,7 +68,7 @@ def distinct_windows(ev: dict, k: int) -> list[dict]:
     for w in candidates:
         if len(chosen) == k:
             break
-        predicted = set(_predicted(w, context))
+        predicted = set(_split(w, context)[1])
         if predicted & taken:
             continue
         chosen.append(w)
@@ -79,9 +81,8 @@ def window_picks(w: dict, context: int, n: int) -> tuple[int | None, list[int]]:
     (None when it has none) and up to FRAMES_PER_WINDOW - 1 frames spread over its predicted part."""
     from tools.video import uniform_subset
 
-    frames = w.get("frames") or list(range(w["start"], w["end"] + 1))
-    predicted = [f for f in _predicted(w, context) if 0 <= f < n]
-    before = frames[:len(frames) - len(_predicted(w, context))]
+    before, predicted = _split(w, context)
+    predicted = [f for f in predicted if 0 <= f < n]
     reference = before[-1] if before and 0 <= before[-1] < n else None
     return reference, uniform_subset(predicted, FRAMES_PER_WINDOW - 1) if predicted else []
 
