@@ -6,7 +6,7 @@ import cv2
 import numpy as np
 import pytest
 
-from tools.quality import QualityCheck, QualityThresholds, check_quality, check_video, frame_stats
+from tools.quality import QualityCheck, QualityThresholds, check_quality, check_video, clip_stats, frame_stats
 
 
 def textured(t_total: int = 8, seed: int = 0, h: int = 96, w: int = 128) -> np.ndarray:
@@ -165,3 +165,22 @@ def test_pixel_noise_without_structure_is_uniform_and_the_reason_says_so():
     q = check_quality(static)
     assert q.uniform and not q.usable
     assert "flat at 64 px" in q.reason and "only pixel-level noise" in q.reason
+
+
+@pytest.mark.parametrize("noise_correlation", [1.0, 0.2])
+def test_clip_stats_match_frame_stats(noise_correlation):
+    """check_quality computes a clip's statistics in one pass over all its frames (clip_stats); each frame's
+    values equal frame_stats' (OpenCV per frame) to float rounding, NaN where it has NaN: textures, noise (its
+    flatness computed), one-colour frames, frames 1-2 pixels wide, and frames of mixed sizes in one list."""
+    rng = np.random.default_rng(0)
+    textured = cv2.resize(rng.integers(0, 256, (12, 20, 3), dtype=np.uint8), (200, 120),
+                          interpolation=cv2.INTER_CUBIC)
+    frames = [textured, rng.integers(0, 256, (120, 200, 3), dtype=np.uint8), np.full((120, 200, 3), 9, np.uint8),
+              rng.integers(0, 256, (300, 90, 3), dtype=np.uint8), rng.integers(0, 256, (1, 5, 3), dtype=np.uint8),
+              rng.integers(0, 256, (2, 1, 3), dtype=np.uint8), np.roll(textured, 7, axis=1)]
+    got = clip_stats(frames, 64, noise_correlation)
+    want = np.array([frame_stats(f, 64, noise_correlation) for f in frames])
+    assert got.shape == (len(frames), 4)
+    np.testing.assert_array_equal(np.isnan(got), np.isnan(want))
+    np.testing.assert_allclose(got, want, rtol=1e-6, atol=1e-9)
+    assert want[1, 2] < 0.2 and np.isfinite(got[1, 3])  # the noise frame: its flatness was computed

@@ -18,10 +18,14 @@ clip suite's scenes and textures, and a real image is smooth at 64 px). The corr
 fine regular texture noise (a checker mat whose cells shrink to 1-2 px at 64 px aliases to a correlation
 near 0 or below): such a frame's power sits in a few frequencies (flatness <= 0.09 for checkers of
 every cell size at 256-1920 px, with or without objects), while static's is spread evenly (flatness
-0.54-0.58, also after H.264 coding), hence the second condition; the per-channel
-mean, standard deviation and edge energy are accumulated by OpenCV in float64
-(numpy's float32 reductions cost three times as much; values agree to about 1e-5 relative, far
-below the thresholds' resolution); ``check_video`` decodes with ``tools.video`` and turns a decode error into an unusable
+0.54-0.58, also after H.264 coding), hence the second condition; means and variances
+are accumulated in float64. ``check_quality`` computes the statistics of all frames of a size at once
+(``clip_stats``: one resize per frame, then a few dozen numpy operations on the stacked small frames);
+``frame_stats`` computes one frame's with OpenCV and is the reference the clip pass is tested against
+(equal to ~1e-8 relative). Per frame, the same statistics took ~15 small numpy/OpenCV calls, each a
+point where the worker thread gives up the GIL and waits to take it back: with the agent's event loop
+and a second worker busy, a 32-frame check of a tiny clip took 10-29 ms instead of 3, and the clip's
+first model call waited for it (benchmarks/agent_concurrency.py); ``check_video`` decodes with ``tools.video`` and turns a decode error into an unusable
 result with the error as reason (the graph decides whether that is a fault or a zero).
 """
 
@@ -91,6 +95,73 @@ def spectral_flatness(grey: np.ndarray) -> float:
     return float(np.exp(np.log(power).mean()) / power.mean())
 
 
+def _analysed(frame: np.ndarray, long_side: int) -> np.ndarray:
+    """`frame` downscaled (INTER_AREA) so its long side is at most `long_side`."""
+    h, w = frame.shape[:2]
+    scale = long_side / max(h, w)
+    if scale < 1:
+        return cv2.resize(frame, (max(1, round(w * scale)), max(1, round(h * scale))), interpolation=cv2.INTER_AREA)
+    return frame
+
+
+def _row_dot(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    return np.einsum("ij,ij->i", a, b)
+
+
+def _pair_correlations(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """Pearson correlation of a[t] and b[t] for each t ([T,...] float64; NaN where one has no variance)."""
+    t = a.shape[0]
+    a = a.reshape(t, -1)
+    b = b.reshape(t, -1)
+    a = a - a.mean(axis=1, keepdims=True)
+    b = b - b.mean(axis=1, keepdims=True)
+    den = np.sqrt(_row_dot(a, a) * _row_dot(b, b))
+    out = np.full(t, np.nan)
+    np.divide(_row_dot(a, b), den, out=out, where=den > 0)
+    return out
+
+
+def _flatness(grey: np.ndarray) -> np.ndarray:
+    """:func:`spectral_flatness` of each [h,w] image of `grey` [T,h,w] float64 (h, w >= 2)."""
+    t = grey.shape[0]
+    power = (np.abs(np.fft.rfft2(grey - grey.mean(axis=(1, 2), keepdims=True))) ** 2).reshape(t, -1)[:, 1:]
+    top = power.max(axis=1)
+    power = power + 1e-12 * top[:, None]  # an exactly empty frequency makes the geometric mean 0, not -inf
+    with np.errstate(divide="ignore", invalid="ignore"):
+        flat = np.exp(np.log(power).mean(axis=1)) / power.mean(axis=1)
+    return np.where(top > 0, flat, np.nan)
+
+
+def stack_stats(small: np.ndarray, noise_correlation: float = 1.0) -> np.ndarray:
+    """[T,4] float64: :func:`frame_stats` of each frame of `small` [T,h,w,3] uint8, frames already at the
+    analysed size, computed for all frames at once (a few dozen array operations per clip instead of that many
+    per frame). Sobel derivatives as cv2.Sobel (ksize 3, border reflected without repeating the edge pixel);
+    means and variances accumulated in float64."""
+    t, h, w, _ = small.shape
+    n = h * w
+    g = np.ascontiguousarray(small.transpose(0, 3, 1, 2), dtype=np.float32)  # [T,3,h,w]: rows of one channel
+    rows = g.reshape(t * 3, n).astype(np.float64)
+    rows -= rows.mean(axis=1, keepdims=True)
+    std = np.sqrt(_row_dot(rows, rows) / n).reshape(t, 3).max(axis=1)
+    pad = np.pad(g, ((0, 0), (0, 0), (1, 1), (1, 1)), mode="reflect")
+    dx = pad[..., 2:] - pad[..., :-2]
+    gx = dx[:, :, :-2] + 2 * dx[:, :, 1:-1] + dx[:, :, 2:]
+    dy = pad[:, :, 2:] - pad[:, :, :-2]
+    gy = dy[..., :-2] + 2 * dy[..., 1:-1] + dy[..., 2:]
+    mag = np.sqrt(gx * gx + gy * gy)
+    edge = mag.reshape(t * 3, n).mean(axis=1, dtype=np.float64).reshape(t, 3).max(axis=1) / 4.0
+    corr = np.full(t, np.nan)
+    flatness = np.full(t, np.nan)
+    if min(h, w) >= 2:
+        grey = (g[:, 0].astype(np.float64) + g[:, 1] + g[:, 2]) / 3
+        corr = (_pair_correlations(grey[:, :, :-1], grey[:, :, 1:])
+                + _pair_correlations(grey[:, :-1], grey[:, 1:])) / 2
+        noisy = np.flatnonzero(corr < noise_correlation)  # NaN compares False: a flat frame is never noise
+        if len(noisy):
+            flatness[noisy] = _flatness(grey[noisy])
+    return np.stack([std, edge, corr, flatness], axis=1)
+
+
 def frame_stats(frame: np.ndarray, long_side: int = 64,
                 noise_correlation: float = 1.0) -> tuple[float, float, float, float]:
     """(spatial std, edge energy, neighbour correlation, spectral flatness) of one RGB uint8 frame after
@@ -99,14 +170,11 @@ def frame_stats(frame: np.ndarray, long_side: int = 64,
 
     Std and edge energy are the largest over the three colour channels (so a red block on a grey table of the
     same brightness still counts), edge energy being the mean Sobel gradient magnitude / 4; the neighbour
-    correlation is :func:`neighbour_correlation` and the flatness :func:`spectral_flatness` of the grey frame.
+    correlation is :func:`neighbour_correlation` and the flatness :func:`spectral_flatness` of the grey frame
+    (the mean of the three channels). :func:`check_quality` computes the same for a whole clip at once
+    (:func:`stack_stats`).
     """
-    h, w = frame.shape[:2]
-    scale = long_side / max(h, w)
-    img = frame
-    if scale < 1:
-        img = cv2.resize(frame, (max(1, round(w * scale)), max(1, round(h * scale))), interpolation=cv2.INTER_AREA)
-    g = np.ascontiguousarray(img, dtype=np.float32)
+    g = np.ascontiguousarray(_analysed(frame, long_side), dtype=np.float32)
     gx = cv2.Sobel(g, cv2.CV_32F, 1, 0, ksize=3)
     gy = cv2.Sobel(g, cv2.CV_32F, 0, 1, ksize=3)
     _, std = cv2.meanStdDev(g)  # per channel, population std (ddof 0), accumulated in float64
@@ -115,6 +183,19 @@ def frame_stats(frame: np.ndarray, long_side: int = 64,
     corr = neighbour_correlation(grey)
     flatness = spectral_flatness(grey) if corr < noise_correlation else float("nan")
     return float(std.max()), float(max(edge)) / 4.0, corr, flatness
+
+
+def clip_stats(frames: Sequence[np.ndarray], long_side: int = 64, noise_correlation: float = 1.0) -> np.ndarray:
+    """[T,4] float64: :func:`frame_stats` of each frame (RGB uint8 [H,W,3]), frames of one size at a time
+    through :func:`stack_stats`."""
+    small = [_analysed(f, long_side) for f in frames]
+    out = np.empty((len(small), 4))
+    by_shape: dict[tuple[int, ...], list[int]] = {}
+    for i, s in enumerate(small):
+        by_shape.setdefault(s.shape, []).append(i)
+    for idx in by_shape.values():
+        out[idx] = stack_stats(np.stack([small[i] for i in idx]), noise_correlation)
+    return out
 
 
 def check_quality(frames: np.ndarray | Sequence[np.ndarray], *,
@@ -135,8 +216,7 @@ def check_quality(frames: np.ndarray | Sequence[np.ndarray], *,
         if f.ndim != 3 or f.shape[-1] != 3 or f.dtype != np.uint8:
             raise ValueError(f"frames must be uint8 [T,H,W,3] (or [H,W,3] each), got {f.dtype} {f.shape}")
     n = len(items)
-    stats = np.array([frame_stats(f, th.analysis_long_side, th.min_neighbour_correlation) for f in items],
-                     np.float32)
+    stats = clip_stats(items, th.analysis_long_side, th.min_neighbour_correlation).astype(np.float32)
     # NaN (a flat frame) is never noise: the std test decides
     noise = (stats[:, 2] < th.min_neighbour_correlation) & (stats[:, 3] > th.min_noise_flatness)
     flat = ((stats[:, 0] < th.max_spatial_std) & (stats[:, 1] < th.max_edge_energy)) | noise
