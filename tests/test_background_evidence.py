@@ -75,6 +75,36 @@ def test_a_slow_surprise_scorer_does_not_hold_up_assess(clip):
     assert "scored in " in step["decision"] and "world-model surprise" in model.calls_for("reflect")[0].text().lower()
 
 
+def test_surprise_waits_at_later_priority_until_assess(clip, monkeypatch):
+    """The quality step queues the scoring at "later" (other runs' first model calls go first) and assess
+    moves it to "now". With no slot for "later" jobs, a scoring nobody moved would never run: the run
+    finishes only because assess moved it, and observe still sees it queued at "later"."""
+    import graph.workers as workers
+    from graph.frame_store import FrameStore
+
+    store = FrameStore()
+    seen: dict[str, tuple] = {}
+
+    def surprise_entry():
+        return next(((job.done(), queued_at) for key, (job, queued_at) in store._jobs.items()
+                     if key[0] == "surprise"), None)
+
+    def observe_reply(_messages, _k):
+        seen["observe"] = surprise_entry()
+        return OBSERVATION
+
+    def assess_reply(_messages, _k):
+        seen["assess"] = surprise_entry()
+        return assessment()
+
+    monkeypatch.setattr(workers, "LATER_SLOTS", 0)
+    agent, _ = make_agent("full", full_script(observe=observe_reply, assess=assess_reply), frame_store=store)
+    out = run(agent, clip)
+    assert out["result"].status == "scored", out["result"].reasons
+    assert seen["observe"] == (False, "later")
+    assert seen["assess"][1] == "now"
+
+
 def test_surprise_is_scored_once_per_clip_version_and_a_failure_is_retried_by_the_next_run(tmp_path):
     """Runs sharing a frame cache share a clip's scores (like its motion tracks); a rewritten clip is scored
     anew; a failed scoring does not stick to the clip."""

@@ -16,7 +16,7 @@ from typing import Any
 
 from graph.context import RunContext
 from graph.gate import score_mapping
-from graph.nodes.background import raise_if_failed
+from graph.nodes.background import hurry_evidence, raise_if_failed
 from graph.nodes.common import Step, dump, frames_total, human, system, tidy_assessment
 from graph.nodes.tracking import prefetch_tracks
 from graph.schemas import Assessment
@@ -41,6 +41,7 @@ async def assess(state: AgentState, ctx: RunContext, step: Step) -> dict[str, An
     text += f"\n\n{len(sample)} frames of the clip follow, in temporal order."
     messages = [system("assess", n_frames=len(sample)), human(text, blocks)]
     raise_if_failed(state, ctx, step.thread_id)  # background evidence already failed: no model call
+    hurry_evidence(state, ctx)  # queued at "later" by quality: needed by reflect (graph.nodes.surprise)
     out = await ctx.backbone.astructured("assess", Assessment, messages, step.usage)
     out, notes = tidy_assessment(out, contract, frames_total(state), "assess")
     t, p, v = score_mapping(out, contract)

@@ -15,7 +15,7 @@ from concurrent.futures import Future
 from graph.context import RunContext
 from graph.nodes.common import EvidenceFailed, frames_total
 from graph.nodes.extra import start_extra, started_extra
-from graph.nodes.surprise import start_surprise, started_surprise
+from graph.nodes.surprise import hurry_surprise, start_surprise, started_surprise
 from graph.routes import expected_nodes
 from graph.state import AgentState
 
@@ -33,6 +33,13 @@ def start_evidence(ctx: RunContext, video: str, frames: int, instruction: str, t
         start_surprise(ctx, video, frames)
     if extra:
         start_extra(ctx, video, frames, instruction, thread_id)
+
+
+def hurry_evidence(state: AgentState, ctx: RunContext) -> None:
+    """Move the run's surprise scoring to priority "now" if it is still queued (called by assess; see
+    graph.nodes.surprise)."""
+    if _uses(ctx)[0]:
+        hurry_surprise(ctx, state["video"], frames_total(state))
 
 
 def _failure(job: Future | None) -> BaseException | None:

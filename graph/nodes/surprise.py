@@ -29,9 +29,14 @@ Decisions where the issue was silent:
   kept. Presets without WMReward never look at the clip's job (graph.nodes.background).
 - Awaited with `graph.workers.await_job`: a run that is cancelled while waiting does not cancel the
   job for the other runs that share it.
-- Priority "now": a run cannot finish without the scores, and a "later" job could be starved by
-  concurrent runs' frame work (see graph.workers). With the tool service configured it runs in the
-  "io" lane.
+- Priority: the quality step queues the job at "later" and assess, the run's next stage, moves it to "now"
+  (`hurry_surprise`) if it is still queued, as the surprise node does. At "now" from the start, every
+  usable clip's scoring ran before the next clip's decoding and encoding (oldest run first, see
+  graph.workers), so with many runs on few cores the last runs' first model call came later by the
+  scoring time of all the runs before them (agent_concurrency on 2 cores: ~12 ms a clip, about 0.1 s
+  for the 16th run), although reflect needs the scores only four or more model calls later. Left at
+  "later" until reflect, it could be starved by concurrent runs' frame work; from assess on it has
+  the time of those model calls. With the tool service configured it runs in the "io" lane.
 - Clips longer than 512 frames are scored on their first 512 frames (windows need consecutive
   frames) and a note records it. The scorer gets frames whose short side is at most
   `ToolProvider.surprise_short_side` (448 by default: V-JEPA 2 brings it to 292 or 438 before its
@@ -51,7 +56,7 @@ from typing import Any
 from graph.context import RunContext
 from graph.nodes.common import Step, brief, count, frames_total
 from graph.state import AgentState
-from graph.workers import await_job
+from graph.workers import Priority, await_job
 from tools.errors import run_tool
 from tools.surprise import SurpriseEvidence
 
@@ -76,9 +81,10 @@ def _score(ctx: RunContext, video: str, used: int, key: tuple) -> tuple[Any, flo
     return out
 
 
-def _job(ctx: RunContext, video: str, frames: int, *, start: bool) -> Future | None:
+def _job(ctx: RunContext, video: str, frames: int, *, start: bool, priority: Priority = "now") -> Future | None:
     """The clip's scoring job: the one already started (`start` False: None when there is none), or
-    started now (`start` True; a failed one is started afresh)."""
+    started now (`start` True; a failed one is started afresh, one queued at "later" is moved to
+    `priority` "now")."""
     used = min(frames, MAX_SURPRISE_FRAMES)
     key = ("surprise", ctx.frames.current(video), used, ctx.tools.surprise_short_side)
     if (kept := ctx.frames.get_extra(key)) is not None:  # scored before (the job may have left the job table)
@@ -87,14 +93,23 @@ def _job(ctx: RunContext, video: str, frames: int, *, start: bool) -> Future | N
         return done
     if not start:
         return ctx.frames.started_job(key)
-    return ctx.frames.shared_job(key, functools.partial(_score, ctx, video, used, key), "now", ctx.tools.lane)
+    return ctx.frames.shared_job(key, functools.partial(_score, ctx, video, used, key), priority, ctx.tools.lane)
 
 
 def start_surprise(ctx: RunContext, video: str, frames: int) -> None:
     """Start scoring the clip (`frames` frames long) in a worker thread, unless a job for it is running or
     has succeeded; the surprise node awaits it. Called by the quality step once the clip is usable (see
-    module docstring)."""
-    _job(ctx, video, frames, start=True)
+    module docstring). It is queued at priority "later" until `hurry_surprise`."""
+    _job(ctx, video, frames, start=True, priority="later")
+
+
+def hurry_surprise(ctx: RunContext, video: str, frames: int) -> Future | None:
+    """The clip's started scoring job, moved to priority "now" if it is still queued at "later" (a job
+    that is running or done is left as it is, a failed one included: its failure is the run's)."""
+    job = _job(ctx, video, frames, start=False)
+    if job is not None and not job.done():
+        job = _job(ctx, video, frames, start=True)
+    return job
 
 
 def started_surprise(ctx: RunContext, video: str, frames: int) -> Future | None:
@@ -105,7 +120,7 @@ def started_surprise(ctx: RunContext, video: str, frames: int) -> Future | None:
 async def surprise(state: AgentState, ctx: RunContext, step: Step) -> dict[str, Any]:
     n = frames_total(state)
     used = min(n, MAX_SURPRISE_FRAMES)
-    job = _job(ctx, state["video"], n, start=False) or _job(ctx, state["video"], n, start=True)
+    job = hurry_surprise(ctx, state["video"], n) or _job(ctx, state["video"], n, start=True)
     evidence, seconds = await await_job(job)
     top = ", ".join(f"{w.start}-{w.end}:{w.surprise:.3f}" for w in evidence.top[:3])
     step.decision = (f"{evidence.status}; {count(len(evidence.windows), 'window')}; top {top or 'none'}; "
