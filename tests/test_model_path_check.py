@@ -4,6 +4,7 @@ local port or a local HTTP server: no test touches the network."""
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import subprocess
@@ -16,6 +17,7 @@ from tests.test_hub import CLOSED, answering_hub
 
 ROOT = Path(__file__).resolve().parents[1]
 SMOKE = str(ROOT / "training" / "configs" / "smoke.yaml")
+WEIGHT = "model.safetensors"
 
 
 def _check(tmp_path, model_path: str) -> int:
@@ -26,11 +28,13 @@ def _check(tmp_path, model_path: str) -> int:
 
 
 def _checkpoint(root: Path, skip: str = "") -> Path:
-    """A diffusers-layout folder with the files the loader reads first (no weights: nothing loads)."""
+    """A diffusers-layout folder with the files the loader reads first and empty weight files (nothing loads)."""
     for part in ("transformer", "vae", "text_encoder", "tokenizer"):
         if part != skip:
             (root / part).mkdir(parents=True)
             (root / part / "config.json").write_text("{}")
+            if part != "tokenizer":
+                (root / part / WEIGHT).write_bytes(b"")
     return root
 
 
@@ -52,6 +56,7 @@ def test_a_folder_without_a_part_the_loader_reads_is_named(tmp_path, capsys, mon
     assert f"model_path {model}: missing vae/config.json" in err and "Traceback" not in err
     (model / "vae").mkdir()
     (model / "vae" / "config.json").write_text("{}")
+    (model / "vae" / WEIGHT).write_bytes(b"")
     assert _check(tmp_path, str(model)) == 0
     assert "check: ok" in capsys.readouterr().out
     shutil.rmtree(model / "tokenizer")
@@ -99,3 +104,46 @@ def test_a_launch_stops_on_a_bad_model_path_before_loading_anything(tmp_path):
     assert proc.returncode == 2, proc.stderr[-3000:]
     assert f"model_path {model}: missing text_encoder/config.json" in proc.stderr
     assert "Traceback" not in proc.stderr and "deepspeed" not in proc.stderr.lower()
+
+
+def _cfg(model: Path, backend: str = "wan"):
+    from training.config_io import load_config
+
+    return load_config(SMOKE, ["--tiny", "false", "--model_path", str(model), "--backend", backend])
+
+
+def _config_error(model: Path, backend: str = "wan", parts: str = "all") -> str:
+    from training.config import ConfigError
+    from training.model_check import check_model_path
+
+    with pytest.raises(ConfigError) as exc:
+        check_model_path(_cfg(model, backend), parts)
+    return str(exc.value)
+
+
+def test_a_part_without_its_weights_or_shards_is_named(tmp_path):
+    """Before: only config.json files were checked, so a half-copied folder passed and the launch died
+    after loading the parts before the missing weights."""
+    from training.model_check import check_model_path
+
+    model = _checkpoint(tmp_path / "wan")
+    (model / "vae" / WEIGHT).unlink()
+    err = _config_error(model)
+    assert f"model_path {model}: missing weights: vae/ has no weights" in err and "transformer/" not in err
+    (model / "vae" / "diffusion_pytorch_model.bin").write_bytes(b"")  # a .bin is weights as well
+    shards = [f"model-{i:05d}-of-00006.safetensors" for i in range(1, 7)]
+    index = {"metadata": {}, "weight_map": {f"layer.{i}.weight": s for i, s in enumerate(shards + shards[:2])}}
+    enc = model / "text_encoder"
+    (enc / WEIGHT).unlink()
+    (enc / "model.safetensors.index.json").write_text(json.dumps(index))
+    (enc / shards[0]).write_bytes(b"")
+    err = _config_error(model)
+    assert ("text_encoder/ lacks 5 of 6 shards in its index: model-00002-of-00006.safetensors, "
+            "model-00003-of-00006.safetensors, model-00004-of-00006.safetensors and 2 more") in err
+    for shard in shards[1:]:
+        (enc / shard).write_bytes(b"")
+    assert check_model_path(_cfg(model)) is None
+    shutil.rmtree(model / "text_encoder")  # the exporter's parts: the transformer only
+    (model / "transformer" / WEIGHT).unlink()
+    assert "missing weights: transformer/ has no weights" in _config_error(model, parts="transformer")
+

@@ -14,14 +14,20 @@ minute later with ``OSError: ... does not appear to have a file named config.jso
   V-JEPA 2 loader uses): it answers -> a note that the launch will download it; no answer, or
   ``HF_HUB_OFFLINE`` set -> ConfigError naming ``model_path``.
 
-Decisions where the issue was silent: only the ``config.json`` files (and the tokenizer folder) are
-checked, not the weight files: a folder from ``hf download`` or ``save_pretrained`` has both,
-and a half-copied folder's weights are the loader's to report. A string that is not a valid repo id and
-not a folder (an absolute path that does not exist) is an error without a request.
+Then, for a local folder (a hub id is left as it is):
+
+- weights: each part checked (``transformer/``, ``vae/``, ``text_encoder/``) holds a ``*.safetensors`` or
+  ``*.bin`` file, or a ``*.index.json`` whose ``weight_map`` shards all exist; a half-copied folder passed
+  and the launch died after loading the parts before it. Missing -> ConfigError naming the part and the
+  missing shards (a few, then a count). Only existence is checked, not sizes or contents.
+
+Decisions where the issue was silent: a string that is not a valid repo id and not a folder (an absolute
+path that does not exist) is an error without a request; the tokenizer folder's files are the loader's.
 """
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Literal
 
@@ -42,6 +48,35 @@ def _folder_missing(root: Path, parts: Literal["all", "transformer"]) -> list[st
         missing.append("tokenizer/")
     return missing
 
+WEIGHTS = ("*.safetensors", "*.bin")
+"""The weight files diffusers' and transformers' ``from_pretrained`` read (sharded: a ``*.index.json``)."""
+
+
+def _json(path: Path) -> dict:
+    """The file's JSON object; {} when it is missing or unreadable (not checked: the loader's to report)."""
+    try:
+        data = json.loads(path.read_text())
+    except (OSError, ValueError):
+        return {}
+    return data if isinstance(data, dict) else {}
+
+
+def _names(names: list[str], few: int = 3) -> str:
+    more = f" and {len(names) - few} more" if len(names) > few else ""
+    return ", ".join(names[:few]) + more
+
+
+def _weights_missing(folder: Path) -> str | None:
+    """None when ``folder`` holds its weights; otherwise what is missing, named with the part."""
+    maps = [m for index in sorted(folder.glob("*.index.json")) if isinstance(m := _json(index).get("weight_map"), dict)]
+    if maps:
+        shards = sorted({s for m in maps for s in m.values() if isinstance(s, str)})
+        lost = [s for s in shards if not (folder / s).is_file()]
+        return f"{folder.name}/ lacks {len(lost)} of {len(shards)} shards in its index: {_names(lost)}" if lost else None
+    if any(f.is_file() for pattern in WEIGHTS for f in folder.glob(pattern)):
+        return None
+    return f"{folder.name}/ has no weights (no *.safetensors or *.bin file, no *.safetensors.index.json)"
+
 
 def check_model_path(cfg: TrainConfig, parts: Literal["all", "transformer"] = "all") -> str | None:
     """ConfigError when ``cfg.model_path`` cannot give the model a launch loads (see the module docstring);
@@ -56,6 +91,10 @@ def check_model_path(cfg: TrainConfig, parts: Literal["all", "transformer"] = "a
             raise ConfigError(f"model_path {path}: missing {', '.join(missing)} (a diffusers-layout checkpoint "
                               "folder is expected: transformer/, vae/, text_encoder/ and tokenizer/; see the "
                               "config's comments for the download command)")
+        no_weights = [m for name in _needed(parts) if (m := _weights_missing(root / Path(name).parent))]
+        if no_weights:
+            raise ConfigError(f"model_path {path}: missing weights: {'; '.join(no_weights)} (a half-copied "
+                              "checkpoint folder? copy or download it again)")
         return None
     if root.exists():
         raise ConfigError(f"model_path {path} is a file; a diffusers-layout checkpoint folder or a hub id is expected")
