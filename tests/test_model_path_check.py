@@ -147,3 +147,79 @@ def test_a_part_without_its_weights_or_shards_is_named(tmp_path):
     (model / "transformer" / WEIGHT).unlink()
     assert "missing weights: transformer/ has no weights" in _config_error(model, parts="transformer")
 
+
+def _saved(root: Path, backend: str) -> Path:
+    """The tiny model's real transformer and VAE, save_pretrained (the text encoder: a stand-in folder)."""
+    from policy.world_model import FlowWorldModel
+
+    model = FlowWorldModel.tiny_wan() if backend == "wan" else FlowWorldModel.tiny_cosmos()
+    model.transformer.save_pretrained(root / "transformer")
+    model.vae.save_pretrained(root / "vae")
+    for part in ("text_encoder", "tokenizer"):
+        (root / part).mkdir()
+    (root / "text_encoder" / "config.json").write_text("{}")
+    (root / "text_encoder" / WEIGHT).write_bytes(b"")
+    return root
+
+
+def _edit(model: Path, part: str, **values) -> None:
+    path = model / part / "config.json"
+    path.write_text(json.dumps({**json.loads(path.read_text()), **values}))
+
+
+def test_an_unsupported_wan_layout_is_named_before_loading(tmp_path):
+    """Before: a Wan 2.1 / 2.2 I2V-14B folder (in_channels 36, 2.1 with a CLIP image branch) passed and the
+    run died at the first transformer call, after loading the whole model."""
+    from training.model_check import check_model_path
+
+    wan = _saved(tmp_path / "wan", "wan")
+    assert check_model_path(_cfg(wan)) is None  # the TI2V layout: in_channels = z_dim
+    _edit(wan, "transformer", in_channels=36)
+    assert _config_error(wan) == (f"model_path {wan}: transformer in_channels 36 (Wan 2.1/2.2 I2V-14B: mask + "
+                                  "image-latent channels) is not supported; this trainer runs the TI2V layout "
+                                  "(in_channels = VAE z_dim 16)")
+    _edit(wan, "transformer", in_channels=16, image_dim=1280, added_kv_proj_dim=5120)
+    err = _config_error(wan)
+    assert "transformer image_dim 1280 (Wan 2.1 I2V: CLIP image embeddings) is not supported" in err
+    assert "transformer added_kv_proj_dim 5120" in err
+    _edit(wan, "transformer", image_dim=None, added_kv_proj_dim=None, out_channels=32)
+    assert "transformer out_channels 32 is not supported; the velocity is in the VAE latent" in _config_error(wan)
+    _edit(wan, "transformer", out_channels=None)  # diffusers: out_channels or in_channels
+    assert check_model_path(_cfg(wan)) is None
+    _edit(wan, "vae", z_dim=48)  # a Wan 2.2 VAE under a 16-channel transformer
+    assert "transformer in_channels 16 is not supported" in _config_error(wan)
+    assert "_class_name WanTransformer3DModel is not what backend cosmos loads (CosmosTransformer3DModel); " \
+        "set backend: wan" in _config_error(wan, "cosmos")
+
+
+
+def test_a_cosmos_layout_that_does_not_fit_the_latent_is_named(tmp_path, monkeypatch):
+    """Before: the in_channels / padding-mask mismatch (and a missing torchvision) surfaced at the first
+    transformer call, after loading the model."""
+    from training.model_check import check_model_path
+
+    cosmos = _saved(tmp_path / "cosmos", "cosmos")  # tiny: concat_padding_mask false, in_channels 16 + 2
+    assert check_model_path(_cfg(cosmos, "cosmos")) is None
+    _edit(cosmos, "transformer", in_channels=19)
+    assert ("transformer in_channels 19 (concat_padding_mask False) is not supported; this trainer feeds the VAE "
+            "latent (z_dim 16) + 1 condition-mask channel + the padding mask this trainer appends: in_channels 17 "
+            "or 18") in _config_error(cosmos, "cosmos")
+    _edit(cosmos, "transformer", in_channels=17, concat_padding_mask=True)  # the real layout
+    monkeypatch.setattr("training.model_check._has_torchvision", lambda: False)
+    assert "concat_padding_mask true needs torchvision" in _config_error(cosmos, "cosmos")
+    monkeypatch.setattr("training.model_check._has_torchvision", lambda: True)
+    assert check_model_path(_cfg(cosmos, "cosmos")) is None
+    _edit(cosmos, "transformer", in_channels=18)
+    assert _config_error(cosmos, "cosmos").endswith("(concat_padding_mask True) is not supported; this trainer feeds "
+                                                   "the VAE latent (z_dim 16) + 1 condition-mask channel: in_channels 17")
+
+
+def test_unknown_layout_fields_are_not_guessed(tmp_path):
+    """Missing fields (or a missing VAE config, the exporter's transformer-only check) give no layout error."""
+    from training.model_check import check_model_path
+
+    model = _checkpoint(tmp_path / "wan")  # every config.json is {}
+    assert check_model_path(_cfg(model)) is None and check_model_path(_cfg(model, "cosmos")) is None
+    _edit(model, "transformer", in_channels=36)
+    (model / "vae" / "config.json").unlink()
+    assert check_model_path(_cfg(model), "transformer") is None

@@ -19,7 +19,16 @@ Then, for a local folder (a hub id is left as it is):
 - weights: each part checked (``transformer/``, ``vae/``, ``text_encoder/``) holds a ``*.safetensors`` or
   ``*.bin`` file, or a ``*.index.json`` whose ``weight_map`` shards all exist; a half-copied folder passed
   and the launch died after loading the parts before it. Missing -> ConfigError naming the part and the
-  missing shards (a few, then a count). Only existence is checked, not sizes or contents.
+  missing shards (a few, then a count). Only existence is checked, not sizes or contents;
+- the transformer layout (`_layout_problems`, from ``transformer/config.json`` and ``vae/config.json``): an
+  unsupported one (e.g. Wan 2.1 / 2.2 I2V-14B, ``in_channels`` 36) failed at the first transformer call,
+  after loading tens of GB. Supported, read from `policy.wan.wan_velocity` / `policy.cosmos.cosmos_velocity`
+  (``z`` = the VAE's ``z_dim``, the latent channels the transformer is fed): Wan (TI2V) ``in_channels`` =
+  ``out_channels`` = ``z``, ``image_dim`` and ``added_kv_proj_dim`` null (no CLIP image branch: with one,
+  diffusers splits our text tokens into image and text context); Cosmos ``out_channels`` = ``z``, ``in_channels`` =
+  ``z + 1`` (condition mask; ``concat_padding_mask`` true: diffusers appends the padding mask, which needs
+  torchvision) or, with ``concat_padding_mask`` false, ``z + 2`` (`cosmos_velocity` appends it); the
+  ``_class_name`` the backend loads. A field that is missing or unreadable is not checked (no guess).
 
 Decisions where the issue was silent: a string that is not a valid repo id and not a folder (an absolute
 path that does not exist) is an error without a request; the tokenizer folder's files are the loader's.
@@ -27,6 +36,7 @@ path that does not exist) is an error without a request; the tokenizer folder's 
 
 from __future__ import annotations
 
+import importlib.util
 import json
 from pathlib import Path
 from typing import Literal
@@ -50,6 +60,7 @@ def _folder_missing(root: Path, parts: Literal["all", "transformer"]) -> list[st
 
 WEIGHTS = ("*.safetensors", "*.bin")
 """The weight files diffusers' and transformers' ``from_pretrained`` read (sharded: a ``*.index.json``)."""
+CLASSES = {"wan": "WanTransformer3DModel", "cosmos": "CosmosTransformer3DModel"}
 
 
 def _json(path: Path) -> dict:
@@ -78,6 +89,56 @@ def _weights_missing(folder: Path) -> str | None:
     return f"{folder.name}/ has no weights (no *.safetensors or *.bin file, no *.safetensors.index.json)"
 
 
+def _int(config: dict, key: str) -> int | None:
+    value = config.get(key)
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+
+def _has_torchvision() -> bool:
+    return importlib.util.find_spec("torchvision") is not None
+
+
+def _layout_problems(root: Path, backend: str) -> list[str]:
+    """The transformer config values ``backend`` cannot run (see the module docstring); [] when none is known."""
+    tr = _json(root / TRANSFORMER)
+    name, want = tr.get("_class_name"), CLASSES[backend]
+    if isinstance(name, str) and name != want:
+        other = [b for b, c in CLASSES.items() if c == name]
+        fix = f"set backend: {other[0]}" if other else "this trainer runs " + " or ".join(CLASSES.values())
+        return [f"transformer _class_name {name} is not what backend {backend} loads ({want}); {fix}"]
+    z = _int(_json(root / "vae" / "config.json"), "z_dim")
+    c_in = _int(tr, "in_channels")
+    c_out = _int(tr, "out_channels")
+    if backend == "wan" and "out_channels" in tr and tr["out_channels"] is None:
+        c_out = c_in  # WanTransformer3DModel: out_channels or in_channels
+    problems = []
+    if backend == "wan":
+        for key, what in (("image_dim", "CLIP image embeddings"), ("added_kv_proj_dim", "image cross-attention")):
+            if tr.get(key) is not None:
+                problems.append(f"transformer {key} {tr[key]} (Wan 2.1 I2V: {what}) is not supported; this trainer "
+                                f"runs the TI2V layout ({key} null: it conditions through the first latent frame)")
+        if z is not None and c_in is not None and c_in != z:
+            hint = " (Wan 2.1/2.2 I2V-14B: mask + image-latent channels)" if c_in == 2 * z + 4 else ""
+            problems.append(f"transformer in_channels {c_in}{hint} is not supported; this trainer runs the TI2V "
+                            f"layout (in_channels = VAE z_dim {z})")
+    else:
+        pad = tr.get("concat_padding_mask")
+        if z is not None and c_in is not None:
+            fits = [z + 1] if pad is True else [z + 1, z + 2]  # unset: whichever diffusers' default is
+            if c_in not in fits:
+                extra = " + the padding mask this trainer appends" if pad is False else ""
+                problems.append(f"transformer in_channels {c_in} (concat_padding_mask {pad}) is not supported; this "
+                                f"trainer feeds the VAE latent (z_dim {z}) + 1 condition-mask channel{extra}: "
+                                f"in_channels {' or '.join(map(str, fits))}")
+        if pad is True and not _has_torchvision():
+            problems.append("transformer concat_padding_mask true needs torchvision (diffusers resizes the padding "
+                            "mask with it) and it is not installed: pip install torchvision")
+    if z is not None and c_out is not None and c_out != z:
+        problems.append(f"transformer out_channels {c_out} is not supported; the velocity is in the VAE latent "
+                        f"(out_channels = VAE z_dim {z})")
+    return problems
+
+
 def check_model_path(cfg: TrainConfig, parts: Literal["all", "transformer"] = "all") -> str | None:
     """ConfigError when ``cfg.model_path`` cannot give the model a launch loads (see the module docstring);
     otherwise None, or a note (the launch will download the model from the hub). Nothing for ``tiny``."""
@@ -95,6 +156,8 @@ def check_model_path(cfg: TrainConfig, parts: Literal["all", "transformer"] = "a
         if no_weights:
             raise ConfigError(f"model_path {path}: missing weights: {'; '.join(no_weights)} (a half-copied "
                               "checkpoint folder? copy or download it again)")
+        if problems := _layout_problems(root, cfg.backend):
+            raise ConfigError(f"model_path {path}: " + "; ".join(problems))
         return None
     if root.exists():
         raise ConfigError(f"model_path {path} is a file; a diffusers-layout checkpoint folder or a hub id is expected")
