@@ -49,8 +49,8 @@ class Cond:
         # [n, 1, F=2, 1, 1]: frame 0 is a conditioning frame (0), frame 1 generated (1), as Conditioning has
         self.cond_mask = torch.tensor([0.0, 1.0]).view(1, 1, 2, 1, 1).repeat(n, 1, 1, 1, 1)
 
-    def select(self, sl: slice) -> Cond:
-        return Cond(len(range(self.n)[sl]))
+    def select(self, rows: slice | torch.Tensor) -> Cond:  # a slice or an index tensor, as Conditioning's
+        return Cond(len(torch.arange(self.n)[rows]))
 
 
 class Engine:

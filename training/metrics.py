@@ -37,9 +37,9 @@ items, as the objective is (with uneven micro-batches a plain mean of micro-batc
   steps, before ``gradient_clipping`` (the DeepSpeed JSON's; a norm far above it means most steps are
   clipped); null when no step ran or any step's norm is NaN (fp16 gradients overflowed), whatever its place.
 * ``lr`` -- the learning rate of the iteration's first optimizer step (``lr_warmup_steps`` ramps it).
-* ``nonfinite_losses`` -- update micro-batches (all ranks) whose loss was NaN or inf, or whose invalid
-  samples' likelihoods were (``UpdateLog.nonfinite_ignored``: their zero weight does not keep the NaN out of
-  the gradients): the policy's likelihoods are no longer finite, i.e. training has diverged
+* ``nonfinite_losses`` -- update micro-batches (all ranks) whose loss was NaN or inf, or, for a micro-batch
+  without a valid sample, whose one-sample forward was (``UpdateLog.nonfinite_ignored``: its zero loss does not
+  keep the NaN out of the gradients): the policy's likelihoods are no longer finite, i.e. training has diverged
   (``nonfinite_loss: stop`` ends the run).
 """
 

@@ -17,14 +17,14 @@ every rank whether or not its samples are valid (under ZeRO-3 each forward gathe
 collectively). When no rank has a valid sample the whole phase is skipped on all ranks.
 
 Decision where the issue was silent: an invalid sample's zero weight cannot keep a non-finite forward out
-of the gradients (the chain rule multiplies its zero by the NaN inside the network: ``0 * NaN = NaN``), and
-the loss of a micro-batch without a valid sample was ``x * 0``, itself NaN for such an ``x``, while only the
-losses of micro-batches with a valid sample were logged, so ``nonfinite_loss: stop`` never saw it and the
-NaN gradients reached the optimizer unannounced. That zero loss is now an exact 0 (``nan_to_num`` first:
-it does not depend on the forward's values), every micro-batch without a valid sample is counted
-(``UpdateLog.empty_micro_batches``), and one whose invalid samples' forward is not finite is counted in
-``UpdateLog.nonfinite_ignored``, which training/metrics.py adds to ``nonfinite_losses`` (the divergence
-guard).
+of the gradients (the chain rule multiplies its zero by the NaN inside the network: ``0 * NaN = NaN``), so
+invalid samples never enter the graph: a micro-batch with a valid sample runs the policy forward (and the
+reference's) on its valid samples only (`forward_rows`), which also saves their forward and backward. A
+micro-batch without a valid sample still runs one forward, backward and step on its first sample alone
+(ZeRO's collectives), with a loss that is an exact 0 (``nan_to_num`` first: it does not depend on the
+forward's values); it is counted (``UpdateLog.empty_micro_batches``), and when that one forward is not finite
+-- the only place a NaN can still reach the gradients -- it is counted in ``UpdateLog.nonfinite_ignored``,
+which training/metrics.py adds to ``nonfinite_losses`` (the divergence guard), so it is never unannounced.
 
 The logged per-micro-batch values (`UpdateLog`) come with the number of valid samples behind each, so
 training/metrics.py weighs them like the objective.
@@ -94,7 +94,8 @@ class UpdateLog:
     empty_micro_batches: int = 0
     """Micro-batches without a valid sample: run with an exact zero loss (collectives), logged nowhere else."""
     nonfinite_ignored: int = 0
-    """Micro-batches whose invalid samples' log-prob or mean was NaN or inf (module docstring)."""
+    """Micro-batches without a valid sample whose one-sample forward (log-prob or mean) was NaN or inf: its
+    zero loss does not keep that NaN out of the gradients (module docstring)."""
 
 
 def chunk(c: int, micro_batch: int, group: int) -> slice:
@@ -102,14 +103,28 @@ def chunk(c: int, micro_batch: int, group: int) -> slice:
     return slice(c * micro_batch, min((c + 1) * micro_batch, group))
 
 
-def take(obj: Any, sl: slice, batch: int) -> Any:
-    """A copy of a dataclass with every tensor field of leading size ``batch`` sliced to ``sl``."""
+def take(obj: Any, sl: slice | torch.Tensor, batch: int) -> Any:
+    """A copy of a dataclass with every tensor field of leading size ``batch`` sliced to ``sl`` (a slice or
+    an index tensor of rows)."""
     changes = {}
     for f in dataclasses.fields(obj):
         value = getattr(obj, f.name)
         if isinstance(value, torch.Tensor) and value.dim() > 0 and value.shape[0] == batch:
             changes[f.name] = value[sl]
     return dataclasses.replace(obj, **changes)
+
+
+def forward_rows(valid: torch.Tensor, sl: slice) -> slice | torch.Tensor:
+    """Rows of a group that micro-batch ``sl`` runs the forward on, given the group's (G,) ``valid``: its
+    valid samples; all of ``sl`` (a slice, no copy) when every one is valid; its first sample alone when none
+    is (a forward the collectives need, as small as it gets). An index tensor is on the CPU: it indexes
+    tensors on any device (a CUDA index could not index a CPU one)."""
+    keep = valid[sl].nonzero().flatten().cpu()
+    if len(keep) == 0:
+        return slice(sl.start, sl.start + 1)
+    if len(keep) == sl.stop - sl.start:
+        return sl
+    return keep + sl.start
 
 
 def rollout_config(cfg: TrainConfig) -> RolloutConfig:
@@ -149,9 +164,10 @@ def update_policy(engine: Any, groups: list[Group], cfg: TrainConfig, rcfg: Roll
             gi, k, c = items[n]
             g = groups[gi]
             sl = chunk(c, cfg.micro_batch, group)
-            cond = g.cond.select(sl)
-            record = take(g.rollout.steps[k], sl, group)
-            keep = g.valid[sl].nonzero().flatten()
+            rows = forward_rows(g.valid, sl)  # invalid samples never enter the graph (module docstring)
+            cond = g.cond.select(rows)
+            record = take(g.rollout.steps[k], rows, group)
+            keep = g.valid[sl].nonzero().flatten()  # the valid samples, indices into the micro-batch
             ref_mean = ref_std = None
             if cfg.beta > 0:  # on every rank, valid or not: ZeRO-3 forwards gather parameters collectively
                 with torch.no_grad():
@@ -160,29 +176,27 @@ def update_policy(engine: Any, groups: list[Group], cfg: TrainConfig, rcfg: Roll
                     else:
                         with world_model.transformer.disable_adapter():
                             _, ref_mean, ref_std, _ = engine(cond, record, rcfg)
+            # the rows of ``rows``: with a valid sample, exactly the valid ones (no further ``[keep]``)
             log_prob, mean, _, flips = engine(cond, record, rcfg)
-            skip = ~g.valid[sl].to(log_prob.device)
-            if not (bool(log_prob[skip].isfinite().all()) and bool(mean[skip].isfinite().all())):
-                out.nonfinite_ignored += 1  # their zero weight cannot keep NaN out of the gradients
             if len(keep) == 0:  # nothing valid here: an exact zero loss keeps the collectives in step
                 out.empty_micro_batches += 1
+                if not (bool(log_prob.isfinite().all()) and bool(mean.isfinite().all())):
+                    out.nonfinite_ignored += 1  # its zero loss cannot keep NaN out of the gradients
                 loss = log_prob.nan_to_num(0.0, 0.0, 0.0).sum() * 0.0 + mean.nan_to_num(0.0, 0.0, 0.0).sum() * 0.0
             else:
                 # float64 (policy.dyndiff.gaussian_log_prob): the log-ratio of two ~-3e6 sums is taken in
                 # float64 (clipped_policy_loss); a float32 one resolved only 0.25 nats
-                old = record.log_prob[keep].double()
                 pol, clip_frac, approx_kl = clipped_policy_loss(
-                    log_prob[keep].double(), old, g.advantages[sl][keep].double(), cfg.clip_range)
+                    log_prob.double(), record.log_prob.double(), g.advantages[sl][keep].double(), cfg.clip_range)
                 item_loss = pol  # mean over this micro-batch's valid samples
                 if ref_mean is not None and ref_std is not None:
-                    kl = mean_kl(mean[keep], ref_mean[keep], ref_std[keep], cfg.mu_kl_eps,
-                                 weight_mask=cond.cond_mask[keep])
+                    kl = mean_kl(mean, ref_mean, ref_std, cfg.mu_kl_eps, weight_mask=cond.cond_mask)
                     item_loss = item_loss + cfg.beta * kl
                     out.mu_kls.append(float(kl.detach()))
                 out.clip_fracs.append(float(clip_frac))
                 out.approx_kls.append(float(approx_kl))
                 if record.binary_mask is not None:  # a step without B would count as 0 flips, halving the rate
-                    out.mask_flips.append(float(flips[keep].float().mean()))
+                    out.mask_flips.append(float(flips.float().mean()))
                     out.mask_flip_counts.append(len(keep))
                 out.losses.append(float(item_loss.detach()))
                 out.item_counts.append(len(keep))
