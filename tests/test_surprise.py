@@ -114,8 +114,8 @@ def test_score_reports_windows_top_and_mean(scorer):
     assert ev.status == "ok" and [w.start for w in ev.windows] == [0, 2, 4]
     assert ev.windows[1].frames == list(range(2, 18)) and ev.windows[1].end == 17
     assert ev.mean == pytest.approx(np.mean([w.surprise for w in ev.windows]))
-    assert len(ev.top) == 2 and ev.top[0].surprise >= ev.top[1].surprise
-    assert ev.top[0].surprise == max(w.surprise for w in ev.windows)
+    # windows 0-15, 2-17 and 4-19 all predict frames 12-15: one event, so top names one window (top_k 2)
+    assert len(ev.top) == 1 and ev.top[0].surprise == max(w.surprise for w in ev.windows)
     assert "frames" in ev.text() and "not a physics verdict" in ev.text()
     assert SurpriseEvidence.model_validate_json(ev.model_dump_json()) == ev
 
@@ -185,3 +185,22 @@ def test_preprocess_aspect_crop_matches_the_full_resize():
     full = F.interpolate(torch.from_numpy(frames).permute(0, 3, 1, 2), size=(36, 432), mode="bilinear",
                          antialias=True)[0].float() / 255  # short 36, long int(36 * 96 / 8) = 432
     np.testing.assert_allclose(out[0], full[0, 2:34, 200:232].numpy(), atol=2 / 255)
+
+
+def test_top_windows_are_distinct_events():
+    """distinct_windows (the scorer's `top`, reflect's choice): greedily by surprise (ties: the earlier window),
+    skipping a window whose predicted frames (after its context frames) overlap one chosen before."""
+    from tools.surprise import SurpriseWindow, distinct_windows
+
+    def win(start, surprise, size=16):
+        return SurpriseWindow(start=start, end=start + size - 1, frames=list(range(start, start + size)),
+                              surprise=surprise)
+
+    ws = [win(0, 0.2), win(2, 0.5), win(4, 0.4), win(8, 0.45), win(10, 0.1), win(20, 0.3), win(22, 0.3)]
+    # 2 predicts 10-17: 4 (12-19) and 8 (16-23) overlap it; 20 (28-35) is next, tied with 22 (earlier wins);
+    # 22 (30-37) overlaps 20; 0 (8-15) overlaps 2; 10 (18-25) does not
+    assert [w.start for w in distinct_windows(ws, 3, 8)] == [2, 20, 10]
+    assert [w.start for w in distinct_windows(ws, 1, 8)] == [2]
+    assert distinct_windows(ws, 0, 8) == [] and distinct_windows([], 3, 8) == []
+    # a window no longer than the context: all its frames count as predicted
+    assert [w.start for w in distinct_windows([win(0, 0.9, 4), win(3, 0.8, 4), win(4, 0.7, 4)], 3, 8)] == [0, 4]

@@ -25,8 +25,12 @@ Decisions where the issue was silent:
   not covered (no padded or shifted extra window). A clip shorter than one window returns
   ``status="not_enough_frames"`` (missing evidence, never a crash); frame numbers are indices into
   the frames passed in.
-- ``end`` of a window is its last frame (inclusive). ``top`` holds the ``top_k`` most surprising
-  windows, highest first. Windows are scored ``batch_size`` at a time.
+- ``end`` of a window is its last frame (inclusive). ``top`` holds up to ``top_k`` of the most
+  surprising windows, highest first, no two of them sharing a predicted frame (`distinct_windows`): with
+  stride 2 the windows ranked by surprise alone are mostly neighbours around one event (the top 3 of a
+  clip often were 10-25, 12-27 and 8-23), so the trace's summary and the evaluation report named one event
+  three times. The reflect stage picks the windows it shows with the same rule. Windows are scored
+  ``batch_size`` at a time.
 - The frames need not be full size: ``SURPRISE_SHORT_SIDE`` (448) is the short side the agent and the
   tool service decode them at (aspect kept, never upscaled; ``ToolSettings.surprise_short_side``),
   since preprocessing brings the short side down to 292 (crop 256) or 438 (crop 384) anyway. 512
@@ -107,6 +111,24 @@ class SurpriseEvidence(BaseModel):
                 f"predictable; supporting evidence only, not a physics verdict): mean {self.mean:.3f} over "
                 f"{len(self.windows)} windows of {self.window_size} frames (stride {self.stride}, the first "
                 f"{self.context_frames} frames as context). Most surprising: {tops}.")
+
+
+def distinct_windows(windows: Sequence[SurpriseWindow], k: int, context_frames: int) -> list[SurpriseWindow]:
+    """Up to `k` of `windows`, most surprising first (ties: the earlier window), skipping a window whose
+    predicted frames (those after its first `context_frames`; all of its frames when it has no more) overlap
+    those of a window chosen before: distinct events, greedily by surprise."""
+    chosen: list[SurpriseWindow] = []
+    taken: set[int] = set()
+    for w in sorted(windows, key=lambda w: (-w.surprise, w.start)):
+        if len(chosen) == k:
+            break
+        frames = w.frames or list(range(w.start, w.end + 1))
+        predicted = set(frames[context_frames:] if len(frames) > context_frames else frames)
+        if predicted & taken:
+            continue
+        chosen.append(w)
+        taken |= predicted
+    return chosen
 
 
 @runtime_checkable
@@ -293,5 +315,5 @@ class VJEPA2SurpriseScorer:
             raise ToolFault("surprise", "run", "V-JEPA 2 produced non-finite surprise values")
         windows = [SurpriseWindow(start=s, end=s + self.window - 1, frames=list(range(s, s + self.window)),
                                   surprise=v) for s, v in zip(starts, values, strict=True)]
-        top = sorted(windows, key=lambda w: -w.surprise)[: self.top_k]
+        top = distinct_windows(windows, self.top_k, self.context)
         return SurpriseEvidence(status="ok", windows=windows, top=top, mean=float(np.mean(values)), **meta)

@@ -59,21 +59,14 @@ def _split(w: dict, context: int) -> tuple[list[int], list[int]]:
 
 
 def distinct_windows(ev: dict, k: int) -> list[dict]:
-    """Up to `k` windows of surprise evidence `ev`, most surprising first, no two of them sharing a predicted
-    frame (greedy by surprise over all windows; ties: the earlier window). See module docstring."""
-    context = int(ev.get("context_frames") or 8)
-    candidates = sorted(ev.get("windows") or ev.get("top") or [], key=lambda w: (-w["surprise"], w["start"]))
-    chosen: list[dict] = []
-    taken: set[int] = set()
-    for w in candidates:
-        if len(chosen) == k:
-            break
-        predicted = set(_split(w, context)[1])
-        if predicted & taken:
-            continue
-        chosen.append(w)
-        taken |= predicted
-    return chosen
+    """Up to `k` windows of surprise evidence `ev` (a dumped tools.surprise.SurpriseEvidence), most surprising
+    first, no two of them sharing a predicted frame (`tools.surprise.distinct_windows` over all its windows).
+    See module docstring."""
+    from tools.surprise import SurpriseWindow
+    from tools.surprise import distinct_windows as pick
+
+    windows = [SurpriseWindow.model_validate(w) for w in ev.get("windows") or ev.get("top") or []]
+    return [w.model_dump(mode="json") for w in pick(windows, k, int(ev.get("context_frames") or 8))]
 
 
 def window_picks(w: dict, context: int, n: int) -> tuple[int | None, list[int]]:
