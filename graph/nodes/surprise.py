@@ -83,8 +83,8 @@ def _score(ctx: RunContext, video: str, used: int, key: tuple) -> tuple[Any, flo
 
 def _job(ctx: RunContext, video: str, frames: int, *, start: bool, priority: Priority = "now") -> Future | None:
     """The clip's scoring job: the one already started (`start` False: None when there is none), or
-    started now (`start` True; a failed one is started afresh, one queued at "later" is moved to
-    `priority` "now")."""
+    started now at `priority` (`start` True; a failed one is started afresh, and one still queued at
+    "later" is queued again at "now" when `priority` is "now")."""
     used = min(frames, MAX_SURPRISE_FRAMES)
     key = ("surprise", ctx.frames.current(video), used, ctx.tools.surprise_short_side)
     if (kept := ctx.frames.get_extra(key)) is not None:  # scored before (the job may have left the job table)
