@@ -10,9 +10,8 @@ is started now and awaited later, like the speculative motion track).
   mostly wait on the network (tools served by the tool service, `tools.client`), so they never hold
   a core's thread while waiting. Tool jobs pick their lane from `graph.context.ToolProvider.lane`.
 - Priorities. Jobs a run is about to wait for (frames and images for the next model call, the
-  quality check, the extra tools the run needs by reflect, tracks a tool call asked for) use
-  "now"; work whose result is wanted only a model call or more later (the motion-track prefetch, the
-  surprise scoring until assess) uses "later": it starts only when no "now" job is queued, at most
+  quality check, tracks a tool call asked for) use "now"; work whose result is wanted only a model
+  call or more later (the motion-track prefetch; the surprise scoring and extra tools, until assess) uses "later": it starts only when no "now" job is queued, at most
   `LATER_SLOTS` (4) at a time per lane, and a queued "later" job can be cancelled and re-queued at
   "now" by whoever needs it.
 - Oldest run first. Within a priority, jobs run in the order their runs started (`run_scope`, entered

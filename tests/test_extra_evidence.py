@@ -179,3 +179,35 @@ def test_a_toolbox_from_settings_carries_extra_tools(tmp_path):
     assert "gripper_check:" in model.calls_for("reflect")[0].text()
     with pytest.raises(ValueError, match="unique"):
         Toolbox(ToolSettings(), extra=[GripperCheck(), GripperCheck()])
+
+
+def test_extra_tools_wait_at_later_priority_until_assess(tmp_path, monkeypatch):
+    """Like the surprise scoring, the quality step queues the tools at "later" and assess moves them to "now":
+    with no slot for "later" jobs, observe sees the job queued at "later" and assess sees it at "now"."""
+    import graph.workers as workers
+    from graph.frame_store import FrameStore
+    from tests.graph_scripts import OBSERVATION, assessment
+
+    store = FrameStore()
+    seen: dict[str, list] = {}
+
+    def entries():
+        return [(job.done(), queued_at) for key, (job, queued_at) in store._jobs.items() if key[0] == "extra"]
+
+    def observe_reply(_messages, _k):
+        seen["observe"] = entries()
+        return OBSERVATION
+
+    def assess_reply(_messages, _k):
+        seen["assess"] = entries()
+        return assessment()
+
+    monkeypatch.setattr(workers, "LATER_SLOTS", 0)
+    model = ScriptedChatModel(full_script(observe=observe_reply, assess=assess_reply))
+    backbone = Backbone(model, schema_retries=1, max_retries=1, timeout_s=10, retry_wait=(0.0, 0.0))
+    agent = build_reward_agent(AgentConfig(preset="full"), backbone=backbone, checkpointer=False, frame_store=store,
+                               tools=AgentTools(tracker=LKTracker(), surprise=FakeSurprise(), extra=[GripperCheck()]))
+    out = run(agent, moving_square(tmp_path / "c.mp4"))
+    assert out["result"].status == "scored", out["result"].reasons
+    assert seen["observe"] == [(False, "later")]
+    assert [queued_at for _, queued_at in seen["assess"]] == ["now"]

@@ -41,7 +41,7 @@ async def assess(state: AgentState, ctx: RunContext, step: Step) -> dict[str, An
     text += f"\n\n{len(sample)} frames of the clip follow, in temporal order."
     messages = [system("assess", n_frames=len(sample)), human(text, blocks)]
     raise_if_failed(state, ctx, step.thread_id)  # background evidence already failed: no model call
-    hurry_evidence(state, ctx)  # queued at "later" by quality: needed by reflect (graph.nodes.surprise)
+    hurry_evidence(state, ctx, step.thread_id)  # queued at "later" by quality: needed by reflect (graph.nodes.surprise)
     out = await ctx.backbone.astructured("assess", Assessment, messages, step.usage)
     out, notes = tidy_assessment(out, contract, frames_total(state), "assess")
     t, p, v = score_mapping(out, contract)

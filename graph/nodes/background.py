@@ -14,7 +14,7 @@ from concurrent.futures import Future
 
 from graph.context import RunContext
 from graph.nodes.common import EvidenceFailed, frames_total
-from graph.nodes.extra import start_extra, started_extra
+from graph.nodes.extra import hurry_extra, start_extra, started_extra
 from graph.nodes.surprise import hurry_surprise, start_surprise, started_surprise
 from graph.routes import expected_nodes
 from graph.state import AgentState
@@ -35,11 +35,14 @@ def start_evidence(ctx: RunContext, video: str, frames: int, instruction: str, t
         start_extra(ctx, video, frames, instruction, thread_id)
 
 
-def hurry_evidence(state: AgentState, ctx: RunContext) -> None:
-    """Move the run's surprise scoring to priority "now" if it is still queued (called by assess; see
-    graph.nodes.surprise)."""
-    if _uses(ctx)[0]:
-        hurry_surprise(ctx, state["video"], frames_total(state))
+def hurry_evidence(state: AgentState, ctx: RunContext, thread_id: str) -> None:
+    """Move the run's surprise scoring and extra tools to priority "now" where they are still queued at
+    "later" (called by assess; see graph.nodes.surprise)."""
+    (surprise, extra), n = _uses(ctx), frames_total(state)
+    if surprise:
+        hurry_surprise(ctx, state["video"], n)
+    if extra:
+        hurry_extra(ctx, state["video"], n, state["instruction"], thread_id)
 
 
 def _failure(job: Future | None) -> BaseException | None:

@@ -26,7 +26,7 @@ from pydantic import ValidationError
 from graph.context import RunContext
 from graph.nodes.common import Step, brief, count, frames_total
 from graph.state import AgentState
-from graph.workers import await_job
+from graph.workers import Priority, await_job
 from tools.errors import ToolFault, run_tool
 from tools.extra import EvidenceReport, EvidenceTool
 
@@ -51,22 +51,37 @@ def _evaluate(ctx: RunContext, tool: EvidenceTool, video: str, used: int,
 
 
 def _job(ctx: RunContext, k: int, video: str, frames: int, instruction: str, thread_id: str, *,
-         start: bool) -> Future | None:
+         start: bool, priority: Priority = "now") -> Future | None:
     """Extra tool `k`'s job for the run: the one already started (`start` False: None when there is none),
-    or started now (`start` True; a failed one is started afresh)."""
+    or started now at `priority` (`start` True; a failed one is started afresh, and one still queued at
+    "later" is queued again at "now" when `priority` is "now")."""
     used = min(frames, MAX_EXTRA_FRAMES)
     key = ("extra", ctx.frames.current(video), thread_id, k, used, ctx.tools.extra_short_side, instruction)
     if not start:
         return ctx.frames.started_job(key)
     tool = ctx.tools.extra[k]
-    return ctx.frames.shared_job(key, functools.partial(_evaluate, ctx, tool, video, used, instruction))
+    return ctx.frames.shared_job(key, functools.partial(_evaluate, ctx, tool, video, used, instruction), priority)
 
 
 def start_extra(ctx: RunContext, video: str, frames: int, instruction: str, thread_id: str) -> None:
     """Start the extra tools on the run's clip in worker threads; the extra node awaits them. Called by the
-    quality step once the clip is usable."""
+    quality step once the clip is usable. They are queued at priority "later" until `hurry_extra`, like the
+    surprise scoring (see graph.nodes.surprise)."""
     for k in range(len(ctx.tools.extra)):
-        _job(ctx, k, video, frames, instruction, thread_id, start=True)
+        _job(ctx, k, video, frames, instruction, thread_id, start=True, priority="later")
+
+
+def hurry_extra(ctx: RunContext, video: str, frames: int, instruction: str, thread_id: str) -> list[Future]:
+    """The run's started extra-tool jobs, each still queued at "later" moved to priority "now" (a job that is
+    running or done is left as it is, a failed one included). Called by assess and by the extra node."""
+    jobs = []
+    for k in range(len(ctx.tools.extra)):
+        job = _job(ctx, k, video, frames, instruction, thread_id, start=False)
+        if job is not None and not job.done():
+            job = _job(ctx, k, video, frames, instruction, thread_id, start=True)
+        if job is not None:
+            jobs.append(job)
+    return jobs
 
 
 def started_extra(ctx: RunContext, video: str, frames: int, instruction: str, thread_id: str) -> list[Future]:
@@ -80,6 +95,7 @@ async def extra(state: AgentState, ctx: RunContext, step: Step) -> dict[str, Any
     used = min(n, MAX_EXTRA_FRAMES)
     tools = ctx.tools.extra
     args = (state["video"], n, state["instruction"], step.thread_id)
+    hurry_extra(ctx, *args)
     jobs = [_job(ctx, k, *args, start=False) or _job(ctx, k, *args, start=True) for k in range(len(tools))]
     outcomes = await asyncio.gather(*(await_job(j) for j in jobs))
     records, dropped = [], 0
