@@ -113,6 +113,13 @@ class SurpriseEvidence(BaseModel):
                 f"{self.context_frames} frames as context). Most surprising: {tops}.")
 
 
+def split_window(frames: Sequence[int], context_frames: int) -> tuple[list[int], list[int]]:
+    """(context frames, predicted frames) of a window's `frames`: those after its first `context_frames` were
+    predicted (all of them when the window is no longer than its context)."""
+    cut = context_frames if len(frames) > context_frames else 0
+    return list(frames[:cut]), list(frames[cut:])
+
+
 def distinct_windows(windows: Sequence[SurpriseWindow], k: int, context_frames: int) -> list[SurpriseWindow]:
     """Up to `k` of `windows`, most surprising first (ties: the earlier window), skipping a window whose
     predicted frames (those after its first `context_frames`; all of its frames when it has no more) overlap
@@ -122,8 +129,7 @@ def distinct_windows(windows: Sequence[SurpriseWindow], k: int, context_frames: 
     for w in sorted(windows, key=lambda w: (-w.surprise, w.start)):
         if len(chosen) == k:
             break
-        frames = w.frames or list(range(w.start, w.end + 1))
-        predicted = set(frames[context_frames:] if len(frames) > context_frames else frames)
+        predicted = set(split_window(w.frames or range(w.start, w.end + 1), context_frames)[1])
         if predicted & taken:
             continue
         chosen.append(w)

@@ -50,14 +50,6 @@ def _images(frames: list[int], blocks: list[dict]) -> Images:
     return [(int(f), blocks[2 * k:2 * k + 2]) for k, f in enumerate(frames)]
 
 
-def _split(w: dict, context: int) -> tuple[list[int], list[int]]:
-    """(context frames, predicted frames) of window `w`: those after its first `context` frames were predicted
-    (all of them when the window is no longer than `context`)."""
-    frames = w.get("frames") or list(range(w["start"], w["end"] + 1))
-    cut = context if len(frames) > context else 0
-    return frames[:cut], frames[cut:]
-
-
 def distinct_windows(ev: dict, k: int) -> list[dict]:
     """Up to `k` windows of surprise evidence `ev` (a dumped tools.surprise.SurpriseEvidence), most surprising
     first, no two of them sharing a predicted frame (`tools.surprise.distinct_windows` over all its windows).
@@ -72,9 +64,10 @@ def distinct_windows(ev: dict, k: int) -> list[dict]:
 def window_picks(w: dict, context: int, n: int) -> tuple[int | None, list[int]]:
     """(reference frame, predicted frames) shown for window `w` in a clip of `n` frames: its last context frame
     (None when it has none) and up to FRAMES_PER_WINDOW - 1 frames spread over its predicted part."""
+    from tools.surprise import split_window
     from tools.video import uniform_subset
 
-    before, predicted = _split(w, context)
+    before, predicted = split_window(w.get("frames") or range(w["start"], w["end"] + 1), context)
     predicted = [f for f in predicted if 0 <= f < n]
     reference = before[-1] if before and 0 <= before[-1] < n else None
     return reference, uniform_subset(predicted, FRAMES_PER_WINDOW - 1) if predicted else []
