@@ -71,17 +71,13 @@ def start_extra(ctx: RunContext, video: str, frames: int, instruction: str, thre
         _job(ctx, k, video, frames, instruction, thread_id, start=True, priority="later")
 
 
-def hurry_extra(ctx: RunContext, video: str, frames: int, instruction: str, thread_id: str) -> list[Future]:
-    """The run's started extra-tool jobs, each still queued at "later" moved to priority "now" (a job that is
+def hurry_extra(ctx: RunContext, video: str, frames: int, instruction: str, thread_id: str) -> None:
+    """Move each of the run's started extra-tool jobs still queued at "later" to priority "now" (a job that is
     running or done is left as it is, a failed one included). Called by assess and by the extra node."""
-    jobs = []
     for k in range(len(ctx.tools.extra)):
         job = _job(ctx, k, video, frames, instruction, thread_id, start=False)
         if job is not None and not job.done():
-            job = _job(ctx, k, video, frames, instruction, thread_id, start=True)
-        if job is not None:
-            jobs.append(job)
-    return jobs
+            _job(ctx, k, video, frames, instruction, thread_id, start=True)
 
 
 def started_extra(ctx: RunContext, video: str, frames: int, instruction: str, thread_id: str) -> list[Future]:
