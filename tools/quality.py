@@ -21,8 +21,9 @@ every cell size at 256-1920 px, with or without objects), while static's is spre
 0.54-0.58, also after H.264 coding), hence the second condition; means and variances
 are accumulated in float64. ``check_quality`` computes the statistics of all frames of a size at once
 (``clip_stats``: one resize per frame, then a few dozen numpy operations on the stacked small frames);
-``frame_stats`` computes one frame's with OpenCV and is the reference the clip pass is tested against
-(equal to ~1e-8 relative). Per frame, the same statistics took ~15 small numpy/OpenCV calls, each a
+``frame_stats`` computes one frame's (std and edge energy with OpenCV; correlation and flatness with the
+clip pass's own functions on a batch of one) and is the reference the clip pass is tested against (equal to
+~1e-8 relative). Per frame, the same statistics took ~15 small numpy/OpenCV calls, each a
 point where the worker thread gives up the GIL and waits to take it back: with the agent's event loop
 and a second worker busy, a 32-frame check of a tiny clip took 10-29 ms instead of 3, and the clip's
 first model call waited for it (benchmarks/agent_concurrency.py); ``check_video`` decodes with ``tools.video`` and turns a decode error into an unusable
@@ -73,12 +74,7 @@ def neighbour_correlation(grey: np.ndarray) -> float:
     has no variance (a flat image) or the image is under 2 x 2 pixels."""
     if min(grey.shape) < 2:
         return float("nan")
-    corrs = []
-    for a, b in ((grey[:, :-1], grey[:, 1:]), (grey[:-1], grey[1:])):
-        a, b = a - a.mean(), b - b.mean()
-        den = float(np.sqrt((a * a).sum() * (b * b).sum()))
-        corrs.append(float((a * b).sum()) / den if den > 0 else float("nan"))
-    return float(np.mean(corrs))
+    return float(_neighbour_correlations(np.asarray(grey, np.float64)[None])[0])
 
 
 def spectral_flatness(grey: np.ndarray) -> float:
@@ -87,12 +83,7 @@ def spectral_flatness(grey: np.ndarray) -> float:
     natural image); NaN for a flat image (no power) or one under 2 x 2 pixels."""
     if min(grey.shape) < 2:
         return float("nan")
-    power = (np.abs(np.fft.rfft2(grey - grey.mean())) ** 2).ravel()[1:]
-    top = float(power.max())
-    if top <= 0:
-        return float("nan")
-    power = power + 1e-12 * top  # an exactly empty frequency makes the geometric mean 0, not -inf
-    return float(np.exp(np.log(power).mean()) / power.mean())
+    return float(_flatness(np.asarray(grey, np.float64)[None])[0])
 
 
 def _analysed(frame: np.ndarray, long_side: int) -> np.ndarray:
@@ -119,6 +110,11 @@ def _pair_correlations(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     out = np.full(t, np.nan)
     np.divide(_row_dot(a, b), den, out=out, where=den > 0)
     return out
+
+
+def _neighbour_correlations(grey: np.ndarray) -> np.ndarray:
+    """:func:`neighbour_correlation` of each [h,w] image of `grey` [T,h,w] float64 (h, w >= 2)."""
+    return (_pair_correlations(grey[:, :, :-1], grey[:, :, 1:]) + _pair_correlations(grey[:, :-1], grey[:, 1:])) / 2
 
 
 def _flatness(grey: np.ndarray) -> np.ndarray:
@@ -154,8 +150,7 @@ def stack_stats(small: np.ndarray, noise_correlation: float = 1.0) -> np.ndarray
     flatness = np.full(t, np.nan)
     if min(h, w) >= 2:
         grey = (g[:, 0].astype(np.float64) + g[:, 1] + g[:, 2]) / 3
-        corr = (_pair_correlations(grey[:, :, :-1], grey[:, :, 1:])
-                + _pair_correlations(grey[:, :-1], grey[:, 1:])) / 2
+        corr = _neighbour_correlations(grey)
         noisy = np.flatnonzero(corr < noise_correlation)  # NaN compares False: a flat frame is never noise
         if len(noisy):
             flatness[noisy] = _flatness(grey[noisy])
