@@ -123,6 +123,26 @@ class FailingSurprise:
         raise ToolFault("surprise", "run", "V-JEPA 2 out of memory")
 
 
+def job_priorities_script(store, kind: str) -> tuple[dict, dict[str, list[tuple[bool, str]]]]:
+    """(script, seen): a full_script whose observe and assess replies record, in ``seen["observe"]`` and
+    ``seen["assess"]``, each shared job of `kind` ("surprise", "extra") in the FrameStore `store` as (done,
+    priority it was queued at)."""
+    seen: dict[str, list[tuple[bool, str]]] = {}
+
+    def entries() -> list[tuple[bool, str]]:
+        return [(job.done(), queued_at) for key, (job, queued_at) in store._jobs.items() if key[0] == kind]
+
+    def observe_reply(_messages, _k):
+        seen["observe"] = entries()
+        return OBSERVATION
+
+    def assess_reply(_messages, _k):
+        seen["assess"] = entries()
+        return assessment()
+
+    return full_script(observe=observe_reply, assess=assess_reply), seen
+
+
 def make_agent(preset: str = "full", script: dict | None = None, *, tracker=None, surprise=None, frame_store=None,
                **cfg):
     """(agent, model): a scripted agent with in-memory checkpoints and fake tools."""

@@ -11,6 +11,7 @@ from graph_scripts import (
     FakeSurprise,
     assessment,
     full_script,
+    job_priorities_script,
     make_agent,
     moving_square,
     nodes,
@@ -83,26 +84,13 @@ def test_surprise_waits_at_later_priority_until_assess(clip, monkeypatch):
     from graph.frame_store import FrameStore
 
     store = FrameStore()
-    seen: dict[str, tuple] = {}
-
-    def surprise_entry():
-        return next(((job.done(), queued_at) for key, (job, queued_at) in store._jobs.items()
-                     if key[0] == "surprise"), None)
-
-    def observe_reply(_messages, _k):
-        seen["observe"] = surprise_entry()
-        return OBSERVATION
-
-    def assess_reply(_messages, _k):
-        seen["assess"] = surprise_entry()
-        return assessment()
-
+    script, seen = job_priorities_script(store, "surprise")
     monkeypatch.setattr(workers, "LATER_SLOTS", 0)
-    agent, _ = make_agent("full", full_script(observe=observe_reply, assess=assess_reply), frame_store=store)
+    agent, _ = make_agent("full", script, frame_store=store)
     out = run(agent, clip)
     assert out["result"].status == "scored", out["result"].reasons
-    assert seen["observe"] == (False, "later")
-    assert seen["assess"][1] == "now"
+    assert seen["observe"] == [(False, "later")]
+    assert [queued_at for _, queued_at in seen["assess"]] == ["now"]
 
 
 def test_surprise_is_scored_once_per_clip_version_and_a_failure_is_retried_by_the_next_run(tmp_path):

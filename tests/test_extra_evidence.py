@@ -186,24 +186,12 @@ def test_extra_tools_wait_at_later_priority_until_assess(tmp_path, monkeypatch):
     with no slot for "later" jobs, observe sees the job queued at "later" and assess sees it at "now"."""
     import graph.workers as workers
     from graph.frame_store import FrameStore
-    from tests.graph_scripts import OBSERVATION, assessment
+    from tests.graph_scripts import job_priorities_script
 
     store = FrameStore()
-    seen: dict[str, list] = {}
-
-    def entries():
-        return [(job.done(), queued_at) for key, (job, queued_at) in store._jobs.items() if key[0] == "extra"]
-
-    def observe_reply(_messages, _k):
-        seen["observe"] = entries()
-        return OBSERVATION
-
-    def assess_reply(_messages, _k):
-        seen["assess"] = entries()
-        return assessment()
-
+    script, seen = job_priorities_script(store, "extra")
     monkeypatch.setattr(workers, "LATER_SLOTS", 0)
-    model = ScriptedChatModel(full_script(observe=observe_reply, assess=assess_reply))
+    model = ScriptedChatModel(script)
     backbone = Backbone(model, schema_retries=1, max_retries=1, timeout_s=10, retry_wait=(0.0, 0.0))
     agent = build_reward_agent(AgentConfig(preset="full"), backbone=backbone, checkpointer=False, frame_store=store,
                                tools=AgentTools(tracker=LKTracker(), surprise=FakeSurprise(), extra=[GripperCheck()]))
