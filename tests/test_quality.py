@@ -6,6 +6,7 @@ import cv2
 import numpy as np
 import pytest
 
+from tools import quality
 from tools.quality import QualityCheck, QualityThresholds, check_quality, check_video, clip_stats, frame_stats
 
 
@@ -167,11 +168,16 @@ def test_pixel_noise_without_structure_is_uniform_and_the_reason_says_so():
     assert "flat at 64 px" in q.reason and "only pixel-level noise" in q.reason
 
 
+@pytest.mark.parametrize("chunk_values", [None, 1, 3 * 38 * 64 * 3])
 @pytest.mark.parametrize("noise_correlation", [1.0, 0.2])
-def test_clip_stats_match_frame_stats(noise_correlation):
-    """check_quality computes a clip's statistics in one pass over all its frames (clip_stats); each frame's
+def test_clip_stats_match_frame_stats(noise_correlation, chunk_values, monkeypatch):
+    """check_quality computes a clip's statistics a chunk of frames at a time (clip_stats); each frame's
     values equal frame_stats' (OpenCV per frame) to float rounding, NaN where it has NaN: textures, noise (its
-    flatness computed), one-colour frames, frames 1-2 pixels wide, and frames of mixed sizes in one list."""
+    flatness computed), one-colour frames, frames 1-2 pixels wide, and frames of mixed sizes in one list; with
+    the default chunk, a frame per chunk, and 3 of the four 38x64 frames in a chunk (a frame's statistics never
+    depend on the frames beside it)."""
+    if chunk_values is not None:
+        monkeypatch.setattr(quality, "CHUNK_VALUES", chunk_values)
     rng = np.random.default_rng(0)
     textured = cv2.resize(rng.integers(0, 256, (12, 20, 3), dtype=np.uint8), (200, 120),
                           interpolation=cv2.INTER_CUBIC)
