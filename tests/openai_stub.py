@@ -123,7 +123,10 @@ class OpenAIStub:
                 if not self.path.endswith("/chat/completions"):
                     self._send(404, {"error": {"message": f"no route {self.path}", "type": "not_found"}})
                     return
-                reply = stub._next(body)
+                try:
+                    reply = stub._next(body)
+                except Exception as exc:  # noqa: BLE001 - a responder with no reply: say so (400, not retried)
+                    reply = StubReply(status=400, content=f"stub responder failed: {type(exc).__name__}: {exc}")
                 if reply.delay_s:
                     time.sleep(reply.delay_s)
                 if reply.status != 200:
