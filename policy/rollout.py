@@ -158,7 +158,12 @@ class Rollout:
 
 
 def sigma_schedule(num_steps: int, shift: float) -> Tensor:
-    """[K + 1] float32 noise levels from 1 to 0: ``sigma = shift t / (1 + (shift - 1) t)``, t uniform."""
+    """[K + 1] float32 noise levels from 1 to 0: ``sigma = shift t / (1 + (shift - 1) t)``, t uniform.
+
+    The shifted-uniform schedule of Wan's flow UniPC (which ends its t at 1/1000 before the final 0); diffusers'
+    FlowMatchEulerDiscreteScheduler spaces its sigmas differently (it shifts a range ending at a shifted
+    sigma_min, so its second-to-last sigma is far smaller), so ``sample_ode`` at the same ``num_steps`` and
+    ``shift`` is not that scheduler's output."""
     if num_steps < 1 or not shift > 0:
         raise RolloutConfigError(f"need num_steps >= 1 and shift > 0, got {num_steps}, {shift}")
     t = torch.linspace(1.0, 0.0, num_steps + 1, dtype=torch.float64)

@@ -110,7 +110,8 @@ class TrainConfig:
     """Classifier-free guidance weight w of rollouts, likelihoods and evaluation samples,
     v = v_neg + w (v_cond - v_neg); 1 = off (one transformer pass per step, else a doubled batch). Wan's
     pipeline uses the same w; Cosmos-Predict2.5's writes v = v_cond + g (v_cond - v_neg), so its
-    guidance_scale g is w = g + 1 here (its 7.0 is 8.0)."""
+    guidance_scale g is w = g + 1 here (its 7.0 is 8.0). Both pipelines guide only when their scale is above 1
+    (Cosmos' g <= 1 is w = 1); here any w != 1 is applied as written (0 = the negative branch alone)."""
     negative_prompt: str = ""
     """Text of the guidance's negative branch (used when guidance_scale != 1). Wan's pipeline also defaults to "";
     Cosmos-Predict2.5's uses its long ``DEFAULT_NEGATIVE_PROMPT`` (diffusers): set that here to sample as it does."""
