@@ -160,7 +160,8 @@ class Rollout:
 def sigma_schedule(num_steps: int, shift: float) -> Tensor:
     """[K + 1] float32 noise levels from 1 to 0: ``sigma = shift t / (1 + (shift - 1) t)``, t uniform.
 
-    The shifted-uniform schedule of Wan's flow UniPC (which ends its t at 1/1000 before the final 0); diffusers'
+    The shifted-uniform schedule of Wan's flow UniPC (whose t runs from 1 towards 1/1000 instead of 0: each
+    t differs by under 0.1%, and its first sigma is 1 - 1e-6); diffusers'
     FlowMatchEulerDiscreteScheduler spaces its sigmas differently (it shifts a range ending at a shifted
     sigma_min, so its second-to-last sigma is far smaller), so ``sample_ode`` at the same ``num_steps`` and
     ``shift`` is not that scheduler's output."""
