@@ -385,3 +385,17 @@ def test_values_that_are_no_number_are_error_items_not_a_stopped_run():
     assert out.counts == {"none": 0, "nan": 0, "inf": 0, "error": 3}
     assert out.reasons[0].startswith("reward 'r' returned a non-number 1000") and out.reasons[0].endswith("...")
     assert out.reasons[1] == "reward 'r' returned a non-number '0.5'"
+
+
+def test_a_service_result_without_a_reward_key_is_an_error_not_the_services_verdict():
+    """A result object that has no "reward" field at all (a service answering {"score": ...}, or an error
+    object per item) was read as a null reward: the service's own ⊥ (kind none), with no reason saying the
+    answer was malformed. Only an explicit null is the verdict."""
+    fn = HttpAgentReward(url="http://svc/score", startup_wait_s=0)
+    fn._post = lambda url, body: {"results": [  # noqa: SLF001 (the transport, stubbed)
+        {"score": 0.7}, {"reward": None, "reasons": ["not visible"]}, {"reward": 0.2}]}
+    out = call_reward(fn, "http", _clips(3), ["a"] * 3)
+    assert out.rewards == [None, None, 0.2]
+    assert out.kinds == ["error", "none", None]
+    assert out.counts == {"none": 1, "nan": 0, "inf": 0, "error": 1}
+    assert "without a reward" in out.reasons[0]

@@ -312,7 +312,8 @@ class HttpAgentReward:
 
 def service_batch(results: list[Any], url: str) -> RewardBatch:
     """A reward service's ``results`` (one per item) as a RewardBatch, item by item: a null reward is the
-    service's ⊥ (kind none, its reasons kept); a result that is not an object or whose reward is not a number
+    service's ⊥ (kind none, its reasons kept); a result that is not an object, has no ``reward`` field (not
+    the verdict: a service answering ``{"score": ...}``) or whose reward is not a number
     (`reward_number`: text such as "0.5" too, as for a reward callable's list) is ineligible of kind error,
     naming the value, and costs the batch's other items nothing."""
     items: list[dict[str, Any]] = []
@@ -325,6 +326,7 @@ def service_batch(results: list[Any], url: str) -> RewardBatch:
         why = [given] if isinstance(given, str) else [str(x) for x in given] if isinstance(given, list) else []
         number = None if value is None else reward_number(value)
         problem = (f"a result that is not a JSON object: {repr(raw)[:80]}" if not isinstance(raw, dict)
+                   else f"a result without a reward field: {repr(raw)[:80]}" if "reward" not in raw
                    else f"a reward that is not a number: {repr(value)[:80]}" if value is not None and number is None
                    else None)
         items.append(item)
