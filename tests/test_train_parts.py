@@ -191,7 +191,7 @@ def test_deepspeed_config_values():
 
 
 def _part(rewards, **kw):
-    base = {"rewards": rewards, "advantages": [], "skipped_groups": 0, "ineligible_none": 0, "ineligible_nan": 0,
+    base = {"rewards": rewards, "advantages": [], "skipped_groups": 0, "zero_std_groups": 0, "ineligible_none": 0, "ineligible_nan": 0,
             "ineligible_inf": 0, "ineligible_error": 0, "clip_fraction": [], "approx_kl": [], "mu_kl": [],
             "loss": [], "mask_mean": [0.5], "diversity": [1.0], "diversity_frames": [0.1],
             "seconds_rollout": 1.0, "seconds_reward": 2.0, "seconds_update": 3.0, "update_skipped": False, "lr": 1e-4,
@@ -202,12 +202,12 @@ def _part(rewards, **kw):
 
 def test_summarize_over_ranks_and_log(tmp_path):
     parts = [_part([1.0, None], skipped_groups=1, ineligible_none=1, advantages=[0.5, -0.5], approx_kl=[0.1]),
-             _part([3.0, 2.0], approx_kl=[0.3], diversity=[3.0])]
+             _part([3.0, 2.0], approx_kl=[0.3], diversity=[3.0], zero_std_groups=2)]
     row = summarize(7, parts)
     assert row["iteration"] == 7 and row["reward_mean"] == pytest.approx(2.0)
     assert row["reward_std"] == pytest.approx(math.sqrt(2 / 3))
     assert row["eligible_fraction"] == 0.75 and row["ineligible_count"] == 1 and row["ineligible_none"] == 1
-    assert row["skipped_groups"] == 1 and row["approx_kl"] == pytest.approx(0.2)
+    assert row["skipped_groups"] == 1 and row["zero_std_groups"] == 2 and row["approx_kl"] == pytest.approx(0.2)
     assert row["rollout_diversity"] == 2.0 and row["adv_abs_max"] == 0.5
     assert math.isnan(row["mu_kl"])  # no update item -> NaN in memory, null in the JSONL
     assert row["nonfinite_losses"] == 0 and math.isnan(row["grad_norm"]) and math.isnan(row["grad_norm_max"])

@@ -5,6 +5,8 @@ Metric names (one JSON object per iteration in metrics.jsonl):
 * ``reward_mean`` / ``reward_std`` -- over eligible rewards of all ranks (population std).
 * ``eligible_fraction`` / ``ineligible_count`` (+ ``ineligible_none|nan|inf|error``) -- reward validity.
 * ``skipped_groups`` -- groups with fewer than 2 eligible rewards (no update from them).
+* ``zero_std_groups`` -- groups whose eligible rewards all agree (advantage 0 for each: no signal, though they
+  stay in the update's mean and its mu-KL term); with a gated reward, a group that scored 0 throughout.
 * ``adv_mean`` / ``adv_std`` / ``adv_abs_max`` -- advantages of the samples that were updated.
 * ``clip_fraction`` -- share of (sample, SDE step) items whose ratio left [1 - delta, 1 + delta].
 * ``approx_kl`` -- mean k3 estimate of KL(old || new) over the updated (sample, SDE step) items.
@@ -127,6 +129,7 @@ def summarize(iteration: int, parts: list[dict[str, Any]]) -> dict[str, float | 
         "eligible_fraction": len(eligible) / len(rewards) if rewards else 0.0,
         "ineligible_count": len(rewards) - len(eligible),
         "skipped_groups": total("skipped_groups"),
+        "zero_std_groups": total("zero_std_groups"),
         "adv_mean": _mean(adv) if adv else 0.0,
         "adv_std": _std(adv) if adv else 0.0,
         "adv_abs_max": max((abs(a) for a in adv), default=0.0),

@@ -300,7 +300,7 @@ def train(cfg: TrainConfig, *, local_rank: int = 0, reward_tokens: dict[str, str
         local = {
             "rewards": outcome.rewards,
             "advantages": adv[valid].tolist(),
-            "skipped_groups": stats.skipped_groups,
+            "skipped_groups": stats.skipped_groups, "zero_std_groups": stats.zero_std_groups,
             **{f"ineligible_{k}": v for k, v in outcome.counts.items()},
             "clip_fraction": upd.clip_fracs, "approx_kl": upd.approx_kls, "mu_kl": upd.mu_kls, "loss": upd.losses,
             "item_counts": upd.item_counts, "grad_norms": upd.grad_norms, "mask_flip_fraction": upd.mask_flips,
