@@ -90,6 +90,15 @@ def test_brightness_reward_region_and_skip_first():
         BrightnessReward(region=(0.5, 0.0, 0.2, 1.0))
 
 
+def test_brightness_region_edges_on_whole_pixels_despite_float_rounding():
+    """0.29 * 100 is 28.999999999999996 and 0.56 * 100 is 56.00000000000001: the box [0.29, 0.56] of a
+    100-pixel frame is columns 29-55, not 28-56 (the dark columns just outside it stay out)."""
+    assert 0.29 * 100 < 29 and 0.56 * 100 > 56
+    clip = np.full((2, 1, 100, 3), 255, np.uint8)
+    clip[:, :, [28, 56]] = 0
+    assert BrightnessReward(region=(0.29, 0.0, 0.56, 1.0))([clip], ["p"]) == [pytest.approx(1.0)]
+
+
 def test_motion_reward_hand_computed():
     clip = np.zeros((3, 2, 2, 3), dtype=np.uint8)
     clip[1] = 51  # frame diffs: 51 then 51 -> mean 51/255 = 0.2

@@ -34,9 +34,17 @@ def _crop_clip(video: Any, box: tuple[float, float, float, float]) -> np.ndarray
         return None
     h, w = video.shape[1:3]
     x0, y0, x1, y1 = box
-    r0, r1 = int(math.floor(y0 * h)), max(int(math.ceil(y1 * h)), int(math.floor(y0 * h)) + 1)
-    c0, c1 = int(math.floor(x0 * w)), max(int(math.ceil(x1 * w)), int(math.floor(x0 * w)) + 1)
+    r0, r1 = _edges(y0, y1, h)
+    c0, c1 = _edges(x0, x1, w)
     return video[:, r0:r1, c0:c1]
+
+
+def _edges(lo: float, hi: float, size: int) -> tuple[int, int]:
+    """Pixel range [start, stop) covering the fractions [lo, hi] of `size` pixels (at least one pixel). A product
+    a rounding error away from a whole pixel is that pixel: 0.29 * 100 is 28.999999999999996, and a plain floor
+    took column 28 into a box that starts at 29."""
+    start = int(math.floor(lo * size + 1e-9))
+    return start, max(int(math.ceil(hi * size - 1e-9)), start + 1)
 
 
 @dataclass
