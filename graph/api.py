@@ -10,8 +10,8 @@ Decisions where the issue was silent:
   `AgentConfig.max_instruction_chars` (default 4000) is truncated and the truncation is listed in
   `reasons`. Prompt-injection text is passed to the model only as delimited data, and the reward is
   computed by fixed code from the structured judgments.
-- Wrong argument *types* (video not a str/Path, instruction not a str, max_concurrency < 1) are caller
-  bugs and raise TypeError/ValueError at once.
+- Wrong argument *types* (video not a str/Path, instruction not a str, an item's run_id neither a str nor
+  None, max_concurrency < 1) are caller bugs and raise TypeError/ValueError at once.
 - A relative video path is made absolute (from the current folder) before the run, so the trace names the
   clip wherever `raa report` / `raa trace` later run (it recorded the path as typed, and a report made
   from another folder said "frames unavailable: video file not found"); `raa score-batch` and the
@@ -63,6 +63,8 @@ def _item(item: Any) -> tuple[str, str, str | None]:
         (video, instruction), run_id = item, None
     else:
         raise TypeError(f"batch items must be (video, instruction) or dicts, got {type(item).__name__}")
+    if run_id is not None and not isinstance(run_id, str):
+        raise TypeError(f"run_id must be a str, got {type(run_id).__name__}")
     return _video(video), _instruction(instruction), run_id
 
 

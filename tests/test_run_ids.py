@@ -55,6 +55,20 @@ def test_a_run_id_named_twice_in_one_batch_is_refused_not_overwritten(clip, tmp_
     assert agent.get_state({"configurable": {"thread_id": "dup"}}).values["video"] == str(clip)
 
 
+def test_a_run_id_that_is_not_a_string_is_refused_before_any_run(clip):
+    """An int run id (a dataframe index) ran every clip of the group, then the pydantic error of the one
+    RewardResult that carried it escaped `ascore_videos` and every other item's result was lost."""
+    import asyncio
+
+    from graph import AgentConfig, ascore_videos
+
+    agent, model = make_agent("decomposed")
+    items = [(str(clip), INSTRUCTION), {"video": str(clip), "instruction": INSTRUCTION, "run_id": 7}]
+    with pytest.raises(TypeError, match="run_id must be a str, got int"):
+        asyncio.run(ascore_videos(items, AgentConfig(preset="decomposed"), agent=agent))
+    assert model.calls == []  # refused at once, like a video or instruction of the wrong type
+
+
 def _agent_on(db, delay_s: float = 0.0):
     """A scripted agent whose checkpointer is its own connection to the trace file `db`, as another process's."""
     from graph import AgentConfig, AgentTools, build_reward_agent
