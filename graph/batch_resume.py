@@ -26,12 +26,13 @@ FINAL_FAULTS = ("input", "video")
 """Fault kinds that fail again on a rerun: a bad manifest line or instruction, an undecodable clip."""
 
 
-def retryable(result: dict[str, Any], path: str | None = None) -> bool:
+def retryable(result: dict[str, Any], path: str | None = None,
+              is_file: Callable[[str], bool] = lambda p: Path(p).is_file()) -> bool:
     """True for an ineligible result (a row's "result") that another run could turn into a reward: some
     reason is not an input or video fault (a transport error, a timeout, a refused request, an invalid
     reply, a tool fault, a dead worker), or it is "video file not found" and the row's clip `path` is a
-    file now (a manifest scored before its clips were all rendered). Reasons read "stage: kind: message"
-    or "input: message"."""
+    file now (`is_file`; a manifest scored before its clips were all rendered). Reasons read "stage: kind:
+    message" or "input: message"."""
     if result.get("status") != "ineligible":
         return False
     for reason in result.get("reasons") or []:
@@ -39,7 +40,7 @@ def retryable(result: dict[str, Any], path: str | None = None) -> bool:
         if parts[0] not in FINAL_FAULTS and (len(parts) < 3 or parts[1] not in FINAL_FAULTS):
             return True
         if (len(parts) == 3 and parts[1] == "video" and parts[2].endswith("video file not found")
-                and path is not None and Path(path).is_file()):
+                and path is not None and is_file(path)):
             return True
     return False
 
@@ -51,8 +52,16 @@ def stale_rows(manifest: Path, items: list[dict[str, Any]], preset: str, draw: i
     line still bad (its row is written again), fixed since (it is scored) or blanked or deleted since (it
     has no item any more): either way one row per line of the manifest as it is now. "retry": with
     `retry_ineligible`, a `retryable` row of one of `items`. Rows of other items (other draws, presets or
-    manifests sharing the output) are never touched."""
+    manifests sharing the output) are never touched. A row's answer does not change between calls: whether a
+    clip is a file is looked up once (a clip rendered while the tools load would otherwise be kept by
+    `graph.batch.done_keys`, so not scored, and then dropped by `drop_rows`, leaving it no row)."""
     retry = {it["key"] for it in items} if retry_ineligible else set()
+    found: dict[str, bool] = {}
+
+    def is_file(path: str) -> bool:  # looked up once: `done_keys` and `drop_rows` ask the same question minutes apart
+        if path not in found:
+            found[path] = Path(path).is_file()
+        return found[path]
 
     def goes(row: Any) -> str | None:
         if not isinstance(row, dict):
@@ -61,7 +70,7 @@ def stale_rows(manifest: Path, items: list[dict[str, Any]], preset: str, draw: i
             return "bad line"
         result, path = row.get("result"), row.get("path")
         if (row.get("key") in retry and isinstance(result, dict)
-                and retryable(result, path if isinstance(path, str) else None)):
+                and retryable(result, path if isinstance(path, str) else None, is_file)):
             return "retry"
         return None
 

@@ -205,3 +205,34 @@ def test_an_output_that_is_a_folder_is_a_clear_error(monkeypatch, tmp_path):
     res = runner.invoke(app, args)
     assert res.exit_code == 2, res.output
     assert f"--out {out} is a folder" in res.output and not list(tmp_path.glob(".out.jsonl.lock"))
+
+
+def test_a_clip_rendered_while_the_tools_load_keeps_its_row(monkeypatch, tmp_path):
+    """With --retry-ineligible, whether a "video file not found" row goes was decided twice: before the tools
+    load (the clip missing: the row stays, the item is skipped) and again when the rows are dropped (the clip
+    rendered meanwhile: the row went). The clip ended the run with no row, though the batch said it was in."""
+    from graph import commands
+    from graph.batch import read_manifest
+    from tests.graph_scripts import moving_square
+
+    _scripted(monkeypatch, tmp_path)
+    _clips(tmp_path, 1)
+    manifest = tmp_path / "m.jsonl"
+    manifest.write_text("".join(json.dumps({"path": p, "instruction": TASK}) + "\n" for p in ("c0.mp4", "late.mp4")))
+    late = read_manifest(manifest, "decomposed")[1]
+    missing = {"status": "ineligible", "reward": None,
+               "reasons": [f"quality: video: VideoNotFoundError: {late['path']}: video file not found"]}
+    out = tmp_path / "out.jsonl"
+    out.write_text(json.dumps({**{k: late[k] for k in ("key", "line", "path", "instruction", "preset", "draw",
+                                                       "manifest")}, "result": missing}) + "\n")
+    real = commands.loaded_tools
+
+    def rendered_meanwhile(settings, preset):  # the renderer finishes the clip while the tools load
+        moving_square(tmp_path / "late.mp4")
+        return real(settings, preset)
+
+    monkeypatch.setattr(commands, "loaded_tools", rendered_meanwhile)
+    res = runner.invoke(app, ["score-batch", str(manifest), "--out", str(out), "--preset", "decomposed",
+                              "--retry-ineligible"])
+    assert res.exit_code == 0 and "1 already in" in res.output, res.output
+    assert sorted(r["line"] for r in _rows(out)) == [1, 2]  # every line of the manifest keeps a row
