@@ -197,6 +197,9 @@ def score_batch_command(
         typer.echo(f"error: --out {out} is a folder; give the results file's path, e.g. {out / 'results.jsonl'}",
                    err=True)
         raise typer.Exit(2)
+    if out.exists() and out.samefile(manifest):  # else rows appended to it, its bad and blank lines dropped
+        typer.echo(f"error: --out {out} is the manifest; write the results to another file", err=True)
+        raise typer.Exit(2)
     _check_preset(preset)
     settings.ensure_parent_dirs()
     items, repeats = drop_repeats(read_manifest(manifest, preset, draw))

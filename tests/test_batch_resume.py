@@ -236,3 +236,17 @@ def test_a_clip_rendered_while_the_tools_load_keeps_its_row(monkeypatch, tmp_pat
                               "--retry-ineligible"])
     assert res.exit_code == 0 and "1 already in" in res.output, res.output
     assert sorted(r["line"] for r in _rows(out)) == [1, 2]  # every line of the manifest keeps a row
+
+
+def test_an_output_that_is_the_manifest_is_a_clear_error(monkeypatch, tmp_path):
+    """`--out` naming the manifest itself (by any path to it) rewrote the manifest without its bad and blank
+    lines and appended the result rows to it, which the next run then read as manifest lines."""
+    out, args = _batch(monkeypatch, tmp_path, 1)
+    manifest = tmp_path / "m.jsonl"
+    manifest.write_text(manifest.read_text() + "\n{broken\n")
+    before = manifest.read_text()
+    (tmp_path / "lists").mkdir()
+    for same in (manifest, tmp_path / "lists" / ".." / "m.jsonl"):
+        res = runner.invoke(app, [*args[:2], "--out", str(same), *args[4:]])
+        assert res.exit_code == 2 and "is the manifest" in res.output, res.output
+    assert manifest.read_text() == before and not list(tmp_path.glob(".m.jsonl.lock"))
