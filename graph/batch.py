@@ -188,6 +188,29 @@ def lock_output(out: Path) -> Any:
     return fh
 
 
+def not_results(out: Path) -> str | None:
+    """Why the existing file `out` cannot be a score-batch output, or None (also without the file): text that is
+    not UTF-8 (the rows are ASCII JSON), or two or more lines none of which is a row (a JSON object with a
+    "key"). An interrupted run can leave a torn line, never a file of them; resuming drops lines that are not
+    rows, so another file given as --out by mistake would lose them."""
+    if not out.exists():
+        return None
+    try:
+        lines = [line for line in text_lines(out.read_bytes().decode("utf-8")) if line.strip()]
+    except UnicodeDecodeError as exc:
+        return f"--out {out} is not a score-batch results file (not UTF-8 text at byte {exc.start})"
+    for line in lines:
+        try:
+            row = json.loads(line)
+        except ValueError:
+            continue
+        if isinstance(row, dict) and isinstance(row.get("key"), str):
+            return None
+    if len(lines) < 2:
+        return None
+    return f"--out {out} is not a score-batch results file (none of its {len(lines)} lines is a result row)"
+
+
 def done_keys(out: Path, leaving: Callable[[Any], Any] | None = None) -> set[str]:
     """Keys of the rows already in the output file (torn or malformed lines are ignored), less those of the
     rows for which `leaving` is true (`graph.batch_resume.stale_rows`: rows about to be dropped)."""

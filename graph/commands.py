@@ -181,6 +181,7 @@ def score_batch_command(
         drop_repeats,
         lock_output,
         misplaced_paths,
+        not_results,
         other_scorer,
         read_manifest,
         run_batch,
@@ -200,9 +201,20 @@ def score_batch_command(
     if out.exists() and out.samefile(manifest):  # else rows appended to it, its bad and blank lines dropped
         typer.echo(f"error: --out {out} is the manifest; write the results to another file", err=True)
         raise typer.Exit(2)
+    try:
+        foreign = not_results(out)
+    except OSError as exc:
+        foreign = f"--out {out} cannot be read ({type(exc).__name__}: {exc})"
+    if foreign:  # else a traceback, or a resume that drops the file's lines
+        typer.echo(f"error: {foreign}; write the results to another file", err=True)
+        raise typer.Exit(2)
     _check_preset(preset)
     settings.ensure_parent_dirs()
-    items, repeats = drop_repeats(read_manifest(manifest, preset, draw))
+    try:
+        items, repeats = drop_repeats(read_manifest(manifest, preset, draw))
+    except OSError as exc:  # unreadable (permissions), or gone since the check above
+        typer.echo(f"error: cannot read manifest {manifest}: {type(exc).__name__}: {exc}", err=True)
+        raise typer.Exit(2) from exc
     if repeats:
         typer.echo(f"{len(repeats)} manifest line(s) repeat an earlier one and are scored once: "
                    + ", ".join(repeats[:5]) + (" ..." if len(repeats) > 5 else ""), err=True)
@@ -212,6 +224,9 @@ def score_batch_command(
         lock = lock_output(out)
     except OutputBusy as exc:
         typer.echo(f"error: {exc}", err=True)
+        raise typer.Exit(2) from exc
+    except OSError as exc:  # a parent of --out is a file, or a folder it cannot write in
+        typer.echo(f"error: cannot write --out {out}: {type(exc).__name__}: {exc}", err=True)
         raise typer.Exit(2) from exc
     with lock:
         if problem := other_scorer(out, scorer_of(settings)):  # before --retry-ineligible rewrites the file

@@ -250,3 +250,34 @@ def test_an_output_that_is_the_manifest_is_a_clear_error(monkeypatch, tmp_path):
         res = runner.invoke(app, [*args[:2], "--out", str(same), *args[4:]])
         assert res.exit_code == 2 and "is the manifest" in res.output, res.output
     assert manifest.read_text() == before and not list(tmp_path.glob(".m.jsonl.lock"))
+
+
+def test_an_output_that_is_not_a_results_file_is_a_clear_error_and_left_alone(monkeypatch, tmp_path):
+    """`--out` naming a video (not UTF-8) ended in a UnicodeDecodeError traceback, and one naming another JSONL
+    file lost every line that was not a result row once the batch rewrote it; an output holding only a torn
+    row (an interrupted first write) is still resumed."""
+    out, args = _batch(monkeypatch, tmp_path, 1)
+    video = tmp_path / "c0.mp4"
+    notes = tmp_path / "notes.jsonl"
+    notes.write_text('["a list, not a row"]\n{"path": "c0.mp4"}\nplain text\n')
+    for wrong, says in ((video, "not UTF-8 text"), (notes, "none of its 3 lines is a result row")):
+        before = wrong.read_bytes()
+        res = runner.invoke(app, [*args[:2], "--out", str(wrong), *args[4:], "--retry-ineligible"])
+        assert res.exit_code == 2 and says in res.output and "another file" in res.output, res.output
+        assert wrong.read_bytes() == before
+    out.write_text('{"key": "k1", "resu')  # torn
+    assert runner.invoke(app, args).exit_code == 0
+    assert [r["result"]["status"] for r in _rows(out)] == ["scored"]
+
+
+def test_an_unreadable_manifest_or_unwritable_output_is_a_clear_error(monkeypatch, tmp_path):
+    """An --out under a file, and a manifest that cannot be read (permissions: the read raises here), ended in
+    tracebacks (exit 1)."""
+    out, args = _batch(monkeypatch, tmp_path, 1)
+    blocker = tmp_path / "file"
+    blocker.write_text("x")
+    res = runner.invoke(app, [*args[:3], str(blocker / "out.jsonl"), *args[4:]])
+    assert res.exit_code == 2 and "cannot write --out" in res.output, res.output
+    monkeypatch.setattr("graph.batch.Path.read_bytes", lambda self: (_ for _ in ()).throw(PermissionError(13, "denied")))
+    res = runner.invoke(app, args)
+    assert res.exit_code == 2 and "cannot read manifest" in res.output and "denied" in res.output, res.output
