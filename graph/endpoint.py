@@ -12,6 +12,8 @@ Decisions where the issues were silent:
   be requested at all (no `http://` / `https://`, as in `localhost:8000/v1`, or malformed) is reported
   at once as the setting to fix: waiting never makes it right, and it was retried for the whole wait
   and then blamed on a server that was not up.
+- An API key that is not printable ASCII cannot travel in a header: a problem naming `{env}_API_KEY`
+  (httpx raised UnicodeEncodeError, a traceback from `raa doctor` and the pre-run check).
 - 401 / 403 means the key was rejected; a 200 whose model list lacks `RAA_MODEL` means a wrong name
   (the message lists what is served); "NAME:TAG" in the list serves "NAME" (Ollama's default tag). Any other
   answer (404 from a proxy without `/models`, a 500, a body that is not a model list) cannot say either
@@ -92,8 +94,13 @@ def check_server(base_url: str, model: str, api_key: str | None, *, wait_s: floa
 def probe_server(base_url: str, model: str, api_key: str | None, *, wait_s: float, timeout_s: float,
                  env: str = "RAA", role: str = "backbone") -> ServerCheck:
     """Ask `GET {base_url}/models` whether the server serves `model` (module docstring); never raises."""
+    from tools.settings import check_token_text
+
     url = f"{base_url.rstrip('/')}/models"
-    headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
+    try:  # httpx raised UnicodeEncodeError for a key it cannot put in a header (a pasted smart quote)
+        headers = {"Authorization": f"Bearer {check_token_text(api_key, f'{env}_API_KEY')}"} if api_key else {}
+    except ValueError as exc:  # names the variable and the character's position, never the key
+        return ServerCheck("problem", f"the {role} API key cannot be sent: {exc}")
     try:
         resp = first_answer(url, wait_s=wait_s, timeout_s=min(10.0, timeout_s), headers=headers)
     except (httpx.UnsupportedProtocol, httpx.InvalidURL) as exc:

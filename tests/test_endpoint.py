@@ -104,6 +104,16 @@ def test_a_url_without_a_scheme_is_reported_at_once_as_the_setting_to_fix(url):
     assert f"URL {url!r} cannot be requested" in problem and "RAA_BASE_URL needs a scheme" in problem
 
 
+def test_a_key_that_cannot_travel_in_a_header_is_the_setting_to_fix_not_a_crash(server):
+    """httpx raised UnicodeEncodeError for an API key with a non-ASCII character (a pasted smart quote):
+    `probe_server` ("never raises") crashed `raa doctor` and the pre-run check with a traceback."""
+    from graph.endpoint import probe_server
+
+    seen = probe_server(server, "Qwen/Qwen2.5-VL-7B-Instruct", "\u201csk-test\u201d", wait_s=0, timeout_s=5)
+    assert seen.status == "problem" and "RAA_API_KEY must be printable ASCII" in seen.message
+    assert "sk-test" not in seen.message and _Models.auth == []  # never echoed, never sent
+
+
 def test_score_batch_stops_before_writing_rows(server, monkeypatch, tmp_path):
     manifest = tmp_path / "m.jsonl"
     manifest.write_text(json.dumps({"path": "a.mp4", "instruction": "push"}) + "\n")
