@@ -98,6 +98,7 @@ def counted(service_root):
      "17 regions; the limit is 16"),
     ({"grid_size": 100000}, "grid_size must be a whole number from 1 to 64"),
     ({"grid_size": "²"}, "grid_size must be a whole number from 1 to 64"),
+    ({"grid_size": "9" * 5000}, "grid_size must be a whole number from 1 to 64"),  # was a 500: int()'s digit limit
     ({"queries": [[0, 1, 1]] * 4097}, "4097 queries; the limit is 4096 points"),
     ({"queries": "abc"}, "queries must be a list"),
     ({"queries": [[0, 10**400, 1]]}, "queries must be [t, x, y] rows of numbers: int too large"),  # was a 500

@@ -64,11 +64,15 @@ def int_list(value: Any, name: str) -> list[int] | None:
 
 
 def _whole_number(value: Any) -> int | None:
-    """An int, or a string of ASCII digits, as an int; None for anything else (bools, floats, "²")."""
+    """An int, or a string of ASCII digits, as an int; None for anything else (bools, floats, "²", and digits
+    past ``int``'s conversion limit, 4300 by default: its ValueError was a 500)."""
     if isinstance(value, int) and not isinstance(value, bool):
         return value
     if isinstance(value, str) and value.strip().isascii() and value.strip().isdigit():
-        return int(value.strip())
+        try:
+            return int(value.strip())
+        except ValueError:
+            return None
     return None
 
 
