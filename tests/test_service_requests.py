@@ -94,6 +94,8 @@ def counted(service_root):
     ({"grid_size": 2, "summary": True, "regions": "gripper"}, "regions must be an object"),
     ({"grid_size": 2, "summary": True, "regions": {"g": "abcd"}}, "region 'g': a box is a list of four numbers"),
     ({"grid_size": 2, "summary": True, "regions": {"g": None}}, "region 'g': a box is a list of four numbers"),
+    ({"grid_size": 2, "summary": True, "regions": {"g": [0, 0, 10**400, 1]}},  # an OverflowError after tracking: a 500
+     "region 'g': a box is a list of four numbers"),
     ({"grid_size": 2, "summary": True, "regions": {f"r{i}": [0, 0, 1, 1] for i in range(17)}},
      "17 regions; the limit is 16"),
     ({"grid_size": 100000}, "grid_size must be a whole number from 1 to 64"),

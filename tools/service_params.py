@@ -112,10 +112,20 @@ def regions(value: Any) -> dict[str, list[float]] | None:
     if len(value) > MAX_REGIONS:
         raise HTTPProblem(400, f"{len(value)} regions; the limit is {MAX_REGIONS} (MAX_REGIONS)")
     for name, box in value.items():
-        if not (isinstance(box, list) and len(box) == 4
-                and all(isinstance(v, int | float) and not isinstance(v, bool) for v in box)):
+        if not (isinstance(box, list) and len(box) == 4 and all(_float_number(v) for v in box)):
             raise HTTPProblem(400, f"region {name!r}: a box is a list of four numbers [x0, y0, x1, y1], got {box!r}")
     return value
+
+
+def _float_number(value: Any) -> bool:
+    """True for an int or float that converts to a float (not a bool; 10**400 overflows: it was a 500)."""
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return False
+    try:
+        float(value)
+    except OverflowError:
+        return False
+    return True
 
 
 def tracks_encoding(value: Any) -> str:
