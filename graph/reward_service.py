@@ -21,7 +21,8 @@ Decisions where the issues were silent:
   several trainer ranks posting at once share the backbone instead of multiplying its load.
 - A bad item (missing or invalid base64, empty video, instruction not a string) gets its own
   ineligible result naming the item and the problem; the other items are scored. An undecodable
-  video is the agent's own ineligible result (video fault). A malformed request (not JSON, JSON nested
+  video is the agent's own ineligible result (video fault), and a clip the service cannot write (a full
+  disk) an ineligible result naming the error: it was a 500 for the whole batch. A malformed request (not JSON, JSON nested
   deeper than the parser goes, no `items`
   list, more than `max_items` items) is a 400 for the whole batch, which the client turns into an
   ineligible batch; a body over `max_body_mb` is a 413; a missing or wrong token is a 401.
@@ -98,7 +99,10 @@ def _item(index: int, item: Any, folder: str) -> tuple[str, str] | str:
     if not video:
         return f"item {index}: the decoded video is empty"
     path = Path(folder) / f"{index:05d}.mp4"
-    path.write_bytes(video)
+    try:
+        path.write_bytes(video)
+    except OSError as exc:  # a full disk: this item's reason, not a 500 for the batch (module docstring)
+        return f"item {index}: the clip cannot be written on the service host: {exc}"
     return str(path), instruction
 
 

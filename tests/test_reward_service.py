@@ -124,6 +124,36 @@ def test_runs_in_flight_are_capped_over_all_requests(monkeypatch, tmp_path):
     assert peak[0] == 2  # six runs from two requests, never more than two at once
 
 
+def test_a_clip_that_cannot_be_written_is_its_items_own_reason(monkeypatch):
+    """An OSError writing one item's clip (a full disk: `--keep-videos` keeps every request's clips) failed
+    the whole request with a bare 500, while the other items' runs went on for nobody."""
+    import errno
+    import pathlib
+
+    import graph.reward_service
+    from graph.schemas import RewardResult
+
+    async def fake_run(agent, video, instruction, run_id, preset, *, durability="exit"):
+        return RewardResult(status="scored", reward=0.5, run_id=run_id, preset=preset)
+
+    real_write = pathlib.Path.write_bytes
+
+    def write_bytes(self, data):
+        if self.name == "00001.mp4":
+            raise OSError(errno.ENOSPC, "No space left on device")
+        return real_write(self, data)
+
+    monkeypatch.setattr(graph.reward_service, "arun_agent", fake_run)
+    monkeypatch.setattr(pathlib.Path, "write_bytes", write_bytes)
+    item = {"video_b64": base64.b64encode(b"bytes").decode(), "instruction": "x"}
+    with TestClient(create_reward_app(object(), "full"), raise_server_exceptions=False) as c:
+        res = c.post("/v1/score", json={"items": [item] * 3})
+    assert res.status_code == 200, res.text
+    results = res.json()["results"]
+    assert [r["reward"] for r in results] == [0.5, None, 0.5]
+    assert "item 1: the clip cannot be written on the service host: [Errno 28] No space" in results[1]["reasons"][0]
+
+
 def test_trainer_http_reward_end_to_end(tmp_path):
     """training's `reward: http` client against the real service: rewards and reasons per clip."""
     from graph.gate import diagnostic_reward
