@@ -71,6 +71,15 @@ def test_npy_frames_without_pixels_are_an_input_error_not_a_tool_fault(client, s
         assert f"frames of {shape[1]}x{shape[2]} pixels" in r.json()["detail"]
 
 
+def test_media_types_are_matched_without_regard_to_case(client):
+    """`Application/X-NPY` (media types are case-insensitive) fell through to the JSON branch: a 400 saying the
+    body is not valid JSON."""
+    frames = npy(np.zeros((4, 8, 8, 3), np.uint8))
+    r = client.post("/v1/track?grid_size=2", content=frames, headers={**NPY, "Content-Type": "Application/X-NPY"})
+    assert r.status_code == 200, r.text
+    assert len(r.json()["tracks"]["frame_indices"]) == 4
+
+
 class _Counting(LKTracker):
     def __init__(self) -> None:
         super().__init__()

@@ -142,7 +142,7 @@ async def read_body_limited(request: Request, limit: int) -> bytes:
 async def parse_request(request: Request, state: ServiceState) -> tuple[Path | bytes, dict]:
     """Read a JSON or multipart request into (video source, parameters)."""
     body = await read_body_limited(request, state.max_upload_bytes)
-    ctype = request.headers.get("content-type", "")
+    ctype = request.headers.get("content-type", "").lower()  # media types are case-insensitive (RFC 9110)
     if ctype.startswith(NPY_CONTENT_TYPE):
         if not body:
             raise HTTPProblem(422, "undecodable .npy upload: the body is empty")

@@ -198,10 +198,12 @@ class HttpAgentReward:
     token: str | None = None
     """Bearer token (resolved from the environment by the CLI, never here)."""
     timeout_s: float = 600.0
-    """Whole-request timeout."""
+    """Seconds httpx waits in each phase of a request (connecting, and each read or write: the service's
+    answer must start within it, not the whole exchange end)."""
     retries: int = 3
-    """Attempts per batch when the failure is transient (connection error, timeout, HTTP 429/502/503/504),
-    with exponential backoff; other errors (400, 401, 500, a malformed answer) are not retried."""
+    """Attempts per batch when the failure is transient (connection error, connect timeout, HTTP
+    429/502/503/504), with exponential backoff; other errors (a read timeout: the service may still be scoring
+    the batch; 400, 401, 500, a malformed answer) are not retried."""
     backoff_s: float = 1.0
     """First wait between attempts in seconds (doubled each time, at most 30 s)."""
     startup_wait_s: float = 60.0
