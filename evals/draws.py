@@ -26,6 +26,10 @@ Decisions where the issue was silent:
   was silently one more ineligible draw.
 * ``status_flips``: clips whose eligible draws do not share one status (``scored`` against ``zero``: the gate
   or the quality check decided differently), the draw-to-draw change that moves a reward most.
+* Rows of manifest lines that named no clip (score-batch's "<line N>" rows, ``graph.batch.is_bad_line_row``)
+  are counted (``bad_lines``, also in ``rows`` and ``ineligible_rows``) and are no clip: they were summarised
+  as one more clip with < 2 eligible draws, and two manifests' bad line 2 in one output were "draw 0 appears
+  twice" (as in ``evals.compare``).
 * A row written before rows recorded their draw counts as draw 0 (such outputs hold draw 0 only). Two rows
   of one clip and draw (two files concatenated) are an error naming the line, as in ``evals.compare``.
 * One summary covers one preset: pooled over presets, the presets' differences would count as clip-to-clip
@@ -108,6 +112,8 @@ class DrawsSummary:
     """Largest such range."""
     status_flips: int
     """Clips whose eligible draws are not all scored or all zero."""
+    bad_lines: int = 0
+    """Rows of manifest lines that named no clip (ineligible, in no clip)."""
     most_variable: list[dict[str, Any]] = field(default_factory=list)
     """Up to 10 clips with the widest range: path, instruction, preset, rewards, statuses, range."""
 
@@ -115,16 +121,23 @@ class DrawsSummary:
         return asdict(self)
 
 
-def read_draws(path: Path) -> tuple[list[ClipDraws], int]:
-    """The clips of a score-batch output with their draws, in first-seen order, and the number of rows."""
+def read_draws(path: Path) -> tuple[list[ClipDraws], dict[str, int]]:
+    """The clips of a score-batch output with their draws, in first-seen order, and the rows of manifest lines
+    that named no clip per preset (module docstring)."""
+    from graph.batch import is_bad_line_row
+
     path = Path(path)
     if not path.is_file():
         raise DrawsError(f"results file not found: {path}")
     seen: dict[tuple[str, str, str], dict[int, dict[str, Any]]] = {}
-    rows = 0
+    bad: dict[str, int] = {}
     for where, row in json_lines(path, DrawsError):
         if not isinstance(row, dict) or not isinstance(row.get("result"), dict):
             raise DrawsError(f"{where}: not a score-batch row (no 'result' object)")
+        if is_bad_line_row(row):
+            checked_reward(row["result"], where, DrawsError)
+            bad[str(row.get("preset"))] = bad.get(str(row.get("preset")), 0) + 1
+            continue
         clip = (str(row.get("path")), str(row.get("instruction")), str(row.get("preset")))
         draw = row.get("draw", 0)
         if isinstance(draw, bool) or not isinstance(draw, int):
@@ -133,14 +146,13 @@ def read_draws(path: Path) -> tuple[list[ClipDraws], int]:
             raise DrawsError(f"{where}: draw {draw} of {clip[0]} ({clip[2]}) appears twice")
         checked_reward(row["result"], where, DrawsError)
         seen[clip][draw] = row["result"]
-        rows += 1
     clips = []
     for (video, instruction, preset), by_draw in seen.items():
         eligible = [(r, str(by_draw[d].get("status"))) for d in sorted(by_draw)
                     if (r := eligible_reward(by_draw[d])) is not None]
         clips.append(ClipDraws(path=video, instruction=instruction, preset=preset, draws=len(by_draw),
                                rewards=[r for r, _ in eligible], statuses=[s for _, s in eligible]))
-    return clips, rows
+    return clips, bad
 
 
 def draw_statistics(rewards: list[list[float]]) -> tuple[float, float | None, float | None]:
@@ -182,8 +194,8 @@ def clip_labels(clips: list[dict[str, Any]]) -> list[str]:
 
 def summarize_draws(path: Path, preset: str | None = None) -> DrawsSummary:
     """Read `path` and summarise the draws of `preset` (needed when the file holds several; module docstring)."""
-    clips, _ = read_draws(path)
-    found = sorted({c.preset for c in clips})
+    clips, bad = read_draws(path)
+    found = sorted({c.preset for c in clips} | set(bad))
     if preset is None and len(found) > 1:
         raise DrawsError(f"{path} holds presets {', '.join(found)}: summarise one at a time (--preset NAME)")
     if preset is not None and preset not in found:
@@ -193,10 +205,12 @@ def summarize_draws(path: Path, preset: str | None = None) -> DrawsSummary:
     multi = [c for c in clips if len(c.rewards) >= 2]
     counts = [c.draws for c in clips] or [0]
     summary = DrawsSummary(
-        path=str(path), preset=preset, rows=sum(c.draws for c in clips), clips=len(clips), draws_min=min(counts), draws_max=max(counts),
-        ineligible_rows=sum(c.draws - len(c.rewards) for c in clips), clips_single=len(clips) - len(multi),
-        n=len(multi), within_std=None, between_std=None, noise_share=None, mean_range=None, max_range=None,
-        status_flips=sum(len(set(c.statuses)) > 1 for c in multi))
+        path=str(path), preset=preset, rows=sum(c.draws for c in clips) + bad.get(preset, 0), clips=len(clips),
+        draws_min=min(counts), draws_max=max(counts),
+        ineligible_rows=sum(c.draws - len(c.rewards) for c in clips) + bad.get(preset, 0),
+        clips_single=len(clips) - len(multi), n=len(multi), within_std=None, between_std=None, noise_share=None,
+        mean_range=None, max_range=None, status_flips=sum(len(set(c.statuses)) > 1 for c in multi),
+        bad_lines=bad.get(preset, 0))
     if multi:
         within, between, summary.noise_share = draw_statistics([c.rewards for c in multi])
         summary.within_std = math.sqrt(within)

@@ -318,6 +318,9 @@ def draws_command(
     console = _console()
     console.print(f"preset {s.preset}: {s.rows} rows, {s.clips} clips, {s.draws_min}-{s.draws_max} draws per clip; "
                   f"{s.ineligible_rows} ineligible rows left out; {s.clips_single} clips with < 2 eligible draws")
+    if s.bad_lines:
+        console.print(f"note: {s.bad_lines} of those rows are manifest lines that named no clip (no clip of theirs "
+                      "is counted)", style="yellow")
     if s.n:
         share = "-" if s.noise_share is None else f"{s.noise_share:.3f}"
         between = "- (one clip)" if s.between_std is None else f"{s.between_std:.4f}"

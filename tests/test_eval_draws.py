@@ -140,3 +140,36 @@ def test_cli_prints_the_summary_and_writes_json(tmp_path):
     assert res.exit_code == 0 and "nothing to measure" in res.output, res.output
     res = runner.invoke(app, ["eval", "draws", str(tmp_path / "missing.jsonl")])
     assert res.exit_code == 2 and "results file not found" in res.output
+
+
+def test_bad_manifest_lines_are_counted_but_are_no_clip(tmp_path):
+    """A manifest line that named no clip has score-batch's placeholder path "<line N>" in every draw: it was
+    summarised as one more clip (with < 2 eligible draws), and two manifests' bad line 2 in one output were
+    "draw 0 of <line 2> appears twice", refusing a valid score-batch output."""
+    from graph.api import ineligible_result as bad_result
+
+    def manifest_draws(name: str, rewards: list[float]) -> list[str]:
+        manifest = tmp_path / f"{name}.jsonl"
+        manifest.write_text(json.dumps({"path": f"{name}.mp4", "instruction": "stack the blocks"}) + "\n{broken\n")
+        lines = []
+        for draw in range(2):
+            for item in read_manifest(manifest, "full", draw):
+                result = (bad_result("full", f"input: {item['error']}") if item["error"] else
+                          RewardResult(reward=rewards[draw], status="scored", preset="full"))
+                lines.append(result_line(item, result) + "\n")
+        return lines
+
+    out = tmp_path / "scores.jsonl"
+    out.write_text("".join(manifest_draws("a", [0.2, 0.4])))
+    s = summarize_draws(out)
+    # a: 0.2, 0.4 (2 rows); its bad line 2: 2 ineligible rows, no clip
+    assert (s.rows, s.clips, s.draws_min, s.draws_max, s.ineligible_rows, s.clips_single, s.n) == (4, 1, 2, 2, 2, 0, 1)
+    assert s.bad_lines == 2 and s.within_std == pytest.approx(0.1)
+    out.write_text(out.read_text() + "".join(manifest_draws("b", [0.8, 0.8])))  # another manifest, same output
+    s = summarize_draws(out)
+    assert (s.rows, s.clips, s.ineligible_rows, s.clips_single, s.n, s.bad_lines) == (8, 2, 4, 0, 2, 4)
+    # a: var 0.01, b: var 0 -> W = 0.005; means 0.3, 0.8 -> B = 0.0625
+    assert s.noise_share == pytest.approx(0.005 / 0.0675)
+    res = runner.invoke(app, ["eval", "draws", str(out)])
+    assert res.exit_code == 0 and "preset full: 8 rows, 2 clips" in res.output, res.output
+    assert "note: 4 of those rows are manifest lines that named no clip" in res.output
