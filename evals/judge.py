@@ -15,7 +15,9 @@ Decisions where the issue was silent:
   later run with a judge fills them in (unjudged rows are re-judged on resume).
 - The explanation is the agent's `reasons` with agent-stage prefixes ("direct: ...", written only by the
   direct-scoring preset) and preset identifiers removed (`redact_reason`), so the judge cannot tell the
-  configuration by its name.
+  configuration by its name, and without the run's process notes (`explanation`: frame budgets, repair
+  decisions, which frames a tool saw), which say which modules ran. Rows written before results kept their
+  notes apart are judged with them.
 - The judge has no stage cache by default: reruns re-judge only rows that have no verdict yet.
 - A verdict's rationale longer than `RATIONALE_MAX` characters (a fault message quoting a long reply, an
   exception text) is cut to its start with the number of characters cut (`JudgeVerdict` does it on
@@ -167,6 +169,16 @@ _STAGE_PREFIX = re.compile(r"^\s*(?:direct|quality|gate|observe|contract|assess|
                            r"repair|final_check|surprise|harness)\s*:\s*", re.IGNORECASE)
 _PRESET_TOKEN = re.compile(r"\b(?:task_blind|visual_verify|audit_no_gate|no_task_blind|no_visual_verify|no_wmreward|"
                            r"no_audit|no_motion|wmreward)\b", re.IGNORECASE)
+
+
+def explanation(reasons: Sequence[str], notes: Sequence[str]) -> list[str]:
+    """The reasons a judge sees: `reasons` without the run's process notes (`RewardResult.notes`, the last
+    entries of its reasons), which name the modules that ran ("repair: ...", "frames added from the
+    extra-frame allowance", "surprise scored on the first 64 frames")."""
+    k = len(notes)
+    if k and list(reasons[-k:]) == list(notes):
+        return list(reasons[:-k])
+    return [r for r in reasons if r not in set(notes)]
 
 
 def redact_reason(reason: str) -> str:

@@ -35,7 +35,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
-from evals.judge import JudgeVerdict, RewardJudge
+from evals.judge import JudgeVerdict, RewardJudge, explanation
 from evals.table import all_metrics, metrics_as_dicts, ordered_presets, render_csv, render_markdown
 from graph.schemas import RewardResult
 from tools.jsonl import mend_tail, text_lines
@@ -170,7 +170,8 @@ def result_row(clip: EvalClip, preset: str, result: RewardResult) -> dict[str, A
     return {"path": clip.path, "instruction": clip.instruction, "label": clip.label, "pattern": clip.pattern,
             "task": clip.task, "preset": preset, "reward": result.reward, "status": result.status,
             "T": result.T, "P": result.P, "V": result.V, "failure": result.failure,
-            "unverifiable": result.unverifiable, "reasons": list(result.reasons), "run_id": result.run_id,
+            "unverifiable": result.unverifiable, "reasons": list(result.reasons), "notes": list(result.notes),
+            "run_id": result.run_id,
             "usage": dict(result.usage), "clip_version": clip_version(clip.path), "judge": None}
 
 
@@ -244,7 +245,7 @@ async def run_reward_eval(clips: Sequence[EvalClip], presets: Sequence[str], out
             async with sem:
                 try:
                     verdict = await judge.judge(row["path"], row["instruction"], row["reward"], row["status"],
-                                                row["reasons"])
+                                                explanation(row["reasons"], row.get("notes") or []))
                 except Exception as exc:  # noqa: BLE001 - defensive: the judge already reports its failures
                     verdict = JudgeVerdict(status="unjudged", rationale=f"judge crashed: {type(exc).__name__}: {exc}")
             return {**row, "judge": verdict.model_copy(update={"judge": judge_name}).model_dump()}

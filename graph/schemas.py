@@ -201,6 +201,9 @@ class RewardResult(_Record):
     failure: bool | None = Field(default=None, description="Failure established (gate input F).")
     unverifiable: bool | None = Field(default=None, description="Essential requirement unverifiable (gate input U).")
     reasons: list[str] = Field(default_factory=list, description="Why this result (always set when not scored).")
+    notes: list[str] = Field(default_factory=list,
+                             description="The run's process notes (frame budgets, dropped citations, repair "
+                                         "decisions), also the last entries of reasons.")
     run_id: str = Field(default="", description="Thread id of the run's trace.")
     preset: str = Field(default="", description="Preset label.")
     usage: dict[str, int] = Field(default_factory=dict, description="calls, images, input_tokens, output_tokens.")

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import json
 import re
 
 import numpy as np
@@ -59,6 +60,36 @@ def test_judge_never_sees_the_preset(clips, tmp_path):
     images = sorted(c.images() for c in model.calls)
     assert images == [20] * 4 + [64] * 4  # up to 64 uniformly sampled frames
     assert all(m.r == 2 for m in out.metrics)
+
+
+def test_judge_never_sees_the_runs_process_notes(clips, tmp_path):
+    """A run's process notes (RewardResult.notes, the last of its reasons) say which modules ran (a repair
+    round, the extra-frame allowance of visual verification, the surprise scorer): the judge sees the
+    judgments only; the row keeps every reason and the notes."""
+    notes = ["repair: R1 kept met (change to not_met cited no frame shown)",
+             "frames [3] added from the extra-frame allowance"]
+
+    class Noted:
+        async def score(self, preset, clips):
+            return [RewardResult(reward=0.5, status="scored", reasons=["R1 met: the gripper lifts the cube", *notes],
+                                 notes=notes, preset=preset, run_id=f"r{i}") for i, _ in enumerate(clips)]
+
+    judge, model = _judge([{"reasonable": True, "rationale": "ok"}])
+    asyncio.run(run_reward_eval(clips, ["full"], tmp_path, Noted(), judge))
+    assert len(model.calls) == 2
+    for call in model.calls:
+        assert "R1 met: the gripper lifts the cube" in call.text()
+        assert "repair" not in call.text() and "allowance" not in call.text()
+    rows = [json.loads(line) for line in (tmp_path / "results.jsonl").read_text().splitlines()]
+    assert all(r["notes"] == notes and r["reasons"][-2:] == notes for r in rows)
+
+
+def test_explanation_without_notes():
+    from evals.judge import explanation
+
+    assert explanation(["a", "n1", "n2"], ["n1", "n2"]) == ["a"]
+    assert explanation(["a", "n1"], []) == ["a", "n1"]  # a row from before notes were kept apart
+    assert explanation(["n1", "a"], ["n1"]) == ["a"]  # not at the end: left out wherever it stands
 
 
 def test_redact_reason():

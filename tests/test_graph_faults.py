@@ -107,6 +107,9 @@ def test_huge_instruction_is_truncated_with_a_note(clips):
     res = run(agent, clips["good"], instruction="push the red block right. " * 4000)["result"]
     assert res.status == "scored"
     assert any("truncated from" in r and "to 4000" in r for r in res.reasons)
+    # the note is also kept apart (RewardResult.notes), at the end of the reasons: the judge leaves it out
+    assert res.notes and all("truncated from" not in r for r in res.reasons[:-len(res.notes)])
+    assert res.reasons[-len(res.notes):] == res.notes and any("truncated from" in n for n in res.notes)
     assert all(len(c.text()) < 40_000 for c in model.calls_for("contract"))
 
 

@@ -24,6 +24,7 @@ def build_result(state: AgentState, ctx: RunContext, run_id: str) -> tuple[Rewar
     usage = {k: int((state.get("usage") or {}).get(k, 0)) for k in USAGE_KEYS}
     base = {"run_id": run_id, "preset": ctx.config.preset, "usage": usage}
     notes = list(state.get("notes", []))
+    base["notes"] = notes
     faults = list(state.get("faults", []))
     if faults:
         inputs = {"eligible": False}
