@@ -245,7 +245,7 @@ async def run_reward_eval(clips: Sequence[EvalClip], presets: Sequence[str], out
             async with sem:
                 try:
                     verdict = await judge.judge(row["path"], row["instruction"], row["reward"], row["status"],
-                                                explanation(row["reasons"], row.get("notes") or []))
+                                                explanation(row.get("reasons") or [], row.get("notes") or []))
                 except Exception as exc:  # noqa: BLE001 - defensive: the judge already reports its failures
                     verdict = JudgeVerdict(status="unjudged", rationale=f"judge crashed: {type(exc).__name__}: {exc}")
             return {**row, "judge": verdict.model_copy(update={"judge": judge_name}).model_dump()}

@@ -166,7 +166,9 @@ def preset_metrics(preset: str, rows: Sequence[dict]) -> PresetMetrics:
     """Metrics of one preset from its result rows (see the module docstring for definitions)."""
     neg = [r for r in rows if r.get("label") in NEGATIVE_LABELS]
     prog = [r for r in rows if r.get("label") == PROGRESS_LABEL]
-    judge = [r.get("judge") or {} for r in rows]
+    # a row without a verdict (results written by another tool) is unjudged, or skipped when it has no reward
+    # to judge, as the judge itself would have said
+    judge = [r.get("judge") or ({"status": "skipped"} if r.get("reward") is None else {}) for r in rows]
     usage = {k: (sum(float((r.get("usage") or {}).get(k, 0)) for r in rows) / len(rows) if rows else 0.0)
              for k in USAGE_KEYS}
     return PresetMetrics(

@@ -355,3 +355,16 @@ def test_index_shows_the_last_runs_table(tmp_path):
     html = write_eval_index(tmp_path / "ev").read_text()
     assert "Direct base-model scoring" not in html.split('id="clip-table"')[0]
     assert f"{last.metrics[0].r} / 3 (" in html and "/ 6 (" not in html
+
+
+def test_rows_without_a_verdict_count_as_the_judge_would_have_said():
+    """Rows written without a verdict (another tool's results): one with no reward is skipped (nothing to
+    judge), as the judge says of it, not unjudged; one with a reward is unjudged."""
+    from evals.table import preset_metrics
+
+    rows = [{"preset": "full", "label": "failure", "reward": None},
+            {"preset": "full", "label": "failure", "reward": 0.0, "judge": None},
+            {"preset": "full", "label": "progress", "reward": 0.5, "judge": {"status": "judged", "reasonable": True}}]
+    m = preset_metrics("full", rows)
+    assert (m.r, m.unjudged, m.skipped) == (1, 1, 1)
+    assert m.r_cell == "1 / 3 (33.3%; 1 unjudged)"
