@@ -164,7 +164,10 @@ def read_results(path: Path, pair_by: str) -> tuple[dict[str, dict[str, Any]], l
         if is_bad_line_row(row):
             bad.append(row)
             continue
-        key = (row.get("manifest") or {}).get(pair_by, row.get(pair_by))
+        manifest = row.get("manifest") or {}
+        if not isinstance(manifest, dict):
+            raise CompareError(f"{where}: 'manifest' is not an object (the manifest line's fields)")
+        key = manifest.get(pair_by, row.get(pair_by))
         if key is None:
             raise CompareError(f"{where}: no {pair_by!r} field to pair by (choose one with --pair-by)")
         key = str(key)

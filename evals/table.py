@@ -195,6 +195,7 @@ def _fmt(mean: float | None) -> str:
 
 def render_markdown(metrics: Sequence[PresetMetrics], *, judge_name: str = "judge") -> str:
     """Table 2 layout (R / N (%), F+ / n_neg, P0 / n_prog), then reliability extras and mean rewards."""
+    judge_name = judge_name.replace("|", "\\|")  # a pipe in a model name would end the cell
     lines = [f"| Method | R / N (%) ↑ ({judge_name}) | F+ / n_neg ↓ | P0 / n_prog ↓ |", "| --- | --- | --- | --- |"]
     for m in metrics:
         lines.append(f"| {DISPLAY_NAMES[m.preset]} | {m.r_cell} | {m.f_cell} | {m.p_cell} |")

@@ -63,9 +63,13 @@ def _item(item: Any) -> tuple[str, str, str | None]:
         (video, instruction), run_id = item, None
     else:
         raise TypeError(f"batch items must be (video, instruction) or dicts, got {type(item).__name__}")
+    return _video(video), _instruction(instruction), _run_id(run_id)
+
+
+def _run_id(run_id: Any) -> str | None:
     if run_id is not None and not isinstance(run_id, str):
         raise TypeError(f"run_id must be a str, got {type(run_id).__name__}")
-    return _video(video), _instruction(instruction), run_id
+    return run_id
 
 
 def _video(video: Any) -> str:
@@ -192,7 +196,8 @@ def score_video(video: str | Path, instruction: str, config: AgentConfig | None 
     from graph.builder import build_reward_agent
 
     config = config or AgentConfig()
+    video, instruction, run_id = _video(video), _instruction(instruction), _run_id(run_id)
     agent = build_reward_agent(config, model=model, tools=tools, checkpointer=checkpointer, backbone=backbone,
                                settings=settings)
-    return run_sync(arun_agent(agent, _video(video), _instruction(instruction), run_id or new_run_id(),
+    return run_sync(arun_agent(agent, video, instruction, run_id or new_run_id(),
                                config.preset, durability=durability))

@@ -120,6 +120,11 @@ def test_compare_refuses_what_it_cannot_pair(tmp_path):
     twice.write_text(good.read_text() * 2)
     with pytest.raises(CompareError, match="appears twice"):
         compare(twice, good)
+    import json
+    odd = tmp_path / "odd_manifest.jsonl"  # an AttributeError traceback before
+    odd.write_text(json.dumps({**json.loads(good.read_text()), "manifest": "c1.mp4"}) + "\n")
+    with pytest.raises(CompareError, match=r"odd_manifest.jsonl:1: 'manifest' is not an object"):
+        compare(odd, good)
 
 
 @pytest.mark.parametrize("result, says", [

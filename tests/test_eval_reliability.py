@@ -357,6 +357,14 @@ def test_index_shows_the_last_runs_table(tmp_path):
     assert f"{last.metrics[0].r} / 3 (" in html and "/ 6 (" not in html
 
 
+def test_a_pipe_in_the_judge_name_stays_in_its_cell():
+    from evals.table import preset_metrics, render_markdown
+
+    m = preset_metrics("full", [{"preset": "full", "label": "failure", "reward": 0.0}])
+    header = render_markdown([m], judge_name="org/judge|v2").splitlines()[0]
+    assert header.startswith("| Method | R / N (%) ↑ (org/judge\\|v2) |") and header.count(" | ") == 3
+
+
 def test_rows_without_a_verdict_count_as_the_judge_would_have_said():
     """Rows written without a verdict (another tool's results): one with no reward is skipped (nothing to
     judge), as the judge says of it, not unjudged; one with a reward is unjudged."""

@@ -67,6 +67,13 @@ def test_a_run_id_that_is_not_a_string_is_refused_before_any_run(clip):
     with pytest.raises(TypeError, match="run_id must be a str, got int"):
         asyncio.run(ascore_videos(items, AgentConfig(preset="decomposed"), agent=agent))
     assert model.calls == []  # refused at once, like a video or instruction of the wrong type
+    from graph import score_video
+    from graph.testing import ScriptedChatModel
+
+    single = ScriptedChatModel(full_script())
+    with pytest.raises(TypeError, match="run_id must be a str, got int"):  # score_video: before the run, too
+        score_video(str(clip), INSTRUCTION, AgentConfig(preset="decomposed"), model=single, run_id=7)
+    assert single.calls == []
 
 
 def _agent_on(db, delay_s: float = 0.0):
