@@ -13,10 +13,10 @@ drops that connection, so the retry opens a new one. See graph/bridge.py."""
 
 
 def is_transient(exc: BaseException) -> bool:
-    """True for transport errors worth retrying (timeouts, connection errors, 408, 429, 5xx, a stale
-    pooled connection)."""
+    """True for transport errors worth retrying (timeouts, connection errors, 408, 429, 5xx but 501 and 505,
+    which say the server cannot serve such a request at all, a stale pooled connection)."""
     if isinstance(exc, openai.APIStatusError):
-        return exc.status_code >= 500 or exc.status_code in (408, 429)
+        return (exc.status_code >= 500 and exc.status_code not in (501, 505)) or exc.status_code in (408, 429)
     if isinstance(exc, openai.APIConnectionError | openai.APITimeoutError | openai.RateLimitError
                   | openai.InternalServerError | httpx.TimeoutException | httpx.TransportError | TimeoutError):
         return True

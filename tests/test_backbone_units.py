@@ -215,6 +215,7 @@ def test_is_transient_classification() -> None:
 
     assert is_transient(status(500)) and is_transient(status(503)) and is_transient(status(429))
     assert not is_transient(status(400)) and not is_transient(status(401)) and not is_transient(status(404))
+    assert not is_transient(status(501)) and not is_transient(status(505))  # not implemented: waiting won't help
     assert is_transient(openai.APITimeoutError(request=req)) and is_transient(openai.APIConnectionError(request=req))
     assert is_transient(httpx.ReadTimeout("t")) and is_transient(TimeoutError())
     assert not is_transient(ValueError("x"))
