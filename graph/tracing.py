@@ -24,8 +24,8 @@ Decisions where the issue was silent:
 from __future__ import annotations
 
 import sqlite3
-from collections.abc import AsyncIterator, Iterable
-from contextlib import asynccontextmanager
+from collections.abc import AsyncIterator, Iterable, Iterator
+from contextlib import asynccontextmanager, contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -77,7 +77,17 @@ def open_saver(path: str | Path | None, *, read_only: bool = False) -> SqliteSav
 
 class _ReadingSaver(SqliteSaver):
     """A SqliteSaver on a read-only connection whose setup writes nothing: SqliteSaver's own switches the
-    file to WAL and adds a column, which a file this process may not write refused."""
+    file to WAL and adds a column, which a file this process may not write refused. An SQLite error while it
+    reads (damaged data pages, which opening the file does not touch) is a StoreError naming the file."""
+
+    path = ""
+    """The file read (for the StoreError)."""
+
+    @contextmanager
+    def cursor(self, transaction: bool = True) -> Iterator[sqlite3.Cursor]:
+        with store_errors(self.path, "trace database", "RAA_TRACES_PATH", read_only=True), \
+                super().cursor(transaction) as cur:
+            yield cur
 
     def setup(self) -> None:
         if not self.is_setup:
@@ -93,6 +103,7 @@ def _open_reader(target: str) -> SqliteSaver:
             conn.close()
             return open_saver(None)
         saver = _ReadingSaver(conn, serde=traces_serde())
+        saver.path = target
         saver.setup()
     return saver
 

@@ -112,3 +112,28 @@ def test_read_commands_read_a_database_in_a_folder_they_cannot_write(tmp_path, j
         assert sorted(p.name for p in shared.iterdir()) == ["traces.sqlite"]
     finally:
         shared.chmod(0o755)
+
+
+def test_a_damaged_trace_database_is_one_error_line_not_a_traceback(tmp_path, monkeypatch, capsys):
+    """A file whose header and schema read but whose data pages are damaged (copied while a run wrote it, a bad
+    disk) failed only when the runs were read, after the file was opened: `raa runs`, `raa trace`, `raa report`
+    and `raa prune --dry-run` ended in sqlite3.DatabaseError's traceback instead of the error naming the file."""
+    db = tmp_path / "traces.sqlite"
+    saver = open_saver(db)
+    for k in range(20):
+        _graph(saver).invoke({"video": f"/clips/{k}.mp4" * 50}, {"configurable": {"thread_id": f"run-{k}"}})
+    saver.conn.close()
+    data = bytearray(db.read_bytes())
+    page = int.from_bytes(data[16:18], "big")
+    data[page:] = b"\xff" * (len(data) - page)  # every page but the first (the schema)
+    db.write_bytes(bytes(data))
+    monkeypatch.setenv("RAA_TRACES_PATH", str(db))
+    for args in (["runs"], ["trace", "run-3"], ["report", "run-3", "--out", str(tmp_path / "r.html")],
+                 ["prune", "--keep", "1", "--dry-run"]):
+        with pytest.raises(SystemExit) as info:
+            from graph.cli import app as raa
+
+            raa(args, prog_name="raa")
+        err = capsys.readouterr().err
+        assert info.value.code == 2, (args, err)
+        assert err.startswith(f"error: trace database {db} cannot be read") and "malformed" in err, (args, err)
