@@ -36,12 +36,13 @@ from rich.table import Table
 from graph.backbone import default_chat_model
 from graph.endpoint import preflight
 from graph.settings import BackboneSettings, SettingsError
-from graph.tracing import describe_update, open_async_saver
+from graph.tracing import describe_update, open_async_saver, printable
 from tools.cli import token_option
 
-# markup off: reasons ("[assess] timeout: ..."), decisions, paths are data; rich would read "[assess]" as a style
-_out = Console(markup=False)
-_err = Console(stderr=True, markup=False)
+# markup and emoji codes off: reasons ("[assess] timeout: ..."), decisions, paths are data; rich would read
+# "[assess]" as a style and ":x:" as an emoji (their control characters: graph.tracing.printable)
+_out = Console(markup=False, emoji=False)
+_err = Console(stderr=True, markup=False, emoji=False)
 RUNS_FULL_WIDTH = 110
 """Run tables (`raa runs`, the demo's, eval's Table 2) print every column with full timestamps on consoles
 at least this wide; narrower ones get a compact table (no step count, month-day hour:minute, no vertical
@@ -97,7 +98,7 @@ def _result_table(result: Any) -> Table:
     rows += [(k, "-" if v is None else (f"{v:.3f}" if isinstance(v, float) else str(v)))
              for k, v in (("T", result.T), ("P", result.P), ("V", result.V), ("failure", result.failure),
                           ("unverifiable", result.unverifiable))]
-    rows += [("reasons", "\n".join(result.reasons) or "-"),
+    rows += [("reasons", printable("\n".join(result.reasons)) or "-"),
              ("usage", " ".join(f"{k}={v}" for k, v in result.usage.items()))]
     for k, v in rows:
         table.add_row(k, v)

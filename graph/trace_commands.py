@@ -20,13 +20,15 @@ from graph.tracing import (
     RunTrace,
     list_runs,
     open_saver,
+    printable,
     read_trace,
     step_row,
 )
 from tools.jsonl import strict_dumps
 
-# markup off: reasons, decisions and paths are data (rich would read "[assess]" as a style)
-_out = Console(markup=False)
+# markup and emoji codes off: reasons, decisions and paths are data (rich would read "[assess]" as a style and
+# ":x:" as an emoji); their control characters are written out (`printable`)
+_out = Console(markup=False, emoji=False)
 TRACE_TABLE_MIN_WIDTH = 120
 """`raa trace` prints a table on consoles at least this wide, one block per step on narrower ones."""
 VIDEO_MIN, WHY_MIN = 8, 20
@@ -67,8 +69,8 @@ def runs_command(
     table, full = run_table(f"runs in {path}", _out.width)
     heads = ("run id", "updated", "preset", "status", "reward") + (("steps",) if full else ())
     rows = [_run_cells(run, full) for run in runs]
-    videos = [Path(str(run.values["video"])).name if run.values.get("video") else "-" for run in runs]
-    reasons = ["; ".join(run.reasons) for run in runs]
+    videos = [printable(Path(str(run.values["video"])).name) if run.values.get("video") else "-" for run in runs]
+    reasons = [printable("; ".join(run.reasons)) for run in runs]
     reasons = [reason[:160] + ("..." if len(reason) > 160 else "") for reason in reasons]
     room = _room(heads, rows, _out.width)
     why = full and any(reasons) and room >= VIDEO_MIN + WHY_MIN
@@ -133,9 +135,9 @@ def trace_command(
                                "reward": trace.reward, "values": trace.values}, default=str))
         return
     v = trace.values
-    _out.print(f"run {run_id}  video={v.get('video', '-')}  preset={v.get('preset', '-')}  "
+    _out.print(f"run {run_id}  video={printable(v.get('video', '-'))}  preset={v.get('preset', '-')}  "
                f"status={trace.status}  reward={'-' if trace.reward is None else f'{trace.reward:.4f}'}", highlight=False, soft_wrap=True)
-    typer.echo(f"instruction: {str(v.get('instruction', ''))[:300]}")
+    typer.echo(f"instruction: {printable(str(v.get('instruction', ''))[:300])}")
     rows = [step_row(i, step) for i, step in enumerate(trace.steps)]
     if _out.width >= TRACE_TABLE_MIN_WIDTH:
         table = Table(show_lines=True)
@@ -152,7 +154,7 @@ def trace_command(
                 for k, line in enumerate(row[field].splitlines()):
                     typer.echo(f"    {field if k == 0 else '':9s} {line}")
     for fault in v.get("faults") or []:
-        typer.echo(f"fault: {fault.get('stage')}: {fault.get('kind')}: {fault.get('message')}")
+        typer.echo(printable(f"fault: {fault.get('stage')}: {fault.get('kind')}: {fault.get('message')}"))
     if trace.result:
         for reason in trace.result.get("reasons") or []:
-            typer.echo(f"reason: {reason}")
+            typer.echo(f"reason: {printable(reason)}")

@@ -23,6 +23,7 @@ Decisions where the issue was silent:
 
 from __future__ import annotations
 
+import re
 import sqlite3
 from collections.abc import AsyncIterator, Iterable, Iterator
 from contextlib import asynccontextmanager, contextmanager
@@ -240,6 +241,15 @@ def list_runs(saver: BaseCheckpointSaver, limit: int | None = None, *, status: s
     return runs
 
 
+_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
+
+
+def printable(text: object) -> str:
+    """`text` for a terminal: control characters (an escape sequence that would clear the screen or restyle
+    what follows, a bell) written out as `\\x1b`; newlines and tabs kept ("\\r\\n" read as "\\n")."""
+    return _CONTROL.sub(lambda m: f"\\x{ord(m.group()):02x}", str(text).replace("\r\n", "\n"))
+
+
 def _fmt_frames(frames: Iterable[int] | None, limit: int = 12) -> str:
     frames = list(frames or [])
     if not frames:
@@ -264,10 +274,10 @@ def _fmt_gate(gate: dict[str, Any] | None) -> str:
 
 
 def step_row(index: int, step: dict[str, Any]) -> dict[str, str]:
-    """One StepRecord as display strings (columns of `raa trace`)."""
+    """One StepRecord as display strings (columns of `raa trace`), control characters written out (`printable`)."""
     duration = step.get("duration_s")
     audit = step.get("audit_round")
-    return {
+    row = {
         "#": str(index),
         "node": str(step.get("node", "?")),
         "duration": "" if duration is None else f"{float(duration):.2f}s",
@@ -278,6 +288,7 @@ def step_row(index: int, step: dict[str, Any]) -> dict[str, str]:
         "audit": "" if audit is None else str(audit),
         "gate": _fmt_gate(step.get("gate_inputs")),
     }
+    return {k: printable(v) for k, v in row.items()}
 
 
 def describe_update(node: str, update: Any) -> str:

@@ -223,3 +223,34 @@ def test_runs_of_a_database_without_runs_says_so(monkeypatch, tmp_path) -> None:
         assert f"no runs in {db}" in res.output
     res = runner.invoke(app, ["runs", "--db", str(db), "--json"])
     assert res.exit_code == 0 and res.stdout == ""  # the message goes to stderr
+
+
+def test_control_characters_and_emoji_codes_in_model_text_are_shown_not_obeyed(monkeypatch, tmp_path) -> None:
+    """Model text (a decision, a reason, a tool summary) and the clip's path reached the terminal as they were:
+    an escape sequence in them cleared the screen or recoloured everything after it, and rich turned ":x:" into
+    an emoji in tables. They are printed with the control characters written out (\\x1b) and codes kept."""
+    from rich.console import Console
+
+    from graph import commands
+    from graph.tracing import describe_update, open_saver
+
+    db = tmp_path / "traces.sqlite"
+    res = RewardResult(reward=0.0, status="zero", reasons=["R2 \x1b[31mnot met\x1b[0m :x:\x07"], run_id="r",
+                       preset="full")
+    _graph(open_saver(db), result=res, decision="zero \x1b[2J:x:").invoke(
+        {"video": "/clips/a\x1b]0;title\x07.mp4", "instruction": "push \x1b[1mit"},
+        {"configurable": {"thread_id": "run-esc"}})
+    monkeypatch.setenv("RAA_TRACES_PATH", str(db))
+    for args, columns in ((["trace", "run-esc"], "250"), (["trace", "run-esc"], "80"), (["runs"], "250")):
+        out = runner.invoke(app, args, env={"COLUMNS": columns}, color=True).output  # color: as on a terminal
+        assert "\x1b" not in out and "\x07" not in out, (args, columns, out)
+        assert "R2 \\x1b[31mnot met\\x1b[0m :x:\\x07" in out, (args, columns, out)
+        assert "a\\x1b]0;title\\x07.mp4" in out, (args, columns, out)
+        if args[0] == "trace":
+            assert "zero \\x1b[2J:x:" in out and "push \\x1b[1mit" in out, (args, columns, out)
+    line = describe_update("gate", {"steps": [{"node": "gate", "decision": "zero \x1b[2J:x:"}]})
+    assert line == "gate (): zero \\x1b[2J:x:"
+    console = Console(record=True, width=200, markup=False, emoji=False)
+    console.print(commands._result_table(res))
+    assert "R2 \\x1b[31mnot met\\x1b[0m :x:\\x07" in console.export_text()
+    assert commands._out.render_str(":x: [b]").plain == ":x: [b]"
