@@ -183,6 +183,12 @@ class RunTrace:
 def _trace_from_tuple(run_id: str, tup: Any) -> RunTrace:
     values = _plain(dict(tup.checkpoint.get("channel_values", {})))
     steps = list(values.get("steps") or [])
+    # a run stopped mid-superstep (Ctrl-C, a kill, a crash): the steps of the side-by-side nodes that finished
+    # (observe beside contract) are the checkpoint's pending writes, not yet in its values
+    pending = [s for _, channel, value in tup.pending_writes or [] if channel == "steps" for s in _plain(value) or []]
+    if pending:
+        steps += sorted(pending, key=lambda s: str(s.get("started", "")) if isinstance(s, dict) else "")
+        values["steps"] = steps
     return RunTrace(run_id=run_id, updated=str(tup.checkpoint.get("ts", "")), values=values, steps=steps)
 
 

@@ -119,3 +119,43 @@ def test_describe_stream_updates() -> None:
     assert "R = 0.62" in lines[-1] and "gate=" in lines[-1]
     assert describe_update("x", None) == "x: (no state update)"
     assert describe_update("x", {"zero": True}) == "x: updated zero"
+
+
+@pytest.mark.parametrize("durability", ["exit", "async"])
+def test_an_interrupted_run_shows_the_steps_that_finished_beside_the_one_cut_off(tmp_path, durability) -> None:
+    """observe and contract run side by side: a run stopped (Ctrl-C, a kill) while contract waited on the model
+    kept observe's finished step only as a pending write of its checkpoint, and `raa trace` showed quality alone."""
+    import asyncio
+
+    from graph.tracing import open_async_saver
+
+    def node(name: str, wait_s: float):
+        async def run(s: _State) -> dict:
+            await asyncio.sleep(wait_s)
+            return {"steps": [{"node": name, "started": "2026-01-01T00:00:00", "decision": name}]}
+        return run
+
+    g = StateGraph(_State)
+    for name, wait_s in (("quality", 0.0), ("observe", 0.0), ("contract", 30.0), ("assess", 0.0)):
+        g.add_node(name, node(name, wait_s))
+    g.add_edge(START, "quality")
+    g.add_edge("quality", "observe")
+    g.add_edge("quality", "contract")
+    g.add_edge(["observe", "contract"], "assess")
+    g.add_edge("assess", END)
+    path = tmp_path / "traces.sqlite"
+
+    async def interrupted() -> None:
+        async with open_async_saver(path) as saver:
+            run = asyncio.create_task(g.compile(checkpointer=saver).ainvoke(
+                {"video": "a.mp4"}, {"configurable": {"thread_id": "run-c"}}, durability=durability))
+            await asyncio.sleep(0.5)
+            run.cancel()
+            with pytest.raises(asyncio.CancelledError):
+                await run
+
+    asyncio.run(interrupted())
+    trace = read_trace(open_saver(path, read_only=True), "run-c")
+    assert trace.status == "incomplete"
+    assert [s["node"] for s in trace.steps] == ["quality", "observe"]
+    assert [s["node"] for s in trace.values["steps"]] == ["quality", "observe"]  # `raa trace --json`
