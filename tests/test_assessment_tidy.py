@@ -81,3 +81,17 @@ def test_final_check_evidence_frames_outside_the_clip_are_dropped_with_a_note(cl
     assert out["result"].status == "zero" and out["result"].reward == 0.0
     step = next(s for s in out["steps"] if s["node"] == "final_check")
     assert "2 out-of-clip evidence frame(s) dropped" in step["decision"]
+
+
+@pytest.mark.parametrize("mode", ["tools", "plan"])
+def test_inspection_is_pointed_at_a_requirement_the_assessment_left_out(clip, mode):
+    """assess judged R1 and R3 but wrote nothing for R2, which scores as unverifiable (0 in T, an essential gap for
+    the gate); the inspector was told "Uncertain judgments: none flagged", so the loop meant to re-examine uncertain
+    judgments never looked for R2 (without audit nothing else does)."""
+    a = assessment(s3="met")
+    a["judgments"] = [j for j in a["judgments"] if j["requirement_id"] != "R2"]
+    agent, model = make_agent("no_audit", full_script(assess=[a]), inspect_mode=mode)
+    run(agent, clip, run_id=f"left-out-{mode}")
+    opening = model.calls_for("plan" if mode == "plan" else "inspect")[0].text()
+    uncertain = opening.split("Uncertain judgments:")[1]
+    assert "R2" in uncertain and "none flagged" not in uncertain

@@ -43,6 +43,9 @@ def _opening(state: AgentState) -> str:
     assessment = state["assessment"]
     uncertain = [j.requirement_id for j in assessment.judgments
                  if j.status in ("partial", "unverifiable") or j.confidence < 0.7]
+    # a requirement without a judgment scores as unverifiable (graph.gate.requirement_statuses): most uncertain
+    uncertain += [f"{r.id} (no judgment yet)" for r in state["contract"].requirements
+                  if assessment.judgment(r.id) is None]
     return ("Task contract:\n" + dump(state["contract"]) + "\n\nCurrent assessment:\n" + dump(assessment)
             + f"\n\nInitially sampled frames: {list(state['sample'])}."
             + f"\nUncertain judgments: {uncertain or 'none flagged; check the key contact and end-state frames'}.")
