@@ -95,3 +95,15 @@ def test_inspection_is_pointed_at_a_requirement_the_assessment_left_out(clip, mo
     opening = model.calls_for("plan" if mode == "plan" else "inspect")[0].text()
     uncertain = opening.split("Uncertain judgments:")[1]
     assert "R2" in uncertain and "none flagged" not in uncertain
+
+
+def test_the_result_explains_a_requirement_without_judgment(clip):
+    """A requirement the assessment never judged scores as unverifiable (R2 here: T 1.0 -> 0.5), but the result's
+    reasons listed only the judgments there were, so nothing explained the lost credit."""
+    a = assessment()
+    a["judgments"] = [j for j in a["judgments"] if j["requirement_id"] != "R2"]
+    agent, _ = make_agent("decomposed", full_script(assess=[a]))
+    res = run(agent, clip, run_id="no-judgment-reason")["result"]
+    assert res.T == pytest.approx(0.5)
+    assert any(r.startswith("R2 unverifiable:") for r in res.reasons), res.reasons
+    assert [r.split()[0] for r in res.reasons[:3]] == ["R1", "R2", "R3"]  # contract order

@@ -64,7 +64,10 @@ def build_result(state: AgentState, ctx: RunContext, run_id: str) -> tuple[Rewar
         reasons.append(f"failure established: {check.rationale}")
     if unverifiable:
         reasons.append(f"essential requirement unverifiable: {check.rationale}")
-    reasons += [f"{j.requirement_id} {j.status}: {j.rationale[:200]}" for j in assessment.judgments]
+    for req in contract.requirements:  # one line per requirement: one never judged scores as unverifiable
+        j = assessment.judgment(req.id)
+        reasons.append(f"{j.requirement_id} {j.status}: {j.rationale[:200]}" if j is not None
+                       else f"{req.id} unverifiable: no judgment was recorded (scored as unverifiable)")
     status = "zero" if (failure or unverifiable) else "scored"
     return RewardResult(status=status, reward=reward, T=t, P=p, V=v, failure=failure if gated else None,
                         unverifiable=unverifiable if gated else None, reasons=reasons + notes, **base), inputs
