@@ -41,3 +41,18 @@ def test_folders_from_before_layout_json_still_count(tmp_path):
     assert unfinished_checkpoints(tmp_path, "iter_000003") == []
     assert prune(tmp_path, 2, local_rank=0) == ["iter_000001"]
     assert unfinished_checkpoints(tmp_path / "missing", None) == []
+
+
+def test_checkpoints_past_latest_after_going_back_do_not_take_the_new_ones_places(tmp_path):
+    """Resumed from iter_10 (latest pointed back at it, as the refusals suggest) while the abandoned attempt's
+    finished iter_20 and iter_30 stay: they counted as the newest two, so keep_checkpoints 2 deleted the
+    checkpoint the run resumed from at its first save, and every later save the one before it."""
+    for tag in ("iter_000010", "iter_000020", "iter_000030", "iter_000011"):
+        _folder(tmp_path, tag, True)
+    (tmp_path / "latest").write_text("iter_000011")
+    assert prune(tmp_path, 2, local_rank=0) == []
+    _folder(tmp_path, "iter_000012", True)
+    (tmp_path / "latest").write_text("iter_000012")
+    assert prune(tmp_path, 2, local_rank=0) == ["iter_000010"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["iter_000011", "iter_000012", "iter_000020",
+                                                          "iter_000030", "latest"]

@@ -315,9 +315,20 @@ def stale_checkpoints(tags: list[str], latest: str | None, keep: int, best: str 
     return [t for t in ours[:-keep] if t not in (latest, best)]
 
 
+def past_latest(tags: Sequence[str], latest: str | None) -> list[str]:
+    """The ``iter_NNNNNN`` tags numbered above ``latest``: at a prune ``latest`` is the save just made, so these
+    are an abandoned attempt's (a resume from an earlier checkpoint); pure."""
+    if latest is None or not latest.startswith("iter_") or not latest[5:].isdigit():
+        return []
+    return [t for t in tags if t.startswith("iter_") and t[5:].isdigit() and int(t[5:]) > int(latest[5:])]
+
+
 def prune(ckpt_dir: Path, keep: int, local_rank: int, best: str | None = None) -> list[str]:
     """After a save on every rank: delete the stale checkpoints (see :func:`stale_checkpoints`; ``best``
-    stays); returns what this process deleted."""
+    stays); returns what this process deleted. Checkpoints numbered above ``latest`` (`past_latest`: left by
+    an attempt the run went back from) neither count nor are deleted, as unfinished saves: they counted as
+    the newest, so the checkpoint the run resumed from and each new one but the last were deleted; a save
+    of such a tag replaces it (:func:`clear_unfinished`)."""
     import shutil
 
     if dist.is_initialized():
@@ -327,8 +338,9 @@ def prune(ckpt_dir: Path, keep: int, local_rank: int, best: str | None = None) -
     from training.run_dir import unfinished_checkpoints
 
     latest = latest_tag(ckpt_dir)
-    stale = stale_checkpoints([p.name for p in ckpt_dir.iterdir() if p.is_dir()], latest, keep, best,
-                              unfinished_checkpoints(ckpt_dir, latest))
+    tags = [p.name for p in ckpt_dir.iterdir() if p.is_dir()]
+    stale = stale_checkpoints(tags, latest, keep, best, [*unfinished_checkpoints(ckpt_dir, latest),
+                                                          *past_latest(tags, latest)])
     for tag in stale:  # with its universal conversion, if any; another node may delete them at the same time
         shutil.rmtree(ckpt_dir / tag, ignore_errors=True)
         shutil.rmtree(ckpt_dir / (tag + UNIVERSAL_SUFFIX), ignore_errors=True)
