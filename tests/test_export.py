@@ -247,3 +247,32 @@ def test_a_prompt_file_that_is_not_there_is_named_not_exported(tmp_path, monkeyp
     monkeypatch.chdir(tmp_path)  # from the launch directory it is found, and stored absolute
     out = save_policy(model, cfg, tmp_path / "final", iteration=1, source="unit")
     assert read_export(out)[1].dataset_file == str(tmp_path / "prompts.jsonl")
+
+
+def test_an_export_killed_while_replacing_the_earlier_one_leaves_an_export(tmp_path, monkeypatch):
+    """A resumed run exports to final/ again, over the earlier run's export. The earlier folder was deleted in
+    place: a kill part-way (the job's time limit, at the end of training) left final/ without export.json, and
+    every later export (the trainer's, `training.export --run`) refused it as 'not an export folder'."""
+    import shutil
+
+    import training.export as export
+
+    cfg = _cfg()
+    model = build_world_model(cfg, "cpu")
+    out = save_policy(model, cfg, tmp_path / "final", iteration=1, source="unit")
+    real = shutil.rmtree
+    calls = []
+
+    def killed_part_way(path, *args, **kwargs):
+        calls.append(Path(path))
+        if len(calls) == 1:  # the first delete: export.json goes, then the process is killed
+            (Path(path) / "export.json").unlink(missing_ok=True)
+            raise KeyboardInterrupt
+        return real(path, *args, **kwargs)
+
+    monkeypatch.setattr(export.shutil, "rmtree", killed_part_way)
+    with pytest.raises(KeyboardInterrupt):
+        save_policy(model, cfg, out, iteration=2, source="unit")
+    monkeypatch.setattr(export.shutil, "rmtree", real)
+    assert read_export(out)[0]["iteration"] in (1, 2)  # the earlier export or the new one, whole
+    assert read_export(save_policy(model, cfg, out, iteration=3, source="unit"))[0]["iteration"] == 3

@@ -37,7 +37,8 @@ Decisions where the issue was silent:
   partial load.
 * The folder is written beside OUT and renamed into place, export.json last: a folder without
   export.json is not an export and ``load_policy`` refuses it. An existing OUT is replaced only when it
-  is an earlier export (or empty); anything else there is an error, never deleted.
+  is an earlier export (or empty); anything else there is an error, never deleted. An earlier export is
+  renamed aside before the new one moves in and deleted after, so a kill leaves a whole export or none.
 * File settings (``dataset_file``, ``eval_dataset_file``, prompt images, a local ``model_path``) are stored
   as absolute paths (``config_io.absolute_paths``), so the export's prompts and base model resolve from any
   directory; a ``dataset_file`` that does not exist is an ExportError, not a path ``generate`` cannot open.
@@ -150,6 +151,7 @@ def save_policy(world_model: FlowWorldModel, cfg: TrainConfig, out: Path, *, ite
         raise ExportError(f"{out} exists and is not an export folder; choose another output")
     out.parent.mkdir(parents=True, exist_ok=True)
     work = Path(tempfile.mkdtemp(prefix=f".{out.name}-", dir=out.parent))
+    old = work.with_name(work.name + "-old")
     try:
         folder = "transformer_lora" if cfg.finetune == "lora" else "transformer"
         world_model.transformer.save_pretrained(str(work / folder))
@@ -157,12 +159,15 @@ def save_policy(world_model: FlowWorldModel, cfg: TrainConfig, out: Path, *, ite
                 "source": source, "created": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
                 "config": absolute_paths(config_to_dict(cfg))}
         (work / EXPORT_FILE).write_text(json.dumps(info, indent=2))
-        if out.exists():
-            shutil.rmtree(out)
+        if out.exists():  # moved aside, deleted once replaced: a kill while deleting it in place left OUT
+            out.rename(old)  # without export.json, which every later export refused to replace
         work.rename(out)
     except BaseException:
+        if old.exists() and not out.exists():
+            old.rename(out)
         shutil.rmtree(work, ignore_errors=True)
         raise
+    shutil.rmtree(old, ignore_errors=True)
     return out
 
 
