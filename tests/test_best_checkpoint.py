@@ -255,3 +255,34 @@ def test_the_eval_key_changes_with_what_the_evaluation_measures():
     assert eval_key(replace(cfg, negative_prompt="blurry"), prompts) == key  # no guidance: not used
     assert eval_key(replace(cfg, negative_prompt="blurry", guidance_scale=2.0), prompts) \
         != eval_key(replace(cfg, guidance_scale=2.0), prompts)
+
+
+@pytest.mark.slow
+def test_an_owed_evaluation_that_ends_the_patience_stops_the_resumed_run_there(tmp_path):
+    """A stop signal at iteration 2 saved it without its evaluation (removed here from a run that evaluated);
+    the resumed launch evaluates 2 first. With a policy that cannot move that evaluation is the second without
+    progress, so eval_patience 2 ends the run at 2, as it would have without the stop; the resumed run trained
+    on to its next evaluation (iteration 3) and exported that instead."""
+    out = tmp_path / "run"
+    env = {k: v for k, v in os.environ.items() if k not in ("RANK", "WORLD_SIZE", "LOCAL_RANK")}
+    base = [sys.executable, "-m", "training.train", "--config", str(SMOKE), "--output_dir", str(out), "--progress",
+            "false", "--tensorboard", "false", "--checkpoint_every", "1", "--learning_rate", "1e-30",
+            "--eval_every", "1", "--eval_patience", "2", "--export", "none",
+            "--eval_dataset", "[{text: 'open the drawer', image_seed: 3}]"]
+
+    def train(*extra: str) -> subprocess.CompletedProcess:
+        proc = subprocess.run([*base, *extra], cwd=ROOT, env={**env, "OMP_NUM_THREADS": "1"}, capture_output=True,
+                              text=True, timeout=600)
+        assert proc.returncode == 0, proc.stderr[-4000:]
+        return proc
+
+    train("--max_iterations", "2")
+    for name in ("eval.jsonl", "eval_rewards.jsonl"):  # as the stop left them: no evaluation of iteration 2
+        path = out / name
+        path.write_text("".join(line + "\n" for line in path.read_text().splitlines()
+                                if json.loads(line)["iteration"] != 2))
+    proc = train("--max_iterations", "5", "--resume")
+    assert "stopping early at iteration 2" in proc.stdout, proc.stdout[-2000:]
+    assert len((out / "metrics.jsonl").read_text().splitlines()) == 2
+    assert sorted(eval_means(out / "eval.jsonl")) == [0, 1, 2]
+    assert (out / "checkpoints" / "latest").read_text().strip() == "iter_000002"

@@ -228,10 +228,23 @@ def train(cfg: TrainConfig, *, local_rank: int = 0, reward_tokens: dict[str, str
         if math.isfinite(row["eval_reward_mean"]):
             means[iteration] = row["eval_reward_mean"]
 
+    def stop_early(iteration: int) -> None:  # eval_patience ran out at `iteration`: say so; the caller stops
+        if rank == 0:  # rank 0 wrote eval.jsonl; the checkpoint `training.export --tag best` would take
+            found = best_checkpoint(ckpt_dir, log.eval_path, key)
+            kept = (f"best held-out checkpoint {found[0]} (eval_reward_mean {found[2]:.4f}): "
+                    f"`python -m training.export --run {out_dir} --tag best`" if found else
+                    "no held-out evaluation fell on a checkpoint")
+            print(f"stopping early at iteration {iteration}: {cfg.eval_patience} held-out evaluations without a "
+                  f"higher eval_reward_mean; {kept}", flush=True)
+
+    end = cfg.max_iterations
     if eval_prompts and start == 0:  # the baseline of a fresh run
         held_out(0)
     elif eval_prompts and pending_eval(cfg, start, log.eval_path, key):  # a stop skipped it, or a new measurement
         held_out(start)
+        if cfg.eval_patience is not None and evals_since_best(means) >= cfg.eval_patience and start < end:
+            stop_early(start)  # where the run without the stop ended: it trained on to its next evaluation
+            end = start
 
     def checkpoint(iteration: int) -> None:  # every rank; latest moves once all have written (training.engine)
         ds_engine.save(engine, ckpt_dir, iteration, stream.position, local_rank=local_rank)
@@ -245,7 +258,7 @@ def train(cfg: TrainConfig, *, local_rank: int = 0, reward_tokens: dict[str, str
     video_writer = ThreadPoolExecutor(1, thread_name_prefix="rollout-videos")  # rollout_videos_every
     stops = StopRequest().install() if cfg.on_signal == "checkpoint" else None  # training/preemption.py
     skipped = 0  # iterations in a row without an update (max_skipped_iterations)
-    for it in range(start, cfg.max_iterations):
+    for it in range(start, end):
         # -- 1. rollouts ----------------------------------------------------------------------
         t0 = time.perf_counter()
         mine = stream.take(cfg.prompts_per_iteration)[rank * per_rank:(rank + 1) * per_rank]
@@ -365,13 +378,7 @@ def train(cfg: TrainConfig, *, local_rank: int = 0, reward_tokens: dict[str, str
             raise RewardsStalled(it + 1, skipped, saved, why[0][1] if why else "no group had 2 eligible rewards",
                                  log.ineligible_path)
         if plateau and it + 1 < cfg.max_iterations:  # eval_patience: end here as if this were the last iteration
-            if rank == 0:  # rank 0 wrote eval.jsonl; the checkpoint `training.export --tag best` would take
-                found = best_checkpoint(ckpt_dir, log.eval_path, key)
-                kept = (f"best held-out checkpoint {found[0]} (eval_reward_mean {found[2]:.4f}): "
-                        f"`python -m training.export --run {out_dir} --tag best`" if found else
-                        "no held-out evaluation fell on a checkpoint")
-                print(f"stopping early at iteration {it + 1}: {cfg.eval_patience} held-out evaluations without a "
-                      f"higher eval_reward_mean; {kept}", flush=True)
+            stop_early(it + 1)
             break
 
     _close(rewards, bar, log, stops, video_writer)
