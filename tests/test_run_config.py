@@ -153,3 +153,33 @@ def test_a_resume_is_not_warned_or_refused_for_changes_that_change_nothing(tmp_p
     assert _changes(path, cfg) == [] and resume_conflicts(_changes(path, cfg), cfg) == []
     other = load_config(SMOKE, ["--finetune", "lora", "--lora_targets", "[to_q]", "--model_path", "/models/a"])
     assert resume_conflicts(_changes(path, other), other) == ["lora_targets: ['to_q', 'to_k'] -> ['to_q']"]
+
+
+def test_a_launch_that_cannot_write_config_yaml_leaves_the_runs_config(tmp_path, monkeypatch):
+    """Every launch rewrites config.yaml, and it was written in place: a full disk (checkpoints fill it) or a
+    kill part-way left it empty or cut short. The next resume then compared itself with the defaults and was
+    refused ('tiny: False -> True', another model), and `training.export --run` read the defaults too."""
+    import errno
+
+    from training.config_io import write_run_config
+
+    cfg = load_config(SMOKE, ["--finetune", "lora", "--lora_rank", "4", "--output_dir", str(tmp_path)])
+    path = write_run_config(tmp_path, cfg)
+    before = path.read_text()
+    real = Path.write_text
+
+    def disk_full(self, data, *args, **kwargs):
+        real(self, data[:10], *args, **kwargs)  # what fitted
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(Path, "write_text", disk_full)
+    try:
+        write_run_config(tmp_path, load_config(SMOKE, ["--finetune", "lora", "--lora_rank", "4", "--resume",
+                                                        "--output_dir", str(tmp_path)]))
+    except OSError:
+        pass
+    monkeypatch.setattr(Path, "write_text", real)
+    assert path.read_text() == before
+    resumed = load_config(SMOKE, ["--finetune", "lora", "--lora_rank", "4", "--resume", "--output_dir", str(tmp_path)])
+    assert resume_conflicts(_changes(path, resumed), resumed) == []
+    assert not [p.name for p in tmp_path.iterdir() if p.name != "config.yaml"]  # no temporary file left

@@ -34,6 +34,7 @@ from __future__ import annotations
 
 import dataclasses
 import difflib
+import os
 import re
 import types
 import typing
@@ -265,9 +266,16 @@ def absolute_paths(data: Mapping[str, Any]) -> dict[str, Any]:
 
 def write_run_config(out_dir: Path, cfg: TrainConfig) -> Path:
     """Write a launch's config to ``out_dir/config.yaml`` (what ``python -m training.export --run`` rebuilds the
-    model from, and a resume compares itself with), file settings made absolute (`absolute_paths`)."""
+    model from, and a resume compares itself with), file settings made absolute (`absolute_paths`). Through a
+    temporary file renamed over it: written in place, a full disk or a kill left the run's config empty or cut
+    short, so the next resume compared itself with the defaults (refused: 'tiny: False -> True')."""
     path = Path(out_dir) / "config.yaml"
-    path.write_text(yaml.safe_dump(absolute_paths(config_to_dict(cfg)), sort_keys=False))
+    tmp = path.with_name(f".config.yaml.{os.getpid()}.tmp")
+    try:
+        tmp.write_text(yaml.safe_dump(absolute_paths(config_to_dict(cfg)), sort_keys=False))
+        tmp.replace(path)
+    finally:
+        tmp.unlink(missing_ok=True)
     return path
 
 
