@@ -209,3 +209,28 @@ def test_real_wandb_offline_takes_a_saved_video(tmp_path, monkeypatch):
     log.close()
     uploaded = list((out / "wandb").glob("offline-run-*/files/media/videos/eval/video/p000_s00*.mp4"))
     assert len(uploaded) == 1 and uploaded[0].read_bytes() == (out / name).read_bytes()
+
+
+def test_a_resume_on_a_full_disk_keeps_the_runs_id(tmp_path, fake_wandb, monkeypatch):
+    """wandb.json was rewritten in place at every launch: a resume on a full disk (the crash that the resume
+    follows often is one) left it empty, and the next resume started a second W&B run for the same run."""
+    import errno
+    from pathlib import Path
+
+    _, calls = fake_wandb
+    out = tmp_path / "run"
+    MetricsLog(out, enabled=True, tensorboard=False, append=False, wandb_project="grpo").close()
+    first = [c for c in calls if c[0] == "init"][-1][1]["id"]
+    real = Path.write_text
+
+    def disk_full(self, data, *args, **kwargs):
+        real(self, data[:5], *args, **kwargs)
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(Path, "write_text", disk_full)
+    with pytest.raises(OSError):
+        MetricsLog(out, enabled=True, tensorboard=False, append=True, wandb_project="grpo")
+    monkeypatch.setattr(Path, "write_text", real)
+    MetricsLog(out, enabled=True, tensorboard=False, append=True, wandb_project="grpo").close()
+    assert [c for c in calls if c[0] == "init"][-1][1]["id"] == first
+    assert sorted(p.name for p in out.iterdir()) == [ID_FILE]  # no temporary file left

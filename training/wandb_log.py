@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import os
 import secrets
 from pathlib import Path
 from typing import Any
@@ -63,7 +64,14 @@ class WandbRun:
             except (OSError, ValueError):  # unreadable, not JSON (or not UTF-8): a new run, as for other content
                 run_id = None
         run_id = run_id or secrets.token_hex(4)
-        id_path.write_text(json.dumps({"project": project, "id": run_id}) + "\n")
+        # through a temporary file renamed over it: written in place, a full disk left it empty and the next
+        # resume started a second W&B run
+        tmp = id_path.with_name(f".{ID_FILE}.{os.getpid()}.tmp")
+        try:
+            tmp.write_text(json.dumps({"project": project, "id": run_id}) + "\n")
+            tmp.replace(id_path)
+        finally:
+            tmp.unlink(missing_ok=True)
         try:
             self.run = wandb.init(project=project, name=output_dir.resolve().name, id=run_id, resume="allow",
                                   dir=str(output_dir), config=config)
