@@ -87,6 +87,9 @@ def test_audit_never_clean_stops_after_three_rounds(clip):
     assert out["repair_rounds"] == 3 and len(model.calls_for("repair")) == 3
     assert all(c.images() > 0 for c in model.calls_for("repair"))  # repair always re-looks at frames
     assert out["result"].status == "scored"
+    # the issues the last audit still found are in the result, not dropped once the rounds ran out
+    assert out["result"].notes == ["audit: issues remain after 3 repair round(s) (missing [], invented 1, "
+                                   "contradictions 0); the assessment stands as is"]
 
 
 def test_code_adds_missing_requirement_even_if_audit_model_says_clean(clip):

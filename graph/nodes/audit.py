@@ -60,10 +60,13 @@ async def audit(state: AgentState, ctx: RunContext, step: Step) -> dict[str, Any
     missing = list(dict.fromkeys([cid for _, cid in named if cid is not None] + code_missing(assessment, contract)))
     report = AuditReport(missing_requirements=missing[:16], invented_conditions=report.invented_conditions,
                          contradictions=report.contradictions)
-    step.audit_round = int(state.get("repair_rounds", 0))
-    step.decision = ("clean" if report.clean else (
-        f"issues: missing {report.missing_requirements}, invented {len(report.invented_conditions)}, "
-        f"contradictions {len(report.contradictions)}")) + (f"; {len(notes)} unknown id(s) dropped" if notes else "")
+    step.audit_round = rounds = int(state.get("repair_rounds", 0))
+    issues = (f"missing {report.missing_requirements}, invented {len(report.invented_conditions)}, "
+              f"contradictions {len(report.contradictions)}")
+    step.decision = ("clean" if report.clean else f"issues: {issues}") + \
+        (f"; {len(notes)} unknown id(s) dropped" if notes else "")
+    if not report.clean and rounds >= ctx.config.max_repair_rounds:  # no repair follows: the result says so
+        notes.append(f"audit: issues remain after {rounds} repair round(s) ({issues}); the assessment stands as is")
     return {"audits": [report], **({"notes": notes} if notes else {})}
 
 
