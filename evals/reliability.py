@@ -151,7 +151,8 @@ class RewardEvalOutcome:
     scored: int
     """Rows scored in this run (not resumed)."""
     rejudged: int
-    """Resumed rows judged again in this run."""
+    """Resumed rows judged again in this run (a verdict given: not those a judge could not judge, none when
+    no judge is configured)."""
     out_dir: Path
     """Output folder."""
 
@@ -265,7 +266,7 @@ async def run_reward_eval(clips: Sequence[EvalClip], presets: Sequence[str], out
                 if row["judge"]["status"] != "judged" and (old.get("judge") or {}).get("status") == "judged":
                     continue  # a judge that could not judge (none configured, a failure) keeps another's verdict
                 emit(row)
-                counters["rejudged"] += 1
+                counters["rejudged"] += row["judge"]["status"] == "judged"  # sent again and judged this time
             chunk = 2 * concurrency
             for start in range(0, len(to_score), chunk):
                 part = to_score[start:start + chunk]
