@@ -276,3 +276,24 @@ def test_an_export_killed_while_replacing_the_earlier_one_leaves_an_export(tmp_p
     monkeypatch.setattr(export.shutil, "rmtree", real)
     assert read_export(out)[0]["iteration"] in (1, 2)  # the earlier export or the new one, whole
     assert read_export(save_policy(model, cfg, out, iteration=3, source="unit"))[0]["iteration"] == 3
+    assert not list(tmp_path.glob(".final-*"))  # the killed export's folders went with the next one
+
+
+def test_the_next_export_restores_an_export_moved_aside_by_a_kill_and_clears_work_folders(tmp_path):
+    """Killed between moving the earlier export aside and moving the new one in: final/ was missing and the
+    earlier export sat in a hidden .final-*-old folder, with the work folder beside it, neither ever removed."""
+    cfg = _cfg()
+    model = build_world_model(cfg, "cpu")
+    out = save_policy(model, cfg, tmp_path / "final", iteration=1, source="unit")
+    out.rename(tmp_path / ".final-abc123-old")
+    (tmp_path / ".final-def456").mkdir()  # a work folder the kill left half written
+    (tmp_path / ".final-def456" / "partial.bin").write_bytes(b"x")
+
+    def broken(*args, **kwargs):
+        raise OSError("disk full")
+
+    model.transformer.save_pretrained = broken  # this export fails too: the earlier one must survive it
+    with pytest.raises(OSError, match="disk full"):
+        save_policy(model, cfg, out, iteration=2, source="unit")
+    assert read_export(out)[0]["iteration"] == 1
+    assert not list(tmp_path.glob(".final-*"))

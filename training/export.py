@@ -38,7 +38,9 @@ Decisions where the issue was silent:
 * The folder is written beside OUT and renamed into place, export.json last: a folder without
   export.json is not an export and ``load_policy`` refuses it. An existing OUT is replaced only when it
   is an earlier export (or empty); anything else there is an error, never deleted. An earlier export is
-  renamed aside before the new one moves in and deleted after, so a kill leaves a whole export or none.
+  renamed aside before the new one moves in and deleted after, so a kill leaves a whole export or none;
+  the next export into OUT moves an export a kill left aside back (when OUT is missing) and deletes the
+  hidden ``.OUT-*`` folders a kill left.
 * File settings (``dataset_file``, ``eval_dataset_file``, prompt images, a local ``model_path``) are stored
   as absolute paths (``config_io.absolute_paths``), so the export's prompts and base model resolve from any
   directory; a ``dataset_file`` that does not exist is an ExportError, not a path ``generate`` cannot open.
@@ -150,6 +152,7 @@ def save_policy(world_model: FlowWorldModel, cfg: TrainConfig, out: Path, *, ite
     if out.exists() and not (out / EXPORT_FILE).is_file() and any(out.iterdir()):
         raise ExportError(f"{out} exists and is not an export folder; choose another output")
     out.parent.mkdir(parents=True, exist_ok=True)
+    _tidy_killed(out)
     work = Path(tempfile.mkdtemp(prefix=f".{out.name}-", dir=out.parent))
     old = work.with_name(work.name + "-old")
     try:
@@ -169,6 +172,18 @@ def save_policy(world_model: FlowWorldModel, cfg: TrainConfig, out: Path, *, ite
         raise
     shutil.rmtree(old, ignore_errors=True)
     return out
+
+
+def _tidy_killed(out: Path) -> None:
+    """What an earlier `save_policy` into `out` killed part-way left beside it: an export moved aside while its
+    replacement had not moved in yet (`out` missing) moves back; work folders and old exports go."""
+    left = sorted(p for p in out.parent.glob(f".{out.name}-*") if p.is_dir())
+    aside = [p for p in left if p.name.endswith("-old") and (p / EXPORT_FILE).is_file()]
+    if not out.exists() and aside:
+        aside[-1].rename(out)
+    for p in left:
+        if p.exists():
+            shutil.rmtree(p, ignore_errors=True)
 
 
 def check_prompt_file(cfg: TrainConfig) -> None:
