@@ -29,7 +29,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import os
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -38,7 +37,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 from evals.judge import JudgeVerdict, RewardJudge, explanation
 from evals.table import all_metrics, metrics_as_dicts, ordered_presets, render_csv, render_markdown
 from graph.schemas import RewardResult
-from tools.jsonl import mend_tail, text_lines
+from tools.jsonl import mend_tail, text_lines, write_text_atomic
 
 if TYPE_CHECKING:  # pragma: no cover
     from langchain_core.language_models import BaseChatModel
@@ -205,12 +204,6 @@ def read_results(path: Path) -> dict[tuple[str, str], dict]:
     return rows
 
 
-def _atomic_write(path: Path, text: str) -> None:
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(text, encoding="utf-8")
-    os.replace(tmp, path)
-
-
 async def run_reward_eval(clips: Sequence[EvalClip], presets: Sequence[str], out_dir: str | Path,
                           scorer: PresetScorer, judge: RewardJudge, *, concurrency: int = 16,
                           retry_ineligible: bool = False, judge_name: str = "judge",
@@ -285,13 +278,13 @@ async def run_reward_eval(clips: Sequence[EvalClip], presets: Sequence[str], out
     clip_rank = {c.path: i for i, c in enumerate(clips)}
     compact = sorted(existing.values(), key=lambda r: (rank.get(r["preset"], len(rank)), r["preset"],
                                                         clip_rank.get(r["path"], len(clip_rank)), r["path"]))
-    _atomic_write(results_path, "".join(json.dumps(r) + "\n" for r in compact))
+    write_text_atomic(results_path, "".join(json.dumps(r) + "\n" for r in compact))
     wanted = set(clip_rank)
     rows = [r for r in compact if r["preset"] in rank and r["path"] in wanted]
     metrics = all_metrics(rows, order)
-    _atomic_write(out / "table.md", render_markdown(metrics, judge_name=verdicts_by(rows, judge_name)))
-    _atomic_write(out / "table.csv", render_csv(metrics))
-    _atomic_write(out / "summary.json", json.dumps({"presets": order, "clips": len(clips), "judge": verdicts_by(rows, judge_name),
+    write_text_atomic(out / "table.md", render_markdown(metrics, judge_name=verdicts_by(rows, judge_name)))
+    write_text_atomic(out / "table.csv", render_csv(metrics))
+    write_text_atomic(out / "summary.json", json.dumps({"presets": order, "clips": len(clips), "judge": verdicts_by(rows, judge_name),
                                                     "paths": [c.path for c in clips],
                                                     "metrics": metrics_as_dicts(metrics)}, indent=2))
     return RewardEvalOutcome(metrics, rows, counters["scored"], counters["rejudged"], out)

@@ -51,10 +51,19 @@ def keep_rows(path: Path, keep: Callable[[Any], bool]) -> int:
             kept.append(line)
     if len(kept) == len(lines):
         return 0
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    tmp.write_text("".join(line + "\n" for line in kept), encoding="utf-8")
-    tmp.replace(path)
+    write_text_atomic(path, "".join(line + "\n" for line in kept))
     return len(lines) - len(kept)
+
+
+def write_text_atomic(path: Path, text: str) -> None:
+    """Write `text` (UTF-8) to `path` through a temporary file beside it renamed over it: an interruption (a
+    kill, a full disk) leaves the old file or the new one, never an empty or cut one."""
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    try:
+        tmp.write_text(text, encoding="utf-8")
+        tmp.replace(path)
+    finally:
+        tmp.unlink(missing_ok=True)
 
 
 def mend_tail(path: Path) -> None:

@@ -34,7 +34,6 @@ from __future__ import annotations
 
 import dataclasses
 import difflib
-import os
 import re
 import types
 import typing
@@ -269,13 +268,10 @@ def write_run_config(out_dir: Path, cfg: TrainConfig) -> Path:
     model from, and a resume compares itself with), file settings made absolute (`absolute_paths`). Through a
     temporary file renamed over it: written in place, a full disk or a kill left the run's config empty or cut
     short, so the next resume compared itself with the defaults (refused: 'tiny: False -> True')."""
+    from tools.jsonl import write_text_atomic
+
     path = Path(out_dir) / "config.yaml"
-    tmp = path.with_name(f".config.yaml.{os.getpid()}.tmp")
-    try:
-        tmp.write_text(yaml.safe_dump(absolute_paths(config_to_dict(cfg)), sort_keys=False))
-        tmp.replace(path)
-    finally:
-        tmp.unlink(missing_ok=True)
+    write_text_atomic(path, yaml.safe_dump(absolute_paths(config_to_dict(cfg)), sort_keys=False))
     return path
 
 

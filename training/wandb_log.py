@@ -24,11 +24,11 @@ from __future__ import annotations
 
 import importlib.util
 import json
-import os
 import secrets
 from pathlib import Path
 from typing import Any
 
+from tools.jsonl import write_text_atomic
 from training.config import ConfigError
 
 ID_FILE = "wandb.json"
@@ -66,12 +66,7 @@ class WandbRun:
         run_id = run_id or secrets.token_hex(4)
         # through a temporary file renamed over it: written in place, a full disk left it empty and the next
         # resume started a second W&B run
-        tmp = id_path.with_name(f".{ID_FILE}.{os.getpid()}.tmp")
-        try:
-            tmp.write_text(json.dumps({"project": project, "id": run_id}) + "\n")
-            tmp.replace(id_path)
-        finally:
-            tmp.unlink(missing_ok=True)
+        write_text_atomic(id_path, json.dumps({"project": project, "id": run_id}) + "\n")
         try:
             self.run = wandb.init(project=project, name=output_dir.resolve().name, id=run_id, resume="allow",
                                   dir=str(output_dir), config=config)
