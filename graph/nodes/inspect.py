@@ -22,6 +22,7 @@ from typing import Any
 from langchain_core.messages import AIMessage, BaseMessage, ToolMessage
 
 from graph.context import RunContext
+from graph.nodes.audit import code_missing
 from graph.nodes.background import raise_if_failed
 from graph.nodes.common import Step, brief, count, dump, human, system
 from graph.nodes.evidence import (
@@ -44,8 +45,7 @@ def _opening(state: AgentState) -> str:
     uncertain = [j.requirement_id for j in assessment.judgments
                  if j.status in ("partial", "unverifiable") or j.confidence < 0.7]
     # a requirement without a judgment scores as unverifiable (graph.gate.requirement_statuses): most uncertain
-    uncertain += [f"{r.id} (no judgment yet)" for r in state["contract"].requirements
-                  if assessment.judgment(r.id) is None]
+    uncertain += [f"{rid} (no judgment yet)" for rid in code_missing(assessment, state["contract"])]
     return ("Task contract:\n" + dump(state["contract"]) + "\n\nCurrent assessment:\n" + dump(assessment)
             + f"\n\nInitially sampled frames: {list(state['sample'])}."
             + f"\nUncertain judgments: {uncertain or 'none flagged; check the key contact and end-state frames'}.")
