@@ -178,7 +178,8 @@ def explanation(reasons: Sequence[str], notes: Sequence[str]) -> list[str]:
     k = len(notes)
     if k and list(reasons[-k:]) == list(notes):
         return list(reasons[:-k])
-    return [r for r in reasons if r not in set(notes)]
+    process = set(notes)
+    return [r for r in reasons if r not in process]
 
 
 def redact_reason(reason: str) -> str:

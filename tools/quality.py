@@ -19,8 +19,9 @@ fine regular texture noise (a checker mat whose cells shrink to 1-2 px at 64 px 
 near 0 or below): such a frame's power sits in a few frequencies (flatness <= 0.09 for checkers of
 every cell size at 256-1920 px, with or without objects), while static's is spread evenly (flatness
 0.54-0.58, also after H.264 coding), hence the second condition; means and variances
-are accumulated in float64. ``check_quality`` computes the statistics of all frames of a size at once
-(``clip_stats``: one resize per frame, then a few dozen numpy operations on the stacked small frames);
+are accumulated in float64. ``check_quality`` computes the statistics of the frames of a size together
+(``clip_stats``: one resize per frame, then a few dozen numpy/OpenCV operations per chunk of 8 stacked small
+frames, ``CHUNK_VALUES``);
 ``frame_stats`` computes one frame's (std and edge energy with OpenCV; correlation and flatness with the
 clip pass's own functions on a batch of one) and is the reference the clip pass is tested against (equal to
 ~1e-8 relative). Per frame, the same statistics took ~15 small numpy/OpenCV calls, each a
