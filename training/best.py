@@ -181,3 +181,13 @@ def agreed_eval_means(eval_path: Path, key: str | None = None) -> dict[int, floa
     torch.distributed is initialised): what a resumed run's ``eval_patience`` counts on from."""
     return as_rank0_sees(lambda: eval_means(eval_path, key))
 
+
+def early_stop_message(cfg: TrainConfig, iteration: int, ckpt_dir: Path, eval_path: Path, key: str | None) -> str:
+    """What a run that `eval_patience` ends at `iteration` prints: why, and the checkpoint
+    `training.export --tag best` would take."""
+    found = best_checkpoint(ckpt_dir, eval_path, key)
+    kept = (f"best held-out checkpoint {found[0]} (eval_reward_mean {found[2]:.4f}): "
+            f"`python -m training.export --run {Path(cfg.output_dir)} --tag best`" if found else
+            "no held-out evaluation fell on a checkpoint")
+    return (f"stopping early at iteration {iteration}: {cfg.eval_patience} held-out evaluations without a "
+            f"higher eval_reward_mean; {kept}")

@@ -66,7 +66,7 @@ from training import engine as ds_engine
 from training.best import (
     agreed_best_tag,
     agreed_eval_means,
-    best_checkpoint,
+    early_stop_message,
     evals_since_best,
     is_new_best,
     on_eval_schedule,
@@ -229,13 +229,8 @@ def train(cfg: TrainConfig, *, local_rank: int = 0, reward_tokens: dict[str, str
             means[iteration] = row["eval_reward_mean"]
 
     def stop_early(iteration: int) -> None:  # eval_patience ran out at `iteration`: say so; the caller stops
-        if rank == 0:  # rank 0 wrote eval.jsonl; the checkpoint `training.export --tag best` would take
-            found = best_checkpoint(ckpt_dir, log.eval_path, key)
-            kept = (f"best held-out checkpoint {found[0]} (eval_reward_mean {found[2]:.4f}): "
-                    f"`python -m training.export --run {out_dir} --tag best`" if found else
-                    "no held-out evaluation fell on a checkpoint")
-            print(f"stopping early at iteration {iteration}: {cfg.eval_patience} held-out evaluations without a "
-                  f"higher eval_reward_mean; {kept}", flush=True)
+        if rank == 0:  # rank 0 wrote eval.jsonl
+            print(early_stop_message(cfg, iteration, ckpt_dir, log.eval_path, key), flush=True)
 
     end = cfg.max_iterations
     if eval_prompts and start == 0:  # the baseline of a fresh run
