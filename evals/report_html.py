@@ -74,11 +74,13 @@ _PAD_LEFT = 52
 
 def _plot_frame(xs: Sequence[float], ys: Sequence[float], *, width: int, height: int, pad_t: int, x_label: str,
                 y_label: str | None, y_format: str) -> tuple[Callable[[float], float], Callable[[float], float], str]:
-    """The data-to-pixel maps of a chart over the points (xs, ys) (the y range always includes 0) and its
-    axes, min/max ticks (y as ``y_format``) and labels as SVG; no y label element when ``y_label`` is None."""
+    """The data-to-pixel maps of a chart over the points (xs, ys) and its axes, min/max ticks (y as
+    ``y_format``) and labels as SVG; no y label element when ``y_label`` is None. The y range always includes
+    0: it runs from min(0, ys) to max(0, ys), so all-negative values hang from a 0 tick at the top as
+    all-positive ones stand on a 0 tick at the bottom."""
     pad_l, pad_r, pad_b = _PAD_LEFT, 16, 36
     x0, x1 = min(xs), max(xs)
-    y0, y1 = min(0.0, min(ys)), max(ys)
+    y0, y1 = min(0.0, min(ys)), max(0.0, max(ys))
     x1 = x1 if x1 > x0 else x0 + 1
     y1 = y1 if y1 > y0 else y0 + 1e-6
 
