@@ -70,13 +70,28 @@ def load_frames(video: str | None, indices: Any) -> FrameStore:
         return FrameStore(error=f"frames unavailable: {type(exc).__name__}: {exc}")
 
 
+def track_span(args: Any) -> tuple[int, int] | None:
+    """The (start_frame, end_frame) of a track call's raw arguments, or None when they are not frame numbers.
+
+    The arguments are the model's, recorded as it wrote them even when the call was refused as invalid
+    (`"start_frame": "begin"`, null): such a call tracked nothing, so there is no track to redraw.
+    """
+    if not isinstance(args, dict):
+        return None
+    try:
+        return int(args.get("start_frame", 0)), int(args.get("end_frame", 0))
+    except (TypeError, ValueError, OverflowError):
+        return None
+
+
 def wanted_indices(v: dict[str, Any]) -> set[int]:
+    """The frame indices a run's report shows (see the module docstring)."""
     n = int((v.get("meta") or {}).get("frames") or 0)
     idx = set(v.get("sample") or [])
     for ex in v.get("exchanges") or []:
-        args = ex.get("args") or {}
-        if n and (ex.get("overlay") or ex.get("name") == "track_motion"):
-            idx.update(track_frames(n, int(args.get("start_frame", 0)), int(args.get("end_frame", 0))))
+        span = track_span(ex.get("args") or {})
+        if n and span is not None and (ex.get("overlay") or ex.get("name") == "track_motion"):
+            idx.update(track_frames(n, *span))
     for a in [v.get("assessment") or {}, *(v.get("assessments") or [])]:
         for j in a.get("judgments") or []:
             idx.update(j.get("evidence_frames") or [])
