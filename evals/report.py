@@ -28,7 +28,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from evals.report_frames import FrameStore, load_frames, wanted_indices
+from evals.report_frames import FrameStore, load_frames, track_span, wanted_indices
 from evals.report_html import badge, esc, figure, fmt, line_chart, page, section, table
 from graph.config import PRESETS, SWITCHES, AgentConfig, preset_switches
 from graph.nodes.tracking import track_frames
@@ -227,8 +227,8 @@ def _inspection(v: dict[str, Any], store: FrameStore, tracker: MotionTracker | N
                 f"<pre style=\"white-space:pre-wrap\">{esc(ex.get('text'))}</pre>")
         if ex.get("overlay") or name == "track_motion":
             args = ex.get("args") or {}
-            tracked = track_frames(store.total, int(args.get("start_frame", 0)), int(args.get("end_frame", 0))) \
-                if store.total else []
+            span = track_span(args)  # None: the model's frame numbers were not numbers, nothing was tracked
+            tracked = track_frames(store.total, *span) if store.total and span is not None else []
             # the points as the run tracked them (converted to fractions, clamped) when the record has them
             points = ex["points"] if "points" in ex else args.get("points")
             body = (f"<div id=\"track-{k}\">" + _overlay_figs(store, tracked, frames, points, tracker, f"track-{k}",

@@ -98,6 +98,20 @@ def test_report_without_video_still_renders(evaluation):
     assert "frames unavailable" in html and 'id="judgments"' in html and "data:image" not in html
 
 
+def test_report_of_a_refused_track_call_with_non_numeric_frames_renders(evaluation):
+    """The model's raw args of an invalid track_motion call went to int(): "start_frame": "begin" crashed
+    the whole run report (and `raa eval report` with it)."""
+    _, traces, out = evaluation
+    row = next(r for r in out.rows if r["preset"] == "full" and r["label"] == "ordinary")
+    trace = _trace(traces, row["run_id"])
+    trace.values["exchanges"] = [*trace.values.get("exchanges", []),
+                                 {"round": 0, "call_id": "bad", "name": "track_motion", "frames": [], "box": None,
+                                  "overlay": False, "args": {"start_frame": "begin", "end_frame": None},
+                                  "text": "invalid arguments for track_motion: ..."}]
+    html = render_run_report(trace)
+    assert "invalid arguments for track_motion" in html and "&quot;begin&quot;" in html
+
+
 def test_unknown_run_raises(evaluation, tmp_path):
     _, traces, _ = evaluation
     with pytest.raises(RunNotFoundError):
