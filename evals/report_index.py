@@ -11,6 +11,8 @@ Decisions where the issue was silent:
 - A run missing from the trace database (another machine, deleted runs) gets no link, and the page says how
   many were missing instead of failing.
 - Reports already present in DIR/reports are not rewritten unless `overwrite=True` (rerunning is cheap).
+  So every page is written atomically (`tools.jsonl.write_text_atomic`): a report cut by a crash or a full
+  disk was kept, cut, by every later run.
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ from typing import TYPE_CHECKING
 
 from evals.report_html import badge, esc, fmt, page, section, table
 from evals.table import DISPLAY_NAMES, PAPER_ORDER, all_metrics
+from tools.jsonl import write_text_atomic
 
 if TYPE_CHECKING:  # pragma: no cover
     from evals.table import PresetMetrics
@@ -115,7 +118,7 @@ def write_eval_index(out_dir: str | Path, *, traces_path: str | Path | None = No
                     except RunNotFoundError:
                         missing += 1
                         continue
-                    target.write_text(render_run_report(trace, tracker=tracker), encoding="utf-8")
+                    write_text_atomic(target, render_run_report(trace, tracker=tracker))
                     if on_report is not None:
                         on_report(target)
                 links[run_id] = f"reports/{target.name}"
@@ -144,5 +147,5 @@ def write_eval_index(out_dir: str | Path, *, traces_path: str | Path | None = No
                       table(["clip", "label", "pattern", "instruction", *presets], clip_rows, table_id="clip-table",
                             raw=True)))
     index = out / "index.html"
-    index.write_text(page(f"Evaluation {out.name}", body), encoding="utf-8")
+    write_text_atomic(index, page(f"Evaluation {out.name}", body))
     return index

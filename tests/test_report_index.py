@@ -1,0 +1,52 @@
+"""`raa eval report` pages (`evals.report_index`) written whole or not at all."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+
+def _cut_writes(monkeypatch):
+    """Every Path.write_text writes half its text, then fails as on a full disk."""
+    real = Path.write_text
+
+    def cut(self, text, *args, **kwargs):
+        real(self, text[: len(text) // 2], *args, **kwargs)
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(Path, "write_text", cut)
+
+
+def test_a_run_report_cut_by_a_crash_is_written_again(tmp_path, monkeypatch):
+    """Existing run reports are kept on a rerun; one cut by a full disk was kept cut for good."""
+    import evals.report
+    import graph.tracing
+    from evals.report_index import write_eval_index
+
+    class Saver:
+        class conn:  # noqa: N801 - stands in for the sqlite connection
+            @staticmethod
+            def close() -> None:
+                pass
+
+    full = "<!DOCTYPE html><html><body>" + "x" * 1000 + "</body></html>\n"
+    monkeypatch.setattr(graph.tracing, "open_saver", lambda path, read_only=False: Saver())
+    monkeypatch.setattr(graph.tracing, "read_trace", lambda saver, run_id: run_id)
+    monkeypatch.setattr(evals.report, "render_run_report", lambda trace, tracker=None: full)
+    out = tmp_path / "eval"
+    out.mkdir()
+    row = {"path": str(tmp_path / "a.mp4"), "preset": "full", "instruction": "push <b>it</b>", "label": "ordinary",
+           "pattern": "success", "reward": 0.5, "status": "scored", "run_id": "run-1", "judge": None}
+    (out / "results.jsonl").write_text(json.dumps(row) + "\n")
+    traces = tmp_path / "traces.sqlite"
+    traces.write_bytes(b"")
+    with monkeypatch.context() as m:
+        _cut_writes(m)
+        with pytest.raises(OSError):
+            write_eval_index(out, traces_path=traces)
+    index = write_eval_index(out, traces_path=traces)
+    assert (out / "reports" / "run-1.html").read_text() == full
+    assert "push &lt;b&gt;it&lt;/b&gt;" in index.read_text()
+    assert sorted(p.name for p in (out / "reports").iterdir()) == ["run-1.html"]
