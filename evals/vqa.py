@@ -40,7 +40,7 @@ from typing import TYPE_CHECKING, Literal
 from langchain_core.messages import BaseMessage, HumanMessage, SystemMessage
 from pydantic import BaseModel, Field
 
-from tools.jsonl import json_lines
+from tools.jsonl import json_lines, write_text_atomic
 
 if TYPE_CHECKING:  # pragma: no cover
     from graph.backbone import Backbone
@@ -228,5 +228,5 @@ def write_vqa_report(report: VQAReport, out_dir: str | Path) -> Path:
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     path = out / "vqa.json"
-    path.write_text(json.dumps(asdict(report), indent=2), encoding="utf-8")
+    write_text_atomic(path, json.dumps(asdict(report), indent=2))  # a cut write keeps the last report whole
     return path

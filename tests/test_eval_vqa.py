@@ -150,3 +150,25 @@ def test_a_clip_under_eight_frames_is_described_as_the_frames_it_sends(tmp_path)
     report = asyncio.run(run_vqa(load_vqa_manifest(path), Backbone(model, max_retries=0, retry_wait=(0.0, 0.0))))
     assert report.correct == 1 and len(model.calls) == 1
     assert model.calls[0].images() == 5 and "5 frames" in model.calls[0].text() and "8 frames" not in model.calls[0].text()
+
+
+def test_a_cut_write_keeps_the_last_report(tmp_path, monkeypatch):
+    """vqa.json was written in place: a write cut by a full disk left the last report cut too."""
+    from pathlib import Path
+
+    from evals.vqa import QuestionResult
+
+    first = write_vqa_report(summarize([QuestionResult("p", "t", "q", "yes", "yes", True)]), tmp_path)
+    before = first.read_text()
+    real = Path.write_text
+
+    def cut(self, text, *args, **kwargs):
+        real(self, text[: len(text) // 2], *args, **kwargs)
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(Path, "write_text", cut)
+    with pytest.raises(OSError):
+        write_vqa_report(summarize([QuestionResult("p", "t", "q2", "no", "yes", False)]), tmp_path)
+    monkeypatch.undo()
+    assert first.read_text() == before and json.loads(before)["correct"] == 1
+    assert [p.name for p in tmp_path.iterdir()] == ["vqa.json"]  # no temporary file left behind
