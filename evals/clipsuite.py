@@ -31,7 +31,8 @@ frames. Sub-variants (e.g. miss/hover) alternate by occurrence, offset by the su
 Decisions where the issue was silent: manifest rows also carry ``name``, ``variant``, ``width`` and
 ``height``; a clip that fails to render is reported and skipped, the others still render, the manifest
 lists only the clips written and ``make_clips`` then raises :class:`ClipSuiteError` naming the failures
-(a renderer that cannot start at all aborts at once). ``load_manifest`` requires ``path``,
+(a renderer that cannot start at all aborts at once, and a frame size outside 16 to
+``evals.scenes.MAX_SIDE`` pixels is refused before anything is written). ``load_manifest`` requires ``path``,
 ``instruction`` and ``label`` and type-checks the optional fields; it does not require the clips to
 exist (a missing clip is the scorer's per-item problem, not the manifest's).
 """
@@ -47,7 +48,7 @@ from typing import Literal, get_args
 import numpy as np
 
 from evals.motions import TASKS
-from evals.scenes import Layout, RenderError, render_states, sample_layout
+from evals.scenes import MAX_SIDE, Layout, RenderError, render_states, sample_layout
 from evals.variants import VARIANTS, apply_effects, plan_clip
 from tools.jsonl import json_lines
 
@@ -153,9 +154,10 @@ def render_clip(spec: ClipSpec, *, width: int = 256, height: int = 256) -> np.nd
         raise ValueError(f"clip {spec.name!r}: unknown pattern {spec.pattern!r}")
     if spec.variant not in VARIANTS.get(spec.pattern, ("",)):
         raise ValueError(f"clip {spec.name!r}: pattern {spec.pattern!r} has no variant {spec.variant!r}")
-    if spec.frames < 1 or width < 16 or height < 16:
-        raise ValueError(f"clip {spec.name!r}: need frames >= 1 and a size of at least 16x16, got "
-                         f"{spec.frames} frames at {width}x{height}")
+    if spec.frames < 1:
+        raise ValueError(f"clip {spec.name!r}: need frames >= 1, got {spec.frames}")
+    if problem := _size_problem(width, height):
+        raise ValueError(f"clip {spec.name!r}: {problem}")
     layout = clip_layout(spec.task, spec.seed)
     plan = plan_clip(spec.task, spec.pattern, spec.variant, layout, spec.frames,
                      np.random.default_rng([spec.seed, 1]))
@@ -164,6 +166,14 @@ def render_clip(spec: ClipSpec, *, width: int = 256, height: int = 256) -> np.nd
                                (spec.frames, height, width, 3)).copy()
     frames = render_states(layout, plan.states, width, height)
     return apply_effects(frames, plan.effects)
+
+
+def _size_problem(width: int, height: int) -> str | None:
+    """Why frames of width x height cannot be rendered (None: they can). Past MAX_SIDE MuJoCo refused the
+    renderer, which read as a missing headless GL context (RenderError: set MUJOCO_GL=egl)."""
+    if not (16 <= width <= MAX_SIDE and 16 <= height <= MAX_SIDE):
+        return f"frame size must be 16 to {MAX_SIDE} pixels a side, got {width}x{height}"
+    return None
 
 
 def _select(specs: list[ClipSpec], names: Iterable[str] | None, limit: int | None) -> list[ClipSpec]:
@@ -194,6 +204,8 @@ def make_clips(out_dir: str | Path, *, seed: int = 0, preset: Preset = "small", 
 
     specs = _select(suite_specs(preset, seed), names, limit)
     side = PRESET_SIZE[preset] if size is None else int(size)
+    if problem := _size_problem(side, side):  # before anything is written: no clip could render
+        raise ClipSuiteError(problem)
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     rows, failed = [], []

@@ -46,6 +46,8 @@ HIDDEN = np.array([0.0, 0.0, -5.0])  # where the occluder waits when not in use
 BOX_HALF = 0.055        # container: wall centre offset from the box centre (and half length of a wall)
 BOX_WALL = 0.004        # container: half thickness of a wall (and of the floor)
 BOX_WALL_HALF_HEIGHT = 0.025
+MAX_SIDE = 1024
+"""Largest frame width or height: the offscreen framebuffer of `scene_xml` (MuJoCo refuses larger renders)."""
 
 
 class RenderError(RuntimeError):
@@ -194,7 +196,7 @@ def scene_xml(layout: Layout) -> str:
             fixtures.append(f'<geom name="box{j}" type="box" pos="{x + px} {y + py} {pz}" '
                             f'size="{sx} {sy} {sz}" rgba="{rgba}"/>')
     return f"""<mujoco model="tabletop">
-  <visual><global offwidth="1024" offheight="1024"/><quality shadowsize="512"/>
+  <visual><global offwidth="{MAX_SIDE}" offheight="{MAX_SIDE}"/><quality shadowsize="512"/>
     <headlight ambient="0.35 0.35 0.35" diffuse="0.45 0.45 0.45"/></visual>
   <default><geom contype="0" conaffinity="0"/></default>
   <asset>

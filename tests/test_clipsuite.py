@@ -296,6 +296,22 @@ def test_make_clips_writes_a_decodable_manifest(tmp_path):
     assert load_manifest(tmp_path / "suite") == rows  # a folder holding manifest.jsonl works too
 
 
+def test_a_bad_frame_size_is_refused_before_anything_is_written(tmp_path):
+    """A size the renderer cannot take: past 1024 it read as a missing GL context ("set MUJOCO_GL=egl"),
+    and under 16 every clip failed in turn and an existing suite's manifest was overwritten with none."""
+    suite = tmp_path / "suite"
+    suite.mkdir()
+    (suite / "manifest.jsonl").write_text('{"path": "clips/a.mp4", "instruction": "x", "label": "ordinary"}\n')
+    for size in (8, 2048):
+        with pytest.raises(ClipSuiteError) as info:
+            make_clips(suite, names=[suite_specs("small", 0)[0].name], size=size, progress=False)
+        assert len(load_manifest(suite)) == 1  # the suite already there is untouched
+        assert "16 to 1024 pixels" in str(info.value) and "MUJOCO_GL" not in str(info.value)
+    spec = dataclasses.replace(_spec("success"), frames=2)
+    with pytest.raises(ValueError, match="16 to 1024 pixels"):
+        render_clip(spec, width=1100, height=64)
+
+
 def test_make_clips_rejects_unknown_names_and_bad_limits(tmp_path):
     with pytest.raises(ClipSuiteError, match="unknown clip names"):
         make_clips(tmp_path, names=["nope"], progress=False)
