@@ -23,6 +23,11 @@ Decisions where the issue was silent:
 - A crop's image label gives the box as the model wrote it (per_mille or pixels; fractions with "unit"): it
   showed fractions under every convention, which invited the next box in fractions, then read as thousandths
   or pixels.
+- Only the arguments' validation (the tool's schema) is answered to the model as "invalid arguments";
+  frames outside the clip and bad boxes are trimmed or fall back as above. Anything the tool raises while
+  it runs is its failure: a fault, the run ineligible (graph.nodes.common). A catch-all `ValueError`
+  around the tools answered a tracking failure (a ValueError mapping the tracks back to the clip, a bad
+  frame-size setting) as the model's invalid arguments, and the run was scored without the evidence.
 - The tracking itself (shared track jobs, query frame, sizes, overlays) is `graph.nodes.tracking`.
 """
 
@@ -32,7 +37,7 @@ import functools
 from typing import Any
 
 from langchain_core.utils.function_calling import convert_to_openai_tool
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, ValidationError
 
 from graph.context import RunContext
 from graph.nodes.tracking import query_index, track_frames, track_overlays
@@ -129,19 +134,26 @@ async def execute(state: AgentState, ctx: RunContext, exchanges: list[ToolExchan
                   name: str, args: dict[str, Any]) -> ToolExchange:
     """Run one tool call; returns its exchange record (references and text only)."""
     base = ToolExchange(round=rnd, call_id=call_id, name=name, args=args, frames=[], box=None, overlay=False)
-    try:
-        if name == "view_frames":
-            request = view_frames.model_validate(args)
-            frames, notes = allowed(state, ctx, exchanges, request.frames)
-            return {**base, "frames": frames, "text": _text(f"showing frames {frames}", notes)}
-        if name == "view_crop":
-            return await _crop(state, ctx, exchanges, base, view_crop.model_validate(args))
-        if name == "track_motion" and ctx.config.motion:
-            return await _track(state, ctx, exchanges, base, track_motion.model_validate(args))
-    except ValueError as exc:  # pydantic ValidationError included: bad arguments are the model's to fix
+    tool = _TOOLS.get(name)
+    if tool is None or (tool is track_motion and not ctx.config.motion):
+        names = [t["function"]["name"] for t in tool_specs(ctx.config.motion)]
+        return {**base, "text": f"unknown tool {name!r}; available: {names}"}
+    try:  # only the arguments are checked here: what the tool raises is its failure, not the model's
+        request = tool.model_validate(args)
+    except ValidationError as exc:  # bad arguments are the model's to fix
         return {**base, "text": f"invalid arguments for {name}: {str(exc)[:300]}"}
-    names = [t["function"]["name"] for t in tool_specs(ctx.config.motion)]
-    return {**base, "text": f"unknown tool {name!r}; available: {names}"}
+    if isinstance(request, view_frames):
+        frames, notes = allowed(state, ctx, exchanges, request.frames)
+        return {**base, "frames": frames, "text": _text(f"showing frames {frames}", notes)}
+    if isinstance(request, view_crop):
+        return await _crop(state, ctx, exchanges, base, request)
+    if isinstance(request, track_motion):
+        return await _track(state, ctx, exchanges, base, request)
+    raise TypeError(f"no executor for tool {name!r}")  # _TOOLS holds only the three above
+
+
+_TOOLS: dict[str, type[BaseModel]] = {"view_frames": view_frames, "view_crop": view_crop,
+                                      "track_motion": track_motion}
 
 
 _COORDINATES = {

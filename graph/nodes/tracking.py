@@ -19,6 +19,9 @@ Decisions where the issue was silent:
   the summary gives positions and displacements in pixels of the frames as sent, with that size (the
   model read full-size pixels beside 512-pixel images, and in "pixels" coordinates wrote points back in
   the wrong scale).
+- Failures: whatever tracking raises that is not already a ToolFault, a VideoError or JobCancelled becomes
+  ToolFault("motion", "run") (`_as_fault`), so the run is ineligible with the tool named, wherever it
+  came from (the tracker, mapping its tracks back to the clip, the tracker's frames, the overlays).
 """
 
 from __future__ import annotations
@@ -31,7 +34,7 @@ import numpy as np
 
 from graph.context import RunContext
 from graph.state import AgentState
-from graph.workers import run_blocking
+from graph.workers import JobCancelled, run_blocking
 from tools.errors import ToolFault, run_tool
 
 TRACK_FRAMES = 32
@@ -95,10 +98,27 @@ async def track_overlays(state: AgentState, ctx: RunContext, idx: list[int], poi
            query_t)
     cached = ctx.frames.get_extra(key)
     if cached is None:
-        tracks = await ctx.frames.atracks(*_track_request(ctx, state["video"], idx, points, query_t), ctx.tools.lane)
-        cached = await run_blocking(_render_tracks, state, ctx, idx, tracks, shown)
+        try:
+            tracks = await ctx.frames.atracks(*_track_request(ctx, state["video"], idx, points, query_t),
+                                              ctx.tools.lane)
+            cached = await run_blocking(_render_tracks, state, ctx, idx, tracks, shown)
+        except Exception as exc:
+            if (fault := _as_fault(exc)) is None:
+                raise
+            raise fault from exc
         ctx.frames.put_extra(key, cached)
     return cached
+
+
+def _as_fault(exc: Exception) -> ToolFault | None:
+    """What tracking raised as the tool's failure, ToolFault("motion", "run") (a ValueError mapping the tracks
+    back to the clip, a bad frame size), or None for what is recorded as it is: a ToolFault, a VideoError (the
+    clip) or JobCancelled (the clip left the frame cache)."""
+    from tools.video import VideoError
+
+    if isinstance(exc, ToolFault | VideoError | JobCancelled):
+        return None
+    return ToolFault("motion", "run", f"{type(exc).__name__}: {exc}")
 
 
 def _compute_tracks(ctx: RunContext, video: str, idx: list[int], points: list[list[float]],

@@ -1,0 +1,84 @@
+"""The inspect loop's tool executor (graph.nodes.evidence.execute): a failure of the tool itself ends the run
+ineligible with its reason; only the model's own invalid arguments go back to the model."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from graph_scripts import FakeSurprise, full_script, tool_call
+from langgraph.checkpoint.memory import InMemorySaver
+
+from graph import AgentConfig, AgentTools, build_reward_agent
+from graph.backbone import Backbone
+from graph.testing import ScriptedChatModel
+from tools.motion import MotionTracks
+from tools.motion.base import resolve_queries
+
+TRACK = {"start_frame": 0, "end_frame": 20}
+
+
+class RaisingTracker:
+    """MotionTracker fake whose own code raises ValueError (a tool bug, not a bad request)."""
+
+    def track(self, frames, *, grid_size=None, queries=None):
+        raise ValueError("operands could not be broadcast together")
+
+
+class UnmappableTracks(MotionTracks):
+    """Tracks that fail when the agent maps them back to the clip's pixels (a custom tracker's result type)."""
+
+    def rescaled(self, sx: float, sy: float) -> MotionTracks:
+        raise ValueError("tracks are in an unknown frame size")
+
+
+class UnmappableTracker:
+    """MotionTracker fake returning `UnmappableTracks` (still points at the queries)."""
+
+    def track(self, frames, *, grid_size=None, queries=None):
+        q = resolve_queries(frames.shape, grid_size, queries)
+        t = len(frames)
+        return UnmappableTracks(tracks=np.repeat(q[None, :, 1:3], t, 0), visible=np.ones((t, len(q)), bool),
+                                query_frames=q[:, 0].astype(np.int64))
+
+
+def _run(clip, inspect: list, tracker, **tools) -> dict:
+    model = ScriptedChatModel(full_script(inspect=inspect))
+    agent = build_reward_agent(AgentConfig(preset="full"),
+                               backbone=Backbone(model, max_retries=1, retry_wait=(0.0, 0.0)),
+                               tools=AgentTools(tracker=tracker, surprise=FakeSurprise(), **tools),
+                               checkpointer=InMemorySaver())
+    return agent.invoke({"video": str(clip), "instruction": "push the red block to the right", "run_id": "r"},
+                        {"configurable": {"thread_id": "r"}})
+
+
+@pytest.mark.parametrize("failure", ["tracker", "tracks", "frames"])
+def test_a_valueerror_from_the_tracking_tool_is_an_ineligible_tool_fault(clip, failure):
+    """A ValueError raised while tracking (the tracker, its tracks mapped back to the clip, the tracker's frames
+    at a broken size setting) is the tool's failure: it was answered to the model as "invalid arguments for
+    track_motion" and the run went on to a reward without the motion evidence."""
+    tracker, tools = {"tracker": (RaisingTracker(), {}),
+                      "tracks": (UnmappableTracker(), {"track_short_side": 64}),  # 128-pixel clip: mapped back
+                      "frames": (UnmappableTracker(), {"track_short_side": 0})}[failure]
+    out = _run(clip, [tool_call("track_motion", TRACK), "Tracks seen."], tracker, **tools)
+    result = out["result"]
+    assert result.reward is None and result.status == "ineligible"
+    assert any(r.startswith("tool_call: tool: motion run: ValueError") for r in result.reasons), result.reasons
+    assert not any("invalid arguments" in e["text"] for e in out.get("exchanges", []))
+
+
+def test_an_error_raised_while_a_tool_runs_is_not_the_models_invalid_arguments(clip, monkeypatch):
+    """The executor answers "invalid arguments" only for arguments that fail the tool's schema: a ValueError
+    from the tool's own code (here the overlays step, past the tracking) is a fault of the run, whatever
+    its type."""
+    import graph.nodes.evidence as evidence
+    from tools.motion import LKTracker
+
+    async def broken(*args, **kwargs):
+        raise ValueError("a bug in the overlay code")
+
+    monkeypatch.setattr(evidence, "track_overlays", broken)
+    out = _run(clip, [tool_call("track_motion", TRACK), "Tracks seen."], LKTracker())
+    result = out["result"]
+    assert result.reward is None and result.status == "ineligible"
+    assert any(r.startswith("tool_call:") and "a bug in the overlay code" in r for r in result.reasons), result.reasons
+    assert not any("invalid arguments" in e["text"] for e in out.get("exchanges", []))
