@@ -82,3 +82,18 @@ def test_an_error_raised_while_a_tool_runs_is_not_the_models_invalid_arguments(c
     assert result.reward is None and result.status == "ineligible"
     assert any(r.startswith("tool_call:") and "a bug in the overlay code" in r for r in result.reasons), result.reasons
     assert not any("invalid arguments" in e["text"] for e in out.get("exchanges", []))
+
+
+@pytest.mark.parametrize("args", [{"start_frame": -1, "end_frame": 20},
+                                  {"start_frame": 0, "end_frame": 20, "points": [[float("nan"), 0.5]]}],
+                         ids=["negative-frame", "nan-point"])
+def test_invalid_track_arguments_go_back_to_the_model(clip, args):
+    """Arguments the model got wrong are its to fix: the call is answered "invalid arguments" and the run is
+    scored. A NaN point (JSON from the model may carry NaN) reached the tracker, which refused it, and the
+    run was ineligible for the model's typo."""
+    from tools.motion import LKTracker
+
+    out = _run(clip, [tool_call("track_motion", args), "Tracks seen."], LKTracker())
+    assert out["result"].status == "scored", out["result"].reasons
+    assert out["exchanges"][0]["text"].startswith("invalid arguments for track_motion")
+    assert not out["exchanges"][0]["frames"]

@@ -34,10 +34,11 @@ Decisions where the issue was silent:
 from __future__ import annotations
 
 import functools
+import math
 from typing import Any
 
 from langchain_core.utils.function_calling import convert_to_openai_tool
-from pydantic import BaseModel, Field, ValidationError
+from pydantic import BaseModel, Field, ValidationError, field_validator
 
 from graph.context import RunContext
 from graph.nodes.tracking import query_index, track_frames, track_overlays
@@ -67,6 +68,16 @@ class track_motion(BaseModel):  # noqa: N801
     points: list[list[float]] = Field(default_factory=list, max_length=32,
                                       description="[x, y] points on start_frame (see the instructions); "
                                                   "empty = grid.")
+
+    @field_validator("points")
+    @classmethod
+    def _no_nan(cls, points: list[list[float]]) -> list[list[float]]:
+        """NaN is no position (JSON from a model may carry it): refused here, it reached the tracker, which
+        refused it, and the run was ineligible for the model's typo. Infinity is moved to the frame's edge."""
+        bad = [p for p in points if any(math.isnan(v) for v in p)]
+        if bad:
+            raise ValueError(f"points {bad} are not numbers (NaN)")
+        return points
 
 
 @functools.cache
