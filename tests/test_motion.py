@@ -261,6 +261,19 @@ def test_summary_default_grid_and_invisible_tracks():
     assert s.tracked_fraction == pytest.approx(1 - 6 / 60)
 
 
+
+def test_summary_lists_a_track_that_moved_and_came_back():
+    """Top tracks are the moved ones: sorted on -net * moved, a track that moved and came back (net 0) tied
+    with the still track before it, and the list stopped there (1 point moved, no track named)."""
+    t = np.zeros((3, 2, 2), np.float32)
+    t[:, :, 1] = 16
+    t[:, 0, 0] = 10  # still
+    t[:, 1, 0] = [30, 40, 30]  # 10 px out and back
+    s = summarize_tracks(MotionTracks(tracks=t, visible=np.ones((3, 2), bool), query_frames=np.zeros(2)), (32, 48))
+    assert s.moving_points == 1
+    assert [(k.index, k.displacement_px, k.motion_frames) for k in s.top_tracks] == [(1, 0.0, [1, 2])]
+
+
 def test_draw_tracks_marks_pixels_without_touching_input():
     frames = moving_square(t_total=5)
     tr = LKTracker().track(frames, queries=np.array([[0, 30, 50]], float))

@@ -238,11 +238,12 @@ def summarize_tracks(tracks: MotionTracks, frame_size: tuple[int, int],
         for a, b in itertools.combinations(region_boxes, 2):
             comotion.append(_comotion(a, b, step, moving, members[a], members[b], step_labels))
 
-    order = np.argsort(-net_len * moved, kind="stable")[: min(top_k, 16)]
+    # the moved tracks, farthest net displacement first: sorted on -net_len * moved, a track that moved and came
+    # back (net 0) tied with the still ones before it and the list stopped at the first still one
+    movers = np.flatnonzero(moved)
+    order = movers[np.argsort(-net_len[movers], kind="stable")][: min(top_k, 16)]
     top = []
     for i in order:
-        if not moved[i]:
-            break
         when = np.flatnonzero(moving[:, i])
         top.append(TrackMotion(index=int(i), start=tuple(map(float, first[i])), end=tuple(map(float, last[i])),
                                displacement_px=float(net_len[i]),
