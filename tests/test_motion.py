@@ -287,6 +287,13 @@ def test_draw_tracks_marks_pixels_without_touching_input():
         draw_tracks(frames[:3], tr)
 
 
+
+def test_draw_zero_tracks_returns_the_frames_unchanged():
+    frames = moving_square(t_total=3)
+    none = MotionTracks(tracks=np.zeros((3, 0, 2)), visible=np.zeros((3, 0), bool), query_frames=np.zeros(0))
+    np.testing.assert_array_equal(draw_tracks(frames, none), frames)  # cv2.error from the empty colour wheel
+
+
 def test_draw_tracks_on_a_frame_list_reads_only_the_drawn_frames():
     frames = moving_square(t_total=6)
     tr = LKTracker().track(frames, grid_size=3)

@@ -22,7 +22,10 @@ from tools.motion.base import MotionTracks
 
 
 def track_colors(n: int) -> np.ndarray:
-    """``n`` distinct RGB colours (uint8 ``[n,3]``) spread over the hue wheel."""
+    """``n`` distinct RGB colours (uint8 ``[n,3]``) spread over the hue wheel (none for 0: OpenCV refuses an
+    empty image, so drawing zero tracks raised cv2.error)."""
+    if n <= 0:
+        return np.zeros((0, 3), np.uint8)
     hsv = np.stack([(np.arange(n) * 180 // max(n, 1)) % 180, np.full(n, 220), np.full(n, 255)], axis=1)
     return cv2.cvtColor(hsv.astype(np.uint8)[None], cv2.COLOR_HSV2RGB)[0]
 
