@@ -53,6 +53,9 @@ class AgentTools:
     """Short side (pixels) of the frames handed to `tracker` (scaled down, never up; the tracks are mapped
     back to the clip's pixels); None = full size."""
 
+    def __post_init__(self) -> None:
+        check_short_sides(self.extra_short_side, self.surprise_short_side, self.track_short_side)
+
 
 @dataclass
 class ToolProvider:
@@ -76,6 +79,9 @@ class ToolProvider:
     """The tools are calls to the tool service (a remote `Toolbox`): their jobs run in the "io"
     worker lane (`graph.workers`), so waiting on the network never holds a core's thread."""
 
+    def __post_init__(self) -> None:
+        check_short_sides(self.extra_short_side, self.surprise_short_side, self.track_short_side)
+
     @property
     def lane(self) -> Lane:
         """Worker lane of tracker and surprise jobs."""
@@ -92,6 +98,15 @@ class ToolProvider:
         if self.surprise_factory is None:
             raise ToolFault("surprise", "load", "WMReward is on but no surprise scorer is configured")
         return _load("surprise", self.surprise_factory)
+
+
+def check_short_sides(extra: int | None, surprise: int | None, track: int | None) -> None:
+    """ValueError naming the setting when a tool frame short side is not None or a positive int (a 0 was
+    accepted and every run of a usable clip then ended in a tool fault)."""
+    for name, value in (("extra_short_side", extra), ("surprise_short_side", surprise),
+                        ("track_short_side", track)):
+        if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 1):
+            raise ValueError(f"{name} must be a positive number of pixels or None (full size), got {value!r}")
 
 
 def _load(tool: str, factory: Callable[[], Any]) -> Any:

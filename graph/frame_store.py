@@ -65,6 +65,10 @@ class FrameStore:
     """Decoded-frame and data-URL cache over tools.video (shared by runs; bounded by bytes)."""
 
     def __init__(self, *, long_side: int = 512, quality: int = 85, max_bytes: int = 512 * 2**20) -> None:
+        if isinstance(long_side, bool) or not isinstance(long_side, int) or long_side < 1:
+            raise ValueError(f"long_side must be a positive number of pixels, got {long_side!r}")
+        if isinstance(quality, bool) or not isinstance(quality, int) or not 1 <= quality <= 100:
+            raise ValueError(f"JPEG quality must be an int in 1..100, got {quality!r}")
         self.long_side = long_side
         self.quality = quality
         self._frames = ByteLRU(max_bytes)

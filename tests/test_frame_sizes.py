@@ -244,3 +244,23 @@ def test_short_clips_are_decoded_whole_only_when_they_fit_a_quarter_of_the_frame
                        {"configurable": {"thread_id": "r"}})
     assert out["result"].status == "scored" and len(out["sample"]) == 32
     assert store.decoded == decoded  # all 33 in one pass, or only the 32 sampled
+
+
+@pytest.mark.parametrize("field", ["extra_short_side", "surprise_short_side", "track_short_side"])
+@pytest.mark.parametrize("value", [0, -8, 1.5, True])
+def test_a_bad_tool_short_side_is_refused_when_the_tools_are_built(field, value):
+    from graph.context import AgentTools, ToolProvider
+
+    for cls in (AgentTools, ToolProvider):
+        with pytest.raises(ValueError, match=field):
+            cls(**{field: value})
+    assert AgentTools(**{field: None}).__dict__[field] is None  # None = full size stays allowed
+
+
+@pytest.mark.parametrize("kwargs, word", [({"long_side": 0}, "long_side"), ({"quality": 0}, "quality"),
+                                          ({"quality": 101}, "quality"), ({"long_side": 2.5}, "long_side")])
+def test_a_bad_frame_store_setting_is_refused_when_built(kwargs, word):
+    from graph.frame_store import FrameStore
+
+    with pytest.raises(ValueError, match=word):
+        FrameStore(**kwargs)
