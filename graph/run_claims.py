@@ -17,6 +17,11 @@ Decisions where the issue was silent:
 - The claim uses its own short connection (one small commit at the start of a run and one at its end),
   in a worker thread: the checkpointer's connection is busy with the runs' checkpoints, and a claim
   that waits for another process's write must not stall the event loop.
+- A task cancelled while its claim is being written (a cancelled request, Ctrl-C) cannot stop that write,
+  and never learns that it holds the claim, so it would never release it: the claim stayed until the
+  process exited and the id was refused as "already running" meanwhile. The write's thread drops the
+  claim itself when its caller has gone, and a claim committed just before the cancellation reached the
+  task is released by another worker thread of the loop (`claim`).
 """
 
 from __future__ import annotations
@@ -26,6 +31,7 @@ import datetime as dt
 import os
 import socket
 import sqlite3
+import threading
 from typing import Any
 
 CLAIMS_TABLE = "raa_run_claims"
@@ -54,9 +60,42 @@ async def database_file(checkpointer: Any) -> str | None:
     return next((str(row[2]) for row in rows if row[1] == "main" and row[2]), None)
 
 
+class _Claiming:
+    """A claim being written in a worker thread, and whether the task that asked for it still waits."""
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.abandoned = False
+        self.taken = False
+
+
 async def claim(file: str, run_id: str) -> str | None:
-    """Claim `run_id` in the trace database `file`: None when claimed, else who holds it."""
-    return await asyncio.to_thread(_claim, file, run_id)
+    """Claim `run_id` in the trace database `file`: None when claimed, else who holds it. A cancelled
+    caller holds no claim afterwards (module docstring)."""
+    claiming = _Claiming()
+    try:
+        return await asyncio.to_thread(_claim_for, file, run_id, claiming)
+    except asyncio.CancelledError:
+        with claiming.lock:
+            claiming.abandoned = True
+            taken = claiming.taken
+        if taken:  # committed before the cancellation arrived: the write's thread has already returned
+            try:
+                asyncio.get_running_loop().run_in_executor(None, _release_quietly, file, run_id)
+            except RuntimeError:  # the loop's executor is shut down
+                _release_quietly(file, run_id)
+        raise
+
+
+def _claim_for(file: str, run_id: str, claiming: _Claiming) -> str | None:
+    """`_claim`, dropping the claim again when its caller was cancelled meanwhile."""
+    holder = _claim(file, run_id)
+    with claiming.lock:
+        claiming.taken = holder is None
+        drop = claiming.taken and claiming.abandoned
+    if drop:
+        _release_quietly(file, run_id)
+    return holder
 
 
 async def release(file: str, run_id: str) -> None:
@@ -99,6 +138,15 @@ def _release(file: str, run_id: str) -> None:
                      (run_id, socket.gethostname(), os.getpid()))
     finally:
         conn.close()
+
+
+def _release_quietly(file: str, run_id: str) -> None:
+    """`_release` for a claim nobody waits on: a failure leaves a claim that is taken over once this process
+    has ended, as when the process dies during a run."""
+    try:
+        _release(file, run_id)
+    except Exception:  # noqa: BLE001 - nobody to tell; see the docstring
+        pass
 
 
 def _alive(host: str, pid: int) -> bool:

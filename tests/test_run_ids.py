@@ -149,3 +149,75 @@ def test_a_claim_of_a_live_process_refuses_and_a_dead_ones_is_taken_over(clip, t
     assert live.reward is None and f"already running in process {os.getppid()} on" in live.reasons[0]
     assert asyncio.run(arun_agent(agent, str(clip), INSTRUCTION, "stale", "decomposed")).status == "scored"
     assert _claims(db) == [("live", os.getppid())]
+
+
+def _gate_claims(monkeypatch, after=None):
+    """Hold every claim write of `graph.run_claims` in its worker thread until the returned `gate` is set
+    (`started` is set once one waits); `after` runs in that thread once the real write is done."""
+    import threading
+
+    from graph import run_claims
+
+    started, gate, real = threading.Event(), threading.Event(), run_claims._claim
+
+    def held(file, run_id):
+        started.set()
+        gate.wait()
+        holder = real(file, run_id)
+        if after is not None:
+            after()
+        return holder
+
+    monkeypatch.setattr(run_claims, "_claim", held)
+    return started, gate
+
+
+def test_a_run_cancelled_while_its_id_is_claimed_leaves_no_claim(clip, tmp_path, monkeypatch):
+    """The claim's write went on in its thread after the cancellation, and nobody released it: the run id was
+    refused as "already running" in this very process until it exited (a trainer, the reward service)."""
+    import asyncio
+
+    from graph.api import arun_agent
+
+    db = tmp_path / "traces.sqlite"
+    agent = _agent_on(db)
+    started, gate = _gate_claims(monkeypatch)
+
+    async def cancelled_mid_claim():
+        task = asyncio.ensure_future(arun_agent(agent, str(clip), INSTRUCTION, "cut", "decomposed"))
+        await asyncio.to_thread(started.wait)
+        task.cancel()
+        gate.set()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+
+    asyncio.run(cancelled_mid_claim())  # its end waits for the loop's worker threads: the claim's write is done
+    assert _claims(db) == []
+    monkeypatch.undo()
+    assert asyncio.run(arun_agent(agent, str(clip), INSTRUCTION, "cut", "decomposed")).status == "scored"
+
+
+def test_a_claim_written_just_before_its_cancellation_arrives_is_released(tmp_path, monkeypatch):
+    """The write had committed and its result was on its way to the task when the task was cancelled."""
+    import asyncio
+    import sqlite3
+    import threading
+
+    from graph import run_claims
+
+    db = str(tmp_path / "traces.sqlite")
+    sqlite3.connect(db).close()
+    written = threading.Event()
+    started, gate = _gate_claims(monkeypatch, after=written.set)
+
+    async def cancelled_after_write():
+        task = asyncio.ensure_future(run_claims.claim(db, "late"))
+        await asyncio.to_thread(started.wait)
+        gate.set()
+        written.wait()  # blocks the loop: the thread's result cannot reach the task before the cancellation
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+
+    asyncio.run(cancelled_after_write())
+    assert _claims(db) == []
