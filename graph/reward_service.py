@@ -22,7 +22,9 @@ Decisions where the issues were silent:
 - A bad item (missing or invalid base64, empty video, instruction not a string) gets its own
   ineligible result naming the item and the problem; the other items are scored. An undecodable
   video is the agent's own ineligible result (video fault), and a clip the service cannot write (a full
-  disk) an ineligible result naming the error: it was a 500 for the whole batch. A malformed request (not JSON, JSON nested
+  disk) an ineligible result naming the error: it was a 500 for the whole batch. So is any other error
+  escaping one item's run (`arun_agent` should never raise): the batch was a 500 and the other items'
+  results were dropped while their runs went on. A malformed request (not JSON, JSON nested
   deeper than the parser goes, no `items`
   list, more than `max_items` items) is a 400 for the whole batch, which the client turns into an
   ineligible batch; a body over `max_body_mb` is a 413; a missing or wrong token is a 401.
@@ -143,11 +145,17 @@ def create_reward_app(agent: Any, preset: str, *, token: str | None = None, max_
         return problem_response(exc)
 
     async def run_one(index: int, item: Any, folder: str) -> RewardResult:
-        parsed = await asyncio.to_thread(_item, index, item, folder)
-        if isinstance(parsed, str):
-            return ineligible_result(preset, parsed)
-        async with slots["runs"]:
-            return await arun_agent(agent, parsed[0], parsed[1], new_run_id(), preset, durability=durability)
+        run_id = ""
+        try:
+            parsed = await asyncio.to_thread(_item, index, item, folder)
+            if isinstance(parsed, str):
+                return ineligible_result(preset, parsed)
+            async with slots["runs"]:
+                run_id = new_run_id()
+                return await arun_agent(agent, parsed[0], parsed[1], run_id, preset, durability=durability)
+        except Exception as exc:  # one item's escaped error is its own result, never a 500 (module docstring)
+            return ineligible_result(preset, f"item {index}: the run failed on the service host "
+                                     f"({type(exc).__name__}: {exc})", run_id)
 
     @app.get("/healthz")
     async def healthz() -> dict:

@@ -304,3 +304,25 @@ def test_a_non_ascii_token_is_refused_at_the_edge_without_echoing_it(tmp_path, m
                              env={"RAA_REWARD_TOKEN": "pässwort", "RAA_TRACES_PATH": str(tmp_path / "t.sqlite")})
     assert res.exit_code == 2 and not started and "printable ASCII" in res.output, res.output
     assert "pässwort" not in res.output
+
+
+def test_an_item_whose_run_raises_gets_its_own_reason_and_the_others_their_results(monkeypatch):
+    """An error escaping one item's run (`arun_agent` should never raise, but an escaped bug, a MemoryError on a
+    huge clip) made the whole request a 500: the other items' results were dropped while their runs went on."""
+    import graph.reward_service
+    from graph.schemas import RewardResult
+
+    async def fake_run(agent, video, instruction, run_id, preset, *, durability="exit"):
+        if video.endswith("00001.mp4"):
+            raise RuntimeError("escaped from the graph")
+        return RewardResult(status="scored", reward=0.5, run_id=run_id, preset=preset)
+
+    monkeypatch.setattr(graph.reward_service, "arun_agent", fake_run)
+    item = {"video_b64": base64.b64encode(b"bytes").decode(), "instruction": "x"}
+    with TestClient(create_reward_app(object(), "full"), raise_server_exceptions=False) as c:
+        res = c.post("/v1/score", json={"items": [item] * 3})
+    assert res.status_code == 200, res.text
+    results = res.json()["results"]
+    assert [r["reward"] for r in results] == [0.5, None, 0.5]
+    assert results[1]["status"] == "ineligible" and results[1]["preset"] == "full"
+    assert results[1]["reasons"] == ["item 1: the run failed on the service host (RuntimeError: escaped from the graph)"]
