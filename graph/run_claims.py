@@ -12,6 +12,13 @@ Decisions where the issue was silent:
 - A claim names its process (host, pid). One whose process is gone (a crash, a kill) is stale and taken
   over; one held by a process on another host is never taken over (SQLite's WAL mode needs every
   writer on one host anyway, so such a file is already misused).
+- A dead process's pid may since belong to another process, which made its claim look alive and its id
+  refused until that process ended. Where the system tells a process's start time (Linux:
+  `/proc/<pid>/stat`, in clock ticks since boot, fixed for the process's life), a claim also records its
+  process's start in a side table, `raa_run_claim_starts`, and a claim whose pid now runs a process that
+  started at another time is stale. Elsewhere, and for claims written before this table existed, a
+  running pid counts as alive (as before). A side table rather than a new column: earlier versions insert
+  four values into `raa_run_claims` and would fail on a fifth column of a trace file they share.
 - Only file-backed SQLite checkpointers (LangGraph's SqliteSaver, AsyncSqliteSaver) get claims; in-memory
   ones are private to their process, where `graph.api` keeps its own set of running ids.
 - The claim uses its own short connection (one small commit at the start of a run and one at its end),
@@ -37,6 +44,9 @@ from typing import Any
 CLAIMS_TABLE = "raa_run_claims"
 _CREATE = (f"CREATE TABLE IF NOT EXISTS {CLAIMS_TABLE} (thread_id TEXT PRIMARY KEY, host TEXT NOT NULL, "
            "pid INTEGER NOT NULL, claimed TEXT NOT NULL)")
+STARTS_TABLE = "raa_run_claim_starts"
+_CREATE_STARTS = (f"CREATE TABLE IF NOT EXISTS {STARTS_TABLE} (thread_id TEXT PRIMARY KEY, host TEXT NOT NULL, "
+                  "pid INTEGER NOT NULL, started INTEGER NOT NULL)")
 WAIT_S = 30.0
 """How long a claim waits for another process's write to the trace file (SQLite's busy timeout)."""
 
@@ -113,14 +123,19 @@ def _claim(file: str, run_id: str) -> str | None:
         conn.execute("BEGIN IMMEDIATE")  # the write lock first: look-up and insert are one step
         try:
             conn.execute(_CREATE)
-            row = conn.execute(f"SELECT host, pid, claimed FROM {CLAIMS_TABLE} WHERE thread_id = ?",
-                               (run_id,)).fetchone()
-            if row is not None and _alive(str(row[0]), int(row[1])):
+            conn.execute(_CREATE_STARTS)
+            row = conn.execute(f"SELECT c.host, c.pid, c.claimed, s.started FROM {CLAIMS_TABLE} c LEFT JOIN "
+                               f"{STARTS_TABLE} s ON s.thread_id = c.thread_id AND s.host = c.host AND s.pid = c.pid "
+                               "WHERE c.thread_id = ?", (run_id,)).fetchone()
+            if row is not None and _alive(str(row[0]), int(row[1]), None if row[3] is None else int(row[3])):
                 conn.execute("ROLLBACK")
                 return f"process {row[1]} on {row[0]} (since {row[2]})"
+            host, pid = socket.gethostname(), os.getpid()
             conn.execute(f"INSERT OR REPLACE INTO {CLAIMS_TABLE} VALUES (?, ?, ?, ?)",
-                         (run_id, socket.gethostname(), os.getpid(),
-                          dt.datetime.now(dt.UTC).isoformat(timespec="seconds")))
+                         (run_id, host, pid, dt.datetime.now(dt.UTC).isoformat(timespec="seconds")))
+            conn.execute(f"DELETE FROM {STARTS_TABLE} WHERE thread_id = ?", (run_id,))
+            if (started := process_start(pid)) is not None:
+                conn.execute(f"INSERT INTO {STARTS_TABLE} VALUES (?, ?, ?, ?)", (run_id, host, pid, started))
             conn.execute("COMMIT")
         except BaseException:
             if conn.in_transaction:
@@ -134,8 +149,16 @@ def _claim(file: str, run_id: str) -> str | None:
 def _release(file: str, run_id: str) -> None:
     conn = _connect(file)
     try:
-        conn.execute(f"DELETE FROM {CLAIMS_TABLE} WHERE thread_id = ? AND host = ? AND pid = ?",
-                     (run_id, socket.gethostname(), os.getpid()))
+        mine = (run_id, socket.gethostname(), os.getpid())
+        conn.execute("BEGIN IMMEDIATE")
+        try:
+            conn.execute(f"DELETE FROM {CLAIMS_TABLE} WHERE thread_id = ? AND host = ? AND pid = ?", mine)
+            conn.execute(f"DELETE FROM {STARTS_TABLE} WHERE thread_id = ? AND host = ? AND pid = ?", mine)
+            conn.execute("COMMIT")
+        except BaseException:
+            if conn.in_transaction:
+                conn.execute("ROLLBACK")
+            raise
     finally:
         conn.close()
 
@@ -149,8 +172,20 @@ def _release_quietly(file: str, run_id: str) -> None:
         pass
 
 
-def _alive(host: str, pid: int) -> bool:
-    """Whether the claim's process may still be running (see module docstring)."""
+def process_start(pid: int) -> int | None:
+    """When process `pid` started, in clock ticks since boot (Linux's /proc/<pid>/stat, field 22); None
+    where the system does not tell (no /proc, no such process, an unreadable line)."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as fh:
+            line = fh.read()
+        return int(line[line.rindex(b")") + 2:].split()[19])  # after "pid (comm) ": state is field 3
+    except (OSError, ValueError, IndexError):
+        return None
+
+
+def _alive(host: str, pid: int, started: int | None = None) -> bool:
+    """Whether the claim's process may still be running (see module docstring); `started`: its process's
+    start as the claim recorded it (`process_start`), None when it did not."""
     if host != socket.gethostname():
         return True
     try:
@@ -158,5 +193,7 @@ def _alive(host: str, pid: int) -> bool:
     except ProcessLookupError:
         return False
     except PermissionError:  # another user's process
-        return True
+        pass
+    if started is not None and (now := process_start(pid)) is not None:
+        return now == started  # another start: the pid was reused by another process
     return True

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+
 import pytest
 from graph_scripts import FakeSurprise, full_script, make_agent, moving_square, run
 
@@ -221,3 +223,38 @@ def test_a_claim_written_just_before_its_cancellation_arrives_is_released(tmp_pa
 
     asyncio.run(cancelled_after_write())
     assert _claims(db) == []
+
+
+@pytest.mark.skipif(not os.path.exists("/proc/self/stat"), reason="process start times come from Linux's /proc")
+def test_a_claim_whose_pid_now_runs_another_process_is_taken_over(clip, tmp_path):
+    """A crashed run's pid, reused by an unrelated process, made its claim look alive: the id was refused as
+    "already running" until that other process ended. The claim's recorded process start tells them apart."""
+    import asyncio
+    import socket
+    import sqlite3
+
+    from graph.api import arun_agent
+    from graph.run_claims import process_start
+
+    db = tmp_path / "traces.sqlite"
+    agent = _agent_on(db)
+    host, live = socket.gethostname(), os.getppid()
+    conn = sqlite3.connect(str(db))
+    conn.execute("CREATE TABLE raa_run_claims (thread_id TEXT PRIMARY KEY, host TEXT NOT NULL, pid INTEGER NOT NULL, "
+                 "claimed TEXT NOT NULL)")
+    conn.execute("CREATE TABLE raa_run_claim_starts (thread_id TEXT PRIMARY KEY, host TEXT NOT NULL, "
+                 "pid INTEGER NOT NULL, started INTEGER NOT NULL)")
+    conn.executemany("INSERT INTO raa_run_claims VALUES (?, ?, ?, '2030-01-01T00:00:00+00:00')",
+                     [("reused", host, live), ("same", host, live), ("older", host, live)])
+    conn.executemany("INSERT INTO raa_run_claim_starts VALUES (?, ?, ?, ?)",
+                     [("reused", host, live, process_start(live) + 1), ("same", host, live, process_start(live))])
+    conn.commit()
+    conn.close()
+    assert asyncio.run(arun_agent(agent, str(clip), INSTRUCTION, "reused", "decomposed")).status == "scored"
+    for still in ("same", "older"):  # its own process still runs; a claim without a start (earlier versions)
+        refused = asyncio.run(arun_agent(agent, str(clip), INSTRUCTION, still, "decomposed"))
+        assert refused.reward is None and f"already running in process {live} on" in refused.reasons[0]
+    assert sorted(_claims(db)) == [("older", live), ("same", live)]
+    conn = sqlite3.connect(str(db))
+    assert conn.execute("SELECT thread_id FROM raa_run_claim_starts").fetchall() == [("same",)]  # released too
+    conn.close()
