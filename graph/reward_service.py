@@ -183,7 +183,11 @@ def create_reward_app(agent: Any, preset: str, *, token: str | None = None, max_
         if len(items) > max_items:
             raise HTTPProblem(400, f"{len(items)} items in one request; the limit is {max_items}")
         meta = payload.get("meta") if isinstance(payload.get("meta"), dict) else {}
-        folder = await asyncio.to_thread(_request_folder, keep_videos, meta.get("iteration"), meta.get("phase"))
+        try:
+            folder = await asyncio.to_thread(_request_folder, keep_videos, meta.get("iteration"), meta.get("phase"))
+        except OSError as exc:  # a full disk or an unwritable --keep-videos: say so, not a bare 500
+            raise HTTPProblem(507, f"the service cannot make a folder for this request's clips "
+                              f"({type(exc).__name__}: {exc})") from exc
         work = asyncio.ensure_future(asyncio.gather(*(run_one(i, item, folder) for i, item in enumerate(items))))
         try:
             while not (await asyncio.wait({work}, timeout=DISCONNECT_POLL_S))[0]:

@@ -326,3 +326,14 @@ def test_an_item_whose_run_raises_gets_its_own_reason_and_the_others_their_resul
     assert [r["reward"] for r in results] == [0.5, None, 0.5]
     assert results[1]["status"] == "ineligible" and results[1]["preset"] == "full"
     assert results[1]["reasons"] == ["item 1: the run failed on the service host (RuntimeError: escaped from the graph)"]
+
+
+def test_a_clip_folder_the_service_cannot_make_is_a_named_507(tmp_path):
+    """An unwritable --keep-videos (or a full disk) was a bare 500 with no message."""
+    blocker = tmp_path / "file"
+    blocker.write_text("not a folder")
+    app = create_reward_app(_agent(), "decomposed", keep_videos=blocker / "kept")
+    good = _b64(moving_square(tmp_path / "a.mp4"))
+    with TestClient(app, raise_server_exceptions=False) as c:
+        res = c.post("/v1/score", json={"items": [{"video_b64": good, "instruction": "push it"}]})
+    assert res.status_code == 507 and "cannot make a folder" in res.text, res.text
