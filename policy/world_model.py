@@ -34,6 +34,12 @@ import numpy as np
 import torch
 from torch import Tensor
 
+from policy.checkpoint import (
+    check_backend,
+    check_checkpoint_folder,
+    check_transformer_class,
+    require_all_weights,
+)
 from policy.cosmos import TINY_COSMOS, build_cosmos_transformer, cosmos_text_dim, cosmos_velocity
 from policy.shapes import clip_latent_size
 from policy.text import HashTextEncoder, TextEncoder
@@ -266,16 +272,31 @@ class FlowWorldModel(torch.nn.Module):
         repository's layout): ``CosmosTransformer3DModel``, ``AutoencoderKLWan`` (``vae``) and the
         Qwen2.5-VL text encoder (``text_encoder`` + ``tokenizer``). Wan 2.2 TI2V (e.g.
         ``Wan-AI/Wan2.2-TI2V-5B-Diffusers``): ``WanTransformer3DModel``, the Wan 2.2
-        ``AutoencoderKLWan`` and UMT5. The VAE loads in float32. Untested here (no weights).
+        ``AutoencoderKLWan`` and UMT5. The VAE loads in float32. Untested here with real weights.
+
+        Refuses (``policy.checkpoint``) an unknown backend before loading, a folder lacking a part it loads
+        (FileNotFoundError naming it), a transformer of the other backend's class, and weights diffusers
+        would leave randomly initialised (ValueError).
         """
         from diffusers import AutoencoderKLWan, CosmosTransformer3DModel, WanTransformer3DModel
 
         from policy.text import CosmosQwenTextEncoder, WanT5TextEncoder
 
-        root = str(path)
+        check_backend(backend)
+        check_checkpoint_folder(path, transformer_subfolder=transformer_subfolder, load_vae=load_vae,
+                                load_text_encoder=load_text_encoder)
+        root = str(Path(path).expanduser())
         tr_cls = CosmosTransformer3DModel if backend == "cosmos" else WanTransformer3DModel
-        tr = tr_cls.from_pretrained(root, subfolder=transformer_subfolder, torch_dtype=torch_dtype)
-        vae = AutoencoderKLWan.from_pretrained(root, subfolder="vae", torch_dtype=torch.float32) if load_vae else None
+        where = f"{root}/{transformer_subfolder}"
+        check_transformer_class(tr_cls.load_config(root, subfolder=transformer_subfolder), backend, where)
+        tr, info = tr_cls.from_pretrained(root, subfolder=transformer_subfolder, torch_dtype=torch_dtype,
+                                          output_loading_info=True)
+        require_all_weights(info, where)
+        vae = None
+        if load_vae:
+            vae, info = AutoencoderKLWan.from_pretrained(root, subfolder="vae", torch_dtype=torch.float32,
+                                                         output_loading_info=True)
+            require_all_weights(info, f"{root}/vae")
         text: TextEncoder | None = None
         if load_text_encoder:
             enc_cls = CosmosQwenTextEncoder if backend == "cosmos" else WanT5TextEncoder

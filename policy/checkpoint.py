@@ -1,0 +1,92 @@
+"""Checks around ``FlowWorldModel.from_pretrained``: what a checkpoint must hold before and after diffusers loads it.
+
+diffusers' ``from_pretrained`` does not refuse a checkpoint of another class or with weights missing: it warns
+("Some weights ... were not used", "... are newly initialized") and returns a partly *random* model. A Cosmos
+checkpoint loaded with ``backend="wan"`` gave a random ``WanTransformer3DModel`` that sampled and trained
+without an error. A missing folder was reported as a failed hub connection, and a folder without
+``transformer/config.json`` as "no file named config.json found in directory ROOT" (the root, not the part).
+
+Decisions where the issue was silent:
+
+* The backend is validated before anything loads (a typo used to load a whole checkpoint as Wan first).
+* A local folder must hold ``<transformer_subfolder>/config.json`` and, for the parts loaded,
+  ``vae/config.json``, ``text_encoder/config.json`` and a ``tokenizer/`` folder; the missing ones are named in
+  one FileNotFoundError (an OSError, as diffusers' own loading errors are).
+* A path that is not a folder and cannot be a hub repo id (absolute, ``./``, ``~``; what
+  ``huggingface_hub.utils.validate_repo_id`` refuses) is a FileNotFoundError with no hub request; anything
+  else is left to diffusers (a hub id).
+* The transformer's ``_class_name`` (read with the class's ``load_config``: a small file, before the weights)
+  must be the class ``backend`` loads; missing or mismatched weights after loading (diffusers'
+  ``output_loading_info``) are a ValueError naming a few of them. The weights' existence and the layout
+  beyond the class are the training edge's (``training/model_check.py``).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+BACKEND_TRANSFORMERS = {"cosmos": "CosmosTransformer3DModel", "wan": "WanTransformer3DModel"}
+"""The diffusers transformer class each backend loads."""
+
+
+def check_backend(backend: object) -> None:
+    """ValueError unless ``backend`` is one of ``BACKEND_TRANSFORMERS``."""
+    if backend not in BACKEND_TRANSFORMERS:
+        raise ValueError(f"backend must be 'cosmos' or 'wan', got {backend!r}")
+
+
+def _could_be_repo_id(text: str) -> bool:
+    from huggingface_hub.utils import HFValidationError, validate_repo_id
+
+    if text.startswith((".", "~", "/")):
+        return False
+    try:
+        validate_repo_id(text)
+    except HFValidationError:
+        return False
+    return True
+
+
+def check_checkpoint_folder(path: str | Path, *, transformer_subfolder: str, load_vae: bool,
+                            load_text_encoder: bool) -> None:
+    """FileNotFoundError naming what a local checkpoint lacks for the parts loaded (module docstring);
+    nothing for a hub id."""
+    root = Path(path).expanduser()
+    if not root.is_dir():
+        if root.exists():
+            raise NotADirectoryError(f"model path {str(path)!r} is a file, not a checkpoint folder")
+        if not _could_be_repo_id(str(path)):
+            raise FileNotFoundError(f"model folder {str(path)!r} does not exist (and is not a hub repo id)")
+        return
+    needed = [f"{transformer_subfolder}/config.json"]
+    if load_vae:
+        needed.append("vae/config.json")
+    if load_text_encoder:
+        needed += ["text_encoder/config.json", "tokenizer/"]
+    missing = [n for n in needed if not (root / n).exists() or (n.endswith("/") and not (root / n).is_dir())]
+    if missing:
+        raise FileNotFoundError(f"checkpoint folder {str(root)!r} lacks {', '.join(missing)} "
+                                "(a diffusers-layout folder: transformer/, vae/, text_encoder/, tokenizer/)")
+
+
+def check_transformer_class(config: dict[str, Any], backend: str, where: str) -> None:
+    """ValueError when the transformer config's ``_class_name`` is not the class ``backend`` loads."""
+    name, want = config.get("_class_name"), BACKEND_TRANSFORMERS[backend]
+    if isinstance(name, str) and name != want:
+        other = [b for b, c in BACKEND_TRANSFORMERS.items() if c == name]
+        fix = f"use backend {other[0]!r}" if other else f"supported: {', '.join(BACKEND_TRANSFORMERS.values())}"
+        raise ValueError(f"{where} holds a {name}, not the {want} backend {backend!r} loads; {fix}")
+
+
+def require_all_weights(info: dict[str, list[Any]], where: str) -> None:
+    """ValueError when diffusers' loading info reports parameters it found no weights for (missing, or of another
+    shape): they would keep their random initialisation. Unused extra weights are not an error."""
+    problems = []
+    for key, what in (("missing_keys", "missing"), ("mismatched_keys", "of another shape")):
+        names = [str(k if isinstance(k, str) else k[0]) for k in info.get(key, [])]
+        if names:
+            shown = ", ".join(names[:5]) + (f" (+{len(names) - 5} more)" if len(names) > 5 else "")
+            problems.append(f"{len(names)} weights {what}: {shown}")
+    if problems:
+        raise ValueError(f"{where} does not match its model class (the rest would be random): {'; '.join(problems)}")

@@ -1,0 +1,52 @@
+"""FlowWorldModel.from_pretrained refuses what diffusers would load as a partly random model, and names what a
+checkpoint folder lacks (policy/checkpoint.py). Tiny random real diffusers models saved to tmp folders; no hub."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from safetensors.torch import load_file, save_file
+
+from policy.world_model import FlowWorldModel
+
+
+def _save(root, backend: str) -> FlowWorldModel:
+    tiny = FlowWorldModel.tiny_cosmos(seed=3) if backend == "cosmos" else FlowWorldModel.tiny_wan(seed=3)
+    tiny.transformer.save_pretrained(root / "transformer")
+    tiny.vae.save_pretrained(root / "vae")
+    return tiny
+
+
+def test_a_checkpoint_of_the_other_backend_is_refused(tmp_path):
+    _save(tmp_path, "cosmos")
+    with pytest.raises(ValueError, match="CosmosTransformer3DModel.*use backend 'cosmos'"):
+        FlowWorldModel.from_pretrained(tmp_path, "wan", torch_dtype=torch.float32, load_text_encoder=False)
+
+
+def test_weights_missing_from_the_transformer_are_refused(tmp_path):
+    _save(tmp_path, "wan")
+    weights = tmp_path / "transformer" / "diffusion_pytorch_model.safetensors"
+    state = load_file(weights)
+    dropped = sorted(state)[0]
+    del state[dropped]
+    save_file(state, weights)
+    with pytest.raises(ValueError, match=f"1 weights missing: {dropped}"):
+        FlowWorldModel.from_pretrained(tmp_path, "wan", torch_dtype=torch.float32, load_text_encoder=False)
+
+
+def test_an_unknown_backend_is_refused_before_loading(tmp_path):
+    with pytest.raises(ValueError, match="backend must be 'cosmos' or 'wan', got 'kairos'"):
+        FlowWorldModel.from_pretrained(tmp_path / "missing", "kairos")
+
+
+def test_a_missing_folder_is_named(tmp_path):
+    with pytest.raises(FileNotFoundError, match="does not exist"):
+        FlowWorldModel.from_pretrained(str(tmp_path / "nowhere"), "wan")
+
+
+def test_the_missing_parts_of_a_folder_are_named(tmp_path):
+    _save(tmp_path, "wan")
+    with pytest.raises(FileNotFoundError, match=r"lacks text_encoder/config\.json, tokenizer/"):
+        FlowWorldModel.from_pretrained(tmp_path, "wan", torch_dtype=torch.float32)
+    with pytest.raises(FileNotFoundError, match=r"lacks tr/config\.json"):
+        FlowWorldModel.from_pretrained(tmp_path, "wan", transformer_subfolder="tr", load_text_encoder=False)
