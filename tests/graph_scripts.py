@@ -52,13 +52,13 @@ CONTRACT = {"requirements": [
     {"id": "R3", "kind": "action", "text": "the push is smooth", "essential": False}]}
 
 
-def judgments(s1: str = "met", s2: str = "met", s3: str = "partial", frames: tuple[int, ...] = (0, 16, 32)) -> list:
+def judgments(s1: str = "met", s2: str = "met", s3: str = "partial", frames: tuple[int, ...] = (0, 17, 32)) -> list:
     return [{"requirement_id": rid, "status": st, "evidence_frames": list(frames), "rationale": "seen",
              "confidence": 0.9} for rid, st in (("R1", s1), ("R2", s2), ("R3", s3))]
 
 
 def assessment(s1: str = "met", s2: str = "met", s3: str = "partial", phys: int = 5, vis: int = 4,
-               frames: tuple[int, ...] = (0, 16, 32)) -> dict:
+               frames: tuple[int, ...] = (0, 17, 32)) -> dict:
     return {"judgments": judgments(s1, s2, s3, frames), "physical_level": phys, "physical_rationale": "ok",
             "visual_level": vis, "visual_rationale": "ok"}
 

@@ -44,7 +44,7 @@ def test_a_judgment_the_repair_adds_from_a_shown_frame_counts(clip):
     out = run(agent, clip)
     shown = model.calls_for("repair")[0]
     assert shown.images() > 0
-    assert out["assessment"].judgment("R2").status == "met"  # assessment() cites frames 0, 16, 32: shown
+    assert out["assessment"].judgment("R2").status == "met"  # assessment() cites frames 0, 17, 32: shown
     assert out["result"].reward == pytest.approx(0.975)
 
 
@@ -64,8 +64,11 @@ def test_the_final_check_always_sees_the_end_of_the_clip():
 
     from graph_scripts import moving_square
 
+    from tools.sampling import uniform_indices
+
     long_clip = moving_square(Path(tempfile.mkdtemp()) / "long.mp4", frames=200)
-    gap = assessment(s2="not_met", frames=tuple(range(0, 160, 5)))
+    # 29 evidence frames, all shown (sampled: a judgment keeps only frames the model saw), none of the last 3
+    gap = assessment(s2="not_met", frames=tuple(uniform_indices(200, 32)[:-3]))
     agent, _ = make_agent("full", full_script(assess=[gap], reflect=[gap], audit=[CLEAN_AUDIT]))
     out = run(agent, long_clip)
     step = next(s for s in out["steps"] if s["node"] == "final_check")

@@ -33,6 +33,8 @@ from graph.nodes.common import (
     human,
     keep_omitted,
     pick_frames,
+    shown_frames,
+    split_shown,
     system,
     tidy_assessment,
 )
@@ -90,7 +92,7 @@ def guard_flips(before: Assessment, after: Assessment, shown: set[int]) -> tuple
     judgments = []
     for j in after.judgments:
         old = before.judgment(j.requirement_id)
-        backed = bool(set(j.evidence_frames) & shown)
+        backed = bool(split_shown(j.evidence_frames, shown)[0])
         if old is not None and old.status != j.status and not backed:
             notes.append(f"repair: {j.requirement_id} kept {old.status} (change to {j.status} cited no frame shown)")
             judgments.append(old)
@@ -121,7 +123,7 @@ async def repair(state: AgentState, ctx: RunContext, step: Step) -> dict[str, An
             + f"\n\nRequirements involved: {ids}. Frames shown below: {frames}. Return the full repaired assessment.")
     out = await ctx.backbone.astructured("repair", Assessment, [system("repair"), human(text, blocks)], step.usage,
                                          params={"round": rounds})
-    out, fixes = tidy_assessment(out, contract, frames_total(state), "repair")
+    out, fixes = tidy_assessment(out, contract, frames_total(state), shown_frames(state) | set(frames), "repair")
     out, guarded = guard_flips(assessment, out, set(frames))
     out, omitted = keep_omitted(assessment, out, contract, "repair")
     notes = fixes + guarded + omitted

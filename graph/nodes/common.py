@@ -14,6 +14,12 @@ from an injected model that the backbone did not classify) is recorded as kind "
 type and message, so one broken clip never takes down a batch; `ContractFrozenError` is re-raised
 because it marks a wiring error, not a clip problem.
 
+Decision where the paper is silent on the how: a judgment's evidence frames must be frames the model was
+shown in the run so far (`shown_frames`); `tidy_assessment` drops any other with a note in the run's notes
+(as it drops frames outside the clip) rather than re-asking. The score mapping reads statuses only, so a
+re-ask would buy nothing for the reward, while a model that kept a miscounted label through the re-asks
+would turn the clip ineligible; and a note, unlike a re-ask, is the same on a stage-cache hit.
+
 Nodes are `StageNode`s, small langchain `Runnable`s, rather than `RunnableLambda`s: a RunnableLambda
 inspects its function's signature and opens a callback run on every call, about 3 ms of event-loop
 time per agent run that LangGraph's own per-node run already covers.
@@ -23,7 +29,7 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Collection, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
@@ -184,14 +190,42 @@ def split_in_clip(frames: Sequence[int], n_frames: int) -> tuple[list[int], list
     return (sorted({f for f in frames if 0 <= f < n_frames}), sorted({f for f in frames if not 0 <= f < n_frames}))
 
 
-def tidy_assessment(assessment: Assessment, contract: TaskContract, n_frames: int,
+def split_shown(frames: Sequence[int], shown: Collection[int]) -> tuple[list[int], list[int]]:
+    """The distinct frames of `frames` in `shown` and those not in it, each sorted."""
+    seen = set(shown)
+    return sorted({f for f in frames if f in seen}), sorted({f for f in frames if f not in seen})
+
+
+SHOWING_STAGES = ("reflect", "repair", "final_check")
+"""Stages whose step records' `frames` are frames of images sent to the model beyond the uniform sample and the
+inspection tools' results (reflect: surprise windows, extra tools' frames, motion overlays). Other stages record
+frames given to tools only (quality, surprise, extra), or the sample (observe, assess, direct)."""
+
+
+def shown_frames(state: AgentState) -> set[int]:
+    """The frames whose images (whole, cropped or under track overlays) the model has been shown in the run so far:
+    the uniform sample (observe, assess), the frames the inspection tools returned (`exchanges`) and the images
+    reflect, repair and final_check sent (`SHOWING_STAGES`). A node adds the frames of its own call."""
+    shown = {int(f) for f in state.get("sample", [])}
+    shown |= {int(f) for e in state.get("exchanges", []) for f in e.get("frames", [])}
+    shown |= {int(f) for s in state.get("steps", []) if s.get("node") in SHOWING_STAGES for f in s.get("frames", [])}
+    return shown
+
+
+def tidy_assessment(assessment: Assessment, contract: TaskContract, n_frames: int, shown: Collection[int],
                     stage: str) -> tuple[Assessment, list[str]]:
-    """One judgment per contract requirement, in contract order, with in-clip frame refs; plus a note per fix.
+    """One judgment per contract requirement, in contract order, citing only frames the model was shown; plus a
+    note per fix.
 
     - An id that differs from a contract id only in case or surrounding spaces ("r2", " R2") is read as that
       id when no other contract id has the same spelling; any other unknown id is dropped.
     - A requirement judged twice keeps its first judgment.
     - Evidence frames outside 0..n_frames-1 are dropped.
+    - Evidence frames inside the clip but not in `shown` (the frames the model was shown in the run so far,
+      `shown_frames` plus the node's own images) are dropped: a judgment's evidence is what the model saw, and
+      repair and final_check show a judgment's evidence frames again, so an unseen citation (frame 17 next to
+      the sampled 16 and 18) also let a long clip's later stages show frames past the inspection access policy.
+      The status stays: the reward reads statuses only, and a misread frame label is no verdict on the clip.
     Each of these is noted (`{stage}: ...`): they were done silently, so a judgment written "r2" vanished,
     T fell (1.0 -> 0.5) and the gate could read an essential gap, with no reason in the result."""
     ids = [r.id for r in contract.requirements]
@@ -211,9 +245,13 @@ def tidy_assessment(assessment: Assessment, contract: TaskContract, n_frames: in
                          "is kept")
             continue
         first[rid] = j.status
-        frames, outside = split_in_clip(j.evidence_frames, n_frames)
+        inside, outside = split_in_clip(j.evidence_frames, n_frames)
+        frames, unseen = split_shown(inside, shown)
         if outside:
             notes.append(f"{stage}: {rid} cited frames {outside} outside the clip (0..{n_frames - 1}); dropped")
+        if unseen:
+            notes.append(f"{stage}: {rid} cited frames {unseen} the model was not shown; dropped"
+                         + ("" if frames else f" ({j.status} now cites no frame)"))
         judgments.append(j.model_copy(update={"requirement_id": rid, "evidence_frames": frames}))
     order = {i: k for k, i in enumerate(ids)}
     judgments.sort(key=lambda j: order[j.requirement_id])

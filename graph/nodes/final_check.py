@@ -11,7 +11,9 @@ Decision where the issue was silent: the check's ``evidence_frames`` outside the
 dropped with a note in the run's notes, as `graph.nodes.common.tidy_assessment` does for judgments. They
 were kept as given: the state (and so the trace) and the HTML report's final-check row showed frames the
 clip does not have, as links to frame anchors that do not exist (the report decodes only in-clip frames, so
-nothing crashed). The gate reads only the two flags, so the reward is unchanged.
+nothing crashed). The gate reads only the two flags, so the reward is unchanged. Frames inside the clip that
+the model was never shown in the run (`graph.nodes.common.shown_frames`, plus this check's own frames) are
+dropped with a note the same way, as `tidy_assessment` drops them from judgments.
 """
 
 from __future__ import annotations
@@ -20,7 +22,17 @@ from typing import Any
 
 from graph.context import RunContext
 from graph.gate import essential_gaps
-from graph.nodes.common import Step, dump, frames_total, human, pick_frames, split_in_clip, system
+from graph.nodes.common import (
+    Step,
+    dump,
+    frames_total,
+    human,
+    pick_frames,
+    shown_frames,
+    split_in_clip,
+    split_shown,
+    system,
+)
 from graph.schemas import FinalCheck
 from graph.state import AgentState
 
@@ -46,11 +58,14 @@ async def final_check(state: AgentState, ctx: RunContext, step: Step) -> dict[st
     out = await ctx.backbone.astructured("final_check", FinalCheck, [system("final_check"), human(text, blocks)],
                                          step.usage)
     n_frames = frames_total(state)
-    kept, outside = split_in_clip(out.evidence_frames, n_frames)
+    inside, outside = split_in_clip(out.evidence_frames, n_frames)
+    kept, unseen = split_shown(inside, shown_frames(state) | set(frames))
     notes = [f"final_check: cited frames {outside} outside the clip (0..{n_frames - 1}); dropped"] if outside else []
-    out = out.model_copy(update={"evidence_frames": kept}) if outside else out
+    notes += [f"final_check: cited frames {unseen} the model was not shown; dropped"] if unseen else []
+    out = out.model_copy(update={"evidence_frames": kept}) if outside or unseen else out
     step.frames = frames
     step.decision = (f"gaps {gaps}: failure_established={out.failure_established}, "
                      f"essential_unverifiable={out.essential_unverifiable}"
-                     + (f"; {len(outside)} out-of-clip evidence frame(s) dropped" if outside else ""))
+                     + (f"; {len(outside)} out-of-clip evidence frame(s) dropped" if outside else "")
+                     + (f"; {len(unseen)} unseen evidence frame(s) dropped" if unseen else ""))
     return {"final_check": out, **({"notes": notes} if notes else {})}

@@ -31,7 +31,17 @@ from typing import Any
 
 from graph.context import RunContext
 from graph.nodes.assess import summarize
-from graph.nodes.common import Step, brief, dump, frames_total, human, keep_omitted, system, tidy_assessment
+from graph.nodes.common import (
+    Step,
+    brief,
+    dump,
+    frames_total,
+    human,
+    keep_omitted,
+    shown_frames,
+    system,
+    tidy_assessment,
+)
 from graph.nodes.evidence import exchange_blocks
 from graph.nodes.tracking import track_overlays
 from graph.schemas import Assessment, MotionEvidence
@@ -165,7 +175,8 @@ async def reflect(state: AgentState, ctx: RunContext, step: Step) -> dict[str, A
     text += "\n\nReturn the full revised assessment."
     out = await ctx.backbone.astructured("reflect", Assessment, [system("reflect"), human(text, evidence)],
                                          step.usage)
-    out, fixes = tidy_assessment(out, contract, frames_total(state), "reflect")
+    shown = shown_frames(state) | {f for f, _ in sent}
+    out, fixes = tidy_assessment(out, contract, frames_total(state), shown, "reflect")
     out, notes = keep_omitted(assessment, out, contract, "reflect")
     step.decision = "revised: " + summarize(out) + (f"; {len(notes)} omitted judgment(s) kept" if notes else "") \
         + (f"; {len(fixes)} judgment fix(es) noted" if fixes else "")
