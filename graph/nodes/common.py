@@ -205,7 +205,12 @@ frames given to tools only (quality, surprise, extra), or the sample (observe, a
 def shown_frames(state: AgentState) -> set[int]:
     """The frames whose images (whole, cropped or under track overlays) the model has been shown in the run so far:
     the uniform sample (observe, assess), the frames the inspection tools returned (`exchanges`) and the images
-    reflect, repair and final_check sent (`SHOWING_STAGES`). A node adds the frames of its own call."""
+    reflect, repair and final_check sent (`SHOWING_STAGES`). A node adds the frames of its own call.
+
+    Decision where the issue was silent: every frame an inspection tool returned counts as shown. In plan mode, and
+    for the last tool round when the round cap ends the loop, those images reach the model only in reflect, which
+    sends the most recent ones when they pass `max_images_per_call`; the result texts naming all of them are in
+    reflect's message."""
     shown = {int(f) for f in state.get("sample", [])}
     shown |= {int(f) for e in state.get("exchanges", []) for f in e.get("frames", [])}
     shown |= {int(f) for s in state.get("steps", []) if s.get("node") in SHOWING_STAGES for f in s.get("frames", [])}
