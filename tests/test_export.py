@@ -297,3 +297,24 @@ def test_the_next_export_restores_an_export_moved_aside_by_a_kill_and_clears_wor
         save_policy(model, cfg, out, iteration=2, source="unit")
     assert read_export(out)[0]["iteration"] == 1
     assert not list(tmp_path.glob(".final-*"))
+
+
+def test_a_base_model_of_the_other_backend_is_named(tmp_path):
+    """from_pretrained refuses a checkpoint of the other backend with a ValueError (policy/checkpoint.py);
+    export caught only OSError, so that reached the user as a traceback instead of an ExportError."""
+    from policy.world_model import FlowWorldModel
+
+    cfg = _cfg()
+    out = save_policy(build_world_model(cfg, "cpu"), cfg, tmp_path / "final", iteration=1, source="unit")
+    base = tmp_path / "base"
+    other = FlowWorldModel.tiny_wan(seed=3) if cfg.backend == "cosmos" else FlowWorldModel.tiny_cosmos(seed=3)
+    other.transformer.save_pretrained(base / "transformer")
+    other.vae.save_pretrained(base / "vae")
+    (base / "text_encoder").mkdir()
+    (base / "text_encoder" / "config.json").write_text("{}")
+    (base / "tokenizer").mkdir()
+    info = json.loads((out / "export.json").read_text())
+    info["config"].update(tiny=False, model_path=str(base))
+    (out / "export.json").write_text(json.dumps(info))
+    with pytest.raises(ExportError, match="cannot load the base model at model_path .*base.*use backend"):
+        load_policy(out)

@@ -225,7 +225,8 @@ def _base(cfg: TrainConfig, parts: Literal["all", "transformer"]) -> FlowWorldMo
     """The run's base model on CPU; ExportError naming `model_path` when it cannot be loaded."""
     try:
         return build_world_model(cfg, "cpu", parts=parts)
-    except OSError as exc:  # diffusers / transformers: no such folder, missing files, hub unreachable
+    except (OSError, ValueError) as exc:  # no such folder, missing files, hub unreachable; a checkpoint of
+        # another class or with weights missing (policy/checkpoint.py)
         raise ExportError(f"cannot load the base model at model_path {cfg.model_path!r} (the weights training "
                           f"started from, needed beside the trained ones): {exc}") from exc
 
