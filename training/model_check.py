@@ -41,6 +41,7 @@ import json
 from pathlib import Path
 from typing import Literal
 
+from policy.checkpoint import BACKEND_TRANSFORMERS
 from training.config import ConfigError, TrainConfig
 
 TRANSFORMER = "transformer/config.json"
@@ -60,7 +61,6 @@ def _folder_missing(root: Path, parts: Literal["all", "transformer"]) -> list[st
 
 WEIGHTS = ("*.safetensors", "*.bin")
 """The weight files diffusers' and transformers' ``from_pretrained`` read (sharded: a ``*.index.json``)."""
-CLASSES = {"wan": "WanTransformer3DModel", "cosmos": "CosmosTransformer3DModel"}
 
 
 def _json(path: Path) -> dict:
@@ -101,10 +101,10 @@ def _has_torchvision() -> bool:
 def _layout_problems(root: Path, backend: str) -> list[str]:
     """The transformer config values ``backend`` cannot run (see the module docstring); [] when none is known."""
     tr = _json(root / TRANSFORMER)
-    name, want = tr.get("_class_name"), CLASSES[backend]
+    name, want = tr.get("_class_name"), BACKEND_TRANSFORMERS[backend]
     if isinstance(name, str) and name != want:
-        other = [b for b, c in CLASSES.items() if c == name]
-        fix = f"set backend: {other[0]}" if other else "this trainer runs " + " or ".join(CLASSES.values())
+        other = [b for b, c in BACKEND_TRANSFORMERS.items() if c == name]
+        fix = f"set backend: {other[0]}" if other else "this trainer runs " + " or ".join(BACKEND_TRANSFORMERS.values())
         return [f"transformer _class_name {name} is not what backend {backend} loads ({want}); {fix}"]
     z = _int(_json(root / "vae" / "config.json"), "z_dim")
     c_in = _int(tr, "in_channels")
