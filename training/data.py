@@ -16,6 +16,9 @@ with three coloured rectangles, so rollouts have some structure to move. A 16-bi
 TIFF, PIL mode I;16 / I) is rescaled to 8 bits (PIL's convert("RGB") clipped it: a full gradient came out
 almost all white); a floating-point one (mode F) is refused by name, since its range (0..1, 0..255, HDR)
 cannot be known from the file, and a guessed brightness would change what the policy is conditioned on.
+An image whose EXIF block cannot be parsed (a PNG eXIf chunk that is not TIFF data) is refused by name for
+the same reason: its orientation is unknown (Pillow raised a bare SyntaxError, "not a TIFF file", that named
+no file; a JPEG's broken EXIF Pillow itself reads as no tag, with a warning).
 """
 
 from __future__ import annotations
@@ -108,7 +111,7 @@ def load_frame(spec: PromptSpec, height: int, width: int, fit: Literal["crop", "
     if not path.is_file():
         raise FileNotFoundError(f"prompt image not found: {path}")
     with Image.open(path) as img:
-        rgb = rgb8(ImageOps.exif_transpose(img), path)
+        rgb = rgb8(upright(img, path), path)
         if fit == "crop":
             rgb = ImageOps.fit(rgb, (width, height), Image.Resampling.BILINEAR, centering=(0.5, 0.5))
         elif fit == "stretch":
@@ -116,6 +119,21 @@ def load_frame(spec: PromptSpec, height: int, width: int, fit: Literal["crop", "
         else:
             raise ValueError(f"image fit must be 'crop' or 'stretch', got {fit!r}")
         return np.asarray(rgb, dtype=np.uint8).copy()
+
+
+def upright(img, path: Path):
+    """`img` (a PIL image) turned upright by its EXIF orientation tag; ValueError naming the file when its EXIF
+    block cannot be parsed (Pillow raises SyntaxError, or struct.error on a short block), as the orientation
+    is then unknown."""
+    import struct
+
+    from PIL import ImageOps
+
+    try:
+        return ImageOps.exif_transpose(img)
+    except (SyntaxError, struct.error) as exc:
+        raise ValueError(f"prompt image {path}: its EXIF metadata cannot be read ({type(exc).__name__}: {exc}), so "
+                         "its orientation is unknown: save it again without EXIF (or with valid EXIF)") from None
 
 
 WIDE_INTEGER_MODES = ("I;16", "I;16L", "I;16B", "I;16N", "I")
@@ -150,7 +168,7 @@ def check_images(prompts: Sequence[PromptSpec], limit: int = 5) -> list[str]:
     pixel format `rgb8` refuses), at most `limit` named: each image is decoded as `load_frame` decodes it (its
     pixels, not only its header: a truncated PNG or JPEG has a valid header), so a run learns of a bad file at
     start, not at the rollout that needs it."""
-    from PIL import Image, ImageOps, UnidentifiedImageError
+    from PIL import Image, UnidentifiedImageError
 
     problems: list[str] = []
     for spec in prompts:
@@ -162,7 +180,7 @@ def check_images(prompts: Sequence[PromptSpec], limit: int = 5) -> list[str]:
             continue
         try:
             with Image.open(path) as img:
-                rgb8(ImageOps.exif_transpose(img), path)  # the pixels, as load_frame reads them
+                rgb8(upright(img, path), path)  # the pixels, as load_frame reads them
         except (UnidentifiedImageError, OSError, Image.DecompressionBombError) as exc:
             problems.append(f"prompt image {path} cannot be read ({type(exc).__name__}: {exc})")
         except ValueError as exc:
