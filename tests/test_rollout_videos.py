@@ -75,3 +75,20 @@ def test_an_unwritable_folder_costs_the_videos_not_the_run(tmp_path):
 def test_rollout_videos_every_is_validated():
     with pytest.raises(ConfigError, match="rollout_videos_every must be >= 0"):
         load_config(SMOKE, ["--rollout_videos_every", "-1"])
+
+
+def test_an_encoder_failure_costs_the_videos_not_the_run(tmp_path, monkeypatch, capsys):
+    """PyAV's FFmpegError is not always an OSError or ValueError (ExternalError: libx264 failing, UnknownError,
+    EncoderNotFoundError): it escaped write_samples, and the trainer's videos.result() stopped the run."""
+    import av
+
+    import tools.video
+    from training.videos import write_samples
+
+    def broken(path, frames, fps=16.0):
+        raise av.error.ExternalError(-542398533, "Generic error in an external library")
+
+    monkeypatch.setattr(tools.video, "write_video", broken)
+    clips = [(rollout_video_name(1, 0, 0, s), np.zeros((5, 8, 8, 3), np.uint8)) for s in range(2)]
+    assert write_samples(tmp_path, clips, 16.0, "iteration 1's rollout videos") == [None, None]
+    assert capsys.readouterr().err.count("could not write iteration 1's rollout videos") == 1

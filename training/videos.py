@@ -8,8 +8,8 @@
   sample), named in that iteration's rewards.jsonl lines with the reward and advantage, so a group's
   clips can be compared with the rewards that ranked them.
 
-Decision where the issues were silent: a video that cannot be written (disk full, permissions) is
-reported once per batch on stderr and logged as ``video: null``; the rewards still count and training
+Decision where the issues were silent: a video that cannot be written (disk full, permissions, the
+encoder failing: any of PyAV's ``FFmpegError``, not all of which are OSError or ValueError) is reported once per batch on stderr and logged as ``video: null``; the rewards still count and training
 goes on. The files are for looking at; the rewards are the result. A fresh run in a used output_dir
 overwrites the files it writes and leaves older ones; the jsonl lines (which a fresh run starts anew)
 name the current run's.
@@ -38,6 +38,8 @@ def write_samples(output_dir: str | Path, clips: Sequence[tuple[str, np.ndarray]
                   what: str) -> list[str | None]:
     """Write each ``(name, frames)`` as mp4 under ``output_dir``; per clip its name, or None when it could
     not be written. After the first failure (one line on stderr naming ``what``) no more are tried."""
+    from av.error import FFmpegError
+
     from tools.video import write_video
 
     names: list[str | None] = []
@@ -51,7 +53,7 @@ def write_samples(output_dir: str | Path, clips: Sequence[tuple[str, np.ndarray]
             path.parent.mkdir(parents=True, exist_ok=True)
             write_video(path, frames, fps=fps)
             names.append(name)
-        except (OSError, RuntimeError, ValueError) as exc:
+        except (OSError, RuntimeError, ValueError, FFmpegError) as exc:
             failed = True
             names.append(None)
             print(f"could not write {what} ({path}: {exc}); their rewards are logged without videos",
