@@ -251,3 +251,23 @@ def test_a_rerun_refuses_another_export_in_the_same_policy_folder(policy, tmp_pa
     with pytest.raises(GenerateError, match=r"other settings \(differing: \['created'\]\)"):
         generate(mine, tmp_path / "out", prompts=PROMPTS[:1], samples=2)
     assert len(first.manifest.read_text().splitlines()) == 1  # nothing of the other policy was added
+
+
+def test_a_rerun_refuses_prompts_whose_extra_fields_changed(policy, tmp_path):
+    """The prompts' digest covered text, image and image_seed only: a rerun after editing a prompt's VQA
+    questions appended rows with the new questions to a manifest holding rows with the old ones."""
+    import hashlib
+
+    asked = [PromptSpec("open the drawer", image_seed=3, meta={"questions": [{"question": "Open?", "answer": "yes"}]})]
+    generate(policy, tmp_path / "out", prompts=asked, samples=1)
+    edited = [PromptSpec("open the drawer", image_seed=3, meta={"questions": [{"question": "Shut?", "answer": "no"}]})]
+    with pytest.raises(GenerateError, match="prompts_sha256"):
+        generate(policy, tmp_path / "out", prompts=edited, samples=2)
+    reordered = [PromptSpec("open the drawer", image_seed=3, meta={"b": 1, "a": 2})]
+    generate(policy, tmp_path / "keys", prompts=reordered, samples=1)
+    assert generate(policy, tmp_path / "keys", prompts=[PromptSpec("open the drawer", image_seed=3,
+                                                                   meta={"a": 2, "b": 1})], samples=1).skipped == 1
+    # prompts without extra fields keep the digest older folders were made with (they still resume)
+    generate(policy, tmp_path / "plain", prompts=PROMPTS[:1], samples=1)
+    old = hashlib.sha256(json.dumps([[p.text, p.image, p.image_seed] for p in PROMPTS[:1]]).encode()).hexdigest()
+    assert json.loads((tmp_path / "plain" / "generate.json").read_text())["prompts_sha256"] == old

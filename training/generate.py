@@ -28,7 +28,8 @@ Decisions where the issue was silent:
   batch 1 by a quantisation step). DynDiff draws its step noise per batch, so it stays at batch 1.
 * Prompts default to the run's own (``dataset`` + ``dataset_file``, in that order);
   ``--prompts FILE.jsonl`` takes the training prompt format (``{"text", "image"?, "image_seed"?}``).
-* Resumable: ``OUT/generate.json`` records the settings (the prompts by digest; the policy by its folder and
+* Resumable: ``OUT/generate.json`` records the settings (the prompts by digest, their extra fields
+  included, since those go into the manifest rows; the policy by its folder and
   export.json's iteration, ``source`` checkpoint and ``created`` time); a rerun with the same settings skips
   videos already in the manifest, and one with other settings or prompts is refused (a manifest never
   mixes policies, samplers, seeds or prompt lists). Each video is written to a
@@ -116,7 +117,10 @@ def generate(policy: Path, out: Path, *, prompts: list[PromptSpec] | None = None
     rcfg = _sampler_config(cfg, sampler, steps, guidance)
     prompt_list = load_prompts(cfg.dataset, cfg.dataset_file) if prompts is None else list(prompts)
     out = Path(out)
-    listed = json.dumps([[p.text, p.image, p.image_seed] for p in prompt_list])
+    # a prompt's extra fields (VQA questions, task) go into its manifest rows, so they are part of the prompts; a
+    # prompt without any keeps the digest it had before they were counted (an older folder still resumes)
+    listed = json.dumps([[p.text, p.image, p.image_seed] + ([p.meta] if p.meta else []) for p in prompt_list],
+                        sort_keys=True, default=str)
     # the export is known by its folder, and by the checkpoint it came from and when (export.json): another
     # checkpoint of the same iteration exported into the same folder is another policy
     settings = {"policy": str(Path(policy).resolve()), "iteration": info.get("iteration"),
