@@ -103,6 +103,28 @@ def test_a_zero_stage_0_checkpoint_exports_from_its_module_file(tmp_path, finetu
     assert not torch.allclose(_velocity(load_policy(out, weights="base")[0]), _velocity(trained), atol=1e-4)
 
 
+def test_a_checkpoint_exports_in_the_dtype_it_was_trained_in(tmp_path, capsys):
+    """config.yaml is the last launch's: a resume that switched to bfloat16 and died before its first save left
+    the float32 checkpoint to be exported, saved and sampled in bfloat16. Its layout.json says float32."""
+    from training.resume import StateLayout, write_layout
+
+    cfg = _cfg(output_dir=str(tmp_path / "run"))
+    trained = build_world_model(cfg, "cpu")
+    set_full_finetune(trained)
+    _perturb(trained.transformer)
+    folder = tmp_path / "run" / "checkpoints" / "iter_000002"
+    folder.mkdir(parents=True)
+    (folder.parent / "latest").write_text(folder.name)
+    module = {f"world_model.transformer.{k}": v for k, v in trained.transformer.state_dict().items()}
+    torch.save({"module": module, "optimizer": None}, folder / "mp_rank_00_model_states.pt")
+    write_layout(folder, StateLayout(0, "float32"))
+    out = export_policy(_cfg(output_dir=str(tmp_path / "run"), dtype="bfloat16"), tmp_path / "final")
+    loaded, info, stored = load_policy(out)
+    assert info["config"]["dtype"] == stored.dtype == "float32" and "trained in float32" in capsys.readouterr().err
+    assert all(p.dtype == torch.float32 for p in loaded.transformer.parameters())
+    assert torch.allclose(_velocity(loaded), _velocity(trained), atol=1e-5)
+
+
 def test_apply_weights_refuses_a_checkpoint_of_another_model():
     cfg = _cfg()
     model = build_world_model(cfg, "cpu")

@@ -41,6 +41,12 @@ Decisions where the issue was silent:
   renamed aside before the new one moves in and deleted after, so a kill leaves a whole export or none;
   the next export into OUT moves an export a kill left aside back (when OUT is missing) and deletes the
   hidden ``.OUT-*`` folders a kill left.
+* A checkpoint is exported in the dtype it was trained in, which its ``layout.json`` records
+  (training/resume.py), not the dtype of the config handed in: a run's ``config.yaml`` is its last launch's,
+  and a launch that changed ``dtype`` on a resume (through the universal form) may have died before its first
+  checkpoint, or the checkpoint exported (``--tag``) may be from before the change. The export would then
+  have saved and sampled a float32-trained transformer in bfloat16 (or the reverse). export.json's config
+  carries the checkpoint's dtype; a checkpoint without ``layout.json`` keeps the config's.
 * File settings (``dataset_file``, ``eval_dataset_file``, prompt images, a local ``model_path``) are stored
   as absolute paths (``config_io.absolute_paths``), so the export's prompts and base model resolve from any
   directory; a ``dataset_file`` that does not exist is an ExportError, not a path ``generate`` cannot open.
@@ -54,6 +60,7 @@ import shutil
 import sys
 import tempfile
 import time
+from dataclasses import replace
 from pathlib import Path
 from typing import Any, Literal
 
@@ -63,7 +70,7 @@ from policy.world_model import FlowWorldModel
 from training.config import TrainConfig
 from training.config_io import absolute_paths, config_from_dict, config_to_dict, saved_config_dict
 from training.engine import latest_tag
-from training.models import build_world_model
+from training.models import DTYPES, build_world_model
 from training.numerics import like_engine
 from training.run_dir import checkpoint_tags
 
@@ -209,6 +216,7 @@ def export_policy(cfg: TrainConfig, out: Path, *, checkpoint_dir: Path | None = 
     check_prompt_file(cfg)  # before the checkpoint and the base model load
     checkpoint_dir = Path(checkpoint_dir or Path(cfg.output_dir) / "checkpoints")
     tag = checkpoint_tag(checkpoint_dir, tag)
+    cfg = trained_dtype(cfg, checkpoint_dir / tag)
     state = consolidate(checkpoint_dir, tag)
     world_model = _base(cfg, "transformer")
     if cfg.finetune == "lora":
@@ -219,6 +227,19 @@ def export_policy(cfg: TrainConfig, out: Path, *, checkpoint_dir: Path | None = 
     match = re.fullmatch(r"iter_(\d+)", tag)
     return save_policy(world_model, cfg, out, iteration=int(match.group(1)) if match else None,
                        source=str((checkpoint_dir / tag).resolve()))
+
+
+def trained_dtype(cfg: TrainConfig, folder: Path) -> TrainConfig:
+    """``cfg`` with the dtype the checkpoint ``folder`` was trained in (its ``layout.json``; module docstring),
+    saying so on stderr when that differs; ``cfg`` itself for a folder without the file."""
+    from training.resume import read_layout
+
+    written = read_layout(folder)
+    if written is None or written.dtype == cfg.dtype or written.dtype not in DTYPES:
+        return cfg
+    print(f"note: {folder.name} was trained in {written.dtype} (its layout.json), not the config's {cfg.dtype}: "
+          f"exported in {written.dtype}", file=sys.stderr)
+    return replace(cfg, dtype=written.dtype)
 
 
 def _base(cfg: TrainConfig, parts: Literal["all", "transformer"]) -> FlowWorldModel:
