@@ -223,11 +223,39 @@ def test_a_signal_that_ends_the_launcher_stops_its_ranks_with_a_checkpoint(tmp_p
     assert [r["iteration"] for r in _rows(out)] == list(range(1, done + 2))
 
 
+class _ClientStateEngine:
+    """Keeps the client state a save hands DeepSpeed and gives it back on load, as DeepSpeed does."""
+
+    def __init__(self) -> None:
+        self.client: dict = {}
+        self.lr_scheduler = None
+        self.optimizer = type("Optimizer", (), {"param_groups": [{"lr": 1.0, "weight_decay": 0.0}]})()
+
+    def save_checkpoint(self, save_dir, tag, client_state, save_latest):  # noqa: ANN001, ANN201
+        (Path(save_dir) / tag).mkdir(parents=True, exist_ok=True)
+        self.client = client_state
+
+    def load_checkpoint(self, load_dir, tag, load_lr_scheduler_states):  # noqa: ANN001, ANN201
+        return str(Path(load_dir) / tag), self.client
+
+
+def test_the_count_of_iterations_without_an_update_survives_a_resume(tmp_path):
+    """max_skipped_iterations counted from 0 again after every resume: a run preempted (or requeued) more often
+    than every N iterations trained on without ever updating and never stopped."""
+    from training.engine import load, save
+
+    engine = _ClientStateEngine()
+    save(engine, tmp_path, 7, data_position=14, local_rank=0, skipped=3)
+    assert load(engine, tmp_path, "iter_000007", learning_rate=0.1, weight_decay=0.0) == (7, 14, 3)
+    del engine.client["skipped_iterations"]  # a checkpoint saved before the count was kept: counts from 0
+    assert load(engine, tmp_path, "iter_000007", learning_rate=0.1, weight_decay=0.0) == (7, 14, 0)
+
+
 @pytest.mark.slow
 def test_a_reward_that_keeps_failing_stops_the_run_with_a_checkpoint(tmp_path):
     """The reward service is down (nothing listens): every reward is ineligible, no iteration updates, and
     with max_skipped_iterations: 2 the run saves iteration 2 and exits 3 naming the cause; a resume
-    counts again from there."""
+    counts on from there (the checkpoint keeps the count), so it stops after its first iteration."""
     out = tmp_path / "stalled"
     dead = ["--reward", "http", "--reward_options", '{"url": "http://127.0.0.1:9/score", "startup_wait_s": 0, '
             '"retries": 1, "backoff_s": 0}', "--max_iterations", "6", "--max_skipped_iterations", "2"]
@@ -240,4 +268,5 @@ def test_a_reward_that_keeps_failing_stops_the_run_with_a_checkpoint(tmp_path):
     assert (out / "checkpoints" / "iter_000002").is_dir()  # though checkpoint_every is 1000
     proc = subprocess.run([sys.executable, *_cmd(out, *dead, "--resume")], cwd=ROOT, env=_env(),
                           capture_output=True, text=True, timeout=600)
-    assert proc.returncode == 3 and "iteration 4: 2 iterations in a row" in proc.stderr, proc.stderr[-4000:]
+    assert proc.returncode == 3 and "iteration 3: 3 iterations in a row" in proc.stderr, proc.stderr[-4000:]
+    assert [r["update_skipped"] for r in _rows(out)] == [1, 1, 1]

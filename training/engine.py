@@ -9,7 +9,9 @@
   frozen deep copy for full fine-tuning, in the engine's precision (a bf16 engine casts every
   parameter, Wan's ``_keep_in_fp32_modules`` too; training/numerics.py says why the copy follows it).
 * :func:`save` / :func:`load` -- ``engine.save_checkpoint`` on every rank with client state
-  (iteration, data position, every rank's torch / numpy / python RNG states), into a folder cleared of an
+  (iteration, data position, the iterations in a row without an update so far (``max_skipped_iterations``
+  counts on across a resume: a run preempted more often than every N iterations otherwise never stopped),
+  every rank's torch / numpy / python RNG states), into a folder cleared of an
   earlier, unfinished attempt at the same tag (:func:`clear_unfinished`); what ``--resume`` loads
   is picked in training/resume.py. ``latest`` is written by :func:`mark_latest` once every rank has
   written its files (and atomically): DeepSpeed's own ``save_latest`` writes it on rank 0 as soon as
@@ -193,13 +195,15 @@ def _all_rng_states() -> list[dict[str, Any]]:
     return out
 
 
-def save(engine: Any, ckpt_dir: Path, iteration: int, data_position: int, *, local_rank: int) -> None:
+def save(engine: Any, ckpt_dir: Path, iteration: int, data_position: int, *, local_rank: int,
+         skipped: int = 0) -> None:
     """Checkpoint after ``iteration`` iterations (call on every rank); returns once every rank has written its
-    files. An unfinished folder of that tag goes first (:func:`clear_unfinished`). ``latest`` is not moved:
-    :func:`mark_latest` does that."""
+    files. ``skipped``: the iterations in a row without an update up to ``iteration``. An unfinished folder of
+    that tag goes first (:func:`clear_unfinished`). ``latest`` is not moved: :func:`mark_latest` does that."""
     tag = iteration_tag(iteration)
     clear_unfinished(ckpt_dir, tag, local_rank)
-    client = {"iteration": iteration, "data_position": data_position, "rng": _all_rng_states()}
+    client = {"iteration": iteration, "data_position": data_position, "skipped_iterations": skipped,
+              "rng": _all_rng_states()}
     engine.save_checkpoint(str(ckpt_dir), tag=tag, client_state=client, save_latest=False)
     if dist.is_initialized():
         dist.barrier()
@@ -270,9 +274,10 @@ def checkpoint_ranks(folder: Path) -> int:
 
 
 def load(engine: Any, ckpt_dir: Path, tag: str, *, learning_rate: float,
-         weight_decay: float) -> tuple[int, int]:
+         weight_decay: float) -> tuple[int, int, int]:
     """Restore checkpoint ``tag`` (training.resume.resume_source picks it; a universal one needs an engine
-    built with ``deepspeed_config(..., load_universal=True)``); returns (iteration, data_position). RNG states
+    built with ``deepspeed_config(..., load_universal=True)``); returns (iteration, data_position, the
+    iterations in a row without an update up to it; 0 for a checkpoint from before that was saved). RNG states
     restored too: each rank its own, or rank 0's where the checkpoint had fewer ranks. The optimizer
     state comes back with the learning rate and weight decay it was saved with; the launch's values
     replace them (:func:`apply_optimizer_settings`)."""
@@ -284,7 +289,7 @@ def load(engine: Any, ckpt_dir: Path, tag: str, *, learning_rate: float,
     states = client["rng"]
     set_rng_state(states[rank] if rank < len(states) else states[0])
     apply_optimizer_settings(engine, learning_rate, weight_decay)
-    return int(client["iteration"]), int(client["data_position"])
+    return int(client["iteration"]), int(client["data_position"]), int(client.get("skipped_iterations", 0))
 
 
 def apply_optimizer_settings(engine: Any, learning_rate: float, weight_decay: float) -> None:

@@ -197,8 +197,9 @@ def train(cfg: TrainConfig, *, local_rank: int = 0, reward_tokens: dict[str, str
 
     stream = PromptStream(len(prompts), cfg.seed)
     start = 0
+    skipped = 0  # iterations in a row without an update (max_skipped_iterations), counted on from the checkpoint
     if source is not None:
-        start, stream.position = ds_engine.load(engine, ckpt_dir, source.tag, learning_rate=cfg.learning_rate,
+        start, stream.position, skipped = ds_engine.load(engine, ckpt_dir, source.tag, learning_rate=cfg.learning_rate,
                                                 weight_decay=cfg.weight_decay)
         if dropped := log.trim_after(start):  # a crashed attempt's rows past the checkpoint: written again
             print(f"resume from iteration {start}: dropped later log lines {dropped}", flush=True)
@@ -242,7 +243,7 @@ def train(cfg: TrainConfig, *, local_rank: int = 0, reward_tokens: dict[str, str
             end = start
 
     def checkpoint(iteration: int) -> None:  # every rank; latest moves once all have written (training.engine)
-        ds_engine.save(engine, ckpt_dir, iteration, stream.position, local_rank=local_rank)
+        ds_engine.save(engine, ckpt_dir, iteration, stream.position, local_rank=local_rank, skipped=skipped)
         if local_rank == 0:  # what a later --resume compares its ZeRO stage and dtype with (training.resume)
             write_layout(ckpt_dir / ds_engine.iteration_tag(iteration), layout)
             ds_engine.mark_latest(ckpt_dir, iteration)
@@ -252,7 +253,6 @@ def train(cfg: TrainConfig, *, local_rank: int = 0, reward_tokens: dict[str, str
     rewards = RewardRunner(reward_fn, cfg.reward or "")  # scores on the process's bridge loop (graph.bridge)
     video_writer = ThreadPoolExecutor(1, thread_name_prefix="rollout-videos")  # rollout_videos_every
     stops = StopRequest().install() if cfg.on_signal == "checkpoint" else None  # training/preemption.py
-    skipped = 0  # iterations in a row without an update (max_skipped_iterations)
     for it in range(start, end):
         # -- 1. rollouts ----------------------------------------------------------------------
         t0 = time.perf_counter()
