@@ -6,6 +6,7 @@ import json
 import os
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -180,3 +181,27 @@ def test_a_run_changes_its_dtype_through_the_universal_form_and_not_its_stage_gr
     assert [r["iteration"] for r in rows] == [1, 2, 3]
     assert read_layout(out / "checkpoints" / "iter_000003") == StateLayout(2, BF16)
     assert list((out / "checkpoints" / "iter_000003").glob("bf16_zero_pp_rank_*_optim_states.pt"))
+
+
+@pytest.mark.slow
+@pytest.mark.distributed
+def test_every_rank_resumes_the_checkpoint_rank_0_picked(tmp_path):
+    """Each rank read `latest` itself: one that moved between two ranks' reads (here each rank sees a folder of its
+    own) had them load different checkpoints, and a refusal on rank 0 alone left the others waiting for it."""
+    from tests.test_grpo_weighting import _free_port
+
+    for view, tag in (("view0", "iter_000002"), ("view1", "iter_000004")):
+        ckpt = tmp_path / "moved" / view / "checkpoints"
+        _fake_checkpoint(ckpt, tag, ranks=2)
+        write_layout(ckpt / tag, StateLayout(2, F32))
+    _fake_checkpoint(tmp_path / "missing" / "view1" / "checkpoints", "iter_000004", ranks=2)
+    (tmp_path / "missing" / "view0").mkdir(parents=True)  # rank 0 sees no checkpoint at all
+    cmd = [str(Path(sys.executable).parent / "torchrun"), "--nproc_per_node", "2", "--master_port", str(_free_port()),
+           str(ROOT / "tests" / "resume_probe.py"), str(tmp_path), str(tmp_path)]
+    env = {k: v for k, v in os.environ.items() if k not in ("RANK", "WORLD_SIZE", "LOCAL_RANK")}
+    proc = subprocess.run(cmd, cwd=ROOT, env={**env, "OMP_NUM_THREADS": "1"}, capture_output=True, text=True,
+                          timeout=300)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-6000:]
+    answers = [json.loads((tmp_path / f"rank{r}.json").read_text()) for r in range(2)]
+    assert answers[0] == answers[1], answers
+    assert answers[0][0] == {"tag": "iter_000002"} and "no checkpoint in" in answers[0][1]["error"]

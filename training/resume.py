@@ -23,6 +23,9 @@ Decisions where the issue was silent:
   rank 0, after the save). A run's ``config.yaml`` describes the *launch*, which may have died before its first checkpoint
   (a bfloat16 resume that ran out of memory), so it is only the fallback for checkpoints from before
   this file; with neither, DeepSpeed's load is the check, as before.
+* Rank 0 decides what every rank loads (`plan_resume`): each rank read ``latest`` itself, so a ``latest``
+  that moved between their reads (another process writing the run, a node-local copy behind) had ranks load
+  different checkpoints; a refusal is rank 0's too, with the same message on every rank.
 * The universal form is used only when it is needed: it costs a conversion and reloads every parameter
   through DeepSpeed's slower path.
 """
@@ -36,6 +39,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
+from training.collectives import as_rank0_sees
 from training.config import ConfigError, TrainConfig, read_ds_config
 from training.config_io import read_saved_run, resume_conflicts
 from training.engine import UNIVERSAL_SUFFIX, checkpoint_ranks, latest_tag
@@ -167,7 +171,22 @@ def plan_resume(cfg: TrainConfig, world: int, layout: StateLayout) -> tuple[Resu
     """What a ``--resume`` launch of ``cfg`` (its `state_layout` ``layout``) with ``world`` ranks loads, and the
     settings it changes against the run's saved config (`config_io.config_changes`, for the warning);
     ConfigError, before any model loads, for a resume that cannot work (`resume_source`,
-    `config_io.resume_conflicts`)."""
+    `config_io.resume_conflicts`). Rank 0's answer on every rank (module docstring; a collective when
+    torch.distributed is initialised: call it on all ranks)."""
+    def plan() -> tuple[ResumeSource | None, list[str], str | None]:
+        try:
+            return (*_plan_resume(cfg, world, layout), None)
+        except ConfigError as exc:
+            return None, [], str(exc)
+
+    source, changes, problem = as_rank0_sees(plan)
+    if source is None:
+        raise ConfigError(problem or "--resume: rank 0 found nothing to resume")
+    return source, changes
+
+
+def _plan_resume(cfg: TrainConfig, world: int, layout: StateLayout) -> tuple[ResumeSource, list[str]]:
+    """`plan_resume` as this process reads the run folder."""
     out_dir = Path(cfg.output_dir)
     saved = read_saved_run(out_dir / "config.yaml", cfg)
     try:
