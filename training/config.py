@@ -179,14 +179,13 @@ class TrainConfig:
     """Stop after this many iterations in a row without an update (no rank had a valid sample: every
     reward ineligible, or fewer than 2 eligible per group), as when the reward endpoint or tool service
     is down: a checkpoint is saved, the reasons are printed, and the run exits with status 3, to be
-    continued with ``--resume`` once the reward works (the count goes on from the checkpoint: a resume whose
-    reward still fails stops after its first iteration, and a run preempted more often than every N
-    iterations still stops). None: never stop for
+    continued with ``--resume`` once the reward works (the count goes on from the checkpoint, across
+    preemptions too). None: never stop for
     this (each such iteration still prints why)."""
     on_signal: Literal["checkpoint", "exit"] = "checkpoint"
     """SIGTERM or SIGUSR1, what cluster schedulers send before they preempt a job (SLURM: ``--signal``).
     "checkpoint": every rank finishes the iteration it is in, a checkpoint is saved and the run exits with
-    128 + the signal's number, to be continued with ``--resume`` (a second signal ends it at once);
+    128 + the signal's number, to be continued with ``--resume`` (later ones are ignored; SIGINT ends it at once);
     "exit": Python's default handling (the process ends; the work since the last checkpoint is lost)."""
     keep_checkpoints: int | None = None
     """Keep only the newest N checkpoints in output_dir/checkpoints (older ones are deleted after each
