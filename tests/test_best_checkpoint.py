@@ -144,7 +144,9 @@ def test_eval_patience_needs_held_out_evaluation():
 def test_a_plateau_stops_the_run_and_a_resume_counts_on(tmp_path):
     """A policy that cannot move (a learning rate far below fp32 resolution): the held-out mean is the same
     at every evaluation, so with eval_patience 2 the run ends after iteration 2, checkpointed and exported;
-    a resume that allows more iterations counts on from eval.jsonl and stops after its first evaluation."""
+    a resume that allows more iterations counts on from eval.jsonl and stops at once. The resume starts as
+    the one after a stop signal during that evaluation (or its save) did, which ended the run before its early
+    stop: it trained on to iteration 3, past where the run without the signal ended."""
     out = tmp_path / "run"
     env = {k: v for k, v in os.environ.items() if k not in ("RANK", "WORLD_SIZE", "LOCAL_RANK")}
     base = [sys.executable, "-m", "training.train", "--config", str(SMOKE), "--output_dir", str(out), "--progress",
@@ -164,7 +166,9 @@ def test_a_plateau_stops_the_run_and_a_resume_counts_on(tmp_path):
     proc = subprocess.run([*base, "--max_iterations", "8", "--resume"], cwd=ROOT, env={**env, "OMP_NUM_THREADS": "1"},
                           capture_output=True, text=True, timeout=600)
     assert proc.returncode == 0, proc.stderr[-4000:]
-    assert "stopping early at iteration 3" in proc.stdout and (out / "checkpoints" / "iter_000003").is_dir()
+    assert "stopping early at iteration 2" in proc.stdout, proc.stdout[-2000:]
+    assert len((out / "metrics.jsonl").read_text().splitlines()) == 2
+    assert not (out / "checkpoints" / "iter_000003").exists() and sorted(eval_means(out / "eval.jsonl")) == [0, 1, 2]
 
 
 def test_a_resumed_run_owes_the_evaluation_a_stop_skipped(tmp_path):

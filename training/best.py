@@ -32,7 +32,11 @@ checkpoint is not always the one to keep. Decisions where the issues were silent
 - ``eval_patience: P`` stops a run once P held-out evaluations in a row have not beaten the best mean
   so far, strictly (`evals_since_best`; the baseline at iteration 0 is the first best). An evaluation whose
   rewards were all ineligible (mean null) counts neither way: an unreachable reward is
-  ``max_skipped_iterations``'s business, not a plateau. A resume counts on from eval.jsonl.
+  ``max_skipped_iterations``'s business, not a plateau. A resume counts on from eval.jsonl: when the
+  patience has already run out at the checkpoint it starts from, it stops there at once, as the run
+  without a stop signal did (a signal during the evaluation that ran it out, or during its save, stopped
+  the run before its early stop, and the resumed run trained on to its next evaluation). So does a resume
+  of a run ``eval_patience`` ended; raise ``eval_patience`` to train on.
 """
 
 from __future__ import annotations

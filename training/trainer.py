@@ -238,9 +238,11 @@ def train(cfg: TrainConfig, *, local_rank: int = 0, reward_tokens: dict[str, str
         held_out(0)
     elif eval_prompts and pending_eval(cfg, start, log.eval_path, key):  # a stop skipped it, or a new measurement
         held_out(start)
-        if cfg.eval_patience is not None and evals_since_best(means) >= cfg.eval_patience and start < end:
-            stop_early(start)  # where the run without the stop ended: it trained on to its next evaluation
-            end = start
+    if start > 0 and cfg.eval_patience is not None and evals_since_best(means) >= cfg.eval_patience and start < end:
+        # the patience ran out at the checkpoint (training/best.py): where the run without a stop signal ended;
+        # it trained on to its next evaluation
+        stop_early(start)
+        end = start
 
     def checkpoint(iteration: int) -> None:  # every rank; latest moves once all have written (training.engine)
         ds_engine.save(engine, ckpt_dir, iteration, stream.position, local_rank=local_rank, skipped=skipped)
