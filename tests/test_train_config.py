@@ -276,6 +276,7 @@ def test_help_lists_every_field_with_its_default_and_docstring(capsys):
         assert f"\n  --{name}  (" in out, name
     assert "  --zero_stage  (int | None; default None)\n      Overrides zero_optimization.stage" in out
     assert "\noptimisation / DeepSpeed:\n" in out and out.startswith("usage: python -m training.train")
+    assert "[--check]" in out.split("\n\n")[0] and "--check: " in out  # a flag, not a field: only the usage says it
     assert main(["-h"]) == 0 and capsys.readouterr().out == out
 
 

@@ -15,8 +15,12 @@ from pathlib import Path
 
 from training.config import TrainConfig
 
-USAGE = """usage: python -m training.train [--config FILE.yaml] [--FIELD VALUE | --FIELD=VALUE ...] [--resume]
+USAGE = """usage: python -m training.train [--config FILE.yaml] [--FIELD VALUE | --FIELD=VALUE ...] [--resume] [--check]
        torchrun --nproc_per_node N -m training.train ...    (or: deepspeed --num_gpus N training/train.py ...)
+
+--check: make a launch's checks without loading a model (prompts, reward and endpoint, ranks from
+WORLD_SIZE, DeepSpeed JSON, what --resume would load, model_path), print the resolved config and exit
+(0, or 2 with the problem).
 
 Every field below can be set in the YAML file or on the command line (the command line wins); a bool
 given without a value means true; lists and mappings are YAML text (--sde_window "[0, 2]").
