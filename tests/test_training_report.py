@@ -145,6 +145,8 @@ def test_columns_keep_first_best_and_last():
     picked = _columns(its, 30, 4)
     assert len(picked) == 4 and {0, 30, 100} <= set(picked) and picked == sorted(picked)
     assert _columns(its, None, 2) == [0, 100]
+    assert _columns(its, 30, 2) == [30, 100]  # at most 2: the best and the last, not first, best and last
+    assert _columns(its, 0, 2) == [0, 100] and _columns(its, 100, 2) == [0, 100]
 
 
 def test_cli_writes_the_page_and_names_a_wrong_folder(run, tmp_path, capsys):

@@ -248,12 +248,13 @@ def _curves(files: RunFiles) -> str:
 
 
 def _columns(iterations: list[int], best: int | None, limit: int) -> list[int]:
-    """At most ``limit`` evaluations: first, best, last and evenly spaced ones between (module docstring)."""
+    """At most ``limit`` evaluations: first, best, last and evenly spaced ones between (module docstring);
+    with ``limit`` 2 and a best in the middle, the best and the last (three columns broke the bound)."""
     if len(iterations) <= limit:
         return iterations
-    keep = {iterations[0], iterations[-1]} | ({best} if best is not None else set())
+    keep: set[int] = set()
     spaced = [iterations[round(k * (len(iterations) - 1) / (limit - 1))] for k in range(limit)]
-    for it in spaced:
+    for it in [*([best] if best is not None else []), iterations[-1], iterations[0], *spaced]:
         if len(keep) >= limit:
             break
         keep.add(it)
