@@ -9,7 +9,8 @@ rollouts of one prompt.
 
 Decisions where the issue was silent: latent distances are accumulated in float64, frame distances
 exactly in int64 one frame pair at a time; fewer than 2 samples is an error (the pairwise mean is
-undefined), as are frames that are not uint8.
+undefined), as are frames that are not uint8 and empty samples (no frames or pixels: their distance
+is undefined, not 0).
 """
 
 from __future__ import annotations
@@ -22,6 +23,8 @@ def _as_float64(samples: torch.Tensor | np.ndarray, name: str) -> torch.Tensor:
     x = torch.as_tensor(samples) if isinstance(samples, np.ndarray) else samples
     if x.dim() < 1 or x.shape[0] < 2:
         raise ValueError(f"{name}: need at least 2 samples along dim 0, got shape {tuple(x.shape)}")
+    if x[0].numel() == 0:
+        raise ValueError(f"{name}: the samples are empty (shape {tuple(x.shape)})")
     return x.detach().to(device="cpu", dtype=torch.float64).reshape(x.shape[0], -1)
 
 
@@ -45,6 +48,8 @@ def d_prompt_frames(frames: torch.Tensor | np.ndarray) -> float:
         raise ValueError(f"d_prompt_frames: need at least 2 samples along dim 0, got shape {arr.shape}")
     n = arr.shape[0]
     per_sample = arr[0].size
+    if per_sample == 0:
+        raise ValueError(f"d_prompt_frames: the clips hold no pixels (shape {arr.shape})")
     total = 0.0
     for i in range(n):
         for j in range(i + 1, n):

@@ -41,3 +41,11 @@ def test_d_prompt_frames_hand_computed():
 def test_d_prompt_frames_rejects_float():
     with pytest.raises(ValueError, match="uint8"):
         d_prompt_frames(np.zeros((2, 1, 1, 1, 3), dtype=np.float32))
+
+
+def test_empty_samples_are_an_error_not_a_distance():
+    """Clips with zero frames divided by zero in d_prompt_frames; empty latents gave a distance of 0."""
+    with pytest.raises(ValueError, match="no pixels"):
+        d_prompt_frames(np.zeros((3, 0, 8, 8, 3), dtype=np.uint8))
+    with pytest.raises(ValueError, match="empty"):
+        d_prompt(torch.zeros(3, 0))
