@@ -50,7 +50,7 @@ import numpy as np
 from evals.motions import TASKS
 from evals.scenes import MAX_SIDE, Layout, RenderError, render_states, sample_layout
 from evals.variants import VARIANTS, apply_effects, plan_clip
-from tools.jsonl import json_lines
+from tools.jsonl import json_lines, write_text_atomic
 
 Label = Literal["ordinary", "failure", "unobservable", "progress"]
 Preset = Literal["paper", "small"]
@@ -228,9 +228,7 @@ def make_clips(out_dir: str | Path, *, seed: int = 0, preset: Preset = "small", 
                              "width": side, "height": side})
             bar.advance(job)
     manifest = out / MANIFEST_NAME
-    tmp = manifest.with_suffix(".jsonl.tmp")
-    tmp.write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
-    tmp.replace(manifest)
+    write_text_atomic(manifest, "".join(json.dumps(r) + "\n" for r in rows))
     if failed:
         raise ClipSuiteError(f"{len(failed)} of {len(specs)} clips failed (manifest lists the other "
                              f"{len(rows)}): " + "; ".join(failed))
