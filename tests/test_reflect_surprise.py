@@ -65,3 +65,20 @@ def test_distinct_windows_is_greedy_by_surprise():
     assert [w["start"] for w in distinct_windows(ev, 5)] == [4, 16]  # the clip has room for two distinct events
     assert [w["start"] for w in distinct_windows({**ev, "context_frames": 15}, 3)] == [4, 6, 2]  # 1 predicted each
     assert distinct_windows({"windows": [], "top": ws[:1]}, 2) == ws[:1]  # evidence with only its top windows
+
+
+class NoTop(Overlapping):
+    """A scorer run with RAA_SURPRISE_TOP_K=0: every window scored, none listed in `top`."""
+
+    def score(self, frames):
+        return super().score(frames).model_copy(update={"top": []})
+
+
+def test_reflect_picks_windows_from_all_scored_windows_without_a_top_list(clip):
+    """`top` is the scorer's report (RAA_SURPRISE_TOP_K, 0 allowed); reflect chooses its own windows from all
+    scored windows. With an empty `top` reflect said "ok, no windows" and showed no surprise feedback at all."""
+    agent, model = make_agent("full", surprise=NoTop(), surprise_windows=2)
+    run(agent, clip)
+    call = model.calls_for("reflect")[0]
+    assert list(surprise_images(call)) == ["4-19", "16-31"]
+    assert "no windows" not in call.text()

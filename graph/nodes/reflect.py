@@ -87,7 +87,7 @@ async def _surprise_part(state: AgentState, ctx: RunContext) -> tuple[str, Image
     ev = state.get("surprise")
     if not ctx.config.wmreward or not ev:
         return "", []
-    if ev.get("status") != "ok" or not ev.get("top"):
+    if ev.get("status") != "ok" or not (ev.get("windows") or ev.get("top")):  # `top` may be empty (top_k 0)
         return f"\n\nWorld-model surprise: {ev.get('status')}, no windows.", []
     context = int(ev.get("context_frames") or 8)
     text = ("\n\nWorld-model surprise (mean {:.3f}); the most surprising windows whose predicted frames do not "
