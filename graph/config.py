@@ -9,8 +9,8 @@ from `full`. Only `full` and the `no_*` presets apply the failure gate.
 Decisions where the issue was silent:
 - `direct` switches every module off: one call with frames, instruction and scoring criteria.
 - `structured` keeps the instruction as a single essential requirement (no decomposition call).
-- `motion` without `visual_verify` (never a preset, but allowed) runs one automatic grid track over
-  the observed frames and shows the summary in reflect.
+- `motion` without `visual_verify` (preset `no_visual_verify`) runs one automatic grid track over the
+  uniform frame sample in reflect and shows its summary and overlays there.
 - Explicit switch overrides may be given next to a preset:
   `AgentConfig(preset="full", audit=False)` keeps `preset="full"` as a label but wires without audit;
   `AgentConfig.from_preset(name, **overrides)` is the same thing spelled out.
