@@ -116,3 +116,34 @@ def test_caps_must_be_whole_numbers_and_switches_booleans(field, value):
     with pytest.raises(ValueError, match=f"^{field} must be "):
         AgentConfig(**{field: value})
     assert AgentConfig(observe_frames=16, structured=False, draw=2).switches()["structured"] is False
+
+
+def test_direct_is_one_call_with_frames_instruction_and_criteria(clip):
+    """Preset direct (the paper's direct scoring): a single model call carrying the uniform frames, the
+    instruction and the scoring criteria; the model's number is the reward."""
+    agent, model = make_agent("direct")
+    out = run(agent, clip, instruction="put the zebra teapot on the tray")
+    assert [c.stage for c in model.calls] == ["direct"]
+    call = model.calls[0]
+    assert call.images() == 32 and "<instruction>\nput the zebra teapot on the tray\n</instruction>" in call.text()
+    assert all(word in call.text() for word in ("task completion", "physical plausibility", "visual quality"))
+    assert out["result"].reward == pytest.approx(0.8) and out["result"].failure is None
+
+
+@pytest.mark.parametrize("preset,reward", [
+    # T = (1 + 0) / 2 = 0.5 (R3 not essential), P = (3-1)/4 = 0.5, V = (2-1)/4 = 0.25:
+    # R_diag = (0.35 + 0.10 + 0.025) * (0.5 + 0.25) = 0.35625
+    ("audit_no_gate", 0.35625),
+    ("full", 0.0), ("no_audit", 0.0)])  # failure established: the gate gives 0
+def test_only_gated_presets_zero_an_established_failure(clip, preset, reward):
+    from graph_scripts import assessment, full_script
+
+    judged = assessment("met", "not_met", "met", phys=3, vis=2)
+    script = full_script(assess=[judged], reflect=[judged], repair=[judged],
+                         final_check=[{"failure_established": True, "essential_unverifiable": False,
+                                       "rationale": "the block never reaches the right"}])
+    agent, model = make_agent(preset, script)
+    res = run(agent, clip, run_id=f"gate-{preset}")["result"]
+    assert (res.T, res.P, res.V) == (0.5, 0.5, 0.25) and res.reward == pytest.approx(reward)
+    assert len(model.calls_for("final_check")) == (preset != "audit_no_gate")
+    assert res.status == ("scored" if preset == "audit_no_gate" else "zero")
