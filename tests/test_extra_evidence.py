@@ -65,7 +65,7 @@ def test_reports_reach_reflect_with_their_frames_and_never_set_the_reward(tmp_pa
     assert model.calls_for("reflect")[0].images() >= 1
     assert all("gripper_check" not in c.text() for c in model.calls_for("observe") + model.calls_for("assess"))
     step = next(s for s in out["steps"] if s["node"] == "extra")
-    assert "1 report" in step["decision"] and "1 frame reference outside the clip dropped" in step["decision"]
+    assert "1 report" in step["decision"] and "1 frame reference outside the frames the tools saw dropped" in step["decision"]
     seq = nodes(out)  # after the inspect loop and surprise, right before reflect (its work started in quality)
     assert seq.index("tool_call") < seq.index("surprise") < seq.index("extra") == seq.index("reflect") - 1
     assert "gripper_check (" in step["tool_summaries"][0] and " s): " in step["tool_summaries"][0]
@@ -199,3 +199,17 @@ def test_extra_tools_wait_at_later_priority_until_assess(tmp_path, monkeypatch):
     assert out["result"].status == "scored", out["result"].reasons
     assert seen["observe"] == [(False, "later")]
     assert [queued_at for _, queued_at in seen["assess"]] == ["now"]
+
+
+def test_frame_references_past_the_frames_a_tool_saw_are_dropped(tmp_path, monkeypatch):
+    """A tool sees the first MAX_EXTRA_FRAMES frames; a reference past them (in the clip, but not in what the
+    tool saw) was shown in reflect as that tool's evidence."""
+    monkeypatch.setattr("graph.nodes.extra.MAX_EXTRA_FRAMES", 20)
+    clip = moving_square(tmp_path / "c.mp4")
+    tool = GripperCheck(reply=EvidenceReport(summary="seen", frames=[5, 25]))
+    agent, _ = _agent(tools=[tool])
+    out = run(agent, clip)
+    assert tool.calls[0][0][0] == 20
+    assert out["extra_evidence"][0]["frames"] == [5]
+    step = next(s for s in out["steps"] if s["node"] == "extra")
+    assert "1 frame reference outside the frames the tools saw dropped" in step["decision"], step["decision"]

@@ -96,12 +96,12 @@ async def extra(state: AgentState, ctx: RunContext, step: Step) -> dict[str, Any
     outcomes = await asyncio.gather(*(await_job(j) for j in jobs))
     records, dropped = [], 0
     for tool, (report, seconds) in zip(tools, outcomes, strict=True):
-        frames = [f for f in report.frames if 0 <= f < n]
+        frames = [f for f in report.frames if 0 <= f < used]  # the tool saw frames 0..used-1 only
         dropped += len(report.frames) - len(frames)
         records.append({"tool": tool.name, "summary": report.summary, "frames": frames, "values": report.values})
         step.tool_summaries.append(f"{tool.name} ({seconds:.2f} s): {brief(report.summary)}")
         step.frames += frames
-    step.decision = f"{count(len(records), 'report')}" + (f"; {count(dropped, 'frame reference')} outside the clip dropped"
+    step.decision = f"{count(len(records), 'report')}" + (f"; {count(dropped, 'frame reference')} outside the frames the tools saw dropped"
                                                           if dropped else "")
     notes = [f"extra evidence tools saw the first {used} of {n} frames"] if used < n else []
     return {"extra_evidence": records, "notes": notes}
