@@ -204,3 +204,28 @@ def test_top_windows_are_distinct_events():
     assert distinct_windows(ws, 0, 8) == [] and distinct_windows([], 3, 8) == []
     # a window no longer than the context: all its frames count as predicted
     assert [w.start for w in distinct_windows([win(0, 0.9, 4), win(3, 0.8, 4), win(4, 0.7, 4)], 3, 8)] == [0, 4]
+
+
+def test_a_local_path_that_cannot_load_says_why(tmp_path):
+    """A weights file or a missing folder given as the model: transformers answered "Repo id must be in the form
+    'repo_name' or 'namespace/repo_name'", which never says the path is wrong."""
+    weights = tmp_path / "model.safetensors"
+    weights.write_bytes(b"")
+    cases = {str(weights): "is a file; it must be a folder saved by save_pretrained",
+             str(tmp_path / "missing" / "vjepa2"): "no such folder",
+             "~/vjepa2": "a leading ~ is not expanded"}
+    for name, why in cases.items():
+        with pytest.raises(ToolFault) as info:
+            VJEPA2SurpriseScorer.from_pretrained(name).load()
+        assert info.value.kind == "load" and why in info.value.message and "Repo id" not in info.value.message
+
+
+def test_a_folder_saved_by_save_pretrained_loads_in_the_dtype_asked(tmp_path):
+    model = tiny_model()
+    model.save_pretrained(tmp_path / "vjepa2")
+    frames = clip(18)
+    expected = VJEPA2SurpriseScorer(model=model).score(frames)
+    loaded = VJEPA2SurpriseScorer.from_pretrained(str(tmp_path / "vjepa2"), dtype="bfloat16")
+    ev = loaded.score(frames)
+    assert next(loaded.model.parameters()).dtype == torch.bfloat16
+    assert ev.status == "ok" and ev.mean == pytest.approx(expected.mean, abs=0.02)

@@ -39,6 +39,21 @@ def is_hub_id(name: str) -> bool:
     return True
 
 
+def local_path_problem(name: str) -> str | None:
+    """Why `name` cannot be what ``from_pretrained`` loads when it names a local path: a file (it reads a
+    folder saved by ``save_pretrained``), or nothing on disk while it is no hub id either; None for a folder
+    or a hub id. Without it both read as transformers' "Repo id must be in the form 'repo_name' or
+    'namespace/repo_name'", which never says the path is wrong."""
+    path = Path(name)
+    if path.is_file():
+        return (f"{name!r} is a file; it must be a folder saved by save_pretrained (config.json and the "
+                "weights) or a hub id (org/name)")
+    if path.exists() or is_hub_id(name):
+        return None
+    tilde = " (a leading ~ is not expanded)" if name.startswith("~") else ""
+    return f"no such folder {name!r}{tilde}, and it is not a hub id (org/name) either"
+
+
 def hub_reachable(endpoint: str | None = None, timeout_s: float = DEFAULT_TIMEOUT_S) -> bool:
     """Whether the hub at `endpoint` (default huggingface_hub's ``ENDPOINT``) answers an HTTP request
     within `timeout_s`, name lookup included (it runs in a helper thread, which is left behind when it

@@ -36,7 +36,8 @@ Decisions where the issue was silent:
   since preprocessing brings the short side down to 292 (crop 256) or 438 (crop 384) anyway. 512
   frames of a 1080p clip are 3.2 GB at full size and 0.5 GB at 448.
 - The model loads lazily on first use (or explicitly with ``load()``); any load or run failure
-  raises ``ToolFault("surprise", ...)``.
+  raises ``ToolFault("surprise", ...)``. A model id that is a file, or neither a folder nor a hub id, is
+  named as such (``tools.hub.local_path_problem``) before transformers is asked.
 """
 
 from __future__ import annotations
@@ -242,8 +243,10 @@ class VJEPA2SurpriseScorer:
                     import torch
                     from transformers import VJEPA2Model
 
-                    from tools.hub import hub_load_kwargs
+                    from tools.hub import hub_load_kwargs, local_path_problem
 
+                    if (problem := local_path_problem(self.model_id)) is not None:
+                        raise FileNotFoundError(problem)
                     offline = hub_load_kwargs(self.model_id)  # the hub does not answer: the local cache only
                     model = VJEPA2Model.from_pretrained(self.model_id, dtype=getattr(torch, self.dtype), **offline)
                     self._check_config(model.config)
