@@ -148,6 +148,27 @@ def test_tool_fault_travels_to_the_client(service_root, service_scorer):
         assert r.status_code == 500 and r.json()["fault"]["kind"] == "run"
 
 
+class _Crashing:
+    def track(self, frames, *, grid_size=None, queries=None):
+        raise RuntimeError("tracker crashed on purpose")
+
+    def score(self, frames):
+        raise RuntimeError("scorer crashed on purpose")
+
+
+def test_an_unexpected_exception_of_a_tool_is_a_run_fault_with_its_reason(service_root):
+    """A tool that raised something other than a ToolFault gave a bare 500 "Internal Server Error": the reason
+    stayed in the server's log and the client reported a transport fault of the service."""
+    app = create_app(ToolSettings(), service_root, tracker=_Crashing(), scorer=_Crashing())
+    with TestClient(app, raise_server_exceptions=False) as c:
+        for endpoint, tool in (("/v1/track", "motion"), ("/v1/surprise", "surprise")):
+            r = c.post(endpoint, json={"path": "clip.mp4"})
+            assert r.status_code == 500, r.text
+            fault = r.json()["fault"]
+            assert fault["tool"] == tool and fault["kind"] == "run" and "crashed on purpose" in fault["message"]
+        assert c.post("/v1/track", json={"path": "clip.mp4", "grid_size": 0}).status_code == 400  # still a 400
+
+
 class _NonFinite:
     def track(self, frames, *, grid_size=None, queries=None):
         tracks = LKTracker().track(frames, grid_size=grid_size, queries=queries)

@@ -17,7 +17,9 @@ that are not an object of boxes, malformed or too deeply nested JSON), 401
 missing or wrong bearer token, 403 path outside the allowed root, 404 missing file, 413 body over
 the size limit, a clip longer than ``settings.max_frames`` (pass ``frame_indices``) or whose frames would
 decode to more than ``settings.max_decode_mb`` (checked before decoding: a long 4K clip is tens of GB), 422 undecodable video (the reason is in ``detail``), 500 a tool fault (``fault``
-holds tool/kind/message), 501 surprise not enabled on this service (``--no-surprise``), 503 too many requests
+holds tool/kind/message; any other exception of a request's work is one too, kind "run" of the endpoint's
+tool, since a bare 500 "Internal Server Error" kept the reason in the server's log and the client called it
+a transport fault), 501 surprise not enabled on this service (``--no-surprise``), 503 too many requests
 in progress (499, never read, for a request skipped because its client disconnected while it waited).
 Decisions where the issue was silent: "surprise not enabled" is a 501, not a 503: the client
 retries 503 as "busy", so a permanent answer was sent three times and reported as a transport fault. The work
@@ -168,6 +170,23 @@ async def parse_request(request: Request, state: ServiceState) -> tuple[Path | b
     return resolve_under_root(state.allowed_root, params.pop("path")), params
 
 
+Job = Callable[[ServiceState, Path | bytes, dict], dict]
+
+
+def as_tool_fault(tool: str, job: Job) -> Job:
+    """``job`` with any exception other than an HTTPProblem or a ToolFault raised as ToolFault(tool, "run",
+    "<type>: <message>") (module docstring)."""
+    def guarded(state: ServiceState, src: Path | bytes, params: dict) -> dict:
+        try:
+            return job(state, src, params)
+        except (HTTPProblem, ToolFault):
+            raise
+        except Exception as exc:  # noqa: BLE001 - the reason travels to the client as a fault
+            raise ToolFault(tool, "run", f"{type(exc).__name__}: {exc}") from exc
+
+    return guarded
+
+
 def _track_job(state: ServiceState, src: Path | bytes, params: dict) -> dict:
     opts = track_options(params)  # every option before decoding and tracking (tools/service_params.py)
     frames = decode_frames(src, opts.frame_indices, state.settings.max_frames,
@@ -237,7 +256,7 @@ def create_app(settings: ToolSettings, allowed_root: str | Path, *, token: str |
     def check_token(request: Request) -> None:
         check_bearer(request, state.token)
 
-    async def run(job: Callable[[ServiceState, Path | bytes, dict], dict], request: Request) -> JSONResponse:
+    async def run(job: Job, request: Request) -> JSONResponse:
         check_token(request)
         if state.pending >= state.max_pending:
             raise HTTPProblem(503, f"busy: {state.pending} requests in progress (limit {state.max_pending})")
@@ -265,14 +284,14 @@ def create_app(settings: ToolSettings, allowed_root: str | Path, *, token: str |
 
     @app.post("/v1/track")
     async def track(request: Request) -> JSONResponse:
-        return await run(_track_job, request)
+        return await run(as_tool_fault("motion", _track_job), request)
 
     @app.post("/v1/surprise")
     async def surprise(request: Request) -> JSONResponse:
         if state.scorer is None:  # before the body is read: a permanent answer, not "busy" (module docstring)
             check_token(request)
             raise HTTPProblem(501, "surprise is not enabled on this service (started with --no-surprise)")
-        return await run(_surprise_job, request)
+        return await run(as_tool_fault("surprise", _surprise_job), request)
 
     return app
 
