@@ -28,6 +28,7 @@ Decisions where the issue was silent:
 from __future__ import annotations
 
 import asyncio
+import math
 import os
 import re
 import threading
@@ -115,9 +116,11 @@ class JudgeSettings:
 
     def __post_init__(self) -> None:
         if not 1 <= self.max_frames <= 64:
-            raise ValueError(f"judge max_frames must be in 1..64, got {self.max_frames}")
+            raise ValueError(f"judge max_frames (RAA_JUDGE_MAX_FRAMES) must be in 1..64, got {self.max_frames}")
         if self.attempts < 1:
-            raise ValueError(f"judge attempts must be >= 1, got {self.attempts}")
+            raise ValueError(f"judge attempts (RAA_JUDGE_ATTEMPTS) must be >= 1, got {self.attempts}")
+        if not 0 < self.timeout_s < math.inf:  # NaN too; else Backbone refused it later, past the CLI's checks
+            raise ValueError(f"judge timeout_s (RAA_JUDGE_TIMEOUT_S) must be a finite number > 0, got {self.timeout_s}")
 
     @property
     def configured(self) -> bool:

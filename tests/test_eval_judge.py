@@ -176,6 +176,13 @@ def test_unconfigured_judge_and_settings_from_env():
         JudgeSettings(max_frames=65)
 
 
+@pytest.mark.parametrize("value", ["0", "-1", "nan", "inf"])
+def test_judge_timeout_out_of_range_is_a_settings_error(value):
+    """Refused where the CLI reads the settings (exit 2), not later by the Backbone (a traceback)."""
+    with pytest.raises(ValueError, match="RAA_JUDGE_TIMEOUT_S"):
+        JudgeSettings.from_env({"RAA_JUDGE_TIMEOUT_S": value})
+
+
 def test_frame_sampler_decodes_a_rewritten_clip_again(tmp_path):
     """Its cache is filed under the file's version: a clip written anew at the same path is not judged
     on the old clip's frames."""
