@@ -388,3 +388,32 @@ def test_score_stops_before_any_model_call_when_the_presets_tool_cannot_load(mon
     assert res.exit_code == 2 and "no-such-vjepa" in res.output and "--preset no_wmreward" in res.output
     assert model.calls == []
 
+
+
+def test_stream_fix_counts_are_the_results_notes(monkeypatch, tmp_path) -> None:
+    """`--stream` prints "N judgment fix(es) noted" per stage; those are the notes `RewardResult.notes` carries
+    (a reviewer saw the line beside empty notes: the two must describe the same dropped judgments)."""
+    pytest.importorskip("graph.builder")
+    import re
+
+    from graph import commands
+    from graph.testing import ScriptedChatModel
+    from tests.graph_scripts import assessment, full_script, moving_square
+
+    a = assessment()
+    a["judgments"][0]["evidence_frames"] = [5, 40, 99]
+    a["judgments"].append({"requirement_id": "R9", "status": "met", "evidence_frames": [1], "rationale": "x"})
+    a["judgments"].append({"requirement_id": "R1", "status": "not_met", "evidence_frames": [1], "rationale": "x"})
+    monkeypatch.setattr(commands, "make_chat_model", lambda settings: ScriptedChatModel(full_script(assess=[a])))
+    _env(monkeypatch, tmp_path)
+    clip = moving_square(tmp_path / "m.mp4")
+    res = runner.invoke(app, ["score", str(clip), "-i", "push the red block to the right", "--json", "--stream",
+                              "--preset", "no_wmreward"])
+    assert res.exit_code == 0, res.output
+    result = json.loads(res.stdout.strip().splitlines()[-1])
+    printed = {m[1]: int(m[2]) for m in re.finditer(r"^(\w+) \([^)]*\): .*?; (\d+) judgment fix\(es\) noted",
+                                                    res.output, re.MULTILINE)}
+    assert printed.get("assess") == 3
+    for stage, n in printed.items():
+        assert sum(1 for note in result["notes"] if note.startswith(f"{stage}: ")) == n
+    assert result["reasons"][-len(result["notes"]):] == result["notes"]
