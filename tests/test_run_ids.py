@@ -36,7 +36,8 @@ def test_second_input_on_a_used_thread_is_refused(clip, preset):
     second = run(agent, clip, run_id="same")["result"]
     assert first.status == ("scored" if preset == "full" else "ineligible")
     assert second.reward is None and second.status == "ineligible"
-    assert any("this thread already holds a run" in r for r in second.reasons)
+    assert len(second.reasons) == 1 and second.reasons[0].startswith("quality: input: this thread already holds a run")
+    assert second.notes == [] and second.usage["calls"] == 0  # not the earlier run's fault, notes or calls
     assert len(model.calls) == calls  # nothing re-run on the stale state
 
 

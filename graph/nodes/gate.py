@@ -4,6 +4,10 @@ Any fault -> ineligible (reward None, reasons); quality zero -> 0; preset direct
 direct score; otherwise (T, P, V) = score_mapping(assessment, contract) and
 R = gate_reward(eligible, F, U, T, P, V), with F and U from the final check when the failure gate is
 on and no gate (F = U = False, reported as None) otherwise.
+
+A second input on a thread that already holds a run (refused by quality with an input fault) gives a result
+with that fault as its only reason, no notes and zero usage: the append-only channels still hold the earlier
+run's faults, notes and usage, which belong to that run's result, not to this refused one.
 """
 
 from __future__ import annotations
@@ -19,13 +23,23 @@ from graph.state import AgentState
 USAGE_KEYS = ("calls", "images", "input_tokens", "output_tokens", "cache_hits")
 
 
+def reused_thread(state: AgentState) -> bool:
+    """True when the thread holds an earlier run: quality, the graph's only entry, ran more than once (the
+    second time it refused the input with an input fault, `graph.nodes.quality`)."""
+    return sum(1 for s in state.get("steps") or [] if s.get("node") == "quality") > 1
+
+
 def build_result(state: AgentState, ctx: RunContext, run_id: str) -> tuple[RewardResult, dict[str, Any]]:
     """The RewardResult and the gate inputs, from the final state (pure)."""
+    faults = list(state.get("faults", []))
+    if faults and reused_thread(state):  # the channels hold the earlier run's faults, notes and usage
+        base = {"run_id": run_id, "preset": ctx.config.preset, "usage": dict.fromkeys(USAGE_KEYS, 0), "notes": []}
+        return RewardResult(status="ineligible", reward=None, reasons=[faults[-1].reason()], **base), \
+            {"eligible": False}
     usage = {k: int((state.get("usage") or {}).get(k, 0)) for k in USAGE_KEYS}
     base = {"run_id": run_id, "preset": ctx.config.preset, "usage": usage}
     notes = list(state.get("notes", []))
     base["notes"] = notes
-    faults = list(state.get("faults", []))
     if faults:
         inputs = {"eligible": False}
         return RewardResult(status="ineligible", reward=None, reasons=[f.reason() for f in faults] + notes,
