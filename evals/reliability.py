@@ -14,7 +14,8 @@ Decisions where the issue was silent:
   that could not judge (no judge configured on a rerun, a judge failure), and the R column names the judges
   whose verdicts it counts. `retry_ineligible=True` also re-scores rows
   whose reward is None (the paper retries execution errors). Rows written before these fields existed are
-  taken as current.
+  taken as current. A row that cannot be counted as it stands (`damaged`: reward and status disagree, a
+  verdict or usage that is not an object) is scored again; one of another clip or preset stays in the file.
 - results.jsonl is appended during the run (crash-safe) and rewritten compacted (last row per key, sorted by
   preset order then manifest order) at the end; rows of other presets or clips already in the file are kept.
   A truncated trailing line (crash mid-write) is ignored.
@@ -184,6 +185,23 @@ def stale(row: dict[str, Any], clip: EvalClip, version: list[int] | None) -> boo
     return "clip_version" in row and row["clip_version"] != version
 
 
+def damaged(row: dict[str, Any]) -> bool:
+    """True when a results.jsonl row cannot be counted as it stands (hand-edited, written by another tool): its
+    status and reward disagree (an ineligible row with a reward; a scored or zero row whose reward is not a
+    number in 0..1, a zero row whose reward is not 0, another status), or its verdict or usage is not an object
+    of numbers. Such a row is scored again, as a missing one is (it crashed the rerun or the table)."""
+    status, reward, usage, verdict = row.get("status"), row.get("reward"), row.get("usage"), row.get("judge")
+    if verdict is not None and not isinstance(verdict, dict):
+        return True
+    if usage is not None and not (isinstance(usage, dict) and all(
+            isinstance(v, int | float) and not isinstance(v, bool) for v in usage.values())):
+        return True
+    if status == "ineligible":
+        return reward is not None
+    number = isinstance(reward, int | float) and not isinstance(reward, bool) and 0.0 <= reward <= 1.0  # NaN: no
+    return not number or status not in ("scored", "zero") or (status == "zero" and reward != 0)
+
+
 def stamped(row: dict[str, Any], scorer_id: dict[str, Any] | None) -> dict[str, Any]:
     """`row` recording ``scorer_id`` (unchanged without one)."""
     return row if scorer_id is None else {**row, "scorer": scorer_id}
@@ -250,7 +268,7 @@ async def run_reward_eval(clips: Sequence[EvalClip], presets: Sequence[str], out
             for clip in clips:
                 row = existing.get((clip.path, preset))
                 verdict = (row or {}).get("judge") or {}
-                if row is None or stale(row, clip, versions[clip.path]) or \
+                if row is None or stale(row, clip, versions[clip.path]) or damaged(row) or \
                         (retry_ineligible and row.get("reward") is None):
                     to_score.append(clip)
                 elif verdict.get("status", "unjudged") == "unjudged" or (verdict.get("judge") or judge_name) != judge_name:

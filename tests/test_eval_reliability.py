@@ -377,3 +377,21 @@ def test_rows_without_a_verdict_count_as_the_judge_would_have_said():
     m = preset_metrics("full", rows)
     assert (m.r, m.unjudged, m.skipped) == (1, 1, 1)
     assert m.r_cell == "1 / 3 (33.3%; 1 unjudged)"
+
+
+@pytest.mark.parametrize("damage", [{"reward": "0.8"}, {"reward": None}, {"status": "ineligible"},
+                                    {"judge": "reasonable"}, {"usage": "lots"}, {"reward": 1.5}])
+def test_a_damaged_results_row_is_scored_again_not_a_crash(tmp_path, damage):
+    """A results.jsonl row whose reward and status disagree, or whose verdict or usage is not an object (hand-
+    edited, written by another tool), crashed the rerun (AttributeError, TypeError in the table) or was counted
+    as it stood; it is scored again, as a row cut by a crash is."""
+    clips, scorer = _clips(tmp_path), FakeScorer()
+    asyncio.run(run_reward_eval(clips[:2], ["full"], tmp_path, scorer, _judge()))
+    path = tmp_path / "results.jsonl"
+    rows = [json.loads(line) for line in path.read_text().splitlines()]
+    rows[0].update(damage)
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    scorer.calls.clear()
+    out = asyncio.run(run_reward_eval(clips[:2], ["full"], tmp_path, scorer, _judge()))
+    assert scorer.calls == [("full", ["c1"])] and out.scored == 1
+    assert [r["reward"] for r in out.rows] == [0.9, 0.0] and out.metrics[0].r == 2
