@@ -117,8 +117,8 @@ class JudgeSettings:
     def __post_init__(self) -> None:
         if not 1 <= self.max_frames <= 64:
             raise ValueError(f"judge max_frames (RAA_JUDGE_MAX_FRAMES) must be in 1..64, got {self.max_frames}")
-        if self.attempts < 1:
-            raise ValueError(f"judge attempts (RAA_JUDGE_ATTEMPTS) must be >= 1, got {self.attempts}")
+        if not 1 <= self.attempts <= 100:  # JudgeVerdict.attempts' bound: a 101st attempt's verdict failed it
+            raise ValueError(f"judge attempts (RAA_JUDGE_ATTEMPTS) must be in 1..100, got {self.attempts}")
         if not 0 < self.timeout_s < math.inf:  # NaN too; else Backbone refused it later, past the CLI's checks
             raise ValueError(f"judge timeout_s (RAA_JUDGE_TIMEOUT_S) must be a finite number > 0, got {self.timeout_s}")
 

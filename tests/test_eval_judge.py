@@ -183,6 +183,14 @@ def test_judge_timeout_out_of_range_is_a_settings_error(value):
         JudgeSettings.from_env({"RAA_JUDGE_TIMEOUT_S": value})
 
 
+@pytest.mark.parametrize("value", ["0", "101"])
+def test_judge_attempts_out_of_range_is_a_settings_error(value):
+    """Over 100 attempts, every verdict (a judged one too) failed JudgeVerdict's bound and the row read "judge
+    crashed: ValidationError"; refused where the settings are read instead."""
+    with pytest.raises(ValueError, match="RAA_JUDGE_ATTEMPTS"):
+        JudgeSettings.from_env({"RAA_JUDGE_ATTEMPTS": value})
+
+
 def test_frame_sampler_decodes_a_rewritten_clip_again(tmp_path):
     """Its cache is filed under the file's version: a clip written anew at the same path is not judged
     on the old clip's frames."""
