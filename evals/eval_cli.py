@@ -23,6 +23,7 @@ from rich.console import Console
 from rich.table import Table
 
 from evals.judge import JudgeSettings, RewardJudge
+from tools.jsonl import write_text_atomic
 
 eval_app = typer.Typer(no_args_is_help=True, add_completion=False,
                        help="Evaluate rewards (Table 2 protocol) and world models (PAI-Bench-style VQA).")
@@ -40,8 +41,11 @@ def _fail(message: str, code: int = 2) -> typer.Exit:
 def _write_json(path: Path | None, data: dict[str, Any], console: Console) -> None:
     """`--json PATH`: write `data` there (folders created) and say so; nothing without a path."""
     if path is not None:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(json.dumps(data, indent=2))
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            write_text_atomic(path, json.dumps(data, indent=2))
+        except OSError as exc:  # a folder, an unwritable place: one error line, not a traceback
+            raise _fail(f"cannot write --json {path}: {exc.strerror or exc}") from exc
         console.print(f"wrote {path}")
 
 

@@ -140,6 +140,8 @@ def test_cli_prints_the_summary_and_writes_json(tmp_path):
     assert res.exit_code == 0 and "nothing to measure" in res.output, res.output
     res = runner.invoke(app, ["eval", "draws", str(tmp_path / "missing.jsonl")])
     assert res.exit_code == 2 and "results file not found" in res.output
+    res = runner.invoke(app, ["eval", "draws", str(out), "--json", str(tmp_path)])  # a folder: was a traceback
+    assert res.exit_code == 2 and f"cannot write --json {tmp_path}" in res.output, res.output
 
 
 def test_bad_manifest_lines_are_counted_but_are_no_clip(tmp_path):
