@@ -14,6 +14,8 @@ Decisions where the issue was silent:
 - Explicit switch overrides may be given next to a preset:
   `AgentConfig(preset="full", audit=False)` keeps `preset="full"` as a label but wires without audit;
   `AgentConfig.from_preset(name, **overrides)` is the same thing spelled out.
+- Without the structured report (`direct`, or `structured=False`) every other module is off, and so are the
+  switches a run records; a switch turned on explicitly next to it is refused (nothing would run it).
 - Caps must be whole numbers (an `int`, not a bool) and switches True, False or None: a float cap failed
   every run (observe_frames=10.5) or never ended a loop (max_tool_rounds=nan), and "no" read as True.
 """
@@ -146,6 +148,10 @@ class AgentConfig:
                              f"text), got {self.max_instruction_chars}")
         if not 2 <= self.observe_frames <= 64:
             raise ValueError(f"observe_frames must be in 2..64, got {self.observe_frames}")
+        on = [name for name in SWITCHES[1:] if getattr(self, name) is True]
+        if on and not self.switches()["structured"]:
+            raise ValueError(f"{', '.join(on)} need the structured report; direct scoring (structured off) is "
+                             "one call without them")
         if self.draw < 0:
             raise ValueError(f"draw must be >= 0, got {self.draw}")
         if self.nearby_extra < 0:
@@ -164,12 +170,16 @@ class AgentConfig:
         return cls(preset=preset, **overrides)  # type: ignore[arg-type]
 
     def switches(self) -> dict[str, bool]:
-        """Effective module switches: the preset's, with explicit (non-None) overrides applied."""
+        """Effective module switches: the preset's, with explicit (non-None) overrides applied; without the
+        structured report every other module is off (direct scoring is one call: `full` with
+        structured=False recorded audit and the failure gate as on while neither ran)."""
         resolved = preset_switches(self.preset)
         for name in SWITCHES:
             value = getattr(self, name)
             if value is not None:
                 resolved[name] = bool(value)
+        if not resolved["structured"]:
+            resolved = dict.fromkeys(resolved, False)
         return resolved
 
     def resolved(self) -> ResolvedConfig:

@@ -147,3 +147,15 @@ def test_only_gated_presets_zero_an_established_failure(clip, preset, reward):
     assert (res.T, res.P, res.V) == (0.5, 0.5, 0.25) and res.reward == pytest.approx(reward)
     assert len(model.calls_for("final_check")) == (preset != "audit_no_gate")
     assert res.status == ("scored" if preset == "audit_no_gate" else "zero")
+
+
+def test_switches_without_the_structured_report_are_off_and_an_explicit_one_is_refused():
+    """full with structured=False runs direct scoring, but its recorded switches said audit and the failure
+    gate were on; failure_gate=True on direct was ignored without a word."""
+    assert not any(AgentConfig(preset="full", structured=False).switches().values())
+    assert not any(AgentConfig(preset="direct").switches().values())
+    with pytest.raises(ValueError, match="failure_gate need the structured report"):
+        AgentConfig(preset="direct", failure_gate=True)
+    with pytest.raises(ValueError, match="audit, failure_gate need the structured report"):
+        AgentConfig(preset="full", structured=False, audit=True, failure_gate=True)
+    assert AgentConfig(preset="direct", audit=False).switches()["audit"] is False  # off stays allowed
