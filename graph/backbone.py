@@ -19,7 +19,9 @@ Decisions where the issue was silent:
   `ModelError`s flagged `is_retryable`, and the RuntimeError of a pooled connection left over from
   another event loop (`_STALE_LOOP`). Other status errors (400/401/403/404/422) and model refusals
   give kind "refused" at once. Any other exception from the model is reported as kind "transport" with
-  its type in the message (the run becomes ineligible instead of crashing).
+  its type in the message (the run becomes ineligible instead of crashing). A UnicodeEncodeError (httpx
+  cannot put a non-ASCII API key in a header) is raised before any request leaves: kind "transport" at
+  once, no call counted (it is a ValueError, and was taken for a reply that failed validation, re-asked).
 - With json_schema, langchain-openai validates inside the model call, so a malformed/schema-violating
   reply surfaces as a pydantic ValidationError there; it is handled as an invalid reply (re-asked).
 - With function_calling, a reply without a tool call but with a JSON object as content is accepted if
@@ -195,6 +197,10 @@ class Backbone:
             async for attempt in retrying:
                 with attempt:
                     out = await asyncio.wait_for(runnable.ainvoke(messages), self.timeout_s)
+        except UnicodeEncodeError as exc:  # a ValueError, but raised building the request: nothing was sent
+            raise BackboneFault(stage, "transport", f"the request could not be sent ({type(exc).__name__}: {exc}); "
+                                "a header value (the API key, RAA_API_KEY) holds a character HTTP cannot carry "
+                                "(a pasted smart quote?)") from exc
         except (ValidationError, ValueError) as exc:  # a reply came back but failed validation
             self._count(usage, messages, None)
             raise InvalidReply("invalid_reply", str(exc)) from exc

@@ -282,3 +282,16 @@ def test_a_call_spelled_out_in_the_reasoning_is_not_a_fault() -> None:
     left = '<think>Frame 3 needs a closer look.</think><tool_call>\n{"name": "view_frames", "arguments": {}}\n</tool_call>'
     with OpenAIStub([StubReply(content=left)]) as stub, pytest.raises(BackboneFault, match="plain text"):
         asyncio.run(make(stub, "json_schema").atool_round("inspect", list(MSGS), [], Usage()))
+
+
+def test_a_key_http_cannot_carry_is_not_counted_as_replies() -> None:
+    """A smart quote pasted into the API key makes httpx fail to build the request (UnicodeEncodeError, a
+    ValueError): no request leaves, so it is not a reply that failed validation, is not re-asked and counts no
+    call; the fault says the request could not be sent."""
+    with OpenAIStub([good("json_schema")] * 3) as stub:
+        chat = ChatOpenAI(base_url=stub.base_url, model="m", api_key="k\u2019ey", timeout=5.0, max_retries=0)
+        usage = Usage()
+        with pytest.raises(BackboneFault) as info:
+            run(Backbone(chat, schema_retries=2, max_retries=1, retry_wait=(0.0, 0.01)), usage)
+    assert not stub.requests and usage.calls == 0
+    assert info.value.kind == "transport" and "could not be sent" in info.value.message
