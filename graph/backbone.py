@@ -73,7 +73,7 @@ from pydantic import BaseModel, ValidationError
 from tenacity import AsyncRetrying, retry_if_exception, stop_after_attempt, wait_exponential_jitter
 
 from graph.bridge import run_sync
-from graph.cache import StageCache, stage_key
+from graph.cache import StageCache, decode_tool_reply, decoded, encode_tool_reply, stage_key
 from graph.replies import TEXT_TOOL_CALL, after_reasoning, cut_at_token_limit, malformed_text_call, no_answer
 from graph.settings import BackboneSettings, SettingsError, StructuredMethod
 from graph.transport import is_timeout, is_transient
@@ -252,10 +252,10 @@ class Backbone:
         key = stage_key(model_name=self.model_name, method=self.method, stage=stage, messages=messages,
                         params=self._keyed(params), schema=schema)
         async with self.cache.claim(key):
-            hit = await self.cache.aget(key)
-            if hit is not None:
+            cached = decoded(await self.cache.aget(key), schema.model_validate_json, stage)
+            if cached is not None:
                 usage.cache_hits += 1
-                return schema.model_validate_json(hit)
+                return cached
             out = await self._structured(stage, schema, messages, usage)
             await self._store(stage, key, out.model_dump_json())
             return out
@@ -339,17 +339,14 @@ class Backbone:
         key = stage_key(model_name=self.model_name, method="tools", stage=stage, messages=messages, tools=specs,
                         params=self._keyed(None))
         async with self.cache.claim(key):
-            hit = await self.cache.aget(key)
-            if hit is not None:
+            cached = decoded(await self.cache.aget(key), decode_tool_reply, stage)
+            if cached is not None:
                 usage.cache_hits += 1
-                data = json.loads(hit)
-                return AIMessage(content=data["content"], tool_calls=data["tool_calls"])
+                return cached
             reply = await self._tool_round(stage, messages, tools, usage)
             if cut_at_token_limit(reply):  # a later run with a higher cap must not be served the cut reply
                 return reply
-            calls = [{"name": c["name"], "args": c["args"], "id": c.get("id"), "type": "tool_call"}
-                     for c in reply.tool_calls]
-            await self._store(stage, key, json.dumps({"content": reply.content, "tool_calls": calls}))
+            await self._store(stage, key, encode_tool_reply(reply))
             return reply
 
     async def _tool_round(self, stage: str, messages: list[BaseMessage], tools: list[BaseTool | dict],

@@ -11,7 +11,10 @@ Decisions where the issue was silent:
   `AgentConfig.draw` k != 0 adds `draw: k` (`Backbone.for_draw`), so repeated draws of one clip sample
   anew. At temperature 0 and draw 0 the keys are those of runs from before either was keyed. A repeat of
   one (temperature, draw) is served from the cache: draws are how to sample again.
-- Only validated outputs are stored; faults and invalid replies are never cached.
+- Only validated outputs are stored; faults and invalid replies are never cached. A stored entry that no
+  longer decodes (a structured output that fails a validator added since it was written, or a damaged
+  entry) is a miss (`decoded`): the stage is asked again and the entry replaced, where it used to raise on
+  every hit, failing that stage input for good until the cache was pruned.
 - The output cap (`RAA_MAX_TOKENS`) is not part of the key: it does not change what the model samples,
   only where a reply is cut off, and a cut reply is never stored: a structured one fails validation, and a
   tool-round reply the server marks cut (finish_reason "length", such as a free-text inspect answer that
@@ -37,15 +40,16 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import json
+import logging
 import sqlite3
 import threading
 import time
 from collections import OrderedDict
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Callable, Sequence
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from functools import lru_cache
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from langchain_core.messages import AIMessage, BaseMessage, ToolMessage
 from pydantic import BaseModel
@@ -60,6 +64,8 @@ from graph.stores import (
 )
 from graph.workers import run_blocking
 
+T = TypeVar("T")
+_log = logging.getLogger(__name__)
 _SCHEMA = "CREATE TABLE IF NOT EXISTS stage_cache (key TEXT PRIMARY KEY, value TEXT NOT NULL, created REAL)"
 
 
@@ -156,6 +162,31 @@ def stage_key(*, model_name: str, method: str, stage: str, messages: Sequence[Ba
         "tools": list(tools or []),
     }
     return _sha(json.dumps(payload, sort_keys=True, default=str, separators=(",", ":")))
+
+
+def decoded(hit: str | None, decode: Callable[[str], T], stage: str) -> T | None:
+    """`decode(hit)`, or None for a miss and for an entry that does not decode (logged; see the module
+    docstring)."""
+    if hit is None:
+        return None
+    try:
+        return decode(hit)
+    except (ValueError, KeyError, TypeError) as exc:  # pydantic's ValidationError and JSON errors included
+        _log.warning("stage cache: a stored %s output does not decode (%s); asking again", stage,
+                     str(exc).splitlines()[0][:200])
+        return None
+
+
+def encode_tool_reply(reply: AIMessage) -> str:
+    """The stored form of a tool-round reply: its content and tool calls."""
+    calls = [{"name": c["name"], "args": c["args"], "id": c.get("id"), "type": "tool_call"} for c in reply.tool_calls]
+    return json.dumps({"content": reply.content, "tool_calls": calls})
+
+
+def decode_tool_reply(text: str) -> AIMessage:
+    """The tool-round reply of `encode_tool_reply`'s `text`."""
+    data = json.loads(text)
+    return AIMessage(content=data["content"], tool_calls=data["tool_calls"])
 
 
 def dated(conn: sqlite3.Connection) -> bool:

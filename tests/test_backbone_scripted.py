@@ -220,3 +220,26 @@ def test_an_agent_built_for_a_draw_salts_its_backbone(tmp_path) -> None:
     assert calls[0] > 0 and calls[1] == 2 * calls[0] and calls[2] == calls[1]
     with pytest.raises(ValueError, match="draw must be >= 0"):
         AgentConfig(draw=-1)
+
+
+def test_a_stored_output_that_no_longer_validates_is_recomputed(tmp_path) -> None:
+    """A cache file outlives code: an entry written before a validator was tightened (or otherwise damaged)
+    raised a bare ValidationError on every hit, so that stage input failed for good until the cache was
+    pruned. It is a miss instead: the model is asked and the entry replaced."""
+    from langchain_core.messages import AIMessage
+
+    from graph.cache import stage_key
+
+    cache = StageCache(tmp_path / "cache.sqlite")
+    model = ScriptedChatModel({"judge": [{"label": "a", "score": 2}, AIMessage(content="R1 is met.")]})
+    bb = Backbone(model, cache=cache, retry_wait=(0.0, 0.0))
+    key = stage_key(model_name=bb.model_name, method=bb.method, stage="judge", messages=MSGS, schema=Verdict)
+    tool_key = stage_key(model_name=bb.model_name, method="tools", stage="judge", messages=MSGS, tools=[])
+    cache.put(key, '{"label": "a", "score": 99}')
+    cache.put(tool_key, '{"text": "an entry of another shape"}')
+    usage = Usage()
+    assert _run(bb, usage).score == 2
+    assert asyncio.run(bb.atool_round("judge", list(MSGS), [], usage)).text == "R1 is met."
+    assert len(model.calls) == 2 and usage.calls == 2 and usage.cache_hits == 0
+    assert cache.get(key) == '{"label":"a","score":2}' and "R1 is met." in (cache.get(tool_key) or "")
+    assert _run(bb, usage).score == 2 and usage.cache_hits == 1
