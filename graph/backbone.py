@@ -74,7 +74,14 @@ from tenacity import AsyncRetrying, retry_if_exception, stop_after_attempt, wait
 
 from graph.bridge import run_sync
 from graph.cache import StageCache, decode_tool_reply, decoded, encode_tool_reply, stage_key
-from graph.replies import TEXT_TOOL_CALL, after_reasoning, cut_at_token_limit, malformed_text_call, no_answer
+from graph.replies import (
+    TEXT_TOOL_CALL,
+    after_reasoning,
+    cut_at_token_limit,
+    declined,
+    malformed_text_call,
+    no_answer,
+)
 from graph.settings import BackboneSettings, SettingsError, StructuredMethod
 from graph.transport import is_timeout, is_transient
 from graph.validation import ERR_CHARS as _ERR_CHARS
@@ -304,6 +311,8 @@ class Backbone:
         runnable = self._structured_runnable(schema)
         if self.method == "json_mode":
             raw = await self._invoke(stage, runnable, convo, usage)
+            if (why := declined(raw)) is not None:
+                raise BackboneFault(stage, "refused", why)
             return validate_text(schema, raw.text)
         out = await self._invoke(stage, runnable, convo, usage)
         raw, parsed, error = out["raw"], out.get("parsed"), out.get("parsing_error")
@@ -364,6 +373,8 @@ class Backbone:
                     raise BackboneFault(stage, fault.kind, f"{fault.message} ({_NO_TOOLS_HINT})") from fault
                 raise
             else:
+                if (why := declined(reply)) is not None:
+                    raise BackboneFault(stage, "refused", why)
                 if reply.invalid_tool_calls:
                     bad_call = reply.invalid_tool_calls[0]
                     last = InvalidReply("invalid_reply", f"tool call {bad_call.get('name')!r} has invalid "

@@ -16,6 +16,9 @@ it: markdown code fences, and a reasoning block. Decisions where the issue was s
 - `cut_at_token_limit` reads the reply's ``response_metadata["finish_reason"] == "length"`` (ChatOpenAI, and
   so vLLM and other OpenAI-compatible servers; a scripted reply can set it): a free-text answer cut there
   still reads as an answer, so the backbone does not cache it and the inspect node notes it.
+- `declined` reads the reply's `refusal` (ChatOpenAI puts the message's refusal field in
+  `additional_kwargs`) and a finish_reason "content_filter": the backbone's tool rounds and json_mode calls
+  report it as "refused" at once (LangChain's structured-output parser does so for the other methods).
 """
 
 from __future__ import annotations
@@ -35,6 +38,16 @@ _THINK_START = re.compile(r"<think>|◁think▷")
 def cut_at_token_limit(reply: BaseMessage) -> bool:
     """Whether the server stopped `reply` at the output token limit (finish_reason "length")."""
     return reply.response_metadata.get("finish_reason") == "length"
+
+
+def declined(reply: BaseMessage) -> str | None:
+    """Why the model or the server declined to answer in `reply` (its `refusal` text, or a content-filter
+    stop), or None. Such a reply has no content; it is not an empty reply to re-ask."""
+    if refusal := reply.additional_kwargs.get("refusal"):
+        return f"the model refused: {refusal}"
+    if reply.response_metadata.get("finish_reason") == "content_filter":
+        return "the server's content filter stopped the reply"
+    return None
 
 
 def after_reasoning(text: str) -> str:

@@ -35,6 +35,8 @@ class StubReply:
     completion_tokens: int = 7
     finish_reason: str | None = None
     """The choice's finish_reason (None: "tool_calls" with tool calls, else "stop"); "length" = cut at max_tokens."""
+    refusal: str | None = None
+    """The message's `refusal` text (the model declined; content is then usually None)."""
 
 
 def json_reply(obj: Any, **kw: Any) -> StubReply:
@@ -49,6 +51,8 @@ def tool_reply(name: str, args: dict[str, Any], **kw: Any) -> StubReply:
 
 def _completion(reply: StubReply, model: str) -> dict[str, Any]:
     message: dict[str, Any] = {"role": "assistant", "content": reply.content}
+    if reply.refusal is not None:
+        message["refusal"] = reply.refusal
     if reply.tool_calls:
         message["tool_calls"] = [
             {"id": f"call_{i}", "type": "function",

@@ -161,3 +161,20 @@ def test_the_run_notes_an_inspector_answer_cut_at_the_token_limit(clip) -> None:
     note = next(n for n in out["notes"] if n.startswith("inspect:"))
     assert "cut at the token limit" in note and note in out["result"].reasons
     assert "answer cut at the token limit" in [s for s in out["steps"] if s["node"] == "inspect"][-1]["decision"]
+
+
+@pytest.mark.parametrize("reply", [StubReply(content=None, refusal="I can't help with that."),
+                                   StubReply(content=None, finish_reason="content_filter")],
+                         ids=["refusal", "content_filter"])
+def test_a_declined_tool_round_or_json_mode_reply_is_refused_at_once(reply: StubReply) -> None:
+    """A refusal or a content-filter stop came back as an empty reply: re-asked (the same request, declined
+    again) and reported as "empty_reply: the reply had no content". Structured json_schema /
+    function_calling calls already say "refused"; tool rounds and json_mode now do too, without a re-ask."""
+    with OpenAIStub([reply] * 3) as stub:
+        with pytest.raises(BackboneFault) as tools:
+            make(stub, "json_schema").tool_round("inspect", list(MSGS), [VIEW], Usage())
+        assert tools.value.kind == "refused" and len(stub.requests) == 1
+        with pytest.raises(BackboneFault) as structured:
+            run(make(stub, "json_mode"), Usage())
+        assert structured.value.kind == "refused" and len(stub.requests) == 2
+    assert ("can't help" in tools.value.message) == (reply.refusal is not None)
