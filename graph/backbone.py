@@ -45,8 +45,8 @@ Decisions where the issue was silent:
   content-filter stop is "refused".
 - A stage output the cache cannot store (its SQLite file locked by another process, a full disk) is still
   returned: caching is best effort.
-- Usage: `calls` counts model replies received (an attempt that ended in a transport error is not a
-  call); `images` counts image blocks in the messages of those calls; tokens come from
+- Usage (`graph.usage`): `calls` counts model replies received (an attempt that ended in a transport
+  error is not a call); `images` counts image blocks in the messages of those calls; tokens come from
   `AIMessage.usage_metadata`; a cache hit counts in `cache_hits` only.
 """
 
@@ -58,7 +58,6 @@ import json
 import logging
 import math
 import sqlite3
-from dataclasses import asdict, dataclass
 from typing import Any, Literal
 
 import openai
@@ -84,6 +83,8 @@ from graph.replies import (
 )
 from graph.settings import BackboneSettings, SettingsError, StructuredMethod
 from graph.transport import is_timeout, is_transient
+from graph.usage import Usage, count_reply
+from graph.usage import count_images as count_images  # re-exported (its home before graph/usage.py)
 from graph.validation import ERR_CHARS as _ERR_CHARS
 from graph.validation import InvalidReply, check_fields, raw_object, reask, validate_text
 
@@ -103,40 +104,6 @@ class BackboneFault(Exception):
         self.stage = stage
         self.kind: FaultKind = kind
         self.message = message
-
-
-@dataclass
-class Usage:
-    """Backbone usage of one run."""
-
-    calls: int = 0
-    """Model replies received."""
-    images: int = 0
-    """Image blocks sent in those calls."""
-    input_tokens: int = 0
-    """Prompt tokens reported by the server."""
-    output_tokens: int = 0
-    """Completion tokens reported by the server."""
-    cache_hits: int = 0
-    """Stage outputs served from the stage cache (no model call)."""
-
-    def add(self, other: Usage) -> Usage:
-        """Add `other` into this usage in place; returns self."""
-        for name, value in asdict(other).items():
-            setattr(self, name, getattr(self, name) + value)
-        return self
-
-    def as_dict(self) -> dict[str, int]:
-        return asdict(self)
-
-
-def count_images(messages: list[BaseMessage]) -> int:
-    """Number of image blocks (`image_url` / `image`) across the messages' content."""
-    n = 0
-    for m in messages:
-        if isinstance(m.content, list):
-            n += sum(1 for b in m.content if isinstance(b, dict) and b.get("type") in ("image_url", "image"))
-    return n
 
 
 def default_chat_model(settings: BackboneSettings) -> ChatOpenAI:
@@ -209,14 +176,14 @@ class Backbone:
                                 "a header value (the API key, RAA_API_KEY) holds a character HTTP cannot carry "
                                 "(a pasted smart quote?)") from exc
         except (ValidationError, ValueError) as exc:  # a reply came back but failed validation
-            self._count(usage, messages, None)
+            count_reply(usage, messages, None)
             raise InvalidReply("invalid_reply", str(exc)) from exc
         except ModelRefusalError as exc:
-            self._count(usage, messages, None)
+            count_reply(usage, messages, None)
             raise BackboneFault(stage, "refused", f"the model refused: {exc}") from exc
         except (openai.LengthFinishReasonError, openai.ContentFilterFinishReasonError) as exc:
             # a reply came back (openai's structured-output parse refuses it before LangChain sees it)
-            self._count(usage, messages, None, getattr(exc, "completion", None))
+            count_reply(usage, messages, None, getattr(exc, "completion", None))
             if isinstance(exc, openai.ContentFilterFinishReasonError):
                 raise BackboneFault(stage, "refused", "the server's content filter stopped the reply") from exc
             raise InvalidReply("invalid_reply", "the reply was cut at the token limit before its answer was "
@@ -234,21 +201,8 @@ class Backbone:
             raise BackboneFault(stage, "transport", f"unexpected {type(exc).__name__}: "
                                 f"{str(exc)[:_ERR_CHARS]}") from exc
         raw = out["raw"] if isinstance(out, dict) else out
-        self._count(usage, messages, raw if isinstance(raw, AIMessage) else None)
+        count_reply(usage, messages, raw if isinstance(raw, AIMessage) else None)
         return out
-
-    @staticmethod
-    def _count(usage: Usage, messages: list[BaseMessage], raw: AIMessage | None, completion: Any = None) -> None:
-        """Count one reply received; tokens from the AIMessage, or from a raw openai `completion` (a reply the
-        SDK refused before LangChain saw it)."""
-        usage.calls += 1
-        usage.images += count_images(messages)
-        if raw is not None and raw.usage_metadata:
-            usage.input_tokens += int(raw.usage_metadata.get("input_tokens", 0))
-            usage.output_tokens += int(raw.usage_metadata.get("output_tokens", 0))
-        elif (counted := getattr(completion, "usage", None)) is not None:
-            usage.input_tokens += int(getattr(counted, "prompt_tokens", 0) or 0)
-            usage.output_tokens += int(getattr(counted, "completion_tokens", 0) or 0)
 
     # -- structured outputs ------------------------------------------------------------------------
     async def astructured(self, stage: str, schema: type[BaseModel], messages: list[BaseMessage], usage: Usage,
