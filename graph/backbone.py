@@ -42,7 +42,8 @@ Decisions where the issue was silent:
   validation (json_schema, json_mode: LengthFinishReasonError; function_calling: an unclosed object).
 - A reply the openai SDK refuses while parsing structured output (cut at max_tokens: LengthFinishReasonError)
   is an invalid reply with the RAA_MAX_TOKENS hint (counted, with its tokens), not a transport error; a
-  content-filter stop is "refused".
+  content-filter stop is "refused". A function_calling reply the server marks cut (finish_reason "length")
+  that fails validation gets the same hint (the SDK does not check that method's replies).
 - A stage output the cache cannot store (its SQLite file locked by another process, a full disk) is still
   returned: caching is best effort.
 - Usage (`graph.usage`): `calls` counts model replies received (an attempt that ended in a transport
@@ -92,6 +93,7 @@ FaultKind = Literal["transport", "timeout", "invalid_reply", "empty_reply", "ref
 _TOOLS_REMEDY = ("serve the model with tool calling (vLLM: --enable-auto-tool-choice --tool-call-parser NAME, the "
                  "parser of the model's format) or inspect with one structured plan (RAA_INSPECT_MODE=plan, "
                  "AgentConfig(inspect_mode='plan'))")
+_CUT = "the reply was cut at the token limit before its answer was complete (raise RAA_MAX_TOKENS)"
 _NO_TOOLS_HINT = "the server rejected a tool-calling request: " + _TOOLS_REMEDY
 _log = logging.getLogger(__name__)
 
@@ -186,8 +188,7 @@ class Backbone:
             count_reply(usage, messages, None, getattr(exc, "completion", None))
             if isinstance(exc, openai.ContentFilterFinishReasonError):
                 raise BackboneFault(stage, "refused", "the server's content filter stopped the reply") from exc
-            raise InvalidReply("invalid_reply", "the reply was cut at the token limit before its answer was "
-                                "complete (raise RAA_MAX_TOKENS)") from exc
+            raise InvalidReply("invalid_reply", _CUT) from exc
         except Exception as exc:
             attempts = self.max_retries + 1
             if is_timeout(exc):
@@ -269,6 +270,15 @@ class Backbone:
                 raise BackboneFault(stage, "refused", why)
             return validate_text(schema, raw.text)
         out = await self._invoke(stage, runnable, convo, usage)
+        try:
+            return self._read_structured(stage, schema, out)
+        except InvalidReply as bad:  # function_calling: a cut reply is only "not closed" / "not valid JSON"
+            if isinstance(out["raw"], AIMessage) and cut_at_token_limit(out["raw"]) and _CUT not in bad.message:
+                raise InvalidReply("invalid_reply", f"{_CUT}; {bad.message}", bad.text) from bad
+            raise
+
+    def _read_structured(self, stage: str, schema: type[BaseModel], out: dict[str, Any]) -> BaseModel:
+        """The `schema` instance of a `with_structured_output(..., include_raw=True)` result."""
         raw, parsed, error = out["raw"], out.get("parsed"), out.get("parsing_error")
         if isinstance(error, ModelRefusalError):
             raise BackboneFault(stage, "refused", f"the model refused: {error}")

@@ -178,3 +178,13 @@ def test_a_declined_tool_round_or_json_mode_reply_is_refused_at_once(reply: Stub
             run(make(stub, "json_mode"), Usage())
         assert structured.value.kind == "refused" and len(stub.requests) == 2
     assert ("can't help" in tools.value.message) == (reply.refusal is not None)
+
+
+@pytest.mark.parametrize("method", METHODS)
+def test_a_structured_reply_cut_at_the_token_limit_says_to_raise_the_cap(method: str) -> None:
+    """json_schema and json_mode said "raise RAA_MAX_TOKENS" (the SDK's LengthFinishReasonError); with
+    function_calling the same cut reply only said "the reply's JSON object is not closed"."""
+    cut = StubReply(content='{"label": "ok", "sco', finish_reason="length")
+    with OpenAIStub([cut, cut]) as stub, pytest.raises(BackboneFault) as info:
+        run(make(stub, method), Usage())
+    assert info.value.kind == "invalid_reply" and "RAA_MAX_TOKENS" in info.value.message
