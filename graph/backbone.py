@@ -48,7 +48,8 @@ Decisions where the issue was silent:
   returned: caching is best effort.
 - Usage (`graph.usage`): `calls` counts model replies received (an attempt that ended in a transport
   error is not a call); `images` counts image blocks in the messages of those calls; tokens come from
-  `AIMessage.usage_metadata`; a cache hit counts in `cache_hits` only.
+  `AIMessage.usage_metadata`, or for a reply rejected inside the call (json_schema) from the error's
+  HTTP reply; a cache hit counts in `cache_hits` only.
 """
 
 from __future__ import annotations
@@ -178,7 +179,7 @@ class Backbone:
                                 "a header value (the API key, RAA_API_KEY) holds a character HTTP cannot carry "
                                 "(a pasted smart quote?)") from exc
         except (ValidationError, ValueError) as exc:  # a reply came back but failed validation
-            count_reply(usage, messages, None)
+            count_reply(usage, messages, None, response=getattr(exc, "response", None))
             raise InvalidReply("invalid_reply", str(exc)) from exc
         except ModelRefusalError as exc:
             count_reply(usage, messages, None)

@@ -7,6 +7,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass
 from typing import Any
 
+import httpx
 from langchain_core.messages import AIMessage, BaseMessage
 
 
@@ -44,9 +45,11 @@ def count_images(messages: list[BaseMessage]) -> int:
     return n
 
 
-def count_reply(usage: Usage, messages: list[BaseMessage], raw: AIMessage | None, completion: Any = None) -> None:
-    """Count one reply received; tokens from the AIMessage, or from a raw openai `completion` (a reply the
-    SDK refused before LangChain saw it)."""
+def count_reply(usage: Usage, messages: list[BaseMessage], raw: AIMessage | None, completion: Any = None,
+                response: Any = None) -> None:
+    """Count one reply received; tokens from the AIMessage, else from a raw openai `completion` (a reply the
+    SDK refused before LangChain saw it), else from the `usage` of the HTTP `response` ChatOpenAI attached to
+    an error raised while parsing the reply (json_schema: the SDK validates inside the call)."""
     usage.calls += 1
     usage.images += count_images(messages)
     if raw is not None and raw.usage_metadata:
@@ -55,3 +58,35 @@ def count_reply(usage: Usage, messages: list[BaseMessage], raw: AIMessage | None
     elif (counted := getattr(completion, "usage", None)) is not None:
         usage.input_tokens += int(getattr(counted, "prompt_tokens", 0) or 0)
         usage.output_tokens += int(getattr(counted, "completion_tokens", 0) or 0)
+    elif (tokens := response_tokens(response)) is not None:
+        usage.input_tokens += tokens[0]
+        usage.output_tokens += tokens[1]
+
+
+def _http_responses() -> tuple[type, ...]:
+    """The HTTP response classes a client can attach: httpx's, and httpx2's (openai >= 3 sends with it)."""
+    try:
+        import httpx2
+    except ImportError:
+        return (httpx.Response,)
+    return (httpx.Response, httpx2.Response)
+
+
+def response_tokens(response: Any) -> tuple[int, int] | None:
+    """(prompt, completion) tokens of an OpenAI chat-completion HTTP `response`'s `usage`, or None."""
+    if not isinstance(response, _http_responses()):
+        return None
+    try:
+        body = response.json()
+    except ValueError:  # not JSON (or not read)
+        return None
+    counted = body.get("usage") if isinstance(body, dict) else None
+    if not isinstance(counted, dict):
+        return None
+    prompt, completion = counted.get("prompt_tokens"), counted.get("completion_tokens")
+    return _tokens(prompt), _tokens(completion)
+
+
+def _tokens(value: Any) -> int:
+    """A token count from a reply's JSON (0 when it is not an integer)."""
+    return value if isinstance(value, int) and not isinstance(value, bool) else 0

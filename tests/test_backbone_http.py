@@ -295,3 +295,16 @@ def test_a_key_http_cannot_carry_is_not_counted_as_replies() -> None:
             run(Backbone(chat, schema_retries=2, max_retries=1, retry_wait=(0.0, 0.01)), usage)
     assert not stub.requests and usage.calls == 0
     assert info.value.kind == "transport" and "could not be sent" in info.value.message
+
+
+@pytest.mark.parametrize("method", METHODS)
+@pytest.mark.parametrize("bad", [bad_schema, malformed])
+def test_a_rejected_reply_counts_its_tokens(method: str, bad) -> None:
+    """With json_schema the openai SDK validates inside the call and raises, so a rejected reply was counted
+    as a call without its tokens (ChatOpenAI attaches the HTTP reply to the error: its usage is read there)."""
+    rejected = bad(method)
+    rejected.prompt_tokens, rejected.completion_tokens = 5, 3
+    with OpenAIStub([rejected, good(method)]) as stub:
+        usage = Usage()
+        run(make(stub, method), usage)
+    assert usage.calls == 2 and (usage.input_tokens, usage.output_tokens) == (5 + 11, 3 + 7)
