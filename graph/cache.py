@@ -172,8 +172,9 @@ def decoded(hit: str | None, decode: Callable[[str], T], stage: str) -> T | None
     try:
         return decode(hit)
     except (ValueError, KeyError, TypeError) as exc:  # pydantic's ValidationError and JSON errors included
-        _log.warning("stage cache: a stored %s output does not decode (%s); asking again", stage,
-                     str(exc).splitlines()[0][:200])
+        first = next(iter(str(exc).splitlines()), "")[:200]
+        _log.warning("stage cache: a stored %s output does not decode (%s: %s); asking again", stage,
+                     type(exc).__name__, first)
         return None
 
 
