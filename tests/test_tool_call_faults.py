@@ -51,14 +51,14 @@ def _run(clip, inspect: list, tracker, **tools) -> dict:
                         {"configurable": {"thread_id": "r"}})
 
 
-@pytest.mark.parametrize("failure", ["tracker", "tracks", "frames"])
+@pytest.mark.parametrize("failure", ["tracker", "tracks"])
 def test_a_valueerror_from_the_tracking_tool_is_an_ineligible_tool_fault(clip, failure):
-    """A ValueError raised while tracking (the tracker, its tracks mapped back to the clip, the tracker's frames
-    at a broken size setting) is the tool's failure: it was answered to the model as "invalid arguments for
-    track_motion" and the run went on to a reward without the motion evidence."""
+    """A ValueError raised while tracking (the tracker, its tracks mapped back to the clip) is the tool's failure:
+    it was answered to the model as "invalid arguments for track_motion" and the run went on to a reward without
+    the motion evidence. (A broken frame-size setting, track_short_side=0, is now refused when the tools are
+    built: tests/test_frame_sizes.py.)"""
     tracker, tools = {"tracker": (RaisingTracker(), {}),
-                      "tracks": (UnmappableTracker(), {"track_short_side": 64}),  # 128-pixel clip: mapped back
-                      "frames": (UnmappableTracker(), {"track_short_side": 0})}[failure]
+                      "tracks": (UnmappableTracker(), {"track_short_side": 64})}[failure]  # 128-pixel clip: mapped back
     out = _run(clip, [tool_call("track_motion", TRACK), "Tracks seen."], tracker, **tools)
     result = out["result"]
     assert result.reward is None and result.status == "ineligible"
