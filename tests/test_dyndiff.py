@@ -15,6 +15,7 @@ from policy.dyndiff import (
     predict_x0,
     predict_x0_eps,
     quantile_large,
+    transition_mean_std,
 )
 
 
@@ -333,3 +334,29 @@ def test_log_ratio_of_a_tiny_mean_shift_on_a_real_size_latent():
     got = gaussian_log_prob(x, mean2, std) - gaussian_log_prob(x, mean, std)
     assert 0.05 < float(true[0]) < 0.2
     assert float((got - true).abs().max()) < 1e-3
+
+
+def test_transition_log_likelihood_hand_computed_with_mask_and_conditioning_frame():
+    """E3 + E4 end to end on a 1 x 2 x 2 x 1 x 2 latent: frame 0 is a conditioning frame (kept, excluded),
+    frame 1 has masks 0.6 and 1.0; the std field is shared over the 2 channels, so each position's
+    -log(sn) - 0.5 log 2 pi counts twice (summed over channels, not averaged)."""
+    x_t = torch.ones(1, 2, 2, 1, 2)
+    v = torch.full_like(x_t, 2.0)  # x0_hat = 1 - 0.5 * 2 = 0, eps_hat = 1 + 0.5 * 2 = 2
+    mask = torch.tensor([0.3, 0.3, 0.6, 1.0]).view(1, 1, 2, 1, 2)
+    cond = torch.tensor([0.0, 1.0]).view(1, 1, 2, 1, 1)
+    mean, std = transition_mean_std(x_t, v, 0.5, 0.25, mask, cond_mask=cond)
+    # M 0.6: sn = 0.15, sqrt(0.25^2 - 0.15^2) = 0.2, mean = 0 * 0.75 + 2 * 0.2 = 0.4; M 1: sn 0.25, mean 0
+    want_mean = torch.tensor([1.0, 1.0, 0.4, 0.0]).view(1, 1, 2, 1, 2).expand(1, 2, 2, 1, 2)
+    want_std = torch.tensor([0.0, 0.0, 0.15, 0.25]).view(1, 1, 2, 1, 2).expand(1, 2, 2, 1, 2)
+    assert torch.allclose(mean, want_mean, atol=1e-6) and torch.allclose(std, want_std, atol=1e-7)
+    z = torch.tensor([[0.5, 2.0], [-1.0, -1.0]]).view(1, 2, 1, 1, 2)  # generated frame, channels x positions
+    x_next = torch.full_like(x_t, 7.0)  # the conditioning frame's value must not matter
+    x_next[:, :, 1:] = want_mean[:, :, 1:] + want_std[:, :, 1:] * z
+    c = 0.5 * math.log(2 * math.pi)
+    expect = -(0.25 + 1.0) / 2 - 2 * math.log(0.15) - (4.0 + 1.0) / 2 - 2 * math.log(0.25) - 4 * c
+    lp = gaussian_log_prob(x_next, mean, std, weight_mask=cond)
+    assert lp.dtype == torch.float64 and float(lp) == pytest.approx(expect, abs=1e-5)
+    assert float(gaussian_log_prob(x_next, mean, std, "mean", weight_mask=cond)) == pytest.approx(expect / 4, abs=2e-6)
+    # the constant terms alone: a sample at the mean has log p = -sum(log sn) - n/2 log 2 pi
+    at_mean = gaussian_log_prob(mean, mean, std, weight_mask=cond)
+    assert float(at_mean) == pytest.approx(-2 * math.log(0.15) - 2 * math.log(0.25) - 4 * c, abs=1e-5)

@@ -135,3 +135,40 @@ def test_mean_kl_conditioning_frames_with_zero_std_do_not_blow_up():
     assert float(val.detach()) == 0.0
     val.backward()
     assert torch.isfinite(mean.grad).all()
+
+
+def test_clipped_policy_loss_negative_advantages_on_both_sides_of_the_clip():
+    """The pessimistic min with A < 0: a ratio below 1 - delta is clipped (no gradient: the policy already
+    made the bad sample less likely), a ratio above 1 + delta is not (its gradient pushes the ratio down);
+    with A > 0 the roles swap. delta = 0.2, rho = 0.5, 1.5, 0.5, 1.5, 1.5; A = -1, -1, 2, 2, 0."""
+    rho = [0.5, 1.5, 0.5, 1.5, 1.5]
+    adv = torch.tensor([-1.0, -1.0, 2.0, 2.0, 0.0], dtype=torch.float64)
+    logp = torch.tensor([math.log(r) for r in rho], dtype=torch.float64, requires_grad=True)
+    loss, clip_frac, _ = clipped_policy_loss(logp, torch.zeros(5, dtype=torch.float64), adv, 0.2)
+    # min(rho A, clip(rho) A): min(-0.5, -0.8) = -0.8; min(-1.5, -1.2) = -1.5; min(1.0, 1.6) = 1.0;
+    # min(3.0, 2.4) = 2.4; 0
+    assert float(loss.detach()) == pytest.approx(-(-0.8 - 1.5 + 1.0 + 2.4 + 0.0) / 5)
+    assert float(clip_frac) == 1.0  # every ratio is outside [0.8, 1.2], whichever branch the min takes
+    loss.backward()
+    # d/dlogp of -(1/5) rho A where the unclipped branch is taken, else 0
+    assert logp.grad.tolist() == pytest.approx([0.0, 1.5 / 5, -1.0 / 5, 0.0, 0.0])
+
+
+def test_group_advantages_interleaved_groups_and_two_eligible():
+    # group 7 at positions 0, 2, 4 (eligible 4 and 0: mean 2, std 2); group 3 at 1, 3 (both eligible, equal)
+    adv, valid, stats = group_advantages([4.0, 1.0, 0.0, 1.0, None], [7, 3, 7, 3, 7], a_max=5.0, eps=0.5)
+    assert adv.tolist() == pytest.approx([2 / 2.5, 0.0, -2 / 2.5, 0.0, 0.0])
+    assert valid.tolist() == [True, True, True, True, False]
+    assert stats.zero_std_groups == 1 and stats.skipped_groups == 0 and stats.valid_count == 4
+
+
+def test_mean_kl_gradient_hand_computed():
+    # d/dmu mean_w(((mu - ref) / (s + eps))^2) = 2 (mu - ref) / (s + eps)^2 / (weighted count), 0 off the mask
+    mean = torch.tensor([[1.0, 2.0], [3.0, 5.0]], requires_grad=True)
+    ref = torch.tensor([[0.0, 2.0], [1.0, 1.0]])
+    ref_std = torch.tensor([[1.0, 1.0], [0.5, 2.0]], requires_grad=True)
+    w = torch.tensor([[1.0], [0.0]])
+    mean_kl(mean, ref, ref_std, eps=1.0, weight_mask=w).backward()
+    # 2 weighted elements; (1 - 0) / (1 + 1) at [0, 0], a zero residual at [0, 1], row 1 off the mask
+    assert mean.grad.flatten().tolist() == pytest.approx([2 * 1 / 4 / 2, 0.0, 0.0, 0.0])
+    assert ref_std.grad is None  # the reference is a constant
