@@ -62,6 +62,9 @@ BASE_YAML = "tiny: true\nreward: brightness\ndataset:\n  - {text: push the block
         ({"dataset": [PromptSpec("")]}, r"dataset\[0\]: 'text' must be a non-empty string, got ''"),
         ({"dataset": [PromptSpec("   ")]}, r"dataset\[0\]: 'text' must be a non-empty string, got '   '"),
         ({"adv_eps": 0.0}, "adv_eps must be > 0"),
+        ({"beta": float("inf")}, "beta must be >= 0 and finite, got inf"),  # inf * 0 = NaN: a false divergence
+        ({"weight_decay": float("inf")}, "weight_decay must be >= 0 and finite, got inf"),
+        ({"beta": -0.1}, "beta must be >= 0"),
     ],
 )
 def test_bad_values_are_rejected_with_clear_errors(kw, match):

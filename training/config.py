@@ -347,9 +347,9 @@ def validate(cfg: TrainConfig) -> TrainConfig:
         value, finite = getattr(cfg, name), name not in ("clip_range", "a_max")  # an infinite clip clips nothing
         if not value > 0 or (finite and value == math.inf):
             errs.append(f"{name} must be > 0{' and finite' if finite else ''}, got {value}")
-    for name in ("beta", "weight_decay"):
-        if not getattr(cfg, name) >= 0:
-            errs.append(f"{name} must be >= 0, got {getattr(cfg, name)}")
+    for name in ("beta", "weight_decay"):  # an infinite beta made the loss inf * 0 = NaN: a false divergence
+        if not 0 <= getattr(cfg, name) < math.inf:
+            errs.append(f"{name} must be >= 0 and finite, got {getattr(cfg, name)}")
     if cfg.finetune == "lora" and (cfg.lora_rank < 1 or not cfg.lora_targets):
         errs.append("lora needs lora_rank >= 1 and at least one lora_targets entry")
     if cfg.finetune == "lora" and not 0 < cfg.lora_alpha < math.inf:  # the adapter's scale, alpha / rank
