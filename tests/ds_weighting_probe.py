@@ -1,5 +1,5 @@
-"""Run by tests/test_grpo_weighting.py under `torchrun --nproc_per_node 2`: one GRPO optimizer step through a
-real DeepSpeed ZeRO-2 engine, weighted as training/trainer.py weighs it, with SGD (lr 1) so the parameter
+"""Run by tests/test_grpo_weighting.py under `torchrun --nproc_per_node 2` (arguments: output file, ZeRO stage):
+one GRPO optimizer step through a real DeepSpeed ZeRO-2 or ZeRO-3 engine, weighted as training/trainer.py weighs it, with SGD (lr 1) so the parameter
 change is minus the reduced gradient. Rank 0 writes how far that is from minus the gradient of the mean over
 both ranks' valid samples (computed directly in float64)."""
 
@@ -12,6 +12,7 @@ import sys
 import deepspeed
 import torch
 import torch.distributed as dist
+from deepspeed.runtime.zero import GatheredParameters
 
 from training.grpo import clipped_policy_loss, sample_sum_scale, valid_per_optimizer_step
 
@@ -34,7 +35,7 @@ class Policy(torch.nn.Module):
         return x @ self.w * 0.1
 
 
-def main(out: str) -> None:
+def main(out: str, stage: int) -> None:
     deepspeed.init_distributed(dist_backend="gloo")
     rank, world = dist.get_rank(), dist.get_world_size()
     chunks = math.ceil(G / MICRO_BATCH)
@@ -45,7 +46,7 @@ def main(out: str) -> None:
     engine, _, _, _ = deepspeed.initialize(
         model=policy, optimizer=torch.optim.SGD(policy.parameters(), lr=1.0),
         config={"train_micro_batch_size_per_gpu": MICRO_BATCH, "gradient_accumulation_steps": grad_accum,
-                "zero_optimization": {"stage": 2}, "zero_allow_untested_optimizer": True,
+                "zero_optimization": {"stage": stage}, "zero_allow_untested_optimizer": True,
                 "steps_per_print": 10**6})
     data = rank_data(rank)
     counts = torch.tensor(valid_per_optimizer_step(
@@ -62,7 +63,8 @@ def main(out: str) -> None:
                 loss = pol * (len(keep) * sample_sum_scale(int(counts[0]), grad_accum, world))
             engine.backward(loss)
             engine.step()
-    delta = engine.module.w.detach().double() - start.double()
+    with GatheredParameters([engine.module.w]):  # ZeRO-3 partitions it over the ranks; no-op otherwise
+        delta = engine.module.w.detach().double() - start.double()
     w = start.double().requires_grad_(True)
     parts = [rank_data(r) for r in range(world)]
     lp = torch.cat([(p["x"].double() @ w * 0.1)[p["valid"]] for p in parts])
@@ -79,4 +81,4 @@ def main(out: str) -> None:
 
 
 if __name__ == "__main__":
-    main(sys.argv[1])
+    main(sys.argv[1], int(sys.argv[2]))

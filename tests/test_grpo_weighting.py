@@ -3,7 +3,7 @@ sample_sum_scale; used by training/trainer.py).
 
 The objective is a mean over the step's valid items. The simulation below reduces micro-batch losses the
 way DeepSpeed does (each loss divided by gradient_accumulation_steps, gradients averaged over ranks);
-`test_deepspeed_reduces_as_assumed` checks that assumption against a real 2-rank ZeRO-2 engine.
+`test_deepspeed_reduces_as_assumed` checks that assumption against a real 2-rank ZeRO-2 and ZeRO-3 engine.
 """
 
 from __future__ import annotations
@@ -116,12 +116,13 @@ def test_mean_per_micro_batch_did_not():
 
 @pytest.mark.slow
 @pytest.mark.distributed
-def test_deepspeed_reduces_as_assumed(tmp_path):
-    """2 CPU ranks, ZeRO-2, SGD with lr 1: the parameter change of one optimizer step is minus the mean
+@pytest.mark.parametrize("stage", [2, 3])
+def test_deepspeed_reduces_as_assumed(tmp_path, stage):
+    """2 CPU ranks, ZeRO-2 (default) or ZeRO-3 (supported, the Wan recipe's), SGD with lr 1: the parameter change of one optimizer step is minus the mean
     over both ranks' valid samples of their loss gradients (tests/ds_weighting_probe.py)."""
     out = tmp_path / "probe.json"
     cmd = [str(Path(sys.executable).parent / "torchrun"), "--nproc_per_node", "2", "--master_port",
-           str(_free_port()), str(ROOT / "tests" / "ds_weighting_probe.py"), str(out)]
+           str(_free_port()), str(ROOT / "tests" / "ds_weighting_probe.py"), str(out), str(stage)]
     proc = subprocess.run(cmd, cwd=ROOT, env={**os.environ, "OMP_NUM_THREADS": "1"}, capture_output=True,
                           text=True, timeout=300)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-6000:]
