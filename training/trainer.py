@@ -25,8 +25,8 @@ Decisions where the issue was silent:
 
 * Whole groups stay on one rank (advantages need no communication); every rank runs the same
   number of micro-batches so ZeRO's collectives stay in step. Samples without a valid advantage
-  (ineligible reward or skipped group) contribute a zero-weighted loss; when no rank has a valid
-  sample the update phase is skipped on all ranks (``update_skipped = 1``).
+  (ineligible reward or skipped group) stay out of the forward pass (training/update.py); when no rank
+  has a valid sample the update phase is skipped on all ranks (``update_skipped = 1``).
 * The loss of an optimizer step is the mean over its valid (sample, SDE step) items on all ranks, so
   ``micro_batch`` is only a memory setting (training/update.py says how). mu-KL excludes conditioning
   frames. The logged ``loss``, ``clip_fraction``, ``approx_kl`` and ``mu_kl`` are means over valid items.
