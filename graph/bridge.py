@@ -27,6 +27,9 @@ Decisions where the issue was silent:
   helper thread instead (the old behaviour, kept for that case only).
 - An exception in the waiting thread (Ctrl-C) cancels the coroutine before it propagates.
 - After a fork the child starts its own loop (the parent's thread does not exist there).
+- A coroutine that raises SystemExit or KeyboardInterrupt (`sys.exit` in a callback) raises it in the
+  caller, as `asyncio.run` did. asyncio lets those two out of the loop: unhandled, they stopped the bridge
+  thread before the caller was told, and the caller waited forever.
 """
 
 from __future__ import annotations
@@ -71,7 +74,7 @@ def run_sync(coro: Coroutine[Any, Any, T]) -> T:
         if done.cancelled():
             coro.close()
             return
-        task = loop.create_task(coro)
+        task = loop.create_task(_contained(coro))
         started.append(task)
         task.add_done_callback(lambda t: _settle(t, done))
 
@@ -85,6 +88,23 @@ def run_sync(coro: Coroutine[Any, Any, T]) -> T:
         raise
 
 
+class _Escaped(Exception):
+    """Carries a SystemExit / KeyboardInterrupt out of a bridge task (see the module docstring)."""
+
+    def __init__(self, exc: BaseException) -> None:
+        super().__init__(repr(exc))
+        self.exc = exc
+
+
+async def _contained(coro: Coroutine[Any, Any, T]) -> T:
+    """`coro`, with SystemExit / KeyboardInterrupt raised as `_Escaped`: asyncio re-raises those two out of
+    `run_forever`, which would end the bridge thread and leave the caller's future unsettled."""
+    try:
+        return await coro
+    except (SystemExit, KeyboardInterrupt) as exc:
+        raise _Escaped(exc) from None
+
+
 def _bridge_thread() -> threading.Thread | None:
     return None if _bridge is None else _bridge[2]
 
@@ -95,6 +115,6 @@ def _settle(task: asyncio.Task[T], done: Future[T]) -> None:
     if task.cancelled():
         done.cancel()
     elif (exc := task.exception()) is not None:
-        done.set_exception(exc)
+        done.set_exception(exc.exc if isinstance(exc, _Escaped) else exc)
     else:
         done.set_result(task.result())

@@ -131,3 +131,27 @@ def test_run_sync_one_loop_context_errors_and_nesting():
         t.start()
         t.join(timeout=30)
     assert threads == ["raa-sync-loop", "raa-sync-loop"]
+
+
+@pytest.mark.parametrize("exc", [SystemExit(3), KeyboardInterrupt()])
+def test_a_coroutine_raising_system_exit_raises_it_in_the_caller_and_keeps_the_loop(exc):
+    # asyncio lets SystemExit / KeyboardInterrupt out of the loop: the bridge thread died before the
+    # caller's future was settled, and the caller waited forever (here: the helper thread never ends)
+    async def leave() -> None:
+        raise exc
+
+    seen: list[BaseException] = []
+
+    def call() -> None:
+        try:
+            run_sync(leave())
+        except BaseException as raised:  # noqa: BLE001 - what the caller got is the point
+            seen.append(raised)
+
+    loop = sync_loop()
+    caller = threading.Thread(target=call, daemon=True)
+    caller.start()
+    caller.join(timeout=60)
+    assert not caller.is_alive(), "run_sync never returned"
+    assert seen == [exc]
+    assert sync_loop() is loop  # the bridge thread is still running
