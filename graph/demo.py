@@ -9,7 +9,9 @@
    Without an endpoint it says exactly which settings to set and how to start a vLLM server, and
    scores nothing: a reward is never pretended.
 
-Decisions where the issue was silent: the model-free part uses the LK tracker (no weights). Scoring
+Decisions where the issue was silent: the model-free part uses the LK tracker (no weights). A setting
+that does not parse (`RAA_*`, backbone or tools) stops the demo before anything is rendered, with one
+error line and exit status 2, as every other command does. Scoring
 uses the `full` preset unless `--preset` says otherwise; its WMReward tool loads V-JEPA 2 from
 `RAA_VJEPA_MODEL` (hub id or local path). Where those weights cannot be had, pass
 `--preset no_wmreward`: a load failure makes each run ineligible with the reason, never a fake score.
@@ -20,6 +22,7 @@ from __future__ import annotations
 import asyncio
 import os
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 import typer
@@ -29,14 +32,17 @@ from rich.table import Table
 
 from graph.config import PRESETS
 
+if TYPE_CHECKING:  # pragma: no cover
+    from tools.quality import QualityThresholds
 
-def _evidence_table(rows: list[dict], out: Path, console: Console) -> None:
-    """Quality check and LK motion summary per clip (no model involved)."""
+
+def _evidence_table(rows: list[dict], out: Path, console: Console, thresholds: QualityThresholds) -> None:
+    """Quality check and LK motion summary per clip (no model involved); `thresholds`: the same
+    RAA_QUALITY_* thresholds the agent uses."""
     import cv2
 
     from tools.motion import LKTracker, draw_tracks, summarize_tracks
     from tools.quality import check_quality
-    from tools.settings import ToolSettings
     from tools.video import VideoError, read_frames, uniform_indices
     from tools.video import probe as probe_video
 
@@ -45,7 +51,6 @@ def _evidence_table(rows: list[dict], out: Path, console: Console) -> None:
         table.add_column(col)
     notes: list[str] = []
     tracker = LKTracker()
-    thresholds = ToolSettings.from_env().quality  # the same RAA_QUALITY_* thresholds the agent uses
     overlays = out / "overlays"
     overlays.mkdir(parents=True, exist_ok=True)
     for row in rows:
@@ -142,13 +147,19 @@ def demo_command(
 ) -> None:
     """Generate sample clips, run the evidence tools, and score them when an endpoint is configured."""
     from evals.clipsuite import load_manifest, make_clips
-    from graph.settings import BackboneSettings
+    from graph.settings import BackboneSettings, SettingsError
+    from tools.settings import ToolSettings
 
     if preset not in PRESETS:
         raise typer.BadParameter(f"unknown preset {preset!r}; choose one of {', '.join(PRESETS)}")
     os.environ.setdefault("MUJOCO_GL", "egl")
     console = Console()
-    settings = BackboneSettings.from_env()
+    try:
+        settings = BackboneSettings.from_env()
+        thresholds = ToolSettings.from_env().quality
+    except (SettingsError, ValueError) as exc:  # pydantic's ValidationError is a ValueError
+        typer.echo(f"error: {exc}", err=True)
+        raise typer.Exit(2) from exc
     clips_dir = out / "clips"
     manifest = clips_dir / "manifest.jsonl"
     if manifest.is_file():
@@ -158,7 +169,7 @@ def demo_command(
         make_clips(clips_dir, seed=seed, preset="small", progress=True, limit=limit)
     rows = load_manifest(manifest)[:limit]
     console.print(f"{len(rows)} clips, manifest {manifest}")
-    _evidence_table(rows, out, console)
+    _evidence_table(rows, out, console, thresholds)
     if not settings.configured:
         # soft_wrap: the commands must stay copyable on one line in any terminal width
         console.print("\n[bold yellow]No reward was computed:[/] " + settings.describe_missing(), soft_wrap=True)
