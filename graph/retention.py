@@ -11,9 +11,11 @@ of clips, so the database only grows. Decisions where no issue says:
   checkpoint is a time-travel fork not resumed yet reads as incomplete but is not one for ``--status
   incomplete`` (deleting the thread took its result with it).
 * Runs are deleted with the checkpointer's own ``delete_thread`` (its checkpoints and pending writes),
-  so the layout stays LangGraph's. A run still in flight with per-step checkpoints counts as
-  ``incomplete`` and as recently updated: ``keep`` and ``before`` spare it, ``--status incomplete`` alone
-  does not.
+  so the layout stays LangGraph's. A run still in flight with per-step checkpoints
+  (``RAA_TRACE_DURABILITY=async``) reads as ``incomplete``, like a crash's leftover, and ``--keep 0`` or
+  ``--status incomplete`` took its history while it ran. A run in flight holds a claim on its id in the
+  same file (`graph.run_claims`), so every run claimed by a live process is spared, whatever the criteria
+  (and checked again just before deleting, for a run started meanwhile under a selected id).
 * SQLite reuses the pages freed by a delete, so the file stops growing but does not shrink; ``vacuum``
   rewrites it to its new size. VACUUM needs the database to itself: while another process (a training
   run, `raa score-batch`) has it open for writing it fails as a StoreError naming the file.
@@ -36,6 +38,7 @@ from pathlib import Path
 import typer
 
 from graph.cache import dated
+from graph.run_claims import running
 from graph.stores import connect_wal, store_errors
 from graph.tracing import RUN_STATUSES, ever_finished, open_saver, read_trace, run_ids
 
@@ -77,6 +80,8 @@ class Selection:
     """Runs to delete, newest first."""
     total: int
     """Runs in the database."""
+    running: int = 0
+    """Runs that matched but are in flight (claimed by a live process), so are spared."""
 
 
 def select_runs(path: str | Path, *, keep: int | None = None, before: datetime | None = None,
@@ -93,8 +98,11 @@ def select_runs(path: str | Path, *, keep: int | None = None, before: datetime |
     try:
         ids = list(run_ids(saver))
         candidates = ids[keep:] if keep is not None else ids
+        in_flight = running(saver.conn)
+        spared = [run_id for run_id in candidates if run_id in in_flight]
+        candidates = [run_id for run_id in candidates if run_id not in in_flight]
         if before is None and status is None:
-            return Selection(candidates, len(ids))
+            return Selection(candidates, len(ids), len(spared))
         chosen = []
         for run_id in candidates:  # reads each candidate's last checkpoint: its time and status
             run = read_trace(saver, run_id)
@@ -105,7 +113,7 @@ def select_runs(path: str | Path, *, keep: int | None = None, before: datetime |
             if status == "incomplete" and ever_finished(saver, run_id):  # a fork of a finished run: not a crash
                 continue
             chosen.append(run_id)
-        return Selection(chosen, len(ids))
+        return Selection(chosen, len(ids), len(spared))
     finally:
         saver.conn.close()
 
@@ -119,16 +127,19 @@ def _updated_before(updated: str, cutoff: datetime) -> bool:
 
 
 def delete_runs(path: str | Path, run_ids: Sequence[str]) -> int:
-    """Delete `run_ids` (checkpoints and writes) from the trace database at `path`; returns how many."""
+    """Delete `run_ids` (checkpoints and writes) from the trace database at `path`, but not those in flight
+    now (claimed by a live process); returns how many were deleted."""
     saver = open_saver(path)
     try:
         with store_errors(path, "trace database", "RAA_TRACES_PATH"):
             saver.conn.execute("PRAGMA busy_timeout = 30000")  # another process may be writing a run
-            for run_id in run_ids:
+            in_flight = running(saver.conn)
+            doomed = [run_id for run_id in run_ids if run_id not in in_flight]
+            for run_id in doomed:
                 saver.delete_thread(run_id)
     finally:
         saver.conn.close()
-    return len(run_ids)
+    return len(doomed)
 
 
 def vacuum(path: str | Path, what: str, setting: str, *, wait_s: float = 5.0) -> None:
@@ -218,7 +229,8 @@ def prune_command(
             except ValueError as exc:
                 typer.echo(f"error: {exc}", err=True)
                 raise typer.Exit(2) from exc
-            typer.echo(f"{len(selection.run_ids)} of {selection.total} runs in {path} match")
+            spared = f" ({selection.running} more in flight, spared)" if selection.running else ""
+            typer.echo(f"{len(selection.run_ids)} of {selection.total} runs in {path} match{spared}")
             for run_id in selection.run_ids if dry_run else []:
                 typer.echo(f"  {run_id}")
     cache_path = settings.cache_path if cache else None
@@ -240,8 +252,8 @@ def prune_command(
         raise typer.Exit(1)
     if selection is not None and selection.run_ids:
         size = file_bytes(path)
-        typer.echo(f"deleted {delete_runs(path, selection.run_ids)} runs; "
-                   f"{selection.total - len(selection.run_ids)} remain")
+        deleted = delete_runs(path, selection.run_ids)
+        typer.echo(f"deleted {deleted} runs; {selection.total - deleted} remain")
         if vacuum_files:
             vacuum(path, "trace database", "RAA_TRACES_PATH")
             typer.echo(f"{path}: {size / 2**20:.1f} MiB -> {file_bytes(path) / 2**20:.1f} MiB")

@@ -183,6 +183,27 @@ def process_start(pid: int) -> int | None:
         return None
 
 
+def running(conn: sqlite3.Connection) -> set[str]:
+    """The run ids claimed by a process that may still be running (`_alive`), read on `conn`, a connection
+    to the trace database (read-only is enough): the runs in flight (`raa prune` spares them). Empty for a
+    file without claims."""
+    try:
+        rows = conn.execute(f"SELECT thread_id, host, pid FROM {CLAIMS_TABLE}").fetchall()
+    except sqlite3.OperationalError as exc:
+        if "no such table" in str(exc):
+            return set()
+        raise
+    try:
+        starts = {(str(r[0]), str(r[1]), int(r[2])): int(r[3])
+                  for r in conn.execute(f"SELECT thread_id, host, pid, started FROM {STARTS_TABLE}")}
+    except sqlite3.OperationalError as exc:  # claims written before the side table existed
+        if "no such table" not in str(exc):
+            raise
+        starts = {}
+    return {str(tid) for tid, host, pid in rows
+            if _alive(str(host), int(pid), starts.get((str(tid), str(host), int(pid))))}
+
+
 def _alive(host: str, pid: int, started: int | None = None) -> bool:
     """Whether the claim's process may still be running (see module docstring); `started`: its process's
     start as the claim recorded it (`process_start`), None when it did not."""

@@ -11,6 +11,7 @@ import pytest
 from langgraph.checkpoint.base import empty_checkpoint
 from typer.testing import CliRunner
 
+from graph import run_claims
 from graph.cache import StageCache
 from graph.cli import app
 from graph.retention import delete_runs, file_bytes, parse_cutoff, select_runs, stage_cache_entries, vacuum
@@ -83,6 +84,29 @@ def test_a_pending_fork_of_a_finished_run_is_not_an_incomplete_run(tmp_path):
     fork["channel_values"] = {"preset": "full", "video": "r4.mp4", "steps": []}
     saver.put({"configurable": {"thread_id": "r4", "checkpoint_ns": ""}}, fork, {"source": "update"}, {})
     saver.conn.close()
+    assert select_runs(db, status="incomplete").run_ids == ["r2"]
+
+
+def test_runs_in_flight_are_spared_and_a_dead_claim_is_not(tmp_path):
+    """With per-step checkpoints a run in flight reads as incomplete; `--status incomplete` (or `--keep 0`)
+    deleted its history while it ran. Its live claim (graph.run_claims) now spares it."""
+    db = tmp_path / "traces.sqlite"
+    _traces(db, RUNS)
+    assert run_claims._claim(str(db), "r2") is None  # r2 is running in this process
+    assert run_claims._claim(str(db), "r1") is None
+    conn = sqlite3.connect(db)  # r1's claim: a process that has ended (its pid now runs another process)
+    conn.execute(f"UPDATE {run_claims.STARTS_TABLE} SET started = started + 1 WHERE thread_id = 'r1'")
+    conn.commit()
+    conn.close()
+    chosen = select_runs(db, status="incomplete")
+    assert chosen.run_ids == [] and chosen.running == 1
+    assert select_runs(db, keep=0).run_ids == ["r4", "r3", "r1", "r0"]
+    assert delete_runs(db, ["r3", "r2"]) == 1  # claimed after the selection: still spared
+    assert [r.run_id for r in list_runs(open_saver(db))] == ["r4", "r2", "r1", "r0"]
+    res = _cli(tmp_path, "--keep", "0", "--yes")
+    assert res.exit_code == 0 and "3 of 4 runs" in res.output and "1 more in flight" in res.output, res.output
+    assert "deleted 3 runs; 1 remain" in res.output
+    run_claims._release(str(db), "r2")  # the run has ended: no longer spared
     assert select_runs(db, status="incomplete").run_ids == ["r2"]
 
 
