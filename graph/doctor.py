@@ -16,6 +16,8 @@ Decisions where the issues were silent:
   check has a problem, 0 otherwise, 2 when a setting does not parse.
 - Weights not in the local cache are asked for once (`tools.hub.hub_reachable`, 3 s, the loader's probe):
   a hub that answers is a warning (downloaded on first use), none (or HF_HUB_OFFLINE for V-JEPA 2) a problem.
+- A stage cache at the trace database's path is a problem: one of the two stores refuses a file that
+  holds the other's tables, so every run would stop at start.
 - Nothing loads model weights and nothing is written except what a first run would create anyway
   (no trace or cache file is created: a missing one is reported as created on first use). `--call`
   sends two short requests; without it no model is called.
@@ -162,6 +164,9 @@ def _cache(settings: BackboneSettings) -> Check:
     if settings.cache_path is None:
         return Check("stage cache", "ok", "off (in memory)")
     path = Path(settings.cache_path)
+    if path.resolve() == Path(settings.traces_path).resolve():  # the second opened refuses the first's tables
+        return Check("stage cache", "problem", f"{path} is also the trace database (RAA_TRACES_PATH): the two "
+                                               "cannot share a file; set RAA_CACHE_PATH to another path, or off")
 
     def entries() -> str:
         cache = StageCache(path)

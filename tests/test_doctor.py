@@ -156,6 +156,19 @@ def test_a_store_path_that_cannot_be_created_is_a_problem(tmp_path):
     assert checks["stage cache"][0] == "ok" and not (tmp_path / "new").exists()  # creatable, and nothing created
 
 
+@pytest.mark.parametrize("first_run", [False, True])
+def test_a_stage_cache_at_the_trace_database_path_is_a_problem(tmp_path, first_run):
+    """Both 'ok (created by the first run)' on a fresh setup, and then every run stopped with a StoreError."""
+    settings = BackboneSettings(traces_path=str(tmp_path / "runs.sqlite"), cache_path=str(tmp_path / "runs.sqlite"))
+    if first_run:
+        from graph.tracing import open_saver
+
+        open_saver(settings.traces_path).conn.close()
+    checks = _by_name(asyncio.run(run_checks(settings, ToolSettings(), call=False, wait_s=0)))
+    assert checks["stage cache"][0] == "problem" and "RAA_CACHE_PATH" in checks["stage cache"][1]
+    assert checks["trace database"][0] == "ok"
+
+
 def test_cli_exit_status(tmp_path, monkeypatch):
     env = {"RAA_TRACES_PATH": str(tmp_path / "t.sqlite"), "RAA_CACHE_PATH": "off", "COLUMNS": "200",
            "RAA_VJEPA_MODEL": str(tmp_path)}
