@@ -24,7 +24,9 @@ Decisions where the issue was silent:
   The calling thread blocks until its coroutine is done; from a thread that runs a loop itself (a
   Jupyter cell, an async framework calling sync code) that blocks that loop meanwhile, as before.
 - A call made on the bridge loop's own thread cannot wait for that loop; it runs on a fresh loop in a
-  helper thread instead (the old behaviour, kept for that case only).
+  helper thread instead (the old behaviour, kept for that case only). While such a call blocks the
+  bridge thread, every other call runs that way too: a call from the helper (a second level of sync code
+  inside it) or from a thread it waits for would otherwise wait for the blocked loop, forever.
 - An exception in the waiting thread (Ctrl-C) cancels the coroutine before it propagates.
 - After a fork the child starts its own loop (the parent's thread does not exist there).
 - A coroutine that raises SystemExit or KeyboardInterrupt (`sys.exit` in a callback) raises it in the
@@ -46,6 +48,7 @@ T = TypeVar("T")
 
 _lock = threading.Lock()
 _bridge: tuple[int, asyncio.AbstractEventLoop, threading.Thread] | None = None
+_stalled = 0  # calls made on the bridge thread, blocking it now (see the module docstring)
 
 
 def sync_loop() -> asyncio.AbstractEventLoop:
@@ -64,9 +67,8 @@ def run_sync(coro: Coroutine[Any, Any, T]) -> T:
     """Run `coro` to completion on the bridge loop and return its result (or raise its exception)."""
     loop = sync_loop()
     context = contextvars.copy_context()
-    if threading.current_thread() is _bridge_thread():  # waiting here would stop the loop it waits for
-        with ThreadPoolExecutor(max_workers=1, thread_name_prefix="raa-run-sync") as helper:
-            return helper.submit(context.run, asyncio.run, coro).result()
+    if threading.current_thread() is _bridge_thread() or _stalled:  # the bridge loop cannot run it now
+        return _run_aside(coro, context)
     done: Future[T] = Future()
     started: list[asyncio.Task[T]] = []
 
@@ -103,6 +105,22 @@ async def _contained(coro: Coroutine[Any, Any, T]) -> T:
         return await coro
     except (SystemExit, KeyboardInterrupt) as exc:
         raise _Escaped(exc) from None
+
+
+def _run_aside(coro: Coroutine[Any, Any, T], context: contextvars.Context) -> T:
+    """`coro` on a fresh loop in a helper thread; on the bridge thread, counted as a stall meanwhile."""
+    global _stalled
+    blocking = threading.current_thread() is _bridge_thread()
+    if blocking:
+        with _lock:
+            _stalled += 1
+    try:
+        with ThreadPoolExecutor(max_workers=1, thread_name_prefix="raa-run-sync") as helper:
+            return helper.submit(context.run, asyncio.run, coro).result()
+    finally:
+        if blocking:
+            with _lock:
+                _stalled -= 1
 
 
 def _bridge_thread() -> threading.Thread | None:

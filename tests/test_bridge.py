@@ -155,3 +155,21 @@ def test_a_coroutine_raising_system_exit_raises_it_in_the_caller_and_keeps_the_l
     assert not caller.is_alive(), "run_sync never returned"
     assert seen == [exc]
     assert sync_loop() is loop  # the bridge thread is still running
+
+
+def test_sync_code_two_levels_deep_on_the_bridge_loop_does_not_deadlock():
+    # level 1 runs on a fresh loop in a helper thread while the bridge thread waits for it; level 2, called
+    # from that helper, was sent to the waiting bridge loop and never ran
+    async def inner() -> str:
+        return run_sync(asyncio.sleep(0, result="deep"))
+
+    async def outer() -> str:
+        return run_sync(inner())
+
+    seen: list[str] = []
+    caller = threading.Thread(target=lambda: seen.append(run_sync(outer())), daemon=True)
+    caller.start()
+    caller.join(timeout=60)
+    assert not caller.is_alive(), "run_sync never returned"
+    assert seen == ["deep"]
+    assert run_sync(asyncio.sleep(0, result="back")) == "back"  # the bridge loop serves calls again
