@@ -36,6 +36,7 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import typer
+from langgraph.checkpoint.sqlite import SqliteSaver
 
 from graph.cache import dated
 from graph.run_claims import running
@@ -98,11 +99,8 @@ def select_runs(path: str | Path, *, keep: int | None = None, before: datetime |
     try:
         ids = list(run_ids(saver))
         candidates = ids[keep:] if keep is not None else ids
-        in_flight = running(saver.conn)
-        spared = [run_id for run_id in candidates if run_id in in_flight]
-        candidates = [run_id for run_id in candidates if run_id not in in_flight]
         if before is None and status is None:
-            return Selection(candidates, len(ids), len(spared))
+            return _sparing_in_flight(saver, candidates, len(ids))
         chosen = []
         for run_id in candidates:  # reads each candidate's last checkpoint: its time and status
             run = read_trace(saver, run_id)
@@ -113,9 +111,16 @@ def select_runs(path: str | Path, *, keep: int | None = None, before: datetime |
             if status == "incomplete" and ever_finished(saver, run_id):  # a fork of a finished run: not a crash
                 continue
             chosen.append(run_id)
-        return Selection(chosen, len(ids), len(spared))
+        return _sparing_in_flight(saver, chosen, len(ids))
     finally:
         saver.conn.close()
+
+
+def _sparing_in_flight(saver: SqliteSaver, matching: list[str], total: int) -> Selection:
+    """The selection of `matching` but the runs in flight (module docstring)."""
+    in_flight = running(saver.conn)
+    chosen = [run_id for run_id in matching if run_id not in in_flight]
+    return Selection(chosen, total, len(matching) - len(chosen))
 
 
 def _updated_before(updated: str, cutoff: datetime) -> bool:

@@ -101,6 +101,7 @@ def test_runs_in_flight_are_spared_and_a_dead_claim_is_not(tmp_path):
     chosen = select_runs(db, status="incomplete")
     assert chosen.run_ids == [] and chosen.running == 1
     assert select_runs(db, keep=0).run_ids == ["r4", "r3", "r1", "r0"]
+    assert select_runs(db, status="ineligible").running == 0  # r2 would not have matched anyway
     assert delete_runs(db, ["r3", "r2"]) == 1  # claimed after the selection: still spared
     assert [r.run_id for r in list_runs(open_saver(db))] == ["r4", "r2", "r1", "r0"]
     res = _cli(tmp_path, "--keep", "0", "--yes")
