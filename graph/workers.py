@@ -24,7 +24,9 @@ Decisions where the issue was silent:
 - The pools are created on first use (not at import). Measured on 2 cores with 16 concurrent runs
   (benchmarks/agent_concurrency.py, interleaved repeats on a noisy VM): 8 CPU threads instead of 2
   cost ~35% more CPU per run (cache and GIL contention) and ~0.1-0.15 more wall over critical path;
-  plain submission order instead of oldest run first gave a mean of 1.36 instead of 1.26.
+  plain submission order instead of oldest run first gave a mean of 1.36 instead of 1.26. Keeping a thread
+  free of "later" jobs (at most workers - 1 of them: one on 2 cores) starved the surprise scoring and track
+  prefetch the runs wait for before reflect: 1.70-1.73 against 1.46-1.51 (three interleaved pairs, Dec 2026).
 - The caller's contextvars are copied into the job (as `asyncio.to_thread` does).
 - Idle threads are woken last-in first-out: a new job goes to the thread that finished most recently,
   so a run's consecutive jobs stay on one thread (warm caches, one malloc arena). Rotating through
