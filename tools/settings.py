@@ -27,6 +27,10 @@ weights; the paper's configuration sets ``RAA_MOTION_BACKEND=cotracker3`` and a 
 token must be printable ASCII (``check_token_text``), checked here and by ``raa serve-tools --token``: an
 HTTP header carries ASCII, so a token like "pässwort" failed in the client with a bare
 UnicodeEncodeError, and a server started with it accepted only the token's latin-1 bytes.
+A value that cannot be used raises ``ToolSettingsError`` (a ValueError) naming the variable and its value
+(never the token's), as graph/settings.py does. Values are stripped (the token is taken as written), and a
+leading ``~`` of RAA_VJEPA_MODEL and the CoTracker paths is expanded: quoted in a shell or an env file it
+is not; a hub id (``org/name``) never starts with ``~`` and is kept.
 """
 
 from __future__ import annotations
@@ -36,12 +40,38 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator
+from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError, field_validator
 
 from tools.extra import EXTRA_SHORT_SIDE
 from tools.motion.base import TRACK_SHORT_SIDE
 from tools.quality import QualityThresholds
 from tools.surprise import SURPRISE_SHORT_SIDE
+
+_SECRET_VARS = frozenset({"RAA_TOOLS_TOKEN"})
+_PATH_VARS = frozenset({"RAA_VJEPA_MODEL", "RAA_COTRACKER_CHECKPOINT", "RAA_COTRACKER_HUB_DIR"})
+
+
+class ToolSettingsError(ValueError):
+    """An ``RAA_*`` tool setting has a value that cannot be used; the message names the variable."""
+
+
+def named_errors(exc: ValidationError, variables: Mapping[tuple[str | int, ...], str],
+                 env: Mapping[str, str]) -> str:
+    """``exc``'s errors, each as ``VAR='value': reason`` for the variable whose field (``loc``) failed; a
+    secret's value is never shown, and an error of no variable keeps its field path."""
+    parts = []
+    for error in exc.errors(include_url=False, include_input=False):
+        reason = str(error["msg"]).removeprefix("Value error, ")
+        var = variables.get(tuple(error["loc"]))
+        if var is None:
+            parts.append(f"{'.'.join(map(str, error['loc']))}: {reason}")
+        elif reason.startswith(var):  # a validator's own message already names it
+            parts.append(reason)
+        elif var in _SECRET_VARS:
+            parts.append(f"{var}: {reason}")
+        else:
+            parts.append(f"{var}={env[var].strip()[:100]!r}: {reason}")
+    return "invalid RAA_* setting: " + "; ".join(parts)
 
 
 def check_token_text(token: str, name: str = "RAA_TOOLS_TOKEN") -> str:
@@ -127,14 +157,23 @@ class ToolSettings(BaseModel):
         quality_vars = {"RAA_QUALITY_MIN_FRAMES": "min_frames", "RAA_QUALITY_MAX_STD": "max_spatial_std",
                         "RAA_QUALITY_MAX_EDGE": "max_edge_energy",
                         "RAA_QUALITY_UNIFORM_FRACTION": "uniform_frame_fraction"}
-        values: dict = {field: env[var] for var, field in simple.items() if env.get(var, "").strip()}
-        quality = {field: env[var] for var, field in quality_vars.items() if env.get(var, "").strip()}
+        def value(var: str) -> str:
+            raw = env[var] if var in _SECRET_VARS else env[var].strip()
+            return os.path.expanduser(raw) if var in _PATH_VARS else raw
+
+        values: dict = {field: value(var) for var, field in simple.items() if env.get(var, "").strip()}
+        quality = {field: value(var) for var, field in quality_vars.items() if env.get(var, "").strip()}
         if quality:
-            values["quality"] = QualityThresholds(**quality)
+            values["quality"] = quality
         for name in ("surprise_short_side", "track_short_side", "extra_short_side"):
-            if values.get(name, "").strip().lower() == "full":
+            if values.get(name, "").lower() == "full":
                 values[name] = None
-        return cls(**values)
+        variables = {(field,): var for var, field in simple.items()}
+        variables.update({("quality", field): var for var, field in quality_vars.items()})
+        try:
+            return cls(**values)
+        except ValidationError as exc:
+            raise ToolSettingsError(named_errors(exc, variables, env)) from exc
 
     def token(self) -> str | None:
         """The bearer token as plain text (None when unset)."""

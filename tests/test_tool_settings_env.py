@@ -1,0 +1,46 @@
+"""`ToolSettings.from_env` at the edge: errors name the RAA_* variable the user set, path values are cleaned."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from tools.settings import ToolSettings
+
+
+@pytest.mark.parametrize(("var", "value", "field"), [
+    ("RAA_QUALITY_MIN_FRAMES", "abc", "min_frames"),
+    ("RAA_QUALITY_UNIFORM_FRACTION", "2", "uniform_frame_fraction"),
+    ("RAA_TOOLS_TIMEOUT_S", "abc", "request_timeout_s"),
+    ("RAA_TOOLS_RETRIES", "0", "retries"),
+    ("RAA_SURPRISE_SHORT_SIDE", "10", "surprise_short_side"),
+    ("RAA_TOOLS_DEVICE", "tpu", "device"),
+])
+def test_a_value_that_cannot_be_used_names_its_variable(var, value, field):
+    with pytest.raises(ValueError) as info:
+        ToolSettings.from_env({var: value})
+    text = str(info.value)
+    assert text.startswith(f"invalid RAA_* setting: {var}={value!r}: "), text
+    assert "validation error" not in text and "errors.pydantic.dev" not in text
+
+
+def test_every_bad_variable_is_named_and_a_token_is_never_echoed():
+    with pytest.raises(ValueError) as info:
+        ToolSettings.from_env({"RAA_TOOLS_MAX_FRAMES": "many", "RAA_TOOLS_TOKEN": "pässwort",
+                               "RAA_TOOLS_URL": "http://h:1"})
+    text = str(info.value)
+    assert "RAA_TOOLS_MAX_FRAMES='many'" in text and "RAA_TOOLS_TOKEN must be printable ASCII" in text
+    assert "pässwort" not in text
+
+
+def test_model_and_path_variables_are_stripped_and_a_leading_tilde_is_expanded(monkeypatch, tmp_path):
+    monkeypatch.setenv("HOME", str(tmp_path))
+    s = ToolSettings.from_env({"RAA_VJEPA_MODEL": "  ~/models/vjepa2 ", "RAA_COTRACKER_CHECKPOINT": " ~/ck.pth",
+                               "RAA_COTRACKER_HUB_DIR": "~/co-tracker\n", "RAA_TOOLS_DEVICE": " cuda "})
+    assert s.vjepa_model == str(tmp_path / "models" / "vjepa2")
+    assert s.cotracker_checkpoint == tmp_path / "ck.pth" and s.cotracker_hub_dir == tmp_path / "co-tracker"
+    assert s.device == "cuda"
+    hub = ToolSettings.from_env({"RAA_VJEPA_MODEL": " facebook/vjepa2-vitg-fpc64-256 "})
+    assert hub.vjepa_model == "facebook/vjepa2-vitg-fpc64-256"  # a hub id stays a hub id
+    assert ToolSettings.from_env({"RAA_VJEPA_MODEL": "/abs/dir"}).vjepa_model == str(Path("/abs/dir"))
