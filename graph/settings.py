@@ -5,6 +5,9 @@ receives a settings object. Decisions where the issue was silent:
 - `RAA_SCHEMA_RETRIES`, `RAA_TEMPERATURE` and `RAA_MAX_TOKENS` are read too (same naming scheme).
 - `RAA_CACHE_PATH` set to an empty string, `none` or `off` disables the on-disk stage cache (in-memory
   cache only), so a user can force fresh backbone calls.
+- `RAA_TRACES_PATH` cannot be turned off (every run is checkpointed there): `none`, `off`, `false` or `0`
+  raise `SettingsError` (they used to create a database file named `off`); `:memory:` keeps the traces in
+  the process only, and an empty value means the default.
 - A setting that does not parse (e.g. `RAA_TIMEOUT_S=abc`) raises `SettingsError` naming the variable
   instead of silently falling back to a default.
 - `RAA_INSPECT_MODE` (`tools` | `plan`) lives here because it describes the server: whether it accepts
@@ -193,6 +196,11 @@ class BackboneSettings:
             raw = env["RAA_CACHE_PATH"].strip()
             kw["cache_path"] = None if raw.lower() in _OFF else raw
         raw = env.get("RAA_TRACES_PATH", "").strip()
+        if raw and raw.lower() in _OFF:
+            raise SettingsError(f"invalid RAA_* setting: RAA_TRACES_PATH={raw!r}: the trace database cannot be "
+                                "turned off (every run is checkpointed there); set a file path, or :memory: "
+                                "to keep traces only while the process runs (raa trace / raa report cannot "
+                                "read them afterwards)")
         kw["traces_path"] = raw or defaults["traces_path"]
         try:
             return cls(**kw)  # type: ignore[arg-type]

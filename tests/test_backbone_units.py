@@ -60,6 +60,17 @@ def test_settings_bad_values_name_the_problem(var: str, value: str) -> None:
     assert var in str(info.value) or value in str(info.value) or "must" in str(info.value)
 
 
+@pytest.mark.parametrize("value", ["off", " None ", "false", "0", "OFF"])
+def test_traces_cannot_be_turned_off(value: str, tmp_path, monkeypatch) -> None:
+    """RAA_TRACES_PATH=off, which turns RAA_CACHE_PATH off, created a trace database called `off`."""
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(SettingsError, match="RAA_TRACES_PATH=.* cannot be turned off.*:memory:"):
+        BackboneSettings.from_env({"RAA_TRACES_PATH": value})
+    assert list(tmp_path.iterdir()) == []
+    assert BackboneSettings.from_env({"RAA_TRACES_PATH": ":memory:"}).traces_path == ":memory:"
+    assert BackboneSettings.from_env({"RAA_TRACES_PATH": " "}).traces_path == "runs/traces.sqlite"
+
+
 @pytest.mark.parametrize("var,value", [("RAA_TIMEOUT_S", "nan"), ("RAA_TIMEOUT_S", "inf"),
                                        ("RAA_TEMPERATURE", "nan"), ("RAA_TEMPERATURE", "inf"),
                                        ("RAA_ENDPOINT_WAIT_S", "nan"), ("RAA_ENDPOINT_WAIT_S", "inf")])
