@@ -21,6 +21,8 @@ Decisions where the issues were silent:
 - Nothing loads model weights and nothing is written except what a first run would create anyway
   (no trace or cache file is created: a missing one is reported as created on first use). `--call`
   sends two short requests; without it no model is called.
+- A path the OS refuses to look at (e.g. a name longer than the filesystem allows) is a problem line naming
+  its setting, not a crash; `:memory:` stores are reported as in memory, not as files a first run creates.
 """
 
 from __future__ import annotations
@@ -36,6 +38,7 @@ import numpy as np
 import typer
 from pydantic import BaseModel, Field
 
+from graph.model_files import weights_problem
 from graph.settings import BackboneSettings, SettingsError
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -72,8 +75,23 @@ async def run_checks(settings: BackboneSettings, tools: ToolSettings, *, call: b
         checks.append(Check("model calls", "skipped", "the endpoint check failed"))
     else:
         checks += await _calls(settings)
-    checks += [_traces(settings), _cache(settings), _video(), _tracker(tools), _vjepa(tools), _service(tools)]
+    checks += [_guarded("trace database", "RAA_TRACES_PATH", lambda: _traces(settings)),
+               _guarded("stage cache", "RAA_CACHE_PATH", lambda: _cache(settings)), _video(),
+               _guarded("motion tracker", "RAA_COTRACKER_CHECKPOINT or RAA_COTRACKER_HUB_DIR",
+                        lambda: _tracker(tools)),
+               _guarded("V-JEPA 2 weights", "RAA_VJEPA_MODEL", lambda: _vjepa(tools)), _service(tools)]
     return checks
+
+
+def _guarded(name: str, setting: str, check: Callable[[], Check]) -> Check:
+    """`check()`, or a problem line when the OS refuses to look at a path `setting` names (OSError, e.g. a
+    name longer than the filesystem allows, which `Path.is_dir()` raises): doctor reports, never crashes."""
+    try:
+        return check()
+    except OSError as exc:
+        shown = str(exc.filename or "")
+        where = f" ({shown[:80]}...)" if len(shown) > 80 else f" ({shown})" if shown else ""
+        return Check(name, "problem", f"{exc.strerror or exc}{where}: set {setting} to a usable path")
 
 
 def _endpoint(settings: BackboneSettings, wait_s: float) -> Check:
@@ -149,6 +167,8 @@ async def _calls(settings: BackboneSettings) -> list[Check]:
 def _traces(settings: BackboneSettings) -> Check:
     from graph.tracing import open_saver
 
+    if settings.traces_path == ":memory:":  # no file: a first run creates nothing
+        return Check("trace database", "ok", ":memory: (in memory only: raa trace / raa report cannot read it)")
     path = Path(settings.traces_path)
 
     def opens() -> str:
@@ -161,7 +181,7 @@ def _traces(settings: BackboneSettings) -> Check:
 def _cache(settings: BackboneSettings) -> Check:
     from graph.cache import StageCache
 
-    if settings.cache_path is None:
+    if settings.cache_path in (None, ":memory:"):  # (two in-memory stores share no file)
         return Check("stage cache", "ok", "off (in memory)")
     path = Path(settings.cache_path)
     if path.resolve() == Path(settings.traces_path).resolve():  # the second opened refuses the first's tables
@@ -277,33 +297,6 @@ def _tracker(tools: ToolSettings) -> Check:
     return Check("motion tracker", "ok", f"cotracker3 ({checkpoint}" + (f", {hub})" if hub else ")"))
 
 
-# the weight files `VJEPA2Model.from_pretrained` reads, in its order (transformers.utils: SAFE_WEIGHTS_NAME,
-# SAFE_WEIGHTS_INDEX_NAME, WEIGHTS_NAME, WEIGHTS_INDEX_NAME); an index names the shards it needs
-VJEPA_WEIGHTS = ("model.safetensors", "model.safetensors.index.json", "pytorch_model.bin", "pytorch_model.bin.index.json")
-
-
-def _weights(find: Callable[[str], Path | None]) -> str | None:
-    """Why the model files `find` locates (a file name -> its path, or None) cannot be loaded, or None: a
-    config.json and one weight file (an index: every shard it names)."""
-    import json
-
-    if find("config.json") is None:
-        return "no config.json (a Hugging Face model folder is expected)"
-    for name in VJEPA_WEIGHTS:
-        path = find(name)
-        if path is None:
-            continue
-        if not name.endswith(".index.json"):
-            return None
-        try:
-            shards = sorted(set(json.loads(path.read_text())["weight_map"].values()))
-        except (OSError, ValueError, KeyError, TypeError, AttributeError) as exc:
-            return f"{path} is not a weight index ({type(exc).__name__}: {exc})"
-        missing = [shard for shard in shards if find(shard) is None]
-        return f"{name} names shards that are missing: {', '.join(missing[:5])}" if missing else None
-    return f"no weights ({', '.join(VJEPA_WEIGHTS)})"
-
-
 def _vjepa(tools: ToolSettings) -> Check:
     """What `tools.surprise.VJEPA2SurpriseScorer.load` reads with `VJEPA2Model.from_pretrained`: a local folder
     must hold config.json and the weights (else a problem); a hub id not (fully) in the cache is a warning, as
@@ -312,7 +305,7 @@ def _vjepa(tools: ToolSettings) -> Check:
         return Check("V-JEPA 2 weights", "skipped", f"loaded by the tool service ({tools.tools_url})")
     local = Path(tools.vjepa_model)
     if local.is_dir():
-        why = _weights(lambda name: local / name if (local / name).is_file() else None)
+        why = weights_problem(lambda name: local / name if (local / name).is_file() else None)
         return Check("V-JEPA 2 weights", "ok" if why is None else "problem", f"{local}" + ("" if why is None else
                      f": {why}; RAA_VJEPA_MODEL needs a folder saved by save_pretrained, or a hub id"))
     from tools.hub import cached_file, download_blocked
@@ -321,7 +314,7 @@ def _vjepa(tools: ToolSettings) -> Check:
         return cached_file(tools.vjepa_model, name)
 
     try:
-        why = _weights(cached)
+        why = weights_problem(cached)
     except ValueError as exc:  # not a valid repo id either
         return Check("V-JEPA 2 weights", "problem", f"RAA_VJEPA_MODEL={tools.vjepa_model!r}: neither a folder nor "
                                                     f"a hub id ({exc})")

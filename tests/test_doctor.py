@@ -326,3 +326,25 @@ def test_weights_to_download_from_a_hub_that_does_not_answer_are_a_problem(tmp_p
     tracker = _tracker(ToolSettings(motion_backend="cotracker3", cotracker_hub_dir=clone))
     assert tracker.status == "problem" and f"{url} did not answer" in tracker.detail, tracker
     assert asked[-1] == url
+
+
+def test_a_path_longer_than_the_filesystem_allows_is_a_problem_line_not_a_crash(tmp_path):
+    """`Path(RAA_VJEPA_MODEL).is_dir()` raised OSError (File name too long) and `raa doctor` crashed."""
+    long = "x" * 300  # one name longer than NAME_MAX (255)
+    settings = BackboneSettings(traces_path=str(tmp_path / long), cache_path=str(tmp_path / long / "c.sqlite"))
+    tools = ToolSettings(motion_backend="cotracker3", cotracker_checkpoint=tmp_path / long, vjepa_model=long)
+    checks = _by_name(asyncio.run(run_checks(settings, tools, call=False, wait_s=0)))
+    for name, setting in (("trace database", "RAA_TRACES_PATH"), ("stage cache", "RAA_CACHE_PATH"),
+                          ("motion tracker", "RAA_COTRACKER_CHECKPOINT"), ("V-JEPA 2 weights", "RAA_VJEPA_MODEL")):
+        assert checks[name][0] == "problem" and setting in checks[name][1] and "too long" in checks[name][1], name
+        assert len(checks[name][1]) < 200  # the 300 characters are not echoed whole
+
+
+def test_stores_in_memory_are_not_reported_as_files_a_first_run_creates(tmp_path):
+    """RAA_TRACES_PATH=:memory: read ':memory: (created by the first run)'; no file is ever created, and
+    two in-memory stores do not share a file."""
+    settings = BackboneSettings(traces_path=":memory:", cache_path=":memory:")
+    checks = _by_name(asyncio.run(run_checks(settings, ToolSettings(), call=False, wait_s=0)))
+    assert checks["trace database"][0] == "ok" and "created by the first run" not in checks["trace database"][1]
+    assert "in memory" in checks["trace database"][1] and "raa trace" in checks["trace database"][1]
+    assert checks["stage cache"][0] == "ok" and "in memory" in checks["stage cache"][1]
