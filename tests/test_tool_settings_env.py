@@ -44,3 +44,17 @@ def test_model_and_path_variables_are_stripped_and_a_leading_tilde_is_expanded(m
     hub = ToolSettings.from_env({"RAA_VJEPA_MODEL": " facebook/vjepa2-vitg-fpc64-256 "})
     assert hub.vjepa_model == "facebook/vjepa2-vitg-fpc64-256"  # a hub id stays a hub id
     assert ToolSettings.from_env({"RAA_VJEPA_MODEL": "/abs/dir"}).vjepa_model == str(Path("/abs/dir"))
+
+
+def test_serve_tools_names_a_bad_variable_instead_of_a_traceback(tmp_path):
+    import typer
+    from typer.testing import CliRunner
+
+    from tools.cli import serve_tools_command
+
+    app = typer.Typer()
+    app.command()(serve_tools_command)
+    result = CliRunner().invoke(app, ["--allowed-root", str(tmp_path), "--no-surprise"],
+                                env={"RAA_TOOLS_MAX_FRAMES": "many"})
+    assert result.exit_code == 2 and result.exception is not None and not isinstance(result.exception, ValueError)
+    assert "error: invalid RAA_* setting: RAA_TOOLS_MAX_FRAMES='many'" in result.output

@@ -55,7 +55,11 @@ def serve_tools_command(
     from tools.service import create_app, load_service_tools, open_bind_warning
     from tools.settings import ToolSettings
 
-    settings = ToolSettings.from_env()
+    try:
+        settings = ToolSettings.from_env()
+    except ValueError as exc:  # a RAA_* value that cannot be used: one line naming it, not a traceback
+        typer.echo(f"error: {exc}", err=True)
+        raise typer.Exit(2) from exc
     overrides = {"device": device, "motion_backend": motion, "cotracker_checkpoint": cotracker_checkpoint,
                  "cotracker_hub_dir": cotracker_hub_dir, "vjepa_model": vjepa_model}
     settings = settings.model_copy(update={k: v for k, v in overrides.items() if v is not None})
