@@ -225,3 +225,33 @@ def test_the_entry_point_reads_every_named_token_and_names_an_unset_one(monkeypa
     assert overridden != sum_of_two
     monkeypatch.delenv("SUM_TOKEN")  # every part names its own token: the sum's is not read
     assert reward_tokens(load_config(SMOKE, ["--reward", "sum", "--reward_options", overridden])) == {"A_TOKEN": "a-key"}
+
+
+def test_two_agent_parts_keeping_clips_in_one_folder_are_refused(tmp_path, monkeypatch):
+    """Both parts wrote video_dir/itNNNNNN/rR_NNNN.mp4 for the same clips at once: one part's file was rewritten
+    while the other's agent read it, and its traces named a file the other wrote."""
+    monkeypatch.chdir(tmp_path)
+
+    def parts(dir_a, dir_b, videos_b="keep"):
+        return {"parts": [{"reward": "agent", "label": "full", "options": {"videos": "keep", "video_dir": dir_a}},
+                          {"reward": "agent", "label": "fast",
+                           "options": {"preset": "decomposed", "videos": videos_b, "video_dir": dir_b}}]}
+
+    with pytest.raises(ValueError, match="parts 'full' and 'fast' both keep their clips in video_dir"):
+        parse_parts(parts("clips", "./clips"))
+    with pytest.raises(ValueError, match="give each agent part its own video_dir"):
+        parse_parts(parts(str(tmp_path / "clips"), "clips"))
+    assert len(parse_parts(parts("clips/full", "clips/fast"))) == 2
+    assert len(parse_parts(parts("clips", "clips", videos_b="temporary"))) == 2  # a temporary folder of its own
+
+
+def test_a_sum_built_directly_refuses_agent_parts_keeping_clips_in_one_folder(tmp_path):
+    from training.rewards import AgentReward
+
+    def agent(folder, videos="keep"):
+        return AgentReward(preset="decomposed", videos=videos, video_dir=str(folder))
+
+    with pytest.raises(ValueError, match="parts 'a' and 'b' both keep their clips"):
+        SumReward([SumPart("a", 1.0, agent(tmp_path), "agent"), SumPart("b", 1.0, agent(tmp_path / "."), "agent")])
+    SumReward([SumPart("a", 1.0, agent(tmp_path / "a"), "agent"), SumPart("b", 1.0, agent(tmp_path / "b"), "agent")])
+    SumReward([SumPart("a", 1.0, agent(tmp_path), "agent"), SumPart("b", 1.0, agent(tmp_path, "temporary"), "agent")])

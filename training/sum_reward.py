@@ -32,6 +32,12 @@ Decisions where the issue was silent:
   ids are the first part's that has them (the agent's trace). A part that returns the wrong number of
   rewards is a ``RewardLengthError`` naming it, as it would be as the run's reward.
 * Parts cannot be sums themselves (one level is enough to write any weighted sum).
+* Two agent parts that keep their clips (``videos: keep``) in one ``video_dir`` are refused when the sum is
+  built (`check_kept_clips`), not given distinct names: both would write the same
+  ``video_dir/itNNNNNN/rR_NNNN.mp4`` at once, one part's file rewritten while the other's agent reads it and
+  its traces naming a file the other wrote. The documented layout stays what ``raa trace`` / ``raa report``
+  users look for, and a ``video_dir`` per part (e.g. ``reward_videos/full``, ``reward_videos/fast``) is a
+  one-line change made at launch.
 * An http part's bearer token is the variable its own ``token_env`` names, else the sum's ``token_env``
   (two services on two hosts each keep their own token); the entry point reads every variable a part
   uses (`token_envs`) and stops with exit 2 when one is not set (a sum's ``token_env`` that every http
@@ -43,6 +49,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -98,7 +105,31 @@ def parse_parts(options: dict[str, Any]) -> list[dict[str, Any]]:
         labels.append(label)
         out.append({"reward": str(part["reward"]), "weight": float(weight), "label": label, "options": options_i})
     check_labels(labels)
+    check_kept_clips([(p["label"], _kept_folder(p["reward"], p["options"].get("videos"), p["options"].get("video_dir")))
+                      for p in out])
     return out
+
+
+def _kept_folder(reward: str, videos: Any, video_dir: Any) -> str | None:
+    """The folder an agent part keeps its clips in (``videos: keep``), else None (temporary clips each get
+    their own temporary folder)."""
+    return str(video_dir) if reward == "agent" and videos == "keep" and video_dir else None
+
+
+def check_kept_clips(parts: Sequence[tuple[str, str | None]]) -> None:
+    """ValueError naming both parts when two of ``(label, kept clip folder or None)`` keep their clips in one
+    folder (resolved: ``runs/x`` and ``./runs/x`` are one): they would write the same file names at the same
+    time (module docstring)."""
+    seen: dict[Path, str] = {}
+    for label, folder in parts:
+        if folder is None:
+            continue
+        where = Path(folder).resolve()
+        if where in seen:
+            raise ValueError(f"reward 'sum': parts {seen[where]!r} and {label!r} both keep their clips in video_dir "
+                             f"{folder!r}, where they would write the same files at once; give each agent part its "
+                             "own video_dir")
+        seen[where] = label
 
 
 def check_labels(labels: Sequence[str]) -> None:
@@ -172,6 +203,10 @@ class SumReward:
         if len(set(labels)) != len(labels):
             raise ValueError(f"reward 'sum': part labels must be distinct, got {labels}")
         check_labels(labels)
+        from training.rewards import AgentReward  # lazy: training.rewards builds sums
+
+        check_kept_clips([(p.label, _kept_folder("agent", p.fn.videos, p.fn.video_dir)) for p in self.parts
+                          if isinstance(p.fn, AgentReward)])
 
     async def __call__(self, videos: Sequence[np.ndarray], prompts: Sequence[str], **meta: Any) -> RewardBatch:
         clips, texts = list(videos), list(prompts)
