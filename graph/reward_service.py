@@ -4,7 +4,8 @@ in graph/commands.py; needs the `service` extra).
     POST /v1/score   Authorization: Bearer <token> (when the service has one)
     {"items": [{"video_b64": "<base64 mp4>", "instruction": "...", "fps": 16.0}, ...],
      "meta": {"iteration": 3, "phase": "train"}}
-    -> 200 {"results": [RewardResult as JSON: reward (float | null), status, T, P, V, reasons, run_id, ...]}
+    -> 200 {"results": [RewardResult as JSON: reward (float | null), status, T, P, V, reasons, run_id, ...,
+                         "kind": null | "error"]}
     GET /healthz (open), GET /v1/info (preset, inspect mode, backbone model, limits; from `raa serve-reward`
     also "scoring": `BackboneSettings.scoring`, which a trainer with `reward: http` records as the run's
     reward backbone, training/provenance.py)
@@ -20,7 +21,10 @@ Decisions where the issues were silent:
 - At most `max_concurrency` agent runs are in flight over all requests together (one semaphore), so
   several trainer ranks posting at once share the backbone instead of multiplying its load.
 - A bad item (missing or invalid base64, empty video, instruction not a string) gets its own
-  ineligible result naming the item and the problem; the other items are scored. An undecodable
+  ineligible result naming the item and the problem; the other items are scored. Such a result, made by the
+  service without the agent's verdict (a bad item, a clip it cannot write, a run that raised), carries
+  `"kind": "error"`, so the trainer counts it as an outage (`ineligible_error`), not the agent's ⊥ (every other
+  result has `"kind": null`; a client that does not know the field ignores it). An undecodable
   video is the agent's own ineligible result (video fault), and a clip the service cannot write (a full
   disk) an ineligible result naming the error: it was a 500 for the whole batch. So is any other error
   escaping one item's run (`arun_agent` should never raise): the batch was a 500 and the other items'
@@ -58,7 +62,6 @@ from fastapi.responses import JSONResponse
 
 from graph.api import arun_agent, ineligible_result, new_run_id
 from graph.frame_store import FrameStore
-from graph.schemas import RewardResult
 from graph.settings import TraceDurability
 from tools.service import HTTPProblem, check_bearer, problem_response, read_body_limited
 
@@ -144,18 +147,21 @@ def create_reward_app(agent: Any, preset: str, *, token: str | None = None, max_
     async def _problem(_: Request, exc: HTTPProblem) -> JSONResponse:
         return problem_response(exc)
 
-    async def run_one(index: int, item: Any, folder: str) -> RewardResult:
+    async def run_one(index: int, item: Any, folder: str) -> dict[str, Any]:
+        """One item's result as JSON, with its ``kind``: "error" when the service made it (module docstring)."""
         run_id = ""
         try:
             parsed = await asyncio.to_thread(_item, index, item, folder)
             if isinstance(parsed, str):
-                return ineligible_result(preset, parsed)
+                return {**ineligible_result(preset, parsed).model_dump(mode="json"), "kind": "error"}
             async with slots["runs"]:
                 run_id = new_run_id()
-                return await arun_agent(agent, parsed[0], parsed[1], run_id, preset, durability=durability)
+                result = await arun_agent(agent, parsed[0], parsed[1], run_id, preset, durability=durability)
+            return {**result.model_dump(mode="json"), "kind": None}
         except Exception as exc:  # one item's escaped error is its own result, never a 500 (module docstring)
-            return ineligible_result(preset, f"item {index}: the run failed on the service host "
-                                     f"({type(exc).__name__}: {exc})", run_id)
+            failed = ineligible_result(preset, f"item {index}: the run failed on the service host "
+                                       f"({type(exc).__name__}: {exc})", run_id)
+            return {**failed.model_dump(mode="json"), "kind": "error"}
 
     @app.get("/healthz")
     async def healthz() -> dict:
@@ -199,6 +205,6 @@ def create_reward_app(agent: Any, preset: str, *, token: str | None = None, max_
         finally:
             if keep_videos is None:
                 await asyncio.to_thread(_discard, folder, frames)
-        return {"results": [r.model_dump(mode="json") for r in results]}
+        return {"results": results}
 
     return app

@@ -9,6 +9,7 @@ import json
 import threading
 from pathlib import Path
 
+import numpy as np
 import pytest
 from fastapi.testclient import TestClient
 from graph_scripts import full_script, garbage_file, moving_square, uniform_clip
@@ -63,6 +64,7 @@ def test_scores_items_in_order_and_bad_items_get_their_own_reason(client, tmp_pa
     assert "item 2: instruction must be a string" in results[2]["reasons"][0]
     assert "item 3: video_b64 is missing" in results[3]["reasons"][0]
     assert any("video" in r for r in results[4]["reasons"])  # undecodable: the agent's own video fault
+    assert [r["kind"] for r in results] == [None, "error", "error", "error", None]  # the service's, the agent's
     trace = client.saver.get_tuple({"configurable": {"thread_id": results[0]["run_id"], "checkpoint_ns": ""}})
     assert trace is not None  # the run id in the answer names a trace on the service host
 
@@ -337,3 +339,40 @@ def test_a_clip_folder_the_service_cannot_make_is_a_named_507(tmp_path):
     with TestClient(app, raise_server_exceptions=False) as c:
         res = c.post("/v1/score", json={"items": [{"video_b64": good, "instruction": "push it"}]})
     assert res.status_code == 507 and "cannot make a folder" in res.text, res.text
+
+
+def test_the_trainer_counts_an_item_the_service_failed_on_as_an_error_not_the_agents_verdict(monkeypatch):
+    """A clip the service could not write or a run that raised came back as a null reward like the agent's own ⊥,
+    so the trainer counted a service outage as ineligible_none; the result now says "kind": "error"."""
+    import pathlib
+
+    import graph.reward_service
+    from graph.api import ineligible_result
+    from graph.schemas import RewardResult
+    from training.rewards import HttpAgentReward, call_reward
+
+    async def fake_run(agent, video, instruction, run_id, preset, *, durability="exit"):
+        if video.endswith("00001.mp4"):
+            raise RuntimeError("escaped from the graph")
+        if video.endswith("00002.mp4"):
+            return ineligible_result(preset, "unverifiable: the gripper is out of view", run_id)
+        return RewardResult(status="scored", reward=0.5, run_id=run_id, preset=preset)
+
+    real_write = pathlib.Path.write_bytes
+
+    def write_bytes(self, data):
+        if self.name == "00003.mp4":
+            raise OSError(28, "No space left on device")
+        return real_write(self, data)
+
+    monkeypatch.setattr(graph.reward_service, "arun_agent", fake_run)
+    monkeypatch.setattr(pathlib.Path, "write_bytes", write_bytes)
+    fn = HttpAgentReward(url="http://svc/v1/score", startup_wait_s=0)
+    with TestClient(create_reward_app(object(), "full"), raise_server_exceptions=False) as c:
+        fn._post = lambda url, body: c.post("/v1/score", content=body).json()  # noqa: SLF001 (the transport)
+        clips = [np.zeros((3, 8, 8, 3), dtype=np.uint8) for _ in range(4)]
+        out = call_reward(fn, "http", clips, ["x"] * 4)
+    assert out.rewards == [0.5, None, None, None]
+    assert out.kinds == [None, "error", "none", "error"]
+    assert out.counts == {"none": 1, "nan": 0, "inf": 0, "error": 2}
+    assert "the run failed on the service host" in out.reasons[1] and "out of view" in out.reasons[2]

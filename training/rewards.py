@@ -28,8 +28,8 @@ Adapters:
   ineligible of kind ``error`` (an outage, not the agent's ⊥; the reason kept in ``last_reasons``),
   never a made-up reward. A single result that is not an object or whose reward is not a number (text
   such as "0.5" included, as for a reward's list: ``reward_number``) makes only its item ineligible of
-  kind ``error``; a null reward is the service's ⊥ (kind ``none``). ``url`` may be a list: rank r posts
-  to ``url[r % len(url)]``.
+  kind ``error``; a null reward is the service's ⊥ (kind ``none``), unless its result says ``"kind": "error"``
+  (`raa serve-reward` failed on the item, e.g. a clip it could not write: an outage). ``url`` may be a list.
 * ``reward: sum`` -- a weighted sum of the above (:class:`training.sum_reward.SumReward`).
 
 The agent adapters also report each clip's T, P, V and gate inputs (``RewardBatch.components``) and
@@ -314,7 +314,7 @@ class HttpAgentReward:
 
 def service_batch(results: list[Any], url: str) -> RewardBatch:
     """A reward service's ``results`` (one per item) as a RewardBatch, item by item: a null reward is the
-    service's ⊥ (kind none, its reasons kept); a result that is not an object, has no ``reward`` field (not
+    service's ⊥ (kind none, its reasons kept) or, with ``"kind": "error"``, its failure (kind error); a result that is not an object, has no ``reward`` field (not
     the verdict: a service answering ``{"score": ...}``) or whose reward is not a number
     (`reward_number`: text such as "0.5" too, as for a reward callable's list) is ineligible of kind error,
     naming the value, and costs the batch's other items nothing."""
@@ -334,7 +334,7 @@ def service_batch(results: list[Any], url: str) -> RewardBatch:
         items.append(item)
         rewards.append(number)
         reasons.append(why if problem is None else [f"http reward service {url} returned {problem}", *why])
-        kinds.append(None if problem is None else "error")
+        kinds.append("error" if problem is not None or (value is None and item.get("kind") == "error") else None)
     return RewardBatch(rewards, reasons, [r.get("run_id") or None for r in items], agent_components(items),
                        [r.get("usage") or {} for r in items], kinds)
 
