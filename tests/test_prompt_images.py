@@ -21,8 +21,8 @@ def test_a_16_bit_frame_is_rescaled_not_clipped_to_white(tmp_path):
     levels = np.linspace(0, 65535, 16 * 16).round().astype(np.uint16).reshape(16, 16)
     expected = np.repeat(np.round(levels / 257).astype(np.uint8)[..., None], 3, axis=-1)
     Image.fromarray(levels).save(tmp_path / "g16.png")
-    Image.fromarray(levels.astype(np.int32)).save(tmp_path / "g32.tif")
-    for name, mode in (("g16.png", "I;16"), ("g32.tif", "I")):
+    Image.fromarray(levels).save(tmp_path / "g16.pgm")  # Pillow opens a 16-bit PGM as mode I
+    for name, mode in (("g16.png", "I;16"), ("g16.pgm", "I")):
         spec = PromptSpec("t", image=str(tmp_path / name))
         assert Image.open(spec.image).mode == mode
         frame = load_frame(spec, 16, 16, "stretch")
@@ -37,8 +37,10 @@ def test_a_frame_of_unknown_range_is_refused_by_name(tmp_path):
 
     Image.fromarray(np.full((8, 8), 0.5, np.float32)).save(tmp_path / "f.tif")
     Image.fromarray(np.full((8, 8), 70000, np.int32)).save(tmp_path / "big.tif")
-    for name, message in (("f.tif", "is a floating-point image (PIL mode F)"),
-                          ("big.tif", "holds values 70000..70000, outside the 16-bit range 0..65535")):
+    # a 32-bit TIFF of 0..255 values was read as 0..65535: almost black (its range is not in the file)
+    Image.fromarray(np.arange(64, dtype=np.int32).reshape(8, 8) * 4).save(tmp_path / "g32.tif")
+    wide = "is a 32-bit or signed integer image (PIL mode I from a TIFF file)"
+    for name, message in (("f.tif", "is a floating-point image (PIL mode F)"), ("big.tif", wide), ("g32.tif", wide)):
         spec = PromptSpec("t", image=str(tmp_path / name))
         with pytest.raises(ValueError, match=rf"prompt image {tmp_path / name} .*" + re.escape(message)):
             load_frame(spec, 8, 8)

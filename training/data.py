@@ -16,6 +16,9 @@ with three coloured rectangles, so rollouts have some structure to move. A 16-bi
 TIFF, PIL mode I;16 / I) is rescaled to 8 bits (PIL's convert("RGB") clipped it: a full gradient came out
 almost all white); a floating-point one (mode F) is refused by name, since its range (0..1, 0..255, HDR)
 cannot be known from the file, and a guessed brightness would change what the policy is conditioned on.
+For the same reason a 32-bit integer image (mode I from a TIFF of 32-bit or signed samples, or any format
+but PNG and PGM/PPM) is refused: it may hold 0..255, 0..4095 or 0..65535 (read as 0..65535, a 0..255 one
+came out almost black); mode I is read as 0..65535 only from PNG and PGM/PPM (`SIXTEEN_BIT_FORMATS`).
 An image whose EXIF block cannot be parsed (a PNG eXIf chunk that is not TIFF data) is refused by name for
 the same reason: its orientation is unknown (Pillow raised a bare SyntaxError, "not a TIFF file", that named
 no file; a JPEG's broken EXIF Pillow itself reads as no tag, with a warning).
@@ -111,7 +114,7 @@ def load_frame(spec: PromptSpec, height: int, width: int, fit: Literal["crop", "
     if not path.is_file():
         raise FileNotFoundError(f"prompt image not found: {path}")
     with Image.open(path) as img:
-        rgb = rgb8(upright(img, path), path)
+        rgb = frame_rgb(img, path)
         if fit == "crop":
             rgb = ImageOps.fit(rgb, (width, height), Image.Resampling.BILINEAR, centering=(0.5, 0.5))
         elif fit == "stretch":
@@ -140,10 +143,27 @@ WIDE_INTEGER_MODES = ("I;16", "I;16L", "I;16B", "I;16N", "I")
 """Pillow modes of greyscale images with more than 8 bits per pixel (16-bit PNG and TIFF open as "I;16",
 some readers give "I"); `rgb8` reads them as 0..65535."""
 
+SIXTEEN_BIT_FORMATS = ("PNG", "PPM")
+"""Pillow formats whose mode "I" images hold 16-bit samples, 0..65535: PNG stores at most 16 bits (older
+Pillow opened 16-bit greyscale as "I"), and Pillow scales a PGM's maxval to 0..65535. Mode "I" from any other
+file (a TIFF of 32-bit or signed samples) has no known range and is refused (`frame_rgb`)."""
+
+
+def frame_rgb(img, path: Path):
+    """`img` (a PIL image just opened from `path`) as 8-bit RGB, upright, as `load_frame` conditions on it;
+    ValueError naming the file for a mode "I" image not from `SIXTEEN_BIT_FORMATS` (checked before `upright`,
+    whose copy no longer knows its file format), and for what `upright` and `rgb8` refuse."""
+    if img.mode == "I" and img.format not in SIXTEEN_BIT_FORMATS:
+        raise ValueError(f"prompt image {path} is a 32-bit or signed integer image (PIL mode I from a {img.format} "
+                         "file), whose brightness range is not defined (0..255, 0..4095, 0..65535 ...): save it as "
+                         "an 8-bit or 16-bit unsigned RGB or greyscale image")
+    return rgb8(upright(img, path), path)
+
 
 def rgb8(img, path: Path):
-    """`img` (a PIL image) as 8-bit RGB. Greyscale of a wide integer mode (`WIDE_INTEGER_MODES`) is rescaled
-    from 0..65535 to 0..255 (PIL's own convert clips it at 255: a 16-bit frame came out almost all white);
+    """`img` (a PIL image; mode "I" only from `SIXTEEN_BIT_FORMATS`: `frame_rgb`) as 8-bit RGB. Greyscale of a
+    wide integer mode (`WIDE_INTEGER_MODES`) is rescaled from 0..65535 to 0..255 (PIL's own convert clips it at
+    255: a 16-bit frame came out almost all white);
     a value outside 0..65535 or a floating-point image ("F": no agreed range, 0..1 or 0..255 or HDR) is a
     ValueError naming the file and the mode rather than a guessed brightness. Other modes convert as PIL
     does (16-bit RGB PNGs already open as 8-bit "RGB")."""
@@ -180,7 +200,7 @@ def check_images(prompts: Sequence[PromptSpec], limit: int = 5) -> list[str]:
             continue
         try:
             with Image.open(path) as img:
-                rgb8(upright(img, path), path)  # the pixels, as load_frame reads them
+                frame_rgb(img, path)  # the pixels, as load_frame reads them
         except (UnidentifiedImageError, OSError, Image.DecompressionBombError) as exc:
             problems.append(f"prompt image {path} cannot be read ({type(exc).__name__}: {exc})")
         except ValueError as exc:
