@@ -22,6 +22,10 @@ Decisions where the issue was silent:
   its type in the message (the run becomes ineligible instead of crashing). A UnicodeEncodeError (httpx
   cannot put a non-ASCII API key in a header) is raised before any request leaves: kind "transport" at
   once, no call counted (it is a ValueError, and was taken for a reply that failed validation, re-asked).
+- A 200 that is not an OpenAI chat completion at all (a web page, a server root without /v1: the SDK and
+  langchain-openai raised an AttributeError, TypeError or ValueError, reported as "unexpected AttributeError"
+  or re-asked as an invalid reply depending on the method) is kind "transport" at once for every method and
+  tool rounds, naming RAA_BASE_URL (`graph.transport.not_a_completion`); it is not counted as a call.
 - With json_schema, langchain-openai validates inside the model call, so a malformed/schema-violating
   reply surfaces as a pydantic ValidationError there; it is handled as an invalid reply (re-asked).
 - With function_calling, a reply without a tool call but with a JSON object as content is accepted if
@@ -84,7 +88,7 @@ from graph.replies import (
     no_answer,
 )
 from graph.settings import BackboneSettings, SettingsError, StructuredMethod
-from graph.transport import is_timeout, is_transient
+from graph.transport import is_timeout, is_transient, not_a_completion
 from graph.usage import Usage, count_reply
 from graph.usage import count_images as count_images  # re-exported (its home before graph/usage.py)
 from graph.validation import ERR_CHARS as _ERR_CHARS
@@ -179,6 +183,7 @@ class Backbone:
                                 "a header value (the API key, RAA_API_KEY) holds a character HTTP cannot carry "
                                 "(a pasted smart quote?)") from exc
         except (ValidationError, ValueError) as exc:  # a reply came back but failed validation
+            self._raise_if_not_a_completion(stage, exc)
             count_reply(usage, messages, None, response=getattr(exc, "response", None))
             raise InvalidReply("invalid_reply", str(exc)) from exc
         except ModelRefusalError as exc:
@@ -191,6 +196,7 @@ class Backbone:
                 raise BackboneFault(stage, "refused", "the server's content filter stopped the reply") from exc
             raise InvalidReply("invalid_reply", _CUT) from exc
         except Exception as exc:
+            self._raise_if_not_a_completion(stage, exc)
             attempts = self.max_retries + 1
             if is_timeout(exc):
                 raise BackboneFault(stage, "timeout", f"no reply within {self.timeout_s}s after {attempts} "
@@ -205,6 +211,13 @@ class Backbone:
         raw = out["raw"] if isinstance(out, dict) else out
         count_reply(usage, messages, raw if isinstance(raw, AIMessage) else None)
         return out
+
+    @staticmethod
+    def _raise_if_not_a_completion(stage: str, exc: Exception) -> None:
+        """A "transport" fault at once when the endpoint answered with something other than a chat completion
+        (a web page: RAA_BASE_URL is wrong; graph.transport.not_a_completion); not a call, never re-asked."""
+        if (why := not_a_completion(exc)) is not None:
+            raise BackboneFault(stage, "transport", why) from exc
 
     # -- structured outputs ------------------------------------------------------------------------
     async def astructured(self, stage: str, schema: type[BaseModel], messages: list[BaseMessage], usage: Usage,

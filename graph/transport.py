@@ -1,10 +1,31 @@
-"""Which model-call failures are worth retrying (graph.backbone's transport policy, DESIGN.md §3 "Backbone")."""
+"""Which model-call failures are worth retrying (graph.backbone's transport policy, DESIGN.md §3 "Backbone"),
+and which say the endpoint is not an OpenAI-compatible chat-completions server at all.
+
+A URL that answers `POST .../chat/completions` with a 200 that is not a chat completion (a web page, a server
+root without `/v1` behind a catch-all route, another API's JSON) made the openai SDK and langchain-openai raise
+whatever their parsing tripped on: an AttributeError or TypeError when the structured-output parser read it
+(json_schema, json_mode), a ValueError, TypeError or KeyError from langchain-openai otherwise (function_calling,
+tool rounds; the ValueError was taken for an invalid reply and re-asked). `not_a_completion` recognises it:
+- the most direct evidence first: the HTTP reply the client attached to the error (the structured-output path
+  attaches it): a 2xx whose body is not a JSON object with a `choices` list;
+- else (langchain-openai raises after the HTTP reply is dropped) an error raised by langchain-openai's reader
+  of the body itself (`_READER`, its innermost frame), or one of the messages it gives exactly this case
+  (`_LC_SHAPE`): either signal suffices, so one renamed in a later version still leaves the other; both are
+  pinned by tests/test_backbone_http.py against the installed version.
+Decided where the issue was silent: a 200 with an `{"error": ...}` body is reported the same way (it is no
+completion; re-asking does not help), its body shown in the message.
+"""
 
 from __future__ import annotations
+
+import json
+from typing import Any
 
 import httpx
 import openai
 from langchain_core.exceptions import ModelError
+
+from graph.usage import http_response_types
 
 _STALE_LOOP = ("Event loop is closed", "bound to a different event loop", "attached to a different loop")
 """What a pooled keep-alive connection opened on another, or a finished, event loop raises when reused
@@ -28,3 +49,57 @@ def is_transient(exc: BaseException) -> bool:
 def is_timeout(exc: BaseException) -> bool:
     """True for a timeout (reported as kind "timeout" once the retries are spent)."""
     return isinstance(exc, openai.APITimeoutError | httpx.TimeoutException | TimeoutError)
+
+
+_LC_SHAPE = ("Unexpected response type from OpenAI-compatible endpoint", "Response missing 'choices' key",
+             "Received response with null value for 'choices'")
+"""How langchain-openai (1.x) says a 200 body was not a chat completion (raised by `_READER`)."""
+_READER = "_create_chat_result"
+"""The ChatOpenAI method that reads a completion's body (function_calling, tool rounds: no HTTP reply attached)."""
+_FIX = "check RAA_BASE_URL (an OpenAI-compatible server's URL usually ends in /v1)"
+_PREVIEW = 120
+
+
+def not_a_completion(exc: BaseException) -> str | None:
+    """The reason when `exc` comes from an endpoint that answered with something other than an OpenAI chat
+    completion (see the module docstring), else None. Never retried, never re-asked: the same URL answers
+    the same way."""
+    if isinstance(exc, openai.APIStatusError):  # an error status: the server speaks the API
+        return None
+    response = getattr(exc, "response", None)
+    if isinstance(response, http_response_types()) and response.is_success:
+        return _body_problem(response)
+    if not isinstance(exc, ValueError | TypeError | KeyError):
+        return None
+    detail = str(exc).strip("\"'")  # a KeyError's str is its quoted repr
+    if not (_raised_by_reader(exc) or detail.startswith(_LC_SHAPE)):
+        return None
+    cut = detail if len(detail) <= _PREVIEW else detail[:_PREVIEW] + "..."
+    return f"the endpoint's reply is not an OpenAI chat completion (HTTP 200; langchain-openai: {cut}); {_FIX}"
+
+
+def _raised_by_reader(exc: BaseException) -> bool:
+    """True when langchain-openai's completion reader raised `exc` itself (its innermost frame): every raise
+    there is about the body's shape (not a dict, an `error` key, no or null `choices`)."""
+    tb = exc.__traceback__
+    while tb is not None and tb.tb_next is not None:
+        tb = tb.tb_next
+    if tb is None:
+        return False
+    frame = tb.tb_frame
+    return frame.f_code.co_name == _READER and str(frame.f_globals.get("__name__", "")).startswith("langchain_openai")
+
+
+def _body_problem(response: Any) -> str | None:
+    """None when the 2xx `response` (httpx's or httpx2's) is a JSON object with a `choices` list (a chat
+    completion's shape), else why."""
+    try:
+        body = json.loads(response.content)
+    except ValueError:
+        body = None
+    if isinstance(body, dict) and isinstance(body.get("choices"), list):
+        return None
+    kind = response.headers.get("content-type", "no content-type")
+    preview = response.content[:_PREVIEW].decode("utf-8", "replace")
+    return (f"the endpoint's reply is not an OpenAI chat completion (HTTP {response.status_code} from "
+            f"{response.request.url}, content-type {kind}, body {preview!r}); {_FIX}")

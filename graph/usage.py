@@ -63,7 +63,7 @@ def count_reply(usage: Usage, messages: list[BaseMessage], raw: AIMessage | None
         usage.output_tokens += tokens[1]
 
 
-def _http_responses() -> tuple[type, ...]:
+def http_response_types() -> tuple[type, ...]:
     """The HTTP response classes a client can attach: httpx's, and httpx2's (openai >= 3 sends with it)."""
     try:
         import httpx2
@@ -74,7 +74,7 @@ def _http_responses() -> tuple[type, ...]:
 
 def response_tokens(response: Any) -> tuple[int, int] | None:
     """(prompt, completion) tokens of an OpenAI chat-completion HTTP `response`'s `usage`, or None."""
-    if not isinstance(response, _http_responses()):
+    if not isinstance(response, http_response_types()):
         return None
     try:
         body = response.json()

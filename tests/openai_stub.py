@@ -3,7 +3,8 @@
 `OpenAIStub` serves `POST /v1/chat/completions` (and, given `models`, `GET /v1/models`) from a scripted
 queue of `StubReply` items (or a callable that builds a reply from the request body) and records every
 request body it received.
-Replies can carry JSON content, tool calls, an HTTP error status, or a delay (to trigger client timeouts).
+Replies can carry JSON content, tool calls, an HTTP error status, a delay (to trigger client timeouts), or a
+raw body that is no chat completion at all (a web page).
 """
 
 from __future__ import annotations
@@ -37,6 +38,10 @@ class StubReply:
     """The choice's finish_reason (None: "tool_calls" with tool calls, else "stop"); "length" = cut at max_tokens."""
     refusal: str | None = None
     """The message's `refusal` text (the model declined; content is then usually None)."""
+    body: str | None = None
+    """Sent as the whole HTTP body instead of a chat completion (with `content_type`): what a URL that is not
+    an OpenAI-compatible endpoint answers with a 200 (a web page, a server root, another API's JSON)."""
+    content_type: str = "application/json"
 
 
 def json_reply(obj: Any, **kw: Any) -> StubReply:
@@ -133,6 +138,9 @@ class OpenAIStub:
                     reply = StubReply(status=400, content=f"stub responder failed: {type(exc).__name__}: {exc}")
                 if reply.delay_s:
                     time.sleep(reply.delay_s)
+                if reply.body is not None:
+                    self._send_raw(reply.status, reply.body.encode(), reply.content_type)
+                    return
                 if reply.status != 200:
                     self._send(reply.status, {"error": {"message": reply.content or f"status {reply.status}",
                                                         "type": "stub_error", "code": reply.status}})
@@ -140,10 +148,12 @@ class OpenAIStub:
                 self._send(200, _completion(reply, body.get("model", "stub")))
 
             def _send(self, status: int, payload: dict[str, Any]) -> None:
-                data = json.dumps(payload).encode()
+                self._send_raw(status, json.dumps(payload).encode(), "application/json")
+
+            def _send_raw(self, status: int, data: bytes, content_type: str) -> None:
                 try:
                     self.send_response(status)
-                    self.send_header("Content-Type", "application/json")
+                    self.send_header("Content-Type", content_type)
                     self.send_header("Content-Length", str(len(data)))
                     self.end_headers()
                     self.wfile.write(data)
