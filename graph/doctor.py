@@ -18,6 +18,8 @@ Decisions where the issues were silent:
   a hub that answers is a warning (downloaded on first use), none (or HF_HUB_OFFLINE for V-JEPA 2) a problem.
 - A stage cache at the trace database's path is a problem: one of the two stores refuses a file that
   holds the other's tables, so every run would stop at start.
+- A `--call` request answered with a 200 that is no chat completion (RAA_BASE_URL at a web page) shows the
+  fault (it names RAA_BASE_URL) and the URL requested, not the "is the server up" hint: the server answered.
 - Nothing loads model weights and nothing is written except what a first run would create anyway
   (no trace or cache file is created: a missing one is reported as created on first use). `--call`
   sends two short requests; without it no model is called.
@@ -114,6 +116,7 @@ async def _calls(settings: BackboneSettings) -> list[Check]:
     from graph.backbone import Backbone, BackboneFault, Usage
     from graph.config import AgentConfig
     from graph.nodes.evidence import tool_specs
+    from graph.transport import not_a_completion
     from tools.frames import encode_jpeg_data_url
 
     backbone = Backbone.from_settings(settings)
@@ -135,7 +138,9 @@ async def _calls(settings: BackboneSettings) -> list[Check]:
                          f"{settings.method}, {side}x{side} px images: answered {reply.colour!r}" + ("" if seen else
                          " for red images: do images reach the model (a vision model, a server that keeps them)?")))
     except BackboneFault as exc:
-        if exc.kind in ("transport", "timeout"):
+        if isinstance(exc.__cause__, Exception) and not_a_completion(exc.__cause__) is not None:
+            hint = f"requests go to {(settings.base_url or '').rstrip('/')}/chat/completions"  # it answered: no "is it up"
+        elif exc.kind in ("transport", "timeout"):
             hint = (f"the endpoint did not answer a request with {n} images: is the server up and reachable "
                     "(RAA_BASE_URL), and does it answer within RAA_TIMEOUT_S?")
         elif exc.kind != "refused":

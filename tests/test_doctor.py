@@ -102,6 +102,21 @@ def test_a_server_without_tool_calling_is_a_problem_that_says_what_to_set(tmp_pa
     assert plan["model calls"][0] == "skipped"
 
 
+@pytest.mark.parametrize("method", ["json_schema", "function_calling", "json_mode"])
+def test_a_url_that_answers_with_a_web_page_says_to_check_the_base_url(tmp_path, local_vjepa, method):
+    """It was "unexpected AttributeError: 'str' object has no attribute 'choices'" (json_schema, json_mode) or an
+    invalid reply blamed on RAA_STRUCTURED_METHOD (function_calling), with "is the server up" for the former."""
+    page = StubReply(body="<!doctype html><html><body>Welcome</body></html>", content_type="text/html")
+    with OpenAIStub(responder=lambda body: page) as stub:
+        checks = _by_name(asyncio.run(run_checks(_settings(stub.base_url, tmp_path, method=method), local_vjepa,
+                                                 call=True, wait_s=2)))
+    for name in ("48 images + structured output", "tool calling"):
+        status, detail = checks[name]
+        assert status == "problem" and "not an OpenAI chat completion" in detail and "RAA_BASE_URL" in detail
+        assert "is the server up" not in detail and "RAA_STRUCTURED_METHOD" not in detail
+    assert f"requests go to {stub.base_url}/chat/completions" in checks["48 images + structured output"][1]
+
+
 def test_a_server_image_limit_is_named(tmp_path, local_vjepa):
     limit = "At most 1 image(s) may be provided in one request. You can set this by `--limit-mm-per-prompt`."
     with OpenAIStub([StubReply(status=400, content=limit), tool_reply("view_frames", {"frames": [0]})]) as stub:
