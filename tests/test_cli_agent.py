@@ -1,4 +1,5 @@
-"""The agent CLI (`raa score`, `score-batch`) driven through graph.cli.app (`runs` and `trace`: test_cli_runs.py).
+"""The agent CLI (`raa score`, `score-batch`) driven through graph.cli.app (`runs` and `trace`: test_cli_runs.py;
+score-batch resuming and --retry-ineligible: test_cli_score_batch.py).
 
 Commands run against a local OpenAI-compatible stub server (RAA_* set with monkeypatch.setenv: the CLI
 is the edge) or, for full agent runs, with the `make_chat_model` seam returning a scripted model."""
@@ -6,27 +7,12 @@ is the edge) or, for full agent runs, with the `make_chat_model` seam returning 
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
-import numpy as np
 import pytest
-from typer.testing import CliRunner
 
 from graph.cli import app
+from tests.cli_agent_helpers import _clip, _env, _scripted, runner
 from tests.openai_stub import OpenAIStub, StubReply
-
-runner = CliRunner()
-
-
-def _env(monkeypatch, tmp_path, base_url: str = "http://127.0.0.1:9/v1") -> None:
-    monkeypatch.setenv("RAA_BASE_URL", base_url)
-    monkeypatch.setenv("RAA_MODEL", "stub-model")
-    monkeypatch.setenv("RAA_API_KEY", "EMPTY")
-    monkeypatch.setenv("RAA_TRACES_PATH", str(tmp_path / "traces.sqlite"))
-    monkeypatch.setenv("RAA_CACHE_PATH", str(tmp_path / "cache.sqlite"))
-    monkeypatch.setenv("RAA_MAX_RETRIES", "1")
-    monkeypatch.setenv("RAA_TIMEOUT_S", "5")
-    monkeypatch.setenv("RAA_ENDPOINT_WAIT_S", "0")  # scripted models never reach base_url (graph/endpoint.py)
 
 
 @pytest.mark.parametrize("args", [["score", "clip.mp4", "-i", "pick up the cube"],
@@ -99,20 +85,6 @@ def test_clips_written_relative_to_the_working_directory_get_a_warning(tmp_path)
 
 
 # ------------------------------------------------------------- full agent runs (need graph-core's API)
-def _clip(path, *, uniform: bool = False, frames: int = 12) -> str:
-    from tools.video import write_video
-
-    rng = np.random.default_rng(0)
-    if uniform:
-        video = np.full((frames, 64, 64, 3), 127, np.uint8)
-    else:
-        video = rng.integers(0, 255, (frames, 64, 64, 3), dtype=np.uint8)
-        for t in range(frames):
-            video[t, 20:40, 5 + 2 * t:25 + 2 * t] = 255
-    write_video(path, video, fps=8.0)
-    return str(path)
-
-
 def test_score_through_http_server_fault_is_ineligible(monkeypatch, tmp_path) -> None:
     pytest.importorskip("graph.builder")
     clip = _clip(tmp_path / "a.mp4")
@@ -140,17 +112,6 @@ def test_score_uniform_clip_is_zero_without_model_calls(monkeypatch, tmp_path) -
     assert "quality" in res.output  # streamed node update
     run = runner.invoke(app, ["trace", result["run_id"]], env={"COLUMNS": "200"})
     assert run.exit_code == 0 and "quality" in run.output and "gate" in run.output
-
-
-def _scripted(monkeypatch, tmp_path):
-    from graph import commands
-    from graph.testing import ScriptedChatModel
-    from tests.graph_scripts import full_script
-
-    model = ScriptedChatModel(full_script())
-    monkeypatch.setattr(commands, "make_chat_model", lambda settings: model)
-    _env(monkeypatch, tmp_path)
-    return model
 
 
 def test_score_scripted_success_then_runs_and_trace(monkeypatch, tmp_path) -> None:
@@ -198,140 +159,6 @@ def test_inspect_mode_setting_reaches_the_cli_agents(command, monkeypatch, tmp_p
     assert res.exit_code == 0, res.output
     assert status == "scored"
     assert len(model.calls_for("plan")) == 1 and model.calls_for("inspect") == []
-
-
-def test_score_batch_resumes_and_isolates_bad_items(monkeypatch, tmp_path) -> None:
-    pytest.importorskip("graph.builder")
-    from tests.graph_scripts import garbage_file, moving_square
-
-    _scripted(monkeypatch, tmp_path)
-    for i in range(3):
-        moving_square(tmp_path / f"c{i}.mp4", seed=i)
-    garbage_file(tmp_path / "bad.mp4")
-    rows = [{"path": f"c{i}.mp4", "instruction": "push the red block to the right", "label": "ordinary"}
-            for i in range(3)] + [{"path": "bad.mp4", "instruction": "push"}]
-    manifest = tmp_path / "manifest.jsonl"
-    manifest.write_text("\n".join(json.dumps(r) for r in rows) + "\n{broken\n")
-    out = tmp_path / "out" / "results.jsonl"
-    args = ["score-batch", str(manifest), "--out", str(out), "--concurrency", "3", "--preset", "visual_verify"]
-    res = runner.invoke(app, args)
-    assert res.exit_code == 0, res.output
-    got = [json.loads(line) for line in out.read_text().splitlines()]
-    assert len(got) == 5
-    by_line = {r["line"]: r for r in got}
-    assert all(by_line[i]["result"]["status"] == "scored" for i in (1, 2, 3))
-    assert by_line[1]["manifest"] == {"label": "ordinary"}
-    for line in (4, 5):
-        assert by_line[line]["result"]["reward"] is None and by_line[line]["result"]["reasons"]
-    assert "input" in by_line[5]["result"]["reasons"][0]
-    # the summary names each failing stage (or "input") with its count and first reason
-    assert "ineligible (input): 1, first: input: manifest line 5" in res.output, res.output
-    assert "ineligible (quality): 1, first: quality: video: VideoDecodeError: " in res.output, res.output
-    # resume: nothing left to do; a new manifest row is the only new work
-    res = runner.invoke(app, args)
-    assert "0 to score" in res.output and len(out.read_text().splitlines()) == 5
-    moving_square(tmp_path / "c9.mp4", seed=9)
-    with manifest.open("a") as fh:
-        fh.write(json.dumps({"path": "c9.mp4", "instruction": "push the red block to the right"}) + "\n")
-    res = runner.invoke(app, args)
-    assert "1 to score" in res.output and len(out.read_text().splitlines()) == 6
-    # a line repeating an earlier one (same clip and instruction) is scored once: one row per key
-    with manifest.open("a") as fh:
-        fh.write(json.dumps({"path": "c0.mp4", "instruction": "push the red block to the right", "label": "x"}) + "\n")
-    res = runner.invoke(app, args)
-    assert "1 manifest line(s) repeat an earlier one and are scored once: line 7 = line 1 (other fields differ)" \
-        in res.output, res.output
-    assert "0 to score" in res.output and len(out.read_text().splitlines()) == 6
-
-
-def test_score_batch_refuses_to_mix_scorers_in_one_output(monkeypatch, tmp_path) -> None:
-    """Rows record model and temperature; resuming into an output another model (or temperature) scored would
-    keep its rewards for the skipped items, so it is refused before anything is written."""
-    from tests.graph_scripts import moving_square
-
-    _scripted(monkeypatch, tmp_path)
-    moving_square(tmp_path / "m.mp4")
-    manifest = tmp_path / "manifest.jsonl"
-    manifest.write_text(json.dumps({"path": "m.mp4", "instruction": "push the red block to the right"}) + "\n")
-    out = tmp_path / "out.jsonl"
-    args = ["score-batch", str(manifest), "--out", str(out), "--preset", "visual_verify"]
-    assert runner.invoke(app, args).exit_code == 0
-    row = json.loads(out.read_text())
-    assert row["scorer"] == {"model": "stub-model", "temperature": 0.0} and row["result"]["status"] == "scored"
-    before = out.read_text()
-    for name, value, said in (("RAA_MODEL", "other-model", "this run uses model 'other-model' at temperature 0.0"),
-                              ("RAA_TEMPERATURE", "0.7", "this run uses model 'stub-model' at temperature 0.7")):
-        monkeypatch.setenv(name, value)
-        res = runner.invoke(app, [*args, "--retry-ineligible"])
-        assert res.exit_code == 2, res.output
-        assert "holds 1 reward row(s) scored by model 'stub-model' at temperature 0.0 (first: line 1)" in res.output
-        assert said in res.output and "another output" in res.output and out.read_text() == before
-        monkeypatch.delenv(name)
-        _env(monkeypatch, tmp_path)
-    legacy = {k: v for k, v in row.items() if k != "scorer"}  # a row from before rows said their scorer
-    out.write_text(json.dumps(legacy) + "\n")
-    monkeypatch.setenv("RAA_MODEL", "other-model")
-    res = runner.invoke(app, args)
-    assert res.exit_code == 0 and "0 to score" in res.output, res.output
-
-
-def test_retry_ineligible_rescoring_only_what_a_rerun_can_fix(monkeypatch, tmp_path) -> None:
-    """A batch scored against a dead endpoint wrote ineligible rows that every resume skipped."""
-    from graph.batch import read_manifest
-    from graph.batch_resume import retryable
-    from tests.graph_scripts import garbage_file, moving_square
-
-    model = _scripted(monkeypatch, tmp_path)
-    for i in range(2):
-        moving_square(tmp_path / f"c{i}.mp4", seed=i)
-    garbage_file(tmp_path / "bad.mp4")
-    manifest = tmp_path / "manifest.jsonl"
-    manifest.write_text("".join(json.dumps({"path": p, "instruction": "push the red block to the right"}) + "\n"
-                                for p in ("c0.mp4", "c1.mp4", "bad.mp4")))
-    items = read_manifest(manifest, "visual_verify")
-    earlier = [{"status": "ineligible", "reasons": ["observe: transport: APIConnectionError after 5 attempts"]},
-               {"status": "scored", "reward": 0.5, "T": 0.5, "P": 0.5, "V": 0.5},
-               {"status": "ineligible", "reasons": ["quality: video: bad.mp4: cannot be opened as a video"]}]
-    out = tmp_path / "results.jsonl"
-    out.write_text("".join(json.dumps({**{k: it[k] for k in ("key", "line", "path", "instruction", "preset",
-                                                              "manifest")}, "result": r}) + "\n"
-                           for it, r in zip(items, earlier, strict=True)))
-    assert [retryable(r) for r in earlier] == [True, False, False]
-    args = ["score-batch", str(manifest), "--out", str(out), "--preset", "visual_verify"]
-    assert "0 to score" in runner.invoke(app, args).output  # a plain resume skips the dead-endpoint row
-    res = runner.invoke(app, [*args, "--retry-ineligible"])
-    assert res.exit_code == 0, res.output
-    assert "1 ineligible row(s) removed" in res.output and "1 to score" in res.output
-    assert "scored=1 zero=0 ineligible=0  usage: calls=" in res.output  # this invocation's rows and model use
-    rows = {r["path"]: r["result"] for r in map(json.loads, out.read_text().splitlines())}
-    assert len(out.read_text().splitlines()) == 3  # one row per item
-    assert rows[str((tmp_path / "c0.mp4").resolve())]["status"] == "scored"
-    assert rows[str((tmp_path / "c1.mp4").resolve())]["reward"] == 0.5  # untouched
-    assert "video" in rows[str((tmp_path / "bad.mp4").resolve())]["reasons"][0]  # not retried: same video
-    assert len(model.calls_for("observe")) == 1
-
-
-def test_retry_ineligible_rescores_a_clip_that_was_missing_and_exists_now(monkeypatch, tmp_path) -> None:
-    """A manifest scored before its clips were all rendered kept "video file not found" rows for good:
-    --retry-ineligible counted them as final video faults."""
-    from tests.graph_scripts import moving_square
-
-    model = _scripted(monkeypatch, tmp_path)
-    manifest = tmp_path / "manifest.jsonl"
-    manifest.write_text("".join(json.dumps({"path": p, "instruction": "push the red block to the right"}) + "\n"
-                                for p in ("late.mp4", "gone.mp4")))
-    out = tmp_path / "results.jsonl"
-    args = ["score-batch", str(manifest), "--out", str(out), "--preset", "visual_verify", "--retry-ineligible"]
-    res = runner.invoke(app, args)
-    assert res.exit_code == 0 and "ineligible=2" in res.output, res.output
-    first = [json.loads(line)["result"] for line in out.read_text().splitlines()]
-    assert all(r["reasons"][0].endswith("video file not found") for r in first), first
-    moving_square(tmp_path / "late.mp4")
-    res = runner.invoke(app, args)
-    assert res.exit_code == 0 and "1 ineligible row(s) removed" in res.output and "1 to score" in res.output
-    rows = {Path(r["path"]).name: r["result"] for r in map(json.loads, out.read_text().splitlines())}
-    assert rows["late.mp4"]["status"] == "scored" and rows["gone.mp4"]["status"] == "ineligible"
-    assert len(rows) == 2 and len(model.calls_for("observe")) == 1
 
 
 def test_score_missing_video_and_bad_preset(monkeypatch, tmp_path) -> None:

@@ -1,0 +1,146 @@
+"""`raa score-batch` driven through graph.cli.app with the scripted chat model: resuming, isolating bad items,
+refusing to mix scorers in one output, and --retry-ineligible (the rest of the agent CLI: test_cli_agent.py)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from graph.cli import app
+from tests.cli_agent_helpers import _env, _scripted, runner
+
+
+def test_score_batch_resumes_and_isolates_bad_items(monkeypatch, tmp_path) -> None:
+    pytest.importorskip("graph.builder")
+    from tests.graph_scripts import garbage_file, moving_square
+
+    _scripted(monkeypatch, tmp_path)
+    for i in range(3):
+        moving_square(tmp_path / f"c{i}.mp4", seed=i)
+    garbage_file(tmp_path / "bad.mp4")
+    rows = [{"path": f"c{i}.mp4", "instruction": "push the red block to the right", "label": "ordinary"}
+            for i in range(3)] + [{"path": "bad.mp4", "instruction": "push"}]
+    manifest = tmp_path / "manifest.jsonl"
+    manifest.write_text("\n".join(json.dumps(r) for r in rows) + "\n{broken\n")
+    out = tmp_path / "out" / "results.jsonl"
+    args = ["score-batch", str(manifest), "--out", str(out), "--concurrency", "3", "--preset", "visual_verify"]
+    res = runner.invoke(app, args)
+    assert res.exit_code == 0, res.output
+    got = [json.loads(line) for line in out.read_text().splitlines()]
+    assert len(got) == 5
+    by_line = {r["line"]: r for r in got}
+    assert all(by_line[i]["result"]["status"] == "scored" for i in (1, 2, 3))
+    assert by_line[1]["manifest"] == {"label": "ordinary"}
+    for line in (4, 5):
+        assert by_line[line]["result"]["reward"] is None and by_line[line]["result"]["reasons"]
+    assert "input" in by_line[5]["result"]["reasons"][0]
+    # the summary names each failing stage (or "input") with its count and first reason
+    assert "ineligible (input): 1, first: input: manifest line 5" in res.output, res.output
+    assert "ineligible (quality): 1, first: quality: video: VideoDecodeError: " in res.output, res.output
+    # resume: nothing left to do; a new manifest row is the only new work
+    res = runner.invoke(app, args)
+    assert "0 to score" in res.output and len(out.read_text().splitlines()) == 5
+    moving_square(tmp_path / "c9.mp4", seed=9)
+    with manifest.open("a") as fh:
+        fh.write(json.dumps({"path": "c9.mp4", "instruction": "push the red block to the right"}) + "\n")
+    res = runner.invoke(app, args)
+    assert "1 to score" in res.output and len(out.read_text().splitlines()) == 6
+    # a line repeating an earlier one (same clip and instruction) is scored once: one row per key
+    with manifest.open("a") as fh:
+        fh.write(json.dumps({"path": "c0.mp4", "instruction": "push the red block to the right", "label": "x"}) + "\n")
+    res = runner.invoke(app, args)
+    assert "1 manifest line(s) repeat an earlier one and are scored once: line 7 = line 1 (other fields differ)" \
+        in res.output, res.output
+    assert "0 to score" in res.output and len(out.read_text().splitlines()) == 6
+
+
+def test_score_batch_refuses_to_mix_scorers_in_one_output(monkeypatch, tmp_path) -> None:
+    """Rows record model and temperature; resuming into an output another model (or temperature) scored would
+    keep its rewards for the skipped items, so it is refused before anything is written."""
+    from tests.graph_scripts import moving_square
+
+    _scripted(monkeypatch, tmp_path)
+    moving_square(tmp_path / "m.mp4")
+    manifest = tmp_path / "manifest.jsonl"
+    manifest.write_text(json.dumps({"path": "m.mp4", "instruction": "push the red block to the right"}) + "\n")
+    out = tmp_path / "out.jsonl"
+    args = ["score-batch", str(manifest), "--out", str(out), "--preset", "visual_verify"]
+    assert runner.invoke(app, args).exit_code == 0
+    row = json.loads(out.read_text())
+    assert row["scorer"] == {"model": "stub-model", "temperature": 0.0} and row["result"]["status"] == "scored"
+    before = out.read_text()
+    for name, value, said in (("RAA_MODEL", "other-model", "this run uses model 'other-model' at temperature 0.0"),
+                              ("RAA_TEMPERATURE", "0.7", "this run uses model 'stub-model' at temperature 0.7")):
+        monkeypatch.setenv(name, value)
+        res = runner.invoke(app, [*args, "--retry-ineligible"])
+        assert res.exit_code == 2, res.output
+        assert "holds 1 reward row(s) scored by model 'stub-model' at temperature 0.0 (first: line 1)" in res.output
+        assert said in res.output and "another output" in res.output and out.read_text() == before
+        monkeypatch.delenv(name)
+        _env(monkeypatch, tmp_path)
+    legacy = {k: v for k, v in row.items() if k != "scorer"}  # a row from before rows said their scorer
+    out.write_text(json.dumps(legacy) + "\n")
+    monkeypatch.setenv("RAA_MODEL", "other-model")
+    res = runner.invoke(app, args)
+    assert res.exit_code == 0 and "0 to score" in res.output, res.output
+
+
+def test_retry_ineligible_rescoring_only_what_a_rerun_can_fix(monkeypatch, tmp_path) -> None:
+    """A batch scored against a dead endpoint wrote ineligible rows that every resume skipped."""
+    from graph.batch import read_manifest
+    from graph.batch_resume import retryable
+    from tests.graph_scripts import garbage_file, moving_square
+
+    model = _scripted(monkeypatch, tmp_path)
+    for i in range(2):
+        moving_square(tmp_path / f"c{i}.mp4", seed=i)
+    garbage_file(tmp_path / "bad.mp4")
+    manifest = tmp_path / "manifest.jsonl"
+    manifest.write_text("".join(json.dumps({"path": p, "instruction": "push the red block to the right"}) + "\n"
+                                for p in ("c0.mp4", "c1.mp4", "bad.mp4")))
+    items = read_manifest(manifest, "visual_verify")
+    earlier = [{"status": "ineligible", "reasons": ["observe: transport: APIConnectionError after 5 attempts"]},
+               {"status": "scored", "reward": 0.5, "T": 0.5, "P": 0.5, "V": 0.5},
+               {"status": "ineligible", "reasons": ["quality: video: bad.mp4: cannot be opened as a video"]}]
+    out = tmp_path / "results.jsonl"
+    out.write_text("".join(json.dumps({**{k: it[k] for k in ("key", "line", "path", "instruction", "preset",
+                                                              "manifest")}, "result": r}) + "\n"
+                           for it, r in zip(items, earlier, strict=True)))
+    assert [retryable(r) for r in earlier] == [True, False, False]
+    args = ["score-batch", str(manifest), "--out", str(out), "--preset", "visual_verify"]
+    assert "0 to score" in runner.invoke(app, args).output  # a plain resume skips the dead-endpoint row
+    res = runner.invoke(app, [*args, "--retry-ineligible"])
+    assert res.exit_code == 0, res.output
+    assert "1 ineligible row(s) removed" in res.output and "1 to score" in res.output
+    assert "scored=1 zero=0 ineligible=0  usage: calls=" in res.output  # this invocation's rows and model use
+    rows = {r["path"]: r["result"] for r in map(json.loads, out.read_text().splitlines())}
+    assert len(out.read_text().splitlines()) == 3  # one row per item
+    assert rows[str((tmp_path / "c0.mp4").resolve())]["status"] == "scored"
+    assert rows[str((tmp_path / "c1.mp4").resolve())]["reward"] == 0.5  # untouched
+    assert "video" in rows[str((tmp_path / "bad.mp4").resolve())]["reasons"][0]  # not retried: same video
+    assert len(model.calls_for("observe")) == 1
+
+
+def test_retry_ineligible_rescores_a_clip_that_was_missing_and_exists_now(monkeypatch, tmp_path) -> None:
+    """A manifest scored before its clips were all rendered kept "video file not found" rows for good:
+    --retry-ineligible counted them as final video faults."""
+    from tests.graph_scripts import moving_square
+
+    model = _scripted(monkeypatch, tmp_path)
+    manifest = tmp_path / "manifest.jsonl"
+    manifest.write_text("".join(json.dumps({"path": p, "instruction": "push the red block to the right"}) + "\n"
+                                for p in ("late.mp4", "gone.mp4")))
+    out = tmp_path / "results.jsonl"
+    args = ["score-batch", str(manifest), "--out", str(out), "--preset", "visual_verify", "--retry-ineligible"]
+    res = runner.invoke(app, args)
+    assert res.exit_code == 0 and "ineligible=2" in res.output, res.output
+    first = [json.loads(line)["result"] for line in out.read_text().splitlines()]
+    assert all(r["reasons"][0].endswith("video file not found") for r in first), first
+    moving_square(tmp_path / "late.mp4")
+    res = runner.invoke(app, args)
+    assert res.exit_code == 0 and "1 ineligible row(s) removed" in res.output and "1 to score" in res.output
+    rows = {Path(r["path"]).name: r["result"] for r in map(json.loads, out.read_text().splitlines())}
+    assert rows["late.mp4"]["status"] == "scored" and rows["gone.mp4"]["status"] == "ineligible"
+    assert len(rows) == 2 and len(model.calls_for("observe")) == 1
