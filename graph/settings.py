@@ -194,14 +194,14 @@ class BackboneSettings:
         kw.update((name, value) for name, value in parsed if value is not None)
         if "RAA_CACHE_PATH" in env:
             raw = env["RAA_CACHE_PATH"].strip()
-            kw["cache_path"] = None if raw.lower() in _OFF else raw
+            kw["cache_path"] = None if raw.lower() in _OFF else os.path.expanduser(raw)
         raw = env.get("RAA_TRACES_PATH", "").strip()
         if raw and raw.lower() in _OFF:
             raise SettingsError(f"invalid RAA_* setting: RAA_TRACES_PATH={raw!r}: the trace database cannot be "
                                 "turned off (every run is checkpointed there); set a file path, or :memory: "
                                 "to keep traces only while the process runs (raa trace / raa report cannot "
                                 "read them afterwards)")
-        kw["traces_path"] = raw or defaults["traces_path"]
+        kw["traces_path"] = os.path.expanduser(raw) if raw else defaults["traces_path"]  # ~ as the tool paths
         try:
             return cls(**kw)  # type: ignore[arg-type]
         except SettingsError as exc:  # its message starts with the field: name the variable instead

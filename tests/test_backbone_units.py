@@ -71,6 +71,13 @@ def test_traces_cannot_be_turned_off(value: str, tmp_path, monkeypatch) -> None:
     assert BackboneSettings.from_env({"RAA_TRACES_PATH": " "}).traces_path == "runs/traces.sqlite"
 
 
+def test_store_paths_expand_a_leading_tilde(monkeypatch) -> None:
+    """The tool paths (RAA_VJEPA_MODEL, the CoTracker paths) expand ~; the store paths made a folder named ~."""
+    monkeypatch.setenv("HOME", "/home/someone")
+    got = BackboneSettings.from_env({"RAA_TRACES_PATH": "~/t.sqlite", "RAA_CACHE_PATH": "~/c.sqlite"})
+    assert (got.traces_path, got.cache_path) == ("/home/someone/t.sqlite", "/home/someone/c.sqlite")
+
+
 @pytest.mark.parametrize("var,value", [("RAA_TIMEOUT_S", "nan"), ("RAA_TIMEOUT_S", "inf"),
                                        ("RAA_TEMPERATURE", "nan"), ("RAA_TEMPERATURE", "inf"),
                                        ("RAA_ENDPOINT_WAIT_S", "nan"), ("RAA_ENDPOINT_WAIT_S", "inf")])

@@ -97,3 +97,12 @@ def test_vjepa_by_hub_id_without_network(tmp_path, repo):
     else:
         assert "fault cannot load V-JEPA 2 from 'acme/not-cached' (the Hugging Face hub did not answer" in out.stdout
     assert "Retrying" not in out.stderr  # transformers' connection retries were not needed
+
+
+def test_a_name_too_long_for_the_filesystem_is_no_path_and_no_hub_id():
+    """Path.exists() raised OSError "File name too long" for such a name (RAA_VJEPA_MODEL can be 500 characters)."""
+    from tools.hub import local_path_problem
+
+    name = "x" * 300
+    assert not is_hub_id(name)
+    assert local_path_problem(name).startswith(f"no such folder {name!r}")

@@ -26,11 +26,20 @@ from typing import Any
 DEFAULT_TIMEOUT_S = 3.0
 
 
+def _on_disk(path: Path) -> bool:
+    """``path.exists()``, False where the OS refuses to look (a name longer than the filesystem allows raised
+    OSError "File name too long" here: such a name is on no disk, nor is it a hub id)."""
+    try:
+        return path.exists()
+    except OSError:
+        return False
+
+
 def is_hub_id(name: str) -> bool:
     """Whether `name` is a valid hub repo id (``org/name``); a local folder of that name is not asked."""
     from huggingface_hub.utils import HFValidationError, validate_repo_id
 
-    if Path(name).exists():
+    if _on_disk(Path(name)):
         return False
     try:
         validate_repo_id(name)
@@ -45,10 +54,10 @@ def local_path_problem(name: str) -> str | None:
     or a hub id. Without it both read as transformers' "Repo id must be in the form 'repo_name' or
     'namespace/repo_name'", which never says the path is wrong."""
     path = Path(name)
-    if path.is_file():
+    if _on_disk(path) and path.is_file():
         return (f"{name!r} is a file; it must be a folder saved by save_pretrained (config.json and the "
                 "weights) or a hub id (org/name)")
-    if path.exists() or is_hub_id(name):
+    if _on_disk(path) or is_hub_id(name):
         return None
     tilde = " (a leading ~ is not expanded)" if name.startswith("~") else ""
     return f"no such folder {name!r}{tilde}, and it is not a hub id (org/name) either"
