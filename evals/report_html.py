@@ -7,6 +7,7 @@ stylesheet; charts are inline SVG; images are data URLs, so a report is a single
 from __future__ import annotations
 
 import html
+import math
 from collections.abc import Callable, Iterable, Sequence
 
 CSS = """
@@ -115,15 +116,18 @@ def _svg(chart_id: str, width: int, height: int, body: str) -> str:
 
 def line_chart(xs: Sequence[float], ys: Sequence[float], *, chart_id: str, highlight: Sequence[int] = (),
                width: int = 720, height: int = 220, x_label: str = "", y_label: str = "") -> str:
-    """An inline SVG polyline chart; `highlight` are point indices drawn as larger red markers."""
-    if not xs:
+    """An inline SVG polyline chart; `highlight` are point indices drawn as larger red markers. Points with a
+    NaN or infinite coordinate are left out (they went into the SVG as "nan" and broke the axes)."""
+    kept = [(i, float(x), float(y)) for i, (x, y) in enumerate(zip(xs, ys, strict=True))
+            if math.isfinite(x) and math.isfinite(y)]
+    if not kept:
         return _no_data(chart_id, width)
-    px, py, frame = _plot_frame(xs, ys, width=width, height=height, pad_t=12, x_label=x_label, y_label=y_label,
-                                y_format=".3f")
-    pts = " ".join(f"{px(x):.1f},{py(y):.1f}" for x, y in zip(xs, ys, strict=True))
+    px, py, frame = _plot_frame([x for _, x, _ in kept], [y for *_, y in kept], width=width, height=height, pad_t=12,
+                                x_label=x_label, y_label=y_label, y_format=".3f")
+    pts = " ".join(f"{px(x):.1f},{py(y):.1f}" for _, x, y in kept)
     marks = "".join(f"<circle cx=\"{px(x):.1f}\" cy=\"{py(y):.1f}\" r=\"{5 if i in highlight else 2.5}\" "
                     f"fill=\"{'#c0392b' if i in highlight else '#2c5aa0'}\"><title>x={x:g} y={y:.4f}</title></circle>"
-                    for i, (x, y) in enumerate(zip(xs, ys, strict=True)))
+                    for i, x, y in kept)
     return _svg(chart_id, width, height,
                 f"{frame}<polyline fill=\"none\" stroke=\"#2c5aa0\" stroke-width=\"2\" points=\"{pts}\"/>{marks}")
 
@@ -136,7 +140,9 @@ def multi_line_chart(series: Sequence[tuple[str, Sequence[float], Sequence[float
                      width: int = 520, height: int = 200, x_label: str = "") -> str:
     """An inline SVG chart of several (label, xs, ys) polylines on shared axes, with a legend. Series k has
     colour PALETTE[k] whether or not the others have points, so a run keeps its colour across charts."""
-    drawn = [(k, label, xs, ys) for k, (label, xs, ys) in enumerate(series) if xs]
+    finite = [(label, [(x, y) for x, y in zip(xs, ys, strict=True) if math.isfinite(x) and math.isfinite(y)])
+              for label, xs, ys in series]  # as line_chart: a NaN or infinite point is left out
+    drawn = [(k, label, [x for x, _ in pts], [y for _, y in pts]) for k, (label, pts) in enumerate(finite) if pts]
     if not drawn:
         return _no_data(chart_id, width)
     pad_t = 12 + 14 * len(drawn)

@@ -36,3 +36,14 @@ def test_every_piece_of_data_is_escaped():
                               + multi_line_chart([(evil, [0], [1.0])], chart_id=evil, x_label=evil)))
     assert "<script>" not in html and 'onload="y' not in html
     assert "&lt;script&gt;alert(&quot;x&quot;)&lt;/script&gt;&#x27; onload=&quot;y" in html
+
+
+def test_non_finite_points_are_left_out_of_the_charts():
+    """A NaN surprise value went into the SVG as "nan" (an unreadable chart)."""
+    from evals.report_html import line_chart, multi_line_chart
+
+    svg = line_chart([0, 1, 2, 3], [0.5, float("nan"), 1.0, float("inf")], chart_id="c", highlight=[2])
+    assert "nan" not in svg and "inf" not in svg and svg.count("<circle") == 2 and 'r="5"' in svg
+    assert "no data" in line_chart([0], [float("nan")], chart_id="c")
+    svg = multi_line_chart([("a", [0, 1], [float("nan"), 0.2]), ("b", [0], [float("nan")])], chart_id="m")
+    assert "nan" not in svg and 'class="series"' in svg and ">b<" not in svg
