@@ -112,8 +112,12 @@ class VQAReport:
 
 
 def load_vqa_manifest(path: str | Path) -> list[VQAItem]:
-    """Parse and validate a VQA manifest (see the module docstring); raises VQAManifestError naming the row."""
+    """Parse and validate a VQA manifest (see the module docstring; a folder means its ``manifest.jsonl``, as
+    `training.generate` writes it and `evals.clipsuite.load_manifest` reads it); raises VQAManifestError naming
+    the row."""
     path = Path(path)
+    if path.is_dir():
+        path = path / "manifest.jsonl"
     if not path.is_file():
         raise VQAManifestError(f"manifest not found: {path}")
     items: list[VQAItem] = []

@@ -172,3 +172,12 @@ def test_a_cut_write_keeps_the_last_report(tmp_path, monkeypatch):
     monkeypatch.undo()
     assert first.read_text() == before and json.loads(before)["correct"] == 1
     assert [p.name for p in tmp_path.iterdir()] == ["vqa.json"]  # no temporary file left behind
+
+
+def test_a_folder_means_its_manifest_jsonl(manifest):
+    """A generate output folder was "manifest not found", while the clip suite's loader accepts a folder."""
+    (manifest.parent / "manifest.jsonl").write_text(manifest.read_text())
+    assert load_vqa_manifest(manifest.parent) == load_vqa_manifest(manifest)
+    (manifest.parent / "empty").mkdir()
+    with pytest.raises(VQAManifestError, match="manifest not found: .*manifest.jsonl"):
+        load_vqa_manifest(manifest.parent / "empty")
