@@ -21,6 +21,7 @@ Decisions where the issue was silent:
 
 from __future__ import annotations
 
+import hashlib
 import json
 import re
 from pathlib import Path
@@ -339,8 +340,12 @@ def render_run_report(trace: RunTrace, *, tracker: MotionTracker | None = None,
 
 
 def safe_name(run_id: str) -> str:
-    """A file name for a run id."""
-    return re.sub(r"[^A-Za-z0-9._-]+", "_", run_id)[:120] or "run"
+    """A file name for a run id: the id itself when it is one already (generated ids are), else its cleaned
+    form plus 8 hex of its hash, so two ids that clean alike ("a/b", "a b") never share a report file."""
+    cleaned = re.sub(r"[^A-Za-z0-9._-]+", "_", run_id)[:120] or "run"
+    if cleaned == run_id:
+        return cleaned
+    return f"{cleaned}-{hashlib.sha256(run_id.encode('utf-8', 'surrogatepass')).hexdigest()[:8]}"
 
 
 def write_run_report(run_id: str, out: str | Path | None, *, traces_path: str | Path,

@@ -236,3 +236,12 @@ def test_report_track_overlays_use_the_points_as_tracked(tmp_path):
     h = w = 128  # moving_square's frames
     assert q.shape == (1, 3) and q[0, 0] == tracked - 1  # frame 30, the stretch's last tracked frame
     assert q[0, 1] == pytest.approx(0.3 * (w - 1)) and q[0, 2] == pytest.approx(0.5 * (h - 1))
+
+
+def test_run_ids_that_clean_alike_get_their_own_report_files():
+    """"a/b" and "a b" both became a_b.html: one run's report overwrote (or stood in for) the other's."""
+    from evals.report import safe_name
+
+    assert safe_name("run-0123456789ab") == "run-0123456789ab"  # generated ids keep their plain name
+    names = {safe_name(r) for r in ("a/b", "a b", "a_b", "", "x" * 200, "x" * 201)}
+    assert len(names) == 6 and all("/" not in n and " " not in n for n in names)
