@@ -2,7 +2,9 @@
 
 Checks, in order: the backbone endpoint (configured; `GET /models` answers and lists `RAA_MODEL`,
 graph/endpoint.py; an answer that is no model list, such as a 404 or a 500, is a warning naming it); with
-`--call`, one structured request carrying one image (the configured `RAA_STRUCTURED_METHOD`; the model should name the image's colour) and, under `RAA_INSPECT_MODE=tools`,
+`--call`, one structured request carrying as many images as the agent's largest request
+(`max_images_per_call`, 48; the configured `RAA_STRUCTURED_METHOD`; the model should name their colour: the
+server's per-request image limit shows here, not in the first run) and, under `RAA_INSPECT_MODE=tools`,
 one tool-calling request (the model should call `view_frames`); the trace database and the stage cache
 (usable SQLite files, or creatable; a warning when on a network filesystem, where SQLite's WAL mode is
 unsafe); video I/O (an mp4 written and read back); the motion tracker and
