@@ -125,13 +125,27 @@ def test_runs_in_flight_are_capped_over_all_requests(monkeypatch, tmp_path):
     assert peak[0] == 2  # six runs from two requests, never more than two at once
 
 
+def _three_items_with_the_middle_failing(monkeypatch, fake_run) -> list[dict]:
+    """POST three items to a service whose runs are `fake_run` (each scores 0.5); the results, after checking
+    the request answered 200 and only the middle item (index 1) lost its reward."""
+    import graph.reward_service
+
+    monkeypatch.setattr(graph.reward_service, "arun_agent", fake_run)
+    item = {"video_b64": base64.b64encode(b"bytes").decode(), "instruction": "x"}
+    with TestClient(create_reward_app(object(), "full"), raise_server_exceptions=False) as c:
+        res = c.post("/v1/score", json={"items": [item] * 3})
+    assert res.status_code == 200, res.text
+    results = res.json()["results"]
+    assert [r["reward"] for r in results] == [0.5, None, 0.5]
+    return results
+
+
 def test_a_clip_that_cannot_be_written_is_its_items_own_reason(monkeypatch):
     """An OSError writing one item's clip (a full disk: `--keep-videos` keeps every request's clips) failed
     the whole request with a bare 500, while the other items' runs went on for nobody."""
     import errno
     import pathlib
 
-    import graph.reward_service
     from graph.schemas import RewardResult
 
     async def fake_run(agent, video, instruction, run_id, preset, *, durability="exit"):
@@ -144,14 +158,8 @@ def test_a_clip_that_cannot_be_written_is_its_items_own_reason(monkeypatch):
             raise OSError(errno.ENOSPC, "No space left on device")
         return real_write(self, data)
 
-    monkeypatch.setattr(graph.reward_service, "arun_agent", fake_run)
     monkeypatch.setattr(pathlib.Path, "write_bytes", write_bytes)
-    item = {"video_b64": base64.b64encode(b"bytes").decode(), "instruction": "x"}
-    with TestClient(create_reward_app(object(), "full"), raise_server_exceptions=False) as c:
-        res = c.post("/v1/score", json={"items": [item] * 3})
-    assert res.status_code == 200, res.text
-    results = res.json()["results"]
-    assert [r["reward"] for r in results] == [0.5, None, 0.5]
+    results = _three_items_with_the_middle_failing(monkeypatch, fake_run)
     assert "item 1: the clip cannot be written on the service host: [Errno 28] No space" in results[1]["reasons"][0]
 
 
@@ -311,7 +319,6 @@ def test_a_non_ascii_token_is_refused_at_the_edge_without_echoing_it(tmp_path, m
 def test_an_item_whose_run_raises_gets_its_own_reason_and_the_others_their_results(monkeypatch):
     """An error escaping one item's run (`arun_agent` should never raise, but an escaped bug, a MemoryError on a
     huge clip) made the whole request a 500: the other items' results were dropped while their runs went on."""
-    import graph.reward_service
     from graph.schemas import RewardResult
 
     async def fake_run(agent, video, instruction, run_id, preset, *, durability="exit"):
@@ -319,13 +326,7 @@ def test_an_item_whose_run_raises_gets_its_own_reason_and_the_others_their_resul
             raise RuntimeError("escaped from the graph")
         return RewardResult(status="scored", reward=0.5, run_id=run_id, preset=preset)
 
-    monkeypatch.setattr(graph.reward_service, "arun_agent", fake_run)
-    item = {"video_b64": base64.b64encode(b"bytes").decode(), "instruction": "x"}
-    with TestClient(create_reward_app(object(), "full"), raise_server_exceptions=False) as c:
-        res = c.post("/v1/score", json={"items": [item] * 3})
-    assert res.status_code == 200, res.text
-    results = res.json()["results"]
-    assert [r["reward"] for r in results] == [0.5, None, 0.5]
+    results = _three_items_with_the_middle_failing(monkeypatch, fake_run)
     assert results[1]["status"] == "ineligible" and results[1]["preset"] == "full"
     assert results[1]["reasons"] == ["item 1: the run failed on the service host (RuntimeError: escaped from the graph)"]
 
