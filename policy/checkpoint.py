@@ -48,6 +48,20 @@ def _could_be_repo_id(text: str) -> bool:
     return True
 
 
+def missing_parts(root: Path, *, transformer_subfolder: str = "transformer", load_vae: bool,
+                  load_text_encoder: bool) -> list[str]:
+    """What the local checkpoint folder ``root`` lacks for the parts loaded: each part's ``config.json`` (the file
+    ``from_pretrained`` reads first) and, with the text encoder, the ``tokenizer/`` folder; [] when nothing
+    (also `training.model_check`'s launch check)."""
+    needed = [f"{transformer_subfolder}/config.json"]
+    if load_vae:
+        needed.append("vae/config.json")
+    if load_text_encoder:
+        needed.append("text_encoder/config.json")
+    missing = [n for n in needed if not (root / n).is_file()]
+    return missing + (["tokenizer/"] if load_text_encoder and not (root / "tokenizer").is_dir() else [])
+
+
 def check_checkpoint_folder(path: str | Path, *, transformer_subfolder: str, load_vae: bool,
                             load_text_encoder: bool) -> None:
     """FileNotFoundError naming what a local checkpoint lacks for the parts loaded (module docstring);
@@ -59,12 +73,8 @@ def check_checkpoint_folder(path: str | Path, *, transformer_subfolder: str, loa
         if not _could_be_repo_id(str(path)):
             raise FileNotFoundError(f"model folder {str(path)!r} does not exist (and is not a hub repo id)")
         return
-    needed = [f"{transformer_subfolder}/config.json"]
-    if load_vae:
-        needed.append("vae/config.json")
-    if load_text_encoder:
-        needed += ["text_encoder/config.json", "tokenizer/"]
-    missing = [n for n in needed if not (root / n).exists() or (n.endswith("/") and not (root / n).is_dir())]
+    missing = missing_parts(root, transformer_subfolder=transformer_subfolder, load_vae=load_vae,
+                            load_text_encoder=load_text_encoder)
     if missing:
         raise FileNotFoundError(f"checkpoint folder {str(root)!r} lacks {', '.join(missing)} "
                                 "(a diffusers-layout folder: transformer/, vae/, text_encoder/, tokenizer/)")

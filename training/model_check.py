@@ -41,7 +41,7 @@ import json
 from pathlib import Path
 from typing import Literal
 
-from policy.checkpoint import BACKEND_TRANSFORMERS
+from policy.checkpoint import BACKEND_TRANSFORMERS, missing_parts
 from training.config import ConfigError, TrainConfig
 
 TRANSFORMER = "transformer/config.json"
@@ -54,10 +54,8 @@ def _needed(parts: Literal["all", "transformer"]) -> tuple[str, ...]:
 
 
 def _folder_missing(root: Path, parts: Literal["all", "transformer"]) -> list[str]:
-    missing = [name for name in _needed(parts) if not (root / name).is_file()]
-    if parts == "all" and not (root / "tokenizer").is_dir():
-        missing.append("tokenizer/")
-    return missing
+    whole = parts == "all"  # the VAE and the text encoder load with the transformer (training.models)
+    return missing_parts(root, load_vae=whole, load_text_encoder=whole)
 
 WEIGHTS = ("*.safetensors", "*.bin")
 """The weight files diffusers' and transformers' ``from_pretrained`` read (sharded: a ``*.index.json``)."""
