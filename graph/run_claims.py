@@ -41,6 +41,8 @@ import sqlite3
 import threading
 from typing import Any
 
+from tools.procstat import STARTTIME, read_stat_field
+
 CLAIMS_TABLE = "raa_run_claims"
 _CREATE = (f"CREATE TABLE IF NOT EXISTS {CLAIMS_TABLE} (thread_id TEXT PRIMARY KEY, host TEXT NOT NULL, "
            "pid INTEGER NOT NULL, claimed TEXT NOT NULL)")
@@ -175,12 +177,7 @@ def _release_quietly(file: str, run_id: str) -> None:
 def process_start(pid: int) -> int | None:
     """When process `pid` started, in clock ticks since boot (Linux's /proc/<pid>/stat, field 22); None
     where the system does not tell (no /proc, no such process, an unreadable line)."""
-    try:
-        with open(f"/proc/{pid}/stat", "rb") as fh:
-            line = fh.read()
-        return int(line[line.rindex(b")") + 2:].split()[19])  # after "pid (comm) ": state is field 3
-    except (OSError, ValueError, IndexError):
-        return None
+    return read_stat_field(pid, STARTTIME)
 
 
 def running(conn: sqlite3.Connection) -> set[str]:

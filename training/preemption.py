@@ -49,6 +49,7 @@ from types import FrameType
 import torch
 import torch.distributed as dist
 
+from tools.procstat import PPID, read_stat_field
 from training import engine as ds_engine
 
 SIGNALS = (signal.SIGTERM, signal.SIGUSR1)
@@ -131,12 +132,8 @@ def follow_launcher(parent: int, *, interval: float = 1.0) -> bool:
 
 
 def parent_pid(pid: int) -> int | None:
-    """The parent pid of process ``pid`` (``/proc/PID/stat``), None when it is gone."""
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-    except OSError:
-        return None
-    return int(stat[stat.rindex(")") + 2:].split()[1])  # after "(comm)": state, ppid
+    """The parent pid of process ``pid`` (``/proc/PID/stat``), None when it is gone or its line is unreadable."""
+    return read_stat_field(pid, PPID)
 
 
 def _watch_runner(launcher: int, runner: int, interval: float) -> None:
