@@ -80,13 +80,23 @@ def check_checkpoint_folder(path: str | Path, *, transformer_subfolder: str, loa
                                 "(a diffusers-layout folder: transformer/, vae/, text_encoder/, tokenizer/)")
 
 
-def check_transformer_class(config: dict[str, Any], backend: str, where: str) -> None:
-    """ValueError when the transformer config's ``_class_name`` is not the class ``backend`` loads."""
+def transformer_class_problem(config: dict[str, Any], backend: str) -> str | None:
+    """Why the transformer config's ``_class_name`` is not the class ``backend`` loads, or None (also when it is
+    missing: not checked). The one check and message behind `check_transformer_class` and
+    `training.model_check`'s launch check."""
     name, want = config.get("_class_name"), BACKEND_TRANSFORMERS[backend]
-    if isinstance(name, str) and name != want:
-        other = [b for b, c in BACKEND_TRANSFORMERS.items() if c == name]
-        fix = f"use backend {other[0]!r}" if other else f"supported: {', '.join(BACKEND_TRANSFORMERS.values())}"
-        raise ValueError(f"{where} holds a {name}, not the {want} backend {backend!r} loads; {fix}")
+    if not isinstance(name, str) or name == want:
+        return None
+    other = [b for b, c in BACKEND_TRANSFORMERS.items() if c == name]
+    fix = f"use backend {other[0]!r}" if other else f"supported: {', '.join(BACKEND_TRANSFORMERS.values())}"
+    return f"transformer _class_name {name} is not the {want} that backend {backend!r} loads; {fix}"
+
+
+def check_transformer_class(config: dict[str, Any], backend: str, where: str) -> None:
+    """ValueError (`transformer_class_problem`, after ``where``) when the transformer config's ``_class_name``
+    is not the class ``backend`` loads."""
+    if problem := transformer_class_problem(config, backend):
+        raise ValueError(f"{where}: {problem}")
 
 
 def require_all_weights(info: dict[str, list[Any]], where: str) -> None:

@@ -3,6 +3,8 @@ checkpoint folder lacks (policy/checkpoint.py). Tiny random real diffusers model
 
 from __future__ import annotations
 
+import re
+
 import pytest
 import torch
 from safetensors.torch import load_file, save_file
@@ -19,8 +21,23 @@ def _save(root, backend: str) -> FlowWorldModel:
 
 def test_a_checkpoint_of_the_other_backend_is_refused(tmp_path):
     _save(tmp_path, "cosmos")
-    with pytest.raises(ValueError, match="CosmosTransformer3DModel.*use backend 'cosmos'"):
+    with pytest.raises(ValueError, match=re.escape(f"{tmp_path}/transformer: transformer _class_name CosmosTransformer3DModel is not")):
         FlowWorldModel.from_pretrained(tmp_path, "wan", torch_dtype=torch.float32, load_text_encoder=False)
+
+
+@pytest.mark.parametrize(("name", "backend", "problem"), [
+    ("WanTransformer3DModel", "wan", None),
+    (None, "cosmos", None),  # no _class_name: not checked
+    ("WanTransformer3DModel", "cosmos", "transformer _class_name WanTransformer3DModel is not the "
+     "CosmosTransformer3DModel that backend 'cosmos' loads; use backend 'wan'"),
+    ("FluxTransformer2DModel", "wan", "transformer _class_name FluxTransformer2DModel is not the "
+     "WanTransformer3DModel that backend 'wan' loads; supported: CosmosTransformer3DModel, WanTransformer3DModel"),
+])
+def test_the_transformer_class_check_behind_loading_and_the_launch_check(name, backend, problem):
+    """One check and message for from_pretrained and training.model_check (they had each written theirs)."""
+    from policy.checkpoint import transformer_class_problem
+
+    assert transformer_class_problem({} if name is None else {"_class_name": name}, backend) == problem
 
 
 def test_weights_missing_from_the_transformer_are_refused(tmp_path):

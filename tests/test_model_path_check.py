@@ -188,8 +188,8 @@ def test_an_unsupported_wan_layout_is_named_before_loading(tmp_path):
     assert check_model_path(_cfg(wan)) is None
     _edit(wan, "vae", z_dim=48)  # a Wan 2.2 VAE under a 16-channel transformer
     assert "transformer in_channels 16 is not supported" in _config_error(wan)
-    assert "_class_name WanTransformer3DModel is not what backend cosmos loads (CosmosTransformer3DModel); " \
-        "set backend: wan" in _config_error(wan, "cosmos")
+    assert "transformer _class_name WanTransformer3DModel is not the CosmosTransformer3DModel that backend 'cosmos' " \
+        "loads; use backend 'wan'" in _config_error(wan, "cosmos")  # policy.checkpoint.transformer_class_problem
 
 
 

@@ -28,7 +28,7 @@ Then, for a local folder (a hub id is left as it is):
   diffusers splits our text tokens into image and text context); Cosmos ``out_channels`` = ``z``, ``in_channels`` =
   ``z + 1`` (condition mask; ``concat_padding_mask`` true: diffusers appends the padding mask, which needs
   torchvision) or, with ``concat_padding_mask`` false, ``z + 2`` (`cosmos_velocity` appends it); the
-  ``_class_name`` the backend loads. A field that is missing or unreadable is not checked (no guess).
+  ``_class_name`` the backend loads (`policy.checkpoint.transformer_class_problem`). A field that is missing or unreadable is not checked (no guess).
 
 Decisions where the issue was silent: a string that is not a valid repo id and not a folder (an absolute
 path that does not exist) is an error without a request; the tokenizer folder's files are the loader's.
@@ -41,7 +41,7 @@ import json
 from pathlib import Path
 from typing import Literal
 
-from policy.checkpoint import BACKEND_TRANSFORMERS, missing_parts
+from policy.checkpoint import missing_parts, transformer_class_problem
 from training.config import ConfigError, TrainConfig
 
 TRANSFORMER = "transformer/config.json"
@@ -99,11 +99,8 @@ def _has_torchvision() -> bool:
 def _layout_problems(root: Path, backend: str) -> list[str]:
     """The transformer config values ``backend`` cannot run (see the module docstring); [] when none is known."""
     tr = _json(root / TRANSFORMER)
-    name, want = tr.get("_class_name"), BACKEND_TRANSFORMERS[backend]
-    if isinstance(name, str) and name != want:
-        other = [b for b, c in BACKEND_TRANSFORMERS.items() if c == name]
-        fix = f"set backend: {other[0]}" if other else "this trainer runs " + " or ".join(BACKEND_TRANSFORMERS.values())
-        return [f"transformer _class_name {name} is not what backend {backend} loads ({want}); {fix}"]
+    if wrong_class := transformer_class_problem(tr, backend):
+        return [wrong_class]
     z = _int(_json(root / "vae" / "config.json"), "z_dim")
     c_in = _int(tr, "in_channels")
     c_out = _int(tr, "out_channels")
