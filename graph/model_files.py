@@ -7,6 +7,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from pathlib import Path
 
+from tools.weight_index import shards_problem
+
 # the weight files `VJEPA2Model.from_pretrained` reads, in its order (transformers.utils: SAFE_WEIGHTS_NAME,
 # SAFE_WEIGHTS_INDEX_NAME, WEIGHTS_NAME, WEIGHTS_INDEX_NAME); an index names the shards it needs
 VJEPA_WEIGHTS = ("model.safetensors", "model.safetensors.index.json", "pytorch_model.bin", "pytorch_model.bin.index.json")
@@ -14,9 +16,7 @@ VJEPA_WEIGHTS = ("model.safetensors", "model.safetensors.index.json", "pytorch_m
 
 def weights_problem(find: Callable[[str], Path | None]) -> str | None:
     """Why the model files `find` locates (a file name -> its path, or None) cannot be loaded, or None: a
-    config.json and one weight file (an index: every shard it names)."""
-    import json
-
+    config.json and one weight file (an index: every shard it names, `tools.weight_index.shards_problem`)."""
     if find("config.json") is None:
         return "no config.json (a Hugging Face model folder is expected)"
     for name in VJEPA_WEIGHTS:
@@ -26,9 +26,8 @@ def weights_problem(find: Callable[[str], Path | None]) -> str | None:
         if not name.endswith(".index.json"):
             return None
         try:
-            shards = sorted(set(json.loads(path.read_text())["weight_map"].values()))
-        except (OSError, ValueError, KeyError, TypeError, AttributeError) as exc:
-            return f"{path} is not a weight index ({type(exc).__name__}: {exc})"
-        missing = [shard for shard in shards if find(shard) is None]
-        return f"{name} names shards that are missing: {', '.join(missing[:5])}" if missing else None
+            text = path.read_text()
+        except (OSError, ValueError) as exc:  # ValueError: not UTF-8
+            return f"{path} cannot be read ({type(exc).__name__}: {exc})"
+        return shards_problem(str(path), text, lambda shard: find(shard) is not None)
     return f"no weights ({', '.join(VJEPA_WEIGHTS)})"

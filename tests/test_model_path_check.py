@@ -138,14 +138,31 @@ def test_a_part_without_its_weights_or_shards_is_named(tmp_path):
     (enc / "model.safetensors.index.json").write_text(json.dumps(index))
     (enc / shards[0]).write_bytes(b"")
     err = _config_error(model)
-    assert ("text_encoder/ lacks 5 of 6 shards in its index: model-00002-of-00006.safetensors, "
-            "model-00003-of-00006.safetensors, model-00004-of-00006.safetensors and 2 more") in err
+    assert ("text_encoder/model.safetensors.index.json names 5 of 6 shards that are missing: "
+            "model-00002-of-00006.safetensors, model-00003-of-00006.safetensors, model-00004-of-00006.safetensors "
+            "and 2 more") in err
     for shard in shards[1:]:
         (enc / shard).write_bytes(b"")
     assert check_model_path(_cfg(model)) is None
     shutil.rmtree(model / "text_encoder")  # the exporter's parts: the transformer only
     (model / "transformer" / WEIGHT).unlink()
     assert "missing weights: transformer/ has no weights" in _config_error(model, parts="transformer")
+
+
+def test_a_broken_weight_index_is_named_though_shards_are_there(tmp_path):
+    """Before: an index that was not one (cut short in a copy) was skipped, and the shards beside it passed;
+    diffusers reads the index first and the launch failed on it after loading the parts before."""
+    from training.model_check import check_model_path
+
+    model = _checkpoint(tmp_path / "wan")
+    tr = model / "transformer"
+    (tr / WEIGHT).rename(tr / "diffusion_pytorch_model-00001-of-00002.safetensors")
+    (tr / "diffusion_pytorch_model.safetensors.index.json").write_text('{"metadata": {}, "weight_map": {"a": "diffu')
+    assert ("missing weights: transformer/diffusion_pytorch_model.safetensors.index.json is not a weight index "
+            "(not JSON: ") in _config_error(model)
+    shards = {"a": "diffusion_pytorch_model-00001-of-00002.safetensors"}
+    (tr / "diffusion_pytorch_model.safetensors.index.json").write_text(json.dumps({"weight_map": shards}))
+    assert check_model_path(_cfg(model)) is None
 
 
 def _saved(root: Path, backend: str) -> Path:

@@ -17,9 +17,10 @@ minute later with ``OSError: ... does not appear to have a file named config.jso
 Then, for a local folder (a hub id is left as it is):
 
 - weights: each part checked (``transformer/``, ``vae/``, ``text_encoder/``) holds a ``*.safetensors`` or
-  ``*.bin`` file, or a ``*.index.json`` whose ``weight_map`` shards all exist; a half-copied folder passed
-  and the launch died after loading the parts before it. Missing -> ConfigError naming the part and the
-  missing shards (a few, then a count). Only existence is checked, not sizes or contents;
+  ``*.bin`` file, or ``*.index.json`` files that are weight indexes whose shards all exist
+  (`tools.weight_index`); a half-copied folder passed and the launch died after loading the parts before it.
+  Missing -> ConfigError naming the part and the missing shards (a few, then a count), or the index that is
+  not one (diffusers reads an index before single files). Only existence is checked, not sizes or contents;
 - the transformer layout (`_layout_problems`, from ``transformer/config.json`` and ``vae/config.json``): an
   unsupported one (e.g. Wan 2.1 / 2.2 I2V-14B, ``in_channels`` 36) failed at the first transformer call,
   after loading tens of GB. Supported, read from `policy.wan.wan_velocity` / `policy.cosmos.cosmos_velocity`
@@ -42,6 +43,7 @@ from pathlib import Path
 from typing import Literal
 
 from policy.checkpoint import missing_parts, transformer_class_problem
+from tools.weight_index import shards_problem
 from training.config import ConfigError, TrainConfig
 
 TRANSFORMER = "transformer/config.json"
@@ -70,21 +72,24 @@ def _json(path: Path) -> dict:
     return data if isinstance(data, dict) else {}
 
 
-def _names(names: list[str], few: int = 3) -> str:
-    more = f" and {len(names) - few} more" if len(names) > few else ""
-    return ", ".join(names[:few]) + more
-
-
 def _weights_missing(folder: Path) -> str | None:
-    """None when ``folder`` holds its weights; otherwise what is missing, named with the part."""
-    maps = [m for index in sorted(folder.glob("*.index.json")) if isinstance(m := _json(index).get("weight_map"), dict)]
-    if maps:
-        shards = sorted({s for m in maps for s in m.values() if isinstance(s, str)})
-        lost = [s for s in shards if not (folder / s).is_file()]
-        return f"{folder.name}/ lacks {len(lost)} of {len(shards)} shards in its index: {_names(lost)}" if lost else None
+    """None when ``folder`` holds its weights; otherwise what is missing, named with the part (an index: every
+    shard it names, `tools.weight_index.shards_problem`)."""
+    if indexes := sorted(folder.glob("*.index.json")):
+        problems = [p for index in indexes if (p := _index_problem(index))]
+        return "; ".join(problems) or None
     if any(f.is_file() for pattern in WEIGHTS for f in folder.glob(pattern)):
         return None
     return f"{folder.name}/ has no weights (no *.safetensors or *.bin file, no *.safetensors.index.json)"
+
+
+def _index_problem(index: Path) -> str | None:
+    where = f"{index.parent.name}/{index.name}"
+    try:
+        text = index.read_text()
+    except (OSError, ValueError) as exc:  # ValueError: not UTF-8
+        return f"{where} cannot be read ({type(exc).__name__}: {exc})"
+    return shards_problem(where, text, lambda shard: (index.parent / shard).is_file())
 
 
 def _int(config: dict, key: str) -> int | None:

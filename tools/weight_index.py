@@ -1,0 +1,49 @@
+"""Sharded Hugging Face weights: the shards a weight index (``*.index.json``) names, and which of them are missing.
+The one reading behind `raa doctor`'s V-JEPA 2 check (`graph.model_files.weights_problem`) and the training
+launch check (`training.model_check`), which had each written it and differed on a broken index (the launch
+check skipped it, and passed a folder the loader then failed on).
+
+The shards are read as diffusers' and transformers' loaders read them: the distinct values of the index's
+``weight_map``. Decision where they are silent: an index that names no shard (an empty ``weight_map``) is not a
+weight index here, since loading it would leave every weight at its random initialisation.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+
+
+def index_shards(text: str) -> list[str]:
+    """The shard files (sorted, each once) the weight index ``text`` names; ValueError saying why when the text
+    is not such an index (not JSON, no ``weight_map`` object, a shard that is not a file name, no shard)."""
+    try:
+        data = json.loads(text)
+    except ValueError as exc:
+        raise ValueError(f"not JSON: {exc}") from None
+    weight_map = data.get("weight_map") if isinstance(data, dict) else None
+    if not isinstance(weight_map, dict):
+        raise ValueError("no weight_map object")
+    shards = set(weight_map.values())
+    if not all(isinstance(s, str) and s for s in shards):
+        raise ValueError("a weight_map value is not a file name")
+    if not shards:
+        raise ValueError("its weight_map names no shard")
+    return sorted(shards)
+
+
+def _few(names: list[str], few: int = 3) -> str:
+    more = f" and {len(names) - few} more" if len(names) > few else ""
+    return ", ".join(names[:few]) + more
+
+
+def shards_problem(where: str, text: str, exists: Callable[[str], bool]) -> str | None:
+    """Why the weights of the index ``text`` (named ``where`` in the answer) cannot be loaded, or None:
+    `index_shards` refuses it, or shards it names are missing (``exists``: a shard name -> whether it is there;
+    a few named, then a count)."""
+    try:
+        shards = index_shards(text)
+    except ValueError as exc:
+        return f"{where} is not a weight index ({exc})"
+    lost = [s for s in shards if not exists(s)]
+    return f"{where} names {len(lost)} of {len(shards)} shards that are missing: {_few(lost)}" if lost else None
