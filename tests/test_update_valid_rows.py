@@ -89,10 +89,14 @@ def test_forward_rows():
     from training.update import forward_rows  # here, so that the other tests also run against older code
 
     valid = torch.tensor([1, 0, 1, 1, 1], dtype=torch.bool)
-    assert forward_rows(valid, slice(3, 5)) == slice(3, 5)  # all valid: the slice itself, no copy
-    assert forward_rows(valid, slice(0, 2)).tolist() == [0]
-    assert forward_rows(valid, slice(1, 4)).tolist() == [2, 3]  # indices into the group, not the micro-batch
-    assert forward_rows(torch.zeros(5, dtype=torch.bool), slice(2, 4)) == slice(2, 3)  # one row: collectives
+    rows, keep = forward_rows(valid, slice(3, 5))
+    assert rows == slice(3, 5) and keep.tolist() == [0, 1]  # all valid: the slice itself, no copy
+    rows, keep = forward_rows(valid, slice(0, 2))
+    assert rows.tolist() == [0] and keep.tolist() == [0]
+    rows, keep = forward_rows(valid, slice(1, 4))
+    assert rows.tolist() == [2, 3] and keep.tolist() == [1, 2]  # rows: into the group; keep: the micro-batch
+    rows, keep = forward_rows(torch.zeros(5, dtype=torch.bool), slice(2, 4))
+    assert rows == slice(2, 3) and keep.tolist() == []  # one row for the collectives, no valid sample
 
 
 @pytest.mark.parametrize("micro_batch", [2, 3])

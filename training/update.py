@@ -114,17 +114,19 @@ def take(obj: Any, sl: slice | torch.Tensor, batch: int) -> Any:
     return dataclasses.replace(obj, **changes)
 
 
-def forward_rows(valid: torch.Tensor, sl: slice) -> slice | torch.Tensor:
-    """Rows of a group that micro-batch ``sl`` runs the forward on, given the group's (G,) ``valid``: its
+def forward_rows(valid: torch.Tensor, sl: slice) -> tuple[slice | torch.Tensor, torch.Tensor]:
+    """``(rows, keep)`` for micro-batch ``sl`` of a group, given the group's (G,) ``valid``. ``keep``: its valid
+    samples, indices into the micro-batch. ``rows``: the rows of the group it runs the forward on: those
     valid samples; all of ``sl`` (a slice, no copy) when every one is valid; its first sample alone when none
-    is (a forward the collectives need, as small as it gets). An index tensor is on the CPU: it indexes
+    is (a forward the collectives need, as small as it gets). Both from one read of ``valid`` (one device
+    sync), so the rows with a valid sample are exactly ``keep``'s. Index tensors are on the CPU: they index
     tensors on any device (a CUDA index could not index a CPU one)."""
     keep = valid[sl].nonzero().flatten().cpu()
     if len(keep) == 0:
-        return slice(sl.start, sl.start + 1)
+        return slice(sl.start, sl.start + 1), keep
     if len(keep) == sl.stop - sl.start:
-        return sl
-    return keep + sl.start
+        return sl, keep
+    return keep + sl.start, keep
 
 
 def rollout_config(cfg: TrainConfig) -> RolloutConfig:
@@ -164,10 +166,9 @@ def update_policy(engine: Any, groups: list[Group], cfg: TrainConfig, rcfg: Roll
             gi, k, c = items[n]
             g = groups[gi]
             sl = chunk(c, cfg.micro_batch, group)
-            rows = forward_rows(g.valid, sl)  # invalid samples never enter the graph (module docstring)
+            rows, keep = forward_rows(g.valid, sl)  # invalid samples never enter the graph (module docstring)
             cond = g.cond.select(rows)
             record = take(g.rollout.steps[k], rows, group)
-            keep = g.valid[sl].nonzero().flatten()  # the valid samples, indices into the micro-batch
             ref_mean = ref_std = None
             if cfg.beta > 0:  # on every rank, valid or not: ZeRO-3 forwards gather parameters collectively
                 with torch.no_grad():
