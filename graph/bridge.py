@@ -28,7 +28,10 @@ Decisions where the issue was silent:
   bridge thread, every other call runs that way too: a call from the helper (a second level of sync code
   inside it) or from a thread it waits for would otherwise wait for the blocked loop, forever.
 - An exception in the waiting thread (Ctrl-C) cancels the coroutine before it propagates.
-- After a fork the child starts its own loop (the parent's thread does not exist there).
+- After a fork the child starts its own loop (the parent's thread does not exist there), with a fresh lock
+  and no stall (a parent thread may have held the lock at the fork, so the child's first call waited
+  forever; a parent call blocking the bridge thread left every child call on a fresh loop of its own). The
+  fork hook is registered when the first loop starts, not at import (as graph/workers.py's for its pools).
 - A coroutine that raises SystemExit or KeyboardInterrupt (`sys.exit` in a callback) raises it in the
   caller, as `asyncio.run` did. asyncio lets those two out of the loop: unhandled, they stopped the bridge
   thread before the caller was told, and the caller waited forever.
@@ -49,12 +52,16 @@ T = TypeVar("T")
 _lock = threading.Lock()
 _bridge: tuple[int, asyncio.AbstractEventLoop, threading.Thread] | None = None
 _stalled = 0  # calls made on the bridge thread, blocking it now (see the module docstring)
+_fork_hooked = False
 
 
 def sync_loop() -> asyncio.AbstractEventLoop:
     """The process's bridge loop (started on first use; see the module docstring)."""
-    global _bridge
+    global _bridge, _fork_hooked
     with _lock:
+        if not _fork_hooked:
+            os.register_at_fork(after_in_child=_forget_bridge)
+            _fork_hooked = True
         if _bridge is None or _bridge[0] != os.getpid() or not _bridge[2].is_alive() or _bridge[1].is_closed():
             loop = asyncio.new_event_loop()
             thread = threading.Thread(target=loop.run_forever, name="raa-sync-loop", daemon=True)
@@ -121,6 +128,13 @@ def _run_aside(coro: Coroutine[Any, Any, T], context: contextvars.Context) -> T:
         if blocking:
             with _lock:
                 _stalled -= 1
+
+
+def _forget_bridge() -> None:
+    """In a forked child: a fresh lock (a parent thread may have held it at the fork) and no stall (the
+    parent's blocked bridge thread does not exist here); the child's first call starts its own loop."""
+    global _lock, _stalled, _bridge
+    _lock, _stalled, _bridge = threading.Lock(), 0, None
 
 
 def _bridge_thread() -> threading.Thread | None:

@@ -74,3 +74,56 @@ def test_reformatters_of_ended_threads_are_freed_by_the_next_one_made():
     mine = [k for k in video_reformat._KEPT if k[0] == os.getpid()]
     assert sum(not t.is_alive() for _, t, _ in mine) <= 1  # only the last ended thread's, until the next is made
     assert video_reformat.reformatter() is video_reformat.reformatter()
+
+
+BRIDGE_SCENARIO = textwrap.dedent("""
+    import asyncio, os, signal, sys, threading
+    from graph import bridge
+    from graph.bridge import run_sync
+
+    async def where():
+        return threading.current_thread().name
+
+    assert run_sync(where()) == "raa-sync-loop"
+    go = threading.Event()
+    if sys.argv[1] == "lock":  # another thread holds the bridge's lock at the fork
+        held = threading.Event()
+
+        def hold():
+            with bridge._lock:
+                held.set()
+                go.wait()
+
+        threading.Thread(target=hold, daemon=True).start()
+        held.wait()
+    else:  # a call made on the bridge thread blocks it at the fork (the stall counter is 1)
+        entered = threading.Event()
+
+        async def inner():
+            entered.set()
+            await asyncio.to_thread(go.wait)
+
+        async def outer():
+            return run_sync(inner())
+
+        threading.Thread(target=run_sync, args=(outer(),), daemon=True).start()
+        entered.wait()
+    pid = os.fork()
+    if pid == 0:
+        signal.alarm(20)  # a hung child ends by SIGALRM instead of hanging the test
+        os._exit(0 if run_sync(where()) == "raa-sync-loop" else 3)
+    go.set()
+    _, status = os.waitpid(pid, 0)
+    print("child", os.waitstatus_to_exitcode(status))
+""")
+
+
+@pytest.mark.parametrize("state", [
+    "lock",  # the child inherited the lock held by a parent thread: its first sync call waited forever
+    "stalled",  # the child inherited the parent's stall count: every sync call ran on a fresh loop of its own
+])
+def test_a_child_forked_while_the_bridge_is_busy_runs_sync_calls_on_its_own_loop(state):
+    proc = subprocess.run([sys.executable, "-c", BRIDGE_SCENARIO, state], cwd=ROOT,
+                          capture_output=True, text=True, timeout=90)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert proc.stdout.strip() == "child 0", proc.stdout + proc.stderr
