@@ -39,11 +39,15 @@ Decisions where the issue was silent:
   waiting on the network for minutes, are not waited for. The threads are daemons, and a daemon
   thread still inside OpenCV when the interpreter finalizes is torn down mid-C++ ("terminate called
   without an active exception", exit status 134): a speculative motion track that nobody awaited
-  aborted ~40% of short `motion`-preset scripts after they had printed their result.
+  aborted ~40% of short `motion`-preset scripts after they had printed their result. A job submitted
+  after that (a later exit hook, a daemon thread still running) is refused with a RuntimeError, which
+  its stage records as a fault: it started fresh pools, whose threads no hook shut down, so they could
+  be torn down mid-OpenCV again. (A pool taken before the shutdown refuses its jobs as well.)
 - The way back from sync code to the coroutines is `graph.bridge.run_sync` (one loop per process).
 - A child forked after the pools started (`multiprocessing`'s default start method on Linux, DataLoader
   workers) starts its own pools on first use: the parent's threads do not exist there, so a job queued on
-  the parent's pools waited forever. The fork hook is registered with the first pool, not at import.
+  the parent's pools waited forever. The fork hook is registered with the first pool, not at import. A
+  child forked while its parent runs its exit hooks is a process of its own: its pools start as usual.
 """
 
 from __future__ import annotations
@@ -174,15 +178,18 @@ class PriorityPool:
 _POOLS: dict[Lane, PriorityPool] = {}
 _POOL_LOCK = threading.Lock()
 _FORK_HOOKED = False
+_EXITED = False  # the exit hook has shut the pools down: no new ones (module docstring)
 
 
 def pool(lane: Lane = "cpu") -> PriorityPool:
     """The process-wide pool of `lane` (started on first use; a forked child starts its own)."""
     global _FORK_HOOKED
     with _POOL_LOCK:
+        if _EXITED:
+            raise RuntimeError("the worker pools are shut down: the interpreter is exiting")
         if lane not in _POOLS:
             if not _POOLS:
-                atexit.register(shutdown_pools)
+                atexit.register(_shutdown_at_exit)
             if not _FORK_HOOKED:
                 os.register_at_fork(after_in_child=_forget_pools)
                 _FORK_HOOKED = True
@@ -195,9 +202,10 @@ def _forget_pools() -> None:
     """In a forked child: drop the parent's pools, whose threads do not exist here (a job queued on them
     would wait forever), and the locks a parent thread may have held at the fork. Runs before any other
     thread of the child starts."""
-    global _POOL_LOCK, _ORDERS_LOCK
+    global _POOL_LOCK, _ORDERS_LOCK, _EXITED
     _POOL_LOCK, _ORDERS_LOCK = threading.Lock(), threading.Lock()
     _POOLS.clear()
+    _EXITED = False
 
 
 EXIT_WAIT_S: dict[Lane, float] = {"cpu": 60.0, "io": 0.0}
@@ -206,9 +214,17 @@ PyAV, torch) that must not be torn down mid-call; "io" jobs wait on the network 
 client's timeout) and are left to the interpreter, like any daemon thread."""
 
 
+def _shutdown_at_exit() -> None:
+    """The `atexit` hook: shut the pools down and refuse new ones (module docstring)."""
+    global _EXITED
+    with _POOL_LOCK:
+        _EXITED = True
+    shutdown_pools()
+
+
 def shutdown_pools() -> None:
-    """Shut the process-wide pools down (registered with `atexit`; see module docstring). A later
-    `submit` starts fresh pools."""
+    """Shut the process-wide pools down (at interpreter exit through `_shutdown_at_exit`; see module
+    docstring). Called directly, a later `submit` starts fresh pools."""
     with _POOL_LOCK:
         pools = list(_POOLS.items())
         _POOLS.clear()

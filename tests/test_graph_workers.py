@@ -228,3 +228,30 @@ def test_shutdown_waits_at_most_wait_s_and_exit_does_not_wait_for_network_jobs()
     proc = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=60)
     assert proc.returncode == 0, proc.stderr[-2000:]
     assert time.monotonic() - t0 < 30
+
+
+def test_a_job_submitted_after_the_pools_shut_down_at_exit_is_refused():
+    """A job submitted once the exit hook had shut the pools down (a later exit hook, a daemon thread still
+    running) started fresh pools, whose threads nobody shut down: the teardown the exit hook prevents."""
+    import subprocess
+    import sys
+    import textwrap
+
+    script = textwrap.dedent("""
+        import atexit
+        from graph import workers
+
+        def late():  # registered before the pools' hook, so it runs after it
+            try:
+                print("ran", workers.submit(lambda: 1).result(timeout=10))
+            except RuntimeError as exc:
+                print("refused:", exc)
+            print("pools", len(workers._POOLS))
+
+        atexit.register(late)
+        assert workers.submit(lambda: 1).result(timeout=10) == 1
+    """)
+    proc = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert "refused:" in proc.stdout and "exiting" in proc.stdout, proc.stdout
+    assert "pools 0" in proc.stdout
