@@ -1,4 +1,9 @@
-"""A byte-bounded LRU map (the reward agent's frame, data-URL and extras caches, graph/frame_store.py)."""
+"""A byte-bounded LRU map (the reward agent's frame, data-URL and extras caches, graph/frame_store.py).
+
+Decision where the issue was silent: an entry bigger than the whole bound is not stored (and an older
+value under its key is dropped, being stale); it evicts nothing. It used to evict every other entry and
+then stay, so the map held more than its bound and served nothing else. The caller still has the value.
+"""
 
 from __future__ import annotations
 
@@ -30,9 +35,11 @@ class ByteLRU:
             old = self._data.pop(key, None)
             if old is not None:
                 self._bytes -= old[1]
+            if size > self.max_bytes:  # never fits: keep the others (module docstring)
+                return
             self._data[key] = (value, size)
             self._bytes += size
-            while self._bytes > self.max_bytes and len(self._data) > 1:
+            while self._bytes > self.max_bytes:
                 _, (_, freed) = self._data.popitem(last=False)
                 self._bytes -= freed
 
