@@ -41,7 +41,10 @@ Decisions where the issues were silent:
   accepted and not used: the mp4 carries its frame rate.
 - A client that disconnects before its answer (its timeout, Ctrl-C) has its runs cancelled (checked every
   `DISCONNECT_POLL_S`): they held the shared slots, so later requests waited behind work nobody would read,
-  and a client retrying on timeout multiplied it (4 clips, 3 attempts: 12 runs).
+  and a client retrying on timeout multiplied it (4 clips, 3 attempts: 12 runs). So does a request whose
+  handler is cancelled (the server shutting down past its grace period): its runs went on to the end, model
+  calls and CPU for results nobody would read. The handler waits for its runs to finish cancelling before
+  it deletes their clips and returns.
 """
 
 from __future__ import annotations
@@ -203,8 +206,13 @@ def create_reward_app(agent: Any, preset: str, *, token: str | None = None, max_
                     raise HTTPProblem(499, "the client disconnected; its runs were cancelled")
             results = work.result()
         finally:
-            if keep_videos is None:
-                await asyncio.to_thread(_discard, folder, frames)
+            try:
+                if not work.done():  # this handler was cancelled: its runs go with it (module docstring)
+                    work.cancel()
+                    await asyncio.gather(work, return_exceptions=True)
+            finally:
+                if keep_videos is None:
+                    await asyncio.to_thread(_discard, folder, frames)
         return {"results": results}
 
     return app

@@ -377,3 +377,41 @@ def test_the_trainer_counts_an_item_the_service_failed_on_as_an_error_not_the_ag
     assert out.kinds == [None, "error", "none", "error"]
     assert out.counts == {"none": 1, "nan": 0, "inf": 0, "error": 2}
     assert "the run failed on the service host" in out.reasons[1] and "out of view" in out.reasons[2]
+
+
+def test_a_cancelled_score_request_cancels_its_runs(monkeypatch):
+    """The `score` handler cancelled (server shutdown, a framework dropping the request) left its runs going on
+    to the end: model calls and CPU for results nobody would read. They are cancelled before it returns."""
+    import httpx
+
+    import graph.reward_service
+
+    started, cancelled = [], []
+    all_started = asyncio.Event()
+
+    async def fake_run(agent, video, instruction, run_id, preset, *, durability="exit"):
+        started.append(run_id)
+        if len(started) == 2:
+            all_started.set()
+        try:
+            await asyncio.sleep(60)
+        except asyncio.CancelledError:
+            cancelled.append(run_id)
+            raise
+
+    monkeypatch.setattr(graph.reward_service, "arun_agent", fake_run)
+    app = create_reward_app(object(), "full")
+    item = {"video_b64": base64.b64encode(b"bytes").decode(), "instruction": "x"}
+
+    async def main() -> list[str]:
+        async with app.router.lifespan_context(app):
+            transport = httpx.ASGITransport(app=app)  # the app runs in the request's own task
+            async with httpx.AsyncClient(transport=transport, base_url="http://service") as c:
+                request = asyncio.ensure_future(c.post("/v1/score", json={"items": [item] * 2}))
+                await all_started.wait()
+                request.cancel()
+                with pytest.raises(asyncio.CancelledError):
+                    await request
+                return list(cancelled)  # before asyncio.run cancels whatever is left at its end
+
+    assert sorted(asyncio.run(main())) == sorted(started) and len(started) == 2
