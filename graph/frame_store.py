@@ -36,6 +36,8 @@ Decisions where the issue was silent:
   deleted files, which no later request can use since every batch writes to a new folder. Work still
   running for a forgotten clip does not put its entries back: the encoding job a zeroed clip's quality
   step started used to refill the cache after the reward service had forgotten the clip.
+- A frame index that is not an integer (numpy integers are) raises `tools.video.FrameIndexError` naming the
+  clip, as `tools.video` does: `int()` took 1.5 as frame 1 and "2" as frame 2, the wrong frame unsaid.
 """
 
 from __future__ import annotations
@@ -262,14 +264,14 @@ class FrameStore:
 
     def prefetch(self, video: str, indices: Sequence[int]) -> None:
         """Decode and cache the frames at `indices` without building an array of them."""
-        self._ensure(self._refresh(video), {int(i) for i in indices})
+        self._ensure(self._refresh(video), set(_indices(video, indices)))
 
     def frame_list(self, video: str, indices: Sequence[int]) -> list[np.ndarray]:
         """The cached frames at `indices` as a list (decoding only those not cached; no stacked copy)."""
         return self._frame_list(self._refresh(video), indices)
 
     def _frame_list(self, v: VideoKey, indices: Sequence[int]) -> list[np.ndarray]:
-        wanted = [int(i) for i in indices]
+        wanted = _indices(v[0], indices)
         have = self._ensure(v, set(wanted))
         return [have[i] for i in wanted]
 
@@ -305,6 +307,7 @@ class FrameStore:
                       note: str = "", box_label: str | None = None) -> list[dict]:
         from tools.video import crop_frame, crop_key, encode_jpeg_data_url, resize_long_side
 
+        indices = _indices(v[0], indices)
         meta = self._reader(v).meta
         blocks: list[dict] = []
         key_box = None if box is None else crop_key(box)
@@ -367,6 +370,7 @@ class FrameStore:
                       note: str = "", box_label: str | None = None) -> list[dict]:
         """`image_blocks`, in a worker thread unless every image is already cached (waiting first for
         a `start_encoding` job of the same frames)."""
+        indices = _indices(video, indices)  # refused here, on the loop, before any work is queued
         with self._lock:
             v = self._known.get(video)
         if v is None:  # no request of this file has looked at it yet: find its version off the loop
@@ -384,4 +388,13 @@ class FrameStore:
 
 def _encoding_key(v: VideoKey, indices: Sequence[int]) -> tuple[str, VideoKey, tuple[int, ...]]:
     """`FrameStore.shared_job` key of encoding the full frames `indices` of version `v`."""
-    return ("encode", v, tuple(int(i) for i in indices))
+    return ("encode", v, tuple(_indices(v[0], indices)))
+
+
+def _indices(video: str, indices: Sequence[int]) -> list[int]:
+    """`indices` as ints; one that is not an integer raises FrameIndexError naming `video` (module docstring)."""
+    if bad := [i for i in indices if isinstance(i, bool | np.bool_) or not isinstance(i, int | np.integer)]:
+        from tools.video import FrameIndexError
+
+        raise FrameIndexError(f"{video}: frame index must be an integer, got {bad[0]!r}")
+    return [int(i) for i in indices]
