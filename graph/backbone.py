@@ -15,7 +15,7 @@ Decisions where the issue was silent:
   (e.g. a scripted one) cannot hang a run; a timeout is retried like other transport errors and, once
   the retries are spent, gives kind "timeout" (other exhausted transport errors give "transport").
 - Retryable: openai.APITimeoutError, APIConnectionError, RateLimitError, InternalServerError, any
-  APIStatusError with status >= 500 or 408, httpx timeouts/transport errors, TimeoutError, LangChain
+  APIStatusError with status >= 500 or 408, httpx or httpx2 (openai >= 3) timeouts/transport errors, TimeoutError, LangChain
   `ModelError`s flagged `is_retryable`, and the RuntimeError of a pooled connection left over from
   another event loop (`_STALE_LOOP`). Other status errors (400/401/403/404/422) and model refusals
   give kind "refused" at once. Any other exception from the model is reported as kind "transport" with

@@ -19,6 +19,7 @@ completion; re-asking does not help), its body shown in the message.
 from __future__ import annotations
 
 import json
+from functools import lru_cache
 from typing import Any
 
 import httpx
@@ -39,7 +40,9 @@ def is_transient(exc: BaseException) -> bool:
     if isinstance(exc, openai.APIStatusError):
         return (exc.status_code >= 500 and exc.status_code not in (501, 505)) or exc.status_code in (408, 429)
     if isinstance(exc, openai.APIConnectionError | openai.APITimeoutError | openai.RateLimitError
-                  | openai.InternalServerError | httpx.TimeoutException | httpx.TransportError | TimeoutError):
+                  | openai.InternalServerError | TimeoutError):
+        return True
+    if isinstance(exc, _http_errors()[0] + _http_errors()[1]):
         return True
     if isinstance(exc, RuntimeError) and any(m in str(exc) for m in _STALE_LOOP):
         return True
@@ -48,7 +51,19 @@ def is_transient(exc: BaseException) -> bool:
 
 def is_timeout(exc: BaseException) -> bool:
     """True for a timeout (reported as kind "timeout" once the retries are spent)."""
-    return isinstance(exc, openai.APITimeoutError | httpx.TimeoutException | TimeoutError)
+    return isinstance(exc, openai.APITimeoutError | TimeoutError) or isinstance(exc, _http_errors()[0])
+
+
+@lru_cache(maxsize=1)
+def _http_errors() -> tuple[tuple[type[Exception], ...], tuple[type[Exception], ...]]:
+    """(timeouts, transport errors) of the HTTP packages a model client may raise from: httpx's, and
+    httpx2's (openai >= 3 sends with httpx2, whose classes are not httpx's: an httpx2.ReadTimeout that
+    escapes the SDK unwrapped, as from a streamed body, was neither transient nor a timeout)."""
+    try:
+        import httpx2
+    except ImportError:
+        return (httpx.TimeoutException,), (httpx.TransportError,)
+    return (httpx.TimeoutException, httpx2.TimeoutException), (httpx.TransportError, httpx2.TransportError)
 
 
 _LC_SHAPE = ("Unexpected response type from OpenAI-compatible endpoint", "Response missing 'choices' key",
