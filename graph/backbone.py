@@ -14,8 +14,9 @@ Decisions where the issue was silent:
 - Every attempt is also bounded by `asyncio.wait_for(timeout_s)` so a model without its own timeout
   (e.g. a scripted one) cannot hang a run; a timeout is retried like other transport errors and, once
   the retries are spent, gives kind "timeout" (other exhausted transport errors give "transport").
-- Retryable: openai.APITimeoutError, APIConnectionError, RateLimitError, InternalServerError, any
-  APIStatusError with status >= 500 or 408, httpx or httpx2 (openai >= 3) timeouts/transport errors, TimeoutError, LangChain
+- Retryable: openai.APITimeoutError, APIConnectionError, any APIStatusError with status 408, 409, 429
+  or >= 500 but 501 and 505 (or the server's `x-should-retry` header; `Retry-After` paces the wait:
+  graph/transport.py), httpx or httpx2 (openai >= 3) timeouts/transport errors, TimeoutError, LangChain
   `ModelError`s flagged `is_retryable`, and the RuntimeError of a pooled connection left over from
   another event loop (`_STALE_LOOP`). Other status errors (400/401/403/404/422) and model refusals
   give kind "refused" at once. Any other exception from the model is reported as kind "transport" with
@@ -75,7 +76,7 @@ from langchain_core.tools import BaseTool
 from langchain_core.utils.function_calling import convert_to_openai_tool
 from langchain_openai import ChatOpenAI
 from pydantic import BaseModel, ValidationError
-from tenacity import AsyncRetrying, retry_if_exception, stop_after_attempt, wait_exponential_jitter
+from tenacity import AsyncRetrying, retry_if_exception, stop_after_attempt
 
 from graph.bridge import run_sync
 from graph.cache import StageCache, decode_tool_reply, decoded, encode_tool_reply, stage_key
@@ -88,7 +89,7 @@ from graph.replies import (
     no_answer,
 )
 from graph.settings import BackboneSettings, SettingsError, StructuredMethod
-from graph.transport import is_timeout, is_transient, not_a_completion
+from graph.transport import PacedWait, is_timeout, is_transient, not_a_completion
 from graph.usage import Usage, count_reply
 from graph.usage import count_images as count_images  # re-exported (its home before graph/usage.py)
 from graph.validation import ERR_CHARS as _ERR_CHARS
@@ -171,8 +172,7 @@ class Backbone:
     async def _invoke(self, stage: str, runnable: Runnable, messages: list[BaseMessage], usage: Usage) -> Any:
         retrying = AsyncRetrying(
             stop=stop_after_attempt(self.max_retries + 1),
-            wait=wait_exponential_jitter(initial=self.retry_wait[0], max=self.retry_wait[1],
-                                        jitter=self.retry_wait[0]),
+            wait=PacedWait(self.retry_wait[0], self.retry_wait[1]),
             retry=retry_if_exception(is_transient), reraise=True)
         try:
             async for attempt in retrying:

@@ -14,17 +14,31 @@ tool rounds; the ValueError was taken for an invalid reply and re-asked). `not_a
   pinned by tests/test_backbone_http.py against the installed version.
 Decided where the issue was silent: a 200 with an `{"error": ...}` body is reported the same way (it is no
 completion; re-asking does not help), its body shown in the message.
+
+The server's say on retrying (as the openai SDK reads it; ours are the retries, the SDK's are off):
+- `x-should-retry: true` / `false` on an error reply decides whether it is retried, whatever its status;
+- without it, 408, 409 (OpenAI's lock timeout), 429 and 5xx but 501 and 505 are retried;
+- the wait before the next try (`PacedWait`) is the one the reply asks for (`retry-after-ms`, else
+  `Retry-After` in seconds or as an HTTP date) when it is above 0, else exponential backoff with jitter;
+  either way at most the policy's max wait (`Backbone.retry_wait`). Decided where the issue was silent: a
+  server asking for longer than that max is still tried again after the max (the number of tries bounds
+  the policy, not the server), where the openai SDK would give up at once.
 """
 
 from __future__ import annotations
 
+import email.utils
 import json
+import math
+import time
 from functools import lru_cache
 from typing import Any
 
 import httpx
 import openai
 from langchain_core.exceptions import ModelError
+from tenacity import RetryCallState, wait_exponential_jitter
+from tenacity.wait import wait_base
 
 from graph.usage import http_response_types
 
@@ -35,10 +49,15 @@ drops that connection, so the retry opens a new one. See graph/bridge.py."""
 
 
 def is_transient(exc: BaseException) -> bool:
-    """True for transport errors worth retrying (timeouts, connection errors, 408, 429, 5xx but 501 and 505,
-    which say the server cannot serve such a request at all, a stale pooled connection)."""
+    """True for transport errors worth retrying (timeouts, connection errors, 408, 409, 429, 5xx but 501 and
+    505, which say the server cannot serve such a request at all, a stale pooled connection); an error reply's
+    `x-should-retry: true|false` header overrides its status (module docstring)."""
     if isinstance(exc, openai.APIStatusError):
-        return (exc.status_code >= 500 and exc.status_code not in (501, 505)) or exc.status_code in (408, 429)
+        told = exc.response.headers.get("x-should-retry")
+        if told in ("true", "false"):
+            return told == "true"
+        code = exc.status_code
+        return (code >= 500 and code not in (501, 505)) or code in (408, 409, 429)
     if isinstance(exc, openai.APIConnectionError | openai.APITimeoutError | openai.RateLimitError
                   | openai.InternalServerError | TimeoutError):
         return True
@@ -64,6 +83,41 @@ def _http_errors() -> tuple[tuple[type[Exception], ...], tuple[type[Exception], 
     except ImportError:
         return (httpx.TimeoutException,), (httpx.TransportError,)
     return (httpx.TimeoutException, httpx2.TimeoutException), (httpx.TransportError, httpx2.TransportError)
+
+
+def retry_after_s(exc: BaseException | None) -> float | None:
+    """The seconds an error reply asks the client to wait before trying again (`retry-after-ms`, else
+    `Retry-After` as seconds or an HTTP date), or None when it does not say (or says nothing finite)."""
+    if not isinstance(exc, openai.APIStatusError):
+        return None
+    headers = exc.response.headers
+    for name, scale in (("retry-after-ms", 1000.0), ("retry-after", 1.0)):
+        try:
+            asked = float(headers.get(name, ""))
+        except ValueError:
+            continue
+        return asked / scale if math.isfinite(asked) else None
+    try:
+        when = email.utils.parsedate_to_datetime(headers.get("retry-after", ""))
+    except (TypeError, ValueError, IndexError):
+        return None
+    return when.timestamp() - time.time()
+
+
+class PacedWait(wait_base):
+    """Tenacity wait: what the failed try's reply asked for (`retry_after_s`, when above 0), else exponential
+    backoff with jitter from `initial_s`; never more than `max_s` (module docstring)."""
+
+    def __init__(self, initial_s: float, max_s: float) -> None:
+        self.max_s = max_s
+        self._backoff = wait_exponential_jitter(initial=initial_s, max=max_s, jitter=initial_s)
+
+    def __call__(self, retry_state: RetryCallState) -> float:
+        outcome = retry_state.outcome
+        asked = retry_after_s(outcome.exception()) if outcome is not None and outcome.failed else None
+        if asked is not None and asked > 0:
+            return min(asked, self.max_s)
+        return self._backoff(retry_state)
 
 
 _LC_SHAPE = ("Unexpected response type from OpenAI-compatible endpoint", "Response missing 'choices' key",

@@ -42,6 +42,8 @@ class StubReply:
     """Sent as the whole HTTP body instead of a chat completion (with `content_type`): what a URL that is not
     an OpenAI-compatible endpoint answers with a 200 (a web page, a server root, another API's JSON)."""
     content_type: str = "application/json"
+    headers: dict[str, str] = field(default_factory=dict)
+    """Extra response headers (`Retry-After`, `x-should-retry`)."""
 
 
 def json_reply(obj: Any, **kw: Any) -> StubReply:
@@ -139,21 +141,24 @@ class OpenAIStub:
                 if reply.delay_s:
                     time.sleep(reply.delay_s)
                 if reply.body is not None:
-                    self._send_raw(reply.status, reply.body.encode(), reply.content_type)
+                    self._send_raw(reply.status, reply.body.encode(), reply.content_type, reply.headers)
                     return
                 if reply.status != 200:
                     self._send(reply.status, {"error": {"message": reply.content or f"status {reply.status}",
-                                                        "type": "stub_error", "code": reply.status}})
+                                                        "type": "stub_error", "code": reply.status}}, reply.headers)
                     return
-                self._send(200, _completion(reply, body.get("model", "stub")))
+                self._send(200, _completion(reply, body.get("model", "stub")), reply.headers)
 
-            def _send(self, status: int, payload: dict[str, Any]) -> None:
-                self._send_raw(status, json.dumps(payload).encode(), "application/json")
+            def _send(self, status: int, payload: dict[str, Any], headers: dict[str, str] | None = None) -> None:
+                self._send_raw(status, json.dumps(payload).encode(), "application/json", headers)
 
-            def _send_raw(self, status: int, data: bytes, content_type: str) -> None:
+            def _send_raw(self, status: int, data: bytes, content_type: str,
+                          headers: dict[str, str] | None = None) -> None:
                 try:
                     self.send_response(status)
                     self.send_header("Content-Type", content_type)
+                    for name, value in (headers or {}).items():
+                        self.send_header(name, value)
                     self.send_header("Content-Length", str(len(data)))
                     self.end_headers()
                     self.wfile.write(data)

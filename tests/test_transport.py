@@ -3,15 +3,21 @@
 from __future__ import annotations
 
 import asyncio
+import email.utils
+import time
 
 import httpx2
+import openai
 import pytest
 from langchain_core.messages import HumanMessage, SystemMessage
+from langchain_openai import ChatOpenAI
 from pydantic import BaseModel
+from tenacity import RetryCallState
 
 from graph.backbone import Backbone, BackboneFault, Usage
 from graph.testing import ScriptedChatModel
-from graph.transport import is_timeout, is_transient
+from graph.transport import PacedWait, is_timeout, is_transient, retry_after_s
+from tests.openai_stub import OpenAIStub, StubReply, json_reply
 
 MSGS = [SystemMessage(content="# stage: judge\nJudge."), HumanMessage(content="ok?")]
 
@@ -41,3 +47,79 @@ def test_an_httpx2_timeout_is_retried_and_then_reported_as_a_timeout() -> None:
         asyncio.run(bb.astructured("judge", Verdict, list(MSGS), Usage()))
     assert info.value.kind == "timeout" and "after 2 attempts" in info.value.message
     assert len(model.calls) == 2
+
+
+def _status(code: int, **headers: str) -> openai.APIStatusError:
+    req = httpx2.Request("POST", "http://stub/v1/chat/completions")
+    return openai.APIStatusError(f"status {code}", response=httpx2.Response(code, request=req, headers=headers),
+                                 body=None)
+
+
+def test_409_is_retried_and_the_servers_x_should_retry_overrides_the_status() -> None:
+    """As the openai SDK reads them: 409 is OpenAI's lock timeout, and a server that says whether to retry
+    is obeyed."""
+    assert is_transient(_status(409))
+    assert not is_transient(_status(503, **{"x-should-retry": "false"}))
+    assert is_transient(_status(400, **{"x-should-retry": "true"}))
+    assert not is_transient(_status(400)) and is_transient(_status(503))
+
+
+def test_retry_after_is_read_in_milliseconds_seconds_or_as_a_date() -> None:
+    assert retry_after_s(_status(429, **{"retry-after-ms": "250", "retry-after": "9"})) == 0.25
+    assert retry_after_s(_status(429, **{"retry-after": "1.5"})) == 1.5
+    later = email.utils.formatdate(time.time() + 100, usegmt=True)
+    assert 90 < (retry_after_s(_status(503, **{"retry-after": later})) or 0) <= 101
+    assert retry_after_s(_status(429)) is None and retry_after_s(_status(429, **{"retry-after": "soon"})) is None
+    assert retry_after_s(_status(429, **{"retry-after": "inf"})) is None and retry_after_s(ValueError()) is None
+
+
+def _waited(wait: PacedWait, exc: BaseException, attempt: int = 1) -> float:
+    state = RetryCallState(None, None, (), {})
+    state.attempt_number = attempt
+    state.set_exception((type(exc), exc, None))
+    return wait(state)
+
+
+def test_the_wait_is_the_servers_within_the_policys_max() -> None:
+    wait = PacedWait(0.5, 8.0)
+    assert _waited(wait, _status(429, **{"retry-after": "3"})) == 3.0
+    assert _waited(wait, _status(429, **{"retry-after": "600"})) == 8.0  # bounded by the policy
+    assert _waited(wait, _status(429, **{"retry-after-ms": "20"})) == 0.02
+    assert 1.0 <= _waited(wait, _status(429, **{"retry-after": "0"}), attempt=2) <= 1.5  # backoff with jitter
+    assert 2.0 <= _waited(wait, _status(503), attempt=3) <= 2.5 and _waited(wait, _status(503), attempt=9) == 8.0
+
+
+def _chat(stub: OpenAIStub) -> ChatOpenAI:
+    return ChatOpenAI(base_url=stub.base_url, model="stub-model", api_key="EMPTY", timeout=5.0, max_retries=0)
+
+
+def _ok() -> StubReply:
+    return json_reply({"label": "ok", "score": 3})
+
+
+def test_the_real_client_path_retries_409_and_obeys_x_should_retry() -> None:
+    with OpenAIStub([StubReply(status=409), StubReply(status=400, headers={"x-should-retry": "true"}), _ok(),
+                     StubReply(status=503, headers={"x-should-retry": "false"}), _ok()]) as stub:
+        bb = Backbone(_chat(stub), max_retries=3, retry_wait=(0.0, 0.0))
+        assert bb.structured("judge", Verdict, list(MSGS), Usage()).score == 3  # one loop: the pool stays good
+        assert len(stub.requests) == 3
+        with pytest.raises(BackboneFault) as info:
+            bb.structured("judge", Verdict, list(MSGS), Usage())
+    assert info.value.kind == "refused" and "503" in info.value.message and len(stub.requests) == 4
+
+
+def test_the_real_client_path_waits_as_the_server_asks(monkeypatch) -> None:
+    """The backbone's tries wait what `Retry-After` asks (bounded by retry_wait's max); it was ignored."""
+    waits: list[float] = []
+    real_sleep = asyncio.sleep
+
+    async def sleep(seconds: float, *args, **kwargs):
+        waits.append(seconds)
+        return await real_sleep(0)
+
+    with OpenAIStub([StubReply(status=429, headers={"retry-after": "2"}),
+                     StubReply(status=503, headers={"retry-after": "3600"}), _ok()]) as stub:
+        bb = Backbone(_chat(stub), max_retries=2, retry_wait=(0.0, 5.0))
+        monkeypatch.setattr(asyncio, "sleep", sleep)
+        assert asyncio.run(bb.astructured("judge", Verdict, list(MSGS), Usage())).score == 3
+    assert waits == [2.0, 5.0] and len(stub.requests) == 3
