@@ -50,7 +50,7 @@ Decisions where the issue was silent:
   content-filter stop is "refused". A function_calling reply the server marks cut (finish_reason "length")
   that fails validation gets the same hint (the SDK does not check that method's replies).
 - A stage output the cache cannot store (its SQLite file locked by another process, a full disk) is still
-  returned: caching is best effort.
+  returned, and one it cannot read is a miss (`graph.cache.lookup`): caching is best effort.
 - Usage (`graph.usage`): `calls` counts model replies received (an attempt that ended in a transport
   error is not a call); `images` counts image blocks in the messages of those calls; tokens come from
   `AIMessage.usage_metadata`, or for a reply rejected inside the call (json_schema) from the error's
@@ -79,7 +79,7 @@ from pydantic import BaseModel, ValidationError
 from tenacity import AsyncRetrying, retry_if_exception, stop_after_attempt
 
 from graph.bridge import run_sync
-from graph.cache import StageCache, decode_tool_reply, decoded, encode_tool_reply, stage_key
+from graph.cache import StageCache, decode_tool_reply, encode_tool_reply, lookup, stage_key
 from graph.replies import (
     TEXT_TOOL_CALL,
     after_reasoning,
@@ -228,7 +228,7 @@ class Backbone:
         key = stage_key(model_name=self.model_name, method=self.method, stage=stage, messages=messages,
                         params=self._keyed(params), schema=schema)
         async with self.cache.claim(key):
-            cached = decoded(await self.cache.aget(key), schema.model_validate_json, stage)
+            cached = await lookup(self.cache, key, schema.model_validate_json, stage)
             if cached is not None:
                 usage.cache_hits += 1
                 return cached
@@ -326,7 +326,7 @@ class Backbone:
         key = stage_key(model_name=self.model_name, method="tools", stage=stage, messages=messages, tools=specs,
                         params=self._keyed(None))
         async with self.cache.claim(key):
-            cached = decoded(await self.cache.aget(key), decode_tool_reply, stage)
+            cached = await lookup(self.cache, key, decode_tool_reply, stage)
             if cached is not None:
                 usage.cache_hits += 1
                 return cached

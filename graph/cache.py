@@ -15,6 +15,10 @@ Decisions where the issue was silent:
   longer decodes (a structured output that fails a validator added since it was written, or a damaged
   entry) is a miss (`decoded`): the stage is asked again and the entry replaced, where it used to raise on
   every hit, failing that stage input for good until the cache was pruned.
+- A cache that cannot be read (SQLite: "database disk image is malformed", a lock held past the busy
+  timeout, an I/O error) is a miss too (`lookup`, logged): the model is asked, exactly as without a cache,
+  so no output is invented, where the read error used to make the run a fault (ineligible) while a failed
+  write was already tolerated. Opening a file that is no cache, or cannot be opened, still stops at once.
 - The output cap (`RAA_MAX_TOKENS`) is not part of the key: it does not change what the model samples,
   only where a reply is cut off, and a cut reply is never stored: a structured one fails validation, and a
   tool-round reply the server marks cut (finish_reason "length", such as a free-text inspect answer that
@@ -176,6 +180,19 @@ def decoded(hit: str | None, decode: Callable[[str], T], stage: str) -> T | None
         _log.warning("stage cache: a stored %s output does not decode (%s: %s); asking again", stage,
                      type(exc).__name__, first)
         return None
+
+
+async def lookup(cache: StageCache, key: str, decode: Callable[[str], T], stage: str) -> T | None:
+    """The decoded stored output for `key` (`decoded`), or None for a miss, which includes a cache that
+    cannot be read now (a SQLite error: a damaged file, a lock held past the busy timeout, an I/O error;
+    logged): the stage is asked again (see the module docstring)."""
+    try:
+        hit = await cache.aget(key)
+    except sqlite3.Error as exc:
+        _log.warning("stage cache: the stored %s output cannot be read (%s: %s); asking again", stage,
+                     type(exc).__name__, exc)
+        return None
+    return decoded(hit, decode, stage)
 
 
 def encode_tool_reply(reply: AIMessage) -> str:

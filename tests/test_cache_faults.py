@@ -1,0 +1,52 @@
+"""A stage cache that cannot be read is a miss (graph/cache.py `lookup`): the model is asked, as without a
+cache; a read error used to make the run a fault while a write error was already tolerated."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import sqlite3
+from pathlib import Path
+
+import pytest
+from langchain_core.messages import AIMessage, HumanMessage, SystemMessage
+from pydantic import BaseModel
+
+from graph.backbone import Backbone, Usage
+from graph.cache import StageCache
+from graph.testing import ScriptedChatModel
+
+MSGS = [SystemMessage(content="# stage: judge\nJudge."), HumanMessage(content="ok?")]
+
+
+class Verdict(BaseModel):
+    label: str
+    score: int
+
+
+def _damaged_cache(path: Path) -> StageCache:
+    """A cache file whose pages after the first (the schema) are overwritten: it opens, every read fails."""
+    cache = StageCache(path)
+    for i in range(50):
+        cache.put(f"k{i}", "x" * 200)
+    cache.close()
+    data = bytearray(path.read_bytes())
+    page = int.from_bytes(data[16:18], "big")
+    data[page:] = b"\xab" * (len(data) - page)
+    path.write_bytes(bytes(data))
+    damaged = StageCache(path)
+    with pytest.raises(sqlite3.DatabaseError):
+        damaged.get("k1")
+    return damaged
+
+
+def test_an_unreadable_cache_is_a_miss_and_the_model_is_asked(tmp_path, caplog) -> None:
+    cache = _damaged_cache(tmp_path / "cache.sqlite")
+    model = ScriptedChatModel({"judge": [{"label": "a", "score": 2}, AIMessage(content="R1 is met.")]})
+    bb = Backbone(model, cache=cache, retry_wait=(0.0, 0.0))
+    usage = Usage()
+    with caplog.at_level(logging.WARNING, logger="graph.cache"):
+        assert asyncio.run(bb.astructured("judge", Verdict, list(MSGS), usage)).score == 2
+        assert asyncio.run(bb.atool_round("judge", list(MSGS), [], usage)).text == "R1 is met."
+    assert len(model.calls) == 2 and usage.calls == 2 and usage.cache_hits == 0
+    assert "cannot be read (DatabaseError" in caplog.text
