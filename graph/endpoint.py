@@ -15,11 +15,15 @@ Decisions where the issues were silent:
 - An API key that is not printable ASCII cannot travel in a header: a problem naming `{env}_API_KEY`
   (httpx raised UnicodeEncodeError, a traceback from `raa doctor` and the pre-run check).
 - 401 / 403 means the key was rejected; a 200 whose model list lacks `RAA_MODEL` means a wrong name
-  (the message lists what is served); "NAME:TAG" in the list serves "NAME" (Ollama's default tag). Any other
-  answer (404 from a proxy without `/models`, a 500, a body that is not a model list) cannot say either
-  way: `probe_server` calls it "unverifiable", with what it saw, and the pre-run check (`check_server`,
-  `preflight`) passes it, so it never blocks a working setup; `raa doctor` shows it as a warning (it said
-  "ok ... answers" for any server at all, a plain file server included).
+  (the message lists what is served); "NAME:TAG" in the list serves "NAME" (Ollama's default tag).
+- A 200 web page (an HTML content type, or a body that starts with markup) means the URL is not an
+  OpenAI-compatible API (a web UI's catch-all route, a login page, a server root without `/v1`): a problem
+  naming `{env}_BASE_URL`, as `graph.transport.not_a_completion` says of such a reply to a model call (every
+  run would be ineligible for it). It used to pass as "unverifiable".
+- Any other answer (404 from a proxy without `/models`, a 500, JSON that is not a model list) cannot say
+  either way: `probe_server` calls it "unverifiable", with what it saw, and the pre-run check
+  (`check_server`, `preflight`) passes it, so it never blocks a working setup; `raa doctor` shows it as a
+  warning (it said "ok ... answers" for any server at all, a plain file server included).
 """
 
 from __future__ import annotations
@@ -115,6 +119,11 @@ def probe_server(base_url: str, model: str, api_key: str | None, *, wait_s: floa
     if resp.status_code != 200:
         return ServerCheck("unverifiable", f"GET {url} answered HTTP {resp.status_code}; {cannot}")
     served = _model_ids(resp)
+    if served is None and _web_page(resp):
+        return ServerCheck("problem", f"the {role} endpoint {base_url} is not an OpenAI-compatible API: GET {url} "
+                                      f"answered HTTP 200 with a web page "
+                                      f"({resp.headers.get('content-type', 'no content-type')}); check "
+                                      f"{env}_BASE_URL (an OpenAI-compatible server's URL usually ends in /v1)")
     if served is None:
         return ServerCheck("unverifiable", f"GET {url} answered HTTP 200 without an OpenAI model list; {cannot}")
     # Ollama lists "llava:latest" and serves it as "llava" too
@@ -130,6 +139,11 @@ def bad_url_problem(what: str, url: str, setting: str, exc: Exception) -> str:
     setting to fix, not a server that is down."""
     return (f"{what} URL {url!r} cannot be requested ({type(exc).__name__}: {exc}); {setting} needs a scheme "
             "and a host, e.g. http://HOST:PORT/v1")
+
+
+def _web_page(resp: httpx.Response) -> bool:
+    """Whether `resp` is a web page (or other markup): an HTML content type, or a body starting with `<`."""
+    return "html" in resp.headers.get("content-type", "").lower() or resp.content.lstrip()[:1] == b"<"
 
 
 def _model_ids(resp: httpx.Response) -> list[str] | None:

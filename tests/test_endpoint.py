@@ -73,8 +73,8 @@ def test_rejected_key(server):
     assert "rejected the API key (HTTP 401; RAA_API_KEY)" in check_endpoint(_settings(server), 5)
 
 
-@pytest.mark.parametrize("status, body", [(404, {"error": "no such route"}), (200, b"<html>proxy</html>"),
-                                          (200, {"models": ["x"]})])
+@pytest.mark.parametrize("status, body", [(404, {"error": "no such route"}), (404, b"<html>not found</html>"),
+                                          (200, {"models": ["x"]}), (200, b"plain text")])
 def test_answers_that_cannot_tell_pass(server, status, body):
     """They pass the pre-run check, and `probe_endpoint` says what it saw (raa doctor's warning)."""
     from graph.endpoint import probe_endpoint
@@ -84,6 +84,16 @@ def test_answers_that_cannot_tell_pass(server, status, body):
     seen = probe_endpoint(_settings(server, "anything"), 5)
     assert seen.status == "unverifiable" and f"GET {server}/models answered HTTP {status}" in seen.message
     assert "cannot confirm this is an OpenAI-compatible server serving 'anything'" in seen.message
+
+
+@pytest.mark.parametrize("body", [b"<!doctype html><html><body>Sign in</body></html>", b"  <html>ui</html>"])
+def test_a_web_page_at_models_is_not_an_openai_api(server, body):
+    """A web UI's catch-all route or a login page answers 200 to GET /models: every run would be ineligible
+    (graph.transport.not_a_completion), so the pre-run check stops; it passed as "unverifiable"."""
+    _Models.body = body
+    problem = check_endpoint(_settings(server, "anything"), 5)
+    assert problem is not None and f"the backbone endpoint {server} is not an OpenAI-compatible API" in problem
+    assert "HTTP 200 with a web page" in problem and "RAA_BASE_URL" in problem and "/v1" in problem
 
 
 def test_no_answer_within_the_wait():
