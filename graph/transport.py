@@ -22,7 +22,7 @@ The server's say on retrying (as the openai SDK reads it; ours are the retries, 
   `Retry-After` in seconds or as an HTTP date) when it is above 0, else exponential backoff with jitter;
   either way at most the policy's max wait (`Backbone.retry_wait`). Decided where the issue was silent: a
   server asking for longer than that max is still tried again after the max (the number of tries bounds
-  the policy, not the server), where the openai SDK would give up at once.
+  the policy, not the server), where the openai SDK gives up at once on a wait above its own 2 minutes.
 """
 
 from __future__ import annotations
