@@ -97,3 +97,36 @@ def test_invalid_track_arguments_go_back_to_the_model(clip, args):
     assert out["result"].status == "scored", out["result"].reasons
     assert out["exchanges"][0]["text"].startswith("invalid arguments for track_motion")
     assert not out["exchanges"][0]["frames"]
+
+
+class BrokenTracksTracker:
+    """MotionTracker fake (a third-party tracker) whose tracks break the contract at a visible point-frame: a NaN
+    or infinite position, or one point too many."""
+
+    def __init__(self, broken: str) -> None:
+        self.broken = broken
+
+    def track(self, frames, *, grid_size=None, queries=None):
+        q = resolve_queries(frames.shape, grid_size, queries)
+        t = len(frames)
+        tracks = np.repeat(q[None, :, 1:3], t, 0)
+        if self.broken == "extra-point":
+            tracks = np.concatenate([tracks, tracks[:, :1]], axis=1)
+            q = np.concatenate([q, q[:1]])
+        else:
+            tracks[3, 0] = float(self.broken)
+        return MotionTracks(tracks=tracks, visible=np.ones((t, len(q)), bool), query_frames=q[:, 0].astype(np.int64))
+
+
+@pytest.mark.parametrize("broken", ["nan", "inf", "extra-point"])
+def test_tracks_that_break_the_tracker_contract_are_an_ineligible_tool_fault(clip, broken):
+    """An injected tracker's NaN / infinite position at a tracked frame, or a point the agent did not ask for, is
+    the tool's failure: the NaN step was silently not motion, the infinite one "moved" a still point, and the
+    run was scored on that summary."""
+    args = {**TRACK, "points": [[0.5, 0.5]]} if broken == "extra-point" else TRACK
+    out = _run(clip, [tool_call("track_motion", args), "Tracks seen."], BrokenTracksTracker(broken))
+    result = out["result"]
+    assert result.reward is None and result.status == "ineligible", result.reasons
+    want = "1 query points" if broken == "extra-point" else "non-finite positions"
+    assert any(r.startswith("tool_call: tool: motion run: the tracker returned") and want in r
+               for r in result.reasons), result.reasons

@@ -22,6 +22,9 @@ Decisions where the issue was silent:
 - Failures: whatever tracking raises that is not already a ToolFault, a VideoError or JobCancelled becomes
   ToolFault("motion", "run") (`_as_fault`), so the run is ineligible with the tool named, wherever it
   came from (the tracker, mapping its tracks back to the clip, the tracker's frames, the overlays).
+  Tracks that break the tracker contract (`tools.motion.base.tracks_problem`: wrong frame or point count, a
+  NaN or infinite position) are such a fault too: a NaN step never counted as motion and an infinite one
+  always did, so an injected tracker's bad output read as evidence.
 """
 
 from __future__ import annotations
@@ -126,6 +129,7 @@ def _compute_tracks(ctx: RunContext, video: str, idx: list[int], points: list[li
     """Tracks in the clip's pixels, computed on frames whose short side is at most `track_short_side`;
     `points` lie on frame `idx[query_t]` (both backends track both ways from a mid-stretch query)."""
     from tools.motion import MotionTracks
+    from tools.motion.base import tracks_problem
 
     tracker = ctx.tools.tracker()
     meta = ctx.frames.meta(video)
@@ -135,9 +139,10 @@ def _compute_tracks(ctx: RunContext, video: str, idx: list[int], points: list[li
     if points:  # fractions of the frame, checked and clamped by _track
         queries = np.array([[float(query_t), p[0] * (w - 1), p[1] * (h - 1)] for p in points], dtype=np.float32)
     tracks = run_tool("motion", tracker.track, frames, grid_size=None if queries is not None else 8, queries=queries)
-    if not isinstance(tracks, MotionTracks) or tracks.num_frames != len(idx):
-        got = f"{tracks.num_frames} frames" if isinstance(tracks, MotionTracks) else type(tracks).__name__
-        raise ToolFault("motion", "run", f"the tracker returned {got} for {len(idx)} frames")
+    if not isinstance(tracks, MotionTracks):
+        raise ToolFault("motion", "run", f"the tracker returned {type(tracks).__name__} for {len(idx)} frames")
+    if (problem := tracks_problem(tracks, len(idx), None if queries is None else len(queries))) is not None:
+        raise ToolFault("motion", "run", problem)
     if (w, h) != (meta.width, meta.height):
         tracks = tracks.rescaled(meta.width / w, meta.height / h)
     # the clip's frame numbers: the summary's "motion in frames ..." must name frames of the clip,

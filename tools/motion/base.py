@@ -18,6 +18,9 @@ Conventions (decisions where the issue was silent):
   position a model gives as NaN or infinity is replaced by the last finite one in tracking order
   (outward from the query frame; the query point at the query frame), never left in ``tracks``
   (`fill_lost_positions`): JSON has no NaN, and every consumer would have to mask it.
+- A tracker the caller injects is checked at the boundary (`tracks_problem`: frame and point counts, query
+  frames, finite positions); the agent turns a violation into a motion tool fault (the tool service
+  refuses non-finite positions the same way).
 """
 
 from __future__ import annotations
@@ -205,6 +208,27 @@ def fill_lost_positions(tracks: np.ndarray, queries: np.ndarray) -> np.ndarray:
         fill = bad[t] & (t < qf)
         out[t, fill] = out[t + 1, fill]
     return out
+
+
+def tracks_problem(tracks: MotionTracks, num_frames: int, num_points: int | None) -> str | None:
+    """Why ``tracks`` a tracker returned break this module's contract, or None: not ``num_frames`` frames, not
+    ``num_points`` points (when the caller knows how many it asked for), a query frame outside the frames, or a
+    non-finite position (at any frame: backends replace lost positions with `fill_lost_positions`, and a NaN
+    fed summaries and overlays silently, e.g. a NaN step never counted as motion, an infinite one always did)."""
+    if tracks.num_frames != num_frames:
+        return f"the tracker returned {tracks.num_frames} frames for {num_frames} frames"
+    if num_points is not None and tracks.num_points != num_points:
+        return f"the tracker returned {tracks.num_points} points for {num_points} query points"
+    qf = tracks.query_frames
+    if qf.size and (qf.min() < 0 or qf.max() >= num_frames):
+        return f"the tracker returned query frames outside 0..{num_frames - 1}"
+    bad = ~np.isfinite(tracks.tracks).all(axis=-1)
+    if bad.any():
+        t, n = np.argwhere(bad)[0]
+        where = "a tracked (visible)" if tracks.visible[bad].any() else "a lost"
+        return (f"the tracker returned non-finite positions at {int(bad.sum())} point-frames (first: point {int(n)}, "
+                f"frame {int(t)}; {where} one)")
+    return None
 
 
 def in_bounds(points: np.ndarray, height: int, width: int) -> np.ndarray:
