@@ -43,6 +43,9 @@ def serve_tools_command(
                                               help="Bearer token required on /v1/* (none = open).")] = None,
     workers: Annotated[int, typer.Option(min=1, max=64, help="Requests computed at once.")] = 2,
     max_upload_mb: Annotated[float, typer.Option(min=0.001, help="Largest request body (MiB).")] = 256.0,
+    max_buffered_mb: Annotated[float | None, typer.Option(
+        min=0.001, help="Request bodies held at once, waiting or computing (MiB; default 2048, or --max-upload-mb "
+                        "if larger); a request over it gets 503 busy.")] = None,
     cotracker_checkpoint: Annotated[Path | None, typer.Option(help="CoTracker3 offline checkpoint.")] = None,
     cotracker_hub_dir: Annotated[Path | None, typer.Option(help="Local co-tracker repo for torch.hub.")] = None,
     vjepa_model: Annotated[str | None, typer.Option(help="V-JEPA 2 hub id or local dir.")] = None,
@@ -53,6 +56,7 @@ def serve_tools_command(
 
     from tools.errors import ToolFault
     from tools.service import create_app, load_service_tools, open_bind_warning
+    from tools.service_budget import buffered_limit_bytes
     from tools.settings import ToolSettings
 
     try:
@@ -66,6 +70,10 @@ def serve_tools_command(
     settings = ToolSettings.model_validate(settings.model_dump())
     if not allowed_root.is_dir():
         raise typer.BadParameter(f"--allowed-root {allowed_root} is not a directory")
+    try:  # before the models load (minutes for CoTracker3 / V-JEPA 2 on a GPU node)
+        buffered_limit_bytes(max_buffered_mb, int(max_upload_mb * 2**20))
+    except ValueError as exc:
+        raise typer.BadParameter(str(exc)) from exc
     if (warning := open_bind_warning(host, token, "RAA_TOOLS_TOKEN")) is not None:
         typer.echo(warning, err=True)
     try:  # before uvicorn starts: missing weights are one error line, not a failed lifespan's traceback
@@ -75,5 +83,5 @@ def serve_tools_command(
         typer.echo(f"error: {exc}{hint}", err=True)
         raise typer.Exit(2) from exc
     app = create_app(settings, allowed_root, token=token, workers=workers, max_upload_mb=max_upload_mb,
-                     enable_surprise=surprise, tracker=tracker, scorer=scorer)
+                     enable_surprise=surprise, tracker=tracker, scorer=scorer, max_buffered_mb=max_buffered_mb)
     uvicorn.run(app, host=host, port=port, log_level="info")

@@ -20,7 +20,7 @@ decode to more than ``settings.max_decode_mb`` (checked before decoding: a long 
 holds tool/kind/message; any other exception of a request's work is one too, kind "run" of the endpoint's
 tool, since a bare 500 "Internal Server Error" kept the reason in the server's log and the client called it
 a transport fault), 501 surprise not enabled on this service (``--no-surprise``), 503 too many requests
-in progress (499, never read, for a request skipped because its client disconnected while it waited).
+in progress or too many request bytes held (``max_buffered_mb``, tools/service_budget.py) (499, never read, for a request skipped because its client disconnected while it waited).
 Decisions where the issue was silent: "surprise not enabled" is a 501, not a 503: the client
 retries 503 as "busy", so a permanent answer was sent three times and reported as a transport fault. The work
 of each request (decode + model) runs in a thread under an ``anyio.CapacityLimiter`` of ``workers``
@@ -53,6 +53,7 @@ from fastapi.responses import JSONResponse
 from tools.errors import ToolFault
 from tools.motion import MotionTracker, build_tracker, summarize_tracks
 from tools.motion.base import TrackQueryError
+from tools.service_budget import DEFAULT_MAX_BUFFERED_MB, BodyBudget, buffered_limit_bytes
 from tools.service_frames import NPY_CONTENT_TYPE, NPY_MAGIC, HTTPProblem, decode_frames
 from tools.service_params import int_list, json_field, parse_json, short_side, track_options
 from tools.settings import ToolSettings, check_token_text
@@ -72,6 +73,7 @@ class ServiceState:
     scorer: SurpriseScorer | None = None
     max_pending: int = 64
     pending: int = 0
+    bodies: BodyBudget = field(default_factory=lambda: BodyBudget(DEFAULT_MAX_BUFFERED_MB * 2**20))
     limiter: anyio.CapacityLimiter | None = None
     threads: anyio.CapacityLimiter | None = None
     info: dict = field(default_factory=dict)
@@ -127,23 +129,34 @@ def problem_response(exc: HTTPProblem) -> JSONResponse:
     return JSONResponse({"detail": exc.detail, **exc.extra}, status_code=exc.status, headers=headers)
 
 
-async def read_body_limited(request: Request, limit: int) -> bytes:
-    """The whole request body, or 413 as soon as it exceeds ``limit`` bytes."""
+async def read_body_limited(request: Request, limit: int, take: Callable[[int], None] | None = None) -> bytes:
+    """The whole request body, or 413 as soon as it exceeds ``limit`` bytes. ``take(n)`` (a
+    `tools.service_budget.BodyBudget` reservation) is told of the bytes held: the declared length before
+    reading, then whatever the body holds beyond it; it raises to refuse them."""
     declared = request.headers.get("content-length")
-    if declared and declared.isdigit() and int(declared) > limit:
-        raise HTTPProblem(413, f"request body of {int(declared)} bytes exceeds the limit of {limit} bytes")
+    reserved = 0
+    if declared and declared.isdigit():
+        if int(declared) > limit:
+            raise HTTPProblem(413, f"request body of {int(declared)} bytes exceeds the limit of {limit} bytes")
+        if take is not None:
+            take(int(declared))
+            reserved = int(declared)
     chunks, size = [], 0
     async for chunk in request.stream():
         size += len(chunk)
         if size > limit:
             raise HTTPProblem(413, f"request body exceeds the limit of {limit} bytes")
+        if take is not None and size > reserved:
+            take(size - reserved)
+            reserved = size
         chunks.append(chunk)
     return b"".join(chunks)
 
 
-async def parse_request(request: Request, state: ServiceState) -> tuple[Path | bytes, dict]:
-    """Read a JSON or multipart request into (video source, parameters)."""
-    body = await read_body_limited(request, state.max_upload_bytes)
+async def parse_request(request: Request, state: ServiceState,
+                        take: Callable[[int], None] | None = None) -> tuple[Path | bytes, dict]:
+    """Read a JSON or multipart request into (video source, parameters); ``take`` as in `read_body_limited`."""
+    body = await read_body_limited(request, state.max_upload_bytes, take)
     ctype = request.headers.get("content-type", "").lower()  # media types are case-insensitive (RFC 9110)
     if ctype.startswith(NPY_CONTENT_TYPE):
         if not body:
@@ -222,11 +235,14 @@ def _surprise_job(state: ServiceState, src: Path | bytes, params: dict) -> dict:
 
 def create_app(settings: ToolSettings, allowed_root: str | Path, *, token: str | None = None, workers: int = 2,
                max_upload_mb: float = 256.0, enable_surprise: bool = True, tracker: MotionTracker | None = None,
-               scorer: SurpriseScorer | None = None, max_pending: int | None = None) -> FastAPI:
+               scorer: SurpriseScorer | None = None, max_pending: int | None = None,
+               max_buffered_mb: float | None = None) -> FastAPI:
     """Build the service. Models (``tracker``/``scorer`` if given, else from ``settings``) load at start-up.
 
     ``workers`` requests compute at once; up to ``max_pending`` (default ``max(64, 8 * workers)``) may be
-    in progress (reading, waiting or computing); more get 503, which the client retries with backoff.
+    in progress (reading, waiting or computing), holding request bodies of at most ``max_buffered_mb`` in
+    all (default 2048 or ``max_upload_mb`` if larger; `tools.service_budget`); more get 503, which the
+    client retries with backoff.
     """
     if workers < 1:
         raise ValueError("workers must be >= 1")
@@ -235,6 +251,7 @@ def create_app(settings: ToolSettings, allowed_root: str | Path, *, token: str |
     state = ServiceState(settings=settings, allowed_root=Path(allowed_root).resolve(), token=token or None,
                          workers=workers, max_upload_bytes=int(max_upload_mb * 1024 * 1024),
                          max_pending=max_pending or max(64, 8 * workers))
+    state.bodies = BodyBudget(buffered_limit_bytes(max_buffered_mb, state.max_upload_bytes))
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
@@ -262,11 +279,12 @@ def create_app(settings: ToolSettings, allowed_root: str | Path, *, token: str |
             raise HTTPProblem(503, f"busy: {state.pending} requests in progress (limit {state.max_pending})")
         state.pending += 1  # the event loop is single-threaded: no await between check and increment
         try:
-            src, params = await parse_request(request, state)
-            async with state.limiter:
-                if await request.is_disconnected():  # gave up while queued: nobody would read the answer
-                    raise HTTPProblem(499, "the client disconnected before a worker was free; request skipped")
-                result = await anyio.to_thread.run_sync(job, state, src, params, limiter=state.threads)
+            with state.bodies.reserve() as take:  # the body is held until the answer is ready
+                src, params = await parse_request(request, state, take)
+                async with state.limiter:
+                    if await request.is_disconnected():  # gave up while queued: nobody would read the answer
+                        raise HTTPProblem(499, "the client disconnected before a worker was free; request skipped")
+                    result = await anyio.to_thread.run_sync(job, state, src, params, limiter=state.threads)
         except ToolFault as exc:
             raise HTTPProblem(500, str(exc), fault={"tool": exc.tool, "kind": exc.kind, "message": exc.message}) from exc
         finally:
@@ -335,7 +353,8 @@ def _info(state: ServiceState) -> dict:
             "surprise_model": (state.scorer.model_id if isinstance(state.scorer, VJEPA2SurpriseScorer)
                                else type(state.scorer).__name__ if state.scorer is not None else None),
             "device": state.settings.device, "workers": state.workers,
-            "max_upload_bytes": state.max_upload_bytes, "allowed_root": str(state.allowed_root),
+            "max_upload_bytes": state.max_upload_bytes,
+            "max_buffered_bytes": state.bodies.limit, "allowed_root": str(state.allowed_root),
             "versions": {"python": platform.python_version(), "torch": torch.__version__,
                          "transformers": transformers.__version__, "opencv": cv2.__version__,
                          "numpy": np.__version__}}

@@ -1,0 +1,95 @@
+"""The tool service's bound on request bodies held at once (tools/service_budget.py): 64 pending requests of
+256 MiB each could hold 16 GiB; now a body that does not fit the budget is a 503 "busy" the client retries."""
+
+from __future__ import annotations
+
+import io
+import threading
+
+import numpy as np
+import pytest
+from service_helpers import serve
+
+from tools.motion import LKTracker
+from tools.service import create_app
+from tools.settings import ToolSettings
+
+NPY = {"content-type": "application/x-npy"}
+
+
+class _Blocking:
+    def __init__(self) -> None:
+        self.entered, self.release = threading.Event(), threading.Event()
+
+    def track(self, frames, *, grid_size=None, queries=None):
+        self.entered.set()
+        self.release.wait(10)
+        return LKTracker().track(frames, grid_size=grid_size, queries=queries)
+
+
+def _npy_body(frames: int) -> bytes:
+    buf = io.BytesIO()
+    np.save(buf, np.zeros((frames, 128, 128, 3), np.uint8))  # 48 KiB a frame
+    return buf.getvalue()
+
+
+def test_a_body_past_the_buffered_bytes_limit_is_503_until_the_held_ones_are_done(service_root):
+    import httpx
+
+    blocking = _Blocking()
+    app = create_app(ToolSettings(), service_root, workers=1, tracker=blocking, enable_surprise=False,
+                     max_upload_mb=1.0, max_buffered_mb=1.5)
+    body = _npy_body(16)  # 0.75 MiB: two do not fit in 1.5 MiB
+    url_path = "/v1/track?grid_size=2"
+    first: dict = {}
+    with serve(app) as url:
+        def post_first() -> None:
+            first["r"] = httpx.post(url + url_path, content=body, headers=NPY, timeout=20)
+
+        t = threading.Thread(target=post_first)
+        t.start()
+        assert blocking.entered.wait(10)
+        busy = httpx.post(url + url_path, content=body, headers=NPY, timeout=20)
+        small = httpx.get(url + "/v1/info", timeout=20)
+        blocking.release.set()
+        t.join(20)
+        assert busy.status_code == 503, busy.text
+        assert "busy" in busy.json()["detail"] and "max_buffered_mb" in busy.json()["detail"]
+        assert first["r"].status_code == 200
+        assert small.json()["max_buffered_bytes"] == int(1.5 * 2**20)
+        again = httpx.post(url + url_path, content=body, headers=NPY, timeout=20)  # released: it fits now
+        assert again.status_code == 200, again.text
+        assert app.state.tools.bodies.held == 0
+
+
+def test_the_buffered_limit_is_at_least_one_body_of_the_largest_size(service_root):
+    with pytest.raises(ValueError, match="max_buffered_mb"):
+        create_app(ToolSettings(), service_root, tracker=LKTracker(), enable_surprise=False,
+                   max_upload_mb=8.0, max_buffered_mb=4.0)
+    default = create_app(ToolSettings(), service_root, tracker=LKTracker(), enable_surprise=False,
+                         max_upload_mb=4096.0)
+    assert default.state.tools.bodies.limit == 4096 * 2**20  # the default 2 GiB grows to one largest body
+
+
+def test_cli_max_buffered_mb(monkeypatch, service_root):
+    """`raa serve-tools --max-buffered-mb` reaches the app; one below --max-upload-mb is refused before the
+    models load."""
+    import typer
+    import uvicorn
+    from typer.testing import CliRunner
+
+    import tools.service
+    from tools.cli import serve_tools_command
+
+    seen, loads = {}, []
+    monkeypatch.setattr(uvicorn, "run", lambda app, host, port, log_level: seen.update(app=app))
+    real_load = tools.service.load_service_tools
+    monkeypatch.setattr(tools.service, "load_service_tools", lambda *a, **k: loads.append(1) or real_load(*a, **k))
+    app = typer.Typer()
+    app.command()(serve_tools_command)
+    args = ["--allowed-root", str(service_root), "--no-surprise"]
+    ok = CliRunner().invoke(app, [*args, "--max-buffered-mb", "512"])
+    assert ok.exit_code == 0, ok.output
+    assert seen["app"].state.tools.bodies.limit == 512 * 2**20 and loads == [1]
+    bad = CliRunner().invoke(app, [*args, "--max-buffered-mb", "8", "--max-upload-mb", "16"])
+    assert bad.exit_code == 2 and "max_buffered_mb" in bad.output and loads == [1]
