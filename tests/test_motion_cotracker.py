@@ -172,3 +172,63 @@ def test_local_hub_repo_with_checkpoint(tmp_path):
     # without a checkpoint the hub entry is asked for pretrained weights; its failure is a load fault
     with pytest.raises(ToolFault, match="would download weights"):
         CoTracker3Tracker(hub_dir=repo).load()
+
+
+PREDICTOR = '''
+import torch
+
+
+class CoTrackerPredictor(torch.nn.Module):
+    SOURCE = "{source}"
+
+    def __init__(self):
+        super().__init__()
+        self.interp_shape = (384, 512)
+
+    def forward(self, video, queries, backward_tracking):
+        b, t = video.shape[:2]
+        return queries[:, None, :, 1:].repeat(1, t, 1, 1), torch.ones(b, t, queries.shape[1], dtype=torch.bool)
+'''
+
+
+def _package(root, source: str) -> None:
+    (root / "cotracker").mkdir(parents=True)
+    (root / "cotracker" / "__init__.py").write_text("")
+    (root / "cotracker" / "predictor.py").write_text(PREDICTOR.format(source=source))
+
+
+@pytest.fixture
+def own_cotracker_modules():
+    """Restores sys.modules' cotracker entries after the test (the venv may have the real package)."""
+    import sys
+
+    saved = {k: v for k, v in sys.modules.items() if k == "cotracker" or k.startswith("cotracker.")}
+    for k in saved:
+        del sys.modules[k]
+    yield
+    for k in [k for k in sys.modules if k == "cotracker" or k.startswith("cotracker.")]:
+        del sys.modules[k]
+    sys.modules.update(saved)
+
+
+def test_an_imported_cotracker_package_shadowing_the_hub_dir_is_a_load_fault(tmp_path, monkeypatch,
+                                                                              own_cotracker_modules):
+    """torch.hub puts the hub dir first on sys.path, but a cotracker package imported earlier in the process is
+    reused: the hub's hubconf ran the installed code under the hub dir's name, silently."""
+    import importlib
+    import sys
+
+    hub, site = tmp_path / "co-tracker", tmp_path / "site"
+    _package(hub, "clone")
+    _package(site, "installed")
+    (hub / "hubconf.py").write_text("from cotracker.predictor import CoTrackerPredictor\n\n\n"
+                                    "def cotracker3_offline(pretrained=False):\n    return CoTrackerPredictor()\n")
+    clean = CoTracker3Tracker(hub_dir=hub, allow_random_weights=True).load()  # nothing imported yet: the clone
+    assert type(clean._predictor).SOURCE == "clone"
+    for k in [k for k in sys.modules if k == "cotracker" or k.startswith("cotracker.")]:
+        del sys.modules[k]  # the fixture restores sys.modules' own entries
+    monkeypatch.syspath_prepend(str(site))
+    assert importlib.import_module("cotracker.predictor").CoTrackerPredictor.SOURCE == "installed"
+    with pytest.raises(ToolFault) as info:
+        CoTracker3Tracker(hub_dir=hub, allow_random_weights=True).load()
+    assert info.value.kind == "load" and str(site / "cotracker" / "predictor.py") in info.value.message

@@ -19,10 +19,15 @@ Decisions where the issue was silent:
 - ``interp_shape`` overrides the model's working resolution (default 384x512, the trained one);
   only tests use a smaller one. A one-frame clip returns the query points without running the model.
 - Any failure to load or run raises ``ToolFault("motion", ...)``; there is never a silent switch to LK.
+- ``torch.hub.load`` puts ``hub_dir`` first on ``sys.path`` while its hubconf runs, so the clone's
+  ``cotracker`` wins over an installed one, unless an installed one was already imported in this process:
+  then Python hands the hubconf that module, and the installed code would run under the hub dir's name.
+  That is a load fault naming the package's file (`shadowing_source`), never a silent switch.
 """
 
 from __future__ import annotations
 
+import sys
 import threading
 from pathlib import Path
 from typing import Any, Literal
@@ -33,6 +38,17 @@ from tools.errors import LoadFailureMemo, ToolFault
 from tools.motion.base import MotionTracks, fill_lost_positions, in_bounds, resolve_queries, validate_frames
 
 OFFLINE_WINDOW_LEN = 60
+
+
+def shadowing_source(predictor: Any, hub_dir: Path) -> Path | None:
+    """The file of `predictor`'s class when it is a module of a ``cotracker`` package lying outside `hub_dir`
+    (an installed one the hubconf's ``from cotracker... import`` was handed), else None."""
+    name = type(predictor).__module__
+    module = sys.modules.get(name) if name.split(".")[0] == "cotracker" else None
+    origin = None if module is None or module.__spec__ is None else module.__spec__.origin
+    if origin is None or Path(origin).resolve().is_relative_to(Path(hub_dir).resolve()):
+        return None
+    return Path(origin)
 
 
 class CoTracker3Tracker:
@@ -79,6 +95,11 @@ class CoTracker3Tracker:
             if self.hub_dir is not None:
                 predictor = torch.hub.load(str(self.hub_dir), "cotracker3_offline", source="local",
                                            pretrained=self.checkpoint is None and not self.allow_random_weights)
+                if (shadow := shadowing_source(predictor, self.hub_dir)) is not None:
+                    raise ToolFault("motion", "load", f"cotracker3: the hub dir {self.hub_dir} gave a predictor from "
+                                    f"{shadow}, a cotracker package imported earlier in this process (Python reuses "
+                                    "an imported module whatever sys.path says); unset RAA_COTRACKER_HUB_DIR to use "
+                                    "that package, or load the tracker before anything imports it")
                 if self.checkpoint is not None:
                     state = torch.load(self.checkpoint, map_location="cpu")
                     predictor.model.load_state_dict(state.get("model", state) if isinstance(state, dict) else state)
