@@ -222,6 +222,19 @@ def test_summary_regions_motion_and_comotion():
     assert s.top_tracks[0].displacement_px == pytest.approx(15.0)
 
 
+def test_a_point_on_an_edge_two_regions_share_belongs_to_one_of_them():
+    """Region boxes were closed on both sides: a 2x2 grid on 128 pixels (points at 31.5 and 95.5) split at 0.25
+    (pixel 31.5) put the left column's points in both regions, 6 points for 4. Boxes are [x0, x1) now, closed
+    where they end at 1 (the far grid points, and a point on the frame's last pixel, still count)."""
+    tr = LKTracker().track(np.zeros((3, 128, 128, 3), np.uint8), grid_size=2)
+    s = summarize_tracks(tr, (128, 128), {"left": (0, 0, 0.25, 1), "right": (0.25, 0, 1, 1)})
+    assert [(r.name, r.points) for r in s.regions] == [("left", 0), ("right", 4)]
+    edge = MotionTracks(tracks=np.float32([[[0, 0], [127, 127]]] * 2), visible=np.ones((2, 2), bool),
+                        query_frames=np.zeros(2, int))
+    assert [r.points for r in summarize_tracks(edge, (128, 128), {"all": (0, 0, 1, 1)}).regions] == [2]
+    assert sum(r.points for r in summarize_tracks(edge, (128, 128)).regions) == 2
+
+
 def test_summary_refuses_more_than_max_regions_instead_of_cutting_them():
     """Co-motion is computed for every pair; 1000 regions took 40 s and the summary then kept 64 silently."""
     from tools.motion.summary import MAX_REGIONS

@@ -28,6 +28,9 @@ Definitions (decisions where the issue was silent):
 - A track belongs to the region that contains its query position. Regions are normalised boxes
   ``[x0,y0,x1,y1]`` (fractions of the frame; a box outside 0..1 or empty is a ValueError, since a box in
   pixels would cover the whole frame); without regions a 3x3 grid (``top-left`` ... ``bottom-right``) is used.
+  A box spans ``[x0, x1) x [y0, y1)`` of the frame (pixel ``i`` covers ``[i - 0.5, i + 0.5)``), closed where it
+  ends at 1: a point on the edge two boxes share belongs to the right / lower one. Closed on both sides, it
+  counted in both (a 2x2 grid split at 0.25 put 6 of its 4 points in two regions).
 - *Co-motion* of two caller-given regions (e.g. ``gripper`` and ``cup``): frames where the mean step
   of each region's moving points exceeds the threshold and the two steps point the same way
   (cosine > 0.7). It is reported as a contact hint, not proof of contact.
@@ -220,8 +223,7 @@ def summarize_tracks(tracks: MotionTracks, frame_size: tuple[int, int],
     members: dict[str, np.ndarray] = {}
     region_rows = []
     for name, (x0, y0, x1, y1) in region_boxes.items():
-        inside = ((start[:, 0] >= x0 * w - 0.5) & (start[:, 0] <= x1 * w - 0.5)
-                  & (start[:, 1] >= y0 * h - 0.5) & (start[:, 1] <= y1 * h - 0.5))
+        inside = _in_span(start[:, 0], x0, x1, w) & _in_span(start[:, 1], y0, y1, h)
         members[name] = inside
         k = int(inside.sum())
         rmov = moving[:, inside].any(axis=1) if k and t_total > 1 else np.zeros(max(t_total - 1, 0), bool)
@@ -255,6 +257,13 @@ def summarize_tracks(tracks: MotionTracks, frame_size: tuple[int, int],
         tracked_fraction=float(tracks.visible.mean()) if n else 0.0, moving_points=int(moved.sum()),
         speed_threshold_px=thr, net_threshold_px=net_thr, active_segments=segments(any_motion, step_labels)[:64],
         regions=region_rows, top_tracks=top, comotion=comotion)
+
+
+def _in_span(v: np.ndarray, lo: float, hi: float, size: int) -> np.ndarray:
+    """Pixel positions ``v`` (centres at integers) within the fractions ``[lo, hi)`` of a side of ``size``
+    pixels, closed at ``hi == 1`` (module docstring)."""
+    upper = v <= size - 0.5 if hi >= 1.0 else v < hi * size - 0.5
+    return (v >= lo * size - 0.5) & upper
 
 
 def in_clip_order(tracks: MotionTracks) -> MotionTracks:
