@@ -80,6 +80,16 @@ def test_crop_frame_pixels():
         crop_frame(frame, (0.5, 0.5, 0.1, 0.1))
 
 
+def test_crop_frame_edges_are_not_moved_by_floating_point():
+    """0.07*100 is 7.000000000000001 and 0.57*100 is 56.99999999999999 in floating point: the ceil and floor took a
+    column the box does not touch, on either side."""
+    frame = np.arange(100 * 100 * 3, dtype=np.int64).reshape(100, 100, 3)
+    assert np.array_equal(crop_frame(frame, (0.0, 0.0, 0.07, 1.0)), frame[:, 0:7])
+    assert np.array_equal(crop_frame(frame, (0.57, 0.57, 1.0, 1.0)), frame[57:, 57:])
+    edge = crop_frame(frame, (0.98, 0.0, 1.0, 1.0))  # the last 2% of the frame: its last two columns
+    assert np.array_equal(edge, frame[:, 98:100])
+
+
 def test_resize_long_side():
     assert resize_long_side(np.zeros((100, 200, 3), np.uint8), 100).shape == (50, 100, 3)
     assert resize_long_side(np.zeros((61, 97, 3), np.uint8), 50).shape == (31, 50, 3)

@@ -71,14 +71,16 @@ def crop_key(box: Sequence[float]) -> tuple[float, ...]:
 
 
 def crop_frame(frame: np.ndarray, box: tuple[float, float, float, float]) -> np.ndarray:
-    """Crop ``[H, W, C]`` to a valid normalised box: columns floor(x0*W)..ceil(x1*W), same for rows."""
+    """Crop ``[H, W, C]`` to a valid normalised box: columns floor(x0*W)..ceil(x1*W) (end exclusive: every
+    pixel the box touches), same for rows. The products are rounded to 9 decimals first: in floating point
+    0.07*100 is 7.000000000000001, and its ceil took a pixel the box does not touch."""
     result = normalize_crop(box)
     if result.fallback:
         raise ValueError(f"crop_frame needs a valid box ({result.reason}); call normalize_crop first")
     h, w = frame.shape[:2]
     x0, y0, x1, y1 = result.box
-    c0, r0 = min(int(math.floor(x0 * w)), w - 1), min(int(math.floor(y0 * h)), h - 1)
-    c1, r1 = max(int(math.ceil(x1 * w)), c0 + 1), max(int(math.ceil(y1 * h)), r0 + 1)
+    c0, r0 = min(math.floor(round(x0 * w, 9)), w - 1), min(math.floor(round(y0 * h, 9)), h - 1)
+    c1, r1 = max(math.ceil(round(x1 * w, 9)), c0 + 1), max(math.ceil(round(y1 * h, 9)), r0 + 1)
     return np.ascontiguousarray(frame[r0:r1, c0:c1])
 
 
