@@ -4,6 +4,13 @@ beyond typing, so settings and configs can name the convention cheaply).
 Decisions where the issues were silent: "pixels" are those of the image the model was shown (after
 ``tools.frames.resize_long_side``), not of the decoded frame; Qwen2.5-VL's own resize to multiples of
 28 pixels shifts its coordinates by at most a few percent, which a crop tolerates.
+
+One rule for fractions: a fraction ``p`` of a side of ``W`` pixels is the position ``p*W`` along it (pixel
+``i`` covers ``[i, i+1)``, its centre at ``i + 0.5``). Boxes use it as is: a crop takes every pixel the box
+touches (``tools.frames.crop_frame``) and a motion-summary region every point whose centre it holds,
+half-open (``tools.motion.summary``). A *point* handed to a tracker is ``p*(W-1)`` in the tracker's pixel
+centres (``graph.nodes.tracking``): 0 and 1 are the centres of the edge pixels, so every point the model
+gives lies inside the image, as trackers require; that is within half a pixel of ``p*W - 0.5``.
 """
 
 from __future__ import annotations

@@ -27,7 +27,10 @@ of each request (decode + model) runs in a thread under an ``anyio.CapacityLimit
 slots, so excess requests wait in line, and a request whose client disconnected while it waited (its
 timeout, Ctrl-C) is skipped when its slot comes instead of computed for nobody (a computation already
 running cannot be stopped: it is a thread); ``/healthz`` needs no token; JSON ``queries`` are
-``[[t, x, y], ...]`` with ``t`` indexing the decoded (or selected) frames; a C-order uint8 ``.npy``
+``[[t, x, y], ...]`` with ``t`` indexing the decoded (or selected) frames; ``frame_indices`` are taken as
+listed, repeats and any order included (neither refused nor deduplicated: the answer keeps one entry per
+listed frame, so it lines up with the request; a repeat is a caller's choice, e.g. padding a short clip to a
+surprise window, and its results name the frame as given, a window of one repeated frame reads "0-0"); a C-order uint8 ``.npy``
 body is used as a read-only zero-copy view of the request bytes (other ``.npy`` go through ``np.load``).
 Serve it with ``uvicorn.run(app, host, port)`` (as ``raa serve-tools`` does) or on a socket created with
 ``proto=IPPROTO_TCP``: asyncio sets TCP_NODELAY only then, and without it answers stall ~40 ms.

@@ -137,6 +137,7 @@ def _compute_tracks(ctx: RunContext, video: str, idx: list[int], points: list[li
     h, w = frames.shape[1:3]
     queries = None
     if points:  # fractions of the frame, checked and clamped by _track
+        # 0 and 1 are the edge pixels' centres, so every point is inside the image (tools/coords.py's rule)
         queries = np.array([[float(query_t), p[0] * (w - 1), p[1] * (h - 1)] for p in points], dtype=np.float32)
     tracks = run_tool("motion", tracker.track, frames, grid_size=None if queries is not None else 8, queries=queries)
     if not isinstance(tracks, MotionTracks):
