@@ -130,3 +130,37 @@ def test_tracks_that_break_the_tracker_contract_are_an_ineligible_tool_fault(cli
     want = "1 query points" if broken == "extra-point" else "non-finite positions"
     assert any(r.startswith("tool_call: tool: motion run: the tracker returned") and want in r
                for r in result.reasons), result.reasons
+
+
+class BrokenSurprise:
+    """SurpriseScorer fake (a third-party scorer) whose evidence breaks the contract."""
+
+    def __init__(self, broken: str) -> None:
+        self.broken = broken
+
+    def score(self, frames):
+        from tools.surprise import SurpriseEvidence, SurpriseWindow
+
+        if self.broken == "not-evidence":
+            return {"status": "ok"}
+        value, end = (float("nan"), 23) if self.broken == "nan" else (0.3, 900)
+        w = SurpriseWindow(start=8, end=end, frames=list(range(8, 24)), surprise=value)
+        return SurpriseEvidence(status="ok", windows=[w], top=[w], mean=value, num_frames=len(frames))
+
+
+@pytest.mark.parametrize("broken,reason", [("nan", "NaN or infinite surprise"), ("past-the-clip", "windows past"),
+                                           ("not-evidence", "returned dict, not SurpriseEvidence")])
+def test_surprise_evidence_that_breaks_the_scorer_contract_is_an_ineligible_tool_fault(clip, broken, reason):
+    """A NaN surprise was shown to the model as "nan" and the run scored; a window ending at frame 900 of 33 too;
+    a dict ended as an internal AttributeError instead of the tool's fault."""
+    from tools.motion import LKTracker
+
+    agent = build_reward_agent(AgentConfig(preset="full"),
+                               backbone=Backbone(ScriptedChatModel(full_script()), retry_wait=(0.0, 0.0)),
+                               tools=AgentTools(tracker=LKTracker(), surprise=BrokenSurprise(broken)),
+                               checkpointer=InMemorySaver())
+    out = agent.invoke({"video": str(clip), "instruction": "push the red block to the right", "run_id": "r"},
+                       {"configurable": {"thread_id": "r"}})
+    result = out["result"]
+    assert result.reward is None and result.status == "ineligible", result.reasons
+    assert any("surprise run: the scorer returned" in r and reason in r for r in result.reasons), result.reasons

@@ -38,6 +38,8 @@ Decisions where the issue was silent:
 - The model loads lazily on first use (or explicitly with ``load()``); any load or run failure
   raises ``ToolFault("surprise", ...)``. A model id that is a file, or neither a folder nor a hub id, is
   named as such (``tools.hub.local_path_problem``) before transformers is asked.
+- What an injected scorer returns is checked by the agent (`evidence_problem`: frame count, windows inside
+  the frames, finite values); a violation is a surprise tool fault, never evidence.
 """
 
 from __future__ import annotations
@@ -112,6 +114,23 @@ class SurpriseEvidence(BaseModel):
                 f"predictable; supporting evidence only, not a physics verdict): mean {self.mean:.3f} over "
                 f"{len(self.windows)} windows of {self.window_size} frames (stride {self.stride}, the first "
                 f"{self.context_frames} frames as context). Most surprising: {tops}.")
+
+
+def evidence_problem(evidence: object, num_frames: int) -> str | None:
+    """Why what a scorer returned for ``num_frames`` frames breaks the `SurpriseScorer` contract, or None: not a
+    `SurpriseEvidence`, evidence over another number of frames, a window past the frames, or a NaN or infinite
+    surprise (the agent showed "nan" to the model, and a window ending at frame 900 of 33, as evidence)."""
+    if not isinstance(evidence, SurpriseEvidence):
+        return f"the scorer returned {type(evidence).__name__}, not SurpriseEvidence"
+    if evidence.num_frames != num_frames:
+        return f"the scorer returned evidence over {evidence.num_frames} frames for {num_frames} frames"
+    windows = evidence.windows + evidence.top
+    if any(not 0 <= f < num_frames for w in windows for f in (w.start, w.end, *w.frames)):
+        return f"the scorer returned windows past the {num_frames} frames it was given"
+    values = [w.surprise for w in windows] + ([] if evidence.mean is None else [evidence.mean])
+    if not all(np.isfinite(values)):
+        return "the scorer returned a NaN or infinite surprise"
+    return None
 
 
 def split_window(frames: Sequence[int], context_frames: int) -> tuple[list[int], list[int]]:

@@ -44,6 +44,9 @@ Decisions where the issue was silent:
   (twice that while stacking), ~0.5 GB now. With the tool service (`RemoteSurpriseScorer`) the node
   uploads the encoded clip and the service decodes it the same way: the frames themselves were
   hundreds of MB per clip for long clips, over the service's default 256 MiB upload limit.
+- The scorer's answer is checked (`tools.surprise.evidence_problem`): another type, evidence over other
+  frames, a window past them, or a NaN / infinite surprise is ToolFault("surprise", "run"). A NaN was
+  shown to the model as "nan" and recorded; a non-SurpriseEvidence ended as an internal AttributeError.
 """
 
 from __future__ import annotations
@@ -57,8 +60,8 @@ from graph.context import RunContext
 from graph.nodes.common import Step, brief, count, frames_total
 from graph.state import AgentState
 from graph.workers import Priority, await_job
-from tools.errors import run_tool
-from tools.surprise import SurpriseEvidence
+from tools.errors import ToolFault, run_tool
+from tools.surprise import evidence_problem
 
 MAX_SURPRISE_FRAMES = 512
 
@@ -75,8 +78,10 @@ def _score(ctx: RunContext, video: str, used: int, key: tuple) -> tuple[Any, flo
         evidence = run_tool("surprise", scorer.score_file, video, frames=used, short_side=short_side)
     else:
         evidence = run_tool("surprise", scorer.score, ctx.frames.scaled_frames(video, range(used), short_side))
+    if (problem := evidence_problem(evidence, used)) is not None:  # an injected scorer's bug: never evidence
+        raise ToolFault("surprise", "run", problem)
     out = evidence, time.perf_counter() - t0
-    windows = len(evidence.windows) if isinstance(evidence, SurpriseEvidence) else 0
+    windows = len(evidence.windows)
     ctx.frames.put_extra(key, out, size=1024 + 256 * windows)
     return out
 
