@@ -16,8 +16,11 @@ Decisions where the issue was silent:
   whose reward is None (the paper retries execution errors). Rows written before these fields existed are
   taken as current. A row that cannot be counted as it stands (`damaged`: reward and status disagree, a
   verdict or usage that is not an object) is scored again; one of another clip or preset stays in the file.
-- results.jsonl is appended during the run (crash-safe) and rewritten compacted (last row per key, sorted by
-  preset order then manifest order) at the end; rows of other presets or clips already in the file are kept.
+- results.jsonl is appended during the run (crash-safe): a chunk's scored rows as soon as the scorer returns
+  them (unjudged), then each row again as soon as its judge returns (a run stopped mid-way keeps every reward
+  and every verdict given; the rerun judges the rest without re-scoring), and it is rewritten compacted
+  (last row per key, sorted by preset order then manifest order) at the end; rows of other presets or clips
+  already in the file are kept.
   A truncated trailing line (crash mid-write) is ignored.
 - With ``scorer_id`` (the CLI passes `graph.batch.scorer_of`: model name and temperature) every row records it
   as ``scorer``, and a rerun whose scorer differs from the one that gave existing rewards raises
@@ -246,10 +249,13 @@ async def run_reward_eval(clips: Sequence[EvalClip], presets: Sequence[str], out
 
     mend_tail(results_path)  # a torn last row: appending after it would glue the first new row onto it
     with results_path.open("a", encoding="utf-8") as sink:
-        def emit(row: dict) -> None:
+        def save(row: dict) -> None:
             existing[(row["path"], row["preset"])] = row
             sink.write(json.dumps(row) + "\n")
             sink.flush()
+
+        def emit(row: dict) -> None:
+            save(row)
             if on_row is not None:
                 on_row(row)
 
@@ -262,6 +268,9 @@ async def run_reward_eval(clips: Sequence[EvalClip], presets: Sequence[str], out
                     verdict = JudgeVerdict(status="unjudged", rationale=f"judge crashed: {type(exc).__name__}: {exc}")
             return {**row, "judge": verdict.model_copy(update={"judge": judge_name}).model_dump()}
 
+        async def with_old(row: dict) -> tuple[dict, dict]:
+            return row, await judged(row)
+
         versions = {c.path: clip_version(c.path) for c in clips}
         for preset in order:
             to_score, to_judge = [], []
@@ -273,7 +282,8 @@ async def run_reward_eval(clips: Sequence[EvalClip], presets: Sequence[str], out
                     to_score.append(clip)
                 elif verdict.get("status", "unjudged") == "unjudged" or (verdict.get("judge") or judge_name) != judge_name:
                     to_judge.append(row)
-            for old, row in zip(to_judge, await asyncio.gather(*(judged(r) for r in to_judge)), strict=True):
+            for done in asyncio.as_completed([with_old(r) for r in to_judge]):  # each saved as it is judged
+                old, row = await done
                 if row["judge"]["status"] != "judged" and (old.get("judge") or {}).get("status") == "judged":
                     continue  # a judge that could not judge (none configured, a failure) keeps another's verdict
                 emit(row)
@@ -283,8 +293,10 @@ async def run_reward_eval(clips: Sequence[EvalClip], presets: Sequence[str], out
                 part = to_score[start:start + chunk]
                 results = await _score_chunk(scorer, preset, part)
                 rows = [stamped(result_row(c, preset, r), scorer_id) for c, r in zip(part, results, strict=True)]
-                for row in await asyncio.gather(*(judged(r) for r in rows)):
-                    emit(row)
+                for row in rows:  # the rewards are kept, unjudged, if the run stops while the judge works
+                    save(row)
+                for done in asyncio.as_completed([judged(r) for r in rows]):
+                    emit(await done)
                     counters["scored"] += 1
 
     by_path = {c.path: c for c in clips}
