@@ -32,9 +32,13 @@ Decisions where the issue was silent: manifest rows also carry ``name``, ``varia
 ``height``; a clip that fails to render is reported and skipped, the others still render, the manifest
 lists only the clips written and ``make_clips`` then raises :class:`ClipSuiteError` naming the failures
 (a renderer that cannot start at all aborts at once, and a frame size outside 16 to
-``evals.scenes.MAX_SIDE`` pixels is refused before anything is written). ``load_manifest`` requires ``path``,
-``instruction`` and ``label`` and type-checks the optional fields; it does not require the clips to
-exist (a missing clip is the scorer's per-item problem, not the manifest's).
+``evals.scenes.MAX_SIDE`` pixels is refused before anything is written). Rendering part of a
+suite (``names`` or ``limit``) into a folder whose manifest lists other clips of the same suite (seed,
+preset and size) adds to that manifest (suite order; a clip rendered again replaces its row, and loses it
+if it fails); a manifest listing clips of another suite is refused before anything is written, since the
+rows of two suites would mix. Rendering the whole preset writes a fresh manifest. ``load_manifest``
+requires ``path``, ``instruction`` and ``label`` and type-checks the optional fields; it does not require
+the clips to exist (a missing clip is the scorer's per-item problem, not the manifest's).
 """
 
 from __future__ import annotations
@@ -202,11 +206,13 @@ def make_clips(out_dir: str | Path, *, seed: int = 0, preset: Preset = "small", 
 
     from tools.video import write_video
 
-    specs = _select(suite_specs(preset, seed), names, limit)
+    suite = suite_specs(preset, seed)
+    specs = _select(suite, names, limit)
     side = PRESET_SIZE[preset] if size is None else int(size)
     if problem := _size_problem(side, side):  # before anything is written: no clip could render
         raise ClipSuiteError(problem)
     out = Path(out_dir)
+    kept = _kept_rows(out / MANIFEST_NAME, suite, specs, side)  # before anything is written: may refuse
     out.mkdir(parents=True, exist_ok=True)
     rows, failed = [], []
     columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn())
@@ -228,11 +234,42 @@ def make_clips(out_dir: str | Path, *, seed: int = 0, preset: Preset = "small", 
                              "width": side, "height": side})
             bar.advance(job)
     manifest = out / MANIFEST_NAME
-    write_text_atomic(manifest, "".join(json.dumps(r) + "\n" for r in rows))
+    order = {spec.name: i for i, spec in enumerate(suite)}
+    merged = sorted([*kept, *rows], key=lambda r: order[r["name"]])
+    write_text_atomic(manifest, "".join(json.dumps(r) + "\n" for r in merged))
     if failed:
-        raise ClipSuiteError(f"{len(failed)} of {len(specs)} clips failed (manifest lists the other "
-                             f"{len(rows)}): " + "; ".join(failed))
+        raise ClipSuiteError(f"{len(failed)} of {len(specs)} clips failed (the manifest lists the {len(merged)} "
+                             "others): " + "; ".join(failed))
     return manifest
+
+
+def _kept_rows(manifest: Path, suite: list[ClipSpec], specs: list[ClipSpec], side: int) -> list[dict]:
+    """Rows of the manifest already at ``manifest`` that a render of ``specs`` (part of ``suite``) keeps: those
+    of the same suite (name, clip seed, frames and size match) that are not rendered again. Rendering the
+    whole suite keeps none. Raises :class:`ClipSuiteError` when the manifest lists clips of another suite
+    (another seed, preset or size, or a row by hand): merging would mix two suites in one manifest."""
+    if len(specs) == len(suite) or not manifest.is_file():
+        return []
+    by_name = {spec.name: spec for spec in suite}
+    again = {spec.name for spec in specs}
+    kept, foreign = [], []
+    try:
+        lines = list(json_lines(manifest, ManifestError))
+    except ManifestError as exc:
+        raise ClipSuiteError(f"cannot add clips to {manifest}: {exc}") from exc
+    for where, row in lines:
+        spec = by_name.get(row.get("name")) if isinstance(row, dict) else None
+        if spec is None or row.get("path") != f"clips/{spec.name}.mp4" or row.get("seed") != spec.seed or \
+                row.get("frames") != spec.frames or row.get("width") != side or row.get("height") != side:
+            foreign.append(where)
+        elif spec.name not in again:
+            kept.append(row)
+    if foreign:
+        raise ClipSuiteError(
+            f"{manifest} lists {len(foreign)} clip(s) of another suite (another seed, preset or size, or rows "
+            f"not written by make_clips; first: {foreign[0]}): rendering part of this suite there would mix "
+            "them in one manifest. Use another output folder, or render the whole preset there to replace it")
+    return kept
 
 
 _OPTIONAL_TYPES: dict[str, tuple[type, ...]] = {"pattern": (str,), "frames": (int,), "fps": (int, float),
