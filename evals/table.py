@@ -26,6 +26,10 @@ Definitions (decisions where the issue was silent are marked *):
   failed to score does not read as a perfect one.
 - *Mean rewards by label / pattern average the rows with a reward (ineligible rows excluded); the count of
   rewarded rows is given next to each mean.
+- *A row the metrics cannot count (a reward that is not a finite number or null, a verdict or usage that is
+  not an object, a usage count that is not a number: hand-edited rows) raises `TableRowError` naming the
+  row and the field; it crashed with a bare TypeError / AttributeError. (`raa eval reward` scores such rows
+  again before tabulating, `evals.reliability.damaged`; `raa eval report` tabulates the file as it is.)
 - *Usage per clip: the mean over the preset's rows of the agent's calls, images, tokens and stage-cache hits
   (a stage output served from the cache is a hit, not a call).
 """
@@ -34,6 +38,7 @@ from __future__ import annotations
 
 import csv
 import io
+import math
 from collections.abc import Iterable, Sequence
 from dataclasses import asdict, dataclass, field
 
@@ -150,6 +155,33 @@ class PresetMetrics:
         return f"{self.p0} / {self.n_prog}" + (f" ({self.prog_ineligible} ineligible)" if self.prog_ineligible else "")
 
 
+class TableRowError(ValueError):
+    """A result row the metrics cannot count (written by hand or another tool); the message names the row and
+    the field."""
+
+
+def _number(value: object) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value)
+
+
+def check_row(row: object, preset: str, index: int) -> dict:
+    """``row`` when the metrics can count it: an object whose ``reward`` is null or a finite number, whose
+    ``judge`` is null or an object and whose ``usage`` is null or an object of finite numbers; raises
+    `TableRowError` naming the row (index among the preset's rows, clip path) and the field."""
+    if not isinstance(row, dict):
+        raise TableRowError(f"{preset} row {index}: expected an object, got {type(row).__name__}")
+    where = f"{preset} row {index} ({row.get('path')!r})"
+    if row.get("reward") is not None and not _number(row["reward"]):
+        raise TableRowError(f"{where}: field 'reward' must be a finite number or null, got {row['reward']!r}")
+    if row.get("judge") is not None and not isinstance(row["judge"], dict):
+        raise TableRowError(f"{where}: field 'judge' must be an object or null, got {row['judge']!r}")
+    usage = row.get("usage")
+    if usage is not None and not (isinstance(usage, dict) and all(_number(usage.get(k, 0)) for k in USAGE_KEYS)):
+        raise TableRowError(f"{where}: field 'usage' must be an object of numbers ({', '.join(USAGE_KEYS)}), "
+                            f"got {usage!r}")
+    return row
+
+
 def _mean_reward(rows: Sequence[dict]) -> MeanReward:
     rewards = [float(r["reward"]) for r in rows if r.get("reward") is not None]
     return MeanReward(sum(rewards) / len(rewards) if rewards else None, len(rewards), len(rows))
@@ -163,7 +195,9 @@ def _group(rows: Sequence[dict], key: str) -> dict[str, MeanReward]:
 
 
 def preset_metrics(preset: str, rows: Sequence[dict]) -> PresetMetrics:
-    """Metrics of one preset from its result rows (see the module docstring for definitions)."""
+    """Metrics of one preset from its result rows (see the module docstring for definitions); a row that
+    cannot be counted raises `TableRowError` (`check_row`)."""
+    rows = [check_row(r, preset, i) for i, r in enumerate(rows)]
     neg = [r for r in rows if r.get("label") in NEGATIVE_LABELS]
     prog = [r for r in rows if r.get("label") == PROGRESS_LABEL]
     # a row without a verdict (results written by another tool) is unjudged, or skipped when it has no reward

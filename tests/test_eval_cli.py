@@ -90,6 +90,18 @@ def test_eval_reward_then_report(env, monkeypatch):
     assert missing.exit_code == 1 and "run-missing" in missing.output
 
 
+def test_eval_report_names_a_row_it_cannot_count(tmp_path):
+    """A hand-edited results.jsonl row (reward "0.9") ended `raa eval report` in a TypeError traceback."""
+    ev = tmp_path / "ev"
+    ev.mkdir()
+    row = {"path": str(tmp_path / "a.mp4"), "preset": "full", "label": "failure", "reward": "0.9", "status": "scored"}
+    (ev / "results.jsonl").write_text(json.dumps(row) + "\n")
+    result = runner.invoke(eval_cli.eval_app, ["report", str(ev), "--traces", str(tmp_path / "none.sqlite")])
+    assert result.exit_code == 2, result.output
+    assert "field 'reward' must be a finite number or null, got '0.9'" in result.output
+    assert not (ev / "index.html").exists()
+
+
 def test_eval_reward_input_errors(env):
     bad = runner.invoke(eval_cli.eval_app, ["reward", "-m", "m.jsonl", "-o", "ev", "--presets", "full,best"])
     assert bad.exit_code == 2 and "unknown preset" in bad.output

@@ -423,3 +423,18 @@ def test_a_run_stopped_while_judging_keeps_the_rewards_and_verdicts_given(tmp_pa
     assert [names for _, names in scorer.calls] == [["c3", "c4"], ["c5", "c6"]]  # c1, c2 not scored again
     assert out.scored == 4 and out.rejudged == 1  # c2 judged now, c1's verdict kept
     assert all(r["judge"]["status"] in ("judged", "skipped") for r in out.rows)
+
+
+@pytest.mark.parametrize("field,value", [
+    ("reward", "0.9"), ("reward", True), ("reward", float("nan")), ("judge", "judged"), ("usage", [1, 2]),
+    ("usage", {"calls": "four"}),
+])
+def test_metrics_name_the_row_and_field_they_cannot_count(field, value):
+    """Hand-edited rows crashed the table with a bare TypeError / AttributeError / ValueError."""
+    from evals.table import TableRowError, preset_metrics
+
+    good = {"path": "/c/a.mp4", "preset": "full", "label": "failure", "reward": 0.5, "status": "scored",
+            "judge": {"status": "judged", "reasonable": False}, "usage": {"calls": 2}}
+    assert preset_metrics("full", [good]).f_plus == 1
+    with pytest.raises(TableRowError, match=rf"full row 1 \('/c/b.mp4'\): field '{field}'"):
+        preset_metrics("full", [good, {**good, "path": "/c/b.mp4", field: value}])
