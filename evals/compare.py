@@ -40,6 +40,11 @@ Decisions where the issue was silent:
   prompt lists, and ``key`` is a prompt index) is not a paired sample of one task: it is counted
   (``pairs_instruction_differs``, with the first such key) and the CLI warns; the statistics still include
   it, and the per-instruction table groups by A's instruction.
+* A file holding several draws of a manifest (``raa score-batch --draw k`` into one output) has one row per
+  draw under each manifest ``key``: ``draw`` (``--draw K``) compares the rows of draw K of both files (the
+  side summaries count only those; a row without a draw is draw 0, as in ``evals.draws``), and without it
+  the repeated key is an error naming the two draws and the option (it read as a plain duplicate). A draw
+  that a file does not hold is an error naming the draws it holds.
 * With no pair at all, the comparison says why when it can: score-batch's own ``key`` hashes the preset
   (and draw), so two presets' outputs of one manifest share no key; when their rows share video paths,
   ``hint`` suggests ``--pair-by path``.
@@ -142,14 +147,25 @@ class Comparison:
     """Per instruction: n, mean_a, mean_b, mean_diff over its eligible pairs."""
     hint: str | None = None
     """Why nothing paired and what would pair the rows (None when some rows paired)."""
+    draw: int | None = None
+    """The draw compared (None: every row of both files)."""
 
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)
 
 
-def read_results(path: Path, pair_by: str) -> tuple[dict[str, dict[str, Any]], list[dict[str, Any]]]:
+def _draw(row: dict[str, Any], where: str) -> int:
+    """The stage-cache draw of a score-batch row (0 for rows written before rows recorded it)."""
+    draw = row.get("draw", 0)
+    if isinstance(draw, bool) or not isinstance(draw, int):
+        raise CompareError(f"{where}: draw must be an integer, got {draw!r}")
+    return draw
+
+
+def read_results(path: Path, pair_by: str,
+                 draw: int | None = None) -> tuple[dict[str, dict[str, Any]], list[dict[str, Any]]]:
     """Rows of a `raa score-batch` output keyed by `row["manifest"][pair_by]` (or a top-level field), and
-    the rows of manifest lines that named no clip (not keyed)."""
+    the rows of manifest lines that named no clip (not keyed); with `draw`, only the rows of that draw."""
     from graph.batch import is_bad_line_row
 
     path = Path(path)
@@ -157,10 +173,14 @@ def read_results(path: Path, pair_by: str) -> tuple[dict[str, dict[str, Any]], l
         raise CompareError(f"results file not found: {path}")
     rows: dict[str, dict[str, Any]] = {}
     bad: list[dict[str, Any]] = []
+    draws: set[int] = set()
     for where, row in json_lines(path, CompareError):
         if not isinstance(row, dict) or not isinstance(row.get("result"), dict):
             raise CompareError(f"{where}: not a score-batch row (no 'result' object)")
         checked_reward(row["result"], where, CompareError)
+        draws.add(row_draw := _draw(row, where))
+        if draw is not None and row_draw != draw:
+            continue
         if is_bad_line_row(row):
             bad.append(row)
             continue
@@ -172,8 +192,15 @@ def read_results(path: Path, pair_by: str) -> tuple[dict[str, dict[str, Any]], l
             raise CompareError(f"{where}: no {pair_by!r} field to pair by (choose one with --pair-by)")
         key = str(key)
         if key in rows:
+            if (first := _draw(rows[key], where)) != (again := _draw(row, where)):
+                raise CompareError(f"{where}: {pair_by} {key!r} appears in draws {first} and {again}: the file "
+                                   "holds several draws of its manifest; compare one draw (--draw K), or "
+                                   "summarise the draws with `raa eval draws`")
             raise CompareError(f"{where}: {pair_by} {key!r} appears twice")
         rows[key] = row
+    if draw is not None and draw not in draws:
+        found = ", ".join(map(str, sorted(draws))) or "none"
+        raise CompareError(f"{path}: no row of draw {draw} (draws found: {found})")
     return rows, bad
 
 
@@ -258,9 +285,11 @@ def most_changed(by_instruction: list[dict[str, Any]], k: int) -> list[dict[str,
     return sorted(ranked, key=lambda r: (-r["mean_diff"], r["instruction"]))
 
 
-def compare(path_a: Path, path_b: Path, *, pair_by: str = "key", seed: int = 0) -> Comparison:
-    """Pair the rows of two score-batch outputs and compare their rewards (see module docstring)."""
-    (rows_a, bad_a), (rows_b, bad_b) = read_results(path_a, pair_by), read_results(path_b, pair_by)
+def compare(path_a: Path, path_b: Path, *, pair_by: str = "key", seed: int = 0,
+            draw: int | None = None) -> Comparison:
+    """Pair the rows of two score-batch outputs (of draw `draw` only, when given) and compare their rewards
+    (see module docstring)."""
+    (rows_a, bad_a), (rows_b, bad_b) = read_results(path_a, pair_by, draw), read_results(path_b, pair_by, draw)
     shared = [k for k in rows_a if k in rows_b]
     kept = [(k, _reward(rows_a[k]), _reward(rows_b[k])) for k in shared]
     kept = [(k, ra, rb) for k, ra, rb in kept if ra is not None and rb is not None]
@@ -292,4 +321,4 @@ def compare(path_a: Path, path_b: Path, *, pair_by: str = "key", seed: int = 0) 
         pairs_scorer_unrecorded=sum(not isinstance(rows_a[k].get("scorer"), dict)
                                     or not isinstance(rows_b[k].get("scorer"), dict) for k, _, _ in kept),
         pairs_instruction_differs=len(mismatched), first_instruction_mismatch=mismatched[0] if mismatched else None,
-        by_instruction=by_instruction, hint=hint)
+        by_instruction=by_instruction, hint=hint, draw=draw)

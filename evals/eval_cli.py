@@ -250,11 +250,13 @@ def compare_command(
     json_out: Annotated[Path | None, typer.Option("--json", help="Also write the comparison as JSON.")] = None,
     instructions: Annotated[int, typer.Option(min=0, help="Show the N instructions whose mean reward changed "
                                               "most (0: none; --json has all).")] = 10,
+    draw: Annotated[int | None, typer.Option(min=0, help="Compare only draw K of files holding several draws "
+                                             "(score-batch --draw K into one output).")] = None,
 ) -> None:
     from evals.compare import CompareError, compare, most_changed
 
     try:
-        result = compare(a, b, pair_by=pair_by, seed=seed)
+        result = compare(a, b, pair_by=pair_by, seed=seed, draw=draw)
     except CompareError as exc:
         raise _fail(str(exc)) from exc
     t = Table(title="Rewards per side (mean over eligible rows)")
@@ -283,6 +285,8 @@ def compare_command(
         if side.bad_lines:
             console.print(f"note: {side.bad_lines} row(s) of {name} are manifest lines that named no clip "
                           "(ineligible, not paired)", style="yellow")
+    if draw is not None:
+        console.print(f"draw {draw} of each file")
     console.print(f"pairs by {pair_by!r}: {result.pairs} ({result.pairs_ineligible} left out: an ineligible "
                   f"reward; unpaired: {result.unpaired_a} in A, {result.unpaired_b} in B)")
     if result.n:

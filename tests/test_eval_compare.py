@@ -269,3 +269,34 @@ def test_bad_manifest_lines_are_counted_but_never_paired(tmp_path):
         assert (result.unpaired_a, result.unpaired_b) == (1, 1)
     res = runner.invoke(app, ["eval", "compare", str(a), str(b), "--pair-by", "path"])
     assert res.exit_code == 0 and "1 row(s) of A are manifest lines that named no clip" in res.output, res.output
+
+
+def _draws(tmp: Path, name: str, by_draw: dict[int, dict[str, float]]) -> Path:
+    """A score-batch output holding several draws of one generate-style manifest (one row per key and draw)."""
+    folder = tmp / name
+    folder.mkdir()
+    manifest = folder / "manifest.jsonl"
+    keys = list(next(iter(by_draw.values())))
+    manifest.write_text("".join(json.dumps({"path": f"videos/{k}.mp4", "instruction": "stack", "key": k}) + "\n"
+                                for k in keys))
+    lines = [result_line(item, RewardResult(reward=rewards[item["manifest"]["key"]], status="scored", preset="full"))
+             for draw, rewards in by_draw.items() for item in read_manifest(manifest, "full", draw)]
+    out = folder / "scores.jsonl"
+    out.write_text("\n".join(lines) + "\n")
+    return out
+
+
+def test_a_multi_draw_file_compares_one_draw_or_says_why_it_cannot(tmp_path):
+    """Draws 0 and 1 in one file share each manifest key: the error read as a plain duplicate key."""
+    a = _draws(tmp_path, "trained", {0: {"k1": 0.9, "k2": 0.6}, 1: {"k1": 0.5, "k2": 0.8}})
+    b = _draws(tmp_path, "base", {0: {"k1": 0.4, "k2": 0.6}, 1: {"k1": 0.5, "k2": 0.2}})
+    with pytest.raises(CompareError, match=r"key 'k1' appears in draws 0 and 1: .*--draw K"):
+        compare(a, b)
+    one = compare(a, b, draw=1)
+    assert (one.n, one.a.rows, one.draw) == (2, 2, 1) and one.mean_diff == pytest.approx((0.0 + 0.6) / 2)
+    assert compare(a, b, draw=0).mean_diff == pytest.approx((0.5 + 0.0) / 2)
+    with pytest.raises(CompareError, match=r"no row of draw 2 \(draws found: 0, 1\)"):
+        compare(a, b, draw=2)
+    res = runner.invoke(app, ["eval", "compare", str(a), str(b), "--draw", "1"])
+    assert res.exit_code == 0, res.output
+    assert "draw 1 of each file" in res.output and "wins/ties/losses 1/1/0" in res.output
