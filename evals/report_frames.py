@@ -4,6 +4,12 @@ Decision where the issue was silent: at most `MAX_DECODED` frames are decoded pe
 frames judgments, tool calls, motion evidence, extra tools and the final check cite, and the frames of
 each track the page redraws); a clip that cannot be decoded any more yields an empty store with the reason,
 and the page still renders its text parts.
+
+Frames are decoded at most `DECODE_LONG_SIDE` pixels on their long side (smaller clips at their own size):
+the page shows them at 96 to `evals.report.WIDE_SIDE` (384) pixels, and twice that keeps a crop of half the
+frame at full detail. Decoded at the clip's size, the 400 frames of a 1080p clip took 2.5 GB (a 4K clip
+10 GB); at this bound they take at most 400 x 1.7 MB. A crop of a smaller part of a larger clip shows fewer
+source pixels than the agent saw, and overlay tracks are computed again on the decoded frames.
 """
 
 from __future__ import annotations
@@ -16,6 +22,7 @@ import numpy as np
 from graph.nodes.tracking import track_frames
 
 MAX_DECODED = 400
+DECODE_LONG_SIDE = 768
 THUMB_SIDE = 256
 
 
@@ -64,10 +71,20 @@ def load_frames(video: str | None, indices: Any) -> FrameStore:
         with VideoReader(video) as reader:
             meta = reader.meta
             wanted = sorted({int(i) for i in indices if 0 <= int(i) < meta.frames})[:MAX_DECODED]
-            arr = reader.read(wanted) if wanted else np.zeros((0, 1, 1, 3), np.uint8)
+            size = decode_size(meta.width, meta.height, DECODE_LONG_SIDE)
+            arr = reader.read(wanted, size=size) if wanted else np.zeros((0, 1, 1, 3), np.uint8)
         return FrameStore(dict(zip(wanted, arr, strict=True)), meta.frames, meta.fps, times=meta.times)
     except Exception as exc:  # noqa: BLE001 - the report still renders its text parts
         return FrameStore(error=f"frames unavailable: {type(exc).__name__}: {exc}")
+
+
+def decode_size(width: int, height: int, long_side: int) -> tuple[int, int]:
+    """(width, height) scaled so the long side is at most `long_side` (unchanged when it already is), aspect
+    kept, each side at least 1 pixel."""
+    scale = long_side / max(width, height, 1)
+    if scale >= 1:
+        return width, height
+    return max(1, round(width * scale)), max(1, round(height * scale))
 
 
 def track_span(args: Any) -> tuple[int, int] | None:

@@ -27,3 +27,24 @@ def test_a_valid_track_call_adds_its_tracked_frames():
     assert track_span({}) == (0, 0)
     wanted = wanted_indices(_run({"start_frame": 5, "end_frame": 9}))
     assert {5, 6, 7, 8, 9} <= wanted and {0, 39} <= wanted
+
+
+def test_frames_are_decoded_at_a_bounded_size(tmp_path, monkeypatch):
+    """Every wanted frame (up to 400) was decoded at the clip's full size: 2.5 GB for a 1080p clip."""
+    import numpy as np
+
+    import evals.report_frames as rf
+    from tools.video import write_video
+
+    frames = np.zeros((3, 64, 96, 3), np.uint8)
+    frames[:, :, 48:] = 255  # right half white
+    clip = write_video(tmp_path / "wide.mp4", frames, fps=8.0)
+    monkeypatch.setattr(rf, "DECODE_LONG_SIDE", 48, raising=False)  # fails on shape, not here, without a bound
+    store = rf.load_frames(str(clip), [0, 2])
+    assert store.error is None and sorted(store.frames) == [0, 2] and store.total == 3
+    assert store.frames[2].shape == (32, 48, 3)  # aspect kept
+    assert store.frames[2][:, :20].max() < 40 and store.frames[2][:, 28:].min() > 215  # the same picture
+    assert store.url(2, 256, [0.5, 0.0, 1.0, 1.0]).startswith("data:image/jpeg;base64,")
+    assert rf.decode_size(1920, 1080, 768) == (768, 432) and rf.decode_size(300, 200, 768) == (300, 200)
+    monkeypatch.setattr(rf, "DECODE_LONG_SIDE", 768)
+    assert rf.load_frames(str(clip), [1]).frames[1].shape == (64, 96, 3)  # a smaller clip keeps its size
