@@ -33,7 +33,7 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Coroutine, Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
@@ -271,6 +271,10 @@ async def run_reward_eval(clips: Sequence[EvalClip], presets: Sequence[str], out
         async def with_old(row: dict) -> tuple[dict, dict]:
             return row, await judged(row)
 
+        def in_order(jobs: Iterable[Coroutine[Any, Any, Any]]) -> list[asyncio.Task]:
+            """Tasks started in manifest order (as_completed starts bare coroutines in set order)."""
+            return [asyncio.ensure_future(job) for job in jobs]
+
         versions = {c.path: clip_version(c.path) for c in clips}
         for preset in order:
             to_score, to_judge = [], []
@@ -282,7 +286,7 @@ async def run_reward_eval(clips: Sequence[EvalClip], presets: Sequence[str], out
                     to_score.append(clip)
                 elif verdict.get("status", "unjudged") == "unjudged" or (verdict.get("judge") or judge_name) != judge_name:
                     to_judge.append(row)
-            for done in asyncio.as_completed([with_old(r) for r in to_judge]):  # each saved as it is judged
+            for done in asyncio.as_completed(in_order(with_old(r) for r in to_judge)):  # each saved when judged
                 old, row = await done
                 if row["judge"]["status"] != "judged" and (old.get("judge") or {}).get("status") == "judged":
                     continue  # a judge that could not judge (none configured, a failure) keeps another's verdict
@@ -295,7 +299,7 @@ async def run_reward_eval(clips: Sequence[EvalClip], presets: Sequence[str], out
                 rows = [stamped(result_row(c, preset, r), scorer_id) for c, r in zip(part, results, strict=True)]
                 for row in rows:  # the rewards are kept, unjudged, if the run stops while the judge works
                     save(row)
-                for done in asyncio.as_completed([judged(r) for r in rows]):
+                for done in asyncio.as_completed(in_order(judged(r) for r in rows)):
                     emit(await done)
                     counters["scored"] += 1
 
