@@ -1,0 +1,32 @@
+"""Clip suite: rendering part of a suite into a folder adds to its manifest (`evals.clipsuite.make_clips`)."""
+
+from __future__ import annotations
+
+import json
+import os
+
+os.environ.setdefault("MUJOCO_GL", "egl")
+
+import pytest
+
+from evals.clipsuite import ClipSuiteError, load_manifest, make_clips, suite_specs
+
+SIDE = 48
+
+
+def test_rendering_more_clips_into_a_suite_folder_adds_to_its_manifest(tmp_path):
+    """A second partial render replaced the manifest: the clips rendered before were on disk but listed nowhere."""
+    suite, specs = tmp_path / "suite", suite_specs("small", 0)
+    uniform, static = (next(s.name for s in specs if s.pattern == p) for p in ("uniform", "static"))
+    make_clips(suite, names=[uniform], size=SIDE, progress=False)
+    manifest = make_clips(suite, names=[static], size=SIDE, progress=False)
+    raw = [json.loads(line) for line in manifest.read_text().splitlines()]
+    assert [r["name"] for r in raw] == sorted([static, uniform])  # both, in suite order (names start with the index)
+    make_clips(suite, names=[uniform], size=SIDE, progress=False)  # rendered again: one row, not two
+    assert [r["name"] for r in load_manifest(suite)] == sorted([static, uniform])
+    before = manifest.read_text()
+    for other in ({"seed": 1}, {"size": SIDE + 16}):  # another suite: refused, nothing written
+        kwargs = {"seed": 0, "size": SIDE, **other}
+        with pytest.raises(ClipSuiteError, match="another suite"):
+            make_clips(suite, names=[suite_specs("small", kwargs["seed"])[0].name], progress=False, **kwargs)
+        assert manifest.read_text() == before
