@@ -182,8 +182,46 @@ def test_non_finite_positions_from_a_tracker_are_a_run_fault(service_root, servi
     with TestClient(app, raise_server_exceptions=False) as c:
         r = c.post("/v1/track", json={"path": "clip.mp4", "grid_size": 2, "summary": True,
                                       "tracks_encoding": encoding})
-        assert r.status_code == 500 and r.json()["fault"] == {
-            "tool": "motion", "kind": "run", "message": "the tracker returned non-finite positions"}
+        fault = r.json()["fault"] if r.status_code == 500 else r.text
+        assert (fault["tool"], fault["kind"]) == ("motion", "run")
+        assert fault["message"].startswith("the tracker returned non-finite positions at 1 point-frames"), fault
+
+
+class _OffContract:
+    """A server-side tracker breaking one part of the tracker contract (`tools.motion.base.tracks_problem`)."""
+
+    def __init__(self, how: str) -> None:
+        self.how = how
+
+    def track(self, frames, *, grid_size=None, queries=None):
+        import dataclasses
+
+        tracks = LKTracker().track(frames, grid_size=grid_size, queries=queries)
+        if self.how == "frames":  # one frame short
+            return type(tracks)(tracks.tracks[:-1], tracks.visible[:-1], tracks.query_frames)
+        if self.how == "points":
+            return type(tracks)(tracks.tracks[:, :-1], tracks.visible[:, :-1], tracks.query_frames[:-1])
+        if self.how == "query_frames":
+            return dataclasses.replace(tracks, query_frames=np.full(tracks.num_points, 99))
+        return None
+
+
+@pytest.mark.parametrize(("how", "request_json", "message"), [
+    ("frames", {"grid_size": 2, "frame_indices": [0, 2, 4, 6]}, "the tracker returned 3 frames for 4 frames"),
+    ("frames", {"grid_size": 2, "summary": True}, "the tracker returned 17 frames for 18 frames"),
+    ("points", {"queries": [[0, 5, 5], [1, 9, 9]]}, "the tracker returned 1 points for 2 query points"),
+    ("query_frames", {"grid_size": 2}, "the tracker returned query frames outside 0..17"),
+    ("none", {"grid_size": 2}, "the tracker returned NoneType for 18 frames"),
+])
+def test_tracks_breaking_the_tracker_contract_are_a_run_fault(service_root, how, request_json, message):
+    """The service checked only finite positions: a tracker one frame short answered 200 with frame_indices
+    longer than its tracks (the client could not read them back), a wrong point count or query frame passed
+    as evidence, and None was an AttributeError."""
+    app = create_app(ToolSettings(), service_root, tracker=_OffContract(how), enable_surprise=False)
+    with TestClient(app, raise_server_exceptions=False) as c:
+        r = c.post("/v1/track", json={"path": "clip.mp4", **request_json})
+    assert r.status_code == 500, r.text
+    assert r.json()["fault"] == {"tool": "motion", "kind": "run", "message": message}
 
 
 def test_surprise_can_be_disabled(service_root):

@@ -19,7 +19,8 @@ the size limit, a clip longer than ``settings.max_frames`` (pass ``frame_indices
 decode to more than ``settings.max_decode_mb`` (checked before decoding: a long 4K clip is tens of GB), 422 undecodable video (the reason is in ``detail``), 500 a tool fault (``fault``
 holds tool/kind/message; any other exception of a request's work is one too, kind "run" of the endpoint's
 tool, since a bare 500 "Internal Server Error" kept the reason in the server's log and the client called it
-a transport fault), 501 surprise not enabled on this service (``--no-surprise``), 503 too many requests
+a transport fault; so are tracks that break the tracker contract, `tools.motion.base.tracks_problem`: wrong
+frame or query-point count, a query frame outside the frames, a non-finite position), 501 surprise not enabled on this service (``--no-surprise``), 503 too many requests
 in progress or too many request bytes held (``max_buffered_mb``, tools/service_budget.py) (499, never read, for a request skipped because its client disconnected while it waited).
 Decisions where the issue was silent: "surprise not enabled" is a 501, not a 503: the client
 retries 503 as "busy", so a permanent answer was sent three times and reported as a transport fault. The work
@@ -41,6 +42,7 @@ parameter: pixels or "full"; by default ``settings.surprise_short_side``, ``RAA_
 
 from __future__ import annotations
 
+import dataclasses
 import errno
 import hmac
 from collections.abc import AsyncIterator, Callable
@@ -55,7 +57,7 @@ from fastapi.responses import JSONResponse
 
 from tools.errors import ToolFault
 from tools.motion import MotionTracker, build_tracker, summarize_tracks
-from tools.motion.base import TrackQueryError
+from tools.motion.base import MotionTracks, TrackQueryError, tracks_problem
 from tools.service_budget import DEFAULT_MAX_BUFFERED_MB, BodyBudget, buffered_limit_bytes
 from tools.service_frames import NPY_CONTENT_TYPE, NPY_MAGIC, HTTPProblem, decode_frames
 from tools.service_params import int_list, json_field, parse_json, short_side, track_options
@@ -211,10 +213,14 @@ def _track_job(state: ServiceState, src: Path | bytes, params: dict) -> dict:
         tracks = state.tracker.track(frames, grid_size=opts.grid_size, queries=opts.queries)
     except (TrackQueryError, ValueError, TypeError) as exc:
         raise HTTPProblem(400, f"bad track request: {exc}") from exc
-    if not np.isfinite(tracks.tracks).all():  # a tracker's bug: JSON cannot carry it, and a summary would be wrong
-        raise ToolFault("motion", "run", "the tracker returned non-finite positions")
-    if opts.frame_indices is not None:
-        tracks.frame_indices = list(opts.frame_indices)
+    if not isinstance(tracks, MotionTracks):
+        raise ToolFault("motion", "run", f"the tracker returned {type(tracks).__name__} for {len(frames)} frames")
+    # a tracker's bug (module docstring): JSON cannot carry a NaN, a summary would be wrong, and tracks one frame
+    # short got the request's frame_indices anyway, an answer the client cannot read back
+    if (problem := tracks_problem(tracks, len(frames), None if opts.queries is None else len(opts.queries))):
+        raise ToolFault("motion", "run", problem)
+    if opts.frame_indices is not None:  # replace: MotionTracks checks the list against its frames again
+        tracks = dataclasses.replace(tracks, frame_indices=list(opts.frame_indices))
     out: dict = {"tracks": tracks.to_dict(opts.tracks_encoding),
                  "frame_size": [int(frames.shape[1]), int(frames.shape[2])],
                  "backend": state.info.get("motion_backend")}

@@ -20,7 +20,7 @@ Conventions (decisions where the issue was silent):
   (`fill_lost_positions`): JSON has no NaN, and every consumer would have to mask it.
 - A tracker the caller injects is checked at the boundary (`tracks_problem`: frame and point counts, query
   frames, finite positions); the agent turns a violation into a motion tool fault (the tool service
-  refuses non-finite positions the same way).
+  answers it as a 500 motion run fault).
 """
 
 from __future__ import annotations
