@@ -314,6 +314,9 @@ def serve_reward_command(
                                               help="Bearer token required on /v1/* (none = open).")] = None,
     max_items: Annotated[int, typer.Option(min=1, help="Most clips in one request.")] = 1024,
     max_body_mb: Annotated[float, typer.Option(min=0.001, help="Largest request body (MiB).")] = 2048.0,
+    max_buffered_mb: Annotated[float | None, typer.Option(
+        min=0.001, help="Request bodies held at once, until answered (MiB; default 2048, or --max-body-mb "
+                        "if larger); a request over it gets 503 busy.")] = None,
     keep_videos: Annotated[Path | None, typer.Option(help="Keep every request's clips here (for raa report "
                                                           "of training rewards); default: deleted.")] = None,
 ) -> None:
@@ -324,9 +327,14 @@ def serve_reward_command(
     from graph.builder import default_checkpointer, frame_store_for
     from graph.reward_service import create_reward_app
     from tools.service import open_bind_warning
+    from tools.service_budget import buffered_limit_bytes
 
     settings = _settings_or_exit(require_endpoint=True)
     _check_preset(preset)
+    try:  # before the endpoint check and the tool models
+        buffered_limit_bytes(max_buffered_mb, int(max_body_mb * 1024 * 1024), "max_body_mb")
+    except ValueError as exc:
+        raise typer.BadParameter(str(exc)) from exc
     if (warning := open_bind_warning(host, token, "RAA_REWARD_TOKEN")) is not None:
         typer.echo(warning, err=True)
     preflight_or_exit(settings)  # a service that cannot reach its model answers every request ineligible
@@ -336,7 +344,7 @@ def serve_reward_command(
                               make_chat_model(settings), tools, frames)
     app = create_reward_app(agent, preset, token=token, max_concurrency=concurrency, max_items=max_items,
                             max_body_mb=max_body_mb, durability=settings.trace_durability, keep_videos=keep_videos,
-                            frames=frames,
+                            frames=frames, max_buffered_mb=max_buffered_mb,
                             info={"model": settings.model, "inspect_mode": settings.inspect_mode,
                                   "traces": settings.traces_path, "scoring": settings.scoring()})
     typer.echo(f"reward service: preset {preset}, traces in {settings.traces_path}; "

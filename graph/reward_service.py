@@ -32,6 +32,14 @@ Decisions where the issues were silent:
   deeper than the parser goes, no `items`
   list, more than `max_items` items) is a 400 for the whole batch, which the client turns into an
   ineligible batch; a body over `max_body_mb` is a 413; a missing or wrong token is a 401.
+- The request bodies held at once are bounded by `max_buffered_mb` (`raa serve-reward --max-buffered-mb`;
+  default 2048 MiB, or `max_body_mb` when larger), as in the tool service (tools/service_budget.py): a
+  body is held (with its parsed items) until its request is answered, so many trainer ranks posting
+  large batches could hold far more memory than the host has. A body that does not fit is a 503 "busy"
+  (a declared Content-Length before any byte is read), which the trainer's client retries with backoff
+  (`reward_options.retries`, `backoff_s`); a batch still refused when those run out is ineligible, counted
+  as an outage (`ineligible_error`), so size the bound for the batches all ranks post at once. Only the
+  raw bodies are counted: the parsed JSON holds about as much again.
 - Clips are written to a temporary folder for the runs and deleted when the request is answered (and
   dropped from the agent's frame cache, `FrameStore.forget`), unless the service keeps them
   (`keep_videos`, `raa serve-reward --keep-videos DIR`): then each request's clips stay in
@@ -55,7 +63,7 @@ import binascii
 import json
 import shutil
 import tempfile
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
@@ -67,6 +75,7 @@ from graph.api import arun_agent, ineligible_result, new_run_id
 from graph.frame_store import FrameStore
 from graph.settings import TraceDurability
 from tools.service import HTTPProblem, check_bearer, problem_response, read_body_limited
+from tools.service_budget import BodyBudget, buffered_limit_bytes
 
 DISCONNECT_POLL_S = 1.0
 """How often a request in progress checks that its client is still connected."""
@@ -124,10 +133,11 @@ def _discard(folder: str, frames: FrameStore | None) -> None:
 def create_reward_app(agent: Any, preset: str, *, token: str | None = None, max_concurrency: int = 16,
                       max_items: int = 1024, max_body_mb: float = 2048.0, durability: TraceDurability = "exit",
                       info: dict[str, Any] | None = None, keep_videos: str | Path | None = None,
-                      frames: FrameStore | None = None) -> FastAPI:
+                      frames: FrameStore | None = None, max_buffered_mb: float | None = None) -> FastAPI:
     """FastAPI app serving `agent` (a compiled reward agent for `preset`) on /v1/score (module docstring);
     `keep_videos`: a folder that keeps every request's clips (see the module docstring); `frames`: the
-    agent's frame cache, from which a request's deleted clips are dropped."""
+    agent's frame cache, from which a request's deleted clips are dropped; `max_buffered_mb`: the request
+    bodies held at once (None: 2048 MiB or `max_body_mb` if larger; ValueError below `max_body_mb`)."""
     if max_concurrency < 1 or max_items < 1 or max_body_mb <= 0:
         raise ValueError("max_concurrency and max_items must be >= 1 and max_body_mb > 0")
     if token:
@@ -135,6 +145,7 @@ def create_reward_app(agent: Any, preset: str, *, token: str | None = None, max_
 
         check_token_text(token, "the reward service token")
     limit = int(max_body_mb * 1024 * 1024)
+    bodies = BodyBudget(buffered_limit_bytes(max_buffered_mb, limit, "max_body_mb"))
     if keep_videos is not None:  # the clips' paths go into the traces: relative ones named nothing elsewhere
         keep_videos = Path(keep_videos).resolve()
     slots: dict[str, asyncio.Semaphore] = {}
@@ -145,6 +156,7 @@ def create_reward_app(agent: Any, preset: str, *, token: str | None = None, max_
         yield
 
     app = FastAPI(title="raa reward service", lifespan=lifespan)
+    app.state.bodies = bodies
 
     @app.exception_handler(HTTPProblem)
     async def _problem(_: Request, exc: HTTPProblem) -> JSONResponse:
@@ -174,12 +186,18 @@ def create_reward_app(agent: Any, preset: str, *, token: str | None = None, max_
     async def service_info(request: Request) -> dict:
         check_bearer(request, token)
         return {"service": "raa-reward", "preset": preset, "max_concurrency": max_concurrency,
-                "max_items": max_items, "max_body_bytes": limit, **(info or {})}
+                "max_items": max_items, "max_body_bytes": limit, "max_buffered_bytes": bodies.limit,
+                **(info or {})}
 
     @app.post("/v1/score")
     async def score(request: Request) -> dict:
         check_bearer(request, token)
-        body = await read_body_limited(request, limit)
+        with bodies.reserve() as take:  # the body is held until the answer is ready (module docstring)
+            return await answer(request, take)
+
+    async def answer(request: Request, take: Callable[[int], None]) -> dict:
+        """The /v1/score answer, its body counted by `take` (a `BodyBudget` reservation)."""
+        body = await read_body_limited(request, limit, take)
         try:  # parsing, decoding and the clips' files stay off the event loop the runs share
             payload = await asyncio.to_thread(json.loads, body)
         except RecursionError as exc:  # JSON nested deeper than the parser goes: malformed, not a 500

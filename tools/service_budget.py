@@ -1,4 +1,5 @@
-"""The tool service's bound on request bodies held in memory at once (tools/service.py).
+"""The tool service's bound on request bodies held in memory at once (tools/service.py); the reward service
+(graph/reward_service.py) uses it the same way.
 
 Each request body is read whole before it waits for a worker slot, and it is kept until its work is done
 (a ``.npy`` body is used as a zero-copy view). ``max_pending`` (64) requests of ``max_upload_mb`` (256 MiB)
@@ -25,14 +26,16 @@ DEFAULT_MAX_BUFFERED_MB = 2048.0
 """Default bound (MiB) on the request bodies the tool service holds at once."""
 
 
-def buffered_limit_bytes(max_buffered_mb: float | None, max_upload_bytes: int) -> int:
+def buffered_limit_bytes(max_buffered_mb: float | None, max_upload_bytes: int,
+                         upload_option: str = "max_upload_mb") -> int:
     """The bound in bytes: ``max_buffered_mb`` (None: the default, or ``max_upload_bytes`` when larger);
-    ValueError when it is below ``max_upload_bytes`` (a body of the allowed size could never be accepted)."""
+    ValueError when it is below ``max_upload_bytes`` (a body of the allowed size could never be accepted),
+    naming the per-body limit as ``upload_option`` (the reward service's is ``max_body_mb``)."""
     if max_buffered_mb is None:
         return max(int(DEFAULT_MAX_BUFFERED_MB * 2**20), max_upload_bytes)
     limit = int(max_buffered_mb * 2**20)
     if limit < max_upload_bytes:
-        raise ValueError(f"max_buffered_mb ({max_buffered_mb:g}) must be at least max_upload_mb "
+        raise ValueError(f"max_buffered_mb ({max_buffered_mb:g}) must be at least {upload_option} "
                          f"({max_upload_bytes / 2**20:g}): a body of the largest allowed size would never fit")
     return limit
 

@@ -1,0 +1,89 @@
+"""The reward service's bound on request bodies held at once (`raa serve-reward --max-buffered-mb`,
+tools/service_budget.py as for the tool service): every request could hold a body of `max_body_mb` (2 GiB)
+for as long as its runs took, with no bound on how many at once."""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import threading
+
+import pytest
+from service_helpers import serve
+
+from graph.reward_service import create_reward_app
+
+
+def _body_of(kib: int) -> dict:
+    video = base64.b64encode(bytes(kib * 1024 * 3 // 4)).decode()  # base64: 4 characters per 3 bytes
+    return {"items": [{"video_b64": video, "instruction": "x"}]}
+
+
+def test_a_body_past_the_buffered_limit_is_503_busy_until_the_held_ones_are_answered(monkeypatch):
+    import httpx
+
+    import graph.reward_service
+    from graph.schemas import RewardResult
+
+    entered, release = threading.Event(), threading.Event()
+
+    async def fake_run(agent, video, instruction, run_id, preset, *, durability="exit"):
+        entered.set()
+        await asyncio.to_thread(release.wait, 10)
+        return RewardResult(status="scored", reward=0.5, run_id=run_id, preset=preset)
+
+    monkeypatch.setattr(graph.reward_service, "arun_agent", fake_run)
+    app = create_reward_app(object(), "full", max_body_mb=1.0, max_buffered_mb=1.5)
+    body = _body_of(768)  # 0.75 MiB: two do not fit in 1.5 MiB
+    first: dict = {}
+    with serve(app) as url:
+        def post_first() -> None:
+            first["r"] = httpx.post(f"{url}/v1/score", json=body, timeout=20)
+
+        t = threading.Thread(target=post_first)
+        t.start()
+        assert entered.wait(10)  # the first request's run holds its body
+        busy = httpx.post(f"{url}/v1/score", json=body, timeout=20)
+        info = httpx.get(f"{url}/v1/info", timeout=20).json()
+        release.set()
+        t.join(20)
+        assert busy.status_code == 503, busy.text  # the trainer's client retries it (training/rewards.py)
+        assert "busy" in busy.json()["detail"] and "max_buffered_mb" in busy.json()["detail"]
+        assert first["r"].status_code == 200 and first["r"].json()["results"][0]["reward"] == 0.5
+        assert info["max_buffered_bytes"] == int(1.5 * 2**20)
+        again = httpx.post(f"{url}/v1/score", json=body, timeout=20)  # released: it fits now
+        assert again.status_code == 200, again.text
+    assert app.state.bodies.held == 0
+
+
+def test_the_buffered_limit_is_at_least_one_body_of_the_largest_size():
+    with pytest.raises(ValueError, match=r"max_buffered_mb \(4\) must be at least max_body_mb \(8\)"):
+        create_reward_app(object(), "full", max_body_mb=8.0, max_buffered_mb=4.0)
+    assert create_reward_app(object(), "full").state.bodies.limit == 2048 * 2**20
+    assert create_reward_app(object(), "full", max_body_mb=4096.0).state.bodies.limit == 4096 * 2**20
+
+
+def test_cli_max_buffered_mb(monkeypatch, tmp_path):
+    """`raa serve-reward --max-buffered-mb` reaches the app; one below --max-body-mb is refused before the
+    endpoint check and the tool models."""
+    import uvicorn
+    from typer.testing import CliRunner
+
+    import graph.commands
+    from graph.cli import app as cli_app
+
+    env = {"RAA_BASE_URL": "http://127.0.0.1:9/v1", "RAA_MODEL": "m", "RAA_API_KEY": "EMPTY",
+           "RAA_TRACES_PATH": str(tmp_path / "traces.sqlite"), "RAA_CACHE_PATH": "off", "RAA_ENDPOINT_WAIT_S": "0"}
+    for name, value in env.items():
+        monkeypatch.setenv(name, value)
+    seen, checks = {}, []
+    monkeypatch.setattr(uvicorn, "run", lambda app, host, port, log_level: seen.update(app=app))
+    real_preflight = graph.commands.preflight_or_exit
+    monkeypatch.setattr(graph.commands, "preflight_or_exit", lambda s: checks.append(1) or real_preflight(s))
+    base = ["serve-reward", "--preset", "no_wmreward"]
+    bad = CliRunner().invoke(cli_app, [*base, "--max-buffered-mb", "8", "--max-body-mb", "16"])
+    assert bad.exit_code == 2 and "max_buffered_mb (8)" in bad.output and "max_body_mb (16)" in bad.output
+    assert not checks and not seen
+    ok = CliRunner().invoke(cli_app, [*base, "--max-buffered-mb", "512", "--max-body-mb", "64"])
+    assert ok.exit_code == 0, ok.output
+    assert seen["app"].state.bodies.limit == 512 * 2**20 and checks == [1]
