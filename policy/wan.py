@@ -11,6 +11,11 @@ Conventions, read from diffusers' ``WanImageToVideoPipeline`` with ``expand_time
 * the output is the flow-matching velocity ``noise - x0`` (flow ``scheduler.step``:
   ``x_prev = x + (sigma_prev - sigma) * v``).
 
+Decision where the issue was silent: the per-token timesteps give every token of a latent frame that
+frame's timestep, which assumes a temporal patch size of 1 (every Wan 2.x checkpoint's). A transformer
+with ``patch_size[0] != 1`` is refused with a ValueError (it used to fail inside diffusers with a bare
+tensor-size mismatch); what a token spanning a conditioning and a generated frame should get is open.
+
 The installed diffusers supports per-token timesteps (``timestep.ndim == 2`` in
 ``WanTransformer3DModel.forward``), so no fallback is needed. No CLIP image embedding is used
 (TI2V conditions through the first latent frame only).
@@ -84,7 +89,10 @@ def wan_velocity(
     ``sigma`` [B]; ``cond_mask`` [B, 1, F, 1, 1] with 0 on conditioning frames.
     """
     b, _, f, h, w = x_in.shape
-    _, p_h, p_w = transformer.config.patch_size
+    p_t, p_h, p_w = (int(p) for p in transformer.config.patch_size)
+    if p_t != 1:  # module docstring: one timestep per latent frame needs one frame per token
+        raise ValueError(f"the Wan backend needs a temporal patch size 1 (per-token timesteps are per latent "
+                         f"frame, as in WanImageToVideoPipeline), got patch_size {(p_t, p_h, p_w)}")
     check_latent_patches(f, h, w, transformer.config.patch_size)
     gen = cond_mask.float().to(x_in.device).expand(b, 1, f, h // p_h, w // p_w)  # 1 = generated
     timestep = (gen * sigma.float().view(b, 1, 1, 1, 1) * num_train_timesteps).reshape(b, -1)

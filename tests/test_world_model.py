@@ -140,6 +140,17 @@ def test_velocity_refuses_a_latent_its_patches_do_not_tile(model):
         model.velocity(z, 0.5, cond)
 
 
+def test_wan_refuses_a_temporal_patch_its_per_token_timesteps_do_not_cover():
+    """Wan's per-token timesteps are one per latent frame (the pipeline's expand_timesteps): with a temporal
+    patch of 2 the transformer got twice as many timesteps as tokens and failed with a bare size mismatch."""
+    from policy.wan import TINY_WAN, build_wan_transformer, wan_velocity
+
+    tr = build_wan_transformer({**TINY_WAN, "patch_size": (2, 2, 2)}, seed=0)
+    x = torch.zeros(1, 16, 4, 4, 4)
+    with pytest.raises(ValueError, match=r"temporal patch size 1.*patch_size \(2, 2, 2\)"):
+        wan_velocity(tr, x, torch.tensor([0.5]), make_cond_mask(1, 4), torch.zeros(1, 8, 24))
+
+
 def test_only_transformer_parameters_are_registered(model):
     n_tr = sum(p.numel() for p in model.transformer.parameters())
     assert sum(p.numel() for p in model.parameters()) == n_tr
