@@ -104,7 +104,7 @@ def require_all_weights(info: dict[str, list[Any]], where: str) -> None:
     shape): they would keep their random initialisation. Unused extra weights are not an error."""
     problems = []
     for key, what in (("missing_keys", "missing"), ("mismatched_keys", "of another shape")):
-        names = [str(k if isinstance(k, str) else k[0]) for k in info.get(key, [])]
+        names = sorted(str(k if isinstance(k, str) else k[0]) for k in info.get(key, []))  # transformers: sets
         if names:
             shown = ", ".join(names[:5]) + (f" (+{len(names) - 5} more)" if len(names) > 5 else "")
             problems.append(f"{len(names)} weights {what}: {shown}")

@@ -12,7 +12,9 @@
 
 The real encoders load with ``from_pretrained`` from a local checkpoint folder (subfolders
 ``text_encoder`` and ``tokenizer`` of the diffusers repository layout); untested here without
-weights.
+weights. Like the transformer and the VAE (``policy.checkpoint``), a ``text_encoder`` folder whose weights
+do not cover the model (transformers would warn and initialise the rest randomly) is a ValueError naming
+the folder and the missing weights.
 
 Wan prompts are cleaned as the pipeline's ``prompt_clean`` does (:func:`wan_prompt_clean`): ``ftfy.fix_text``,
 HTML entities unescaped twice, whitespace runs collapsed to one space, stripped. This used to be whitespace
@@ -74,6 +76,17 @@ class HashTextEncoder:
         return self
 
 
+def _load_strict(model_cls: Any, path: str | Path, torch_dtype: torch.dtype) -> torch.nn.Module:
+    """``model_cls`` from ``path``'s ``text_encoder`` subfolder; ValueError (``policy.checkpoint``) when
+    transformers reports weights it did not find (it would leave them randomly initialised)."""
+    from policy.checkpoint import require_all_weights
+
+    model, info = model_cls.from_pretrained(str(path), subfolder="text_encoder", torch_dtype=torch_dtype,
+                                            output_loading_info=True)
+    require_all_weights(info, f"{Path(path).expanduser()}/text_encoder")
+    return model
+
+
 class _HFTextEncoder:
     """Shared holder of a Hugging Face tokenizer + encoder model (frozen, eval mode)."""
 
@@ -102,8 +115,7 @@ class CosmosQwenTextEncoder(_HFTextEncoder):
         from transformers import AutoTokenizer, Qwen2_5_VLForConditionalGeneration
 
         tok = AutoTokenizer.from_pretrained(str(path), subfolder="tokenizer")
-        model = Qwen2_5_VLForConditionalGeneration.from_pretrained(
-            str(path), subfolder="text_encoder", torch_dtype=torch_dtype)
+        model = _load_strict(Qwen2_5_VLForConditionalGeneration, path, torch_dtype)
         return cls(tok, model, max_sequence_length)
 
     @torch.no_grad()
@@ -146,7 +158,7 @@ class WanT5TextEncoder(_HFTextEncoder):
         from transformers import AutoTokenizer, UMT5EncoderModel
 
         tok = AutoTokenizer.from_pretrained(str(path), subfolder="tokenizer")
-        model = UMT5EncoderModel.from_pretrained(str(path), subfolder="text_encoder", torch_dtype=torch_dtype)
+        model = _load_strict(UMT5EncoderModel, path, torch_dtype)
         return cls(tok, model, max_sequence_length)
 
     @torch.no_grad()

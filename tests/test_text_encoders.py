@@ -3,6 +3,8 @@ loaded through their real `from_pretrained` (a tokenizer and a text_encoder subf
 
 from __future__ import annotations
 
+import re
+
 import pytest
 import torch
 
@@ -102,3 +104,27 @@ def test_wan_umt5_encoder_matches_the_pipeline_prompt_cleaning(tmp_path, monkeyp
     out = enc.encode(prompts, device="cpu", dtype=torch.float32)
     assert torch.equal(out, ref)
     assert torch.equal(out[0], enc.encode(["stack the red & blocks"], device="cpu", dtype=torch.float32)[0])
+
+
+def test_a_text_encoder_missing_weights_is_refused(tmp_path, cosmos_dir):
+    """transformers loads a text_encoder folder missing some weights with a warning and random values there
+    (the transformer and the VAE were already refused for it: policy/checkpoint.py); now the encoders too."""
+    from safetensors.torch import load_file, save_file
+    from transformers import UMT5Config, UMT5EncoderModel
+
+    from policy.text import CosmosQwenTextEncoder, WanT5TextEncoder
+
+    torch.manual_seed(0)
+    wan_dir = tmp_path / "wan"
+    _tokenizer(eos_token="</s>").save_pretrained(wan_dir / "tokenizer")
+    UMT5EncoderModel(UMT5Config(vocab_size=64, d_model=16, d_kv=8, d_ff=32, num_layers=1, num_heads=2)
+                     ).save_pretrained(wan_dir / "text_encoder")
+    for cls, root in ((WanT5TextEncoder, wan_dir), (CosmosQwenTextEncoder, cosmos_dir)):
+        weights = next((root / "text_encoder").glob("*.safetensors"))
+        state = load_file(weights)
+        dropped = next(k for k in sorted(state) if "norm" in k)  # not a tied weight (two would be missing)
+        del state[dropped]
+        save_file(state, weights, metadata={"format": "pt"})
+        with pytest.raises(ValueError, match=rf"{root}/text_encoder does not match its model class.*1 weights "
+                                             rf"missing: .*{re.escape(dropped.split('.', 1)[1])}$"):
+            cls.from_pretrained(root, torch_dtype=torch.float32)
