@@ -76,13 +76,14 @@ class HashTextEncoder:
         return self
 
 
-def _load_strict(model_cls: Any, path: str | Path, torch_dtype: torch.dtype) -> torch.nn.Module:
-    """``model_cls`` from ``path``'s ``text_encoder`` subfolder; ValueError (``policy.checkpoint``) when
-    transformers reports weights it did not find (it would leave them randomly initialised)."""
+def _load_strict(model_cls: Any, path: str | Path, torch_dtype: torch.dtype, revision: str | None) -> torch.nn.Module:
+    """``model_cls`` from ``path``'s ``text_encoder`` subfolder (at hub ``revision``); ValueError
+    (``policy.checkpoint``) when transformers reports weights it did not find (it would leave them randomly
+    initialised)."""
     from policy.checkpoint import require_all_weights
 
     model, info = model_cls.from_pretrained(str(path), subfolder="text_encoder", torch_dtype=torch_dtype,
-                                            output_loading_info=True)
+                                            output_loading_info=True, revision=revision)
     require_all_weights(info, f"{Path(path).expanduser()}/text_encoder")
     return model
 
@@ -111,11 +112,11 @@ class CosmosQwenTextEncoder(_HFTextEncoder):
 
     @classmethod
     def from_pretrained(cls, path: str | Path, *, torch_dtype: torch.dtype = torch.bfloat16,
-                        max_sequence_length: int = 512) -> CosmosQwenTextEncoder:
+                        max_sequence_length: int = 512, revision: str | None = None) -> CosmosQwenTextEncoder:
         from transformers import AutoTokenizer, Qwen2_5_VLForConditionalGeneration
 
-        tok = AutoTokenizer.from_pretrained(str(path), subfolder="tokenizer")
-        model = _load_strict(Qwen2_5_VLForConditionalGeneration, path, torch_dtype)
+        tok = AutoTokenizer.from_pretrained(str(path), subfolder="tokenizer", revision=revision)
+        model = _load_strict(Qwen2_5_VLForConditionalGeneration, path, torch_dtype, revision)
         return cls(tok, model, max_sequence_length)
 
     @torch.no_grad()
@@ -154,11 +155,11 @@ class WanT5TextEncoder(_HFTextEncoder):
 
     @classmethod
     def from_pretrained(cls, path: str | Path, *, torch_dtype: torch.dtype = torch.bfloat16,
-                        max_sequence_length: int = 512) -> WanT5TextEncoder:
+                        max_sequence_length: int = 512, revision: str | None = None) -> WanT5TextEncoder:
         from transformers import AutoTokenizer, UMT5EncoderModel
 
-        tok = AutoTokenizer.from_pretrained(str(path), subfolder="tokenizer")
-        model = _load_strict(UMT5EncoderModel, path, torch_dtype)
+        tok = AutoTokenizer.from_pretrained(str(path), subfolder="tokenizer", revision=revision)
+        model = _load_strict(UMT5EncoderModel, path, torch_dtype, revision)
         return cls(tok, model, max_sequence_length)
 
     @torch.no_grad()

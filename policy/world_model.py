@@ -265,7 +265,7 @@ class FlowWorldModel(torch.nn.Module):
     def from_pretrained(cls, path: str | Path, backend: Backend, *, torch_dtype: torch.dtype = torch.bfloat16,
                         load_vae: bool = True, load_text_encoder: bool = True,
                         transformer_subfolder: str = "transformer", default_num_frames: int | None = None,
-                        ) -> FlowWorldModel:
+                        revision: str | None = None) -> FlowWorldModel:
         """Load a diffusers-layout checkpoint folder (or hub id, when the hub is reachable).
 
         Cosmos-Predict2.5 (e.g. ``nvidia/Cosmos-Predict2.5-2B``, ``transformer_subfolder`` per the
@@ -276,7 +276,9 @@ class FlowWorldModel(torch.nn.Module):
 
         Refuses (``policy.checkpoint``) an unknown backend before loading, a folder lacking a part it loads
         (FileNotFoundError naming it), a transformer of the other backend's class, and weights diffusers
-        would leave randomly initialised (ValueError).
+        would leave randomly initialised (ValueError). ``revision`` (a branch, tag or commit of a hub id:
+        Cosmos-Predict2.5 keeps its diffusers files on a branch) is passed to every part's loader; with a
+        local folder, which has no revisions, it is a ValueError rather than silently ignored.
         """
         from diffusers import AutoencoderKLWan, CosmosTransformer3DModel, WanTransformer3DModel
 
@@ -286,20 +288,23 @@ class FlowWorldModel(torch.nn.Module):
         check_checkpoint_folder(path, transformer_subfolder=transformer_subfolder, load_vae=load_vae,
                                 load_text_encoder=load_text_encoder)
         root = str(Path(path).expanduser())
+        if revision is not None and Path(root).is_dir():
+            raise ValueError(f"revision {revision!r} is for hub ids, but {root!r} is a local folder")
+        hub = {"revision": revision}
         tr_cls = CosmosTransformer3DModel if backend == "cosmos" else WanTransformer3DModel
         where = f"{root}/{transformer_subfolder}"
-        check_transformer_class(tr_cls.load_config(root, subfolder=transformer_subfolder), backend, where)
+        check_transformer_class(tr_cls.load_config(root, subfolder=transformer_subfolder, **hub), backend, where)
         tr, info = tr_cls.from_pretrained(root, subfolder=transformer_subfolder, torch_dtype=torch_dtype,
-                                          output_loading_info=True)
+                                          output_loading_info=True, **hub)
         require_all_weights(info, where)
         vae = None
         if load_vae:
             vae, info = AutoencoderKLWan.from_pretrained(root, subfolder="vae", torch_dtype=torch.float32,
-                                                         output_loading_info=True)
+                                                         output_loading_info=True, **hub)
             require_all_weights(info, f"{root}/vae")
         text: TextEncoder | None = None
         if load_text_encoder:
             enc_cls = CosmosQwenTextEncoder if backend == "cosmos" else WanT5TextEncoder
-            text = enc_cls.from_pretrained(root, torch_dtype=torch_dtype)
+            text = enc_cls.from_pretrained(root, torch_dtype=torch_dtype, revision=revision)
         frames = default_num_frames or (93 if backend == "cosmos" else 121)
         return cls(backend, tr, vae, text, default_num_frames=frames)

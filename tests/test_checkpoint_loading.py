@@ -67,3 +67,35 @@ def test_the_missing_parts_of_a_folder_are_named(tmp_path):
         FlowWorldModel.from_pretrained(tmp_path, "wan", torch_dtype=torch.float32)
     with pytest.raises(FileNotFoundError, match=r"lacks tr/config\.json"):
         FlowWorldModel.from_pretrained(tmp_path, "wan", transformer_subfolder="tr", load_text_encoder=False)
+
+
+def test_a_hub_revision_reaches_every_loader(monkeypatch):
+    """Cosmos-Predict2.5 keeps its diffusers files on a branch of its hub repo: `revision` goes to each part's
+    from_pretrained (mocked at the diffusers / transformers call boundary: no network)."""
+    import diffusers
+    import transformers
+
+    tiny = FlowWorldModel.tiny_wan(seed=3)
+    seen: dict[str, dict] = {}
+
+    def fake(name, result):
+        def load(_cls, path, **kwargs):
+            seen[name] = {"path": path, **kwargs}
+            return result
+        return classmethod(load)
+
+    monkeypatch.setattr(diffusers.WanTransformer3DModel, "load_config", fake("config", dict(tiny.transformer.config)))
+    monkeypatch.setattr(diffusers.WanTransformer3DModel, "from_pretrained", fake("transformer", (tiny.transformer, {})))
+    monkeypatch.setattr(diffusers.AutoencoderKLWan, "from_pretrained", fake("vae", (tiny.vae, {})))
+    monkeypatch.setattr(transformers.AutoTokenizer, "from_pretrained", fake("tokenizer", object()))
+    monkeypatch.setattr(transformers.UMT5EncoderModel, "from_pretrained",
+                        fake("text_encoder", (torch.nn.Linear(1, 1), {"missing_keys": set()})))
+    FlowWorldModel.from_pretrained("org/wan-repo", "wan", torch_dtype=torch.float32, revision="diffusers")
+    assert sorted(seen) == ["config", "text_encoder", "tokenizer", "transformer", "vae"]
+    assert all(call["path"] == "org/wan-repo" and call["revision"] == "diffusers" for call in seen.values())
+
+
+def test_a_revision_with_a_local_folder_is_refused(tmp_path):
+    _save(tmp_path, "wan")
+    with pytest.raises(ValueError, match="revision 'diffusers' is for hub ids, but .* is a local folder"):
+        FlowWorldModel.from_pretrained(tmp_path, "wan", load_text_encoder=False, revision="diffusers")
