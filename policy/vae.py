@@ -35,6 +35,12 @@ sensitivity (about 0.14 brightness per unit-norm latent shift of a whole region)
 Result: decoded brightness and frame-to-frame change follow the latents smoothly and monotonically
 along a direction (tested), roughly like a linear latent->RGB preview followed by the VAE's clamp.
 ``init="default"`` keeps diffusers' own initialisation.
+
+Decision where the issue was silent -- :func:`decode_latents` refuses latents holding NaN or inf with a
+:class:`NonFiniteLatentsError` naming the rows (:func:`nonfinite_kinds`). They used to decode to frames
+(a NaN turned into black pixels at the uint8 cast) that a reward then scored like any other video. Callers
+that decode many clips check the rows first and record the diverged ones (training/decode.py for the
+trainer's rollouts, training/generate.py per clip).
 """
 
 from __future__ import annotations
@@ -47,6 +53,24 @@ import torch
 from torch import Tensor
 
 TinyVaeInit = Literal["responsive", "default"]
+NonFinite = Literal["nan", "inf"]
+
+
+class NonFiniteLatentsError(ValueError):
+    """Latents to decode hold NaN or inf (a diverged rollout): no video to score. ``kinds`` per batch row."""
+
+    def __init__(self, kinds: list[NonFinite | None]) -> None:
+        self.kinds = kinds
+        rows = ", ".join(f"{i} ({k})" for i, k in enumerate(kinds) if k is not None)
+        super().__init__(f"latents of batch rows {rows} are not finite: a diverged rollout, not decoded")
+
+
+def nonfinite_kinds(latents: Tensor) -> list[NonFinite | None]:
+    """Per batch row of ``latents`` [B, ...]: "nan" when it holds a NaN, else "inf" when it holds an
+    infinity, else None (finite)."""
+    flat = latents.detach().reshape(latents.shape[0], -1)
+    nan, inf = torch.isnan(flat).any(dim=1).tolist(), torch.isinf(flat).any(dim=1).tolist()
+    return ["nan" if n else "inf" if i else None for n, i in zip(nan, inf, strict=True)]
 
 
 def tiny_wan_vae(seed: int = 0, z_dim: int = 16, init: TinyVaeInit = "responsive"):
@@ -183,9 +207,13 @@ def encode_first_frames(vae, images: np.ndarray | Tensor) -> Tensor:
 
 @torch.no_grad()
 def decode_latents(vae, latents: Tensor) -> np.ndarray:
-    """Normalised latent [B, C, F, H, W] -> uint8 frames [B, T, H*s, W*s, 3] (numpy)."""
+    """Normalised latent [B, C, F, H, W] -> uint8 frames [B, T, H*s, W*s, 3] (numpy);
+    :class:`NonFiniteLatentsError` when a row holds NaN or inf."""
     if latents.ndim != 5 or latents.shape[1] != vae.config.z_dim:
         raise ValueError(f"latents must be [B, {vae.config.z_dim}, F, H, W], got {tuple(latents.shape)}")
+    kinds = nonfinite_kinds(latents)
+    if any(kinds):
+        raise NonFiniteLatentsError(kinds)
     mean, std = _stats(vae, latents)
     param = next(vae.parameters())
     z = (latents.float() * std + mean).to(device=param.device, dtype=param.dtype)

@@ -28,6 +28,9 @@ Decisions where the issue was silent:
 * Evaluation draws no global random numbers, so it changes nothing in training: a run with
   ``eval_every`` ends with the same weights as one without (tests/test_train_e2e.py).
 * Ineligible rewards are counted, never averaged in; with none eligible the mean is NaN (logged null).
+  A sample whose latents are not finite (a diverged policy: `policy.vae.NonFiniteLatentsError`) is
+  ineligible with that reason and no video; it is neither decoded nor scored (it used to decode to black
+  frames that the reward scored, or, now that decoding refuses it, would have stopped the run).
 * Videos are written by training/videos.py (a file that cannot be written: one line on stderr,
   ``video: null``, the rewards still count), before the reward is called, so they exist even when the
   reward fails.
@@ -55,6 +58,7 @@ from typing import Any
 import numpy as np
 import torch
 
+from policy.vae import NonFiniteLatentsError
 from policy.world_model import FlowWorldModel
 from training.config import PromptSpec, TrainConfig
 from training.data import derive_seed
@@ -94,7 +98,7 @@ def evaluate(world_model: FlowWorldModel, cfg: TrainConfig, prompts: Sequence[Pr
     when ineligible; items: one dict per reward, for `summarize_items`)."""
     t0 = time.perf_counter()
     items = [(p, s) for p in range(len(prompts)) for s in range(cfg.eval_samples)]
-    videos, texts, groups, mine = [], [], [], []
+    videos, texts, groups, mine, diverged = [], [], [], [], []
     conds: dict[int, Any] = {}
     work = [(items[index], counts) for index, counts in rank_items(len(items), rank, world)]
     device = next(world_model.transformer.parameters()).device
@@ -104,8 +108,14 @@ def evaluate(world_model: FlowWorldModel, cfg: TrainConfig, prompts: Sequence[Pr
                 if p not in conds:
                     conds[p] = encode_prompt(world_model, cfg, prompts[p], negative_prompt(cfg))
         for (p, s), counts in work:
-            frames = sample_video(world_model, conds[p], "ode", None, cfg.num_steps, cfg.shift,
-                                  derive_seed(cfg.seed, p, s), cfg.guidance_scale)
+            try:
+                frames = sample_video(world_model, conds[p], "ode", None, cfg.num_steps, cfg.shift,
+                                      derive_seed(cfg.seed, p, s), cfg.guidance_scale)
+            except NonFiniteLatentsError as exc:  # a diverged sample: ineligible, never decoded or scored
+                if counts:
+                    diverged.append({"prompt": p, "sample": s, "text": prompts[p].text, "video": None, "reward": None,
+                                     "reason": f"not scored: {exc}", "run_id": None})
+                continue
             if counts:
                 videos.append(frames)
                 texts.append(prompts[p].text)
@@ -127,6 +137,8 @@ def evaluate(world_model: FlowWorldModel, cfg: TrainConfig, prompts: Sequence[Pr
             item.update(reward=outcome.rewards[k], reason=outcome.reasons[k], run_id=outcome.run_ids[k])
             if components:
                 item["components"] = {name: values[k] for name, values in components.items()}
+    mine += diverged
+    rewards += [None] * len(diverged)
     return {"rewards": rewards, "seconds": time.perf_counter() - t0, "items": mine, "components": components}
 
 

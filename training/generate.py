@@ -40,6 +40,9 @@ Decisions where the issue was silent:
   with a full-size model that frees its 10-15 GB for the transformer and the VAE decode.
 * Nothing is lost to one bad prompt: a prompt whose image is missing or a sample that fails is
   recorded in ``OUT/failed.jsonl`` with its reason, the others are written, and the command exits 1.
+  A clip whose latents are not finite (a diverged policy) is such a failure, of that clip alone
+  (`policy.vae.NonFiniteLatentsError`; it used to be written as a black video): `sample_videos` returns the
+  error in its place, so the other clips of its batch are still written.
 """
 
 from __future__ import annotations
@@ -53,8 +56,10 @@ from typing import Any, Literal
 
 import numpy as np
 import torch
+from torch import Tensor
 
 from policy.rollout import RolloutConfig, RolloutConfigError, initial_noise, rollout, sample_ode
+from policy.vae import NonFiniteLatentsError
 from policy.world_model import Conditioning, FlowWorldModel
 from tools.jsonl import text_lines
 from tools.video import write_video
@@ -165,6 +170,9 @@ def generate(policy: Path, out: Path, *, prompts: list[PromptSpec] | None = None
                     summary.failed += [_failure(key, i, j, exc) for j, key in chunk]
                     continue
                 for (j, key), video_seed, frames in zip(chunk, seeds, clips, strict=True):
+                    if isinstance(frames, NonFiniteLatentsError):  # a diverged clip: never written as a video
+                        summary.failed.append(_failure(key, i, j, frames))
+                        continue
                     try:
                         write_video(videos / f".{key}.partial.mp4", frames, fps=cfg.fps).replace(videos / f"{key}.mp4")
                     except Exception as exc:  # a full disk, say: this clip's row is not written
@@ -207,7 +215,10 @@ def sample_video(model: FlowWorldModel, cond: Conditioning, sampler: Sampler, rc
     `seed`, then the ODE sampler (with `guidance_scale`) or a DynDiff rollout (`rcfg`, which carries its
     own), decoded by the model's VAE."""
     if sampler == "ode":
-        return sample_videos(model, cond, num_steps, shift, [seed], guidance_scale)[0]
+        clip = sample_videos(model, cond, num_steps, shift, [seed], guidance_scale)[0]
+        if isinstance(clip, NonFiniteLatentsError):
+            raise clip
+        return clip
     if rcfg is None:
         raise GenerateError("the dyndiff sampler needs a RolloutConfig")
     gen = torch.Generator(device=cond.first_frame_latent.device).manual_seed(seed)
@@ -216,16 +227,24 @@ def sample_video(model: FlowWorldModel, cond: Conditioning, sampler: Sampler, rc
 
 
 def sample_videos(model: FlowWorldModel, cond: Conditioning, num_steps: int, shift: float, seeds: list[int],
-                  guidance_scale: float = 1.0) -> list[np.ndarray]:
+                  guidance_scale: float = 1.0) -> list[np.ndarray | NonFiniteLatentsError]:
     """ODE clips of one prompt, one per seed, sampled as one batch: each clip's noise comes from its own
     generator (`seed`), exactly the noise `sample_video` draws, so a clip does not depend on the batch it
-    is in (up to floating-point rounding of the batched transformer). Decoded one clip at a time."""
+    is in (up to floating-point rounding of the batched transformer). Decoded one clip at a time; a clip whose
+    latents are not finite is its NonFiniteLatentsError instead (the others are still decoded)."""
     device = cond.first_frame_latent.device
     noise = torch.cat([initial_noise(cond, torch.Generator(device=device).manual_seed(s)) for s in seeds])
     with torch.no_grad():
         latents = sample_ode(model, cond.repeat_interleave(len(seeds)), num_steps, shift, noise=noise,
                              guidance_scale=guidance_scale)
-        return [model.decode(latents[k:k + 1])[0] for k in range(len(seeds))]
+        return [_decoded(model, latents[k:k + 1]) for k in range(len(seeds))]
+
+
+def _decoded(model: FlowWorldModel, latent: Tensor) -> np.ndarray | NonFiniteLatentsError:
+    try:
+        return model.decode(latent)[0]
+    except NonFiniteLatentsError as exc:
+        return exc
 
 
 def _failure(key: str, prompt: int, sample: int, exc: Exception) -> dict[str, Any]:

@@ -21,6 +21,10 @@ Decisions where the issue was silent:
 * Same semantics as :func:`~training.reward_outcome.call_reward`: an exception inside the reward makes its
   call's items ineligible with the reason; a wrong length (:class:`~training.reward_outcome.RewardLengthError`)
   is raised by ``Future.result()`` and stops the run, as before.
+* Clips given as ``unscored`` (diverged rollouts: training/decode.py) are never shown to the reward: each
+  is ineligible of its kind (``nan`` / ``inf``) with a reason saying so, and the reward is called once per
+  contiguous run of the other clips, with that run's ``first_index`` and ``group_ids`` (a reward names its
+  files by position), so the outcome stays in the batch's order.
 * :meth:`RewardRunner.close` cancels the calls still running, so a failing run never waits for them;
   the loop's thread is a daemon.
 """
@@ -35,7 +39,7 @@ from typing import Any
 import numpy as np
 
 from graph.bridge import sync_loop
-from training.reward_outcome import RewardFn, RewardOutcome, acall_reward, sum_usage
+from training.reward_outcome import KINDS, RewardFn, RewardOutcome, acall_reward, sum_usage
 
 
 class RewardRunner:
@@ -50,18 +54,40 @@ class RewardRunner:
         self._pending: set[Future[RewardOutcome]] = set()
         self._closed = False
 
-    def submit(self, videos: Sequence[np.ndarray], prompts: Sequence[str], **meta: Any) -> Future[RewardOutcome]:
-        """Schedule ``fn(videos, prompts, **meta)``; the future holds its validated outcome."""
-        if len(videos) != len(prompts):
-            raise ValueError(f"reward {self.name!r}: {len(videos)} videos but {len(prompts)} prompts")
+    def submit(self, videos: Sequence[np.ndarray], prompts: Sequence[str], *,
+               unscored: Sequence[str | None] | None = None, **meta: Any) -> Future[RewardOutcome]:
+        """Schedule ``fn(videos, prompts, **meta)``; the future holds its validated outcome. ``unscored``: per
+        video, None or the kind ("nan" / "inf") of a diverged rollout the reward must not see (module docstring)."""
+        if len(videos) != len(prompts) or (unscored is not None and len(unscored) != len(videos)):
+            raise ValueError(f"reward {self.name!r}: {len(videos)} videos but {len(prompts)} prompts"
+                             + ("" if unscored is None else f" and {len(unscored)} unscored flags"))
         if self._closed:
             raise RuntimeError("RewardRunner is closed")
-        call = acall_reward(self.fn, self.name, list(videos), list(prompts), meta)
+        call = self._score(list(videos), list(prompts), list(unscored or [None] * len(videos)), meta)
         future = asyncio.run_coroutine_threadsafe(call, self._loop)
         self._pending.add(future)
         future.add_done_callback(self._pending.discard)
         return future
 
+
+    async def _score(self, videos: list[np.ndarray], prompts: list[str], unscored: list[str | None],
+                     meta: dict[str, Any]) -> RewardOutcome:
+        if all(kind is None for kind in unscored):  # the whole batch, as it came
+            return await acall_reward(self.fn, self.name, videos, prompts, meta)
+        parts, start = [], 0
+        while start < len(videos):
+            end = start + 1
+            while end < len(videos) and (unscored[end] is None) == (unscored[start] is None):
+                end += 1
+            if unscored[start] is None:
+                run = dict(meta, first_index=int(meta.get("first_index", 0)) + start)
+                if "group_ids" in meta:
+                    run["group_ids"] = list(meta["group_ids"])[start:end]
+                parts.append(await acall_reward(self.fn, self.name, videos[start:end], prompts[start:end], run))
+            else:
+                parts += [unscored_outcome(str(kind)) for kind in unscored[start:end]]
+            start = end
+        return merge_outcomes(parts)
 
     def close(self) -> None:
         """Cancel the calls still running (their futures end cancelled) and refuse new ones (idempotent).
@@ -75,6 +101,12 @@ class RewardRunner:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+def unscored_outcome(kind: str) -> RewardOutcome:
+    """The outcome of one clip not shown to the reward: its rollout's latents held NaN or inf (``kind``)."""
+    reason = f"rollout diverged: its latents hold {'NaN' if kind == 'nan' else 'inf'}; not decoded or scored"
+    return RewardOutcome([None], [reason], {k: int(k == kind) for k in KINDS}, [None], {}, {}, [kind])
 
 
 def merge_outcomes(outcomes: Sequence[RewardOutcome]) -> RewardOutcome:

@@ -4,7 +4,8 @@ One iteration, on every rank for its share of the prompts:
 
 1. rollouts: for each prompt, G rollouts of the current policy under ``torch.no_grad`` in eval mode
    (``policy.rollout.rollout``; ``rollout_batch`` at a time, joined by ``cat_rollouts``), recording
-   every SDE step; decode them to uint8 frames;
+   every SDE step; decode them to uint8 frames (training/decode.py: a diverged rollout's NaN / inf latents
+   are not decoded, and the reward never sees it: ineligible);
 2. rewards: the configured reward on the decoded clips (sync or async), validated
    (None / NaN / inf -> ineligible, counted); with ``reward_overlap: groups`` (default) each group's
    clips go to the reward as soon as they are decoded and are scored in the background
@@ -75,6 +76,7 @@ from training.best import (
 from training.config import ConfigError, TrainConfig, check_world_size
 from training.config_io import config_to_dict, write_run_config
 from training.data import PromptStream, derive_seed, load_prompts
+from training.decode import decode_group
 from training.evaluate import eval_key, evaluate, summarize_eval, summarize_items
 from training.export import ExportError, export_policy
 from training.grpo import group_advantages
@@ -82,7 +84,6 @@ from training.launches import launch_record, record_launch
 from training.metrics import MetricsLog, gather, progress_postfix, summarize
 from training.models import build_world_model, encode_prompt, negative_prompt, text_encoder_on
 from training.preemption import RewardsStalled, StopRequest, TrainingDiverged, TrainingStopped
-from training.preview import latent_preview
 from training.provenance import record_scoring
 from training.resume import plan_resume, state_layout, write_layout
 from training.reward_outcome import RewardOutcome
@@ -117,12 +118,6 @@ def _close(rewards: RewardRunner, bar: Any, log: MetricsLog, stops: StopRequest 
     log.close()
     if stops is not None:
         stops.uninstall()
-
-
-def _frames_numpy(frames: Any) -> np.ndarray:
-    if isinstance(frames, torch.Tensor):
-        frames = frames.detach().cpu().numpy()
-    return np.asarray(frames, dtype=np.uint8)
 
 
 def train(cfg: TrainConfig, *, local_rank: int = 0, reward_tokens: dict[str, str] | None = None,
@@ -262,6 +257,7 @@ def train(cfg: TrainConfig, *, local_rank: int = 0, reward_tokens: dict[str, str
         engine.module.eval()
         groups: list[Group] = []
         pending: list[Future[RewardOutcome]] = []
+        unscored: list[str | None] = []  # per clip, "nan" / "inf" for a diverged rollout (training/decode.py)
         with torch.no_grad():
             with text_encoder_on(world_model, cfg, device):  # every prompt first: an offloaded encoder moves once
                 conds = [encode_prompt(world_model, cfg, prompts[index], negative_prompt(cfg)) for index in mine]
@@ -269,16 +265,13 @@ def train(cfg: TrainConfig, *, local_rank: int = 0, reward_tokens: dict[str, str
                 spec = prompts[index]
                 cond = conds[slot].repeat_interleave(group)
                 ro = _sample_group(world_model, cond, rcfg, cfg, device, (cfg.seed, it, rank, slot))
-                if cfg.decode == "vae":  # one clip at a time: VAE decoding of long HD clips is memory-heavy
-                    frames = np.concatenate([_frames_numpy(world_model.decode(ro.latents[i:i + 1]))
-                                             for i in range(group)])
-                else:
-                    frames = latent_preview(ro.latents, cfg.num_frames, cfg.height, cfg.width)
+                frames, diverged = decode_group(world_model, ro.latents, cfg)  # diverged: never scored
+                unscored += diverged
                 groups.append(Group(cond=cond, rollout=ro, frames=frames, text=spec.text))
                 if cfg.reward_overlap == "groups":  # scored in the background while the next group samples
                     pending.append(rewards.submit(frames, [spec.text] * group, iteration=it + 1, fps=cfg.fps,
                                                   group_ids=[slot] * group, rank=rank, phase="train",
-                                                  first_index=slot * group))
+                                                  first_index=slot * group, unscored=diverged))
         t1 = time.perf_counter()
 
         # -- 2. rewards and 3. advantages ---------------------------------------------------------
@@ -286,7 +279,8 @@ def train(cfg: TrainConfig, *, local_rank: int = 0, reward_tokens: dict[str, str
         group_ids = [gi for gi in range(len(groups)) for _ in range(group)]
         if cfg.reward_overlap == "off":
             pending.append(rewards.submit([clip for g in groups for clip in g.frames], texts, iteration=it + 1,
-                                          fps=cfg.fps, group_ids=group_ids, rank=rank, phase="train", first_index=0))
+                                          fps=cfg.fps, group_ids=group_ids, rank=rank, phase="train", first_index=0,
+                                          unscored=unscored))
         outcome = merge_outcomes([p.result() for p in pending])
         adv, valid, stats = group_advantages(outcome.rewards, group_ids, cfg.a_max, cfg.adv_eps)
         for gi, g in enumerate(groups):

@@ -1,0 +1,162 @@
+"""A rollout whose latents hold NaN or inf is never scored as a video (policy/vae.py, training/decode.py,
+training/reward_runner.py, training/evaluate.py, training/generate.py). It used to decode to black frames
+that the reward scored like any other clip. Tiny random real diffusers models; no hub."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+
+from policy.vae import NonFiniteLatentsError, decode_latents, nonfinite_kinds, tiny_wan_vae
+from policy.world_model import FlowWorldModel
+from training.config import PromptSpec
+from training.config_io import load_config
+from training.reward_runner import RewardRunner
+
+SMOKE = Path(__file__).resolve().parents[1] / "training" / "configs" / "smoke.yaml"
+
+
+def _latents(seed: int = 0) -> torch.Tensor:
+    z = torch.randn(3, 16, 2, 4, 4, generator=torch.Generator().manual_seed(seed))
+    z[1, 2, 1, 0, 0] = float("nan")
+    z[2, 0, 0, 3, 3] = float("inf")
+    return z
+
+
+def test_decoding_refuses_latents_that_are_not_finite():
+    vae = tiny_wan_vae(0)
+    z = _latents()
+    assert nonfinite_kinds(z) == [None, "nan", "inf"]
+    with pytest.raises(NonFiniteLatentsError, match=r"batch rows 1 \(nan\), 2 \(inf\) are not finite") as info:
+        decode_latents(vae, z)
+    assert info.value.kinds == [None, "nan", "inf"]
+    assert decode_latents(vae, z[:1]).shape == (1, 5, 32, 32, 3)  # a finite row still decodes
+
+
+@pytest.mark.parametrize("decode", ["vae", "preview"])
+def test_a_group_decodes_its_finite_rollouts_and_blanks_the_diverged_ones(decode):
+    from training.decode import decode_group
+
+    cfg = load_config(SMOKE, ["--decode", decode, "--height", "32", "--width", "32", "--num_frames", "5"])
+    model = FlowWorldModel.tiny_wan(seed=0)
+    z = _latents()
+    frames, kinds = decode_group(model, z, cfg)
+    assert kinds == [None, "nan", "inf"] and frames.shape == (3, 5, 32, 32, 3) and frames.dtype == np.uint8
+    assert not frames[1:].any() and frames[0].any()
+    if decode == "vae":
+        assert np.array_equal(frames[0], model.decode(z[:1])[0])
+
+
+def test_the_reward_never_sees_a_diverged_clip():
+    """The reward is called per run of scorable clips, with the run's first_index and group_ids; the diverged
+    clips are ineligible of their kind, in the batch's order."""
+    calls = []
+
+    def reward(videos, prompts, **meta):
+        calls.append((len(videos), list(prompts), meta["first_index"], meta["group_ids"]))
+        return [float(v.mean()) for v in videos]
+
+    videos = [np.full((2, 4, 4, 3), k, dtype=np.uint8) for k in range(5)]
+    prompts = [f"p{k}" for k in range(5)]
+    with RewardRunner(reward, "mean") as runner:
+        out = runner.submit(videos, prompts, unscored=[None, "nan", None, None, "inf"], first_index=10,
+                            group_ids=[0, 0, 1, 1, 1], iteration=1).result(timeout=60)
+        whole = runner.submit(videos[:2], prompts[:2], first_index=3, group_ids=[7, 7]).result(timeout=60)
+    assert calls == [(1, ["p0"], 10, [0]), (2, ["p2", "p3"], 12, [1, 1]), (2, ["p0", "p1"], 3, [7, 7])]
+    assert out.rewards == [0.0, None, 2.0, 3.0, None]
+    assert out.counts["nan"] == 1 and out.counts["inf"] == 1 and out.kinds == [None, "nan", None, None, "inf"]
+    assert "rollout diverged: its latents hold NaN" in out.reasons[1] and "inf" in out.reasons[4]
+    assert whole.rewards == [0.0, 1.0]
+
+
+def test_a_diverged_ode_clip_fails_alone_in_its_batch(monkeypatch):
+    import training.generate as gen
+
+    model = FlowWorldModel.tiny_wan(seed=0).eval()
+    image = np.zeros((1, 32, 32, 3), dtype=np.uint8)
+    cond = model.encode_prompts(image, ["x"], num_frames=5)
+    real = gen.sample_ode
+
+    def diverging(*args, **kwargs):
+        latents = real(*args, **kwargs)
+        latents[1] = float("nan")
+        return latents
+
+    monkeypatch.setattr(gen, "sample_ode", diverging)
+    clips = gen.sample_videos(model, cond, 2, 1.0, [1, 2, 3])
+    assert isinstance(clips[1], NonFiniteLatentsError)
+    assert all(isinstance(c, np.ndarray) and c.shape == (5, 32, 32, 3) for c in (clips[0], clips[2]))
+    monkeypatch.setattr(gen, "sample_ode", lambda *a, **k: real(*a, **k) * float("nan"))
+    with pytest.raises(NonFiniteLatentsError):
+        gen.sample_video(model, cond, "ode", None, 2, 1.0, seed=2)
+
+
+def test_a_diverged_held_out_sample_is_ineligible_and_not_scored(monkeypatch):
+    import training.evaluate as ev
+    from training.models import build_world_model
+
+    cfg = load_config(SMOKE, ["--eval_samples", "2", "--num_steps", "2"])
+    model = build_world_model(cfg, "cpu").eval()
+    real = ev.sample_video
+
+    def sample(model, cond, *args):
+        frames = real(model, cond, *args)
+        if args[-2] == ev.derive_seed(cfg.seed, 0, 1):  # prompt 0, sample 1 diverges
+            raise NonFiniteLatentsError(["nan"])
+        return frames
+
+    seen = []
+    monkeypatch.setattr(ev, "sample_video", sample)
+    part = ev.evaluate(model, cfg, [PromptSpec("open the drawer", image_seed=3)],
+                       lambda videos, prompts, **meta: seen.append(len(videos)) or [0.5] * len(videos),
+                       iteration=1, rank=0, world=1)
+    assert seen == [1] and sorted(part["rewards"], key=str) == [0.5, None]
+    item = next(it for it in part["items"] if it["sample"] == 1)
+    assert item["reward"] is None and "not finite" in item["reason"] and item["video"] is None
+    row = ev.summarize_eval(1, [part])
+    assert row["eval_ineligible_count"] == 1 and row["eval_reward_mean"] == 0.5
+
+
+DIVERGING_RUN = """
+import sys
+import training.trainer as trainer
+from training.train import main
+
+real = trainer.rollout
+
+
+def diverging(*args, **kwargs):  # the second rollout of every group diverges
+    ro = real(*args, **kwargs)
+    ro.latents[1] = float("nan")
+    return ro
+
+
+trainer.rollout = diverging
+sys.exit(main(sys.argv[1:]))
+"""
+
+
+def test_a_training_run_keeps_a_diverged_rollout_out_of_its_rewards(tmp_path):
+    """The trainer's call site (training/trainer.py step 1): the diverged rollouts are ineligible of kind nan and
+    the reward scores the others; the run goes on."""
+    import json
+    import os
+    import subprocess
+    import sys
+
+    out = tmp_path / "run"
+    env = {k: v for k, v in os.environ.items() if k not in ("RANK", "WORLD_SIZE", "LOCAL_RANK")}
+    cmd = [sys.executable, "-c", DIVERGING_RUN, "--config", str(SMOKE), "--output_dir", str(out), "--progress",
+           "false", "--tensorboard", "false", "--max_iterations", "1", "--num_steps", "2", "--sde_window", "[0, 1]"]
+    proc = subprocess.run(cmd, cwd=SMOKE.parents[2], env={**env, "OMP_NUM_THREADS": "1"}, capture_output=True,
+                          text=True, timeout=600)
+    assert proc.returncode == 0, proc.stderr[-4000:]
+    row = json.loads((out / "metrics.jsonl").read_text().splitlines()[0])
+    assert row["ineligible_nan"] == 2 and row["ineligible_count"] == 2  # one per group of 4, two groups
+    items = [json.loads(x) for x in (out / "rewards.jsonl").read_text().splitlines()]
+    assert [it["reward"] is None for it in items] == [s == 1 for s in (it["sample"] for it in items)]
+    why = [json.loads(x) for x in (out / "ineligible.jsonl").read_text().splitlines()]
+    assert len(why) == 2 and all("rollout diverged: its latents hold NaN" in w["reason"] for w in why)
