@@ -1,6 +1,6 @@
 """Verifiable rewards on decoded frames for GRPO training: brightness and motion inside a target region
-(normalised box ``[x0, y0, x1, y1]``), in [0, 1]. A malformed clip is ineligible (None) without
-affecting the other clips; the conditioning (first) frame is left out of the brightness reward by
+(normalised box ``[x0, y0, x1, y1]``), in [0, 1]. A malformed clip (not uint8 [T, H, W, 3], or with
+no frame or no pixel) is ineligible (None) without affecting the other clips; the conditioning (first) frame is left out of the brightness reward by
 default. Re-exported by ``training.rewards`` (where ``build_reward`` makes them from a config)."""
 
 from __future__ import annotations
@@ -30,7 +30,7 @@ def _validate_box(region: Any, name: str) -> tuple[float, float, float, float]:
 def _crop_clip(video: Any, box: tuple[float, float, float, float]) -> np.ndarray | None:
     if not isinstance(video, np.ndarray) or video.dtype != np.uint8 or video.ndim != 4 or video.shape[-1] != 3:
         return None
-    if video.shape[0] == 0:
+    if 0 in video.shape[:3]:  # no frame, or frames without a pixel: the mean of nothing was NaN (kind nan)
         return None
     h, w = video.shape[1:3]
     x0, y0, x1, y1 = box
