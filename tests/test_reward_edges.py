@@ -20,3 +20,19 @@ def test_frames_without_a_pixel_are_malformed_clips_not_nan_rewards(reward, shap
     outcome = call_reward(reward, "verifiable", [np.zeros(shape, np.uint8), ok], ["a", "b"])
     assert outcome.rewards[0] is None and outcome.rewards[1] is not None
     assert outcome.counts["none"] == 1 and outcome.counts["nan"] == 0
+
+
+def test_a_reason_given_as_text_or_none_is_kept_whole_and_stops_nothing():
+    """RewardBatch reasons per item should be lists; a lone text is one reason (it was spelled out character
+    by character) and None is none (it raised a TypeError that stopped the run)."""
+    from training.reward_outcome import RewardBatch
+
+    def reward(videos, prompts, **meta):
+        return RewardBatch([None, None, 0.5], ["too dark", None, ("a", 1)])
+
+    clip = np.zeros((2, 4, 4, 3), np.uint8)
+    outcome = call_reward(reward, "mine", [clip] * 3, ["a"] * 3)
+    assert outcome.rewards == [None, None, 0.5]
+    assert outcome.reasons[0] == "reward 'mine' returned None (ineligible): too dark"
+    assert outcome.reasons[1] == "reward 'mine' returned None (ineligible)"
+    assert outcome.counts["none"] == 2

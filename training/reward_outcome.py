@@ -12,6 +12,9 @@ reward is broken, not the clip), never a stopped run: text such as ``"0.5"`` (``
 but a reward that returns text has computed something else), bytes, and an integer too large for a float
 (``10**400`` raises OverflowError in ``float``). A bool counts as 1.0 / 0.0: a success predicate is a
 legitimate verifiable reward, and components already read bools that way (:func:`reward_number`).
+A RewardBatch's reasons for one item may also be a lone text (one reason) or None (none): ``list()``
+spelled a text out as one reason per character, and None stopped the run with a TypeError naming no
+reward, where a reason is only what the log says about an item.
 """
 
 from __future__ import annotations
@@ -171,7 +174,7 @@ def check_reward_output(raw: Any, name: str, n: int) -> RewardOutcome:
         components = _check_components(raw.components or {}, name, len(raw.rewards))
         usage = sum_usage(raw.usage or [])
         given_kinds = _check_kinds(raw.kinds, name, len(raw.rewards))
-        given, raw = [list(r) for r in raw.reasons], raw.rewards
+        given, raw = [_reason_list(r) for r in raw.reasons], raw.rewards
     if not isinstance(raw, list | tuple):
         raise RewardLengthError(f"reward {name!r} returned {type(raw).__name__}, expected a list of "
                                 f"{n} floats or None")
@@ -206,6 +209,18 @@ def check_reward_output(raw: Any, name: str, n: int) -> RewardOutcome:
     for values in components.values():  # an ineligible item's judgment did not count
         values[:] = [None if r is None else v for v, r in zip(values, rewards, strict=True)]
     return RewardOutcome(rewards, reasons, counts, run_ids, components, usage, kinds)
+
+
+def _reason_list(why: Any) -> list[str]:
+    """One item's reasons in a RewardBatch as a list of text (module docstring): a list or tuple item by item,
+    a lone text as one reason (``list`` split it into characters), None as none."""
+    if why is None:
+        return []
+    if isinstance(why, str):
+        return [why]
+    if isinstance(why, list | tuple):
+        return [str(r) for r in why]
+    return [str(why)]
 
 
 def _check_kinds(given: list[str | None] | None, name: str, n: int) -> list[str | None]:
