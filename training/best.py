@@ -80,12 +80,12 @@ def on_eval_schedule(cfg: TrainConfig, iteration: int) -> bool:
 
 def eval_rows(eval_path: Path) -> list[dict[str, Any]]:
     """The held-out rows in ``eval_path`` in file order, ``iteration`` as an int (unreadable lines and rows
-    without an integer iteration left out); [] without the file."""
+    without an integer iteration, e.g. ``Infinity``, left out); [] without the file."""
     out = []
     for row in json_objects(eval_path)[0]:
         try:
             out.append({**row, "iteration": int(row["iteration"])})
-        except (ValueError, KeyError, TypeError):
+        except (ValueError, KeyError, TypeError, OverflowError):  # OverflowError: an infinite iteration
             continue
     return out
 

@@ -1,0 +1,29 @@
+"""Readers of a run's logs on files a person or another tool edited (training/best.py, training/report.py):
+a line they cannot use is left out, never a crash of the trainer's pruning, a resume or the report."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from training.best import best_checkpoint, eval_rows
+from training.engine import mark_latest
+from training.resume import StateLayout, write_layout
+
+
+def _checkpoint(ckpt_dir: Path, iteration: int) -> None:
+    folder = ckpt_dir / f"iter_{iteration:06d}"
+    folder.mkdir(parents=True)
+    write_layout(folder, StateLayout(2, "float32"))
+    mark_latest(ckpt_dir, iteration)
+
+
+def test_a_row_whose_iteration_is_infinite_is_left_out(tmp_path):
+    """Python's json reads ``Infinity`` and ``1e400`` as inf, and int(inf) raised OverflowError, which the
+    reader did not catch: the best checkpoint (pruning, ``--tag best``, the report) crashed on the file."""
+    path = tmp_path / "eval.jsonl"
+    path.write_text('{"iteration": Infinity, "eval_reward_mean": 0.9}\n{"iteration": 1e400, "eval_reward_mean": 0.9}\n'
+                    + json.dumps({"iteration": 2, "eval_reward_mean": 0.5}) + "\n")
+    assert [r["iteration"] for r in eval_rows(path)] == [2]
+    _checkpoint(tmp_path / "checkpoints", 2)
+    assert best_checkpoint(tmp_path / "checkpoints", path) == ("iter_000002", 2, 0.5)
