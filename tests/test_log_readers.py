@@ -6,6 +6,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
+
 from training.best import best_checkpoint, eval_rows
 from training.engine import mark_latest
 from training.resume import StateLayout, write_layout
@@ -27,3 +29,35 @@ def test_a_row_whose_iteration_is_infinite_is_left_out(tmp_path):
     assert [r["iteration"] for r in eval_rows(path)] == [2]
     _checkpoint(tmp_path / "checkpoints", 2)
     assert best_checkpoint(tmp_path / "checkpoints", path) == ("iter_000002", 2, 0.5)
+
+
+def _half_then_full_disk(self: Path, text: str, *args, **kwargs) -> int:
+    """Path.write_text on a disk that fills up half-way."""
+    with self.open("w", encoding="utf-8") as fh:
+        fh.write(text[: len(text) // 2])
+    raise OSError(28, "No space left on device")
+
+
+def test_a_report_that_cannot_be_written_whole_leaves_the_previous_page(tmp_path, monkeypatch):
+    """report.html (and a comparison page) were written in place: a full disk left a cut page where the
+    previous one was."""
+    from training.compare_runs import write_comparison
+    from training.report import write_training_report
+
+    runs = []
+    for name in ("a", "b"):
+        run = tmp_path / name
+        run.mkdir()
+        (run / "metrics.jsonl").write_text(json.dumps({"iteration": 1, "reward_mean": 0.5}) + "\n")
+        runs.append(run)
+    page = write_training_report(runs[0])
+    both = write_comparison(runs, tmp_path / "both.html")
+    before = page.read_text(), both.read_text()
+    monkeypatch.setattr(Path, "write_text", _half_then_full_disk)
+    with pytest.raises(OSError):
+        write_training_report(runs[0])
+    with pytest.raises(OSError):
+        write_comparison(runs, both)
+    monkeypatch.undo()
+    assert (page.read_text(), both.read_text()) == before
+    assert sorted(p.name for p in runs[0].iterdir()) == ["metrics.jsonl", "report.html"]  # no temporary file left

@@ -18,6 +18,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from evals.report_html import PALETTE, esc, fmt, multi_line_chart, page, section, table
+from tools.jsonl import write_text_atomic
 from training.best import best_checkpoint
 from training.report import RunFiles, chart_keys, finite_or_none, metric_series, read_run, reward_label
 
@@ -88,5 +89,5 @@ def write_comparison(run_dirs: Sequence[Path], out: Path) -> Path:
     html = render_comparison(run_dirs)
     out = Path(out)
     out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(html, encoding="utf-8")
+    write_text_atomic(out, html)  # as the single-run page (training/report.py)
     return out

@@ -26,6 +26,8 @@ Decisions where the issue was silent:
   among them, so a 10,000-iteration run's page stays a few MB.
 - The held-out table shows at most ``columns`` evaluations: the first, the best (``*``), the last and
   evenly spaced ones between, so a long run's page stays small; every evaluation is in the curve.
+- The page is written through a temporary file renamed over it (also the comparison page): a page
+  regenerated while a run goes on never replaces a good one with a cut one (a full disk, a kill).
 - The header names the model behind an agent reward (``reward_backbone.json``, training/provenance.py).
 - A sample the reward agent scored names its trace (``raa report RUN_ID`` shows the whole judgment).
 - A frame strip is ``frames`` uniformly spaced frames of the saved sample, side by side, as one JPEG;
@@ -47,7 +49,7 @@ from typing import Any
 import numpy as np
 
 from evals.report_html import esc, fmt, line_chart, page, section, table
-from tools.jsonl import json_objects
+from tools.jsonl import json_objects, write_text_atomic
 from training.best import best_checkpoint, latest_key, rows_of_key
 from training.finite import finite_number
 from training.provenance import read_reward_backbone
@@ -360,7 +362,7 @@ def write_training_report(run_dir: Path, out: Path | None = None, *, columns: in
     target = Path(out) if out is not None else Path(run_dir) / "report.html"
     html = render_training_report(run_dir, columns=columns, frames=frames)
     target.parent.mkdir(parents=True, exist_ok=True)
-    target.write_text(html, encoding="utf-8")
+    write_text_atomic(target, html)  # a full disk or a kill leaves the previous page, not a cut one
     return target
 
 
