@@ -54,7 +54,7 @@ from typing import Any
 
 import torch.distributed as dist
 
-from tools.jsonl import keep_rows
+from tools.jsonl import keep_rows, mend_tail
 from training.finite import finite_number
 from training.reward_outcome import sum_usage
 from training.wandb_log import WandbRun
@@ -227,7 +227,8 @@ class MetricsLog:
         """On a resume from the checkpoint of ``iteration``, before anything is appended: drop every log's rows
         of later iterations (and torn lines), which the crashed attempt wrote after that checkpoint and the
         resumed run writes again (rank 0 only; `trim_log`). Rows of ``iteration`` itself stay: its metrics,
-        rollouts and held-out evaluation were written before its checkpoint. The lines dropped, by file.
+        rollouts and held-out evaluation were written before its checkpoint. A kept last line without its newline
+        is closed then (`tools.jsonl.mend_tail`). The lines dropped, by file.
 
         TensorBoard events cannot be rewritten in place: the writer is reopened with ``purge_step`` past
         ``iteration``, so TensorBoard drops the crashed attempt's points from there on (it showed both
@@ -238,6 +239,8 @@ class MetricsLog:
             self.writer.close()
             self._open_writer(purge_step=iteration + 1)
         dropped = {path.name: trim_log(path, iteration) for path in self.paths}
+        for path in self.paths:  # a kept last row without its newline: the next row was glued onto it
+            mend_tail(path)
         return {name: n for name, n in dropped.items() if n}
 
     def write(self, row: dict[str, float | int]) -> None:
