@@ -36,3 +36,15 @@ def test_a_reason_given_as_text_or_none_is_kept_whole_and_stops_nothing():
     assert outcome.reasons[0] == "reward 'mine' returned None (ineligible): too dark"
     assert outcome.reasons[1] == "reward 'mine' returned None (ineligible)"
     assert outcome.counts["none"] == 2
+
+
+def test_a_one_dimensional_array_of_rewards_is_a_list_of_rewards():
+    """flow_grpo-style rewards return a numpy array (float32 scores, NaN for a failed clip): a 1-D array of
+    the right length reads as the list it holds; any other shape stays a RewardLengthError naming it."""
+    from training.reward_outcome import RewardLengthError
+
+    clips = [np.zeros((2, 4, 4, 3), np.uint8)] * 3
+    outcome = call_reward(lambda v, p, **m: np.array([0.5, np.nan, 1.0], np.float32), "arr", clips, ["a"] * 3)
+    assert outcome.rewards == [0.5, None, 1.0] and outcome.counts["nan"] == 1
+    with pytest.raises(RewardLengthError, match="2-D ndarray"):
+        call_reward(lambda v, p, **m: np.zeros((3, 1)), "arr", clips, ["a"] * 3)

@@ -175,6 +175,11 @@ def check_reward_output(raw: Any, name: str, n: int) -> RewardOutcome:
         usage = sum_usage(raw.usage or [])
         given_kinds = _check_kinds(raw.kinds, name, len(raw.rewards))
         given, raw = [_reason_list(r) for r in raw.reasons], raw.rewards
+    if isinstance(raw, np.ndarray):  # flow_grpo-style rewards return their scores as an array
+        if raw.ndim != 1:
+            raise RewardLengthError(f"reward {name!r} returned a {raw.ndim}-D ndarray of shape {raw.shape}, "
+                                    f"expected {n} rewards (a list, or a 1-D array)")
+        raw = raw.tolist()
     if not isinstance(raw, list | tuple):
         raise RewardLengthError(f"reward {name!r} returned {type(raw).__name__}, expected a list of "
                                 f"{n} floats or None")
