@@ -135,7 +135,7 @@ def trace_command(
                                "reward": trace.reward, "values": trace.values}, default=str))
         return
     v = trace.values
-    _out.print(f"run {run_id}  video={printable(v.get('video', '-'))}  preset={v.get('preset', '-')}  "
+    _out.print(f"run {run_id}  video={printable(v.get('video', '-'))}  preset={trace.preset or '-'}  "
                f"status={trace.status}  reward={'-' if trace.reward is None else f'{trace.reward:.4f}'}", highlight=False, soft_wrap=True)
     typer.echo(f"instruction: {printable(str(v.get('instruction', ''))[:300])}")
     rows = [step_row(i, step) for i, step in enumerate(trace.steps)]

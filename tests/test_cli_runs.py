@@ -254,3 +254,18 @@ def test_control_characters_and_emoji_codes_in_model_text_are_shown_not_obeyed(m
     console.print(commands._result_table(res))
     assert "R2 \\x1b[31mnot met\\x1b[0m :x:\\x07" in console.export_text()
     assert commands._out.render_str(":x: [b]").plain == ":x: [b]"
+
+
+def test_trace_header_names_the_preset_of_a_run_whose_state_lacks_it(monkeypatch, tmp_path) -> None:
+    """A run that fails in the quality step (a missing clip) never writes "preset" into its state, only into its
+    result: `raa runs` named the preset, `raa trace` printed "preset=-"."""
+    from graph.tracing import open_saver
+
+    db = tmp_path / "traces.sqlite"
+    result = RewardResult(reward=None, status="ineligible", reasons=["quality: video: not found"], run_id="run-q",
+                          preset="no_wmreward")
+    _graph(open_saver(db), result=result).invoke({"video": "gone.mp4"}, {"configurable": {"thread_id": "run-q"}})
+    monkeypatch.setenv("RAA_TRACES_PATH", str(db))
+    res = runner.invoke(app, ["trace", "run-q"], env={"COLUMNS": "80"})
+    assert res.exit_code == 0, res.output
+    assert "preset=no_wmreward" in res.output
