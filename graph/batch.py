@@ -67,10 +67,18 @@ FIELD_ALIASES = {"path": ("video", "video_path", "file", "clip"), "instruction":
 
 
 def manifest_row_error(row: dict[str, Any]) -> str:
-    """Why `row` is not a manifest row (it lacks a string `path` or `instruction`), naming the field to
-    rename when the row uses one of `FIELD_ALIASES` instead."""
-    hints = [f"rename '{alias}' to '{field}'" for field, aliases in FIELD_ALIASES.items()
-             if not isinstance(row.get(field), str) for alias in aliases if alias in row][:2]
+    """Why `row` is not a manifest row (it lacks a string `path` or `instruction`, or its path is empty): per
+    field, the key to rename when the row uses one of `FIELD_ALIASES` instead, else whether the field is
+    missing, empty or not a string."""
+    hints = []
+    for field, aliases in FIELD_ALIASES.items():
+        value = row.get(field)
+        if isinstance(value, str) and (value or field != "path"):
+            continue
+        alias = next((a for a in aliases if a in row), None)
+        hints.append(f"rename '{alias}' to '{field}'" if alias is not None and field not in row
+                     else f"'{field}' is missing" if field not in row
+                     else f"'{field}' is empty" if isinstance(value, str) else f"'{field}' is not a string")
     return ("a manifest row needs string fields 'path' and 'instruction'"
             + (f" ({'; '.join(hints)})" if hints else ""))
 
@@ -103,7 +111,10 @@ def read_manifest(manifest: Path, preset: str, draw: int = 0) -> list[dict[str, 
         path, instruction, row, resolved = "", "", {}, ""
         if error is None:
             try:
-                row = json.loads(line)
+                try:
+                    row = json.loads(line)
+                except json.JSONDecodeError as exc:  # its "line 1 column 5 (char 4)" is of this one line
+                    raise ValueError(f"not valid JSON ({exc.msg} at column {exc.colno})") from None
                 if not isinstance(row, dict):
                     raise ValueError("a manifest line must be a JSON object")
                 path, instruction = row.get("path"), row.get("instruction")

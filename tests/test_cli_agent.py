@@ -63,7 +63,21 @@ def test_manifest_with_a_bom_and_misnamed_fields(tmp_path) -> None:
     assert items[0]["error"] is None and items[0]["path"] == str((tmp_path / "a.mp4").resolve())
     assert items[1]["error"].endswith("(rename 'video' to 'path')")
     assert items[2]["error"].endswith("(rename 'prompt' to 'instruction')")
-    assert items[3]["error"].endswith("(rename 'clip' to 'path')")
+    assert items[3]["error"].endswith("(rename 'clip' to 'path'; 'instruction' is missing)")
+
+
+def test_bad_manifest_lines_say_what_is_wrong(tmp_path) -> None:
+    """A line that is not JSON said only json's "Expecting value: line 1 column 1 (char 0)" after "manifest line
+    2", two line numbers for one line and no word of JSON; a row missing one field named both."""
+    from graph.batch import read_manifest
+
+    (tmp_path / "m.jsonl").write_text('{"path": "a.mp4", "instruction": "x"}\nnot json\n{"path": "b.mp4"}\n'
+                                      '{"instruction": "x"}\n{"path": 3, "instruction": "x"}\n')
+    items = read_manifest(tmp_path / "m.jsonl", "full")
+    assert items[1]["error"] == "manifest line 2: not valid JSON (Expecting value at column 1)"
+    assert items[2]["error"].endswith("('instruction' is missing)")
+    assert items[3]["error"].endswith("('path' is missing)")
+    assert items[4]["error"].endswith("('path' is not a string)")
 
 
 def test_clips_written_relative_to_the_working_directory_get_a_warning(tmp_path) -> None:
