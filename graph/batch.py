@@ -31,6 +31,8 @@ Decisions where the issue was silent:
 - Each item is one `graph.api.arun_agent` call (never raises; an escaping error becomes an
   ineligible result) under a semaphore of `concurrency`; `run_batch` here runs them in this process,
   `graph.batch_procs.run_batch_processes` spreads them over worker processes.
+- The output is read and parsed once per run (`read_output`; it was read four times), before the lock (a file that
+  is no output is refused without a lock file beside it), and again under the lock only if its `file_stamp` changed.
 - Only the process that owns the output file writes to it (`RowWriter`), one `write` per row; a second
   `raa score-batch` into the same output while one runs is refused (`lock_output`, exit 2).
 - Each row records its `scorer`: the model name and sampling temperature it was scored with. A resume
@@ -46,6 +48,7 @@ import asyncio
 import hashlib
 import json
 from collections.abc import Callable, Iterable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -199,43 +202,72 @@ def lock_output(out: Path) -> Any:
     return fh
 
 
-def not_results(out: Path) -> str | None:
-    """Why the existing file `out` cannot be a score-batch output, or None (also without the file): text that is
-    not UTF-8 (the rows are ASCII JSON), or two or more lines none of which is a row (a JSON object with a
-    "key"). An interrupted run can leave a torn line, never a file of them; resuming drops lines that are not
-    rows, so another file given as --out by mistake would lose them."""
-    if not out.exists():
-        return None
+NOT_JSON = object()
+"""`Output.values` of a line that is not JSON (a torn write, or a file that holds no rows)."""
+
+
+@dataclass(frozen=True)
+class Output:
+    """A score-batch output as `read_output` read it, once per run: its lines, each one's JSON value (`NOT_JSON`
+    when it is none), the byte where its text stops being UTF-8 (None when it is UTF-8; then no lines), and its
+    `file_stamp` at the read."""
+
+    path: Path
+    lines: list[str]
+    values: list[Any]
+    not_utf8_at: int | None
+    stamp: tuple[int, int, int] | None
+
+
+def file_stamp(path: Path) -> tuple[int, int, int] | None:
+    """(inode, size, mtime in ns) of `path`, None without the file: an append or a rewrite in one rename changes it."""
     try:
-        lines = [line for line in text_lines(out.read_bytes().decode("utf-8")) if line.strip()]
+        st = path.stat()
+    except (FileNotFoundError, NotADirectoryError):  # as Path.exists: a parent that is a file holds no file
+        return None
+    return st.st_ino, st.st_size, st.st_mtime_ns
+
+
+def read_output(out: Path) -> Output:
+    """The output file `out` read and parsed once (an empty Output without the file). The stamp is taken before
+    the read, so a write during it shows as a change. OSError when it cannot be read."""
+    stamp = file_stamp(out)
+    if stamp is None:
+        return Output(out, [], [], None, None)
+    try:
+        lines = text_lines(out.read_bytes().decode("utf-8"))
     except UnicodeDecodeError as exc:
-        return f"--out {out} is not a score-batch results file (not UTF-8 text at byte {exc.start})"
+        return Output(out, [], [], exc.start, stamp)
+    values = []
     for line in lines:
         try:
-            row = json.loads(line)
+            values.append(json.loads(line))
         except ValueError:
-            continue
-        if isinstance(row, dict) and isinstance(row.get("key"), str):
-            return None
-    if len(lines) < 2:
+            values.append(NOT_JSON)
+    return Output(out, lines, values, None, stamp)
+
+
+def not_results(output: Output) -> str | None:
+    """Why the existing file of `output` cannot be a score-batch output, or None (also without the file): text
+    that is not UTF-8 (the rows are ASCII JSON), or two or more lines none of which is a row (a JSON object with
+    a "key"). An interrupted run can leave a torn line, never a file of them; resuming drops lines that are not
+    rows, so another file given as --out by mistake would lose them."""
+    out = output.path
+    if output.not_utf8_at is not None:
+        return f"--out {out} is not a score-batch results file (not UTF-8 text at byte {output.not_utf8_at})"
+    if any(isinstance(row, dict) and isinstance(row.get("key"), str) for row in output.values):
         return None
-    return f"--out {out} is not a score-batch results file (none of its {len(lines)} lines is a result row)"
+    lines = sum(1 for line in output.lines if line.strip())
+    if lines < 2:
+        return None
+    return f"--out {out} is not a score-batch results file (none of its {lines} lines is a result row)"
 
 
-def done_keys(out: Path, leaving: Callable[[Any], Any] | None = None) -> set[str]:
-    """Keys of the rows already in the output file (torn or malformed lines are ignored), less those of the
-    rows for which `leaving` is true (`graph.batch_resume.stale_rows`: rows about to be dropped)."""
-    if not out.exists():
-        return set()
-    keys = set()
-    for line in text_lines(out.read_text(encoding="utf-8")):
-        try:
-            row = json.loads(line)
-        except ValueError:
-            continue
-        if isinstance(row, dict) and isinstance(row.get("key"), str) and not (leaving and leaving(row)):
-            keys.add(row["key"])
-    return keys
+def done_keys(output: Output, leaving: Callable[[Any], Any] | None = None) -> set[str]:
+    """Keys of the rows already in the output (torn or malformed lines are ignored), less those of the rows
+    for which `leaving` is true (`graph.batch_resume.stale_rows`: rows about to be dropped)."""
+    return {row["key"] for row in output.values
+            if isinstance(row, dict) and isinstance(row.get("key"), str) and not (leaving and leaving(row))}
 
 
 def scorer_of(settings: BackboneSettings) -> dict[str, Any]:
@@ -257,19 +289,12 @@ def scorer_conflict(source: str, rows: Iterable[tuple[str, Any, Any]], scorer: d
             "write to another output")
 
 
-def other_scorer(out: Path, scorer: dict[str, Any]) -> str | None:
-    """`scorer_conflict` of the score-batch output `out` (None without the file)."""
-    if not out.exists():
-        return None
-    rows = []
-    for number, line in enumerate(text_lines(out.read_text(encoding="utf-8")), start=1):
-        try:
-            row = json.loads(line)
-        except ValueError:
-            continue
-        if isinstance(row, dict) and isinstance(row.get("result"), dict):
-            rows.append((f"line {number}", row["result"].get("status"), row.get("scorer")))
-    return scorer_conflict(str(out), rows, scorer)
+def other_scorer(output: Output, scorer: dict[str, Any]) -> str | None:
+    """`scorer_conflict` of the score-batch output `output` (None without the file)."""
+    rows = [(f"line {number}", row["result"].get("status"), row.get("scorer"))
+            for number, row in enumerate(output.values, start=1)
+            if isinstance(row, dict) and isinstance(row.get("result"), dict)]
+    return scorer_conflict(str(output.path), rows, scorer)
 
 
 def bad_line_path(number: int) -> str:

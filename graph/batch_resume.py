@@ -19,8 +19,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from graph.batch import bad_line_key, is_bad_line_row
-from tools.jsonl import keep_rows
+from graph.batch import NOT_JSON, Output, bad_line_key, is_bad_line_row
+from tools.jsonl import write_text_atomic
 
 FINAL_FAULTS = ("input", "video")
 """Fault kinds that fail again on a rerun: a bad manifest line or instruction, an undecodable clip."""
@@ -77,17 +77,18 @@ def stale_rows(manifest: Path, items: list[dict[str, Any]], preset: str, draw: i
     return goes
 
 
-def drop_rows(out: Path, goes: Callable[[Any], str | None]) -> int:
-    """Rewrite the output file without the rows that `goes` (`stale_rows`); returns how many went for a retry.
-    Torn lines go too. The file is replaced in one rename (an interruption leaves the old file or the new
-    one), and only when a line goes (`tools.jsonl.keep_rows`)."""
+def drop_rows(output: Output, goes: Callable[[Any], str | None]) -> int:
+    """Rewrite the output file as `output` read it (under the batch's lock, so as it still is) without the rows
+    that `goes` (`stale_rows`); returns how many went for a retry. Lines that are not JSON (torn writes) go too.
+    The file is replaced in one rename (an interruption leaves the old file or the new one), and only when a
+    line goes (as `tools.jsonl.keep_rows`, without reading the file again)."""
     retried = 0
-
-    def keep(row: Any) -> bool:
-        nonlocal retried
-        why = goes(row)
+    kept = []
+    for line, row in zip(output.lines, output.values, strict=True):
+        why = None if row is NOT_JSON else goes(row)
         retried += why == "retry"
-        return why is None
-
-    keep_rows(out, keep)
+        if row is not NOT_JSON and why is None:
+            kept.append(line)
+    if len(kept) < len(output.lines):
+        write_text_atomic(output.path, "".join(line + "\n" for line in kept))
     return retried

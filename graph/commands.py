@@ -180,11 +180,13 @@ def score_batch_command(
         build_batch_agent,
         done_keys,
         drop_repeats,
+        file_stamp,
         lock_output,
         misplaced_paths,
         not_results,
         other_scorer,
         read_manifest,
+        read_output,
         run_batch,
         scorer_of,
         write_bad_lines,
@@ -203,7 +205,8 @@ def score_batch_command(
         typer.echo(f"error: --out {out} is the manifest; write the results to another file", err=True)
         raise typer.Exit(2)
     try:
-        foreign = not_results(out)
+        output = read_output(out)  # the one read of the output (graph.batch: again only if it changes meanwhile)
+        foreign = not_results(output)
     except OSError as exc:
         foreign = f"--out {out} cannot be read ({type(exc).__name__}: {exc})"
     if foreign:  # else a traceback, or a resume that drops the file's lines
@@ -230,11 +233,13 @@ def score_batch_command(
         typer.echo(f"error: cannot write --out {out}: {type(exc).__name__}: {exc}", err=True)
         raise typer.Exit(2) from exc
     with lock:
-        if problem := other_scorer(out, scorer_of(settings)):  # before --retry-ineligible rewrites the file
+        if output.stamp != file_stamp(out):  # another batch wrote to it before this one held the lock
+            output = read_output(out)
+        if problem := other_scorer(output, scorer_of(settings)):  # before --retry-ineligible rewrites the file
             typer.echo(f"error: {problem}", err=True)
             raise typer.Exit(2)
         goes = stale_rows(manifest, items, preset, draw, retry_ineligible=retry_ineligible)
-        done = done_keys(out, leaving=goes)  # the rows that stay: nothing is removed before the tools load
+        done = done_keys(output, leaving=goes)  # the rows that stay: nothing is removed before the tools load
         todo = [it for it in items if it["key"] not in done]
         bad = sum(it["error"] is not None for it in todo)  # their rows are rewritten on every run (no model call)
         typer.echo(f"{len(items) - bad} items, {len(items) - len(todo)} already in {out}, {len(todo) - bad} to score"
@@ -244,7 +249,7 @@ def score_batch_command(
         if len(todo) > bad:  # the endpoint, before a row per clip that only says it is wrong (nothing to score: no wait)
             preflight_or_exit(settings)
         tools = loaded_tools(settings, preset) if len(todo) > bad and processes == 1 else None
-        retried = drop_rows(out, goes)
+        retried = drop_rows(output, goes)
         if retry_ineligible:
             typer.echo(f"{retried} ineligible row(s) removed from {out} to score again", err=True)
         writer = RowWriter(out, scorer=scorer_of(settings))

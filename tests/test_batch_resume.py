@@ -281,3 +281,46 @@ def test_an_unreadable_manifest_or_unwritable_output_is_a_clear_error(monkeypatc
     monkeypatch.setattr("graph.batch.Path.read_bytes", lambda self: (_ for _ in ()).throw(PermissionError(13, "denied")))
     res = runner.invoke(app, args)
     assert res.exit_code == 2 and "cannot read manifest" in res.output and "denied" in res.output, res.output
+
+
+def test_a_resume_reads_the_output_once(monkeypatch, tmp_path):
+    """The output was read whole four times before a resume began (the results-file check, the scorer check, the
+    keys done and the rows to drop): a training run's tens of thousands of rows, four times over. The one read
+    is taken again only when the file changed before the lock was held."""
+    from pathlib import Path
+
+    out, args = _batch(monkeypatch, tmp_path, 2)
+    assert runner.invoke(app, args).exit_code == 0
+    reads = []
+    for name in ("read_bytes", "read_text"):
+        real = getattr(Path, name)
+
+        def counted(self, *a, _real=real, **k):
+            reads.append(self.name)
+            return _real(self, *a, **k)
+
+        monkeypatch.setattr(Path, name, counted)
+    res = runner.invoke(app, [*args, "--retry-ineligible"])
+    assert res.exit_code == 0 and "2 already in" in res.output, res.output
+    assert reads.count(out.name) == 1, reads
+
+
+def test_rows_written_before_the_lock_is_held_count_as_done(monkeypatch, tmp_path):
+    """The output is read once before the lock; rows another batch writes between that read and the lock are
+    seen (the file is read again), so their clips are not scored a second time under the same key."""
+    import graph.batch
+
+    out, args = _batch(monkeypatch, tmp_path, 2)
+    assert runner.invoke(app, args).exit_code == 0
+    full = out.read_text()
+    out.write_text(text_lines(full)[0] + "\n")
+    real = graph.batch.lock_output
+
+    def other_batch_finishes_first(path):
+        path.write_text(full)
+        return real(path)
+
+    monkeypatch.setattr(graph.batch, "lock_output", other_batch_finishes_first)
+    res = runner.invoke(app, args)
+    assert res.exit_code == 0 and "2 already in" in res.output, res.output
+    assert len(_rows(out)) == 2

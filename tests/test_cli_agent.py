@@ -34,7 +34,7 @@ def test_bad_setting_is_a_clear_error(monkeypatch) -> None:
 
 
 def test_read_manifest_and_resume_keys(tmp_path) -> None:
-    from graph.batch import done_keys, item_key, read_manifest
+    from graph.batch import done_keys, item_key, read_manifest, read_output
 
     (tmp_path / "m.jsonl").write_text('{"path": "a.mp4", "instruction": "x", "label": "ordinary"}\n\n'
                                       'not json\n{"path": "b.mp4"}\n')
@@ -49,7 +49,7 @@ def test_read_manifest_and_resume_keys(tmp_path) -> None:
     assert drawn["draw"] == 2 and drawn["key"] == item_key(drawn["path"], "x", "full", 2) != items[0]["key"]
     out = tmp_path / "r.jsonl"
     out.write_text(json.dumps({"key": "k1"}) + "\n" + '{"key": "k2", "resu')  # torn last line
-    assert done_keys(out) == {"k1"}
+    assert done_keys(read_output(out)) == {"k1"}
 
 
 def test_manifest_with_a_bom_and_misnamed_fields(tmp_path) -> None:

@@ -8,7 +8,8 @@ lines that are not JSON objects are skipped and counted (`training.best`, `train
 Lines are split at "\n" only (`text_lines`): `str.splitlines` also splits at U+2028, U+2029, U+0085 and
 other separators that JSON allows raw inside strings (`json.dumps(..., ensure_ascii=False)` writes them),
 which cut a valid row in two. Files rows are appended to are first mended at their end (`mend_tail`), and
-rewritten without some rows in one rename (`keep_rows`: `graph.batch_resume.drop_rows`, `training.metrics.trim_log`).
+rewritten without some rows in one rename (`keep_rows`: `training.metrics.trim_log`; `graph.batch_resume.drop_rows`
+does the same from the lines it read already).
 
 Writing (`strict_dumps`): JSON for other programs to read (`raa score-batch` rows, `raa trace --json`,
 `raa runs --json`) writes a NaN or infinite number as null: `json.dumps` writes `NaN` / `Infinity`, which
