@@ -32,10 +32,14 @@ def retryable(result: dict[str, Any], path: str | None = None,
     reason is not an input or video fault (a transport error, a timeout, a refused request, an invalid
     reply, a tool fault, a dead worker), or it is "video file not found" and the row's clip `path` is a
     file now (`is_file`; a manifest scored before its clips were all rendered). Reasons read "stage: kind:
-    message" or "input: message"."""
+    message" or "input: message"; the run's process notes that end an ineligible result's reasons (its "notes")
+    are no faults and are not read."""
     if result.get("status") != "ineligible":
         return False
-    for reason in result.get("reasons") or []:
+    reasons, notes = list(result.get("reasons") or []), result.get("notes")
+    if isinstance(notes, list) and notes and reasons[-len(notes):] == notes:
+        reasons = reasons[:-len(notes)]
+    for reason in reasons:
         parts = str(reason).split(": ", 2)
         if parts[0] not in FINAL_FAULTS and (len(parts) < 3 or parts[1] not in FINAL_FAULTS):
             return True

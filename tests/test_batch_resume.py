@@ -324,3 +324,16 @@ def test_rows_written_before_the_lock_is_held_count_as_done(monkeypatch, tmp_pat
     res = runner.invoke(app, args)
     assert res.exit_code == 0 and "2 already in" in res.output, res.output
     assert len(_rows(out)) == 2
+
+
+def test_a_video_fault_with_process_notes_is_not_retried():
+    """An ineligible result's reasons end with the run's process notes ("assess: R1 cited frames [16] the model
+    was not shown; dropped"), which `retryable` read as a fault another run could fix: a clip whose frames
+    failed to decode mid-run was scored again by every --retry-ineligible, failing the same way."""
+    from graph.batch_resume import retryable
+
+    note = "assess: R1 cited frames [16] the model was not shown; dropped"
+    video = "inspect: video: VideoDecodeError: c.mp4: frame 40 cannot be decoded"
+    assert not retryable({"status": "ineligible", "reasons": [video, note], "notes": [note]})
+    assert retryable({"status": "ineligible", "reasons": ["assess: timeout: no reply", note], "notes": [note]})
+    assert not retryable({"status": "ineligible", "reasons": [video]})  # a row written before notes existed
