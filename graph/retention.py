@@ -18,7 +18,8 @@ of clips, so the database only grows. Decisions where no issue says:
   (and checked again just before deleting, for a run started meanwhile under a selected id).
 * SQLite reuses the pages freed by a delete, so the file stops growing but does not shrink; ``vacuum``
   rewrites it to its new size. VACUUM needs the database to itself: while another process (a training
-  run, `raa score-batch`) has it open for writing it fails as a StoreError naming the file.
+  run, `raa score-batch`) has it open for writing it fails as a StoreError naming the file. ``--vacuum`` shrinks
+  the files its criteria name also when nothing matches now (`--keep N --vacuum` after a prune without it).
 * The stage cache has its own options, since its entries are shared by runs and no run criterion
   applies to them: ``--cache`` deletes every entry, ``--cache-before WHEN`` those stored before then
   (`stage_cache_entries`). Neither touches runs, and ``--before`` never touches the cache, so old
@@ -250,20 +251,21 @@ def prune_command(
     if dry_run:
         typer.echo("dry run: nothing deleted")
         return
-    if (selection is None or not selection.run_ids) and not cache_matches:
-        return
-    if not yes and not typer.confirm("Delete them?", default=False):
+    runs_go = selection is not None and bool(selection.run_ids)
+    if (runs_go or cache_matches) and not yes and not typer.confirm("Delete them?", default=False):
         typer.echo("nothing deleted")
         raise typer.Exit(1)
-    if selection is not None and selection.run_ids:
+    # --vacuum also when nothing matches now: the space an earlier prune without it freed is otherwise kept for good
+    if selection is not None:
         size = file_bytes(path)
-        deleted = delete_runs(path, selection.run_ids)
-        typer.echo(f"deleted {deleted} runs; {selection.total - deleted} remain")
+        if runs_go:
+            deleted = delete_runs(path, selection.run_ids)
+            typer.echo(f"deleted {deleted} runs; {selection.total - deleted} remain")
         if vacuum_files:
             vacuum(path, "trace database", "RAA_TRACES_PATH")
             typer.echo(f"{path}: {size / 2**20:.1f} MiB -> {file_bytes(path) / 2**20:.1f} MiB")
     if cache_matches:
         deleted, total = stage_cache_entries(cache_path, before=cache_cutoff, delete=True)
         typer.echo(f"deleted {deleted} stage cache entries; {total - deleted} remain")
-        if vacuum_files:
-            vacuum(cache_path, "stage cache", "RAA_CACHE_PATH, or off")
+    if vacuum_files and cache_path is not None and Path(cache_path).exists():
+        vacuum(cache_path, "stage cache", "RAA_CACHE_PATH, or off")

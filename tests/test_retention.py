@@ -235,3 +235,16 @@ def test_cli_cache_and_refusals(tmp_path):
     assert res.exit_code == 0 and "no trace database" in res.output
     res = _cli(tmp_path, "--status", "lost", "--yes")  # refused before looking for a database
     assert res.exit_code == 2 and "status must be one of" in res.output
+
+
+def test_cli_vacuum_shrinks_what_an_earlier_prune_freed(tmp_path):
+    """`--vacuum` ran only when this prune deleted something: after a prune without it, the file could not be
+    shrunk at all (`--keep N --vacuum` matched nothing and stopped before the vacuum)."""
+    db = tmp_path / "traces.sqlite"
+    _traces(db, [(f"r{i}", NOW - timedelta(minutes=100 - i), "scored") for i in range(40)], pad=20_000)
+    assert _cli(tmp_path, "--keep", "2", "--yes").exit_code == 0
+    before = file_bytes(db)
+    res = _cli(tmp_path, "--keep", "2", "--vacuum", "--yes")
+    assert res.exit_code == 0 and "0 of 2 runs" in res.output, res.output
+    assert file_bytes(db) < before / 5
+    assert [r.run_id for r in list_runs(open_saver(db))] == ["r39", "r38"]
