@@ -29,8 +29,8 @@ from typing import Any
 import numpy as np
 
 RewardFn = Callable[..., "list[float | None] | RewardBatch | Any"]
-"""``(videos: list[np.ndarray], prompts: list[str], **meta) -> list[float | None]`` (or a :class:`RewardBatch`
-with reasons), or an awaitable of either."""
+"""``(videos: list[np.ndarray], prompts: list[str], **meta) -> list[float | None]`` (a 1-D numpy array of
+rewards too, NaN counted as such; or a :class:`RewardBatch` with reasons), or an awaitable of either."""
 
 
 @dataclass
