@@ -23,6 +23,11 @@ Decisions where the issue was silent:
   exception text) is cut to its start with the number of characters cut (`JudgeVerdict` does it on
   construction): it failed the field's max_length, so `RewardJudge.judge`, which never raises for model
   failures, raised a ValidationError.
+- `FrameSampler` decodes each frame straight to the size it is sent at (`image_long_side`, 512 by default;
+  smaller clips at their own size), as `evals.report_frames` does: decoded at the clip's size, 64 frames of
+  a 1080p clip took 400 MB, and with 16 clips judged at once several GB. The images keep the size they had;
+  their pixels come from FFmpeg's area filter instead of OpenCV's (`resize_long_side`), a difference of a
+  few levels, below the JPEG encoding's own.
 """
 
 from __future__ import annotations
@@ -213,13 +218,15 @@ class FrameSampler:
         self._lock = threading.Lock()  # blocks() runs in worker threads, one per clip at a time
 
     def decode(self, path: str | Path) -> list[dict]:
-        """Labelled image content blocks for `path` (raises tools.video.VideoError on a bad video)."""
+        """Labelled image content blocks for `path` (raises tools.video.VideoError on a bad video); frames are
+        decoded straight to the size they are sent at (module docstring)."""
+        from tools.coords import shown_size
         from tools.video import VideoReader, image_content_blocks, uniform_indices
 
         with VideoReader(path) as reader:
             meta = reader.meta
             indices = uniform_indices(meta.frames, min(self.max_frames, meta.frames))
-            frames = reader.read(indices)
+            frames = reader.read(indices, size=shown_size(meta.width, meta.height, self.long_side))
         labels = [meta.label(i) for i in indices]  # variable rate too
         return image_content_blocks(frames, indices, meta.frames, meta.fps, long_side=self.long_side,
                                     quality=self.quality, labels=labels)

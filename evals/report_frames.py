@@ -80,11 +80,10 @@ def load_frames(video: str | None, indices: Any) -> FrameStore:
 
 def decode_size(width: int, height: int, long_side: int) -> tuple[int, int]:
     """(width, height) scaled so the long side is at most `long_side` (unchanged when it already is), aspect
-    kept, each side at least 1 pixel."""
-    scale = long_side / max(width, height, 1)
-    if scale >= 1:
-        return width, height
-    return max(1, round(width * scale)), max(1, round(height * scale))
+    kept, each side at least 1 pixel: the size `tools.video.resize_long_side` gives (`tools.coords.shown_size`)."""
+    from tools.coords import shown_size
+
+    return shown_size(width, height, long_side)
 
 
 def track_span(args: Any) -> tuple[int, int] | None:

@@ -218,3 +218,43 @@ def test_judge_frame_locks_last_only_while_requests_are_in_flight(clips):
         blocks = asyncio.run(many())
         assert blocks[0] is blocks[1] is blocks[2] and blocks[3] is not blocks[0]  # each clip decoded once
         assert len(judge._locks) == 0
+
+
+def test_frame_sampler_decodes_at_the_size_it_sends(tmp_path, monkeypatch):
+    """64 frames per clip were decoded at the clip's full size before being cut to 512 pixels (400 MB for
+    a 1080p clip, several GB with 16 clips judged at once). The images sent keep their size and picture."""
+    import base64
+
+    import cv2
+
+    from evals.judge import FrameSampler
+    from tools.video import VideoReader, image_content_blocks
+
+    yy, xx = np.mgrid[0:64, 0:96]
+    frames = np.stack([np.stack([xx * 2 + k, yy * 3, (xx + yy + 8 * k) % 256], -1) for k in range(6)])
+    path = write_video(tmp_path / "wide.mp4", frames.astype(np.uint8), fps=8.0)
+    sizes = []
+    real_read = VideoReader.read
+
+    def read(self, indices, *, size=None):
+        sizes.append(size)
+        return real_read(self, indices, size=size)
+
+    monkeypatch.setattr(VideoReader, "read", read)
+    blocks = FrameSampler(max_frames=4, long_side=48).decode(path)
+    assert sizes == [(48, 32)]  # never the full 96x64
+    with VideoReader(path) as reader:  # what was sent before: full-size frames cut down with OpenCV
+        full = real_read(reader, [0, 2, 3, 5])
+    before = image_content_blocks(full, [0, 2, 3, 5], 6, 8.0, long_side=48)
+
+    def image(block):
+        data = base64.b64decode(block["image_url"]["url"].split(",", 1)[1])
+        return cv2.imdecode(np.frombuffer(data, np.uint8), cv2.IMREAD_COLOR).astype(int)
+
+    assert [b["text"] for b in blocks[::2]] == [b["text"] for b in before[::2]]
+    for new, old in zip(blocks[1::2], before[1::2], strict=True):
+        a, b = image(new), image(old)
+        assert a.shape == b.shape == (32, 48, 3)
+        assert np.abs(a - b).mean() < 4
+    small = write_video(tmp_path / "small.mp4", frames[:, :32, :40].astype(np.uint8), fps=8.0)
+    assert image(FrameSampler(max_frames=2, long_side=48).decode(small)[1]).shape == (32, 40, 3)  # not upscaled
