@@ -198,13 +198,13 @@ def eval_report_command(
                                                 help="Trace database (default RAA_TRACES_PATH).")] = None,
     overwrite: Annotated[bool, typer.Option(help="Rewrite existing run reports.")] = False,
 ) -> None:
-    from evals.report_index import write_eval_index
+    from evals.report_index import SummaryError, write_eval_index
     from evals.table import TableRowError
 
     traces_path = traces or Path(_backbone_settings(require_endpoint=False).traces_path)
     try:
         index = write_eval_index(directory, traces_path=traces_path, overwrite=overwrite)
-    except (FileNotFoundError, TableRowError) as exc:
+    except (FileNotFoundError, TableRowError, SummaryError) as exc:
         raise _fail(str(exc)) from exc
     _console().print(f"wrote {index}")
 

@@ -13,6 +13,12 @@ Decisions where the issue was silent:
 - Reports already present in DIR/reports are not rewritten unless `overwrite=True` (rerunning is cheap).
   So every page is written atomically (`tools.jsonl.write_text_atomic`): a report cut by a crash or a full
   disk was kept, cut, by every later run.
+- A summary.json that cannot be read (not UTF-8 JSON, not an object, or `paths` / `presets` that are not
+  lists of strings: a hand edit, a copy cut short) is a `SummaryError` naming the file, and `raa eval
+  report` exits 2 before writing anything. It is not skipped with a warning: without it the page would
+  count every row results.jsonl keeps, earlier manifests' too, and disagree with the run's table.md.
+  Deleting the file (or rerunning `raa eval reward`) is the way to index every row. A summary.json
+  without `paths` (written before it named the run's clips) still scopes nothing, as before.
 """
 
 from __future__ import annotations
@@ -78,6 +84,33 @@ def _thumb(path: str) -> str:
     return f"<img src=\"{esc(url)}\" alt=\"clip\" style=\"width:96px;display:block\">" if url else ""
 
 
+class SummaryError(ValueError):
+    """DIR/summary.json cannot be read as the last run's scope (module docstring)."""
+
+
+def read_scope(summary: Path) -> tuple[set[str], set[str]] | None:
+    """(clip paths, presets) of the last `raa eval reward` run from its summary.json; None when the file is
+    absent or names no clips (older runs). Raises `SummaryError` naming the file when it is unreadable."""
+    if not summary.is_file():
+        return None
+    try:
+        scope = json.loads(summary.read_text(encoding="utf-8"))
+    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise SummaryError(f"{summary} is not valid JSON ({exc}); rerun `raa eval reward`, or delete it to "
+                           f"index every row of results.jsonl") from exc
+    if not isinstance(scope, dict):
+        raise SummaryError(f"{summary} must hold a JSON object, got {type(scope).__name__}")
+    if "paths" not in scope:
+        return None
+    fields = {}
+    for name in ("paths", "presets"):
+        value = scope.get(name)
+        if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+            raise SummaryError(f"{summary}: field {name!r} must be a list of strings, got {value!r:.80}")
+        fields[name] = set(value)
+    return fields["paths"], fields["presets"]
+
+
 def write_eval_index(out_dir: str | Path, *, traces_path: str | Path | None = None,
                      tracker: MotionTracker | None = None, overwrite: bool = False,
                      on_report: Callable[[Path], None] | None = None) -> Path:
@@ -90,10 +123,9 @@ def write_eval_index(out_dir: str | Path, *, traces_path: str | Path | None = No
     if not results.is_file():
         raise FileNotFoundError(f"no evaluation results in {out} (expected {results})")
     rows = list(read_results(results).values())
-    summary = out / "summary.json"
-    scope = json.loads(summary.read_text(encoding="utf-8")) if summary.is_file() else {}
-    if isinstance(scope.get("paths"), list) and isinstance(scope.get("presets"), list):  # the last run's table
-        paths, chosen = set(scope["paths"]), set(scope["presets"])
+    scope = read_scope(out / "summary.json")
+    if scope is not None:  # the last run's table
+        paths, chosen = scope
         rows = [r for r in rows if r["path"] in paths and r["preset"] in chosen]
     presets = [p for p in PAPER_ORDER if any(r["preset"] == p for r in rows)]
     metrics = all_metrics(rows, presets) if presets else []

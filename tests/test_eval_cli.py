@@ -102,6 +102,34 @@ def test_eval_report_names_a_row_it_cannot_count(tmp_path):
     assert not (ev / "index.html").exists()
 
 
+@pytest.mark.parametrize("text", ['{"presets": ["full"], "paths": ["a.mp4"', '["full"]',
+                                  '{"presets": ["full"], "paths": "a.mp4"}', '{"presets": [["full"]], "paths": []}'])
+def test_eval_report_names_a_summary_it_cannot_read(tmp_path, text):
+    """A summary.json cut short or edited by hand ended `raa eval report` in a JSONDecodeError (or
+    AttributeError, TypeError) traceback, or silently indexed every row of results.jsonl."""
+    ev = tmp_path / "ev"
+    ev.mkdir()
+    row = {"path": str(tmp_path / "a.mp4"), "preset": "full", "label": "failure", "reward": 0.9, "status": "scored"}
+    (ev / "results.jsonl").write_text(json.dumps(row) + "\n")
+    (ev / "summary.json").write_text(text)
+    result = runner.invoke(eval_cli.eval_app, ["report", str(ev), "--traces", str(tmp_path / "none.sqlite")])
+    assert result.exit_code == 2, result.output
+    assert result.exception is None or isinstance(result.exception, SystemExit)
+    assert "summary.json" in result.output and not (ev / "index.html").exists()
+
+
+def test_eval_report_keeps_a_summary_without_paths(tmp_path):
+    """summary.json written before it named the run's clips scopes nothing: every row is indexed."""
+    ev = tmp_path / "ev"
+    ev.mkdir()
+    row = {"path": str(tmp_path / "a.mp4"), "preset": "full", "label": "failure", "reward": 0.9, "status": "scored"}
+    (ev / "results.jsonl").write_text(json.dumps(row) + "\n")
+    (ev / "summary.json").write_text('{"presets": ["full"], "clips": 1}')
+    result = runner.invoke(eval_cli.eval_app, ["report", str(ev), "--traces", str(tmp_path / "none.sqlite")])
+    assert result.exit_code == 0, result.output
+    assert "a.mp4" in (ev / "index.html").read_text()
+
+
 def test_eval_reward_input_errors(env):
     bad = runner.invoke(eval_cli.eval_app, ["reward", "-m", "m.jsonl", "-o", "ev", "--presets", "full,best"])
     assert bad.exit_code == 2 and "unknown preset" in bad.output
