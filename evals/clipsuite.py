@@ -34,16 +34,20 @@ lists only the clips written and ``make_clips`` then raises :class:`ClipSuiteErr
 (a renderer that cannot start at all aborts at once, and a frame size outside 16 to
 ``evals.scenes.MAX_SIDE`` pixels is refused before anything is written). Rendering part of a
 suite (``names`` or ``limit``) into a folder whose manifest lists other clips of the same suite (seed,
-preset and size) adds to that manifest (suite order; a clip rendered again replaces its row, and loses it
-if it fails); a manifest listing clips of another suite is refused before anything is written, since the
+preset and size) adds to that manifest (suite order; a clip rendered again replaces its row, and keeps its
+previous clip and row if it fails); a manifest listing clips of another suite is refused before anything is written, since the
 rows of two suites would mix. Rendering the whole preset writes a fresh manifest. ``load_manifest``
 requires ``path``, ``instruction`` and ``label`` and type-checks the optional fields; it does not require
 the clips to exist (a missing clip is the scorer's per-item problem, not the manifest's).
+Each clip is written to a temporary file beside it and renamed over it: a render or write that fails (a
+full disk, an interruption) leaves the clip that was there whole, never a cut one (rendering the whole
+preset lists only the clips it wrote, so an old clip kept that way is then on disk but unlisted).
 """
 
 from __future__ import annotations
 
 import json
+import os
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
@@ -204,15 +208,13 @@ def make_clips(out_dir: str | Path, *, seed: int = 0, preset: Preset = "small", 
     """
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-    from tools.video import write_video
-
     suite = suite_specs(preset, seed)
     specs = _select(suite, names, limit)
     side = PRESET_SIZE[preset] if size is None else int(size)
     if problem := _size_problem(side, side):  # before anything is written: no clip could render
         raise ClipSuiteError(problem)
     out = Path(out_dir)
-    kept = _kept_rows(out / MANIFEST_NAME, suite, specs, side)  # before anything is written: may refuse
+    kept, previous = _kept_rows(out / MANIFEST_NAME, suite, specs, side)  # before anything is written: may refuse
     out.mkdir(parents=True, exist_ok=True)
     rows, failed = [], []
     columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn())
@@ -222,11 +224,13 @@ def make_clips(out_dir: str | Path, *, seed: int = 0, preset: Preset = "small", 
             rel = f"clips/{spec.name}.mp4"
             try:
                 frames = render_clip(spec, width=side, height=side)
-                write_video(out / rel, frames, fps=spec.fps)
+                write_clip(out / rel, frames, spec.fps)
             except RenderError:
                 raise
             except Exception as exc:  # one bad clip never stops the others; reported below
                 failed.append(f"{spec.name}: {type(exc).__name__}: {exc}")
+                if spec.name in previous:  # its clip is still the one that row describes
+                    rows.append(previous[spec.name])
             else:
                 rows.append({"path": rel, "instruction": spec.instruction, "label": spec.label,
                              "pattern": spec.pattern, "frames": spec.frames, "fps": spec.fps, "seed": spec.seed,
@@ -243,16 +247,30 @@ def make_clips(out_dir: str | Path, *, seed: int = 0, preset: Preset = "small", 
     return manifest
 
 
-def _kept_rows(manifest: Path, suite: list[ClipSpec], specs: list[ClipSpec], side: int) -> list[dict]:
+def write_clip(path: Path, frames: np.ndarray, fps: float) -> None:
+    """Encode ``frames`` to ``path`` through a temporary file beside it renamed over it (module docstring)."""
+    from tools.video import write_video
+
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.stem}.{os.getpid()}.tmp{path.suffix}")  # the suffix picks the container
+    try:
+        write_video(tmp, frames, fps=fps)
+        tmp.replace(path)
+    finally:
+        tmp.unlink(missing_ok=True)
+
+
+def _kept_rows(manifest: Path, suite: list[ClipSpec], specs: list[ClipSpec],
+               side: int) -> tuple[list[dict], dict[str, dict]]:
     """Rows of the manifest already at ``manifest`` that a render of ``specs`` (part of ``suite``) keeps: those
-    of the same suite (name, clip seed, frames and size match) that are not rendered again. Rendering the
-    whole suite keeps none. Raises :class:`ClipSuiteError` when the manifest lists clips of another suite
+    of the same suite (name, clip seed, frames and size match) that are not rendered again; and, by name,
+    those that are (kept only if their clip fails again). Rendering the whole suite keeps none. Raises :class:`ClipSuiteError` when the manifest lists clips of another suite
     (another seed, preset or size, or a row by hand): merging would mix two suites in one manifest."""
     if len(specs) == len(suite) or not manifest.is_file():
-        return []
+        return [], {}
     by_name = {spec.name: spec for spec in suite}
     again = {spec.name for spec in specs}
-    kept, foreign = [], []
+    kept, previous, foreign = [], {}, []
     try:
         lines = list(json_lines(manifest, ManifestError))
     except ManifestError as exc:
@@ -264,12 +282,14 @@ def _kept_rows(manifest: Path, suite: list[ClipSpec], specs: list[ClipSpec], sid
             foreign.append(where)
         elif spec.name not in again:
             kept.append(row)
+        else:
+            previous[spec.name] = row
     if foreign:
         raise ClipSuiteError(
             f"{manifest} lists {len(foreign)} clip(s) of another suite (another seed, preset or size, or rows "
             f"not written by make_clips; first: {foreign[0]}): rendering part of this suite there would mix "
             "them in one manifest. Use another output folder, or render the whole preset there to replace it")
-    return kept
+    return kept, previous
 
 
 _OPTIONAL_TYPES: dict[str, tuple[type, ...]] = {"pattern": (str,), "frames": (int,), "fps": (int, float),

@@ -30,3 +30,29 @@ def test_rendering_more_clips_into_a_suite_folder_adds_to_its_manifest(tmp_path)
         with pytest.raises(ClipSuiteError, match="another suite"):
             make_clips(suite, names=[suite_specs("small", kwargs["seed"])[0].name], progress=False, **kwargs)
         assert manifest.read_text() == before
+
+
+def test_a_clip_that_fails_to_render_again_keeps_its_file_and_row(tmp_path, monkeypatch):
+    """A clip was written in place: a write that failed (a full disk) left the old clip cut, and its
+    manifest row was dropped though its file was still there."""
+    import tools.video
+
+    suite, specs = tmp_path / "suite", suite_specs("small", 0)
+    uniform, static = (next(s.name for s in specs if s.pattern == p) for p in ("uniform", "static"))
+    make_clips(suite, names=[uniform, static], size=SIDE, progress=False)
+    clip = suite / "clips" / f"{uniform}.mp4"
+    before, rows = clip.read_bytes(), (suite / "manifest.jsonl").read_text()
+    real = tools.video.write_video
+
+    def cut(path, frames, fps=16.0, **kwargs):
+        real(path, frames, fps, **kwargs)
+        with open(path, "r+b") as fh:
+            fh.truncate(len(before) // 2)
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(tools.video, "write_video", cut)
+    with pytest.raises(ClipSuiteError, match="No space left"):
+        make_clips(suite, names=[uniform], size=SIDE, progress=False)
+    assert clip.read_bytes() == before
+    assert (suite / "manifest.jsonl").read_text() == rows
+    assert sorted(p.name for p in (suite / "clips").iterdir()) == sorted(f"{n}.mp4" for n in (static, uniform))
