@@ -18,14 +18,17 @@ Decisions where the issue was silent:
   as answered incorrectly (the denominator never shrinks, so failures cannot raise the score) and listed
   with its error; `failed` reports how many.
 - The backbone's stage cache (settings) is used, so rerunning an interrupted evaluation repeats no call.
-- Any other exception of one question's call (the stage cache's SQLite file locked past its timeout, a
-  cached reply that no longer validates) also fails only that question, named with its type, as the
-  judge's failures do: it escaped `run_vqa`, so one question's error lost the whole evaluation's report.
+- Any other exception of one question's call (an unexpected error inside the backbone; the stage cache's
+  unreadable entries are misses, `graph.cache.lookup`) also fails only that question, named with its type,
+  as the judge's failures do: it escaped `run_vqa`, so one question's error lost the whole evaluation's
+  report.
 - A (video, question) pair asked twice, in one row or in two rows naming the same file (paths compared
   resolved, questions compared after stripping surrounding whitespace), is a `VQAManifestError` naming both
   lines, as `evals.reliability.load_eval_manifest` refuses a clip listed twice: it was counted twice in
   Domain (and could carry two contradicting reference answers). The same video with other questions in
   another row stays allowed.
+- Frames are decoded straight to the size they are sent at (`long_side`), as `evals.judge.FrameSampler`
+  does: decoded at the clip's size, 8 frames of a 4K clip took 200 MB per video in flight.
 """
 
 from __future__ import annotations
@@ -174,12 +177,13 @@ def summarize(results: Sequence[QuestionResult]) -> VQAReport:
 def _frames(path: str, long_side: int, quality: int) -> tuple[list[dict], int]:
     """The labelled image blocks of a clip's VQA frames and how many frames they hold (fewer than
     `VQA_FRAMES` for a shorter clip: `uniform_indices` never repeats a frame)."""
+    from tools.coords import shown_size
     from tools.video import VideoReader, image_content_blocks, uniform_indices
 
     with VideoReader(path) as reader:
         meta = reader.meta
         indices = uniform_indices(meta.frames, VQA_FRAMES)
-        frames = reader.read(indices)
+        frames = reader.read(indices, size=shown_size(meta.width, meta.height, long_side))
     labels = [meta.label(i) for i in indices]  # variable rate too
     return image_content_blocks(frames, indices, meta.frames, meta.fps, long_side=long_side, quality=quality,
                                 labels=labels), len(indices)
@@ -206,7 +210,7 @@ async def run_vqa(items: Sequence[VQAItem], backbone: Backbone, *, concurrency: 
             except BackboneFault as exc:
                 return QuestionResult(item.path, item.task, question, expected, None, False,
                                       f"{exc.kind}: {exc.message}")
-            except Exception as exc:  # noqa: BLE001 - e.g. the stage cache's SQLite file locked: this question only
+            except Exception as exc:  # noqa: BLE001 - any other failure: this question only
                 return QuestionResult(item.path, item.task, question, expected, None, False,
                                       f"{type(exc).__name__}: {exc}")
         return QuestionResult(item.path, item.task, question, expected, answer, answer == expected)

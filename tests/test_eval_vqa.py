@@ -115,25 +115,22 @@ def test_manifest_refuses_a_video_question_pair_asked_twice(tmp_path):
 
 
 def test_a_question_whose_call_raises_something_else_fails_only_itself(manifest, monkeypatch):
-    """A stage-cache read that raises (the SQLite file locked past its timeout) is not a BackboneFault: it
-    escaped run_vqa, so one question's error lost the whole evaluation instead of counting as wrong."""
+    """A call that raises something other than a BackboneFault (here a SQLite error; the stage cache's own
+    read errors are logged misses now, `graph.cache.lookup`) escaped run_vqa, so one question's error lost
+    the whole evaluation instead of counting as wrong."""
     import sqlite3
 
-    from graph.cache import StageCache
+    backbone = Backbone(ScriptedChatModel({"vqa": _answer}), max_retries=0, retry_wait=(0.0, 0.0))
+    real = backbone.astructured
 
-    cache = StageCache(None)
-    real_get = cache.get
-
-    def get(key):
-        if get.calls == 1:  # the second lookup only
-            get.calls += 1
+    async def astructured(*args, **kwargs):
+        astructured.calls += 1
+        if astructured.calls == 2:  # the second call only
             raise sqlite3.OperationalError("database is locked")
-        get.calls += 1
-        return real_get(key)
+        return await real(*args, **kwargs)
 
-    get.calls = 0
-    monkeypatch.setattr(cache, "get", get)
-    backbone = Backbone(ScriptedChatModel({"vqa": _answer}), max_retries=0, retry_wait=(0.0, 0.0), cache=cache)
+    astructured.calls = 0
+    monkeypatch.setattr(backbone, "astructured", astructured)
     report = asyncio.run(run_vqa(load_vqa_manifest(manifest), backbone, concurrency=1))
     assert report.questions == 7
     locked = [r for r in report.results if r.error and "OperationalError" in r.error]
@@ -181,3 +178,21 @@ def test_a_folder_means_its_manifest_jsonl(manifest):
     (manifest.parent / "empty").mkdir()
     with pytest.raises(VQAManifestError, match="manifest not found: .*manifest.jsonl"):
         load_vqa_manifest(manifest.parent / "empty")
+
+
+def test_frames_are_decoded_at_the_size_they_are_sent(tmp_path, monkeypatch):
+    """The 8 frames were decoded at the clip's full size, then cut to `long_side` for sending."""
+    from evals.vqa import _frames
+    from tools.video import VideoReader
+
+    path = write_video(tmp_path / "wide.mp4", np.full((10, 64, 96, 3), 90, np.uint8), fps=8.0)
+    sizes = []
+    real_read = VideoReader.read
+
+    def read(self, indices, *, size=None):
+        sizes.append(size)
+        return real_read(self, indices, size=size)
+
+    monkeypatch.setattr(VideoReader, "read", read)
+    blocks, count = _frames(str(path), 48, 85)
+    assert count == 8 and sizes == [(48, 32)]
