@@ -179,3 +179,23 @@ def test_the_launcher_hides_only_deepspeeds_all_gather_deprecation():
         warnings.warn("`torch.distributed.all_gather_into_tensor` is deprecated.", UserWarning, stacklevel=1)
     assert [str(w.message) for w in seen] == ["`torch.distributed.something_else` is deprecated.",
                                              "`torch.distributed.all_gather_into_tensor` is deprecated."]
+
+
+def test_overwrite_deletes_the_earlier_runs_tag_exports_too(tmp_path):
+    """Before: `python -m training.export --tag` folders (export-iter_NNNNNN) survived --overwrite_output_dir and
+    sat beside the new run's, under the names its own exports of those tags take; and an output_dir holding
+    only such an export was reused without a word."""
+    out = tmp_path / "run"
+    _earlier_run(out)
+    for name in ("export-iter_000009", "export-iter_000010"):
+        (out / name).mkdir()
+        (out / name / "export.json").write_text("{}")
+    (out / "export-mine").mkdir()  # not an export (no export.json): the user's, left alone
+    cfg = load_config(SMOKE, ["--output_dir", str(out), "--overwrite_output_dir"])
+    assert prepare_output_dir(cfg, local_rank=0) == [*EARLIER_OUTPUTS, "export-iter_000009", "export-iter_000010"]
+    assert sorted(p.name for p in out.iterdir()) == ["export-mine", "metrics.jsonl", "notes.txt"]
+    (out / "metrics.jsonl").unlink()
+    (out / "export-iter_000010").mkdir()
+    (out / "export-iter_000010" / "export.json").write_text("{}")
+    with pytest.raises(ConfigError, match=r"earlier run's outputs \(export-iter_000010/\)"):
+        check_output_dir(load_config(SMOKE, ["--output_dir", str(out)]))

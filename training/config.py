@@ -202,8 +202,8 @@ class TrainConfig:
     overwrite_output_dir: bool = False
     """A fresh run (no ``--resume``) into an output_dir that holds an earlier run's checkpoints, final/ or
     metrics.jsonl rows is refused;
-    true starts over in it, deleting that run's checkpoints/, final/, rollout_videos/, eval_videos/ and
-    tensorboard/ first (training/run_dir.py)."""
+    true starts over in it, deleting that run's checkpoints/, final/, export-TAG/ exports, rollout_videos/,
+    eval_videos/ and tensorboard/ first (training/run_dir.py)."""
     seed: int = 0
     """Seed of prompt order, rollout noise and initialisation (>= 0 and < 2**32, numpy's range)."""
     tensorboard: bool = True

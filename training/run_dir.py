@@ -23,7 +23,10 @@ Decisions where the issues were silent (the behaviour of ``transformers.Trainer`
   Other files (a config, notes) do not count.
 - ``overwrite_output_dir: true`` deletes the earlier run's outputs that a fresh run would otherwise mix
   with its own: ``checkpoints/``, ``final/``, ``rollout_videos/``, ``eval_videos/`` and ``tensorboard/``
-  (the jsonl logs are restarted as before; other files in the folder are left alone). Each node's local
+  and every ``export-TAG/`` folder ``python -m training.export --run DIR --tag TAG`` wrote there (one holding
+  ``export.json``: an earlier run's exports were left beside the new run's, under the same names its own
+  exports of those tags would take); the jsonl logs are restarted as before; other files in the folder,
+  an ``export-*`` folder without ``export.json`` included, are left alone. Each node's local
   rank 0 deletes its copy (node-local or shared storage), and every rank waits for that.
 - Rank 0's view decides for every rank, so ranks never disagree about refusing.
 """
@@ -40,7 +43,12 @@ LAYOUT_FILE = "layout.json"
 """``checkpoints/iter_NNNNNN/layout.json``: the layout (`training.resume.StateLayout`) of the launch that wrote
 it, written last, so it also marks a finished save."""
 EARLIER_OUTPUTS = ("checkpoints", "final", "rollout_videos", "eval_videos", "tensorboard")
-"""The folders of ``output_dir`` that ``overwrite_output_dir`` deletes before a fresh run starts."""
+"""The folders of ``output_dir`` that ``overwrite_output_dir`` deletes before a fresh run starts (and the
+exports `tag_exports` finds)."""
+TAG_EXPORT_PREFIX = "export-"
+"""``python -m training.export --tag TAG`` writes ``RUN/export-TAG`` by default (training/export.py)."""
+EXPORT_FILE = "export.json"
+"""What marks a folder as a policy export (``training.export.EXPORT_FILE``; not imported: that module loads torch)."""
 
 
 def checkpoint_tags(ckpt_dir: Path) -> list[str]:
@@ -83,10 +91,19 @@ def earlier_checkpoints(out_dir: Path) -> list[str]:
     return tags
 
 
+def tag_exports(out_dir: Path) -> list[str]:
+    """The ``export-TAG`` folders of ``out_dir`` that are policy exports (they hold ``export.json``), by name."""
+    if not out_dir.is_dir():
+        return []
+    return sorted(p.name for p in out_dir.iterdir() if p.name.startswith(TAG_EXPORT_PREFIX) and p.is_dir()
+                  and (p / EXPORT_FILE).is_file())
+
+
 def earlier_outputs(out_dir: Path) -> list[str]:
     """What a finished run leaves besides checkpoints, which a fresh run would delete or write over: its
-    ``final/`` export and a ``metrics.jsonl`` with rows ("final/", "metrics.jsonl (N rows)"); [] for none."""
-    found = ["final/"] if (out_dir / "final").is_dir() else []
+    ``final/`` export, its ``export-TAG/`` exports and a ``metrics.jsonl`` with rows ("final/",
+    "export-iter_000010/", "metrics.jsonl (N rows)"); [] for none."""
+    found = (["final/"] if (out_dir / "final").is_dir() else []) + [f"{name}/" for name in tag_exports(out_dir)]
     try:
         rows = sum(1 for line in (out_dir / "metrics.jsonl").read_text().splitlines() if line.strip())
     except (OSError, UnicodeDecodeError):
@@ -102,12 +119,13 @@ def refusal(cfg: TrainConfig, tags: list[str], outputs: list[str] = ()) -> str |
     if not tags:
         return (f"output_dir {cfg.output_dir} already holds an earlier run's outputs ({', '.join(outputs)}) and no "
                 "checkpoint to continue from; start over in it with --overwrite_output_dir (deletes its final/, "
-                "rollout_videos/, eval_videos/ and tensorboard/ and restarts its logs), or set another output_dir")
+                "export-TAG/ exports, rollout_videos/, eval_videos/ and tensorboard/ and restarts its logs), or set "
+                "another output_dir")
     count = f"{len(tags)} checkpoint{'s' if len(tags) != 1 else ''}"
     return (f"output_dir {cfg.output_dir} already holds an earlier run's checkpoints ({count}, the latest "
             f"{tags[-1]}); continue that run with --resume, start over in it with --overwrite_output_dir "
-            "(deletes its checkpoints/, final/, rollout_videos/, eval_videos/ and tensorboard/), or set "
-            "another output_dir")
+            "(deletes its checkpoints/, final/, export-TAG/ exports, rollout_videos/, eval_videos/ and "
+            "tensorboard/), or set another output_dir")
 
 
 def output_dir_problem(cfg: TrainConfig) -> str | None:
@@ -124,9 +142,10 @@ def check_output_dir(cfg: TrainConfig) -> None:
 
 
 def clear_earlier_run(out_dir: Path) -> list[str]:
-    """Delete the ``EARLIER_OUTPUTS`` folders of ``out_dir`` that exist; returns their names."""
+    """Delete the ``EARLIER_OUTPUTS`` folders of ``out_dir`` that exist, then its `tag_exports`; returns their
+    names."""
     removed = []
-    for name in EARLIER_OUTPUTS:
+    for name in (*EARLIER_OUTPUTS, *tag_exports(out_dir)):
         path = out_dir / name
         if path.is_dir():
             shutil.rmtree(path, ignore_errors=True)  # another node may delete a shared folder at the same time
