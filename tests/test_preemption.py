@@ -39,6 +39,18 @@ def test_stop_request_flags_the_signal_and_restores_the_handlers():
     assert str(err).startswith("stopped by SIGTERM after iteration 7; checkpoint out/checkpoints/iter_000007")
 
 
+def test_a_stop_after_the_last_iteration_says_how_to_finish_the_run():
+    """Before: a signal during the last iteration's save said "Continue the run with --resume", the same as
+    mid-run, though nothing is left to train, and never that the final export had not run."""
+    err = str(TrainingStopped(10, signal.SIGTERM, "out/checkpoints/iter_000010", last=True,
+                              export_to=Path("out/final")))
+    assert "That was the run's last iteration: finish the run with --resume, which trains no further" in err
+    assert "the final export to out/final" in err and "python -m training.export --run out`" in err
+    err = str(TrainingStopped(10, signal.SIGTERM, "out/checkpoints/iter_000010", last=True))  # export: none
+    assert "last iteration" in err and "export" not in err
+    assert "last iteration" not in str(TrainingStopped(9, signal.SIGTERM, "out/checkpoints/iter_000009"))
+
+
 def test_later_signals_do_not_end_a_rank_that_is_saving():
     """A rank often gets the stop several times (scheduler, launcher, the launcher's death); the second one
     used to take the default action, ending the rank in the middle of its checkpoint."""
@@ -122,6 +134,21 @@ def _cmd(out: Path, *extra: str) -> list[str]:
 def _env() -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if k not in ("RANK", "WORLD_SIZE", "LOCAL_RANK")}
     return {**env, "OMP_NUM_THREADS": "1"}
+
+
+@pytest.mark.slow
+def test_a_resume_of_a_run_stopped_after_its_last_iteration_only_exports(tmp_path):
+    """What `TrainingStopped` tells a run stopped during its last save: --resume trains no further and exports."""
+    out = tmp_path / "run"
+    proc = subprocess.run([sys.executable, *_cmd(out, "--max_iterations", "1")], cwd=ROOT, env=_env(),
+                          capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-4000:]
+    assert not (out / "final").exists()
+    proc = subprocess.run([sys.executable, *_cmd(out, "--max_iterations", "1", "--resume", "--export", "final")],
+                          cwd=ROOT, env=_env(), capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-4000:]
+    assert [r["iteration"] for r in _rows(out)] == [1] and (out / "final" / "export.json").is_file()
+    assert json.loads((out / "final" / "export.json").read_text())["iteration"] == 1
 
 
 HELD_OUT = ("--eval_every", "1", "--eval_samples", "1", "--eval_dataset", "[{text: 'open the drawer', image_seed: 3}]")

@@ -59,10 +59,20 @@ SIGNALS = (signal.SIGTERM, signal.SIGUSR1)
 class TrainingStopped(RuntimeError):
     """The run stopped on a signal after saving a checkpoint; continue it with ``--resume``."""
 
-    def __init__(self, iteration: int, signum: int, checkpoint: str) -> None:
+    def __init__(self, iteration: int, signum: int, checkpoint: str, *, last: bool = False,
+                 export_to: Path | None = None) -> None:
+        """``last``: ``iteration`` was the run's last (``max_iterations``); ``export_to``: the final export
+        (``export: final``) that the stop skipped."""
         name = signal.Signals(signum).name
-        super().__init__(f"stopped by {name} after iteration {iteration}; checkpoint {checkpoint} saved. Continue "
-                         "the run with --resume")
+        if not last:
+            todo = "Continue the run with --resume"
+        else:  # the run trained to its end: only what follows its last save is left (a held-out evaluation
+            # the stop skipped, the final export), which a --resume launch does without training further
+            todo = ("That was the run's last iteration: finish the run with --resume, which trains no further and "
+                    "runs what the stop skipped" + (f" (the final export to {export_to})" if export_to else ""))
+            if export_to is not None:
+                todo += f", or export alone with `python -m training.export --run {export_to.parent}`"
+        super().__init__(f"stopped by {name} after iteration {iteration}; checkpoint {checkpoint} saved. {todo}")
         self.signum = signum
 
 

@@ -365,7 +365,8 @@ def train(cfg: TrainConfig, *, local_rank: int = 0, reward_tokens: dict[str, str
             _close(rewards, bar, log, stops, video_writer)
             saved = str(ckpt_dir / ds_engine.iteration_tag(it + 1))
             if signum:
-                raise TrainingStopped(it + 1, signum, saved)
+                raise TrainingStopped(it + 1, signum, saved, last=it + 1 == cfg.max_iterations,
+                                      export_to=out_dir / "final" if cfg.export == "final" else None)
             raise RewardsStalled(it + 1, skipped, saved, why[0][1] if why else "no group had 2 eligible rewards",
                                  log.ineligible_path)
         if plateau and it + 1 < cfg.max_iterations:  # eval_patience: end here as if this were the last iteration
