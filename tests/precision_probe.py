@@ -29,7 +29,7 @@ from policy.rollout import RolloutConfig, rollout  # noqa: E402
 from training import engine as E  # noqa: E402
 from training.config import PromptSpec  # noqa: E402
 from training.config_io import load_config  # noqa: E402
-from training.data import derive_seed  # noqa: E402
+from training.data import sample_seed  # noqa: E402
 from training.export import save_policy  # noqa: E402
 from training.generate import sample_video  # noqa: E402
 from training.grpo import mean_kl  # noqa: E402
@@ -92,7 +92,7 @@ def lora(cfg, export_dir: Path) -> dict:
     model = engine.module.world_model
     with torch.no_grad():
         cond = encode_prompt(model, cfg, PROMPT, None)
-    clip = sample_video(model, cond, "ode", None, cfg.num_steps, cfg.shift, derive_seed(cfg.seed, 0, 0))
+    clip = sample_video(model, cond, "ode", None, cfg.num_steps, cfg.shift, sample_seed(cfg.seed, 0, 0))
     np.save(export_dir.parent / "engine_clip.npy", clip)
     return {"linear_replaced": torch.nn.functional.linear is not linear}
 

@@ -13,6 +13,7 @@ from graph.batch import read_manifest
 from tools.video import read_all_frames
 from training.config import PromptSpec
 from training.config_io import load_config
+from training.data import SAMPLE_NOISE, sample_seed
 from training.engine import set_full_finetune
 from training.export import save_policy
 from training.generate import GenerateError, generate, main
@@ -53,6 +54,9 @@ def test_manifest_feeds_score_batch_and_pairs_trained_with_base(policy, tmp_path
     base_rows = [json.loads(line) for line in base.manifest.read_text().splitlines()]
     assert [r["seed"] for r in base_rows] == [r["seed"] for r in rows]  # same noise for each pair
     assert len({r["seed"] for r in rows}) == 4
+    # the held-out evaluation's seeds (training/evaluate.py): `generate --seed SEED` reproduces its items
+    assert [r["seed"] for r in rows] == [sample_seed(0, i, j) for i in range(2) for j in range(2)]
+    assert json.loads((trained.out / "generate.json").read_text())["noise"] == SAMPLE_NOISE
     clip = _frames(trained.out, "p0000_s00")
     assert clip.shape == (9, 32, 32, 3)
     assert np.abs(clip.astype(int) - _frames(base.out, "p0000_s00").astype(int)).mean() > 1.0  # weights matter

@@ -161,3 +161,23 @@ def test_eval_items_have_their_own_file(tmp_path):
     assert (tmp_path / "eval_rewards.jsonl").exists()
     MetricsLog(tmp_path, enabled=True, tensorboard=False, append=False)  # a fresh run starts over
     assert not (tmp_path / "eval_rewards.jsonl").exists()
+
+
+def test_held_out_noise_is_no_training_rollouts_noise(monkeypatch):
+    """Before: item (prompt p, sample s) was seeded derive_seed(seed, p, s), which is the seed of the rollouts
+    of prompt slot 0 on rank s in iteration p (trailing zeros dropped): held-out items started from noise the
+    policy had been trained on."""
+    import training.evaluate as evaluation
+    from training.data import derive_seed
+
+    cfg = load_config(SMOKE, ["--eval_samples", "3", "--num_steps", "3"])
+    model = build_world_model(cfg, "cpu").eval()
+    seeds: list[int] = []
+    monkeypatch.setattr(evaluation, "sample_video",
+                        lambda *args: seeds.append(args[6]) or np.zeros((2, 4, 4, 3), dtype=np.uint8))
+    evaluate(model, cfg, HELD_OUT, lambda videos, prompts, **meta: [0.5] * len(videos), iteration=0, rank=0, world=1)
+    assert len(set(seeds)) == len(HELD_OUT) * 3
+    rollouts = {derive_seed(cfg.seed, it, rank, slot, *chunk) for it in range(8) for rank in range(4)
+                for slot in range(4) for chunk in ((), (1,))}
+    updates = {derive_seed(cfg.seed, it, epoch) for it in range(8) for epoch in range(4)}
+    assert not set(seeds) & (rollouts | updates)

@@ -82,12 +82,30 @@ def derive_seed(*parts: int) -> int:
     tuples of one length give unrelated seeds).
 
     The tuples of one purpose have a fixed length (rollouts: seed, iteration, rank, slot; a rollout chunk
-    adds its index; the update order: seed, iteration, epoch; held-out items: seed, prompt, sample).
+    adds its index; the update order: seed, iteration, epoch; sampled videos: `sample_seed`).
     SeedSequence drops trailing zero parts, so tuples of different lengths that differ only by trailing
     zeros are the same seed: ``derive_seed(s, i) == derive_seed(s, i, 0)`` (chunk 0 of a chunked group
     draws from its whole group's seed), and ``derive_seed(0) == derive_seed()``. The seeds are kept as they
     are: runs and resumes rely on drawing the noise they always drew (tests/test_rollout_chunks.py)."""
     return int(np.random.SeedSequence([int(p) for p in parts]).generate_state(1)[0])
+
+
+SAMPLE_STREAM = 0x73616D70
+"""Second part of `sample_seed`'s tuples ("samp" in ASCII): far above any iteration number, so they never equal a
+rollout's (seed, iteration, rank, slot[, chunk]) or the update order's (seed, iteration, epoch)."""
+SAMPLE_NOISE = "sample_seed/stream"
+"""Names `sample_seed`'s derivation where settings record it (``eval_key``, generate.json): rows and videos of
+the derivation before it (``derive_seed(seed, prompt, sample)``) are not compared or mixed with its own."""
+
+
+def sample_seed(seed: int, prompt: int, sample: int) -> int:
+    """The noise seed of sample ``sample`` of prompt ``prompt`` drawn outside training: the held-out evaluation's
+    items (training/evaluate.py) and training.generate's videos, so ``generate --seed SEED`` on the held-out
+    prompts reproduces an evaluation. ``derive_seed(seed, SAMPLE_STREAM, prompt, sample)``, a stream of its own:
+    it was ``derive_seed(seed, prompt, sample)``, which (trailing zeros dropped) is the seed of the rollouts of
+    prompt slot 0 on rank ``sample`` in iteration ``prompt``, so held-out item (p, s) started from the noise a
+    training rollout had started from."""
+    return derive_seed(seed, SAMPLE_STREAM, prompt, sample)
 
 
 def synthetic_frame(seed: int, height: int, width: int) -> np.ndarray:

@@ -18,10 +18,13 @@ that path relative to OUTPUT_DIR, else null; training/videos.py).
 
 Decisions where the issue was silent:
 
-* Item (prompt p, sample s) always starts from the noise seeded by ``derive_seed(seed, p, s)``, at
-  every evaluation and on any number of ranks, so the curve moves only with the policy. It is the
-  seed ``python -m training.generate --seed SEED`` uses, so the last row can be reproduced from the
-  exported policy.
+* Item (prompt p, sample s) always starts from the noise seeded by ``sample_seed(seed, p, s)``
+  (training/data.py), at every evaluation and on any number of ranks, so the curve moves only with the
+  policy. It is the seed ``python -m training.generate --seed SEED`` uses, so the last row can be
+  reproduced from the exported policy, and a stream apart from the rollouts' seeds: the seed it replaced,
+  ``derive_seed(seed, p, s)``, was that of the rollouts of prompt slot 0 on rank s in iteration p, so held-out
+  items started from noise the policy had been trained on. ``eval_key`` names the derivation, so rows of
+  the earlier one (a run resumed across the change) are not compared with its own.
 * Items are dealt round-robin to ranks; a rank with fewer items samples its last item again and
   discards it, so every rank runs the same number of transformer forwards (ZeRO-3 gathers
   parameters collectively in each forward).
@@ -61,7 +64,7 @@ import torch
 from policy.vae import NonFiniteLatentsError
 from policy.world_model import FlowWorldModel
 from training.config import PromptSpec, TrainConfig
-from training.data import derive_seed
+from training.data import SAMPLE_NOISE, sample_seed
 from training.generate import sample_video
 from training.metrics import component_means
 from training.models import encode_prompt, negative_prompt, text_encoder_on
@@ -78,7 +81,7 @@ def eval_key(cfg: TrainConfig, prompts: Sequence[PromptSpec]) -> str:
     """A 12-hex-digit hash of what an evaluation of ``cfg`` on ``prompts`` measures (`EVAL_KEY_SETTINGS` and
     the prompts' content, module docstring): equal keys, comparable held-out means; pure."""
     what = {"settings": {name: getattr(cfg, name) for name in EVAL_KEY_SETTINGS},
-            "negative_prompt": negative_prompt(cfg), "prompts": [asdict(p) for p in prompts]}
+            "negative_prompt": negative_prompt(cfg), "prompts": [asdict(p) for p in prompts], "noise": SAMPLE_NOISE}
     text = json.dumps(what, sort_keys=True, default=str, separators=(",", ":"))
     return hashlib.sha256(text.encode()).hexdigest()[:12]
 
@@ -110,7 +113,7 @@ def evaluate(world_model: FlowWorldModel, cfg: TrainConfig, prompts: Sequence[Pr
         for (p, s), counts in work:
             try:
                 frames = sample_video(world_model, conds[p], "ode", None, cfg.num_steps, cfg.shift,
-                                      derive_seed(cfg.seed, p, s), cfg.guidance_scale)
+                                      sample_seed(cfg.seed, p, s), cfg.guidance_scale)
             except NonFiniteLatentsError as exc:  # a diverged sample: ineligible, never decoded or scored
                 if counts:
                     diverged.append({"prompt": p, "sample": s, "text": prompts[p].text, "video": None, "reward": None,

@@ -19,7 +19,8 @@ Decisions where the issue was silent:
   ``dyndiff`` draws the training rollouts (``policy.rollout.rollout`` with the run's SDE window,
   tau and r_base), to look at what the policy explored. Both use the run's classifier-free
   guidance (``guidance_scale``, ``negative_prompt``) unless overridden.
-* Every video's noise comes from its own generator seeded by ``(seed, prompt index, sample)``, so
+* Every video's noise comes from its own generator seeded by ``(seed, prompt index, sample)``
+  (``training.data.sample_seed``, the held-out evaluation's seeds; generate.json records it as ``noise``), so
   ``--weights trained`` and ``--weights base`` with the same seed start from the same noise (paired
   before/after comparisons), and a video does not depend on which others are generated with it.
   One video at a time by default (full-size video models sample at batch 1 on one GPU);
@@ -64,7 +65,7 @@ from policy.world_model import Conditioning, FlowWorldModel
 from tools.jsonl import text_lines
 from tools.video import write_video
 from training.config import PromptSpec, TrainConfig
-from training.data import derive_seed, load_prompts
+from training.data import SAMPLE_NOISE, load_prompts, sample_seed
 from training.export import ExportError, load_policy, read_export
 from training.models import encode_prompt, release_text_encoder
 
@@ -133,7 +134,7 @@ def generate(policy: Path, out: Path, *, prompts: list[PromptSpec] | None = None
                 "sampler": sampler, "seed": seed, "num_steps": steps, "shift": cfg.shift,
                 "num_frames": cfg.num_frames, "height": cfg.height, "width": cfg.width,
                 "guidance_scale": guidance, "negative_prompt": negative,
-                "prompts_sha256": hashlib.sha256(listed.encode()).hexdigest()}
+                "prompts_sha256": hashlib.sha256(listed.encode()).hexdigest(), "noise": SAMPLE_NOISE}
     _claim(out, settings)
     summary = GenerateSummary(out)
     done = _resume(summary.manifest)
@@ -160,7 +161,7 @@ def generate(policy: Path, out: Path, *, prompts: list[PromptSpec] | None = None
                 cond = cond.to(device)
             for start in range(0, len(todo), batch_size):
                 chunk = todo[start:start + batch_size]
-                seeds = [derive_seed(seed, i, j) for j, _ in chunk]
+                seeds = [sample_seed(seed, i, j) for j, _ in chunk]
                 try:
                     if sampler == "ode":
                         clips = sample_videos(model, cond, steps, cfg.shift, seeds, guidance)
