@@ -142,6 +142,20 @@ def test_cli_errors(tmp_path):
         parse_cli(["--config", path, "--tau"])
 
 
+def test_yaml_booleans_as_strings_parse_and_bad_ones_name_the_field(tmp_path):
+    """Quoted "false" / "no" / "off" in a file are false (not a non-empty string, true); a number or a list is
+    an error that says a boolean was expected (it printed "expected <class 'bool'>, got 0")."""
+    base = "tiny: true\nreward: brightness\ndataset: [{text: a}]\n"
+    for text, want in (('"false"', False), ('"no"', False), ('"off"', False), ('"On"', True), ("yes", True)):
+        (tmp_path / "c.yaml").write_text(f"{base}gradient_checkpointing: {text}\nprogress: {text}\n")
+        cfg = parse_cli(["--config", str(tmp_path / "c.yaml")])
+        assert (cfg.gradient_checkpointing, cfg.progress) == (want, want), text
+    for text in ('"maybe"', "0", "2", "[]"):
+        (tmp_path / "c.yaml").write_text(f"{base}gradient_checkpointing: {text}\n")
+        with pytest.raises(ConfigError, match=r"^gradient_checkpointing: expected a boolean \(true/false\), got "):
+            parse_cli(["--config", str(tmp_path / "c.yaml")])
+
+
 def test_bundled_configs_load_and_validate():
     for name in ("smoke.yaml", "cosmos2_5_2b.yaml", "wan2_2_ti2v_5b.yaml"):
         cfg = load_config(CONFIGS / name)

@@ -105,7 +105,11 @@ def _coerce(value: Any, tp: Any, name: str, text: bool = False) -> Any:
     if isinstance(value, str) and tp not in (str,) and origin in (list, tuple, dict):
         value = yaml.load(value, Loader=YamlLoader)  # noqa: S506 (a SafeLoader)
     if tp is bool:
-        return _bool(value, name) if isinstance(value, str) else _strict(value, bool, name)
+        if isinstance(value, str):
+            return _bool(value, name)
+        if not isinstance(value, bool):  # a YAML 0 / 1 is a number, refused as a quoted number is for an int
+            raise ConfigError(f"{name}: expected a boolean (true/false), got {value!r}")
+        return value
     if tp in (int, float) and isinstance(value, str) and not text:
         kind = "an integer" if tp is int else "a number"
         raise ConfigError(f"{name}: expected {kind}, got the string {value!r} (write the number without quotes)")
