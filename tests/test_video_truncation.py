@@ -10,7 +10,8 @@ import numpy as np
 import pytest
 
 from tests.test_video import id_frames, read_ids, write_raw
-from tools.video import VideoDecodeError, probe, read_all_frames, read_frames
+from tools.mp4_boxes import child_boxes
+from tools.video import VideoDecodeError, VideoError, probe, read_all_frames, read_frames
 
 
 def _write(path: Path, n: int, codec: str = "libx264", audio_s: float = 0.0) -> Path:
@@ -68,3 +69,19 @@ def test_a_cut_fragmented_mp4_is_truncated_at_probe(tmp_path):
     plain = write_raw(tmp_path / "fs.mp4", id_frames(16), options={"movflags": "faststart"}).read_bytes()
     with pytest.raises(VideoDecodeError, match=r"truncated file: the data of its last video packet \(of 16\)"):
         probe(plain[:-3])
+
+
+def test_a_cut_moov_is_a_decode_error_not_an_attribute_error(tmp_path):
+    """A moov cut inside its sample description gives FFmpeg a video stream without a codec: PyAV's
+    ``codec_context`` is None there, and the probe raised AttributeError instead of a VideoError."""
+    data = write_raw(tmp_path / "frag.mp4", id_frames(8), options={"movflags": "frag_keyframe+empty_moov"}).read_bytes()
+    failures = []
+    moov_end = sum(len(body) + 8 for kind, body in child_boxes(memoryview(data))[:2])  # ftyp, moov
+    for cut in range(8, moov_end):
+        try:
+            probe(data[:cut])
+        except VideoError:
+            continue
+        except Exception as exc:  # noqa: BLE001  (what the test looks for)
+            failures.append((cut, type(exc).__name__))
+    assert failures == []

@@ -120,8 +120,8 @@ def open_container(src: Source, name: str, probe: Probe = "headers") -> av.conta
     """
     if probe == "headers":
         container = _open(src, name, {"skip_frame": "all"})
-        sized = all((s.codec_context.width or 0) > 0 and (s.codec_context.height or 0) > 0
-                    for s in container.streams.video)
+        sized = all(s.codec_context is not None and (s.codec_context.width or 0) > 0
+                    and (s.codec_context.height or 0) > 0 for s in container.streams.video)
         if sized:
             return container
         container.close()
@@ -158,6 +158,9 @@ def video_stream(container: av.container.InputContainer, name: str,
         raise VideoDecodeError(f"{name}: contains no video stream (not a video file)")
     stream = container.streams.video[0]
     ctx = stream.codec_context
+    if ctx is None:  # PyAV gives none when FFmpeg found no codec for the stream (e.g. a moov cut inside it)
+        raise VideoDecodeError(f"{name}: its video stream has no codec FFmpeg can decode (unknown codec, or "
+                               "a truncated or corrupt header)")
     # set both ways: the scan's demuxer, opened before the slices were counted, serves the first read
     stream.thread_type = "AUTO" if frame_threads(ctx.name, ctx.width or 0, ctx.height or 0, slices) else "SLICE"
     return stream
