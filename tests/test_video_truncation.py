@@ -71,6 +71,27 @@ def test_a_cut_fragmented_mp4_is_truncated_at_probe(tmp_path):
         probe(plain[:-3])
 
 
+def test_a_fragmented_mp4_cut_between_two_frames_is_truncated(tmp_path):
+    """Cut where one frame's data ends inside a fragment's mdat, no packet is read short: the clip probed as the
+    frames before the cut (48 frames read as 19), no error. The mdat box's size says more data follows."""
+    full = write_raw(tmp_path / "frag.mp4", id_frames(48), gop=8, options={"movflags": "frag_keyframe+empty_moov"})
+    with av.open(str(full)) as c:
+        ends = [p.pos + p.size for p in c.demux(video=0) if p.size]
+    data = full.read_bytes()
+    cut = tmp_path / "cut_frag.mp4"
+    cut.write_bytes(data[: ends[18]])  # frame 18 of the third fragment (frames 16..23)
+    for call in (lambda: probe(cut), lambda: read_frames(cut, [0]), lambda: probe(cut.read_bytes())):
+        with pytest.raises(VideoDecodeError, match=r"truncated file: its 'mdat' box at byte \d+ declares \d+ "
+                           r"bytes, but the file ends \d+ bytes short of them \(frames after the 19 read"):
+            call()
+    assert probe(data[: ends[23]]).frames == 24  # cut where a fragment ends: a shorter clip, as a player sees it
+    boxes = child_boxes(memoryview(data))
+    moof_end = sum(len(body) + 8 for _, body in boxes[: [k for k, _ in boxes].index(b"moof", 8) + 1])
+    with pytest.raises(VideoDecodeError, match=r"its last fragment's 'moof' box \(at byte \d+\) has no 'mdat' "
+                       r"box after it \(frames after the 24 read"):
+        probe(data[:moof_end])  # the fourth fragment's moof (ftyp, moov, 3 x moof + mdat before it): read as 24 frames
+
+
 def test_a_cut_moov_is_a_decode_error_not_an_attribute_error(tmp_path):
     """A moov cut inside its sample description gives FFmpeg a video stream without a codec: PyAV's
     ``codec_context`` is None there, and the probe raised AttributeError instead of a VideoError."""

@@ -1,7 +1,8 @@
-"""ISO base media (MP4 / MOV) box reading shared by `tools.video_rotation` and `tools.video_edits`.
+"""ISO base media (MP4 / MOV) box reading shared by `tools.video_rotation`, `tools.video_edits` and the
+scan's truncation check (`tools.video_scan`).
 
-Only what those two need: the boxes at one level of a buffer, and the top-level ``moov`` box of a file,
-read without loading the media data.
+Only what those need: the boxes at one level of a buffer, the top-level ``moov`` box of a file, read
+without loading the media data, and a fragmented file's media box that its end cuts (`cut_fragment`).
 """
 
 from __future__ import annotations
@@ -62,3 +63,58 @@ def read_moov(src: str | Path | bytes | bytearray | memoryview) -> memoryview | 
             if size == 0 or size < header:
                 return None
             fh.seek(size - header, 1)
+
+
+def _top_level(src: str | Path | bytes | bytearray | memoryview) -> tuple[list[tuple[bytes, int, int]], int]:
+    """(type, offset, size) of each top-level box, from the box headers alone, and the file's length. A box
+    whose size runs to the end of the file (0) is given that size; the walk stops at a malformed header."""
+    if isinstance(src, bytes | bytearray | memoryview):
+        data = memoryview(src)
+        total = len(data)
+
+        def read(offset: int, n: int) -> bytes:
+            return bytes(data[offset:offset + n])
+    else:
+        fh = open(src, "rb")  # noqa: SIM115  (closed below; read() is called in the walk)
+        total = fh.seek(0, 2)
+
+        def read(offset: int, n: int) -> bytes:
+            fh.seek(offset)
+            return fh.read(n)
+    boxes, pos = [], 0
+    try:
+        while pos + 8 <= total:
+            size, kind = struct.unpack(">I4s", read(pos, 8))
+            header = 8
+            if size == 1:
+                large = read(pos + 8, 8)
+                if len(large) < 8:
+                    break
+                size, header = struct.unpack(">Q", large)[0], 16
+            elif size == 0:
+                size = total - pos
+            if size < header:
+                break
+            boxes.append((bytes(kind), pos, size))
+            pos += size
+    finally:
+        if not isinstance(src, bytes | bytearray | memoryview):
+            fh.close()
+    return boxes, total
+
+
+def cut_fragment(src: str | Path | bytes | bytearray | memoryview) -> tuple[bytes, int, int, int] | None:
+    """(type, offset, declared size, file length) of the ``moof`` or ``mdat`` box that the end of a fragmented
+    file (one with a top-level ``moof``) cuts, or of a last ``moof`` without its ``mdat``; None when there is
+    none or the file is not fragmented.
+
+    A fragmented MP4's ``moov`` declares no samples: the fragments do. Cut where one frame's data ends, inside
+    an ``mdat``, FFmpeg reads the frames before the cut, none of them short, as a complete shorter clip; the
+    box's size says the file ended early. A cut between two fragments leaves no trace (a shorter clip)."""
+    boxes, total = _top_level(src)
+    if not any(kind == b"moof" for kind, _, _ in boxes):
+        return None
+    kind, offset, size = boxes[-1]
+    # a fragment's moof is followed by its mdat: a file that ends after a complete moof lacks that fragment's data
+    cut = kind == b"moof" or (kind == b"mdat" and offset + size > total)
+    return (kind, offset, size, total) if cut else None

@@ -10,8 +10,8 @@ Frame ``i`` is the i-th frame in presentation order. Decisions taken where issue
   counted but never demuxed), and an MP4 / MOV whose edit list trims frames: the frames it keeps
   (``tools.video_edits``) must be demuxed, not the declared ones FFmpeg drops. Matroska / WebM / FLV
   declare no count: one whose header's duration runs past its last frame is truncated. So is an MP4 / MOV
-  whose last video packet is read short (FFmpeg flags it corrupt): a fragmented MP4 (``empty_moov``)
-  declares no count and was probed with that frame, whose decode then failed.
+  whose last video packet is read short (FFmpeg flags it corrupt), and a fragmented MP4 (no declared
+  count) whose end cuts its last moof / mdat box or leaves a moof without its mdat (``cut_fragment``).
 - The same pass records every packet's presentation timestamp (pts); frame ``i`` is the frame
   whose pts is the i-th smallest. Variable frame rate therefore never shifts the index
   mapping. Frame labels give each frame's own time (``VideoMeta.times`` / ``time_of``, from the

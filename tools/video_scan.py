@@ -20,6 +20,7 @@ from typing import Literal
 
 import av
 
+from tools.mp4_boxes import cut_fragment
 from tools.video_edits import kept_frames
 from tools.video_slices import frame_threads, slices_per_frame
 
@@ -238,6 +239,13 @@ def scan(container: av.container.InputContainer, name: str,
     if cut and "mov" in formats:  # a fragmented MP4 declares no count: its last frame's data was cut short
         raise VideoDecodeError(f"{name}: truncated file: the data of its last video packet (of {packets}) is "
                                "cut short")
+    fragment = cut_fragment(src) if src is not None and "mov" in formats else None
+    if fragment is not None:
+        kind, offset, size, total = fragment
+        where = (f"its last fragment's 'moof' box (at byte {offset}) has no 'mdat' box after it" if kind == b"moof"
+                 and offset + size <= total else f"its {kind.decode()!r} box at byte {offset} declares {size} bytes, "
+                 f"but the file ends {offset + size - total} bytes short of them")
+        raise VideoDecodeError(f"{name}: truncated file: {where} (frames after the {packets} read are missing)")
     usable = None not in pts and len(set(pts)) == frames
     index = FrameIndex(None, (), slices=slices)
     if usable:
