@@ -103,6 +103,7 @@ from tools.video_scan import (  # noqa: F401  (re-exported: the public video API
     VideoError,
     VideoMeta,
     VideoNotFoundError,
+    check_indices,
     describe,
     open_container,
     reorder_decoder,
@@ -126,20 +127,6 @@ def probe(src: Source) -> VideoMeta:
     """Metadata of a video path or bytes (one demux pass, no decoding)."""
     with VideoReader(src) as reader:
         return reader.meta
-
-
-def _check_indices(indices: Sequence[int], meta: VideoMeta) -> list[int]:
-    out = []
-    for raw in indices:
-        if isinstance(raw, bool | np.bool_) or not isinstance(raw, int | np.integer):
-            raise FrameIndexError(f"{meta.source}: frame index must be an integer, got {raw!r}")
-        i = int(raw)
-        if not 0 <= i < meta.frames:
-            raise FrameIndexError(
-                f"{meta.source}: frame index {i} is out of range for a {meta.frames}-frame video "
-                f"(valid: 0..{meta.frames - 1})")
-        out.append(i)
-    return out
 
 
 class VideoReader:
@@ -232,7 +219,7 @@ class VideoReader:
     def _wanted(self, indices: Sequence[int]) -> list[int]:
         if self._closed:
             raise VideoError(f"{self._name}: reader is closed")
-        return _check_indices(indices, self.meta)
+        return check_indices(indices, self.meta)
 
     def _convert(self, wanted: list[int], size: tuple[int, int], put: Callable[[int, np.ndarray], None]) -> None:
         """Decode the sorted ``wanted`` frames and hand each one, as RGB at ``size``, to ``put``

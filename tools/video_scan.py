@@ -1,6 +1,6 @@
 """Opening a video with PyAV and its metadata scan (the container half of ``tools.video``).
 
-Errors, ``VideoMeta`` and the one demux pass that gives the frame count, the presentation-order
+Errors, ``VideoMeta``, the frame index check and the one demux pass that gives the frame count, the presentation-order
 timestamps and the keyframe positions (decisions: see ``tools.video``). Everything public here is
 re-exported by ``tools.video``; import from there.
 """
@@ -11,7 +11,7 @@ import bisect
 import io
 import math
 import stat
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from fractions import Fraction
@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Literal
 
 import av
+import numpy as np
 
 from tools.mp4_boxes import cut_fragment
 from tools.video_edits import kept_frames
@@ -88,6 +89,21 @@ class FrameIndex:
     lead: int = 0
     """Frames before the first keyframe of a clip whose first packet is no keyframe (cut mid-GOP): they
     reference lost frames, so a decode from the start trusts none of them before a keyframe comes out."""
+
+
+def check_indices(indices: Sequence[int], meta: VideoMeta) -> list[int]:
+    """``indices`` as ints, each checked to be an integer frame index of ``meta`` (``FrameIndexError`` else)."""
+    out = []
+    for raw in indices:
+        if isinstance(raw, bool | np.bool_) or not isinstance(raw, int | np.integer):
+            raise FrameIndexError(f"{meta.source}: frame index must be an integer, got {raw!r}")
+        i = int(raw)
+        if not 0 <= i < meta.frames:
+            raise FrameIndexError(
+                f"{meta.source}: frame index {i} is out of range for a {meta.frames}-frame video "
+                f"(valid: 0..{meta.frames - 1})")
+        out.append(i)
+    return out
 
 
 def describe(src: Source) -> str:
