@@ -27,11 +27,11 @@ def test_read_all_frames_fails_on_a_frame_the_decoder_drops(tmp_path, monkeypatc
     assert read_all_frames(path, max_frames=0).shape == (0, 64, 64, 3)
 
 
-def _cut_mid_gop(tmp_path: Path, drop: int = 5, src: Path | None = None) -> Path:
-    """An MP4 whose first `drop` packets (decode order) are gone, timestamps from 0: it starts mid-GOP, on
-    B-frames that reference the lost frames, and its first keyframe is frame 3 (showing id 8)."""
+def _cut_mid_gop(tmp_path: Path, drop: int = 5, src: Path | None = None, suffix: str = ".mp4") -> Path:
+    """An MP4 (or `suffix`) whose first `drop` packets (decode order) are gone, timestamps from 0: it starts
+    mid-GOP, on B-frames that reference the lost frames, and its first keyframe is frame 3 (showing id 8)."""
     src = src or write_raw(tmp_path / "src.mp4", id_frames(32), gop=8)
-    path = tmp_path / f"midgop_{src.stem}.mp4"
+    path = tmp_path / f"midgop_{src.stem}{suffix}"
     with av.open(str(src)) as i, av.open(str(path), "w") as o:
         si = i.streams.video[0]
         so = o.add_stream_from_template(si)
@@ -117,3 +117,28 @@ def test_frames_before_the_first_keyframe_of_a_clip_cut_mid_gop_are_errors_not_g
             assert read_ids(reader.read([key, 20])) == [key + 3, 23]
         with pytest.raises(VideoDecodeError, match="frame 0 of .*starts mid-GOP"):
             read_all_frames(path)
+
+
+@pytest.mark.parametrize("codec", ["mpeg4", "libx264"])
+def test_a_clip_cut_mid_gop_without_any_keyframe_is_an_error_not_gray_frames(tmp_path, codec):
+    """With no keyframe after the cut (one 24-frame GOP, its keyframe cut off), no frame was treated as
+    lacking its references: MPEG-4 part 2 returned its P-frames built on gray references as frames 0-20, no
+    error, and H.264 (which drops them) failed as 'stream ended early'. Both now name the missing keyframe."""
+    src = tmp_path / f"src_{codec}.mkv"
+    with av.open(str(src), "w") as c:
+        s = c.add_stream(codec, rate=16)
+        s.width, s.height, s.pix_fmt = 64, 64, "yuv420p"
+        s.codec_context.gop_size, s.codec_context.max_b_frames = 100, 0
+        s.options = {"sc_threshold": "1000000000"} if codec == "mpeg4" else {"x264-params": "scenecut=0"}
+        for f in id_frames(24):
+            c.mux(s.encode(av.VideoFrame.from_ndarray(f, format="rgb24")))
+        c.mux(s.encode())
+    path = _cut_mid_gop(tmp_path, drop=3, src=src, suffix=".mkv")
+    with VideoReader(path) as reader:
+        assert reader.meta.frames == 21 and reader._order[0].keyframes == ()
+        for _ in range(2):
+            for i in (0, 5, 20):
+                with pytest.raises(VideoDecodeError, match=f"frame {i} of 21 .*starts mid-GOP and has no keyframe"):
+                    reader.read([i])
+    with pytest.raises(VideoDecodeError, match="frame 0 of 21 .*starts mid-GOP and has no keyframe"):
+        read_all_frames(path)

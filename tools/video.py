@@ -105,6 +105,7 @@ from tools.video_scan import (  # noqa: F401  (re-exported: the public video API
     VideoNotFoundError,
     check_indices,
     describe,
+    mid_gop_error,
     open_container,
     reorder_decoder,
     scan,
@@ -323,6 +324,8 @@ class VideoReader:
                 while last < target:
                     frame = next(frames, None)
                     if frame is None:
+                        if lost and target < lead:  # no keyframe came out (H.264 drops the frames before it)
+                            raise mid_gop_error(self._name, target, self.meta.frames, lead)
                         if allow_seek:  # a seek (or the rewind) that landed past its frames (MPEG-TS)
                             raise _SeekMissed
                         raise VideoDecodeError(f"{self._name}: frame {target} of {self.meta.frames} "
@@ -340,10 +343,7 @@ class VideoReader:
                         # a gap from the start: frames the decoder dropped; the timestamps still label the rest
                     if i > target:  # the first frame decoded lies past the target
                         if target < lead:
-                            raise VideoDecodeError(
-                                f"{self._name}: frame {target} of {self.meta.frames} could not be decoded: the "
-                                f"clip starts mid-GOP and its frames before the first keyframe (frame {lead}) "
-                                "reference frames it lacks")
+                            raise mid_gop_error(self._name, target, self.meta.frames, lead)
                         if allow_seek:
                             raise _SeekMissed
                         raise VideoDecodeError(f"{self._name}: frame {target} of {self.meta.frames} "

@@ -87,8 +87,9 @@ class FrameIndex:
     slices: int | None = None
     """Slices of the first keyframe (H.264 / HEVC; None otherwise): picks the decoder's threads."""
     lead: int = 0
-    """Frames before the first keyframe of a clip whose first packet is no keyframe (cut mid-GOP): they
-    reference lost frames, so a decode from the start trusts none of them before a keyframe comes out."""
+    """Frames before the first keyframe of a clip whose first packet is no keyframe (cut mid-GOP; every frame
+    when no keyframe follows): they reference lost frames, so a decode from the start trusts none of them
+    before a keyframe (or an intra frame) comes out."""
 
 
 def check_indices(indices: Sequence[int], meta: VideoMeta) -> list[int]:
@@ -104,6 +105,15 @@ def check_indices(indices: Sequence[int], meta: VideoMeta) -> list[int]:
                 f"(valid: 0..{meta.frames - 1})")
         out.append(i)
     return out
+
+
+def mid_gop_error(name: str, target: int, frames: int, lead: int) -> VideoDecodeError:
+    """The error for frame ``target`` of a clip cut mid-GOP (``FrameIndex.lead``: ``frames`` when no keyframe
+    follows the cut)."""
+    where = "has no keyframe: its frames" if lead >= frames else \
+        f"its frames before the first keyframe (frame {lead})"
+    return VideoDecodeError(f"{name}: frame {target} of {frames} could not be decoded: the clip starts mid-GOP "
+                            f"and {where} reference frames it lacks")
 
 
 def describe(src: Source) -> str:
@@ -267,7 +277,7 @@ def scan(container: av.container.InputContainer, name: str,
     if usable:
         ordered = sorted(pts)
         keys = sorted({bisect.bisect_left(ordered, p) for p in key_pts})
-        lead = keys[0] if keys and not first_key else 0
+        lead = 0 if first_key else keys[0] if keys else frames  # no keyframe at all: every frame lacks its references
         index = FrameIndex(tuple(ordered), tuple(keys), reorder_depth(pts), slices, lead)
         if index.reorder == 0 and (stream.codec_context.reorder_depth or 0) > 0:
             # the codec reorders frames but the timestamps never do: decode-order timestamps (AVI with
