@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
 
 from tests.test_video import id_frames, read_ids
@@ -30,3 +31,21 @@ def test_odd_sizes_are_padded_for_every_subsampled_format(tmp_path, pix_fmt, siz
 def test_a_format_the_encoder_does_not_take_is_named(tmp_path):
     with pytest.raises(ValueError, match="libx264 does not encode p010le; it takes yuv420p"):
         write_video(tmp_path / "p.mp4", id_frames(2), pix_fmt="p010le")
+
+
+@pytest.mark.parametrize("shape", [(0, 8, 8, 3), (2, 0, 8, 3), (2, 8, 0)])
+def test_no_frames_or_no_pixels_are_refused(tmp_path, shape):
+    """0 frames returned the path of a file never written (PyAV writes nothing without a packet: the caller
+    met FileNotFoundError later); a frame of 0 rows raised IndexError from PyAV."""
+    path = tmp_path / "e.mp4"
+    with pytest.raises(ValueError, match=r"write_video needs at least one frame of at least 1x1 pixels"):
+        write_video(path, np.zeros(shape, np.uint8))
+    assert not path.exists()
+
+
+@pytest.mark.parametrize("fps", [float("inf"), 1e-4])
+def test_a_rate_that_cannot_be_stored_is_refused(tmp_path, fps):
+    """inf raised OverflowError from Fraction; 1e-4 fps became the rate 0 (nearest fraction with a denominator
+    up to 1001), which libx264 replaced by 24 fps: a clip written at the wrong rate, no error."""
+    with pytest.raises(ValueError, match="fps must be positive and finite"):
+        write_video(tmp_path / "r.mp4", id_frames(2), fps=fps)

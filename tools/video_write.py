@@ -8,6 +8,7 @@ gray output is stored full-range so gray values survive a round trip. ``tools.vi
 
 from __future__ import annotations
 
+import math
 from fractions import Fraction
 from pathlib import Path
 
@@ -38,8 +39,12 @@ def write_video(path: str | Path, frames: np.ndarray, fps: float = 16.0, *, code
     if frames.dtype != np.uint8 or not (gray or (frames.ndim == 4 and frames.shape[-1] == 3)):
         raise ValueError(f"write_video expects uint8 frames [T,H,W,3] or [T,H,W], got {frames.dtype} "
                          f"{frames.shape}")
-    if not fps > 0:
-        raise ValueError(f"fps must be positive, got {fps}")
+    if 0 in frames.shape[:3]:  # PyAV writes no file without a packet; a 0-pixel frame fails inside PyAV
+        raise ValueError(f"write_video needs at least one frame of at least 1x1 pixels, got {frames.shape}")
+    # the stored rate is the nearest fraction with a denominator up to 1001: it must not round to 0
+    rate = Fraction(fps).limit_denominator(1001) if fps > 0 and math.isfinite(fps) else Fraction(0)
+    if rate <= 0:
+        raise ValueError(f"fps must be positive and finite (at least 1/2002 to be stored), got {fps}")
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     h, w = frames.shape[1:3]
@@ -49,7 +54,7 @@ def write_video(path: str | Path, frames: np.ndarray, fps: float = 16.0, *, code
     step_h, step_w = chroma_steps(pix_fmt)
     ph, pw = -(-h // step_h) * step_h, -(-w // step_w) * step_w
     with av.open(str(path), mode="w") as container:
-        stream = container.add_stream(codec, rate=Fraction(fps).limit_denominator(1001))
+        stream = container.add_stream(codec, rate=rate)
         stream.width, stream.height, stream.pix_fmt = pw, ph, pix_fmt
         if pix_fmt.startswith("gray"):
             stream.codec_context.color_range = 2  # full range: gray samples are stored unscaled
