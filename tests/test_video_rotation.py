@@ -145,3 +145,28 @@ def test_matroska_rotation_is_applied(tmp_path, suffix):
     mirror = tmp_path / "mirror.mkv"
     write_turned(mirror, frames, 90, hflip=True)
     assert probe(mirror).rotation == 0  # mirrored: as stored, as for MP4
+
+
+def _with_movie_matrix(data: bytes, matrix: tuple[int, ...]) -> bytes:
+    """`data` (an MP4 whose mvhd is version 0) with the movie header's display matrix set to `matrix`."""
+    out = bytearray(data)
+    at = out.find(b"mvhd") + 4
+    assert out[at] == 0
+    struct.pack_into(">9i", out, at + 36, *matrix)
+    return bytes(out)
+
+
+@pytest.mark.parametrize(("track", "expected"), [(None, 270), (90, 0), (180, 90)])
+def test_the_movie_header_matrix_turns_every_track(tmp_path, track, expected):
+    """FFmpeg (PyAV's frame.rotation, players) multiplies each track's matrix by the movie header's (mvhd):
+    a clip turned there alone was read sideways (rotation 0), and a track turn it undoes was applied."""
+    one = 1 << 16
+    turned = (0, one, 0, -one, 0, 0, 0, 0, 1 << 30)  # 270 degrees (FFmpeg: -90)
+    path = tmp_path / "movie.mp4"
+    path.write_bytes(_with_movie_matrix(write_turned(tmp_path / "t.mp4", marked(), track).read_bytes(), turned))
+    assert pyav_rotation(path) == expected
+    assert display_rotation(path) == display_rotation(path.read_bytes()) == expected
+    meta = probe(path)
+    upright = np.rot90(marked(), expected // 90, axes=(1, 2))
+    assert (meta.width, meta.height, meta.rotation) == (upright.shape[2], upright.shape[1], expected)
+    assert np.abs(read_frames(path, [4]).astype(int) - upright[4]).max() <= 3

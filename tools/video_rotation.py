@@ -4,7 +4,9 @@ Phones store a portrait video as landscape frames plus a rotation in the track's
 players, the ``ffmpeg`` command line and OpenCV's ``VideoCapture`` show it upright. PyAV exposes the
 matrix only on decoded frames (``VideoFrame.rotation``), and the reader's scan decodes nothing, so
 this module reads it from the file: the top-level boxes up to ``moov``, then each ``trak``'s ``tkhd``
-(track id, matrix) and ``mdia/hdlr`` (handler type). Only the ``moov`` box is read into memory.
+(track id, matrix) and ``mdia/hdlr`` (handler type), and the movie header's (``mvhd``) matrix, which FFmpeg
+multiplies into every track's (a clip turned there alone was read sideways). Only the ``moov`` box is read
+into memory.
 
 Decisions where the issue was silent:
 - The angle follows FFmpeg's ``av_display_rotation_get`` (and PyAV's ``VideoFrame.rotation``):
@@ -28,6 +30,7 @@ import struct
 from pathlib import Path
 
 import av
+import numpy as np
 
 from tools.mp4_boxes import child_boxes, read_moov
 
@@ -69,19 +72,41 @@ def _tracks(moov: memoryview) -> list[tuple[int, bytes, tuple[int, ...]]]:
     return found
 
 
+def _movie_matrix(moov: memoryview) -> tuple[int, ...] | None:
+    """The display matrix of the movie header (``mvhd``), or None when it has none readable."""
+    for kind, body in child_boxes(moov):
+        if kind == b"mvhd" and len(body) >= 4:
+            at = 48 if body[0] == 1 else 36  # after the times, timescale, duration, rate, volume and reserved
+            return struct.unpack_from(">9i", body, at) if len(body) >= at + 36 else None
+    return None
+
+
+def compose(track: tuple[int, ...], movie: tuple[int, ...]) -> tuple[int, ...]:
+    """The matrix FFmpeg displays a track with: its ``tkhd`` matrix times the movie header's (``track @ movie``,
+    as ``mov_read_tkhd``), both ``(a, b, u, c, d, v, x, y, w)`` with u, v, w in 2.30 fixed point and the rest
+    in 16.16; the result in the same form."""
+    scale = [1 << 16, 1 << 16, 1 << 30] * 3
+    a = np.array([v / s for v, s in zip(track, scale, strict=True)]).reshape(3, 3)
+    b = np.array([v / s for v, s in zip(movie, scale, strict=True)]).reshape(3, 3)
+    return tuple(round(v * s) for v, s in zip((a @ b).ravel(), scale, strict=True))
+
+
 def display_rotation(src: str | Path | bytes | bytearray | memoryview, track_id: int | None = None) -> int:
     """Rotation (0, 90, 180, 270 degrees counterclockwise) of the video track ``track_id`` (PyAV's
-    ``stream.id`` for MP4 / MOV), or of the first video track; 0 when there is none or it cannot be read."""
+    ``stream.id`` for MP4 / MOV), or of the first video track, with the movie header's matrix applied as
+    FFmpeg applies it; 0 when there is none or it cannot be read."""
     try:
         moov = read_moov(src)
         if moov is None:
             return 0
-        tracks = _tracks(moov)
+        tracks, movie = _tracks(moov), _movie_matrix(moov)
     except (OSError, struct.error, ValueError):
         return 0
     video = [t for t in tracks if t[1] == b"vide"]
     chosen = [t for t in video if t[0] == track_id] or video
-    return quarter_turns(chosen[0][2]) if chosen else 0
+    if not chosen:
+        return 0
+    return quarter_turns(compose(chosen[0][2], movie) if movie is not None else chosen[0][2])
 
 
 def decoded_rotation(container: av.container.InputContainer) -> int:
