@@ -33,6 +33,8 @@ def write_video(path: str | Path, frames: np.ndarray, fps: float = 16.0, *, code
     ``pix_fmt`` is the encoded format ("yuv420p" default; "gray" or "yuv444p" keep odd sizes and
     gray content exact); chroma-subsampled formats pad odd sizes with edge pixels. ``gop`` is the
     keyframe interval (codec default when None); ``crf`` and ``preset`` apply to libx264/libx265.
+    ``ValueError`` for no frames, frames of 0 pixels, or an ``fps`` that is not finite or rounds to a stored
+    rate of 0 (the rate is the nearest fraction with a denominator up to 1001).
     """
     frames = np.asarray(frames)
     gray = frames.ndim == 3
