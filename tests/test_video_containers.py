@@ -69,6 +69,13 @@ def test_every_read_returns_the_frames_it_names(clip):
     assert read_ids(read_frames(clip.read_bytes(), [5, 30])) == [5, 30]
 
 
+def test_the_duration_covers_the_frames(clip):
+    """MPEG-PS states a duration estimated from its bit rate: 40 frames at 16 fps (2.5 s) probed as 1.5 s, shorter
+    than the frames' own timestamps span. A duration is now never shorter than the frames it holds."""
+    meta = probe(clip)
+    assert meta.duration == pytest.approx(N / 16, abs=0.01)
+
+
 def test_reorder_depth_hand_computed():
     assert S.reorder_depth([]) == 0
     assert S.reorder_depth([0, 1, 2, 3]) == 0  # no B-frames

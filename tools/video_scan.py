@@ -50,7 +50,8 @@ class FrameIndexError(VideoError):
 
 @dataclass(frozen=True)
 class VideoMeta:
-    """Stream metadata. ``duration`` is in seconds; ``source`` is the path or ``<N bytes>``."""
+    """Stream metadata. ``duration`` is in seconds (the stream's or container's, but never shorter than the
+    frames' timestamps span plus one frame); ``source`` is the path or ``<N bytes>``."""
 
     source: str
     frames: int
@@ -301,7 +302,9 @@ def scan(container: av.container.InputContainer, name: str,
             fps = mean_rate
     if fps <= 0 or not math.isfinite(fps):
         raise VideoDecodeError(f"{name}: frame rate is unknown (no rate, duration or timestamps)")
-    if duration <= 0:
+    if times is not None:  # never shorter than the frames (MPEG-PS states its bit rate's guess: 2.5 s of them as 1.5 s)
+        duration = max(duration, times[-1] + 1 / fps)
+    elif duration <= 0:
         duration = frames / fps
     if declared == 0:  # no frame count to check the packets against: the header's duration instead
         start = max(0.0, float(index.pts[0] * time_base)) if index.pts is not None and time_base else 0.0
