@@ -30,6 +30,11 @@ Decisions where the issue was silent:
   the 2-core VM (69-79 ms inline vs 81-87 ms, two interleaved pairs), the price of never blocking the
   loop in that opt-in mode. Its serializer allow-lists the graph.schemas records (`graph.tracing.traces_serde`). Pass
   `InMemorySaver(serde=traces_serde())` for in-memory traces without deserialization warnings.
+- The agent carries its own recursion limit (`recursion_limit`: the longest run its caps allow, from
+  `graph.routes.max_supersteps`, plus slack), so the loops end at `max_tool_rounds` and `max_repair_rounds`, not
+  at LangGraph's default: 25 supersteps in the langgraph releases pyproject.toml admits (>=0.6) before the
+  default was raised, which a full run with max_tool_rounds=6 (26 supersteps) passed, so every such run raised
+  GraphRecursionError and ended ineligible. A limit passed at invoke still wins.
 - The trace database runs in WAL mode with synchronous=NORMAL: each checkpoint commit appends to
   the write-ahead log instead of fsyncing the database (about 13 ms per commit on this machine, tens
   of commits per run). A process crash loses no committed checkpoint; a power loss may lose the last commits.
@@ -62,7 +67,7 @@ from graph.nodes.observe import observe
 from graph.nodes.quality import quality
 from graph.nodes.reflect import reflect
 from graph.nodes.surprise import surprise
-from graph.routes import RouteStep, expected_nodes, node_routes, static_edges
+from graph.routes import RouteStep, expected_nodes, max_supersteps, node_routes, static_edges
 from graph.state import AgentInput, AgentState
 from graph.stores import (
     TRACE_TABLES,
@@ -126,7 +131,18 @@ def build_reward_agent(config: AgentConfig | None = None, *, model: Any = None, 
         g.add_conditional_edges(name, RouteStep(route), sorted(set(destinations)))
     if checkpointer is None:
         checkpointer = _shared_checkpointer(str(settings.traces_path))
-    return g.compile(checkpointer=checkpointer or None, name=AGENT_NAME.format(cfg.preset))
+    agent = g.compile(checkpointer=checkpointer or None, name=AGENT_NAME.format(cfg.preset))
+    return agent.with_config(recursion_limit=recursion_limit(cfg, extra=extra))
+
+
+RECURSION_SLACK = 8
+"""Supersteps allowed beyond `graph.routes.max_supersteps` (LangGraph counts the input as one more)."""
+
+
+def recursion_limit(cfg: Any, *, extra: bool = False) -> int:
+    """The recursion limit an agent is compiled with: its longest run's supersteps plus `RECURSION_SLACK`
+    (module docstring)."""
+    return max_supersteps(cfg, extra=extra) + RECURSION_SLACK
 
 
 AGENT_NAME = "reward_agent[{}]"

@@ -67,6 +67,20 @@ def expected_nodes(cfg: ResolvedConfig, *, extra: bool = False) -> list[str]:
     return nodes + ["gate"]
 
 
+def max_supersteps(cfg: ResolvedConfig, *, extra: bool = False) -> int:
+    """The most LangGraph supersteps one run of this wiring takes (pure): every stage once (observe shares its
+    superstep with contract), plus the capped loops: `max_tool_rounds` inspect <-> tool_call rounds (2 per round,
+    the closing inspect included) and `max_repair_rounds` repair -> audit rounds (2 each). The builder sets
+    the agent's recursion limit from it (graph.builder)."""
+    nodes = [n for n in expected_nodes(cfg, extra=extra) if n not in ("observe", "tool_call", "repair")]
+    steps = len(nodes)
+    if cfg.visual_verify:
+        steps += 2 * cfg.max_tool_rounds - 1  # inspect is counted once above
+    if cfg.audit:
+        steps += 2 * cfg.max_repair_rounds
+    return steps
+
+
 def after(cfg: ResolvedConfig, node: str, *, extra: bool = False) -> str:
     """The next stage after `node` on the success path."""
     order = [n for n in expected_nodes(cfg, extra=extra) if n not in ("tool_call", "repair", *BRANCHES)]
