@@ -69,9 +69,10 @@ def expected_nodes(cfg: ResolvedConfig, *, extra: bool = False) -> list[str]:
 
 def max_supersteps(cfg: ResolvedConfig, *, extra: bool = False) -> int:
     """The most LangGraph supersteps one run of this wiring takes (pure): every stage once (observe shares its
-    superstep with contract), plus the capped loops: `max_tool_rounds` inspect <-> tool_call rounds (2 per round,
-    the closing inspect included) and `max_repair_rounds` repair -> audit rounds (2 each). The builder sets
-    the agent's recursion limit from it (graph.builder)."""
+    superstep with contract), plus the capped loops: `max_tool_rounds` inspect <-> tool_call rounds (2 each; a
+    loop that stops early adds a closing inspect but has a round fewer) and `max_repair_rounds` repair -> audit
+    rounds (2 each). Plan mode takes fewer (one inspect). The builder sets the agent's recursion limit from it
+    (graph.builder)."""
     nodes = [n for n in expected_nodes(cfg, extra=extra) if n not in ("observe", "tool_call", "repair")]
     steps = len(nodes)
     if cfg.visual_verify:
