@@ -1,0 +1,186 @@
+"""The reward service's client (:class:`HttpAgentReward`, JSON API in training/rewards.py's docstring) and
+the agent adapters' shared pieces: the components a result reports and the writing of a batch's clips.
+
+Decision where the issue was silent: a clip that cannot be written as mp4 (no frames, a frame without
+pixels, a rate no container stores: `tools.video.write_video` refuses them) is ineligible on its own, of
+kind ``none`` (a malformed rollout, as for the verifiable rewards), with the reason; the batch's other
+clips are still scored. It used to raise out of the reward, which made the whole batch ineligible.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import json
+import tempfile
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+from urllib.parse import urljoin, urlsplit
+
+import numpy as np
+
+from training.finite import finite_number
+from training.reward_outcome import RewardBatch, reward_number
+
+AGENT_COMPONENTS = ("T", "P", "V", "failure", "unverifiable")
+"""The RewardResult fields the agent adapters report as reward components (DESIGN.md §3: the scores
+and the gate's inputs)."""
+
+
+def agent_components(results: Sequence[dict[str, Any]]) -> dict[str, list[Any]]:
+    """RewardBatch.components from the agent's results as dicts (a RewardResult dumped, or the reward
+    service's JSON; a field a result lacks is None)."""
+    return {name: [r.get(name) for r in results] for name in AGENT_COMPONENTS}
+
+
+@dataclass
+class HttpAgentReward:
+    """A reward service over HTTP (JSON API in training/rewards.py's docstring); async, one POST per batch."""
+
+    url: str | list[str]
+    """Endpoint receiving the POST, or several (e.g. one `raa serve-reward` per node): rank r posts its
+    batches to ``url[r % len(url)]``, so the ranks spread over the services without a load balancer."""
+    token: str | None = None
+    """Bearer token (resolved from the environment by the CLI, never here)."""
+    timeout_s: float = 600.0
+    """Seconds httpx waits in each phase of a request (connecting, and each read or write: the service's
+    answer must start within it, not the whole exchange end)."""
+    retries: int = 3
+    """Attempts per batch when the failure is transient (connection error, connect timeout, HTTP
+    429/502/503/504), with exponential backoff; other errors (a read timeout: the service may still be scoring
+    the batch; 400, 401, 500, a malformed answer) are not retried."""
+    backoff_s: float = 1.0
+    """First wait between attempts in seconds (doubled each time, at most 30 s)."""
+    startup_wait_s: float = 60.0
+    """How long ``wait_until_reachable`` (called when the trainer builds the reward) waits for the service
+    to answer at all; 0 skips the check. A service that is down later only makes batches ineligible."""
+    last_reasons: list[list[str]] = field(default_factory=list)
+    """Reasons of the last batch (service reasons, or the transport failure for every item)."""
+    _urls: list[str] = field(default_factory=list, init=False, repr=False)
+
+    def __post_init__(self) -> None:
+        if isinstance(self.retries, bool) or not isinstance(self.retries, int) or self.retries < 1:
+            raise ValueError(f"HttpAgentReward: retries must be an integer >= 1, got {self.retries!r}")
+        for option, least in (("timeout_s", None), ("backoff_s", 0.0), ("startup_wait_s", 0.0)):
+            value = getattr(self, option)  # NaN passed `< 0` and `<= 0`: a request without a timeout
+            if not finite_number(value) or (value <= 0 if least is None else value < least):
+                raise ValueError(f"HttpAgentReward: {option} must be a finite number "
+                                 f"{'> 0' if least is None else '>= 0'}, got {value!r}")
+        urls = [self.url] if isinstance(self.url, str) else list(self.url)
+        if not urls or not all(isinstance(u, str) and urlsplit(u).scheme in ("http", "https") and urlsplit(u).hostname
+                               for u in urls):
+            raise ValueError(f"HttpAgentReward: url must be an http(s) URL or a non-empty list of them, got {self.url!r}")
+        self._urls = urls
+
+    def url_for(self, rank: int) -> str:
+        """The service rank ``rank`` posts to."""
+        return self._urls[rank % len(self._urls)]
+
+    def wait_until_reachable(self) -> None:
+        """Return once the service answers anything over HTTP (a GET on a POST route is a 405, still an
+        answer); ValueError naming the url after ``startup_wait_s`` of connection failures. Without it, a
+        wrong url or a service that never started made every reward of the run ineligible: no update."""
+        import httpx
+
+        from graph.endpoint import first_answer  # the backbone pre-flight's wait
+
+        if self.startup_wait_s <= 0:
+            return
+        for url in self._urls:
+            try:
+                first_answer(url, wait_s=self.startup_wait_s, timeout_s=min(10.0, self.timeout_s))
+            except httpx.HTTPError as exc:
+                raise ValueError(f"reward service {url} did not answer within {self.startup_wait_s:g} s "
+                                 f"({type(exc).__name__}: {exc}); start it (raa serve-reward) or fix "
+                                 "reward_options.url") from None
+
+    def _auth(self) -> dict[str, str]:
+        """The bearer-token header of every request to the service (none without a token)."""
+        return {"Authorization": f"Bearer {self.token}"} if self.token else {}
+
+    def service_info(self) -> list[tuple[str, dict[str, Any] | str]]:
+        """Per service url, its ``GET /v1/info`` answer (the path next to the score url; `raa serve-reward`
+        reports its preset and backbone ``scoring`` there), or why there is none (an HTTP error, not JSON,
+        not an object). Never raises: what scored a run is recorded, not required (training/provenance.py)."""
+        import httpx
+
+        headers = self._auth()
+        out: list[tuple[str, dict[str, Any] | str]] = []
+        for url in self._urls:
+            info_url = urljoin(url, "info")
+            try:
+                resp = httpx.get(info_url, headers=headers, timeout=min(10.0, self.timeout_s))
+                resp.raise_for_status()
+                info = resp.json()
+            except (httpx.HTTPError, ValueError) as exc:
+                out.append((url, f"GET {info_url}: {type(exc).__name__}: {exc}"))
+                continue
+            out.append((url, info if isinstance(info, dict) else f"GET {info_url}: not a JSON object"))
+        return out
+
+    def _post(self, url: str, body: bytes) -> dict[str, Any]:
+        import httpx
+
+        from tools.client import send_with_retries  # the tool client's retry policy
+
+        headers = {"Content-Type": "application/json", **self._auth()}
+        with httpx.Client(timeout=self.timeout_s) as http:
+            resp = send_with_retries(lambda: http.post(url, content=body, headers=headers),
+                                     retries=self.retries, backoff_s=self.backoff_s, max_wait_s=30.0)
+        resp.raise_for_status()
+        return resp.json()
+
+    async def __call__(self, videos: Sequence[np.ndarray], prompts: Sequence[str], **meta: Any) -> list[float | None]:
+        from tools.video import write_video
+
+        fps = float(meta.get("fps", 16.0))
+        items = []
+        with tempfile.TemporaryDirectory() as tmp:
+            for i, (video, prompt) in enumerate(zip(videos, prompts, strict=True)):
+                path = write_video(Path(tmp) / f"{i:04d}.mp4", video, fps=fps)
+                items.append({"video_b64": base64.b64encode(path.read_bytes()).decode("ascii"),
+                              "instruction": prompt, "fps": fps})
+        phase = "eval" if meta.get("phase") == "eval" else "train"  # the API's values (_phase is a folder prefix)
+        url = self.url_for(int(meta.get("rank", 0)))
+        body = json.dumps({"items": items, "meta": {"iteration": meta.get("iteration"), "phase": phase}}).encode("utf-8")
+        try:
+            reply = await asyncio.to_thread(self._post, url, body)
+            results = reply["results"]
+            if not isinstance(results, list) or len(results) != len(videos):
+                raise ValueError(f"expected {len(videos)} results, got {type(results).__name__}")
+        except Exception as exc:  # the call or its body failed -> every item ineligible (kind error), with the reason
+            reason = f"http reward failed ({url}): {type(exc).__name__}: {exc}"
+            self.last_reasons = [[reason] for _ in videos]
+            return RewardBatch([None] * len(videos), self.last_reasons, kinds=["error"] * len(videos))
+        batch = service_batch(results, url)
+        self.last_reasons = batch.reasons
+        return batch
+
+
+def service_batch(results: list[Any], url: str) -> RewardBatch:
+    """A reward service's ``results`` (one per item) as a RewardBatch, item by item: a null reward is the
+    service's ⊥ (kind none, its reasons kept) or, with ``"kind": "error"``, its failure (kind error); a result that is not an object, has no ``reward`` field (not
+    the verdict: a service answering ``{"score": ...}``) or whose reward is not a number
+    (`reward_number`: text such as "0.5" too, as for a reward callable's list) is ineligible of kind error,
+    naming the value, and costs the batch's other items nothing."""
+    items: list[dict[str, Any]] = []
+    rewards: list[float | None] = []
+    reasons: list[list[str]] = []
+    kinds: list[str | None] = []
+    for raw in results:
+        item = raw if isinstance(raw, dict) else {}
+        given, value = item.get("reasons"), item.get("reward")
+        why = [given] if isinstance(given, str) else [str(x) for x in given] if isinstance(given, list) else []
+        number = None if value is None else reward_number(value)
+        problem = (f"a result that is not a JSON object: {repr(raw)[:80]}" if not isinstance(raw, dict)
+                   else f"a result without a reward field: {repr(raw)[:80]}" if "reward" not in raw
+                   else f"a reward that is not a number: {repr(value)[:80]}" if value is not None and number is None
+                   else None)
+        items.append(item)
+        rewards.append(number)
+        reasons.append(why if problem is None else [f"http reward service {url} returned {problem}", *why])
+        kinds.append("error" if problem is not None or (value is None and item.get("kind") == "error") else None)
+    return RewardBatch(rewards, reasons, [r.get("run_id") or None for r in items], agent_components(items),
+                       [r.get("usage") or {} for r in items], kinds)
