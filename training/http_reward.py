@@ -35,6 +35,43 @@ def agent_components(results: Sequence[dict[str, Any]]) -> dict[str, list[Any]]:
     return {name: [r.get(name) for r in results] for name in AGENT_COMPONENTS}
 
 
+def write_clips(videos: Sequence[np.ndarray], folder: Path, names: Sequence[str],
+                fps: float) -> tuple[list[Path | None], list[str | None]]:
+    """Each clip written as ``folder / name`` (`tools.video.write_video`): (paths, problems), a clip it refuses
+    (ValueError: no frames, no pixels) None with the reason (module docstring). Other errors (a full disk)
+    are raised: the batch is ineligible then, an outage."""
+    from tools.video import write_video
+
+    paths: list[Path | None] = []
+    problems: list[str | None] = []
+    for video, name in zip(videos, names, strict=True):
+        try:
+            paths.append(write_video(folder / name, video, fps=fps))
+            problems.append(None)
+        except ValueError as exc:
+            paths.append(None)
+            problems.append(f"the rollout could not be written as a video: {exc}")
+    return paths, problems
+
+
+def with_unwritten(batch: RewardBatch, problems: Sequence[str | None]) -> RewardBatch:
+    """``batch`` (the results of the written clips, in order) spread over every clip: one that could not be
+    written (its ``problems`` entry) is ineligible, of kind none, with the problem as its reason."""
+    if not any(problems):
+        return batch
+    written = iter(range(len(batch.rewards)))
+    order = [None if problem else next(written) for problem in problems]
+
+    def spread(values: list[Any] | None, missing: Any) -> list[Any] | None:
+        return None if values is None else [missing if k is None else values[k] for k in order]
+
+    return RewardBatch([None if k is None else batch.rewards[k] for k in order],
+                       [[str(p)] if k is None else batch.reasons[k] for k, p in zip(order, problems, strict=True)],
+                       spread(batch.run_ids, None),
+                       None if batch.components is None else {n: spread(v, None) for n, v in batch.components.items()},
+                       spread(batch.usage, {}), spread(batch.kinds, None))
+
+
 @dataclass
 class HttpAgentReward:
     """A reward service over HTTP (JSON API in training/rewards.py's docstring); async, one POST per batch."""
@@ -133,30 +170,33 @@ class HttpAgentReward:
         return resp.json()
 
     async def __call__(self, videos: Sequence[np.ndarray], prompts: Sequence[str], **meta: Any) -> list[float | None]:
-        from tools.video import write_video
-
         fps = float(meta.get("fps", 16.0))
         items = []
         with tempfile.TemporaryDirectory() as tmp:
-            for i, (video, prompt) in enumerate(zip(videos, prompts, strict=True)):
-                path = write_video(Path(tmp) / f"{i:04d}.mp4", video, fps=fps)
-                items.append({"video_b64": base64.b64encode(path.read_bytes()).decode("ascii"),
-                              "instruction": prompt, "fps": fps})
+            paths, problems = write_clips(videos, Path(tmp), [f"{i:04d}.mp4" for i in range(len(videos))], fps)
+            for path, prompt in zip(paths, prompts, strict=True):
+                if path is not None:
+                    items.append({"video_b64": base64.b64encode(path.read_bytes()).decode("ascii"),
+                                  "instruction": prompt, "fps": fps})
+        batch = await self._score(items, meta) if items else RewardBatch([], [])
+        batch = with_unwritten(batch, problems)
+        self.last_reasons = batch.reasons
+        return batch
+
+    async def _score(self, items: list[dict[str, Any]], meta: dict[str, Any]) -> RewardBatch:
+        """The service's RewardBatch for ``items`` (every item ineligible of kind error when the call fails)."""
         phase = "eval" if meta.get("phase") == "eval" else "train"  # the API's values (_phase is a folder prefix)
         url = self.url_for(int(meta.get("rank", 0)))
         body = json.dumps({"items": items, "meta": {"iteration": meta.get("iteration"), "phase": phase}}).encode("utf-8")
         try:
             reply = await asyncio.to_thread(self._post, url, body)
             results = reply["results"]
-            if not isinstance(results, list) or len(results) != len(videos):
-                raise ValueError(f"expected {len(videos)} results, got {type(results).__name__}")
+            if not isinstance(results, list) or len(results) != len(items):
+                raise ValueError(f"expected {len(items)} results, got {type(results).__name__}")
         except Exception as exc:  # the call or its body failed -> every item ineligible (kind error), with the reason
             reason = f"http reward failed ({url}): {type(exc).__name__}: {exc}"
-            self.last_reasons = [[reason] for _ in videos]
-            return RewardBatch([None] * len(videos), self.last_reasons, kinds=["error"] * len(videos))
-        batch = service_batch(results, url)
-        self.last_reasons = batch.reasons
-        return batch
+            return RewardBatch([None] * len(items), [[reason] for _ in items], kinds=["error"] * len(items))
+        return service_batch(results, url)
 
 
 def service_batch(results: list[Any], url: str) -> RewardBatch:

@@ -63,6 +63,8 @@ from training.http_reward import (  # noqa: F401  (re-exported: the adapters)
     HttpAgentReward,
     agent_components,
     service_batch,
+    with_unwritten,
+    write_clips,
 )
 from training.reward_outcome import (  # noqa: F401  (re-exported: the reward contract)
     RewardBatch,
@@ -163,8 +165,6 @@ class AgentReward:
 
     async def __call__(self, videos: Sequence[np.ndarray], prompts: Sequence[str], **meta: Any) -> list[float | None]:
         from graph import ascore_videos
-        from tools.video import write_video
-
         agent = self.agent()
         fps = float(meta.get("fps", 16.0))
         iteration, rank, first = int(meta.get("iteration", 0)), int(meta.get("rank", 0)), int(meta.get("first_index", 0))
@@ -176,18 +176,21 @@ class AgentReward:
                 if self.video_dir:  # a folder the run names but nobody made yet
                     Path(self.video_dir).mkdir(parents=True, exist_ok=True)
                 folder = Path(stack.enter_context(tempfile.TemporaryDirectory(dir=self.video_dir)))
-            items = []
-            for i, (video, prompt) in enumerate(zip(videos, prompts, strict=True)):
-                path = write_video(folder / f"r{rank}_{first + i:04d}.mp4", video, fps=fps)
-                items.append({"video": str(path.resolve()), "instruction": prompt})
+            paths, problems = write_clips(videos, folder, [f"r{rank}_{first + i:04d}.mp4" for i in range(len(videos))],
+                                          fps)
+            items = [{"video": str(path.resolve()), "instruction": prompt}
+                     for path, prompt in zip(paths, prompts, strict=True) if path is not None]
             try:
-                results = await ascore_videos(items, self._config, agent=agent, limiter=self._limiter())
+                results = await ascore_videos(items, self._config, agent=agent, limiter=self._limiter()) if items else []
             finally:
                 if self.videos == "temporary":  # deleted below: no later batch can use their frames
                     await asyncio.to_thread(self._frames.forget, [item["video"] for item in items])
-        self.last_reasons = [list(r.reasons) for r in results]
-        return RewardBatch([r.reward for r in results], self.last_reasons, [r.run_id or None for r in results],
-                           agent_components([r.model_dump() for r in results]), [dict(r.usage) for r in results])
+        batch = with_unwritten(RewardBatch([r.reward for r in results], [list(r.reasons) for r in results],
+                                           [r.run_id or None for r in results],
+                                           agent_components([r.model_dump() for r in results]),
+                                           [dict(r.usage) for r in results]), problems)
+        self.last_reasons = batch.reasons
+        return batch
 
 
 def _phase(meta: dict[str, Any]) -> str:
