@@ -2,7 +2,18 @@
 
 `RunContext` carries the backbone, the frame cache (decoded frames and encoded JPEG data URLs), the
 evidence tools and the resolved config. The builder makes one at build time and the nodes use it
-when an invocation passes no `context=`; callers may pass their own per invocation.
+when an invocation passes no `context=`; callers may pass their own per invocation (another backbone,
+frame cache or tools), but its `config` must equal the one the agent was built with
+(`build_reward_agent(config)`, i.e. `RunContext(config=config.resolved(), ...)`).
+
+One config per run: the nodes and routes an agent has are wired from its build config, while the nodes
+read their switches, caps and preset from the context. A context with another config ran the build's
+stages but was gated and labelled by the other (built `full`, invoked with an `audit_no_gate` context: the
+final check established a failure, the run scored ungated and said `audit_no_gate`), and the inspect prompt
+stated a cap the route did not enforce. Such a context is refused: the run is ineligible, with a reason
+naming both presets and the fields that differ (`config_mismatch`), and calls no model. Refusing rather than
+quietly using the build config, since a caller who passes a config means it; to run another config, build
+an agent for it. `score_video` and `ascore_videos` pass no context, so their runs use the build context.
 
 Decisions where the issue was silent:
 - The frame cache (`FrameStore`) lives in `graph.frame_store`.
@@ -14,7 +25,7 @@ Decisions where the issue was silent:
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from typing import TYPE_CHECKING, Any
 
 from graph.config import ResolvedConfig
@@ -176,6 +187,18 @@ def loaded_toolbox(tool_settings: Any, config: Any) -> Any:
     tools = Toolbox(tool_settings)
     preload_tools(config, tools)
     return tools
+
+
+def config_mismatch(given: ResolvedConfig, built: ResolvedConfig) -> str | None:
+    """None when an invocation's context config `given` equals the agent's build config `built`, else the
+    reason the run is refused (module docstring): both presets and each field that differs."""
+    if given == built:
+        return None
+    diffs = [f"{f.name} {getattr(given, f.name)!r} (agent {getattr(built, f.name)!r})" for f in fields(built)
+             if f.name != "preset" and getattr(given, f.name) != getattr(built, f.name)]
+    return (f"the context's config (preset {given.preset!r}) is not the one this agent was built with (preset "
+            f"{built.preset!r}): " + ("; ".join(diffs) or "same switches and caps, another preset label")
+            + "; pass RunContext(config=<the build AgentConfig>.resolved()) or build an agent for that config")
 
 
 @dataclass

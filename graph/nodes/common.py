@@ -3,6 +3,9 @@
 Every stage is an `async def fn(state, ctx, step) -> dict` wrapped by `make_node`, which
 - uses the invocation's context (`runtime.context`) when it is a `RunContext`, else the builder's
   default context (the LangGraph server passes each run's `configurable` as a plain-dict context);
+  a `RunContext` whose config is not the build config is refused (`graph.context.config_mismatch`): the
+  node records a Fault of stage "context", kind "input" (quality, the entry, records it, so no other stage
+  runs), and the gate uses the build context, so the ineligible result carries the agent's own preset;
 - skips the stage when a fault was already recorded (parallel branches joining after a fault);
 - turns BackboneFault, ToolFault, VideoError and any other exception into a `Fault` record
   (the run then routes to the gate and the result is ineligible) — never a fabricated output;
@@ -40,7 +43,7 @@ from langgraph.runtime import get_runtime
 
 from graph.backbone import BackboneFault, Usage
 from graph.bridge import run_sync
-from graph.context import RunContext
+from graph.context import RunContext, config_mismatch
 from graph.schemas import Assessment, Fault, TaskContract
 from graph.state import AgentState, ContractFrozenError, StepRecord
 from graph.workers import run_scope
@@ -67,6 +70,10 @@ class InputFault(ValueError):
     """The run's input (instruction or video reference) cannot be evaluated."""
 
 
+class ContextRefused(InputFault):
+    """The invocation's `RunContext` carries another config than the agent's build config (module docstring)."""
+
+
 class EvidenceFailed(Exception):
     """Evidence work the run does in the background for stage `stage` (surprise scores, extra tools;
     graph.nodes.background) failed with `error`; recorded as a fault of `stage`, not of the node that found it."""
@@ -85,6 +92,8 @@ def to_fault(stage: str, exc: BaseException) -> Fault:
 
     if isinstance(exc, EvidenceFailed):  # background evidence (surprise, extra tools): its own stage
         return to_fault(exc.stage, exc.error)
+    if isinstance(exc, ContextRefused):
+        return Fault(stage="context", kind="input", message=str(exc)[:2000])
     if isinstance(exc, InputFault):
         return Fault(stage=stage, kind="input", message=str(exc)[:2000])
     if isinstance(exc, BackboneFault):
@@ -116,19 +125,25 @@ class StageNode(Runnable[AgentState, dict[str, Any]]):
 def make_node(name: str, fn: StageFn, default_ctx: RunContext, *, guard: bool = True) -> StageNode:
     """Wrap a stage function as a LangGraph node usable from invoke and ainvoke (see module docstring)."""
 
-    def context() -> RunContext:
+    def context() -> tuple[RunContext, str | None]:
+        """(context to use, reason the invocation's context is refused or None); see module docstring."""
         runtime = get_runtime(RunContext)
         given = runtime.context if runtime is not None else None
-        return given if isinstance(given, RunContext) else default_ctx
+        if not isinstance(given, RunContext):
+            return default_ctx, None
+        refused = config_mismatch(given.config, default_ctx.config)
+        return (given, None) if refused is None else (default_ctx, refused)
 
     async def run(state: AgentState, config: RunnableConfig) -> dict[str, Any]:
         if guard and state.get("faults"):
             return {}
-        ctx = context()
+        ctx, refused = context()
         step = Step(node=name, thread_id=str((config.get("configurable") or {}).get("thread_id", "")))
         started = datetime.now(UTC).isoformat()
         t0 = time.perf_counter()
         try:
+            if refused is not None and name != "gate":  # the gate writes the result of the refused run
+                raise ContextRefused(refused)
             with run_scope(step.thread_id):
                 update = dict(await fn(state, ctx, step))
         except ContractFrozenError:
