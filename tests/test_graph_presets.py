@@ -67,6 +67,7 @@ def test_preset_wires_its_nodes(preset, clip):
         assert has_motion_tool == (preset not in ("visual_verify", "no_motion"))
     if preset == "no_visual_verify":  # motion evidence without the loop: one automatic grid track
         assert out["motion"] is not None and "Motion tracks" in out["motion"].summary
+        assert out["motion"].points == 64  # the 8x8 grid it tracked (the trace said 0)
     reflect_calls = model.calls_for("reflect")
     if reflect_calls:
         assert ("world-model surprise" in reflect_calls[0].text().lower()) == AgentConfig(preset=preset).resolved().wmreward

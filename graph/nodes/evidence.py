@@ -95,8 +95,8 @@ def access_text(n: int, sample: list[int], extra: int) -> str:
     """The access policy in words (for the prompts)."""
     if n <= 81:
         return f"any frame 0..{n - 1}"
-    return (f"the initial sample {sample} plus at most {extra} extra frames near the frames you reference "
-            "(requests for other frames are answered with nearby frames)")
+    return (f"the initial sample {sample} plus at most {extra} extra frames of your choice (once they are "
+            "used, a request for another frame is answered with the nearest allowed frame)")
 
 
 def used_frames(exchanges: list[ToolExchange]) -> int:

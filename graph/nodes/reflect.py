@@ -43,7 +43,7 @@ from graph.nodes.common import (
     tidy_assessment,
 )
 from graph.nodes.evidence import exchange_blocks
-from graph.nodes.tracking import track_overlays
+from graph.nodes.tracking import GRID_SIZE, track_overlays
 from graph.schemas import Assessment, MotionEvidence
 from graph.state import AgentState
 
@@ -137,7 +137,7 @@ async def _auto_motion(state: AgentState, ctx: RunContext, step: Step) -> tuple[
     shown = uniform_subset(sample, 4)
     blocks, summary = await track_overlays(state, ctx, sample, [], shown)
     step.tool_summaries.append(f"track_motion(grid over sample): {brief(summary)}")
-    evidence = MotionEvidence(frames=sample, points=0, summary=summary[:4000])
+    evidence = MotionEvidence(frames=sample, points=GRID_SIZE**2, summary=summary[:4000])
     return "\n\nMotion tracks over the sampled frames:\n" + summary, _images(shown, blocks), evidence
 
 

@@ -72,6 +72,10 @@ def query_index(n: int, start: int, end: int, limit: int = TRACK_FRAMES) -> int:
     return idx.index(frame) if frame in idx else 0
 
 
+GRID_SIZE = 8
+"""Side of the point grid tracked when no points are given (GRID_SIZE**2 points; the speculative and
+reflect tracks)."""
+
 def _track_request(ctx: RunContext, video: str, idx: list[int], points: list[list[float]],
                    query_t: int = 0) -> tuple[tuple, Any]:
     """(FrameStore track-job key, the computation) of tracking `points` given on `idx[query_t]` (or a
@@ -139,7 +143,7 @@ def _compute_tracks(ctx: RunContext, video: str, idx: list[int], points: list[li
     if points:  # fractions of the frame, checked and clamped by _track
         # 0 and 1 are the edge pixels' centres, so every point is inside the image (tools/coords.py's rule)
         queries = np.array([[float(query_t), p[0] * (w - 1), p[1] * (h - 1)] for p in points], dtype=np.float32)
-    tracks = run_tool("motion", tracker.track, frames, grid_size=None if queries is not None else 8, queries=queries)
+    tracks = run_tool("motion", tracker.track, frames, grid_size=None if queries is not None else GRID_SIZE, queries=queries)
     if not isinstance(tracks, MotionTracks):
         raise ToolFault("motion", "run", f"the tracker returned {type(tracks).__name__} for {len(idx)} frames")
     if (problem := tracks_problem(tracks, len(idx), None if queries is None else len(queries))) is not None:
