@@ -3,6 +3,8 @@ ineligible results (training/verifiable_rewards.py, training/reward_outcome.py).
 
 from __future__ import annotations
 
+import asyncio
+
 import numpy as np
 import pytest
 
@@ -48,3 +50,47 @@ def test_a_one_dimensional_array_of_rewards_is_a_list_of_rewards():
     assert outcome.rewards == [0.5, None, 1.0] and outcome.counts["nan"] == 1
     with pytest.raises(RewardLengthError, match="2-D ndarray"):
         call_reward(lambda v, p, **m: np.zeros((3, 1)), "arr", clips, ["a"] * 3)
+
+
+def _cancelled_inside(videos, prompts, **meta):
+    raise asyncio.CancelledError("client gave up")
+
+
+async def _acancelled_inside(videos, prompts, **meta):
+    await asyncio.sleep(0)
+    raise asyncio.CancelledError("client gave up")
+
+
+@pytest.mark.parametrize("reward", [_cancelled_inside, _acancelled_inside])
+def test_a_cancelled_error_raised_inside_a_reward_makes_its_batch_ineligible(reward):
+    """A CancelledError the reward raises itself (a client's own cancelled task) is that reward's exception: its
+    batch is ineligible with the reason, as for any other (it got past ``except Exception`` and stopped the run).
+    A cancellation of the call itself still stops it (test_reward_runner's close test)."""
+    from training.reward_outcome import acall_reward
+    from training.reward_runner import RewardRunner
+
+    clips = [np.zeros((2, 4, 4, 3), np.uint8)] * 2
+    outcomes = [call_reward(reward, "r", clips, ["a"] * 2), asyncio.run(acall_reward(reward, "r", clips, ["a"] * 2, {}))]
+    with RewardRunner(reward, "r") as runner:
+        outcomes.append(runner.submit(clips, ["a"] * 2).result(timeout=60))
+    for outcome in outcomes:
+        assert outcome.rewards == [None, None] and outcome.counts["error"] == 2 and outcome.kinds == ["error"] * 2
+        assert outcome.reasons[0].startswith("reward 'r' raised CancelledError")
+
+
+def test_cancelling_the_call_itself_still_stops_it():
+    """The other side of the line: a task awaiting a reward that is cancelled ends cancelled, not ineligible."""
+    from training.reward_outcome import acall_reward
+
+    async def slow(videos, prompts, **meta):
+        await asyncio.sleep(3600)
+
+    async def main():
+        task = asyncio.ensure_future(acall_reward(slow, "r", [np.zeros((2, 4, 4, 3), np.uint8)], ["a"], {}))
+        await asyncio.sleep(0.05)
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+        assert task.cancelled()
+
+    asyncio.run(main())

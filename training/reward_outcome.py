@@ -15,6 +15,12 @@ legitimate verifiable reward, and components already read bools that way (:func:
 A RewardBatch's reasons for one item may also be a lone text (one reason) or None (none): ``list()``
 spelled a text out as one reason per character, and None stopped the run with a TypeError naming no
 reward, where a reason is only what the log says about an item.
+An ``asyncio.CancelledError`` raised inside a reward callable (a client library's timeout, a task of its own
+that was cancelled) is an exception of that reward like any other: its batch is ineligible (kind ``error``).
+Only a cancellation of the call itself (RewardRunner.close; a sum cancelling its other parts) propagates:
+the task awaiting the reward is then marked as cancelling (``Task.cancelling()``), which a CancelledError
+coming out of the reward does not do. In :func:`call_reward` (sync code, which nothing can cancel) every
+CancelledError is the callable's own.
 """
 
 from __future__ import annotations
@@ -121,7 +127,7 @@ def call_reward(fn: RewardFn, name: str, videos: Sequence[np.ndarray], prompts: 
         raw = _run(fn(list(videos), list(prompts), **meta))
     except RewardLengthError:  # a part of a sum answered with the wrong length: an error, as here
         raise
-    except Exception as exc:
+    except (Exception, asyncio.CancelledError) as exc:  # sync code: a CancelledError is the callable's own
         return failed_outcome(exc, name, len(videos))
     return check_reward_output(raw, name, len(videos))
 
@@ -138,9 +144,20 @@ async def acall_reward(fn: RewardFn, name: str, videos: list[np.ndarray], prompt
             raw = await raw
     except RewardLengthError:  # a part of a sum answered with the wrong length: an error, as below
         raise
+    except asyncio.CancelledError as exc:
+        if _cancelled_here():  # the runner's close (or a sum cancelling its parts): stop, as asked
+            raise
+        return failed_outcome(exc, name, len(videos))  # raised inside the callable: its batch only
     except Exception as exc:
         return failed_outcome(exc, name, len(videos))
     return check_reward_output(raw, name, len(videos))
+
+
+def _cancelled_here() -> bool:
+    """Whether the running task has been asked to stop (``Task.cancel``: RewardRunner.close, a cancelled
+    gather), as opposed to a CancelledError the awaited reward raised on its own (module docstring)."""
+    task = asyncio.current_task()
+    return task is None or task.cancelling() > 0
 
 
 def _check_pairs(name: str, videos: Sequence[np.ndarray], prompts: Sequence[str]) -> None:
