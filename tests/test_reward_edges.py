@@ -94,3 +94,17 @@ def test_cancelling_the_call_itself_still_stops_it():
         assert task.cancelled()
 
     asyncio.run(main())
+
+
+def test_usage_given_as_one_dict_counts_and_another_type_names_the_reward():
+    """A RewardBatch's usage as one dict is one record (it was iterated as its keys and dropped without a word);
+    a usage of another type is a RewardLengthError naming the reward (an int stopped the run with a bare
+    TypeError)."""
+    from training.reward_outcome import RewardBatch, RewardLengthError
+
+    clips = [np.zeros((2, 4, 4, 3), np.uint8)] * 2
+    outcome = call_reward(lambda v, p, **m: RewardBatch([0.5, None], [[], ["dark"]], usage={"calls": 3}), "u", clips,
+                          ["a"] * 2)
+    assert outcome.rewards == [0.5, None] and outcome.usage == {"calls": 3}
+    with pytest.raises(RewardLengthError, match="reward 'u': usage must be a list of dicts"):
+        call_reward(lambda v, p, **m: RewardBatch([0.5, 0.5], [[], []], usage=7), "u", clips, ["a"] * 2)

@@ -21,6 +21,10 @@ Only a cancellation of the call itself (RewardRunner.close; a sum cancelling its
 the task awaiting the reward is then marked as cancelling (``Task.cancelling()``), which a CancelledError
 coming out of the reward does not do. In :func:`call_reward` (sync code, which nothing can cancel) every
 CancelledError is the callable's own.
+A RewardBatch's usage given as one dict (not a list of dicts) is one record for the whole batch: it was
+iterated as its keys and silently dropped. Any other type than a list, a tuple, a dict or None is a
+:class:`RewardLengthError` naming the reward, as for components and kinds (what the batch cost would be
+lost); inside a list, a record that is no dict is still left out (usage is bookkeeping, :func:`sum_usage`).
 """
 
 from __future__ import annotations
@@ -55,8 +59,8 @@ class RewardBatch:
     """Named quantities behind the reward, one value per video (None where a video has none): the
     agent adapters give ``T``, ``P``, ``V``, ``failure`` and ``unverifiable``. Logged per rollout
     (rewards.jsonl) and as the mean over eligible rewards (``reward_<name>_mean``), never trained on."""
-    usage: list[dict[str, int]] | None = None
-    """What scoring the batch cost, as records the trainer adds up (the agent: one per video with
+    usage: list[dict[str, int]] | dict[str, int] | None = None
+    """What scoring the batch cost, as records the trainer adds up (one dict: one record; the agent: one per video with
     ``calls``, ``images``, ``input_tokens``, ``output_tokens``); summed over an iteration's clips,
     ineligible ones included, as ``reward_usage_<key>``."""
     kinds: list[str | None] | None = None
@@ -189,7 +193,7 @@ def check_reward_output(raw: Any, name: str, n: int) -> RewardOutcome:
         if raw.run_ids is not None and len(raw.run_ids) == n:
             run_ids = [str(r) if r else None for r in raw.run_ids]
         components = _check_components(raw.components or {}, name, len(raw.rewards))
-        usage = sum_usage(raw.usage or [])
+        usage = sum_usage(_usage_records(raw.usage, name))
         given_kinds = _check_kinds(raw.kinds, name, len(raw.rewards))
         given, raw = [_reason_list(r) for r in raw.reasons], raw.rewards
     if isinstance(raw, np.ndarray):  # flow_grpo-style rewards return their scores as an array
@@ -253,6 +257,18 @@ def _check_kinds(given: list[str | None] | None, name: str, n: int) -> list[str 
         raise RewardLengthError(f"reward {name!r}: kinds must hold one of None, {', '.join(map(repr, KINDS))} per "
                                 f"reward ({n}), got {given!r}")
     return list(given)
+
+
+def _usage_records(given: Any, name: str) -> list[Any]:
+    """A RewardBatch's usage as a list of records (module docstring): None as none, one dict as one record (it
+    was iterated as its keys and dropped whole); RewardLengthError naming the reward for any other type."""
+    if given is None:
+        return []
+    if isinstance(given, dict):
+        return [given]
+    if isinstance(given, list | tuple):
+        return list(given)
+    raise RewardLengthError(f"reward {name!r}: usage must be a list of dicts (or one dict), got {type(given).__name__}")
 
 
 def reward_number(value: Any) -> float | None:
