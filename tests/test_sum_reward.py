@@ -255,3 +255,33 @@ def test_a_sum_built_directly_refuses_agent_parts_keeping_clips_in_one_folder(tm
         SumReward([SumPart("a", 1.0, agent(tmp_path), "agent"), SumPart("b", 1.0, agent(tmp_path / "."), "agent")])
     SumReward([SumPart("a", 1.0, agent(tmp_path / "a"), "agent"), SumPart("b", 1.0, agent(tmp_path / "b"), "agent")])
     SumReward([SumPart("a", 1.0, agent(tmp_path), "agent"), SumPart("b", 1.0, agent(tmp_path, "temporary"), "agent")])
+
+
+def test_a_part_with_the_wrong_length_stops_the_other_parts_too():
+    """When one part answers with the wrong number of rewards, the sum raises RewardLengthError naming it, and
+    the parts still scoring are cancelled and awaited (gather left them running on the loop, unawaited)."""
+    import asyncio
+    import threading
+
+    stopped: list[str] = []
+    slow_running = threading.Event()
+
+    def short(videos, prompts, **meta):  # a sync part, in a worker thread: answers once the slow one is scoring
+        assert slow_running.wait(timeout=60)
+        return [0.5]
+
+    async def slow(videos, prompts, **meta):
+        slow_running.set()
+        try:
+            await asyncio.Event().wait()
+        finally:
+            stopped.append("slow")
+
+    reward = SumReward([SumPart("short", 1.0, short, "short"), SumPart("slow", 1.0, slow, "slow")])
+
+    async def main():
+        with pytest.raises(RewardLengthError, match="reward 'short' returned 1 values for 2 videos"):
+            await reward([np.zeros((2, 4, 4, 3), np.uint8)] * 2, ["a", "b"])
+        assert stopped == ["slow"]  # cancelled before the sum raised, not left behind
+
+    asyncio.run(main())

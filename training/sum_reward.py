@@ -30,7 +30,8 @@ Decisions where the issue was silent:
   (``b`` and ``b_T``) are refused when the sum is built: they could log two values under one name (and
   every such clash needs that prefix, `check_labels`). Usage adds up; the run
   ids are the first part's that has them (the agent's trace). A part that returns the wrong number of
-  rewards is a ``RewardLengthError`` naming it, as it would be as the run's reward.
+  rewards is a ``RewardLengthError`` naming it, as it would be as the run's reward; the other parts
+  still scoring are then cancelled and awaited (``gather`` left them running, unawaited, on the loop).
 * Parts cannot be sums themselves (one level is enough to write any weighted sum).
 * Two agent parts that keep their clips (``videos: keep``) in one ``video_dir`` are refused when the sum is
   built (`check_kept_clips`), not given distinct names: both would write the same
@@ -211,7 +212,14 @@ class SumReward:
     async def __call__(self, videos: Sequence[np.ndarray], prompts: Sequence[str], **meta: Any) -> RewardBatch:
         clips, texts = list(videos), list(prompts)
         # each part as the run's reward would be scored: a sync part off the loop, a failure its items only
-        outcomes = await asyncio.gather(*(acall_reward(p.fn, p.label, clips, texts, meta) for p in self.parts))
+        tasks = [asyncio.ensure_future(acall_reward(p.fn, p.label, clips, texts, meta)) for p in self.parts]
+        try:
+            outcomes = await asyncio.gather(*tasks)
+        except BaseException:  # a part's RewardLengthError, or this call cancelled: the other parts stop too
+            for task in tasks:
+                task.cancel()
+            await asyncio.gather(*tasks, return_exceptions=True)
+            raise
         rewards: list[float | None] = []
         reasons: list[list[str]] = []
         kinds: list[str | None] = []
