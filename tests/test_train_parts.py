@@ -282,3 +282,13 @@ def test_a_resume_purges_the_crashed_attempts_tensorboard_points(tmp_path):
     events.Reload()
     points = [(e.step, round(e.value, 2)) for e in events.Scalars("train/reward_mean")]
     assert points == [(1, 0.5), (2, 0.5), (3, 0.9), (4, 0.9)]
+
+
+def test_latent_preview_counts_every_channel_also_past_the_last_multiple_of_3():
+    """16 latent channels (Wan): channel 15 belongs to red (15 mod 3 = 0) as the docstring formula says; it
+    was dropped with every channel past the last multiple of 3."""
+    z = torch.zeros(1, 16, 1, 1, 1)
+    z[0, 15] = 6.0  # red: channels 0, 3, ..., 15 -> mean 6 / 6 = 1 -> 127.5 (1 + tanh(0.5))
+    z[0, 13] = -5.0  # green: channels 1, 4, ..., 13 -> mean -1 -> 127.5 (1 + tanh(-0.5))
+    f = latent_preview(z, num_frames=1, height=1, width=1)
+    assert f[0, 0, 0, 0].tolist() == [round(127.5 * (1 + math.tanh(0.5))), round(127.5 * (1 + math.tanh(-0.5))), 128]
