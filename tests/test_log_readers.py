@@ -61,3 +61,29 @@ def test_a_report_that_cannot_be_written_whole_leaves_the_previous_page(tmp_path
     monkeypatch.undo()
     assert (page.read_text(), both.read_text()) == before
     assert sorted(p.name for p in runs[0].iterdir()) == ["metrics.jsonl", "report.html"]  # no temporary file left
+
+
+def test_rollout_rows_whose_rank_or_sample_is_null_are_named_not_a_crash_of_the_report(tmp_path):
+    """rewards.jsonl rows with ``"rank": null``, ``"sample": null`` or a list for a group (a hand-edited file)
+    crashed the whole page (int(None), sorting None, an unhashable key); they are left out and named in the
+    header, and the other rollouts still show."""
+    from training.report import read_run, render_training_report
+
+    run = tmp_path / "run"
+    run.mkdir()
+    (run / "metrics.jsonl").write_text(json.dumps({"iteration": 1, "reward_mean": 0.5}) + "\n")
+    base = {"iteration": 1, "rank": 0, "group": 0, "prompt": "push", "advantage": 0.0}
+    rows = [{**base, "sample": 0, "reward": 0.25, "video": "rollout_videos/a.mp4"},
+            {**base, "sample": 1, "reward": 0.75, "video": "rollout_videos/b.mp4"},
+            {**base, "rank": None, "sample": 2, "reward": 0.1, "video": "rollout_videos/c.mp4"},
+            {**base, "sample": None, "reward": 0.1, "video": "rollout_videos/d.mp4"},
+            {**base, "group": [1], "sample": 3, "reward": 0.1, "video": "rollout_videos/e.mp4"}]
+    (run / "rewards.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    files = read_run(run)
+    assert [r["sample"] for r in files.rollouts] == [0, 1]
+    assert files.left_out == ["iteration 1 rank None group 0 sample 2", "iteration 1 rank 0 group 0 sample None",
+                              "iteration 1 rank 0 group [1] sample 3"]
+    html = render_training_report(run)
+    assert "rewards.jsonl rows left out" in html and "iteration 1 rank None group 0 sample 2" in html
+    rollouts = html.split('id="rollouts-table"')[1].split("</table>")[0]
+    assert "0.250" in rollouts and "0.750" in rollouts and "0.100" not in rollouts

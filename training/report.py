@@ -19,7 +19,8 @@ Decisions where the issue was silent:
   iteration, its last row counts, as for the best checkpoint (training/best.py); a resume trims the logs
   to its checkpoint (training/metrics.py), and for runs that were not trimmed the rollouts keep the last
   line of each (iteration, rank, group, sample) and the ineligible lines of an iteration the last
-  ``ineligible_count`` its metrics row reports (the last attempt's). Held-out rows (and
+  ``ineligible_count`` its metrics row reports (the last attempt's; training/run_rows.py, which also names in
+  the header the rewards.jsonl rows left out for a rank, group or sample that is no integer). Held-out rows (and
   samples) are those of the run's latest measurement (``eval_key``), the rule the best checkpoint in the
   header follows; rows of an earlier one are counted in the header, not charted.
 - A chart shows at most MAX_POINTS (500) evenly spaced iterations of a series, the first and last
@@ -53,6 +54,7 @@ from tools.jsonl import json_objects, write_text_atomic
 from training.best import best_checkpoint, latest_key, rows_of_key
 from training.finite import finite_number
 from training.provenance import read_reward_backbone
+from training.run_rows import last_attempt_ineligible, last_attempt_rollouts, placed_rollouts
 
 CURVES = ("reward_mean", "eligible_fraction", "approx_kl", "clip_fraction", "mask_flip_fraction", "mu_kl",
           "grad_norm", "lr", "rollout_diversity", "seconds_rollout", "seconds_reward", "seconds_update")
@@ -90,6 +92,8 @@ class RunFiles:
     """reward_backbone.json (training/provenance.py): the model behind an agent reward, None without it."""
     skipped_lines: int = 0
     """Lines that were not JSON objects (a line being written, a torn file)."""
+    left_out: list[str] = field(default_factory=list)
+    """rewards.jsonl rows whose iteration, rank, group or sample is no integer, named (training/run_rows.py)."""
 
 
 def _lines(path: Path, files: RunFiles) -> list[dict[str, Any]]:
@@ -101,33 +105,6 @@ def _lines(path: Path, files: RunFiles) -> list[dict[str, Any]]:
 def _last_per_iteration(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
     by_iteration = {int(r["iteration"]): r for r in rows if isinstance(r.get("iteration"), int)}
     return [by_iteration[i] for i in sorted(by_iteration)]
-
-
-def last_attempt_ineligible(rows: list[dict[str, Any]], metrics: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """ineligible.jsonl lines without those of an iteration's earlier attempts (a resume that redid it): of an
-    iteration whose metrics row (the last attempt's) says ``ineligible_count`` n, its last n lines; all of an
-    iteration without one. A resume trims the logs itself (training/metrics.py); this is for runs that did
-    not. Order kept; pure."""
-    counts = {int(r["iteration"]): r["ineligible_count"] for r in metrics
-              if isinstance(r.get("ineligible_count"), int) and not isinstance(r.get("ineligible_count"), bool)}
-    seen: dict[Any, int] = {}
-    out = []
-    for row in reversed(rows):  # from the end: the last attempt's lines come first
-        it = row.get("iteration")
-        seen[it] = seen.get(it, 0) + 1
-        if not isinstance(it, int) or it not in counts or seen[it] <= counts[it]:
-            out.append(row)
-    return out[::-1]
-
-
-def last_attempt_rollouts(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """rewards.jsonl lines, one per (iteration, rank, group, sample): the last one, where a resume redid the
-    iteration (lines without those fields all kept). Order of the kept lines kept; pure."""
-    def slot(row: dict[str, Any]) -> tuple[Any, ...]:
-        return tuple(row.get(k) for k in ("iteration", "rank", "group", "sample"))
-
-    last = {slot(r): k for k, r in enumerate(rows)}
-    return [r for k, r in enumerate(rows) if None in slot(r) or last[slot(r)] == k]
 
 
 def read_run(run_dir: Path) -> RunFiles:
@@ -153,8 +130,8 @@ def read_run(run_dir: Path) -> RunFiles:
             continue
         files.items.setdefault(key, {})[iteration] = row
     files.ineligible = last_attempt_ineligible(_lines(run_dir / "ineligible.jsonl", files), files.metrics)
-    saved = [r for r in last_attempt_rollouts(_lines(run_dir / "rewards.jsonl", files))
-             if r.get("video") and isinstance(r.get("iteration"), int)]
+    placed, files.left_out = placed_rollouts(_lines(run_dir / "rewards.jsonl", files))
+    saved = [r for r in last_attempt_rollouts(placed) if r.get("video") and isinstance(r.get("iteration"), int)]
     if saved:
         latest = max(r["iteration"] for r in saved)
         files.rollouts = [r for r in saved if r["iteration"] == latest]
@@ -202,6 +179,9 @@ def _header(files: RunFiles) -> str:
                       "(reward, prompts, samples, seed or sampler changed on a resume): not shown or compared"))
     if files.skipped_lines:
         facts.append(("lines skipped", f"{files.skipped_lines} (not JSON: being written, or torn)"))
+    if files.left_out:  # hand-edited rows: named, not a crash of the page (training/run_rows.py)
+        facts.append(("rewards.jsonl rows left out", f"{len(files.left_out)} whose iteration, rank, group or sample "
+                      "is no integer: " + "; ".join(files.left_out[:3]) + (" ..." if len(files.left_out) > 3 else "")))
     return section("run-header", f"Training run {files.run_dir.resolve().name}", table(["", "value"], facts))
 
 
