@@ -194,6 +194,11 @@ def score_batch_command(
     from graph.batch_resume import drop_rows, stale_rows
 
     settings = _settings_or_exit(require_endpoint=True)
+    if manifest.is_dir():  # there, but no file: "not found" misled
+        inside = manifest / "manifest.jsonl"
+        typer.echo(f"error: manifest {manifest} is a folder; give the manifest file's path"
+                   + (f", e.g. {inside}" if inside.is_file() else ""), err=True)
+        raise typer.Exit(2)
     if not manifest.is_file():
         typer.echo(f"error: manifest not found: {manifest}", err=True)
         raise typer.Exit(2)
@@ -242,7 +247,8 @@ def score_batch_command(
         done = done_keys(output, leaving=goes)  # the rows that stay: nothing is removed before the tools load
         todo = [it for it in items if it["key"] not in done]
         bad = sum(it["error"] is not None for it in todo)  # their rows are rewritten on every run (no model call)
-        typer.echo(f"{len(items) - bad} items, {len(items) - len(todo)} already in {out}, {len(todo) - bad} to score"
+        n = len(items) - bad
+        typer.echo(f"{n} item{'' if n == 1 else 's'}, {len(items) - len(todo)} already in {out}, {len(todo) - bad} to score"
                    + (f", {bad} bad manifest line(s) (their rows written again)" if bad else ""), err=True)
         # the preset's tool models, loaded in the process that scores (worker processes load their own), only
         # when a clip is to be scored, and before any row goes: a tool that cannot load leaves the output alone

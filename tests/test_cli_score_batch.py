@@ -67,7 +67,8 @@ def test_score_batch_refuses_to_mix_scorers_in_one_output(monkeypatch, tmp_path)
     manifest.write_text(json.dumps({"path": "m.mp4", "instruction": "push the red block to the right"}) + "\n")
     out = tmp_path / "out.jsonl"
     args = ["score-batch", str(manifest), "--out", str(out), "--preset", "visual_verify"]
-    assert runner.invoke(app, args).exit_code == 0
+    res = runner.invoke(app, args)
+    assert res.exit_code == 0 and "1 item, 0 already in" in res.output, res.output  # not "1 items"
     row = json.loads(out.read_text())
     assert row["scorer"] == {"model": "stub-model", "temperature": 0.0} and row["result"]["status"] == "scored"
     before = out.read_text()
@@ -144,3 +145,21 @@ def test_retry_ineligible_rescores_a_clip_that_was_missing_and_exists_now(monkey
     rows = {Path(r["path"]).name: r["result"] for r in map(json.loads, out.read_text().splitlines())}
     assert rows["late.mp4"]["status"] == "scored" and rows["gone.mp4"]["status"] == "ineligible"
     assert len(rows) == 2 and len(model.calls_for("observe")) == 1
+
+
+def test_a_manifest_folder_is_named_a_folder(monkeypatch, tmp_path) -> None:
+    """A folder given as the manifest was reported as "manifest not found" (it is there); the error now says it
+    is a folder and, where the folder holds one, names its manifest.jsonl. Nothing is written."""
+    _env(monkeypatch, tmp_path)
+    folder = tmp_path / "clips"
+    folder.mkdir()
+    out = tmp_path / "out.jsonl"
+    res = runner.invoke(app, ["score-batch", str(folder), "--out", str(out)])
+    assert res.exit_code == 2, res.output
+    assert f"manifest {folder} is a folder; give the manifest file's path" in res.output, res.output
+    assert "not found" not in res.output and not out.exists()
+    (folder / "manifest.jsonl").write_text("")
+    res = runner.invoke(app, ["score-batch", str(folder), "--out", str(out)])
+    assert res.exit_code == 2 and f"e.g. {folder / 'manifest.jsonl'}" in res.output, res.output
+    res = runner.invoke(app, ["score-batch", str(tmp_path / "nope.jsonl"), "--out", str(out)])
+    assert res.exit_code == 2 and "manifest not found" in res.output, res.output
