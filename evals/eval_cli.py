@@ -171,8 +171,9 @@ def reward_command(
     def on_row(row: dict) -> None:
         done[0] += 1
         verdict = (row.get("judge") or {}).get("status")
-        _console().print(f"[{done[0]}] {row['preset']:<16} {Path(row['path']).name:<32} reward={row['reward']} "
-                   f"judge={verdict}", highlight=False)
+        reward = "-" if row["reward"] is None else f"{row['reward']:.4f}"  # as `raa score`, `raa runs`; rows keep it whole
+        _console().print(f"[{done[0]}] {row['preset']:<16} {Path(row['path']).name:<32} reward={reward} "
+                         f"judge={verdict}", highlight=False)
 
     _console().print(f"{len(clips)} clips x {len(chosen)} presets = {total} rows -> {out}")
     try:
