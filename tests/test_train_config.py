@@ -340,3 +340,18 @@ def test_a_bad_deepspeed_json_is_a_config_error(tmp_path):
         read_ds_config(str(bad))
     with pytest.raises(ConfigError, match="ds_config 'nope.json' not found"):
         read_ds_config("nope.json")
+
+
+def test_a_missing_prompt_file_names_the_option_that_sets_it(tmp_path):
+    """`--check` said only "prompt file not found: data/robot_prompts.jsonl": nothing told a newcomer that the
+    `dataset_file` setting (or `--dataset_file`) points there, nor where a relative path is read from."""
+    from training.train import check_prompts
+
+    for flags, field in ((["--dataset_file", "nope.jsonl"], "dataset_file"),
+                         (["--eval_every", "5", "--eval_dataset_file", str(tmp_path / "held.jsonl")],
+                          "eval_dataset_file")):
+        with pytest.raises(ConfigError) as err:
+            check_prompts(load_config(CONFIGS / "smoke.yaml", flags))
+        message = str(err.value)
+        assert message.startswith(f"{field}: prompt file not found: "), message
+        assert f"--{field} PATH" in message and "directory the run is launched from" in message

@@ -35,7 +35,7 @@ import warnings
 from collections.abc import Sequence
 from typing import Any
 
-from training.config import ConfigError, TrainConfig
+from training.config import ConfigError, PromptSpec, TrainConfig
 from training.config_io import parse_cli
 from training.model_check import check_model_path
 from training.run_dir import check_output_dir
@@ -120,18 +120,30 @@ def reward_tools(cfg: TrainConfig) -> Any:
         raise ConfigError(f"reward: agent: invalid tool setting: {exc}") from None
 
 
+def _prompts(dataset: Sequence[PromptSpec], dataset_file: str | None, field: str) -> list[PromptSpec]:
+    """`training.data.load_prompts` with its errors as ConfigError; a prompt file that is not there names the
+    setting `field` that points at it (a config's own value otherwise looked like a path the user never gave)."""
+    from training.data import load_prompts
+
+    try:
+        return load_prompts(dataset, dataset_file)
+    except FileNotFoundError as exc:
+        raise ConfigError(f"{field}: {exc} (a relative path is read from the directory the run is launched from; "
+                          f"write the prompts there, or give another file with --{field} PATH or `{field}:` in "
+                          "the config)") from None
+    except ValueError as exc:
+        raise ConfigError(str(exc)) from None
+
+
 def check_prompts(cfg: TrainConfig) -> tuple[int, int]:
     """Read the training (and held-out) prompts once before anything heavy loads; returns how many of each.
     A missing or malformed prompt file, or a prompt image that is missing or not an image, is a
     ConfigError (exit 2), like any other bad setting (a bad image used to stop the run at the first
     rollout that drew it)."""
-    from training.data import check_images, load_prompts
+    from training.data import check_images
 
-    try:
-        prompts = load_prompts(cfg.dataset, cfg.dataset_file)
-        held_out = load_prompts(cfg.eval_dataset, cfg.eval_dataset_file) if cfg.eval_every else []
-    except (FileNotFoundError, ValueError) as exc:
-        raise ConfigError(str(exc)) from None
+    prompts = _prompts(cfg.dataset, cfg.dataset_file, "dataset_file")
+    held_out = _prompts(cfg.eval_dataset, cfg.eval_dataset_file, "eval_dataset_file") if cfg.eval_every else []
     problems = check_images(prompts + held_out)
     if problems:
         raise ConfigError("bad prompt images (the first ones found):\n  - " + "\n  - ".join(problems))
