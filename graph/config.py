@@ -63,6 +63,14 @@ def preset_switches(preset: str) -> dict[str, bool]:
     return {name: level >= i + 1 for i, name in enumerate(SWITCHES)}
 
 
+def presets_using(switch: str) -> tuple[str, ...]:
+    """The presets (in PRESETS order) whose switch `switch` is on, e.g. those that need V-JEPA 2 for
+    "wmreward": for messages that name them instead of describing them."""
+    if switch not in SWITCHES:
+        raise ValueError(f"unknown switch {switch!r}; expected one of {', '.join(SWITCHES)}")
+    return tuple(p for p in PRESETS if preset_switches(p)[switch])
+
+
 @dataclass(frozen=True)
 class AgentConfig:
     """Which modules the reward agent runs and the caps of its loops."""

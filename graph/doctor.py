@@ -332,11 +332,17 @@ def _vjepa(tools: ToolSettings) -> Check:
     # the loader (tools.surprise, tools.hub) reads only the cache when the hub does not answer: the run stops
     if cannot := download_blocked():
         return Check("V-JEPA 2 weights", "problem", f"RAA_VJEPA_MODEL={tools.vjepa_model} {where} and {cannot}, so "
-                     "presets with WMReward (full, wmreward, the no_* but no_wmreward) stop at start: score with "
+                     f"{_wmreward_presets()} stop at start: score with "
                      f"--preset no_wmreward, or download it (hf download {tools.vjepa_model}) or set "
                      "RAA_VJEPA_MODEL to a local folder")
     return Check("V-JEPA 2 weights", "warning", f"{tools.vjepa_model} {where}: the first run of a preset with "
                  "WMReward downloads it (network), or set RAA_VJEPA_MODEL to a local folder")
+
+
+def _wmreward_presets() -> str:
+    from graph.config import presets_using
+
+    return f"presets {', '.join(presets_using('wmreward'))} (WMReward)"
 
 
 def _service(tools: ToolSettings) -> Check:
@@ -359,8 +365,7 @@ def _service(tools: ToolSettings) -> Check:
                                connect_timeout_s=tools.connect_timeout_s, retries=1) as client:
             client.check_serves("surprise")
     except ToolFault as exc:  # /v1/info refused (token) or a service started with --no-surprise
-        return Check("tool service", "warning", f"{exc.message}: presets with WMReward (full, wmreward, the no_* "
-                                                "but no_wmreward) will stop at start")
+        return Check("tool service", "warning", f"{exc.message}: {_wmreward_presets()} will stop at start")
     return Check("tool service", "ok", f"{tools.tools_url} answers and serves tracks and surprise")
 
 

@@ -317,6 +317,7 @@ def test_weights_to_download_from_a_hub_that_does_not_answer_are_a_problem(tmp_p
     """V-JEPA 2 not in the cache was a warning (exit 0) though the hub did not answer, and scoring with the
     default preset then stopped (exit 2); the same for CoTracker3 weights a hub dir downloads on first use."""
     import huggingface_hub
+    import huggingface_hub.constants  # noqa: F401 (a lazy submodule: alone, this test found no attribute)
     import torch
 
     import tools.hub as tools_hub
@@ -330,6 +331,9 @@ def test_weights_to_download_from_a_hub_that_does_not_answer_are_a_problem(tmp_p
     check = _vjepa(ToolSettings(vjepa_model="facebook/vjepa2-vitl-fpc64-256"))
     assert check.status == "problem" and "did not answer" in check.detail, check
     assert "RAA_VJEPA_MODEL=facebook/vjepa2-vitl-fpc64-256" in check.detail and "--preset no_wmreward" in check.detail
+    # the presets that stop, by name ("the no_* but no_wmreward" was a riddle, and left out audit_no_gate)
+    assert "presets wmreward, audit_no_gate, full, no_task_blind, no_visual_verify, no_audit, no_motion (WMReward) " \
+        "stop at start" in check.detail, check.detail
     assert asked == [None]  # huggingface_hub's endpoint, as the loader asks
     monkeypatch.setattr(huggingface_hub.constants, "HF_HUB_OFFLINE", True)  # the loader reads only the cache
     offline = _vjepa(ToolSettings(vjepa_model="facebook/vjepa2-vitl-fpc64-256"))

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from graph.config import PRESETS, AgentConfig, preset_switches
+from graph.config import PRESETS, AgentConfig, preset_switches, presets_using
 from graph.gate import diagnostic_reward, essential_gaps, gate_reward, level_to_unit, score_mapping
 from graph.schemas import Assessment, AuditReport, RewardResult, TaskContract
 from prompts import STAGES, load_prompt, render, stage_of
@@ -110,6 +110,10 @@ def test_presets_cumulative_and_removals():
                                     "no_motion"])
     assert preset_switches("no_motion") == {**preset_switches("full"), "motion": False}
     assert preset_switches("audit_no_gate")["audit"] and not preset_switches("audit_no_gate")["failure_gate"]
+    assert presets_using("wmreward") == ("wmreward", "audit_no_gate", "full", "no_task_blind", "no_visual_verify",
+                                         "no_audit", "no_motion")
+    with pytest.raises(ValueError, match="unknown switch 'surprise'"):
+        presets_using("surprise")
 
 
 def test_config_validation_and_overrides():
