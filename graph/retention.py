@@ -20,6 +20,8 @@ of clips, so the database only grows. Decisions where no issue says:
   rewrites it to its new size. VACUUM needs the database to itself: while another process (a training
   run, `raa score-batch`) has it open for writing it fails as a StoreError naming the file. ``--vacuum`` shrinks
   the files its criteria name also when nothing matches now (`--keep N --vacuum` after a prune without it).
+  ``--vacuum`` alone (no criterion) is allowed, as it deletes nothing: it shrinks the trace database and the
+  stage cache without asking (`vacuum_only`); without any option the command still refuses.
 * The stage cache has its own options, since its entries are shared by runs and no run criterion
   applies to them: ``--cache`` deletes every entry, ``--cache-before WHEN`` those stored before then
   (`stage_cache_entries`). Neither touches runs, and ``--before`` never touches the cache, so old
@@ -191,6 +193,25 @@ def file_bytes(path: str | Path) -> int:
     return sum(f.stat().st_size for f in (p, p.with_name(p.name + "-wal")) if f.exists())
 
 
+def vacuum_only(traces: Path, cache: str | Path | None, *, dry_run: bool) -> None:
+    """`raa prune --vacuum` without a criterion: shrink the trace database and the stage cache (when on), each
+    that exists, and say their sizes; nothing is deleted, so nothing is asked."""
+    for path, what, setting in ((traces, "trace database", "RAA_TRACES_PATH"),
+                                (cache, "stage cache", "RAA_CACHE_PATH, or off")):
+        if path is None:
+            typer.echo("the stage cache is off (RAA_CACHE_PATH); nothing to vacuum there", err=True)
+        elif not Path(path).exists():
+            typer.echo(f"no {what} at {path} (none yet)", err=True)
+        elif dry_run:
+            typer.echo(f"{path}: {file_bytes(path) / 2**20:.1f} MiB")
+        else:
+            size = file_bytes(path)
+            vacuum(path, what, setting)
+            typer.echo(f"{path}: {size / 2**20:.1f} MiB -> {file_bytes(path) / 2**20:.1f} MiB")
+    if dry_run:
+        typer.echo("dry run: nothing vacuumed")
+
+
 def prune_command(
     keep: int | None = typer.Option(None, "--keep", min=0, help="Spare the newest N runs."),
     before: str | None = typer.Option(None, "--before", help="Only runs last updated before this: an age "
@@ -199,8 +220,8 @@ def prune_command(
     cache: bool = typer.Option(False, "--cache", help="Delete every stage cache entry (RAA_CACHE_PATH)."),
     cache_before: str | None = typer.Option(None, "--cache-before", help="Delete the stage cache entries stored "
                                             "before this (an age or date, as --before); runs are not touched."),
-    vacuum_files: bool = typer.Option(False, "--vacuum", help="Shrink the files afterwards (no other process "
-                                      "may have them open)."),
+    vacuum_files: bool = typer.Option(False, "--vacuum", help="Shrink the files afterwards; alone, only shrink "
+                                      "them (no other process may have them open)."),
     dry_run: bool = typer.Option(False, "--dry-run", help="Say what would be deleted, and delete nothing."),
     yes: bool = typer.Option(False, "--yes", "-y", help="Do not ask for confirmation."),
     db: Path | None = typer.Option(None, "--db", help="Trace database (default RAA_TRACES_PATH)."),
@@ -221,9 +242,13 @@ def prune_command(
     path = db if db is not None else Path(settings.traces_path)
     runs_wanted = keep is not None or before is not None or status is not None
     cache = cache or cache_before is not None
+    if not runs_wanted and not cache and vacuum_files:  # deletes nothing: no criterion, no confirmation
+        vacuum_only(path, settings.cache_path, dry_run=dry_run)
+        return
     if not runs_wanted and not cache:
         typer.echo("error: say what to delete: --keep N, --before WHEN, --status S (runs; combined, a run must "
-                   "match all), and/or --cache or --cache-before WHEN (the stage cache)", err=True)
+                   "match all), and/or --cache or --cache-before WHEN (the stage cache); --vacuum alone only "
+                   "shrinks the files", err=True)
         raise typer.Exit(2)
     selection = None
     if runs_wanted:

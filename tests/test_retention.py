@@ -248,3 +248,28 @@ def test_cli_vacuum_shrinks_what_an_earlier_prune_freed(tmp_path):
     assert res.exit_code == 0 and "0 of 2 runs" in res.output, res.output
     assert file_bytes(db) < before / 5
     assert [r.run_id for r in list_runs(open_saver(db))] == ["r39", "r38"]
+
+
+def test_cli_vacuum_alone_shrinks_both_files_and_deletes_nothing(tmp_path):
+    """`raa prune --vacuum` on its own was refused ("say what to delete"), though it deletes nothing: the
+    space a prune without --vacuum freed needed a made-up criterion to be given back. Alone it shrinks the
+    trace database and the stage cache, keeping every run and entry, and asks nothing."""
+    db = tmp_path / "traces.sqlite"
+    _traces(db, [(f"r{i}", NOW - timedelta(minutes=100 - i), "scored") for i in range(40)], pad=20_000)
+    assert _cli(tmp_path, "--keep", "2", "--yes").exit_code == 0
+    _dated(tmp_path / "cache.sqlite", {f"k{i}": time.time() for i in range(3)})
+    before = file_bytes(db)
+    res = _cli(tmp_path, "--vacuum", "--dry-run")
+    assert res.exit_code == 0 and "dry run: nothing vacuumed" in res.output and file_bytes(db) == before, res.output
+    res = _cli(tmp_path, "--vacuum")  # no --yes, no input: nothing to confirm
+    assert res.exit_code == 0, res.output
+    assert f"{db}: " in res.output and f"{tmp_path / 'cache.sqlite'}: " in res.output and "MiB -> " in res.output
+    assert file_bytes(db) < before / 5
+    assert [r.run_id for r in list_runs(open_saver(db))] == ["r39", "r38"]
+    assert stage_cache_entries(tmp_path / "cache.sqlite") == (3, 3)
+    (tmp_path / "cache.sqlite").unlink()
+    db.unlink()
+    res = _cli(tmp_path, "--vacuum")
+    assert res.exit_code == 0 and "no trace database at" in res.output and "no stage cache at" in res.output
+    res = _cli(tmp_path)
+    assert res.exit_code == 2 and "say what to delete" in res.output and "--vacuum alone" in res.output
