@@ -224,7 +224,7 @@ def prune_command(
                                       "them (no other process may have them open)."),
     dry_run: bool = typer.Option(False, "--dry-run", help="Say what would be deleted, and delete nothing."),
     yes: bool = typer.Option(False, "--yes", "-y", help="Do not ask for confirmation."),
-    db: Path | None = typer.Option(None, "--db", help="Trace database (default RAA_TRACES_PATH)."),
+    db: Path | None = typer.Option(None, "--db", "--traces", help="Trace database (default RAA_TRACES_PATH)."),
 ) -> None:
     """Delete traced runs (and with --cache stage cache entries) to keep the databases small."""
     from graph.settings import BackboneSettings, SettingsError

@@ -44,7 +44,7 @@ def runs_command(
     status: str | None = typer.Option(None, "--status", help=f"Only runs with this status: {', '.join(RUN_STATUSES)}."),
     preset: str | None = typer.Option(None, "--preset", help="Only runs of this preset."),
     json_out: bool = typer.Option(False, "--json", help="One JSON object per run (JSON lines) instead of a table."),
-    db: Path | None = typer.Option(None, "--db", help="Trace database (default RAA_TRACES_PATH)."),
+    db: Path | None = typer.Option(None, "--db", "--traces", help="Trace database (default RAA_TRACES_PATH)."),
 ) -> None:
     """List traced agent runs (with why a run is zero or ineligible, on a wide terminal)."""
     if status is not None and status not in RUN_STATUSES:
@@ -118,7 +118,7 @@ def _split(room: int, video: int, why: int) -> tuple[int | None, int | None]:
 def trace_command(
     run_id: str = typer.Argument(..., help="Run id (thread id) printed by `raa score` or `raa runs`."),
     json_out: bool = typer.Option(False, "--json", help="Print the run's whole traced state as one JSON object."),
-    db: Path | None = typer.Option(None, "--db", help="Trace database (default RAA_TRACES_PATH)."),
+    db: Path | None = typer.Option(None, "--db", "--traces", help="Trace database (default RAA_TRACES_PATH)."),
 ) -> None:
     """Print every step of one agent run in order."""
     path = _traces_path(db)

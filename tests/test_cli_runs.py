@@ -269,3 +269,21 @@ def test_trace_header_names_the_preset_of_a_run_whose_state_lacks_it(monkeypatch
     res = runner.invoke(app, ["trace", "run-q"], env={"COLUMNS": "80"})
     assert res.exit_code == 0, res.output
     assert "preset=no_wmreward" in res.output
+
+
+def test_every_trace_command_takes_traces_and_db(monkeypatch, tmp_path) -> None:
+    """`raa report` and `raa eval report` took `--traces` (and `--db`), `raa runs`, `raa trace` and `raa prune`
+    only `--db`: the name one command taught was refused by the next. Both names now work in each."""
+    from graph.tracing import open_saver
+
+    db = tmp_path / "elsewhere.sqlite"
+    _graph(open_saver(db)).invoke({"video": "/clips/a.mp4", "instruction": "pick the cube"},
+                                  {"configurable": {"thread_id": "run-aaa"}})
+    monkeypatch.setenv("RAA_TRACES_PATH", str(tmp_path / "default.sqlite"))  # not there: only the option finds runs
+    for name in ("--traces", "--db"):
+        res = runner.invoke(app, ["runs", "--json", name, str(db)])
+        assert res.exit_code == 0 and '"run_id": "run-aaa"' in res.output, (name, res.output)
+        res = runner.invoke(app, ["trace", "run-aaa", "--json", name, str(db)])
+        assert res.exit_code == 0 and "pick the cube" in res.output, (name, res.output)
+        res = runner.invoke(app, ["prune", "--keep", "0", "--dry-run", name, str(db)])
+        assert res.exit_code == 0 and f"1 of 1 runs in {db} match" in res.output, (name, res.output)
