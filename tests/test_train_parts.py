@@ -94,6 +94,8 @@ def test_an_empty_prompt_file_is_named(tmp_path):
         assert [p.text for p in load_prompts([PromptSpec("x")], str(tmp_path / name))] == ["x"]
     with pytest.raises(ValueError, match="no training prompts: the config lists none and names no prompt file"):
         load_prompts([], None)
+    with pytest.raises(ValueError, match="no held-out prompts: the config lists none"):  # said 'training'
+        load_prompts([], None, "held-out")
 
 
 def test_a_prompt_file_that_is_not_utf8_is_named(tmp_path):

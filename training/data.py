@@ -37,9 +37,11 @@ from tools.jsonl import json_lines
 from training.config import PromptSpec
 
 
-def load_prompts(dataset: Sequence[PromptSpec], dataset_file: str | None) -> list[PromptSpec]:
+def load_prompts(dataset: Sequence[PromptSpec], dataset_file: str | None,
+                 kind: Literal["training", "held-out"] = "training") -> list[PromptSpec]:
     """Prompts of the config plus those of a JSONL file (image paths relative to that file); ValueError
-    naming the file (and line) for a malformed row or when there is no prompt at all."""
+    naming the file (and line) for a malformed row or when there is no prompt at all (``kind``: which
+    prompts the error names, the training or the held-out ones)."""
     prompts = list(dataset)
     if dataset_file is not None:
         path = Path(dataset_file)
@@ -47,10 +49,10 @@ def load_prompts(dataset: Sequence[PromptSpec], dataset_file: str | None) -> lis
             raise FileNotFoundError(f"prompt file not found: {path}")
         prompts += [prompt_from_row(row, where, path.parent) for where, row in json_lines(path, ValueError)]
         if not prompts:
-            raise ValueError(f"no training prompts: {path} holds no prompt rows (it is empty or blank) and the "
+            raise ValueError(f"no {kind} prompts: {path} holds no prompt rows (it is empty or blank) and the "
                              "config lists none")
     if not prompts:
-        raise ValueError("no training prompts: the config lists none and names no prompt file")
+        raise ValueError(f"no {kind} prompts: the config lists none and names no prompt file")
     return prompts
 
 

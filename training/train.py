@@ -126,7 +126,7 @@ def _prompts(dataset: Sequence[PromptSpec], dataset_file: str | None, field: str
     from training.data import load_prompts
 
     try:
-        return load_prompts(dataset, dataset_file)
+        return load_prompts(dataset, dataset_file, "held-out" if field == "eval_dataset_file" else "training")
     except FileNotFoundError as exc:
         raise ConfigError(f"{field}: {exc} (a relative path is read from the directory the run is launched from; "
                           f"write the prompts there, or give another file with --{field} PATH or `{field}:` in "

@@ -135,7 +135,7 @@ def train(cfg: TrainConfig, *, local_rank: int = 0, reward_tokens: dict[str, str
         raise ConfigError(str(exc)) from None
     require_wandb(cfg.wandb_project)
     prompts = load_prompts(cfg.dataset, cfg.dataset_file)
-    eval_prompts = load_prompts(cfg.eval_dataset, cfg.eval_dataset_file) if cfg.eval_every else []
+    eval_prompts = load_prompts(cfg.eval_dataset, cfg.eval_dataset_file, "held-out") if cfg.eval_every else []
     use_cuda = cfg.device == "cuda" or (cfg.device == "auto" and torch.cuda.is_available())
     if use_cuda:
         torch.cuda.set_device(local_rank)
