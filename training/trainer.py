@@ -11,7 +11,8 @@ One iteration, on every rank for its share of the prompts:
    clips go to the reward as soon as they are decoded and are scored in the background
    (training/reward_runner.py) while the next group samples, and step 2 waits for what is left;
 3. advantages per prompt group over eligible rewards (``training.grpo.group_advantages``); with
-   ``rollout_videos_every``, the iteration's clips go to mp4 in a background thread (training/videos.py);
+   ``rollout_videos_every``, the iteration's clips go to mp4 in a background thread (training/rollout_log.py,
+   training/videos.py);
 4. update (training/update.py): ``inner_epochs`` passes over (group, SDE step, micro-batch of samples)
    items in a seeded random order, ``loss = clipped GRPO + beta * mu-KL`` on each, through DeepSpeed,
    which accumulates ``gradient_accumulation_steps`` micro-batches per optimizer step;
@@ -59,7 +60,6 @@ import numpy as np
 import torch
 import torch.distributed as dist
 
-from evals.diversity import d_prompt, d_prompt_frames
 from policy.rollout import Rollout, RolloutConfig, cat_rollouts, rollout
 from policy.steps import likelihood_steps
 from policy.world_model import Conditioning, FlowWorldModel
@@ -88,9 +88,9 @@ from training.provenance import record_scoring
 from training.resume import plan_resume, state_layout, write_layout
 from training.reward_outcome import RewardOutcome
 from training.reward_runner import RewardRunner, merge_outcomes
+from training.rollout_log import diversity, reward_items, submit_rollout_videos
 from training.run_dir import prepare_output_dir
 from training.update import Group, chunk, rollout_config, update_policy
-from training.videos import rollout_video_name, write_samples
 from training.wandb_log import require_wandb
 
 
@@ -287,11 +287,8 @@ def train(cfg: TrainConfig, *, local_rank: int = 0, reward_tokens: dict[str, str
             g.advantages = adv[gi * group:(gi + 1) * group].to(device)
             g.valid = valid[gi * group:(gi + 1) * group].to(device)
         t2 = time.perf_counter()
-        videos = None  # rollout_videos_every: written in the background while the update runs
-        if cfg.rollout_videos_every and (it + 1) % cfg.rollout_videos_every == 0:
-            clips = [(rollout_video_name(it + 1, rank, gi, s), clip) for gi, g in enumerate(groups)
-                     for s, clip in enumerate(g.frames)]
-            videos = video_writer.submit(write_samples, out_dir, clips, cfg.fps, f"iteration {it + 1}'s rollout videos")
+        # rollout_videos_every (training/rollout_log.py): written in the background while the update runs
+        videos = submit_rollout_videos(video_writer, out_dir, groups, cfg, it + 1, rank)
 
         # -- 4. update (training/update.py) -----------------------------------------------------
         lr = float(engine.get_lr()[0])  # the rate of this iteration's first optimizer step
@@ -310,20 +307,13 @@ def train(cfg: TrainConfig, *, local_rank: int = 0, reward_tokens: dict[str, str
             "item_counts": upd.item_counts, "grad_norms": upd.grad_norms, "mask_flip_fraction": upd.mask_flips,
             "mask_flip_counts": upd.mask_flip_counts,
             "mask_mean": [float(r.mask_mean.float().mean()) for g in groups for r in g.rollout.steps],
-            "diversity": [d_prompt(g.rollout.latents) for g in groups],
-            "diversity_frames": [d_prompt_frames(g.frames) for g in groups],
+            **diversity(groups),
             "seconds_rollout": t1 - t0, "seconds_reward": t2 - t1, "seconds_update": t3 - t2,
             "update_skipped": upd.skipped, "nonfinite_ignored": upd.nonfinite_ignored,
             "lr": lr,
             "ineligible_items": [(texts[i], outcome.reasons[i] or "ineligible")
                                  for i, r in enumerate(outcome.rewards) if r is None],
-            "reward_items": [{"rank": rank, "group": gi, "sample": i % group, "prompt": texts[i],
-                              "reward": outcome.rewards[i], "run_id": outcome.run_ids[i],
-                              "advantage": float(adv[i]) if bool(valid[i]) else None,
-                              **({"video": names[i]} if names is not None else {}),
-                              **({"components": {k: v[i] for k, v in outcome.components.items()}}
-                                 if outcome.components else {})}
-                             for i, gi in enumerate(group_ids)],
+            "reward_items": reward_items(outcome, texts, group_ids, group, rank, adv, valid, names),
             "components": outcome.components, "usage": outcome.usage,
         }
         parts = gather(local)
