@@ -160,3 +160,36 @@ def test_a_training_run_keeps_a_diverged_rollout_out_of_its_rewards(tmp_path):
     assert [it["reward"] is None for it in items] == [s == 1 for s in (it["sample"] for it in items)]
     why = [json.loads(x) for x in (out / "ineligible.jsonl").read_text().splitlines()]
     assert len(why) == 2 and all("rollout diverged: its latents hold NaN" in w["reason"] for w in why)
+
+
+def _group(latents: torch.Tensor, frames: np.ndarray):
+    from types import SimpleNamespace
+
+    from training.update import Group
+
+    return Group(cond=None, rollout=SimpleNamespace(latents=latents), frames=frames, text="x")
+
+
+def test_diversity_leaves_the_diverged_rollouts_out():
+    """D_prompt of a group is over its finite rollouts; a group with fewer than 2 has no value (it used to be
+    NaN from the latents, and the frame distance counted the black placeholder)."""
+    from evals.diversity import d_prompt, d_prompt_frames
+    from training.rollout_log import diversity
+
+    rng = np.random.default_rng(0)
+    z = _latents()  # rows 1 (nan) and 2 (inf) diverged
+    frames = rng.integers(1, 256, size=(3, 2, 4, 4, 3), dtype=np.uint8)
+    frames[1:] = 0  # decode_group's placeholders
+    z4 = torch.randn(4, 16, 2, 4, 4, generator=torch.Generator().manual_seed(1))
+    z4[2] = float("nan")
+    frames4 = rng.integers(0, 256, size=(4, 2, 4, 4, 3), dtype=np.uint8)
+    frames4[2] = 0
+    kinds = [None, "nan", "inf"] + [None, None, "nan", None]
+    out = diversity([_group(z, frames), _group(z4, frames4)], kinds)
+    keep = [0, 1, 3]
+    assert out["diversity"] == [pytest.approx(d_prompt(z4[keep]))]  # group 0 has one finite rollout: no value
+    assert out["diversity_frames"] == [pytest.approx(d_prompt_frames(frames4[keep]))]
+    whole = diversity([_group(z4[keep], frames4[keep])], [None] * 3)  # nothing diverged: every rollout counts
+    assert whole == {"diversity": out["diversity"], "diversity_frames": out["diversity_frames"]}
+    with pytest.raises(ValueError, match="2 diverged flags for 3 rollouts"):
+        diversity([_group(z, frames)], [None, None])

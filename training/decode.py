@@ -5,8 +5,8 @@
 
 Decision where the issue was silent: a rollout whose latents hold NaN or inf (`policy.vae.nonfinite_kinds`)
 used to decode to frames (NaN became black pixels) that the reward scored like any other video. Such a clip
-is not decoded: its frames are zeros of the clip's shape (so the group's arrays stay aligned for the
-diversity metrics and the rollout videos) and :func:`decode_group` returns its kind ("nan" / "inf").
+is not decoded: its frames are zeros of the clip's shape (so the group's arrays stay aligned; the
+diversity metrics and the rollout videos leave such clips out: training/rollout_log.py) and :func:`decode_group` returns its kind ("nan" / "inf").
 The trainer passes the kinds to `training.reward_runner.RewardRunner.submit`, which never shows those
 clips to the reward and makes them ineligible (counted as ``ineligible_nan`` / ``ineligible_inf``, with
 a reason saying the rollout diverged): no advantage, so they stay out of the update (training/update.py),

@@ -21,7 +21,8 @@ number of those samples; the five lines above weigh each micro-batch by it, so t
 items, as the objective is (with uneven micro-batches a plain mean of micro-batch means would not be).
 * ``mask_mean`` -- mean of the dynamic mask M over SDE steps (r_base <= M <= 1).
 * ``rollout_diversity`` / ``rollout_diversity_frames`` -- D_prompt per prompt (latent L2 / frame
-  space), averaged over prompts.
+  space), averaged over prompts; over each group's rollouts that did not diverge (NaN / inf latents), a
+  group with fewer than 2 of them left out (training/rollout_log.py).
 * ``seconds_rollout`` / ``seconds_reward`` / ``seconds_update`` -- wall time of each phase on rank 0;
   with ``reward_overlap: groups`` rewards are scored during the rollouts and ``seconds_reward`` is the
   wait for them after the last rollout.

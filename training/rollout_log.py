@@ -1,9 +1,19 @@
 """What training/trainer.py records about an iteration's rollouts, beside the update: the rollout videos
 (``rollout_videos_every``, written by training/videos.py), the diversity metrics (evals/diversity.py) and
-the per-rollout rewards.jsonl rows (training/metrics.py writes them)."""
+the per-rollout rewards.jsonl rows (training/metrics.py writes them).
+
+Decisions where the issue was silent, for a diverged rollout (NaN / inf latents: training/decode.py leaves
+its frames black and the reward never scores it):
+
+* ``diversity`` / ``diversity_frames`` are D_prompt over the group's rollouts that did not diverge (its
+  latents would make the latent distance NaN or inf, and its black placeholder frames are no video the
+  policy made). A group with fewer than 2 of them has no value (the pairwise mean is undefined) and is
+  left out of the iteration's mean, which is null in metrics.jsonl when no group on any rank has one.
+"""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
@@ -29,10 +39,24 @@ def submit_rollout_videos(writer: ThreadPoolExecutor, out_dir: Path, groups: lis
     return writer.submit(write_samples, out_dir, clips, cfg.fps, f"iteration {iteration}'s rollout videos")
 
 
-def diversity(groups: list[Group]) -> dict[str, list[float]]:
-    """D_prompt per group, in latent space (``diversity``) and frame space (``diversity_frames``)."""
-    return {"diversity": [d_prompt(g.rollout.latents) for g in groups],
-            "diversity_frames": [d_prompt_frames(g.frames) for g in groups]}
+def diversity(groups: list[Group], diverged: Sequence[str | None]) -> dict[str, list[float]]:
+    """D_prompt per group, in latent space (``diversity``) and frame space (``diversity_frames``), over the
+    group's rollouts whose ``diverged`` kind (per clip, in group order) is None; a group with fewer than 2
+    of them has no entry (module docstring)."""
+    if sum(len(g.frames) for g in groups) != len(diverged):
+        raise ValueError(f"diversity: {len(diverged)} diverged flags for {sum(len(g.frames) for g in groups)} "
+                         "rollouts")
+    out: dict[str, list[float]] = {"diversity": [], "diversity_frames": []}
+    first = 0
+    for g in groups:
+        size = len(g.frames)
+        keep = [s for s in range(size) if diverged[first + s] is None]
+        first += size
+        if len(keep) < 2:
+            continue
+        out["diversity"].append(d_prompt(g.rollout.latents[keep]))
+        out["diversity_frames"].append(d_prompt_frames(g.frames[keep]))
+    return out
 
 
 def reward_items(outcome: RewardOutcome, texts: list[str], group_ids: list[int], group: int, rank: int,

@@ -307,7 +307,7 @@ def train(cfg: TrainConfig, *, local_rank: int = 0, reward_tokens: dict[str, str
             "item_counts": upd.item_counts, "grad_norms": upd.grad_norms, "mask_flip_fraction": upd.mask_flips,
             "mask_flip_counts": upd.mask_flip_counts,
             "mask_mean": [float(r.mask_mean.float().mean()) for g in groups for r in g.rollout.steps],
-            **diversity(groups),
+            **diversity(groups, unscored),  # over the rollouts that did not diverge
             "seconds_rollout": t1 - t0, "seconds_reward": t2 - t1, "seconds_update": t3 - t2,
             "update_skipped": upd.skipped, "nonfinite_ignored": upd.nonfinite_ignored,
             "lr": lr,
