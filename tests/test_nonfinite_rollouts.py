@@ -193,3 +193,34 @@ def test_diversity_leaves_the_diverged_rollouts_out():
     assert whole == {"diversity": out["diversity"], "diversity_frames": out["diversity_frames"]}
     with pytest.raises(ValueError, match="2 diverged flags for 3 rollouts"):
         diversity([_group(z, frames)], [None, None])
+
+
+def test_a_training_run_writes_no_video_and_no_diversity_for_a_diverged_rollout(tmp_path):
+    """rollout_videos_every with a diverged rollout per group: its rewards.jsonl row names no video and says
+    why (it used to be written as a black mp4), and the diversity metrics come from the finite rollouts (they
+    used to be null: the NaN latents made the group's D_prompt NaN)."""
+    import json
+    import os
+    import subprocess
+    import sys
+
+    out = tmp_path / "run"
+    env = {k: v for k, v in os.environ.items() if k not in ("RANK", "WORLD_SIZE", "LOCAL_RANK")}
+    cmd = [sys.executable, "-c", DIVERGING_RUN, "--config", str(SMOKE), "--output_dir", str(out), "--progress",
+           "false", "--tensorboard", "false", "--max_iterations", "1", "--num_steps", "2", "--sde_window", "[0, 1]",
+           "--export", "none", "--rollout_videos_every", "1"]
+    proc = subprocess.run(cmd, cwd=SMOKE.parents[2], env={**env, "OMP_NUM_THREADS": "1"}, capture_output=True,
+                          text=True, timeout=600)
+    assert proc.returncode == 0, proc.stderr[-4000:]
+    row = json.loads((out / "metrics.jsonl").read_text().splitlines()[0])
+    assert row["ineligible_nan"] == 2
+    assert row["rollout_diversity"] is not None and row["rollout_diversity"] > 0
+    assert 0 < row["rollout_diversity_frames"] < 1
+    items = [json.loads(x) for x in (out / "rewards.jsonl").read_text().splitlines()]
+    diverged = [it for it in items if it["sample"] == 1]
+    assert len(diverged) == 2 and all(it["reward"] is None and it["video"] is None for it in diverged)
+    assert all(it["video_skipped"] == "rollout diverged: its latents hold NaN; no video written" for it in diverged)
+    written = [it for it in items if it["sample"] != 1]
+    assert all(it["video"] and "video_skipped" not in it for it in written)
+    assert sorted(p.name for p in (out / "rollout_videos" / "iter_000001").iterdir()) == sorted(
+        Path(it["video"]).name for it in written)

@@ -9,6 +9,9 @@ its frames black and the reward never scores it):
   latents would make the latent distance NaN or inf, and its black placeholder frames are no video the
   policy made). A group with fewer than 2 of them has no value (the pairwise mean is undefined) and is
   left out of the iteration's mean, which is null in metrics.jsonl when no group on any rank has one.
+* No video is written for it (a black mp4 would pass for something the policy generated): its
+  rewards.jsonl row has ``video: null`` and ``video_skipped`` saying why. Only rows of an iteration that
+  writes videos have either field.
 """
 
 from __future__ import annotations
@@ -18,6 +21,7 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import torch
 
 from evals.diversity import d_prompt, d_prompt_frames
@@ -27,16 +31,25 @@ from training.update import Group
 from training.videos import rollout_video_name, write_samples
 
 
+def _write_some(out_dir: Path, clips: list[tuple[str, np.ndarray] | None], fps: float, what: str) -> list[str | None]:
+    """`write_samples` of the clips that are not None; per clip its name, None for one not written."""
+    names = iter(write_samples(out_dir, [c for c in clips if c is not None], fps, what))
+    return [None if c is None else next(names) for c in clips]
+
+
 def submit_rollout_videos(writer: ThreadPoolExecutor, out_dir: Path, groups: list[Group], cfg: TrainConfig,
-                          iteration: int, rank: int) -> Future[list[str | None]] | None:
+                          iteration: int, rank: int,
+                          diverged: Sequence[str | None]) -> Future[list[str | None]] | None:
     """With ``rollout_videos_every`` and ``iteration`` on its schedule, the groups' clips written to mp4 on
-    ``writer`` (in the background while the update runs); the future holds each clip's name or None. None
-    when the iteration writes no videos."""
+    ``writer`` (in the background while the update runs); the future holds each clip's name or None. A clip
+    whose ``diverged`` kind (per clip, in group order) is set is not written (module docstring). None when
+    the iteration writes no videos."""
     if not (cfg.rollout_videos_every and iteration % cfg.rollout_videos_every == 0):
         return None
     clips = [(rollout_video_name(iteration, rank, gi, s), clip) for gi, g in enumerate(groups)
              for s, clip in enumerate(g.frames)]
-    return writer.submit(write_samples, out_dir, clips, cfg.fps, f"iteration {iteration}'s rollout videos")
+    kept = [None if kind else clip for clip, kind in zip(clips, diverged, strict=True)]
+    return writer.submit(_write_some, out_dir, kept, cfg.fps, f"iteration {iteration}'s rollout videos")
 
 
 def diversity(groups: list[Group], diverged: Sequence[str | None]) -> dict[str, list[float]]:
@@ -59,14 +72,24 @@ def diversity(groups: list[Group], diverged: Sequence[str | None]) -> dict[str, 
     return out
 
 
+def video_skipped(kind: str | None) -> str | None:
+    """Why a rollout of kind ``kind`` ("nan" / "inf", None: it did not diverge) has no video."""
+    if kind is None:
+        return None
+    return f"rollout diverged: its latents hold {'NaN' if kind == 'nan' else 'inf'}; no video written"
+
+
 def reward_items(outcome: RewardOutcome, texts: list[str], group_ids: list[int], group: int, rank: int,
-                 adv: torch.Tensor, valid: torch.Tensor, names: list[str | None] | None) -> list[dict[str, Any]]:
+                 adv: torch.Tensor, valid: torch.Tensor, names: list[str | None] | None,
+                 diverged: Sequence[str | None]) -> list[dict[str, Any]]:
     """One rewards.jsonl row per rollout of this rank: where it sits, its reward, its advantage (None when it
-    did not update), its video's name when the iteration wrote videos, its reward components if any."""
+    did not update), its video's name when the iteration wrote videos (with ``video_skipped`` for a
+    ``diverged`` one: module docstring), its reward components if any."""
     return [{"rank": rank, "group": gi, "sample": i % group, "prompt": texts[i],
              "reward": outcome.rewards[i], "run_id": outcome.run_ids[i],
              "advantage": float(adv[i]) if bool(valid[i]) else None,
              **({"video": names[i]} if names is not None else {}),
+             **({"video_skipped": video_skipped(diverged[i])} if names is not None and diverged[i] else {}),
              **({"components": {k: v[i] for k, v in outcome.components.items()}}
                 if outcome.components else {})}
             for i, gi in enumerate(group_ids)]

@@ -12,7 +12,7 @@ One iteration, on every rank for its share of the prompts:
    (training/reward_runner.py) while the next group samples, and step 2 waits for what is left;
 3. advantages per prompt group over eligible rewards (``training.grpo.group_advantages``); with
    ``rollout_videos_every``, the iteration's clips go to mp4 in a background thread (training/rollout_log.py,
-   training/videos.py);
+   training/videos.py), except the diverged ones;
 4. update (training/update.py): ``inner_epochs`` passes over (group, SDE step, micro-batch of samples)
    items in a seeded random order, ``loss = clipped GRPO + beta * mu-KL`` on each, through DeepSpeed,
    which accumulates ``gradient_accumulation_steps`` micro-batches per optimizer step;
@@ -288,7 +288,7 @@ def train(cfg: TrainConfig, *, local_rank: int = 0, reward_tokens: dict[str, str
             g.valid = valid[gi * group:(gi + 1) * group].to(device)
         t2 = time.perf_counter()
         # rollout_videos_every (training/rollout_log.py): written in the background while the update runs
-        videos = submit_rollout_videos(video_writer, out_dir, groups, cfg, it + 1, rank)
+        videos = submit_rollout_videos(video_writer, out_dir, groups, cfg, it + 1, rank, unscored)
 
         # -- 4. update (training/update.py) -----------------------------------------------------
         lr = float(engine.get_lr()[0])  # the rate of this iteration's first optimizer step
@@ -313,7 +313,7 @@ def train(cfg: TrainConfig, *, local_rank: int = 0, reward_tokens: dict[str, str
             "lr": lr,
             "ineligible_items": [(texts[i], outcome.reasons[i] or "ineligible")
                                  for i, r in enumerate(outcome.rewards) if r is None],
-            "reward_items": reward_items(outcome, texts, group_ids, group, rank, adv, valid, names),
+            "reward_items": reward_items(outcome, texts, group_ids, group, rank, adv, valid, names, unscored),
             "components": outcome.components, "usage": outcome.usage,
         }
         parts = gather(local)

@@ -6,7 +6,8 @@
 * Training rollouts (``rollout_videos_every: N``, training/trainer.py): every N-th iteration each rank
   writes its groups to ``OUTPUT_DIR/rollout_videos/iter_NNNNNN/rR_gG_sSS.mp4`` (rank, its prompt group,
   sample), named in that iteration's rewards.jsonl lines with the reward and advantage, so a group's
-  clips can be compared with the rewards that ranked them.
+  clips can be compared with the rewards that ranked them. A diverged rollout (NaN / inf latents) gets no
+  file: its line has ``video: null`` and ``video_skipped`` (training/rollout_log.py).
 
 Decision where the issues were silent: a video that cannot be written (disk full, permissions, the
 encoder failing: any of PyAV's ``FFmpegError``, not all of which are OSError or ValueError) is reported once per batch on stderr and logged as ``video: null``; the rewards still count and training
