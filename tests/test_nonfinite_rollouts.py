@@ -104,7 +104,7 @@ def test_a_diverged_held_out_sample_is_ineligible_and_not_scored(monkeypatch):
 
     def sample(model, cond, *args):
         frames = real(model, cond, *args)
-        if args[-2] == ev.derive_seed(cfg.seed, 0, 1):  # prompt 0, sample 1 diverges
+        if args[-2] == ev.sample_seed(cfg.seed, 0, 1):  # prompt 0, sample 1 diverges
             raise NonFiniteLatentsError(["nan"])
         return frames
 
