@@ -23,7 +23,7 @@ Decisions where the issue was silent:
   more open file per call, towards the process limit).
 - The default checkpointer is a SqliteSaver at `settings.traces_path` with async methods, so `ainvoke`
   (used by `ascore_videos`) works with it: reads and writes run in a worker thread, so a database
-  locked by another process (a wait of up to sqlite3's 5 s busy timeout) never stalls the event loop
+  locked by another process (a wait of up to `graph.stores.TRACE_WAIT_S`) never stalls the event loop
   that all runs share. With the default durability ("exit") that is one hop per run: no difference
   in benchmarks/agent_overhead.py (three interleaved pairs, 2.99-3.22 inline vs 2.99-3.06). With
   durability "async" (a checkpoint per step) the hops cost ~10 ms of wall time per full-preset run on
@@ -71,6 +71,7 @@ from graph.routes import RouteStep, expected_nodes, max_supersteps, node_routes,
 from graph.state import AgentInput, AgentState
 from graph.stores import (
     TRACE_TABLES,
+    TRACE_WAIT_S,
     connect_wal,
     ensure_parent,
     refuse_other_database,
@@ -244,7 +245,7 @@ def default_checkpointer(path: str | Path):
 
     with store_errors(path, "trace database", "RAA_TRACES_PATH"):
         ensure_parent(path)
-        saver = LocalSqliteSaver(connect_wal(path), serde=traces_serde())
+        saver = LocalSqliteSaver(connect_wal(path, timeout=TRACE_WAIT_S), serde=traces_serde())
         refuse_other_database(saver.conn, "trace database", TRACE_TABLES)
         retry_locked(saver.conn, saver.setup)  # tables: another process may be creating them too
     return saver

@@ -41,6 +41,7 @@ import sqlite3
 import threading
 from typing import Any
 
+from graph.stores import TRACE_WAIT_S
 from tools.procstat import STARTTIME, read_stat_field
 
 CLAIMS_TABLE = "raa_run_claims"
@@ -49,7 +50,7 @@ _CREATE = (f"CREATE TABLE IF NOT EXISTS {CLAIMS_TABLE} (thread_id TEXT PRIMARY K
 STARTS_TABLE = "raa_run_claim_starts"
 _CREATE_STARTS = (f"CREATE TABLE IF NOT EXISTS {STARTS_TABLE} (thread_id TEXT PRIMARY KEY, host TEXT NOT NULL, "
                   "pid INTEGER NOT NULL, started INTEGER NOT NULL)")
-WAIT_S = 30.0
+WAIT_S = TRACE_WAIT_S
 """How long a claim waits for another process's write to the trace file (SQLite's busy timeout)."""
 
 

@@ -28,6 +28,10 @@ from pathlib import Path
 
 OPEN_WAIT_S = 30.0
 """How long `connect_wal` keeps retrying a database another process is setting up at the same time."""
+TRACE_WAIT_S = 30.0
+"""How long a write to the trace database (a run's checkpoint, its run-id claim) waits while another process
+holds the file's write lock (SQLite's busy timeout). SQLite's 5 s default made a finished run ineligible
+("database is locked") while another process wrote for longer: a fault of the file, not of the clip."""
 
 
 class StoreError(RuntimeError):
@@ -157,11 +161,11 @@ def _read_connection(uri: str, what: str, own: frozenset[str]) -> sqlite3.Connec
     return conn
 
 
-def connect_wal(path: str | Path, *, isolation_level: str | None = "") -> sqlite3.Connection:
+def connect_wal(path: str | Path, *, isolation_level: str | None = "", timeout: float = 5.0) -> sqlite3.Connection:
     """A connection to `path` in WAL mode (":memory:" stays in memory), the switch retried while another
     process holds the lock it needs (`retry_locked`). `isolation_level`: as `sqlite3.connect` ("" = its
-    default; None = autocommit)."""
-    conn = sqlite3.connect(str(path), check_same_thread=False, isolation_level=isolation_level, timeout=5.0)
+    default; None = autocommit); `timeout`: its busy timeout in seconds."""
+    conn = sqlite3.connect(str(path), check_same_thread=False, isolation_level=isolation_level, timeout=timeout)
 
     def wal() -> None:
         if str(path) != ":memory:":  # WAL: a commit appends to the log instead of an fsync per write

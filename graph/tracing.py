@@ -40,6 +40,7 @@ from pydantic import BaseModel
 from graph.stores import (
     TABLES_SQL,
     TRACE_TABLES,
+    TRACE_WAIT_S,
     check_tables,
     connect_read_only,
     ensure_parent,
@@ -116,7 +117,7 @@ async def open_async_saver(path: str | Path) -> AsyncIterator[AsyncSqliteSaver]:
 
     with store_errors(path, "trace database", "RAA_TRACES_PATH"):
         ensure_parent(path)
-        conn = await aiosqlite.connect(str(path))
+        conn = await aiosqlite.connect(str(path), timeout=TRACE_WAIT_S)
         try:
             check_tables([r[0] for r in await (await conn.execute(TABLES_SQL)).fetchall()], "trace database",
                          TRACE_TABLES)

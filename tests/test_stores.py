@@ -240,3 +240,25 @@ def test_another_database_is_refused_instead_of_filled(tmp_path):
 
     tables = {r[0] for r in sqlite3.connect(cache_file).execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
     assert tables == {"stage_cache"}  # nothing was added to it
+
+
+def test_trace_writers_wait_as_long_as_a_run_id_claim_for_another_process(tmp_path):
+    """A run's checkpoint (with durability "exit", its only one, written when the run ends) waited SQLite's
+    5 s default while another process held the trace file's write lock (a `raa prune --vacuum`, a burst of
+    writers): the finished run came back ineligible with "agent: OperationalError: database is locked", a
+    fault of the file and not of the clip, though its run-id claim had waited 30 s for the same lock. Every
+    connection that writes runs' checkpoints now waits as long as the claim."""
+    from graph.run_claims import WAIT_S
+
+    wanted = int(WAIT_S * 1000)
+    saver = default_checkpointer(tmp_path / "sync.sqlite")
+    try:
+        assert saver.conn.execute("PRAGMA busy_timeout").fetchone()[0] == wanted
+    finally:
+        saver.conn.close()
+
+    async def async_wait() -> int:
+        async with open_async_saver(tmp_path / "async.sqlite") as aio:
+            return (await (await aio.conn.execute("PRAGMA busy_timeout")).fetchone())[0]
+
+    assert asyncio.run(async_wait()) == wanted
