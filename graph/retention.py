@@ -17,11 +17,15 @@ of clips, so the database only grows. Decisions where no issue says:
   same file (`graph.run_claims`), so every run claimed by a live process is spared, whatever the criteria
   (and checked again just before deleting, for a run started meanwhile under a selected id).
 * SQLite reuses the pages freed by a delete, so the file stops growing but does not shrink; ``vacuum``
-  rewrites it to its new size. VACUUM needs the database to itself: while another process (a training
-  run, `raa score-batch`) has it open for writing it fails as a StoreError naming the file. ``--vacuum`` shrinks
-  the files its criteria name also when nothing matches now (`--keep N --vacuum` after a prune without it).
-  ``--vacuum`` alone (no criterion) is allowed, as it deletes nothing: it shrinks the trace database and the
-  stage cache without asking (`vacuum_only`); without any option the command still refuses.
+  rewrites it to its new size. VACUUM holds the file's write lock while it rewrites it: it fails as a
+  StoreError naming the file only when another process's write transaction keeps it waiting ``wait_s``;
+  a process that merely has the file open (a training run between checkpoints, `raa score-batch`) does
+  not stop it, and its writes wait meanwhile (up to `graph.stores.TRACE_WAIT_S`, then that run is
+  ineligible, "database is locked"). Hence ``--vacuum`` is for when no other process uses the file.
+  ``--vacuum`` shrinks the files its criteria name also when nothing matches now (`--keep N --vacuum` after
+  a prune without it). ``--vacuum`` alone (no criterion) is allowed, as it deletes nothing: it shrinks the
+  trace database and the stage cache without asking (`vacuum_only`); without any option the command still
+  refuses.
 * The stage cache has its own options, since its entries are shared by runs and no run criterion
   applies to them: ``--cache`` deletes every entry, ``--cache-before WHEN`` those stored before then
   (`stage_cache_entries`). Neither touches runs, and ``--before`` never touches the cache, so old
@@ -151,8 +155,8 @@ def delete_runs(path: str | Path, run_ids: Sequence[str]) -> int:
 
 
 def vacuum(path: str | Path, what: str, setting: str, *, wait_s: float = 5.0) -> None:
-    """Rewrite the SQLite file at `path` to its live size; StoreError when another connection keeps it busy
-    for `wait_s` seconds."""
+    """Rewrite the SQLite file at `path` to its live size; StoreError when another connection's write keeps it
+    waiting `wait_s` seconds (an idle one does not: see the module docstring)."""
     with store_errors(path, what, setting):
         conn = sqlite3.connect(str(path), timeout=wait_s, isolation_level=None)
         try:
