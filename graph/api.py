@@ -15,7 +15,8 @@ Decisions where the issue was silent:
 - A relative video path is made absolute (from the current folder) before the run, so the trace names the
   clip wherever `raa report` / `raa trace` later run (it recorded the path as typed, and a report made
   from another folder said "frames unavailable: video file not found"); `raa score-batch` and the
-  trainer resolve theirs too.
+  trainer resolve theirs too. A path that cannot be resolved (a symlink loop, a NUL byte) is only made
+  absolute: its run cannot read the clip and is that clip's ineligible result, not the group's error.
 - The run id (checkpoint thread id) is `run-<12 hex>` unless given; items of `ascore_videos` may be
   (video, instruction) tuples or dicts with "video", "instruction" and optional "run_id".
 - A run id that already has a trace in the agent's checkpointer is not re-run (the trace would mix
@@ -40,6 +41,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import os
 import threading
 import uuid
 from collections.abc import Iterable, Mapping
@@ -77,7 +79,12 @@ def _video(video: Any) -> str:
         hint = ("; write the frames to a file first: tools.video.write_video(path, frames, fps=16)"
                 if type(video).__name__ in ("ndarray", "Tensor") else "")
         raise TypeError(f"video must be a path (str or Path), got {type(video).__name__}{hint}")
-    return str(Path(video).resolve()) if str(video) else ""
+    if not str(video):
+        return ""
+    try:
+        return str(Path(video).resolve())
+    except (OSError, RuntimeError, ValueError):  # a symlink loop, a NUL byte: the run says why it cannot read it
+        return os.path.abspath(video)
 
 
 def _instruction(instruction: Any) -> str:

@@ -49,3 +49,28 @@ def test_the_python_api_records_the_absolute_clip_path(monkeypatch, tmp_path):
     assert one.status == two.status == "scored"
     for result in (one, two):
         assert read_trace(saver, result.run_id).values["video"] == str((tmp_path / "m.mp4").resolve())
+
+
+def test_a_path_that_cannot_be_resolved_is_that_clips_ineligible_result_not_the_groups_error(tmp_path):
+    """Making a path absolute resolved it on the filesystem: a clip behind a symlink loop (RuntimeError) or
+    with a NUL byte in its name (ValueError) made `ascore_videos` raise before any run, and every other
+    clip of the group lost its result. Such a clip is now kept as given (made absolute) and the run that
+    cannot open it is its own ineligible result with the reason."""
+    from graph_scripts import make_agent
+
+    from graph import AgentConfig, ascore_videos, score_video
+    from graph.testing import ScriptedChatModel
+
+    good = moving_square(tmp_path / "m.mp4")
+    (tmp_path / "loop_a").symlink_to(tmp_path / "loop_b")
+    (tmp_path / "loop_b").symlink_to(tmp_path / "loop_a")
+    looped, nul = str(tmp_path / "loop_a" / "clip.mp4"), str(tmp_path / "bad\x00.mp4")
+    agent, _ = make_agent("decomposed")
+    items = [(looped, INSTRUCTION), (str(good), INSTRUCTION), (nul, INSTRUCTION)]
+    results = asyncio.run(ascore_videos(items, AgentConfig(preset="decomposed"), agent=agent))
+    assert [r.status for r in results] == ["ineligible", "scored", "ineligible"]
+    assert looped in results[0].reasons[0] and "symbolic links" in results[0].reasons[0]
+    assert "null byte" in results[2].reasons[0]
+    single = score_video(looped, INSTRUCTION, AgentConfig(preset="decomposed"), checkpointer=False,
+                         model=ScriptedChatModel(full_script()))
+    assert single.status == "ineligible" and looped in single.reasons[0]
