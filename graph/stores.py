@@ -7,7 +7,8 @@ cache together. Turning a new file to WAL (and creating its tables) takes SQLite
 a process that loses that race gets SQLITE_BUSY ("database is locked") at once: SQLite returns it
 without waiting when waiting could deadlock, so the connection's busy timeout does not help. One of
 two training ranks stopped at start that way about one launch in five. The setup is retried (with
-jitter) for up to `OPEN_WAIT_S`; a lock held longer is still the StoreError below.
+jitter) for up to `OPEN_WAIT_S` (`retry_locked`; `aretry_locked` for the async trace saver that `raa
+score` and the `score-batch` workers open); a lock held longer is still the StoreError below.
 
 Decision where the issues were silent: a trace database or stage cache that is not a SQLite file,
 sits under a path that is not a folder, or cannot be created is a usage error of the command (the CLI
@@ -17,14 +18,16 @@ record its trace or reuse a stage output there, and the fix is the same for all 
 
 from __future__ import annotations
 
+import asyncio
 import os
 import random
 import sqlite3
 import time
 import warnings
-from collections.abc import Callable, Iterator
+from collections.abc import Awaitable, Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
 OPEN_WAIT_S = 30.0
 """How long `connect_wal` keeps retrying a database another process is setting up at the same time."""
@@ -189,8 +192,32 @@ def retry_locked(conn: sqlite3.Connection, step: Callable[[], None], wait_s: flo
             step()
             return
         except sqlite3.OperationalError as exc:
-            if ("locked" not in str(exc) and "busy" not in str(exc)) or time.monotonic() > deadline:
+            if not _worth_retrying(exc, deadline):
                 raise
             if conn.in_transaction:
                 conn.rollback()
-            time.sleep(0.02 + random.random() * 0.08)
+            time.sleep(_pause())
+
+
+async def aretry_locked(conn: Any, step: Callable[[], Awaitable[None]], wait_s: float = OPEN_WAIT_S) -> None:
+    """`retry_locked` for an aiosqlite connection `conn` and an async `step` (`AsyncSqliteSaver.setup`)."""
+    deadline = time.monotonic() + wait_s
+    while True:
+        try:
+            await step()
+            return
+        except sqlite3.OperationalError as exc:  # aiosqlite raises sqlite3's own errors
+            if not _worth_retrying(exc, deadline):
+                raise
+            if conn.in_transaction:
+                await conn.rollback()
+            await asyncio.sleep(_pause())
+
+
+def _worth_retrying(exc: sqlite3.OperationalError, deadline: float) -> bool:
+    return ("locked" in str(exc) or "busy" in str(exc)) and time.monotonic() <= deadline
+
+
+def _pause() -> float:
+    """A short random pause (s), so that processes racing for one lock do not keep colliding."""
+    return 0.02 + random.random() * 0.08

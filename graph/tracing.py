@@ -41,6 +41,7 @@ from graph.stores import (
     TABLES_SQL,
     TRACE_TABLES,
     TRACE_WAIT_S,
+    aretry_locked,
     check_tables,
     connect_read_only,
     ensure_parent,
@@ -122,7 +123,7 @@ async def open_async_saver(path: str | Path) -> AsyncIterator[AsyncSqliteSaver]:
             check_tables([r[0] for r in await (await conn.execute(TABLES_SQL)).fetchall()], "trace database",
                          TRACE_TABLES)
             saver = AsyncSqliteSaver(conn, serde=traces_serde())
-            await saver.setup()
+            await aretry_locked(conn, saver.setup)  # another process may be setting up the same new file
         except BaseException:
             await conn.close()
             raise

@@ -262,3 +262,38 @@ def test_trace_writers_wait_as_long_as_a_run_id_claim_for_another_process(tmp_pa
             return (await (await aio.conn.execute("PRAGMA busy_timeout")).fetchone())[0]
 
     assert asyncio.run(async_wait()) == wanted
+
+
+def test_async_trace_saver_waits_for_another_process_setting_up_the_same_new_file(tmp_path):
+    """`raa score-batch --processes N` workers open one new trace database together with `open_async_saver`.
+    While another process held the write lock of the file, not yet in WAL mode (creating its tables), the
+    setup got "database is locked" at once (SQLite skips the busy timeout where waiting could deadlock) and
+    the worker failed to start; `default_checkpointer` already retried. Now both do."""
+    import sqlite3
+    import threading
+
+    path = tmp_path / "traces.sqlite"
+    other = sqlite3.connect(str(path), isolation_level=None, check_same_thread=False)
+    other.execute("CREATE TABLE checkpoints (thread_id TEXT)")  # rollback-journal mode, as a new file is
+    other.execute("BEGIN IMMEDIATE")
+    other.execute("INSERT INTO checkpoints VALUES ('x')")  # the other process is setting the file up
+    done = threading.Event()
+
+    def finish() -> None:
+        done.wait(30)
+        other.execute("COMMIT")
+        other.close()
+
+    async def open_it() -> str:
+        loop = asyncio.get_running_loop()
+        loop.call_later(0.2, done.set)  # the other process finishes while this one waits
+        async with open_async_saver(path) as saver:
+            return (await (await saver.conn.execute("PRAGMA journal_mode")).fetchone())[0]
+
+    finisher = threading.Thread(target=finish)
+    finisher.start()
+    try:
+        assert asyncio.run(open_it()) == "wal"
+    finally:
+        done.set()
+        finisher.join()
