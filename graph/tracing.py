@@ -46,6 +46,7 @@ from graph.stores import (
     connect_read_only,
     ensure_parent,
     refuse_other_database,
+    retry_locked,
     store_errors,
 )
 
@@ -71,10 +72,10 @@ def open_saver(path: str | Path | None, *, read_only: bool = False) -> SqliteSav
         return _open_reader(target)
     with store_errors(target, "trace database", "RAA_TRACES_PATH"):
         ensure_parent(target)
-        conn = sqlite3.connect(target, check_same_thread=False)
+        conn = sqlite3.connect(target, check_same_thread=False, timeout=TRACE_WAIT_S)
         refuse_other_database(conn, "trace database", TRACE_TABLES)
         saver = SqliteSaver(conn, serde=traces_serde())
-        saver.setup()
+        retry_locked(conn, saver.setup)  # another process may be setting up the same new file
     return saver
 
 

@@ -264,11 +264,13 @@ def test_trace_writers_wait_as_long_as_a_run_id_claim_for_another_process(tmp_pa
     assert asyncio.run(async_wait()) == wanted
 
 
-def test_async_trace_saver_waits_for_another_process_setting_up_the_same_new_file(tmp_path):
+@pytest.mark.parametrize("opener", ["open_async_saver", "open_saver"])
+def test_trace_savers_wait_for_another_process_setting_up_the_same_new_file(tmp_path, opener):
     """`raa score-batch --processes N` workers open one new trace database together with `open_async_saver`.
     While another process held the write lock of the file, not yet in WAL mode (creating its tables), the
     setup got "database is locked" at once (SQLite skips the busy timeout where waiting could deadlock) and
-    the worker failed to start; `default_checkpointer` already retried. Now both do."""
+    the worker failed to start; `default_checkpointer` already retried. Now all do (`open_saver`: `raa doctor`
+    checking the trace database while a batch starts, `raa prune` deleting runs)."""
     import sqlite3
     import threading
 
@@ -287,8 +289,14 @@ def test_async_trace_saver_waits_for_another_process_setting_up_the_same_new_fil
     async def open_it() -> str:
         loop = asyncio.get_running_loop()
         loop.call_later(0.2, done.set)  # the other process finishes while this one waits
-        async with open_async_saver(path) as saver:
-            return (await (await saver.conn.execute("PRAGMA journal_mode")).fetchone())[0]
+        if opener == "open_saver":
+            saver = await asyncio.to_thread(open_saver, path)
+            try:
+                return saver.conn.execute("PRAGMA journal_mode").fetchone()[0]
+            finally:
+                saver.conn.close()
+        async with open_async_saver(path) as aio:
+            return (await (await aio.conn.execute("PRAGMA journal_mode")).fetchone())[0]
 
     finisher = threading.Thread(target=finish)
     finisher.start()
