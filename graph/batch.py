@@ -124,7 +124,7 @@ def read_manifest(manifest: Path, preset: str, draw: int = 0) -> list[dict[str, 
                 if not isinstance(path, str) or not path or not isinstance(instruction, str):
                     raise ValueError(manifest_row_error(row))
                 resolved = str((base / path).resolve())
-            except (ValueError, OSError) as exc:  # OSError / ValueError of resolve: a name no file can have
+            except (ValueError, OSError, RuntimeError) as exc:  # of resolve: a name no file can have, a symlink loop
                 error = f"manifest line {number}: {exc}"
         if error is not None:
             row, path, instruction = {}, bad_line_path(number), ""

@@ -74,3 +74,19 @@ def test_a_path_that_cannot_be_resolved_is_that_clips_ineligible_result_not_the_
     single = score_video(looped, INSTRUCTION, AgentConfig(preset="decomposed"), checkpointer=False,
                          model=ScriptedChatModel(full_script()))
     assert single.status == "ineligible" and looped in single.reasons[0]
+
+
+def test_a_manifest_path_in_a_symlink_loop_is_that_lines_error_not_the_batchs(tmp_path):
+    """score-batch's manifest reader: resolving a path in a symlink loop raises RuntimeError on Python < 3.13
+    (OSError after), which was not caught, so one such line stopped the whole batch."""
+    import json
+
+    from graph.batch import read_manifest
+
+    (tmp_path / "a.mp4").symlink_to(tmp_path / "b.mp4")
+    (tmp_path / "b.mp4").symlink_to(tmp_path / "a.mp4")
+    manifest = tmp_path / "m.jsonl"
+    manifest.write_text("\n".join(json.dumps({"path": p, "instruction": "x"}) for p in ("a.mp4", "ok.mp4")) + "\n")
+    items = read_manifest(manifest, "full")
+    assert items[0]["error"] is not None and "line 1" in items[0]["error"]
+    assert items[1]["error"] is None and items[1]["path"] == str(tmp_path / "ok.mp4")
