@@ -327,7 +327,10 @@ def serve_reward_command(
     max_body_mb: Annotated[float, typer.Option(min=0.001, help="Largest request body (MiB).")] = 2048.0,
     max_buffered_mb: Annotated[float | None, typer.Option(
         min=0.001, help="Request bodies held at once, until answered (MiB; default 2048, or --max-body-mb "
-                        "if larger); a request over it gets 503 busy.")] = None,
+                        "if larger); a request over it waits --busy-wait-s for room, then gets 503 busy.")] = None,
+    busy_wait_s: Annotated[float, typer.Option(
+        min=0.0, help="Seconds a request whose body does not fit --max-buffered-mb waits in line for room "
+                      "before its 503 (0: at once).")] = 300.0,
     keep_videos: Annotated[Path | None, typer.Option(help="Keep every request's clips here (for raa report "
                                                           "of training rewards); default: deleted.")] = None,
 ) -> None:
@@ -355,7 +358,7 @@ def serve_reward_command(
                               make_chat_model(settings), tools, frames)
     app = create_reward_app(agent, preset, token=token, max_concurrency=concurrency, max_items=max_items,
                             max_body_mb=max_body_mb, durability=settings.trace_durability, keep_videos=keep_videos,
-                            frames=frames, max_buffered_mb=max_buffered_mb,
+                            frames=frames, max_buffered_mb=max_buffered_mb, busy_wait_s=busy_wait_s,
                             info={"model": settings.model, "inspect_mode": settings.inspect_mode,
                                   "traces": settings.traces_path, "scoring": settings.scoring()})
     typer.echo(f"reward service: preset {preset}, traces in {settings.traces_path}; "

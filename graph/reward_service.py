@@ -35,11 +35,14 @@ Decisions where the issues were silent:
 - The request bodies held at once are bounded by `max_buffered_mb` (`raa serve-reward --max-buffered-mb`;
   default 2048 MiB, or `max_body_mb` when larger), as in the tool service (tools/service_budget.py): a
   body is held (with its parsed items) until its request is answered, so many trainer ranks posting
-  large batches could hold far more memory than the host has. A body that does not fit is a 503 "busy"
-  (a declared Content-Length before any byte is read), which the trainer's client retries with backoff
-  (`reward_options.retries`, `backoff_s`); a batch still refused when those run out is ineligible, counted
-  as an outage (`ineligible_error`), so size the bound for the batches all ranks post at once. Only the
-  raw bodies are counted: the parsed JSON holds about as much again.
+  large batches could hold far more memory than the host has. A body that does not fit (a declared
+  Content-Length, before any byte is read) waits in line for room up to `busy_wait_s`
+  (`raa serve-reward --busy-wait-s`, default 300 s: the trainer waits minutes for an answer anyway, and its
+  retries, `reward_options.retries`/`backoff_s`, last seconds while a request holds its body for minutes);
+  only then is it a 503 "busy", which the client retries; a batch still refused when those run out is
+  ineligible, counted as an outage (`ineligible_error`), so size the bound for the batches all ranks post at
+  once, and keep `busy_wait_s` below the client's `timeout_s`. Only the raw bodies are counted: the parsed
+  JSON holds about as much again.
 - Clips are written to a temporary folder for the runs and deleted when the request is answered (and
   dropped from the agent's frame cache, `FrameStore.forget`), unless the service keeps them
   (`keep_videos`, `raa serve-reward --keep-videos DIR`): then each request's clips stay in
@@ -63,7 +66,7 @@ import binascii
 import json
 import shutil
 import tempfile
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
@@ -75,7 +78,7 @@ from graph.api import arun_agent, ineligible_result, new_run_id
 from graph.frame_store import FrameStore
 from graph.settings import TraceDurability
 from tools.service import HTTPProblem, check_bearer, problem_response, read_body_limited
-from tools.service_budget import BodyBudget, buffered_limit_bytes
+from tools.service_budget import DEFAULT_REWARD_BUSY_WAIT_S, BodyBudget, Reservation, buffered_limit_bytes
 
 DISCONNECT_POLL_S = 1.0
 """How often a request in progress checks that its client is still connected."""
@@ -133,11 +136,13 @@ def _discard(folder: str, frames: FrameStore | None) -> None:
 def create_reward_app(agent: Any, preset: str, *, token: str | None = None, max_concurrency: int = 16,
                       max_items: int = 1024, max_body_mb: float = 2048.0, durability: TraceDurability = "exit",
                       info: dict[str, Any] | None = None, keep_videos: str | Path | None = None,
-                      frames: FrameStore | None = None, max_buffered_mb: float | None = None) -> FastAPI:
+                      frames: FrameStore | None = None, max_buffered_mb: float | None = None,
+                      busy_wait_s: float = DEFAULT_REWARD_BUSY_WAIT_S) -> FastAPI:
     """FastAPI app serving `agent` (a compiled reward agent for `preset`) on /v1/score (module docstring);
     `keep_videos`: a folder that keeps every request's clips (see the module docstring); `frames`: the
     agent's frame cache, from which a request's deleted clips are dropped; `max_buffered_mb`: the request
-    bodies held at once (None: 2048 MiB or `max_body_mb` if larger; ValueError below `max_body_mb`)."""
+    bodies held at once (None: 2048 MiB or `max_body_mb` if larger; ValueError below `max_body_mb`), for room
+    in which a body waits up to `busy_wait_s` before its 503."""
     if max_concurrency < 1 or max_items < 1 or max_body_mb <= 0:
         raise ValueError("max_concurrency and max_items must be >= 1 and max_body_mb > 0")
     if token:
@@ -145,7 +150,7 @@ def create_reward_app(agent: Any, preset: str, *, token: str | None = None, max_
 
         check_token_text(token, "the reward service token")
     limit = int(max_body_mb * 1024 * 1024)
-    bodies = BodyBudget(buffered_limit_bytes(max_buffered_mb, limit, "max_body_mb"))
+    bodies = BodyBudget(buffered_limit_bytes(max_buffered_mb, limit, "max_body_mb"), busy_wait_s)
     if keep_videos is not None:  # the clips' paths go into the traces: relative ones named nothing elsewhere
         keep_videos = Path(keep_videos).resolve()
     slots: dict[str, asyncio.Semaphore] = {}
@@ -192,12 +197,12 @@ def create_reward_app(agent: Any, preset: str, *, token: str | None = None, max_
     @app.post("/v1/score")
     async def score(request: Request) -> dict:
         check_bearer(request, token)
-        with bodies.reserve() as take:  # the body is held until the answer is ready (module docstring)
-            return await answer(request, take)
+        with bodies.reserve() as room:  # the body is held until the answer is ready (module docstring)
+            return await answer(request, room)
 
-    async def answer(request: Request, take: Callable[[int], None]) -> dict:
-        """The /v1/score answer, its body counted by `take` (a `BodyBudget` reservation)."""
-        body = await read_body_limited(request, limit, take)
+    async def answer(request: Request, room: Reservation) -> dict:
+        """The /v1/score answer, its body counted by `room` (a `BodyBudget` reservation)."""
+        body = await read_body_limited(request, limit, room)
         try:  # parsing, decoding and the clips' files stay off the event loop the runs share
             payload = await asyncio.to_thread(json.loads, body)
         except RecursionError as exc:  # JSON nested deeper than the parser goes: malformed, not a 500

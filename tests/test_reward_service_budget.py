@@ -7,11 +7,13 @@ from __future__ import annotations
 import asyncio
 import base64
 import threading
+import time
 
 import pytest
 from service_helpers import serve
 
 from graph.reward_service import create_reward_app
+from tools.service_budget import DEFAULT_REWARD_BUSY_WAIT_S
 
 
 def _body_of(kib: int) -> dict:
@@ -33,7 +35,7 @@ def test_a_body_past_the_buffered_limit_is_503_busy_until_the_held_ones_are_answ
         return RewardResult(status="scored", reward=0.5, run_id=run_id, preset=preset)
 
     monkeypatch.setattr(graph.reward_service, "arun_agent", fake_run)
-    app = create_reward_app(object(), "full", max_body_mb=1.0, max_buffered_mb=1.5)
+    app = create_reward_app(object(), "full", max_body_mb=1.0, max_buffered_mb=1.5, busy_wait_s=0)  # 503 at once
     body = _body_of(768)  # 0.75 MiB: two do not fit in 1.5 MiB
     first: dict = {}
     with serve(app) as url:
@@ -54,6 +56,47 @@ def test_a_body_past_the_buffered_limit_is_503_busy_until_the_held_ones_are_answ
         again = httpx.post(f"{url}/v1/score", json=body, timeout=20)  # released: it fits now
         assert again.status_code == 200, again.text
     assert app.state.bodies.held == 0
+
+
+def test_a_body_past_the_buffered_limit_waits_for_room_by_default(monkeypatch):
+    """A body that does not fit waits (by default minutes) for the held one's answer, then is scored: a 503 at
+    once outlasted the trainer's few seconds of retries and became an ineligible batch."""
+    import httpx
+
+    import graph.reward_service
+    from graph.schemas import RewardResult
+
+    entered, release = threading.Event(), threading.Event()
+
+    async def fake_run(agent, video, instruction, run_id, preset, *, durability="exit"):
+        entered.set()
+        await asyncio.to_thread(release.wait, 30)
+        return RewardResult(status="scored", reward=0.5, run_id=run_id, preset=preset)
+
+    monkeypatch.setattr(graph.reward_service, "arun_agent", fake_run)
+    app = create_reward_app(object(), "full", max_body_mb=1.0, max_buffered_mb=1.5)
+    assert app.state.bodies.wait_s == DEFAULT_REWARD_BUSY_WAIT_S
+    body = _body_of(768)  # 0.75 MiB: two do not fit in 1.5 MiB
+    answers: dict = {}
+    with serve(app) as url:
+        def post(name: str) -> None:
+            answers[name] = httpx.post(f"{url}/v1/score", json=body, timeout=60)
+
+        threads = [threading.Thread(target=post, args=(name,)) for name in ("first", "second")]
+        threads[0].start()
+        assert entered.wait(10)  # the first request's run holds its body
+        threads[1].start()
+        deadline = time.monotonic() + 20  # only ends a hang: the assertion is on the state reached
+        while app.state.bodies.waiting != 1:
+            assert time.monotonic() < deadline, "the second request never waited in line"
+            time.sleep(0.01)
+        assert "second" not in answers  # waiting, not refused
+        release.set()
+        for t in threads:
+            t.join(30)
+    assert [answers[n].status_code for n in ("first", "second")] == [200, 200], answers["second"].text
+    assert answers["second"].json()["results"][0]["reward"] == 0.5
+    assert app.state.bodies.held == 0 and app.state.bodies.waiting == 0
 
 
 def test_the_buffered_limit_is_at_least_one_body_of_the_largest_size():
@@ -87,3 +130,6 @@ def test_cli_max_buffered_mb(monkeypatch, tmp_path):
     ok = CliRunner().invoke(cli_app, [*base, "--max-buffered-mb", "512", "--max-body-mb", "64"])
     assert ok.exit_code == 0, ok.output
     assert seen["app"].state.bodies.limit == 512 * 2**20 and checks == [1]
+    assert seen["app"].state.bodies.wait_s == DEFAULT_REWARD_BUSY_WAIT_S
+    ok = CliRunner().invoke(cli_app, [*base, "--busy-wait-s", "0"])
+    assert ok.exit_code == 0 and seen["app"].state.bodies.wait_s == 0.0, ok.output

@@ -45,7 +45,10 @@ def serve_tools_command(
     max_upload_mb: Annotated[float, typer.Option(min=0.001, help="Largest request body (MiB).")] = 256.0,
     max_buffered_mb: Annotated[float | None, typer.Option(
         min=0.001, help="Request bodies held at once, waiting or computing (MiB; default 2048, or --max-upload-mb "
-                        "if larger); a request over it gets 503 busy.")] = None,
+                        "if larger); a request over it waits --busy-wait-s for room, then gets 503 busy.")] = None,
+    busy_wait_s: Annotated[float, typer.Option(
+        min=0.0, help="Seconds a request whose body does not fit --max-buffered-mb waits in line for room "
+                      "before its 503 (0: at once).")] = 60.0,
     cotracker_checkpoint: Annotated[Path | None, typer.Option(help="CoTracker3 offline checkpoint.")] = None,
     cotracker_hub_dir: Annotated[Path | None, typer.Option(help="Local co-tracker repo for torch.hub.")] = None,
     vjepa_model: Annotated[str | None, typer.Option(help="V-JEPA 2 hub id or local dir.")] = None,
@@ -83,5 +86,6 @@ def serve_tools_command(
         typer.echo(f"error: {exc}{hint}", err=True)
         raise typer.Exit(2) from exc
     app = create_app(settings, allowed_root, token=token, workers=workers, max_upload_mb=max_upload_mb,
-                     enable_surprise=surprise, tracker=tracker, scorer=scorer, max_buffered_mb=max_buffered_mb)
+                     enable_surprise=surprise, tracker=tracker, scorer=scorer, max_buffered_mb=max_buffered_mb,
+                     busy_wait_s=busy_wait_s)
     uvicorn.run(app, host=host, port=port, log_level="info")

@@ -21,7 +21,8 @@ holds tool/kind/message; any other exception of a request's work is one too, kin
 tool, since a bare 500 "Internal Server Error" kept the reason in the server's log and the client called it
 a transport fault; so are tracks that break the tracker contract, `tools.motion.base.tracks_problem`: wrong
 frame or query-point count, a query frame outside the frames, a non-finite position), 501 surprise not enabled on this service (``--no-surprise``), 503 too many requests
-in progress or too many request bytes held (``max_buffered_mb``, tools/service_budget.py) (499, never read, for a request skipped because its client disconnected while it waited).
+in progress or too many request bytes held (``max_buffered_mb``, after waiting ``busy_wait_s`` in line for room,
+tools/service_budget.py) (499, never read, for a request skipped because its client disconnected while it waited).
 Decisions where the issue was silent: "surprise not enabled" is a 501, not a 503: the client
 retries 503 as "busy", so a permanent answer was sent three times and reported as a transport fault. The work
 of each request (decode + model) runs in a thread under an ``anyio.CapacityLimiter`` of ``workers``
@@ -58,7 +59,15 @@ from fastapi.responses import JSONResponse
 from tools.errors import ToolFault
 from tools.motion import MotionTracker, build_tracker, summarize_tracks
 from tools.motion.base import MotionTracks, TrackQueryError, tracks_problem
-from tools.service_budget import DEFAULT_MAX_BUFFERED_MB, BodyBudget, buffered_limit_bytes
+from tools.service_budget import (
+    DEFAULT_MAX_BUFFERED_MB,
+    DEFAULT_TOOL_BUSY_WAIT_S,
+    BodyBudget,
+    Reservation,
+    body_chunks,
+    buffered_limit_bytes,
+    watch_disconnect,
+)
 from tools.service_frames import NPY_CONTENT_TYPE, NPY_MAGIC, HTTPProblem, decode_frames
 from tools.service_params import int_list, json_field, parse_json, short_side, track_options
 from tools.settings import ToolSettings, check_token_text
@@ -134,34 +143,35 @@ def problem_response(exc: HTTPProblem) -> JSONResponse:
     return JSONResponse({"detail": exc.detail, **exc.extra}, status_code=exc.status, headers=headers)
 
 
-async def read_body_limited(request: Request, limit: int, take: Callable[[int], None] | None = None) -> bytes:
-    """The whole request body, or 413 as soon as it exceeds ``limit`` bytes. ``take(n)`` (a
+async def read_body_limited(request: Request, limit: int, room: Reservation | None = None) -> bytes:
+    """The whole request body, or 413 as soon as it exceeds ``limit`` bytes. ``room`` (a
     `tools.service_budget.BodyBudget` reservation) is told of the bytes held: the declared length before
-    reading, then whatever the body holds beyond it; it raises to refuse them."""
+    reading (waiting in line for room, 499 if the client leaves meanwhile), then whatever the body holds
+    beyond it; it raises to refuse them."""
     declared = request.headers.get("content-length")
-    reserved = 0
+    reserved, early = 0, []
     if declared and declared.isdigit():
         if int(declared) > limit:
             raise HTTPProblem(413, f"request body of {int(declared)} bytes exceeds the limit of {limit} bytes")
-        if take is not None:
-            take(int(declared))
+        if room is not None:
+            await room.wait_take(int(declared), watch_disconnect(request.receive, early))
             reserved = int(declared)
     chunks, size = [], 0
-    async for chunk in request.stream():
+    async for chunk in body_chunks(early, request.stream()):
         size += len(chunk)
         if size > limit:
             raise HTTPProblem(413, f"request body exceeds the limit of {limit} bytes")
-        if take is not None and size > reserved:
-            take(size - reserved)
+        if room is not None and size > reserved:
+            room.take(size - reserved)
             reserved = size
         chunks.append(chunk)
     return b"".join(chunks)
 
 
 async def parse_request(request: Request, state: ServiceState,
-                        take: Callable[[int], None] | None = None) -> tuple[Path | bytes, dict]:
-    """Read a JSON or multipart request into (video source, parameters); ``take`` as in `read_body_limited`."""
-    body = await read_body_limited(request, state.max_upload_bytes, take)
+                        room: Reservation | None = None) -> tuple[Path | bytes, dict]:
+    """Read a JSON or multipart request into (video source, parameters); ``room`` as in `read_body_limited`."""
+    body = await read_body_limited(request, state.max_upload_bytes, room)
     ctype = request.headers.get("content-type", "").lower()  # media types are case-insensitive (RFC 9110)
     if ctype.startswith(NPY_CONTENT_TYPE):
         if not body:
@@ -245,13 +255,14 @@ def _surprise_job(state: ServiceState, src: Path | bytes, params: dict) -> dict:
 def create_app(settings: ToolSettings, allowed_root: str | Path, *, token: str | None = None, workers: int = 2,
                max_upload_mb: float = 256.0, enable_surprise: bool = True, tracker: MotionTracker | None = None,
                scorer: SurpriseScorer | None = None, max_pending: int | None = None,
-               max_buffered_mb: float | None = None) -> FastAPI:
+               max_buffered_mb: float | None = None, busy_wait_s: float = DEFAULT_TOOL_BUSY_WAIT_S) -> FastAPI:
     """Build the service. Models (``tracker``/``scorer`` if given, else from ``settings``) load at start-up.
 
     ``workers`` requests compute at once; up to ``max_pending`` (default ``max(64, 8 * workers)``) may be
     in progress (reading, waiting or computing), holding request bodies of at most ``max_buffered_mb`` in
-    all (default 2048 or ``max_upload_mb`` if larger; `tools.service_budget`); more get 503, which the
-    client retries with backoff.
+    all (default 2048 or ``max_upload_mb`` if larger; `tools.service_budget`): a body that does not fit waits
+    in line up to ``busy_wait_s`` (default 60 s) for room. More requests, or a body still not fitting, get 503,
+    which the client retries with backoff.
     """
     if workers < 1:
         raise ValueError("workers must be >= 1")
@@ -260,7 +271,7 @@ def create_app(settings: ToolSettings, allowed_root: str | Path, *, token: str |
     state = ServiceState(settings=settings, allowed_root=Path(allowed_root).resolve(), token=token or None,
                          workers=workers, max_upload_bytes=int(max_upload_mb * 1024 * 1024),
                          max_pending=max_pending or max(64, 8 * workers))
-    state.bodies = BodyBudget(buffered_limit_bytes(max_buffered_mb, state.max_upload_bytes))
+    state.bodies = BodyBudget(buffered_limit_bytes(max_buffered_mb, state.max_upload_bytes), busy_wait_s)
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
@@ -288,8 +299,8 @@ def create_app(settings: ToolSettings, allowed_root: str | Path, *, token: str |
             raise HTTPProblem(503, f"busy: {state.pending} requests in progress (limit {state.max_pending})")
         state.pending += 1  # the event loop is single-threaded: no await between check and increment
         try:
-            with state.bodies.reserve() as take:  # the body is held until the answer is ready
-                src, params = await parse_request(request, state, take)
+            with state.bodies.reserve() as room:  # the body is held until the answer is ready
+                src, params = await parse_request(request, state, room)
                 async with state.limiter:
                     if await request.is_disconnected():  # gave up while queued: nobody would read the answer
                         raise HTTPProblem(499, "the client disconnected before a worker was free; request skipped")
