@@ -133,3 +133,6 @@ def test_cli_max_buffered_mb(monkeypatch, tmp_path):
     assert seen["app"].state.bodies.wait_s == DEFAULT_REWARD_BUSY_WAIT_S
     ok = CliRunner().invoke(cli_app, [*base, "--busy-wait-s", "0"])
     assert ok.exit_code == 0 and seen["app"].state.bodies.wait_s == 0.0, ok.output
+    seen.clear()
+    nan = CliRunner().invoke(cli_app, [*base, "--busy-wait-s", "nan"])
+    assert nan.exit_code == 2 and "--busy-wait-s" in nan.output and checks == [1, 1] and not seen

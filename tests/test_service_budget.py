@@ -144,3 +144,5 @@ def test_cli_max_buffered_mb(monkeypatch, service_root):
     assert ok.exit_code == 0 and seen["app"].state.tools.bodies.wait_s == 5.0, ok.output
     bad = CliRunner().invoke(app, [*args, "--max-buffered-mb", "8", "--max-upload-mb", "16"])
     assert bad.exit_code == 2 and "max_buffered_mb" in bad.output and loads == [1, 1]
+    nan = CliRunner().invoke(app, [*args, "--busy-wait-s", "nan"])
+    assert nan.exit_code == 2 and "--busy-wait-s" in nan.output and loads == [1, 1]
