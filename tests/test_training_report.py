@@ -293,3 +293,16 @@ def test_a_resumed_iteration_counts_its_last_attempt_in_untrimmed_logs(tmp_path)
     assert [r["reason"] for r in files.ineligible] == ["fault 1", "fault 2", "fault 3 again"]
     assert [(r["sample"], r["reward"]) for r in files.rollouts] == [(0, 0.7), (1, 0.7)]
     assert "Ineligible rewards (3;" in render_training_report(run)
+
+
+def test_eval_rewards_rows_without_a_place_are_counted_apart_from_torn_lines(run):
+    """An eval_rewards.jsonl row whose prompt or sample is no integer was counted among the lines "not JSON:
+    being written, or torn", which it is not."""
+    with (run / "eval_rewards.jsonl").open("a") as fh:
+        fh.write(json.dumps({"iteration": 3, "prompt": None, "sample": 0, "reward": 0.5}) + "\n")
+        fh.write(json.dumps({"iteration": 3, "prompt": 0, "reward": 0.5}) + "\n")
+    files = read_run(run)
+    assert files.skipped_lines == 1  # the torn metrics.jsonl line only
+    html = render_training_report(run)
+    assert "1 (not JSON" in html
+    assert "eval_rewards.jsonl rows left out" in html and "2 whose prompt, sample or iteration" in html

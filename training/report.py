@@ -30,6 +30,8 @@ Decisions where the issue was silent:
 - The page is written through a temporary file renamed over it (also the comparison page): a page
   regenerated while a run goes on never replaces a good one with a cut one (a full disk, a kill).
 - The header names the model behind an agent reward (``reward_backbone.json``, training/provenance.py).
+- An eval_rewards.jsonl row whose prompt, sample or iteration is no integer is left out and counted apart from
+  the lines that are not JSON, with its own header line.
 - A sample the reward agent scored names its trace (``raa report RUN_ID`` shows the whole judgment).
 - A frame strip is ``frames`` uniformly spaced frames of the saved sample, side by side, as one JPEG;
   a sample whose video is missing or unreadable shows its reward and says so.
@@ -92,6 +94,8 @@ class RunFiles:
     """reward_backbone.json (training/provenance.py): the model behind an agent reward, None without it."""
     skipped_lines: int = 0
     """Lines that were not JSON objects (a line being written, a torn file)."""
+    unplaced_evals: int = 0
+    """eval_rewards.jsonl rows of the latest measurement whose prompt, sample or iteration is no integer."""
     left_out: list[str] = field(default_factory=list)
     """rewards.jsonl rows whose iteration, rank, group or sample is no integer, named (training/run_rows.py)."""
 
@@ -125,8 +129,8 @@ def read_run(run_dir: Path) -> RunFiles:
             continue
         try:
             key, iteration = (int(row["prompt"]), int(row["sample"])), int(row["iteration"])
-        except (KeyError, TypeError, ValueError):
-            files.skipped_lines += 1
+        except (KeyError, TypeError, ValueError):  # JSON, but not placeable: not a torn line
+            files.unplaced_evals += 1
             continue
         files.items.setdefault(key, {})[iteration] = row
     files.ineligible = last_attempt_ineligible(_lines(run_dir / "ineligible.jsonl", files), files.metrics)
@@ -179,6 +183,9 @@ def _header(files: RunFiles) -> str:
                       "(reward, prompts, samples, seed or sampler changed on a resume): not shown or compared"))
     if files.skipped_lines:
         facts.append(("lines skipped", f"{files.skipped_lines} (not JSON: being written, or torn)"))
+    if files.unplaced_evals:
+        facts.append(("eval_rewards.jsonl rows left out", f"{files.unplaced_evals} whose prompt, sample or iteration "
+                      "is missing or no integer"))
     if files.left_out:  # hand-edited rows: named, not a crash of the page (training/run_rows.py)
         facts.append(("rewards.jsonl rows left out", f"{len(files.left_out)} whose iteration, rank, group or sample "
                       "is no integer: " + "; ".join(files.left_out[:3]) + (" ..." if len(files.left_out) > 3 else "")))
