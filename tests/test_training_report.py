@@ -295,6 +295,33 @@ def test_a_resumed_iteration_counts_its_last_attempt_in_untrimmed_logs(tmp_path)
     assert "Ineligible rewards (3;" in render_training_report(run)
 
 
+def test_rollouts_without_a_video_show_as_rows_with_the_reason(run):
+    """A diverged rollout (``video: null``, ``video_skipped``, training/rollout_log.py) or one whose mp4 could not
+    be written (``video: null``) vanished from the rollouts table; an iteration whose videos were all skipped
+    was not shown at all (the table fell back to an older iteration)."""
+    from training.rollout_log import video_skipped
+
+    _clip(run / "rollout_videos" / "iter_000004" / "r0_g0_s00.mp4")
+    rows = [{"iteration": 4, "rank": 0, "group": 0, "sample": 0, "prompt": "lift", "reward": 0.8, "run_id": None,
+             "advantage": 0.7, "video": "rollout_videos/iter_000004/r0_g0_s00.mp4"},
+            {"iteration": 4, "rank": 0, "group": 0, "sample": 1, "prompt": "lift", "reward": None, "run_id": None,
+             "advantage": None, "video": None, "video_skipped": video_skipped("nan")},
+            {"iteration": 4, "rank": 0, "group": 1, "sample": 0, "prompt": "wipe", "reward": 0.4, "run_id": None,
+             "advantage": 0.0, "video": None}]  # its mp4 could not be written
+    with (run / "rewards.jsonl").open("a") as fh:
+        fh.writelines(json.dumps(r) + "\n" for r in rows)
+    assert [(r["group"], r["sample"]) for r in read_run(run).rollouts] == [(0, 0), (0, 1), (1, 0)]
+    rollouts = render_training_report(run).split('id="rollouts-table"')[1].split("</table>")[0]
+    assert rollouts.count("<tr>") == 3 and "rank 0 group 1" in rollouts  # header and both groups
+    assert rollouts.count('class="strip"') == 1 and rollouts.count("no video:") == 2
+    assert "rollout diverged: its latents hold NaN" in rollouts and "not written" in rollouts
+    everything_skipped = [{**r, "iteration": 5, "video": None, "video_skipped": video_skipped("inf")} for r in rows]
+    with (run / "rewards.jsonl").open("a") as fh:
+        fh.writelines(json.dumps(r) + "\n" for r in everything_skipped)
+    html = render_training_report(run)
+    assert "Training rollouts of iteration 5" in html and html.count("latents hold inf") == 3
+
+
 def test_eval_rewards_rows_without_a_place_are_counted_apart_from_torn_lines(run):
     """An eval_rewards.jsonl row whose prompt or sample is no integer was counted among the lines "not JSON:
     being written, or torn", which it is not."""

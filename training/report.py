@@ -30,6 +30,10 @@ Decisions where the issue was silent:
 - The page is written through a temporary file renamed over it (also the comparison page): a page
   regenerated while a run goes on never replaces a good one with a cut one (a full disk, a kill).
 - The header names the model behind an agent reward (``reward_backbone.json``, training/provenance.py).
+- The rollouts shown are those of the latest iteration that wrote videos (its rewards.jsonl rows carry a
+  ``video`` field, training/rollout_log.py), every one of them: a rollout without a clip (diverged, or its mp4
+  could not be written) shows its reward and "no video" with the reason, and an iteration whose clips were all
+  skipped is still that iteration (a table of an older one hid the divergence).
 - An eval_rewards.jsonl row whose prompt, sample or iteration is no integer is left out and counted apart from
   the lines that are not JSON, with its own header line.
 - A sample the reward agent scored names its trace (``raa report RUN_ID`` shows the whole judgment).
@@ -86,8 +90,8 @@ class RunFiles:
     ineligible: list[dict[str, Any]] = field(default_factory=list)
     """ineligible.jsonl lines (of each iteration's last attempt: `last_attempt_ineligible`)."""
     rollouts: list[dict[str, Any]] = field(default_factory=list)
-    """rewards.jsonl lines of the latest iteration whose rollouts were saved (``video`` set), of its last
-    attempt (`last_attempt_rollouts`)."""
+    """rewards.jsonl lines of the latest iteration that wrote rollout videos (``video`` there, a name or null),
+    of its last attempt (`last_attempt_rollouts`)."""
     config: dict[str, Any] = field(default_factory=dict)
     """config.yaml (the launch's resolved TrainConfig), {} without it."""
     reward_backbone: dict[str, Any] | None = None
@@ -135,7 +139,7 @@ def read_run(run_dir: Path) -> RunFiles:
         files.items.setdefault(key, {})[iteration] = row
     files.ineligible = last_attempt_ineligible(_lines(run_dir / "ineligible.jsonl", files), files.metrics)
     placed, files.left_out = placed_rollouts(_lines(run_dir / "rewards.jsonl", files))
-    saved = [r for r in last_attempt_rollouts(placed) if r.get("video") and isinstance(r.get("iteration"), int)]
+    saved = [r for r in last_attempt_rollouts(placed) if "video" in r and isinstance(r.get("iteration"), int)]
     if saved:
         latest = max(r["iteration"] for r in saved)
         files.rollouts = [r for r in saved if r["iteration"] == latest]
@@ -318,6 +322,8 @@ def _rollouts(files: RunFiles, frames: int) -> str:
     body = []
     for (rank, group), members in sorted(groups.items()):
         cells = [_cell(row, files.run_dir, frames, f"advantage {fmt(finite_or_none(row.get('advantage')), 2)}")
+                 + ("" if row.get("video") else "<br><span class=\"muted\">no video: "
+                    + esc(row.get("video_skipped") or "not written (the run's stderr says why)") + "</span>")
                  for row in sorted(members, key=lambda r: r.get("sample", 0))]
         body.append([f"<b>rank {rank} group {group}</b><br>{esc(members[0].get('prompt', ''))}", "<br>".join(cells)])
     iteration = files.rollouts[0]["iteration"]
