@@ -17,7 +17,8 @@ Decisions where the issue was silent:
 
 * The quantile in the mask is taken over the H*W positions of each (sample, frame); there
   ``B = 1[D > q]`` equals ``1[D > D_(floor(tau (n-1)) + 1)]`` exactly (no value of D lies strictly
-  between two consecutive order statistics), so the mask needs a single selection
+  between two consecutive order statistics; a ``tau (n-1)`` that is whole up to float rounding, e.g.
+  ``0.58 * 50``, counts as whole), so the mask needs a single selection
   (``policy.quantile.kth_smallest_last``; ``quantile_large`` there is the full linear quantile
   without torch.quantile's 16M-element limit).
 * Without an autograd graph the mask's small per-position fields (norm, min-max, combination)
@@ -168,6 +169,15 @@ def dynamic_mask(
     return dynamic_mask_parts(delta_x0, tau, r_base, overwrite=overwrite)[0]
 
 
+def _quantile_floor(tau: float, n: int) -> int:
+    """``floor(tau (n - 1))``, the order statistic below the tau-quantile of n values, where a product that is
+    whole up to float rounding counts as whole: ``0.58 * 50`` is ``28.999999999999996`` in floats, and its floor
+    28 would put order statistic 29 -- the quantile itself -- into ``B = 1[D > q]``."""
+    pos = float(tau) * (n - 1)
+    whole = round(pos)
+    return int(whole) if abs(pos - whole) <= 1e-12 * max(1.0, pos) else int(math.floor(pos))
+
+
 def dynamic_mask_parts(
     delta_x0: Tensor,
     tau: float,
@@ -208,7 +218,7 @@ def dynamic_mask_parts(
     # order statistics lo = D_(floor(p)) and hi = D_(floor(p)+1), p = tau (n - 1), and no value of
     # D lies strictly between them, so D > q <=> D > lo exactly (ties included): one selection.
     n = h * w
-    k = int(math.floor(float(tau) * (n - 1))) + 1
+    k = _quantile_floor(tau, n) + 1
     thr = kth_smallest_last(d.detach().reshape(b, f, n), k).view(b, 1, f, 1, 1)
     bin_mask = d.detach() > thr
     used = bin_mask if binary is None else binary.to(device=d.device, dtype=torch.bool)

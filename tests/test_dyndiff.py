@@ -10,6 +10,7 @@ import torch
 from policy.dyndiff import (
     DynDiffInputError,
     dynamic_mask,
+    dynamic_mask_parts,
     gaussian_log_prob,
     hybrid_step,
     predict_x0,
@@ -360,3 +361,21 @@ def test_transition_log_likelihood_hand_computed_with_mask_and_conditioning_fram
     # the constant terms alone: a sample at the mean has log p = -sum(log sn) - n/2 log 2 pi
     at_mean = gaussian_log_prob(mean, mean, std, weight_mask=cond)
     assert float(at_mean) == pytest.approx(-2 * math.log(0.15) - 2 * math.log(0.25) - 4 * c, abs=1e-5)
+
+
+def test_dynamic_mask_quantile_position_is_exact_when_tau_times_n_minus_1_is_whole():
+    """tau = 0.58 over n = 51 positions: the quantile sits exactly at order statistic 29 (0.58 * 50 = 29), but
+    the float product is 28.999999999999996; flooring that put order statistic 29 itself into B.
+    dX = [-1275, 1, 2, ..., 50] has mean 0 (1 + ... + 50 = 1275), so R = dX and ||R|| = [1275, 1, ..., 50];
+    D = (||R|| - 1) / 1274: position j >= 1 holds (j - 1) / 1274 (order statistic j - 1), position 0 holds 1.
+    q = D_(29) = 29 / 1274 at position 30, so B = 1 at positions 31..50 and 0: 21 positions, position 30 not."""
+    assert 0.58 * 50 < 29  # the float rounding this test is about
+    dx = torch.tensor([-1275.0] + [float(j) for j in range(1, 51)]).view(1, 1, 1, 1, 51)
+    r_base = 0.3
+    for grad in (False, True):
+        m, b = dynamic_mask_parts(dx.clone().requires_grad_(grad), tau=0.58, r_base=r_base)
+        want_b = [True] + [j >= 31 for j in range(1, 51)]
+        assert b.flatten().tolist() == want_b
+        d30 = 29 / 1274
+        assert float(m.flatten()[30]) == pytest.approx(r_base + (1 - r_base) * 0.5 * d30, abs=1e-6)
+        assert float(m.flatten()[31]) == pytest.approx(r_base + (1 - r_base) * (0.5 * 30 / 1274 + 0.5), abs=1e-6)
