@@ -16,6 +16,9 @@ Decisions where the issue was silent:
   `AgentConfig.from_preset(name, **overrides)` is the same thing spelled out.
 - Without the structured report (`direct`, or `structured=False`) every other module is off, and so are the
   switches a run records; a switch turned on explicitly next to it is refused (nothing would run it).
+- `nearby_extra` may lower the design's 16-frame allowance for long clips but not raise it (as
+  `max_repair_rounds` may not exceed 3): a larger value widened the access policy of a run still labelled
+  with a paper preset.
 - Caps must be whole numbers (an `int`, not a bool) and switches True, False or None: a float cap failed
   every run (observe_frames=10.5) or never ended a loop (max_tool_rounds=nan), and "no" read as True.
 """
@@ -115,7 +118,7 @@ class AgentConfig:
     """Audit repair rounds (at most 3)."""
     nearby_extra: int = NEARBY_EXTRA_LIMIT
     """Clips longer than 81 frames: extra frames beyond the initial sample that inspection may add (each a
-    frame the model asked for)."""
+    frame the model asked for); at most `NEARBY_EXTRA_LIMIT` (16), the design's allowance."""
     max_images_per_call: int = 48
     """Cap on images in one backbone request (keep below the server's --limit-mm-per-prompt); must be at
     least observe_frames and frame_budget (observe/assess and the inspect conversation send that many)."""
@@ -162,8 +165,8 @@ class AgentConfig:
                              "one call without them")
         if self.draw < 0:
             raise ValueError(f"draw must be >= 0, got {self.draw}")
-        if self.nearby_extra < 0:
-            raise ValueError(f"nearby_extra must be >= 0, got {self.nearby_extra}")
+        if not 0 <= self.nearby_extra <= NEARBY_EXTRA_LIMIT:  # DESIGN §3: at most 16, like max_repair_rounds
+            raise ValueError(f"nearby_extra must be in 0..{NEARBY_EXTRA_LIMIT}, got {self.nearby_extra}")
         # observe/assess send every sampled frame, and the inspect conversation carries every tool image
         # of the run: both must fit in one request, or the server refuses it (--limit-mm-per-prompt)
         for name in ("observe_frames", "frame_budget"):

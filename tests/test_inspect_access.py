@@ -3,7 +3,11 @@ on longer clips the initial sample plus at most 16 more, each one a frame the mo
 
 from __future__ import annotations
 
+import pytest
 from graph_scripts import full_script, make_agent, moving_square, run, tool_call
+
+from graph.config import AgentConfig
+from tools.sampling import NEARBY_EXTRA_LIMIT
 
 
 def test_long_clip_gets_at_most_16_nearby_extra_frames(tmp_path):
@@ -59,3 +63,13 @@ def test_spent_allowance_shows_the_nearest_allowed_frame(tmp_path):
     assert crop["frames"] == [nearest]
     assert f"showing the nearest allowed frames [{nearest}]" in crop["text"]
     assert crop["text"].startswith(f"frame {nearest} crop")
+
+
+def test_nearby_extra_is_bounded_by_the_design_allowance():
+    # DESIGN §3 / README: a long clip shows at most 16 frames beyond its sample; nearby_extra=100 used to be
+    # accepted and silently widened the access policy of a run still labelled with a paper preset
+    assert AgentConfig(nearby_extra=0).nearby_extra == 0
+    assert AgentConfig(nearby_extra=NEARBY_EXTRA_LIMIT).nearby_extra == NEARBY_EXTRA_LIMIT
+    for bad in (-1, NEARBY_EXTRA_LIMIT + 1, 100):
+        with pytest.raises(ValueError, match=f"nearby_extra must be in 0..{NEARBY_EXTRA_LIMIT}"):
+            AgentConfig(nearby_extra=bad)
