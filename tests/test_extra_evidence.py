@@ -131,6 +131,12 @@ def test_tool_names_are_checked_when_the_agent_is_built():
     with pytest.raises(ValueError, match="letters, digits"):
         _agent(tools=[bad])
 
+    class NoEvaluate:  # every run was ineligible as "extra: internal: AttributeError ..."
+        name = "no_evaluate"
+
+    with pytest.raises(TypeError, match="'no_evaluate' .*no callable `evaluate`"):
+        _agent(tools=[NoEvaluate()])
+
 
 def test_the_training_reward_takes_tools_with_extra_evaluators(tmp_path):
     """AgentReward(tools=...) reaches the agent it builds, so a training script can add its own tools."""

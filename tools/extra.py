@@ -19,7 +19,9 @@ How the agent uses them (`graph/nodes/extra.py`, `graph/nodes/reflect.py`):
 
 Decisions where the paper was silent: a report's frame indices outside the clip are dropped (and the
 trace says how many); tool names are short identifiers (letters, digits, `_`, `-`, `.`; at most 40)
-and unique within an agent, so traces and prompts can name them.
+and unique within an agent, so traces and prompts can name them. A tool without a callable
+`evaluate` is refused when the agent is built (it made every run ineligible as an "internal" fault,
+the AttributeError raised outside the tool's own fault handling).
 """
 
 from __future__ import annotations
@@ -60,7 +62,8 @@ class EvidenceTool(Protocol):
 
 
 def check_extra_tools(tools: Iterable[EvidenceTool]) -> tuple[EvidenceTool, ...]:
-    """The tools as a tuple; raises TypeError / ValueError for a missing, malformed or repeated name."""
+    """The tools as a tuple; raises TypeError / ValueError for a missing, malformed or repeated name, or a
+    missing `evaluate` (found when the agent is built, not as an internal fault of every run)."""
     out = tuple(tools)
     seen: set[str] = set()
     for tool in out:
@@ -70,6 +73,8 @@ def check_extra_tools(tools: Iterable[EvidenceTool]) -> tuple[EvidenceTool, ...]
             raise TypeError(f"extra evidence tool {type(tool).__name__} has no `name` attribute") from None
         if not isinstance(name, str) or not _NAME.match(name):
             raise ValueError(f"extra evidence tool name {name!r} must be 1-40 letters, digits, '_', '-' or '.'")
+        if not callable(getattr(tool, "evaluate", None)):
+            raise TypeError(f"extra evidence tool {name!r} ({type(tool).__name__}) has no callable `evaluate`")
         if name in seen:
             raise ValueError(f"two extra evidence tools are named {name!r}; names must be unique")
         seen.add(name)
