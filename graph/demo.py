@@ -11,7 +11,8 @@
 
 Decisions where the issue was silent: the model-free part uses the LK tracker (no weights). A setting
 that does not parse (`RAA_*`, backbone or tools) stops the demo before anything is rendered, with one
-error line and exit status 2, as every other command does. Scoring
+error line and exit status 2, as every other command does; clips that cannot be rendered (no GL
+context: `MUJOCO_GL`) stop it with one error line and exit status 1, as `raa make-clips`. Scoring
 uses the `full` preset unless `--preset` says otherwise; its WMReward tool loads V-JEPA 2 from
 `RAA_VJEPA_MODEL` (hub id or local path). Where those weights cannot be had, pass
 `--preset no_wmreward`: a load failure makes each run ineligible with the reason, never a fake score.
@@ -146,7 +147,8 @@ def demo_command(
     limit: int | None = typer.Option(None, "--limit", min=1, help="only the first N clips of the suite"),
 ) -> None:
     """Generate sample clips, run the evidence tools, and score them when an endpoint is configured."""
-    from evals.clipsuite import load_manifest, make_clips
+    from evals.clipsuite import ClipSuiteError, load_manifest, make_clips
+    from evals.scenes import RenderError
     from graph.settings import BackboneSettings, SettingsError
     from tools.settings import ToolSettings
 
@@ -166,7 +168,11 @@ def demo_command(
         console.print(f"Re-using the clips in {clips_dir} (delete it to render them again).")
     else:
         console.print(f"Rendering the labelled sample clips into {clips_dir} ...")
-        make_clips(clips_dir, seed=seed, preset="small", progress=True, limit=limit)
+        try:
+            make_clips(clips_dir, seed=seed, preset="small", progress=True, limit=limit)
+        except (ClipSuiteError, RenderError) as exc:  # no GL context, or clips that failed: as `raa make-clips`
+            typer.echo(f"error: {exc}", err=True)
+            raise typer.Exit(1) from None
     rows = load_manifest(manifest)[:limit]
     console.print(f"{len(rows)} clips, manifest {manifest}")
     _evidence_table(rows, out, console, thresholds)

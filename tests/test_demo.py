@@ -83,3 +83,19 @@ def test_demo_with_a_setting_that_does_not_parse_is_one_error_line(tmp_path, var
     res = runner.invoke(app, ["demo", "--out", str(tmp_path), "--limit", "1"], env={var: "abc"})
     assert res.exit_code == 2, (res.output, res.exception)
     assert res.output.startswith("error: ") and var in res.output and not (tmp_path / "clips").exists()
+
+
+def test_demo_that_cannot_render_is_one_error_line(tmp_path, monkeypatch) -> None:
+    # a fresh clone on a machine without a GL context: `raa make-clips` says so in one line, the demo
+    # ended in a RenderError traceback before any clip was written
+    import evals.clipsuite as clipsuite
+    from evals.scenes import RenderError
+
+    def no_gl(*args, **kwargs):
+        raise RenderError("could not create an OpenGL context; set MUJOCO_GL=egl (or osmesa)")
+
+    monkeypatch.setattr(clipsuite, "render_clip", no_gl)
+    res = runner.invoke(app, ["demo", "--out", str(tmp_path), "--limit", "1"])
+    assert not isinstance(res.exception, RenderError), res.exception
+    assert res.exit_code == 1 and "error: could not create an OpenGL context" in res.output, res.output
+    assert not (tmp_path / "overlays").exists()
