@@ -119,7 +119,8 @@ def build_reward_agent(config: AgentConfig | None = None, *, model: Any = None, 
     if tools is None:  # lazy: builds no model; also carries the quality thresholds from the settings
         from tools.settings import ToolSettings
 
-        tools = _shared_toolbox(ToolSettings.from_env().model_dump_json())
+        tool_settings = ToolSettings.from_env()
+        tools = _shared_toolbox(tool_settings.model_dump_json(), tool_settings.token())
     store = frame_store or frame_store_for(settings)
     ctx = RunContext(backbone=backbone, config=cfg, frames=store, tools=tool_provider(tools))
     extra = bool(ctx.tools.extra)
@@ -160,12 +161,16 @@ def agent_preset(agent: Any) -> str | None:
 
 
 @functools.lru_cache(maxsize=8)
-def _shared_toolbox(settings_json: str) -> Any:
-    """The default Toolbox of these tool settings (JSON of `ToolSettings`), one per process (module docstring)."""
+def _shared_toolbox(settings_json: str, token: str | None) -> Any:
+    """The default Toolbox of these tool settings (JSON of `ToolSettings`, and its token, which the JSON
+    masks as "**********": a toolbox built from the JSON alone sent that mask to the tool service), one
+    per process (module docstring)."""
+    import json
+
     from tools.settings import ToolSettings
     from tools.toolbox import Toolbox
 
-    return Toolbox(ToolSettings.model_validate_json(settings_json))
+    return Toolbox(ToolSettings.model_validate({**json.loads(settings_json), "tools_token": token}))
 
 
 @functools.lru_cache(maxsize=16)

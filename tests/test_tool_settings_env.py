@@ -58,3 +58,21 @@ def test_serve_tools_names_a_bad_variable_instead_of_a_traceback(tmp_path):
                                 env={"RAA_TOOLS_MAX_FRAMES": "many"})
     assert result.exit_code == 2 and result.exception is not None and not isinstance(result.exception, ValueError)
     assert "error: invalid RAA_* setting: RAA_TOOLS_MAX_FRAMES='many'" in result.output
+
+
+def test_the_default_toolbox_keeps_the_tool_service_token(monkeypatch):
+    # build_reward_agent without tools (score_video, `langgraph dev`) shares one Toolbox per tool settings,
+    # keyed by their JSON: the token came back from it as the mask "**********", so every request to a
+    # token-protected tool service was refused (401) and every run with motion or surprise ineligible
+    import graph.builder as builder
+    from graph import AgentConfig, build_reward_agent
+    from graph.backbone import Backbone
+    from graph.testing import ScriptedChatModel
+
+    monkeypatch.setenv("RAA_TOOLS_URL", "http://127.0.0.1:9")
+    monkeypatch.setenv("RAA_TOOLS_TOKEN", "s3cret-token")
+    built = []
+    shared = builder._shared_toolbox
+    monkeypatch.setattr(builder, "_shared_toolbox", lambda *key: built.append(shared(*key)) or built[-1])
+    build_reward_agent(AgentConfig(preset="full"), backbone=Backbone(ScriptedChatModel([])), checkpointer=False)
+    assert len(built) == 1 and built[0].remote and built[0].settings.token() == "s3cret-token"
