@@ -12,7 +12,10 @@
 Decisions where the issue was silent: the model-free part uses the LK tracker (no weights). A setting
 that does not parse (`RAA_*`, backbone or tools) stops the demo before anything is rendered, with one
 error line and exit status 2, as every other command does; clips that cannot be rendered (no GL
-context: `MUJOCO_GL`) stop it with one error line and exit status 1, as `raa make-clips`. Scoring
+context: `MUJOCO_GL`) stop it with one error line and exit status 1, as `raa make-clips`.
+Clips already in `OUT/clips` are re-used when their manifest lists at least the clips asked for
+(`--limit`, else the whole `small` suite); a manifest with fewer (a render whose clips failed writes
+the ones that did) is rendered again, which keeps the clips of the same suite it lists. Scoring
 uses the `full` preset unless `--preset` says otherwise; its WMReward tool loads V-JEPA 2 from
 `RAA_VJEPA_MODEL` (hub id or local path). Where those weights cannot be had, pass
 `--preset no_wmreward`: a load failure makes each run ineligible with the reason, never a fake score.
@@ -142,12 +145,12 @@ def _clip_name(row: dict, full: bool) -> str:
 def demo_command(
     out: Path = typer.Option(Path("demo_out"), "--out", help="output folder"),
     preset: str = typer.Option("full", "--preset", help="agent preset used when an endpoint is configured"),
-    seed: int = typer.Option(0, "--seed", help="clip-suite seed"),
+    seed: int = typer.Option(0, "--seed", min=0, help="clip-suite seed (>= 0)"),
     concurrency: int = typer.Option(4, "--concurrency", min=1, help="clips scored at once"),
     limit: int | None = typer.Option(None, "--limit", min=1, help="only the first N clips of the suite"),
 ) -> None:
     """Generate sample clips, run the evidence tools, and score them when an endpoint is configured."""
-    from evals.clipsuite import ClipSuiteError, load_manifest, make_clips
+    from evals.clipsuite import ClipSuiteError, load_manifest, make_clips, suite_specs
     from evals.scenes import RenderError
     from graph.settings import BackboneSettings, SettingsError
     from tools.settings import ToolSettings
@@ -164,7 +167,8 @@ def demo_command(
         raise typer.Exit(2) from exc
     clips_dir = out / "clips"
     manifest = clips_dir / "manifest.jsonl"
-    if manifest.is_file():
+    wanted = len(suite_specs("small", seed)[:limit])
+    if manifest.is_file() and len(load_manifest(manifest)) >= wanted:
         console.print(f"Re-using the clips in {clips_dir} (delete it to render them again).")
     else:
         console.print(f"Rendering the labelled sample clips into {clips_dir} ...")

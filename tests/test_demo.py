@@ -99,3 +99,20 @@ def test_demo_that_cannot_render_is_one_error_line(tmp_path, monkeypatch) -> Non
     assert not isinstance(res.exception, RenderError), res.exception
     assert res.exit_code == 1 and "error: could not create an OpenGL context" in res.output, res.output
     assert not (tmp_path / "overlays").exists()
+
+
+def test_demo_renders_again_when_the_manifest_lacks_clips(tmp_path) -> None:
+    # a render whose clips all failed leaves an empty manifest (make_clips writes the ones that rendered):
+    # the next demo "re-used" it and ended in an IndexError; a partial one was re-used with clips missing
+    (tmp_path / "clips").mkdir()
+    (tmp_path / "clips" / "manifest.jsonl").write_text("")
+    res = runner.invoke(app, ["demo", "--out", str(tmp_path), "--limit", "1"], env={"COLUMNS": "200"})
+    assert res.exit_code == 0, (res.output, res.exception)
+    assert "Re-using" not in res.output and "1 clips, manifest" in res.output
+    assert len(list((tmp_path / "overlays").glob("*.png"))) == 1
+
+
+def test_demo_refuses_a_negative_seed(tmp_path) -> None:
+    # as `raa make-clips --seed`: the suite's seed is >= 0 (a ValueError traceback from the suite before)
+    res = runner.invoke(app, ["demo", "--out", str(tmp_path), "--seed", "-1"])
+    assert res.exit_code == 2 and "--seed" in res.output and not (tmp_path / "clips").exists()
