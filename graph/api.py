@@ -48,6 +48,8 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
+from langchain_core.callbacks import BaseCallbackHandler
+
 from graph.config import AgentConfig
 from graph.schemas import RewardResult
 from graph.settings import TraceDurability
@@ -137,7 +139,7 @@ async def _run_claimed(agent: Any, video: str, instruction: str, run_id: str, pr
         return ineligible_result(preset, f"run id {run_id!r} is already running in {holder}; use a new run id",
                                  run_id)
     try:
-        return await _run_agent(agent, video, instruction, run_id, preset, config, durability)
+        return await _run_agent(agent, video, instruction, run_id, preset, config, durability, file)
     finally:
         if file is not None:
             with contextlib.suppress(Exception):  # a claim left behind is taken over once this process ends
@@ -145,15 +147,18 @@ async def _run_claimed(agent: Any, video: str, instruction: str, run_id: str, pr
 
 
 async def _run_agent(agent: Any, video: str, instruction: str, run_id: str, preset: str, config: dict,
-                     durability: TraceDurability) -> RewardResult:
+                     durability: TraceDurability, database: str | None) -> RewardResult:
+    gate = _GateResult()
     try:
         if agent.checkpointer:
             previous = await agent.aget_state(config)
             if previous.values:
                 return ineligible_result(preset, f"run id {run_id!r} already has a trace; use a new run id", run_id)
-        out = await agent.ainvoke({"video": video, "instruction": instruction, "run_id": run_id}, config,
-                                  durability=durability if agent.checkpointer else None)
-    except Exception as exc:  # defensive: nodes already turn failures into faults
+        out = await agent.ainvoke({"video": video, "instruction": instruction, "run_id": run_id},
+                                  {**config, "callbacks": [gate]}, durability=durability if agent.checkpointer else None)
+    except Exception as exc:  # the trace write at the end (nodes already turn their failures into faults)
+        if gate.result is not None:  # the gate had produced it: it stands
+            return unsaved_trace(gate.result, exc, database or type(agent.checkpointer).__name__, run_id)
         return ineligible_result(preset, f"agent: {type(exc).__name__}: {exc}", run_id)
     result = out.get("result")
     if not isinstance(result, RewardResult):
@@ -161,6 +166,28 @@ async def _run_agent(agent: Any, video: str, instruction: str, run_id: str, pres
         reason = "; ".join(f.reason() for f in faults) or "agent: run ended without a result"
         return ineligible_result(preset, reason, run_id)
     return result
+
+
+class _GateResult(BaseCallbackHandler):
+    """Keeps the RewardResult a node (the gate) returned, as it returns it: LangGraph hands the run's final state
+    back only after its checkpoint is written, so a failed write would lose it (see module docstring)."""
+
+    run_inline = True  # called on the event loop, before the node's task completes
+
+    def __init__(self) -> None:
+        self.result: RewardResult | None = None
+
+    def on_chain_end(self, outputs: Any, **kwargs: Any) -> None:
+        if isinstance(outputs, Mapping) and isinstance(found := outputs.get("result"), RewardResult):
+            self.result = found
+
+
+def unsaved_trace(result: RewardResult, exc: Exception, database: str, run_id: str) -> RewardResult:
+    """`result` (the gate's own) with a last reason and note saying that its trace was not saved: the error and
+    the trace `database` (a file, or the checkpointer's type), so that `raa trace` not finding it is explained."""
+    note = (f"trace: the run's trace was not saved in {database} ({type(exc).__name__}: {exc}); the result "
+            f"stands, but `raa trace {run_id}` will not find it")
+    return result.model_copy(update={"reasons": [*result.reasons, note], "notes": [*result.notes, note]})
 
 
 async def ascore_videos(items: Iterable[Any], config: AgentConfig | None = None, *, model: Any = None,

@@ -1,0 +1,113 @@
+"""A trace that cannot be saved at the end of a run does not throw away the reward the gate computed.
+
+The gate's result stands, with a reason (and note) saying that the trace was not saved, naming the error and
+the database; a failure before the result exists is still the run's ineligible result."""
+
+from __future__ import annotations
+
+import asyncio
+import sqlite3
+
+import pytest
+from graph_scripts import FakeSurprise, full_script, make_agent
+from langgraph.checkpoint.memory import InMemorySaver
+
+from graph import AgentConfig, AgentTools, ascore_videos, build_reward_agent, score_video
+from graph.api import arun_agent
+from graph.backbone import Backbone
+from graph.testing import ScriptedChatModel
+from graph.tracing import traces_serde
+from tools.motion import LKTracker
+
+INSTRUCTION = "push the red block to the right"
+
+
+class LockedSaver(InMemorySaver):
+    """An in-memory checkpointer whose checkpoint writes fail as SQLite's do when the file stays locked."""
+
+    async def aput(self, config, checkpoint, metadata, new_versions):  # type: ignore[override]
+        raise sqlite3.OperationalError("database is locked")
+
+
+class UnreadableSaver(InMemorySaver):
+    """A checkpointer that cannot even be read: the run never starts."""
+
+    async def aget_tuple(self, config):  # type: ignore[override]
+        raise sqlite3.OperationalError("disk I/O error")
+
+
+def scripted_backbone() -> Backbone:
+    return Backbone(ScriptedChatModel(full_script()), schema_retries=1, max_retries=1, timeout_s=10,
+                    retry_wait=(0.0, 0.0))
+
+
+def agent_with(saver, preset: str = "decomposed"):
+    return build_reward_agent(AgentConfig(preset=preset), backbone=scripted_backbone(), checkpointer=saver,
+                              tools=AgentTools(tracker=LKTracker(), surprise=FakeSurprise()))
+
+
+def reference_reward(clip, preset: str = "decomposed") -> float:
+    agent, _ = make_agent(preset)
+    result = asyncio.run(arun_agent(agent, str(clip), INSTRUCTION, "run-ref", preset))
+    assert result.status == "scored"
+    return result.reward
+
+
+@pytest.mark.parametrize("durability", ["exit", "async"])
+def test_a_failed_final_trace_write_keeps_the_computed_reward(clip, durability):
+    expected = reference_reward(clip)
+    saver = LockedSaver(serde=traces_serde())
+    result = asyncio.run(arun_agent(agent_with(saver), str(clip), INSTRUCTION, "run-locked", "decomposed",
+                                    durability=durability))
+    assert result.status == "scored" and result.reward == pytest.approx(expected)
+    note = result.reasons[-1]
+    assert note == result.notes[-1]  # notes stay the last entries of reasons
+    assert "trace was not saved" in note and "OperationalError: database is locked" in note
+    assert "LockedSaver" in note and "raa trace run-locked" in note
+    assert saver.get_tuple({"configurable": {"thread_id": "run-locked"}}) is None  # nothing was saved indeed
+
+
+def test_score_video_and_batches_keep_the_reward_too(clip):
+    expected = reference_reward(clip)
+    one = score_video(clip, INSTRUCTION, AgentConfig(preset="decomposed"), checkpointer=LockedSaver(),
+                      backbone=scripted_backbone(), tools=AgentTools(surprise=FakeSurprise()))
+    assert one.status == "scored" and one.reward == pytest.approx(expected)
+    agent = agent_with(LockedSaver())
+    items = [(str(clip), INSTRUCTION), (str(clip), INSTRUCTION)]
+    group = asyncio.run(ascore_videos(items, agent=agent))
+    assert [r.reward for r in group] == pytest.approx([expected, expected])
+    assert all("trace was not saved" in r.reasons[-1] for r in group)
+
+
+def test_a_real_sqlite_lock_at_the_final_write_keeps_the_reward(clip, tmp_path, monkeypatch):
+    """The trace file stays locked by another connection past the busy timeout when the run's checkpoint is
+    written: SQLite's own "database is locked", and the reason names the file."""
+    import graph.builder as builder
+    import graph.run_claims as run_claims
+
+    expected = reference_reward(clip)
+    monkeypatch.setattr(builder, "TRACE_WAIT_S", 0.05)
+    monkeypatch.setattr(run_claims, "WAIT_S", 0.05)  # the claim's release meets the lock too
+    db = tmp_path / "traces.db"
+    saver = builder.default_checkpointer(db)
+    other = sqlite3.connect(db, isolation_level=None, check_same_thread=False)  # the write runs in a thread
+    put = saver.put
+
+    def locked_put(*args, **kwargs):
+        other.execute("BEGIN IMMEDIATE")  # another process's long write holds the lock
+        return put(*args, **kwargs)
+
+    saver.put = locked_put
+    try:
+        result = asyncio.run(arun_agent(agent_with(saver), str(clip), INSTRUCTION, "run-db", "decomposed"))
+    finally:
+        other.rollback() if other.in_transaction else None
+        other.close()
+    assert result.status == "scored" and result.reward == pytest.approx(expected)
+    assert "database is locked" in result.reasons[-1] and str(db) in result.reasons[-1]
+
+
+def test_a_store_failure_before_the_result_is_still_ineligible(clip):
+    result = asyncio.run(arun_agent(agent_with(UnreadableSaver()), str(clip), INSTRUCTION, "run-x", "decomposed"))
+    assert result.status == "ineligible" and result.reward is None
+    assert "disk I/O error" in result.reasons[0]
