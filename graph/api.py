@@ -35,6 +35,15 @@ Decisions where the issue was silent:
   `durability="async"` (or set RAA_TRACE_DURABILITY for the CLI) to keep every step's checkpoint for
   time travel. Calling the compiled graph directly (`agent.invoke`) keeps LangGraph's own default
   ("async").
+- A trace that cannot be saved once the gate has produced the result (the trace database stays locked past
+  `graph.stores.TRACE_WAIT_S`, a full disk, a read-only file: LangGraph writes the checkpoint, and hands the
+  final state back, only after the last node) does not discard that result: a store fault is neither the
+  clip's, the model's nor a tool's, and a trainer would lose a valid sample. The gate's own RewardResult
+  (kept as its node returns it, `GateResult`) is returned with a last reason and note that begin with
+  `UNSAVED_TRACE` and name the error and the database, so that `raa trace RUN_ID` not finding the run is
+  explained (with `durability="async"` a failed step checkpoint also surfaces only at the end, after the
+  gate). A store failure before the gate ran (the trace look-up or run-id claim before the run) leaves no
+  result: ineligible with the error, as before. Nothing is ever made up: only a result the gate produced is returned.
 """
 
 from __future__ import annotations
@@ -100,6 +109,10 @@ _RUNNING: set[tuple[int, str] | None] = set()
 _RUNNING_LOCK = threading.Lock()
 
 
+UNSAVED_TRACE = "trace: the run's trace was not saved"
+"""How the note of a result whose trace could not be saved begins (`unsaved_trace`)."""
+
+
 def ineligible_result(preset: str, reason: str, run_id: str = "") -> RewardResult:
     """An ineligible RewardResult (reward None) carrying `reason`: for runs that could not produce a
     result (and, in `raa score-batch`, for items that never ran)."""
@@ -148,7 +161,7 @@ async def _run_claimed(agent: Any, video: str, instruction: str, run_id: str, pr
 
 async def _run_agent(agent: Any, video: str, instruction: str, run_id: str, preset: str, config: dict,
                      durability: TraceDurability, database: str | None) -> RewardResult:
-    gate = _GateResult()
+    gate = GateResult()
     try:
         if agent.checkpointer:
             previous = await agent.aget_state(config)
@@ -168,7 +181,7 @@ async def _run_agent(agent: Any, video: str, instruction: str, run_id: str, pres
     return result
 
 
-class _GateResult(BaseCallbackHandler):
+class GateResult(BaseCallbackHandler):
     """Keeps the RewardResult a node (the gate) returned, as it returns it: LangGraph hands the run's final state
     back only after its checkpoint is written, so a failed write would lose it (see module docstring)."""
 
@@ -185,9 +198,14 @@ class _GateResult(BaseCallbackHandler):
 def unsaved_trace(result: RewardResult, exc: Exception, database: str, run_id: str) -> RewardResult:
     """`result` (the gate's own) with a last reason and note saying that its trace was not saved: the error and
     the trace `database` (a file, or the checkpointer's type), so that `raa trace` not finding it is explained."""
-    note = (f"trace: the run's trace was not saved in {database} ({type(exc).__name__}: {exc}); the result "
-            f"stands, but `raa trace {run_id}` will not find it")
+    note = (f"{UNSAVED_TRACE} in {database} ({type(exc).__name__}: {exc}); the result stands, but "
+            f"`raa trace {run_id}` will not find it")
     return result.model_copy(update={"reasons": [*result.reasons, note], "notes": [*result.notes, note]})
+
+
+def trace_saved(result: RewardResult) -> bool:
+    """False for a result whose trace could not be saved (`unsaved_trace`)."""
+    return not any(note.startswith(UNSAVED_TRACE) for note in result.notes)
 
 
 async def ascore_videos(items: Iterable[Any], config: AgentConfig | None = None, *, model: Any = None,

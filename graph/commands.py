@@ -7,7 +7,9 @@ produce a reward without a model.
 
 Decisions where the issue was silent:
 - Exit codes: 0 = a result was produced (scored or zero); 3 = `raa score` produced an ineligible
-  result (reward None, reasons printed); 2 = configuration / input error; 1 = unknown run id.
+  result (reward None, reasons printed); 2 = configuration / input error; 1 = unknown run id. A result
+  whose trace could not be saved (`graph.api.unsaved_trace`) is still a result: exit 0 (3 when
+  ineligible), its last reason says why, and stderr says "trace not saved" instead of the `raa trace` hint.
 - `raa score --json` prints only the RewardResult JSON on stdout (the trace hint goes to stderr).
 - `score-batch`: rows, resume keys and bad manifest lines are described in `graph.batch`; runs use an
   AsyncSqliteSaver as checkpointer, so rows are appended as runs finish and traces stay readable.
@@ -115,7 +117,7 @@ def score_command(
                              "backbone's answers anew (RAA_TEMPERATURE > 0) instead of reusing cached ones."),
 ) -> None:
     """Score one video against an instruction with the reward agent."""
-    from graph.api import new_run_id  # deferred: the agent graph is heavy to import
+    from graph.api import new_run_id, trace_saved  # deferred: the agent graph is heavy to import
 
     settings = _settings_or_exit(require_endpoint=True)
     settings.ensure_parent_dirs()
@@ -127,14 +129,15 @@ def score_command(
         typer.echo(result.model_dump_json())
     else:
         _out.print(_result_table(result))
-    typer.echo(f"trace: raa trace {result.run_id or run_id}", err=True)
+    typer.echo(f"trace: raa trace {result.run_id or run_id}" if trace_saved(result)
+               else "trace not saved: see the last reason", err=True)
     if result.status == "ineligible":
         raise typer.Exit(3)
 
 
 async def _score_one(settings: BackboneSettings, preset: str, video: str, instruction: str, run_id: str,
                      stream: bool, draw: int = 0, tools: Any = None) -> Any:
-    from graph.api import arun_agent, ineligible_result
+    from graph.api import GateResult, arun_agent, ineligible_result, unsaved_trace
 
     async with open_async_saver(settings.traces_path) as saver:
         agent = _build_agent(settings, preset, saver, draw, tools)
@@ -143,12 +146,15 @@ async def _score_one(settings: BackboneSettings, preset: str, video: str, instru
                                     durability=settings.trace_durability)
         cfg = {"configurable": {"thread_id": run_id}}
         inputs = {"video": video, "instruction": instruction, "run_id": run_id}
+        gate = GateResult()  # the gate's result, kept when the trace write at the end fails (graph.api)
         try:
-            async for chunk in agent.astream(inputs, cfg, stream_mode="updates",
+            async for chunk in agent.astream(inputs, {**cfg, "callbacks": [gate]}, stream_mode="updates",
                                              durability=settings.trace_durability):
                 for node, update in chunk.items():
                     typer.echo(describe_update(node, update), err=True)
         except Exception as exc:  # nodes turn failures into faults; this is the last line of defence
+            if gate.result is not None:
+                return unsaved_trace(gate.result, exc, str(settings.traces_path), run_id)
             return ineligible_result(preset, f"agent: {type(exc).__name__}: {exc}", run_id)
         result = (await agent.aget_state(cfg)).values.get("result")
         return result if result is not None else ineligible_result(preset, "agent: run ended without a result", run_id)

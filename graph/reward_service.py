@@ -17,7 +17,7 @@ Decisions where the issues were silent:
 - One agent serves every request (built once by the caller; `raa serve-reward` builds it from the
   `RAA_*` settings with the on-disk stage cache and trace database), so tool models load once and
   `raa trace RUN_ID` on the service host explains any reward a trainer received (`run_id` is in each
-  result).
+  result); one whose trace could not be saved says so in its last reason (`graph.api.unsaved_trace`).
 - At most `max_concurrency` agent runs are in flight over all requests together (one semaphore), so
   several trainer ranks posting at once share the backbone instead of multiplying its load.
 - A bad item (missing or invalid base64, empty video, instruction not a string) gets its own

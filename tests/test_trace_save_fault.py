@@ -111,3 +111,57 @@ def test_a_store_failure_before_the_result_is_still_ineligible(clip):
     result = asyncio.run(arun_agent(agent_with(UnreadableSaver()), str(clip), INSTRUCTION, "run-x", "decomposed"))
     assert result.status == "ineligible" and result.reward is None
     assert "disk I/O error" in result.reasons[0]
+
+
+@pytest.mark.parametrize("stream", [False, True])
+def test_raa_score_prints_the_kept_reward_and_exits_0(monkeypatch, tmp_path, stream):
+    """`raa score` (and `--stream`, which ran its own loop and lost the result the same way, then read it back
+    from the trace that was never written): the reward, the reason, exit 0, and no `raa trace` hint that
+    would fail."""
+    import json
+
+    from langgraph.checkpoint.sqlite.aio import AsyncSqliteSaver
+
+    from graph.cli import app
+    from tests.cli_agent_helpers import _scripted, runner
+    from tests.graph_scripts import moving_square
+
+    async def locked(self, *args, **kwargs):
+        raise sqlite3.OperationalError("database is locked")
+
+    _scripted(monkeypatch, tmp_path)
+    monkeypatch.setattr(AsyncSqliteSaver, "aput", locked)
+    clip = moving_square(tmp_path / "m.mp4")
+    res = runner.invoke(app, ["score", str(clip), "-i", INSTRUCTION, "--json", "--preset", "no_wmreward",
+                              *(["--stream"] if stream else [])])
+    assert res.exit_code == 0, res.output
+    result = json.loads(res.stdout.strip().splitlines()[-1])
+    assert result["status"] == "scored" and result["reward"] is not None
+    assert "trace was not saved" in result["reasons"][-1] and "traces.sqlite" in result["reasons"][-1]
+    assert f"trace: raa trace {result['run_id']}" not in res.output
+    assert "trace not saved" in res.output
+
+
+def test_score_batch_records_the_kept_reward_with_its_reason(monkeypatch, tmp_path):
+    import json
+
+    from langgraph.checkpoint.sqlite.aio import AsyncSqliteSaver
+
+    from graph.cli import app
+    from tests.cli_agent_helpers import _scripted, runner
+    from tests.graph_scripts import moving_square
+
+    async def locked(self, *args, **kwargs):
+        raise sqlite3.OperationalError("database is locked")
+
+    _scripted(monkeypatch, tmp_path)
+    monkeypatch.setattr(AsyncSqliteSaver, "aput", locked)
+    moving_square(tmp_path / "c0.mp4")
+    manifest = tmp_path / "manifest.jsonl"
+    manifest.write_text(json.dumps({"path": "c0.mp4", "instruction": INSTRUCTION}) + "\n")
+    out = tmp_path / "results.jsonl"
+    res = runner.invoke(app, ["score-batch", str(manifest), "--out", str(out), "--preset", "no_wmreward"])
+    assert res.exit_code == 0, res.output
+    (row,) = [json.loads(line) for line in out.read_text().splitlines()]
+    assert row["result"]["status"] == "scored" and row["result"]["reward"] is not None
+    assert "trace was not saved" in row["result"]["reasons"][-1]
