@@ -186,6 +186,8 @@ class GateResult(BaseCallbackHandler):
     back only after its checkpoint is written, so a failed write would lose it (see module docstring)."""
 
     run_inline = True  # called on the event loop, before the node's task completes
+    # only chain ends are wanted: a chat-model start would otherwise be converted to text for `on_llm_start`
+    ignore_llm = ignore_chat_model = ignore_retry = ignore_agent = ignore_retriever = ignore_custom_event = True
 
     def __init__(self) -> None:
         self.result: RewardResult | None = None
