@@ -124,9 +124,9 @@ def test_a_run_keeps_its_newest_checkpoints_and_resumes(tmp_path):
 
 @pytest.mark.slow
 def test_a_diverged_run_stops_before_saving_its_weights(tmp_path):
-    """learning_rate 1e30: the first step blows the weights up, the second iteration's losses are NaN. The run
-    stops there (exit 1) naming the last good checkpoint and never saves the diverged weights; with
-    nonfinite_loss: skip it goes on as DeepSpeed lets it (every step skipped, rewards of garbage clips)."""
+    """learning_rate 1e30: the first step blows the weights up, the second iteration's rollouts have NaN / inf
+    latents. The run stops there (exit 1) naming the last good checkpoint and never saves the diverged weights;
+    with nonfinite_loss: skip it goes on (those rollouts ineligible, never scored: no update)."""
     import json
 
     env = {k: v for k, v in os.environ.items() if k not in ("RANK", "WORLD_SIZE", "LOCAL_RANK")}
@@ -141,15 +141,17 @@ def test_a_diverged_run_stops_before_saving_its_weights(tmp_path):
     proc = train(tmp_path / "stop")
     assert proc.returncode == 1, proc.stderr[-3000:]
     ckpt = tmp_path / "stop" / "checkpoints"
-    assert "error: iteration 2: 4 update loss(es) were NaN or inf" in proc.stderr
+    # the blown-up weights' rollouts have NaN / inf latents: never scored (no loss at all), they say it
+    assert "error: iteration 2: the latents of 8 rollout(s) were NaN or inf" in proc.stderr
     assert f"Last checkpoint: {ckpt / 'iter_000001'}" in proc.stderr
     assert sorted(p.name for p in ckpt.iterdir() if p.is_dir()) == ["iter_000001"]
     rows = [json.loads(line) for line in (tmp_path / "stop" / "metrics.jsonl").read_text().splitlines()]
-    assert [r["nonfinite_losses"] for r in rows] == [0, 4]
+    assert [r["ineligible_nan"] + r["ineligible_inf"] for r in rows] == [0, 8]
     proc = train(tmp_path / "skip", "--nonfinite_loss", "skip")
     assert proc.returncode == 0, proc.stderr[-3000:]
     rows = [json.loads(line) for line in (tmp_path / "skip" / "metrics.jsonl").read_text().splitlines()]
-    assert len(rows) == 4 and all(r["nonfinite_losses"] > 0 for r in rows[1:])
+    assert len(rows) == 4 and all(r["ineligible_nan"] + r["ineligible_inf"] == 8 and r["update_skipped"]
+                                  for r in rows[1:])
 
 
 @pytest.mark.slow

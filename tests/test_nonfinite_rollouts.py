@@ -141,7 +141,8 @@ sys.exit(main(sys.argv[1:]))
 
 def test_a_training_run_keeps_a_diverged_rollout_out_of_its_rewards(tmp_path):
     """The trainer's call site (training/trainer.py step 1): the diverged rollouts are ineligible of kind nan and
-    the reward scores the others; the run goes on."""
+    the reward scores the others; with nonfinite_loss: skip the run goes on, with the default (stop) it stops
+    at once naming them (a diverged rollout shows no non-finite loss: it is never scored)."""
     import json
     import os
     import subprocess
@@ -153,6 +154,11 @@ def test_a_training_run_keeps_a_diverged_rollout_out_of_its_rewards(tmp_path):
            "false", "--tensorboard", "false", "--max_iterations", "1", "--num_steps", "2", "--sde_window", "[0, 1]"]
     proc = subprocess.run(cmd, cwd=SMOKE.parents[2], env={**env, "OMP_NUM_THREADS": "1"}, capture_output=True,
                           text=True, timeout=600)
+    assert proc.returncode == 1 and "the latents of 2 rollout(s) were NaN or inf" in proc.stderr, proc.stderr[-4000:]
+    out = tmp_path / "skip"
+    cmd[cmd.index("--output_dir") + 1] = str(out)
+    proc = subprocess.run([*cmd, "--nonfinite_loss", "skip"], cwd=SMOKE.parents[2],
+                          env={**env, "OMP_NUM_THREADS": "1"}, capture_output=True, text=True, timeout=600)
     assert proc.returncode == 0, proc.stderr[-4000:]
     row = json.loads((out / "metrics.jsonl").read_text().splitlines()[0])
     assert row["ineligible_nan"] == 2 and row["ineligible_count"] == 2  # one per group of 4, two groups
@@ -208,7 +214,7 @@ def test_a_training_run_writes_no_video_and_no_diversity_for_a_diverged_rollout(
     env = {k: v for k, v in os.environ.items() if k not in ("RANK", "WORLD_SIZE", "LOCAL_RANK")}
     cmd = [sys.executable, "-c", DIVERGING_RUN, "--config", str(SMOKE), "--output_dir", str(out), "--progress",
            "false", "--tensorboard", "false", "--max_iterations", "1", "--num_steps", "2", "--sde_window", "[0, 1]",
-           "--export", "none", "--rollout_videos_every", "1"]
+           "--export", "none", "--rollout_videos_every", "1", "--nonfinite_loss", "skip"]
     proc = subprocess.run(cmd, cwd=SMOKE.parents[2], env={**env, "OMP_NUM_THREADS": "1"}, capture_output=True,
                           text=True, timeout=600)
     assert proc.returncode == 0, proc.stderr[-4000:]

@@ -171,8 +171,8 @@ class TrainConfig:
     checkpoint_every: int = 10
     """Save a DeepSpeed checkpoint every N iterations (and after the last one)."""
     nonfinite_loss: Literal["stop", "skip"] = "stop"
-    """An update loss that is NaN or inf means the policy has diverged. "stop": the iteration's metrics
-    are written (``nonfinite_losses``) and the run ends with an error naming the last checkpoint,
+    """An update loss or rollout latents NaN or inf mean the policy has diverged. "stop": the iteration's
+    metrics are written (``nonfinite_losses``) and the run ends with an error naming the last checkpoint,
     before saving the diverged weights; "skip": go on (DeepSpeed skips optimizer steps whose
     gradients are not finite, but the rollouts of a diverged policy stay garbage)."""
     max_skipped_iterations: int | None = None

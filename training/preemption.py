@@ -155,13 +155,17 @@ def _watch_runner(launcher: int, runner: int, interval: float) -> None:
 
 
 class TrainingDiverged(RuntimeError):
-    """An update loss was NaN or inf (``nonfinite_loss: stop``); the diverged weights were not saved."""
+    """An update loss, or a rollout's latents, were NaN or inf (``nonfinite_loss: stop``); the diverged weights
+    were not saved. Diverged rollouts are never scored (training/decode.py), so a policy whose weights blew up
+    shows no non-finite loss: its rollouts are what says so."""
 
-    def __init__(self, iteration: int, count: int, ckpt_dir: Path) -> None:
+    def __init__(self, iteration: int, count: int, ckpt_dir: Path, rollouts: int = 0) -> None:
         tag = ds_engine.latest_tag(ckpt_dir)
         last = "none yet" if tag is None else str(ckpt_dir / tag)
+        what = " and ".join([f"{count} update loss(es)"] * bool(count)
+                            + [f"the latents of {rollouts} rollout(s)"] * bool(rollouts))
         super().__init__(
-            f"iteration {iteration}: {count} update loss(es) were NaN or inf, so the policy has diverged; stopped "
+            f"iteration {iteration}: {what} were NaN or inf, so the policy has diverged; stopped "
             f"without saving it. Last checkpoint: {last}. Resume from it (--resume) with a lower learning_rate, "
             "or set nonfinite_loss: skip to go on regardless")
         self.iteration = iteration

@@ -310,6 +310,7 @@ def train(cfg: TrainConfig, *, local_rank: int = 0, reward_tokens: dict[str, str
             **diversity(groups, unscored),  # over the rollouts that did not diverge
             "seconds_rollout": t1 - t0, "seconds_reward": t2 - t1, "seconds_update": t3 - t2,
             "update_skipped": upd.skipped, "nonfinite_ignored": upd.nonfinite_ignored,
+            "diverged_rollouts": sum(1 for kind in unscored if kind),
             "lr": lr,
             "ineligible_items": [(texts[i], outcome.reasons[i] or "ineligible")
                                  for i, r in enumerate(outcome.rewards) if r is None],
@@ -330,9 +331,10 @@ def train(cfg: TrainConfig, *, local_rank: int = 0, reward_tokens: dict[str, str
             bar.set_postfix(progress_postfix(row, beta=cfg.beta,
                                              steps_per_iteration=cfg.inner_epochs * cfg.optimizer_steps_per_epoch))
             bar.update(1)
-        if row["nonfinite_losses"] and cfg.nonfinite_loss == "stop":  # every rank sees the same row
+        diverged = sum(p["diverged_rollouts"] for p in parts)  # NaN / inf latents: a diverged policy too
+        if (row["nonfinite_losses"] or diverged) and cfg.nonfinite_loss == "stop":  # every rank sees the same
             _close(rewards, bar, log, stops, video_writer)
-            raise TrainingDiverged(it + 1, int(row["nonfinite_losses"]), ckpt_dir)
+            raise TrainingDiverged(it + 1, int(row["nonfinite_losses"]), ckpt_dir, rollouts=diverged)
         signum = stops.agreed(device) if stops is not None else 0  # a signal on any rank stops them all here
         skipped = skipped + 1 if row["update_skipped"] else 0  # the same row on every rank: they stop together
         stalled = (cfg.max_skipped_iterations is not None and skipped >= cfg.max_skipped_iterations
