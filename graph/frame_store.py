@@ -60,7 +60,7 @@ from graph.workers import Lane, Priority, await_job, run_blocking, submit
 _MAX_READERS = 1024  # cached VideoReaders (metadata + keyframe index, no open file each)
 VideoKey = tuple[str, tuple[int, int, int, int] | None]
 """`FrameStore.version`: (path, (mtime_ns, ctime_ns, size, inode) or None when it cannot be stat'ed)."""
-_MAX_JOBS = 256  # shared jobs kept (a 32x64-point track result is ~25 KB; an encoding job's is None)
+_MAX_JOBS = 256  # finished shared jobs kept (a 32x64-point track ~25 KB; an encoding job's is None)
 
 
 class FrameStore:
@@ -149,9 +149,8 @@ class FrameStore:
                    lane: Lane = "cpu") -> Future:
         """The one pool job computing what `key` identifies (e.g. motion tracks of video, frames, points),
         shared by everyone asking for the same key: a running or finished job is reused; a job still
-        queued at priority "later" (a speculative prefetch) is cancelled and queued again at "now"
-        when a caller at "now" needs it; a job that failed is started afresh. `compute` runs in a
-        worker thread."""
+        queued at priority "later" (a speculative prefetch) is cancelled and queued again at "now" when a
+        caller at "now" needs it; a failed job is started afresh. `compute` runs in a worker thread."""
         return self._shared(key, compute, priority, lane)[0]
 
     def _shared(self, key: Any, compute: Callable[[], Any], priority: Priority, lane: Lane) -> tuple[Future, Priority]:
@@ -166,8 +165,9 @@ class FrameStore:
             if entry is None:
                 entry = (submit(compute, priority=priority, lane=lane), priority)
                 self._jobs[key] = entry
-                while len(self._jobs) > _MAX_JOBS:
-                    self._jobs.popitem(last=False)
+                done = [k for k, (j, _) in self._jobs.items() if j.done()]  # the oldest finished go first;
+                for old in done[:max(len(self._jobs) - _MAX_JOBS, 0)]:  # one in flight stays (or it ran twice)
+                    del self._jobs[old]
             self._jobs.move_to_end(key)
             return entry
 

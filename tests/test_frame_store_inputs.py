@@ -26,3 +26,21 @@ def test_a_frame_index_that_is_not_an_integer_is_refused_naming_the_clip(tmp_pat
             call()
     assert store.decoded == 0 and store.encoded == 0 and store.nbytes == 0
     assert store.frames(clip, [np.int64(2), 3]).shape == (2, 128, 128, 3)  # numpy integers are integers
+
+
+def test_a_job_in_flight_stays_in_the_bounded_job_table(monkeypatch):
+    """The job table dropped its oldest entry even while it ran, so the next caller of that key started a second
+    copy of the same work (a surprise scoring evicted by a track prefetch was scored twice)."""
+    import threading
+
+    import graph.frame_store as fs
+
+    monkeypatch.setattr(fs, "_MAX_JOBS", 1)
+    store, gate = fs.FrameStore(), threading.Event()
+    running = store.shared_job("slow", lambda: gate.wait(30))
+    store.shared_job("quick", lambda: 1).result(timeout=30)
+    assert store.shared_job("slow", lambda: gate.wait(30)) is running  # reused, not started again
+    gate.set()
+    assert running.result(timeout=30) is True
+    store.shared_job("other", lambda: 2).result(timeout=30)
+    assert store.started_job("quick") is None  # finished jobs still leave the table past its bound
