@@ -208,6 +208,21 @@ def judge_messages(system_prompt: str, instruction: str, reward: float | None, s
     return [SystemMessage(content=system_prompt), HumanMessage(content=content)]
 
 
+def sampled_blocks(path: str | Path, count: int, long_side: int, quality: int) -> tuple[list[dict], int]:
+    """The labelled image blocks of ``count`` uniformly sampled frames of a clip (all of a shorter clip:
+    `uniform_indices` never repeats a frame), decoded straight to the size they are sent at, and how many
+    frames they hold; tools.video.VideoError on a bad video. The judge's and the VQA frames."""
+    from tools.coords import shown_size
+    from tools.video import VideoReader, image_content_blocks, uniform_indices
+
+    with VideoReader(path) as reader:
+        meta = reader.meta
+        indices = uniform_indices(meta.frames, min(count, meta.frames))
+        frames = reader.read(indices, size=shown_size(meta.width, meta.height, long_side))
+    labels = [meta.label(i) for i in indices]  # variable rate too
+    return image_content_blocks(frames, indices, meta.frames, meta.fps, long_side=long_side, quality=quality,
+                                labels=labels), len(indices)
+
 class FrameSampler:
     """Decodes up to `max_frames` uniform frames of a clip as labelled image blocks (small LRU cache)."""
 
@@ -220,16 +235,7 @@ class FrameSampler:
     def decode(self, path: str | Path) -> list[dict]:
         """Labelled image content blocks for `path` (raises tools.video.VideoError on a bad video); frames are
         decoded straight to the size they are sent at (module docstring)."""
-        from tools.coords import shown_size
-        from tools.video import VideoReader, image_content_blocks, uniform_indices
-
-        with VideoReader(path) as reader:
-            meta = reader.meta
-            indices = uniform_indices(meta.frames, min(self.max_frames, meta.frames))
-            frames = reader.read(indices, size=shown_size(meta.width, meta.height, self.long_side))
-        labels = [meta.label(i) for i in indices]  # variable rate too
-        return image_content_blocks(frames, indices, meta.frames, meta.fps, long_side=self.long_side,
-                                    quality=self.quality, labels=labels)
+        return sampled_blocks(path, self.max_frames, self.long_side, self.quality)[0]
 
     def blocks(self, path: str | Path) -> list[dict]:
         """Blocks of `path` from the LRU cache while the file is unchanged (a clip rewritten at the same path

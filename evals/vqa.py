@@ -177,16 +177,9 @@ def summarize(results: Sequence[QuestionResult]) -> VQAReport:
 def _frames(path: str, long_side: int, quality: int) -> tuple[list[dict], int]:
     """The labelled image blocks of a clip's VQA frames and how many frames they hold (fewer than
     `VQA_FRAMES` for a shorter clip: `uniform_indices` never repeats a frame)."""
-    from tools.coords import shown_size
-    from tools.video import VideoReader, image_content_blocks, uniform_indices
+    from evals.judge import sampled_blocks
 
-    with VideoReader(path) as reader:
-        meta = reader.meta
-        indices = uniform_indices(meta.frames, VQA_FRAMES)
-        frames = reader.read(indices, size=shown_size(meta.width, meta.height, long_side))
-    labels = [meta.label(i) for i in indices]  # variable rate too
-    return image_content_blocks(frames, indices, meta.frames, meta.fps, long_side=long_side, quality=quality,
-                                labels=labels), len(indices)
+    return sampled_blocks(path, VQA_FRAMES, long_side, quality)
 
 
 async def run_vqa(items: Sequence[VQAItem], backbone: Backbone, *, concurrency: int = 8, long_side: int = 512,
