@@ -101,6 +101,31 @@ def test_a_resume_that_cannot_load_stops_before_the_model_loads(tmp_path, case):
     assert after == before  # nothing of the run was touched
 
 
+def test_a_refused_resume_releases_its_process_group(tmp_path):
+    """The refusal comes after the process group is up; exiting with it still up aborted the process now and
+    then (exit -6 in CI instead of 2), so main destroys it before returning the exit code."""
+    import torch.distributed as dist
+
+    from training.train import main
+
+    out = tmp_path / "run"
+    _fake_checkpoint(out / "checkpoints", "iter_000002", ranks=1)
+    write_layout(out / "checkpoints" / "iter_000002", StateLayout(2, "float32"))
+    keys = ("RANK", "WORLD_SIZE", "LOCAL_RANK", "MASTER_ADDR", "MASTER_PORT")
+    saved = {k: os.environ.pop(k) for k in keys if k in os.environ}
+    try:
+        code = main(["--config", str(SMOKE), "--output_dir", str(out), "--progress", "false", "--tensorboard",
+                     "false", "--resume", "--zero_stage", "3"])
+        assert code == 2
+        assert not dist.is_initialized()
+    finally:
+        if dist.is_initialized():
+            dist.destroy_process_group()
+        for k in keys:
+            os.environ.pop(k, None)
+        os.environ.update(saved)
+
+
 @pytest.mark.slow
 def test_a_run_keeps_its_newest_checkpoints_and_resumes(tmp_path):
     out = tmp_path / "run"

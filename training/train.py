@@ -213,6 +213,21 @@ def exit_status(exc: BaseException) -> tuple[int, bool] | None:
     return None
 
 
+def release_process_group(every_rank: bool) -> None:
+    """Destroy the process group a run that ended with a reported failure (exit_status) leaves behind, as the
+    finished run does: left to interpreter teardown, gloo's threads now and then aborted the process after it
+    had printed its error (``terminate called without an active exception``, exit -6 instead of 2). Only when
+    every rank raised the same failure, or the world is one rank: a lone rank destroying its group while the
+    others still wait in a collective could hang under NCCL; those ranks' launcher stops them instead."""
+    import torch.distributed as dist
+
+    if not dist.is_initialized() or not (every_rank or dist.get_world_size() == 1):
+        return
+    import deepspeed.comm
+
+    deepspeed.comm.destroy_process_group()  # also drops DeepSpeed's cached group references (trainer.py)
+
+
 def _quiet_dependency_warnings() -> None:
     """Hide a dependency deprecation the user cannot act on: DeepSpeed's ZeRO gathers call
     `torch.distributed.all_gather_into_tensor`, which torch 2.13 deprecates with a FutureWarning printed by
@@ -269,6 +284,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         if (status := exit_status(exc)) is None:
             raise
         code, every_rank = status
+        release_process_group(every_rank)
         if not every_rank or int(os.environ.get("RANK", "0")) == 0:  # raised on every rank: said once
             print(f"{'stopped' if code > 128 else 'error'}: {exc}", file=sys.stderr, flush=True)  # > 128: a signal
         return code
