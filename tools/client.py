@@ -4,16 +4,18 @@ Frames are sent as a raw ``.npy`` upload (lossless), so a remote call returns ex
 same tool returns in-process. Decisions where the issue was silent:
 - Tracks travel base64-encoded (``track`` always, ``track_path`` by default): JSON lists of floats
   cost ~20 ms to render and ~15 ms to parse for 81 frames x 256 points, more than the HTTP hop.
-- Retried (exponential backoff, ``retries`` attempts): connection errors (``RETRY_ERRORS``: connecting
-  failed or timed out, no pooled connection in time, the connection broke) and 429, 502, 503, 504.
-  A read or write timeout is not retried: the service goes on computing a request whose client gave
-  up, so each retry added one more full computation behind the same worker slots (3 attempts, 3
-  tracker runs) and waited its whole timeout again. It is reported at once as kind ``timeout``; the
-  service, for its part, skips a queued request whose client is gone (tools/service.py).
+- Retried (``retries`` attempts; tools/http_retry.py decides): only a request the service cannot have
+  started computing: one never delivered whole (connecting failed or timed out, no pooled connection in
+  time, sending failed) and a 429 or 503 "busy", after the wait its ``Retry-After`` asks (else exponential
+  backoff). A request sent whole whose answer is lost is not: a read timeout (kind ``timeout``), a
+  connection broken while waiting (kind ``transport``), a gateway's 502 / 504 (504: kind ``timeout``). The
+  service goes on computing a request whose client gave up, so each retry added one more full computation
+  behind the same worker slots (3 attempts, 3 tracker runs); the service, for its part, skips a queued
+  request whose client is gone (tools/service.py).
 - 400 (bad queries / indices) raises :class:`TrackQueryError` for tracking and ``ValueError`` for
   surprise, like the in-process tools; 500 with a ``fault`` payload re-raises that ToolFault; any
   other error status, and exhausted retries, raise ``ToolFault("service", kind, ...)`` with kind
-  ``auth`` (401/403), ``input`` (404/413/422), ``config`` (501: the service does not serve that tool,
+  ``auth`` (401/403), ``input`` (404/413/422), ``timeout`` (504), ``config`` (501: the service does not serve that tool,
   e.g. surprise on a service started with ``--no-surprise``; a permanent answer, never retried),
   ``timeout`` (no answer within ``timeout_s``), ``config`` too for a URL httpx cannot request (no
   ``http://`` / ``https://``, malformed: never retried, it is the setting to fix) or ``transport``.
@@ -26,79 +28,19 @@ from __future__ import annotations
 
 import io
 import json
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any, Literal
 
 import httpx
 import numpy as np
-from tenacity import Retrying, retry_if_exception_type, stop_after_attempt, wait_exponential
 
 from tools.errors import ToolFault
+from tools.http_retry import SendFailed, send_with_retries
 from tools.motion.base import MotionTracks, TrackQueryError, validate_frames
 from tools.settings import check_token_text
 from tools.surprise import SurpriseEvidence
 
-RETRY_STATUS = {429, 502, 503, 504}
 MAX_QUERY_CHARS = 6000
-
-
-class _Retryable(Exception):
-    def __init__(self, message: str) -> None:
-        super().__init__(message)
-
-
-RETRY_ERRORS = (httpx.NetworkError, httpx.ConnectTimeout, httpx.PoolTimeout, httpx.RemoteProtocolError)
-"""Transport errors retried: the connection could not be made, or broke (module docstring)."""
-
-
-class SendFailed(RuntimeError):
-    """A request that got no answer to return; ``kind`` (a ToolFault kind) says why: "transport" (the
-    connection failed), "timeout" (no answer in time) or "config" (the URL cannot be requested); the
-    last two are never retried (module docstring)."""
-
-    def __init__(self, kind: str, message: str) -> None:
-        super().__init__(message)
-        self.kind = kind
-
-
-class RetriesExhausted(SendFailed):
-    """Every attempt of a request failed transiently; the message names the last failure and the count."""
-
-    def __init__(self, message: str) -> None:
-        super().__init__("transport", message)
-
-
-def send_with_retries(send: Callable[[], httpx.Response], *, retries: int, backoff_s: float,
-                      max_wait_s: float = 10.0) -> httpx.Response:
-    """``send()`` retried with exponential backoff (``backoff_s`` doubling, at most ``max_wait_s``) while it
-    fails transiently (a connection error, ``RETRY_ERRORS``, or HTTP 429/502/503/504), ``retries`` attempts
-    in all; any other answer is returned as it is. Raises RetriesExhausted after the last attempt, and
-    SendFailed at once for a read or write timeout (the service may still be computing the request: a
-    retry would compute it again) or any other transport error."""
-    def once() -> httpx.Response:
-        try:
-            resp = send()
-        except RETRY_ERRORS as exc:
-            raise _Retryable(f"{type(exc).__name__}: {exc}") from exc
-        except (httpx.UnsupportedProtocol, httpx.InvalidURL) as exc:  # waiting never fixes a URL
-            raise SendFailed("config", f"the URL cannot be requested ({type(exc).__name__}: {exc}); it needs "
-                                       "http:// or https:// and a host") from exc
-        except httpx.TimeoutException as exc:
-            raise SendFailed("timeout", f"no answer in time ({type(exc).__name__}: {exc}); not retried, since the "
-                                        "service would compute the request again") from exc
-        except httpx.TransportError as exc:
-            raise SendFailed("transport", f"{type(exc).__name__}: {exc}") from exc
-        if resp.status_code in RETRY_STATUS:
-            raise _Retryable(f"HTTP {resp.status_code}: {resp.text[:300]}")
-        return resp
-
-    try:
-        return Retrying(stop=stop_after_attempt(retries), reraise=True,
-                        wait=wait_exponential(multiplier=backoff_s, max=max_wait_s),
-                        retry=retry_if_exception_type(_Retryable))(once)
-    except _Retryable as exc:
-        raise RetriesExhausted(f"{exc} (after {retries} attempts)") from exc
 
 
 def status_kind(status: int) -> str:
@@ -107,6 +49,8 @@ def status_kind(status: int) -> str:
         return "auth"
     if status in (404, 413, 422):
         return "input"
+    if status == 504:  # a gateway stopped waiting: the service may still be computing (tools/http_retry.py)
+        return "timeout"
     return "config" if status == 501 else "transport"
 
 

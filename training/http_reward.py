@@ -85,9 +85,10 @@ class HttpAgentReward:
     """Seconds httpx waits in each phase of a request (connecting, and each read or write: the service's
     answer must start within it, not the whole exchange end)."""
     retries: int = 3
-    """Attempts per batch when the failure is transient (connection error, connect timeout, HTTP
-    429/502/503/504), with exponential backoff; other errors (a read timeout: the service may still be scoring
-    the batch; 400, 401, 500, a malformed answer) are not retried."""
+    """Attempts per batch (the first included) when the service cannot have started it (the request never
+    delivered whole, HTTP 429/503 busy: after its ``Retry-After``, else exponential backoff); other failures
+    (a read timeout, a connection broken while waiting, a gateway's 502/504: the service may still be scoring
+    the batch; 400, 401, 500, a malformed answer) are not retried (tools/http_retry.py)."""
     backoff_s: float = 1.0
     """First wait between attempts in seconds (doubled each time, at most 30 s)."""
     startup_wait_s: float = 60.0
@@ -160,7 +161,7 @@ class HttpAgentReward:
     def _post(self, url: str, body: bytes) -> dict[str, Any]:
         import httpx
 
-        from tools.client import send_with_retries  # the tool client's retry policy
+        from tools.http_retry import send_with_retries  # the tool client's retry policy
 
         headers = {"Content-Type": "application/json", **self._auth()}
         with httpx.Client(timeout=self.timeout_s) as http:

@@ -21,9 +21,10 @@ Adapters:
        "meta": {"iteration": 3, "phase": "train"}}
       -> 200 {"results": [{"reward": 0.75 | null, "status": "...", "reasons": ["..."]}, ...]}
 
-  one result per item, same order; `raa serve-reward` serves it for the reward agent. Transient
-  failures (connection errors, 429/502/503/504) are retried ``retries`` times with backoff, a read
-  timeout is not (``tools.client.send_with_retries``: the service would score the batch again);
+  one result per item, same order; `raa serve-reward` serves it for the reward agent. Failures before
+  the service can have started the batch (never delivered whole, 429/503 busy) are tried ``retries`` times
+  (after ``Retry-After``, else with backoff); a read timeout, a connection broken while waiting or a
+  gateway's 502/504 is not (``tools.http_retry.send_with_retries``: the service would score the batch again);
   then, or at once for any other error status or a malformed body, the whole batch is
   ineligible of kind ``error`` (an outage, not the agent's ⊥; the reason kept in ``last_reasons``),
   never a made-up reward. A single result that is not an object or whose reward is not a number (text

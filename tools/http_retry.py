@@ -1,0 +1,123 @@
+"""Which failed requests the service clients send again (`send_with_retries`): the tool service's client
+(tools/client.py) and the reward service's (training/http_reward.py, `HttpAgentReward`).
+
+Both services do expensive work per request (a tracker or V-JEPA 2 run; a batch of agent runs, minutes), and
+neither request is idempotent in cost: a request sent twice is computed twice. So the rule is whether the
+service can have started the work, not whether the failure looks transient:
+- Retried: the request never reached the service whole, so nothing was computed (``RETRY_ERRORS``): the
+  connection could not be made (``ConnectError``, ``ConnectTimeout``), no pooled connection came in time
+  (``PoolTimeout``), or sending the request failed (``WriteError``: a failed write means the service never
+  got the whole body, and both services read the whole body before any work). And the answers by which a
+  server says it did not take the request on (``RETRY_STATUS``): 429 and 503 (RFC 9110: the server is
+  unable to handle it now; the services' "busy"). Their ``Retry-After`` (seconds or an HTTP date) is the
+  wait before the next attempt, at most ``max_wait_s``; without one (or an unusable one) the wait is the
+  exponential backoff from ``backoff_s``.
+- Not retried: the request went out whole and its answer was lost, so the service may have done the work,
+  or still be doing it: a read timeout (kind ``timeout``), a connection broken while waiting for the answer
+  (``ReadError``, ``RemoteProtocolError`` "Server disconnected without sending a response"), and a gateway's
+  502 / 504 (a proxy forwarded the request; 504 means it stopped waiting while the service goes on). They
+  were retried: each retry added one more full computation behind the same worker slots (3 attempts: three
+  tracker runs, or a batch of clips scored three times). A 502 / 504 is returned as the answer it is (the
+  caller maps 504 to kind ``timeout``); the broken connection is ``SendFailed("transport")`` saying it was not
+  retried. The price is a keep-alive connection the server closes just as a request goes out on it: httpcore
+  drops a pooled connection the server has closed before reusing it, which leaves a narrow race, reported as
+  a transport fault (the clip's tool fault, or an ineligible batch counted as an outage), never as a reward.
+"""
+
+from __future__ import annotations
+
+import email.utils
+import math
+import time
+from collections.abc import Callable
+
+import httpx
+from tenacity import RetryCallState, Retrying, retry_if_exception_type, stop_after_attempt, wait_exponential
+
+RETRY_STATUS = frozenset({429, 503})
+"""Answers by which the server says it did not take the request on: retried (module docstring)."""
+
+RETRY_ERRORS = (httpx.ConnectError, httpx.ConnectTimeout, httpx.PoolTimeout, httpx.WriteError)
+"""Transport errors retried: the request never reached the service whole (module docstring)."""
+
+
+class SendFailed(RuntimeError):
+    """A request that got no answer to return; ``kind`` (a ToolFault kind) says why: "transport" (the
+    connection failed), "timeout" (no answer in time) or "config" (the URL cannot be requested); only a
+    request never delivered is retried first (module docstring)."""
+
+    def __init__(self, kind: str, message: str) -> None:
+        super().__init__(message)
+        self.kind = kind
+
+
+class RetriesExhausted(SendFailed):
+    """Every attempt of a request failed in a retried way; the message names the last failure and the count."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__("transport", message)
+
+
+class _Retryable(Exception):
+    """One attempt's failure that is sent again; ``wait_s`` is the wait its answer asked for, if any."""
+
+    def __init__(self, message: str, wait_s: float | None = None) -> None:
+        super().__init__(message)
+        self.wait_s = wait_s
+
+
+def retry_after_s(value: str | None, now: float | None = None) -> float | None:
+    """The wait (seconds) a ``Retry-After`` header value asks for: a number of seconds or an HTTP date; None
+    when absent or unusable (not a number or date, not above 0, not finite: the backoff applies then, as
+    graph/transport.py reads the model server's)."""
+    if not value or not value.strip():
+        return None
+    try:
+        asked = float(value)
+    except ValueError:
+        try:
+            when = email.utils.parsedate_to_datetime(value)
+        except (TypeError, ValueError, IndexError):
+            return None
+        asked = when.timestamp() - (time.time() if now is None else now)
+    return asked if math.isfinite(asked) and asked > 0 else None
+
+
+def _attempt(send: Callable[[], httpx.Response]) -> httpx.Response:
+    """One attempt: the answer, `_Retryable` for a failure sent again, `SendFailed` for one that is not."""
+    try:
+        resp = send()
+    except RETRY_ERRORS as exc:
+        raise _Retryable(f"{type(exc).__name__}: {exc}") from exc
+    except (httpx.UnsupportedProtocol, httpx.InvalidURL) as exc:  # waiting never fixes a URL
+        raise SendFailed("config", f"the URL cannot be requested ({type(exc).__name__}: {exc}); it needs "
+                                   "http:// or https:// and a host") from exc
+    except httpx.TimeoutException as exc:
+        raise SendFailed("timeout", f"no answer in time ({type(exc).__name__}: {exc}); not retried, since the "
+                                    "service would compute the request again") from exc
+    except httpx.TransportError as exc:  # sent, the answer lost: the service may have done the work
+        raise SendFailed("transport", f"{type(exc).__name__}: {exc}; not retried: the request was sent, so the "
+                                      "service may have computed it") from exc
+    if resp.status_code in RETRY_STATUS:
+        raise _Retryable(f"HTTP {resp.status_code}: {resp.text[:300]}", retry_after_s(resp.headers.get("retry-after")))
+    return resp
+
+
+def send_with_retries(send: Callable[[], httpx.Response], *, retries: int, backoff_s: float,
+                      max_wait_s: float = 10.0, sleep: Callable[[float], None] = time.sleep) -> httpx.Response:
+    """``send()`` tried up to ``retries`` times while it fails in a retried way (module docstring), waiting
+    between attempts what a busy answer's ``Retry-After`` asks, else ``backoff_s`` doubling, at most
+    ``max_wait_s`` either way; any other answer is returned as it is. Raises RetriesExhausted after the last
+    attempt, SendFailed at once for a failure that is not retried. ``sleep``: how the waits are spent."""
+    backoff = wait_exponential(multiplier=backoff_s, max=max_wait_s)
+
+    def wait(state: RetryCallState) -> float:
+        failed = state.outcome.exception() if state.outcome is not None else None
+        asked = failed.wait_s if isinstance(failed, _Retryable) else None
+        return min(asked, max_wait_s) if asked is not None else backoff(state)
+
+    try:
+        return Retrying(stop=stop_after_attempt(retries), reraise=True, wait=wait, sleep=sleep,
+                        retry=retry_if_exception_type(_Retryable))(_attempt, send)
+    except _Retryable as exc:
+        raise RetriesExhausted(f"{exc} (after {retries} attempts)") from exc
