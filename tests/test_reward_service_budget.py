@@ -51,6 +51,7 @@ def test_a_body_past_the_buffered_limit_is_503_busy_until_the_held_ones_are_answ
         t.join(20)
         assert busy.status_code == 503, busy.text  # the trainer's client retries it (training/rewards.py)
         assert "busy" in busy.json()["detail"] and "max_buffered_mb" in busy.json()["detail"]
+        assert float(busy.headers["retry-after"]) > 0  # when to try again: the client waits it
         assert first["r"].status_code == 200 and first["r"].json()["results"][0]["reward"] == 0.5
         assert info["max_buffered_bytes"] == int(1.5 * 2**20)
         again = httpx.post(f"{url}/v1/score", json=body, timeout=20)  # released: it fits now

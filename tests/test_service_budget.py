@@ -58,6 +58,7 @@ def test_a_body_past_the_buffered_bytes_limit_is_503_until_the_held_ones_are_don
         t.join(20)
         assert busy.status_code == 503, busy.text
         assert "busy" in busy.json()["detail"] and "max_buffered_mb" in busy.json()["detail"]
+        assert float(busy.headers["retry-after"]) > 0  # when to try again: the client waits it
         assert first["r"].status_code == 200
         assert small.json()["max_buffered_bytes"] == int(1.5 * 2**20)
         again = httpx.post(url + url_path, content=body, headers=NPY, timeout=20)  # released: it fits now

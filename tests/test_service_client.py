@@ -54,6 +54,9 @@ def test_requests_over_the_pending_limit_get_503(service_root):
         blocking.release.set()
         t.join(20)
         assert busy.status_code == 503 and "busy" in busy.json()["detail"]
+        # it said when to try again (the client waits that long): an immediate 503 without it was retried
+        # within ~1.5 s (0.5 s backoff doubling) and a burst past the limit became tool faults
+        assert float(busy.headers["retry-after"]) > 0
         assert first["r"].status_code == 200
 
 

@@ -66,6 +66,7 @@ from tools.service_budget import (
     Reservation,
     body_chunks,
     buffered_limit_bytes,
+    busy,
     watch_disconnect,
 )
 from tools.service_frames import NPY_CONTENT_TYPE, NPY_MAGIC, HTTPProblem, decode_frames
@@ -138,8 +139,9 @@ def check_bearer(request: Request, token: str | None) -> None:
 
 
 def problem_response(exc: HTTPProblem) -> JSONResponse:
-    """The JSON answer of an HTTPProblem (``detail`` plus its extra fields; 401 names the auth scheme)."""
-    headers = {"WWW-Authenticate": "Bearer"} if exc.status == 401 else None
+    """The JSON answer of an HTTPProblem (``detail`` plus its extra fields, its headers; 401 names the auth
+    scheme)."""
+    headers = {**exc.headers, **({"WWW-Authenticate": "Bearer"} if exc.status == 401 else {})}
     return JSONResponse({"detail": exc.detail, **exc.extra}, status_code=exc.status, headers=headers)
 
 
@@ -261,8 +263,8 @@ def create_app(settings: ToolSettings, allowed_root: str | Path, *, token: str |
     ``workers`` requests compute at once; up to ``max_pending`` (default ``max(64, 8 * workers)``) may be
     in progress (reading, waiting or computing), holding request bodies of at most ``max_buffered_mb`` in
     all (default 2048 or ``max_upload_mb`` if larger; `tools.service_budget`): a body that does not fit waits
-    in line up to ``busy_wait_s`` (default 60 s) for room. More requests, or a body still not fitting, get 503,
-    which the client retries with backoff.
+    in line up to ``busy_wait_s`` (default 60 s) for room. More requests, or a body still not fitting, get 503
+    with ``Retry-After`` (`tools.service_budget.busy`), which the client waits before it tries again.
     """
     if workers < 1:
         raise ValueError("workers must be >= 1")
@@ -296,7 +298,7 @@ def create_app(settings: ToolSettings, allowed_root: str | Path, *, token: str |
     async def run(job: Job, request: Request) -> JSONResponse:
         check_token(request)
         if state.pending >= state.max_pending:
-            raise HTTPProblem(503, f"busy: {state.pending} requests in progress (limit {state.max_pending})")
+            raise busy(f"busy: {state.pending} requests in progress (limit {state.max_pending})")
         state.pending += 1  # the event loop is single-threaded: no await between check and increment
         try:
             with state.bodies.reserve() as room:  # the body is held until the answer is ready

@@ -24,6 +24,12 @@ each could hold 16 GiB. Decisions where the issue was silent:
 - A body without a declared length is counted as its chunks arrive, and a chunk that does not fit is a 503
   at once (it does not wait: requests holding half-read bodies while waiting for each other could never end).
   The reservation is released when the request's answer is ready, and the next in line that fits gets it.
+- Every busy 503 (a body that found no room, and the tool service's ``max_pending`` overflow, which does not
+  wait: a line of requests waiting for a place in the line would have no bound) carries ``Retry-After:
+  BUSY_RETRY_AFTER_S`` (5 s), which the clients wait before their next attempt (tools/http_retry.py). It was
+  a bare 503, retried on the client's own backoff: the tool client's three attempts spanned ~1.5 s (0.5 s
+  doubling), so a burst past ``max_pending`` became tool faults, ineligible clips. The service cannot know
+  when room frees; 5 s spreads a client's attempts over a burst (the waiting itself is ``busy_wait_s``).
 - Only the raw bodies are counted: the decoded frames are bounded per request by ``max_decode_mb``, and
   a multipart upload's parsed copy by the body's own size.
 """
@@ -47,8 +53,16 @@ DEFAULT_TOOL_BUSY_WAIT_S = 60.0
 DEFAULT_REWARD_BUSY_WAIT_S = 300.0
 """Default wait (s) of a reward-service request for room for its body before its 503 (module docstring)."""
 
+BUSY_RETRY_AFTER_S = 5
+"""The ``Retry-After`` (s) of a busy 503 (module docstring)."""
+
 PEEK_BYTES = 64 * 1024
 """At most this much of a waiting request's body is read to notice its client disconnecting."""
+
+
+def busy(detail: str) -> HTTPProblem:
+    """A 503 "busy" answer saying when to try again (``Retry-After: BUSY_RETRY_AFTER_S``, module docstring)."""
+    return HTTPProblem(503, detail, headers={"Retry-After": str(BUSY_RETRY_AFTER_S)})
 
 
 def buffered_limit_bytes(max_buffered_mb: float | None, max_upload_bytes: int,
@@ -83,7 +97,7 @@ class BodyBudget:
         return len(self._queue)
 
     def _busy(self, n: int, waited: str = "") -> HTTPProblem:
-        return HTTPProblem(503, f"busy: {self.held / 2**20:.1f} MiB of request bodies held, {n / 2**20:.1f} MiB "
+        return busy(f"busy: {self.held / 2**20:.1f} MiB of request bodies held, {n / 2**20:.1f} MiB "
                                 f"more would pass the limit of {self.limit / 2**20:g} MiB (max_buffered_mb){waited}")
 
     def _grant(self) -> None:

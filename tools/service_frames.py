@@ -29,11 +29,13 @@ NPY_CONTENT_TYPE = "application/x-npy"
 
 
 class HTTPProblem(Exception):
-    """An error answer: status code, message and optional extra JSON fields."""
+    """An error answer: status code, message, optional response ``headers`` (a busy 503's ``Retry-After``) and
+    optional extra JSON fields."""
 
-    def __init__(self, status: int, detail: str, **extra: Any) -> None:
+    def __init__(self, status: int, detail: str, *, headers: dict[str, str] | None = None, **extra: Any) -> None:
         super().__init__(detail)
         self.status, self.detail, self.extra = status, detail, extra
+        self.headers = dict(headers or {})
 
 
 def _check_decoded_size(count: int, size: tuple[int, int], max_decode_mb: float | None) -> None:
