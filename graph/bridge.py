@@ -32,6 +32,10 @@ Decisions where the issue was silent:
   and no stall (a parent thread may have held the lock at the fork, so the child's first call waited
   forever; a parent call blocking the bridge thread left every child call on a fresh loop of its own). The
   fork hook is registered when the first loop starts, not at import (as graph/workers.py's for its pools).
+- A coroutine that ends cancelled raises `concurrent.futures.CancelledError` in the caller (as before: an
+  Exception, which the sync callers' handlers turn into a fault or an ineligible result) with the reason it
+  was cancelled with (`task.cancel(msg)`, `raise CancelledError(msg)`) as its message: `Future.cancel()` made
+  it a bare one, so a reward's ineligible batch said only "raised CancelledError: ", the reason gone.
 - A coroutine that raises SystemExit or KeyboardInterrupt (`sys.exit` in a callback) raises it in the
   caller, as `asyncio.run` did. asyncio lets those two out of the loop: unhandled, they stopped the bridge
   thread before the caller was told, and the caller waited forever.
@@ -44,7 +48,7 @@ import contextvars
 import os
 import threading
 from collections.abc import Coroutine
-from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import CancelledError, Future, ThreadPoolExecutor
 from typing import Any, TypeVar
 
 T = TypeVar("T")
@@ -137,6 +141,18 @@ def _forget_bridge() -> None:
     _lock, _stalled, _bridge = threading.Lock(), 0, None
 
 
+def cancelled_error(task: asyncio.Task[Any]) -> CancelledError:
+    """The caller's error for a cancelled `task`: a `concurrent.futures.CancelledError` carrying the reason
+    the task was cancelled with (`task.cancel(msg)`, or a `CancelledError(msg)` raised in it), chained to it."""
+    try:
+        task.result()
+    except asyncio.CancelledError as exc:
+        error = CancelledError(*exc.args)
+        error.__cause__ = exc
+        return error
+    raise ValueError(f"{task!r} is not cancelled")
+
+
 def _bridge_thread() -> threading.Thread | None:
     return None if _bridge is None else _bridge[2]
 
@@ -144,8 +160,8 @@ def _bridge_thread() -> threading.Thread | None:
 def _settle(task: asyncio.Task[T], done: Future[T]) -> None:
     if done.done():  # cancelled by the caller
         return
-    if task.cancelled():
-        done.cancel()
+    if task.cancelled():  # its reason kept (module docstring)
+        done.set_exception(cancelled_error(task))
     elif (exc := task.exception()) is not None:
         done.set_exception(exc.exc if isinstance(exc, _Escaped) else exc)
     else:

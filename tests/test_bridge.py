@@ -11,6 +11,7 @@ and the sync `invoke`, one loop per node, lost every run after the first.
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import contextvars
 import threading
 
@@ -173,3 +174,24 @@ def test_sync_code_two_levels_deep_on_the_bridge_loop_does_not_deadlock():
     assert not caller.is_alive(), "run_sync never returned"
     assert seen == ["deep"]
     assert run_sync(asyncio.sleep(0, result="back")) == "back"  # the bridge loop serves calls again
+
+
+def test_a_cancelled_error_keeps_its_message_through_run_sync():
+    """A coroutine that ends cancelled with a reason (a client's own cancelled task, `task.cancel(msg)`) raised
+    a bare concurrent.futures.CancelledError in the caller: the reason was gone, and a reward's ineligible
+    batch said only "raised CancelledError: " (training/reward_outcome.py). It keeps its type (an Exception
+    the sync callers' handlers catch) and now carries the reason."""
+    async def given_up() -> None:
+        raise asyncio.CancelledError("client timeout after 30 s")
+
+    async def cancelled_by_its_owner() -> None:
+        inner = asyncio.ensure_future(asyncio.sleep(3600))
+        await asyncio.sleep(0)
+        inner.cancel("the service shut down")
+        await inner
+
+    for coro, reason in ((given_up(), "client timeout after 30 s"), (cancelled_by_its_owner(), "the service shut down")):
+        with pytest.raises(concurrent.futures.CancelledError) as info:
+            run_sync(coro)
+        assert info.value.args == (reason,) and isinstance(info.value.__cause__, asyncio.CancelledError)
+    assert run_sync(asyncio.sleep(0, "still usable")) == "still usable"
