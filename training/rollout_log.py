@@ -84,12 +84,24 @@ def reward_items(outcome: RewardOutcome, texts: list[str], group_ids: list[int],
                  diverged: Sequence[str | None]) -> list[dict[str, Any]]:
     """One rewards.jsonl row per rollout of this rank: where it sits, its reward, its advantage (None when it
     did not update), its video's name when the iteration wrote videos (with ``video_skipped`` for a
-    ``diverged`` one: module docstring), its reward components if any."""
+    ``diverged`` one: module docstring), its reward components if any; an ineligible one's ``reason`` and
+    ``ineligible_kind`` (`ineligible_fields`)."""
     return [{"rank": rank, "group": gi, "sample": i % group, "prompt": texts[i],
-             "reward": outcome.rewards[i], "run_id": outcome.run_ids[i],
+             "reward": outcome.rewards[i], "run_id": outcome.run_ids[i], **ineligible_fields(outcome, i),
              "advantage": float(adv[i]) if bool(valid[i]) else None,
              **({"video": names[i]} if names is not None else {}),
              **({"video_skipped": video_skipped(diverged[i])} if names is not None and diverged[i] else {}),
              **({"components": {k: v[i] for k, v in outcome.components.items()}}
                 if outcome.components else {})}
             for i, gi in enumerate(group_ids)]
+
+
+def ineligible_fields(outcome: RewardOutcome, i: int) -> dict[str, Any]:
+    """For an ineligible item ``i``: its ``reason`` (as ineligible.jsonl writes it, "ineligible" when none was
+    given) and ``ineligible_kind`` (none / nan / inf / error; None when the outcome does not say); nothing for
+    an eligible one. A row with a null reward said nothing else: its reason was only in ineligible.jsonl, by
+    iteration and prompt, which the rollouts of a group share."""
+    if outcome.rewards[i] is not None:
+        return {}
+    return {"reason": outcome.reasons[i] or "ineligible",
+            "ineligible_kind": outcome.kinds[i] if i < len(outcome.kinds) else None}

@@ -1,0 +1,40 @@
+"""training.rollout_log.reward_items: the rewards.jsonl row of an ineligible rollout says why (its reason and
+ineligible kind), so the file alone explains a null reward; an eligible row has neither field."""
+
+from __future__ import annotations
+
+import torch
+
+from training.reward_outcome import RewardOutcome
+from training.rollout_log import reward_items
+
+
+def _rows(outcome: RewardOutcome, diverged=(None, None, None)) -> list[dict]:
+    n = len(outcome.rewards)
+    return reward_items(outcome, ["push"] * n, [0] * n, n, 0, torch.zeros(n), torch.tensor([True] * n), None,
+                        list(diverged))
+
+
+def test_an_ineligible_rollouts_row_carries_its_reason_and_kind():
+    """rewards.jsonl rows of ineligible rollouts had reward null and nothing else: the reason lived only in
+    ineligible.jsonl, keyed by iteration and prompt, which several rollouts of one group share."""
+    outcome = RewardOutcome([0.5, None, None], [None, "http reward failed (http://svc/v1/score): ReadError: reset",
+                                                "agent: no decodable frames"],
+                            {"none": 1, "nan": 0, "inf": 0, "error": 1}, ["run-1", None, "run-3"],
+                            kinds=[None, "error", "none"])
+    rows = _rows(outcome)
+    assert "reason" not in rows[0] and "ineligible_kind" not in rows[0] and rows[0]["reward"] == 0.5
+    assert (rows[1]["reward"], rows[1]["reason"], rows[1]["ineligible_kind"]) == (
+        None, "http reward failed (http://svc/v1/score): ReadError: reset", "error")
+    assert (rows[2]["reason"], rows[2]["ineligible_kind"], rows[2]["run_id"]) == (
+        "agent: no decodable frames", "none", "run-3")
+
+
+def test_an_ineligible_row_without_a_recorded_reason_or_kind_still_says_so():
+    """An outcome made by hand has no kinds, and a reason may be missing: the row says "ineligible", never
+    nothing, and its kind is null (unknown), as ineligible.jsonl says "ineligible" for it."""
+    outcome = RewardOutcome([None, 1.0, 0.0], [None, None, None], {"none": 1, "nan": 0, "inf": 0, "error": 0},
+                            [None, None, None])
+    rows = _rows(outcome)
+    assert (rows[0]["reason"], rows[0]["ineligible_kind"]) == ("ineligible", None)
+    assert all("reason" not in r for r in rows[1:])
