@@ -40,6 +40,7 @@ from graph.endpoint import preflight
 from graph.settings import BackboneSettings, SettingsError
 from graph.tracing import describe_update, open_async_saver, printable
 from tools.cli import token_option
+from tools.service_budget import DEFAULT_MAX_BUFFERED_MB, DEFAULT_REWARD_BUSY_WAIT_S
 
 # markup and emoji codes off: reasons ("[assess] timeout: ..."), decisions, paths are data; rich would read
 # "[assess]" as a style and ":x:" as an emoji (their control characters: graph.tracing.printable)
@@ -332,11 +333,12 @@ def serve_reward_command(
     max_items: Annotated[int, typer.Option(min=1, help="Most clips in one request.")] = 1024,
     max_body_mb: Annotated[float, typer.Option(min=0.001, help="Largest request body (MiB).")] = 2048.0,
     max_buffered_mb: Annotated[float | None, typer.Option(
-        min=0.001, help="Request bodies held at once, until answered (MiB; default 2048, or --max-body-mb "
-                        "if larger); a request over it waits --busy-wait-s for room, then gets 503 busy.")] = None,
+        min=0.001, help=f"Request bodies held at once, until answered (MiB; default {DEFAULT_MAX_BUFFERED_MB:g}, or "
+                        "--max-body-mb if larger); a request over it waits --busy-wait-s for room, then gets 503 "
+                        "busy.")] = None,
     busy_wait_s: Annotated[float, typer.Option(
         min=0.0, help="Seconds a request whose body does not fit --max-buffered-mb waits in line for room "
-                      "before its 503 (0: at once).")] = 300.0,
+                      "before its 503 (0: at once).")] = DEFAULT_REWARD_BUSY_WAIT_S,
     keep_videos: Annotated[Path | None, typer.Option(help="Keep every request's clips here (for raa report "
                                                           "of training rewards); default: deleted.")] = None,
 ) -> None:

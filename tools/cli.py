@@ -14,6 +14,8 @@ from typing import Annotated, Literal
 
 import typer
 
+from tools.service_budget import DEFAULT_MAX_BUFFERED_MB, DEFAULT_TOOL_BUSY_WAIT_S
+
 
 def token_option(envvar: str) -> Callable[[str | None], str | None]:
     """The typer callback of a service's --token option (its environment variable ``envvar``): the token when
@@ -44,11 +46,12 @@ def serve_tools_command(
     workers: Annotated[int, typer.Option(min=1, max=64, help="Requests computed at once.")] = 2,
     max_upload_mb: Annotated[float, typer.Option(min=0.001, help="Largest request body (MiB).")] = 256.0,
     max_buffered_mb: Annotated[float | None, typer.Option(
-        min=0.001, help="Request bodies held at once, waiting or computing (MiB; default 2048, or --max-upload-mb "
-                        "if larger); a request over it waits --busy-wait-s for room, then gets 503 busy.")] = None,
+        min=0.001, help=f"Request bodies held at once, waiting or computing (MiB; default {DEFAULT_MAX_BUFFERED_MB:g}, "
+                        "or --max-upload-mb if larger); a request over it waits --busy-wait-s for room, then gets "
+                        "503 busy.")] = None,
     busy_wait_s: Annotated[float, typer.Option(
         min=0.0, help="Seconds a request whose body does not fit --max-buffered-mb waits in line for room "
-                      "before its 503 (0: at once).")] = 60.0,
+                      "before its 503 (0: at once).")] = DEFAULT_TOOL_BUSY_WAIT_S,
     cotracker_checkpoint: Annotated[Path | None, typer.Option(help="CoTracker3 offline checkpoint.")] = None,
     cotracker_hub_dir: Annotated[Path | None, typer.Option(help="Local co-tracker repo for torch.hub.")] = None,
     vjepa_model: Annotated[str | None, typer.Option(help="V-JEPA 2 hub id or local dir.")] = None,
