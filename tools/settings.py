@@ -18,7 +18,7 @@
 | RAA_TOOLS_TOKEN | tools_token (bearer token, client and server) | unset |
 | RAA_TOOLS_TIMEOUT_S | request_timeout_s | 300 |
 | RAA_TOOLS_CONNECT_TIMEOUT_S | connect_timeout_s | 10 |
-| RAA_TOOLS_RETRIES | retries: attempts per request, the first included (a request never delivered, 429 / 503; tools/http_retry.py) | 3 |
+| RAA_TOOLS_RETRIES | retries: attempts per request, the first included (a request never delivered, 429 / 503; tools/http_retry.py); not RAA_MAX_RETRIES, the model calls' retries after the first | 3 |
 | RAA_TOOLS_MAX_FRAMES | max_frames decoded per request | 1024 |
 | RAA_TOOLS_MAX_DECODE_MB | max_decode_mb: decoded RGB frames per request (MiB) | 4096 |
 
