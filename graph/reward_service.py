@@ -40,8 +40,8 @@ Decisions where the issues were silent:
   (`raa serve-reward --busy-wait-s`, default 300 s: the trainer waits minutes for an answer anyway, and its
   retries, `reward_options.retries`/`backoff_s`, last seconds while a request holds its body for minutes);
   only then is it a 503 "busy" with `Retry-After` (`tools.service_budget.busy`), which the client waits and
-  retries; a batch still refused when those run out is ineligible, counted as an outage (`ineligible_error`), so size the bound for the batches all ranks post at
-  once, and keep `busy_wait_s` below the client's `timeout_s`. Only the raw bodies are counted: the parsed
+  retries; a batch still refused when those run out is ineligible, counted as an outage
+  (`ineligible_error`), so size the bound for the batches all ranks post at once, and keep `busy_wait_s` below the client's `timeout_s`. Only the raw bodies are counted: the parsed
   JSON holds about as much again.
 - Clips are written to a temporary folder for the runs and deleted when the request is answered (and
   dropped from the agent's frame cache, `FrameStore.forget`), unless the service keeps them
