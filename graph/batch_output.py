@@ -1,0 +1,141 @@
+"""The output file of `raa score-batch` (`graph.batch` describes its rows and keys): reading it once per run,
+locking it for the batch, and appending rows as runs finish (`RowWriter`). Split from graph.batch, which
+re-exports these names.
+
+Decisions where the issue was silent are described in `graph.batch` ("The output is read and parsed once",
+"Only the process that owns the output file writes to it", the per-kind fault counts of `RowWriter`).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from tools.jsonl import mend_tail, strict_dumps, text_lines
+
+
+class OutputBusy(RuntimeError):
+    """Another score-batch is writing the same output file."""
+
+
+def lock_output(out: Path) -> Any:
+    """An exclusive lock on the output file for this batch (an open file to close when done; the system drops
+    it when the process ends, however it ends); OutputBusy when another process holds it: two batches into
+    one output would both score every item and write each row twice."""
+    import fcntl
+
+    out.parent.mkdir(parents=True, exist_ok=True)
+    fh = out.with_name(f".{out.name}.lock").open("a")
+    try:
+        fcntl.flock(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        fh.close()
+        raise OutputBusy(f"another score-batch is writing {out}; wait for it, or write to another --out") from None
+    return fh
+
+
+NOT_JSON = object()
+"""`Output.values` of a line that is not JSON (a torn write, or a file that holds no rows)."""
+
+
+@dataclass(frozen=True)
+class Output:
+    """A score-batch output as `read_output` read it, once per run: its lines, each one's JSON value (`NOT_JSON`
+    when it is none), the byte where its text stops being UTF-8 (None when it is UTF-8; then no lines), and its
+    `file_stamp` at the read."""
+
+    path: Path
+    lines: list[str]
+    values: list[Any]
+    not_utf8_at: int | None
+    stamp: tuple[int, int, int] | None
+
+
+def file_stamp(path: Path) -> tuple[int, int, int] | None:
+    """(inode, size, mtime in ns) of `path`, None without the file: an append or a rewrite in one rename changes it."""
+    try:
+        st = path.stat()
+    except (FileNotFoundError, NotADirectoryError):  # as Path.exists: a parent that is a file holds no file
+        return None
+    return st.st_ino, st.st_size, st.st_mtime_ns
+
+
+def read_output(out: Path) -> Output:
+    """The output file `out` read and parsed once (an empty Output without the file). The stamp is taken before
+    the read, so a write during it shows as a change. OSError when it cannot be read."""
+    stamp = file_stamp(out)
+    if stamp is None:
+        return Output(out, [], [], None, None)
+    try:
+        lines = text_lines(out.read_bytes().decode("utf-8"))
+    except UnicodeDecodeError as exc:
+        return Output(out, [], [], exc.start, stamp)
+    values = []
+    for line in lines:
+        try:
+            values.append(json.loads(line))
+        except ValueError:
+            values.append(NOT_JSON)
+    return Output(out, lines, values, None, stamp)
+
+
+def not_results(output: Output) -> str | None:
+    """Why the existing file of `output` cannot be a score-batch output, or None (also without the file): text
+    that is not UTF-8 (the rows are ASCII JSON), or two or more lines none of which is a row (a JSON object with
+    a "key"). An interrupted run can leave a torn line, never a file of them; resuming drops lines that are not
+    rows, so another file given as --out by mistake would lose them."""
+    out = output.path
+    if output.not_utf8_at is not None:
+        return f"--out {out} is not a score-batch results file (not UTF-8 text at byte {output.not_utf8_at})"
+    if any(isinstance(row, dict) and isinstance(row.get("key"), str) for row in output.values):
+        return None
+    lines = sum(1 for line in output.lines if line.strip())
+    if lines < 2:
+        return None
+    return f"--out {out} is not a score-batch results file (none of its {lines} lines is a result row)"
+
+
+def done_keys(output: Output, leaving: Callable[[Any], Any] | None = None) -> set[str]:
+    """Keys of the rows already in the output (torn or malformed lines are ignored), less those of the rows
+    for which `leaving` is true (`graph.batch_resume.stale_rows`: rows about to be dropped)."""
+    return {row["key"] for row in output.values
+            if isinstance(row, dict) and isinstance(row.get("key"), str) and not (leaving and leaving(row))}
+
+
+class RowWriter:
+    """Appends output rows to the JSONL file and counts them by result status."""
+
+    def __init__(self, out: Path, on_row: Callable[[], None] | None = None,
+                 scorer: dict[str, Any] | None = None) -> None:
+        self.out = out
+        self.on_row = on_row
+        self.scorer = scorer
+        """Recorded in every row as "scorer" (`scorer_of`), when given."""
+        self.counts = {"scored": 0, "zero": 0, "ineligible": 0}
+        self.usage: dict[str, int] = {}
+        """Backbone usage summed over the rows written (calls, images, tokens, cache hits)."""
+        self.faults: dict[str, tuple[int, str]] = {}
+        """Per leading label of the ineligible rows' first reason (the text before its first colon: the
+        failing stage, or "input"): how many rows and the first one's reason."""
+        out.parent.mkdir(parents=True, exist_ok=True)
+        mend_tail(out)  # a torn last line: cut (its item is re-run) or closed, never left inside the file
+
+    def write(self, line: str, status: str) -> None:
+        """Append one row (`result_line` output) whose result has `status`."""
+        row = json.loads(line)
+        line = strict_dumps({**row, "scorer": self.scorer} if self.scorer is not None else row)
+        with self.out.open("a", encoding="utf-8") as fh:
+            fh.write(line + "\n")
+        self.counts[status] += 1
+        if status == "ineligible":
+            reason = next(iter((row.get("result") or {}).get("reasons") or []), "no reason recorded")
+            kind = reason.split(":", 1)[0] if ":" in reason else "other"
+            n, first = self.faults.get(kind, (0, reason))
+            self.faults[kind] = (n + 1, first)
+        for k, v in (row.get("result") or {}).get("usage", {}).items():
+            self.usage[k] = self.usage.get(k, 0) + int(v)
+        if self.on_row is not None:
+            self.on_row()
