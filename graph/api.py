@@ -39,8 +39,9 @@ Decisions where the issue was silent:
   `graph.stores.TRACE_WAIT_S`, a full disk, a read-only file: LangGraph writes the checkpoint, and hands the
   final state back, only after the last node) does not discard that result: a store fault is neither the
   clip's, the model's nor a tool's, and a trainer would lose a valid sample. The gate's own RewardResult
-  (kept as its node returns it, `GateResult`) is returned with a last reason and note that begin with
-  `UNSAVED_TRACE` and name the error and the database, so that `raa trace RUN_ID` not finding the run is
+  (kept as its node returns it, `GateResult`) is returned with `trace_saved=False` (a field, so callers need
+  not parse text) and a last reason and note that begin with `UNSAVED_TRACE` and name the error and the
+  database (kept for readers of the text, and older tools), so that `raa trace RUN_ID` not finding the run is
   explained (with `durability="async"` a failed step checkpoint also surfaces only at the end, after the
   gate). A store failure before the gate ran (the trace look-up or run-id claim before the run) leaves no
   result: ineligible with the error, as before. Nothing is ever made up: only a result the gate produced is returned.
@@ -202,12 +203,13 @@ def unsaved_trace(result: RewardResult, exc: Exception, database: str, run_id: s
     the trace `database` (a file, or the checkpointer's type), so that `raa trace` not finding it is explained."""
     note = (f"{UNSAVED_TRACE} in {database} ({type(exc).__name__}: {exc}); the result stands, but "
             f"`raa trace {run_id}` will not find it")
-    return result.model_copy(update={"reasons": [*result.reasons, note], "notes": [*result.notes, note]})
+    return result.model_copy(update={"reasons": [*result.reasons, note], "notes": [*result.notes, note],
+                                     "trace_saved": False})
 
 
 def trace_saved(result: RewardResult) -> bool:
-    """False for a result whose trace could not be saved (`unsaved_trace`)."""
-    return not any(note.startswith(UNSAVED_TRACE) for note in result.notes)
+    """False for a result whose trace could not be saved (`unsaved_trace`): its `trace_saved` field."""
+    return result.trace_saved
 
 
 async def ascore_videos(items: Iterable[Any], config: AgentConfig | None = None, *, model: Any = None,

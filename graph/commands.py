@@ -8,7 +8,7 @@ produce a reward without a model.
 Decisions where the issue was silent:
 - Exit codes: 0 = a result was produced (scored or zero); 3 = `raa score` produced an ineligible
   result (reward None, reasons printed); 2 = configuration / input error; 1 = unknown run id. A result
-  whose trace could not be saved (`graph.api.unsaved_trace`) is still a result: exit 0 (3 when
+  whose trace could not be saved (`graph.api.unsaved_trace`, `trace_saved` false) is still a result: exit 0 (3 when
   ineligible), its last reason says why, and stderr says "trace not saved" instead of the `raa trace` hint.
 - `raa score --json` prints only the RewardResult JSON on stdout (the trace hint goes to stderr).
 - `score-batch`: rows, resume keys and bad manifest lines are described in `graph.batch`; runs use an

@@ -207,6 +207,8 @@ class RewardResult(_Record):
     run_id: str = Field(default="", description="Thread id of the run's trace.")
     preset: str = Field(default="", description="Preset label.")
     usage: dict[str, int] = Field(default_factory=dict, description="calls, images, input_tokens, output_tokens.")
+    trace_saved: bool = Field(default=True, description="False when the run's trace could not be saved (the "
+                                                         "result stands; its last reason and note say why).")
 
     @model_validator(mode="after")
     def _consistent(self) -> RewardResult:

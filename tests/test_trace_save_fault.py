@@ -165,3 +165,22 @@ def test_score_batch_records_the_kept_reward_with_its_reason(monkeypatch, tmp_pa
     (row,) = [json.loads(line) for line in out.read_text().splitlines()]
     assert row["result"]["status"] == "scored" and row["result"]["reward"] is not None
     assert "trace was not saved" in row["result"]["reasons"][-1]
+
+
+def test_an_unsaved_trace_is_a_typed_field_not_only_a_note(clip):
+    """Callers read `trace_saved` instead of parsing the note; the note and reason stay as they were (output
+    read by older tools), and a result JSON written before the field existed reads as saved."""
+    from graph.api import UNSAVED_TRACE, trace_saved
+    from graph.schemas import RewardResult
+
+    saved = asyncio.run(arun_agent(agent_with(InMemorySaver(serde=traces_serde())), str(clip), INSTRUCTION,
+                                   "run-ok", "decomposed"))
+    assert saved.trace_saved is True and trace_saved(saved)
+    lost = asyncio.run(arun_agent(agent_with(LockedSaver(serde=traces_serde())), str(clip), INSTRUCTION,
+                                  "run-lost", "decomposed"))
+    assert lost.trace_saved is False and not trace_saved(lost)
+    assert lost.reasons[-1].startswith(UNSAVED_TRACE) and lost.notes[-1] == lost.reasons[-1]
+    assert RewardResult.model_validate_json(lost.model_dump_json()).trace_saved is False
+    old = saved.model_dump(mode="json")
+    del old["trace_saved"]
+    assert RewardResult.model_validate(old).trace_saved is True
