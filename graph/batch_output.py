@@ -120,6 +120,9 @@ class RowWriter:
         self.faults: dict[str, tuple[int, str]] = {}
         """Per leading label of the ineligible rows' first reason (the text before its first colon: the
         failing stage, or "input"): how many rows and the first one's reason."""
+        self.unsaved_traces = 0
+        """Rows whose result says its trace was not saved (`RewardResult.trace_saved` false): their rewards
+        stand, but `raa trace` cannot show those runs. Rows without the field (older outputs) count as saved."""
         out.parent.mkdir(parents=True, exist_ok=True)
         mend_tail(out)  # a torn last line: cut (its item is re-run) or closed, never left inside the file
 
@@ -135,6 +138,8 @@ class RowWriter:
             kind = reason.split(":", 1)[0] if ":" in reason else "other"
             n, first = self.faults.get(kind, (0, reason))
             self.faults[kind] = (n + 1, first)
+        if (row.get("result") or {}).get("trace_saved") is False:
+            self.unsaved_traces += 1
         for k, v in (row.get("result") or {}).get("usage", {}).items():
             self.usage[k] = self.usage.get(k, 0) + int(v)
         if self.on_row is not None:

@@ -11,7 +11,8 @@ Decisions where the issue was silent:
   whose trace could not be saved (`graph.api.unsaved_trace`, `trace_saved` false) is still a result: exit 0 (3 when
   ineligible), its last reason says why, and stderr says "trace not saved" instead of the `raa trace` hint.
 - `raa score --json` prints only the RewardResult JSON on stdout (the trace hint goes to stderr).
-- `score-batch`: rows, resume keys and bad manifest lines are described in `graph.batch`; runs use an
+- `score-batch`: rows, resume keys and bad manifest lines are described in `graph.batch`; its summary counts
+  the rows written whose trace was not saved (`RowWriter.unsaved_traces`); runs use an
   AsyncSqliteSaver as checkpointer, so rows are appended as runs finish and traces stay readable.
   `--processes N` (N > 1) spreads the runs over worker processes (`graph.batch_procs`); those build
   the chat model with `graph.backbone.default_chat_model`, not with `make_chat_model`.
@@ -295,6 +296,9 @@ def score_batch_command(
                    + f"  -> {out}", err=True)
         for kind, (n, first) in sorted(writer.faults.items(), key=lambda kv: -kv[1][0]):
             typer.echo(f"  ineligible ({kind}): {n}, first: {first[:300]}", err=True)
+        if writer.unsaved_traces:
+            typer.echo(f"  traces not saved: {writer.unsaved_traces} of {sum(writer.counts.values())} row(s) (their "
+                       "results stand; `raa trace` cannot show them, their last reason says why)", err=True)
 
 
 def preflight_or_exit(settings: BackboneSettings) -> None:

@@ -165,6 +165,29 @@ def test_score_batch_records_the_kept_reward_with_its_reason(monkeypatch, tmp_pa
     (row,) = [json.loads(line) for line in out.read_text().splitlines()]
     assert row["result"]["status"] == "scored" and row["result"]["reward"] is not None
     assert "trace was not saved" in row["result"]["reasons"][-1]
+    assert row["result"]["trace_saved"] is False
+    assert "traces not saved: 1 of 1 row(s)" in res.output  # the summary counts them
+
+
+def test_row_writer_counts_rows_whose_trace_was_not_saved(tmp_path):
+    """Rows whose result says `trace_saved` false are counted (also under a scored or zero status); rows
+    without the field (written before it existed) and ineligible rows of bad lines count as saved."""
+    import json
+
+    from graph.api import ineligible_result
+    from graph.batch import RowWriter
+    from graph.schemas import RewardResult
+
+    writer = RowWriter(tmp_path / "out.jsonl")
+    kept = RewardResult(status="scored", reward=0.5, reasons=["trace: not saved"], trace_saved=False)
+    zero = RewardResult(status="zero", reward=0.0, trace_saved=False)
+    fine = RewardResult(status="scored", reward=0.7)
+    old = {k: v for k, v in fine.model_dump(mode="json").items() if k != "trace_saved"}
+    for n, result in enumerate([kept, zero, fine, ineligible_result("full", "input: bad line")]):
+        writer.write(json.dumps({"key": f"k{n}", "result": result.model_dump(mode="json")}), result.status)
+    writer.write(json.dumps({"key": "k9", "result": old}), "scored")
+    assert writer.unsaved_traces == 2
+    assert writer.counts == {"scored": 3, "zero": 1, "ineligible": 1}
 
 
 def test_an_unsaved_trace_is_a_typed_field_not_only_a_note(clip):
