@@ -42,7 +42,8 @@ Decisions where the issue was silent:
   (kept as its node returns it, `GateResult`) is returned with `trace_saved=False` (a field, so callers need
   not parse text) and a last reason and note that begin with `UNSAVED_TRACE` and name the error and the
   database (kept for readers of the text, and older tools), so that `raa trace RUN_ID` not finding the run is
-  explained (with `durability="async"` a failed step checkpoint also surfaces only at the end, after the
+  explained; its run-id claim is released without holding the result back (`graph.run_claims.release_later`)
+  (with `durability="async"` a failed step checkpoint also surfaces only at the end, after the
   gate). A store failure before the gate ran (the trace look-up or run-id claim before the run) leaves no
   result: ineligible with the error, as before. Nothing is ever made up: only a result the gate produced is returned.
 """
@@ -152,10 +153,15 @@ async def _run_claimed(agent: Any, video: str, instruction: str, run_id: str, pr
     if holder is not None:
         return ineligible_result(preset, f"run id {run_id!r} is already running in {holder}; use a new run id",
                                  run_id)
+    saved = True
     try:
-        return await _run_agent(agent, video, instruction, run_id, preset, config, durability, file)
+        result = await _run_agent(agent, video, instruction, run_id, preset, config, durability, file)
+        saved = result.trace_saved
+        return result
     finally:
-        if file is not None:
+        if file is not None and not saved:  # the write lock that failed the trace would hold the result back
+            run_claims.release_later(file, run_id)
+        elif file is not None:
             with contextlib.suppress(Exception):  # a claim left behind is taken over once this process ends
                 await run_claims.release(file, run_id)
 

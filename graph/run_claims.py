@@ -29,6 +29,12 @@ Decisions where the issue was silent:
   process exited and the id was refused as "already running" meanwhile. The write's thread drops the
   claim itself when its caller has gone, and a claim committed just before the cancellation reached the
   task is released by another worker thread of the loop (`claim`).
+- A run whose final trace write failed (`RewardResult.trace_saved` false) most likely failed on another
+  process's write lock, which its release would meet again: awaited, the release held the result back for
+  up to `WAIT_S` more and then, the lock still held, gave up and left the claim. Such a run's claim is
+  released in a daemon thread (`release_later`) and its result returned at once; the thread waits for the
+  lock as long as a release does (`WAIT_S`). A process that exits meanwhile leaves the claim of a dead process,
+  which is taken over (`join_releases` waits for these threads, e.g. before a short script exits).
 """
 
 from __future__ import annotations
@@ -114,6 +120,30 @@ def _claim_for(file: str, run_id: str, claiming: _Claiming) -> str | None:
 async def release(file: str, run_id: str) -> None:
     """Drop this process's claim of `run_id` (its run has ended)."""
     await asyncio.to_thread(_release, file, run_id)
+
+
+_LATER: list[threading.Thread] = []
+"""Threads of `release_later` that may still run."""
+_LATER_LOCK = threading.Lock()
+
+
+def release_later(file: str, run_id: str) -> None:
+    """Drop this process's claim of `run_id` in a daemon thread, returning at once (module docstring: a run
+    whose trace write failed). A failure leaves the claim as `_release_quietly` does."""
+    thread = threading.Thread(target=_release_quietly, args=(file, run_id), name=f"raa-release-{run_id}",
+                              daemon=True)
+    with _LATER_LOCK:
+        _LATER[:] = [t for t in _LATER if t.is_alive()]
+        _LATER.append(thread)
+    thread.start()
+
+
+def join_releases(timeout: float | None = None) -> None:
+    """Wait (each at most `timeout` seconds; None: until done) for the releases `release_later` started."""
+    with _LATER_LOCK:
+        threads = list(_LATER)
+    for thread in threads:
+        thread.join(timeout)
 
 
 def _connect(file: str) -> sqlite3.Connection:

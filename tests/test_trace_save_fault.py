@@ -207,3 +207,39 @@ def test_an_unsaved_trace_is_a_typed_field_not_only_a_note(clip):
     old = saved.model_dump(mode="json")
     del old["trace_saved"]
     assert RewardResult.model_validate(old).trace_saved is True
+
+
+def test_the_run_claim_is_released_without_waiting_on_the_lock_that_failed_the_trace(clip, tmp_path, monkeypatch):
+    """The final trace write failed because another process holds the file's write lock: the claim's release
+    meets the same lock. It waited for it (up to the claim's busy timeout, 30 s by default) before the result
+    came back, and then gave up, leaving the claim. Now the result comes back while the lock is still held,
+    and the claim goes once the lock is free."""
+    import graph.builder as builder
+    import graph.run_claims as run_claims
+
+    monkeypatch.setattr(builder, "TRACE_WAIT_S", 0.05)
+    monkeypatch.setattr(run_claims, "WAIT_S", 5.0)  # old code: the result waited this long, then the claim stayed
+    db = tmp_path / "traces.db"
+    saver = builder.default_checkpointer(db)
+    other = sqlite3.connect(db, isolation_level=None, check_same_thread=False)
+    put = saver.put
+
+    def locked_put(*args, **kwargs):
+        if not other.in_transaction:
+            other.execute("BEGIN IMMEDIATE")  # held until the result is back
+        return put(*args, **kwargs)
+
+    saver.put = locked_put
+    try:
+        result = asyncio.run(arun_agent(agent_with(saver), str(clip), INSTRUCTION, "run-held", "decomposed"))
+        assert other.in_transaction  # the lock was held throughout the run's end
+    finally:
+        other.rollback() if other.in_transaction else None
+        other.close()
+    assert result.trace_saved is False and result.status == "scored"
+    run_claims.join_releases()
+    conn = sqlite3.connect(db)
+    try:
+        assert conn.execute("SELECT thread_id FROM raa_run_claims").fetchall() == []
+    finally:
+        conn.close()
