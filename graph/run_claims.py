@@ -10,8 +10,15 @@ the claim and its run is refused.
 
 Decisions where the issue was silent:
 - A claim names its process (host, pid). One whose process is gone (a crash, a kill) is stale and taken
-  over; one held by a process on another host is never taken over (SQLite's WAL mode needs every
-  writer on one host anyway, so such a file is already misused).
+  over. Whether a process on another host runs cannot be asked, and such a claim was never taken over: a
+  crashed machine's claims (or those of a container restarted under a new hostname) refused their run ids,
+  and `raa prune` spared their runs, for good. A claim from another host is now stale once it is older than
+  `FOREIGN_CLAIM_MAX_AGE_S` (its `claimed` time, written by that host's clock; one that does not read as a
+  time is stale too, as nothing written by this module looks so). The limit is an age, not a heartbeat:
+  a live process on another host sharing the file is already a misuse (SQLite's WAL mode needs every writer
+  on one host), so the rule only has to free a dead host's claims, not to track live ones; it is set well
+  above any run's length (`raa score-batch --run-timeout` defaults to one hour), so a run of another host
+  that were still going would lose its claim only after hours.
 - A dead process's pid may since belong to another process, which made its claim look alive and its id
   refused until that process ended. Where the system tells a process's start time (Linux:
   `/proc/<pid>/stat`, in clock ticks since boot, fixed for the process's life), a claim also records its
@@ -56,6 +63,8 @@ _CREATE = (f"CREATE TABLE IF NOT EXISTS {CLAIMS_TABLE} (thread_id TEXT PRIMARY K
 STARTS_TABLE = "raa_run_claim_starts"
 _CREATE_STARTS = (f"CREATE TABLE IF NOT EXISTS {STARTS_TABLE} (thread_id TEXT PRIMARY KEY, host TEXT NOT NULL, "
                   "pid INTEGER NOT NULL, started INTEGER NOT NULL)")
+FOREIGN_CLAIM_MAX_AGE_S = 6 * 3600.0
+"""Age (s) after which a claim written on another host is stale (module docstring)."""
 WAIT_S = TRACE_WAIT_S
 """How long a claim waits for another process's write to the trace file (SQLite's busy timeout)."""
 
@@ -160,7 +169,8 @@ def _claim(file: str, run_id: str) -> str | None:
             row = conn.execute(f"SELECT c.host, c.pid, c.claimed, s.started FROM {CLAIMS_TABLE} c LEFT JOIN "
                                f"{STARTS_TABLE} s ON s.thread_id = c.thread_id AND s.host = c.host AND s.pid = c.pid "
                                "WHERE c.thread_id = ?", (run_id,)).fetchone()
-            if row is not None and _alive(str(row[0]), int(row[1]), None if row[3] is None else int(row[3])):
+            if row is not None and _alive(str(row[0]), int(row[1]), None if row[3] is None else int(row[3]),
+                                          str(row[2])):
                 conn.execute("ROLLBACK")
                 return f"process {row[1]} on {row[0]} (since {row[2]})"
             host, pid = socket.gethostname(), os.getpid()
@@ -216,7 +226,7 @@ def running(conn: sqlite3.Connection) -> set[str]:
     to the trace database (read-only is enough): the runs in flight (`raa prune` spares them). Empty for a
     file without claims."""
     try:
-        rows = conn.execute(f"SELECT thread_id, host, pid FROM {CLAIMS_TABLE}").fetchall()
+        rows = conn.execute(f"SELECT thread_id, host, pid, claimed FROM {CLAIMS_TABLE}").fetchall()
     except sqlite3.OperationalError as exc:
         if "no such table" in str(exc):
             return set()
@@ -228,15 +238,16 @@ def running(conn: sqlite3.Connection) -> set[str]:
         if "no such table" not in str(exc):
             raise
         starts = {}
-    return {str(tid) for tid, host, pid in rows
-            if _alive(str(host), int(pid), starts.get((str(tid), str(host), int(pid))))}
+    return {str(tid) for tid, host, pid, claimed in rows
+            if _alive(str(host), int(pid), starts.get((str(tid), str(host), int(pid))), str(claimed))}
 
 
-def _alive(host: str, pid: int, started: int | None = None) -> bool:
+def _alive(host: str, pid: int, started: int | None = None, claimed: str = "") -> bool:
     """Whether the claim's process may still be running (see module docstring); `started`: its process's
-    start as the claim recorded it (`process_start`), None when it did not."""
+    start as the claim recorded it (`process_start`), None when it did not; `claimed`: the claim's time (ISO),
+    which decides for a claim of another host."""
     if host != socket.gethostname():
-        return True
+        return foreign_claim_fresh(claimed, dt.datetime.now(dt.UTC))
     try:
         os.kill(pid, 0)
     except ProcessLookupError:
@@ -246,3 +257,14 @@ def _alive(host: str, pid: int, started: int | None = None) -> bool:
     if started is not None and (now := process_start(pid)) is not None:
         return now == started  # another start: the pid was reused by another process
     return True
+
+
+def foreign_claim_fresh(claimed: str, now: dt.datetime) -> bool:
+    """Whether a claim of another host, made at `claimed` (ISO; UTC unless it names a zone), is younger than
+    `FOREIGN_CLAIM_MAX_AGE_S` at `now`. False for a time that cannot be read (module docstring)."""
+    try:
+        when = dt.datetime.fromisoformat(claimed)
+    except ValueError:
+        return False
+    when = when if when.tzinfo is not None else when.replace(tzinfo=dt.UTC)
+    return (now - when).total_seconds() < FOREIGN_CLAIM_MAX_AGE_S

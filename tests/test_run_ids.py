@@ -259,3 +259,33 @@ def test_a_claim_whose_pid_now_runs_another_process_is_taken_over(clip, tmp_path
     conn = sqlite3.connect(str(db))
     assert conn.execute("SELECT thread_id FROM raa_run_claim_starts").fetchall() == [("same",)]  # released too
     conn.close()
+
+
+def test_a_claim_from_another_host_is_stale_once_older_than_the_age_limit(clip, tmp_path):
+    """A claim written on another host was never taken over: a crashed machine's (or a container restarted
+    under a new hostname) blocked its run ids, and `raa prune` spared its runs, for good. Past
+    `FOREIGN_CLAIM_MAX_AGE_S` such a claim is stale; a younger one still refuses."""
+    import asyncio
+    import datetime as dt
+    import sqlite3
+
+    from graph.api import arun_agent
+    from graph.run_claims import FOREIGN_CLAIM_MAX_AGE_S, running
+
+    db = tmp_path / "traces.sqlite"
+    agent = _agent_on(db)
+    now = dt.datetime.now(dt.UTC)
+    old = (now - dt.timedelta(seconds=FOREIGN_CLAIM_MAX_AGE_S + 60)).isoformat(timespec="seconds")
+    young = (now - dt.timedelta(seconds=60)).isoformat(timespec="seconds")
+    conn = sqlite3.connect(str(db))
+    conn.execute("CREATE TABLE raa_run_claims (thread_id TEXT PRIMARY KEY, host TEXT NOT NULL, pid INTEGER NOT NULL, "
+                 "claimed TEXT NOT NULL)")
+    conn.executemany("INSERT INTO raa_run_claims VALUES (?, 'crashed-node-17', 4242, ?)",
+                     [("old", old), ("young", young), ("garbled", "not a time")])
+    conn.commit()
+    assert running(conn) == {"young"}
+    conn.close()
+    assert asyncio.run(arun_agent(agent, str(clip), INSTRUCTION, "old", "decomposed")).status == "scored"
+    refused = asyncio.run(arun_agent(agent, str(clip), INSTRUCTION, "young", "decomposed"))
+    assert refused.reward is None and "already running in process 4242 on crashed-node-17" in refused.reasons[0]
+    assert sorted(_claims(db)) == [("garbled", 4242), ("young", 4242)]
