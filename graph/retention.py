@@ -10,8 +10,11 @@ of clips, so the database only grows. Decisions where no issue says:
   all of them. At least one is required, so nothing is deleted by accident. A finished run whose latest
   checkpoint is a time-travel fork not resumed yet reads as incomplete but is not one for ``--status
   incomplete`` (deleting the thread took its result with it).
-* Runs are deleted with the checkpointer's own ``delete_thread`` (its checkpoints and pending writes),
-  so the layout stays LangGraph's. A run still in flight with per-step checkpoints
+* Runs are deleted as the checkpointer's own ``delete_thread`` deletes them (its checkpoints and pending
+  writes, so the layout stays LangGraph's), all in one write transaction, counting only the runs that had
+  checkpoints: ``delete_thread`` does not say whether it found any, and counting the ids given reported runs
+  already gone (another prune while this one waited at its prompt) as deleted. "remain" is read from the
+  file afterwards, not worked out from the selection. A run still in flight with per-step checkpoints
   (``RAA_TRACE_DURABILITY=async``) reads as ``incomplete``, like a crash's leftover, and ``--keep 0`` or
   ``--status incomplete`` took its history while it ran. A run in flight holds a claim on its id in the
   same file (`graph.run_claims`), so every run claimed by a live process is spared, whatever the criteria
@@ -140,18 +143,39 @@ def _updated_before(updated: str, cutoff: datetime) -> bool:
 
 def delete_runs(path: str | Path, run_ids: Sequence[str]) -> int:
     """Delete `run_ids` (checkpoints and writes) from the trace database at `path`, but not those in flight
-    now (claimed by a live process); returns how many were deleted."""
+    now (claimed by a live process); returns how many runs had checkpoints to delete (module docstring)."""
     saver = open_saver(path)
+    deleted = 0
     try:
-        with store_errors(path, "trace database", "RAA_TRACES_PATH"):
-            saver.conn.execute("PRAGMA busy_timeout = 30000")  # another process may be writing a run
-            in_flight = running(saver.conn)
-            doomed = [run_id for run_id in run_ids if run_id not in in_flight]
-            for run_id in doomed:
-                saver.delete_thread(run_id)
+        with store_errors(path, "trace database", "RAA_TRACES_PATH"), saver.lock:
+            conn = saver.conn
+            conn.execute("PRAGMA busy_timeout = 30000")  # another process may be writing a run
+            conn.execute("BEGIN IMMEDIATE")  # the write lock first: no run is claimed between check and delete
+            try:
+                in_flight = running(conn)
+                for run_id in dict.fromkeys(run_ids):  # an id given twice is one run
+                    if run_id in in_flight:
+                        continue
+                    # as SqliteSaver.delete_thread, whose count of deleted rows is not returned
+                    gone = conn.execute("DELETE FROM checkpoints WHERE thread_id = ?", (run_id,)).rowcount
+                    conn.execute("DELETE FROM writes WHERE thread_id = ?", (run_id,))
+                    deleted += gone > 0
+                conn.commit()
+            except BaseException:
+                conn.rollback()
+                raise
     finally:
         saver.conn.close()
-    return len(doomed)
+    return deleted
+
+
+def count_runs(path: str | Path) -> int:
+    """How many runs the trace database at `path` holds now."""
+    saver = open_saver(path, read_only=True)
+    try:
+        return len(list(run_ids(saver)))
+    finally:
+        saver.conn.close()
 
 
 def vacuum(path: str | Path, what: str, setting: str, *, wait_s: float = 5.0) -> None:
@@ -289,7 +313,7 @@ def prune_command(
         size = file_bytes(path)
         if runs_go:
             deleted = delete_runs(path, selection.run_ids)
-            typer.echo(f"deleted {deleted} runs; {selection.total - deleted} remain")
+            typer.echo(f"deleted {deleted} runs; {count_runs(path)} remain")
         if vacuum_files:
             vacuum(path, "trace database", "RAA_TRACES_PATH")
             typer.echo(f"{path}: {size / 2**20:.1f} MiB -> {file_bytes(path) / 2**20:.1f} MiB")

@@ -273,3 +273,24 @@ def test_cli_vacuum_alone_shrinks_both_files_and_deletes_nothing(tmp_path):
     assert res.exit_code == 0 and "no trace database at" in res.output and "no stage cache at" in res.output
     res = _cli(tmp_path)
     assert res.exit_code == 2 and "say what to delete" in res.output and "--vacuum alone" in res.output
+
+
+def test_prune_counts_only_the_runs_it_deleted(tmp_path, monkeypatch):
+    """`delete_runs` counted every id it was given, so runs already gone when it ran (another prune while this
+    one waited at its prompt, an id given twice) were reported as deleted, and "remain" was worked out from
+    that count. It now counts the runs whose checkpoints it removed, and the CLI reads what remains."""
+    import typer
+
+    db = tmp_path / "traces.sqlite"
+    _traces(db, RUNS)
+    assert delete_runs(db, ["r0", "r0", "gone"]) == 1
+
+    def another_prune_meanwhile(*args, **kwargs):
+        assert delete_runs(db, ["r1"]) == 1
+        return True
+
+    monkeypatch.setattr(typer, "confirm", another_prune_meanwhile)
+    res = _cli(tmp_path, "--status", "ineligible")
+    assert res.exit_code == 0 and "2 of 4 runs" in res.output, res.output
+    assert "deleted 1 runs; 2 remain" in res.output, res.output
+    assert [r.run_id for r in list_runs(open_saver(db))] == ["r4", "r2"]
