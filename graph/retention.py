@@ -24,7 +24,11 @@ of clips, so the database only grows. Decisions where no issue says:
   StoreError naming the file only when another process's write transaction keeps it waiting ``wait_s``;
   a process that merely has the file open (a training run between checkpoints, `raa score-batch`) does
   not stop it, and its writes wait meanwhile (up to `graph.stores.TRACE_WAIT_S`, then that run is
-  ineligible, "database is locked"). Hence ``--vacuum`` is for when no other process uses the file.
+  ineligible, "database is locked"). Hence ``--vacuum`` is for when no other process uses the file. On a big
+  trace database the rewrite takes longer than those writes wait (30 s), and every run in flight lost its
+  trace: ``--vacuum`` of a trace database holding runs claimed by live processes (`graph.run_claims`) is
+  refused (exit 2; a prune's deletions still happen), and a vacuum says what it rewrites before it starts.
+  A run that starts during the vacuum still waits for it (its claim needs the write lock).
   ``--vacuum`` shrinks the files its criteria name also when nothing matches now (`--keep N --vacuum` after
   a prune without it). ``--vacuum`` alone (no criterion) is allowed, as it deletes nothing: it shrinks the
   trace database and the stage cache without asking (`vacuum_only`); without any option the command still
@@ -50,7 +54,7 @@ from langgraph.checkpoint.sqlite import SqliteSaver
 
 from graph.cache import dated
 from graph.run_claims import running
-from graph.stores import connect_wal, store_errors
+from graph.stores import TRACE_TABLES, TRACE_WAIT_S, connect_read_only, connect_wal, store_errors
 from graph.tracing import RUN_STATUSES, ever_finished, open_saver, read_trace, run_ids
 
 _AGE = re.compile(r"^(\d+)\s*([mhdw])$")
@@ -190,6 +194,34 @@ def vacuum(path: str | Path, what: str, setting: str, *, wait_s: float = 5.0) ->
             conn.close()
 
 
+def runs_in_flight(path: str | Path) -> list[str]:
+    """The run ids claimed by live processes in the trace database at `path`, sorted (read only)."""
+    with store_errors(path, "trace database", "RAA_TRACES_PATH", read_only=True):
+        conn = connect_read_only(path, "trace database", TRACE_TABLES)
+        try:
+            return sorted(running(conn))
+        finally:
+            conn.close()
+
+
+def vacuum_refusal(path: str | Path) -> str | None:
+    """Why the trace database at `path` must not be vacuumed now (runs in flight: module docstring), or None."""
+    ids = runs_in_flight(path)
+    if not ids:
+        return None
+    return (f"not vacuuming {path}: {len(ids)} run(s) in flight ({', '.join(ids[:3])}{' ...' if len(ids) > 3 else ''}); "
+            f"VACUUM locks the file while it rewrites it, and their trace writes would fail after "
+            f"{TRACE_WAIT_S:.0f} s: vacuum once they have ended")
+
+
+def vacuum_and_say(path: str | Path, what: str, setting: str) -> None:
+    """`vacuum` the file at `path`, saying before (on stderr: it may take a while, the file locked) and after."""
+    size = file_bytes(path)
+    typer.echo(f"vacuuming {path} ({size / 2**20:.1f} MiB); the file is locked until it is rewritten", err=True)
+    vacuum(path, what, setting)
+    typer.echo(f"{path}: {size / 2**20:.1f} MiB -> {file_bytes(path) / 2**20:.1f} MiB")
+
+
 def stage_cache_entries(path: str | Path, *, before: datetime | None = None, delete: bool = False) -> tuple[int, int]:
     """(entries stored before `before` (all when None; undated ones from an older cache always count), all
     entries) of the stage cache at `path`; with `delete`, those entries are deleted (then the first number
@@ -223,7 +255,11 @@ def file_bytes(path: str | Path) -> int:
 
 def vacuum_only(traces: Path, cache: str | Path | None, *, dry_run: bool) -> None:
     """`raa prune --vacuum` without a criterion: shrink the trace database and the stage cache (when on), each
-    that exists, and say their sizes; nothing is deleted, so nothing is asked."""
+    that exists, and say their sizes; nothing is deleted, so nothing is asked. Exit 2, nothing vacuumed, while
+    runs are in flight (`vacuum_refusal`)."""
+    if not dry_run and traces.exists() and (why := vacuum_refusal(traces)) is not None:
+        typer.echo(f"error: {why}", err=True)
+        raise typer.Exit(2)
     for path, what, setting in ((traces, "trace database", "RAA_TRACES_PATH"),
                                 (cache, "stage cache", "RAA_CACHE_PATH, or off")):
         if path is None:
@@ -233,9 +269,7 @@ def vacuum_only(traces: Path, cache: str | Path | None, *, dry_run: bool) -> Non
         elif dry_run:
             typer.echo(f"{path}: {file_bytes(path) / 2**20:.1f} MiB")
         else:
-            size = file_bytes(path)
-            vacuum(path, what, setting)
-            typer.echo(f"{path}: {size / 2**20:.1f} MiB -> {file_bytes(path) / 2**20:.1f} MiB")
+            vacuum_and_say(path, what, setting)
     if dry_run:
         typer.echo("dry run: nothing vacuumed")
 
@@ -309,16 +343,19 @@ def prune_command(
         typer.echo("nothing deleted")
         raise typer.Exit(1)
     # --vacuum also when nothing matches now: the space an earlier prune without it freed is otherwise kept for good
+    refused = None
     if selection is not None:
-        size = file_bytes(path)
         if runs_go:
             deleted = delete_runs(path, selection.run_ids)
             typer.echo(f"deleted {deleted} runs; {count_runs(path)} remain")
-        if vacuum_files:
-            vacuum(path, "trace database", "RAA_TRACES_PATH")
-            typer.echo(f"{path}: {size / 2**20:.1f} MiB -> {file_bytes(path) / 2**20:.1f} MiB")
+        if vacuum_files and (refused := vacuum_refusal(path)) is not None:
+            typer.echo(f"error: {refused}", err=True)
+        elif vacuum_files:
+            vacuum_and_say(path, "trace database", "RAA_TRACES_PATH")
     if cache_matches:
         deleted, total = stage_cache_entries(cache_path, before=cache_cutoff, delete=True)
         typer.echo(f"deleted {deleted} stage cache entries; {total - deleted} remain")
     if vacuum_files and cache_path is not None and Path(cache_path).exists():
-        vacuum(cache_path, "stage cache", "RAA_CACHE_PATH, or off")
+        vacuum_and_say(cache_path, "stage cache", "RAA_CACHE_PATH, or off")
+    if refused is not None:  # the deletions are done; the vacuum asked for is not
+        raise typer.Exit(2)

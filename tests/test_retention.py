@@ -294,3 +294,24 @@ def test_prune_counts_only_the_runs_it_deleted(tmp_path, monkeypatch):
     assert res.exit_code == 0 and "2 of 4 runs" in res.output, res.output
     assert "deleted 1 runs; 2 remain" in res.output, res.output
     assert [r.run_id for r in list_runs(open_saver(db))] == ["r4", "r2"]
+
+
+def test_vacuum_is_refused_while_runs_are_in_flight(tmp_path):
+    """VACUUM holds the trace file's write lock while it rewrites the file, which on a big database takes longer
+    than a run's trace write waits (`graph.stores.TRACE_WAIT_S`): every run in flight then lost its trace. A
+    vacuum of a trace database with runs claimed by live processes is now refused (exit 2, nothing rewritten);
+    once they have ended it runs, and says so before it starts."""
+    db = tmp_path / "traces.sqlite"
+    _traces(db, [(f"r{i}", NOW - timedelta(minutes=100 - i), "scored") for i in range(40)], pad=20_000)
+    assert _cli(tmp_path, "--keep", "2", "--yes").exit_code == 0
+    assert run_claims._claim(str(db), "r39") is None  # a run of this process is writing r39
+    before = file_bytes(db)
+    res = _cli(tmp_path, "--vacuum")
+    assert res.exit_code == 2 and "1 run(s) in flight" in res.output and "r39" in res.output, res.output
+    assert file_bytes(db) == before
+    res = _cli(tmp_path, "--keep", "1", "--vacuum", "--yes")  # the prune itself goes on; its vacuum does not
+    assert res.exit_code == 2 and "deleted 1 runs; 1 remain" in res.output and "in flight" in res.output, res.output
+    run_claims._release(str(db), "r39")
+    res = _cli(tmp_path, "--vacuum")
+    assert res.exit_code == 0 and f"vacuuming {db}" in res.output, res.output
+    assert file_bytes(db) < before / 5
