@@ -12,6 +12,8 @@ Decisions where the issue was silent:
 - `DirectScore.reward` is only used by the `direct` preset, the paper's direct-scoring baseline;
   every other preset maps structured judgments through fixed code.
 - QualityCheck and SurpriseEvidence are the tools' own records, re-exported here.
+- Frame indices are `tools.sampling.FrameIndex`: an int or a whole float, never a boolean or a string
+  (lax pydantic read `true` as frame 1 and "3" as frame 3); a reply that writes one is re-asked.
 """
 
 from __future__ import annotations
@@ -21,11 +23,11 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from graph.config import INSTRUCTION_CHARS_LIMIT
+from tools.sampling import FrameIndex
 
 Status = Literal["met", "partial", "not_met", "unverifiable"]
 RequirementKind = Literal["action", "object", "order", "outcome"]
 RewardStatus = Literal["scored", "zero", "ineligible"]
-FrameIndex = int
 
 _Text = Field(default="", max_length=2000)
 
@@ -37,8 +39,8 @@ class _Record(BaseModel):
 class ObservedEvent(_Record):
     """One thing that visibly happens in a stretch of the clip."""
 
-    start_frame: int = Field(ge=0, le=100_000, description="First frame index where the event is visible.")
-    end_frame: int = Field(ge=0, le=100_000, description="Last frame index where the event is visible.")
+    start_frame: FrameIndex = Field(ge=0, le=100_000, description="First frame index where the event is visible.")
+    end_frame: FrameIndex = Field(ge=0, le=100_000, description="Last frame index where the event is visible.")
     description: str = Field(max_length=500, description="What is seen, in neutral terms (no task words).")
 
 
@@ -83,7 +85,7 @@ class RequirementJudgment(_Record):
 
     requirement_id: str = Field(min_length=1, max_length=16, description="Id of the contract requirement.")
     status: Status = Field(description="met | partial | not_met | unverifiable.")
-    evidence_frames: list[int] = Field(default_factory=list, max_length=32,
+    evidence_frames: list[FrameIndex] = Field(default_factory=list, max_length=32,
                                        description="Frame indices that show the evidence.")
     rationale: str = Field(default="", max_length=1000, description="Why, citing what the frames show.")
     confidence: float = Field(default=0.5, ge=0.0, le=1.0, description="Confidence in this status, 0..1.")
@@ -110,7 +112,7 @@ class Assessment(_Record):
 class FrameView(_Record):
     """Frames to look at again, optionally cropped."""
 
-    frames: list[int] = Field(min_length=1, max_length=16, description="Frame indices to view.")
+    frames: list[FrameIndex] = Field(min_length=1, max_length=16, description="Frame indices to view.")
     box: list[float] | None = Field(default=None, min_length=4, max_length=4,
                                     description="Optional crop [x0, y0, x1, y1] (see the instructions).")
 
@@ -118,8 +120,8 @@ class FrameView(_Record):
 class TrackRequest(_Record):
     """Points to track through a stretch of frames."""
 
-    start_frame: int = Field(ge=0, description="First frame of the stretch.")
-    end_frame: int = Field(ge=0, description="Last frame of the stretch.")
+    start_frame: FrameIndex = Field(ge=0, description="First frame of the stretch.")
+    end_frame: FrameIndex = Field(ge=0, description="Last frame of the stretch.")
     points: list[list[float]] = Field(default_factory=list, max_length=32,
                                       description="[x, y] points on start_frame (see the instructions); "
                                                   "empty = grid.")
@@ -136,7 +138,7 @@ class InspectionPlan(_Record):
 class MotionEvidence(_Record):
     """Summary of one motion-tracking run (written by code)."""
 
-    frames: list[int] = Field(default_factory=list, description="Frame indices tracked.")
+    frames: list[FrameIndex] = Field(default_factory=list, description="Frame indices tracked.")
     points: int = Field(default=0, ge=0, description="Number of tracked points.")
     summary: str = Field(default="", max_length=4000, description="Text summary shown to the model.")
 
@@ -164,7 +166,7 @@ class FinalCheck(_Record):
     failure_established: bool = Field(description="The frames establish that the task failed.")
     essential_unverifiable: bool = Field(description="An essential requirement cannot be verified from the frames.")
     rationale: str = Field(default="", max_length=1000, description="Why, citing frames.")
-    evidence_frames: list[int] = Field(default_factory=list, max_length=32, description="Frames relied on.")
+    evidence_frames: list[FrameIndex] = Field(default_factory=list, max_length=32, description="Frames relied on.")
 
 
 class DirectScore(_Record):

@@ -18,7 +18,9 @@ How the agent uses them (`graph/nodes/extra.py`, `graph/nodes/reflect.py`):
 - Presets without reflect (`direct`, `structured`, `decomposed`, `task_blind`) do not run them.
 
 Decisions where the paper was silent: a report's frame indices outside the clip are dropped (and the
-trace says how many); tool names are short identifiers (letters, digits, `_`, `-`, `.`; at most 40)
+trace says how many); frame indices are integers (`tools.sampling.FrameIndex`: a boolean or a string is
+refused, as is a NaN or infinite value, which reached the prompt as "nan": the report is invalid, so the
+run is ineligible with that reason); tool names are short identifiers (letters, digits, `_`, `-`, `.`; at most 40)
 and unique within an agent, so traces and prompts can name them. A tool without a callable
 `evaluate` is refused when the agent is built (it made every run ineligible as an "internal" fault,
 the AttributeError raised outside the tool's own fault handling).
@@ -31,7 +33,9 @@ from collections.abc import Iterable
 from typing import Protocol
 
 import numpy as np
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, FiniteFloat
+
+from tools.sampling import FrameIndex
 
 _NAME = re.compile(r"^[A-Za-z0-9_.-]{1,40}$")
 EXTRA_SHORT_SIDE = 448
@@ -44,10 +48,11 @@ class EvidenceReport(BaseModel):
 
     summary: str = Field(min_length=1, max_length=2000,
                          description="The finding in words, as the model should read it.")
-    frames: list[int] = Field(default_factory=list, max_length=64,
+    frames: list[FrameIndex] = Field(default_factory=list, max_length=64,
                               description="Frame indices the finding refers to (up to 4 are shown as images).")
-    values: dict[str, float] = Field(default_factory=dict, max_length=32,
-                                     description="Named numbers (shown as text; never part of the reward).")
+    values: dict[str, FiniteFloat] = Field(default_factory=dict, max_length=32,
+                                           description="Named finite numbers (shown as text; never part of "
+                                                       "the reward).")
 
 
 class EvidenceTool(Protocol):

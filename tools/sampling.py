@@ -9,11 +9,31 @@ policy: `graph.nodes.evidence.allowed`).
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Annotated
 
 import numpy as np
+from pydantic import BeforeValidator
 
 ALL_FRAMES_LIMIT = 81
 NEARBY_EXTRA_LIMIT = 16
+
+
+def frame_index(value: object) -> int:
+    """`value` as a frame index: an int, a numpy integer or a whole float (7.0: JSON writers emit those, and it
+    names one frame exactly); anything else raises ValueError naming it. Pydantic's lax int took ``true`` as
+    frame 1 and ``"3"`` as frame 3 without a word: a model's misread label or a tool's bug then pointed at a
+    frame nobody named. (A fractional 1.5 was already refused.)"""
+    if isinstance(value, bool | np.bool_):
+        raise ValueError(f"frame index must be an integer, got the boolean {value!r}")
+    if isinstance(value, int | np.integer):
+        return int(value)
+    if isinstance(value, float) and value.is_integer():
+        return int(value)
+    raise ValueError(f"frame index must be an integer, got {value!r}")
+
+
+FrameIndex = Annotated[int, BeforeValidator(frame_index)]
+"""A pydantic field type for frame indices (`frame_index`); its JSON schema stays "integer"."""
 
 
 def uniform_indices(n: int, k: int) -> list[int]:

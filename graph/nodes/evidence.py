@@ -43,6 +43,7 @@ from pydantic import BaseModel, Field, ValidationError, field_validator
 from graph.context import RunContext
 from graph.nodes.tracking import query_index, track_frames, track_overlays
 from graph.state import AgentState, ToolExchange
+from tools.sampling import FrameIndex
 
 OVERLAY_FRAMES = 4
 
@@ -50,21 +51,21 @@ OVERLAY_FRAMES = 4
 class view_frames(BaseModel):  # noqa: N801 - tool names are snake_case for the model
     """View original frames of the clip by index."""
 
-    frames: list[int] = Field(min_length=1, max_length=16, description="Frame indices (0-based).")
+    frames: list[FrameIndex] = Field(min_length=1, max_length=16, description="Frame indices (0-based).")
 
 
 class view_crop(BaseModel):  # noqa: N801
     """View a zoomed region of one frame. box = [x0, y0, x1, y1] in the coordinates the instructions give."""
 
-    frame: int = Field(ge=0, description="Frame index (0-based).")
+    frame: FrameIndex = Field(ge=0, description="Frame index (0-based).")
     box: list[float] = Field(min_length=4, max_length=4, description="[x0, y0, x1, y1] (see the instructions).")
 
 
 class track_motion(BaseModel):  # noqa: N801
     """Track points through a stretch of frames; returns a motion summary and track overlays."""
 
-    start_frame: int = Field(ge=0, description="First frame of the stretch.")
-    end_frame: int = Field(ge=0, description="Last frame of the stretch.")
+    start_frame: FrameIndex = Field(ge=0, description="First frame of the stretch.")
+    end_frame: FrameIndex = Field(ge=0, description="Last frame of the stretch.")
     points: list[list[float]] = Field(default_factory=list, max_length=32,
                                       description="[x, y] points on start_frame (see the instructions); "
                                                   "empty = grid.")
