@@ -37,14 +37,15 @@ Decisions where the issue was silent:
   running for a forgotten clip does not put its entries back: the encoding job a zeroed clip's quality
   step started used to refill the cache after the reward service had forgotten the clip.
 - A frame index that is not an integer (numpy integers are) raises `tools.video.FrameIndexError` naming the
-  clip, as `tools.video` does: `int()` took 1.5 as frame 1 and "2" as frame 2, the wrong frame unsaid.
+  clip (`graph.frame_keys.frame_indices`). Keys, versions and the clip a key is filed under: `graph.frame_keys`.
+- The `decoded` and `encoded` counters are updated under the store's lock: worker threads of concurrent runs
+  decode and encode at once, and an unlocked `+=` is a read-modify-write that only the GIL's timing kept whole.
 """
 
 from __future__ import annotations
 
 import contextlib
 import functools
-import os
 import threading
 from collections import OrderedDict
 from collections.abc import Callable, Iterable, Sequence
@@ -54,12 +55,12 @@ from typing import Any
 import numpy as np
 
 from graph.cache import url_digest
+from graph.frame_keys import VideoKey, clip_path, encoding_key, file_version, forget_paths
+from graph.frame_keys import frame_indices as _indices
 from graph.lru import ByteLRU
 from graph.workers import Lane, Priority, await_job, run_blocking, submit
 
 _MAX_READERS = 1024  # cached VideoReaders (metadata + keyframe index, no open file each)
-VideoKey = tuple[str, tuple[int, int, int, int] | None]
-"""`FrameStore.version`: (path, (mtime_ns, ctime_ns, size, inode) or None when it cannot be stat'ed)."""
 _MAX_JOBS = 256  # finished shared jobs kept (a 32x64-point track ~25 KB; an encoding job's is None)
 
 
@@ -97,14 +98,16 @@ class FrameStore:
         requests), whose entries no later request can use. The versions it drops are never cached again:
         work still running for the clip (an encoding job the quality step started, a speculative track)
         finishes without putting its entries back; a file written anew at the path is a new version and
-        is cached as usual. Returns the number of entries dropped."""
-        gone = set(videos)
+        is cached as usual. Returns the number of entries dropped. `videos` is a collection of paths (str or
+        os.PathLike); a single path raises TypeError. An entry whose key names no clip is kept
+        (`graph.frame_keys.clip_path`)."""
+        gone = forget_paths(videos)
 
         def first(key: Any) -> bool:  # frames and URLs: (version, index, ...)
-            return key[0][0] in gone
+            return clip_path(key, 0) in gone
 
         def second(key: Any) -> bool:  # extras and shared jobs: (kind, version, ...)
-            return key[1][0] in gone
+            return clip_path(key, 1) in gone
 
         with self._lock:  # first, so that work still running for the clip cannot put entries back (`_put`)
             readers = [v for v in self._readers if v[0] in gone]
@@ -195,11 +198,7 @@ class FrameStore:
     def version(video: str) -> VideoKey:
         """The key every cache entry of `video` is filed under: the path and the file's identity now, so a
         file rewritten at the same path is another video (see the module docstring)."""
-        try:
-            st = os.stat(video)
-        except (OSError, ValueError):  # opening it reports why
-            return (video, None)
-        return (video, (st.st_mtime_ns, st.st_ctime_ns, st.st_size, st.st_ino))
+        return file_version(video)
 
     def _refresh(self, video: str) -> VideoKey:
         """`version` of `video`, remembered as its current one (called off the event loop: it stats)."""
@@ -254,8 +253,14 @@ class FrameStore:
             for i, frame in zip(missing, decoded, strict=True):
                 self._put(self._frames, v, (v, i), frame, frame.nbytes)
                 have[i] = frame
-            self.decoded += len(missing)
+            self._count(decoded=len(missing))
         return have
+
+    def _count(self, *, decoded: int = 0, encoded: int = 0) -> None:
+        """Add to the work counters, under the lock (module docstring)."""
+        with self._lock:
+            self.decoded += decoded
+            self.encoded += encoded
 
     def fits(self, meta: Any, count: int, *, share: float) -> bool:
         """Whether `count` full-size frames of a clip with tools.video.VideoMeta `meta` take at most
@@ -324,7 +329,7 @@ class FrameStore:
                 url = encode_jpeg_data_url(resize_long_side(frame, self.long_side), quality=self.quality)
                 url_digest(url)  # memoise the stage-key digest here, off the event loop
                 self._put(self._urls, v, key, url, len(url))
-                self.encoded += 1
+                self._count(encoded=1)
             label = meta.label(i)
             if key_box is not None:
                 label += f", crop {box_label or '[' + ', '.join(f'{b:.2f}' for b in key_box) + ']'}"
@@ -351,7 +356,7 @@ class FrameStore:
         "now") and return it; while it runs, `ablocks` for the same frames waits for it instead of
         encoding them a second time. The job caches; it returns None (its failure, if any, is
         reported by whoever asks for the blocks next)."""
-        key = _encoding_key(self._refresh(video), indices)
+        key = encoding_key(self._refresh(video), indices)
         return self.shared_job(key, functools.partial(self._encode, key[1], key[2]))
 
     def _encode(self, v: VideoKey, indices: tuple[int, ...]) -> None:
@@ -377,7 +382,7 @@ class FrameStore:
             return await run_blocking(self.image_blocks, video, indices, box=box, note=note, box_label=box_label)
         if box is None:
             with self._lock:
-                job, _ = self._jobs.get(_encoding_key(v, indices), (None, None))
+                job, _ = self._jobs.get(encoding_key(v, indices), (None, None))
             if job is not None and not job.done():
                 with contextlib.suppress(Exception):  # a failed job: the call below reports the error
                     await await_job(job)
@@ -385,16 +390,3 @@ class FrameStore:
             return self._image_blocks(v, indices, box=box, note=note, box_label=box_label)
         return await run_blocking(self._image_blocks, v, indices, box=box, note=note, box_label=box_label)
 
-
-def _encoding_key(v: VideoKey, indices: Sequence[int]) -> tuple[str, VideoKey, tuple[int, ...]]:
-    """`FrameStore.shared_job` key of encoding the full frames `indices` of version `v`."""
-    return ("encode", v, tuple(_indices(v[0], indices)))
-
-
-def _indices(video: str, indices: Sequence[int]) -> list[int]:
-    """`indices` as ints; one that is not an integer raises FrameIndexError naming `video` (module docstring)."""
-    if bad := [i for i in indices if isinstance(i, bool | np.bool_) or not isinstance(i, int | np.integer)]:
-        from tools.video import FrameIndexError
-
-        raise FrameIndexError(f"{video}: frame index must be an integer, got {bad[0]!r}")
-    return [int(i) for i in indices]
