@@ -15,6 +15,16 @@ naming both presets and the fields that differ (`config_mismatch`), and calls no
 quietly using the build config, since a caller who passes a config means it; to run another config, build
 an agent for it. `score_video` and `ascore_videos` pass no context, so their runs use the build context.
 
+The same holds for the wiring the build's tools decide: whether the agent has extra evidence tools wires the
+extra node. A context with extra tools given to an agent built without them had them run in the background
+(started by quality) while no node showed their reports, so the run scored as if there were none; the
+opposite wired a node with nothing to run. Such a context is refused too (`tools_mismatch`); other tools
+(another tracker, other extra tools where the build has some) are the caller's to choose.
+
+A context's backbone takes its config's draw (`AgentConfig.draw`, `with_config_draw`), as the builder does
+for its own: a backbone made at draw 0 (the default) read and wrote draw 0's stage-cache entries for a run
+whose config said draw 2, so that run took another draw's answers with no model call.
+
 Decisions where the issue was silent:
 - The frame cache (`FrameStore`) lives in `graph.frame_store`.
 - Tools: `AgentTools(tracker=..., surprise=..., extra=[...])` injects protocol objects; a
@@ -25,7 +35,7 @@ Decisions where the issue was silent:
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, field, fields, replace
 from typing import TYPE_CHECKING, Any
 
 from graph.config import ResolvedConfig
@@ -213,3 +223,25 @@ class RunContext:
     """Decoded-frame / data-URL cache."""
     tools: ToolProvider = field(default_factory=ToolProvider)
     """Evidence tools (lazy)."""
+
+
+def tools_mismatch(given: ToolProvider, built: ToolProvider) -> str | None:
+    """None when an invocation's tools `given` wire the nodes the agent's build tools `built` wired (both
+    with extra evidence tools, or both without), else the reason the run is refused (module docstring)."""
+    if bool(given.extra) == bool(built.extra):
+        return None
+
+    def named(tools: ToolProvider) -> str:
+        return ", ".join(repr(t.name) for t in tools.extra) or "none"
+
+    return (f"the context's extra evidence tools ({named(given)}) do not match the agent's ({named(built)}): "
+            "the agent's extra node is wired from the tools it was built with; pass them in the context or "
+            "build an agent with these tools")
+
+
+def with_config_draw(ctx: RunContext) -> RunContext:
+    """`ctx` with its backbone at its config's draw (a copy when it differs; the caller's context and backbone
+    are left as they are). See the module docstring."""
+    if ctx.backbone.draw == ctx.config.draw:
+        return ctx
+    return replace(ctx, backbone=ctx.backbone.for_draw(ctx.config.draw))

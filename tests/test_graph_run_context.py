@@ -70,3 +70,67 @@ def test_a_context_with_the_build_config_is_used(clip):
     res = _invoke(agent, clip, _context(other, AgentConfig(preset="full", max_tool_rounds=2)), "same")["result"]
     assert res.status == "scored" and res.reward == pytest.approx(0.975) and res.preset == "full"
     assert built_model.calls == [] and other.calls
+
+
+def _cached_context(model, config, cache):
+    """`_context` with a backbone on `cache` (a stage cache shared with other contexts), at draw 0."""
+    ctx = _context(model, config)
+    ctx.backbone.cache = cache
+    return ctx
+
+
+def test_a_context_backbone_takes_the_configs_draw(clip):
+    """Built and invoked at draw 2 (`AgentConfig.draw`) with a context whose backbone was made at draw 0: the
+    run read and wrote draw 0's stage-cache entries, so it took another draw's answers (no model call) while
+    its config said draw 2. The builder already re-salted its own backbone (`Backbone.for_draw`); the
+    invocation's backbone now is too."""
+    from graph import AgentConfig
+    from graph.cache import StageCache
+    from graph.testing import ScriptedChatModel
+
+    cache = StageCache(None)
+    first, _ = make_agent("full")
+    draw0 = ScriptedChatModel(full_script())
+    assert _invoke(first, clip, _cached_context(draw0, AgentConfig(preset="full"), cache), "d0")["result"].status \
+        == "scored" and draw0.calls
+    agent, built_model = make_agent("full", draw=2)
+    other = ScriptedChatModel(full_script())
+    ctx = _cached_context(other, AgentConfig(preset="full", draw=2), cache)
+    res = _invoke(agent, clip, ctx, "d2")["result"]
+    assert res.status == "scored" and built_model.calls == []
+    assert other.calls, "the draw-2 run was answered from draw 0's cache entries"
+    assert ctx.backbone.draw == 0  # the caller's object is left as it was
+
+
+def test_a_context_whose_extra_tools_the_agent_does_not_wire_is_refused(clip):
+    """Built without extra evidence tools, invoked with a context that has one: the quality step started the
+    tool (its frames decoded, its work done) but the graph has no extra node, so reflect never showed its
+    report and the run scored as if the caller had passed no tool. Which nodes exist follows the build's
+    tools as it follows the build config, so such a context is refused like another config."""
+    import numpy as np
+
+    from graph import AgentConfig
+    from graph.context import AgentTools, tool_provider
+    from graph.testing import ScriptedChatModel
+    from tools.extra import EvidenceReport
+    from tools.motion import LKTracker
+
+    class Check:
+        name = "check"
+
+        def __init__(self) -> None:
+            self.calls = 0
+
+        def evaluate(self, frames: np.ndarray, instruction: str) -> EvidenceReport:
+            self.calls += 1
+            return EvidenceReport(summary="looked", frames=[1])
+
+    agent, built_model = make_agent("full")
+    other = ScriptedChatModel(full_script())
+    ctx = _context(other, AgentConfig(preset="full"))
+    tool = Check()
+    ctx.tools = tool_provider(AgentTools(tracker=LKTracker(), surprise=FakeSurprise(), extra=[tool]))
+    res = _invoke(agent, clip, ctx, "extra")["result"]
+    assert res.status == "ineligible" and res.reward is None
+    assert "extra evidence tools" in res.reasons[0] and "'check'" in res.reasons[0], res.reasons
+    assert other.calls == [] and built_model.calls == [] and tool.calls == 0

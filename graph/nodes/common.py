@@ -2,8 +2,10 @@
 
 Every stage is an `async def fn(state, ctx, step) -> dict` wrapped by `make_node`, which
 - uses the invocation's context (`runtime.context`) when it is a `RunContext`, else the builder's
-  default context (the LangGraph server passes each run's `configurable` as a plain-dict context);
-  a `RunContext` whose config is not the build config is refused (`graph.context.config_mismatch`): the
+  default context (the LangGraph server passes each run's `configurable` as a plain-dict context), its
+  backbone at the config's draw (`graph.context.with_config_draw`);
+  a `RunContext` whose config is not the build config, or whose extra evidence tools wire other nodes, is
+  refused (`graph.context.config_mismatch`, `tools_mismatch`): the
   node records a Fault of stage "context", kind "input" (quality, the entry, records it, so no other stage
   runs), and the gate uses the build context, so the ineligible result carries the agent's own preset;
 - skips the stage when a fault was already recorded (parallel branches joining after a fault);
@@ -43,7 +45,7 @@ from langgraph.runtime import get_runtime
 
 from graph.backbone import BackboneFault, Usage
 from graph.bridge import run_sync
-from graph.context import RunContext, config_mismatch
+from graph.context import RunContext, config_mismatch, tools_mismatch, with_config_draw
 from graph.schemas import Assessment, Fault, TaskContract
 from graph.state import AgentState, ContractFrozenError, StepRecord
 from graph.workers import run_scope
@@ -131,8 +133,8 @@ def make_node(name: str, fn: StageFn, default_ctx: RunContext, *, guard: bool = 
         given = runtime.context if runtime is not None else None
         if not isinstance(given, RunContext):
             return default_ctx, None
-        refused = config_mismatch(given.config, default_ctx.config)
-        return (given, None) if refused is None else (default_ctx, refused)
+        refused = config_mismatch(given.config, default_ctx.config) or tools_mismatch(given.tools, default_ctx.tools)
+        return (with_config_draw(given), None) if refused is None else (default_ctx, refused)
 
     async def run(state: AgentState, config: RunnableConfig) -> dict[str, Any]:
         if guard and state.get("faults"):
