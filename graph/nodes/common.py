@@ -221,17 +221,28 @@ frames given to tools only (quality, surprise, extra), or the sample (observe, a
 
 def shown_frames(state: AgentState) -> set[int]:
     """The frames whose images (whole, cropped or under track overlays) the model has been shown in the run so far:
-    the uniform sample (observe, assess), the frames the inspection tools returned (`exchanges`) and the images
-    reflect, repair and final_check sent (`SHOWING_STAGES`). A node adds the frames of its own call.
+    the uniform sample (observe, assess), the frames of the inspection rounds an inspect call sent
+    (`sent_rounds`) and the images reflect, repair and final_check sent (`SHOWING_STAGES`). A node adds the
+    frames of its own call.
 
-    Decision where the issue was silent: every frame an inspection tool returned counts as shown. In plan mode, and
-    for the last tool round when the round cap ends the loop, those images reach the model only in reflect, which
-    sends the most recent ones when they pass `max_images_per_call`; the result texts naming all of them are in
-    reflect's message."""
+    Every frame an inspection tool returned used to count as shown. The images of the last round (plan mode's
+    only one, or the one the round cap ends the loop after) reach the model only in reflect, which sends the
+    most recent ones when the surprise windows, overlays and extra tools' frames take part of its
+    `max_images_per_call`: a judgment could then keep citing a frame whose image was never sent, and repair
+    and final_check showed it as evidence. Reflect's step records the frames it sent, which count here."""
+    sent = sent_rounds(state)
     shown = {int(f) for f in state.get("sample", [])}
-    shown |= {int(f) for e in state.get("exchanges", []) for f in e.get("frames", [])}
+    shown |= {int(f) for e in state.get("exchanges", []) if int(e.get("round", 0)) < sent for f in e.get("frames", [])}
     shown |= {int(f) for s in state.get("steps", []) if s.get("node") in SHOWING_STAGES for f in s.get("frames", [])}
     return shown
+
+
+def sent_rounds(state: AgentState) -> int:
+    """How many inspection rounds (0, 1, ...) an inspect call has sent the images of: each inspect call after the
+    first rebuilds the conversation with every earlier round's images (graph.nodes.inspect.conversation), so
+    round r was sent when inspect ran more than r + 1 times; plan mode's one call sends none."""
+    calls = sum(1 for s in state.get("steps", []) if s.get("node") == "inspect")
+    return max(calls - 1, 0)
 
 
 def tidy_assessment(assessment: Assessment, contract: TaskContract, n_frames: int, shown: Collection[int],

@@ -14,7 +14,12 @@ Decisions where the issue was silent:
   what was dropped or substituted.
 - track_motion reads up to 32 frames of the requested stretch (the tracker is a tool, not a view);
   it returns a text summary plus overlays of up to 4 tracked frames, which count against the frame
-  budget but not against the nearby-extra allowance (they are rendered evidence, not new views).
+  budget and, on a long clip, against the nearby-extra allowance: an overlay shows the frame's image. They
+  did not, so a track over an unsampled stretch showed four frames past the allowance per call, also once it
+  was spent, and later stages could cite them and show them again as plain frames. An overlay frame outside
+  the allowed set spends the allowance like a viewed one; once it is spent, the overlays go on the
+  stretch's frames already allowed (spread over them), or on none when the stretch has none (the summary
+  still comes back) (`overlay_frames`).
 - Overlays are cached in the frame store under the tracked frames and points; the conversation is rebuilt
   from stored references, recomputing an evicted overlay deterministically. The exchange keeps the points
   as tracked (fractions of the frame, clamped, malformed ones left out) and their frame (`points`,
@@ -96,8 +101,9 @@ def access_text(n: int, sample: list[int], extra: int) -> str:
     """The access policy in words (for the prompts)."""
     if n <= 81:
         return f"any frame 0..{n - 1}"
-    return (f"the initial sample {sample} plus at most {extra} extra frames of your choice (once they are "
-            "used, a request for another frame is answered with the nearest allowed frame)")
+    return (f"the initial sample {sample} plus at most {extra} extra frames of your choice, track overlays "
+            "included (once they are used, a request for another frame is answered with the nearest allowed "
+            "frame)")
 
 
 def used_frames(exchanges: list[ToolExchange]) -> int:
@@ -105,25 +111,58 @@ def used_frames(exchanges: list[ToolExchange]) -> int:
     return sum(len(e.get("frames", [])) for e in exchanges)
 
 
+def allowance(state: AgentState, ctx: RunContext, exchanges: list[ToolExchange]) -> tuple[set[int], int] | None:
+    """(frames a long clip may show without spending more of its allowance: the sample and the extra frames
+    any tool showed so far, overlays included; frames of the allowance left), or None for a clip of at most
+    81 frames (any frame)."""
+    from tools.video import ALL_FRAMES_LIMIT
+
+    if int(state["meta"]["frames"]) <= ALL_FRAMES_LIMIT:
+        return None
+    sample = set(state.get("sample", []))
+    extra_used = {f for e in exchanges for f in e.get("frames", [])} - sample
+    return sample | extra_used, max(0, ctx.config.nearby_extra - len(extra_used))
+
+
+def overlay_frames(idx: list[int], wanted: list[int], known: set[int], room: int,
+                   limit: int) -> tuple[list[int], list[str]]:
+    """The overlay frames of a track over `idx` on a long clip, for the `wanted` ones (spread over the
+    stretch), with `known` frames allowed and `room` frames of the `limit` allowance left; plus notes. A
+    wanted frame outside `known` spends the allowance; once it is spent, frames of `idx` already in `known`
+    (spread over them) stand in, up to as many as were wanted (module docstring)."""
+    from tools.video import uniform_subset
+
+    new = [f for f in wanted if f not in known]
+    if not new:
+        return wanted, []
+    added = new[:room]
+    notes = [f"overlay frames {added} added from the extra-frame allowance ({room - len(added)} of {limit} "
+             "left)"] if added else []
+    if len(new) <= room:
+        return wanted, notes
+    keep = {f for f in wanted if f in known} | set(added)
+    spare = [f for f in idx if f in known and f not in keep]
+    fill = uniform_subset(spare, len(wanted) - len(keep)) if spare else []
+    notes.append(f"overlay frames {new[room:]} are outside the allowed set (extra-frame allowance used); "
+                 + (f"overlays on the stretch's allowed frames {fill} instead" if fill
+                    else "no other frame of the stretch is allowed"))
+    return sorted(keep | set(fill)), notes
+
+
 def allowed(state: AgentState, ctx: RunContext, exchanges: list[ToolExchange],
             requested: list[int]) -> tuple[list[int], list[str]]:
     """Frames to show for a request under the access policy and budget, plus notes."""
-    from tools.video import ALL_FRAMES_LIMIT
-
     n = int(state["meta"]["frames"])
     notes: list[str] = []
     valid = [f for f in dict.fromkeys(int(r) for r in requested) if 0 <= f < n]
     if len(valid) < len(set(requested)):
         notes.append(f"frames outside 0..{n - 1} dropped")
-    if n > ALL_FRAMES_LIMIT:
-        sample = list(state.get("sample", []))
-        seen = {f for e in exchanges if not e.get("overlay") for f in e.get("frames", [])}
-        extra_used = seen - set(sample)
-        known = set(sample) | extra_used
+    policy = allowance(state, ctx, exchanges)
+    if policy is not None:
+        known, room = policy
         ok = [f for f in valid if f in known]
         other = [f for f in valid if f not in known]
         if other:
-            room = max(0, ctx.config.nearby_extra - len(extra_used))
             added, rest = other[:room], other[room:]
             if added:
                 notes.append(f"frames {added} added from the extra-frame allowance "
@@ -241,6 +280,9 @@ async def _track(state: AgentState, ctx: RunContext, exchanges: list[ToolExchang
     k = max(0, min(OVERLAY_FRAMES, room, len(idx)))
     shown = uniform_subset(idx, k)
     notes = [] if k >= min(OVERLAY_FRAMES, len(idx)) else [f"frame budget: {k} overlay frames"]
+    if (policy := allowance(state, ctx, exchanges)) is not None:  # a long clip: overlays are views too
+        shown, more = overlay_frames(idx, shown, *policy, ctx.config.nearby_extra)
+        notes += more
     points, point_notes = track_points(ctx, state["meta"], request.points)
     _, summary = await track_overlays(state, ctx, idx, points, shown, query_t=query_t)
     # the points as tracked and their frame: exchange_blocks replays the overlays from these, not from `args`
