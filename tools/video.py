@@ -23,7 +23,8 @@ Frame ``i`` is the i-th frame in presentation order. Decisions taken where issue
   keyframe, skipping whole GOPs. Each decoded frame is checked against the scan: after the first
   frame of a run that seeked, every frame must carry the next frame's pts. A seek that lands after its
   target or past the end (MPEG-TS / MPEG-PS seek by timestamp, not by frame), or any other surprise
-  after a seek, makes the reader decode from the start, for that read and every later one. Timestamps
+  after a seek, makes the reader decode from the start, for that read and every later one; so does a seek
+  whose keyframe comes out inter-coded (an MP4 without ``stss`` calls every sample a keyframe). Timestamps
   that are missing or duplicated, or that go backwards even when decoding from the start, make it
   count frames in the decoder's output order instead, so no frame is returned under another frame's
   index; so does a codec that reorders frames whose timestamps never do (AVI with B-frames stores
@@ -109,6 +110,7 @@ from tools.video_scan import (  # noqa: F401  (re-exported: the public video API
     open_container,
     reorder_decoder,
     scan,
+    seek_landed,
     video_stream,
     wrapped,
 )
@@ -314,12 +316,14 @@ class VideoReader:
             frames: Iterator[av.VideoFrame] | None = None
             last = -1  # index of the last frame produced by `frames`
             lost = False  # decoding a clip cut mid-GOP from its start: no keyframe has come out yet
+            landed: int | None = None  # the keyframe a seek went to, until its frame has come out intra-coded
             for target in wanted:
                 k = keys[bisect.bisect_right(keys, target) - 1] if keys and keys[0] <= target else 0
                 if frames is None or (allow_seek and k > last + 1):
                     if allow_seek and k > 0:
                         with wrapped(self._name, f"seeking to frame {k} failed"):
                             container.seek(pts[k], stream=stream, backward=True, any_frame=False)
+                        landed = k
                     frames, last, lost = self._packets_to_frames(container, stream), -1, lead > 0 and k == 0
                 while last < target:
                     frame = next(frames, None)
@@ -348,6 +352,10 @@ class VideoReader:
                             raise _SeekMissed
                         raise VideoDecodeError(f"{self._name}: frame {target} of {self.meta.frames} "
                                                f"could not be decoded (got pts {frame.pts} instead)")
+                    if landed is not None and i >= landed:
+                        if not seek_landed(frame, i, landed):
+                            raise _SeekMissed
+                        landed = None
                     last = i
                     if i == target:
                         yield i, frame

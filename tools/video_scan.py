@@ -20,6 +20,7 @@ from typing import Literal
 
 import av
 import numpy as np
+from av.video.frame import PictureType
 
 from tools.mp4_boxes import cut_fragment
 from tools.video_edits import kept_frames
@@ -115,6 +116,17 @@ def mid_gop_error(name: str, target: int, frames: int, lead: int) -> VideoDecode
         f"its frames before the first keyframe (frame {lead})"
     return VideoDecodeError(f"{name}: frame {target} of {frames} could not be decoded: the clip starts mid-GOP "
                             f"and {where} reference frames it lacks")
+
+
+def seek_landed(frame: av.VideoFrame, index: int, key: int) -> bool:
+    """Whether the first frame a seek to keyframe ``key`` gives at or past it is that keyframe, intra-coded.
+
+    An MP4 without an ``stss`` box declares every sample a sync sample (the spec's reading, and FFmpeg's):
+    right for all-intra clips, but some muxers leave the box out of clips with P-frames (MPEG-4 part 2).
+    A seek to such a "keyframe" decoded it without its references (garbage, returned as the frame); a
+    keyframe the decoder skipped or gave as an inter frame means the scan's keyframes are not real ones.
+    """
+    return index == key and (frame.key_frame or frame.pict_type == PictureType.I)
 
 
 def describe(src: Source) -> str:
