@@ -13,9 +13,12 @@ Decisions where the issue was silent: the model-free part uses the LK tracker (n
 that does not parse (`RAA_*`, backbone or tools) stops the demo before anything is rendered, with one
 error line and exit status 2, as every other command does; clips that cannot be rendered (no GL
 context: `MUJOCO_GL`) stop it with one error line and exit status 1, as `raa make-clips`.
-Clips already in `OUT/clips` are re-used when their manifest lists at least the clips asked for
-(`--limit`, else the whole `small` suite); a manifest with fewer (a render whose clips failed writes
-the ones that did) is rendered again, which keeps the clips of the same suite it lists. Scoring
+Clips already in `OUT/clips` are a cache of one suite: they are re-used only when its manifest lists
+every clip asked for (`--limit`, else the whole `small` suite) as that suite renders it (name, clip
+seed, frame count and size: `--seed` changes them) and the clip files are there. A manifest that lacks
+some (a render whose clips failed writes the ones that did) is rendered again, which keeps the clips
+of the same suite it lists; one written for another seed or size is replaced, with a line saying so
+(before, any manifest with enough rows was re-used, whatever seed had rendered it). Scoring
 uses the `full` preset unless `--preset` says otherwise; its WMReward tool loads V-JEPA 2 from
 `RAA_VJEPA_MODEL` (hub id or local path). Where those weights cannot be had, pass
 `--preset no_wmreward`: a load failure makes each run ineligible with the reason, never a fake score.
@@ -37,6 +40,9 @@ from rich.table import Table
 from graph.config import PRESETS
 
 if TYPE_CHECKING:  # pragma: no cover
+    from collections.abc import Callable
+
+    from evals.clipsuite import ClipSpec
     from tools.quality import QualityThresholds
 
 
@@ -142,6 +148,40 @@ def _clip_name(row: dict, full: bool) -> str:
     return stem if full else f"{stem.split('_', 1)[0]} {row.get('pattern', '')}".strip()
 
 
+def _cached_rows(manifest: Path, load: Callable[[Path], list[dict]]) -> list[dict]:
+    """The rows of the clip cache's manifest (paths absolute); none when it is missing or unreadable (a
+    broken cache is rendered again, as an empty one)."""
+    from evals.clipsuite import ManifestError
+
+    if not manifest.is_file():
+        return []
+    try:
+        return load(manifest)
+    except ManifestError:
+        return []
+
+
+def _cache_misses(rows: list[dict], suite: list[ClipSpec], wanted: list[ClipSpec],
+                  side: int) -> tuple[list[str], str | None]:
+    """(names of the `wanted` clips that the cached `rows` lack, the first row of another suite or None).
+
+    A row is the suite's when `suite` (the whole suite of the asked seed) renders a clip as the row says:
+    name, clip seed, frames, `side` x `side` pixels; it serves that clip when its file exists too. One row
+    that is not the suite's (another `--seed` or size, or a row by hand) makes the manifest foreign:
+    `make_clips` refuses to add clips to it, so it is replaced when clips are missing."""
+    specs = {spec.name: spec for spec in suite}
+    served, foreign = set(), None
+    for row in rows:
+        spec = specs.get(row.get("name"))
+        if spec is not None and row.get("seed") == spec.seed and row.get("frames") == spec.frames \
+                and row.get("width") == side and row.get("height") == side:
+            if Path(row["path"]).is_file():
+                served.add(spec.name)
+        elif foreign is None:
+            foreign = f"{row.get('name')}: clip seed {row.get('seed')}, {row.get('width')}x{row.get('height')}"
+    return [spec.name for spec in wanted if spec.name not in served], foreign
+
+
 def demo_command(
     out: Path = typer.Option(Path("demo_out"), "--out", help="output folder"),
     preset: str = typer.Option("full", "--preset", help="agent preset used when an endpoint is configured"),
@@ -150,7 +190,7 @@ def demo_command(
     limit: int | None = typer.Option(None, "--limit", min=1, help="only the first N clips of the suite"),
 ) -> None:
     """Generate sample clips, run the evidence tools, and score them when an endpoint is configured."""
-    from evals.clipsuite import ClipSuiteError, load_manifest, make_clips, suite_specs
+    from evals.clipsuite import PRESET_SIZE, ClipSuiteError, load_manifest, make_clips, suite_specs
     from evals.scenes import RenderError
     from graph.settings import BackboneSettings, SettingsError
     from tools.settings import ToolSettings
@@ -167,17 +207,24 @@ def demo_command(
         raise typer.Exit(2) from exc
     clips_dir = out / "clips"
     manifest = clips_dir / "manifest.jsonl"
-    wanted = len(suite_specs("small", seed)[:limit])
-    if manifest.is_file() and len(load_manifest(manifest)) >= wanted:
+    suite = suite_specs("small", seed)
+    wanted = suite[:limit]
+    missing, foreign = _cache_misses(_cached_rows(manifest, load_manifest), suite, wanted, PRESET_SIZE["small"])
+    if not missing:
         console.print(f"Re-using the clips in {clips_dir} (delete it to render them again).")
     else:
+        if foreign:  # make_clips refuses to mix two suites in one manifest: this cache is replaced
+            console.print(f"The clips in {clips_dir} were rendered with other settings ({foreign}); "
+                          f"rendering seed {seed}'s clips there instead.")
+            manifest.unlink()
         console.print(f"Rendering the labelled sample clips into {clips_dir} ...")
         try:
             make_clips(clips_dir, seed=seed, preset="small", progress=True, limit=limit)
         except (ClipSuiteError, RenderError) as exc:  # no GL context, or clips that failed: as `raa make-clips`
             typer.echo(f"error: {exc}", err=True)
             raise typer.Exit(1) from None
-    rows = load_manifest(manifest)[:limit]
+    by_name = {row.get("name"): row for row in load_manifest(manifest)}
+    rows = [by_name[spec.name] for spec in wanted if spec.name in by_name]
     console.print(f"{len(rows)} clips, manifest {manifest}")
     _evidence_table(rows, out, console, thresholds)
     if not settings.configured:

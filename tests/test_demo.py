@@ -116,3 +116,25 @@ def test_demo_refuses_a_negative_seed(tmp_path) -> None:
     # as `raa make-clips --seed`: the suite's seed is >= 0 (a ValueError traceback from the suite before)
     res = runner.invoke(app, ["demo", "--out", str(tmp_path), "--seed", "-1"])
     assert res.exit_code == 2 and "--seed" in res.output and not (tmp_path / "clips").exists()
+
+
+def test_demo_does_not_reuse_clips_of_another_seed(tmp_path) -> None:
+    # the clip folder is a cache of one suite: clips rendered with --seed 0 were re-used for --seed 1 (the
+    # manifest only had to list enough rows), so the demo showed seed 0's clips under seed 1
+    from evals.clipsuite import load_manifest, suite_specs
+
+    def run(seed: int):
+        res = runner.invoke(app, ["demo", "--out", str(tmp_path), "--limit", "1", "--seed", str(seed)],
+                            env={"COLUMNS": "200"})
+        assert res.exit_code == 0, (res.output, res.exception)
+        return res.output
+
+    run(0)
+    assert [r["seed"] for r in load_manifest(tmp_path / "clips")] == [suite_specs("small", 0)[0].seed]
+    out = run(1)
+    assert "Re-using" not in out and "rendered with other settings" in out
+    assert [r["seed"] for r in load_manifest(tmp_path / "clips")] == [suite_specs("small", 1)[0].seed]
+    assert "Re-using" in run(1)  # the same suite again: its clips are kept
+    (tmp_path / load_manifest(tmp_path / "clips")[0]["path"]).unlink()  # a listed clip that is gone
+    out = run(1)
+    assert "Re-using" not in out and "1 clips, manifest" in out and "undecodable" not in out
