@@ -7,9 +7,11 @@ from pathlib import Path
 
 import av
 import numpy as np
+import pytest
 
 from tests.test_video import id_frames, read_ids
-from tools.video import VideoReader, read_all_frames
+from tools.mp4_boxes import child_boxes
+from tools.video import VideoDecodeError, VideoReader, probe, read_all_frames, read_frames
 
 
 def _write(path: Path, n: int, codec: str = "libx264", options: dict | None = None) -> Path:
@@ -64,3 +66,35 @@ def test_an_all_intra_mp4_without_stss_still_seeks(tmp_path):
         assert read_ids(reader.read([17, 3, 23])) == [17, 3, 23]
         assert reader._seeks  # no seek missed: all-intra clips keep seeking
     assert np.all(np.diff(read_ids(read_all_frames(path))) == 1)
+
+
+def _cut_after_fragments(data: bytes, fragments: int) -> bytes:
+    """`data` cut where its `fragments`-th fragment (moof + mdat) ends: no box is cut short."""
+    pos, seen = 0, 0
+    for kind, body in child_boxes(memoryview(data)):
+        pos += len(body) + 8
+        seen += kind == b"mdat"
+        if seen == fragments:
+            return data[:pos]
+    raise AssertionError(f"fewer than {fragments} fragments")
+
+
+def test_a_fragmented_mp4_cut_between_fragments_that_its_sidx_indexes_is_truncated(tmp_path):
+    """A fragment index (``sidx``, FFmpeg's global_sidx) gives the bytes of every fragment: cut after 3 of its 6
+    fragments, the clip probed as 24 frames with the index's 3.125 s duration, no error."""
+    full = _write(tmp_path / "sidx.mp4", 48, options={"movflags": "frag_keyframe+empty_moov+global_sidx"})
+    assert probe(full).frames == 48
+    cut = tmp_path / "cut.mp4"
+    cut.write_bytes(_cut_after_fragments(full.read_bytes(), 3))
+    for call in (lambda: probe(cut), lambda: read_frames(cut, [0]), lambda: probe(cut.read_bytes())):
+        with pytest.raises(VideoDecodeError, match=r"(cut.mp4|<\d+ bytes>): truncated file: its 'sidx' box \(at byte \d+\) "
+                           r"indexes fragments up to byte \d+, but the file ends \d+ bytes short of them"
+                           r" \(frames after the 24 read are missing\)"):
+            call()
+
+
+def test_a_fragmented_mp4_without_an_index_cut_between_fragments_is_a_shorter_clip(tmp_path):
+    """Without an index nothing in the file says more fragments were to come: the frames there, as a player."""
+    full = _write(tmp_path / "frag.mp4", 48, options={"movflags": "frag_keyframe+empty_moov"})
+    meta = probe(_cut_after_fragments(full.read_bytes(), 3))
+    assert (meta.frames, meta.duration) == (24, 1.5)

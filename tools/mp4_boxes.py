@@ -2,7 +2,8 @@
 scan's truncation check (`tools.video_scan`).
 
 Only what those need: the boxes at one level of a buffer, the top-level ``moov`` box of a file, read
-without loading the media data, and a fragmented file's media box that its end cuts (`cut_fragment`).
+without loading the media data, a fragmented file's media box that its end cuts (`cut_fragment`), and
+a fragment index (``sidx``) that indexes bytes past the file's end (`index_past_end`).
 """
 
 from __future__ import annotations
@@ -118,3 +119,50 @@ def cut_fragment(src: str | Path | bytes | bytearray | memoryview) -> tuple[byte
     # a fragment's moof is followed by its mdat: a file that ends after a complete moof lacks that fragment's data
     cut = kind == b"moof" or (kind == b"mdat" and offset + size > total)
     return (kind, offset, size, total) if cut else None
+
+
+MAX_SIDX_BYTES = 16 * 2**20  # a larger index is not read (12 bytes a fragment: over a million fragments)
+
+
+def _read_range(src: str | Path | bytes | bytearray | memoryview, offset: int, n: int) -> bytes:
+    if isinstance(src, bytes | bytearray | memoryview):
+        return bytes(memoryview(src)[offset:offset + n])
+    with open(src, "rb") as fh:
+        fh.seek(offset)
+        return fh.read(n)
+
+
+def sidx_end(box: bytes) -> int | None:
+    """Bytes from the end of a whole ``sidx`` box (header included) to the end of what it indexes: its
+    first_offset plus the sizes of its references; None when the box does not parse."""
+    head = 16 if len(box) >= 8 and struct.unpack_from(">I", box)[0] == 1 else 8
+    body = memoryview(box)[head:]
+    if len(body) < 4:
+        return None
+    refs_at, fmt = (24, ">4xIIIIHH") if body[0] == 0 else (32, ">4xIIQQHH")
+    if len(body) < refs_at:
+        return None
+    _, _, _, first_offset, _, count = struct.unpack_from(fmt, body)
+    if len(body) < refs_at + 12 * count:
+        return None
+    sizes = struct.unpack_from(">" + "I8x" * count, body, refs_at)
+    return first_offset + sum(size & 0x7FFFFFFF for size in sizes)  # the top bit: the reference's type
+
+
+def index_past_end(src: str | Path | bytes | bytearray | memoryview) -> tuple[int, int, int] | None:
+    """(offset, end of the indexed bytes, file length) of the first top-level ``sidx`` box of a fragmented
+    file whose fragments run past the file's end; None when there is none.
+
+    A file cut between two fragments leaves no box cut short (`cut_fragment`), but an index written for
+    the whole file (FFmpeg's ``global_sidx``, DASH and CMAF packagers) still gives every fragment's bytes:
+    FFmpeg then read the fragments there as the clip, with the index's longer duration."""
+    boxes, total = _top_level(src)
+    if not any(kind == b"moof" for kind, _, _ in boxes):
+        return None
+    for kind, offset, size in boxes:
+        if kind != b"sidx" or offset + size > total or size > MAX_SIDX_BYTES:
+            continue
+        indexed = sidx_end(_read_range(src, offset, size))
+        if indexed is not None and offset + size + indexed > total:
+            return offset, offset + size + indexed, total
+    return None

@@ -22,7 +22,7 @@ import av
 import numpy as np
 from av.video.frame import PictureType
 
-from tools.mp4_boxes import cut_fragment
+from tools.mp4_boxes import cut_fragment, index_past_end
 from tools.video_edits import kept_frames
 from tools.video_slices import frame_threads, slices_per_frame
 
@@ -285,6 +285,12 @@ def scan(container: av.container.InputContainer, name: str,
                  and offset + size <= total else f"its {kind.decode()!r} box at byte {offset} declares {size} bytes, "
                  f"but the file ends {offset + size - total} bytes short of them")
         raise VideoDecodeError(f"{name}: truncated file: {where} (frames after the {packets} read are missing)")
+    index_cut = index_past_end(src) if src is not None and "mov" in formats else None
+    if index_cut is not None:
+        offset, end, total = index_cut
+        raise VideoDecodeError(f"{name}: truncated file: its 'sidx' box (at byte {offset}) indexes fragments up to "
+                               f"byte {end}, but the file ends {end - total} bytes short of them (frames after the "
+                               f"{packets} read are missing)")
     usable = None not in pts and len(set(pts)) == frames
     index = FrameIndex(None, (), slices=slices)
     if usable:
