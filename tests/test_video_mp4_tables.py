@@ -3,6 +3,7 @@ no ``stss`` box, a fragment index (``sidx``) past the end of a cut file, and emp
 
 from __future__ import annotations
 
+import struct
 from pathlib import Path
 
 import av
@@ -98,3 +99,71 @@ def test_a_fragmented_mp4_without_an_index_cut_between_fragments_is_a_shorter_cl
     full = _write(tmp_path / "frag.mp4", 48, options={"movflags": "frag_keyframe+empty_moov"})
     meta = probe(_cut_after_fragments(full.read_bytes(), 3))
     assert (meta.frames, meta.duration) == (24, 1.5)
+
+
+def _box(kind: bytes, payload: bytes) -> bytes:
+    return struct.pack(">I4s", 8 + len(payload), kind) + payload
+
+
+def _with_edits(data: bytes, edits: list[tuple[int, int]]) -> bytes:
+    """`data` (moov after mdat: no chunk offset moves) with its video track's edit list replaced by `edits`,
+    (segment duration in the movie's ms, media time in the track's 1/16384 s or -1 for an empty edit)."""
+    elst = _box(b"elst", struct.pack(">BxxxI", 0, len(edits))
+                + b"".join(struct.pack(">IiHH", d, m, 1, 0) for d, m in edits))
+    out = b""
+    for kind, body in child_boxes(memoryview(data)):
+        if kind == b"moov":
+            traks = b""
+            for child, payload in child_boxes(body):
+                if child == b"trak":
+                    kids = [(k, bytes(v)) for k, v in child_boxes(payload) if k != b"edts"]
+                    kids.insert(1, (b"edts", elst))
+                    payload = b"".join(_box(k, v) for k, v in kids)
+                traks += _box(child, bytes(payload))
+            body = traks
+        out += _box(kind, bytes(body))
+    return out
+
+
+@pytest.fixture(scope="module")
+def plain(tmp_path_factory) -> bytes:
+    """40 id frames, 16 fps (1024 ticks of 1/16384 s each; B-frames: the first is shown at media time 2048)."""
+    data = _write(tmp_path_factory.mktemp("elst") / "plain.mp4", 40).read_bytes()
+    assert data.find(b"moov") > data.find(b"mdat")
+    return data
+
+
+FRAME, FIRST = 1024, 2048
+
+
+def test_overlapping_edits_show_the_overlap_twice(tmp_path, plain):
+    """Frames 0-23 then 16-39: the spec plays the overlap twice, FFmpeg too; 48 frames, one every 1/16 s."""
+    path = tmp_path / "overlap.mp4"
+    path.write_bytes(_with_edits(plain, [(1500, FIRST), (1500, FIRST + 16 * FRAME)]))
+    meta = probe(path)
+    assert meta.frames == 48 and meta.times == pytest.approx([i / 16 for i in range(48)])
+    assert read_ids(read_all_frames(path)) == [*range(24), *range(16, 40)]
+    assert read_ids(read_frames(path, [30, 20])) == [22, 20]
+
+
+def test_a_leading_empty_edit_delays_the_clip_and_keeps_its_frames(tmp_path, plain):
+    path = tmp_path / "delay.mp4"
+    path.write_bytes(_with_edits(plain, [(500, -1), (2500, FIRST)]))
+    meta = probe(path)
+    assert meta.frames == 40 and meta.times == pytest.approx([i / 16 for i in range(40)])
+    assert read_ids(read_frames(path, [39, 0, 20])) == [39, 0, 20]
+
+
+@pytest.mark.parametrize("edits", [[(1000, FIRST), (500, -1), (1500, FIRST + 16 * FRAME)], [(2500, FIRST), (500, -1)]],
+                         ids=["pause", "trailing"])
+def test_an_empty_edit_after_media_is_refused_by_name(tmp_path, plain, edits):
+    """A pause (or an empty tail) after media: FFmpeg shows the clip's first frames again in its place (frames
+    0-5 between 15 and 16: 46 frames of a 40-frame clip), read as if they were the clip's."""
+    path = tmp_path / "pause.mp4"
+    path.write_bytes(_with_edits(plain, edits))
+    where = 2  # 1-based, as people count entries
+    for call in (lambda: probe(path), lambda: read_frames(path, [0]), lambda: probe(path.read_bytes())):
+        with pytest.raises(VideoDecodeError, match=rf"unsupported edit list: its entry {where} of {len(edits)} is an "
+                           r"empty edit \(a pause, media time -1\) after media: FFmpeg shows the clip's first frames "
+                           r"again in its place \(46 frames where the edit list keeps 40\)"):
+            call()

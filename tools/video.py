@@ -8,8 +8,10 @@ Frame ``i`` is the i-th frame in presentation order. Decisions taken where issue
   truncated (``VideoDecodeError``) instead of being decoded partially; except an AVI whose last
   timestamp reaches the declared count (its empty drop-frame chunks, written for timestamp gaps, are
   counted but never demuxed), and an MP4 / MOV whose edit list trims frames: the frames it keeps
-  (``tools.video_edits``) must be demuxed, not the declared ones FFmpeg drops. Matroska / WebM / FLV
-  declare no count: one whose header's duration runs past its last frame is truncated. So is an MP4 / MOV
+  (``tools.video_edits``) must be demuxed, not the declared ones FFmpeg drops; one with an empty edit after
+  media (a pause) is refused, since FFmpeg shows the clip's first frames there (``late_empty_edit``).
+  Matroska / WebM / FLV declare no count: one whose header's duration runs past its last frame is
+  truncated. So is an MP4 / MOV
   whose last video packet is read short (FFmpeg flags it corrupt), and a fragmented MP4 (no declared
   count) whose end cuts its last moof / mdat box or leaves a moof without its mdat (``cut_fragment``), or
   whose fragment index (``sidx``) gives fragments past its end (``index_past_end``).

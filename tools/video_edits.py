@@ -13,6 +13,8 @@ Decisions where the issue was silent:
 - An edit with a rate other than 1 (a dwell or a slow-motion edit) is not modelled: it keeps an unknown
   number of frames, given as 0 (no check), never a reason to reject a file.
 - No ``moov``, no edit list, or an unreadable box gives None: the declared count stands, as before.
+- Overlapping edits (a replay) are counted once per edit, as FFmpeg and the spec show them. An empty edit
+  after media is one FFmpeg gets wrong (``late_empty_edit``): the scan refuses the file.
 """
 
 from __future__ import annotations
@@ -68,18 +70,26 @@ def _presentation_times(stbl: memoryview) -> np.ndarray:
     return pts
 
 
-def _kept(moov: memoryview, track_id: int | None) -> int | None:
+def _edit_list(moov: memoryview, track_id: int | None) -> tuple[memoryview, list[tuple[int, ...]]] | None:
+    """(the ``trak``, its edits: segment duration, media time, rate, rate fraction); None without an edit list."""
     trak = _video_track(moov, track_id)
     edts = next((body for kind, body in child_boxes(trak) if kind == b"edts"), None) if trak is not None else None
     if edts is None:
         return None
+    elst = _child(edts, b"elst")
+    return trak, _entries(elst, ">Qqhh" if elst[0] == 1 else ">Iihh")
+
+
+def _kept(moov: memoryview, track_id: int | None) -> int | None:
+    found = _edit_list(moov, track_id)
+    if found is None:
+        return None
+    trak, edits = found
     mvhd = _child(moov, b"mvhd")
     movie_scale = struct.unpack_from(">I", mvhd, 20 if mvhd[0] == 1 else 12)[0]
     mdia = _child(trak, b"mdia")
     mdhd = _child(mdia, b"mdhd")
     media_scale = struct.unpack_from(">I", mdhd, 20 if mdhd[0] == 1 else 12)[0]
-    elst = _child(edts, b"elst")
-    edits = _entries(elst, ">Qqhh" if elst[0] == 1 else ">Iihh")
     if not movie_scale or not media_scale:
         return None
     pts = _presentation_times(_child(_child(mdia, b"minf"), b"stbl"))
@@ -103,3 +113,28 @@ def kept_frames(src: str | Path | bytes | bytearray | memoryview, track_id: int 
         return _kept(moov, track_id) if moov is not None else None
     except (OSError, struct.error, ValueError):
         return None
+
+
+def late_empty_edit(src: str | Path | bytes | bytearray | memoryview,
+                    track_id: int | None = None) -> tuple[int, int] | None:
+    """(1-based entry, number of entries) of the first empty edit (media time -1, a duration) of video track
+    ``track_id``'s edit list that comes after an edit showing media; None when there is none or the list cannot
+    be read.
+
+    The spec shows nothing for an empty edit (a pause, or an empty tail). FFmpeg handles one only before the
+    media (a delay): after media it shows the samples from media time 0 in its place, so the clip's first
+    frames come back in the middle or at the end (a 40-frame clip with a 0.5 s pause read as 46 frames). The
+    scan refuses such a file by name rather than return those frames as the clip's."""
+    try:
+        moov = read_moov(src)
+        found = _edit_list(moov, track_id) if moov is not None else None
+    except (OSError, struct.error, ValueError):
+        return None
+    if found is None:
+        return None
+    edits, media = found[1], False
+    for k, (duration, media_time, _, _) in enumerate(edits):
+        if media_time == -1 and duration and media:
+            return k + 1, len(edits)
+        media = media or media_time != -1
+    return None

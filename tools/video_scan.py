@@ -23,7 +23,7 @@ import numpy as np
 from av.video.frame import PictureType
 
 from tools.mp4_boxes import cut_fragment, index_past_end
-from tools.video_edits import kept_frames
+from tools.video_edits import kept_frames, late_empty_edit
 from tools.video_slices import frame_threads, slices_per_frame
 
 Source = str | Path | bytes
@@ -260,6 +260,12 @@ def scan(container: av.container.InputContainer, name: str,
         raise EmptyVideoError(f"{name}: video stream contains no frames")
     declared = int(stream.frames or 0)
     formats = container.format.name.split(",")
+    pause = late_empty_edit(src, stream.id) if src is not None and "mov" in formats else None
+    if pause is not None:
+        kept = kept_frames(src, stream.id)
+        raise VideoDecodeError(f"{name}: unsupported edit list: its entry {pause[0]} of {pause[1]} is an empty edit (a "
+                               "pause, media time -1) after media: FFmpeg shows the clip's first frames again in its "
+                               f"place ({frames} frames where the edit list keeps {kept})")
     # AVI counts its empty drop-frame chunks (timestamp gaps) in the declared frames; its demuxer returns
     # none of them, but its timestamps are frame numbers: the file is complete when the last one is reached
     avi_complete = "avi" in formats and last_dts is not None and last_dts + 1 >= declared
