@@ -69,6 +69,10 @@ def test_an_all_intra_mp4_without_stss_still_seeks(tmp_path):
     assert np.all(np.diff(read_ids(read_all_frames(path))) == 1)
 
 
+def _box(kind: bytes, payload: bytes) -> bytes:
+    return struct.pack(">I4s", 8 + len(payload), kind) + payload
+
+
 def _cut_after_fragments(data: bytes, fragments: int) -> bytes:
     """`data` cut where its `fragments`-th fragment (moof + mdat) ends: no box is cut short."""
     pos, seen = 0, 0
@@ -94,6 +98,30 @@ def test_a_fragmented_mp4_cut_between_fragments_that_its_sidx_indexes_is_truncat
             call()
 
 
+def _with_mehd(data: bytes, ms: int) -> bytes:
+    """A fragmented `data` whose ``mvex`` states the fragments' duration (`ms` in the movie's 1/1000 s), as GPAC,
+    Bento4 and Shaka write it (FFmpeg does not)."""
+    out = b""
+    for kind, body in child_boxes(memoryview(data)):
+        if kind == b"moov":
+            body = b"".join(_box(k, (_box(b"mehd", struct.pack(">BxxxI", 0, ms)) if k == b"mvex" else b"") + bytes(v))
+                            for k, v in child_boxes(body))
+        out += _box(kind, bytes(body))
+    return out
+
+
+def test_a_fragmented_mp4_cut_between_fragments_that_its_mehd_times_is_truncated(tmp_path):
+    """The ``mehd`` box says 3 s of fragments; cut after 3 of its 6, the clip probed as 24 frames, 1.5 s (FFmpeg
+    ignores the box). The frames end at 1.62 s: the first is shown at 0.125 s (two B-frames' delay)."""
+    # default_base_moof: fragment data offsets count from their moof, so the longer moov moves none of them
+    frag = _write(tmp_path / "f.mp4", 48, options={"movflags": "frag_keyframe+empty_moov+default_base_moof"})
+    data = _with_mehd(frag.read_bytes(), 3000)
+    assert probe(data).frames == 48 and read_ids(read_all_frames(data)) == list(range(48))
+    with pytest.raises(VideoDecodeError, match=r"<\d+ bytes>: truncated file: its 'mehd' box says the fragments last "
+                       r"3\.00 s, but its frames end at 1\.\d+ s"):
+        probe(_cut_after_fragments(data, 3))
+
+
 def test_a_fragmented_mp4_without_an_index_cut_between_fragments_is_a_shorter_clip(tmp_path):
     """Without an index nothing in the file says more fragments were to come: the frames there, as a player."""
     full = _write(tmp_path / "frag.mp4", 48, options={"movflags": "frag_keyframe+empty_moov"})
@@ -101,8 +129,6 @@ def test_a_fragmented_mp4_without_an_index_cut_between_fragments_is_a_shorter_cl
     assert (meta.frames, meta.duration) == (24, 1.5)
 
 
-def _box(kind: bytes, payload: bytes) -> bytes:
-    return struct.pack(">I4s", 8 + len(payload), kind) + payload
 
 
 def _with_edits(data: bytes, edits: list[tuple[int, int]]) -> bytes:

@@ -3,7 +3,8 @@ scan's truncation check (`tools.video_scan`).
 
 Only what those need: the boxes at one level of a buffer, the top-level ``moov`` box of a file, read
 without loading the media data, a fragmented file's media box that its end cuts (`cut_fragment`), and
-a fragment index (``sidx``) that indexes bytes past the file's end (`index_past_end`).
+a fragment index (``sidx``) that indexes bytes past the file's end (`index_past_end`), and the duration a
+fragmented file's ``mehd`` box states (`fragmented_duration`).
 """
 
 from __future__ import annotations
@@ -166,3 +167,27 @@ def index_past_end(src: str | Path | bytes | bytearray | memoryview) -> tuple[in
         if indexed is not None and offset + size + indexed > total:
             return offset, offset + size + indexed, total
     return None
+
+
+def fragmented_duration(src: str | Path | bytes | bytearray | memoryview) -> float | None:
+    """Seconds the ``moov/mvex/mehd`` box of a fragmented file says its fragments last (the longest track's);
+    None when the file is not fragmented, has no such box, or it does not parse.
+
+    FFmpeg ignores the box (its duration is the fragments' it read), so a file cut between two fragments
+    left no trace through it; GPAC, Bento4 and Shaka write it for files packaged whole."""
+    if not any(kind == b"moof" for kind, _, _ in _top_level(src)[0]):
+        return None
+    moov = read_moov(src)
+    if moov is None:
+        return None
+    boxes = dict(child_boxes(moov))
+    mvhd, mvex = boxes.get(b"mvhd"), boxes.get(b"mvex")
+    mehd = dict(child_boxes(mvex)).get(b"mehd") if mvex is not None else None
+    if mvhd is None or mehd is None or len(mvhd) < 24 or len(mehd) < 8:
+        return None
+    scale = struct.unpack_from(">I", mvhd, 20 if mvhd[0] == 1 else 12)[0]
+    if mehd[0] == 1:
+        duration = struct.unpack_from(">Q", mehd, 4)[0] if len(mehd) >= 12 else 0
+    else:
+        duration = struct.unpack_from(">I", mehd, 4)[0]
+    return duration / scale if scale and duration else None

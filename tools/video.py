@@ -14,7 +14,8 @@ Frame ``i`` is the i-th frame in presentation order. Decisions taken where issue
   truncated. So is an MP4 / MOV
   whose last video packet is read short (FFmpeg flags it corrupt), and a fragmented MP4 (no declared
   count) whose end cuts its last moof / mdat box or leaves a moof without its mdat (``cut_fragment``), or
-  whose fragment index (``sidx``) gives fragments past its end (``index_past_end``).
+  whose fragment index (``sidx``) gives fragments past its end (``index_past_end``) or whose ``mehd`` box
+  states a duration that runs past its frames (``fragmented_duration``).
 - The same pass records every packet's presentation timestamp (pts); frame ``i`` is the frame
   whose pts is the i-th smallest. Variable frame rate therefore never shifts the index
   mapping. Frame labels give each frame's own time (``VideoMeta.times`` / ``time_of``, from the

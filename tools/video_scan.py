@@ -22,7 +22,7 @@ import av
 import numpy as np
 from av.video.frame import PictureType
 
-from tools.mp4_boxes import cut_fragment, index_past_end
+from tools.mp4_boxes import cut_fragment, fragmented_duration, index_past_end
 from tools.video_edits import kept_frames, late_empty_edit
 from tools.video_slices import frame_threads, slices_per_frame
 
@@ -330,9 +330,10 @@ def scan(container: av.container.InputContainer, name: str,
         duration = max(duration, times[-1] + 1 / fps)
     elif duration <= 0:
         duration = frames / fps
-    if declared == 0:  # no frame count to check the packets against: the header's duration instead
+    if declared == 0 or "mov" in formats:  # no frame count to check the packets against (a fragmented MP4's moov
+        # counts only the samples it holds itself): the header's duration instead
         start = max(0.0, float(index.pts[0] * time_base)) if index.pts is not None and time_base else 0.0
-        _check_duration(container, stream, name, start, times if times is not None else (frames - 1) / fps, fps)
+        _check_duration(container, stream, name, start, times if times is not None else (frames - 1) / fps, fps, src)
     meta = VideoMeta(source=name, frames=frames, fps=fps, width=width, height=height, duration=duration,
                      times=times)
     return meta, index
@@ -344,11 +345,15 @@ def scan(container: av.container.InputContainer, name: str,
 _HEADER_DURATION = {"matroska", "webm", "flv"}
 
 
-def header_duration(container: av.container.InputContainer, stream: av.video.stream.VideoStream) -> float | None:
+def header_duration(container: av.container.InputContainer, stream: av.video.stream.VideoStream,
+                    src: Source | None = None) -> float | None:
     """Seconds of video the container's header states, when the header says it and it is the video's own
     (the track's Matroska DURATION tag; the whole file's duration only when the video is its only stream:
-    a longer audio track sets that). None otherwise."""
-    if not _HEADER_DURATION & set(container.format.name.split(",")):
+    a longer audio track sets that; so for a fragmented MP4's ``mehd`` box, read from ``src``). None otherwise."""
+    formats = set(container.format.name.split(","))
+    if "mov" in formats:
+        return fragmented_duration(src) if src is not None and len(container.streams) == 1 else None
+    if not _HEADER_DURATION & formats:
         return None
     tag = stream.metadata.get("DURATION")
     if tag:
@@ -363,16 +368,18 @@ def header_duration(container: av.container.InputContainer, stream: av.video.str
 
 
 def _check_duration(container: av.container.InputContainer, stream: av.video.stream.VideoStream, name: str,
-                    start: float, times: tuple[float, ...] | float, fps: float) -> None:
+                    start: float, times: tuple[float, ...] | float, fps: float, src: Source | None = None) -> None:
     """Raise when the header's duration runs past the last frame (``times``: the frames' times, or the last
     one's) by more than max(0.5 s, 5%, the longest gap between frames: a variable-rate clip may hold its
-    last frame that long): the frames of a cut Matroska / WebM / FLV file, read as a shorter clip before."""
-    claimed = header_duration(container, stream)
+    last frame that long): the frames of a cut Matroska / WebM / FLV file, or of a fragmented MP4 cut between
+    two fragments, read as a shorter clip before."""
+    claimed = header_duration(container, stream, src)
     if claimed is None:
         return
     last = times[-1] if isinstance(times, tuple) else times
     hold = max((b - a for a, b in zip(times, times[1:], strict=False)), default=0.0) if isinstance(times, tuple) else 0.0
     end = start + last + 1 / fps
     if claimed - end > max(0.5, 0.05 * claimed, hold):
-        raise VideoDecodeError(f"{name}: truncated file: the video stream's header says {claimed:.2f} s, but its "
-                               f"frames end at {end:.2f} s")
+        says = "its 'mehd' box says the fragments last" if "mov" in container.format.name.split(",") else \
+            "the video stream's header says"
+        raise VideoDecodeError(f"{name}: truncated file: {says} {claimed:.2f} s, but its frames end at {end:.2f} s")
