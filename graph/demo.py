@@ -148,17 +148,18 @@ def _clip_name(row: dict, full: bool) -> str:
     return stem if full else f"{stem.split('_', 1)[0]} {row.get('pattern', '')}".strip()
 
 
-def _cached_rows(manifest: Path, load: Callable[[Path], list[dict]]) -> list[dict]:
-    """The rows of the clip cache's manifest (paths absolute); none when it is missing or unreadable (a
-    broken cache is rendered again, as an empty one)."""
+def _cached_rows(manifest: Path, load: Callable[[Path], list[dict]]) -> tuple[list[dict], str | None]:
+    """(the rows of the clip cache's manifest, paths absolute; why it cannot be read, or None). A missing
+    manifest has no rows; an unreadable one is replaced like one of another suite (`make_clips` would
+    refuse to add clips to it)."""
     from evals.clipsuite import ManifestError
 
     if not manifest.is_file():
-        return []
+        return [], None
     try:
-        return load(manifest)
-    except ManifestError:
-        return []
+        return load(manifest), None
+    except ManifestError as exc:
+        return [], f"unreadable manifest: {exc}"
 
 
 def _cache_misses(rows: list[dict], suite: list[ClipSpec], wanted: list[ClipSpec],
@@ -209,12 +210,14 @@ def demo_command(
     manifest = clips_dir / "manifest.jsonl"
     suite = suite_specs("small", seed)
     wanted = suite[:limit]
-    missing, foreign = _cache_misses(_cached_rows(manifest, load_manifest), suite, wanted, PRESET_SIZE["small"])
+    cached, broken = _cached_rows(manifest, load_manifest)
+    missing, foreign = _cache_misses(cached, suite, wanted, PRESET_SIZE["small"])
+    foreign = broken or foreign
     if not missing:
         console.print(f"Re-using the clips in {clips_dir} (delete it to render them again).")
     else:
         if foreign:  # make_clips refuses to mix two suites in one manifest: this cache is replaced
-            console.print(f"The clips in {clips_dir} were rendered with other settings ({foreign}); "
+            console.print(f"The clips in {clips_dir} were rendered with other settings ({escape(foreign)}); "
                           f"rendering seed {seed}'s clips there instead.")
             manifest.unlink()
         console.print(f"Rendering the labelled sample clips into {clips_dir} ...")

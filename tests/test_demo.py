@@ -138,6 +138,9 @@ def test_demo_does_not_reuse_clips_of_another_seed(tmp_path) -> None:
     (tmp_path / load_manifest(tmp_path / "clips")[0]["path"]).unlink()  # a listed clip that is gone
     out = run(1)
     assert "Re-using" not in out and "1 clips, manifest" in out and "undecodable" not in out
+    (tmp_path / "clips" / "manifest.jsonl").write_text("not json\n")  # a broken cache: replaced, not an error
+    out = run(1)
+    assert "unreadable manifest" in out and "1 clips, manifest" in out
 
 
 def test_cached_rows_serve_only_clips_the_suite_renders_so(tmp_path) -> None:
