@@ -26,7 +26,8 @@ Decisions where the issue was silent:
   from the current policy. B = 1[D > quantile] is a step function: positions near the quantile flip
   under tiny parameter changes (or a recompute that is not bit-identical, e.g. another micro-batch in
   bf16), each flip moves the log-prob by several nats, and after one optimizer step most log-ratios of
-  a real latent hit the clamp (no gradient). ``"rollout"`` reuses the rollout's B (``binary_mask``,
+  a real latent reach the log-ratio clamp of training/grpo.py (ratios e^+-20, clipped or at full weight
+  by the sign of A, whatever the data says). ``"rollout"`` reuses the rollout's B (``binary_mask``,
   stored in every record) and recomputes only the continuous D. ``step_log_prob`` also returns the
   fraction of generated positions where the current policy's B differs from the rollout's.
 * ``mask_grad``: ``"detached"`` (default) treats the current mask, hence the std, as a constant

@@ -172,3 +172,33 @@ def test_mean_kl_gradient_hand_computed():
     # 2 weighted elements; (1 - 0) / (1 + 1) at [0, 0], a zero residual at [0, 1], row 1 off the mask
     assert mean.grad.flatten().tolist() == pytest.approx([2 * 1 / 4 / 2, 0.0, 0.0, 0.0])
     assert ref_std.grad is None  # the reference is a constant
+
+
+def test_clamped_log_ratio_keeps_the_gradient_of_the_unclipped_branch():
+    """The clamp before exp bounds the ratio's value and the size of its gradient, never its existence: where
+    the min takes the unclipped branch (A < 0 with rho above 1 + delta, A > 0 with rho below 1 - delta) the
+    clipped objective still pushes rho back, however far out it is. max_log_ratio 2, log-ratios +-3, delta 0.2.
+    Items: (3, A=-1) unclipped; (-3, A=1) unclipped; (3, A=1) clipped; (-3, A=-1) clipped."""
+    e2 = math.exp(2.0)
+    logp = torch.tensor([3.0, -3.0, 3.0, -3.0], dtype=torch.float64, requires_grad=True)
+    adv = torch.tensor([-1.0, 1.0, 1.0, -1.0], dtype=torch.float64)
+    loss, clip_frac, approx_kl = clipped_policy_loss(logp, torch.zeros(4, dtype=torch.float64), adv, 0.2,
+                                                     max_log_ratio=2.0)
+    # values at the clamp (rho = e^2 or e^-2): min(-e^2, -1.2); min(e^-2, 0.8); min(e^2, 1.2); min(-e^-2, -0.8)
+    assert float(loss.detach()) == pytest.approx(-(-e2 + 1 / e2 + 1.2 - 0.8) / 4)
+    assert float(clip_frac) == 1.0
+    assert float(approx_kl) == pytest.approx(((e2 - 1 - 2) + (1 / e2 - 1 + 2)) / 2)
+    loss.backward()
+    # d/dlogp of -(1/4) rho A on the unclipped branch, rho at its clamped value; 0 on the clipped branch
+    assert logp.grad.tolist() == pytest.approx([e2 / 4, -1 / e2 / 4, 0.0, 0.0])
+
+
+def test_clipped_policy_loss_infinite_log_prob_and_bad_bound():
+    logp = torch.tensor([math.inf, 0.0], dtype=torch.float64, requires_grad=True)
+    loss, _, _ = clipped_policy_loss(logp, torch.zeros(2, dtype=torch.float64),
+                                     torch.tensor([0.0, 1.0], dtype=torch.float64), 0.2)
+    assert torch.isfinite(loss)  # an infinite log-ratio is bounded, not turned into inf - inf = NaN
+    loss.backward()
+    assert torch.isfinite(logp.grad).all()
+    with pytest.raises(ValueError, match="max_log_ratio"):
+        clipped_policy_loss(torch.zeros(1), torch.zeros(1), torch.ones(1), 0.2, max_log_ratio=0.0)

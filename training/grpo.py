@@ -21,9 +21,12 @@ Decisions where the issue was silent:
 * ``approx_kl`` is the non-negative "k3" estimator ``mean((rho - 1) - log rho)`` of KL(old || new).
 * The log-ratio ``log_prob - old_log_prob`` is taken in float64: a latent's summed log-prob is
   millions of nats, where float32 cannot resolve a ratio near 1. The loss comes back float64.
-* The log-ratio is clamped to ``[-max_log_ratio, max_log_ratio]`` (default 20) before ``exp`` so a
-  summed-over-latents log-prob cannot overflow into ``inf * 0 = NaN``; within the bound the
-  objective is exactly the paper's.
+* The log-ratio's *value* is clamped to ``[-max_log_ratio, max_log_ratio]`` (default 20) before ``exp`` so a
+  summed-over-latents log-prob cannot overflow into ``inf * 0 = NaN``; within the bound the objective is
+  exactly the paper's. Outside it the gradient passes straight through the clamp (``d rho = rho_clamped *
+  d log_ratio``): a plain ``clamp`` has zero slope there, which dropped the gradient exactly where the
+  pessimistic min keeps the unclipped branch on purpose (A < 0 with rho far above 1 + delta: the sample the
+  update made much likelier must be pushed back); the clamp now bounds that gradient's size, not its existence.
 * The objective is a mean over the valid (sample, SDE step) items of an optimizer step, on all ranks
   together. A micro-batch therefore contributes the *sum* of its valid items' losses times
   ``sample_sum_scale``, not their mean: with a mean, a sample whose micro-batch neighbours were
@@ -195,6 +198,10 @@ def clipped_policy_loss(
     The log-ratio, hence everything after it, is computed in float64 whatever the inputs' dtype
     (``policy.dyndiff.gaussian_log_prob`` returns float64 log-probs; keep them so).
 
+    ``log rho`` is clamped to ``[-max_log_ratio, max_log_ratio]`` in value only: outside the bound the
+    gradient is ``rho_clamped * A * d log_prob`` on the branch the min takes (zero on the clipped branch, as
+    in the paper), never the zero slope of a plain clamp (module docstring).
+
     Returns ``(loss, clip_fraction, approx_kl)``; the last two are detached scalars:
     ``clip_fraction = mean(|rho - 1| > delta)`` and ``approx_kl = mean((rho - 1) - log rho)``.
     """
@@ -208,8 +215,14 @@ def clipped_policy_loss(
         raise ValueError("clipped_policy_loss: empty batch")
     if not clip_range > 0:
         raise ValueError(f"clipped_policy_loss: clip_range must be > 0, got {clip_range}")
+    if not max_log_ratio > 0:
+        raise ValueError(f"clipped_policy_loss: max_log_ratio must be > 0, got {max_log_ratio}")
     # float64: summed log-probs of real latents are ~-3e6, where float32 resolves 0.25 nats
-    log_ratio = (log_prob.double() - old_log_prob.detach().double()).clamp(-max_log_ratio, max_log_ratio)
+    raw = log_prob.double() - old_log_prob.detach().double()
+    # value clamped, gradient straight through (module docstring); an infinite raw value would make
+    # raw - raw.detach() = inf - inf = NaN, so it passes no gradient
+    passthrough = torch.where(raw.isfinite(), raw - raw.detach(), torch.zeros_like(raw))
+    log_ratio = raw.detach().clamp(-max_log_ratio, max_log_ratio) + passthrough
     ratio = torch.exp(log_ratio)
     adv = advantages.detach().to(ratio.dtype)
     unclipped = ratio * adv
