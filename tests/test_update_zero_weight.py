@@ -55,3 +55,14 @@ def test_a_non_finite_invalid_sample_is_not_a_silent_nan():
     row = summarize(0, [_part([1.0, 2.0], loss=log.losses, item_counts=log.item_counts,
                               nonfinite_ignored=log.nonfinite_ignored)])
     assert row["nonfinite_losses"] == 1  # what nonfinite_loss: stop reads; the logged losses are all finite
+
+
+def test_an_optimizer_step_without_a_valid_sample_is_not_taken():
+    """optimizer_steps_per_epoch > 1 can leave an optimizer step whose micro-batches hold no valid sample on
+    any rank: its zero gradient would still be an AdamW step (momentum and weight decay move the weights with
+    no data behind them). 2 groups x 1 SDE step x 1 micro-batch, one micro-batch per step: group 1 is all
+    invalid, so one of the two steps is empty and neither runs its micro-batch nor steps."""
+    engine, log = _run(_groups([[1, 1, 0, 1, 1], [0] * 5], sde_steps=1), grad_accum=1)
+    assert engine.calls == 1 and engine.micro == 1  # only the step with valid samples ran
+    assert len(engine.step_grads) == 1 and engine.step_grads[0].abs().sum() > 0
+    assert log.empty_steps == 1 and log.empty_micro_batches == 0 and len(log.grad_norms) == 1

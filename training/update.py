@@ -14,7 +14,14 @@ ranks), so ``micro_batch`` is only a memory setting and a sample never weighs mo
 neighbours were ineligible. Every rank runs the same number of micro-batches so ZeRO's collectives stay
 in step: a micro-batch without a valid sample contributes a zero loss, and the reference pass runs on
 every rank whether or not its samples are valid (under ZeRO-3 each forward gathers parameters
-collectively). When no rank has a valid sample the whole phase is skipped on all ranks.
+collectively). When no rank has a valid sample the whole phase is skipped on all ranks, and so is any
+optimizer step none of whose micro-batches holds a valid sample on any rank (possible when
+``optimizer_steps_per_epoch > 1`` shuffles the invalid ones together): its zero gradient would still be an
+AdamW step -- weight decay and the momentum of earlier steps move the weights with no data behind them -- and
+the objective, a mean over the step's items, has no items there. Every rank sees the same all-reduced counts,
+so all skip the same ``grad_accum`` micro-batches, which keeps DeepSpeed's accumulation boundaries and ZeRO's
+collectives in step; the step is counted in ``UpdateLog.empty_steps`` and the learning-rate schedule does not
+advance for it.
 
 Decision where the issue was silent: an invalid sample's zero weight cannot keep a non-finite forward out
 of the gradients (the chain rule multiplies its zero by the NaN inside the network: ``0 * NaN = NaN``), so
@@ -91,8 +98,11 @@ class UpdateLog:
     ``get_global_grad_norm``; the same on every rank; inf when fp16 gradients overflowed)."""
     skipped: bool = False
     """No rank had a valid sample, so no update ran."""
+    empty_steps: int = 0
+    """Optimizer steps without a valid sample on any rank: not taken, their micro-batches not run."""
     empty_micro_batches: int = 0
-    """Micro-batches without a valid sample: run with an exact zero loss (collectives), logged nowhere else."""
+    """Micro-batches without a valid sample in a step that has some: run with an exact zero loss (collectives),
+    logged nowhere else."""
     nonfinite_ignored: int = 0
     """Micro-batches without a valid sample whose one-sample forward (log-prob or mean) was NaN or inf: its
     zero loss does not keep that NaN out of the gradients (module docstring)."""
@@ -162,7 +172,11 @@ def update_policy(engine: Any, groups: list[Group], cfg: TrainConfig, rcfg: Roll
         step_valid = torch.tensor(valid_per_optimizer_step(
             [chunk_valid[items[n][0], items[n][2]] for n in order], grad_accum), dtype=torch.float64, device=device)
         dist.all_reduce(step_valid)
+        step_counts = [int(v) for v in step_valid.tolist()]  # the same on every rank
+        out.empty_steps += step_counts.count(0)
         for pos, n in enumerate(order):
+            if step_counts[pos // grad_accum] == 0:  # no item in this optimizer step: no AdamW step (docstring)
+                continue
             gi, k, c = items[n]
             g = groups[gi]
             sl = chunk(c, cfg.micro_batch, group)
@@ -202,7 +216,7 @@ def update_policy(engine: Any, groups: list[Group], cfg: TrainConfig, rcfg: Roll
                 out.losses.append(float(item_loss.detach()))
                 out.item_counts.append(len(keep))
                 # their sum, weighted so each valid sample of the step counts 1/N (training/grpo.py)
-                loss = item_loss * (len(keep) * sample_sum_scale(int(step_valid[pos // grad_accum]), grad_accum, world))
+                loss = item_loss * (len(keep) * sample_sum_scale(step_counts[pos // grad_accum], grad_accum, world))
             boundary = engine.is_gradient_accumulation_boundary()  # this step() updates the weights
             engine.backward(loss)
             engine.step()
