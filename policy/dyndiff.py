@@ -54,6 +54,7 @@ import torch
 from torch import Tensor
 
 from policy.errors import DynDiffInputError
+from policy.masks import check_binary_mask
 from policy.quantile import kth_smallest_last, quantile_large
 
 __all__ = [
@@ -298,6 +299,7 @@ def _check_cond_mask(cond_mask: Tensor, x_t: Tensor) -> Tensor:
             f"cond_mask must be [B, 1, F, 1, 1] or [B, 1, F, H, W] for latent {tuple(x_t.shape)}, "
             f"got {tuple(cond_mask.shape)}"
         )
+    check_binary_mask("cond_mask", cond_mask)  # policy/masks.py: 0/1, never a blend
     return cond_mask
 
 
@@ -344,7 +346,7 @@ def gaussian_log_prob(
     ``log p = sum_j [-(x_j - mean_j)^2 / (2 std_j^2) - log std_j - 0.5 log 2 pi]`` over latent
     elements ``j`` (paper Sec. 4.2, element-wise log density summed over coordinates).
     Elements with ``std == 0`` (deterministic / conditioning) or ``weight_mask == 0`` are
-    excluded (no ``inf``, no NaN gradients). ``reduce="mean"`` divides by the number of included
+    excluded (no ``inf``, no NaN gradients); ``weight_mask`` holds 0 or 1 only. ``reduce="mean"`` divides by the number of included
     elements per sample (0 when none). ``std`` and ``weight_mask`` broadcast to ``x``.
     """
     if reduce not in ("sum", "mean"):
@@ -359,6 +361,7 @@ def gaussian_log_prob(
         if weight_mask.ndim != x.ndim:
             raise DynDiffInputError(f"weight_mask must have {x.ndim} dims (broadcastable), got {tuple(weight_mask.shape)}")
         valid = valid & (_compact(weight_mask).to(x.device) != 0)
+        check_binary_mask("weight_mask", _compact(weight_mask))  # policy/masks.py
     try:
         field_shape = torch.broadcast_shapes(field.shape, valid.shape)
         if torch.broadcast_shapes(field_shape, x.shape) != x.shape:

@@ -41,6 +41,7 @@ from policy.checkpoint import (
     require_all_weights,
 )
 from policy.cosmos import TINY_COSMOS, build_cosmos_transformer, cosmos_text_dim, cosmos_velocity
+from policy.masks import check_binary_mask
 from policy.shapes import clip_latent_size
 from policy.text import HashTextEncoder, TextEncoder
 from policy.vae import decode_latents, encode_first_frames, tiny_wan_vae, vae_scale_factors
@@ -58,7 +59,8 @@ class Conditioning:
     text_embeds: Tensor
     """[B, L, D] text features in the transformer's input width."""
     cond_mask: Tensor
-    """[B, 1, F, 1, 1]: 0 on conditioning frames (kept, no noise, no likelihood), 1 on generated ones."""
+    """[B, 1, F, 1, 1]: 0 on conditioning frames (kept, no noise, no likelihood), 1 on generated ones (nothing
+    else: policy/masks.py)."""
     negative_text_embeds: Tensor | None = None
     """[B, L, D] features of the negative prompt (the unconditional branch of classifier-free
     guidance); None when the conditioning is used without guidance."""
@@ -76,6 +78,7 @@ class Conditioning:
         cm = self.cond_mask
         if cm.ndim != 5 or cm.shape[0] != b or cm.shape[1] != 1 or cm.shape[3:] != (1, 1):
             raise ValueError(f"cond_mask must be [B={b}, 1, F, 1, 1], got {tuple(cm.shape)}")
+        check_binary_mask("cond_mask", cm)
 
     @property
     def batch_size(self) -> int:

@@ -46,6 +46,8 @@ from dataclasses import asdict, dataclass
 
 import torch
 
+from policy.masks import check_binary_mask
+
 ZERO_SPREAD = 1e-12
 """A group's reward spread at most this times max(1, |mean|) is rounding noise: zero spread."""
 
@@ -245,9 +247,18 @@ def mean_kl(
 
         L_muKL = mean( ((mu_theta - mu_ref) / (sigma_ref + eps))^2 )
 
+    Interpretation (the paper and DESIGN.md differ; DESIGN.md's is kept): the paper writes the squared L2
+    *norm* ``||(mu - mu_ref) / (sigma_ref + eps)||_2^2``, a sum over latent elements; DESIGN.md §6 writes
+    ``mean``. They differ by the constant number of generated elements per item (~5e6 for a real latent),
+    which ``beta`` absorbs; the mean keeps ``beta`` independent of the clip size. The denominator is the
+    reference's *standard deviation* ``sigma_ref = s_next * M_ref`` (its own mask), plus ``eps``, squared
+    after the division -- not a variance ``sigma_ref^2``: the ratio is a distance in units of the
+    reference's noise scale, as in the paper.
+
     ``weight_mask`` (broadcastable to ``mean``, e.g. [B,1,F,1,1]; 1 = generated, 0 = conditioning
-    frame) excludes conditioning frames: the mean is taken over weighted elements only. Gradient
-    flows through ``mean`` only; the reference terms are treated as constants.
+    frame; any other value is refused, policy/masks.py) excludes conditioning frames: the mean is
+    ``sum(w sq) / sum(w)`` with ``w`` broadcast to ``mean``'s full shape, i.e. over the generated
+    elements, channels included. Gradient flows through ``mean`` only; the reference terms are constants.
     """
     if mean.shape != ref_mean.shape:
         raise ValueError(f"mean_kl: mean {tuple(mean.shape)} vs ref_mean {tuple(ref_mean.shape)}")
@@ -256,6 +267,7 @@ def mean_kl(
     sq = ((mean - ref_mean.detach()) / (ref_std.detach() + eps)) ** 2
     if weight_mask is None:
         return sq.mean()
+    check_binary_mask("weight_mask", weight_mask)  # policy/masks.py: a frame is generated or not
     w = weight_mask.to(sq.dtype).expand_as(sq)
     denom = w.sum()
     if float(denom) <= 0:
