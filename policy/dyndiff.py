@@ -21,10 +21,8 @@ Decisions where the issue was silent:
   ``0.58 * 50``, counts as whole), so the mask needs a single selection
   (``policy.quantile.kth_smallest_last``; ``quantile_large`` there is the full linear quantile
   without torch.quantile's 16M-element limit).
-* Without an autograd graph the mask's small per-position fields (norm, min-max, combination)
-  are computed in place; results match the graph path to float rounding (B is identical).
-* In-place arithmetic is used only when no autograd graph is being built (rollouts), so the
-  same functions serve the no-grad rollout and the differentiable recomputation.
+* In-place arithmetic only without an autograd graph (rollouts): the same functions serve the no-grad
+  rollout and the differentiable recomputation, equal to float rounding (B is identical).
 * The binary part B never carries gradient; the continuous part D does unless the caller
   detaches ``delta_x0`` (``RolloutConfig.mask_grad`` in ``policy/rollout.py``).
 * Min-max normalisation with a zero range (a static frame, or the first SDE step) gives ``D = 0``
@@ -154,11 +152,13 @@ def dynamic_mask(
     ``R = dX - mean_{h,w}(dX)`` per channel and frame; ``D = minmax_{h,w}(||R||_2 over C)`` per
     frame; ``B = 1[D > quantile_{h,w}(D, tau)]``; ``M = r_base + (1 - r_base)(0.5 D + 0.5 B)``.
 
-    ``delta_x0`` is ``x0_hat(k) - x0_hat(k-1)`` [B, C, F, H, W]. ``None`` marks the first SDE
-    step (no previous prediction): ``D = B = 0`` so ``M = r_base`` everywhere, with the
-    [B, C, F, H, W] (or [B, 1, F, H, W]) ``shape`` given explicitly. Gradients flow through ``D``
-    (``B`` is a step function and carries none); detach ``delta_x0`` for a fixed mask.
-    ``overwrite=True`` allows reusing ``delta_x0``'s storage as scratch space when no autograd
+    ``delta_x0`` is ``x0_hat(k) - x0_hat(k-1)`` [B, C, F, H, W] with ``k`` the *denoising step*, frame by
+    frame (the paper's ``Delta x0_hat^(k)`` could also read as a difference between video frames; DESIGN.md §5
+    fixes the step reading, whose first SDE step has no ``k-1``: D = B = 0). Its sign is irrelevant (only
+    ``||R||_2`` enters). ``None`` marks the first SDE step (no previous prediction): ``D = B = 0`` so
+    ``M = r_base`` everywhere, with the [B, C, F, H, W] (or [B, 1, F, H, W]) ``shape`` given explicitly.
+    Gradients flow through ``D`` (``B`` is a step function and carries none); detach ``delta_x0`` for a
+    fixed mask. ``overwrite=True`` allows reusing ``delta_x0``'s storage as scratch space when no autograd
     graph is built (callers passing a temporary save a full-size allocation).
     """
     check_tau_r_base(tau, r_base)

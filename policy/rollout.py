@@ -320,6 +320,16 @@ def step_log_prob(
     The mask's continuous part D comes from the current policy's ``x0_hat`` at ``record.x_t`` minus
     ``record.prev_x0_hat`` (``r_base`` everywhere when that is None); its binary part B is the current
     policy's own (``config.ratio_mask = "own"``) or ``record.binary_mask`` (``"rollout"``).
+
+    Interpretation (the paper and DESIGN.md §6 say only that each policy uses its own mask, not which
+    ``x0_hat(k-1)`` enters the current policy's ``Delta x0_hat``): ``prev_x0_hat`` is the *rollout (old)
+    policy's* prediction at the previous step, recorded like ``x_t``. The mask depends on the trajectory's
+    history, not on ``x_t`` alone, so the ratio compares both policies' densities of ``x_next`` given the
+    same recorded history ``(x_t, prev_x0_hat)``; only the current step's ``x0_hat`` is the current
+    policy's. The other reading (the current policy's ``x0_hat`` at the previous state) needs a second
+    forward per item, and a state the rollout does not record when the previous step was an ODE step
+    (``mask_history = "trajectory"``). The two agree while the parameters are the rollout's (the first
+    optimizer step of an iteration).
     """
     x_t = record.x_t
     v = model.velocity(x_t, record.sigma, cond, config.guidance_scale)
