@@ -6,6 +6,7 @@ import numpy as np
 import pytest
 import torch
 
+from policy.dyndiff import predict_x0
 from policy.rollout import (
     RolloutConfig,
     RolloutConfigError,
@@ -120,6 +121,17 @@ def test_mask_history_trajectory_uses_ode_predictions(setup):
     cfg = RolloutConfig(num_steps=5, sde_window=(2, 4), mask_history="trajectory")
     ro = rollout(model, cond, cfg, generator=torch.Generator().manual_seed(0))
     assert ro.steps[0].prev_x0_hat is not None
+
+
+def test_delta_x0_is_between_denoising_steps(setup):
+    """The motion signal's previous prediction (policy.dyndiff.dynamic_mask: Delta x0_hat between denoising steps,
+    DESIGN.md §5) is the x0_hat the rollout's policy made at the previous step's state, for every latent frame."""
+    model, cond = setup
+    ro = rollout(model, cond, RolloutConfig(num_steps=6, sde_window=(1, 4)), generator=torch.Generator().manual_seed(0))
+    for prev, rec in zip(ro.steps, ro.steps[1:], strict=False):
+        with torch.no_grad():
+            want = predict_x0(prev.x_t, model.velocity(prev.x_t, prev.sigma, cond), prev.sigma)
+        assert rec.step == prev.step + 1 and torch.equal(rec.prev_x0_hat, want)
 
 
 @pytest.mark.parametrize("reduce", ["sum", "mean"])
