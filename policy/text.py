@@ -13,8 +13,11 @@
 The real encoders load with ``from_pretrained`` from a local checkpoint folder (subfolders
 ``text_encoder`` and ``tokenizer`` of the diffusers repository layout); untested here without
 weights. Like the transformer and the VAE (``policy.checkpoint``), a ``text_encoder`` folder whose weights
-do not cover the model (transformers would warn and initialise the rest randomly) is a ValueError naming
-the folder and the missing weights.
+do not cover the part that computes the prompt features (transformers would warn and initialise the rest
+randomly) is a ValueError naming the folder and the missing weights. For Cosmos that part is Qwen2.5-VL's
+language model (``get_decoder()``: embeddings, layers, final norm): prompts are text tokens only, so the
+vision tower and the lm_head may be missing (a text-only checkpoint) and are left as transformers builds
+them; a missing language-model weight is refused.
 
 Wan prompts are cleaned as the pipeline's ``prompt_clean`` does (:func:`wan_prompt_clean`): ``ftfy.fix_text``,
 HTML entities unescaped twice, whitespace runs collapsed to one space, stripped. This used to be whitespace
@@ -29,7 +32,7 @@ from __future__ import annotations
 import hashlib
 import html
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
@@ -76,16 +79,30 @@ class HashTextEncoder:
         return self
 
 
-def _load_strict(model_cls: Any, path: str | Path, torch_dtype: torch.dtype, revision: str | None) -> torch.nn.Module:
+def _load_strict(model_cls: Any, path: str | Path, torch_dtype: torch.dtype, revision: str | None,
+                 used: Callable[[torch.nn.Module], torch.nn.Module] = lambda model: model) -> torch.nn.Module:
     """``model_cls`` from ``path``'s ``text_encoder`` subfolder (at hub ``revision``); ValueError
     (``policy.checkpoint``) when transformers reports weights it did not find (it would leave them randomly
-    initialised)."""
+    initialised) among those of ``used(model)``, the part that computes the prompt features. Weights of
+    other parts (Qwen2.5-VL's vision tower and lm_head) may be missing: they are never run on a prompt."""
     from policy.checkpoint import require_all_weights
 
     model, info = model_cls.from_pretrained(str(path), subfolder="text_encoder", torch_dtype=torch_dtype,
                                             output_loading_info=True, revision=revision)
-    require_all_weights(info, f"{Path(path).expanduser()}/text_encoder")
+    require_all_weights(weights_of(info, model, used(model)), f"{Path(path).expanduser()}/text_encoder")
     return model
+
+
+def weights_of(info: dict[str, Any], model: torch.nn.Module, part: torch.nn.Module) -> dict[str, list[Any]]:
+    """transformers' loading ``info`` (names in ``model``'s naming) cut to the tensors of ``part``, a submodule.
+    The part is matched by tensor identity, not by name prefix: the prefixes differ between transformers
+    versions (Qwen2.5-VL's language model is ``model.*`` in 4.x, ``model.language_model.*`` in 5.x)."""
+    ids = {id(t) for t in (*part.parameters(), *part.buffers())}
+    named = dict(model.named_parameters(remove_duplicate=False))
+    named.update(model.named_buffers(remove_duplicate=False))
+    keep = {name for name, tensor in named.items() if id(tensor) in ids}
+    return {key: [k for k in info.get(key, []) if (k if isinstance(k, str) else k[0]) in keep]
+            for key in ("missing_keys", "mismatched_keys")}
 
 
 class _HFTextEncoder:
@@ -116,7 +133,8 @@ class CosmosQwenTextEncoder(_HFTextEncoder):
         from transformers import AutoTokenizer, Qwen2_5_VLForConditionalGeneration
 
         tok = AutoTokenizer.from_pretrained(str(path), subfolder="tokenizer", revision=revision)
-        model = _load_strict(Qwen2_5_VLForConditionalGeneration, path, torch_dtype, revision)
+        model = _load_strict(Qwen2_5_VLForConditionalGeneration, path, torch_dtype, revision,
+                             used=lambda m: m.get_decoder())
         return cls(tok, model, max_sequence_length)
 
     @torch.no_grad()

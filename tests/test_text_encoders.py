@@ -128,3 +128,23 @@ def test_a_text_encoder_missing_weights_is_refused(tmp_path, cosmos_dir):
         with pytest.raises(ValueError, match=rf"{root}/text_encoder does not match its model class.*1 weights "
                                              rf"missing: .*{re.escape(dropped.split('.', 1)[1])}$"):
             cls.from_pretrained(root, torch_dtype=torch.float32)
+
+
+def test_a_cosmos_encoder_without_vision_or_lm_head_weights_loads(cosmos_dir):
+    """The Cosmos encoder feeds Qwen2.5-VL text tokens only and reads the language model's hidden states: the
+    vision tower and the lm_head never touch a prompt's features. The strict check covered the whole
+    Qwen2_5_VLForConditionalGeneration, so a text-only encoder checkpoint (vision weights stripped to save
+    ~1.3 GB) was refused; now it loads and encodes exactly as the whole checkpoint does."""
+    from safetensors.torch import load_file, save_file
+
+    from policy.text import CosmosQwenTextEncoder
+
+    whole = CosmosQwenTextEncoder.from_pretrained(cosmos_dir, torch_dtype=torch.float32, max_sequence_length=40)
+    want = whole.encode(["stack the red blocks"], device="cpu", dtype=torch.float32)
+    weights = next((cosmos_dir / "text_encoder").glob("*.safetensors"))
+    state = load_file(weights)
+    text_only = {k: v for k, v in state.items() if not k.startswith(("visual.", "model.visual.", "lm_head."))}
+    assert len(text_only) < len(state) - 1  # the vision tower and the lm_head are gone
+    save_file(text_only, weights, metadata={"format": "pt"})
+    enc = CosmosQwenTextEncoder.from_pretrained(cosmos_dir, torch_dtype=torch.float32, max_sequence_length=40)
+    assert torch.equal(enc.encode(["stack the red blocks"], device="cpu", dtype=torch.float32), want)
