@@ -6,8 +6,9 @@ from pathlib import Path
 
 import pytest
 
-from training.config import ConfigError, PromptSpec, TrainConfig, resolve_ds_config, validate
+from training.config import ConfigError, PromptSpec, TrainConfig, validate
 from training.config_io import load_config, parse_cli
+from training.ds_config import resolve_ds_config
 
 CONFIGS = Path(__file__).resolve().parents[1] / "training" / "configs"
 
@@ -326,7 +327,7 @@ def test_check_makes_the_launch_checks_and_exits(tmp_path, capsys, monkeypatch):
 
 def test_a_bad_deepspeed_json_is_a_config_error(tmp_path):
     """It was a JSONDecodeError traceback from DeepSpeed's config step, after the model had loaded."""
-    from training.config import read_ds_config
+    from training.ds_config import read_ds_config
 
     assert read_ds_config("ds_zero2.json")["zero_optimization"]["stage"] == 2
     bad = tmp_path / "bad.json"

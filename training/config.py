@@ -6,20 +6,17 @@ Reading a config from YAML and ``--field value`` overrides, and writing one back
 
 Decisions where the issue was silent: ``sde_window`` is half-open ``[start, end)`` over step
 indices 0..num_steps-1; ``prompts_per_iteration`` is global (split evenly over ranks, checked at
-launch); a ``ds_config`` without a directory refers to the bundled ``training/configs/`` file.
+launch); a ``ds_config`` without a directory refers to the bundled ``training/configs/`` file
+(read by ``training.ds_config``).
 """
 
 from __future__ import annotations
 
-import json
 import math
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any, Literal, get_args
 
 from policy.steps import likelihood_steps
-
-CONFIG_DIR = Path(__file__).resolve().parent / "configs"
 
 RewardName = Literal["brightness", "motion", "agent", "http", "sum"]
 LRSchedule = Literal["constant", "linear", "cosine"]
@@ -370,31 +367,3 @@ def check_world_size(cfg: TrainConfig, world: int) -> None:
     if cfg.prompts_per_iteration % world:
         raise ConfigError(f"prompts_per_iteration ({cfg.prompts_per_iteration}) must be divisible by the "
                           f"number of ranks ({world})")
-
-
-def resolve_ds_config(name: str) -> Path:
-    """The DeepSpeed JSON path: as given when it exists, else the bundled training/configs/NAME."""
-    path = Path(name)
-    if path.exists():
-        return path
-    bundled = CONFIG_DIR / path.name
-    if path.parent == Path(".") and bundled.exists():
-        return bundled
-    raise ConfigError(f"ds_config {name!r} not found (bundled files: "
-                      f"{sorted(p.name for p in CONFIG_DIR.glob('*.json'))})")
-
-
-def read_ds_config(name: str) -> dict[str, Any]:
-    """The DeepSpeed JSON ``name`` names (`resolve_ds_config`) as a dict; ConfigError naming the file when it
-    is missing, unreadable, not valid JSON or not a JSON object (DeepSpeed's own traceback came after
-    the model had loaded)."""
-    path = resolve_ds_config(name)
-    try:
-        data = json.loads(path.read_text(encoding="utf-8-sig"))  # a BOM (Windows editors) is skipped
-    except OSError as exc:
-        raise ConfigError(f"ds_config {str(path)!r} cannot be read: {exc.strerror or exc}") from None
-    except ValueError as exc:  # JSONDecodeError, and text that is not UTF-8
-        raise ConfigError(f"ds_config {str(path)!r} is not valid JSON: {exc}") from None
-    if not isinstance(data, dict):
-        raise ConfigError(f"ds_config {str(path)!r} must hold a JSON object, got {type(data).__name__}")
-    return data

@@ -47,7 +47,8 @@ import torch.distributed as dist
 
 from policy.rollout import RolloutConfig, SDEStepRecord, step_log_prob
 from policy.world_model import Conditioning, FlowWorldModel
-from training.config import ConfigError, LRSchedule, TrainConfig, read_ds_config
+from training.config import ConfigError, LRSchedule, TrainConfig
+from training.ds_config import read_ds_config
 from training.numerics import cast_like_engine
 
 

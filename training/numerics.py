@@ -31,7 +31,8 @@ import types
 import torch
 
 from policy.world_model import FlowWorldModel
-from training.config import ConfigError, TrainConfig, read_ds_config
+from training.config import ConfigError, TrainConfig
+from training.ds_config import read_ds_config
 from training.models import DTYPES
 
 

@@ -40,8 +40,9 @@ from pathlib import Path
 from typing import Literal
 
 from training.collectives import as_rank0_sees
-from training.config import ConfigError, TrainConfig, read_ds_config
+from training.config import ConfigError, TrainConfig
 from training.config_io import read_saved_run, resume_conflicts
+from training.ds_config import read_ds_config
 from training.engine import UNIVERSAL_SUFFIX, checkpoint_ranks, latest_tag
 from training.run_dir import LAYOUT_FILE, finished_checkpoints
 
