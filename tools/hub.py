@@ -86,12 +86,13 @@ def hub_reachable(endpoint: str | None = None, timeout_s: float = DEFAULT_TIMEOU
     return answered.is_set()
 
 
-def cached_file(repo_id: str, name: str) -> Path | None:
-    """The local copy of file `name` of hub model `repo_id` in the Hugging Face cache, None when it is not
-    there (no request; an invalid repo id raises huggingface_hub's HFValidationError, a ValueError)."""
+def cached_file(repo_id: str, name: str, revision: str | None = None) -> Path | None:
+    """The local copy of file `name` of hub model `repo_id` at `revision` (a branch, tag or commit; None: the
+    default branch) in the Hugging Face cache, None when it is not there (no request; an invalid repo id
+    raises huggingface_hub's HFValidationError, a ValueError)."""
     from huggingface_hub import try_to_load_from_cache
 
-    hit = try_to_load_from_cache(repo_id, name)
+    hit = try_to_load_from_cache(repo_id, name, revision=revision)
     return Path(hit) if isinstance(hit, str) else None
 
 

@@ -52,6 +52,11 @@ class TrainConfig:
     """World-model backend: diffusers CosmosTransformer3DModel or WanTransformer3DModel."""
     model_path: str | None = None
     """Local directory or hub id of the pretrained model (ignored when ``tiny``)."""
+    model_revision: str | None = None
+    """Hub revision (branch, tag or commit) of a hub-id ``model_path``, given to every part's ``from_pretrained``
+    and to the launch check's cache lookup; None: the repository's default branch. A commit pins the base
+    weights (a branch can move under a resumed run; a resume cannot change this field). Refused with a
+    local folder, which has no revisions (download a revision with ``hf download ID --revision REV``)."""
     tiny: bool = False
     """Build a tiny randomly initialised model of the backend's real classes (CPU tests)."""
     dtype: Literal["float32", "bfloat16", "float16"] = "float32"
@@ -318,6 +323,8 @@ def validate(cfg: TrainConfig) -> TrainConfig:
         errs.append(f"reward is missing: set reward to one of {', '.join(get_args(RewardName))}")
     if not cfg.tiny and not cfg.model_path:
         errs.append("model_path is required unless tiny is true")
+    if cfg.model_revision is not None and not cfg.model_revision.strip():
+        errs.append("model_revision must be a non-empty branch, tag or commit (or none: the default branch)")
     if not cfg.dataset and not cfg.dataset_file:
         errs.append("no prompts: set dataset (list of {text, image?}) or dataset_file")
     errs += [f"{name}[{i}]: {problem}" for name in ("dataset", "eval_dataset")

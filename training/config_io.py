@@ -58,7 +58,8 @@ checkpoint / evaluation intervals, console and logging; output_dir, which a resu
 relative or absolute): `config_changes` does not list them."""
 
 
-RESUME_FIXED = ("backend", "model_path", "tiny", "finetune", "lora_rank", "lora_alpha", "lora_targets")
+RESUME_FIXED = ("backend", "model_path", "model_revision", "tiny", "finetune", "lora_rank", "lora_alpha",
+                "lora_targets")
 """Fields that decide which parameters the checkpoint holds, or what they mean: a resume cannot change them,
 so `resume_conflicts` names them and the launch stops first. For most, DeepSpeed's load fails on the mismatch
 after the model has loaded; ``lora_alpha`` (the adapter's scale, alpha / rank) is no parameter, so it loaded
@@ -313,11 +314,12 @@ def config_changes(saved: Mapping[str, Any], cfg: TrainConfig) -> list[str]:
     """``field: saved -> now`` for each field ``cfg`` sets differently from a run's saved config (as
     plain values, file settings made absolute: `absolute_paths`), except ``RESUME_NEUTRAL`` ones. A field the saved config predates counts as its
     ``FIELD_DEFAULTS_BEFORE`` value, else as its default; fields unknown to this version are listed. The
-    order of lora_targets is no change, nor model_path while both launches are tiny (it is not read)."""
+    order of lora_targets is no change, nor model_path / model_revision while both launches are tiny (not read)."""
     before = absolute_paths({**config_to_dict(TrainConfig()), **saved_config_dict(saved)})
     now = absolute_paths(config_to_dict(cfg))  # config.yaml stores them absolute: the same file is no change
     same = {"lora_targets": lambda a, b: isinstance(a, list) and isinstance(b, list) and set(a) == set(b),
-            "model_path": lambda a, b: before["tiny"] is True and now["tiny"] is True}
+            "model_path": lambda a, b: before["tiny"] is True and now["tiny"] is True,
+            "model_revision": lambda a, b: before["tiny"] is True and now["tiny"] is True}
     out = [f"{k}: {before[k]!r} -> {v!r}" for k, v in now.items() if k not in RESUME_NEUTRAL and before[k] != v
            and not (k in same and same[k](before[k], v))]
     return out + [f"{k}: {before[k]!r} -> (no such field now)" for k in before if k not in now]

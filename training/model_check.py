@@ -14,6 +14,10 @@ minute later with ``OSError: ... does not appear to have a file named config.jso
   V-JEPA 2 loader uses): it answers -> a note that the launch will download it; no answer, or
   ``HF_HUB_OFFLINE`` set -> ConfigError naming ``model_path``.
 
+A hub id is looked up at ``model_revision`` (the config's hub branch, tag or commit; None: the default
+branch); a ``model_revision`` with a local folder is a ConfigError (a folder has no revisions, and
+``from_pretrained`` refuses the pair, but only in every rank after the launch).
+
 Then, for a local folder (a hub id is left as it is):
 
 - weights: each part checked (``transformer/``, ``vae/``, ``text_encoder/``) holds a ``*.safetensors`` or
@@ -147,6 +151,10 @@ def check_model_path(cfg: TrainConfig, parts: Literal["all", "transformer"] = "a
     path = cfg.model_path
     root = Path(path).expanduser()
     if root.is_dir():
+        if cfg.model_revision is not None:  # from_pretrained refuses it too, but in every rank after start
+            raise ConfigError(f"model_revision {cfg.model_revision!r} is for a hub id, but model_path {path} is a "
+                              "local folder, which has no revisions: remove model_revision (download a "
+                              "revision with `hf download ID --revision REV --local-dir FOLDER`)")
         missing = _folder_missing(root, parts)
         if missing:
             raise ConfigError(f"model_path {path}: missing {', '.join(missing)} (a diffusers-layout checkpoint "
@@ -166,12 +174,13 @@ def check_model_path(cfg: TrainConfig, parts: Literal["all", "transformer"] = "a
     from tools.hub import cached_file, download_blocked
 
     try:
-        cached = [cached_file(path, name) is not None for name in _needed(parts)]
+        cached = [cached_file(path, name, cfg.model_revision) is not None for name in _needed(parts)]
     except HFValidationError:
         raise ConfigError(f"model_path {path} is not a folder (checked from {Path.cwd()}) and not a hub id") from None
     if all(cached):
         return None
-    where = f"not a folder (checked from {Path.cwd()}), not in the Hugging Face cache"
+    at = f" at revision {cfg.model_revision!r}" if cfg.model_revision is not None else ""
+    where = f"not a folder (checked from {Path.cwd()}), not in the Hugging Face cache{at}"
     if blocked := download_blocked():
         raise ConfigError(f"model_path {path} is {where}, and {blocked}: download the checkpoint and point "
                           "model_path at the folder")

@@ -44,7 +44,7 @@ def build_world_model(cfg: TrainConfig, device: torch.device | str,
         whole = parts == "all"
         model = FlowWorldModel.from_pretrained(cfg.model_path, backend=cfg.backend, torch_dtype=DTYPES[cfg.dtype],
                                                load_vae=whole, load_text_encoder=whole,
-                                               default_num_frames=cfg.num_frames)
+                                               default_num_frames=cfg.num_frames, revision=cfg.model_revision)
     if cfg.tiny and cfg.dtype != "float32":  # from_pretrained already loaded torch_dtype; the VAE stays float32
         cast_like_from_pretrained(model.transformer, DTYPES[cfg.dtype])
     if cfg.text_encoder == "offload":  # nn.Module.to moves the transformer and the VAE, not the text encoder
