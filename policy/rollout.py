@@ -35,6 +35,14 @@ Decisions where the issue was silent:
   also back-propagates through the continuous part D of the mask into the std (the binary part
   B is a step function and carries no gradient). The forward values are identical.
 * Conditioning frames start from, and keep, the first-frame latent (their velocity is 0).
+* Latent precision: the state x (hence ``x_t``, ``x_next``, ``prev_x0_hat`` and the final latents) stays float32
+  whatever the model's dtype; only the transformer's input is cast to its dtype (``policy.wan`` /
+  ``policy.cosmos``), and its velocity comes back float32. The step's mean, std and sample are float32 and the
+  log-prob sums in float64 (``gaussian_log_prob``), so ``step_log_prob`` at unchanged parameters reproduces the
+  recorded log-prob exactly, for any micro-batch split (tests/test_rollout_precision.py, in a bf16 engine's
+  numerics). States stored in bf16 would halve their memory but the recorded ``x_next`` would no longer be the
+  sampled one: its rounding (~0.4% of the value) is not small next to a step's std (``sigma_next * M``), and
+  summed over a latent's millions of elements the ratio at unchanged parameters drifts far from 1.
 * Classifier-free guidance is off by default (``guidance_scale = 1``: one network pass per step). With
   w != 1 every velocity, in the rollout and in ``step_log_prob``, is the guided one, so the policy
   whose likelihood the update uses is the one that sampled.
@@ -126,9 +134,9 @@ class SDEStepRecord:
     step: int
     """Index k of the denoising step."""
     x_t: Tensor
-    """[B, C, F, H, W] state before the step."""
+    """[B, C, F, H, W] float32 state before the step (float32 whatever the model's dtype: module docstring)."""
     x_next: Tensor
-    """[B, C, F, H, W] sampled state after the step."""
+    """[B, C, F, H, W] float32 sampled state after the step."""
     sigma: Tensor
     """[B] noise level at x_t."""
     sigma_next: Tensor
