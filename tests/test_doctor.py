@@ -304,7 +304,7 @@ def test_vjepa_check_needs_the_weights_from_pretrained_reads(tmp_path, monkeypat
     assert check().status == "ok"
     # a hub id whose config.json is cached but not its weights: the first run downloads them
     in_cache = {"config.json": str(folder / "config.json")}
-    monkeypatch.setattr(huggingface_hub, "try_to_load_from_cache", lambda repo, name: in_cache.get(name))
+    monkeypatch.setattr(huggingface_hub, "try_to_load_from_cache", lambda repo, name, **kw: in_cache.get(name))
     monkeypatch.setattr(huggingface_hub.constants, "HF_HUB_OFFLINE", False)  # tests/conftest.py sets it
     monkeypatch.setattr(tools_hub, "hub_reachable", lambda *a, **kw: True)  # the hub answers: downloaded
     hub = _vjepa(ToolSettings(vjepa_model="facebook/vjepa2-vitl-fpc64-256"))
@@ -327,7 +327,7 @@ def test_weights_to_download_from_a_hub_that_does_not_answer_are_a_problem(tmp_p
     asked = []
     monkeypatch.setattr(tools_hub, "hub_reachable", lambda url=None, *a, **kw: asked.append(url) or False)
     monkeypatch.setattr(huggingface_hub.constants, "HF_HUB_OFFLINE", False)
-    monkeypatch.setattr(huggingface_hub, "try_to_load_from_cache", lambda repo, name: None)
+    monkeypatch.setattr(huggingface_hub, "try_to_load_from_cache", lambda repo, name, **kw: None)
     check = _vjepa(ToolSettings(vjepa_model="facebook/vjepa2-vitl-fpc64-256"))
     assert check.status == "problem" and "did not answer" in check.detail, check
     assert "RAA_VJEPA_MODEL=facebook/vjepa2-vitl-fpc64-256" in check.detail and "--preset no_wmreward" in check.detail
