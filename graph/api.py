@@ -46,6 +46,10 @@ Decisions where the issue was silent:
   (with `durability="async"` a failed step checkpoint also surfaces only at the end, after the
   gate). A store failure before the gate ran (the trace look-up or run-id claim before the run) leaves no
   result: ineligible with the error, as before. Nothing is ever made up: only a result the gate produced is returned.
+- A streamed run (`arun_agent(..., on_update=...)`, `raa score --stream`) is the same run with its node updates
+  handed out as they happen: the same trace look-up, in-process check and run-id claim, released the same
+  way. `raa score --stream` ran `agent.astream` itself, without any of them, so a second process could run
+  its id at once and `raa prune` could not see it in flight.
 """
 
 from __future__ import annotations
@@ -55,7 +59,7 @@ import contextlib
 import os
 import threading
 import uuid
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -121,10 +125,16 @@ def ineligible_result(preset: str, reason: str, run_id: str = "") -> RewardResul
     return RewardResult(status="ineligible", reward=None, reasons=[reason], run_id=run_id, preset=preset)
 
 
+UpdateSink = Callable[[str, Any], None]
+"""Called with (node name, its state update) as each node of a streamed run ends (`arun_agent`'s `on_update`)."""
+
+
 async def arun_agent(agent: Any, video: str, instruction: str, run_id: str, preset: str, *,
-                     durability: TraceDurability = "exit") -> RewardResult:
+                     durability: TraceDurability = "exit", on_update: UpdateSink | None = None) -> RewardResult:
     """Run one clip through a compiled agent; always returns a RewardResult. `durability`: when the
-    checkpointer (if any) writes the run's checkpoints (see module docstring)."""
+    checkpointer (if any) writes the run's checkpoints (see module docstring). `on_update`: stream the run,
+    handing it each node's update as it happens (`raa score --stream`); the run is otherwise the same one,
+    with the same run-id checks and claim."""
     config = {"configurable": {"thread_id": run_id}}
     claim = (id(agent.checkpointer), run_id) if agent.checkpointer else None
     with _RUNNING_LOCK:
@@ -133,14 +143,14 @@ async def arun_agent(agent: Any, video: str, instruction: str, run_id: str, pres
         if claim is not None:
             _RUNNING.add(claim)
     try:
-        return await _run_claimed(agent, video, instruction, run_id, preset, config, durability)
+        return await _run_claimed(agent, video, instruction, run_id, preset, config, durability, on_update)
     finally:
         with _RUNNING_LOCK:
             _RUNNING.discard(claim)
 
 
 async def _run_claimed(agent: Any, video: str, instruction: str, run_id: str, preset: str, config: dict,
-                       durability: TraceDurability) -> RewardResult:
+                       durability: TraceDurability, on_update: UpdateSink | None = None) -> RewardResult:
     """`_run_agent` with `run_id` claimed in the trace database for the run (`graph.run_claims`)."""
     from graph import run_claims
 
@@ -155,7 +165,7 @@ async def _run_claimed(agent: Any, video: str, instruction: str, run_id: str, pr
                                  run_id)
     saved = True
     try:
-        result = await _run_agent(agent, video, instruction, run_id, preset, config, durability, file)
+        result = await _run_agent(agent, video, instruction, run_id, preset, config, durability, file, on_update)
         saved = result.trace_saved
         return result
     finally:
@@ -167,15 +177,21 @@ async def _run_claimed(agent: Any, video: str, instruction: str, run_id: str, pr
 
 
 async def _run_agent(agent: Any, video: str, instruction: str, run_id: str, preset: str, config: dict,
-                     durability: TraceDurability, database: str | None) -> RewardResult:
+                     durability: TraceDurability, database: str | None,
+                     on_update: UpdateSink | None = None) -> RewardResult:
     gate = GateResult()
     try:
         if agent.checkpointer:
             previous = await agent.aget_state(config)
             if previous.values:
                 return ineligible_result(preset, f"run id {run_id!r} already has a trace; use a new run id", run_id)
-        out = await agent.ainvoke({"video": video, "instruction": instruction, "run_id": run_id},
-                                  {**config, "callbacks": [gate]}, durability=durability if agent.checkpointer else None)
+        inputs = {"video": video, "instruction": instruction, "run_id": run_id}
+        run_config = {**config, "callbacks": [gate]}
+        mode = durability if agent.checkpointer else None
+        if on_update is None:
+            out = await agent.ainvoke(inputs, run_config, durability=mode)
+        else:
+            out = await _streamed(agent, inputs, run_config, mode, on_update)
     except Exception as exc:  # the trace write at the end (nodes already turn their failures into faults)
         if gate.result is not None:  # the gate had produced it: it stands
             return unsaved_trace(gate.result, exc, database or type(agent.checkpointer).__name__, run_id)
@@ -186,6 +202,20 @@ async def _run_agent(agent: Any, video: str, instruction: str, run_id: str, pres
         reason = "; ".join(f.reason() for f in faults) or "agent: run ended without a result"
         return ineligible_result(preset, reason, run_id)
     return result
+
+
+async def _streamed(agent: Any, inputs: dict, config: dict, durability: TraceDurability | None,
+                    on_update: UpdateSink) -> Any:
+    """The final state of `agent` run on `inputs`, streamed: `on_update(node, update)` per node update. The
+    final state comes from the stream's own "values" chunks, so no checkpointer is needed to read it back."""
+    out: Any = {}
+    async for mode, chunk in agent.astream(inputs, config, stream_mode=["updates", "values"], durability=durability):
+        if mode == "values":
+            out = chunk
+        else:
+            for node, update in chunk.items():
+                on_update(node, update)
+    return out
 
 
 class GateResult(BaseCallbackHandler):

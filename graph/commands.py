@@ -16,8 +16,9 @@ Decisions where the issue was silent:
   AsyncSqliteSaver as checkpointer, so rows are appended as runs finish and traces stay readable.
   `--processes N` (N > 1) spreads the runs over worker processes (`graph.batch_procs`); those build
   the chat model with `graph.backbone.default_chat_model`, not with `make_chat_model`.
-- The agent's nodes are async, so `--stream` uses `agent.astream(..., stream_mode="updates")` and
-  prints one line per node update on stderr.
+- The agent's nodes are async, so `--stream` streams the node updates (`graph.api.arun_agent`'s `on_update`)
+  and prints one line per node update on stderr. It is the same run as without `--stream` (trace look-up,
+  run-id claim in the trace database, release): it ran `agent.astream` itself and claimed nothing.
 - The CLI builds the Backbone itself (`Backbone.from_settings`) so the on-disk stage cache
   (`RAA_CACHE_PATH`) is used and keyed by `RAA_MODEL`.
 - `make_chat_model` is the seam tests monkeypatch to inject a scripted model.
@@ -139,27 +140,15 @@ def score_command(
 
 async def _score_one(settings: BackboneSettings, preset: str, video: str, instruction: str, run_id: str,
                      stream: bool, draw: int = 0, tools: Any = None) -> Any:
-    from graph.api import GateResult, arun_agent, ineligible_result, unsaved_trace
+    from graph.api import arun_agent
+
+    def show(node: str, update: Any) -> None:
+        typer.echo(describe_update(node, update), err=True)
 
     async with open_async_saver(settings.traces_path) as saver:
         agent = _build_agent(settings, preset, saver, draw, tools)
-        if not stream:
-            return await arun_agent(agent, video, instruction, run_id, preset,
-                                    durability=settings.trace_durability)
-        cfg = {"configurable": {"thread_id": run_id}}
-        inputs = {"video": video, "instruction": instruction, "run_id": run_id}
-        gate = GateResult()  # the gate's result, kept when the trace write at the end fails (graph.api)
-        try:
-            async for chunk in agent.astream(inputs, {**cfg, "callbacks": [gate]}, stream_mode="updates",
-                                             durability=settings.trace_durability):
-                for node, update in chunk.items():
-                    typer.echo(describe_update(node, update), err=True)
-        except Exception as exc:  # nodes turn failures into faults; this is the last line of defence
-            if gate.result is not None:
-                return unsaved_trace(gate.result, exc, str(settings.traces_path), run_id)
-            return ineligible_result(preset, f"agent: {type(exc).__name__}: {exc}", run_id)
-        result = (await agent.aget_state(cfg)).values.get("result")
-        return result if result is not None else ineligible_result(preset, "agent: run ended without a result", run_id)
+        return await arun_agent(agent, video, instruction, run_id, preset, durability=settings.trace_durability,
+                                on_update=show if stream else None)
 
 
 # ---------------------------------------------------------------------------------------------- batch
