@@ -186,8 +186,10 @@ def _observation(v: dict[str, Any], steps: list[dict]) -> str:
 def _overlay_figs(store: FrameStore, tracked: list[int], shown: list[int], points: Any,
                   tracker: MotionTracker | None, prefix: str, query_frame: int | None = None) -> str:
     """Frames `shown` of `tracked` with tracks drawn: of `points` (fractions of the frame, on `query_frame`,
-    the first tracked frame when None or not decoded), or of a grid without points."""
+    the first tracked frame when None or not decoded), or of a grid without points (queried on several frames,
+    as the agent's grid tracks are: `tools.motion.grid`)."""
     from tools.motion import build_tracker, draw_tracks_resized
+    from tools.motion.grid import track_window_grid
     from tools.video import encode_jpeg_data_url, resize_long_side, uniform_indices
 
     have = [int(f) for f in tracked if int(f) in store.frames]
@@ -203,7 +205,8 @@ def _overlay_figs(store: FrameStore, tracked: list[int], shown: list[int], point
         query_t = float(have.index(query_frame)) if query_frame in have else 0.0
         queries = (np.array([[query_t, min(max(float(x), 0.0), 1.0) * (w - 1), min(max(float(y), 0.0), 1.0) * (h - 1)]
                              for x, y in pts], np.float32) if pts else None)
-        tracks = trk.track(arr, grid_size=None if queries is not None else 8, queries=queries)
+        # a grid as the agent tracks it: first, middle and last frame (tools.motion.grid)
+        tracks = trk.track(arr, queries=queries) if queries is not None else track_window_grid(trk, arr, 8)
         small = list(draw_tracks_resized(small, tracks, pos, (h, w)))
         note = f"point tracks over frames {have[0]}..{have[-1]} ({len(have)} frames), re-computed for display"
     except Exception as exc:  # noqa: BLE001 - show the frames without overlay

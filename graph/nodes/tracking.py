@@ -9,7 +9,12 @@ Decisions where the issue was silent:
   position among the tracked frames (`query_index`), and both trackers follow them both ways. They
   were queried on the first tracked frame, so for end_frame < start_frame (the stretch is tracked in
   clip order) they landed on the earlier frame, and a one-frame stretch at the clip's last frame
-  (widened to n-2..n-1) put them on frame n-2. A grid stays on the first tracked frame.
+  (widened to n-2..n-1) put them on frame n-2.
+- A grid (no points given) is queried on the first, middle and last tracked frames, and only the later
+  points that add coverage are kept (`tools.motion.grid`): on the first frame alone it never tracked an
+  object entering the view later, and a clip full of motion read "0 points moved". A static scene keeps
+  its `GRID_SIZE`**2 points. The grid's job key stays that of a grid (points empty, query_t 0), so the
+  speculative grid track and a grid track_motion call still share one computation.
 - The tracks carry the clip's frame numbers (`MotionTracks.frame_indices`), so the summary names clip
   frames; it named positions among the tracked frames (track_motion over frames 40..60 reported motion
   "in frames 3-8").
@@ -73,13 +78,14 @@ def query_index(n: int, start: int, end: int, limit: int = TRACK_FRAMES) -> int:
 
 
 GRID_SIZE = 8
-"""Side of the point grid tracked when no points are given (GRID_SIZE**2 points; the speculative and
-reflect tracks)."""
+"""Side of the point grid tracked when no points are given (GRID_SIZE**2 points on each of the stretch's
+query frames, `tools.motion.grid`; the speculative and reflect tracks)."""
 
 def _track_request(ctx: RunContext, video: str, idx: list[int], points: list[list[float]],
                    query_t: int = 0) -> tuple[tuple, Any]:
     """(FrameStore track-job key, the computation) of tracking `points` given on `idx[query_t]` (or a
-    grid on `idx[0]`, whatever `query_t`, so a grid call shares the speculative grid track) over `idx`."""
+    grid on the stretch's first, middle and last frames, whatever `query_t`, so a grid call shares the
+    speculative grid track) over `idx`."""
     query_t = int(query_t) if points else 0
     key = ("tracks", ctx.frames.current(video), tuple(idx), tuple(tuple(float(v) for v in p) for p in points),
            query_t)
@@ -131,23 +137,28 @@ def _as_fault(exc: Exception) -> ToolFault | None:
 def _compute_tracks(ctx: RunContext, video: str, idx: list[int], points: list[list[float]],
                     query_t: int = 0) -> Any:
     """Tracks in the clip's pixels, computed on frames whose short side is at most `track_short_side`;
-    `points` lie on frame `idx[query_t]` (both backends track both ways from a mid-stretch query)."""
+    `points` lie on frame `idx[query_t]` (both backends track both ways from a mid-stretch query); without
+    points, the grid of `tools.motion.grid` (first, middle and last frame; redundant later points dropped)."""
     from tools.motion import MotionTracks
     from tools.motion.base import tracks_problem
+    from tools.motion.grid import drop_redundant, grid_radius, window_grid_queries
 
     tracker = ctx.tools.tracker()
     meta = ctx.frames.meta(video)
     frames = ctx.frames.scaled_frames(video, idx, ctx.tools.track_short_side)
     h, w = frames.shape[1:3]
-    queries = None
     if points:  # fractions of the frame, checked and clamped by _track
         # 0 and 1 are the edge pixels' centres, so every point is inside the image (tools/coords.py's rule)
         queries = np.array([[float(query_t), p[0] * (w - 1), p[1] * (h - 1)] for p in points], dtype=np.float32)
-    tracks = run_tool("motion", tracker.track, frames, grid_size=None if queries is not None else GRID_SIZE, queries=queries)
+    else:  # the grid on the stretch's first, middle and last frames (module docstring)
+        queries = window_grid_queries(GRID_SIZE, frames.shape)
+    tracks = run_tool("motion", tracker.track, frames, queries=queries)
     if not isinstance(tracks, MotionTracks):
         raise ToolFault("motion", "run", f"the tracker returned {type(tracks).__name__} for {len(idx)} frames")
-    if (problem := tracks_problem(tracks, len(idx), None if queries is None else len(queries))) is not None:
+    if (problem := tracks_problem(tracks, len(idx), len(queries))) is not None:
         raise ToolFault("motion", "run", problem)
+    if not points:
+        tracks = drop_redundant(tracks, grid_radius(GRID_SIZE, h, w))
     if (w, h) != (meta.width, meta.height):
         tracks = tracks.rescaled(meta.width / w, meta.height / h)
     # the clip's frame numbers: the summary's "motion in frames ..." must name frames of the clip,

@@ -1,0 +1,105 @@
+"""Grid tracks over a stretch of frames: the grid is queried on several frames, not on the first one only.
+
+A ``grid_size`` track (`tools.motion.base.resolve_queries`) places its points on frame 0 of the tracked
+frames. An object that enters the view later is then never tracked: at frame 0 the grid points lie on the
+background it will cover, and once it slides over them they are lost (LK's patch error and
+forward-backward check, CoTracker3's visibility), so a clip full of motion read "0 points moved". The same
+held for anything that appears (is uncovered, is brought in) after the stretch's first frame.
+
+Decisions where the issue was silent:
+- The grid is queried on `GRID_QUERY_FRAMES` (3) frames spread over the stretch: the first, the middle
+  and the last (`grid_query_frames`), the same cell centres on each (`window_grid_queries`). Both backends
+  follow a point queried mid-stretch both ways (LK from its query frame forwards and backwards, CoTracker3
+  with ``backward_tracking=True``), so a point that lies on the entering object at the last frame is
+  followed back to where it came in. Three frames, not every frame: an object that is in view for less
+  than half the stretch and on none of the three frames is still missed, but the cost stays three grids
+  (LK's time is linear in the points; 192 points over 32 frames take a few tens of milliseconds).
+- Only the later points that add coverage are kept (`drop_redundant`): a point queried on frame ``k`` is
+  dropped when a kept point of an earlier query frame is tracked (visible) within ``radius`` of it at
+  frame ``k``; it would follow the same surface. The agent uses half a grid cell's diagonal: a whole grid,
+  however far it has been shifted (a camera pan), has a point that close to every cell centre, so a
+  static or panning scene keeps exactly the first frame's ``grid_size**2`` points (same order, same
+  tracks for LK, whose points are independent) and only where earlier points were lost or moved away do
+  later ones stay. A later point tracked in no frame but its own is dropped too: no step of it has both
+  ends tracked and its net displacement is 0, so it adds no evidence, only untracked point-frames.
+- This lives beside the trackers, not in them: a tracker's ``grid_size`` keeps its documented meaning (a
+  grid on frame 0, DESIGN.md's protocol, the tool service's ``grid_size``), and `track_window_grid` hands
+  any tracker (an injected one, the tool-service client) explicit queries, which every backend takes.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+
+from tools.motion.base import MotionTracker, MotionTracks, grid_points, tracks_problem, validate_frames
+
+GRID_QUERY_FRAMES = 3
+"""Frames of a stretch its grid is queried on: the first, the middle and the last (module docstring)."""
+
+
+def grid_query_frames(num_frames: int, count: int = GRID_QUERY_FRAMES) -> list[int]:
+    """``count`` frames spread evenly over ``num_frames`` frames, first and last included (fewer for a
+    shorter stretch: each frame once)."""
+    if num_frames < 1 or count < 1:
+        raise ValueError(f"need at least one frame and one query frame, got {num_frames} frames, count {count}")
+    return sorted({int(round(x)) for x in np.linspace(0, num_frames - 1, min(count, num_frames))})
+
+
+def window_grid_queries(grid_size: int, frames_shape: tuple[int, ...], count: int = GRID_QUERY_FRAMES) -> np.ndarray:
+    """Queries ``[K*g*g, 3]`` float32 ``(t, x, y)``: the ``grid_size`` grid (`grid_points`) on each of the
+    `grid_query_frames`, the first frame's points first. A grid finer than the frame is a TrackQueryError."""
+    t, h, w = int(frames_shape[0]), int(frames_shape[1]), int(frames_shape[2])
+    pts = grid_points(grid_size, h, w)
+    return np.concatenate([np.concatenate([np.full((len(pts), 1), k, np.float32), pts], axis=1)
+                           for k in grid_query_frames(t, count)])
+
+
+def grid_radius(grid_size: int, height: int, width: int) -> float:
+    """Half the diagonal of a grid cell: every cell centre is this close to some point of a whole grid,
+    however far that grid has been shifted (`drop_redundant`)."""
+    return 0.5 * float(np.hypot(height / grid_size, width / grid_size))
+
+
+def drop_redundant(tracks: MotionTracks, radius: float) -> MotionTracks:
+    """``tracks`` without the points of later query frames that add nothing (module docstring): one with an
+    earlier-queried kept point tracked within ``radius`` pixels of it at its query frame, or one tracked in
+    no frame but its own. The points of the earliest query frame are all kept; order is kept."""
+    if not radius > 0:
+        raise ValueError(f"radius must be a positive number of pixels, got {radius!r}")
+    qf = tracks.query_frames
+    if qf.size == 0:
+        return tracks
+    keep = qf == qf.min()
+    seen_elsewhere = (tracks.visible.sum(axis=0) - tracks.visible[qf, np.arange(len(qf))]) > 0
+    for k in np.unique(qf)[1:]:
+        group = np.flatnonzero(qf == k)
+        cover = np.flatnonzero(keep & (qf < k) & tracks.visible[k])
+        if len(cover):
+            dist = np.linalg.norm(tracks.tracks[k, group][:, None] - tracks.tracks[k, cover][None], axis=-1)
+            covered = dist.min(axis=1) < radius
+        else:
+            covered = np.zeros(len(group), bool)
+        keep[group] = ~covered & seen_elsewhere[group]
+    if keep.all():
+        return tracks
+    # replace, not a new MotionTracks: a tracker's own subclass (and its methods) is kept
+    return dataclasses.replace(tracks, tracks=tracks.tracks[:, keep], visible=tracks.visible[:, keep],
+                               query_frames=qf[keep], frame_indices=list(tracks.frame_indices))
+
+
+def track_window_grid(tracker: MotionTracker, frames: np.ndarray, grid_size: int,
+                      count: int = GRID_QUERY_FRAMES) -> MotionTracks:
+    """Track the ``grid_size`` grid queried on `grid_query_frames` of ``frames`` and keep the points that add
+    coverage (`drop_redundant` with `grid_radius`). Tracks that break the tracker contract
+    (`tracks_problem`, checked against the queries asked for) are a ValueError naming the problem."""
+    frames = validate_frames(frames)
+    t, h, w = frames.shape[:3]
+    queries = window_grid_queries(grid_size, frames.shape, count)
+    tracks = tracker.track(frames, queries=queries)
+    if not isinstance(tracks, MotionTracks):
+        raise ValueError(f"the tracker returned {type(tracks).__name__}, not MotionTracks")
+    if (problem := tracks_problem(tracks, t, len(queries))) is not None:
+        raise ValueError(problem)
+    return drop_redundant(tracks, grid_radius(grid_size, h, w))
