@@ -4,7 +4,8 @@ Each point is tracked frame to frame from its query frame, forward to the end of
 backward to the start. A step is accepted only when (a) OpenCV reports success both ways, (b) the
 forward-backward error ``|p - LK_back(LK_fwd(p))|`` is below ``fb_threshold`` pixels, (c) the
 patch error is below ``max_patch_error`` (catches an occluder sliding over the point) and (d) the
-new position lies inside the image. Decisions where the issue was silent:
+new position lies inside the image; an accepted step's position is then corrected against the query
+frame (drift, below). Decisions where the issue was silent:
 - ``visible`` means "reliably tracked and in the image". LK cannot re-detect a point, so once a
   step is rejected the point stays invisible for the rest of that direction and its position
   holds the last reliable estimate. Points on textureless areas may therefore be reported
@@ -24,6 +25,18 @@ new position lies inside the image. Decisions where the issue was silent:
   On 2 cores this takes a 32-frame, 64-point track from ~13 ms / 26 ms CPU to ~11 ms / 20 ms CPU
   (OpenCV's own per-call threading spends more CPU than it saves for so few points), and the
   results equal the plain step-by-step algorithm bit for bit (tests/test_motion.py).
+- Drift: chained frame-to-frame steps add up their small errors (a random walk), which no per-step
+  test sees: over 120 noisy frames (sensor noise sigma 6) a point on a static scene wandered 4.5 px while
+  reported tracked, a net displacement the summary reads as motion (and the walk later failed checks,
+  losing 9% of point-frames). So each accepted step is also matched against the point's own query frame
+  (LK from the query point, started at the chained estimate, ``OPTFLOW_USE_INITIAL_FLOW``), and that match
+  replaces the chained position when it passes status, patch error and image bounds and lies within
+  ``anchor_tolerance`` (3 px) of it; the error then stays at the level of one match however long the
+  window (tests/test_motion.py). A match farther off, or failing, is taken for a changed appearance (the
+  object turned, deformed, is lit differently), not drift, and the chained position stands: rejecting
+  the point there would lose every deforming object. The forward-backward check stays on the chained
+  step. Cost: one more OpenCV call per step and query frame (about a third more time for a 32-frame,
+  64-point track); a point's first step from its query frame needs none (it is that match).
 - OpenCV's thread count is left alone (``cv2.setNumThreads`` is process-wide and would change
   every other OpenCV user in the process).
 """
@@ -58,6 +71,9 @@ class LKConfig:
     """Iteration cap of the LK solver."""
     epsilon: float = 0.03
     """Convergence threshold of the LK solver."""
+    anchor_tolerance: float = 3.0
+    """Largest correction (pixels) the match against the query frame may make to a chained step; a match
+    farther off is taken for a changed appearance, not drift, and the chained position is kept."""
 
 
 class LKTracker:
@@ -122,6 +138,8 @@ class LKTracker:
                     p1, ok = self._forward(gray(t), gray(nxt), p0, h, w)
                     if ok.any():
                         checks.submit((t, nxt, moving[ok]), (gray(nxt), gray(t), p1[ok], p0[ok]))
+                        p1[ok] = self._anchored(gray, t, nxt, query_frames[moving[ok]], start[moving[ok]], p1[ok],
+                                                h, w)
                     cur[moving[ok]] = p1[ok]
                     alive[moving[~ok]] = False
                 tracks[nxt, started] = cur[started]
@@ -146,6 +164,26 @@ class LKTracker:
         ok = ((st.ravel() == 1) & np.isfinite(p1).all(axis=1) & (err.ravel() < self.config.max_patch_error)
               & in_bounds(p1, h, w))
         return p1, ok
+
+    def _anchored(self, gray: Callable[[int], np.ndarray], t: int, nxt: int, query_frames: np.ndarray,
+                  anchors: np.ndarray, p1: np.ndarray, h: int, w: int) -> np.ndarray:
+        """Positions ``p1`` [K,2] at frame ``nxt`` of points queried at ``anchors`` on ``query_frames``, each
+        replaced by its match from its query frame (LK started at ``p1``) where that match is good: status,
+        finite, patch error, inside the image, within ``anchor_tolerance`` of ``p1`` (module docstring). Points
+        whose query frame is ``t`` are kept as they are: their chained step already was that match."""
+        out = p1.copy()
+        for k in np.unique(query_frames):
+            if k == t:
+                continue
+            sel = np.flatnonzero(query_frames == k)
+            guess = p1[sel].reshape(-1, 1, 2).copy()
+            pa, st, err = cv2.calcOpticalFlowPyrLK(gray(int(k)), gray(nxt), anchors[sel].reshape(-1, 1, 2), guess,
+                                                   flags=cv2.OPTFLOW_USE_INITIAL_FLOW, **self._lk_args)
+            pa = pa.reshape(-1, 2)
+            good = ((st.ravel() == 1) & np.isfinite(pa).all(axis=1) & (err.ravel() < self.config.max_patch_error)
+                    & in_bounds(pa, h, w) & (np.linalg.norm(pa - p1[sel], axis=1) < self.config.anchor_tolerance))
+            out[sel[good]] = pa[good]
+        return out
 
     def _check(self, img1: np.ndarray, img0: np.ndarray, p1: np.ndarray, p0: np.ndarray) -> np.ndarray:
         """Backward (check) call of one step: mask of the points whose forward-backward error or
