@@ -106,3 +106,31 @@ def test_drop_redundant_refuses_a_bad_radius():
     mt = MotionTracks(tracks=np.zeros((2, 1, 2)), visible=np.ones((2, 1), bool), query_frames=np.array([0]))
     with pytest.raises(ValueError, match="radius"):
         drop_redundant(mt, radius=0.0)
+
+
+class _RecordingPredictor:
+    """CoTrackerPredictor stand-in: points stay at their queries (all visible); records what it was asked."""
+
+    def __init__(self) -> None:
+        self.calls: list[tuple[np.ndarray, bool]] = []
+
+    def __call__(self, video, queries, backward_tracking):
+        import torch
+
+        self.calls.append((queries[0].cpu().numpy(), backward_tracking))
+        b, t = video.shape[:2]
+        tracks = queries[:, None, :, 1:].repeat(1, t, 1, 1).clone()
+        return tracks, torch.ones(b, t, queries.shape[1], dtype=torch.bool)
+
+
+def test_cotracker3_gets_the_later_grid_points_with_backward_tracking():
+    pytest.importorskip("torch")
+    from tools.motion import CoTracker3Tracker
+    from tools.motion.grid import track_window_grid
+
+    predictor = _RecordingPredictor()
+    tracks = track_window_grid(CoTracker3Tracker(predictor=predictor), entering_square(frames=9), 4)
+    ((queries, backward),) = predictor.calls
+    assert backward is True  # points queried on later frames are followed back to the first
+    assert sorted(set(queries[:, 0].tolist())) == [0.0, 4.0, 8.0] and len(queries) == 48
+    assert tracks.num_points == 16  # still points: the later grids repeat the first one's tracks
