@@ -352,12 +352,12 @@ class FrameStore:
         return blocks
 
     def start_encoding(self, video: str, indices: Sequence[int]) -> Future:
-        """Encode and cache the full-frame data URLs of `indices` in a shared pool job (priority
-        "now") and return it; while it runs, `ablocks` for the same frames waits for it instead of
-        encoding them a second time. The job caches; it returns None (its failure, if any, is
-        reported by whoever asks for the blocks next)."""
+        """Encode and cache the full-frame data URLs of `indices` in a shared pool job (priority "first":
+        observe's images, which the run's first model call waits for) and return it; while it runs, `ablocks`
+        for the same frames waits for it instead of encoding them a second time. The job caches; it returns
+        None (its failure, if any, is reported by whoever asks for the blocks next)."""
         key = encoding_key(self._refresh(video), indices)
-        return self.shared_job(key, functools.partial(self._encode, key[1], key[2]))
+        return self.shared_job(key, functools.partial(self._encode, key[1], key[2]), "first")
 
     def _encode(self, v: VideoKey, indices: tuple[int, ...]) -> None:
         self._image_blocks(v, indices)

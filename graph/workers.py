@@ -9,11 +9,13 @@ is started now and awaited later, like the speculative motion track).
   concurrent runs never oversubscribes the cores. "io": `IO_WORKERS` (8) threads for jobs that
   mostly wait on the network (tools served by the tool service, `tools.client`), so they never hold
   a core's thread while waiting. Tool jobs pick their lane from `graph.context.ToolProvider.lane`.
-- Priorities. Jobs a run is about to wait for (frames and images for the next model call, the
-  quality check, tracks a tool call asked for) use "now"; work whose result is wanted only a model
-  call or more later (the motion-track prefetch; the surprise scoring and extra tools, until assess) uses "later": it starts only when no "now" job is queued, at most
-  `LATER_SLOTS` (4) at a time per lane, and a queued "later" job can be cancelled and re-queued at
-  "now" by whoever needs it.
+- Priorities. "first": the frame work before a run's first model call (the quality probe: decode and
+  statistics; the encoding of observe's images), which every later step of the run waits behind. Jobs a
+  run is about to wait for later on (images for the next model call, tracks a tool call asked for) use
+  "now"; work whose result is wanted only a model call or more later (the motion-track prefetch; the
+  surprise scoring and extra tools, until assess) uses "later": it starts only when no "first" or "now"
+  job is queued, at most `LATER_SLOTS` (4) at a time per lane, and a queued "later" job can be
+  cancelled and re-queued at "now" by whoever needs it.
 - Oldest run first. Within a priority, jobs run in the order their runs started (`run_scope`, entered
   by every stage node with the run's thread id), then in submission order; jobs outside a run scope
   are ordered by submission. When many runs share few cores, the first runs get their images and
@@ -27,6 +29,12 @@ Decisions where the issue was silent:
   plain submission order instead of oldest run first gave a mean of 1.36 instead of 1.26. Keeping a thread
   free of "later" jobs (at most workers - 1 of them: one on 2 cores) starved the surprise scoring and track
   prefetch the runs wait for before reflect: 1.70-1.73 against 1.46-1.51 (three interleaved pairs, Dec 2026).
+- "first" above "now": with oldest run first alone, the tool jobs of runs already past their first model
+  call (crops, tracks, the surprise scoring hurried at assess) ran ahead of the younger runs' probes, so
+  the last run of a burst reached its first model call only after them; every run's later steps wait
+  on that call. 16 concurrent runs on the loaded 2-core VM (load 6-8, three interleaved pairs of three):
+  the last observe call started at 1.9-2.4 s instead of 1.8-4.6 s, and the worker CPU spent before it
+  fell from 80-90% to 55-60% of the runs' worker CPU (the rest waits until every probe is done).
 - The caller's contextvars are copied into the job (as `asyncio.to_thread` does).
 - Idle threads are woken last-in first-out: a new job goes to the thread that finished most recently,
   so a run's consecutive jobs stay on one thread (warm caches, one malloc arena). Rotating through
@@ -67,11 +75,12 @@ from collections.abc import Callable, Iterator
 from concurrent.futures import Future
 from typing import Any, Literal, TypeVar
 
-Priority = Literal["now", "later"]
+Priority = Literal["first", "now", "later"]
 Lane = Literal["cpu", "io"]
 IO_WORKERS = 8
 LATER_SLOTS = 4
-_RANK: dict[Priority, int] = {"now": 0, "later": 1}
+_RANK: dict[Priority, int] = {"first": 0, "now": 1, "later": 2}
+_LATER = _RANK["later"]
 T = TypeVar("T")
 
 
@@ -141,10 +150,10 @@ class PriorityPool:
 
     def _take(self) -> tuple[int, Future, Callable[[], Any]] | None:
         """The next runnable job, or None (caller holds the lock)."""
-        if not self._heap or (self._heap[0][0] > 0 and self._later_running >= LATER_SLOTS):
+        if not self._heap or (self._heap[0][0] == _LATER and self._later_running >= LATER_SLOTS):
             return None
         rank, _, _, future, fn = heapq.heappop(self._heap)
-        self._later_running += rank > 0
+        self._later_running += rank == _LATER
         if self._heap:  # more runnable work: pass it on instead of waiting for the next submit
             self._wake()
         return rank, future, fn
@@ -170,7 +179,7 @@ class PriorityPool:
                     except BaseException as exc:  # noqa: BLE001 - handed to the awaiting task
                         future.set_exception(exc)
             finally:
-                if rank > 0:  # this thread takes the next job itself on its next loop
+                if rank == _LATER:  # this thread takes the next job itself on its next loop
                     with self._lock:
                         self._later_running -= 1
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import functools
 import threading
 
 import pytest
@@ -105,3 +106,25 @@ def test_a_run_starts_encoding_the_sample_in_the_quality_node_and_encodes_each_i
     urls = [b["image_url"]["url"] for call in model.calls for m in call.messages if isinstance(m, HumanMessage)
             and isinstance(m.content, list) for b in m.content if b.get("type") == "image_url"]
     assert store.encoded == len(set(urls)) > len(out["sample"])  # sample + crop, each encoded once
+
+
+def test_a_runs_probe_and_observe_encoding_are_its_only_jobs_queued_at_first(clip, monkeypatch):
+    """The quality probe and observe's encoding (all the frame work before the first model call) go to the pool
+    at priority "first"; the run's later jobs (views, crops, tracks, surprise) do not."""
+    from graph import workers
+
+    queued: list[tuple[str, str]] = []
+    original = workers.PriorityPool.submit
+
+    def spy(self, fn, priority="now", order=None):
+        target = fn.args[0]  # submit wraps the job as partial(context.run, job, ...)
+        while isinstance(target, functools.partial):
+            target = target.func
+        queued.append((priority, getattr(target, "__name__", type(target).__name__)))
+        return original(self, fn, priority, order)
+
+    monkeypatch.setattr(workers.PriorityPool, "submit", spy)
+    agent, _ = _agent(FrameStore(long_side=64), full_script())
+    assert run(agent, clip)["result"].status == "scored"
+    assert sorted(name for prio, name in queued if prio == "first") == ["_encode", "_probe_and_check"]
+    assert len(queued) > 2  # the run's other jobs were queued too, at "now" or "later"

@@ -1,4 +1,4 @@
-"""graph.workers: results, exceptions, contextvars, lanes, run-age order and the "later" priority's rules."""
+"""graph.workers: results, exceptions, contextvars, lanes, run-age order, "first" and "later" priorities."""
 
 from __future__ import annotations
 
@@ -55,6 +55,42 @@ def test_jobs_of_the_oldest_run_go_first_within_a_priority():
     for f in [first, *queued]:
         f.result(timeout=5)
     assert order == ["old-now", "mid-now", "young-now", "old-later"]
+
+
+def test_first_jobs_go_before_now_jobs_even_of_an_older_run():
+    """"first" (the work before a run's first model call) outranks "now" whatever the run ages: the last of
+    a burst of runs otherwise waited for the tool jobs of the runs that had started before it."""
+    p = PriorityPool(1)
+    gate = threading.Event()
+    order: list[str] = []
+    first = p.submit(gate.wait)  # occupies the only worker while the others queue
+    queued = [p.submit(lambda n=name: order.append(n), prio, age) for name, prio, age in
+              [("old-now", "now", 1), ("young-first", "first", 9), ("old-later", "later", 0),
+               ("mid-first", "first", 5)]]
+    gate.set()
+    for f in [first, *queued]:
+        f.result(timeout=5)
+    assert order == ["mid-first", "young-first", "old-now", "old-later"]
+
+
+def test_first_jobs_run_while_every_later_slot_is_taken():
+    pool = PriorityPool(LATER_SLOTS + 1)
+    gate, started = threading.Event(), threading.Semaphore(0)
+
+    def later_job() -> None:
+        started.release()
+        gate.wait(5)
+
+    futures = [pool.submit(later_job, "later") for _ in range(LATER_SLOTS + 1)]
+    for _ in range(LATER_SLOTS):
+        assert started.acquire(timeout=5)
+    try:  # a "first" job neither waits for a later slot nor takes one
+        assert pool.submit(lambda: "first done", "first").result(timeout=5) == "first done"
+        assert not started.acquire(timeout=0.2)  # the extra "later" job is still queued
+    finally:
+        gate.set()
+    for f in futures:
+        f.result(timeout=5)
 
 
 def test_run_scope_gives_each_run_key_a_stable_age():

@@ -17,6 +17,8 @@ A thread that already holds a run (a second input sent with `agent.invoke(..., {
 a Studio thread reused) is refused with an input Fault: its steps, faults, usage and frozen contract
 would carry over into the new run (the contract write raised; a stale fault made the run skip every
 stage). `score_video` / `ascore_videos` refuse a reused run id before invoking.
+The probe and the encoding run at worker priority "first" (`graph.workers`): ahead of the tool jobs of
+runs already past their first model call, so the last clip of a burst is not held up by them.
 A usable clip's surprise scoring and extra evidence tools start here, in worker threads (only reflect
 needs them; see graph.nodes.surprise); a zeroed or ineligible clip starts neither.
 """
@@ -80,7 +82,8 @@ async def quality(state: AgentState, ctx: RunContext, step: Step) -> dict[str, A
     video = state.get("video")
     if not isinstance(video, str) or not video:
         raise InputFault(f"video must be a non-empty path string, got {video!r}")
-    meta, sample, check = await run_blocking(_probe_and_check, ctx, video, cfg.observe_frames)
+    meta, sample, check = await run_blocking(_probe_and_check, ctx, video, cfg.observe_frames,
+                                             priority="first")
     update["meta"] = {"frames": meta.frames, "fps": meta.fps, "width": meta.width, "height": meta.height,
                       "duration": meta.duration, "rotation": meta.rotation}
     if check is None:
