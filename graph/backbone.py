@@ -49,6 +49,8 @@ Decisions where the issue was silent:
   is an invalid reply with the RAA_MAX_TOKENS hint (counted, with its tokens), not a transport error; a
   content-filter stop is "refused". A function_calling reply the server marks cut (finish_reason "length")
   that fails validation gets the same hint (the SDK does not check that method's replies).
+- Concurrent identical stage calls share one flight (graph/flights.py): the waiters take the holder's output,
+  or its fault (not one more failing call each: a dead server is not asked N times over).
 - A stage output the cache cannot store (its SQLite file locked by another process, a full disk) is still
   returned, and one it cannot read is a miss (`graph.cache.lookup`): caching is best effort.
 - Usage (`graph.usage`): `calls` counts model replies received (an attempt that ended in a transport
@@ -62,10 +64,9 @@ from __future__ import annotations
 import asyncio
 import copy
 import json
-import logging
 import math
-import sqlite3
-from typing import Any, Literal
+from collections.abc import Awaitable, Callable
+from typing import Any, Literal, TypeVar
 
 import openai
 from langchain_core.exceptions import ModelError, ModelRefusalError
@@ -79,7 +80,8 @@ from pydantic import BaseModel, ValidationError
 from tenacity import AsyncRetrying, retry_if_exception, stop_after_attempt
 
 from graph.bridge import run_sync
-from graph.cache import StageCache, decode_tool_reply, encode_tool_reply, lookup, stage_key
+from graph.cache import StageCache, decode_tool_reply, encode_tool_reply, lookup, stage_key, store
+from graph.flights import FlightFailed
 from graph.replies import (
     TEXT_TOOL_CALL,
     after_reasoning,
@@ -95,13 +97,13 @@ from graph.usage import count_images as count_images  # re-exported (its home be
 from graph.validation import ERR_CHARS as _ERR_CHARS
 from graph.validation import InvalidReply, check_fields, raw_object, reask, validate_text
 
+_Out = TypeVar("_Out", BaseModel, AIMessage)
 FaultKind = Literal["transport", "timeout", "invalid_reply", "empty_reply", "refused"]
 _TOOLS_REMEDY = ("serve the model with tool calling (vLLM: --enable-auto-tool-choice --tool-call-parser NAME, the "
                  "parser of the model's format) or inspect with one structured plan (RAA_INSPECT_MODE=plan, "
                  "AgentConfig(inspect_mode='plan'))")
 _CUT = "the reply was cut at the token limit before its answer was complete (raise RAA_MAX_TOKENS)"
 _NO_TOOLS_HINT = "the server rejected a tool-calling request: " + _TOOLS_REMEDY
-_log = logging.getLogger(__name__)
 
 
 class BackboneFault(Exception):
@@ -223,27 +225,37 @@ class Backbone:
     async def astructured(self, stage: str, schema: type[BaseModel], messages: list[BaseMessage], usage: Usage,
                           *, params: dict | None = None) -> BaseModel:
         """A validated `schema` instance for this stage; raises BackboneFault after bounded retries."""
-        if self.cache is None:
+        if (cache := self.cache) is None:
             return await self._structured(stage, schema, messages, usage)
         key = stage_key(model_name=self.model_name, method=self.method, stage=stage, messages=messages,
                         params=self._keyed(params), schema=schema)
-        async with self.cache.claim(key):
-            cached = await lookup(self.cache, key, schema.model_validate_json, stage)
+
+        async def compute() -> BaseModel:
+            cached = await lookup(cache, key, schema.model_validate_json, stage)
             if cached is not None:
                 usage.cache_hits += 1
                 return cached
             out = await self._structured(stage, schema, messages, usage)
-            await self._store(stage, key, out.model_dump_json())
+            await store(cache, key, out.model_dump_json(), stage)
             return out
 
-    async def _store(self, stage: str, key: str, value: str) -> None:
-        """Cache a stage output the model gave; a cache that cannot take it now (the SQLite file locked by
-        another process past its busy timeout, a full disk) costs a later cache hit, not this valid output."""
-        assert self.cache is not None
+        return await self._shared(cache, stage, key, compute, usage)
+
+    @staticmethod
+    async def _shared(cache: StageCache, stage: str, key: str, compute: Callable[[], Awaitable[_Out]],
+                      usage: Usage) -> _Out:
+        """`compute()` once for concurrent identical calls (`graph.cache.StageCache.share`): a waiter gets a copy
+        of the holder's output (a cache hit) or the holder's fault, noted as shared (graph/flights.py)."""
         try:
-            await self.cache.aput(key, value)
-        except sqlite3.Error as exc:
-            _log.warning("stage cache: %s output not stored (%s: %s)", stage, type(exc).__name__, exc)
+            out, shared = await cache.share(key, compute)
+        except FlightFailed as failed:
+            if isinstance(error := failed.error, BackboneFault):
+                raise BackboneFault(stage, error.kind, f"{error.message} (the fault of a concurrent identical "
+                                    "call; not asked again)") from error
+            raise error from None
+        if shared:
+            usage.cache_hits += 1
+        return out
 
     async def _structured(self, stage: str, schema: type[BaseModel], messages: list[BaseMessage],
                           usage: Usage) -> BaseModel:
@@ -320,21 +332,24 @@ class Backbone:
     async def atool_round(self, stage: str, messages: list[BaseMessage], tools: list[BaseTool | dict],
                           usage: Usage) -> AIMessage:
         """One reply of the model bound to `tools` (tool calls or a final text); raises BackboneFault."""
-        if self.cache is None:
+        if (cache := self.cache) is None:
             return await self._tool_round(stage, messages, tools, usage)
         specs = [convert_to_openai_tool(t) for t in tools]
         key = stage_key(model_name=self.model_name, method="tools", stage=stage, messages=messages, tools=specs,
                         params=self._keyed(None))
-        async with self.cache.claim(key):
-            cached = await lookup(self.cache, key, decode_tool_reply, stage)
+
+        async def compute() -> AIMessage:
+            cached = await lookup(cache, key, decode_tool_reply, stage)
             if cached is not None:
                 usage.cache_hits += 1
                 return cached
             reply = await self._tool_round(stage, messages, tools, usage)
             if cut_at_token_limit(reply):  # a later run with a higher cap must not be served the cut reply
                 return reply
-            await self._store(stage, key, encode_tool_reply(reply))
+            await store(cache, key, encode_tool_reply(reply), stage)
             return reply
+
+        return await self._shared(cache, stage, key, compute, usage)
 
     async def _tool_round(self, stage: str, messages: list[BaseMessage], tools: list[BaseTool | dict],
                           usage: Usage) -> AIMessage:

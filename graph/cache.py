@@ -34,9 +34,11 @@ Decisions where the issue was silent:
   can drop entries by age (graph/retention.py); a read does not update it (no write per hit), so an
   entry used every day still ages out once and is recomputed. A cache file from before this column is
   given it on open; its old entries have no date and count as older than any cutoff.
-- Concurrent identical requests are collapsed with `claim(key)`, an asyncio lock per key and event
-  loop (dropped when no task holds or waits for it): the first caller computes, the others wait and then read the stored output. That keeps
-  "one backbone call per unique stage input" true when presets run concurrently.
+- Concurrent identical requests are collapsed with `share(key, compute)`, a single flight per key and
+  event loop (graph/flights.py): the first caller computes, the others take its outcome. That keeps "one
+  backbone call per unique stage input" true when presets run concurrently, and a fault of that call is
+  the fault of every caller waiting for it (not one more failing call each); it is not stored, so a later
+  caller asks again.
 """
 
 from __future__ import annotations
@@ -49,8 +51,8 @@ import sqlite3
 import threading
 import time
 from collections import OrderedDict
-from collections.abc import AsyncIterator, Callable, Sequence
-from contextlib import AbstractAsyncContextManager, asynccontextmanager
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from contextlib import asynccontextmanager
 from functools import lru_cache
 from pathlib import Path
 from typing import Any, TypeVar
@@ -58,6 +60,7 @@ from typing import Any, TypeVar
 from langchain_core.messages import AIMessage, BaseMessage, ToolMessage
 from pydantic import BaseModel
 
+from graph.flights import Flights
 from graph.stores import (
     CACHE_TABLES,
     connect_wal,
@@ -69,6 +72,7 @@ from graph.stores import (
 from graph.workers import run_blocking
 
 T = TypeVar("T")
+M = TypeVar("M", bound=BaseModel)  # a stage output: a pydantic model or an AIMessage (one too)
 _log = logging.getLogger(__name__)
 _SCHEMA = "CREATE TABLE IF NOT EXISTS stage_cache (key TEXT PRIMARY KEY, value TEXT NOT NULL, created REAL)"
 
@@ -195,6 +199,15 @@ async def lookup(cache: StageCache, key: str, decode: Callable[[str], T], stage:
     return decoded(hit, decode, stage)
 
 
+async def store(cache: StageCache, key: str, value: str, stage: str) -> None:
+    """Store a stage output the model gave; a cache that cannot take it now (the SQLite file locked by another
+    process past its busy timeout, a full disk; logged) costs a later cache hit, not this valid output."""
+    try:
+        await cache.aput(key, value)
+    except sqlite3.Error as exc:
+        _log.warning("stage cache: %s output not stored (%s: %s)", stage, type(exc).__name__, exc)
+
+
 def encode_tool_reply(reply: AIMessage) -> str:
     """The stored form of a tool-round reply: its content and tool calls."""
     calls = [{"name": c["name"], "args": c["args"], "id": c.get("id"), "type": "tool_call"} for c in reply.tool_calls]
@@ -279,7 +292,7 @@ class StageCache:
 
                 retry_locked(conn, create_table)
         self._lock = threading.Lock()
-        self._key_locks = KeyLocks()
+        self._flights = Flights()
         self.hits = 0
         self.misses = 0
 
@@ -330,10 +343,12 @@ class StageCache:
                 return len(self._mem)
             return int(self._conn.execute("SELECT COUNT(*) FROM stage_cache").fetchone()[0])
 
-    def claim(self, key: str) -> AbstractAsyncContextManager[None]:
-        """Hold the per-key asyncio lock of the running loop, so concurrent identical stage calls
-        run once: the first holder calls the model and stores the output, later holders read it."""
-        return self._key_locks.claim(key)
+    async def share(self, key: str, compute: Callable[[], Awaitable[M]]) -> tuple[M, bool]:
+        """(output, shared): `compute()` run once for the concurrent identical stage calls of `key` on the
+        running loop (`graph.flights.Flights.run`; its waiters raise `graph.flights.FlightFailed`). A
+        waiter's output is a deep copy: each run owns its output, as when each read it from the cache."""
+        out, shared = await self._flights.run(key, compute)
+        return (out.model_copy(deep=True) if shared else out), shared
 
     def close(self) -> None:
         """Close the SQLite connection (an in-memory cache has nothing to release)."""

@@ -97,7 +97,7 @@ def test_an_output_the_cache_cannot_store_is_still_returned(tmp_path, monkeypatc
         raise sqlite3.OperationalError("database is locked")
 
     monkeypatch.setattr(cache, "put", locked)
-    with OpenAIStub([good("json_schema")]) as stub, caplog.at_level(logging.WARNING, logger="graph.backbone"):
+    with OpenAIStub([good("json_schema")]) as stub, caplog.at_level(logging.WARNING, logger="graph.cache"):
         assert run(make(stub, "json_schema", cache=cache), Usage()).score == 3
     assert "judge output not stored (OperationalError: database is locked)" in caplog.text
 
