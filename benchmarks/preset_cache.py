@@ -40,7 +40,7 @@ def main() -> None:
 
     from graph import AgentConfig, AgentTools, ascore_videos, build_reward_agent
     from graph.backbone import Backbone
-    from graph.cache import StageCache, stage_key
+    from graph.cache import StageCache
     from graph.config import PRESETS
     from graph.frame_store import FrameStore
     from graph.testing import ScriptedChatModel
@@ -53,15 +53,13 @@ def main() -> None:
         """Records every request (cache hit or not): its stage key and its input written out in full."""
 
         async def astructured(self, stage, schema, messages, usage, *, params=None):
-            keys.append(stage_key(model_name=self.model_name, method=self.method, stage=stage,
-                                  messages=messages, params=self._keyed(params), schema=schema))
+            keys.append(self.key_of(stage, messages, method=self.method, params=params, schema=schema))
             inputs.append(_written_out(stage, schema.model_json_schema(), params, messages))
             return await super().astructured(stage, schema, messages, usage, params=params)
 
         async def atool_round(self, stage, messages, tools, usage):
             specs = [convert_to_openai_tool(t) for t in tools]
-            keys.append(stage_key(model_name=self.model_name, method="tools", stage=stage, messages=messages,
-                                  tools=specs, params=self._keyed(None)))
+            keys.append(self.key_of(stage, messages, method="tools", tools=specs))
             inputs.append(_written_out(stage, specs, None, messages))
             return await super().atool_round(stage, messages, tools, usage)
 

@@ -49,8 +49,7 @@ Decisions where the issue was silent:
   is an invalid reply with the RAA_MAX_TOKENS hint (counted, with its tokens), not a transport error; a
   content-filter stop is "refused". A function_calling reply the server marks cut (finish_reason "length")
   that fails validation gets the same hint (the SDK does not check that method's replies).
-- Concurrent identical stage calls share one flight (graph/flights.py): the waiters take the holder's output,
-  or its fault (not one more failing call each: a dead server is not asked N times over).
+- Concurrent identical stage calls share one flight: waiters take the holder's output or fault (graph/flights.py).
 - A stage output the cache cannot store (its SQLite file locked by another process, a full disk) is still
   returned, and one it cannot read is a miss (`graph.cache.lookup`): caching is best effort.
 - Usage (`graph.usage`): `calls` counts model replies received (an attempt that ended in a transport
@@ -131,7 +130,7 @@ class Backbone:
     def __init__(self, model: BaseChatModel, *, method: StructuredMethod = "json_schema", schema_retries: int = 2,
                  max_retries: int = 4, timeout_s: float = 120.0, cache: StageCache | None = None,
                  model_name: str | None = None, retry_wait: tuple[float, float] = (0.5, 8.0), draw: int = 0,
-                 temperature: float = 0.0) -> None:
+                 temperature: float = 0.0, endpoint: str | None = None) -> None:
         if schema_retries < 0 or max_retries < 0 or not 0 < timeout_s < math.inf:  # NaN: every call timed out
             raise ValueError(f"schema_retries and max_retries must be >= 0 and timeout_s a finite number > 0, got "
                              f"{schema_retries}, {max_retries} and {timeout_s}")
@@ -145,6 +144,7 @@ class Backbone:
         self.retry_wait = retry_wait
         self.draw = draw
         self.temperature = temperature  # what `model` samples at (set on the model itself): for the stage keys
+        self.endpoint = endpoint  # the base URL of who answers, for the stage keys (graph.cache.endpoint_identity)
         self._runnables: dict[tuple[type[BaseModel], str, int], Runnable] = {}
 
     def for_draw(self, draw: int) -> Backbone:
@@ -154,21 +154,24 @@ class Backbone:
         other.draw = draw
         return other
 
-    def _keyed(self, params: dict | None) -> dict | None:
-        """Stage parameters for the cache key, with this backbone's draw and temperature when they are not 0
-        (so keys at the defaults are those written before either was keyed)."""
+    def key_of(self, stage: str, messages: list[BaseMessage], *, method: str, params: dict | None = None,
+               schema: type[BaseModel] | None = None, tools: list[dict] | None = None) -> str:
+        """The stage-cache key of a call (`graph.cache.stage_key`): this backbone's model name and endpoint, and
+        its draw and temperature in the params when not 0 (keys at the defaults are those from before either)."""
         extra = {k: v for k, v in (("draw", self.draw), ("temperature", self.temperature)) if v}
-        return {**(params or {}), **extra} if extra else params
+        return stage_key(model_name=self.model_name, endpoint=self.endpoint, method=method, stage=stage,
+                         messages=messages, params={**(params or {}), **extra} if extra else params,
+                         schema=schema, tools=tools)
 
     @classmethod
     def from_settings(cls, settings: BackboneSettings, *, model: BaseChatModel | None = None,
                       cache: StageCache | None = None) -> Backbone:
         """Backbone from settings; `model` overrides the default ChatOpenAI (the cache key still uses
-        `settings.model` as the model name when it is set)."""
+        `settings.model` as the model name when it is set, and `settings.base_url` as the endpoint)."""
         chat = model if model is not None else default_chat_model(settings)
         return cls(chat, method=settings.method, schema_retries=settings.schema_retries,
                    max_retries=settings.max_retries, timeout_s=settings.timeout_s, cache=cache,
-                   model_name=settings.model, temperature=settings.temperature)
+                   model_name=settings.model, temperature=settings.temperature, endpoint=settings.base_url)
 
     # -- one model invocation with transport retries ---------------------------------------------
     async def _invoke(self, stage: str, runnable: Runnable, messages: list[BaseMessage], usage: Usage) -> Any:
@@ -227,8 +230,7 @@ class Backbone:
         """A validated `schema` instance for this stage; raises BackboneFault after bounded retries."""
         if (cache := self.cache) is None:
             return await self._structured(stage, schema, messages, usage)
-        key = stage_key(model_name=self.model_name, method=self.method, stage=stage, messages=messages,
-                        params=self._keyed(params), schema=schema)
+        key = self.key_of(stage, messages, method=self.method, params=params, schema=schema)
 
         async def compute() -> BaseModel:
             cached = await lookup(cache, key, schema.model_validate_json, stage)
@@ -244,8 +246,7 @@ class Backbone:
     @staticmethod
     async def _shared(cache: StageCache, stage: str, key: str, compute: Callable[[], Awaitable[_Out]],
                       usage: Usage) -> _Out:
-        """`compute()` once for concurrent identical calls (`graph.cache.StageCache.share`): a waiter gets a copy
-        of the holder's output (a cache hit) or the holder's fault, noted as shared (graph/flights.py)."""
+        """`compute()` once for identical concurrent calls (`StageCache.share`): a waiter takes the holder's fault."""
         try:
             out, shared = await cache.share(key, compute)
         except FlightFailed as failed:
@@ -335,8 +336,7 @@ class Backbone:
         if (cache := self.cache) is None:
             return await self._tool_round(stage, messages, tools, usage)
         specs = [convert_to_openai_tool(t) for t in tools]
-        key = stage_key(model_name=self.model_name, method="tools", stage=stage, messages=messages, tools=specs,
-                        params=self._keyed(None))
+        key = self.key_of(stage, messages, method="tools", tools=specs)
 
         async def compute() -> AIMessage:
             cached = await lookup(cache, key, decode_tool_reply, stage)

@@ -1,10 +1,22 @@
 """Stage-output cache: identical stage inputs share one backbone output (DESIGN.md §3 "Backbone").
 
-A key is the sha256 of a canonical JSON rendering of (model name, structured-output method, stage name,
-rendered messages with every image data URL replaced by the sha256 of that URL, stage parameters,
+A key is the sha256 of a canonical JSON rendering of (endpoint, model name, structured-output method, stage
+name, rendered messages with every image data URL replaced by the sha256 of that URL, stage parameters,
 schema name + JSON schema, bound tool schemas). The value is the validated output as a JSON string.
 
 Decisions where the issue was silent:
+- The endpoint (RAA_BASE_URL, `endpoint_identity`: one URL written two ways is one endpoint) is part of
+  the key, as LangChain's own LLM cache keys on `openai_api_base`, and training records it among the settings
+  that decide what the model answers (`BackboneSettings.scoring`). A served name says little about the
+  weights: vLLM serves a local path or any `--served-model-name`, so a fine-tune served under its base
+  model's name on another server was handed the base model's cached outputs (silently wrong rewards). The
+  price: the same weights behind two URLs (two replicas, localhost and 127.0.0.1, a new port) do not share
+  entries, and each computes its own, which is correct, only slower; replicas share when reached through
+  one URL (a load balancer). Still not told apart: other weights under the same name at the same URL (a
+  server restarted with a new checkpoint): serve it under a new name, or prune the cache
+  (`raa prune --cache`). A backbone without an endpoint (an injected chat model, which gets an in-memory
+  cache of its own) keeps the keys from before the endpoint was keyed; a cache file written before it
+  misses once per stage input.
 - The stage name is part of the key (two stages never share an output even with equal messages).
 - The sampling temperature is part of the stage parameters when it is not 0 (`Backbone.temperature`, from
   RAA_TEMPERATURE), so answers sampled at one temperature are never served for another; a run of
@@ -56,6 +68,7 @@ from contextlib import asynccontextmanager
 from functools import lru_cache
 from pathlib import Path
 from typing import Any, TypeVar
+from urllib.parse import urlsplit
 
 from langchain_core.messages import AIMessage, BaseMessage, ToolMessage
 from pydantic import BaseModel
@@ -156,11 +169,35 @@ def render_messages(messages: Sequence[BaseMessage]) -> list[dict[str, Any]]:
     return rendered
 
 
+_DEFAULT_PORTS = {"http": 80, "https": 443}
+
+
+@lru_cache(maxsize=64)
+def endpoint_identity(url: str) -> str:
+    """The endpoint as the stage key holds it: scheme and host in lower case, no default port, no credentials,
+    no trailing slash or fragment (one server written two ways shares its entries). Anything that is not an
+    http(s) URL with a host (no server answers there: the calls fail and say so) is keyed as written."""
+    text = url.strip()
+    parts = urlsplit(text)
+    try:
+        port = parts.port
+    except ValueError:  # a port that is not a number
+        return text
+    scheme = parts.scheme.lower()
+    if scheme not in _DEFAULT_PORTS or not parts.hostname:
+        return text
+    host = f"[{parts.hostname}]" if ":" in parts.hostname else parts.hostname  # an IPv6 address keeps its brackets
+    netloc = host if port in (None, _DEFAULT_PORTS[scheme]) else f"{host}:{port}"
+    return f"{scheme}://{netloc}{parts.path.rstrip('/')}" + (f"?{parts.query}" if parts.query else "")
+
+
 def stage_key(*, model_name: str, method: str, stage: str, messages: Sequence[BaseMessage],
               params: dict[str, Any] | None = None, schema: type[BaseModel] | None = None,
-              tools: Sequence[dict[str, Any]] | None = None) -> str:
-    """sha256 key of one stage input (see the module docstring for what it covers)."""
+              tools: Sequence[dict[str, Any]] | None = None, endpoint: str | None = None) -> str:
+    """sha256 key of one stage input (see the module docstring for what it covers); `endpoint` (a base URL)
+    is keyed as `endpoint_identity` gives it, and left out when None."""
     payload = {
+        **({} if endpoint is None else {"endpoint": endpoint_identity(endpoint)}),
         "model": model_name,
         "method": method,
         "stage": stage,
