@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import pytest
-from graph_scripts import make_agent, nodes, run
+from graph_scripts import garbage_file, make_agent, nodes, run, uniform_clip
 
 from graph.builder import expected_nodes
 from graph.config import PRESETS, AgentConfig
@@ -75,6 +75,25 @@ def test_preset_wires_its_nodes(preset, clip):
         assert out["result"].reward == pytest.approx(0.8) and out["result"].T is None
     gated = AgentConfig(preset=preset).resolved().failure_gate
     assert (out["result"].failure is not None) == gated
+
+
+@pytest.fixture(scope="module")
+def bad_clips(tmp_path_factory):
+    d = tmp_path_factory.mktemp("bad_clips")
+    return uniform_clip(d / "flat.mp4"), garbage_file(d / "garbage.mp4")
+
+
+@pytest.mark.parametrize("preset", PRESETS)
+def test_every_preset_runs_the_quality_check_first(preset, bad_clips):
+    """DESIGN.md "Faults": a uniform clip gets 0 before any model call and an undecodable one is ineligible, in
+    every preset; `direct` included (its one call comes after quality, graph.routes)."""
+    uniform, garbage = bad_clips
+    agent, model = make_agent(preset)
+    out = run(agent, uniform, run_id=f"uniform-{preset}")
+    assert out["result"].status == "zero" and out["result"].reward == 0.0 and "uniform" in out["result"].reasons[0]
+    assert nodes(out) == ["quality", "gate"] and model.calls == []
+    res = run(agent, garbage, run_id=f"garbage-{preset}")["result"]
+    assert res.reward is None and res.reasons[0].startswith("quality: video:") and model.calls == []
 
 
 def test_switch_overrides_are_recorded(clip):
