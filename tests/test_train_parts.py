@@ -122,7 +122,7 @@ def _part(rewards, **kw):
             "ineligible_inf": 0, "ineligible_error": 0, "clip_fraction": [], "approx_kl": [], "mu_kl": [],
             "loss": [], "mask_mean": [0.5], "diversity": [1.0], "diversity_frames": [0.1],
             "seconds_rollout": 1.0, "seconds_reward": 2.0, "seconds_update": 3.0, "update_skipped": False, "lr": 1e-4,
-            "grad_norms": [], "components": {}, "usage": {}}
+            "grad_norms": [], "empty_steps": 0, "components": {}, "usage": {}}
     base.update(kw)
     return base
 

@@ -66,3 +66,16 @@ def test_an_optimizer_step_without_a_valid_sample_is_not_taken():
     assert engine.calls == 1 and engine.micro == 1  # only the step with valid samples ran
     assert len(engine.step_grads) == 1 and engine.step_grads[0].abs().sum() > 0
     assert log.empty_steps == 1 and log.empty_micro_batches == 0 and len(log.grad_norms) == 1
+
+
+def test_empty_optimizer_steps_reach_the_metrics_row():
+    """``UpdateLog.empty_steps`` was counted but written to no metrics row: an iteration whose optimizer steps
+    were mostly skipped looked like a normal one. `metric_parts` is what the trainer gathers from the update."""
+    from training.update import metric_parts
+
+    _, log = _run(_groups([[1, 1, 0, 1, 1], [0] * 5], sde_steps=1), grad_accum=1)
+    row = summarize(0, [_part([1.0, 2.0], **metric_parts(log)), _part([1.0, 2.0], **metric_parts(log))])
+    assert row["empty_steps"] == 1  # the same count on every rank (all-reduced): rank 0's, not a sum
+    assert row["loss"] == log.losses[0] and row["update_skipped"] == 0
+    _, full = _run(_groups([[1] * 5, [1] * 5], sde_steps=1), grad_accum=1)
+    assert summarize(0, [_part([1.0, 2.0], **metric_parts(full))])["empty_steps"] == 0

@@ -27,6 +27,9 @@ items, as the objective is (with uneven micro-batches a plain mean of micro-batc
   with ``reward_overlap: groups`` rewards are scored during the rollouts and ``seconds_reward`` is the
   wait for them after the last rollout.
 * ``update_skipped`` -- 1 when no rank had a valid sample (no optimizer step this iteration).
+* ``empty_steps`` -- optimizer steps of the iteration (over its inner epochs) not taken because none of their
+  micro-batches held a valid sample on any rank (``UpdateLog.empty_steps``; possible with
+  ``optimizer_steps_per_epoch > 1``); the count is all-reduced, the same on every rank, so rank 0's is logged.
 * ``reward_<name>_mean`` -- for a reward that reports components (``RewardBatch.components``; the agent:
   ``T``, ``P``, ``V``, ``failure``, ``unverifiable``), each one's mean over the eligible rewards of all
   ranks; for the 0 / 1 gate inputs, the fraction of them with failure established or an essential
@@ -147,6 +150,7 @@ def summarize(iteration: int, parts: list[dict[str, Any]]) -> dict[str, float | 
         "seconds_reward": parts[0]["seconds_reward"],
         "seconds_update": parts[0]["seconds_update"],
         "update_skipped": int(parts[0]["update_skipped"]),
+        "empty_steps": int(parts[0]["empty_steps"]),  # all-reduced: every rank has the same
         "grad_norm": _mean(parts[0]["grad_norms"]),  # a global norm: every rank has the same
         "grad_norm_max": _max(parts[0]["grad_norms"]),
         "lr": float(parts[0]["lr"]),

@@ -90,7 +90,7 @@ from training.reward_outcome import RewardOutcome
 from training.reward_runner import RewardRunner, merge_outcomes
 from training.rollout_log import diversity, reward_items, submit_rollout_videos
 from training.run_dir import prepare_output_dir
-from training.update import Group, chunk, rollout_config, update_policy
+from training.update import Group, chunk, metric_parts, rollout_config, update_policy
 from training.wandb_log import require_wandb
 
 
@@ -303,13 +303,10 @@ def train(cfg: TrainConfig, *, local_rank: int = 0, reward_tokens: dict[str, str
             "advantages": adv[valid].tolist(),
             "skipped_groups": stats.skipped_groups, "zero_std_groups": stats.zero_std_groups,
             **{f"ineligible_{k}": v for k, v in outcome.counts.items()},
-            "clip_fraction": upd.clip_fracs, "approx_kl": upd.approx_kls, "mu_kl": upd.mu_kls, "loss": upd.losses,
-            "item_counts": upd.item_counts, "grad_norms": upd.grad_norms, "mask_flip_fraction": upd.mask_flips,
-            "mask_flip_counts": upd.mask_flip_counts,
+            **metric_parts(upd),  # training/update.py
             "mask_mean": [float(r.mask_mean.float().mean()) for g in groups for r in g.rollout.steps],
             **diversity(groups, unscored),  # over the rollouts that did not diverge
             "seconds_rollout": t1 - t0, "seconds_reward": t2 - t1, "seconds_update": t3 - t2,
-            "update_skipped": upd.skipped, "nonfinite_ignored": upd.nonfinite_ignored,
             "diverged_rollouts": sum(1 for kind in unscored if kind),
             "lr": lr,
             "ineligible_items": [(texts[i], outcome.reasons[i] or "ineligible")

@@ -108,6 +108,16 @@ class UpdateLog:
     zero loss does not keep that NaN out of the gradients (module docstring)."""
 
 
+def metric_parts(upd: UpdateLog) -> dict[str, Any]:
+    """This rank's update entries of the local metrics dict the trainer gathers (training/metrics.py
+    ``summarize`` reads them by these names). One mapping, so a new `UpdateLog` field is logged by adding it here
+    rather than in the trainer's loop (``empty_steps`` was counted but written to no row)."""
+    return {"clip_fraction": upd.clip_fracs, "approx_kl": upd.approx_kls, "mu_kl": upd.mu_kls, "loss": upd.losses,
+            "item_counts": upd.item_counts, "grad_norms": upd.grad_norms, "mask_flip_fraction": upd.mask_flips,
+            "mask_flip_counts": upd.mask_flip_counts, "update_skipped": upd.skipped,
+            "nonfinite_ignored": upd.nonfinite_ignored, "empty_steps": upd.empty_steps}
+
+
 def chunk(c: int, micro_batch: int, group: int) -> slice:
     """Samples of micro-batch ``c`` of a group (the last one may be shorter)."""
     return slice(c * micro_batch, min((c + 1) * micro_batch, group))
