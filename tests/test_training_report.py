@@ -333,3 +333,16 @@ def test_eval_rewards_rows_without_a_place_are_counted_apart_from_torn_lines(run
     html = render_training_report(run)
     assert "1 (not JSON" in html
     assert "eval_rewards.jsonl rows left out" in html and "2 whose prompt, sample or iteration" in html
+
+
+def test_header_names_the_model_revision_and_the_curves_chart_empty_steps(run):
+    """The header showed model_path but not model_revision (the pinned hub branch, tag or commit), and the
+    curves left out empty_steps (optimizer steps skipped for want of a valid sample)."""
+    config = yaml.safe_load((run / "config.yaml").read_text())
+    assert "wan · /models/wan · lora" in render_training_report(run)  # no revision: nothing added
+    (run / "config.yaml").write_text(yaml.safe_dump({**config, "model_path": "Org/wan", "model_revision": "v1.2"}))
+    rows = [{"iteration": i, "reward_mean": 0.1, "empty_steps": e} for i, e in ((1, 0), (2, 2))]
+    _lines(run / "metrics.jsonl", rows)
+    html = render_training_report(run)
+    assert "wan · Org/wan (revision v1.2) · lora" in html
+    assert 'id="curve-empty_steps"' in html and "x=2 y=2" in html

@@ -4,8 +4,8 @@
 One file (``OUTPUT_DIR/report.html`` unless ``--out``) that answers "is this run learning the task?"
 without TensorBoard or W&B, e.g. on a cluster's login node. Sections (element ids in brackets):
 the run [run-header]; training curves from metrics.jsonl [curves], one chart per logged series
-(reward, eligible share, each reward component, KL, clipping, gradient norm, learning rate); held-out
-evaluation [held-out]: the eval.jsonl curve [held-out-curve] and a table of every held-out sample
+(reward, eligible share, each reward component, KL, clipping, gradient norm, empty optimizer steps, learning
+rate); held-out evaluation [held-out]: the eval.jsonl curve [held-out-curve] and a table of every held-out sample
 across evaluations [held-out-table] with its reward, its components and, with ``eval_videos: save``, a
 strip of its frames; with ``rollout_videos_every``, the latest saved iteration's rollouts [rollouts]
 [rollouts-table], one row per prompt group, each clip with its reward and advantage; the most frequent
@@ -63,7 +63,7 @@ from training.provenance import read_reward_backbone
 from training.run_rows import last_attempt_ineligible, last_attempt_rollouts, placed_rollouts
 
 CURVES = ("reward_mean", "eligible_fraction", "approx_kl", "clip_fraction", "mask_flip_fraction", "mu_kl",
-          "grad_norm", "lr", "rollout_diversity", "seconds_rollout", "seconds_reward", "seconds_update")
+          "grad_norm", "empty_steps", "lr", "rollout_diversity", "seconds_rollout", "seconds_reward", "seconds_update")
 """metrics.jsonl series charted in this order, after reward_mean the reward components (reward_*_mean);
 the reward's usage (reward_usage_*) last."""
 STRIP_HEIGHT = 72
@@ -168,11 +168,18 @@ def reward_label(files: RunFiles) -> str:
             + (f" · model {backbone.get('model') or 'unreported'}" if backbone else ""))
 
 
+def model_label(cfg: dict[str, Any]) -> str:
+    """The base weights as the header names them: ``model_path`` ("tiny random" / "?" without one) and, when set,
+    ``(revision R)``: a hub id alone does not say which weights a run trained from once the branch moves."""
+    model = cfg.get("model_path") or ("tiny random" if cfg.get("tiny") else "?")
+    return f"{model} (revision {cfg['model_revision']})" if cfg.get("model_revision") else str(model)
+
+
 def _header(files: RunFiles) -> str:
     cfg, rows = files.config, files.metrics
     checkpoints = sorted(p.name for p in (files.run_dir / "checkpoints").glob("iter_*") if p.is_dir())
     best = best_checkpoint(files.run_dir / "checkpoints", files.run_dir / "eval.jsonl")
-    model = cfg.get("model_path") or ("tiny random" if cfg.get("tiny") else "?")
+    model = model_label(cfg)
     facts = [
         ("output_dir", str(files.run_dir.resolve())),
         ("model", f"{cfg.get('backend', '?')} · {model} · {cfg.get('finetune', '?')}"),
