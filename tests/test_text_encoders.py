@@ -148,3 +148,27 @@ def test_a_cosmos_encoder_without_vision_or_lm_head_weights_loads(cosmos_dir):
     save_file(text_only, weights, metadata={"format": "pt"})
     enc = CosmosQwenTextEncoder.from_pretrained(cosmos_dir, torch_dtype=torch.float32, max_sequence_length=40)
     assert torch.equal(enc.encode(["stack the red blocks"], device="cpu", dtype=torch.float32), want)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_cosmos_encoder_skips_the_lm_head_and_keeps_the_full_models_hidden_states(cosmos_dir, dtype):
+    """The encoder ran the whole Qwen2_5_VLForConditionalGeneration, lm_head included: logits it never read
+    (vocab x tokens, ~155 MB per 512-token prompt in bf16 for the 7B encoder). It now runs the language model
+    alone; every hidden state, and so the prompt features, must stay bit-identical to the full model's."""
+    from policy.text import CosmosQwenTextEncoder, language_model_hidden_states
+
+    enc = CosmosQwenTextEncoder.from_pretrained(cosmos_dir, torch_dtype=dtype, max_sequence_length=40)
+    heads = []
+    enc.model.lm_head.register_forward_hook(lambda *_: heads.append(1))
+    texts = ["stack the red blocks", "stack the blocks"]
+    out = enc.encode(texts, device="cpu", dtype=dtype)
+    assert heads == []  # no logits computed
+    ids = enc.prompt_ids(texts)
+    with torch.no_grad():
+        full = enc.model(ids, output_hidden_states=True).hidden_states
+        assert heads == [1]  # the hook does see the full model's lm_head
+        mine = language_model_hidden_states(enc.model, ids)
+    assert len(mine) == len(full) == 3  # embeddings + 2 layers
+    assert all(torch.equal(a, b) for a, b in zip(mine, full, strict=True))
+    layers = [(h - h.mean(-1, keepdim=True)) / (h.std(-1, keepdim=True) + 1e-8) for h in full[1:]]
+    assert torch.equal(out, torch.cat(layers, dim=-1))
