@@ -45,6 +45,8 @@ BASE_YAML = "tiny: true\nreward: brightness\ndataset:\n  - {text: push the block
         ({"dataset": []}, "no prompts"),
         ({"zero_stage": 4}, "zero_stage"),
         ({"clip_range": 0.0}, "clip_range"),
+        ({"max_log_ratio": 0.0}, "max_log_ratio must be > 0 and finite, got 0.0"),
+        ({"max_log_ratio": float("inf")}, "max_log_ratio must be > 0 and finite, got inf"),  # no bound: exp overflows
         ({"optimizer_steps_per_epoch": 3}, "optimizer_steps_per_epoch"),
         ({"max_skipped_iterations": 0}, "max_skipped_iterations must be >= 1"),
         ({"lr_warmup_steps": -1}, "lr_warmup_steps must be >= 0"),

@@ -249,3 +249,22 @@ def test_mu_kl_enters_the_step_with_beta_over_the_generated_frames(micro_batch):
     assert len(log.mu_kls) == len(log.item_counts)
     logged = sum(v * c for v, c in zip(log.mu_kls, log.item_counts, strict=True)) / sum(log.item_counts)
     assert logged == pytest.approx(sum(kl_values) / n, rel=1e-12)
+
+
+def test_the_log_ratio_clamp_is_the_configs_max_log_ratio():
+    """max_log_ratio was fixed at clipped_policy_loss's default (20): a run could not tighten or widen the clamp
+    on log rho. Old log-probs 10 nats below the policy's: a bound of 2 caps rho at e^2, the default does not."""
+    losses = {}
+    for bound in (2.0, 20.0):
+        groups = _groups([[1] * G], sde_steps=1)
+        groups[0].rollout.steps[0].log_prob -= 10.0
+        groups[0].advantages = groups[0].advantages.abs()  # A > 0: the min takes the clipped branch, rho capped
+        groups[0].advantages[0] = -1.0  # A < 0 with rho far above 1 + delta: the unclipped rho, which the bound sets
+        log = update_policy(Engine(1), groups, _cfg(G, 1, max_log_ratio=bound), rcfg=None, reference=None,
+                            iteration=0, grad_accum=1, device=torch.device("cpu"))
+        rec, adv = groups[0].rollout.steps[0], groups[0].advantages
+        want = clipped_policy_loss(rec.x @ torch.ones(4, dtype=torch.float64) * 0.1, rec.log_prob, adv, 0.2,
+                                   max_log_ratio=bound)[0]
+        losses[bound] = log.losses[0]
+        assert log.losses[0] == pytest.approx(float(want), rel=1e-12)
+    assert losses[2.0] != pytest.approx(losses[20.0])

@@ -134,6 +134,9 @@ class TrainConfig:
     """Optimizer steps per inner epoch; gradient_accumulation_steps = micro-batches / this."""
     clip_range: float = 0.2
     """PPO clip delta of the importance ratio."""
+    max_log_ratio: float = 20.0
+    """Bound on |log rho| before ``exp`` (training/grpo.py ``clipped_policy_loss``): a log-prob summed over the
+    latents cannot overflow rho. > 0 and finite (an infinite one bounds nothing: rho = inf, a NaN loss)."""
     beta: float = 0.01
     """Weight of the mu-KL regulariser."""
     mu_kl_eps: float = 1e-6
@@ -347,7 +350,7 @@ def validate(cfg: TrainConfig) -> TrainConfig:
     errs += [f"{k} must be >= 1, got {v}" for k, v in positive.items() if v < 1]
     if not 0 <= cfg.guidance_scale < math.inf:
         errs.append(f"guidance_scale must be finite and >= 0, got {cfg.guidance_scale}")
-    for name in ("clip_range", "a_max", "mu_kl_eps", "adv_eps", "learning_rate", "fps", "shift"):
+    for name in ("clip_range", "a_max", "max_log_ratio", "mu_kl_eps", "adv_eps", "learning_rate", "fps", "shift"):
         value, finite = getattr(cfg, name), name not in ("clip_range", "a_max")  # an infinite clip clips nothing
         if not value > 0 or (finite and value == math.inf):
             errs.append(f"{name} must be > 0{' and finite' if finite else ''}, got {value}")

@@ -21,12 +21,13 @@ Decisions where the issue was silent:
 * ``approx_kl`` is the non-negative "k3" estimator ``mean((rho - 1) - log rho)`` of KL(old || new).
 * The log-ratio ``log_prob - old_log_prob`` is taken in float64: a latent's summed log-prob is
   millions of nats, where float32 cannot resolve a ratio near 1. The loss comes back float64.
-* The log-ratio's *value* is clamped to ``[-max_log_ratio, max_log_ratio]`` (default 20) before ``exp`` so a
-  summed-over-latents log-prob cannot overflow into ``inf * 0 = NaN``; within the bound the objective is
-  exactly the paper's. Outside it the gradient passes straight through the clamp (``d rho = rho_clamped *
-  d log_ratio``): a plain ``clamp`` has zero slope there, which dropped the gradient exactly where the
-  pessimistic min keeps the unclipped branch on purpose (A < 0 with rho far above 1 + delta: the sample the
-  update made much likelier must be pushed back); the clamp now bounds that gradient's size, not its existence.
+* The log-ratio's *value* is clamped to ``[-max_log_ratio, max_log_ratio]`` (a TrainConfig setting, default
+  20) before ``exp`` so a summed-over-latents log-prob cannot overflow into ``inf * 0 = NaN``; within the
+  bound the objective is exactly the paper's. Outside it the gradient passes straight through the clamp
+  (``d rho = rho_clamped * d log_ratio``): a plain ``clamp`` has zero slope there, which dropped the gradient
+  exactly where the pessimistic min keeps the unclipped branch on purpose (A < 0 with rho far above 1 + delta:
+  the sample the update made much likelier must be pushed back); the clamp now bounds that gradient's size,
+  not its existence.
 * The objective is a mean over the valid (sample, SDE step) items of an optimizer step, on all ranks
   together. A micro-batch therefore contributes the *sum* of its valid items' losses times
   ``sample_sum_scale``, not their mean: with a mean, a sample whose micro-batch neighbours were

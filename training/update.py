@@ -212,7 +212,8 @@ def update_policy(engine: Any, groups: list[Group], cfg: TrainConfig, rcfg: Roll
                 # float64 (policy.dyndiff.gaussian_log_prob): the log-ratio of two ~-3e6 sums is taken in
                 # float64 (clipped_policy_loss); a float32 one resolved only 0.25 nats
                 pol, clip_frac, approx_kl = clipped_policy_loss(
-                    log_prob.double(), record.log_prob.double(), g.advantages[sl][keep].double(), cfg.clip_range)
+                    log_prob.double(), record.log_prob.double(), g.advantages[sl][keep].double(), cfg.clip_range,
+                    max_log_ratio=cfg.max_log_ratio)
                 item_loss = pol  # mean over this micro-batch's valid samples
                 if ref_mean is not None and ref_std is not None:
                     kl = mean_kl(mean, ref_mean, ref_std, cfg.mu_kl_eps, weight_mask=cond.cond_mask)
