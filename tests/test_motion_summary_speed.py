@@ -42,7 +42,7 @@ def test_uneven_spacing_does_not_split_steady_motion():
 def test_text_states_the_speed_unit():
     text = summarize_tracks(steady(list(range(32)), 1.0), SIZE).text()
     first = text.splitlines()[0]
-    assert "4 points moved (speed > 0.72 px/frame or net > 14 px)" in first, first
+    assert "4 points moved (speed > 0.72 px/frame over more than 2.5 px, or net > 14 px;" in first, first
 
 
 def test_slow_motion_counts_by_net_displacement():

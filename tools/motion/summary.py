@@ -10,16 +10,29 @@ Definitions (decisions where the issue was silent):
   and fell apart into one-frame segments where the gaps alternated.
 - Default speed threshold: 0.1% of the frame diagonal per clip frame, at least 0.1 px (0.72 px/frame
   at 512x512: a hand or object crossing the frame's width in 700 frames, ~25 s at 30 fps, is at the
-  threshold, so typical robot motion is detected even when every frame is tracked). Tracker noise
-  is a position error, not a speed, so it matters most at a gap of 1: LK on a static textured
-  512x512 clip measured a per-step jitter of p99 0.26 px after video encoding (0.45 px with heavy
-  sensor noise, sigma 3 grey levels); the old 2.9 px per step was far above that, but missed steady
-  motion of up to 2.9 px/frame when every frame was tracked. Jitter scales with the frame size the
-  tracks are given in, like the threshold; the floor only binds below a ~100 px diagonal (a higher
-  floor made the verdict depend on the size frames are sent at: tests/test_track_sizes.py).
+  threshold, so typical robot motion is detected even when every frame is tracked). The old 2.9 px per
+  step missed steady motion of up to 2.9 px/frame when every frame was tracked.
+- Noise floor: a fast step moves only when the point is also displaced by more than ``NOISE_FLOOR_PX``
+  (2.5 px) around it: from its position ``NOISE_HALF_WINDOW`` (2) tracked steps before the step to its
+  position after it, or from its position before the step to its position 2 steps after it
+  (`window_displacement`; positions are vector sums of the tracked steps, so jitter cancels, never adds
+  up). Tracker noise is a position error, not a speed, and it is about the same number of pixels at
+  every frame size: LK on a still textured clip with fresh sensor noise (8x8 grid on the first, middle
+  and last of 32 frames) gave steps of p99 0.45 / 0.39 / 0.40 px at 128 / 256 / 512 px (sigma 3 grey
+  levels) and 0.84 / 0.75 / 0.76 px (sigma 5), at most 1.8 px, and window displacements of at most
+  1.74 px (sigma 5, three seeds, 128 and 256 px). The speed threshold alone, a share of the diagonal,
+  is 0.18 px/frame at 128x128, under that jitter: a still clip read 63 of 64 points moved (sigma 3,
+  128 px) and 63 of 64 (sigma 5, 256 px; 18 of 64 even at 512). 2.5 px is above every measured noise
+  displacement, and still lets steady motion of ~0.85 px/frame and faster name its frames when every
+  frame is tracked (1 px/frame: 3 px over the window; tests/test_motion_noise_floor.py); slower motion
+  counts by net displacement alone. The floor is in pixels of the frames the tracks are given in, so a
+  motion of a few pixels can count at one size and not at half that size: at the smaller size the
+  tracker cannot tell it from its noise. Heavier noise (sigma 8 at 128 px) gave window displacements up
+  to 3.8 px; pass a larger ``noise_floor`` there. A single noisy position (two opposite steps) is not
+  motion; a short move out and back is (each end of the window is measured from the step).
 - A point also counts as *moved* when its net displacement exceeds ``net_threshold`` pixels
-  (default 2% of the diagonal, at least 2 px; ~14 px at 512x512), so motion slower than the speed
-  threshold everywhere (a slow push) is not reported as "no motion"; such a track names no
+  (default 2% of the diagonal, at least the noise floor; ~14 px at 512x512), so motion slower than the
+  speed threshold everywhere (a slow push) is not reported as "no motion"; such a track names no
   moving frames (no step was fast enough to place it in time).
 - A point's *net displacement* is the distance from its first to its last tracked position, in clip
   order. It was measured from the query position, which is the first tracked frame only for points
@@ -59,6 +72,11 @@ COMOTION_COSINE = 0.7
 MAX_REGIONS = 16
 """Most regions a summary takes (module docstring); co-motion has one entry per pair of them."""
 MAX_PAIRS = MAX_REGIONS * (MAX_REGIONS - 1) // 2
+NOISE_FLOOR_PX = 2.5
+"""Net displacement (pixels) a moving step's neighbourhood must exceed: above LK's jitter on still noisy
+scenes (module docstring, "Noise floor")."""
+NOISE_HALF_WINDOW = 2
+"""Tracked steps on each side of a step that its neighbourhood spans (five steps in all)."""
 
 
 class RegionMotion(BaseModel):
@@ -105,6 +123,7 @@ class MotionSummary(BaseModel):
     tracked_fraction: float = Field(ge=0, le=1, description="share of point-frames reliably tracked")
     moving_points: int = Field(ge=0)
     speed_threshold_px: float = Field(ge=0, description="speed (px per clip frame) above which a step moves")
+    noise_floor_px: float = Field(ge=0, description="displacement (px) around a step that it must also exceed")
     net_threshold_px: float = Field(ge=0, description="net displacement (px) above which a track moved")
     active_segments: list[tuple[int, int]] = Field(description="clip-frame spans with any motion", max_length=64)
     regions: list[RegionMotion] = Field(max_length=MAX_REGIONS)
@@ -116,7 +135,8 @@ class MotionSummary(BaseModel):
         h, w = self.frame_size
         lines = [f"Motion tracks: {self.points} points over {self.frames} frames ({w}x{h}); "
                  f"{self.tracked_fraction:.0%} of point-frames reliably tracked; {self.moving_points} points "
-                 f"moved (speed > {self.speed_threshold_px:.2g} px/frame or net > {self.net_threshold_px:.0f} px)."]
+                 f"moved (speed > {self.speed_threshold_px:.2g} px/frame over more than {self.noise_floor_px:.2g} px, "
+                 f"or net > {self.net_threshold_px:.0f} px; tracker jitter below that is not motion)."]
         lines.append("Motion in frames: " + (_spans(self.active_segments) or "none") + ".")
         for r in self.regions:
             if r.points == 0:
@@ -131,7 +151,7 @@ class MotionSummary(BaseModel):
                          "(a contact hint, not proof).")
         for t in self.top_tracks[:5]:
             when = (f"moving frames {t.motion_frames[0]}-{t.motion_frames[1]}" if t.motion_frames
-                    else "slow, no frame above the speed threshold")
+                    else "slow, no frame above the speed threshold and noise floor")
             lines.append(f"- track {t.index}: ({t.start[0]:.0f},{t.start[1]:.0f}) -> ({t.end[0]:.0f},{t.end[1]:.0f}), "
                          f"{t.displacement_px:.1f} px, {when}.")
         return "\n".join(lines)
@@ -170,31 +190,52 @@ def frame_gaps(frame_indices: Sequence[int]) -> np.ndarray:
     return np.maximum(np.abs(np.diff(np.asarray(frame_indices, np.int64))), 1)
 
 
-def step_motion(tracks: MotionTracks, speed_threshold: float) -> tuple[np.ndarray, np.ndarray]:
-    """Per-step displacement vectors ``[T-1,N,2]`` and the moving mask ``[T-1,N]``: both ends tracked
-    and speed (step length per clip frame between the two tracked frames) above ``speed_threshold``."""
+def step_motion(tracks: MotionTracks, speed_threshold: float, noise_floor: float = NOISE_FLOOR_PX,
+                half_window: int = NOISE_HALF_WINDOW) -> tuple[np.ndarray, np.ndarray]:
+    """Per-step displacement vectors ``[T-1,N,2]`` (0 where an end is untracked) and the moving mask ``[T-1,N]``:
+    both ends tracked, speed (step length per clip frame between the two tracked frames) above
+    ``speed_threshold``, and the step's `window_displacement` above ``noise_floor`` pixels (module docstring,
+    "Noise floor")."""
     step = np.diff(tracks.tracks, axis=0)
     both = tracks.visible[1:] & tracks.visible[:-1]
+    step = np.where(both[..., None], step, 0.0)
     speed = np.linalg.norm(step, axis=-1) / frame_gaps(tracks.frame_indices)[:, None]
-    moving = both & (speed > speed_threshold)
-    return np.where(both[..., None], step, 0.0), moving
+    fast = both & (speed > speed_threshold)
+    moving = fast & (window_displacement(step, half_window) > noise_floor)
+    return step, moving
+
+
+def window_displacement(step: np.ndarray, half_window: int) -> np.ndarray:
+    """``[S,N]``: for each step ``k`` of ``step`` ``[S,N,2]``, the larger of the distances from the point's
+    position before the window (``half_window`` steps before ``k``) to its position after ``k``, and from its
+    position before ``k`` to its position after the window. Positions are sums of the tracked steps (vector
+    sums: jitter cancels instead of adding up, and an untracked step adds nothing). Both ends are measured
+    from the step so that a quick move out and back inside the window still counts."""
+    if not isinstance(half_window, int | np.integer) or half_window < 0:
+        raise ValueError(f"half_window must be a whole number of steps >= 0, got {half_window!r}")
+    s_total = step.shape[0]
+    pos = np.concatenate([np.zeros((1,) + step.shape[1:]), np.cumsum(step, axis=0)])  # [S+1,N,2]
+    k = np.arange(s_total)
+    before, after = np.maximum(k - half_window, 0), np.minimum(k + half_window + 1, s_total)
+    return np.maximum(np.linalg.norm(pos[k + 1] - pos[before], axis=-1),
+                      np.linalg.norm(pos[after] - pos[k], axis=-1))
 
 
 def default_thresholds(frame_size: tuple[int, int]) -> tuple[float, float]:
     """(speed px per clip frame, net displacement px) for frames of ``(height, width)``: 0.1% and 2% of
-    the diagonal, at least 0.1 and 2 px (the choice is argued in the module docstring)."""
+    the diagonal, at least 0.1 px/frame and `NOISE_FLOOR_PX` (the choice is argued in the module docstring)."""
     diagonal = float(np.hypot(*frame_size))
-    return max(0.1, 0.001 * diagonal), max(2.0, 0.02 * diagonal)
+    return max(0.1, 0.001 * diagonal), max(NOISE_FLOOR_PX, 0.02 * diagonal)
 
 
 def summarize_tracks(tracks: MotionTracks, frame_size: tuple[int, int],
                      regions: Mapping[str, Sequence[float]] | None = None, *,
                      speed_threshold: float | None = None, net_threshold: float | None = None,
-                     top_k: int = 8) -> MotionSummary:
+                     noise_floor: float = NOISE_FLOOR_PX, top_k: int = 8) -> MotionSummary:
     """Summarise tracks per region, per track and for co-motion of caller-given regions.
-    ``speed_threshold`` is in pixels per clip frame, ``net_threshold`` in pixels (defaults:
-    `default_thresholds`). More than ``MAX_REGIONS`` regions is a ValueError. Frames are taken in clip
-    order (module docstring)."""
+    ``speed_threshold`` is in pixels per clip frame, ``net_threshold`` and ``noise_floor`` in pixels
+    (defaults: `default_thresholds`, `NOISE_FLOOR_PX`; a negative floor is a ValueError). More than
+    ``MAX_REGIONS`` regions is a ValueError. Frames are taken in clip order (module docstring)."""
     if regions is not None and len(regions) > MAX_REGIONS:
         raise ValueError(f"{len(regions)} regions; the limit is {MAX_REGIONS} (MAX_REGIONS)")
     tracks = in_clip_order(tracks)
@@ -204,7 +245,10 @@ def summarize_tracks(tracks: MotionTracks, frame_size: tuple[int, int],
     thr = float(speed_threshold if speed_threshold is not None else default_speed)
     net_thr = float(net_threshold if net_threshold is not None else default_net)
     labels = tracks.frame_indices
-    step, moving = step_motion(tracks, thr)
+    floor = float(noise_floor)
+    if not floor >= 0:
+        raise ValueError(f"noise_floor must be a displacement >= 0 px, got {noise_floor!r}")
+    step, moving = step_motion(tracks, thr, floor)
     # a step between frames t and t+1 is attributed to frame t+1 (where the new position is seen)
     step_labels = labels[1:]
     cols = np.arange(n)
@@ -255,7 +299,8 @@ def summarize_tracks(tracks: MotionTracks, frame_size: tuple[int, int],
     return MotionSummary(
         frames=t_total, points=n, frame_size=(h, w),
         tracked_fraction=float(tracks.visible.mean()) if n else 0.0, moving_points=int(moved.sum()),
-        speed_threshold_px=thr, net_threshold_px=net_thr, active_segments=segments(any_motion, step_labels)[:64],
+        speed_threshold_px=thr, noise_floor_px=floor, net_threshold_px=net_thr,
+        active_segments=segments(any_motion, step_labels)[:64],
         regions=region_rows, top_tracks=top, comotion=comotion)
 
 
