@@ -164,7 +164,7 @@ def test_agent_tracks_on_frames_at_the_configured_short_side(tmp_path):
 def test_motion_summary_is_in_pixels_of_the_frames_as_sent(tmp_path):
     """The same clip sent at 256 and at 128 pixels: the summary states the size the model sees and its
     positions scale with it; which points moved does not change (the speed threshold is a share of the
-    diagonal, above its 0.5-pixel floor at both sizes)."""
+    diagonal, and the square's steps, ~3 and ~7 px, are above the 2.5 px noise floor at both sizes)."""
     import re
 
     from langgraph.checkpoint.memory import InMemorySaver
