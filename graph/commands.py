@@ -39,6 +39,7 @@ from rich.table import Table
 
 from graph.backbone import default_chat_model
 from graph.endpoint import preflight
+from graph.reward_limits import DEFAULT_MAX_BODY_MB, DEFAULT_MAX_CONCURRENCY, DEFAULT_MAX_ITEMS
 from graph.settings import BackboneSettings, SettingsError
 from graph.tracing import describe_update, open_async_saver, printable
 from tools.cli import token_option
@@ -320,11 +321,11 @@ def serve_reward_command(
     host: Annotated[str, typer.Option(help="Interface to bind (loopback by default).")] = "127.0.0.1",
     port: Annotated[int, typer.Option(help="TCP port.")] = 8766,
     preset: Annotated[str, typer.Option(help="Agent preset (paper Table 2).")] = "full",
-    concurrency: Annotated[int, typer.Option(min=1, max=1024, help="Agent runs in flight over all requests.")] = 16,
+    concurrency: Annotated[int, typer.Option(min=1, max=1024, help="Agent runs in flight over all requests.")] = DEFAULT_MAX_CONCURRENCY,
     token: Annotated[str | None, typer.Option(envvar="RAA_REWARD_TOKEN", show_envvar=True, callback=token_option("RAA_REWARD_TOKEN"),
                                               help="Bearer token required on /v1/* (none = open).")] = None,
-    max_items: Annotated[int, typer.Option(min=1, help="Most clips in one request.")] = 1024,
-    max_body_mb: Annotated[float, typer.Option(min=0.001, help="Largest request body (MiB).")] = 2048.0,
+    max_items: Annotated[int, typer.Option(min=1, help="Most clips in one request.")] = DEFAULT_MAX_ITEMS,
+    max_body_mb: Annotated[float, typer.Option(min=0.001, help="Largest request body (MiB).")] = DEFAULT_MAX_BODY_MB,
     max_buffered_mb: Annotated[float | None, typer.Option(
         min=0.001, help=f"Request bodies held at once, until answered (MiB; default {DEFAULT_MAX_BUFFERED_MB:g}, or "
                         "--max-body-mb if larger); a request over it waits --busy-wait-s for room, then gets 503 "

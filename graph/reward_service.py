@@ -76,6 +76,7 @@ from fastapi.responses import JSONResponse
 
 from graph.api import arun_agent, ineligible_result, new_run_id
 from graph.frame_store import FrameStore
+from graph.reward_limits import DEFAULT_MAX_BODY_MB, DEFAULT_MAX_CONCURRENCY, DEFAULT_MAX_ITEMS
 from graph.settings import TraceDurability
 from tools.service import HTTPProblem, check_bearer, problem_response, read_body_limited
 from tools.service_budget import DEFAULT_REWARD_BUSY_WAIT_S, BodyBudget, Reservation, buffered_limit_bytes
@@ -133,8 +134,8 @@ def _discard(folder: str, frames: FrameStore | None) -> None:
     shutil.rmtree(folder, True)
 
 
-def create_reward_app(agent: Any, preset: str, *, token: str | None = None, max_concurrency: int = 16,
-                      max_items: int = 1024, max_body_mb: float = 2048.0, durability: TraceDurability = "exit",
+def create_reward_app(agent: Any, preset: str, *, token: str | None = None, max_concurrency: int = DEFAULT_MAX_CONCURRENCY,
+                      max_items: int = DEFAULT_MAX_ITEMS, max_body_mb: float = DEFAULT_MAX_BODY_MB, durability: TraceDurability = "exit",
                       info: dict[str, Any] | None = None, keep_videos: str | Path | None = None,
                       frames: FrameStore | None = None, max_buffered_mb: float | None = None,
                       busy_wait_s: float = DEFAULT_REWARD_BUSY_WAIT_S) -> FastAPI:

@@ -349,3 +349,22 @@ def test_the_trainer_counts_an_item_the_service_failed_on_as_an_error_not_the_ag
     assert out.kinds == [None, "error", "none", "error"]
     assert out.counts == {"none": 1, "nan": 0, "inf": 0, "error": 2}
     assert "the run failed on the service host" in out.reasons[1] and "out of view" in out.reasons[2]
+
+
+def test_cli_and_app_share_the_named_limit_defaults():
+    """`raa serve-reward`'s --concurrency, --max-items and --max-body-mb defaults and create_reward_app's were
+    the same numbers written twice (16, 1024, 2048.0): a change to one side left the other behind. Both read
+    graph/reward_limits.py now."""
+    import inspect
+
+    from graph import reward_limits
+    from graph.commands import serve_reward_command
+
+    app_defaults = inspect.signature(create_reward_app).parameters
+    cli_defaults = inspect.signature(serve_reward_command).parameters
+    expected = {"concurrency": reward_limits.DEFAULT_MAX_CONCURRENCY, "max_items": reward_limits.DEFAULT_MAX_ITEMS,
+                "max_body_mb": reward_limits.DEFAULT_MAX_BODY_MB}
+    assert expected == {"concurrency": 16, "max_items": 1024, "max_body_mb": 2048.0}  # the documented values
+    for cli_name, value in expected.items():
+        assert cli_defaults[cli_name].default == value
+        assert app_defaults["max_concurrency" if cli_name == "concurrency" else cli_name].default == value
