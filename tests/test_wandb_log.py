@@ -64,8 +64,8 @@ def test_rows_go_to_wandb_under_their_section_at_their_iteration(tmp_path, fake_
                     "config": {"learning_rate": 0.01}}
     assert rest == [("define_metric", "iteration", None), ("define_metric", "train/*", "iteration"),
                     ("define_metric", "eval/*", "iteration"),
-                    ("log", {"train/reward_mean": 0.5, "train/update_skipped": 0, "iteration": 1}, None),  # no NaN
-                    ("log", {"eval/reward_mean": 0.25, "iteration": 1}, None), ("finish",)]
+                    ("log", {"train/reward_mean": 0.5, "train/update_skipped": 0, "iteration": 1}, 1),  # no NaN
+                    ("log", {"eval/reward_mean": 0.25, "iteration": 1}, 1), ("finish",)]  # wandb's step: the iteration
     assert [json.loads(line)["approx_kl"] for line in (out / "metrics.jsonl").read_text().splitlines()] == [None]
 
 
@@ -91,19 +91,62 @@ def test_saved_held_out_videos_go_to_wandb_at_their_iteration(tmp_path, fake_wan
     assert len((out / "eval_rewards.jsonl").read_text().splitlines()) == 4
 
 
-def test_iterations_a_resume_repeats_are_logged_again_at_their_iteration(tmp_path, fake_wandb):
-    """A crash after iteration 3 with the last checkpoint at 2: the resumed run logs 3 again. wandb's
-    step must increase (a row at a lower step is dropped), so rows carry the iteration as a value and
-    leave wandb's step alone."""
+def test_a_resume_rewinds_the_wandb_run_to_its_checkpoint(tmp_path, fake_wandb):
+    """A crash after iteration 3 with the last checkpoint at 2: metrics.jsonl drops row 3 (trim_after) and the
+    resumed run writes it again. W&B got both attempts' rows 3 (plotted side by side at iteration 3, wandb's
+    step counting calls); now its step is the iteration and a resume rewinds the run (``resume_from``) to just
+    before the checkpoint's iteration, replays that iteration's kept rows, and logs on from there."""
     _, calls = fake_wandb
     out = tmp_path / "run"
-    for append, iterations in ((False, (1, 2, 3)), (True, (3, 4))):
-        log = MetricsLog(out, enabled=True, tensorboard=False, append=append, wandb_project="grpo")
-        for i in iterations:
-            log.write({"iteration": i, "reward_mean": i / 10})
-        log.close()
-    logged = [(c[1]["iteration"], c[2]) for c in calls if c[0] == "log"]
-    assert logged == [(1, None), (2, None), (3, None), (3, None), (4, None)]
+    log = MetricsLog(out, enabled=True, tensorboard=False, append=False, wandb_project="grpo")
+    for i in (1, 2, 3):
+        log.write({"iteration": i, "reward_mean": i / 10})
+    log.write_eval({"iteration": 2, "eval_reward_mean": 0.5})
+    log.close()
+    run_id = json.loads((out / ID_FILE).read_text())["id"]
+    del calls[:]
+    log = MetricsLog(out, enabled=True, tensorboard=False, append=True, wandb_project="grpo", resume_step=2)
+    assert log.trim_after(2) == {"metrics.jsonl": 1}
+    for i in (3, 4):
+        log.write({"iteration": i, "reward_mean": i / 10 + 1})
+    log.close()
+    init = calls[0][1]
+    assert init["resume_from"] == f"{run_id}?_step=1" and "resume" not in init and init["id"] == run_id
+    logged = [(c[2], c[1]) for c in calls if c[0] == "log"]
+    assert logged == [(2, {"train/reward_mean": 0.2, "iteration": 2}), (2, {"eval/reward_mean": 0.5, "iteration": 2}),
+                      (3, {"train/reward_mean": 1.3, "iteration": 3}), (4, {"train/reward_mean": 1.4, "iteration": 4})]
+
+
+def test_a_rewind_wandb_refuses_continues_the_run_and_says_what_it_shows(tmp_path, fake_wandb, capsys):
+    """Rewind is a W&B preview feature: a server (or account) without it refuses ``resume_from``. The run then
+    continues as before rewind existed (``resume="allow"``), and the note says which iterations W&B keeps
+    from the crashed attempt; nothing is replayed (W&B would drop rows below its step)."""
+    module, calls = fake_wandb
+    out = tmp_path / "run"
+    MetricsLog(out, enabled=True, tensorboard=False, append=False, wandb_project="grpo").close()
+    real_init = module.init
+
+    def no_rewind(**kwargs):  # noqa: ANN202
+        if "resume_from" in kwargs:
+            raise module.errors.Error("failed to rewind run: rewind is not enabled")
+        return real_init(**kwargs)
+
+    module.init = no_rewind
+    del calls[:]
+    log = MetricsLog(out, enabled=True, tensorboard=False, append=True, wandb_project="grpo", resume_step=5)
+    log.trim_after(5)
+    log.write({"iteration": 6, "reward_mean": 0.5})
+    log.close()
+    assert calls[0][1]["resume"] == "allow" and "resume_from" not in calls[0][1]
+    assert [c[2] for c in calls if c[0] == "log"] == [6]
+    err = capsys.readouterr().err
+    assert "could not rewind" in err and "rewind is not enabled" in err and "after iteration 5" in err
+    assert "metrics.jsonl" in err
+
+
+def test_rewind_needs_a_checkpoint_iteration(tmp_path, fake_wandb):
+    with pytest.raises(ValueError, match="resume_step must be an integer >= 1, got 0"):
+        MetricsLog(tmp_path, enabled=True, tensorboard=False, append=True, wandb_project="grpo", resume_step=0)
 
 
 def test_a_resume_continues_the_run_and_a_fresh_start_begins_another(tmp_path, fake_wandb):
@@ -167,6 +210,37 @@ def test_real_wandb_offline_takes_the_rows(tmp_path, monkeypatch):
         logged = [{i.key or "/".join(i.nested_key): json.loads(i.value_json) for i in r.history.item}
                   for r in records if r.WhichOneof("record_type") == "history"]
         assert [(row["iteration"], row["train/reward_mean"]) for row in logged] == [(launch, 0.125 * launch)]
+
+
+def test_real_wandb_offline_rewinds_a_resumed_run(tmp_path, monkeypatch):
+    """wandb itself takes ``resume_from`` offline (``wandb sync`` rewinds the run on the server later): the
+    resumed launch's file names the branch point, step 1 of the same run, and its history starts at step 2
+    with the checkpoint's row, then the repeated iteration 3 at step 3."""
+    pytest.importorskip("wandb")
+    monkeypatch.setenv("WANDB_MODE", "offline")
+    monkeypatch.setenv("WANDB_SILENT", "true")
+    out = tmp_path / "run"
+    log = MetricsLog(out, enabled=True, tensorboard=False, append=False, wandb_project="raa-test")
+    for i in (1, 2, 3):
+        log.write({"iteration": i, "reward_mean": 0.125 * i})
+    log.close()
+    log = MetricsLog(out, enabled=True, tensorboard=False, append=True, wandb_project="raa-test", resume_step=2)
+    log.trim_after(2)
+    log.write({"iteration": 3, "reward_mean": 1.0})
+    log.close()
+    run_id = json.loads((out / ID_FILE).read_text())["id"]
+    files = sorted((out / "wandb").glob(f"offline-run-*-{run_id}*/run-{run_id}.wandb"))
+    assert len(files) == 2
+    deadline = time.monotonic() + 10  # as above: wandb's service process writes the file
+    while any(p.stat().st_size <= 7 for p in files) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    records = _offline_records(files[1])
+    runs = [r.run for r in records if r.WhichOneof("record_type") == "run"]
+    assert [(r.branch_point.run, r.branch_point.metric, r.branch_point.value) for r in runs[:1]] == [
+        (run_id, "_step", 1.0)]
+    history = [{i.key or "/".join(i.nested_key): json.loads(i.value_json) for i in r.history.item}
+               for r in records if r.WhichOneof("record_type") == "history"]
+    assert [(row["_step"], row["iteration"], row["train/reward_mean"]) for row in history] == [(2, 2, 0.25), (3, 3, 1.0)]
 
 
 def _offline_records(path):  # noqa: ANN001, ANN202
@@ -240,3 +314,20 @@ def test_a_resume_on_a_full_disk_keeps_the_runs_id(tmp_path, fake_wandb, monkeyp
     MetricsLog(out, enabled=True, tensorboard=False, append=True, wandb_project="grpo").close()
     assert [c for c in calls if c[0] == "init"][-1][1]["id"] == first
     assert sorted(p.name for p in out.iterdir()) == [ID_FILE]  # no temporary file left
+
+
+def test_the_rewind_point_is_the_loaded_checkpoints_iteration(tmp_path, fake_wandb):
+    """The trainer passes the iteration of the checkpoint it plans to load (its folder name, before the model
+    loads, so that a W&B run that cannot start fails in seconds); trim_after with another iteration would
+    replay the wrong rows into a run rewound elsewhere, so it is refused."""
+    from training.engine import tag_iteration
+
+    assert tag_iteration("iter_000010") == 10 and tag_iteration("iter_000010_universal") == 10
+    for bad in ("latest", "iter_", "iter_12x", "best"):
+        with pytest.raises(ValueError, match="is not a checkpoint folder name"):
+            tag_iteration(bad)
+    out = tmp_path / "run"
+    MetricsLog(out, enabled=True, tensorboard=False, append=False, wandb_project="grpo").close()
+    log = MetricsLog(out, enabled=True, tensorboard=False, append=True, wandb_project="grpo", resume_step=10)
+    with pytest.raises(ValueError, match=r"trim_after\(20\) after the W&B run was rewound to iteration 10"):
+        log.trim_after(20)

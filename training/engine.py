@@ -257,6 +257,15 @@ def iteration_tag(iteration: int) -> str:
     return f"iter_{iteration:06d}"
 
 
+def tag_iteration(tag: str) -> int:
+    """The iteration of checkpoint folder ``tag`` (``iter_000010`` or its universal conversion
+    ``iter_000010_universal``: 10); ValueError naming the tag for another name."""
+    digits = tag.removesuffix(UNIVERSAL_SUFFIX).removeprefix("iter_")
+    if not tag.startswith("iter_") or not digits.isdigit():
+        raise ValueError(f"{tag!r} is not a checkpoint folder name (iter_NNNNNN, or iter_NNNNNN{UNIVERSAL_SUFFIX})")
+    return int(digits)
+
+
 def latest_tag(ckpt_dir: Path) -> str | None:
     """The checkpoint tag DeepSpeed's ``latest`` file names (what a resume loads); None without one."""
     latest = ckpt_dir / "latest"

@@ -186,6 +186,30 @@ def trim_log(path: Path, last_iteration: int) -> int:
     return keep_rows(path, lambda row: row_through(row, last_iteration))
 
 
+def section_scalars(section: str, row: dict[str, Any]) -> dict[str, float | int]:
+    """A row's finite numbers as TensorBoard / W&B scalars: ``section/name`` (an ``eval_`` prefix dropped), the
+    ``iteration`` (their step) left out."""
+    return {f"{section}/{key.removeprefix('eval_')}": value for key, value in row.items()
+            if key != "iteration" and finite_number(value, bools=True)}
+
+
+def rows_of(path: Path, iteration: int) -> list[dict[str, Any]]:
+    """The rows of ``iteration`` in a JSONL log, in file order ([] without the file); called after `trim_log`,
+    so torn lines are gone, and a line that is not a JSON object is skipped as there."""
+    if not path.is_file():
+        return []
+    rows = []
+    for line in path.read_text().splitlines():
+        try:
+            row = json.loads(line)
+        except ValueError:
+            continue
+        found = row.get("iteration") if isinstance(row, dict) else None
+        if isinstance(found, int) and not isinstance(found, bool) and found == iteration:
+            rows.append(row)
+    return rows
+
+
 class MetricsLog:
     """Appends rows to OUTPUT_DIR/metrics.jsonl and mirrors them to TensorBoard and, with ``wandb_project``,
     to Weights & Biases (training/wandb_log.py; rank 0 only); the
@@ -198,8 +222,12 @@ class MetricsLog:
     dropped what a crashed attempt wrote past the checkpoint it resumes from."""
 
     def __init__(self, output_dir: Path, *, enabled: bool, tensorboard: bool, append: bool = True,
-                 wandb_project: str | None = None, config: dict[str, Any] | None = None) -> None:
+                 wandb_project: str | None = None, config: dict[str, Any] | None = None,
+                 resume_step: int | None = None) -> None:
+        """``resume_step``: the iteration of the checkpoint a resumed launch loads (`trim_after` is then called
+        with it); the W&B run is rewound to it (training/wandb_log.py)."""
         self.enabled = enabled
+        self.resume_step = resume_step
         self.output_dir = output_dir
         self.path = output_dir / "metrics.jsonl"
         self.ineligible_path = output_dir / "ineligible.jsonl"
@@ -216,7 +244,8 @@ class MetricsLog:
             if tensorboard:
                 self._open_writer()
             if wandb_project is not None:
-                self.wandb = WandbRun(output_dir, wandb_project, config or {}, resume=append)
+                self.wandb = WandbRun(output_dir, wandb_project, config or {}, resume=append,
+                                      resume_step=resume_step)
 
     def _open_writer(self, purge_step: int | None = None) -> None:
         from torch.utils.tensorboard import SummaryWriter
@@ -237,7 +266,10 @@ class MetricsLog:
 
         TensorBoard events cannot be rewritten in place: the writer is reopened with ``purge_step`` past
         ``iteration``, so TensorBoard drops the crashed attempt's points from there on (it showed both
-        attempts' points of those steps, e.g. steps 1, 2, 3, 4, 3, 4)."""
+        attempts' points of those steps, e.g. steps 1, 2, 3, 4, 3, 4).
+
+        A W&B run rewound to just before ``iteration`` (training/wandb_log.py) gets the kept rows of
+        ``iteration`` again (training and held-out rows, saved videos), so that its history matches the logs."""
         if not self.enabled:
             return {}
         if self.writer is not None:
@@ -246,7 +278,19 @@ class MetricsLog:
         dropped = {path.name: trim_log(path, iteration) for path in self.paths}
         for path in self.paths:  # a kept last row without its newline: the next row was glued onto it
             mend_tail(path)
+        if self.wandb is not None and self.wandb.rewound:
+            if iteration != self.resume_step:  # the run was rewound to another checkpoint's iteration
+                raise ValueError(f"trim_after({iteration}) after the W&B run was rewound to iteration "
+                                 f"{self.resume_step}: pass the loaded checkpoint's iteration as resume_step")
+            self._replay_wandb(iteration)
         return {name: n for name, n in dropped.items() if n}
+
+    def _replay_wandb(self, iteration: int) -> None:
+        """Log the rows of ``iteration`` that the logs keep to W&B again, in file order (`trim_after`)."""
+        for path, section in ((self.path, "train"), (self.eval_path, "eval")):
+            for row in rows_of(path, iteration):
+                self.wandb.log(section_scalars(section, row), iteration)
+        self._wandb_videos(iteration, rows_of(self.eval_rewards_path, iteration))
 
     def write(self, row: dict[str, float | int]) -> None:
         """One training iteration's row (metrics.jsonl, TensorBoard train/*)."""
@@ -263,8 +307,7 @@ class MetricsLog:
         with path.open("a") as fh:
             fh.write(json.dumps(clean) + "\n")
         step = int(row["iteration"])
-        scalars = {f"{section}/{key.removeprefix('eval_')}": value for key, value in row.items()
-                   if key != "iteration" and finite_number(value, bools=True)}
+        scalars = section_scalars(section, row)
         if self.writer is not None:
             for tag, value in scalars.items():
                 self.writer.add_scalar(tag, value, step)
@@ -285,11 +328,17 @@ class MetricsLog:
         """One line per held-out sample of the evaluation at `iteration` (training.evaluate.summarize_items);
         with W&B, the saved videos rank 0 can read are uploaded as ``eval/video/pPPP_sSS``."""
         self._lines(self.eval_rewards_path, rows)
-        if self.enabled and self.wandb is not None:
-            videos = {f"eval/video/{Path(r['video']).stem}": (self.output_dir / r["video"], r["text"])
-                      for r in rows if r.get("video") and (self.output_dir / r["video"]).is_file()}
-            if videos:
-                self.wandb.log_videos(videos, iteration)
+        if self.enabled:
+            self._wandb_videos(iteration, rows)
+
+    def _wandb_videos(self, iteration: int, rows: list[dict[str, Any]]) -> None:
+        """Upload the saved videos of held-out sample ``rows`` that rank 0 can read (nothing without W&B)."""
+        if self.wandb is None:
+            return
+        videos = {f"eval/video/{Path(r['video']).stem}": (self.output_dir / r["video"], r["text"])
+                  for r in rows if r.get("video") and (self.output_dir / r["video"]).is_file()}
+        if videos:
+            self.wandb.log_videos(videos, iteration)
 
     def _lines(self, path: Path, rows: list[dict[str, Any]]) -> None:
         """Append one JSON line per row (rank 0 only; nothing to write, no file touched)."""

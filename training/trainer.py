@@ -158,7 +158,8 @@ def train(cfg: TrainConfig, *, local_rank: int = 0, reward_tokens: dict[str, str
                   + "\n  ".join(changes), file=sys.stderr, flush=True)
     # before the model loads: a W&B run that cannot start (not logged in) fails in seconds, not minutes
     log = MetricsLog(out_dir, enabled=rank == 0, tensorboard=cfg.tensorboard, append=cfg.resume,
-                     wandb_project=cfg.wandb_project, config=config_to_dict(cfg))
+                     wandb_project=cfg.wandb_project, config=config_to_dict(cfg),
+                     resume_step=ds_engine.tag_iteration(source.tag) if source is not None else None)
     group = cfg.group_size
     micro_batches = per_rank * len(likelihood_steps(cfg.num_steps, cfg.sde_window)) * math.ceil(group / cfg.micro_batch)
     grad_accum = micro_batches // cfg.optimizer_steps_per_epoch
