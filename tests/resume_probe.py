@@ -18,7 +18,7 @@ def main(base: Path, out: Path) -> None:
     dist.init_process_group("gloo")
     rank = dist.get_rank()
     answers = []
-    for case in ("moved", "missing"):
+    for case in sys.argv[3].split(",") if len(sys.argv) > 3 else ("moved", "missing"):
         cfg = TrainConfig(tiny=True, reward="brightness", dataset=[PromptSpec(text="x")], zero_stage=2, resume=True,
                           output_dir=str(base / case / f"view{rank}"))
         try:

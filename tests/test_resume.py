@@ -188,20 +188,55 @@ def test_a_run_changes_its_dtype_through_the_universal_form_and_not_its_stage_gr
 def test_every_rank_resumes_the_checkpoint_rank_0_picked(tmp_path):
     """Each rank read `latest` itself: one that moved between two ranks' reads (here each rank sees a folder of its
     own) had them load different checkpoints, and a refusal on rank 0 alone left the others waiting for it."""
-    from tests.test_grpo_weighting import _free_port
-
-    for view, tag in (("view0", "iter_000002"), ("view1", "iter_000004")):
-        ckpt = tmp_path / "moved" / view / "checkpoints"
-        _fake_checkpoint(ckpt, tag, ranks=2)
-        write_layout(ckpt / tag, StateLayout(2, F32))
+    for view, tags in (("view0", ["iter_000002"]), ("view1", ["iter_000002", "iter_000004"])):
+        ckpt = tmp_path / "moved" / view / "checkpoints"  # latest moved on from 2 to 4: both folders are there
+        for tag in tags:
+            _fake_checkpoint(ckpt, tag, ranks=2)
+            write_layout(ckpt / tag, StateLayout(2, F32))
     _fake_checkpoint(tmp_path / "missing" / "view1" / "checkpoints", "iter_000004", ranks=2)
     (tmp_path / "missing" / "view0").mkdir(parents=True)  # rank 0 sees no checkpoint at all
+    answers = _probe(tmp_path, "moved,missing")
+    assert answers[0] == answers[1], answers
+    assert answers[0][0] == {"tag": "iter_000002"} and "no checkpoint in" in answers[0][1]["error"]
+
+
+def _probe(tmp_path: Path, cases: str) -> list[list[dict]]:
+    """What plan_resume answered each of 2 ranks (tests/resume_probe.py), each rank reading its own view of the
+    run folder (``CASE/viewR``), as two nodes with node-local checkpoint folders do."""
+    from tests.test_grpo_weighting import _free_port
+
     cmd = [str(Path(sys.executable).parent / "torchrun"), "--nproc_per_node", "2", "--master_port", str(_free_port()),
-           str(ROOT / "tests" / "resume_probe.py"), str(tmp_path), str(tmp_path)]
+           str(ROOT / "tests" / "resume_probe.py"), str(tmp_path), str(tmp_path), cases]
     env = {k: v for k, v in os.environ.items() if k not in ("RANK", "WORLD_SIZE", "LOCAL_RANK")}
+    # this checkout's modules, not those an editable install of another checkout points at
+    env["PYTHONPATH"] = os.pathsep.join([str(ROOT), *filter(None, [env.get("PYTHONPATH")])])
     proc = subprocess.run(cmd, cwd=ROOT, env={**env, "OMP_NUM_THREADS": "1"}, capture_output=True, text=True,
                           timeout=300)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-6000:]
-    answers = [json.loads((tmp_path / f"rank{r}.json").read_text()) for r in range(2)]
+    return [json.loads((tmp_path / f"rank{r}.json").read_text()) for r in range(2)]
+
+
+@pytest.mark.slow
+@pytest.mark.distributed
+def test_a_node_whose_copy_of_the_checkpoint_is_incomplete_is_refused_on_every_rank(tmp_path):
+    """Rank 0 picks the checkpoint from its own view; a node whose (node-local) copy lacked that folder or its
+    own ranks' files got no word of it: plan_resume answered the tag, and DeepSpeed failed on that node after
+    the model loaded (FileNotFoundError) while the other ranks waited in a collective. Now every rank checks
+    the files it will open, and every rank stops with the same message, naming the rank, host and files."""
+    for case, drop in (("noshard", "zero_pp_rank_1_mp_rank_00_optim_states.pt"), ("nofolder", None)):
+        for view in ("view0", "view1"):
+            ckpt = tmp_path / case / view / "checkpoints"
+            _fake_checkpoint(ckpt, "iter_000002", ranks=2)
+            write_layout(ckpt / "iter_000002", StateLayout(2, F32))
+        if drop:
+            (tmp_path / case / "view1" / "checkpoints" / "iter_000002" / drop).unlink()
+    import shutil
+
+    shutil.rmtree(tmp_path / "nofolder" / "view1" / "checkpoints" / "iter_000002")
+    answers = _probe(tmp_path, "noshard,nofolder")
     assert answers[0] == answers[1], answers
-    assert answers[0][0] == {"tag": "iter_000002"} and "no checkpoint in" in answers[0][1]["error"]
+    noshard, nofolder = answers[0][0].get("error", ""), answers[0][1].get("error", "")
+    assert "iter_000002 is incomplete where rank 1" in noshard and "zero_pp_rank_1_mp_rank_00_optim_states.pt" in noshard
+    assert "rank 0" not in noshard.split("incomplete where")[1].split(";")[0]
+    assert "use_node_local_storage" in noshard and "storage every node shares" in noshard
+    assert "iter_000002 is incomplete where rank 1" in nofolder and "the folder" in nofolder

@@ -183,7 +183,63 @@ def plan_resume(cfg: TrainConfig, world: int, layout: StateLayout) -> tuple[Resu
     source, changes, problem = as_rank0_sees(plan)
     if source is None:
         raise ConfigError(problem or "--resume: rank 0 found nothing to resume")
+    check_every_copy(Path(cfg.output_dir) / "checkpoints", source, layout)
     return source, changes
+
+
+def missing_here(ckpt_dir: Path, source: ResumeSource, rank: int, zero_stage: int) -> list[str]:
+    """The files of checkpoint ``source`` that rank ``rank`` opens in DeepSpeed's load and this process does not
+    see (["the folder"] when the folder itself is not there): under ZeRO stage 3 its own
+    ``zero_pp_rank_R_mp_rank_00_model_states.pt``, else ``mp_rank_00_model_states.pt``, and its own share of
+    the optimizer state (``*zero_pp_rank_R_mp_rank_00_optim_states.pt``) under stages 1-3, or under stage 0
+    where the folder holds such shares (bf16); a universal conversion, its ``zero/`` folder."""
+    folder = ckpt_dir / source.tag
+    if not folder.is_dir():
+        return ["the folder"]
+    if source.universal:
+        return [] if (folder / "zero").is_dir() else ["zero/"]
+    model = f"zero_pp_rank_{rank}_mp_rank_00_model_states.pt" if zero_stage == 3 else "mp_rank_00_model_states.pt"
+    missing = [] if (folder / model).is_file() else [model]
+    shard = f"zero_pp_rank_{rank}_mp_rank_00_optim_states.pt"
+    if (zero_stage > 0 or checkpoint_ranks(folder)) and not any(folder.glob(f"*{shard}")):
+        missing.append(shard)
+    return missing
+
+
+def check_every_copy(ckpt_dir: Path, source: ResumeSource, layout: StateLayout) -> None:
+    """Every rank checks that it sees the files of ``source`` it will load (`missing_here`), and all stop with
+    one ConfigError naming each rank, host and file that is not there (a collective when torch.distributed is
+    initialised: call it on all ranks; without it `resume_source` has checked the one view there is).
+
+    Rank 0 picks the checkpoint from its own view of ``output_dir``. The assumption is that every rank sees
+    that checkpoint: on storage every node shares, or, with node-local checkpoint folders (DeepSpeed's
+    ``checkpoint.use_node_local_storage: true``, under which each node's local rank 0 writes the model-states
+    file and each rank its own optimizer share), on each node's own disk. A node whose copy lacked the
+    folder or its ranks' files (a node replaced, a disk cleared, a save killed there) got no word of it:
+    DeepSpeed failed there with a FileNotFoundError after the model loaded, while the other ranks waited in a
+    collective."""
+    import torch.distributed as dist
+
+    if not dist.is_initialized():
+        return
+    rank = dist.get_rank()
+    mine = (rank, socket.gethostname(), str(ckpt_dir), missing_here(ckpt_dir, source, rank, layout.zero_stage))
+    everyone: list[tuple[int, str, str, list[str]] | None] = [None] * dist.get_world_size()
+    dist.all_gather_object(everyone, mine)
+    gaps = [(r, host, files) for r, host, _, files in filter(None, everyone) if files]
+    if gaps:  # rank 0's path in every rank's message, as rank 0's view decided
+        raise ConfigError(incomplete_message(Path(everyone[0][2]), source.tag, gaps))
+
+
+def incomplete_message(ckpt_dir: Path, tag: str, gaps: list[tuple[int, str, list[str]]]) -> str:
+    """The refusal of `check_every_copy` (``ckpt_dir``: rank 0's): ``gaps`` are (rank, host, files that rank
+    does not see)."""
+    where = "; ".join(f"rank {rank} (host {host}) reads it: it lacks {', '.join(files)}" for rank, host, files in gaps)
+    return (f"--resume: {ckpt_dir / tag} is incomplete where {where}; rank 0 picked it from its own view of "
+            f"{ckpt_dir}. Every rank must see the whole checkpoint it loads: put output_dir on storage every node "
+            "shares, or, with node-local checkpoint folders (DeepSpeed's checkpoint.use_node_local_storage: "
+            f"true), copy each node's files of {tag} onto it, or point 'latest' on every node at a checkpoint "
+            "all of them hold")
 
 
 def _plan_resume(cfg: TrainConfig, world: int, layout: StateLayout) -> tuple[ResumeSource, list[str]]:
