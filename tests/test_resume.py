@@ -18,6 +18,7 @@ from training.resume import (
     StateLayout,
     layout_change,
     read_layout,
+    read_world,
     resume_source,
     run_layout,
     state_layout,
@@ -240,3 +241,35 @@ def test_a_node_whose_copy_of_the_checkpoint_is_incomplete_is_refused_on_every_r
     assert "rank 0" not in noshard.split("incomplete where")[1].split(";")[0]
     assert "use_node_local_storage" in noshard and "storage every node shares" in noshard
     assert "iter_000002 is incomplete where rank 1" in nofolder and "the folder" in nofolder
+
+
+def test_a_node_local_copy_counts_the_ranks_the_checkpoint_records(tmp_path):
+    """With node-local checkpoint folders (DeepSpeed's checkpoint.use_node_local_storage) rank 0's node holds only
+    its own ranks' optimizer shares: counting them said a 2-rank checkpoint was written by 1 rank and refused the
+    resume ("convert it with training.reshard"), and under ZeRO-3 it missed the other ranks' model states. The
+    save records its number of ranks in layout.json; a node-local resume compares that, and each rank checks its
+    own files (check_every_copy)."""
+    ckpt = tmp_path / "checkpoints"
+    _fake_checkpoint(ckpt, "iter_000002", ranks=1)  # node 0's copy: rank 0's share only
+    write_layout(ckpt / "iter_000002", StateLayout(2, F32), world=2)
+    assert resume_source(ckpt, 2, StateLayout(2, F32), node_local=True) == ResumeSource("iter_000002", universal=False)
+    with pytest.raises(ValueError, match="written by 2 ranks and this launch has 4"):
+        resume_source(ckpt, 4, StateLayout(2, F32), node_local=True)
+    with pytest.raises(ValueError, match="written by 1 rank and this launch has 2"):  # shared: what is there counts
+        resume_source(ckpt, 2, StateLayout(2, F32))
+    write_layout(ckpt / "iter_000002", StateLayout(3, F32), world=2)
+    (ckpt / "iter_000002" / "zero_pp_rank_0_mp_rank_00_model_states.pt").write_bytes(b"x")
+    assert resume_source(ckpt, 2, StateLayout(3, F32), node_local=True) == ResumeSource("iter_000002", universal=False)
+    write_layout(ckpt / "iter_000002", StateLayout(2, F32))  # saved before the count was recorded: unknown
+    assert resume_source(ckpt, 2, StateLayout(2, F32), node_local=True) == ResumeSource("iter_000002", universal=False)
+    assert read_world(ckpt / "iter_000002") is None
+
+
+def test_node_local_storage_is_the_deepspeed_jsons_setting(tmp_path):
+    from training.resume import node_local_storage
+
+    for content, expected in (({}, False), ({"checkpoint": {"use_node_local_storage": True}}, True),
+                              ({"checkpoint": {"use_node_local_storage": False}}, False)):
+        (tmp_path / "ds.json").write_text(json.dumps(content))
+        cfg = load_config(SMOKE, [f"--ds_config={tmp_path / 'ds.json'}"])
+        assert node_local_storage(cfg) is expected

@@ -26,6 +26,11 @@ Decisions where the issue was silent:
 * Rank 0 decides what every rank loads (`plan_resume`): each rank read ``latest`` itself, so a ``latest``
   that moved between their reads (another process writing the run, a node-local copy behind) had ranks load
   different checkpoints; a refusal is rank 0's too, with the same message on every rank.
+* Checkpoint storage is shared (every node reads rank 0's folder) unless the DeepSpeed JSON sets
+  ``checkpoint.use_node_local_storage`` (`node_local_storage`): then each node's folder holds its own ranks'
+  files, the number of ranks that saved comes from ``layout.json`` (``world_size``) rather than from the
+  shares rank 0's node holds, and either way every rank checks that it sees the files it loads
+  (`check_every_copy`), so an incomplete copy on any node stops every rank with one message.
 * The universal form is used only when it is needed: it costs a conversion and reloads every parameter
   through DeepSpeed's slower path.
 """
@@ -97,14 +102,18 @@ def run_layout(cfg: TrainConfig | None) -> StateLayout | None:
         return None
 
 
-def write_layout(folder: Path, layout: StateLayout) -> None:
-    """Record ``layout`` in a checkpoint folder, after the save; each node's local rank 0 calls it (as with
-    pruning, node-local checkpoint folders get one too), so the temporary name is unique per host and
-    process. A folder this node holds nothing of is left alone."""
+def write_layout(folder: Path, layout: StateLayout, world: int | None = None) -> None:
+    """Record ``layout`` (and ``world``, the number of ranks that saved, as ``world_size``) in a checkpoint
+    folder, after the save; each node's local rank 0 calls it (as with pruning, node-local checkpoint folders
+    get one too), so the temporary name is unique per host and process. A folder this node holds nothing of
+    is left alone."""
     if not folder.is_dir():
         return
+    record = {"zero_stage": layout.zero_stage, "dtype": layout.dtype}
+    if world is not None:
+        record["world_size"] = world
     tmp = folder / f".{LAYOUT_FILE}.{socket.gethostname()}.{os.getpid()}.tmp"
-    tmp.write_text(json.dumps({"zero_stage": layout.zero_stage, "dtype": layout.dtype}) + "\n")
+    tmp.write_text(json.dumps(record) + "\n")
     tmp.replace(folder / LAYOUT_FILE)
 
 
@@ -117,15 +126,37 @@ def read_layout(folder: Path) -> StateLayout | None:
         return None
 
 
+def read_world(folder: Path) -> int | None:
+    """The number of ranks that saved a checkpoint folder (``world_size`` in its ``layout.json``); None for a
+    checkpoint saved before it was recorded (or an unreadable record)."""
+    try:
+        world = json.loads((folder / LAYOUT_FILE).read_text())["world_size"]
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+    return world if isinstance(world, int) and not isinstance(world, bool) and world >= 1 else None
+
+
+def node_local_storage(cfg: TrainConfig) -> bool:
+    """Whether the launch keeps checkpoints in node-local folders: DeepSpeed's
+    ``checkpoint.use_node_local_storage`` in its JSON (each node's local rank 0 then writes the model-states
+    file; without it only rank 0 does, and other nodes must read rank 0's folder: shared storage)."""
+    return bool((read_ds_config(cfg.ds_config).get("checkpoint") or {}).get("use_node_local_storage", False))
+
+
 def resume_source(ckpt_dir: Path, world: int, layout: StateLayout | None = None, *,
-                  fallback: StateLayout | None = None) -> ResumeSource:
+                  fallback: StateLayout | None = None, node_local: bool = False) -> ResumeSource:
     """The checkpoint ``--resume`` continues from with ``world`` ranks and this launch's ``layout``: the one
     ``latest`` names, or its universal conversion when it was written by another number of ranks or in
     another dtype. The checkpoint's own layout is its ``layout.json``, else ``fallback`` (the run's saved
     config); ``layout`` None skips that comparison. Read from file names and that file alone, before any
     model loads; ValueError saying what is missing and what to do (no ``latest``; ``latest`` naming a
     folder that is gone or one without its model-state files; a change no conversion can make; a needed
-    conversion not made yet)."""
+    conversion not made yet).
+
+    ``node_local`` (`node_local_storage`): ``ckpt_dir`` is this node's copy, holding only its own ranks'
+    optimizer shares (and, under ZeRO-3, model states), so the number of ranks that saved is the one
+    ``layout.json`` records (unknown for an older checkpoint: DeepSpeed's load is the check) and each rank's
+    files are checked by that rank (`check_every_copy`)."""
     tag = latest_tag(ckpt_dir)
     if tag is None:
         # saved, then stopped before 'latest' moved: a fresh launch is refused too (training.run_dir)
@@ -146,9 +177,9 @@ def resume_source(ckpt_dir: Path, world: int, layout: StateLayout | None = None,
     change = layout_change(written, layout) if written is not None and layout is not None else "same"
     if change == "impossible":
         raise ValueError(_impossible(folder, written, layout))
-    ranks = checkpoint_ranks(folder)
+    ranks = (read_world(folder) or 0) if node_local else checkpoint_ranks(folder)
     if change == "same" and (not ranks or ranks == world):
-        if missing := _missing_model_states(folder, written, world):
+        if not node_local and (missing := _missing_model_states(folder, written, world)):
             raise ValueError(f"--resume: {folder} lacks {', '.join(missing)} (the model's parameters, which "
                              "DeepSpeed loads first): the checkpoint is incomplete. Point "
                              f"{ckpt_dir / 'latest'} at an earlier complete checkpoint folder, or start over")
@@ -247,7 +278,8 @@ def _plan_resume(cfg: TrainConfig, world: int, layout: StateLayout) -> tuple[Res
     out_dir = Path(cfg.output_dir)
     saved = read_saved_run(out_dir / "config.yaml", cfg)
     try:
-        source = resume_source(out_dir / "checkpoints", world, layout, fallback=run_layout(saved.config))
+        source = resume_source(out_dir / "checkpoints", world, layout, fallback=run_layout(saved.config),
+                               node_local=node_local_storage(cfg))
     except ValueError as exc:
         raise ConfigError(str(exc)) from None
     if conflicts := resume_conflicts(saved.changes, cfg):

@@ -243,7 +243,7 @@ def train(cfg: TrainConfig, *, local_rank: int = 0, reward_tokens: dict[str, str
     def checkpoint(iteration: int) -> None:  # every rank; latest moves once all have written (training.engine)
         ds_engine.save(engine, ckpt_dir, iteration, stream.position, local_rank=local_rank, skipped=skipped)
         if local_rank == 0:  # what a later --resume compares its ZeRO stage and dtype with (training.resume)
-            write_layout(ckpt_dir / ds_engine.iteration_tag(iteration), layout)
+            write_layout(ckpt_dir / ds_engine.iteration_tag(iteration), layout, world)
             ds_engine.mark_latest(ckpt_dir, iteration)
         if cfg.keep_checkpoints is not None:  # the best held-out checkpoint stays too (training/best.py), also
             # when this launch does not evaluate (eval_every 0 on a resume) but the run's eval.jsonl names one
