@@ -94,7 +94,7 @@ from graph.transport import PacedWait, is_timeout, is_transient, not_a_completio
 from graph.usage import Usage, count_reply
 from graph.usage import count_images as count_images  # re-exported (its home before graph/usage.py)
 from graph.validation import ERR_CHARS as _ERR_CHARS
-from graph.validation import InvalidReply, check_fields, raw_object, reask, validate_text
+from graph.validation import InvalidReply, read_structured, reask, validate_text
 
 _Out = TypeVar("_Out", BaseModel, AIMessage)
 FaultKind = Literal["transport", "timeout", "invalid_reply", "empty_reply", "refused"]
@@ -297,37 +297,14 @@ class Backbone:
                 raise BackboneFault(stage, "refused", why)
             return validate_text(schema, raw.text)
         out = await self._invoke(stage, runnable, convo, usage)
+        if isinstance(error := out.get("parsing_error"), ModelRefusalError):
+            raise BackboneFault(stage, "refused", f"the model refused: {error}")
         try:
-            return self._read_structured(stage, schema, out)
+            return read_structured(schema, out, text_answer=self.method == "function_calling")
         except InvalidReply as bad:  # function_calling: a cut reply is only "not closed" / "not valid JSON"
             if isinstance(out["raw"], AIMessage) and cut_at_token_limit(out["raw"]) and _CUT not in bad.message:
                 raise InvalidReply("invalid_reply", f"{_CUT}; {bad.message}", bad.text) from bad
             raise
-
-    def _read_structured(self, stage: str, schema: type[BaseModel], out: dict[str, Any]) -> BaseModel:
-        """The `schema` instance of a `with_structured_output(..., include_raw=True)` result."""
-        raw, parsed, error = out["raw"], out.get("parsed"), out.get("parsing_error")
-        if isinstance(error, ModelRefusalError):
-            raise BackboneFault(stage, "refused", f"the model refused: {error}")
-        if parsed is not None:
-            check_fields(schema, raw_object(raw), raw.text if isinstance(raw, AIMessage) else "")
-            try:
-                return parsed if isinstance(parsed, schema) else schema.model_validate(parsed)
-            except ValidationError as exc:
-                raise InvalidReply("invalid_reply", str(exc), json.dumps(parsed, default=str)) from exc
-        text = raw.text if isinstance(raw, AIMessage) else ""
-        calls = raw.tool_calls if isinstance(raw, AIMessage) else []
-        broken = raw.invalid_tool_calls if isinstance(raw, AIMessage) else []
-        if broken and not calls:  # arguments that are not JSON: not an empty reply
-            raise InvalidReply("invalid_reply", f"the {broken[0].get('name')!r} call's arguments are not valid JSON "
-                               f"({broken[0].get('error') or 'unparsable'})", str(broken[0].get("args") or ""))
-        if self.method == "function_calling" and not calls and text.strip():
-            return validate_text(schema, text)
-        if not text.strip() and not calls:
-            raise InvalidReply("empty_reply", "the reply had no content")
-        shown = text or json.dumps([c["args"] for c in calls], default=str)
-        reason = str(error) if error is not None else "the reply did not contain the structured output"
-        raise InvalidReply("invalid_reply", reason, shown)
 
     # -- tool rounds -------------------------------------------------------------------------------
     async def atool_round(self, stage: str, messages: list[BaseMessage], tools: list[BaseTool | dict],

@@ -1,6 +1,7 @@
 """Validating a structured reply against its pydantic schema (graph.backbone's structured outputs): the
-re-askable `InvalidReply`, the re-ask message, and the checks of a reply's JSON object (`graph.replies`
-extracts it from the text)."""
+re-askable `InvalidReply`, the re-ask message, the checks of a reply's JSON object (`graph.replies`
+extracts it from the text), and reading the result of `with_structured_output(..., include_raw=True)`
+(`read_structured`; the backbone checks for a refusal first, which is a fault, not a re-ask)."""
 
 from __future__ import annotations
 
@@ -65,3 +66,31 @@ def raw_object(raw: Any) -> Any:
         return json.loads(extract_json_object(raw.text))
     except ValueError:
         return None
+
+
+def read_structured(schema: type[BaseModel], out: dict[str, Any], *, text_answer: bool) -> BaseModel:
+    """The `schema` instance of a `with_structured_output(..., include_raw=True)` result, or InvalidReply.
+
+    `text_answer` (function_calling): a reply without a tool call whose content holds a JSON object is
+    accepted if it validates, for servers without a tool parser. A tool call whose arguments are not JSON
+    is an invalid reply, not an empty one (the model did answer)."""
+    raw, parsed, error = out["raw"], out.get("parsed"), out.get("parsing_error")
+    if parsed is not None:
+        check_fields(schema, raw_object(raw), raw.text if isinstance(raw, AIMessage) else "")
+        try:
+            return parsed if isinstance(parsed, schema) else schema.model_validate(parsed)
+        except ValidationError as exc:
+            raise InvalidReply("invalid_reply", str(exc), json.dumps(parsed, default=str)) from exc
+    text = raw.text if isinstance(raw, AIMessage) else ""
+    calls = raw.tool_calls if isinstance(raw, AIMessage) else []
+    broken = raw.invalid_tool_calls if isinstance(raw, AIMessage) else []
+    if broken and not calls:
+        raise InvalidReply("invalid_reply", f"the {broken[0].get('name')!r} call's arguments are not valid JSON "
+                           f"({broken[0].get('error') or 'unparsable'})", str(broken[0].get("args") or ""))
+    if text_answer and not calls and text.strip():
+        return validate_text(schema, text)
+    if not text.strip() and not calls:
+        raise InvalidReply("empty_reply", "the reply had no content")
+    shown = text or json.dumps([c["args"] for c in calls], default=str)
+    reason = str(error) if error is not None else "the reply did not contain the structured output"
+    raise InvalidReply("invalid_reply", reason, shown)
