@@ -19,6 +19,10 @@ Decisions where the issue was silent:
 - Run ids are matched exactly (no prefix lookup that could silently pick another run); when none
   matches, the error names the traced ids that start with the given text.
 - `describe_update` renders one `stream_mode="updates"` item for `raa score --stream`.
+- `RunTrace.values` holds only the fields of `graph.state.AgentState`: a checkpoint's channel values also
+  hold LangGraph's own channels (the barrier before a join, "join:observe+contract:assess", "__start__",
+  "branch:to:..."), which are the graph's bookkeeping, not the run's state, and `raa trace --json` printed
+  them. A key a later version no longer declares is dropped with them (the allow-list is the simple rule).
 """
 
 from __future__ import annotations
@@ -37,6 +41,7 @@ from langgraph.checkpoint.sqlite import SqliteSaver
 from langgraph.checkpoint.sqlite.aio import AsyncSqliteSaver
 from pydantic import BaseModel
 
+from graph.state import AgentState
 from graph.stores import (
     TABLES_SQL,
     TRACE_TABLES,
@@ -183,8 +188,13 @@ class RunTrace:
         return [str(r) for r in (self.result or {}).get("reasons") or []]
 
 
+STATE_FIELDS = frozenset(AgentState.__annotations__)
+"""The channels of a checkpoint that are the run's state (any other is LangGraph's own)."""
+
+
 def _trace_from_tuple(run_id: str, tup: Any) -> RunTrace:
-    values = _plain(dict(tup.checkpoint.get("channel_values", {})))
+    channels = tup.checkpoint.get("channel_values", {})
+    values = _plain({name: value for name, value in channels.items() if name in STATE_FIELDS})
     steps = list(values.get("steps") or [])
     # a run stopped mid-superstep (Ctrl-C, a kill, a crash): the steps of the side-by-side nodes that finished
     # (observe beside contract) are the checkpoint's pending writes, not yet in its values

@@ -129,3 +129,15 @@ def test_trace_of_a_run_a_tool_fault_made_ineligible_shows_the_fault_and_reason(
     run = json.loads(runner.invoke(app, ["trace", run_id, "--json"]).output)
     assert run["status"] == "ineligible" and run["reward"] is None
     assert run["values"]["faults"] == [{"stage": "tool_call", "kind": "tool", "message": "motion run: tracker crashed"}]
+
+
+def test_trace_json_values_hold_only_state_fields(monkeypatch, tmp_path) -> None:
+    """`raa trace --json` printed LangGraph's own channels under "values" (the barrier of observe and contract
+    before assess: "join:observe+contract:assess"): they are bookkeeping of the graph, not the run's state."""
+    from graph.state import AgentState
+
+    res, _, run_id = _score(monkeypatch, tmp_path)
+    assert res.exit_code == 0, res.output
+    values = json.loads(runner.invoke(app, ["trace", run_id, "--json"]).output)["values"]
+    assert set(values) <= set(AgentState.__annotations__), sorted(set(values) - set(AgentState.__annotations__))
+    assert {"video", "instruction", "steps", "result", "contract", "observation"} <= set(values)
