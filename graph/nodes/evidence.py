@@ -284,7 +284,7 @@ async def _track(state: AgentState, ctx: RunContext, exchanges: list[ToolExchang
         shown, more = overlay_frames(idx, shown, *policy, ctx.config.nearby_extra)
         notes += more
     points, point_notes = track_points(ctx, state["meta"], request.points)
-    _, summary = await track_overlays(state, ctx, idx, points, shown, query_t=query_t)
+    summary = (await track_overlays(state, ctx, idx, points, shown, query_t=query_t)).summary
     # the points as tracked and their frame: exchange_blocks replays the overlays from these, not from `args`
     return {**base, "frames": shown, "overlay": True, "points": points, "query_frame": idx[query_t],
             "text": _text(f"tracked frames {idx[0]}..{idx[-1]} ({len(idx)} frames); overlays on {shown}",
@@ -322,8 +322,7 @@ async def exchange_blocks(state: AgentState, ctx: RunContext, exchange: ToolExch
             points = track_points(ctx, state["meta"], args.points)[0]
         query = exchange.get("query_frame")
         query_t = idx.index(query) if query in idx else query_index(n, args.start_frame, args.end_frame)
-        blocks, _ = await track_overlays(state, ctx, idx, points, frames, query_t=query_t)
-        return blocks
+        return (await track_overlays(state, ctx, idx, points, frames, query_t=query_t)).blocks
     box = exchange.get("box")
     # a crop is labelled in the model's own coordinates (per_mille, pixels): fractions there invited the next
     # box in fractions, read as thousandths or pixels (a crop of the top-left corner, or a fallback)

@@ -7,7 +7,8 @@ is still computed from the revised structured assessment by fixed code.
 
 Decisions where the issue was silent:
 - Motion on but inspection off (preset no_visual_verify): one automatic grid track over the uniform
-  sample runs here and its summary and overlays are shown (MotionEvidence is recorded).
+  sample runs here and its summary and overlays are shown (MotionEvidence is recorded, with the number of
+  points actually tracked: a grid keeps between GRID_SIZE**2 and three times that, `tools.motion.grid`).
 - Extra evidence tools (`tools.extra`): each report's summary and values, and up to 4 of its frames.
 - Surprise windows: a window's surprise measures only how badly its predicted part (the frames after its
   `context_frames` context frames, 8 of 16 by default, see tools.surprise) was predicted, so the frames
@@ -43,7 +44,7 @@ from graph.nodes.common import (
     tidy_assessment,
 )
 from graph.nodes.evidence import exchange_blocks
-from graph.nodes.tracking import GRID_SIZE, track_overlays
+from graph.nodes.tracking import track_overlays
 from graph.schemas import Assessment, MotionEvidence
 from graph.state import AgentState
 
@@ -135,9 +136,9 @@ async def _auto_motion(state: AgentState, ctx: RunContext, step: Step) -> tuple[
         return "", [], None
     sample = list(state["sample"])
     shown = uniform_subset(sample, 4)
-    blocks, summary = await track_overlays(state, ctx, sample, [], shown)
+    blocks, summary, points = await track_overlays(state, ctx, sample, [], shown)
     step.tool_summaries.append(f"track_motion(grid over sample): {brief(summary)}")
-    evidence = MotionEvidence(frames=sample, points=GRID_SIZE**2, summary=summary[:4000])
+    evidence = MotionEvidence(frames=sample, points=points, summary=summary[:4000])
     return "\n\nMotion tracks over the sampled frames:\n" + summary, _images(shown, blocks), evidence
 
 

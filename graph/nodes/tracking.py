@@ -36,7 +36,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 
@@ -102,10 +102,22 @@ def prefetch_tracks(ctx: RunContext, video: str, frames: int, sample: list[int])
         ctx.frames.shared_job(*_track_request(ctx, video, idx, []), "later", ctx.tools.lane)
 
 
+class TrackView(NamedTuple):
+    """What one track shows: the overlays of the frames asked for, the summary, and the points tracked."""
+
+    blocks: list[dict]
+    """Overlay content blocks of the shown frames."""
+    summary: str
+    """Motion summary text (`tools.motion.summarize_tracks`)."""
+    points: int
+    """Points tracked: those given, or for a grid those kept (GRID_SIZE**2 up to GRID_QUERY_FRAMES times that:
+    later query frames' points stay where they add coverage), so it is read from the tracks, not assumed."""
+
+
 async def track_overlays(state: AgentState, ctx: RunContext, idx: list[int], points: list[list[float]],
-                         shown: list[int], *, query_t: int = 0) -> tuple[list[dict], str]:
+                         shown: list[int], *, query_t: int = 0) -> TrackView:
     """Track `points` given on frame `idx[query_t]` (or a grid) over frames `idx` once per run; returns
-    (overlay blocks of `shown`, summary)."""
+    the overlay blocks of `shown`, the summary and the number of points tracked."""
     query_t = int(query_t) if points else 0
     key = ("overlay", ctx.frames.current(state["video"]), tuple(idx), tuple(tuple(p) for p in points), tuple(shown),
            query_t)
@@ -167,8 +179,8 @@ def _compute_tracks(ctx: RunContext, video: str, idx: list[int], points: list[li
 
 
 def _render_tracks(state: AgentState, ctx: RunContext, idx: list[int], tracks: Any,
-                   shown: list[int]) -> tuple[list[dict], str]:
-    """(overlay blocks of the `shown` frames, motion summary text)."""
+                   shown: list[int]) -> TrackView:
+    """The overlay blocks of the `shown` frames, the motion summary text and the points tracked."""
     from tools.coords import shown_size
     from tools.motion import draw_tracks_resized, summarize_tracks
     from tools.video import resize_long_side
@@ -189,4 +201,4 @@ def _render_tracks(state: AgentState, ctx: RunContext, idx: list[int], tracks: A
     clip = ctx.frames.meta(state["video"])
     labels = [clip.label(f) + " (motion-track overlay)" for f in shown]
     blocks = ctx.frames.array_blocks(overlays, labels) if overlays is not None else []
-    return blocks, summary
+    return TrackView(blocks, summary, int(tracks.tracks.shape[1]))
