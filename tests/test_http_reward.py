@@ -160,3 +160,40 @@ def test_a_service_result_without_a_reward_key_is_an_error_not_the_services_verd
     assert out.kinds == ["error", "none", None]
     assert out.counts == {"none": 1, "nan": 0, "inf": 0, "error": 1}
     assert "without a reward" in out.reasons[0]
+
+
+class _Gateway(BaseHTTPRequestHandler):
+    """A proxy in front of the service that answers a gateway error (the service behind it may be scoring)."""
+
+    status = 502
+    posts = 0
+
+    def do_POST(self):  # noqa: N802
+        self.rfile.read(int(self.headers["Content-Length"]))
+        _Gateway.posts += 1
+        self.send_response(_Gateway.status)
+        self.send_header("Content-Length", "0")
+        self.end_headers()
+
+    def log_message(self, *args):
+        pass
+
+
+@pytest.mark.parametrize(("status", "phrase"), [(502, "Bad Gateway"), (504, "Gateway Timeout")])
+def test_a_gateway_error_says_its_status_and_that_it_was_not_retried(status, phrase):
+    """A 502 / 504 read "HTTPStatusError: Server error '502 Bad Gateway' for url ...", nothing saying that it
+    was deliberately not retried, nor why: the request went through the gateway, so the batch may have been
+    scored (or still be) behind it."""
+    server = HTTPServer(("127.0.0.1", 0), _Gateway)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        _Gateway.status, _Gateway.posts = status, 0
+        fn = HttpAgentReward(url=f"http://127.0.0.1:{server.server_port}/score", retries=3, backoff_s=0,
+                             startup_wait_s=0)
+        out = call_reward(fn, "http", _clips(2), ["a", "b"])
+        assert out.rewards == [None, None] and out.kinds == ["error", "error"] and _Gateway.posts == 1
+        reason = fn.last_reasons[0][0]
+        assert f"HTTP {status} {phrase}" in reason and "not retried" in reason, reason
+        assert "may have" in reason and "HTTPStatusError" not in reason, reason
+    finally:
+        server.shutdown()

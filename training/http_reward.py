@@ -1,7 +1,13 @@
 """The reward service's client (:class:`HttpAgentReward`, JSON API in training/rewards.py's docstring) and
 the agent adapters' shared pieces: the components a result reports and the writing of a batch's clips.
 
-Decision where the issue was silent: a clip that cannot be written as mp4 (no frames, a frame without
+Decisions where the issue was silent:
+- A gateway's 502 / 504 (`GATEWAY_STATUS`) makes the batch ineligible with a reason naming the status and
+  saying it was not retried, and why: the request went out through the gateway, so the service may have
+  scored the batch, or still be scoring it (tools/http_retry.py). It read as httpx's generic
+  "HTTPStatusError: Server error '502 Bad Gateway' ...", which looked like a failure the client forgot
+  to retry. Other error statuses keep httpx's message.
+- A clip that cannot be written as mp4 (no frames, a frame without
 pixels, a rate no container stores: `tools.video.write_video` refuses them) is ineligible on its own, of
 kind ``none`` (a malformed rollout, as for the verifiable rewards), with the reason; the batch's other
 clips are still scored. It used to raise out of the reward, which made the whole batch ineligible.
@@ -23,6 +29,20 @@ import numpy as np
 
 from training.finite import finite_number
 from training.reward_outcome import RewardBatch, reward_number
+
+GATEWAY_STATUS = frozenset({502, 504})
+"""A gateway's answers for a request it forwarded: not retried, the batch may have been scored (module docstring)."""
+
+
+class GatewayFailed(RuntimeError):
+    """The service's gateway answered 502 / 504 for a batch it had forwarded (not retried)."""
+
+
+def gateway_reason(status: int, phrase: str) -> str:
+    """Why a batch answered with a gateway's ``status`` is ineligible, and why it was not sent again."""
+    return (f"HTTP {status} {phrase} from a gateway in front of the reward service; not retried: the request "
+            "had reached it, so the service may have scored the batch (or may still be scoring it)")
+
 
 AGENT_COMPONENTS = ("T", "P", "V", "failure", "unverifiable")
 """The RewardResult fields the agent adapters report as reward components (DESIGN.md §3: the scores
@@ -167,6 +187,8 @@ class HttpAgentReward:
         with httpx.Client(timeout=self.timeout_s) as http:
             resp = send_with_retries(lambda: http.post(url, content=body, headers=headers),
                                      retries=self.retries, backoff_s=self.backoff_s, max_wait_s=30.0)
+        if resp.status_code in GATEWAY_STATUS:
+            raise GatewayFailed(gateway_reason(resp.status_code, resp.reason_phrase))
         resp.raise_for_status()
         return resp.json()
 
