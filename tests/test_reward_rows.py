@@ -3,6 +3,7 @@ ineligible kind), so the file alone explains a null reward; an eligible row has 
 
 from __future__ import annotations
 
+import pytest
 import torch
 
 from training.reward_outcome import RewardOutcome
@@ -38,3 +39,16 @@ def test_an_ineligible_row_without_a_recorded_reason_or_kind_still_says_so():
     rows = _rows(outcome)
     assert (rows[0]["reason"], rows[0]["ineligible_kind"]) == ("ineligible", None)
     assert all("reason" not in r for r in rows[1:])
+
+
+def test_an_outcome_without_run_ids_gives_rows_with_a_null_run_id():
+    """An outcome made by hand leaves `run_ids` empty (unknown, like `kinds`): reward_items raised IndexError."""
+    outcome = RewardOutcome([0.5, None, 1.0], [None, "no frames", None], {"none": 1, "nan": 0, "inf": 0, "error": 0})
+    rows = _rows(outcome)
+    assert [r["run_id"] for r in rows] == [None, None, None] and rows[1]["reason"] == "no frames"
+
+
+def test_run_ids_of_another_length_are_refused_by_name():
+    outcome = RewardOutcome([0.5, None, 1.0], [None, None, None], {}, ["run-1"])
+    with pytest.raises(ValueError, match="1 run ids for 3 rewards"):
+        _rows(outcome)

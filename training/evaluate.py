@@ -137,7 +137,7 @@ def evaluate(world_model: FlowWorldModel, cfg: TrainConfig, prompts: Sequence[Pr
                               group_ids=groups, rank=rank, phase="eval")
         rewards, components = outcome.rewards, outcome.components
         for k, item in enumerate(mine):
-            item.update(reward=outcome.rewards[k], reason=outcome.reasons[k], run_id=outcome.run_ids[k])
+            item.update(reward=outcome.rewards[k], reason=outcome.reasons[k], run_id=outcome.run_id(k))
             if components:
                 item["components"] = {name: values[k] for name, values in components.items()}
     mine += diverged

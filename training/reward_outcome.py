@@ -104,6 +104,16 @@ class RewardOutcome:
     def ineligible_count(self) -> int:
         return sum(r is None for r in self.rewards)
 
+    def run_id(self, i: int) -> str | None:
+        """Item ``i``'s run id, None when it has none. An empty ``run_ids`` (the default: an outcome made by
+        hand, as ``kinds`` may be) means none is known, so every item's is None; a list of another length
+        than ``rewards`` is a ValueError naming both, since it cannot say which item a run id belongs to."""
+        if not self.run_ids:
+            return None
+        if len(self.run_ids) != len(self.rewards):
+            raise ValueError(f"RewardOutcome: {len(self.run_ids)} run ids for {len(self.rewards)} rewards")
+        return self.run_ids[i]
+
 
 def _run(value: Any) -> Any:
     """``value``, awaited when it is awaitable (on the process's bridge loop, ``graph.bridge.run_sync``:

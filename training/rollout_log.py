@@ -84,10 +84,11 @@ def reward_items(outcome: RewardOutcome, texts: list[str], group_ids: list[int],
                  diverged: Sequence[str | None]) -> list[dict[str, Any]]:
     """One rewards.jsonl row per rollout of this rank: where it sits, its reward, its advantage (None when it
     did not update), its video's name when the iteration wrote videos (with ``video_skipped`` for a
-    ``diverged`` one: module docstring), its reward components if any; an ineligible one's ``reason`` and
+    ``diverged`` one: module docstring), its run id (null when the outcome records none:
+    `RewardOutcome.run_id`), its reward components if any; an ineligible one's ``reason`` and
     ``ineligible_kind`` (`ineligible_fields`)."""
     return [{"rank": rank, "group": gi, "sample": i % group, "prompt": texts[i],
-             "reward": outcome.rewards[i], "run_id": outcome.run_ids[i], **ineligible_fields(outcome, i),
+             "reward": outcome.rewards[i], "run_id": outcome.run_id(i), **ineligible_fields(outcome, i),
              "advantage": float(adv[i]) if bool(valid[i]) else None,
              **({"video": names[i]} if names is not None else {}),
              **({"video_skipped": video_skipped(diverged[i])} if names is not None and diverged[i] else {}),
