@@ -49,6 +49,30 @@ def test_an_outcome_without_run_ids_gives_rows_with_a_null_run_id():
 
 
 def test_run_ids_of_another_length_are_refused_by_name():
-    outcome = RewardOutcome([0.5, None, 1.0], [None, None, None], {}, ["run-1"])
     with pytest.raises(ValueError, match="1 run ids for 3 rewards"):
-        _rows(outcome)
+        RewardOutcome([0.5, None, 1.0], [None, None, None], {}, ["run-1"])
+
+
+def test_kinds_of_another_length_are_refused_where_the_outcome_is_built():
+    """A short `kinds` was read as unknown past its end (ineligible_kind null for item 2, kind "error" for
+    item 1), where `run_ids` of the wrong length was refused: both now fail where the outcome is made."""
+    with pytest.raises(ValueError, match="2 kinds for 3 rewards"):
+        RewardOutcome([0.5, None, None], [None, "x", "y"], {}, kinds=[None, "error"])
+
+
+@pytest.mark.parametrize(("fields", "message"), [
+    ({"reasons": [None, None]}, "2 reasons for 3 rewards"),
+    ({"reasons": [], "run_ids": []}, "0 reasons for 3 rewards"),
+    ({"components": {"T": [1.0, 0.0]}}, "component 'T' has 2 values for 3 rewards"),
+])
+def test_every_per_item_list_must_match_the_rewards(fields, message):
+    """reasons has no "unknown" meaning (every item has a slot, None when eligible) and a component is one
+    value per item: a list of another length is refused by name, never read past its end or cut short."""
+    with pytest.raises(ValueError, match=message):
+        RewardOutcome([0.5, None, 1.0], **({"reasons": [None, "x", None]} | fields))
+
+
+def test_empty_kinds_and_run_ids_still_mean_unknown():
+    outcome = RewardOutcome([None, 1.0, 0.0], ["x", None, None], {}, [], kinds=[])
+    rows = _rows(outcome)
+    assert (rows[0]["ineligible_kind"], rows[0]["run_id"]) == (None, None)

@@ -100,19 +100,35 @@ class RewardOutcome:
     """Per item, its ineligible kind (a key of ``counts``), None for an eligible one; empty when unknown
     (an outcome made by hand)."""
 
+    def __post_init__(self) -> None:
+        """Every per-item list is checked once, here, so no reader has to guess (a short ``kinds`` was read as
+        unknown past its end, while a short ``run_ids`` was refused only when read): ``reasons`` and each
+        component hold one entry per reward; ``run_ids`` and ``kinds`` too, or none at all (empty = unknown,
+        an outcome made by hand). ``counts`` and ``usage`` are per batch, not per item. A ValueError names the
+        list and both lengths: a list of another length cannot say which item an entry belongs to."""
+        n = len(self.rewards)
+        if len(self.reasons) != n:
+            raise ValueError(f"RewardOutcome: {len(self.reasons)} reasons for {n} rewards")
+        for label, values in (("run ids", self.run_ids), ("kinds", self.kinds)):
+            if values and len(values) != n:
+                raise ValueError(f"RewardOutcome: {len(values)} {label} for {n} rewards (give one per reward, "
+                                 "or none when unknown)")
+        for key, values in self.components.items():
+            if len(values) != n:
+                raise ValueError(f"RewardOutcome: component {key!r} has {len(values)} values for {n} rewards")
+
     @property
     def ineligible_count(self) -> int:
         return sum(r is None for r in self.rewards)
 
     def run_id(self, i: int) -> str | None:
         """Item ``i``'s run id, None when it has none. An empty ``run_ids`` (the default: an outcome made by
-        hand, as ``kinds`` may be) means none is known, so every item's is None; a list of another length
-        than ``rewards`` is a ValueError naming both, since it cannot say which item a run id belongs to."""
-        if not self.run_ids:
-            return None
-        if len(self.run_ids) != len(self.rewards):
-            raise ValueError(f"RewardOutcome: {len(self.run_ids)} run ids for {len(self.rewards)} rewards")
-        return self.run_ids[i]
+        hand, as ``kinds`` may be) means none is known, so every item's is None (lengths: ``__post_init__``)."""
+        return self.run_ids[i] if self.run_ids else None
+
+    def kind(self, i: int) -> str | None:
+        """Item ``i``'s ineligible kind, None for an eligible item or when the outcome records no kinds."""
+        return self.kinds[i] if self.kinds else None
 
 
 def _run(value: Any) -> Any:

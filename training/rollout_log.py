@@ -105,4 +105,4 @@ def ineligible_fields(outcome: RewardOutcome, i: int) -> dict[str, Any]:
     if outcome.rewards[i] is not None:
         return {}
     return {"reason": outcome.reasons[i] or "ineligible",
-            "ineligible_kind": outcome.kinds[i] if i < len(outcome.kinds) else None}
+            "ineligible_kind": outcome.kind(i)}
