@@ -35,7 +35,8 @@ Decisions where the issue was silent:
 - A coroutine that ends cancelled raises `concurrent.futures.CancelledError` in the caller (as before: an
   Exception, which the sync callers' handlers turn into a fault or an ineligible result) with the reason it
   was cancelled with (`task.cancel(msg)`, `raise CancelledError(msg)`) as its message: `Future.cancel()` made
-  it a bare one, so a reward's ineligible batch said only "raised CancelledError: ", the reason gone.
+  it a bare one, so a reward's ineligible batch said only "raised CancelledError: ", the reason gone. A call
+  from the bridge thread (a fresh loop) raises the same: `asyncio.run` let asyncio's own out, a BaseException.
 - A coroutine that raises SystemExit or KeyboardInterrupt (`sys.exit` in a callback) raises it in the
   caller, as `asyncio.run` did. asyncio lets those two out of the loop: unhandled, they stopped the bridge
   thread before the caller was told, and the caller waited forever.
@@ -127,11 +128,20 @@ def _run_aside(coro: Coroutine[Any, Any, T], context: contextvars.Context) -> T:
             _stalled += 1
     try:
         with ThreadPoolExecutor(max_workers=1, thread_name_prefix="raa-run-sync") as helper:
-            return helper.submit(context.run, asyncio.run, coro).result()
+            return helper.submit(context.run, _run_fresh, coro).result()
     finally:
         if blocking:
             with _lock:
                 _stalled -= 1
+
+
+def _run_fresh(coro: Coroutine[Any, Any, T]) -> T:
+    """`asyncio.run(coro)`, a cancellation raised as the bridge loop's path raises it (`caller_cancelled`):
+    `asyncio.run` let the asyncio.CancelledError out, a BaseException the sync callers' handlers miss."""
+    try:
+        return asyncio.run(coro)
+    except asyncio.CancelledError as exc:
+        raise caller_cancelled(exc) from exc
 
 
 def _forget_bridge() -> None:
@@ -147,10 +157,15 @@ def cancelled_error(task: asyncio.Task[Any]) -> CancelledError:
     try:
         task.result()
     except asyncio.CancelledError as exc:
-        error = CancelledError(*exc.args)
-        error.__cause__ = exc
-        return error
+        return caller_cancelled(exc)
     raise ValueError(f"{task!r} is not cancelled")
+
+
+def caller_cancelled(exc: asyncio.CancelledError) -> CancelledError:
+    """`exc` as the sync caller's `concurrent.futures.CancelledError`: its reason kept, chained to it."""
+    error = CancelledError(*exc.args)
+    error.__cause__ = exc
+    return error
 
 
 def _bridge_thread() -> threading.Thread | None:

@@ -195,3 +195,22 @@ def test_a_cancelled_error_keeps_its_message_through_run_sync():
             run_sync(coro)
         assert info.value.args == (reason,) and isinstance(info.value.__cause__, asyncio.CancelledError)
     assert run_sync(asyncio.sleep(0, "still usable")) == "still usable"
+
+
+def test_a_cancelled_coroutine_run_from_the_bridge_thread_raises_the_same_error():
+    """Sync code called on the bridge loop runs its coroutine on a fresh loop (`asyncio.run`), which raised
+    asyncio.CancelledError, a BaseException the sync callers' `except Exception` handlers let through, and
+    not the concurrent.futures.CancelledError with the reason that the normal path raises."""
+    async def given_up() -> None:
+        raise asyncio.CancelledError("client timeout after 30 s")
+
+    async def on_the_bridge() -> BaseException | None:
+        try:
+            run_sync(given_up())
+        except BaseException as exc:  # noqa: BLE001 - what the nested caller got is the point
+            return exc
+        return None
+
+    seen = run_sync(on_the_bridge())
+    assert type(seen) is concurrent.futures.CancelledError and seen.args == ("client timeout after 30 s",)
+    assert isinstance(seen.__cause__, asyncio.CancelledError)
