@@ -47,6 +47,10 @@ Decisions where the issue was silent:
   checkpoint, or the checkpoint exported (``--tag``) may be from before the change. The export would then
   have saved and sampled a float32-trained transformer in bfloat16 (or the reverse). export.json's config
   carries the checkpoint's dtype; a checkpoint without ``layout.json`` keeps the config's.
+* With DeepSpeed's node-local checkpoint storage a node's folder holds only its own ranks' shard files: a
+  folder with fewer (or more) than the ranks its ``layout.json`` records is refused by name
+  (``training.resume.incomplete_copy``): DeepSpeed's merge said only that it expected another number of
+  ``*_optim_states.pt`` files, "possibly due to an overwrite", naming neither cause nor remedy.
 * File settings (``dataset_file``, ``eval_dataset_file``, prompt images, a local ``model_path``) are stored
   as absolute paths (``config_io.absolute_paths``), so the export's prompts and base model resolve from any
   directory; a ``dataset_file`` that does not exist is an ExportError, not a path ``generate`` cannot open.
@@ -106,8 +110,11 @@ def consolidate(checkpoint_dir: Path, tag: str) -> dict[str, torch.Tensor]:
     from deepspeed.utils.zero_to_fp32 import get_fp32_state_dict_from_zero_checkpoint
 
     from training.engine import checkpoint_ranks
+    from training.resume import incomplete_copy
 
     folder = checkpoint_dir / tag
+    if problem := incomplete_copy(folder):  # one node's share of a node-local checkpoint (module docstring)
+        raise ExportError(problem)
     try:
         if checkpoint_ranks(folder) == 0:  # ZeRO stage 0: one file holds the whole module
             state = _stage0_module(folder)

@@ -25,6 +25,9 @@ Decisions where the issue was silent:
   of ranks would have drawn. Each rank's RNG state comes from the checkpoint where it had that rank, else
   rank 0's.
 * ``keep_checkpoints`` deletes a conversion together with its checkpoint.
+* The shard files must be every rank's: with DeepSpeed's node-local checkpoint storage each node's folder holds
+  only its own ranks' files, and the conversion is refused (``training.resume.incomplete_copy``, against the
+  number of ranks ``layout.json`` records) until every node's files are copied into one folder.
 
 Checked on CPU (float32): ZeRO-2 full fine-tune 2 -> 1 and 1 -> 2 ranks, ZeRO-2 LoRA and ZeRO-3 2 -> 1; a
 resumed iteration at a learning rate below float32 resolution leaves the 2-rank run's weights exact
@@ -43,6 +46,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from training.engine import UNIVERSAL_SUFFIX, checkpoint_ranks, latest_tag
+from training.resume import incomplete_copy
 
 
 class ReshardError(RuntimeError):
@@ -58,6 +62,8 @@ def reshard(ckpt_dir: Path, tag: str | None = None, *, force: bool = False, work
     source = ckpt_dir / tag
     if not source.is_dir() or checkpoint_ranks(source) == 0:
         raise ReshardError(f"{source} is not a ZeRO checkpoint (no *zero_pp_rank_*_optim_states.pt files)")
+    if problem := incomplete_copy(source):  # one node's share of a node-local checkpoint (module docstring)
+        raise ReshardError(problem)
     target = ckpt_dir / (tag + UNIVERSAL_SUFFIX)
     if (target / "zero").is_dir() and not force:
         return target

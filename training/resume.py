@@ -136,6 +136,24 @@ def read_world(folder: Path) -> int | None:
     return world if isinstance(world, int) and not isinstance(world, bool) and world >= 1 else None
 
 
+def incomplete_copy(folder: Path) -> str | None:
+    """Why the shard files in checkpoint ``folder`` are not the whole checkpoint its ``layout.json`` records
+    (``world_size``), for the tools that read every rank's files from one folder (training.reshard,
+    training.export); None when they are, and when the number is unknown (saved before it was recorded) or
+    there are no shards (stage 0: one module file). Under node-local storage (module docstring) each node's
+    folder holds only its own ranks' files, which a count of the files took for the whole checkpoint; more
+    files than ranks means another save's are mixed in. Either would be merged wrongly, so it is refused."""
+    world, ranks = read_world(folder), checkpoint_ranks(folder)
+    if world is None or ranks == 0 or ranks == world:
+        return None
+    if ranks < world:
+        return (f"{folder} holds {ranks} of {world} ranks' files; copy every node's shard files into one folder "
+                "first (a checkpoint saved with DeepSpeed's checkpoint.use_node_local_storage keeps each node's "
+                "ranks' files on that node)")
+    return (f"{folder} holds shard files of {ranks} ranks, but {world} saved it (its {LAYOUT_FILE}): files of "
+            f"another save are mixed in; remove those of rank {world} and up, or use another checkpoint")
+
+
 def node_local_storage(cfg: TrainConfig) -> bool:
     """Whether the launch keeps checkpoints in node-local folders: DeepSpeed's
     ``checkpoint.use_node_local_storage`` in its JSON (each node's local rank 0 then writes the model-states
