@@ -87,3 +87,13 @@ def test_the_own_evidence_tools_snippet_uses_names_and_keywords_that_exist():
         params = inspect.signature(imported[call.func.id]).parameters
         unknown = {k.arg for k in call.keywords} - set(params)
         assert unknown == set(), f"README's {call.func.id}(...) passes {unknown}"
+
+
+def test_the_snippets_durability_comment_names_every_accepted_value():
+    """The comment listed "exit" or "async", while score_video / ascore_videos also take "sync" (TraceDurability)."""
+    from typing import get_args
+
+    from graph.settings import TraceDurability
+
+    comment = next(line for line in python_block("## The reward agent").splitlines() if "durability=" in line)
+    assert set(re.findall(r'"(\w+)"', comment)) == set(get_args(TraceDurability)), comment
