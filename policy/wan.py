@@ -17,8 +17,9 @@ with ``patch_size[0] != 1`` is refused with a ValueError (it used to fail inside
 tensor-size mismatch); what a token spanning a conditioning and a generated frame should get is open.
 
 The installed diffusers supports per-token timesteps (``timestep.ndim == 2`` in
-``WanTransformer3DModel.forward``), so no fallback is needed. No CLIP image embedding is used
-(TI2V conditions through the first latent frame only).
+``WanTransformer3DModel.forward``), so no fallback is needed. TI2V uses no CLIP image embedding (it
+conditions through the first latent frame only); the Wan 2.1 I2V-14B layout (channel-concat condition,
+per-sample timestep, CLIP image branch) is ``condition`` / ``image_embeds`` here, built by `policy.wan_i2v`.
 """
 
 from __future__ import annotations
@@ -83,10 +84,14 @@ def wan_velocity(
     text_embeds: Tensor,
     *,
     num_train_timesteps: int = NUM_TRAIN_TIMESTEPS,
+    condition: Tensor | None = None,
+    image_embeds: Tensor | None = None,
 ) -> Tensor:
     """Raw transformer velocity for a first-frame-replaced input ``x_in`` [B, C, F, H, W] (float32 out).
 
-    ``sigma`` [B]; ``cond_mask`` [B, 1, F, 1, 1] with 0 on conditioning frames.
+    ``sigma`` [B]; ``cond_mask`` [B, 1, F, 1, 1] with 0 on conditioning frames. The I2V-14B layout
+    (`policy.wan_i2v`): ``condition`` [B, T + C, F, H, W] is concatenated to the input's channels and the
+    timestep is one per sample; ``image_embeds`` [B, N, D] (CLIP, Wan 2.1) go to the image cross-attention.
     """
     b, _, f, h, w = x_in.shape
     p_t, p_h, p_w = (int(p) for p in transformer.config.patch_size)
@@ -94,13 +99,28 @@ def wan_velocity(
         raise ValueError(f"the Wan backend needs a temporal patch size 1 (per-token timesteps are per latent "
                          f"frame, as in WanImageToVideoPipeline), got patch_size {(p_t, p_h, p_w)}")
     check_latent_patches(f, h, w, transformer.config.patch_size)
-    gen = cond_mask.float().to(x_in.device).expand(b, 1, f, h // p_h, w // p_w)  # 1 = generated
-    timestep = (gen * sigma.float().view(b, 1, 1, 1, 1) * num_train_timesteps).reshape(b, -1)
     dtype = transformer.dtype
+    if (transformer.config.image_dim is None) != (image_embeds is None):  # else diffusers splits the text tokens
+        raise ValueError(f"transformer image_dim {transformer.config.image_dim} needs CLIP image embeddings "
+                         f"exactly when it is set; got image_embeds {image_embeds is not None}")
+    if condition is not None:  # I2V-14B: channel concat, one timestep per sample (WanImageToVideoPipeline)
+        if condition.shape[0] != b or condition.shape[2:] != x_in.shape[2:]:
+            raise ValueError(f"condition {tuple(condition.shape)} does not match the latent {tuple(x_in.shape)}")
+        x_in = torch.cat([x_in.float(), condition.to(x_in.device).float()], dim=1)
+        # the pipeline's t.expand(B), given per token (same value): diffusers' output is the same, and unlike
+        # the [B] path it does not change with the batch size, so a micro-batch recomputes the rollout exactly
+        timestep = (sigma.float() * num_train_timesteps).view(b, 1).expand(b, f * (h // p_h) * (w // p_w))
+    else:
+        gen = cond_mask.float().to(x_in.device).expand(b, 1, f, h // p_h, w // p_w)  # 1 = generated
+        timestep = (gen * sigma.float().view(b, 1, 1, 1, 1) * num_train_timesteps).reshape(b, -1)
+    if x_in.shape[1] != transformer.config.in_channels:
+        raise ValueError(f"the transformer takes {transformer.config.in_channels} channels, got {x_in.shape[1]} "
+                         "(an I2V-14B transformer needs the conditioning's image condition)")
     out = transformer(
         hidden_states=x_in.to(dtype),
         timestep=timestep,
         encoder_hidden_states=text_embeds.to(dtype),
+        encoder_hidden_states_image=None if image_embeds is None else image_embeds.to(x_in.device, dtype),
         return_dict=False,
     )[0]
     return out.float()

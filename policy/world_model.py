@@ -46,6 +46,7 @@ from policy.shapes import clip_latent_size
 from policy.text import HashTextEncoder, TextEncoder
 from policy.vae import decode_latents, encode_first_frames, tiny_wan_vae, vae_scale_factors
 from policy.wan import NUM_TRAIN_TIMESTEPS, TINY_WAN, build_wan_transformer, wan_velocity
+from policy.wan_i2v import ClipImageEncoder, concat_channels, image_condition, two_expert_problem
 
 Backend = Literal["cosmos", "wan"]
 
@@ -64,6 +65,11 @@ class Conditioning:
     negative_text_embeds: Tensor | None = None
     """[B, L, D] features of the negative prompt (the unconditional branch of classifier-free
     guidance); None when the conditioning is used without guidance."""
+    image_condition: Tensor | None = None
+    """[B, T + C, F, H, W] the Wan I2V-14B channel-concat condition (mask + image latent,
+    `policy.wan_i2v.image_condition`); None for the other layouts."""
+    image_embeds: Tensor | None = None
+    """[B, N, D] CLIP image embeddings for a transformer with ``image_dim`` (Wan 2.1 I2V); else None."""
 
     def __post_init__(self) -> None:
         b = self.first_frame_latent.shape[0]
@@ -79,6 +85,13 @@ class Conditioning:
         if cm.ndim != 5 or cm.shape[0] != b or cm.shape[1] != 1 or cm.shape[3:] != (1, 1):
             raise ValueError(f"cond_mask must be [B={b}, 1, F, 1, 1], got {tuple(cm.shape)}")
         check_binary_mask("cond_mask", cm)
+        ic, ie = self.image_condition, self.image_embeds
+        if ic is not None and (ic.ndim != 5 or ic.shape[0] != b or ic.shape[2] != cm.shape[2]
+                               or ic.shape[3:] != self.first_frame_latent.shape[3:]):
+            raise ValueError(f"image_condition must be [B={b}, T + C, F={cm.shape[2]}, H, W] like the latent, "
+                             f"got {tuple(ic.shape)}")
+        if ie is not None and (ie.ndim != 3 or ie.shape[0] != b):
+            raise ValueError(f"image_embeds must be [B={b}, N, D], got {tuple(ie.shape)}")
 
     @property
     def batch_size(self) -> int:
@@ -100,9 +113,11 @@ class Conditioning:
         return self._map(lambda t: t.to(device))
 
     def _map(self, fn: Callable[[Tensor], Tensor]) -> Conditioning:
-        neg = self.negative_text_embeds
+        def opt(t: Tensor | None) -> Tensor | None:
+            return None if t is None else fn(t)
+
         return Conditioning(fn(self.first_frame_latent), fn(self.text_embeds), fn(self.cond_mask),
-                            None if neg is None else fn(neg))
+                            opt(self.negative_text_embeds), opt(self.image_condition), opt(self.image_embeds))
 
 
 def make_cond_mask(batch: int, num_latent_frames: int, num_cond_frames: int = 1,
@@ -131,6 +146,7 @@ class FlowWorldModel(torch.nn.Module):
         vae: torch.nn.Module | None = None,
         text_encoder: TextEncoder | None = None,
         *,
+        image_encoder: ClipImageEncoder | None = None,
         cond_frame_sigma: float = 1e-4,
         num_train_timesteps: int = NUM_TRAIN_TIMESTEPS,
         default_num_frames: int = 93,
@@ -141,7 +157,7 @@ class FlowWorldModel(torch.nn.Module):
         self.backend: Backend = backend
         self.transformer = transformer
         # Frozen helpers kept outside the module tree (see module docstring).
-        self._frozen: dict[str, object] = {"vae": vae, "text_encoder": text_encoder}
+        self._frozen: dict[str, object] = {"vae": vae, "text_encoder": text_encoder, "image_encoder": image_encoder}
         if vae is not None:
             vae.eval().requires_grad_(False)
         self.cond_frame_sigma = cond_frame_sigma
@@ -156,6 +172,11 @@ class FlowWorldModel(torch.nn.Module):
     def text_encoder(self) -> TextEncoder | None:
         return self._frozen["text_encoder"]  # type: ignore[return-value]
 
+    @property
+    def image_encoder(self) -> ClipImageEncoder | None:
+        """Wan 2.1 I2V's CLIP image encoder (`policy.wan_i2v`); None for the other checkpoints."""
+        return self._frozen["image_encoder"]  # type: ignore[return-value]
+
     def _apply(self, fn, recurse: bool = True):  # noqa: D401 - torch hook
         super()._apply(fn, recurse)
         if self.vae is not None:
@@ -167,6 +188,8 @@ class FlowWorldModel(torch.nn.Module):
         device, dtype, _, _ = torch._C._nn._parse_to(*args, **kwargs)
         if self.text_encoder is not None:
             self.text_encoder.to(device=device, dtype=dtype)
+        if self.image_encoder is not None:
+            self.image_encoder.to(device=device, dtype=dtype)
         return out
 
     # ------------------------------------------------------------------ velocity
@@ -192,19 +215,23 @@ class FlowWorldModel(torch.nn.Module):
         keep = cond.cond_mask.to(device=x_t.device, dtype=torch.float32)
         x_in = keep * x_t.float() + (1.0 - keep) * ff.to(x_t.device).float()
         text = cond.text_embeds.to(x_t.device)
+        image = (cond.image_condition, cond.image_embeds)
         if guidance_scale == 1.0:
-            return self._forward(x_in, s, keep, text) * keep
+            return self._forward(x_in, s, keep, text, image) * keep
         if cond.negative_text_embeds is None:
             raise ValueError(f"guidance_scale {guidance_scale} needs negative text embeddings "
                              "(encode_prompts(..., negative_prompt=...))")
         both = torch.cat([text, cond.negative_text_embeds.to(x_t.device)])
-        v = self._forward(torch.cat([x_in, x_in]), torch.cat([s, s]), torch.cat([keep, keep]), both)
+        image = tuple(None if t is None else torch.cat([t, t]) for t in image)  # both branches: the same image
+        v = self._forward(torch.cat([x_in, x_in]), torch.cat([s, s]), torch.cat([keep, keep]), both, image)
         return guided_velocity(v[:b], v[b:], guidance_scale) * keep
 
-    def _forward(self, x_in: Tensor, s: Tensor, keep: Tensor, text: Tensor) -> Tensor:
+    def _forward(self, x_in: Tensor, s: Tensor, keep: Tensor, text: Tensor,
+                 image: tuple[Tensor | None, Tensor | None]) -> Tensor:
         if self.backend == "cosmos":
             return cosmos_velocity(self.transformer, x_in, s, keep, text, cond_frame_sigma=self.cond_frame_sigma)
-        return wan_velocity(self.transformer, x_in, s, keep, text, num_train_timesteps=self.num_train_timesteps)
+        return wan_velocity(self.transformer, x_in, s, keep, text, num_train_timesteps=self.num_train_timesteps,
+                            condition=image[0], image_embeds=image[1])
 
     # ------------------------------------------------------------------ shapes and codecs
     def latent_shape(self, num_frames: int, height: int, width: int) -> tuple[int, int, int, int]:
@@ -240,7 +267,17 @@ class FlowWorldModel(torch.nn.Module):
         if negative_prompt is not None:
             negative = self.text_encoder.encode([negative_prompt] * len(texts), device=device,
                                                 dtype=self.transformer.dtype)
-        return Conditioning(first, text, make_cond_mask(len(texts), f, num_cond_frames, device=device), negative)
+        image, embeds = None, None
+        if self.backend == "wan" and concat_channels(self.transformer.config, first.shape[1],
+                                                     vae_scale_factors(self.vae)[0]):
+            image = image_condition(self.vae, images, n).to(device)
+        if self.backend == "wan" and self.transformer.config.image_dim is not None:
+            if self.image_encoder is None:
+                raise RuntimeError("this transformer has a CLIP image branch (image_dim) but the model has no "
+                                   "image encoder (load it: from_pretrained(..., load_image_encoder=True))")
+            embeds = self.image_encoder.encode(images, device=device, dtype=self.transformer.dtype)
+        return Conditioning(first, text, make_cond_mask(len(texts), f, num_cond_frames, device=device), negative,
+                            image, embeds)
 
     @torch.no_grad()
     def decode(self, latents: Tensor) -> np.ndarray:
@@ -266,7 +303,7 @@ class FlowWorldModel(torch.nn.Module):
 
     @classmethod
     def from_pretrained(cls, path: str | Path, backend: Backend, *, torch_dtype: torch.dtype = torch.bfloat16,
-                        load_vae: bool = True, load_text_encoder: bool = True,
+                        load_vae: bool = True, load_text_encoder: bool = True, load_image_encoder: bool | None = None,
                         transformer_subfolder: str = "transformer", default_num_frames: int | None = None,
                         revision: str | None = None) -> FlowWorldModel:
         """Load a diffusers-layout checkpoint folder (or hub id, when the hub is reachable).
@@ -296,7 +333,10 @@ class FlowWorldModel(torch.nn.Module):
         hub = {"revision": revision}
         tr_cls = CosmosTransformer3DModel if backend == "cosmos" else WanTransformer3DModel
         where = f"{root}/{transformer_subfolder}"
-        check_transformer_class(tr_cls.load_config(root, subfolder=transformer_subfolder, **hub), backend, where)
+        tr_config = tr_cls.load_config(root, subfolder=transformer_subfolder, **hub)
+        check_transformer_class(tr_config, backend, where)
+        if backend == "wan" and Path(root).is_dir() and (two := two_expert_problem(Path(root))):
+            raise ValueError(f"{root}: {two}")
         tr, info = tr_cls.from_pretrained(root, subfolder=transformer_subfolder, torch_dtype=torch_dtype,
                                           output_loading_info=True, **hub)
         require_all_weights(info, where)
@@ -309,5 +349,9 @@ class FlowWorldModel(torch.nn.Module):
         if load_text_encoder:
             enc_cls = CosmosQwenTextEncoder if backend == "cosmos" else WanT5TextEncoder
             text = enc_cls.from_pretrained(root, torch_dtype=torch_dtype, revision=revision)
+        clip = None  # Wan 2.1 I2V's CLIP branch; load_image_encoder None: with the text encoder (prompt encoders)
+        if (load_text_encoder if load_image_encoder is None else load_image_encoder) and \
+                backend == "wan" and tr_config.get("image_dim") is not None:
+            clip = ClipImageEncoder.from_pretrained(root, torch_dtype=torch_dtype, revision=revision)
         frames = default_num_frames or (93 if backend == "cosmos" else 121)
-        return cls(backend, tr, vae, text, default_num_frames=frames)
+        return cls(backend, tr, vae, text, image_encoder=clip, default_num_frames=frames)

@@ -185,19 +185,20 @@ def _edit(model: Path, part: str, **values) -> None:
 
 
 def test_an_unsupported_wan_layout_is_named_before_loading(tmp_path):
-    """Before: a Wan 2.1 / 2.2 I2V-14B folder (in_channels 36, 2.1 with a CLIP image branch) passed and the
-    run died at the first transformer call, after loading the whole model."""
+    """Before: a layout the trainer cannot feed passed and the run died at the first transformer call, after
+    loading the whole model. (The Wan 2.1 I2V-14B layout, in_channels 2 z + 4, is supported: tests/test_wan_i2v.py.)"""
     from training.model_check import check_model_path
 
     wan = _saved(tmp_path / "wan", "wan")
     assert check_model_path(_cfg(wan)) is None  # the TI2V layout: in_channels = z_dim
-    _edit(wan, "transformer", in_channels=36)
-    assert _config_error(wan) == (f"model_path {wan}: transformer in_channels 36 (Wan 2.1/2.2 I2V-14B: mask + "
-                                  "image-latent channels) is not supported; this trainer runs the TI2V layout "
-                                  "(in_channels = VAE z_dim 16)")
+    _edit(wan, "transformer", in_channels=20)
+    assert _config_error(wan) == (f"model_path {wan}: transformer in_channels 20 is not supported; this trainer runs "
+                                  "the TI2V layout (in_channels = VAE z_dim 16) or the I2V-14B one (2 x z_dim + 4 "
+                                  "mask channels)")
     _edit(wan, "transformer", in_channels=16, image_dim=1280, added_kv_proj_dim=5120)
     err = _config_error(wan)
-    assert "transformer image_dim 1280 (Wan 2.1 I2V: CLIP image embeddings) is not supported" in err
+    assert ("transformer image_dim 1280 (Wan 2.1 I2V: CLIP image embeddings) is not supported without the I2V-14B "
+            "channel layout (in_channels = 2 x VAE z_dim + 4 mask channels)") in err
     assert "transformer added_kv_proj_dim 5120" in err
     _edit(wan, "transformer", image_dim=None, added_kv_proj_dim=None, out_channels=32)
     assert "transformer out_channels 32 is not supported; the velocity is in the VAE latent" in _config_error(wan)

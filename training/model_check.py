@@ -28,9 +28,13 @@ Then, for a local folder (a hub id is left as it is):
 - the transformer layout (`_layout_problems`, from ``transformer/config.json`` and ``vae/config.json``): an
   unsupported one (e.g. Wan 2.1 / 2.2 I2V-14B, ``in_channels`` 36) failed at the first transformer call,
   after loading tens of GB. Supported, read from `policy.wan.wan_velocity` / `policy.cosmos.cosmos_velocity`
-  (``z`` = the VAE's ``z_dim``, the latent channels the transformer is fed): Wan (TI2V) ``in_channels`` =
-  ``out_channels`` = ``z``, ``image_dim`` and ``added_kv_proj_dim`` null (no CLIP image branch: with one,
-  diffusers splits our text tokens into image and text context); Cosmos ``out_channels`` = ``z``, ``in_channels`` =
+  (``z`` = the VAE's ``z_dim``, the latent channels the transformer is fed): Wan TI2V ``in_channels`` =
+  ``out_channels`` = ``z``, ``image_dim`` and ``added_kv_proj_dim`` null (with a CLIP image branch and no
+  image embeddings, diffusers splits our text tokens into image and text context); Wan 2.1 I2V-14B
+  (`policy.wan_i2v`) ``in_channels`` = ``2 z + T`` (T = the VAE's temporal factor: mask + image-latent
+  channels), ``out_channels`` = ``z``, with ``image_dim`` set needing ``image_encoder/config.json`` and
+  ``image_processor/`` (``parts="all"``); a Wan 2.2 A14B two-expert folder (``transformer_2`` /
+  ``boundary_ratio`` in ``model_index.json``) is refused (`policy.wan_i2v.two_expert_problem`); Cosmos ``out_channels`` = ``z``, ``in_channels`` =
   ``z + 1`` (condition mask; ``concat_padding_mask`` true: diffusers appends the padding mask, which needs
   torchvision) or, with ``concat_padding_mask`` false, ``z + 2`` (`cosmos_velocity` appends it); the
   ``_class_name`` the backend loads (`policy.checkpoint.transformer_class_problem`). A field that is missing or unreadable is not checked (no guess).
@@ -47,6 +51,7 @@ from pathlib import Path
 from typing import Literal
 
 from policy.checkpoint import missing_parts, transformer_class_problem
+from policy.wan_i2v import two_expert_problem
 from tools.weight_index import shards_problem
 from training.config import ConfigError, TrainConfig
 
@@ -105,7 +110,14 @@ def _has_torchvision() -> bool:
     return importlib.util.find_spec("torchvision") is not None
 
 
-def _layout_problems(root: Path, backend: str) -> list[str]:
+def _vae_temporal(vae: dict) -> int | None:
+    """The VAE's temporal compression (`policy.vae.vae_scale_factors`), None when unreadable."""
+    down = vae.get("temperal_downsample")
+    t = _int(vae, "scale_factor_temporal") or (2 ** sum(map(bool, down)) if isinstance(down, list) else None)
+    return t
+
+
+def _layout_problems(root: Path, backend: str, parts: Literal["all", "transformer"] = "all") -> list[str]:
     """The transformer config values ``backend`` cannot run (see the module docstring); [] when none is known."""
     tr = _json(root / TRANSFORMER)
     if wrong_class := transformer_class_problem(tr, backend):
@@ -117,14 +129,20 @@ def _layout_problems(root: Path, backend: str) -> list[str]:
         c_out = c_in  # WanTransformer3DModel: out_channels or in_channels
     problems = []
     if backend == "wan":
+        if two := two_expert_problem(root):
+            problems.append(two)
+        t = _vae_temporal(_json(root / "vae" / "config.json"))
+        i2v = z is not None and t is not None and c_in == 2 * z + t
         for key, what in (("image_dim", "CLIP image embeddings"), ("added_kv_proj_dim", "image cross-attention")):
-            if tr.get(key) is not None:
-                problems.append(f"transformer {key} {tr[key]} (Wan 2.1 I2V: {what}) is not supported; this trainer "
-                                f"runs the TI2V layout ({key} null: it conditions through the first latent frame)")
-        if z is not None and c_in is not None and c_in != z:
-            hint = " (Wan 2.1/2.2 I2V-14B: mask + image-latent channels)" if c_in == 2 * z + 4 else ""
-            problems.append(f"transformer in_channels {c_in}{hint} is not supported; this trainer runs the TI2V "
-                            f"layout (in_channels = VAE z_dim {z})")
+            if tr.get(key) is not None and not i2v:
+                problems.append(f"transformer {key} {tr[key]} (Wan 2.1 I2V: {what}) is not supported without the "
+                                f"I2V-14B channel layout (in_channels = 2 x VAE z_dim + {t} mask channels)")
+        if i2v and tr.get("image_dim") is not None and parts == "all":
+            problems += [f"transformer image_dim {tr['image_dim']} (Wan 2.1 I2V's CLIP branch) needs {n}, which "
+                         "is missing" for n in ("image_encoder/config.json", "image_processor/") if not (root / n).exists()]
+        if z is not None and c_in is not None and c_in != z and not i2v:
+            problems.append(f"transformer in_channels {c_in} is not supported; this trainer runs the TI2V layout "
+                            f"(in_channels = VAE z_dim {z}) or the I2V-14B one (2 x z_dim + {t} mask channels)")
     else:
         pad = tr.get("concat_padding_mask")
         if z is not None and c_in is not None:
@@ -164,7 +182,7 @@ def check_model_path(cfg: TrainConfig, parts: Literal["all", "transformer"] = "a
         if no_weights:
             raise ConfigError(f"model_path {path}: missing weights: {'; '.join(no_weights)} (a half-copied "
                               "checkpoint folder? copy or download it again)")
-        if problems := _layout_problems(root, cfg.backend):
+        if problems := _layout_problems(root, cfg.backend, parts):
             raise ConfigError(f"model_path {path}: " + "; ".join(problems))
         return None
     if root.exists():

@@ -1,0 +1,155 @@
+"""Wan 2.1 I2V-14B layout: channel-concat image conditioning and the CLIP image branch.
+
+Read from diffusers' ``WanImageToVideoPipeline`` (0.42, ``expand_timesteps=False``, the 14B mode):
+
+* ``prepare_latents`` builds a ``condition`` [B, T + C, F, H, W] once per prompt: a mask of T =
+  ``vae_scale_factor_temporal`` channels (the per-pixel-frame mask, 1 on the given image's frame and 0 on
+  the others, with the first pixel frame repeated T times and folded into T channels per latent frame: so
+  all T channels are 1 on latent frame 0 and 0 elsewhere), then the normalised VAE latent of the video
+  ``[image, 0, ..., 0]`` (the image followed by ``num_frames - 1`` mid-grey frames, encoded whole: the
+  zero frames do not encode to zero latents);
+* every transformer call gets ``cat([latents, condition], dim=1)`` (hence ``in_channels`` = 2 C + T = 36
+  for the 16-channel Wan 2.1 VAE) and one timestep per sample (``t.expand(B)``), not per token;
+* Wan 2.1 only (``image_dim`` set): ``encode_image`` runs ``CLIPVisionModel`` on the
+  ``CLIPImageProcessor`` output and passes ``hidden_states[-2]`` as ``encoder_hidden_states_image`` to every
+  call, conditional and unconditional branch alike.
+
+Here (`policy.wan.wan_velocity` with ``condition``) the condition is built in ``encode_prompts`` and kept on
+the `Conditioning`, so the rollout and the update's log-prob recomputation feed the same tensors and the
+ratio is exact. Decisions where the issue was silent:
+
+* The project's conditioning-frame convention stays: latent frame 0 is pinned to the clean first-frame
+  latent and gets velocity 0 (no likelihood), as for TI2V. The pipeline instead lets the model denoise
+  frame 0 too (guided by the mask and the condition to reproduce the image); the timestep stays the
+  pipeline's per-sample one, so the model is called as it was trained, only with frame 0 already clean.
+* CLIP preprocessing is torch (no PIL / torchvision): shortest side resized to ``size["shortest_edge"]``
+  with bicubic antialiased interpolation, centre crop ``crop_size``, ``/255``, ``(x - image_mean) /
+  image_std``, values read from the folder's ``image_processor/preprocessor_config.json``. PIL's bicubic
+  resize on uint8 differs from torch's by rounding (about 1/255 per pixel); not bit-exact.
+* Wan 2.2 A14B (a ``transformer_2`` low-noise expert switched in below ``boundary_ratio``) is refused
+  (`two_expert_problem`): this trainer trains one transformer, and the high-noise expert alone would
+  sample the low-noise steps it was not trained for.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+from torch import Tensor
+
+from policy.vae import _stats, images_to_tensor, vae_scale_factors
+
+
+def concat_channels(transformer_config: Any, z_dim: int, temporal: int) -> int:
+    """How many condition channels the transformer takes after the ``z_dim`` latent: 0 (TI2V) or
+    ``temporal + z_dim`` (I2V-14B); ValueError for any other ``in_channels``."""
+    c_in = int(transformer_config.in_channels)
+    if c_in == z_dim:
+        return 0
+    if c_in == 2 * z_dim + temporal:
+        return temporal + z_dim
+    raise ValueError(f"transformer in_channels {c_in} fits neither the TI2V layout (VAE z_dim {z_dim}) nor the "
+                     f"I2V-14B one (2 x z_dim + {temporal} mask channels = {2 * z_dim + temporal})")
+
+
+def condition_mask(batch: int, num_frames: int, temporal: int, size: tuple[int, int]) -> Tensor:
+    """[B, T, F, H, W] mask of ``prepare_latents`` for one given (first) image: the pixel-frame mask (1 on
+    frame 0) with frame 0 repeated ``temporal`` times, folded into ``temporal`` channels per latent frame."""
+    h, w = size
+    pix = torch.zeros(batch, 1, num_frames, h, w)
+    pix[:, :, 0] = 1
+    pix = torch.cat([pix[:, :, :1].repeat_interleave(temporal, dim=2), pix[:, :, 1:]], dim=2)
+    return pix.view(batch, -1, temporal, h, w).transpose(1, 2)
+
+
+@torch.no_grad()
+def image_condition(vae, images: np.ndarray | Tensor, num_frames: int) -> Tensor:
+    """uint8 [B, H, W, 3] first frames -> the pipeline's ``condition`` [B, T + C, F, H/s, W/s] (float32):
+    mask channels, then the normalised latent of ``[image, 0 x (num_frames - 1)]`` (distribution mode)."""
+    temporal, spatial = vae_scale_factors(vae)
+    if (num_frames - 1) % temporal:
+        raise ValueError(f"num_frames {num_frames} must be 1 + a multiple of the VAE's temporal factor {temporal}")
+    first = images_to_tensor(images)  # [B, 3, 1, H, W]
+    b, _, _, h, w = first.shape
+    video = torch.cat([first, first.new_zeros(b, 3, num_frames - 1, h, w)], dim=2)
+    param = next(vae.parameters())
+    lat = vae.encode(video.to(device=param.device, dtype=param.dtype)).latent_dist.mode().float()
+    mean, std = _stats(vae, lat)
+    lat = (lat - mean) / std
+    mask = condition_mask(b, num_frames, temporal, (h // spatial, w // spatial)).to(lat.device)
+    return torch.cat([mask, lat], dim=1)
+
+
+class ClipImageEncoder:
+    """Wan 2.1's image branch: ``CLIPVisionModel`` penultimate hidden states of the preprocessed first frame."""
+
+    def __init__(self, model: torch.nn.Module, processor: dict[str, Any]) -> None:
+        self.model = model.eval().requires_grad_(False)
+        size, crop = processor.get("size", {}), processor.get("crop_size", {})
+        self.shortest_edge = int(size["shortest_edge"] if isinstance(size, dict) else size)
+        self.crop = (int(crop["height"]), int(crop["width"])) if isinstance(crop, dict) else (int(crop), int(crop))
+        self.mean = torch.tensor(processor["image_mean"], dtype=torch.float32).view(1, 3, 1, 1)
+        self.std = torch.tensor(processor["image_std"], dtype=torch.float32).view(1, 3, 1, 1)
+
+    def preprocess(self, images: np.ndarray | Tensor) -> Tensor:
+        """uint8 [B, H, W, 3] -> normalised pixel values [B, 3, crop_h, crop_w] (module docstring)."""
+        pix = images_to_tensor(images)[:, :, 0]  # [-1, 1]
+        pix = (pix + 1.0) * 127.5
+        h, w = pix.shape[-2:]
+        scale = self.shortest_edge / min(h, w)
+        size = (max(self.crop[0], round(h * scale)), max(self.crop[1], round(w * scale)))
+        pix = F.interpolate(pix, size=size, mode="bicubic", antialias=True, align_corners=False)
+        top, left = (size[0] - self.crop[0]) // 2, (size[1] - self.crop[1]) // 2
+        pix = pix[:, :, top:top + self.crop[0], left:left + self.crop[1]].clamp(0, 255) / 255.0
+        return (pix - self.mean) / self.std
+
+    @torch.no_grad()
+    def encode(self, images: np.ndarray | Tensor, *, device: torch.device | str, dtype: torch.dtype) -> Tensor:
+        """[B, N, D] ``hidden_states[-2]`` (what ``WanImageToVideoPipeline.encode_image`` returns)."""
+        param = next(self.model.parameters())
+        pix = self.preprocess(images).to(device=param.device, dtype=param.dtype)
+        out = self.model(pixel_values=pix, output_hidden_states=True)
+        return out.hidden_states[-2].to(device=device, dtype=dtype)
+
+    def to(self, *args, **kwargs) -> ClipImageEncoder:
+        self.model.to(*args, **kwargs)
+        return self
+
+    @classmethod
+    def from_pretrained(cls, root: str | Path, *, torch_dtype: torch.dtype = torch.bfloat16,
+                        revision: str | None = None) -> ClipImageEncoder:
+        """``image_encoder/`` (``CLIPVisionModel``) and ``image_processor/`` (its config only) of a folder or hub
+        id; weights missing from the encoder are refused (`policy.checkpoint.require_all_weights`)."""
+        from transformers import CLIPVisionModel
+        from transformers.image_processing_utils import ImageProcessingMixin
+
+        from policy.checkpoint import require_all_weights
+
+        model, info = CLIPVisionModel.from_pretrained(str(root), subfolder="image_encoder", torch_dtype=torch_dtype,
+                                                      revision=revision, output_loading_info=True)
+        require_all_weights(info, f"{root}/image_encoder")
+        processor, _ = ImageProcessingMixin.get_image_processor_dict(str(root), subfolder="image_processor",
+                                                                     revision=revision)
+        return cls(model, processor)
+
+
+def two_expert_problem(root: Path) -> str | None:
+    """Why a local folder's ``model_index.json`` (or a ``transformer_2/`` folder) is a Wan 2.2 A14B two-expert
+    checkpoint this trainer refuses (module docstring), or None."""
+    try:
+        index = json.loads((root / "model_index.json").read_text())
+    except (OSError, ValueError):
+        index = {}
+    index = index if isinstance(index, dict) else {}
+    second = index.get("transformer_2")
+    has_second = (root / "transformer_2").is_dir() or (isinstance(second, list) and any(second))
+    if not has_second and index.get("boundary_ratio") is None:
+        return None
+    return (f"Wan 2.2 A14B's two experts (transformer_2, boundary_ratio {index.get('boundary_ratio')}) are not "
+            "supported: this trainer trains one transformer, and the high-noise expert alone would sample the "
+            "low-noise steps; use a Wan 2.1 I2V-14B or Wan 2.2 TI2V-5B checkpoint")

@@ -1,0 +1,137 @@
+"""Wan 2.1 I2V-14B layout (policy/wan_i2v.py): a tiny random folder of the real classes (WanTransformer3DModel with
+in_channels 36 and image_dim, AutoencoderKLWan, CLIPVisionModel) loaded through from_pretrained. Before: refused by
+the launch check, and the loaded transformer failed at its first call (16 channels fed to a 36-channel patch
+embedding). No hub, no network."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+
+from policy.rollout import RolloutConfig, rollout, step_log_prob
+from policy.text import HashTextEncoder
+from policy.vae import tiny_wan_vae
+from policy.wan import TINY_WAN, build_wan_transformer
+from policy.world_model import FlowWorldModel
+from training.update import take
+
+SMOKE = str(Path(__file__).resolve().parents[1] / "training" / "configs" / "smoke.yaml")
+I2V = {**TINY_WAN, "in_channels": 36, "out_channels": 16, "image_dim": 32, "added_kv_proj_dim": 32}
+PROCESSOR = {"image_processor_type": "CLIPImageProcessor", "size": {"shortest_edge": 32},
+             "crop_size": {"height": 32, "width": 32}, "image_mean": [0.48145466, 0.4578275, 0.40821073],
+             "image_std": [0.26862954, 0.26130258, 0.27577711], "do_resize": True, "do_center_crop": True}
+
+
+def _folder(root: Path, clip: bool = True) -> Path:
+    from transformers import CLIPVisionConfig, CLIPVisionModel
+
+    config = I2V if clip else {**I2V, "image_dim": None, "added_kv_proj_dim": None}
+    build_wan_transformer(config, seed=1).save_pretrained(root / "transformer")
+    tiny_wan_vae(seed=1).save_pretrained(root / "vae")
+    if clip:
+        torch.manual_seed(2)
+        CLIPVisionModel(CLIPVisionConfig(hidden_size=32, intermediate_size=37, num_hidden_layers=2,
+                                         num_attention_heads=2, image_size=32, patch_size=8)
+                        ).save_pretrained(root / "image_encoder")
+        (root / "image_processor").mkdir()
+        (root / "image_processor" / "preprocessor_config.json").write_text(json.dumps(PROCESSOR))
+    for part in ("text_encoder", "tokenizer"):  # the launch check's stand-ins (the test attaches a hash encoder)
+        (root / part).mkdir()
+    (root / "text_encoder" / "config.json").write_text("{}")
+    (root / "text_encoder" / "model.safetensors").write_bytes(b"")
+    return root
+
+
+def _load(root: Path) -> FlowWorldModel:
+    model = FlowWorldModel.from_pretrained(root, "wan", torch_dtype=torch.float32, load_text_encoder=False,
+                                           load_image_encoder=True, default_num_frames=9)
+    model._frozen["text_encoder"] = HashTextEncoder(seq_len=8, dim=24)
+    return model
+
+
+def _images(seed: int = 0, n: int = 2) -> np.ndarray:
+    return np.random.default_rng(seed).integers(0, 256, (n, 32, 32, 3), dtype=np.uint8)
+
+
+def test_an_i2v_14b_folder_loads_and_its_update_recomputes_the_rollout_log_prob(tmp_path):
+    model = _load(_folder(tmp_path))
+    assert model.image_encoder is not None
+    cond = model.encode_prompts(_images(), ["a cat", "a dog"]).repeat_interleave(2)
+    assert cond.image_condition.shape == (4, 4 + 16, 3, 4, 4)
+    mask = cond.image_condition[:, :4]
+    assert torch.equal(mask[:, :, 0], torch.ones_like(mask[:, :, 0])) and not mask[:, :, 1:].any()
+    assert cond.image_embeds.shape == (4, 17, 32)  # 16 patches + CLS, CLIP's penultimate hidden states
+    cfg = RolloutConfig(num_steps=4, sde_window=(0, 3))
+    with torch.no_grad():
+        ro = rollout(model, cond, cfg, generator=torch.Generator().manual_seed(0))
+    assert torch.isfinite(ro.latents).all()
+    rows = torch.tensor([3, 1])
+    for record in ro.steps:  # the update's micro-batch selection (training.update.take / Conditioning.select)
+        with torch.no_grad():
+            log_prob, _, _, _ = step_log_prob(model, cond.select(rows), take(record, rows, 4), cfg)
+        torch.testing.assert_close(log_prob, record.log_prob[rows].to(log_prob.dtype), rtol=1e-12, atol=0)
+
+
+def test_the_image_condition_and_the_clip_embeddings_reach_the_transformer(tmp_path):
+    model = _load(_folder(tmp_path))
+    cond = model.encode_prompts(_images(), ["a cat", "a cat"])
+    x = torch.randn(2, 16, 3, 4, 4, generator=torch.Generator().manual_seed(3))
+    with torch.no_grad():
+        v = model.velocity(x, 0.7, cond)
+        other = model.encode_prompts(_images(seed=9), ["a cat", "a cat"])
+        v_image = model.velocity(x, 0.7, type(cond)(**{**vars(cond), "image_condition": other.image_condition}))
+        v_clip = model.velocity(x, 0.7, type(cond)(**{**vars(cond), "image_embeds": other.image_embeds}))
+    assert not torch.allclose(v, v_image) and not torch.allclose(v, v_clip)
+    with torch.no_grad():  # the pipeline's call: cat([latents, condition]), one timestep per sample, image embeds
+        x_in = torch.cat([cond.first_frame_latent, x[:, :, 1:]], dim=2)
+        pipe = model.transformer(torch.cat([x_in, cond.image_condition], dim=1), torch.full((2,), 700.0),
+                                 cond.text_embeds, encoder_hidden_states_image=cond.image_embeds, return_dict=False)[0]
+    torch.testing.assert_close(v[:, :, 1:], pipe[:, :, 1:])
+    assert not v[:, :, 0].any()  # the conditioning frame: velocity 0 (the project's convention, module docstring)
+    with pytest.raises(ValueError, match="needs CLIP image embeddings exactly when it is set"):
+        model.velocity(x, 0.7, type(cond)(**{**vars(cond), "image_embeds": None}))
+
+
+def test_the_launch_check_accepts_an_i2v_14b_folder_and_names_what_it_lacks(tmp_path):
+    from training.config import ConfigError
+    from training.config_io import load_config
+    from training.model_check import check_model_path
+
+    root = _folder(tmp_path / "wan")
+    cfg = load_config(SMOKE, ["--tiny", "false", "--model_path", str(root), "--backend", "wan"])
+    assert check_model_path(cfg) is None
+    (root / "image_encoder" / "config.json").unlink()
+    with pytest.raises(ConfigError, match=r"image_dim 32 \(Wan 2.1 I2V's CLIP branch\) needs image_encoder/config"):
+        check_model_path(cfg)
+
+
+def test_wan_2_2_a14b_two_experts_are_refused(tmp_path):
+    from training.config import ConfigError
+    from training.config_io import load_config
+    from training.model_check import check_model_path
+
+    root = _folder(tmp_path / "wan", clip=False)  # Wan 2.2 A14B: 36 channels, no CLIP branch, two experts
+    (root / "model_index.json").write_text(json.dumps({"boundary_ratio": 0.9, "transformer_2": ["diffusers", "X"]}))
+    cfg = load_config(SMOKE, ["--tiny", "false", "--model_path", str(root), "--backend", "wan"])
+    with pytest.raises(ConfigError, match=r"Wan 2.2 A14B's two experts \(transformer_2, boundary_ratio 0.9\)"):
+        check_model_path(cfg)
+    with pytest.raises(ValueError, match="Wan 2.2 A14B's two experts"):
+        FlowWorldModel.from_pretrained(root, "wan", torch_dtype=torch.float32, load_text_encoder=False)
+
+
+def test_clip_preprocessing_is_close_to_the_pipeline_processor():
+    """The torch preprocessing against transformers' CLIPImageProcessor (PIL): equal up to resize rounding."""
+    from transformers import CLIPImageProcessor
+
+    from policy.wan_i2v import ClipImageEncoder
+
+    images = _images(n=1)
+    images = np.repeat(np.repeat(images, 2, axis=1), 3, axis=2)[:, :48, :]  # 64 x 96 -> resize + crop
+    ours = ClipImageEncoder(torch.nn.Linear(1, 1), PROCESSOR).preprocess(images)
+    theirs = CLIPImageProcessor(**PROCESSOR).preprocess(list(images), return_tensors="pt")["pixel_values"]
+    assert ours.shape == theirs.shape == (1, 3, 32, 32)
+    assert (ours - theirs).abs().mean() < 0.05
