@@ -1,7 +1,7 @@
 """The video world model as a flow-matching policy (DESIGN.md §5).
 
 :class:`FlowWorldModel` wraps a diffusers transformer (``CosmosTransformer3DModel`` for
-Cosmos-Predict2.5, ``WanTransformer3DModel`` for Wan 2.2 TI2V) and exposes one convention for
+Cosmos-Predict2.5, ``WanTransformer3DModel`` for Wan 2.2 TI2V and Wan 2.1 I2V-14B) and exposes one convention for
 every backend: ``velocity(x_t, sigma, cond) -> v`` with ``x_t = (1 - s) x0 + s eps`` and
 ``v = eps - x0`` (backend details in ``policy/cosmos.py`` and ``policy/wan.py``).
 
@@ -19,6 +19,11 @@ Decisions where the issue was silent:
   the doubled batch, so a ZeRO-3 forward still gathers the parameters once.
 * ``encode_prompts`` takes ``num_frames`` (pixel frames of the clip to generate; default
   ``default_num_frames``) because the conditioning mask needs the latent frame count.
+* Wan 2.1 I2V-14B (``policy/wan_i2v.py``): ``encode_prompts`` adds the pipeline's channel-concat condition and
+  the CLIP image embeddings to the `Conditioning` (its ``image_condition`` / ``image_embeds``), which every
+  transformer call feeds, so a rollout and its recomputation see the same inputs. The CLIP encoder is a frozen
+  helper like the text encoder (it follows ``.to``); ``from_pretrained`` loads it with the text encoder unless
+  ``load_image_encoder`` says otherwise.
 * Tiny models (``tiny_cosmos`` / ``tiny_wan``): the real transformer and VAE classes with a few
   small random layers, and a :class:`~policy.text.HashTextEncoder` instead of a language model.
 """
@@ -312,7 +317,9 @@ class FlowWorldModel(torch.nn.Module):
         repository's layout): ``CosmosTransformer3DModel``, ``AutoencoderKLWan`` (``vae``) and the
         Qwen2.5-VL text encoder (``text_encoder`` + ``tokenizer``). Wan 2.2 TI2V (e.g.
         ``Wan-AI/Wan2.2-TI2V-5B-Diffusers``): ``WanTransformer3DModel``, the Wan 2.2
-        ``AutoencoderKLWan`` and UMT5. The VAE loads in float32. Untested here with real weights.
+        ``AutoencoderKLWan`` and UMT5. Wan 2.1 I2V-14B (``in_channels`` 36, ``image_dim``): also
+        ``CLIPVisionModel`` (``image_encoder``) and the ``image_processor`` config (`policy.wan_i2v`); a Wan 2.2
+        A14B two-expert folder is a ValueError. The VAE loads in float32. Untested here with real weights.
 
         Refuses (``policy.checkpoint``) an unknown backend before loading, a folder lacking a part it loads
         (FileNotFoundError naming it), a transformer of the other backend's class, and weights diffusers
