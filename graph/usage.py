@@ -4,7 +4,7 @@ in `cache_hits`."""
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass, fields
 from typing import Any
 
 import httpx
@@ -28,12 +28,17 @@ class Usage:
 
     def add(self, other: Usage) -> Usage:
         """Add `other` into this usage in place; returns self."""
-        for name, value in asdict(other).items():
-            setattr(self, name, getattr(self, name) + value)
+        for name in _FIELDS:
+            setattr(self, name, getattr(self, name) + getattr(other, name))
         return self
 
     def as_dict(self) -> dict[str, int]:
-        return asdict(self)
+        """The counters by field name, in field order (what `dataclasses.asdict` gave, without its
+        recursive deep copy: every node calls this once on the event loop, and the fields are ints)."""
+        return {name: getattr(self, name) for name in _FIELDS}
+
+
+_FIELDS = tuple(f.name for f in fields(Usage))
 
 
 def count_images(messages: list[BaseMessage]) -> int:
