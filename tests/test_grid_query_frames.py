@@ -109,7 +109,8 @@ def test_drop_redundant_refuses_a_bad_radius():
 
 
 class _RecordingPredictor:
-    """CoTrackerPredictor stand-in: points stay at their queries (all visible); records what it was asked."""
+    """CoTrackerPredictor stand-in: points stay at their queries, visible on their query frame and the next
+    one only (so each later grid finds its cells uncovered); records what it was asked."""
 
     def __init__(self) -> None:
         self.calls: list[tuple[np.ndarray, bool]] = []
@@ -120,7 +121,41 @@ class _RecordingPredictor:
         self.calls.append((queries[0].cpu().numpy(), backward_tracking))
         b, t = video.shape[:2]
         tracks = queries[:, None, :, 1:].repeat(1, t, 1, 1).clone()
-        return tracks, torch.ones(b, t, queries.shape[1], dtype=torch.bool)
+        frame = torch.arange(t)[None, :, None]
+        qf = queries[:, None, :, 0].long()
+        return tracks, (frame >= qf) & (frame <= qf + 1)
+
+
+class _CountingTracker:
+    """An LKTracker that records how many points each call tracks."""
+
+    def __init__(self) -> None:
+        self.inner, self.calls = LKTracker(), []
+
+    def track(self, frames, queries=None, grid_size=None):
+        self.calls.append(len(queries))
+        return self.inner.track(frames, queries=queries)
+
+
+def test_later_grids_are_tracked_only_where_they_add_coverage():
+    """Querying all three grids at once made the agent's grid track about four times dearer: a still scene
+    now costs one track of the first grid, and a scene with an entering object tracks only the later cells
+    no earlier point covers, with the same tracks as the all-at-once grid then dropping redundant points."""
+    from tools.motion.grid import drop_redundant, grid_radius, track_window_grid, window_grid_queries
+
+    frames = entering_square()
+    still = np.repeat(frames[:1], len(frames), axis=0)
+    counting = _CountingTracker()
+    track_window_grid(counting, still, 8)
+    assert counting.calls == [64]
+    counting = _CountingTracker()
+    tracks = track_window_grid(counting, frames, 8)
+    assert len(counting.calls) == 2 and counting.calls[0] == 64 and sum(counting.calls) < 3 * 64
+    whole = drop_redundant(LKTracker().track(frames, queries=window_grid_queries(8, frames.shape)),
+                           grid_radius(8, SIZE, SIZE))
+    np.testing.assert_array_equal(tracks.query_frames, whole.query_frames)
+    np.testing.assert_array_equal(tracks.visible, whole.visible)
+    np.testing.assert_allclose(tracks.tracks, whole.tracks, atol=1e-4)
 
 
 def test_cotracker3_gets_the_later_grid_points_with_backward_tracking():
@@ -130,7 +165,7 @@ def test_cotracker3_gets_the_later_grid_points_with_backward_tracking():
 
     predictor = _RecordingPredictor()
     tracks = track_window_grid(CoTracker3Tracker(predictor=predictor), entering_square(frames=9), 4)
-    ((queries, backward),) = predictor.calls
-    assert backward is True  # points queried on later frames are followed back to the first
-    assert sorted(set(queries[:, 0].tolist())) == [0.0, 4.0, 8.0] and len(queries) == 48
-    assert tracks.num_points == 16  # still points: the later grids repeat the first one's tracks
+    assert all(backward for _, backward in predictor.calls)  # later points are followed back to the first
+    assert [sorted(set(q[:, 0].tolist())) for q, _ in predictor.calls] == [[0.0], [4.0, 8.0]]
+    assert [len(q) for q, _ in predictor.calls] == [16, 32]  # both later grids found their cells uncovered
+    assert tracks.num_points == 32  # frame 8's points are tracked on no other frame: dropped

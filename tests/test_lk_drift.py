@@ -48,3 +48,11 @@ def test_lk_does_not_drift_over_a_long_window(t_total, velocity, sigma, max_erro
     assert tr.visible.mean() > 0.9
     assert err[inner].max() < max_error, err[inner].max()
     assert err[-20:][inner[-20:]].mean() < 0.5, err[-20:][inner[-20:]].mean()
+
+
+def test_anchor_every_must_be_a_positive_number_of_steps():
+    from tools.motion.lk import LKConfig
+
+    for bad in (0, -1, 2.5):
+        with pytest.raises(ValueError, match="anchor_every must be a positive integer"):
+            LKTracker(LKConfig(anchor_every=bad))

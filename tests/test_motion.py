@@ -347,7 +347,8 @@ def _reference_lk(tracker: LKTracker, frames: np.ndarray, queries: np.ndarray) -
                 if ok:
                     pb, stb, _ = cv2.calcOpticalFlowPyrLK(grays[t + d], grays[t], p1.reshape(1, 1, 2), None, **args)
                     ok = stb[0, 0] == 1 and np.linalg.norm(pb.reshape(2) - cur[k]) < c.fb_threshold
-                if ok and qf[k] != t:  # matched against the query frame too (drift), kept when that match is good
+                # every anchor_every steps from the query frame it is matched against it too (drift), kept when good
+                if ok and qf[k] != t and abs(t + d - qf[k]) % c.anchor_every == 0:
                     pa, sta, erra = cv2.calcOpticalFlowPyrLK(grays[qf[k]], grays[t + d], start[k].reshape(1, 1, 2),
                                                              p1.reshape(1, 1, 2).copy(),
                                                              flags=cv2.OPTFLOW_USE_INITIAL_FLOW, **args)

@@ -153,24 +153,26 @@ def _compute_tracks(ctx: RunContext, video: str, idx: list[int], points: list[li
     points, the grid of `tools.motion.grid` (first, middle and last frame; redundant later points dropped)."""
     from tools.motion import MotionTracks
     from tools.motion.base import tracks_problem
-    from tools.motion.grid import drop_redundant, grid_radius, window_grid_queries
+    from tools.motion.grid import grid_tracks
 
     tracker = ctx.tools.tracker()
     meta = ctx.frames.meta(video)
     frames = ctx.frames.scaled_frames(video, idx, ctx.tools.track_short_side)
     h, w = frames.shape[1:3]
+
+    def track(queries: np.ndarray) -> MotionTracks:
+        tracks = run_tool("motion", tracker.track, frames, queries=queries)
+        if not isinstance(tracks, MotionTracks):
+            raise ToolFault("motion", "run", f"the tracker returned {type(tracks).__name__} for {len(idx)} frames")
+        if (problem := tracks_problem(tracks, len(idx), len(queries))) is not None:
+            raise ToolFault("motion", "run", problem)
+        return tracks
+
     if points:  # fractions of the frame, checked and clamped by _track
         # 0 and 1 are the edge pixels' centres, so every point is inside the image (tools/coords.py's rule)
-        queries = np.array([[float(query_t), p[0] * (w - 1), p[1] * (h - 1)] for p in points], dtype=np.float32)
-    else:  # the grid on the stretch's first, middle and last frames (module docstring)
-        queries = window_grid_queries(GRID_SIZE, frames.shape)
-    tracks = run_tool("motion", tracker.track, frames, queries=queries)
-    if not isinstance(tracks, MotionTracks):
-        raise ToolFault("motion", "run", f"the tracker returned {type(tracks).__name__} for {len(idx)} frames")
-    if (problem := tracks_problem(tracks, len(idx), len(queries))) is not None:
-        raise ToolFault("motion", "run", problem)
-    if not points:
-        tracks = drop_redundant(tracks, grid_radius(GRID_SIZE, h, w))
+        tracks = track(np.array([[float(query_t), p[0] * (w - 1), p[1] * (h - 1)] for p in points], dtype=np.float32))
+    else:  # the grid on the stretch's first, middle and last frames, later ones where they add coverage
+        tracks = grid_tracks(track, frames.shape, GRID_SIZE)
     if (w, h) != (meta.width, meta.height):
         tracks = tracks.rescaled(meta.width / w, meta.height / h)
     # the clip's frame numbers: the summary's "motion in frames ..." must name frames of the clip,

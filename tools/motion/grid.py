@@ -12,8 +12,17 @@ Decisions where the issue was silent:
   follow a point queried mid-stretch both ways (LK from its query frame forwards and backwards, CoTracker3
   with ``backward_tracking=True``), so a point that lies on the entering object at the last frame is
   followed back to where it came in. Three frames, not every frame: an object that is in view for less
-  than half the stretch and on none of the three frames is still missed, but the cost stays three grids
-  (LK's time is linear in the points; 192 points over 32 frames take a few tens of milliseconds).
+  than half the stretch and on none of the three frames is still missed.
+- A later frame's grid is asked for only where it adds coverage (`grid_tracks`): the first frame's grid is
+  tracked, then each later query frame gets only the cell centres no tracked point is near at that frame
+  (the `drop_redundant` rule, applied before tracking instead of after). LK's time is linear in its
+  points and querying all three grids at once (192 points, each also matched against its query frame)
+  made the agent's background grid track about four times dearer: the 16-clip concurrency benchmark
+  went from 1.5 to 2.2 times its critical path on 2 cores. A static or panning scene now costs one
+  64-point track, as before the later grids; a scene with motion, one call more for the uncovered cells
+  of both later frames (an LK call's cost is mostly per image, not per point; for CoTracker3 it is a
+  forward pass more, and since its points attend to one another its tracks can differ slightly from a
+  single call's).
 - Only the later points that add coverage are kept (`drop_redundant`): a point queried on frame ``k`` is
   dropped when a kept point of an earlier query frame is tracked (visible) within ``radius`` of it at
   frame ``k``; it would follow the same surface. The agent uses half a grid cell's diagonal: a whole grid,
@@ -30,6 +39,7 @@ Decisions where the issue was silent:
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Callable
 
 import numpy as np
 
@@ -89,17 +99,54 @@ def drop_redundant(tracks: MotionTracks, radius: float) -> MotionTracks:
                                query_frames=qf[keep], frame_indices=list(tracks.frame_indices))
 
 
+def grid_tracks(track: Callable[[np.ndarray], MotionTracks], frames_shape: tuple[int, ...], grid_size: int,
+                count: int = GRID_QUERY_FRAMES) -> MotionTracks:
+    """The window grid's tracks, later query frames' points asked for only where they add coverage (module
+    docstring): ``track(queries)`` tracks ``[N,3]`` ``(t, x, y)`` queries on the frames (checked by the
+    caller). It is called once for the first frame's grid and, when some later query frame has cell
+    centres that none of those tracks is within `grid_radius` of, once more for all of those; then
+    `drop_redundant` drops a last-frame point a kept middle-frame point covers and a later point tracked in
+    no frame but its own. For LK, whose points are independent, the result equals tracking every query
+    frame's grid at once and then `drop_redundant`."""
+    t, h, w = int(frames_shape[0]), int(frames_shape[1]), int(frames_shape[2])
+    pts = grid_points(grid_size, h, w)
+    radius = grid_radius(grid_size, h, w)
+    first, *later = grid_query_frames(t, count)
+    tracks = track(_queries_at(first, pts))
+    needed = []
+    for k in later:
+        seen = tracks.tracks[k][tracks.visible[k]]
+        need = pts if not len(seen) else pts[np.linalg.norm(pts[:, None] - seen[None], axis=-1).min(axis=1) >= radius]
+        if len(need):
+            needed.append(_queries_at(k, need))
+    if not needed:
+        return tracks
+    more = track(np.concatenate(needed))  # one call: a call's cost is mostly per image, not per point
+    joined = dataclasses.replace(
+        tracks, tracks=np.concatenate([tracks.tracks, more.tracks], axis=1),
+        visible=np.concatenate([tracks.visible, more.visible], axis=1),
+        query_frames=np.concatenate([tracks.query_frames, more.query_frames]), frame_indices=list(tracks.frame_indices))
+    return drop_redundant(joined, radius)
+
+
+def _queries_at(frame: int, pts: np.ndarray) -> np.ndarray:
+    """``[N,3]`` float32 queries ``(frame, x, y)`` of the points ``pts`` ``[N,2]``."""
+    return np.concatenate([np.full((len(pts), 1), frame, np.float32), pts.astype(np.float32)], axis=1)
+
+
 def track_window_grid(tracker: MotionTracker, frames: np.ndarray, grid_size: int,
                       count: int = GRID_QUERY_FRAMES) -> MotionTracks:
-    """Track the ``grid_size`` grid queried on `grid_query_frames` of ``frames`` and keep the points that add
-    coverage (`drop_redundant` with `grid_radius`). Tracks that break the tracker contract
+    """`grid_tracks` of ``tracker`` on ``frames``: the ``grid_size`` grid queried on `grid_query_frames`,
+    later frames' points only where they add coverage. Tracks that break the tracker contract
     (`tracks_problem`, checked against the queries asked for) are a ValueError naming the problem."""
     frames = validate_frames(frames)
-    t, h, w = frames.shape[:3]
-    queries = window_grid_queries(grid_size, frames.shape, count)
-    tracks = tracker.track(frames, queries=queries)
-    if not isinstance(tracks, MotionTracks):
-        raise ValueError(f"the tracker returned {type(tracks).__name__}, not MotionTracks")
-    if (problem := tracks_problem(tracks, t, len(queries))) is not None:
-        raise ValueError(problem)
-    return drop_redundant(tracks, grid_radius(grid_size, h, w))
+
+    def track(queries: np.ndarray) -> MotionTracks:
+        tracks = tracker.track(frames, queries=queries)
+        if not isinstance(tracks, MotionTracks):
+            raise ValueError(f"the tracker returned {type(tracks).__name__}, not MotionTracks")
+        if (problem := tracks_problem(tracks, frames.shape[0], len(queries))) is not None:
+            raise ValueError(problem)
+        return tracks
+
+    return grid_tracks(track, frames.shape, grid_size, count)

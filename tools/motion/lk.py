@@ -35,8 +35,11 @@ frame (drift, below). Decisions where the issue was silent:
   window (tests/test_motion.py). A match farther off, or failing, is taken for a changed appearance (the
   object turned, deformed, is lit differently), not drift, and the chained position stands: rejecting
   the point there would lose every deforming object. The forward-backward check stays on the chained
-  step. Cost: one more OpenCV call per step and query frame (about a third more time for a 32-frame,
-  64-point track); a point's first step from its query frame needs none (it is that match).
+  step. The match is made every ``anchor_every`` (4) steps from the query frame, not at every step: each
+  is one more OpenCV call per query frame, whose cost is mostly per image, not per point (at every step
+  it made a 32-frame, 64-point track ~75% dearer and the agent's 16-clip benchmark noticeably slower);
+  between matches at most three chained steps add up, so the error stays at the level of a few steps'
+  noise however long the window. A point's first step from its query frame needs none (it is that match).
 - OpenCV's thread count is left alone (``cv2.setNumThreads`` is process-wide and would change
   every other OpenCV user in the process).
 """
@@ -71,6 +74,8 @@ class LKConfig:
     """Iteration cap of the LK solver."""
     epsilon: float = 0.03
     """Convergence threshold of the LK solver."""
+    anchor_every: int = 4
+    """Steps between matches against the query frame (1: every step); module docstring."""
     anchor_tolerance: float = 3.0
     """Largest correction (pixels) the match against the query frame may make to a chained step; a match
     farther off is taken for a changed appearance, not drift, and the chained position is kept."""
@@ -84,6 +89,8 @@ class LKTracker:
     def __init__(self, config: LKConfig | None = None) -> None:
         self.config = config or LKConfig()
         c = self.config
+        if not isinstance(c.anchor_every, int) or c.anchor_every < 1:
+            raise ValueError(f"anchor_every must be a positive integer (steps), got {c.anchor_every!r}")
         self._lk_args = dict(winSize=(c.win_size, c.win_size), maxLevel=c.max_level,
                              criteria=(cv2.TERM_CRITERIA_EPS | cv2.TERM_CRITERIA_COUNT,
                                        c.max_iterations, c.epsilon))
@@ -173,7 +180,7 @@ class LKTracker:
         whose query frame is ``t`` are kept as they are: their chained step already was that match."""
         out = p1.copy()
         for k in np.unique(query_frames):
-            if k == t:
+            if k == t or abs(nxt - int(k)) % self.config.anchor_every:
                 continue
             sel = np.flatnonzero(query_frames == k)
             guess = p1[sel].reshape(-1, 1, 2).copy()
