@@ -169,3 +169,21 @@ def run(agent, video, instruction: str = "push the red block to the right", run_
 
 def nodes(out: dict) -> list[str]:
     return [s["node"] for s in out["steps"]]
+
+
+def grid_followup(frames, queries) -> bool:
+    """Whether a tracker call is a grid track's second call (`tools.motion.grid.grid_tracks`: the later
+    query frames' points where the first grid left cells uncovered), which tests counting track jobs by
+    tracker calls leave out: no query on the first frame, every point a centre of the agent's grid."""
+    import numpy as np
+
+    from graph.nodes.tracking import GRID_SIZE
+    from tools.motion.base import grid_points
+
+    if queries is None or not len(queries):
+        return False
+    q = np.asarray(queries, dtype=np.float32)
+    if (q[:, 0] == 0).any():
+        return False
+    centres = grid_points(GRID_SIZE, int(frames.shape[1]), int(frames.shape[2]))
+    return bool(np.isclose(q[:, None, 1:3], centres[None]).all(axis=-1).any(axis=1).all())

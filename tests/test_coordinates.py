@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from graph_scripts import full_script, make_agent, run, tool_call
+from graph_scripts import full_script, grid_followup, make_agent, run, tool_call
 
 from graph.settings import BackboneSettings, SettingsError
 from tools.coords import shown_size, to_unit_coords
@@ -78,7 +78,8 @@ class RecordingTracker(LKTracker):
         self.queries: list[np.ndarray | None] = []
 
     def track(self, frames, *, grid_size=None, queries=None):  # noqa: ANN001, ANN201 (protocol)
-        self.queries.append(None if queries is None else np.array(queries))
+        if not grid_followup(frames, queries):  # a grid track's second call is part of the same track
+            self.queries.append(None if queries is None else np.array(queries))
         return super().track(frames, grid_size=grid_size, queries=queries)
 
 
