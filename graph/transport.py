@@ -27,10 +27,8 @@ The server's say on retrying (as the openai SDK reads it; ours are the retries, 
 
 from __future__ import annotations
 
-import email.utils
 import json
 import math
-import time
 from functools import lru_cache
 from typing import Any
 
@@ -41,6 +39,7 @@ from tenacity import RetryCallState, wait_exponential_jitter
 from tenacity.wait import wait_base
 
 from graph.usage import http_response_types
+from tools.http_retry import retry_after_s as header_wait_s
 
 _STALE_LOOP = ("Event loop is closed", "bound to a different event loop", "attached to a different loop")
 """What a pooled keep-alive connection opened on another, or a finished, event loop raises when reused
@@ -91,17 +90,11 @@ def retry_after_s(exc: BaseException | None) -> float | None:
     if not isinstance(exc, openai.APIStatusError):
         return None
     headers = exc.response.headers
-    for name, scale in (("retry-after-ms", 1000.0), ("retry-after", 1.0)):
-        try:
-            asked = float(headers.get(name, ""))
-        except ValueError:
-            continue
-        return asked / scale if math.isfinite(asked) else None
     try:
-        when = email.utils.parsedate_to_datetime(headers.get("retry-after", ""))
-    except (TypeError, ValueError, IndexError):
-        return None
-    return when.timestamp() - time.time()
+        asked_ms = float(headers.get("retry-after-ms", ""))
+    except ValueError:  # Retry-After as the service clients read it (seconds or an HTTP date; None unless > 0)
+        return header_wait_s(headers.get("retry-after"))
+    return asked_ms / 1000.0 if math.isfinite(asked_ms) else None
 
 
 class PacedWait(wait_base):
