@@ -32,6 +32,7 @@ time per agent run that LangGraph's own per-node run already covers.
 
 from __future__ import annotations
 
+import json
 import time
 from collections.abc import Awaitable, Callable, Collection, Sequence
 from dataclasses import dataclass, field
@@ -45,7 +46,6 @@ from langgraph.runtime import get_runtime
 from graph.backbone import BackboneFault, Usage
 from graph.bridge import run_sync
 from graph.context import RunContext, config_mismatch, tools_mismatch, with_config_draw
-from graph.prompt_json import indented_json
 from graph.schemas import Assessment, Fault, TaskContract
 from graph.state import AgentState, ContractFrozenError, StepRecord
 from graph.workers import run_scope
@@ -189,10 +189,8 @@ def count(n: int, noun: str) -> str:
 
 
 def dump(record: Any) -> str:
-    """Compact JSON of a pydantic record for a prompt: ``json.dumps(..., ensure_ascii=False, indent=1)``'s
-    text, built by `graph.prompt_json.indented_json` (the standard library's indented encoder is pure
-    Python and was the largest piece of our own Python on the event loop)."""
-    return indented_json(record.model_dump(mode="json"))
+    """Compact JSON of a pydantic record for a prompt."""
+    return json.dumps(record.model_dump(mode="json"), ensure_ascii=False, indent=1)
 
 
 def instruction_block(instruction: str) -> str:
