@@ -62,8 +62,7 @@ def window_grid_queries(grid_size: int, frames_shape: tuple[int, ...], count: in
     `grid_query_frames`, the first frame's points first. A grid finer than the frame is a TrackQueryError."""
     t, h, w = int(frames_shape[0]), int(frames_shape[1]), int(frames_shape[2])
     pts = grid_points(grid_size, h, w)
-    return np.concatenate([np.concatenate([np.full((len(pts), 1), k, np.float32), pts], axis=1)
-                           for k in grid_query_frames(t, count)])
+    return np.concatenate([_queries_at(k, pts) for k in grid_query_frames(t, count)])
 
 
 def grid_radius(grid_size: int, height: int, width: int) -> float:
