@@ -187,3 +187,21 @@ def grid_followup(frames, queries) -> bool:
         return False
     centres = grid_points(GRID_SIZE, int(frames.shape[1]), int(frames.shape[2]))
     return bool(np.isclose(q[:, None, 1:3], centres[None]).all(axis=-1).any(axis=1).all())
+
+
+PARALLEL = {"contract", "observe"}
+
+
+def canonical(seq: list[str]) -> list[str]:
+    """Sort each run of the parallel group: contract and observe run in one superstep and finish (and stream)
+    in either order."""
+    out, group = [], []
+    for n in [*seq, ""]:
+        if n in PARALLEL:
+            group.append(n)
+            continue
+        out += sorted(group)
+        group = []
+        if n:
+            out.append(n)
+    return out

@@ -3,27 +3,12 @@
 from __future__ import annotations
 
 import pytest
-from graph_scripts import garbage_file, make_agent, nodes, run, uniform_clip
+from graph_scripts import canonical, garbage_file, make_agent, nodes, run, uniform_clip
 
 from graph.builder import expected_nodes
 from graph.config import PRESETS, AgentConfig
 
-PAR = {"contract", "observe"}
 LOOP = ["inspect", "tool_call", "inspect"]  # the script asks for one tool round, then answers
-
-
-def canonical(seq: list[str]) -> list[str]:
-    """Sort the parallel group (contract and observe run in the same superstep)."""
-    out, group = [], []
-    for n in seq + [""]:
-        if n in PAR:
-            group.append(n)
-            continue
-        out += sorted(group)
-        group = []
-        if n:
-            out.append(n)
-    return out
 
 
 def expected(observe: bool, surprise: bool, inspect: bool, reflect: bool, audit: bool, gate: bool) -> list[str]:
