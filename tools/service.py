@@ -19,8 +19,8 @@ the size limit, a clip longer than ``settings.max_frames`` (pass ``frame_indices
 decode to more than ``settings.max_decode_mb`` (checked before decoding: a long 4K clip is tens of GB), 422 undecodable video (the reason is in ``detail``), 500 a tool fault (``fault``
 holds tool/kind/message; any other exception of a request's work is one too, kind "run" of the endpoint's
 tool, since a bare 500 "Internal Server Error" kept the reason in the server's log and the client called it
-a transport fault; so are tracks that break the tracker contract, `tools.motion.base.tracks_problem`: wrong
-frame or query-point count, a query frame outside the frames, a non-finite position), 501 surprise not enabled on this service (``--no-surprise``), 503 too many requests
+a transport fault; so are tracks that break the tracker contract, `tools.motion.base.require_tracks`: not
+MotionTracks, wrong frame or query-point count, a query frame outside the frames, a non-finite position), 501 surprise not enabled on this service (``--no-surprise``), 503 too many requests
 in progress or too many request bytes held (``max_buffered_mb``, after waiting ``busy_wait_s`` in line for room,
 tools/service_budget.py) (499, never read, for a request skipped because its client disconnected while it waited).
 Decisions where the issue was silent: "surprise not enabled" is a 501, not a 503: the client
@@ -58,7 +58,7 @@ from fastapi.responses import JSONResponse
 
 from tools.errors import ToolFault
 from tools.motion import MotionTracker, build_tracker, summarize_tracks
-from tools.motion.base import MotionTracks, TrackQueryError, tracks_problem
+from tools.motion.base import TrackQueryError, require_tracks
 from tools.service_budget import (
     DEFAULT_MAX_BUFFERED_MB,
     DEFAULT_TOOL_BUSY_WAIT_S,
@@ -225,12 +225,12 @@ def _track_job(state: ServiceState, src: Path | bytes, params: dict) -> dict:
         tracks = state.tracker.track(frames, grid_size=opts.grid_size, queries=opts.queries)
     except (TrackQueryError, ValueError, TypeError) as exc:
         raise HTTPProblem(400, f"bad track request: {exc}") from exc
-    if not isinstance(tracks, MotionTracks):
-        raise ToolFault("motion", "run", f"the tracker returned {type(tracks).__name__} for {len(frames)} frames")
     # a tracker's bug (module docstring): JSON cannot carry a NaN, a summary would be wrong, and tracks one frame
     # short got the request's frame_indices anyway, an answer the client cannot read back
-    if (problem := tracks_problem(tracks, len(frames), None if opts.queries is None else len(opts.queries))):
-        raise ToolFault("motion", "run", problem)
+    try:
+        tracks = require_tracks(tracks, len(frames), None if opts.queries is None else len(opts.queries))
+    except ValueError as exc:
+        raise ToolFault("motion", "run", str(exc)) from exc
     if opts.frame_indices is not None:  # replace: MotionTracks checks the list against its frames again
         tracks = dataclasses.replace(tracks, frame_indices=list(opts.frame_indices))
     out: dict = {"tracks": tracks.to_dict(opts.tracks_encoding),

@@ -27,9 +27,10 @@ Decisions where the issue was silent:
 - Failures: whatever tracking raises that is not already a ToolFault, a VideoError or JobCancelled becomes
   ToolFault("motion", "run") (`_as_fault`), so the run is ineligible with the tool named, wherever it
   came from (the tracker, mapping its tracks back to the clip, the tracker's frames, the overlays).
-  Tracks that break the tracker contract (`tools.motion.base.tracks_problem`: wrong frame or point count, a
-  NaN or infinite position) are such a fault too: a NaN step never counted as motion and an infinite one
-  always did, so an injected tracker's bad output read as evidence.
+  Tracks that break the tracker contract (`tools.motion.base.require_tracks`: not MotionTracks, wrong frame
+  or point count, a NaN or infinite position) are such a fault too, the problem as its message: a NaN step
+  never counted as motion and an infinite one always did, so an injected tracker's bad output read as
+  evidence.
 """
 
 from __future__ import annotations
@@ -152,7 +153,7 @@ def _compute_tracks(ctx: RunContext, video: str, idx: list[int], points: list[li
     `points` lie on frame `idx[query_t]` (both backends track both ways from a mid-stretch query); without
     points, the grid of `tools.motion.grid` (first, middle and last frame; redundant later points dropped)."""
     from tools.motion import MotionTracks
-    from tools.motion.base import tracks_problem
+    from tools.motion.base import require_tracks
     from tools.motion.grid import grid_tracks
 
     tracker = ctx.tools.tracker()
@@ -161,12 +162,11 @@ def _compute_tracks(ctx: RunContext, video: str, idx: list[int], points: list[li
     h, w = frames.shape[1:3]
 
     def track(queries: np.ndarray) -> MotionTracks:
-        tracks = run_tool("motion", tracker.track, frames, queries=queries)
-        if not isinstance(tracks, MotionTracks):
-            raise ToolFault("motion", "run", f"the tracker returned {type(tracks).__name__} for {len(idx)} frames")
-        if (problem := tracks_problem(tracks, len(idx), len(queries))) is not None:
-            raise ToolFault("motion", "run", problem)
-        return tracks
+        tracks = run_tool("motion", tracker.track, frames, queries=queries)  # a failure: "<type>: <message>"
+        try:
+            return require_tracks(tracks, len(idx), len(queries))
+        except ValueError as exc:  # a broken answer: the problem as the message (module docstring)
+            raise ToolFault("motion", "run", str(exc)) from exc
 
     if points:  # fractions of the frame, checked and clamped by _track
         # 0 and 1 are the edge pixels' centres, so every point is inside the image (tools/coords.py's rule)

@@ -20,9 +20,9 @@ Conventions (decisions where the issue was silent):
   position a model gives as NaN or infinity is replaced by the last finite one in tracking order
   (outward from the query frame; the query point at the query frame), never left in ``tracks``
   (`fill_lost_positions`): JSON has no NaN, and every consumer would have to mask it.
-- A tracker the caller injects is checked at the boundary (`tracks_problem`: frame and point counts, query
-  frames, finite positions); the agent turns a violation into a motion tool fault (the tool service
-  answers it as a 500 motion run fault).
+- A tracker the caller injects is checked at the boundary (`require_tracks`, `tracks_problem`: the type,
+  frame and point counts, query frames, finite positions); the agent turns a violation into a motion tool
+  fault (the tool service answers it as a 500 motion run fault).
 """
 
 from __future__ import annotations
@@ -231,6 +231,18 @@ def tracks_problem(tracks: MotionTracks, num_frames: int, num_points: int | None
         return (f"the tracker returned non-finite positions at {int(bad.sum())} point-frames (first: point {int(n)}, "
                 f"frame {int(t)}; {where} one)")
     return None
+
+
+def require_tracks(tracks: object, num_frames: int, num_points: int | None) -> MotionTracks:
+    """``tracks`` (a tracker's answer) when it is MotionTracks keeping this module's contract
+    (`tracks_problem`), else a ValueError naming the problem. The one check of a tracker's answer: the agent's
+    track node and the tool service report it as ToolFault("motion", "run") with this message,
+    `tools.motion.grid` lets it propagate; each had its own copy, and a None answer read differently."""
+    if not isinstance(tracks, MotionTracks):
+        raise ValueError(f"the tracker returned {type(tracks).__name__} for {num_frames} frames")
+    if (problem := tracks_problem(tracks, num_frames, num_points)) is not None:
+        raise ValueError(problem)
+    return tracks
 
 
 def in_bounds(points: np.ndarray, height: int, width: int) -> np.ndarray:

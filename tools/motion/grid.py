@@ -43,7 +43,7 @@ from collections.abc import Callable
 
 import numpy as np
 
-from tools.motion.base import MotionTracker, MotionTracks, grid_points, tracks_problem, validate_frames
+from tools.motion.base import MotionTracker, MotionTracks, grid_points, require_tracks, validate_frames
 
 GRID_QUERY_FRAMES = 3
 """Frames of a stretch its grid is queried on: the first, the middle and the last (module docstring)."""
@@ -137,15 +137,10 @@ def track_window_grid(tracker: MotionTracker, frames: np.ndarray, grid_size: int
                       count: int = GRID_QUERY_FRAMES) -> MotionTracks:
     """`grid_tracks` of ``tracker`` on ``frames``: the ``grid_size`` grid queried on `grid_query_frames`,
     later frames' points only where they add coverage. Tracks that break the tracker contract
-    (`tracks_problem`, checked against the queries asked for) are a ValueError naming the problem."""
+    (`require_tracks`, checked against the queries asked for) are a ValueError naming the problem."""
     frames = validate_frames(frames)
 
     def track(queries: np.ndarray) -> MotionTracks:
-        tracks = tracker.track(frames, queries=queries)
-        if not isinstance(tracks, MotionTracks):
-            raise ValueError(f"the tracker returned {type(tracks).__name__}, not MotionTracks")
-        if (problem := tracks_problem(tracks, frames.shape[0], len(queries))) is not None:
-            raise ValueError(problem)
-        return tracks
+        return require_tracks(tracker.track(frames, queries=queries), frames.shape[0], len(queries))
 
     return grid_tracks(track, frames.shape, grid_size, count)
