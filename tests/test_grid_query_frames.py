@@ -169,3 +169,17 @@ def test_cotracker3_gets_the_later_grid_points_with_backward_tracking():
     assert [sorted(set(q[:, 0].tolist())) for q, _ in predictor.calls] == [[0.0], [4.0, 8.0]]
     assert [len(q) for q, _ in predictor.calls] == [16, 32]  # both later grids found their cells uncovered
     assert tracks.num_points == 32  # frame 8's points are tracked on no other frame: dropped
+
+
+def test_coverage_is_a_seen_point_strictly_within_the_radius():
+    """`covered` is the one rule both `grid_tracks` (which later cells to ask for) and `drop_redundant` (which
+    later points to drop) apply: a point is covered when some seen point lies closer than ``radius``."""
+    from tools.motion.grid import covered
+
+    pts = np.float32([[0, 0], [10, 0], [20, 0]])
+    seen = np.float32([[0, 3], [14, 0]])
+    assert covered(pts, seen, 4.0).tolist() == [True, False, False]  # 3 and 4 px away: 4 is not under 4
+    assert covered(pts, seen, 4.5).tolist() == [True, True, False]
+    assert covered(pts, seen, 6.5).tolist() == [True, True, True]
+    assert covered(pts, np.zeros((0, 2), np.float32), 100.0).tolist() == [False, False, False]
+    assert covered(np.zeros((0, 2), np.float32), seen, 4.0).shape == (0,)

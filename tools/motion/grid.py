@@ -71,6 +71,18 @@ def grid_radius(grid_size: int, height: int, width: int) -> float:
     return 0.5 * float(np.hypot(height / grid_size, width / grid_size))
 
 
+def covered(points: np.ndarray, seen: np.ndarray, radius: float) -> np.ndarray:
+    """bool ``[N]``: each of ``points`` ``[N,2]`` lies closer than ``radius`` pixels to some point of ``seen``
+    ``[M,2]`` (positions at one frame; none is covered when nothing is seen). The one coverage rule of this
+    module: `grid_tracks` asks a later frame's grid only for the cells it leaves uncovered, `drop_redundant`
+    drops a later point an earlier kept one covers, so the two-call grid equals the all-at-once one. Strictly
+    closer: a cell centre exactly `grid_radius` from the nearest point (a grid shifted by exactly half a cell
+    both ways) is not covered, and then asked for again."""
+    if not len(seen) or not len(points):
+        return np.zeros(len(points), bool)
+    return np.linalg.norm(points[:, None] - seen[None], axis=-1).min(axis=1) < radius
+
+
 def drop_redundant(tracks: MotionTracks, radius: float) -> MotionTracks:
     """``tracks`` without the points of later query frames that add nothing (module docstring): one with an
     earlier-queried kept point tracked within ``radius`` pixels of it at its query frame, or one tracked in
@@ -85,12 +97,7 @@ def drop_redundant(tracks: MotionTracks, radius: float) -> MotionTracks:
     for k in np.unique(qf)[1:]:
         group = np.flatnonzero(qf == k)
         cover = np.flatnonzero(keep & (qf < k) & tracks.visible[k])
-        if len(cover):
-            dist = np.linalg.norm(tracks.tracks[k, group][:, None] - tracks.tracks[k, cover][None], axis=-1)
-            covered = dist.min(axis=1) < radius
-        else:
-            covered = np.zeros(len(group), bool)
-        keep[group] = ~covered & seen_elsewhere[group]
+        keep[group] = ~covered(tracks.tracks[k, group], tracks.tracks[k, cover], radius) & seen_elsewhere[group]
     if keep.all():
         return tracks
     # replace, not a new MotionTracks: a tracker's own subclass (and its methods) is kept
@@ -114,8 +121,7 @@ def grid_tracks(track: Callable[[np.ndarray], MotionTracks], frames_shape: tuple
     tracks = track(_queries_at(first, pts))
     needed = []
     for k in later:
-        seen = tracks.tracks[k][tracks.visible[k]]
-        need = pts if not len(seen) else pts[np.linalg.norm(pts[:, None] - seen[None], axis=-1).min(axis=1) >= radius]
+        need = pts[~covered(pts, tracks.tracks[k][tracks.visible[k]], radius)]
         if len(need):
             needed.append(_queries_at(k, need))
     if not needed:
