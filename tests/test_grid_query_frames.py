@@ -39,6 +39,17 @@ def entering_square(frames: int = 33, enter: int = 14, speed: int = 5, side: int
     return np.repeat(np.stack(out)[..., None], 3, axis=-1)
 
 
+def window_grid_queries(grid_size: int, frames_shape: tuple[int, ...]) -> np.ndarray:
+    """The all-at-once window grid (the oracle `grid_tracks` is compared with): ``[K*g*g, 3]`` queries
+    ``(t, x, y)``, the ``grid_size`` grid on each of the `grid_query_frames`, the first frame's points first."""
+    from tools.motion.base import grid_points
+    from tools.motion.grid import grid_query_frames
+
+    pts = grid_points(grid_size, int(frames_shape[1]), int(frames_shape[2]))
+    return np.concatenate([np.concatenate([np.full((len(pts), 1), k, np.float32), pts], axis=1)
+                           for k in grid_query_frames(int(frames_shape[0]))])
+
+
 def _moved(text: str) -> int:
     return int(re.search(r"(\d+) points moved", text).group(1))
 
@@ -53,7 +64,7 @@ def test_grid_track_of_a_clip_sees_an_object_that_enters_later(tmp_path):
 
 
 def test_grid_queries_lie_on_the_first_middle_and_last_tracked_frames():
-    from tools.motion.grid import grid_query_frames, window_grid_queries
+    from tools.motion.grid import grid_query_frames
 
     assert grid_query_frames(33) == [0, 16, 32]
     assert grid_query_frames(2) == [0, 1] and grid_query_frames(1) == [0]
@@ -141,7 +152,7 @@ def test_later_grids_are_tracked_only_where_they_add_coverage():
     """Querying all three grids at once made the agent's grid track about four times dearer: a still scene
     now costs one track of the first grid, and a scene with an entering object tracks only the later cells
     no earlier point covers, with the same tracks as the all-at-once grid then dropping redundant points."""
-    from tools.motion.grid import drop_redundant, grid_radius, track_window_grid, window_grid_queries
+    from tools.motion.grid import drop_redundant, grid_radius, track_window_grid
 
     frames = entering_square()
     still = np.repeat(frames[:1], len(frames), axis=0)

@@ -8,7 +8,7 @@ held for anything that appears (is uncovered, is brought in) after the stretch's
 
 Decisions where the issue was silent:
 - The grid is queried on `GRID_QUERY_FRAMES` (3) frames spread over the stretch: the first, the middle
-  and the last (`grid_query_frames`), the same cell centres on each (`window_grid_queries`). Both backends
+  and the last (`grid_query_frames`), the same cell centres (`grid_points`) on each. Both backends
   follow a point queried mid-stretch both ways (LK from its query frame forwards and backwards, CoTracker3
   with ``backward_tracking=True``), so a point that lies on the entering object at the last frame is
   followed back to where it came in. Three frames, not every frame: an object that is in view for less
@@ -55,14 +55,6 @@ def grid_query_frames(num_frames: int, count: int = GRID_QUERY_FRAMES) -> list[i
     if num_frames < 1 or count < 1:
         raise ValueError(f"need at least one frame and one query frame, got {num_frames} frames, count {count}")
     return sorted({int(round(x)) for x in np.linspace(0, num_frames - 1, min(count, num_frames))})
-
-
-def window_grid_queries(grid_size: int, frames_shape: tuple[int, ...], count: int = GRID_QUERY_FRAMES) -> np.ndarray:
-    """Queries ``[K*g*g, 3]`` float32 ``(t, x, y)``: the ``grid_size`` grid (`grid_points`) on each of the
-    `grid_query_frames`, the first frame's points first. A grid finer than the frame is a TrackQueryError."""
-    t, h, w = int(frames_shape[0]), int(frames_shape[1]), int(frames_shape[2])
-    pts = grid_points(grid_size, h, w)
-    return np.concatenate([_queries_at(k, pts) for k in grid_query_frames(t, count)])
 
 
 def grid_radius(grid_size: int, height: int, width: int) -> float:
