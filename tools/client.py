@@ -183,14 +183,16 @@ class RemoteMotionTracker:
 
     def track_path(self, path: str | Path, *, grid_size: int | None = None, queries: np.ndarray | None = None,
                    frame_indices: list[int] | None = None, summary: bool = False,
-                   regions: dict | None = None, tracks_encoding: Literal["list", "base64"] = "base64") -> dict:
+                   regions: dict | None = None, tracks_encoding: Literal["list", "base64"] = "base64",
+                   grid_frames: Literal["first", "window"] = "first") -> dict:
         """Track a video that lies under the service's allowed root; returns the raw answer.
 
         ``answer["tracks"]`` is base64 by default (read it with ``MotionTracks.from_dict``): encoding and
-        parsing ~40k floats as JSON lists costs about a third of a small tracking request.
+        parsing ~40k floats as JSON lists costs about a third of a small tracking request. ``grid_frames``
+        "window" asks for the agent's grid (`tools.motion.grid`) instead of ``grid_size``'s grid on frame 0.
         """
         body = {"path": str(path), **_query_fields(grid_size, queries), "frame_indices": frame_indices,
-                "summary": summary, "regions": regions, "tracks_encoding": tracks_encoding}
+                "summary": summary, "regions": regions, "tracks_encoding": tracks_encoding, "grid_frames": grid_frames}
         return self.client.request("POST", "/v1/track", json={k: v for k, v in body.items() if v is not None},
                                    bad_request=TrackQueryError)
 

@@ -5,9 +5,11 @@ A request names its video either as a JSON body ``{"path": ...}`` (relative to, 
 allowed root; anything resolving outside it is refused with 403), as a multipart upload (field
 ``video``: an encoded video or a ``.npy`` array), or as a raw ``application/x-npy`` body holding
 uint8 ``[T,H,W,3]`` frames (what the client sends, so remote and in-process results are identical).
-Parameters (``grid_size``, ``queries``, ``frame_indices``, ``regions``, ``summary``,
-``tracks_encoding`` = list|base64) travel as JSON fields, form fields or, with a raw body, query
-parameters (lists as JSON strings in forms and query strings).
+Parameters (``grid_size``, ``grid_frames`` = first|window, ``queries``, ``frame_indices``, ``regions``,
+``summary``, ``tracks_encoding`` = list|base64) travel as JSON fields, form fields or, with a raw body, query
+parameters (lists as JSON strings in forms and query strings). ``grid_size`` alone is the tracker protocol's
+grid on frame 0, as in-process; ``grid_frames: "window"`` is the agent's grid (`tools.motion.grid`: also on
+the middle and last frames where needed), which tracks an object entering later (tools/service_params.py).
 
 Every option is checked before any frame is decoded (tools/service_params.py): ``grid_size`` is at most
 ``MAX_GRID_SIZE`` (64) and ``queries`` at most ``MAX_QUERIES`` (4096) rows.
@@ -58,7 +60,8 @@ from fastapi.responses import JSONResponse
 
 from tools.errors import ToolFault
 from tools.motion import MotionTracker, build_tracker, summarize_tracks
-from tools.motion.base import TrackQueryError, require_tracks
+from tools.motion.base import MotionTracks, TrackQueryError, require_tracks
+from tools.motion.grid import grid_tracks
 from tools.service_budget import (
     DEFAULT_MAX_BUFFERED_MB,
     DEFAULT_TOOL_BUSY_WAIT_S,
@@ -70,7 +73,7 @@ from tools.service_budget import (
     watch_disconnect,
 )
 from tools.service_frames import NPY_CONTENT_TYPE, NPY_MAGIC, HTTPProblem, decode_frames
-from tools.service_params import int_list, json_field, parse_json, short_side, track_options
+from tools.service_params import TrackOptions, int_list, json_field, parse_json, short_side, track_options
 from tools.settings import ToolSettings, check_token_text
 from tools.surprise import SurpriseScorer, VJEPA2SurpriseScorer
 
@@ -221,16 +224,7 @@ def _track_job(state: ServiceState, src: Path | bytes, params: dict) -> dict:
     opts = track_options(params)  # every option before decoding and tracking (tools/service_params.py)
     frames = decode_frames(src, opts.frame_indices, state.settings.max_frames,
                            max_decode_mb=state.settings.max_decode_mb)
-    try:
-        tracks = state.tracker.track(frames, grid_size=opts.grid_size, queries=opts.queries)
-    except (TrackQueryError, ValueError, TypeError) as exc:
-        raise HTTPProblem(400, f"bad track request: {exc}") from exc
-    # a tracker's bug (module docstring): JSON cannot carry a NaN, a summary would be wrong, and tracks one frame
-    # short got the request's frame_indices anyway, an answer the client cannot read back
-    try:
-        tracks = require_tracks(tracks, len(frames), None if opts.queries is None else len(opts.queries))
-    except ValueError as exc:
-        raise ToolFault("motion", "run", str(exc)) from exc
+    tracks = _tracks(state.tracker, frames, opts)
     if opts.frame_indices is not None:  # replace: MotionTracks checks the list against its frames again
         tracks = dataclasses.replace(tracks, frame_indices=list(opts.frame_indices))
     out: dict = {"tracks": tracks.to_dict(opts.tracks_encoding),
@@ -242,6 +236,29 @@ def _track_job(state: ServiceState, src: Path | bytes, params: dict) -> dict:
         except (ValueError, TypeError) as exc:
             raise HTTPProblem(400, f"bad track request: {exc}") from exc
     return out
+
+
+def _tracks(tracker: MotionTracker, frames: np.ndarray, opts: TrackOptions) -> MotionTracks:
+    """The tracks a request asks for: ``grid_frames`` "window" is the agent's grid (`grid_tracks`, one or two
+    tracker calls), otherwise one call with the request's ``grid_size`` or ``queries``. A refused request is a
+    400; tracks that break the contract are a tracker's bug (module docstring): JSON cannot carry a NaN, a
+    summary would be wrong, and tracks one frame short got the request's frame_indices anyway."""
+    def call(grid: int | None, rows: np.ndarray | None) -> MotionTracks:
+        try:
+            tracks = tracker.track(frames, grid_size=grid, queries=rows)
+        except (TrackQueryError, ValueError, TypeError) as exc:
+            raise HTTPProblem(400, f"bad track request: {exc}") from exc
+        try:
+            return require_tracks(tracks, len(frames), None if rows is None else len(rows))
+        except ValueError as exc:
+            raise ToolFault("motion", "run", str(exc)) from exc
+
+    if opts.grid_frames == "first":
+        return call(opts.grid_size, opts.queries)
+    try:
+        return grid_tracks(lambda rows: call(None, rows), frames.shape, int(opts.grid_size or 0))
+    except TrackQueryError as exc:  # a grid finer than the frames, refused before any tracking
+        raise HTTPProblem(400, f"bad track request: {exc}") from exc
 
 
 def _surprise_job(state: ServiceState, src: Path | bytes, params: dict) -> dict:

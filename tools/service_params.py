@@ -13,6 +13,11 @@ Decisions where the issues were silent:
   the frame stays ``summarize_tracks``' rule. A list or a string reached it and failed with an
   AttributeError (a 500). At most ``MAX_REGIONS`` (16, ``tools.motion.summary``) regions: co-motion is
   computed for every pair, and 1000 regions took 40 s before the summary cut them to 64.
+- ``grid_frames`` ("first" by default, or "window") says which frames a ``grid_size`` grid is queried on:
+  "first" is the tracker protocol's grid on frame 0 (`tools.motion.base`; `RemoteMotionTracker.track` forwards
+  ``grid_size`` and must equal an in-process tracker), "window" the agent's grid (`tools.motion.grid`), which
+  also tracks an object that enters the view later. A new option, not a new meaning of ``grid_size``: that
+  would have changed every existing caller's tracks and broken the remote tracker's equality.
 - JSON nested deeper than the parser's recursion limit is a 400 like any other malformed JSON (the
   RecursionError was a 500), for a body and for the JSON-valued form / query fields alike.
 """
@@ -21,7 +26,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Literal, get_args
 
 import numpy as np
 
@@ -35,6 +40,8 @@ MAX_QUERIES = 4096
 JSON_FIELDS = ("queries", "frame_indices", "regions")
 """Form and query-string fields that carry JSON (lists and objects); the others are plain strings."""
 TRACKS_ENCODINGS = ("list", "base64")
+GridFrames = Literal["first", "window"]
+"""Frames a ``grid_size`` grid is queried on (module docstring)."""
 
 
 def parse_json(text: str | bytes, what: str) -> Any:
@@ -84,6 +91,18 @@ def grid_size(value: Any) -> int | None:
     if number is None or not 1 <= number <= MAX_GRID_SIZE:
         raise HTTPProblem(400, f"grid_size must be a whole number from 1 to {MAX_GRID_SIZE}, got {value!r}")
     return number
+
+
+def grid_frames(value: Any, grid: int | None, rows: np.ndarray | None) -> GridFrames:
+    """The ``grid_frames`` option ("first" when absent); "window" applies to a grid, so it needs ``grid_size``
+    and no ``queries``."""
+    if value is None:
+        return "first"
+    if value not in get_args(GridFrames):
+        raise HTTPProblem(400, f"grid_frames must be 'first' or 'window', got {value!r}")
+    if value == "window" and (grid is None or rows is not None):
+        raise HTTPProblem(400, "grid_frames 'window' needs grid_size and no queries: it places a grid")
+    return value
 
 
 def queries(value: Any) -> np.ndarray | None:
@@ -160,6 +179,7 @@ class TrackOptions:
     frame_indices: list[int] | None
     grid_size: int | None
     queries: np.ndarray | None
+    grid_frames: GridFrames
     tracks_encoding: str
     summary: bool
     regions: dict[str, list[float]] | None
@@ -167,7 +187,8 @@ class TrackOptions:
 
 def track_options(params: dict) -> TrackOptions:
     """Every option of a track request, checked (400 for the first bad one)."""
-    return TrackOptions(frame_indices=int_list(params.get("frame_indices"), "frame_indices"),
-                        grid_size=grid_size(params.get("grid_size")), queries=queries(params.get("queries")),
+    grid, rows = grid_size(params.get("grid_size")), queries(params.get("queries"))
+    return TrackOptions(frame_indices=int_list(params.get("frame_indices"), "frame_indices"), grid_size=grid,
+                        queries=rows, grid_frames=grid_frames(params.get("grid_frames"), grid, rows),
                         tracks_encoding=tracks_encoding(params.get("tracks_encoding")),
                         summary=flag(params.get("summary", False)), regions=regions(params.get("regions")))

@@ -14,7 +14,8 @@ Conventions (decisions where the issue was silent):
   (x < 0), which as explicit queries would be refused, so it is a TrackQueryError too (it tracked them
   as visible points). A grid on frame 0 alone never tracks what enters the view later; the agent's grid
   tracks (and the HTML report's) query the grid on several frames instead (`tools.motion.grid`), while
-  ``grid_size`` keeps this meaning for every tracker and the tool service.
+  ``grid_size`` keeps this meaning for every tracker and the tool service (whose ``grid_frames: "window"``
+  asks for the agent's grid instead).
 - When a tracked point is lost or leaves the image its position keeps the last reliable estimate
   and ``visible`` is False from then on (backends document their own re-acquisition rules). A
   position a model gives as NaN or infinity is replaced by the last finite one in tracking order

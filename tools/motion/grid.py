@@ -33,7 +33,8 @@ Decisions where the issue was silent:
   ends tracked and its net displacement is 0, so it adds no evidence, only untracked point-frames.
 - This lives beside the trackers, not in them: a tracker's ``grid_size`` keeps its documented meaning (a
   grid on frame 0, DESIGN.md's protocol, the tool service's ``grid_size``), and `track_window_grid` hands
-  any tracker (an injected one, the tool-service client) explicit queries, which every backend takes.
+  any tracker (an injected one, the tool-service client) explicit queries, which every backend takes. The
+  tool service gives this grid to a request with ``grid_frames: "window"`` (`tools.service_params`).
 """
 
 from __future__ import annotations
