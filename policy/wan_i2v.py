@@ -26,8 +26,9 @@ ratio is exact. Decisions where the issue was silent:
   with bicubic antialiased interpolation, centre crop ``crop_size``, ``/255``, ``(x - image_mean) /
   image_std``, values read from the folder's ``image_processor/preprocessor_config.json``. PIL's bicubic
   resize on uint8 differs from torch's by rounding (about 1/255 per pixel); not bit-exact. The encoder loads in
-  the run's ``torch_dtype`` (diffusers' Wan 2.1 example loads it in float32) and stays resident: it is not
-  offloaded with ``text_encoder: offload`` (about 0.6B parameters against the transformer's 14B).
+  the run's ``torch_dtype`` (diffusers' Wan 2.1 example loads it in float32). It is the other prompt encoder and
+  is placed like the text encoder (training/models.py): resident with it, or moved to the device only while
+  prompts are encoded with ``text_encoder: offload``; ``training.generate`` moves both off before sampling.
 * Wan 2.2 A14B (a ``transformer_2`` low-noise expert switched in below ``boundary_ratio``) is refused
   (`two_expert_problem`): this trainer trains one transformer, and the high-noise expert alone would
   sample the low-noise steps it was not trained for.

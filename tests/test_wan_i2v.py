@@ -135,3 +135,50 @@ def test_clip_preprocessing_is_close_to_the_pipeline_processor():
     theirs = CLIPImageProcessor(**PROCESSOR).preprocess(list(images), return_tensors="pt")["pixel_values"]
     assert ours.shape == theirs.shape == (1, 3, 32, 32)
     assert (ours - theirs).abs().mean() < 0.05
+
+
+def _record_moves(model: FlowWorldModel, log: list[str]) -> None:
+    """Log the CLIP encoder's moves and encodes, and the text encoder's moves, in order (on CPU every place is
+    one device, so where each was sent, and when, is what a test can see)."""
+    clip, text = model.image_encoder, model.text_encoder
+    clip_to, clip_encode, text_to = clip.to, clip.encode, text.to
+    clip.to = lambda *a, **k: log.append(f"clip to {k.get('device', a[0] if a else '')}") or clip_to(*a, **k)
+    clip.encode = lambda *a, **k: log.append("clip encode") or clip_encode(*a, **k)
+    text.to = lambda *a, **k: log.append(f"text to {k.get('device', a[0] if a else '')}") or text_to(*a, **k)
+
+
+def test_the_clip_encoder_moves_with_an_offloaded_text_encoder(tmp_path):
+    """Before: ``text_encoder: offload`` built the model without moving the CLIP encoder (nn.Module.to skips the
+    frozen helpers) and `text_encoder_on` moved only the text encoder, so CLIP ran in host memory, on the CPU, on
+    every encode, and its features were not those of a resident run. Now it follows the text encoder: in for the
+    encodes, out after them; with "resident" it is never moved."""
+    from training.config_io import load_config
+    from training.models import text_encoder_on
+
+    model = _load(_folder(tmp_path))
+    log: list[str] = []
+    _record_moves(model, log)
+    for mode, expected in (("offload", ["text to cpu", "clip to cpu", "clip encode", "text to cpu", "clip to cpu"]),
+                           ("resident", ["clip encode"])):
+        cfg = load_config(SMOKE, ["--text_encoder", mode])
+        log.clear()
+        with text_encoder_on(model, cfg, "cpu"):
+            model.encode_prompts(_images(n=1), ["a cat"])
+        assert log == expected, mode
+
+
+def test_generate_moves_the_clip_encoder_off_the_device_after_every_prompt_is_encoded(tmp_path):
+    """Sampling never needs CLIP: `training.generate.encode_all` releases it with the text encoder (before: it
+    stayed on the device through sampling and decoding)."""
+    from training.config import PromptSpec
+    from training.config_io import load_config
+    from training.generate import encode_all
+
+    model = _load(_folder(tmp_path))
+    log: list[str] = []
+    _record_moves(model, log)
+    cfg = load_config(SMOKE, [])
+    conds = encode_all(model, cfg, {0: PromptSpec("a cat", image_seed=1), 1: PromptSpec("a dog", image_seed=2)},
+                       None, "cpu")
+    assert all(c.image_embeds is not None for c in conds.values())
+    assert log == ["clip encode", "clip encode", "text to cpu", "clip to cpu"]

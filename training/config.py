@@ -83,7 +83,8 @@ class TrainConfig:
     offload: in host memory, moved to the device only while prompts are encoded (each iteration's
     rollout prompts, the held-out prompts), so rollouts and updates get its memory back (Qwen2.5-VL-7B
     of Cosmos-Predict2.5 in bf16: ~16 GB per GPU; UMT5-XXL of Wan 2.2: ~11 GB) for one copy of its
-    weights to the device and back per use. The prompt features are the same either way."""
+    weights to the device and back per use. Wan 2.1 I2V's CLIP image encoder goes with it. The prompt features
+    are the same either way."""
     # --- rollout (policy/rollout.py RolloutConfig) -------------------------------------------
     num_steps: int = 10
     """Denoising steps K per rollout."""

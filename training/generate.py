@@ -37,8 +37,9 @@ Decisions where the issue was silent:
   temporary name and renamed, then its row is appended; a rerun drops a torn last row, so an
   interrupted run leaves no half-written video or line in the manifest.
 * Every prompt with videos still to write is encoded first (`encode_all`; the conditionings wait in
-  host memory), then the text encoder moves off the device for the sampling, which never needs it:
-  with a full-size model that frees its 10-15 GB for the transformer and the VAE decode.
+  host memory), then the text encoder (and Wan 2.1 I2V's CLIP image encoder) moves off the device for the
+  sampling, which never needs it: with a full-size model that frees its 10-15 GB for the transformer and the VAE
+  decode.
 * Nothing is lost to one bad prompt: a prompt whose image is missing or a sample that fails is
   recorded in ``OUT/failed.jsonl`` with its reason, the others are written, and the command exits 1.
   A clip whose latents are not finite (a diverged policy) is such a failure, of that clip alone
@@ -196,9 +197,9 @@ def generate(policy: Path, out: Path, *, prompts: list[PromptSpec] | None = None
 def encode_all(model: FlowWorldModel, cfg: TrainConfig, prompts: dict[int, PromptSpec],
                negative: str | None, device: str) -> dict[int, Conditioning | Exception]:
     """Every prompt's conditioning (index -> its conditioning in host memory, or the exception that
-    encoding it raised), encoded before any sampling; then the text encoder leaves the device, where
-    sampling never needs it (the umT5-XXL or Cosmos-Reason1 encoder of a full-size model is 10-15 GB
-    that the transformer's activations and the VAE decode can use instead)."""
+    encoding it raised), encoded before any sampling; then the text encoder (and the CLIP image encoder, if
+    any) leaves the device, where sampling never needs it (the umT5-XXL or Cosmos-Reason1 encoder of a
+    full-size model is 10-15 GB that the transformer's activations and the VAE decode can use instead)."""
     conds: dict[int, Conditioning | Exception] = {}
     with torch.no_grad():
         for i, spec in prompts.items():

@@ -5,11 +5,11 @@ the pretrained checkpoint, in the run's dtype. Used by the trainer, the exporter
 Decision where the issue was silent: ``parts="transformer"`` skips the VAE and the text encoder of a
 pretrained checkpoint (the exporter needs the transformer only, and the Cosmos text encoder alone is
 a multi-GB load); the tiny models are built whole (they are small and seeded). With
-``text_encoder: offload`` the text encoder stays in host memory and `text_encoder_on` brings it to the
-device around each use in training (rollout and held-out prompts); the sampler (`load_policy`) keeps
-it on the device, as inference has the memory. A tiny model in bfloat16 / float16 is cast by the rule
-diffusers' ``from_pretrained(torch_dtype=...)`` applies (`cast_like_from_pretrained`: the class's
-``_keep_in_fp32_modules`` stay float32), so the base model and a full export of it reloaded by
+``text_encoder: offload`` the text encoder (and Wan 2.1 I2V's CLIP image encoder with it) stays in host memory
+and `text_encoder_on` brings it to the device around each use in training (rollout and held-out prompts); the
+sampler (`load_policy`) loads it on the device and moves it off once every prompt is encoded. A tiny model in
+bfloat16 / float16 is cast by the rule diffusers' ``from_pretrained(torch_dtype=...)`` applies
+(`cast_like_from_pretrained`: the class's ``_keep_in_fp32_modules`` stay float32), so the base model and a full export of it reloaded by
 ``from_pretrained`` (training/export.py ``load_policy``) hold the same weights in the same precision.
 
 The trainer's DeepSpeed engine computes this model in other numerics (a bf16 engine casts the float32
@@ -75,12 +75,16 @@ def cast_like_from_pretrained(transformer: torch.nn.Module, dtype: torch.dtype) 
 def text_encoder_on(world_model: FlowWorldModel, cfg: TrainConfig, device: torch.device | str) -> Iterator[None]:
     """The text encoder on `device` inside the block (`TrainConfig.text_encoder`): with "offload" it is
     moved there on entry and back to host memory on exit, and the device's cached blocks are released;
-    with "resident" (or no text encoder) nothing moves."""
+    with "resident" (or no text encoder) nothing moves. Wan 2.1 I2V's CLIP image encoder, the other prompt
+    encoder, moves with it: offloaded, it used to stay in host memory and run on the CPU at every encode
+    (``build_world_model`` leaves both there), so its features were not those of a resident run."""
     encoder = world_model.text_encoder
     if cfg.text_encoder == "resident" or encoder is None:
         yield
         return
     encoder.to(device=device)
+    if world_model.image_encoder is not None:
+        world_model.image_encoder.to(device=device)
     try:
         yield
     finally:
@@ -88,10 +92,14 @@ def text_encoder_on(world_model: FlowWorldModel, cfg: TrainConfig, device: torch
 
 
 def release_text_encoder(world_model: FlowWorldModel, device: torch.device | str) -> None:
-    """Move the text encoder (if any) to host memory and release `device`'s cached blocks."""
-    if world_model.text_encoder is None:
+    """Move the text encoder (if any) and the CLIP image encoder (if any: Wan 2.1 I2V) to host memory and
+    release `device`'s cached blocks: both are needed only while prompts are encoded."""
+    if world_model.text_encoder is None and world_model.image_encoder is None:
         return
-    world_model.text_encoder.to(device="cpu")
+    if world_model.text_encoder is not None:
+        world_model.text_encoder.to(device="cpu")
+    if world_model.image_encoder is not None:
+        world_model.image_encoder.to(device="cpu")
     if torch.device(device).type == "cuda":
         torch.cuda.empty_cache()
 
