@@ -31,12 +31,17 @@ ratio is exact. Decisions where the issue was silent:
   prompts are encoded with ``text_encoder: offload``; ``training.generate`` moves both off before sampling.
 * Wan 2.2 A14B (a ``transformer_2`` low-noise expert switched in below ``boundary_ratio``) is refused
   (`two_expert_problem`): this trainer trains one transformer, and the high-noise expert alone would
-  sample the low-noise steps it was not trained for.
+  sample the low-noise steps it was not trained for. Without ``model_index.json`` and ``transformer_2/`` (one
+  expert copied out) the transformer config still tells it (`expert_layout_problem`): both experts have the
+  I2V channel layout and no CLIP branch (``image_dim`` null), while Wan 2.1 I2V-14B always has one (1280);
+  diffusers' pipeline likewise gives image embeddings to Wan 2.1 transformers only. An I2V-layout model without
+  CLIP that is not a Wan 2.2 expert would be refused too; none is known.
 """
 
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -156,3 +161,18 @@ def two_expert_problem(root: Path) -> str | None:
     return (f"Wan 2.2 A14B's two experts (transformer_2, boundary_ratio {index.get('boundary_ratio')}) are not "
             "supported: this trainer trains one transformer, and the high-noise expert alone would sample the "
             "low-noise steps; use a Wan 2.1 I2V-14B or Wan 2.2 TI2V-5B checkpoint")
+
+
+def expert_layout_problem(transformer_config: Mapping[str, Any]) -> str | None:
+    """Why a Wan transformer config is a Wan 2.2 A14B expert (module docstring), or None: more input than output
+    channels (the channel-concat image condition) and no CLIP branch. A missing channel field is not guessed."""
+    c_in, c_out = transformer_config.get("in_channels"), transformer_config.get("out_channels")
+    c_out = c_in if c_out is None else c_out  # WanTransformer3DModel: out_channels or in_channels
+    if not isinstance(c_in, int) or not isinstance(c_out, int) or c_in <= c_out:
+        return None
+    if transformer_config.get("image_dim") is not None:
+        return None
+    return (f"transformer in_channels {c_in} (out_channels {c_out}: a channel-concat image condition) with no CLIP "
+            "branch (image_dim null): a Wan 2.2 A14B expert, whose two experts are not supported: this trainer "
+            "trains one transformer, and one expert alone would sample the other's steps (Wan 2.1 I2V-14B has "
+            "image_dim set); use a Wan 2.1 I2V-14B or Wan 2.2 TI2V-5B checkpoint")

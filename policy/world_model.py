@@ -51,7 +51,13 @@ from policy.shapes import clip_latent_size
 from policy.text import HashTextEncoder, TextEncoder
 from policy.vae import decode_latents, encode_first_frames, tiny_wan_vae, vae_scale_factors
 from policy.wan import NUM_TRAIN_TIMESTEPS, TINY_WAN, build_wan_transformer, wan_velocity
-from policy.wan_i2v import ClipImageEncoder, concat_channels, image_condition, two_expert_problem
+from policy.wan_i2v import (
+    ClipImageEncoder,
+    concat_channels,
+    expert_layout_problem,
+    image_condition,
+    two_expert_problem,
+)
 
 Backend = Literal["cosmos", "wan"]
 
@@ -342,7 +348,8 @@ class FlowWorldModel(torch.nn.Module):
         where = f"{root}/{transformer_subfolder}"
         tr_config = tr_cls.load_config(root, subfolder=transformer_subfolder, **hub)
         check_transformer_class(tr_config, backend, where)
-        if backend == "wan" and Path(root).is_dir() and (two := two_expert_problem(Path(root))):
+        if backend == "wan" and (two := (Path(root).is_dir() and two_expert_problem(Path(root)))
+                                 or expert_layout_problem(tr_config)):
             raise ValueError(f"{root}: {two}")
         tr, info = tr_cls.from_pretrained(root, subfolder=transformer_subfolder, torch_dtype=torch_dtype,
                                           output_loading_info=True, **hub)

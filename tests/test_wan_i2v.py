@@ -123,6 +123,24 @@ def test_wan_2_2_a14b_two_experts_are_refused(tmp_path):
         FlowWorldModel.from_pretrained(root, "wan", torch_dtype=torch.float32, load_text_encoder=False)
 
 
+def test_a_wan_2_2_a14b_expert_folder_without_model_index_is_refused_by_its_transformer_config(tmp_path):
+    """Before: without model_index.json and transformer_2/ (one expert copied out, or a folder of the transformer
+    and the VAE only) the I2V layout without a CLIP branch passed as Wan 2.1 I2V and trained one expert alone.
+    Wan 2.1 I2V-14B always has image_dim (1280, CLIP ViT-H); Wan 2.2 A14B's experts have none, which its
+    transformer config alone tells (diffusers' scripts/convert_wan_to_diffusers.py)."""
+    from training.config import ConfigError
+    from training.config_io import load_config
+    from training.model_check import check_model_path
+
+    root = _folder(tmp_path / "wan", clip=False)
+    assert not (root / "model_index.json").exists() and not (root / "transformer_2").exists()
+    cfg = load_config(SMOKE, ["--tiny", "false", "--model_path", str(root), "--backend", "wan"])
+    with pytest.raises(ConfigError, match=r"no CLIP branch \(image_dim null\): a Wan 2.2 A14B expert"):
+        check_model_path(cfg)
+    with pytest.raises(ValueError, match="a Wan 2.2 A14B expert"):
+        FlowWorldModel.from_pretrained(root, "wan", torch_dtype=torch.float32, load_text_encoder=False)
+
+
 def test_clip_preprocessing_is_close_to_the_pipeline_processor():
     """The torch preprocessing against transformers' CLIPImageProcessor (PIL): equal up to resize rounding."""
     from transformers import CLIPImageProcessor

@@ -34,7 +34,8 @@ Then, for a local folder (a hub id is left as it is):
   (`policy.wan_i2v`) ``in_channels`` = ``2 z + T`` (T = the VAE's temporal factor: mask + image-latent
   channels), ``out_channels`` = ``z``, with ``image_dim`` set needing ``image_encoder/config.json`` and
   ``image_processor/`` (``parts="all"``); a Wan 2.2 A14B two-expert folder (``transformer_2`` /
-  ``boundary_ratio`` in ``model_index.json``) is refused (`policy.wan_i2v.two_expert_problem`); Cosmos ``out_channels`` = ``z``, ``in_channels`` =
+  ``boundary_ratio`` in ``model_index.json``), or its I2V layout without ``image_dim`` (one expert, no
+  ``model_index.json``), is refused (`policy.wan_i2v.two_expert_problem` / ``expert_layout_problem``); Cosmos ``out_channels`` = ``z``, ``in_channels`` =
   ``z + 1`` (condition mask; ``concat_padding_mask`` true: diffusers appends the padding mask, which needs
   torchvision) or, with ``concat_padding_mask`` false, ``z + 2`` (`cosmos_velocity` appends it); the
   ``_class_name`` the backend loads (`policy.checkpoint.transformer_class_problem`). A field that is missing or unreadable is not checked (no guess).
@@ -51,7 +52,7 @@ from pathlib import Path
 from typing import Literal
 
 from policy.checkpoint import missing_parts, transformer_class_problem
-from policy.wan_i2v import two_expert_problem
+from policy.wan_i2v import expert_layout_problem, two_expert_problem
 from tools.weight_index import shards_problem
 from training.config import ConfigError, TrainConfig
 
@@ -129,10 +130,10 @@ def _layout_problems(root: Path, backend: str, parts: Literal["all", "transforme
         c_out = c_in  # WanTransformer3DModel: out_channels or in_channels
     problems = []
     if backend == "wan":
-        if two := two_expert_problem(root):
-            problems.append(two)
         t = _vae_temporal(_json(root / "vae" / "config.json"))
         i2v = z is not None and t is not None and c_in == 2 * z + t
+        if two := two_expert_problem(root) or (i2v and expert_layout_problem(tr)):
+            problems.append(two)
         for key, what in (("image_dim", "CLIP image embeddings"), ("added_kv_proj_dim", "image cross-attention")):
             if tr.get(key) is not None and not i2v:
                 problems.append(f"transformer {key} {tr[key]} (Wan 2.1 I2V: {what}) is not supported without the "
