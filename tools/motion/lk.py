@@ -17,6 +17,11 @@ frame (drift, below). Decisions where the issue was silent:
   forward call per frame pair and direction, whatever their query frame; and the backward (check)
   call only takes the points that passed the forward tests, since a point failing those is rejected
   whatever the backward step gives. Results are bit-identical to tracking each query group alone.
+- Little Python per step: the points are sorted by query frame inside `track` (and put back in the
+  caller's order at the end), so the points a step has started are one contiguous run written by slices,
+  the alive ones are an index array kept from step to step, and the steps at which a query group is
+  matched against its query frame (drift, below) are worked out once per direction, so a step without a
+  match costs no group search. Grey frames come from one ``cvtColor`` call over all frames.
 - The checks run beside the forward chain: the forward call of step t+1 needs only the forward
   result of step t, so each step's backward (check) call goes to a helper thread while the chain
   goes on (OpenCV releases the GIL), and a point whose check fails is rejected afterwards from that
@@ -46,8 +51,8 @@ frame (drift, below). Decisions where the issue was silent:
 
 from __future__ import annotations
 
+import queue
 import threading
-from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -101,95 +106,97 @@ class LKTracker:
         q = resolve_queries(frames.shape, grid_size, queries)
         t_total, h, w = frames.shape[:3]
         n = len(q)
+        query_frames = q[:, 0].astype(np.int64)
+        # points sorted by query frame: the points started at a step are then a contiguous run (module docstring)
+        order = np.argsort(query_frames, kind="stable")
+        qf, start = query_frames[order], q[order, 1:3].astype(np.float32)
         tracks = np.zeros((t_total, n, 2), np.float32)
         visible = np.zeros((t_total, n), bool)
-        query_frames = q[:, 0].astype(np.int64)
-        start = q[:, 1:3].astype(np.float32)
-        tracks[query_frames, np.arange(n)] = start
-        visible[query_frames, np.arange(n)] = True
-        grays: list[np.ndarray | None] = [None] * t_total
-
-        def gray(i: int) -> np.ndarray:
-            g = grays[i]
-            if g is None:
-                g = grays[i] = cv2.cvtColor(frames[i], cv2.COLOR_RGB2GRAY)
-            return g
-
-        for direction in (1, -1):
-            self._propagate(gray, direction, query_frames, start, tracks, visible, h, w)
+        tracks[qf, np.arange(n)] = start
+        visible[qf, np.arange(n)] = True
+        grays = _grays(frames)
+        checks = _Checks(self._check)
+        try:
+            for direction in (1, -1):
+                self._propagate(grays, direction, qf, start, tracks, visible, h, w, checks)
+        finally:
+            failed = checks.finish()
+        _reject(failed, tracks, visible)
+        if (order[1:] < order[:-1]).any():
+            back = np.empty_like(order)
+            back[order] = np.arange(n)
+            tracks, visible = tracks[:, back], visible[:, back]
         return MotionTracks(tracks=tracks, visible=visible, query_frames=query_frames,
                             frame_indices=list(range(t_total)))
 
-    def _propagate(self, gray, direction: int, query_frames: np.ndarray, start: np.ndarray,
-                   tracks: np.ndarray, visible: np.ndarray, h: int, w: int) -> None:
-        """Track every point from its query frame one frame at a time in ``direction`` (+1 or -1).
+    def _propagate(self, grays: list[np.ndarray], direction: int, qf: np.ndarray, start: np.ndarray,
+                   tracks: np.ndarray, visible: np.ndarray, h: int, w: int, checks: _Checks) -> None:
+        """Track every point from its query frame one frame at a time in ``direction`` (+1 or -1); points are
+        sorted by query frame ``qf``, so the points started by a step are a contiguous run.
 
-        The forward chain runs here; each step's backward (check) call goes to a `_Checks` helper
-        thread, and a point failing its check is rejected afterwards from that step on (see module
-        docstring)."""
-        t_total = visible.shape[0]
+        The forward chain runs here; each step's backward (check) call goes to the `_Checks` helper
+        thread, keyed ``(direction, t, t + direction, points)``; `_reject` applies the failed checks
+        afterwards (see module docstring)."""
+        t_total, n = visible.shape
         cur = start.copy()
-        alive = np.ones(len(start), bool)  # passed every forward test so far (checks are applied after)
-        steps = range(int(query_frames.min()), t_total - 1) if direction > 0 \
-            else range(int(query_frames.max()), 0, -1)
-        checks = _Checks(self._check)
-        try:
-            for t in steps:
-                nxt = t + direction
-                started = query_frames <= t if direction > 0 else query_frames >= t
-                if not started.any():
-                    continue
-                moving = np.flatnonzero(started & alive)
-                if len(moving):
-                    p0 = cur[moving]
-                    p1, ok = self._forward(gray(t), gray(nxt), p0, h, w)
-                    if ok.any():
-                        checks.submit((t, nxt, moving[ok]), (gray(nxt), gray(t), p1[ok], p0[ok]))
-                        p1[ok] = self._anchored(gray, t, nxt, query_frames[moving[ok]], start[moving[ok]], p1[ok],
-                                                h, w)
-                    cur[moving[ok]] = p1[ok]
+        alive = np.ones(n, bool)  # passed every forward test so far (checks are applied after)
+        steps = range(int(qf[0]), t_total - 1) if direction > 0 else range(int(qf[-1]), 0, -1)
+        anchors = _anchor_steps(qf, direction, self.config.anchor_every, steps)
+        bounds = np.searchsorted(qf, steps, "right" if direction > 0 else "left").tolist()
+        moving = np.zeros(0, np.int64)  # started points still alive, ascending
+        lo, hi = (0, 0) if direction > 0 else (n, n)  # the started points: lo..hi-1
+        for t, bound in zip(steps, bounds, strict=True):
+            nxt = t + direction
+            if direction > 0 and bound > hi:
+                moving, hi = np.concatenate([moving, np.arange(hi, bound)]), bound
+            elif direction < 0 and bound < lo:
+                moving, lo = np.concatenate([np.arange(bound, lo), moving]), bound
+            if len(moving):
+                g0, g1 = grays[t], grays[nxt]
+                p0 = cur[moving]
+                p1, ok = self._forward(g0, g1, p0, h, w)
+                if not ok.all():
                     alive[moving[~ok]] = False
-                tracks[nxt, started] = cur[started]
-                visible[nxt, started] = alive[started]
-        finally:
-            failed = checks.finish()
-        rejected = np.zeros(len(start), bool)
-        for (t, nxt, points), bad in sorted(failed, key=lambda item: item[0][0] * direction):
-            new = points[bad & ~rejected[points]]
-            if len(new):  # hold the last reliable position from `nxt` to the end, invisible
-                span = slice(nxt, None) if direction > 0 else slice(nxt, None, -1)
-                tracks[span, new] = tracks[t, new]
-                visible[span, new] = False
-                rejected[new] = True
+                    moving, p0, p1 = moving[ok], p0[ok], p1[ok]
+                if len(moving):
+                    checks.submit((direction, t, nxt, moving), (g1, g0, p1, p0))
+                    if t in anchors:
+                        p1 = self._anchored(grays, anchors[t], nxt, moving, start, p1, h, w)
+                    cur[moving] = p1
+            tracks[nxt, lo:hi] = cur[lo:hi]
+            visible[nxt, lo:hi] = alive[lo:hi]
 
     def _forward(self, img0: np.ndarray, img1: np.ndarray, p0: np.ndarray, h: int,
                  w: int) -> tuple[np.ndarray, np.ndarray]:
         """One forward LK step of points ``p0`` [K,2]: (new positions [K,2], mask [K] of the points that
-        pass the forward tests: status, finite, patch error, inside the image)."""
+        pass the forward tests: status, patch error, inside the image; `in_bounds` is False for NaN and
+        infinities, so it is the finiteness test too)."""
         p1, st, err = cv2.calcOpticalFlowPyrLK(img0, img1, p0.reshape(-1, 1, 2), None, **self._lk_args)
         p1 = p1.reshape(-1, 2)
-        ok = ((st.ravel() == 1) & np.isfinite(p1).all(axis=1) & (err.ravel() < self.config.max_patch_error)
-              & in_bounds(p1, h, w))
+        ok = (st.ravel() == 1) & (err.ravel() < self.config.max_patch_error) & in_bounds(p1, h, w)
         return p1, ok
 
-    def _anchored(self, gray: Callable[[int], np.ndarray], t: int, nxt: int, query_frames: np.ndarray,
-                  anchors: np.ndarray, p1: np.ndarray, h: int, w: int) -> np.ndarray:
-        """Positions ``p1`` [K,2] at frame ``nxt`` of points queried at ``anchors`` on ``query_frames``, each
-        replaced by its match from its query frame (LK started at ``p1``) where that match is good: status,
-        finite, patch error, inside the image, within ``anchor_tolerance`` of ``p1`` (module docstring). Points
-        whose query frame is ``t`` are kept as they are: their chained step already was that match."""
-        out = p1.copy()
-        for k in np.unique(query_frames):
-            if k == t or abs(nxt - int(k)) % self.config.anchor_every:
+    def _anchored(self, grays: list[np.ndarray], groups: list[tuple[int, int, int]], nxt: int,
+                  points: np.ndarray, start: np.ndarray, p1: np.ndarray, h: int, w: int) -> np.ndarray:
+        """Positions ``p1`` [K,2] at frame ``nxt`` of the (ascending) ``points``, those of each query-frame group
+        ``(k, lo, hi)`` (points ``lo..hi-1`` were queried at ``start`` on frame ``k``) replaced by their match
+        from the query frame (LK started at ``p1``) where that match is good: status, patch error, inside the
+        image (finite), within ``anchor_tolerance`` of ``p1`` (module docstring). `_anchor_steps` names the
+        groups due at a step."""
+        out = p1
+        for k, lo, hi in groups:
+            a, b = np.searchsorted(points, (lo, hi))
+            if a == b:
                 continue
-            sel = np.flatnonzero(query_frames == k)
-            guess = p1[sel].reshape(-1, 1, 2).copy()
-            pa, st, err = cv2.calcOpticalFlowPyrLK(gray(int(k)), gray(nxt), anchors[sel].reshape(-1, 1, 2), guess,
+            guess = p1[a:b].reshape(-1, 1, 2).copy()
+            pa, st, err = cv2.calcOpticalFlowPyrLK(grays[k], grays[nxt], start[points[a:b]].reshape(-1, 1, 2), guess,
                                                    flags=cv2.OPTFLOW_USE_INITIAL_FLOW, **self._lk_args)
             pa = pa.reshape(-1, 2)
-            good = ((st.ravel() == 1) & np.isfinite(pa).all(axis=1) & (err.ravel() < self.config.max_patch_error)
-                    & in_bounds(pa, h, w) & (np.linalg.norm(pa - p1[sel], axis=1) < self.config.anchor_tolerance))
-            out[sel[good]] = pa[good]
+            good = ((st.ravel() == 1) & (err.ravel() < self.config.max_patch_error) & in_bounds(pa, h, w)
+                    & (np.linalg.norm(pa - p1[a:b], axis=1) < self.config.anchor_tolerance))
+            if out is p1:
+                out = p1.copy()
+            out[a:b][good] = pa[good]
         return out
 
     def _check(self, img1: np.ndarray, img0: np.ndarray, p1: np.ndarray, p0: np.ndarray) -> np.ndarray:
@@ -200,49 +207,82 @@ class LKTracker:
         return ~((st_b.ravel() == 1) & (fb < self.config.fb_threshold))
 
 
+def _reject(failed: list[tuple[tuple[int, int, int, np.ndarray], np.ndarray]], tracks: np.ndarray,
+            visible: np.ndarray) -> None:
+    """Apply the failed checks (`_Checks.finish`): a point whose check of step ``t -> nxt`` failed holds its
+    position at ``t`` from ``nxt`` to the end of that direction, invisible; its first failure counts."""
+    rejected = {1: np.zeros(visible.shape[1], bool), -1: np.zeros(visible.shape[1], bool)}
+    for (direction, t, nxt, points), bad in sorted(failed, key=lambda item: (item[0][0], item[0][1] * item[0][0])):
+        new = points[bad & ~rejected[direction][points]]
+        if len(new):
+            span = slice(nxt, None) if direction > 0 else slice(nxt, None, -1)
+            tracks[span, new] = tracks[t, new]
+            visible[span, new] = False
+            rejected[direction][new] = True
+
+
+def _grays(frames: np.ndarray) -> list[np.ndarray]:
+    """Grey versions of contiguous RGB ``frames`` [T,H,W,3], in one OpenCV call over the frames stacked into
+    one tall image (a per-pixel conversion: the same values as frame by frame, less per-call cost)."""
+    t_total, h, w = frames.shape[:3]
+    return list(cv2.cvtColor(frames.reshape(t_total * h, w, 3), cv2.COLOR_RGB2GRAY).reshape(t_total, h, w))
+
+
+def _anchor_steps(qf: np.ndarray, direction: int, every: int, steps: range) -> dict[int, list[tuple[int, int, int]]]:
+    """Steps ``t`` (to ``t + direction``) at which some query-frame group is matched against its query frame:
+    ``t -> [(k, lo, hi)]``, the groups' query frame ``k`` and index range in the sorted query frames ``qf``. A
+    group is due every ``every`` steps from ``k`` in ``direction``, its first step excepted (module docstring)."""
+    ks, los = np.unique(qf, return_index=True)
+    his = np.append(los[1:], len(qf))
+    out: dict[int, list[tuple[int, int, int]]] = {}
+    for k, lo, hi in zip(ks.tolist(), los.tolist(), his.tolist(), strict=True):
+        for nxt in range(k + direction * every, steps.stop + direction, direction * every):
+            t = nxt - direction
+            if t != k and t in steps:
+                out.setdefault(t, []).append((k, lo, hi))
+    return out
+
+
 class _Checks:
     """Runs check jobs on a helper thread while the caller keeps submitting; `finish` runs the jobs
-    the helper has not taken in the calling thread, so the caller never waits for a queued job."""
+    the helper has not taken in the calling thread, so the caller never waits for a queued job. The jobs
+    travel through a `queue.SimpleQueue` (one C-level put and get per job, no Python lock dance per step)."""
 
     def __init__(self, run: Callable[..., np.ndarray]) -> None:
         self._run = run
-        self._jobs: deque[tuple[Any, tuple]] = deque()
+        self._jobs: queue.SimpleQueue[tuple[Any, tuple] | None] = queue.SimpleQueue()
         self._done: list[tuple[Any, np.ndarray]] = []
-        self._cond = threading.Condition()
-        self._closed = False
         self._error: BaseException | None = None
         self._thread: threading.Thread | None = None
 
     def submit(self, key: Any, args: tuple) -> None:
-        with self._cond:
-            self._jobs.append((key, args))
-            self._cond.notify()
+        self._jobs.put((key, args))
         if self._thread is None:  # started on the first job: clips without steps cost no thread
             self._thread = threading.Thread(target=self._helper, name="lk-checks", daemon=True)
             self._thread.start()
 
-    def _next(self, wait: bool) -> tuple[Any, tuple] | None:
-        with self._cond:
-            while wait and not self._jobs and not self._closed:
-                self._cond.wait()
-            return self._jobs.popleft() if self._jobs else None
-
     def _helper(self) -> None:
         try:
-            while (job := self._next(wait=True)) is not None:
+            while (job := self._jobs.get()) is not None:  # None: `finish` is done with the queue
                 self._done.append((job[0], self._run(*job[1])))
         except BaseException as exc:  # noqa: BLE001 - re-raised by finish() in the caller
             self._error = exc
 
+    def _take(self) -> tuple[Any, tuple] | None:
+        try:
+            return self._jobs.get_nowait()
+        except queue.Empty:
+            return None
+
     def finish(self) -> list[tuple[Any, np.ndarray]]:
         """All (key, result) pairs, in no particular order; re-raises a job's exception."""
-        with self._cond:
-            self._closed = True
-            self._cond.notify_all()
-        while (job := self._next(wait=False)) is not None:
-            self._done.append((job[0], self._run(*job[1])))
-        if self._thread is not None:
-            self._thread.join()
+        try:
+            while (job := self._take()) is not None:
+                self._done.append((job[0], self._run(*job[1])))
+        finally:
+            if self._thread is not None:
+                self._jobs.put(None)
+                self._thread.join()
         if self._error is not None:
             raise self._error
         return self._done
