@@ -1,11 +1,14 @@
-"""LK tracks points sorted by query frame internally (tools/motion/lk.py): queries in any order, on many
-frames, must give the plain step-by-step algorithm's tracks, bit for bit, in the order they were asked."""
+"""LK's batching must not change numbers (tools/motion/lk.py): points are tracked sorted by query frame, so
+queries in any order, on many frames, must give the plain step-by-step algorithm's tracks, bit for bit, in the
+order they were asked; grey frames are converted in runs of frames, which must equal frame by frame."""
 
 from __future__ import annotations
 
+import cv2
 import numpy as np
 import pytest
 
+import tools.motion.lk as lk
 from tests.test_motion import H, W, _reference_lk, moving_square
 from tools.motion import LKTracker
 from tools.motion.lk import LKConfig
@@ -31,3 +34,14 @@ def test_lk_unsorted_queries_on_many_frames_match_the_step_by_step_algorithm(anc
     np.testing.assert_array_equal(got.tracks[qf, np.arange(len(qf))], queries[:, 1:].astype(np.float32))
     np.testing.assert_array_equal(got.visible, want_visible)
     np.testing.assert_array_equal(got.tracks, want_tracks)
+
+
+@pytest.mark.parametrize("run_frames", [1, 3, 7, 100])
+def test_grey_frames_converted_in_runs_equal_frame_by_frame(monkeypatch, run_frames):
+    """Runs of 1, 3 (7 frames: a short last run), 7 and more than the clip."""
+    frames = np.random.default_rng(3).integers(0, 256, (7, 24, 30, 3), np.uint8)
+    monkeypatch.setattr(lk, "_GRAY_RUN_PIXELS", run_frames * 24 * 30)
+    grays = lk._grays(frames)
+    assert len(grays) == 7
+    for g, f in zip(grays, frames, strict=True):
+        np.testing.assert_array_equal(g, cv2.cvtColor(f, cv2.COLOR_RGB2GRAY))
