@@ -66,6 +66,7 @@ from typing import Any
 from langchain_core.callbacks import BaseCallbackHandler
 
 from graph.config import AgentConfig
+from graph.run_claims import FOREIGN_CLAIM_MAX_AGE_S
 from graph.schemas import RewardResult
 from graph.settings import TraceDurability
 
@@ -130,11 +131,13 @@ UpdateSink = Callable[[str, Any], None]
 
 
 async def arun_agent(agent: Any, video: str, instruction: str, run_id: str, preset: str, *,
-                     durability: TraceDurability = "exit", on_update: UpdateSink | None = None) -> RewardResult:
+                     durability: TraceDurability = "exit", on_update: UpdateSink | None = None,
+                     claim_max_age_s: float = FOREIGN_CLAIM_MAX_AGE_S) -> RewardResult:
     """Run one clip through a compiled agent; always returns a RewardResult. `durability`: when the
     checkpointer (if any) writes the run's checkpoints (see module docstring). `on_update`: stream the run,
     handing it each node's update as it happens (`raa score --stream`); the run is otherwise the same one,
-    with the same run-id checks and claim."""
+    with the same run-id checks and claim. `claim_max_age_s`: when another host's claim of `run_id` is stale
+    (`BackboneSettings.foreign_claim_max_age_s`, `graph.run_claims`)."""
     config = {"configurable": {"thread_id": run_id}}
     claim = (id(agent.checkpointer), run_id) if agent.checkpointer else None
     with _RUNNING_LOCK:
@@ -143,20 +146,22 @@ async def arun_agent(agent: Any, video: str, instruction: str, run_id: str, pres
         if claim is not None:
             _RUNNING.add(claim)
     try:
-        return await _run_claimed(agent, video, instruction, run_id, preset, config, durability, on_update)
+        return await _run_claimed(agent, video, instruction, run_id, preset, config, durability, on_update,
+                                  claim_max_age_s)
     finally:
         with _RUNNING_LOCK:
             _RUNNING.discard(claim)
 
 
 async def _run_claimed(agent: Any, video: str, instruction: str, run_id: str, preset: str, config: dict,
-                       durability: TraceDurability, on_update: UpdateSink | None = None) -> RewardResult:
+                       durability: TraceDurability, on_update: UpdateSink | None = None,
+                       claim_max_age_s: float = FOREIGN_CLAIM_MAX_AGE_S) -> RewardResult:
     """`_run_agent` with `run_id` claimed in the trace database for the run (`graph.run_claims`)."""
     from graph import run_claims
 
     try:
         file = await run_claims.database_file(agent.checkpointer) if agent.checkpointer else None
-        holder = None if file is None else await run_claims.claim(file, run_id)
+        holder = None if file is None else await run_claims.claim(file, run_id, claim_max_age_s)
     except Exception as exc:  # the trace database cannot be written: the run could not record its trace
         return ineligible_result(preset, f"agent: run id {run_id!r} could not be claimed in the trace database "
                                  f"({type(exc).__name__}: {exc})", run_id)
@@ -251,14 +256,15 @@ def trace_saved(result: RewardResult) -> bool:
 async def ascore_videos(items: Iterable[Any], config: AgentConfig | None = None, *, model: Any = None,
                         max_concurrency: int = 16, agent: Any = None, tools: Any = None,
                         checkpointer: Any = None, backbone: Any = None, settings: Any = None,
-                        durability: TraceDurability = "exit",
-                        limiter: asyncio.Semaphore | None = None) -> list[RewardResult]:
+                        durability: TraceDurability = "exit", limiter: asyncio.Semaphore | None = None,
+                        claim_max_age_s: float = FOREIGN_CLAIM_MAX_AGE_S) -> list[RewardResult]:
     """Score many clips concurrently (at most `max_concurrency` at once); results in input order. With a
     ready `agent`, `config` is not used: results that the agent could not write (a reused run id, an escaped
     error) say the agent's own preset, not `config.preset` (default "full").
     `durability`: when checkpoints are written (see module docstring). `limiter`: a semaphore shared with
     other calls running at the same time (instead of this call's own of `max_concurrency`), so their runs
-    together stay within its bound (the trainer scores several groups at once)."""
+    together stay within its bound (the trainer scores several groups at once). `claim_max_age_s`: as for
+    `arun_agent`."""
     from graph.builder import agent_preset, build_reward_agent
 
     if max_concurrency < 1:
@@ -273,17 +279,19 @@ async def ascore_videos(items: Iterable[Any], config: AgentConfig | None = None,
 
     async def one(video: str, instruction: str, run_id: str | None) -> RewardResult:
         async with sem:
-            return await arun_agent(agent, video, instruction, run_id or new_run_id(), preset, durability=durability)
+            return await arun_agent(agent, video, instruction, run_id or new_run_id(), preset, durability=durability,
+                                    claim_max_age_s=claim_max_age_s)
 
     return list(await asyncio.gather(*(one(*p) for p in parsed)))
 
 
 def score_video(video: str | Path, instruction: str, config: AgentConfig | None = None, *, model: Any = None,
                 tools: Any = None, checkpointer: Any = None, backbone: Any = None, settings: Any = None,
-                run_id: str | None = None, durability: TraceDurability = "exit") -> RewardResult:
+                run_id: str | None = None, durability: TraceDurability = "exit",
+                claim_max_age_s: float = FOREIGN_CLAIM_MAX_AGE_S) -> RewardResult:
     """Score one clip (sync). The run goes on the process's bridge loop (`graph.bridge.run_sync`), so this
     also works where an event loop is already running (a Jupyter cell). `durability`: when checkpoints
-    are written (see module docstring)."""
+    are written (see module docstring); `claim_max_age_s`: as for `arun_agent`."""
     from graph.bridge import run_sync
     from graph.builder import build_reward_agent
 
@@ -292,4 +300,4 @@ def score_video(video: str | Path, instruction: str, config: AgentConfig | None 
     agent = build_reward_agent(config, model=model, tools=tools, checkpointer=checkpointer, backbone=backbone,
                                settings=settings)
     return run_sync(arun_agent(agent, video, instruction, run_id or new_run_id(),
-                               config.preset, durability=durability))
+                               config.preset, durability=durability, claim_max_age_s=claim_max_age_s))

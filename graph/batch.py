@@ -264,22 +264,24 @@ def write_bad_lines(items: list[dict[str, Any]], writer: RowWriter) -> list[dict
     return [item for item in items if item["error"] is None]
 
 
-async def score_item(agent: Any, item: dict[str, Any], durability: TraceDurability) -> Any:
-    """RewardResult of one batch item (a valid manifest line; never raises)."""
+async def score_item(agent: Any, item: dict[str, Any], durability: TraceDurability,
+                     claim_max_age_s: float) -> Any:
+    """RewardResult of one batch item (a valid manifest line; never raises); `claim_max_age_s`:
+    `BackboneSettings.foreign_claim_max_age_s`."""
     from graph.api import arun_agent, new_run_id
 
     return await arun_agent(agent, item["path"], item["instruction"], new_run_id(), item["preset"],
-                            durability=durability)
+                            durability=durability, claim_max_age_s=claim_max_age_s)
 
 
 async def run_batch(agent: Any, items: list[dict[str, Any]], writer: RowWriter, concurrency: int,
-                    durability: TraceDurability) -> dict[str, int]:
+                    durability: TraceDurability, claim_max_age_s: float) -> dict[str, int]:
     """Score `items` in this process, at most `concurrency` runs at once; rows are written as runs finish."""
     sem = asyncio.Semaphore(concurrency)
 
     async def one(item: dict[str, Any]) -> None:
         async with sem:
-            result = await score_item(agent, item, durability)
+            result = await score_item(agent, item, durability, claim_max_age_s)
         writer.write(result_line(item, result), result.status)
 
     await asyncio.gather(*(one(item) for item in write_bad_lines(items, writer)))

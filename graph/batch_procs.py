@@ -127,7 +127,7 @@ async def _serve(conn: Connection, settings: BackboneSettings, preset: str, dura
                 return
 
     async def one(ticket: int, item: dict[str, Any]) -> None:
-        result = await score_item(agent, item, durability)
+        result = await score_item(agent, item, durability, settings.foreign_claim_max_age_s)
         _send(conn, ("row", ticket, result_line(item, result), result.status))
 
     async with open_async_saver(settings.traces_path) as saver:

@@ -149,7 +149,8 @@ async def _score_one(settings: BackboneSettings, preset: str, video: str, instru
     async with open_async_saver(settings.traces_path) as saver:
         agent = _build_agent(settings, preset, saver, draw, tools)
         return await arun_agent(agent, video, instruction, run_id, preset, durability=settings.trace_durability,
-                                on_update=show if stream else None)
+                                on_update=show if stream else None,
+                                claim_max_age_s=settings.foreign_claim_max_age_s)
 
 
 # ---------------------------------------------------------------------------------------------- batch
@@ -278,7 +279,8 @@ def score_batch_command(
                     async with open_async_saver(settings.traces_path) as saver:
                         agent = build_batch_agent(settings, preset, saver, make_chat_model(settings), tools,
                                                   draw=draw)
-                        await run_batch(agent, scorable, writer, concurrency, settings.trace_durability)
+                        await run_batch(agent, scorable, writer, concurrency, settings.trace_durability,
+                                        settings.foreign_claim_max_age_s)
 
                 asyncio.run(main())
         usage = " ".join(f"{k}={v}" for k, v in writer.usage.items())
@@ -360,6 +362,7 @@ def serve_reward_command(
                               make_chat_model(settings), tools, frames)
     app = create_reward_app(agent, preset, token=token, max_concurrency=concurrency, max_items=max_items,
                             max_body_mb=max_body_mb, durability=settings.trace_durability, keep_videos=keep_videos,
+                            claim_max_age_s=settings.foreign_claim_max_age_s,
                             frames=frames, max_buffered_mb=max_buffered_mb, busy_wait_s=busy_wait_s,
                             info={"model": settings.model, "inspect_mode": settings.inspect_mode,
                                   "traces": settings.traces_path, "scoring": settings.scoring()})

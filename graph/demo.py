@@ -116,7 +116,8 @@ def _score(rows: list[dict], out: Path, preset: str, concurrency: int, console: 
                   f"({settings.model}) ...")
     results = asyncio.run(ascore_videos(items, settings.agent_config(preset), max_concurrency=concurrency,
                                         backbone=backbone, settings=settings, tools=tools,
-                                        durability=settings.trace_durability))
+                                        durability=settings.trace_durability,
+                                        claim_max_age_s=settings.foreign_claim_max_age_s))
     # the run id is what `raa trace` takes: never cut short (narrow consoles get a compact table in which
     # only the clip name folds: here it is the row's label, so it is kept whole rather than cut as in `raa runs`)
     table, full = commands.run_table(f"Reward agent ({preset})", console.width)

@@ -28,7 +28,9 @@ of clips, so the database only grows. Decisions where no issue says:
   trace database the rewrite takes longer than those writes wait (30 s), and every run in flight lost its
   trace: ``--vacuum`` of a trace database holding runs claimed by live processes (`graph.run_claims`) is
   refused (exit 2; a prune's deletions still happen), and a vacuum says what it rewrites before it starts.
-  A run that starts during the vacuum still waits for it (its claim needs the write lock).
+  The check and the VACUUM cannot share a transaction: the check fences the file in the same write transaction
+  (`graph.run_claims.fence_vacuum`), so a run claimed right after it waits for the vacuum instead of going
+  ahead under it, as a run that starts during the vacuum waits for it (its claim needs the write lock).
   ``--vacuum`` shrinks the files its criteria name also when nothing matches now (`--keep N --vacuum` after
   a prune without it). ``--vacuum`` alone (no criterion) is allowed, as it deletes nothing: it shrinks the
   trace database and the stage cache without asking (`vacuum_only`); without any option the command still
@@ -53,7 +55,7 @@ import typer
 from langgraph.checkpoint.sqlite import SqliteSaver
 
 from graph.cache import dated
-from graph.run_claims import running
+from graph.run_claims import FOREIGN_CLAIM_MAX_AGE_S, fence_vacuum, running, unfence_vacuum
 from graph.stores import TRACE_TABLES, TRACE_WAIT_S, connect_read_only, connect_wal, store_errors
 from graph.tracing import RUN_STATUSES, ever_finished, open_saver, read_trace, run_ids
 
@@ -100,8 +102,9 @@ class Selection:
 
 
 def select_runs(path: str | Path, *, keep: int | None = None, before: datetime | None = None,
-                status: str | None = None) -> Selection:
-    """The runs of the trace database at `path` that match every given criterion (module docstring).
+                status: str | None = None, claim_max_age_s: float = FOREIGN_CLAIM_MAX_AGE_S) -> Selection:
+    """The runs of the trace database at `path` that match every given criterion (module docstring), but
+    those in flight (`claim_max_age_s`: when another host's claim is stale, `graph.run_claims`).
     ValueError when none is given, for a negative `keep` or an unknown `status`."""
     if keep is None and before is None and status is None:
         raise ValueError("say which runs to delete: keep the newest N, runs before a time, or runs with a status")
@@ -114,7 +117,7 @@ def select_runs(path: str | Path, *, keep: int | None = None, before: datetime |
         ids = list(run_ids(saver))
         candidates = ids[keep:] if keep is not None else ids
         if before is None and status is None:
-            return _sparing_in_flight(saver, candidates, len(ids))
+            return _sparing_in_flight(saver, candidates, len(ids), claim_max_age_s)
         chosen = []
         for run_id in candidates:  # reads each candidate's last checkpoint: its time and status
             run = read_trace(saver, run_id)
@@ -125,14 +128,14 @@ def select_runs(path: str | Path, *, keep: int | None = None, before: datetime |
             if status == "incomplete" and ever_finished(saver, run_id):  # a fork of a finished run: not a crash
                 continue
             chosen.append(run_id)
-        return _sparing_in_flight(saver, chosen, len(ids))
+        return _sparing_in_flight(saver, chosen, len(ids), claim_max_age_s)
     finally:
         saver.conn.close()
 
 
-def _sparing_in_flight(saver: SqliteSaver, matching: list[str], total: int) -> Selection:
+def _sparing_in_flight(saver: SqliteSaver, matching: list[str], total: int, claim_max_age_s: float) -> Selection:
     """The selection of `matching` but the runs in flight (module docstring)."""
-    in_flight = running(saver.conn)
+    in_flight = running(saver.conn, claim_max_age_s)
     chosen = [run_id for run_id in matching if run_id not in in_flight]
     return Selection(chosen, total, len(matching) - len(chosen))
 
@@ -145,9 +148,10 @@ def _updated_before(updated: str, cutoff: datetime) -> bool:
     return _as_utc(when) < cutoff
 
 
-def delete_runs(path: str | Path, run_ids: Sequence[str]) -> int:
+def delete_runs(path: str | Path, run_ids: Sequence[str], claim_max_age_s: float = FOREIGN_CLAIM_MAX_AGE_S) -> int:
     """Delete `run_ids` (checkpoints and writes) from the trace database at `path`, but not those in flight
-    now (claimed by a live process); returns how many runs had checkpoints to delete (module docstring)."""
+    now (claimed by a live process; `claim_max_age_s` as for `select_runs`); returns how many runs had
+    checkpoints to delete (module docstring)."""
     saver = open_saver(path)
     deleted = 0
     try:
@@ -156,7 +160,7 @@ def delete_runs(path: str | Path, run_ids: Sequence[str]) -> int:
             conn.execute("PRAGMA busy_timeout = 30000")  # another process may be writing a run
             conn.execute("BEGIN IMMEDIATE")  # the write lock first: no run is claimed between check and delete
             try:
-                in_flight = running(conn)
+                in_flight = running(conn, claim_max_age_s)
                 for run_id in dict.fromkeys(run_ids):  # an id given twice is one run
                     if run_id in in_flight:
                         continue
@@ -194,24 +198,22 @@ def vacuum(path: str | Path, what: str, setting: str, *, wait_s: float = 5.0) ->
             conn.close()
 
 
-def runs_in_flight(path: str | Path) -> list[str]:
-    """The run ids claimed by live processes in the trace database at `path`, sorted (read only)."""
-    with store_errors(path, "trace database", "RAA_TRACES_PATH", read_only=True):
-        conn = connect_read_only(path, "trace database", TRACE_TABLES)
-        try:
-            return sorted(running(conn))
-        finally:
-            conn.close()
-
-
-def vacuum_refusal(path: str | Path) -> str | None:
-    """Why the trace database at `path` must not be vacuumed now (runs in flight: module docstring), or None."""
-    ids = runs_in_flight(path)
-    if not ids:
-        return None
-    return (f"not vacuuming {path}: {len(ids)} run(s) in flight ({', '.join(ids[:3])}{' ...' if len(ids) > 3 else ''}); "
-            f"VACUUM locks the file while it rewrites it, and their trace writes would fail after "
-            f"{TRACE_WAIT_S:.0f} s: vacuum once they have ended")
+def vacuum_traces(path: str | Path, claim_max_age_s: float = FOREIGN_CLAIM_MAX_AGE_S) -> str | None:
+    """`vacuum_and_say` the trace database at `path`, fenced against new claims meanwhile; or, runs in flight
+    (`claim_max_age_s` as for `select_runs`), nothing rewritten and why not (module docstring)."""
+    with store_errors(path, "trace database", "RAA_TRACES_PATH"):
+        connect_read_only(path, "trace database", TRACE_TABLES).close()  # another database given by mistake
+        ids = fence_vacuum(str(path), claim_max_age_s)
+    if ids:
+        return (f"not vacuuming {path}: {len(ids)} run(s) in flight ({', '.join(ids[:3])}"
+                f"{' ...' if len(ids) > 3 else ''}); VACUUM locks the file while it rewrites it, and their trace "
+                f"writes would fail after {TRACE_WAIT_S:.0f} s: vacuum once they have ended")
+    try:
+        vacuum_and_say(path, "trace database", "RAA_TRACES_PATH")
+    finally:
+        with store_errors(path, "trace database", "RAA_TRACES_PATH"):  # if it fails, the fence is stale once
+            unfence_vacuum(str(path))                                    # this process has ended (_alive)
+    return None
 
 
 def vacuum_and_say(path: str | Path, what: str, setting: str) -> None:
@@ -253,13 +255,11 @@ def file_bytes(path: str | Path) -> int:
     return sum(f.stat().st_size for f in (p, p.with_name(p.name + "-wal")) if f.exists())
 
 
-def vacuum_only(traces: Path, cache: str | Path | None, *, dry_run: bool) -> None:
+def vacuum_only(traces: Path, cache: str | Path | None, *, dry_run: bool,
+                claim_max_age_s: float = FOREIGN_CLAIM_MAX_AGE_S) -> None:
     """`raa prune --vacuum` without a criterion: shrink the trace database and the stage cache (when on), each
     that exists, and say their sizes; nothing is deleted, so nothing is asked. Exit 2, nothing vacuumed, while
-    runs are in flight (`vacuum_refusal`)."""
-    if not dry_run and traces.exists() and (why := vacuum_refusal(traces)) is not None:
-        typer.echo(f"error: {why}", err=True)
-        raise typer.Exit(2)
+    runs are in flight (`vacuum_traces`, first)."""
     for path, what, setting in ((traces, "trace database", "RAA_TRACES_PATH"),
                                 (cache, "stage cache", "RAA_CACHE_PATH, or off")):
         if path is None:
@@ -268,8 +268,11 @@ def vacuum_only(traces: Path, cache: str | Path | None, *, dry_run: bool) -> Non
             typer.echo(f"no {what} at {path} (none yet)", err=True)
         elif dry_run:
             typer.echo(f"{path}: {file_bytes(path) / 2**20:.1f} MiB")
-        else:
+        elif what != "trace database":
             vacuum_and_say(path, what, setting)
+        elif (why := vacuum_traces(path, claim_max_age_s)) is not None:  # first: the cache is not vacuumed
+            typer.echo(f"error: {why}", err=True)
+            raise typer.Exit(2)
     if dry_run:
         typer.echo("dry run: nothing vacuumed")
 
@@ -305,7 +308,7 @@ def prune_command(
     runs_wanted = keep is not None or before is not None or status is not None
     cache = cache or cache_before is not None
     if not runs_wanted and not cache and vacuum_files:  # deletes nothing: no criterion, no confirmation
-        vacuum_only(path, settings.cache_path, dry_run=dry_run)
+        vacuum_only(path, settings.cache_path, dry_run=dry_run, claim_max_age_s=settings.foreign_claim_max_age_s)
         return
     if not runs_wanted and not cache:
         typer.echo("error: say what to delete: --keep N, --before WHEN, --status S (runs; combined, a run must "
@@ -318,7 +321,8 @@ def prune_command(
             typer.echo(f"no trace database at {path} (no runs yet)", err=True)
         else:
             try:
-                selection = select_runs(path, keep=keep, before=cutoff, status=status)
+                selection = select_runs(path, keep=keep, before=cutoff, status=status,
+                                        claim_max_age_s=settings.foreign_claim_max_age_s)
             except ValueError as exc:
                 typer.echo(f"error: {exc}", err=True)
                 raise typer.Exit(2) from exc
@@ -346,12 +350,10 @@ def prune_command(
     refused = None
     if selection is not None:
         if runs_go:
-            deleted = delete_runs(path, selection.run_ids)
+            deleted = delete_runs(path, selection.run_ids, settings.foreign_claim_max_age_s)
             typer.echo(f"deleted {deleted} runs; {count_runs(path)} remain")
-        if vacuum_files and (refused := vacuum_refusal(path)) is not None:
+        if vacuum_files and (refused := vacuum_traces(path, settings.foreign_claim_max_age_s)) is not None:
             typer.echo(f"error: {refused}", err=True)
-        elif vacuum_files:
-            vacuum_and_say(path, "trace database", "RAA_TRACES_PATH")
     if cache_matches:
         deleted, total = stage_cache_entries(cache_path, before=cache_cutoff, delete=True)
         typer.echo(f"deleted {deleted} stage cache entries; {total - deleted} remain")

@@ -77,6 +77,7 @@ from fastapi.responses import JSONResponse
 from graph.api import arun_agent, ineligible_result, new_run_id
 from graph.frame_store import FrameStore
 from graph.reward_limits import DEFAULT_MAX_BODY_MB, DEFAULT_MAX_CONCURRENCY, DEFAULT_MAX_ITEMS
+from graph.run_claims import FOREIGN_CLAIM_MAX_AGE_S
 from graph.settings import TraceDurability
 from tools.service import HTTPProblem, check_bearer, problem_response, read_body_limited
 from tools.service_budget import DEFAULT_REWARD_BUSY_WAIT_S, BodyBudget, Reservation, buffered_limit_bytes
@@ -138,12 +139,13 @@ def create_reward_app(agent: Any, preset: str, *, token: str | None = None, max_
                       max_items: int = DEFAULT_MAX_ITEMS, max_body_mb: float = DEFAULT_MAX_BODY_MB, durability: TraceDurability = "exit",
                       info: dict[str, Any] | None = None, keep_videos: str | Path | None = None,
                       frames: FrameStore | None = None, max_buffered_mb: float | None = None,
-                      busy_wait_s: float = DEFAULT_REWARD_BUSY_WAIT_S) -> FastAPI:
+                      busy_wait_s: float = DEFAULT_REWARD_BUSY_WAIT_S,
+                      claim_max_age_s: float = FOREIGN_CLAIM_MAX_AGE_S) -> FastAPI:
     """FastAPI app serving `agent` (a compiled reward agent for `preset`) on /v1/score (module docstring);
     `keep_videos`: a folder that keeps every request's clips (see the module docstring); `frames`: the
     agent's frame cache, from which a request's deleted clips are dropped; `max_buffered_mb`: the request
     bodies held at once (None: 2048 MiB or `max_body_mb` if larger; ValueError below `max_body_mb`), for room
-    in which a body waits up to `busy_wait_s` before its 503."""
+    in which a body waits up to `busy_wait_s` before its 503; `claim_max_age_s`: as for `arun_agent`."""
     if max_concurrency < 1 or max_items < 1 or max_body_mb <= 0:
         raise ValueError("max_concurrency and max_items must be >= 1 and max_body_mb > 0")
     if token:
@@ -177,7 +179,8 @@ def create_reward_app(agent: Any, preset: str, *, token: str | None = None, max_
                 return {**ineligible_result(preset, parsed).model_dump(mode="json"), "kind": "error"}
             async with slots["runs"]:
                 run_id = new_run_id()
-                result = await arun_agent(agent, parsed[0], parsed[1], run_id, preset, durability=durability)
+                result = await arun_agent(agent, parsed[0], parsed[1], run_id, preset, durability=durability,
+                                          claim_max_age_s=claim_max_age_s)
             return {**result.model_dump(mode="json"), "kind": None}
         except Exception as exc:  # one item's escaped error is its own result, never a 500 (module docstring)
             failed = ineligible_result(preset, f"item {index}: the run failed on the service host "

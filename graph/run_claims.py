@@ -13,12 +13,15 @@ Decisions where the issue was silent:
   over. Whether a process on another host runs cannot be asked, and such a claim was never taken over: a
   crashed machine's claims (or those of a container restarted under a new hostname) refused their run ids,
   and `raa prune` spared their runs, for good. A claim from another host is now stale once it is older than
-  `FOREIGN_CLAIM_MAX_AGE_S` (its `claimed` time, written by that host's clock; one that does not read as a
+  a maximum age (its `claimed` time, written by that host's clock; one that does not read as a
   time is stale too, as nothing written by this module looks so). The limit is an age, not a heartbeat:
   a live process on another host sharing the file is already a misuse (SQLite's WAL mode needs every writer
   on one host), so the rule only has to free a dead host's claims, not to track live ones; it is set well
   above any run's length (`raa score-batch --run-timeout` defaults to one hour), so a run of another host
-  that were still going would lose its claim only after hours.
+  that were still going would lose its claim only after hours. The age is a setting
+  (`BackboneSettings.foreign_claim_max_age_s`, RAA_FOREIGN_CLAIM_MAX_AGE_S; default `FOREIGN_CLAIM_MAX_AGE_S`,
+  6 h), handed to `claim` and `running` by their callers: an operator whose crashed node's claims block run ids
+  shortens it, and one whose runs take longer lengthens it. Every process sharing a file should use one value.
 - A dead process's pid may since belong to another process, which made its claim look alive and its id
   refused until that process ended. Where the system tells a process's start time (Linux:
   `/proc/<pid>/stat`, in clock ticks since boot, fixed for the process's life), a claim also records its
@@ -42,6 +45,16 @@ Decisions where the issue was silent:
   released in a daemon thread (`release_later`) and its result returned at once; the thread waits for the
   lock as long as a release does (`WAIT_S`). A process that exits meanwhile leaves the claim of a dead process,
   which is taken over (`join_releases` waits for these threads, e.g. before a short script exits).
+- `raa prune --vacuum` must not rewrite the file under a run in flight (the VACUUM holds the write lock longer
+  than the run's trace writes wait), but its check of the claims and its VACUUM were two steps, and a run
+  claimed between them went ahead. VACUUM cannot run inside a transaction, so the check cannot share one with
+  it; instead `fence_vacuum` reads the claims and, when none is live, writes a row naming its process into
+  `raa_vacuums`, in one write transaction, and `unfence_vacuum` drops it after the VACUUM. A claim reads that
+  table in its own write transaction, so it sees either the fence or no vacuum yet (which then sees its
+  claim); it waits on a live fence as on the write lock (`WAIT_S`, polling every `FENCE_POLL_S`), then
+  fails naming the vacuum (`VacuumFence`), as a claim that waited out a VACUUM's lock did. A fence is live by
+  the same rule as a claim (`_alive`), so a prune killed mid-vacuum blocks nothing once it is gone. Versions
+  before the fence ignore it (their runs keep the old race).
 """
 
 from __future__ import annotations
@@ -52,6 +65,7 @@ import os
 import socket
 import sqlite3
 import threading
+import time
 from typing import Any
 
 from graph.stores import TRACE_WAIT_S
@@ -64,9 +78,19 @@ STARTS_TABLE = "raa_run_claim_starts"
 _CREATE_STARTS = (f"CREATE TABLE IF NOT EXISTS {STARTS_TABLE} (thread_id TEXT PRIMARY KEY, host TEXT NOT NULL, "
                   "pid INTEGER NOT NULL, started INTEGER NOT NULL)")
 FOREIGN_CLAIM_MAX_AGE_S = 6 * 3600.0
-"""Age (s) after which a claim written on another host is stale (module docstring)."""
+"""Default age (s) after which a claim written on another host is stale (module docstring)."""
 WAIT_S = TRACE_WAIT_S
-"""How long a claim waits for another process's write to the trace file (SQLite's busy timeout)."""
+"""How long a claim waits for another process's write to the trace file (SQLite's busy timeout), and for a
+vacuum's fence (module docstring)."""
+VACUUMS_TABLE = "raa_vacuums"
+_CREATE_VACUUMS = (f"CREATE TABLE IF NOT EXISTS {VACUUMS_TABLE} (host TEXT NOT NULL, pid INTEGER NOT NULL, "
+                   "started INTEGER, claimed TEXT NOT NULL, PRIMARY KEY (host, pid))")
+FENCE_POLL_S = 0.05
+"""How often a claim waiting on a vacuum's fence looks again."""
+
+
+class VacuumFence(sqlite3.OperationalError):
+    """A claim gave up waiting (`WAIT_S`) for a `raa prune --vacuum` of its trace file to end."""
 
 
 async def database_file(checkpointer: Any) -> str | None:
@@ -97,12 +121,12 @@ class _Claiming:
         self.taken = False
 
 
-async def claim(file: str, run_id: str) -> str | None:
-    """Claim `run_id` in the trace database `file`: None when claimed, else who holds it. A cancelled
-    caller holds no claim afterwards (module docstring)."""
+async def claim(file: str, run_id: str, max_age_s: float = FOREIGN_CLAIM_MAX_AGE_S) -> str | None:
+    """Claim `run_id` in the trace database `file`: None when claimed, else who holds it (`max_age_s`: when
+    another host's claim is stale). A cancelled caller holds no claim afterwards (module docstring)."""
     claiming = _Claiming()
     try:
-        return await asyncio.to_thread(_claim_for, file, run_id, claiming)
+        return await asyncio.to_thread(_claim_for, file, run_id, claiming, max_age_s)
     except asyncio.CancelledError:
         with claiming.lock:
             claiming.abandoned = True
@@ -115,9 +139,9 @@ async def claim(file: str, run_id: str) -> str | None:
         raise
 
 
-def _claim_for(file: str, run_id: str, claiming: _Claiming) -> str | None:
+def _claim_for(file: str, run_id: str, claiming: _Claiming, max_age_s: float) -> str | None:
     """`_claim`, dropping the claim again when its caller was cancelled meanwhile."""
-    holder = _claim(file, run_id)
+    holder = _claim(file, run_id, max_age_s)
     with claiming.lock:
         claiming.taken = holder is None
         drop = claiming.taken and claiming.abandoned
@@ -159,32 +183,93 @@ def _connect(file: str) -> sqlite3.Connection:
     return sqlite3.connect(file, timeout=WAIT_S, isolation_level=None)
 
 
-def _claim(file: str, run_id: str) -> str | None:
+def _claim(file: str, run_id: str, max_age_s: float = FOREIGN_CLAIM_MAX_AGE_S) -> str | None:
+    """Claim `run_id` in `file` (None), or say who holds it; waits out a vacuum's fence up to `WAIT_S`, then
+    raises `VacuumFence` (module docstring)."""
+    deadline = time.monotonic() + WAIT_S
+    while True:
+        conn = _connect(file)
+        try:
+            conn.execute("BEGIN IMMEDIATE")  # the write lock first: look-up and insert are one step
+            try:
+                if (vacuum := _vacuuming(conn, max_age_s)) is None:
+                    holder = _claim_in(conn, run_id, max_age_s)
+                    conn.execute("COMMIT" if holder is None else "ROLLBACK")
+                    return holder
+                conn.execute("ROLLBACK")
+            except BaseException:
+                if conn.in_transaction:
+                    conn.execute("ROLLBACK")
+                raise
+        finally:
+            conn.close()
+        if time.monotonic() >= deadline:
+            raise VacuumFence(f"the trace database {file} is being vacuumed (raa prune --vacuum) by {vacuum}; "
+                              f"waited {WAIT_S:.0f} s")
+        time.sleep(FENCE_POLL_S)
+
+
+def _claim_in(conn: sqlite3.Connection, run_id: str, max_age_s: float) -> str | None:
+    """In `conn`'s open write transaction: write this process's claim of `run_id` (None), or say who holds it."""
+    conn.execute(_CREATE)
+    conn.execute(_CREATE_STARTS)
+    row = conn.execute(f"SELECT c.host, c.pid, c.claimed, s.started FROM {CLAIMS_TABLE} c LEFT JOIN "
+                       f"{STARTS_TABLE} s ON s.thread_id = c.thread_id AND s.host = c.host AND s.pid = c.pid "
+                       "WHERE c.thread_id = ?", (run_id,)).fetchone()
+    if row is not None and _alive(str(row[0]), int(row[1]), None if row[3] is None else int(row[3]),
+                                  str(row[2]), max_age_s):
+        return f"process {row[1]} on {row[0]} (since {row[2]})"
+    host, pid = socket.gethostname(), os.getpid()
+    conn.execute(f"INSERT OR REPLACE INTO {CLAIMS_TABLE} VALUES (?, ?, ?, ?)",
+                 (run_id, host, pid, dt.datetime.now(dt.UTC).isoformat(timespec="seconds")))
+    conn.execute(f"DELETE FROM {STARTS_TABLE} WHERE thread_id = ?", (run_id,))
+    if (started := process_start(pid)) is not None:
+        conn.execute(f"INSERT INTO {STARTS_TABLE} VALUES (?, ?, ?, ?)", (run_id, host, pid, started))
+    return None
+
+
+def _vacuuming(conn: sqlite3.Connection, max_age_s: float) -> str | None:
+    """Which live process fences the file for its vacuum ("process N on HOST (since T)"), or None."""
+    try:
+        rows = conn.execute(f"SELECT host, pid, started, claimed FROM {VACUUMS_TABLE}").fetchall()
+    except sqlite3.OperationalError as exc:
+        if "no such table" in str(exc):
+            return None
+        raise
+    return next((f"process {pid} on {host} (since {claimed})" for host, pid, started, claimed in rows
+                 if _alive(str(host), int(pid), None if started is None else int(started), str(claimed), max_age_s)),
+                None)
+
+
+def fence_vacuum(file: str, max_age_s: float = FOREIGN_CLAIM_MAX_AGE_S) -> list[str]:
+    """In one write transaction: the runs in flight in `file` (sorted; then nothing is written), or, when
+    there are none, a fence naming this process that new claims wait on (returns []). Drop it with
+    `unfence_vacuum` once the VACUUM has ended (module docstring)."""
     conn = _connect(file)
     try:
-        conn.execute("BEGIN IMMEDIATE")  # the write lock first: look-up and insert are one step
+        conn.execute("BEGIN IMMEDIATE")
         try:
-            conn.execute(_CREATE)
-            conn.execute(_CREATE_STARTS)
-            row = conn.execute(f"SELECT c.host, c.pid, c.claimed, s.started FROM {CLAIMS_TABLE} c LEFT JOIN "
-                               f"{STARTS_TABLE} s ON s.thread_id = c.thread_id AND s.host = c.host AND s.pid = c.pid "
-                               "WHERE c.thread_id = ?", (run_id,)).fetchone()
-            if row is not None and _alive(str(row[0]), int(row[1]), None if row[3] is None else int(row[3]),
-                                          str(row[2])):
-                conn.execute("ROLLBACK")
-                return f"process {row[1]} on {row[0]} (since {row[2]})"
-            host, pid = socket.gethostname(), os.getpid()
-            conn.execute(f"INSERT OR REPLACE INTO {CLAIMS_TABLE} VALUES (?, ?, ?, ?)",
-                         (run_id, host, pid, dt.datetime.now(dt.UTC).isoformat(timespec="seconds")))
-            conn.execute(f"DELETE FROM {STARTS_TABLE} WHERE thread_id = ?", (run_id,))
-            if (started := process_start(pid)) is not None:
-                conn.execute(f"INSERT INTO {STARTS_TABLE} VALUES (?, ?, ?, ?)", (run_id, host, pid, started))
+            ids = sorted(running(conn, max_age_s))
+            if not ids:
+                conn.execute(_CREATE_VACUUMS)
+                host, pid = socket.gethostname(), os.getpid()
+                conn.execute(f"INSERT OR REPLACE INTO {VACUUMS_TABLE} VALUES (?, ?, ?, ?)",
+                             (host, pid, process_start(pid), dt.datetime.now(dt.UTC).isoformat(timespec="seconds")))
             conn.execute("COMMIT")
         except BaseException:
             if conn.in_transaction:
                 conn.execute("ROLLBACK")
             raise
-        return None
+        return ids
+    finally:
+        conn.close()
+
+
+def unfence_vacuum(file: str) -> None:
+    """Drop this process's vacuum fence in `file` (`fence_vacuum`)."""
+    conn = _connect(file)
+    try:
+        conn.execute(f"DELETE FROM {VACUUMS_TABLE} WHERE host = ? AND pid = ?", (socket.gethostname(), os.getpid()))
     finally:
         conn.close()
 
@@ -221,10 +306,10 @@ def process_start(pid: int) -> int | None:
     return read_stat_field(pid, STARTTIME)
 
 
-def running(conn: sqlite3.Connection) -> set[str]:
-    """The run ids claimed by a process that may still be running (`_alive`), read on `conn`, a connection
-    to the trace database (read-only is enough): the runs in flight (`raa prune` spares them). Empty for a
-    file without claims."""
+def running(conn: sqlite3.Connection, max_age_s: float = FOREIGN_CLAIM_MAX_AGE_S) -> set[str]:
+    """The run ids claimed by a process that may still be running (`_alive`; `max_age_s`: when another
+    host's claim is stale), read on `conn`, a connection to the trace database (read-only is enough): the
+    runs in flight (`raa prune` spares them). Empty for a file without claims."""
     try:
         rows = conn.execute(f"SELECT thread_id, host, pid, claimed FROM {CLAIMS_TABLE}").fetchall()
     except sqlite3.OperationalError as exc:
@@ -239,15 +324,16 @@ def running(conn: sqlite3.Connection) -> set[str]:
             raise
         starts = {}
     return {str(tid) for tid, host, pid, claimed in rows
-            if _alive(str(host), int(pid), starts.get((str(tid), str(host), int(pid))), str(claimed))}
+            if _alive(str(host), int(pid), starts.get((str(tid), str(host), int(pid))), str(claimed), max_age_s)}
 
 
-def _alive(host: str, pid: int, started: int | None = None, claimed: str = "") -> bool:
+def _alive(host: str, pid: int, started: int | None = None, claimed: str = "",
+           max_age_s: float = FOREIGN_CLAIM_MAX_AGE_S) -> bool:
     """Whether the claim's process may still be running (see module docstring); `started`: its process's
     start as the claim recorded it (`process_start`), None when it did not; `claimed`: the claim's time (ISO),
-    which decides for a claim of another host."""
+    which decides for a claim of another host, stale after `max_age_s`."""
     if host != socket.gethostname():
-        return foreign_claim_fresh(claimed, dt.datetime.now(dt.UTC))
+        return foreign_claim_fresh(claimed, dt.datetime.now(dt.UTC), max_age_s)
     try:
         os.kill(pid, 0)
     except ProcessLookupError:
@@ -259,12 +345,12 @@ def _alive(host: str, pid: int, started: int | None = None, claimed: str = "") -
     return True
 
 
-def foreign_claim_fresh(claimed: str, now: dt.datetime) -> bool:
+def foreign_claim_fresh(claimed: str, now: dt.datetime, max_age_s: float = FOREIGN_CLAIM_MAX_AGE_S) -> bool:
     """Whether a claim of another host, made at `claimed` (ISO; UTC unless it names a zone), is younger than
-    `FOREIGN_CLAIM_MAX_AGE_S` at `now`. False for a time that cannot be read (module docstring)."""
+    `max_age_s` at `now`. False for a time that cannot be read (module docstring)."""
     try:
         when = dt.datetime.fromisoformat(claimed)
     except ValueError:
         return False
     when = when if when.tzinfo is not None else when.replace(tzinfo=dt.UTC)
-    return (now - when).total_seconds() < FOREIGN_CLAIM_MAX_AGE_S
+    return (now - when).total_seconds() < max_age_s

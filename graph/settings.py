@@ -25,6 +25,7 @@ from dataclasses import dataclass, fields, replace
 from typing import Literal, get_args
 
 from graph.config import AgentConfig, InspectMode
+from graph.run_claims import FOREIGN_CLAIM_MAX_AGE_S
 from tools.coords import Coordinates
 
 StructuredMethod = Literal["json_schema", "function_calling", "json_mode"]
@@ -116,6 +117,10 @@ class BackboneSettings:
     """How the served model writes crop boxes and track points (RAA_COORDINATES): "unit" (0..1),
     "per_mille" (0..1000: Qwen2-VL, Qwen3-VL, InternVL) or "pixels" of the frames as sent (Qwen2.5-VL).
     Python callers set `AgentConfig.coordinates` themselves."""
+    foreign_claim_max_age_s: float = FOREIGN_CLAIM_MAX_AGE_S
+    """Age (s) after which a run-id claim written on another host is stale (RAA_FOREIGN_CLAIM_MAX_AGE_S):
+    its run is no longer spared by `raa prune`, and its run id can be run again (`graph.run_claims`). Keep
+    it well above the longest run, since a live run of another host would lose its claim."""
 
     def __post_init__(self) -> None:
         if self.coordinates not in get_args(Coordinates):
@@ -140,6 +145,9 @@ class BackboneSettings:
             raise SettingsError(f"temperature must be >= 0 and finite, got {self.temperature}")
         if not 0 <= self.endpoint_wait_s < math.inf:
             raise SettingsError(f"endpoint_wait_s must be >= 0 and finite, got {self.endpoint_wait_s}")
+        if not 0 < self.foreign_claim_max_age_s < math.inf:  # 0 or NaN: every foreign claim stale at once
+            raise SettingsError(f"foreign_claim_max_age_s must be a finite number > 0, "
+                                f"got {self.foreign_claim_max_age_s}")
         if self.max_tokens is not None and self.max_tokens < 1:
             raise SettingsError(f"max_tokens must be >= 1, got {self.max_tokens}")
 
@@ -188,7 +196,8 @@ class BackboneSettings:
         numeric = (("timeout_s", "RAA_TIMEOUT_S", float), ("max_retries", "RAA_MAX_RETRIES", int),
                    ("schema_retries", "RAA_SCHEMA_RETRIES", int), ("image_long_side", "RAA_IMAGE_LONG_SIDE", int),
                    ("jpeg_quality", "RAA_JPEG_QUALITY", int), ("temperature", "RAA_TEMPERATURE", float),
-                   ("max_tokens", "RAA_MAX_TOKENS", int), ("endpoint_wait_s", "RAA_ENDPOINT_WAIT_S", float))
+                   ("max_tokens", "RAA_MAX_TOKENS", int), ("endpoint_wait_s", "RAA_ENDPOINT_WAIT_S", float),
+                   ("foreign_claim_max_age_s", "RAA_FOREIGN_CLAIM_MAX_AGE_S", float))
         parsed = [(name, env_choice(env, var, allowed)) for name, var, allowed in choices]
         parsed += [(name, env_number(env, var, kind)) for name, var, kind in numeric]
         kw.update((name, value) for name, value in parsed if value is not None)
