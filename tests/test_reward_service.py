@@ -99,7 +99,7 @@ def test_runs_in_flight_are_capped_over_all_requests(monkeypatch, tmp_path):
 
     live, peak = [0], [0]
 
-    async def fake_run(agent, video, instruction, run_id, preset, *, durability="exit"):
+    async def fake_run(agent, video, instruction, run_id, preset, *, durability="exit", claim_max_age_s=0.0):
         from graph.schemas import RewardResult
 
         live[0] += 1
@@ -148,7 +148,7 @@ def test_a_clip_that_cannot_be_written_is_its_items_own_reason(monkeypatch):
 
     from graph.schemas import RewardResult
 
-    async def fake_run(agent, video, instruction, run_id, preset, *, durability="exit"):
+    async def fake_run(agent, video, instruction, run_id, preset, *, durability="exit", claim_max_age_s=0.0):
         return RewardResult(status="scored", reward=0.5, run_id=run_id, preset=preset)
 
     real_write = pathlib.Path.write_bytes
@@ -293,7 +293,7 @@ def test_an_item_whose_run_raises_gets_its_own_reason_and_the_others_their_resul
     huge clip) made the whole request a 500: the other items' results were dropped while their runs went on."""
     from graph.schemas import RewardResult
 
-    async def fake_run(agent, video, instruction, run_id, preset, *, durability="exit"):
+    async def fake_run(agent, video, instruction, run_id, preset, *, durability="exit", claim_max_age_s=0.0):
         if video.endswith("00001.mp4"):
             raise RuntimeError("escaped from the graph")
         return RewardResult(status="scored", reward=0.5, run_id=run_id, preset=preset)
@@ -324,7 +324,7 @@ def test_the_trainer_counts_an_item_the_service_failed_on_as_an_error_not_the_ag
     from graph.schemas import RewardResult
     from training.rewards import HttpAgentReward, call_reward
 
-    async def fake_run(agent, video, instruction, run_id, preset, *, durability="exit"):
+    async def fake_run(agent, video, instruction, run_id, preset, *, durability="exit", claim_max_age_s=0.0):
         if video.endswith("00001.mp4"):
             raise RuntimeError("escaped from the graph")
         if video.endswith("00002.mp4"):

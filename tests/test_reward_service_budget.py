@@ -29,7 +29,7 @@ def test_a_body_past_the_buffered_limit_is_503_busy_until_the_held_ones_are_answ
 
     entered, release = threading.Event(), threading.Event()
 
-    async def fake_run(agent, video, instruction, run_id, preset, *, durability="exit"):
+    async def fake_run(agent, video, instruction, run_id, preset, *, durability="exit", claim_max_age_s=0.0):
         entered.set()
         await asyncio.to_thread(release.wait, 10)
         return RewardResult(status="scored", reward=0.5, run_id=run_id, preset=preset)
@@ -69,7 +69,7 @@ def test_a_body_past_the_buffered_limit_waits_for_room_by_default(monkeypatch):
 
     entered, release = threading.Event(), threading.Event()
 
-    async def fake_run(agent, video, instruction, run_id, preset, *, durability="exit"):
+    async def fake_run(agent, video, instruction, run_id, preset, *, durability="exit", claim_max_age_s=0.0):
         entered.set()
         await asyncio.to_thread(release.wait, 30)
         return RewardResult(status="scored", reward=0.5, run_id=run_id, preset=preset)

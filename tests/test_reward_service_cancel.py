@@ -56,7 +56,7 @@ def test_a_cancelled_score_request_cancels_its_runs(monkeypatch):
     started, cancelled = [], []
     all_started = asyncio.Event()
 
-    async def fake_run(agent, video, instruction, run_id, preset, *, durability="exit"):
+    async def fake_run(agent, video, instruction, run_id, preset, *, durability="exit", claim_max_age_s=0.0):
         started.append(run_id)
         if len(started) == 2:
             all_started.set()

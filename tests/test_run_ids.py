@@ -163,10 +163,10 @@ def _gate_claims(monkeypatch, after=None):
 
     started, gate, real = threading.Event(), threading.Event(), run_claims._claim
 
-    def held(file, run_id):
+    def held(file, run_id, max_age_s):
         started.set()
         gate.wait()
-        holder = real(file, run_id)
+        holder = real(file, run_id, max_age_s)
         if after is not None:
             after()
         return holder
