@@ -66,6 +66,8 @@ import socket
 import sqlite3
 import threading
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any
 
 from graph.stores import TRACE_WAIT_S
@@ -183,26 +185,36 @@ def _connect(file: str) -> sqlite3.Connection:
     return sqlite3.connect(file, timeout=WAIT_S, isolation_level=None)
 
 
+@contextmanager
+def _write_transaction(file: str) -> Iterator[sqlite3.Connection]:
+    """A connection to `file` inside a BEGIN IMMEDIATE transaction (the write lock first: look-ups and writes are
+    one step), committed on leaving unless the body ended it itself, rolled back on an exception."""
+    conn = _connect(file)
+    try:
+        conn.execute("BEGIN IMMEDIATE")
+        try:
+            yield conn
+            if conn.in_transaction:
+                conn.execute("COMMIT")
+        except BaseException:
+            if conn.in_transaction:
+                conn.execute("ROLLBACK")
+            raise
+    finally:
+        conn.close()
+
+
 def _claim(file: str, run_id: str, max_age_s: float = FOREIGN_CLAIM_MAX_AGE_S) -> str | None:
     """Claim `run_id` in `file` (None), or say who holds it; waits out a vacuum's fence up to `WAIT_S`, then
     raises `VacuumFence` (module docstring)."""
     deadline = time.monotonic() + WAIT_S
     while True:
-        conn = _connect(file)
-        try:
-            conn.execute("BEGIN IMMEDIATE")  # the write lock first: look-up and insert are one step
-            try:
-                if (vacuum := _vacuuming(conn, max_age_s)) is None:
-                    holder = _claim_in(conn, run_id, max_age_s)
-                    conn.execute("COMMIT" if holder is None else "ROLLBACK")
-                    return holder
-                conn.execute("ROLLBACK")
-            except BaseException:
-                if conn.in_transaction:
-                    conn.execute("ROLLBACK")
-                raise
-        finally:
-            conn.close()
+        with _write_transaction(file) as conn:
+            if (vacuum := _vacuuming(conn, max_age_s)) is None:
+                holder = _claim_in(conn, run_id, max_age_s)
+                conn.execute("COMMIT" if holder is None else "ROLLBACK")
+                return holder
+            conn.execute("ROLLBACK")
         if time.monotonic() >= deadline:
             raise VacuumFence(f"the trace database {file} is being vacuumed (raa prune --vacuum) by {vacuum}; "
                               f"waited {WAIT_S:.0f} s")
@@ -245,24 +257,14 @@ def fence_vacuum(file: str, max_age_s: float = FOREIGN_CLAIM_MAX_AGE_S) -> list[
     """In one write transaction: the runs in flight in `file` (sorted; then nothing is written), or, when
     there are none, a fence naming this process that new claims wait on (returns []). Drop it with
     `unfence_vacuum` once the VACUUM has ended (module docstring)."""
-    conn = _connect(file)
-    try:
-        conn.execute("BEGIN IMMEDIATE")
-        try:
-            ids = sorted(running(conn, max_age_s))
-            if not ids:
-                conn.execute(_CREATE_VACUUMS)
-                host, pid = socket.gethostname(), os.getpid()
-                conn.execute(f"INSERT OR REPLACE INTO {VACUUMS_TABLE} VALUES (?, ?, ?, ?)",
-                             (host, pid, process_start(pid), dt.datetime.now(dt.UTC).isoformat(timespec="seconds")))
-            conn.execute("COMMIT")
-        except BaseException:
-            if conn.in_transaction:
-                conn.execute("ROLLBACK")
-            raise
-        return ids
-    finally:
-        conn.close()
+    with _write_transaction(file) as conn:
+        ids = sorted(running(conn, max_age_s))
+        if not ids:
+            conn.execute(_CREATE_VACUUMS)
+            host, pid = socket.gethostname(), os.getpid()
+            conn.execute(f"INSERT OR REPLACE INTO {VACUUMS_TABLE} VALUES (?, ?, ?, ?)",
+                         (host, pid, process_start(pid), dt.datetime.now(dt.UTC).isoformat(timespec="seconds")))
+    return ids
 
 
 def unfence_vacuum(file: str) -> None:
@@ -275,20 +277,10 @@ def unfence_vacuum(file: str) -> None:
 
 
 def _release(file: str, run_id: str) -> None:
-    conn = _connect(file)
-    try:
-        mine = (run_id, socket.gethostname(), os.getpid())
-        conn.execute("BEGIN IMMEDIATE")
-        try:
-            conn.execute(f"DELETE FROM {CLAIMS_TABLE} WHERE thread_id = ? AND host = ? AND pid = ?", mine)
-            conn.execute(f"DELETE FROM {STARTS_TABLE} WHERE thread_id = ? AND host = ? AND pid = ?", mine)
-            conn.execute("COMMIT")
-        except BaseException:
-            if conn.in_transaction:
-                conn.execute("ROLLBACK")
-            raise
-    finally:
-        conn.close()
+    mine = (run_id, socket.gethostname(), os.getpid())
+    with _write_transaction(file) as conn:
+        conn.execute(f"DELETE FROM {CLAIMS_TABLE} WHERE thread_id = ? AND host = ? AND pid = ?", mine)
+        conn.execute(f"DELETE FROM {STARTS_TABLE} WHERE thread_id = ? AND host = ? AND pid = ?", mine)
 
 
 def _release_quietly(file: str, run_id: str) -> None:
