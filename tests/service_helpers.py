@@ -1,10 +1,11 @@
-"""Shared pieces of the tool-service tests: token, a tiny random V-JEPA 2 scorer, a moving test clip and
+"""Shared pieces of the tool-service tests: token, a tiny random V-JEPA 2 scorer, a moving test clip, .npy bodies and
 `serve` (the app on a real uvicorn socket). Their fixtures (`service_root`, `service_scorer`) are in
 conftest.py."""
 
 from __future__ import annotations
 
 import contextlib
+import io
 import socket
 import threading
 import time
@@ -16,6 +17,15 @@ from tools.surprise import VJEPA2SurpriseScorer
 
 TOKEN = "s3cret"
 AUTH = {"Authorization": f"Bearer {TOKEN}"}
+NPY = {**AUTH, "Content-Type": "application/x-npy"}
+"""Headers of an authorised request whose body is an .npy frame array."""
+
+
+def npy(arr: np.ndarray) -> bytes:
+    """`arr` as an .npy request body."""
+    buf = io.BytesIO()
+    np.save(buf, arr)
+    return buf.getvalue()
 
 
 def tiny_scorer() -> VJEPA2SurpriseScorer:

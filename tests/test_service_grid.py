@@ -6,26 +6,16 @@ the view later is tracked: asked for a grid, the service read "0 points moved" w
 
 from __future__ import annotations
 
-import io
-
 import numpy as np
 import pytest
 from fastapi.testclient import TestClient
-from service_helpers import AUTH
+from service_helpers import NPY, npy
 from test_grid_query_frames import entering_square
 
 from tools.motion import LKTracker
 from tools.motion.grid import track_window_grid
 from tools.service import create_app
 from tools.settings import ToolSettings
-
-NPY = {**AUTH, "Content-Type": "application/x-npy"}
-
-
-def _npy(arr: np.ndarray) -> bytes:
-    buf = io.BytesIO()
-    np.save(buf, arr)
-    return buf.getvalue()
 
 
 @pytest.fixture(scope="module")
@@ -39,7 +29,7 @@ def client(tmp_path_factory):
 
 
 def _track(client, frames: np.ndarray, query: str) -> dict:
-    r = client.post(f"/v1/track?summary=true&{query}", content=_npy(frames), headers=NPY)
+    r = client.post(f"/v1/track?summary=true&{query}", content=npy(frames), headers=NPY)
     assert r.status_code == 200, r.text
     return r.json()
 
@@ -67,7 +57,7 @@ def test_a_window_grid_request_tracks_an_object_entering_later_as_the_agent_does
     ("grid_size=2&grid_frames=all", "grid_frames must be 'first' or 'window'"),
 ])
 def test_bad_grid_frames_requests_are_400(client, query, message):
-    r = client.post(f"/v1/track?{query}", content=_npy(np.zeros((4, 8, 8, 3), np.uint8)), headers=NPY)
+    r = client.post(f"/v1/track?{query}", content=npy(np.zeros((4, 8, 8, 3), np.uint8)), headers=NPY)
     assert r.status_code == 400 and message in r.json()["detail"], r.text
 
 
@@ -81,7 +71,7 @@ def test_a_window_grid_from_a_tracker_breaking_the_contract_is_a_run_fault(tmp_p
 
     app = create_app(ToolSettings(), tmp_path, token=TOKEN, tracker=_ReturnsNone(), enable_surprise=False)
     with TestClient(app, raise_server_exceptions=False) as c:
-        r = c.post("/v1/track?grid_size=2&grid_frames=window", content=_npy(np.zeros((5, 8, 8, 3), np.uint8)),
+        r = c.post("/v1/track?grid_size=2&grid_frames=window", content=npy(np.zeros((5, 8, 8, 3), np.uint8)),
                    headers=NPY)
     assert r.status_code == 500, r.text
     assert r.json()["fault"] == {"tool": "motion", "kind": "run", "message": "the tracker returned NoneType for 5 frames"}

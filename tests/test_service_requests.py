@@ -3,25 +3,16 @@ an allocation the limits were meant to prevent (in-process test client)."""
 
 from __future__ import annotations
 
-import io
 import json
 
 import numpy as np
 import pytest
 from fastapi.testclient import TestClient
-from service_helpers import AUTH, TOKEN
+from service_helpers import NPY, TOKEN, npy
 
 from tools.motion import LKTracker
 from tools.service import create_app
 from tools.settings import ToolSettings
-
-NPY = {**AUTH, "Content-Type": "application/x-npy"}
-
-
-def npy(arr: np.ndarray) -> bytes:
-    buf = io.BytesIO()
-    np.save(buf, arr)
-    return buf.getvalue()
 
 
 @pytest.fixture(scope="module")
