@@ -105,7 +105,8 @@ class AgentScorer:
     images encoded once for all presets, and its motion tracks and surprise scores are computed once per
     distinct request (every preset runs with the same tools).
     With `settings` (a `BackboneSettings`), each preset's config is `settings.agent_config(preset)`, so its
-    `inspect_mode` applies to every preset (`"plan"` for servers or models without tool calling).
+    `inspect_mode` applies to every preset (`"plan"` for servers or models without tool calling), and its
+    `foreign_claim_max_age_s` (RAA_FOREIGN_CLAIM_MAX_AGE_S) to every run's claim of its run id.
     """
 
     def __init__(self, *, model: BaseChatModel | None = None, backbone: Any = None, tools: Any = None,
@@ -137,10 +138,12 @@ class AgentScorer:
 
     async def score(self, preset: str, clips: Sequence[EvalClip]) -> list[RewardResult]:
         from graph import ascore_videos
+        from graph.run_claims import FOREIGN_CLAIM_MAX_AGE_S
 
         items = [(c.path, c.instruction) for c in clips]
+        age = self.settings.foreign_claim_max_age_s if self.settings is not None else FOREIGN_CLAIM_MAX_AGE_S
         return list(await ascore_videos(items, self._config(preset), agent=self.agent(preset),
-                                        max_concurrency=self.max_concurrency))
+                                        max_concurrency=self.max_concurrency, claim_max_age_s=age))
 
 
 @dataclass

@@ -395,3 +395,25 @@ def test_a_damaged_results_row_is_scored_again_not_a_crash(tmp_path, damage):
     out = asyncio.run(run_reward_eval(clips[:2], ["full"], tmp_path, scorer, _judge()))
     assert scorer.calls == [("full", ["c1"])] and out.scored == 1
     assert [r["reward"] for r in out.rows] == [0.9, 0.0] and out.metrics[0].r == 2
+
+
+def test_agent_scorer_passes_the_settings_claim_age(tmp_path, monkeypatch):
+    """RAA_FOREIGN_CLAIM_MAX_AGE_S reaches the runs of an eval (the settings object, not the 6 h default)."""
+    import graph
+    from evals.reliability import AgentScorer
+    from graph.run_claims import FOREIGN_CLAIM_MAX_AGE_S
+    from graph.settings import BackboneSettings
+
+    seen = []
+
+    async def fake(items, config=None, **kwargs):
+        seen.append(kwargs.get("claim_max_age_s"))
+        return []
+
+    monkeypatch.setattr(graph, "ascore_videos", fake)
+    clip = EvalClip(str(tmp_path / "c.mp4"), "push", "success", "ordinary", "push")
+    for settings, want in ((BackboneSettings(foreign_claim_max_age_s=123.0), 123.0), (None, FOREIGN_CLAIM_MAX_AGE_S)):
+        scorer = AgentScorer(settings=settings)
+        monkeypatch.setattr(scorer, "agent", lambda preset: None)
+        asyncio.run(scorer.score("full", [clip]))
+        assert seen.pop() == want
