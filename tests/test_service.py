@@ -162,7 +162,7 @@ def test_an_unexpected_exception_of_a_tool_is_a_run_fault_with_its_reason(servic
     app = create_app(ToolSettings(), service_root, tracker=_Crashing(), scorer=_Crashing())
     with TestClient(app, raise_server_exceptions=False) as c:
         for endpoint, tool in (("/v1/track", "motion"), ("/v1/surprise", "surprise")):
-            r = c.post(endpoint, json={"path": "clip.mp4"})
+            r = c.post(endpoint, json={"path": "clip.mp4", **({"grid_size": 2} if tool == "motion" else {})})
             assert r.status_code == 500, r.text
             fault = r.json()["fault"]
             assert fault["tool"] == tool and fault["kind"] == "run" and "crashed on purpose" in fault["message"]

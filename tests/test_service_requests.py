@@ -108,7 +108,7 @@ def counted(service_root):
 def test_bad_options_are_400_before_any_decoding_or_tracking(counted, options, problem, monkeypatch):
     """A bad tracks_encoding was refused only after tracking; regions as a list or string were a 500
     (AttributeError in summarize_tracks); grid_size had no bound (100000: a MemoryError 500)."""
-    import tools.service as service
+    import tools.service_jobs as service
 
     c, tracker = counted
     decoded: list[int] = []
@@ -155,3 +155,45 @@ def test_paths_the_filesystem_cannot_resolve_are_refused_with_the_reason(tmp_pat
         assert len(r.json()["detail"]) < 200
         r = c.post("/v1/track", json={"path": "loop_a", "grid_size": 2})
         assert r.status_code == 404 and r.json()["detail"] == "path 'loop_a' cannot be resolved: a symlink loop"
+
+
+class _Broken:
+    """A tracker with a bug: it raises on any request (ValueError / TypeError from its own code)."""
+
+    def __init__(self, error: Exception) -> None:
+        self.error, self.calls = error, 0
+
+    def track(self, frames, *, grid_size=None, queries=None):
+        self.calls += 1
+        raise self.error
+
+
+@pytest.mark.parametrize("error", [ValueError("operands could not be broadcast"), TypeError("'NoneType' is not iterable")])
+@pytest.mark.parametrize("query", ["grid_size=2", "grid_size=2&grid_frames=window", "queries=[[0,1,1]]"])
+def test_a_tracker_bug_is_a_motion_run_fault_not_a_bad_request(service_root, error, query):
+    """Any ValueError or TypeError from the tracker came back as 400 "bad track request": the client was told
+    its request was wrong (and RemoteMotionTracker reported a bad request) for a fault of the tracker."""
+    tracker = _Broken(error)
+    app = create_app(ToolSettings(), service_root, tracker=tracker, enable_surprise=False)
+    with TestClient(app, raise_server_exceptions=False) as c:
+        r = c.post(f"/v1/track?{query}", content=npy(np.zeros((4, 8, 8, 3), np.uint8)), headers=NPY)
+    assert r.status_code == 500, r.text
+    assert r.json()["fault"] == {"tool": "motion", "kind": "run", "message": f"{type(error).__name__}: {error}"}
+    assert tracker.calls == 1
+
+
+@pytest.mark.parametrize(("shape", "query", "problem"), [
+    ((4, 1, 8, 3), "grid_size=1", "frames are too small to track: 1x8"),
+    ((4, 8, 8, 3), "grid_size=9", "grid_size 9 is finer than the 8x8 frame"),
+    ((4, 8, 8, 3), "queries=[[5,1,1]]", "queries rows [0] name frames outside the clip"),
+    ((4, 8, 8, 3), "queries=[[0,8,1]]", "queries rows [0] lie outside the 8x8 image"),
+])
+def test_requests_the_frames_cannot_serve_are_400_before_the_tracker_runs(service_root, shape, query, problem):
+    """What the request asks of its own frames is checked by the service (the tracker protocol's checks), so
+    a 400 never depends on how a tracker words its errors, and a tracker's own error is its fault (above)."""
+    tracker = _Broken(RuntimeError("the tracker must not run"))
+    app = create_app(ToolSettings(), service_root, tracker=tracker, enable_surprise=False)
+    with TestClient(app, raise_server_exceptions=False) as c:
+        r = c.post(f"/v1/track?{query}", content=npy(np.zeros(shape, np.uint8)), headers=NPY)
+    assert r.status_code == 400 and problem in r.json()["detail"], r.text
+    assert tracker.calls == 0

@@ -15,13 +15,15 @@ Every option is checked before any frame is decoded (tools/service_params.py): `
 ``MAX_GRID_SIZE`` (64) and ``queries`` at most ``MAX_QUERIES`` (4096) rows.
 
 Status codes: 400 bad parameters (bad queries, grid_size over 64, frame index beyond the clip, regions
-that are not an object of boxes, malformed or too deeply nested JSON), 401
+that are not an object of boxes, malformed or too deeply nested JSON; frames too small to track, query rows
+outside the frames: checked before the tracker runs, tools/service_jobs.py), 401
 missing or wrong bearer token, 403 path outside the allowed root, 404 missing file, 413 body over
 the size limit, a clip longer than ``settings.max_frames`` (pass ``frame_indices``) or whose frames would
 decode to more than ``settings.max_decode_mb`` (checked before decoding: a long 4K clip is tens of GB), 422 undecodable video (the reason is in ``detail``), 500 a tool fault (``fault``
 holds tool/kind/message; any other exception of a request's work is one too, kind "run" of the endpoint's
 tool, since a bare 500 "Internal Server Error" kept the reason in the server's log and the client called it
-a transport fault; so are tracks that break the tracker contract, `tools.motion.base.require_tracks`: not
+a transport fault; so are the tracker's own errors (a ValueError or TypeError of its code is not the request's
+fault), and tracks that break the tracker contract, `tools.motion.base.require_tracks`: not
 MotionTracks, wrong frame or query-point count, a query frame outside the frames, a non-finite position), 501 surprise not enabled on this service (``--no-surprise``), 503 too many requests
 in progress or too many request bytes held (``max_buffered_mb``, after waiting ``busy_wait_s`` in line for room,
 tools/service_budget.py) (499, never read, for a request skipped because its client disconnected while it waited).
@@ -45,10 +47,9 @@ parameter: pixels or "full"; by default ``settings.surprise_short_side``, ``RAA_
 
 from __future__ import annotations
 
-import dataclasses
 import errno
 import hmac
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -59,9 +60,7 @@ from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse
 
 from tools.errors import ToolFault
-from tools.motion import MotionTracker, build_tracker, summarize_tracks
-from tools.motion.base import MotionTracks, TrackQueryError, require_tracks
-from tools.motion.grid import grid_tracks
+from tools.motion import MotionTracker, build_tracker
 from tools.service_budget import (
     DEFAULT_MAX_BUFFERED_MB,
     DEFAULT_TOOL_BUSY_WAIT_S,
@@ -72,8 +71,9 @@ from tools.service_budget import (
     busy,
     watch_disconnect,
 )
-from tools.service_frames import NPY_CONTENT_TYPE, NPY_MAGIC, HTTPProblem, decode_frames
-from tools.service_params import TrackOptions, int_list, json_field, parse_json, short_side, track_options
+from tools.service_frames import NPY_CONTENT_TYPE, NPY_MAGIC, HTTPProblem
+from tools.service_jobs import Job, as_tool_fault, surprise_job, track_job
+from tools.service_params import json_field, parse_json
 from tools.settings import ToolSettings, check_token_text
 from tools.surprise import SurpriseScorer, VJEPA2SurpriseScorer
 
@@ -203,74 +203,6 @@ async def parse_request(request: Request, state: ServiceState,
     return resolve_under_root(state.allowed_root, params.pop("path")), params
 
 
-Job = Callable[[ServiceState, Path | bytes, dict], dict]
-
-
-def as_tool_fault(tool: str, job: Job) -> Job:
-    """``job`` with any exception other than an HTTPProblem or a ToolFault raised as ToolFault(tool, "run",
-    "<type>: <message>") (module docstring)."""
-    def guarded(state: ServiceState, src: Path | bytes, params: dict) -> dict:
-        try:
-            return job(state, src, params)
-        except (HTTPProblem, ToolFault):
-            raise
-        except Exception as exc:  # noqa: BLE001 - the reason travels to the client as a fault
-            raise ToolFault(tool, "run", f"{type(exc).__name__}: {exc}") from exc
-
-    return guarded
-
-
-def _track_job(state: ServiceState, src: Path | bytes, params: dict) -> dict:
-    opts = track_options(params)  # every option before decoding and tracking (tools/service_params.py)
-    frames = decode_frames(src, opts.frame_indices, state.settings.max_frames,
-                           max_decode_mb=state.settings.max_decode_mb)
-    tracks = _tracks(state.tracker, frames, opts)
-    if opts.frame_indices is not None:  # replace: MotionTracks checks the list against its frames again
-        tracks = dataclasses.replace(tracks, frame_indices=list(opts.frame_indices))
-    out: dict = {"tracks": tracks.to_dict(opts.tracks_encoding),
-                 "frame_size": [int(frames.shape[1]), int(frames.shape[2])],
-                 "backend": state.info.get("motion_backend")}
-    if opts.summary:
-        try:
-            out["summary"] = summarize_tracks(tracks, frames.shape[1:3], opts.regions).model_dump(mode="json")
-        except (ValueError, TypeError) as exc:
-            raise HTTPProblem(400, f"bad track request: {exc}") from exc
-    return out
-
-
-def _tracks(tracker: MotionTracker, frames: np.ndarray, opts: TrackOptions) -> MotionTracks:
-    """The tracks a request asks for: ``grid_frames`` "window" is the agent's grid (`grid_tracks`, one or two
-    tracker calls), otherwise one call with the request's ``grid_size`` or ``queries``. A refused request is a
-    400; tracks that break the contract are a tracker's bug (module docstring): JSON cannot carry a NaN, a
-    summary would be wrong, and tracks one frame short got the request's frame_indices anyway."""
-    def call(grid: int | None, rows: np.ndarray | None) -> MotionTracks:
-        try:
-            tracks = tracker.track(frames, grid_size=grid, queries=rows)
-        except (TrackQueryError, ValueError, TypeError) as exc:
-            raise HTTPProblem(400, f"bad track request: {exc}") from exc
-        try:
-            return require_tracks(tracks, len(frames), None if rows is None else len(rows))
-        except ValueError as exc:
-            raise ToolFault("motion", "run", str(exc)) from exc
-
-    if opts.grid_frames == "first":
-        return call(opts.grid_size, opts.queries)
-    try:
-        return grid_tracks(lambda rows: call(None, rows), frames.shape, int(opts.grid_size or 0))
-    except TrackQueryError as exc:  # a grid finer than the frames, refused before any tracking
-        raise HTTPProblem(400, f"bad track request: {exc}") from exc
-
-
-def _surprise_job(state: ServiceState, src: Path | bytes, params: dict) -> dict:
-    side = short_side(params.get("short_side"), state.settings.surprise_short_side)
-    indices = int_list(params.get("frame_indices"), "frame_indices")
-    frames = decode_frames(src, indices, state.settings.max_frames, side, state.settings.max_decode_mb)
-    evidence = state.scorer.score(frames)
-    if indices is not None:  # windows named by clip frame, as /v1/track names its tracks
-        evidence = evidence.on_frames(indices)
-    return evidence.model_dump(mode="json")
-
-
 def create_app(settings: ToolSettings, allowed_root: str | Path, *, token: str | None = None, workers: int = 2,
                max_upload_mb: float = 256.0, enable_surprise: bool = True, tracker: MotionTracker | None = None,
                scorer: SurpriseScorer | None = None, max_pending: int | None = None,
@@ -341,14 +273,14 @@ def create_app(settings: ToolSettings, allowed_root: str | Path, *, token: str |
 
     @app.post("/v1/track")
     async def track(request: Request) -> JSONResponse:
-        return await run(as_tool_fault("motion", _track_job), request)
+        return await run(as_tool_fault("motion", track_job), request)
 
     @app.post("/v1/surprise")
     async def surprise(request: Request) -> JSONResponse:
         if state.scorer is None:  # before the body is read: a permanent answer, not "busy" (module docstring)
             check_token(request)
             raise HTTPProblem(501, "surprise is not enabled on this service (started with --no-surprise)")
-        return await run(as_tool_fault("surprise", _surprise_job), request)
+        return await run(as_tool_fault("surprise", surprise_job), request)
 
     return app
 

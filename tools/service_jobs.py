@@ -1,0 +1,106 @@
+"""The work of the tool service's requests (`tools.service`): decode the frames a request names, track or score
+them, and answer with JSON-ready dicts. Each job runs in a worker thread under the service's limiter.
+
+Errors (the status codes are listed in `tools.service`):
+- What a request asks of its own frames is checked here before the tracker runs, with the tracker protocol's
+  own checks (`validate_frames`, `resolve_queries`): frames too small to track, a grid finer than the frames,
+  query rows outside the clip or the image are a 400 whatever tracker the service runs. A `TrackQueryError`
+  the tracker still raises (a stricter backend) is a 400 too.
+- Any other exception of a job is the tool's fault (`as_tool_fault`): a 500 with the fault's tool, kind "run"
+  and message, the tracker's ValueError and TypeError included. (They were a 400 "bad track request" until
+  December 2026, which told the client its request was wrong for a bug of the tracker.) Tracks that break
+  the tracker contract (`require_tracks`) are the same fault.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from tools.errors import ToolFault
+from tools.motion import MotionTracker, summarize_tracks
+from tools.motion.base import MotionTracks, TrackQueryError, require_tracks, resolve_queries, validate_frames
+from tools.motion.grid import grid_tracks
+from tools.service_frames import HTTPProblem, decode_frames
+from tools.service_params import TrackOptions, int_list, short_side, track_options
+
+if TYPE_CHECKING:
+    from tools.service import ServiceState
+
+Job = Callable[["ServiceState", Path | bytes, dict], dict]
+
+
+def as_tool_fault(tool: str, job: Job) -> Job:
+    """``job`` with any exception other than an HTTPProblem or a ToolFault raised as ToolFault(tool, "run",
+    "<type>: <message>") (module docstring)."""
+    def guarded(state: ServiceState, src: Path | bytes, params: dict) -> dict:
+        try:
+            return job(state, src, params)
+        except (HTTPProblem, ToolFault):
+            raise
+        except Exception as exc:  # noqa: BLE001 - the reason travels to the client as a fault
+            raise ToolFault(tool, "run", f"{type(exc).__name__}: {exc}") from exc
+
+    return guarded
+
+
+def track_job(state: ServiceState, src: Path | bytes, params: dict) -> dict:
+    """``POST /v1/track``: the tracks (and, asked for, their summary) of the request's frames."""
+    opts = track_options(params)  # every option before decoding and tracking (tools/service_params.py)
+    frames = decode_frames(src, opts.frame_indices, state.settings.max_frames,
+                           max_decode_mb=state.settings.max_decode_mb)
+    tracks = requested_tracks(state.tracker, frames, opts)
+    if opts.frame_indices is not None:  # replace: MotionTracks checks the list against its frames again
+        tracks = dataclasses.replace(tracks, frame_indices=list(opts.frame_indices))
+    out: dict = {"tracks": tracks.to_dict(opts.tracks_encoding),
+                 "frame_size": [int(frames.shape[1]), int(frames.shape[2])],
+                 "backend": state.info.get("motion_backend")}
+    if opts.summary:
+        try:
+            out["summary"] = summarize_tracks(tracks, frames.shape[1:3], opts.regions).model_dump(mode="json")
+        except (ValueError, TypeError) as exc:
+            raise HTTPProblem(400, f"bad track request: {exc}") from exc
+    return out
+
+
+def requested_tracks(tracker: MotionTracker, frames: np.ndarray, opts: TrackOptions) -> MotionTracks:
+    """The tracks a request asks for: ``grid_frames`` "window" is the agent's grid (`grid_tracks`, one or two
+    tracker calls), otherwise one call with the request's ``grid_size`` or ``queries``. A request the frames
+    cannot serve is a 400 before the tracker runs; tracks that break the contract are a tracker's bug (module
+    docstring): JSON cannot carry a NaN, a summary would be wrong, and tracks one frame short got the request's
+    frame_indices anyway."""
+    def call(grid: int | None, rows: np.ndarray | None) -> MotionTracks:
+        try:
+            resolve_queries(validate_frames(frames).shape, grid, rows)  # the protocol's checks, before tracking
+        except ValueError as exc:  # TrackQueryError, or frames too small to track
+            raise HTTPProblem(400, f"bad track request: {exc}") from exc
+        try:
+            tracks = tracker.track(frames, grid_size=grid, queries=rows)
+        except TrackQueryError as exc:  # a stricter backend's refusal; any other error is its fault
+            raise HTTPProblem(400, f"bad track request: {exc}") from exc
+        try:
+            return require_tracks(tracks, len(frames), None if rows is None else len(rows))
+        except ValueError as exc:
+            raise ToolFault("motion", "run", str(exc)) from exc
+
+    if opts.grid_frames == "first":
+        return call(opts.grid_size, opts.queries)
+    try:
+        return grid_tracks(lambda rows: call(None, rows), frames.shape, int(opts.grid_size))
+    except TrackQueryError as exc:  # a grid finer than the frames, refused before any tracking
+        raise HTTPProblem(400, f"bad track request: {exc}") from exc
+
+
+def surprise_job(state: ServiceState, src: Path | bytes, params: dict) -> dict:
+    """``POST /v1/surprise``: the surprise evidence of the request's frames, windows named by clip frame."""
+    side = short_side(params.get("short_side"), state.settings.surprise_short_side)
+    indices = int_list(params.get("frame_indices"), "frame_indices")
+    frames = decode_frames(src, indices, state.settings.max_frames, side, state.settings.max_decode_mb)
+    evidence = state.scorer.score(frames)
+    if indices is not None:  # windows named by clip frame, as /v1/track names its tracks
+        evidence = evidence.on_frames(indices)
+    return evidence.model_dump(mode="json")
