@@ -53,7 +53,8 @@ Decisions where the issue was silent:
   table in its own write transaction, so it sees either the fence or no vacuum yet (which then sees its
   claim); it waits on a live fence as on the write lock (`WAIT_S`, polling every `FENCE_POLL_S`), then
   fails naming the vacuum (`VacuumFence`), as a claim that waited out a VACUUM's lock did. A fence is live by
-  the same rule as a claim (`_alive`), so a prune killed mid-vacuum blocks nothing once it is gone. Versions
+  the same rule as a claim (`_alive`), so a prune killed mid-vacuum blocks nothing once it is gone, and the
+  next vacuum's fence deletes its row. Versions
   before the fence ignore it (their runs keep the old race).
 """
 
@@ -248,19 +249,28 @@ def _vacuuming(conn: sqlite3.Connection, max_age_s: float) -> str | None:
         if "no such table" in str(exc):
             return None
         raise
-    return next((f"process {pid} on {host} (since {claimed})" for host, pid, started, claimed in rows
-                 if _alive(str(host), int(pid), None if started is None else int(started), str(claimed), max_age_s)),
+    return next((f"process {row[1]} on {row[0]} (since {row[3]})" for row in rows if _fence_alive(row, max_age_s)),
                 None)
+
+
+def _fence_alive(row: tuple, max_age_s: float) -> bool:
+    """Whether the process of a fence row (host, pid, started, claimed) may still be running (`_alive`)."""
+    host, pid, started, claimed = row
+    return _alive(str(host), int(pid), None if started is None else int(started), str(claimed), max_age_s)
 
 
 def fence_vacuum(file: str, max_age_s: float = FOREIGN_CLAIM_MAX_AGE_S) -> list[str]:
     """In one write transaction: the runs in flight in `file` (sorted; then nothing is written), or, when
-    there are none, a fence naming this process that new claims wait on (returns []). Drop it with
-    `unfence_vacuum` once the VACUUM has ended (module docstring)."""
+    there are none, a fence naming this process that new claims wait on (returns []), and the fences of
+    prunes that died before dropping theirs are deleted. Drop it with `unfence_vacuum` once the VACUUM has
+    ended (module docstring)."""
     with _write_transaction(file) as conn:
         ids = sorted(running(conn, max_age_s))
         if not ids:
             conn.execute(_CREATE_VACUUMS)
+            rows = conn.execute(f"SELECT host, pid, started, claimed FROM {VACUUMS_TABLE}").fetchall()
+            conn.executemany(f"DELETE FROM {VACUUMS_TABLE} WHERE host = ? AND pid = ?",  # killed prunes' fences
+                             [row[:2] for row in rows if not _fence_alive(row, max_age_s)])
             host, pid = socket.gethostname(), os.getpid()
             conn.execute(f"INSERT OR REPLACE INTO {VACUUMS_TABLE} VALUES (?, ?, ?, ?)",
                          (host, pid, process_start(pid), dt.datetime.now(dt.UTC).isoformat(timespec="seconds")))

@@ -72,3 +72,25 @@ def test_the_fence_is_refused_while_runs_are_in_flight_and_writes_nothing(db):
     tables = {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
     conn.close()
     assert run_claims.VACUUMS_TABLE not in tables
+
+
+def test_the_next_vacuum_clears_fences_left_by_dead_vacuums(db):
+    """Fence rows of killed prunes were ignored but never deleted; the next fence (same write transaction)
+    drops those that are stale by the claims' rule, and keeps a live one."""
+    old = (dt.datetime.now(dt.UTC) - dt.timedelta(hours=7)).isoformat(timespec="seconds")
+    now = dt.datetime.now(dt.UTC).isoformat(timespec="seconds")
+    assert run_claims.fence_vacuum(str(db)) == []
+    run_claims.unfence_vacuum(str(db))
+    conn = sqlite3.connect(str(db))
+    conn.executemany(f"INSERT INTO {run_claims.VACUUMS_TABLE} VALUES (?, ?, ?, ?)",
+                     [("crashed-node-17", 4242, None, old), ("live-node-3", 77, None, now)])
+    conn.commit()
+    conn.close()
+    with pytest.raises(sqlite3.OperationalError, match="vacuum"):
+        run_claims._claim(str(db), "r7")  # the live node's fence (another host, fresh): claims wait on it
+    assert run_claims.fence_vacuum(str(db)) == []
+    run_claims.unfence_vacuum(str(db))
+    conn = sqlite3.connect(str(db))
+    left = conn.execute(f"SELECT host FROM {run_claims.VACUUMS_TABLE}").fetchall()
+    conn.close()
+    assert left == [("live-node-3",)]  # old code: the crashed node's row stays for good
