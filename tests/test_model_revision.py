@@ -86,7 +86,7 @@ def test_the_model_revision_picks_the_weights_that_load(tmp_path):
         cfg = load_config(sys.argv[1], sys.argv[2:])
         assert check_model_path(cfg, parts="transformer") is None  # in the cache at that revision: no download
         model = build_world_model(cfg, "cpu", parts="transformer")
-        print(float(sum(p.double().sum() for p in model.transformer.parameters())))
+        print(float(sum(p.detach().double().sum() for p in model.transformer.parameters())))
     """)
     env = {**os.environ, "HF_HUB_CACHE": str(cache), "HF_HUB_OFFLINE": "1", "OMP_NUM_THREADS": "1"}
     sums = {}
@@ -96,6 +96,6 @@ def test_the_model_revision_picks_the_weights_that_load(tmp_path):
         assert proc.returncode == 0, proc.stderr[-3000:]
         sums[name] = float(proc.stdout.strip().splitlines()[-1])
     for name, seed in (("branch", 2), ("main", 1)):
-        want = float(sum(p.double().sum() for p in FlowWorldModel.tiny_wan(seed=seed).transformer.parameters()))
+        want = float(sum(p.detach().double().sum() for p in FlowWorldModel.tiny_wan(seed=seed).transformer.parameters()))
         assert sums[name] == pytest.approx(want, rel=1e-12), name
     assert sums["branch"] != pytest.approx(sums["main"], rel=1e-6)
