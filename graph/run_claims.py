@@ -54,7 +54,8 @@ Decisions where the issue was silent:
   claim); it waits on a live fence as on the write lock (`WAIT_S`, polling every `FENCE_POLL_S`), then
   fails naming the vacuum (`VacuumFence`), as a claim that waited out a VACUUM's lock did. A fence is live by
   the same rule as a claim (`_alive`), so a prune killed mid-vacuum blocks nothing once it is gone, and the
-  next vacuum's fence deletes its row. Versions
+  next vacuum's fence deletes its row, with the claims of runs that died (with no run in flight, every claim
+  left is one). Versions
   before the fence ignore it (their runs keep the old race).
 """
 
@@ -261,9 +262,9 @@ def _fence_alive(row: tuple, max_age_s: float) -> bool:
 
 def fence_vacuum(file: str, max_age_s: float = FOREIGN_CLAIM_MAX_AGE_S) -> list[str]:
     """In one write transaction: the runs in flight in `file` (sorted; then nothing is written), or, when
-    there are none, a fence naming this process that new claims wait on (returns []), and the fences of
-    prunes that died before dropping theirs are deleted. Drop it with `unfence_vacuum` once the VACUUM has
-    ended (module docstring)."""
+    there are none, a fence naming this process that new claims wait on (returns []); then the claims left
+    (all of dead runs) and the fences of prunes that died before dropping theirs are deleted. Drop the fence
+    with `unfence_vacuum` once the VACUUM has ended (module docstring)."""
     with _write_transaction(file) as conn:
         ids = sorted(running(conn, max_age_s))
         if not ids:
@@ -271,6 +272,10 @@ def fence_vacuum(file: str, max_age_s: float = FOREIGN_CLAIM_MAX_AGE_S) -> list[
             rows = conn.execute(f"SELECT host, pid, started, claimed FROM {VACUUMS_TABLE}").fetchall()
             conn.executemany(f"DELETE FROM {VACUUMS_TABLE} WHERE host = ? AND pid = ?",  # killed prunes' fences
                              [row[:2] for row in rows if not _fence_alive(row, max_age_s)])
+            tables = {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+            for table in (CLAIMS_TABLE, STARTS_TABLE):  # no run in flight: every claim left is a dead run's
+                if table in tables:
+                    conn.execute(f"DELETE FROM {table}")
             host, pid = socket.gethostname(), os.getpid()
             conn.execute(f"INSERT OR REPLACE INTO {VACUUMS_TABLE} VALUES (?, ?, ?, ?)",
                          (host, pid, process_start(pid), dt.datetime.now(dt.UTC).isoformat(timespec="seconds")))

@@ -94,3 +94,22 @@ def test_the_next_vacuum_clears_fences_left_by_dead_vacuums(db):
     left = conn.execute(f"SELECT host FROM {run_claims.VACUUMS_TABLE}").fetchall()
     conn.close()
     assert left == [("live-node-3",)]  # old code: the crashed node's row stays for good
+
+
+def test_the_vacuum_drops_the_claims_of_runs_that_died(db):
+    """A run killed mid-way leaves its claim (taken over only if its id is claimed again); with no run in
+    flight, every claim left is such a row, and the fence's transaction deletes them (and their start rows)."""
+    old = (dt.datetime.now(dt.UTC) - dt.timedelta(hours=7)).isoformat(timespec="seconds")
+    assert run_claims._claim(str(db), "r5") is None
+    conn = sqlite3.connect(str(db))
+    conn.execute(f"UPDATE {run_claims.CLAIMS_TABLE} SET host = 'crashed-node-17', claimed = ?", (old,))
+    conn.execute(f"UPDATE {run_claims.STARTS_TABLE} SET host = 'crashed-node-17'")
+    conn.commit()
+    conn.close()
+    assert run_claims.fence_vacuum(str(db)) == []  # the dead claim is not in flight
+    run_claims.unfence_vacuum(str(db))
+    conn = sqlite3.connect(str(db))
+    left = [conn.execute(f"SELECT COUNT(*) FROM {t}").fetchone()[0]
+            for t in (run_claims.CLAIMS_TABLE, run_claims.STARTS_TABLE)]
+    conn.close()
+    assert left == [0, 0]  # old code: [1, 1] for good
