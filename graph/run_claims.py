@@ -55,8 +55,7 @@ Decisions where the issue was silent:
   fails naming the vacuum (`VacuumFence`), as a claim that waited out a VACUUM's lock did. A fence is live by
   the same rule as a claim (`_alive`), so a prune killed mid-vacuum blocks nothing once it is gone, and the
   next vacuum's fence deletes its row, with the claims of runs that died (with no run in flight, every claim
-  left is one). Versions
-  before the fence ignore it (their runs keep the old race).
+  left is one). Versions before the fence ignore it (their runs keep the old race).
 """
 
 from __future__ import annotations
