@@ -325,8 +325,10 @@ async def exchange_blocks(state: AgentState, ctx: RunContext, exchange: ToolExch
         return (await track_overlays(state, ctx, idx, points, frames, query_t=query_t)).blocks
     box = exchange.get("box")
     # a crop is labelled in the model's own coordinates (per_mille, pixels): fractions there invited the next
-    # box in fractions, read as thousandths or pixels (a crop of the top-left corner, or a fallback)
-    label = None if box is None or ctx.config.coordinates == "unit" else _fmt(exchange["args"]["box"])
+    # box in fractions, read as thousandths or pixels (a crop of the top-left corner, or a fallback). The box as
+    # validated: the raw args may hold numbers as strings ("100"), which pydantic reads and ":g" does not.
+    label = None if box is None or ctx.config.coordinates == "unit" else \
+        _fmt(view_crop.model_validate(exchange["args"]).box)
     return await ctx.frames.ablocks(state["video"], frames, box=box, box_label=label)
 
 
