@@ -14,13 +14,26 @@ Decisions where the issue was silent:
 - QualityCheck and SurpriseEvidence are the tools' own records, re-exported here.
 - Frame indices are `tools.sampling.FrameIndex`: an int or a whole float, never a boolean or a string
   (lax pydantic read `true` as frame 1 and "3" as frame 3); a reply that writes one is re-asked.
+- Crop boxes are `CropBox`: the schema asks for four numbers, but a box written otherwise (three numbers,
+  corner pairs, a null) is kept as written and the crop falls back to the full frame (DESIGN.md §3; paper
+  Sec. 3.2: invalid crop plans fall back to full-frame views). Refused by the schema, it failed the whole
+  InspectionPlan: every re-ask failed the same way and plan mode's run was ineligible for one bad box.
 """
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    PlainValidator,
+    TypeAdapter,
+    ValidationError,
+    WithJsonSchema,
+    model_validator,
+)
 
 from graph.config import INSTRUCTION_CHARS_LIMIT
 from tools.sampling import FrameIndex
@@ -30,6 +43,23 @@ RequirementKind = Literal["action", "object", "order", "outcome"]
 RewardStatus = Literal["scored", "zero", "ineligible"]
 
 _Text = Field(default="", max_length=2000)
+
+_FOUR_NUMBERS = TypeAdapter(Annotated[list[float], Field(min_length=4, max_length=4)])
+
+
+def crop_box(value: object) -> object:
+    """A crop box as four floats when it is four numbers (lax: "0.1" reads as 0.1, as before), else the value as
+    written, which `graph.nodes.evidence` answers with a full-frame view and the reason (module docstring)."""
+    if isinstance(value, list | tuple) and any(isinstance(v, bool) for v in value):
+        return value  # lax pydantic read `true` as 1.0: no coordinate (as for FrameIndex)
+    try:
+        return _FOUR_NUMBERS.validate_python(value)
+    except ValidationError:
+        return value
+
+
+CropBox = Annotated[Any, PlainValidator(crop_box), WithJsonSchema(_FOUR_NUMBERS.json_schema())]
+"""A pydantic field type for crop boxes: the JSON schema of four numbers, any value accepted (`crop_box`)."""
 
 
 class _Record(BaseModel):
@@ -113,8 +143,7 @@ class FrameView(_Record):
     """Frames to look at again, optionally cropped."""
 
     frames: list[FrameIndex] = Field(min_length=1, max_length=16, description="Frame indices to view.")
-    box: list[float] | None = Field(default=None, min_length=4, max_length=4,
-                                    description="Optional crop [x0, y0, x1, y1] (see the instructions).")
+    box: CropBox | None = Field(default=None, description="Optional crop [x0, y0, x1, y1] (see the instructions).")
 
 
 class TrackRequest(_Record):

@@ -29,8 +29,10 @@ Decisions where the issue was silent:
   showed fractions under every convention, which invited the next box in fractions, then read as thousandths
   or pixels.
 - Only the arguments' validation (the tool's schema) is answered to the model as "invalid arguments";
-  frames outside the clip and bad boxes are trimmed or fall back as above. Anything the tool raises while
-  it runs is its failure: a fault, the run ineligible (graph.nodes.common). A catch-all `ValueError`
+  frames outside the clip and bad boxes are trimmed or fall back as above. A box that is not four numbers
+  (three numbers, corner pairs, a null) is a bad box too, not a schema error (`graph.schemas.CropBox`): it was
+  answered as invalid arguments with no frame shown, and in plan mode it failed the whole plan. Anything the
+  tool raises while it runs is its failure: a fault, the run ineligible (graph.nodes.common). A catch-all `ValueError`
   around the tools answered a tracking failure (a ValueError mapping the tracks back to the clip, a bad
   frame-size setting) as the model's invalid arguments, and the run was scored without the evidence.
 - The tracking itself (shared track jobs, query frame, sizes, overlays) is `graph.nodes.tracking`.
@@ -47,6 +49,7 @@ from pydantic import BaseModel, Field, ValidationError, field_validator
 
 from graph.context import RunContext
 from graph.nodes.tracking import query_index, track_frames, track_overlays
+from graph.schemas import CropBox
 from graph.state import AgentState, ToolExchange
 from tools.sampling import FrameIndex
 
@@ -63,7 +66,7 @@ class view_crop(BaseModel):  # noqa: N801
     """View a zoomed region of one frame. box = [x0, y0, x1, y1] in the coordinates the instructions give."""
 
     frame: FrameIndex = Field(ge=0, description="Frame index (0-based).")
-    box: list[float] = Field(min_length=4, max_length=4, description="[x0, y0, x1, y1] (see the instructions).")
+    box: CropBox = Field(description="[x0, y0, x1, y1] (see the instructions).")
 
 
 class track_motion(BaseModel):  # noqa: N801
@@ -250,22 +253,29 @@ async def _crop(state: AgentState, ctx: RunContext, exchanges: list[ToolExchange
 
     frames, notes = allowed(state, ctx, exchanges, [request.frame])
     coordinates = ctx.config.coordinates
-    crop = normalize_crop(tuple(_unit(ctx, state["meta"], request.box)))
+    written = request.box
+    numbers = isinstance(written, list) and len(written) == 4 and all(type(v) is float for v in written)
+    if not numbers:  # not four numbers (`graph.schemas.CropBox`): the full frame, with the reason
+        crop = normalize_crop(written)
+        notes.append(str(crop.reason))  # "invalid crop box [0.1, 0.2, 0.6]: expected 4 numbers ...; using the full frame"
+        written = None
+    else:
+        crop = normalize_crop(tuple(_unit(ctx, state["meta"], written)))
     # checked as the frame store crops it, rounded (crop_frame checks again: a side just over 0.02 that
     # rounding took under it raised ValueError there, the run ineligible, instead of falling back here)
     if not crop.fallback:
         crop = normalize_crop(crop_key(crop.box))
     box = None if crop.fallback else [float(b) for b in crop.box]
-    if crop.fallback:
+    if crop.fallback and written is not None:
         if coordinates != "unit":
-            why = f"{crop.reason}, read as {coordinates} {_fmt(request.box)}"
-        elif any(v > 1 for v in request.box):
+            why = f"{crop.reason}, read as {coordinates} {_fmt(written)}"
+        elif any(v > 1 for v in written):
             why = (f"{crop.reason}; a model that writes pixels or thousandths needs RAA_COORDINATES / "
                    "AgentConfig.coordinates")
         else:
             why = str(crop.reason)
-        notes.append(f"invalid crop box {_fmt(request.box)} ({why}); showing the full frame")
-    head = f"frame {frames[0]} " + ("full frame" if box is None else f"crop {_fmt(request.box)}") if frames else "no frame shown"
+        notes.append(f"invalid crop box {_fmt(written)} ({why}); showing the full frame")
+    head = f"frame {frames[0]} " + ("full frame" if box is None else f"crop {_fmt(written)}") if frames else "no frame shown"
     return {**base, "frames": frames, "box": box, "text": _text(head, notes)}
 
 
