@@ -1,8 +1,9 @@
 """`raa runs` and `raa trace`: reading the trace database (graph/tracing.py) at the command line;
 registered in graph/cli.py. The trace database comes from `--db` or, without it, from the settings
-(`RAA_TRACES_PATH`): the edge, as in graph/commands.py. Exit status 1 for an unknown run id. `--json` output
-is strict JSON: a NaN or infinite number in a run's state (an evidence tool's value, say) is written as null
-(`tools.jsonl.strict_dumps`)."""
+(`RAA_TRACES_PATH`): the edge, as in graph/commands.py. Exit status 1 for an unknown run id, 2 for a run whose
+checkpoint cannot be decoded (`graph.tracing.UnreadableRunError`; `raa runs` lists the others and names it).
+`--json` output is strict JSON: a NaN or infinite number in a run's state (an evidence tool's value, say) is
+written as null (`tools.jsonl.strict_dumps`)."""
 
 from __future__ import annotations
 
@@ -18,6 +19,7 @@ from graph.tracing import (
     RUN_STATUSES,
     RunNotFoundError,
     RunTrace,
+    UnreadableRunError,
     list_runs,
     open_saver,
     printable,
@@ -54,7 +56,12 @@ def runs_command(
     if not path.exists():
         typer.echo(f"no trace database at {path} (no runs yet)", err=True)
         return
-    runs = list_runs(open_saver(path, read_only=True), limit=limit, status=status, preset=preset)
+    unreadable: list[str] = []
+    runs = list_runs(open_saver(path, read_only=True), limit=limit, status=status, preset=preset,
+                     unreadable=unreadable)
+    if unreadable:  # the others are listed: one damaged checkpoint does not hide them (graph.tracing)
+        typer.echo(f"warning: {len(unreadable)} run(s) could not be read: {', '.join(unreadable[:5])}"
+                   f"{' ...' if len(unreadable) > 5 else ''} (`raa trace RUN_ID` says why)", err=True)
     if not runs:  # a database just created, or with every run pruned (the table's widths need a row)
         wanted = ", ".join(f"{k} {v}" for k, v in (("status", status), ("preset", preset)) if v)
         typer.echo(f"no runs with {wanted} in {path}" if wanted else f"no runs in {path}", err=True)
@@ -130,6 +137,9 @@ def trace_command(
     except RunNotFoundError as exc:
         typer.echo(f"error: {exc} (in {path})", err=True)
         raise typer.Exit(1) from exc
+    except UnreadableRunError as exc:  # it is there, but its checkpoint cannot be decoded
+        typer.echo(f"error: {exc}", err=True)
+        raise typer.Exit(2) from exc
     if json_out:  # steps, contract, assessments, exchanges, faults, result: everything the run checkpointed
         typer.echo(strict_dumps({"run_id": trace.run_id, "updated": trace.updated, "status": trace.status,
                                "reward": trace.reward, "values": trace.values}, default=str))

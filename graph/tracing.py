@@ -18,6 +18,10 @@ Decisions where the issue was silent:
 - A run whose graph stopped mid-way (crash, interrupt) is listed with status "incomplete".
 - Run ids are matched exactly (no prefix lookup that could silently pick another run); when none
   matches, the error names the traced ids that start with the given text.
+- A run whose checkpoint cannot be decoded (a damaged page, a serializer another program or version wrote)
+  is `UnreadableRunError` naming the run and the file, a StoreError, so the commands print one error line
+  instead of a traceback; `list_runs` can pass over such runs (`unreadable`), so one damaged run does not
+  hide all the others from `raa runs`.
 - `describe_update` renders one `stream_mode="updates"` item for `raa score --stream`.
 - `RunTrace.values` holds only the fields of `graph.state.AgentState`: a checkpoint's channel values also
   hold LangGraph's own channels (the barrier before a join, "join:observe+contract:assess", "__start__",
@@ -46,6 +50,7 @@ from graph.stores import (
     TABLES_SQL,
     TRACE_TABLES,
     TRACE_WAIT_S,
+    StoreError,
     aretry_locked,
     check_tables,
     connect_read_only,
@@ -58,6 +63,10 @@ from graph.stores import (
 
 class RunNotFoundError(LookupError):
     """No checkpoint exists for the requested run id."""
+
+
+class UnreadableRunError(StoreError):
+    """The run's checkpoint exists but cannot be decoded (see module docstring)."""
 
 
 def traces_serde() -> JsonPlusSerializer:
@@ -208,12 +217,21 @@ def _trace_from_tuple(run_id: str, tup: Any) -> RunTrace:
 def read_trace(saver: BaseCheckpointSaver, run_id: str) -> RunTrace:
     """The latest checkpoint of `run_id`; RunNotFoundError when there is none (its message names up to
     five traced run ids that start with `run_id`, e.g. for an id cut short when copied)."""
-    tup = saver.get_tuple({"configurable": {"thread_id": run_id, "checkpoint_ns": ""}})
-    if tup is None:
+    try:
+        tup = saver.get_tuple({"configurable": {"thread_id": run_id, "checkpoint_ns": ""}})
+        trace = None if tup is None else _trace_from_tuple(run_id, tup)
+    except StoreError:  # the file itself cannot be read: not this run's fault
+        raise
+    except Exception as exc:  # the serializer's errors have no common type (ValueError, TypeError, ...)
+        where = saver.path if isinstance(saver, _ReadingSaver) else type(saver).__name__
+        raise UnreadableRunError(f"run {run_id!r} in trace database {where} cannot be read ({type(exc).__name__}: "
+                                 f"{exc}): its checkpoint is damaged or was written by another program; "
+                                 "`raa prune --keep N` can delete it") from exc
+    if trace is None:
         near = [tid for tid in run_ids(saver) if tid.startswith(run_id)] if run_id else []
         hint = f"; did you mean {', '.join(near[:5])}{' ...' if len(near) > 5 else ''}?" if near else ""
         raise RunNotFoundError(f"no traced run with id {run_id!r}{hint}")
-    return _trace_from_tuple(run_id, tup)
+    return trace
 
 
 def ever_finished(saver: BaseCheckpointSaver, run_id: str) -> bool:
@@ -244,17 +262,24 @@ RUN_STATUSES = ("scored", "zero", "ineligible", "incomplete")
 
 
 def list_runs(saver: BaseCheckpointSaver, limit: int | None = None, *, status: str | None = None,
-              preset: str | None = None) -> list[RunTrace]:
+              preset: str | None = None, unreadable: list[str] | None = None) -> list[RunTrace]:
     """Traced runs, newest first: at most `limit` of those whose status is `status` and whose preset is
     `preset` (each when given). Runs are read newest first until `limit` match, so finding rare ones
-    reads more of the database."""
+    reads more of the database. `unreadable`: a list that gets the ids of the runs passed over because
+    their checkpoint cannot be decoded (None: `UnreadableRunError` is raised)."""
     if status is not None and status not in RUN_STATUSES:
         raise ValueError(f"status must be one of {', '.join(RUN_STATUSES)}, got {status!r}")
     runs: list[RunTrace] = []
     for tid in run_ids(saver):
         if limit is not None and len(runs) >= limit:
             break
-        run = read_trace(saver, tid)
+        try:
+            run = read_trace(saver, tid)
+        except UnreadableRunError:
+            if unreadable is None:
+                raise
+            unreadable.append(tid)
+            continue
         if (status is None or run.status == status) and (preset is None or run.preset == preset):
             runs.append(run)
     return runs
