@@ -133,10 +133,19 @@ def score_command(
         typer.echo(result.model_dump_json())
     else:
         _out.print(_result_table(result))
-    typer.echo(f"trace: raa trace {result.run_id or run_id}" if trace_saved(result)
-               else "trace not saved: see the last reason", err=True)
+    typer.echo(_trace_hint(result.run_id or run_id, trace_saved(result), settings.traces_path), err=True)
     if result.status == "ineligible":
         raise typer.Exit(3)
+
+
+def _trace_hint(run_id: str, saved: bool, traces_path: str) -> str:
+    """Where `raa score` says the run's trace is: the `raa trace` command, or why there is none to read (not
+    saved; kept in memory only, gone with this process, where `raa trace` would find no database)."""
+    if not saved:
+        return "trace not saved: see the last reason"
+    if traces_path == ":memory:":
+        return "trace kept in memory only (RAA_TRACES_PATH=:memory:): `raa trace` cannot read it"
+    return f"trace: raa trace {run_id}"
 
 
 async def _score_one(settings: BackboneSettings, preset: str, video: str, instruction: str, run_id: str,

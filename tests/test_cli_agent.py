@@ -258,3 +258,16 @@ def test_stream_fix_counts_are_the_results_notes(monkeypatch, tmp_path) -> None:
     for stage, n in printed.items():
         assert sum(1 for note in result["notes"] if note.startswith(f"{stage}: ")) == n
     assert result["reasons"][-len(result["notes"]):] == result["notes"]
+
+
+def test_score_with_traces_in_memory_does_not_point_at_raa_trace(monkeypatch, tmp_path) -> None:
+    """RAA_TRACES_PATH=:memory: keeps the trace only while the process runs; `raa score` still printed
+    "trace: raa trace RUN_ID", a command that then said there is no trace database."""
+    pytest.importorskip("graph.builder")
+    clip = _clip(tmp_path / "u.mp4", uniform=True)  # zero without a model call
+    _scripted(monkeypatch, tmp_path)
+    monkeypatch.setenv("RAA_TRACES_PATH", ":memory:")
+    res = runner.invoke(app, ["score", clip, "-i", "push the block", "--json", "--preset", "no_wmreward"])
+    assert res.exit_code == 0, res.output
+    assert "raa trace run-" not in res.output, res.output
+    assert "trace kept in memory only (RAA_TRACES_PATH=:memory:)" in res.output, res.output
