@@ -16,6 +16,8 @@ Decisions where the issue was silent:
 - `--retry-ineligible` first removes the rows of this run's items whose ineligibility another run could
   fix, and every run removes the rows of bad manifest lines before writing them again: which rows go is
   `graph.batch_resume`'s.
+- A manifest of two or more lines none of which is a JSON object (a video, a CSV, a pretty-printed JSON array
+  given by mistake) is refused before anything is written (`not_json_lines`, exit 2).
 - A manifest line that is not valid JSON, not UTF-8, or lacks path/instruction gets its own ineligible row
   (kind "input") without calling the model, keyed per manifest and line (`bad_line_key`) and rewritten on
   every run: a line fixed since gets scored and its old row goes; a row that names its clip under another common key ("video",
@@ -122,7 +124,7 @@ def read_manifest(manifest: Path, preset: str, draw: int = 0) -> list[dict[str, 
                                f"{exc.start + 1}; save the manifest as UTF-8)")
         if error is None and not line.strip():
             continue
-        path, instruction, row, resolved = "", "", {}, ""
+        path, instruction, row, resolved, is_object = "", "", {}, "", False
         if error is None:
             try:
                 try:
@@ -131,6 +133,7 @@ def read_manifest(manifest: Path, preset: str, draw: int = 0) -> list[dict[str, 
                     raise ValueError(f"not valid JSON ({exc.msg} at column {exc.colno})") from None
                 if not isinstance(row, dict):
                     raise ValueError("a manifest line must be a JSON object")
+                is_object = True
                 path, instruction = row.get("path"), row.get("instruction")
                 if not isinstance(path, str) or not path or not isinstance(instruction, str):
                     raise ValueError(manifest_row_error(row))
@@ -144,8 +147,19 @@ def read_manifest(manifest: Path, preset: str, draw: int = 0) -> list[dict[str, 
             key = item_key(resolved, instruction, preset, draw)
         extra = {k: v for k, v in row.items() if k not in ("path", "instruction")}
         items.append({"key": key, "line": number, "path": resolved, "written": path, "instruction": instruction,
-                      "preset": preset, "draw": draw, "manifest": extra, "error": error})
+                      "preset": preset, "draw": draw, "manifest": extra, "error": error, "object": is_object})
     return items
+
+
+def not_json_lines(manifest: Path, items: list[dict[str, Any]]) -> str | None:
+    """Why `manifest` (read as `items`) is no JSONL manifest at all, or None: two or more lines and none of them
+    a JSON object (a video given by mistake, a CSV, a pretty-printed JSON array). Each of its "lines" would get an
+    ineligible row (thousands for a video) in an output where the rows of another manifest's bad lines stay."""
+    if len(items) < 2 or any(item["object"] for item in items):
+        return None
+    first = items[0]["error"] or ""
+    return (f"manifest {manifest} is not JSON lines: none of its {len(items)} lines is a JSON object ({first}); "
+            'write one {"path": ..., "instruction": ...} object per line')
 
 
 def misplaced_paths(manifest: Path, items: list[dict[str, Any]], cwd: Path) -> str | None:

@@ -191,6 +191,7 @@ def score_batch_command(
         file_stamp,
         lock_output,
         misplaced_paths,
+        not_json_lines,
         not_results,
         other_scorer,
         read_manifest,
@@ -232,6 +233,9 @@ def score_batch_command(
     except OSError as exc:  # unreadable (permissions), or gone since the check above
         typer.echo(f"error: cannot read manifest {manifest}: {type(exc).__name__}: {exc}", err=True)
         raise typer.Exit(2) from exc
+    if problem := not_json_lines(manifest, items):  # else a row per "line" of a video or CSV
+        typer.echo(f"error: {problem}", err=True)
+        raise typer.Exit(2)
     if repeats:
         typer.echo(f"{len(repeats)} manifest line(s) repeat an earlier one and are scored once: "
                    + ", ".join(repeats[:5]) + (" ..." if len(repeats) > 5 else ""), err=True)

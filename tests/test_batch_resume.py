@@ -337,3 +337,25 @@ def test_a_video_fault_with_process_notes_is_not_retried():
     assert not retryable({"status": "ineligible", "reasons": [video, note], "notes": [note]})
     assert retryable({"status": "ineligible", "reasons": ["assess: timeout: no reply", note], "notes": [note]})
     assert not retryable({"status": "ineligible", "reasons": [video]})  # a row written before notes existed
+
+
+def test_a_manifest_that_is_not_json_lines_is_a_clear_error_and_writes_no_rows(monkeypatch, tmp_path):
+    """A video given as the manifest (`raa score-batch clip.mp4`, meant `raa score`), a CSV, or a pretty-printed
+    JSON array got one ineligible row per "line" (thousands for a video), appended to the results file, where
+    rows of another manifest's bad lines stay for good. None of their lines is a JSON object: refused, exit 2."""
+    out, args = _batch(monkeypatch, tmp_path, 1)
+    assert runner.invoke(app, args).exit_code == 0
+    before = out.read_text()
+    csv = tmp_path / "m.csv"
+    csv.write_text("path,instruction\nc0.mp4,push the block\n")
+    pretty = tmp_path / "pretty.json"
+    pretty.write_text(json.dumps([{"path": "c0.mp4", "instruction": TASK}], indent=2) + "\n")
+    for wrong in (tmp_path / "c0.mp4", csv, pretty):
+        res = runner.invoke(app, ["score-batch", str(wrong), *args[2:]])
+        assert res.exit_code == 2, res.output
+        assert f"manifest {wrong} is not JSON lines" in res.output and "line 1:" in res.output, res.output
+        assert out.read_text() == before
+    one = tmp_path / "one.jsonl"  # a single bad line is still that line's own row
+    one.write_text("{broken\n")
+    res = runner.invoke(app, ["score-batch", str(one), *args[2:]])
+    assert res.exit_code == 0 and len(_rows(out)) == 2, res.output
