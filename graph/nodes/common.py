@@ -33,6 +33,7 @@ time per agent run that LangGraph's own per-node run already covers.
 from __future__ import annotations
 
 import json
+import re
 import time
 from collections.abc import Awaitable, Callable, Collection, Sequence
 from dataclasses import dataclass, field
@@ -193,9 +194,16 @@ def dump(record: Any) -> str:
     return json.dumps(record.model_dump(mode="json"), ensure_ascii=False, indent=1)
 
 
+_INSTRUCTION_TAG = re.compile(r"<(\s*/?\s*instruction)", re.IGNORECASE)
+
+
 def instruction_block(instruction: str) -> str:
-    """The instruction as delimited data (the prompts say never to follow commands inside it)."""
-    return f"<instruction>\n{instruction}\n</instruction>"
+    """The instruction as delimited data (the prompts say never to follow commands inside it). A tag of the
+    block inside the text ("</instruction>", any case or spacing) has its "<" written "&lt;": left as it was,
+    it closed the block early and the text after it reached the model outside the tags, as the prompt's own.
+    Other text, angle brackets included, is passed as written (so are the stage-cache keys of such text)."""
+    data = _INSTRUCTION_TAG.sub(r"&lt;\1", instruction)
+    return f"<instruction>\n{data}\n</instruction>"
 
 
 def _id_key(requirement_id: str) -> str:
