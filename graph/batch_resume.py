@@ -9,6 +9,8 @@
   and written again for the lines still bad (`graph.batch.write_bad_lines`): a line fixed, blanked or
   deleted since loses its row (a blanked bad line kept its ineligible row for good: an output of 5 items
   had 6 rows).
+- A resume without `--retry-ineligible` counts the rows it skips that the flag would score again
+  (`fixable_rows`) and says so, so that a batch scored against a broken setup does not read as done.
 - `raa score-batch` decides what to score from the rows that stay (`graph.batch.done_keys` with `leaving`)
   and loads its tools before any row goes, so a tool that cannot load leaves the output as it was.
 """
@@ -96,3 +98,10 @@ def drop_rows(output: Output, goes: Callable[[Any], str | None]) -> int:
     if len(kept) < len(output.lines):
         write_text_atomic(output.path, "".join(line + "\n" for line in kept))
     return retried
+
+
+def fixable_rows(output: Output, manifest: Path, items: list[dict[str, Any]], preset: str, draw: int) -> int:
+    """How many rows of `output` a plain resume of `items` skips though `--retry-ineligible` would score them
+    again (`stale_rows`' "retry"): told, a batch whose endpoint was down no longer reads as complete."""
+    goes = stale_rows(manifest, items, preset, draw, retry_ineligible=True)
+    return sum(1 for row in output.values if row is not NOT_JSON and goes(row) == "retry")

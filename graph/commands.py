@@ -200,7 +200,7 @@ def score_batch_command(
         scorer_of,
         write_bad_lines,
     )
-    from graph.batch_resume import drop_rows, stale_rows
+    from graph.batch_resume import drop_rows, fixable_rows, stale_rows
 
     settings = _settings_or_exit(require_endpoint=True)
     if manifest.is_dir():  # there, but no file: "not found" misled
@@ -262,6 +262,9 @@ def score_batch_command(
         n = len(items) - bad
         typer.echo(f"{n} item{'' if n == 1 else 's'}, {len(items) - len(todo)} already in {out}, {len(todo) - bad} to score"
                    + (f", {bad} bad manifest line(s) (their rows written again)" if bad else ""), err=True)
+        if not retry_ineligible and (fixable := fixable_rows(output, manifest, items, preset, draw)):
+            typer.echo(f"{fixable} of the rows already in {out} ineligible for a reason a rerun can fix: "
+                       f"--retry-ineligible scores {'it' if fixable == 1 else 'them'} again", err=True)
         # the preset's tool models, loaded in the process that scores (worker processes load their own), only
         # when a clip is to be scored, and before any row goes: a tool that cannot load leaves the output alone
         if len(todo) > bad:  # the endpoint, before a row per clip that only says it is wrong (nothing to score: no wait)

@@ -163,3 +163,32 @@ def test_a_manifest_folder_is_named_a_folder(monkeypatch, tmp_path) -> None:
     assert res.exit_code == 2 and f"e.g. {folder / 'manifest.jsonl'}" in res.output, res.output
     res = runner.invoke(app, ["score-batch", str(tmp_path / "nope.jsonl"), "--out", str(out)])
     assert res.exit_code == 2 and "manifest not found" in res.output, res.output
+
+
+def test_a_resume_says_how_many_skipped_rows_a_retry_could_fix(monkeypatch, tmp_path) -> None:
+    """A plain resume skips every item already in the output, the ones a dead endpoint made ineligible too, and
+    said nothing about them: "0 to score", as if the batch were complete. It now counts them and names
+    --retry-ineligible (rows ineligible for bad input or video are not counted: a rerun fails them again)."""
+    from graph.batch import read_manifest
+    from tests.graph_scripts import moving_square
+
+    _scripted(monkeypatch, tmp_path)
+    for i in range(3):
+        moving_square(tmp_path / f"c{i}.mp4", seed=i)
+    manifest = tmp_path / "manifest.jsonl"
+    manifest.write_text("".join(json.dumps({"path": f"c{i}.mp4", "instruction": "push the red block to the right"})
+                                + "\n" for i in range(3)))
+    earlier = [{"status": "ineligible", "reasons": ["observe: transport: APIConnectionError after 5 attempts"]},
+               {"status": "ineligible", "reasons": ["quality: video: c1.mp4: cannot be opened as a video"]},
+               {"status": "scored", "reward": 0.5, "T": 0.5, "P": 0.5, "V": 0.5}]
+    out = tmp_path / "results.jsonl"
+    out.write_text("".join(json.dumps({**{k: it[k] for k in ("key", "line", "path", "instruction", "preset",
+                                                              "manifest")}, "result": r}) + "\n"
+                           for it, r in zip(read_manifest(manifest, "visual_verify"), earlier, strict=True)))
+    args = ["score-batch", str(manifest), "--out", str(out), "--preset", "visual_verify"]
+    res = runner.invoke(app, args)
+    assert res.exit_code == 0 and "0 to score" in res.output, res.output
+    assert (f"1 of the rows already in {out} ineligible for a reason a rerun can fix: --retry-ineligible scores it "
+            "again") in res.output
+    res = runner.invoke(app, [*args, "--retry-ineligible"])
+    assert res.exit_code == 0 and "1 to score" in res.output and "a rerun can fix" not in res.output, res.output
