@@ -78,12 +78,23 @@ def new_run_id() -> str:
 
 def _item(item: Any) -> tuple[str, str, str | None]:
     if isinstance(item, Mapping):
+        _check_keys(item)
         video, instruction, run_id = item.get("video"), item.get("instruction"), item.get("run_id")
     elif isinstance(item, tuple | list) and len(item) == 2:
         (video, instruction), run_id = item, None
     else:
         raise TypeError(f"batch items must be (video, instruction) or dicts, got {type(item).__name__}")
     return _video(video), _instruction(instruction), _run_id(run_id)
+
+
+def _check_keys(item: Mapping) -> None:
+    """TypeError naming the first of "video" and "instruction" a dict item lacks: "video must be a path, got
+    NoneType" named neither the key nor, for an item written like a `raa score-batch` manifest row, the rename."""
+    for key, article, other in (("video", "a", "path"), ("instruction", "an", None)):
+        if key not in item:
+            hint = (f"rename {other!r} to {key!r}" if other in item
+                    else "got keys: " + ", ".join(sorted(map(str, item))))
+            raise TypeError(f"a dict batch item needs {article} {key!r} key ({hint})")
 
 
 def _run_id(run_id: Any) -> str | None:
