@@ -359,3 +359,21 @@ def test_a_manifest_that_is_not_json_lines_is_a_clear_error_and_writes_no_rows(m
     one.write_text("{broken\n")
     res = runner.invoke(app, ["score-batch", str(one), *args[2:]])
     assert res.exit_code == 0 and len(_rows(out)) == 2, res.output
+
+
+def test_a_symlinked_output_stays_a_link_to_the_file_that_gets_the_rows(monkeypatch, tmp_path):
+    """Rows are appended through a symlinked --out (results kept on a scratch disk), but removing rows (the bad
+    lines' rows, on every run) renamed a new file over the link itself: the link became a plain file holding the
+    rows from then on, and the file it pointed at kept the removed rows, no longer updated."""
+    out, args = _batch(monkeypatch, tmp_path, 1)
+    manifest = tmp_path / "m.jsonl"
+    manifest.write_text(manifest.read_text() + "{broken\n")
+    (tmp_path / "scratch").mkdir()
+    target = tmp_path / "scratch" / "results.jsonl"
+    target.write_text("")
+    out.symlink_to(target)
+    assert runner.invoke(app, args).exit_code == 0
+    res = runner.invoke(app, args)  # removes the bad line's row, writes it again
+    assert res.exit_code == 0 and "0 to score" in res.output, res.output
+    assert out.is_symlink() and out.resolve() == target.resolve()
+    assert sorted(r["result"]["status"] for r in _rows(target)) == ["ineligible", "scored"]

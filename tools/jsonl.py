@@ -58,11 +58,14 @@ def keep_rows(path: Path, keep: Callable[[Any], bool]) -> int:
 
 def write_text_atomic(path: Path, text: str) -> None:
     """Write `text` (UTF-8) to `path` through a temporary file beside it renamed over it: an interruption (a
-    kill, a full disk) leaves the old file or the new one, never an empty or cut one."""
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    kill, a full disk) leaves the old file or the new one, never an empty or cut one. A symlink is followed: the
+    file it points at is replaced and the link stays (renamed over, the link itself became a plain file, and the
+    file it pointed at, which appends through the link had written, was left behind)."""
+    target = Path(os.path.realpath(path)) if path.is_symlink() else path
+    tmp = target.with_name(f".{target.name}.{os.getpid()}.tmp")
     try:
         tmp.write_text(text, encoding="utf-8")
-        tmp.replace(path)
+        tmp.replace(target)
     finally:
         tmp.unlink(missing_ok=True)
 
