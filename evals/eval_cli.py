@@ -358,6 +358,7 @@ def report_command(
 ) -> None:
     """Write one self-contained HTML page for an agent run."""
     from evals.report import write_run_report
+    from graph.stores import StoreError
     from graph.tracing import RunNotFoundError
 
     traces_path = traces or Path(_backbone_settings(require_endpoint=False).traces_path)
@@ -365,4 +366,6 @@ def report_command(
         path = write_run_report(run_id, out, traces_path=traces_path)
     except RunNotFoundError as exc:
         raise _fail(str(exc), 1) from exc
+    except StoreError as exc:  # the file or the run's checkpoint cannot be read (graph.tracing.UnreadableRunError)
+        raise _fail(str(exc)) from exc
     _console().print(f"wrote {path}")

@@ -131,10 +131,10 @@ def write_eval_index(out_dir: str | Path, *, traces_path: str | Path | None = No
     metrics = all_metrics(rows, presets) if presets else []
 
     links: dict[str, str] = {}
-    missing = 0
+    missing, unreadable = 0, []
     saver = None
     if traces_path is not None and Path(traces_path).is_file():
-        from graph.tracing import RunNotFoundError, open_saver, read_trace
+        from graph.tracing import RunNotFoundError, UnreadableRunError, open_saver, read_trace
 
         saver = open_saver(traces_path, read_only=True)
         (out / "reports").mkdir(exist_ok=True)
@@ -149,6 +149,9 @@ def write_eval_index(out_dir: str | Path, *, traces_path: str | Path | None = No
                         trace = read_trace(saver, run_id)
                     except RunNotFoundError:
                         missing += 1
+                        continue
+                    except UnreadableRunError:  # one damaged checkpoint: the other reports and the index still go
+                        unreadable.append(run_id)
                         continue
                     write_text_atomic(target, render_run_report(trace, tracker=tracker))
                     if on_report is not None:
@@ -172,6 +175,9 @@ def write_eval_index(out_dir: str | Path, *, traces_path: str | Path | None = No
     else:
         note = f"{len(links)} run reports linked" + (f"; {missing} runs not found in the trace database"
                                                      if missing else "")
+        if unreadable:
+            shown = ", ".join(unreadable[:5]) + (", ..." if len(unreadable) > 5 else "")
+            note += f"; {len(unreadable)} run{'s' if len(unreadable) > 1 else ''} could not be read ({shown})"
     body = (f"<h1 id=\"eval-header\">Reward reliability: {esc(out.name)}</h1>"
             f"<div class=\"muted\">{len(clips)} clips × {len(presets)} presets · {esc(note)}</div>"
             + _table_html(metrics)

@@ -60,3 +60,32 @@ def test_trace_of_a_damaged_run_is_one_error_line(monkeypatch, tmp_path) -> None
     assert res.exit_code == 2, res.output
     assert res.exception is None or isinstance(res.exception, SystemExit)
     assert "error: run 'run-bad' in trace database" in res.output and "Traceback" not in res.output
+
+
+def test_report_of_a_damaged_run_is_one_error_line(monkeypatch, tmp_path) -> None:
+    """`raa report RUN_ID` on a run whose checkpoint cannot be decoded: one error line, no traceback."""
+    db = _database_with_a_damaged_run(tmp_path)
+    monkeypatch.setenv("RAA_TRACES_PATH", str(db))
+    res = runner.invoke(app, ["report", "run-bad", "--out", str(tmp_path / "bad.html")])
+    assert res.exit_code == 2, res.output
+    assert res.exception is None or isinstance(res.exception, SystemExit)
+    assert "error: run 'run-bad' in trace database" in res.output and "Traceback" not in res.output
+    assert not (tmp_path / "bad.html").exists()
+
+
+def test_eval_index_links_the_readable_runs_and_counts_the_damaged_one(tmp_path) -> None:
+    """`raa eval report`: a damaged run of the evaluation does not stop the index or the other run reports."""
+    import json
+
+    from evals.report_index import write_eval_index
+
+    db = _database_with_a_damaged_run(tmp_path)
+    out = tmp_path / "eval"
+    out.mkdir()
+    rows = [{"path": f"/clips/{rid}.mp4", "preset": "full", "instruction": "x", "label": "ordinary",
+             "pattern": "success", "reward": 0.5, "status": "scored", "run_id": rid, "judge": None}
+            for rid in ("run-good1", "run-bad", "run-good2")]
+    (out / "results.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    index = write_eval_index(out, traces_path=db).read_text()
+    assert sorted(p.name for p in (out / "reports").iterdir()) == ["run-good1.html", "run-good2.html"]
+    assert "2 run reports linked; 1 run could not be read (run-bad)" in index
