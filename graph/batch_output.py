@@ -24,11 +24,16 @@ class OutputBusy(RuntimeError):
 def lock_output(out: Path) -> Any:
     """An exclusive lock on the output file for this batch (an open file to close when done; the system drops
     it when the process ends, however it ends); OutputBusy when another process holds it: two batches into
-    one output would both score every item and write each row twice."""
+    one output would both score every item and write each row twice. The lock sits beside the file the rows go
+    to (a symlinked ``out`` is followed, as `tools.jsonl.write_text_atomic` follows it), so two names of one file
+    are one output."""
     import fcntl
+    import os
 
     out.parent.mkdir(parents=True, exist_ok=True)
-    fh = out.with_name(f".{out.name}.lock").open("a")
+    real = Path(os.path.realpath(out))
+    real.parent.mkdir(parents=True, exist_ok=True)  # a link to a file not written yet, in a folder not made yet
+    fh = real.with_name(f".{real.name}.lock").open("a")
     try:
         fcntl.flock(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
     except BlockingIOError:
