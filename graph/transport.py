@@ -34,7 +34,7 @@ from typing import Any
 
 import httpx
 import openai
-from langchain_core.exceptions import ModelError
+from langchain_core.exceptions import ModelError, ModelTimeoutError
 from tenacity import RetryCallState, wait_exponential_jitter
 from tenacity.wait import wait_base
 
@@ -68,8 +68,12 @@ def is_transient(exc: BaseException) -> bool:
 
 
 def is_timeout(exc: BaseException) -> bool:
-    """True for a timeout (reported as kind "timeout" once the retries are spent)."""
-    return isinstance(exc, openai.APITimeoutError | TimeoutError) or isinstance(exc, _http_errors()[0])
+    """True for a timeout (reported as kind "timeout" once the retries are spent): the openai SDK's, an
+    httpx / httpx2 one, the time guard's TimeoutError, or LangChain's `ModelTimeoutError`, the class any
+    integration marks a timeout with (langchain-openai's is also an openai.APITimeoutError; another
+    provider's was retried, as `is_retryable` says, but then reported as "transport")."""
+    return (isinstance(exc, openai.APITimeoutError | TimeoutError | ModelTimeoutError)
+            or isinstance(exc, _http_errors()[0]))
 
 
 @lru_cache(maxsize=1)

@@ -9,6 +9,7 @@ import time
 import httpx2
 import openai
 import pytest
+from langchain_core.exceptions import ModelTimeoutError
 from langchain_core.messages import HumanMessage, SystemMessage
 from langchain_openai import ChatOpenAI
 from pydantic import BaseModel
@@ -123,3 +124,20 @@ def test_the_real_client_path_waits_as_the_server_asks(monkeypatch) -> None:
         monkeypatch.setattr(asyncio, "sleep", sleep)
         assert asyncio.run(bb.astructured("judge", Verdict, list(MSGS), Usage())).score == 3
     assert waits == [2.0, 5.0] and len(stub.requests) == 3
+
+
+class _ProviderTimeout(ModelTimeoutError):
+    """A timeout as another LangChain integration raises it: LangChain's own class, no openai or httpx base."""
+
+
+def test_a_langchain_model_timeout_from_any_provider_is_reported_as_a_timeout() -> None:
+    """The backbone wraps any LangChain chat model, and LangChain marks a provider's timeout with
+    `ModelTimeoutError` (retryable): it was retried, but once the retries were spent it was reported as kind
+    "transport", where the same timeout through langchain-openai (an openai.APITimeoutError too) was "timeout"."""
+    assert is_transient(_ProviderTimeout("slow")) and is_timeout(_ProviderTimeout("slow"))
+    model = ScriptedChatModel({"judge": [_ProviderTimeout("slow")] * 3 + [{"label": "a", "score": 1}]})
+    bb = Backbone(model, max_retries=1, retry_wait=(0.0, 0.0))
+    with pytest.raises(BackboneFault) as info:
+        asyncio.run(bb.astructured("judge", Verdict, list(MSGS), Usage()))
+    assert info.value.kind == "timeout" and "after 2 attempts" in info.value.message
+    assert len(model.calls) == 2
