@@ -51,7 +51,8 @@ Decisions where the issue was silent:
   that fails validation gets the same hint (the SDK does not check that method's replies).
 - Concurrent identical stage calls share one flight: waiters take the holder's output or fault (graph/flights.py).
 - A stage output the cache cannot store (its SQLite file locked by another process, a full disk) is still
-  returned, and one it cannot read is a miss (`graph.cache.lookup`): caching is best effort.
+  returned, and one it cannot read is a miss (`graph.cache.lookup`): caching is best effort. A stored tool-round
+  reply today's checks reject (written before a check: `graph.replies.stored_reply_problem`) is a miss too.
 - Usage (`graph.usage`): `calls` counts model replies received (an attempt that ended in a transport
   error is not a call); `images` counts image blocks in the messages of those calls; tokens come from
   `AIMessage.usage_metadata`, or for a reply rejected inside the call (json_schema) from the error's
@@ -88,6 +89,7 @@ from graph.replies import (
     declined,
     malformed_text_call,
     no_answer,
+    stored_reply_problem,
 )
 from graph.settings import BackboneSettings, SettingsError, StructuredMethod
 from graph.transport import PacedWait, is_timeout, is_transient, not_a_completion
@@ -103,6 +105,15 @@ _TOOLS_REMEDY = ("serve the model with tool calling (vLLM: --enable-auto-tool-ch
                  "AgentConfig(inspect_mode='plan'))")
 _CUT = "the reply was cut at the token limit before its answer was complete (raise RAA_MAX_TOKENS)"
 _NO_TOOLS_HINT = "the server rejected a tool-calling request: " + _TOOLS_REMEDY
+
+
+def _checked_tool_reply(text: str) -> AIMessage:
+    """A stored tool-round reply, held to today's checks (`graph.replies.stored_reply_problem`): one that fails
+    them raises ValueError, which `graph.cache.lookup` takes for an entry that no longer decodes (a miss)."""
+    reply = decode_tool_reply(text)
+    if (why := stored_reply_problem(reply)) is not None:
+        raise ValueError(f"the stored reply fails today's checks: {why}")
+    return reply
 
 
 class BackboneFault(Exception):
@@ -316,7 +327,7 @@ class Backbone:
         key = self.key_of(stage, messages, method="tools", tools=specs)
 
         async def compute() -> AIMessage:
-            cached = await lookup(cache, key, decode_tool_reply, stage)
+            cached = await lookup(cache, key, _checked_tool_reply, stage)
             if cached is not None:
                 usage.cache_hits += 1
                 return cached

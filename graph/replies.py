@@ -28,7 +28,7 @@ import json
 import re
 from typing import Any
 
-from langchain_core.messages import BaseMessage
+from langchain_core.messages import AIMessage, BaseMessage
 
 _FENCE = re.compile(r"^```(?:json)?\s*|\s*```$", re.IGNORECASE)
 _THINK_END = re.compile(r"</think>|◁/think▷")
@@ -130,6 +130,19 @@ def no_answer(text: str) -> str | None:
     except ValueError as exc:
         return str(exc)
     return None if rest.strip() else "the reply held only reasoning, no answer after it"
+
+
+def stored_reply_problem(reply: BaseMessage) -> str | None:
+    """Why a tool-round reply read back from the stage cache would not pass the backbone's checks today, or
+    None. A cache file outlives code: a closing reply stored before a check existed (a tool call the server
+    left in the text, a reply holding only reasoning) was served on every hit, though the same reply from the
+    model is re-asked or a fault and never stored. A reply with tool calls passed then as now. (A reply cut
+    at the token limit cannot be told apart: the stored form has no finish_reason.)"""
+    if isinstance(reply, AIMessage) and reply.tool_calls:
+        return None
+    if TEXT_TOOL_CALL.search(after_reasoning(reply.text)):
+        return "a tool call left in the reply text (no tool parser on the server)"
+    return no_answer(reply.text)
 
 
 def malformed_text_call(text: str) -> str | None:

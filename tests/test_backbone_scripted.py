@@ -243,3 +243,31 @@ def test_a_stored_output_that_no_longer_validates_is_recomputed(tmp_path) -> Non
     assert len(model.calls) == 2 and usage.calls == 2 and usage.cache_hits == 0
     assert cache.get(key) == '{"label":"a","score":2}' and "R1 is met." in (cache.get(tool_key) or "")
     assert _run(bb, usage).score == 2 and usage.cache_hits == 1
+
+
+@pytest.mark.parametrize("stored", ['<tool_call>{"name": "view_frames", "arguments": {"frames": [3]}}</tool_call>',
+                                    '[TOOL_CALLS][{"name": "view_frames", "arguments": {"frames": [3]}}]',
+                                    "<think>R1 looks met, but let me check frame 3.</think>", "<think>cut here", ""])
+def test_a_stored_tool_round_reply_that_todays_checks_reject_is_asked_again(stored: str) -> None:
+    """A cache file outlives code: a tool-round reply stored before a check existed (a tool call the server
+    left in the text, taken for the closing answer before that was a fault; a reply holding only reasoning)
+    was served on every hit, so the inspection the model asked for silently never happened, where the same
+    reply from the model is re-asked or a fault and never stored. Such an entry is a miss: the model is asked
+    and the entry replaced. A stored closing answer is still served."""
+    from langchain_core.messages import AIMessage
+
+    from graph.cache import decode_tool_reply, encode_tool_reply, stage_key
+
+    call = AIMessage(content="", tool_calls=[{"name": "view_frames", "args": {"frames": [3]}, "id": "c1"}])
+    cache = StageCache(None)
+    model = ScriptedChatModel({"judge": [call]})
+    bb = Backbone(model, cache=cache, retry_wait=(0.0, 0.0))
+    key = stage_key(model_name=bb.model_name, method="tools", stage="judge", messages=MSGS, tools=[])
+    cache.put(key, encode_tool_reply(AIMessage(content=stored)))
+    usage = Usage()
+    reply = asyncio.run(bb.atool_round("judge", list(MSGS), [], usage))
+    assert reply.tool_calls == call.tool_calls and len(model.calls) == 1 and usage.cache_hits == 0
+    assert decode_tool_reply(cache.get(key) or "").tool_calls == call.tool_calls  # the entry was replaced
+    cache.put(key, encode_tool_reply(AIMessage(content="<think>checked frame 3</think>R1 is met (frame 3).")))
+    assert asyncio.run(bb.atool_round("judge", list(MSGS), [], usage)).text.endswith("R1 is met (frame 3).")
+    assert len(model.calls) == 1 and usage.cache_hits == 1
