@@ -15,7 +15,8 @@ Decisions where the issues were silent:
 - An API key that is not printable ASCII cannot travel in a header: a problem naming `{env}_API_KEY`
   (httpx raised UnicodeEncodeError, a traceback from `raa doctor` and the pre-run check).
 - 401 / 403 means the key was rejected; a 200 whose model list lacks `RAA_MODEL` means a wrong name
-  (the message lists what is served); "NAME:TAG" in the list serves "NAME" (Ollama's default tag).
+  (the message lists what is served); "NAME:latest" in the list serves "NAME" (Ollama's default tag; any
+  other tag does not: with only "llava:13b" pulled, Ollama answers a request for "llava" "not found").
 - A 200 web page (an HTML content type, or a body that starts with markup) means the URL is not an
   OpenAI-compatible API (a web UI's catch-all route, a login page, a server root without `/v1`): a problem
   naming `{env}_BASE_URL`, as `graph.transport.not_a_completion` says of such a reply to a model call (every
@@ -126,8 +127,8 @@ def probe_server(base_url: str, model: str, api_key: str | None, *, wait_s: floa
                                       f"{env}_BASE_URL (an OpenAI-compatible server's URL usually ends in /v1)")
     if served is None:
         return ServerCheck("unverifiable", f"GET {url} answered HTTP 200 without an OpenAI model list; {cannot}")
-    # Ollama lists "llava:latest" and serves it as "llava" too
-    if not any(m == model or m.startswith(f"{model}:") for m in served):
+    # Ollama lists "llava:latest" and serves it as "llava" too (a bare name means that tag, and only that one)
+    if not any(m in (model, f"{model}:latest") for m in served):
         shown = ", ".join(served[:10]) + (" ..." if len(served) > 10 else "")
         return ServerCheck("problem", f"model {model!r} is not served at {base_url} (served: {shown or 'none'}); "
                                       f"set {env}_MODEL to one of them")

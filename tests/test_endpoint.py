@@ -68,6 +68,16 @@ def test_a_tagged_name_serves_the_bare_name(server):
     assert "not served" in check_endpoint(_settings(server, "lla"), 5)
 
 
+def test_a_bare_name_is_only_the_latest_tag(server):
+    """Ollama serves a bare name as NAME:latest only: with just llava:13b pulled, a request for "llava" is
+    answered "model not found". The check passed it (any NAME:TAG counted), so every run went ineligible."""
+    _Models.body = {"data": [{"id": "llava:13b"}, {"id": "qwen2.5vl:latest"}]}
+    problem = check_endpoint(_settings(server, "llava"), 5)
+    assert problem is not None and "model 'llava' is not served" in problem and "llava:13b" in problem
+    assert check_endpoint(_settings(server, "llava:13b"), 5) is None
+    assert check_endpoint(_settings(server, "qwen2.5vl"), 5) is None
+
+
 def test_rejected_key(server):
     _Models.status = 401
     assert "rejected the API key (HTTP 401; RAA_API_KEY)" in check_endpoint(_settings(server), 5)
