@@ -22,7 +22,8 @@ Decisions where the issue was silent:
   give kind "refused" at once. Any other exception from the model is reported as kind "transport" with
   its type in the message (the run becomes ineligible instead of crashing). A UnicodeEncodeError (httpx
   cannot put a non-ASCII API key in a header) is raised before any request leaves: kind "transport" at
-  once, no call counted (it is a ValueError, and was taken for a reply that failed validation, re-asked).
+  once, no call counted (it is a ValueError, and was taken for a reply that failed validation, re-asked); so
+  is a ValueError LangChain raises while it prepares the request (`graph.transport.request_not_built`).
 - A 200 that is not an OpenAI chat completion at all (a web page, a server root without /v1: the SDK and
   langchain-openai raised an AttributeError, TypeError or ValueError, reported as "unexpected AttributeError"
   or re-asked as an invalid reply depending on the method) is kind "transport" at once for every method and
@@ -92,7 +93,7 @@ from graph.replies import (
     stored_reply_problem,
 )
 from graph.settings import BackboneSettings, SettingsError, StructuredMethod
-from graph.transport import PacedWait, is_timeout, is_transient, not_a_completion
+from graph.transport import PacedWait, is_timeout, is_transient, not_a_completion, request_not_built
 from graph.usage import Usage, count_reply
 from graph.usage import count_images as count_images  # re-exported (its home before graph/usage.py)
 from graph.validation import ERR_CHARS as _ERR_CHARS
@@ -231,8 +232,9 @@ class Backbone:
     @staticmethod
     def _raise_if_not_a_completion(stage: str, exc: Exception) -> None:
         """A "transport" fault at once when the endpoint answered with something other than a chat completion
-        (a web page: RAA_BASE_URL is wrong; graph.transport.not_a_completion); not a call, never re-asked."""
-        if (why := not_a_completion(exc)) is not None:
+        (a web page: RAA_BASE_URL is wrong; graph.transport.not_a_completion), or no request left at all (the
+        client could not build it: `graph.transport.request_not_built`); not a call, never re-asked."""
+        if (why := not_a_completion(exc) or request_not_built(exc)) is not None:
             raise BackboneFault(stage, "transport", why) from exc
 
     # -- structured outputs ------------------------------------------------------------------------

@@ -144,6 +144,25 @@ def not_a_completion(exc: BaseException) -> str | None:
     return f"the endpoint's reply is not an OpenAI chat completion (HTTP 200; langchain-openai: {cut}); {_FIX}"
 
 
+_BUILDERS = (("langchain_core.language_models.chat_models", "_format_for_tracing"),
+             ("langchain_openai", "_get_request_payload"))
+"""Where LangChain turns the messages into what it traces and sends, before anything is sent: any chat model's
+`agenerate` formats them for the callbacks first, then ChatOpenAI builds the request body."""
+
+
+def request_not_built(exc: BaseException) -> str | None:
+    """Why no request was sent when LangChain raised `exc` while preparing it (a `_BUILDERS` frame on its
+    stack: a content block it cannot translate, such as a base64 image without its mime type), else None.
+    It is no reply: not a call, never re-asked (the same messages are refused the same way)."""
+    tb = exc.__traceback__
+    while tb is not None:
+        module, name = str(tb.tb_frame.f_globals.get("__name__", "")), tb.tb_frame.f_code.co_name
+        if any(name == fn and module.startswith(prefix) for prefix, fn in _BUILDERS):
+            return f"the request could not be built, nothing was sent ({type(exc).__name__}: {str(exc)[:_PREVIEW]})"
+        tb = tb.tb_next
+    return None
+
+
 def _raised_by_reader(exc: BaseException) -> bool:
     """True when langchain-openai's completion reader raised `exc` itself (its innermost frame): every raise
     there is about the body's shape (not a dict, an `error` key, no or null `choices`)."""

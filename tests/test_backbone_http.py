@@ -308,3 +308,35 @@ def test_a_rejected_reply_counts_its_tokens(method: str, bad) -> None:
         usage = Usage()
         run(make(stub, method), usage)
     assert usage.calls == 2 and (usage.input_tokens, usage.output_tokens) == (5 + 11, 3 + 7)
+
+
+@pytest.mark.parametrize("method", METHODS)
+def test_a_request_the_client_cannot_build_is_not_counted_as_replies(method: str) -> None:
+    """langchain-openai refuses a content block it cannot translate (a base64 image without its mime type)
+    with a ValueError while it builds the request: nothing is sent, yet it was taken for a reply that failed
+    validation, re-asked, and each try counted as a model call with its images. It is a fault at once that
+    says the request could not be built, with no call counted (as a key httpx cannot carry)."""
+    image = {"type": "image", "source_type": "base64", "data": "AAAA"}
+    messages = [MSGS[0], HumanMessage(content=[{"type": "text", "text": "Is it ok?"}, image])]
+    with OpenAIStub([good(method)] * 3) as stub:
+        usage = Usage()
+        with pytest.raises(BackboneFault) as info:
+            run(make(stub, method, schema_retries=2), usage, messages)
+    assert not stub.requests and usage.as_dict() == Usage().as_dict()
+    assert info.value.kind == "transport" and "could not be built" in info.value.message
+    assert "mime_type" in info.value.message and "replies failed" not in info.value.message
+    with OpenAIStub([StubReply(content="ok")] * 3) as stub:
+        usage = Usage()
+        with pytest.raises(BackboneFault, match="could not be built"):
+            asyncio.run(make(stub, method, schema_retries=2).atool_round("judge", messages, [], usage))
+    assert not stub.requests and usage.calls == 0
+
+
+def test_the_places_a_request_is_built_still_exist() -> None:
+    """graph.transport.request_not_built recognises them by name: pinned against the installed versions."""
+    import langchain_core.language_models.chat_models as chat_models
+
+    from graph.transport import _BUILDERS
+
+    assert [callable(getattr(where, fn, None)) for where, fn in
+            zip((chat_models, ChatOpenAI), (name for _, name in _BUILDERS), strict=True)] == [True, True]
