@@ -73,3 +73,21 @@ def test_nearby_extra_is_bounded_by_the_design_allowance():
     for bad in (-1, NEARBY_EXTRA_LIMIT + 1, 100):
         with pytest.raises(ValueError, match=f"nearby_extra must be in 0..{NEARBY_EXTRA_LIMIT}"):
             AgentConfig(nearby_extra=bad)
+
+
+def test_allowance_note_counts_only_the_extra_frames_the_budget_lets_through(tmp_path):
+    """The frame budget cuts a request after the allowance: an extra frame it cut was never shown and is not
+    spent, so the note neither names it as added nor counts it (it said "[a, b] added (14 of 16 left)" while
+    neither was shown and the next request still had 16)."""
+    long_clip = moving_square(tmp_path / "long.mp4", frames=120)
+    probe = run(make_agent("full")[0], long_clip, run_id="probe")
+    sample, outside = probe["sample"], _outside(probe["sample"], 120, 40)
+    a, b, c = outside[5], outside[25], outside[35]
+    asks = [tool_call("view_frames", {"frames": [sample[0], a, b]}, call_id="c1"),
+            tool_call("view_frames", {"frames": [c]}, call_id="c2"), "done"]
+    out = run(make_agent("full", full_script(inspect=asks), frame_budget=2)[0], long_clip)
+    first, second = out["exchanges"]
+    assert first["frames"] == [sample[0], a] and "frame budget: showing 2 of 3 frames" in first["text"]
+    assert f"frames [{a}] added from the extra-frame allowance (15 of 16 left)" in first["text"], first["text"]
+    assert second["frames"] == [] and "frame budget: showing 0 of 1 frames" in second["text"]
+    assert "added from the extra-frame allowance" not in second["text"], second["text"]

@@ -161,15 +161,14 @@ def allowed(state: AgentState, ctx: RunContext, exchanges: list[ToolExchange],
     if len(valid) < len(set(requested)):
         notes.append(f"frames outside 0..{n - 1} dropped")
     policy = allowance(state, ctx, exchanges)
+    added: list[int] = []
+    at, left = len(notes), 0
     if policy is not None:
-        known, room = policy
+        known, left = policy
         ok = [f for f in valid if f in known]
         other = [f for f in valid if f not in known]
         if other:
-            added, rest = other[:room], other[room:]
-            if added:
-                notes.append(f"frames {added} added from the extra-frame allowance "
-                             f"({room - len(added)} of {ctx.config.nearby_extra} left)")
+            added, rest = other[:left], other[left:]
             if rest:
                 nearest = sorted({min(known, key=lambda k: (abs(k - f), k)) for f in rest}) if known else []
                 notes.append(f"frames {rest} are outside the allowed set (extra-frame allowance used); "
@@ -181,6 +180,10 @@ def allowed(state: AgentState, ctx: RunContext, exchanges: list[ToolExchange],
     if len(valid) > room:
         notes.append(f"frame budget: showing {max(room, 0)} of {len(valid)} frames")
         valid = valid[:max(room, 0)]
+    # only the extra frames the budget let through are shown, and so spent (`allowance` counts shown frames)
+    if shown := [f for f in added if f in valid]:
+        notes.insert(at, f"frames {shown} added from the extra-frame allowance "
+                         f"({left - len(shown)} of {ctx.config.nearby_extra} left)")
     return valid, notes
 
 
