@@ -326,7 +326,7 @@ def test_draw_tracks_on_a_frame_list_reads_only_the_drawn_frames():
 def _reference_lk(tracker: LKTracker, frames: np.ndarray, queries: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """The plain step-by-step algorithm (forward call, then its check, then the match against the query
     frame, before the next step)."""
-    from tools.motion.base import in_bounds
+    from tools.motion.base import inside_image
 
     c, args = tracker.config, tracker._lk_args
     grays = [cv2.cvtColor(f, cv2.COLOR_RGB2GRAY) for f in frames]
@@ -341,9 +341,9 @@ def _reference_lk(tracker: LKTracker, frames: np.ndarray, queries: np.ndarray) -
             started = qf <= t if d > 0 else qf >= t
             for k in np.flatnonzero(started & alive):  # one point at a time: no batching at all
                 p1, st, err = cv2.calcOpticalFlowPyrLK(grays[t], grays[t + d], cur[k].reshape(1, 1, 2), None, **args)
-                p1 = p1.reshape(2)
-                ok = st[0, 0] == 1 and np.isfinite(p1).all() and err[0, 0] < c.max_patch_error \
-                    and in_bounds(p1[None], h, w)[0]
+                p1, inside = inside_image(p1.reshape(1, 2), h, w)  # on an edge pixel: clamped onto its centre
+                p1 = p1[0]
+                ok = st[0, 0] == 1 and np.isfinite(p1).all() and err[0, 0] < c.max_patch_error and inside[0]
                 if ok:
                     pb, stb, _ = cv2.calcOpticalFlowPyrLK(grays[t + d], grays[t], p1.reshape(1, 1, 2), None, **args)
                     ok = stb[0, 0] == 1 and np.linalg.norm(pb.reshape(2) - cur[k]) < c.fb_threshold
@@ -352,9 +352,10 @@ def _reference_lk(tracker: LKTracker, frames: np.ndarray, queries: np.ndarray) -
                     pa, sta, erra = cv2.calcOpticalFlowPyrLK(grays[qf[k]], grays[t + d], start[k].reshape(1, 1, 2),
                                                              p1.reshape(1, 1, 2).copy(),
                                                              flags=cv2.OPTFLOW_USE_INITIAL_FLOW, **args)
-                    pa = pa.reshape(2)
+                    pa, inside = inside_image(pa.reshape(1, 2), h, w)
+                    pa = pa[0]
                     if sta[0, 0] == 1 and np.isfinite(pa).all() and erra[0, 0] < c.max_patch_error \
-                            and in_bounds(pa[None], h, w)[0] and np.linalg.norm(pa - p1) < c.anchor_tolerance:
+                            and inside[0] and np.linalg.norm(pa - p1) < c.anchor_tolerance:
                         p1 = pa
                 if ok:
                     cur[k] = p1

@@ -250,3 +250,21 @@ def in_bounds(points: np.ndarray, height: int, width: int) -> np.ndarray:
     """bool mask of points ``[...,2]`` inside the image ``[0, W-1] x [0, H-1]``."""
     x, y = points[..., 0], points[..., 1]
     return (x >= 0) & (x <= width - 1) & (y >= 0) & (y <= height - 1)
+
+
+def inside_image(points: np.ndarray, height: int, width: int) -> tuple[np.ndarray, np.ndarray]:
+    """(positions, mask) of tracked points ``[...,2]``: a point is inside the image while it lies on one of its
+    pixels, i.e. less than half a pixel past the edge pixels' centres (pixel ``i`` covers ``[i - 0.5, i + 0.5)``);
+    such a point is clamped onto ``[0, W-1] x [0, H-1]`` (`in_bounds`, the range queries use), the others (and
+    NaN / infinities, never inside) are returned as they are, in a float32 copy.
+
+    Why not `in_bounds` alone: a still point queried on an edge pixel's centre (the agent's fraction 0 or 1
+    becomes x = 0 or W-1) comes back from LK at -0.03 or W-1+0.02 (jitter of a few hundredths of a pixel); the
+    strict range called that leaving the image, and LK, which never re-acquires a point, reported it lost from
+    its first step on (1 to 4 of 16 frames tracked on a still clip). The clamp moves a point by under half a
+    pixel and keeps every position in the query range."""
+    out = np.array(points, dtype=np.float32)
+    x, y = out[..., 0], out[..., 1]
+    inside = (x > -0.5) & (x < width - 0.5) & (y > -0.5) & (y < height - 0.5)
+    out[inside] = np.clip(out[inside], 0, np.float32([width - 1, height - 1]))
+    return out, inside

@@ -13,9 +13,11 @@ Decisions where the issue was silent:
 - Queries go to the model as explicit ``(t, x, y)`` points (grid points are the same cell centres
   the LK backend uses), with ``backward_tracking=True`` so points queried mid-clip are tracked in
   both directions. Visibility is the model's (threshold 0.9, applied by the predictor) and the
-  point must be inside the image. A non-finite position the model gives is invisible and replaced by
-  the last finite one (``tools.motion.base.fill_lost_positions``; it stayed NaN in ``tracks`` and the
-  service's JSON answer failed on it).
+  point must be inside the image (on one of its pixels, `tools.motion.base.inside_image`: a point jittering
+  a fraction of a pixel past an edge pixel's centre is clamped onto it, not made invisible). A non-finite
+  position the model gives is invisible and replaced by the last finite one
+  (``tools.motion.base.fill_lost_positions``; it stayed NaN in ``tracks`` and the service's JSON answer
+  failed on it).
 - ``interp_shape`` overrides the model's working resolution (default 384x512, the trained one);
   only tests use a smaller one. A one-frame clip returns the query points without running the model.
 - Any failure to load or run raises ``ToolFault("motion", ...)``; there is never a silent switch to LK.
@@ -35,7 +37,13 @@ from typing import Any, Literal
 import numpy as np
 
 from tools.errors import LoadFailureMemo, ToolFault
-from tools.motion.base import MotionTracks, fill_lost_positions, in_bounds, resolve_queries, validate_frames
+from tools.motion.base import (
+    MotionTracks,
+    fill_lost_positions,
+    inside_image,
+    resolve_queries,
+    validate_frames,
+)
 
 OFFLINE_WINDOW_LEN = 60
 
@@ -141,6 +149,7 @@ class CoTracker3Tracker:
         if tracks_np.shape != (t_total, len(q), 2) or visible_np.shape != (t_total, len(q)):
             raise ToolFault("motion", "run", f"cotracker3 returned tracks {tracks_np.shape} / visibility "
                                              f"{visible_np.shape} for {t_total} frames and {len(q)} points")
-        visible_np &= in_bounds(tracks_np, h, w) & np.isfinite(tracks_np).all(axis=-1)
+        tracks_np, inside = inside_image(tracks_np, h, w)  # on an edge pixel: clamped onto its centre, visible
+        visible_np &= inside
         return MotionTracks(tracks=fill_lost_positions(tracks_np, q), visible=visible_np, query_frames=query_frames,
                             frame_indices=list(range(t_total)))

@@ -4,7 +4,8 @@ Each point is tracked frame to frame from its query frame, forward to the end of
 backward to the start. A step is accepted only when (a) OpenCV reports success both ways, (b) the
 forward-backward error ``|p - LK_back(LK_fwd(p))|`` is below ``fb_threshold`` pixels, (c) the
 patch error is below ``max_patch_error`` (catches an occluder sliding over the point) and (d) the
-new position lies inside the image; an accepted step's position is then corrected against the query
+new position lies inside the image (on one of its pixels: `inside_image`, which clamps a point on an
+edge pixel onto its centre); an accepted step's position is then corrected against the query
 frame (drift, below). Decisions where the issue was silent:
 - ``visible`` means "reliably tracked and in the image". LK cannot re-detect a point, so once a
   step is rejected the point stays invisible for the rest of that direction and its position
@@ -64,7 +65,7 @@ from typing import Any
 import cv2
 import numpy as np
 
-from tools.motion.base import MotionTracks, in_bounds, resolve_queries, validate_frames
+from tools.motion.base import MotionTracks, inside_image, resolve_queries, validate_frames
 
 
 @dataclass
@@ -173,11 +174,11 @@ class LKTracker:
     def _forward(self, img0: np.ndarray, img1: np.ndarray, p0: np.ndarray, h: int,
                  w: int) -> tuple[np.ndarray, np.ndarray]:
         """One forward LK step of points ``p0`` [K,2]: (new positions [K,2], mask [K] of the points that
-        pass the forward tests: status, patch error, inside the image; `in_bounds` is False for NaN and
-        infinities, so it is the finiteness test too)."""
+        pass the forward tests: status, patch error, inside the image; `inside_image` is False for NaN and
+        infinities, so it is the finiteness test too, and clamps a point on an edge pixel onto its centre)."""
         p1, st, err = cv2.calcOpticalFlowPyrLK(img0, img1, p0.reshape(-1, 1, 2), None, **self._lk_args)
-        p1 = p1.reshape(-1, 2)
-        ok = (st.ravel() == 1) & (err.ravel() < self.config.max_patch_error) & in_bounds(p1, h, w)
+        p1, inside = inside_image(p1.reshape(-1, 2), h, w)
+        ok = (st.ravel() == 1) & (err.ravel() < self.config.max_patch_error) & inside
         return p1, ok
 
     def _anchored(self, grays: list[np.ndarray], groups: list[tuple[int, int, int]], nxt: int,
@@ -195,8 +196,8 @@ class LKTracker:
             guess = p1[a:b].reshape(-1, 1, 2).copy()
             pa, st, err = cv2.calcOpticalFlowPyrLK(grays[k], grays[nxt], start[points[a:b]].reshape(-1, 1, 2), guess,
                                                    flags=cv2.OPTFLOW_USE_INITIAL_FLOW, **self._lk_args)
-            pa = pa.reshape(-1, 2)
-            good = ((st.ravel() == 1) & (err.ravel() < self.config.max_patch_error) & in_bounds(pa, h, w)
+            pa, inside = inside_image(pa.reshape(-1, 2), h, w)
+            good = ((st.ravel() == 1) & (err.ravel() < self.config.max_patch_error) & inside
                     & (np.linalg.norm(pa - p1[a:b], axis=1) < self.config.anchor_tolerance))
             if out is p1:
                 out = p1.copy()
