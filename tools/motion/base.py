@@ -16,6 +16,8 @@ Conventions (decisions where the issue was silent):
   tracks (and the HTML report's) query the grid on several frames instead (`tools.motion.grid`), while
   ``grid_size`` keeps this meaning for every tracker and the tool service (whose ``grid_frames: "window"``
   asks for the agent's grid instead).
+- A tracked point is in the image while it lies on one of its pixels, less than half a pixel past the
+  edge pixels' centres; there it is clamped onto the query range (`inside_image`).
 - When a tracked point is lost or leaves the image its position keeps the last reliable estimate
   and ``visible`` is False from then on (backends document their own re-acquisition rules). A
   position a model gives as NaN or infinity is replaced by the last finite one in tracking order
@@ -247,7 +249,8 @@ def require_tracks(tracks: object, num_frames: int, num_points: int | None) -> M
 
 
 def in_bounds(points: np.ndarray, height: int, width: int) -> np.ndarray:
-    """bool mask of points ``[...,2]`` inside the image ``[0, W-1] x [0, H-1]``."""
+    """bool mask of points ``[...,2]`` inside ``[0, W-1] x [0, H-1]`` (the query range; a tracked point is
+    tested with `inside_image`)."""
     x, y = points[..., 0], points[..., 1]
     return (x >= 0) & (x <= width - 1) & (y >= 0) & (y <= height - 1)
 
