@@ -55,6 +55,7 @@ from typing import Any
 import numpy as np
 
 from graph.cache import url_digest
+from graph.frame_fork import watch
 from graph.frame_keys import VideoKey, clip_path, encoding_key, file_version, forget_paths
 from graph.frame_keys import frame_indices as _indices
 from graph.lru import ByteLRU
@@ -84,6 +85,14 @@ class FrameStore:
         self._lock = threading.Lock()
         self.decoded = 0
         self.encoded = 0
+        watch(self)  # reset in a forked child (`after_fork`)
+
+    def after_fork(self) -> None:
+        """In a forked child: fresh locks; only the finished shared jobs kept (why: `graph.frame_fork`)."""
+        self._lock = threading.Lock()
+        for lru in (self._frames, self._urls, self._extra):
+            lru.after_fork()
+        self._jobs = OrderedDict((k, entry) for k, entry in self._jobs.items() if entry[0].done())
 
     @property
     def nbytes(self) -> int:
@@ -196,8 +205,7 @@ class FrameStore:
 
     @staticmethod
     def version(video: str) -> VideoKey:
-        """The key every cache entry of `video` is filed under: the path and the file's identity now, so a
-        file rewritten at the same path is another video (see the module docstring)."""
+        """Key of every cache entry of `video`: path and file identity now (a rewritten file is another video)."""
         return file_version(video)
 
     def _refresh(self, video: str) -> VideoKey:

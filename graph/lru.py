@@ -43,6 +43,10 @@ class ByteLRU:
                 _, (_, freed) = self._data.popitem(last=False)
                 self._bytes -= freed
 
+    def after_fork(self) -> None:
+        """In a forked child: a fresh lock (a parent thread may have held it at the fork; `graph.frame_fork`)."""
+        self._lock = threading.Lock()
+
     @property
     def nbytes(self) -> int:
         """Total size of the entries held."""

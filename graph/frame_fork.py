@@ -1,0 +1,44 @@
+"""Frame caches in a forked child (`graph.frame_store.FrameStore`).
+
+A process that forks after its agent has worked (`multiprocessing`'s default start method on Linux: a script
+that scores a clip, then maps its clips over a pool whose workers score with the same module-level agent) gives
+the child a copy of every FrameStore as it was at the fork. The shared jobs the parent's worker threads had
+queued or running were in it, but those threads do not exist in the child (`graph.workers` starts fresh pools
+there): a child's run of such a clip reused the job and waited for it forever (a speculative track still
+running when `score_video` returned, the observe encoding of a clip another thread was scoring). A store lock
+that a parent thread held at the fork stayed held in the child, whose first frame request then waited forever.
+
+Decision where the issue was silent: in the child, each store gets fresh locks and drops the jobs that were not
+finished at the fork; the next caller of such a key starts the work afresh in the child's own pool. Finished
+jobs, decoded frames, data URLs and readers stay (they are plain data; readers open their own demuxer per
+read). The fork hook is registered when the first store is made, not at import (as graph/workers.py does).
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+import weakref
+from typing import Any
+
+_STORES: weakref.WeakSet = weakref.WeakSet()
+_LOCK = threading.Lock()
+_HOOKED = False
+
+
+def watch(store: Any) -> None:
+    """Have `store` (a FrameStore) call its `after_fork` in every child this process forks from now on."""
+    global _HOOKED
+    with _LOCK:
+        if not _HOOKED:
+            os.register_at_fork(after_in_child=_after_fork_in_child)
+            _HOOKED = True
+        _STORES.add(store)
+
+
+def _after_fork_in_child() -> None:
+    """The fork hook: a fresh registry lock (a parent thread may have held it), then every live store's reset."""
+    global _LOCK
+    _LOCK = threading.Lock()
+    for store in list(_STORES):
+        store.after_fork()

@@ -1,0 +1,81 @@
+"""A process that forks while its FrameStore has shared jobs in flight, or while another thread holds the store's
+lock (a script that scores a clip, then forks a `multiprocessing` pool whose workers score with the same agent),
+gets a child whose store works: the parent's worker threads do not exist there, so a job they had queued or
+running never finished in the child, and a child's run of the clip that waited for it hung.
+
+Each scenario runs in a fresh interpreter; a child that does not end is killed and the scenario fails."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+
+SCENARIO = textwrap.dedent("""
+    import asyncio, multiprocessing, sys, threading
+    from graph.frame_store import FrameStore
+    from graph.workers import cpu_workers, submit
+
+    clip, state = sys.argv[1:3]
+    store = FrameStore()
+    store.frames(clip, [0, 1])
+    key = ("tracks", store.version(clip), (0, 1), (), 0)
+    release = threading.Event()
+
+    def hold(started):
+        started.set()
+        release.wait()
+        return "parent"
+
+    if state == "running":  # the job runs in a parent worker thread at the fork
+        started = threading.Event()
+        store.shared_job(key, lambda: hold(started))
+        started.wait()
+    elif state == "queued":  # every worker thread is busy: the job is still queued at the fork
+        busy = [threading.Event() for _ in range(cpu_workers())]
+        for event in busy:
+            submit(hold, event, priority="first")
+        for event in busy:
+            event.wait()
+        store.shared_job(key, lambda: "parent")
+    else:  # another thread holds the store's lock at the fork
+        taken = threading.Event()
+
+        def holder():
+            with store._lock:
+                taken.set()
+                release.wait()
+
+        threading.Thread(target=holder, daemon=True).start()
+        taken.wait()
+
+    def in_child(queue):
+        tracks = asyncio.run(store.atracks(key, lambda: "child"))
+        queue.put((tracks, store.frames(clip, [5, 6]).shape))
+
+    ctx = multiprocessing.get_context("fork")
+    queue = ctx.Queue()
+    proc = ctx.Process(target=in_child, args=(queue,))
+    proc.start()
+    proc.join(30)
+    release.set()
+    if proc.exitcode is None:
+        proc.kill()
+        sys.exit("the forked child hung")
+    got = queue.get(timeout=5)
+    assert proc.exitcode == 0 and got[0] == "child" and got[1][0] == 2, (proc.exitcode, got)
+    print("ok", got)
+""")
+
+
+@pytest.mark.parametrize("state", ["running", "queued", "locked"])
+def test_a_child_forked_with_shared_jobs_in_flight_computes_them_itself(clip, state):
+    proc = subprocess.run([sys.executable, "-c", SCENARIO, str(clip), state], cwd=ROOT,
+                          capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert proc.stdout.startswith("ok")
