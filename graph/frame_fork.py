@@ -8,10 +8,13 @@ there): a child's run of such a clip reused the job and waited for it forever (a
 running when `score_video` returned, the observe encoding of a clip another thread was scoring). A store lock
 that a parent thread held at the fork stayed held in the child, whose first frame request then waited forever.
 
-Decision where the issue was silent: in the child, each store gets fresh locks and drops the jobs that were not
-finished at the fork; the next caller of such a key starts the work afresh in the child's own pool. Finished
-jobs, decoded frames, data URLs and readers stay (they are plain data; readers open their own demuxer per
-read). The fork hook is registered when the first store is made, not at import (as graph/workers.py does).
+Decisions where the issue was silent: in the child, each store gets fresh locks and drops its shared jobs; the
+next caller of a key starts the work afresh in the child's own pool. All jobs go, the finished ones too: telling
+them apart means asking each Future, which takes its lock, and a parent thread setting a result at the fork
+would leave that lock held, so the hook itself could hang every child forked then (a DataLoader worker that
+never scores). Finished surprise scores stay in the cache of derived artefacts, and decoded frames, data URLs
+and readers stay (plain data; a reader opens its own demuxer per read). The hook only assigns: it takes no lock.
+It is registered when the first store is made, not at import (as graph/workers.py does).
 """
 
 from __future__ import annotations

@@ -88,11 +88,11 @@ class FrameStore:
         watch(self)  # reset in a forked child (`after_fork`)
 
     def after_fork(self) -> None:
-        """In a forked child: fresh locks; only the finished shared jobs kept (why: `graph.frame_fork`)."""
+        """In a forked child: fresh locks and no shared jobs (why, and why none: `graph.frame_fork`)."""
         self._lock = threading.Lock()
         for lru in (self._frames, self._urls, self._extra):
             lru.after_fork()
-        self._jobs = OrderedDict((k, entry) for k, entry in self._jobs.items() if entry[0].done())
+        self._jobs = OrderedDict()
 
     @property
     def nbytes(self) -> int:
