@@ -11,7 +11,8 @@ Decisions where the issue was silent:
   `reasons`. Prompt-injection text is passed to the model only as delimited data, and the reward is
   computed by fixed code from the structured judgments.
 - Wrong argument *types* (video not a str/Path, instruction not a str, an item's run_id neither a str nor
-  None, max_concurrency < 1) are caller bugs and raise TypeError/ValueError at once.
+  None, max_concurrency not an int or < 1) are caller bugs and raise TypeError/ValueError at once. A float
+  max_concurrency made an asyncio semaphore that never blocks (its count never reaches exactly 0): no bound.
 - A relative video path is made absolute (from the current folder) before the run, so the trace names the
   clip wherever `raa report` / `raa trace` later run (it recorded the path as typed, and a report made
   from another folder said "frames unavailable: video file not found"); `raa score-batch` and the
@@ -278,6 +279,8 @@ async def ascore_videos(items: Iterable[Any], config: AgentConfig | None = None,
     `arun_agent`."""
     from graph.builder import agent_preset, build_reward_agent
 
+    if isinstance(max_concurrency, bool) or not isinstance(max_concurrency, int):  # a float bound is no bound
+        raise TypeError(f"max_concurrency must be an int, got {type(max_concurrency).__name__}")
     if max_concurrency < 1:
         raise ValueError(f"max_concurrency must be >= 1, got {max_concurrency}")
     config = config or AgentConfig()

@@ -146,6 +146,8 @@ def create_reward_app(agent: Any, preset: str, *, token: str | None = None, max_
     agent's frame cache, from which a request's deleted clips are dropped; `max_buffered_mb`: the request
     bodies held at once (None: 2048 MiB or `max_body_mb` if larger; ValueError below `max_body_mb`), for room
     in which a body waits up to `busy_wait_s` before its 503; `claim_max_age_s`: as for `arun_agent`."""
+    if isinstance(max_concurrency, bool) or not isinstance(max_concurrency, int):  # a float semaphore never blocks
+        raise ValueError(f"max_concurrency must be an int, got {max_concurrency!r}")
     if max_concurrency < 1 or max_items < 1 or max_body_mb <= 0:
         raise ValueError("max_concurrency and max_items must be >= 1 and max_body_mb > 0")
     if token:

@@ -200,6 +200,15 @@ def test_api_type_errors():
         asyncio.run(ascore_videos([], model=ScriptedChatModel({}), max_concurrency=0, checkpointer=InMemorySaver()))
 
 
+@pytest.mark.parametrize("bound", [1.5, True, "4"])
+def test_a_max_concurrency_that_is_not_an_int_is_refused(bound):
+    """A float bound made a semaphore that never blocks (its count steps by 1 from 1.5 and never equals 0, which
+    is when asyncio's semaphore makes a caller wait): every run of the batch went at once; a bool passed as 1; a
+    string failed with a bare comparison TypeError that named no argument."""
+    with pytest.raises(TypeError, match="max_concurrency must be an int"):
+        asyncio.run(ascore_videos([], model=ScriptedChatModel({}), max_concurrency=bound, checkpointer=InMemorySaver()))
+
+
 def test_an_instruction_cannot_close_its_own_delimiters():
     """An instruction holding "</instruction>" ended the data block early: the text after it reached the model
     outside the tags, as if it were the prompt's own, which is what the delimiters are there to prevent."""

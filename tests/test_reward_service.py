@@ -94,6 +94,14 @@ def test_deeply_nested_json_is_a_400_not_a_500(client):
         assert res.status_code == 400 and "nested too deeply" in res.json()["detail"], res.text
 
 
+@pytest.mark.parametrize("bound", [1.5, True])
+def test_a_run_bound_that_is_not_an_int_is_refused(bound):
+    """A float `max_concurrency` made the service's semaphore one that never blocks (asyncio's waits only at exactly
+    0): every run of every request went at once, against the backbone."""
+    with pytest.raises(ValueError, match="max_concurrency must be an int"):
+        create_reward_app(object(), "full", max_concurrency=bound)
+
+
 def test_runs_in_flight_are_capped_over_all_requests(monkeypatch, tmp_path):
     import graph.reward_service
 

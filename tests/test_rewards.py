@@ -223,6 +223,16 @@ def test_agent_reward_rejects_a_bad_preset_before_any_model_loads():
         build_reward("agent", {"preset": "fulll"})
 
 
+@pytest.mark.parametrize("bound", [2.5, True, "4"])
+def test_agent_reward_rejects_a_max_concurrency_that_is_not_an_int(bound):
+    """`reward_options: {max_concurrency: 2.5}` made a semaphore that never blocks (asyncio's waits only at exactly
+    0): every run of every group in flight at once, against the backbone. Refused when built, before any model."""
+    from training.rewards import AgentReward
+
+    with pytest.raises(ValueError, match="max_concurrency must be an int >= 1"):
+        AgentReward(max_concurrency=bound)
+
+
 def test_async_reward_called_from_inside_a_running_event_loop():
     """call_reward from sync code that runs inside an event loop (a notebook) still awaits the reward."""
     async def reward(videos, prompts, **meta):

@@ -129,8 +129,9 @@ class AgentReward:
 
         # no settings: the defaults; a bad preset is a ValueError now, before any model loads
         self._config = (self.settings or BackboneSettings()).agent_config(self.preset)
-        if self.max_concurrency < 1:
-            raise ValueError(f"AgentReward: max_concurrency must be >= 1, got {self.max_concurrency}")
+        bound = self.max_concurrency  # a float made a semaphore that never blocks (it waits only at exactly 0)
+        if isinstance(bound, bool) or not isinstance(bound, int) or bound < 1:
+            raise ValueError(f"AgentReward: max_concurrency must be an int >= 1, got {bound!r}")
         if self.videos not in ("temporary", "keep") or (self.videos == "keep" and not self.video_dir):
             raise ValueError(f"AgentReward: videos must be 'temporary' or 'keep' (keep needs video_dir), "
                              f"got {self.videos!r}")
