@@ -51,6 +51,10 @@ Decisions where the issue was silent:
   after that (a later exit hook, a daemon thread still running) is refused with a RuntimeError, which
   its stage records as a fault: it started fresh pools, whose threads no hook shut down, so they could
   be torn down mid-OpenCV again. (A pool taken before the shutdown refuses its jobs as well.)
+- A job that raises SystemExit or KeyboardInterrupt (`sys.exit` in a custom tool, argparse in a research model's
+  loader reading the trainer's own command line) fails with `JobExit`, an ordinary exception that its stage records
+  as a fault: in a worker thread neither can stop the process (Python ends only that thread), and handed on as they
+  were, they passed every stage's handler and left the event loop, so `ascore_videos` lost the whole group.
 - The way back from sync code to the coroutines is `graph.bridge.run_sync` (one loop per process).
 - A child forked after the pools started (`multiprocessing`'s default start method on Linux, DataLoader
   workers) starts its own pools on first use: the parent's threads do not exist there, so a job queued on
@@ -176,12 +180,26 @@ class PriorityPool:
                 if future.set_running_or_notify_cancel():
                     try:
                         future.set_result(fn())
+                    except (SystemExit, KeyboardInterrupt) as exc:  # cannot stop the process from here
+                        future.set_exception(job_exit(exc))
                     except BaseException as exc:  # noqa: BLE001 - handed to the awaiting task
                         future.set_exception(exc)
             finally:
                 if rank == _LATER:  # this thread takes the next job itself on its next loop
                     with self._lock:
                         self._later_running -= 1
+
+
+class JobExit(RuntimeError):
+    """A worker job raised SystemExit or KeyboardInterrupt (module docstring)."""
+
+
+def job_exit(exc: BaseException) -> JobExit:
+    """The ordinary exception a worker job's SystemExit / KeyboardInterrupt `exc` is handed on as, chained to it."""
+    error = JobExit(f"a worker job raised {type(exc).__name__}({', '.join(map(repr, exc.args))}), which cannot stop "
+                    "the process from a worker thread")
+    error.__cause__ = exc
+    return error
 
 
 _POOLS: dict[Lane, PriorityPool] = {}
