@@ -54,7 +54,9 @@ Decisions where the issue was silent:
 - A job that raises SystemExit or KeyboardInterrupt (`sys.exit` in a custom tool, argparse in a research model's
   loader reading the trainer's own command line) fails with `JobExit`, an ordinary exception that its stage records
   as a fault: in a worker thread neither can stop the process (Python ends only that thread), and handed on as they
-  were, they passed every stage's handler and left the event loop, so `ascore_videos` lost the whole group.
+  were, they passed every stage's handler and left the event loop, so `ascore_videos` lost the whole group. So does
+  one that raises asyncio.CancelledError itself (a tool's own `asyncio.run` whose task was cancelled): it is no
+  cancellation of the task awaiting the job, which took it for one and ended cancelled (the group lost again).
 - The way back from sync code to the coroutines is `graph.bridge.run_sync` (one loop per process).
 - A child forked after the pools started (`multiprocessing`'s default start method on Linux, DataLoader
   workers) starts its own pools on first use: the parent's threads do not exist there, so a job queued on
@@ -180,7 +182,7 @@ class PriorityPool:
                 if future.set_running_or_notify_cancel():
                     try:
                         future.set_result(fn())
-                    except (SystemExit, KeyboardInterrupt) as exc:  # cannot stop the process from here
+                    except (SystemExit, KeyboardInterrupt, asyncio.CancelledError) as exc:  # module docstring
                         future.set_exception(job_exit(exc))
                     except BaseException as exc:  # noqa: BLE001 - handed to the awaiting task
                         future.set_exception(exc)
@@ -191,13 +193,13 @@ class PriorityPool:
 
 
 class JobExit(RuntimeError):
-    """A worker job raised SystemExit or KeyboardInterrupt (module docstring)."""
+    """A worker job raised SystemExit, KeyboardInterrupt or asyncio.CancelledError (module docstring)."""
 
 
 def job_exit(exc: BaseException) -> JobExit:
-    """The ordinary exception a worker job's SystemExit / KeyboardInterrupt `exc` is handed on as, chained to it."""
-    error = JobExit(f"a worker job raised {type(exc).__name__}({', '.join(map(repr, exc.args))}), which cannot stop "
-                    "the process from a worker thread")
+    """The ordinary exception a worker job's SystemExit, KeyboardInterrupt or CancelledError `exc` is handed on as."""
+    error = JobExit(f"a worker job raised {type(exc).__name__}({', '.join(map(repr, exc.args))}), which from a worker "
+                    "thread neither stops the process nor cancels the task awaiting the job")
     error.__cause__ = exc
     return error
 

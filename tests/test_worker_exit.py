@@ -16,8 +16,10 @@ from graph_scripts import FakeSurprise, full_script, moving_square, tool_call
 from graph.workers import JobExit, run_blocking
 
 
-@pytest.mark.parametrize("exc", [SystemExit(2), KeyboardInterrupt()])
+@pytest.mark.parametrize("exc", [SystemExit(2), KeyboardInterrupt(), asyncio.CancelledError("its own loop's task")])
 def test_a_job_raising_systemexit_or_keyboardinterrupt_fails_as_an_ordinary_exception(exc):
+    """asyncio.CancelledError too: raised by the job itself (a tool's own `asyncio.run` whose task was cancelled),
+    it is not a cancellation of the task awaiting the job, which it cancelled as if it were (the group was lost)."""
     def job():
         raise exc
 
