@@ -13,8 +13,10 @@ next caller of a key starts the work afresh in the child's own pool. All jobs go
 them apart means asking each Future, which takes its lock, and a parent thread setting a result at the fork
 would leave that lock held, so the hook itself could hang every child forked then (a DataLoader worker that
 never scores). Finished surprise scores stay in the cache of derived artefacts, and decoded frames, data URLs
-and readers stay (plain data; a reader opens its own demuxer per read). The hook only assigns: it takes no lock.
-It is registered when the first store is made, not at import (as graph/workers.py does).
+and readers stay (a reader's reads after its first open their own demuxer; a first read in the child of a reader
+whose scan demuxer the parent had not used yet shares that open file with the parent, which matters only if both
+read it at once). The hook only assigns: it takes no lock. It is registered when the first store is made, not at
+import (as graph/workers.py does).
 """
 
 from __future__ import annotations
