@@ -49,6 +49,15 @@ def _write_json(path: Path | None, data: dict[str, Any], console: Console) -> No
         console.print(f"wrote {path}")
 
 
+def _out_dir(out: Path) -> None:
+    """Create the `--out` folder before any model is called: a path that is a file (or under one), or a place
+    that cannot be written, was a traceback, and for `world-model` only after every question was asked."""
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise _fail(f"cannot use --out {out}: {exc.strerror or exc} (it must be a folder)") from exc
+
+
 def make_judge(settings: JudgeSettings) -> RewardJudge:
     """The judge the CLI uses (tests replace this function to inject a scripted model)."""
     return RewardJudge.from_settings(settings)
@@ -148,6 +157,7 @@ def reward_command(
     except (ManifestError, ValueError) as exc:
         raise _fail(str(exc)) from exc
     settings = _backbone_settings()
+    _out_dir(out)
     judge = make_judge(judge_settings)
     if judge.backbone is None:
         typer.echo(f"warning: {judge.unconfigured_reason}; rows stay unjudged (R not measured)", err=True)
@@ -226,6 +236,7 @@ def world_model_command(
     except VQAManifestError as exc:
         raise _fail(str(exc)) from exc
     settings = _backbone_settings().with_overrides(temperature=0.0)  # greedy decoding, whatever RAA_TEMPERATURE says
+    _out_dir(out)
     backbone = Backbone.from_settings(settings, model=make_chat_model(settings), cache=StageCache(settings.cache_path))
     report = asyncio.run(run_vqa(items, backbone, concurrency=concurrency, long_side=settings.image_long_side,
                                  quality=settings.jpeg_quality))

@@ -221,3 +221,21 @@ def test_eval_reward_progress_lines_round_rewards_but_rows_keep_them(env, monkey
     rows = [json.loads(x) for x in (root / "ev" / "results.jsonl").read_text().splitlines()]
     assert sorted(shown) == sorted("-" if r["reward"] is None else f"{r['reward']:.4f}" for r in rows)
     assert all(r["reward"] is None or isinstance(r["reward"], float) for r in rows)
+
+
+@pytest.mark.parametrize("command", ["reward", "world-model"])
+def test_an_output_folder_that_is_a_file_is_one_error_line_before_any_call(env, command):
+    """`--out` naming an existing file: `raa eval reward` raised FileExistsError with a traceback, and
+    `raa eval world-model` did so only after asking every question (the report was lost). Now both exit 2
+    at start, naming the folder, and no model is called."""
+    root, model = env
+    (root / "vqa.jsonl").write_text(json.dumps({"path": "a.mp4", "questions": [
+        {"question": "Does the block move right?", "answer": "yes"}]}) + "\n")
+    (root / "taken").write_text("a file, not a folder")
+    args = ["reward", "-m", "m.jsonl", "--presets", "direct"] if command == "reward" else ["world-model", "-m",
+                                                                                         "vqa.jsonl"]
+    result = runner.invoke(eval_cli.eval_app, [*args, "-o", "taken"])
+    assert result.exit_code == 2, (result.output, result.exception)
+    assert "error: cannot use --out taken" in result.output and "Traceback" not in result.output
+    assert model.calls_for("vqa") == [] and model.calls_for("direct") == []
+    assert (root / "taken").read_text() == "a file, not a folder"
