@@ -383,4 +383,6 @@ def report_command(
         raise _fail(str(exc), 1) from exc
     except StoreError as exc:  # the file or the run's checkpoint cannot be read (graph.tracing.UnreadableRunError)
         raise _fail(str(exc)) from exc
+    except OSError as exc:  # --out a folder, or a place that cannot be written: one line, not a traceback
+        raise _fail(f"cannot write {exc.filename or out}: {exc.strerror or exc} (--out names the HTML file)") from exc
     _console().print(f"wrote {path}")

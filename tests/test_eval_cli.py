@@ -263,3 +263,20 @@ def test_an_output_folder_that_is_a_file_is_one_error_line_before_any_call(env, 
     assert "error: cannot use --out taken" in result.output and "Traceback" not in result.output
     assert model.calls_for("vqa") == [] and model.calls_for("direct") == []
     assert (root / "taken").read_text() == "a file, not a folder"
+
+
+def test_run_report_to_a_folder_is_one_error_line(env):
+    """`raa report RUN --out DIR` with DIR an existing folder ended in an IsADirectoryError traceback; now
+    exit 2 naming the path (the page is still written when --out names a file)."""
+    root, _ = env
+    assert runner.invoke(eval_cli.eval_app, ["reward", "-m", "m.jsonl", "-o", "ev", "--presets", "direct"]).exit_code == 0
+    run_id = json.loads((root / "ev" / "results.jsonl").read_text().splitlines()[0])["run_id"]
+    app = typer.Typer()
+    app.command("report")(eval_cli.report_command)
+    app.command("noop")(lambda: None)  # keep typer in multi-command mode, like graph/cli.py
+    (root / "pages").mkdir()
+    result = runner.invoke(app, ["report", run_id, "--out", "pages"])
+    assert result.exit_code == 2, (result.output, result.exception)
+    assert isinstance(result.exception, SystemExit) and "error: cannot write pages" in result.output
+    assert runner.invoke(app, ["report", run_id, "--out", "pages/one.html"]).exit_code == 0
+    assert 'id="gate"' in (root / "pages" / "one.html").read_text()
