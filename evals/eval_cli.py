@@ -211,12 +211,11 @@ def eval_report_command(
 ) -> None:
     from evals.report_index import SummaryError, write_eval_index
     from evals.table import TableRowError
-    from graph.stores import StoreError
 
     traces_path = traces or Path(_backbone_settings(require_endpoint=False).traces_path)
     try:
         index = write_eval_index(directory, traces_path=traces_path, overwrite=overwrite)
-    except (FileNotFoundError, TableRowError, SummaryError, StoreError) as exc:  # StoreError: as `raa report`
+    except (FileNotFoundError, TableRowError, SummaryError) as exc:
         raise _fail(str(exc)) from exc
     except OSError as exc:  # DIR/reports or a page that cannot be written: one line, not a traceback
         raise _fail(f"cannot write the report pages in {directory}: {exc.strerror or exc}"
