@@ -39,7 +39,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
 from evals.judge import JudgeVerdict, RewardJudge, explanation
-from evals.table import all_metrics, metrics_as_dicts, ordered_presets, render_csv, render_markdown
+from evals.table import all_metrics, finite, metrics_as_dicts, ordered_presets, render_csv, render_markdown
 from graph.schemas import RewardResult
 from tools.jsonl import mend_tail, text_lines, write_text_atomic
 
@@ -199,9 +199,8 @@ def damaged(row: dict[str, Any]) -> bool:
     status, reward, usage, verdict = row.get("status"), row.get("reward"), row.get("usage"), row.get("judge")
     if verdict is not None and not isinstance(verdict, dict):
         return True
-    if usage is not None and not (isinstance(usage, dict) and all(
-            isinstance(v, int | float) and not isinstance(v, bool) for v in usage.values())):
-        return True
+    if usage is not None and not (isinstance(usage, dict) and all(finite(v) for v in usage.values())):
+        return True  # NaN / inf too: `evals.table.check_row` refuses them, which failed the run after scoring
     if status == "ineligible":
         return reward is not None
     number = isinstance(reward, int | float) and not isinstance(reward, bool) and 0.0 <= reward <= 1.0  # NaN: no

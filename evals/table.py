@@ -160,7 +160,8 @@ class TableRowError(ValueError):
     the field."""
 
 
-def _number(value: object) -> bool:
+def finite(value: object) -> bool:
+    """A finite int or float, not a bool: what the metrics count as a reward or a usage figure."""
     return isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value)
 
 
@@ -171,12 +172,12 @@ def check_row(row: object, preset: str, index: int) -> dict:
     if not isinstance(row, dict):
         raise TableRowError(f"{preset} row {index}: expected an object, got {type(row).__name__}")
     where = f"{preset} row {index} ({row.get('path')!r})"
-    if row.get("reward") is not None and not _number(row["reward"]):
+    if row.get("reward") is not None and not finite(row["reward"]):
         raise TableRowError(f"{where}: field 'reward' must be a finite number or null, got {row['reward']!r}")
     if row.get("judge") is not None and not isinstance(row["judge"], dict):
         raise TableRowError(f"{where}: field 'judge' must be an object or null, got {row['judge']!r}")
     usage = row.get("usage")
-    if usage is not None and not (isinstance(usage, dict) and all(_number(usage.get(k, 0)) for k in USAGE_KEYS)):
+    if usage is not None and not (isinstance(usage, dict) and all(finite(usage.get(k, 0)) for k in USAGE_KEYS)):
         raise TableRowError(f"{where}: field 'usage' must be an object of numbers ({', '.join(USAGE_KEYS)}), "
                             f"got {usage!r}")
     return row

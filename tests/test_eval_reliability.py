@@ -355,7 +355,8 @@ def test_rows_without_a_verdict_count_as_the_judge_would_have_said():
 
 
 @pytest.mark.parametrize("damage", [{"reward": "0.8"}, {"reward": None}, {"status": "ineligible"},
-                                    {"judge": "reasonable"}, {"usage": "lots"}, {"reward": 1.5}])
+                                    {"judge": "reasonable"}, {"usage": "lots"}, {"reward": 1.5},
+                                    {"usage": {"calls": float("nan")}}, {"usage": {"images": float("inf")}}])
 def test_a_damaged_results_row_is_scored_again_not_a_crash(tmp_path, damage):
     """A results.jsonl row whose reward and status disagree, or whose verdict or usage is not an object (hand-
     edited, written by another tool), crashed the rerun (AttributeError, TypeError in the table) or was counted
