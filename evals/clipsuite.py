@@ -215,7 +215,11 @@ def make_clips(out_dir: str | Path, *, seed: int = 0, preset: Preset = "small", 
         raise ClipSuiteError(problem)
     out = Path(out_dir)
     kept, previous = _kept_rows(out / MANIFEST_NAME, suite, specs, side)  # before anything is written: may refuse
-    out.mkdir(parents=True, exist_ok=True)
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:  # a file at --out, a place that cannot be written: it was a traceback
+        raise ClipSuiteError(f"cannot write the clip suite to {out}: {exc.strerror or exc} (--out must be a "
+                             "folder)") from exc
     rows, failed = [], []
     columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn())
     with Progress(*columns, disable=not progress) as bar:

@@ -375,6 +375,14 @@ def test_a_negative_seed_is_a_usage_error_not_a_traceback(tmp_path):
         suite_specs("small", -1)
 
 
+def test_an_out_that_is_a_file_is_an_error_line_not_a_traceback(tmp_path):
+    """`--out FILE` ended in a FileExistsError traceback; it is a ClipSuiteError naming the path (exit 1)."""
+    (tmp_path / "taken").write_text("a file")
+    result = _run_cli(["--out", str(tmp_path / "taken"), "--limit", "1", "--size", "32", "--no-progress"])
+    assert result.exit_code == 1 and isinstance(result.exception, SystemExit), result.output
+    assert f"error: cannot write the clip suite to {tmp_path / 'taken'}" in result.output
+
+
 @pytest.mark.slow
 def test_cli_small_preset_end_to_end(tmp_path):
     result = _run_cli(["--out", str(tmp_path), "--preset", "small", "--seed", "3"])
