@@ -170,7 +170,10 @@ def reward_command(
         if problem:
             raise _fail(f"{problem} (unset RAA_JUDGE_BASE_URL to score without judging, and judge the rows on a "
                         "later rerun; RAA_ENDPOINT_WAIT_S=0 skips this check)")
-    tools = make_tools()
+    try:
+        tools = make_tools()
+    except ValueError as exc:  # a bad RAA_* tool setting (ToolSettingsError), as `raa score-batch` reports it
+        raise _fail(str(exc)) from exc
     _load_tools(settings, chosen, tools)
     backbone = Backbone.from_settings(settings, model=make_chat_model(settings), cache=StageCache(settings.cache_path))
     scorer = AgentScorer(backbone=backbone, tools=tools, settings=settings,

@@ -275,3 +275,18 @@ def test_run_report_to_a_folder_is_one_error_line(env):
     assert isinstance(result.exception, SystemExit) and "error: cannot write pages" in result.output
     assert runner.invoke(app, ["report", run_id, "--out", "pages/one.html"]).exit_code == 0
     assert 'id="gate"' in (root / "pages" / "one.html").read_text()
+
+
+REAL_MAKE_TOOLS = eval_cli.make_tools  # the env fixture replaces it with scripted tools
+
+
+def test_a_bad_tool_setting_is_one_error_line(env, monkeypatch):
+    """RAA_MOTION_BACKEND=bogus ended `raa eval reward` in a ToolSettingsError traceback (exit 1), where `raa
+    score` / `score-batch` say it in one line with exit 2; now so does `raa eval reward`, before any call."""
+    _, model = env
+    monkeypatch.setattr(eval_cli, "make_tools", REAL_MAKE_TOOLS)
+    monkeypatch.setenv("RAA_MOTION_BACKEND", "bogus")
+    result = runner.invoke(eval_cli.eval_app, ["reward", "-m", "m.jsonl", "-o", "ev", "--presets", "direct"])
+    assert result.exit_code == 2, (result.output, result.exception)
+    assert isinstance(result.exception, SystemExit) and "error: invalid RAA_* setting: RAA_MOTION_BACKEND" in result.output
+    assert model.calls == []
