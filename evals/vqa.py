@@ -9,8 +9,8 @@ Manifest format (JSONL, one video per line; `path` relative to the manifest's fo
 `task` is optional (rows without it are grouped under "-"); every question has a fixed binary reference
 answer "yes" or "no". For each video 8 frames are sampled uniformly (`round(linspace(0, n-1, 8))`); each
 question is one backbone call (prompt `prompts/vqa.md`, stage `vqa`) with the question and the 8 labelled
-frames (all of a clip under 8 frames; the prompt says how many), greedy decoding (the backbone's
-temperature, 0 by default) and a one-field answer schema.
+frames (all of a clip under 8 frames; the prompt says how many), the backbone's temperature (`raa eval
+world-model` sets it to 0, greedy, whatever RAA_TEMPERATURE says) and a one-field answer schema.
 Domain = 100 * correct / questions (question-level accuracy); the per-task breakdown uses the same ratio.
 
 Decisions where the issue was silent:

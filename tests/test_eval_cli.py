@@ -290,3 +290,15 @@ def test_a_bad_tool_setting_is_one_error_line(env, monkeypatch):
     assert result.exit_code == 2, (result.output, result.exception)
     assert isinstance(result.exception, SystemExit) and "error: invalid RAA_* setting: RAA_MOTION_BACKEND" in result.output
     assert model.calls == []
+
+
+def test_world_model_decodes_greedily_whatever_raa_temperature_says(env, monkeypatch):
+    """The paper's VQA protocol is greedy (the README said the command decoded at RAA_TEMPERATURE: it never did)."""
+    root, model = env
+    seen = []
+    monkeypatch.setattr(graph_commands, "make_chat_model", lambda settings: seen.append(settings.temperature) or model)
+    monkeypatch.setenv("RAA_TEMPERATURE", "0.7")
+    (root / "vqa.jsonl").write_text(json.dumps({"path": "a.mp4", "questions": [
+        {"question": "Does the block move right?", "answer": "yes"}]}) + "\n")
+    assert runner.invoke(eval_cli.eval_app, ["world-model", "-m", "vqa.jsonl", "-o", "wm"]).exit_code == 0
+    assert seen == [0.0]
