@@ -18,6 +18,8 @@ Decisions where the issue was silent:
   configuration by its name, and without the run's process notes (`explanation`: frame budgets, repair
   decisions, which frames a tool saw), which say which modules ran. Rows written before results kept their
   notes apart are judged with them.
+- The reward is shown with 3 decimals, except a positive one that would read "0.000" (a direct score of
+  0.0004), shown in scientific notation: F+ counts it as positive, so the judge must not see a zero.
 - The judge has no stage cache by default: reruns re-judge only rows that have no verdict yet.
 - A verdict's rationale longer than `RATIONALE_MAX` characters (a fault message quoting a long reply, an
   exception text) is cut to its start with the number of characters cut (`JudgeVerdict` does it on
@@ -170,7 +172,10 @@ def format_reward(reward: float | None, status: str) -> str:
     """How the reward is shown to the judge."""
     if reward is None:
         return "no reward was produced (the evaluation was ineligible)"
-    return f"{reward:.3f} (status: {status})"
+    shown = f"{reward:.3f}"
+    if reward > 0 and float(shown) == 0:  # F+ counts it as positive: it must not read as 0.000 to the judge
+        shown = f"{reward:.2e}"
+    return f"{shown} (status: {status})"
 
 
 _STAGE_PREFIX = re.compile(r"^\s*(?:direct|quality|gate|observe|contract|assess|inspect|tool_call|reflect|audit|"

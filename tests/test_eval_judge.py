@@ -258,3 +258,15 @@ def test_frame_sampler_decodes_at_the_size_it_sends(tmp_path, monkeypatch):
         assert np.abs(a - b).mean() < 4
     small = write_video(tmp_path / "small.mp4", frames[:, :32, :40].astype(np.uint8), fps=8.0)
     assert image(FrameSampler(max_frames=2, long_side=48).decode(small)[1]).shape == (32, 40, 3)  # not upscaled
+
+
+@pytest.mark.parametrize("reward", [0.0004, 1e-7, 0.0001234])
+def test_a_positive_reward_never_reads_as_zero_to_the_judge(reward):
+    """F+ counts any reward > 0 as positive, but the judge was shown 3 decimals: a direct score of 0.0004 read
+    "0.000", so the judge could accept as a zero the reward F+ counted as a false positive."""
+    from evals.judge import format_reward
+
+    shown = format_reward(reward, "scored").split(" ")[0]
+    assert float(shown) > 0 and abs(float(shown) - reward) <= 0.05 * reward
+    assert format_reward(0.0, "zero").startswith("0.000 ") and format_reward(0.5, "scored").startswith("0.500 ")
+    assert format_reward(0.9996, "scored").startswith("1.000 ")  # rounding up is harmless: still positive
