@@ -74,6 +74,23 @@ def test_remote_tracker_equals_in_process(server):
             remote.track(frames, queries=np.array([[10, 5, 5]]))
 
 
+
+@pytest.mark.parametrize("grid_size", [4.0, 4.7, np.float32(3.0), "4"])
+def test_a_grid_size_that_is_not_an_integer_is_refused_remotely_as_in_process(server, grid_size):
+    """The in-process tracker refuses a grid_size that is not an integer; the remote one truncated it (4.7 ->
+    "4") and answered tracks of another grid, so the same call gave tracks or an error by where it ran."""
+    frames = moving_clip(10)
+    with pytest.raises(TrackQueryError, match="grid_size must be a positive integer"):
+        LKTracker().track(frames, grid_size=grid_size)
+    with ToolServiceClient(server, token=TOKEN) as c:
+        for call in (lambda: RemoteMotionTracker(c).track(frames, grid_size=grid_size),
+                     lambda: RemoteMotionTracker(c).track_path("clip.mp4", grid_size=grid_size)):
+            with pytest.raises(TrackQueryError, match="grid_size must be a positive integer"):
+                call()
+    with ToolServiceClient(server, token=TOKEN) as c:  # a NumPy integer is an integer in both
+        a, b = RemoteMotionTracker(c).track(frames, grid_size=np.int64(3)), LKTracker().track(frames, grid_size=3)
+        np.testing.assert_array_equal(a.tracks, b.tracks)
+
 def test_remote_surprise_equals_in_process(server, service_scorer):
     frames = moving_clip(20)
     with ToolServiceClient(server, token=TOKEN) as c:

@@ -162,6 +162,11 @@ class _NpyBody:
 
 
 def _query_fields(grid_size: int | None, queries: np.ndarray | None) -> dict:
+    """The request fields of a grid or query rows. A ``grid_size`` that is not an integer is refused here with
+    the in-process tracker's TrackQueryError (`tools.motion.base.grid_points`): ``str(int(4.7))`` sent "4", so
+    the remote tracker answered another grid's tracks where the in-process one raised."""
+    if grid_size is not None and not isinstance(grid_size, int | np.integer):
+        raise TrackQueryError(f"grid_size must be a positive integer, got {grid_size!r}")
     return {"grid_size": None if grid_size is None else str(int(grid_size)),
             "queries": None if queries is None else np.asarray(queries, dtype=np.float64).tolist()}
 
