@@ -54,7 +54,8 @@ def test_a_gateway_failure_is_not_retried(status):
 
 
 @pytest.mark.parametrize("exc", [httpx.ConnectError("refused"), httpx.ConnectTimeout("slow"),
-                                 httpx.PoolTimeout("no connection"), httpx.WriteError("broken pipe")])
+                                 httpx.PoolTimeout("no connection"), httpx.WriteError("broken pipe"),
+                                 httpx.WriteTimeout("the server read none of the body in time")])
 def test_a_request_never_delivered_whole_is_retried(exc):
     """Nothing was computed: the connection was never made, or the body never arrived whole (the services read
     the whole body before any work)."""

@@ -6,7 +6,7 @@ same tool returns in-process. Decisions where the issue was silent:
   cost ~20 ms to render and ~15 ms to parse for 81 frames x 256 points, more than the HTTP hop.
 - Retried (``retries`` attempts; tools/http_retry.py decides): only a request the service cannot have
   started computing: one never delivered whole (connecting failed or timed out, no pooled connection in
-  time, sending failed) and a 429 or 503 "busy", after the wait its ``Retry-After`` asks (else exponential
+  time, sending failed or timed out) and a 429 or 503 "busy", after the wait its ``Retry-After`` asks (else exponential
   backoff). A request sent whole whose answer is lost is not: a read timeout (kind ``timeout``), a
   connection broken while waiting (kind ``transport``), a gateway's 502 / 504 (504: kind ``timeout``). The
   service goes on computing a request whose client gave up, so each retry added one more full computation

@@ -6,8 +6,11 @@ neither request is idempotent in cost: a request sent twice is computed twice. S
 service can have started the work, not whether the failure looks transient:
 - Retried: the request never reached the service whole, so nothing was computed (``RETRY_ERRORS``): the
   connection could not be made (``ConnectError``, ``ConnectTimeout``), no pooled connection came in time
-  (``PoolTimeout``), or sending the request failed (``WriteError``: a failed write means the service never
-  got the whole body, and both services read the whole body before any work). And the answers by which a
+  (``PoolTimeout``), or sending the request failed or stalled (``WriteError``, ``WriteTimeout``: a write that
+  failed or did not finish in time means the service never got the whole body, and both services read the
+  whole body before any work; a server waiting for room for a body pauses reading it, tools/service_budget.py).
+  A ``WriteTimeout`` was reported as "no answer in time; not retried, since the service would compute the
+  request again", which it cannot have started. And the answers by which a
   server says it did not take the request on (``RETRY_STATUS``): 429 and 503 (RFC 9110: the server is
   unable to handle it now; the services' "busy"). Their ``Retry-After`` (seconds or an HTTP date) is the
   wait before the next attempt, at most ``max_wait_s``; without one (or an unusable one) the wait is the
@@ -37,7 +40,7 @@ from tenacity import RetryCallState, Retrying, retry_if_exception_type, stop_aft
 RETRY_STATUS = frozenset({429, 503})
 """Answers by which the server says it did not take the request on: retried (module docstring)."""
 
-RETRY_ERRORS = (httpx.ConnectError, httpx.ConnectTimeout, httpx.PoolTimeout, httpx.WriteError)
+RETRY_ERRORS = (httpx.ConnectError, httpx.ConnectTimeout, httpx.PoolTimeout, httpx.WriteError, httpx.WriteTimeout)
 """Transport errors retried: the request never reached the service whole (module docstring)."""
 
 
