@@ -10,6 +10,11 @@ Errors (the status codes are listed in `tools.service`):
   and message, the tracker's ValueError and TypeError included. (They were a 400 "bad track request" until
   December 2026, which told the client its request was wrong for a bug of the tracker.) Tracks that break
   the tracker contract (`require_tracks`) are the same fault.
+- Surprise evidence that breaks the scorer contract (`tools.surprise.evidence_problem`: not SurpriseEvidence,
+  over another number of frames, a window past them, a NaN or infinite surprise) is the same fault of
+  "surprise", with the message the in-process agent gives. A NaN failed when the answer was rendered, after
+  the fault handling (a bare 500 the client reported as a transport fault), and evidence over other frames
+  was answered 200.
 """
 
 from __future__ import annotations
@@ -27,6 +32,7 @@ from tools.motion.base import MotionTracks, TrackQueryError, require_tracks, res
 from tools.motion.grid import grid_tracks
 from tools.service_frames import HTTPProblem, decode_frames
 from tools.service_params import TrackOptions, int_list, short_side, track_options
+from tools.surprise import evidence_problem
 
 if TYPE_CHECKING:
     from tools.service import ServiceState
@@ -101,6 +107,8 @@ def surprise_job(state: ServiceState, src: Path | bytes, params: dict) -> dict:
     indices = int_list(params.get("frame_indices"), "frame_indices")
     frames = decode_frames(src, indices, state.settings.max_frames, side, state.settings.max_decode_mb)
     evidence = state.scorer.score(frames)
+    if (problem := evidence_problem(evidence, len(frames))) is not None:  # the agent's check (module docstring)
+        raise ToolFault("surprise", "run", problem)
     if indices is not None:  # windows named by clip frame, as /v1/track names its tracks
         evidence = evidence.on_frames(indices)
     return evidence.model_dump(mode="json")
