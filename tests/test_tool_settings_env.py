@@ -76,3 +76,23 @@ def test_the_default_toolbox_keeps_the_tool_service_token(monkeypatch):
     monkeypatch.setattr(builder, "_shared_toolbox", lambda *key: built.append(shared(*key)) or built[-1])
     build_reward_agent(AgentConfig(preset="full"), backbone=Backbone(ScriptedChatModel([])), checkpointer=False)
     assert len(built) == 1 and built[0].remote and built[0].settings.token() == "s3cret-token"
+
+
+@pytest.mark.parametrize("token", ["s3cret ", "s3cret  "])
+def test_a_token_ending_in_a_space_is_refused_at_the_edge(tmp_path, token):
+    """A token with a trailing space (an env file's "RAA_TOOLS_TOKEN=s3cret ") passed the printable-ASCII check,
+    and then no request could carry it: httpx refused the header ("Illegal header value"), which the client
+    reported as a transport fault saying the request was sent, and a server strips the space it receives, so
+    one started with it answered 401 to everyone."""
+    from tools.client import ToolServiceClient
+    from tools.motion import LKTracker
+    from tools.service import create_app
+
+    with pytest.raises(ValueError, match="RAA_TOOLS_TOKEN ends in a space") as info:
+        ToolSettings.from_env({"RAA_TOOLS_URL": "http://127.0.0.1:9", "RAA_TOOLS_TOKEN": token})
+    assert "s3cret" not in str(info.value)
+    with pytest.raises(ValueError, match="the tool service token ends in a space"):
+        ToolServiceClient("http://127.0.0.1:9", token=token)
+    with pytest.raises(ValueError, match="the service token ends in a space"):
+        create_app(ToolSettings(), tmp_path, token=token, tracker=LKTracker(), enable_surprise=False)
+    assert ToolSettings(tools_token=" s3cret").token() == " s3cret"  # a leading space travels (and is kept)

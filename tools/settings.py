@@ -26,7 +26,9 @@ Decisions where the issues were silent: the default motion backend is ``lk`` bec
 weights; the paper's configuration sets ``RAA_MOTION_BACKEND=cotracker3`` and a checkpoint. The bearer
 token must be printable ASCII (``check_token_text``), checked here and by ``raa serve-tools --token``: an
 HTTP header carries ASCII, so a token like "pässwort" failed in the client with a bare
-UnicodeEncodeError, and a server started with it accepted only the token's latin-1 bytes.
+UnicodeEncodeError, and a server started with it accepted only the token's latin-1 bytes. Nor may it end in a
+space (an env file's ``RAA_TOOLS_TOKEN=s3cret ``): httpx refuses such a header value, which the client reported
+as a transport fault of a request it said was sent, and a server strips the space, so it answered 401 to all.
 A value that cannot be used raises ``ToolSettingsError`` (a ValueError) naming the variable and its value
 (never the token's), as graph/settings.py does. Values are stripped (the token is taken as written), and a
 leading ``~`` of RAA_VJEPA_MODEL and the CoTracker paths is expanded: quoted in a shell or an env file it
@@ -75,12 +77,14 @@ def named_errors(exc: ValidationError, variables: Mapping[tuple[str | int, ...],
 
 
 def check_token_text(token: str, name: str = "RAA_TOOLS_TOKEN") -> str:
-    """``token`` when it can travel in an ``Authorization: Bearer`` header (printable ASCII), else a
-    ValueError naming ``name`` and the first bad character's position (never the token itself)."""
+    """``token`` when it can travel in an ``Authorization: Bearer`` header (printable ASCII, not ending in a
+    space), else a ValueError naming ``name`` and the problem (never the token itself)."""
     bad = next((i for i, ch in enumerate(token) if not (ch.isascii() and ch.isprintable())), None)
     if bad is not None:
         raise ValueError(f"{name} must be printable ASCII (it travels in an HTTP header); character {bad + 1} "
                          "of the token is not")
+    if token.endswith(" "):  # an HTTP header value cannot end in a space (module docstring)
+        raise ValueError(f"{name} ends in a space, which an HTTP header cannot carry; remove it")
     return token
 
 
