@@ -150,6 +150,7 @@ def create_reward_app(agent: Any, preset: str, *, token: str | None = None, max_
         raise ValueError(f"max_concurrency must be an int, got {max_concurrency!r}")
     if max_concurrency < 1 or max_items < 1 or max_body_mb <= 0:
         raise ValueError("max_concurrency and max_items must be >= 1 and max_body_mb > 0")
+    token = token or None  # "" is no token, as in the tool service: it demanded an empty bearer token of every client
     if token:
         from tools.settings import check_token_text
 
