@@ -197,3 +197,14 @@ def test_a_gateway_error_says_its_status_and_that_it_was_not_retried(status, phr
         assert "may have" in reason and "HTTPStatusError" not in reason, reason
     finally:
         server.shutdown()
+
+
+@pytest.mark.parametrize(("token", "problem"), [("s3cret ", "ends in a space"), ("pässwort", "printable ASCII")])
+def test_a_token_no_request_can_carry_is_refused_when_the_reward_is_built(token, problem):
+    """The trainer's reward-service token was not checked as the tool client's is: every batch of the run then
+    failed in httpx (a UnicodeEncodeError, or an "Illegal header value" reported as a transport failure of a
+    request it said was sent), each reward ineligible, no update, instead of one error at start."""
+    with pytest.raises(ValueError, match=problem) as info:
+        HttpAgentReward(url="http://127.0.0.1:9/score", token=token, startup_wait_s=0)
+    assert token not in str(info.value) and "reward service token" in str(info.value)
+    assert HttpAgentReward(url="http://127.0.0.1:9/score", token="s3cret", startup_wait_s=0).token == "s3cret"

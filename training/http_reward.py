@@ -131,6 +131,10 @@ class HttpAgentReward:
                                for u in urls):
             raise ValueError(f"HttpAgentReward: url must be an http(s) URL or a non-empty list of them, got {self.url!r}")
         self._urls = urls
+        if self.token:  # checked now, as the tool client's: a token no header can carry failed every batch of the run
+            from tools.settings import check_token_text
+
+            check_token_text(self.token, "the reward service token (reward_options.token_env)")
 
     def url_for(self, rank: int) -> str:
         """The service rank ``rank`` posts to."""
