@@ -34,6 +34,7 @@ from evals.report_html import badge, esc, figure, fmt, line_chart, page, section
 from graph.config import PRESETS, SWITCHES, AgentConfig, preset_switches
 from graph.nodes.tracking import track_frames
 from graph.routes import expected_nodes
+from tools.jsonl import write_text_atomic
 
 if TYPE_CHECKING:  # pragma: no cover
     from graph.tracing import RunTrace
@@ -367,5 +368,6 @@ def write_run_report(run_id: str, out: str | Path | None, *, traces_path: str | 
         saver.conn.close()
     path = Path(out) if out is not None else Path("runs/reports") / f"{safe_name(run_id)}.html"
     path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(render_run_report(trace, tracker=tracker), encoding="utf-8")
+    # through a temporary file, as the index pages: a write cut by a full disk keeps the page it replaces
+    write_text_atomic(path, render_run_report(trace, tracker=tracker))
     return path

@@ -86,3 +86,13 @@ def test_an_unusable_retry_after_falls_back_to_the_backoff(value):
     http, _ = _client([(503, {"Retry-After": value}), 200])
     sleeps: list[float] = []
     assert _send(http, sleeps=sleeps).status_code == 200 and sleeps == [0.01]
+
+
+def test_a_request_the_client_cannot_form_is_not_said_to_be_sent():
+    """httpx's LocalProtocolError (a header h11 refuses) is raised before anything leaves: nothing was computed,
+    and the fault said "the request was sent, so the service may have computed it"."""
+    http, sent = _client([httpx.LocalProtocolError("Illegal header value b'x '"), 200])
+    with pytest.raises(SendFailed) as info:
+        _send(http)
+    assert len(sent) == 1 and info.value.kind == "transport" and not isinstance(info.value, RetriesExhausted)
+    assert "was not sent" in str(info.value) and "was sent, so" not in str(info.value)

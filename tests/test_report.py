@@ -245,3 +245,23 @@ def test_run_ids_that_clean_alike_get_their_own_report_files():
     assert safe_name("run-0123456789ab") == "run-0123456789ab"  # generated ids keep their plain name
     names = {safe_name(r) for r in ("a/b", "a b", "a_b", "", "x" * 200, "x" * 201)}
     assert len(names) == 6 and all("/" not in n and " " not in n for n in names)
+
+
+def test_a_run_report_cut_by_a_full_disk_leaves_the_page_it_replaces(evaluation, monkeypatch):
+    """`raa report` writes through a temporary file: a write that fails half way (a full disk) left a cut page."""
+    root, traces, out = evaluation
+    row = next(r for r in out.rows if r["preset"] == "full" and r["label"] == "ordinary")
+    page = root / "kept.html"
+    page.write_text("<!DOCTYPE html><html><body>the earlier page</body></html>\n")
+    real = Path.write_text
+
+    def cut(self, text, *args, **kwargs):
+        real(self, text[: len(text) // 2], *args, **kwargs)
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(Path, "write_text", cut)
+    with pytest.raises(OSError):
+        write_run_report(row["run_id"], page, traces_path=traces)
+    monkeypatch.undo()
+    assert page.read_text() == "<!DOCTYPE html><html><body>the earlier page</body></html>\n"
+    assert [p.name for p in root.iterdir() if p.name.startswith(".kept")] == []

@@ -25,6 +25,8 @@ service can have started the work, not whether the failure looks transient:
   retried. The price is a keep-alive connection the server closes just as a request goes out on it: httpcore
   drops a pooled connection the server has closed before reusing it, which leaves a narrow race, reported as
   a transport fault (the clip's tool fault, or an ineligible batch counted as an outage), never as a reward.
+- Not retried either, and said to be unsent: ``LocalProtocolError``, the client's own HTTP layer refusing the
+  request before anything left (a header value it cannot carry); the same request fails the same way.
 """
 
 from __future__ import annotations
@@ -98,6 +100,9 @@ def _attempt(send: Callable[[], httpx.Response]) -> httpx.Response:
     except httpx.TimeoutException as exc:
         raise SendFailed("timeout", f"no answer in time ({type(exc).__name__}: {exc}); not retried, since the "
                                     "service would compute the request again") from exc
+    except httpx.LocalProtocolError as exc:  # refused by the client's own HTTP layer before anything left
+        raise SendFailed("transport", f"{type(exc).__name__}: {exc}; the request was not sent (the client could "
+                                      "not form it, so a retry fails the same way)") from exc
     except httpx.TransportError as exc:  # sent, the answer lost: the service may have done the work
         raise SendFailed("transport", f"{type(exc).__name__}: {exc}; not retried: the request was sent, so the "
                                       "service may have computed it") from exc
