@@ -75,6 +75,14 @@ def test_bad_values_are_rejected_with_clear_errors(kw, match):
         validate(_ok(**kw))
 
 
+@pytest.mark.parametrize("name", ["micro_batch", "optimizer_steps_per_epoch"])
+def test_a_zero_divisor_is_a_config_error_not_a_crash(name):
+    # validate divides by both to count the micro-batches: a 0 raised ZeroDivisionError, a traceback
+    # instead of the exit-2 message that names the field
+    with pytest.raises(ConfigError, match=rf"{name} must be >= 1, got 0"):
+        validate(_ok(**{name: 0}))
+
+
 def test_all_problems_listed_at_once():
     with pytest.raises(ConfigError) as err:
         validate(_ok(tau=2.0, group_size=1))

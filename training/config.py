@@ -364,7 +364,9 @@ def validate(cfg: TrainConfig) -> TrainConfig:
         errs.append(f"lora_alpha must be > 0 and finite with finetune lora, got {cfg.lora_alpha}")
     if cfg.zero_stage is not None and cfg.zero_stage not in (0, 1, 2, 3):
         errs.append(f"zero_stage must be 0, 1, 2 or 3, got {cfg.zero_stage}")
-    n_mb = -(-cfg.group_size // cfg.micro_batch) * len(likelihood_steps(cfg.num_steps, cfg.sde_window))
+    n_mb = 0  # a micro_batch or optimizer_steps_per_epoch below 1 is listed above; dividing by 0 crashed here
+    if cfg.micro_batch >= 1 and cfg.optimizer_steps_per_epoch >= 1:
+        n_mb = -(-cfg.group_size // cfg.micro_batch) * len(likelihood_steps(cfg.num_steps, cfg.sde_window))
     if n_mb and n_mb % cfg.optimizer_steps_per_epoch:
         errs.append(f"optimizer_steps_per_epoch ({cfg.optimizer_steps_per_epoch}) must divide the "
                     f"micro-batches per prompt per epoch ({n_mb} = ceil(G/micro_batch) * SDE steps)")
