@@ -42,3 +42,30 @@ def read_ds_config(name: str) -> dict[str, Any]:
     if not isinstance(data, dict):
         raise ConfigError(f"ds_config {str(path)!r} must hold a JSON object, got {type(data).__name__}")
     return data
+
+
+PRECISION_SECTIONS = {"bf16": "bfloat16", "bfloat16": "bfloat16", "fp16": "float16"}
+"""DeepSpeed's precision sections (``bfloat16`` is its older name of ``bf16``) and the ``TrainConfig.dtype`` each
+one means."""
+
+
+def precision_problem(ds: dict[str, Any], dtype: str, name: str) -> str | None:
+    """Why the DeepSpeed JSON ``ds`` (file ``name``) cannot run a ``dtype`` run, or None. ``dtype`` is the run's
+    one precision setting: the trainer enables the matching section itself, and the frozen reference, each
+    checkpoint's layout.json, the export and ``load_policy`` follow it. A JSON that enables another precision
+    (most DeepSpeed examples carry ``"bf16": {"enabled": true}``) made the engine cast the policy to it while
+    all of those assumed ``dtype`` (a float32 reference beside a bf16 policy: mu-KL not 0 at an unchanged
+    policy), or, beside the section the trainer enables, DeepSpeed's own assertion after the model had loaded."""
+    for key, meant in PRECISION_SECTIONS.items():
+        section = ds.get(key)
+        if isinstance(section, dict) and section.get("enabled") and meant != dtype:
+            return (f"ds_config {name!r} enables {key} but dtype is {dtype}: dtype sets the run's precision (the "
+                    f"trainer enables DeepSpeed's section for it): set dtype: {meant} (--dtype {meant}) to train "
+                    f"in it, or remove the JSON's {key} section")
+    return None
+
+
+def check_precision(ds_config: str, dtype: str) -> None:
+    """ConfigError with `precision_problem` of the DeepSpeed JSON ``ds_config`` names (read by `read_ds_config`)."""
+    if problem := precision_problem(read_ds_config(ds_config), dtype, ds_config):
+        raise ConfigError(problem)

@@ -1,0 +1,53 @@
+"""The DeepSpeed JSON's precision sections against ``dtype``: the config's dtype is the run's one precision
+setting (the frozen reference, layout.json, the export and load_policy all follow it), so a JSON that enables
+another one (most DeepSpeed examples carry ``"bf16": {"enabled": true}``) is a config error before the model
+loads, not an engine that silently trains in bf16 while everything else assumes float32."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from training.config import ConfigError, PromptSpec, TrainConfig
+from training.engine import deepspeed_config
+
+SMOKE = str(Path(__file__).resolve().parents[1] / "training" / "configs" / "smoke.yaml")
+
+
+def _json(tmp_path: Path, **sections) -> str:
+    path = tmp_path / "ds.json"
+    path.write_text(json.dumps({"zero_optimization": {"stage": 2}, **sections}))
+    return str(path)
+
+
+def _cfg(ds: str, dtype: str) -> TrainConfig:
+    return TrainConfig(tiny=True, reward="brightness", dataset=[PromptSpec("push")], ds_config=ds, dtype=dtype)
+
+
+@pytest.mark.parametrize(("section", "dtype"), [("bf16", "float32"), ("fp16", "float32"), ("fp16", "bfloat16"),
+                                                ("bf16", "float16"), ("bfloat16", "float32")])
+def test_a_json_enabling_another_precision_than_dtype_is_refused(tmp_path, section, dtype):
+    ds = _json(tmp_path, **{section: {"enabled": True}})
+    with pytest.raises(ConfigError, match=rf"enables {section} but dtype is {dtype}"):
+        deepspeed_config(_cfg(ds, dtype), 1)
+
+
+def test_a_json_agreeing_with_dtype_or_disabled_is_kept(tmp_path):
+    ds = _json(tmp_path, bf16={"enabled": True}, fp16={"enabled": False})
+    assert deepspeed_config(_cfg(ds, "bfloat16"), 1)["bf16"] == {"enabled": True}
+    off = deepspeed_config(_cfg(_json(tmp_path, bf16={"enabled": False}), "float32"), 1)
+    assert off["bf16"] == {"enabled": False} and "fp16" not in off
+
+
+def test_check_and_launch_stop_before_the_model_loads(tmp_path, capsys, monkeypatch):
+    from training.train import main
+
+    monkeypatch.delenv("WORLD_SIZE", raising=False)
+    ds = _json(tmp_path, bf16={"enabled": True})
+    args = ["--config", SMOKE, "--output_dir", str(tmp_path / "run"), "--ds_config", ds]
+    assert main([*args, "--check"]) == 2
+    err = capsys.readouterr().err
+    assert "enables bf16 but dtype is float32" in err and "dtype: bfloat16" in err
+    assert main(args) == 2 and not (tmp_path / "run" / "checkpoints").exists()
