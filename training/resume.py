@@ -42,7 +42,7 @@ import os
 import socket
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 
 from training.collectives import as_rank0_sees
 from training.config import ConfigError, TrainConfig
@@ -77,8 +77,20 @@ def state_layout(cfg: TrainConfig) -> StateLayout:
     """The layout a launch of ``cfg`` writes (reads its DeepSpeed JSON; ConfigError when that is gone)."""
     if cfg.zero_stage is not None:
         return StateLayout(cfg.zero_stage, cfg.dtype)
-    ds = read_ds_config(cfg.ds_config)
-    return StateLayout(int((ds.get("zero_optimization") or {}).get("stage", 0)), cfg.dtype)
+    return StateLayout(json_zero_stage(read_ds_config(cfg.ds_config), cfg.ds_config), cfg.dtype)
+
+
+def json_zero_stage(ds: dict[str, Any], name: str) -> int:
+    """``zero_optimization.stage`` of the DeepSpeed JSON ``ds`` (file ``name``; 0, DeepSpeed's default, when not
+    set); ConfigError naming the file unless it is 0-3 (an int, or text of one). A stage 4 passed ``--check`` and
+    failed in DeepSpeed after the model had loaded; text such as "two" was a bare int() traceback."""
+    section = ds.get("zero_optimization") or {}
+    stage = section.get("stage", 0) if isinstance(section, dict) else section
+    number = stage if isinstance(stage, int) and not isinstance(stage, bool) else (
+        int(stage) if isinstance(stage, str) and stage.strip().isdigit() else None)
+    if number not in (0, 1, 2, 3):
+        raise ConfigError(f"ds_config {name!r}: zero_optimization.stage must be 0, 1, 2 or 3, got {stage!r}")
+    return number
 
 
 def layout_change(saved: StateLayout, now: StateLayout) -> Literal["same", "universal", "impossible"]:
