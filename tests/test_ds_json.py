@@ -71,3 +71,18 @@ def test_a_json_zero_stage_of_0_to_3_or_none_is_read(tmp_path):
     path = tmp_path / "plain.json"
     path.write_text("{}")
     assert state_layout(_cfg(str(path), "float32")).zero_stage == 0  # DeepSpeed's default
+
+
+def test_a_json_scheduler_is_refused_for_the_config_s_own_schedule(tmp_path, capsys, monkeypatch):
+    """A JSON "scheduler" (DeepSpeed's WarmupLR ...) was ignored when lr_warmup_steps / lr_schedule are set (the
+    trainer passes its own scheduler, which DeepSpeed prefers), ran in place of the config's constant rate
+    otherwise, restarted its warmup on a resume (its state is not loaded) and then failed there with an
+    AttributeError: the resume sets the rate through the trainer's LambdaLR."""
+    from training.train import main
+
+    ds = _json(tmp_path, scheduler={"type": "WarmupLR", "params": {"warmup_num_steps": 10}})
+    with pytest.raises(ConfigError, match=r"has a scheduler section: .*lr_warmup_steps, lr_schedule"):
+        deepspeed_config(_cfg(ds, "float32"), 1)
+    monkeypatch.delenv("WORLD_SIZE", raising=False)
+    assert main(["--config", SMOKE, "--output_dir", str(tmp_path / "run"), "--ds_config", ds, "--check"]) == 2
+    assert "has a scheduler section" in capsys.readouterr().err

@@ -65,7 +65,22 @@ def precision_problem(ds: dict[str, Any], dtype: str, name: str) -> str | None:
     return None
 
 
-def check_precision(ds_config: str, dtype: str) -> None:
-    """ConfigError with `precision_problem` of the DeepSpeed JSON ``ds_config`` names (read by `read_ds_config`)."""
-    if problem := precision_problem(read_ds_config(ds_config), dtype, ds_config):
+def scheduler_problem(ds: dict[str, Any], name: str) -> str | None:
+    """Why the DeepSpeed JSON ``ds`` (file ``name``) may not have a ``scheduler`` section, or None. The learning
+    rate is the config's (``learning_rate``, ``lr_warmup_steps``, ``lr_schedule``, ``min_lr_ratio``:
+    training.engine.lr_scheduler): a JSON scheduler was ignored when those set one (DeepSpeed prefers the
+    trainer's), replaced the config's constant rate otherwise, restarted on a resume (its state is not loaded)
+    and then failed there with an AttributeError (the resume sets the rate through the trainer's LambdaLR)."""
+    if ds.get("scheduler") is None:
+        return None
+    return (f"ds_config {name!r} has a scheduler section: the learning rate is set by the config's learning_rate, "
+            "lr_warmup_steps, lr_schedule (constant, linear, cosine) and min_lr_ratio; remove the JSON's scheduler "
+            "and set those instead")
+
+
+def check_ds_json(ds_config: str, dtype: str) -> None:
+    """ConfigError with `precision_problem` or `scheduler_problem` of the DeepSpeed JSON ``ds_config`` names
+    (read by `read_ds_config`), before the model loads."""
+    ds = read_ds_config(ds_config)
+    if problem := precision_problem(ds, dtype, ds_config) or scheduler_problem(ds, ds_config):
         raise ConfigError(problem)
