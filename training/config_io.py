@@ -11,6 +11,9 @@ Command line (``parse_cli``)::
     --resume / --tiny ...    a bool field given without a value means true
     --local_rank N           accepted and ignored (the deepspeed launcher adds it)
 
+A field (or ``--config``) followed by another option instead of its value is a ConfigError (`_is_option`):
+``--FIELD=VALUE`` gives a value that starts with ``--``.
+
 Conversion is explicit over ``dataclasses.fields``: bool ("true/false/1/0/yes/no"), int, float, str,
 Literal (must be one of the choices), ``X | None`` ("none"/"null" -> None), and YAML text for the
 container fields (``--sde_window "[0, 2]"``, ``--reward_options "{region: [0, 0, 1, 0.5]}"``).
@@ -200,11 +203,26 @@ def apply_overrides(data: dict[str, Any], overrides: Sequence[str]) -> dict[str,
                 continue
             if nxt is None:
                 raise ConfigError(f"--{key} needs a value")
+            if (option := nxt.partition("=")[0]) and _is_option(option, names):
+                raise ConfigError(f"--{key} needs a value, got the option {option} (an empty shell variable? "
+                                  f"write --{key}=VALUE for a value that starts with --)")
             val, i = nxt, i + 2
         else:
             i += 1
         out[key] = _coerce(val, hints[key], key, text=True)
     return out
+
+
+_FIELD_NAMES = tuple(f.name for f in dataclasses.fields(TrainConfig))
+
+
+def _is_option(token: str, names: Sequence[str]) -> bool:
+    """Whether ``token`` is one of the command line's options (``--FIELD``, ``--config``, ``--check``,
+    ``--local_rank``, ``--help``): after a field that needs a value it means the value is missing (with ``OUT``
+    unset, ``--output_dir $OUT --resume`` was a fresh run into a folder named ``--resume``); another text that
+    starts with ``--`` is a value."""
+    name = token.removeprefix("--").replace("-", "_")
+    return token.startswith("--") and (name in names or name in ("config", "check", "local_rank", "help"))
 
 
 def load_config(path: str | Path | None, overrides: Sequence[str] = ()) -> TrainConfig:
@@ -290,7 +308,7 @@ def parse_cli(argv: Sequence[str]) -> TrainConfig:
         key, eq, val = args[i].partition("=")
         if key == "--config":
             if not eq:
-                if i + 1 >= len(args):
+                if i + 1 >= len(args) or _is_option(args[i + 1].partition("=")[0], _FIELD_NAMES):
                     raise ConfigError("--config needs a file path")
                 val, i = args[i + 1], i + 1
             path = val

@@ -1,0 +1,31 @@
+"""A command-line field whose value is missing must not take the next option as its value: with ``OUT`` unset,
+``--output_dir $OUT --resume`` became ``output_dir="--resume"`` and no resume, a fresh run into a folder named
+``--resume`` (the README's requeue snippet passes ``--output_dir $OUT $R``)."""
+
+from __future__ import annotations
+
+import pytest
+
+from training.config import ConfigError
+from training.config_io import apply_overrides, parse_cli
+
+BASE = ["--tiny", "--reward", "brightness", "--dataset", "[{text: push}]"]
+
+
+@pytest.mark.parametrize("following", ["--resume", "--max_iterations", "--max-iterations", "--check",
+                                       "--local_rank=0", "--config"])
+def test_an_option_in_place_of_a_value_is_refused(following):
+    with pytest.raises(ConfigError, match=rf"--output_dir needs a value, got the option {following.split('=')[0]}"):
+        apply_overrides({}, ["--output_dir", following, "3"])
+
+
+def test_values_that_only_look_like_options_are_kept():
+    cfg = parse_cli([*BASE, "--negative_prompt", "--blurry", "--seed", "7"])
+    assert cfg.negative_prompt == "--blurry" and cfg.seed == 7  # no option of that name: a value
+    assert parse_cli([*BASE, "--negative_prompt=--resume"]).negative_prompt == "--resume"  # = says it is one
+    assert parse_cli([*BASE, "--output_dir", "runs/x", "--resume", "--overwrite_output_dir", "false"]).resume
+
+
+def test_config_followed_by_an_option_is_refused():
+    with pytest.raises(ConfigError, match="--config needs a file path"):
+        parse_cli(["--config", "--tiny", *BASE])
