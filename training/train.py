@@ -64,6 +64,14 @@ def share_cpu_threads(environ: dict[str, str] | os._Environ[str], cpus: int | No
     return max(1, (cpus or 1) // ranks)
 
 
+def check_device(cfg: TrainConfig, cuda_available: bool) -> None:
+    """ConfigError for ``device: cuda`` where torch sees no CUDA device: ``--check`` said ok and each rank then
+    stopped in ``torch.cuda.set_device`` with a traceback (``auto`` falls back to the CPU)."""
+    if cfg.device == "cuda" and not cuda_available:
+        raise ConfigError("device is cuda, but torch sees no CUDA device (a CPU-only torch, or no GPU on this "
+                          "node): run on a GPU node, or set device: auto or cpu")
+
+
 def reward_tokens(cfg: TrainConfig) -> dict[str, str]:
     """The http rewards' bearer tokens: the value of every variable a ``token_env`` names (an http reward's,
     a sum's and its http parts', `training.sum_reward.token_envs`), by name; ConfigError naming one that
@@ -251,6 +259,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         counts = check_prompts(cfg)
         check_output_dir(cfg)  # in seconds; train() decides again, agreed by every rank (training/run_dir.py)
         check_ds_json(cfg.ds_config, cfg.dtype)  # its bf16 / fp16 against dtype, no scheduler of its own
+        import torch
+
+        check_device(cfg, torch.cuda.is_available())
         tokens = reward_tokens(cfg)
         agent_settings = reward_settings(cfg)
         agent_tools = reward_tools(cfg)
