@@ -48,3 +48,27 @@ def test_device_cuda_without_a_cuda_device_is_a_config_error(tmp_path, capsys, m
     assert main([*args, "--check"]) == 2
     assert "device is cuda, but torch sees no CUDA device" in capsys.readouterr().err
     assert main(args) == 2 and not (tmp_path / "run").exists()
+
+
+def test_a_resume_already_at_max_iterations_says_it_trains_nothing(tmp_path, capsys, monkeypatch):
+    """A resume whose checkpoint is at or past max_iterations (which counts the iterations before the resume: a
+    user asking for 2 more gave --max_iterations 2) trained nothing, exported the checkpoint again and said only
+    "done"; --check said nothing either."""
+    from tests.test_checkpoints import _fake_checkpoint
+    from training.resume import StateLayout, nothing_to_train, write_layout
+    from training.train import main
+
+    assert nothing_to_train("iter_000004", 5) is None and nothing_to_train("iter_000004_universal", 9) is None
+    assert nothing_to_train("custom", 1) is None  # not an iteration tag: nothing known
+    note = nothing_to_train("iter_000004_universal", 4)
+    assert note is not None and "iteration 4" in note and "max_iterations 4" in note and "--max_iterations 8 for 4 more" in note
+    smoke = str(Path(__file__).resolve().parents[1] / "training" / "configs" / "smoke.yaml")
+    out = tmp_path / "run"
+    _fake_checkpoint(out / "checkpoints", "iter_000004", ranks=1)
+    write_layout(out / "checkpoints" / "iter_000004", StateLayout(2, "float32"))
+    monkeypatch.delenv("WORLD_SIZE", raising=False)
+    args = ["--config", smoke, "--output_dir", str(out), "--resume", "--check"]
+    assert main([*args, "--max_iterations", "2"]) == 0
+    assert "nothing is trained" in capsys.readouterr().out
+    assert main([*args, "--max_iterations", "5"]) == 0
+    assert "nothing is trained" not in capsys.readouterr().out

@@ -39,6 +39,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import socket
 from dataclasses import dataclass
 from pathlib import Path
@@ -227,6 +228,19 @@ def resume_source(ckpt_dir: Path, world: int, layout: StateLayout | None = None,
                      f"splits the optimizer state over the ranks that wrote it. Resume with {_n(ranks, 'process')} "
                      f"(`torchrun --nproc_per_node {ranks} ...` or `deepspeed --num_gpus {ranks} ...`), or "
                      f"convert the checkpoint once, after which any number of processes can resume it: {convert}")
+
+
+def nothing_to_train(tag: str, max_iterations: int) -> str | None:
+    """A note when the checkpoint ``tag`` (``iter_NNNNNN``, ``_universal`` or not) is at or past ``max_iterations``,
+    which counts the iterations before a resume too: such a launch trained nothing, exported the checkpoint again
+    and said only "done" (a user asking for N more gave ``--max_iterations N``). None for another tag."""
+    match = re.fullmatch(r"iter_(\d+)(_universal)?", tag)
+    if match is None or int(match.group(1)) < max_iterations:
+        return None
+    done = int(match.group(1))
+    return (f"note: the checkpoint is at iteration {done} and max_iterations {max_iterations} counts the iterations "
+            f"before the resume too, so nothing is trained: give the total, e.g. --max_iterations "
+            f"{done + max_iterations} for {max_iterations} more")
 
 
 def plan_resume(cfg: TrainConfig, world: int, layout: StateLayout) -> tuple[ResumeSource, list[str]]:

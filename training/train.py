@@ -169,7 +169,7 @@ def launch_check(cfg: TrainConfig, agent_settings: Any, agent_tools: Any, world:
     from training.best import best_needs_aligned_evals
     from training.config import check_world_size
     from training.config_io import config_to_dict
-    from training.resume import plan_resume, state_layout
+    from training.resume import nothing_to_train, plan_resume, state_layout
     from training.rewards import build_reward
     from training.wandb_log import require_wandb
 
@@ -190,6 +190,8 @@ def launch_check(cfg: TrainConfig, agent_settings: Any, agent_tools: Any, world:
     if cfg.resume:
         source, changes = plan_resume(cfg, world, layout)
         lines.append(f"resume: from {source.tag}" + (" (universal checkpoint)" if source.universal else ""))
+        if (note := nothing_to_train(source.tag, cfg.max_iterations)) is not None:
+            lines.append(note)
         lines += [f"  changed: {line}" for line in changes]
     return "\n".join(lines)
 

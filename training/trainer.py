@@ -85,7 +85,7 @@ from training.metrics import MetricsLog, gather, progress_postfix, summarize
 from training.models import build_world_model, encode_prompt, negative_prompt, text_encoder_on
 from training.preemption import RewardsStalled, StopRequest, TrainingDiverged, TrainingStopped
 from training.provenance import record_scoring
-from training.resume import plan_resume, state_layout, write_layout
+from training.resume import nothing_to_train, plan_resume, state_layout, write_layout
 from training.reward_outcome import RewardOutcome
 from training.reward_runner import RewardRunner, merge_outcomes
 from training.rollout_log import diversity, reward_items, submit_rollout_videos
@@ -156,6 +156,8 @@ def train(cfg: TrainConfig, *, local_rank: int = 0, reward_tokens: dict[str, str
         if rank == 0 and changes:
             print(f"warning: resuming {out_dir} with settings that differ from its saved config.yaml:\n  "
                   + "\n  ".join(changes), file=sys.stderr, flush=True)
+        if rank == 0 and (note := nothing_to_train(source.tag, cfg.max_iterations)) is not None:
+            print(note, file=sys.stderr, flush=True)
     # before the model loads: a W&B run that cannot start (not logged in) fails in seconds, not minutes
     log = MetricsLog(out_dir, enabled=rank == 0, tensorboard=cfg.tensorboard, append=cfg.resume,
                      wandb_project=cfg.wandb_project, config=config_to_dict(cfg),
