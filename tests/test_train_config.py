@@ -68,6 +68,8 @@ BASE_YAML = "tiny: true\nreward: brightness\ndataset:\n  - {text: push the block
         ({"beta": float("inf")}, "beta must be >= 0 and finite, got inf"),  # inf * 0 = NaN: a false divergence
         ({"weight_decay": float("inf")}, "weight_decay must be >= 0 and finite, got inf"),
         ({"beta": -0.1}, "beta must be >= 0"),
+        ({"output_dir": ""}, r"output_dir must name a folder \(\. for the current directory\), got ''"),  # "$OUT" unset
+        ({"output_dir": "  "}, "output_dir must name a folder"),
     ],
 )
 def test_bad_values_are_rejected_with_clear_errors(kw, match):
