@@ -35,8 +35,8 @@ def test_config_followed_by_an_option_is_refused():
 
 
 def test_device_cuda_without_a_cuda_device_is_a_config_error(tmp_path, capsys, monkeypatch):
-    """`--check` said ok and the launch stopped in torch.cuda.set_device with a traceback on every rank (the GPU
-    recipes set device: cuda; training.generate already refuses it by name)."""
+    """The launch stopped in torch.cuda.set_device with a traceback on every rank (the GPU recipes set device: cuda;
+    training.generate already refuses it by name); `--check`, which may run on a login node, notes it."""
     import torch
 
     from training.train import main
@@ -45,9 +45,12 @@ def test_device_cuda_without_a_cuda_device_is_a_config_error(tmp_path, capsys, m
     monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
     monkeypatch.delenv("WORLD_SIZE", raising=False)
     args = ["--config", smoke, "--output_dir", str(tmp_path / "run"), "--device", "cuda"]
-    assert main([*args, "--check"]) == 2
-    assert "device is cuda, but torch sees no CUDA device" in capsys.readouterr().err
+    assert main([*args, "--check"]) == 0
+    assert "\nnote: device is cuda, but torch sees no CUDA device here" in capsys.readouterr().out
     assert main(args) == 2 and not (tmp_path / "run").exists()
+    assert "error: device is cuda, but torch sees no CUDA device here" in capsys.readouterr().err
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    assert main([*args, "--check"]) == 0 and "note: device" not in capsys.readouterr().out
 
 
 def test_a_resume_already_at_max_iterations_says_it_trains_nothing(tmp_path, capsys, monkeypatch):

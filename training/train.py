@@ -64,12 +64,14 @@ def share_cpu_threads(environ: dict[str, str] | os._Environ[str], cpus: int | No
     return max(1, (cpus or 1) // ranks)
 
 
-def check_device(cfg: TrainConfig, cuda_available: bool) -> None:
-    """ConfigError for ``device: cuda`` where torch sees no CUDA device: ``--check`` said ok and each rank then
-    stopped in ``torch.cuda.set_device`` with a traceback (``auto`` falls back to the CPU)."""
+def device_problem(cfg: TrainConfig, cuda_available: bool) -> str | None:
+    """Why this machine cannot run ``cfg``'s ``device``, or None: ``device: cuda`` where torch sees no CUDA device.
+    A launch stops with it (exit 2): each rank stopped in ``torch.cuda.set_device`` with a traceback. ``--check``
+    only notes it, as it may be run on a login node for a launch on GPU nodes (``auto`` falls back to the CPU)."""
     if cfg.device == "cuda" and not cuda_available:
-        raise ConfigError("device is cuda, but torch sees no CUDA device (a CPU-only torch, or no GPU on this "
-                          "node): run on a GPU node, or set device: auto or cpu")
+        return ("device is cuda, but torch sees no CUDA device here (a CPU-only torch, or no GPU on this node): "
+                "launch on a GPU node, or set device: auto or cpu")
+    return None
 
 
 def reward_tokens(cfg: TrainConfig) -> dict[str, str]:
@@ -263,7 +265,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         check_ds_json(cfg.ds_config, cfg.dtype)  # its bf16 / fp16 against dtype, no scheduler of its own
         import torch
 
-        check_device(cfg, torch.cuda.is_available())
+        device_note = device_problem(cfg, torch.cuda.is_available())
+        if device_note is not None and not check:
+            raise ConfigError(device_note)
         tokens = reward_tokens(cfg)
         agent_settings = reward_settings(cfg)
         agent_tools = reward_tools(cfg)
@@ -275,7 +279,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"error: {exc}", file=sys.stderr)
         return 2
     if check:
-        print(report + (f"\n{model_note}" if model_note else ""))
+        print(report + "".join(f"\n{note}" for note in (model_note, device_note and f"note: {device_note}") if note))
         return 0
     if model_note and int(os.environ.get("RANK", "0")) == 0:
         print(model_note, file=sys.stderr, flush=True)
