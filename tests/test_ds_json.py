@@ -53,14 +53,15 @@ def test_check_and_launch_stop_before_the_model_loads(tmp_path, capsys, monkeypa
     assert main(args) == 2 and not (tmp_path / "run" / "checkpoints").exists()
 
 
-@pytest.mark.parametrize(("stage", "shown"), [(4, "4"), ("two", "'two'"), (-1, "-1"), (True, "True"), (2.5, "2.5")])
+@pytest.mark.parametrize(("stage", "shown"), [(4, "4"), ("two", "'two'"), (-1, "-1"), (True, "True"), (2.5, "2.5"),
+                                           ("3", "'3'"), (3.0, "3.0")])
 def test_a_zero_stage_deepspeed_has_not_is_a_config_error(tmp_path, stage, shown):
     """The JSON's zero_optimization.stage: 4 passed `--check` ("ok ... ZeRO stage 4") and failed in DeepSpeed after
     the model had loaded; "two" was a bare int() ValueError traceback."""
     from training.resume import state_layout
 
     ds = _json(tmp_path, zero_optimization={"stage": stage})
-    with pytest.raises(ConfigError, match=rf"zero_optimization.stage must be 0, 1, 2 or 3, got {shown}"):
+    with pytest.raises(ConfigError, match=rf"zero_optimization.stage must be 0, 1, 2 or 3 \(a JSON number\), got {shown}"):
         state_layout(_cfg(ds, "float32"))
 
 

@@ -83,15 +83,15 @@ def state_layout(cfg: TrainConfig) -> StateLayout:
 
 def json_zero_stage(ds: dict[str, Any], name: str) -> int:
     """``zero_optimization.stage`` of the DeepSpeed JSON ``ds`` (file ``name``; 0, DeepSpeed's default, when not
-    set); ConfigError naming the file unless it is 0-3 (an int, or text of one). A stage 4 passed ``--check`` and
-    failed in DeepSpeed after the model had loaded; text such as "two" was a bare int() traceback."""
+    set); ConfigError naming the file unless it is the JSON number 0, 1, 2 or 3. A stage 4 passed ``--check`` and
+    failed in DeepSpeed after the model had loaded; text such as "two" was a bare int() traceback, and text "3"
+    was stage 3 here but not to `training.numerics.zero3_linear`, which compares numbers."""
     section = ds.get("zero_optimization") or {}
     stage = section.get("stage", 0) if isinstance(section, dict) else section
-    number = stage if isinstance(stage, int) and not isinstance(stage, bool) else (
-        int(stage) if isinstance(stage, str) and stage.strip().isdigit() else None)
-    if number not in (0, 1, 2, 3):
-        raise ConfigError(f"ds_config {name!r}: zero_optimization.stage must be 0, 1, 2 or 3, got {stage!r}")
-    return number
+    if isinstance(stage, bool) or stage not in (0, 1, 2, 3) or not isinstance(stage, int):
+        raise ConfigError(f"ds_config {name!r}: zero_optimization.stage must be 0, 1, 2 or 3 (a JSON number), "
+                          f"got {stage!r}")
+    return stage
 
 
 def layout_change(saved: StateLayout, now: StateLayout) -> Literal["same", "universal", "impossible"]:
