@@ -21,6 +21,7 @@ Decisions where the issue was silent:
 
 from __future__ import annotations
 
+import errno
 import hashlib
 import json
 import re
@@ -367,6 +368,8 @@ def write_run_report(run_id: str, out: str | Path | None, *, traces_path: str | 
     finally:
         saver.conn.close()
     path = Path(out) if out is not None else Path("runs/reports") / f"{safe_name(run_id)}.html"
+    if path.is_dir():  # named here: renamed over it, the error would name the temporary file
+        raise IsADirectoryError(errno.EISDIR, "Is a directory", str(path))
     path.parent.mkdir(parents=True, exist_ok=True)
     # through a temporary file, as the index pages: a write cut by a full disk keeps the page it replaces
     write_text_atomic(path, render_run_report(trace, tracker=tracker))
