@@ -78,9 +78,8 @@ def scheduler_problem(ds: dict[str, Any], name: str) -> str | None:
             "and set those instead")
 
 
-def check_ds_json(ds_config: str, dtype: str) -> None:
-    """ConfigError with `precision_problem` or `scheduler_problem` of the DeepSpeed JSON ``ds_config`` names
-    (read by `read_ds_config`), before the model loads."""
-    ds = read_ds_config(ds_config)
-    if problem := precision_problem(ds, dtype, ds_config) or scheduler_problem(ds, ds_config):
+def check_ds_json(ds: dict[str, Any], dtype: str, name: str) -> None:
+    """ConfigError with `precision_problem` or `scheduler_problem` of the DeepSpeed JSON ``ds`` (file ``name``, as
+    `read_ds_config` read it): at the launch before the model loads, and where the engine builds its config."""
+    if problem := precision_problem(ds, dtype, name) or scheduler_problem(ds, name):
         raise ConfigError(problem)

@@ -48,7 +48,7 @@ import torch.distributed as dist
 from policy.rollout import RolloutConfig, SDEStepRecord, step_log_prob
 from policy.world_model import Conditioning, FlowWorldModel
 from training.config import ConfigError, LRSchedule, TrainConfig
-from training.ds_config import precision_problem, read_ds_config, scheduler_problem
+from training.ds_config import check_ds_json, read_ds_config
 from training.numerics import cast_like_engine
 
 
@@ -56,8 +56,7 @@ def deepspeed_config(cfg: TrainConfig, grad_accum_steps: int, *, load_universal:
     """DeepSpeed JSON of ``cfg.ds_config`` with this run's batch, accumulation, lr and stage;
     ``load_universal``: the engine will load a universal checkpoint (training.resume.ResumeSource)."""
     ds = read_ds_config(cfg.ds_config)
-    if problem := precision_problem(ds, cfg.dtype, cfg.ds_config) or scheduler_problem(ds, cfg.ds_config):
-        raise ConfigError(problem)  # training.train checks it before the model loads too
+    check_ds_json(ds, cfg.dtype, cfg.ds_config)  # training.train checks it before the model loads too
     ds.pop("train_batch_size", None)
     ds["train_micro_batch_size_per_gpu"] = cfg.micro_batch
     ds["gradient_accumulation_steps"] = grad_accum_steps

@@ -37,7 +37,7 @@ from typing import Any
 
 from training.config import ConfigError, PromptSpec, TrainConfig
 from training.config_io import parse_cli
-from training.ds_config import check_ds_json
+from training.ds_config import check_ds_json, read_ds_config
 from training.model_check import check_model_path
 from training.run_dir import check_output_dir
 
@@ -262,7 +262,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         cfg = parse_cli([a for a in args if a != "--check"])
         counts = check_prompts(cfg)
         check_output_dir(cfg)  # in seconds; train() decides again, agreed by every rank (training/run_dir.py)
-        check_ds_json(cfg.ds_config, cfg.dtype)  # its bf16 / fp16 against dtype, no scheduler of its own
+        check_ds_json(read_ds_config(cfg.ds_config), cfg.dtype, cfg.ds_config)  # bf16 / fp16 vs dtype; no scheduler
         import torch
 
         device_note = device_problem(cfg, torch.cuda.is_available())
