@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from tools.jsonl import mend_tail, strict_dumps, text_lines
+from tools.jsonl import mend_tail, strict_dumps, text_lines, written_file
 
 
 class OutputBusy(RuntimeError):
@@ -28,11 +28,9 @@ def lock_output(out: Path) -> Any:
     to (a symlinked ``out`` is followed, as `tools.jsonl.write_text_atomic` follows it), so two names of one file
     are one output."""
     import fcntl
-    import os
 
-    out.parent.mkdir(parents=True, exist_ok=True)
-    real = Path(os.path.realpath(out))
-    real.parent.mkdir(parents=True, exist_ok=True)  # a link to a file not written yet, in a folder not made yet
+    real = written_file(out)
+    real.parent.mkdir(parents=True, exist_ok=True)  # also a link's target folder, for a file not written yet
     fh = real.with_name(f".{real.name}.lock").open("a")
     try:
         fcntl.flock(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)

@@ -56,12 +56,18 @@ def keep_rows(path: Path, keep: Callable[[Any], bool]) -> int:
     return len(lines) - len(kept)
 
 
+def written_file(path: Path) -> Path:
+    """The file a write to `path` lands in: symlinks followed (of `path` and of its folders), so two names of one
+    file are one file (`write_text_atomic` replaces it; `graph.batch_output.lock_output` locks beside it)."""
+    return Path(os.path.realpath(path))
+
+
 def write_text_atomic(path: Path, text: str) -> None:
     """Write `text` (UTF-8) to `path` through a temporary file beside it renamed over it: an interruption (a
     kill, a full disk) leaves the old file or the new one, never an empty or cut one. A symlink is followed: the
     file it points at is replaced and the link stays (renamed over, the link itself became a plain file, and the
     file it pointed at, which appends through the link had written, was left behind)."""
-    target = Path(os.path.realpath(path)) if path.is_symlink() else path
+    target = written_file(path)
     tmp = target.with_name(f".{target.name}.{os.getpid()}.tmp")
     try:
         tmp.write_text(text, encoding="utf-8")
