@@ -11,6 +11,7 @@ import pytest
 from evals.vqa import VQAManifestError, load_vqa_manifest, run_vqa, summarize, write_vqa_report
 from graph.backbone import Backbone
 from graph.testing import ScriptedChatModel
+from tests.disk_faults import half_then_full_disk
 from tools.video import write_video
 
 # (video, task, question (the scripted model answers what the "m:" tag says), reference answer)
@@ -157,13 +158,7 @@ def test_a_cut_write_keeps_the_last_report(tmp_path, monkeypatch):
 
     first = write_vqa_report(summarize([QuestionResult("p", "t", "q", "yes", "yes", True)]), tmp_path)
     before = first.read_text()
-    real = Path.write_text
-
-    def cut(self, text, *args, **kwargs):
-        real(self, text[: len(text) // 2], *args, **kwargs)
-        raise OSError(28, "No space left on device")
-
-    monkeypatch.setattr(Path, "write_text", cut)
+    monkeypatch.setattr(Path, "write_text", half_then_full_disk)
     with pytest.raises(OSError):
         write_vqa_report(summarize([QuestionResult("p", "t", "q2", "no", "yes", False)]), tmp_path)
     monkeypatch.undo()

@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.disk_faults import half_then_full_disk
 from training.best import best_checkpoint, eval_rows
 from training.engine import mark_latest
 from training.resume import StateLayout, write_layout
@@ -31,13 +32,6 @@ def test_a_row_whose_iteration_is_infinite_is_left_out(tmp_path):
     assert best_checkpoint(tmp_path / "checkpoints", path) == ("iter_000002", 2, 0.5)
 
 
-def _half_then_full_disk(self: Path, text: str, *args, **kwargs) -> int:
-    """Path.write_text on a disk that fills up half-way."""
-    with self.open("w", encoding="utf-8") as fh:
-        fh.write(text[: len(text) // 2])
-    raise OSError(28, "No space left on device")
-
-
 def test_a_report_that_cannot_be_written_whole_leaves_the_previous_page(tmp_path, monkeypatch):
     """report.html (and a comparison page) were written in place: a full disk left a cut page where the
     previous one was."""
@@ -53,7 +47,7 @@ def test_a_report_that_cannot_be_written_whole_leaves_the_previous_page(tmp_path
     page = write_training_report(runs[0])
     both = write_comparison(runs, tmp_path / "both.html")
     before = page.read_text(), both.read_text()
-    monkeypatch.setattr(Path, "write_text", _half_then_full_disk)
+    monkeypatch.setattr(Path, "write_text", half_then_full_disk)
     with pytest.raises(OSError):
         write_training_report(runs[0])
     with pytest.raises(OSError):

@@ -23,6 +23,7 @@ from graph.builder import default_checkpointer
 from graph.context import AgentTools
 from graph.testing import ScriptedChatModel
 from graph.tracing import RunNotFoundError, open_saver, read_trace
+from tests.disk_faults import half_then_full_disk
 from tools.motion import LKTracker
 
 RUN_IDS = ("run-section", "run-header", "result", "gate", "frames", "judgments", "observation", "inspection",
@@ -253,13 +254,7 @@ def test_a_run_report_cut_by_a_full_disk_leaves_the_page_it_replaces(evaluation,
     row = next(r for r in out.rows if r["preset"] == "full" and r["label"] == "ordinary")
     page = root / "kept.html"
     page.write_text("<!DOCTYPE html><html><body>the earlier page</body></html>\n")
-    real = Path.write_text
-
-    def cut(self, text, *args, **kwargs):
-        real(self, text[: len(text) // 2], *args, **kwargs)
-        raise OSError(28, "No space left on device")
-
-    monkeypatch.setattr(Path, "write_text", cut)
+    monkeypatch.setattr(Path, "write_text", half_then_full_disk)
     with pytest.raises(OSError):
         write_run_report(row["run_id"], page, traces_path=traces)
     monkeypatch.undo()

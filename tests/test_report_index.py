@@ -7,16 +7,7 @@ from pathlib import Path
 
 import pytest
 
-
-def _cut_writes(monkeypatch):
-    """Every Path.write_text writes half its text, then fails as on a full disk."""
-    real = Path.write_text
-
-    def cut(self, text, *args, **kwargs):
-        real(self, text[: len(text) // 2], *args, **kwargs)
-        raise OSError(28, "No space left on device")
-
-    monkeypatch.setattr(Path, "write_text", cut)
+from tests.disk_faults import half_then_full_disk
 
 
 def test_a_run_report_cut_by_a_crash_is_written_again(tmp_path, monkeypatch):
@@ -43,7 +34,7 @@ def test_a_run_report_cut_by_a_crash_is_written_again(tmp_path, monkeypatch):
     traces = tmp_path / "traces.sqlite"
     traces.write_bytes(b"")
     with monkeypatch.context() as m:
-        _cut_writes(m)
+        m.setattr(Path, "write_text", half_then_full_disk)
         with pytest.raises(OSError):
             write_eval_index(out, traces_path=traces)
     index = write_eval_index(out, traces_path=traces)
