@@ -42,8 +42,13 @@ def clip(t_total: int, seed: int = 0, h: int = 40, w: int = 48) -> np.ndarray:
 def test_window_starts():
     assert window_starts(15) == []
     assert window_starts(16) == [0]
-    assert window_starts(19) == [0, 2]
+    assert window_starts(19) == [0, 2, 3]  # one more window ends on the last frame (18)
     assert window_starts(20) == [0, 2, 4]
+    for n in (16, 17, 33, 81, 120, 121):
+        starts = window_starts(n)
+        assert starts[-1] + 16 == n, n  # the last frame is always predicted
+        assert all(b - a in (1, 2) for a, b in zip(starts, starts[1:], strict=False))
+    assert window_starts(33, stride=4) == [0, 4, 8, 12, 16, 17]
 
 
 def test_surprise_equation_on_hand_values():
@@ -111,10 +116,10 @@ def test_batched_equals_looped(scorer):
 def test_score_reports_windows_top_and_mean(scorer):
     ev = scorer.score(clip(21))
     assert isinstance(scorer, SurpriseScorer)
-    assert ev.status == "ok" and [w.start for w in ev.windows] == [0, 2, 4]
+    assert ev.status == "ok" and [w.start for w in ev.windows] == [0, 2, 4, 5]  # 5-20 ends on the last frame
     assert ev.windows[1].frames == list(range(2, 18)) and ev.windows[1].end == 17
     assert ev.mean == pytest.approx(np.mean([w.surprise for w in ev.windows]))
-    # windows 0-15, 2-17 and 4-19 all predict frames 12-15: one event, so top names one window (top_k 2)
+    # windows 0-15, 2-17, 4-19 and 5-20 all predict frames 13-15: one event, so top names one window (top_k 2)
     assert len(ev.top) == 1 and ev.top[0].surprise == max(w.surprise for w in ev.windows)
     assert "frames" in ev.text() and "not a physics verdict" in ev.text()
     assert SurpriseEvidence.model_validate_json(ev.model_dump_json()) == ev

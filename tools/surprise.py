@@ -21,8 +21,10 @@ Decisions where the issue was silent:
   after the resize keeps at most ``crop`` of the ``int(crop*256/224)`` short side anyway, so this drops
   only pixels the crop would drop, up to a sub-pixel shift; the resize itself made the long side explode
   (16 frames of 2x500 asked for ~41 GB at crop 256). Frames up to 8:1 are processed exactly as before.
-- Windows start at 0, 2, 4, ... while a full window fits; with an odd ``T - 16`` the last frame is
-  not covered (no padded or shifted extra window). A clip shorter than one window returns
+- Windows start at 0, 2, 4, ... while a full window fits; when that leaves the last frames uncovered
+  (an odd ``T - 16``, as for the common 33- and 81-frame clips) one more window ends on the last frame
+  (it starts one frame after the previous one), so the end state -- where a task succeeds or fails -- is
+  always predicted. No frames are padded. A clip shorter than one window returns
   ``status="not_enough_frames"`` (missing evidence, never a crash); frame numbers are indices into
   the frames passed in.
 - ``end`` of a window is its last frame (inclusive). ``top`` holds up to ``top_k`` of the most
@@ -165,8 +167,14 @@ class SurpriseScorer(Protocol):
 
 
 def window_starts(num_frames: int, window: int = 16, stride: int = 2) -> list[int]:
-    """Start frames of all full windows: 0, stride, 2*stride, ... while ``start + window <= num_frames``."""
-    return list(range(0, num_frames - window + 1, stride)) if num_frames >= window else []
+    """Start frames of all full windows: 0, stride, 2*stride, ... while ``start + window <= num_frames``, plus
+    one window ending on the last frame when those leave it uncovered (module docstring)."""
+    if num_frames < window:
+        return []
+    starts = list(range(0, num_frames - window + 1, stride))
+    if starts[-1] + window < num_frames:
+        starts.append(num_frames - window)
+    return starts
 
 
 def preprocess_frames(frames: np.ndarray, crop_size: int) -> np.ndarray:
