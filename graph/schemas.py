@@ -18,6 +18,12 @@ Decisions where the issue was silent:
   corner pairs, a null) is kept as written and the crop falls back to the full frame (DESIGN.md §3; paper
   Sec. 3.2: invalid crop plans fall back to full-frame views). Refused by the schema, it failed the whole
   InspectionPlan: every re-ask failed the same way and plan mode's run was ineligible for one bad box.
+- The same for a plan's entries: a view or track request that is not valid (a view with no frames, a track
+  frame that is not a number, points not [x, y] pairs) is kept as written (`PlanView`, `PlanTrack`), and so
+  are entries past the caps (8 views, `TRACKS_PER_ROUND` tracks; the caps are the schema's maxItems only);
+  `graph.nodes.inspect` runs the rest of the plan and answers each such entry "not run" with the reason. The
+  JSON schema sent to the model is unchanged (stage-cache keys hash it); a plan dumped for the stage cache
+  keeps the entries as written, so a cache hit skips them with the same notes.
 """
 
 from __future__ import annotations
@@ -29,9 +35,13 @@ from pydantic import (
     ConfigDict,
     Field,
     PlainValidator,
+    SerializerFunctionWrapHandler,
     TypeAdapter,
     ValidationError,
+    ValidatorFunctionWrapHandler,
     WithJsonSchema,
+    WrapSerializer,
+    WrapValidator,
     model_validator,
 )
 
@@ -156,11 +166,49 @@ class TrackRequest(_Record):
                                                   "empty = grid.")
 
 
+PLAN_VIEWS = 8
+"""Views one InspectionPlan runs (its schema's maxItems); later ones are not run, with a note."""
+TRACKS_PER_ROUND = 2
+"""track_motion runs per inspect round: a plan's tracks (its schema's maxItems) and one tools-mode reply's calls;
+the rest are not run, with a note (a tracking job is CPU- or GPU-heavy; `graph.nodes.inspect`)."""
+
+
+def _as_written(value: object, handler: ValidatorFunctionWrapHandler) -> object:
+    """The entry validated, or as written when it is not valid: `graph.nodes.inspect` skips that entry with the
+    reason (`entry_error`) and runs the rest of the plan (module docstring)."""
+    try:
+        return handler(value)
+    except ValidationError:
+        return value
+
+
+def _dump_as_written(value: object, handler: SerializerFunctionWrapHandler) -> object:
+    return handler(value) if isinstance(value, BaseModel) else value
+
+
+def entry_error(model: type[BaseModel], value: object) -> str:
+    """Why a plan entry kept as written is not a valid `model` (pydantic's message, shortened)."""
+    try:
+        model.model_validate(value)
+    except ValidationError as exc:
+        return "; ".join(f"{'.'.join(str(x) for x in e['loc']) or 'entry'}: {e['msg']}" for e in exc.errors())[:300]
+    return "valid"
+
+
+PlanView = Annotated[FrameView, WrapValidator(_as_written), WrapSerializer(_dump_as_written)]
+"""A plan's view: a FrameView, or the entry as written when it is not one (schema: FrameView's)."""
+PlanTrack = Annotated[TrackRequest, WrapValidator(_as_written), WrapSerializer(_dump_as_written)]
+"""A plan's track request: a TrackRequest, or the entry as written when it is not one (schema: TrackRequest's)."""
+
+
 class InspectionPlan(_Record):
     """One structured plan of re-inspection (inspect_mode='plan')."""
 
-    views: list[FrameView] = Field(default_factory=list, max_length=8, description="Frame and crop views.")
-    tracks: list[TrackRequest] = Field(default_factory=list, max_length=2, description="Motion track requests.")
+    # the caps are the schema's maxItems only: entries past them are kept and not run (a 3-track plan failed whole)
+    views: list[PlanView] = Field(default_factory=list, json_schema_extra={"maxItems": PLAN_VIEWS},
+                                  description="Frame and crop views.")
+    tracks: list[PlanTrack] = Field(default_factory=list, json_schema_extra={"maxItems": TRACKS_PER_ROUND},
+                                    description="Motion track requests.")
     rationale: str = Field(default="", max_length=1000, description="Which judgments are uncertain and why.")
 
 

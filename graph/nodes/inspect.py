@@ -13,11 +13,23 @@ Decisions where the issue was silent:
 - A final answer the server cut at the token limit (finish_reason "length") is kept as the inspector's
   notes (it is what the model saw) with a run note saying it was cut (raise RAA_MAX_TOKENS); the backbone
   does not cache it (graph/backbone.py).
+- track_motion runs at most `TRACKS_PER_ROUND` (2) times per inspect round in both modes: plan mode's schema
+  caps a plan's tracks at 2, and a tools-mode reply may make any number of calls, each a CPU- or GPU-heavy
+  tracking job (20 calls in one reply ran 20). A call past the cap is answered "track_motion not run: ..."
+  with the reason and no frames; a call answered "invalid arguments" ran nothing and does not count.
+- plan mode runs each valid entry of the plan: an entry that is not valid (a track request with a frame that
+  is not a number or is negative, points not [x, y] pairs, no start_frame; a view with no frames) is kept as
+  written by the schema (`graph.schemas.PlanView` / `PlanTrack`, like a crop box, `CropBox`) and answered with
+  an exchange "plan track 2 not run: invalid arguments for track_motion: <why>" (no frames; the step's tool
+  summaries show it), as tools mode answers such a call; so are views past 8 and tracks past the cap. Refused
+  by the schema, one bad entry failed the whole InspectionPlan: every re-ask failed the same way and the run
+  ended ineligible. A reversed stretch or frames past the clip's end are tracked within the clip, as in tools
+  mode (`graph.nodes.tracking.track_frames`).
 """
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, NamedTuple
 
 from langchain_core.messages import AIMessage, BaseMessage, ToolMessage
 
@@ -34,7 +46,7 @@ from graph.nodes.evidence import (
     tool_specs,
 )
 from graph.replies import after_reasoning, cut_at_token_limit
-from graph.schemas import InspectionPlan
+from graph.schemas import PLAN_VIEWS, TRACKS_PER_ROUND, FrameView, InspectionPlan, TrackRequest, entry_error
 from graph.state import AgentState, ToolExchange
 
 MOTION_TOOL = "- track_motion(start_frame, end_frame, points): point tracks with overlays and a motion summary;"
@@ -99,15 +111,46 @@ async def inspect(state: AgentState, ctx: RunContext, step: Step) -> dict[str, A
 
 async def tool_call(state: AgentState, ctx: RunContext, step: Step) -> dict[str, Any]:
     rnd = int(state.get("inspect_rounds", 1)) - 1
-    exchanges: list[ToolExchange] = list(state.get("exchanges", []))
-    new: list[ToolExchange] = []
-    for call in state.get("pending_calls", []):
-        ex = await execute(state, ctx, exchanges + new, rnd, call["id"], call["name"], call["args"])
-        new.append(ex)
+    calls = [_Call(c["id"], c["name"], c["args"], c["name"]) for c in state.get("pending_calls", [])]
+    new = await _run_calls(state, ctx, list(state.get("exchanges", [])), rnd, calls)
     _record(step, new)
     cap = " (cap reached)" if rnd + 1 >= ctx.config.max_tool_rounds else ""
     step.decision = f"executed {count(len(new), 'tool call')}{cap}"
     return {"exchanges": new, "pending_calls": []}
+
+
+class _Call(NamedTuple):
+    """One tool call of a round: a tools-mode call, or a plan entry with `skip` set when it is not to be run."""
+
+    call_id: str
+    name: str
+    args: Any
+    label: str
+    """How a "not run" answer names it: the tool (tools mode) or the entry ("plan track 2")."""
+    skip: str | None = None
+    """Why it is not run (plan mode: an invalid entry, a view past the cap), or None."""
+
+
+async def _run_calls(state: AgentState, ctx: RunContext, exchanges: list[ToolExchange], rnd: int,
+                     calls: list[_Call]) -> list[ToolExchange]:
+    """Execute one round's calls in order; a call with `skip`, or a track_motion call past `TRACKS_PER_ROUND`
+    runs (module docstring), is answered "<label> not run: <why>" without running."""
+    new: list[ToolExchange] = []
+    tracks = 0
+    for call in calls:
+        skip = call.skip
+        if skip is None and call.name == "track_motion" and tracks >= TRACKS_PER_ROUND:
+            skip = (f"at most {TRACKS_PER_ROUND} track_motion runs per round (a tracking job is heavy); "
+                    "this request was not tracked")
+        if skip is not None:
+            args = call.args if isinstance(call.args, dict) else {"as_written": call.args}
+            new.append(ToolExchange(round=rnd, call_id=call.call_id, name=call.name, args=args, frames=[],
+                                    box=None, overlay=False, text=f"{call.label} not run: {skip}"))
+            continue
+        ex = await execute(state, ctx, exchanges + new, rnd, call.call_id, call.name, call.args)
+        tracks += bool(ex.get("overlay"))  # it ran (an "invalid arguments" answer ran nothing)
+        new.append(ex)
+    return new
 
 
 async def _plan(state: AgentState, ctx: RunContext, step: Step) -> dict[str, Any]:
@@ -119,20 +162,40 @@ async def _plan(state: AgentState, ctx: RunContext, step: Step) -> dict[str, Any
                        coordinates=coordinates_text(ctx, meta)),
                 human(_opening(state))]
     plan = await ctx.backbone.astructured("plan", InspectionPlan, messages, step.usage)
-    calls: list[tuple[str, dict[str, Any]]] = []
-    for view in plan.views:
-        if view.box is None:
-            calls.append(("view_frames", {"frames": view.frames}))
-        else:
-            calls += [("view_crop", {"frame": f, "box": view.box}) for f in view.frames]
-    if cfg.motion:
-        calls += [("track_motion", t.model_dump()) for t in plan.tracks]
-    new: list[ToolExchange] = []
-    for k, (name, args) in enumerate(calls):
-        new.append(await execute(state, ctx, new, 0, f"plan_{k}", name, args))
+    calls = plan_calls(plan, cfg.motion)
+    new = await _run_calls(state, ctx, [], 0, calls)
     _record(step, new)
-    step.decision = f"plan: {count(len(plan.views), 'view')}, {count(len(plan.tracks) if cfg.motion else 0, 'track')} executed"
+    views = len({c.label for c in calls if c.name != "track_motion" and c.skip is None})
+    tracks = sum(1 for e in new if e.get("overlay"))
+    skipped = sum(1 for e in new if e["text"].startswith("plan ") and " not run: " in e["text"])
+    step.decision = (f"plan: {count(views, 'view')}, {count(tracks, 'track')} executed"
+                     + (f"; {skipped} not run (invalid or past the caps)" if skipped else ""))
     return {"plan": plan, "exchanges": new, "pending_calls": [], "inspect_rounds": 1}
+
+
+def plan_calls(plan: InspectionPlan, motion: bool) -> list[_Call]:
+    """The plan's tool calls in order (views, then tracks when motion is on), invalid entries and views past
+    `PLAN_VIEWS` marked to be answered, not run (module docstring)."""
+    calls: list[_Call] = []
+    for k, view in enumerate(plan.views, 1):
+        label, at = f"plan view {k}", f"plan_{len(calls)}"
+        if k > PLAN_VIEWS:
+            calls.append(_Call(at, "view_frames", view, label, f"a plan runs at most {PLAN_VIEWS} views"))
+        elif not isinstance(view, FrameView):  # kept as written by the schema (graph.schemas.PlanView)
+            calls.append(_Call(at, "view_frames", view, label, f"invalid view: {entry_error(FrameView, view)}"))
+        elif view.box is None:
+            calls.append(_Call(at, "view_frames", {"frames": view.frames}, label))
+        else:
+            calls += [_Call(f"plan_{len(calls) + i}", "view_crop", {"frame": f, "box": view.box}, label)
+                      for i, f in enumerate(view.frames)]
+    for k, track in enumerate(plan.tracks if motion else [], 1):
+        label, at = f"plan track {k}", f"plan_{len(calls)}"
+        if isinstance(track, TrackRequest):
+            calls.append(_Call(at, "track_motion", track.model_dump(), label))
+        else:  # as tools mode answers such a call
+            why = f"invalid arguments for track_motion: {entry_error(TrackRequest, track)}"
+            calls.append(_Call(at, "track_motion", track, label, why))
+    return calls
 
 
 def _record(step: Step, new: list[ToolExchange]) -> None:

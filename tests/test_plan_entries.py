@@ -1,0 +1,170 @@
+"""One bad entry of an InspectionPlan skips that entry, not the plan (DESIGN.md §3: invalid crops fall back to full
+frames and say so; the same for a malformed track request or an empty view), and track_motion runs at most
+`TRACKS_PER_ROUND` times per inspect round in both modes."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+
+import pytest
+from graph_scripts import full_script, make_agent, run
+from langchain_core.messages import AIMessage
+
+from tools.motion import LKTracker
+
+
+class CountingTracker(LKTracker):
+    """LK, counting the track jobs it ran (a grid track's follow-up call counts too; tests use point tracks)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.calls = 0
+
+    def track(self, frames, *, grid_size=None, queries=None):  # noqa: ANN001, ANN201 (protocol)
+        self.calls += 1
+        return super().track(frames, grid_size=grid_size, queries=queries)
+
+
+GOOD_TRACK = {"start_frame": 0, "end_frame": 32, "points": [[0.3, 0.5]]}
+BAD_TRACKS = [
+    {"start_frame": "ten", "end_frame": 20},                      # not a number
+    {"start_frame": 0, "end_frame": 20, "points": [0.5, 0.5]},    # points not [x, y] pairs
+    {"start_frame": -3, "end_frame": 20},                         # a frame before the clip
+    {"end_frame": 20},                                            # no start_frame
+    "track frames 0-20",                                          # not an object
+]
+
+
+def plan_run(clip, plan: dict) -> tuple[dict, object, CountingTracker]:
+    tracker = CountingTracker()
+    agent, model = make_agent("full", full_script(plan=[plan]), tracker=tracker, inspect_mode="plan",
+                              motion_prefetch="off")
+    return run(agent, clip), model, tracker
+
+
+def plan_summaries(out: dict) -> list[str]:
+    return [t for s in out["steps"] if s["node"] == "inspect" for t in s["tool_summaries"]]
+
+
+@pytest.mark.parametrize("bad", BAD_TRACKS)
+def test_a_malformed_track_request_is_skipped_and_the_rest_of_the_plan_runs(clip, bad):
+    # it failed the whole InspectionPlan: every re-ask failed the same way and the run was ineligible
+    plan = {"views": [{"frames": [10, 20]}], "tracks": [bad, GOOD_TRACK], "rationale": "check"}
+    out, model, tracker = plan_run(clip, plan)
+    assert out["result"].status == "scored", out["result"].reasons
+    assert len(model.calls_for("plan")) == 1
+    ex = out["exchanges"]
+    assert [e["frames"] for e in ex if e["name"] == "view_frames" and e["frames"]] == [[10, 20]]
+    assert sum(1 for e in ex if e.get("overlay")) == 1 and tracker.calls == 1
+    skipped = [e for e in ex if "not run" in e["text"]]
+    assert len(skipped) == 1 and skipped[0]["frames"] == [] and skipped[0]["name"] == "track_motion"
+    assert skipped[0]["text"].startswith("plan track 1 not run: invalid arguments for track_motion")
+    assert any("plan track 1 not run" in t for t in plan_summaries(out))  # the trace shows it
+
+
+@pytest.mark.parametrize("bad", [{"frames": []}, {"box": [0.1, 0.1, 0.5, 0.5]}, {"frames": ["a"]}, 7])
+def test_a_view_without_frames_is_skipped_and_the_rest_of_the_plan_runs(clip, bad):
+    plan = {"views": [bad, {"frames": [10]}], "tracks": [], "rationale": "check"}
+    out, model, _ = plan_run(clip, plan)
+    assert out["result"].status == "scored", out["result"].reasons
+    assert len(model.calls_for("plan")) == 1
+    ex = out["exchanges"]
+    assert [e["frames"] for e in ex] == [[], [10]]
+    assert ex[0]["text"].startswith("plan view 1 not run: invalid view")
+    assert any("plan view 1 not run" in t for t in plan_summaries(out))
+
+
+def test_tracks_and_views_past_the_plan_caps_are_skipped_with_a_note(clip):
+    # the schema's maxItems (2 tracks, 8 views) failed the whole plan for one entry too many
+    tracks = [dict(GOOD_TRACK, points=[[0.1 * k, 0.5]]) for k in (1, 2, 3)]
+    views = [{"frames": [k]} for k in range(9)]
+    out, model, tracker = plan_run(clip, {"views": views, "tracks": tracks, "rationale": "check"})
+    assert out["result"].status == "scored", out["result"].reasons
+    assert len(model.calls_for("plan")) == 1
+    ex = out["exchanges"]
+    assert sum(1 for e in ex if e.get("overlay")) == 2 and tracker.calls == 2
+    assert [e["frames"] for e in ex if e["name"] == "view_frames"][:9] == [[k] for k in range(8)] + [[]]
+    assert any(e["text"].startswith("plan view 9 not run: a plan runs at most 8 views") for e in ex)
+    assert any(e["text"].startswith("plan track 3 not run: at most 2 track_motion runs per round") for e in ex)
+
+
+@pytest.mark.parametrize("track", [{"start_frame": 30, "end_frame": 5}, {"start_frame": 0, "end_frame": 500}])
+def test_a_reversed_or_overlong_stretch_is_tracked_within_the_clip(clip, track):
+    out, _, tracker = plan_run(clip, {"views": [], "tracks": [dict(track, points=[[0.3, 0.5]])], "rationale": "x"})
+    assert out["result"].status == "scored", out["result"].reasons
+    assert [e for e in out["exchanges"] if e.get("overlay")] and tracker.calls == 1
+
+
+def test_a_plan_with_skipped_entries_survives_the_stage_cache():
+    # the stage cache stores model_dump_json and validates it again: the entries kept as written must come back
+    from graph.schemas import FrameView, InspectionPlan, TrackRequest
+
+    plan = InspectionPlan.model_validate({"views": [{"frames": []}, {"frames": [3]}],
+                                          "tracks": ["x", {"start_frame": 1, "end_frame": 4}]})
+    again = InspectionPlan.model_validate_json(plan.model_dump_json(warnings="error"))
+    assert again == plan
+    assert [type(v) for v in again.views] == [dict, FrameView]
+    assert [type(t) for t in again.tracks] == [str, TrackRequest]
+
+
+def test_the_plan_and_tool_schemas_are_unchanged():
+    # stage-cache keys hash the JSON schema / tool specs sent to the model: these are the hashes from before
+    from graph.nodes.evidence import tool_specs
+    from graph.schemas import InspectionPlan
+
+    def sha(x: object) -> str:
+        return hashlib.sha256(json.dumps(x).encode()).hexdigest()
+
+    assert sha(InspectionPlan.model_json_schema()) == "75ac9683483e6bca64d02c42753df4b5cb7e87c9b3f28b316f91ce1021d082c6"
+    assert sha(tool_specs(True)) == "ee766cce28efa28f240e6686bcadb9fa20e379226a28815a8835f96f64ca7d81"
+
+
+def calls_reply(*calls: tuple[str, dict]) -> AIMessage:
+    return AIMessage(content="", tool_calls=[{"id": f"c{k}", "name": n, "args": a, "type": "tool_call"}
+                                             for k, (n, a) in enumerate(calls)])
+
+
+def test_track_motion_runs_at_most_twice_per_tools_round(clip):
+    # 20 track_motion calls in one reply ran 20 tracking jobs
+    tracks = [("track_motion", dict(GOOD_TRACK, points=[[0.04 * k + 0.1, 0.5]])) for k in range(5)]
+    script = full_script(inspect=[calls_reply(("view_frames", {"frames": [10]}), *tracks), "done"])
+    tracker = CountingTracker()
+    agent, _ = make_agent("full", script, tracker=tracker, motion_prefetch="off")
+    out = run(agent, clip)
+    assert out["result"].status == "scored", out["result"].reasons
+    ex = out["exchanges"]
+    assert len(ex) == 6 and tracker.calls == 2
+    assert [e["call_id"] for e in ex if e.get("overlay")] == ["c1", "c2"]
+    refused = [e for e in ex if "not run" in e["text"]]
+    assert [e["call_id"] for e in refused] == ["c3", "c4", "c5"]
+    assert all(e["frames"] == [] for e in refused)
+    assert refused[0]["text"].startswith("track_motion not run: at most 2 track_motion runs per round")
+
+
+def test_an_invalid_track_call_does_not_spend_the_rounds_cap(clip):
+    # a call answered "invalid arguments" ran nothing: the next two valid calls still run
+    calls = [("track_motion", {"start_frame": "ten", "end_frame": 20})]
+    calls += [("track_motion", dict(GOOD_TRACK, points=[[0.2 * k + 0.1, 0.5]])) for k in range(2)]
+    script = full_script(inspect=[calls_reply(*calls), "done"])
+    tracker = CountingTracker()
+    out = run(make_agent("full", script, tracker=tracker, motion_prefetch="off")[0], clip)
+    ex = out["exchanges"]
+    assert ex[0]["text"].startswith("invalid arguments for track_motion")
+    assert [e["call_id"] for e in ex if e.get("overlay")] == ["c1", "c2"] and tracker.calls == 2
+
+
+def test_the_cap_is_per_round(clip):
+    track = ("track_motion", GOOD_TRACK)
+    script = full_script(inspect=[calls_reply(track, track), calls_reply(track), "done"])
+    out = run(make_agent("full", script, tracker=CountingTracker(), motion_prefetch="off")[0], clip)
+    assert sum(1 for e in out["exchanges"] if e.get("overlay")) == 3
+    assert not [e for e in out["exchanges"] if "not run" in e["text"]]
+
+
+def test_the_plan_step_counts_what_ran(clip):
+    plan = {"views": [{"frames": []}, {"frames": [10, 20], "box": [0.1, 0.1, 0.6, 0.6]}],
+            "tracks": [{"start_frame": "x", "end_frame": 3}, GOOD_TRACK], "rationale": "check"}
+    out, _, _ = plan_run(clip, plan)
+    step = next(s for s in out["steps"] if s["node"] == "inspect")
+    assert step["decision"] == "plan: 1 view, 1 track executed; 2 not run (invalid or past the caps)"
