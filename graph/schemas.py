@@ -28,6 +28,7 @@ Decisions where the issue was silent:
 
 from __future__ import annotations
 
+import math
 from typing import Annotated, Any, Literal
 
 from pydantic import (
@@ -42,6 +43,7 @@ from pydantic import (
     WithJsonSchema,
     WrapSerializer,
     WrapValidator,
+    field_validator,
     model_validator,
 )
 
@@ -156,6 +158,15 @@ class FrameView(_Record):
     box: CropBox | None = Field(default=None, description="Optional crop [x0, y0, x1, y1] (see the instructions).")
 
 
+def no_nan(points: list[list[float]]) -> list[list[float]]:
+    """Track points without NaN, which is no position (JSON from a model may carry it; the tracker refuses it);
+    raises ValueError naming them. Infinity is left to the caller (moved to the frame's edge)."""
+    bad = [p for p in points if any(math.isnan(v) for v in p)]
+    if bad:
+        raise ValueError(f"points {bad} are not numbers (NaN)")
+    return points
+
+
 class TrackRequest(_Record):
     """Points to track through a stretch of frames."""
 
@@ -164,6 +175,13 @@ class TrackRequest(_Record):
     points: list[list[float]] = Field(default_factory=list, max_length=32,
                                       description="[x, y] points on start_frame (see the instructions); "
                                                   "empty = grid.")
+
+    @field_validator("points")
+    @classmethod
+    def _no_nan(cls, points: list[list[float]]) -> list[list[float]]:
+        """As track_motion's (`graph.nodes.evidence`): a NaN point makes the request invalid, skipped by plan mode
+        with the reason like any invalid entry (it ran into track_motion's check, answered without its label)."""
+        return no_nan(points)
 
 
 PLAN_VIEWS = 8

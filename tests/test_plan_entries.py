@@ -168,3 +168,23 @@ def test_the_plan_step_counts_what_ran(clip):
     out, _, _ = plan_run(clip, plan)
     step = next(s for s in out["steps"] if s["node"] == "inspect")
     assert step["decision"] == "plan: 1 view, 1 track executed; 2 not run (invalid or past the caps)"
+
+
+def test_a_plan_track_with_nan_points_is_skipped_like_the_other_invalid_entries(clip):
+    # TrackRequest took NaN and track_motion refused it: the answer lacked the "plan track k not run" label
+    bad = {"start_frame": 0, "end_frame": 20, "points": [[float("nan"), 0.5]]}
+    out, _, tracker = plan_run(clip, {"views": [], "tracks": [bad, GOOD_TRACK], "rationale": "x"})
+    ex = out["exchanges"]
+    assert ex[0]["text"].startswith("plan track 1 not run: invalid arguments for track_motion")
+    assert "NaN" in ex[0]["text"] and ex[1].get("overlay") and tracker.calls == 1
+
+
+@pytest.mark.parametrize("mode", ["tools", "plan"])
+def test_a_stretch_past_the_clip_says_it_was_clamped(clip, mode):
+    # frames past the clip were tracked within it without a word, in both modes
+    track = {"start_frame": 10, "end_frame": 500, "points": [[0.3, 0.5]]}
+    script = full_script(inspect=[calls_reply(("track_motion", track)), "done"],
+                         plan=[{"views": [], "tracks": [track], "rationale": "x"}])
+    out = run(make_agent("full", script, inspect_mode=mode, motion_prefetch="off")[0], clip)
+    text = next(e for e in out["exchanges"] if e.get("overlay"))["text"]
+    assert "stretch 10..500 clamped to the clip's frames 0..32" in text, text

@@ -35,13 +35,14 @@ Decisions where the issue was silent:
   tool raises while it runs is its failure: a fault, the run ineligible (graph.nodes.common). A catch-all `ValueError`
   around the tools answered a tracking failure (a ValueError mapping the tracks back to the clip, a bad
   frame-size setting) as the model's invalid arguments, and the run was scored without the evidence.
+- A track_motion stretch past the clip's last frame is tracked within the clip, and the result text says so
+  (it was clamped without a word).
 - The tracking itself (shared track jobs, query frame, sizes, overlays) is `graph.nodes.tracking`.
 """
 
 from __future__ import annotations
 
 import functools
-import math
 from typing import Any
 
 from langchain_core.utils.function_calling import convert_to_openai_tool
@@ -49,7 +50,7 @@ from pydantic import BaseModel, Field, ValidationError, field_validator
 
 from graph.context import RunContext
 from graph.nodes.tracking import query_index, track_frames, track_overlays
-from graph.schemas import CropBox
+from graph.schemas import CropBox, no_nan
 from graph.state import AgentState, ToolExchange
 from tools.sampling import FrameIndex
 
@@ -83,10 +84,7 @@ class track_motion(BaseModel):  # noqa: N801
     def _no_nan(cls, points: list[list[float]]) -> list[list[float]]:
         """NaN is no position (JSON from a model may carry it): refused here, it reached the tracker, which
         refused it, and the run was ineligible for the model's typo. Infinity is moved to the frame's edge."""
-        bad = [p for p in points if any(math.isnan(v) for v in p)]
-        if bad:
-            raise ValueError(f"points {bad} are not numbers (NaN)")
-        return points
+        return no_nan(points)
 
 
 @functools.cache
@@ -293,6 +291,9 @@ async def _track(state: AgentState, ctx: RunContext, exchanges: list[ToolExchang
     k = max(0, min(OVERLAY_FRAMES, room, len(idx)))
     shown = uniform_subset(idx, k)
     notes = [] if k >= min(OVERLAY_FRAMES, len(idx)) else [f"frame budget: {k} overlay frames"]
+    if max(request.start_frame, request.end_frame) > n - 1:  # tracked within the clip (track_frames)
+        notes.insert(0, f"stretch {int(request.start_frame)}..{int(request.end_frame)} clamped to the clip's "
+                        f"frames 0..{n - 1}")
     if (policy := allowance(state, ctx, exchanges)) is not None:  # a long clip: overlays are views too
         shown, more = overlay_frames(idx, shown, *policy, ctx.config.nearby_extra)
         notes += more
