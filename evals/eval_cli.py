@@ -212,13 +212,12 @@ def eval_report_command(
                                                 help="Trace database (default RAA_TRACES_PATH).")] = None,
     overwrite: Annotated[bool, typer.Option(help="Rewrite existing run reports.")] = False,
 ) -> None:
-    from evals.report_index import SummaryError, write_eval_index
-    from evals.table import TableRowError
+    from evals.report_index import input_errors, write_eval_index
 
     traces_path = traces or Path(_backbone_settings(require_endpoint=False).traces_path)
     try:
         index = write_eval_index(directory, traces_path=traces_path, overwrite=overwrite)
-    except (FileNotFoundError, TableRowError, SummaryError) as exc:
+    except input_errors() as exc:
         raise _fail(str(exc)) from exc
     except OSError as exc:  # DIR/reports or a page that cannot be written: one line, not a traceback
         raise _fail(f"cannot write the report pages in {directory}: {exc.strerror or exc}"

@@ -213,11 +213,18 @@ def stamped(row: dict[str, Any], scorer_id: dict[str, Any] | None) -> dict[str, 
 
 
 def read_results(path: Path) -> dict[tuple[str, str], dict]:
-    """Rows of an existing results.jsonl keyed by (path, preset); last row wins; bad lines are skipped."""
+    """Rows of an existing results.jsonl keyed by (path, preset); last row wins; bad lines are skipped. A file
+    that is not UTF-8 (not one this harness wrote: its rows are ASCII JSON) raises ManifestError naming it:
+    skipping it would let the compaction rewrite it without its rows."""
     rows: dict[tuple[str, str], dict] = {}
     if not path.is_file():
         return rows
-    for line in text_lines(path.read_text(encoding="utf-8")):
+    try:
+        text = path.read_text(encoding="utf-8")
+    except UnicodeDecodeError as exc:
+        raise ManifestError(f"{path} is not UTF-8 text (byte {exc.object[exc.start]:#04x} at offset {exc.start}): "
+                            "not a results file of `raa eval reward`; move it away or save it as UTF-8") from None
+    for line in text_lines(text):
         try:
             row = json.loads(line)
         except json.JSONDecodeError:

@@ -88,6 +88,19 @@ class SummaryError(ValueError):
     """DIR/summary.json cannot be read as the last run's scope (module docstring)."""
 
 
+def input_errors() -> tuple[type[Exception], ...]:
+    """What `write_eval_index` raises for inputs it cannot use, each with a message naming the file (`raa eval
+    report` prints it as one error line, exit 2): no results.jsonl; a results.jsonl that is not UTF-8
+    (`evals.reliability.ManifestError`) or holds a row the metrics cannot count (`TableRowError`); a
+    summary.json it cannot read (`SummaryError`); a trace database that is not one (`StoreError`: it was a
+    traceback)."""
+    from evals.reliability import ManifestError
+    from evals.table import TableRowError
+    from graph.stores import StoreError
+
+    return FileNotFoundError, TableRowError, SummaryError, ManifestError, StoreError
+
+
 def read_scope(summary: Path) -> tuple[set[str], set[str]] | None:
     """(clip paths, presets) of the last `raa eval reward` run from its summary.json; None when the file is
     absent or names no clips (older runs). Raises `SummaryError` naming the file when it is unreadable."""

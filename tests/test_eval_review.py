@@ -1,0 +1,63 @@
+"""Second review pass over evals/: error paths and statistics found wrong (one test per bug)."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from typer.testing import CliRunner
+
+import evals.eval_cli as eval_cli
+
+runner = CliRunner()
+
+
+def _eval_dir(tmp_path):
+    ev = tmp_path / "ev"
+    ev.mkdir()
+    row = {"path": str(tmp_path / "a.mp4"), "preset": "full", "label": "failure", "reward": 0.9, "status": "scored",
+           "run_id": "r1"}
+    (ev / "results.jsonl").write_text(json.dumps(row) + "\n")
+    return ev
+
+
+def test_eval_report_names_a_trace_file_that_is_not_a_database(tmp_path):
+    """`raa eval report DIR --traces FILE` with FILE not an SQLite database ended in a StoreError traceback
+    (exit 1); `raa report RUN` reports the same error as one line, exit 2."""
+    ev = _eval_dir(tmp_path)
+    bad = tmp_path / "bad.sqlite"
+    bad.write_text("not a database " * 100)
+    result = runner.invoke(eval_cli.eval_app, ["report", str(ev), "--traces", str(bad)])
+    assert result.exit_code == 2, (result.output, result.exception)
+    assert isinstance(result.exception, SystemExit)
+    assert result.output.startswith("error: ") and "bad.sqlite" in result.output
+    assert not (ev / "index.html").exists()
+
+
+def test_eval_report_names_a_results_file_that_is_not_utf8(tmp_path):
+    """A results.jsonl that is not UTF-8 (a Latin-1 export) ended `raa eval report` in a UnicodeDecodeError
+    traceback naming no file."""
+    ev = _eval_dir(tmp_path)
+    (ev / "results.jsonl").write_bytes(b'{"path": "caf\xe9.mp4", "preset": "full"}\n')
+    result = runner.invoke(eval_cli.eval_app, ["report", str(ev), "--traces", str(tmp_path / "none.sqlite")])
+    assert result.exit_code == 2, (result.output, result.exception)
+    assert isinstance(result.exception, SystemExit)
+    assert "results.jsonl" in result.output and "UTF-8" in result.output
+
+
+def test_reward_eval_refuses_a_results_file_that_is_not_utf8_without_rewriting_it(tmp_path):
+    """run_reward_eval on a DIR whose results.jsonl is not UTF-8 crashed with a bare UnicodeDecodeError; it
+    must raise a ManifestError naming the file and leave the file as it is (the compaction would drop it)."""
+    import asyncio
+
+    from evals.reliability import EvalClip, ManifestError, run_reward_eval
+
+    ev = tmp_path / "ev"
+    ev.mkdir()
+    data = b'{"path": "caf\xe9.mp4", "preset": "full"}\n'
+    (ev / "results.jsonl").write_bytes(data)
+    clip = EvalClip(str(tmp_path / "a.mp4"), "push", "failure", "-", "")
+    with pytest.raises(ManifestError, match="results.jsonl.*UTF-8"):
+        asyncio.run(run_reward_eval([clip], ["full"], ev, scorer=None, judge=None))  # type: ignore[arg-type]
+    assert (ev / "results.jsonl").read_bytes() == data
+
