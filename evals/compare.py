@@ -49,7 +49,9 @@ Decisions where the issue was silent:
   (and draw), so two presets' outputs of one manifest share no key; when their rows share video paths,
   ``hint`` suggests ``--pair-by path``.
 * The bootstrap uses ``numpy.random.default_rng(seed)`` with 10,000 resamples, so a report is
-  reproducible; with fewer than 2 pairs there is no interval (None). It draws the resamples in chunks of
+  reproducible; with fewer than 2 pairs there is no interval (None). The pairs are taken in the order of
+  their keys (as text), not in A's row order: score-batch writes rows as runs finish, and the same videos
+  in another order gave another interval for the same seed. It draws the resamples in chunks of
   rows (``BOOTSTRAP_CHUNK_VALUES`` indices at a time: 32 MB of indices plus 32 MB of gathered differences)
   instead of one (resamples x n) array, which at n = 10,000 pairs was 800 MB of indices and 800 MB more of
   gathered values. The generator makes the same draws in the same order whatever the chunking (numpy's
@@ -290,7 +292,7 @@ def compare(path_a: Path, path_b: Path, *, pair_by: str = "key", seed: int = 0,
     """Pair the rows of two score-batch outputs (of draw `draw` only, when given) and compare their rewards
     (see module docstring)."""
     (rows_a, bad_a), (rows_b, bad_b) = read_results(path_a, pair_by, draw), read_results(path_b, pair_by, draw)
-    shared = [k for k in rows_a if k in rows_b]
+    shared = sorted(k for k in rows_a if k in rows_b)  # not A's row order: the bootstrap's draws index the pairs
     kept = [(k, _reward(rows_a[k]), _reward(rows_b[k])) for k in shared]
     kept = [(k, ra, rb) for k, ra, rb in kept if ra is not None and rb is not None]
     ra = np.array([x[1] for x in kept], dtype=np.float64)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 
+import numpy as np
 import pytest
 from typer.testing import CliRunner
 
@@ -61,3 +62,32 @@ def test_reward_eval_refuses_a_results_file_that_is_not_utf8_without_rewriting_i
         asyncio.run(run_reward_eval([clip], ["full"], ev, scorer=None, judge=None))  # type: ignore[arg-type]
     assert (ev / "results.jsonl").read_bytes() == data
 
+
+def _score_rows(path, rewards):
+    """A score-batch output with rows in the given order (key -> reward), as `graph.batch` writes them."""
+    from graph.batch import read_manifest, result_line
+    from graph.schemas import RewardResult
+
+    manifest = path.with_suffix(".manifest.jsonl")
+    manifest.write_text("".join(json.dumps({"path": f"v/{k}.mp4", "instruction": "stack", "key": k}) + "\n"
+                                for k in rewards))
+    lines = [result_line(item, RewardResult(reward=r, status="zero" if r == 0 else "scored", preset="full"))
+             for item, r in zip(read_manifest(manifest, "full"), rewards.values(), strict=True)]
+    path.write_text("".join(line.rstrip("\n") + "\n" for line in lines))
+    return path
+
+
+def test_compare_interval_does_not_depend_on_row_order(tmp_path):
+    """The bootstrap resampled the paired differences in the order of A's rows, so the same two sets of videos
+    written in another order (score-batch writes rows as runs finish) gave another 95% interval."""
+    from evals.compare import compare
+
+    rng = np.random.default_rng(7)
+    keys = [f"k{i}" for i in range(12)]
+    ra, rb = dict(zip(keys, rng.uniform(0, 1, 12).round(3), strict=True)), dict(zip(keys, rng.uniform(0, 1, 12).round(3),
+                                                                                     strict=True))
+    b = _score_rows(tmp_path / "b.jsonl", rb)
+    first = compare(_score_rows(tmp_path / "a1.jsonl", ra), b)
+    reordered = compare(_score_rows(tmp_path / "a2.jsonl", {k: ra[k] for k in reversed(keys)}), b)
+    assert first.n == reordered.n == 12 and first.mean_diff == pytest.approx(reordered.mean_diff)
+    assert first.ci95 == reordered.ci95
