@@ -228,9 +228,15 @@ def _fmt(mean: float | None) -> str:
     return "-" if mean is None else f"{mean:.3f}"
 
 
+def md_cell(text: str) -> str:
+    """`text` as one Markdown table cell: a pipe escaped (it would end the cell and shift every later column),
+    line breaks as spaces (one would end the row). Judge names and manifest patterns are free text."""
+    return " ".join(text.replace("|", "\\|").splitlines())
+
+
 def render_markdown(metrics: Sequence[PresetMetrics], *, judge_name: str = "judge") -> str:
     """Table 2 layout (R / N (%), F+ / n_neg, P0 / n_prog), then reliability extras and mean rewards."""
-    judge_name = judge_name.replace("|", "\\|")  # a pipe in a model name would end the cell
+    judge_name = md_cell(judge_name)
     lines = [f"| Method | R / N (%) ↑ ({judge_name}) | F+ / n_neg ↓ | P0 / n_prog ↓ |", "| --- | --- | --- | --- |"]
     for m in metrics:
         lines.append(f"| {DISPLAY_NAMES[m.preset]} | {m.r_cell} | {m.f_cell} | {m.p_cell} |")
@@ -247,7 +253,7 @@ def render_markdown(metrics: Sequence[PresetMetrics], *, judge_name: str = "judg
         if not names:
             continue
         lines += ["", f"Mean reward by {title} (rows with a reward / rows):", "",
-                  "| Preset | " + " | ".join(names) + " |", "| --- |" + " --- |" * len(names)]
+                  "| Preset | " + " | ".join(map(md_cell, names)) + " |", "| --- |" + " --- |" * len(names)]
         for m in metrics:
             groups = getattr(m, attr)
             cells = [f"{_fmt(groups[n].mean)} ({groups[n].rewarded}/{groups[n].total})" if n in groups else ""

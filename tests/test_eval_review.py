@@ -91,3 +91,28 @@ def test_compare_interval_does_not_depend_on_row_order(tmp_path):
     reordered = compare(_score_rows(tmp_path / "a2.jsonl", {k: ra[k] for k in reversed(keys)}), b)
     assert first.n == reordered.n == 12 and first.mean_diff == pytest.approx(reordered.mean_diff)
     assert first.ci95 == reordered.ci95
+
+
+def _cells(line: str) -> list[str]:
+    """A Markdown table row's cells (a pipe escaped as \\| stays inside its cell)."""
+    import re
+
+    return [c.strip() for c in re.split(r"(?<!\\)\|", line.strip())[1:-1]]
+
+
+def test_markdown_table_keeps_its_columns_with_a_pipe_or_newline_in_a_pattern_name(tmp_path):
+    """A manifest pattern (free text) holding "|" added a column to the mean-reward-by-pattern header of
+    table.md, so every value below it sat under the wrong pattern; a newline cut the header in two."""
+    from evals.table import all_metrics, render_markdown
+
+    rows = [{"path": "a.mp4", "preset": "full", "label": "failure", "pattern": "push|pull", "reward": 0.25,
+             "status": "scored"},
+            {"path": "b.mp4", "preset": "full", "label": "failure", "pattern": "slide\nfast", "reward": 0.75,
+             "status": "scored"},
+            {"path": "c.mp4", "preset": "full", "label": "progress", "pattern": "zz", "reward": 0.5,
+             "status": "scored"}]
+    text = render_markdown(all_metrics(rows, ["full"]))
+    block = text.split("Mean reward by pattern")[1].strip().splitlines()[2:]
+    header, rule, values = block[0], block[1], block[2]
+    assert len(_cells(header)) == len(_cells(rule)) == len(_cells(values)) == 4
+    assert dict(zip(_cells(header), _cells(values), strict=True))["zz"] == "0.500 (1/1)"
