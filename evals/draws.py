@@ -115,7 +115,8 @@ class DrawsSummary:
     bad_lines: int = 0
     """Rows of manifest lines that named no clip (ineligible, in no clip)."""
     most_variable: list[dict[str, Any]] = field(default_factory=list)
-    """Up to 10 clips with the widest range: path, instruction, preset, rewards, statuses, range."""
+    """Up to 10 clips with the widest range (ties by path, then instruction): path, instruction, preset,
+    rewards, statuses, range."""
 
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -217,7 +218,7 @@ def summarize_draws(path: Path, preset: str | None = None) -> DrawsSummary:
         summary.between_std = None if between is None else math.sqrt(between)
         ranges = [c.range for c in multi]
         summary.mean_range, summary.max_range = float(np.mean(ranges)), max(ranges)
-        widest = sorted(multi, key=lambda c: -c.range)[:10]
+        widest = sorted(multi, key=lambda c: (-c.range, c.path, c.instruction))[:10]  # ties: not the file's order
         summary.most_variable = [{"path": c.path, "instruction": c.instruction, "preset": c.preset,
                                   "rewards": c.rewards, "statuses": c.statuses, "range": c.range} for c in widest]
     return summary

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -116,3 +117,29 @@ def test_markdown_table_keeps_its_columns_with_a_pipe_or_newline_in_a_pattern_na
     header, rule, values = block[0], block[1], block[2]
     assert len(_cells(header)) == len(_cells(rule)) == len(_cells(values)) == 4
     assert dict(zip(_cells(header), _cells(values), strict=True))["zz"] == "0.500 (1/1)"
+
+
+def _draw_rows(path, clips):
+    """A score-batch output holding draws 0 and 1 of each clip (name -> two rewards), clips in the given order."""
+    from graph.batch import read_manifest, result_line
+    from graph.schemas import RewardResult
+
+    manifest = path.with_suffix(".manifest.jsonl")
+    manifest.write_text("".join(json.dumps({"path": f"{k}.mp4", "instruction": "stack"}) + "\n" for k in clips))
+    lines = [result_line(item, RewardResult(reward=rewards[draw], status="scored", preset="full"))
+             for draw in range(2)
+             for item, rewards in zip(read_manifest(manifest, "full", draw), clips.values(), strict=True)]
+    path.write_text("".join(line + "\n" for line in lines))
+    return path
+
+
+def test_draws_most_variable_clips_do_not_depend_on_row_order(tmp_path):
+    """Clips of equal range were listed (and cut to the top 10) in the order the file happened to hold them,
+    so the same draws written in another order named other clips in most_variable."""
+    from evals.draws import summarize_draws
+
+    clips = {f"c{i:02d}": [0.25, 0.75] for i in range(12)}  # twelve clips of one range: the cut falls in a tie
+    forward = summarize_draws(_draw_rows(tmp_path / "f.jsonl", clips))
+    backward = summarize_draws(_draw_rows(tmp_path / "b.jsonl", dict(reversed(clips.items()))))
+    names = [[Path(c["path"]).name for c in s.most_variable] for s in (forward, backward)]
+    assert names[0] == names[1] == [f"c{i:02d}.mp4" for i in range(10)]
