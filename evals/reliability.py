@@ -213,25 +213,36 @@ def stamped(row: dict[str, Any], scorer_id: dict[str, Any] | None) -> dict[str, 
 
 
 def read_results(path: Path) -> dict[tuple[str, str], dict]:
-    """Rows of an existing results.jsonl keyed by (path, preset); last row wins; bad lines are skipped. A file
-    that is not UTF-8 (not one this harness wrote: its rows are ASCII JSON) raises ManifestError naming it:
-    skipping it would let the compaction rewrite it without its rows."""
+    """Rows of an existing results.jsonl keyed by (path, preset); last row wins; bad lines are skipped
+    (`results_rows`)."""
+    return results_rows(path)[0]
+
+
+def results_rows(path: Path) -> tuple[dict[tuple[str, str], dict], int]:
+    """Rows of an existing results.jsonl keyed by (path, preset) (last row wins) and how many non-blank lines
+    were skipped: not JSON (a line cut by a crash mid-write) or not a row with a string path and preset. A
+    file that is not UTF-8 (not one this harness wrote: its rows are ASCII JSON) raises ManifestError naming
+    it: skipping it would let the compaction rewrite it without its rows."""
     rows: dict[tuple[str, str], dict] = {}
     if not path.is_file():
-        return rows
+        return rows, 0
     try:
         text = path.read_text(encoding="utf-8")
     except UnicodeDecodeError as exc:
         raise ManifestError(f"{path} is not UTF-8 text (byte {exc.object[exc.start]:#04x} at offset {exc.start}): "
                             "not a results file of `raa eval reward`; move it away or save it as UTF-8") from None
+    skipped = 0
     for line in text_lines(text):
         try:
             row = json.loads(line)
         except json.JSONDecodeError:
-            continue  # a line cut by a crash mid-write
+            skipped += bool(line.strip())  # a line cut by a crash mid-write
+            continue
         if isinstance(row, dict) and isinstance(row.get("path"), str) and isinstance(row.get("preset"), str):
             rows[(row["path"], row["preset"])] = row
-    return rows
+        else:
+            skipped += 1
+    return rows, skipped
 
 
 async def run_reward_eval(clips: Sequence[EvalClip], presets: Sequence[str], out_dir: str | Path,

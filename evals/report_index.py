@@ -13,6 +13,8 @@ Decisions where the issue was silent:
 - Reports already present in DIR/reports are not rewritten unless `overwrite=True` (rerunning is cheap).
   So every page is written atomically (`tools.jsonl.write_text_atomic`): a report cut by a crash or a full
   disk was kept, cut, by every later run.
+- A line of results.jsonl that is not a result row (not JSON, or no path and preset) is skipped, and the
+  page's header line says how many were: its clip and preset would otherwise leave N without a word.
 - A summary.json that cannot be read (not UTF-8 JSON, not an object, or `paths` / `presets` that are not
   lists of strings: a hand edit, a copy cut short) is a `SummaryError` naming the file, and `raa eval
   report` exits 2 before writing anything. It is not skipped with a warning: without it the page would
@@ -128,14 +130,15 @@ def write_eval_index(out_dir: str | Path, *, traces_path: str | Path | None = No
                      tracker: MotionTracker | None = None, overwrite: bool = False,
                      on_report: Callable[[Path], None] | None = None) -> Path:
     """Write DIR/index.html (and DIR/reports/*.html for runs found in `traces_path`); returns the index path."""
-    from evals.reliability import read_results
+    from evals.reliability import results_rows
     from evals.report import render_run_report, safe_name
 
     out = Path(out_dir)
     results = out / "results.jsonl"
     if not results.is_file():
         raise FileNotFoundError(f"no evaluation results in {out} (expected {results})")
-    rows = list(read_results(results).values())
+    keyed, skipped = results_rows(results)
+    rows = list(keyed.values())
     scope = read_scope(out / "summary.json")
     if scope is not None:  # the last run's table
         paths, chosen = scope
@@ -191,6 +194,9 @@ def write_eval_index(out_dir: str | Path, *, traces_path: str | Path | None = No
         if unreadable:
             shown = ", ".join(unreadable[:5]) + (", ..." if len(unreadable) > 5 else "")
             note += f"; {len(unreadable)} run{'s' if len(unreadable) > 1 else ''} could not be read ({shown})"
+    if skipped:  # their clips and presets are not in the table: say so rather than shrink N silently
+        note += f"; {skipped} line{'s' if skipped > 1 else ''} of results.jsonl {'are' if skipped > 1 else 'is'} " \
+                "not result rows (skipped)"
     body = (f"<h1 id=\"eval-header\">Reward reliability: {esc(out.name)}</h1>"
             f"<div class=\"muted\">{len(clips)} clips × {len(presets)} presets · {esc(note)}</div>"
             + _table_html(metrics)

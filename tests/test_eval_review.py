@@ -143,3 +143,16 @@ def test_draws_most_variable_clips_do_not_depend_on_row_order(tmp_path):
     backward = summarize_draws(_draw_rows(tmp_path / "b.jsonl", dict(reversed(clips.items()))))
     names = [[Path(c["path"]).name for c in s.most_variable] for s in (forward, backward)]
     assert names[0] == names[1] == [f"c{i:02d}.mp4" for i in range(10)]
+
+
+def test_eval_report_says_how_many_results_lines_it_skipped(tmp_path):
+    """A line of results.jsonl that is not a result row (a hand edit, a BOM, another tool's line) was dropped
+    from the index page without a word, so its clip and preset silently left N."""
+    from evals.report_index import write_eval_index
+
+    ev = _eval_dir(tmp_path)
+    good = (ev / "results.jsonl").read_text()
+    (ev / "results.jsonl").write_text('{"path": "b.mp4", "preset": "full", "reward": 0.5,\n' + good + "[1, 2]\n")
+    page = write_eval_index(ev).read_text()
+    assert "2 lines of results.jsonl are not result rows" in page
+    assert "a.mp4" in page
