@@ -197,12 +197,13 @@ def write_eval_index(out_dir: str | Path, *, traces_path: str | Path | None = No
     if skipped:  # their clips and presets are not in the table: say so rather than shrink N silently
         note += f"; {skipped} line{'s' if skipped > 1 else ''} of results.jsonl {'are' if skipped > 1 else 'is'} " \
                 "not result rows (skipped)"
-    body = (f"<h1 id=\"eval-header\">Reward reliability: {esc(out.name)}</h1>"
+    name = out.resolve().name  # "." (run inside the folder) has no name of its own
+    body = (f"<h1 id=\"eval-header\">Reward reliability: {esc(name)}</h1>"
             f"<div class=\"muted\">{len(clips)} clips × {len(presets)} presets · {esc(note)}</div>"
             + _table_html(metrics)
             + section("clips", "Clips (reward, status, judge verdict; click for the run report)",
                       table(["clip", "label", "pattern", "instruction", *presets], clip_rows, table_id="clip-table",
                             raw=True)))
     index = out / "index.html"
-    write_text_atomic(index, page(f"Evaluation {out.name}", body))
+    write_text_atomic(index, page(f"Evaluation {name}", body))
     return index

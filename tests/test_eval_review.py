@@ -156,3 +156,14 @@ def test_eval_report_says_how_many_results_lines_it_skipped(tmp_path):
     page = write_eval_index(ev).read_text()
     assert "2 lines of results.jsonl are not result rows" in page
     assert "a.mp4" in page
+
+
+def test_eval_report_of_the_current_folder_names_it(tmp_path, monkeypatch):
+    """`raa eval report .` (run inside the evaluation folder) titled the page "Evaluation " and its header
+    "Reward reliability: ": Path(".").name is empty."""
+    from evals.report_index import write_eval_index
+
+    ev = _eval_dir(tmp_path)
+    monkeypatch.chdir(ev)
+    page = write_eval_index(Path(".")).read_text()
+    assert "<title>Evaluation ev</title>" in page and "Reward reliability: ev</h1>" in page
