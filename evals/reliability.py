@@ -224,6 +224,8 @@ def results_rows(path: Path) -> tuple[dict[tuple[str, str], dict], int]:
     file that is not UTF-8 (not one this harness wrote: its rows are ASCII JSON) raises ManifestError naming
     it: skipping it would let the compaction rewrite it without its rows."""
     rows: dict[tuple[str, str], dict] = {}
+    if path.exists() and not path.is_file():  # the run appends to it: that failed with a bare IsADirectoryError
+        raise ManifestError(f"{path} is not a file: results are written there; move it away or choose another --out")
     if not path.is_file():
         return rows, 0
     try:

@@ -167,3 +167,17 @@ def test_eval_report_of_the_current_folder_names_it(tmp_path, monkeypatch):
     monkeypatch.chdir(ev)
     page = write_eval_index(Path(".")).read_text()
     assert "<title>Evaluation ev</title>" in page and "Reward reliability: ev</h1>" in page
+
+
+def test_reward_eval_names_a_results_path_that_is_a_folder(tmp_path):
+    """DIR/results.jsonl a folder: `raa eval reward` ended in an IsADirectoryError traceback (it opens the file
+    to append); now a ManifestError naming it, which the CLI prints as one line."""
+    import asyncio
+
+    from evals.reliability import EvalClip, ManifestError, run_reward_eval
+
+    ev = tmp_path / "ev"
+    (ev / "results.jsonl").mkdir(parents=True)
+    clip = EvalClip(str(tmp_path / "a.mp4"), "push", "failure", "-", "")
+    with pytest.raises(ManifestError, match="results.jsonl is not a file"):
+        asyncio.run(run_reward_eval([clip], ["full"], ev, scorer=None, judge=None))  # type: ignore[arg-type]
