@@ -201,6 +201,9 @@ def reward_command(
         _console().print(f"{len(unjudged)} output(s) could not be judged; first: "
                          f"{(unjudged[0].get('judge') or {}).get('rationale') or 'no reason recorded'}",
                          style="yellow", highlight=False)
+    if outcome.unreadable:
+        _console().print(f"{outcome.unreadable} line(s) of results.jsonl were not result rows and were dropped "
+                         "(their clips were scored again)", style="yellow", highlight=False)
     _console().print(f"scored {outcome.scored}, re-judged {outcome.rejudged}; wrote {out / 'table.md'}, "
                f"{out / 'table.csv'}, {out / 'results.jsonl'}; HTML: raa eval report {out}")
 

@@ -161,6 +161,9 @@ class RewardEvalOutcome:
     no judge is configured)."""
     out_dir: Path
     """Output folder."""
+    unreadable: int = 0
+    """Lines of the existing results.jsonl that were not result rows (a write cut by a crash, an edit gone
+    wrong): their clips were scored again and the rewritten file no longer holds them."""
 
 
 def clip_version(path: str) -> list[int] | None:
@@ -261,7 +264,7 @@ async def run_reward_eval(clips: Sequence[EvalClip], presets: Sequence[str], out
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     results_path = out / "results.jsonl"
-    existing = read_results(results_path)
+    existing, unreadable = results_rows(results_path)
     if scorer_id is not None and (problem := scorer_conflict(
             str(results_path), [(f"{Path(p).name} ({k})", r.get("status"), r.get("scorer"))
                                 for (p, k), r in existing.items()], scorer_id)):
@@ -343,7 +346,7 @@ async def run_reward_eval(clips: Sequence[EvalClip], presets: Sequence[str], out
     write_text_atomic(out / "summary.json", json.dumps({"presets": order, "clips": len(clips), "judge": verdicts_by(rows, judge_name),
                                                     "paths": [c.path for c in clips],
                                                     "metrics": metrics_as_dicts(metrics)}, indent=2))
-    return RewardEvalOutcome(metrics, rows, counters["scored"], counters["rejudged"], out)
+    return RewardEvalOutcome(metrics, rows, counters["scored"], counters["rejudged"], out, unreadable)
 
 
 def verdicts_by(rows: Sequence[dict[str, Any]], judge_name: str) -> str:

@@ -371,3 +371,19 @@ def test_a_damaged_results_row_is_scored_again_not_a_crash(tmp_path, damage):
     out = asyncio.run(run_reward_eval(clips[:2], ["full"], tmp_path, scorer, _judge()))
     assert scorer.calls == [("full", ["c1"])] and out.scored == 1
     assert [r["reward"] for r in out.rows] == [0.9, 0.0] and out.metrics[0].r == 2
+
+
+def test_lines_that_are_not_result_rows_are_counted_when_dropped(tmp_path):
+    """A line of results.jsonl that is not a result row (cut by a crash, an edit gone wrong) is scored again
+    and the rewritten file drops it; the outcome says how many went, so the CLI can say so."""
+    clips, scorer = _clips(tmp_path), FakeScorer()
+    asyncio.run(run_reward_eval(clips[:2], ["full"], tmp_path, scorer, _judge()))
+    path = tmp_path / "results.jsonl"
+    lines = path.read_text().splitlines()
+    path.write_text(lines[0][:20] + "\n" + "not json either\n" + lines[1] + "\n")
+    scorer.calls.clear()
+    out = asyncio.run(run_reward_eval(clips[:2], ["full"], tmp_path, scorer, _judge()))
+    assert out.unreadable == 2 and scorer.calls == [("full", ["c1"])]
+    assert len(path.read_text().splitlines()) == 2
+    again = asyncio.run(run_reward_eval(clips[:2], ["full"], tmp_path, scorer, _judge()))
+    assert again.unreadable == 0
