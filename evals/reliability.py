@@ -41,7 +41,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 from evals.judge import JudgeVerdict, RewardJudge, explanation
 from evals.table import all_metrics, finite, metrics_as_dicts, ordered_presets, render_csv, render_markdown
 from graph.schemas import RewardResult
-from tools.jsonl import mend_tail, text_lines, write_text_atomic
+from tools.jsonl import mend_tail, read_text, text_lines, write_text_atomic
 
 if TYPE_CHECKING:  # pragma: no cover
     from langchain_core.language_models import BaseChatModel
@@ -232,7 +232,7 @@ def results_rows(path: Path) -> tuple[dict[tuple[str, str], dict], int]:
     if not path.is_file():
         return rows, 0
     try:
-        text = path.read_text(encoding="utf-8")
+        text = read_text(path)  # a leading BOM skipped
     except UnicodeDecodeError as exc:
         raise ManifestError(f"{path} is not UTF-8 text (byte {exc.object[exc.start]:#04x} at offset {exc.start}): "
                             "not a results file of `raa eval reward`; move it away or save it as UTF-8") from None

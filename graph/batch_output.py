@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from tools.jsonl import mend_tail, strict_dumps, text_lines, written_file
+from tools.jsonl import decode_text, mend_tail, strict_dumps, text_lines, written_file
 
 
 class OutputBusy(RuntimeError):
@@ -72,10 +72,11 @@ def read_output(out: Path) -> Output:
     stamp = file_stamp(out)
     if stamp is None:
         return Output(out, [], [], None, None)
+    data = out.read_bytes()
     try:
-        lines = text_lines(out.read_bytes().decode("utf-8"))
-    except UnicodeDecodeError as exc:
-        return Output(out, [], [], exc.start, stamp)
+        lines = text_lines(decode_text(data))  # a byte-order mark skipped (tools.jsonl)
+    except UnicodeDecodeError as exc:  # its offset is past the mark: the file's own byte is named
+        return Output(out, [], [], exc.start + len(data) - len(exc.object), stamp)
     values = []
     for line in lines:
         try:

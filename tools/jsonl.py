@@ -2,7 +2,7 @@
 names its place (`PATH:N`). Shared by the readers that refuse a broken file rather than skip its lines
 (`training.data.load_prompts`, `evals.compare.read_results`, `evals.vqa.load_vqa_manifest`).
 `evals.clipsuite.load_manifest` keeps its own loop: its errors say "PATH line N", which its tests and
-users' scripts read. A UTF-8 byte-order mark at the start of a file (Windows editors, PowerShell) is skipped. Leniently (`json_objects`), for a log another process may be appending to:
+users' scripts read. Leniently (`json_objects`), for a log another process may be appending to:
 lines that are not JSON objects are skipped and counted (`training.best`, `training.report`).
 
 Lines are split at "\n" only (`text_lines`): `str.splitlines` also splits at U+2028, U+2029, U+0085 and
@@ -13,7 +13,12 @@ does the same from the lines it read already).
 
 Writing (`strict_dumps`): JSON for other programs to read (`raa score-batch` rows, `raa trace --json`,
 `raa runs --json`) writes a NaN or infinite number as null: `json.dumps` writes `NaN` / `Infinity`, which
-are not JSON, and strict readers (JavaScript, jq, Go, Rust's serde) refuse the whole line."""
+are not JSON, and strict readers (JavaScript, jq, Go, Rust's serde) refuse the whole line.
+
+A UTF-8 byte-order mark at the start of a file (Windows editors, PowerShell) is skipped by every reader here
+and by the repo's other JSONL readers (`read_text` / `decode_text`, "utf-8-sig"): read as part of the first line,
+that line was no JSON and its row was lost (a `raa score-batch` resume scored the first clip again, and
+`keep_rows` / `mend_tail` deleted it). A file rewritten (`keep_rows`) loses its mark."""
 
 from __future__ import annotations
 
@@ -23,6 +28,17 @@ import os
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
+
+
+def decode_text(data: bytes, errors: str = "strict") -> str:
+    """The text of a JSONL file's bytes: UTF-8, a leading byte-order mark skipped (module docstring);
+    UnicodeDecodeError (with `errors="strict"`) where it is not UTF-8."""
+    return data.decode("utf-8-sig", errors)
+
+
+def read_text(path: Path, errors: str = "strict") -> str:
+    """`decode_text` of the file at `path`."""
+    return decode_text(path.read_bytes(), errors)
 
 
 def text_lines(text: str) -> list[str]:
@@ -41,7 +57,7 @@ def keep_rows(path: Path, keep: Callable[[Any], bool]) -> int:
     Returns the number of lines dropped."""
     if not path.is_file():
         return 0
-    lines = text_lines(path.read_text(encoding="utf-8"))
+    lines = text_lines(read_text(path))
     kept = []
     for line in lines:
         try:
@@ -98,7 +114,7 @@ def mend_tail(path: Path) -> None:
             end = start
         fh.seek(cut)
         try:
-            json.loads(fh.read().decode("utf-8"))
+            json.loads(fh.read().decode("utf-8-sig" if cut == 0 else "utf-8"))  # a first line: its mark skipped
         except ValueError:
             fh.truncate(cut)
             return
@@ -111,7 +127,7 @@ def json_lines(path: Path, error: Callable[[str], Exception]) -> Iterator[tuple[
     raised for a line that does not parse, and `error("PATH:N: not UTF-8 text (...)")` for a file that is not
     UTF-8 (a Latin-1 export: the bare UnicodeDecodeError named no file)."""
     try:
-        text = path.read_text(encoding="utf-8-sig")
+        text = read_text(path)
     except UnicodeDecodeError as exc:
         before = exc.object[:exc.start]
         line, column = before.count(b"\n") + 1, exc.start - before.rfind(b"\n")
@@ -135,7 +151,7 @@ def json_objects(path: Path) -> tuple[list[dict[str, Any]], int]:
         return [], 0
     rows: list[dict[str, Any]] = []
     skipped = 0
-    for line in text_lines(path.read_text(encoding="utf-8", errors="replace")):
+    for line in text_lines(read_text(path, errors="replace")):
         try:
             row = json.loads(line)
         except ValueError:

@@ -63,7 +63,7 @@ from torch import Tensor
 from policy.rollout import RolloutConfig, RolloutConfigError, initial_noise, rollout, sample_ode
 from policy.vae import NonFiniteLatentsError
 from policy.world_model import Conditioning, FlowWorldModel
-from tools.jsonl import text_lines
+from tools.jsonl import read_text, text_lines
 from tools.video import write_video
 from training.config import PromptSpec, TrainConfig
 from training.data import SAMPLE_NOISE, load_prompts, sample_seed
@@ -295,7 +295,7 @@ def _resume(manifest: Path) -> set[str]:
     if not manifest.exists():
         return set()
     keys, kept = set(), []
-    lines = text_lines(manifest.read_text(encoding="utf-8"))
+    lines = text_lines(read_text(manifest))
     for line in lines:
         try:
             row = json.loads(line)

@@ -58,7 +58,7 @@ from typing import Any
 
 import torch.distributed as dist
 
-from tools.jsonl import keep_rows, mend_tail
+from tools.jsonl import keep_rows, mend_tail, read_text, text_lines
 from training.finite import finite_number
 from training.reward_outcome import sum_usage
 from training.wandb_log import WandbRun
@@ -199,7 +199,7 @@ def rows_of(path: Path, iteration: int) -> list[dict[str, Any]]:
     if not path.is_file():
         return []
     rows = []
-    for line in path.read_text().splitlines():
+    for line in text_lines(read_text(path)):  # split as tools.jsonl does, a byte-order mark skipped
         try:
             row = json.loads(line)
         except ValueError:
