@@ -128,6 +128,16 @@ _RUNNING: set[tuple[int, str] | None] = set()
 _RUNNING_LOCK = threading.Lock()
 
 
+def _forget_running() -> None:
+    """In a forked child: none of the parent's runs is in progress here, and its lock may have been held at the
+    fork (`graph.frame_fork`)."""
+    global _RUNNING, _RUNNING_LOCK
+    _RUNNING, _RUNNING_LOCK = set(), threading.Lock()
+
+
+os.register_at_fork(after_in_child=_forget_running)
+
+
 UNSAVED_TRACE = "trace: the run's trace was not saved"
 """How the note of a result whose trace could not be saved begins (`unsaved_trace`)."""
 

@@ -74,6 +74,7 @@ from langchain_core.messages import AIMessage, BaseMessage, ToolMessage
 from pydantic import BaseModel
 
 from graph.flights import Flights
+from graph.frame_fork import abandon, watch
 from graph.stores import (
     CACHE_TABLES,
     connect_wal,
@@ -332,6 +333,20 @@ class StageCache:
         self._flights = Flights()
         self.hits = 0
         self.misses = 0
+        watch(self)  # own connection and no flights in a forked child (`after_fork`)
+
+    def after_fork(self) -> None:
+        """In a forked child: its own connection to the file, fresh lock, no in-flight stage calls of the parent's
+        (why: `graph.frame_fork`). Opening takes no lock; one that fails leaves the store in memory."""
+        self._lock = threading.Lock()
+        self._flights = Flights()
+        if self._conn is not None:
+            abandon(self._conn)
+            try:
+                self._conn = sqlite3.connect(str(self.path), check_same_thread=False, isolation_level=None,
+                                             timeout=5.0)
+            except sqlite3.Error:
+                self._conn = None
 
     def get(self, key: str) -> str | None:
         """The stored value for `key`, or None."""

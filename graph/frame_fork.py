@@ -1,4 +1,5 @@
-"""Frame caches in a forked child (`graph.frame_store.FrameStore`).
+"""Frame caches and SQLite stores in a forked child (`graph.frame_store.FrameStore`, `graph.cache.StageCache`, the
+trace saver of `graph.tracing.open_saver`).
 
 A process that forks after its agent has worked (`multiprocessing`'s default start method on Linux: a script
 that scores a clip, then maps its clips over a pool whose workers score with the same module-level agent) gives
@@ -17,6 +18,17 @@ and readers stay (a reader's reads after its first open their own demuxer; a fir
 whose scan demuxer the parent had not used yet shares that open file with the parent, which matters only if both
 read it at once). The hook only assigns: it takes no lock. It is registered when the first store is made, not at
 import (as graph/workers.py does).
+
+The same hook resets the SQLite stores an agent holds, which the child inherited the same way: the stage cache
+(`graph.cache.StageCache`) and the trace checkpointer (`graph.tracing.open_saver`). SQLite connections must not
+be used across fork (sqlite.org "How To Corrupt An SQLite Database File", 2.6): the child's reads and writes went
+through the parent's open file, its locks and its page cache. In the child each store opens its own connection to
+the same file (a plain `sqlite3.connect`, which takes no lock: the file is already set up), and the inherited one
+is kept referenced, never closed (`abandon`): closing it in the child could checkpoint or remove the WAL the
+parent still uses. The stage cache also drops its in-flight stage calls (`graph.flights.Flights`): their holders
+are tasks of the parent's event loop, which do not exist in the child, and a guard lock held at the fork would
+stay held; `graph.api` forgets the run ids the parent had in flight (its runs do not exist in the child; the
+trace database's claims, per process, still refuse an id another process runs).
 """
 
 from __future__ import annotations
@@ -24,15 +36,28 @@ from __future__ import annotations
 import os
 import threading
 import weakref
-from typing import Any
+from typing import Any, Protocol
 
 _STORES: weakref.WeakSet = weakref.WeakSet()
 _LOCK = threading.Lock()
 _HOOKED = False
+_ABANDONED: list[Any] = []
+"""Connections inherited over fork, kept from being closed in the child (module docstring)."""
 
 
-def watch(store: Any) -> None:
-    """Have `store` (a FrameStore) call its `after_fork` in every child this process forks from now on."""
+class ForkAware(Protocol):
+    def after_fork(self) -> None:
+        """Reset what the child cannot use of the parent's (locks, jobs, connections); takes no lock."""
+
+
+def abandon(conn: Any) -> None:
+    """Keep `conn`, a connection inherited over fork, referenced for the child's life: never used, never closed."""
+    _ABANDONED.append(conn)
+
+
+def watch(store: ForkAware) -> None:
+    """Have `store` (a FrameStore, a StageCache, a trace saver) call its `after_fork` in every child this process
+    forks from now on."""
     global _HOOKED
     with _LOCK:
         if not _HOOKED:

@@ -33,7 +33,8 @@ from __future__ import annotations
 
 import re
 import sqlite3
-from collections.abc import AsyncIterator, Iterable, Iterator
+import threading
+from collections.abc import AsyncIterator, Callable, Iterable, Iterator
 from contextlib import asynccontextmanager, contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -45,6 +46,7 @@ from langgraph.checkpoint.sqlite import SqliteSaver
 from langgraph.checkpoint.sqlite.aio import AsyncSqliteSaver
 from pydantic import BaseModel
 
+from graph.frame_fork import abandon, watch
 from graph.state import AgentState
 from graph.stores import (
     TABLES_SQL,
@@ -88,12 +90,34 @@ def open_saver(path: str | Path | None, *, read_only: bool = False) -> SqliteSav
         ensure_parent(target)
         conn = sqlite3.connect(target, check_same_thread=False, timeout=TRACE_WAIT_S)
         refuse_other_database(conn, "trace database", TRACE_TABLES)
-        saver = SqliteSaver(conn, serde=traces_serde())
+        saver = _TraceSaver(conn, serde=traces_serde())
         retry_locked(conn, saver.setup)  # another process may be setting up the same new file
+    if target != ":memory:":  # an in-memory database cannot be opened again: the child's copy is its own
+        saver.reopen = lambda: sqlite3.connect(target, check_same_thread=False, timeout=TRACE_WAIT_S)
+        watch(saver)
     return saver
 
 
-class _ReadingSaver(SqliteSaver):
+class _TraceSaver(SqliteSaver):
+    """A SqliteSaver that opens its own connection in a forked child (`graph.frame_fork`)."""
+
+    reopen: Callable[[], sqlite3.Connection] | None = None
+    """A new connection to the saver's file; None for an in-memory database."""
+
+    def after_fork(self) -> None:
+        """In a forked child: fresh lock, and its own connection (the inherited one is never used nor closed).
+        Opening takes no lock; one that fails leaves the inherited one (the child's trace writes may fail)."""
+        self.lock = threading.Lock()
+        if self.reopen is not None:
+            try:
+                conn = self.reopen()
+            except sqlite3.Error:
+                return
+            abandon(self.conn)
+            self.conn = conn
+
+
+class _ReadingSaver(_TraceSaver):
     """A SqliteSaver on a read-only connection whose setup writes nothing: SqliteSaver's own switches the
     file to WAL and adds a column, which a file this process may not write refused. An SQLite error while it
     reads (damaged data pages, which opening the file does not touch) is a StoreError naming the file."""
@@ -123,6 +147,8 @@ def _open_reader(target: str) -> SqliteSaver:
         saver = _ReadingSaver(conn, serde=traces_serde())
         saver.path = target
         saver.setup()
+    saver.reopen = lambda: connect_read_only(target, "trace database", TRACE_TABLES)
+    watch(saver)
     return saver
 
 

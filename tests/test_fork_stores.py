@@ -1,0 +1,65 @@
+"""A child forked while an agent's stores are open (a script that scores, then maps clips over a fork pool)
+opens its own SQLite connections (SQLite connections must not be used across fork) and starts without the
+parent's in-flight stage calls and run ids. Each scenario runs in a fresh interpreter with a timeout, so a
+regression fails instead of hanging the suite."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+
+SCENARIO = textwrap.dedent("""
+    import asyncio, os, sys
+    from graph import api
+    from graph.cache import StageCache
+    from graph.tracing import open_saver
+
+    folder = sys.argv[1]
+    cache = StageCache(folder + "/cache.sqlite")
+    saver = open_saver(folder + "/traces.sqlite")
+    conns = (cache._conn, saver.conn)
+
+    async def main():
+        started, release = asyncio.Event(), asyncio.Event()
+
+        async def compute():
+            started.set()
+            await release.wait()
+            return 1
+
+        task = asyncio.create_task(cache._flights.run("k", compute))
+        await started.wait()
+        with api._RUNNING_LOCK:
+            api._RUNNING.add((id(saver), "r1"))
+        pid = os.fork()
+        if pid == 0:
+            problems = []
+            if len(cache._flights):
+                problems.append("inherited flights")
+            if cache._conn is conns[0] or saver.conn is conns[1]:
+                problems.append("inherited connection")
+            if api._RUNNING:
+                problems.append("inherited running ids")
+            cache.put("a", "b")
+            if cache.get("a") != "b" or saver.conn.execute("SELECT 1").fetchone() != (1,):
+                problems.append("no working connection")
+            print(problems, flush=True)
+            os._exit(0 if not problems else 3)
+        _, status = os.waitpid(pid, 0)
+        release.set()
+        await task
+        assert cache.get("a") == "b" and len(cache._flights) == 0  # the parent's own store goes on
+        return os.waitstatus_to_exitcode(status)
+
+    sys.exit(asyncio.run(main()))
+""")
+
+
+def test_a_forked_child_opens_its_own_stores_and_forgets_the_parents_flights(tmp_path):
+    proc = subprocess.run([sys.executable, "-W", "ignore", "-c", SCENARIO, str(tmp_path)], cwd=ROOT,
+                          capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
