@@ -28,6 +28,9 @@ Decisions where the issue was silent:
   Two processes sharing a trace file claim the id in it for the run (`graph.run_claims`): the second is
   refused with "run id ... is already running in process N on HOST" (with `durability="exit"` nothing
   was written until the end, so the other's run went unseen and the later trace replaced the earlier).
+  Such a refusal (`refused_running`) says that this call was refused and which run holds the id (another run
+  in this process, or the process, host and claim time of the other), and its result has no `run_id`: the id
+  names the other run's trace, which `raa trace` on the refused result's id showed as if it were its own.
 - A graph-level exception that escapes the nodes (should not happen) still yields an ineligible
   result with the exception type and message as the reason.
 - Checkpoints are written once per run, when it ends (`durability="exit"`, the default of
@@ -148,6 +151,16 @@ def ineligible_result(preset: str, reason: str, run_id: str = "") -> RewardResul
     return RewardResult(status="ineligible", reward=None, reasons=[reason], run_id=run_id, preset=preset)
 
 
+def refused_running(preset: str, run_id: str, process: str | None) -> RewardResult:
+    """The result of a call refused because another run holds `run_id`: a run in this process (`process` None)
+    or in `process` ("process N on HOST (since T)", `graph.run_claims.claim`). No run, no trace, no run id of
+    its own (module docstring)."""
+    where, holder = ("", "another run in this process") if process is None else (f" in {process}", "that run")
+    return ineligible_result(preset, f"run id {run_id!r} is already running{where}: this call was refused and ran "
+                             f"nothing; {holder} holds it (that run's trace is {run_id!r}, this call has none); "
+                             "use a new run id")
+
+
 UpdateSink = Callable[[str, Any], None]
 """Called with (node name, its state update) as each node of a streamed run ends (`arun_agent`'s `on_update`)."""
 
@@ -164,7 +177,7 @@ async def arun_agent(agent: Any, video: str, instruction: str, run_id: str, pres
     claim = (id(agent.checkpointer), run_id) if agent.checkpointer else None
     with _RUNNING_LOCK:
         if claim in _RUNNING:
-            return ineligible_result(preset, f"run id {run_id!r} is already running; use a new run id", run_id)
+            return refused_running(preset, run_id, None)
         if claim is not None:
             _RUNNING.add(claim)
     try:
@@ -188,8 +201,7 @@ async def _run_claimed(agent: Any, video: str, instruction: str, run_id: str, pr
         return ineligible_result(preset, f"agent: run id {run_id!r} could not be claimed in the trace database "
                                  f"({type(exc).__name__}: {exc})", run_id)
     if holder is not None:
-        return ineligible_result(preset, f"run id {run_id!r} is already running in {holder}; use a new run id",
-                                 run_id)
+        return refused_running(preset, run_id, holder)
     saved = True
     try:
         result = await _run_agent(agent, video, instruction, run_id, preset, config, durability, file, on_update)

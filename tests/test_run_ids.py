@@ -55,6 +55,8 @@ def test_a_run_id_named_twice_in_one_batch_is_refused_not_overwritten(clip, tmp_
     first, second = asyncio.run(ascore_videos(items, AgentConfig(preset="decomposed"), agent=agent))
     assert first.status == "scored" and second.reward is None
     assert "run id 'dup' is already running" in second.reasons[0]
+    assert "refused" in second.reasons[0] and "another run in this process holds it" in second.reasons[0]
+    assert second.run_id == ""  # the refusal has no trace: 'dup' names the other run's, which `raa trace` shows
     assert agent.get_state({"configurable": {"thread_id": "dup"}}).values["video"] == str(clip)
 
 
@@ -123,6 +125,7 @@ def test_one_run_id_on_two_connections_to_one_trace_file_is_refused_not_overwrit
     assert sorted(r.status for r in results) == ["ineligible", "scored"]
     refused = next(r for r in results if r.status == "ineligible")
     assert "run id 'same' is already running in process" in refused.reasons[0]
+    assert "refused" in refused.reasons[0] and "holds it" in refused.reasons[0] and refused.run_id == ""
     winner = str(clip) if results[0].status == "scored" else str(other)
     assert first.get_state({"configurable": {"thread_id": "same"}}).values["video"] == winner
     assert _claims(db) == []  # released once the run ended
