@@ -38,6 +38,9 @@ Decisions where the issue was silent:
   is no output is refused without a lock file beside it), and again under the lock only if its `file_stamp` changed.
 - Only the process that owns the output file writes to it (`RowWriter`), one `write` per row; a second
   `raa score-batch` into the same output while one runs is refused (`lock_output`, exit 2).
+- Each scored item's row records its clip as its run found it ("clip": size and modification time in ns,
+  `clip_stamp`), so that `--retry-ineligible` can tell a clip that changed since its video fault (it was still
+  being written) from one that is broken for good (`graph.batch_resume`).
 - Each row records its `scorer`: the model name and sampling temperature it was scored with. A resume
   into an output whose scored or zero rows came from another scorer is refused (`other_scorer`): the skipped
   items would keep the old model's rewards beside the new model's, and one output would read as one
@@ -50,6 +53,7 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import json
+import os
 from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
@@ -244,9 +248,22 @@ def is_bad_line_row(row: dict[str, Any]) -> bool:
     return isinstance(row.get("line"), int) and row.get("path") == bad_line_path(row["line"])
 
 
-def result_line(item: dict[str, Any], result: Any) -> str:
-    """The output row of `item` scored as `result` (a RewardResult), as one JSON line without newline."""
+def clip_stamp(path: str) -> dict[str, int] | None:
+    """What a row records of its clip when its run starts ("clip": size and modification time in ns), None when it
+    cannot be read; `graph.batch_resume` retries a video fault once the clip differs from it."""
+    try:
+        st = os.stat(path)
+    except (OSError, ValueError):
+        return None
+    return {"size": st.st_size, "mtime_ns": st.st_mtime_ns}
+
+
+def result_line(item: dict[str, Any], result: Any, clip: dict[str, int] | None = None) -> str:
+    """The output row of `item` scored as `result` (a RewardResult), as one JSON line without newline; `clip`:
+    the item's `clip_stamp` taken before its run (recorded as "clip" when given)."""
     row = {k: item[k] for k in ROW_FIELDS}
+    if clip is not None:
+        row["clip"] = clip
     row["result"] = result.model_dump(mode="json")
     return strict_dumps(row)
 
@@ -295,8 +312,9 @@ async def run_batch(agent: Any, items: list[dict[str, Any]], writer: RowWriter, 
 
     async def one(item: dict[str, Any]) -> None:
         async with sem:
+            clip = clip_stamp(item["path"])
             result = await score_item(agent, item, durability, claim_max_age_s)
-        writer.write(result_line(item, result), result.status)
+        writer.write(result_line(item, result, clip), result.status)
 
     await asyncio.gather(*(one(item) for item in write_bad_lines(items, writer)))
     return writer.counts

@@ -66,6 +66,7 @@ from typing import Any
 from graph.batch import (
     RowWriter,
     build_batch_agent,
+    clip_stamp,
     result_line,
     score_item,
     write_bad_lines,
@@ -127,8 +128,9 @@ async def _serve(conn: Connection, settings: BackboneSettings, preset: str, dura
                 return
 
     async def one(ticket: int, item: dict[str, Any]) -> None:
+        clip = clip_stamp(item["path"])
         result = await score_item(agent, item, durability, settings.foreign_claim_max_age_s)
-        _send(conn, ("row", ticket, result_line(item, result), result.status))
+        _send(conn, ("row", ticket, result_line(item, result, clip), result.status))
 
     async with open_async_saver(settings.traces_path) as saver:
         # the preset's tool models load before the worker says ready: one that cannot load (V-JEPA 2 or

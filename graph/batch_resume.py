@@ -2,13 +2,19 @@
 
 - `--retry-ineligible` first removes the rows of this run's items whose ineligibility another run could
   fix (`retryable`: anything but input and video faults, e.g. a dead endpoint, a wrong model name, a tool
-  crash, and a clip "not found" that exists now), so a batch scored against a broken setup is redone after
+  crash, a clip "not found" that exists now, and a video fault of a clip that changed since its run), so a batch scored against a broken setup is redone after
   the fix without deleting the good rows, nor rows of other draws, presets or manifests in the same output
   (`stale_rows`, `drop_rows`).
 - The rows of bad manifest lines of this manifest, preset and draw are removed on every run (`stale_rows`)
   and written again for the lines still bad (`graph.batch.write_bad_lines`): a line fixed, blanked or
   deleted since loses its row (a blanked bad line kept its ineligible row for good: an output of 5 items
   had 6 rows).
+- A video fault (an undecodable or cut clip) is final while the clip is as its run found it, and retried once
+  it differs: a clip scored while it was still being written (a renderer or a copy not done) failed as a cut
+  file and was never scored again. A row records its clip's size and modification time (ns) when its run
+  started ("clip", `graph.batch.clip_stamp`); the clip is changed when its size or modification time now
+  differ (looked up once per run). A row without "clip" (written before it existed, or whose clip could not be
+  read) keeps its video fault final, as before; a clip that is gone now is not retried for it.
 - A resume without `--retry-ineligible` counts the rows it skips that the flag would score again
   (`fixable_rows`) and says so, so that a batch scored against a broken setup does not read as done.
 - `raa score-batch` decides what to score from the rows that stay (`graph.batch.done_keys` with `leaving`)
@@ -21,7 +27,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from graph.batch import NOT_JSON, Output, bad_line_key, is_bad_line_row
+from graph.batch import NOT_JSON, Output, bad_line_key, clip_stamp, is_bad_line_row
 from tools.jsonl import write_text_atomic
 
 FINAL_FAULTS = ("input", "video")
@@ -29,11 +35,13 @@ FINAL_FAULTS = ("input", "video")
 
 
 def retryable(result: dict[str, Any], path: str | None = None,
-              is_file: Callable[[str], bool] = lambda p: Path(p).is_file()) -> bool:
+              is_file: Callable[[str], bool] = lambda p: Path(p).is_file(),
+              clip_changed: Callable[[str], bool] = lambda p: False) -> bool:
     """True for an ineligible result (a row's "result") that another run could turn into a reward: some
     reason is not an input or video fault (a transport error, a timeout, a refused request, an invalid
     reply, a tool fault, a dead worker), or it is "video file not found" and the row's clip `path` is a
-    file now (`is_file`; a manifest scored before its clips were all rendered). Reasons read "stage: kind:
+    file now (`is_file`; a manifest scored before its clips were all rendered), or it is a video fault and the
+    clip at `path` changed since the row's run (`clip_changed`; module docstring). Reasons read "stage: kind:
     message" or "input: message"; the run's process notes that end an ineligible result's reasons (its "notes")
     are no faults and are not read."""
     if result.get("status") != "ineligible":
@@ -45,8 +53,11 @@ def retryable(result: dict[str, Any], path: str | None = None,
         parts = str(reason).split(": ", 2)
         if parts[0] not in FINAL_FAULTS and (len(parts) < 3 or parts[1] not in FINAL_FAULTS):
             return True
+        video = parts[0] == "video" or (len(parts) == 3 and parts[1] == "video")
         if (len(parts) == 3 and parts[1] == "video" and parts[2].endswith("video file not found")
                 and path is not None and is_file(path)):
+            return True
+        if video and path is not None and clip_changed(path):
             return True
     return False
 
@@ -69,6 +80,15 @@ def stale_rows(manifest: Path, items: list[dict[str, Any]], preset: str, draw: i
             found[path] = Path(path).is_file()
         return found[path]
 
+    now: dict[str, dict[str, int] | None] = {}
+
+    def changed(recorded: Any) -> Callable[[str], bool]:  # of one row: its clip unlike its "clip" record
+        def differs(path: str) -> bool:
+            if path not in now:  # looked up once, as is_file
+                now[path] = clip_stamp(path)
+            return isinstance(recorded, dict) and now[path] is not None and now[path] != recorded
+        return differs
+
     def goes(row: Any) -> str | None:
         if not isinstance(row, dict):
             return None
@@ -76,7 +96,7 @@ def stale_rows(manifest: Path, items: list[dict[str, Any]], preset: str, draw: i
             return "bad line"
         result, path = row.get("result"), row.get("path")
         if (row.get("key") in retry and isinstance(result, dict)
-                and retryable(result, path if isinstance(path, str) else None, is_file)):
+                and retryable(result, path if isinstance(path, str) else None, is_file, changed(row.get("clip")))):
             return "retry"
         return None
 

@@ -1,0 +1,51 @@
+"""A clip scored while it was still being written (a renderer not done, a copy in progress) ends as a "video"
+fault, which `raa score-batch --retry-ineligible` kept for good as a fault another run could not fix. A row now
+records the clip's size and modification time when its run started ("clip"), and a video fault is retried once
+the clip differs from that record; an unchanged clip's video fault stays final."""
+
+from __future__ import annotations
+
+import json
+
+from typer.testing import CliRunner
+
+from graph.cli import app
+from tests.test_batch_resume import TASK, _rows
+from tests.test_cli_agent import _scripted
+
+runner = CliRunner()
+
+
+def test_a_clip_scored_half_written_is_scored_again_once_it_is_whole(monkeypatch, tmp_path):
+    from tests.graph_scripts import moving_square
+
+    _scripted(monkeypatch, tmp_path)
+    whole = moving_square(tmp_path / "whole.mp4", seed=1).read_bytes()
+    clip = tmp_path / "c.mp4"
+    clip.write_bytes(whole[: len(whole) // 2])  # the renderer is half way
+    manifest = tmp_path / "m.jsonl"
+    manifest.write_text(json.dumps({"path": "c.mp4", "instruction": TASK}) + "\n")
+    out = tmp_path / "out.jsonl"
+    args = ["score-batch", str(manifest), "--out", str(out), "--preset", "decomposed"]
+    assert runner.invoke(app, args).exit_code == 0
+    [row] = _rows(out)
+    assert row["result"]["status"] == "ineligible" and ": video: " in row["result"]["reasons"][0], row
+    assert row["clip"] == {"size": len(whole) // 2, "mtime_ns": clip.stat().st_mtime_ns}
+    res = runner.invoke(app, [*args, "--retry-ineligible"])  # the same half clip: the fault is final
+    assert "0 ineligible row(s) removed" in res.output and "0 to score" in res.output, res.output
+    clip.write_bytes(whole)  # the renderer is done
+    res = runner.invoke(app, args)
+    assert "--retry-ineligible scores it again" in res.output, res.output  # a plain resume says so
+    res = runner.invoke(app, [*args, "--retry-ineligible"])
+    assert res.exit_code == 0 and "1 ineligible row(s) removed" in res.output, res.output
+    assert [r["result"]["status"] for r in _rows(out)] == ["scored"]
+
+
+def test_a_video_fault_is_retryable_only_when_its_clip_changed():
+    from graph.batch_resume import retryable
+
+    video = {"status": "ineligible", "reasons": ["inspect: video: VideoDecodeError: c.mp4: frame 40 cannot be decoded"]}
+    assert not retryable(video, "c.mp4", clip_changed=lambda p: False)
+    assert retryable(video, "c.mp4", clip_changed=lambda p: True)
+    assert not retryable({"status": "ineligible", "reasons": ["input: manifest line 3: not valid JSON"]}, "c.mp4",
+                         clip_changed=lambda p: True)  # a bad manifest line is no clip
