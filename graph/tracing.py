@@ -6,7 +6,8 @@ append-only `steps` list (graph.state.StepRecord dicts) is the trace, `result` t
 
 Decisions where the issue was silent:
 - `open_saver` builds the SqliteSaver with a serializer that allow-lists the pydantic records of
-  graph.schemas (LangGraph warns about, and will later block, unlisted types in checkpoints).
+  graph.schemas (LangGraph warns about, and will later block, unlisted types in checkpoints), and that keeps
+  file names that are not UTF-8 (`graph.trace_names`; they were stored as "?").
 - `list_runs` reads thread ids straight from the SqliteSaver's `checkpoints` table (one row per
   thread, newest first) and then loads only each thread's latest checkpoint; other savers fall back
   to `saver.list(None)`.
@@ -61,6 +62,7 @@ from graph.stores import (
     retry_locked,
     store_errors,
 )
+from graph.trace_names import SurrogateSafeSerializer
 
 
 class RunNotFoundError(LookupError):
@@ -77,7 +79,7 @@ def traces_serde() -> JsonPlusSerializer:
 
     allowed = [obj for obj in vars(schemas).values()
                if isinstance(obj, type) and issubclass(obj, BaseModel) and obj.__module__ == schemas.__name__]
-    return JsonPlusSerializer(allowed_msgpack_modules=allowed)
+    return SurrogateSafeSerializer(allowed_msgpack_modules=allowed)  # non-UTF-8 file names round-trip
 
 
 def open_saver(path: str | Path | None, *, read_only: bool = False) -> SqliteSaver:
