@@ -69,6 +69,7 @@ from typing import Any
 
 from langchain_core.callbacks import BaseCallbackHandler
 
+from graph import frame_fork
 from graph.config import AgentConfig
 from graph.run_claims import FOREIGN_CLAIM_MAX_AGE_S
 from graph.schemas import RewardResult
@@ -126,19 +127,22 @@ def _instruction(instruction: Any) -> str:
     return instruction
 
 
-_RUNNING: set[tuple[int, str] | None] = set()
-"""(checkpointer id, run id) of the runs in progress in this process (`arun_agent`)."""
-_RUNNING_LOCK = threading.Lock()
+class _RunningIds:
+    """(checkpointer id, run id) of the runs in progress in this process (`arun_agent`), and their lock."""
+
+    def __init__(self) -> None:
+        self.ids: set[tuple[int, str] | None] = set()
+        self.lock = threading.Lock()
+
+    def after_fork(self) -> None:
+        """In a forked child: none of the parent's runs is in progress here, and the lock may have been held at
+        the fork (`graph.frame_fork`)."""
+        self.ids, self.lock = set(), threading.Lock()
 
 
-def _forget_running() -> None:
-    """In a forked child: none of the parent's runs is in progress here, and its lock may have been held at the
-    fork (`graph.frame_fork`)."""
-    global _RUNNING, _RUNNING_LOCK
-    _RUNNING, _RUNNING_LOCK = set(), threading.Lock()
-
-
-os.register_at_fork(after_in_child=_forget_running)
+_RUNNING = _RunningIds()
+"""The runs in progress; `graph.frame_fork` resets it in a forked child from the first run on (its hook is
+registered then, not at import)."""
 
 
 UNSAVED_TRACE = "trace: the run's trace was not saved"
@@ -175,17 +179,18 @@ async def arun_agent(agent: Any, video: str, instruction: str, run_id: str, pres
     (`BackboneSettings.foreign_claim_max_age_s`, `graph.run_claims`)."""
     config = {"configurable": {"thread_id": run_id}}
     claim = (id(agent.checkpointer), run_id) if agent.checkpointer else None
-    with _RUNNING_LOCK:
-        if claim in _RUNNING:
+    frame_fork.watch(_RUNNING)  # registers the fork hook once, on the first run
+    with _RUNNING.lock:
+        if claim in _RUNNING.ids:
             return refused_running(preset, run_id, None)
         if claim is not None:
-            _RUNNING.add(claim)
+            _RUNNING.ids.add(claim)
     try:
         return await _run_claimed(agent, video, instruction, run_id, preset, config, durability, on_update,
                                   claim_max_age_s)
     finally:
-        with _RUNNING_LOCK:
-            _RUNNING.discard(claim)
+        with _RUNNING.lock:
+            _RUNNING.ids.discard(claim)
 
 
 async def _run_claimed(agent: Any, video: str, instruction: str, run_id: str, preset: str, config: dict,

@@ -27,7 +27,7 @@ the same file (a plain `sqlite3.connect`, which takes no lock: the file is alrea
 is kept referenced, never closed (`abandon`): closing it in the child could checkpoint or remove the WAL the
 parent still uses. The stage cache also drops its in-flight stage calls (`graph.flights.Flights`): their holders
 are tasks of the parent's event loop, which do not exist in the child, and a guard lock held at the fork would
-stay held; `graph.api` forgets the run ids the parent had in flight (its runs do not exist in the child; the
+stay held; `graph.api` forgets the run ids the parent had in flight (watched from its first run on; its runs do not exist in the child; the
 trace database's claims, per process, still refuse an id another process runs).
 """
 

@@ -14,7 +14,7 @@ ROOT = Path(__file__).resolve().parents[1]
 
 SCENARIO = textwrap.dedent("""
     import asyncio, os, sys
-    from graph import api
+    from graph import api, frame_fork
     from graph.cache import StageCache
     from graph.tracing import open_saver
 
@@ -33,8 +33,9 @@ SCENARIO = textwrap.dedent("""
 
         task = asyncio.create_task(cache._flights.run("k", compute))
         await started.wait()
-        with api._RUNNING_LOCK:
-            api._RUNNING.add((id(saver), "r1"))
+        frame_fork.watch(api._RUNNING)  # as the first run does
+        with api._RUNNING.lock:
+            api._RUNNING.ids.add((id(saver), "r1"))
         pid = os.fork()
         if pid == 0:
             problems = []
@@ -42,7 +43,7 @@ SCENARIO = textwrap.dedent("""
                 problems.append("inherited flights")
             if cache._conn is conns[0] or saver.conn is conns[1]:
                 problems.append("inherited connection")
-            if api._RUNNING:
+            if api._RUNNING.ids:
                 problems.append("inherited running ids")
             cache.put("a", "b")
             if cache.get("a") != "b" or saver.conn.execute("SELECT 1").fetchone() != (1,):
@@ -63,3 +64,15 @@ def test_a_forked_child_opens_its_own_stores_and_forgets_the_parents_flights(tmp
     proc = subprocess.run([sys.executable, "-W", "ignore", "-c", SCENARIO, str(tmp_path)], cwd=ROOT,
                           capture_output=True, text=True, timeout=60)
     assert proc.returncode == 0, proc.stdout + proc.stderr
+
+
+def test_importing_the_agent_registers_no_fork_hook():
+    """No module-level work at import: the fork hooks are registered with the first store, pool or run."""
+    code = ("import os\nours = []\n"
+            "os.register_at_fork = lambda **kw: ours.extend(m for f in kw.values() "
+            "if (m := str(getattr(f, '__module__', ''))).split('.')[0] in ('graph', 'tools'))\n"
+            "import graph.api, graph.builder, graph.cache, graph.tracing, graph.workers, graph.frame_store\n"
+            "print(ours)")
+    done = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "[]"
