@@ -43,7 +43,7 @@ from graph.reward_limits import DEFAULT_MAX_BODY_MB, DEFAULT_MAX_CONCURRENCY, DE
 from graph.settings import BackboneSettings, SettingsError
 from graph.tracing import describe_update, open_async_saver, printable
 from tools.cli import token_option
-from tools.service_budget import DEFAULT_MAX_BUFFERED_MB, DEFAULT_REWARD_BUSY_WAIT_S
+from tools.service_budget import DEFAULT_BODY_TIMEOUT_S, DEFAULT_MAX_BUFFERED_MB, DEFAULT_REWARD_BUSY_WAIT_S
 
 # markup and emoji codes off: reasons ("[assess] timeout: ..."), decisions, paths are data; rich would read
 # "[assess]" as a style and ":x:" as an emoji (their control characters: graph.tracing.printable)
@@ -352,6 +352,8 @@ def serve_reward_command(
     busy_wait_s: Annotated[float, typer.Option(
         min=0.0, help="Seconds a request whose body does not fit --max-buffered-mb waits in line for room "
                       "before its 503 (0: at once).")] = DEFAULT_REWARD_BUSY_WAIT_S,
+    body_timeout_s: Annotated[float, typer.Option(
+        min=0.001, help="Seconds a request body may take to arrive once its room is granted; then 408.")] = DEFAULT_BODY_TIMEOUT_S,
     keep_videos: Annotated[Path | None, typer.Option(help="Keep every request's clips here (for raa report "
                                                           "of training rewards); default: deleted.")] = None,
 ) -> None:
@@ -381,6 +383,7 @@ def serve_reward_command(
                             max_body_mb=max_body_mb, durability=settings.trace_durability, keep_videos=keep_videos,
                             claim_max_age_s=settings.foreign_claim_max_age_s,
                             frames=frames, max_buffered_mb=max_buffered_mb, busy_wait_s=busy_wait_s,
+                            body_timeout_s=body_timeout_s,
                             info={"model": settings.model, "inspect_mode": settings.inspect_mode,
                                   "traces": settings.traces_path, "scoring": settings.scoring()})
     typer.echo(f"reward service: preset {preset}, traces in {settings.traces_path}; "

@@ -31,7 +31,9 @@ Decisions where the issues were silent:
   results were dropped while their runs went on. A malformed request (not JSON, JSON nested
   deeper than the parser goes, no `items`
   list, more than `max_items` items) is a 400 for the whole batch, which the client turns into an
-  ineligible batch; a body over `max_body_mb` is a 413; a missing or wrong token is a 401.
+  ineligible batch; a body over `max_body_mb` is a 413; a missing or wrong token is a 401; a body not received
+  within `body_timeout_s` (`raa serve-reward --body-timeout-s`, default 300 s) once its room is granted is a
+  408 (tools/service_http.py). With a token, /docs and /redoc are off and /openapi.json needs it.
 - The request bodies held at once are bounded by `max_buffered_mb` (`raa serve-reward --max-buffered-mb`;
   default 2048 MiB, or `max_body_mb` when larger), as in the tool service (tools/service_budget.py): a
   body is held (with its parsed items) until its request is answered, so many trainer ranks posting
@@ -79,8 +81,17 @@ from graph.frame_store import FrameStore
 from graph.reward_limits import DEFAULT_MAX_BODY_MB, DEFAULT_MAX_CONCURRENCY, DEFAULT_MAX_ITEMS
 from graph.run_claims import FOREIGN_CLAIM_MAX_AGE_S
 from graph.settings import TraceDurability
-from tools.service import HTTPProblem, check_bearer, problem_response, read_body_limited
 from tools.service_budget import DEFAULT_REWARD_BUSY_WAIT_S, BodyBudget, Reservation, buffered_limit_bytes
+from tools.service_frames import HTTPProblem
+from tools.service_http import (
+    DEFAULT_BODY_TIMEOUT_S,
+    add_openapi_route,
+    check_bearer,
+    check_body_timeout,
+    docs_options,
+    problem_response,
+    read_body_limited,
+)
 
 DISCONNECT_POLL_S = 1.0
 """How often a request in progress checks that its client is still connected."""
@@ -140,12 +151,15 @@ def create_reward_app(agent: Any, preset: str, *, token: str | None = None, max_
                       info: dict[str, Any] | None = None, keep_videos: str | Path | None = None,
                       frames: FrameStore | None = None, max_buffered_mb: float | None = None,
                       busy_wait_s: float = DEFAULT_REWARD_BUSY_WAIT_S,
-                      claim_max_age_s: float = FOREIGN_CLAIM_MAX_AGE_S) -> FastAPI:
+                      claim_max_age_s: float = FOREIGN_CLAIM_MAX_AGE_S,
+                      body_timeout_s: float = DEFAULT_BODY_TIMEOUT_S) -> FastAPI:
     """FastAPI app serving `agent` (a compiled reward agent for `preset`) on /v1/score (module docstring);
     `keep_videos`: a folder that keeps every request's clips (see the module docstring); `frames`: the
     agent's frame cache, from which a request's deleted clips are dropped; `max_buffered_mb`: the request
     bodies held at once (None: 2048 MiB or `max_body_mb` if larger; ValueError below `max_body_mb`), for room
-    in which a body waits up to `busy_wait_s` before its 503; `claim_max_age_s`: as for `arun_agent`."""
+    in which a body waits up to `busy_wait_s` before its 503; `claim_max_age_s`: as for `arun_agent`;
+    `body_timeout_s`: the deadline for a body to arrive once its room is granted (408 after it,
+    tools/service_http.py)."""
     if isinstance(max_concurrency, bool) or not isinstance(max_concurrency, int):  # a float semaphore never blocks
         raise ValueError(f"max_concurrency must be an int, got {max_concurrency!r}")
     if max_concurrency < 1 or max_items < 1 or max_body_mb <= 0:
@@ -156,6 +170,7 @@ def create_reward_app(agent: Any, preset: str, *, token: str | None = None, max_
 
         check_token_text(token, "the reward service token")
     limit = int(max_body_mb * 1024 * 1024)
+    body_timeout_s = check_body_timeout(body_timeout_s)
     bodies = BodyBudget(buffered_limit_bytes(max_buffered_mb, limit, "max_body_mb"), busy_wait_s)
     if keep_videos is not None:  # the clips' paths go into the traces: relative ones named nothing elsewhere
         keep_videos = Path(keep_videos).resolve()
@@ -166,7 +181,8 @@ def create_reward_app(agent: Any, preset: str, *, token: str | None = None, max_
         slots["runs"] = asyncio.Semaphore(max_concurrency)  # bound to the server's event loop
         yield
 
-    app = FastAPI(title="raa reward service", lifespan=lifespan)
+    app = FastAPI(title="raa reward service", lifespan=lifespan, **docs_options(token))
+    add_openapi_route(app, token)
     app.state.bodies = bodies
 
     @app.exception_handler(HTTPProblem)
@@ -209,7 +225,7 @@ def create_reward_app(agent: Any, preset: str, *, token: str | None = None, max_
 
     async def answer(request: Request, room: Reservation) -> dict:
         """The /v1/score answer, its body counted by `room` (a `BodyBudget` reservation)."""
-        body = await read_body_limited(request, limit, room)
+        body = await read_body_limited(request, limit, room, body_timeout_s)
         try:  # parsing, decoding and the clips' files stay off the event loop the runs share
             payload = await asyncio.to_thread(json.loads, body)
         except RecursionError as exc:  # JSON nested deeper than the parser goes: malformed, not a 500

@@ -14,7 +14,7 @@ from typing import Annotated, Literal
 
 import typer
 
-from tools.service_budget import DEFAULT_MAX_BUFFERED_MB, DEFAULT_TOOL_BUSY_WAIT_S
+from tools.service_budget import DEFAULT_BODY_TIMEOUT_S, DEFAULT_MAX_BUFFERED_MB, DEFAULT_TOOL_BUSY_WAIT_S
 
 
 def token_option(envvar: str) -> Callable[[str | None], str | None]:
@@ -52,6 +52,8 @@ def serve_tools_command(
     busy_wait_s: Annotated[float, typer.Option(
         min=0.0, help="Seconds a request whose body does not fit --max-buffered-mb waits in line for room "
                       "before its 503 (0: at once).")] = DEFAULT_TOOL_BUSY_WAIT_S,
+    body_timeout_s: Annotated[float, typer.Option(
+        min=0.001, help="Seconds a request body may take to arrive once its room is granted; then 408.")] = DEFAULT_BODY_TIMEOUT_S,
     cotracker_checkpoint: Annotated[Path | None, typer.Option(help="CoTracker3 offline checkpoint.")] = None,
     cotracker_hub_dir: Annotated[Path | None, typer.Option(help="Local co-tracker repo for torch.hub.")] = None,
     vjepa_model: Annotated[str | None, typer.Option(help="V-JEPA 2 hub id or local dir.")] = None,
@@ -90,5 +92,6 @@ def serve_tools_command(
         raise typer.Exit(2) from exc
     app = create_app(settings, allowed_root, token=token, workers=workers, max_upload_mb=max_upload_mb,
                      enable_surprise=surprise, tracker=tracker, scorer=scorer, max_buffered_mb=max_buffered_mb,
-                     busy_wait_s=busy_wait_s)
+                     busy_wait_s=busy_wait_s,
+                     body_timeout_s=body_timeout_s)
     uvicorn.run(app, host=host, port=port, log_level="info")

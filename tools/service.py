@@ -18,7 +18,7 @@ Status codes: 400 bad parameters (bad queries, grid_size over 64, frame index be
 that are not an object of boxes, malformed or too deeply nested JSON; frames too small to track, query rows
 outside the frames: checked before the tracker runs, tools/service_jobs.py), 401
 missing or wrong bearer token, 403 path outside the allowed root, 404 missing file, 413 body over
-the size limit, a clip longer than ``settings.max_frames`` (pass ``frame_indices``) or whose frames would
+the size limit, 408 a body that did not arrive within ``body_timeout_s`` (tools/service_http.py), a clip longer than ``settings.max_frames`` (pass ``frame_indices``) or whose frames would
 decode to more than ``settings.max_decode_mb`` (checked before decoding: a long 4K clip is tens of GB), 422 undecodable video (the reason is in ``detail``), 500 a tool fault (``fault``
 holds tool/kind/message; any other exception of a request's work is one too, kind "run" of the endpoint's
 tool, since a bare 500 "Internal Server Error" kept the reason in the server's log and the client called it
@@ -33,7 +33,9 @@ retries 503 as "busy", so a permanent answer was sent three times and reported a
 of each request (decode + model) runs in a thread under an ``anyio.CapacityLimiter`` of ``workers``
 slots, so excess requests wait in line, and a request whose client disconnected while it waited (its
 timeout, Ctrl-C) is skipped when its slot comes instead of computed for nobody (a computation already
-running cannot be stopped: it is a thread); ``/healthz`` needs no token; JSON ``queries`` are
+running cannot be stopped: it is a thread); ``/healthz`` needs no token; with a token, ``/docs`` and ``/redoc``
+are off and ``/openapi.json`` needs it (tools/service_http.py); an error about an uploaded clip names it as
+``uploaded clip '<filename>'``, never the server's temporary file; JSON ``queries`` are
 ``[[t, x, y], ...]`` with ``t`` indexing the decoded (or selected) frames; ``frame_indices`` are taken as
 listed, repeats and any order included (neither refused nor deduplicated: the answer keeps one entry per
 listed frame, so it lines up with the request; a repeat is a caller's choice, e.g. padding a short clip to a
@@ -49,7 +51,6 @@ parameter: pixels or "full"; by default ``settings.surprise_short_side``, ``RAA_
 from __future__ import annotations
 
 import errno
-import hmac
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
@@ -67,12 +68,19 @@ from tools.service_budget import (
     DEFAULT_TOOL_BUSY_WAIT_S,
     BodyBudget,
     Reservation,
-    body_chunks,
     buffered_limit_bytes,
     busy,
-    watch_disconnect,
 )
-from tools.service_frames import NPY_CONTENT_TYPE, NPY_MAGIC, HTTPProblem
+from tools.service_frames import NPY_CONTENT_TYPE, NPY_MAGIC, HTTPProblem, Upload, upload_label
+from tools.service_http import (  # noqa: F401 - check_bearer, problem_response, read_body_limited: also imported from here
+    DEFAULT_BODY_TIMEOUT_S,
+    add_openapi_route,
+    check_bearer,
+    check_body_timeout,
+    docs_options,
+    problem_response,
+    read_body_limited,
+)
 from tools.service_jobs import Job, as_tool_fault, surprise_job, track_job
 from tools.service_params import json_field, parse_json
 from tools.settings import ToolSettings, check_token_text
@@ -88,6 +96,7 @@ class ServiceState:
     token: str | None
     workers: int
     max_upload_bytes: int
+    body_timeout_s: float = DEFAULT_BODY_TIMEOUT_S
     tracker: MotionTracker | None = None
     scorer: SurpriseScorer | None = None
     max_pending: int = 64
@@ -132,52 +141,10 @@ def open_bind_warning(host: str, token: str | None, token_var: str) -> str | Non
     return f"warning: serving on {host} without a token (set --token or {token_var})"
 
 
-def check_bearer(request: Request, token: str | None) -> None:
-    """401 unless the request carries ``Authorization: Bearer <token>`` (no token configured: open)."""
-    if token is None:
-        return
-    auth = request.headers.get("authorization", "")
-    given = auth[7:] if auth.lower().startswith("bearer ") else ""
-    if not hmac.compare_digest(given.encode(), token.encode()):
-        raise HTTPProblem(401, "missing or wrong bearer token")
-
-
-def problem_response(exc: HTTPProblem) -> JSONResponse:
-    """The JSON answer of an HTTPProblem (``detail`` plus its extra fields, its headers; 401 names the auth
-    scheme)."""
-    headers = {**exc.headers, **({"WWW-Authenticate": "Bearer"} if exc.status == 401 else {})}
-    return JSONResponse({"detail": exc.detail, **exc.extra}, status_code=exc.status, headers=headers)
-
-
-async def read_body_limited(request: Request, limit: int, room: Reservation | None = None) -> bytes:
-    """The whole request body, or 413 as soon as it exceeds ``limit`` bytes. ``room`` (a
-    `tools.service_budget.BodyBudget` reservation) is told of the bytes held: the declared length before
-    reading (waiting in line for room, 499 if the client leaves meanwhile), then whatever the body holds
-    beyond it; it raises to refuse them."""
-    declared = request.headers.get("content-length")
-    reserved, early = 0, []
-    if declared and declared.isdigit():
-        if int(declared) > limit:
-            raise HTTPProblem(413, f"request body of {int(declared)} bytes exceeds the limit of {limit} bytes")
-        if room is not None:
-            await room.wait_take(int(declared), watch_disconnect(request.receive, early))
-            reserved = int(declared)
-    chunks, size = [], 0
-    async for chunk in body_chunks(early, request.stream()):
-        size += len(chunk)
-        if size > limit:
-            raise HTTPProblem(413, f"request body exceeds the limit of {limit} bytes")
-        if room is not None and size > reserved:
-            room.take(size - reserved)
-            reserved = size
-        chunks.append(chunk)
-    return b"".join(chunks)
-
-
 async def parse_request(request: Request, state: ServiceState,
-                        room: Reservation | None = None) -> tuple[Path | bytes, dict]:
+                        room: Reservation | None = None) -> tuple[Path | bytes | Upload, dict]:
     """Read a JSON or multipart request into (video source, parameters); ``room`` as in `read_body_limited`."""
-    body = await read_body_limited(request, state.max_upload_bytes, room)
+    body = await read_body_limited(request, state.max_upload_bytes, room, state.body_timeout_s)
     ctype = request.headers.get("content-type", "").lower()  # media types are case-insensitive (RFC 9110)
     if ctype.startswith(NPY_CONTENT_TYPE):
         if not body:
@@ -197,7 +164,7 @@ async def parse_request(request: Request, state: ServiceState,
         if not data:
             raise HTTPProblem(422, "undecodable video: the upload is empty (0 bytes)")
         params = {k: json_field(v, k) for k, v in form.items() if k != "video"}
-        return data, params
+        return Upload(data, upload_label(upload.filename)), params
     params = parse_json(body or b"{}", "the body (neither multipart nor .npy)")
     if not isinstance(params, dict) or not isinstance(params.get("path"), str):
         raise HTTPProblem(400, "JSON body must be an object with a string 'path'")
@@ -207,14 +174,16 @@ async def parse_request(request: Request, state: ServiceState,
 def create_app(settings: ToolSettings, allowed_root: str | Path, *, token: str | None = None, workers: int = 2,
                max_upload_mb: float = 256.0, enable_surprise: bool = True, tracker: MotionTracker | None = None,
                scorer: SurpriseScorer | None = None, max_pending: int | None = None,
-               max_buffered_mb: float | None = None, busy_wait_s: float = DEFAULT_TOOL_BUSY_WAIT_S) -> FastAPI:
+               max_buffered_mb: float | None = None, busy_wait_s: float = DEFAULT_TOOL_BUSY_WAIT_S,
+               body_timeout_s: float = DEFAULT_BODY_TIMEOUT_S) -> FastAPI:
     """Build the service. Models (``tracker``/``scorer`` if given, else from ``settings``) load at start-up.
 
     ``workers`` requests compute at once; up to ``max_pending`` (default ``max(64, 8 * workers)``) may be
     in progress (reading, waiting or computing), holding request bodies of at most ``max_buffered_mb`` in
     all (default 2048 or ``max_upload_mb`` if larger; `tools.service_budget`): a body that does not fit waits
     in line up to ``busy_wait_s`` (default 60 s) for room. More requests, or a body still not fitting, get 503
-    with ``Retry-After`` (`tools.service_budget.busy`), which the client waits before it tries again.
+    with ``Retry-After`` (`tools.service_budget.busy`), which the client waits before it tries again. A body
+    not received ``body_timeout_s`` after its room was granted is a 408 (tools/service_http.py).
     """
     if workers < 1:
         raise ValueError("workers must be >= 1")
@@ -222,7 +191,8 @@ def create_app(settings: ToolSettings, allowed_root: str | Path, *, token: str |
         check_token_text(token, "the service token")
     state = ServiceState(settings=settings, allowed_root=Path(allowed_root).resolve(), token=token or None,
                          workers=workers, max_upload_bytes=int(max_upload_mb * 1024 * 1024),
-                         max_pending=max_pending or max(64, 8 * workers))
+                         max_pending=max_pending or max(64, 8 * workers),
+                         body_timeout_s=check_body_timeout(body_timeout_s))
     state.bodies = BodyBudget(buffered_limit_bytes(max_buffered_mb, state.max_upload_bytes), busy_wait_s)
 
     @asynccontextmanager
@@ -235,7 +205,8 @@ def create_app(settings: ToolSettings, allowed_root: str | Path, *, token: str |
         state.info = _info(state)
         yield
 
-    app = FastAPI(title="raa evidence tools", lifespan=lifespan)
+    app = FastAPI(title="raa evidence tools", lifespan=lifespan, **docs_options(state.token))
+    add_openapi_route(app, state.token)
     app.state.tools = state
 
     @app.exception_handler(HTTPProblem)

@@ -53,6 +53,9 @@ DEFAULT_TOOL_BUSY_WAIT_S = 60.0
 DEFAULT_REWARD_BUSY_WAIT_S = 300.0
 """Default wait (s) of a reward-service request for room for its body before its 503 (module docstring)."""
 
+DEFAULT_BODY_TIMEOUT_S = 300.0
+"""Default deadline (s) for a request body to arrive once its room is granted (tools/service_http.py)."""
+
 BUSY_RETRY_AFTER_S = 5
 """The ``Retry-After`` (s) of a busy 503 (module docstring)."""
 

@@ -13,12 +13,17 @@ gigabytes (the count and the decoded size of the *selected* frames are checked f
 pixels (H or W < 1) are an undecodable upload (422): nothing can be computed on them and the
 surprise model failed on them with a 500 tool fault. The tracker's own 2-pixel minimum stays its
 rule (a 400 from ``/v1/track``); surprise works on frames of a pixel.
+
+An error about an uploaded clip names it as the client sent it (`Upload`: ``uploaded clip 'c.mp4'``, or
+``uploaded clip`` without a filename): it named the temporary file written for the reader
+(``/tmp/tmpab12.video``), a server path leaked to the client and a name the client never sent.
 """
 
 from __future__ import annotations
 
 import os
 import tempfile
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -38,6 +43,24 @@ class HTTPProblem(Exception):
         self.headers = dict(headers or {})
 
 
+UPLOAD_LABEL = "uploaded clip"
+
+
+@dataclass(frozen=True)
+class Upload:
+    """The bytes of an uploaded clip (a video or a ``.npy``) and how errors name it (`upload_label`)."""
+
+    data: bytes
+    label: str = UPLOAD_LABEL
+
+
+def upload_label(filename: str | None) -> str:
+    """``uploaded clip 'NAME'`` for the filename a client sent (cut to 80 characters), else ``uploaded clip``."""
+    if not filename:
+        return UPLOAD_LABEL
+    return f"{UPLOAD_LABEL} {filename if len(filename) <= 80 else filename[:77] + '...'!r}"
+
+
 def _check_decoded_size(count: int, size: tuple[int, int], max_decode_mb: float | None) -> None:
     """413 before decoding when ``count`` RGB frames of ``size`` (width, height) exceed the budget."""
     mib = count * size[0] * size[1] * 3 / 2**20
@@ -55,13 +78,17 @@ def _check_frame_count(count: int, max_frames: int, requested: bool) -> None:
     raise HTTPProblem(413, f"the clip has {count} frames, over the limit of {max_frames}; pass frame_indices")
 
 
-def decode_frames(src: Path | bytes, frame_indices: list[int] | None, max_frames: int,
+def decode_frames(src: Path | bytes | Upload, frame_indices: list[int] | None, max_frames: int,
                   short_side: int | None = None, max_decode_mb: float | None = None) -> np.ndarray:
     """Decode a video path, video bytes or ``.npy`` bytes into uint8 frames ``[T,H,W,3]``; a video is
     decoded with its short side at most ``short_side`` (``.npy`` frames are taken as sent), and refused
-    (413) before decoding when its frames would take more than ``max_decode_mb``."""
+    (413) before decoding when its frames would take more than ``max_decode_mb``. Uploaded bytes are named
+    by their label in errors (module docstring)."""
     from tools.video import FrameIndexError, VideoError, VideoReader, read_all_frames, tool_size
 
+    label = UPLOAD_LABEL
+    if isinstance(src, Upload):
+        src, label = src.data, src.label
     if isinstance(src, bytes) and src.startswith(NPY_MAGIC):
         return _load_npy(src, frame_indices, max_frames, max_decode_mb)
     tmp = None
@@ -82,12 +109,17 @@ def decode_frames(src: Path | bytes, frame_indices: list[int] | None, max_frames
             _check_decoded_size(meta.frames, size, max_decode_mb)
         return read_all_frames(src, size=size)
     except FrameIndexError as exc:
-        raise HTTPProblem(400, f"frame index error: {exc}") from exc
+        raise HTTPProblem(400, f"frame index error: {_named(str(exc), tmp, label)}") from exc
     except VideoError as exc:
-        raise HTTPProblem(422, f"undecodable video: {type(exc).__name__}: {exc}") from exc
+        raise HTTPProblem(422, f"undecodable video: {type(exc).__name__}: {_named(str(exc), tmp, label)}") from exc
     finally:
         if tmp is not None:
             Path(tmp).unlink(missing_ok=True)
+
+
+def _named(message: str, tmp: str | None, label: str) -> str:
+    """``message`` with the temporary file ``tmp`` (when one was written) named ``label`` instead."""
+    return message if tmp is None else message.replace(tmp, label)
 
 
 def _load_npy(data: bytes, frame_indices: list[int] | None, max_frames: int,

@@ -30,20 +30,20 @@ from tools.errors import ToolFault
 from tools.motion import MotionTracker, summarize_tracks
 from tools.motion.base import MotionTracks, TrackQueryError, require_tracks, resolve_queries, validate_frames
 from tools.motion.grid import grid_tracks
-from tools.service_frames import HTTPProblem, decode_frames
+from tools.service_frames import HTTPProblem, Upload, decode_frames
 from tools.service_params import TrackOptions, int_list, short_side, track_options
 from tools.surprise import evidence_problem
 
 if TYPE_CHECKING:
     from tools.service import ServiceState
 
-Job = Callable[["ServiceState", Path | bytes, dict], dict]
+Job = Callable[["ServiceState", Path | bytes | Upload, dict], dict]
 
 
 def as_tool_fault(tool: str, job: Job) -> Job:
     """``job`` with any exception other than an HTTPProblem or a ToolFault raised as ToolFault(tool, "run",
     "<type>: <message>") (module docstring)."""
-    def guarded(state: ServiceState, src: Path | bytes, params: dict) -> dict:
+    def guarded(state: ServiceState, src: Path | bytes | Upload, params: dict) -> dict:
         try:
             return job(state, src, params)
         except (HTTPProblem, ToolFault):
@@ -54,7 +54,7 @@ def as_tool_fault(tool: str, job: Job) -> Job:
     return guarded
 
 
-def track_job(state: ServiceState, src: Path | bytes, params: dict) -> dict:
+def track_job(state: ServiceState, src: Path | bytes | Upload, params: dict) -> dict:
     """``POST /v1/track``: the tracks (and, asked for, their summary) of the request's frames."""
     opts = track_options(params)  # every option before decoding and tracking (tools/service_params.py)
     frames = decode_frames(src, opts.frame_indices, state.settings.max_frames,
@@ -101,7 +101,7 @@ def requested_tracks(tracker: MotionTracker, frames: np.ndarray, opts: TrackOpti
         raise HTTPProblem(400, f"bad track request: {exc}") from exc
 
 
-def surprise_job(state: ServiceState, src: Path | bytes, params: dict) -> dict:
+def surprise_job(state: ServiceState, src: Path | bytes | Upload, params: dict) -> dict:
     """``POST /v1/surprise``: the surprise evidence of the request's frames, windows named by clip frame."""
     side = short_side(params.get("short_side"), state.settings.surprise_short_side)
     indices = int_list(params.get("frame_indices"), "frame_indices")
