@@ -101,3 +101,34 @@ def test_a_body_timeout_that_is_not_positive_and_finite_is_refused(tmp_path, bad
         _tools(tmp_path, body_timeout_s=bad)
     with pytest.raises(ValueError, match="body_timeout_s"):
         create_reward_app(object(), "decomposed", body_timeout_s=bad)
+
+
+@pytest.mark.parametrize("declared", [True, False])
+def test_a_client_that_leaves_mid_body_is_499_not_a_server_error(declared):
+    """starlette's ClientDisconnect escaped `read_body_limited`: every client that gave up during its upload (its
+    timeout, Ctrl-C) was logged by the server as "Exception in ASGI application" with a traceback, a 500."""
+    import asyncio
+
+    from starlette.requests import Request
+
+    from tools.service_budget import BodyBudget
+    from tools.service_frames import HTTPProblem
+    from tools.service_http import read_body_limited
+
+    messages = [{"type": "http.request", "body": b"abc", "more_body": True}, {"type": "http.disconnect"}]
+
+    async def receive() -> dict:
+        return messages.pop(0)
+
+    headers = [(b"content-length", b"100")] if declared else []
+    request = Request({"type": "http", "method": "POST", "path": "/", "headers": headers}, receive)
+
+    async def main() -> HTTPProblem:
+        budget = BodyBudget(1000)
+        with budget.reserve() as room, pytest.raises(HTTPProblem) as info:
+            await read_body_limited(request, 1000, room, 5.0)
+        assert budget.held == 0
+        return info.value
+
+    problem = asyncio.run(main())
+    assert problem.status == 499 and "disconnected" in problem.detail

@@ -14,6 +14,9 @@ Decisions where the issues were silent:
   request's room (and the tool service's pending slot) is released. uvicorn has no body-read timeout: a client
   that stopped sending held its room for as long as it kept the connection open, and a chunked body held what
   it had taken while a large declared body waited in line behind it.
+- A client that disconnects while sending its body (its timeout, Ctrl-C) is a 499 (never read), like one that
+  leaves while waiting for room: starlette's ``ClientDisconnect`` escaped as a server error, logged with a
+  traceback as "Exception in ASGI application" for every abandoned upload.
 """
 
 from __future__ import annotations
@@ -24,6 +27,7 @@ from typing import Any
 
 from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse
+from starlette.requests import ClientDisconnect
 
 from tools.service_budget import DEFAULT_BODY_TIMEOUT_S, Reservation, body_chunks, watch_disconnect
 from tools.service_frames import HTTPProblem
@@ -76,7 +80,7 @@ async def read_body_limited(request: Request, limit: int, room: Reservation | No
     `tools.service_budget.BodyBudget` reservation) is told of the bytes held: the declared length before
     reading (waiting in line for room, 499 if the client leaves meanwhile), then whatever the body holds
     beyond it; it raises to refuse them. 408 when the body has not arrived ``timeout_s`` after its room was
-    granted (module docstring)."""
+    granted, 499 when the client disconnects before the body ends (module docstring)."""
     declared = request.headers.get("content-length")
     reserved, early = 0, []
     if declared and declared.isdigit():
@@ -96,6 +100,8 @@ async def read_body_limited(request: Request, limit: int, room: Reservation | No
                     room.take(size - reserved)
                     reserved = size
                 chunks.append(chunk)
+    except ClientDisconnect as exc:  # nobody reads the answer; not a server error (module docstring)
+        raise HTTPProblem(499, f"the client disconnected while sending its body ({size} bytes received)") from exc
     except TimeoutError as exc:
         raise HTTPProblem(408, f"the request body did not arrive within {timeout_s:g} s ({size} bytes received; "
                                "body_timeout_s)", headers={"Connection": "close"}) from exc
