@@ -132,3 +132,23 @@ def test_a_client_that_leaves_mid_body_is_499_not_a_server_error(declared):
 
     problem = asyncio.run(main())
     assert problem.status == 499 and "disconnected" in problem.detail
+
+
+def test_a_multipart_upload_s_parsed_files_are_closed_once_read(service_root, monkeypatch):
+    """The parsed form of a multipart request was never closed: its spooled copy of the upload (on disk past
+    1 MiB) stayed open until garbage collection, longer when an error's traceback kept the frame alive."""
+    from starlette.datastructures import FormData
+
+    closed: list[int] = []
+    real = FormData.close
+
+    async def close(self) -> None:
+        closed.append(1)
+        await real(self)
+
+    monkeypatch.setattr(FormData, "close", close)
+    data = (service_root / "clip.mp4").read_bytes()
+    with TestClient(_tools(service_root)) as c:
+        ok = c.post("/v1/track", files={"video": ("c.mp4", data)}, data={"grid_size": "2"})
+        bad = c.post("/v1/track", files={"video": ("c.mp4", data)}, data={"grid_size": "2", "queries": "[["})
+    assert (ok.status_code, bad.status_code) == (200, 400) and closed == [1, 1]

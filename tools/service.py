@@ -157,14 +157,17 @@ async def parse_request(request: Request, state: ServiceState,
             return {"type": "http.request", "body": body, "more_body": False}
 
         form = await Request(request.scope, receive).form(max_files=1, max_fields=16)
-        upload = form.get("video")
-        if upload is None or isinstance(upload, str):
-            raise HTTPProblem(400, "multipart request needs a file field 'video'")
-        data = await upload.read()
-        if not data:
-            raise HTTPProblem(422, "undecodable video: the upload is empty (0 bytes)")
-        params = {k: json_field(v, k) for k, v in form.items() if k != "video"}
-        return Upload(data, upload_label(upload.filename)), params
+        try:  # closed once read: its spooled copy of the upload (on disk past 1 MiB) is not kept for the work
+            upload = form.get("video")
+            if upload is None or isinstance(upload, str):
+                raise HTTPProblem(400, "multipart request needs a file field 'video'")
+            data = await upload.read()
+            if not data:
+                raise HTTPProblem(422, "undecodable video: the upload is empty (0 bytes)")
+            params = {k: json_field(v, k) for k, v in form.items() if k != "video"}
+            return Upload(data, upload_label(upload.filename)), params
+        finally:
+            await form.close()
     params = parse_json(body or b"{}", "the body (neither multipart nor .npy)")
     if not isinstance(params, dict) or not isinstance(params.get("path"), str):
         raise HTTPProblem(400, "JSON body must be an object with a string 'path'")
