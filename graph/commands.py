@@ -353,7 +353,8 @@ def serve_reward_command(
         min=0.0, help="Seconds a request whose body does not fit --max-buffered-mb waits in line for room "
                       "before its 503 (0: at once).")] = DEFAULT_REWARD_BUSY_WAIT_S,
     body_timeout_s: Annotated[float, typer.Option(
-        min=0.001, help="Seconds a request body may take to arrive once its room is granted; then 408.")] = DEFAULT_BODY_TIMEOUT_S,
+        min=0.001, max=86400.0,
+        help="Seconds a request body may take to arrive once its room is granted; then 408.")] = DEFAULT_BODY_TIMEOUT_S,
     keep_videos: Annotated[Path | None, typer.Option(help="Keep every request's clips here (for raa report "
                                                           "of training rewards); default: deleted.")] = None,
 ) -> None:

@@ -184,6 +184,7 @@ def create_reward_app(agent: Any, preset: str, *, token: str | None = None, max_
     app = FastAPI(title="raa reward service", lifespan=lifespan, **docs_options(token))
     add_openapi_route(app, token)
     app.state.bodies = bodies
+    app.state.body_timeout_s = body_timeout_s
 
     @app.exception_handler(HTTPProblem)
     async def _problem(_: Request, exc: HTTPProblem) -> JSONResponse:

@@ -53,7 +53,8 @@ def serve_tools_command(
         min=0.0, help="Seconds a request whose body does not fit --max-buffered-mb waits in line for room "
                       "before its 503 (0: at once).")] = DEFAULT_TOOL_BUSY_WAIT_S,
     body_timeout_s: Annotated[float, typer.Option(
-        min=0.001, help="Seconds a request body may take to arrive once its room is granted; then 408.")] = DEFAULT_BODY_TIMEOUT_S,
+        min=0.001, max=86400.0,
+        help="Seconds a request body may take to arrive once its room is granted; then 408.")] = DEFAULT_BODY_TIMEOUT_S,
     cotracker_checkpoint: Annotated[Path | None, typer.Option(help="CoTracker3 offline checkpoint.")] = None,
     cotracker_hub_dir: Annotated[Path | None, typer.Option(help="Local co-tracker repo for torch.hub.")] = None,
     vjepa_model: Annotated[str | None, typer.Option(help="V-JEPA 2 hub id or local dir.")] = None,
