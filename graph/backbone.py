@@ -81,7 +81,15 @@ from pydantic import BaseModel, ValidationError
 from tenacity import AsyncRetrying, retry_if_exception, stop_after_attempt
 
 from graph.bridge import run_sync
-from graph.cache import StageCache, decode_tool_reply, encode_tool_reply, lookup, stage_key, store
+from graph.cache import (
+    StageCache,
+    decode_tool_reply,
+    encode_output,
+    encode_tool_reply,
+    lookup,
+    stage_key,
+    store,
+)
 from graph.flights import FlightFailed
 from graph.replies import (
     TEXT_TOOL_CALL,
@@ -251,7 +259,7 @@ class Backbone:
                 usage.cache_hits += 1
                 return cached
             out = await self._structured(stage, schema, messages, usage)
-            await store(cache, key, out.model_dump_json(), stage)
+            await store(cache, key, encode_output(out), stage)
             return out
 
         return await self._shared(cache, stage, key, compute, usage)

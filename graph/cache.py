@@ -23,6 +23,7 @@ Decisions where the issue was silent:
   `AgentConfig.draw` k != 0 adds `draw: k` (`Backbone.for_draw`), so repeated draws of one clip sample
   anew. At temperature 0 and draw 0 the keys are those of runs from before either was keyed. A repeat of
   one (temperature, draw) is served from the cache: draws are how to sample again.
+- A stored output keeps a non-finite number (a model's JSON may hold Infinity) as written (`encode_output`).
 - Only validated outputs are stored; faults and invalid replies are never cached. A stored entry that no
   longer decodes (a structured output that fails a validator added since it was written, or a damaged
   entry) is a miss (`decoded`): the stage is asked again and the entry replaced, where it used to raise on
@@ -244,6 +245,16 @@ async def store(cache: StageCache, key: str, value: str, stage: str) -> None:
         await cache.aput(key, value)
     except sqlite3.Error as exc:
         _log.warning("stage cache: %s output not stored (%s: %s)", stage, type(exc).__name__, exc)
+
+
+def encode_output(out: BaseModel) -> str:
+    """A structured stage output as stored: JSON with a non-finite number as Infinity / NaN, read back as the
+    model's reply was. pydantic's JSON writes null: a plan's track at Infinity came back an entry "not run", or
+    the output did not decode (a miss on every hit)."""
+    try:
+        return json.dumps(out.model_dump(mode="python"), ensure_ascii=False, separators=(",", ":"))
+    except (TypeError, ValueError):  # a value plain JSON cannot hold as it is (a date, bytes): pydantic's JSON
+        return out.model_dump_json()
 
 
 def encode_tool_reply(reply: AIMessage) -> str:
