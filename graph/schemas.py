@@ -12,6 +12,7 @@ Decisions where the issue was silent:
 - `DirectScore.reward` is only used by the `direct` preset, the paper's direct-scoring baseline;
   every other preset maps structured judgments through fixed code.
 - QualityCheck and SurpriseEvidence are the tools' own records, re-exported here.
+- Rubric levels and the direct reward refuse a boolean (`not_boolean`; lax pydantic read `true` as 1).
 - Frame indices are `tools.sampling.FrameIndex`: an int or a whole float, never a boolean or a string
   (lax pydantic read `true` as frame 1 and "3" as frame 3); a reply that writes one is re-asked.
 - Crop boxes are `CropBox`: the schema asks for four numbers, but a box written otherwise (three numbers,
@@ -33,6 +34,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import (
     BaseModel,
+    BeforeValidator,
     ConfigDict,
     Field,
     PlainValidator,
@@ -72,6 +74,18 @@ def crop_box(value: object) -> object:
 
 CropBox = Annotated[Any, PlainValidator(crop_box), WithJsonSchema(_FOUR_NUMBERS.json_schema())]
 """A pydantic field type for crop boxes: the JSON schema of four numbers, any value accepted (`crop_box`)."""
+
+
+def not_boolean(value: object) -> object:
+    """`value`, unless it is a boolean (ValueError): lax pydantic read `true` as rubric level 1 (P or V = 0) or
+    as the direct reward 1.0, a number the model never wrote; such a reply is re-asked."""
+    if isinstance(value, bool):
+        raise ValueError(f"expected a number, got the boolean {value!r}")
+    return value
+
+
+Level = Annotated[int, BeforeValidator(not_boolean)]
+"""A rubric level's type: an int as pydantic reads it, never a boolean (its JSON schema stays "integer")."""
 
 
 class _Record(BaseModel):
@@ -138,9 +152,9 @@ class Assessment(_Record):
 
     judgments: list[RequirementJudgment] = Field(default_factory=list, max_length=16,
                                                  description="One judgment per contract requirement.")
-    physical_level: int = Field(ge=1, le=5, description="Physical plausibility 1 (violations) .. 5 (plausible).")
+    physical_level: Level = Field(ge=1, le=5, description="Physical plausibility 1 (violations) .. 5 (plausible).")
     physical_rationale: str = Field(default="", max_length=1000, description="Physical issues seen, with frames.")
-    visual_level: int = Field(ge=1, le=5, description="Visual quality 1 (unusable) .. 5 (clean).")
+    visual_level: Level = Field(ge=1, le=5, description="Visual quality 1 (unusable) .. 5 (clean).")
     visual_rationale: str = Field(default="", max_length=1000, description="Visual issues seen, with frames.")
 
     def judgment(self, requirement_id: str) -> RequirementJudgment | None:
@@ -267,7 +281,8 @@ class FinalCheck(_Record):
 class DirectScore(_Record):
     """Direct base-model scoring (preset `direct` only): the model writes the reward itself."""
 
-    reward: float = Field(ge=0.0, le=1.0, description="Reward in 0..1 for task completion and quality.")
+    reward: Annotated[float, BeforeValidator(not_boolean)] = Field(
+        ge=0.0, le=1.0, description="Reward in 0..1 for task completion and quality.")
     rationale: str = Field(default="", max_length=1000, description="Why this reward.")
 
 
