@@ -16,8 +16,8 @@ Decisions where the issue was silent:
   the retries are spent, gives kind "timeout" (other exhausted transport errors give "transport").
 - Retryable: openai.APITimeoutError, APIConnectionError, any APIStatusError with status 408, 409, 429
   or >= 500 but 501 and 505 (or the server's `x-should-retry` header; `Retry-After` paces the wait:
-  graph/transport.py), httpx or httpx2 (openai >= 3) timeouts/transport errors, TimeoutError, LangChain
-  `ModelError`s flagged `is_retryable`, and the RuntimeError of a pooled connection left over from
+  graph/transport.py), httpx or httpx2 (openai >= 3) timeouts/transport errors, TimeoutError, ConnectionError,
+  LangChain `ModelError`s flagged `is_retryable`, and the RuntimeError of a pooled connection left over from
   another event loop (`_STALE_LOOP`). Other status errors (400/401/403/404/422) and model refusals
   give kind "refused" at once. Any other exception from the model is reported as kind "transport" with
   its type in the message (the run becomes ineligible instead of crashing). A UnicodeEncodeError (httpx

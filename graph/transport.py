@@ -48,8 +48,9 @@ drops that connection, so the retry opens a new one. See graph/bridge.py."""
 
 
 def is_transient(exc: BaseException) -> bool:
-    """True for transport errors worth retrying (timeouts, connection errors, 408, 409, 429, 5xx but 501 and
-    505, which say the server cannot serve such a request at all, a stale pooled connection); an error reply's
+    """True for transport errors worth retrying (timeouts, connection errors, Python's own `ConnectionError`
+    too: refused or reset, from a chat model that does not wrap it; 408, 409, 429, 5xx but 501 and 505, which
+    say the server cannot serve such a request at all; a stale pooled connection); an error reply's
     `x-should-retry: true|false` header overrides its status (module docstring)."""
     if isinstance(exc, openai.APIStatusError):
         told = exc.response.headers.get("x-should-retry")
@@ -58,7 +59,7 @@ def is_transient(exc: BaseException) -> bool:
         code = exc.status_code
         return (code >= 500 and code not in (501, 505)) or code in (408, 409, 429)
     if isinstance(exc, openai.APIConnectionError | openai.APITimeoutError | openai.RateLimitError
-                  | openai.InternalServerError | TimeoutError):
+                  | openai.InternalServerError | TimeoutError | ConnectionError):
         return True
     if isinstance(exc, _http_errors()[0] + _http_errors()[1]):
         return True

@@ -40,7 +40,8 @@ def _run(bb: Backbone, usage: Usage | None = None) -> BaseModel:
 
 @pytest.mark.parametrize("exc", [openai.RateLimitError("slow down", response=httpx.Response(429, request=REQ),
                                                        body=None),
-                                 openai.APIConnectionError(request=REQ), _status(502), httpx.ReadTimeout("t")])
+                                 openai.APIConnectionError(request=REQ), _status(502), httpx.ReadTimeout("t"),
+                                 ConnectionRefusedError(111, "Connection refused"), ConnectionResetError(104, "reset")])
 def test_transient_errors_are_retried(exc) -> None:
     bb, model = _bb([exc, {"label": "a", "score": 2}])
     usage = Usage()
