@@ -30,7 +30,7 @@ N_CLIPS = 10
 
 
 def _written_out(stage: str, spec: object, params: dict | None, messages: list) -> str:
-    """One stage input in full, as text: equal for equal inputs, independent of `graph.cache.stage_key`."""
+    """One stage input in full, as text: equal for equal inputs, independent of `graph.cache_keys.stage_key`."""
     rows = [m.model_dump(include={"type", "content", "tool_calls", "tool_call_id"}) for m in messages]
     return json.dumps([stage, spec, params or {}, rows], sort_keys=True, default=str)
 

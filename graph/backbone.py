@@ -87,9 +87,9 @@ from graph.cache import (
     encode_output,
     encode_tool_reply,
     lookup,
-    stage_key,
     store,
 )
+from graph.cache_keys import stage_key
 from graph.flights import FlightFailed
 from graph.replies import (
     TEXT_TOOL_CALL,
@@ -164,7 +164,7 @@ class Backbone:
         self.retry_wait = retry_wait
         self.draw = draw
         self.temperature = temperature  # what `model` samples at (set on the model itself): for the stage keys
-        self.endpoint = endpoint  # the base URL of who answers, for the stage keys (graph.cache.endpoint_identity)
+        self.endpoint = endpoint  # the base URL of who answers, for the stage keys (graph.cache_keys.endpoint_identity)
         self._runnables: dict[tuple[type[BaseModel], str, int], Runnable] = {}
 
     def for_draw(self, draw: int) -> Backbone:
@@ -176,7 +176,7 @@ class Backbone:
 
     def key_of(self, stage: str, messages: list[BaseMessage], *, method: str, params: dict | None = None,
                schema: type[BaseModel] | None = None, tools: list[dict] | None = None) -> str:
-        """The stage-cache key of a call (`graph.cache.stage_key`): this backbone's model name and endpoint, and
+        """The stage-cache key of a call (`graph.cache_keys.stage_key`): this backbone's model name and endpoint, and
         its draw and temperature in the params when not 0 (keys at the defaults are those from before either)."""
         extra = {k: v for k, v in (("draw", self.draw), ("temperature", self.temperature)) if v}
         return stage_key(model_name=self.model_name, endpoint=self.endpoint, method=method, stage=stage,

@@ -1,11 +1,11 @@
 """Stage-output cache: identical stage inputs share one backbone output (DESIGN.md §3 "Backbone").
 
-A key is the sha256 of a canonical JSON rendering of (endpoint, model name, structured-output method, stage
+A key (`graph.cache_keys.stage_key`) is the sha256 of a canonical JSON rendering of (endpoint, model name, structured-output method, stage
 name, rendered messages with every image data URL replaced by the sha256 of that URL, stage parameters,
 schema name + JSON schema, bound tool schemas). The value is the validated output as a JSON string.
 
 Decisions where the issue was silent:
-- The endpoint (RAA_BASE_URL, `endpoint_identity`: one URL written two ways is one endpoint) is part of
+- The endpoint (RAA_BASE_URL, `graph.cache_keys.endpoint_identity`: one URL written two ways is one endpoint) is part of
   the key, as LangChain's own LLM cache keys on `openai_api_base`, and training records it among the settings
   that decide what the model answers (`BackboneSettings.scoring`). A served name says little about the
   weights: vLLM serves a local path or any `--served-model-name`, so a fine-tune served under its base
@@ -57,21 +57,18 @@ Decisions where the issue was silent:
 from __future__ import annotations
 
 import asyncio
-import hashlib
 import json
 import logging
 import sqlite3
 import threading
 import time
 from collections import OrderedDict
-from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
-from functools import lru_cache
 from pathlib import Path
 from typing import Any, TypeVar
-from urllib.parse import urlsplit
 
-from langchain_core.messages import AIMessage, BaseMessage, ToolMessage
+from langchain_core.messages import AIMessage
 from pydantic import BaseModel
 
 from graph.flights import Flights
@@ -90,125 +87,6 @@ T = TypeVar("T")
 M = TypeVar("M", bound=BaseModel)  # a stage output: a pydantic model or an AIMessage (one too)
 _log = logging.getLogger(__name__)
 _SCHEMA = "CREATE TABLE IF NOT EXISTS stage_cache (key TEXT PRIMARY KEY, value TEXT NOT NULL, created REAL)"
-
-
-def _sha(text: str) -> str:
-    return hashlib.sha256(text.encode("utf-8")).hexdigest()
-
-
-_URL_SHA: OrderedDict[str, str] = OrderedDict()
-_URL_SHA_MAX = 4096
-_URL_SHA_MAX_CHARS = 64 * 2**20
-"""The memo keeps its URLs alive, so it is bounded by their size too: 4096 data URLs of 1024-px frames
-would hold ~400 MB after the frame cache itself had dropped them."""
-_url_chars = 0
-_URL_LOCK = threading.Lock()
-
-
-def _url_sha(url: str) -> str:
-    """sha256 of an image data URL, memoised (LRU bounded by count and characters): the frame cache hands out the same string
-    objects again and again, and a str caches its own hash, so a repeat costs one dict lookup.
-    `graph.frame_store.FrameStore` calls `url_digest` right after encoding (in its worker thread), so
-    stage keys built on the event loop find the digest already memoised."""
-    with _URL_LOCK:
-        hit = _URL_SHA.get(url)
-        if hit is not None:
-            _URL_SHA.move_to_end(url)
-            return hit
-    global _url_chars
-    digest = _sha(url)
-    with _URL_LOCK:
-        if url not in _URL_SHA:
-            _url_chars += len(url)
-        _URL_SHA[url] = digest
-        while len(_URL_SHA) > 1 and (len(_URL_SHA) > _URL_SHA_MAX or _url_chars > _URL_SHA_MAX_CHARS):
-            old, _ = _URL_SHA.popitem(last=False)
-            _url_chars -= len(old)
-    return digest
-
-
-def url_digest(url: str) -> str:
-    """Public name of the memoised data-URL digest used in stage keys (see `_url_sha`)."""
-    return _url_sha(url)
-
-
-@lru_cache(maxsize=512)
-def _schema_entry(schema: type[BaseModel]) -> dict[str, Any]:
-    return {"name": schema.__name__, "json": schema.model_json_schema()}
-
-
-def _render_block(block: Any) -> Any:
-    """A content block with image data replaced by its hash (text blocks unchanged)."""
-    if isinstance(block, dict):
-        out: dict[str, Any] = {}
-        for k, v in block.items():
-            if k == "image_url":
-                url = v.get("url", "") if isinstance(v, dict) else str(v)
-                detail = v.get("detail") if isinstance(v, dict) else None
-                out[k] = {"sha256": _url_sha(url), "detail": detail}
-            elif k in ("data", "base64") and isinstance(v, str):
-                out[k] = {"sha256": _url_sha(v)}
-            elif k == "url" and isinstance(v, str) and v.startswith("data:"):
-                out[k] = {"sha256": _url_sha(v)}
-            else:
-                out[k] = _render_block(v)
-        return out
-    if isinstance(block, list):
-        return [_render_block(b) for b in block]
-    return block
-
-
-def render_messages(messages: Sequence[BaseMessage]) -> list[dict[str, Any]]:
-    """Messages as plain JSON-able dicts: type, content (images hashed), tool calls and ids."""
-    rendered = []
-    for m in messages:
-        item: dict[str, Any] = {"type": m.type, "content": _render_block(m.content)}
-        if isinstance(m, AIMessage) and m.tool_calls:
-            item["tool_calls"] = [{"name": c["name"], "args": c["args"], "id": c.get("id")} for c in m.tool_calls]
-        if isinstance(m, ToolMessage):
-            item["tool_call_id"] = m.tool_call_id
-        rendered.append(item)
-    return rendered
-
-
-_DEFAULT_PORTS = {"http": 80, "https": 443}
-
-
-@lru_cache(maxsize=64)
-def endpoint_identity(url: str) -> str:
-    """The endpoint as the stage key holds it: scheme and host in lower case, no default port, no credentials,
-    no trailing slash or fragment (one server written two ways shares its entries). Anything that is not an
-    http(s) URL with a host (no server answers there: the calls fail and say so) is keyed as written."""
-    text = url.strip()
-    parts = urlsplit(text)
-    try:
-        port = parts.port
-    except ValueError:  # a port that is not a number
-        return text
-    scheme = parts.scheme.lower()
-    if scheme not in _DEFAULT_PORTS or not parts.hostname:
-        return text
-    host = f"[{parts.hostname}]" if ":" in parts.hostname else parts.hostname  # an IPv6 address keeps its brackets
-    netloc = host if port in (None, _DEFAULT_PORTS[scheme]) else f"{host}:{port}"
-    return f"{scheme}://{netloc}{parts.path.rstrip('/')}" + (f"?{parts.query}" if parts.query else "")
-
-
-def stage_key(*, model_name: str, method: str, stage: str, messages: Sequence[BaseMessage],
-              params: dict[str, Any] | None = None, schema: type[BaseModel] | None = None,
-              tools: Sequence[dict[str, Any]] | None = None, endpoint: str | None = None) -> str:
-    """sha256 key of one stage input (see the module docstring for what it covers); `endpoint` (a base URL)
-    is keyed as `endpoint_identity` gives it, and left out when None."""
-    payload = {
-        **({} if endpoint is None else {"endpoint": endpoint_identity(endpoint)}),
-        "model": model_name,
-        "method": method,
-        "stage": stage,
-        "messages": render_messages(messages),
-        "params": params or {},
-        "schema": None if schema is None else _schema_entry(schema),
-        "tools": list(tools or []),
-    }
-    return _sha(json.dumps(payload, sort_keys=True, default=str, separators=(",", ":")))
 
 
 def decoded(hit: str | None, decode: Callable[[str], T], stage: str) -> T | None:

@@ -54,7 +54,7 @@ from typing import Any
 
 import numpy as np
 
-from graph.cache import url_digest
+from graph.cache_keys import url_digest
 from graph.frame_fork import watch
 from graph.frame_keys import VideoKey, clip_path, encoding_key, file_version, forget_paths
 from graph.frame_keys import frame_indices as _indices

@@ -162,7 +162,7 @@ def test_replacing_the_model_builds_a_new_runnable() -> None:
 def test_draws_take_their_own_cache_entries_and_draw_0_keeps_the_unsalted_ones() -> None:
     """AgentConfig.draw: a temperature > 0 study scores one clip with draws 0..N-1; each draw samples its own
     answers, a repeated draw is served from the cache, and draw 0 hits entries written without a draw."""
-    from graph.cache import stage_key
+    from graph.cache_keys import stage_key
 
     cache = StageCache(None)
     bb, model = _bb([{"label": "a", "score": 1}, {"label": "b", "score": 2}, {"label": "c", "score": 3}],
@@ -178,7 +178,7 @@ def test_draws_take_their_own_cache_entries_and_draw_0_keeps_the_unsalted_ones()
 def test_a_temperature_above_0_takes_its_own_cache_entries() -> None:
     """Answers sampled at one temperature are never served at another; temperature 0 keeps the unsalted keys,
     and a draw at a temperature is salted with both."""
-    from graph.cache import stage_key
+    from graph.cache_keys import stage_key
     from graph.settings import BackboneSettings, SettingsError
 
     cache = StageCache(None)
@@ -229,7 +229,7 @@ def test_a_stored_output_that_no_longer_validates_is_recomputed(tmp_path) -> Non
     pruned. It is a miss instead: the model is asked and the entry replaced."""
     from langchain_core.messages import AIMessage
 
-    from graph.cache import stage_key
+    from graph.cache_keys import stage_key
 
     cache = StageCache(tmp_path / "cache.sqlite")
     model = ScriptedChatModel({"judge": [{"label": "a", "score": 2}, AIMessage(content="R1 is met.")]})
@@ -257,7 +257,8 @@ def test_a_stored_tool_round_reply_that_todays_checks_reject_is_asked_again(stor
     and the entry replaced. A stored closing answer is still served."""
     from langchain_core.messages import AIMessage
 
-    from graph.cache import decode_tool_reply, encode_tool_reply, stage_key
+    from graph.cache import decode_tool_reply, encode_tool_reply
+    from graph.cache_keys import stage_key
 
     call = AIMessage(content="", tool_calls=[{"name": "view_frames", "args": {"frames": [3]}, "id": "c1"}])
     cache = StageCache(None)

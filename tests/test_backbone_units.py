@@ -18,7 +18,8 @@ from graph.backbone import (
     default_chat_model,
     is_transient,
 )
-from graph.cache import StageCache, render_messages, stage_key
+from graph.cache import StageCache
+from graph.cache_keys import render_messages, stage_key
 from graph.replies import extract_json_object
 from graph.settings import BackboneSettings, SettingsError
 
@@ -180,7 +181,7 @@ def test_url_digest_memo_is_bounded_by_the_size_of_its_urls(monkeypatch) -> None
     import hashlib
     from collections import OrderedDict
 
-    import graph.cache as cache_mod
+    import graph.cache_keys as cache_mod
 
     monkeypatch.setattr(cache_mod, "_URL_SHA", OrderedDict())
     monkeypatch.setattr(cache_mod, "_url_chars", 0)

@@ -11,7 +11,8 @@ from langchain_core.messages import HumanMessage, SystemMessage
 from pydantic import BaseModel
 
 from graph.backbone import Backbone, Usage
-from graph.cache import StageCache, endpoint_identity, stage_key
+from graph.cache import StageCache
+from graph.cache_keys import endpoint_identity, stage_key
 from graph.settings import BackboneSettings
 from graph.testing import ScriptedChatModel
 
