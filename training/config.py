@@ -292,6 +292,17 @@ def prompt_problems(spec: PromptSpec) -> list[str]:
     return problems
 
 
+def is_blank_file(value: str | None) -> bool:
+    """Whether a prompt-file setting (``dataset_file``, ``eval_dataset_file``) is set to an empty or blank text:
+    neither unset (None) nor a path. Validation took "" as unset while the loader opened it as the path "."."""
+    return value is not None and not value.strip()
+
+
+def blank_file_problem(name: str) -> str:
+    """What a blank prompt-file setting ``name`` is told (validation and ``training.data.load_prompts``)."""
+    return f"{name} is empty (an unset shell variable?): give a JSONL file, or none for no file"
+
+
 def validate(cfg: TrainConfig) -> TrainConfig:
     """Check every value; raise ConfigError listing all problems. Pure (touches no file or model)."""
     errs: list[str] = []
@@ -329,7 +340,9 @@ def validate(cfg: TrainConfig) -> TrainConfig:
         errs.append("model_path is required unless tiny is true")
     if cfg.model_revision is not None and not cfg.model_revision.strip():
         errs.append("model_revision must be a non-empty branch, tag or commit (or none: the default branch)")
-    if not cfg.dataset and not cfg.dataset_file:
+    errs += [blank_file_problem(name) for name in ("dataset_file", "eval_dataset_file")
+             if is_blank_file(getattr(cfg, name))]
+    if not cfg.dataset and cfg.dataset_file is None:
         errs.append("no prompts: set dataset (list of {text, image?}) or dataset_file")
     errs += [f"{name}[{i}]: {problem}" for name in ("dataset", "eval_dataset")
              for i, spec in enumerate(getattr(cfg, name)) for problem in prompt_problems(spec)]

@@ -46,7 +46,7 @@ from typing import Any, Literal
 
 import yaml
 
-from training.config import ConfigError, PromptSpec, TrainConfig, validate
+from training.config import ConfigError, PromptSpec, TrainConfig, is_blank_file, validate
 
 FIELD_DEFAULTS_BEFORE: dict[str, Any] = {"image_fit": "stretch"}
 """Fields added after runs were saved, with the behaviour of the code before them (prompt images were
@@ -319,8 +319,13 @@ def parse_cli(argv: Sequence[str]) -> TrainConfig:
 
 
 def saved_config_dict(data: Mapping[str, Any]) -> dict[str, Any]:
-    """A saved config mapping with the fields it predates filled by ``FIELD_DEFAULTS_BEFORE``."""
-    return {**FIELD_DEFAULTS_BEFORE, **data}
+    """A saved config mapping with the fields it predates filled by ``FIELD_DEFAULTS_BEFORE``, and a blank
+    ``dataset_file`` / ``eval_dataset_file`` as None: validation now refuses one, but an earlier run could save
+    ``eval_dataset_file: ''`` with ``eval_every: 0`` (never read; a blank ``dataset_file`` failed to load, so no
+    run trained with one), and its config must still read for an export or a resume."""
+    blank = {name: None for name in ("dataset_file", "eval_dataset_file")
+             if isinstance(data.get(name), str) and is_blank_file(data[name])}
+    return {**FIELD_DEFAULTS_BEFORE, **data, **blank}
 
 
 def read_run_config(path: str | Path) -> TrainConfig:

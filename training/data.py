@@ -34,7 +34,7 @@ from typing import Literal
 import numpy as np
 
 from tools.jsonl import json_lines
-from training.config import PromptSpec
+from training.config import PromptSpec, blank_file_problem, is_blank_file
 
 
 def load_prompts(dataset: Sequence[PromptSpec], dataset_file: str | None,
@@ -43,6 +43,8 @@ def load_prompts(dataset: Sequence[PromptSpec], dataset_file: str | None,
     naming the file (and line) for a malformed row or when there is no prompt at all (``kind``: which
     prompts the error names, the training or the held-out ones)."""
     prompts = list(dataset)
+    if is_blank_file(dataset_file):  # as validation says: not a path to "." (not unset either)
+        raise ValueError(blank_file_problem("eval_dataset_file" if kind == "held-out" else "dataset_file"))
     if dataset_file is not None:
         path = Path(dataset_file)
         if not path.is_file():
