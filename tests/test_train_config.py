@@ -56,7 +56,7 @@ BASE_YAML = "tiny: true\nreward: brightness\ndataset:\n  - {text: push the block
         ({"finetune": "lora", "lora_alpha": -4.0}, "lora_alpha must be > 0"),
         ({"finetune": "lora", "lora_alpha": float("nan")}, "lora_alpha must be > 0"),
         ({"learning_rate": float("inf")}, "learning_rate must be > 0 and finite, got inf"),
-        ({"fps": float("inf")}, "fps must be > 0 and finite"),
+        ({"fps": float("inf")}, r"fps must be above 1/2002 and below 2\*\*31"),
         ({"guidance_scale": float("inf")}, "guidance_scale must be finite and >= 0, got inf"),
         ({"num_steps": 1, "sde_window": (0, 1)}, r"holds only the last step.*: set num_steps >= 2"),
         ({"dataset": [PromptSpec("push"), PromptSpec("pull", image_seed=-1)]},

@@ -47,5 +47,5 @@ def test_no_frames_or_no_pixels_are_refused(tmp_path, shape):
 def test_a_rate_that_cannot_be_stored_is_refused(tmp_path, fps):
     """inf raised OverflowError from Fraction; 1e-4 fps became the rate 0 (nearest fraction with a denominator
     up to 1001), which libx264 replaced by 24 fps: a clip written at the wrong rate, no error."""
-    with pytest.raises(ValueError, match="fps must be positive and finite"):
+    with pytest.raises(ValueError, match=r"fps must be above 1/2002 and below 2\*\*31"):
         write_video(tmp_path / "r.mp4", id_frames(2), fps=fps)

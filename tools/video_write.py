@@ -8,12 +8,12 @@ gray output is stored full-range so gray values survive a round trip. ``tools.vi
 
 from __future__ import annotations
 
-import math
-from fractions import Fraction
 from pathlib import Path
 
 import av
 import numpy as np
+
+from tools.video_rate import fps_problem, stored_rate
 
 
 def chroma_steps(pix_fmt: str) -> tuple[int, int]:
@@ -33,8 +33,8 @@ def write_video(path: str | Path, frames: np.ndarray, fps: float = 16.0, *, code
     ``pix_fmt`` is the encoded format ("yuv420p" default; "gray" or "yuv444p" keep odd sizes and
     gray content exact); chroma-subsampled formats pad odd sizes with edge pixels. ``gop`` is the
     keyframe interval (codec default when None); ``crf`` and ``preset`` apply to libx264/libx265.
-    ``ValueError`` for no frames, frames of 0 pixels, or an ``fps`` that is not finite or rounds to a stored
-    rate of 0 (the rate is the nearest fraction with a denominator up to 1001).
+    ``ValueError`` for no frames, frames of 0 pixels, or an ``fps`` that cannot be stored
+    (`tools.video_rate.fps_problem`: not above 1/2002 or not below 2**31).
     """
     frames = np.asarray(frames)
     gray = frames.ndim == 3
@@ -43,10 +43,9 @@ def write_video(path: str | Path, frames: np.ndarray, fps: float = 16.0, *, code
                          f"{frames.shape}")
     if 0 in frames.shape[:3]:  # PyAV writes no file without a packet; a 0-pixel frame fails inside PyAV
         raise ValueError(f"write_video needs at least one frame of at least 1x1 pixels, got {frames.shape}")
-    # the stored rate is the nearest fraction with a denominator up to 1001: it must not round to 0
-    rate = Fraction(fps).limit_denominator(1001) if fps > 0 and math.isfinite(fps) else Fraction(0)
-    if rate <= 0:
-        raise ValueError(f"fps must be positive and finite (at least 1/2002 to be stored), got {fps}")
+    rate = stored_rate(fps)  # the nearest fraction with a denominator up to 1001: not 0, not past 32 bits
+    if rate is None:
+        raise ValueError(fps_problem(fps))
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     h, w = frames.shape[1:3]

@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal, get_args
 
 from policy.steps import likelihood_steps
+from tools.video_rate import fps_problem
 
 RewardName = Literal["brightness", "motion", "agent", "http", "sum"]
 LRSchedule = Literal["constant", "linear", "cosine"]
@@ -251,7 +252,8 @@ class TrainConfig:
     """Frames per generated clip (including the conditioning frame): 1 + 4k with k >= 1 for the Wan VAEs
     (the conditioning frame plus at least one generated latent frame; checked once the model is built)."""
     fps: float = 16.0
-    """Frame rate passed to the reward with the decoded clip."""
+    """Frame rate passed to the reward with the decoded clip (and of the videos written): above 1/2002 and below
+    2**31, what an mp4 stores (`tools.video_rate`)."""
     eval_every: int = 0
     """Held-out evaluation (training/evaluate.py) before the first iteration, every N iterations and after
     the last: deterministic ODE samples of the eval prompts, scored by the run's reward, logged to
@@ -366,10 +368,12 @@ def validate(cfg: TrainConfig) -> TrainConfig:
     errs += [f"{k} must be >= 1, got {v}" for k, v in positive.items() if v < 1]
     if not 0 <= cfg.guidance_scale < math.inf:
         errs.append(f"guidance_scale must be finite and >= 0, got {cfg.guidance_scale}")
-    for name in ("clip_range", "a_max", "max_log_ratio", "mu_kl_eps", "adv_eps", "learning_rate", "fps", "shift"):
+    for name in ("clip_range", "a_max", "max_log_ratio", "mu_kl_eps", "adv_eps", "learning_rate", "shift"):
         value, finite = getattr(cfg, name), name not in ("clip_range", "a_max")  # an infinite clip clips nothing
         if not value > 0 or (finite and value == math.inf):
             errs.append(f"{name} must be > 0{' and finite' if finite else ''}, got {value}")
+    if (problem := fps_problem(cfg.fps)) is not None:  # the rollout / held-out / reward clips' writer refuses it
+        errs.append(problem)
     for name in ("beta", "weight_decay"):  # an infinite beta made the loss inf * 0 = NaN: a false divergence
         if not 0 <= getattr(cfg, name) < math.inf:
             errs.append(f"{name} must be >= 0 and finite, got {getattr(cfg, name)}")
