@@ -32,8 +32,8 @@ import os
 import socket
 import sys
 import warnings
-from collections.abc import Sequence
-from typing import Any
+from collections.abc import Mapping, Sequence
+from typing import Any, NamedTuple
 
 from training.config import ConfigError, PromptSpec, TrainConfig
 from training.config_io import parse_cli
@@ -52,7 +52,42 @@ def _single_process_env() -> None:
                        "MASTER_PORT": str(port)})
 
 
-def share_cpu_threads(environ: dict[str, str] | os._Environ[str], cpus: int | None) -> int | None:
+class RankEnv(NamedTuple):
+    """This process's place in the launch, from the launcher's environment variables (`rank_env`)."""
+
+    rank: int
+    world: int
+    local_rank: int
+
+
+def env_int(environ: Mapping[str, str], name: str, default: int, least: int) -> int:
+    """The integer environment variable ``name`` (``default`` when unset); ConfigError naming the variable and
+    its value when it is not an integer >= ``least`` (``int(os.environ[...])`` was a ValueError traceback)."""
+    text = environ.get(name)
+    if text is None:
+        return default
+    try:
+        value = int(text)
+    except ValueError:
+        value = least - 1
+    if value < least:
+        raise ConfigError(f"environment variable {name} must be an integer >= {least}, got {text!r}")
+    return value
+
+
+def rank_env(environ: Mapping[str, str]) -> RankEnv:
+    """RANK, WORLD_SIZE and LOCAL_RANK (0, 1, 0 when unset: one process), checked (`env_int`), and the ranks per
+    machine (LOCAL_WORLD_SIZE / LOCAL_SIZE, read by `share_cpu_threads`); ConfigError for a bad one."""
+    for name in ("LOCAL_WORLD_SIZE", "LOCAL_SIZE"):
+        env_int(environ, name, 1, 1)
+    out = RankEnv(env_int(environ, "RANK", 0, 0), env_int(environ, "WORLD_SIZE", 1, 1),
+                  env_int(environ, "LOCAL_RANK", 0, 0))
+    if out.rank >= out.world:
+        raise ConfigError(f"environment variable RANK {out.rank} is not below WORLD_SIZE {out.world}")
+    return out
+
+
+def share_cpu_threads(environ: Mapping[str, str], cpus: int | None) -> int | None:
     """Threads for this rank's torch CPU ops when the launcher did not say (``OMP_NUM_THREADS`` unset) and
     several ranks share the machine (``LOCAL_WORLD_SIZE``, torchrun; ``LOCAL_SIZE``, deepspeed; > 1): the CPUs
     split between them. torchrun sets
@@ -259,6 +294,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 0
     check = "--check" in args
     try:
+        ranks = rank_env(os.environ)  # read once, here: a bad value was a traceback in --check or the launch
         cfg = parse_cli([a for a in args if a != "--check"])
         counts = check_prompts(cfg)
         check_output_dir(cfg)  # in seconds; train() decides again, agreed by every rank (training/run_dir.py)
@@ -273,18 +309,18 @@ def main(argv: Sequence[str] | None = None) -> int:
         agent_tools = reward_tools(cfg)
         model_note = check_model_path(cfg)  # before any model loads: a bad folder was a traceback in every rank
         if check:
-            report = launch_check(cfg, agent_settings, agent_tools, int(os.environ.get("WORLD_SIZE", "1")), counts,
-                                  tokens)
+            report = launch_check(cfg, agent_settings, agent_tools, ranks.world, counts, tokens)
     except ConfigError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
     if check:
         print(report + "".join(f"\n{note}" for note in (model_note, device_note and f"note: {device_note}") if note))
         return 0
-    if model_note and int(os.environ.get("RANK", "0")) == 0:
+    if model_note and ranks.rank == 0:
         print(model_note, file=sys.stderr, flush=True)
     launched = "RANK" in os.environ and "WORLD_SIZE" in os.environ  # set by torchrun, deepspeed, srun wrappers
     _single_process_env()
+    ranks = rank_env(os.environ)  # a plain run's defaults (a lone LOCAL_RANK is replaced by 0, as it was)
     _quiet_dependency_warnings()
     if launched:  # a rank whose launcher dies stops with a checkpoint instead of training on as an orphan
         from training.preemption import follow_launcher
@@ -297,17 +333,17 @@ def main(argv: Sequence[str] | None = None) -> int:
     from training.trainer import train  # heavy imports (deepspeed, diffusers) only after validation
 
     try:
-        out = train(cfg, local_rank=int(os.environ.get("LOCAL_RANK", "0")), reward_tokens=tokens,
+        out = train(cfg, local_rank=ranks.local_rank, reward_tokens=tokens,
                     reward_settings=agent_settings, reward_tools=agent_tools)
     except Exception as exc:
         if (status := exit_status(exc)) is None:
             raise
         code, every_rank = status
         release_process_group(every_rank)
-        if not every_rank or int(os.environ.get("RANK", "0")) == 0:  # raised on every rank: said once
+        if not every_rank or ranks.rank == 0:  # raised on every rank: said once
             print(f"{'stopped' if code > 128 else 'error'}: {exc}", file=sys.stderr, flush=True)  # > 128: a signal
         return code
-    if int(os.environ.get("RANK", "0")) == 0:
+    if ranks.rank == 0:
         print(f"done: metrics in {out / 'metrics.jsonl'}; a page of the run: python -m training.report --run {out}")
     return 0
 
