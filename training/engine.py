@@ -303,16 +303,25 @@ def load(engine: Any, ckpt_dir: Path, tag: str, *, learning_rate: float,
     return int(client["iteration"]), int(client["data_position"]), int(client.get("skipped_iterations", 0))
 
 
+def schedule_position(global_steps: int, skipped_steps: int) -> int:
+    """The scheduler position of an engine restored with these DeepSpeed counters: the optimizer steps applied.
+    DeepSpeed counts a step whose fp16 gradients overflowed in ``global_steps`` and ``skipped_steps`` and does
+    not step the scheduler for it, so an uninterrupted run's scheduler is at ``global_steps - skipped_steps``
+    (a resume set ``global_steps``: ahead of it by every skipped step, further into the warmup or decay)."""
+    return max(0, global_steps - skipped_steps)
+
+
 def apply_optimizer_settings(engine: Any, learning_rate: float, weight_decay: float) -> None:
     """Set every parameter group's ``lr`` and ``weight_decay`` (after a resume: loading the optimizer state
     restores the saved ones, so a run resumed with a lower learning_rate, as a diverged run is told to
     be, went on with the old one while the resume warning named the new). Under a warmup or a decaying
-    schedule the rate is ``learning_rate * lr_factor(optimizer steps taken)``."""
+    schedule the rate is ``learning_rate * lr_factor(optimizer steps taken)``: `schedule_position`, the steps
+    the engine applied, where the uninterrupted run's scheduler is."""
     scheduler = engine.lr_scheduler  # lr_scheduler's LambdaLR, or None
     factor = 1.0
     if scheduler is not None:  # go on from the restored optimizer step count, towards the launch's rate
         scheduler.base_lrs = [learning_rate] * len(scheduler.base_lrs)
-        scheduler.last_epoch = int(engine.global_steps)
+        scheduler.last_epoch = schedule_position(int(engine.global_steps), int(engine.skipped_steps))
         factor = scheduler.lr_lambdas[0](scheduler.last_epoch)
     for group in engine.optimizer.param_groups:
         group["lr"] = learning_rate * factor
