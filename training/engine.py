@@ -273,6 +273,12 @@ def latest_tag(ckpt_dir: Path) -> str | None:
     return latest.read_text().strip() if latest.is_file() else None
 
 
+def plain_tag(tag: str) -> bool:
+    """Whether ``tag`` can name a folder in the checkpoint directory: not empty (a ``latest`` whose write was
+    killed), not ``.`` / ``..``, no path separator (else the checkpoint directory itself or a folder outside it)."""
+    return bool(tag) and tag not in (".", "..") and "/" not in tag and "\\" not in tag
+
+
 UNIVERSAL_SUFFIX = "_universal"
 """``checkpoints/iter_NNNNNN_universal``: that checkpoint in DeepSpeed's universal format (training/reshard.py)."""
 

@@ -59,6 +59,7 @@ Decisions where the issue was silent:
 from __future__ import annotations
 
 import json
+import pickle
 import re
 import shutil
 import sys
@@ -73,7 +74,7 @@ import torch
 from policy.world_model import FlowWorldModel
 from training.config import TrainConfig
 from training.config_io import absolute_paths, config_from_dict, config_to_dict, saved_config_dict
-from training.engine import latest_tag
+from training.engine import latest_tag, plain_tag
 from training.models import DTYPES, build_world_model
 from training.numerics import like_engine
 from training.run_dir import checkpoint_tags
@@ -96,6 +97,11 @@ def checkpoint_tag(checkpoint_dir: Path, tag: str | None = None) -> str:
         if tag is None:
             raise ExportError(f"{checkpoint_dir} has no 'latest' file; pass a tag (one of "
                               f"{sorted(p.name for p in checkpoint_dir.iterdir() if p.is_dir())})")
+        if not plain_tag(tag):  # read as the checkpoint folder itself, or one outside it
+            raise ExportError(f"{checkpoint_dir}'s 'latest' is empty or does not name a checkpoint folder ({tag!r}); "
+                              f"pass a tag (saved: {', '.join(checkpoint_tags(checkpoint_dir)[-8:]) or 'none'})")
+    if not plain_tag(tag):
+        raise ExportError(f"{tag!r} is not a checkpoint tag (a folder name in {checkpoint_dir}, e.g. iter_000010)")
     if not (checkpoint_dir / tag).is_dir():
         saved = checkpoint_tags(checkpoint_dir)
         raise ExportError(f"no checkpoint {tag!r} in {checkpoint_dir}; saved: "
@@ -121,7 +127,8 @@ def consolidate(checkpoint_dir: Path, tag: str) -> dict[str, torch.Tensor]:
         else:
             state = get_fp32_state_dict_from_zero_checkpoint(str(checkpoint_dir), tag=tag,
                                                              exclude_frozen_parameters=True)
-    except (FileNotFoundError, ValueError, KeyError) as exc:
+    except (OSError, ValueError, KeyError, RuntimeError, EOFError, pickle.UnpicklingError) as exc:
+        # RuntimeError: torch.load of a truncated or corrupt file ("PytorchStreamReader failed reading zip archive")
         raise ExportError(f"cannot read checkpoint {folder}: {type(exc).__name__}: {exc}") from exc
     return {k[len(_PREFIX):]: v for k, v in state.items() if k.startswith(_PREFIX)}
 

@@ -49,7 +49,7 @@ from training.collectives import as_rank0_sees
 from training.config import ConfigError, TrainConfig
 from training.config_io import read_saved_run, resume_conflicts
 from training.ds_config import read_ds_config
-from training.engine import UNIVERSAL_SUFFIX, checkpoint_ranks, latest_tag
+from training.engine import UNIVERSAL_SUFFIX, checkpoint_ranks, latest_tag, plain_tag
 from training.run_dir import LAYOUT_FILE, finished_checkpoints
 
 
@@ -198,7 +198,7 @@ def resume_source(ckpt_dir: Path, world: int, layout: StateLayout | None = None,
         raise ValueError(f"--resume: no checkpoint in {ckpt_dir} (no 'latest' file); start the run without "
                          "--resume (with --overwrite_output_dir when it holds the earlier attempt's logs), or "
                          "set output_dir to the run to continue")
-    if not tag or "/" in tag or tag in (".", ".."):
+    if not plain_tag(tag):
         raise ValueError(f"--resume: {ckpt_dir / 'latest'} is empty or unreadable ({tag!r}); write the tag of the "
                          "newest complete checkpoint folder (iter_NNNNNN) into it, then resume again")
     folder = ckpt_dir / tag
