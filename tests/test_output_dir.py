@@ -199,3 +199,16 @@ def test_overwrite_deletes_the_earlier_runs_tag_exports_too(tmp_path):
     (out / "export-iter_000010" / "export.json").write_text("{}")
     with pytest.raises(ConfigError, match=r"earlier run's outputs \(export-iter_000010/\)"):
         check_output_dir(load_config(SMOKE, ["--output_dir", str(out)]))
+
+
+@pytest.mark.parametrize("resume", [False, True])
+@pytest.mark.parametrize("below", [False, True])
+def test_an_output_dir_that_is_a_file_stops_the_launch_check(tmp_path, resume, below):
+    """--check said ok and the launch loaded the model, then failed with FileExistsError (NotADirectoryError for a
+    folder under a file) in a traceback when the metrics log made the folder."""
+    (tmp_path / "notes.txt").write_text("mine")
+    out = tmp_path / "notes.txt" / "run" if below else tmp_path / "notes.txt"
+    cfg = load_config(SMOKE, ["--output_dir", str(out)] + (["--resume"] if resume else []))
+    with pytest.raises(ConfigError, match=rf"output_dir {out} cannot be a folder: {tmp_path / 'notes.txt'} is a file"):
+        check_output_dir(cfg)
+    assert (tmp_path / "notes.txt").read_text() == "mine"

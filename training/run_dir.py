@@ -128,15 +128,30 @@ def refusal(cfg: TrainConfig, tags: list[str], outputs: list[str] = ()) -> str |
             "tensorboard/), or set another output_dir")
 
 
+def not_a_folder(out_dir: Path) -> str | None:
+    """Why ``out_dir`` cannot be made a folder (it, or the nearest of its parents that exists, is not a folder),
+    or None. Such a launch passed ``--check``, loaded the model and then failed in a traceback (FileExistsError,
+    NotADirectoryError) when the metrics log made the folder."""
+    for path in (out_dir, *out_dir.parents):
+        if path.exists() or path.is_symlink():
+            if path.is_dir():
+                return None
+            return f"output_dir {out_dir} cannot be a folder: {path} is a file; set another output_dir"
+    return None
+
+
 def output_dir_problem(cfg: TrainConfig) -> str | None:
-    """`refusal` of ``cfg`` for the checkpoints and outputs its output_dir holds now."""
+    """`not_a_folder`, else `refusal` of ``cfg`` for the checkpoints and outputs its output_dir holds now."""
     out_dir = Path(cfg.output_dir)
+    if problem := not_a_folder(out_dir):
+        return problem
     return refusal(cfg, earlier_checkpoints(out_dir), earlier_outputs(out_dir))
 
 
 def check_output_dir(cfg: TrainConfig) -> None:
     """ConfigError when a fresh launch of ``cfg`` would start in a folder holding an earlier run's
-    checkpoints or outputs without ``overwrite_output_dir`` (the entry point, ``--check``; one process)."""
+    checkpoints or outputs without ``overwrite_output_dir``, or when output_dir cannot be a folder (a resume
+    too: `not_a_folder`) (the entry point, ``--check``; one process)."""
     if problem := output_dir_problem(cfg):
         raise ConfigError(problem)
 
