@@ -16,7 +16,8 @@ This is the edge where the environment is read: ``LOCAL_RANK`` and the ranks per
 launchers; without ``OMP_NUM_THREADS``, ranks on one machine split its CPUs: `share_cpu_threads`), the
 reward token variables named by ``token_env`` (http rewards; an unset one is a config error), the
 agent's ``RAA_*`` backbone settings (agent reward without a ``model``: endpoint, ``RAA_INSPECT_MODE``, traces), and --
-for a plain single-process run without a launcher -- default ``RANK/WORLD_SIZE/MASTER_ADDR/MASTER_PORT``.
+for a plain single-process run without a launcher -- default ``RANK/WORLD_SIZE/MASTER_ADDR/MASTER_PORT``. A rank
+variable that is not an integer in range is a config error naming it and its value (`rank_env`).
 Config errors (a missing or malformed prompt file included; a ``model_path`` that is no checkpoint folder and
 cannot be downloaded), an invalid ``RAA_*`` setting and an agent
 reward without an endpoint are printed and exit with status 2 before any model loads (a run whose every reward is ineligible updates nothing).
