@@ -253,8 +253,7 @@ class TrainConfig:
     """Frames per generated clip (including the conditioning frame): 1 + 4k with k >= 1 for the Wan VAEs
     (the conditioning frame plus at least one generated latent frame; checked once the model is built)."""
     fps: float = 16.0
-    """Frame rate passed to the reward with the decoded clip (and of the videos written): above 1/2002 and below
-    2**31, what an mp4 stores (`tools.video_rate`)."""
+    """Frame rate passed to the reward with the decoded clip; above 1/2002, below 2**31 (`tools.video_rate`)."""
     eval_every: int = 0
     """Held-out evaluation (training/evaluate.py) before the first iteration, every N iterations and after
     the last: deterministic ODE samples of the eval prompts, scored by the run's reward, logged to
@@ -296,13 +295,12 @@ def prompt_problems(spec: PromptSpec) -> list[str]:
 
 
 def is_blank_file(value: str | None) -> bool:
-    """Whether a prompt-file setting (``dataset_file``, ``eval_dataset_file``) is set to an empty or blank text:
-    neither unset (None) nor a path. Validation took "" as unset while the loader opened it as the path "."."""
+    """Whether a prompt-file setting is blank text: refused (`blank_file_problem`) by validation and the loader
+    alike (validation took "" as unset, the loader as the path ".")."""
     return value is not None and not value.strip()
 
 
 def blank_file_problem(name: str) -> str:
-    """What a blank prompt-file setting ``name`` is told (validation and ``training.data.load_prompts``)."""
     return f"{name} is empty (an unset shell variable?): give a JSONL file, or none for no file"
 
 
