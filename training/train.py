@@ -32,10 +32,12 @@ from __future__ import annotations
 import os
 import socket
 import sys
+import time
 import warnings
 from collections.abc import Mapping, Sequence
 from typing import Any, NamedTuple
 
+from training.build_locks import extensions_root, stale_lock_note, stale_locks
 from training.config import ConfigError, PromptSpec, TrainConfig
 from training.config_io import parse_cli
 from training.ds_config import check_ds_json, read_ds_config
@@ -309,16 +311,19 @@ def main(argv: Sequence[str] | None = None) -> int:
         agent_settings = reward_settings(cfg)
         agent_tools = reward_tools(cfg)
         model_note = check_model_path(cfg)  # before any model loads: a bad folder was a traceback in every rank
+        lock_note = stale_lock_note(stale_locks(extensions_root(os.environ), time.time()))  # training/build_locks.py
         if check:
             report = launch_check(cfg, agent_settings, agent_tools, ranks.world, counts, tokens)
     except ConfigError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
     if check:
-        print(report + "".join(f"\n{note}" for note in (model_note, device_note and f"note: {device_note}") if note))
+        notes = (model_note, device_note and f"note: {device_note}", lock_note)
+        print(report + "".join(f"\n{note}" for note in notes if note))
         return 0
-    if model_note and ranks.rank == 0:
-        print(model_note, file=sys.stderr, flush=True)
+    for note in (model_note, lock_note):
+        if note and ranks.rank == 0:
+            print(note, file=sys.stderr, flush=True)
     launched = "RANK" in os.environ and "WORLD_SIZE" in os.environ  # set by torchrun, deepspeed, srun wrappers
     _single_process_env()
     ranks = rank_env(os.environ)  # a plain run's defaults (a lone LOCAL_RANK is replaced by 0, as it was)

@@ -1,0 +1,78 @@
+"""Stale build locks of torch's JIT C++ extensions (DeepSpeed's ops on CPU).
+
+On CPU, DeepSpeed builds its shared-memory communication op (``deepspeed_shm_comm``) with torch's JIT extension
+loader the first time a run starts its process group. torch guards each build with a ``lock`` file in the
+extension's build folder and, while that file exists, waits for it without limit and without a word. A build
+that was interrupted (Ctrl-C during a first launch, a killed test run) leaves the file behind, and every later
+launch on the machine hangs at process-group start with no message.
+
+Decisions where the issue was silent: a lock file older than ``STALE_AFTER_S`` (30 minutes; the op builds in
+about a minute) is reported as stale, with the command that removes it: by ``--check`` as a note, and at launch
+by rank 0 on stderr before the process group starts, so the last line of a hung launch says why. The launch
+still goes on: a lock that old is almost surely stale, but removing a file another user's build may hold is the
+user's call. The extensions folder is torch's own (`extensions_root`): ``TORCH_EXTENSIONS_DIR`` when set,
+otherwise ``<user cache>/torch_extensions/py<version>_<cpu|cuXY|rocmXY>``; the environment is read at the CLI
+edge (training/train.py).
+"""
+
+from __future__ import annotations
+
+import shlex
+import sys
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+
+STALE_AFTER_S = 30 * 60.0
+"""Age after which an extension build lock counts as left behind by an interrupted build."""
+
+
+def extensions_root(environ: Mapping[str, str]) -> Path:
+    """The folder holding torch's JIT extension builds (one subfolder per extension), as
+    ``torch.utils.cpp_extension`` chooses it."""
+    if environ.get("TORCH_EXTENSIONS_DIR") is not None:
+        return Path(environ["TORCH_EXTENSIONS_DIR"])
+    import torch
+    from torch.utils.cpp_extension import get_default_build_root
+
+    if torch.version.hip is not None:
+        accelerator = f"rocm{torch.version.hip.replace('.', '')}"
+    elif torch.version.cuda is not None:
+        accelerator = f"cu{torch.version.cuda.replace('.', '')}"
+    else:
+        accelerator = "cpu"
+    version = f"py{sys.version_info.major}{sys.version_info.minor}{sys.abiflags}"
+    return Path(get_default_build_root()) / f"{version}_{accelerator}"
+
+
+def stale_locks(root: Path, now: float, stale_after_s: float = STALE_AFTER_S) -> list[tuple[Path, float]]:
+    """(path, age in seconds) of the build locks (``root/<extension>/lock``) last modified more than
+    ``stale_after_s`` before ``now`` (Unix seconds), by path; none when ``root`` does not exist or cannot be
+    read."""
+    try:
+        candidates = sorted(root.glob("*/lock"))
+    except OSError:
+        return []
+    found = []
+    for lock in candidates:
+        try:
+            age = now - lock.stat().st_mtime
+        except OSError:  # removed meanwhile: the build finished
+            continue
+        if age > stale_after_s:
+            found.append((lock, age))
+    return found
+
+
+def stale_lock_note(locks: Sequence[tuple[Path, float]]) -> str | None:
+    """What to tell the user about ``locks`` (`stale_locks`), None when there are none."""
+    if not locks:
+        return None
+    ages = ", ".join(f"{lock} ({_age(age)} old)" for lock, age in locks)
+    return (f"warning: torch extension build lock(s) left by an interrupted build: {ages}. While such a file "
+            "exists, the DeepSpeed op build at process-group start waits forever without a message. If no "
+            f"build is running, remove it: rm {' '.join(shlex.quote(str(lock)) for lock, _ in locks)}")
+
+
+def _age(seconds: float) -> str:
+    minutes = int(seconds // 60)
+    return f"{minutes // 60} h {minutes % 60} min" if minutes >= 60 else f"{minutes} min"
