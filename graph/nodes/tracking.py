@@ -14,7 +14,9 @@ Decisions where the issue was silent:
   points that add coverage are kept (`tools.motion.grid`): on the first frame alone it never tracked an
   object entering the view later, and a clip full of motion read "0 points moved". A static scene keeps
   its `GRID_SIZE`**2 points. The grid's job key stays that of a grid (points empty, query_t 0), so the
-  speculative grid track and a grid track_motion call still share one computation.
+  speculative grid track and a grid track_motion call still share one computation. On a clip whose short
+  side is under `GRID_SIZE` pixels the grid has the short side's size (`grid_side`): an 8x8 grid does not fit
+  there, and the TrackQueryError made every such run ineligible.
 - The tracks carry the clip's frame numbers (`MotionTracks.frame_indices`), so the summary names clip
   frames; it named positions among the tracked frames (track_motion over frames 40..60 reported motion
   "in frames 3-8").
@@ -80,7 +82,13 @@ def query_index(n: int, start: int, end: int, limit: int = TRACK_FRAMES) -> int:
 
 GRID_SIZE = 8
 """Side of the point grid tracked when no points are given (GRID_SIZE**2 points on each of the stretch's
-query frames, `tools.motion.grid`; the speculative and reflect tracks)."""
+query frames, `tools.motion.grid`; the speculative and reflect tracks); `grid_side` on frames smaller than that."""
+
+
+def grid_side(height: int, width: int) -> int:
+    """The grid side tracked on ``height x width`` frames: `GRID_SIZE`, or the short side when that is smaller
+    (a grid finer than the frame is refused, `tools.motion.base.grid_points`: the clip's run was ineligible)."""
+    return max(1, min(GRID_SIZE, int(height), int(width)))
 
 def _track_request(ctx: RunContext, video: str, idx: list[int], points: list[list[float]],
                    query_t: int = 0) -> tuple[tuple, Any]:
@@ -172,7 +180,7 @@ def _compute_tracks(ctx: RunContext, video: str, idx: list[int], points: list[li
         # 0 and 1 are the edge pixels' centres, so every point is inside the image (tools/coords.py's rule)
         tracks = track(np.array([[float(query_t), p[0] * (w - 1), p[1] * (h - 1)] for p in points], dtype=np.float32))
     else:  # the grid on the stretch's first, middle and last frames, later ones where they add coverage
-        tracks = grid_tracks(track, frames.shape, GRID_SIZE)
+        tracks = grid_tracks(track, frames.shape, grid_side(h, w))
     if (w, h) != (meta.width, meta.height):
         tracks = tracks.rescaled(meta.width / w, meta.height / h)
     # the clip's frame numbers: the summary's "motion in frames ..." must name frames of the clip,
