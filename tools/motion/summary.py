@@ -50,6 +50,8 @@ Definitions (decisions where the issue was silent):
 - At most ``MAX_REGIONS`` (16) regions, a ValueError beyond (the tool service answers 400): co-motion
   looks at every pair (120 for 16), and the summary used to cut regions and pairs to 64 silently after
   computing them all (1000 regions: half a million pairs, 40 s). The agent passes none (the 3x3 grid).
+- The text names its axes (image pixels from the top-left corner, y growing downwards): a lift read
+  "dy=-20.0", which a model taking y as growing upwards (the plot convention) read as a move down.
 - Frame numbers in the output are original clip indices (``MotionTracks.frame_indices``). Tracks whose
   frames are not in increasing clip order (a tool-service caller's ``frame_indices``, e.g. a stretch
   asked for backwards) are summarised in clip order: the tracked frames are sorted first (stable, so a
@@ -138,6 +140,8 @@ class MotionSummary(BaseModel):
                  f"moved (speed > {self.speed_threshold_px:.2g} px/frame over more than {self.noise_floor_px:.2g} px, "
                  f"or net > {self.net_threshold_px:.0f} px; tracker jitter below that is not motion)."]
         lines.append("Motion in frames: " + (_spans(self.active_segments) or "none") + ".")
+        lines.append("Positions (x, y) are pixels from the top-left corner: x grows rightwards, y grows downwards "
+                     "(dy < 0 is a move up).")
         for r in self.regions:
             if r.points == 0:
                 continue
