@@ -9,7 +9,9 @@ of clips, so the database only grows. Decisions where no issue says:
   (e.g. the ``incomplete`` runs a crash left). Given criteria combine: a run is deleted when it matches
   all of them. At least one is required, so nothing is deleted by accident. A finished run whose latest
   checkpoint is a time-travel fork not resumed yet reads as incomplete but is not one for ``--status
-  incomplete`` (deleting the thread took its result with it).
+  incomplete`` (deleting the thread took its result with it). A run whose checkpoint cannot be decoded
+  (`graph.tracing.UnreadableRunError`) has no time or status to judge: ``before`` / ``status`` spare it and
+  the prune names it (it stopped the whole prune); ``keep`` alone reads no run and deletes it like any other.
 * Runs are deleted as the checkpointer's own ``delete_thread`` deletes them (its checkpoints and pending
   writes, so the layout stays LangGraph's), all in one write transaction, counting only the runs that had
   checkpoints: ``delete_thread`` does not say whether it found any, and counting the ids given reported runs
@@ -47,7 +49,7 @@ from __future__ import annotations
 import re
 import sqlite3
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
@@ -57,7 +59,7 @@ from langgraph.checkpoint.sqlite import SqliteSaver
 from graph.cache import dated
 from graph.run_claims import FOREIGN_CLAIM_MAX_AGE_S, fence_vacuum, running, unfence_vacuum
 from graph.stores import TRACE_TABLES, TRACE_WAIT_S, connect_read_only, connect_wal, store_errors
-from graph.tracing import RUN_STATUSES, ever_finished, open_saver, read_trace, run_ids
+from graph.tracing import RUN_STATUSES, UnreadableRunError, ever_finished, open_saver, read_trace, run_ids
 
 _AGE = re.compile(r"^(\d+)\s*([mhdw])$")
 _UNITS = {"m": "minutes", "h": "hours", "d": "days", "w": "weeks"}
@@ -99,6 +101,9 @@ class Selection:
     """Runs in the database."""
     running: int = 0
     """Runs that matched but are in flight (claimed by a live process), so are spared."""
+    unreadable: list[str] = field(default_factory=list)
+    """Runs whose checkpoint cannot be decoded, so `before` / `status` cannot judge them: spared (`keep` alone
+    needs no run's contents and deletes them like any other)."""
 
 
 def select_runs(path: str | Path, *, keep: int | None = None, before: datetime | None = None,
@@ -118,9 +123,13 @@ def select_runs(path: str | Path, *, keep: int | None = None, before: datetime |
         candidates = ids[keep:] if keep is not None else ids
         if before is None and status is None:
             return _sparing_in_flight(saver, candidates, len(ids), claim_max_age_s)
-        chosen = []
+        chosen, unreadable = [], []
         for run_id in candidates:  # reads each candidate's last checkpoint: its time and status
-            run = read_trace(saver, run_id)
+            try:
+                run = read_trace(saver, run_id)
+            except UnreadableRunError:  # one damaged run stopped every prune by time or status
+                unreadable.append(run_id)
+                continue
             if before is not None and not _updated_before(run.updated, before):
                 continue
             if status is not None and run.status != status:
@@ -128,16 +137,18 @@ def select_runs(path: str | Path, *, keep: int | None = None, before: datetime |
             if status == "incomplete" and ever_finished(saver, run_id):  # a fork of a finished run: not a crash
                 continue
             chosen.append(run_id)
-        return _sparing_in_flight(saver, chosen, len(ids), claim_max_age_s)
+        return _sparing_in_flight(saver, chosen, len(ids), claim_max_age_s, unreadable)
     finally:
         saver.conn.close()
 
 
-def _sparing_in_flight(saver: SqliteSaver, matching: list[str], total: int, claim_max_age_s: float) -> Selection:
-    """The selection of `matching` but the runs in flight (module docstring)."""
+def _sparing_in_flight(saver: SqliteSaver, matching: list[str], total: int, claim_max_age_s: float,
+                       unreadable: list[str] | None = None) -> Selection:
+    """The selection of `matching` but the runs in flight (module docstring); `unreadable`: the runs spared
+    because their checkpoint cannot be decoded."""
     in_flight = running(saver.conn, claim_max_age_s)
     chosen = [run_id for run_id in matching if run_id not in in_flight]
-    return Selection(chosen, total, len(matching) - len(chosen))
+    return Selection(chosen, total, len(matching) - len(chosen), list(unreadable or []))
 
 
 def _updated_before(updated: str, cutoff: datetime) -> bool:
@@ -328,6 +339,10 @@ def prune_command(
                 raise typer.Exit(2) from exc
             spared = f" ({selection.running} more in flight, spared)" if selection.running else ""
             typer.echo(f"{len(selection.run_ids)} of {selection.total} runs in {path} match{spared}")
+            if bad := selection.unreadable:
+                typer.echo(f"warning: {len(bad)} run(s) could not be read and are spared: {', '.join(bad[:5])}"
+                           f"{' ...' if len(bad) > 5 else ''} (`raa trace RUN_ID` says why; --keep alone deletes "
+                           "them)", err=True)
             for run_id in selection.run_ids if dry_run else []:
                 typer.echo(f"  {run_id}")
     cache_path = settings.cache_path if cache else None
