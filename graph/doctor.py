@@ -9,7 +9,9 @@ one tool-calling request (the model should call `view_frames`); the trace databa
 (usable SQLite files, or creatable; a warning when on a network filesystem, where SQLite's WAL mode is
 unsafe); video I/O (an mp4 written and read back); the motion tracker and
 the V-JEPA 2 weights (present where the settings point, or in the Hugging Face cache); the tool
-service (`GET /healthz`) when `RAA_TOOLS_URL` is set.
+service (`GET /healthz`, then `/v1/info`) when `RAA_TOOLS_URL` is set: an info request it refuses (a wrong or
+missing `RAA_TOOLS_TOKEN`) is a problem, as every preset with a tool then stops at start; a service without
+surprise (`--no-surprise`) is a warning, as only the WMReward presets stop.
 
 Decisions where the issues were silent:
 - Statuses are "ok", "warning" (works, but probably not as meant: an image answer that misses the
@@ -360,12 +362,18 @@ def _service(tools: ToolSettings) -> Check:
     from tools.client import ToolServiceClient
     from tools.errors import ToolFault
 
-    try:
-        with ToolServiceClient(tools.tools_url, token=tools.token(), timeout_s=tools.request_timeout_s,
-                               connect_timeout_s=tools.connect_timeout_s, retries=1) as client:
+    with ToolServiceClient(tools.tools_url, token=tools.token(), timeout_s=tools.request_timeout_s,
+                           connect_timeout_s=tools.connect_timeout_s, retries=1) as client:
+        try:  # /v1/info, as `graph.context.preload_tools` asks it for the motion tracker
+            client.check_serves("motion")
+        except ToolFault as exc:  # refused (token) or failing: every preset with a tool stops at start
+            return Check("tool service", "problem", f"{exc.message}: every preset with motion evidence or WMReward "
+                                                    "stops at start; check RAA_TOOLS_TOKEN (the service's --token) "
+                                                    "and RAA_TOOLS_URL")
+        try:
             client.check_serves("surprise")
-    except ToolFault as exc:  # /v1/info refused (token) or a service started with --no-surprise
-        return Check("tool service", "warning", f"{exc.message}: {_wmreward_presets()} will stop at start")
+        except ToolFault as exc:  # a service started with --no-surprise
+            return Check("tool service", "warning", f"{exc.message}: {_wmreward_presets()} will stop at start")
     return Check("tool service", "ok", f"{tools.tools_url} answers and serves tracks and surprise")
 
 
