@@ -33,7 +33,8 @@ of clips, so the database only grows. Decisions where no issue says:
   The check and the VACUUM cannot share a transaction: the check fences the file in the same write transaction
   (`graph.run_claims.fence_vacuum`), so a run claimed right after it waits for the vacuum instead of going
   ahead under it, as a run that starts during the vacuum waits for it (its claim needs the write lock).
-  ``--vacuum`` shrinks the files its criteria name also when nothing matches now (`--keep N --vacuum` after
+  A trace database that holds no runs' tables yet (an empty file) is left alone: the fence's table in it made
+  every command refuse it as another database. ``--vacuum`` shrinks the files its criteria name also when nothing matches now (`--keep N --vacuum` after
   a prune without it). ``--vacuum`` alone (no criterion) is allowed, as it deletes nothing: it shrinks the
   trace database and the stage cache without asking (`vacuum_only`); without any option the command still
   refuses.
@@ -58,7 +59,7 @@ from langgraph.checkpoint.sqlite import SqliteSaver
 
 from graph.cache import dated
 from graph.run_claims import FOREIGN_CLAIM_MAX_AGE_S, fence_vacuum, running, unfence_vacuum
-from graph.stores import TRACE_TABLES, TRACE_WAIT_S, connect_read_only, connect_wal, store_errors
+from graph.stores import TABLES_SQL, TRACE_TABLES, TRACE_WAIT_S, connect_read_only, connect_wal, store_errors
 from graph.tracing import RUN_STATUSES, UnreadableRunError, ever_finished, open_saver, read_trace, run_ids
 
 _AGE = re.compile(r"^(\d+)\s*([mhdw])$")
@@ -213,7 +214,14 @@ def vacuum_traces(path: str | Path, claim_max_age_s: float = FOREIGN_CLAIM_MAX_A
     """`vacuum_and_say` the trace database at `path`, fenced against new claims meanwhile; or, runs in flight
     (`claim_max_age_s` as for `select_runs`), nothing rewritten and why not (module docstring)."""
     with store_errors(path, "trace database", "RAA_TRACES_PATH"):
-        connect_read_only(path, "trace database", TRACE_TABLES).close()  # another database given by mistake
+        conn = connect_read_only(path, "trace database", TRACE_TABLES)  # another database given by mistake
+        try:
+            tables = {row[0] for row in conn.execute(TABLES_SQL)}
+        finally:
+            conn.close()
+        if not tables & TRACE_TABLES:  # no run stored yet: the fence's table would make it "another database"
+            typer.echo(f"{path} holds no runs yet: nothing to vacuum", err=True)
+            return None
         ids = fence_vacuum(str(path), claim_max_age_s)
     if ids:
         return (f"not vacuuming {path}: {len(ids)} run(s) in flight ({', '.join(ids[:3])}"
