@@ -36,34 +36,20 @@ from __future__ import annotations
 import asyncio
 import tempfile
 from collections.abc import Callable
-from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Literal
+from typing import TYPE_CHECKING
 
 import numpy as np
 import typer
 from pydantic import BaseModel, Field
 
-from graph.model_files import weights_problem
+from graph.doctor_check import Check
+from graph.doctor_tools import service_check, tracker_check, vjepa_check
 from graph.settings import BackboneSettings, SettingsError
 
 if TYPE_CHECKING:  # pragma: no cover
     from tools.settings import ToolSettings
 
-CheckStatus = Literal["ok", "warning", "problem", "skipped"]
-COTRACKER3_HUB_WEIGHTS = "scaled_offline.pth"
-"""The file co-tracker's hubconf downloads for `cotracker3_offline(pretrained=True)` (torch hub cache)."""
-COTRACKER3_WEIGHTS_URL = f"https://huggingface.co/facebook/cotracker3/resolve/main/{COTRACKER3_HUB_WEIGHTS}"
-"""Where it downloads it from (co-tracker's hubconf.py)."""
-
-
-@dataclass(frozen=True)
-class Check:
-    """The outcome of one check."""
-
-    name: str
-    status: CheckStatus
-    detail: str
 
 
 class ColourProbe(BaseModel):
@@ -84,8 +70,8 @@ async def run_checks(settings: BackboneSettings, tools: ToolSettings, *, call: b
     checks += [_guarded("trace database", "RAA_TRACES_PATH", lambda: _traces(settings)),
                _guarded("stage cache", "RAA_CACHE_PATH", lambda: _cache(settings)), _video(),
                _guarded("motion tracker", "RAA_COTRACKER_CHECKPOINT or RAA_COTRACKER_HUB_DIR",
-                        lambda: _tracker(tools)),
-               _guarded("V-JEPA 2 weights", "RAA_VJEPA_MODEL", lambda: _vjepa(tools)), _service(tools)]
+                        lambda: tracker_check(tools)),
+               _guarded("V-JEPA 2 weights", "RAA_VJEPA_MODEL", lambda: vjepa_check(tools)), service_check(tools)]
     return checks
 
 
@@ -259,122 +245,6 @@ def _video() -> Check:
     if back.shape != (2, 64, 64, 3):
         return Check("video I/O", "problem", f"read back {back.shape}, expected (2, 64, 64, 3)")
     return Check("video I/O", "ok", f"PyAV {av.__version__} (FFmpeg libavcodec {av.library_versions['libavcodec']})")
-
-
-def _tracker(tools: ToolSettings) -> Check:
-    """What `tools.motion.cotracker.CoTracker3Tracker._build` will load: a checkpoint file; a hub dir (a
-    co-tracker clone: `torch.hub.load(..., source="local")` reads its hubconf.py) whose weights are the
-    checkpoint or, without one, downloaded by hubconf on first use; or, without a hub dir, the installed
-    `cotracker` package."""
-    if tools.tools_url:
-        return Check("motion tracker", "skipped", f"runs in the tool service ({tools.tools_url})")
-    if tools.motion_backend == "lk":
-        return Check("motion tracker", "ok", "Lucas-Kanade (OpenCV, no weights)")
-    checkpoint, hub = tools.cotracker_checkpoint, tools.cotracker_hub_dir
-    if checkpoint is None and hub is None:
-        return Check("motion tracker", "problem", "cotracker3 needs RAA_COTRACKER_CHECKPOINT (offline .pth) or "
-                                                  "RAA_COTRACKER_HUB_DIR (a local co-tracker clone)")
-    problems = []
-    if checkpoint is not None and not Path(checkpoint).is_file():
-        why = "is not a file" if Path(checkpoint).exists() else "does not exist"
-        problems.append(f"RAA_COTRACKER_CHECKPOINT {checkpoint} {why} (the offline model's .pth)")
-    if hub is not None and not (Path(hub) / "hubconf.py").is_file():
-        why = "has no hubconf.py" if Path(hub).is_dir() else "does not exist"
-        problems.append(f"RAA_COTRACKER_HUB_DIR {hub} {why} (a clone of facebookresearch/co-tracker is expected)")
-    if hub is None and not problems:
-        import importlib.util
-
-        if importlib.util.find_spec("cotracker") is None:
-            problems.append("without RAA_COTRACKER_HUB_DIR the installed cotracker package is used, and it is not "
-                            "installed (install it, or set RAA_COTRACKER_HUB_DIR to a co-tracker clone)")
-    if problems:
-        return Check("motion tracker", "problem", "cotracker3: " + "; ".join(problems))
-    if checkpoint is None:
-        import torch
-
-        from tools.hub import hub_reachable
-
-        cached = Path(torch.hub.get_dir()) / "checkpoints" / COTRACKER3_HUB_WEIGHTS
-        if not cached.is_file():
-            fetch = (f"cotracker3 ({hub}): RAA_COTRACKER_CHECKPOINT is unset, so the first use downloads the weights "
-                     f"({COTRACKER3_HUB_WEIGHTS}, network) into {cached.parent}")
-            if not hub_reachable(COTRACKER3_WEIGHTS_URL):  # the hubconf's fixed URL (no HF_ENDPOINT, no offline mode)
-                return Check("motion tracker", "problem", f"{fetch}, and {COTRACKER3_WEIGHTS_URL} did not answer: "
-                             "download it there, or set RAA_COTRACKER_CHECKPOINT to a local .pth")
-            return Check("motion tracker", "warning", f"{fetch}; or set RAA_COTRACKER_CHECKPOINT to a local .pth")
-        return Check("motion tracker", "ok", f"cotracker3 ({hub}, weights in the torch hub cache: {cached})")
-    return Check("motion tracker", "ok", f"cotracker3 ({checkpoint}" + (f", {hub})" if hub else ")"))
-
-
-def _vjepa(tools: ToolSettings) -> Check:
-    """What `tools.surprise.VJEPA2SurpriseScorer.load` reads with `VJEPA2Model.from_pretrained`: a local folder
-    must hold config.json and the weights (else a problem); a hub id not (fully) in the cache is a warning, as
-    the first run downloads what is missing."""
-    if tools.tools_url:
-        return Check("V-JEPA 2 weights", "skipped", f"loaded by the tool service ({tools.tools_url})")
-    local = Path(tools.vjepa_model)
-    if local.is_dir():
-        why = weights_problem(lambda name: local / name if (local / name).is_file() else None)
-        return Check("V-JEPA 2 weights", "ok" if why is None else "problem", f"{local}" + ("" if why is None else
-                     f": {why}; RAA_VJEPA_MODEL needs a folder saved by save_pretrained, or a hub id"))
-    from tools.hub import cached_file, download_blocked
-
-    def cached(name: str) -> Path | None:
-        return cached_file(tools.vjepa_model, name)
-
-    try:
-        why = weights_problem(cached)
-    except ValueError as exc:  # not a valid repo id either
-        return Check("V-JEPA 2 weights", "problem", f"RAA_VJEPA_MODEL={tools.vjepa_model!r}: neither a folder nor "
-                                                    f"a hub id ({exc})")
-    if why is None:
-        return Check("V-JEPA 2 weights", "ok", f"{tools.vjepa_model} (in the Hugging Face cache)")
-    where = "is not in the Hugging Face cache" if cached("config.json") is None else \
-        f"is only partly in the Hugging Face cache ({why})"
-    # the loader (tools.surprise, tools.hub) reads only the cache when the hub does not answer: the run stops
-    if cannot := download_blocked():
-        return Check("V-JEPA 2 weights", "problem", f"RAA_VJEPA_MODEL={tools.vjepa_model} {where} and {cannot}, so "
-                     f"{_wmreward_presets()} stop at start: score with "
-                     f"--preset no_wmreward, or download it (hf download {tools.vjepa_model}) or set "
-                     "RAA_VJEPA_MODEL to a local folder")
-    return Check("V-JEPA 2 weights", "warning", f"{tools.vjepa_model} {where}: the first run of a preset with "
-                 "WMReward downloads it (network), or set RAA_VJEPA_MODEL to a local folder")
-
-
-def _wmreward_presets() -> str:
-    from graph.config import presets_using
-
-    return f"presets {', '.join(presets_using('wmreward'))} (WMReward)"
-
-
-def _service(tools: ToolSettings) -> Check:
-    if not tools.tools_url:
-        return Check("tool service", "skipped", "tools run in this process (RAA_TOOLS_URL unset)")
-    import httpx
-
-    url = f"{tools.tools_url.rstrip('/')}/healthz"
-    try:
-        resp = httpx.get(url, timeout=tools.connect_timeout_s)
-    except httpx.HTTPError as exc:
-        return Check("tool service", "problem", f"{url}: {type(exc).__name__}: {exc}")
-    if resp.status_code != 200:
-        return Check("tool service", "problem", f"{url}: HTTP {resp.status_code}")
-    from tools.client import ToolServiceClient
-    from tools.errors import ToolFault
-
-    with ToolServiceClient(tools.tools_url, token=tools.token(), timeout_s=tools.request_timeout_s,
-                           connect_timeout_s=tools.connect_timeout_s, retries=1) as client:
-        try:  # /v1/info, as `graph.context.preload_tools` asks it for the motion tracker
-            client.check_serves("motion")
-        except ToolFault as exc:  # refused (token) or failing: every preset with a tool stops at start
-            return Check("tool service", "problem", f"{exc.message}: every preset with motion evidence or WMReward "
-                                                    "stops at start; check RAA_TOOLS_TOKEN (the service's --token) "
-                                                    "and RAA_TOOLS_URL")
-        try:
-            client.check_serves("surprise")
-        except ToolFault as exc:  # a service started with --no-surprise
-            return Check("tool service", "warning", f"{exc.message}: {_wmreward_presets()} will stop at start")
-    return Check("tool service", "ok", f"{tools.tools_url} answers and serves tracks and surprise")
 
 
 def doctor_command(

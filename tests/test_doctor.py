@@ -223,7 +223,7 @@ def test_stores_on_a_network_filesystem_are_warnings(tmp_path, monkeypatch):
 def test_a_tool_service_without_surprise_is_a_warning(tmp_path, surprise, service_scorer):
     """A service started with --no-surprise passed as 'ok', and a preset with WMReward then stopped at start."""
 
-    from graph.doctor import _service
+    from graph.doctor_tools import service_check
     from tests.service_helpers import TOKEN, serve
     from tools.motion import LKTracker
     from tools.service import create_app
@@ -231,7 +231,7 @@ def test_a_tool_service_without_surprise_is_a_warning(tmp_path, surprise, servic
     app = create_app(ToolSettings(), tmp_path, token=TOKEN, tracker=LKTracker(), enable_surprise=surprise,
                      scorer=service_scorer if surprise else None)
     with serve(app) as url:
-        check = _service(ToolSettings(tools_url=url, tools_token=TOKEN))
+        check = service_check(ToolSettings(tools_url=url, tools_token=TOKEN))
     assert check.status == ("ok" if surprise else "warning"), check
     assert surprise or "does not serve surprise" in check.detail
 
@@ -242,10 +242,10 @@ def test_tracker_check_matches_what_the_loader_needs(tmp_path, monkeypatch):
     import torch
 
     import tools.hub as tools_hub
-    from graph.doctor import _tracker
+    from graph.doctor_tools import tracker_check
 
     def check(**kw):
-        return _tracker(ToolSettings(motion_backend="cotracker3", **kw))
+        return tracker_check(ToolSettings(motion_backend="cotracker3", **kw))
 
     folder, clone, empty, pth = tmp_path / "ckpt", tmp_path / "co-tracker", tmp_path / "empty", tmp_path / "m.pth"
     for d in (folder, clone, empty):
@@ -283,14 +283,14 @@ def test_vjepa_check_needs_the_weights_from_pretrained_reads(tmp_path, monkeypat
     import huggingface_hub
 
     import tools.hub as tools_hub
-    from graph.doctor import _vjepa
+    from graph.doctor_tools import vjepa_check
 
     folder = tmp_path / "vjepa2"
     folder.mkdir()
     (folder / "config.json").write_text("{}")
 
     def check():
-        return _vjepa(ToolSettings(vjepa_model=str(folder)))
+        return vjepa_check(ToolSettings(vjepa_model=str(folder)))
 
     assert check().status == "problem" and "no weights (model.safetensors" in check().detail, check()
     (folder / "model.safetensors.index.json").write_text(json.dumps({"weight_map": {"a": "s-1.safetensors",
@@ -307,10 +307,10 @@ def test_vjepa_check_needs_the_weights_from_pretrained_reads(tmp_path, monkeypat
     monkeypatch.setattr(huggingface_hub, "try_to_load_from_cache", lambda repo, name, **kw: in_cache.get(name))
     monkeypatch.setattr(huggingface_hub.constants, "HF_HUB_OFFLINE", False)  # tests/conftest.py sets it
     monkeypatch.setattr(tools_hub, "hub_reachable", lambda *a, **kw: True)  # the hub answers: downloaded
-    hub = _vjepa(ToolSettings(vjepa_model="facebook/vjepa2-vitl-fpc64-256"))
+    hub = vjepa_check(ToolSettings(vjepa_model="facebook/vjepa2-vitl-fpc64-256"))
     assert hub.status == "warning" and "only partly in the Hugging Face cache (no weights" in hub.detail, hub
     in_cache["model.safetensors"] = str(folder / "pytorch_model.bin")
-    assert _vjepa(ToolSettings(vjepa_model="facebook/vjepa2-vitl-fpc64-256")).status == "ok"
+    assert vjepa_check(ToolSettings(vjepa_model="facebook/vjepa2-vitl-fpc64-256")).status == "ok"
 
 
 def test_weights_to_download_from_a_hub_that_does_not_answer_are_a_problem(tmp_path, monkeypatch):
@@ -321,14 +321,14 @@ def test_weights_to_download_from_a_hub_that_does_not_answer_are_a_problem(tmp_p
     import torch
 
     import tools.hub as tools_hub
-    from graph.doctor import _tracker, _vjepa
+    from graph.doctor_tools import tracker_check, vjepa_check
 
     url = "https://huggingface.co/facebook/cotracker3/resolve/main/scaled_offline.pth"  # co-tracker's hubconf.py
     asked = []
     monkeypatch.setattr(tools_hub, "hub_reachable", lambda url=None, *a, **kw: asked.append(url) or False)
     monkeypatch.setattr(huggingface_hub.constants, "HF_HUB_OFFLINE", False)
     monkeypatch.setattr(huggingface_hub, "try_to_load_from_cache", lambda repo, name, **kw: None)
-    check = _vjepa(ToolSettings(vjepa_model="facebook/vjepa2-vitl-fpc64-256"))
+    check = vjepa_check(ToolSettings(vjepa_model="facebook/vjepa2-vitl-fpc64-256"))
     assert check.status == "problem" and "did not answer" in check.detail, check
     assert "RAA_VJEPA_MODEL=facebook/vjepa2-vitl-fpc64-256" in check.detail and "--preset no_wmreward" in check.detail
     # the presets that stop, by name ("the no_* but no_wmreward" was a riddle, and left out audit_no_gate)
@@ -336,13 +336,13 @@ def test_weights_to_download_from_a_hub_that_does_not_answer_are_a_problem(tmp_p
         "stop at start" in check.detail, check.detail
     assert asked == [None]  # huggingface_hub's endpoint, as the loader asks
     monkeypatch.setattr(huggingface_hub.constants, "HF_HUB_OFFLINE", True)  # the loader reads only the cache
-    offline = _vjepa(ToolSettings(vjepa_model="facebook/vjepa2-vitl-fpc64-256"))
+    offline = vjepa_check(ToolSettings(vjepa_model="facebook/vjepa2-vitl-fpc64-256"))
     assert offline.status == "problem" and "HF_HUB_OFFLINE is set" in offline.detail and len(asked) == 1
     clone = tmp_path / "co-tracker"
     clone.mkdir()
     (clone / "hubconf.py").write_text("")
     monkeypatch.setattr(torch.hub, "get_dir", lambda: str(tmp_path / "hub"))
-    tracker = _tracker(ToolSettings(motion_backend="cotracker3", cotracker_hub_dir=clone))
+    tracker = tracker_check(ToolSettings(motion_backend="cotracker3", cotracker_hub_dir=clone))
     assert tracker.status == "problem" and f"{url} did not answer" in tracker.detail, tracker
     assert asked[-1] == url
 

@@ -12,13 +12,13 @@ from tools.settings import ToolSettings
 
 @pytest.mark.parametrize("token", ["wrong-token", None])
 def test_a_tool_service_that_refuses_the_token_is_a_problem(tmp_path, token):
-    from graph.doctor import _service
+    from graph.doctor_tools import service_check
     from tests.service_helpers import TOKEN, serve
     from tools.motion import LKTracker
     from tools.service import create_app
 
     app = create_app(ToolSettings(), tmp_path, token=TOKEN, tracker=LKTracker(), enable_surprise=False)
     with serve(app) as url:
-        check = _service(ToolSettings(tools_url=url, tools_token=token))
+        check = service_check(ToolSettings(tools_url=url, tools_token=token))
     assert check.status == "problem", check
     assert "RAA_TOOLS_TOKEN" in check.detail and "cannot be used" in check.detail, check.detail
