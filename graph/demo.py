@@ -88,7 +88,7 @@ def _evidence_table(rows: list[dict], out: Path, console: Console, thresholds: Q
     console.print(table)
     for note in notes:
         console.print(f"  {escape(note)}")
-    console.print(f"Track overlays: {overlays}/")
+    console.print(f"Track overlays: {escape(str(overlays))}/")
 
 
 def _fmt(value: float | None) -> str:
@@ -112,8 +112,8 @@ def _score(rows: list[dict], out: Path, preset: str, concurrency: int, console: 
     backbone = Backbone.from_settings(settings, model=commands.make_chat_model(settings),
                                       cache=StageCache(settings.cache_path))
     items = [(r["path"], r["instruction"]) for r in rows]
-    console.print(f"Scoring {len(items)} clips with preset [bold]{preset}[/] against {settings.base_url} "
-                  f"({settings.model}) ...")
+    console.print(f"Scoring {len(items)} clips with preset [bold]{preset}[/] against {escape(settings.base_url)} "
+                  f"({escape(settings.model)}) ...")
     results = asyncio.run(ascore_videos(items, settings.agent_config(preset), max_concurrency=concurrency,
                                         backbone=backbone, settings=settings, tools=tools,
                                         durability=settings.trace_durability,
@@ -134,7 +134,7 @@ def _score(rows: list[dict], out: Path, preset: str, concurrency: int, console: 
     for res in results:
         try:
             path = write_run_report(res.run_id, reports / f"{res.run_id}.html", traces_path=settings.traces_path)
-            console.print(f"report: {path}")
+            console.print(f"report: {escape(str(path))}")
         except Exception as exc:  # a missing report must not hide the scores above
             console.print(f"[yellow]no report for {res.run_id}: {escape(str(exc))}[/]")
     for res in results:
@@ -215,13 +215,13 @@ def demo_command(
     missing, foreign = _cache_misses(cached, suite, wanted, PRESET_SIZE["small"])
     foreign = broken or foreign
     if not missing:
-        console.print(f"Re-using the clips in {clips_dir} (delete it to render them again).")
+        console.print(f"Re-using the clips in {escape(str(clips_dir))} (delete it to render them again).")
     else:
         if foreign:  # make_clips refuses to mix two suites in one manifest: this cache is replaced
-            console.print(f"The clips in {clips_dir} were rendered with other settings ({escape(foreign)}); "
+            console.print(f"The clips in {escape(str(clips_dir))} were rendered with other settings ({escape(foreign)}); "
                           f"rendering seed {seed}'s clips there instead.")
             manifest.unlink()
-        console.print(f"Rendering the labelled sample clips into {clips_dir} ...")
+        console.print(f"Rendering the labelled sample clips into {escape(str(clips_dir))} ...")
         try:
             make_clips(clips_dir, seed=seed, preset="small", progress=True, limit=limit)
         except (ClipSuiteError, RenderError) as exc:  # no GL context, or clips that failed: as `raa make-clips`
@@ -229,12 +229,12 @@ def demo_command(
             raise typer.Exit(1) from None
     by_name = {row.get("name"): row for row in load_manifest(manifest)}
     rows = [by_name[spec.name] for spec in wanted if spec.name in by_name]
-    console.print(f"{len(rows)} clips, manifest {manifest}")
+    console.print(f"{len(rows)} clips, manifest {escape(str(manifest))}")
     _evidence_table(rows, out, console, thresholds)
     if not settings.configured:
         # soft_wrap: the commands must stay copyable on one line in any terminal width
-        console.print("\n[bold yellow]No reward was computed:[/] " + settings.describe_missing(), soft_wrap=True)
+        console.print("\n[bold yellow]No reward was computed:[/] " + escape(settings.describe_missing()), soft_wrap=True)
         console.print("Then run `make demo` again to score these clips with the reward agent, or score one:\n"
-                      f"  raa score {rows[0]['path']} -i \"{rows[0]['instruction']}\" --stream", soft_wrap=True)
+                      + escape(f"  raa score {rows[0]['path']} -i \"{rows[0]['instruction']}\" --stream"), soft_wrap=True)
         return
     _score(rows, out, preset, concurrency, console)

@@ -160,3 +160,13 @@ def test_cached_rows_serve_only_clips_the_suite_renders_so(tmp_path) -> None:
     assert _cache_misses([{**row, "path": str(tmp_path / "gone.mp4")}], suite, suite[:2], 128) == \
         ([suite[0].name, suite[1].name], None)
     assert _cache_misses([{**row, "seed": suite[0].seed + 1}], suite, suite[:1], 128)[1].startswith(suite[0].name)
+
+
+def test_demo_prints_an_out_folder_with_brackets_as_written(tmp_path) -> None:
+    """Paths went through rich markup: a folder named "run [v2]" lost its "[v2]" (taken for a style tag)."""
+    out = tmp_path / "run [v2]"
+    res = runner.invoke(app, ["demo", "--out", str(out), "--limit", "1"], env={"COLUMNS": "400"})
+    assert res.exit_code == 0, res.output
+    assert f"Rendering the labelled sample clips into {out / 'clips'}" in res.output
+    assert f"manifest {out / 'clips' / 'manifest.jsonl'}" in res.output
+    assert f"Track overlays: {out / 'overlays'}/" in res.output
