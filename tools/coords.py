@@ -46,3 +46,17 @@ def shown_size(width: int, height: int, long_side: int) -> tuple[int, int]:
         return width, height
     scale = long_side / max(width, height)
     return max(1, round(width * scale)), max(1, round(height * scale))
+
+
+def from_unit_coords(values: Sequence[float], coordinates: Coordinates, size: tuple[int, int]) -> list[float]:
+    """The inverse of `to_unit_coords`: fractions ``values`` (alternating x and y) written in ``coordinates``;
+    ``size`` is the (width, height) of the image the model saw ("pixels")."""
+    if coordinates == "unit":
+        return [float(v) for v in values]
+    if coordinates == "per_mille":
+        sx = sy = 1000.0
+    elif coordinates == "pixels":
+        sx, sy = float(size[0]), float(size[1])
+    else:
+        raise ValueError(f"coordinates must be 'unit', 'per_mille' or 'pixels', got {coordinates!r}")
+    return [float(v) * (sx if k % 2 == 0 else sy) for k, v in enumerate(values)]

@@ -25,7 +25,9 @@ Decisions where the issue was silent:
   at the size they are sent (a 1080p overlay drawn at full size shrank to nothing at 512 pixels), and
   the summary gives positions and displacements in pixels of the frames as sent, with that size (the
   model read full-size pixels beside 512-pixel images, and in "pixels" coordinates wrote points back in
-  the wrong scale).
+  the wrong scale). Positions (track ends, region boxes) are written in the model's convention
+  (`AgentConfig.coordinates`, pixels of the frames as sent for "pixels"; `MotionSummary.text`): they were
+  pixels whatever the convention, and a model writing fractions or thousandths copied them back wrong.
 - Failures: whatever tracking raises that is not already a ToolFault, a VideoError or JobCancelled becomes
   ToolFault("motion", "run") (`_as_fault`), so the run is ineligible with the tool named, wherever it
   came from (the tracker, mapping its tracks back to the clip, the tracker's frames, the overlays).
@@ -129,7 +131,7 @@ async def track_overlays(state: AgentState, ctx: RunContext, idx: list[int], poi
     the overlay blocks of `shown`, the summary and the number of points tracked."""
     query_t = int(query_t) if points else 0
     key = ("overlay", ctx.frames.current(state["video"]), tuple(idx), tuple(tuple(p) for p in points), tuple(shown),
-           query_t)
+           query_t, ctx.config.coordinates)  # the summary is written in the model's coordinates
     cached = ctx.frames.get_extra(key)
     if cached is None:
         try:
@@ -200,7 +202,8 @@ def _render_tracks(state: AgentState, ctx: RunContext, idx: list[int], tracks: A
     sw, sh = shown_size(w, h, ctx.frames.long_side)
     try:  # the summary's pixels are those of the frames as the model sees them
         seen = tracks if (sw, sh) == (w, h) else tracks.rescaled(sw / w, sh / h)
-        summary = summarize_tracks(seen, frame_size=(sh, sw)).text()
+        # positions in the model's own convention, so it can copy one into its next call (tools.motion.summary)
+        summary = summarize_tracks(seen, frame_size=(sh, sw)).text(ctx.config.coordinates, (sw, sh))
         pos = [idx.index(f) for f in shown]
         overlays = None
         if pos:  # drawn at the size the model sees (drawn at full size, a 1080p overlay shrank to nothing)

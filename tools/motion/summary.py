@@ -50,8 +50,22 @@ Definitions (decisions where the issue was silent):
 - At most ``MAX_REGIONS`` (16) regions, a ValueError beyond (the tool service answers 400): co-motion
   looks at every pair (120 for 16), and the summary used to cut regions and pairs to 64 silently after
   computing them all (1000 regions: half a million pairs, 40 s). The agent passes none (the 3x3 grid).
-- The text names its axes (image pixels from the top-left corner, y growing downwards): a lift read
-  "dy=-20.0", which a model taking y as growing upwards (the plot convention) read as a move down.
+- The text names its axes (from the top-left corner, y growing downwards): a lift read "dy=-20.0", which a
+  model taking y as growing upwards (the plot convention) read as a move down.
+- Positions in the text (track starts and ends, region boxes) are written in the convention the reader
+  writes its own coordinates in (`MotionSummary.text`'s ``coordinates``, `tools.coords`): fractions,
+  thousandths, or pixels of the image it was shown (``shown``), said once in the text. Track ends were
+  pixels of the tracked frames beside boxes in fractions, and a model writing fractions or thousandths
+  that copied "(64,80)" into its next track_motion or view_crop call had it clamped to the frame's edge.
+  A track position ``x`` (tracker pixel centres, 0..W-1) is the fraction ``x / (W - 1)``, the inverse of
+  the rule that turns the model's points into tracker pixels (`tools.coords`), so a position copied back
+  lands on the tracked point; in pixels that reads up to 1 px above ``x`` (the last pixel is W: the frame's
+  edge, as the model's own [0, 0, W, H] box). A position off the frame stays off it (a fraction past 0..1).
+  Displacements, speeds and thresholds stay in pixels of the tracked frames (``frame_size``), labelled
+  "px" with that size: the agent summarises tracks at the size it shows the frames, so there they are the
+  shown frames' pixels whatever the convention, and a distance in fractions would be a different number
+  along x and along y. ``text()`` without arguments writes pixels of the tracked frames (callers outside
+  the agent); the JSON fields (`MotionSummary` itself, the tool service's answer) stay in tracker pixels.
 - Frame numbers in the output are original clip indices (``MotionTracks.frame_indices``). Tracks whose
   frames are not in increasing clip order (a tool-service caller's ``frame_indices``, e.g. a stretch
   asked for backwards) are summarised in clip order: the tracked frames are sorted first (stable, so a
@@ -67,6 +81,7 @@ from collections.abc import Mapping, Sequence
 import numpy as np
 from pydantic import BaseModel, Field
 
+from tools.coords import Coordinates, from_unit_coords
 from tools.motion.base import MotionTracks
 
 GRID_NAMES = ["top-left", "top", "top-right", "left", "centre", "right", "bottom-left", "bottom", "bottom-right"]
@@ -132,21 +147,34 @@ class MotionSummary(BaseModel):
     top_tracks: list[TrackMotion] = Field(max_length=16)
     comotion: list[CoMotion] = Field(max_length=MAX_PAIRS)
 
-    def text(self) -> str:
-        """A few lines the LLM can read; tracks are supporting evidence only."""
+    def text(self, coordinates: Coordinates = "pixels", shown: tuple[int, int] | None = None) -> str:
+        """A few lines the LLM can read; tracks are supporting evidence only. Positions (track ends, region
+        boxes) are written in ``coordinates`` (`tools.coords`): "pixels" of an image of ``shown`` (width,
+        height; default the tracked frames' own size), fractions or thousandths; displacements are pixels of
+        the tracked frames (module docstring)."""
         h, w = self.frame_size
+        size = shown if shown is not None else (w, h)
+
+        def point(p: tuple[float, float]) -> str:
+            unit = (p[0] / max(w - 1, 1), p[1] / max(h - 1, 1))  # tools.coords' point rule, inverted
+            return "(" + ",".join(_number(v, coordinates, 3) for v in from_unit_coords(unit, coordinates, size)) + ")"
+
+        def box(b: Sequence[float]) -> str:
+            return "[" + ",".join(_number(v, coordinates, 2) for v in from_unit_coords(b, coordinates, size)) + "]"
+
         lines = [f"Motion tracks: {self.points} points over {self.frames} frames ({w}x{h}); "
                  f"{self.tracked_fraction:.0%} of point-frames reliably tracked; {self.moving_points} points "
                  f"moved (speed > {self.speed_threshold_px:.2g} px/frame over more than {self.noise_floor_px:.2g} px, "
                  f"or net > {self.net_threshold_px:.0f} px; tracker jitter below that is not motion)."]
         lines.append("Motion in frames: " + (_spans(self.active_segments) or "none") + ".")
-        lines.append("Positions (x, y) are pixels from the top-left corner: x grows rightwards, y grows downwards "
-                     "(dy < 0 is a move up).")
+        lines.append(f"Positions (x, y) and region boxes [x0,y0,x1,y1] are {_convention(coordinates, size)}, from "
+                     "the top-left corner: x grows rightwards, y grows downwards (dy < 0 is a move up). Displacements, "
+                     f"speeds and thresholds in px are pixels of the {w}x{h} frames the tracks are in.")
         for r in self.regions:
             if r.points == 0:
                 continue
             when = f"frames {r.motion_frames[0]}-{r.motion_frames[1]}" if r.motion_frames else "no motion"
-            lines.append(f"- region {r.name} {_box(r.box)}: {r.points} points, {r.moving_points} moving, "
+            lines.append(f"- region {r.name} {box(r.box)}: {r.points} points, {r.moving_points} moving, "
                          f"median net displacement {r.median_displacement_px:.1f} px (mean dx={r.mean_shift_px[0]:+.1f}, "
                          f"dy={r.mean_shift_px[1]:+.1f}), {when}, tracked {r.tracked_fraction:.0%}.")
         for c in self.comotion:
@@ -156,13 +184,23 @@ class MotionSummary(BaseModel):
         for t in self.top_tracks[:5]:
             when = (f"moving frames {t.motion_frames[0]}-{t.motion_frames[1]}" if t.motion_frames
                     else "slow, no frame above the speed threshold and noise floor")
-            lines.append(f"- track {t.index}: ({t.start[0]:.0f},{t.start[1]:.0f}) -> ({t.end[0]:.0f},{t.end[1]:.0f}), "
+            lines.append(f"- track {t.index}: {point(t.start)} -> {point(t.end)}, "
                          f"{t.displacement_px:.1f} px, {when}.")
         return "\n".join(lines)
 
 
-def _box(b: Sequence[float]) -> str:
-    return "[" + ",".join(f"{v:.2f}" for v in b) + "]"
+def _number(v: float, coordinates: Coordinates, fraction_digits: int) -> str:
+    """A coordinate as written: fractions to ``fraction_digits`` places, thousandths and pixels whole."""
+    return f"{v:.{fraction_digits}f}" if coordinates == "unit" else f"{v:.0f}"
+
+
+def _convention(coordinates: Coordinates, size: tuple[int, int]) -> str:
+    """How `MotionSummary.text` writes positions, in words (``size``: the shown image's width, height)."""
+    if coordinates == "unit":
+        return "fractions of the width and height (0..1; [0,0,1,1] is the whole frame)"
+    if coordinates == "per_mille":
+        return "thousandths of the width and height (0..1000; [0,0,1000,1000] is the whole frame)"
+    return f"pixels of the {size[0]}x{size[1]} frames ([0,0,{size[0]},{size[1]}] is the whole frame)"
 
 
 def _spans(spans: Sequence[tuple[int, int]]) -> str:
