@@ -33,7 +33,7 @@ import numpy as np
 from evals.report_frames import FrameStore, load_frames, track_span, wanted_indices
 from evals.report_html import badge, esc, figure, fmt, line_chart, page, section, table
 from graph.config import PRESETS, SWITCHES, AgentConfig, preset_switches
-from graph.nodes.tracking import track_frames
+from graph.nodes.tracking import grid_side, track_frames
 from graph.routes import expected_nodes
 from tools.jsonl import write_text_atomic
 
@@ -207,8 +207,9 @@ def _overlay_figs(store: FrameStore, tracked: list[int], shown: list[int], point
         query_t = float(have.index(query_frame)) if query_frame in have else 0.0
         queries = (np.array([[query_t, min(max(float(x), 0.0), 1.0) * (w - 1), min(max(float(y), 0.0), 1.0) * (h - 1)]
                              for x, y in pts], np.float32) if pts else None)
-        # a grid as the agent tracks it: first, middle and last frame (tools.motion.grid)
-        tracks = trk.track(arr, queries=queries) if queries is not None else track_window_grid(trk, arr, 8)
+        # a grid as the agent tracks it: first, middle and last frame (tools.motion.grid), at most the short
+        # side (a fixed 8 refused clips under 8 pixels: "overlay unavailable")
+        tracks = trk.track(arr, queries=queries) if queries is not None else track_window_grid(trk, arr, grid_side(h, w))
         small = list(draw_tracks_resized(small, tracks, pos, (h, w)))
         note = f"point tracks over frames {have[0]}..{have[-1]} ({len(have)} frames), re-computed for display"
     except Exception as exc:  # noqa: BLE001 - show the frames without overlay

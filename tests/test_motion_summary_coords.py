@@ -80,3 +80,13 @@ def test_the_agents_summary_uses_its_coordinates(tmp_path, coordinates):
     assert {"unit": "fractions of the width", "per_mille": "thousandths of the width"}[coordinates] in other
     assert all(v <= {"unit": 1, "per_mille": 1000}[coordinates] for v in track_ends(other)), other
 
+
+def test_report_overlays_track_a_grid_on_clips_smaller_than_the_grid():
+    """The HTML report tracked an 8x8 grid whatever the clip: a 6-pixel clip read "overlay unavailable"."""
+    from evals.report import _overlay_figs
+    from evals.report_frames import FrameStore
+
+    rng = np.random.default_rng(0)
+    frames = {i: rng.integers(0, 255, (6, 10, 3), np.uint8) for i in range(4)}
+    html = _overlay_figs(FrameStore(frames=frames, total=4, fps=4.0), [0, 1, 2, 3], [0, 3], None, None, "t")
+    assert "overlay unavailable" not in html and "point tracks over frames 0..3" in html, html
