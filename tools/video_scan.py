@@ -281,7 +281,7 @@ def scan(container: av.container.InputContainer, name: str,
             raise VideoDecodeError(
                 f"{name}: truncated file: the container declares {declared} frames but only {packets} "
                 "could be read")
-    if cut and "mov" in formats:  # a fragmented MP4 declares no count: its last frame's data was cut short
+    if cut:  # its last frame's data was cut short (a fragmented MP4, FLV or AVI: no count, or its index cut off)
         raise VideoDecodeError(f"{name}: truncated file: the data of its last video packet (of {packets}) is "
                                "cut short")
     fragment = cut_fragment(src) if src is not None and "mov" in formats else None
