@@ -51,8 +51,9 @@ class FrameIndexError(VideoError):
 
 @dataclass(frozen=True)
 class VideoMeta:
-    """Stream metadata. ``duration`` is in seconds (the stream's or container's, but never shorter than the
-    frames' timestamps span plus one frame); ``source`` is the path or ``<N bytes>``."""
+    """Stream metadata. ``duration`` is in seconds (the stream's or container's; Matroska / WebM / FLV: the video's
+    end time in the header, from its first frame; never shorter than the frames' timestamps span plus one frame);
+    ``source`` is the path or ``<N bytes>``."""
 
     source: str
     frames: int
@@ -309,8 +310,11 @@ def scan(container: av.container.InputContainer, name: str,
             # B-frames), which would label frames by decode position. Count the decoder's output instead.
             index = FrameIndex(None, (), slices=slices)
     time_base = stream.time_base or Fraction(0)
+    start = max(0.0, float(index.pts[0] * time_base)) if index.pts is not None and time_base else 0.0
     duration = 0.0
-    if stream.duration and time_base:
+    if _HEADER_DURATION & set(formats):  # the video's end time, not the file's (a longer audio's): FFmpeg gives
+        duration = max(0.0, (header_duration(container, stream) or 0.0) - start)  # the stream the file's duration
+    elif stream.duration and time_base:
         duration = float(stream.duration * time_base)
     elif container.duration:
         duration = container.duration / av.time_base
@@ -332,7 +336,6 @@ def scan(container: av.container.InputContainer, name: str,
         duration = frames / fps
     if declared == 0 or "mov" in formats:  # no frame count to check the packets against (a fragmented MP4's moov
         # counts only the samples it holds itself): the header's duration instead
-        start = max(0.0, float(index.pts[0] * time_base)) if index.pts is not None and time_base else 0.0
         _check_duration(container, stream, name, start, times if times is not None else (frames - 1) / fps, fps, src)
     meta = VideoMeta(source=name, frames=frames, fps=fps, width=width, height=height, duration=duration,
                      times=times)

@@ -1,0 +1,38 @@
+"""`VideoMeta.duration` is the video's own length: Matroska / WebM / FLV give FFmpeg no stream duration, and the
+file's duration is the longest stream's end time, not the video's span."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from tests.test_video import id_frames, write_raw
+from tests.test_video_truncation import _write
+from tools.video import probe, read_all_frames
+
+
+@pytest.mark.parametrize("name", ["a.mkv", "a.flv"])
+def test_a_longer_audio_track_is_not_the_videos_duration(tmp_path: Path, name: str) -> None:
+    """16 frames at 16 fps beside 3 s of audio: probed as a 3 s video (the audio's end)."""
+    meta = probe(_write(tmp_path / name, 16, audio_s=3.0))
+    assert meta.frames == 16
+    assert meta.duration == pytest.approx(1.0, abs=0.07)
+
+
+def test_timestamps_that_start_late_do_not_lengthen_the_video(tmp_path: Path) -> None:
+    """50 frames at 16 fps whose timestamps start at 5 s (a stream copy cut from a longer recording): Matroska's
+    duration is the last frame's end time, and the clip probed as 8.1 s long."""
+    n = 50
+    path = write_raw(tmp_path / "late.mkv", id_frames(n), pts_ms=[5000 + 62 * i for i in range(n)])
+    meta = probe(path)
+    assert meta.frames == n and read_all_frames(path).shape[0] == n
+    assert meta.duration == pytest.approx(n * 0.062, abs=0.07)
+    assert meta.times is not None and meta.times[0] == 0.0 and meta.times[-1] == pytest.approx(49 * 0.062)
+
+
+def test_the_duration_of_a_clip_starting_at_zero_is_unchanged(tmp_path: Path) -> None:
+    meta = probe(_write(tmp_path / "b.mkv", 32))
+    assert meta.duration == pytest.approx(2.0, abs=0.01)
+
+
