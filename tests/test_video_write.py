@@ -49,3 +49,11 @@ def test_a_rate_that_cannot_be_stored_is_refused(tmp_path, fps):
     up to 1001), which libx264 replaced by 24 fps: a clip written at the wrong rate, no error."""
     with pytest.raises(ValueError, match=r"fps must be above 1/2002 and below 2\*\*31"):
         write_video(tmp_path / "r.mp4", id_frames(2), fps=fps)
+
+
+@pytest.mark.parametrize("fps", [np.float32(12.5), np.float16(15), np.int64(24)])
+def test_a_numpy_rate_is_a_rate(tmp_path, fps):
+    """Was: TypeError "argument should be a string or a Rational instance" from Fraction(np.float32(12.5)) (a rate
+    read from a float32 array)."""
+    meta = probe(write_video(tmp_path / "np.mp4", id_frames(4), fps=fps))
+    assert meta.fps == pytest.approx(float(fps))
