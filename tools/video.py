@@ -11,7 +11,7 @@ Frame ``i`` is the i-th frame in presentation order. Decisions taken where issue
   (``tools.video_edits``) must be demuxed, not the declared ones FFmpeg drops; one with an empty edit after
   media (a pause) is refused, since FFmpeg shows the clip's first frames there (``late_empty_edit``).
   Matroska / WebM / FLV declare no count: one whose header's duration runs past its last frame is
-  truncated. So is any file
+  truncated, as is an MPEG-TS file that ends inside a packet (``tools.mpegts_tail``). So is any file
   whose last video packet is read short (FFmpeg flags it corrupt), and a fragmented MP4 (no declared
   count) whose end cuts its last moof / mdat box or leaves a moof without its mdat (``cut_fragment``), or
   whose fragment index (``sidx``) gives fragments past its end (``index_past_end``) or whose ``mehd`` box

@@ -23,6 +23,7 @@ import numpy as np
 from av.video.frame import PictureType
 
 from tools.mp4_boxes import cut_fragment, fragmented_duration, index_past_end
+from tools.mpegts_tail import ends_inside_packet
 from tools.video_edits import kept_frames, late_empty_edit
 from tools.video_slices import frame_threads, slices_per_frame
 
@@ -285,6 +286,9 @@ def scan(container: av.container.InputContainer, name: str,
     if cut:  # its last frame's data was cut short (a fragmented MP4, FLV or AVI: no count, or its index cut off)
         raise VideoDecodeError(f"{name}: truncated file: the data of its last video packet (of {packets}) is "
                                "cut short")
+    if "mpegts" in formats and src is not None and ends_inside_packet(src):  # its last PES flagged nothing
+        raise VideoDecodeError(f"{name}: truncated file: it ends inside an MPEG-TS packet (the data of its last "
+                               f"video frame, of {packets}, is cut short)")
     fragment = cut_fragment(src) if src is not None and "mov" in formats else None
     if fragment is not None:
         kind, offset, size, total = fragment

@@ -1,0 +1,47 @@
+"""An MPEG-TS file cut inside a transport packet is truncated (`tools.mpegts_tail`)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import av
+import numpy as np
+import pytest
+
+from tests.test_video_short_packets import _gradient_clip
+from tools.mpegts_tail import ends_inside_packet
+from tools.video import VideoDecodeError, probe, read_all_frames
+
+
+def _write_ts(path: Path, m2ts: bool = False) -> Path:
+    with av.open(str(path), "w", format="mpegts", options={"mpegts_m2ts_mode": "1"} if m2ts else {}) as c:
+        s = c.add_stream("libx264", rate=16)
+        s.width, s.height, s.pix_fmt = 64, 64, "yuv420p"
+        for f in _gradient_clip():
+            c.mux(s.encode(av.VideoFrame.from_ndarray(f, format="rgb24")))
+        c.mux(s.encode())
+    return path
+
+
+@pytest.mark.parametrize("cut", [10, 100, 187, 800])
+def test_a_transport_stream_cut_inside_a_packet_is_truncated(tmp_path: Path, cut: int) -> None:
+    """Was: 39 (or fewer) frames, the last of them decoded from part of its data (a damaged picture), no error."""
+    data = _write_ts(tmp_path / "c.ts").read_bytes()
+    full = read_all_frames(data)
+    assert full.shape[0] == 40
+    with pytest.raises(VideoDecodeError, match="truncated"):
+        probe(data[:-cut])
+    cut_path = tmp_path / "cut.ts"
+    cut_path.write_bytes(data[:-cut])
+    with pytest.raises(VideoDecodeError, match="truncated"):
+        read_all_frames(cut_path)
+
+
+def test_whole_packets_read_as_before(tmp_path: Path) -> None:
+    """Complete TS and M2TS files, and a TS cut on a packet boundary (no trace: a shorter clip)."""
+    ts = _write_ts(tmp_path / "c.ts").read_bytes()
+    m2ts = _write_ts(tmp_path / "c.m2ts", m2ts=True).read_bytes()
+    assert len(m2ts) % 192 == 0 and not ends_inside_packet(m2ts) and not ends_inside_packet(ts)
+    assert np.array_equal(read_all_frames(m2ts), read_all_frames(ts))
+    assert probe(ts[: len(ts) - 188 * 20]).frames < 40
+    assert ends_inside_packet(ts[:-1]) and ends_inside_packet(m2ts[:-1])

@@ -1,0 +1,36 @@
+"""Whether an MPEG-TS file ends inside a transport packet (the truncation check of `tools.video_scan`).
+
+MPEG-TS declares neither a frame count nor a duration, and FFmpeg flags no packet of a file cut short: the
+last video frame's PES simply ends early (its length field is 0, "unbounded", for video), and its frame
+decodes from part of its data as a damaged picture. A muxer writes whole transport packets, though, each
+starting with the sync byte 0x47: 188 bytes, 192 in M2TS (a 4-byte timestamp first), 204 with 16 FEC bytes.
+A file whose last two packets do not line up with its end, in any of those sizes, was cut inside one.
+(A cut on a packet boundary leaves no trace: the clip reads as a shorter one.)
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+SYNC = 0x47
+PACKETS = ((188, 0), (192, 4), (204, 0))
+"""(packet size, offset of its sync byte) of plain TS, M2TS and TS with FEC bytes."""
+
+
+def _tail(src: str | Path | bytes | bytearray | memoryview, n: int) -> bytes:
+    if isinstance(src, bytes | bytearray | memoryview):
+        return bytes(memoryview(src)[-n:])
+    with open(src, "rb") as fh:
+        size = fh.seek(0, 2)
+        fh.seek(max(0, size - n))
+        return fh.read(n)
+
+
+def ends_inside_packet(src: str | Path | bytes | bytearray | memoryview) -> bool:
+    """Whether the file's last bytes are no whole transport packet of any size in `PACKETS` (False for a file
+    shorter than two packets: nothing to tell)."""
+    tail = _tail(src, 2 * max(size for size, _ in PACKETS))
+    if len(tail) < 2 * PACKETS[0][0]:
+        return False
+    return not any(len(tail) >= 2 * size and tail[-size + sync] == SYNC and tail[-2 * size + sync] == SYNC
+                   for size, sync in PACKETS)
