@@ -187,7 +187,7 @@ def _open(src: Source, name: str, options: dict[str, str] | None) -> av.containe
             raise VideoNotFoundError(f"{name}: not a regular file")
         if st.st_size == 0:
             raise EmptyVideoError(f"{name}: video file is empty (0 bytes)")
-        target = str(path)
+        target = f"file:{path}"  # else FFmpeg reads a name like 2024-01-01T12:30:00.mp4 as a URL scheme
     with wrapped(name, "cannot be opened as a video (not a video file, or truncated/corrupt)"):
         return av.open(target, mode="r", options=options or {})
 

@@ -54,7 +54,7 @@ def write_video(path: str | Path, frames: np.ndarray, fps: float = 16.0, *, code
         raise ValueError(f"{codec} does not encode {pix_fmt}; it takes {', '.join(f.name for f in formats)}")
     step_h, step_w = chroma_steps(pix_fmt)
     ph, pw = -(-h // step_h) * step_h, -(-w // step_w) * step_w
-    with av.open(str(path), mode="w") as container:
+    with av.open(f"file:{path}", mode="w") as container:  # "file:": a name like a:b.mp4 is no URL scheme
         stream = container.add_stream(codec, rate=rate)
         stream.width, stream.height, stream.pix_fmt = pw, ph, pix_fmt
         if pix_fmt.startswith("gray"):
