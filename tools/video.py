@@ -155,7 +155,7 @@ class VideoReader:
             if "mov" in formats:  # MP4 / MOV: phones store portrait clips turned
                 rotation = display_rotation(src, video_stream(container, self._name).id)
             elif formats & {"matroska", "webm"}:  # on decoded frames only: one frame's decode
-                rotation = decoded_rotation(open_container(src, self._name))
+                rotation = decoded_rotation(open_container(src, self._name), video_stream(container, self._name).index)
         except BaseException:
             container.close()
             raise

@@ -109,12 +109,14 @@ def display_rotation(src: str | Path | bytes | bytearray | memoryview, track_id:
     return quarter_turns(compose(chosen[0][2], movie) if movie is not None else chosen[0][2])
 
 
-def decoded_rotation(container: av.container.InputContainer) -> int:
-    """Rotation (as ``quarter_turns``) of the display matrix on the first frame the first video stream of
-    ``container`` (freshly opened; closed here) decodes; 0 when there is none or decoding fails."""
+def decoded_rotation(container: av.container.InputContainer, index: int | None = None) -> int:
+    """Rotation (as ``quarter_turns``) of the display matrix on the first frame the stream at ``index`` (None: the
+    first video stream) of ``container`` (freshly opened; closed here) decodes; 0 when there is none or decoding
+    fails."""
     try:
         with container:
-            frame = next(container.decode(container.streams.video[0]), None)
+            stream = container.streams.video[0] if index is None else container.streams[index]
+            frame = next(container.decode(stream), None)
             matrix = next((bytes(d) for d in frame.side_data if d.type.name == "DISPLAYMATRIX"), b"") if frame else b""
     except (av.error.FFmpegError, OSError, EOFError, ValueError, IndexError):
         return 0

@@ -194,11 +194,14 @@ def _open(src: Source, name: str, options: dict[str, str] | None) -> av.containe
 
 def video_stream(container: av.container.InputContainer, name: str,
                  slices: int | None = None) -> av.video.stream.VideoStream:
-    """The first video stream, its decoder set to frame threads when `tools.video_slices.frame_threads`
-    says so for its codec, size and `slices` per frame (the scan's count; None: unknown)."""
-    if not container.streams.video:
-        raise VideoDecodeError(f"{name}: contains no video stream (not a video file)")
-    stream = container.streams.video[0]
+    """The first video stream that is no cover picture, its decoder set to frame threads when
+    `tools.video_slices.frame_threads` says so for its codec, size and `slices` per frame (None: unknown)."""
+    # a cover picture (an MP4's udta/covr, a Matroska image attachment) is a video stream marked attached_pic
+    moving = [s for s in container.streams.video if not s.disposition & av.stream.Disposition.attached_pic]
+    if not moving:
+        raise VideoDecodeError(f"{name}: contains no video stream (not a video file"
+                               f"{', only a cover picture' if container.streams.video else ''})")
+    stream = moving[0]
     ctx = stream.codec_context
     if ctx is None:  # PyAV gives none when FFmpeg found no codec for the stream (e.g. a moov cut inside it)
         raise VideoDecodeError(f"{name}: its video stream has no codec FFmpeg can decode (unknown codec, or "
