@@ -325,7 +325,9 @@ def scan(container: av.container.InputContainer, name: str,
         duration = float(stream.duration * time_base)
     elif container.duration:
         duration = container.duration / av.time_base
-    rate = stream.average_rate or stream.guessed_rate or stream.base_rate
+    # no timestamps at all (raw H.264 / HEVC): the demuxer's rate is its 25 fps default, the guess has the bitstream's
+    untimed = all(p is None for p in pts)
+    rate = (untimed and stream.guessed_rate) or stream.average_rate or stream.guessed_rate or stream.base_rate
     fps = float(rate) if rate and float(rate) > 0 and math.isfinite(float(rate)) else 0.0
     if fps <= 0 and duration > 0:
         fps = frames / duration
