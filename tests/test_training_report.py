@@ -346,3 +346,16 @@ def test_header_names_the_model_revision_and_the_curves_chart_empty_steps(run):
     html = render_training_report(run)
     assert "wan · Org/wan (revision v1.2) · lora" in html
     assert 'id="curve-empty_steps"' in html and "x=2 y=2" in html
+
+
+@pytest.mark.parametrize("out", ["folder", "under_a_file"])
+def test_cli_names_an_out_it_cannot_write_instead_of_a_traceback(run, tmp_path, capsys, out):
+    """--out naming a folder (IsADirectoryError on the rename) or a path under a file (FileExistsError from
+    mkdir) ended in an OSError traceback; like a wrong --run it is one error line and exit 2."""
+    (tmp_path / "folder").mkdir()
+    (tmp_path / "a_file").write_text("x")
+    target = tmp_path / "folder" if out == "folder" else tmp_path / "a_file" / "page.html"
+    assert main(["--run", str(run), "--out", str(target)]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("error: ") and str(target.parent if out == "under_a_file" else target) in err
+    assert (tmp_path / "a_file").read_text() == "x" and not list((tmp_path / "folder").iterdir())

@@ -376,6 +376,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--frames", type=int, default=4, help="frames per held-out sample strip (>= 1)")
     args = parser.parse_args(argv)
     try:
+        if args.out is not None and args.out.is_dir():  # the rename over it failed with "Is a directory"
+            raise ValueError(f"--out {args.out} is a folder; give the HTML file to write, e.g. {args.out / 'report.html'}")
         if len(args.run) > 1:  # training/compare_runs.py
             from training.compare_runs import write_comparison
 
@@ -384,7 +386,7 @@ def main(argv: list[str] | None = None) -> int:
             path = write_comparison(args.run, args.out)
         else:
             path = write_training_report(args.run[0], args.out, columns=args.columns, frames=args.frames)
-    except (FileNotFoundError, ValueError) as exc:
+    except (OSError, ValueError) as exc:  # OSError: a wrong --run, or an --out that is a folder or under a file
         print(f"error: {exc}", file=sys.stderr)
         return 2
     print(f"report: {path}")
