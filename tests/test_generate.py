@@ -289,3 +289,25 @@ def test_a_rerun_refuses_prompts_whose_extra_fields_changed(policy, tmp_path):
     generate(policy, tmp_path / "plain", prompts=PROMPTS[:1], samples=1)
     old = hashlib.sha256(json.dumps([[p.text, p.image, p.image_seed] for p in PROMPTS[:1]]).encode()).hexdigest()
     assert json.loads((tmp_path / "plain" / "generate.json").read_text())["prompts_sha256"] == old
+
+
+def test_a_crash_while_claiming_the_folder_leaves_it_usable(policy, tmp_path, monkeypatch):
+    """generate.json was written in place: a full disk (or a kill) left it cut, and every later call refused
+    the folder as made "with other settings" (differing: every key), though it held no video."""
+    from tests.disk_faults import half_then_full_disk
+
+    with monkeypatch.context() as patch:
+        patch.setattr(Path, "write_text", half_then_full_disk)
+        with pytest.raises(OSError, match="No space left"):
+            generate(policy, tmp_path / "out", prompts=PROMPTS[:1], samples=1)
+    assert not (tmp_path / "out" / "generate.json").exists()  # no cut file left behind
+    assert generate(policy, tmp_path / "out", prompts=PROMPTS[:1], samples=1).written == 1
+
+
+def test_cli_names_an_out_that_is_a_file(policy, tmp_path, capsys):
+    """--out naming an existing file: mkdir's FileExistsError was an OSError traceback, not a usage error."""
+    (tmp_path / "taken").write_text("x")
+    assert main(["--policy", str(policy), "--out", str(tmp_path / "taken"), "--device", "cpu"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("error: ") and str(tmp_path / "taken") in err
+    assert (tmp_path / "taken").read_text() == "x"

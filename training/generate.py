@@ -63,7 +63,7 @@ from torch import Tensor
 from policy.rollout import RolloutConfig, RolloutConfigError, initial_noise, rollout, sample_ode
 from policy.vae import NonFiniteLatentsError
 from policy.world_model import Conditioning, FlowWorldModel
-from tools.jsonl import read_text, text_lines
+from tools.jsonl import read_text, text_lines, write_text_atomic
 from tools.video import write_video
 from training.config import PromptSpec, TrainConfig
 from training.data import SAMPLE_NOISE, load_prompts, sample_seed
@@ -271,6 +271,8 @@ def _sampler_config(cfg: TrainConfig, sampler: Sampler, steps: int, guidance: fl
 
 def _claim(out: Path, settings: dict[str, Any]) -> None:
     """Create `out` for these settings, or check that an earlier call used the same ones."""
+    if out.exists() and not out.is_dir():  # mkdir's FileExistsError named no option
+        raise GenerateError(f"--out {out} is a file, not a folder; choose another --out")
     out.mkdir(parents=True, exist_ok=True)
     file = out / SETTINGS_FILE
     if file.is_file():
@@ -285,7 +287,7 @@ def _claim(out: Path, settings: dict[str, Any]) -> None:
         return
     if (out / "manifest.jsonl").exists():
         raise GenerateError(f"{out} has a manifest.jsonl but no {SETTINGS_FILE}; choose another --out")
-    file.write_text(json.dumps(settings, indent=2))
+    write_text_atomic(file, json.dumps(settings, indent=2))  # in place, a crash left a cut file that refused the folder
 
 
 def _resume(manifest: Path) -> set[str]:
@@ -348,7 +350,7 @@ def main(argv: list[str] | None = None) -> int:
                            weights=args.weights, sampler=args.sampler, num_steps=args.num_steps,
                            guidance_scale=args.guidance_scale, negative_prompt=args.negative_prompt, device=device,
                            progress=sys.stderr.isatty(), batch_size=args.batch_size)
-    except (ExportError, GenerateError, ConfigError, FileNotFoundError, ValueError) as exc:
+    except (ExportError, GenerateError, ConfigError, OSError, ValueError) as exc:  # OSError: e.g. --out is a file
         print(f"error: {exc}", file=sys.stderr)
         return 2
     print(f"{summary.written} video(s) written, {summary.skipped} already there, {len(summary.failed)} failed; "
