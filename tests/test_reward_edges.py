@@ -108,3 +108,47 @@ def test_usage_given_as_one_dict_counts_and_another_type_names_the_reward():
     assert outcome.rewards == [0.5, None] and outcome.usage == {"calls": 3}
     with pytest.raises(RewardLengthError, match="reward 'u': usage must be a list of dicts"):
         call_reward(lambda v, p, **m: RewardBatch([0.5, 0.5], [[], []], usage=7), "u", clips, ["a"] * 2)
+
+
+def test_components_as_a_numpy_array_are_one_value_per_video():
+    """Rewards may be a 1-D array (flow_grpo style); components given the same way stopped the run with a
+    RewardLengthError saying "got ndarray of ?", though they hold one value per video."""
+    from training.reward_outcome import RewardBatch
+
+    def reward(videos, prompts, **meta):
+        return RewardBatch(np.array([0.5, np.nan]), [[], []], components={"T": np.array([0.25, 0.75])})
+
+    outcome = call_reward(reward, "arrays", [np.zeros((2, 4, 4, 3), np.uint8)] * 2, ["a", "b"])
+    assert outcome.rewards == [0.5, None] and outcome.counts["nan"] == 1
+    assert outcome.components == {"T": [0.25, None]}  # the ineligible item's judgment did not count
+
+
+def test_a_2d_component_array_is_still_refused_naming_the_reward():
+    from training.reward_outcome import RewardBatch, RewardLengthError
+
+    def reward(videos, prompts, **meta):
+        return RewardBatch([0.5, 0.5], [[], []], components={"T": np.zeros((2, 2))})
+
+    with pytest.raises(RewardLengthError, match=r"reward 'arrays': component 'T'.*2-D"):
+        call_reward(reward, "arrays", [np.zeros((2, 4, 4, 3), np.uint8)] * 2, ["a", "b"])
+
+
+def test_a_batch_without_a_reward_list_is_an_error_naming_the_reward():
+    """RewardBatch(rewards=None) raised "TypeError: object of type 'NoneType' has no len()" naming no reward;
+    it is a RewardLengthError naming it, as a plain None return is."""
+    from training.reward_outcome import RewardBatch, RewardLengthError
+
+    with pytest.raises(RewardLengthError, match=r"reward 'broken'.*rewards.*NoneType"):
+        call_reward(lambda v, p, **m: RewardBatch(None, [[], []]), "broken", [np.zeros((2, 4, 4, 3), np.uint8)] * 2,
+                    ["a", "b"])
+
+
+def test_a_batch_whose_reasons_are_none_has_no_reasons():
+    """reasons=None for the whole batch (an item's None already meant "no reasons") raised a TypeError naming no
+    reward; the rewards are kept and the ineligible item still says which reward returned None."""
+    from training.reward_outcome import RewardBatch
+
+    outcome = call_reward(lambda v, p, **m: RewardBatch([0.5, None], None), "plain",
+                          [np.zeros((2, 4, 4, 3), np.uint8)] * 2, ["a", "b"])
+    assert outcome.rewards == [0.5, None] and outcome.counts["none"] == 1
+    assert outcome.reasons == [None, "reward 'plain' returned None (ineligible)"]

@@ -25,6 +25,9 @@ A RewardBatch's usage given as one dict (not a list of dicts) is one record for 
 iterated as its keys and silently dropped. Any other type than a list, a tuple, a dict or None is a
 :class:`RewardLengthError` naming the reward, as for components and kinds (what the batch cost would be
 lost); inside a list, a record that is no dict is still left out (usage is bookkeeping, :func:`sum_usage`).
+A component may be a 1-D numpy array, as the rewards may (it stopped the run as "ndarray of ?"); a RewardBatch
+whose rewards are no list or array (None) is a :class:`RewardLengthError` naming the reward (it was a TypeError
+naming none), and its reasons given as None are none for every item, as for one item.
 """
 
 from __future__ import annotations
@@ -213,15 +216,21 @@ def check_reward_output(raw: Any, name: str, n: int) -> RewardOutcome:
     components: dict[str, list[float | None]] = {}
     usage: dict[str, int] = {}
     if isinstance(raw, RewardBatch):
-        if len(raw.reasons) != len(raw.rewards) or (raw.run_ids is not None and len(raw.run_ids) != len(raw.rewards)):
-            raise RewardLengthError(f"reward {name!r} returned {len(raw.rewards)} rewards but {len(raw.reasons)} "
+        if not _is_sequence(raw.rewards) or not (raw.reasons is None or isinstance(raw.reasons, list | tuple)):
+            raise RewardLengthError(f"reward {name!r} returned a RewardBatch whose rewards are "
+                                    f"{type(raw.rewards).__name__} and reasons {type(raw.reasons).__name__}, expected "
+                                    "a list of rewards (or a 1-D array) and a list of reasons per reward (or None)")
+        m = len(raw.rewards)
+        reasons_given = [None] * m if raw.reasons is None else raw.reasons  # None: no reasons for any item
+        if len(reasons_given) != m or (raw.run_ids is not None and len(raw.run_ids) != m):
+            raise RewardLengthError(f"reward {name!r} returned {m} rewards but {len(reasons_given)} "
                                     f"reason lists and {'no' if raw.run_ids is None else len(raw.run_ids)} run ids")
         if raw.run_ids is not None and len(raw.run_ids) == n:
             run_ids = [str(r) if r else None for r in raw.run_ids]
-        components = _check_components(raw.components or {}, name, len(raw.rewards))
+        components = _check_components(raw.components or {}, name, m)
         usage = sum_usage(_usage_records(raw.usage, name))
-        given_kinds = _check_kinds(raw.kinds, name, len(raw.rewards))
-        given, raw = [_reason_list(r) for r in raw.reasons], raw.rewards
+        given_kinds = _check_kinds(raw.kinds, name, m)
+        given, raw = [_reason_list(r) for r in reasons_given], raw.rewards
     if isinstance(raw, np.ndarray):  # flow_grpo-style rewards return their scores as an array
         if raw.ndim != 1:
             raise RewardLengthError(f"reward {name!r} returned a {raw.ndim}-D ndarray of shape {raw.shape}, "
@@ -261,6 +270,12 @@ def check_reward_output(raw: Any, name: str, n: int) -> RewardOutcome:
     for values in components.values():  # an ineligible item's judgment did not count
         values[:] = [None if r is None else v for v, r in zip(values, rewards, strict=True)]
     return RewardOutcome(rewards, reasons, counts, run_ids, components, usage, kinds)
+
+
+def _is_sequence(values: Any) -> bool:
+    """Whether a RewardBatch's ``rewards`` can be read item by item: a list, a tuple or a 1-D array (an array of
+    another shape is refused with its shape further on)."""
+    return isinstance(values, list | tuple | np.ndarray) and not (isinstance(values, np.ndarray) and values.ndim == 0)
 
 
 def _reason_list(why: Any) -> list[str]:
@@ -322,6 +337,11 @@ def _check_components(given: dict[str, Any], name: str, n: int) -> dict[str, lis
     or a name that is not a plain identifier (it becomes a metric name)."""
     out: dict[str, list[float | None]] = {}
     for key, values in given.items():
+        if isinstance(values, np.ndarray) and values.ndim != 1:
+            raise RewardLengthError(f"reward {name!r}: component {key!r} is a {values.ndim}-D array of shape "
+                                    f"{values.shape}, expected one value per video ({n}): a list or a 1-D array")
+        if isinstance(values, np.ndarray):  # as the rewards may be (module docstring)
+            values = values.tolist()
         if not isinstance(key, str) or not key.isidentifier() or not isinstance(values, list | tuple) or len(values) != n:
             raise RewardLengthError(f"reward {name!r}: component {key!r} must be a name with one value per video "
                                     f"({n}), got {type(values).__name__} of {len(values) if isinstance(values, list | tuple) else '?'}")
