@@ -208,3 +208,17 @@ def test_a_token_no_request_can_carry_is_refused_when_the_reward_is_built(token,
         HttpAgentReward(url="http://127.0.0.1:9/score", token=token, startup_wait_s=0)
     assert token not in str(info.value) and "reward service token" in str(info.value)
     assert HttpAgentReward(url="http://127.0.0.1:9/score", token="s3cret", startup_wait_s=0).token == "s3cret"
+
+
+@pytest.mark.parametrize(("reply", "said"), [([{"reward": 0.5}, {"reward": 0.5}], "a JSON list"),
+                                             ({"result": []}, "no results field"),
+                                             ({"results": [{"reward": 0.5}]}, "1 results")])
+def test_a_reply_not_shaped_as_the_api_says_names_what_came(monkeypatch, reply, said):
+    """A 200 answer that is not {"results": [one per item]} made the batch ineligible with Python's words for
+    it ("TypeError: list indices must be integers or slices, not str", "KeyError: 'results'"); the reason
+    says what the API expects and what came instead, for every item, of kind error."""
+    fn = HttpAgentReward(url="http://127.0.0.1:9/score", startup_wait_s=0)
+    monkeypatch.setattr(fn, "_post", lambda url, body: reply)
+    out = call_reward(fn, "http", _clips(), ["a", "b"])
+    assert out.rewards == [None, None] and out.counts["error"] == 2
+    assert all("expected a JSON object with a results list of 2" in r and said in r for r in out.reasons)

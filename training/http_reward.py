@@ -217,13 +217,25 @@ class HttpAgentReward:
         body = json.dumps({"items": items, "meta": {"iteration": meta.get("iteration"), "phase": phase}}).encode("utf-8")
         try:
             reply = await asyncio.to_thread(self._post, url, body)
-            results = reply["results"]
+            results = reply.get("results") if isinstance(reply, dict) else None
             if not isinstance(results, list) or len(results) != len(items):
-                raise ValueError(f"expected {len(items)} results, got {type(results).__name__}")
+                raise ValueError(f"expected a JSON object with a results list of {len(items)}, got {reply_shape(reply)}")
         except Exception as exc:  # the call or its body failed -> every item ineligible (kind error), with the reason
             reason = f"http reward failed ({url}): {type(exc).__name__}: {exc}"
             return RewardBatch([None] * len(items), [[reason] for _ in items], kinds=["error"] * len(items))
         return service_batch(results, url)
+
+
+def reply_shape(reply: Any) -> str:
+    """What a reward service's answer is, for the reason of a batch it made ineligible: ``a JSON list``, ``an
+    object with no results field``, ``results of NoneType``, ``1 results`` (Python's own words, e.g. "list indices
+    must be integers", said nothing about the API)."""
+    if not isinstance(reply, dict):
+        return f"a JSON {'list' if isinstance(reply, list) else type(reply).__name__}"
+    if "results" not in reply:
+        return f"an object with no results field (fields: {', '.join(map(str, list(reply)[:5])) or 'none'})"
+    results = reply["results"]
+    return f"{len(results)} results" if isinstance(results, list) else f"results of {type(results).__name__}"
 
 
 def service_batch(results: list[Any], url: str) -> RewardBatch:
