@@ -311,3 +311,13 @@ def test_cli_names_an_out_that_is_a_file(policy, tmp_path, capsys):
     err = capsys.readouterr().err
     assert err.startswith("error: ") and str(tmp_path / "taken") in err
     assert (tmp_path / "taken").read_text() == "x"
+
+
+def test_a_rerun_closes_a_last_row_cut_just_before_its_newline(policy, tmp_path):
+    """A row cut right before its newline is whole JSON, so the rerun kept it as it was, and the next row was
+    glued onto it: one line holding two objects, which raa score-batch cannot read."""
+    first = generate(policy, tmp_path / "a", prompts=PROMPTS[:1], samples=1)
+    first.manifest.write_text(first.manifest.read_text().rstrip("\n"))  # killed before the "\n"
+    generate(policy, tmp_path / "a", prompts=PROMPTS[:1], samples=2)
+    rows = [json.loads(line) for line in first.manifest.read_text().splitlines()]
+    assert [r["key"] for r in rows] == ["p0000_s00", "p0000_s01"]

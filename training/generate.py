@@ -297,7 +297,8 @@ def _resume(manifest: Path) -> set[str]:
     if not manifest.exists():
         return set()
     keys, kept = set(), []
-    lines = text_lines(read_text(manifest))
+    text = read_text(manifest)  # a leading BOM skipped
+    lines = text_lines(text)
     for line in lines:
         try:
             row = json.loads(line)
@@ -306,7 +307,7 @@ def _resume(manifest: Path) -> set[str]:
         if isinstance(row, dict) and (manifest.parent / str(row.get("path", ""))).is_file():
             keys.add(str(row.get("key")))
             kept.append(line)
-    if len(kept) != len(lines):
+    if len(kept) != len(lines) or (text and not text.endswith("\n")):  # a last row cut before its newline: closed
         partial = manifest.with_name(f".{manifest.name}.partial")
         partial.write_text("".join(line + "\n" for line in kept), encoding="utf-8")
         partial.replace(manifest)
