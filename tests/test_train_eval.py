@@ -181,3 +181,25 @@ def test_held_out_noise_is_no_training_rollouts_noise(monkeypatch):
                 for slot in range(4) for chunk in ((), (1,))}
     updates = {derive_seed(cfg.seed, it, epoch) for it in range(8) for epoch in range(4)}
     assert not set(seeds) & (rollouts | updates)
+
+
+def test_eval_rows_count_ineligible_rewards_by_kind_as_training_rows_do():
+    """metrics.jsonl splits ineligible rewards into ineligible_none|nan|inf|error, eval.jsonl only counted them:
+    a held-out mean missing because the reward service was down read like one the agent had refused. The row
+    has eval_ineligible_<kind>, and each ineligible eval_rewards.jsonl row its ineligible_kind, as rewards.jsonl."""
+    cfg = load_config(SMOKE, ["--eval_samples", "1", "--num_steps", "3"])
+    model = build_world_model(cfg, "cpu").eval()
+
+    def outage(videos, prompts, **meta):
+        raise ConnectionError("reward service down")
+
+    def verdict(videos, prompts, **meta):
+        return [None] + [float("nan")] + [0.5] * (len(videos) - 2)
+
+    down = evaluate(model, cfg, HELD_OUT, outage, iteration=1, rank=0, world=1)
+    row = summarize_eval(1, [down])
+    assert row["eval_ineligible_error"] == len(HELD_OUT) and row["eval_ineligible_none"] == 0
+    assert {r["ineligible_kind"] for r in summarize_items(1, [down])} == {"error"}
+    judged = summarize_eval(2, [evaluate(model, cfg, HELD_OUT, verdict, iteration=2, rank=0, world=1)])
+    assert (judged["eval_ineligible_none"], judged["eval_ineligible_nan"], judged["eval_ineligible_error"]) == (1, 1, 0)
+    assert judged["eval_ineligible_count"] == 2

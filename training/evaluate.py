@@ -7,11 +7,13 @@ deterministic ODE sampler (``training.generate.sample_video``), the run's reward
 rank 0 appends one row to ``OUTPUT_DIR/eval.jsonl`` (TensorBoard ``eval/*``)::
 
     iteration, eval_reward_mean, eval_reward_std (population), eval_eligible_fraction,
-    eval_ineligible_count, eval_videos, seconds_eval, and eval_reward_<name>_mean for each component
+    eval_ineligible_count (and by kind, eval_ineligible_none|nan|inf|error, as metrics.jsonl: an outage is
+    not the agent's verdict), eval_videos, seconds_eval, and eval_reward_<name>_mean for each component
     of a reward that reports them (training/metrics.py; the agent's T, P, V, failure, unverifiable)
 
 and one line per sample to ``OUTPUT_DIR/eval_rewards.jsonl`` (``summarize_items``), ordered by prompt and
-sample: iteration, prompt (index), sample, text, reward (null when ineligible), reason, run_id (the
+sample: iteration, prompt (index), sample, text, reward (null when ineligible), reason, ineligible_kind (an
+ineligible one's, as rewards.jsonl), run_id (the
 agent's trace), video and, when the reward reports them, components. With ``eval_videos: save`` each
 rank writes the samples it scored to ``OUTPUT_DIR/eval_videos/iter_NNNNNN/pPPP_sSS.mp4`` (``video`` is
 that path relative to OUTPUT_DIR, else null; training/videos.py).
@@ -68,7 +70,7 @@ from training.data import SAMPLE_NOISE, sample_seed
 from training.generate import sample_video
 from training.metrics import component_means
 from training.models import encode_prompt, negative_prompt, text_encoder_on
-from training.reward_outcome import call_reward
+from training.reward_outcome import KINDS, call_reward
 from training.videos import eval_video_name, write_samples
 
 EVAL_KEY_SETTINGS = ("reward", "reward_options", "eval_samples", "seed", "num_steps", "shift", "guidance_scale",
@@ -116,8 +118,9 @@ def evaluate(world_model: FlowWorldModel, cfg: TrainConfig, prompts: Sequence[Pr
                                       sample_seed(cfg.seed, p, s), cfg.guidance_scale)
             except NonFiniteLatentsError as exc:  # a diverged sample: ineligible, never decoded or scored
                 if counts:
+                    kind = next((k for k in exc.kinds if k), "nan")
                     diverged.append({"prompt": p, "sample": s, "text": prompts[p].text, "video": None, "reward": None,
-                                     "reason": f"not scored: {exc}", "run_id": None})
+                                     "reason": f"not scored: {exc}", "run_id": None, "ineligible_kind": kind})
                 continue
             if counts:
                 videos.append(frames)
@@ -138,6 +141,8 @@ def evaluate(world_model: FlowWorldModel, cfg: TrainConfig, prompts: Sequence[Pr
         rewards, components = outcome.rewards, outcome.components
         for k, item in enumerate(mine):
             item.update(reward=outcome.rewards[k], reason=outcome.reasons[k], run_id=outcome.run_id(k))
+            if outcome.rewards[k] is None:  # as rewards.jsonl (training/rollout_log.py)
+                item["ineligible_kind"] = outcome.kind(k) or "none"
             if components:
                 item["components"] = {name: values[k] for name, values in components.items()}
     mine += diverged
@@ -154,6 +159,8 @@ def summarize_eval(iteration: int, parts: Sequence[dict[str, Any]], key: str | N
             "eval_reward_std": float(eligible.std()) if len(eligible) else math.nan,
             "eval_eligible_fraction": len(eligible) / len(rewards) if rewards else 0.0,
             "eval_ineligible_count": len(rewards) - len(eligible),
+            **{f"eval_ineligible_{kind}": sum(it.get("ineligible_kind") == kind for p in parts for it in p.get("items", []))
+               for kind in KINDS},
             "eval_videos": len(rewards),
             "seconds_eval": float(parts[0]["seconds"]),
             **component_means([p["components"] for p in parts], "eval_reward_"),
@@ -165,6 +172,7 @@ def summarize_items(iteration: int, parts: Sequence[dict[str, Any]], key: str | 
     (with ``eval_key`` ``key`` when given)."""
     rows = [{"iteration": iteration, "prompt": it["prompt"], "sample": it["sample"], "text": it["text"],
              "reward": it["reward"], "reason": it["reason"], "run_id": it["run_id"], "video": it["video"],
+             **({"ineligible_kind": it["ineligible_kind"]} if "ineligible_kind" in it else {}),
              **({"components": it["components"]} if "components" in it else {}),
              **({"eval_key": key} if key is not None else {})}
             for p in parts for it in p["items"]]
