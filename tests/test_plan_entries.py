@@ -188,3 +188,19 @@ def test_a_stretch_past_the_clip_says_it_was_clamped(clip, mode):
     out = run(make_agent("full", script, inspect_mode=mode, motion_prefetch="off")[0], clip)
     text = next(e for e in out["exchanges"] if e.get("overlay"))["text"]
     assert "stretch 10..500 clamped to the clip's frames 0..32" in text, text
+
+
+def test_plan_tracks_with_motion_off_are_noted_not_dropped_silently(clip):
+    # preset no_motion: a plan's track requests vanished without a word in the trace
+    plan = {"views": [{"frames": [10]}], "tracks": [GOOD_TRACK, {"start_frame": "x"}], "rationale": "x"}
+    tracker = CountingTracker()
+    agent, _ = make_agent("no_motion", full_script(plan=[plan]), tracker=tracker, inspect_mode="plan")
+    out = run(agent, clip)
+    assert out["result"].status == "scored", out["result"].reasons
+    ex = out["exchanges"]
+    assert tracker.calls == 0 and not [e for e in ex if e.get("overlay")]
+    noted = [e["text"] for e in ex if e["name"] == "track_motion"]
+    assert noted == [f"plan track {k} not run: motion evidence is off in this preset" for k in (1, 2)]
+    assert any("plan track 2 not run: motion evidence is off" in t for t in plan_summaries(out))
+    step = next(s for s in out["steps"] if s["node"] == "inspect")
+    assert step["decision"] == "plan: 1 view, 0 tracks executed; 2 not run (motion off)"

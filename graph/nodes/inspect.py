@@ -23,8 +23,10 @@ Decisions where the issue was silent:
   an exchange "plan track 2 not run: invalid arguments for track_motion: <why>" (no frames; the step's tool
   summaries show it), as tools mode answers such a call; so are views past 8 and tracks past the cap. Refused
   by the schema, one bad entry failed the whole InspectionPlan: every re-ask failed the same way and the run
-  ended ineligible. A reversed stretch or frames past the clip's end are tracked within the clip, as in tools
-  mode (`graph.nodes.tracking.track_frames`).
+  ended ineligible. With motion evidence off (a preset without it), each track request is answered
+  "plan track N not run: motion evidence is off in this preset": they were dropped without a trace. A
+  reversed stretch or frames past the clip's end are tracked within the clip, as in tools mode
+  (`graph.nodes.tracking.track_frames`).
 """
 
 from __future__ import annotations
@@ -49,6 +51,8 @@ from graph.replies import after_reasoning, cut_at_token_limit
 from graph.schemas import PLAN_VIEWS, TRACKS_PER_ROUND, FrameView, InspectionPlan, TrackRequest, entry_error
 from graph.state import AgentState, ToolExchange
 
+MOTION_OFF = "motion evidence is off in this preset"
+"""Why a plan's track request is not run when the preset has no motion evidence."""
 MOTION_TOOL = "- track_motion(start_frame, end_frame, points): point tracks with overlays and a motion summary;"
 
 
@@ -167,15 +171,23 @@ async def _plan(state: AgentState, ctx: RunContext, step: Step) -> dict[str, Any
     _record(step, new)
     views = len({c.label for c in calls if c.name != "track_motion" and c.skip is None})
     tracks = sum(1 for e in new if e.get("overlay"))
-    skipped = sum(1 for e in new if e["text"].startswith("plan ") and " not run: " in e["text"])
-    step.decision = (f"plan: {count(views, 'view')}, {count(tracks, 'track')} executed"
-                     + (f"; {skipped} not run (invalid or past the caps)" if skipped else ""))
+    step.decision = f"plan: {count(views, 'view')}, {count(tracks, 'track')} executed" + _not_run(new)
     return {"plan": plan, "exchanges": new, "pending_calls": [], "inspect_rounds": 1}
 
 
+def _not_run(new: list[ToolExchange]) -> str:
+    """The plan step's note on the entries not run: how many, and why in short."""
+    texts = [e["text"] for e in new if e["text"].startswith("plan ") and " not run: " in e["text"]]
+    if not texts:
+        return ""
+    off = sum(t.endswith(MOTION_OFF) for t in texts)
+    why = [w for w, n in (("invalid or past the caps", len(texts) - off), ("motion off", off)) if n]
+    return f"; {len(texts)} not run ({', '.join(why)})"
+
+
 def plan_calls(plan: InspectionPlan, motion: bool) -> list[_Call]:
-    """The plan's tool calls in order (views, then tracks when motion is on), invalid entries and views past
-    `PLAN_VIEWS` marked to be answered, not run (module docstring)."""
+    """The plan's tool calls in order (views, then tracks), invalid entries, views past `PLAN_VIEWS` and every
+    track when motion evidence is off marked to be answered, not run (module docstring)."""
     calls: list[_Call] = []
     for k, view in enumerate(plan.views, 1):
         label, at = f"plan view {k}", f"plan_{len(calls)}"
@@ -188,9 +200,11 @@ def plan_calls(plan: InspectionPlan, motion: bool) -> list[_Call]:
         else:
             calls += [_Call(f"plan_{len(calls) + i}", "view_crop", {"frame": f, "box": view.box}, label)
                       for i, f in enumerate(view.frames)]
-    for k, track in enumerate(plan.tracks if motion else [], 1):
+    for k, track in enumerate(plan.tracks, 1):
         label, at = f"plan track {k}", f"plan_{len(calls)}"
-        if isinstance(track, TrackRequest):
+        if not motion:  # noted like any entry not run: dropped silently, the trace did not show it
+            calls.append(_Call(at, "track_motion", track, label, MOTION_OFF))
+        elif isinstance(track, TrackRequest):
             calls.append(_Call(at, "track_motion", track.model_dump(), label))
         else:  # as tools mode answers such a call
             why = f"invalid arguments for track_motion: {entry_error(TrackRequest, track)}"
