@@ -165,10 +165,24 @@ class Assessment(_Record):
         return None
 
 
+VIEW_FRAMES = 16
+"""Frames one view shows (view_frames' and a plan view's schema maxItems); a longer request shows its first
+`VIEW_FRAMES` with a note (`cap_view`), in both inspect modes."""
+
+
+def cap_view(frames: object) -> tuple[object, str | None]:
+    """A view's frames as written cut to the first `VIEW_FRAMES`, and the note naming those dropped (None when
+    nothing was): a longer view was refused whole ("invalid arguments" in tools mode, skipped by a plan), so the
+    model saw nothing of it, while a request over the frame budget is trimmed with a note."""
+    if not isinstance(frames, list) or len(frames) <= VIEW_FRAMES:
+        return frames, None
+    return frames[:VIEW_FRAMES], f"a view shows at most {VIEW_FRAMES} frames: frames {frames[VIEW_FRAMES:]} dropped"
+
+
 class FrameView(_Record):
     """Frames to look at again, optionally cropped."""
 
-    frames: list[FrameIndex] = Field(min_length=1, max_length=16, description="Frame indices to view.")
+    frames: list[FrameIndex] = Field(min_length=1, max_length=VIEW_FRAMES, description="Frame indices to view.")
     box: CropBox | None = Field(default=None, description="Optional crop [x0, y0, x1, y1] (see the instructions).")
 
 
@@ -336,6 +350,6 @@ class RewardResult(_Record):
 from tools.quality import QualityCheck  # noqa: E402  (re-exported record of the quality pre-check)
 from tools.surprise import SurpriseEvidence  # noqa: E402  (re-exported WMReward record)
 
-__all__ = ["Assessment", "AuditReport", "DirectScore", "Fault", "FinalCheck", "FrameView", "InspectionPlan",
+__all__ = ["VIEW_FRAMES", "Assessment", "AuditReport", "DirectScore", "Fault", "FinalCheck", "FrameView", "InspectionPlan",
            "MotionEvidence", "Observation", "ObservedEvent", "QualityCheck", "Requirement", "RequirementJudgment",
            "RewardResult", "SurpriseEvidence", "TaskContract", "TrackRequest"]

@@ -204,3 +204,35 @@ def test_plan_tracks_with_motion_off_are_noted_not_dropped_silently(clip):
     assert any("plan track 2 not run: motion evidence is off" in t for t in plan_summaries(out))
     step = next(s for s in out["steps"] if s["node"] == "inspect")
     assert step["decision"] == "plan: 1 view, 0 tracks executed; 2 not run (motion off)"
+
+
+LONG = list(range(0, 20))
+
+
+@pytest.mark.parametrize("mode", ["tools", "plan"])
+def test_a_view_of_more_than_16_frames_shows_the_first_16_with_a_note(clip, mode):
+    # plan mode skipped such a view whole; tools mode answered "invalid arguments" (List should have at most 16)
+    script = full_script(inspect=[calls_reply(("view_frames", {"frames": LONG})), "done"],
+                         plan=[{"views": [{"frames": LONG}], "tracks": [], "rationale": "x"}])
+    out = run(make_agent("full", script, inspect_mode=mode, motion_prefetch="off")[0], clip)
+    assert out["result"].status == "scored", out["result"].reasons
+    (ex,) = [e for e in out["exchanges"] if e["name"] == "view_frames"]
+    assert ex["frames"] == LONG[:16]
+    assert "a view shows at most 16 frames: frames [16, 17, 18, 19] dropped" in ex["text"], ex["text"]
+
+
+def test_a_long_view_under_the_frame_budget_shows_what_the_budget_allows(clip):
+    script = full_script(plan=[{"views": [{"frames": LONG}], "tracks": [], "rationale": "x"}])
+    out = run(make_agent("full", script, inspect_mode="plan", motion_prefetch="off", frame_budget=10)[0], clip)
+    (ex,) = [e for e in out["exchanges"] if e["name"] == "view_frames"]
+    assert ex["frames"] == LONG[:10]
+    assert "at most 16 frames" in ex["text"] and "frame budget: showing 10 of 16 frames" in ex["text"], ex["text"]
+
+
+def test_a_long_crop_view_in_a_plan_crops_the_first_16_frames_with_a_note(clip):
+    script = full_script(plan=[{"views": [{"frames": LONG, "box": [0.1, 0.1, 0.6, 0.6]}], "tracks": [],
+                                "rationale": "x"}])
+    out = run(make_agent("full", script, inspect_mode="plan", motion_prefetch="off")[0], clip)
+    crops = [e for e in out["exchanges"] if e["name"] == "view_crop"]
+    assert [f for e in crops for f in e["frames"]] == LONG[:16]
+    assert "a view shows at most 16 frames: frames [16, 17, 18, 19] dropped" in crops[0]["text"], crops[0]["text"]

@@ -11,7 +11,8 @@ Invalid crop boxes fall back to the full frame and the tool result says so (chec
 
 Decisions where the issue was silent:
 - Requests are trimmed (never refused) to the access policy and the budget; the result text lists
-  what was dropped or substituted.
+  what was dropped or substituted. So is a view_frames call of more than 16 frames (`graph.schemas.cap_view`):
+  it shows the first 16 (it was "invalid arguments", and a plan's view that long was skipped whole).
 - track_motion reads up to 32 frames of the requested stretch (the tracker is a tool, not a view);
   it returns a text summary plus overlays of up to 4 tracked frames, which count against the frame
   budget and, on a long clip, against the nearby-extra allowance: an overlay shows the frame's image. They
@@ -50,7 +51,7 @@ from pydantic import BaseModel, Field, ValidationError, field_validator
 
 from graph.context import RunContext
 from graph.nodes.tracking import query_index, track_frames, track_overlays
-from graph.schemas import CropBox, no_nan
+from graph.schemas import VIEW_FRAMES, CropBox, cap_view, no_nan
 from graph.state import AgentState, ToolExchange
 from tools.sampling import FrameIndex
 
@@ -60,7 +61,7 @@ OVERLAY_FRAMES = 4
 class view_frames(BaseModel):  # noqa: N801 - tool names are snake_case for the model
     """View original frames of the clip by index."""
 
-    frames: list[FrameIndex] = Field(min_length=1, max_length=16, description="Frame indices (0-based).")
+    frames: list[FrameIndex] = Field(min_length=1, max_length=VIEW_FRAMES, description="Frame indices (0-based).")
 
 
 class view_crop(BaseModel):  # noqa: N801
@@ -193,12 +194,15 @@ async def execute(state: AgentState, ctx: RunContext, exchanges: list[ToolExchan
     if tool is None or (tool is track_motion and not ctx.config.motion):
         names = [t["function"]["name"] for t in tool_specs(ctx.config.motion)]
         return {**base, "text": f"unknown tool {name!r}; available: {names}"}
+    capped, cap_note = (None, None) if tool is not view_frames or not isinstance(args, dict) else cap_view(
+        args.get("frames"))
     try:  # only the arguments are checked here: what the tool raises is its failure, not the model's
-        request = tool.model_validate(args)
+        request = tool.model_validate(args if cap_note is None else {**args, "frames": capped})
     except ValidationError as exc:  # bad arguments are the model's to fix
         return {**base, "text": f"invalid arguments for {name}: {str(exc)[:300]}"}
     if isinstance(request, view_frames):
         frames, notes = allowed(state, ctx, exchanges, request.frames)
+        notes = [cap_note] + notes if cap_note else notes
         return {**base, "frames": frames, "text": _text(f"showing frames {frames}", notes)}
     if isinstance(request, view_crop):
         return await _crop(state, ctx, exchanges, base, request)

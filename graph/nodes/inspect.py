@@ -23,7 +23,8 @@ Decisions where the issue was silent:
   an exchange "plan track 2 not run: invalid arguments for track_motion: <why>" (no frames; the step's tool
   summaries show it), as tools mode answers such a call; so are views past 8 and tracks past the cap. Refused
   by the schema, one bad entry failed the whole InspectionPlan: every re-ask failed the same way and the run
-  ended ineligible. With motion evidence off (a preset without it), each track request is answered
+  ended ineligible. A view of more than 16 frames shows its first 16 with a note naming the rest, as a tools-mode
+  view_frames call does (`graph.schemas.cap_view`); it was skipped whole. With motion evidence off (a preset without it), each track request is answered
   "plan track N not run: motion evidence is off in this preset": they were dropped without a trace. A
   reversed stretch or frames past the clip's end are tracked within the clip, as in tools mode
   (`graph.nodes.tracking.track_frames`).
@@ -34,6 +35,7 @@ from __future__ import annotations
 from typing import Any, NamedTuple
 
 from langchain_core.messages import AIMessage, BaseMessage, ToolMessage
+from pydantic import ValidationError
 
 from graph.context import RunContext
 from graph.nodes.audit import code_missing
@@ -48,7 +50,15 @@ from graph.nodes.evidence import (
     tool_specs,
 )
 from graph.replies import after_reasoning, cut_at_token_limit
-from graph.schemas import PLAN_VIEWS, TRACKS_PER_ROUND, FrameView, InspectionPlan, TrackRequest, entry_error
+from graph.schemas import (
+    PLAN_VIEWS,
+    TRACKS_PER_ROUND,
+    FrameView,
+    InspectionPlan,
+    TrackRequest,
+    cap_view,
+    entry_error,
+)
 from graph.state import AgentState, ToolExchange
 
 MOTION_OFF = "motion evidence is off in this preset"
@@ -133,6 +143,8 @@ class _Call(NamedTuple):
     """How a "not run" answer names it: the tool (tools mode) or the entry ("plan track 2")."""
     skip: str | None = None
     """Why it is not run (plan mode: an invalid entry, a view past the cap), or None."""
+    note: str | None = None
+    """A note added to its answer (plan mode: the frames a crop view past `VIEW_FRAMES` dropped), or None."""
 
 
 async def _run_calls(state: AgentState, ctx: RunContext, exchanges: list[ToolExchange], rnd: int,
@@ -152,6 +164,8 @@ async def _run_calls(state: AgentState, ctx: RunContext, exchanges: list[ToolExc
                                     box=None, overlay=False, text=f"{call.label} not run: {skip}"))
             continue
         ex = await execute(state, ctx, exchanges + new, rnd, call.call_id, call.name, call.args)
+        if call.note is not None:
+            ex = {**ex, "text": f"{ex['text']} ({call.note})"}
         tracks += bool(ex.get("overlay"))  # it ran (an "invalid arguments" answer ran nothing)
         new.append(ex)
     return new
@@ -189,16 +203,19 @@ def plan_calls(plan: InspectionPlan, motion: bool) -> list[_Call]:
     """The plan's tool calls in order (views, then tracks), invalid entries, views past `PLAN_VIEWS` and every
     track when motion evidence is off marked to be answered, not run (module docstring)."""
     calls: list[_Call] = []
-    for k, view in enumerate(plan.views, 1):
+    for k, written in enumerate(plan.views, 1):
         label, at = f"plan view {k}", f"plan_{len(calls)}"
+        view, note = _capped(written)
         if k > PLAN_VIEWS:
-            calls.append(_Call(at, "view_frames", view, label, f"a plan runs at most {PLAN_VIEWS} views"))
+            calls.append(_Call(at, "view_frames", written, label, f"a plan runs at most {PLAN_VIEWS} views"))
         elif not isinstance(view, FrameView):  # kept as written by the schema (graph.schemas.PlanView)
             calls.append(_Call(at, "view_frames", view, label, f"invalid view: {entry_error(FrameView, view)}"))
-        elif view.box is None:
-            calls.append(_Call(at, "view_frames", {"frames": view.frames}, label))
+        elif view.box is None:  # frames as written: view_frames cuts a long view with the note, as in tools mode
+            frames = written.get("frames") if isinstance(written, dict) else view.frames
+            calls.append(_Call(at, "view_frames", {"frames": frames}, label))
         else:
-            calls += [_Call(f"plan_{len(calls) + i}", "view_crop", {"frame": f, "box": view.box}, label)
+            calls += [_Call(f"plan_{len(calls) + i}", "view_crop", {"frame": f, "box": view.box}, label,
+                            note=note if i == 0 else None)
                       for i, f in enumerate(view.frames)]
     for k, track in enumerate(plan.tracks, 1):
         label, at = f"plan track {k}", f"plan_{len(calls)}"
@@ -210,6 +227,20 @@ def plan_calls(plan: InspectionPlan, motion: bool) -> list[_Call]:
             why = f"invalid arguments for track_motion: {entry_error(TrackRequest, track)}"
             calls.append(_Call(at, "track_motion", track, label, why))
     return calls
+
+
+def _capped(view: object) -> tuple[object, str | None]:
+    """A view kept as written that is valid once cut to its first `VIEW_FRAMES` frames: that FrameView and the
+    note on the frames dropped (`graph.schemas.cap_view`); any other view as it is, without a note."""
+    if isinstance(view, FrameView) or not isinstance(view, dict):
+        return view, None
+    frames, note = cap_view(view.get("frames"))
+    if note is None:
+        return view, None
+    try:
+        return FrameView.model_validate({**view, "frames": frames}), note
+    except ValidationError:
+        return view, None
 
 
 def _record(step: Step, new: list[ToolExchange]) -> None:
