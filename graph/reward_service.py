@@ -19,7 +19,11 @@ Decisions where the issues were silent:
   `raa trace RUN_ID` on the service host explains any reward a trainer received (`run_id` is in each
   result); one whose trace could not be saved says so in its last reason (`graph.api.unsaved_trace`).
 - At most `max_concurrency` agent runs are in flight over all requests together (one semaphore), so
-  several trainer ranks posting at once share the backbone instead of multiplying its load.
+  several trainer ranks posting at once share the backbone instead of multiplying its load. The semaphore is
+  made on the first request, for the event loop serving it (an asyncio semaphore belongs to one loop), not at
+  startup: without the lifespan (`TestClient(app)` outside `with`, an ASGI server with lifespan off) every item
+  failed with "KeyError: 'runs'". A server runs one loop, so the bound holds over all its requests; a new loop
+  (each request of a TestClient outside `with`) gets new slots.
 - A bad item (missing or invalid base64, empty video, instruction not a string) gets its own
   ineligible result naming the item and the problem; the other items are scored. Such a result, made by the
   service without the agent's verdict (a bad item, a clip it cannot write, a run that raised), carries
@@ -68,8 +72,6 @@ import binascii
 import json
 import shutil
 import tempfile
-from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
 
@@ -174,14 +176,16 @@ def create_reward_app(agent: Any, preset: str, *, token: str | None = None, max_
     bodies = BodyBudget(buffered_limit_bytes(max_buffered_mb, limit, "max_body_mb"), busy_wait_s)
     if keep_videos is not None:  # the clips' paths go into the traces: relative ones named nothing elsewhere
         keep_videos = Path(keep_videos).resolve()
-    slots: dict[str, asyncio.Semaphore] = {}
+    slots: list[tuple[asyncio.AbstractEventLoop, asyncio.Semaphore]] = []
 
-    @asynccontextmanager
-    async def lifespan(_: FastAPI) -> AsyncIterator[None]:
-        slots["runs"] = asyncio.Semaphore(max_concurrency)  # bound to the server's event loop
-        yield
+    def run_slots() -> asyncio.Semaphore:
+        """The run slots of the running event loop, made on its first request (module docstring)."""
+        loop = asyncio.get_running_loop()
+        if not slots or slots[0][0] is not loop:
+            slots[:] = [(loop, asyncio.Semaphore(max_concurrency))]
+        return slots[0][1]
 
-    app = FastAPI(title="raa reward service", lifespan=lifespan, **docs_options(token))
+    app = FastAPI(title="raa reward service", **docs_options(token))
     add_openapi_route(app, token)
     app.state.bodies = bodies
     app.state.body_timeout_s = body_timeout_s
@@ -197,7 +201,7 @@ def create_reward_app(agent: Any, preset: str, *, token: str | None = None, max_
             parsed = await asyncio.to_thread(_item, index, item, folder)
             if isinstance(parsed, str):
                 return {**ineligible_result(preset, parsed).model_dump(mode="json"), "kind": "error"}
-            async with slots["runs"]:
+            async with run_slots():
                 run_id = new_run_id()
                 result = await arun_agent(agent, parsed[0], parsed[1], run_id, preset, durability=durability,
                                           claim_max_age_s=claim_max_age_s)

@@ -376,3 +376,15 @@ def test_cli_and_app_share_the_named_limit_defaults():
     for cli_name, value in expected.items():
         assert cli_defaults[cli_name].default == value
         assert app_defaults["max_concurrency" if cli_name == "concurrency" else cli_name].default == value
+
+
+def test_the_service_scores_without_its_lifespan(tmp_path):
+    # TestClient(app) without `with` (or a server with lifespan off) never ran the startup: every item failed
+    # with "KeyError: 'runs'" (the run slots were made there); they are now made on the first request
+    app = create_reward_app(_agent(), "decomposed", max_concurrency=2)
+    client = TestClient(app)
+    item = {"video_b64": _b64(moving_square(tmp_path / "a.mp4")), "instruction": "push the red block to the right"}
+    for _ in range(2):  # each request of a TestClient without `with` runs on its own event loop
+        res = client.post("/v1/score", json={"items": [item, item, item]})
+        assert res.status_code == 200, res.text
+        assert [r["status"] for r in res.json()["results"]] == ["scored"] * 3, res.json()
