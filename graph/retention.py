@@ -47,12 +47,14 @@ of clips, so the database only grows. Decisions where no issue says:
 
 from __future__ import annotations
 
+import os
 import re
 import sqlite3
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
+from typing import NamedTuple
 
 import typer
 from langgraph.checkpoint.sqlite import SqliteSaver
@@ -296,6 +298,13 @@ def vacuum_only(traces: Path, cache: str | Path | None, *, dry_run: bool,
         typer.echo("dry run: nothing vacuumed")
 
 
+class _PruneSettings(NamedTuple):
+    """The settings `raa prune` uses (RAA_CACHE_PATH, RAA_FOREIGN_CLAIM_MAX_AGE_S; the trace path apart)."""
+
+    cache_path: str | None
+    foreign_claim_max_age_s: float
+
+
 def prune_command(
     keep: int | None = typer.Option(None, "--keep", min=0, help="Spare the newest N runs."),
     before: str | None = typer.Option(None, "--before", help="Only runs last updated before this: an age "
@@ -311,10 +320,11 @@ def prune_command(
     db: Path | None = typer.Option(None, "--db", "--traces", help="Trace database (default RAA_TRACES_PATH)."),
 ) -> None:
     """Delete traced runs (and with --cache stage cache entries) to keep the databases small."""
-    from graph.settings import BackboneSettings, SettingsError
+    from graph.settings import SettingsError, cache_path_from_env, claim_age_from_env, traces_path_from_env
 
-    try:
-        settings = BackboneSettings.from_env()
+    try:  # only the settings prune uses: a bad backbone setting (RAA_MAX_RETRIES=abc) made it exit 2
+        path = db if db is not None else Path(traces_path_from_env(os.environ))
+        settings = _PruneSettings(cache_path_from_env(os.environ), claim_age_from_env(os.environ))
         now = datetime.now(UTC)
         cutoff = None if before is None else _option_cutoff("--before", before, now)
         cache_cutoff = None if cache_before is None else _option_cutoff("--cache-before", cache_before, now)
@@ -323,7 +333,6 @@ def prune_command(
     except (SettingsError, ValueError) as exc:
         typer.echo(f"error: {exc}", err=True)
         raise typer.Exit(2) from exc
-    path = db if db is not None else Path(settings.traces_path)
     runs_wanted = keep is not None or before is not None or status is not None
     cache = cache or cache_before is not None
     if not runs_wanted and not cache and vacuum_files:  # deletes nothing: no criterion, no confirmation

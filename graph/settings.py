@@ -21,7 +21,7 @@ from __future__ import annotations
 import math
 import os
 from collections.abc import Mapping
-from dataclasses import dataclass, fields, replace
+from dataclasses import dataclass, replace
 from typing import Literal, get_args
 
 from graph.config import AgentConfig, InspectMode
@@ -67,6 +67,37 @@ def env_number(env: Mapping[str, str], var: str, kind: type[int] | type[float]) 
         return kind(raw)
     except ValueError as exc:
         raise SettingsError(f"{var}={raw!r} is not a valid {kind.__name__}") from exc
+
+
+def traces_path_from_env(env: Mapping[str, str]) -> str:
+    """RAA_TRACES_PATH (~ expanded), or the default; SettingsError for "off". The commands that only read the
+    trace database (`raa runs`, `raa trace`, `raa prune`) read this, not every `RAA_*` setting."""
+    raw = env.get("RAA_TRACES_PATH", "").strip()
+    if raw and raw.lower() in _OFF:
+        raise SettingsError(f"invalid RAA_* setting: RAA_TRACES_PATH={raw!r}: the trace database cannot be "
+                            "turned off (every run is checkpointed there); set a file path, or :memory: "
+                            "to keep traces only while the process runs (raa trace / raa report cannot "
+                            "read them afterwards)")
+    return os.path.expanduser(raw) if raw else BackboneSettings.traces_path  # ~ as the tool paths
+
+
+def cache_path_from_env(env: Mapping[str, str]) -> str | None:
+    """RAA_CACHE_PATH (~ expanded; None for "off"), or the default when unset."""
+    if "RAA_CACHE_PATH" not in env:
+        return BackboneSettings.cache_path
+    raw = env["RAA_CACHE_PATH"].strip()
+    return None if raw.lower() in _OFF else os.path.expanduser(raw)
+
+
+def claim_age_from_env(env: Mapping[str, str]) -> float:
+    """RAA_FOREIGN_CLAIM_MAX_AGE_S, or the default; SettingsError naming it unless a finite number > 0."""
+    value = env_number(env, "RAA_FOREIGN_CLAIM_MAX_AGE_S", float)
+    if value is None:
+        return FOREIGN_CLAIM_MAX_AGE_S
+    if not 0 < value < math.inf:
+        raise SettingsError(f"invalid RAA_* setting: RAA_FOREIGN_CLAIM_MAX_AGE_S must be a finite number > 0, "
+                            f"got {value}")
+    return value
 
 
 @dataclass(frozen=True)
@@ -184,7 +215,6 @@ class BackboneSettings:
     def from_env(cls, environ: Mapping[str, str] | None = None) -> BackboneSettings:
         """Read `RAA_*` variables (from `environ`, default `os.environ`); unset ones keep defaults."""
         env = os.environ if environ is None else environ
-        defaults = {f.name: f.default for f in fields(cls)}
         kw: dict[str, object] = {}
         for name, var in (("base_url", "RAA_BASE_URL"), ("model", "RAA_MODEL"), ("api_key", "RAA_API_KEY")):
             value = env.get(var, "").strip()
@@ -201,16 +231,8 @@ class BackboneSettings:
         parsed = [(name, env_choice(env, var, allowed)) for name, var, allowed in choices]
         parsed += [(name, env_number(env, var, kind)) for name, var, kind in numeric]
         kw.update((name, value) for name, value in parsed if value is not None)
-        if "RAA_CACHE_PATH" in env:
-            raw = env["RAA_CACHE_PATH"].strip()
-            kw["cache_path"] = None if raw.lower() in _OFF else os.path.expanduser(raw)
-        raw = env.get("RAA_TRACES_PATH", "").strip()
-        if raw and raw.lower() in _OFF:
-            raise SettingsError(f"invalid RAA_* setting: RAA_TRACES_PATH={raw!r}: the trace database cannot be "
-                                "turned off (every run is checkpointed there); set a file path, or :memory: "
-                                "to keep traces only while the process runs (raa trace / raa report cannot "
-                                "read them afterwards)")
-        kw["traces_path"] = os.path.expanduser(raw) if raw else defaults["traces_path"]  # ~ as the tool paths
+        kw["cache_path"] = cache_path_from_env(env)
+        kw["traces_path"] = traces_path_from_env(env)
         try:
             return cls(**kw)  # type: ignore[arg-type]
         except SettingsError as exc:  # its message starts with the field: name the variable instead

@@ -7,6 +7,7 @@ written as null (`tools.jsonl.strict_dumps`)."""
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import typer
@@ -14,7 +15,7 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
-from graph.commands import _settings_or_exit, run_table
+from graph.commands import run_table
 from graph.tracing import (
     RUN_STATUSES,
     RunNotFoundError,
@@ -38,7 +39,16 @@ VIDEO_MIN, WHY_MIN = 8, 20
 
 
 def _traces_path(db: Path | None) -> Path:
-    return db if db is not None else Path(_settings_or_exit(require_endpoint=False).traces_path)
+    """`--db`, or RAA_TRACES_PATH: only that setting (a bad backbone setting made `raa runs` exit 2)."""
+    if db is not None:
+        return db
+    from graph.settings import SettingsError, traces_path_from_env
+
+    try:
+        return Path(traces_path_from_env(os.environ))
+    except SettingsError as exc:
+        typer.echo(f"error: {exc}", err=True)
+        raise typer.Exit(2) from exc
 
 
 def runs_command(
