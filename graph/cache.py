@@ -26,8 +26,9 @@ Decisions where the issue was silent:
 - A stored output keeps a non-finite number (a model's JSON may hold Infinity) as written (`encode_output`).
 - Only validated outputs are stored; faults and invalid replies are never cached. A stored entry that no
   longer decodes (a structured output that fails a validator added since it was written, or a damaged
-  entry) is a miss (`decoded`): the stage is asked again and the entry replaced, where it used to raise on
-  every hit, failing that stage input for good until the cache was pruned.
+  entry) is a miss (`decoded`; counted in `StageCache.misses`, it was a hit): the stage is asked again and
+  the entry replaced, where it used to raise on every hit, failing that stage input for good until the cache
+  was pruned.
 - A cache that cannot be read (SQLite: "database disk image is malformed", a lock held past the busy
   timeout, an I/O error) is a miss too (`lookup`, logged): the model is asked, exactly as without a cache,
   so no output is invented, where the read error used to make the run a fault (ineligible) while a failed
@@ -113,7 +114,10 @@ async def lookup(cache: StageCache, key: str, decode: Callable[[str], T], stage:
         _log.warning("stage cache: the stored %s output cannot be read (%s: %s); asking again", stage,
                      type(exc).__name__, exc)
         return None
-    return decoded(hit, decode, stage)
+    out = decoded(hit, decode, stage)
+    if hit is not None and out is None:  # stored, but the stage is asked again: a miss
+        cache.count_undecodable()
+    return out
 
 
 async def store(cache: StageCache, key: str, value: str, stage: str) -> None:
@@ -252,6 +256,13 @@ class StageCache:
             else:
                 self.hits += 1
             return value
+
+    def count_undecodable(self) -> None:
+        """Count the entry `get` just returned as a miss, not a hit: it did not decode (`lookup`), so the
+        stage was asked again."""
+        with self._lock:
+            self.hits -= 1
+            self.misses += 1
 
     def put(self, key: str, value: str) -> None:
         """Store (or replace) `value` under `key`."""

@@ -50,3 +50,18 @@ def test_an_unreadable_cache_is_a_miss_and_the_model_is_asked(tmp_path, caplog) 
         assert asyncio.run(bb.atool_round("judge", list(MSGS), [], usage)).text == "R1 is met."
     assert len(model.calls) == 2 and usage.calls == 2 and usage.cache_hits == 0
     assert "cannot be read (DatabaseError" in caplog.text
+
+
+@pytest.mark.parametrize("on_disk", [False, True])
+def test_a_stored_entry_that_does_not_decode_counts_as_a_miss(tmp_path, on_disk: bool) -> None:
+    # StageCache.hits counted it as a hit although the stage was asked again (Usage.cache_hits did not)
+    from graph.cache import lookup
+
+    cache = StageCache(tmp_path / "cache.sqlite" if on_disk else None)
+    cache.put("bad", '{"label": "a"}')  # no score: fails the schema
+    cache.put("good", '{"label": "a", "score": 1}')
+    assert asyncio.run(lookup(cache, "bad", Verdict.model_validate_json, "judge")) is None
+    assert (cache.hits, cache.misses) == (0, 1)
+    assert asyncio.run(lookup(cache, "good", Verdict.model_validate_json, "judge")) == Verdict(label="a", score=1)
+    assert asyncio.run(lookup(cache, "none", Verdict.model_validate_json, "judge")) is None
+    assert (cache.hits, cache.misses) == (1, 2)
