@@ -56,7 +56,7 @@ Frame ``i`` is the i-th frame in presentation order. Decisions taken where issue
 - ``read(indices, size=(width, height))`` and ``read_all_frames(size=...)`` convert straight to a
   smaller size (swscale's area filter, in the same pass as the RGB conversion): a tool that works at a
   few hundred pixels then never holds full-resolution frames (512 frames of a 1080p clip are 3.2 GB at
-  full size). ``read_list`` returns one array per frame instead of one stacked array, for caches that
+  full size). A request whose frames exceed a byte bound is a ``VideoTooLargeError`` (``tools.video_limits``). ``read_list`` returns one array per frame instead of one stacked array, for caches that
   drop frames one by one.
 - ``uniform_indices`` rounds half to even (``uniform_indices(4, 3) == [0, 2, 3]``); -1 is a
   ``FrameIndexError``. Crops, resizing, labels (``tools.frames``) and index sampling
@@ -97,6 +97,7 @@ from tools.sampling import (  # noqa: F401  (re-exported: the public video API)
     uniform_indices,
     uniform_subset,
 )
+from tools.video_limits import VideoTooLargeError, check_decode_size  # noqa: F401  (re-exported)
 from tools.video_reformat import reformatter
 from tools.video_rotation import decoded_rotation, display_rotation
 from tools.video_scan import (  # noqa: F401  (re-exported: the public video API)
@@ -126,8 +127,7 @@ class _SeekMissed(Exception):
 
 
 class _OutOfOrder(Exception):
-    """Internal: decoding from the start, the frames' timestamps do not follow the scanned presentation
-    order (AVI stores decode-order timestamps); frames are then counted in output order."""
+    """Internal: decoding from the start, timestamps out of presentation order (AVI): count output order."""
 
 
 def probe(src: Source) -> VideoMeta:
@@ -145,8 +145,8 @@ class VideoReader:
     buffers and one reader may serve several threads.
     """
 
-    def __init__(self, src: Source) -> None:
-        self._src = src
+    def __init__(self, src: Source, *, decode_limit: int | None = None) -> None:
+        self._src, self._limit = src, decode_limit  # bytes one read may decode (None: tools.video_limits')
         self._name = describe(src)
         container = open_container(src, self._name)
         try:
@@ -199,6 +199,7 @@ class VideoReader:
         ``(width, height)`` converts them to that size instead of the stream's."""
         wanted_list = self._wanted(indices)
         width, height = self._size(size)
+        check_decode_size(self._name, len(wanted_list), (width, height), self._limit)  # before allocating
         out = np.empty((len(wanted_list), height, width, 3), dtype=np.uint8)
         slots: dict[int, list[int]] = {}
         for pos, i in enumerate(wanted_list):
@@ -233,6 +234,7 @@ class VideoReader:
         (again from the start when a seek or the timestamps turn out unusable)."""
         if not wanted:
             return
+        check_decode_size(self._name, len(wanted), size, self._limit)  # `read_list`'s (`read` checked its own)
 
         def fill(allow_seek: bool) -> None:
             for i, frame in self._decode(wanted, allow_seek=allow_seek):
@@ -394,6 +396,5 @@ def read_all_frames(src: Source, max_frames: int | None = None, *,
     if max_frames is not None and max_frames < 0:
         raise ValueError(f"max_frames must be >= 0, got {max_frames}")
     with VideoReader(src) as reader:
-        meta = reader.meta
-        n = meta.frames if max_frames is None else min(max_frames, meta.frames)
+        n = reader.meta.frames if max_frames is None else min(max_frames, reader.meta.frames)
         return reader.read(range(n), size=size)
