@@ -172,9 +172,12 @@ def save_policy(world_model: FlowWorldModel, cfg: TrainConfig, out: Path, *, ite
         raise ExportError(f"{out} exists and is not a folder; choose another output")
     if out.exists() and not (out / EXPORT_FILE).is_file() and any(out.iterdir()):
         raise ExportError(f"{out} exists and is not an export folder; choose another output")
-    out.parent.mkdir(parents=True, exist_ok=True)
-    _tidy_killed(out)
-    work = Path(tempfile.mkdtemp(prefix=f".{out.name}-", dir=out.parent))
+    try:
+        out.parent.mkdir(parents=True, exist_ok=True)
+        _tidy_killed(out)
+        work = Path(tempfile.mkdtemp(prefix=f".{out.name}-", dir=out.parent))
+    except OSError as exc:  # a parent that is a file, no permission, a read-only or full disk
+        raise ExportError(f"cannot write the export to {out}: {type(exc).__name__}: {exc}") from None
     old = work.with_name(work.name + "-old")
     try:
         folder = "transformer_lora" if cfg.finetune == "lora" else "transformer"
@@ -186,10 +189,12 @@ def save_policy(world_model: FlowWorldModel, cfg: TrainConfig, out: Path, *, ite
         if out.exists():  # moved aside, deleted once replaced: a kill while deleting it in place left OUT
             out.rename(old)  # without export.json, which every later export refused to replace
         work.rename(out)
-    except BaseException:
+    except BaseException as exc:
         if old.exists() and not out.exists():
             old.rename(out)
         shutil.rmtree(work, ignore_errors=True)
+        if isinstance(exc, OSError):  # the disk filled up or went read-only while writing
+            raise ExportError(f"cannot write the export to {out}: {type(exc).__name__}: {exc}") from None
         raise
     shutil.rmtree(old, ignore_errors=True)
     return out
@@ -352,6 +357,9 @@ def main(argv: list[str] | None = None) -> int:
         out = export_policy(cfg, out, checkpoint_dir=args.run / "checkpoints", tag=args.tag)
     except (ConfigError, ExportError) as exc:
         print(f"error: {exc}", file=sys.stderr)
+        return 2
+    except OSError as exc:  # a file the steps above read or write (its message names it): bad input, not a bug
+        print(f"error: {type(exc).__name__}: {exc}", file=sys.stderr)
         return 2
     print(f"policy exported to {out}")
     return 0
