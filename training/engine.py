@@ -50,6 +50,7 @@ from policy.world_model import Conditioning, FlowWorldModel
 from training.config import ConfigError, LRSchedule, TrainConfig
 from training.ds_config import check_ds_json, read_ds_config
 from training.numerics import cast_like_engine
+from training.run_dir import read_latest
 
 
 def deepspeed_config(cfg: TrainConfig, grad_accum_steps: int, *, load_universal: bool = False) -> dict[str, Any]:
@@ -269,8 +270,7 @@ def tag_iteration(tag: str) -> int:
 
 def latest_tag(ckpt_dir: Path) -> str | None:
     """The checkpoint tag DeepSpeed's ``latest`` file names (what a resume loads); None without one."""
-    latest = ckpt_dir / "latest"
-    return latest.read_text().strip() if latest.is_file() else None
+    return read_latest(ckpt_dir)
 
 
 def plain_tag(tag: str) -> bool:
@@ -302,11 +302,30 @@ def load(engine: Any, ckpt_dir: Path, tag: str, *, learning_rate: float,
     path, client = engine.load_checkpoint(str(ckpt_dir), tag=tag, load_lr_scheduler_states=False)
     if path is None or client is None:
         raise RuntimeError(f"--resume: DeepSpeed could not load {ckpt_dir / tag}")
+    counts = client_counts(client, ckpt_dir / tag)
     rank = dist.get_rank() if dist.is_initialized() else 0
     states = client["rng"]
     set_rng_state(states[rank] if rank < len(states) else states[0])
     apply_optimizer_settings(engine, learning_rate, weight_decay)
-    return int(client["iteration"]), int(client["data_position"]), int(client.get("skipped_iterations", 0))
+    return counts
+
+
+def client_counts(client: dict[str, Any], folder: Path) -> tuple[int, int, int]:
+    """(iteration, data_position, skipped iterations) of a checkpoint's client state (what `save` writes);
+    ConfigError naming ``folder`` and the entries missing or not counts (a checkpoint saved by something else, or
+    edited), before anything of it is applied: a KeyError traceback, every rank, before."""
+    def count(key: str, default: int | None = None) -> int | None:
+        value = client.get(key, default)
+        return value if isinstance(value, int) and not isinstance(value, bool) and value >= 0 else None
+
+    bad = [f"{k!r}" for k in ("iteration", "data_position") if count(k) is None]
+    bad += [] if count("skipped_iterations", 0) is not None else ["'skipped_iterations'"]
+    bad += [] if isinstance(client.get("rng"), list) and client["rng"] else ["'rng'"]
+    if bad:
+        raise ConfigError(f"--resume: {folder}: its client state (mp_rank_00_model_states.pt) has no usable "
+                          f"{', '.join(bad)} (a training.engine.save checkpoint records its iteration, data "
+                          "position and RNG states); point 'latest' at a checkpoint this trainer saved")
+    return client["iteration"], client["data_position"], client.get("skipped_iterations", 0)
 
 
 def schedule_position(global_steps: int, skipped_steps: int) -> int:

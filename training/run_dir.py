@@ -59,6 +59,14 @@ def checkpoint_tags(ckpt_dir: Path) -> list[str]:
                    and p.name[5:].isdigit()), key=lambda t: int(t[5:]))
 
 
+def read_latest(ckpt_dir: Path) -> str | None:
+    """The tag DeepSpeed's ``latest`` file in ``ckpt_dir`` names, stripped; None without the file. Bytes that are
+    not UTF-8 come back backslash-escaped (``iter_\\xff``): never a tag (`training.engine.plain_tag` refuses a
+    backslash), so each reader's own "empty or unreadable" refusal names it, where decoding raised a traceback."""
+    latest = ckpt_dir / "latest"
+    return latest.read_bytes().decode("utf-8", "backslashreplace").strip() if latest.is_file() else None
+
+
 def finished_checkpoints(ckpt_dir: Path, named: str = "") -> list[str]:
     """The ``iter_NNNNNN`` folders of ``ckpt_dir`` holding ``layout.json`` (`LAYOUT_FILE`: written once the
     save finished), and the folder ``named`` (what ``latest`` names) if it is there, oldest first."""
@@ -83,8 +91,7 @@ def earlier_checkpoints(out_dir: Path) -> list[str]:
     killed part-way, which nothing can resume; a new run's save of that tag deletes it
     (`training.engine.clear_unfinished`)."""
     ckpt_dir = out_dir / "checkpoints"
-    latest = ckpt_dir / "latest"
-    named = latest.read_text().strip() if latest.is_file() else ""
+    named = read_latest(ckpt_dir) or ""
     tags = finished_checkpoints(ckpt_dir, named)
     if named and named not in tags:
         tags.append(named)

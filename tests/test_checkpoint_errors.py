@@ -1,0 +1,84 @@
+"""Export / resume error paths that ended in tracebacks: each is one error line naming the file (exit 2)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+import training.export as export
+from training.config import ConfigError
+from training.config_io import load_config, write_run_config
+from training.engine import latest_tag, load, rng_state
+from training.export import ExportError, checkpoint_tag, main, save_policy
+from training.resume import resume_source
+from training.run_dir import earlier_checkpoints
+
+SMOKE = Path(__file__).resolve().parents[1] / "training" / "configs" / "smoke.yaml"
+
+
+def _run(tmp_path: Path):  # noqa: ANN202
+    cfg = load_config(SMOKE, [f"--output_dir={tmp_path / 'run'}"])
+    ckpt = tmp_path / "run" / "checkpoints"
+    (ckpt / "iter_000003").mkdir(parents=True)
+    (ckpt / "latest").write_text("iter_000003")
+    write_run_config(tmp_path / "run", cfg)
+    return cfg, ckpt
+
+
+def test_an_unwritable_export_folder_is_an_export_error_naming_it(tmp_path):
+    from training.models import build_world_model
+
+    cfg = load_config(SMOKE, [])
+    (tmp_path / "file").write_text("x")
+    out = tmp_path / "file" / "final"  # its parent is a file: mkdir's FileExistsError / NotADirectoryError
+    with pytest.raises(ExportError, match=rf"cannot write the export to {out}: .*Error"):
+        save_policy(build_world_model(cfg, "cpu"), cfg, out, iteration=1, source="unit")
+
+
+def test_export_main_reports_an_os_error_in_one_line(tmp_path, capsys, monkeypatch):
+    _run(tmp_path)
+    out = tmp_path / "locked" / "final"
+
+    def refuse(*_a, **_k):
+        raise PermissionError(13, "Permission denied", str(out))
+
+    monkeypatch.setattr(export, "export_policy", refuse)
+    assert main(["--run", str(tmp_path / "run"), "--out", str(out)]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("error: ") and str(out) in err and "Permission denied" in err
+    assert len(err.strip().splitlines()) == 1 and "Traceback" not in err
+
+
+class _Engine:
+    def __init__(self, client: dict | None) -> None:
+        self.client = client
+
+    def load_checkpoint(self, ckpt_dir, tag, load_lr_scheduler_states):
+        return f"{ckpt_dir}/{tag}", self.client
+
+
+@pytest.mark.parametrize("client, missing", [
+    ({"data_position": 4}, "'iteration'"),
+    ({"iteration": 3}, "'data_position'"),
+    ({"iteration": 3, "data_position": 4}, "'rng'"),
+    ({"iteration": "three", "data_position": 4}, "'iteration'"),
+])
+def test_a_checkpoint_without_its_counters_is_a_config_error_naming_it(tmp_path, client, missing):
+    client = {"rng": [rng_state()], **client} if missing != "'rng'" else client
+    with pytest.raises(ConfigError, match=rf"--resume: {tmp_path / 'iter_000003'}: .*{missing}"):
+        load(_Engine(client), tmp_path, "iter_000003", learning_rate=1e-4, weight_decay=0.0)
+
+
+def test_a_latest_file_that_is_not_utf8_is_named_not_a_traceback(tmp_path, capsys):
+    cfg, ckpt = _run(tmp_path)
+    (ckpt / "latest").write_bytes(b"iter_\xff\xfe003")
+    assert latest_tag(ckpt) == "iter_\\xff\\xfe003"  # escaped: shown in the refusals, never a tag
+    assert earlier_checkpoints(tmp_path / "run")  # the folder still counts as an earlier run's checkpoints
+    with pytest.raises(ValueError, match=r"latest is empty or unreadable \('iter_\\\\xff"):
+        resume_source(ckpt, 1, None)
+    with pytest.raises(ExportError, match="'latest' is empty or does not name a checkpoint folder"):
+        checkpoint_tag(ckpt)
+    assert main(["--run", str(tmp_path / "run")]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("error: ") and "latest" in err and "Traceback" not in err
