@@ -70,6 +70,16 @@ def test_a_checkpoint_without_its_counters_is_a_config_error_naming_it(tmp_path,
         load(_Engine(client), tmp_path, "iter_000003", learning_rate=1e-4, weight_decay=0.0)
 
 
+def test_a_saved_client_state_gives_its_counts(tmp_path):
+    import numpy as np
+
+    from training.engine import client_counts
+
+    rng = [rng_state()]
+    assert client_counts({"iteration": 3, "data_position": np.int64(12), "rng": rng}, tmp_path) == (3, 12, 0)
+    assert client_counts({"iteration": 3, "data_position": 12, "skipped_iterations": 2, "rng": rng}, tmp_path) == (3, 12, 2)
+
+
 def test_a_latest_file_that_is_not_utf8_is_named_not_a_traceback(tmp_path, capsys):
     cfg, ckpt = _run(tmp_path)
     (ckpt / "latest").write_bytes(b"iter_\xff\xfe003")

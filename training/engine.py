@@ -316,7 +316,8 @@ def client_counts(client: dict[str, Any], folder: Path) -> tuple[int, int, int]:
     edited), before anything of it is applied: a KeyError traceback, every rank, before."""
     def count(key: str, default: int | None = None) -> int | None:
         value = client.get(key, default)
-        return value if isinstance(value, int) and not isinstance(value, bool) and value >= 0 else None
+        ok = isinstance(value, int | np.integer) and not isinstance(value, bool) and value >= 0
+        return int(value) if ok else None
 
     bad = [f"{k!r}" for k in ("iteration", "data_position") if count(k) is None]
     bad += [] if count("skipped_iterations", 0) is not None else ["'skipped_iterations'"]
@@ -325,7 +326,7 @@ def client_counts(client: dict[str, Any], folder: Path) -> tuple[int, int, int]:
         raise ConfigError(f"--resume: {folder}: its client state (mp_rank_00_model_states.pt) has no usable "
                           f"{', '.join(bad)} (a training.engine.save checkpoint records its iteration, data "
                           "position and RNG states); point 'latest' at a checkpoint this trainer saved")
-    return client["iteration"], client["data_position"], client.get("skipped_iterations", 0)
+    return count("iteration"), count("data_position"), count("skipped_iterations", 0)  # type: ignore[return-value]
 
 
 def schedule_position(global_steps: int, skipped_steps: int) -> int:
