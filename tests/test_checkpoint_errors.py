@@ -77,7 +77,8 @@ def test_a_saved_client_state_gives_its_counts(tmp_path):
 
     rng = [rng_state()]
     assert client_counts({"iteration": 3, "data_position": np.int64(12), "rng": rng}, tmp_path) == (3, 12, 0)
-    assert client_counts({"iteration": 3, "data_position": 12, "skipped_iterations": 2, "rng": rng}, tmp_path) == (3, 12, 2)
+    saved = {"iteration": 3, "data_position": 12, "skipped_iterations": 2, "rng": rng}
+    assert client_counts(saved, tmp_path) == (3, 12, 2)
 
 
 def test_a_latest_file_that_is_not_utf8_is_named_not_a_traceback(tmp_path, capsys):
