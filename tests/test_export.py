@@ -316,7 +316,7 @@ def test_the_next_export_restores_an_export_moved_aside_by_a_kill_and_clears_wor
 
     model.transformer.save_pretrained = broken  # this export fails too: the earlier one must survive it
     with pytest.raises(ExportError, match="cannot write the export to .*final: OSError: disk full"):
-        save_policy(model, cfg, out, iteration=2, source="unit")  # named, not a traceback (tests/test_checkpoint_errors.py)
+        save_policy(model, cfg, out, iteration=2, source="unit")  # named, not a traceback
     assert read_export(out)[0]["iteration"] == 1
     assert not list(tmp_path.glob(".final-*"))
 

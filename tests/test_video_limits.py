@@ -48,4 +48,5 @@ def test_an_oversize_clip_is_ineligible_with_the_reason_before_any_model_call(cl
     agent, model = make_agent("full")
     res = run(agent, clip)["result"]
     assert res.reward is None and res.status == "ineligible" and model.calls == []
-    assert res.reasons[0].startswith("quality: video: VideoTooLargeError:") and "decode limit" in res.reasons[0]
+    reason = res.reasons[0]
+    assert reason.startswith("quality: video: VideoTooLargeError:") and "decode limit" in reason

@@ -53,11 +53,11 @@ Frame ``i`` is the i-th frame in presentation order. Decisions taken where issue
   rotation in an MP4 / MOV track's display matrix (phone clips) or a Matroska / WebM track's pose roll
   is applied, as players, ``ffmpeg`` and OpenCV do: frames come back upright and ``meta`` gives their
   upright size and the ``rotation`` (``tools.video_rotation``).
-- ``read(indices, size=(width, height))`` and ``read_all_frames(size=...)`` convert straight to a
-  smaller size (swscale's area filter, in the same pass as the RGB conversion): a tool that works at a
-  few hundred pixels then never holds full-resolution frames (512 frames of a 1080p clip are 3.2 GB at
-  full size). A request whose frames exceed a byte bound is a ``VideoTooLargeError`` (``tools.video_limits``). ``read_list`` returns one array per frame instead of one stacked array, for caches that
-  drop frames one by one.
+- ``read(indices, size=(width, height))`` and ``read_all_frames(size=...)`` convert straight to a smaller size
+  (swscale's area filter, in the same pass as the RGB conversion): a tool that works at a few hundred pixels
+  then never holds full-resolution frames (512 frames of a 1080p clip are 3.2 GB at full size). A request
+  whose frames exceed a byte bound is a ``VideoTooLargeError`` (``tools.video_limits``). ``read_list`` returns
+  one array per frame instead of one stacked array, for caches that drop frames one by one.
 - ``uniform_indices`` rounds half to even (``uniform_indices(4, 3) == [0, 2, 3]``); -1 is a
   ``FrameIndexError``. Crops, resizing, labels (``tools.frames``) and index sampling
   (``tools.sampling``) are re-exported here.
@@ -234,7 +234,7 @@ class VideoReader:
         (again from the start when a seek or the timestamps turn out unusable)."""
         if not wanted:
             return
-        check_decode_size(self._name, len(wanted), size, self._limit)  # `read_list`'s (`read` checked its own)
+        check_decode_size(self._name, len(wanted), size, self._limit)  # read_list's (read checks its own)
 
         def fill(allow_seek: bool) -> None:
             for i, frame in self._decode(wanted, allow_seek=allow_seek):

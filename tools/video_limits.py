@@ -6,9 +6,9 @@ Decisions where the issue was silent:
   allocated or decoded, that the RGB output (frames x width x height x 3 bytes, at the requested ``size``
   when one is given) takes at most ``DECODE_LIMIT_BYTES``; a larger request is a ``VideoTooLargeError``
   (a ``VideoError``) naming the clip, its frame size and the bytes asked for. Before this, ``read``'s one
-  ``np.empty`` of a huge request raised a bare ``MemoryError`` (or, with overcommit, the process was OOM-killed
-  while the frames were filled in), and the reward agent's quality step, which decodes its 32-frame sample at
-  full size, ran out of memory on a 16K clip.
+  ``np.empty`` of a huge request raised a bare ``MemoryError`` (or, with overcommit, the process was
+  OOM-killed while the frames were filled in), and the reward agent's quality step, which decodes its
+  32-frame sample at full size, ran out of memory on a 16K clip.
 - The default, 4 GiB, passes the agent's 32-frame sample of an 8K clip (7680x4320: 3.2 GB) and refuses a 16K
   one (15360x8640: 12.7 GB); the agent turns the error into its usual ineligible result with the reason
   (``graph.nodes.common.to_fault``: a ``video`` fault). The full-size sample stays: observe's crops and the
@@ -38,5 +38,5 @@ def check_decode_size(name: str, count: int, size: tuple[int, int], limit: int |
     need = count * width * height * 3
     if need > bound:
         raise VideoTooLargeError(
-            f"{name}: {count} frame(s) of {width}x{height} would take {need / 2**20:.0f} MiB decoded, over the "
-            f"decode limit of {bound / 2**20:.0f} MiB (tools.video_limits)")
+            f"{name}: {count} frame(s) of {width}x{height} would take {need / 2**20:.0f} MiB decoded, "
+            f"over the decode limit of {bound / 2**20:.0f} MiB (tools.video_limits)")

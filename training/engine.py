@@ -312,8 +312,8 @@ def load(engine: Any, ckpt_dir: Path, tag: str, *, learning_rate: float,
 
 def client_counts(client: dict[str, Any], folder: Path) -> tuple[int, int, int]:
     """(iteration, data_position, skipped iterations) of a checkpoint's client state (what `save` writes);
-    ConfigError naming ``folder`` and the entries missing or not counts (a checkpoint saved by something else, or
-    edited), before anything of it is applied: a KeyError traceback, every rank, before."""
+    ConfigError naming ``folder`` and the entries missing or not counts (a checkpoint saved by something
+    else, or edited), before anything of it is applied: a KeyError traceback, every rank, before."""
     def count(key: str, default: int | None = None) -> int | None:
         value = client.get(key, default)
         ok = isinstance(value, int | np.integer) and not isinstance(value, bool) and value >= 0
@@ -326,7 +326,8 @@ def client_counts(client: dict[str, Any], folder: Path) -> tuple[int, int, int]:
         raise ConfigError(f"--resume: {folder}: its client state (mp_rank_00_model_states.pt) has no usable "
                           f"{', '.join(bad)} (a training.engine.save checkpoint records its iteration, data "
                           "position and RNG states); point 'latest' at a checkpoint this trainer saved")
-    return count("iteration"), count("data_position"), count("skipped_iterations", 0)  # type: ignore[return-value]
+    counts = count("iteration"), count("data_position"), count("skipped_iterations", 0)
+    return counts  # type: ignore[return-value]
 
 
 def schedule_position(global_steps: int, skipped_steps: int) -> int:

@@ -358,7 +358,7 @@ def main(argv: list[str] | None = None) -> int:
     except (ConfigError, ExportError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
-    except OSError as exc:  # a file the steps above read or write (its message names it): bad input, not a bug
+    except OSError as exc:  # a file the steps above read or write (the message names it): bad input
         print(f"error: {type(exc).__name__}: {exc}", file=sys.stderr)
         return 2
     print(f"policy exported to {out}")

@@ -60,9 +60,10 @@ def checkpoint_tags(ckpt_dir: Path) -> list[str]:
 
 
 def read_latest(ckpt_dir: Path) -> str | None:
-    """The tag DeepSpeed's ``latest`` file in ``ckpt_dir`` names, stripped; None without the file. Bytes that are
-    not UTF-8 come back backslash-escaped (``iter_\\xff``): never a tag (`training.engine.plain_tag` refuses a
-    backslash), so each reader's own "empty or unreadable" refusal names it, where decoding raised a traceback."""
+    """The tag DeepSpeed's ``latest`` file in ``ckpt_dir`` names, stripped; None without the file. Bytes
+    that are not UTF-8 come back backslash-escaped (``iter_\\xff``): never a tag (`training.engine.plain_tag`
+    refuses a backslash), so each reader's own "empty or unreadable" refusal names it (decoding raised a
+    traceback)."""
     latest = ckpt_dir / "latest"
     return latest.read_bytes().decode("utf-8", "backslashreplace").strip() if latest.is_file() else None
 

@@ -4,7 +4,8 @@ Order: instruction checks (empty/whitespace -> input Fault, ineligible; longer t
 `max_instruction_chars` -> truncated with a note), probe + decode of the uniform sample
 (VideoError -> Fault, ineligible; so is a clip whose full-size sample would exceed the decode limit,
 `tools.video_limits`: a 16K clip's 32 frames are 12.7 GB), then `tools.quality.check_quality`: spatially
-uniform or unusable content (e.g. fewer than 2 decodable frames) gets reward 0 here, before any model call or tool run.
+uniform or unusable content (e.g. fewer than 2 decodable frames) gets reward 0 here, before any model call or
+tool run.
 
 Decisions where the issue was silent: clips of at most 81 frames are decoded completely here in one
 sequential pass (every frame may be viewed later, and seeking for single frames costs more) when
