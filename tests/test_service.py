@@ -364,3 +364,19 @@ def test_serve_tools_without_the_surprise_weights_is_one_error_line(tmp_path, mo
     assert "Traceback" not in res.output
     res = CliRunner().invoke(app, ["serve-tools", "--motion", "lk", "--allowed-root", str(tmp_path), "--no-surprise"])
     assert res.exit_code == 0 and len(started) == 1, res.output
+
+
+def test_an_app_served_without_its_lifespan_says_so(service_root, service_scorer):
+    """Without the lifespan (TestClient outside `with`, a server with lifespan off) no model had loaded: /healthz
+    said ok, /v1/info answered {} (read by clients as "serves nothing"), /v1/surprise said --no-surprise and
+    /v1/track failed with a 500. Every route now answers 503 naming the lifespan; after startup all work."""
+    app = create_app(ToolSettings(), service_root, token=TOKEN, workers=1, tracker=LKTracker(),
+                     scorer=service_scorer)
+    bare = TestClient(app)
+    for method, url in (("get", "/healthz"), ("get", "/v1/info"), ("post", "/v1/track"), ("post", "/v1/surprise")):
+        r = getattr(bare, method)(url, headers=AUTH, **({"json": {"path": "clip.mp4"}} if method == "post" else {}))
+        assert r.status_code == 503 and "lifespan" in r.json()["detail"], (url, r.status_code, r.text)
+    with TestClient(app) as started:
+        assert started.get("/healthz").status_code == 200
+        assert started.get("/v1/info", headers=AUTH).json()["motion_backend"] == "lk"
+        assert started.post("/v1/track", json={"path": "clip.mp4", "grid_size": 2}, headers=AUTH).status_code == 200

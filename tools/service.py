@@ -105,6 +105,8 @@ class ServiceState:
     limiter: anyio.CapacityLimiter | None = None
     threads: anyio.CapacityLimiter | None = None
     info: dict = field(default_factory=dict)
+    started: bool = False
+    """Set when the lifespan has loaded the models; until then every route but /docs answers 503."""
 
 
 def resolve_under_root(root: Path, requested: str) -> Path:
@@ -206,6 +208,7 @@ def create_app(settings: ToolSettings, allowed_root: str | Path, *, token: str |
         state.limiter = anyio.CapacityLimiter(workers)  # the worker slots a request waits for
         state.threads = anyio.CapacityLimiter(workers)  # their threads (a slot holder cannot borrow it twice)
         state.info = _info(state)
+        state.started = True
         yield
 
     app = FastAPI(title="raa evidence tools", lifespan=lifespan, **docs_options(state.token))
@@ -217,6 +220,9 @@ def create_app(settings: ToolSettings, allowed_root: str | Path, *, token: str |
         return problem_response(exc)
 
     def check_token(request: Request) -> None:
+        if not state.started:  # an app served without its lifespan (TestClient outside `with`, --lifespan off)
+            raise HTTPProblem(503, "the tool service has not started: its models load in the ASGI lifespan "
+                                   "startup, which did not run (is the server's lifespan off?)")
         check_bearer(request, state.token)
 
     async def run(job: Job, request: Request) -> JSONResponse:
@@ -239,6 +245,8 @@ def create_app(settings: ToolSettings, allowed_root: str | Path, *, token: str |
 
     @app.get("/healthz")
     async def healthz() -> dict:
+        if not state.started:
+            raise HTTPProblem(503, "not started: the lifespan startup that loads the models did not run")
         return {"status": "ok"}
 
     @app.get("/v1/info")
@@ -252,8 +260,8 @@ def create_app(settings: ToolSettings, allowed_root: str | Path, *, token: str |
 
     @app.post("/v1/surprise")
     async def surprise(request: Request) -> JSONResponse:
+        check_token(request)
         if state.scorer is None:  # before the body is read: a permanent answer, not "busy" (module docstring)
-            check_token(request)
             raise HTTPProblem(501, "surprise is not enabled on this service (started with --no-surprise)")
         return await run(as_tool_fault("surprise", surprise_job), request)
 
