@@ -71,6 +71,7 @@ from langchain_core.callbacks import BaseCallbackHandler
 
 from graph import frame_fork
 from graph.config import AgentConfig
+from graph.job_owners import abandon
 from graph.run_claims import FOREIGN_CLAIM_MAX_AGE_S
 from graph.schemas import RewardResult
 from graph.settings import TraceDurability
@@ -236,6 +237,9 @@ async def _run_agent(agent: Any, video: str, instruction: str, run_id: str, pres
             out = await agent.ainvoke(inputs, run_config, durability=mode)
         else:
             out = await _streamed(agent, inputs, run_config, mode, on_update)
+    except asyncio.CancelledError:  # between nodes too: its queued background work is nobody's now
+        abandon(run_id)
+        raise
     except Exception as exc:  # the trace write at the end (nodes already turn their failures into faults)
         if gate.result is not None:  # the gate had produced it: it stands
             return unsaved_trace(gate.result, exc, database or type(agent.checkpointer).__name__, run_id)

@@ -58,6 +58,7 @@ from graph.cache_keys import url_digest
 from graph.frame_fork import watch
 from graph.frame_keys import VideoKey, clip_path, encoding_key, file_version, forget_paths
 from graph.frame_keys import frame_indices as _indices
+from graph.job_owners import want
 from graph.lru import ByteLRU
 from graph.workers import Lane, Priority, await_job, run_blocking, submit
 
@@ -168,14 +169,14 @@ class FrameStore:
     def _shared(self, key: Any, compute: Callable[[], Any], priority: Priority, lane: Lane) -> tuple[Future, Priority]:
         """`shared_job` and the priority the returned job was queued at."""
         with self._lock:
-            entry = self._jobs.get(key)
-            if entry is not None:
-                job, queued_at = entry
+            entry, old = self._jobs.get(key), None
+            if entry is not None:  # wanted first: a cancelled run's `abandon` then leaves it be (graph.job_owners)
+                job, queued_at = want(entry[0]), entry[1]
                 stale = job.done() and (job.cancelled() or job.exception() is not None)
                 if stale or (priority == "now" and queued_at == "later" and job.cancel()):
-                    entry = None
-            if entry is None:
-                entry = (submit(compute, priority=priority, lane=lane), priority)
+                    entry, old = None, job
+            if entry is None:  # a job queued again is wanted by the runs that wanted the old one
+                entry = (want(submit(compute, priority=priority, lane=lane), like=old), priority)
                 self._jobs[key] = entry
                 done = [k for k, (j, _) in self._jobs.items() if j.done()]  # the oldest finished go first;
                 for old in done[:max(len(self._jobs) - _MAX_JOBS, 0)]:  # one in flight stays (or it ran twice)

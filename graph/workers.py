@@ -40,7 +40,8 @@ Decisions where the issue was silent:
   so a run's consecutive jobs stay on one thread (warm caches, one malloc arena). Rotating through
   every thread cost ~40% more CPU for sixteen clips decoded one after another.
 - A job whose awaiting task was cancelled still runs to completion (threads cannot be interrupted);
-  its result is dropped.
+  its result is dropped. A cancelled run's shared jobs still queued that no other run wants are cancelled
+  (`graph.job_owners`, which reads the run key `run_scope` sets: `current_run`).
 - At interpreter exit (an `atexit` hook registered with the first pool) every pool is shut down:
   queued jobs are cancelled and running "cpu" jobs are waited for (at most `EXIT_WAIT_S`, 60 s; a
   Ctrl-C during a long CPU job such as CoTracker3 on CPU waits for it); "io" jobs, which may be
@@ -262,6 +263,7 @@ def shutdown_pools() -> None:
 
 
 _RUN_ORDER: contextvars.ContextVar[int | None] = contextvars.ContextVar("raa_run_order", default=None)
+_RUN_KEY: contextvars.ContextVar[str] = contextvars.ContextVar("raa_run_key", default="")
 _ORDERS: dict[str, int] = {}
 _ORDERS_LOCK = threading.Lock()
 _ORDER_SEQ = itertools.count()
@@ -281,11 +283,17 @@ def run_scope(run_key: str) -> Iterator[None]:
             order = _ORDERS[run_key] = next(_ORDER_SEQ)
             if len(_ORDERS) > _MAX_ORDERS:  # forget the oldest key (dicts keep insertion order)
                 del _ORDERS[next(iter(_ORDERS))]
-    token = _RUN_ORDER.set(order)
+    token, key_token = _RUN_ORDER.set(order), _RUN_KEY.set(run_key)
     try:
         yield
     finally:
+        _RUN_KEY.reset(key_token)
         _RUN_ORDER.reset(token)
+
+
+def current_run() -> str:
+    """The run key of the enclosing `run_scope` ("" outside one)."""
+    return _RUN_KEY.get()
 
 
 def submit(fn: Callable[..., T], /, *args: Any, priority: Priority = "now", lane: Lane = "cpu",

@@ -32,6 +32,7 @@ time per agent run that LangGraph's own per-node run already covers.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import re
 import time
@@ -47,6 +48,7 @@ from langgraph.runtime import get_runtime
 from graph.backbone import BackboneFault, Usage
 from graph.bridge import run_sync
 from graph.context import RunContext, config_mismatch, tools_mismatch, with_config_draw
+from graph.job_owners import abandon
 from graph.schemas import Assessment, Fault, TaskContract
 from graph.state import AgentState, ContractFrozenError, StepRecord
 from graph.workers import run_scope
@@ -150,6 +152,9 @@ def make_node(name: str, fn: StageFn, default_ctx: RunContext, *, guard: bool = 
             with run_scope(step.thread_id):
                 update = dict(await fn(state, ctx, step))
         except ContractFrozenError:
+            raise
+        except asyncio.CancelledError:  # the run is cancelled: its queued background work is nobody's now
+            abandon(step.thread_id)
             raise
         except Exception as exc:  # every failure becomes an explicit Fault (ineligible), never a reward
             fault = to_fault(name, exc)

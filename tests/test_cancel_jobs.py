@@ -1,0 +1,79 @@
+"""Cancelling `ascore_videos` (asyncio.CancelledError) releases the workers: the background jobs its runs
+queued (surprise scoring, extra tools, the speculative grid track) that no other run wants are cancelled,
+not run for nobody."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+import time
+
+from graph_scripts import FakeSurprise, full_script, moving_square
+
+
+class BlockingSurprise(FakeSurprise):
+    """A scorer whose calls wait for `release` (so jobs stay running, and later ones stay queued)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.release = threading.Event()
+        self.lock = threading.Lock()
+        self.entered = 0
+
+    def score(self, frames):
+        with self.lock:
+            self.entered += 1
+        self.release.wait(30)
+        return super().score(frames)
+
+
+def _wait_until(check, timeout: float = 30.0) -> bool:
+    end = time.monotonic() + timeout
+    while time.monotonic() < end:
+        if check():
+            return True
+        time.sleep(0.02)
+    return check()
+
+
+def test_cancelled_batch_cancels_its_queued_background_jobs(tmp_path):
+    from graph import AgentConfig, build_reward_agent
+    from graph.api import ascore_videos
+    from graph.backbone import Backbone
+    from graph.context import ToolProvider
+    from graph.frame_store import FrameStore
+    from graph.testing import ScriptedChatModel
+    from graph.workers import LATER_SLOTS, pool
+
+    clips = [moving_square(tmp_path / f"c{i}.mp4", seed=i) for i in range(2 * LATER_SLOTS)]
+    scorer = BlockingSurprise()
+    model = ScriptedChatModel(full_script(), delay_s=30.0)  # every run waits in observe / contract
+    backbone = Backbone(model, schema_retries=1, max_retries=1, timeout_s=60, retry_wait=(0.0, 0.0))
+    # remote: the scoring runs in the "io" lane (8 threads, LATER_SLOTS of them for "later" jobs)
+    tools = ToolProvider(surprise_factory=lambda: scorer, remote=True)
+    store = FrameStore()
+    agent = build_reward_agent(AgentConfig(preset="wmreward"), backbone=backbone, tools=tools, checkpointer=False,
+                               frame_store=store)
+    io = pool("io")
+
+    async def main() -> None:
+        task = asyncio.ensure_future(ascore_videos([(str(c), "push the red block") for c in clips], agent=agent))
+        def started() -> int:  # every run past its quality step has queued its clip's scoring
+            return sum(1 for key in list(store._jobs) if key[0] == "surprise")
+
+        seen = await asyncio.to_thread(_wait_until, lambda: started() == len(clips) and scorer.entered == LATER_SLOTS)
+        assert seen, (started(), scorer.entered)
+        task.cancel()
+        try:
+            await task
+        except asyncio.CancelledError:
+            pass
+
+    try:
+        asyncio.run(main())
+    finally:
+        scorer.release.set()
+    assert _wait_until(lambda: not io._heap and io._later_running == 0)
+    time.sleep(0.2)
+    # the running scorings finish (threads cannot be interrupted); the queued ones never start
+    assert scorer.entered == LATER_SLOTS
