@@ -316,6 +316,8 @@ async def ascore_videos(items: Iterable[Any], config: AgentConfig | None = None,
         raise ValueError(f"max_concurrency must be >= 1, got {max_concurrency}")
     config = config or AgentConfig()
     parsed = [_item(i) for i in items]
+    if not parsed:  # nothing to run: no agent to build (no endpoint settings needed, no trace database made)
+        return []
     if agent is None:
         agent = build_reward_agent(config, model=model, tools=tools, checkpointer=checkpointer, backbone=backbone,
                                    settings=settings)

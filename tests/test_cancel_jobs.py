@@ -77,3 +77,14 @@ def test_cancelled_batch_cancels_its_queued_background_jobs(tmp_path):
     time.sleep(0.2)
     # the running scorings finish (threads cannot be interrupted); the queued ones never start
     assert scorer.entered == LATER_SLOTS
+
+
+def test_an_empty_batch_scores_nothing_and_builds_nothing(tmp_path, monkeypatch):
+    """An empty group (a GRPO step whose rollouts all failed to write) is [], not the missing-endpoint error of
+    building an agent it never runs, nor a trace database created in the working folder."""
+    from graph.api import ascore_videos
+
+    monkeypatch.chdir(tmp_path)
+    assert asyncio.run(ascore_videos([])) == []
+    assert asyncio.run(ascore_videos(iter(()), max_concurrency=2)) == []
+    assert list(tmp_path.iterdir()) == []
