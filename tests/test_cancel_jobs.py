@@ -88,3 +88,23 @@ def test_an_empty_batch_scores_nothing_and_builds_nothing(tmp_path, monkeypatch)
     assert asyncio.run(ascore_videos([])) == []
     assert asyncio.run(ascore_videos(iter(()), max_concurrency=2)) == []
     assert list(tmp_path.iterdir()) == []
+
+
+def test_abandon_cancels_only_queued_jobs_no_other_run_wants():
+    from concurrent.futures import Future
+
+    from graph.job_owners import abandon, want
+    from graph.workers import run_scope
+
+    shared, own, pinned, requeued, running = Future(), Future(), Future(), Future(), Future()
+    running.set_running_or_notify_cancel()
+    with run_scope("run-a"):
+        want(shared), want(own), want(pinned), want(running)
+    with run_scope("run-b"):
+        want(shared)
+        want(requeued, like=shared)  # the same work queued again (FrameStore: "later" moved to "now")
+    want(pinned)  # outside any run: a direct FrameStore caller
+    assert abandon("run-a") == 1 and own.cancelled()
+    assert not any(f.cancelled() for f in (shared, requeued, pinned, running))
+    assert abandon("run-b") == 2 and shared.cancelled() and requeued.cancelled()
+    assert abandon("run-b") == 0 and abandon("") == 0
