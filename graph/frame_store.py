@@ -169,14 +169,14 @@ class FrameStore:
     def _shared(self, key: Any, compute: Callable[[], Any], priority: Priority, lane: Lane) -> tuple[Future, Priority]:
         """`shared_job` and the priority the returned job was queued at."""
         with self._lock:
-            entry, old = self._jobs.get(key), None
+            entry, replaced = self._jobs.get(key), None
             if entry is not None:  # wanted first: a cancelled run's `abandon` then leaves it be (graph.job_owners)
                 job, queued_at = want(entry[0]), entry[1]
                 stale = job.done() and (job.cancelled() or job.exception() is not None)
                 if stale or (priority == "now" and queued_at == "later" and job.cancel()):
-                    entry, old = None, job
+                    entry, replaced = None, job
             if entry is None:  # a job queued again is wanted by the runs that wanted the old one
-                entry = (want(submit(compute, priority=priority, lane=lane), like=old), priority)
+                entry = (want(submit(compute, priority=priority, lane=lane), like=replaced), priority)
                 self._jobs[key] = entry
                 done = [k for k, (j, _) in self._jobs.items() if j.done()]  # the oldest finished go first;
                 for old in done[:max(len(self._jobs) - _MAX_JOBS, 0)]:  # one in flight stays (or it ran twice)
