@@ -31,6 +31,10 @@ Decisions where the issue was silent:
   Such a refusal (`refused_running`) says that this call was refused and which run holds the id (another run
   in this process, or the process, host and claim time of the other), and its result has no `run_id`: the id
   names the other run's trace, which `raa trace` on the refused result's id showed as if it were its own.
+- An empty `items` gives [] without building an agent (no endpoint settings read, no trace database made).
+  Cancelling `ascore_videos` cancels its runs, their run-id claims are released (a claim still being written
+  when the cancellation came is dropped by its writing thread, `graph.run_claims`) and their queued background
+  jobs that no other run wants are cancelled (`graph.job_owners`).
 - A graph-level exception that escapes the nodes (should not happen) still yields an ineligible
   result with the exception type and message as the reason.
 - Checkpoints are written once per run, when it ends (`durability="exit"`, the default of
