@@ -70,6 +70,17 @@ def test_a_checkpoint_without_its_counters_is_a_config_error_naming_it(tmp_path,
         load(_Engine(client), tmp_path, "iter_000003", learning_rate=1e-4, weight_decay=0.0)
 
 
+@pytest.mark.parametrize("path, client", [(None, None), ("x/iter_000003", None)])
+def test_a_checkpoint_deepspeed_cannot_load_is_a_config_error_naming_its_folder(tmp_path, path, client):
+    class _Missing(_Engine):
+        def load_checkpoint(self, ckpt_dir, tag, load_lr_scheduler_states):
+            return path, self.client
+
+    folder = tmp_path / "iter_000003"
+    with pytest.raises(ConfigError, match=rf"--resume: DeepSpeed could not load {folder}: .*mp_rank_00"):
+        load(_Missing(client), tmp_path, "iter_000003", learning_rate=1e-4, weight_decay=0.0)
+
+
 def test_a_saved_client_state_gives_its_counts(tmp_path):
     import numpy as np
 

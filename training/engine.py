@@ -301,7 +301,8 @@ def load(engine: Any, ckpt_dir: Path, tag: str, *, learning_rate: float,
     # the warmup position is the restored step count (a checkpoint from a run without warmup has no state)
     path, client = engine.load_checkpoint(str(ckpt_dir), tag=tag, load_lr_scheduler_states=False)
     if path is None or client is None:
-        raise RuntimeError(f"--resume: DeepSpeed could not load {ckpt_dir / tag}")
+        raise ConfigError(f"--resume: DeepSpeed could not load {ckpt_dir / tag}: no readable mp_rank_00_model_"
+                          "states.pt; point 'latest' at a complete checkpoint, or start without --resume")
     counts = client_counts(client, ckpt_dir / tag)
     rank = dist.get_rank() if dist.is_initialized() else 0
     states = client["rng"]
