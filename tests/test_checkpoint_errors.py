@@ -104,3 +104,10 @@ def test_a_latest_file_that_is_not_utf8_is_named_not_a_traceback(tmp_path, capsy
     assert main(["--run", str(tmp_path / "run")]) == 2
     err = capsys.readouterr().err
     assert err.startswith("error: ") and "latest" in err and "Traceback" not in err
+
+
+def test_a_latest_file_starting_with_a_byte_order_mark_names_its_checkpoint(tmp_path):
+    _cfg, ckpt = _run(tmp_path)
+    (ckpt / "latest").write_bytes(b"\xef\xbb\xbfiter_000003\n")  # saved by an editor that writes a BOM
+    assert latest_tag(ckpt) == "iter_000003"
+    assert checkpoint_tag(ckpt) == "iter_000003"  # was "no checkpoint '\ufeffiter_000003'"

@@ -63,9 +63,9 @@ def read_latest(ckpt_dir: Path) -> str | None:
     """The tag DeepSpeed's ``latest`` file in ``ckpt_dir`` names, stripped; None without the file. Bytes
     that are not UTF-8 come back backslash-escaped (``iter_\\xff``): never a tag (`training.engine.plain_tag`
     refuses a backslash), so each reader's own "empty or unreadable" refusal names it (decoding raised a
-    traceback)."""
+    traceback). A leading UTF-8 byte-order mark (an editor's) is skipped: it read as part of the tag."""
     latest = ckpt_dir / "latest"
-    return latest.read_bytes().decode("utf-8", "backslashreplace").strip() if latest.is_file() else None
+    return latest.read_bytes().decode("utf-8-sig", "backslashreplace").strip() if latest.is_file() else None
 
 
 def finished_checkpoints(ckpt_dir: Path, named: str = "") -> list[str]:
