@@ -359,3 +359,21 @@ def test_cli_names_an_out_it_cannot_write_instead_of_a_traceback(run, tmp_path, 
     err = capsys.readouterr().err
     assert err.startswith("error: ") and str(target.parent if out == "under_a_file" else target) in err
     assert (tmp_path / "a_file").read_text() == "x" and not list((tmp_path / "folder").iterdir())
+
+
+@pytest.mark.parametrize("means, drop, starred", [
+    ({0: 0.2, 2: 0.7, 3: 0.9}, (), 2),  # the higher 3 has no checkpoint (or it was pruned)
+    ({0: 0.2, 2: 0.7, 3: 0.7}, (), 2),  # a tie goes to the later iteration only among checkpoints
+    ({0: 0.9, 2: 0.7, 3: 0.4}, (0,), 2),  # the baseline at iteration 0 has no checkpoint
+    ({0: 0.9, 2: 0.7, 3: 0.4}, (0, 2), None),  # no checkpoint evaluated: nothing starred, header "none"
+])
+def test_the_starred_evaluation_is_the_headers_best_checkpoint(run, means, drop, starred):
+    _lines(run / "eval.jsonl", [{"iteration": it, "eval_reward_mean": m} for it, m in means.items()])
+    for it in drop:
+        shutil.rmtree(run / "checkpoints" / f"iter_{it:06d}")
+    html = render_training_report(run)
+    held_out = html.split('id="held-out-table"')[1].split("</table>")[0]
+    assert re.findall(r"iteration (\d+) \*", held_out) == ([str(starred)] if starred is not None else [])
+    header = html.split('id="run-header"')[1].split("</section>")[0]
+    assert (f"iter_{starred:06d} (eval_reward_mean {means[starred]:.4f})" if starred is not None else
+            "none") in header

@@ -26,7 +26,10 @@ Decisions where the issue was silent:
 - A chart shows at most MAX_POINTS (500) evenly spaced iterations of a series, the first and last
   among them, so a 10,000-iteration run's page stays a few MB.
 - The held-out table shows at most ``columns`` evaluations: the first, the best (``*``), the last and
-  evenly spaced ones between, so a long run's page stays small; every evaluation is in the curve.
+  evenly spaced ones between, so a long run's page stays small; every evaluation is in the curve. The
+  ``*`` marks the header's best held-out checkpoint (training/best.py: a complete checkpoint's evaluation,
+  a tie to the later one), not a higher mean without one (the baseline, a pruned or never-saved iteration),
+  which the page's two answers disagreed on; no ``*`` while no evaluation has a checkpoint.
 - The page is written through a temporary file renamed over it (also the comparison page): a page
   regenerated while a run goes on never replaces a good one with a cut one (a full disk, a kill).
 - The header names the model behind an agent reward (``reward_backbone.json``, training/provenance.py).
@@ -305,8 +308,8 @@ def _held_out(files: RunFiles, columns: int, frames: int) -> str:
     xs, ys = metric_series(files.evals, "eval_reward_mean")
     chart = line_chart(xs, ys, chart_id="held-out-curve", x_label="iteration", y_label="eval_reward_mean")
     means = {int(r["iteration"]): finite_or_none(r.get("eval_reward_mean")) for r in files.evals}
-    scored = {it: m for it, m in means.items() if m is not None}
-    best = max(scored, key=lambda it: (scored[it], it)) if scored else None
+    found = best_checkpoint(files.run_dir / "checkpoints", files.run_dir / "eval.jsonl")
+    best = found[1] if found else None  # the header's best checkpoint (module docstring)
     shown = _columns(sorted(means), best, columns)
     header = ["prompt / sample"] + [f"iteration {it}{' *' if it == best else ''} (mean {fmt(means[it])})" for it in shown]
     body = []
@@ -316,7 +319,7 @@ def _held_out(files: RunFiles, columns: int, frames: int) -> str:
                     + [_cell(by_iteration.get(it), files.run_dir, frames) for it in shown])
     note = "" if files.items else "<p class=\"muted\">no eval_rewards.jsonl: per-sample rows are logged by newer runs</p>"
     style = f"<style>img.strip{{height:{STRIP_HEIGHT}px;border-radius:3px;margin-top:4px}}</style>"
-    return section("held-out", "Held-out evaluation (eval.jsonl, eval_rewards.jsonl; * best)",
+    return section("held-out", "Held-out evaluation (eval.jsonl, eval_rewards.jsonl; * best checkpoint)",
                    style + chart + note + (table(header, body, table_id="held-out-table", raw=True) if body else ""))
 
 
