@@ -79,3 +79,26 @@ def test_ranks_sharing_a_machine_split_its_cpus_unless_the_launcher_said():
     assert share_cpu_threads({"LOCAL_WORLD_SIZE": "2", "OMP_NUM_THREADS": "1"}, 16) is None  # torchrun's choice
     assert share_cpu_threads({}, 16) is None  # one rank: torch's default
 
+
+
+def test_a_reward_returning_the_wrong_number_of_rewards_is_a_reported_failure_of_its_rank(tmp_path, capsys,
+                                                                                         monkeypatch):
+    """A user's reward function error, raised on the rank(s) whose reward misbehaved (each scores its own clips):
+    exit 2 with one line naming the reward, said by the rank that raised it, as a StoreError; was a traceback."""
+    import training.trainer
+    from training.reward_outcome import RewardLengthError
+    from training.train import exit_status, main
+
+    assert exit_status(RewardLengthError("reward 'mine' returned 3 values for 4 videos")) == (2, False)
+    smoke = str(Path(__file__).resolve().parents[1] / "training" / "configs" / "smoke.yaml")
+
+    def failing(*_a, **_k):
+        raise RewardLengthError("reward 'mine' returned 3 values for 4 videos")
+
+    monkeypatch.setattr(training.trainer, "train", failing)
+    monkeypatch.setenv("RANK", "1")
+    monkeypatch.setenv("WORLD_SIZE", "2")
+    assert main(["--config", smoke, "--output_dir", str(tmp_path / "run")]) == 2
+    err = capsys.readouterr().err
+    assert err.strip().splitlines()[-1] == "error: reward 'mine' returned 3 values for 4 videos"
+    assert "Traceback" not in err

@@ -20,7 +20,7 @@ Decisions where the issue was silent:
   async one only creates its coroutine there, which is then awaited on the loop.
 * Same semantics as :func:`~training.reward_outcome.call_reward`: an exception inside the reward makes its
   call's items ineligible with the reason; a wrong length (:class:`~training.reward_outcome.RewardLengthError`)
-  is raised by ``Future.result()`` and stops the run, as before.
+  is raised by ``Future.result()`` and stops the run (exit 2 naming the reward: training/train.py exit_status).
 * Clips given as ``unscored`` (diverged rollouts: training/decode.py) are never shown to the reward: each
   is ineligible of its kind (``nan`` / ``inf``) with a reason saying so, and the reward is called once per
   contiguous run of the other clips, with that run's ``first_index`` and ``group_ids`` (a reward names its

@@ -240,18 +240,21 @@ def exit_status(exc: BaseException) -> tuple[int, bool] | None:
     """(exit code, raised on every rank) of a training run that ended with ``exc``, None for an exception
     that is a bug rather than a reported failure (it propagates with its traceback). A failure every rank
     raises is printed by rank 0 only. ConfigError 2 (the same checks fail on every rank); StoreError 2 (the
-    agent reward's trace database or stage cache; may fail on one rank only); WandbError 2 (a W&B run that
-    cannot start, rank 0); ExportError 1; TrainingStopped 128 + signal (a scheduler's signal, on_signal:
-    checkpoint); TrainingDiverged 1; RewardsStalled 3 (max_skipped_iterations, after the checkpoint)."""
+    agent reward's trace database or stage cache; may fail on one rank only); RewardLengthError 2 (a reward
+    function that returned the wrong number of rewards, named in the message: the user's error, not the
+    trainer's, on the rank(s) whose clips it scored); WandbError 2 (a W&B run that cannot start, rank 0);
+    ExportError 1; TrainingStopped 128 + signal (a scheduler's signal, on_signal: checkpoint);
+    TrainingDiverged 1; RewardsStalled 3 (max_skipped_iterations, after the checkpoint)."""
     from graph.stores import StoreError
     from training.export import ExportError
     from training.preemption import RewardsStalled, TrainingDiverged, TrainingStopped
+    from training.reward_outcome import RewardLengthError
     from training.wandb_log import WandbError
 
     match exc:
         case ConfigError():
             return 2, True
-        case StoreError() | WandbError():
+        case StoreError() | RewardLengthError() | WandbError():
             return 2, False
         case ExportError():
             return 1, False
