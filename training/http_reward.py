@@ -11,11 +11,13 @@ Decisions where the issue was silent:
 pixels, a rate no container stores: `tools.video.write_video` refuses them) is ineligible on its own, of
 kind ``none`` (a malformed rollout, as for the verifiable rewards), with the reason; the batch's other
 clips are still scored. It used to raise out of the reward, which made the whole batch ineligible.
+- The POST runs in the trainer's reward threads (`training.reward_threads.in_thread`), not asyncio's default
+  executor: httpx's timeouts are per phase, so a service that keeps trickling bytes holds the thread past the
+  trainer's ``reward_timeout_s``; it is then counted as stuck there, and bounded, like a hung sync reward's.
 """
 
 from __future__ import annotations
 
-import asyncio
 import base64
 import json
 import tempfile
@@ -29,6 +31,7 @@ import numpy as np
 
 from training.finite import finite_number
 from training.reward_outcome import RewardBatch, reward_number
+from training.reward_threads import in_thread
 
 GATEWAY_STATUS = frozenset({502, 504})
 """A gateway's answers for a request it forwarded: not retried, the batch may have been scored (module docstring)."""
@@ -216,7 +219,7 @@ class HttpAgentReward:
         url = self.url_for(int(meta.get("rank", 0)))
         body = json.dumps({"items": items, "meta": {"iteration": meta.get("iteration"), "phase": phase}}).encode("utf-8")
         try:
-            reply = await asyncio.to_thread(self._post, url, body)
+            reply = await in_thread(self._post, url, body)  # the trainer's reward threads (training/reward_threads.py)
             results = reply.get("results") if isinstance(reply, dict) else None
             if not isinstance(results, list) or len(results) != len(items):
                 raise ValueError(f"expected a JSON object with a results list of {len(items)}, got {reply_shape(reply)}")

@@ -41,6 +41,8 @@ from typing import Any
 
 import numpy as np
 
+from training.reward_threads import in_thread
+
 RewardFn = Callable[..., "list[float | None] | RewardBatch | Any"]
 """``(videos: list[np.ndarray], prompts: list[str], **meta) -> list[float | None]`` (a 1-D numpy array of
 rewards too, NaN counted as such; or a :class:`RewardBatch` with reasons), or an awaitable of either."""
@@ -172,7 +174,7 @@ async def acall_reward(fn: RewardFn, name: str, videos: list[np.ndarray], prompt
     trainer's RewardRunner and a sum's parts (training/sum_reward.py) score through it."""
     _check_pairs(name, videos, prompts)
     try:
-        raw = await asyncio.to_thread(fn, videos, prompts, **meta)
+        raw = await in_thread(fn, videos, prompts, **meta)  # the runner's threads and deadline (reward_threads)
         if inspect.isawaitable(raw):
             raw = await raw
     except RewardLengthError:  # a part of a sum answered with the wrong length: an error, as below
@@ -201,8 +203,12 @@ def _check_pairs(name: str, videos: Sequence[np.ndarray], prompts: Sequence[str]
 
 def failed_outcome(exc: BaseException, name: str, n: int) -> RewardOutcome:
     """Every item ineligible (kind ``error``) because the reward callable raised ``exc``."""
+    return error_outcome(f"reward {name!r} raised {type(exc).__name__}: {exc}", n)
+
+
+def error_outcome(reason: str, n: int) -> RewardOutcome:
+    """Every one of ``n`` items ineligible of kind ``error`` (the reward broke, not the clip) with ``reason``."""
     counts = {kind: 0 for kind in KINDS} | {"error": n}
-    reason = f"reward {name!r} raised {type(exc).__name__}: {exc}"
     return RewardOutcome([None] * n, [reason] * n, counts, [None] * n, {}, {}, ["error"] * n)
 
 

@@ -27,11 +27,19 @@ Decisions where the issue was silent:
   files by position), so the outcome stays in the batch's order.
 * :meth:`RewardRunner.close` cancels the calls still running, so a failing run never waits for them;
   the loop's thread is a daemon.
+* ``timeout_s`` (the config's ``reward_timeout_s``) bounds each :meth:`~RewardRunner.submit` (a prompt group,
+  or the rank's batch with ``reward_overlap: off``), from the submit on, so waiting for the agent's shared
+  concurrency behind earlier groups counts too: past it, the clips the reward was shown are ineligible (kind
+  ``error``) with the reason "reward 'NAME' timed out after N s" and the future ends, so the run goes on.
+  An async reward is cancelled then and not waited for (one that ignores the cancel runs on unheeded); a sync
+  one cannot be stopped (training/reward_threads.py: its thread is abandoned, and while ``stuck_limit`` such
+  threads still run, further calls are refused at once with a reason saying so, their clips ineligible).
 """
 
 from __future__ import annotations
 
 import asyncio
+import time
 from collections.abc import Sequence
 from concurrent.futures import Future
 from typing import Any
@@ -39,17 +47,21 @@ from typing import Any
 import numpy as np
 
 from graph.bridge import sync_loop
-from training.reward_outcome import KINDS, RewardFn, RewardOutcome, acall_reward, sum_usage
+from training.reward_outcome import KINDS, RewardFn, RewardOutcome, acall_reward, error_outcome, sum_usage
+from training.reward_threads import RewardThreads
 
 
 class RewardRunner:
     """Calls one reward callable on a background event loop; see the module docstring."""
 
-    def __init__(self, fn: RewardFn, name: str) -> None:
+    def __init__(self, fn: RewardFn, name: str, *, timeout_s: float | None = None, stuck_limit: int = 8) -> None:
         self.fn = fn
         """The reward callable (sync or async)."""
         self.name = name
         """Its config name, for reasons and errors."""
+        self.timeout_s = timeout_s
+        """Seconds one submit may take (module docstring); None: no limit."""
+        self._threads = RewardThreads(stuck_limit)  # sync calls' threads, those stuck in timed-out calls bounded
         self._loop = sync_loop()  # the loop held-out evaluation's reward calls (call_reward) run on too
         self._pending: set[Future[RewardOutcome]] = set()
         self._closed = False
@@ -70,10 +82,15 @@ class RewardRunner:
         return future
 
 
+    def stuck_threads(self) -> int:
+        """Threads still running a sync reward call that timed out (training/reward_threads.py)."""
+        return self._threads.stuck()
+
     async def _score(self, videos: list[np.ndarray], prompts: list[str], unscored: list[str | None],
                      meta: dict[str, Any]) -> RewardOutcome:
+        deadline = None if self.timeout_s is None else time.monotonic() + self.timeout_s
         if all(kind is None for kind in unscored):  # the whole batch, as it came
-            return await acall_reward(self.fn, self.name, videos, prompts, meta)
+            return await self._call(videos, prompts, meta, deadline)
         parts, start = [], 0
         while start < len(videos):
             end = start + 1
@@ -83,11 +100,37 @@ class RewardRunner:
                 run = dict(meta, first_index=int(meta.get("first_index", 0)) + start)
                 if "group_ids" in meta:
                     run["group_ids"] = list(meta["group_ids"])[start:end]
-                parts.append(await acall_reward(self.fn, self.name, videos[start:end], prompts[start:end], run))
+                parts.append(await self._call(videos[start:end], prompts[start:end], run, deadline))
             else:
                 parts += [unscored_outcome(str(kind)) for kind in unscored[start:end]]
             start = end
         return merge_outcomes(parts)
+
+    async def _call(self, videos: list[np.ndarray], prompts: list[str], meta: dict[str, Any],
+                    deadline: float | None) -> RewardOutcome:
+        """One reward call, ineligible with its reason when it is refused or misses ``deadline`` (module docstring)."""
+        if self._threads.full():
+            return error_outcome(f"reward {self.name!r} not called: {self._threads.limit} reward threads are still "
+                                 "stuck in calls that timed out (Python cannot stop a thread; calls resume once "
+                                 "one of them returns)", len(videos))
+        if deadline is not None and deadline <= time.monotonic():  # an earlier part of this submit used it up
+            return self._timed_out(len(videos))
+        call = self._threads.within(deadline, acall_reward(self.fn, self.name, videos, prompts, meta))
+        if deadline is None:
+            return await call
+        task = asyncio.ensure_future(call)
+        try:
+            done, _ = await asyncio.wait({task}, timeout=max(0.0, deadline - time.monotonic()))
+        finally:
+            if not task.done():  # timed out, or this call cancelled (close): abandoned, never awaited
+                task.cancel()
+                task.add_done_callback(_ignore_end)
+        if task in done:
+            return task.result()
+        return self._timed_out(len(videos))
+
+    def _timed_out(self, n: int) -> RewardOutcome:
+        return error_outcome(f"reward {self.name!r} timed out after {self.timeout_s:g} s", n)
 
     def close(self) -> None:
         """Cancel the calls still running (their futures end cancelled) and refuse new ones (idempotent).
@@ -101,6 +144,12 @@ class RewardRunner:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+def _ignore_end(task: asyncio.Task[Any]) -> None:
+    """Collect an abandoned call's end, so asyncio does not log it as an exception never retrieved."""
+    if not task.cancelled():
+        task.exception()
 
 
 def unscored_outcome(kind: str) -> RewardOutcome:

@@ -1,0 +1,108 @@
+"""A reward call that hangs (training/reward_runner.py ``timeout_s``, the config's ``reward_timeout_s``): its
+clips end ineligible with the reason, the run goes on, and threads stuck in such calls stay bounded."""
+
+from __future__ import annotations
+
+import asyncio
+import math
+import threading
+
+import numpy as np
+import pytest
+
+from training.config import ConfigError, PromptSpec, TrainConfig, validate
+from training.reward_runner import RewardRunner
+
+CLIPS = [np.full((3, 4, 4, 3), v, dtype=np.uint8) for v in (0, 255)]
+
+
+def _sometimes_hangs(release: threading.Event, hang: list[bool]):
+    def reward(videos, prompts, **meta):
+        if hang.pop(0):
+            release.wait(timeout=30)  # a hung sync reward (a thread nobody can stop)
+        return [1.0] * len(videos)
+    return reward
+
+
+def test_a_hung_sync_reward_times_out_and_the_next_call_works():
+    release, hang = threading.Event(), [True, False]
+    try:
+        with RewardRunner(_sometimes_hangs(release, hang), "slow", timeout_s=0.2) as runner:
+            got = runner.submit(CLIPS, ["x"] * 2).result(timeout=10)
+            assert got.rewards == [None, None] and got.kinds == ["error", "error"]
+            assert got.counts["error"] == 2
+            assert got.reasons == ["reward 'slow' timed out after 0.2 s"] * 2
+            assert runner.submit(CLIPS, ["x"] * 2).result(timeout=10).rewards == [1.0, 1.0]
+    finally:
+        release.set()
+
+
+def test_a_hung_async_reward_times_out_even_when_it_ignores_the_cancel():
+    async def stubborn(videos, prompts, **meta):
+        for _ in range(2):  # swallows the first cancel: the runner must not wait for it
+            try:
+                await asyncio.sleep(2)
+            except asyncio.CancelledError:
+                pass
+        return [1.0] * len(videos)
+
+    with RewardRunner(stubborn, "agent", timeout_s=0.2) as runner:
+        got = runner.submit(CLIPS, ["x"] * 2).result(timeout=1.5)
+    assert got.rewards == [None, None] and got.reasons == ["reward 'agent' timed out after 0.2 s"] * 2
+
+
+def test_diverged_clips_keep_their_kind_when_the_rest_times_out():
+    release = threading.Event()
+    try:
+        with RewardRunner(_sometimes_hangs(release, [True]), "slow", timeout_s=0.2) as runner:
+            got = runner.submit(CLIPS, ["x"] * 2, unscored=["nan", None]).result(timeout=10)
+        assert got.kinds == ["nan", "error"] and got.reasons[1] == "reward 'slow' timed out after 0.2 s"
+    finally:
+        release.set()
+
+
+def test_threads_stuck_in_timed_out_calls_stay_bounded_and_refuse_more_work():
+    release, started = threading.Event(), []
+
+    def hangs(videos, prompts, **meta):
+        started.append(threading.current_thread().name)
+        release.wait(timeout=30)
+        return [1.0] * len(videos)
+
+    try:
+        with RewardRunner(hangs, "slow", timeout_s=0.2, stuck_limit=2) as runner:
+            for _ in range(2):
+                assert runner.submit(CLIPS, ["x"] * 2).result(timeout=10).rewards == [None, None]
+            refused = runner.submit(CLIPS, ["x"] * 2).result(timeout=10)
+            assert len(started) == 2  # the third call was never started
+            assert refused.rewards == [None, None] and refused.kinds == ["error", "error"]
+            assert "not called: 2 reward threads are still stuck in calls that timed out" in refused.reasons[0]
+            release.set()  # the stuck calls end: their threads serve the next call
+            for _ in range(100):
+                if not runner.stuck_threads():
+                    break
+                threading.Event().wait(0.05)
+            assert runner.submit(CLIPS, ["x"] * 2).result(timeout=10).rewards == [1.0, 1.0]
+    finally:
+        release.set()
+
+
+def test_no_timeout_waits_for_a_slow_reward():
+    def slow(videos, prompts, **meta):
+        threading.Event().wait(0.3)
+        return [0.5] * len(videos)
+
+    with RewardRunner(slow, "slow", timeout_s=None) as runner:
+        assert runner.submit(CLIPS, ["x"] * 2).result(timeout=10).rewards == [0.5, 0.5]
+
+
+@pytest.mark.parametrize("value", [0.0, -1.0, math.inf, math.nan])
+def test_reward_timeout_must_be_positive_and_finite(value):
+    cfg = TrainConfig(tiny=True, reward="brightness", dataset=[PromptSpec(text="x")], reward_timeout_s=value)
+    with pytest.raises(ConfigError, match="reward_timeout_s"):
+        validate(cfg)
+
+
+def test_reward_timeout_none_is_no_limit_and_the_default_is_finite():
+    validate(TrainConfig(tiny=True, reward="brightness", dataset=[PromptSpec(text="x")], reward_timeout_s=None))
+    assert 0 < TrainConfig().reward_timeout_s < math.inf
