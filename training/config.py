@@ -18,6 +18,7 @@ from typing import Any, Literal, get_args
 
 from policy.steps import likelihood_steps
 from tools.video_rate import fps_problem
+from training.prompt_checks import blank_file_problem, is_blank_file, prompt_problems  # noqa: F401 (re-exported)
 
 RewardName = Literal["brightness", "motion", "agent", "http", "sum"]
 LRSchedule = Literal["constant", "linear", "cosine"]
@@ -236,6 +237,15 @@ class TrainConfig:
     rewards; the GPU does not wait for the reward agent); "off" scores the rank's whole batch after
     the last rollout (one reward call per iteration; less GPU memory when the reward's own models share
     the training GPU)."""
+    reward_timeout_s: float | None = 3600.0
+    """Seconds one reward call (a prompt group's, or the rank's batch with reward_overlap off) may take, from when
+    it is sent (waiting behind earlier groups for the agent's max_concurrency included); past it the call's clips
+    are ineligible ("reward NAME timed out after N s", counted as ineligible_error) and the run goes on
+    (training/reward_runner.py). An async reward (the agent, http) is cancelled then; a sync one cannot be
+    stopped: its thread is abandoned, and while 8 are stuck further calls are refused with a reason
+    (training/reward_threads.py). Default one hour: an agent batch legitimately takes minutes (VLM calls for
+    every clip), so an hour never cuts a healthy one and bounds what a hung reward costs to one iteration's
+    rewards instead of the whole run. None: wait as long as the reward takes (before this field: always)."""
     # --- data / video -----------------------------------------------------------------------
     dataset: list[PromptSpec] = field(default_factory=list)
     """Training prompts (initial frame + text)."""
@@ -280,28 +290,6 @@ class TrainConfig:
     """How rollouts become frames for the reward: the model's VAE (default; the tiny test VAE has a
     responsive seeded init, see policy/vae.py), or the fixed linear latent->RGB preview of
     training/preview.py (a fast alternative)."""
-
-
-def prompt_problems(spec: PromptSpec) -> list[str]:
-    """What is wrong with a config prompt, as a JSONL row is refused (training.data.prompt_from_row): blank
-    text (the policy and the reward would be given no task) and a negative image_seed (numpy refuses it when
-    the synthetic frame is drawn, a bare ValueError mid-run)."""
-    problems = []
-    if not isinstance(spec.text, str) or not spec.text.strip():
-        problems.append(f"'text' must be a non-empty string, got {spec.text!r}")
-    if isinstance(spec.image_seed, int) and spec.image_seed < 0:
-        problems.append(f"'image_seed' must be >= 0, got {spec.image_seed} (prompt {spec.text!r})")
-    return problems
-
-
-def is_blank_file(value: str | None) -> bool:
-    """Whether a prompt-file setting is blank text: refused (`blank_file_problem`) by validation and the loader
-    alike (validation took "" as unset, the loader as the path ".")."""
-    return value is not None and not value.strip()
-
-
-def blank_file_problem(name: str) -> str:
-    return f"{name} is empty (an unset shell variable?): give a JSONL file, or none for no file"
 
 
 def validate(cfg: TrainConfig) -> TrainConfig:
@@ -371,6 +359,8 @@ def validate(cfg: TrainConfig) -> TrainConfig:
         value, finite = getattr(cfg, name), name not in ("clip_range", "a_max")  # an infinite clip clips nothing
         if not value > 0 or (finite and value == math.inf):
             errs.append(f"{name} must be > 0{' and finite' if finite else ''}, got {value}")
+    if cfg.reward_timeout_s is not None and not 0 < cfg.reward_timeout_s < math.inf:
+        errs.append(f"reward_timeout_s must be > 0 and finite (or none: no limit), got {cfg.reward_timeout_s}")
     if (problem := fps_problem(cfg.fps)) is not None:  # the rollout / held-out / reward clips' writer refuses it
         errs.append(problem)
     for name in ("beta", "weight_decay"):  # an infinite beta made the loss inf * 0 = NaN: a false divergence

@@ -48,17 +48,18 @@ import yaml
 
 from training.config import ConfigError, PromptSpec, TrainConfig, is_blank_file, validate
 
-FIELD_DEFAULTS_BEFORE: dict[str, Any] = {"image_fit": "stretch"}
+FIELD_DEFAULTS_BEFORE: dict[str, Any] = {"image_fit": "stretch", "reward_timeout_s": None}
 """Fields added after runs were saved, with the behaviour of the code before them (prompt images were
-stretched to height x width before ``image_fit``)."""
+stretched to height x width before ``image_fit``; a reward call had no time limit before ``reward_timeout_s``)."""
 
 
 RESUME_NEUTRAL = frozenset({"resume", "output_dir", "overwrite_output_dir", "max_iterations", "checkpoint_every",
                             "keep_checkpoints", "eval_every", "on_signal", "progress", "tensorboard",
-                            "wandb_project", "export"})
+                            "wandb_project", "export", "reward_timeout_s"})
 """Fields a resumed launch commonly changes without changing what is trained (more iterations, other
 checkpoint / evaluation intervals, console and logging; output_dir, which a resume names as it likes:
-relative or absolute): `config_changes` does not list them."""
+relative or absolute; how long a reward call may hang, raised after one timed out): `config_changes` does
+not list them."""
 
 
 RESUME_FIXED = ("backend", "model_path", "model_revision", "tiny", "finetune", "lora_rank", "lora_alpha",

@@ -250,7 +250,8 @@ def train(cfg: TrainConfig, *, local_rank: int = 0, reward_tokens: dict[str, str
         if cfg.keep_checkpoints is not None:  # the best held-out checkpoint stays too (training/best.py), also
             # when this launch does not evaluate (eval_every 0 on a resume) but the run's eval.jsonl names one
             ds_engine.prune(ckpt_dir, cfg.keep_checkpoints, local_rank, agreed_best_tag(ckpt_dir, log.eval_path, key))
-    rewards = RewardRunner(reward_fn, cfg.reward or "")  # scores on the process's bridge loop (graph.bridge)
+    # scores on the process's bridge loop (graph.bridge); a call past reward_timeout_s ends ineligible
+    rewards = RewardRunner(reward_fn, cfg.reward or "", timeout_s=cfg.reward_timeout_s)
     video_writer = ThreadPoolExecutor(1, thread_name_prefix="rollout-videos")  # rollout_videos_every
     stops = StopRequest().install() if cfg.on_signal == "checkpoint" else None  # training/preemption.py
     for it in range(start, end):
