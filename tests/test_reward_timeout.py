@@ -106,3 +106,20 @@ def test_reward_timeout_must_be_positive_and_finite(value):
 def test_reward_timeout_none_is_no_limit_and_the_default_is_finite():
     validate(TrainConfig(tiny=True, reward="brightness", dataset=[PromptSpec(text="x")], reward_timeout_s=None))
     assert 0 < TrainConfig().reward_timeout_s < math.inf
+
+
+def test_a_sums_hung_sync_part_times_out_in_the_runners_threads():
+    """The sum is async (cancelled at the deadline), its hung sync part's thread is one of the runner's: counted
+    as stuck (bounded), not lost in asyncio's default executor."""
+    from training.sum_reward import SumPart, SumReward
+
+    release = threading.Event()
+    fn = SumReward([SumPart("hangs", 1.0, _sometimes_hangs(release, [True]), "motion"),
+                    SumPart("steady", 1.0, lambda v, p, **m: [0.5] * len(v), "motion")])
+    try:
+        with RewardRunner(fn, "sum", timeout_s=0.2) as runner:
+            got = runner.submit(CLIPS, ["x"] * 2).result(timeout=10)
+            assert got.rewards == [None, None] and got.reasons == ["reward 'sum' timed out after 0.2 s"] * 2
+            assert runner.stuck_threads() == 1
+    finally:
+        release.set()
