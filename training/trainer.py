@@ -9,7 +9,8 @@ One iteration, on every rank for its share of the prompts:
 2. rewards: the configured reward on the decoded clips (sync or async), validated
    (None / NaN / inf -> ineligible, counted); with ``reward_overlap: groups`` (default) each group's
    clips go to the reward as soon as they are decoded and are scored in the background
-   (training/reward_runner.py) while the next group samples, and step 2 waits for what is left;
+   (training/reward_runner.py) while the next group samples, and step 2 waits for what is left (a call
+   past ``reward_timeout_s`` ends ineligible with the reason, so a hung reward never hangs the run);
 3. advantages per prompt group over eligible rewards (``training.grpo.group_advantages``); with
    ``rollout_videos_every``, the iteration's clips go to mp4 in a background thread (training/rollout_log.py,
    training/videos.py), except the diverged ones;
