@@ -165,3 +165,14 @@ def test_a_training_run_goes_on_past_a_hung_reward_and_exits(tmp_path):
     assert rows[0]["ineligible_error"] == rows[0]["ineligible_count"] > 0 and rows[1]["ineligible_count"] == 0
     why = [json.loads(x) for x in (out / "ineligible.jsonl").read_text().splitlines()]
     assert why and all(w["reason"] == "reward 'brightness' timed out after 1 s" for w in why)
+
+
+def test_a_run_saved_before_the_field_had_no_limit_and_a_resume_may_change_it():
+    from training.config_io import config_changes, config_to_dict, saved_config_dict
+
+    cfg = TrainConfig(tiny=True, reward="brightness", dataset=[PromptSpec(text="x")])
+    saved = {k: v for k, v in config_to_dict(cfg).items() if k != "reward_timeout_s"}
+    assert saved_config_dict(saved)["reward_timeout_s"] is None
+    assert config_changes(saved, cfg) == []
+    cfg.learning_rate *= 2
+    assert [line.split(":")[0] for line in config_changes(saved, cfg)] == ["learning_rate"]
