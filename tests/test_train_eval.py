@@ -203,3 +203,30 @@ def test_eval_rows_count_ineligible_rewards_by_kind_as_training_rows_do():
     judged = summarize_eval(2, [evaluate(model, cfg, HELD_OUT, verdict, iteration=2, rank=0, world=1)])
     assert (judged["eval_ineligible_none"], judged["eval_ineligible_nan"], judged["eval_ineligible_error"]) == (1, 1, 0)
     assert judged["eval_ineligible_count"] == 2
+
+
+def test_a_hung_held_out_reward_ends_ineligible_after_the_timeout():
+    """Held-out evaluation called the reward directly, without reward_timeout_s: a reward that never returned
+    hung the run. Its samples are now ineligible with the reason, and the next evaluation scores."""
+    import threading
+
+    cfg = load_config(SMOKE, ["--num_steps", "2", "--reward_timeout_s", "0.3"])
+    model = build_world_model(cfg, "cpu").eval()
+    release = threading.Event()
+    calls = []
+
+    def hangs_once(videos, prompts, **meta):
+        calls.append(meta["phase"])
+        if len(calls) == 1:
+            release.wait(30)  # far past the timeout (released at the end)
+        return [0.5] * len(videos)
+
+    try:
+        part = evaluate(model, cfg, HELD_OUT, hangs_once, iteration=0, rank=0, world=1)
+        assert part["rewards"] == [None] * 3
+        assert all("timed out after 0.3 s" in item["reason"] and item["ineligible_kind"] == "error"
+                   for item in part["items"])
+        assert evaluate(model, cfg, HELD_OUT, hangs_once, iteration=1, rank=0, world=1)["rewards"] == [0.5] * 3
+        assert calls == ["eval", "eval"]
+    finally:
+        release.set()

@@ -27,6 +27,9 @@ Decisions where the issue was silent:
   ``derive_seed(seed, p, s)``, was that of the rollouts of prompt slot 0 on rank s in iteration p, so held-out
   items started from noise the policy had been trained on. ``eval_key`` names the derivation, so rows of
   the earlier one (a run resumed across the change) are not compared with its own.
+* The reward is called as in training, through a `training.reward_runner.RewardRunner` bounded by
+  ``reward_timeout_s``: a held-out reward call that hangs makes that rank's samples ineligible with the
+  reason, instead of hanging the run (it used to be called directly, without a limit).
 * Items are dealt round-robin to ranks; a rank with fewer items samples its last item again and
   discards it, so every rank runs the same number of transformer forwards (ZeRO-3 gathers
   parameters collectively in each forward).
@@ -70,7 +73,8 @@ from training.data import SAMPLE_NOISE, sample_seed
 from training.generate import sample_video
 from training.metrics import component_means
 from training.models import encode_prompt, negative_prompt, text_encoder_on
-from training.reward_outcome import KINDS, call_reward
+from training.reward_outcome import KINDS
+from training.reward_runner import RewardRunner
 from training.videos import eval_video_name, write_samples
 
 EVAL_KEY_SETTINGS = ("reward", "reward_options", "eval_samples", "seed", "num_steps", "shift", "guidance_scale",
@@ -136,8 +140,10 @@ def evaluate(world_model: FlowWorldModel, cfg: TrainConfig, prompts: Sequence[Pr
     rewards: list[float | None] = []
     components: dict[str, list[float | None]] = {}
     if videos:
-        outcome = call_reward(reward_fn, cfg.reward or "", videos, texts, iteration=iteration, fps=cfg.fps,
-                              group_ids=groups, rank=rank, phase="eval")
+        # through a RewardRunner, so a hung reward ends ineligible after reward_timeout_s as in training
+        with RewardRunner(reward_fn, cfg.reward or "", timeout_s=cfg.reward_timeout_s) as runner:
+            outcome = runner.submit(videos, texts, iteration=iteration, fps=cfg.fps, group_ids=groups, rank=rank,
+                                    phase="eval").result()
         rewards, components = outcome.rewards, outcome.components
         for k, item in enumerate(mine):
             item.update(reward=outcome.rewards[k], reason=outcome.reasons[k], run_id=outcome.run_id(k))
