@@ -106,7 +106,8 @@ class AgentScorer:
     distinct request (every preset runs with the same tools).
     With `settings` (a `BackboneSettings`), each preset's config is `settings.agent_config(preset)`, so its
     `inspect_mode` applies to every preset (`"plan"` for servers or models without tool calling), and its
-    `foreign_claim_max_age_s` (RAA_FOREIGN_CLAIM_MAX_AGE_S) to every run's claim of its run id.
+    `foreign_claim_max_age_s` (RAA_FOREIGN_CLAIM_MAX_AGE_S) to every run's claim of its run id, and its
+    `trace_durability` (RAA_TRACE_DURABILITY) to every run's checkpoints.
     """
 
     def __init__(self, *, model: BaseChatModel | None = None, backbone: Any = None, tools: Any = None,
@@ -142,8 +143,10 @@ class AgentScorer:
 
         items = [(c.path, c.instruction) for c in clips]
         age = self.settings.foreign_claim_max_age_s if self.settings is not None else FOREIGN_CLAIM_MAX_AGE_S
+        durability = self.settings.trace_durability if self.settings is not None else "exit"  # RAA_TRACE_DURABILITY
         return list(await ascore_videos(items, self._config(preset), agent=self.agent(preset),
-                                        max_concurrency=self.max_concurrency, claim_max_age_s=age))
+                                        max_concurrency=self.max_concurrency, claim_max_age_s=age,
+                                        durability=durability))
 
 
 @dataclass
