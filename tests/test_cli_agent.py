@@ -27,9 +27,10 @@ def test_score_without_endpoint_exits_with_help(args, monkeypatch) -> None:
     assert "unset: RAA_BASE_URL, RAA_API_KEY" in text  # RAA_MODEL was set
 
 
-def test_bad_setting_is_a_clear_error(monkeypatch) -> None:
+def test_bad_setting_is_a_clear_error(monkeypatch, tmp_path) -> None:
+    """A command stops at a bad setting it uses (raa runs uses only RAA_TRACES_PATH: tests/test_db_commands_settings.py)."""
     monkeypatch.setenv("RAA_TIMEOUT_S", "soon")
-    res = runner.invoke(app, ["runs"])
+    res = runner.invoke(app, ["score", str(tmp_path / "clip.mp4"), "-i", "pick up the cup"])
     assert res.exit_code == 2 and "RAA_TIMEOUT_S" in res.output
 
 
