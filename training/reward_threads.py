@@ -93,8 +93,8 @@ class RewardThreads:
 
 async def in_thread(fn: Callable[..., Any], /, *args: Any, **kwargs: Any) -> Any:
     """``fn(*args, **kwargs)`` off the event loop: in the running reward call's threads with its deadline
-    (:meth:`RewardThreads.within`), else in asyncio's default executor (``asyncio.to_thread``: held-out
-    evaluation, a reward called outside the trainer)."""
+    (:meth:`RewardThreads.within`), else in asyncio's default executor (``asyncio.to_thread``: a reward called
+    outside a `training.reward_runner.RewardRunner`)."""
     scope = _scope.get()
     if scope is None:
         return await asyncio.to_thread(fn, *args, **kwargs)
