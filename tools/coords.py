@@ -24,17 +24,21 @@ thousandths (0..1000: Qwen2-VL, Qwen3-VL, InternVL grounding), "pixels" of the i
 (Qwen2.5-VL)."""
 
 
+def _scales(coordinates: Coordinates, size: tuple[int, int]) -> tuple[float, float]:
+    """What one unit of the width and of the height is in ``coordinates`` (``size``: the shown image's)."""
+    if coordinates == "unit":
+        return 1.0, 1.0
+    if coordinates == "per_mille":
+        return 1000.0, 1000.0
+    if coordinates == "pixels":
+        return float(size[0]), float(size[1])
+    raise ValueError(f"coordinates must be 'unit', 'per_mille' or 'pixels', got {coordinates!r}")
+
+
 def to_unit_coords(values: Sequence[float], coordinates: Coordinates, size: tuple[int, int]) -> list[float]:
     """``values``, alternating x and y (a box ``[x0, y0, x1, y1]`` or a point ``[x, y]``), as fractions of
     the width and height; ``size`` is the (width, height) of the image the model saw ("pixels")."""
-    if coordinates == "unit":
-        return [float(v) for v in values]
-    if coordinates == "per_mille":
-        sx = sy = 1000.0
-    elif coordinates == "pixels":
-        sx, sy = float(size[0]), float(size[1])
-    else:
-        raise ValueError(f"coordinates must be 'unit', 'per_mille' or 'pixels', got {coordinates!r}")
+    sx, sy = _scales(coordinates, size)
     return [float(v) / (sx if k % 2 == 0 else sy) for k, v in enumerate(values)]
 
 
@@ -51,12 +55,5 @@ def shown_size(width: int, height: int, long_side: int) -> tuple[int, int]:
 def from_unit_coords(values: Sequence[float], coordinates: Coordinates, size: tuple[int, int]) -> list[float]:
     """The inverse of `to_unit_coords`: fractions ``values`` (alternating x and y) written in ``coordinates``;
     ``size`` is the (width, height) of the image the model saw ("pixels")."""
-    if coordinates == "unit":
-        return [float(v) for v in values]
-    if coordinates == "per_mille":
-        sx = sy = 1000.0
-    elif coordinates == "pixels":
-        sx, sy = float(size[0]), float(size[1])
-    else:
-        raise ValueError(f"coordinates must be 'unit', 'per_mille' or 'pixels', got {coordinates!r}")
+    sx, sy = _scales(coordinates, size)
     return [float(v) * (sx if k % 2 == 0 else sy) for k, v in enumerate(values)]
