@@ -2,28 +2,16 @@
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import pytest
+from checkpoint_runs import SMOKE, saved_run
 
 import training.export as export
 from training.config import ConfigError
-from training.config_io import load_config, write_run_config
+from training.config_io import load_config
 from training.engine import latest_tag, load, rng_state
 from training.export import ExportError, checkpoint_tag, main, save_policy
 from training.resume import resume_source
 from training.run_dir import earlier_checkpoints
-
-SMOKE = Path(__file__).resolve().parents[1] / "training" / "configs" / "smoke.yaml"
-
-
-def _run(tmp_path: Path):  # noqa: ANN202
-    cfg = load_config(SMOKE, [f"--output_dir={tmp_path / 'run'}"])
-    ckpt = tmp_path / "run" / "checkpoints"
-    (ckpt / "iter_000003").mkdir(parents=True)
-    (ckpt / "latest").write_text("iter_000003")
-    write_run_config(tmp_path / "run", cfg)
-    return cfg, ckpt
 
 
 def test_an_unwritable_export_folder_is_an_export_error_naming_it(tmp_path):
@@ -37,7 +25,7 @@ def test_an_unwritable_export_folder_is_an_export_error_naming_it(tmp_path):
 
 
 def test_export_main_reports_an_os_error_in_one_line(tmp_path, capsys, monkeypatch):
-    _run(tmp_path)
+    saved_run(tmp_path)
     out = tmp_path / "locked" / "final"
 
     def refuse(*_a, **_k):
@@ -93,7 +81,7 @@ def test_a_saved_client_state_gives_its_counts(tmp_path):
 
 
 def test_a_latest_file_that_is_not_utf8_is_named_not_a_traceback(tmp_path, capsys):
-    cfg, ckpt = _run(tmp_path)
+    cfg, ckpt = saved_run(tmp_path)
     (ckpt / "latest").write_bytes(b"iter_\xff\xfe003")
     assert latest_tag(ckpt) == "iter_\\xff\\xfe003"  # escaped: shown in the refusals, never a tag
     assert earlier_checkpoints(tmp_path / "run")  # the folder still counts as an earlier run's checkpoints
@@ -107,7 +95,7 @@ def test_a_latest_file_that_is_not_utf8_is_named_not_a_traceback(tmp_path, capsy
 
 
 def test_a_latest_file_starting_with_a_byte_order_mark_names_its_checkpoint(tmp_path):
-    _cfg, ckpt = _run(tmp_path)
+    _cfg, ckpt = saved_run(tmp_path)
     (ckpt / "latest").write_bytes(b"\xef\xbb\xbfiter_000003\n")  # saved by an editor that writes a BOM
     assert latest_tag(ckpt) == "iter_000003"
     assert checkpoint_tag(ckpt) == "iter_000003"  # was "no checkpoint '\ufeffiter_000003'"

@@ -2,30 +2,17 @@
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import pytest
+from checkpoint_runs import saved_run
 
-from training.config_io import load_config, write_run_config
 from training.export import ExportError, export_policy, main
-
-SMOKE = Path(__file__).resolve().parents[1] / "training" / "configs" / "smoke.yaml"
-
-
-def _run(tmp_path: Path):  # noqa: ANN202
-    cfg = load_config(SMOKE, [f"--output_dir={tmp_path / 'run'}"])
-    ckpt = tmp_path / "run" / "checkpoints"
-    (ckpt / "iter_000003").mkdir(parents=True)
-    (ckpt / "latest").write_text("iter_000003")
-    write_run_config(tmp_path / "run", cfg)
-    return cfg, ckpt
 
 
 @pytest.mark.parametrize("shards", [0, 1])
 def test_a_corrupt_checkpoint_file_is_an_export_error(tmp_path, capsys, shards):
     """A truncated .pt (a save killed part-way, a disk error) was torch's RuntimeError traceback ("PytorchStreamReader
     failed reading zip archive"), from `python -m training.export` and from the trainer's final export."""
-    cfg, ckpt = _run(tmp_path)
+    cfg, ckpt = saved_run(tmp_path)
     folder = ckpt / "iter_000003"
     (folder / "mp_rank_00_model_states.pt").write_bytes(b"PK\x03\x04 cut short")
     for r in range(shards):
@@ -42,14 +29,14 @@ def test_a_corrupt_checkpoint_file_is_an_export_error(tmp_path, capsys, shards):
 def test_an_empty_or_unsafe_latest_is_named(tmp_path, latest):
     """An empty 'latest' (a write killed part-way) made the exporter read the checkpoints folder itself as the
     checkpoint ("cannot read checkpoint .../checkpoints: ... mp_rank_00_model_states.pt is missing")."""
-    cfg, ckpt = _run(tmp_path)
+    cfg, ckpt = saved_run(tmp_path)
     (ckpt / "latest").write_text(latest)
     with pytest.raises(ExportError, match=r"'latest' is empty or does not name a checkpoint folder .*pass a tag"):
         export_policy(cfg, tmp_path / "final")
 
 
 def test_a_tag_outside_the_checkpoint_folder_is_refused(tmp_path):
-    cfg, ckpt = _run(tmp_path)
+    cfg, ckpt = saved_run(tmp_path)
     (tmp_path / "run" / "elsewhere").mkdir()
     for tag in ("../elsewhere", "", "."):
         with pytest.raises(ExportError, match="is not a checkpoint tag"):
