@@ -56,8 +56,7 @@ import numpy as np
 
 from graph.cache_keys import url_digest
 from graph.frame_fork import watch
-from graph.frame_keys import VideoKey, clip_path, encoding_key, file_version, forget_paths
-from graph.frame_keys import frame_indices as _indices
+from graph.frame_keys import VideoKey, clip_path, encoding_key, file_version, forget_paths, frame_indices
 from graph.job_owners import want
 from graph.lru import ByteLRU
 from graph.workers import Lane, Priority, await_job, run_blocking, submit
@@ -278,14 +277,14 @@ class FrameStore:
 
     def prefetch(self, video: str, indices: Sequence[int]) -> None:
         """Decode and cache the frames at `indices` without building an array of them."""
-        self._ensure(self._refresh(video), set(_indices(video, indices)))
+        self._ensure(self._refresh(video), set(frame_indices(video, indices)))
 
     def frame_list(self, video: str, indices: Sequence[int]) -> list[np.ndarray]:
         """The cached frames at `indices` as a list (decoding only those not cached; no stacked copy)."""
         return self._frame_list(self._refresh(video), indices)
 
     def _frame_list(self, v: VideoKey, indices: Sequence[int]) -> list[np.ndarray]:
-        wanted = _indices(v[0], indices)
+        wanted = frame_indices(v[0], indices)
         have = self._ensure(v, set(wanted))
         return [have[i] for i in wanted]
 
@@ -321,7 +320,7 @@ class FrameStore:
                       note: str = "", box_label: str | None = None) -> list[dict]:
         from tools.video import crop_frame, crop_key, encode_jpeg_data_url, resize_long_side
 
-        indices = _indices(v[0], indices)
+        indices = frame_indices(v[0], indices)
         meta = self._reader(v).meta
         blocks: list[dict] = []
         key_box = None if box is None else crop_key(box)
@@ -384,7 +383,7 @@ class FrameStore:
                       note: str = "", box_label: str | None = None) -> list[dict]:
         """`image_blocks`, in a worker thread unless every image is already cached (waiting first for
         a `start_encoding` job of the same frames)."""
-        indices = _indices(video, indices)  # refused here, on the loop, before any work is queued
+        indices = frame_indices(video, indices)  # refused here, on the loop, before any work is queued
         with self._lock:
             v = self._known.get(video)
         if v is None:  # no request of this file has looked at it yet: find its version off the loop
