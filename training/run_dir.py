@@ -36,6 +36,7 @@ from __future__ import annotations
 import shutil
 from pathlib import Path
 
+from tools.jsonl import read_text
 from training.collectives import as_rank0_sees
 from training.config import ConfigError, TrainConfig
 
@@ -65,7 +66,7 @@ def read_latest(ckpt_dir: Path) -> str | None:
     refuses a backslash), so each reader's own "empty or unreadable" refusal names it (decoding raised a
     traceback). A leading UTF-8 byte-order mark (an editor's) is skipped: it read as part of the tag."""
     latest = ckpt_dir / "latest"
-    return latest.read_bytes().decode("utf-8-sig", "backslashreplace").strip() if latest.is_file() else None
+    return read_text(latest, "backslashreplace").strip() if latest.is_file() else None
 
 
 def finished_checkpoints(ckpt_dir: Path, named: str = "") -> list[str]:
