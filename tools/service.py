@@ -72,7 +72,7 @@ from tools.service_budget import (
     busy,
 )
 from tools.service_frames import NPY_CONTENT_TYPE, NPY_MAGIC, HTTPProblem, Upload, upload_label
-from tools.service_http import (  # noqa: F401 - check_bearer, problem_response, read_body_limited: also imported from here
+from tools.service_http import (
     DEFAULT_BODY_TIMEOUT_S,
     add_openapi_route,
     check_bearer,
