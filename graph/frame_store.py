@@ -9,7 +9,8 @@ Decisions where the issue was silent:
   run opens and scans each clip once instead of once per metadata / decode request. Work that
   several callers may ask for at once runs as one shared pool job per key (`shared_job`): motion
   tracks per (video, frames, points) (`atracks`), which lets the speculative grid track and the tool
-  call that needs it be one computation, and the observe sample's encoding (`start_encoding`).
+  call that needs it be one computation, and the observe sample's encoding (`start_encoding`); the job
+  table and its rules are `graph.shared_jobs`.
 - The quality node starts encoding the observe sample's images (`start_encoding`) as soon as the
   sample is decoded, so the encoding overlaps the quality statistics and the model call finds its
   images ready; `ablocks` for those frames waits for that job instead of encoding them again. For a
@@ -57,12 +58,11 @@ import numpy as np
 from graph.cache_keys import url_digest
 from graph.frame_fork import watch
 from graph.frame_keys import VideoKey, clip_path, encoding_key, file_version, forget_paths, frame_indices
-from graph.job_owners import want
 from graph.lru import ByteLRU
-from graph.workers import Lane, Priority, await_job, run_blocking, submit
+from graph.shared_jobs import SharedJobs
+from graph.workers import Lane, Priority, await_job, run_blocking
 
 _MAX_READERS = 1024  # cached VideoReaders (metadata + keyframe index, no open file each)
-_MAX_JOBS = 256  # finished shared jobs kept (a 32x64-point track ~25 KB; an encoding job's is None)
 
 
 class FrameStore:
@@ -80,7 +80,7 @@ class FrameStore:
         self._extra = ByteLRU(max_bytes // 8)
         self._readers: OrderedDict[VideoKey, Any] = OrderedDict()
         self._known: OrderedDict[str, VideoKey] = OrderedDict()  # path -> its version when last stat'ed
-        self._jobs: OrderedDict[Any, tuple[Future, Priority]] = OrderedDict()
+        self._jobs = SharedJobs()
         self._forgotten: OrderedDict[VideoKey, None] = OrderedDict()  # `forget`: never cached again
         self._lock = threading.Lock()
         self.decoded = 0
@@ -92,7 +92,7 @@ class FrameStore:
         self._lock = threading.Lock()
         for lru in (self._frames, self._urls, self._extra):
             lru.after_fork()
-        self._jobs = OrderedDict()
+        self._jobs.after_fork()
 
     @property
     def nbytes(self) -> int:
@@ -125,15 +125,13 @@ class FrameStore:
                 self._forgotten.move_to_end(v)
             while len(self._forgotten) > _MAX_READERS:
                 self._forgotten.popitem(last=False)
-            jobs = [k for k in self._jobs if second(k)]
             for v in readers:
                 self._readers.pop(v).close_spare()
-            for k in jobs:
-                self._jobs.pop(k)[0].cancel()  # a speculative job still queued never starts
             for video in gone:
                 self._known.pop(video, None)
+        jobs = self._jobs.drop(second)  # after the versions are marked forgotten (graph.shared_jobs)
         dropped = self._frames.drop(first) + self._urls.drop(first) + self._extra.drop(second)
-        return dropped + len(readers) + len(jobs)
+        return dropped + len(readers) + jobs
 
     def get_extra(self, key: Any) -> Any | None:
         """A cached derived artefact (e.g. motion overlays as content blocks), if present. Keys are
@@ -162,39 +160,21 @@ class FrameStore:
         """The one pool job computing what `key` identifies (e.g. motion tracks of video, frames, points),
         shared by everyone asking for the same key: a running or finished job is reused; a job still
         queued at priority "later" (a speculative prefetch) is cancelled and queued again at "now" when a
-        caller at "now" needs it; a failed job is started afresh. `compute` runs in a worker thread."""
-        return self._shared(key, compute, priority, lane)[0]
-
-    def _shared(self, key: Any, compute: Callable[[], Any], priority: Priority, lane: Lane) -> tuple[Future, Priority]:
-        """`shared_job` and the priority the returned job was queued at."""
-        with self._lock:
-            entry, replaced = self._jobs.get(key), None
-            if entry is not None:  # wanted first: a cancelled run's `abandon` then leaves it be (graph.job_owners)
-                job, queued_at = want(entry[0]), entry[1]
-                stale = job.done() and (job.cancelled() or job.exception() is not None)
-                if stale or (priority == "now" and queued_at == "later" and job.cancel()):
-                    entry, replaced = None, job
-            if entry is None:  # a job queued again is wanted by the runs that wanted the old one
-                entry = (want(submit(compute, priority=priority, lane=lane), like=replaced), priority)
-                self._jobs[key] = entry
-                done = [k for k, (j, _) in self._jobs.items() if j.done()]  # the oldest finished go first;
-                for old in done[:max(len(self._jobs) - _MAX_JOBS, 0)]:  # one in flight stays (or it ran twice)
-                    del self._jobs[old]
-            self._jobs.move_to_end(key)
-            return entry
+        caller at "now" needs it; a failed job is started afresh. `compute` runs in a worker thread
+        (the table: `graph.shared_jobs`)."""
+        return self._jobs.start(key, compute, priority, lane)[0]
 
     def started_job(self, key: Any) -> Future | None:
         """The shared job already started for `key` (running or done, failed included), or None when there
         is none, it was cancelled (`forget`) or it has left the bounded job table: for a stage that awaits
         exactly the job an earlier stage started, whatever its outcome."""
-        with self._lock:
-            entry = self._jobs.get(key)
-        return None if entry is None or entry[0].cancelled() else entry[0]
+        job = self._jobs.get(key)
+        return None if job is None or job.cancelled() else job
 
     async def atracks(self, key: Any, compute: Callable[[], Any], lane: Lane = "cpu") -> Any:
         """The result of the track job for `key`, needed now: a speculative ("later") job that fails
         while running is tried once more at "now", so its failure is never taken for the answer."""
-        job, queued_at = self._shared(key, compute, "now", lane)  # speculative or not: known before waiting
+        job, queued_at = self._jobs.start(key, compute, "now", lane)  # speculative or not: known before waiting
         try:
             return await await_job(job)
         except Exception:
@@ -389,8 +369,7 @@ class FrameStore:
         if v is None:  # no request of this file has looked at it yet: find its version off the loop
             return await run_blocking(self.image_blocks, video, indices, box=box, note=note, box_label=box_label)
         if box is None:
-            with self._lock:
-                job, _ = self._jobs.get(encoding_key(v, indices), (None, None))
+            job = self._jobs.get(encoding_key(v, indices))
             if job is not None and not job.done():
                 with contextlib.suppress(Exception):  # a failed job: the call below reports the error
                     await await_job(job)

@@ -130,7 +130,7 @@ def job_priorities_script(store, kind: str) -> tuple[dict, dict[str, list[tuple[
     seen: dict[str, list[tuple[bool, str]]] = {}
 
     def entries() -> list[tuple[bool, str]]:
-        return [(job.done(), queued_at) for key, (job, queued_at) in store._jobs.items() if key[0] == kind]
+        return [(job.done(), queued_at) for key, (job, queued_at) in store._jobs.snapshot() if key[0] == kind]
 
     def observe_reply(_messages, _k):
         seen["observe"] = entries()

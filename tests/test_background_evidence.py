@@ -35,7 +35,7 @@ def test_a_surprise_failure_known_before_assess_stops_the_model_calls(clip):
     store = FrameStore()
 
     def observe_after_the_tools(_messages, _k):
-        for job, _ in list(store._jobs.values()):  # the quality step's jobs (encoding, surprise) have ended
+        for _key, (job, _) in store._jobs.snapshot():  # the quality step's jobs (encoding, surprise) have ended
             job.exception(timeout=30)
         return OBSERVATION
 
@@ -132,9 +132,9 @@ def test_a_failed_surprise_does_not_touch_presets_without_wmreward(tmp_path):
 def test_scores_outlive_the_job_table(tmp_path, monkeypatch):
     """Finished scores are kept in the frame cache (bounded by bytes), not only in the bounded job table, so a
     clip's next run reuses them after hundreds of other jobs (a 100-clip, 14-preset evaluation)."""
-    import graph.frame_store as fs
+    import graph.shared_jobs as jobs
 
-    monkeypatch.setattr(fs, "_MAX_JOBS", 1)
+    monkeypatch.setattr(jobs, "_MAX_JOBS", 1)
     clip, scorer = moving_square(tmp_path / "c.mp4"), FakeSurprise()
     agent, _ = make_agent("full", surprise=scorer)
     for k in range(3):

@@ -59,7 +59,7 @@ def test_cancelled_batch_cancels_its_queued_background_jobs(tmp_path):
     async def main() -> None:
         task = asyncio.ensure_future(ascore_videos([(str(c), "push the red block") for c in clips], agent=agent))
         def started() -> int:  # every run past its quality step has queued its clip's scoring
-            return sum(1 for key in list(store._jobs) if key[0] == "surprise")
+            return sum(1 for key, _ in store._jobs.snapshot() if key[0] == "surprise")
 
         seen = await asyncio.to_thread(_wait_until, lambda: started() == len(clips) and scorer.entered == LATER_SLOTS)
         assert seen, (started(), scorer.entered)

@@ -11,7 +11,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-import graph.frame_store as frame_store
+import graph.shared_jobs as shared_jobs
 from graph.frame_store import FrameStore
 from tools.video import write_video
 
@@ -23,7 +23,7 @@ def _clip(tmp_path: Path, name: str = "a.mp4") -> str:
 
 
 def test_entries_whose_key_names_no_clip_are_kept_and_do_not_stop_forget(tmp_path, monkeypatch):
-    monkeypatch.setattr(frame_store, "submit", lambda fn, priority, lane: Future())
+    monkeypatch.setattr(shared_jobs, "submit", lambda fn, priority, lane: Future())
     a = _clip(tmp_path)
     store = FrameStore()
     store.image_blocks(a, [0])  # 1 frame, 1 URL, 1 reader

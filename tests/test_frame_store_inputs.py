@@ -33,10 +33,10 @@ def test_a_job_in_flight_stays_in_the_bounded_job_table(monkeypatch):
     copy of the same work (a surprise scoring evicted by a track prefetch was scored twice)."""
     import threading
 
-    import graph.frame_store as fs
+    import graph.shared_jobs as jobs
 
-    monkeypatch.setattr(fs, "_MAX_JOBS", 1)
-    store, gate = fs.FrameStore(), threading.Event()
+    monkeypatch.setattr(jobs, "_MAX_JOBS", 1)
+    store, gate = FrameStore(), threading.Event()
     running = store.shared_job("slow", lambda: gate.wait(30))
     store.shared_job("quick", lambda: 1).result(timeout=30)
     assert store.shared_job("slow", lambda: gate.wait(30)) is running  # reused, not started again

@@ -94,10 +94,10 @@ def test_forget_cancels_a_queued_job_of_the_clip(tmp_path, monkeypatch):
     starts: the clip is being deleted and no run will ask for it."""
     from concurrent.futures import Future
 
-    import graph.frame_store as frame_store
+    import graph.shared_jobs as shared_jobs
 
     queued: list[Future] = []
-    monkeypatch.setattr(frame_store, "submit", lambda fn, priority, lane: queued.append(Future()) or queued[-1])
+    monkeypatch.setattr(shared_jobs, "submit", lambda fn, priority, lane: queued.append(Future()) or queued[-1])
     store = FrameStore()
     a, b = str(tmp_path / "a.mp4"), str(tmp_path / "b.mp4")
     store.shared_job(("tracks", (a, None), (0, 1), ()), lambda: None, "later")
@@ -112,7 +112,7 @@ def test_work_still_running_for_a_forgotten_clip_does_not_refill_the_cache(tmp_p
     land in the cache afterwards. A file written anew at the path is another version and is cached."""
     from concurrent.futures import Future
 
-    import graph.frame_store as frame_store
+    import graph.shared_jobs as shared_jobs
 
     started: list[tuple[Future, object]] = []
 
@@ -122,7 +122,7 @@ def test_work_still_running_for_a_forgotten_clip_does_not_refill_the_cache(tmp_p
         started.append((job, fn))
         return job
 
-    monkeypatch.setattr(frame_store, "submit", submit)
+    monkeypatch.setattr(shared_jobs, "submit", submit)
     a = str(tmp_path / "a.mp4")
     write_video(a, np.full((8, 32, 48, 3), 40, np.uint8), fps=8.0)
     store = FrameStore()
