@@ -22,7 +22,8 @@ Decisions where the issue was silent:
 - The same for a plan's entries: a view or track request that is not valid (a view with no frames, a track
   frame that is not a number, points not [x, y] pairs) is kept as written (`PlanView`, `PlanTrack`), and so
   are entries past the caps (8 views, `TRACKS_PER_ROUND` tracks; the caps are the schema's maxItems only);
-  `graph.nodes.inspect` runs the rest of the plan and answers each such entry "not run" with the reason. The
+  `graph.nodes.inspect` runs the rest of the plan and answers each such entry "not run" with the reason; a `views`
+  or `tracks` that is not a list at all (an object, a string, null) is kept as written the same way (`PlanPart`). The
   JSON schema sent to the model is unchanged (stage-cache keys hash it); a plan dumped for the stage cache
   keeps the entries as written, so a cache hit skips them with the same notes.
 """
@@ -30,7 +31,7 @@ Decisions where the issue was silent:
 from __future__ import annotations
 
 import math
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Literal, TypeVar
 
 from pydantic import (
     BaseModel,
@@ -241,20 +242,37 @@ def entry_error(model: type[BaseModel], value: object) -> str:
     return "valid"
 
 
+def _part_as_written(value: object, handler: ValidatorFunctionWrapHandler) -> object:
+    """A plan's `views` or `tracks` validated when it is a list (its entries are kept as written when invalid),
+    else as written (a dict, a string, null): `graph.nodes.inspect` skips that part with the reason and runs the
+    other (module docstring)."""
+    return handler(value) if isinstance(value, list) else value
+
+
+def _dump_part(value: object, handler: SerializerFunctionWrapHandler) -> object:
+    return handler(value) if isinstance(value, list) else value
+
+
 PlanView = Annotated[FrameView, WrapValidator(_as_written), WrapSerializer(_dump_as_written)]
 """A plan's view: a FrameView, or the entry as written when it is not one (schema: FrameView's)."""
 PlanTrack = Annotated[TrackRequest, WrapValidator(_as_written), WrapSerializer(_dump_as_written)]
 """A plan's track request: a TrackRequest, or the entry as written when it is not one (schema: TrackRequest's)."""
+
+_Entry = TypeVar("_Entry")
+PlanPart = Annotated[list[_Entry], WrapValidator(_part_as_written), WrapSerializer(_dump_part)]
+"""A plan's `views` or `tracks`: the list of entries, or the value as written when it is not a list (schema: the
+list's)."""
 
 
 class InspectionPlan(_Record):
     """One structured plan of re-inspection (inspect_mode='plan')."""
 
     # the caps are the schema's maxItems only: entries past them are kept and not run (a 3-track plan failed whole)
-    views: list[PlanView] = Field(default_factory=list, json_schema_extra={"maxItems": PLAN_VIEWS},
-                                  description="Frame and crop views.")
-    tracks: list[PlanTrack] = Field(default_factory=list, json_schema_extra={"maxItems": TRACKS_PER_ROUND},
-                                    description="Motion track requests.")
+    # a part that is not a list is kept as written too (`PlanPart`): a dict or string `views` failed the whole plan
+    views: PlanPart[PlanView] = Field(default_factory=list, json_schema_extra={"maxItems": PLAN_VIEWS},
+                                      description="Frame and crop views.")
+    tracks: PlanPart[PlanTrack] = Field(default_factory=list, json_schema_extra={"maxItems": TRACKS_PER_ROUND},
+                                        description="Motion track requests.")
     rationale: str = Field(default="", max_length=1000, description="Which judgments are uncertain and why.")
 
 

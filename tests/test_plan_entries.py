@@ -236,3 +236,39 @@ def test_a_long_crop_view_in_a_plan_crops_the_first_16_frames_with_a_note(clip):
     crops = [e for e in out["exchanges"] if e["name"] == "view_crop"]
     assert [f for e in crops for f in e["frames"]] == LONG[:16]
     assert "a view shows at most 16 frames: frames [16, 17, 18, 19] dropped" in crops[0]["text"], crops[0]["text"]
+
+
+NOT_LISTS = [{"frames": [10]}, "frames 10 and 20", 7, None]
+
+
+@pytest.mark.parametrize("bad", NOT_LISTS)
+def test_views_that_are_not_a_list_are_skipped_with_a_note_and_the_tracks_run(clip, bad):
+    # a non-list `views` failed the whole InspectionPlan (re-asked, the same way each time): one bad entry did not
+    out, model, tracker = plan_run(clip, {"views": bad, "tracks": [GOOD_TRACK], "rationale": "check"})
+    assert out["result"].status == "scored", out["result"].reasons
+    assert len(model.calls_for("plan")) == 1
+    ex = out["exchanges"]
+    assert ex[0]["frames"] == [] and ex[0]["text"].startswith("plan views not run: views is not a list"), ex[0]
+    assert sum(1 for e in ex if e.get("overlay")) == 1 and tracker.calls == 1
+    assert any("plan views not run" in t for t in plan_summaries(out))
+    step = next(s for s in out["steps"] if s["node"] == "inspect")
+    assert step["decision"] == "plan: 0 views, 1 track executed; 1 not run (invalid or past the caps)"
+
+
+@pytest.mark.parametrize("bad", NOT_LISTS)
+def test_tracks_that_are_not_a_list_are_skipped_with_a_note_and_the_views_run(clip, bad):
+    out, model, tracker = plan_run(clip, {"views": [{"frames": [10, 20]}], "tracks": bad, "rationale": "check"})
+    assert out["result"].status == "scored", out["result"].reasons
+    assert len(model.calls_for("plan")) == 1
+    ex = out["exchanges"]
+    assert [e["frames"] for e in ex] == [[10, 20], []] and tracker.calls == 0
+    assert ex[1]["name"] == "track_motion"
+    assert ex[1]["text"].startswith("plan tracks not run: tracks is not a list"), ex[1]["text"]
+
+
+def test_a_plan_with_parts_that_are_not_lists_survives_the_stage_cache():
+    from graph.schemas import InspectionPlan
+
+    plan = InspectionPlan.model_validate({"views": {"frames": [3]}, "tracks": "track the cup"})
+    again = InspectionPlan.model_validate_json(plan.model_dump_json(warnings="error"))
+    assert again == plan and again.views == {"frames": [3]} and again.tracks == "track the cup"

@@ -25,7 +25,10 @@ Decisions where the issue was silent:
   by the schema, one bad entry failed the whole InspectionPlan: every re-ask failed the same way and the run
   ended ineligible. A view of more than 16 frames shows its first 16 with a note naming the rest, as a tools-mode
   view_frames call does (`graph.schemas.cap_view`); it was skipped whole. With motion evidence off (a preset without it), each track request is answered
-  "plan track N not run: motion evidence is off in this preset": they were dropped without a trace. A
+  "plan track N not run: motion evidence is off in this preset": they were dropped without a trace. A plan whose
+  `views` or `tracks` is not a list (a single object, a string, null) is answered "plan views not run: views is
+  not a list (...)" and the other part runs (`graph.schemas.PlanPart`): it failed the whole plan, re-asked the same
+  way each time, while one bad entry was already skipped. A
   reversed stretch or frames past the clip's end are tracked within the clip, as in tools mode
   (`graph.nodes.tracking.track_frames`).
 """
@@ -203,7 +206,8 @@ def plan_calls(plan: InspectionPlan, motion: bool) -> list[_Call]:
     """The plan's tool calls in order (views, then tracks), invalid entries, views past `PLAN_VIEWS` and every
     track when motion evidence is off marked to be answered, not run (module docstring)."""
     calls: list[_Call] = []
-    for k, written in enumerate(plan.views, 1):
+    views = _part(calls, plan.views, "views", "view_frames", None)
+    for k, written in enumerate(views, 1):
         label, at = f"plan view {k}", f"plan_{len(calls)}"
         view, note = _capped(written)
         if k > PLAN_VIEWS:
@@ -217,7 +221,7 @@ def plan_calls(plan: InspectionPlan, motion: bool) -> list[_Call]:
             calls += [_Call(f"plan_{len(calls) + i}", "view_crop", {"frame": f, "box": view.box}, label,
                             note=note if i == 0 else None)
                       for i, f in enumerate(view.frames)]
-    for k, track in enumerate(plan.tracks, 1):
+    for k, track in enumerate(_part(calls, plan.tracks, "tracks", "track_motion", None if motion else MOTION_OFF), 1):
         label, at = f"plan track {k}", f"plan_{len(calls)}"
         if not motion:  # noted like any entry not run: dropped silently, the trace did not show it
             calls.append(_Call(at, "track_motion", track, label, MOTION_OFF))
@@ -227,6 +231,23 @@ def plan_calls(plan: InspectionPlan, motion: bool) -> list[_Call]:
             why = f"invalid arguments for track_motion: {entry_error(TrackRequest, track)}"
             calls.append(_Call(at, "track_motion", track, label, why))
     return calls
+
+
+def _part(calls: list[_Call], part: object, name: str, tool: str, off: str | None) -> list[object]:
+    """The entries of a plan's `views` or `tracks` (`name`); when it is not a list (kept as written,
+    `graph.schemas.PlanPart`), none, and one call answering "plan <name> not run: <why>" appended to `calls`
+    (`off`: the reason nothing of it would run anyway, motion evidence off)."""
+    if isinstance(part, list):
+        return part
+    why = off or f"{name} is not a list ({_kind(part)}): write a list of {name[:-1]} objects"
+    calls.append(_Call(f"plan_{len(calls)}", tool, part, f"plan {name}", why))
+    return []
+
+
+def _kind(value: object) -> str:
+    """What a value as written is, in JSON's words."""
+    return "null" if value is None else {dict: "an object", str: "a string", bool: "a boolean"}.get(
+        type(value), "a number" if isinstance(value, int | float) else type(value).__name__)
 
 
 def _capped(view: object) -> tuple[object, str | None]:
