@@ -19,6 +19,13 @@ Decisions where the issue was silent:
   (ties: the earlier window) from all scored windows, skipping a window whose predicted frames overlap
   those of one already chosen: up to `surprise_windows` distinct events, and the prompt says so. The
   choice depends only on the evidence, so the same inputs render the same prompt (stage cache).
+- The surprise windows' frames and the extra tools' frames do not spend the long-clip allowance of 16 extra frames
+  (`graph.nodes.evidence.allowance`): the paper puts that limit on verification ("the agent revisits uncertain
+  judgments ...; longer clips add up to 16 nearby frames to the initial sample") and gives WMReward's feedback to
+  "a subsequent visual reflection", a separate module; its ablations remove one module "preserving unaffected
+  evidence", which a shared allowance would break (once inspection spent it, the surprise reflection of a long
+  clip would show no frames: WMReward's evidence would depend on the verification module). These frames are chosen by the tools, not the model, and bounded
+  (`surprise_windows` x 4, 4 per report, all under `max_images_per_call`).
 - Images are capped at `max_images_per_call`: surprise frames first (at most 4 per window), then the
   motion overlays and the extra tools' frames (at most 4 per report), then the most recent inspection
   images. The step's `frames` are those of the images sent: they listed every inspection frame (and
