@@ -12,6 +12,7 @@ Decisions where the issue was silent:
 - `DirectScore.reward` is only used by the `direct` preset, the paper's direct-scoring baseline;
   every other preset maps structured judgments through fixed code.
 - QualityCheck and SurpriseEvidence are the tools' own records, re-exported here.
+- A reply of `{}` is no Observation and no AuditReport (`EMPTY_IS_NO_ANSWER`): re-asked, in the parsing step.
 - Rubric levels and the direct reward refuse a boolean (`not_boolean`; lax pydantic read `true` as 1).
 - Frame indices are `tools.sampling.FrameIndex`: an int or a whole float, never a boolean or a string
   (lax pydantic read `true` as frame 1 and "3" as frame 3); a reply that writes one is re-asked.
@@ -299,6 +300,13 @@ class AuditReport(_Record):
     def _clean_means_no_issue(self) -> AuditReport:
         self.clean = not (self.missing_requirements or self.invented_conditions or self.contradictions)
         return self
+
+
+EMPTY_IS_NO_ANSWER: frozenset[type[BaseModel]] = frozenset({Observation, AuditReport})
+"""Model-written records whose fields all have defaults, for which a reply of `{}` is refused and re-asked
+(`graph.validation.check_fields`): it validated as an observation of nothing, or as a clean audit (no repair).
+A reply naming any field passes (`{"clean": true}` is an audit). An InspectionPlan `{}` stays a plan (nothing to
+re-inspect): inspection only gathers evidence. The JSON schemas are unchanged (stage-cache keys hash them)."""
 
 
 class FinalCheck(_Record):

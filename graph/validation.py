@@ -12,6 +12,7 @@ from langchain_core.messages import AIMessage, BaseMessage, HumanMessage
 from pydantic import BaseModel, ValidationError
 
 from graph.replies import extract_json_object, schema_mismatch
+from graph.schemas import EMPTY_IS_NO_ANSWER
 
 ERR_CHARS = 1500
 """Characters of an error or a rejected reply quoted back to the model (and in fault messages)."""
@@ -51,9 +52,13 @@ def validate_text(schema: type[BaseModel], text: str) -> BaseModel:
 
 
 def check_fields(schema: type[BaseModel], obj: Any, text: str) -> None:
-    """`graph.replies.schema_mismatch` of a reply's object, as an invalid reply."""
+    """`graph.replies.schema_mismatch` of a reply's object, and an empty object for a record where `{}` is no
+    answer (`graph.schemas.EMPTY_IS_NO_ANSWER`: an observation of nothing, a clean audit), as an invalid reply."""
     if (why := schema_mismatch(frozenset(schema.model_fields), obj)) is not None:
         raise InvalidReply("invalid_reply", why, text)
+    if obj == {} and schema in EMPTY_IS_NO_ANSWER:
+        raise InvalidReply("invalid_reply", f"an empty object is no {schema.__name__}: write its fields "
+                           f"({', '.join(schema.model_fields)})", text or "{}")
 
 
 def raw_object(raw: Any) -> Any:

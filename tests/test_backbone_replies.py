@@ -13,7 +13,7 @@ import pytest
 
 from graph.backbone import BackboneFault, Usage
 from graph.cache import StageCache
-from graph.schemas import Assessment, AuditReport
+from graph.schemas import Assessment, AuditReport, InspectionPlan, Observation
 from tests.openai_stub import OpenAIStub, StubReply, json_reply, tool_reply
 from tests.test_backbone_http import METHODS, MSGS, good, make, run
 
@@ -188,3 +188,22 @@ def test_a_structured_reply_cut_at_the_token_limit_says_to_raise_the_cap(method:
     with OpenAIStub([cut, cut]) as stub, pytest.raises(BackboneFault) as info:
         run(make(stub, method), Usage())
     assert info.value.kind == "invalid_reply" and "RAA_MAX_TOKENS" in info.value.message
+
+
+@pytest.mark.parametrize("method", METHODS)
+def test_an_empty_object_is_no_audit_or_observation_and_is_reasked(method: str) -> None:
+    """Every field of AuditReport and Observation has a default: `{}` validated as a clean audit (no repair, straight
+    to the gate) or as an observation of nothing. A reply that names any field (an explicit clean audit) passes."""
+    with OpenAIStub([_reply(method, {}), _reply(method, DIRTY)]) as stub:
+        out = make(stub, method).structured("audit", AuditReport, list(MSGS), usage := Usage())
+    assert out.missing_requirements == ["R2"] and not out.clean and len(stub.requests) == 2 and usage.calls == 2
+    assert "an empty object is no AuditReport" in json.dumps(stub.requests[1]["messages"])
+    seen = {"scene": "a table", "summary": "an arm moves"}
+    with OpenAIStub([_reply(method, {}, "Observation"), _reply(method, seen, "Observation")]) as stub:
+        obs = make(stub, method).structured("observe", Observation, list(MSGS), Usage())
+    assert obs.scene == "a table" and len(stub.requests) == 2
+    with OpenAIStub([_reply(method, {"clean": True})]) as stub:  # explicit: one request
+        assert make(stub, method).structured("audit", AuditReport, list(MSGS), Usage()).clean
+    with OpenAIStub([_reply(method, {}, "InspectionPlan")]) as stub:  # nothing to re-inspect is a plan
+        plan = make(stub, method).structured("plan", InspectionPlan, list(MSGS), Usage())
+    assert plan.views == [] and plan.tracks == [] and len(stub.requests) == 1
