@@ -197,8 +197,10 @@ def no_nan(points: list[list[float]]) -> list[list[float]]:
     return points
 
 
-class TrackRequest(_Record):
-    """Points to track through a stretch of frames."""
+class TrackArgs(_Record):
+    """The arguments of a track request, shared by plan mode's `TrackRequest` and tools mode's track_motion tool
+    (`graph.nodes.evidence`): one definition, so the two cannot drift apart. Each subclass keeps its own name and
+    docstring, the title and description of its JSON schema (unchanged: stage-cache keys hash them)."""
 
     start_frame: FrameIndex = Field(ge=0, description="First frame of the stretch.")
     end_frame: FrameIndex = Field(ge=0, description="Last frame of the stretch.")
@@ -209,9 +211,14 @@ class TrackRequest(_Record):
     @field_validator("points")
     @classmethod
     def _no_nan(cls, points: list[list[float]]) -> list[list[float]]:
-        """As track_motion's (`graph.nodes.evidence`): a NaN point makes the request invalid, skipped by plan mode
-        with the reason like any invalid entry (it ran into track_motion's check, answered without its label)."""
+        """NaN is no position (JSON from a model may carry it): refused here, it reached the tracker, which refused
+        it, and the run was ineligible for the model's typo; a plan's track with one is skipped with the reason like
+        any invalid entry. Infinity is moved to the frame's edge (`graph.nodes.evidence.track_points`)."""
         return no_nan(points)
+
+
+class TrackRequest(TrackArgs):
+    """Points to track through a stretch of frames."""
 
 
 PLAN_VIEWS = 8

@@ -272,3 +272,24 @@ def test_a_plan_with_parts_that_are_not_lists_survives_the_stage_cache():
     plan = InspectionPlan.model_validate({"views": {"frames": [3]}, "tracks": "track the cup"})
     again = InspectionPlan.model_validate_json(plan.model_dump_json(warnings="error"))
     assert again == plan and again.views == {"frames": [3]} and again.tracks == "track the cup"
+
+
+def test_plan_track_requests_and_track_motion_calls_read_their_arguments_alike():
+    # two copies of the same fields and NaN check: a fix to one (the NaN check came to TrackRequest late) missed the other
+    from pydantic import ValidationError
+
+    from graph.nodes.evidence import track_motion
+    from graph.schemas import TrackRequest
+
+    def fields(model: type) -> dict:
+        schema = model.model_json_schema()
+        return {k: schema.get(k) for k in ("properties", "required")}
+
+    assert fields(TrackRequest) == fields(track_motion)
+    for args in ({"start_frame": 2, "end_frame": 9, "points": [[0.1, 0.2]]}, {"start_frame": 2.0, "end_frame": 9}):
+        assert TrackRequest.model_validate(args).model_dump() == track_motion.model_validate(args).model_dump()
+    for bad in ({"start_frame": 0, "end_frame": 9, "points": [[float("nan"), 0.2]]}, {"start_frame": True, "end_frame": 9},
+                {"start_frame": -1, "end_frame": 9}, {"end_frame": 9}):
+        for model in (TrackRequest, track_motion):
+            with pytest.raises(ValidationError):
+                model.model_validate(bad)

@@ -47,11 +47,11 @@ import functools
 from typing import Any
 
 from langchain_core.utils.function_calling import convert_to_openai_tool
-from pydantic import BaseModel, Field, ValidationError, field_validator
+from pydantic import BaseModel, Field, ValidationError
 
 from graph.context import RunContext
 from graph.nodes.tracking import query_index, track_frames, track_overlays
-from graph.schemas import VIEW_FRAMES, CropBox, cap_view, no_nan
+from graph.schemas import VIEW_FRAMES, CropBox, TrackArgs, cap_view
 from graph.state import AgentState, ToolExchange
 from tools.sampling import FrameIndex
 
@@ -71,21 +71,8 @@ class view_crop(BaseModel):  # noqa: N801
     box: CropBox = Field(description="[x0, y0, x1, y1] (see the instructions).")
 
 
-class track_motion(BaseModel):  # noqa: N801
+class track_motion(TrackArgs):  # noqa: N801 - the arguments are plan mode's TrackRequest's (graph.schemas)
     """Track points through a stretch of frames; returns a motion summary and track overlays."""
-
-    start_frame: FrameIndex = Field(ge=0, description="First frame of the stretch.")
-    end_frame: FrameIndex = Field(ge=0, description="Last frame of the stretch.")
-    points: list[list[float]] = Field(default_factory=list, max_length=32,
-                                      description="[x, y] points on start_frame (see the instructions); "
-                                                  "empty = grid.")
-
-    @field_validator("points")
-    @classmethod
-    def _no_nan(cls, points: list[list[float]]) -> list[list[float]]:
-        """NaN is no position (JSON from a model may carry it): refused here, it reached the tracker, which
-        refused it, and the run was ineligible for the model's typo. Infinity is moved to the frame's edge."""
-        return no_nan(points)
 
 
 @functools.cache
