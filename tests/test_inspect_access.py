@@ -91,3 +91,18 @@ def test_allowance_note_counts_only_the_extra_frames_the_budget_lets_through(tmp
     assert f"frames [{a}] added from the extra-frame allowance (15 of 16 left)" in first["text"], first["text"]
     assert second["frames"] == [] and "frame budget: showing 0 of 1 frames" in second["text"]
     assert "added from the extra-frame allowance" not in second["text"], second["text"]
+
+
+def test_surprise_frames_in_reflect_do_not_spend_the_inspection_allowance(tmp_path):
+    # decision (graph.nodes.reflect): the paper limits verification to 16 extra frames; WMReward's visual reflection
+    # is a separate module, so a long clip whose inspection spent the allowance still shows the surprise windows
+    long_clip = moving_square(tmp_path / "long.mp4", frames=120)
+    probe = run(make_agent("full")[0], long_clip, run_id="probe")
+    outside = _outside(probe["sample"], 120, 40)[20:36]
+    asks = [tool_call("view_frames", {"frames": outside}, call_id="c1"), "done"]
+    out = run(make_agent("full", full_script(inspect=asks), frame_budget=40)[0], long_clip)
+    allowed = set(out["sample"]) | {f for e in out["exchanges"] for f in e["frames"]}
+    assert len(allowed - set(out["sample"])) == 16  # the allowance is spent
+    reflect = next(s for s in out["steps"] if s["node"] == "reflect")
+    surprise = {15, 16, 20, 23}  # FakeSurprise's window 8..23: its last context frame and 3 predicted frames
+    assert surprise - allowed and surprise <= set(reflect["frames"]), reflect["frames"]
