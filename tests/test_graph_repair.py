@@ -73,3 +73,44 @@ def test_the_final_check_always_sees_the_end_of_the_clip():
     out = run(agent, long_clip)
     step = next(s for s in out["steps"] if s["node"] == "final_check")
     assert set(out["sample"][-3:]) <= set(step["frames"]) and len(step["frames"]) == 16
+
+
+def test_the_repair_shows_the_frames_of_a_requirement_an_audit_finding_names_in_lower_case(clip):
+    """Audit texts were searched for contract ids case-sensitively, while missing ids are read up to case: with
+    R1 missing and "r3 ..." contradicted, R3's evidence frame (14) was not among the repair's images, so the
+    repair's R3 fix citing it was undone as not image-backed."""
+    from graph_scripts import judgments
+
+    before = judgments("met", "met", "partial")
+    before[0]["evidence_frames"], before[2]["evidence_frames"] = [0], [14]
+    fixed = [dict(j) for j in before]
+    fixed[2] = {**fixed[2], "status": "met"}
+    audit = {"missing_requirements": ["R1"], "invented_conditions": [],
+             "contradictions": ["r3: the rationale says partial but frame 14 shows the push finished"]}
+    body = {"physical_level": 5, "visual_level": 4}
+    script = full_script(assess=[{**body, "judgments": before}], reflect=[{**body, "judgments": before}],
+                         audit=[audit, CLEAN_AUDIT], repair=[{**body, "judgments": fixed}])
+    agent, model = make_agent("full", script)
+    out = run(agent, clip)
+    step = next(s for s in out["steps"] if s["node"] == "repair")
+    assert 14 in step["frames"] and 0 in step["frames"]
+    assert out["assessment"].judgment("R3").status == "met"
+    assert not any(n.startswith("repair: R3 kept") for n in out["notes"])
+
+
+def test_involved_ids_read_audit_texts_up_to_case_and_at_any_id_edge():
+    from graph.nodes.audit import involved_ids
+    from graph.schemas import AuditReport, TaskContract
+
+    def contract(*ids):
+        return TaskContract.model_validate({"requirements": [{"id": i, "kind": "action", "text": "x"} for i in ids]})
+
+    def report(*lines, missing=()):
+        return AuditReport(missing_requirements=list(missing), contradictions=list(lines))
+
+    assert involved_ids(report("r2 and R3 disagree", missing=["R1"]), contract("R1", "R2", "R3", "R10")) == \
+        ["R1", "R2", "R3"]
+    assert involved_ids(report("R1 says so"), contract("R1", "R10")) == ["R1"]  # R1 is not R10's prefix match
+    assert involved_ids(report("see (a) and (b)."), contract("(a)", "(b)", "(c)")) == ["(a)", "(b)"]
+    # ids differing only in case name themselves exactly
+    assert involved_ids(report("a1 is wrong"), contract("A1", "a1", "B1")) == ["a1"]

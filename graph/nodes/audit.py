@@ -73,11 +73,21 @@ async def audit(state: AgentState, ctx: RunContext, step: Step) -> dict[str, Any
 
 
 def involved_ids(report: AuditReport, contract: TaskContract) -> list[str]:
-    """Requirement ids named by the audit (missing ids plus ids mentioned in the issue texts)."""
+    """Requirement ids named by the audit (missing ids plus ids mentioned in the issue texts).
+
+    An issue text names an id as `contract_id` reads one: up to case and surrounding spaces unless another contract
+    id has the same spelling, and standing alone (no letter, digit or underscore next to it, so R1 is not found in
+    R10, and ids such as "(a)" are found). The texts were searched case-sensitively and with word boundaries: "r3"
+    did not name R3 while the missing "r3" did, and "(a)" was never found, so the repair left out the frames of
+    the requirement a finding was about and undid its image-backed fix of it as citing no frame shown."""
     ids = [r.id for r in contract.requirements]
+    keys = [i.strip().casefold() for i in ids]
     named = set(report.missing_requirements)
     for line in report.invented_conditions + report.contradictions:
-        named |= {i for i in ids if re.search(rf"\b{re.escape(i)}\b", line)}
+        for i, key in zip(ids, keys, strict=True):
+            flags = re.IGNORECASE if keys.count(key) == 1 else 0
+            if re.search(rf"(?<!\w){re.escape(i.strip() if flags else i)}(?!\w)", line, flags):
+                named.add(i)
     return [i for i in ids if i in named] or ids
 
 
