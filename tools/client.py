@@ -6,8 +6,9 @@ same tool returns in-process. Decisions where the issue was silent:
   cost ~20 ms to render and ~15 ms to parse for 81 frames x 256 points, more than the HTTP hop.
 - Retried (``retries`` attempts; tools/http_retry.py decides): only a request the service cannot have
   started computing: one never delivered whole (connecting failed or timed out, no pooled connection in
-  time, sending failed or timed out) and a 429 or 503 "busy", after the wait its ``Retry-After`` asks (else exponential
-  backoff). A request sent whole whose answer is lost is not: a read timeout (kind ``timeout``), a
+  time, sending failed or timed out), a 429 or 503 "busy", and a 408 (the service's answer to a body that did not
+  arrive within its ``body_timeout_s``: read whole before any work, so nothing was computed), after the wait its
+  ``Retry-After`` asks (else exponential backoff); the last of them is kind ``transport``. A request sent whole whose answer is lost is not: a read timeout (kind ``timeout``), a
   connection broken while waiting (kind ``transport``), a gateway's 502 / 504 (504: kind ``timeout``). The
   service goes on computing a request whose client gave up, so each retry added one more full computation
   behind the same worker slots (3 attempts, 3 tracker runs); the service, for its part, skips a queued

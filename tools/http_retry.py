@@ -12,9 +12,19 @@ service can have started the work, not whether the failure looks transient:
   A ``WriteTimeout`` was reported as "no answer in time; not retried, since the service would compute the
   request again", which it cannot have started. And the answers by which a
   server says it did not take the request on (``RETRY_STATUS``): 429 and 503 (RFC 9110: the server is
-  unable to handle it now; the services' "busy"). Their ``Retry-After`` (seconds or an HTTP date) is the
-  wait before the next attempt, at most ``max_wait_s``; without one (or an unusable one) the wait is the
-  exponential backoff from ``backoff_s``.
+  unable to handle it now; the services' "busy"), and 408 Request Timeout (RFC 9110 15.5.9: the server did
+  not receive the whole request in the time it was prepared to wait; "the client MAY repeat that request").
+  Both services answer 408 when a body has not arrived ``body_timeout_s`` after its room was granted
+  (tools/service_http.py), and they read the whole body before any work, so a 408 is a request never
+  computed, like a ``WriteTimeout``; so is a proxy's 408 (it never got the body to forward it whole). The
+  requests here are POSTs, not idempotent in cost (above): the 408 is retried for what it says of this
+  request, not for its method, and a GET (``/v1/info``) is retried the same way. It was returned as the
+  answer: a transport fault of the tool, or an ineligible batch, for an upload the next attempt could carry.
+  A 408 caused by the client's own slow link may come again: the attempts (``retries``, the first included)
+  bound it, as for a busy answer, and the last 408 is named by ``RetriesExhausted``. The ``Retry-After`` of
+  these answers (seconds or an HTTP date) is the wait before the next attempt, at most ``max_wait_s``;
+  without one (or an unusable one; a 408 usually has none) the wait is the exponential backoff from
+  ``backoff_s``.
 - Not retried: the request went out whole and its answer was lost, so the service may have done the work,
   or still be doing it: a read timeout (kind ``timeout``), a connection broken while waiting for the answer
   (``ReadError``, ``RemoteProtocolError`` "Server disconnected without sending a response"), and a gateway's
@@ -39,8 +49,9 @@ from collections.abc import Callable
 import httpx
 from tenacity import RetryCallState, Retrying, retry_if_exception_type, stop_after_attempt, wait_exponential
 
-RETRY_STATUS = frozenset({429, 503})
-"""Answers by which the server says it did not take the request on: retried (module docstring)."""
+RETRY_STATUS = frozenset({408, 429, 503})
+"""Answers by which the server says it did not take the request on (408: its body never arrived whole): retried
+(module docstring)."""
 
 RETRY_ERRORS = (httpx.ConnectError, httpx.ConnectTimeout, httpx.PoolTimeout, httpx.WriteError, httpx.WriteTimeout)
 """Transport errors retried: the request never reached the service whole (module docstring)."""

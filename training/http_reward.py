@@ -109,7 +109,8 @@ class HttpAgentReward:
     answer must start within it, not the whole exchange end)."""
     retries: int = 3
     """Attempts per batch (the first included) when the service cannot have started it (the request never
-    delivered whole, HTTP 429/503 busy: after its ``Retry-After``, else exponential backoff); other failures
+    delivered whole, HTTP 408 (its body did not arrive in time) or 429/503 busy: after its ``Retry-After``, else
+    exponential backoff); other failures
     (a read timeout, a connection broken while waiting, a gateway's 502/504: the service may still be scoring
     the batch; 400, 401, 500, a malformed answer) are not retried (tools/http_retry.py)."""
     backoff_s: float = 1.0

@@ -22,7 +22,8 @@ Adapters:
       -> 200 {"results": [{"reward": 0.75 | null, "status": "...", "reasons": ["..."]}, ...]}
 
   one result per item, same order; `raa serve-reward` serves it for the reward agent. Failures before
-  the service can have started the batch (never delivered whole, 429/503 busy) are tried ``retries`` times
+  the service can have started the batch (never delivered whole, a 408 for a body that came too slowly,
+  429/503 busy) are tried ``retries`` times
   (after ``Retry-After``, else with backoff); a read timeout, a connection broken while waiting or a
   gateway's 502/504 is not (``tools.http_retry.send_with_retries``: the service would score the batch again);
   then, or at once for any other error status or a malformed body, the whole batch is
