@@ -35,7 +35,8 @@ slots, so excess requests wait in line, and a request whose client disconnected 
 timeout, Ctrl-C) is skipped when its slot comes instead of computed for nobody (a computation already
 running cannot be stopped: it is a thread); ``/healthz`` needs no token; with a token, ``/docs`` and ``/redoc``
 are off and ``/openapi.json`` needs it (tools/service_http.py); an error about an uploaded clip names it as
-``uploaded clip '<filename>'``, never the server's temporary file; JSON ``queries`` are
+``uploaded clip '<filename>'``, never the server's temporary file, and one about a clip requested by path
+names it relative to the allowed root, its absolute path only in the server's log (tools/service_frames.py); JSON ``queries`` are
 ``[[t, x, y], ...]`` with ``t`` indexing the decoded (or selected) frames; ``frame_indices`` are taken as
 listed, repeats and any order included (neither refused nor deduplicated: the answer keeps one entry per
 listed frame, so it lines up with the request; a repeat is a caller's choice, e.g. padding a short clip to a
@@ -71,7 +72,14 @@ from tools.service_budget import (
     buffered_limit_bytes,
     busy,
 )
-from tools.service_frames import NPY_CONTENT_TYPE, NPY_MAGIC, HTTPProblem, Upload, upload_label
+from tools.service_frames import (
+    NPY_CONTENT_TYPE,
+    NPY_MAGIC,
+    HTTPProblem,
+    Upload,
+    shown_to_client,
+    upload_label,
+)
 from tools.service_http import (
     DEFAULT_BODY_TIMEOUT_S,
     add_openapi_route,
@@ -230,6 +238,7 @@ def create_app(settings: ToolSettings, allowed_root: str | Path, *, token: str |
         if state.pending >= state.max_pending:
             raise busy(f"busy: {state.pending} requests in progress (limit {state.max_pending})")
         state.pending += 1  # the event loop is single-threaded: no await between check and increment
+        src: Path | bytes | Upload | None = None
         try:
             with state.bodies.reserve() as room:  # the body is held until the answer is ready
                 src, params = await parse_request(request, state, room)
@@ -238,7 +247,12 @@ def create_app(settings: ToolSettings, allowed_root: str | Path, *, token: str |
                         raise HTTPProblem(499, "the client disconnected before a worker was free; request skipped")
                     result = await anyio.to_thread.run_sync(job, state, src, params, limiter=state.threads)
         except ToolFault as exc:
-            raise HTTPProblem(500, str(exc), fault={"tool": exc.tool, "kind": exc.kind, "message": exc.message}) from exc
+            problem = HTTPProblem(500, str(exc), fault={"tool": exc.tool, "kind": exc.kind, "message": exc.message})
+            raise shown_to_client(problem, src, state.allowed_root) from exc
+        except HTTPProblem as exc:
+            if (shown := shown_to_client(exc, src, state.allowed_root)) is exc:
+                raise
+            raise shown from exc
         finally:
             state.pending -= 1
         return JSONResponse(result)

@@ -16,11 +16,15 @@ rule (a 400 from ``/v1/track``); surprise works on frames of a pixel.
 
 An error about an uploaded clip names it as the client sent it (`Upload`: ``uploaded clip 'c.mp4'``, or
 ``uploaded clip`` without a filename): it named the temporary file written for the reader
-(``/tmp/tmpab12.video``), a server path leaked to the client and a name the client never sent.
+(``/tmp/tmpab12.video``), a server path leaked to the client and a name the client never sent. An error about a
+clip requested by path names it relative to the allowed root (`shown_to_client`: ``episodes/c.mp4``): the reader
+names the file it opens, the resolved absolute path, so a 422 or a tool fault sent the server's folder layout to
+the client; the absolute path is logged on the server (logger ``tools.service_frames``) with the answer.
 """
 
 from __future__ import annotations
 
+import logging
 import os
 import tempfile
 from dataclasses import dataclass
@@ -31,6 +35,7 @@ import numpy as np
 
 NPY_MAGIC = b"\x93NUMPY"
 NPY_CONTENT_TYPE = "application/x-npy"
+_log = logging.getLogger(__name__)
 
 
 class HTTPProblem(Exception):
@@ -59,6 +64,25 @@ def upload_label(filename: str | None) -> str:
     if not filename:
         return UPLOAD_LABEL
     return f"{UPLOAD_LABEL} {filename if len(filename) <= 80 else filename[:77] + '...'!r}"
+
+
+def shown_to_client(problem: HTTPProblem, src: Path | bytes | Upload | None, root: Path) -> HTTPProblem:
+    """``problem`` as the client is told it: a clip requested by path (``src``, resolved under ``root``) named
+    relative to ``root`` in its detail and its fault's message, the original logged (module docstring);
+    ``problem`` itself when it does not name that path."""
+    if not isinstance(src, Path) or not src.is_relative_to(root):
+        return problem
+    absolute, shown = str(src), src.relative_to(root).as_posix()
+    if absolute not in problem.detail and absolute not in str(problem.extra):
+        return problem
+    _log.warning("HTTP %d about %s: %s %s", problem.status, absolute, problem.detail, problem.extra or "")
+
+    def named(value: Any) -> Any:
+        if isinstance(value, str):
+            return value.replace(absolute, shown)
+        return {k: named(v) for k, v in value.items()} if isinstance(value, dict) else value
+
+    return HTTPProblem(problem.status, named(problem.detail), headers=problem.headers, **named(problem.extra))
 
 
 def _check_decoded_size(count: int, size: tuple[int, int], max_decode_mb: float | None) -> None:
