@@ -62,6 +62,13 @@ Decisions where the issues were silent:
   handler is cancelled (the server shutting down past its grace period): its runs went on to the end, model
   calls and CPU for results nobody would read. The handler waits for its runs to finish cancelling before
   it deletes their clips and returns.
+- What a result tells the client never names the service's temporary clip folder (`client_text`): a clip the
+  service cannot write, a run that raised, and the agent's own reasons and notes (an undecodable video's
+  reason names the file it read) named `/tmp/raa-reward-k2j4/00001.mp4`. The clip is `item 1's clip`
+  instead, or, with `keep_videos` (the service's configured folder), its path relative to it
+  (`it000003-k2j4/00001.mp4`, which `raa report` on the service host finds); a folder that cannot be made
+  is a 507 naming the OS error only. The absolute paths stay on the server: in its log (logger
+  `graph.reward_service`) for the write and run failures, and in the run's trace.
 """
 
 from __future__ import annotations
@@ -70,6 +77,7 @@ import asyncio
 import base64
 import binascii
 import json
+import logging
 import shutil
 import tempfile
 from pathlib import Path
@@ -94,6 +102,8 @@ from tools.service_http import (
     problem_response,
     read_body_limited,
 )
+
+_log = logging.getLogger(__name__)
 
 DISCONNECT_POLL_S = 1.0
 """How often a request in progress checks that its client is still connected."""
@@ -137,8 +147,20 @@ def _item(index: int, item: Any, folder: str) -> tuple[str, str] | str:
     try:
         path.write_bytes(video)
     except OSError as exc:  # a full disk: this item's reason, not a 500 for the batch (module docstring)
+        _log.warning("item %d: cannot write %s: %s", index, path, exc)
         return f"item {index}: the clip cannot be written on the service host: {exc}"
     return str(path), instruction
+
+
+def client_text(text: str, folder: str, index: int, keep: Path | None) -> str:
+    """``text`` about item ``index`` of the request whose clips are in ``folder``, as the client is told it: its
+    clip named ``item N's clip`` (a temporary folder) or relative to ``keep``, the folder likewise (module
+    docstring)."""
+    clip = str(Path(folder) / f"{index:05d}.mp4")
+    if keep is None:
+        return text.replace(clip, f"item {index}'s clip").replace(folder, "the request's clip folder")
+    shown = Path(folder).relative_to(keep).as_posix()
+    return text.replace(clip, f"{shown}/{index:05d}.mp4").replace(folder, shown)
 
 
 def _discard(folder: str, frames: FrameStore | None) -> None:
@@ -195,7 +217,15 @@ def create_reward_app(agent: Any, preset: str, *, token: str | None = None, max_
         return problem_response(exc)
 
     async def run_one(index: int, item: Any, folder: str) -> dict[str, Any]:
-        """One item's result as JSON, with its ``kind``: "error" when the service made it (module docstring)."""
+        """One item's result as JSON, with its ``kind``: "error" when the service made it; its texts as the
+        client is told them (`client_text`)."""
+        answer = await scored(index, item, folder)
+        for field in ("reasons", "notes"):
+            answer[field] = [client_text(str(t), folder, index, keep_videos) for t in answer.get(field) or []]
+        return answer
+
+    async def scored(index: int, item: Any, folder: str) -> dict[str, Any]:
+        """One item's result as JSON, with its ``kind`` (module docstring)."""
         run_id = ""
         try:
             parsed = await asyncio.to_thread(_item, index, item, folder)
@@ -209,6 +239,7 @@ def create_reward_app(agent: Any, preset: str, *, token: str | None = None, max_
         except Exception as exc:  # one item's escaped error is its own result, never a 500 (module docstring)
             failed = ineligible_result(preset, f"item {index}: the run failed on the service host "
                                        f"({type(exc).__name__}: {exc})", run_id)
+            _log.warning("%s", failed.reasons[0])
             return {**failed.model_dump(mode="json"), "kind": "error"}
 
     @app.get("/healthz")
@@ -246,8 +277,10 @@ def create_reward_app(agent: Any, preset: str, *, token: str | None = None, max_
         try:
             folder = await asyncio.to_thread(_request_folder, keep_videos, meta.get("iteration"), meta.get("phase"))
         except OSError as exc:  # a full disk or an unwritable --keep-videos: say so, not a bare 500
-            raise HTTPProblem(507, f"the service cannot make a folder for this request's clips "
-                              f"({type(exc).__name__}: {exc})") from exc
+            _log.warning("cannot make a folder for a request's clips: %s: %s", type(exc).__name__, exc)
+            where = " under its --keep-videos folder" if keep_videos is not None else ""
+            raise HTTPProblem(507, f"the service cannot make a folder for this request's clips{where} "
+                              f"({type(exc).__name__}: {exc.strerror or exc})") from exc
         work = asyncio.ensure_future(asyncio.gather(*(run_one(i, item, folder) for i, item in enumerate(items))))
         try:
             while not (await asyncio.wait({work}, timeout=DISCONNECT_POLL_S))[0]:

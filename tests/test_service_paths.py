@@ -62,3 +62,95 @@ def test_a_tool_fault_about_a_clip_by_path_names_it_relative_to_the_root(tools_c
     answer = r.json()
     assert str(root.resolve()) not in r.text and "episodes/clip.mp4" in answer["fault"]["message"], r.text
     assert "episodes/clip.mp4" in answer["detail"]
+
+
+def _score(app, items: list[dict], meta: dict | None = None):
+    with TestClient(app, raise_server_exceptions=False) as c:
+        return c.post("/v1/score", json={"items": items, "meta": meta or {}})
+
+
+def _full_disk(monkeypatch, name: str = "00001.mp4") -> None:
+    """Writing the clip ``name`` fails as a full disk does: an OSError naming the file."""
+    import errno
+    import pathlib
+
+    real_write = pathlib.Path.write_bytes
+
+    def write_bytes(self, data):
+        if self.name == name:
+            raise OSError(errno.ENOSPC, "No space left on device", str(self))
+        return real_write(self, data)
+
+    monkeypatch.setattr(pathlib.Path, "write_bytes", write_bytes)
+
+
+def _fake_runs(monkeypatch) -> None:
+    import graph.reward_service
+    from graph.schemas import RewardResult
+
+    async def fake_run(agent, video, instruction, run_id, preset, *, durability="exit", claim_max_age_s=0.0):
+        return RewardResult(status="scored", reward=0.5, run_id=run_id, preset=preset)
+
+    monkeypatch.setattr(graph.reward_service, "arun_agent", fake_run)
+
+
+ITEM = {"video_b64": "Ynl0ZXM=", "instruction": "x"}
+
+
+def test_a_clip_that_cannot_be_written_does_not_name_the_services_temp_folder(monkeypatch, caplog):
+    """The reason read "item 1: the clip cannot be written on the service host: [Errno 28] No space left on device:
+    '/tmp/raa-reward-k2j4/00001.mp4'": the service's temporary folder, sent to the trainer."""
+    import tempfile
+
+    from graph.reward_service import create_reward_app
+
+    _fake_runs(monkeypatch)
+    _full_disk(monkeypatch)
+    with caplog.at_level(logging.WARNING, logger="graph.reward_service"):
+        res = _score(create_reward_app(object(), "full"), [ITEM] * 3)
+    assert res.status_code == 200, res.text
+    results = res.json()["results"]
+    assert [r["reward"] for r in results] == [0.5, None, 0.5] and results[1]["kind"] == "error"
+    reason = results[1]["reasons"][0]
+    assert reason.startswith("item 1: the clip cannot be written on the service host") and "No space left" in reason
+    assert "raa-reward-" not in res.text and tempfile.gettempdir() not in res.text, reason
+    assert "raa-reward-" in caplog.text  # the server's log names the file
+
+
+def test_a_kept_clip_that_cannot_be_written_is_named_relative_to_the_keep_folder(monkeypatch, tmp_path):
+    from graph.reward_service import create_reward_app
+
+    _fake_runs(monkeypatch)
+    _full_disk(monkeypatch)
+    keep = tmp_path / "kept"
+    res = _score(create_reward_app(object(), "full", keep_videos=keep), [ITEM] * 3, {"iteration": 3})
+    reason = res.json()["results"][1]["reasons"][0]
+    assert str(tmp_path) not in res.text, reason
+    folder = next(keep.iterdir()).name
+    assert folder.startswith("it000003-") and f"{folder}/00001.mp4" in reason, reason
+
+
+def test_the_agents_reasons_about_a_clip_do_not_name_the_services_temp_folder(tmp_path):
+    """The agent names the clip it reads: an undecodable video's reason named /tmp/raa-reward-.../00000.mp4."""
+    import base64
+
+    from graph_scripts import garbage_file
+    from test_reward_service import _agent
+
+    from graph.reward_service import create_reward_app
+
+    junk = base64.b64encode(garbage_file(tmp_path / "g.mp4").read_bytes()).decode()
+    res = _score(create_reward_app(_agent(), "decomposed"), [{"video_b64": junk, "instruction": "x"}])
+    result = res.json()["results"][0]
+    assert result["status"] == "ineligible" and "raa-reward-" not in res.text, result["reasons"]
+    assert any("item 0" in r for r in result["reasons"]), result["reasons"]
+
+
+def test_a_keep_folder_the_service_cannot_make_is_a_507_without_its_path(tmp_path):
+    from graph.reward_service import create_reward_app
+
+    blocker = tmp_path / "file"
+    blocker.write_text("not a folder")
+    res = _score(create_reward_app(object(), "full", keep_videos=blocker / "kept"), [ITEM])
+    assert res.status_code == 507 and "cannot make a folder" in res.text, res.text
+    assert str(tmp_path) not in res.text, res.text
