@@ -74,7 +74,6 @@ from graph.stores import (
     TRACE_WAIT_S,
     connect_wal,
     ensure_parent,
-    refuse_other_database,
     retry_locked,
     store_errors,
 )
@@ -250,8 +249,8 @@ def default_checkpointer(path: str | Path):
 
     with store_errors(path, "trace database", "RAA_TRACES_PATH"):
         ensure_parent(path)
-        saver = LocalSqliteSaver(connect_wal(path, timeout=TRACE_WAIT_S), serde=traces_serde())
-        refuse_other_database(saver.conn, "trace database", TRACE_TABLES)
+        saver = LocalSqliteSaver(connect_wal(path, "trace database", TRACE_TABLES, timeout=TRACE_WAIT_S),
+                                 serde=traces_serde())
         retry_locked(saver.conn, saver.setup)  # tables: another process may be creating them too
     return saver
 

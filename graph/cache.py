@@ -78,7 +78,6 @@ from graph.stores import (
     CACHE_TABLES,
     connect_wal,
     ensure_parent,
-    refuse_other_database,
     retry_locked,
     store_errors,
 )
@@ -209,8 +208,7 @@ class StageCache:
         if self.path is not None:
             with store_errors(self.path, "stage cache", "RAA_CACHE_PATH, or off"):
                 ensure_parent(self.path)
-                conn = self._conn = connect_wal(self.path, isolation_level=None)
-                refuse_other_database(conn, "stage cache", CACHE_TABLES)
+                conn = self._conn = connect_wal(self.path, "stage cache", CACHE_TABLES, isolation_level=None)
 
                 def create_table() -> None:  # another process may be creating (or dating) it too
                     conn.execute(_SCHEMA)

@@ -59,7 +59,7 @@ from typing import NamedTuple
 import typer
 from langgraph.checkpoint.sqlite import SqliteSaver
 
-from graph.cache import dated
+from graph.cache import CACHE_TABLES, dated  # the stage cache's own table and schema
 from graph.run_claims import FOREIGN_CLAIM_MAX_AGE_S, fence_vacuum, running, unfence_vacuum
 from graph.stores import TABLES_SQL, TRACE_TABLES, TRACE_WAIT_S, connect_read_only, connect_wal, store_errors
 from graph.tracing import RUN_STATUSES, UnreadableRunError, ever_finished, open_saver, read_trace, run_ids
@@ -251,7 +251,7 @@ def stage_cache_entries(path: str | Path, *, before: datetime | None = None, del
     is how many were)."""
     where, args = ("", ()) if before is None else (" WHERE created IS NULL OR created < ?", (before.timestamp(),))
     with store_errors(path, "stage cache", "RAA_CACHE_PATH, or off"):
-        conn = connect_wal(path, isolation_level=None)
+        conn = connect_wal(path, "stage cache", CACHE_TABLES, isolation_level=None)
         try:
             conn.execute("PRAGMA busy_timeout = 30000")
             try:

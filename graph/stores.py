@@ -13,7 +13,10 @@ score` and the `score-batch` workers open); a lock held longer is still the Stor
 Decision where the issues were silent: a trace database or stage cache that is not a SQLite file,
 sits under a path that is not a folder, or cannot be created is a usage error of the command (the CLI
 prints the message and exits 2), not a traceback and not an ineligible run per clip: no run could
-record its trace or reuse a stage output there, and the fix is the same for all of them.
+record its trace or reuse a stage output there, and the fix is the same for all of them. Another program's
+SQLite file (tables, none of the store's) is refused before anything is written to it (`connect_wal` checks
+before it switches the journal mode) and its connection closed: it was switched to WAL for good, with -wal /
+-shm files left beside it, before the refusal.
 """
 
 from __future__ import annotations
@@ -164,20 +167,25 @@ def _read_connection(uri: str, what: str, own: frozenset[str]) -> sqlite3.Connec
     return conn
 
 
-def connect_wal(path: str | Path, *, isolation_level: str | None = "", timeout: float = 5.0) -> sqlite3.Connection:
+def connect_wal(path: str | Path, what: str, own: frozenset[str], *, isolation_level: str | None = "",
+                timeout: float = 5.0) -> sqlite3.Connection:
     """A connection to `path` in WAL mode (":memory:" stays in memory), the switch retried while another
-    process holds the lock it needs (`retry_locked`). `isolation_level`: as `sqlite3.connect` ("" = its
-    default; None = autocommit); `timeout`: its busy timeout in seconds."""
+    process holds the lock it needs (`retry_locked`). A file holding other tables than `own` (another program's
+    database, `refuse_other_database`) is refused before the switch, its connection closed: WAL is a lasting
+    property of a file (its header), and the open connection left -wal / -shm files beside it, so another
+    program's file was changed by being refused. `isolation_level`: as `sqlite3.connect` ("" = its default;
+    None = autocommit); `timeout`: its busy timeout in seconds."""
     conn = sqlite3.connect(str(path), check_same_thread=False, isolation_level=isolation_level, timeout=timeout)
 
     def wal() -> None:
+        refuse_other_database(conn, what, own)  # before anything is written to the file
         if str(path) != ":memory:":  # WAL: a commit appends to the log instead of an fsync per write
             conn.execute("PRAGMA journal_mode=WAL")
             conn.execute("PRAGMA synchronous=NORMAL")
 
     try:
         retry_locked(conn, wal)
-    except sqlite3.Error:
+    except BaseException:
         conn.close()
         raise
     return conn

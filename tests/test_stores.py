@@ -149,9 +149,9 @@ def test_many_openers_of_one_new_database_all_get_it(tmp_path):
 def test_retry_locked_retries_only_a_lock_and_only_for_a_while(tmp_path):
     import sqlite3
 
-    from graph.stores import connect_wal, retry_locked
+    from graph.stores import CACHE_TABLES, connect_wal, retry_locked
 
-    conn = connect_wal(tmp_path / "x.sqlite")
+    conn = connect_wal(tmp_path / "x.sqlite", "stage cache", CACHE_TABLES)
     assert conn.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
     calls = []
 
@@ -305,3 +305,39 @@ def test_trace_savers_wait_for_another_process_setting_up_the_same_new_file(tmp_
     finally:
         done.set()
         finisher.join()
+
+
+@pytest.mark.parametrize("journal", ["delete", "wal"])
+def test_a_foreign_file_is_refused_and_left_as_it_was(tmp_path, journal):
+    """Another program's SQLite file given as a store was switched to WAL before it was refused: its journal mode
+    changed for good (the header says WAL), and -wal / -shm files were left beside it (the refusing connection
+    was not closed)."""
+    import os
+    import sqlite3
+
+    from graph.retention import stage_cache_entries
+
+    folder = tmp_path / "theirs"
+    folder.mkdir()
+    foreign = folder / "app.sqlite"
+    conn = sqlite3.connect(foreign)
+    conn.execute(f"PRAGMA journal_mode={journal}")
+    conn.execute("CREATE TABLE accounts (id INTEGER PRIMARY KEY, name TEXT)")
+    conn.execute("INSERT INTO accounts (name) VALUES ('a')")
+    conn.commit()
+    conn.close()
+    before = foreign.read_bytes()
+    assert sorted(os.listdir(folder)) == ["app.sqlite"]
+
+    async def enter() -> None:
+        async with open_async_saver(foreign):
+            pass
+
+    openers = {"stage cache": StageCache, "checkpointer": default_checkpointer, "saver": open_saver,
+               "async saver": lambda path: asyncio.run(enter()),
+               "cache entries": lambda path: stage_cache_entries(path, delete=True)}
+    for name, opener in openers.items():
+        with pytest.raises(StoreError, match="holds other tables"):
+            opener(foreign)
+        assert sorted(os.listdir(folder)) == ["app.sqlite"], name
+        assert foreign.read_bytes() == before, name  # the header's journal mode included
