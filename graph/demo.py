@@ -1,6 +1,7 @@
 """`raa demo`: the project's main job on sample clips it generates.
 
-1. Render the labelled `small` clip suite (MuJoCo, one short clip per pattern) to `OUT/clips`.
+1. Render the labelled `small` clip suite (MuJoCo, one short clip per pattern) to `OUT/clips`, listed
+   in `OUT/manifest.jsonl` (the layout of `raa make-clips --out OUT`).
 2. Run the model-free evidence on every clip: the quality pre-check and LK motion tracks
    (a track-overlay strip per clip is written next to the clips).
 3. When the backbone endpoint is configured (`RAA_BASE_URL`, `RAA_MODEL`, `RAA_API_KEY`), score every
@@ -13,6 +14,8 @@ Decisions where the issue was silent: the model-free part uses the LK tracker (n
 that does not parse (`RAA_*`, backbone or tools) stops the demo before anything is rendered, with one
 error line and exit status 2, as every other command does; clips that cannot be rendered (no GL
 context: `MUJOCO_GL`) stop it with one error line and exit status 1, as `raa make-clips`.
+The clips were rendered into `OUT/clips/clips/` (the suite's own `clips/` inside the demo's) before; a
+folder of that layout is not read and the clips are rendered again in the new one.
 Clips already in `OUT/clips` are a cache of one suite: they are re-used only when its manifest lists
 every clip asked for (`--limit`, else the whole `small` suite) as that suite renders it (name, clip
 seed, frame count and size: `--seed` changes them) and the clip files are there. A manifest that lacks
@@ -207,8 +210,8 @@ def demo_command(
     except (SettingsError, ValueError) as exc:  # pydantic's ValidationError is a ValueError
         typer.echo(f"error: {exc}", err=True)
         raise typer.Exit(2) from exc
-    clips_dir = out / "clips"
-    manifest = clips_dir / "manifest.jsonl"
+    clips_dir = out / "clips"  # the suite's layout: OUT/manifest.jsonl lists OUT/clips/*.mp4
+    manifest = out / "manifest.jsonl"
     suite = suite_specs("small", seed)
     wanted = suite[:limit]
     cached, broken = _cached_rows(manifest, load_manifest)
@@ -223,7 +226,7 @@ def demo_command(
             manifest.unlink()
         console.print(f"Rendering the labelled sample clips into {escape(str(clips_dir))} ...")
         try:
-            make_clips(clips_dir, seed=seed, preset="small", progress=True, limit=limit)
+            make_clips(out, seed=seed, preset="small", progress=True, limit=limit)
         except (ClipSuiteError, RenderError) as exc:  # no GL context, or clips that failed: as `raa make-clips`
             typer.echo(f"error: {exc}", err=True)
             raise typer.Exit(1) from None

@@ -20,7 +20,9 @@ def test_demo_without_endpoint_explains_how_to_connect(tmp_path) -> None:
     assert "RAA_BASE_URL" in res.output and "vllm serve" in res.output
     assert "No reward was computed" in res.output
     assert "Reward agent" not in res.output and "raa trace run-" not in res.output
-    assert (tmp_path / "clips" / "manifest.jsonl").is_file()
+    assert (tmp_path / "manifest.jsonl").is_file()
+    # the layout of `raa make-clips --out`: the clips were in OUT/clips/clips/ (a suite inside OUT/clips)
+    assert len(list((tmp_path / "clips").glob("*.mp4"))) == 2 and not (tmp_path / "clips" / "clips").exists()
     assert len(list((tmp_path / "overlays").glob("*.png"))) == 2
 
 
@@ -50,7 +52,7 @@ def test_demo_with_endpoint_scores_and_writes_reports(tmp_path, monkeypatch, col
     for run_id in (p.stem for p in reports):  # whole in the table, even at 80 columns, to copy into raa trace
         assert any(re.search(rf"\b{run_id}\b", line) for line in table_lines), res.output
     assert "raa trace RUN_ID" in res.output
-    names = [json.loads(line)["name"] for line in (tmp_path / "clips" / "manifest.jsonl").read_text().splitlines()]
+    names = [json.loads(line)["name"] for line in (tmp_path / "manifest.jsonl").read_text().splitlines()]
     if columns == "80":  # the clip's number and pattern, on one line
         assert any(re.search(r"^\s*000 success\s", line) for line in table_lines), res.output
     else:
@@ -104,8 +106,7 @@ def test_demo_that_cannot_render_is_one_error_line(tmp_path, monkeypatch) -> Non
 def test_demo_renders_again_when_the_manifest_lacks_clips(tmp_path) -> None:
     # a render whose clips all failed leaves an empty manifest (make_clips writes the ones that rendered):
     # the next demo "re-used" it and ended in an IndexError; a partial one was re-used with clips missing
-    (tmp_path / "clips").mkdir()
-    (tmp_path / "clips" / "manifest.jsonl").write_text("")
+    (tmp_path / "manifest.jsonl").write_text("")
     res = runner.invoke(app, ["demo", "--out", str(tmp_path), "--limit", "1"], env={"COLUMNS": "200"})
     assert res.exit_code == 0, (res.output, res.exception)
     assert "Re-using" not in res.output and "1 clips, manifest" in res.output
@@ -130,15 +131,15 @@ def test_demo_does_not_reuse_clips_of_another_seed(tmp_path) -> None:
         return res.output
 
     run(0)
-    assert [r["seed"] for r in load_manifest(tmp_path / "clips")] == [suite_specs("small", 0)[0].seed]
+    assert [r["seed"] for r in load_manifest(tmp_path)] == [suite_specs("small", 0)[0].seed]
     out = run(1)
     assert "Re-using" not in out and "rendered with other settings" in out
-    assert [r["seed"] for r in load_manifest(tmp_path / "clips")] == [suite_specs("small", 1)[0].seed]
+    assert [r["seed"] for r in load_manifest(tmp_path)] == [suite_specs("small", 1)[0].seed]
     assert "Re-using" in run(1)  # the same suite again: its clips are kept
-    (tmp_path / load_manifest(tmp_path / "clips")[0]["path"]).unlink()  # a listed clip that is gone
+    (tmp_path / load_manifest(tmp_path)[0]["path"]).unlink()  # a listed clip that is gone
     out = run(1)
     assert "Re-using" not in out and "1 clips, manifest" in out and "undecodable" not in out
-    (tmp_path / "clips" / "manifest.jsonl").write_text("not json\n")  # a broken cache: replaced, not an error
+    (tmp_path / "manifest.jsonl").write_text("not json\n")  # a broken cache: replaced, not an error
     out = run(1)
     assert "unreadable manifest" in out and "1 clips, manifest" in out
 
@@ -168,5 +169,5 @@ def test_demo_prints_an_out_folder_with_brackets_as_written(tmp_path) -> None:
     res = runner.invoke(app, ["demo", "--out", str(out), "--limit", "1"], env={"COLUMNS": "400"})
     assert res.exit_code == 0, res.output
     assert f"Rendering the labelled sample clips into {out / 'clips'}" in res.output
-    assert f"manifest {out / 'clips' / 'manifest.jsonl'}" in res.output
+    assert f"manifest {out / 'manifest.jsonl'}" in res.output
     assert f"Track overlays: {out / 'overlays'}/" in res.output
