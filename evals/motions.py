@@ -31,6 +31,8 @@ GRASP_DZ = 0.008             # TCP above the object centre when grasping
 CLOSED = HALF + FINGER_HALF[0]  # finger offset when closed on an object
 PUSH_CLOSED = 0.012
 PUSH_Z = 0.035
+PUSH_BACK = 0.09
+"""Where a push sets down behind the object's centre, at most (the push corridor of `evals.scenes` starts there)."""
 SETTLE_FRAMES = 3
 PLACE_RELEASE = BOX_HALF - BOX_WALL - FINGER_HALF[0] - 0.004
 """Finger offset when place opens inside the box: 4 mm short of the walls' inner faces (OPEN_GAP is the walls'
@@ -83,8 +85,10 @@ def task_script(task: str, start: np.ndarray, goal: np.ndarray, home: np.ndarray
                 push_z: float = PUSH_Z) -> Script:
     """Successful execution of ``task`` moving an object from ``start`` to ``goal`` (object centres).
 
-    ``grasp_dz``/``closed``/``standoff``/``push_z`` let variants sink the gripper into the object or
-    the table (interpenetration) without rewriting the script.
+    ``standoff`` is where a push's tool centre meets the object, behind its centre (`evals.contact.push_standoff`
+    for the object's shape, yaw and the push direction; the default suits only a cylinder or a cube pushed
+    square-on). ``grasp_dz``/``closed``/``standoff``/``push_z`` also let variants sink the gripper into the
+    object or the table (interpenetration) without rewriting the script.
     """
     ox, oy, oz = start
     gx, gy, gz = goal
@@ -108,7 +112,7 @@ def task_script(task: str, start: np.ndarray, goal: np.ndarray, home: np.ndarray
         d = np.array([gx - ox, gy - oy, 0.0])
         d = d / (np.linalg.norm(d) or 1.0)
         s = HALF + 0.014 if standoff is None else standoff
-        back = start - d * (s + 0.05)
+        back = start - d * min(s + 0.05, PUSH_BACK)
         contact, end = start - d * s, goal - d * s
         keys = (Key(0.0, hm, OPEN_GAP), Key(0.20, _t(back[0], back[1], HOVER_Z), PUSH_CLOSED),
                 Key(0.34, _t(back[0], back[1], push_z), PUSH_CLOSED),

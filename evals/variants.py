@@ -33,9 +33,11 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
+from evals.contact import CONTACT_GAP, push_standoff
 from evals.motions import (
     CARRY_Z,
     HOVER_Z,
+    PUSH_CLOSED,
     Key,
     Script,
     goal_position,
@@ -132,9 +134,20 @@ def _miss_offset(layout: Layout, start: np.ndarray, rng: np.random.Generator,
     return best
 
 
-def _failed_attempt(task: str, variant: str, layout: Layout, start: np.ndarray, goal: np.ndarray,
+def _script(task: str, layout: Layout, moved: int, goal: np.ndarray, home: np.ndarray) -> Script:
+    """The successful script for object ``moved``; a push touches it (its shape, yaw and the push direction)."""
+    obj = layout.objects[moved]
+    start = np.array(obj.pos, dtype=float)
+    if task != "push":
+        return task_script(task, start, goal, home)
+    return task_script(task, start, goal, home,
+                       standoff=push_standoff(obj.shape, obj.yaw, goal - start, PUSH_CLOSED))
+
+
+def _failed_attempt(task: str, variant: str, layout: Layout, moved: int, goal: np.ndarray,
                     home: np.ndarray, rng: np.random.Generator) -> Script:
     """Scripts for approach_no_contact / ineffective_contact (and the failures behind occlusion etc.)."""
+    start = np.array(layout.objects[moved].pos, dtype=float)
     if variant == "miss":
         push_dir = (goal - start) if task == "push" else None
         off = _miss_offset(layout, start, rng, push_dir)
@@ -146,12 +159,12 @@ def _failed_attempt(task: str, variant: str, layout: Layout, start: np.ndarray, 
                 Key(0.5, (hx, hy, start[2] + 0.075), OPEN_GAP), Key(0.72, (hx, hy, start[2] + 0.075), OPEN_GAP),
                 Key(1.0, tuple(home), OPEN_GAP))
         return Script(keys, None, contact_u=0.5, done_u=1.0, rest_z=HALF)
-    base = task_script(task, start, goal, home)
-    if task == "push":  # stall against an object that does not move, then back off
+    base = _script(task, layout, moved, goal, home)
+    if task == "push":  # stall against (touching) an object that does not move, then back off
         c = base.keys[3]
         d = np.array(base.keys[4].pos) - np.array(c.pos)
         d = d / (np.linalg.norm(d) or 1.0)
-        stall = tuple(np.array(c.pos) + d * 0.003)
+        stall = tuple(np.array(c.pos) + d * CONTACT_GAP)
         off = tuple(np.array(c.pos) - d * 0.03 + np.array([0, 0, 0.08]))
         keys = (*base.keys[:4], Key(0.8, stall, c.opening), Key(1.0, off, c.opening))
         return replace(base, keys=keys, attach=None)
@@ -180,7 +193,7 @@ def plan_clip(task: str, pattern: str, variant: str, layout: Layout, frames: int
     blur = np.zeros(T, dtype=bool)
     text = np.zeros(T, dtype=bool)
     uniform_rgb = None
-    script = task_script(task, starts[moved], goal, home)
+    script = _script(task, layout, moved, goal, home)
     obj_path: np.ndarray | None = None     # explicit object track overriding the script's
     grip_offset = np.zeros(3)
 
@@ -195,9 +208,9 @@ def plan_clip(task: str, pattern: str, variant: str, layout: Layout, frames: int
             occ_active = _window(us, mid - 0.08, mid + 0.06)
             occ_focus = (starts[moved] + goal) / 2
     elif pattern == "approach_no_contact" or pattern == "ineffective_contact":
-        script = _failed_attempt(task, variant, layout, starts[moved], goal, home, rng)
+        script = _failed_attempt(task, variant, layout, moved, goal, home, rng)
     elif pattern in ("occlusion", "blur", "text_overlay"):
-        script = _failed_attempt(task, variant, layout, starts[moved], goal, home, rng)
+        script = _failed_attempt(task, variant, layout, moved, goal, home, rng)
         window = _window(us, script.contact_u - 0.1, script.contact_u + 0.2)
         if pattern == "occlusion":
             occ_active = window

@@ -390,3 +390,36 @@ def test_cli_small_preset_end_to_end(tmp_path):
     rows = load_manifest(tmp_path)
     assert {r["pattern"] for r in rows} == set(PATTERN_LABELS)
     assert all(os.path.getsize(r["path"]) > 0 for r in rows)
+
+
+def _finger_depth_in_object(obj, centre, finger) -> float:
+    """Deepest point (m) of a finger box's footprint inside an object's footprint (0 when apart): points on a grid."""
+    gx, gy = np.meshgrid(np.linspace(-1, 1, 9) * FINGER_HALF[0], np.linspace(-1, 1, 9) * FINGER_HALF[1])
+    rel = np.stack([gx.ravel() + finger[0] - centre[0], gy.ravel() + finger[1] - centre[1]], axis=1)
+    if obj.shape == "cylinder":
+        return float((HALF - np.linalg.norm(rel, axis=1)).max().clip(0.0))
+    c, s = np.cos(obj.yaw), np.sin(obj.yaw)
+    local = rel @ np.array([[c, -s], [s, c]])  # world offsets into the object's own axes
+    return float((HALF - np.abs(local)).min(axis=1).max().clip(0.0))
+
+
+def test_pushing_fingers_touch_the_object_without_sinking_into_it():
+    """The push set the tool centre HALF + 14 mm behind the object's centre whatever the push direction and the
+    cube's yaw; the closed fingers reach up to 22 mm from it along x, so in clips labelled ordinary they sank up
+    to 14 mm into the pushed object (nothing collides)."""
+    for spec in suite_specs("paper", 0):
+        if spec.task != "push" or spec.label not in ("ordinary", "progress"):
+            continue
+        layout, plan = _plan(spec)
+        moved = 1 if spec.pattern == "wrong_object" else 0
+        st, obj = plan.states, layout.objects[moved]
+        deepest, nearest = 0.0, 1.0
+        for t in range(len(st.gripper)):
+            for side in (-1, 1):
+                finger = st.gripper[t] + side * np.array([st.opening[t], 0.0, 0.0])
+                if finger[2] - FINGER_HALF[2] >= 2 * HALF:  # above the object
+                    continue
+                deepest = max(deepest, _finger_depth_in_object(obj, st.objects[t, moved], finger))
+                nearest = min(nearest, float(np.linalg.norm((finger - st.objects[t, moved])[:2])))
+        assert deepest < 5e-4, (spec.name, deepest)
+        assert nearest < HALF * np.sqrt(2) + 0.02, (spec.name, nearest)  # but it does reach the object

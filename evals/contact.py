@@ -1,0 +1,75 @@
+"""Footprint geometry for scripted contact: how far behind an object the closed fingers stop when pushing.
+
+Nothing collides in the scenes (``contype=0``), so a scripted push must put the fingers against the object
+by construction. The fingers are two boxes along world x (the gripper never turns) and the object a cube of
+any yaw or a cylinder, so the distance at which they touch depends on the push direction and the yaw: a
+fixed standoff sank the fingers up to 14 mm into the pushed object.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from evals.scenes import FINGER_HALF, HALF
+
+CONTACT_GAP = 0.001
+"""Clearance left between the fingers and a pushed object (m): touching at a frame's resolution."""
+
+
+def _corners(centre: np.ndarray, half: tuple[float, float], yaw: float) -> np.ndarray:
+    c, s = math.cos(yaw), math.sin(yaw)
+    local = np.array([[-1, -1], [1, -1], [1, 1], [-1, 1]], dtype=float) * np.asarray(half, dtype=float)
+    return np.asarray(centre, dtype=float)[:2] + local @ np.array([[c, s], [-s, c]])
+
+
+def _boxes_overlap(a: np.ndarray, b: np.ndarray) -> bool:
+    """Separating-axis test of two convex quadrilaterals (corners [4,2])."""
+    for poly in (a, b):
+        for i in range(4):
+            edge = poly[(i + 1) % 4] - poly[i]
+            axis = np.array([-edge[1], edge[0]])
+            pa, pb = a @ axis, b @ axis
+            if pa.max() <= pb.min() or pb.max() <= pa.min():
+                return False
+    return True
+
+
+def _circle_box_overlap(centre: np.ndarray, radius: float, box_centre: np.ndarray, half: tuple[float, float]
+                        ) -> bool:
+    """Circle against an axis-aligned box."""
+    rel = np.asarray(centre, dtype=float)[:2] - np.asarray(box_centre, dtype=float)[:2]
+    nearest = np.clip(rel, -np.asarray(half), np.asarray(half))
+    return float(np.linalg.norm(rel - nearest)) < radius
+
+
+def fingers_overlap(shape: str, yaw: float, offset: np.ndarray, opening: float, gap: float = 0.0) -> bool:
+    """True when a finger footprint (grown by ``gap``) overlaps the object's, the tool centre being ``offset``
+    (xy) from the object's centre and the fingers ``opening`` from the tool centre along x."""
+    half = (FINGER_HALF[0] + gap, FINGER_HALF[1] + gap)
+    for side in (-1.0, 1.0):
+        finger = np.asarray(offset, dtype=float)[:2] + np.array([side * opening, 0.0])
+        if shape == "cylinder":
+            hit = _circle_box_overlap(np.zeros(2), HALF, finger, half)
+        else:
+            hit = _boxes_overlap(_corners(np.zeros(2), (HALF, HALF), yaw), _corners(finger, half, 0.0))
+        if hit:
+            return True
+    return False
+
+
+def push_standoff(shape: str, yaw: float, direction: np.ndarray, opening: float, gap: float = CONTACT_GAP) -> float:
+    """Least distance behind the object's centre (along ``direction``, xy) at which the fingers, ``opening``
+    apart from the tool centre, clear the object by ``gap``: where a push touches it. Bisection (overlap along
+    the line is one interval around the centre: each finger overlaps the object there)."""
+    d = np.asarray(direction, dtype=float)[:2]
+    d = d / (float(np.linalg.norm(d)) or 1.0)
+    lo, hi = 0.0, 2 * (HALF * math.sqrt(2) + math.hypot(opening + FINGER_HALF[0], FINGER_HALF[1]) + gap)
+    for _ in range(40):
+        mid = (lo + hi) / 2
+        if fingers_overlap(shape, yaw, -d * mid, opening, gap):
+            lo = mid
+        else:
+            hi = mid
+    return hi
