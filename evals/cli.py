@@ -30,10 +30,10 @@ def make_clips_command(
     if preset not in PRESETS:
         raise typer.BadParameter(f"unknown preset {preset!r}; choose one of: {', '.join(PRESETS)}",
                                  param_hint="--preset")
-    from evals.scenes import MAX_SIDE
+    from evals.clipsuite import suite_size_problem
 
-    if size is not None and not 16 <= size <= MAX_SIDE:
-        raise typer.BadParameter(f"size must be between 16 and {MAX_SIDE} pixels, got {size}", param_hint="--size")
+    if size is not None and (problem := suite_size_problem(size)):
+        raise typer.BadParameter(problem, param_hint="--size")
     os.environ.setdefault("MUJOCO_GL", "egl")
     from evals.clipsuite import ClipSuiteError, load_manifest, make_clips
     from evals.scenes import RenderError

@@ -32,7 +32,8 @@ Decisions where the issue was silent: manifest rows also carry ``name``, ``varia
 ``height``; a clip that fails to render is reported and skipped, the others still render, the manifest
 lists only the clips written and ``make_clips`` then raises :class:`ClipSuiteError` naming the failures
 (a renderer that cannot start at all aborts at once, and a frame size outside 16 to
-``evals.scenes.MAX_SIDE`` pixels is refused before anything is written). Rendering part of a
+``evals.scenes.MAX_SIDE`` pixels, or an odd one, which H.264 4:2:0 would pad, is refused before anything
+is written). Rendering part of a
 suite (``names`` or ``limit``) into a folder whose manifest lists other clips of the same suite (seed,
 preset and size) adds to that manifest (suite order; a clip rendered again replaces its row, and keeps its
 previous clip and row if it fails); a manifest listing clips of another suite is refused before anything is written, since the
@@ -184,6 +185,17 @@ def _size_problem(width: int, height: int) -> str | None:
     return None
 
 
+def suite_size_problem(side: int) -> str | None:
+    """Why a suite cannot be written at ``side`` x ``side`` (None: it can): a renderable size that H.264 4:2:0
+    stores as it is. An odd side was padded to even by `tools.video.write_video`, so the clips were a pixel
+    wider and taller than the manifest's ``width`` / ``height`` said."""
+    if problem := _size_problem(side, side):
+        return problem
+    if side % 2:
+        return f"frame size must be even (H.264 4:2:0 pads an odd size), got {side}"
+    return None
+
+
 def _select(specs: list[ClipSpec], names: Iterable[str] | None, limit: int | None) -> list[ClipSpec]:
     if names is not None:
         wanted = list(names)
@@ -211,7 +223,7 @@ def make_clips(out_dir: str | Path, *, seed: int = 0, preset: Preset = "small", 
     suite = suite_specs(preset, seed)
     specs = _select(suite, names, limit)
     side = PRESET_SIZE[preset] if size is None else int(size)
-    if problem := _size_problem(side, side):  # before anything is written: no clip could render
+    if problem := suite_size_problem(side):  # before anything is written: no clip could render or be listed
         raise ClipSuiteError(problem)
     out = Path(out_dir)
     kept, previous = _kept_rows(out / MANIFEST_NAME, suite, specs, side)  # before anything is written: may refuse

@@ -56,3 +56,17 @@ def test_a_clip_that_fails_to_render_again_keeps_its_file_and_row(tmp_path, monk
     assert clip.read_bytes() == before
     assert (suite / "manifest.jsonl").read_text() == rows
     assert sorted(p.name for p in (suite / "clips").iterdir()) == sorted(f"{n}.mp4" for n in (static, uniform))
+
+
+def test_an_odd_frame_size_is_refused_not_listed_under_a_size_its_clips_do_not_have(tmp_path):
+    """H.264 4:2:0 pads an odd side to even: `size=33` wrote 34x34 clips that the manifest listed as 33x33."""
+    from typer.testing import CliRunner
+
+    from graph.cli import app
+
+    uniform = next(s.name for s in suite_specs("small", 0) if s.pattern == "uniform")
+    with pytest.raises(ClipSuiteError, match="even"):
+        make_clips(tmp_path / "suite", names=[uniform], size=33, progress=False)
+    assert not (tmp_path / "suite").exists()
+    result = CliRunner().invoke(app, ["make-clips", "--out", str(tmp_path / "cli"), "--size", "33", "--limit", "1"])
+    assert result.exit_code == 2 and "even" in result.output, result.output
