@@ -37,7 +37,9 @@ is written). Rendering part of a
 suite (``names`` or ``limit``) into a folder whose manifest lists other clips of the same suite (seed,
 preset and size) adds to that manifest (suite order; a clip rendered again replaces its row, and keeps its
 previous clip and row if it fails); a manifest listing clips of another suite is refused before anything is written, since the
-rows of two suites would mix. Rendering the whole preset writes a fresh manifest. ``load_manifest``
+rows of two suites would mix. Rendering the whole preset writes a fresh manifest; before its first clip,
+rows listing a file it replaces with another clip (another seed or size) are dropped, so a render stopped
+part-way never leaves a row describing a clip it replaced. ``load_manifest``
 requires ``path``, ``instruction`` and ``label`` and type-checks the optional fields; it does not require
 the clips to exist (a missing clip is the scorer's per-item problem, not the manifest's).
 Each clip is written to a temporary file beside it and renamed over it: a render or write that fails (a
@@ -232,6 +234,7 @@ def make_clips(out_dir: str | Path, *, seed: int = 0, preset: Preset = "small", 
     except OSError as exc:  # a file at --out, a place that cannot be written: it was a traceback
         raise ClipSuiteError(f"cannot write the clip suite to {out}: {exc.strerror or exc} (--out must be a "
                              "folder)") from exc
+    _drop_replaced_rows(out, specs, side)
     rows, failed = [], []
     columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn())
     with Progress(*columns, disable=not progress) as bar:
@@ -276,6 +279,39 @@ def write_clip(path: Path, frames: np.ndarray, fps: float) -> None:
         tmp.unlink(missing_ok=True)
 
 
+def _row_matches(row: dict, spec: ClipSpec, side: int) -> bool:
+    """True when ``row`` describes the clip ``spec`` renders at ``side`` pixels (its file, seed, frames and size)."""
+    return (row.get("name") == spec.name and row.get("path") == f"clips/{spec.name}.mp4" and row.get("seed") == spec.seed
+            and row.get("frames") == spec.frames and row.get("width") == side and row.get("height") == side)
+
+
+def _listed_file(out: Path, row: object) -> Path | None:
+    path = row.get("path") if isinstance(row, dict) else None
+    try:
+        return (out / path).resolve() if isinstance(path, str) else None
+    except (OSError, ValueError):  # a path the system cannot take names no clip this render writes
+        return None
+
+
+def _drop_replaced_rows(out: Path, specs: list[ClipSpec], side: int) -> None:
+    """Before any clip is written: drop the rows of ``out``'s manifest that list a file this render replaces with
+    another clip (another seed, preset or size). The manifest is rewritten only at the end, so a render stopped
+    part-way (a kill, Ctrl-C, a renderer that fails) left them describing the new clips. An unreadable manifest
+    is left alone (it is refused when read and replaced at the end)."""
+    manifest = out / MANIFEST_NAME
+    if not manifest.is_file():
+        return
+    try:
+        rows = [row for _, row in json_lines(manifest, ManifestError)]
+    except ManifestError:
+        return
+    targets = {(out / f"clips/{spec.name}.mp4").resolve(): spec for spec in specs}
+    keep = [row for row in rows if (spec := targets.get(_listed_file(out, row))) is None  # type: ignore[arg-type]
+            or _row_matches(row, spec, side)]
+    if len(keep) < len(rows):
+        write_text_atomic(manifest, "".join(json.dumps(r) + "\n" for r in keep))
+
+
 def _kept_rows(manifest: Path, suite: list[ClipSpec], specs: list[ClipSpec],
                side: int) -> tuple[list[dict], dict[str, dict]]:
     """Rows of the manifest already at ``manifest`` that a render of ``specs`` (part of ``suite``) keeps: those
@@ -293,8 +329,7 @@ def _kept_rows(manifest: Path, suite: list[ClipSpec], specs: list[ClipSpec],
         raise ClipSuiteError(f"cannot add clips to {manifest}: {exc}") from exc
     for where, row in lines:
         spec = by_name.get(row.get("name")) if isinstance(row, dict) else None
-        if spec is None or row.get("path") != f"clips/{spec.name}.mp4" or row.get("seed") != spec.seed or \
-                row.get("frames") != spec.frames or row.get("width") != side or row.get("height") != side:
+        if spec is None or not _row_matches(row, spec, side):
             foreign.append(where)
         elif spec.name not in again:
             kept.append(row)

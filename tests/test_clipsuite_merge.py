@@ -70,3 +70,43 @@ def test_an_odd_frame_size_is_refused_not_listed_under_a_size_its_clips_do_not_h
     assert not (tmp_path / "suite").exists()
     result = CliRunner().invoke(app, ["make-clips", "--out", str(tmp_path / "cli"), "--size", "33", "--limit", "1"])
     assert result.exit_code == 2 and "even" in result.output, result.output
+
+
+def test_an_interrupted_render_never_leaves_rows_describing_clips_it_replaced(tmp_path, monkeypatch):
+    """Rendering a whole suite of another seed into a folder rewrote the manifest only at the end: stopped part-way
+    (Ctrl-C, a kill), the old manifest listed clips already replaced by the new seed's (another scene, another
+    instruction) under the old rows. Rows describing a clip about to be replaced are now dropped first."""
+    import numpy as np
+
+    import evals.clipsuite as cs
+
+    def fake_render(spec, *, width, height):  # no MuJoCo: the manifest bookkeeping is what is tested
+        return np.full((2, height, width, 3), spec.seed % 256, dtype=np.uint8)
+
+    written: dict[str, int] = {}
+    real_write, calls = cs.write_clip, []
+
+    def write(path, frames, fps):
+        calls.append(path)
+        if len(calls) in (21, 24):  # the third clip of the second render, and of the third
+            raise KeyboardInterrupt
+        real_write(path, frames, fps)
+        written[path.name] = int(frames[0, 0, 0, 0])
+
+    def consistent() -> list[dict]:
+        rows = load_manifest(suite)
+        for row in rows:
+            assert written[os.path.basename(row["path"])] == row["seed"] % 256, row["name"]
+        return rows
+
+    monkeypatch.setattr(cs, "render_clip", fake_render)
+    monkeypatch.setattr(cs, "write_clip", write)
+    suite = tmp_path / "suite"
+    make_clips(suite, seed=0, size=16, progress=False)
+    assert len(consistent()) == 18
+    with pytest.raises(KeyboardInterrupt):  # the same suite again: the rows still describe the clips
+        make_clips(suite, seed=0, size=16, progress=False)
+    assert len(consistent()) == 18
+    with pytest.raises(KeyboardInterrupt):  # another seed replaces every clip: no row of the old one is left
+        make_clips(suite, seed=1, size=16, progress=False)
+    assert consistent() == []
