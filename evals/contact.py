@@ -1,9 +1,11 @@
-"""Footprint geometry for scripted contact: how far behind an object the closed fingers stop when pushing.
+"""Footprint geometry for scripted contact: how far behind an object the fingers stop when pushing, and where they
+stop when closing on it.
 
 Nothing collides in the scenes (``contype=0``), so a scripted push must put the fingers against the object
 by construction. The fingers are two boxes along world x (the gripper never turns) and the object a cube of
 any yaw or a cylinder, so the distance at which they touch depends on the push direction and the yaw: a
-fixed standoff sank the fingers up to 14 mm into the pushed object.
+fixed standoff sank the fingers up to 14 mm into the pushed object, and a fixed closing offset up to 5 mm into
+the corners of a turned cube.
 """
 
 from __future__ import annotations
@@ -69,6 +71,20 @@ def push_standoff(shape: str, yaw: float, direction: np.ndarray, opening: float,
     for _ in range(40):
         mid = (lo + hi) / 2
         if fingers_overlap(shape, yaw, -d * mid, opening, gap):
+            lo = mid
+        else:
+            hi = mid
+    return hi
+
+
+def grasp_closed(shape: str, yaw: float) -> float:
+    """Finger offset from the tool centre when the fingers close on an object centred between them: they touch it
+    (``HALF + FINGER_HALF[0]`` for a cylinder or a square-on cube; more for a turned cube, whose corners reach
+    further along x within the fingers' width)."""
+    lo, hi = 0.0, HALF * math.sqrt(2) + FINGER_HALF[0] + 0.001
+    for _ in range(40):
+        mid = (lo + hi) / 2
+        if fingers_overlap(shape, yaw, np.zeros(2), mid):
             lo = mid
         else:
             hi = mid

@@ -33,7 +33,7 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
-from evals.contact import CONTACT_GAP, push_standoff
+from evals.contact import CONTACT_GAP, grasp_closed, push_standoff
 from evals.motions import (
     CARRY_Z,
     HOVER_Z,
@@ -135,11 +135,12 @@ def _miss_offset(layout: Layout, start: np.ndarray, rng: np.random.Generator,
 
 
 def _script(task: str, layout: Layout, moved: int, goal: np.ndarray, home: np.ndarray) -> Script:
-    """The successful script for object ``moved``; a push touches it (its shape, yaw and the push direction)."""
+    """The successful script for object ``moved``: a push touches it (its shape, yaw and the push direction), a
+    grasp closes the fingers onto it (a turned cube keeps them further apart)."""
     obj = layout.objects[moved]
     start = np.array(obj.pos, dtype=float)
     if task != "push":
-        return task_script(task, start, goal, home)
+        return task_script(task, start, goal, home, closed=grasp_closed(obj.shape, obj.yaw))
     return task_script(task, start, goal, home,
                        standoff=push_standoff(obj.shape, obj.yaw, goal - start, PUSH_CLOSED))
 
