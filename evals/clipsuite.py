@@ -165,8 +165,8 @@ def render_clip(spec: ClipSpec, *, width: int = 256, height: int = 256) -> np.nd
         raise ValueError(f"clip {spec.name!r}: unknown pattern {spec.pattern!r}")
     if spec.variant not in VARIANTS.get(spec.pattern, ("",)):
         raise ValueError(f"clip {spec.name!r}: pattern {spec.pattern!r} has no variant {spec.variant!r}")
-    if spec.frames < 1:
-        raise ValueError(f"clip {spec.name!r}: need frames >= 1, got {spec.frames}")
+    if not _whole(spec.frames) or spec.frames < 1:
+        raise ValueError(f"clip {spec.name!r}: need frames a whole number >= 1, got {spec.frames!r}")
     if problem := _size_problem(width, height):
         raise ValueError(f"clip {spec.name!r}: {problem}")
     layout = clip_layout(spec.task, spec.seed)
@@ -179,9 +179,15 @@ def render_clip(spec: ClipSpec, *, width: int = 256, height: int = 256) -> np.nd
     return apply_effects(frames, plan.effects)
 
 
+def _whole(value: object) -> bool:
+    return isinstance(value, (int, np.integer)) and not isinstance(value, bool)
+
+
 def _size_problem(width: int, height: int) -> str | None:
     """Why frames of width x height cannot be rendered (None: they can). Past MAX_SIDE MuJoCo refused the
     renderer, which read as a missing headless GL context (RenderError: set MUJOCO_GL=egl)."""
+    if not (_whole(width) and _whole(height)):  # MuJoCo refuses a float size: read as a missing GL context
+        return f"frame size must be a whole number of pixels, got {width!r}x{height!r}"
     if not (16 <= width <= MAX_SIDE and 16 <= height <= MAX_SIDE):
         return f"frame size must be 16 to {MAX_SIDE} pixels a side, got {width}x{height}"
     return None
@@ -224,9 +230,10 @@ def make_clips(out_dir: str | Path, *, seed: int = 0, preset: Preset = "small", 
 
     suite = suite_specs(preset, seed)
     specs = _select(suite, names, limit)
-    side = PRESET_SIZE[preset] if size is None else int(size)
+    side = PRESET_SIZE[preset] if size is None else size
     if problem := suite_size_problem(side):  # before anything is written: no clip could render or be listed
         raise ClipSuiteError(problem)
+    side = int(side)  # a numpy integer is no JSON number
     out = Path(out_dir)
     kept, previous = _kept_rows(out / MANIFEST_NAME, suite, specs, side)  # before anything is written: may refuse
     try:

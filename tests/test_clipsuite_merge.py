@@ -110,3 +110,23 @@ def test_an_interrupted_render_never_leaves_rows_describing_clips_it_replaced(tm
     with pytest.raises(KeyboardInterrupt):  # another seed replaces every clip: no row of the old one is left
         make_clips(suite, seed=1, size=16, progress=False)
     assert consistent() == []
+
+
+def test_a_size_or_frame_count_that_is_not_a_whole_number_is_a_clear_error(tmp_path):
+    """`render_clip(spec, width=64.0)` was a RenderError telling to set MUJOCO_GL=egl (MuJoCo's renderer refuses a
+    float size), a float frame count a bare numpy TypeError, and `make_clips(size=64.5)` rendered 64 pixels."""
+    import dataclasses
+
+    from evals.clipsuite import render_clip
+
+    spec = dataclasses.replace(suite_specs("small", 0)[0], frames=2)
+    for width in (64.0, True):
+        with pytest.raises(ValueError, match="whole number") as info:
+            render_clip(spec, width=width, height=32)  # type: ignore[arg-type]
+        assert "MUJOCO_GL" not in str(info.value)
+    for frames in (2.0, True):
+        with pytest.raises(ValueError, match="frames"):
+            render_clip(dataclasses.replace(spec, frames=frames), width=32, height=32)  # type: ignore[arg-type]
+    with pytest.raises(ClipSuiteError, match="whole number"):
+        make_clips(tmp_path / "suite", names=[spec.name], size=64.5, progress=False)  # type: ignore[arg-type]
+    assert not (tmp_path / "suite").exists()
