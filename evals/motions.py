@@ -21,7 +21,7 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
-from evals.scenes import BOX_HALF, BOX_WALL, FINGER_HALF, HALF, OPEN_GAP, Layout
+from evals.scenes import BOX_HALF, BOX_WALL, FINGER_HALF, HALF, OPEN_GAP, PUSH_BACK, Layout
 
 TASKS = ("pick_lift", "push", "place", "stack")
 LIFT_Z = 0.16
@@ -31,8 +31,6 @@ GRASP_DZ = 0.008             # TCP above the object centre when grasping
 CLOSED = HALF + FINGER_HALF[0]  # finger offset when closed on an object
 PUSH_CLOSED = 0.012
 PUSH_Z = 0.035
-PUSH_BACK = 0.09
-"""Where a push sets down behind the object's centre, at most (the push corridor of `evals.scenes` starts there)."""
 SETTLE_FRAMES = 3
 PLACE_RELEASE = BOX_HALF - BOX_WALL - FINGER_HALF[0] - 0.004
 """Finger offset when place opens inside the box: 4 mm short of the walls' inner faces (OPEN_GAP is the walls'

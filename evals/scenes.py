@@ -97,6 +97,8 @@ def _far_enough(p: np.ndarray, others: list[np.ndarray], min_dist: float) -> boo
     return all(float(np.linalg.norm(p - q)) >= min_dist for q in others)
 
 
+PUSH_BACK = 0.09
+"""Farthest behind an object's centre that a push sets the gripper down (`evals.motions.task_script`)."""
 PUSH_CLEARANCE = 2 * HALF * math.sqrt(2) + 0.01
 """Least distance from a push corridor to another object's centre: both objects' half diagonals and 1 cm."""
 
@@ -110,14 +112,14 @@ def _segment_distance(p: np.ndarray, a: np.ndarray, b: np.ndarray) -> float:
 def push_corridor_clear(zone: np.ndarray, points: list[np.ndarray]) -> bool:
     """True when objects 0 and 1 (``points``: object centres) can each be pushed in a straight line to ``zone``
     without passing through another object. The corridor starts behind the object, where the gripper sets down
-    (the push scripts back off 0.09 m at most), since nothing collides in the scene (``contype=0``) and a
+    (the push scripts back off PUSH_BACK at most), since nothing collides in the scene (``contype=0``) and a
     layout with an object in the way would show the pushed object or the fingers passing through it (the
     clip suite's own interpenetration failure) in clips labelled ordinary success; object 1 is the wrong
     object of ``wrong_object`` clips."""
     for i in range(min(2, len(points))):
         d = zone - points[i]
         d = d / (float(np.linalg.norm(d)) or 1.0)
-        back = points[i] - d * 0.09
+        back = points[i] - d * PUSH_BACK
         if any(_segment_distance(q, back, zone) < PUSH_CLEARANCE for j, q in enumerate(points) if j != i):
             return False
     return True
