@@ -37,8 +37,8 @@ is written). Rendering part of a
 suite (``names`` or ``limit``) into a folder whose manifest lists other clips of the same suite (seed,
 preset and size) adds to that manifest (suite order; a clip rendered again replaces its row, and keeps its
 previous clip and row if it fails); a manifest listing clips of another suite is refused before anything is written, since the
-rows of two suites would mix. Rendering the whole preset writes a fresh manifest; before its first clip,
-rows listing a file it replaces with another clip (another seed or size) are dropped, so a render stopped
+rows of two suites would mix. Rendering the whole preset writes a fresh manifest; before it replaces a clip
+with another one (another seed or size), the rows listing the old clip are dropped, so a render stopped
 part-way never leaves a row describing a clip it replaced. ``load_manifest``
 requires ``path``, ``instruction`` and ``label`` and type-checks the optional fields; it does not require
 the clips to exist (a missing clip is the scorer's per-item problem, not the manifest's).
@@ -241,7 +241,6 @@ def make_clips(out_dir: str | Path, *, seed: int = 0, preset: Preset = "small", 
     except OSError as exc:  # a file at --out, a place that cannot be written: it was a traceback
         raise ClipSuiteError(f"cannot write the clip suite to {out}: {exc.strerror or exc} (--out must be a "
                              "folder)") from exc
-    _drop_replaced_rows(out, specs, side)
     rows, failed = [], []
     columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn())
     with Progress(*columns, disable=not progress) as bar:
@@ -250,6 +249,7 @@ def make_clips(out_dir: str | Path, *, seed: int = 0, preset: Preset = "small", 
             rel = f"clips/{spec.name}.mp4"
             try:
                 frames = render_clip(spec, width=side, height=side)
+                _drop_replaced_row(out, spec, side)
                 write_clip(out / rel, frames, spec.fps)
             except RenderError:
                 raise
@@ -300,11 +300,11 @@ def _listed_file(out: Path, row: object) -> Path | None:
         return None
 
 
-def _drop_replaced_rows(out: Path, specs: list[ClipSpec], side: int) -> None:
-    """Before any clip is written: drop the rows of ``out``'s manifest that list a file this render replaces with
-    another clip (another seed, preset or size). The manifest is rewritten only at the end, so a render stopped
-    part-way (a kill, Ctrl-C, a renderer that fails) left them describing the new clips. An unreadable manifest
-    is left alone (it is refused when read and replaced at the end)."""
+def _drop_replaced_row(out: Path, spec: ClipSpec, side: int) -> None:
+    """Just before ``spec``'s clip is written: drop the rows of ``out``'s manifest that list that file as another
+    clip (another seed, preset or size). The manifest is rewritten only at the end, so a render stopped part-way
+    (a kill, Ctrl-C, a renderer that fails) left them describing the new clip. An unreadable manifest is left
+    alone (it is refused when read, and replaced at the end)."""
     manifest = out / MANIFEST_NAME
     if not manifest.is_file():
         return
@@ -312,9 +312,8 @@ def _drop_replaced_rows(out: Path, specs: list[ClipSpec], side: int) -> None:
         rows = [row for _, row in json_lines(manifest, ManifestError)]
     except ManifestError:
         return
-    targets = {(out / f"clips/{spec.name}.mp4").resolve(): spec for spec in specs}
-    keep = [row for row in rows if (spec := targets.get(_listed_file(out, row))) is None  # type: ignore[arg-type]
-            or _row_matches(row, spec, side)]
+    target = (out / f"clips/{spec.name}.mp4").resolve()
+    keep = [row for row in rows if _listed_file(out, row) != target or _row_matches(row, spec, side)]
     if len(keep) < len(rows):
         write_text_atomic(manifest, "".join(json.dumps(r) + "\n" for r in keep))
 

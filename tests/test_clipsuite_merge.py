@@ -75,10 +75,11 @@ def test_an_odd_frame_size_is_refused_not_listed_under_a_size_its_clips_do_not_h
 def test_an_interrupted_render_never_leaves_rows_describing_clips_it_replaced(tmp_path, monkeypatch):
     """Rendering a whole suite of another seed into a folder rewrote the manifest only at the end: stopped part-way
     (Ctrl-C, a kill), the old manifest listed clips already replaced by the new seed's (another scene, another
-    instruction) under the old rows. Rows describing a clip about to be replaced are now dropped first."""
+    instruction) under the old rows. A row describing a clip about to be replaced is now dropped first."""
     import numpy as np
 
     import evals.clipsuite as cs
+    from evals.scenes import RenderError
 
     def fake_render(spec, *, width, height):  # no MuJoCo: the manifest bookkeeping is what is tested
         return np.full((2, height, width, 3), spec.seed % 256, dtype=np.uint8)
@@ -107,9 +108,17 @@ def test_an_interrupted_render_never_leaves_rows_describing_clips_it_replaced(tm
     with pytest.raises(KeyboardInterrupt):  # the same suite again: the rows still describe the clips
         make_clips(suite, seed=0, size=16, progress=False)
     assert len(consistent()) == 18
-    with pytest.raises(KeyboardInterrupt):  # another seed replaces every clip: no row of the old one is left
+    with pytest.raises(KeyboardInterrupt):  # another seed: the clips it replaced (or was replacing) are unlisted
         make_clips(suite, seed=1, size=16, progress=False)
-    assert consistent() == []
+    assert len(consistent()) == 15
+
+    def no_gl(spec, *, width, height):
+        raise RenderError("no GL context")
+
+    monkeypatch.setattr(cs, "render_clip", no_gl)
+    with pytest.raises(RenderError):  # nothing replaced: every row stays
+        make_clips(suite, seed=1, size=16, progress=False)
+    assert len(consistent()) == 15
 
 
 def test_a_size_or_frame_count_that_is_not_a_whole_number_is_a_clear_error(tmp_path):
