@@ -9,7 +9,9 @@ frozen, pause), edit the script (miss, slip, sink through the table) or edit the
 
 Decisions where the issue was silent: pick-and-lift lifts to 16 cm and holds; place and stack lower
 the object to its resting height before the fingers open (no drop); push uses closed fingers and
-drives the object's centre straight onto the centre of the target square. Place releases the object by
+drives the object's centre straight onto the centre of the target square. Pushing and grasping fingers
+stop where they touch the object, for its shape and yaw (`evals.contact`; the variants pass ``standoff`` and
+``closed``). Place releases the object by
 opening the fingers only to ``PLACE_RELEASE`` (1 cm), inside the box's walls: nothing collides in the scene,
 and opening fully (``OPEN_GAP``, the walls' own offset from the box centre) put both fingers through the
 walls in every place clip, the suite's own interpenetration failure shown in clips labelled ordinary.
