@@ -206,7 +206,11 @@ def suite_size_problem(side: int) -> str | None:
 
 def _select(specs: list[ClipSpec], names: Iterable[str] | None, limit: int | None) -> list[ClipSpec]:
     if names is not None:
+        if isinstance(names, str | bytes):  # list("pick_000") is its letters: "unknown clip names ['p', ...]"
+            raise TypeError(f"names is a collection of clip names; got the single string {names!r} (write [{names!r}])")
         wanted = list(names)
+        if not wanted:  # an empty manifest would be written, and read later as a suite with no clips
+            raise ClipSuiteError("names is empty: name at least one clip, or pass names=None for the whole suite")
         known = {s.name for s in specs}
         unknown = [n for n in wanted if n not in known]
         if unknown:

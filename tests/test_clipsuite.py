@@ -317,6 +317,12 @@ def test_make_clips_rejects_unknown_names_and_bad_limits(tmp_path):
         make_clips(tmp_path, names=["nope"], progress=False)
     with pytest.raises(ClipSuiteError, match="limit"):
         make_clips(tmp_path, limit=0, progress=False)
+    name = suite_specs("small", 0)[0].name  # one name as a bare string was read letter by letter
+    with pytest.raises(TypeError, match=f"single string '{name}'"):
+        make_clips(tmp_path, names=name, progress=False)
+    with pytest.raises(ClipSuiteError, match="names is empty"):  # it wrote an empty manifest
+        make_clips(tmp_path, names=[], progress=False)
+    assert not (tmp_path / "manifest.jsonl").exists()
 
 
 @pytest.mark.parametrize("line,problem", [
