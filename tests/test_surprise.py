@@ -234,3 +234,21 @@ def test_a_folder_saved_by_save_pretrained_loads_in_the_dtype_asked(tmp_path):
     ev = loaded.score(frames)
     assert next(loaded.model.parameters()).dtype == torch.bfloat16
     assert ev.status == "ok" and ev.mean == pytest.approx(expected.mean, abs=0.02)
+
+
+def test_a_folder_missing_weights_is_a_load_fault_not_a_random_predictor(tmp_path):
+    """A folder whose weights lack the predictor (an encoder-only export, a classification checkpoint's
+    backbone) loaded with transformers' warning only: the missing layers were randomly initialised and the
+    scorer reported their surprise as evidence. It is a load fault naming the missing weights."""
+    from safetensors.torch import load_file, save_file
+
+    folder = tmp_path / "vjepa2"
+    tiny_model().save_pretrained(folder)
+    weights = load_file(folder / "model.safetensors")
+    save_file({k: v for k, v in weights.items() if not k.startswith("predictor.")}, folder / "model.safetensors",
+              metadata={"format": "pt"})
+    scorer = VJEPA2SurpriseScorer.from_pretrained(str(folder))
+    with pytest.raises(ToolFault) as info:
+        scorer.score(clip(18))
+    assert info.value.kind == "load" and "predictor." in info.value.message
+    assert "missing" in info.value.message and scorer._model is None

@@ -38,7 +38,9 @@ Decisions where the issue was silent:
   since preprocessing brings the short side down to 292 (crop 256) or 438 (crop 384) anyway. 512
   frames of a 1080p clip are 3.2 GB at full size and 0.5 GB at 448.
 - The model loads lazily on first use (or explicitly with ``load()``); any load or run failure
-  raises ``ToolFault("surprise", ...)``. A model id that is a file, or neither a folder nor a hub id, is
+  raises ``ToolFault("surprise", ...)``. So does a checkpoint that lacks weights of the model (an
+  encoder-only export has no predictor): transformers initialised them at random with a warning only,
+  and the random predictor's surprise was reported as evidence (`missing_weights_problem`). A model id that is a file, or neither a folder nor a hub id, is
   named as such (``tools.hub.local_path_problem``) before transformers is asked.
 - What an injected scorer returns is checked by the agent (`evidence_problem`: frame count, windows inside
   the frames, finite values); a violation is a surprise tool fault, never evidence.
@@ -228,6 +230,17 @@ def surprise_from_latents(predicted: Any, actual: Any) -> Any:
     return 1.0 - F.cosine_similarity(p, a, dim=-1).mean(dim=-1)
 
 
+def missing_weights_problem(loading_info: dict[str, Any]) -> str | None:
+    """Why a model that ``from_pretrained(..., output_loading_info=True)`` reported on is not the checkpoint's:
+    weights the checkpoint lacks (transformers initialises them at random and only warns), or None."""
+    missing = sorted(loading_info.get("missing_keys") or ())
+    if not missing:
+        return None
+    shown = ", ".join(missing[:5]) + (f" and {len(missing) - 5} more" if len(missing) > 5 else "")
+    return (f"the checkpoint is missing {len(missing)} V-JEPA 2 weight(s) ({shown}); they would be random, and "
+            "the surprise with them (the predictor and the encoder are both needed)")
+
+
 class VJEPA2SurpriseScorer:
     """SurpriseScorer backed by a V-JEPA 2 encoder + predictor (lazy-loaded)."""
 
@@ -275,7 +288,10 @@ class VJEPA2SurpriseScorer:
                     if (problem := local_path_problem(self.model_id)) is not None:
                         raise FileNotFoundError(problem)
                     offline = hub_load_kwargs(self.model_id)  # the hub does not answer: the local cache only
-                    model = VJEPA2Model.from_pretrained(self.model_id, dtype=getattr(torch, self.dtype), **offline)
+                    model, info = VJEPA2Model.from_pretrained(self.model_id, dtype=getattr(torch, self.dtype),
+                                                              output_loading_info=True, **offline)
+                    if (problem := missing_weights_problem(info)) is not None:
+                        raise ValueError(problem)
                     self._check_config(model.config)
                     self._model = model.to(self.device).eval()
                 except Exception as exc:  # noqa: BLE001 - every load failure becomes a typed fault
