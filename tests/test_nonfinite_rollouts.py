@@ -131,6 +131,8 @@ real = trainer.rollout
 def diverging(*args, **kwargs):  # the second rollout of every group diverges
     ro = real(*args, **kwargs)
     ro.latents[1] = float("nan")
+    for step in ro.steps:  # as a divergence inside the SDE window leaves it: the mask of NaN x0 is NaN
+        step.mask_mean[1] = float("nan")
     return ro
 
 
@@ -221,6 +223,8 @@ def test_a_training_run_writes_no_video_and_no_diversity_for_a_diverged_rollout(
     row = json.loads((out / "metrics.jsonl").read_text().splitlines()[0])
     assert row["ineligible_nan"] == 2
     assert row["rollout_diversity"] is not None and row["rollout_diversity"] > 0
+    # the finite rollouts' mask: sde_window [0, 1] is one first SDE step, where M = r_base (0.3 in smoke.yaml)
+    assert row["mask_mean"] == pytest.approx(0.3)
     assert 0 < row["rollout_diversity_frames"] < 1
     items = [json.loads(x) for x in (out / "rewards.jsonl").read_text().splitlines()]
     diverged = [it for it in items if it["sample"] == 1]
@@ -230,3 +234,28 @@ def test_a_training_run_writes_no_video_and_no_diversity_for_a_diverged_rollout(
     assert all(it["video"] and "video_skipped" not in it for it in written)
     assert sorted(p.name for p in (out / "rollout_videos" / "iter_000001").iterdir()) == sorted(
         Path(it["video"]).name for it in written)
+
+
+def test_mask_mean_leaves_the_diverged_rollouts_out():
+    """The logged mask_mean is the mean of M over the (rollout, SDE step) items of the rollouts that did not
+    diverge: a NaN mask of one diverged rollout (a NaN x0 in the SDE window) made the whole iteration's
+    mask_mean NaN (null in metrics.jsonl), while the diversity metrics already left such rollouts out."""
+    from types import SimpleNamespace
+
+    from training.rollout_log import mask_means
+    from training.update import Group
+
+    def group(rows: list[list[float]]) -> Group:  # rows[step][sample]
+        steps = [SimpleNamespace(mask_mean=torch.tensor(r, dtype=torch.float32)) for r in rows]
+        frames = np.zeros((len(rows[0]), 1, 1, 1, 3), dtype=np.uint8)
+        return Group(cond=None, rollout=SimpleNamespace(steps=steps), frames=frames, text="x")
+
+    nan = float("nan")
+    groups = [group([[0.5, nan, 0.7], [0.6, nan, 0.8]]), group([[0.4, 0.2, 0.9], [0.3, 0.5, 0.1]])]
+    kinds = [None, "nan", None, None, None, None]
+    items = mask_means(groups, kinds)
+    assert sorted(items) == pytest.approx(sorted([0.5, 0.7, 0.6, 0.8, 0.4, 0.2, 0.9, 0.3, 0.5, 0.1]))
+    assert mask_means(groups[1:], [None] * 3) == pytest.approx([0.4, 0.2, 0.9, 0.3, 0.5, 0.1])
+    assert mask_means([group([[nan, nan]])], ["nan", "inf"]) == []  # nothing left: the iteration's mean is null
+    with pytest.raises(ValueError, match="2 diverged flags for 3 rollouts"):
+        mask_means(groups[:1], [None, None])

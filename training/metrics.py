@@ -19,7 +19,8 @@ Metric names (one JSON object per iteration in metrics.jsonl):
 The update logs one value per micro-batch (a mean over its valid samples) with ``item_counts``, the
 number of those samples; the five lines above weigh each micro-batch by it, so they are means over
 items, as the objective is (with uneven micro-batches a plain mean of micro-batch means would not be).
-* ``mask_mean`` -- mean of the dynamic mask M over SDE steps (r_base <= M <= 1).
+* ``mask_mean`` -- mean of the dynamic mask M over the (rollout, SDE step) items of all ranks (r_base <= M <= 1),
+  the rollouts that diverged left out (training/rollout_log.py ``mask_means``).
 * ``rollout_diversity`` / ``rollout_diversity_frames`` -- D_prompt per prompt (latent L2 / frame
   space), averaged over prompts; over each group's rollouts that did not diverge (NaN / inf latents), a
   group with fewer than 2 of them left out (training/rollout_log.py).

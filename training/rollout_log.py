@@ -5,6 +5,7 @@ the per-rollout rewards.jsonl rows (training/metrics.py writes them).
 Decisions where the issue was silent, for a diverged rollout (NaN / inf latents: training/decode.py leaves
 its frames black and the reward never scores it):
 
+* ``mask_mean`` is over the (rollout, SDE step) items of the rollouts that did not diverge (`mask_means`).
 * ``diversity`` / ``diversity_frames`` are D_prompt over the group's rollouts that did not diverge (its
   latents would make the latent distance NaN or inf, and its black placeholder frames are no video the
   policy made). A group with fewer than 2 of them has no value (the pairwise mean is undefined) and is
@@ -69,6 +70,22 @@ def diversity(groups: list[Group], diverged: Sequence[str | None]) -> dict[str, 
             continue
         out["diversity"].append(d_prompt(g.rollout.latents[keep]))
         out["diversity_frames"].append(d_prompt_frames(g.frames[keep]))
+    return out
+
+
+def mask_means(groups: list[Group], diverged: Sequence[str | None]) -> list[float]:
+    """The mean DynDiff mask M of each (rollout, SDE step) item of the groups' rollouts whose ``diverged`` kind
+    (per clip, in group order) is None: the items ``mask_mean`` averages over all ranks. A diverged rollout's
+    mask is NaN from the step its x0 became NaN on, and it made the whole iteration's mask_mean null."""
+    if sum(len(g.frames) for g in groups) != len(diverged):
+        raise ValueError(f"mask_means: {len(diverged)} diverged flags for {sum(len(g.frames) for g in groups)} "
+                         "rollouts")
+    out: list[float] = []
+    first = 0
+    for g in groups:
+        keep = [s for s in range(len(g.frames)) if diverged[first + s] is None]
+        first += len(g.frames)
+        out += [float(v) for step in g.rollout.steps for v in step.mask_mean.float()[keep].tolist()]
     return out
 
 

@@ -89,7 +89,7 @@ from training.provenance import record_scoring
 from training.resume import nothing_to_train, plan_resume, state_layout, write_layout
 from training.reward_outcome import RewardOutcome
 from training.reward_runner import RewardRunner, merge_outcomes
-from training.rollout_log import diversity, reward_items, submit_rollout_videos
+from training.rollout_log import diversity, mask_means, reward_items, submit_rollout_videos
 from training.run_dir import prepare_output_dir
 from training.update import Group, chunk, metric_parts, rollout_config, update_policy
 from training.wandb_log import require_wandb
@@ -309,7 +309,7 @@ def train(cfg: TrainConfig, *, local_rank: int = 0, reward_tokens: dict[str, str
             "skipped_groups": stats.skipped_groups, "zero_std_groups": stats.zero_std_groups,
             **{f"ineligible_{k}": v for k, v in outcome.counts.items()},
             **metric_parts(upd),  # training/update.py
-            "mask_mean": [float(r.mask_mean.float().mean()) for g in groups for r in g.rollout.steps],
+            "mask_mean": mask_means(groups, unscored),  # per (rollout, SDE step), the diverged ones left out
             **diversity(groups, unscored),  # over the rollouts that did not diverge
             "seconds_rollout": t1 - t0, "seconds_reward": t2 - t1, "seconds_update": t3 - t2,
             "diverged_rollouts": sum(1 for kind in unscored if kind),
