@@ -241,13 +241,23 @@ class PromptStream:
     position: int = 0
     """Prompts consumed so far (saved in checkpoints)."""
 
+    def permutation(self, epoch: int) -> np.ndarray:
+        """The prompt order of ``epoch``: a permutation of the prompt indices drawn from ``seed + epoch``."""
+        return np.random.default_rng(self.seed + epoch).permutation(self.num_prompts)
+
     def index_at(self, pos: int) -> int:
         epoch, offset = divmod(pos, self.num_prompts)
-        perm = np.random.default_rng(self.seed + epoch).permutation(self.num_prompts)
-        return int(perm[offset])
+        return int(self.permutation(epoch)[offset])
 
     def take(self, count: int) -> list[int]:
-        """The next ``count`` prompt indices (global order); advances ``position``."""
-        out = [self.index_at(self.position + i) for i in range(count)]
-        self.position += count
+        """The next ``count`` prompt indices (global order); advances ``position``. Each epoch's permutation is
+        drawn once per call (per prompt, 64 prompts of a million-prompt file took ~2.4 s on every rank)."""
+        out: list[int] = []
+        pos, end = self.position, self.position + count
+        while pos < end:
+            epoch, offset = divmod(pos, self.num_prompts)
+            part = self.permutation(epoch)[offset:offset + end - pos]
+            out += [int(i) for i in part]
+            pos += len(part)
+        self.position = end
         return out
