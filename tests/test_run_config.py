@@ -38,6 +38,16 @@ def test_a_config_saved_before_image_fit_reads_as_stretch(tmp_path):
     assert load_config(_saved(tmp_path, drop=("image_fit",))).image_fit == "crop"
 
 
+def test_a_run_saved_before_prompt_order_resumes_with_a_note_and_can_keep_its_order(tmp_path):
+    """A run saved before ``prompt_order`` drew its prompts in the ``seed_plus_epoch`` order: its config reads so,
+    and a resume names the switch (``--prompt_order seed_plus_epoch`` keeps the order it was on)."""
+    assert read_run_config(_saved(tmp_path)).prompt_order == "derived"
+    path = _saved(tmp_path, drop=("prompt_order", "image_fit"), image_fit="crop")
+    assert read_run_config(path).prompt_order == "seed_plus_epoch"
+    assert _changes(path, load_config(SMOKE, ["--resume"])) == ["prompt_order: 'seed_plus_epoch' -> 'derived'"]
+    assert _changes(path, load_config(SMOKE, ["--resume", "--prompt_order", "seed_plus_epoch"])) == []
+
+
 def test_config_changes_lists_each_changed_field(tmp_path):
     saved = yaml.safe_load(_saved(tmp_path).read_text())
     cfg = load_config(SMOKE, ["--learning_rate", "3e-5", "--sde_window", "[0, 3]", "--resume", "--max_iterations",

@@ -215,6 +215,10 @@ class TrainConfig:
     eval_videos/ and tensorboard/ first (training/run_dir.py)."""
     seed: int = 0
     """Seed of prompt order, rollout noise and initialisation (>= 0 and < 2**32, numpy's range)."""
+    prompt_order: Literal["derived", "seed_plus_epoch"] = "derived"
+    """How each epoch's prompt order is drawn (training/data.py): "derived" from (seed, epoch) on a stream of
+    its own; "seed_plus_epoch" from seed + epoch, the order of runs saved before this field (seed s + 1 then
+    drew epoch e + 1's order of seed s: a seed sweep saw one sequence shifted by an epoch)."""
     tensorboard: bool = True
     """Write TensorBoard events to output_dir/tensorboard (rank 0)."""
     wandb_project: str | None = None

@@ -1,8 +1,10 @@
 """Training prompts: loading, synthetic initial frames and a resumable, seeded prompt order.
 
 The order is a pure function of ``(seed, position)``: epoch ``e`` is a permutation of the prompts
-drawn from ``seed + e``, and ``position`` counts prompts consumed so far over all ranks, so saving
-``position`` in the checkpoint is enough to resume the exact stream.
+drawn from ``derive_seed(seed, PROMPT_STREAM, e)`` (``order="derived"``), and ``position`` counts prompts
+consumed so far over all ranks, so saving ``position`` in the checkpoint is enough to resume the exact stream.
+It was drawn from ``seed + e`` (``order="seed_plus_epoch"``, kept for runs saved before): seed s + 1 then drew
+epoch e + 1's order of seed s, so the runs of a seed sweep saw one prompt sequence shifted by an epoch.
 
 Decisions where the issue was silent: images are turned upright by their EXIF orientation (a phone
 photo of the scene is stored sideways with a rotation tag) and fitted to the run's width x height by
@@ -93,6 +95,11 @@ def derive_seed(*parts: int) -> int:
     are: runs and resumes rely on drawing the noise they always drew (tests/test_rollout_chunks.py)."""
     return int(np.random.SeedSequence([int(p) for p in parts]).generate_state(1)[0])
 
+
+PROMPT_STREAM = 0x70726D74
+"""Second part of the prompt order's tuples ("prmt" in ASCII): far above any iteration number, and not
+`SAMPLE_STREAM`, so an epoch's order never shares a seed with rollout noise, the update order or sampled videos."""
+PromptOrder = Literal["derived", "seed_plus_epoch"]
 
 SAMPLE_STREAM = 0x73616D70
 """Second part of `sample_seed`'s tuples ("samp" in ASCII): far above any iteration number, so they never equal a
@@ -240,10 +247,18 @@ class PromptStream:
     """Seed of the per-epoch permutations."""
     position: int = 0
     """Prompts consumed so far (saved in checkpoints)."""
+    order: PromptOrder = "derived"
+    """How an epoch's permutation is seeded (module docstring; TrainConfig.prompt_order)."""
 
     def permutation(self, epoch: int) -> np.ndarray:
-        """The prompt order of ``epoch``: a permutation of the prompt indices drawn from ``seed + epoch``."""
-        return np.random.default_rng(self.seed + epoch).permutation(self.num_prompts)
+        """The prompt order of ``epoch``: a permutation of the prompt indices (module docstring)."""
+        if self.order == "derived":
+            seed = derive_seed(self.seed, PROMPT_STREAM, epoch)
+        elif self.order == "seed_plus_epoch":
+            seed = self.seed + epoch
+        else:
+            raise ValueError(f"prompt order must be 'derived' or 'seed_plus_epoch', got {self.order!r}")
+        return np.random.default_rng(seed).permutation(self.num_prompts)
 
     def index_at(self, pos: int) -> int:
         epoch, offset = divmod(pos, self.num_prompts)

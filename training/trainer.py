@@ -194,7 +194,7 @@ def train(cfg: TrainConfig, *, local_rank: int = 0, reward_tokens: dict[str, str
                                                cfg, grad_accum, load_universal=source is not None and source.universal))
     world_model = engine.module.world_model
 
-    stream = PromptStream(len(prompts), cfg.seed)
+    stream = PromptStream(len(prompts), cfg.seed, order=cfg.prompt_order)
     start = 0
     skipped = 0  # iterations in a row without an update (max_skipped_iterations), counted on from the checkpoint
     if source is not None:
