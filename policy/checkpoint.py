@@ -11,7 +11,11 @@ Decisions where the issue was silent:
 * The backend is validated before anything loads (a typo used to load a whole checkpoint as Wan first).
 * A local folder must hold ``<transformer_subfolder>/config.json`` and, for the parts loaded,
   ``vae/config.json``, ``text_encoder/config.json`` and a ``tokenizer/`` folder; the missing ones are named in
-  one FileNotFoundError (an OSError, as diffusers' own loading errors are).
+  one FileNotFoundError (an OSError, as diffusers' own loading errors are). Then each of those parts must hold
+  its weights (`weights_missing`: a ``*.safetensors`` / ``*.bin`` file, or a weight index whose shards all
+  exist): a part without them was "no file named diffusion_pytorch_model.bin found in directory ROOT" (the root,
+  and the fallback file name), after loading the parts before it. Wan 2.1 I2V's CLIP parts
+  (`clip_parts_missing`) are checked once the transformer config says they load, before its weights do.
 * A path that is not a folder and cannot be a hub repo id (absolute, ``./``, ``~``; what
   ``huggingface_hub.utils.validate_repo_id`` refuses) is a FileNotFoundError with no hub request; anything
   else is left to diffusers (a hub id).
@@ -25,6 +29,8 @@ from __future__ import annotations
 
 from pathlib import Path
 from typing import Any
+
+from tools.weight_index import shards_problem
 
 BACKEND_TRANSFORMERS = {"cosmos": "CosmosTransformer3DModel", "wan": "WanTransformer3DModel"}
 """The diffusers transformer class each backend loads."""
@@ -62,6 +68,48 @@ def missing_parts(root: Path, *, transformer_subfolder: str = "transformer", loa
     return missing + (["tokenizer/"] if load_text_encoder and not (root / "tokenizer").is_dir() else [])
 
 
+WEIGHTS = ("*.safetensors", "*.bin")
+"""The weight files diffusers' and transformers' ``from_pretrained`` read (sharded: a ``*.index.json``)."""
+
+
+def weights_missing(folder: Path) -> str | None:
+    """None when the part folder ``folder`` holds its weights; otherwise what is missing, named with the part
+    (an index: every shard it names, `tools.weight_index.shards_problem`). Only existence is checked."""
+    if indexes := sorted(folder.glob("*.index.json")):
+        problems = [p for index in indexes if (p := _index_problem(index))]
+        return "; ".join(problems) or None
+    if any(f.is_file() for pattern in WEIGHTS for f in folder.glob(pattern)):
+        return None
+    return f"{folder.name}/ has no weights (no *.safetensors or *.bin file, no *.safetensors.index.json)"
+
+
+def _index_problem(index: Path) -> str | None:
+    where = f"{index.parent.name}/{index.name}"
+    try:
+        text = index.read_text()
+    except (OSError, ValueError) as exc:  # ValueError: not UTF-8
+        return f"{where} cannot be read ({type(exc).__name__}: {exc})"
+    return shards_problem(where, text, lambda shard: (index.parent / shard).is_file())
+
+
+def clip_parts_missing(root: Path) -> list[str]:
+    """What a local Wan 2.1 I2V folder lacks for its CLIP image encoder (`policy.wan_i2v.ClipImageEncoder`):
+    ``image_encoder/config.json``, its weights (`weights_missing`) and
+    ``image_processor/preprocessor_config.json``; [] when nothing."""
+    missing = [n for n in ("image_encoder/config.json",) if not (root / n).is_file()]
+    if (root / "image_encoder").is_dir() and (problem := weights_missing(root / "image_encoder")):
+        missing.append(f"image_encoder weights ({problem})")
+    return missing + [n for n in ("image_processor/preprocessor_config.json",) if not (root / n).is_file()]
+
+
+def check_clip_parts(path: str | Path) -> None:
+    """FileNotFoundError naming what a local folder lacks for Wan 2.1 I2V's CLIP encoder; nothing for a hub id."""
+    root = Path(path).expanduser()
+    if root.is_dir() and (missing := clip_parts_missing(root)):
+        raise FileNotFoundError(f"checkpoint folder {str(root)!r} lacks {'; '.join(missing)} (the transformer's "
+                                "image_dim is Wan 2.1 I2V's CLIP branch: image_encoder/ and image_processor/)")
+
+
 def check_checkpoint_folder(path: str | Path, *, transformer_subfolder: str, load_vae: bool,
                             load_text_encoder: bool) -> None:
     """FileNotFoundError naming what a local checkpoint lacks for the parts loaded (module docstring);
@@ -78,6 +126,10 @@ def check_checkpoint_folder(path: str | Path, *, transformer_subfolder: str, loa
     if missing:
         raise FileNotFoundError(f"checkpoint folder {str(root)!r} lacks {', '.join(missing)} "
                                 "(a diffusers-layout folder: transformer/, vae/, text_encoder/, tokenizer/)")
+    parts = [transformer_subfolder] + ["vae"] * load_vae + ["text_encoder"] * load_text_encoder
+    if no_weights := [m for part in parts if (m := weights_missing(root / part))]:
+        raise FileNotFoundError(f"checkpoint folder {str(root)!r} lacks weights: {'; '.join(no_weights)} "
+                                "(a half-copied checkpoint folder? copy or download it again)")
 
 
 def transformer_class_problem(config: dict[str, Any], backend: str) -> str | None:

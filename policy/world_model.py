@@ -42,6 +42,7 @@ from torch import Tensor
 from policy.checkpoint import (
     check_backend,
     check_checkpoint_folder,
+    check_clip_parts,
     check_transformer_class,
     require_all_weights,
 )
@@ -327,9 +328,10 @@ class FlowWorldModel(torch.nn.Module):
         ``CLIPVisionModel`` (``image_encoder``) and the ``image_processor`` config (`policy.wan_i2v`); a Wan 2.2
         A14B two-expert folder is a ValueError. The VAE loads in float32. Untested here with real weights.
 
-        Refuses (``policy.checkpoint``) an unknown backend before loading, a folder lacking a part it loads
-        (FileNotFoundError naming it), a transformer of the other backend's class, and weights diffusers
-        would leave randomly initialised (ValueError). ``revision`` (a branch, tag or commit of a hub id:
+        Refuses (``policy.checkpoint``) an unknown backend before loading, a folder lacking a part it loads or
+        its weights (FileNotFoundError naming it; the CLIP parts once the transformer config is read, before any
+        weights load), a transformer of the other backend's class, and weights diffusers would leave randomly
+        initialised (ValueError). ``revision`` (a branch, tag or commit of a hub id:
         Cosmos-Predict2.5 keeps its diffusers files on a branch) is passed to every part's loader; with a
         local folder, which has no revisions, it is a ValueError rather than silently ignored.
         """
@@ -351,6 +353,11 @@ class FlowWorldModel(torch.nn.Module):
         if backend == "wan" and (two := (Path(root).is_dir() and two_expert_problem(Path(root)))
                                  or expert_layout_problem(tr_config)):
             raise ValueError(f"{root}: {two}")
+        # Wan 2.1 I2V's CLIP branch; load_image_encoder None: with the text encoder (the prompt encoders)
+        load_clip = (load_text_encoder if load_image_encoder is None else load_image_encoder) and \
+            backend == "wan" and tr_config.get("image_dim") is not None
+        if load_clip:  # before the weights load, as check_checkpoint_folder's parts (policy/checkpoint.py)
+            check_clip_parts(root)
         tr, info = tr_cls.from_pretrained(root, subfolder=transformer_subfolder, torch_dtype=torch_dtype,
                                           output_loading_info=True, **hub)
         require_all_weights(info, where)
@@ -363,9 +370,6 @@ class FlowWorldModel(torch.nn.Module):
         if load_text_encoder:
             enc_cls = CosmosQwenTextEncoder if backend == "cosmos" else WanT5TextEncoder
             text = enc_cls.from_pretrained(root, torch_dtype=torch_dtype, revision=revision)
-        clip = None  # Wan 2.1 I2V's CLIP branch; load_image_encoder None: with the text encoder (prompt encoders)
-        if (load_text_encoder if load_image_encoder is None else load_image_encoder) and \
-                backend == "wan" and tr_config.get("image_dim") is not None:
-            clip = ClipImageEncoder.from_pretrained(root, torch_dtype=torch_dtype, revision=revision)
+        clip = ClipImageEncoder.from_pretrained(root, torch_dtype=torch_dtype, revision=revision) if load_clip else None
         frames = default_num_frames or (93 if backend == "cosmos" else 121)
         return cls(backend, tr, vae, text, image_encoder=clip, default_num_frames=frames)

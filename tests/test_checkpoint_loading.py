@@ -99,3 +99,22 @@ def test_a_revision_with_a_local_folder_is_refused(tmp_path):
     _save(tmp_path, "wan")
     with pytest.raises(ValueError, match="revision 'diffusers' is for hub ids, but .* is a local folder"):
         FlowWorldModel.from_pretrained(tmp_path, "wan", load_text_encoder=False, revision="diffusers")
+
+
+@pytest.mark.parametrize("part", ["transformer", "vae"])
+def test_a_part_without_weights_is_named_before_anything_loads(tmp_path, monkeypatch, part):
+    """Before: diffusers said "no file named diffusion_pytorch_model.bin found in directory ROOT" (the root, not
+    the part, and the .bin it fell back to), and a missing VAE only after the whole transformer had loaded."""
+    import diffusers
+
+    _save(tmp_path, "wan")
+    for weights in (tmp_path / part).glob("*.safetensors"):
+        weights.unlink()
+
+    def no_load(*_args, **_kwargs):
+        raise AssertionError("loaded a part before the folder was checked")
+
+    monkeypatch.setattr(diffusers.WanTransformer3DModel, "from_pretrained", no_load)
+    with pytest.raises(FileNotFoundError, match=re.escape(f"checkpoint folder {str(tmp_path)!r} lacks weights: "
+                                                          f"{part}/ has no weights")):
+        FlowWorldModel.from_pretrained(tmp_path, "wan", torch_dtype=torch.float32, load_text_encoder=False)

@@ -6,6 +6,7 @@ embedding). No hub, no network."""
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import numpy as np
@@ -200,3 +201,43 @@ def test_generate_moves_the_clip_encoder_off_the_device_after_every_prompt_is_en
                        None, "cpu")
     assert all(c.image_embeds is not None for c in conds.values())
     assert log == ["clip encode", "clip encode", "text to cpu", "clip to cpu"]
+
+
+@pytest.mark.parametrize(("remove", "named"), [
+    ("image_encoder/model.safetensors", "image_encoder/ has no weights"),
+    ("image_encoder/config.json", "image_encoder/config.json"),
+    ("image_processor/preprocessor_config.json", "image_processor/preprocessor_config.json"),
+])
+def test_a_missing_clip_part_is_named_before_the_transformer_loads(tmp_path, monkeypatch, remove, named):
+    """Before: the CLIP encoder loaded last, after the transformer, the VAE and the text encoder, and a missing
+    part failed there as "no file named model.safetensors ... in directory ROOT" or transformers' "Can't load
+    image processor for ROOT. If you were trying to load it from 'https://huggingface.co/models' ..."."""
+    import diffusers
+
+    root = _folder(tmp_path / "wan")
+    (root / remove).unlink()
+
+    def no_load(*_args, **_kwargs):
+        raise AssertionError("loaded the transformer before the CLIP parts were checked")
+
+    monkeypatch.setattr(diffusers.WanTransformer3DModel, "from_pretrained", no_load)
+    with pytest.raises(FileNotFoundError, match=rf"{root}.* lacks .*{named}.*Wan 2.1 I2V's CLIP"):
+        _load(root)
+
+
+@pytest.mark.parametrize(("remove", "named"), [
+    ("image_encoder/model.safetensors", "needs image_encoder weights (image_encoder/ has no weights"),
+    ("image_processor/preprocessor_config.json", "needs image_processor/preprocessor_config.json"),
+])
+def test_the_launch_check_names_the_clip_files_the_loader_needs(tmp_path, remove, named):
+    """Before: the launch check asked for image_encoder/config.json and an image_processor/ folder only, so a
+    folder without the CLIP weights or the processor config passed and every rank failed after loading."""
+    from training.config import ConfigError
+    from training.config_io import load_config
+    from training.model_check import check_model_path
+
+    root = _folder(tmp_path / "wan")
+    (root / remove).unlink()
+    cfg = load_config(SMOKE, ["--tiny", "false", "--model_path", str(root), "--backend", "wan"])
+    with pytest.raises(ConfigError, match=re.escape(f"image_dim 32 (Wan 2.1 I2V's CLIP branch) {named}")):
+        check_model_path(cfg)

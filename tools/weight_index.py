@@ -1,6 +1,7 @@
 """Sharded Hugging Face weights: the shards a weight index (``*.index.json``) names, and which of them are missing.
 The one reading behind `raa doctor`'s V-JEPA 2 check (`graph.model_files.weights_problem`) and the training
-launch check (`training.model_check`), which had each written it and differed on a broken index (the launch
+launch check (`training.model_check`, through `policy.checkpoint.weights_missing`, which
+`FlowWorldModel.from_pretrained` runs too), which had each written it and differed on a broken index (the launch
 check skipped it, and passed a folder the loader then failed on).
 
 The shards are read as diffusers' and transformers' loaders read them: the distinct values of the index's

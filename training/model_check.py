@@ -32,8 +32,9 @@ Then, for a local folder (a hub id is left as it is):
   ``out_channels`` = ``z``, ``image_dim`` and ``added_kv_proj_dim`` null (with a CLIP image branch and no
   image embeddings, diffusers splits our text tokens into image and text context); Wan 2.1 I2V-14B
   (`policy.wan_i2v`) ``in_channels`` = ``2 z + T`` (T = the VAE's temporal factor: mask + image-latent
-  channels), ``out_channels`` = ``z``, with ``image_dim`` set needing ``image_encoder/config.json`` and
-  ``image_processor/`` (``parts="all"``); a Wan 2.2 A14B two-expert folder (``transformer_2`` /
+  channels), ``out_channels`` = ``z``, with ``image_dim`` set needing ``image_encoder/config.json``, its
+  weights and ``image_processor/preprocessor_config.json`` (``parts="all"``; `policy.checkpoint.clip_parts_missing`,
+  what ``from_pretrained`` checks); a Wan 2.2 A14B two-expert folder (``transformer_2`` /
   ``boundary_ratio`` in ``model_index.json``), or its I2V layout without ``image_dim`` (one expert, no
   ``model_index.json``), is refused (`policy.wan_i2v.two_expert_problem` / ``expert_layout_problem``); Cosmos ``out_channels`` = ``z``, ``in_channels`` =
   ``z + 1`` (condition mask; ``concat_padding_mask`` true: diffusers appends the padding mask, which needs
@@ -51,9 +52,8 @@ import json
 from pathlib import Path
 from typing import Literal
 
-from policy.checkpoint import missing_parts, transformer_class_problem
+from policy.checkpoint import clip_parts_missing, missing_parts, transformer_class_problem, weights_missing
 from policy.wan_i2v import expert_layout_problem, two_expert_problem
-from tools.weight_index import shards_problem
 from training.config import ConfigError, TrainConfig
 
 TRANSFORMER = "transformer/config.json"
@@ -69,9 +69,6 @@ def _folder_missing(root: Path, parts: Literal["all", "transformer"]) -> list[st
     whole = parts == "all"  # the VAE and the text encoder load with the transformer (training.models)
     return missing_parts(root, load_vae=whole, load_text_encoder=whole)
 
-WEIGHTS = ("*.safetensors", "*.bin")
-"""The weight files diffusers' and transformers' ``from_pretrained`` read (sharded: a ``*.index.json``)."""
-
 
 def _json(path: Path) -> dict:
     """The file's JSON object; {} when it is missing or unreadable (not checked: the loader's to report)."""
@@ -80,26 +77,6 @@ def _json(path: Path) -> dict:
     except (OSError, ValueError):
         return {}
     return data if isinstance(data, dict) else {}
-
-
-def _weights_missing(folder: Path) -> str | None:
-    """None when ``folder`` holds its weights; otherwise what is missing, named with the part (an index: every
-    shard it names, `tools.weight_index.shards_problem`)."""
-    if indexes := sorted(folder.glob("*.index.json")):
-        problems = [p for index in indexes if (p := _index_problem(index))]
-        return "; ".join(problems) or None
-    if any(f.is_file() for pattern in WEIGHTS for f in folder.glob(pattern)):
-        return None
-    return f"{folder.name}/ has no weights (no *.safetensors or *.bin file, no *.safetensors.index.json)"
-
-
-def _index_problem(index: Path) -> str | None:
-    where = f"{index.parent.name}/{index.name}"
-    try:
-        text = index.read_text()
-    except (OSError, ValueError) as exc:  # ValueError: not UTF-8
-        return f"{where} cannot be read ({type(exc).__name__}: {exc})"
-    return shards_problem(where, text, lambda shard: (index.parent / shard).is_file())
 
 
 def _int(config: dict, key: str) -> int | None:
@@ -139,8 +116,8 @@ def _layout_problems(root: Path, backend: str, parts: Literal["all", "transforme
                 problems.append(f"transformer {key} {tr[key]} (Wan 2.1 I2V: {what}) is not supported without the "
                                 f"I2V-14B channel layout (in_channels = 2 x VAE z_dim + {t} mask channels)")
         if i2v and tr.get("image_dim") is not None and parts == "all":
-            problems += [f"transformer image_dim {tr['image_dim']} (Wan 2.1 I2V's CLIP branch) needs {n}, which "
-                         "is missing" for n in ("image_encoder/config.json", "image_processor/") if not (root / n).exists()]
+            problems += [f"transformer image_dim {tr['image_dim']} (Wan 2.1 I2V's CLIP branch) needs {n}" for n in
+                         clip_parts_missing(root)]  # what from_pretrained checks before it loads (policy.checkpoint)
         if z is not None and c_in is not None and c_in != z and not i2v:
             problems.append(f"transformer in_channels {c_in} is not supported; this trainer runs the TI2V layout "
                             f"(in_channels = VAE z_dim {z}) or the I2V-14B one (2 x z_dim + {t} mask channels)")
@@ -179,7 +156,7 @@ def check_model_path(cfg: TrainConfig, parts: Literal["all", "transformer"] = "a
             raise ConfigError(f"model_path {path}: missing {', '.join(missing)} (a diffusers-layout checkpoint "
                               "folder is expected: transformer/, vae/, text_encoder/ and tokenizer/; see the "
                               "config's comments for the download command)")
-        no_weights = [m for name in _needed(parts) if (m := _weights_missing(root / Path(name).parent))]
+        no_weights = [m for name in _needed(parts) if (m := weights_missing(root / Path(name).parent))]
         if no_weights:
             raise ConfigError(f"model_path {path}: missing weights: {'; '.join(no_weights)} (a half-copied "
                               "checkpoint folder? copy or download it again)")
