@@ -334,6 +334,7 @@ def test_a_base_model_of_the_other_backend_is_named(tmp_path):
     other.vae.save_pretrained(base / "vae")
     (base / "text_encoder").mkdir()
     (base / "text_encoder" / "config.json").write_text("{}")
+    (base / "text_encoder" / "model.safetensors").write_bytes(b"")  # a stand-in: from_pretrained checks it exists
     (base / "tokenizer").mkdir()
     info = json.loads((out / "export.json").read_text())
     info["config"].update(tiny=False, model_path=str(base))
