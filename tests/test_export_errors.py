@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 from checkpoint_runs import saved_run
 
@@ -41,3 +43,30 @@ def test_a_tag_outside_the_checkpoint_folder_is_refused(tmp_path):
     for tag in ("../elsewhere", "", "."):
         with pytest.raises(ExportError, match="is not a checkpoint tag"):
             export_policy(cfg, tmp_path / "final", tag=tag)
+
+
+@pytest.mark.parametrize("finetune", ["full", "lora"])
+def test_an_export_missing_trained_weights_is_refused(tmp_path, finetune):
+    """load_policy loaded a full export's transformer/ and a LoRA export's adapter with a warning only when a
+    weight was missing: the transformer kept random values there, and a missing adapter weight left that
+    adapter at its initialisation (B = 0), so "trained" sampled partly the base model without an error."""
+    from safetensors.torch import load_file, save_file
+
+    from training.engine import add_lora, set_full_finetune
+    from training.export import load_policy, save_policy
+    from training.models import build_world_model
+
+    cfg, _ = saved_run(tmp_path)
+    if finetune == "lora":
+        cfg = replace(cfg, finetune="lora", lora_rank=4)
+    model = build_world_model(cfg, "cpu")
+    add_lora(model, cfg) if finetune == "lora" else set_full_finetune(model)
+    out = save_policy(model, cfg, tmp_path / "final", iteration=1, source="unit")
+    weights = next((out / ("transformer_lora" if finetune == "lora" else "transformer")).glob("*.safetensors"))
+    state = load_file(weights)
+    dropped = sorted(k for k in state if "lora_B" in k or finetune == "full")[0]
+    del state[dropped]
+    save_file(state, weights, metadata={"format": "pt"})
+    with pytest.raises(ExportError, match=rf"{out}/transformer(_lora)? does not match .*1 weights missing"):
+        load_policy(out)
+    assert load_policy(out, weights="base")[0] is not None  # the base is still there to compare with

@@ -34,7 +34,9 @@ Decisions where the issue was silent:
   those modules in float32 (DeepSpeed's master weights), as diffusers saves them.
 * The consolidated weights must name every trainable parameter of the config's model, and nothing the
   model lacks: a checkpoint of another config is an ExportError naming the first mismatches, never a
-  partial load.
+  partial load. ``load_policy`` likewise refuses an export folder lacking weights (ExportError naming them):
+  diffusers left a full transformer's missing weight on the meta device (a NotImplementedError at ``.to``),
+  and peft only warned about a missing adapter weight, which then stayed at its initialisation (the base).
 * The folder is written beside OUT and renamed into place, export.json last: a folder without
   export.json is not an export and ``load_policy`` refuses it. An existing OUT is replaced only when it
   is an earlier export (or empty); anything else there is an error, never deleted. An earlier export is
@@ -65,12 +67,14 @@ import shutil
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
 from typing import Any, Literal
 
 import torch
 
+from policy.checkpoint import require_all_weights
 from policy.world_model import FlowWorldModel
 from training.config import TrainConfig
 from training.config_io import absolute_paths, config_from_dict, config_to_dict, saved_config_dict
@@ -312,15 +316,34 @@ def load_policy(path: Path, device: torch.device | str = "cpu",
             from peft import PeftModel
 
             lora = PeftModel.from_pretrained(world_model.transformer, str(folder))
+            _require_adapter(lora, folder)
             # merged W + BA is rounded to bf16 once more than the engine's separate adapter pass
             world_model.transformer = lora if cfg.dtype != "float32" else lora.merge_and_unload()
         else:
-            from training.models import DTYPES
-
             cls = type(world_model.transformer)
-            world_model.transformer = cls.from_pretrained(str(folder), torch_dtype=DTYPES[cfg.dtype])
+            world_model.transformer, loading = cls.from_pretrained(str(folder), torch_dtype=DTYPES[cfg.dtype],
+                                                                   output_loading_info=True)
+            _require(lambda: require_all_weights(loading, str(folder)))
     like_engine(world_model, cfg)  # the numerics the run trained and evaluated in (training/numerics.py)
     return world_model.to(device=device).eval(), info, cfg
+
+
+def _require(check: Callable[[], None]) -> None:
+    """``check()``, its ValueError as an ExportError (the message names the folder and the weights)."""
+    try:
+        check()
+    except ValueError as exc:
+        raise ExportError(str(exc)) from None
+
+
+def _require_adapter(lora: Any, folder: Path) -> None:
+    """ExportError when the adapter file lacks weights of the adapter its config builds: peft only warns, and the
+    missing ones keep their initialisation (B = 0: that adapter is the base model's layer)."""
+    from peft.utils import get_peft_model_state_dict, load_peft_weights
+
+    saved = load_peft_weights(str(folder), device="cpu")
+    missing = sorted(set(get_peft_model_state_dict(lora)) - set(saved))
+    _require(lambda: require_all_weights({"missing_keys": missing}, str(folder)))
 
 
 def main(argv: list[str] | None = None) -> int:
