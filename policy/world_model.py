@@ -317,7 +317,7 @@ class FlowWorldModel(torch.nn.Module):
     def from_pretrained(cls, path: str | Path, backend: Backend, *, torch_dtype: torch.dtype = torch.bfloat16,
                         load_vae: bool = True, load_text_encoder: bool = True, load_image_encoder: bool | None = None,
                         transformer_subfolder: str = "transformer", default_num_frames: int | None = None,
-                        revision: str | None = None) -> FlowWorldModel:
+                        revision: str | None = None, transformer: torch.nn.Module | None = None) -> FlowWorldModel:
         """Load a diffusers-layout checkpoint folder (or hub id, when the hub is reachable).
 
         Cosmos-Predict2.5 (e.g. ``nvidia/Cosmos-Predict2.5-2B``, ``transformer_subfolder`` per the
@@ -334,6 +334,10 @@ class FlowWorldModel(torch.nn.Module):
         initialised (ValueError). ``revision`` (a branch, tag or commit of a hub id:
         Cosmos-Predict2.5 keeps its diffusers files on a branch) is passed to every part's loader; with a
         local folder, which has no revisions, it is a ValueError rather than silently ignored.
+
+        ``transformer``: one already loaded (a full fine-tuning export's, training/export.py) takes the place of
+        the checkpoint's, whose weights are then not read (its config still is: the class and layout checks);
+        a transformer of another class is a ValueError.
         """
         from diffusers import AutoencoderKLWan, CosmosTransformer3DModel, WanTransformer3DModel
 
@@ -358,9 +362,15 @@ class FlowWorldModel(torch.nn.Module):
             backend == "wan" and tr_config.get("image_dim") is not None
         if load_clip:  # before the weights load, as check_checkpoint_folder's parts (policy/checkpoint.py)
             check_clip_parts(root)
-        tr, info = tr_cls.from_pretrained(root, subfolder=transformer_subfolder, torch_dtype=torch_dtype,
-                                          output_loading_info=True, **hub)
-        require_all_weights(info, where)
+        if transformer is None:
+            tr, info = tr_cls.from_pretrained(root, subfolder=transformer_subfolder, torch_dtype=torch_dtype,
+                                              output_loading_info=True, **hub)
+            require_all_weights(info, where)
+        elif type(transformer) is not tr_cls:
+            raise ValueError(f"the transformer given is a {type(transformer).__name__}, not the {tr_cls.__name__} "
+                             f"of backend {backend!r}")
+        else:
+            tr = transformer
         vae = None
         if load_vae:
             vae, info = AutoencoderKLWan.from_pretrained(root, subfolder="vae", torch_dtype=torch.float32,

@@ -341,3 +341,37 @@ def test_a_base_model_of_the_other_backend_is_named(tmp_path):
     (out / "export.json").write_text(json.dumps(info))
     with pytest.raises(ExportError, match="cannot load the base model at model_path .*base.*use backend"):
         load_policy(out)
+
+
+def test_a_full_export_loads_its_transformer_once_not_the_base_one_too(tmp_path, monkeypatch):
+    """load_policy loaded the whole base model, its transformer included, and then replaced the transformer by the
+    export's: a pretrained base transformer (tens of GB) was read from disk and held in memory for nothing."""
+    import diffusers
+
+    from policy import text
+
+    tiny = FlowWorldModel.tiny_wan(seed=3)
+    for part in ("transformer", "vae"):
+        getattr(tiny, part).save_pretrained(tmp_path / "base" / part)
+    for part in ("text_encoder", "tokenizer"):  # stand-ins: the hash encoder below replaces UMT5
+        (tmp_path / "base" / part).mkdir()
+    (tmp_path / "base" / "text_encoder" / "config.json").write_text("{}")
+    (tmp_path / "base" / "text_encoder" / "model.safetensors").write_bytes(b"")
+    monkeypatch.setattr(text.WanT5TextEncoder, "from_pretrained",
+                        classmethod(lambda _cls, *_a, **_k: text.HashTextEncoder(seq_len=8, dim=24)))
+    cfg = _cfg(backend="wan", tiny="false", model_path=str(tmp_path / "base"))
+    trained = build_world_model(cfg, "cpu")
+    set_full_finetune(trained)
+    _perturb(trained.transformer)
+    out = save_policy(trained, cfg, tmp_path / "final", iteration=1, source="unit")
+    loads = []
+    real = diffusers.WanTransformer3DModel.from_pretrained.__func__
+    monkeypatch.setattr(diffusers.WanTransformer3DModel, "from_pretrained",
+                        classmethod(lambda cls, path, **kw: loads.append(str(path)) or real(cls, path, **kw)))
+    loaded, _, _ = load_policy(out)
+    assert loads == [str(out / "transformer")]
+    for name, value in trained.transformer.state_dict().items():
+        assert torch.equal(loaded.transformer.state_dict()[name], value), name
+    loads.clear()
+    load_policy(out, weights="base")
+    assert loads == [str(tmp_path / "base")]

@@ -10,7 +10,8 @@ module file, and writes::
     OUT/transformer/          finetune: full -> the transformer in diffusers layout, in the run's dtype
 
 ``load_policy(OUT)`` rebuilds the base model the run started from (``training.models``) and applies
-the trained weights; ``weights="base"`` returns the untouched base, for paired before/after samples
+the trained weights (a full export's transformer is loaded instead of the base's, which was read and thrown
+away); ``weights="base"`` returns the untouched base, for paired before/after samples
 (training/generate.py). The trainer exports its last checkpoint to ``output_dir/final`` at the end
 of a run (``TrainConfig.export``); ``python -m training.export --run DIR [--tag iter_000010]``
 exports any checkpoint of a run afterwards.
@@ -74,7 +75,7 @@ from typing import Any, Literal
 
 import torch
 
-from policy.checkpoint import require_all_weights
+from policy.checkpoint import BACKEND_TRANSFORMERS, require_all_weights
 from policy.world_model import FlowWorldModel
 from training.config import TrainConfig
 from training.config_io import absolute_paths, config_from_dict, config_to_dict, saved_config_dict
@@ -265,10 +266,12 @@ def trained_dtype(cfg: TrainConfig, folder: Path) -> TrainConfig:
     return replace(cfg, dtype=written.dtype)
 
 
-def _base(cfg: TrainConfig, parts: Literal["all", "transformer"]) -> FlowWorldModel:
-    """The run's base model on CPU; ExportError naming `model_path` when it cannot be loaded."""
+def _base(cfg: TrainConfig, parts: Literal["all", "transformer"],
+          transformer: torch.nn.Module | None = None) -> FlowWorldModel:
+    """The run's base model on CPU (with ``transformer`` in place of its own: `build_world_model`); ExportError
+    naming `model_path` when it cannot be loaded."""
     try:
-        return build_world_model(cfg, "cpu", parts=parts)
+        return build_world_model(cfg, "cpu", parts=parts, transformer=transformer)
     except (OSError, ValueError) as exc:  # no such folder, missing files, hub unreachable; a checkpoint of
         # another class or with weights missing (policy/checkpoint.py)
         raise ExportError(f"cannot load the base model at model_path {cfg.model_path!r} (the weights training "
@@ -309,21 +312,23 @@ def load_policy(path: Path, device: torch.device | str = "cpu",
     weights: the model the run started from. Both in the numerics of the run's DeepSpeed engine
     (training/numerics.py)."""
     info, cfg = read_export(path)
-    world_model = _base(cfg, "all")
-    if weights == "trained":
-        folder = Path(path) / info["weights"]
-        if info["finetune"] == "lora":
-            from peft import PeftModel
+    folder = Path(path) / info["weights"]
+    transformer = None  # a full export's transformer replaces the base one, which is then not loaded
+    if weights == "trained" and info["finetune"] == "full":
+        import diffusers
 
-            lora = PeftModel.from_pretrained(world_model.transformer, str(folder))
-            _require_adapter(lora, folder)
-            # merged W + BA is rounded to bf16 once more than the engine's separate adapter pass
-            world_model.transformer = lora if cfg.dtype != "float32" else lora.merge_and_unload()
-        else:
-            cls = type(world_model.transformer)
-            world_model.transformer, loading = cls.from_pretrained(str(folder), torch_dtype=DTYPES[cfg.dtype],
-                                                                   output_loading_info=True)
-            _require(lambda: require_all_weights(loading, str(folder)))
+        cls = getattr(diffusers, BACKEND_TRANSFORMERS[cfg.backend])
+        transformer, loading = cls.from_pretrained(str(folder), torch_dtype=DTYPES[cfg.dtype],
+                                                   output_loading_info=True)
+        _require(lambda: require_all_weights(loading, str(folder)))
+    world_model = _base(cfg, "all", transformer)
+    if weights == "trained" and info["finetune"] == "lora":
+        from peft import PeftModel
+
+        lora = PeftModel.from_pretrained(world_model.transformer, str(folder))
+        _require_adapter(lora, folder)
+        # merged W + BA is rounded to bf16 once more than the engine's separate adapter pass
+        world_model.transformer = lora if cfg.dtype != "float32" else lora.merge_and_unload()
     like_engine(world_model, cfg)  # the numerics the run trained and evaluated in (training/numerics.py)
     return world_model.to(device=device).eval(), info, cfg
 

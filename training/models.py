@@ -33,20 +33,25 @@ DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch
 """torch dtype of each `TrainConfig.dtype` value."""
 
 
-def build_world_model(cfg: TrainConfig, device: torch.device | str,
-                      parts: Literal["all", "transformer"] = "all") -> FlowWorldModel:
-    """The tiny random model of the backend's real classes, or the pretrained checkpoint."""
+def build_world_model(cfg: TrainConfig, device: torch.device | str, parts: Literal["all", "transformer"] = "all",
+                      transformer: torch.nn.Module | None = None) -> FlowWorldModel:
+    """The tiny random model of the backend's real classes, or the pretrained checkpoint; with ``transformer``
+    (loaded in the run's dtype: a full fine-tuning export's) in place of the base transformer, whose weights a
+    pretrained checkpoint then does not read (`FlowWorldModel.from_pretrained`)."""
     if cfg.tiny:
         model = FlowWorldModel.tiny_cosmos() if cfg.backend == "cosmos" else FlowWorldModel.tiny_wan()
+        if cfg.dtype != "float32":  # from_pretrained already loads torch_dtype; the VAE stays float32
+            cast_like_from_pretrained(model.transformer, DTYPES[cfg.dtype])
+        if transformer is not None:
+            model.transformer = transformer
     else:
         if cfg.model_path is None:
             raise ValueError("model_path is required unless tiny is true")
         whole = parts == "all"
         model = FlowWorldModel.from_pretrained(cfg.model_path, backend=cfg.backend, torch_dtype=DTYPES[cfg.dtype],
                                                load_vae=whole, load_text_encoder=whole,
-                                               default_num_frames=cfg.num_frames, revision=cfg.model_revision)
-    if cfg.tiny and cfg.dtype != "float32":  # from_pretrained already loaded torch_dtype; the VAE stays float32
-        cast_like_from_pretrained(model.transformer, DTYPES[cfg.dtype])
+                                               default_num_frames=cfg.num_frames, revision=cfg.model_revision,
+                                               transformer=transformer)
     if cfg.text_encoder == "offload":  # nn.Module.to moves the transformer and the VAE, not the text encoder
         return torch.nn.Module.to(model, device=device)
     return model.to(device=device)
