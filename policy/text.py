@@ -18,7 +18,8 @@ randomly) is a ValueError naming the folder and the missing weights. For Cosmos 
 language model (``get_decoder()``: embeddings, layers, final norm): prompts are text tokens only, so the
 vision tower and the lm_head may be missing (a text-only checkpoint) and are left as transformers builds
 them; a missing language-model weight is refused. The encoder also runs that part alone
-(:func:`language_model_hidden_states`): the lm_head's logits were computed and thrown away.
+(:func:`language_model_hidden_states`): the lm_head's logits were computed and thrown away. A ``tokenizer``
+folder that cannot load is an OSError naming it (:func:`_load_tokenizer`).
 
 Wan prompts are cleaned as the pipeline's ``prompt_clean`` does (:func:`wan_prompt_clean`): ``ftfy.fix_text``,
 HTML entities unescaped twice, whitespace runs collapsed to one space, stripped. This used to be whitespace
@@ -80,6 +81,18 @@ class HashTextEncoder:
         return self
 
 
+def _load_tokenizer(path: str | Path, revision: str | None) -> Any:
+    """``AutoTokenizer`` of ``path``'s ``tokenizer`` subfolder; an OSError naming that folder when it cannot load:
+    transformers' message for an empty or half-copied folder ("Couldn't instantiate the backend tokenizer from
+    one of: ...") named no path."""
+    from transformers import AutoTokenizer
+
+    try:
+        return AutoTokenizer.from_pretrained(str(path), subfolder="tokenizer", revision=revision)
+    except (OSError, ValueError) as exc:
+        raise OSError(f"cannot load the tokenizer in {Path(path).expanduser()}/tokenizer: {exc}") from exc
+
+
 def _load_strict(model_cls: Any, path: str | Path, torch_dtype: torch.dtype, revision: str | None,
                  used: Callable[[torch.nn.Module], torch.nn.Module] = lambda model: model) -> torch.nn.Module:
     """``model_cls`` from ``path``'s ``text_encoder`` subfolder (at hub ``revision``); ValueError
@@ -131,9 +144,9 @@ class CosmosQwenTextEncoder(_HFTextEncoder):
     @classmethod
     def from_pretrained(cls, path: str | Path, *, torch_dtype: torch.dtype = torch.bfloat16,
                         max_sequence_length: int = 512, revision: str | None = None) -> CosmosQwenTextEncoder:
-        from transformers import AutoTokenizer, Qwen2_5_VLForConditionalGeneration
+        from transformers import Qwen2_5_VLForConditionalGeneration
 
-        tok = AutoTokenizer.from_pretrained(str(path), subfolder="tokenizer", revision=revision)
+        tok = _load_tokenizer(path, revision)
         model = _load_strict(Qwen2_5_VLForConditionalGeneration, path, torch_dtype, revision,
                              used=lambda m: m.get_decoder())
         return cls(tok, model, max_sequence_length)
@@ -192,9 +205,9 @@ class WanT5TextEncoder(_HFTextEncoder):
     @classmethod
     def from_pretrained(cls, path: str | Path, *, torch_dtype: torch.dtype = torch.bfloat16,
                         max_sequence_length: int = 512, revision: str | None = None) -> WanT5TextEncoder:
-        from transformers import AutoTokenizer, UMT5EncoderModel
+        from transformers import UMT5EncoderModel
 
-        tok = AutoTokenizer.from_pretrained(str(path), subfolder="tokenizer", revision=revision)
+        tok = _load_tokenizer(path, revision)
         model = _load_strict(UMT5EncoderModel, path, torch_dtype, revision)
         return cls(tok, model, max_sequence_length)
 

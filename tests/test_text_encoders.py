@@ -172,3 +172,18 @@ def test_cosmos_encoder_skips_the_lm_head_and_keeps_the_full_models_hidden_state
     assert all(torch.equal(a, b) for a, b in zip(mine, full, strict=True))
     layers = [(h - h.mean(-1, keepdim=True)) / (h.std(-1, keepdim=True) + 1e-8) for h in full[1:]]
     assert torch.equal(out, torch.cat(layers, dim=-1))
+
+
+@pytest.mark.parametrize("backend", ["wan", "cosmos"])
+def test_a_tokenizer_folder_that_cannot_load_is_named(tmp_path, cosmos_dir, backend):
+    """An empty or half-copied tokenizer/ failed as transformers' "Couldn't instantiate the backend tokenizer from
+    one of: (1) a `tokenizers` library serialization file, ..." with no path in it."""
+    from policy.text import CosmosQwenTextEncoder, WanT5TextEncoder
+
+    root = cosmos_dir if backend == "cosmos" else tmp_path / "wan"
+    for f in (root / "tokenizer").glob("*"):
+        f.unlink()
+    (root / "tokenizer").mkdir(parents=True, exist_ok=True)
+    cls = CosmosQwenTextEncoder if backend == "cosmos" else WanT5TextEncoder
+    with pytest.raises(OSError, match=rf"cannot load the tokenizer in {re.escape(str(root))}/tokenizer: "):
+        cls.from_pretrained(root, torch_dtype=torch.float32)
