@@ -111,3 +111,24 @@ def test_every_optimizer_step_is_still_the_objective_gradient_with_nan_invalid_s
     log = _run(engine, groups, _cfg(micro_batch, 2), grad_accum=micro)
     assert torch.allclose(engine.step_grads[0], want, rtol=1e-12, atol=1e-15)
     assert log.nonfinite_ignored == 0  # no micro-batch here is without a valid sample
+
+
+def test_a_diverged_invalid_sample_alone_in_its_micro_batch_keeps_the_step_finite():
+    """micro_batch 1 (the default): each invalid sample is a micro-batch without a valid sample, whose one forward
+    (ZeRO's collectives) ran on that very sample. A diverged rollout (NaN latents, ineligible) made that forward NaN,
+    and its exact-zero loss still put 0 * NaN = NaN into the step's gradient: DeepSpeed then drops the whole optimizer
+    step (an invalid gradient norm), so with ``nonfinite_loss: skip`` one diverged rollout cost the iteration's update.
+    The collectives' forward needs an input, not that sample's values: it now runs on finite ones."""
+    groups = _groups([[1, 1, 0, 1, 1], [0, 1, 1, 0, 1]], sde_steps=2)
+    want = _objective_gradient(groups)
+    for g in groups:
+        for rec in g.rollout.steps:
+            rec.x[~g.valid] = float("nan")  # the ineligible rollouts diverged
+            rec.log_prob[~g.valid] = float("inf")
+    micro = 2 * 2 * G  # groups x SDE steps x micro-batches of one sample: one optimizer step
+    engine = Engine(grad_accum=micro)
+    log = _run(engine, groups, _cfg(1, 2), grad_accum=micro)
+    assert len(engine.step_grads) == 1 and torch.isfinite(engine.step_grads[0]).all()
+    assert torch.allclose(engine.step_grads[0], want, rtol=1e-12, atol=1e-15)
+    assert log.empty_micro_batches == 2 * 3 and log.nonfinite_ignored == 0
+    assert torch.isnan(groups[1].rollout.steps[0].x[0]).all()  # the rollout's record itself is left as it was

@@ -46,15 +46,35 @@ def test_all_zero_advantages_give_a_zero_loss_and_zero_gradient():
     assert torch.equal(engine.step_grads[0], torch.zeros(4, dtype=torch.float64))
 
 
+class NaNNetwork(Recording):
+    """A network whose forward is NaN on the one row a micro-batch without a valid sample runs, whatever its
+    (finite) input: the policy itself is no longer finite there."""
+
+    def __call__(self, cond, record, rcfg):  # noqa: ANN001, ANN204 (engine call)
+        lp, mean, std, flips = super().__call__(cond, record, rcfg)
+        return (lp * float("nan"), mean, std, flips) if cond.n == 1 else (lp, mean, std, flips)
+
+
 def test_a_non_finite_invalid_sample_is_not_a_silent_nan():
     groups = _groups([[1] * 5, [0] * 5], sde_steps=1)
-    groups[1].rollout.steps[0].x[0, 0] = float("nan")  # an ineligible sample whose likelihood is NaN
-    engine, log = _run(groups, grad_accum=2)
+    engine = NaNNetwork(grad_accum=2)
+    log = update_policy(engine, groups, _cfg(5, 1), rcfg=None, reference=None, iteration=0, grad_accum=2,
+                        device=torch.device("cpu"))
     assert all(loss == loss for loss in engine.losses)  # the zero loss is 0, not 0 * NaN
     assert log.empty_micro_batches == 1 and log.nonfinite_ignored == 1
     row = summarize(0, [_part([1.0, 2.0], loss=log.losses, item_counts=log.item_counts,
                               nonfinite_ignored=log.nonfinite_ignored)])
     assert row["nonfinite_losses"] == 1  # what nonfinite_loss: stop reads; the logged losses are all finite
+
+
+def test_an_invalid_sample_with_nan_latents_runs_the_collectives_forward_on_finite_inputs():
+    """A diverged (ineligible) rollout's NaN record is not the network's NaN: the forward for the collectives runs
+    on its values set to 0 (training/update.py ``finite_inputs``), so nothing non-finite reaches the step."""
+    groups = _groups([[1] * 5, [0] * 5], sde_steps=1)
+    groups[1].rollout.steps[0].x[0, 0] = float("nan")  # an ineligible sample whose likelihood is NaN
+    engine, log = _run(groups, grad_accum=2)
+    assert log.empty_micro_batches == 1 and log.nonfinite_ignored == 0
+    assert torch.isfinite(engine.step_grads[0]).all()
 
 
 def test_an_optimizer_step_without_a_valid_sample_is_not_taken():

@@ -29,9 +29,14 @@ invalid samples never enter the graph: a micro-batch with a valid sample runs th
 reference's) on its valid samples only (`forward_rows`), which also saves their forward and backward. A
 micro-batch without a valid sample still runs one forward, backward and step on its first sample alone
 (ZeRO's collectives), with a loss that is an exact 0 (``nan_to_num`` first: it does not depend on the
-forward's values); it is counted (``UpdateLog.empty_micro_batches``), and when that one forward is not finite
--- the only place a NaN can still reach the gradients -- it is counted in ``UpdateLog.nonfinite_ignored``,
-which training/metrics.py adds to ``nonfinite_losses`` (the divergence guard), so it is never unannounced.
+forward's values); it is counted (``UpdateLog.empty_micro_batches``). That forward runs on the sample's record
+with its non-finite values set to 0 (`finite_inputs`): the collectives need an input, not that sample's
+values, and a diverged rollout's NaN latents (an ineligible sample, alone in its micro-batch whenever
+``micro_batch`` is 1, the default) otherwise put 0 * NaN into the step's gradient, so DeepSpeed dropped the
+whole optimizer step (its gradient norm invalid) and ``nonfinite_loss: skip`` lost the iteration's update to
+one diverged rollout. When that forward is still not finite (on finite inputs: the network itself is) it is
+counted in ``UpdateLog.nonfinite_ignored``, which training/metrics.py adds to ``nonfinite_losses`` (the
+divergence guard), so it is never unannounced.
 
 The logged per-micro-batch values (`UpdateLog`) come with the number of valid samples behind each, so
 training/metrics.py weighs them like the objective.
@@ -104,8 +109,9 @@ class UpdateLog:
     """Micro-batches without a valid sample in a step that has some: run with an exact zero loss (collectives),
     logged nowhere else."""
     nonfinite_ignored: int = 0
-    """Micro-batches without a valid sample whose one-sample forward (log-prob or mean) was NaN or inf: its
-    zero loss does not keep that NaN out of the gradients (module docstring)."""
+    """Micro-batches without a valid sample whose one-sample forward (log-prob or mean) was NaN or inf although
+    its inputs were finite (`finite_inputs`): its zero loss does not keep that NaN out of the gradients (module
+    docstring)."""
 
 
 def metric_parts(upd: UpdateLog) -> dict[str, Any]:
@@ -132,6 +138,18 @@ def take(obj: Any, sl: slice | torch.Tensor, batch: int) -> Any:
         if isinstance(value, torch.Tensor) and value.dim() > 0 and value.shape[0] == batch:
             changes[f.name] = value[sl]
     return dataclasses.replace(obj, **changes)
+
+
+def finite_inputs(record: Any) -> Any:
+    """A copy of a dataclass (an `SDEStepRecord`) with the NaN / inf values of its floating tensor fields set to 0:
+    the input of the forward a micro-batch without a valid sample runs for the collectives alone (module
+    docstring). Finite values are kept, so a finite record gives the same forward."""
+    changes = {}
+    for f in dataclasses.fields(record):
+        value = getattr(record, f.name)
+        if isinstance(value, torch.Tensor) and value.is_floating_point():
+            changes[f.name] = torch.nan_to_num(value, nan=0.0, posinf=0.0, neginf=0.0)
+    return dataclasses.replace(record, **changes)
 
 
 def forward_rows(valid: torch.Tensor, sl: slice) -> tuple[slice | torch.Tensor, torch.Tensor]:
@@ -193,6 +211,8 @@ def update_policy(engine: Any, groups: list[Group], cfg: TrainConfig, rcfg: Roll
             rows, keep = forward_rows(g.valid, sl)  # invalid samples never enter the graph (module docstring)
             cond = g.cond.select(rows)
             record = take(g.rollout.steps[k], rows, group)
+            if len(keep) == 0:  # a forward for the collectives alone: on finite inputs (module docstring)
+                record = finite_inputs(record)
             ref_mean = ref_std = None
             if cfg.beta > 0:  # on every rank, valid or not: ZeRO-3 forwards gather parameters collectively
                 with torch.no_grad():
