@@ -259,3 +259,54 @@ def test_mask_mean_leaves_the_diverged_rollouts_out():
     assert mask_means([group([[nan, nan]])], ["nan", "inf"]) == []  # nothing left: the iteration's mean is null
     with pytest.raises(ValueError, match="2 diverged flags for 3 rollouts"):
         mask_means(groups[:1], [None, None])
+
+
+DIVERGING_IN_WINDOW = """
+import sys
+import training.trainer as trainer
+from training.train import main
+
+real = trainer.rollout
+
+
+def diverging(*args, **kwargs):  # the second rollout of every group diverges inside the SDE window
+    ro = real(*args, **kwargs)
+    ro.latents[1] = float("nan")
+    for rec in ro.steps:
+        rec.x_next[1] = float("nan")
+        rec.log_prob[1] = float("nan")
+        rec.mask_mean[1] = float("nan")
+    for rec in ro.steps[1:]:
+        rec.x_t[1] = float("nan")
+    return ro
+
+
+trainer.rollout = diverging
+sys.exit(main(sys.argv[1:]))
+"""
+
+
+@pytest.mark.slow
+def test_a_rollout_that_diverged_inside_the_sde_window_costs_no_update_under_skip(tmp_path):
+    """nonfinite_loss: skip, micro_batch 1: each diverged (ineligible) rollout is a micro-batch without a valid
+    sample, whose forward for the collectives ran on its NaN record; the NaN reached the gradient, DeepSpeed
+    dropped every optimizer step (grad_norm null, nonfinite_losses 4) and the weights never moved. Now the others
+    train (training/update.py finite_inputs), and mask_mean leaves the diverged rollouts out."""
+    import json
+    import os
+    import subprocess
+    import sys
+
+    out = tmp_path / "run"
+    env = {k: v for k, v in os.environ.items() if k not in ("RANK", "WORLD_SIZE", "LOCAL_RANK")}
+    cmd = [sys.executable, "-c", DIVERGING_IN_WINDOW, "--config", str(SMOKE), "--output_dir", str(out), "--progress",
+           "false", "--tensorboard", "false", "--max_iterations", "2", "--checkpoint_every", "2", "--export", "none",
+           "--micro_batch", "1", "--nonfinite_loss", "skip"]
+    proc = subprocess.run(cmd, cwd=SMOKE.parents[2], env={**env, "OMP_NUM_THREADS": "1"}, capture_output=True,
+                          text=True, timeout=600)
+    assert proc.returncode == 0, proc.stderr[-4000:]
+    rows = [json.loads(x) for x in (out / "metrics.jsonl").read_text().splitlines()]
+    assert [r["ineligible_nan"] for r in rows] == [2, 2]
+    assert all(r["nonfinite_losses"] == 0 and r["grad_norm"] is not None and r["grad_norm"] > 0 for r in rows)
+    assert rows[1]["mu_kl"] > 0  # the first iteration's step moved the policy away from the reference
+    assert all(r["mask_mean"] is not None and 0.3 <= r["mask_mean"] <= 1.0 for r in rows)
