@@ -25,6 +25,7 @@ from langchain_core.runnables import Runnable, RunnableConfig
 from langgraph.graph import END, START
 
 from graph.config import ResolvedConfig
+from graph.state_records import with_records
 
 Route = Callable[[Mapping[str, Any]], str | list[str]]
 """The state after the node's writes -> the next node(s)."""
@@ -40,11 +41,11 @@ class RouteStep(Runnable[Mapping[str, Any], str | list[str]]):
 
     def invoke(self, input: Mapping[str, Any], config: RunnableConfig | None = None,
                **kwargs: Any) -> str | list[str]:
-        return self.route(input)
+        return self.route(with_records(input)[0])  # records a fork wrote as JSON (graph.state_records)
 
     async def ainvoke(self, input: Mapping[str, Any], config: RunnableConfig | None = None,
                       **kwargs: Any) -> str | list[str]:
-        return self.route(input)
+        return self.route(with_records(input)[0])
 
 
 BRANCHES = ("observe", "contract")
@@ -131,7 +132,8 @@ def node_routes(cfg: ResolvedConfig, *, extra: bool = False) -> dict[str, tuple[
         def route_audit(state: Mapping[str, Any]) -> str:
             if faulted(state):
                 return "gate"
-            clean = state["audits"][-1].clean
+            audits = state.get("audits") or []  # none readable (a fork's invalid edit): repair refuses it
+            clean = bool(audits) and audits[-1].clean
             return after_audit if clean or int(state.get("repair_rounds", 0)) >= cfg.max_repair_rounds \
                 else "repair"
 

@@ -51,6 +51,7 @@ from graph.context import RunContext, config_mismatch, tools_mismatch, with_conf
 from graph.job_owners import abandon
 from graph.schemas import Assessment, Fault, TaskContract
 from graph.state import AgentState, ContractFrozenError, StepRecord
+from graph.state_records import StateRecordError, state_faults, with_records
 from graph.workers import run_scope
 from prompts import render
 from tools.errors import ToolFault
@@ -99,7 +100,7 @@ def to_fault(stage: str, exc: BaseException) -> Fault:
         return to_fault(exc.stage, exc.error)
     if isinstance(exc, ContextRefused):
         return Fault(stage="context", kind="input", message=str(exc)[:2000])
-    if isinstance(exc, InputFault):
+    if isinstance(exc, InputFault | StateRecordError):
         return Fault(stage=stage, kind="input", message=str(exc)[:2000])
     if isinstance(exc, BackboneFault):
         return Fault(stage=stage, kind=exc.kind, message=exc.message[:2000])
@@ -142,6 +143,11 @@ def make_node(name: str, fn: StageFn, default_ctx: RunContext, *, guard: bool = 
     async def run(state: AgentState, config: RunnableConfig) -> dict[str, Any]:
         if guard and state.get("faults"):
             return {}
+        state, problems = with_records(state)  # records a fork wrote as JSON (graph.state_records)
+        found: list[Fault] = []
+        if problems and name == "gate" and not state.get("faults"):  # the run is ineligible with them
+            found = state_faults(problems)
+            state = {**state, "faults": found}
         ctx, refused = context()
         step = Step(node=name, thread_id=str((config.get("configurable") or {}).get("thread_id", "")))
         started = datetime.now(UTC).isoformat()
@@ -149,6 +155,8 @@ def make_node(name: str, fn: StageFn, default_ctx: RunContext, *, guard: bool = 
         try:
             if refused is not None and name != "gate":  # the gate writes the result of the refused run
                 raise ContextRefused(refused)
+            if problems and name != "gate":
+                raise StateRecordError("; ".join(problems))
             with run_scope(step.thread_id):
                 update = dict(await fn(state, ctx, step))
         except ContractFrozenError:
@@ -160,6 +168,8 @@ def make_node(name: str, fn: StageFn, default_ctx: RunContext, *, guard: bool = 
             fault = to_fault(name, exc)
             update = {"faults": [fault]}
             step.decision = f"fault ({fault.kind}): {fault.message[:200]}"
+        if found:
+            update["faults"] = [*found, *update.get("faults", [])]
         record = StepRecord(node=name, started=started, duration_s=round(time.perf_counter() - t0, 6),
                             decision=step.decision, frames=sorted(set(step.frames)), crops=step.crops,
                             tool_summaries=step.tool_summaries, audit_round=step.audit_round,
