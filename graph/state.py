@@ -5,7 +5,7 @@ pydantic records. Decoded frames, models, the chat model and tool clients live i
 (`graph.context.RunContext`), so a checkpoint stays small.
 
 Reducers: `steps`, `faults`, `notes`, `assessments`, `audits` and `exchanges` are append-only;
-`usage` sums counters; `contract` is frozen (written once; a second write raises
+`usage` sums counters; `contract` is frozen (written once; a second write, an `Overwrite` in a time-travel fork too, raises
 `ContractFrozenError`). Other fields are last-value channels written by one node per step.
 
 Decisions where the issue was silent:
@@ -22,8 +22,11 @@ Decisions where the issue was silent:
 from __future__ import annotations
 
 import operator
+from collections.abc import Sequence
 from typing import Annotated, Any, NotRequired
 
+from langgraph.channels.binop import BinaryOperatorAggregate
+from langgraph.types import Overwrite
 from typing_extensions import TypedDict
 
 from graph.schemas import (
@@ -49,6 +52,38 @@ def write_once(old: TaskContract | None, new: TaskContract | None) -> TaskContra
     if old is not None and new is not None:
         raise ContractFrozenError("the task contract is frozen: it was already written once")
     return old if new is None else new
+
+
+OVERWRITE = "__overwrite__"
+"""The key of `Overwrite`'s JSON forms (langgraph.channels.binop)."""
+
+
+def _unwrapped(value: Any) -> Any:
+    """A write with LangGraph's `Overwrite` (typed, or its JSON forms from the LangGraph server) taken off."""
+    if isinstance(value, Overwrite):
+        return value.value
+    if isinstance(value, dict):
+        if len(value) == 1 and OVERWRITE in value:
+            return value[OVERWRITE]
+        if value.get("type") == OVERWRITE and "value" in value:
+            return value["value"]
+    return value
+
+
+class FrozenValue(BinaryOperatorAggregate):
+    """The contract's channel: every write goes through `write_once`, an `Overwrite` too. LangGraph applies an
+    Overwrite without the reducer, so a time-travel fork (`update_state`, Studio) replaced the frozen contract
+    after assess had judged the old one; and a first write wrapped in one was stored as the wrapper."""
+
+    def __init__(self, typ: Any = None, operator: Any = write_once) -> None:
+        super().__init__(typ, operator)
+
+    def update(self, values: Sequence[Any]) -> bool:
+        values = [_unwrapped(v) for v in values]
+        if self.is_available() and self.value is not None:  # frozen: any write is refused
+            for value in values:
+                self.operator(self.value, value)
+        return super().update(values)
 
 
 def add_usage(old: dict[str, int] | None, new: dict[str, int] | None) -> dict[str, int]:
@@ -144,7 +179,7 @@ class AgentState(TypedDict, total=False):
     """True when the quality check assigns reward 0 (uniform or unusable content)."""
     observation: Observation
     """Task-blind observation (no instruction seen)."""
-    contract: Annotated[TaskContract | None, write_once]
+    contract: Annotated[TaskContract | None, FrozenValue(TaskContract | None, write_once)]
     """Frozen task contract."""
     assessment: Assessment
     """Current assessment (assess, then reflect / repair revise it)."""
