@@ -5,8 +5,8 @@ pydantic records. Decoded frames, models, the chat model and tool clients live i
 (`graph.context.RunContext`), so a checkpoint stays small.
 
 Reducers: `steps`, `faults`, `notes`, `assessments`, `audits` and `exchanges` are append-only;
-`usage` sums counters; `contract` is frozen (written once; a second write, an `Overwrite` in a time-travel fork too, raises
-`ContractFrozenError`). Other fields are last-value channels written by one node per step.
+`usage` sums counters; `contract` is frozen (written once; a second write, an `Overwrite` in a time-travel
+fork too, raises `ContractFrozenError`). Other fields are last-value channels written by one node per step.
 
 Decisions where the issue was silent:
 - `steps[i]["started"]` is a UTC ISO-8601 timestamp string; `duration_s` is wall seconds.
@@ -79,11 +79,7 @@ class FrozenValue(BinaryOperatorAggregate):
         super().__init__(typ, operator)
 
     def update(self, values: Sequence[Any]) -> bool:
-        values = [_unwrapped(v) for v in values]
-        if self.is_available() and self.value is not None:  # frozen: any write is refused
-            for value in values:
-                self.operator(self.value, value)
-        return super().update(values)
+        return super().update([_unwrapped(v) for v in values])  # each write then goes through write_once
 
 
 def add_usage(old: dict[str, int] | None, new: dict[str, int] | None) -> dict[str, int]:
