@@ -237,7 +237,8 @@ def demo_command(
     if not settings.configured:
         # soft_wrap: the commands must stay copyable on one line in any terminal width
         console.print("\n[bold yellow]No reward was computed:[/] " + escape(settings.describe_missing()), soft_wrap=True)
-        console.print("Then run `make demo` again to score these clips with the reward agent, or score one:\n"
+        console.print("Then run this command (`make demo` or `raa demo`) again to score these clips with the reward "
+                      "agent, or score one:\n"
                       + escape(f"  raa score {rows[0]['path']} -i \"{rows[0]['instruction']}\" --stream"), soft_wrap=True)
         return
     _score(rows, out, preset, concurrency, console)

@@ -19,6 +19,7 @@ def test_demo_without_endpoint_explains_how_to_connect(tmp_path) -> None:
     assert res.exit_code == 0, res.output
     assert "RAA_BASE_URL" in res.output and "vllm serve" in res.output
     assert "No reward was computed" in res.output
+    assert "(`make demo` or `raa demo`) again" in res.output  # it said `make demo` to `raa demo --out X` users too
     assert "Reward agent" not in res.output and "raa trace run-" not in res.output
     assert (tmp_path / "manifest.jsonl").is_file()
     # the layout of `raa make-clips --out`: the clips were in OUT/clips/clips/ (a suite inside OUT/clips)
