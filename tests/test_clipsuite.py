@@ -1,9 +1,9 @@
-"""Clip suite: preset composition, motion semantics per pattern, rendering, determinism, manifest, CLI."""
+"""Clip suite: preset composition, motion semantics per pattern, rendering, determinism, contact (files and CLI:
+test_clipsuite_files.py)."""
 
 from __future__ import annotations
 
 import dataclasses
-import json
 import os
 from collections import Counter
 
@@ -16,11 +16,7 @@ from evals.clipsuite import (
     FAILURE_PATTERNS,
     PATTERN_LABELS,
     ClipSpec,
-    ClipSuiteError,
-    ManifestError,
     clip_layout,
-    load_manifest,
-    make_clips,
     render_clip,
     suite_specs,
 )
@@ -275,127 +271,6 @@ def test_blur_and_text_and_background_effects_show_in_pixels():
     frames = render_clip(spec, width=SIDE, height=SIDE)
     flat = np.all(frames == np.array(layout.background_rgb, dtype=np.uint8), axis=-1).mean(axis=(1, 2))
     assert flat[0] == 0 and flat[plan.states.simplify].min() > 0.5
-
-
-# ---------------------------------------------------------------- manifest and make_clips
-
-def test_make_clips_writes_a_decodable_manifest(tmp_path):
-    from tools.video import probe
-
-    names = [s.name for s in suite_specs("small", 0) if s.pattern in ("static", "uniform")]
-    manifest = make_clips(tmp_path / "suite", preset="small", names=names, size=SIDE, progress=False)
-    assert manifest == tmp_path / "suite" / "manifest.jsonl"
-    raw = [json.loads(line) for line in manifest.read_text().splitlines()]
-    assert [r["path"] for r in raw] == [f"clips/{n}.mp4" for n in names]
-    rows = load_manifest(manifest)
-    assert {"path", "instruction", "label", "pattern", "frames", "fps", "seed", "task"} <= set(rows[0])
-    for row in rows:
-        assert os.path.isabs(row["path"]) and row["label"] == "failure"
-        meta = probe(row["path"])
-        assert meta.frames == row["frames"] and (meta.width, meta.height) == (SIDE, SIDE)
-    assert load_manifest(tmp_path / "suite") == rows  # a folder holding manifest.jsonl works too
-
-
-def test_a_bad_frame_size_is_refused_before_anything_is_written(tmp_path):
-    """A size the renderer cannot take: past 1024 it read as a missing GL context ("set MUJOCO_GL=egl"),
-    and under 16 every clip failed in turn and an existing suite's manifest was overwritten with none."""
-    suite = tmp_path / "suite"
-    suite.mkdir()
-    (suite / "manifest.jsonl").write_text('{"path": "clips/a.mp4", "instruction": "x", "label": "ordinary"}\n')
-    for size in (8, 2048):
-        with pytest.raises(ClipSuiteError) as info:
-            make_clips(suite, names=[suite_specs("small", 0)[0].name], size=size, progress=False)
-        assert len(load_manifest(suite)) == 1  # the suite already there is untouched
-        assert "16 to 1024 pixels" in str(info.value) and "MUJOCO_GL" not in str(info.value)
-    spec = dataclasses.replace(_spec("success"), frames=2)
-    with pytest.raises(ValueError, match="16 to 1024 pixels"):
-        render_clip(spec, width=1100, height=64)
-
-
-def test_make_clips_rejects_unknown_names_and_bad_limits(tmp_path):
-    with pytest.raises(ClipSuiteError, match="unknown clip names"):
-        make_clips(tmp_path, names=["nope"], progress=False)
-    with pytest.raises(ClipSuiteError, match="limit"):
-        make_clips(tmp_path, limit=0, progress=False)
-    name = suite_specs("small", 0)[0].name  # one name as a bare string was read letter by letter
-    with pytest.raises(TypeError, match=f"single string '{name}'"):
-        make_clips(tmp_path, names=name, progress=False)
-    with pytest.raises(ClipSuiteError, match="names is empty"):  # it wrote an empty manifest
-        make_clips(tmp_path, names=[], progress=False)
-    assert not (tmp_path / "manifest.jsonl").exists()
-
-
-@pytest.mark.parametrize("line,problem", [
-    ("{not json", "not valid JSON"),
-    ("[1, 2]", "expected a JSON object"),
-    ('{"path": "a.mp4", "instruction": "x"}', "'label'"),
-    ('{"path": "a.mp4", "instruction": "x", "label": "great"}', "not one of"),
-    ('{"path": "a.mp4", "instruction": "x", "label": "failure", "frames": 0}', "frames must be >= 1"),
-    ('{"path": "a.mp4", "instruction": "x", "label": "failure", "fps": "16"}', "'fps'"),
-])
-def test_load_manifest_names_the_bad_line(tmp_path, line, problem):
-    good = json.dumps({"path": "a.mp4", "instruction": "Push it.", "label": "ordinary"})
-    path = tmp_path / "manifest.jsonl"
-    path.write_text(f"{good}\n\n{line}\n")
-    with pytest.raises(ManifestError, match=problem) as err:
-        load_manifest(path)
-    assert f"{path}:3:" in str(err.value)
-
-
-def test_load_manifest_missing_file(tmp_path):
-    with pytest.raises(ManifestError, match="manifest not found"):
-        load_manifest(tmp_path / "none.jsonl")
-
-
-# ---------------------------------------------------------------- CLI
-
-def _run_cli(args):
-    from typer.testing import CliRunner
-
-    from graph.cli import app
-
-    return CliRunner().invoke(app, ["make-clips", *args])
-
-
-def test_cli_renders_a_limited_suite(tmp_path):
-    result = _run_cli(["--out", str(tmp_path), "--limit", "1", "--size", "32", "--no-progress"])
-    assert result.exit_code == 0, result.output
-    rows = load_manifest(tmp_path / "manifest.jsonl")
-    assert len(rows) == 1 and rows[0]["pattern"] == "success"
-    assert "wrote 1 clips (1 ordinary)" in result.output
-
-
-def test_cli_bad_preset_is_a_clear_usage_error(tmp_path):
-    result = _run_cli(["--out", str(tmp_path), "--preset", "huge"])
-    assert result.exit_code != 0
-    text = " ".join(result.output.replace("│", " ").split())  # undo rich's boxed line wrapping
-    assert "unknown preset 'huge'" in text and "paper, small" in text
-    assert not (tmp_path / "manifest.jsonl").exists()
-
-
-def test_a_negative_seed_is_a_usage_error_not_a_traceback(tmp_path):
-    result = _run_cli(["--out", str(tmp_path), "--seed", "-1"])
-    assert result.exit_code == 2, result.output  # a usage error, not a SeedSequence traceback
-    assert "--seed" in result.output and not (tmp_path / "manifest.jsonl").exists()
-    with pytest.raises(ValueError, match="seed must be an integer >= 0, got -1"):
-        suite_specs("small", -1)
-
-
-def test_an_out_that_is_a_file_is_an_error_line_not_a_traceback(tmp_path):
-    """`--out FILE` ended in a FileExistsError traceback; it is a ClipSuiteError naming the path (exit 1)."""
-    (tmp_path / "taken").write_text("a file")
-    result = _run_cli(["--out", str(tmp_path / "taken"), "--limit", "1", "--size", "32", "--no-progress"])
-    assert result.exit_code == 1 and isinstance(result.exception, SystemExit), result.output
-    assert f"error: cannot write the clip suite to {tmp_path / 'taken'}" in result.output
-
-
-@pytest.mark.slow
-def test_cli_small_preset_end_to_end(tmp_path):
-    result = _run_cli(["--out", str(tmp_path), "--preset", "small", "--seed", "3"])
-    assert result.exit_code == 0, result.output
-    rows = load_manifest(tmp_path)
-    assert {r["pattern"] for r in rows} == set(PATTERN_LABELS)
-    assert all(os.path.getsize(r["path"]) > 0 for r in rows)
 
 
 def _finger_depth_in_object(obj, centre, finger) -> float:
