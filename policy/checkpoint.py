@@ -12,7 +12,8 @@ Decisions where the issue was silent:
 * A local folder must hold ``<transformer_subfolder>/config.json`` and, for the parts loaded,
   ``vae/config.json``, ``text_encoder/config.json`` and a ``tokenizer/`` folder; the missing ones are named in
   one FileNotFoundError (an OSError, as diffusers' own loading errors are). Then each of those parts must hold
-  its weights (`weights_missing`: a ``*.safetensors`` / ``*.bin`` file, or a weight index whose shards all
+  its weights (`weights_missing`: a plain ``*.safetensors`` / ``*.bin`` file, not only a variant's such as
+  ``*.fp16.safetensors``, which loads only with ``variant=``, or a weight index whose shards all
   exist): a part without them was "no file named diffusion_pytorch_model.bin found in directory ROOT" (the root,
   and the fallback file name), after loading the parts before it. Wan 2.1 I2V's CLIP parts
   (`clip_parts_missing`) are checked once the transformer config says they load, before its weights do.
@@ -27,6 +28,7 @@ Decisions where the issue was silent:
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from typing import Any
 
@@ -71,6 +73,10 @@ def missing_parts(root: Path, *, transformer_subfolder: str = "transformer", loa
 WEIGHTS = ("*.safetensors", "*.bin")
 """The weight files diffusers' and transformers' ``from_pretrained`` read (sharded: a ``*.index.json``)."""
 
+_VARIANT = re.compile(r"[^.]+\.[A-Za-z0-9_]+(-\d+-of-\d+)?\.(safetensors|bin)")
+"""A variant's weight file (``diffusion_pytorch_model.fp16.safetensors``, a shard of one): read only with
+``from_pretrained(..., variant=...)``, which nothing here passes."""
+
 
 def weights_missing(folder: Path) -> str | None:
     """None when the part folder ``folder`` holds its weights; otherwise what is missing, named with the part
@@ -78,8 +84,13 @@ def weights_missing(folder: Path) -> str | None:
     if indexes := sorted(folder.glob("*.index.json")):
         problems = [p for index in indexes if (p := _index_problem(index))]
         return "; ".join(problems) or None
-    if any(f.is_file() for pattern in WEIGHTS for f in folder.glob(pattern)):
+    files = sorted(f.name for pattern in WEIGHTS for f in folder.glob(pattern) if f.is_file())
+    if [name for name in files if not _VARIANT.fullmatch(name)]:
         return None
+    if files:  # only a variant's: diffusers loads them with variant= only, and the loaders here pass none
+        return (f"{folder.name}/ has only a variant's weights ({files[0]}), which load only with "
+                "from_pretrained(variant=...) and nothing here passes one; add the plain weight files "
+                "(e.g. rename or convert them)")
     return f"{folder.name}/ has no weights (no *.safetensors or *.bin file, no *.safetensors.index.json)"
 
 
