@@ -12,7 +12,10 @@ Decisions where the issue was silent:
   the returned velocity, which is 0 there: an Euler or DynDiff step leaves them unchanged.
 * Only the transformer is a registered sub-module, so ``parameters()`` / ``state_dict()`` /
   DeepSpeed see the trainable network alone; the VAE and the text encoder are frozen helpers
-  that still follow ``.to(device, dtype)`` (``_apply`` is extended for them).
+  that still follow ``.to(device, dtype)``, ``.cpu()`` and ``.cuda()`` of this module. ``_apply`` carries
+  only the VAE: the text and CLIP encoders do not follow a dtype cast (``.float()``, ``.half()``,
+  ``.bfloat16()``) nor a move of a module that holds this one (DeepSpeed's ``.to(device)`` of its wrapper),
+  deliberately: with ``text_encoder: offload`` they stay in host memory (`training.models.text_encoder_on`).
 * ``decode`` returns numpy uint8 [B, T, H, W, 3] (what the reward tools take).
 * Classifier-free guidance is optional (``velocity(..., guidance_scale=w)``, default 1 = off, one
   transformer pass): with w != 1 the conditional and the negative-prompt branch run as one pass over
@@ -203,6 +206,16 @@ class FlowWorldModel(torch.nn.Module):
         if self.image_encoder is not None:
             self.image_encoder.to(device=device, dtype=dtype)
         return out
+
+    def cpu(self):
+        """``.to("cpu")``: the prompt encoders move too (nn.Module.cpu goes through ``_apply`` only)."""
+        return self.to("cpu")
+
+    def cuda(self, device: int | torch.device | None = None):
+        """``.to(cuda device)``: the prompt encoders move too (nn.Module.cuda goes through ``_apply`` only)."""
+        if isinstance(device, int):
+            device = torch.device("cuda", device)
+        return self.to("cuda" if device is None else device)  # "cuda": the current device, as nn.Module.cuda
 
     # ------------------------------------------------------------------ velocity
     def velocity(self, x_t: Tensor, sigma: Tensor | float, cond: Conditioning, guidance_scale: float = 1.0) -> Tensor:
