@@ -85,6 +85,7 @@ from training.launches import launch_record, record_launch
 from training.metrics import MetricsLog, gather, progress_postfix, summarize
 from training.models import build_world_model, encode_prompt, negative_prompt, text_encoder_on
 from training.preemption import RewardsStalled, StopRequest, TrainingDiverged, TrainingStopped
+from training.prompt_stamp import prompt_change_warning, prompt_stamp, write_prompt_stamp
 from training.provenance import record_scoring
 from training.resume import nothing_to_train, plan_resume, state_layout, write_layout
 from training.reward_outcome import RewardOutcome
@@ -195,11 +196,15 @@ def train(cfg: TrainConfig, *, local_rank: int = 0, reward_tokens: dict[str, str
     world_model = engine.module.world_model
 
     stream = PromptStream(len(prompts), cfg.seed, order=cfg.prompt_order)
+    stamp = prompt_stamp(prompts, cfg.dataset_file)  # what the saved data position counts in
     start = 0
     skipped = 0  # iterations in a row without an update (max_skipped_iterations), counted on from the checkpoint
     if source is not None:
         start, stream.position, skipped = ds_engine.load(engine, ckpt_dir, source.tag, learning_rate=cfg.learning_rate,
                                                 weight_decay=cfg.weight_decay)
+        saved_in = ckpt_dir / source.tag.removesuffix(ds_engine.UNIVERSAL_SUFFIX)
+        if rank == 0 and (warning := prompt_change_warning(saved_in, stamp)):  # training/prompt_stamp.py
+            print(warning, file=sys.stderr, flush=True)
         if dropped := log.trim_after(start):  # a crashed attempt's rows past the checkpoint: written again
             print(f"resume from iteration {start}: dropped later log lines {dropped}", flush=True)
     if rank == 0:  # the launch's resolved config: what `python -m training.export --run` rebuilds the model from
@@ -247,6 +252,7 @@ def train(cfg: TrainConfig, *, local_rank: int = 0, reward_tokens: dict[str, str
         ds_engine.save(engine, ckpt_dir, iteration, stream.position, local_rank=local_rank, skipped=skipped)
         if local_rank == 0:  # what a later --resume compares its ZeRO stage and dtype with (training.resume)
             write_layout(ckpt_dir / ds_engine.iteration_tag(iteration), layout, world)
+            write_prompt_stamp(ckpt_dir / ds_engine.iteration_tag(iteration), stamp)
             ds_engine.mark_latest(ckpt_dir, iteration)
         if cfg.keep_checkpoints is not None:  # the best held-out checkpoint stays too (training/best.py), also
             # when this launch does not evaluate (eval_every 0 on a resume) but the run's eval.jsonl names one

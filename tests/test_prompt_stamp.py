@@ -1,0 +1,28 @@
+"""A resume whose prompts changed says so (training/prompt_stamp.py): each checkpoint records the prompt count and a
+hash of the prompts; the data position restored counts positions of the old prompt order."""
+
+from __future__ import annotations
+
+from training.config import PromptSpec
+from training.prompt_stamp import prompt_change_warning, prompt_stamp, write_prompt_stamp
+
+OLD = [PromptSpec("pick the cup"), PromptSpec("open the drawer", image_seed=2)]
+
+
+def test_a_changed_count_is_named_with_the_file(tmp_path):
+    write_prompt_stamp(tmp_path, prompt_stamp(OLD, "data/prompts.jsonl"))
+    warning = prompt_change_warning(tmp_path, prompt_stamp([*OLD, PromptSpec("wipe")], "data/prompts.jsonl"))
+    assert warning is not None
+    assert "data/prompts.jsonl" in warning and "2 prompts" in warning and "3 now" in warning
+
+
+def test_changed_content_of_the_same_count_is_named(tmp_path):
+    write_prompt_stamp(tmp_path, prompt_stamp(OLD, "p.jsonl"))
+    warning = prompt_change_warning(tmp_path, prompt_stamp([OLD[0], PromptSpec("close the drawer")], "p.jsonl"))
+    assert warning is not None and "p.jsonl" in warning and "content" in warning
+
+
+def test_the_same_prompts_and_an_old_checkpoint_say_nothing(tmp_path):
+    assert prompt_change_warning(tmp_path, prompt_stamp(OLD, None)) is None  # saved before stamps
+    write_prompt_stamp(tmp_path, prompt_stamp(OLD, "p.jsonl"))
+    assert prompt_change_warning(tmp_path, prompt_stamp(list(OLD), "p.jsonl")) is None
