@@ -26,3 +26,30 @@ def test_the_same_prompts_and_an_old_checkpoint_say_nothing(tmp_path):
     assert prompt_change_warning(tmp_path, prompt_stamp(OLD, None)) is None  # saved before stamps
     write_prompt_stamp(tmp_path, prompt_stamp(OLD, "p.jsonl"))
     assert prompt_change_warning(tmp_path, prompt_stamp(list(OLD), "p.jsonl")) is None
+
+
+def test_a_resume_with_more_prompts_warns_end_to_end(tmp_path):
+    """The smoke run, 1 iteration, then a resume with a prompt file added: the warning names it and the counts."""
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[1]
+    env = {k: v for k, v in os.environ.items() if k not in ("RANK", "WORLD_SIZE", "LOCAL_RANK")}
+    extra = tmp_path / "more.jsonl"
+    extra.write_text('{"text": "wipe the table", "image_seed": 5}\n')
+
+    def train(iterations: int, *args: str) -> subprocess.CompletedProcess:
+        cmd = [sys.executable, "-m", "training.train", "--config", str(root / "training/configs/smoke.yaml"),
+               "--output_dir", str(tmp_path / "run"), "--progress", "false", "--tensorboard", "false",
+               "--export", "none", "--checkpoint_every", "1", "--max_iterations", str(iterations), *args]
+        proc = subprocess.run(cmd, cwd=root, env={**env, "OMP_NUM_THREADS": "1"}, capture_output=True, text=True,
+                              timeout=600)
+        assert proc.returncode == 0, proc.stderr[-4000:]
+        return proc
+
+    assert "training prompts" not in train(1).stderr
+    assert (tmp_path / "run/checkpoints/iter_000001/prompts.json").is_file()
+    warned = train(2, "--resume", "--dataset_file", str(extra)).stderr
+    assert f"training prompts ({extra}) had 4 prompts and has 5 now" in warned
