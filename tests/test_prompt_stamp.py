@@ -3,6 +3,8 @@ hash of the prompts; the data position restored counts positions of the old prom
 
 from __future__ import annotations
 
+import pytest
+
 from training.config import PromptSpec
 from training.prompt_stamp import prompt_change_warning, prompt_stamp, write_prompt_stamp
 
@@ -28,6 +30,7 @@ def test_the_same_prompts_and_an_old_checkpoint_say_nothing(tmp_path):
     assert prompt_change_warning(tmp_path, prompt_stamp(list(OLD), "p.jsonl")) is None
 
 
+@pytest.mark.slow
 def test_a_resume_with_more_prompts_warns_end_to_end(tmp_path):
     """The smoke run, 1 iteration, then a resume with a prompt file added: the warning names it and the counts."""
     import os
