@@ -141,6 +141,7 @@ sys.exit(main(sys.argv[1:]))
 """
 
 
+@pytest.mark.slow  # a training subprocess (~30-80 s here), as the other end-to-end runs
 def test_a_training_run_keeps_a_diverged_rollout_out_of_its_rewards(tmp_path):
     """The trainer's call site (training/trainer.py step 1): the diverged rollouts are ineligible of kind nan and
     the reward scores the others; with nonfinite_loss: skip the run goes on, with the default (stop) it stops
@@ -203,6 +204,7 @@ def test_diversity_leaves_the_diverged_rollouts_out():
         diversity([_group(z, frames)], [None, None])
 
 
+@pytest.mark.slow  # a training subprocess (~30-80 s here), as the other end-to-end runs
 def test_a_training_run_writes_no_video_and_no_diversity_for_a_diverged_rollout(tmp_path):
     """rollout_videos_every with a diverged rollout per group: its rewards.jsonl row names no video and says
     why (it used to be written as a black mp4), and the diversity metrics come from the finite rollouts (they
