@@ -12,13 +12,12 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
-import socket
 from collections.abc import Sequence
 from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
+from tools.jsonl import write_text_atomic
 from training.config import PromptSpec
 
 PROMPTS_FILE = "prompts.json"
@@ -32,10 +31,8 @@ def prompt_stamp(prompts: Sequence[PromptSpec], dataset_file: str | None) -> dic
 
 
 def write_prompt_stamp(folder: Path, stamp: dict[str, Any]) -> None:
-    """Write ``stamp`` to ``folder/prompts.json`` (atomically: a temporary file, then a rename)."""
-    tmp = folder / f".{PROMPTS_FILE}.{socket.gethostname()}.{os.getpid()}.tmp"
-    tmp.write_text(json.dumps(stamp) + "\n")
-    tmp.replace(folder / PROMPTS_FILE)
+    """Write ``stamp`` to ``folder/prompts.json`` (atomically: `tools.jsonl.write_text_atomic`)."""
+    write_text_atomic(folder / PROMPTS_FILE, json.dumps(stamp) + "\n")
 
 
 def prompt_change_warning(folder: Path, stamp: dict[str, Any]) -> str | None:
