@@ -250,14 +250,10 @@ def entry_error(model: type[BaseModel], value: object) -> str:
     return "valid"
 
 
-def _part_as_written(value: object, handler: ValidatorFunctionWrapHandler) -> object:
-    """A plan's `views` or `tracks` validated when it is a list (its entries are kept as written when invalid),
-    else as written (a dict, a string, null): `graph.nodes.inspect` skips that part with the reason and runs the
-    other (module docstring)."""
-    return handler(value) if isinstance(value, list) else value
-
-
-def _dump_part(value: object, handler: SerializerFunctionWrapHandler) -> object:
+def _part_as_written(value: object, handler: ValidatorFunctionWrapHandler | SerializerFunctionWrapHandler) -> object:
+    """A plan's `views` or `tracks` validated (or dumped) when it is a list (its entries are kept as written when
+    invalid), else as written (a dict, a string, null): `graph.nodes.inspect` skips that part with the reason and
+    runs the other (module docstring)."""
     return handler(value) if isinstance(value, list) else value
 
 
@@ -267,7 +263,7 @@ PlanTrack = Annotated[TrackRequest, WrapValidator(_as_written), WrapSerializer(_
 """A plan's track request: a TrackRequest, or the entry as written when it is not one (schema: TrackRequest's)."""
 
 _Entry = TypeVar("_Entry")
-PlanPart = Annotated[list[_Entry], WrapValidator(_part_as_written), WrapSerializer(_dump_part)]
+PlanPart = Annotated[list[_Entry], WrapValidator(_part_as_written), WrapSerializer(_part_as_written)]
 """A plan's `views` or `tracks`: the list of entries, or the value as written when it is not a list (schema: the
 list's)."""
 
