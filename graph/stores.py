@@ -157,13 +157,20 @@ def connect_read_only(path: str | Path, what: str, own: frozenset[str]) -> sqlit
     return _read_connection(f"{uri}?immutable=1", what, own)
 
 
-def _read_connection(uri: str, what: str, own: frozenset[str]) -> sqlite3.Connection:
-    conn = sqlite3.connect(uri, uri=True, check_same_thread=False)
+@contextmanager
+def closed_on_error(conn: sqlite3.Connection) -> Iterator[sqlite3.Connection]:
+    """`conn`, closed when the block raises (a refused or failed open): an open connection to a WAL file keeps
+    -wal / -shm files beside it."""
     try:
-        refuse_other_database(conn, what, own)  # the first read: opens the WAL index
+        yield conn
     except BaseException:
         conn.close()
         raise
+
+
+def _read_connection(uri: str, what: str, own: frozenset[str]) -> sqlite3.Connection:
+    with closed_on_error(sqlite3.connect(uri, uri=True, check_same_thread=False)) as conn:
+        refuse_other_database(conn, what, own)  # the first read: opens the WAL index
     return conn
 
 
@@ -183,11 +190,8 @@ def connect_wal(path: str | Path, what: str, own: frozenset[str], *, isolation_l
             conn.execute("PRAGMA journal_mode=WAL")
             conn.execute("PRAGMA synchronous=NORMAL")
 
-    try:
+    with closed_on_error(conn):
         retry_locked(conn, wal)
-    except BaseException:
-        conn.close()
-        raise
     return conn
 
 

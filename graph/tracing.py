@@ -56,6 +56,7 @@ from graph.stores import (
     StoreError,
     aretry_locked,
     check_tables,
+    closed_on_error,
     connect_read_only,
     ensure_parent,
     refuse_other_database,
@@ -90,14 +91,10 @@ def open_saver(path: str | Path | None, *, read_only: bool = False) -> SqliteSav
         return _open_reader(target)
     with store_errors(target, "trace database", "RAA_TRACES_PATH"):
         ensure_parent(target)
-        conn = sqlite3.connect(target, check_same_thread=False, timeout=TRACE_WAIT_S)
-        try:
+        with closed_on_error(sqlite3.connect(target, check_same_thread=False, timeout=TRACE_WAIT_S)) as conn:
             refuse_other_database(conn, "trace database", TRACE_TABLES)  # before setup switches it to WAL
             saver = _TraceSaver(conn, serde=traces_serde())
             retry_locked(conn, saver.setup)  # another process may be setting up the same new file
-        except BaseException:  # closed: an open connection to a WAL file keeps -wal / -shm beside it
-            conn.close()
-            raise
     if target != ":memory:":  # an in-memory database cannot be opened again: the child's copy is its own
         saver.reopen = lambda: sqlite3.connect(target, check_same_thread=False, timeout=TRACE_WAIT_S)
         watch(saver)
