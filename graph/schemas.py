@@ -330,7 +330,7 @@ class DirectScore(_Record):
 
 
 FaultKind = Literal["transport", "timeout", "invalid_reply", "empty_reply", "refused", "tool", "video",
-                    "input", "internal"]
+                    "input", "internal", "settings"]
 
 
 class Fault(_Record):

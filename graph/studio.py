@@ -7,6 +7,12 @@ agent's heavy objects, which the graph carries itself). The backbone endpoint co
 from `ToolSettings.from_env()`, built lazily on first use, so building opens no connection and loads no
 weights.
 
+Without the endpoint variables the graph still builds: Studio draws it and reads saved runs' state history
+(time travel) through it, which needs no model (it raised SettingsError, so Studio showed nothing). Its
+backbone is then a `graph.no_endpoint.NoEndpointModel` with an in-memory stage cache, and a run is refused at
+its entry: ineligible with one reason, "backbone: settings: ...", naming the unset variables, and no stage
+runs (a reward is never made up). A set but unusable `RAA_*` value still raises SettingsError naming it.
+
 Decisions where the issue was silent:
 - The preset is taken from the run config (`{"configurable": {"preset": "no_audit"}}`, e.g. an assistant's
   configuration in Studio); default `full`. An unknown preset raises ValueError naming the valid ones.
@@ -32,13 +38,12 @@ from langchain_core.runnables import RunnableConfig
 def build_studio_graph(preset: str = "full", *, model: Any = None, settings: Any = None) -> Any:
     """The compiled reward agent for `preset`, without a checkpointer."""
     from graph.builder import build_reward_agent
+    from graph.no_endpoint import NoEndpointModel
     from graph.settings import BackboneSettings
 
     settings = settings if settings is not None else BackboneSettings.from_env()
     if model is None and not settings.configured:
-        from graph.settings import SettingsError
-
-        raise SettingsError(settings.describe_missing())
+        model = NoEndpointModel(reason=no_endpoint_reason(settings))
     agent = build_reward_agent(settings.agent_config(preset), model=model, settings=settings, checkpointer=False)
     # The server hands every run its `configurable` as a dict context; with RunContext declared as the
     # context schema LangGraph would build RunContext(**that dict) and fail before the first node. The
@@ -46,13 +51,22 @@ def build_studio_graph(preset: str = "full", *, model: Any = None, settings: Any
     return agent.copy(update={"context_schema": None})
 
 
+def no_endpoint_reason(settings: Any) -> str:
+    """Why a run of the graph built from `settings` (`BackboneSettings` without an endpoint) is ineligible:
+    the unset variables, what this graph can still do, and how to get a model."""
+    return ("this Studio graph was built without a backbone endpoint: it draws the agent and shows saved runs "
+            "but scores nothing; set the variables below and restart `langgraph dev`. "
+            + settings.describe_missing())
+
+
 _GRAPHS: dict[str, Any] = {}
 _GRAPHS_LOCK = threading.Lock()
 
 
 def studio_graph(preset: str) -> Any:
-    """The server's graph for `preset`, built on first use from the environment's settings and kept for
-    the life of the process (a failed build is not kept: the next request raises the same error)."""
+    """The server's graph for `preset`, built on first use from the environment's settings (with or without
+    an endpoint) and kept for the life of the process (a failed build, an invalid setting or an unknown
+    preset, is not kept: the next request raises the same error)."""
     with _GRAPHS_LOCK:
         graph = _GRAPHS.get(preset)
         if graph is None:

@@ -8,6 +8,8 @@ Every stage is an `async def fn(state, ctx, step) -> dict` wrapped by `make_node
   refused (`graph.context.config_mismatch`, `tools_mismatch`): the
   node records a Fault of stage "context", kind "input" (quality, the entry, records it, so no other stage
   runs), and the gate uses the build context, so the ineligible result carries the agent's own preset;
+- refuses the run the same way when the context's backbone has no model (`graph.no_endpoint`: the Studio graph
+  built without endpoint settings): a Fault of stage "backbone", kind "settings", naming the unset variables;
 - skips the stage when a fault was already recorded (parallel branches joining after a fault);
 - turns BackboneFault, ToolFault, VideoError and any other exception into a `Fault` record
   (the run then routes to the gate and the result is ineligible) — never a fabricated output;
@@ -49,6 +51,7 @@ from graph.backbone import BackboneFault, Usage
 from graph.bridge import run_sync
 from graph.context import RunContext, config_mismatch, tools_mismatch, with_config_draw
 from graph.job_owners import abandon
+from graph.no_endpoint import missing_endpoint
 from graph.schemas import Assessment, Fault, TaskContract
 from graph.state import AgentState, ContractFrozenError, StepRecord
 from graph.state_records import StateRecordError, state_faults, with_records
@@ -80,6 +83,10 @@ class ContextRefused(InputFault):
     """The invocation's `RunContext` carries another config than the agent's build config (module docstring)."""
 
 
+class EndpointMissing(Exception):
+    """The context's backbone has no model (`graph.no_endpoint.NoEndpointModel`); the message says why."""
+
+
 class EvidenceFailed(Exception):
     """Evidence work the run does in the background for stage `stage` (surprise scores, extra tools;
     graph.nodes.background) failed with `error`; recorded as a fault of `stage`, not of the node that found it."""
@@ -100,6 +107,8 @@ def to_fault(stage: str, exc: BaseException) -> Fault:
         return to_fault(exc.stage, exc.error)
     if isinstance(exc, ContextRefused):
         return Fault(stage="context", kind="input", message=str(exc)[:2000])
+    if isinstance(exc, EndpointMissing):
+        return Fault(stage="backbone", kind="settings", message=str(exc)[:2000])
     if isinstance(exc, InputFault | StateRecordError):
         return Fault(stage=stage, kind="input", message=str(exc)[:2000])
     if isinstance(exc, BackboneFault):
@@ -155,6 +164,8 @@ def make_node(name: str, fn: StageFn, default_ctx: RunContext, *, guard: bool = 
         try:
             if refused is not None and name != "gate":  # the gate writes the result of the refused run
                 raise ContextRefused(refused)
+            if (missing := missing_endpoint(ctx.backbone.model)) is not None and name != "gate":
+                raise EndpointMissing(missing)
             if problems and name != "gate":
                 raise StateRecordError("; ".join(problems))
             with run_scope(step.thread_id):
