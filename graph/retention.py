@@ -40,7 +40,7 @@ of clips, so the database only grows. Decisions where no issue says:
   refuses.
 * The stage cache has its own options, since its entries are shared by runs and no run criterion
   applies to them: ``--cache`` deletes every entry, ``--cache-before WHEN`` those stored before then
-  (`stage_cache_entries`). Neither touches runs, and ``--before`` never touches the cache, so old
+  (`stage_cache_entries`); both together are refused (exit 2), as neither reading is safe to guess. Neither touches runs, and ``--before`` never touches the cache, so old
   cache entries can go while every trace stays. A deleted entry costs one model call the next time
   the same stage input comes.
 """
@@ -310,7 +310,8 @@ def prune_command(
     before: str | None = typer.Option(None, "--before", help="Only runs last updated before this: an age "
                                       "(30m, 12h, 7d, 2w) or an ISO date / date and time (UTC)."),
     status: str | None = typer.Option(None, "--status", help=f"Only runs with this status: {', '.join(RUN_STATUSES)}."),
-    cache: bool = typer.Option(False, "--cache", help="Delete every stage cache entry (RAA_CACHE_PATH)."),
+    cache: bool = typer.Option(False, "--cache", help="Delete every stage cache entry (RAA_CACHE_PATH); "
+                               "not with --cache-before."),
     cache_before: str | None = typer.Option(None, "--cache-before", help="Delete the stage cache entries stored "
                                             "before this (an age or date, as --before); runs are not touched."),
     vacuum_files: bool = typer.Option(False, "--vacuum", help="Shrink the files afterwards; alone, only shrink "
@@ -328,6 +329,8 @@ def prune_command(
         now = datetime.now(UTC)
         cutoff = None if before is None else _option_cutoff("--before", before, now)
         cache_cutoff = None if cache_before is None else _option_cutoff("--cache-before", cache_before, now)
+        if cache and cache_before is not None:  # only the date limit applied, silently (the README: one or the other)
+            raise ValueError("--cache deletes every stage cache entry, --cache-before WHEN only older ones: not both")
         if status is not None and status not in RUN_STATUSES:
             raise ValueError(f"--status must be one of {', '.join(RUN_STATUSES)}, got {status!r}")
     except (SettingsError, ValueError) as exc:
