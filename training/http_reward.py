@@ -169,22 +169,30 @@ class HttpAgentReward:
     def service_info(self) -> list[tuple[str, dict[str, Any] | str]]:
         """Per service url, its ``GET /v1/info`` answer (the path next to the score url; `raa serve-reward`
         reports its preset and backbone ``scoring`` there), or why there is none (an HTTP error, not JSON,
-        not an object). Never raises: what scored a run is recorded, not required (training/provenance.py)."""
+        not an object). Sent again as a batch is (``retries``, ``backoff_s``: a refused connection, 408, 429,
+        503; tools/http_retry.py): a busy moment left the run recorded as "unreported". Never raises: what
+        scored a run is recorded, not required (training/provenance.py)."""
         import httpx
 
-        headers = self._auth()
         out: list[tuple[str, dict[str, Any] | str]] = []
-        for url in self._urls:
-            info_url = urljoin(url, "info")
-            try:
-                resp = httpx.get(info_url, headers=headers, timeout=min(10.0, self.timeout_s))
-                resp.raise_for_status()
-                info = resp.json()
-            except (httpx.HTTPError, ValueError) as exc:
-                out.append((url, f"GET {info_url}: {type(exc).__name__}: {exc}"))
-                continue
-            out.append((url, info if isinstance(info, dict) else f"GET {info_url}: not a JSON object"))
+        with httpx.Client(timeout=min(10.0, self.timeout_s), headers=self._auth()) as http:
+            for url in self._urls:
+                out.append((url, self._info(http, urljoin(url, "info"))))
         return out
+
+    def _info(self, http: Any, info_url: str) -> dict[str, Any] | str:
+        """One service's ``GET /v1/info`` object (``http``: an httpx.Client), or why there is none."""
+        import httpx
+
+        from tools.http_retry import SendFailed, send_with_retries  # the batches' retry policy
+
+        try:
+            resp = send_with_retries(lambda: http.get(info_url), retries=self.retries, backoff_s=self.backoff_s)
+            resp.raise_for_status()
+            info = resp.json()
+        except (httpx.HTTPError, SendFailed, ValueError) as exc:
+            return f"GET {info_url}: {type(exc).__name__}: {exc}"
+        return info if isinstance(info, dict) else f"GET {info_url}: not a JSON object"
 
     def _post(self, url: str, body: bytes) -> dict[str, Any]:
         import httpx
