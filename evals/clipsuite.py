@@ -58,6 +58,7 @@ from typing import Literal, get_args
 
 import numpy as np
 
+from evals.manifest_rows import ManifestError, check_row
 from evals.motions import TASKS
 from evals.scenes import MAX_SIDE, Layout, RenderError, render_states, sample_layout
 from evals.variants import VARIANTS, apply_effects, plan_clip
@@ -85,10 +86,6 @@ _TEMPLATES = {
 
 class ClipSuiteError(RuntimeError):
     """A clip-suite request or run that cannot be completed (the message names what and why)."""
-
-
-class ManifestError(ValueError):
-    """A manifest that cannot be read; the message names the file and the line."""
 
 
 @dataclass(frozen=True)
@@ -353,29 +350,6 @@ def _kept_rows(manifest: Path, suite: list[ClipSpec], specs: list[ClipSpec],
     return kept, previous
 
 
-_OPTIONAL_TYPES: dict[str, tuple[type, ...]] = {"pattern": (str,), "frames": (int,), "fps": (int, float),
-                                                "seed": (int,), "task": (str,), "name": (str,), "variant": (str,)}
-
-
-def _check_row(row: object, where: str) -> dict:
-    if not isinstance(row, dict):
-        raise ManifestError(f"{where}: expected a JSON object, got {type(row).__name__}")
-    for key in ("path", "instruction", "label"):
-        if not isinstance(row.get(key), str) or not row[key].strip():
-            raise ManifestError(f"{where}: field {key!r} must be a non-empty string, got {row.get(key)!r}")
-    if row["label"] not in LABELS:
-        raise ManifestError(f"{where}: label {row['label']!r} is not one of {', '.join(LABELS)}")
-    for key, types in _OPTIONAL_TYPES.items():
-        value = row.get(key)
-        if value is not None and (isinstance(value, bool) or not isinstance(value, types)):
-            raise ManifestError(f"{where}: field {key!r} has the wrong type ({value!r})")
-    if row.get("frames") is not None and row["frames"] < 1:
-        raise ManifestError(f"{where}: frames must be >= 1, got {row['frames']}")
-    if row.get("fps") is not None and not row["fps"] > 0:
-        raise ManifestError(f"{where}: fps must be > 0, got {row['fps']}")
-    return row
-
-
 def load_manifest(path: str | Path) -> list[dict]:
     """Rows of a manifest (a ``manifest.jsonl`` file or a folder holding one), ``path`` made absolute.
 
@@ -389,7 +363,7 @@ def load_manifest(path: str | Path) -> list[dict]:
     base = p.resolve().parent
     rows = []
     for where, row in json_lines(p, ManifestError):
-        row = dict(_check_row(row, where))
+        row = dict(check_row(row, where, LABELS))
         row["path"] = str((base / row["path"]).resolve())
         rows.append(row)
     return rows

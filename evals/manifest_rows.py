@@ -1,0 +1,46 @@
+"""One clip-suite manifest row checked (`evals.clipsuite.load_manifest`): the required fields, the label, and
+the optional fields' types and ranges. Split from evals/clipsuite.py (its size).
+
+``width`` and ``height`` were not checked: "128", 128.5, -1 or true came through as a clip's size (graph/demo.py
+compares them with the suite's side, reports print them). They are whole numbers >= 1 now, like ``frames``;
+the 16 to ``MAX_SIDE`` range is the renderer's (`evals.clipsuite`), not a manifest's, which may list clips
+rendered elsewhere.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+
+class ManifestError(ValueError):
+    """A manifest that cannot be read; the message names the file and the line."""
+
+
+OPTIONAL_TYPES: dict[str, tuple[type, ...]] = {
+    "pattern": (str,), "frames": (int,), "fps": (int, float), "seed": (int,), "task": (str,), "name": (str,),
+    "variant": (str,), "width": (int,), "height": (int,)}
+"""The optional fields' JSON types (a boolean is none of them; null is an absent field)."""
+
+AT_LEAST_ONE = ("frames", "width", "height")
+"""Optional whole-number fields that must be >= 1 when given."""
+
+
+def check_row(row: object, where: str, labels: Iterable[str]) -> dict:
+    """``row`` when it is a valid manifest row; else ManifestError naming ``where`` (file:line) and the field."""
+    if not isinstance(row, dict):
+        raise ManifestError(f"{where}: expected a JSON object, got {type(row).__name__}")
+    for key in ("path", "instruction", "label"):
+        if not isinstance(row.get(key), str) or not row[key].strip():
+            raise ManifestError(f"{where}: field {key!r} must be a non-empty string, got {row.get(key)!r}")
+    if row["label"] not in (labels := tuple(labels)):
+        raise ManifestError(f"{where}: label {row['label']!r} is not one of {', '.join(labels)}")
+    for key, types in OPTIONAL_TYPES.items():
+        value = row.get(key)
+        if value is not None and (isinstance(value, bool) or not isinstance(value, types)):
+            raise ManifestError(f"{where}: field {key!r} has the wrong type ({value!r})")
+    for key in AT_LEAST_ONE:
+        if row.get(key) is not None and row[key] < 1:
+            raise ManifestError(f"{where}: {key} must be >= 1, got {row[key]}")
+    if row.get("fps") is not None and not row["fps"] > 0:
+        raise ManifestError(f"{where}: fps must be > 0, got {row['fps']}")
+    return row
