@@ -15,7 +15,8 @@ observation); the images go to the repair that acts on it.
 Decision: the missing requirement ids the audit names are read as `tidy_assessment` reads judgments: "r2"
 is R2 (the repair then shows R2's frames, not every requirement's), and an id the frozen contract does not
 hold is dropped with a note in the run's notes, since no repair can add a requirement: kept, it left every
-round unclean until the 3 repair rounds were spent.
+round unclean until the 3 repair rounds were spent. The note is added once per id per run (a later round naming
+the same id again leaves it out; its step's decision still counts it), not once per round.
 """
 
 from __future__ import annotations
@@ -57,8 +58,10 @@ async def audit(state: AgentState, ctx: RunContext, step: Step) -> dict[str, Any
     report = await ctx.backbone.astructured("audit", AuditReport, [system("audit"), human(text)], step.usage,
                                             params={"round": int(state.get("repair_rounds", 0))})
     named = [(rid, contract_id(rid, contract)) for rid in report.missing_requirements]
-    notes = [f"audit: missing requirement {rid!r} is not in the contract ({', '.join(r.id for r in contract.requirements)});"
-             " dropped" for rid, cid in named if cid is None]
+    unknown = list(dict.fromkeys(rid for rid, cid in named if cid is None))
+    noted = set(state.get("notes") or [])  # once per id per run: the notes reducer appends every round's
+    notes = [note for rid in unknown if (note := f"audit: missing requirement {rid!r} is not in the contract "
+                                         f"({', '.join(r.id for r in contract.requirements)}); dropped") not in noted]
     missing = list(dict.fromkeys([cid for _, cid in named if cid is not None] + code_missing(assessment, contract)))
     report = AuditReport(missing_requirements=missing[:16], invented_conditions=report.invented_conditions,
                          contradictions=report.contradictions)
@@ -66,7 +69,7 @@ async def audit(state: AgentState, ctx: RunContext, step: Step) -> dict[str, Any
     issues = (f"missing {report.missing_requirements}, invented {len(report.invented_conditions)}, "
               f"contradictions {len(report.contradictions)}")
     step.decision = ("clean" if report.clean else f"issues: {issues}") + \
-        (f"; {len(notes)} unknown id(s) dropped" if notes else "")
+        (f"; {len(unknown)} unknown id(s) dropped" if unknown else "")
     if not report.clean and rounds >= ctx.config.max_repair_rounds:  # no repair follows: the result says so
         notes.append(f"audit: issues remain after {rounds} repair round(s) ({issues}); the assessment stands as is")
     return {"audits": [report], **({"notes": notes} if notes else {})}
