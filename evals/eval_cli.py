@@ -250,11 +250,12 @@ def world_model_command(
                                  quality=settings.jpeg_quality))
     path = write_vqa_report(report, out)
     t = Table(title="World-model VQA (question-level accuracy)")
-    for col in ("Task", "Questions", "Correct", "Accuracy"):
+    for col in ("Task", "Questions", "Correct", "No answer", "Accuracy"):
         t.add_column(col)
     for task, row in report.by_task.items():
-        t.add_row(task, str(int(row["questions"])), str(int(row["correct"])), f"{row['accuracy']:.2f}")
-    t.add_row("Domain", str(report.questions), str(report.correct), f"{report.domain:.2f}")
+        t.add_row(task, str(int(row["questions"])), str(int(row["correct"])), str(int(row["failed"])),
+                  f"{row['accuracy']:.2f}")
+    t.add_row("Domain", str(report.questions), str(report.correct), str(report.failed), f"{report.domain:.2f}")
     _console().print(t)
     if report.failed:
         _console().print(f"{report.failed} questions had no answer (counted as incorrect); see {path}")

@@ -16,7 +16,8 @@ Domain = 100 * correct / questions (question-level accuracy); the per-task break
 Decisions where the issue was silent:
 - A question whose call fails after the backbone's retries, or whose video cannot be decoded, is counted
   as answered incorrectly (the denominator never shrinks, so failures cannot raise the score) and listed
-  with its error; `failed` reports how many.
+  with its error; `failed` reports how many, overall and per task (`by_task`), so a task whose video could
+  not be decoded does not read as one the model answered wrongly.
 - The backbone's stage cache (settings) is used, so rerunning an interrupted evaluation repeats no call.
 - Any other exception of one question's call (an unexpected error inside the backbone; the stage cache's
   unreadable entries are misses, `graph.cache.lookup`) also fails only that question, named with its type,
@@ -107,7 +108,7 @@ class VQAReport:
     failed: int
     """Questions without an answer (counted as incorrect)."""
     by_task: dict[str, dict[str, float]] = field(default_factory=dict)
-    """task -> {questions, correct, accuracy}."""
+    """task -> {questions, correct, failed, accuracy} (failed: without an answer, counted as incorrect)."""
     results: list[QuestionResult] = field(default_factory=list)
     """Every question's outcome."""
     usage: dict[str, int] = field(default_factory=dict)
@@ -163,9 +164,10 @@ def summarize(results: Sequence[QuestionResult]) -> VQAReport:
     """Domain accuracy and the per-task breakdown from question results (pure)."""
     by_task: dict[str, dict[str, float]] = {}
     for r in results:
-        t = by_task.setdefault(r.task, {"questions": 0, "correct": 0, "accuracy": 0.0})
+        t = by_task.setdefault(r.task, {"questions": 0, "correct": 0, "failed": 0, "accuracy": 0.0})
         t["questions"] += 1
         t["correct"] += int(r.correct)
+        t["failed"] += int(r.answer is None)
     for t in by_task.values():
         t["accuracy"] = 100.0 * t["correct"] / t["questions"]
     n, correct = len(results), sum(int(r.correct) for r in results)

@@ -195,7 +195,7 @@ def test_world_model_command(env):
     assert out.exit_code == 0, out.output
     report = json.loads((root / "wm" / "vqa.json").read_text())
     assert report["questions"] == 2 and report["correct"] == 1 and report["domain"] == 50.0
-    assert "Domain" in out.output and len(model.calls_for("vqa")) == 2
+    assert "Domain" in out.output and "No answer" in out.output and len(model.calls_for("vqa")) == 2
 
 
 def test_eval_reward_table_fits_80_columns(env, monkeypatch):

@@ -68,8 +68,8 @@ def test_summarize_pure():
 
     rs = [QuestionResult("p", "t", "q", "yes", "yes", True), QuestionResult("p", "u", "q", "no", "yes", False)]
     rep = summarize(rs)
-    assert rep.domain == 50.0 and rep.by_task == {"t": {"questions": 1, "correct": 1, "accuracy": 100.0},
-                                                  "u": {"questions": 1, "correct": 0, "accuracy": 0.0}}
+    assert rep.domain == 50.0 and rep.by_task == {"t": {"questions": 1, "correct": 1, "failed": 0, "accuracy": 100.0},
+                                                  "u": {"questions": 1, "correct": 0, "failed": 0, "accuracy": 0.0}}
     assert summarize([]).domain == 0.0
 
 
@@ -191,3 +191,15 @@ def test_frames_are_decoded_at_the_size_they_are_sent(tmp_path, monkeypatch):
     monkeypatch.setattr(VideoReader, "read", read)
     blocks, count = _frames(str(path), 48, 85)
     assert count == 8 and sizes == [(48, 32)]
+
+
+def test_each_task_says_how_many_of_its_questions_had_no_answer(manifest, tmp_path):
+    """A task whose questions failed (an undecodable video, a call that gave up) read as questions answered
+    wrongly: by_task had no failure count, so the per-task table showed 0.00 accuracy for a task the model
+    never answered, with nothing on its row saying so."""
+    model = ScriptedChatModel({"vqa": _answer})
+    report = asyncio.run(run_vqa(load_vqa_manifest(manifest), Backbone(model, max_retries=0, retry_wait=(0.0, 0.0))))
+    # pick (a.mp4): one call fails; push: b.mp4 answered, bad.mp4 undecodable
+    assert report.by_task["pick"]["failed"] == 1 and report.by_task["push"]["failed"] == 1
+    saved = json.loads(write_vqa_report(report, tmp_path / "out").read_text())
+    assert saved["by_task"]["push"] == {"questions": 3, "correct": 1, "failed": 1, "accuracy": pytest.approx(100 / 3)}
