@@ -17,10 +17,12 @@ Decisions where the issue was silent:
 * An ineligible reward (status ``ineligible``, reward None) never counts as a number: its pair is left
   out of the paired statistics and counted as ``pairs_ineligible``; a zero (status ``zero``) is a
   reward of 0 and stays in.
-* A row whose status and reward disagree is an error naming the file and line (``checked_reward``): any
-  status but ``ineligible`` needs a finite number (not a bool, not a string such as "0.9", not missing),
-  and an ``ineligible`` row no reward. Such a row (hand-edited, or written by another tool) was counted
-  as ineligible, so a side could count one row as both scored and ineligible.
+* A row whose status and reward disagree is an error naming the file and line (``checked_reward``): a
+  ``scored`` or ``zero`` row needs a finite number in 0..1 (not a bool, not a string such as "0.9", not
+  missing; a ``zero`` row 0), an ``ineligible`` row no reward, and any other status is refused, as
+  `evals.reliability.damaged` refuses such rows. Such a row (hand-edited, or written by another tool) was
+  counted as ineligible, so a side could count one row as both scored and ineligible; a ``zero`` row with
+  reward 0.4 counted as a zero and as 0.4, and a row of another status as a reward under no status.
 * Rows of manifest lines that named no clip (score-batch's "<line N>" rows, ``graph.batch.is_bad_line_row``)
   are counted on their side (``bad_lines``, also in its rows and ineligible counts) and never paired: two
   unrelated manifests' bad line 2 shared the placeholder path, so ``--pair-by path`` paired them and the
@@ -235,10 +237,16 @@ def checked_reward(result: dict[str, Any], where: str, error: type[ValueError]) 
         if value is not None:
             raise error(f"{where}: an ineligible row carries a reward ({value!r}); expected reward null")
         return None
+    if status not in ("scored", "zero"):
+        raise error(f"{where}: status {status!r} is not one of scored, zero, ineligible")
     if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
         got = f"reward {value!r}" if "reward" in result else "no reward"
         raise error(f"{where}: a row with status {status!r} needs a finite number as its reward, got {got} "
                     "(an unscored row has status 'ineligible' and reward null)")
+    if not 0.0 <= value <= 1.0:
+        raise error(f"{where}: reward {value!r} is outside 0..1 (no reward of the agent is)")
+    if status == "zero" and value != 0:
+        raise error(f"{where}: a row with status 'zero' has reward {value!r}; expected 0")
     return float(value)
 
 

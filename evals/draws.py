@@ -22,8 +22,9 @@ Decisions where the issue was silent:
 * An ineligible draw (reward None) is never a number: it is left out and counted (``ineligible_rows``). A
   clip with fewer than two eligible draws is left out of the statistics and counted (``clips_single``).
   A row whose status and reward disagree (a "scored" row whose reward is a string or missing, an
-  ineligible row with a reward) is an error naming the line (``evals.compare.checked_reward``), as it
-  was silently one more ineligible draw.
+  ineligible row with a reward, a "zero" row with a positive reward, another status, a reward outside
+  0..1) is an error naming the line (``evals.compare.checked_reward``), as it was silently one more
+  ineligible draw (or, for a "zero" row with a reward, a zero in ``status_flips`` and a number in W and B).
 * ``status_flips``: clips whose eligible draws do not share one status (``scored`` against ``zero``: the gate
   or the quality check decided differently), the draw-to-draw change that moves a reward most.
 * Rows of manifest lines that named no clip (score-batch's "<line N>" rows, ``graph.batch.is_bad_line_row``)

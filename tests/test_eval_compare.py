@@ -300,3 +300,23 @@ def test_a_multi_draw_file_compares_one_draw_or_says_why_it_cannot(tmp_path):
     res = runner.invoke(app, ["eval", "compare", str(a), str(b), "--draw", "1"])
     assert res.exit_code == 0, res.output
     assert "draw 1 of each file" in res.output and "wins/ties/losses 1/1/0" in res.output
+
+
+@pytest.mark.parametrize("result, says", [
+    ({"status": "zero", "reward": 0.4}, "a row with status 'zero' has reward 0.4; expected 0"),
+    ({"status": "done", "reward": 0.5}, "status 'done' is not one of scored, zero, ineligible"),
+    ({"status": None, "reward": 0.5}, "status None is not one of scored, zero, ineligible"),
+    ({"status": "scored", "reward": 1.5}, "reward 1.5 is outside 0..1"),
+    ({"status": "scored", "reward": -0.1}, "reward -0.1 is outside 0..1"),
+])
+def test_a_row_no_reward_result_can_be_is_an_error_naming_its_line(tmp_path, result, says):
+    """A "zero" row with reward 0.4 was a zero in the side's status counts and 0.4 in its mean; a row of another
+    status ("done", none) was an eligible reward counted under no status (rows != scored + zero + ineligible);
+    a reward outside 0..1 (no RewardResult holds one) entered the means and the paired differences."""
+    good = _scores(tmp_path, "good", {"k1": 0.5, "k2": 0.4})
+    rows = [json.loads(line) for line in good.read_text().splitlines()]
+    rows[1]["result"] = {**rows[1]["result"], **result}
+    odd = tmp_path / "odd.jsonl"
+    odd.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    with pytest.raises(CompareError, match=rf"odd.jsonl:2: .*{says}"):
+        compare(odd, good)

@@ -175,3 +175,15 @@ def test_bad_manifest_lines_are_counted_but_are_no_clip(tmp_path):
     res = runner.invoke(app, ["eval", "draws", str(out)])
     assert res.exit_code == 0 and "preset full: 8 rows, 2 clips" in res.output, res.output
     assert "note: 4 of those rows are manifest lines that named no clip" in res.output
+
+
+def test_a_zero_row_with_a_positive_reward_is_an_error_naming_its_line(tmp_path):
+    """A "zero" row with reward 0.6 counted as a zero in the status flips and as 0.6 in the statistics."""
+    path = _draws(tmp_path)
+    lines = path.read_text().splitlines()
+    row = json.loads(lines[2])
+    row["result"] = {**row["result"], "status": "zero", "reward": 0.6}
+    lines[2] = json.dumps(row)
+    path.write_text("\n".join(lines) + "\n")
+    with pytest.raises(DrawsError, match=r"scores.jsonl:3: a row with status 'zero' has reward 0.6"):
+        summarize_draws(path)
