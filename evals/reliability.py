@@ -15,7 +15,8 @@ Decisions where the issue was silent:
   whose verdicts it counts. `retry_ineligible=True` also re-scores rows
   whose reward is None (the paper retries execution errors). Rows written before these fields existed are
   taken as current. A row that cannot be counted as it stands (`damaged`: reward and status disagree, a
-  verdict or usage that is not an object) is scored again; one of another clip or preset stays in the file.
+  verdict or usage that is not an object, reasons or notes that are not lists of strings) is scored again;
+  one of another clip or preset stays in the file.
 - results.jsonl is appended during the run (crash-safe): a chunk's scored rows as soon as the scorer returns
   them (unjudged), then each row again as soon as its judge returns (a run stopped mid-way keeps every reward
   and every verdict given; the rerun judges the rest without re-scoring), and it is rewritten compacted
@@ -200,10 +201,14 @@ def stale(row: dict[str, Any], clip: EvalClip, version: list[int] | None) -> boo
 def damaged(row: dict[str, Any]) -> bool:
     """True when a results.jsonl row cannot be counted as it stands (hand-edited, written by another tool): its
     status and reward disagree (an ineligible row with a reward; a scored or zero row whose reward is not a
-    number in 0..1, a zero row whose reward is not 0, another status), or its verdict or usage is not an object
-    of numbers. Such a row is scored again, as a missing one is (it crashed the rerun or the table)."""
+    number in 0..1, a zero row whose reward is not 0, another status), its verdict or usage is not an object
+    of numbers, or its reasons or notes are not lists of strings (the judge was sent a string's characters as
+    reasons, or crashed on a number on every rerun). Such a row is scored again, as a missing one is (it
+    crashed the rerun or the table)."""
     status, reward, usage, verdict = row.get("status"), row.get("reward"), row.get("usage"), row.get("judge")
     if verdict is not None and not isinstance(verdict, dict):
+        return True
+    if any(not _strings(row.get(name)) for name in ("reasons", "notes")):
         return True
     if usage is not None and not (isinstance(usage, dict) and all(finite(v) for v in usage.values())):
         return True  # NaN / inf too: `evals.table.check_row` refuses them, which failed the run after scoring
@@ -211,6 +216,11 @@ def damaged(row: dict[str, Any]) -> bool:
         return reward is not None
     number = isinstance(reward, int | float) and not isinstance(reward, bool) and 0.0 <= reward <= 1.0  # NaN: no
     return not number or status not in ("scored", "zero") or (status == "zero" and reward != 0)
+
+
+def _strings(value: Any) -> bool:
+    """True for None (a row written without the field) or a list of strings."""
+    return value is None or (isinstance(value, list) and all(isinstance(v, str) for v in value))
 
 
 def stamped(row: dict[str, Any], scorer_id: dict[str, Any] | None) -> dict[str, Any]:

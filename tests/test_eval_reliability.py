@@ -356,11 +356,15 @@ def test_rows_without_a_verdict_count_as_the_judge_would_have_said():
 
 @pytest.mark.parametrize("damage", [{"reward": "0.8"}, {"reward": None}, {"status": "ineligible"},
                                     {"judge": "reasonable"}, {"usage": "lots"}, {"reward": 1.5},
-                                    {"usage": {"calls": float("nan")}}, {"usage": {"images": float("inf")}}])
+                                    {"usage": {"calls": float("nan")}}, {"usage": {"images": float("inf")}},
+                                    {"reasons": 5}, {"reasons": "c1 judged"}, {"reasons": [1, 2]},
+                                    {"reasons": {"c1": "judged"}}, {"notes": 5}, {"notes": "x"}])
 def test_a_damaged_results_row_is_scored_again_not_a_crash(tmp_path, damage):
     """A results.jsonl row whose reward and status disagree, or whose verdict or usage is not an object (hand-
     edited, written by another tool), crashed the rerun (AttributeError, TypeError in the table) or was counted
-    as it stood; it is scored again, as a row cut by a crash is."""
+    as it stood; it is scored again, as a row cut by a crash is. Reasons or notes that are not lists of strings
+    were sent to the judge as they stood: a string as one reason per character, a number as a "judge crashed"
+    verdict the rerun gave again every time."""
     clips, scorer = _clips(tmp_path), FakeScorer()
     asyncio.run(run_reward_eval(clips[:2], ["full"], tmp_path, scorer, _judge()))
     path = tmp_path / "results.jsonl"
