@@ -170,12 +170,11 @@ def judge_system_prompt() -> str:
 
 def format_reward(reward: float | None, status: str) -> str:
     """How the reward is shown to the judge."""
+    from evals.report_html import reward_text
+
     if reward is None:
         return "no reward was produced (the evaluation was ineligible)"
-    shown = f"{reward:.3f}"
-    if reward > 0 and float(shown) == 0:  # F+ counts it as positive: it must not read as 0.000 to the judge
-        shown = f"{reward:.2e}"
-    return f"{shown} (status: {status})"
+    return f"{reward_text(reward)} (status: {status})"  # a positive one never reads as 0.000 (module docstring)
 
 
 _STAGE_PREFIX = re.compile(r"^\s*(?:direct|quality|gate|observe|contract|assess|inspect|tool_call|reflect|audit|"

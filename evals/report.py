@@ -31,7 +31,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from evals.report_frames import FrameStore, load_frames, track_span, wanted_indices
-from evals.report_html import badge, esc, figure, fmt, line_chart, page, section, table
+from evals.report_html import badge, esc, figure, fmt, line_chart, page, reward_text, section, table
 from graph.config import PRESETS, SWITCHES, AgentConfig, preset_switches
 from graph.nodes.tracking import grid_side, track_frames
 from graph.routes import expected_nodes
@@ -58,7 +58,7 @@ def _header(trace: RunTrace) -> str:
             f"<div class=\"muted\">preset <b>{esc(v.get('preset') or result.get('preset'))}</b> · "
             f"checkpoint {esc(trace.updated)} · video <code>{esc(v.get('video'))}</code></div>"
             f"<p><b>Instruction:</b> {esc(v.get('instruction'))}</p></div>")
-    body = (f"<div class=\"reward\">{fmt(result.get('reward'))}</div>{badge(status)}"
+    body = (f"<div class=\"reward\">{reward_text(result.get('reward'))}</div>{badge(status)}"
             + table(["T", "P", "V", "failure", "unverifiable"],
                     [[fmt(result.get("T")), fmt(result.get("P")), fmt(result.get("V")), str(result.get("failure")),
                       str(result.get("unverifiable"))]])

@@ -21,6 +21,8 @@ Decisions where the issue was silent:
   count every row results.jsonl keeps, earlier manifests' too, and disagree with the run's table.md.
   Deleting the file (or rerunning `raa eval reward`) is the way to index every row. A summary.json
   without `paths` (written before it named the run's clips) still scopes nothing, as before.
+- Rewards and mean rewards are shown as the judge sees them (`evals.report_html.reward_text`): with 3
+  decimals a scored 0.0004 read "0.000" beside its "scored" badge, though F+ counts it as positive.
 """
 
 from __future__ import annotations
@@ -30,7 +32,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from evals.report_html import badge, esc, fmt, page, section, table
+from evals.report_html import badge, esc, page, reward_text, section, table
 from evals.table import DISPLAY_NAMES, PAPER_ORDER, all_metrics
 from tools.jsonl import write_text_atomic
 
@@ -60,7 +62,7 @@ def _means(metrics: list[PresetMetrics], attr: str) -> str:
     rows = []
     for m in metrics:
         groups = getattr(m, attr)
-        rows.append([m.preset, *(f"{fmt(groups[n].mean)} ({groups[n].rewarded}/{groups[n].total})" if n in groups
+        rows.append([m.preset, *(f"{reward_text(groups[n].mean)} ({groups[n].rewarded}/{groups[n].total})" if n in groups
                                  else "" for n in names)])
     return table(["preset", *names], rows) if names else ""
 
@@ -69,7 +71,7 @@ def _cell(row: dict, link: str | None) -> str:
     j = row.get("judge") or {}
     verdict = {True: "<span class=\"yes\">✓</span>", False: "<span class=\"no\">✗</span>"}.get(
         j.get("reasonable"), f"<span class=\"muted\">{esc(j.get('status', 'unjudged'))}</span>")
-    text = f"{fmt(row.get('reward'))} {badge(row.get('status'))} {verdict}"
+    text = f"{reward_text(row.get('reward'))} {badge(row.get('status'))} {verdict}"
     return f"<a class=\"run-link\" href=\"{esc(link)}\">{text}</a>" if link else text
 
 

@@ -41,3 +41,30 @@ def test_a_run_report_cut_by_a_crash_is_written_again(tmp_path, monkeypatch):
     assert (out / "reports" / "run-1.html").read_text() == full
     assert "push &lt;b&gt;it&lt;/b&gt;" in index.read_text()
     assert sorted(p.name for p in (out / "reports").iterdir()) == ["run-1.html"]
+
+
+def test_a_positive_reward_never_reads_as_zero_on_the_index(tmp_path):
+    """The index showed rewards with 3 decimals: a scored reward of 0.0004 read "0.000" beside its "scored"
+    badge (and in the mean by label), though F+ counts it as positive. It is shown as the judge sees it."""
+    from evals.report_index import write_eval_index
+
+    out = tmp_path / "eval"
+    out.mkdir()
+    rows = [{"path": str(tmp_path / f"{n}.mp4"), "preset": "direct", "instruction": "push it", "label": label,
+             "pattern": "success", "reward": reward, "status": status, "run_id": "", "judge": None}
+            for n, label, reward, status in (("a", "failure", 0.0004, "scored"), ("b", "ordinary", 0.0, "zero"),
+                                             ("c", "ordinary", 0.5, "scored"))]
+    (out / "results.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    html = write_eval_index(out).read_text()
+    assert '<td>4.00e-04 <span class="badge scored">' in html  # the clip's cell
+    assert "<td>4.00e-04 (1/1)</td>" in html  # the mean over failure clips
+    assert '<td>0.000 <span class="badge zero">' in html and '<td>0.500 <span class="badge scored">' in html
+
+
+def test_a_positive_reward_never_reads_as_zero_in_a_run_report():
+    """The run report's headline reward had the same 3 decimals as the index that links to it."""
+    from evals.report import render_run_report
+    from graph.tracing import RunTrace
+
+    trace = RunTrace("run-1", "2026-01-01T00:00:00", {"result": {"reward": 0.0004, "status": "scored"}})
+    assert "<div class=\"reward\">4.00e-04</div>" in render_run_report(trace)
