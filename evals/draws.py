@@ -35,6 +35,8 @@ Decisions where the issue was silent:
   of one clip and draw (two files concatenated) are an error naming the line, as in ``evals.compare``.
 * One summary covers one preset: pooled over presets, the presets' differences would count as clip-to-clip
   signal. A file holding several presets needs ``preset`` (``--preset``); the error names the ones found.
+  Rows that record no preset are the preset "" (``--preset ''``), shown as "(none)" (`shown_preset`): they
+  were the preset "None", the text of the missing value.
 * ``noise_share`` is None when no clip has two eligible draws or W + B is at most 1e-12 (every reward
   equal: rewards equal in print differ in their last bits when summed, and 1e-32 / 1e-32 is no share).
   With one such clip, B and ``noise_share`` are None: there is no clip-to-clip spread to compare the noise
@@ -86,7 +88,8 @@ class DrawsSummary:
 
     path: str
     preset: str
-    """The preset summarised (the file's only one, or the one asked for)."""
+    """The preset summarised (the file's only one, or the one asked for); "" for rows that record none, and
+    for a file without rows."""
     rows: int
     """Rows of that preset."""
     clips: int
@@ -123,6 +126,17 @@ class DrawsSummary:
         return asdict(self)
 
 
+def shown_preset(preset: str) -> str:
+    """A preset as printed: "(none)" for rows that record none."""
+    return preset or "(none)"
+
+
+def _preset(row: dict[str, Any]) -> str:
+    """The preset a score-batch row records ("" when it records none)."""
+    preset = row.get("preset")
+    return "" if preset is None else str(preset)
+
+
 def read_draws(path: Path) -> tuple[list[ClipDraws], dict[str, int]]:
     """The clips of a score-batch output with their draws, in first-seen order, and the rows of manifest lines
     that named no clip per preset (module docstring)."""
@@ -138,9 +152,9 @@ def read_draws(path: Path) -> tuple[list[ClipDraws], dict[str, int]]:
             raise DrawsError(f"{where}: not a score-batch row (no 'result' object)")
         if is_bad_line_row(row):
             checked_reward(row["result"], where, DrawsError)
-            bad[str(row.get("preset"))] = bad.get(str(row.get("preset")), 0) + 1
+            bad[_preset(row)] = bad.get(_preset(row), 0) + 1
             continue
-        clip = (str(row.get("path")), str(row.get("instruction")), str(row.get("preset")))
+        clip = (str(row.get("path")), str(row.get("instruction")), _preset(row))
         draw = row.get("draw", 0)
         if isinstance(draw, bool) or not isinstance(draw, int):
             raise DrawsError(f"{where}: draw must be an integer, got {draw!r}")
@@ -198,10 +212,12 @@ def summarize_draws(path: Path, preset: str | None = None) -> DrawsSummary:
     """Read `path` and summarise the draws of `preset` (needed when the file holds several; module docstring)."""
     clips, bad = read_draws(path)
     found = sorted({c.preset for c in clips} | set(bad))
+    names = ", ".join(shown_preset(p) for p in found)
     if preset is None and len(found) > 1:
-        raise DrawsError(f"{path} holds presets {', '.join(found)}: summarise one at a time (--preset NAME)")
+        unnamed = "; --preset '' for the rows without one" if "" in found else ""
+        raise DrawsError(f"{path} holds presets {names}: summarise one at a time (--preset NAME{unnamed})")
     if preset is not None and preset not in found:
-        raise DrawsError(f"{path} has no rows of preset {preset!r} (it holds: {', '.join(found) or 'none'})")
+        raise DrawsError(f"{path} has no rows of preset {preset!r} (it holds: {names or 'none'})")
     preset = preset if preset is not None else (found[0] if found else "")
     clips = [c for c in clips if c.preset == preset]
     multi = [c for c in clips if len(c.rewards) >= 2]

@@ -339,14 +339,18 @@ def draws_command(
     preset: Annotated[str | None, typer.Option("--preset", help="The preset to summarise (needed when the file "
                                                "holds several).")] = None,
 ) -> None:
-    from evals.draws import DrawsError, clip_labels, summarize_draws
+    from evals.draws import DrawsError, clip_labels, shown_preset, summarize_draws
 
     try:
         s = summarize_draws(results, preset)
     except DrawsError as exc:
         raise _fail(str(exc)) from exc
     console = _console()
-    console.print(f"preset {s.preset}: {s.rows} rows, {s.clips} clips, {s.draws_min}-{s.draws_max} draws per clip; "
+    if not s.rows:  # exit 0, as `raa eval compare` and `raa eval report` on empty results
+        console.print(f"no rows in {results}: nothing to measure")
+        _write_json(json_out, s.as_dict(), console)
+        return
+    console.print(f"preset {shown_preset(s.preset)}: {s.rows} rows, {s.clips} clips, {s.draws_min}-{s.draws_max} draws per clip; "
                   f"{s.ineligible_rows} ineligible rows left out; {s.clips_single} clips with < 2 eligible draws")
     if s.bad_lines:
         console.print(f"note: {s.bad_lines} of those rows are manifest lines that named no clip (no clip of theirs "

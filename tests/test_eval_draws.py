@@ -187,3 +187,27 @@ def test_a_zero_row_with_a_positive_reward_is_an_error_naming_its_line(tmp_path)
     path.write_text("\n".join(lines) + "\n")
     with pytest.raises(DrawsError, match=r"scores.jsonl:3: a row with status 'zero' has reward 0.6"):
         summarize_draws(path)
+
+
+def test_rows_without_a_preset_and_an_empty_file_read_sensibly(tmp_path):
+    """Rows that record no preset were summarised as preset "None" (the str of a missing value), and an empty
+    file printed "preset : 0 rows". They read "preset (none)" and "no rows in FILE"; an empty file exits 0 with
+    nothing to measure, as `raa eval compare` and `raa eval report` do on empty results."""
+    out = _draws(tmp_path)
+    rows = [json.loads(line) for line in out.read_text().splitlines()]
+    for row in rows:
+        del row["preset"]
+    out.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    s = summarize_draws(out)
+    assert (s.preset, s.rows) == ("", 8) and s.noise_share == pytest.approx(0.375)
+    res = runner.invoke(app, ["eval", "draws", str(out)])
+    assert res.exit_code == 0 and "preset (none): 8 rows, 4 clips" in res.output, res.output
+    both = _draws(tmp_path, {"a": [0.9, 0.9]}, preset="direct")  # appended: one preset recorded, one not
+    with pytest.raises(DrawsError, match=r"holds presets \(none\), direct: .*--preset '' for the rows without"):
+        summarize_draws(both)
+    assert summarize_draws(both, "").rows == 8 and summarize_draws(both, "direct").rows == 2
+    empty = tmp_path / "empty.jsonl"
+    empty.write_text("\n")
+    res = runner.invoke(app, ["eval", "draws", str(empty), "--json", str(tmp_path / "e.json")])
+    assert res.exit_code == 0 and f"no rows in {empty}: nothing to measure" in res.output, res.output
+    assert res.output.startswith("no rows in ") and json.loads((tmp_path / "e.json").read_text())["rows"] == 0
