@@ -44,20 +44,32 @@ def load_prompts(dataset: Sequence[PromptSpec], dataset_file: str | None,
     """Prompts of the config plus those of a JSONL file (image paths relative to that file); ValueError
     naming the file (and line) for a malformed row or when there is no prompt at all (``kind``: which
     prompts the error names, the training or the held-out ones)."""
+    return load_placed_prompts(dataset, dataset_file, kind)[0]
+
+
+def load_placed_prompts(dataset: Sequence[PromptSpec], dataset_file: str | None,
+                        kind: Literal["training", "held-out"] = "training") -> tuple[list[PromptSpec], list[str]]:
+    """`load_prompts` and, per prompt, where it was given: ``dataset[i]`` (``eval_dataset[i]``) for a config
+    prompt, ``PATH:N`` for line N of the prompt file, so a prompt image that fails later (it went missing
+    during the run) is named by the line to fix. Kept beside the prompts, not in `PromptSpec`, whose fields
+    are the prompts' digest (training/prompt_stamp.py, the held-out ``eval_key``)."""
     prompts = list(dataset)
+    places = [f"{'eval_dataset' if kind == 'held-out' else 'dataset'}[{i}]" for i in range(len(prompts))]
     if is_blank_file(dataset_file):  # as validation says: not a path to "." (not unset either)
         raise ValueError(blank_file_problem("eval_dataset_file" if kind == "held-out" else "dataset_file"))
     if dataset_file is not None:
         path = Path(dataset_file)
         if not path.is_file():
             raise FileNotFoundError(f"prompt file not found: {path}")
-        prompts += [prompt_from_row(row, where, path.parent) for where, row in json_lines(path, ValueError)]
+        for where, row in json_lines(path, ValueError):
+            prompts.append(prompt_from_row(row, where, path.parent))
+            places.append(where)
         if not prompts:
             raise ValueError(f"no {kind} prompts: {path} holds no prompt rows (it is empty or blank) and the "
                              "config lists none")
     if not prompts:
         raise ValueError(f"no {kind} prompts: the config lists none and names no prompt file")
-    return prompts
+    return prompts, places
 
 
 def prompt_from_row(row: object, where: str, folder: Path) -> PromptSpec:
@@ -212,28 +224,30 @@ def rgb8(img, path: Path):
     return Image.fromarray(grey.astype(np.uint8)).convert("RGB")
 
 
-def check_images(prompts: Sequence[PromptSpec], limit: int = 5) -> list[str]:
+def check_images(prompts: Sequence[PromptSpec], limit: int = 5, places: Sequence[str] | None = None) -> list[str]:
     """Problems with the prompts' initial frames (missing file, not an image, a truncated or corrupt file, a
     pixel format `rgb8` refuses), at most `limit` named: each image is decoded as `load_frame` decodes it (its
     pixels, not only its header: a truncated PNG or JPEG has a valid header), so a run learns of a bad file at
-    start, not at the rollout that needs it."""
+    start, not at the rollout that needs it. With ``places`` (`load_placed_prompts`), each problem starts with
+    its prompt's place (``PATH:N``: the line to fix)."""
     from PIL import Image, UnidentifiedImageError
 
     problems: list[str] = []
-    for spec in prompts:
+    for n, spec in enumerate(prompts):
         if spec.image is None or len(problems) >= limit:
             continue
         path = Path(spec.image)
+        where = f"{places[n]}: " if places is not None else ""
         if not path.is_file():
-            problems.append(f"prompt image not found: {path}")
+            problems.append(f"{where}prompt image not found: {path}")
             continue
         try:
             with Image.open(path) as img:
                 frame_rgb(img, path)  # the pixels, as load_frame reads them
         except (UnidentifiedImageError, OSError, Image.DecompressionBombError) as exc:
-            problems.append(f"prompt image {path} cannot be read ({type(exc).__name__}: {exc})")
+            problems.append(f"{where}prompt image {path} cannot be read ({type(exc).__name__}: {exc})")
         except ValueError as exc:
-            problems.append(str(exc))
+            problems.append(f"{where}{exc}")
     return problems
 
 

@@ -48,14 +48,17 @@ items, as the objective is (with uneven micro-batches a plain mean of micro-batc
   without a valid sample, whose one-sample forward was (``UpdateLog.nonfinite_ignored``: its zero loss does not
   keep the NaN out of the gradients): the policy's likelihoods are no longer finite, i.e. training has diverged
   (``nonfinite_loss: stop`` ends the run).
+* ``failed_prompts`` -- prompts (all ranks) whose image could not be read this iteration: their groups were
+  skipped (training/prompt_failures.py; each one is a line of failed_prompts.jsonl).
 """
 
 from __future__ import annotations
 
 import json
 import math
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch.distributed as dist
 
@@ -63,6 +66,9 @@ from tools.jsonl import keep_rows, mend_tail, read_text, text_lines
 from training.finite import finite_number
 from training.reward_outcome import sum_usage
 from training.wandb_log import WandbRun
+
+if TYPE_CHECKING:
+    from training.prompt_failures import PromptFailure
 
 
 def _mean(xs: list[float]) -> float:
@@ -157,6 +163,7 @@ def summarize(iteration: int, parts: list[dict[str, Any]]) -> dict[str, float | 
         "lr": float(parts[0]["lr"]),
         "nonfinite_losses": (sum(not math.isfinite(x) for x in cat("loss"))
                              + sum(p.get("nonfinite_ignored", 0) for p in parts)),
+        "failed_prompts": int(sum(p.get("failed_prompts", 0) for p in parts)),
     }
     for kind in ("none", "nan", "inf", "error"):
         row[f"ineligible_{kind}"] = total(f"ineligible_{kind}")
@@ -214,7 +221,8 @@ def rows_of(path: Path, iteration: int) -> list[dict[str, Any]]:
 class MetricsLog:
     """Appends rows to OUTPUT_DIR/metrics.jsonl and mirrors them to TensorBoard and, with ``wandb_project``,
     to Weights & Biases (training/wandb_log.py; rank 0 only); the
-    ineligible rewards go to OUTPUT_DIR/ineligible.jsonl, one line each: iteration, prompt, reason.
+    ineligible rewards go to OUTPUT_DIR/ineligible.jsonl, one line each: iteration, prompt, reason; the prompts
+    whose image could not be read to OUTPUT_DIR/failed_prompts.jsonl (training/prompt_failures.py).
 
     Held-out evaluations (training/evaluate.py) go to OUTPUT_DIR/eval.jsonl and TensorBoard ``eval/*``,
     their samples to OUTPUT_DIR/eval_rewards.jsonl (and their saved videos to W&B); every rollout's reward
@@ -235,6 +243,7 @@ class MetricsLog:
         self.eval_path = output_dir / "eval.jsonl"
         self.rewards_path = output_dir / "rewards.jsonl"
         self.eval_rewards_path = output_dir / "eval_rewards.jsonl"
+        self.failed_prompts_path = output_dir / "failed_prompts.jsonl"
         self.writer = None
         self.wandb: WandbRun | None = None
         if enabled:
@@ -256,7 +265,8 @@ class MetricsLog:
     @property
     def paths(self) -> tuple[Path, ...]:
         """Every JSONL log of the run."""
-        return (self.path, self.ineligible_path, self.eval_path, self.rewards_path, self.eval_rewards_path)
+        return (self.path, self.ineligible_path, self.eval_path, self.rewards_path, self.eval_rewards_path,
+                self.failed_prompts_path)
 
     def trim_after(self, iteration: int) -> dict[str, int]:
         """On a resume from the checkpoint of ``iteration``, before anything is appended: drop every log's rows
@@ -319,6 +329,11 @@ class MetricsLog:
     def write_ineligible(self, iteration: int, items: list[tuple[str, str]]) -> None:
         """One line per ineligible reward of `iteration`: (prompt, reason) pairs from all ranks."""
         self._lines(self.ineligible_path, [{"iteration": iteration, "prompt": p, "reason": r} for p, r in items])
+
+    def write_failed_prompts(self, iteration: int, failures: Sequence[PromptFailure]) -> None:
+        """One line per prompt of `iteration` (all ranks) whose image could not be read: its text, place, image and
+        reason (`training.prompt_failures.PromptFailure.record`)."""
+        self._lines(self.failed_prompts_path, [f.record(iteration) for f in failures])
 
     def write_rewards(self, iteration: int, items: list[dict[str, Any]]) -> None:
         """One line per rollout of `iteration` (all ranks): rank, group, sample, prompt, reward (None when

@@ -23,6 +23,7 @@ import contextlib
 from collections.abc import Iterator, Sequence
 from typing import Literal
 
+import numpy as np
 import torch
 
 from policy.world_model import Conditioning, FlowWorldModel
@@ -112,8 +113,15 @@ def release_text_encoder(world_model: FlowWorldModel, device: torch.device | str
 def encode_prompt(world_model: FlowWorldModel, cfg: TrainConfig, spec: PromptSpec, negative: str | None) -> Conditioning:
     """One prompt's conditioning at the run's frame size, fit and clip length: its first frame
     (`training.data.load_frame`), its text and, under guidance, ``negative`` (`negative_prompt`)."""
-    image = load_frame(spec, cfg.height, cfg.width, cfg.image_fit)
-    return world_model.encode_prompts(image[None], [spec.text], num_frames=cfg.num_frames, negative_prompt=negative)
+    return encode_frame(world_model, cfg, load_frame(spec, cfg.height, cfg.width, cfg.image_fit), spec.text, negative)
+
+
+def encode_frame(world_model: FlowWorldModel, cfg: TrainConfig, image: np.ndarray, text: str,
+                 negative: str | None) -> Conditioning:
+    """The conditioning of a first frame ``image`` (uint8 [H, W, 3] at the run's size) and ``text``: what
+    `encode_prompt` encodes once the prompt's frame is loaded (the trainer loads the frames itself, so a frame
+    that cannot be read is reported per prompt: training/prompt_failures.py)."""
+    return world_model.encode_prompts(image[None], [text], num_frames=cfg.num_frames, negative_prompt=negative)
 
 
 def negative_prompt(cfg: TrainConfig) -> str | None:

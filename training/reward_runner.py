@@ -25,6 +25,9 @@ Decisions where the issue was silent:
   is ineligible of its kind (``nan`` / ``inf``) with a reason saying so, and the reward is called once per
   contiguous run of the other clips, with that run's ``first_index`` and ``group_ids`` (a reward names its
   files by position), so the outcome stays in the batch's order.
+* Clips given as ``refused`` (the stand-in rollouts of a prompt whose image could not be read:
+  training/prompt_failures.py) are not shown to the reward either: each is ineligible of kind ``error`` with
+  the reason given, which names the prompt's place and image.
 * :meth:`RewardRunner.close` cancels the calls still running, so a failing run never waits for them;
   the loop's thread is a daemon.
 * ``timeout_s`` (the config's ``reward_timeout_s``) bounds each :meth:`~RewardRunner.submit` (a prompt group,
@@ -67,15 +70,20 @@ class RewardRunner:
         self._closed = False
 
     def submit(self, videos: Sequence[np.ndarray], prompts: Sequence[str], *,
-               unscored: Sequence[str | None] | None = None, **meta: Any) -> Future[RewardOutcome]:
+               unscored: Sequence[str | None] | None = None, refused: Sequence[str | None] | None = None,
+               **meta: Any) -> Future[RewardOutcome]:
         """Schedule ``fn(videos, prompts, **meta)``; the future holds its validated outcome. ``unscored``: per
-        video, None or the kind ("nan" / "inf") of a diverged rollout the reward must not see (module docstring)."""
-        if len(videos) != len(prompts) or (unscored is not None and len(unscored) != len(videos)):
-            raise ValueError(f"reward {self.name!r}: {len(videos)} videos but {len(prompts)} prompts"
-                             + ("" if unscored is None else f" and {len(unscored)} unscored flags"))
+        video, None or the kind ("nan" / "inf") of a diverged rollout the reward must not see; ``refused``: per
+        video, None or why it is not shown (its prompt failed), ineligible of kind ``error`` (module docstring)."""
+        for name, flags in (("unscored", unscored), ("refused", refused)):
+            if len(videos) != len(prompts) or (flags is not None and len(flags) != len(videos)):
+                raise ValueError(f"reward {self.name!r}: {len(videos)} videos but {len(prompts)} prompts"
+                                 + ("" if flags is None else f" and {len(flags)} {name} flags"))
         if self._closed:
             raise RuntimeError("RewardRunner is closed")
-        call = self._score(list(videos), list(prompts), list(unscored or [None] * len(videos)), meta)
+        fixed = [unscored_outcome(kind) if kind else error_outcome(why, 1) if why else None
+                 for kind, why in zip(unscored or [None] * len(videos), refused or [None] * len(videos), strict=True)]
+        call = self._score(list(videos), list(prompts), fixed, meta)
         future = asyncio.run_coroutine_threadsafe(call, self._loop)
         self._pending.add(future)
         future.add_done_callback(self._pending.discard)
@@ -86,23 +94,24 @@ class RewardRunner:
         """Threads still running a sync reward call that timed out (training/reward_threads.py)."""
         return self._threads.stuck()
 
-    async def _score(self, videos: list[np.ndarray], prompts: list[str], unscored: list[str | None],
+    async def _score(self, videos: list[np.ndarray], prompts: list[str], fixed: list[RewardOutcome | None],
                      meta: dict[str, Any]) -> RewardOutcome:
+        """``fixed``: per video, None (scored) or its outcome without the reward (unscored or refused)."""
         deadline = None if self.timeout_s is None else time.monotonic() + self.timeout_s
-        if all(kind is None for kind in unscored):  # the whole batch, as it came
+        if all(f is None for f in fixed):  # the whole batch, as it came
             return await self._call(videos, prompts, meta, deadline)
         parts, start = [], 0
         while start < len(videos):
             end = start + 1
-            while end < len(videos) and (unscored[end] is None) == (unscored[start] is None):
+            while end < len(videos) and (fixed[end] is None) == (fixed[start] is None):
                 end += 1
-            if unscored[start] is None:
+            if fixed[start] is None:
                 run = dict(meta, first_index=int(meta.get("first_index", 0)) + start)
                 if "group_ids" in meta:
                     run["group_ids"] = list(meta["group_ids"])[start:end]
                 parts.append(await self._call(videos[start:end], prompts[start:end], run, deadline))
             else:
-                parts += [unscored_outcome(str(kind)) for kind in unscored[start:end]]
+                parts += [f for f in fixed[start:end] if f is not None]
             start = end
         return merge_outcomes(parts)
 

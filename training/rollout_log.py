@@ -13,6 +13,10 @@ its frames black and the reward never scores it):
 * No video is written for it (a black mp4 would pass for something the policy generated): its
   rewards.jsonl row has ``video: null`` and ``video_skipped`` saying why. Only rows of an iteration that
   writes videos have either field.
+
+The stand-in rollouts of a prompt whose image could not be read (training/prompt_failures.py) are left out
+the same way: the functions below take, per clip, None or why it is left out: a diverged kind ("nan" /
+"inf") or the skipped prompt's reason.
 """
 
 from __future__ import annotations
@@ -90,9 +94,12 @@ def mask_means(groups: list[Group], diverged: Sequence[str | None]) -> list[floa
 
 
 def video_skipped(kind: str | None) -> str | None:
-    """Why a rollout of kind ``kind`` ("nan" / "inf", None: it did not diverge) has no video."""
+    """Why a rollout left out as ``kind`` ("nan" / "inf": it diverged; another text: its prompt was skipped, the
+    text says why; None: it was not left out) has no video."""
     if kind is None:
         return None
+    if kind not in ("nan", "inf"):
+        return f"{kind}; no video written"
     return f"rollout diverged: its latents hold {'NaN' if kind == 'nan' else 'inf'}; no video written"
 
 

@@ -169,13 +169,15 @@ def reward_tools(cfg: TrainConfig) -> Any:
         raise ConfigError(f"reward: agent: invalid tool setting: {exc}") from None
 
 
-def _prompts(dataset: Sequence[PromptSpec], dataset_file: str | None, field: str) -> list[PromptSpec]:
-    """`training.data.load_prompts` with its errors as ConfigError; a prompt file that is not there names the
-    setting `field` that points at it (a config's own value otherwise looked like a path the user never gave)."""
-    from training.data import load_prompts
+def _prompts(dataset: Sequence[PromptSpec], dataset_file: str | None,
+             field: str) -> tuple[list[PromptSpec], list[str]]:
+    """`training.data.load_placed_prompts` (the prompts, and where each was given) with its errors as ConfigError;
+    a prompt file that is not there names the setting `field` that points at it (a config's own value otherwise
+    looked like a path the user never gave)."""
+    from training.data import load_placed_prompts
 
     try:
-        return load_prompts(dataset, dataset_file, "held-out" if field == "eval_dataset_file" else "training")
+        return load_placed_prompts(dataset, dataset_file, "held-out" if field == "eval_dataset_file" else "training")
     except FileNotFoundError as exc:
         raise ConfigError(f"{field}: {exc} (a relative path is read from the directory the run is launched from; "
                           f"write the prompts there, or give another file with --{field} PATH or `{field}:` in "
@@ -188,12 +190,13 @@ def check_prompts(cfg: TrainConfig) -> tuple[int, int]:
     """Read the training (and held-out) prompts once before anything heavy loads; returns how many of each.
     A missing or malformed prompt file, or a prompt image that is missing or not an image, is a
     ConfigError (exit 2), like any other bad setting (a bad image used to stop the run at the first
-    rollout that drew it)."""
+    rollout that drew it); each problem names its prompt's place (``PATH:N``, ``dataset[i]``)."""
     from training.data import check_images
 
-    prompts = _prompts(cfg.dataset, cfg.dataset_file, "dataset_file")
-    held_out = _prompts(cfg.eval_dataset, cfg.eval_dataset_file, "eval_dataset_file") if cfg.eval_every else []
-    problems = check_images(prompts + held_out)
+    prompts, places = _prompts(cfg.dataset, cfg.dataset_file, "dataset_file")
+    held_out, held_out_places = (_prompts(cfg.eval_dataset, cfg.eval_dataset_file, "eval_dataset_file")
+                                 if cfg.eval_every else ([], []))
+    problems = check_images(prompts + held_out, places=places + held_out_places)
     if problems:
         raise ConfigError("bad prompt images (the first ones found):\n  - " + "\n  - ".join(problems))
     return len(prompts), len(held_out)
@@ -244,15 +247,17 @@ def exit_status(exc: BaseException) -> tuple[int, bool] | None:
     function that returned the wrong number of rewards, named in the message: the user's error, not the
     trainer's, on the rank(s) whose clips it scored); WandbError 2 (a W&B run that cannot start, rank 0);
     ExportError 1; TrainingStopped 128 + signal (a scheduler's signal, on_signal: checkpoint);
-    TrainingDiverged 1; RewardsStalled 3 (max_skipped_iterations, after the checkpoint)."""
+    TrainingDiverged 1; RewardsStalled 3 (max_skipped_iterations, after the checkpoint); PromptImagesFailed 2
+    (every prompt image of an iteration unreadable, agreed by every rank: training/prompt_failures.py)."""
     from graph.stores import StoreError
     from training.export import ExportError
     from training.preemption import RewardsStalled, TrainingDiverged, TrainingStopped
+    from training.prompt_failures import PromptImagesFailed
     from training.reward_outcome import RewardLengthError
     from training.wandb_log import WandbError
 
     match exc:
-        case ConfigError():
+        case ConfigError() | PromptImagesFailed():
             return 2, True
         case StoreError() | RewardLengthError() | WandbError():
             return 2, False

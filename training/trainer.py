@@ -33,6 +33,8 @@ Decisions where the issue was silent:
 * The loss of an optimizer step is the mean over its valid (sample, SDE step) items on all ranks, so
   ``micro_batch`` is only a memory setting (training/update.py says how). mu-KL excludes conditioning
   frames. The logged ``loss``, ``clip_fraction``, ``approx_kl`` and ``mu_kl`` are means over valid items.
+* A prompt whose image cannot be read mid-run skips its group for the iteration, recorded with the prompt's
+  line (training/prompt_failures.py: a never-scored stand-in keeps the ranks in step); all of them: a stop.
 * Rollout noise comes from a generator seeded by (seed, iteration, rank, prompt slot), so a resumed
   run draws exactly the noise of an uninterrupted one.
 * With ``beta = 0`` the reference pass is skipped; otherwise it runs for every micro-batch on every
@@ -76,15 +78,16 @@ from training.best import (
 )
 from training.config import ConfigError, TrainConfig, check_world_size
 from training.config_io import config_to_dict, write_run_config
-from training.data import PromptStream, derive_seed, load_prompts
+from training.data import PromptStream, derive_seed, load_placed_prompts, load_prompts
 from training.decode import decode_group
 from training.evaluate import eval_key, evaluate, summarize_eval, summarize_items
 from training.export import ExportError, export_policy
 from training.grpo import group_advantages
 from training.launches import launch_record, record_launch
 from training.metrics import MetricsLog, gather, progress_postfix, summarize
-from training.models import build_world_model, encode_prompt, negative_prompt, text_encoder_on
+from training.models import build_world_model, encode_frame, negative_prompt, text_encoder_on
 from training.preemption import RewardsStalled, StopRequest, TrainingDiverged, TrainingStopped
+from training.prompt_failures import PromptImagesFailed, first_frames
 from training.prompt_stamp import prompt_change_warning, prompt_stamp, write_prompt_stamp
 from training.provenance import record_scoring
 from training.resume import nothing_to_train, plan_resume, state_layout, write_layout
@@ -136,7 +139,7 @@ def train(cfg: TrainConfig, *, local_rank: int = 0, reward_tokens: dict[str, str
     except ValueError as exc:  # an unknown reward or option: a config error (exit 2), named by build_reward
         raise ConfigError(str(exc)) from None
     require_wandb(cfg.wandb_project)
-    prompts = load_prompts(cfg.dataset, cfg.dataset_file)
+    prompts, places = load_placed_prompts(cfg.dataset, cfg.dataset_file)  # places: PATH:N, for a failed image
     eval_prompts = load_prompts(cfg.eval_dataset, cfg.eval_dataset_file, "held-out") if cfg.eval_every else []
     use_cuda = cfg.device == "cuda" or (cfg.device == "auto" and torch.cuda.is_available())
     if use_cuda:
@@ -269,20 +272,32 @@ def train(cfg: TrainConfig, *, local_rank: int = 0, reward_tokens: dict[str, str
         groups: list[Group] = []
         pending: list[Future[RewardOutcome]] = []
         unscored: list[str | None] = []  # per clip, "nan" / "inf" for a diverged rollout (training/decode.py)
+        refused: list[str | None] = []  # per clip, why its prompt's group is skipped (training/prompt_failures.py)
+        # first frames: one that cannot be read skips its group (a stand-in keeps the ranks' collectives in step)
+        firsts, failed = first_frames([prompts[i] for i in mine], [places[i] for i in mine], cfg, it + 1, rank)
+        failures = [f for part in gather({"failed": failed}) for f in part["failed"] if f is not None]  # all ranks'
+        log.write_failed_prompts(it + 1, failures)
+        if len(failures) == cfg.prompts_per_iteration:  # nothing to learn from on any rank: stop on every rank
+            _close(rewards, bar, log, stops, video_writer)
+            raise PromptImagesFailed(it + 1, failures, ckpt_dir, log.failed_prompts_path)
         with torch.no_grad():
             with text_encoder_on(world_model, cfg, device):  # every prompt first: an offloaded encoder moves once
-                conds = [encode_prompt(world_model, cfg, prompts[index], negative_prompt(cfg)) for index in mine]
+                conds = [encode_frame(world_model, cfg, frame, prompts[index].text, negative_prompt(cfg))
+                         for frame, index in zip(firsts, mine, strict=True)]
             for slot, index in enumerate(mine):
                 spec = prompts[index]
                 cond = conds[slot].repeat_interleave(group)
                 ro = _sample_group(world_model, cond, rcfg, cfg, device, (cfg.seed, it, rank, slot))
                 frames, diverged = decode_group(world_model, ro.latents, cfg)  # diverged: never scored
+                skip = [failed[slot].reason if failed[slot] is not None else None] * group  # never scored
                 unscored += diverged
+                refused += skip
                 groups.append(Group(cond=cond, rollout=ro, frames=frames, text=spec.text))
                 if cfg.reward_overlap == "groups":  # scored in the background while the next group samples
                     pending.append(rewards.submit(frames, [spec.text] * group, iteration=it + 1, fps=cfg.fps,
                                                   group_ids=[slot] * group, rank=rank, phase="train",
-                                                  first_index=slot * group, unscored=diverged))
+                                                  first_index=slot * group, unscored=diverged, refused=skip))
+        left_out = [kind or why for kind, why in zip(unscored, refused, strict=True)]  # no video, no metrics
         t1 = time.perf_counter()
 
         # -- 2. rewards and 3. advantages ---------------------------------------------------------
@@ -291,7 +306,7 @@ def train(cfg: TrainConfig, *, local_rank: int = 0, reward_tokens: dict[str, str
         if cfg.reward_overlap == "off":
             pending.append(rewards.submit([clip for g in groups for clip in g.frames], texts, iteration=it + 1,
                                           fps=cfg.fps, group_ids=group_ids, rank=rank, phase="train", first_index=0,
-                                          unscored=unscored))
+                                          unscored=unscored, refused=refused))
         outcome = merge_outcomes([p.result() for p in pending])
         adv, valid, stats = group_advantages(outcome.rewards, group_ids, cfg.a_max, cfg.adv_eps)
         for gi, g in enumerate(groups):
@@ -299,7 +314,7 @@ def train(cfg: TrainConfig, *, local_rank: int = 0, reward_tokens: dict[str, str
             g.valid = valid[gi * group:(gi + 1) * group].to(device)
         t2 = time.perf_counter()
         # rollout_videos_every (training/rollout_log.py): written in the background while the update runs
-        videos = submit_rollout_videos(video_writer, out_dir, groups, cfg, it + 1, rank, unscored)
+        videos = submit_rollout_videos(video_writer, out_dir, groups, cfg, it + 1, rank, left_out)
 
         # -- 4. update (training/update.py) -----------------------------------------------------
         lr = float(engine.get_lr()[0])  # the rate of this iteration's first optimizer step
@@ -315,14 +330,15 @@ def train(cfg: TrainConfig, *, local_rank: int = 0, reward_tokens: dict[str, str
             "skipped_groups": stats.skipped_groups, "zero_std_groups": stats.zero_std_groups,
             **{f"ineligible_{k}": v for k, v in outcome.counts.items()},
             **metric_parts(upd),  # training/update.py
-            "mask_mean": mask_means(groups, unscored),  # per (rollout, SDE step), the diverged ones left out
-            **diversity(groups, unscored),  # over the rollouts that did not diverge
+            "mask_mean": mask_means(groups, left_out),  # per (rollout, SDE step), diverged / stand-ins left out
+            **diversity(groups, left_out),  # over the rollouts that did not diverge, stand-ins left out
             "seconds_rollout": t1 - t0, "seconds_reward": t2 - t1, "seconds_update": t3 - t2,
             "diverged_rollouts": sum(1 for kind in unscored if kind),
+            "failed_prompts": sum(1 for f in failed if f is not None),
             "lr": lr,
             "ineligible_items": [(texts[i], outcome.reasons[i] or "ineligible")
                                  for i, r in enumerate(outcome.rewards) if r is None],
-            "reward_items": reward_items(outcome, texts, group_ids, group, rank, adv, valid, names, unscored),
+            "reward_items": reward_items(outcome, texts, group_ids, group, rank, adv, valid, names, left_out),
             "components": outcome.components, "usage": outcome.usage,
         }
         parts = gather(local)
