@@ -158,6 +158,8 @@ def test_a_training_run_keeps_a_diverged_rollout_out_of_its_rewards(tmp_path):
     proc = subprocess.run(cmd, cwd=SMOKE.parents[2], env={**env, "OMP_NUM_THREADS": "1"}, capture_output=True,
                           text=True, timeout=600)
     assert proc.returncode == 1 and "the latents of 2 rollout(s) were NaN or inf" in proc.stderr, proc.stderr[-4000:]
+    stopped = json.loads((out / "metrics.jsonl").read_text().splitlines()[0])  # written before the stop
+    assert stopped["nonfinite_losses"] == 0 and stopped["diverged_rollouts"] == 2  # the row says why it stopped
     out = tmp_path / "skip"
     cmd[cmd.index("--output_dir") + 1] = str(out)
     proc = subprocess.run([*cmd, "--nonfinite_loss", "skip"], cwd=SMOKE.parents[2],
@@ -312,3 +314,16 @@ def test_a_rollout_that_diverged_inside_the_sde_window_costs_no_update_under_ski
     assert all(r["nonfinite_losses"] == 0 and r["grad_norm"] is not None and r["grad_norm"] > 0 for r in rows)
     assert rows[1]["mu_kl"] > 0  # the first iteration's step moved the policy away from the reference
     assert all(r["mask_mean"] is not None and 0.3 <= r["mask_mean"] <= 1.0 for r in rows)
+
+
+def test_the_metrics_row_says_how_many_rollouts_diverged():
+    """With nonfinite_loss: stop a diverged rollout stops the run, but the row of that iteration showed only
+    ``nonfinite_losses: 0`` (a diverged rollout is never scored, so no loss of it is NaN) and ``ineligible_nan``,
+    which a reward that returned NaN counts too: nothing in metrics.jsonl said the policy had diverged."""
+    from tests.test_train_parts import _part
+    from training.metrics import summarize
+
+    row = summarize(1, [_part([1.0, None], ineligible_nan=1, diverged_rollouts=1),
+                        _part([None, 0.5], ineligible_nan=1, diverged_rollouts=0)])
+    assert row["nonfinite_losses"] == 0 and row["ineligible_nan"] == 2
+    assert row["diverged_rollouts"] == 1  # one of the two NaN-ineligible items is a diverged rollout

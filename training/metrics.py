@@ -48,6 +48,9 @@ items, as the objective is (with uneven micro-batches a plain mean of micro-batc
   without a valid sample, whose one-sample forward was (``UpdateLog.nonfinite_ignored``: its zero loss does not
   keep the NaN out of the gradients): the policy's likelihoods are no longer finite, i.e. training has diverged
   (``nonfinite_loss: stop`` ends the run).
+* ``diverged_rollouts`` -- rollouts (all ranks) whose latents held NaN or inf: never scored (ineligible of kind
+  nan / inf, as are rewards that returned NaN / inf), so they show no non-finite loss either; they stop a run
+  with ``nonfinite_loss: stop`` as ``nonfinite_losses`` do, and the row says which of the two did.
 * ``failed_prompts`` -- prompts (all ranks) whose image could not be read this iteration: their groups were
   skipped (training/prompt_failures.py; each one is a line of failed_prompts.jsonl).
 """
@@ -163,6 +166,7 @@ def summarize(iteration: int, parts: list[dict[str, Any]]) -> dict[str, float | 
         "lr": float(parts[0]["lr"]),
         "nonfinite_losses": (sum(not math.isfinite(x) for x in cat("loss"))
                              + sum(p.get("nonfinite_ignored", 0) for p in parts)),
+        "diverged_rollouts": int(sum(p.get("diverged_rollouts", 0) for p in parts)),
         "failed_prompts": int(sum(p.get("failed_prompts", 0) for p in parts)),
     }
     for kind in ("none", "nan", "inf", "error"):

@@ -355,7 +355,7 @@ def train(cfg: TrainConfig, *, local_rank: int = 0, reward_tokens: dict[str, str
             bar.set_postfix(progress_postfix(row, beta=cfg.beta,
                                              steps_per_iteration=cfg.inner_epochs * cfg.optimizer_steps_per_epoch))
             bar.update(1)
-        diverged = sum(p["diverged_rollouts"] for p in parts)  # NaN / inf latents: a diverged policy too
+        diverged = int(row["diverged_rollouts"])  # NaN / inf latents: a diverged policy too
         if (row["nonfinite_losses"] or diverged) and cfg.nonfinite_loss == "stop":  # every rank sees the same
             _close(rewards, bar, log, stops, video_writer)
             raise TrainingDiverged(it + 1, int(row["nonfinite_losses"]), ckpt_dir, rollouts=diverged)
