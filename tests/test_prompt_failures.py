@@ -115,10 +115,10 @@ def one_rank_env(monkeypatch):
         deepspeed.comm.destroy_process_group()
 
 
-def _run_cfg(tmp_path: Path, path: Path):
+def _run_cfg(tmp_path: Path, path: Path, overlap: str = "groups"):
     cfg = load_config(SMOKE, ["--output_dir", str(tmp_path / "run"), "--progress", "false", "--tensorboard", "false",
                               "--max_iterations", "1", "--num_steps", "2", "--sde_window", "[0, 1]", "--export",
-                              "none", "--num_frames", "5", "--rollout_videos_every", "1"])
+                              "none", "--num_frames", "5", "--rollout_videos_every", "1", "--reward_overlap", overlap])
     return dataclasses.replace(cfg, dataset=[], dataset_file=str(path))
 
 
@@ -127,7 +127,8 @@ def _jsonl(path: Path) -> list[dict]:
 
 
 @pytest.mark.slow  # a whole training iteration in process (~15 s here)
-def test_a_run_skips_the_group_whose_image_went_missing_and_trains_on(tmp_path, one_rank_env, capsys):
+@pytest.mark.parametrize("overlap", ["groups", "off"])  # rewards per group as sampled, or the rank's batch at once
+def test_a_run_skips_the_group_whose_image_went_missing_and_trains_on(tmp_path, one_rank_env, capsys, overlap):
     """Two prompts, one image deleted after the launch check: the run stopped with a bare FileNotFoundError
     naming no prompt line. Now that group is skipped (its rollouts ineligible with the reason, no video) and
     the other is scored and trained on."""
@@ -135,7 +136,7 @@ def test_a_run_skips_the_group_whose_image_went_missing_and_trains_on(tmp_path, 
     from training.trainer import train
 
     path = _prompt_file(tmp_path)
-    cfg = _run_cfg(tmp_path, path)
+    cfg = _run_cfg(tmp_path, path, overlap)
     check_prompts(cfg)  # the launch check passes
     (tmp_path / "b.png").unlink()
     out = train(cfg)
@@ -171,3 +172,55 @@ def test_a_run_whose_every_prompt_image_is_gone_stops_naming_them(tmp_path, one_
     assert exit_status(info.value) == (2, True)
     assert sorted(f["place"] for f in _jsonl(tmp_path / "run" / "failed_prompts.jsonl")) == [f"{path}:1", f"{path}:3"]
     assert not (tmp_path / "run" / "metrics.jsonl").exists() or not _jsonl(tmp_path / "run" / "metrics.jsonl")
+
+
+def _rank_run(rank: int, world: int, port: int, tmp: str, flags: list[str]) -> None:
+    import os
+
+    os.environ.update(RANK=str(rank), WORLD_SIZE=str(world), LOCAL_RANK=str(rank), MASTER_ADDR="127.0.0.1",
+                      MASTER_PORT=str(port), OMP_NUM_THREADS="1")
+    import torch
+
+    torch.set_num_threads(1)
+    from training.trainer import train
+
+    cfg = load_config(SMOKE, flags)
+    try:
+        train(dataclasses.replace(cfg, dataset=[], dataset_file=str(Path(tmp) / "prompts.jsonl")))
+        Path(tmp, f"rank{rank}.done").write_text("ok")
+    except Exception as exc:  # the test names it
+        Path(tmp, f"rank{rank}.done").write_text(f"{type(exc).__name__}: {exc}")
+
+
+@pytest.mark.slow  # two training processes (~40 s here)
+@pytest.mark.distributed
+def test_two_ranks_stay_in_step_when_one_ranks_only_prompt_fails(tmp_path):
+    """Two ranks, one prompt each, ZeRO-3 (every forward gathers parameters from both ranks): the rank whose
+    prompt image is gone samples a stand-in that is never scored, so both run the same encodes, rollouts and
+    update micro-batches and finish the iteration; the other rank's group trains."""
+    import time
+
+    import torch.multiprocessing as mp
+
+    path = _prompt_file(tmp_path)
+    (tmp_path / "b.png").unlink()
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    flags = ["--output_dir", str(tmp_path / "run"), "--progress", "false", "--tensorboard", "false",
+             "--max_iterations", "1", "--num_steps", "2", "--sde_window", "[0, 1]", "--export", "none",
+             "--num_frames", "5", "--zero_stage", "3"]
+    ctx = mp.start_processes(_rank_run, args=(2, port, str(tmp_path), flags), nprocs=2, join=False, start_method="spawn")
+    deadline = time.monotonic() + 180
+    while not ctx.join(timeout=5):
+        if time.monotonic() > deadline:  # out of step: a rank waits in a collective the other never runs
+            for proc in ctx.processes:
+                proc.kill()
+            pytest.fail(f"the ranks hung; finished: {sorted(p.name for p in tmp_path.glob('rank*.done'))}")
+    assert [(tmp_path / f"rank{r}.done").read_text() for r in (0, 1)] == ["ok", "ok"]
+    row = _jsonl(tmp_path / "run" / "metrics.jsonl")[0]
+    assert row["failed_prompts"] == 1 and row["ineligible_error"] == 4 and row["update_skipped"] == 0
+    [failed] = _jsonl(tmp_path / "run" / "failed_prompts.jsonl")
+    assert failed["place"] == f"{path}:3"
+    assert {it["prompt"] for it in _jsonl(tmp_path / "run" / "rewards.jsonl") if it["advantage"] is not None} == {
+        "push the block"}
