@@ -97,6 +97,29 @@ def test_the_metrics_row_counts_failed_prompts():
     assert row["failed_prompts"] == 1
 
 
+def test_a_held_out_prompt_whose_image_is_gone_is_ineligible_and_the_others_are_scored(tmp_path):
+    """The held-out evaluation encoded every prompt first, so one image gone since the launch check stopped
+    the run there (a bare FileNotFoundError). Now its samples are ineligible naming the line; the others count."""
+    import training.evaluate as ev
+    from training.data import load_placed_prompts
+    from training.models import build_world_model
+
+    path = _prompt_file(tmp_path)
+    prompts, places = load_placed_prompts([], str(path), "held-out")
+    (tmp_path / "b.png").unlink()
+    cfg = load_config(SMOKE, ["--eval_samples", "1", "--num_steps", "2", "--num_frames", "5"])
+    model = build_world_model(cfg, "cpu").eval()
+    seen = []
+    part = ev.evaluate(model, cfg, prompts, lambda videos, texts, **meta: seen.append(list(texts)) or [0.5] * len(videos),
+                       iteration=1, rank=0, world=1, places=places)
+    assert seen == [["push the block"]]
+    bad = [it for it in part["items"] if it["prompt"] == 1]
+    assert len(bad) == 1 and all(it["reward"] is None and it["ineligible_kind"] == "error" and it["video"] is None
+                                 and it["reason"].startswith(f"prompt {path}:3 (image ") for it in bad)
+    row = ev.summarize_eval(1, [part])
+    assert row["eval_ineligible_error"] == 1 and row["eval_reward_mean"] == 0.5 and row["eval_videos"] == 2
+
+
 @pytest.fixture
 def one_rank_env(monkeypatch):
     """RANK / WORLD_SIZE / a free port, as torchrun sets them for train(); the process group torn down after."""
@@ -136,7 +159,7 @@ def test_a_run_skips_the_group_whose_image_went_missing_and_trains_on(tmp_path, 
     from training.trainer import train
 
     path = _prompt_file(tmp_path)
-    cfg = _run_cfg(tmp_path, path, overlap)
+    cfg = dataclasses.replace(_run_cfg(tmp_path, path, overlap), eval_every=1, eval_dataset_file=str(path))
     check_prompts(cfg)  # the launch check passes
     (tmp_path / "b.png").unlink()
     out = train(cfg)
@@ -154,6 +177,10 @@ def test_a_run_skips_the_group_whose_image_went_missing_and_trains_on(tmp_path, 
     scored = [it for it in items if it["prompt"] == "push the block"]
     assert len(scored) == 4 and all(it["reward"] is not None and it["advantage"] is not None for it in scored)
     assert len(list((out / "rollout_videos" / "iter_000001").iterdir())) == 4  # the stand-ins get none
+    held_out = _jsonl(out / "eval_rewards.jsonl")  # the evaluations before and after the iteration go on too
+    assert [(r["iteration"], r["prompt"], r["reward"] is None) for r in held_out] == [
+        (0, 0, False), (0, 1, True), (1, 0, False), (1, 1, True)]
+    assert all(r["reason"] == failed["reason"] for r in held_out if r["prompt"] == 1)
 
 
 @pytest.mark.slow  # a training launch in process (~12 s here)

@@ -39,6 +39,10 @@ Decisions where the issue was silent:
   A sample whose latents are not finite (a diverged policy: `policy.vae.NonFiniteLatentsError`) is
   ineligible with that reason and no video; it is neither decoded nor scored (it used to decode to black
   frames that the reward scored, or, now that decoding refuses it, would have stopped the run).
+* A held-out prompt whose image cannot be read (gone since the launch check) no longer stops the run: its
+  samples are ineligible (kind ``error``) with a reason naming the prompt's line and image, and are neither
+  scored nor saved; they are still sampled, from a stand-in frame (training/prompt_failures.py), so every rank
+  runs the same forwards.
 * Videos are written by training/videos.py (a file that cannot be written: one line on stderr,
   ``video: null``, the rewards still count), before the reward is called, so they exist even when the
   reward fails.
@@ -72,7 +76,8 @@ from training.config import PromptSpec, TrainConfig
 from training.data import SAMPLE_NOISE, sample_seed
 from training.generate import sample_video
 from training.metrics import component_means
-from training.models import encode_prompt, negative_prompt, text_encoder_on
+from training.models import encode_frame, negative_prompt, text_encoder_on
+from training.prompt_failures import PromptFailure, first_frames
 from training.reward_outcome import KINDS
 from training.reward_runner import RewardRunner
 from training.videos import eval_video_name, write_samples
@@ -102,22 +107,27 @@ def rank_items(n_items: int, rank: int, world: int) -> list[tuple[int, bool]]:
 
 
 def evaluate(world_model: FlowWorldModel, cfg: TrainConfig, prompts: Sequence[PromptSpec], reward_fn: Any,
-             *, iteration: int, rank: int, world: int) -> dict[str, Any]:
+             *, iteration: int, rank: int, world: int, places: Sequence[str] | None = None) -> dict[str, Any]:
     """This rank's part of one evaluation: {"rewards": [...], "seconds": float, "items": [...]} (rewards None
-    when ineligible; items: one dict per reward, for `summarize_items`)."""
+    when ineligible; items: one dict per reward, for `summarize_items`). ``places``: where each prompt was given
+    (`training.data.load_placed_prompts`), named when its image cannot be read."""
     t0 = time.perf_counter()
     items = [(p, s) for p in range(len(prompts)) for s in range(cfg.eval_samples)]
     videos, texts, groups, mine, diverged = [], [], [], [], []
     conds: dict[int, Any] = {}
     work = [(items[index], counts) for index, counts in rank_items(len(items), rank, world)]
     device = next(world_model.transformer.parameters()).device
+    mine_p = sorted({p for (p, _), _ in work})
+    frames0, failures = first_frames([prompts[p] for p in mine_p],
+                                     [places[p] if places is not None else f"eval_dataset[{p}]" for p in mine_p],
+                                     cfg, iteration, rank)
+    failed: dict[int, PromptFailure] = {p: f for p, f in zip(mine_p, failures, strict=True) if f is not None}
     with torch.no_grad():
         with text_encoder_on(world_model, cfg, device):  # every prompt first: an offloaded encoder moves once
-            for (p, _), _ in work:
-                if p not in conds:
-                    conds[p] = encode_prompt(world_model, cfg, prompts[p], negative_prompt(cfg))
+            for p, frame in zip(mine_p, frames0, strict=True):
+                conds[p] = encode_frame(world_model, cfg, frame, prompts[p].text, negative_prompt(cfg))
         for (p, s), counts in work:
-            try:
+            try:  # a failed prompt's stand-in too: every rank runs the same forwards (ZeRO-3)
                 frames = sample_video(world_model, conds[p], "ode", None, cfg.num_steps, cfg.shift,
                                       sample_seed(cfg.seed, p, s), cfg.guidance_scale)
             except NonFiniteLatentsError as exc:  # a diverged sample: ineligible, never decoded or scored
@@ -125,6 +135,11 @@ def evaluate(world_model: FlowWorldModel, cfg: TrainConfig, prompts: Sequence[Pr
                     kind = next((k for k in exc.kinds if k), "nan")
                     diverged.append({"prompt": p, "sample": s, "text": prompts[p].text, "video": None, "reward": None,
                                      "reason": f"not scored: {exc}", "run_id": None, "ineligible_kind": kind})
+                continue
+            if p in failed:
+                if counts:
+                    diverged.append({"prompt": p, "sample": s, "text": prompts[p].text, "video": None, "reward": None,
+                                     "reason": failed[p].reason, "run_id": None, "ineligible_kind": "error"})
                 continue
             if counts:
                 videos.append(frames)

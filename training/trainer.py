@@ -78,7 +78,7 @@ from training.best import (
 )
 from training.config import ConfigError, TrainConfig, check_world_size
 from training.config_io import config_to_dict, write_run_config
-from training.data import PromptStream, derive_seed, load_placed_prompts, load_prompts
+from training.data import PromptStream, derive_seed, load_placed_prompts
 from training.decode import decode_group
 from training.evaluate import eval_key, evaluate, summarize_eval, summarize_items
 from training.export import ExportError, export_policy
@@ -140,7 +140,8 @@ def train(cfg: TrainConfig, *, local_rank: int = 0, reward_tokens: dict[str, str
         raise ConfigError(str(exc)) from None
     require_wandb(cfg.wandb_project)
     prompts, places = load_placed_prompts(cfg.dataset, cfg.dataset_file)  # places: PATH:N, for a failed image
-    eval_prompts = load_prompts(cfg.eval_dataset, cfg.eval_dataset_file, "held-out") if cfg.eval_every else []
+    eval_prompts, eval_places = (load_placed_prompts(cfg.eval_dataset, cfg.eval_dataset_file, "held-out")
+                                 if cfg.eval_every else ([], []))
     use_cuda = cfg.device == "cuda" or (cfg.device == "auto" and torch.cuda.is_available())
     if use_cuda:
         torch.cuda.set_device(local_rank)
@@ -229,7 +230,8 @@ def train(cfg: TrainConfig, *, local_rank: int = 0, reward_tokens: dict[str, str
 
     def held_out(iteration: int) -> None:  # training/evaluate.py: every rank samples, rank 0 logs
         engine.module.eval()
-        parts = gather(evaluate(world_model, cfg, eval_prompts, reward_fn, iteration=iteration, rank=rank, world=world))
+        parts = gather(evaluate(world_model, cfg, eval_prompts, reward_fn, iteration=iteration, rank=rank, world=world,
+                                places=eval_places))
         row = summarize_eval(iteration, parts, key)  # the same on every rank (all parts gathered)
         log.write_eval(row)
         log.write_eval_items(iteration, summarize_items(iteration, parts, key))
