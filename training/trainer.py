@@ -63,9 +63,7 @@ import numpy as np
 import torch
 import torch.distributed as dist
 
-from policy.rollout import Rollout, RolloutConfig, cat_rollouts, rollout
 from policy.steps import likelihood_steps
-from policy.world_model import Conditioning, FlowWorldModel
 from training import engine as ds_engine
 from training.best import (
     agreed_best_tag,
@@ -78,10 +76,11 @@ from training.best import (
 )
 from training.config import ConfigError, TrainConfig, check_world_size
 from training.config_io import config_to_dict, write_run_config
-from training.data import PromptStream, derive_seed, load_placed_prompts
+from training.data import PromptStream, load_placed_prompts
 from training.decode import decode_group
 from training.evaluate import eval_key, evaluate, summarize_eval, summarize_items
 from training.export import ExportError, export_policy
+from training.group_rollout import sample_group
 from training.grpo import group_advantages
 from training.launches import launch_record, record_launch
 from training.metrics import MetricsLog, gather, progress_postfix, summarize
@@ -95,22 +94,8 @@ from training.reward_outcome import RewardOutcome
 from training.reward_runner import RewardRunner, merge_outcomes
 from training.rollout_log import diversity, mask_means, reward_items, submit_rollout_videos
 from training.run_dir import prepare_output_dir
-from training.update import Group, chunk, metric_parts, rollout_config, update_policy
+from training.update import Group, metric_parts, rollout_config, update_policy
 from training.wandb_log import require_wandb
-
-
-def _sample_group(world_model: FlowWorldModel, cond: Conditioning, rcfg: RolloutConfig, cfg: TrainConfig,
-                  device: torch.device, seed: tuple[int, ...]) -> Rollout:
-    """The G rollouts of one prompt (``cond`` repeated G times), ``cfg.rollout_batch`` at a time. The whole
-    group draws its noise from the generator of ``seed`` (run seed, iteration, rank, prompt slot); chunk
-    ``c`` of a chunked group from that of ``seed + (c,)``."""
-    size = cfg.rollout_batch or cfg.group_size
-    if size >= cfg.group_size:
-        return rollout(world_model, cond, rcfg, generator=torch.Generator(device=device).manual_seed(derive_seed(*seed)))
-    parts = [rollout(world_model, cond.select(chunk(c, size, cfg.group_size)), rcfg,
-                     generator=torch.Generator(device=device).manual_seed(derive_seed(*seed, c)))
-             for c in range(math.ceil(cfg.group_size / size))]
-    return cat_rollouts(parts, cond)
 
 
 def _close(rewards: RewardRunner, bar: Any, log: MetricsLog, stops: StopRequest | None,
@@ -289,7 +274,7 @@ def train(cfg: TrainConfig, *, local_rank: int = 0, reward_tokens: dict[str, str
             for slot, index in enumerate(mine):
                 spec = prompts[index]
                 cond = conds[slot].repeat_interleave(group)
-                ro = _sample_group(world_model, cond, rcfg, cfg, device, (cfg.seed, it, rank, slot))
+                ro = sample_group(world_model, cond, rcfg, cfg, device, (cfg.seed, it, rank, slot))
                 frames, diverged = decode_group(world_model, ro.latents, cfg)  # diverged: never scored
                 skip = [failed[slot].reason if failed[slot] is not None else None] * group  # never scored
                 unscored += diverged
