@@ -1,5 +1,5 @@
 """A group sampled a few rollouts at a time (`rollout_batch`): policy.rollout.cat_rollouts and the trainer's
-_sample_group, on tiny random Cosmos / Wan models."""
+sample_group, on tiny random Cosmos / Wan models."""
 
 from __future__ import annotations
 
@@ -75,27 +75,27 @@ def test_cat_rollouts_refuses_parts_that_do_not_fit(setup):
 def test_a_whole_group_keeps_the_seed_it_always_had(setup, rollout_batch):
     """rollout_batch >= G (or unset) samples exactly as before: one batch, the (seed, it, rank, slot) noise;
     so runs and resumes from before the setting go on drawing the same noise."""
-    from training.trainer import _sample_group
+    from training.group_rollout import sample_group
 
     model, cond = setup
     cfg = load_config(SMOKE, ["--group_size", "3", *(["--rollout_batch", str(rollout_batch)] if rollout_batch else [])])
     rcfg = RolloutConfig(num_steps=5, sde_window=(1, 4))
-    got = _sample_group(model, cond, rcfg, cfg, torch.device("cpu"), (0, 5, 1, 2))
+    got = sample_group(model, cond, rcfg, cfg, torch.device("cpu"), (0, 5, 1, 2))
     want = rollout(model, cond, rcfg, generator=torch.Generator().manual_seed(derive_seed(0, 5, 1, 2)))
     assert torch.equal(got.latents, want.latents)
 
 
 def test_a_chunked_group_draws_each_chunks_noise_from_its_own_seed(setup):
-    from training.trainer import _sample_group
+    from training.group_rollout import sample_group
 
     model, cond = setup
     cfg = load_config(SMOKE, ["--group_size", "3", "--rollout_batch", "2"])  # chunks of 2 and 1
-    got = _sample_group(model, cond, RCFG, cfg, torch.device("cpu"), (0, 5, 1, 2))
+    got = sample_group(model, cond, RCFG, cfg, torch.device("cpu"), (0, 5, 1, 2))
     for c, sl in enumerate((slice(0, 2), slice(2, 3))):
         part = rollout(model, cond.select(sl), RCFG, generator=torch.Generator().manual_seed(derive_seed(0, 5, 1, 2, c)))
         assert torch.equal(got.latents[sl], part.latents)
         assert all(torch.equal(r.log_prob[sl], p.log_prob) for r, p in zip(got.steps, part.steps, strict=True))
-    again = _sample_group(model, cond, RCFG, cfg, torch.device("cpu"), (0, 5, 1, 2))
+    again = sample_group(model, cond, RCFG, cfg, torch.device("cpu"), (0, 5, 1, 2))
     assert torch.equal(again.latents, got.latents)
 
 
