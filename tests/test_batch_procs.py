@@ -73,6 +73,7 @@ def test_processes_score_every_item_into_one_output_and_trace_db(monkeypatch, tm
         assert len(observes) >= 4  # the workers scored draw 1 anew, not from draw 0's cache entries
 
 
+@pytest.mark.slow
 def test_a_clip_that_kills_its_worker_gets_an_ineligible_row_and_the_batch_goes_on(monkeypatch, tmp_path) -> None:
     from tests.graph_scripts import full_script, moving_square
 
@@ -197,6 +198,7 @@ def test_a_worker_whose_parent_is_gone_cancels_its_runs_and_exits(tmp_path) -> N
                 proc.join()
 
 
+@pytest.mark.slow
 def test_a_tool_model_that_cannot_load_stops_the_batch_at_start(tmp_path, monkeypatch) -> None:
     """V-JEPA 2 weights missing, preset wmreward: every worker stops before it is ready, so the batch stops
     with the reason and scores nothing (before: each clip ran and got an ineligible row, as the

@@ -141,6 +141,7 @@ def test_eval_patience_needs_held_out_evaluation():
         load_config(SMOKE, ["--eval_patience", "0", "--eval_every", "1", "--eval_dataset", "[{text: a}]"])
 
 
+@pytest.mark.slow
 def test_a_plateau_stops_the_run_and_a_resume_counts_on(tmp_path):
     """A policy that cannot move (a learning rate far below fp32 resolution): the held-out mean is the same
     at every evaluation, so with eval_patience 2 the run ends after iteration 2, checkpointed and exported;

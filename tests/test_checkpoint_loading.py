@@ -95,6 +95,7 @@ def test_a_hub_revision_reaches_every_loader(monkeypatch):
     assert all(call["path"] == "org/wan-repo" and call["revision"] == "diffusers" for call in seen.values())
 
 
+@pytest.mark.slow
 def test_a_revision_with_a_local_folder_is_refused(tmp_path):
     _save(tmp_path, "wan")
     with pytest.raises(ValueError, match="revision 'diffusers' is for hub ids, but .* is a local folder"):

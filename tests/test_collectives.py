@@ -47,6 +47,7 @@ def _worker(rank: int, world: int, port: int, out: str) -> None:
 
 
 @pytest.mark.distributed
+@pytest.mark.slow
 def test_a_read_that_raises_on_rank_0_raises_on_every_rank(tmp_path):
     """Rank 0 raised alone: rank 1 waited in the broadcast and took the value of rank 0's next one (7) as its
     answer, after which the two ranks were out of step."""

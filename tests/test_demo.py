@@ -120,6 +120,7 @@ def test_demo_refuses_a_negative_seed(tmp_path) -> None:
     assert res.exit_code == 2 and "--seed" in res.output and not (tmp_path / "clips").exists()
 
 
+@pytest.mark.slow
 def test_demo_does_not_reuse_clips_of_another_seed(tmp_path) -> None:
     # the clip folder is a cache of one suite: clips rendered with --seed 0 were re-used for --seed 1 (the
     # manifest only had to list enough rows), so the demo showed seed 0's clips under seed 1

@@ -53,6 +53,7 @@ def test_quantile_large_matches_torch(q, n):
     assert torch.allclose(quantile_large(ties, q, dim=-1), torch.quantile(ties, q, dim=-1))
 
 
+@pytest.mark.slow
 def test_quantile_large_over_16m_elements():
     n = 2**24 + 10
     # a shuffled 0..n-1 (i * 7919 mod n, 7919 prime and coprime with n; float64 holds the integers

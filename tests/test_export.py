@@ -62,6 +62,7 @@ def test_full_export_round_trip(tmp_path):
     assert not loaded.training and not base.training
 
 
+@pytest.mark.slow
 def test_lora_export_merges_the_adapter(tmp_path):
     cfg = _cfg(finetune="lora", lora_rank=4)
     trained = build_world_model(cfg, "cpu")
@@ -80,6 +81,7 @@ def test_lora_export_merges_the_adapter(tmp_path):
 
 
 @pytest.mark.parametrize("finetune", ["full", "lora"])
+@pytest.mark.slow
 def test_a_zero_stage_0_checkpoint_exports_from_its_module_file(tmp_path, finetune):
     """Stage 0 keeps no ZeRO shards: DeepSpeed saves the whole module (frozen weights too) in one file, and
     DeepSpeed's consolidation of shards failed on it ('NoneType' object is not iterable) at the end of
@@ -103,6 +105,7 @@ def test_a_zero_stage_0_checkpoint_exports_from_its_module_file(tmp_path, finetu
     assert not torch.allclose(_velocity(load_policy(out, weights="base")[0]), _velocity(trained), atol=1e-4)
 
 
+@pytest.mark.slow
 def test_a_checkpoint_exports_in_the_dtype_it_was_trained_in(tmp_path, capsys):
     """config.yaml is the last launch's: a resume that switched to bfloat16 and died before its first save left
     the float32 checkpoint to be exported, saved and sampled in bfloat16. Its layout.json says float32."""
@@ -230,6 +233,7 @@ def test_a_tiny_model_has_the_precision_from_pretrained_gives_its_weights(tmp_pa
         assert torch.equal(model.state_dict()[name], value), name
 
 
+@pytest.mark.slow
 def test_unchanged_weights_sample_the_same_videos_as_the_base(tmp_path):
     """A bfloat16 tiny Wan export with untouched weights: --weights trained (reloaded by from_pretrained) and
     --weights base (the tiny model) differed by up to 6 pixel levels before, from precision alone."""

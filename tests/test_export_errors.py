@@ -46,6 +46,7 @@ def test_a_tag_outside_the_checkpoint_folder_is_refused(tmp_path):
 
 
 @pytest.mark.parametrize("finetune", ["full", "lora"])
+@pytest.mark.slow
 def test_an_export_missing_trained_weights_is_refused(tmp_path, finetune):
     """load_policy loaded a full export's transformer/ and a LoRA export's adapter with a warning only when a
     weight was missing: the transformer kept random values there, and a missing adapter weight left that

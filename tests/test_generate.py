@@ -40,6 +40,7 @@ def _frames(out: Path, key: str) -> np.ndarray:
     return read_all_frames(out / "videos" / f"{key}.mp4")
 
 
+@pytest.mark.slow
 def test_manifest_feeds_score_batch_and_pairs_trained_with_base(policy, tmp_path):
     trained = generate(policy, tmp_path / "trained", prompts=PROMPTS, samples=2)
     base = generate(policy, tmp_path / "base", prompts=PROMPTS, samples=2, weights="base")
@@ -63,6 +64,7 @@ def test_manifest_feeds_score_batch_and_pairs_trained_with_base(policy, tmp_path
     assert np.abs(clip.astype(int) - _frames(trained.out, "p0000_s01").astype(int)).mean() > 1.0  # noise matters
 
 
+@pytest.mark.slow
 def test_same_settings_give_the_same_videos_and_a_rerun_resumes(policy, tmp_path):
     first = generate(policy, tmp_path / "a", prompts=PROMPTS[:1], samples=2)
     again = generate(policy, tmp_path / "b", prompts=PROMPTS[:1], samples=2)
@@ -77,6 +79,7 @@ def test_same_settings_give_the_same_videos_and_a_rerun_resumes(policy, tmp_path
         generate(policy, tmp_path / "a", prompts=PROMPTS[1:], samples=2)
 
 
+@pytest.mark.slow
 def test_a_rerun_drops_a_torn_manifest_line(policy, tmp_path):
     first = generate(policy, tmp_path / "a", prompts=PROMPTS[:1], samples=1)
     with first.manifest.open("a") as fh:
@@ -181,6 +184,7 @@ def test_guidance_can_be_set_per_call(policy, tmp_path):
         generate(policy, tmp_path / "bad", prompts=PROMPTS[:1], guidance_scale=-2.0)
 
 
+@pytest.mark.slow
 def test_batched_ode_samples_match_one_at_a_time(policy, tmp_path, monkeypatch):
     """Each video keeps its own noise in a batch: the same frames as batch 1, up to a rounding step.
 

@@ -51,6 +51,7 @@ def _grads_and_saved_bytes(model: FlowWorldModel) -> tuple[dict[str, torch.Tenso
 
 @pytest.mark.parametrize("finetune", ["full", "lora"])
 @pytest.mark.parametrize("backend", ["cosmos", "wan"])
+@pytest.mark.slow
 def test_checkpointing_keeps_gradients_and_drops_activations(backend, finetune):
     plain, plain_bytes = _grads_and_saved_bytes(_model(backend, finetune, False))
     ckpt, ckpt_bytes = _grads_and_saved_bytes(_model(backend, finetune, True))

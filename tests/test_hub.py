@@ -68,6 +68,7 @@ def test_hf_hub_offline_is_left_to_huggingface_hub(monkeypatch):
 
 
 @pytest.mark.parametrize("repo", ["acme/tiny-vjepa", "acme/not-cached"])
+@pytest.mark.slow
 def test_vjepa_by_hub_id_without_network(tmp_path, repo):
     """In a fresh process whose hub endpoint refuses connections (HF_HOME and HF_ENDPOINT are read at
     import): the cached id loads from the cache, the missing one names the cause."""

@@ -73,6 +73,7 @@ def test_a_revision_with_a_local_model_folder_is_refused_at_the_check(tmp_path):
         check_model_path(cfg, parts="transformer")
 
 
+@pytest.mark.slow
 def test_the_model_revision_picks_the_weights_that_load(tmp_path):
     """build_world_model and the launch check read the hub id at the config's revision (the cache's branch
     holds other weights than its main)."""

@@ -97,6 +97,7 @@ def test_the_metrics_row_counts_failed_prompts():
     assert row["failed_prompts"] == 1
 
 
+@pytest.mark.slow
 def test_a_held_out_prompt_whose_image_is_gone_is_ineligible_and_the_others_are_scored(tmp_path):
     """The held-out evaluation encoded every prompt first, so one image gone since the launch check stopped
     the run there (a bare FileNotFoundError). Now its samples are ineligible naming the line; the others count."""

@@ -143,6 +143,7 @@ sys.exit(main(sys.argv[1:]))
 """
 
 
+@pytest.mark.slow
 def test_a_training_run_goes_on_past_a_hung_reward_and_exits(tmp_path):
     """The trainer's call site: iteration 1's reward never returns; its clips are ineligible with the reason, the
     next iteration trains, and the run exits 0 although the hung thread still runs (a daemon)."""

@@ -32,6 +32,7 @@ def _train(out: Path, *extra: str) -> subprocess.CompletedProcess:
                           timeout=600)
 
 
+@pytest.mark.slow
 def test_every_nth_iterations_rollouts_are_saved_with_what_ranked_them(tmp_path):
     out = tmp_path / "run"
     proc = _train(out, "--rollout_videos_every", "2")
@@ -61,6 +62,7 @@ def test_every_nth_iterations_rollouts_are_saved_with_what_ranked_them(tmp_path)
     assert "Training rollouts of iteration 2" in html and html.count('class="strip"') == 8
 
 
+@pytest.mark.slow
 def test_an_unwritable_folder_costs_the_videos_not_the_run(tmp_path):
     out = tmp_path / "run"
     out.mkdir()

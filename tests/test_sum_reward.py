@@ -141,6 +141,7 @@ def _train(out: Path, *extra: str, env_extra: dict | None = None) -> subprocess.
                           capture_output=True, text=True, timeout=600)
 
 
+@pytest.mark.slow
 def test_a_smoke_run_logs_each_term_of_its_sum(tmp_path):
     proc = _train(tmp_path / "run", "--reward_options",
                   "{parts: [{reward: brightness, weight: 1.0, options: {region: [0.0, 0.0, 1.0, 0.5]}}, "

@@ -197,6 +197,7 @@ def test_guidance_scale_is_validated():
     assert load_config(CONFIGS / "smoke.yaml", ["--guidance_scale", "4.5"]).guidance_scale == 4.5
 
 
+@pytest.mark.slow
 def test_missing_prompt_files_stop_before_model_load(tmp_path):
     import subprocess
     import sys
@@ -239,6 +240,7 @@ def test_a_mistyped_or_empty_prompt_file_is_a_config_error(tmp_path, capsys, row
     assert message in err and str(tmp_path / "prompts.jsonl") in err and "Traceback" not in err
 
 
+@pytest.mark.slow
 def test_agent_reward_without_endpoint_stops_before_model_load(tmp_path):
     """reward: agent with no RAA_BASE_URL would make every reward ineligible: exit 2 with the connect help."""
     import os
@@ -261,6 +263,7 @@ def test_agent_reward_without_endpoint_stops_before_model_load(tmp_path):
     assert proc.returncode == 2 and "RAA_INSPECT_MODE" in proc.stderr
 
 
+@pytest.mark.slow
 def test_bad_reward_options_and_an_unusable_trace_database_exit_2(tmp_path):
     """Each surfaced as a traceback (exit 1) or only at the first reward call, inside the run (every reward
     ineligible); now each stops the run at start with one error line."""

@@ -20,6 +20,7 @@ from training.config import ConfigError
     (["--height", "40", "--width", "40"], "error: height must be a multiple of 16 (the VAE's 8x spatial compression "
                                           "times the transformer's patch 2), got 40; width must be a multiple of 16"),
 ])
+@pytest.mark.slow
 def test_a_clip_size_the_model_cannot_generate_stops_before_the_first_rollout(tmp_path, args, message):
     """A traceback from the first rollout (or prompt encoding) before; now exit 2 right after the model is built."""
     import os

@@ -69,6 +69,7 @@ def test_a_trainer_records_the_backbone_of_the_services_that_score_it(tmp_path):
     assert read_reward_backbone(tmp_path) is None
 
 
+@pytest.mark.slow
 def test_training_logs_the_agents_components(tmp_path):
     """A smoke run scored by the service (reward: http): each rollout's T, P, V and gate inputs reach
     rewards.jsonl, their means metrics.jsonl, and the held-out ones eval.jsonl / eval_rewards.jsonl."""
