@@ -83,6 +83,15 @@ _PAD_LEFT = 52
 """Left margin of the charts (room for the y ticks)."""
 
 
+def _num(value: float, spec: str) -> str:
+    """``value`` as ``spec``, except a fixed-point spec (``.3f``) for a value that is not 0 and below 0.01 in
+    size, which is written with as many significant digits (``.3g``): a learning rate of 1e-5 or an approx_kl
+    of 3e-7 read "0.000" on a chart's ticks and points."""
+    if spec.endswith("f") and value != 0 and abs(value) < 0.01:
+        return f"{value:{spec[:-1]}g}"
+    return f"{value:{spec}}"
+
+
 def _plot_frame(xs: Sequence[float], ys: Sequence[float], *, width: int, height: int, pad_t: int, x_label: str,
                 y_label: str | None, y_format: str) -> tuple[Callable[[float], float], Callable[[float], float], str]:
     """The data-to-pixel maps of a chart over the points (xs, ys) and its axes, min/max ticks (y as
@@ -103,8 +112,8 @@ def _plot_frame(xs: Sequence[float], ys: Sequence[float], *, width: int, height:
 
     axes = (f"<line x1=\"{pad_l}\" y1=\"{height - pad_b}\" x2=\"{width - pad_r}\" y2=\"{height - pad_b}\" "
             f"stroke=\"#888\"/><line x1=\"{pad_l}\" y1=\"{pad_t}\" x2=\"{pad_l}\" y2=\"{height - pad_b}\" stroke=\"#888\"/>")
-    ticks = (f"<text x=\"{pad_l - 6}\" y=\"{py(y1) + 4:.1f}\" text-anchor=\"end\" font-size=\"11\">{y1:{y_format}}</text>"
-             f"<text x=\"{pad_l - 6}\" y=\"{py(y0) + 4:.1f}\" text-anchor=\"end\" font-size=\"11\">{y0:{y_format}}</text>"
+    ticks = (f"<text x=\"{pad_l - 6}\" y=\"{py(y1) + 4:.1f}\" text-anchor=\"end\" font-size=\"11\">{_num(y1, y_format)}</text>"
+             f"<text x=\"{pad_l - 6}\" y=\"{py(y0) + 4:.1f}\" text-anchor=\"end\" font-size=\"11\">{_num(y0, y_format)}</text>"
              f"<text x=\"{px(x0):.1f}\" y=\"{height - pad_b + 14}\" font-size=\"11\">{x0:g}</text>"
              f"<text x=\"{px(x1):.1f}\" y=\"{height - pad_b + 14}\" text-anchor=\"end\" font-size=\"11\">{x1:g}</text>"
              f"<text x=\"{(pad_l + width) / 2:.0f}\" y=\"{height - 4}\" text-anchor=\"middle\" font-size=\"12\">"
@@ -136,7 +145,7 @@ def line_chart(xs: Sequence[float], ys: Sequence[float], *, chart_id: str, highl
                                 x_label=x_label, y_label=y_label, y_format=".3f")
     pts = " ".join(f"{px(x):.1f},{py(y):.1f}" for _, x, y in kept)
     marks = "".join(f"<circle cx=\"{px(x):.1f}\" cy=\"{py(y):.1f}\" r=\"{5 if i in highlight else 2.5}\" "
-                    f"fill=\"{'#c0392b' if i in highlight else '#2c5aa0'}\"><title>x={x:g} y={y:.4f}</title></circle>"
+                    f"fill=\"{'#c0392b' if i in highlight else '#2c5aa0'}\"><title>x={x:g} y={_num(y, '.4f')}</title></circle>"
                     for i, x, y in kept)
     return _svg(chart_id, width, height,
                 f"{frame}<polyline fill=\"none\" stroke=\"#2c5aa0\" stroke-width=\"2\" points=\"{pts}\"/>{marks}")

@@ -47,3 +47,15 @@ def test_non_finite_points_are_left_out_of_the_charts():
     assert "no data" in line_chart([0], [float("nan")], chart_id="c")
     svg = multi_line_chart([("a", [0, 1], [float("nan"), 0.2]), ("b", [0], [float("nan")])], chart_id="m")
     assert "nan" not in svg and 'class="series"' in svg and ">b<" not in svg
+
+
+def test_small_values_are_not_shown_as_zero():
+    """A learning rate of 1e-5 (or an approx_kl of 3e-7) read "0.000" on its ticks and "y=0.0000" on every point:
+    the training report's lr and KL charts could not tell the logged value from 0."""
+    svg = line_chart([1, 2], [1e-5, 3e-5], chart_id="lr")
+    assert sorted(_y_ticks(svg)) == [0.0, 3e-5]
+    assert "y=1e-05" in svg and "y=3e-05" in svg and "y=0.0000" not in svg
+    svg = line_chart([1, 2], [-2.5e-7, 0.0], chart_id="kl")
+    assert sorted(_y_ticks(svg)) == [-2.5e-7, 0.0] and "y=-2.5e-07" in svg and "y=0.0000" in svg
+    assert "y=0.9000" in line_chart([1], [0.9], chart_id="r")  # ordinary values as before
+    assert sorted(_y_ticks(line_chart([0, 1], [2.0, 3.0], chart_id="c"))) == [0.0, 3.0]
