@@ -63,6 +63,7 @@ from tools.jsonl import json_objects, write_text_atomic
 from training.best import best_checkpoint, latest_key, rows_of_key
 from training.finite import finite_number
 from training.provenance import read_reward_backbone
+from training.report_held_out import ineligible_note
 from training.run_rows import last_attempt_ineligible, last_attempt_rollouts, placed_rollouts
 
 CURVES = ("reward_mean", "eligible_fraction", "approx_kl", "clip_fraction", "mask_flip_fraction", "mu_kl",
@@ -320,7 +321,7 @@ def _held_out(files: RunFiles, columns: int, frames: int) -> str:
     note = "" if files.items else "<p class=\"muted\">no eval_rewards.jsonl: per-sample rows are logged by newer runs</p>"
     style = f"<style>img.strip{{height:{STRIP_HEIGHT}px;border-radius:3px;margin-top:4px}}</style>"
     return section("held-out", "Held-out evaluation (eval.jsonl, eval_rewards.jsonl; * best checkpoint)",
-                   style + chart + note + (table(header, body, table_id="held-out-table", raw=True) if body else ""))
+                   style + chart + ineligible_note(files.evals) + note + (table(header, body, table_id="held-out-table", raw=True) if body else ""))
 
 
 def _rollouts(files: RunFiles, frames: int) -> str:

@@ -1,0 +1,44 @@
+"""The training report's count of ineligible held-out rewards (training/report.py, section [held-out]).
+
+eval.jsonl's ``eval_reward_mean`` averages the eligible rewards only (training/evaluate.py), and an evaluation
+whose rewards were all ineligible has a null mean, which the held-out curve cannot draw. The page therefore names,
+under the curve, each evaluation with ineligible rewards: ``iteration 4: 4 of 4 (no mean, not charted)``, with
+the total over the evaluations shown. Decision where the issue was silent: a row without integer
+``eval_ineligible_count`` / ``eval_videos`` (a run from before they were logged, a hand-edited file) is left out
+of the count, not guessed; nothing is written when no evaluation had an ineligible reward.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from evals.report_html import esc
+from training.finite import finite_number
+
+
+def _count(row: dict[str, Any], key: str) -> int | None:
+    value = row.get(key)
+    return value if isinstance(value, int) and not isinstance(value, bool) and value >= 0 else None
+
+
+def ineligible_evaluations(rows: list[dict[str, Any]]) -> list[tuple[int, int, int, bool]]:
+    """(iteration, ineligible, samples, has a mean) of each held-out row (one per iteration, as the report keeps
+    them) that counts ineligible rewards; pure."""
+    out = []
+    for row in rows:
+        bad, total = _count(row, "eval_ineligible_count"), _count(row, "eval_videos")
+        if bad and total is not None:
+            out.append((int(row["iteration"]), bad, total, finite_number(row.get("eval_reward_mean"), bools=True)))
+    return out
+
+
+def ineligible_note(rows: list[dict[str, Any]]) -> str:
+    """The held-out section's paragraph naming the evaluations with ineligible rewards ("" for none)."""
+    found = ineligible_evaluations(rows)
+    if not found:
+        return ""
+    counted = [r for r in rows if _count(r, "eval_ineligible_count") is not None and _count(r, "eval_videos") is not None]
+    bad, total = sum(_count(r, "eval_ineligible_count") or 0 for r in counted), sum(_count(r, "eval_videos") or 0 for r in counted)
+    parts = [f"iteration {it}: {n} of {of}" + ("" if has_mean else " (no mean, not charted)") for it, n, of, has_mean in found]
+    return (f"<p id=\"held-out-ineligible\"><b>ineligible held-out rewards ({bad} of {total})</b>, left out of the "
+            f"means: {esc('; '.join(parts))}</p>")
