@@ -7,6 +7,9 @@ checkpoint is not always the one to keep. Decisions where the issues were silent
 - "Best" is the highest ``eval_reward_mean`` among iterations that have both a held-out row and a
   complete checkpoint; a tie goes to the later iteration; a row whose mean is null (every
   held-out reward ineligible) never counts. When a resume repeats an iteration, its last row counts.
+  ``--tag best`` names on stderr every row it left aside that could have mattered (`passed_over`): a higher
+  mean without a complete checkpoint, an earlier higher row of a repeated iteration, a null mean, rows of
+  other measurements, lines that are not JSON.
 - A checkpoint is complete when its folder holds ``layout.json`` (training/resume.py; written after every
   rank saved) and it is not past ``latest``: a save that crashed leaves a folder without it, or one
   ``latest`` never reached (the resume starts before it), which neither pruning nor ``--tag best`` may
@@ -41,6 +44,7 @@ checkpoint is not always the one to keep. Decisions where the issues were silent
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
 from typing import Any
 
@@ -158,6 +162,46 @@ def best_checkpoint(ckpt_dir: Path, eval_path: Path, key: str | None = None) -> 
         return None
     mean, it = max(candidates)
     return iteration_tag(it), it, mean
+
+
+def _incomplete_why(ckpt_dir: Path, iteration: int) -> str:
+    """Why `complete_checkpoint` refuses the checkpoint of ``iteration`` (module docstring)."""
+    folder = ckpt_dir / iteration_tag(iteration)
+    if not folder.is_dir():
+        return "no folder: pruned, or never saved"
+    if not (folder / LAYOUT_FILE).is_file():
+        return f"no {LAYOUT_FILE}: its save did not finish, or it predates the file"
+    return f"past latest ({latest_tag(ckpt_dir)}): a save the run never completed"
+
+
+def passed_over(ckpt_dir: Path, eval_path: Path, found: tuple[str, int, float], key: str | None = None) -> list[str]:
+    """What `best_checkpoint` left aside in choosing ``found`` among the rows of the measurement ``key`` (None: the
+    latest), one line each, for ``--tag best`` to print: a higher mean without a complete checkpoint (the baseline
+    at iteration 0 is the base model), an earlier row of a repeated iteration that was higher than its last, an
+    evaluation without a mean, rows of other measurements, lines that are not JSON; [] when nothing was."""
+    rows, torn = eval_rows(eval_path), json_objects(eval_path)[1]
+    mine, means, best = rows_of_key(rows, key), eval_means(eval_path, key), found[2]
+    notes = []
+    for it, mean in sorted(means.items()):
+        if mean > best and it == 0:
+            notes.append(f"the base model scored higher before training (iteration 0: {mean:.4f}); no saved "
+                         "checkpoint beats it")
+        elif mean > best and not complete_checkpoint(ckpt_dir, it):
+            notes.append(f"iteration {it} scored higher ({mean:.4f}) but {iteration_tag(it)} is not a complete "
+                         f"checkpoint ({_incomplete_why(ckpt_dir, it)})")
+    last = {row["iteration"]: k for k, row in enumerate(mine)}
+    for k, row in enumerate(mine):  # an earlier attempt's row of an iteration a resume repeated, higher than its last
+        mean, final = row.get("eval_reward_mean"), means.get(row["iteration"])
+        if k != last[row["iteration"]] and finite_number(mean, bools=True) and mean > max(best, final or -math.inf):
+            notes.append(f"iteration {row['iteration']}'s earlier row ({float(mean):.4f}) was replaced by its last "
+                         f"({'no mean' if final is None else f'{final:.4f}'}): a resume repeated it")
+    nulls = sorted({r["iteration"] for r in mine} - set(means))
+    notes += [f"iteration {it}: no eval_reward_mean (every held-out reward ineligible)" for it in nulls]
+    if other := len(rows) - len(mine):
+        notes.append(f"{other} row{'s' if other != 1 else ''} of another measurement (eval_key) not compared")
+    if torn:
+        notes.append(f"{torn} line{'s' if torn != 1 else ''} of {eval_path.name} {'is' if torn == 1 else 'are'} not JSON")
+    return notes
 
 
 def agreed_best_tag(ckpt_dir: Path, eval_path: Path, key: str | None = None) -> str | None:

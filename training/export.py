@@ -355,7 +355,7 @@ def main(argv: list[str] | None = None) -> int:
     """``python -m training.export --run RUN_DIR [--tag iter_000010 | best] [--out DIR] [--config FILE]``."""
     import argparse
 
-    from training.best import best_checkpoint, eval_means
+    from training.best import best_checkpoint, passed_over
     from training.config import ConfigError
     from training.config_io import load_config, read_run_config
 
@@ -377,10 +377,8 @@ def main(argv: list[str] | None = None) -> int:
                                   "multiple of checkpoint_every)")
             args.tag = found[0]
             print(f"best held-out checkpoint: {found[0]} (eval_reward_mean {found[2]:.4f})")
-            base = eval_means(args.run / "eval.jsonl").get(0)
-            if base is not None and base > found[2]:  # iteration 0 is the base model: no checkpoint to export
-                print(f"note: the base model scored higher before training (iteration 0: {base:.4f}); no saved "
-                      "checkpoint beats it", file=sys.stderr)
+            for note in passed_over(args.run / "checkpoints", args.run / "eval.jsonl", found):  # left aside, named
+                print(f"note: {note}", file=sys.stderr)
         out = args.out or args.run / ("final" if args.tag is None else f"export-{args.tag}")
         out = export_policy(cfg, out, checkpoint_dir=args.run / "checkpoints", tag=args.tag)
     except (ConfigError, ExportError) as exc:

@@ -1,0 +1,67 @@
+"""`python -m training.export --tag best` names the held-out rows it passed over (training/best.py `passed_over`):
+a higher mean without a complete checkpoint, an earlier row of an iteration a resume repeated, a row without a
+mean, rows of an earlier measurement, lines that are not JSON."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import yaml
+
+from training.config_io import config_to_dict, load_config
+from training.engine import mark_latest
+from training.resume import StateLayout, write_layout
+
+SMOKE = Path(__file__).resolve().parents[1] / "training" / "configs" / "smoke.yaml"
+
+
+def _run(tmp_path: Path, rows: list, complete: list[int], latest: int) -> Path:
+    (tmp_path / "eval.jsonl").write_text("".join(r if isinstance(r, str) else json.dumps(r) + "\n" for r in rows))
+    for it in complete:
+        folder = tmp_path / "checkpoints" / f"iter_{it:06d}"
+        folder.mkdir(parents=True)
+        write_layout(folder, StateLayout(1, "float32"))
+    mark_latest(tmp_path / "checkpoints", latest)
+    (tmp_path / "config.yaml").write_text(yaml.safe_dump(config_to_dict(load_config(SMOKE))))
+    return tmp_path
+
+
+def test_export_tag_best_names_every_row_it_passed_over(tmp_path, monkeypatch, capsys):
+    """The export printed its choice (and a higher baseline) only: a trained iteration that scored higher but whose
+    save crashed, was pruned by hand or lies past `latest` was passed over without a word, as were an earlier
+    attempt's row of a repeated iteration and lines that are not JSON."""
+    import training.export as export
+
+    rows = [{"iteration": 1, "eval_reward_mean": 0.2, "eval_key": "k"},
+            {"iteration": 2, "eval_reward_mean": 0.9, "eval_key": "k"},  # a resume repeated iteration 2 ...
+            {"iteration": 3, "eval_reward_mean": 0.8, "eval_key": "k"},  # no layout.json: its save crashed
+            {"iteration": 4, "eval_reward_mean": 0.7, "eval_key": "k"},  # no folder: pruned by hand
+            {"iteration": 2, "eval_reward_mean": 0.3, "eval_key": "k"},  # ... its last row counts
+            {"iteration": 5, "eval_reward_mean": None, "eval_key": "k"},  # every reward ineligible
+            {"iteration": 6, "eval_reward_mean": 0.6, "eval_key": "k"},  # past latest
+            {"iteration": 1, "eval_reward_mean": 0.99, "eval_key": "old"}, '{"iteration": 7, "eval_rew\n',
+            {"iteration": 1, "eval_reward_mean": 0.2, "eval_key": "k"}]
+    run = _run(tmp_path, rows, [1, 2, 5, 6], latest=5)
+    (run / "checkpoints" / "iter_000003").mkdir()
+    seen = {}
+    monkeypatch.setattr(export, "export_policy", lambda cfg, out, checkpoint_dir, tag: seen.update(tag=tag) or out)
+    assert export.main(["--run", str(run), "--tag", "best"]) == 0
+    assert seen == {"tag": "iter_000002"}  # the documented choice: 0.3 (iteration 2's last row) beats 0.2
+    err = capsys.readouterr().err
+    assert "iteration 3 scored higher (0.8000) but iter_000003 is not a complete checkpoint (no layout.json" in err
+    assert "iteration 4 scored higher (0.7000) but iter_000004 is not a complete checkpoint (no folder" in err
+    assert "iteration 6 scored higher (0.6000) but iter_000006 is not a complete checkpoint (past latest" in err
+    assert "iteration 2's earlier row (0.9000) was replaced by its last (0.3000)" in err
+    assert "iteration 5: no eval_reward_mean" in err
+    assert "1 row of another measurement" in err and "1 line of eval.jsonl is not JSON" in err
+
+
+def test_nothing_is_said_when_nothing_was_passed_over(tmp_path, monkeypatch, capsys):
+    import training.export as export
+
+    rows = [{"iteration": i, "eval_reward_mean": m} for i, m in ((1, 0.2), (2, 0.6), (3, 0.5))]
+    run = _run(tmp_path, rows, [1, 2, 3], latest=3)
+    monkeypatch.setattr(export, "export_policy", lambda cfg, out, checkpoint_dir, tag: out)
+    assert export.main(["--run", str(run), "--tag", "best"]) == 0
+    assert "note:" not in capsys.readouterr().err
