@@ -207,8 +207,10 @@ def save_policy(world_model: FlowWorldModel, cfg: TrainConfig, out: Path, *, ite
 
 def _tidy_killed(out: Path) -> None:
     """What an earlier `save_policy` into `out` killed part-way left beside it: an export moved aside while its
-    replacement had not moved in yet (`out` missing) moves back; work folders and old exports go."""
-    left = sorted(p for p in out.parent.glob(f".{out.name}-*") if p.is_dir())
+    replacement had not moved in yet (`out` missing) moves back; work folders and old exports go. Only its own:
+    ``.OUT-<mkdtemp's random letters>[-old]``, not ``.OUT-lora-...`` of an output named ``OUT-lora``."""
+    left = sorted(p for p in out.parent.glob(f".{out.name}-*")
+                  if p.is_dir() and re.fullmatch(r"[a-z0-9_]+(-old)?", p.name[len(out.name) + 2:]))
     aside = [p for p in left if p.name.endswith("-old") and (p / EXPORT_FILE).is_file()]
     if not out.exists() and aside:
         aside[-1].rename(out)
