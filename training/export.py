@@ -53,7 +53,8 @@ Decisions where the issue was silent:
 * With DeepSpeed's node-local checkpoint storage a node's folder holds only its own ranks' shard files: a
   folder with fewer (or more) than the ranks its ``layout.json`` records is refused by name
   (``training.resume.incomplete_copy``): DeepSpeed's merge said only that it expected another number of
-  ``*_optim_states.pt`` files, "possibly due to an overwrite", naming neither cause nor remedy.
+  ``*_optim_states.pt`` files, "possibly due to an overwrite", naming neither cause nor remedy. So is a save
+  killed part-way (``training.run_dir.unfinished_save``), which could read as a stage-0 checkpoint.
 * File settings (``dataset_file``, ``eval_dataset_file``, prompt images, a local ``model_path``) are stored
   as absolute paths (``config_io.absolute_paths``), so the export's prompts and base model resolve from any
   directory; a ``dataset_file`` that does not exist is an ExportError, not a path ``generate`` cannot open.
@@ -122,9 +123,10 @@ def consolidate(checkpoint_dir: Path, tag: str) -> dict[str, torch.Tensor]:
 
     from training.engine import checkpoint_ranks
     from training.resume import incomplete_copy
+    from training.run_dir import unfinished_save
 
     folder = checkpoint_dir / tag
-    if problem := incomplete_copy(folder):  # one node's share of a node-local checkpoint (module docstring)
+    if problem := unfinished_save(checkpoint_dir, tag) or incomplete_copy(folder):  # a killed save; one node's share
         raise ExportError(problem)
     try:
         if checkpoint_ranks(folder) == 0:  # ZeRO stage 0: one file holds the whole module

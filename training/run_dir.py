@@ -86,6 +86,17 @@ def unfinished_checkpoints(ckpt_dir: Path, latest: str | None) -> list[str]:
     return [t for t in tags if first is not None and int(t[5:]) > first and t != latest and t not in done]
 
 
+def unfinished_save(ckpt_dir: Path, tag: str) -> str | None:
+    """Why checkpoint ``tag`` cannot be exported or converted when `unfinished_checkpoints` names it (a save killed
+    part-way: its files may be cut short or missing, and a ZeRO-3 one whose shard files were never written read as a
+    ZeRO stage-0 checkpoint without weights), naming the finished ones; None otherwise."""
+    if tag not in unfinished_checkpoints(ckpt_dir, read_latest(ckpt_dir)):
+        return None
+    done = finished_checkpoints(ckpt_dir)
+    return (f"{ckpt_dir / tag} is a save killed part-way (no {LAYOUT_FILE}, which every save of this run writes when it "
+            f"has finished): its files may be partial; finished checkpoints: {', '.join(done[-8:])}")
+
+
 def earlier_checkpoints(out_dir: Path) -> list[str]:
     """The checkpoints in ``out_dir/checkpoints``, oldest first: the folder its ``latest`` file names (also
     when that folder is gone) and every ``iter_NNNNNN`` folder holding ``layout.json`` (written once its save
