@@ -63,7 +63,7 @@ from tools.jsonl import json_objects, write_text_atomic
 from training.best import best_checkpoint, latest_key, rows_of_key
 from training.finite import finite_number
 from training.provenance import read_reward_backbone
-from training.report_held_out import ineligible_note
+from training.report_notes import checkpoint_list, ineligible_note
 from training.run_rows import last_attempt_ineligible, last_attempt_rollouts, placed_rollouts
 
 CURVES = ("reward_mean", "eligible_fraction", "approx_kl", "clip_fraction", "mask_flip_fraction", "mu_kl",
@@ -181,7 +181,7 @@ def model_label(cfg: dict[str, Any]) -> str:
 
 def _header(files: RunFiles) -> str:
     cfg, rows = files.config, files.metrics
-    checkpoints = sorted(p.name for p in (files.run_dir / "checkpoints").glob("iter_*") if p.is_dir())
+    checkpoints = checkpoint_list(files.run_dir / "checkpoints")  # a killed save marked (training/report_notes.py)
     best = best_checkpoint(files.run_dir / "checkpoints", files.run_dir / "eval.jsonl")
     model = model_label(cfg)
     facts = [
@@ -189,7 +189,7 @@ def _header(files: RunFiles) -> str:
         ("model", f"{cfg.get('backend', '?')} · {model} · {cfg.get('finetune', '?')}"),
         ("reward", reward_label(files)),
         ("iterations", f"{rows[-1]['iteration'] if rows else 0} of {cfg.get('max_iterations', '?')}"),
-        ("checkpoints", ", ".join(checkpoints) or "none"),
+        ("checkpoints", checkpoints),
         ("best held-out checkpoint", f"{best[0]} (eval_reward_mean {best[2]:.4f})" if best else "none"),
         ("final export", "yes" if (files.run_dir / "final" / "export.json").is_file() else "no"),
     ]

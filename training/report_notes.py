@@ -1,4 +1,5 @@
-"""The training report's count of ineligible held-out rewards (training/report.py, section [held-out]).
+"""Notes of the training report (training/report.py) that the page lacked: the count of ineligible held-out
+rewards (section [held-out]) and which checkpoint folders are saves killed part-way (the header).
 
 eval.jsonl's ``eval_reward_mean`` averages the eligible rewards only (training/evaluate.py), and an evaluation
 whose rewards were all ineligible has a null mean, which the held-out curve cannot draw. The page therefore names,
@@ -6,14 +7,19 @@ under the curve, each evaluation with ineligible rewards: ``iteration 4: 4 of 4 
 the total over the evaluations shown. Decision where the issue was silent: a row without integer
 ``eval_ineligible_count`` / ``eval_videos`` (a run from before they were logged, a hand-edited file) is left out
 of the count, not guessed; nothing is written when no evaluation had an ineligible reward.
+
+The header's checkpoint list marks a folder ``training.run_dir.unfinished_checkpoints`` names (no ``layout.json``,
+numbered after a finished checkpoint, not ``latest``) as an unfinished save: nothing resumes or exports it.
 """
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 from evals.report_html import esc
 from training.finite import finite_number
+from training.run_dir import LAYOUT_FILE, read_latest, unfinished_checkpoints
 
 
 def _count(row: dict[str, Any], key: str) -> int | None:
@@ -42,3 +48,11 @@ def ineligible_note(rows: list[dict[str, Any]]) -> str:
     parts = [f"iteration {it}: {n} of {of}" + ("" if has_mean else " (no mean, not charted)") for it, n, of, has_mean in found]
     return (f"<p id=\"held-out-ineligible\"><b>ineligible held-out rewards ({bad} of {total})</b>, left out of the "
             f"means: {esc('; '.join(parts))}</p>")
+
+
+def checkpoint_list(ckpt_dir: Path) -> str:
+    """The header's checkpoints: every ``iter_*`` folder of ``ckpt_dir`` by name, an unfinished save marked (module
+    docstring); "none" without one."""
+    unfinished = set(unfinished_checkpoints(ckpt_dir, read_latest(ckpt_dir)))
+    names = sorted(p.name for p in ckpt_dir.glob("iter_*") if p.is_dir())
+    return ", ".join(n + (f" (unfinished save: no {LAYOUT_FILE})" if n in unfinished else "") for n in names) or "none"

@@ -1,5 +1,6 @@
-"""training/report.py's held-out section counts the ineligible held-out samples of each evaluation (eval.jsonl's
-eval_ineligible_count of eval_videos), so an evaluation whose rewards were all ineligible does not vanish."""
+"""The training report's notes (training/report_notes.py): the ineligible held-out samples of each evaluation
+(eval.jsonl's eval_ineligible_count of eval_videos), so an evaluation whose rewards were all ineligible does not
+vanish, and the saves killed part-way among the header's checkpoints."""
 
 from __future__ import annotations
 
@@ -38,3 +39,18 @@ def test_no_note_when_every_held_out_reward_was_eligible(tmp_path):
     run = _run(tmp_path, [{"iteration": 0, "eval_reward_mean": 0.5, "eval_ineligible_count": 0, "eval_videos": 4},
                           {"iteration": 2, "eval_reward_mean": 0.4}])  # a row from before the counts
     assert "ineligible held-out" not in render_training_report(run)
+
+
+def test_the_header_marks_a_save_killed_part_way(tmp_path):
+    """The header listed every iter_* folder as a checkpoint, a save killed part-way (no layout.json, after a
+    finished one) too: the run looked checkpointed at an iteration nothing can resume or export."""
+    from training.engine import mark_latest
+    from training.resume import StateLayout, write_layout
+
+    run = _run(tmp_path, [{"iteration": 0, "eval_reward_mean": 0.5}])
+    for it in (2, 4):
+        (run / "checkpoints" / f"iter_{it:06d}").mkdir(parents=True)
+    write_layout(run / "checkpoints" / "iter_000002", StateLayout(2, "float32"))
+    mark_latest(run / "checkpoints", 2)
+    header = _text(render_training_report(run).split('id="run-header"')[1].split("</section>")[0])
+    assert "checkpoints iter_000002, iter_000004 (unfinished save: no layout.json)" in header
