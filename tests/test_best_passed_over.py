@@ -65,3 +65,16 @@ def test_nothing_is_said_when_nothing_was_passed_over(tmp_path, monkeypatch, cap
     monkeypatch.setattr(export, "export_policy", lambda cfg, out, checkpoint_dir, tag: out)
     assert export.main(["--run", str(run), "--tag", "best"]) == 0
     assert "note:" not in capsys.readouterr().err
+
+
+def test_a_later_tie_without_a_checkpoint_is_named(tmp_path):
+    """A tie goes to the later iteration (training/best.py); one without a complete checkpoint lost it unnamed."""
+    from training.best import best_checkpoint, passed_over
+
+    rows = [{"iteration": i, "eval_reward_mean": m} for i, m in ((0, 0.5), (1, 0.5), (2, 0.5))]
+    run = _run(tmp_path, rows, [1], latest=1)
+    found = best_checkpoint(run / "checkpoints", run / "eval.jsonl")
+    assert found == ("iter_000001", 1, 0.5)
+    assert passed_over(run / "checkpoints", run / "eval.jsonl", found) == [
+        "iteration 2 scored as high (0.5000) but iter_000002 is not a complete checkpoint (no folder: pruned, or "
+        "never saved)"]

@@ -176,9 +176,10 @@ def _incomplete_why(ckpt_dir: Path, iteration: int) -> str:
 
 def passed_over(ckpt_dir: Path, eval_path: Path, found: tuple[str, int, float], key: str | None = None) -> list[str]:
     """What `best_checkpoint` left aside in choosing ``found`` among the rows of the measurement ``key`` (None: the
-    latest), one line each, for ``--tag best`` to print: a higher mean without a complete checkpoint (the baseline
-    at iteration 0 is the base model), an earlier row of a repeated iteration that was higher than its last, an
-    evaluation without a mean, rows of other measurements, lines that are not JSON; [] when nothing was."""
+    latest), one line each, for ``--tag best`` to print: a higher mean (or a later equal one, which a tie would
+    have chosen) without a complete checkpoint (the baseline at iteration 0 is the base model), an earlier row of a
+    repeated iteration that was higher than its last, an evaluation without a mean, rows of other measurements,
+    lines that are not JSON; [] when nothing was."""
     rows, torn = eval_rows(eval_path), json_objects(eval_path)[1]
     mine, means, best = rows_of_key(rows, key), eval_means(eval_path, key), found[2]
     notes = []
@@ -186,9 +187,9 @@ def passed_over(ckpt_dir: Path, eval_path: Path, found: tuple[str, int, float], 
         if mean > best and it == 0:
             notes.append(f"the base model scored higher before training (iteration 0: {mean:.4f}); no saved "
                          "checkpoint beats it")
-        elif mean > best and not complete_checkpoint(ckpt_dir, it):
-            notes.append(f"iteration {it} scored higher ({mean:.4f}) but {iteration_tag(it)} is not a complete "
-                         f"checkpoint ({_incomplete_why(ckpt_dir, it)})")
+        elif (mean > best or (mean == best and it > found[1])) and not complete_checkpoint(ckpt_dir, it):
+            notes.append(f"iteration {it} scored {'higher' if mean > best else 'as high'} ({mean:.4f}) but "
+                         f"{iteration_tag(it)} is not a complete checkpoint ({_incomplete_why(ckpt_dir, it)})")
     last = {row["iteration"]: k for k, row in enumerate(mine)}
     for k, row in enumerate(mine):  # an earlier attempt's row of an iteration a resume repeated, higher than its last
         mean, final = row.get("eval_reward_mean"), means.get(row["iteration"])
