@@ -222,6 +222,8 @@ def train(cfg: TrainConfig, *, local_rank: int = 0, reward_tokens: dict[str, str
         log.write_eval_items(iteration, summarize_items(iteration, parts, key))
         if math.isfinite(row["eval_reward_mean"]):
             means[iteration] = row["eval_reward_mean"]
+        else:  # a repeated evaluation without a mean replaces the earlier one, as training.best.eval_means reads it
+            means.pop(iteration, None)
 
     def stop_early(iteration: int) -> None:  # eval_patience ran out at `iteration`: say so; the caller stops
         if rank == 0:  # rank 0 wrote eval.jsonl
