@@ -66,7 +66,7 @@ import asyncio
 import copy
 import json
 import math
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from typing import Any, Literal, TypeVar
 
 import openai
@@ -107,7 +107,7 @@ from graph.usage import count_images as count_images  # re-exported (its home be
 from graph.validation import ERR_CHARS as _ERR_CHARS
 from graph.validation import InvalidReply, read_structured, reask, validate_text
 
-_Out = TypeVar("_Out", BaseModel, AIMessage)
+_Out = TypeVar("_Out", bound=BaseModel)  # a stage output: a schema instance or an AIMessage (one too)
 FaultKind = Literal["transport", "timeout", "invalid_reply", "empty_reply", "refused"]
 _TOOLS_REMEDY = ("serve the model with tool calling (vLLM: --enable-auto-tool-choice --tool-call-parser NAME, the "
                  "parser of the model's format) or inspect with one structured plan (RAA_INSPECT_MODE=plan, "
@@ -246,14 +246,14 @@ class Backbone:
             raise BackboneFault(stage, "transport", why) from exc
 
     # -- structured outputs ------------------------------------------------------------------------
-    async def astructured(self, stage: str, schema: type[BaseModel], messages: list[BaseMessage], usage: Usage,
-                          *, params: dict | None = None) -> BaseModel:
+    async def astructured(self, stage: str, schema: type[_Out], messages: list[BaseMessage], usage: Usage,
+                          *, params: dict | None = None) -> _Out:
         """A validated `schema` instance for this stage; raises BackboneFault after bounded retries."""
         if (cache := self.cache) is None:
             return await self._structured(stage, schema, messages, usage)
         key = self.key_of(stage, messages, method=self.method, params=params, schema=schema)
 
-        async def compute() -> BaseModel:
+        async def compute() -> _Out:
             cached = await lookup(cache, key, schema.model_validate_json, stage)
             if cached is not None:
                 usage.cache_hits += 1
@@ -279,8 +279,8 @@ class Backbone:
             usage.cache_hits += 1
         return out
 
-    async def _structured(self, stage: str, schema: type[BaseModel], messages: list[BaseMessage],
-                          usage: Usage) -> BaseModel:
+    async def _structured(self, stage: str, schema: type[_Out], messages: list[BaseMessage],
+                          usage: Usage) -> _Out:
         convo = list(messages)
         if self.method == "json_mode":
             convo.append(HumanMessage(content="Reply with one JSON object that validates against this JSON schema:\n"
@@ -309,8 +309,8 @@ class Backbone:
             self._runnables[key] = runnable
         return runnable
 
-    async def _structured_once(self, stage: str, schema: type[BaseModel], convo: list[BaseMessage],
-                               usage: Usage) -> BaseModel:
+    async def _structured_once(self, stage: str, schema: type[_Out], convo: list[BaseMessage],
+                               usage: Usage) -> _Out:
         runnable = self._structured_runnable(schema)
         if self.method == "json_mode":
             raw = await self._invoke(stage, runnable, convo, usage)
@@ -328,7 +328,7 @@ class Backbone:
             raise
 
     # -- tool rounds -------------------------------------------------------------------------------
-    async def atool_round(self, stage: str, messages: list[BaseMessage], tools: list[BaseTool | dict],
+    async def atool_round(self, stage: str, messages: list[BaseMessage], tools: Sequence[BaseTool | dict],
                           usage: Usage) -> AIMessage:
         """One reply of the model bound to `tools` (tool calls or a final text); raises BackboneFault."""
         if (cache := self.cache) is None:
@@ -349,7 +349,7 @@ class Backbone:
 
         return await self._shared(cache, stage, key, compute, usage)
 
-    async def _tool_round(self, stage: str, messages: list[BaseMessage], tools: list[BaseTool | dict],
+    async def _tool_round(self, stage: str, messages: list[BaseMessage], tools: Sequence[BaseTool | dict],
                           usage: Usage) -> AIMessage:
         bound = self.model.bind_tools(tools)
         convo = list(messages)
@@ -390,10 +390,10 @@ class Backbone:
                             f"last: {last.message[:_ERR_CHARS]}")
 
     # -- sync wrappers (usable inside a running event loop too: see graph.bridge.run_sync) ---------
-    def structured(self, stage: str, schema: type[BaseModel], messages: list[BaseMessage], usage: Usage,
-                   *, params: dict | None = None) -> BaseModel:
+    def structured(self, stage: str, schema: type[_Out], messages: list[BaseMessage], usage: Usage,
+                   *, params: dict | None = None) -> _Out:
         return run_sync(self.astructured(stage, schema, messages, usage, params=params))
 
-    def tool_round(self, stage: str, messages: list[BaseMessage], tools: list[BaseTool | dict],
+    def tool_round(self, stage: str, messages: list[BaseMessage], tools: Sequence[BaseTool | dict],
                    usage: Usage) -> AIMessage:
         return run_sync(self.atool_round(stage, messages, tools, usage))

@@ -115,7 +115,7 @@ async def _calls(settings: BackboneSettings) -> list[Check]:
     red[..., 0] = 220
     url = encode_jpeg_data_url(red, quality=settings.jpeg_quality)
     n = AgentConfig().max_images_per_call  # as many as the agent's largest request: the server's limit shows
-    images = [{"type": "text", "text": f"What is the dominant colour of these {n} images?"}]
+    images: list[str | dict] = [{"type": "text", "text": f"What is the dominant colour of these {n} images?"}]
     images += [{"type": "image_url", "image_url": {"url": url}} for _ in range(n)]
     name = f"{n} images + structured output"
     out: list[Check] = []
@@ -146,11 +146,11 @@ async def _calls(settings: BackboneSettings) -> list[Check]:
         out.append(Check("tool calling", "skipped", "RAA_INSPECT_MODE=plan: inspection needs no tool calls"))
         return out
     try:
-        reply = await backbone.atool_round("doctor", [
+        called = await backbone.atool_round("doctor", [
             SystemMessage(content="# stage: doctor\nYou can look at video frames with the view_frames tool."),
             HumanMessage(content="Call view_frames for frame 0 now.")], tool_specs(False), Usage())
-        if reply.tool_calls:
-            out.append(Check("tool calling", "ok", f"called {reply.tool_calls[0]['name']}"))
+        if called.tool_calls:
+            out.append(Check("tool calling", "ok", f"called {called.tool_calls[0]['name']}"))
         else:
             out.append(Check("tool calling", "warning", "the model answered without calling view_frames: it may not "
                              "see the tools (Qwen2.5-VL's chat template drops them); RAA_INSPECT_MODE=plan"))

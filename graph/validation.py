@@ -6,13 +6,15 @@ extracts it from the text), and reading the result of `with_structured_output(..
 from __future__ import annotations
 
 import json
-from typing import Any, Literal
+from typing import Any, Literal, TypeVar
 
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage
 from pydantic import BaseModel, ValidationError
 
 from graph.replies import extract_json_object, schema_mismatch
 from graph.schemas import EMPTY_IS_NO_ANSWER
+
+M = TypeVar("M", bound=BaseModel)
 
 ERR_CHARS = 1500
 """Characters of an error or a rejected reply quoted back to the model (and in fault messages)."""
@@ -39,7 +41,7 @@ def reask(schema_name: str, bad: InvalidReply) -> list[BaseMessage]:
     return out
 
 
-def validate_text(schema: type[BaseModel], text: str) -> BaseModel:
+def validate_text(schema: type[M], text: str) -> M:
     """`schema` from the JSON object in a reply's text (json_mode, function_calling without a tool call)."""
     if not text.strip():
         raise InvalidReply("empty_reply", "the reply had no content")
@@ -73,7 +75,7 @@ def raw_object(raw: Any) -> Any:
         return None
 
 
-def read_structured(schema: type[BaseModel], out: dict[str, Any], *, text_answer: bool) -> BaseModel:
+def read_structured(schema: type[M], out: dict[str, Any], *, text_answer: bool) -> M:
     """The `schema` instance of a `with_structured_output(..., include_raw=True)` result, or InvalidReply.
 
     `text_answer` (function_calling): a reply without a tool call whose content holds a JSON object is

@@ -17,7 +17,7 @@ from typing import Any
 from graph.context import RunContext
 from graph.gate import gate_reward, score_mapping
 from graph.nodes.common import Step
-from graph.schemas import RewardResult
+from graph.schemas import RewardResult, RewardStatus
 from graph.state import AgentState
 
 USAGE_KEYS = ("calls", "images", "input_tokens", "output_tokens", "cache_hits")
@@ -33,7 +33,8 @@ def build_result(state: AgentState, ctx: RunContext, run_id: str) -> tuple[Rewar
     """The RewardResult and the gate inputs, from the final state (pure)."""
     faults = list(state.get("faults", []))
     if faults and reused_thread(state):  # the channels hold the earlier run's faults, notes and usage
-        base = {"run_id": run_id, "preset": ctx.config.preset, "usage": dict.fromkeys(USAGE_KEYS, 0), "notes": []}
+        base: dict[str, Any] = {"run_id": run_id, "preset": ctx.config.preset, "usage": dict.fromkeys(USAGE_KEYS, 0),
+                                "notes": []}
         return RewardResult(status="ineligible", reward=None, reasons=[faults[-1].reason()], **base), \
             {"eligible": False}
     usage = {k: int((state.get("usage") or {}).get(k, 0)) for k in USAGE_KEYS}
@@ -41,7 +42,7 @@ def build_result(state: AgentState, ctx: RunContext, run_id: str) -> tuple[Rewar
     notes = list(state.get("notes", []))
     base["notes"] = notes
     if faults:
-        inputs = {"eligible": False}
+        inputs: dict[str, Any] = {"eligible": False}
         return RewardResult(status="ineligible", reward=None, reasons=[f.reason() for f in faults] + notes,
                             **base), inputs
     if state.get("zero"):
@@ -74,15 +75,16 @@ def build_result(state: AgentState, ctx: RunContext, run_id: str) -> tuple[Rewar
     inputs = {"eligible": True, "failure": failure, "unverifiable": unverifiable, "gated": gated,
               "T": t, "P": p, "V": v, "reward": reward}
     reasons: list[str] = []
+    rationale = check.rationale if check is not None else ""  # failure and unverifiable need a check
     if failure:
-        reasons.append(f"failure established: {check.rationale}")
+        reasons.append(f"failure established: {rationale}")
     if unverifiable:
-        reasons.append(f"essential requirement unverifiable: {check.rationale}")
+        reasons.append(f"essential requirement unverifiable: {rationale}")
     for req in contract.requirements:  # one line per requirement: one never judged scores as unverifiable
         j = assessment.judgment(req.id)
         reasons.append(f"{j.requirement_id} {j.status}: {j.rationale[:200]}" if j is not None
                        else f"{req.id} unverifiable: no judgment was recorded (scored as unverifiable)")
-    status = "zero" if (failure or unverifiable) else "scored"
+    status: RewardStatus = "zero" if (failure or unverifiable) else "scored"
     return RewardResult(status=status, reward=reward, T=t, P=p, V=v, failure=failure if gated else None,
                         unverifiable=unverifiable if gated else None, reasons=reasons + notes, **base), inputs
 
