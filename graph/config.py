@@ -211,7 +211,7 @@ class ResolvedConfig:
     """Preset label (for results and traces)."""
     inspect_mode: str
     """"tools" or "plan"."""
-    coordinates: str
+    coordinates: Coordinates
     """"unit", "per_mille" or "pixels": how the model writes boxes and points."""
     motion_prefetch: str
     """"grid" or "off": speculative grid track when motion evidence is on."""

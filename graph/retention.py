@@ -389,7 +389,7 @@ def prune_command(
             typer.echo(f"deleted {deleted} runs; {count_runs(path)} remain")
         if vacuum_files and (refused := vacuum_traces(path, settings.foreign_claim_max_age_s)) is not None:
             typer.echo(f"error: {refused}", err=True)
-    if cache_matches:
+    if cache_matches and cache_path is not None:  # matches were counted in the cache at cache_path
         deleted, total = stage_cache_entries(cache_path, before=cache_cutoff, delete=True)
         typer.echo(f"deleted {deleted} stage cache entries; {total - deleted} remain")
     if vacuum_files and cache_path is not None and Path(cache_path).exists():

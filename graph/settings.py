@@ -228,7 +228,7 @@ class BackboneSettings:
                    ("jpeg_quality", "RAA_JPEG_QUALITY", int), ("temperature", "RAA_TEMPERATURE", float),
                    ("max_tokens", "RAA_MAX_TOKENS", int), ("endpoint_wait_s", "RAA_ENDPOINT_WAIT_S", float),
                    ("foreign_claim_max_age_s", "RAA_FOREIGN_CLAIM_MAX_AGE_S", float))
-        parsed = [(name, env_choice(env, var, allowed)) for name, var, allowed in choices]
+        parsed: list[tuple[str, object]] = [(name, env_choice(env, var, allowed)) for name, var, allowed in choices]
         parsed += [(name, env_number(env, var, kind)) for name, var, kind in numeric]
         kw.update((name, value) for name, value in parsed if value is not None)
         kw["cache_path"] = cache_path_from_env(env)
@@ -237,8 +237,8 @@ class BackboneSettings:
             return cls(**kw)  # type: ignore[arg-type]
         except SettingsError as exc:  # its message starts with the field: name the variable instead
             field, _, rest = str(exc).partition(" ")
-            var = {name: var for name, var, _ in (*choices, *numeric)}.get(field)
-            raise SettingsError(f"invalid RAA_* setting: {f'{var} {rest}' if var else exc}") from exc
+            named = {name: var for name, var, _ in (*choices, *numeric)}.get(field)
+            raise SettingsError(f"invalid RAA_* setting: {f'{named} {rest}' if named else exc}") from exc
 
     def describe_missing(self) -> str:
         """A user-facing message naming the unset variables and how to start a server."""

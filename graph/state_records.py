@@ -68,7 +68,8 @@ def with_records(state: Mapping[str, Any]) -> tuple[dict[str, Any], list[str]]:
     """(`state` with its record fields as records, the problems): a field that is not a valid record is left
     out (a list keeps its valid items), with one problem line each (module docstring). `state` itself is not
     changed; a state whose records are all records comes back as a copy with the same values."""
-    out, problems = dict(state), []
+    out = dict(state)
+    problems: list[str] = []
     for name, (model, many) in RECORD_FIELDS.items():
         if name not in out:
             continue

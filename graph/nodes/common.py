@@ -38,7 +38,7 @@ import asyncio
 import json
 import re
 import time
-from collections.abc import Awaitable, Callable, Collection, Sequence
+from collections.abc import Awaitable, Callable, Collection, Coroutine, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
@@ -125,7 +125,8 @@ class StageNode(Runnable[AgentState, dict[str, Any]]):
     whose `invoke` runs it on a private event loop. Unlike `RunnableLambda`, it inspects no function
     signatures and opens no callback run per call (LangGraph already records each node as a run)."""
 
-    def __init__(self, name: str, run: Callable[[AgentState, RunnableConfig], Awaitable[dict[str, Any]]]) -> None:
+    def __init__(self, name: str,
+                 run: Callable[[AgentState, RunnableConfig], Coroutine[Any, Any, dict[str, Any]]]) -> None:
         self.name = name
         self._run = run
 

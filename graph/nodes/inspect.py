@@ -112,7 +112,7 @@ async def inspect(state: AgentState, ctx: RunContext, step: Step) -> dict[str, A
     rounds = int(state.get("inspect_rounds", 0))
     messages = await conversation(state, ctx)
     reply = await ctx.backbone.atool_round("inspect", messages, tool_specs(ctx.config.motion), step.usage)
-    calls = [{"id": c.get("id") or f"call_{rounds}_{k}", "name": c["name"], "args": dict(c["args"])}
+    calls: list[dict[str, Any]] = [{"id": c.get("id") or f"call_{rounds}_{k}", "name": c["name"], "args": dict(c["args"])}
              for k, c in enumerate(reply.tool_calls)]
     if calls:
         step.decision = f"round {rounds + 1}: " + ", ".join(c["name"] for c in calls)
