@@ -130,8 +130,8 @@ def json_lines(path: Path, error: Callable[[str], Exception]) -> Iterator[tuple[
         text = read_text(path)
     except UnicodeDecodeError as exc:
         before = exc.object[:exc.start]
-        line, column = before.count(b"\n") + 1, exc.start - before.rfind(b"\n")
-        raise error(f"{path}:{line}: not UTF-8 text (byte {exc.object[exc.start]:#04x} at column {column}): "
+        number, column = before.count(b"\n") + 1, exc.start - before.rfind(b"\n")
+        raise error(f"{path}:{number}: not UTF-8 text (byte {exc.object[exc.start]:#04x} at column {column}): "
                     "save the file as UTF-8") from None
     for number, line in enumerate(text_lines(text), start=1):
         if not line.strip():

@@ -109,7 +109,7 @@ class ServiceState:
     scorer: SurpriseScorer | None = None
     max_pending: int = 64
     pending: int = 0
-    bodies: BodyBudget = field(default_factory=lambda: BodyBudget(DEFAULT_MAX_BUFFERED_MB * 2**20))
+    bodies: BodyBudget = field(default_factory=lambda: BodyBudget(int(DEFAULT_MAX_BUFFERED_MB * 2**20)))
     limiter: anyio.CapacityLimiter | None = None
     threads: anyio.CapacityLimiter | None = None
     info: dict = field(default_factory=dict)

@@ -172,7 +172,7 @@ class ToolSettings(BaseModel):
         for name in ("surprise_short_side", "track_short_side", "extra_short_side"):
             if values.get(name, "").lower() == "full":
                 values[name] = None
-        variables = {(field,): var for var, field in simple.items()}
+        variables: dict[tuple[str | int, ...], str] = {(field,): var for var, field in simple.items()}
         variables.update({("quality", field): var for var, field in quality_vars.items()})
         try:
             return cls(**values)

@@ -51,7 +51,7 @@ from __future__ import annotations
 import threading
 import warnings
 from collections.abc import Sequence
-from typing import Any, Literal, Protocol, runtime_checkable
+from typing import Any, Literal, Protocol, cast, runtime_checkable
 
 import numpy as np
 from pydantic import BaseModel, Field
@@ -288,8 +288,11 @@ class VJEPA2SurpriseScorer:
                     if (problem := local_path_problem(self.model_id)) is not None:
                         raise FileNotFoundError(problem)
                     offline = hub_load_kwargs(self.model_id)  # the hub does not answer: the local cache only
-                    model, info = VJEPA2Model.from_pretrained(self.model_id, dtype=getattr(torch, self.dtype),
-                                                              output_loading_info=True, **offline)
+                    loaded = VJEPA2Model.from_pretrained(self.model_id, dtype=getattr(torch, self.dtype),
+                                                         output_loading_info=True, **offline)
+                    # transformers types from_pretrained as the model alone; output_loading_info=True returns
+                    # (model, loading info)
+                    model, info = cast(tuple[VJEPA2Model, dict[str, Any]], loaded)
                     if (problem := missing_weights_problem(info)) is not None:
                         raise ValueError(problem)
                     self._check_config(model.config)

@@ -74,7 +74,7 @@ def _edit_list(moov: memoryview, track_id: int | None) -> tuple[memoryview, list
     """(the ``trak``, its edits: segment duration, media time, rate, rate fraction); None without an edit list."""
     trak = _video_track(moov, track_id)
     edts = next((body for kind, body in child_boxes(trak) if kind == b"edts"), None) if trak is not None else None
-    if edts is None:
+    if trak is None or edts is None:
         return None
     elst = _child(edts, b"elst")
     return trak, _entries(elst, ">Qqhh" if elst[0] == 1 else ">Iihh")
