@@ -30,7 +30,7 @@ import warnings
 from collections.abc import Awaitable, Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 OPEN_WAIT_S = 30.0
 """How long `connect_wal` keeps retrying a database another process is setting up at the same time."""
@@ -174,7 +174,8 @@ def _read_connection(uri: str, what: str, own: frozenset[str]) -> sqlite3.Connec
     return conn
 
 
-def connect_wal(path: str | Path, what: str, own: frozenset[str], *, isolation_level: str | None = "",
+def connect_wal(path: str | Path, what: str, own: frozenset[str], *,
+                isolation_level: Literal["", "DEFERRED", "EXCLUSIVE", "IMMEDIATE"] | None = "",
                 timeout: float = 5.0) -> sqlite3.Connection:
     """A connection to `path` in WAL mode (":memory:" stays in memory), the switch retried while another
     process holds the lock it needs (`retry_locked`). A file holding other tables than `own` (another program's
@@ -182,7 +183,9 @@ def connect_wal(path: str | Path, what: str, own: frozenset[str], *, isolation_l
     property of a file (its header), and the open connection left -wal / -shm files beside it, so another
     program's file was changed by being refused. `isolation_level`: as `sqlite3.connect` ("" = its default;
     None = autocommit); `timeout`: its busy timeout in seconds."""
-    conn = sqlite3.connect(str(path), check_same_thread=False, isolation_level=isolation_level, timeout=timeout)
+    # typeshed's isolation_level omits "", sqlite3's own default (implicit deferred transactions)
+    conn = sqlite3.connect(str(path), check_same_thread=False, isolation_level=isolation_level,  # type: ignore[arg-type]
+                           timeout=timeout)
 
     def wal() -> None:
         refuse_other_database(conn, what, own)  # before anything is written to the file
