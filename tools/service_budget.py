@@ -38,7 +38,7 @@ from __future__ import annotations
 
 import asyncio
 from collections import deque
-from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine, Iterator
+from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine, Iterator, MutableMapping
 from contextlib import contextmanager
 from typing import Any
 
@@ -182,7 +182,8 @@ class Reservation:
             raise budget._busy(n, f"; waited {budget.wait_s:g} s in line (busy_wait_s)")
 
 
-async def watch_disconnect(receive: Callable[[], Awaitable[dict]], early: list[dict]) -> bool:
+async def watch_disconnect(receive: Callable[[], Awaitable[MutableMapping[str, Any]]],
+                           early: list[MutableMapping[str, Any]]) -> bool:
     """True when the client disconnects; False once the body ended or ``PEEK_BYTES`` of it were read (the
     server can then no longer tell, module docstring). The ASGI messages read are appended to ``early``
     for the request to use before the rest of its body."""
@@ -198,7 +199,7 @@ async def watch_disconnect(receive: Callable[[], Awaitable[dict]], early: list[d
     return False
 
 
-async def body_chunks(early: list[dict], stream: AsyncIterator[bytes]) -> AsyncIterator[bytes]:
+async def body_chunks(early: list[MutableMapping[str, Any]], stream: AsyncIterator[bytes]) -> AsyncIterator[bytes]:
     """The body's chunks: those in ``early`` (read by `watch_disconnect`), then ``stream``'s unless they ended it."""
     for message in early:
         if message.get("body"):

@@ -112,7 +112,7 @@ def decode_frames(src: Path | bytes | Upload, frame_indices: list[int] | None, m
 
     label = UPLOAD_LABEL
     if isinstance(src, Upload):
-        src, label = src.data, src.label
+        label, src = src.label, src.data
     if isinstance(src, bytes) and src.startswith(NPY_MAGIC):
         return _load_npy(src, frame_indices, max_frames, max_decode_mb)
     tmp = None

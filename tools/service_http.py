@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import asyncio
 import hmac
+from collections.abc import MutableMapping
 from typing import Any
 
 from fastapi import FastAPI, Request
@@ -82,7 +83,8 @@ async def read_body_limited(request: Request, limit: int, room: Reservation | No
     beyond it; it raises to refuse them. 408 when the body has not arrived ``timeout_s`` after its room was
     granted, 499 when the client disconnects before the body ends (module docstring)."""
     declared = request.headers.get("content-length")
-    reserved, early = 0, []
+    reserved = 0
+    early: list[MutableMapping[str, Any]] = []
     if declared and declared.isdigit():
         if int(declared) > limit:
             raise HTTPProblem(413, f"request body of {int(declared)} bytes exceeds the limit of {limit} bytes")
