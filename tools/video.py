@@ -370,7 +370,7 @@ class VideoReader:
 
     def _decode_sequential(self, wanted: list[int]) -> Iterator[tuple[int, av.VideoFrame]]:
         pending = iter(wanted)
-        target = next(pending)
+        target: int | None = next(pending)
         for i, frame in self.iter_frames(limit=wanted[-1] + 1):
             if i == target:
                 yield i, frame
