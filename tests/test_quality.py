@@ -101,7 +101,7 @@ def test_fewer_than_two_frames_is_unusable(t_total):
 
 def test_thresholds_are_settings():
     frames = sparse_scene()
-    std, edge, _, _ = frame_stats(frames[0])
+    std, edge, *_ = frame_stats(frames[0])
     strict = QualityThresholds(max_spatial_std=std + 1, max_edge_energy=edge + 1)
     assert check_quality(frames, thresholds=strict).uniform
     assert not check_quality(frames, thresholds=QualityThresholds(min_frames=2)).uniform
@@ -172,7 +172,7 @@ def test_pixel_noise_without_structure_is_uniform_and_the_reason_says_so():
 @pytest.mark.parametrize("noise_correlation", [1.0, 0.2])
 def test_clip_stats_match_frame_stats(noise_correlation, chunk_values, monkeypatch):
     """check_quality computes a clip's statistics a chunk of frames at a time (clip_stats); each frame's
-    values equal frame_stats' (OpenCV per frame) to float rounding, NaN where it has NaN: textures, noise (its
+    values (brightness included) equal frame_stats' (OpenCV per frame) to float rounding, NaN where it has NaN: textures, noise (its
     flatness computed), one-colour frames, frames 1-2 pixels wide, and frames of mixed sizes in one list; with
     the default chunk, a frame per chunk, and 3 of the four 38x64 frames in a chunk (a frame's statistics never
     depend on the frames beside it)."""
@@ -186,7 +186,7 @@ def test_clip_stats_match_frame_stats(noise_correlation, chunk_values, monkeypat
               rng.integers(0, 256, (2, 1, 3), dtype=np.uint8), np.roll(textured, 7, axis=1)]
     got = clip_stats(frames, 64, noise_correlation)
     want = np.array([frame_stats(f, 64, noise_correlation) for f in frames])
-    assert got.shape == (len(frames), 4)
+    assert got.shape == (len(frames), 5)
     np.testing.assert_array_equal(np.isnan(got), np.isnan(want))
     np.testing.assert_allclose(got, want, rtol=1e-6, atol=1e-9)
     assert want[1, 2] < 0.2 and np.isfinite(got[1, 3])  # the noise frame: its flatness was computed

@@ -81,3 +81,25 @@ def test_clip_suite_scenes_filmed_dark_are_usable():
         q = check_quality(dimmed(frames, scale))
         assert q.usable and not q.uniform, (pattern, scale, q.stats)
     assert check_quality(dimmed(render_clip(specs["uniform"], width=128, height=128), 0.08)).uniform
+
+
+def test_dim_settings_are_read_from_the_environment():
+    from tools.settings import ToolSettings
+
+    s = ToolSettings.from_env({"RAA_QUALITY_DIM_BRIGHTNESS": "0", "RAA_QUALITY_DIM_MIN_SCALE": "0.5"})
+    assert s.quality.dim_brightness == 0 and s.quality.dim_min_scale == 0.5
+    with pytest.raises(ValueError, match="RAA_QUALITY_DIM_MIN_SCALE"):
+        ToolSettings.from_env({"RAA_QUALITY_DIM_MIN_SCALE": "0"})
+
+
+def test_dim_clips_through_h264(tmp_path):
+    """The same through an mp4 (H.264 smooths dark detail): the dim checker scene is usable, a dark blank
+    frame with a gradient under sensor noise is still uniform."""
+    from tools.quality import check_video
+    from tools.video import write_video
+
+    scene = write_video(tmp_path / "dim.mp4", dimmed(checker_scene(240, 416, 12), 0.08))
+    assert check_video(scene).usable
+    dark = write_video(tmp_path / "blank.mp4", blank(10, amp=4, sigma=2, h=128, w=128))
+    q = check_video(dark)
+    assert q.uniform and q.stats["median_brightness"] < 12

@@ -1,7 +1,9 @@
 """Quality pre-check: too few decodable frames, or spatially uniform content (DESIGN.md §3, quality node).
 
 A frame is *flat* when its spatial standard deviation (largest over colour channels) is below ``max_spatial_std`` AND
-its edge energy (mean Sobel gradient magnitude) is below ``max_edge_energy``, or when it is *noise*: neighbouring
+its edge energy (mean Sobel gradient magnitude) is below ``max_edge_energy``, both times the frame's *dim scale*
+(1 for a frame of mean grey level ``dim_brightness`` or brighter, ``brightness / dim_brightness`` below it, never
+under ``dim_min_scale``: :func:`dim_scale`), or when it is *noise*: neighbouring
 pixels are unrelated (their correlation, the mean of the horizontal and vertical lag-1 correlations of the grey
 frame, is below ``min_neighbour_correlation``) AND the grey frame's power spectrum is white (its spectral
 flatness, geometric over arithmetic mean of the power without DC, is above ``min_noise_flatness``). The clip is
@@ -27,7 +29,29 @@ clip pass's own functions on a batch of one) and is the reference the clip pass 
 ~1e-8 relative). Per frame, the same statistics took ~15 small numpy/OpenCV calls, each a
 point where the worker thread gives up the GIL and waits to take it back: with the agent's event loop
 and a second worker busy, a 32-frame check of a tiny clip took 10-29 ms instead of 3, and the clip's
-first model call waited for it (benchmarks/agent_concurrency.py); ``check_video`` decodes with ``tools.video`` and turns a decode error into an unusable
+first model call waited for it (benchmarks/agent_concurrency.py).
+
+Dim frames (decision): the std and edge cut-offs are grey levels, and a scene's contrast scales with its
+exposure, so a structured clip filmed or generated dark was flat: the clip suite's scenes at 8% brightness
+(mean grey ~10) have std ~5 and edge energy ~1.3, the checker mat scene 3.4 and 2.9, and such a clip was
+zeroed before any model call, although it shows the task (a false zero; passing a near-black clip to the
+model costs a call, and the model judges it, with a reason). What the cut-offs are there for does not scale
+with exposure: a blank frame's faint gradient (a few grey levels: std up to 1.8 for 6 levels, edge energy
+0.2-0.3) and light sensor noise (std 1-2 levels: edge energy up to 1.5) are the same grey levels at any
+brightness. Hence the thresholds scale with the frame's mean grey level below ``dim_brightness`` (64, a
+quarter of full scale) with a floor, ``dim_min_scale`` (0.4: std 2, edge energy 1.6), just above those blank
+frames, whose stats tests/test_quality_dim.py measures at grey 0-250; at grey 64 and above nothing changed.
+Alternatives rejected: contrast relative to the mean without a floor (std / mean) calls a near-black frame's
+gradient or noise structure (a 6-level gradient at grey 5 has std / mean 0.36, the dimmed scene 0.5); stretching
+each frame to its own range turns a faint gradient into a full one (std 73). What a floor cannot tell apart:
+scenes whose contrast at that exposure is only a grey level or two, the same as a blank frame's gradient
+(tests' textured and sparse fixtures and the clip suite's background_simplified below ~12%: std 0.8-1.6):
+they stay flat, and at 25% (textured, sparse) or 12% (all clip-suite patterns) they pass. The brightness is
+the mean of the analysed frame's three channel means, computed in the same pass as the std. The scale only
+lowers the thresholds (never above the settings), so it can turn a zero into a model call, never a model
+call into a zero; ``dim_brightness`` 0 restores the absolute cut-offs.
+
+``check_video`` decodes with ``tools.video`` and turns a decode error into an unusable
 result with the error as reason (the graph decides whether that is a fault or a zero).
 """
 
@@ -46,9 +70,11 @@ class QualityThresholds(BaseModel):
 
     min_frames: int = Field(default=2, ge=1, le=1000, description="fewest decodable frames for a usable clip")
     max_spatial_std: float = Field(default=5.0, ge=0, le=255,
-                                   description="grey-level std below which a frame can be flat")
+                                   description="grey-level std below which a frame can be flat (scaled down "
+                                               "for a dim frame: dim_brightness)")
     max_edge_energy: float = Field(default=4.0, ge=0, le=1000,
-                                   description="mean Sobel magnitude below which a frame can be flat")
+                                   description="mean Sobel magnitude below which a frame can be flat (scaled "
+                                               "down for a dim frame: dim_brightness)")
     uniform_frame_fraction: float = Field(default=0.8, gt=0, le=1,
                                           description="share of flat frames that makes a clip uniform")
     analysis_long_side: int = Field(default=64, ge=8, le=1024, description="long side of the analysed frames")
@@ -58,6 +84,15 @@ class QualityThresholds(BaseModel):
     min_noise_flatness: float = Field(default=0.3, ge=0, le=1,
                                       description="spectral flatness above which a frame with unrelated "
                                                   "neighbouring pixels is noise (white spectrum)")
+    dim_brightness: float = Field(default=64.0, ge=0, le=255,
+                                  description="mean grey level (0-255) below which a frame is dim: its std and "
+                                              "edge thresholds scale with its brightness (brightness / "
+                                              "dim_brightness, at least dim_min_scale), so a scene filmed dark "
+                                              "is not flat; 0 = absolute thresholds at every brightness")
+    dim_min_scale: float = Field(default=0.4, gt=0, le=1,
+                                 description="smallest share of max_spatial_std and max_edge_energy a dim frame "
+                                             "keeps: a blank frame's faint gradient or light sensor noise (a few "
+                                             "grey levels at any brightness) stays flat")
 
 
 class QualityCheck(BaseModel):
@@ -130,7 +165,7 @@ def _flatness(grey: np.ndarray) -> np.ndarray:
 
 
 def stack_stats(small: np.ndarray, noise_correlation: float = 1.0) -> np.ndarray:
-    """[T,4] float64: :func:`frame_stats` of each frame of `small` [T,h,w,3] uint8, frames already at the
+    """[T,5] float64: :func:`frame_stats` of each frame of `small` [T,h,w,3] uint8, frames already at the
     analysed size, computed for all frames at once (a few dozen array operations per clip instead of that many
     per frame). Sobel derivatives with cv2.Sobel (ksize 3, border reflected without repeating the edge pixel);
     means and variances accumulated in float64. :func:`clip_stats` calls it on chunks of about
@@ -139,7 +174,9 @@ def stack_stats(small: np.ndarray, noise_correlation: float = 1.0) -> np.ndarray
     n = h * w
     g = np.ascontiguousarray(small.transpose(0, 3, 1, 2), dtype=np.float32)  # [T,3,h,w]: rows of one channel
     rows = g.reshape(t * 3, n).astype(np.float64)
-    rows -= rows.mean(axis=1, keepdims=True)
+    means = rows.mean(axis=1, keepdims=True)
+    brightness = means.reshape(t, 3).mean(axis=1)
+    rows -= means
     std = np.sqrt(_row_dot(rows, rows) / n).reshape(t, 3).max(axis=1)
     # every channel image with its own reflected border (cv2's default, BORDER_REFLECT_101), stacked into one
     # tall image: a 3x3 Sobel never reaches past a border row into the next image
@@ -155,14 +192,15 @@ def stack_stats(small: np.ndarray, noise_correlation: float = 1.0) -> np.ndarray
         noisy = np.flatnonzero(corr < noise_correlation)  # NaN compares False: a flat frame is never noise
         if len(noisy):
             flatness[noisy] = _flatness(grey[noisy])
-    return np.stack([std, edge, corr, flatness], axis=1)
+    return np.stack([std, edge, corr, flatness, brightness], axis=1)
 
 
 def frame_stats(frame: np.ndarray, long_side: int = 64,
-                noise_correlation: float = 1.0) -> tuple[float, float, float, float]:
-    """(spatial std, edge energy, neighbour correlation, spectral flatness) of one RGB uint8 frame after
-    downscaling to ``long_side``; the flatness only when the correlation is below ``noise_correlation``
-    (the frames it can decide; NaN for the others).
+                noise_correlation: float = 1.0) -> tuple[float, float, float, float, float]:
+    """(spatial std, edge energy, neighbour correlation, spectral flatness, brightness) of one RGB uint8 frame
+    after downscaling to ``long_side``; the flatness only when the correlation is below ``noise_correlation``
+    (the frames it can decide; NaN for the others). The brightness is the frame's mean grey level (the mean
+    of the three channel means).
 
     Std and edge energy are the largest over the three colour channels (so a red block on a grey table of the
     same brightness still counts), edge energy being the mean Sobel gradient magnitude / 4; the neighbour
@@ -173,12 +211,12 @@ def frame_stats(frame: np.ndarray, long_side: int = 64,
     g = np.ascontiguousarray(_analysed(frame, long_side), dtype=np.float32)
     gx = cv2.Sobel(g, cv2.CV_32F, 1, 0, ksize=3)
     gy = cv2.Sobel(g, cv2.CV_32F, 0, 1, ksize=3)
-    _, std = cv2.meanStdDev(g)  # per channel, population std (ddof 0), accumulated in float64
+    mean, std = cv2.meanStdDev(g)  # per channel, population std (ddof 0), accumulated in float64
     edge = cv2.mean(cv2.magnitude(gx.reshape(-1, 3), gy.reshape(-1, 3)).reshape(g.shape))[:3]
     grey = g.mean(axis=2, dtype=np.float64)
     corr = neighbour_correlation(grey)
     flatness = spectral_flatness(grey) if corr < noise_correlation else float("nan")
-    return float(std.max()), float(max(edge)) / 4.0, corr, flatness
+    return float(std.max()), float(max(edge)) / 4.0, corr, flatness, float(mean.mean())
 
 
 CHUNK_VALUES = 2**17
@@ -189,10 +227,10 @@ lists)."""
 
 
 def clip_stats(frames: Sequence[np.ndarray], long_side: int = 64, noise_correlation: float = 1.0) -> np.ndarray:
-    """[T,4] float64: :func:`frame_stats` of each frame (RGB uint8 [H,W,3]), frames of one size at a time
+    """[T,5] float64: :func:`frame_stats` of each frame (RGB uint8 [H,W,3]), frames of one size at a time
     through :func:`stack_stats`, in chunks of about ``CHUNK_VALUES`` values."""
     small = [_analysed(f, long_side) for f in frames]
-    out = np.empty((len(small), 4))
+    out = np.empty((len(small), 5))
     by_shape: dict[tuple[int, ...], list[int]] = {}
     for i, s in enumerate(small):
         by_shape.setdefault(s.shape, []).append(i)
@@ -202,6 +240,16 @@ def clip_stats(frames: Sequence[np.ndarray], long_side: int = 64, noise_correlat
             part = idx[k:k + step]
             out[part] = stack_stats(np.stack([small[i] for i in part]), noise_correlation)
     return out
+
+
+def dim_scale(brightness: np.ndarray, th: QualityThresholds) -> np.ndarray:
+    """Factor on ``max_spatial_std`` and ``max_edge_energy`` for frames of mean grey level `brightness`: 1 from
+    ``dim_brightness`` up (and everywhere when it is 0), ``brightness / dim_brightness`` below it, never under
+    ``dim_min_scale``. A scene's contrast scales with its exposure; a blank frame's gradient or sensor noise
+    (a few grey levels) does not, hence the floor."""
+    if th.dim_brightness <= 0:
+        return np.ones_like(brightness)
+    return np.clip(brightness / th.dim_brightness, th.dim_min_scale, 1.0)
 
 
 def check_quality(frames: np.ndarray | Sequence[np.ndarray], *,
@@ -225,12 +273,14 @@ def check_quality(frames: np.ndarray | Sequence[np.ndarray], *,
     stats = clip_stats(items, th.analysis_long_side, th.min_neighbour_correlation).astype(np.float32)
     # NaN (a flat frame) is never noise: the std test decides
     noise = (stats[:, 2] < th.min_neighbour_correlation) & (stats[:, 3] > th.min_noise_flatness)
-    flat = ((stats[:, 0] < th.max_spatial_std) & (stats[:, 1] < th.max_edge_energy)) | noise
+    scale = dim_scale(stats[:, 4], th)
+    flat = ((stats[:, 0] < th.max_spatial_std * scale) & (stats[:, 1] < th.max_edge_energy * scale)) | noise
     flat_share = float(flat.mean())
     uniform = flat_share >= th.uniform_frame_fraction
     correlations = stats[:, 2][np.isfinite(stats[:, 2])]
     summary = {"median_spatial_std": float(np.median(stats[:, 0])),
-               "median_edge_energy": float(np.median(stats[:, 1])), "flat_frame_fraction": flat_share}
+               "median_edge_energy": float(np.median(stats[:, 1])), "flat_frame_fraction": flat_share,
+               "median_brightness": float(np.median(stats[:, 4]))}
     if len(correlations):  # none when every frame is one colour (JSON has no NaN)
         summary["median_neighbour_correlation"] = float(np.median(correlations))
     reasons = []
@@ -239,7 +289,8 @@ def check_quality(frames: np.ndarray | Sequence[np.ndarray], *,
     if uniform:
         reasons.append(f"spatially uniform content: {flat_share:.0%} of frames are flat at "
                        f"{th.analysis_long_side} px (std < {th.max_spatial_std}, edge energy < "
-                       f"{th.max_edge_energy}, or neighbouring pixels unrelated: correlation < "
+                       f"{th.max_edge_energy}, both scaled down to as little as {th.dim_min_scale:g}x for frames "
+                       f"darker than grey {th.dim_brightness:g}, or neighbouring pixels unrelated: correlation < "
                        f"{th.min_neighbour_correlation}, white spectrum): one colour, or only pixel-level noise")
     return QualityCheck(usable=not reasons, uniform=uniform, decodable_frames=n,
                         reason="; ".join(reasons) or None, stats=summary)
