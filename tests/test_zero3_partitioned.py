@@ -1,0 +1,163 @@
+"""ZeRO-3 with its parameters really partitioned, end to end on 2 CPU ranks (torchrun, gloo, DeepSpeed).
+
+The smoke model's tensors are all below DeepSpeed's default ``stage3_param_persistence_threshold`` (1e5
+elements), so ``--zero_stage 3`` over ds_zero2.json keeps every parameter whole on every rank: no forward
+gathers anything and a rank that ran a forward the other did not went unnoticed. The bundled
+ds_zero3.json sets the threshold to 0: every parameter is split over the ranks (the checkpoints' module
+tensors are empty, checked), every forward of the transformer gathers it from both ranks, the
+gradients are reduce-scattered. What is checked, full fine-tune and LoRA (both with beta > 0, so the
+reference pass runs: the frozen copy, or the adapters disabled), two optimizer steps per iteration:
+
+* two iterations with rollouts, updates, a checkpoint each, held-out evaluation with a padded rank (3
+  prompts, 2 ranks), and the final export;
+* the same run under ZeRO-2 logs the same metrics (float32: equal up to reduction order) and exports the
+  same weights; the export equals DeepSpeed's consolidation of the partitioned checkpoint;
+* resumed from the iteration-1 checkpoint, the run logs what the uninterrupted run logged and ends with the
+  same optimizer state on each rank.
+
+Each launch has a deadline: ranks out of step wait in a collective forever, which ends the test.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+
+ROOT = Path(__file__).resolve().parents[1]
+SMOKE = ROOT / "training" / "configs" / "smoke.yaml"
+TORCHRUN = str(Path(sys.executable).parent / "torchrun")
+HELD_OUT = ("[{text: 'push the red block to the left', image_seed: 11}, {text: 'open the drawer', image_seed: 12}, "
+            "{text: 'stack the blocks', image_seed: 13}]")  # 3 prompts over 2 ranks: one rank pads
+COMMON = ("--max_iterations", "2", "--checkpoint_every", "1", "--eval_every", "2", "--eval_dataset", HELD_OUT,
+          "--optimizer_steps_per_epoch", "2")  # the second step of an iteration is off-policy: KLs not 0
+LORA = ("--finetune", "lora", "--lora_rank", "4", "--beta", "0.1")
+DEADLINE_S = 240  # a run here takes 25-45 s; ranks out of step never finish
+
+pytestmark = [pytest.mark.slow, pytest.mark.distributed]
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def _train(out: Path, *extra: str) -> None:
+    """A 2-rank training launch into ``out``; fails the test when it fails or hangs past DEADLINE_S (the
+    whole process group is killed: torchrun and both ranks)."""
+    cmd = [TORCHRUN, "--nproc_per_node", "2", "--master_port", str(_free_port()), "-m", "training.train",
+           "--config", str(SMOKE), "--output_dir", str(out), "--progress", "false", "--tensorboard", "false", *extra]
+    env = {**os.environ, "OMP_NUM_THREADS": "1"}
+    with subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                          start_new_session=True) as proc:
+        try:
+            output, _ = proc.communicate(timeout=DEADLINE_S)
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGKILL)
+            output, _ = proc.communicate()
+            pytest.fail(f"the ranks hung (no exit in {DEADLINE_S} s):\n{output[-6000:]}")
+    assert proc.returncode == 0, f"training failed ({proc.returncode}):\n{output[-8000:]}"
+
+
+def _rows(path: Path) -> list[dict]:
+    return [json.loads(line) for line in path.read_text().splitlines()]
+
+
+def _load(path: Path) -> dict:
+    return torch.load(path, map_location="cpu", weights_only=False)
+
+
+def _assert_rows_close(a: list[dict], b: list[dict], rel: float) -> None:
+    assert len(a) == len(b)
+    for ra, rb in zip(a, b, strict=True):
+        assert set(ra) == set(rb)
+        for key, value in ra.items():
+            if key.startswith("seconds"):
+                continue
+            if isinstance(value, float) and math.isfinite(value):
+                assert rb[key] == pytest.approx(value, rel=rel, abs=1e-9), f"iteration {ra['iteration']}: {key}"
+            else:
+                assert rb[key] == value, f"iteration {ra['iteration']}: {key}"
+
+
+def _assert_partitioned(folder: Path) -> None:
+    """Every rank's ZeRO-3 model-states file holds empty module tensors: the parameters were split."""
+    for rank in (0, 1):
+        module = _load(folder / f"zero_pp_rank_{rank}_mp_rank_00_model_states.pt")["module"]
+        trained = {k: v for k, v in module.items() if k.startswith("world_model.transformer.")}
+        assert trained and all(v.numel() == 0 for v in trained.values()), \
+            f"rank {rank}: parameters kept whole: {[k for k, v in trained.items() if v.numel()][:5]}"
+
+
+def _trained_weights(run: Path) -> dict[str, torch.Tensor]:
+    sys.path.insert(0, str(ROOT))
+    from training.export import load_policy
+
+    return load_policy(run / "final")[0].transformer.state_dict()
+
+
+@pytest.fixture(scope="module", params=["full", "lora"])
+def zero3_run(request, tmp_path_factory) -> tuple[str, Path]:
+    out = tmp_path_factory.mktemp(f"z3-{request.param}") / "run"
+    _train(out, "--ds_config", "ds_zero3.json", *COMMON, *(LORA if request.param == "lora" else ()))
+    return request.param, out
+
+
+def test_partitioned_zero3_matches_zero2_and_exports_its_checkpoint(zero3_run, tmp_path):
+    mode, z3 = zero3_run
+    _assert_partitioned(z3 / "checkpoints" / "iter_000002")
+    rows = _rows(z3 / "metrics.jsonl")
+    assert [r["iteration"] for r in rows] == [1, 2] and all(r["update_skipped"] == 0 for r in rows)
+    assert rows[0]["approx_kl"] > 0 and rows[-1]["mu_kl"] > 0  # the reference pass ran and saw a moved policy
+    assert [r["iteration"] for r in _rows(z3 / "eval.jsonl")] == [0, 2]
+    z2 = tmp_path / "z2"
+    _train(z2, "--ds_config", "ds_zero2.json", *COMMON, *(LORA if mode == "lora" else ()))
+    _assert_rows_close(rows, _rows(z2 / "metrics.jsonl"), rel=1e-4)
+    _assert_rows_close(_rows(z3 / "eval.jsonl"), _rows(z2 / "eval.jsonl"), rel=1e-6)
+
+    from training.export import consolidate
+
+    merged = consolidate(z3 / "checkpoints", "iter_000002")
+    assert merged and all(v.numel() > 0 for v in merged.values())
+    assert any("lora_" in k for k in merged) == (mode == "lora")
+    other = consolidate(z2 / "checkpoints", "iter_000002")
+    assert set(merged) == set(other)
+    for name, value in merged.items():
+        torch.testing.assert_close(value, other[name], rtol=1e-4, atol=1e-5, msg=name)
+    state, state2 = _trained_weights(z3), _trained_weights(z2)
+    if mode == "full":  # the export is the consolidated checkpoint
+        assert set(merged) == set(state) and all(torch.equal(state[k], v) for k, v in merged.items())
+    for name, value in state.items():
+        torch.testing.assert_close(value, state2[name], rtol=1e-4, atol=1e-5, msg=name)
+
+
+def test_partitioned_zero3_resumes_as_it_ran(zero3_run, tmp_path):
+    mode, z3 = zero3_run
+    resumed = tmp_path / "resumed"
+    shutil.copytree(z3, resumed, ignore=shutil.ignore_patterns("iter_000002", "final"))
+    (resumed / "checkpoints" / "latest").write_text("iter_000001")
+    _train(resumed, "--ds_config", "ds_zero3.json", *COMMON, *(LORA if mode == "lora" else ()), "--resume")
+    _assert_partitioned(resumed / "checkpoints" / "iter_000002")
+    assert _rows(resumed / "metrics.jsonl") == [{**r, **{k: r2[k] for k in r2 if k.startswith("seconds")}}
+                                                for r, r2 in zip(_rows(z3 / "metrics.jsonl"),
+                                                                 _rows(resumed / "metrics.jsonl"), strict=True)]
+    for rank in (0, 1):
+        name = f"zero_pp_rank_{rank}_mp_rank_00_optim_states.pt"
+        a = _load(z3 / "checkpoints" / "iter_000002" / name)["optimizer_state_dict"]
+        b = _load(resumed / "checkpoints" / "iter_000002" / name)["optimizer_state_dict"]
+        assert len(a["fp32_flat_groups"]) == len(b["fp32_flat_groups"])
+        for x, y in zip(a["fp32_flat_groups"], b["fp32_flat_groups"], strict=True):
+            assert x.numel() > 0 and torch.equal(x, y), f"rank {rank}: master weights differ"
+    weights = _trained_weights(resumed)
+    for name, value in _trained_weights(z3).items():
+        assert torch.equal(weights[name], value), name
