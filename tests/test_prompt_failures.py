@@ -237,7 +237,7 @@ def test_two_ranks_stay_in_step_when_one_ranks_only_prompt_fails(tmp_path):
         port = s.getsockname()[1]
     flags = ["--output_dir", str(tmp_path / "run"), "--progress", "false", "--tensorboard", "false",
              "--max_iterations", "1", "--num_steps", "2", "--sde_window", "[0, 1]", "--export", "none",
-             "--num_frames", "5", "--zero_stage", "3"]
+             "--num_frames", "5", "--ds_config", "ds_zero3.json"]  # partitioned: forwards gather
     ctx = mp.start_processes(_rank_run, args=(2, port, str(tmp_path), flags), nprocs=2, join=False, start_method="spawn")
     deadline = time.monotonic() + 180
     while not ctx.join(timeout=5):

@@ -4,7 +4,8 @@ Slow + distributed. Launched as subprocesses with timeouts. What is checked:
 
 * learning: over 30 iterations the mean reward of the last 5 beats the first 5 by LEARN_MARGIN;
 * parameters change (final checkpoint vs the initial weights);
-* ZeRO-2 (default) and ZeRO-3 both run; the LoRA path (reference = adapters disabled) runs;
+* ZeRO-2 (default) and ZeRO-3 (parameters partitioned: ds_zero3.json) both run; the LoRA path (reference =
+  adapters disabled) runs;
 * resume: stopped after the iteration-10 checkpoint and resumed to 20, the run ends with
   parameters and optimizer state identical to the uninterrupted run's iteration-20 checkpoint;
 * export: the run's final export equals its last checkpoint (ZeRO-2, ZeRO-3, LoRA), and videos
@@ -18,6 +19,7 @@ from __future__ import annotations
 import json
 import os
 import random
+import signal
 import socket
 import subprocess
 import sys
@@ -57,8 +59,17 @@ def _train(out: Path, *extra: str, timeout: int = 600) -> None:
            "-m", "training.train", "--config", str(SMOKE), "--output_dir", str(out), "--progress", "false",
            "--tensorboard", "false", *extra]
     env = {**os.environ, "OMP_NUM_THREADS": "1"}
-    proc = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=timeout)
-    assert proc.returncode == 0, f"training failed ({proc.returncode}):\n{proc.stdout[-4000:]}\n{proc.stderr[-8000:]}"
+    # its own process group: past the timeout torchrun and both ranks are killed (subprocess.run's timeout
+    # killed torchrun alone, and ranks stuck in a collective lived on after the test)
+    with subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                          start_new_session=True) as proc:
+        try:
+            stdout, stderr = proc.communicate(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGKILL)
+            stdout, stderr = proc.communicate()
+            pytest.fail(f"training hung (no exit in {timeout} s):\n{stdout[-4000:]}\n{stderr[-8000:]}")
+    assert proc.returncode == 0, f"training failed ({proc.returncode}):\n{stdout[-4000:]}\n{stderr[-8000:]}"
 
 
 def _rows(out: Path) -> list[dict]:
@@ -241,9 +252,14 @@ def test_resume_matches_uninterrupted_run(smoke_run, tmp_path, monkeypatch):
 @pytest.mark.distributed
 def test_zero3_runs(tmp_path):
     out = tmp_path / "z3"
-    _train(out, "--max_iterations", "3", "--checkpoint_every", "3", "--zero_stage", "3", "--eval_every", "3",
+    # ds_zero3.json: persistence threshold 0, so the tiny tensors are partitioned (`--zero_stage 3` over
+    # ds_zero2.json kept them all whole on every rank, and no forward gathered anything)
+    _train(out, "--max_iterations", "3", "--checkpoint_every", "3", "--ds_config", "ds_zero3.json", "--eval_every", "3",
            "--eval_dataset", HELD_OUT, "--gradient_checkpointing", "true")  # recompute under ZeRO-3's gathers
     assert len((out / "eval.jsonl").read_text().splitlines()) == 2  # padded ranks kept ZeRO-3's gathers in step
+    for rank in (0, 1):  # each rank holds a part of every parameter: its module tensors are empty
+        module = _load(out / "checkpoints" / "iter_000003" / f"zero_pp_rank_{rank}_mp_rank_00_model_states.pt")["module"]
+        assert module and all(v.numel() == 0 for v in module.values())
     rows = _rows(out)
     assert len(rows) == 3 and all(np.isfinite(r["reward_mean"]) for r in rows)
     assert (out / "checkpoints" / "iter_000003").is_dir()
@@ -332,7 +348,8 @@ class _PartialReward(BaseHTTPRequestHandler):
 
 
 @pytest.mark.distributed
-def test_rank_with_only_ineligible_group_stays_in_step(tmp_path):
+@pytest.mark.parametrize("finetune", ["full", "lora"])  # LoRA's reference pass is a forward of the engine too
+def test_rank_with_only_ineligible_group_stays_in_step(tmp_path, finetune):
     """One rank's group is ineligible while the other's is not: zero-weighted micro-batches keep the
     ZeRO collectives in step, the skipped group is counted and the other rank still updates."""
     server = ThreadingHTTPServer(("127.0.0.1", 0), _PartialReward)
@@ -340,8 +357,11 @@ def test_rank_with_only_ineligible_group_stays_in_step(tmp_path):
     thread.start()
     try:
         out = tmp_path / "partial"
-        _train(out, "--max_iterations", "4", "--checkpoint_every", "4", "--reward", "http",
-               "--reward_options", f"{{url: 'http://127.0.0.1:{server.server_port}/score', timeout_s: 60}}")
+        # ZeRO-3 partitioned (ds_zero3.json): the reference and policy forwards of a micro-batch without a valid
+        # sample gather parameters from both ranks too; one skipped on one rank leaves the other waiting
+        _train(out, "--max_iterations", "4", "--checkpoint_every", "4", "--reward", "http", "--ds_config",
+               "ds_zero3.json", "--reward_options", f"{{url: 'http://127.0.0.1:{server.server_port}/score', timeout_s: 60}}",
+               "--finetune", finetune, "--lora_rank", "4", timeout=300)
     finally:
         server.shutdown()
     rows = _rows(out)
