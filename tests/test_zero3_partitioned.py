@@ -13,7 +13,9 @@ reference pass runs: the frozen copy, or the adapters disabled), two optimizer s
 * the same run under ZeRO-2 logs the same metrics (float32: equal up to reduction order) and exports the
   same weights; the export equals DeepSpeed's consolidation of the partitioned checkpoint;
 * resumed from the iteration-1 checkpoint, the run logs what the uninterrupted run logged and ends with the
-  same optimizer state on each rank.
+  same optimizer state on each rank;
+* converted to the universal form (training/reshard.py), the checkpoint resumes on one process with the
+  2-rank run's weights (its held-out evaluation, and its master weights).
 
 Each launch has a deadline: ranks out of step wait in a collective forever, which ends the test.
 """
@@ -161,3 +163,45 @@ def test_partitioned_zero3_resumes_as_it_ran(zero3_run, tmp_path):
     weights = _trained_weights(resumed)
     for name, value in _trained_weights(z3).items():
         assert torch.equal(weights[name], value), name
+
+
+def _one_process(*argv: str) -> None:
+    """``python -m ...`` without torchrun's variables (one process); fails the test past DEADLINE_S."""
+    env = {k: v for k, v in os.environ.items() if k not in ("RANK", "WORLD_SIZE", "LOCAL_RANK")}
+    with subprocess.Popen([sys.executable, "-m", *argv], cwd=ROOT, env={**env, "OMP_NUM_THREADS": "1"},
+                          stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True) as proc:
+        try:
+            output, _ = proc.communicate(timeout=DEADLINE_S)
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGKILL)
+            output, _ = proc.communicate()
+            pytest.fail(f"{argv[0]} hung (no exit in {DEADLINE_S} s):\n{output[-6000:]}")
+    assert proc.returncode == 0, f"{argv[0]} failed ({proc.returncode}):\n{output[-8000:]}"
+
+
+def test_partitioned_zero3_continues_on_one_process_after_reshard(zero3_run, tmp_path):
+    """The 2-rank partitioned checkpoint, converted to the universal form, resumes on one process: its held-out
+    evaluation at the checkpoint (owed: the row is removed) is the 2-rank run's, so the engine's own partitioned
+    parameters were loaded, not only the optimizer's master weights; an iteration at learning rate 1e-30 (below
+    float32 resolution) then leaves the master weights exactly as they were."""
+    mode, z3 = zero3_run
+    run = tmp_path / "run"
+    shutil.copytree(z3, run, ignore=shutil.ignore_patterns("final"))
+    for name in ("eval.jsonl", "eval_rewards.jsonl"):
+        path = run / name
+        path.write_text("".join(line + "\n" for line in path.read_text().splitlines()
+                                if json.loads(line)["iteration"] != 2))
+    _one_process("training.reshard", "--run", str(run))
+    _one_process("training.train", "--config", str(SMOKE), "--output_dir", str(run), "--progress", "false",
+                 "--tensorboard", "false", "--ds_config", "ds_zero3.json", *COMMON, *(LORA if mode == "lora" else ()),
+                 "--max_iterations", "3", "--resume", "--learning_rate", "1e-30", "--export", "none")  # the last wins
+    [before] = [r for r in _rows(z3 / "eval.jsonl") if r["iteration"] == 2]
+    [after] = [r for r in _rows(run / "eval.jsonl") if r["iteration"] == 2]
+    _assert_rows_close([before], [after], rel=1e-6)
+    assert [r["iteration"] for r in _rows(run / "metrics.jsonl")] == [1, 2, 3]
+    from training.export import consolidate
+
+    merged, later = consolidate(run / "checkpoints", "iter_000002"), consolidate(run / "checkpoints", "iter_000003")
+    assert set(merged) == set(later)
+    for name, value in merged.items():
+        assert torch.equal(later[name], value), name
