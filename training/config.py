@@ -173,7 +173,9 @@ class TrainConfig:
     ds_config: str = "ds_zero2.json"
     """DeepSpeed JSON; a bare file name refers to training/configs/ (ds_zero2.json, ds_zero3.json)."""
     zero_stage: int | None = None
-    """Overrides zero_optimization.stage of the JSON when set (0-3)."""
+    """Overrides zero_optimization.stage of the JSON when set (0-3). Stage 3 over ds_zero2.json keeps each tensor
+    under DeepSpeed's default ``stage3_param_persistence_threshold`` (1e5 elements) whole on every rank;
+    ds_zero3.json sets it to 0 and partitions every parameter."""
     # --- loop, checkpoints, logs ------------------------------------------------------------
     max_iterations: int = 100
     """Stop after this many iterations (counting those done before a resume)."""
