@@ -1,6 +1,6 @@
 """`raa doctor`'s checks of the evidence tools (graph/doctor.py runs them): the motion tracker and the V-JEPA 2
 weights where they would load in this process, and the tool service when ``RAA_TOOLS_URL`` is set (its module
-docstring says what each status means). Nothing loads model weights; a hub is only asked whether it answers.
+docstring says what each status means). Nothing loads model weights (V-JEPA 2's are checked by name); a hub is only asked whether it answers.
 """
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from graph.doctor_check import Check
-from graph.model_files import weights_problem
+from graph.model_files import vjepa_weights_missing, weights_problem
 
 if TYPE_CHECKING:  # pragma: no cover
     from tools.settings import ToolSettings
@@ -67,15 +67,20 @@ def tracker_check(tools: ToolSettings) -> Check:
 
 def vjepa_check(tools: ToolSettings) -> Check:
     """What `tools.surprise.VJEPA2SurpriseScorer.load` reads with `VJEPA2Model.from_pretrained`: a local folder
-    must hold config.json and the weights (else a problem); a hub id not (fully) in the cache is a warning, as
-    the first run downloads what is missing."""
+    must hold config.json and the weights (else a problem), and every weight of the model
+    (`graph.model_files.vjepa_weights_missing`: the loader faults on one missing, e.g. an encoder-only export);
+    a hub id not (fully) in the cache is a warning, as the first run downloads what is missing."""
     if tools.tools_url:
         return Check("V-JEPA 2 weights", "skipped", f"loaded by the tool service ({tools.tools_url})")
     local = Path(tools.vjepa_model)
     if local.is_dir():
-        why = weights_problem(lambda name: local / name if (local / name).is_file() else None)
-        return Check("V-JEPA 2 weights", "ok" if why is None else "problem", f"{local}" + ("" if why is None else
-                     f": {why}; RAA_VJEPA_MODEL needs a folder saved by save_pretrained, or a hub id"))
+        def here(name: str) -> Path | None:
+            return local / name if (local / name).is_file() else None
+
+        if (why := weights_problem(here) or vjepa_weights_missing(here)) is not None:
+            return Check("V-JEPA 2 weights", "problem", f"{local}: {why}; RAA_VJEPA_MODEL needs a folder saved by "
+                                                        "save_pretrained from a whole VJEPA2Model, or a hub id")
+        return Check("V-JEPA 2 weights", "ok", f"{local}")
     from tools.hub import cached_file, download_blocked
 
     def cached(name: str) -> Path | None:
@@ -86,7 +91,9 @@ def vjepa_check(tools: ToolSettings) -> Check:
     except ValueError as exc:  # not a valid repo id either
         return Check("V-JEPA 2 weights", "problem", f"RAA_VJEPA_MODEL={tools.vjepa_model!r}: neither a folder nor "
                                                     f"a hub id ({exc})")
-    if why is None:
+    if why is None:  # every file is cached: nothing would be downloaded, so missing weights stay missing
+        if (lacks := vjepa_weights_missing(cached)) is not None:
+            return Check("V-JEPA 2 weights", "problem", f"{tools.vjepa_model} (in the Hugging Face cache): {lacks}")
         return Check("V-JEPA 2 weights", "ok", f"{tools.vjepa_model} (in the Hugging Face cache)")
     where = "is not in the Hugging Face cache" if cached("config.json") is None else \
         f"is only partly in the Hugging Face cache ({why})"

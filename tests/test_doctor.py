@@ -12,6 +12,7 @@ from graph.doctor import run_checks
 from graph.settings import BackboneSettings
 from tests.openai_stub import OpenAIStub, StubReply, json_reply, tool_reply
 from tests.test_backbone_http import VLLM_NO_AUTO_TOOLS
+from tests.vjepa_files import save_tiny_vjepa
 from tools.settings import ToolSettings
 
 
@@ -23,11 +24,8 @@ def _settings(url: str, tmp_path, **kw) -> BackboneSettings:
 
 @pytest.fixture
 def local_vjepa(tmp_path):
-    folder = tmp_path / "vjepa2"
-    folder.mkdir()
-    (folder / "config.json").write_text("{}")
-    (folder / "model.safetensors").write_bytes(b"weights")  # doctor loads nothing: present is enough
-    return ToolSettings(vjepa_model=str(folder))
+    # doctor loads nothing, but reads the weight names (tests/test_doctor_vjepa_keys.py)
+    return ToolSettings(vjepa_model=str(save_tiny_vjepa(tmp_path / "vjepa2")))
 
 
 def _by_name(checks) -> dict:
@@ -193,8 +191,7 @@ def test_cli_exit_status(tmp_path, monkeypatch):
     assert res.exit_code == 1 and "endpoint" in res.output and "problem" in res.output
     res = CliRunner().invoke(app, ["doctor"], env={**env, "RAA_TIMEOUT_S": "soon"})
     assert res.exit_code == 2 and "RAA_TIMEOUT_S" in res.output
-    (tmp_path / "config.json").write_text("{}")
-    (tmp_path / "model.safetensors").write_bytes(b"weights")
+    save_tiny_vjepa(tmp_path)
     with OpenAIStub([]) as stub:
         res = CliRunner().invoke(app, ["doctor"], env={**env, "RAA_BASE_URL": stub.base_url, "RAA_MODEL": "m",
                                                         "RAA_API_KEY": "EMPTY"})
@@ -281,20 +278,22 @@ def test_vjepa_check_needs_the_weights_from_pretrained_reads(tmp_path, monkeypat
     import json
 
     import huggingface_hub
+    from safetensors import safe_open
 
     import tools.hub as tools_hub
     from graph.doctor_tools import vjepa_check
 
-    folder = tmp_path / "vjepa2"
-    folder.mkdir()
-    (folder / "config.json").write_text("{}")
+    folder = save_tiny_vjepa(tmp_path / "vjepa2")  # its weights' names, then only config.json
+    with safe_open(folder / "model.safetensors", "pt") as weights:
+        names = sorted(weights.keys())
+    (folder / "model.safetensors").rename(tmp_path / "model.safetensors")
 
     def check():
         return vjepa_check(ToolSettings(vjepa_model=str(folder)))
 
     assert check().status == "problem" and "no weights (model.safetensors" in check().detail, check()
-    (folder / "model.safetensors.index.json").write_text(json.dumps({"weight_map": {"a": "s-1.safetensors",
-                                                                                    "b": "s-2.safetensors"}}))
+    (folder / "model.safetensors.index.json").write_text(json.dumps(  # the names split over two shards
+        {"weight_map": {n: f"s-{1 + i % 2}.safetensors" for i, n in enumerate(names)}}))
     (folder / "s-1.safetensors").write_bytes(b"w")
     assert check().status == "problem" and "missing: s-2.safetensors" in check().detail, check()
     (folder / "s-2.safetensors").write_bytes(b"w")
@@ -309,7 +308,7 @@ def test_vjepa_check_needs_the_weights_from_pretrained_reads(tmp_path, monkeypat
     monkeypatch.setattr(tools_hub, "hub_reachable", lambda *a, **kw: True)  # the hub answers: downloaded
     hub = vjepa_check(ToolSettings(vjepa_model="facebook/vjepa2-vitl-fpc64-256"))
     assert hub.status == "warning" and "only partly in the Hugging Face cache (no weights" in hub.detail, hub
-    in_cache["model.safetensors"] = str(folder / "pytorch_model.bin")
+    in_cache["model.safetensors"] = str(tmp_path / "model.safetensors")
     assert vjepa_check(ToolSettings(vjepa_model="facebook/vjepa2-vitl-fpc64-256")).status == "ok"
 
 

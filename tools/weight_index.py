@@ -33,6 +33,12 @@ def index_shards(text: str) -> list[str]:
     return sorted(shards)
 
 
+def index_tensor_names(text: str) -> list[str]:
+    """The tensor names (the ``weight_map`` keys) of the weight index ``text``; ValueError as `index_shards`."""
+    index_shards(text)  # refuses what is not a weight index
+    return sorted(json.loads(text)["weight_map"])
+
+
 def _few(names: list[str], few: int = 3) -> str:
     more = f" and {len(names) - few} more" if len(names) > few else ""
     return ", ".join(names[:few]) + more
