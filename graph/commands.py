@@ -28,7 +28,7 @@ from __future__ import annotations
 
 import asyncio
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 from langchain_core.language_models import BaseChatModel
@@ -44,6 +44,9 @@ from graph.settings import BackboneSettings, SettingsError
 from graph.tracing import describe_update, open_async_saver, printable
 from tools.cli import token_option
 from tools.service_budget import DEFAULT_BODY_TIMEOUT_S, DEFAULT_MAX_BUFFERED_MB, DEFAULT_REWARD_BUSY_WAIT_S
+
+if TYPE_CHECKING:  # pragma: no cover
+    from tools.settings import ToolSettings
 
 # markup and emoji codes off: reasons ("[assess] timeout: ..."), decisions, paths are data; rich would read
 # "[assess]" as a style and ":x:" as an emoji (their control characters: graph.tracing.printable)
@@ -317,15 +320,17 @@ def preflight_or_exit(settings: BackboneSettings) -> None:
         raise typer.Exit(2)
 
 
-def loaded_tools(settings: BackboneSettings, preset: str) -> Any:
-    """A Toolbox from the `RAA_*` tool settings with the preset's models loaded (exit 2 naming the tool
-    that cannot load): for commands that would otherwise find out in every run, each one ineligible."""
+def loaded_tools(settings: BackboneSettings, preset: str, tool_settings: ToolSettings | None = None) -> Any:
+    """A Toolbox from `tool_settings` (None: the `RAA_*` tool settings, read here) with the preset's models
+    loaded (exit 2 naming the tool that cannot load): for commands that would otherwise find out in every run,
+    each one ineligible."""
     from graph.context import loaded_toolbox
     from tools.errors import ToolFault
     from tools.settings import ToolSettings
 
     try:
-        return loaded_toolbox(ToolSettings.from_env(), settings.agent_config(preset))
+        tools = ToolSettings.from_env() if tool_settings is None else tool_settings
+        return loaded_toolbox(tools, settings.agent_config(preset))
     except ToolFault as exc:
         avoid = {"surprise": "no_wmreward (no V-JEPA 2)", "motion": "no_motion (no CoTracker3)"}.get(exc.tool)
         typer.echo(f"error: {exc}" + (f"\nscore with a preset without that tool, e.g. --preset {avoid}; "

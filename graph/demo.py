@@ -46,7 +46,9 @@ if TYPE_CHECKING:  # pragma: no cover
     from collections.abc import Callable
 
     from evals.clipsuite import ClipSpec
+    from graph.settings import BackboneSettings
     from tools.quality import QualityThresholds
+    from tools.settings import ToolSettings
 
 
 def _evidence_table(rows: list[dict], out: Path, console: Console, thresholds: QualityThresholds) -> None:
@@ -98,20 +100,19 @@ def _fmt(value: float | None) -> str:
     return "-" if value is None else f"{value:.3f}"
 
 
-def _score(rows: list[dict], out: Path, preset: str, concurrency: int, console: Console) -> None:
-    """Score every clip with the reward agent and write a report per run."""
+def _score(rows: list[dict], out: Path, preset: str, concurrency: int, console: Console,
+           settings: BackboneSettings, tool_settings: ToolSettings) -> None:
+    """Score every clip with the reward agent and write a report per run, with the settings `demo_command` read."""
     import graph.commands as commands
     from evals.report import write_run_report
     from graph import ascore_videos
     from graph.backbone import Backbone
     from graph.cache import StageCache
-    from graph.settings import BackboneSettings
 
-    settings = BackboneSettings.from_env()
     settings.ensure_parent_dirs()
     commands.preflight_or_exit(settings)  # a wrong endpoint: one line now, not 18 ineligible rows after retries
     # the preset's tool models, loaded now (exit 2 naming the tool and the preset without it), as score-batch does
-    tools = commands.loaded_tools(settings, preset)
+    tools = commands.loaded_tools(settings, preset, tool_settings)
     backbone = Backbone.from_settings(settings, model=commands.make_chat_model(settings),
                                       cache=StageCache(settings.cache_path))
     items = [(r["path"], r["instruction"]) for r in rows]
@@ -206,7 +207,7 @@ def demo_command(
     console = Console()
     try:
         settings = BackboneSettings.from_env()
-        thresholds = ToolSettings.from_env().quality
+        tool_settings = ToolSettings.from_env()
     except (SettingsError, ValueError) as exc:  # pydantic's ValidationError is a ValueError
         typer.echo(f"error: {exc}", err=True)
         raise typer.Exit(2) from exc
@@ -233,7 +234,7 @@ def demo_command(
     by_name = {row.get("name"): row for row in load_manifest(manifest)}
     rows = [by_name[spec.name] for spec in wanted if spec.name in by_name]
     console.print(f"{len(rows)} clips, manifest {escape(str(manifest))}")
-    _evidence_table(rows, out, console, thresholds)
+    _evidence_table(rows, out, console, tool_settings.quality)
     if not settings.configured:
         # soft_wrap: the commands must stay copyable on one line in any terminal width
         console.print("\n[bold yellow]No reward was computed:[/] " + escape(settings.describe_missing()), soft_wrap=True)
@@ -241,4 +242,4 @@ def demo_command(
                       "agent, or score one:\n"
                       + escape(f"  raa score {rows[0]['path']} -i \"{rows[0]['instruction']}\" --stream"), soft_wrap=True)
         return
-    _score(rows, out, preset, concurrency, console)
+    _score(rows, out, preset, concurrency, console, settings, tool_settings)

@@ -173,3 +173,38 @@ def test_demo_prints_an_out_folder_with_brackets_as_written(tmp_path) -> None:
     assert f"Rendering the labelled sample clips into {out / 'clips'}" in res.output
     assert f"manifest {out / 'manifest.jsonl'}" in res.output
     assert f"Track overlays: {out / 'overlays'}/" in res.output
+
+
+def test_demo_scores_with_the_settings_it_read_at_start(tmp_path, monkeypatch) -> None:
+    """`_score` read the environment a second time: settings changed after the demo read them (here, while the
+    clips were rendered and measured) were the ones it scored with. Each is read once, at the edge."""
+    import graph.commands as commands
+    import graph.context as context
+    import graph.demo as demo
+    from graph.testing import ScriptedChatModel
+    from tests.graph_scripts import full_script
+
+    model = ScriptedChatModel(full_script())
+    scored_with, tools_with = [], []
+    monkeypatch.setattr(commands, "make_chat_model", lambda settings: scored_with.append(settings) or model)
+    loaded_toolbox = context.loaded_toolbox
+    monkeypatch.setattr(context, "loaded_toolbox",
+                        lambda tool_settings, config: tools_with.append(tool_settings) or loaded_toolbox(tool_settings,
+                                                                                                         config))
+    for name, value in (("RAA_BASE_URL", "http://127.0.0.1:9/v1"), ("RAA_MODEL", "scripted"), ("RAA_API_KEY", "EMPTY"),
+                        ("RAA_TRACES_PATH", str(tmp_path / "traces.sqlite")), ("RAA_CACHE_PATH", "off"),
+                        ("RAA_ENDPOINT_WAIT_S", "0"), ("RAA_VJEPA_MODEL", "given/vjepa")):
+        monkeypatch.setenv(name, value)
+    evidence_table = demo._evidence_table
+
+    def then_the_environment_changes(*args) -> None:
+        evidence_table(*args)
+        monkeypatch.setenv("RAA_MODEL", "changed-later")
+        monkeypatch.setenv("RAA_VJEPA_MODEL", "changed/later")
+
+    monkeypatch.setattr(demo, "_evidence_table", then_the_environment_changes)
+    res = runner.invoke(app, ["demo", "--out", str(tmp_path), "--limit", "1", "--preset", "no_wmreward"],
+                        env={"COLUMNS": "200"})
+    assert res.exit_code == 0, res.output
+    assert [s.model for s in scored_with] == ["scripted"] and "(scripted)" in res.output, res.output
+    assert [t.vjepa_model for t in tools_with] == ["given/vjepa"]
