@@ -50,7 +50,7 @@ from policy.world_model import Conditioning, FlowWorldModel
 from training.config import ConfigError, LRSchedule, TrainConfig
 from training.ds_config import check_ds_json, read_ds_config
 from training.numerics import cast_like_engine
-from training.run_dir import read_latest
+from training.run_dir import UNIVERSAL_SUFFIX, read_latest
 
 
 def deepspeed_config(cfg: TrainConfig, grad_accum_steps: int, *, load_universal: bool = False) -> dict[str, Any]:
@@ -277,10 +277,6 @@ def plain_tag(tag: str) -> bool:
     """Whether ``tag`` can name a folder in the checkpoint directory: not empty (a ``latest`` whose write was
     killed), not ``.`` / ``..``, no path separator (else the checkpoint directory itself or a folder outside it)."""
     return bool(tag) and tag not in (".", "..") and "/" not in tag and "\\" not in tag
-
-
-UNIVERSAL_SUFFIX = "_universal"
-"""``checkpoints/iter_NNNNNN_universal``: that checkpoint in DeepSpeed's universal format (training/reshard.py)."""
 
 
 def checkpoint_ranks(folder: Path) -> int:

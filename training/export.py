@@ -54,7 +54,7 @@ Decisions where the issue was silent:
   folder with fewer (or more) than the ranks its ``layout.json`` records is refused by name
   (``training.resume.incomplete_copy``): DeepSpeed's merge said only that it expected another number of
   ``*_optim_states.pt`` files, "possibly due to an overwrite", naming neither cause nor remedy. So is a save
-  killed part-way (``training.run_dir.unfinished_save``), which could read as a stage-0 checkpoint.
+  killed part-way, or a universal conversion (``training.run_dir.not_exportable``): each read as stage 0.
 * File settings (``dataset_file``, ``eval_dataset_file``, prompt images, a local ``model_path``) are stored
   as absolute paths (``config_io.absolute_paths``), so the export's prompts and base model resolve from any
   directory; a ``dataset_file`` that does not exist is an ExportError, not a path ``generate`` cannot open.
@@ -123,10 +123,10 @@ def consolidate(checkpoint_dir: Path, tag: str) -> dict[str, torch.Tensor]:
 
     from training.engine import checkpoint_ranks
     from training.resume import incomplete_copy
-    from training.run_dir import unfinished_save
+    from training.run_dir import not_exportable
 
     folder = checkpoint_dir / tag
-    if problem := unfinished_save(checkpoint_dir, tag) or incomplete_copy(folder):  # a killed save; one node's share
+    if problem := not_exportable(checkpoint_dir, tag) or incomplete_copy(folder):  # by name; one node's share
         raise ExportError(problem)
     try:
         if checkpoint_ranks(folder) == 0:  # ZeRO stage 0: one file holds the whole module

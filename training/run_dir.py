@@ -43,6 +43,8 @@ from training.config import ConfigError, TrainConfig
 LAYOUT_FILE = "layout.json"
 """``checkpoints/iter_NNNNNN/layout.json``: the layout (`training.resume.StateLayout`) of the launch that wrote
 it, written last, so it also marks a finished save."""
+UNIVERSAL_SUFFIX = "_universal"
+"""``checkpoints/iter_NNNNNN_universal``: that checkpoint in DeepSpeed's universal format (training/reshard.py)."""
 EARLIER_OUTPUTS = ("checkpoints", "final", "rollout_videos", "eval_videos", "tensorboard")
 """The folders of ``output_dir`` that ``overwrite_output_dir`` deletes before a fresh run starts (and the
 exports `tag_exports` finds)."""
@@ -95,6 +97,30 @@ def unfinished_save(ckpt_dir: Path, tag: str) -> str | None:
     done = finished_checkpoints(ckpt_dir)
     return (f"{ckpt_dir / tag} is a save killed part-way (no {LAYOUT_FILE}, which every save of this run writes when it "
             f"has finished): its files may be partial; finished checkpoints: {', '.join(done[-8:])}")
+
+
+def universal_checkpoint(ckpt_dir: Path, tag: str) -> str | None:
+    """Why ``tag`` cannot be exported when it is a universal conversion (``iter_NNNNNN_universal``, which
+    training/reshard.py writes for a resume on another number of GPUs or in another dtype), saying what to export
+    instead; None for another tag. The exporter reads ZeRO shard files or a stage-0 module file; a conversion has
+    neither (its weights are per-parameter files under ``zero/``), so it read as a stage-0 checkpoint and, after a
+    ZeRO-3 run, was said not to match the config's model."""
+    if not tag.endswith(UNIVERSAL_SUFFIX):
+        return None
+    source = tag.removesuffix(UNIVERSAL_SUFFIX)
+    what = (f"{ckpt_dir / tag} is a DeepSpeed universal checkpoint (training/reshard.py's conversion of {source}, "
+            "for a --resume on another number of GPUs), which the exporter does not read")
+    if (ckpt_dir / source).is_dir():
+        return f"{what}: export the checkpoint it was converted from, --tag {source}"
+    saved = checkpoint_tags(ckpt_dir)
+    return (f"{what}, and {source} is not in {ckpt_dir}: export a checkpoint that is (--tag; saved: "
+            f"{', '.join(saved[-8:]) or 'none'}), or resume from the conversion and export a checkpoint it saves")
+
+
+def not_exportable(ckpt_dir: Path, tag: str) -> str | None:
+    """Why checkpoint ``tag`` cannot be exported by its name alone: a universal conversion
+    (`universal_checkpoint`) or a save killed part-way (`unfinished_save`); None otherwise."""
+    return universal_checkpoint(ckpt_dir, tag) or unfinished_save(ckpt_dir, tag)
 
 
 def earlier_checkpoints(out_dir: Path) -> list[str]:
