@@ -11,11 +11,11 @@ Decisions where the issue was silent:
   one conditioning latent frame) both in the transformer input (first-frame replacement) and in
   the returned velocity, which is 0 there: an Euler or DynDiff step leaves them unchanged.
 * Only the transformer is a registered sub-module, so ``parameters()`` / ``state_dict()`` /
-  DeepSpeed see the trainable network alone; the VAE and the text encoder are frozen helpers
-  that still follow ``.to(device, dtype)``, ``.cpu()`` and ``.cuda()`` of this module. ``_apply`` carries
-  only the VAE: the text and CLIP encoders do not follow a dtype cast (``.float()``, ``.half()``,
-  ``.bfloat16()``) nor a move of a module that holds this one (DeepSpeed's ``.to(device)`` of its wrapper),
-  deliberately: with ``text_encoder: offload`` they stay in host memory (`training.models.text_encoder_on`).
+  DeepSpeed see the trainable network alone; the VAE and the text (and CLIP) encoders are frozen helpers
+  that follow ``.to(device, dtype)``, ``.cpu()``, ``.cuda()``, ``.float()``, ``.half()`` and ``.bfloat16()``
+  of this module, but the text and CLIP encoders not a move of a module that holds this one (DeepSpeed's
+  ``.to(device)`` of its wrapper), deliberately: with ``text_encoder: offload`` they stay in host memory
+  (`policy.frozen.FrozenHelpersModule` says how).
 * ``decode`` returns numpy uint8 [B, T, H, W, 3] (what the reward tools take).
 * Classifier-free guidance is optional (``velocity(..., guidance_scale=w)``, default 1 = off, one
   transformer pass): with w != 1 the conditional and the negative-prompt branch run as one pass over
@@ -50,6 +50,7 @@ from policy.checkpoint import (
     require_all_weights,
 )
 from policy.cosmos import TINY_COSMOS, build_cosmos_transformer, cosmos_text_dim, cosmos_velocity
+from policy.frozen import FrozenHelpersModule
 from policy.masks import check_binary_mask
 from policy.shapes import clip_latent_size
 from policy.text import HashTextEncoder, TextEncoder
@@ -151,7 +152,7 @@ def guided_velocity(v_cond: Tensor, v_uncond: Tensor, scale: float) -> Tensor:
     return v_uncond + scale * (v_cond - v_uncond)
 
 
-class FlowWorldModel(torch.nn.Module):
+class FlowWorldModel(FrozenHelpersModule):
     """A diffusers video transformer as a rectified-flow velocity field, plus its VAE and text encoder."""
 
     def __init__(
@@ -171,51 +172,13 @@ class FlowWorldModel(torch.nn.Module):
             raise ValueError(f"backend must be 'cosmos' or 'wan', got {backend!r}")
         self.backend: Backend = backend
         self.transformer = transformer
-        # Frozen helpers kept outside the module tree (see module docstring).
+        # Frozen helpers kept outside the module tree (policy/frozen.py).
         self._frozen: dict[str, object] = {"vae": vae, "text_encoder": text_encoder, "image_encoder": image_encoder}
         if vae is not None:
             vae.eval().requires_grad_(False)
         self.cond_frame_sigma = cond_frame_sigma
         self.num_train_timesteps = num_train_timesteps
         self.default_num_frames = default_num_frames
-
-    @property
-    def vae(self) -> torch.nn.Module | None:
-        return self._frozen["vae"]  # type: ignore[return-value]
-
-    @property
-    def text_encoder(self) -> TextEncoder | None:
-        return self._frozen["text_encoder"]  # type: ignore[return-value]
-
-    @property
-    def image_encoder(self) -> ClipImageEncoder | None:
-        """Wan 2.1 I2V's CLIP image encoder (`policy.wan_i2v`); None for the other checkpoints."""
-        return self._frozen["image_encoder"]  # type: ignore[return-value]
-
-    def _apply(self, fn, recurse: bool = True):  # noqa: D401 - torch hook
-        super()._apply(fn, recurse)
-        if self.vae is not None:
-            self.vae._apply(fn)
-        return self
-
-    def to(self, *args, **kwargs):
-        out = super().to(*args, **kwargs)
-        device, dtype, _, _ = torch._C._nn._parse_to(*args, **kwargs)
-        if self.text_encoder is not None:
-            self.text_encoder.to(device=device, dtype=dtype)
-        if self.image_encoder is not None:
-            self.image_encoder.to(device=device, dtype=dtype)
-        return out
-
-    def cpu(self):
-        """``.to("cpu")``: the prompt encoders move too (nn.Module.cpu goes through ``_apply`` only)."""
-        return self.to("cpu")
-
-    def cuda(self, device: int | torch.device | None = None):
-        """``.to(cuda device)``: the prompt encoders move too (nn.Module.cuda goes through ``_apply`` only)."""
-        if isinstance(device, int):
-            device = torch.device("cuda", device)
-        return self.to("cuda" if device is None else device)  # "cuda": the current device, as nn.Module.cuda
 
     # ------------------------------------------------------------------ velocity
     def velocity(self, x_t: Tensor, sigma: Tensor | float, cond: Conditioning, guidance_scale: float = 1.0) -> Tensor:

@@ -1,0 +1,94 @@
+"""The frozen helpers of `policy.world_model.FlowWorldModel` (VAE, text encoder, CLIP image encoder) and how they
+follow the module's device and dtype moves (split out of policy/world_model.py, which had reached its size limit).
+
+They are kept outside the module tree, so ``parameters()`` / ``state_dict()`` / DeepSpeed see the trainable
+transformer alone. The rules:
+
+* ``_apply`` carries the VAE, so every cast or move of the tree reaches it, a parent module's included.
+* The text and CLIP encoders follow this module's own ``.to(device, dtype)``, ``.cpu()``, ``.cuda()`` and its dtype
+  casts ``.float()``, ``.double()``, ``.half()``, ``.bfloat16()`` (all through `_encoders_to`), but not a move or
+  cast of a module that holds this one (DeepSpeed's ``.to(device)`` or ``.bfloat16()`` of its wrapper): with
+  ``text_encoder: offload`` they stay in host memory (`training.models.text_encoder_on`).
+
+Decision where the issue was silent: the dtype casts keep ``nn.Module``'s own meaning for the tree (floating-point
+tensors only; ``.to(dtype)`` also casts complex ones) and then cast the encoders as ``.to(dtype)`` does. They used to
+skip the text and CLIP encoders, which ``.to(dtype)`` casts.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Self
+
+import torch
+
+if TYPE_CHECKING:  # pragma: no cover
+    from policy.text import TextEncoder
+    from policy.wan_i2v import ClipImageEncoder
+
+
+class FrozenHelpersModule(torch.nn.Module):
+    """A module holding frozen helpers in ``_frozen`` (``vae``, ``text_encoder``, ``image_encoder``; None where
+    absent) that follow its moves as the module docstring says."""
+
+    _frozen: dict[str, object]
+
+    @property
+    def vae(self) -> torch.nn.Module | None:
+        return self._frozen["vae"]  # type: ignore[return-value]
+
+    @property
+    def text_encoder(self) -> TextEncoder | None:
+        return self._frozen["text_encoder"]  # type: ignore[return-value]
+
+    @property
+    def image_encoder(self) -> ClipImageEncoder | None:
+        """Wan 2.1 I2V's CLIP image encoder (`policy.wan_i2v`); None for the other checkpoints."""
+        return self._frozen["image_encoder"]  # type: ignore[return-value]
+
+    def _apply(self, fn, recurse: bool = True):  # noqa: D401 - torch hook
+        super()._apply(fn, recurse)
+        if self.vae is not None:
+            self.vae._apply(fn)
+        return self
+
+    def _encoders_to(self, device: torch.device | None, dtype: torch.dtype | None) -> None:
+        if self.text_encoder is not None:
+            self.text_encoder.to(device=device, dtype=dtype)
+        if self.image_encoder is not None:
+            self.image_encoder.to(device=device, dtype=dtype)
+
+    def to(self, *args, **kwargs):
+        out = super().to(*args, **kwargs)
+        device, dtype, _, _ = torch._C._nn._parse_to(*args, **kwargs)
+        self._encoders_to(device, dtype)
+        return out
+
+    def cpu(self):
+        """``.to("cpu")``: the prompt encoders move too (nn.Module.cpu goes through ``_apply`` only)."""
+        return self.to("cpu")
+
+    def cuda(self, device: int | torch.device | None = None):
+        """``.to(cuda device)``: the prompt encoders move too (nn.Module.cuda goes through ``_apply`` only)."""
+        if isinstance(device, int):
+            device = torch.device("cuda", device)
+        return self.to("cuda" if device is None else device)  # "cuda": the current device, as nn.Module.cuda
+
+    def float(self) -> Self:
+        """nn.Module.float, and the prompt encoders cast as ``.to(torch.float32)`` casts them."""
+        return self._cast(super().float(), torch.float32)
+
+    def double(self) -> Self:
+        """nn.Module.double, and the prompt encoders cast as ``.to(torch.float64)`` casts them."""
+        return self._cast(super().double(), torch.float64)
+
+    def half(self) -> Self:
+        """nn.Module.half, and the prompt encoders cast as ``.to(torch.float16)`` casts them."""
+        return self._cast(super().half(), torch.float16)
+
+    def bfloat16(self) -> Self:
+        """nn.Module.bfloat16, and the prompt encoders cast as ``.to(torch.bfloat16)`` casts them."""
+        return self._cast(super().bfloat16(), torch.bfloat16)
+
+    def _cast(self, out: Self, dtype: torch.dtype) -> Self:
+        self._encoders_to(None, dtype)
+        return out
