@@ -8,7 +8,8 @@ server's per-request image limit shows here, not in the first run) and, under `R
 one tool-calling request (the model should call `view_frames`); the trace database and the stage cache
 (usable SQLite files, or creatable; a warning when on a network filesystem, where SQLite's WAL mode is
 unsafe); video I/O (an mp4 written and read back); the motion tracker and
-the V-JEPA 2 weights (present where the settings point, or in the Hugging Face cache); the tool
+the V-JEPA 2 weights (present where the settings point, or in the Hugging Face cache, and every weight of the
+model by name: graph/model_files.py); the tool
 service (`GET /healthz`, then `/v1/info`) when `RAA_TOOLS_URL` is set: an info request it refuses (a wrong or
 missing `RAA_TOOLS_TOKEN`) is a problem, as every preset with a tool then stops at start; a service without
 surprise (`--no-surprise`) is a warning, as only the WMReward presets stop.
