@@ -96,3 +96,14 @@ def test_a_token_ending_in_a_space_is_refused_at_the_edge(tmp_path, token):
     with pytest.raises(ValueError, match="the service token ends in a space"):
         create_app(ToolSettings(), tmp_path, token=token, tracker=LKTracker(), enable_surprise=False)
     assert ToolSettings(tools_token=" s3cret").token() == " s3cret"  # a leading space travels (and is kept)
+
+
+def test_the_noise_thresholds_are_read_from_the_environment():
+    """`min_neighbour_correlation` and `min_noise_flatness` could only be set in code, while every other quality
+    threshold had its RAA_QUALITY_* variable: a user whose clips read as static could not tune them."""
+    s = ToolSettings.from_env({"RAA_QUALITY_MIN_NEIGHBOUR_CORRELATION": "0.1", "RAA_QUALITY_MIN_NOISE_FLATNESS": " 0.45 "})
+    assert s.quality.min_neighbour_correlation == 0.1 and s.quality.min_noise_flatness == 0.45
+    with pytest.raises(ValueError, match=r"RAA_QUALITY_MIN_NOISE_FLATNESS='2'"):
+        ToolSettings.from_env({"RAA_QUALITY_MIN_NOISE_FLATNESS": "2"})
+    with pytest.raises(ValueError, match=r"RAA_QUALITY_MIN_NEIGHBOUR_CORRELATION='-3'"):
+        ToolSettings.from_env({"RAA_QUALITY_MIN_NEIGHBOUR_CORRELATION": "-3"})
