@@ -5,7 +5,7 @@ This is the edge: the agent's endpoint comes from `BackboneSettings.from_env()` 
 
 Decisions where the issue was silent:
 - Exit codes: 0 done; 2 configuration or input error (unset endpoint, bad manifest, unknown preset); 1 run not
-  found. `raa eval reward` without a judge endpoint still scores and tabulates, with every row unjudged (a
+  found; 3 `raa eval world-model` got no answer to any question (no accuracy; `evals.eval_views`). `raa eval reward` without a judge endpoint still scores and tabulates, with every row unjudged (a
   later rerun with RAA_JUDGE_* set judges them without rescoring).
 - `raa eval reward` shares one backbone (one stage cache), one toolbox and one trace database across presets.
 - Run reports draw track overlays with the Lucas-Kanade tracker (no weights to load for a picture).
@@ -234,6 +234,7 @@ def world_model_command(
     out: Annotated[Path, typer.Option("--out", "-o", help="Output folder (vqa.json).")],
     concurrency: Annotated[int, typer.Option(min=1, help="Requests in flight.")] = 8,
 ) -> None:
+    from evals.eval_views import show_vqa
     from evals.vqa import VQAManifestError, load_vqa_manifest, run_vqa, write_vqa_report
     from graph.backbone import Backbone
     from graph.cache import StageCache
@@ -249,17 +250,8 @@ def world_model_command(
     report = asyncio.run(run_vqa(items, backbone, concurrency=concurrency, long_side=settings.image_long_side,
                                  quality=settings.jpeg_quality))
     path = write_vqa_report(report, out)
-    t = Table(title="World-model VQA (question-level accuracy)")
-    for col in ("Task", "Questions", "Correct", "No answer", "Accuracy"):
-        t.add_column(col)
-    for task, row in report.by_task.items():
-        t.add_row(task, str(int(row["questions"])), str(int(row["correct"])), str(int(row["failed"])),
-                  f"{row['accuracy']:.2f}")
-    t.add_row("Domain", str(report.questions), str(report.correct), str(report.failed), f"{report.domain:.2f}")
-    _console().print(t)
-    if report.failed:
-        _console().print(f"{report.failed} questions had no answer (counted as incorrect); see {path}")
-    _console().print(f"wrote {path}")
+    if code := show_vqa(report, path, _console()):  # no answer at all: no accuracy, the reasons (evals.eval_views)
+        raise typer.Exit(code)
 
 
 @eval_app.command("compare", help="Pair two score-batch outputs (e.g. trained vs base policy) and compare rewards.")

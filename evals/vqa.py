@@ -12,12 +12,18 @@ question is one backbone call (prompt `prompts/vqa.md`, stage `vqa`) with the qu
 frames (all of a clip under 8 frames; the prompt says how many), the backbone's temperature (`raa eval
 world-model` sets it to 0, greedy, whatever RAA_TEMPERATURE says) and a one-field answer schema.
 Domain = 100 * correct / questions (question-level accuracy); the per-task breakdown uses the same ratio.
+With no answer at all (every question failed), there is no accuracy: Domain is None (null in vqa.json), and
+so is the accuracy of each task none of whose questions was answered.
 
 Decisions where the issue was silent:
 - A question whose call fails after the backbone's retries, or whose video cannot be decoded, is counted
   as answered incorrectly (the denominator never shrinks, so failures cannot raise the score) and listed
   with its error; `failed` reports how many, overall and per task (`by_task`), so a task whose video could
-  not be decoded does not read as one the model answered wrongly.
+  not be decoded does not read as one the model answered wrongly. `failure_reasons` counts them by reason.
+- No answer at all (an endpoint down, no video decodable): Domain is None, not 0.0, since a score computed
+  from no answer is no measurement; `raa eval world-model` then prints the reasons instead of a table and
+  exits 3. A task none of whose questions was answered has accuracy None for the same reason (it read 0.00
+  beside its "No answer" count); its questions still count as incorrect in a Domain that has answers.
 - The backbone's stage cache (settings) is used, so rerunning an interrupted evaluation repeats no call.
 - Any other exception of one question's call (an unexpected error inside the backbone; the stage cache's
   unreadable entries are misses, `graph.cache.lookup`) also fails only that question, named with its type,
@@ -39,7 +45,7 @@ import json
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from langchain_core.messages import BaseMessage, HumanMessage, SystemMessage
 from pydantic import BaseModel, Field
@@ -99,16 +105,19 @@ class QuestionResult:
 class VQAReport:
     """Question-level accuracy overall and per task."""
 
-    domain: float
-    """100 * correct / questions."""
+    domain: float | None
+    """100 * correct / questions; None when no question was answered (module docstring)."""
     questions: int
     """Questions asked."""
     correct: int
     """Questions answered correctly."""
     failed: int
     """Questions without an answer (counted as incorrect)."""
-    by_task: dict[str, dict[str, float]] = field(default_factory=dict)
-    """task -> {questions, correct, failed, accuracy} (failed: without an answer, counted as incorrect)."""
+    by_task: dict[str, dict[str, float | None]] = field(default_factory=dict)
+    """task -> {questions, correct, failed, accuracy} (failed: without an answer, counted as incorrect;
+    accuracy None when none of the task's questions was answered)."""
+    failure_reasons: list[dict[str, Any]] = field(default_factory=list)
+    """Questions without an answer by reason (`failure_reasons`): {reason, questions, first}, most first."""
     results: list[QuestionResult] = field(default_factory=list)
     """Every question's outcome."""
     usage: dict[str, int] = field(default_factory=dict)
@@ -160,19 +169,42 @@ def vqa_messages(system_prompt: str, question: str, image_blocks: Sequence[dict]
     return [SystemMessage(content=system_prompt), HumanMessage(content=content)]
 
 
+def accuracy(questions: int, correct: int, failed: int) -> float | None:
+    """100 * correct / questions, or None when none of the questions was answered (module docstring)."""
+    return 100.0 * correct / questions if questions > failed else None
+
+
+def _reason(error: str | None) -> str:
+    """The kind of a failure: the backbone fault's kind ("transport"), or "video: <exception type>"."""
+    parts = (error or "no reason recorded").split(": ")
+    return ": ".join(parts[:2]) if parts[0] == "video" and len(parts) > 2 else parts[0]
+
+
+def failure_reasons(results: Sequence[QuestionResult]) -> list[dict[str, Any]]:
+    """Questions without an answer grouped by `_reason`: {reason, questions, first error}, most questions first
+    (ties by reason); pure."""
+    groups: dict[str, list[str]] = {}
+    for r in results:
+        if r.answer is None:
+            groups.setdefault(_reason(r.error), []).append(r.error or "no reason recorded")
+    return [{"reason": k, "questions": len(v), "first": v[0]}
+            for k, v in sorted(groups.items(), key=lambda kv: (-len(kv[1]), kv[0]))]
+
+
 def summarize(results: Sequence[QuestionResult]) -> VQAReport:
     """Domain accuracy and the per-task breakdown from question results (pure)."""
-    by_task: dict[str, dict[str, float]] = {}
+    by_task: dict[str, dict[str, float | None]] = {}
     for r in results:
-        t = by_task.setdefault(r.task, {"questions": 0, "correct": 0, "failed": 0, "accuracy": 0.0})
+        t = by_task.setdefault(r.task, {"questions": 0, "correct": 0, "failed": 0, "accuracy": None})
         t["questions"] += 1
         t["correct"] += int(r.correct)
         t["failed"] += int(r.answer is None)
     for t in by_task.values():
-        t["accuracy"] = 100.0 * t["correct"] / t["questions"]
+        t["accuracy"] = accuracy(int(t["questions"]), int(t["correct"]), int(t["failed"]))
     n, correct = len(results), sum(int(r.correct) for r in results)
-    return VQAReport(domain=100.0 * correct / n if n else 0.0, questions=n, correct=correct,
-                     failed=sum(1 for r in results if r.answer is None), by_task=dict(sorted(by_task.items())),
+    failed = sum(1 for r in results if r.answer is None)
+    return VQAReport(domain=accuracy(n, correct, failed), questions=n, correct=correct, failed=failed,
+                     by_task=dict(sorted(by_task.items())), failure_reasons=failure_reasons(results),
                      results=list(results))
 
 

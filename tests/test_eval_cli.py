@@ -302,3 +302,36 @@ def test_world_model_decodes_greedily_whatever_raa_temperature_says(env, monkeyp
         {"question": "Does the block move right?", "answer": "yes"}]}) + "\n")
     assert runner.invoke(eval_cli.eval_app, ["world-model", "-m", "vqa.jsonl", "-o", "wm"]).exit_code == 0
     assert seen == [0.0]
+
+
+def test_world_model_without_a_single_answer_reports_no_accuracy(env):
+    """Every question failed (here: videos that do not decode; an endpoint down reads the same): the command
+    printed "Domain ... 0.00" and exited 0, a score computed from no answer. Now it says no question was
+    answered and why, writes vqa.json with domain null, prints no accuracy, and exits 3 (no result, as `raa
+    score` on an ineligible result)."""
+    root, model = env
+    (root / "bad.mp4").write_bytes(b"not a video")
+    (root / "vqa.jsonl").write_text(json.dumps({"path": "bad.mp4", "task": "push", "questions": [
+        {"question": "Does the block move right?", "answer": "yes"},
+        {"question": "Does the block fly?", "answer": "no"}]}) + "\n")
+    out = runner.invoke(eval_cli.eval_app, ["world-model", "-m", "vqa.jsonl", "-o", "wm"])
+    assert out.exit_code == 3, (out.output, out.exception)
+    assert "no question was answered (2 of 2 had no answer): no Domain accuracy" in out.output
+    assert re.search(r"video: \w+Error: 2 questions, first: video: ", out.output), out.output
+    assert "0.00" not in out.output and "Accuracy" not in out.output  # no table, no figure
+    report = json.loads((root / "wm" / "vqa.json").read_text())
+    assert report["domain"] is None and report["failed"] == 2 and report["by_task"]["push"]["accuracy"] is None
+    assert model.calls_for("vqa") == []
+
+
+def test_world_model_with_some_answers_counts_the_rest_as_incorrect(env):
+    root, _ = env
+    (root / "bad.mp4").write_bytes(b"not a video")
+    rows = [{"path": "a.mp4", "task": "push", "questions": [{"question": "Does the block move right?", "answer": "yes"}]},
+            {"path": "bad.mp4", "task": "fly", "questions": [{"question": "Does the block fly?", "answer": "no"}]}]
+    (root / "vqa.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    out = runner.invoke(eval_cli.eval_app, ["world-model", "-m", "vqa.jsonl", "-o", "wm"])
+    assert out.exit_code == 0, (out.output, out.exception)
+    assert re.search(r"Domain\W+2\W+1\W+1\W+50\.00", out.output), out.output
+    assert re.search(r"fly\W+1\W+0\W+1\W+-", out.output), out.output  # no answer in this task: no accuracy
+    assert "1 questions had no answer (counted as incorrect)" in out.output and "video: " in out.output

@@ -8,7 +8,14 @@ import json
 import numpy as np
 import pytest
 
-from evals.vqa import VQAManifestError, load_vqa_manifest, run_vqa, summarize, write_vqa_report
+from evals.vqa import (
+    QuestionResult,
+    VQAManifestError,
+    load_vqa_manifest,
+    run_vqa,
+    summarize,
+    write_vqa_report,
+)
 from graph.backbone import Backbone
 from graph.testing import ScriptedChatModel
 from tests.disk_faults import half_then_full_disk
@@ -70,7 +77,7 @@ def test_summarize_pure():
     rep = summarize(rs)
     assert rep.domain == 50.0 and rep.by_task == {"t": {"questions": 1, "correct": 1, "failed": 0, "accuracy": 100.0},
                                                   "u": {"questions": 1, "correct": 0, "failed": 0, "accuracy": 0.0}}
-    assert summarize([]).domain == 0.0
+    assert summarize([]).domain is None  # no question, no accuracy (it read 0.0)
 
 
 @pytest.mark.parametrize("row,match", [
@@ -203,3 +210,31 @@ def test_each_task_says_how_many_of_its_questions_had_no_answer(manifest, tmp_pa
     assert report.by_task["pick"]["failed"] == 1 and report.by_task["push"]["failed"] == 1
     saved = json.loads(write_vqa_report(report, tmp_path / "out").read_text())
     assert saved["by_task"]["push"] == {"questions": 3, "correct": 1, "failed": 1, "accuracy": pytest.approx(100 / 3)}
+
+
+def test_no_answer_at_all_gives_no_accuracy(tmp_path):
+    """Every question failed (an endpoint down, videos that do not decode): Domain read 0.0, a figure computed
+    from no answer. Now it is None overall and for each task without an answer, with the reasons counted."""
+    results = [QuestionResult("/v/a.mp4", "pick", "q1", "yes", None, False, "transport: connection refused"),
+               QuestionResult("/v/a.mp4", "pick", "q2", "no", None, False, "transport: connection refused"),
+               QuestionResult("/v/b.mp4", "push", "q3", "yes", None, False,
+                              "video: VideoDecodeError: cannot decode /v/b.mp4")]
+    report = summarize(results)
+    assert report.domain is None and (report.questions, report.correct, report.failed) == (3, 0, 3)
+    assert [t["accuracy"] for t in report.by_task.values()] == [None, None]
+    assert report.failure_reasons == [
+        {"reason": "transport", "questions": 2, "first": "transport: connection refused"},
+        {"reason": "video: VideoDecodeError", "questions": 1, "first": "video: VideoDecodeError: cannot decode /v/b.mp4"}]
+    saved = json.loads(write_vqa_report(report, tmp_path).read_text())
+    assert saved["domain"] is None and saved["by_task"]["push"]["accuracy"] is None
+
+
+def test_a_partial_failure_still_counts_as_incorrect():
+    """One answer is enough for an accuracy: the failed questions stay in the denominator (documented)."""
+    results = [QuestionResult("/v/a.mp4", "pick", "q1", "yes", "yes", True),
+               QuestionResult("/v/a.mp4", "pick", "q2", "no", None, False, "transport: timeout"),
+               QuestionResult("/v/b.mp4", "push", "q3", "yes", None, False, "video: EmptyVideoError: no frames")]
+    report = summarize(results)
+    assert report.domain == pytest.approx(100 / 3) and report.by_task["pick"]["accuracy"] == 50.0
+    assert report.by_task["push"]["accuracy"] is None  # a task without an answer has no accuracy either
+    assert [r["reason"] for r in report.failure_reasons] == ["transport", "video: EmptyVideoError"]
