@@ -215,11 +215,13 @@ def eval_report_command(
                                                 help="Trace database (default RAA_TRACES_PATH).")] = None,
     overwrite: Annotated[bool, typer.Option(help="Rewrite existing run reports.")] = False,
 ) -> None:
+    from evals.eval_views import no_rows
     from evals.report_index import input_errors, write_eval_index
 
     traces_path = traces or Path(_backbone_settings(require_endpoint=False).traces_path)
-    try:
-        index = write_eval_index(directory, traces_path=traces_path, overwrite=overwrite)
+    try:  # no row: say so, exit 0, as `raa eval draws` (the page says it too)
+        index = write_eval_index(directory, traces_path=traces_path, overwrite=overwrite,
+                                 on_empty=lambda note: _console().print(no_rows(note, "report"), highlight=False))
     except input_errors() as exc:
         raise _fail(str(exc)) from exc
     except OSError as exc:  # DIR/reports or a page that cannot be written: one line, not a traceback
@@ -267,11 +269,17 @@ def compare_command(
                                              "(score-batch --draw K into one output).")] = None,
 ) -> None:
     from evals.compare import CompareError, compare, most_changed
+    from evals.eval_views import empty_sides
 
     try:
         result = compare(a, b, pair_by=pair_by, seed=seed, draw=draw)
     except CompareError as exc:
         raise _fail(str(exc)) from exc
+    console = _console()
+    if empty := empty_sides(result):  # exit 0 as `raa eval draws`: a table of zeros said nothing of why
+        for line in empty:
+            console.print(line, highlight=False)
+        return _write_json(json_out, result.as_dict(), console)
     t = Table(title="Rewards per side (mean over eligible rows)")
     for col in ("Side", "Rows", "Scored", "Zero", "Inelig.", "Mean reward", "Scored by"):
         t.add_column(col)
@@ -280,7 +288,6 @@ def compare_command(
         scorers = "\n".join(label if n == side.rows else f"{label} ({n})" for label, n in side.scorers.items())
         t.add_row(f"{name}: {side.path}", str(side.rows), str(side.scored), str(side.zero), str(side.ineligible), mean,
                   scorers)
-    console = _console()
     console.print(t)
     if result.pairs_scored_differently:
         console.print(f"warning: {result.pairs_scored_differently} of the {result.n} compared pairs were "

@@ -25,6 +25,7 @@ from rich.table import Table
 if TYPE_CHECKING:  # pragma: no cover
     from rich.console import Console
 
+    from evals.compare import Comparison
     from evals.vqa import VQAReport
 
 NO_ANSWER_EXIT = 3
@@ -73,6 +74,12 @@ def show_vqa(report: VQAReport, path: Path, console: Console) -> int:
     return 0
 
 
-def no_rows(path: Path | str, what: str) -> str:
-    """The line for a results file without rows: "no rows in PATH: nothing to WHAT"."""
-    return f"no rows in {path}: nothing to {what}"
+def no_rows(note: str, what: str) -> str:
+    """The line for results without rows: "NOTE: nothing to WHAT" (NOTE: "no rows in FILE", ...)."""
+    return f"{note}: nothing to {what}"
+
+
+def empty_sides(result: Comparison) -> list[str]:
+    """A "no rows in FILE: nothing to compare" line per side of `raa eval compare` without rows (none: both
+    sides have rows)."""
+    return [no_rows(f"no rows in {side.path}", "compare") for side in (result.a, result.b) if not side.rows]

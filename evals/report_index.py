@@ -21,6 +21,10 @@ Decisions where the issue was silent:
   count every row results.jsonl keeps, earlier manifests' too, and disagree with the run's table.md.
   Deleting the file (or rerunning `raa eval reward`) is the way to index every row. A summary.json
   without `paths` (written before it named the run's clips) still scopes nothing, as before.
+- A results.jsonl without rows, or none of the clips and presets summary.json names, still gets its page,
+  whose header line says so (`empty_note`), and `on_empty` hears it (`raa eval report` prints "no rows in
+  FILE: nothing to report", exit 0, as `raa eval draws`): the page had empty tables and "0 clips", and the
+  command said only where it wrote it.
 - Rewards and mean rewards are shown as the judge sees them (`evals.report_html.reward_text`): with 3
   decimals a scored 0.0004 read "0.000" beside its "scored" badge, though F+ counts it as positive.
 """
@@ -128,10 +132,18 @@ def read_scope(summary: Path) -> tuple[set[str], set[str]] | None:
     return fields["paths"], fields["presets"]
 
 
+def empty_note(results: Path, summary: Path | None) -> str:
+    """Why an index has no row: "no rows in RESULTS" (`summary` None), or none of the clips and presets
+    SUMMARY names."""
+    return f"no rows in {results}" + ("" if summary is None else f" of the clips and presets {summary} names")
+
+
 def write_eval_index(out_dir: str | Path, *, traces_path: str | Path | None = None,
                      tracker: MotionTracker | None = None, overwrite: bool = False,
-                     on_report: Callable[[Path], None] | None = None) -> Path:
-    """Write DIR/index.html (and DIR/reports/*.html for runs found in `traces_path`); returns the index path."""
+                     on_report: Callable[[Path], None] | None = None,
+                     on_empty: Callable[[str], None] | None = None) -> Path:
+    """Write DIR/index.html (and DIR/reports/*.html for runs found in `traces_path`); returns the index path.
+    Without a row to show, `on_empty` gets `empty_note` (full paths) before anything is written."""
     from evals.reliability import results_rows
     from evals.report import render_run_report, safe_name
 
@@ -145,6 +157,9 @@ def write_eval_index(out_dir: str | Path, *, traces_path: str | Path | None = No
     if scope is not None:  # the last run's table
         paths, chosen = scope
         rows = [r for r in rows if r["path"] in paths and r["preset"] in chosen]
+    scoped_out = Path("summary.json") if keyed else None  # rows, but none of the last run's
+    if not rows and on_empty is not None:
+        on_empty(empty_note(results, out / scoped_out if scoped_out else None))
     presets = [p for p in PAPER_ORDER if any(r["preset"] == p for r in rows)]
     metrics = all_metrics(rows, presets) if presets else []
 
@@ -199,6 +214,8 @@ def write_eval_index(out_dir: str | Path, *, traces_path: str | Path | None = No
     if skipped:  # their clips and presets are not in the table: say so rather than shrink N silently
         note += f"; {skipped} line{'s' if skipped > 1 else ''} of results.jsonl {'are' if skipped > 1 else 'is'} " \
                 "not result rows (skipped)"
+    if not rows:
+        note = f"{empty_note(Path(results.name), scoped_out)}; {note}"
     name = out.resolve().name  # "." (run inside the folder) has no name of its own
     body = (f"<h1 id=\"eval-header\">Reward reliability: {esc(name)}</h1>"
             f"<div class=\"muted\">{len(clips)} clips × {len(presets)} presets · {esc(note)}</div>"
