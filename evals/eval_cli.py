@@ -143,6 +143,7 @@ def reward_command(
 ) -> None:
     from evals.judge import JudgeSettings
     from evals.reliability import AgentScorer, ManifestError, load_eval_manifest, run_reward_eval
+    from evals.report_html import reward_text
     from evals.table import PAPER_ORDER, ordered_presets
     from graph.backbone import Backbone
     from graph.batch import scorer_of
@@ -184,7 +185,7 @@ def reward_command(
     def on_row(row: dict) -> None:
         done[0] += 1
         verdict = (row.get("judge") or {}).get("status")
-        reward = "-" if row["reward"] is None else f"{row['reward']:.4f}"  # as `raa score`, `raa runs`; rows keep it whole
+        reward = reward_text(row["reward"])  # a tiny positive one never reads 0 (evals.eval_views); rows keep it whole
         _console().print(f"[{done[0]}] {row['preset']:<16} {Path(row['path']).name:<32} reward={reward} "
                          f"judge={verdict}", highlight=False)
 
@@ -269,7 +270,7 @@ def compare_command(
                                              "(score-batch --draw K into one output).")] = None,
 ) -> None:
     from evals.compare import CompareError, compare, most_changed
-    from evals.eval_views import empty_sides
+    from evals.eval_views import changed_table, empty_sides, mean_text, sides_table
 
     try:
         result = compare(a, b, pair_by=pair_by, seed=seed, draw=draw)
@@ -280,15 +281,7 @@ def compare_command(
         for line in empty:
             console.print(line, highlight=False)
         return _write_json(json_out, result.as_dict(), console)
-    t = Table(title="Rewards per side (mean over eligible rows)")
-    for col in ("Side", "Rows", "Scored", "Zero", "Inelig.", "Mean reward", "Scored by"):
-        t.add_column(col)
-    for name, side in (("A", result.a), ("B", result.b)):
-        mean = "-" if side.mean_reward is None else f"{side.mean_reward:.4f}"
-        scorers = "\n".join(label if n == side.rows else f"{label} ({n})" for label, n in side.scorers.items())
-        t.add_row(f"{name}: {side.path}", str(side.rows), str(side.scored), str(side.zero), str(side.ineligible), mean,
-                  scorers)
-    console.print(t)
+    console.print(sides_table(result))
     if result.pairs_scored_differently:
         console.print(f"warning: {result.pairs_scored_differently} of the {result.n} compared pairs were "
                       "scored by another preset, model or temperature on each side: their difference measures the "
@@ -312,18 +305,12 @@ def compare_command(
     if result.n:
         ci = "-" if result.ci95 is None else f"[{result.ci95[0]:+.4f}, {result.ci95[1]:+.4f}]"
         p = "-" if result.p_sign is None else f"{result.p_sign:.3g}"
-        console.print(f"n = {result.n}: mean A {result.mean_a:.4f}, mean B {result.mean_b:.4f}, "
+        console.print(f"n = {result.n}: mean A {mean_text(result.mean_a)}, mean B {mean_text(result.mean_b)}, "
                       f"A - B {result.mean_diff:+.4f}, 95% bootstrap CI {ci}; "
                       f"wins/ties/losses {result.wins}/{result.ties}/{result.losses}, sign test p = {p}")
         shown = most_changed(result.by_instruction, instructions) if len(result.by_instruction) > 1 else []
         if shown:
-            t = Table(title=f"Most changed instructions ({len(shown)} of {len(result.by_instruction)})")
-            for col in ("Instruction", "n", "Mean A", "Mean B", "A - B"):
-                t.add_column(col, overflow="fold" if col == "Instruction" else None)
-            for r in shown:
-                t.add_row(r["instruction"], str(r["n"]), f"{r['mean_a']:.4f}", f"{r['mean_b']:.4f}",
-                          f"{r['mean_diff']:+.4f}")
-            console.print(t)
+            console.print(changed_table(shown, len(result.by_instruction)))
     else:
         console.print("no pair with two eligible rewards: nothing to compare")
         if result.hint:
@@ -339,6 +326,7 @@ def draws_command(
                                                "holds several).")] = None,
 ) -> None:
     from evals.draws import DrawsError, clip_labels, shown_preset, summarize_draws
+    from evals.eval_views import draw_rewards
 
     try:
         s = summarize_draws(results, preset)
@@ -364,9 +352,7 @@ def draws_command(
         for col in ("Clip", "Rewards by draw", "Range"):
             t.add_column(col)
         for c, label in zip(s.most_variable, clip_labels(s.most_variable), strict=True):
-            rewards = " ".join(f"{r:.3f}" + ("" if st == "scored" else f"({st})")
-                               for r, st in zip(c["rewards"], c["statuses"], strict=True))
-            t.add_row(label, rewards, f"{c['range']:.4f}")
+            t.add_row(label, draw_rewards(c["rewards"], c["statuses"]), f"{c['range']:.4f}")
         console.print(t)
     else:
         console.print("no clip with two eligible draws: nothing to measure")

@@ -9,18 +9,23 @@ Decisions where the issues were silent:
 - A results file without rows (`no_rows`) is said in one line naming it, exit 0: nothing failed, there is
   nothing to measure (as `raa eval draws` on an empty file).
 - A single reward is printed by `evals.report_html.reward_text` (3 decimals, a positive reward that would read
-  0.000 in scientific notation; it is plain text): the progress lines of `raa eval reward` printed 4 decimals,
-  so a scored 0.00004 read "reward=0.0000", and `raa eval draws` printed a clip's draws with 3. Means keep
-  their fixed 4 decimals: a mean is no reward F+ counts, and one that small (under 0.00005) is a set of
-  zeros with a crumb of reward, which 0.0000 beside its row counts describes.
+  0.000 in scientific notation; it is plain text), as the judge and the HTML pages show it: the progress lines
+  of `raa eval reward` printed 4 decimals, so a scored 0.00004 read "reward=0.0000", and `raa eval draws`
+  printed a clip's draws with 3, so 0.0004 read "0.000". Means (`raa eval compare`) keep 4 decimals, which
+  they need to tell two sides apart, so a mean of 0.0004 prints 0.0004; but a positive mean under 0.00005
+  read 0.0000, and the mean of one pair or one eligible row is a single reward, so `mean_text` switches
+  to scientific notation there as `reward_text` does. Signed differences (A - B, the interval) and spreads
+  (`raa eval draws`' std and ranges) are no reward and keep their fixed decimals.
 """
 
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from rich.table import Table
+
+from evals.report_html import reward_text
 
 if TYPE_CHECKING:  # pragma: no cover
     from rich.console import Console
@@ -83,3 +88,40 @@ def empty_sides(result: Comparison) -> list[str]:
     """A "no rows in FILE: nothing to compare" line per side of `raa eval compare` without rows (none: both
     sides have rows)."""
     return [no_rows(f"no rows in {side.path}", "compare") for side in (result.a, result.b) if not side.rows]
+
+
+def mean_text(value: float | None) -> str:
+    """A mean of rewards with 4 decimals, or a dash; a positive one that would read "0.0000" in scientific
+    notation (as `reward_text` does with 3): the mean of one tiny reward is that reward."""
+    if value is None:
+        return "-"
+    shown = f"{value:.4f}"
+    return f"{value:.2e}" if value > 0 and float(shown) == 0 else shown
+
+
+def sides_table(result: Comparison) -> Table:
+    """`raa eval compare`'s rows, statuses, mean reward and scorers per side."""
+    t = Table(title="Rewards per side (mean over eligible rows)")
+    for col in ("Side", "Rows", "Scored", "Zero", "Inelig.", "Mean reward", "Scored by"):
+        t.add_column(col)
+    for name, side in (("A", result.a), ("B", result.b)):
+        scorers = "\n".join(label if n == side.rows else f"{label} ({n})" for label, n in side.scorers.items())
+        t.add_row(f"{name}: {side.path}", str(side.rows), str(side.scored), str(side.zero), str(side.ineligible),
+                  mean_text(side.mean_reward), scorers)
+    return t
+
+
+def changed_table(shown: list[dict[str, Any]], total: int) -> Table:
+    """`raa eval compare`'s instructions whose mean reward changed most (`evals.compare.most_changed`)."""
+    t = Table(title=f"Most changed instructions ({len(shown)} of {total})")
+    for col in ("Instruction", "n", "Mean A", "Mean B", "A - B"):
+        t.add_column(col, overflow="fold" if col == "Instruction" else None)
+    for r in shown:
+        t.add_row(r["instruction"], str(r["n"]), mean_text(r["mean_a"]), mean_text(r["mean_b"]),
+                  f"{r['mean_diff']:+.4f}")
+    return t
+
+
+def draw_rewards(rewards: list[float], statuses: list[str]) -> str:
+    """A clip's rewards by draw for `raa eval draws` (`reward_text`), a draw that is not "scored" marked."""
+    return " ".join(reward_text(r) + ("" if st == "scored" else f"({st})") for r, st in zip(rewards, statuses, strict=True))

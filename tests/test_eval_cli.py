@@ -15,6 +15,7 @@ from typer.testing import CliRunner
 import evals.eval_cli as eval_cli
 import graph.commands as graph_commands
 from evals.judge import RewardJudge
+from evals.report_html import reward_text
 from graph.context import AgentTools
 from graph.testing import ScriptedChatModel
 from tools.motion import LKTracker
@@ -230,15 +231,16 @@ def test_eval_reward_stops_at_start_when_a_presets_tool_cannot_load(env, monkeyp
 
 
 def test_eval_reward_progress_lines_round_rewards_but_rows_keep_them(env, monkeypatch):
-    """The progress lines printed the raw float (`reward=0.9749999999999999`); they now show 4 decimals, as
-    `raa score` and `raa runs` do, while results.jsonl keeps the reward as computed."""
+    """The progress lines printed the raw float (`reward=0.9749999999999999`); they now show it as the reports
+    and the judge do (`reward_text`: 3 decimals, a tiny positive one in scientific notation), while
+    results.jsonl keeps the reward as computed."""
     root, _ = env
     result = runner.invoke(eval_cli.eval_app, ["reward", "-m", "m.jsonl", "-o", "ev", "--presets", "direct,full"])
     assert result.exit_code == 0, result.output
     shown = re.findall(r"^\[\d+\] .* reward=(\S+) judge=", result.output, flags=re.MULTILINE)
-    assert len(shown) == 4 and all(re.fullmatch(r"\d\.\d{4}|-", s) for s in shown), shown
+    assert len(shown) == 4 and all(re.fullmatch(r"\d\.\d{3}|-", s) for s in shown), shown
     rows = [json.loads(x) for x in (root / "ev" / "results.jsonl").read_text().splitlines()]
-    assert sorted(shown) == sorted("-" if r["reward"] is None else f"{r['reward']:.4f}" for r in rows)
+    assert sorted(shown) == sorted(reward_text(r["reward"]) for r in rows)
     assert all(r["reward"] is None or isinstance(r["reward"], float) for r in rows)
 
 
