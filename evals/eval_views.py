@@ -115,7 +115,7 @@ def changed_table(shown: list[dict[str, Any]], total: int) -> Table:
     """`raa eval compare`'s instructions whose mean reward changed most (`evals.compare.most_changed`)."""
     t = Table(title=f"Most changed instructions ({len(shown)} of {total})")
     for col in ("Instruction", "n", "Mean A", "Mean B", "A - B"):
-        t.add_column(col, overflow="fold" if col == "Instruction" else None)
+        t.add_column(col, overflow="fold")  # as the console's default: long instructions wrap, never cut
     for r in shown:
         t.add_row(r["instruction"], str(r["n"]), mean_text(r["mean_a"]), mean_text(r["mean_b"]),
                   f"{r['mean_diff']:+.4f}")

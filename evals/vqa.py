@@ -193,18 +193,17 @@ def failure_reasons(results: Sequence[QuestionResult]) -> list[dict[str, Any]]:
 
 def summarize(results: Sequence[QuestionResult]) -> VQAReport:
     """Domain accuracy and the per-task breakdown from question results (pure)."""
-    by_task: dict[str, dict[str, float | None]] = {}
+    counts: dict[str, list[int]] = {}  # task -> [questions, correct, failed]
     for r in results:
-        t = by_task.setdefault(r.task, {"questions": 0, "correct": 0, "failed": 0, "accuracy": None})
-        t["questions"] += 1
-        t["correct"] += int(r.correct)
-        t["failed"] += int(r.answer is None)
-    for t in by_task.values():
-        t["accuracy"] = accuracy(int(t["questions"]), int(t["correct"]), int(t["failed"]))
+        c = counts.setdefault(r.task, [0, 0, 0])
+        c[0], c[1], c[2] = c[0] + 1, c[1] + int(r.correct), c[2] + int(r.answer is None)
+    by_task: dict[str, dict[str, float | None]] = {
+        task: {"questions": q, "correct": k, "failed": f, "accuracy": accuracy(q, k, f)}
+        for task, (q, k, f) in sorted(counts.items())}
     n, correct = len(results), sum(int(r.correct) for r in results)
     failed = sum(1 for r in results if r.answer is None)
     return VQAReport(domain=accuracy(n, correct, failed), questions=n, correct=correct, failed=failed,
-                     by_task=dict(sorted(by_task.items())), failure_reasons=failure_reasons(results),
+                     by_task=by_task, failure_reasons=failure_reasons(results),
                      results=list(results))
 
 
