@@ -170,7 +170,7 @@ def judge_system_prompt() -> str:
 
 def format_reward(reward: float | None, status: str) -> str:
     """How the reward is shown to the judge."""
-    from evals.report_html import reward_text
+    from graph.reward_format import reward_text
 
     if reward is None:
         return "no reward was produced (the evaluation was ineligible)"

@@ -31,9 +31,10 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from evals.report_frames import FrameStore, load_frames, track_span, wanted_indices
-from evals.report_html import badge, esc, figure, fmt, line_chart, page, reward_text, section, table
+from evals.report_html import badge, esc, figure, fmt, line_chart, page, section, table
 from graph.config import PRESETS, SWITCHES, AgentConfig, preset_switches
 from graph.nodes.tracking import grid_side, track_frames
+from graph.reward_format import reward_text
 from graph.routes import expected_nodes
 from tools.jsonl import write_text_atomic
 

@@ -69,16 +69,6 @@ def fmt(value: float | None, digits: int = 3) -> str:
     return "-" if value is None else f"{value:.{digits}f}"
 
 
-def reward_text(value: float | None) -> str:
-    """A reward (or a mean of rewards) with 3 decimals, or a dash; a positive one that would read "0.000" (a
-    direct score of 0.0004) in scientific notation: F+ counts it as positive, so no page or judge may show it
-    as a zero. The judge's prompt, the index and the run report all show rewards this way."""
-    if value is None:
-        return "-"
-    shown = f"{value:.3f}"
-    return f"{value:.2e}" if value > 0 and float(shown) == 0 else shown
-
-
 _PAD_LEFT = 52
 """Left margin of the charts (room for the y ticks)."""
 

@@ -25,7 +25,7 @@ Decisions where the issue was silent:
   whose header line says so (`empty_note`), and `on_empty` hears it (`raa eval report` prints "no rows in
   FILE: nothing to report", exit 0, as `raa eval draws`): the page had empty tables and "0 clips", and the
   command said only where it wrote it.
-- Rewards and mean rewards are shown as the judge sees them (`evals.report_html.reward_text`): with 3
+- Rewards and mean rewards are shown as the judge sees them (`graph.reward_format.reward_text`): with 3
   decimals a scored 0.0004 read "0.000" beside its "scored" badge, though F+ counts it as positive.
 """
 
@@ -36,8 +36,9 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from evals.report_html import badge, esc, page, reward_text, section, table
+from evals.report_html import badge, esc, page, section, table
 from evals.table import DISPLAY_NAMES, PAPER_ORDER, all_metrics
+from graph.reward_format import reward_text
 from tools.jsonl import write_text_atomic
 
 if TYPE_CHECKING:  # pragma: no cover

@@ -39,6 +39,7 @@ from rich.table import Table
 
 from graph.backbone import default_chat_model
 from graph.endpoint import preflight
+from graph.reward_format import reward_text
 from graph.reward_limits import DEFAULT_MAX_BODY_MB, DEFAULT_MAX_CONCURRENCY, DEFAULT_MAX_ITEMS
 from graph.settings import BackboneSettings, SettingsError
 from graph.tracing import describe_update, open_async_saver, printable
@@ -102,7 +103,7 @@ def _build_agent(settings: BackboneSettings, preset: str, checkpointer: Any, dra
 
 def _result_table(result: Any) -> Table:
     table = Table(title=f"run {result.run_id}", show_header=False)
-    reward = "⊥ (ineligible)" if result.reward is None else f"{result.reward:.4f}"
+    reward = "⊥ (ineligible)" if result.reward is None else reward_text(result.reward)
     rows = [("reward", reward), ("status", result.status), ("preset", result.preset)]
     rows += [(k, "-" if v is None else (f"{v:.3f}" if isinstance(v, float) else str(v)))
              for k, v in (("T", result.T), ("P", result.P), ("V", result.V), ("failure", result.failure),

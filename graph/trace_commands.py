@@ -16,6 +16,7 @@ from rich.table import Table
 from rich.text import Text
 
 from graph.commands import run_table
+from graph.reward_format import reward_text
 from graph.tracing import (
     RUN_STATUSES,
     RunNotFoundError,
@@ -109,7 +110,7 @@ def runs_command(
 def _run_cells(run: RunTrace, full: bool) -> list[str]:
     """The no-wrap cells of a run's row in `raa runs`: run id, updated, preset, status, reward (and steps)."""
     stamp = run.updated[:19].replace("T", " ")
-    reward = "-" if run.reward is None else f"{run.reward:.4f}"
+    reward = reward_text(run.reward)
     cells = [run.run_id, stamp if full else stamp[5:16], run.preset, run.status, reward]
     return cells + [str(len(run.steps))] if full else cells
 
@@ -156,7 +157,7 @@ def trace_command(
         return
     v = trace.values
     _out.print(f"run {run_id}  video={printable(v.get('video', '-'))}  preset={trace.preset or '-'}  "
-               f"status={trace.status}  reward={'-' if trace.reward is None else f'{trace.reward:.4f}'}", highlight=False, soft_wrap=True)
+               f"status={trace.status}  reward={reward_text(trace.reward)}", highlight=False, soft_wrap=True)
     typer.echo(f"instruction: {printable(str(v.get('instruction', ''))[:300])}")
     rows = [step_row(i, step) for i, step in enumerate(trace.steps)]
     if _out.width >= TRACE_TABLE_MIN_WIDTH:

@@ -26,7 +26,7 @@ def test_runs_and_trace_read_the_trace_database(monkeypatch, tmp_path) -> None:
     res = runner.invoke(app, ["runs"], env={"COLUMNS": "200"})
     assert res.exit_code == 0, res.output
     assert res.output.index("run-bbb") < res.output.index("run-aaa")
-    assert "a.mp4" in res.output and "0.6200" in res.output and "incomplete" in res.output
+    assert "a.mp4" in res.output and "0.620" in res.output and "incomplete" in res.output
 
     res = runner.invoke(app, ["trace", "run-aaa"], env={"COLUMNS": "250"})
     assert res.exit_code == 0, res.output
@@ -159,7 +159,7 @@ def test_runs_at_80_columns_keeps_each_run_on_one_line(monkeypatch, tmp_path) ->
     for run_id in run_ids:
         row = next(line for line in lines if run_id in line)
         assert "no_visual_verify" in row and "scored" in row and re.search(r"\d\d-\d\d \d\d:\d\d", row), row
-        assert re.search(r"\b0\.\d{4}\b", row), row
+        assert re.search(r"\b0\.\d{3}\b", row), row  # graph.reward_format: 3 decimals
         assert "a_rather_" in row, row  # the start of the clip name, on the run's line
 
 
