@@ -66,7 +66,13 @@ from graph.state import AgentState, ToolExchange
 
 MOTION_OFF = "motion evidence is off in this preset"
 """Why a plan's track request is not run when the preset has no motion evidence."""
-MOTION_TOOL = "- track_motion(start_frame, end_frame, points): point tracks with overlays and a motion summary;"
+
+
+def motion_tool_text(cap: int) -> str:
+    """The track_motion line of the inspect prompt, with the per-round cap the loop enforces (`tool_call`):
+    the model is told this limit as it is told the round limit and the frame budget."""
+    return ("- track_motion(start_frame, end_frame, points): point tracks with overlays and a motion summary; "
+            f"at most {cap} track_motion calls per round (later ones in a round are not run);")
 
 
 def _opening(state: AgentState) -> str:
@@ -86,7 +92,7 @@ async def conversation(state: AgentState, ctx: RunContext) -> list[BaseMessage]:
     meta = state["meta"]
     messages: list[BaseMessage] = [
         system("inspect", n_frames=meta["frames"], fps=f"{float(meta['fps']):g}",
-               motion_tool=MOTION_TOOL if cfg.motion else "",
+               motion_tool=motion_tool_text(TRACKS_PER_ROUND) if cfg.motion else "",
                access=access_text(int(meta["frames"]), list(state["sample"]), cfg.nearby_extra),
                max_rounds=cfg.max_tool_rounds, frame_budget=cfg.frame_budget,
                coordinates=coordinates_text(ctx, meta)),
@@ -179,7 +185,7 @@ async def _plan(state: AgentState, ctx: RunContext, step: Step) -> dict[str, Any
     cfg = ctx.config
     messages = [system("plan", n_frames=meta["frames"], frame_budget=cfg.frame_budget,
                        access=access_text(int(meta["frames"]), list(state["sample"]), cfg.nearby_extra),
-                       motion_hint=" and up to 2 motion-track requests" if cfg.motion else "",
+                       motion_hint=f" and up to {TRACKS_PER_ROUND} motion-track requests" if cfg.motion else "",
                        coordinates=coordinates_text(ctx, meta)),
                 human(_opening(state))]
     plan = await ctx.backbone.astructured("plan", InspectionPlan, messages, step.usage)
