@@ -27,6 +27,7 @@ from typing import Literal, get_args
 from graph.config import AgentConfig, InspectMode
 from graph.run_claims import FOREIGN_CLAIM_MAX_AGE_S
 from tools.coords import Coordinates
+from tools.env_numbers import number_text_error
 
 StructuredMethod = Literal["json_schema", "function_calling", "json_mode"]
 TraceDurability = Literal["exit", "async", "sync"]
@@ -63,6 +64,9 @@ def env_number(env: Mapping[str, str], var: str, kind: type[int] | type[float]) 
     raw = env.get(var, "").strip()
     if not raw:
         return None
+    why = number_text_error(raw, kind)  # "1_0" and "١٠" parse as 10: a typo taken silently
+    if why is not None:
+        raise SettingsError(f"{var}={raw!r} {why}")
     try:
         return kind(raw)
     except ValueError as exc:

@@ -42,10 +42,11 @@ from __future__ import annotations
 import os
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Literal
+from typing import Literal, get_args
 
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError, field_validator
 
+from tools.env_numbers import number_text_error
 from tools.extra import EXTRA_SHORT_SIDE
 from tools.motion.base import TRACK_SHORT_SIDE
 from tools.quality import QualityThresholds
@@ -53,6 +54,8 @@ from tools.surprise import SURPRISE_SHORT_SIDE
 
 _SECRET_VARS = frozenset({"RAA_TOOLS_TOKEN"})
 _PATH_VARS = frozenset({"RAA_VJEPA_MODEL", "RAA_COTRACKER_CHECKPOINT", "RAA_COTRACKER_HUB_DIR"})
+_SIDES = ("surprise_short_side", "track_short_side", "extra_short_side")
+"""The frame sizes that also take "full" (None: decode at full size)."""
 
 
 class ToolSettingsError(ValueError):
@@ -76,6 +79,29 @@ def named_errors(exc: ValidationError, variables: Mapping[tuple[str | int, ...],
         else:
             parts.append(f"{var}={env[var].strip()[:100]!r}: {reason}")
     return "invalid RAA_* setting: " + "; ".join(parts)
+
+
+def _number_kind(model: type[BaseModel], field: str) -> type[int] | type[float] | None:
+    """int or float when ``model``'s field holds one (optional or not), else None."""
+    annotation = model.model_fields[field].annotation
+    kinds = {annotation} | set(get_args(annotation))
+    return int if int in kinds else float if float in kinds else None
+
+
+def _number_errors(env: Mapping[str, str], fields: Mapping[str, tuple[type[BaseModel], str]]) -> dict[str, str]:
+    """``VAR='value': why`` by variable, for each set variable of a number field (``fields``: variable ->
+    (model, field)) whose text is not a plainly written number (`tools.env_numbers`); "full" of a frame size
+    is its own word, not a number."""
+    bad = {}
+    for var, (model, field) in fields.items():
+        raw = env.get(var, "").strip()
+        kind = _number_kind(model, field)
+        if not raw or kind is None or (field in _SIDES and raw.lower() == "full"):
+            continue
+        why = number_text_error(raw, kind)
+        if why is not None:
+            bad[var] = f"{var}={raw[:100]!r}: {why}"
+    return bad
 
 
 def check_token_text(token: str, name: str = "RAA_TOOLS_TOKEN") -> str:
@@ -174,15 +200,24 @@ class ToolSettings(BaseModel):
         quality = {field: value(var) for var, field in quality_vars.items() if env.get(var, "").strip()}
         if quality:
             values["quality"] = quality
-        for name in ("surprise_short_side", "track_short_side", "extra_short_side"):
+        for name in _SIDES:
             if values.get(name, "").lower() == "full":
                 values[name] = None
+        bad = _number_errors(env, {var: (cls, field) for var, field in simple.items()}
+                             | {var: (QualityThresholds, field) for var, field in quality_vars.items()})
+        for var in bad:  # named once, by the plain-number rule, not again by pydantic
+            values.pop(simple.get(var, ""), None)
+            values.get("quality", {}).pop(quality_vars.get(var, ""), None)
         variables: dict[tuple[str | int, ...], str] = {(field,): var for var, field in simple.items()}
         variables.update({("quality", field): var for var, field in quality_vars.items()})
         try:
-            return cls(**values)
+            settings = cls(**values)
         except ValidationError as exc:
-            raise ToolSettingsError(named_errors(exc, variables, env)) from exc
+            rest = named_errors(exc, variables, env).removeprefix("invalid RAA_* setting: ")
+            raise ToolSettingsError("invalid RAA_* setting: " + "; ".join([*bad.values(), rest])) from exc
+        if bad:
+            raise ToolSettingsError("invalid RAA_* setting: " + "; ".join(bad.values()))
+        return settings
 
     def token(self) -> str | None:
         """The bearer token as plain text (None when unset)."""
