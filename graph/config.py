@@ -13,7 +13,10 @@ Decisions where the issue was silent:
   uniform frame sample in reflect and shows its summary and overlays there.
 - Explicit switch overrides may be given next to a preset:
   `AgentConfig(preset="full", audit=False)` keeps `preset="full"` as a label but wires without audit;
-  `AgentConfig.from_preset(name, **overrides)` is the same thing spelled out.
+  `AgentConfig.from_preset(name, **overrides)` is the same thing spelled out. The settings that differ from
+  the preset's (`config_overrides`) are recorded beside the label: in the result (`overrides`), the trace
+  state, and `raa runs` (preset "full+") / `raa trace`; the label stays the paper's name, by which tables
+  group and `--preset` filters.
 - Without the structured report (`direct`, or `structured=False`) every other module is off, and so are the
   switches a run records; a switch turned on explicitly next to it is refused (nothing would run it).
 - `nearby_extra` may lower the design's 16-frame allowance for long clips but not raise it (as
@@ -201,6 +204,16 @@ class AgentConfig:
     def with_overrides(self, **changes: object) -> AgentConfig:
         """A copy with some fields replaced (validated again)."""
         return replace(self, **changes)  # type: ignore[arg-type]
+
+
+def config_overrides(cfg: ResolvedConfig) -> dict[str, bool | int | str]:
+    """The settings of `cfg` that differ from its preset's (the preset's switches, `AgentConfig`'s defaults
+    for the rest), by name: what the result and the trace record beside the preset label, so a run of
+    `AgentConfig(preset="full", audit=False)` is not read as one of `full`. Empty for the plain preset."""
+    expected: dict[str, object] = {f.name: f.default for f in fields(AgentConfig) if f.name not in SWITCHES}
+    expected.update(preset_switches(cfg.preset))
+    return {f.name: getattr(cfg, f.name) for f in fields(cfg)
+            if f.name != "preset" and getattr(cfg, f.name) != expected[f.name]}
 
 
 @dataclass(frozen=True)

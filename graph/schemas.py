@@ -361,6 +361,9 @@ class RewardResult(_Record):
                                          "decisions), also the last entries of reasons.")
     run_id: str = Field(default="", description="Thread id of the run's trace.")
     preset: str = Field(default="", description="Preset label.")
+    overrides: dict[str, bool | int | str] = Field(
+        default_factory=dict, description="Settings that differ from the preset's (`graph.config.config_overrides`); "
+                                          "empty for the plain preset.")
     usage: dict[str, int] = Field(default_factory=dict, description="calls, images, input_tokens, output_tokens.")
     trace_saved: bool = Field(default=True, description="False when the run's trace could not be saved (the "
                                                          "result stands; its last reason and note say why).")

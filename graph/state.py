@@ -165,6 +165,9 @@ class AgentState(TypedDict, total=False):
     switches: dict[str, bool]
     """Module switches the graph was built with (the preset's, with any explicit overrides such as
     `AgentConfig(preset="full", audit=False)`), so a report can tell an override from the preset."""
+    overrides: dict[str, Any]
+    """The settings that differ from the preset's (`graph.config.config_overrides`; empty for the plain preset):
+    switches and caps, so two runs labelled with one preset can be told apart."""
     meta: dict[str, Any]
     """Video metadata: frames, fps, width, height (upright), duration, rotation (display quarter turns)."""
     sample: list[int]

@@ -80,7 +80,7 @@ def runs_command(
     if json_out:
         for run in runs:
             typer.echo(strict_dumps({"run_id": run.run_id, "updated": run.updated, "preset": run.preset,
-                                   "status": run.status, "reward": run.reward, "reasons": run.reasons,
+                                   "overrides": run.overrides, "status": run.status, "reward": run.reward, "reasons": run.reasons,
                                    "video": run.values.get("video"), "instruction": run.values.get("instruction"),
                                    "steps": len(run.steps)}, default=str))
         return
@@ -111,9 +111,16 @@ def _run_cells(run: RunTrace, full: bool) -> list[str]:
     """The no-wrap cells of a run's row in `raa runs`: run id, updated, preset, status, reward (and steps)."""
     stamp = run.updated[:19].replace("T", " ")
     reward = reward_text(run.reward)
-    cells = [run.run_id, stamp if full else stamp[5:16], run.preset, run.status, reward]
+    cells = [run.run_id, stamp if full else stamp[5:16], run.preset_text, run.status, reward]
     return cells + [str(len(run.steps))] if full else cells
 
+
+def _preset_text(trace: RunTrace) -> str:
+    """The preset in `raa trace`'s header: with the settings the run overrode, e.g. "full+ (audit=False)"."""
+    if not trace.preset:
+        return "-"
+    extra = ", ".join(f"{k}={v}" for k, v in trace.overrides.items())
+    return f"{trace.preset_text} ({printable(extra)})" if extra else trace.preset
 
 def _room(heads: tuple[str, ...], rows: list[list[str]], width: int) -> int:
     """The characters the full runs table leaves for the video and "why" columns' text beside its no-wrap
@@ -156,7 +163,7 @@ def trace_command(
                                "reward": trace.reward, "values": trace.values}, default=str))
         return
     v = trace.values
-    _out.print(f"run {run_id}  video={printable(v.get('video', '-'))}  preset={trace.preset or '-'}  "
+    _out.print(f"run {run_id}  video={printable(v.get('video', '-'))}  preset={_preset_text(trace)}  "
                f"status={trace.status}  reward={reward_text(trace.reward)}", highlight=False, soft_wrap=True)
     typer.echo(f"instruction: {printable(str(v.get('instruction', ''))[:300])}")
     rows = [step_row(i, step) for i, step in enumerate(trace.steps)]

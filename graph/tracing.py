@@ -220,6 +220,17 @@ class RunTrace:
         return str(self.values.get("preset") or (self.result or {}).get("preset") or "")
 
     @property
+    def overrides(self) -> dict[str, Any]:
+        """The settings that differ from the run's preset (from its state, or its result); empty for the plain
+        preset and for runs recorded before overrides were kept."""
+        return dict(self.values.get("overrides") or (self.result or {}).get("overrides") or {})
+
+    @property
+    def preset_text(self) -> str:
+        """The preset as `raa runs` shows it: "full+" when the run overrode some of the preset's settings."""
+        return self.preset + ("+" if self.overrides else "")
+
+    @property
     def reasons(self) -> list[str]:
         """The result's reasons: why it is zero or ineligible, or a scored run's requirement lines (empty for an
         incomplete run)."""

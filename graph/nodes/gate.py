@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from graph.config import config_overrides
 from graph.context import RunContext
 from graph.gate import gate_reward, score_mapping
 from graph.nodes.common import Step
@@ -34,11 +35,11 @@ def build_result(state: AgentState, ctx: RunContext, run_id: str) -> tuple[Rewar
     faults = list(state.get("faults", []))
     if faults and reused_thread(state):  # the channels hold the earlier run's faults, notes and usage
         base: dict[str, Any] = {"run_id": run_id, "preset": ctx.config.preset, "usage": dict.fromkeys(USAGE_KEYS, 0),
-                                "notes": []}
+                                "notes": [], "overrides": config_overrides(ctx.config)}
         return RewardResult(status="ineligible", reward=None, reasons=[faults[-1].reason()], **base), \
             {"eligible": False}
     usage = {k: int((state.get("usage") or {}).get(k, 0)) for k in USAGE_KEYS}
-    base = {"run_id": run_id, "preset": ctx.config.preset, "usage": usage}
+    base = {"run_id": run_id, "preset": ctx.config.preset, "usage": usage, "overrides": config_overrides(ctx.config)}
     notes = list(state.get("notes", []))
     base["notes"] = notes
     if faults:

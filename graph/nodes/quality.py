@@ -29,6 +29,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from graph.config import config_overrides
 from graph.context import RunContext
 from graph.nodes.background import start_evidence
 from graph.nodes.common import InputFault, Step
@@ -74,7 +75,7 @@ async def quality(state: AgentState, ctx: RunContext, step: Step) -> dict[str, A
         # the run's channels (steps, faults, usage, audits, the frozen contract) would carry over into the new one
         raise InputFault(f"this thread already holds a run ({len(state.get('steps') or [])} steps); score a new "
                          "input on a new thread id (the run id)")
-    update: dict[str, Any] = {"preset": cfg.preset, "switches": cfg.switches(),
+    update: dict[str, Any] = {"preset": cfg.preset, "switches": cfg.switches(), "overrides": config_overrides(cfg),
                               "zero": False}
     if step.thread_id and not state.get("run_id"):
         update["run_id"] = step.thread_id
