@@ -41,3 +41,15 @@ def test_score_table_shows_a_tiny_scored_reward_as_positive() -> None:
     console.print(_result_table(TINY))
     out = console.export_text()
     assert "4.00e-05" in out and "0.0000" not in out, out
+
+
+def test_trace_decisions_show_a_tiny_direct_reward_as_positive(clip) -> None:
+    """The direct and gate steps' decisions (`raa trace`'s decision column) follow the same rule: the gate's
+    read "scored: R = 0.0000" and direct's "direct reward 0.000" for a scored 0.00004."""
+    from graph_scripts import full_script, make_agent, nodes, run
+
+    agent, _ = make_agent("direct", full_script(direct=[{"reward": 0.00004, "rationale": "barely"}]))
+    out = run(agent, clip)
+    assert out["result"].status == "scored" and nodes(out)[-2:] == ["direct", "gate"]
+    decisions = {s["node"]: s["decision"] for s in out["steps"]}
+    assert decisions["direct"] == "direct reward 4.00e-05" and decisions["gate"] == "scored: R = 4.00e-05", decisions

@@ -106,7 +106,7 @@ def test_full_run_stream_and_trace_show_every_item(monkeypatch, tmp_path) -> Non
             assert re.findall(r"^    audit     (\d)$", out, re.M) == ["0", "0", "1"]
             assert "view_crop({'frame': 16, 'box': [0.1, 0.2, 0.6, 0.7]}): frame 16 crop [0.1, 0.2, 0.6, 0.7]" in out
             assert "track_motion({'start_frame': 0, 'end_frame': 32, 'points': []}): tracked frames 0..32" in out
-        texts = ("f16[0.10,0.20,0.60,0.70]", "scored: R = 0.9750", "reward=0.975", "eligible=True", "V=0.750")
+        texts = ("f16[0.10,0.20,0.60,0.70]", "scored: R = 0.975", "reward=0.975", "eligible=True", "V=0.750")
         texts += () if table else ("round 1: view_frames, view_crop, track_motion", "showing frames [10, 20]",
                                    "issues: missing [], invented 0, contradictions 1", "Prediction surprise",
                                    "eligible=True failure=False unverifiable=False gated=True T=1.000 P=1.000 "

@@ -10,6 +10,7 @@ from typing import Any
 
 from graph.context import RunContext
 from graph.nodes.common import Step, human, instruction_block, system
+from graph.reward_format import reward_text
 from graph.schemas import DirectScore
 from graph.state import AgentState
 
@@ -22,5 +23,5 @@ async def direct(state: AgentState, ctx: RunContext, step: Step) -> dict[str, An
     out = await ctx.backbone.astructured("direct", DirectScore, [system("direct"), human(text, blocks)],
                                          step.usage)
     step.frames = sample
-    step.decision = f"direct reward {out.reward:.3f}"
+    step.decision = f"direct reward {reward_text(out.reward)}"
     return {"direct": out}

@@ -18,6 +18,7 @@ from graph.config import config_overrides
 from graph.context import RunContext
 from graph.gate import gate_reward, score_mapping
 from graph.nodes.common import Step
+from graph.reward_format import reward_text
 from graph.schemas import RewardResult, RewardStatus
 from graph.state import AgentState
 
@@ -94,5 +95,5 @@ async def gate(state: AgentState, ctx: RunContext, step: Step) -> dict[str, Any]
     run_id = state.get("run_id") or step.thread_id
     result, inputs = build_result(state, ctx, run_id)
     step.gate_inputs = inputs
-    step.decision = f"{result.status}: R = " + ("⊥" if result.reward is None else f"{result.reward:.4f}")
+    step.decision = f"{result.status}: R = " + ("⊥" if result.reward is None else reward_text(result.reward))
     return {"result": result}
