@@ -143,13 +143,13 @@ def reward_command(
 ) -> None:
     from evals.judge import JudgeSettings
     from evals.reliability import AgentScorer, ManifestError, load_eval_manifest, run_reward_eval
-    from evals.report_html import reward_text
     from evals.table import PAPER_ORDER, ordered_presets
     from graph.backbone import Backbone
     from graph.batch import scorer_of
     from graph.builder import default_checkpointer
     from graph.cache import StageCache
     from graph.commands import make_chat_model
+    from graph.reward_format import reward_text
 
     try:
         chosen = ordered_presets(PAPER_ORDER if presets.strip() == "all" else presets.split(","))

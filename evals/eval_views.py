@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING, Any
 
 from rich.table import Table
 
-from evals.report_html import reward_text
+from graph.reward_format import reward_text
 
 if TYPE_CHECKING:  # pragma: no cover
     from rich.console import Console
