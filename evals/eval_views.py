@@ -8,7 +8,7 @@ Decisions where the issues were silent:
   null, every question with its error), so the reasons can be read there too.
 - A results file without rows (`no_rows`) is said in one line naming it, exit 0: nothing failed, there is
   nothing to measure (as `raa eval draws` on an empty file).
-- A single reward is printed by `evals.report_html.reward_text` (3 decimals, a positive reward that would read
+- A single reward is printed by `graph.reward_format.reward_text` (3 decimals, a positive reward that would read
   0.000 in scientific notation; it is plain text), as the judge and the HTML pages show it: the progress lines
   of `raa eval reward` printed 4 decimals, so a scored 0.00004 read "reward=0.0000", and `raa eval draws`
   printed a clip's draws with 3, so 0.0004 read "0.000". Means (`raa eval compare`) keep 4 decimals, which

@@ -209,11 +209,13 @@ class AgentConfig:
 def config_overrides(cfg: ResolvedConfig) -> dict[str, bool | int | str]:
     """The settings of `cfg` that differ from its preset's (the preset's switches, `AgentConfig`'s defaults
     for the rest), by name: what the result and the trace record beside the preset label, so a run of
-    `AgentConfig(preset="full", audit=False)` is not read as one of `full`. Empty for the plain preset."""
+    `AgentConfig(preset="full", audit=False)` is not read as one of `full`. Empty for the plain preset. The
+    draw is no setting (which sample of the same configuration's answers a run takes; rows record it as
+    `draw`), so a run of draw 3 is not "full+"."""
     expected: dict[str, object] = {f.name: f.default for f in fields(AgentConfig) if f.name not in SWITCHES}
     expected.update(preset_switches(cfg.preset))
     return {f.name: getattr(cfg, f.name) for f in fields(cfg)
-            if f.name != "preset" and getattr(cfg, f.name) != expected[f.name]}
+            if f.name not in ("preset", "draw") and getattr(cfg, f.name) != expected[f.name]}
 
 
 @dataclass(frozen=True)

@@ -15,8 +15,8 @@ from typer.testing import CliRunner
 import evals.eval_cli as eval_cli
 import graph.commands as graph_commands
 from evals.judge import RewardJudge
-from evals.report_html import reward_text
 from graph.context import AgentTools
+from graph.reward_format import reward_text
 from graph.testing import ScriptedChatModel
 from tools.motion import LKTracker
 

@@ -1,4 +1,4 @@
-"""A tiny positive reward never reads as zero in `raa eval` outputs (`evals.report_html.reward_text` for a single
+"""A tiny positive reward never reads as zero in `raa eval` outputs (`graph.reward_format.reward_text` for a single
 reward, `evals.eval_views.mean_text` for a mean): F+ counts it as positive, and "0.0000" / "0.000" beside it
 said it was a zero."""
 
