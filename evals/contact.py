@@ -14,7 +14,16 @@ import math
 
 import numpy as np
 
-from evals.scenes import FINGER_HALF, HALF
+from evals.scenes import (
+    BOX_HALF,
+    BOX_WALL,
+    BOX_WALL_HALF_HEIGHT,
+    FINGER_HALF,
+    HALF,
+    Layout,
+    SceneStates,
+    scene_xml,
+)
 
 CONTACT_GAP = 0.001
 """Clearance left between the fingers and a pushed object (m): touching at a frame's resolution."""
@@ -89,3 +98,63 @@ def grasp_closed(shape: str, yaw: float) -> float:
         else:
             hi = mid
     return hi
+
+
+def fingers_clear_path(layout: Layout, grip: np.ndarray, opening: np.ndarray, gap: float = 0.002) -> bool:
+    """True when neither finger (grown by ``gap``) overlaps an object or a container wall in any frame (``grip``
+    [T,3] tool centres, ``opening`` [T] finger offsets; the objects where the layout puts them). Footprints are
+    compared only where a finger's bottom is below the obstacle's top: a scripted motion that must touch nothing
+    (a missed grasp or push) is checked with it before it is used."""
+    bottom = grip[:, 2] - FINGER_HALF[2]
+    for obj in layout.objects:
+        for t in np.flatnonzero(bottom < obj.pos[2] + HALF + gap):
+            if fingers_overlap(obj.shape, obj.yaw, grip[t, :2] - np.asarray(obj.pos[:2]), float(opening[t]), gap):
+                return False
+    if layout.container is not None:
+        (bx, by), w, th = layout.container[1], BOX_HALF, BOX_WALL
+        walls = ((bx + w, by, th, w + th), (bx - w, by, th, w + th), (bx, by + w, w + th, th), (bx, by - w, w + th, th))
+        low = bottom < 2 * BOX_WALL_HALF_HEIGHT + gap
+        for side in (-1.0, 1.0):
+            fx = grip[:, 0] + side * opening
+            for cx, cy, sx, sy in walls:
+                hit = ((np.abs(fx - cx) < FINGER_HALF[0] + sx + gap) & (np.abs(grip[:, 1] - cy) < FINGER_HALF[1] + sy + gap))
+                if np.any(hit & low):
+                    return False
+    return True
+
+
+def finger_penetration(layout: Layout, states: SceneStates, targets: tuple[str, ...] = ("box", "objects", "table"),
+                       skip_object: int | None = None) -> float:
+    """Deepest penetration (m, 0 when none) of either finger into the ``targets`` over a clip, from MuJoCo's signed
+    geom distances on the scene as rendered (``mj_geomDistance``: the scene's ``contype=0`` turns off contacts, not
+    the distance query). ``box``: the container's walls and floor; ``objects``: every object except ``skip_object``
+    (the one the script grasps); ``table``: the table top."""
+    import mujoco
+
+    model = mujoco.MjModel.from_xml_string(scene_xml(layout))
+    data = mujoco.MjData(model)
+    names = [model.geom(i).name for i in range(model.ngeom)]
+    geoms = [i for i, n in enumerate(names) if ("box" in targets and n.startswith("box"))
+             or ("table" in targets and n == "table")]
+    if "objects" in targets:
+        for k in range(len(layout.objects)):
+            if k != skip_object:
+                body = model.body(f"obj{k}")
+                geoms += range(body.geomadr[0], body.geomadr[0] + body.geomnum[0])
+    fingers = (model.geom("fl").id, model.geom("fr").id)
+    obj_ids = [model.body(f"obj{k}").mocapid[0] for k in range(len(layout.objects))]
+    for k, obj in enumerate(layout.objects):
+        data.mocap_quat[obj_ids[k]] = [math.cos(obj.yaw / 2), 0, 0, math.sin(obj.yaw / 2)]
+    grip = model.body("gripper").mocapid[0]
+    jl, jr = model.joint("jl").qposadr[0], model.joint("jr").qposadr[0]
+    deepest = 0.0
+    for t in range(len(states.gripper)):
+        data.mocap_pos[grip] = states.gripper[t]
+        data.qpos[jl], data.qpos[jr] = -states.opening[t], states.opening[t]
+        for k, mid in enumerate(obj_ids):
+            data.mocap_pos[mid] = states.objects[t, k]
+        mujoco.mj_kinematics(model, data)
+        for f in fingers:
+            for g in geoms:
+                deepest = max(deepest, -mujoco.mj_geomDistance(model, data, f, g, 0.01, None))
+    return deepest

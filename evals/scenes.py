@@ -43,6 +43,7 @@ OPEN_GAP = 0.055        # finger centre offset from the gripper axis when open
 FINGER_HALF = (0.006, 0.012, 0.03)
 WORKSPACE = (0.16, 0.13)  # |x| and |y| bounds for object centres
 HIDDEN = np.array([0.0, 0.0, -5.0])  # where the occluder waits when not in use
+ZONE_HALF = 0.055       # push target square: half side
 BOX_HALF = 0.055        # container: wall centre offset from the box centre (and half length of a wall)
 BOX_WALL = 0.004        # container: half thickness of a wall (and of the floor)
 BOX_WALL_HALF_HEIGHT = 0.025
@@ -187,7 +188,7 @@ def scene_xml(layout: Layout) -> str:
     fixtures = []
     if layout.zone is not None:
         colour, (x, y) = layout.zone
-        fixtures.append(f'<geom name="zone" type="box" pos="{x} {y} 0.0005" size="0.055 0.055 0.0005" '
+        fixtures.append(f'<geom name="zone" type="box" pos="{x} {y} 0.0005" size="{ZONE_HALF} {ZONE_HALF} 0.0005" '
                         f'rgba="{_rgba(ZONE_COLOURS[colour])}"/>')
     if layout.container is not None:
         colour, (x, y) = layout.container

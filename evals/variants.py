@@ -9,7 +9,8 @@ Each pattern is a small edit of the successful script from :mod:`evals.motions`:
 - ``approach_no_contact``: variant ``miss`` (the fingers close 7-9 cm beside the object) or ``hover``
   (the gripper stops above the object and leaves). ``ineffective_contact``: the fingers close on the
   object but it stays (``stay``) or rises briefly and drops back (``slip``); for push the gripper stalls
-  against an object that does not move. ``wrong_object``: the script runs on a distractor.
+  against an object that does not move (``stay``) or pushes it 2-3 cm and slips off, the object stopping
+  well short of the square (``slip``). ``wrong_object``: the script runs on a distractor.
 - ``static``: every frame is the first frame. ``frozen``: motion for half the clip, stopping before
   contact, then identical frames.
 - ``occlusion`` / ``blur``: a failed attempt (``miss`` or ``stay``) whose decisive moment is hidden by a
@@ -47,7 +48,7 @@ from evals.motions import (
     task_script,
     without_attach,
 )
-from evals.scenes import FINGER_HALF, HALF, HIDDEN, OPEN_GAP, Layout, SceneStates, camera_forward
+from evals.scenes import FINGER_HALF, HALF, HIDDEN, OPEN_GAP, ZONE_HALF, Layout, SceneStates, camera_forward
 
 FINGER_CLEARANCE = HALF * np.sqrt(2) + float(np.hypot(FINGER_HALF[0], FINGER_HALF[1])) + 0.005
 """Least distance from a missed grasp's open finger to the target's centre (both half diagonals and 5 mm)."""
@@ -161,18 +162,41 @@ def _failed_attempt(task: str, variant: str, layout: Layout, moved: int, goal: n
                 Key(1.0, tuple(home), OPEN_GAP))
         return Script(keys, None, contact_u=0.5, done_u=1.0, rest_z=HALF)
     base = _script(task, layout, moved, goal, home)
-    if task == "push":  # stall against (touching) an object that does not move, then back off
-        c = base.keys[3]
-        d = np.array(base.keys[4].pos) - np.array(c.pos)
-        d = d / (np.linalg.norm(d) or 1.0)
-        stall = tuple(np.array(c.pos) + d * CONTACT_GAP)
-        off = tuple(np.array(c.pos) - d * 0.03 + np.array([0, 0, 0.08]))
-        keys = (*base.keys[:4], Key(0.8, stall, c.opening), Key(1.0, off, c.opening))
-        return replace(base, keys=keys, attach=None)
+    if task == "push":
+        return _failed_push(base, variant, start, goal, rng)
     if variant == "slip":
         a0 = base.attach[0] if base.attach else 0.4
         return replace(base, attach=(a0, a0 + 0.1), rest_z=HALF)
     return without_attach(base)  # "stay"
+
+
+def _failed_push(base: Script, variant: str, start: np.ndarray, goal: np.ndarray, rng: np.random.Generator) -> Script:
+    """``stay``: the gripper stalls against (touching) an object that does not move, then backs off. ``slip``: it
+    pushes the object 2-3 cm (at most half way to the square's edge, so it stops clearly short of it), then
+    slips up off its back face and away; the object stays where it was left. Both variants used to be the stall,
+    one clip under two names."""
+    c = base.keys[3]
+    d = np.array(base.keys[4].pos) - np.array(c.pos)
+    d = d / (np.linalg.norm(d) or 1.0)
+    if variant != "slip":
+        stall = tuple(np.array(c.pos) + d * CONTACT_GAP)
+        off = tuple(np.array(c.pos) - d * 0.03 + np.array([0, 0, 0.08]))
+        return replace(base, keys=(*base.keys[:4], Key(0.8, stall, c.opening), Key(1.0, off, c.opening)), attach=None)
+    slide = min(rng.uniform(0.02, 0.03), 0.5 * _to_square_edge(start, goal, d))
+    slid = np.array(c.pos) + d * slide
+    up = slid - d * 0.004 + np.array([0.0, 0.0, 2 * HALF + 0.02])  # fingers rise clear of the top: it slipped off
+    off = slid - d * 0.04 + np.array([0.0, 0.0, 0.08])
+    keys = (*base.keys[:4], Key(0.62, tuple(slid), c.opening), Key(0.74, tuple(up), c.opening),
+            Key(1.0, tuple(off), c.opening))
+    return replace(base, keys=keys, attach=(c.u, 0.62), done_u=1.0)
+
+
+def _to_square_edge(start: np.ndarray, goal: np.ndarray, d: np.ndarray) -> float:
+    """Distance along ``d`` from ``start`` to where the object's centre would enter the target square (``goal`` its
+    centre, ZONE_HALF its half side)."""
+    rel = np.abs(start[:2] - goal[:2])
+    steps = [(rel[i] - ZONE_HALF) / abs(d[i]) for i in range(2) if abs(d[i]) > 1e-9 and rel[i] > ZONE_HALF]
+    return float(max(steps, default=0.0))
 
 
 def plan_clip(task: str, pattern: str, variant: str, layout: Layout, frames: int,
