@@ -3,7 +3,8 @@
 Each pattern is a small edit of the successful script from :mod:`evals.motions`:
 
 - ``success``: the script as is. ``partial``: the clip ends part-way through transport (the object has
-  moved towards the goal but is not there). ``control_success``: a success with a benign disturbance:
+  moved towards the goal but is not there); for pick_lift, grasped and raised only 1.2-2 cm, under half of
+  ``evals.motions.LIFT_SUCCESS`` (stopping part-way up left it 4-9 cm above the table: lifted, a success). ``control_success``: a success with a benign disturbance:
   variant ``pause`` (the gripper holds the object still for a while, then finishes) or
   ``brief_occlusion`` (an occluder passes during transport; contact and the outcome stay visible).
 - ``approach_no_contact``: variant ``miss`` (the fingers close 7-9 cm beside the object) or ``hover``
@@ -199,6 +200,15 @@ def _to_square_edge(start: np.ndarray, goal: np.ndarray, d: np.ndarray) -> float
     return float(max(steps, default=0.0))
 
 
+def _u_at_rise(script: Script, rise: float) -> float:
+    """Clock value at which a grasped object has risen ``rise`` (m) above where it was picked up. Partial pick_lift
+    clips used to stop 35-60% of the way up, 4-9 cm above the table: lifted, a success by LIFT_SUCCESS."""
+    a0 = script.attach[0] if script.attach else script.contact_u
+    grid = np.linspace(a0, script.done_u, 801)
+    z = sample_keys(script.keys, grid)[0][:, 2]
+    return float(np.interp(rise, z - z[0], grid))
+
+
 def plan_clip(task: str, pattern: str, variant: str, layout: Layout, frames: int,
               rng: np.random.Generator) -> ClipPlan:
     """Per-frame states and effects for one clip; all randomness comes from ``rng``."""
@@ -224,7 +234,10 @@ def plan_clip(task: str, pattern: str, variant: str, layout: Layout, frames: int
 
     if pattern == "partial":
         a0 = script.attach[0] if script.attach else script.contact_u
-        us = np.linspace(0.0, a0 + rng.uniform(0.35, 0.6) * (script.done_u - a0), T)
+        if task == "pick_lift":  # grasped, the lift just begun: clearly under LIFT_SUCCESS (a success otherwise)
+            us = np.linspace(0.0, _u_at_rise(script, rng.uniform(0.012, 0.02)), T)
+        else:
+            us = np.linspace(0.0, a0 + rng.uniform(0.35, 0.6) * (script.done_u - a0), T)
     elif pattern == "control_success":
         mid = (script.contact_u + script.done_u) / 2 + 0.04
         if variant == "pause":
