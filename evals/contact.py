@@ -101,7 +101,7 @@ def grasp_closed(shape: str, yaw: float) -> float:
 
 
 def fingers_clear_path(layout: Layout, grip: np.ndarray, opening: np.ndarray, gap: float = 0.002) -> bool:
-    """True when neither finger (grown by ``gap``) overlaps an object or a container wall in any frame (``grip``
+    """True when neither finger (grown by ``gap``) overlaps an object or the container (walls, floor) in any frame (``grip``
     [T,3] tool centres, ``opening`` [T] finger offsets; the objects where the layout puts them). Footprints are
     compared only where a finger's bottom is below the obstacle's top: a scripted motion that must touch nothing
     (a missed grasp or push) is checked with it before it is used."""
@@ -112,13 +112,14 @@ def fingers_clear_path(layout: Layout, grip: np.ndarray, opening: np.ndarray, ga
                 return False
     if layout.container is not None:
         (bx, by), w, th = layout.container[1], BOX_HALF, BOX_WALL
-        walls = ((bx + w, by, th, w + th), (bx - w, by, th, w + th), (bx, by + w, w + th, th), (bx, by - w, w + th, th))
-        low = bottom < 2 * BOX_WALL_HALF_HEIGHT + gap
+        top = 2 * BOX_WALL_HALF_HEIGHT
+        parts = ((bx + w, by, th, w + th, top), (bx - w, by, th, w + th, top), (bx, by + w, w + th, th, top),
+                 (bx, by - w, w + th, th, top), (bx, by, w, w, 2 * th))  # four walls, then the floor
         for side in (-1.0, 1.0):
             fx = grip[:, 0] + side * opening
-            for cx, cy, sx, sy in walls:
+            for cx, cy, sx, sy, sz in parts:
                 hit = ((np.abs(fx - cx) < FINGER_HALF[0] + sx + gap) & (np.abs(grip[:, 1] - cy) < FINGER_HALF[1] + sy + gap))
-                if np.any(hit & low):
+                if np.any(hit & (bottom < sz + gap)):
                     return False
     return True
 

@@ -35,7 +35,7 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
-from evals.contact import CONTACT_GAP, grasp_closed, push_standoff
+from evals.contact import CONTACT_GAP, fingers_clear_path, grasp_closed, push_standoff
 from evals.motions import (
     CARRY_Z,
     HOVER_Z,
@@ -109,31 +109,52 @@ def _occluder_track(cams: np.ndarray, focus: np.ndarray, active: np.ndarray, tow
     return out
 
 
-def _miss_offset(layout: Layout, start: np.ndarray, rng: np.random.Generator,
-                 push_dir: np.ndarray | None = None) -> np.ndarray:
-    """A lateral offset (7-9 cm) that keeps the missed grasp away from every other object; for a push,
+def _miss_offsets(layout: Layout, start: np.ndarray, rng: np.random.Generator,
+                  push_dir: np.ndarray | None = None) -> list[np.ndarray]:
+    """Lateral offsets for a missed attempt, best first (farthest from every other object); for a push,
     perpendicular to the push direction so the gripper slides past the object. For a grasp, the open
     fingers (at +-OPEN_GAP along x) must also clear the target itself: a 7-9 cm offset along x alone put
-    one finger through it, showing interpenetration in a clip meant to show no contact."""
+    one finger through it, showing interpenetration in a clip meant to show no contact. The drawn 7-9 cm
+    come first, then 11, 6 and 13 cm (a push's also turned 30 degrees from square): the caller keeps the first
+    whose whole path touches nothing."""
     others = [np.array(o.pos) for o in layout.objects if not np.allclose(o.pos, start)]
-    best, best_d = np.zeros(3), -1.0
     dist = rng.uniform(0.07, 0.09)
     if push_dir is None:
-        angles = rng.permutation(8) * (np.pi / 4)
+        tiers = [rng.permutation(8) * (np.pi / 4)]
         fingers = [np.array([OPEN_GAP, 0.0, 0.0]), np.array([-OPEN_GAP, 0.0, 0.0])]
-    else:
+    else:  # square to the push first, then turned 30 degrees (the corridor shifted along the push)
         a = float(np.arctan2(push_dir[1], push_dir[0]))
-        angles = np.array([a + np.pi / 2, a - np.pi / 2])
+        tiers = [a + np.array([np.pi / 2, -np.pi / 2]), a + np.array([np.pi / 3, -np.pi / 3, 2 * np.pi / 3, -2 * np.pi / 3])]
         fingers = []
-    for ang in angles:
-        off = np.array([np.cos(ang), np.sin(ang), 0.0]) * dist
-        if any(float(np.linalg.norm((off + f)[:2])) < FINGER_CLEARANCE for f in fingers):
-            continue
-        d = min((float(np.linalg.norm(start + off + f - q)) for q in others for f in [np.zeros(3), *fingers]),
-                default=1.0)
-        if d > best_d:
-            best, best_d = off, d
-    return best
+    out = []
+    for r, angles in ((r, angles) for r in (dist, 0.11, 0.06, 0.13) for angles in tiers):
+        ranked = []
+        for ang in angles:
+            off = np.array([np.cos(ang), np.sin(ang), 0.0]) * r
+            if any(float(np.linalg.norm((off + f)[:2])) < FINGER_CLEARANCE for f in fingers):
+                continue
+            d = min((float(np.linalg.norm(start + off + f - q)) for q in others for f in [np.zeros(3), *fingers]),
+                    default=1.0)
+            ranked.append((-d, len(ranked), off))
+        out += [off for *_, off in sorted(ranked, key=lambda x: (x[0], x[1]))]
+    return out
+
+
+def _missed(task: str, layout: Layout, start: np.ndarray, goal: np.ndarray, home: np.ndarray,
+            rng: np.random.Generator) -> Script:
+    """A missed grasp or push whose fingers touch nothing on the way: an offset that only kept the grasp point
+    away from the other objects could put a finger through the container's walls (place) or a push's
+    side-shifted corridor through a distractor, interpenetration in clips labelled a plain miss."""
+    push_dir = (goal - start) if task == "push" else None
+    offsets = _miss_offsets(layout, start, rng, push_dir)
+    strokes = (1.0, 0.5, 0.2) if task == "push" else (1.0,)  # a push may also stop part way past the object
+    for stroke, off in ((k, off) for k in strokes for off in offsets):
+        g = (start + (goal - start) * stroke) + off if task in ("pick_lift", "push") else goal
+        script = without_attach(task_script(task, start + off, g, home))
+        grip, opening = sample_keys(script.keys, np.linspace(0.0, 1.0, 241))
+        if fingers_clear_path(layout, grip, opening):
+            return script
+    raise RuntimeError(f"no missed {task} path clears every object and wall (offsets tried: {len(offsets)})")
 
 
 def _script(task: str, layout: Layout, moved: int, goal: np.ndarray, home: np.ndarray) -> Script:
@@ -152,10 +173,7 @@ def _failed_attempt(task: str, variant: str, layout: Layout, moved: int, goal: n
     """Scripts for approach_no_contact / ineffective_contact (and the failures behind occlusion etc.)."""
     start = np.array(layout.objects[moved].pos, dtype=float)
     if variant == "miss":
-        push_dir = (goal - start) if task == "push" else None
-        off = _miss_offset(layout, start, rng, push_dir)
-        g = goal + off if task in ("pick_lift", "push") else goal
-        return without_attach(task_script(task, start + off, g, home))
+        return _missed(task, layout, start, goal, home, rng)
     if variant == "hover":
         hx, hy = start[0], start[1]
         keys = (Key(0.0, tuple(home), OPEN_GAP), Key(0.3, (hx, hy, HOVER_Z), OPEN_GAP),
