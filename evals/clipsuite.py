@@ -28,8 +28,8 @@ reference-negative ones, the last 20 the progress ones. 256x256 at 16 fps, 57/81
 Determinism: each clip gets its own seed from ``SeedSequence([suite_seed, index])``; layout, motion and
 effects derive only from it, and MuJoCo is used kinematically, so the same suite seed renders the same
 frames. Sub-variants (e.g. miss/hover) alternate by occurrence, offset by the suite seed.
-Decisions where the issue was silent: manifest rows also carry ``name``, ``variant``, ``width`` and
-``height``; a clip that fails to render is reported and skipped, the others still render, the manifest
+Decisions where the issue was silent: manifest rows also carry ``name``, ``variant``, ``width``,
+``height`` and ``suite_version`` (`SUITE_VERSION`); a clip that fails to render is reported and skipped, the others still render, the manifest
 lists only the clips written and ``make_clips`` then raises :class:`ClipSuiteError` naming the failures
 (a renderer that cannot start at all aborts at once, and a frame size outside 16 to
 ``evals.scenes.MAX_SIDE`` pixels, or an odd one, which H.264 4:2:0 would pad, is refused before anything
@@ -76,6 +76,9 @@ PATTERN_LABELS: dict[str, str] = {"success": "ordinary", "partial": "progress", 
 PRESET_SIZE = {"paper": 256, "small": 128}
 FPS = 16.0
 MANIFEST_NAME = "manifest.jsonl"
+SUITE_VERSION = 2
+"""Clip generator version in every manifest row: 2 when push slip, partial pick_lift and missed attempts changed
+(the same seed renders other clips), so a partial render never merges rows of an older generator."""
 _TEMPLATES = {
     "pick_lift": ("Pick up the {a} and lift it above the table.", "Grasp the {a} and raise it off the table."),
     "push": ("Push the {a} onto the {z} target square.", "Slide the {a} onto the {z} square on the table."),
@@ -262,7 +265,7 @@ def make_clips(out_dir: str | Path, *, seed: int = 0, preset: Preset = "small", 
                 rows.append({"path": rel, "instruction": spec.instruction, "label": spec.label,
                              "pattern": spec.pattern, "frames": spec.frames, "fps": spec.fps, "seed": spec.seed,
                              "task": spec.task, "name": spec.name, "variant": spec.variant,
-                             "width": side, "height": side})
+                             "width": side, "height": side, "suite_version": SUITE_VERSION})
             bar.advance(job)
     manifest = out / MANIFEST_NAME
     order = {spec.name: i for i, spec in enumerate(suite)}
@@ -290,7 +293,8 @@ def write_clip(path: Path, frames: np.ndarray, fps: float) -> None:
 def _row_matches(row: dict, spec: ClipSpec, side: int) -> bool:
     """True when ``row`` describes the clip ``spec`` renders at ``side`` pixels (its file, seed, frames and size)."""
     return (row.get("name") == spec.name and row.get("path") == f"clips/{spec.name}.mp4" and row.get("seed") == spec.seed
-            and row.get("frames") == spec.frames and row.get("width") == side and row.get("height") == side)
+            and row.get("frames") == spec.frames and row.get("width") == side and row.get("height") == side
+            and row.get("suite_version") == SUITE_VERSION)
 
 
 def _listed_file(out: Path, row: object) -> Path | None:
@@ -344,7 +348,8 @@ def _kept_rows(manifest: Path, suite: list[ClipSpec], specs: list[ClipSpec],
             previous[spec.name] = row
     if foreign:
         raise ClipSuiteError(
-            f"{manifest} lists {len(foreign)} clip(s) of another suite (another seed, preset or size, or rows "
+            f"{manifest} lists {len(foreign)} clip(s) of another suite (another seed, preset, size or generator "
+            f"version, or rows "
             f"not written by make_clips; first: {foreign[0]}): rendering part of this suite there would mix "
             "them in one manifest. Use another output folder, or render the whole preset there to replace it")
     return kept, previous

@@ -18,10 +18,10 @@ class ManifestError(ValueError):
 
 OPTIONAL_TYPES: dict[str, tuple[type, ...]] = {
     "pattern": (str,), "frames": (int,), "fps": (int, float), "seed": (int,), "task": (str,), "name": (str,),
-    "variant": (str,), "width": (int,), "height": (int,)}
+    "variant": (str,), "width": (int,), "height": (int,), "suite_version": (int,)}
 """The optional fields' JSON types (a boolean is none of them; null is an absent field)."""
 
-AT_LEAST_ONE = ("frames", "width", "height")
+AT_LEAST_ONE = ("frames", "width", "height", "suite_version")
 """Optional whole-number fields that must be >= 1 when given."""
 
 

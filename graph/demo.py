@@ -172,19 +172,22 @@ def _cache_misses(rows: list[dict], suite: list[ClipSpec], wanted: list[ClipSpec
     """(names of the `wanted` clips that the cached `rows` lack, the first row of another suite or None).
 
     A row is the suite's when `suite` (the whole suite of the asked seed) renders a clip as the row says:
-    name, clip seed, frames, `side` x `side` pixels; it serves that clip when its file exists too. One row
-    that is not the suite's (another `--seed` or size, or a row by hand) makes the manifest foreign:
+    name, clip seed, frames, `side` x `side` pixels, generator version; it serves that clip when its file exists too. One row
+    that is not the suite's (another `--seed`, size or clip generator, or a row by hand) makes the manifest foreign:
     `make_clips` refuses to add clips to it, so it is replaced when clips are missing."""
+    from evals.clipsuite import SUITE_VERSION
+
     specs = {spec.name: spec for spec in suite}
     served, foreign = set(), None
     for row in rows:
         spec = specs.get(row.get("name"))
         if spec is not None and row.get("seed") == spec.seed and row.get("frames") == spec.frames \
-                and row.get("width") == side and row.get("height") == side:
+                and row.get("width") == side and row.get("height") == side and row.get("suite_version") == SUITE_VERSION:
             if Path(row["path"]).is_file():
                 served.add(spec.name)
         elif foreign is None:
-            foreign = f"{row.get('name')}: clip seed {row.get('seed')}, {row.get('width')}x{row.get('height')}"
+            foreign = (f"{row.get('name')}: clip seed {row.get('seed')}, {row.get('width')}x{row.get('height')}, "
+                       f"suite version {row.get('suite_version')}")
     return [spec.name for spec in wanted if spec.name not in served], foreign
 
 

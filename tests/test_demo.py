@@ -149,20 +149,24 @@ def test_demo_does_not_reuse_clips_of_another_seed(tmp_path) -> None:
 def test_cached_rows_serve_only_clips_the_suite_renders_so(tmp_path) -> None:
     # no rendering: the cache's decision alone (another size is another suite too; a listed clip that is gone
     # is missing, not foreign)
-    from evals.clipsuite import suite_specs
+    from evals.clipsuite import SUITE_VERSION, suite_specs
     from graph.demo import _cache_misses
 
     suite = suite_specs("small", 0)
     clip = tmp_path / "clip.mp4"
     clip.write_bytes(b"x")
     row = {"name": suite[0].name, "seed": suite[0].seed, "frames": suite[0].frames, "width": 128, "height": 128,
-           "path": str(clip)}
+           "path": str(clip), "suite_version": SUITE_VERSION}
     assert _cache_misses([row], suite, suite[:1], 128) == ([], None)
     missing, foreign = _cache_misses([{**row, "width": 256, "height": 256}], suite, suite[:1], 128)
     assert missing == [suite[0].name] and "256x256" in foreign
     assert _cache_misses([{**row, "path": str(tmp_path / "gone.mp4")}], suite, suite[:2], 128) == \
         ([suite[0].name, suite[1].name], None)
     assert _cache_misses([{**row, "seed": suite[0].seed + 1}], suite, suite[:1], 128)[1].startswith(suite[0].name)
+    # an older clip generator rendered other clips for the same seed (make_clips would refuse to merge them)
+    old = {k: v for k, v in row.items() if k != "suite_version"}
+    missing, foreign = _cache_misses([old], suite, suite[:1], 128)
+    assert missing == [suite[0].name] and "suite version None" in foreign
 
 
 def test_demo_prints_an_out_folder_with_brackets_as_written(tmp_path) -> None:
