@@ -74,3 +74,15 @@ def test_missed_attempts_keep_the_fingers_out_of_walls_and_objects():
         layout, st = _states(spec)
         depth = finger_penetration(layout, st)
         assert depth < 1e-3, (spec.name, depth)
+
+
+def test_rendered_push_slip_and_stay_differ_in_pixels():
+    """The rendered clips, not only the plans: the two names no longer give the same frames."""
+    from dataclasses import replace
+
+    from evals.clipsuite import render_clip
+
+    spec = next(s for s in suite_specs("paper", 0) if s.task == "push" and s.pattern == "ineffective_contact")
+    spec = replace(spec, frames=17)
+    slip, stay = (render_clip(replace(spec, variant=v), width=32, height=32) for v in ("slip", "stay"))
+    assert np.array_equal(slip[0], stay[0]) and not np.array_equal(slip[-1], stay[-1])
