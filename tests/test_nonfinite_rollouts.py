@@ -122,10 +122,10 @@ def test_a_diverged_held_out_sample_is_ineligible_and_not_scored(monkeypatch):
 
 DIVERGING_RUN = """
 import sys
-import training.trainer as trainer
+import training.group_rollout as group_rollout
 from training.train import main
 
-real = trainer.rollout
+real = group_rollout.rollout
 
 
 def diverging(*args, **kwargs):  # the second rollout of every group diverges
@@ -136,7 +136,7 @@ def diverging(*args, **kwargs):  # the second rollout of every group diverges
     return ro
 
 
-trainer.rollout = diverging
+group_rollout.rollout = diverging
 sys.exit(main(sys.argv[1:]))
 """
 
@@ -267,10 +267,10 @@ def test_mask_mean_leaves_the_diverged_rollouts_out():
 
 DIVERGING_IN_WINDOW = """
 import sys
-import training.trainer as trainer
+import training.group_rollout as group_rollout
 from training.train import main
 
-real = trainer.rollout
+real = group_rollout.rollout
 
 
 def diverging(*args, **kwargs):  # the second rollout of every group diverges inside the SDE window
@@ -285,7 +285,7 @@ def diverging(*args, **kwargs):  # the second rollout of every group diverges in
     return ro
 
 
-trainer.rollout = diverging
+group_rollout.rollout = diverging
 sys.exit(main(sys.argv[1:]))
 """
 
