@@ -41,6 +41,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from graph.config import PRESETS
+from graph.reward_format import reward_text
 
 if TYPE_CHECKING:  # pragma: no cover
     from collections.abc import Callable
@@ -131,7 +132,7 @@ def _score(rows: list[dict], out: Path, preset: str, concurrency: int, console: 
     table.add_column("run id", no_wrap=True, min_width=max(len(r.run_id) for r in results))
     reports = out / "reports"
     for row, res in zip(rows, results, strict=True):
-        table.add_row(_clip_name(row, full), row["label"], "⊥" if res.reward is None else f"{res.reward:.3f}",
+        table.add_row(_clip_name(row, full), row["label"], "⊥" if res.reward is None else reward_text(res.reward),
                       res.status, _fmt(res.T), _fmt(res.P), _fmt(res.V), res.run_id)
     console.print(table)
     console.print("step through a run: raa trace RUN_ID")

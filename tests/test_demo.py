@@ -212,3 +212,28 @@ def test_demo_scores_with_the_settings_it_read_at_start(tmp_path, monkeypatch) -
     assert res.exit_code == 0, res.output
     assert [s.model for s in scored_with] == ["scripted"] and "(scripted)" in res.output, res.output
     assert [t.vjepa_model for t in tools_with] == ["given/vjepa"]
+
+
+def test_demo_shows_a_tiny_positive_reward_as_positive(tmp_path, monkeypatch) -> None:
+    """The demo's table printed the reward with `:.3f`: a scored 0.0004 (positive for F+) read "0.000", as if
+    zero. It is written by the shared rule (`graph.reward_format.reward_text`), as `raa score` writes it."""
+    import graph
+    import graph.commands as commands
+    from graph.schemas import RewardResult
+    from graph.testing import ScriptedChatModel
+
+    async def scored(items, config, **kwargs) -> list[RewardResult]:
+        return [RewardResult(reward=0.0004, status="scored", T=0.5, P=0.5, V=0.5, run_id=f"run-tiny{i}")
+                for i, _ in enumerate(items)]
+
+    monkeypatch.setattr(graph, "ascore_videos", scored)
+    monkeypatch.setattr(commands, "make_chat_model", lambda settings: ScriptedChatModel([]))
+    for name, value in (("RAA_BASE_URL", "http://127.0.0.1:9/v1"), ("RAA_MODEL", "scripted"), ("RAA_API_KEY", "EMPTY"),
+                        ("RAA_TRACES_PATH", str(tmp_path / "traces.sqlite")), ("RAA_CACHE_PATH", "off"),
+                        ("RAA_ENDPOINT_WAIT_S", "0")):
+        monkeypatch.setenv(name, value)
+    res = runner.invoke(app, ["demo", "--out", str(tmp_path), "--limit", "1", "--preset", "no_wmreward"],
+                        env={"COLUMNS": "200"})
+    assert res.exit_code == 0, res.output
+    row = next(line for line in res.output.splitlines() if "run-tiny0" in line and "report" not in line)
+    assert "4.00e-04" in row and "0.000 " not in row, res.output
