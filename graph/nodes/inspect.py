@@ -183,7 +183,7 @@ async def _run_calls(state: AgentState, ctx: RunContext, exchanges: list[ToolExc
 async def _plan(state: AgentState, ctx: RunContext, step: Step) -> dict[str, Any]:
     meta = state["meta"]
     cfg = ctx.config
-    messages = [system("plan", n_frames=meta["frames"], frame_budget=cfg.frame_budget,
+    messages = [system("plan", n_frames=meta["frames"], frame_budget=cfg.frame_budget, max_views=PLAN_VIEWS,
                        access=access_text(int(meta["frames"]), list(state["sample"]), cfg.nearby_extra),
                        motion_hint=f" and up to {TRACKS_PER_ROUND} motion-track requests" if cfg.motion else "",
                        coordinates=coordinates_text(ctx, meta)),
