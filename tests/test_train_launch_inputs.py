@@ -107,3 +107,15 @@ def test_a_rank_outside_the_world_is_a_config_error(monkeypatch):
         rank_env({"RANK": "2", "WORLD_SIZE": "2"})
     assert rank_env({"RANK": "1", "WORLD_SIZE": "2", "LOCAL_RANK": "1"}) == (1, 2, 1)
     assert rank_env({}) == (0, 1, 0)
+
+
+@pytest.mark.parametrize("name", ["RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE", "LOCAL_SIZE"])
+@pytest.mark.parametrize("value", ["1_0", "١", "1.0", "²"])
+def test_a_rank_variable_not_plainly_written_is_refused_naming_it(name, value):
+    """``int()`` took "1_0" as 10 and Arabic-Indic "١" as 1: a malformed launcher variable set the rank or the
+    world size silently. The rule of `tools.env_numbers` (ASCII digits, optional sign) refuses it, naming it."""
+    from training.train import rank_env
+
+    with pytest.raises(ConfigError, match=rf"^environment variable {name} must be an integer >= \d, got "):
+        rank_env({"WORLD_SIZE": "16", name: value})
+    assert rank_env({"RANK": " 1 ", "WORLD_SIZE": "+2"}) == (1, 2, 0)  # what int() took plainly still is

@@ -37,6 +37,7 @@ import warnings
 from collections.abc import Mapping, Sequence
 from typing import Any, NamedTuple
 
+from tools.env_numbers import number_text_error
 from training.build_locks import extensions_root, stale_lock_note, stale_locks
 from training.config import ConfigError, PromptSpec, TrainConfig
 from training.config_io import parse_cli
@@ -65,14 +66,13 @@ class RankEnv(NamedTuple):
 
 def env_int(environ: Mapping[str, str], name: str, default: int, least: int) -> int:
     """The integer environment variable ``name`` (``default`` when unset); ConfigError naming the variable and
-    its value when it is not an integer >= ``least`` (``int(os.environ[...])`` was a ValueError traceback)."""
+    its value when it is not an integer >= ``least`` (``int(os.environ[...])`` was a ValueError traceback) or not
+    plainly written (`tools.env_numbers`: int() took "1_0" as 10 and non-ASCII digits, so a launcher typo set a
+    rank silently)."""
     text = environ.get(name)
     if text is None:
         return default
-    try:
-        value = int(text)
-    except ValueError:
-        value = least - 1
+    value = least - 1 if number_text_error(text.strip(), int) else int(text)
     if value < least:
         raise ConfigError(f"environment variable {name} must be an integer >= {least}, got {text!r}")
     return value
