@@ -20,7 +20,8 @@ from pathlib import Path
 from evals.report_html import PALETTE, esc, fmt, multi_line_chart, page, section, table
 from tools.jsonl import write_text_atomic
 from training.best import best_checkpoint
-from training.report import RunFiles, chart_keys, finite_or_none, metric_series, read_run, reward_label
+from training.report import chart_keys, finite_or_none, metric_series, reward_label
+from training.run_files import RunFiles, read_run
 
 
 def run_labels(run_dirs: Sequence[Path]) -> list[str]:
