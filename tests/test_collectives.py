@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 import os
-import socket
 from datetime import timedelta
 from pathlib import Path
 
 import pytest
 
+from tests.launches import free_port
 from training.collectives import Rank0ReadError, _sendable, as_rank0_sees
 
 
@@ -53,11 +53,8 @@ def test_a_read_that_raises_on_rank_0_raises_on_every_rank(tmp_path):
     answer, after which the two ranks were out of step."""
     import torch.multiprocessing as mp
 
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
     try:
-        mp.spawn(_worker, args=(2, port, str(tmp_path)), nprocs=2, join=True)
+        mp.spawn(_worker, args=(2, free_port(), str(tmp_path)), nprocs=2, join=True)
     except Exception as exc:  # the old behaviour: a rank timed out; the files say which
         print(f"spawn: {type(exc).__name__}: {str(exc)[:300]}")
     for rank in (0, 1):

@@ -15,8 +15,6 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import socket
-import time
 from pathlib import Path
 from typing import Any
 
@@ -24,6 +22,7 @@ import numpy as np
 import pytest
 import torch
 
+from tests.launches import free_port, spawn_ranks
 from training.config import PromptSpec, TrainConfig
 from training.config_io import load_config
 
@@ -100,23 +99,12 @@ def test_two_ranks_evaluate_in_step_under_zero3_and_score_as_one_rank(tmp_path):
     """3 held-out items on 2 ranks (and shares of repeated prompts, a rank with nothing of its own, a rank whose
     only prompt has no image): both ranks run the same transformer forwards, so neither waits in a gather
     forever, and every item's reward is what one rank without DeepSpeed scores for it."""
-    import torch.multiprocessing as mp
 
     from training.evaluate import evaluate, summarize_items
     from training.models import build_world_model
     from training.rewards import build_reward
 
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    ctx = mp.start_processes(_rank_eval, args=(2, port, str(tmp_path)), nprocs=2, join=False, start_method="spawn")
-    deadline = time.monotonic() + 240
-    while not ctx.join(timeout=5):
-        if time.monotonic() > deadline:  # out of step: a rank waits in a gather the other never joins
-            for proc in ctx.processes:
-                proc.kill()
-            pytest.fail(f"the ranks hung; finished: {sorted(p.name for p in tmp_path.glob('rank*.done'))}")
-    assert [(tmp_path / f"rank{r}.done").read_text() for r in (0, 1)] == ["ok", "ok"]
+    spawn_ranks(_rank_eval, (2, free_port(), str(tmp_path)), tmp_path, deadline_s=240)  # out of step: a hang
     ranks = [json.loads((tmp_path / f"rank{r}.json").read_text()) for r in (0, 1)]
     assert ranks[0]["partitioned"] and ranks[1]["partitioned"]  # the forwards gather: out of step would hang
     cfg = load_config(SMOKE, FLAGS)

@@ -18,6 +18,7 @@ from pathlib import Path
 import pytest
 import torch
 
+from tests.launches import free_port
 from training.grpo import clipped_policy_loss, sample_sum_scale, valid_per_optimizer_step
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -125,7 +126,7 @@ def test_deepspeed_reduces_as_assumed(tmp_path, stage, dtype):
     well inside what counting the short micro-batch as a full one would change."""
     out = tmp_path / "probe.json"
     cmd = [str(Path(sys.executable).parent / "torchrun"), "--nproc_per_node", "2", "--master_port",
-           str(_free_port()), str(ROOT / "tests" / "ds_weighting_probe.py"), str(out), str(stage), dtype]
+           str(free_port()), str(ROOT / "tests" / "ds_weighting_probe.py"), str(out), str(stage), dtype]
     proc = subprocess.run(cmd, cwd=ROOT, env={**os.environ, "OMP_NUM_THREADS": "1"}, capture_output=True,
                           text=True, timeout=300)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-6000:]
@@ -137,9 +138,3 @@ def test_deepspeed_reduces_as_assumed(tmp_path, stage, dtype):
     assert result["short_as_full_diff"] > 10 * tolerance, result  # a wrong weighting would be caught
 
 
-def _free_port() -> int:
-    import socket
-
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])

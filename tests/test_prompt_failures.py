@@ -6,12 +6,12 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import socket
 from pathlib import Path
 
 import numpy as np
 import pytest
 
+from tests.launches import free_port, spawn_ranks
 from training.config import PromptSpec
 from training.config_io import load_config
 
@@ -126,11 +126,8 @@ def one_rank_env(monkeypatch):
     """RANK / WORLD_SIZE / a free port, as torchrun sets them for train(); the process group torn down after."""
     import torch.distributed as dist
 
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
     for key, value in dict(RANK="0", WORLD_SIZE="1", LOCAL_RANK="0", MASTER_ADDR="127.0.0.1",
-                           MASTER_PORT=str(port)).items():
+                           MASTER_PORT=str(free_port())).items():
         monkeypatch.setenv(key, value)
     yield
     if dist.is_initialized():  # a run that raised leaves it (training/train.py releases it)
@@ -226,26 +223,15 @@ def test_two_ranks_stay_in_step_when_one_ranks_only_prompt_fails(tmp_path):
     """Two ranks, one prompt each, ZeRO-3 (every forward gathers parameters from both ranks): the rank whose
     prompt image is gone samples a stand-in that is never scored, so both run the same encodes, rollouts and
     update micro-batches and finish the iteration; the other rank's group trains."""
-    import time
 
-    import torch.multiprocessing as mp
 
     path = _prompt_file(tmp_path)
     (tmp_path / "b.png").unlink()
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
     flags = ["--output_dir", str(tmp_path / "run"), "--progress", "false", "--tensorboard", "false",
              "--max_iterations", "1", "--num_steps", "2", "--sde_window", "[0, 1]", "--export", "none",
              "--num_frames", "5", "--ds_config", "ds_zero3.json"]  # partitioned: forwards gather
-    ctx = mp.start_processes(_rank_run, args=(2, port, str(tmp_path), flags), nprocs=2, join=False, start_method="spawn")
-    deadline = time.monotonic() + 180
-    while not ctx.join(timeout=5):
-        if time.monotonic() > deadline:  # out of step: a rank waits in a collective the other never runs
-            for proc in ctx.processes:
-                proc.kill()
-            pytest.fail(f"the ranks hung; finished: {sorted(p.name for p in tmp_path.glob('rank*.done'))}")
-    assert [(tmp_path / f"rank{r}.done").read_text() for r in (0, 1)] == ["ok", "ok"]
+    # out of step, a rank waits in a collective the other never runs: a hang
+    spawn_ranks(_rank_run, (2, free_port(), str(tmp_path), flags), tmp_path, deadline_s=180)
     row = _jsonl(tmp_path / "run" / "metrics.jsonl")[0]
     assert row["failed_prompts"] == 1 and row["ineligible_error"] == 4 and row["update_skipped"] == 0
     [failed] = _jsonl(tmp_path / "run" / "failed_prompts.jsonl")

@@ -19,8 +19,6 @@ from __future__ import annotations
 import json
 import os
 import random
-import signal
-import socket
 import subprocess
 import sys
 import threading
@@ -31,6 +29,7 @@ import numpy as np
 import pytest
 import torch
 
+from tests.launches import free_port, run_to_end
 from tests.service_helpers import send_json
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -45,31 +44,11 @@ REQUIRED = ("iteration", "reward_mean", "reward_std", "eligible_fraction", "clip
 pytestmark = [pytest.mark.slow]
 
 
-def _free_port() -> int:
-    """A port the OS has just handed out. Not `random.randint`: the autouse seeding (conftest) made every
-    test draw the same port, and a run starting while the previous run's socket was still held failed
-    with EADDRINUSE (the intermittent failures of this module)."""
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
 def _train(out: Path, *extra: str, timeout: int = 600) -> None:
-    cmd = [TORCHRUN, "--nproc_per_node", "2", "--master_port", str(_free_port()),
+    cmd = [TORCHRUN, "--nproc_per_node", "2", "--master_port", str(free_port()),
            "-m", "training.train", "--config", str(SMOKE), "--output_dir", str(out), "--progress", "false",
            "--tensorboard", "false", *extra]
-    env = {**os.environ, "OMP_NUM_THREADS": "1"}
-    # its own process group: past the timeout torchrun and both ranks are killed (subprocess.run's timeout
-    # killed torchrun alone, and ranks stuck in a collective lived on after the test)
-    with subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                          start_new_session=True) as proc:
-        try:
-            stdout, stderr = proc.communicate(timeout=timeout)
-        except subprocess.TimeoutExpired:
-            os.killpg(proc.pid, signal.SIGKILL)
-            stdout, stderr = proc.communicate()
-            pytest.fail(f"training hung (no exit in {timeout} s):\n{stdout[-4000:]}\n{stderr[-8000:]}")
-    assert proc.returncode == 0, f"training failed ({proc.returncode}):\n{stdout[-4000:]}\n{stderr[-8000:]}"
+    run_to_end(cmd, timeout=timeout, what="training")
 
 
 def _rows(out: Path) -> list[dict]:

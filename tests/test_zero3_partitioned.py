@@ -26,14 +26,13 @@ import json
 import math
 import os
 import shutil
-import signal
-import socket
-import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 import torch
+
+from tests.launches import free_port, run_to_end
 
 ROOT = Path(__file__).resolve().parents[1]
 SMOKE = ROOT / "training" / "configs" / "smoke.yaml"
@@ -48,27 +47,12 @@ DEADLINE_S = 240  # a run here takes 25-45 s; ranks out of step never finish
 pytestmark = [pytest.mark.slow, pytest.mark.distributed]
 
 
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
 def _train(out: Path, *extra: str) -> None:
     """A 2-rank training launch into ``out``; fails the test when it fails or hangs past DEADLINE_S (the
     whole process group is killed: torchrun and both ranks)."""
-    cmd = [TORCHRUN, "--nproc_per_node", "2", "--master_port", str(_free_port()), "-m", "training.train",
+    cmd = [TORCHRUN, "--nproc_per_node", "2", "--master_port", str(free_port()), "-m", "training.train",
            "--config", str(SMOKE), "--output_dir", str(out), "--progress", "false", "--tensorboard", "false", *extra]
-    env = {**os.environ, "OMP_NUM_THREADS": "1"}
-    with subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                          start_new_session=True) as proc:
-        try:
-            output, _ = proc.communicate(timeout=DEADLINE_S)
-        except subprocess.TimeoutExpired:
-            os.killpg(proc.pid, signal.SIGKILL)
-            output, _ = proc.communicate()
-            pytest.fail(f"the ranks hung (no exit in {DEADLINE_S} s):\n{output[-6000:]}")
-    assert proc.returncode == 0, f"training failed ({proc.returncode}):\n{output[-8000:]}"
+    run_to_end(cmd, timeout=DEADLINE_S, what="training (2 ranks)")
 
 
 def _rows(path: Path) -> list[dict]:
@@ -168,15 +152,7 @@ def test_partitioned_zero3_resumes_as_it_ran(zero3_run, tmp_path):
 def _one_process(*argv: str) -> None:
     """``python -m ...`` without torchrun's variables (one process); fails the test past DEADLINE_S."""
     env = {k: v for k, v in os.environ.items() if k not in ("RANK", "WORLD_SIZE", "LOCAL_RANK")}
-    with subprocess.Popen([sys.executable, "-m", *argv], cwd=ROOT, env={**env, "OMP_NUM_THREADS": "1"},
-                          stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True) as proc:
-        try:
-            output, _ = proc.communicate(timeout=DEADLINE_S)
-        except subprocess.TimeoutExpired:
-            os.killpg(proc.pid, signal.SIGKILL)
-            output, _ = proc.communicate()
-            pytest.fail(f"{argv[0]} hung (no exit in {DEADLINE_S} s):\n{output[-6000:]}")
-    assert proc.returncode == 0, f"{argv[0]} failed ({proc.returncode}):\n{output[-8000:]}"
+    run_to_end([sys.executable, "-m", *argv], timeout=DEADLINE_S, what=argv[0], env=env)
 
 
 def test_partitioned_zero3_continues_on_one_process_after_reshard(zero3_run, tmp_path):
