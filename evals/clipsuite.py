@@ -290,11 +290,17 @@ def write_clip(path: Path, frames: np.ndarray, fps: float) -> None:
         tmp.unlink(missing_ok=True)
 
 
+def row_describes(row: dict, spec: ClipSpec, side: int) -> bool:
+    """True when manifest ``row`` describes the clip ``spec`` renders at ``side`` pixels by this generator: its
+    name, seed, frames, size and `SUITE_VERSION` (not its file: `_row_matches`; graph/demo.py's clip cache reads
+    rows whose paths `load_manifest` made absolute)."""
+    return (row.get("name") == spec.name and row.get("seed") == spec.seed and row.get("frames") == spec.frames
+            and row.get("width") == side and row.get("height") == side and row.get("suite_version") == SUITE_VERSION)
+
+
 def _row_matches(row: dict, spec: ClipSpec, side: int) -> bool:
-    """True when ``row`` describes the clip ``spec`` renders at ``side`` pixels (its file, seed, frames and size)."""
-    return (row.get("name") == spec.name and row.get("path") == f"clips/{spec.name}.mp4" and row.get("seed") == spec.seed
-            and row.get("frames") == spec.frames and row.get("width") == side and row.get("height") == side
-            and row.get("suite_version") == SUITE_VERSION)
+    """True when ``row`` describes the clip ``spec`` renders at ``side`` pixels (`row_describes`) at its file."""
+    return row.get("path") == f"clips/{spec.name}.mp4" and row_describes(row, spec, side)
 
 
 def _listed_file(out: Path, row: object) -> Path | None:

@@ -176,14 +176,13 @@ def _cache_misses(rows: list[dict], suite: list[ClipSpec], wanted: list[ClipSpec
     name, clip seed, frames, `side` x `side` pixels, generator version; it serves that clip when its file exists too. One row
     that is not the suite's (another `--seed`, size or clip generator, or a row by hand) makes the manifest foreign:
     `make_clips` refuses to add clips to it, so it is replaced when clips are missing."""
-    from evals.clipsuite import SUITE_VERSION
+    from evals.clipsuite import row_describes
 
     specs = {spec.name: spec for spec in suite}
     served, foreign = set(), None
     for row in rows:
         spec = specs.get(row.get("name"))
-        if spec is not None and row.get("seed") == spec.seed and row.get("frames") == spec.frames \
-                and row.get("width") == side and row.get("height") == side and row.get("suite_version") == SUITE_VERSION:
+        if spec is not None and row_describes(row, spec, side):
             if Path(row["path"]).is_file():
                 served.add(spec.name)
         elif foreign is None:
