@@ -128,8 +128,14 @@ def eval_means(eval_path: Path, key: str | None = None) -> dict[int, float]:
     """``iteration -> eval_reward_mean`` of the held-out rows in ``eval_path`` of the measurement ``key`` (None:
     the latest one; module docstring); the last row of an iteration counts (rows without a finite mean, and
     unreadable lines, left out); {} without the file."""
+    return means_of(rows_of_key(eval_rows(eval_path), key))
+
+
+def means_of(rows: list[dict[str, Any]]) -> dict[int, float]:
+    """`eval_means` of one measurement's rows (`rows_of_key`) already read: the last row of an iteration counts,
+    rows without a finite mean drop it."""
     means: dict[int, float] = {}
-    for row in rows_of_key(eval_rows(eval_path), key):
+    for row in rows:
         iteration, mean = row["iteration"], row.get("eval_reward_mean")
         if finite_number(mean, bools=True):
             means[iteration] = float(mean)
@@ -181,7 +187,8 @@ def passed_over(ckpt_dir: Path, eval_path: Path, found: tuple[str, int, float], 
     repeated iteration that was higher than its last, an evaluation without a mean, rows of other measurements,
     lines that are not JSON; [] when nothing was."""
     rows, torn = eval_rows(eval_path), json_objects(eval_path)[1]
-    mine, means, best = rows_of_key(rows, key), eval_means(eval_path, key), found[2]
+    mine = rows_of_key(rows, key)
+    means, best = means_of(mine), found[2]
     notes = []
     for it, mean in sorted(means.items()):
         if mean > best and it == 0:
