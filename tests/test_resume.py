@@ -204,16 +204,14 @@ def test_every_rank_resumes_the_checkpoint_rank_0_picked(tmp_path):
 def _probe(tmp_path: Path, cases: str) -> list[list[dict]]:
     """What plan_resume answered each of 2 ranks (tests/resume_probe.py), each rank reading its own view of the
     run folder (``CASE/viewR``), as two nodes with node-local checkpoint folders do."""
-    from tests.test_grpo_weighting import _free_port
+    from tests.launches import free_port, run_to_end
 
-    cmd = [str(Path(sys.executable).parent / "torchrun"), "--nproc_per_node", "2", "--master_port", str(_free_port()),
+    cmd = [str(Path(sys.executable).parent / "torchrun"), "--nproc_per_node", "2", "--master_port", str(free_port()),
            str(ROOT / "tests" / "resume_probe.py"), str(tmp_path), str(tmp_path), cases]
     env = {k: v for k, v in os.environ.items() if k not in ("RANK", "WORLD_SIZE", "LOCAL_RANK")}
     # this checkout's modules, not those an editable install of another checkout points at
     env["PYTHONPATH"] = os.pathsep.join([str(ROOT), *filter(None, [env.get("PYTHONPATH")])])
-    proc = subprocess.run(cmd, cwd=ROOT, env={**env, "OMP_NUM_THREADS": "1"}, capture_output=True, text=True,
-                          timeout=300)
-    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-6000:]
+    run_to_end(cmd, timeout=300, what="resume probe", env=env)
     return [json.loads((tmp_path / f"rank{r}.json").read_text()) for r in range(2)]
 
 
