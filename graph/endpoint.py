@@ -47,20 +47,30 @@ def preflight(settings: BackboneSettings) -> str | None:
     return None if problem is None else f"{problem} (RAA_ENDPOINT_WAIT_S=0 skips this check)"
 
 
+NOT_UP_STATUS = frozenset({502, 503, 504})
+"""What a gateway (or a server still loading) answers for a service that is not up yet: waited through by
+`first_answer`, like a refused connection."""
+
+
 def first_answer(url: str, *, wait_s: float, timeout_s: float, headers: dict[str, str] | None = None) -> httpx.Response:
-    """The first HTTP answer of `GET url` (any status), retrying connection failures and timeouts about
-    once a second for `wait_s` seconds (one try when 0); the last `httpx.HTTPError` after that. A URL that
-    cannot be requested (`httpx.UnsupportedProtocol`, `httpx.InvalidURL`) is raised at once."""
+    """The first HTTP answer of `GET url`, retrying connection failures, timeouts and `NOT_UP_STATUS`
+    answers about once a second for `wait_s` seconds (one try when 0); at the deadline, the last such answer
+    or the last `httpx.HTTPError`. A proxy's 502 for a service still starting used to count as the service
+    answering. A URL that cannot be requested (`httpx.UnsupportedProtocol`, `httpx.InvalidURL`) is raised
+    at once."""
     deadline = time.monotonic() + wait_s
     while True:
         try:
-            return httpx.get(url, headers=headers or {}, timeout=timeout_s)
+            resp = httpx.get(url, headers=headers or {}, timeout=timeout_s)
         except httpx.UnsupportedProtocol:
             raise
         except httpx.HTTPError:
             if time.monotonic() >= deadline:
                 raise
-            time.sleep(min(1.0, max(0.0, deadline - time.monotonic())))
+        else:
+            if resp.status_code not in NOT_UP_STATUS or time.monotonic() >= deadline:
+                return resp
+        time.sleep(min(1.0, max(0.0, deadline - time.monotonic())))
 
 
 @dataclass(frozen=True)

@@ -145,22 +145,28 @@ class HttpAgentReward:
         return self._urls[rank % len(self._urls)]
 
     def wait_until_reachable(self) -> None:
-        """Return once the service answers anything over HTTP (a GET on a POST route is a 405, still an
-        answer); ValueError naming the url after ``startup_wait_s`` of connection failures. Without it, a
-        wrong url or a service that never started made every reward of the run ineligible: no update."""
+        """Return once the service answers over HTTP (a GET on a POST route is a 405, still an answer);
+        ValueError naming the url after ``startup_wait_s`` of connection failures, or of a gateway's 502 / 503
+        / 504 (a proxy in front of a service not up yet: it passed as an answer, and the run's first batches
+        were ineligible). Without it, a wrong url or a service that never started made every reward of the
+        run ineligible: no update."""
         import httpx
 
-        from graph.endpoint import first_answer  # the backbone pre-flight's wait
+        from graph.endpoint import NOT_UP_STATUS, first_answer  # the backbone pre-flight's wait
 
         if self.startup_wait_s <= 0:
             return
         for url in self._urls:
             try:
-                first_answer(url, wait_s=self.startup_wait_s, timeout_s=min(10.0, self.timeout_s))
+                resp = first_answer(url, wait_s=self.startup_wait_s, timeout_s=min(10.0, self.timeout_s))
             except httpx.HTTPError as exc:
                 raise ValueError(f"reward service {url} did not answer within {self.startup_wait_s:g} s "
                                  f"({type(exc).__name__}: {exc}); start it (raa serve-reward) or fix "
                                  "reward_options.url") from None
+            if resp.status_code in NOT_UP_STATUS:
+                raise ValueError(f"reward service {url} answered only HTTP {resp.status_code} "
+                                 f"{resp.reason_phrase} for {self.startup_wait_s:g} s (a gateway whose service "
+                                 "is not up); start it (raa serve-reward) or fix reward_options.url")
 
     def _auth(self) -> dict[str, str]:
         """The bearer-token header of every request to the service (none without a token)."""
