@@ -32,6 +32,24 @@ def test_a_row_whose_iteration_is_infinite_is_left_out(tmp_path):
     assert best_checkpoint(tmp_path / "checkpoints", path) == ("iter_000002", 2, 0.5)
 
 
+def test_a_row_whose_iteration_is_not_a_whole_number_is_left_out(tmp_path):
+    """``"3"`` read as iteration 3, 2.7 as 2 and ``true`` as 1: a hand-edited row could make `best_checkpoint`
+    pick a checkpoint its mean was never measured on. The trainer writes ints, and the report kept only ints
+    (but ``true`` as 1): both readers now keep JSON integers alone."""
+    path = tmp_path / "eval.jsonl"
+    path.write_text("".join(json.dumps(row) + "\n" for row in (
+        {"iteration": "3", "eval_reward_mean": 0.9}, {"iteration": 2.7, "eval_reward_mean": 0.9},
+        {"iteration": True, "eval_reward_mean": 0.9}, {"iteration": 4.0, "eval_reward_mean": 0.4},
+        {"iteration": 2, "eval_reward_mean": 0.5})))
+    assert [r["iteration"] for r in eval_rows(path)] == [2]
+    for it in (1, 2, 3):
+        _checkpoint(tmp_path / "checkpoints", it)
+    assert best_checkpoint(tmp_path / "checkpoints", path) == ("iter_000002", 2, 0.5)
+    from training.run_files import read_run
+
+    assert [r["iteration"] for r in read_run(tmp_path).evals] == [2]
+
+
 def test_a_report_that_cannot_be_written_whole_leaves_the_previous_page(tmp_path, monkeypatch):
     """report.html (and a comparison page) were written in place: a full disk left a cut page where the
     previous one was."""

@@ -82,16 +82,18 @@ def on_eval_schedule(cfg: TrainConfig, iteration: int) -> bool:
     return bool(cfg.eval_every) and (iteration % cfg.eval_every == 0 or iteration == cfg.max_iterations)
 
 
+def has_iteration(row: dict[str, Any]) -> bool:
+    """Whether ``row["iteration"]`` is a JSON integer, as the trainer writes it: ``"3"``, 2.7, ``true`` and
+    ``Infinity`` read as iterations 3, 2, 1 (and an OverflowError) through ``int()``, so a hand-edited row
+    could name a checkpoint its mean was never measured on."""
+    value = row.get("iteration")
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
 def eval_rows(eval_path: Path) -> list[dict[str, Any]]:
-    """The held-out rows in ``eval_path`` in file order, ``iteration`` as an int (unreadable lines and rows
-    without an integer iteration, e.g. ``Infinity``, left out); [] without the file."""
-    out = []
-    for row in json_objects(eval_path)[0]:
-        try:
-            out.append({**row, "iteration": int(row["iteration"])})
-        except (ValueError, KeyError, TypeError, OverflowError):  # OverflowError: an infinite iteration
-            continue
-    return out
+    """The held-out rows in ``eval_path`` in file order whose iteration `has_iteration` (unreadable lines and
+    other rows left out); [] without the file."""
+    return [row for row in json_objects(eval_path)[0] if has_iteration(row)]
 
 
 def latest_key(rows: list[dict[str, Any]]) -> str | None:

@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from tools.jsonl import json_objects
-from training.best import latest_key, rows_of_key
+from training.best import has_iteration, latest_key, rows_of_key
 from training.provenance import read_reward_backbone
 from training.run_rows import last_attempt_ineligible, last_attempt_rollouts, placed_rollouts
 
@@ -55,7 +55,7 @@ def _lines(path: Path, files: RunFiles) -> list[dict[str, Any]]:
 
 
 def _last_per_iteration(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    by_iteration = {int(r["iteration"]): r for r in rows if isinstance(r.get("iteration"), int)}
+    by_iteration = {r["iteration"]: r for r in rows if has_iteration(r)}
     return [by_iteration[i] for i in sorted(by_iteration)]
 
 
@@ -69,7 +69,7 @@ def read_run(run_dir: Path) -> RunFiles:
                                 "(or the run has not finished its first iteration)")
     files = RunFiles(run_dir)
     files.metrics = _last_per_iteration(_lines(run_dir / "metrics.jsonl", files))
-    evals = [r for r in _lines(run_dir / "eval.jsonl", files) if isinstance(r.get("iteration"), int)]
+    evals = [r for r in _lines(run_dir / "eval.jsonl", files) if has_iteration(r)]
     current = rows_of_key(evals)
     files.evals, files.other_evals = _last_per_iteration(current), len(evals) - len(current)
     for row in _lines(run_dir / "eval_rewards.jsonl", files):
@@ -83,7 +83,7 @@ def read_run(run_dir: Path) -> RunFiles:
         files.items.setdefault(key, {})[iteration] = row
     files.ineligible = last_attempt_ineligible(_lines(run_dir / "ineligible.jsonl", files), files.metrics)
     placed, files.left_out = placed_rollouts(_lines(run_dir / "rewards.jsonl", files))
-    saved = [r for r in last_attempt_rollouts(placed) if "video" in r and isinstance(r.get("iteration"), int)]
+    saved = [r for r in last_attempt_rollouts(placed) if "video" in r and has_iteration(r)]
     if saved:
         latest = max(r["iteration"] for r in saved)
         files.rollouts = [r for r in saved if r["iteration"] == latest]
