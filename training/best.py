@@ -147,12 +147,23 @@ def means_of(rows: list[dict[str, Any]]) -> dict[int, float]:
 
 
 def complete_checkpoint(ckpt_dir: Path, iteration: int) -> bool:
-    """Whether ``ckpt_dir`` holds the whole checkpoint of ``iteration``: its folder has ``layout.json`` (written
-    after every rank saved) and ``latest`` names it or a later one (module docstring)."""
+    """Whether ``ckpt_dir`` holds the whole checkpoint of ``iteration`` (`checkpoint_gap` finds nothing missing)."""
+    return checkpoint_gap(ckpt_dir, iteration) is None
+
+
+def checkpoint_gap(ckpt_dir: Path, iteration: int) -> str | None:
+    """Why ``ckpt_dir`` does not hold the whole checkpoint of ``iteration``, or None when it does: its folder has
+    ``layout.json`` (written after every rank saved) and ``latest`` names it or a later one (module docstring)."""
+    folder = ckpt_dir / iteration_tag(iteration)
+    if not folder.is_dir():
+        return "no folder: pruned, or never saved"
+    if not (folder / LAYOUT_FILE).is_file():
+        return f"no {LAYOUT_FILE}: its save did not finish, or it predates the file"
     latest = latest_tag(ckpt_dir)
     latest_it = _tag_iteration(latest) if latest else None
-    return (latest_it is not None and iteration <= latest_it
-            and (ckpt_dir / iteration_tag(iteration) / LAYOUT_FILE).is_file())
+    if latest_it is None or iteration > latest_it:
+        return f"past latest ({latest or 'no latest file'}): a save the run never completed"
+    return None
 
 
 def _tag_iteration(tag: str) -> int | None:
@@ -172,16 +183,6 @@ def best_checkpoint(ckpt_dir: Path, eval_path: Path, key: str | None = None) -> 
     return iteration_tag(it), it, mean
 
 
-def _incomplete_why(ckpt_dir: Path, iteration: int) -> str:
-    """Why `complete_checkpoint` refuses the checkpoint of ``iteration`` (module docstring)."""
-    folder = ckpt_dir / iteration_tag(iteration)
-    if not folder.is_dir():
-        return "no folder: pruned, or never saved"
-    if not (folder / LAYOUT_FILE).is_file():
-        return f"no {LAYOUT_FILE}: its save did not finish, or it predates the file"
-    return f"past latest ({latest_tag(ckpt_dir)}): a save the run never completed"
-
-
 def passed_over(ckpt_dir: Path, eval_path: Path, found: tuple[str, int, float], key: str | None = None) -> list[str]:
     """What `best_checkpoint` left aside in choosing ``found`` among the rows of the measurement ``key`` (None: the
     latest), one line each, for ``--tag best`` to print: a higher mean (or a later equal one, which a tie would
@@ -196,9 +197,9 @@ def passed_over(ckpt_dir: Path, eval_path: Path, found: tuple[str, int, float], 
         if mean > best and it == 0:
             notes.append(f"the base model scored higher before training (iteration 0: {mean:.4f}); no saved "
                          "checkpoint beats it")
-        elif (mean > best or (mean == best and it > found[1])) and not complete_checkpoint(ckpt_dir, it):
+        elif (mean > best or (mean == best and it > found[1])) and (gap := checkpoint_gap(ckpt_dir, it)):
             notes.append(f"iteration {it} scored {'higher' if mean > best else 'as high'} ({mean:.4f}) but "
-                         f"{iteration_tag(it)} is not a complete checkpoint ({_incomplete_why(ckpt_dir, it)})")
+                         f"{iteration_tag(it)} is not a complete checkpoint ({gap})")
     last = {row["iteration"]: k for k, row in enumerate(mine)}
     for k, row in enumerate(mine):  # an earlier attempt's row of an iteration a resume repeated, higher than its last
         mean, final = row.get("eval_reward_mean"), means.get(row["iteration"])
