@@ -45,6 +45,10 @@ def test_a_row_whose_iteration_is_not_a_whole_number_is_left_out(tmp_path):
     for it in (1, 2, 3):
         _checkpoint(tmp_path / "checkpoints", it)
     assert best_checkpoint(tmp_path / "checkpoints", path) == ("iter_000002", 2, 0.5)
+    from training.best import passed_over
+
+    assert passed_over(tmp_path / "checkpoints", path, ("iter_000002", 2, 0.5)) == [
+        "4 rows of eval.jsonl without an integer iteration"]
     from training.run_files import read_run
 
     assert [r["iteration"] for r in read_run(tmp_path).evals] == [2]

@@ -188,8 +188,9 @@ def passed_over(ckpt_dir: Path, eval_path: Path, found: tuple[str, int, float], 
     latest), one line each, for ``--tag best`` to print: a higher mean (or a later equal one, which a tie would
     have chosen) without a complete checkpoint (the baseline at iteration 0 is the base model), an earlier row of a
     repeated iteration that was higher than its last, an evaluation without a mean, rows of other measurements,
-    lines that are not JSON; [] when nothing was."""
-    rows, torn = eval_rows(eval_path), json_objects(eval_path)[1]
+    lines that are not JSON, rows without an integer iteration; [] when nothing was."""
+    objects, torn = json_objects(eval_path)
+    rows = [row for row in objects if has_iteration(row)]
     mine = rows_of_key(rows, key)
     means, best = means_of(mine), found[2]
     notes = []
@@ -212,6 +213,8 @@ def passed_over(ckpt_dir: Path, eval_path: Path, found: tuple[str, int, float], 
         notes.append(f"{other} row{'s' if other != 1 else ''} of another measurement (eval_key) not compared")
     if torn:
         notes.append(f"{torn} line{'s' if torn != 1 else ''} of {eval_path.name} {'is' if torn == 1 else 'are'} not JSON")
+    if odd := len(objects) - len(rows):
+        notes.append(f"{odd} row{'s' if odd != 1 else ''} of {eval_path.name} without an integer iteration")
     return notes
 
 
