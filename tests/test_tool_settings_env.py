@@ -107,3 +107,11 @@ def test_the_noise_thresholds_are_read_from_the_environment():
         ToolSettings.from_env({"RAA_QUALITY_MIN_NOISE_FLATNESS": "2"})
     with pytest.raises(ValueError, match=r"RAA_QUALITY_MIN_NEIGHBOUR_CORRELATION='-3'"):
         ToolSettings.from_env({"RAA_QUALITY_MIN_NEIGHBOUR_CORRELATION": "-3"})
+
+
+def test_the_quality_analysis_size_is_read_from_the_environment():
+    """`analysis_long_side` was the one quality setting without a RAA_QUALITY_* variable."""
+    assert ToolSettings.from_env({"RAA_QUALITY_ANALYSIS_LONG_SIDE": " 128 "}).quality.analysis_long_side == 128
+    assert ToolSettings.from_env({}).quality.analysis_long_side == 64
+    with pytest.raises(ValueError, match=r"RAA_QUALITY_ANALYSIS_LONG_SIDE='4'"):
+        ToolSettings.from_env({"RAA_QUALITY_ANALYSIS_LONG_SIDE": "4"})

@@ -16,6 +16,7 @@
 | RAA_QUALITY_MIN_FRAMES / _MAX_STD / _MAX_EDGE / _UNIFORM_FRACTION | quality thresholds | 2 / 5 / 4 / 0.8 |
 | RAA_QUALITY_DIM_BRIGHTNESS / _DIM_MIN_SCALE | quality: mean grey level below which the std and edge thresholds scale with a frame's brightness (0 = off), and their smallest share | 64 / 0.4 |
 | RAA_QUALITY_MIN_NEIGHBOUR_CORRELATION / _MIN_NOISE_FLATNESS | quality: a frame is noise (flat) when its neighbouring pixels' correlation is below the first and its spectral flatness above the second | 0.2 / 0.3 |
+| RAA_QUALITY_ANALYSIS_LONG_SIDE | quality: long side (pixels, 8-1024) of the frames the pre-check analyses | 64 |
 | RAA_TOOLS_URL | tools_url (remote tool service; unset = in-process) | unset |
 | RAA_TOOLS_TOKEN | tools_token (bearer token, client and server) | unset |
 | RAA_TOOLS_TIMEOUT_S | request_timeout_s | 300 |
@@ -191,7 +192,8 @@ class ToolSettings(BaseModel):
                         "RAA_QUALITY_UNIFORM_FRACTION": "uniform_frame_fraction",
                         "RAA_QUALITY_DIM_BRIGHTNESS": "dim_brightness", "RAA_QUALITY_DIM_MIN_SCALE": "dim_min_scale",
                         "RAA_QUALITY_MIN_NEIGHBOUR_CORRELATION": "min_neighbour_correlation",
-                        "RAA_QUALITY_MIN_NOISE_FLATNESS": "min_noise_flatness"}
+                        "RAA_QUALITY_MIN_NOISE_FLATNESS": "min_noise_flatness",
+                        "RAA_QUALITY_ANALYSIS_LONG_SIDE": "analysis_long_side"}
         def value(var: str) -> str:
             raw = env[var] if var in _SECRET_VARS else env[var].strip()
             return os.path.expanduser(raw) if var in _PATH_VARS else raw
