@@ -77,6 +77,20 @@ def test_instructions_name_the_target_and_the_goal():
         assert goal and goal in spec.instruction
 
 
+def test_pick_lift_instructions_ask_for_the_height_the_labels_use():
+    """"Grasp the X and raise it off the table" was met by the partial clips (raised 0.3-2.5 cm, labelled
+    progress): an exact reader could call them successes. Both phrasings now ask for more than the object's own
+    height (LIFT_SUCCESS, 5 cm), which the success clips reach (13.5 cm) and the partial ones stay under half of."""
+    from evals.motions import LIFT_SUCCESS
+    from evals.scenes import HALF
+
+    assert LIFT_SUCCESS == 2 * HALF  # "its own height"
+    lifts = [s.instruction for p in ("paper", "small") for seed in range(4) for s in suite_specs(p, seed)
+             if s.task == "pick_lift"]
+    assert {text.split()[0] for text in lifts} == {"Pick", "Grasp"}  # both phrasings drawn
+    assert all("its own height" in text for text in lifts), lifts
+
+
 def test_specs_are_seeded():
     assert suite_specs("paper", 7) == suite_specs("paper", 7)
     a, b = suite_specs("small", 0), suite_specs("small", 1)
