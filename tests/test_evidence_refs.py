@@ -1,7 +1,8 @@
 """A judgment's evidence frames are frames the model was shown in the run (graph.nodes.common.shown_frames): the
 uniform sample, the frames the inspection tools returned and the images reflect, repair and final_check sent. They
 were checked against the clip's range only, so a judgment could cite a frame the model never saw; such a frame is
-now dropped with a note, and the statuses (so the reward) stand."""
+now dropped with a note; the statuses (so the reward) stand while a judgment keeps one of its cited frames, and a
+met or partial judgment left with none is scored as unverifiable."""
 
 from __future__ import annotations
 
@@ -30,10 +31,12 @@ def test_assess_drops_the_frames_it_was_not_shown(clip):
     assert 16 not in out["sample"]
     got = out["assessment"]
     assert [got.judgment(r).evidence_frames for r in ("R1", "R2", "R3")] == [[0, 32], [0, 32], []]
-    assert [got.judgment(r).status for r in ("R1", "R2", "R3")] == ["met", "met", "partial"]  # statuses stand
+    # R2 keeps frames: its status stands; R3 (not essential) has no cited frame left: unverifiable
+    assert [got.judgment(r).status for r in ("R1", "R2", "R3")] == ["met", "met", "unverifiable"]
     reasons = out["result"].reasons
     assert "assess: R2 cited frames [16] the model was not shown; dropped" in reasons
     assert "assess: R3 cited frames [16] the model was not shown; dropped (partial now cites no frame)" in reasons
+    assert "assess: R3 partial scored as unverifiable: every frame it cited was dropped" in reasons
     assert out["result"].T == pytest.approx(1.0)
 
 
@@ -73,3 +76,24 @@ def test_final_check_drops_the_frames_it_was_not_shown(clip65):
     assert out["result"].status == "zero"
     step = next(s for s in out["steps"] if s["node"] == "final_check")
     assert "1 unseen evidence frame(s) dropped" in step["decision"]
+
+
+def test_a_verdict_whose_cited_frames_were_all_dropped_is_unverifiable(clip):
+    """R2 (essential) judged met citing only frame 16 (not in the 33-frame clip's sample) and frame 99 (past its
+    end): both are dropped, so no evidence is left for the verdict, yet it stayed met and earned full credit
+    (T = 1.0). A met or partial verdict with no surviving evidence is unverified: it is scored as unverifiable
+    (with a note), as inspect, final_check and the gate read that status. A verdict keeping one frame stands (R1),
+    and a not_met one loses no credit and stays (R3)."""
+    a = assessment(s3="not_met", frames=(0, 32))
+    a["judgments"][0]["evidence_frames"] = [0, 99]
+    a["judgments"][1]["evidence_frames"] = [16, 99]
+    a["judgments"][2]["evidence_frames"] = [99]
+    agent, _ = make_agent("decomposed", full_script(assess=[a]))
+    out = run(agent, clip, run_id="all-dropped")
+    got = out["assessment"]
+    assert [got.judgment(r).status for r in ("R1", "R2", "R3")] == ["met", "unverifiable", "not_met"]
+    assert [got.judgment(r).evidence_frames for r in ("R1", "R2", "R3")] == [[0], [], []]
+    res = out["result"]
+    assert res.T == pytest.approx(0.5)
+    assert "assess: R2 met scored as unverifiable: every frame it cited was dropped" in res.reasons
+    assert not any(n.startswith("assess: R3 not_met scored") for n in out["notes"])

@@ -35,7 +35,7 @@ def test_tool_frames_reflect_could_not_send_are_not_citable(clip, mode):
     assert model.calls_for("reflect")[0].images() == 8
     after = out["assessments"][1]
     assert after.judgment("R1").evidence_frames == [6] and after.judgment("R2").evidence_frames == []
-    assert after.judgment("R2").status == "met"  # the status stands
+    assert after.judgment("R2").status == "unverifiable"  # met, with every cited frame dropped: no evidence left
     assert "reflect: R1 cited frames [1] the model was not shown; dropped" in out["notes"]
     assert "reflect: R2 cited frames [4] the model was not shown; dropped (met now cites no frame)" in out["notes"]
 

@@ -23,9 +23,10 @@ because it marks a wiring error, not a clip problem.
 
 Decision where the paper is silent on the how: a judgment's evidence frames must be frames the model was
 shown in the run so far (`shown_frames`); `tidy_assessment` drops any other with a note in the run's notes
-(as it drops frames outside the clip) rather than re-asking. The score mapping reads statuses only, so a
-re-ask would buy nothing for the reward, while a model that kept a miscounted label through the re-asks
-would turn the clip ineligible; and a note, unlike a re-ask, is the same on a stage-cache hit.
+(as it drops frames outside the clip) rather than re-asking: a model that kept a miscounted label through the
+re-asks would turn the clip ineligible, and a note, unlike a re-ask, is the same on a stage-cache hit. A met or
+partial judgment left with none of the frames it cited is scored as unverifiable (`tidy_assessment`): credit
+needs evidence the model was shown.
 
 Nodes are `StageNode`s, small langchain `Runnable`s, rather than `RunnableLambda`s: a RunnableLambda
 inspects its function's signature and opens a callback run on every call, about 3 ms of event-loop
@@ -280,6 +281,11 @@ def sent_rounds(state: AgentState) -> int:
     return max(calls - 1, 0)
 
 
+CREDITED = ("met", "partial")
+"""Statuses that earn task credit (`graph.gate.STATUS_WEIGHT`): a judgment with one of them needs surviving evidence
+when it cited any (`tidy_assessment`)."""
+
+
 def tidy_assessment(assessment: Assessment, contract: TaskContract, n_frames: int, shown: Collection[int],
                     stage: str) -> tuple[Assessment, list[str]]:
     """One judgment per contract requirement, in contract order, citing only frames the model was shown; plus a
@@ -293,7 +299,13 @@ def tidy_assessment(assessment: Assessment, contract: TaskContract, n_frames: in
       `shown_frames` plus the node's own images) are dropped: a judgment's evidence is what the model saw, and
       repair and final_check show a judgment's evidence frames again, so an unseen citation (frame 17 next to
       the sampled 16 and 18) also let a long clip's later stages show frames past the inspection access policy.
-      The status stays: the reward reads statuses only, and a misread frame label is no verdict on the clip.
+    - A judgment that keeps at least one of its cited frames keeps its status: a misread label among good ones is
+      no verdict on the clip. A met or partial judgment (`CREDITED`) whose cited frames were ALL dropped is
+      scored as unverifiable: no evidence is left for the credit it claims. It kept its status and full credit
+      (a met essential requirement backed by nothing counted as shown); as unverifiable it is re-inspected
+      (inspect flags it), an essential one goes to final_check, and repair's image-backed rule
+      (`graph.nodes.audit.guard_flips`) applies to it as to any status. A not_met judgment earns no credit and
+      stays. A judgment that cited no frame at all is left as written (nothing was dropped).
     Each of these is noted (`{stage}: ...`): they were done silently, so a judgment written "r2" vanished,
     T fell (1.0 -> 0.5) and the gate could read an essential gap, with no reason in the result."""
     ids = [r.id for r in contract.requirements]
@@ -320,7 +332,11 @@ def tidy_assessment(assessment: Assessment, contract: TaskContract, n_frames: in
         if unseen:
             notes.append(f"{stage}: {rid} cited frames {unseen} the model was not shown; dropped"
                          + ("" if frames else f" ({j.status} now cites no frame)"))
-        judgments.append(j.model_copy(update={"requirement_id": rid, "evidence_frames": frames}))
+        status = j.status
+        if j.evidence_frames and not frames and status in CREDITED:
+            status = "unverifiable"
+            notes.append(f"{stage}: {rid} {j.status} scored as unverifiable: every frame it cited was dropped")
+        judgments.append(j.model_copy(update={"requirement_id": rid, "evidence_frames": frames, "status": status}))
     order = {i: k for k, i in enumerate(ids)}
     judgments.sort(key=lambda j: order[j.requirement_id])
     return assessment.model_copy(update={"judgments": judgments}), notes
