@@ -8,7 +8,10 @@ Decisions where the issue was silent:
 - Rubric levels are integers 1..5 (1 = severe violations / unusable, 5 = fully plausible / clean);
   `graph.gate.score_mapping` maps them linearly to [0, 1].
 - `AuditReport.clean` is recomputed: a report that lists any issue is never clean, whatever the
-  model wrote.
+  model wrote. A report written `clean: false` that lists no issue contradicts itself and is refused
+  (ValueError, so a model's reply is re-asked with the reason and, re-asks spent, the run is ineligible):
+  recomputed, it read as a clean audit and the model's "not clean" vanished. A report built without `clean`
+  (by code) is clean exactly when it lists no issue, as before.
 - `DirectScore.reward` is only used by the `direct` preset, the paper's direct-scoring baseline;
   every other preset maps structured judgments through fixed code.
 - QualityCheck and SurpriseEvidence are the tools' own records, re-exported here.
@@ -301,7 +304,11 @@ class AuditReport(_Record):
 
     @model_validator(mode="after")
     def _clean_means_no_issue(self) -> AuditReport:
-        self.clean = not (self.missing_requirements or self.invented_conditions or self.contradictions)
+        issues = bool(self.missing_requirements or self.invented_conditions or self.contradictions)
+        if not issues and "clean" in self.model_fields_set and not self.clean:
+            raise ValueError("clean is false but the report names no issue: list the missing requirements, "
+                             "invented conditions or contradictions, or write clean true")
+        self.clean = not issues
         return self
 
 
