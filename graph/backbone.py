@@ -105,7 +105,7 @@ from graph.transport import PacedWait, is_timeout, is_transient, not_a_completio
 from graph.usage import Usage, count_reply
 from graph.usage import count_images as count_images  # re-exported (its home before graph/usage.py)
 from graph.validation import ERR_CHARS as _ERR_CHARS
-from graph.validation import InvalidReply, read_structured, reask, validate_text
+from graph.validation import InvalidReply, decode_stored, read_structured, reask, validate_text
 
 _Out = TypeVar("_Out", bound=BaseModel)  # a stage output: a schema instance or an AIMessage (one too)
 FaultKind = Literal["transport", "timeout", "invalid_reply", "empty_reply", "refused"]
@@ -254,7 +254,7 @@ class Backbone:
         key = self.key_of(stage, messages, method=self.method, params=params, schema=schema)
 
         async def compute() -> _Out:
-            cached = await lookup(cache, key, schema.model_validate_json, stage)
+            cached = await lookup(cache, key, lambda text: decode_stored(schema, text), stage)
             if cached is not None:
                 usage.cache_hits += 1
                 return cached

@@ -25,7 +25,8 @@ Decisions where the issue was silent:
   one (temperature, draw) is served from the cache: draws are how to sample again.
 - A stored output keeps a non-finite number (a model's JSON may hold Infinity) as written (`encode_output`).
 - Only validated outputs are stored; faults and invalid replies are never cached. A stored entry that no
-  longer decodes (a structured output that fails a validator added since it was written, or a damaged
+  longer decodes (a structured output that fails a validator added since it was written, or the checks of a
+  reply, `graph.validation.decode_stored`: `{}` is no Observation and no AuditReport; or a damaged
   entry) is a miss (`decoded`; counted in `StageCache.misses`, it was a hit): the stage is asked again and
   the entry replaced, where it used to raise on every hit, failing that stage input for good until the cache
   was pruned.

@@ -316,7 +316,8 @@ EMPTY_IS_NO_ANSWER: frozenset[type[BaseModel]] = frozenset({Observation, AuditRe
 """Model-written records whose fields all have defaults, for which a reply of `{}` is refused and re-asked
 (`graph.validation.check_fields`): it validated as an observation of nothing, or as a clean audit (no repair).
 A reply naming any field passes (`{"clean": true}` is an audit). An InspectionPlan `{}` stays a plan (nothing to
-re-inspect): inspection only gathers evidence. The JSON schemas are unchanged (stage-cache keys hash them)."""
+re-inspect): inspection only gathers evidence. The JSON schemas are unchanged (stage-cache keys hash them). A
+stage-cache entry `{}` (stored before this check) is a miss, not served (`graph.validation.decode_stored`)."""
 
 
 class FinalCheck(_Record):

@@ -63,6 +63,19 @@ def check_fields(schema: type[BaseModel], obj: Any, text: str) -> None:
                            f"({', '.join(schema.model_fields)})", text or "{}")
 
 
+def decode_stored(schema: type[M], text: str) -> M:
+    """A stage-cache entry as a `schema` output, held to the checks of a reply (`check_fields`): an entry that
+    fails them (`{}` for an Observation or an AuditReport, written by a version before `EMPTY_IS_NO_ANSWER`)
+    raises ValueError, which `graph.cache.lookup` takes for an entry that does not decode: a miss, so the stage
+    is asked again and the entry replaced. It decoded as an observation of nothing or a clean audit and was
+    served on every hit, although the same reply from the model is re-asked."""
+    try:
+        check_fields(schema, json.loads(text), text)
+    except InvalidReply as bad:
+        raise ValueError(f"the stored output fails today's checks: {bad.message}") from None
+    return schema.model_validate_json(text)
+
+
 def raw_object(raw: Any) -> Any:
     """The JSON object a structured reply was parsed from (tool-call arguments, or the content), or None."""
     if not isinstance(raw, AIMessage):

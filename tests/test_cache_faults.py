@@ -65,3 +65,28 @@ def test_a_stored_entry_that_does_not_decode_counts_as_a_miss(tmp_path, on_disk:
     assert asyncio.run(lookup(cache, "good", Verdict.model_validate_json, "judge")) == Verdict(label="a", score=1)
     assert asyncio.run(lookup(cache, "none", Verdict.model_validate_json, "judge")) is None
     assert (cache.hits, cache.misses) == (1, 2)
+
+
+@pytest.mark.parametrize("on_disk", [False, True])
+@pytest.mark.parametrize("stage", ["observe", "audit"])
+def test_a_stored_empty_observation_or_audit_is_a_miss(tmp_path, on_disk: bool, stage: str) -> None:
+    """`{}` is no Observation and no AuditReport (`graph.schemas.EMPTY_IS_NO_ANSWER`): a reply of it is re-asked,
+    but an entry `{}` in the cache (written before that check) still decoded, as an observation of nothing or a
+    clean audit, and was served on every hit. It is a miss now: the stage is asked and the entry replaced."""
+    from graph.schemas import AuditReport, Observation
+
+    schema = {"observe": Observation, "audit": AuditReport}[stage]
+    answer = ({"scene": "a table", "summary": "an arm moves"} if stage == "observe"
+              else {"missing_requirements": ["R2"], "invented_conditions": [], "contradictions": []})
+    msgs = [SystemMessage(content=f"# stage: {stage}\nLook."), HumanMessage(content="frames")]
+    cache = StageCache(tmp_path / "cache.sqlite" if on_disk else None)
+    bb = Backbone(ScriptedChatModel({stage: [answer]}), cache=cache, retry_wait=(0.0, 0.0))
+    key = bb.key_of(stage, msgs, method=bb.method, schema=schema)
+    cache.put(key, "{}")
+    usage = Usage()
+    out = asyncio.run(bb.astructured(stage, schema, list(msgs), usage))
+    assert out == schema.model_validate(answer)
+    assert usage.calls == 1 and usage.cache_hits == 0 and (cache.hits, cache.misses) == (0, 1)
+    assert cache.get(key) != "{}"  # replaced by the answer: the next run is served it
+    again = Usage()
+    assert asyncio.run(bb.astructured(stage, schema, list(msgs), again)) == out and again.cache_hits == 1
