@@ -7,11 +7,11 @@ written by code (MotionEvidence, Fault, RewardResult) use the same style.
 Decisions where the issue was silent:
 - Rubric levels are integers 1..5 (1 = severe violations / unusable, 5 = fully plausible / clean);
   `graph.gate.score_mapping` maps them linearly to [0, 1].
+- Contract ids equal up to case and spaces (`requirement_key`: "R1", "r1") are refused like a duplicate id
+  (re-asked, naming them): judgments and audit findings name ids up to case, so "r1" could mean either.
 - `AuditReport.clean` is recomputed: a report that lists any issue is never clean, whatever the
-  model wrote. A report written `clean: false` that lists no issue contradicts itself and is refused
-  (ValueError, so a model's reply is re-asked with the reason and, re-asks spent, the run is ineligible):
-  recomputed, it read as a clean audit and the model's "not clean" vanished. A report built without `clean`
-  (by code) is clean exactly when it lists no issue, as before.
+  model wrote; one written `clean: false` that lists no issue contradicts itself and is refused (re-asked;
+  recomputed, it read as a clean audit). A report built without `clean` (by code) is recomputed as before.
 - `DirectScore.reward` is only used by the `direct` preset, the paper's direct-scoring baseline;
   every other preset maps structured judgments through fixed code.
 - QualityCheck and SurpriseEvidence are the tools' own records, re-exported here.
@@ -126,6 +126,11 @@ class Requirement(_Record):
     essential: bool = Field(default=True, description="True when the task fails without it.")
 
 
+def requirement_key(requirement_id: str) -> str:
+    """An id up to case and spaces, as judgments and audit findings name it (`graph.nodes.common.contract_id`)."""
+    return requirement_id.strip().casefold()
+
+
 class TaskContract(_Record):
     """The frozen list of requirements a clip must show to complete the instruction."""
 
@@ -138,6 +143,11 @@ class TaskContract(_Record):
         ids = [r.id for r in self.requirements]
         if len(set(ids)) != len(ids):
             raise ValueError(f"requirement ids must be unique, got {ids}")
+        first: dict[str, str] = {}
+        for i in ids:
+            if (other := first.setdefault(requirement_key(i), i)) != i:
+                raise ValueError(f"requirement ids {other!r} and {i!r} are equal up to letter case and spaces "
+                                 f"(judgments name ids up to case): make them distinct, got {ids}")
         return self
 
 
@@ -306,8 +316,7 @@ class AuditReport(_Record):
     def _clean_means_no_issue(self) -> AuditReport:
         issues = bool(self.missing_requirements or self.invented_conditions or self.contradictions)
         if not issues and "clean" in self.model_fields_set and not self.clean:
-            raise ValueError("clean is false but the report names no issue: list the missing requirements, "
-                             "invented conditions or contradictions, or write clean true")
+            raise ValueError("clean is false but the report names no issue: list the issues, or write clean true")
         self.clean = not issues
         return self
 

@@ -53,7 +53,7 @@ from graph.bridge import run_sync
 from graph.context import RunContext, config_mismatch, tools_mismatch, with_config_draw
 from graph.job_owners import abandon
 from graph.no_endpoint import missing_endpoint
-from graph.schemas import Assessment, Fault, TaskContract
+from graph.schemas import Assessment, Fault, TaskContract, requirement_key
 from graph.state import AgentState, ContractFrozenError, StepRecord
 from graph.state_records import StateRecordError, state_faults, with_records
 from graph.workers import run_scope
@@ -234,10 +234,6 @@ def instruction_block(instruction: str) -> str:
     return f"<instruction>\n{data}\n</instruction>"
 
 
-def _id_key(requirement_id: str) -> str:
-    return requirement_id.strip().casefold()
-
-
 def split_in_clip(frames: Sequence[int], n_frames: int) -> tuple[list[int], list[int]]:
     """The distinct frames of `frames` inside 0..n_frames-1 and those outside it, each sorted."""
     return (sorted({f for f in frames if 0 <= f < n_frames}), sorted({f for f in frames if not 0 <= f < n_frames}))
@@ -344,12 +340,12 @@ def tidy_assessment(assessment: Assessment, contract: TaskContract, n_frames: in
 
 def contract_id(requirement_id: str, contract: TaskContract) -> str | None:
     """The contract id that ``requirement_id`` names: itself, or the one id it matches up to case and surrounding
-    spaces when no other contract id has that spelling (`tidy_assessment`, the audit); None for an id the
-    contract does not hold."""
+    spaces (`graph.schemas.requirement_key`; a validated contract holds no two ids equal up to case, so at most one
+    matches) (`tidy_assessment`, the audit); None for an id the contract does not hold."""
     ids = [r.id for r in contract.requirements]
     if requirement_id in ids:
         return requirement_id
-    match = [i for i in ids if _id_key(i) == _id_key(requirement_id)]
+    match = [i for i in ids if requirement_key(i) == requirement_key(requirement_id)]
     return match[0] if len(match) == 1 else None
 
 
