@@ -97,3 +97,18 @@ def test_a_verdict_whose_cited_frames_were_all_dropped_is_unverifiable(clip):
     assert res.T == pytest.approx(0.5)
     assert "assess: R2 met scored as unverifiable: every frame it cited was dropped" in res.reasons
     assert not any(n.startswith("assess: R3 not_met scored") for n in out["notes"])
+
+
+def test_a_repair_restating_a_verdict_with_no_surviving_frame_keeps_the_backed_one(clip):
+    """The repair writes R2 met again but cites only frame 99 (past the clip's end): its met is unverifiable, and the
+    image-backed rule (`graph.nodes.audit.guard_flips`) keeps the earlier met, whose frames the model was shown."""
+    repaired = assessment(frames=(0, 32))
+    repaired["judgments"][1]["evidence_frames"] = [99]
+    dirty = {"missing_requirements": [], "invented_conditions": [], "contradictions": ["R2 contradicts frame 32"]}
+    agent, _ = make_agent("full", full_script(audit=[dirty, CLEAN_AUDIT], repair=[repaired]))
+    out = run(agent, clip, run_id="repair-all-dropped")
+    before = out["assessments"][-2].judgment("R2")
+    got = out["assessment"].judgment("R2")
+    assert got.status == "met" and got.evidence_frames == before.evidence_frames and got.evidence_frames
+    assert "repair: R2 met scored as unverifiable: every frame it cited was dropped" in out["notes"]
+    assert out["result"].status == "scored" and out["result"].T == pytest.approx(1.0)
