@@ -17,19 +17,24 @@ Decisions where the issue was silent:
 * An ineligible reward (status ``ineligible``, reward None) never counts as a number: its pair is left
   out of the paired statistics and counted as ``pairs_ineligible``; a zero (status ``zero``) is a
   reward of 0 and stays in.
-* A row whose status and reward disagree is an error naming the file and line (``checked_reward``): a
-  ``scored`` or ``zero`` row needs a finite number in 0..1 (not a bool, not a string such as "0.9", not
-  missing; a ``zero`` row 0), an ``ineligible`` row no reward, and any other status is refused, as
-  `evals.reliability.damaged` refuses such rows. Such a row (hand-edited, or written by another tool) was
-  counted as ineligible, so a side could count one row as both scored and ineligible; a ``zero`` row with
-  reward 0.4 counted as a zero and as 0.4, and a row of another status as a reward under no status.
+* A line that is no usable row is skipped and reported, never counted (``skipped_lines`` of its side:
+  ``PATH:N`` and the reason; `tools.jsonl.usable_rows`), and the other rows are compared: a line that is
+  not UTF-8 or not JSON, not a score-batch row (no ``result`` object), a ``manifest`` that is not an object,
+  no field to pair by, a draw that is not an integer, or a status and reward that disagree
+  (``checked_reward``: a ``scored`` or ``zero`` row needs a finite number in 0..1, not a bool, not a string
+  such as "0.9", not missing; a ``zero`` row 0; an ``ineligible`` row no reward; any other status is
+  refused, as `evals.reliability.damaged` refuses such rows). One such line used to refuse the whole file;
+  before that, a disagreeing row was counted as ineligible (a side could count one row as both scored and
+  ineligible). A file whose every line is skipped is an error listing them, and `raa eval compare` exits 2
+  when lines were skipped and no pair was left to compare (the skipped lines may have held them).
+  Rows that contradict each other (a key twice, in one draw or in two) stay errors: no line is damaged,
+  and which one is right is the user's call.
 * Rows of manifest lines that named no clip (score-batch's "<line N>" rows, ``graph.batch.is_bad_line_row``)
   are counted on their side (``bad_lines``, also in its rows and ineligible counts) and never paired: two
   unrelated manifests' bad line 2 shared the placeholder path, so ``--pair-by path`` paired them and the
   no-pair hint counted them as shared videos.
 * Rows of one file without a partner in the other are counted (``unpaired_a``, ``unpaired_b``), never
-  silently dropped; a row that lacks the pairing field, a duplicate key, or a line that is not JSON is
-  an error naming the file and line.
+  silently dropped; a duplicate key is an error naming the file and line.
 * Each side names who scored it: ``scorers`` counts its rows by "preset · model @ T=temperature", from
   the row's ``preset`` and the ``scorer`` record score-batch writes ({model, temperature}); rows written
   before that record existed say "model unrecorded". A difference in reward between two sides scored by
@@ -71,7 +76,7 @@ from typing import Any
 
 import numpy as np
 
-from tools.jsonl import json_lines
+from tools.jsonl import LineError, SkippedLine, no_usable_row, usable_rows
 
 BOOTSTRAP_DRAWS = 10_000
 BOOTSTRAP_CHUNK_VALUES = 4_000_000
@@ -102,6 +107,8 @@ class SideSummary:
     """Rows per scorer label, "preset · model @ T=temperature" (`scorer_label`), most rows first."""
     bad_lines: int = 0
     """Rows of manifest lines that named no clip (ineligible, never paired)."""
+    skipped_lines: list[SkippedLine] = field(default_factory=list)
+    """Lines of the file left out as no usable row (``PATH:N`` and the reason; module docstring)."""
 
 
 @dataclass
@@ -162,42 +169,55 @@ def _draw(row: dict[str, Any], where: str) -> int:
     """The stage-cache draw of a score-batch row (0 for rows written before rows recorded it)."""
     draw = row.get("draw", 0)
     if isinstance(draw, bool) or not isinstance(draw, int):
-        raise CompareError(f"{where}: draw must be an integer, got {draw!r}")
+        raise LineError(f"{where}: draw must be an integer, got {draw!r}")
     return draw
 
 
-def read_results(path: Path, pair_by: str,
-                 draw: int | None = None) -> tuple[dict[str, dict[str, Any]], list[dict[str, Any]]]:
-    """Rows of a `raa score-batch` output keyed by `row["manifest"][pair_by]` (or a top-level field), and
-    the rows of manifest lines that named no clip (not keyed); with `draw`, only the rows of that draw."""
+def _parsed(where: str, row: Any, pair_by: str) -> tuple[str, dict[str, Any], str | None]:
+    """(where, row, pairing key) of one line, the key None for a row of a manifest line that named no clip;
+    raises `LineError` for a line that is no usable row (module docstring: it is skipped and reported)."""
     from graph.batch import is_bad_line_row
 
+    if not isinstance(row, dict) or not isinstance(row.get("result"), dict):
+        raise LineError(f"{where}: not a score-batch row (no 'result' object)")
+    checked_reward(row["result"], where, LineError)
+    _draw(row, where)
+    if is_bad_line_row(row):
+        return where, row, None
+    manifest = row.get("manifest") or {}
+    if not isinstance(manifest, dict):
+        raise LineError(f"{where}: 'manifest' is not an object (the manifest line's fields)")
+    key = manifest.get(pair_by, row.get(pair_by))
+    if key is None:
+        raise LineError(f"{where}: no {pair_by!r} field to pair by (choose one with --pair-by)")
+    return where, row, str(key)
+
+
+def read_results(path: Path, pair_by: str, draw: int | None = None
+                 ) -> tuple[dict[str, dict[str, Any]], list[dict[str, Any]], list[SkippedLine]]:
+    """Rows of a `raa score-batch` output keyed by `row["manifest"][pair_by]` (or a top-level field), the rows of
+    manifest lines that named no clip (not keyed), and the lines skipped as no usable row; with `draw`, only
+    the rows of that draw. Raises CompareError for a missing file, one whose every line is skipped, and rows
+    that contradict each other (module docstring)."""
     path = Path(path)
     if not path.is_file():
         raise CompareError(f"results file not found: {path}")
+    parsed, skipped = usable_rows(path, lambda where, row: _parsed(where, row, pair_by))
+    if skipped and not parsed:
+        raise no_usable_row(path, skipped, CompareError)
     rows: dict[str, dict[str, Any]] = {}
     bad: list[dict[str, Any]] = []
     draws: set[int] = set()
-    for where, row in json_lines(path, CompareError):
-        if not isinstance(row, dict) or not isinstance(row.get("result"), dict):
-            raise CompareError(f"{where}: not a score-batch row (no 'result' object)")
-        checked_reward(row["result"], where, CompareError)
+    for where, row, key in parsed:
         draws.add(row_draw := _draw(row, where))
         if draw is not None and row_draw != draw:
             continue
-        if is_bad_line_row(row):
+        if key is None:
             bad.append(row)
             continue
-        manifest = row.get("manifest") or {}
-        if not isinstance(manifest, dict):
-            raise CompareError(f"{where}: 'manifest' is not an object (the manifest line's fields)")
-        key = manifest.get(pair_by, row.get(pair_by))
-        if key is None:
-            raise CompareError(f"{where}: no {pair_by!r} field to pair by (choose one with --pair-by)")
-        key = str(key)
         if key in rows:
-            if (first := _draw(rows[key], where)) != (again := _draw(row, where)):
-                raise CompareError(f"{where}: {pair_by} {key!r} appears in draws {first} and {again}: the file "
+            if (first := _draw(rows[key], where)) != row_draw:
+                raise CompareError(f"{where}: {pair_by} {key!r} appears in draws {first} and {row_draw}: the file "
                                    "holds several draws of its manifest; compare one draw (--draw K), or "
                                    "summarise the draws with `raa eval draws`")
             raise CompareError(f"{where}: {pair_by} {key!r} appears twice")
@@ -205,7 +225,7 @@ def read_results(path: Path, pair_by: str,
     if draw is not None and draw not in draws:
         found = ", ".join(map(str, sorted(draws))) or "none"
         raise CompareError(f"{path}: no row of draw {draw} (draws found: {found})")
-    return rows, bad
+    return rows, bad, skipped
 
 
 def sign_test(wins: int, losses: int) -> float | None:
@@ -277,7 +297,8 @@ def _reward(row: dict[str, Any]) -> float | None:
     return eligible_reward(row["result"])
 
 
-def _side(path: Path, keyed: dict[str, dict[str, Any]], bad: list[dict[str, Any]]) -> SideSummary:
+def _side(path: Path, keyed: dict[str, dict[str, Any]], bad: list[dict[str, Any]],
+          skipped: list[SkippedLine]) -> SideSummary:
     rows = [*keyed.values(), *bad]
     statuses = [r["result"].get("status") for r in rows]
     eligible = [x for x in (_reward(r) for r in rows) if x is not None]
@@ -285,7 +306,8 @@ def _side(path: Path, keyed: dict[str, dict[str, Any]], bad: list[dict[str, Any]
     return SideSummary(path=str(path), rows=len(rows), scored=statuses.count("scored"), zero=statuses.count("zero"),
                        ineligible=len(rows) - len(eligible),
                        mean_reward=float(np.mean(eligible)) if eligible else None,
-                       scorers=dict(sorted(scorers.items(), key=lambda kv: (-kv[1], kv[0]))), bad_lines=len(bad))
+                       scorers=dict(sorted(scorers.items(), key=lambda kv: (-kv[1], kv[0]))), bad_lines=len(bad),
+                       skipped_lines=list(skipped))
 
 
 def most_changed(by_instruction: list[dict[str, Any]], k: int) -> list[dict[str, Any]]:
@@ -299,7 +321,8 @@ def compare(path_a: Path, path_b: Path, *, pair_by: str = "key", seed: int = 0,
             draw: int | None = None) -> Comparison:
     """Pair the rows of two score-batch outputs (of draw `draw` only, when given) and compare their rewards
     (see module docstring)."""
-    (rows_a, bad_a), (rows_b, bad_b) = read_results(path_a, pair_by, draw), read_results(path_b, pair_by, draw)
+    (rows_a, bad_a, skip_a), (rows_b, bad_b, skip_b) = (read_results(path_a, pair_by, draw),
+                                                        read_results(path_b, pair_by, draw))
     shared = sorted(k for k in rows_a if k in rows_b)  # not A's row order: the bootstrap's draws index the pairs
     kept = [(k, _reward(rows_a[k]), _reward(rows_b[k])) for k in shared]
     kept = [(k, ra, rb) for k, ra, rb in kept if ra is not None and rb is not None]
@@ -321,7 +344,7 @@ def compare(path_a: Path, path_b: Path, *, pair_by: str = "key", seed: int = 0,
             hint = (f"no row of A shares a {pair_by!r} with a row of B, but {len(paths)} video path(s) appear in "
                     "both (score-batch's own key includes the preset and draw): pair them with --pair-by path")
     return Comparison(
-        a=_side(path_a, rows_a, bad_a), b=_side(path_b, rows_b, bad_b), pair_by=pair_by, pairs=len(shared),
+        a=_side(path_a, rows_a, bad_a, skip_a), b=_side(path_b, rows_b, bad_b, skip_b), pair_by=pair_by, pairs=len(shared),
         pairs_ineligible=len(shared) - len(kept), unpaired_a=len(rows_a) - len(shared),
         unpaired_b=len(rows_b) - len(shared), n=len(kept),
         mean_a=float(ra.mean()) if len(kept) else None, mean_b=float(rb.mean()) if len(kept) else None,

@@ -21,10 +21,13 @@ Decisions where the issue was silent:
 
 * An ineligible draw (reward None) is never a number: it is left out and counted (``ineligible_rows``). A
   clip with fewer than two eligible draws is left out of the statistics and counted (``clips_single``).
-  A row whose status and reward disagree (a "scored" row whose reward is a string or missing, an
-  ineligible row with a reward, a "zero" row with a positive reward, another status, a reward outside
-  0..1) is an error naming the line (``evals.compare.checked_reward``), as it was silently one more
-  ineligible draw (or, for a "zero" row with a reward, a zero in ``status_flips`` and a number in W and B).
+* A line that is no usable row is skipped and reported (``skipped_lines``: ``PATH:N`` and the reason;
+  `tools.jsonl.usable_rows`), and the other rows are summarised: not UTF-8 or not JSON, no ``result``
+  object, a draw that is not an integer, or a status and reward that disagree (a "scored" row whose reward
+  is a string or missing, an ineligible row with a reward, a "zero" row with a positive reward, another
+  status, a reward outside 0..1: ``evals.compare.checked_reward``; such a row was once silently one more
+  ineligible draw, then refused the whole file). A file whose every line is skipped is an error listing
+  them, and `raa eval draws` exits 2 when lines were skipped and no clip with two eligible draws is left.
 * ``status_flips``: clips whose eligible draws do not share one status (``scored`` against ``zero``: the gate
   or the quality check decided differently), the draw-to-draw change that moves a reward most.
 * Rows of manifest lines that named no clip (score-batch's "<line N>" rows, ``graph.batch.is_bad_line_row``)
@@ -53,7 +56,7 @@ from typing import Any
 import numpy as np
 
 from evals.compare import checked_reward, eligible_reward
-from tools.jsonl import json_lines
+from tools.jsonl import LineError, SkippedLine, no_usable_row, usable_rows
 
 NO_SPREAD = 1e-12
 """W + B at or below this (a reward standard deviation of 1e-6) is rounding, not spread: no noise share."""
@@ -118,6 +121,8 @@ class DrawsSummary:
     """Clips whose eligible draws are not all scored or all zero."""
     bad_lines: int = 0
     """Rows of manifest lines that named no clip (ineligible, in no clip)."""
+    skipped_lines: list[SkippedLine] = field(default_factory=list)
+    """Lines of the file left out as no usable row, of any preset (``PATH:N`` and the reason)."""
     most_variable: list[dict[str, Any]] = field(default_factory=list)
     """Up to 10 clips with the widest range (ties by path, then instruction): path, instruction, preset,
     rewards, statuses, range."""
@@ -137,30 +142,38 @@ def _preset(row: dict[str, Any]) -> str:
     return "" if preset is None else str(preset)
 
 
-def read_draws(path: Path) -> tuple[list[ClipDraws], dict[str, int]]:
-    """The clips of a score-batch output with their draws, in first-seen order, and the rows of manifest lines
-    that named no clip per preset (module docstring)."""
+def _parsed(where: str, row: Any) -> tuple[str, dict[str, Any]]:
+    """(where, row) of a line that is a usable score-batch row; `LineError` (the line is skipped) otherwise."""
+    if not isinstance(row, dict) or not isinstance(row.get("result"), dict):
+        raise LineError(f"{where}: not a score-batch row (no 'result' object)")
+    checked_reward(row["result"], where, LineError)
+    draw = row.get("draw", 0)
+    if isinstance(draw, bool) or not isinstance(draw, int):
+        raise LineError(f"{where}: draw must be an integer, got {draw!r}")
+    return where, row
+
+
+def read_draws(path: Path) -> tuple[list[ClipDraws], dict[str, int], list[SkippedLine]]:
+    """The clips of a score-batch output with their draws, in first-seen order, the rows of manifest lines
+    that named no clip per preset, and the lines skipped as no usable row (module docstring)."""
     from graph.batch import is_bad_line_row
 
     path = Path(path)
     if not path.is_file():
         raise DrawsError(f"results file not found: {path}")
+    parsed, skipped = usable_rows(path, _parsed)
+    if skipped and not parsed:
+        raise no_usable_row(path, skipped, DrawsError)
     seen: dict[tuple[str, str, str], dict[int, dict[str, Any]]] = {}
     bad: dict[str, int] = {}
-    for where, row in json_lines(path, DrawsError):
-        if not isinstance(row, dict) or not isinstance(row.get("result"), dict):
-            raise DrawsError(f"{where}: not a score-batch row (no 'result' object)")
+    for where, row in parsed:
         if is_bad_line_row(row):
-            checked_reward(row["result"], where, DrawsError)
             bad[_preset(row)] = bad.get(_preset(row), 0) + 1
             continue
         clip = (str(row.get("path")), str(row.get("instruction")), _preset(row))
         draw = row.get("draw", 0)
-        if isinstance(draw, bool) or not isinstance(draw, int):
-            raise DrawsError(f"{where}: draw must be an integer, got {draw!r}")
         if draw in seen.setdefault(clip, {}):
             raise DrawsError(f"{where}: draw {draw} of {clip[0]} ({clip[2]}) appears twice")
-        checked_reward(row["result"], where, DrawsError)
         seen[clip][draw] = row["result"]
     clips = []
     for (video, instruction, preset), by_draw in seen.items():
@@ -168,7 +181,7 @@ def read_draws(path: Path) -> tuple[list[ClipDraws], dict[str, int]]:
                     if (r := eligible_reward(by_draw[d])) is not None]
         clips.append(ClipDraws(path=video, instruction=instruction, preset=preset, draws=len(by_draw),
                                rewards=[r for r, _ in eligible], statuses=[s for _, s in eligible]))
-    return clips, bad
+    return clips, bad, skipped
 
 
 def draw_statistics(rewards: list[list[float]]) -> tuple[float, float | None, float | None]:
@@ -210,7 +223,7 @@ def clip_labels(clips: list[dict[str, Any]]) -> list[str]:
 
 def summarize_draws(path: Path, preset: str | None = None) -> DrawsSummary:
     """Read `path` and summarise the draws of `preset` (needed when the file holds several; module docstring)."""
-    clips, bad = read_draws(path)
+    clips, bad, skipped = read_draws(path)
     found = sorted({c.preset for c in clips} | set(bad))
     names = ", ".join(shown_preset(p) for p in found)
     if preset is None and len(found) > 1:
@@ -228,7 +241,7 @@ def summarize_draws(path: Path, preset: str | None = None) -> DrawsSummary:
         ineligible_rows=sum(c.draws - len(c.rewards) for c in clips) + bad.get(preset, 0),
         clips_single=len(clips) - len(multi), n=len(multi), within_std=None, between_std=None, noise_share=None,
         mean_range=None, max_range=None, status_flips=sum(len(set(c.statuses)) > 1 for c in multi),
-        bad_lines=bad.get(preset, 0))
+        bad_lines=bad.get(preset, 0), skipped_lines=skipped)
     if multi:
         within, between, summary.noise_share = draw_statistics([c.rewards for c in multi])
         summary.within_std = math.sqrt(within)

@@ -58,6 +58,14 @@ def _out_dir(out: Path) -> None:
         raise _fail(f"cannot use --out {out}: {exc.strerror or exc} (it must be a folder)") from exc
 
 
+def _report_skipped(skipped: list) -> None:
+    """Each line a reader skipped, on stderr (`evals.eval_views.skipped_lines`)."""
+    from evals.eval_views import skipped_lines
+
+    for line in skipped_lines(skipped):
+        typer.echo(line, err=True)
+
+
 def make_judge(settings: JudgeSettings) -> RewardJudge:
     """The judge the CLI uses (tests replace this function to inject a scripted model)."""
     return RewardJudge.from_settings(settings)
@@ -238,20 +246,22 @@ def world_model_command(
     concurrency: Annotated[int, typer.Option(min=1, help="Requests in flight.")] = 8,
 ) -> None:
     from evals.eval_views import show_vqa
-    from evals.vqa import VQAManifestError, load_vqa_manifest, run_vqa, write_vqa_report
+    from evals.vqa import VQAManifestError, read_vqa_manifest, run_vqa, write_vqa_report
     from graph.backbone import Backbone
     from graph.cache import StageCache
     from graph.commands import make_chat_model
 
     try:
-        items = load_vqa_manifest(manifest)
+        items, skipped = read_vqa_manifest(manifest)
     except VQAManifestError as exc:
         raise _fail(str(exc)) from exc
+    _report_skipped(skipped)
     settings = _backbone_settings().with_overrides(temperature=0.0)  # greedy decoding, whatever RAA_TEMPERATURE says
     _out_dir(out)
     backbone = Backbone.from_settings(settings, model=make_chat_model(settings), cache=StageCache(settings.cache_path))
     report = asyncio.run(run_vqa(items, backbone, concurrency=concurrency, long_side=settings.image_long_side,
                                  quality=settings.jpeg_quality))
+    report.skipped_lines = skipped
     path = write_vqa_report(report, out)
     if code := show_vqa(report, path, _console()):  # no answer at all: no accuracy, the reasons (evals.eval_views)
         raise typer.Exit(code)
@@ -276,6 +286,8 @@ def compare_command(
         result = compare(a, b, pair_by=pair_by, seed=seed, draw=draw)
     except CompareError as exc:
         raise _fail(str(exc)) from exc
+    skipped = [*result.a.skipped_lines, *result.b.skipped_lines]
+    _report_skipped(skipped)
     console = _console()
     if empty := empty_sides(result):  # exit 0 as `raa eval draws`: a table of zeros said nothing of why
         for line in empty:
@@ -316,6 +328,8 @@ def compare_command(
         if result.hint:
             console.print(result.hint, style="yellow")
     _write_json(json_out, result.as_dict(), console)
+    if skipped and not result.n:  # the skipped lines may have held the pairs: no "nothing to compare" exit 0
+        raise _fail(f"no pair to compare, and {len(skipped)} line(s) were skipped as no usable row (listed above)")
 
 
 @eval_app.command("draws", help="How much rewards move across draws (score-batch --draw k into one output).")
@@ -332,6 +346,7 @@ def draws_command(
         s = summarize_draws(results, preset)
     except DrawsError as exc:
         raise _fail(str(exc)) from exc
+    _report_skipped(s.skipped_lines)
     console = _console()
     if not s.rows:  # exit 0, as `raa eval compare` and `raa eval report` on empty results
         console.print(f"no rows in {results}: nothing to measure")
@@ -357,6 +372,9 @@ def draws_command(
     else:
         console.print("no clip with two eligible draws: nothing to measure")
     _write_json(json_out, s.as_dict(), console)
+    if s.skipped_lines and not s.n:  # the skipped lines may have held the draws that were missing
+        raise _fail(f"no clip with two eligible draws, and {len(s.skipped_lines)} line(s) were skipped as no "
+                    "usable row (listed above)")
 
 
 def report_command(

@@ -6,6 +6,10 @@ Decisions where the issues were silent:
   for a run that produced no result (an ineligible reward, reasons printed); 1 is `raa report`'s unknown run
   and 2 a configuration or input error, and neither is what happened. vqa.json is still written (domain
   null, every question with its error), so the reasons can be read there too.
+- Lines a reader skipped as no usable row (`skipped_lines`, `tools.jsonl.usable_rows`) go to stderr one by one
+  as "skipped PATH:N: REASON", then a count; the JSON outputs list them under ``skipped_lines``. The
+  commands exit 2 only when lines were skipped and no statistic is left (no pair compared, no clip with two
+  eligible draws): the skipped lines may have held them.
 - A results file without rows (`no_rows`) is said in one line naming it, exit 0: nothing failed, there is
   nothing to measure (as `raa eval draws` on an empty file).
 - A single reward is printed by `graph.reward_format.reward_text` (3 decimals, a positive reward that would read
@@ -32,6 +36,7 @@ if TYPE_CHECKING:  # pragma: no cover
 
     from evals.compare import Comparison
     from evals.vqa import VQAReport
+    from tools.jsonl import SkippedLine
 
 NO_ANSWER_EXIT = 3
 """Exit code of `raa eval world-model` when no question was answered (module docstring)."""
@@ -72,11 +77,27 @@ def show_vqa(report: VQAReport, path: Path, console: Console) -> int:
         return NO_ANSWER_EXIT
     console.print(vqa_table(report))
     if report.failed:
-        console.print(f"{report.failed} questions had no answer (counted as incorrect); see {path}", highlight=False)
+        console.print(f"{plural(report.failed, 'question')} had no answer (counted as incorrect); see {path}",
+                      highlight=False)
         for line in failure_lines(report):
             console.print(line, highlight=False)
     console.print(f"wrote {path}")
     return 0
+
+
+def plural(n: int, noun: str) -> str:
+    """"1 question", "2 questions", "0 questions"."""
+    return f"{n} {noun}{'' if n == 1 else 's'}"
+
+
+def skipped_lines(skipped: list[SkippedLine]) -> list[str]:
+    """The stderr lines of a reader's skipped lines: one "skipped PATH:N: REASON" each, then how many
+    (none without skipped lines)."""
+    if not skipped:
+        return []
+    return [*(f"skipped {s}" for s in skipped),
+            f"warning: {plural(len(skipped), 'line')} skipped as no usable row (listed above, and under "
+            "skipped_lines in the JSON output); the other rows were read"]
 
 
 def no_rows(note: str, what: str) -> str:

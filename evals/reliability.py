@@ -42,7 +42,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 from evals.judge import JudgeVerdict, RewardJudge, explanation
 from evals.table import all_metrics, finite, metrics_as_dicts, ordered_presets, render_csv, render_markdown
 from graph.schemas import RewardResult
-from tools.jsonl import mend_tail, read_text, text_lines, write_text_atomic
+from tools.jsonl import LineError, mend_tail, read_text, usable_rows, write_text_atomic
 
 if TYPE_CHECKING:  # pragma: no cover
     from langchain_core.language_models import BaseChatModel
@@ -245,22 +245,19 @@ def results_rows(path: Path) -> tuple[dict[tuple[str, str], dict], int]:
     if not path.is_file():
         return rows, 0
     try:
-        text = read_text(path)  # a leading BOM skipped
+        read_text(path)  # the whole file first: a file of another encoding is refused, not skipped line by line
     except UnicodeDecodeError as exc:
         raise ManifestError(f"{path} is not UTF-8 text (byte {exc.object[exc.start]:#04x} at offset {exc.start}): "
                             "not a results file of `raa eval reward`; move it away or save it as UTF-8") from None
-    skipped = 0
-    for line in text_lines(text):
-        try:
-            row = json.loads(line)
-        except json.JSONDecodeError:
-            skipped += bool(line.strip())  # a line cut by a crash mid-write
-            continue
-        if isinstance(row, dict) and isinstance(row.get("path"), str) and isinstance(row.get("preset"), str):
-            rows[(row["path"], row["preset"])] = row
-        else:
-            skipped += 1
-    return rows, skipped
+    parsed, skipped = usable_rows(path, _result_row)
+    return {(row["path"], row["preset"]): row for row in parsed}, len(skipped)
+
+
+def _result_row(where: str, row: Any) -> dict[str, Any]:
+    """A results.jsonl line's row; `LineError` for one without a string path and preset."""
+    if isinstance(row, dict) and isinstance(row.get("path"), str) and isinstance(row.get("preset"), str):
+        return row
+    raise LineError(f"{where}: not a result row (no string 'path' and 'preset')")
 
 
 async def run_reward_eval(clips: Sequence[EvalClip], presets: Sequence[str], out_dir: str | Path,

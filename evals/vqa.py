@@ -29,6 +29,12 @@ Decisions where the issue was silent:
   unreadable entries are misses, `graph.cache.lookup`) also fails only that question, named with its type,
   as the judge's failures do: it escaped `run_vqa`, so one question's error lost the whole evaluation's
   report.
+- A manifest line that is no usable row (not UTF-8, not JSON, no path, no questions, a question without
+  text, an answer other than yes / no) is skipped and reported (`read_vqa_manifest`, ``skipped_lines`` in
+  vqa.json, each ``PATH:N`` with its reason on stderr), and the other rows are evaluated: one such line
+  refused the whole manifest. Its questions are not asked, so Domain covers the rows that were read; the
+  report says how many lines were left out. A manifest with no usable row is an error listing them.
+  `load_vqa_manifest` stays strict (the first skipped line is an error) for callers that cannot report.
 - A (video, question) pair asked twice, in one row or in two rows naming the same file (paths compared
   resolved, questions compared after stripping surrounding whitespace), is a `VQAManifestError` naming both
   lines, as `evals.reliability.load_eval_manifest` refuses a clip listed twice: it was counted twice in
@@ -50,7 +56,7 @@ from typing import TYPE_CHECKING, Any, Literal
 from langchain_core.messages import BaseMessage, HumanMessage, SystemMessage
 from pydantic import BaseModel, Field
 
-from tools.jsonl import json_lines, write_text_atomic
+from tools.jsonl import LineError, SkippedLine, no_usable_row, usable_rows, write_text_atomic
 
 if TYPE_CHECKING:  # pragma: no cover
     from graph.backbone import Backbone
@@ -122,44 +128,62 @@ class VQAReport:
     """Every question's outcome."""
     usage: dict[str, int] = field(default_factory=dict)
     """Backbone calls, images and tokens over the evaluation."""
+    skipped_lines: list[SkippedLine] = field(default_factory=list)
+    """Manifest lines left out as no usable row (``PATH:N`` and the reason; their questions were not asked)."""
 
 
-def load_vqa_manifest(path: str | Path) -> list[VQAItem]:
-    """Parse and validate a VQA manifest (see the module docstring; a folder means its ``manifest.jsonl``, as
-    `training.generate` writes it and `evals.clipsuite.load_manifest` reads it); raises VQAManifestError naming
-    the row."""
+def _parsed(where: str, row: Any, folder: Path) -> tuple[str, VQAItem]:
+    """(where, item) of one manifest line; `LineError` (the line is skipped) for a line that is no usable row."""
+    if not isinstance(row, dict) or not isinstance(row.get("path"), str) or not row["path"].strip():
+        raise LineError(f"{where}: a row needs a string 'path'")
+    questions = row.get("questions")
+    if not isinstance(questions, list) or not questions:
+        raise LineError(f"{where}: 'questions' must be a non-empty list")
+    pairs = []
+    for q in questions:
+        if not isinstance(q, dict) or not isinstance(q.get("question"), str) or not q["question"].strip():
+            raise LineError(f"{where}: each question needs a non-empty 'question' string")
+        answer = str(q.get("answer", "")).strip().lower()
+        if answer not in ("yes", "no"):
+            raise LineError(f"{where}: answer must be 'yes' or 'no', got {q.get('answer')!r}")
+        pairs.append((q["question"].strip(), answer))
+    video = Path(row["path"])
+    video = (video if video.is_absolute() else folder / video).resolve()
+    return where, VQAItem(str(video), str(row.get("task") or "-"), tuple(pairs))
+
+
+def read_vqa_manifest(path: str | Path) -> tuple[list[VQAItem], list[SkippedLine]]:
+    """The items of a VQA manifest (see the module docstring; a folder means its ``manifest.jsonl``, as
+    `training.generate` writes it and `evals.clipsuite.load_manifest` reads it) and the lines skipped as no
+    usable row (``PATH:N`` and the reason). Raises VQAManifestError for a missing manifest, one without a
+    usable row, and a (video, question) pair asked twice."""
     path = Path(path)
     if path.is_dir():
         path = path / "manifest.jsonl"
     if not path.is_file():
         raise VQAManifestError(f"manifest not found: {path}")
-    items: list[VQAItem] = []
-    seen: dict[tuple[str, str], str] = {}  # (video, question) -> the line that first asked it
-    for where, row in json_lines(path, VQAManifestError):
-        if not isinstance(row, dict) or not isinstance(row.get("path"), str) or not row["path"].strip():
-            raise VQAManifestError(f"{where}: a row needs a string 'path'")
-        questions = row.get("questions")
-        if not isinstance(questions, list) or not questions:
-            raise VQAManifestError(f"{where}: 'questions' must be a non-empty list")
-        pairs = []
-        for q in questions:
-            if not isinstance(q, dict) or not isinstance(q.get("question"), str) or not q["question"].strip():
-                raise VQAManifestError(f"{where}: each question needs a non-empty 'question' string")
-            answer = str(q.get("answer", "")).strip().lower()
-            if answer not in ("yes", "no"):
-                raise VQAManifestError(f"{where}: answer must be 'yes' or 'no', got {q.get('answer')!r}")
-            pairs.append((q["question"].strip(), answer))
-        video = Path(row["path"])
-        video = str((video if video.is_absolute() else path.parent / video).resolve())
-        for question, _ in pairs:
-            if (first := seen.get((video, question))) is not None:
-                again = "twice in this row" if first == where else f"twice (first at {first})"
-                raise VQAManifestError(f"{where}: question {question!r} about video {video} appears {again}; "
-                                       "each (video, question) pair is asked and counted once")
-            seen[(video, question)] = where
-        items.append(VQAItem(video, str(row.get("task") or "-"), tuple(pairs)))
-    if not items:
+    parsed, skipped = usable_rows(path, lambda where, row: _parsed(where, row, path.parent))
+    if skipped and not parsed:
+        raise no_usable_row(path, skipped, VQAManifestError)
+    if not parsed:
         raise VQAManifestError(f"manifest {path} has no rows")
+    seen: dict[tuple[str, str], str] = {}  # (video, question) -> the line that first asked it
+    for where, item in parsed:
+        for question, _ in item.questions:
+            if (first := seen.get((item.path, question))) is not None:
+                again = "twice in this row" if first == where else f"twice (first at {first})"
+                raise VQAManifestError(f"{where}: question {question!r} about video {item.path} appears {again}; "
+                                       "each (video, question) pair is asked and counted once")
+            seen[(item.path, question)] = where
+    return [item for _, item in parsed], skipped
+
+
+def load_vqa_manifest(path: str | Path) -> list[VQAItem]:
+    """`read_vqa_manifest`'s items, strictly: a line that is no usable row is a VQAManifestError naming it
+    (for callers that cannot report skipped lines; `raa eval world-model` reads leniently)."""
+    items, skipped = read_vqa_manifest(path)
+    if skipped:
+        raise VQAManifestError(str(skipped[0]))
     return items
 
 

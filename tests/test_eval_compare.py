@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import numpy as np
@@ -111,9 +112,9 @@ def test_compare_refuses_what_it_cannot_pair(tmp_path):
     with pytest.raises(CompareError, match="not found"):
         compare(tmp_path / "missing.jsonl", good)
     bad = tmp_path / "bad.jsonl"
-    bad.write_text(good.read_text() + "{torn\n")
-    with pytest.raises(CompareError, match=r"bad.jsonl:2: not valid JSON"):
-        compare(bad, good)
+    bad.write_text(good.read_text() + "{torn\n")  # a damaged line is skipped and named, no longer refused
+    assert [str(s) for s in compare(bad, good).a.skipped_lines] == [f"{bad}:2: not valid JSON (Expecting property "
+                                                                      "name enclosed in double quotes)"]
     with pytest.raises(CompareError, match="no 'sample' field"):
         compare(good, good, pair_by="sample")
     twice = tmp_path / "twice.jsonl"
@@ -135,7 +136,7 @@ def test_compare_refuses_what_it_cannot_pair(tmp_path):
     ({"status": "scored", "reward": float("nan")}, "got reward nan"),
     ({"status": "ineligible", "reward": 0.4}, "an ineligible row carries a reward \\(0.4\\)"),
 ])
-def test_a_row_whose_status_and_reward_disagree_is_an_error_naming_its_line(tmp_path, result, says):
+def test_a_row_whose_status_and_reward_disagree_is_skipped_naming_its_line(tmp_path, result, says):
     """A "scored" row with reward "0.9" or none was counted as ineligible (and as scored): silently no number."""
     good = _scores(tmp_path, "good", {"k1": 0.5, "k2": 0.4})
     rows = [json.loads(line) for line in good.read_text().splitlines()]
@@ -144,10 +145,10 @@ def test_a_row_whose_status_and_reward_disagree_is_an_error_naming_its_line(tmp_
         del rows[1]["result"]["reward"]
     odd = tmp_path / "odd.jsonl"
     odd.write_text("".join(json.dumps(r) + "\n" for r in rows))
-    with pytest.raises(CompareError, match=rf"odd.jsonl:2: .*{says}"):
-        compare(odd, good)
-    with pytest.raises(CompareError, match=r"odd.jsonl:2: "):
-        compare(good, odd)
+    c = compare(odd, good)  # the row is skipped and named, never counted (it refused the whole file)
+    assert [s.line for s in c.a.skipped_lines] == [f"{odd}:2"] and re.search(says, c.a.skipped_lines[0].reason)
+    assert (c.a.rows, c.n) == (1, 1)
+    assert [s.line for s in compare(good, odd).b.skipped_lines] == [f"{odd}:2"]
 
 
 def test_cli(tmp_path):
@@ -309,7 +310,7 @@ def test_a_multi_draw_file_compares_one_draw_or_says_why_it_cannot(tmp_path):
     ({"status": "scored", "reward": 1.5}, "reward 1.5 is outside 0..1"),
     ({"status": "scored", "reward": -0.1}, "reward -0.1 is outside 0..1"),
 ])
-def test_a_row_no_reward_result_can_be_is_an_error_naming_its_line(tmp_path, result, says):
+def test_a_row_no_reward_result_can_be_is_skipped_naming_its_line(tmp_path, result, says):
     """A "zero" row with reward 0.4 was a zero in the side's status counts and 0.4 in its mean; a row of another
     status ("done", none) was an eligible reward counted under no status (rows != scored + zero + ineligible);
     a reward outside 0..1 (no RewardResult holds one) entered the means and the paired differences."""
@@ -318,5 +319,6 @@ def test_a_row_no_reward_result_can_be_is_an_error_naming_its_line(tmp_path, res
     rows[1]["result"] = {**rows[1]["result"], **result}
     odd = tmp_path / "odd.jsonl"
     odd.write_text("".join(json.dumps(r) + "\n" for r in rows))
-    with pytest.raises(CompareError, match=rf"odd.jsonl:2: .*{says}"):
-        compare(odd, good)
+    c = compare(odd, good)  # skipped and named, not counted
+    assert [s.line for s in c.a.skipped_lines] == [f"{odd}:2"] and re.search(says, c.a.skipped_lines[0].reason)
+    assert (c.a.rows, c.a.zero, c.n) == (1, 0, 1)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -117,14 +118,15 @@ def test_rows_without_a_draw_count_as_draw_0_and_a_repeated_draw_is_an_error(tmp
     ({"status": "scored", "reward": False}, "got reward False"),
     ({"status": "ineligible", "reward": 0.5}, "an ineligible row carries a reward"),
 ])
-def test_a_row_whose_status_and_reward_disagree_is_an_error_naming_its_line(tmp_path, result, says):
+def test_a_row_whose_status_and_reward_disagree_is_skipped_naming_its_line(tmp_path, result, says):
     """A "scored" draw whose reward was a string was silently one more ineligible draw."""
     out = _draws(tmp_path)
     rows = [json.loads(line) for line in out.read_text().splitlines()]
     rows[2]["result"] = {**rows[2]["result"], **result}
     out.write_text("".join(json.dumps(r) + "\n" for r in rows))
-    with pytest.raises(DrawsError, match=rf"scores.jsonl:3: .*{says}"):
-        summarize_draws(out)
+    s = summarize_draws(out)  # skipped and named, never one more draw (it refused the whole file)
+    assert [x.line for x in s.skipped_lines] == [f"{out}:3"] and re.search(says, s.skipped_lines[0].reason)
+    assert s.rows == 7
 
 
 def test_cli_prints_the_summary_and_writes_json(tmp_path):
@@ -177,7 +179,7 @@ def test_bad_manifest_lines_are_counted_but_are_no_clip(tmp_path):
     assert "note: 4 of those rows are manifest lines that named no clip" in res.output
 
 
-def test_a_zero_row_with_a_positive_reward_is_an_error_naming_its_line(tmp_path):
+def test_a_zero_row_with_a_positive_reward_is_skipped_naming_its_line(tmp_path):
     """A "zero" row with reward 0.6 counted as a zero in the status flips and as 0.6 in the statistics."""
     path = _draws(tmp_path)
     lines = path.read_text().splitlines()
@@ -185,8 +187,9 @@ def test_a_zero_row_with_a_positive_reward_is_an_error_naming_its_line(tmp_path)
     row["result"] = {**row["result"], "status": "zero", "reward": 0.6}
     lines[2] = json.dumps(row)
     path.write_text("\n".join(lines) + "\n")
-    with pytest.raises(DrawsError, match=r"scores.jsonl:3: a row with status 'zero' has reward 0.6"):
-        summarize_draws(path)
+    s = summarize_draws(path)
+    assert [str(x) for x in s.skipped_lines] == [f"{path}:3: a row with status 'zero' has reward 0.6; expected 0"]
+    assert s.rows == 7
 
 
 def test_rows_without_a_preset_and_an_empty_file_read_sensibly(tmp_path):

@@ -1,9 +1,14 @@
 """Reading JSONL files. Strictly (`json_lines`): every non-blank line must be JSON, and a line that is not
 names its place (`PATH:N`). Shared by the readers that refuse a broken file rather than skip its lines
-(`training.data.load_prompts`, `evals.compare.read_results`, `evals.vqa.load_vqa_manifest`).
+(`training.data.load_prompts`).
 `evals.clipsuite.load_manifest` keeps its own loop: its errors say "PATH line N", which its tests and
 users' scripts read. Leniently (`json_objects`), for a log another process may be appending to:
 lines that are not JSON objects are skipped and counted (`training.best`, `training.report`).
+Row by row (`usable_rows`), for the evaluation readers (`evals.compare`, `evals.draws`, `evals.vqa`,
+`evals.reliability.results_rows`): a line that is not UTF-8, not JSON, or that the reader's own check refuses
+(`LineError`) is skipped and reported as a `SkippedLine` (`PATH:N` and the reason), and the other rows are
+read: one damaged line no longer cost the whole file. Refusals about several rows together (the same clip
+twice with other data) are the reader's, raised after this pass, never a skipped line.
 
 Lines are split at "\n" only (`text_lines`): `str.splitlines` also splits at U+2028, U+2029, U+0085 and
 other separators that JSON allows raw inside strings (`json.dumps(..., ensure_ascii=False)` writes them),
@@ -26,8 +31,11 @@ import json
 import math
 import os
 from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
+
+T = TypeVar("T")
 
 
 def decode_text(data: bytes, errors: str = "strict") -> str:
@@ -142,6 +150,66 @@ def json_lines(path: Path, error: Callable[[str], Exception]) -> Iterator[tuple[
         except json.JSONDecodeError as exc:
             raise error(f"{where}: not valid JSON ({exc.msg})") from None
         yield where, value
+
+
+@dataclass(frozen=True)
+class SkippedLine:
+    """A line a lenient reader left out (`usable_rows`)."""
+
+    line: str
+    """Where: ``PATH:N`` (N counts from 1)."""
+    reason: str
+    """Why it was left out."""
+
+    def __str__(self) -> str:
+        return f"{self.line}: {self.reason}"
+
+    def as_dict(self) -> dict[str, str]:
+        return {"line": self.line, "reason": self.reason}
+
+
+class LineError(ValueError):
+    """One line's value is not a usable row: `usable_rows` skips the line with this reason."""
+
+
+def usable_rows(path: Path, parse: Callable[[str, Any], T]) -> tuple[list[T], list[SkippedLine]]:
+    """``parse(where, value)`` of each non-blank line of `path` that is UTF-8 JSON (``where`` is ``PATH:N``),
+    and the lines left out (module docstring): not UTF-8 text, not valid JSON, or refused by `parse` with
+    `LineError` (its message, a leading ``"PATH:N: "`` dropped). Any other exception of `parse` propagates."""
+    raw = path.read_bytes().split(b"\n")
+    if raw and raw[-1] == b"":
+        raw.pop()
+    rows: list[T] = []
+    skipped: list[SkippedLine] = []
+    for number, data in enumerate(raw, start=1):
+        where = f"{path}:{number}"
+        try:
+            line = data.decode("utf-8").removeprefix("\ufeff" if number == 1 else "")
+        except UnicodeDecodeError as exc:
+            skipped.append(SkippedLine(where, f"not UTF-8 text (byte {data[exc.start]:#04x} at column "
+                                              f"{exc.start + 1}): save the file as UTF-8"))
+            continue
+        if not line.strip():
+            continue
+        try:
+            rows.append(parse(where, json.loads(line)))
+        except json.JSONDecodeError as exc:
+            skipped.append(SkippedLine(where, f"not valid JSON ({exc.msg})"))
+        except LineError as exc:
+            skipped.append(SkippedLine(where, str(exc).removeprefix(f"{where}: ")))
+    return rows, skipped
+
+
+SHOWN_SKIPS = 10
+"""Skipped lines `no_usable_row` names one by one."""
+
+
+def no_usable_row(path: Path, skipped: list[SkippedLine], error: Callable[[str], Exception]) -> Exception:
+    """`error` for a file none of whose lines is a usable row, naming each skipped line with its reason (the
+    first `SHOWN_SKIPS`, then how many more)."""
+    shown = "".join(f"\n  {s}" for s in skipped[:SHOWN_SKIPS])
+    more = f"\n  ... and {len(skipped) - SHOWN_SKIPS} more" if len(skipped) > SHOWN_SKIPS else ""
+    return error(f"{path}: no usable row: its {len(skipped)} line(s) were all skipped:{shown}{more}")
 
 
 def json_objects(path: Path) -> tuple[list[dict[str, Any]], int]:
