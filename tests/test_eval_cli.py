@@ -336,4 +336,4 @@ def test_world_model_with_some_answers_counts_the_rest_as_incorrect(env):
     assert out.exit_code == 0, (out.output, out.exception)
     assert re.search(r"Domain\W+2\W+1\W+1\W+50\.00", out.output), out.output
     assert re.search(r"fly\W+1\W+0\W+1\W+-", out.output), out.output  # no answer in this task: no accuracy
-    assert "1 questions had no answer (counted as incorrect)" in out.output and "video: " in out.output
+    assert "1 question had no answer (counted as incorrect)" in out.output and "video: " in out.output  # not "1 questions"
