@@ -119,6 +119,7 @@ def _load_tools(settings: Any, presets: list[str], tools: Any) -> None:
 def _print_table(metrics: list) -> None:
     """The Table 2 layout; on consoles narrower than RUNS_FULL_WIDTH the rows are labelled by preset id
     (the paper's labels run to 42 characters and would fold over several lines) and rules are dropped."""
+    from evals.eval_views import usage_lines
     from evals.table import DISPLAY_NAMES
     from graph.commands import run_table
 
@@ -134,11 +135,8 @@ def _print_table(metrics: list) -> None:
     if not full:
         console.print("(rows by preset id; the paper's method labels appear from a 110-column console up, "
                       "and are in table.md)")
-    for m in metrics:
-        u = m.usage_per_clip
-        console.print(f"{m.preset}: calls/clip {u['calls']:.2f}, images/clip {u['images']:.1f}, "
-                      f"input tokens/clip {u['input_tokens']:.0f}, output tokens/clip {u['output_tokens']:.0f}, "
-                      f"cache hits/clip {u['cache_hits']:.1f}")
+    for line in usage_lines(metrics):
+        console.print(line, highlight=False)
 
 
 @eval_app.command("reward", help="Run presets over a manifest; judge, tabulate (table.md/csv), resumable.")

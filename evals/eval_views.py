@@ -35,6 +35,7 @@ if TYPE_CHECKING:  # pragma: no cover
     from rich.console import Console
 
     from evals.compare import Comparison
+    from evals.table import PresetMetrics
     from evals.vqa import VQAReport
     from tools.jsonl import SkippedLine
 
@@ -98,6 +99,21 @@ def skipped_lines(skipped: list[SkippedLine]) -> list[str]:
     return [*(f"skipped {s}" for s in skipped),
             f"warning: {plural(len(skipped), 'line')} skipped as no usable row (listed above, and under "
             "skipped_lines in the JSON output); the other rows were read"]
+
+
+def usage_lines(metrics: list[PresetMetrics]) -> list[str]:
+    """`raa eval reward`'s usage per clip of each preset, naming the rows whose usage is unknown (a scorer
+    chunk that crashed): the means leave them out (`evals.table`)."""
+    lines = []
+    for m in metrics:
+        line = (f"{m.preset}: calls/clip {m.usage_cell('calls', 2)}, images/clip {m.usage_cell('images', 1)}, "
+                f"input tokens/clip {m.usage_cell('input_tokens', 0)}, output tokens/clip "
+                f"{m.usage_cell('output_tokens', 0)}, cache hits/clip {m.usage_cell('cache_hits', 1)}")
+        if m.usage_unknown:
+            line += (f" (usage unknown for {plural(m.usage_unknown, 'row')}: not recorded, as when a scorer chunk crashed; "
+                     f"means over the other {m.n - m.usage_unknown})")
+        lines.append(line)
+    return lines
 
 
 def no_rows(note: str, what: str) -> str:

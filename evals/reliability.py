@@ -27,7 +27,9 @@ Decisions where the issue was silent:
   as ``scorer``, and a rerun whose scorer differs from the one that gave existing rewards raises
   `ManifestError` before anything is scored: kept rows would mix two models in one table.
 - Clips are scored in chunks of `2 * concurrency` so progress is saved regularly. If the scorer itself
-  raises for a chunk, each clip of that chunk gets an ineligible row naming the error (never a reward).
+  raises for a chunk, each clip of that chunk gets an ineligible row naming the error (never a reward), whose
+  ``usage`` is null with ``usage_unknown`` saying why (the calls made before the crash were spent but not
+  reported): it was ``{}``, which the usage means (`evals.table`) counted as a free run.
 """
 
 from __future__ import annotations
@@ -179,14 +181,16 @@ def clip_version(path: str) -> list[int] | None:
     return None if identity is None else list(identity)
 
 
-def result_row(clip: EvalClip, preset: str, result: RewardResult) -> dict[str, Any]:
-    """One results.jsonl row (judge verdict added later)."""
+def result_row(clip: EvalClip, preset: str, result: RewardResult, usage_unknown: str | None = None) -> dict[str, Any]:
+    """One results.jsonl row (judge verdict added later). With `usage_unknown` (why the usage was not
+    recorded: its scorer chunk crashed) the row's usage is null and ``usage_unknown`` says why: the calls the
+    chunk made before it crashed were spent, and ``{}`` read as a free run in the usage means."""
+    usage = {"usage": dict(result.usage)} if usage_unknown is None else {"usage": None, "usage_unknown": usage_unknown}
     return {"path": clip.path, "instruction": clip.instruction, "label": clip.label, "pattern": clip.pattern,
             "task": clip.task, "preset": preset, "reward": result.reward, "status": result.status,
             "T": result.T, "P": result.P, "V": result.V, "failure": result.failure,
             "unverifiable": result.unverifiable, "reasons": list(result.reasons), "notes": list(result.notes),
-            "run_id": result.run_id,
-            "usage": dict(result.usage), "clip_version": clip_version(clip.path), "judge": None}
+            "run_id": result.run_id, **usage, "clip_version": clip_version(clip.path), "judge": None}
 
 
 def stale(row: dict[str, Any], clip: EvalClip, version: list[int] | None) -> bool:
@@ -330,8 +334,8 @@ async def run_reward_eval(clips: Sequence[EvalClip], presets: Sequence[str], out
             chunk = 2 * concurrency
             for start in range(0, len(to_score), chunk):
                 part = to_score[start:start + chunk]
-                results = await _score_chunk(scorer, preset, part)
-                rows = [stamped(result_row(c, preset, r), scorer_id) for c, r in zip(part, results, strict=True)]
+                results, crashed = await _score_chunk(scorer, preset, part)
+                rows = [stamped(result_row(c, preset, r, crashed), scorer_id) for c, r in zip(part, results, strict=True)]
                 for row in rows:  # the rewards are kept, unjudged, if the run stops while the judge works
                     save(row)
                 for done in asyncio.as_completed(in_order(judged(r) for r in rows)):
@@ -367,13 +371,16 @@ def verdicts_by(rows: Sequence[dict[str, Any]], judge_name: str) -> str:
     return ", ".join(names) or judge_name
 
 
-async def _score_chunk(scorer: PresetScorer, preset: str, clips: Sequence[EvalClip]) -> list[RewardResult]:
-    """Scorer results for a chunk; a scorer crash or a wrong count gives ineligible results with the reason."""
+async def _score_chunk(scorer: PresetScorer, preset: str,
+                       clips: Sequence[EvalClip]) -> tuple[list[RewardResult], str | None]:
+    """Scorer results for a chunk and, when the scorer crashed (or returned a wrong count), why its usage is
+    unknown; then every result is ineligible with the reason."""
     try:
         results = list(await scorer.score(preset, clips))
         if len(results) != len(clips):
             raise RuntimeError(f"scorer returned {len(results)} results for {len(clips)} clips")
-        return results
+        return results, None
     except Exception as exc:  # noqa: BLE001 - one bad chunk never takes down the run
         reason = f"harness: scorer failed: {type(exc).__name__}: {exc}"[:2000]
-        return [RewardResult(reward=None, status="ineligible", reasons=[reason], preset=preset) for _ in clips]
+        return ([RewardResult(reward=None, status="ineligible", reasons=[reason], preset=preset) for _ in clips],
+                "the scorer crashed before reporting the calls and tokens this chunk spent")

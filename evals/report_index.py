@@ -37,7 +37,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from evals.report_html import badge, esc, page, section, table
-from evals.table import DISPLAY_NAMES, PAPER_ORDER, all_metrics
+from evals.table import DISPLAY_NAMES, PAPER_ORDER, USAGE_DIGITS, all_metrics
 from graph.reward_format import reward_text
 from tools.jsonl import write_text_atomic
 
@@ -48,16 +48,15 @@ if TYPE_CHECKING:  # pragma: no cover
 
 def _table_html(metrics: list[PresetMetrics]) -> str:
     rows = [[DISPLAY_NAMES[m.preset], m.r_cell, m.f_cell, m.p_cell] for m in metrics]
-    extras = [[m.preset, str(m.ineligible), str(m.unjudged), str(m.skipped), f"{m.usage_per_clip['calls']:.1f}",
-               f"{m.usage_per_clip['images']:.1f}", f"{m.usage_per_clip['input_tokens']:.0f}",
-               f"{m.usage_per_clip['output_tokens']:.0f}", f"{m.usage_per_clip['cache_hits']:.1f}"] for m in metrics]
+    extras = [[m.preset, str(m.ineligible), str(m.unjudged), str(m.skipped),
+               *(m.usage_cell(k, d) for k, d, _ in USAGE_DIGITS), str(m.usage_unknown)] for m in metrics]
     return (section("table", "Reward reasonableness and hacking/control errors (Table 2 layout)",
                     table(["Method", "R / N (%) ↑", "F+ / n_neg ↓", "P0 / n_prog ↓"], rows, table_id="table2")
                     + "<p class=\"muted\">R: outputs the judge accepted; F+: positive rewards on failure and "
                       "unobservable clips; P0: zero rewards on progress clips.</p>")
             + section("extras", "Ineligible, unjudged and cost per clip",
                       table(["preset", "ineligible", "unjudged", "skipped", "calls/clip", "images/clip",
-                             "input tokens/clip", "output tokens/clip", "cache hits/clip"], extras))
+                             "input tokens/clip", "output tokens/clip", "cache hits/clip", "usage unknown"], extras))
             + section("means", "Mean reward by label and by pattern (rows with a reward / rows)",
                       _means(metrics, "by_label") + _means(metrics, "by_pattern")))
 

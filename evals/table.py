@@ -31,7 +31,10 @@ Definitions (decisions where the issue was silent are marked *):
   row and the field; it crashed with a bare TypeError / AttributeError. (`raa eval reward` scores such rows
   again before tabulating, `evals.reliability.damaged`; `raa eval report` tabulates the file as it is.)
 - *Usage per clip: the mean over the preset's rows of the agent's calls, images, tokens and stage-cache hits
-  (a stage output served from the cache is a hit, not a call).
+  (a stage output served from the cache is a hit, not a call), over the rows that recorded their usage: a
+  row whose usage is null (its scorer chunk crashed, `evals.reliability`) or absent (another tool's row) is
+  counted in `usage_unknown` ("Usage unknown" / ``usage_unknown`` in table.md / table.csv) and left out of
+  the mean, which it lowered as a free run; with no row recorded the cells are "-" (empty in the CSV).
 """
 
 from __future__ import annotations
@@ -47,6 +50,8 @@ from graph.config import PRESETS
 NEGATIVE_LABELS = ("failure", "unobservable")
 PROGRESS_LABEL = "progress"
 USAGE_KEYS = ("calls", "images", "input_tokens", "output_tokens", "cache_hits")
+USAGE_DIGITS = (("calls", 1, 3), ("images", 1, 3), ("input_tokens", 0, 1), ("output_tokens", 0, 1), ("cache_hits", 1, 3))
+"""Each usage figure per clip: (key, decimals in table.md and on the console, decimals in table.csv)."""
 
 # Row names of the paper's Table 2, in its order (cumulative block, then removals from the full agent).
 DISPLAY_NAMES: dict[str, str] = {
@@ -123,8 +128,17 @@ class PresetMetrics:
     """Mean reward per reference label."""
     by_pattern: dict[str, MeanReward] = field(default_factory=dict)
     """Mean reward per hacking pattern."""
-    usage_per_clip: dict[str, float] = field(default_factory=dict)
-    """Mean calls, images, input and output tokens and stage-cache hits per clip."""
+    usage_per_clip: dict[str, float | None] = field(default_factory=dict)
+    """Mean calls, images, input and output tokens and stage-cache hits per clip, over the rows that recorded
+    their usage (None when none did)."""
+    usage_unknown: int = 0
+    """Rows whose usage is not recorded (null: a scorer chunk that crashed; absent: another tool's rows), left
+    out of `usage_per_clip` rather than counted as free."""
+
+    def usage_cell(self, key: str, digits: int, missing: str = "-") -> str:
+        """`usage_per_clip[key]` with `digits` decimals; `missing` when no row recorded its usage."""
+        value = self.usage_per_clip.get(key)
+        return missing if value is None else f"{value:.{digits}f}"
 
     @property
     def r_pct(self) -> float:
@@ -204,8 +218,8 @@ def preset_metrics(preset: str, rows: Sequence[dict]) -> PresetMetrics:
     # a row without a verdict (results written by another tool) is unjudged, or skipped when it has no reward
     # to judge, as the judge itself would have said
     judge = [r.get("judge") or ({"status": "skipped"} if r.get("reward") is None else {}) for r in rows]
-    usage = {k: (sum(float((r.get("usage") or {}).get(k, 0)) for r in rows) / len(rows) if rows else 0.0)
-             for k in USAGE_KEYS}
+    known = [r["usage"] for r in rows if isinstance(r.get("usage"), dict)]  # None / absent: not recorded, not 0
+    usage = {k: (sum(float(u.get(k, 0)) for u in known) / len(known) if known else None) for k in USAGE_KEYS}
     return PresetMetrics(
         preset=preset, n=len(rows),
         r=sum(1 for j in judge if j.get("status") == "judged" and j.get("reasonable") is True),
@@ -216,7 +230,8 @@ def preset_metrics(preset: str, rows: Sequence[dict]) -> PresetMetrics:
         ineligible=sum(1 for r in rows if r.get("reward") is None),
         neg_ineligible=sum(1 for r in neg if r.get("reward") is None),
         prog_ineligible=sum(1 for r in prog if r.get("reward") is None),
-        by_label=_group(rows, "label"), by_pattern=_group(rows, "pattern"), usage_per_clip=usage)
+        by_label=_group(rows, "label"), by_pattern=_group(rows, "pattern"), usage_per_clip=usage,
+        usage_unknown=len(rows) - len(known))
 
 
 def all_metrics(rows: Sequence[dict], presets: Sequence[str]) -> list[PresetMetrics]:
@@ -241,13 +256,12 @@ def render_markdown(metrics: Sequence[PresetMetrics], *, judge_name: str = "judg
     for m in metrics:
         lines.append(f"| {DISPLAY_NAMES[m.preset]} | {m.r_cell} | {m.f_cell} | {m.p_cell} |")
     lines += ["", "| Preset | Ineligible | Unjudged | Skipped | Calls / clip | Images / clip | "
-              "Input tokens / clip | Output tokens / clip | Cache hits / clip |",
-              "| --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
+              "Input tokens / clip | Output tokens / clip | Cache hits / clip | Usage unknown |",
+              "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
     for m in metrics:
-        u = m.usage_per_clip
-        lines.append(f"| {m.preset} | {m.ineligible} | {m.unjudged} | {m.skipped} | {u['calls']:.1f} | "
-                     f"{u['images']:.1f} | {u['input_tokens']:.0f} | {u['output_tokens']:.0f} | "
-                     f"{u['cache_hits']:.1f} |")
+        cells = [m.usage_cell(k, d) for k, d, _ in USAGE_DIGITS]
+        lines.append(f"| {m.preset} | {m.ineligible} | {m.unjudged} | {m.skipped} | {' | '.join(cells)} | "
+                     f"{m.usage_unknown} |")
     for title, attr in (("label", "by_label"), ("pattern", "by_pattern")):
         names = sorted({k for m in metrics for k in getattr(m, attr)})
         if not names:
@@ -264,7 +278,7 @@ def render_markdown(metrics: Sequence[PresetMetrics], *, judge_name: str = "judg
 
 CSV_FIELDS = ("preset", "method", "n", "r", "r_pct", "unjudged", "skipped", "f_plus", "n_neg", "neg_ineligible", "p0",
               "n_prog", "prog_ineligible", "ineligible", "calls_per_clip", "images_per_clip", "input_tokens_per_clip",
-              "output_tokens_per_clip", "cache_hits_per_clip")
+              "output_tokens_per_clip", "cache_hits_per_clip", "usage_unknown")
 
 
 def render_csv(metrics: Sequence[PresetMetrics]) -> str:
@@ -276,12 +290,10 @@ def render_csv(metrics: Sequence[PresetMetrics]) -> str:
     writer = csv.writer(buf, lineterminator="\n")
     writer.writerow(header)
     for m in metrics:
-        u = m.usage_per_clip
         row: list[object] = [m.preset, DISPLAY_NAMES[m.preset], m.n, m.r, "" if m.not_judged else f"{m.r_pct:.2f}",
                              m.unjudged, m.skipped, m.f_plus, m.n_neg, m.neg_ineligible, m.p0,
-                             m.n_prog, m.prog_ineligible, m.ineligible, f"{u['calls']:.3f}",
-                             f"{u['images']:.3f}", f"{u['input_tokens']:.1f}", f"{u['output_tokens']:.1f}",
-                             f"{u['cache_hits']:.3f}"]
+                             m.n_prog, m.prog_ineligible, m.ineligible,
+                             *(m.usage_cell(k, d, "") for k, _, d in USAGE_DIGITS), m.usage_unknown]
         row += ["" if x not in m.by_label or m.by_label[x].mean is None else f"{m.by_label[x].mean:.4f}"
                 for x in labels]
         row += ["" if x not in m.by_pattern or m.by_pattern[x].mean is None else f"{m.by_pattern[x].mean:.4f}"
