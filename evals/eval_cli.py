@@ -147,6 +147,7 @@ def reward_command(
     concurrency: Annotated[int, typer.Option(min=1, help="Clips scored / judged at once.")] = 16,
     retry_ineligible: Annotated[bool, typer.Option(help="Re-score rows whose reward is None.")] = False,
 ) -> None:
+    from evals.eval_views import reward_notes
     from evals.judge import JudgeSettings
     from evals.reliability import AgentScorer, ManifestError, load_eval_manifest, run_reward_eval
     from evals.table import PAPER_ORDER, ordered_presets
@@ -203,14 +204,8 @@ def reward_command(
     except ManifestError as exc:  # results from another model in DIR
         raise _fail(str(exc)) from exc
     _print_table(outcome.metrics)
-    unjudged = [r for r in outcome.rows if (r.get("judge") or {}).get("status", "unjudged") == "unjudged"]
-    if unjudged:  # why, here and not only in results.jsonl
-        _console().print(f"{len(unjudged)} output(s) could not be judged; first: "
-                         f"{(unjudged[0].get('judge') or {}).get('rationale') or 'no reason recorded'}",
-                         style="yellow", highlight=False)
-    if outcome.unreadable:
-        _console().print(f"{outcome.unreadable} line(s) of results.jsonl were not result rows and were dropped "
-                         "(their clips were scored again)", style="yellow", highlight=False)
+    for note in reward_notes(outcome):  # unjudged rows, dropped lines, rows of the older clip identity
+        _console().print(note, style="yellow", highlight=False)
     _console().print(f"scored {outcome.scored}, re-judged {outcome.rejudged}; wrote {out / 'table.md'}, "
                f"{out / 'table.csv'}, {out / 'results.jsonl'}; HTML: raa eval report {out}")
 

@@ -35,6 +35,7 @@ if TYPE_CHECKING:  # pragma: no cover
     from rich.console import Console
 
     from evals.compare import Comparison
+    from evals.reliability import RewardEvalOutcome
     from evals.table import PresetMetrics
     from evals.vqa import VQAReport
     from tools.jsonl import SkippedLine
@@ -114,6 +115,25 @@ def usage_lines(metrics: list[PresetMetrics]) -> list[str]:
                      f"means over the other {m.n - m.usage_unknown})")
         lines.append(line)
     return lines
+
+
+def reward_notes(outcome: RewardEvalOutcome) -> list[str]:
+    """What `raa eval reward` says after its table: why outputs could not be judged (here and not only in
+    results.jsonl), the results.jsonl lines dropped, and the rows scored again because they recorded their
+    clip in the older stat form and its file's metadata changed since (`evals.clip_identity`)."""
+    notes = []
+    unjudged = [r for r in outcome.rows if (r.get("judge") or {}).get("status", "unjudged") == "unjudged"]
+    if unjudged:
+        notes.append(f"{len(unjudged)} output(s) could not be judged; first: "
+                     f"{(unjudged[0].get('judge') or {}).get('rationale') or 'no reason recorded'}")
+    if outcome.unreadable:
+        notes.append(f"{outcome.unreadable} line(s) of results.jsonl were not result rows and were dropped "
+                     "(their clips were scored again)")
+    if outcome.legacy_rescored:
+        notes.append(f"{plural(outcome.legacy_rescored, 'row')} recorded the clip's file identity in the older "
+                     "form (time stamps and inode) and the file's metadata changed since: scored again, once; "
+                     "rows now record the content (size and SHA-256), which a chmod, touch or copy keeps")
+    return notes
 
 
 def no_rows(note: str, what: str) -> str:

@@ -7,9 +7,10 @@ judge (`evals.judge.RewardJudge`) whether each output is reasonable, appends one
 
 Decisions where the issue was silent:
 - Resume key is (absolute clip path, preset). On rerun a finished row is kept as is, unless its clip changed
-  since: another instruction in the manifest, or another file at the path (rows record the file's identity,
-  as the frame and judge caches file it, as `clip_version`; a suite rendered again with another seed keeps
-  its file names) -> scored again. A row whose verdict is `unjudged`, or was given by another judge than this run's (verdicts
+  since: another instruction in the manifest, or other content at the path (rows record the file's size and
+  SHA-256 as `clip_version`, `evals.clip_identity`: a `chmod`, `touch` or copy keeps it; a suite rendered again
+  with another seed keeps its file names, not its bytes) -> scored again. Rows that recorded the older stat
+  identity are read as that module says (kept while it matches, then upgraded; else scored again once). A row whose verdict is `unjudged`, or was given by another judge than this run's (verdicts
   record `judge` = `judge_name`), is re-judged without re-scoring; a judged verdict is never replaced by one
   that could not judge (no judge configured on a rerun, a judge failure), and the R column names the judges
   whose verdicts it counts. `retry_ineligible=True` also re-scores rows
@@ -41,6 +42,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
+from evals.clip_identity import ClipIdentities, is_legacy, legacy_changed, legacy_matches, stale_version
 from evals.judge import JudgeVerdict, RewardJudge, explanation
 from evals.table import all_metrics, finite, metrics_as_dicts, ordered_presets, render_csv, render_markdown
 from graph.schemas import RewardResult
@@ -170,19 +172,15 @@ class RewardEvalOutcome:
     unreadable: int = 0
     """Lines of the existing results.jsonl that were not result rows (a write cut by a crash, an edit gone
     wrong): their clips were scored again and the rewritten file no longer holds them."""
+    legacy_rescored: int = 0
+    """Rows that recorded their clip's identity in the older stat form and were scored again because the file's
+    metadata changed since (`evals.clip_identity`: once; the new rows keep the content identity)."""
 
 
-def clip_version(path: str) -> list[int] | None:
-    """The clip file's identity (`graph.frame_store.FrameStore.version`, as JSON; None when it cannot be
-    stat'ed): a file written anew at the path is another clip, as for the agent's and the judge's caches."""
-    from graph.frame_store import FrameStore
-
-    identity = FrameStore.version(path)[1]
-    return None if identity is None else list(identity)
-
-
-def result_row(clip: EvalClip, preset: str, result: RewardResult, usage_unknown: str | None = None) -> dict[str, Any]:
-    """One results.jsonl row (judge verdict added later). With `usage_unknown` (why the usage was not
+def result_row(clip: EvalClip, preset: str, result: RewardResult, version: dict[str, Any] | None,
+               usage_unknown: str | None = None) -> dict[str, Any]:
+    """One results.jsonl row (judge verdict added later), recording the clip's content identity `version`
+    (`evals.clip_identity`). With `usage_unknown` (why the usage was not
     recorded: its scorer chunk crashed) the row's usage is null and ``usage_unknown`` says why: the calls the
     chunk made before it crashed were spent, and ``{}`` read as a free run in the usage means."""
     usage = {"usage": dict(result.usage)} if usage_unknown is None else {"usage": None, "usage_unknown": usage_unknown}
@@ -190,16 +188,17 @@ def result_row(clip: EvalClip, preset: str, result: RewardResult, usage_unknown:
             "task": clip.task, "preset": preset, "reward": result.reward, "status": result.status,
             "T": result.T, "P": result.P, "V": result.V, "failure": result.failure,
             "unverifiable": result.unverifiable, "reasons": list(result.reasons), "notes": list(result.notes),
-            "run_id": result.run_id, **usage, "clip_version": clip_version(clip.path), "judge": None}
+            "run_id": result.run_id, **usage, "clip_version": version, "judge": None}
 
 
-def stale(row: dict[str, Any], clip: EvalClip, version: list[int] | None) -> bool:
-    """True when `row` was scored for another clip than `clip` (at its current file `version`; None: no file).
-    A row without the key is from before versions were recorded and counts as current; a row that recorded
-    None (the clip was missing then) is stale once a file is there."""
+def stale(row: dict[str, Any], clip: EvalClip, version: dict[str, Any] | None) -> bool:
+    """True when `row` was scored for another clip than `clip` (whose content identity is now `version`; None:
+    no readable file; `evals.clip_identity.stale_version`, which also reads the older stat form). A row
+    without the key is from before versions were recorded and counts as current; a row that recorded None
+    (the clip was missing then) is stale once a file is there."""
     if row.get("instruction") != clip.instruction:
         return True
-    return "clip_version" in row and row["clip_version"] != version
+    return "clip_version" in row and stale_version(row["clip_version"], clip.path, version)
 
 
 def damaged(row: dict[str, Any]) -> bool:
@@ -284,7 +283,7 @@ async def run_reward_eval(clips: Sequence[EvalClip], presets: Sequence[str], out
                                 for (p, k), r in existing.items()], scorer_id)):
         raise ManifestError(problem)
     sem = asyncio.Semaphore(concurrency)
-    counters = {"scored": 0, "rejudged": 0}
+    counters = {"scored": 0, "rejudged": 0, "legacy_rescored": 0}
 
     mend_tail(results_path)  # a torn last row: appending after it would glue the first new row onto it
     with results_path.open("a", encoding="utf-8") as sink:
@@ -314,12 +313,16 @@ async def run_reward_eval(clips: Sequence[EvalClip], presets: Sequence[str], out
             """Tasks started in manifest order (as_completed starts bare coroutines in set order)."""
             return [asyncio.ensure_future(job) for job in jobs]
 
-        versions = {c.path: clip_version(c.path) for c in clips}
+        identities = ClipIdentities()  # each clip hashed once per run, again only if rewritten meanwhile
+        versions = await asyncio.to_thread(lambda: {c.path: identities(c.path) for c in clips})
         for preset in order:
             to_score, to_judge = [], []
             for clip in clips:
                 row = existing.get((clip.path, preset))
                 verdict = (row or {}).get("judge") or {}
+                if row is not None and row.get("instruction") == clip.instruction and \
+                        legacy_changed(row.get("clip_version"), clip.path):
+                    counters["legacy_rescored"] += 1  # its file's metadata changed since: said by the CLI
                 if row is None or stale(row, clip, versions[clip.path]) or damaged(row) or \
                         (retry_ineligible and row.get("reward") is None):
                     to_score.append(clip)
@@ -335,7 +338,8 @@ async def run_reward_eval(clips: Sequence[EvalClip], presets: Sequence[str], out
             for start in range(0, len(to_score), chunk):
                 part = to_score[start:start + chunk]
                 results, crashed = await _score_chunk(scorer, preset, part)
-                rows = [stamped(result_row(c, preset, r, crashed), scorer_id) for c, r in zip(part, results, strict=True)]
+                rows = [stamped(result_row(c, preset, r, identities(c.path), crashed), scorer_id)
+                        for c, r in zip(part, results, strict=True)]
                 for row in rows:  # the rewards are kept, unjudged, if the run stops while the judge works
                     save(row)
                 for done in asyncio.as_completed(in_order(judged(r) for r in rows)):
@@ -346,7 +350,9 @@ async def run_reward_eval(clips: Sequence[EvalClip], presets: Sequence[str], out
     for key, row in existing.items():  # reference labels come from the current manifest
         clip = by_path.get(row["path"])
         if clip is not None:
-            existing[key] = {**row, "label": clip.label, "pattern": clip.pattern, "task": clip.task}
+            old = row.get("clip_version")  # a current row of the older stat form: its content identity now
+            upgraded = {"clip_version": versions[clip.path]} if is_legacy(old) and legacy_matches(old, clip.path) else {}
+            existing[key] = {**row, "label": clip.label, "pattern": clip.pattern, "task": clip.task, **upgraded}
     rank = {p: i for i, p in enumerate(order)}
     clip_rank = {c.path: i for i, c in enumerate(clips)}
     compact = sorted(existing.values(), key=lambda r: (rank.get(r["preset"], len(rank)), r["preset"],
@@ -360,7 +366,8 @@ async def run_reward_eval(clips: Sequence[EvalClip], presets: Sequence[str], out
     write_text_atomic(out / "summary.json", json.dumps({"presets": order, "clips": len(clips), "judge": verdicts_by(rows, judge_name),
                                                     "paths": [c.path for c in clips],
                                                     "metrics": metrics_as_dicts(metrics)}, indent=2))
-    return RewardEvalOutcome(metrics, rows, counters["scored"], counters["rejudged"], out, unreadable)
+    return RewardEvalOutcome(metrics, rows, counters["scored"], counters["rejudged"], out, unreadable,
+                             counters["legacy_rescored"])
 
 
 def verdicts_by(rows: Sequence[dict[str, Any]], judge_name: str) -> str:
