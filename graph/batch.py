@@ -11,8 +11,8 @@ Decisions where the issue was silent:
   0 (`AgentConfig.draw`; draw 0 keeps the keys of outputs written before draws existed); rows already in
   the output file are skipped, so an interrupted batch resumes where it stopped, and draws 0..N-1 of a
   manifest can share one output file (each row says its `draw`). A torn last line (crash mid-write) is
-  cut off before the next append (`tools.jsonl.mend_tail`) and its item re-run; left in place, it made the
-  file unreadable for `raa eval compare` / `draws`.
+  cut off before the next append (`tools.jsonl.mend_tail`) and its item re-run; left in place, its item
+  was missing from `raa eval compare` / `draws` (which skip and name damaged lines).
 - `--retry-ineligible` first removes the rows of this run's items whose ineligibility another run could
   fix, and every run removes the rows of bad manifest lines before writing them again: which rows go is
   `graph.batch_resume`'s.
