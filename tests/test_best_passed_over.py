@@ -78,3 +78,19 @@ def test_a_later_tie_without_a_checkpoint_is_named(tmp_path):
     assert passed_over(run / "checkpoints", run / "eval.jsonl", found) == [
         "iteration 2 scored as high (0.5000) but iter_000002 is not a complete checkpoint (no folder: pruned, or "
         "never saved)"]
+
+
+def test_a_last_mean_of_zero_is_a_mean_for_the_earlier_row_note(tmp_path):
+    """An iteration's last mean of 0.0 was read as "no mean" (``final or -inf``): with negative rewards (a sum
+    with a negative weight) an earlier row lower than that last 0.0 was named as if it had been higher."""
+    from training.best import best_checkpoint, passed_over
+
+    rows = [{"iteration": 1, "eval_reward_mean": -0.5},
+            {"iteration": 2, "eval_reward_mean": -0.2},  # the crashed attempt's row ...
+            {"iteration": 2, "eval_reward_mean": 0.0}]  # ... lower than the last one, which counts
+    run = _run(tmp_path, rows, [1], latest=1)
+    found = best_checkpoint(run / "checkpoints", run / "eval.jsonl")
+    assert found == ("iter_000001", 1, -0.5)
+    assert passed_over(run / "checkpoints", run / "eval.jsonl", found) == [
+        "iteration 2 scored higher (0.0000) but iter_000002 is not a complete checkpoint (no folder: pruned, or "
+        "never saved)"]

@@ -203,9 +203,10 @@ def passed_over(ckpt_dir: Path, eval_path: Path, found: tuple[str, int, float], 
                          f"{iteration_tag(it)} is not a complete checkpoint ({gap})")
     last = {row["iteration"]: k for k, row in enumerate(mine)}
     for k, row in enumerate(mine):  # an earlier attempt's row of an iteration a resume repeated, higher than its last
-        mean, final = row.get("eval_reward_mean"), means.get(row["iteration"])
-        if k != last[row["iteration"]] and finite_number(mean, bools=True) and mean > max(best, final or -math.inf):
-            notes.append(f"iteration {row['iteration']}'s earlier row ({float(mean):.4f}) was replaced by its last "
+        earlier, final = row.get("eval_reward_mean"), means.get(row["iteration"])
+        above = max(best, -math.inf if final is None else final)  # a last mean of 0.0 is a mean, not none
+        if k != last[row["iteration"]] and finite_number(earlier, bools=True) and earlier > above:
+            notes.append(f"iteration {row['iteration']}'s earlier row ({float(earlier):.4f}) was replaced by its last "
                          f"({'no mean' if final is None else f'{final:.4f}'}): a resume repeated it")
     nulls = sorted({r["iteration"] for r in mine} - set(means))
     notes += [f"iteration {it}: no eval_reward_mean (every held-out reward ineligible)" for it in nulls]
