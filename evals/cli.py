@@ -39,8 +39,8 @@ def make_clips_command(
     from evals.scenes import RenderError
 
     try:
-        manifest = make_clips(out, seed=seed, preset=preset, progress=progress, size=size,
-                              limit=limit)  # type: ignore[arg-type]
+        manifest = make_clips(out, seed=seed, preset=preset,  # type: ignore[arg-type]  # checked above
+                              progress=progress, size=size, limit=limit)
     except (ClipSuiteError, RenderError) as exc:
         typer.echo(f"error: {exc}", err=True)
         raise typer.Exit(1) from None

@@ -98,9 +98,10 @@ def task_script(task: str, start: np.ndarray, goal: np.ndarray, home: np.ndarray
     hm = _t(*home)
     if task == "pick_lift":
         g = oz + grasp_dz
-        keys = (Key(0.0, hm, OPEN_GAP), Key(0.22, _t(ox, oy, HOVER_Z), OPEN_GAP),
-                Key(0.38, _t(ox, oy, g), OPEN_GAP), Key(0.46, _t(ox, oy, g), closed),
-                Key(0.78, _t(ox, oy, gz + grasp_dz), closed), Key(1.0, _t(ox, oy, gz + grasp_dz), closed))
+        keys: tuple[Key, ...] = (Key(0.0, hm, OPEN_GAP), Key(0.22, _t(ox, oy, HOVER_Z), OPEN_GAP),
+                                 Key(0.38, _t(ox, oy, g), OPEN_GAP), Key(0.46, _t(ox, oy, g), closed),
+                                 Key(0.78, _t(ox, oy, gz + grasp_dz), closed),
+                                 Key(1.0, _t(ox, oy, gz + grasp_dz), closed))
         return Script(keys, (0.46, 2.0), contact_u=0.42, done_u=0.78, rest_z=HALF)
     if task in ("place", "stack"):
         g = oz + grasp_dz

@@ -128,7 +128,7 @@ def _miss_offsets(layout: Layout, start: np.ndarray, rng: np.random.Generator,
         fingers = []
     out = []
     for r, angles in ((r, angles) for r in (dist, 0.11, 0.06, 0.13) for angles in tiers):
-        ranked = []
+        ranked: list[tuple[float, int, np.ndarray]] = []
         for ang in angles:
             off = np.array([np.cos(ang), np.sin(ang), 0.0]) * r
             if any(float(np.linalg.norm((off + f)[:2])) < FINGER_CLEARANCE for f in fingers):
@@ -297,7 +297,7 @@ def plan_clip(task: str, pattern: str, variant: str, layout: Layout, frames: int
         grip_offset = np.array([0.14 * np.cos(ang), 0.14 * np.sin(ang), 0.05])
     elif pattern == "floating":
         s, g = starts[moved], goal
-        lift = (Key(0.0, tuple(s), 0), Key(0.3, tuple(s), 0))
+        lift: tuple[Key, ...] = (Key(0.0, tuple(s), 0), Key(0.3, tuple(s), 0))
         if task == "pick_lift":
             lift += (Key(0.75, tuple(g), 0), Key(1.0, tuple(g), 0))
         else:

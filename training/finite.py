@@ -9,10 +9,10 @@ a bool as 0 / 1, as they did when each spelled the test out itself.
 from __future__ import annotations
 
 import math
-from typing import Any
+from typing import Any, TypeGuard
 
 
-def finite_number(value: Any, *, bools: bool = False) -> bool:
+def finite_number(value: Any, *, bools: bool = False) -> TypeGuard[int | float]:
     """Whether ``value`` is an int or float (a bool only with ``bools``) that is finite."""
     if isinstance(value, bool) and not bools:
         return False

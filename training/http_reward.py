@@ -214,7 +214,7 @@ class HttpAgentReward:
         resp.raise_for_status()
         return resp.json()
 
-    async def __call__(self, videos: Sequence[np.ndarray], prompts: Sequence[str], **meta: Any) -> list[float | None]:
+    async def __call__(self, videos: Sequence[np.ndarray], prompts: Sequence[str], **meta: Any) -> RewardBatch:
         fps = float(meta.get("fps", 16.0))
         items = []
         with tempfile.TemporaryDirectory() as tmp:

@@ -71,6 +71,8 @@ from training.reward_outcome import sum_usage
 from training.wandb_log import WandbRun
 
 if TYPE_CHECKING:
+    from torch.utils.tensorboard import SummaryWriter
+
     from training.prompt_failures import PromptFailure
 
 
@@ -172,8 +174,8 @@ def summarize(iteration: int, parts: list[dict[str, Any]]) -> dict[str, float | 
     for kind in ("none", "nan", "inf", "error"):
         row[f"ineligible_{kind}"] = total(f"ineligible_{kind}")
     row.update(component_means([p["components"] for p in parts], "reward_"))
-    for key, total in sum_usage([p["usage"] for p in parts]).items():
-        row[f"reward_usage_{key}"] = total
+    for key, amount in sum_usage([p["usage"] for p in parts]).items():  # not `total`: the helper above
+        row[f"reward_usage_{key}"] = amount
     return row
 
 
@@ -248,7 +250,7 @@ class MetricsLog:
         self.rewards_path = output_dir / "rewards.jsonl"
         self.eval_rewards_path = output_dir / "eval_rewards.jsonl"
         self.failed_prompts_path = output_dir / "failed_prompts.jsonl"
-        self.writer = None
+        self.writer: SummaryWriter | None = None
         self.wandb: WandbRun | None = None
         if enabled:
             output_dir.mkdir(parents=True, exist_ok=True)

@@ -85,6 +85,7 @@ def _service_record(url: str, info: dict[str, Any] | str) -> dict[str, Any]:
 def record_scoring(out_dir: Path, reward_fn: Any, agent_settings: Any, *, resume: bool) -> list[str]:
     """Record what scores the run's rewards (module docstring) and return the notes to print: services
     that disagree, a resume under another backbone. Call on rank 0."""
+    notes: list[str]
     if agent_settings is not None:
         record, notes = agent_settings.scoring(), []
     else:

@@ -118,9 +118,9 @@ class RewardOutcome:
             if values and len(values) != n:
                 raise ValueError(f"RewardOutcome: {len(values)} {label} for {n} rewards (give one per reward, "
                                  "or none when unknown)")
-        for key, values in self.components.items():
-            if len(values) != n:
-                raise ValueError(f"RewardOutcome: component {key!r} has {len(values)} values for {n} rewards")
+        for key, column in self.components.items():
+            if len(column) != n:
+                raise ValueError(f"RewardOutcome: component {key!r} has {len(column)} values for {n} rewards")
 
     @property
     def ineligible_count(self) -> int:

@@ -170,7 +170,7 @@ class AgentReward:
             raise ValueError(f"AgentReward (preset {self.preset}): the {exc.tool} tool cannot load: {exc.message}; "
                              "fix its RAA_* tool setting or choose a preset without it") from None
 
-    async def __call__(self, videos: Sequence[np.ndarray], prompts: Sequence[str], **meta: Any) -> list[float | None]:
+    async def __call__(self, videos: Sequence[np.ndarray], prompts: Sequence[str], **meta: Any) -> RewardBatch:
         from graph import ascore_videos
         agent = self.agent()
         fps = float(meta.get("fps", 16.0))

@@ -34,6 +34,7 @@ Decisions where the issues were silent (the behaviour of ``transformers.Trainer`
 from __future__ import annotations
 
 import shutil
+from collections.abc import Sequence
 from pathlib import Path
 
 from tools.jsonl import read_text
@@ -157,7 +158,7 @@ def earlier_outputs(out_dir: Path) -> list[str]:
     return found + ([f"metrics.jsonl ({rows} row{'s' if rows != 1 else ''})"] if rows else [])
 
 
-def refusal(cfg: TrainConfig, tags: list[str], outputs: list[str] = ()) -> str | None:
+def refusal(cfg: TrainConfig, tags: list[str], outputs: Sequence[str] = ()) -> str | None:
     """Why a launch of ``cfg`` cannot start in its output_dir holding the checkpoints ``tags`` and the other
     outputs ``outputs`` (`earlier_outputs`); None when it can (a resume, an explicit overwrite, or neither)."""
     if cfg.resume or cfg.overwrite_output_dir or not (tags or outputs):

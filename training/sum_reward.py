@@ -85,7 +85,7 @@ def parse_parts(options: dict[str, Any]) -> list[dict[str, Any]]:
         raise ValueError("reward 'sum' needs reward_options.parts: a non-empty list of "
                          "{reward: NAME, weight: W, options: {...}}")
     labels: list[str] = []
-    out = []
+    out: list[dict[str, Any]] = []
     for i, part in enumerate(parts):
         if not isinstance(part, dict) or "reward" not in part or set(part) - PART_KEYS:
             raise ValueError(f"reward 'sum': part {i} must be {{reward, weight, label?, options?}}, got {part!r}")

@@ -344,10 +344,10 @@ def train(cfg: TrainConfig, *, local_rank: int = 0, reward_tokens: dict[str, str
             bar.set_postfix(progress_postfix(row, beta=cfg.beta,
                                              steps_per_iteration=cfg.inner_epochs * cfg.optimizer_steps_per_epoch))
             bar.update(1)
-        diverged = int(row["diverged_rollouts"])  # NaN / inf latents: a diverged policy too
-        if (row["nonfinite_losses"] or diverged) and cfg.nonfinite_loss == "stop":  # every rank sees the same
+        diverged_count = int(row["diverged_rollouts"])  # NaN / inf latents: a diverged policy too
+        if (row["nonfinite_losses"] or diverged_count) and cfg.nonfinite_loss == "stop":  # every rank sees the same
             _close(rewards, bar, log, stops, video_writer)
-            raise TrainingDiverged(it + 1, int(row["nonfinite_losses"]), ckpt_dir, rollouts=diverged)
+            raise TrainingDiverged(it + 1, int(row["nonfinite_losses"]), ckpt_dir, rollouts=diverged_count)
         signum = stops.agreed(device) if stops is not None else 0  # a signal on any rank stops them all here
         skipped = skipped + 1 if row["update_skipped"] else 0  # the same row on every rank: they stop together
         stalled = (cfg.max_skipped_iterations is not None and skipped >= cfg.max_skipped_iterations
@@ -368,11 +368,11 @@ def train(cfg: TrainConfig, *, local_rank: int = 0, reward_tokens: dict[str, str
         if signum or stalled:
             dist.barrier()  # every rank has written its part before any of them exits
             _close(rewards, bar, log, stops, video_writer)
-            saved = str(ckpt_dir / ds_engine.iteration_tag(it + 1))
+            folder = str(ckpt_dir / ds_engine.iteration_tag(it + 1))
             if signum:
-                raise TrainingStopped(it + 1, signum, saved, last=it + 1 == cfg.max_iterations,
+                raise TrainingStopped(it + 1, signum, folder, last=it + 1 == cfg.max_iterations,
                                       export_to=out_dir / "final" if cfg.export == "final" else None)
-            raise RewardsStalled(it + 1, skipped, saved, why[0][1] if why else "no group had 2 eligible rewards",
+            raise RewardsStalled(it + 1, skipped, folder, why[0][1] if why else "no group had 2 eligible rewards",
                                  log.ineligible_path)
         if plateau and it + 1 < cfg.max_iterations:  # eval_patience: end here as if this were the last iteration
             stop_early(it + 1)

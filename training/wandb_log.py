@@ -103,8 +103,8 @@ class WandbRun:
         # through a temporary file renamed over it: written in place, a full disk left it empty and the next
         # resume started a second W&B run
         write_text_atomic(id_path, json.dumps({"project": project, "id": run_id}) + "\n")
-        common = {"project": project, "name": output_dir.resolve().name, "id": run_id, "dir": str(output_dir),
-                  "config": config}
+        common: dict[str, Any] = {"project": project, "name": output_dir.resolve().name, "id": run_id,
+                                  "dir": str(output_dir), "config": config}
         self.rewound = False
         """Whether the run was rewound to just before ``resume_step`` (its rows are then logged again)."""
         refused = None
