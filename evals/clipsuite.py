@@ -348,7 +348,8 @@ def _kept_rows(manifest: Path, suite: list[ClipSpec], specs: list[ClipSpec],
     except ManifestError as exc:
         raise ClipSuiteError(f"cannot add clips to {manifest}: {exc}") from exc
     for where, row in lines:
-        spec = by_name.get(row.get("name")) if isinstance(row, dict) else None
+        name = row.get("name") if isinstance(row, dict) else None  # a row by hand may name a list: unhashable
+        spec = by_name.get(name) if isinstance(name, str) else None
         if spec is None or not _row_matches(row, spec, side):
             foreign.append(where)
         elif spec.name not in again:

@@ -139,3 +139,17 @@ def test_a_size_or_frame_count_that_is_not_a_whole_number_is_a_clear_error(tmp_p
     with pytest.raises(ClipSuiteError, match="whole number"):
         make_clips(tmp_path / "suite", names=[spec.name], size=64.5, progress=False)  # type: ignore[arg-type]
     assert not (tmp_path / "suite").exists()
+
+
+@pytest.mark.parametrize("name", [["00_uniform"], {"a": 1}])
+def test_a_row_whose_name_is_no_string_is_refused_as_another_suites(tmp_path, name):
+    """A manifest row by hand whose ``name`` is a list or an object crashed the merge with a TypeError
+    (unhashable) instead of being refused like any other row make_clips did not write."""
+    suite = tmp_path / "suite"
+    suite.mkdir()
+    manifest = suite / "manifest.jsonl"
+    manifest.write_text(json.dumps({"path": "clips/x.mp4", "name": name}) + "\n")
+    before = manifest.read_text()
+    with pytest.raises(ClipSuiteError, match="another suite"):
+        make_clips(suite, names=[suite_specs("small", 0)[0].name], size=SIDE, progress=False)
+    assert manifest.read_text() == before
