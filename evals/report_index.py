@@ -73,8 +73,9 @@ def _means(metrics: list[PresetMetrics], attr: str) -> str:
 
 def _cell(row: dict, link: str | None) -> str:
     j = row.get("judge") or {}
-    verdict = {True: "<span class=\"yes\">✓</span>", False: "<span class=\"no\">✗</span>"}.get(
-        j.get("reasonable"), f"<span class=\"muted\">{esc(j.get('status', 'unjudged'))}</span>")
+    reasonable = j.get("reasonable")  # a JSON boolean only, as the table counts it: [true] raised, 1 read as ✓
+    verdict = ("<span class=\"yes\">✓</span>" if reasonable is True else "<span class=\"no\">✗</span>"
+               if reasonable is False else f"<span class=\"muted\">{esc(j.get('status', 'unjudged'))}</span>")
     text = f"{reward_text(row.get('reward'))} {badge(row.get('status'))} {verdict}"
     return f"<a class=\"run-link\" href=\"{esc(link)}\">{text}</a>" if link else text
 

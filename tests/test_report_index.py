@@ -68,3 +68,14 @@ def test_a_positive_reward_never_reads_as_zero_in_a_run_report():
 
     trace = RunTrace("run-1", "2026-01-01T00:00:00", {"result": {"reward": 0.0004, "status": "scored"}})
     assert "<div class=\"reward\">4.00e-04</div>" in render_run_report(trace)
+
+
+@pytest.mark.parametrize(("reasonable", "shown"), [(True, "✓"), (False, "✗"), (1, "unjudged"), ([True], "unjudged"),
+                                                   ({"x": 1}, "unjudged"), (None, "unjudged")])
+def test_a_judge_verdict_that_is_no_boolean_shows_unjudged(reasonable, shown):
+    """A hand-edited results.jsonl row with ``"reasonable": [true]`` crashed the index (a list as a dict key:
+    TypeError), and ``1`` showed as a ✓ (1 == True): only a JSON boolean is a verdict, as the table counts it."""
+    from evals.report_index import _cell
+
+    cell = _cell({"reward": 0.5, "status": "rewarded", "judge": {"reasonable": reasonable}}, None)
+    assert shown in cell and ({"✓", "✗"} - {shown}).isdisjoint(cell)
