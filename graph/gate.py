@@ -10,7 +10,7 @@ model wrote. Decisions where the issue was silent:
 - Judgments for ids outside the contract are ignored; a requirement judged twice uses the first. (The nodes
   tidy each assessment before it gets here, `graph.nodes.common.tidy_assessment`: an id differing from a
   contract id only in case or spaces is read as it, every dropped judgment or frame ref is noted, and a met or
-  partial judgment whose cited frames were all dropped arrives here as unverifiable.)
+  partial judgment citing no frame the model was shown arrives here as unverifiable, `score_uncited`.)
 - Rubric levels 1..5 map linearly to 0, 0.25, 0.5, 0.75, 1.
 """
 

@@ -36,7 +36,7 @@ def test_assess_drops_the_frames_it_was_not_shown(clip):
     reasons = out["result"].reasons
     assert "assess: R2 cited frames [16] the model was not shown; dropped" in reasons
     assert "assess: R3 cited frames [16] the model was not shown; dropped (partial now cites no frame)" in reasons
-    assert "assess: R3 partial scored as unverifiable: every frame it cited was dropped" in reasons
+    assert "assess: R3 partial scored as unverifiable: it cites no frame the model was shown" in reasons
     assert out["result"].T == pytest.approx(1.0)
 
 
@@ -95,13 +95,14 @@ def test_a_verdict_whose_cited_frames_were_all_dropped_is_unverifiable(clip):
     assert [got.judgment(r).evidence_frames for r in ("R1", "R2", "R3")] == [[0], [], []]
     res = out["result"]
     assert res.T == pytest.approx(0.5)
-    assert "assess: R2 met scored as unverifiable: every frame it cited was dropped" in res.reasons
+    assert "assess: R2 met scored as unverifiable: it cites no frame the model was shown" in res.reasons
     assert not any(n.startswith("assess: R3 not_met scored") for n in out["notes"])
 
 
 def test_a_repair_restating_a_verdict_with_no_surviving_frame_keeps_the_backed_one(clip):
     """The repair writes R2 met again but cites only frame 99 (past the clip's end): its met is unverifiable, and the
-    image-backed rule (`graph.nodes.audit.guard_flips`) keeps the earlier met, whose frames the model was shown."""
+    image-backed rule (`graph.nodes.revision.guard_judgments`) keeps the earlier met, whose frames the model was shown,
+    with one note saying so (not "scored as unverifiable" and then "kept met (change to unverifiable ...)")."""
     repaired = assessment(frames=(0, 32))
     repaired["judgments"][1]["evidence_frames"] = [99]
     dirty = {"missing_requirements": [], "invented_conditions": [], "contradictions": ["R2 contradicts frame 32"]}
@@ -110,5 +111,7 @@ def test_a_repair_restating_a_verdict_with_no_surviving_frame_keeps_the_backed_o
     before = out["assessments"][-2].judgment("R2")
     got = out["assessment"].judgment("R2")
     assert got.status == "met" and got.evidence_frames == before.evidence_frames and got.evidence_frames
-    assert "repair: R2 met scored as unverifiable: every frame it cited was dropped" in out["notes"]
+    assert f"repair: R2 kept met with its earlier evidence frames {before.evidence_frames} (restated citing no " \
+        "frame shown)" in out["notes"]
+    assert not any(n.startswith("repair: R2 met scored") for n in out["notes"])
     assert out["result"].status == "scored" and out["result"].T == pytest.approx(1.0)

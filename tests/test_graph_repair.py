@@ -1,4 +1,5 @@
-"""What the image-backed repair may change (`guard_flips`) and which frames repair and final check look at."""
+"""What the image-backed repair may change (`graph.nodes.revision.guard_judgments`, `graph.nodes.audit.keep_levels`) and
+which frames repair and final check look at."""
 
 from __future__ import annotations
 

@@ -33,9 +33,12 @@ def test_tool_frames_reflect_could_not_send_are_not_citable(clip, mode):
     out = run(agent, clip)
     assert out["sample"] == [0, 5, 9, 14, 18, 23, 27, 32] and out["exchanges"][0]["frames"] == ASKED
     assert model.calls_for("reflect")[0].images() == 8
-    after = out["assessments"][1]
-    assert after.judgment("R1").evidence_frames == [6] and after.judgment("R2").evidence_frames == []
-    assert after.judgment("R2").status == "unverifiable"  # met, with every cited frame dropped: no evidence left
+    before, after = out["assessments"][0], out["assessments"][1]
+    assert after.judgment("R1").evidence_frames == [6]
+    # R2's restated met cites no frame shown: reflect keeps assess's met, backed by sampled frames
+    assert after.judgment("R2") == before.judgment("R2") and before.judgment("R2").evidence_frames == [0, 32]
+    assert "reflect: R2 kept met with its earlier evidence frames [0, 32] (restated citing no frame shown)" \
+        in out["notes"]
     assert "reflect: R1 cited frames [1] the model was not shown; dropped" in out["notes"]
     assert "reflect: R2 cited frames [4] the model was not shown; dropped (met now cites no frame)" in out["notes"]
 

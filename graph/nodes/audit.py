@@ -5,10 +5,11 @@ by code every contract requirement that has no judgment. repair always re-looks 
 message carries the evidence frames of the requirements involved (topped up from the uniform
 sample). A repaired judgment may change status only when it cites at least one frame shown in that
 repair message; otherwise the previous judgment is kept and a note says so — a text-only suggestion
-never flips a visual judgment. A judgment the repair adds for a requirement that had none needs a
+never flips a visual judgment (`graph.nodes.revision.guard_judgments`, mode "changes"; so is a met or
+partial restated citing no frame). A judgment the repair adds for a requirement that had none needs a
 shown frame too, or it is added as unverifiable. A judgment the repair leaves out is kept as it was
 (with a note): dropping it would turn it unverifiable without a look. The rubric levels (P, V) are not
-the audit's concern and stay as they were (`guard_flips`).
+the audit's concern and stay as they were (`keep_levels`).
 
 Decision where the issue was silent: the audit itself is text-only (contract, assessment,
 observation); the images go to the repair that acts on it.
@@ -32,13 +33,11 @@ from graph.nodes.common import (
     dump,
     frames_total,
     human,
-    keep_omitted,
     pick_frames,
     shown_frames,
-    split_shown,
     system,
-    tidy_assessment,
 )
+from graph.nodes.revision import revise
 from graph.schemas import Assessment, AuditReport, TaskContract
 from graph.state import AgentState
 
@@ -94,33 +93,16 @@ def involved_ids(report: AuditReport, contract: TaskContract) -> list[str]:
     return [i for i in ids if i in named] or ids
 
 
-def guard_flips(before: Assessment, after: Assessment, shown: set[int]) -> tuple[Assessment, list[str]]:
-    """`after` without the changes the repair's images do not back, and a note per change undone:
-    - a status change that cites none of the frames shown keeps the previous judgment;
-    - a judgment added for a requirement `before` left out counts as a change from unverifiable: met,
-      partial or not_met need a shown frame, else it is added as unverifiable;
-    - the rubric levels and their rationales stay `before`'s: the audit is about scope (requirements),
-      so a repair that re-rates physical plausibility or visual quality acts on no finding."""
-    notes: list[str] = []
-    judgments = []
-    for j in after.judgments:
-        old = before.judgment(j.requirement_id)
-        backed = bool(split_shown(j.evidence_frames, shown)[0])
-        if old is not None and old.status != j.status and not backed:
-            notes.append(f"repair: {j.requirement_id} kept {old.status} (change to {j.status} cited no frame shown)")
-            judgments.append(old)
-        elif old is None and j.status != "unverifiable" and not backed:
-            notes.append(f"repair: {j.requirement_id} added as unverifiable ({j.status} cited no frame shown)")
-            judgments.append(j.model_copy(update={"status": "unverifiable"}))
-        else:
-            judgments.append(j)
+def keep_levels(before: Assessment, after: Assessment) -> tuple[Assessment, list[str]]:
+    """`after` with `before`'s rubric levels and their rationales, and a note per level the repair changed: the
+    audit is about scope (requirements), so a repair that re-rates physical plausibility or visual quality acts on
+    no finding."""
     levels = {k: getattr(before, k) for k in ("physical_level", "physical_rationale", "visual_level",
                                                "visual_rationale")}
-    for name in ("physical_level", "visual_level"):
-        if getattr(after, name) != levels[name]:
-            notes.append(f"repair: {name} kept {levels[name]} (a scope repair does not re-rate the rubric; "
-                         f"it returned {getattr(after, name)})")
-    return after.model_copy(update={"judgments": judgments, **levels}), notes
+    notes = [f"repair: {name} kept {levels[name]} (a scope repair does not re-rate the rubric; it returned "
+             f"{getattr(after, name)})" for name in ("physical_level", "visual_level")
+             if getattr(after, name) != levels[name]]
+    return after.model_copy(update=levels), notes
 
 
 async def repair(state: AgentState, ctx: RunContext, step: Step) -> dict[str, Any]:
@@ -136,13 +118,13 @@ async def repair(state: AgentState, ctx: RunContext, step: Step) -> dict[str, An
             + f"\n\nRequirements involved: {ids}. Frames shown below: {frames}. Return the full repaired assessment.")
     out = await ctx.backbone.astructured("repair", Assessment, [system("repair"), human(text, blocks)], step.usage,
                                          params={"round": rounds})
-    out, fixes = tidy_assessment(out, contract, frames_total(state), shown_frames(state) | set(frames), "repair")
-    out, guarded = guard_flips(assessment, out, set(frames))
-    out, omitted = keep_omitted(assessment, out, contract, "repair")
-    notes = fixes + guarded + omitted
+    out, fixes, guarded, omitted = revise(assessment, out, contract, frames_total(state),
+                                          shown_frames(state) | set(frames), set(frames), "repair", "changes")
+    out, levels = keep_levels(assessment, out)
+    notes = fixes + guarded + levels + omitted
     step.frames = frames
     step.audit_round = rounds
-    kept = len(guarded) + len(omitted)
+    kept = len(guarded) + len(levels) + len(omitted)
     step.decision = f"round {rounds + 1}: " + summarize(out) + (f"; {kept} unsupported change(s) kept" if kept else "") \
         + (f"; {len(fixes)} judgment fix(es) noted" if fixes else "")
     return {"assessment": out, "assessments": [out], "repair_rounds": rounds + 1, "notes": notes}

@@ -25,8 +25,9 @@ Decision where the paper is silent on the how: a judgment's evidence frames must
 shown in the run so far (`shown_frames`); `tidy_assessment` drops any other with a note in the run's notes
 (as it drops frames outside the clip) rather than re-asking: a model that kept a miscounted label through the
 re-asks would turn the clip ineligible, and a note, unlike a re-ask, is the same on a stage-cache hit. A met or
-partial judgment left with none of the frames it cited is scored as unverifiable (`tidy_assessment`): credit
-needs evidence the model was shown.
+partial judgment left citing no frame (none cited, or all dropped) is scored as unverifiable (`score_uncited`):
+credit needs evidence the model was shown (paper Sec. 3.2: "requirement-level judgments and supporting frame
+references").
 
 Nodes are `StageNode`s, small langchain `Runnable`s, rather than `RunnableLambda`s: a RunnableLambda
 inspects its function's signature and opens a callback run on every call, about 3 ms of event-loop
@@ -278,12 +279,21 @@ def sent_rounds(state: AgentState) -> int:
 
 
 CREDITED = ("met", "partial")
-"""Statuses that earn task credit (`graph.gate.STATUS_WEIGHT`): a judgment with one of them needs surviving evidence
-when it cited any (`tidy_assessment`)."""
+"""Statuses that earn task credit (`graph.gate.STATUS_WEIGHT`): a judgment with one of them needs a cited frame the
+model was shown (`score_uncited`)."""
 
 
 def tidy_assessment(assessment: Assessment, contract: TaskContract, n_frames: int, shown: Collection[int],
                     stage: str) -> tuple[Assessment, list[str]]:
+    """`tidy_refs` then `score_uncited` (assess). A revision (reflect, repair) puts its guard between the two
+    (`graph.nodes.revision.revise`): the guard reads the status the model wrote."""
+    tidied, notes = tidy_refs(assessment, contract, n_frames, shown, stage)
+    scored, more = score_uncited(tidied, stage)
+    return scored, notes + more
+
+
+def tidy_refs(assessment: Assessment, contract: TaskContract, n_frames: int, shown: Collection[int],
+              stage: str) -> tuple[Assessment, list[str]]:
     """One judgment per contract requirement, in contract order, citing only frames the model was shown; plus a
     note per fix.
 
@@ -295,15 +305,9 @@ def tidy_assessment(assessment: Assessment, contract: TaskContract, n_frames: in
       `shown_frames` plus the node's own images) are dropped: a judgment's evidence is what the model saw, and
       repair and final_check show a judgment's evidence frames again, so an unseen citation (frame 17 next to
       the sampled 16 and 18) also let a long clip's later stages show frames past the inspection access policy.
-    - A judgment that keeps at least one of its cited frames keeps its status: a misread label among good ones is
-      no verdict on the clip. A met or partial judgment (`CREDITED`) whose cited frames were ALL dropped is
-      scored as unverifiable: no evidence is left for the credit it claims. It kept its status and full credit
-      (a met essential requirement backed by nothing counted as shown); as unverifiable it is re-inspected
-      (inspect flags it), an essential one goes to final_check, and repair's image-backed rule
-      (`graph.nodes.audit.guard_flips`) applies to it as to any status. A not_met judgment earns no credit and
-      stays. A judgment that cited no frame at all is left as written (nothing was dropped).
-    Each of these is noted (`{stage}: ...`): they were done silently, so a judgment written "r2" vanished,
-    T fell (1.0 -> 0.5) and the gate could read an essential gap, with no reason in the result."""
+    Statuses are left as written (`score_uncited` reads what is left of the evidence). Each fix is noted
+    (`{stage}: ...`): they were done silently, so a judgment written "r2" vanished, T fell (1.0 -> 0.5) and the
+    gate could read an essential gap, with no reason in the result."""
     ids = [r.id for r in contract.requirements]
     notes: list[str] = []
     first: dict[str, str] = {}
@@ -328,13 +332,30 @@ def tidy_assessment(assessment: Assessment, contract: TaskContract, n_frames: in
         if unseen:
             notes.append(f"{stage}: {rid} cited frames {unseen} the model was not shown; dropped"
                          + ("" if frames else f" ({j.status} now cites no frame)"))
-        status = j.status
-        if j.evidence_frames and not frames and status in CREDITED:
-            status = "unverifiable"
-            notes.append(f"{stage}: {rid} {j.status} scored as unverifiable: every frame it cited was dropped")
-        judgments.append(j.model_copy(update={"requirement_id": rid, "evidence_frames": frames, "status": status}))
+        judgments.append(j.model_copy(update={"requirement_id": rid, "evidence_frames": frames}))
     order = {i: k for k, i in enumerate(ids)}
     judgments.sort(key=lambda j: order[j.requirement_id])
+    return assessment.model_copy(update={"judgments": judgments}), notes
+
+
+def score_uncited(assessment: Assessment, stage: str) -> tuple[Assessment, list[str]]:
+    """`assessment` (tidied by `tidy_refs`) with every met or partial judgment (`CREDITED`) that cites no frame
+    scored as unverifiable, with a note each: no evidence the model was shown backs the credit it claims.
+
+    One that cited frames all dropped kept its status and full credit (a met essential requirement backed by
+    nothing counted as shown), and so did one that cited no frame at all. As unverifiable it is re-inspected
+    (inspect flags it and may cite frames then), an essential one goes to final_check, and a revision's guard
+    (`graph.nodes.revision.guard_judgments`) applies to it as to any status. A not_met judgment earns no credit
+    and stays; a judgment keeping one cited frame keeps its status (a misread label among good ones is no
+    verdict on the clip)."""
+    notes: list[str] = []
+    judgments = []
+    for j in assessment.judgments:
+        if j.status in CREDITED and not j.evidence_frames:
+            notes.append(f"{stage}: {j.requirement_id} {j.status} scored as unverifiable: it cites no frame the "
+                         "model was shown")
+            j = j.model_copy(update={"status": "unverifiable"})
+        judgments.append(j)
     return assessment.model_copy(update={"judgments": judgments}), notes
 
 
@@ -347,23 +368,6 @@ def contract_id(requirement_id: str, contract: TaskContract) -> str | None:
         return requirement_id
     match = [i for i in ids if requirement_key(i) == requirement_key(requirement_id)]
     return match[0] if len(match) == 1 else None
-
-
-def keep_omitted(before: Assessment, after: Assessment, contract: TaskContract,
-                 stage: str) -> tuple[Assessment, list[str]]:
-    """`after` with the judgments it left out carried over from `before`, plus a note per kept judgment.
-
-    A revision (reflect, repair) is asked for the full assessment, but models often return only the
-    requirements under discussion; a judgment that silently vanished would score as unverifiable (T
-    drops, and the gate may read it as an essential gap) without anyone having looked again."""
-    kept = [j for r in contract.requirements
-            if after.judgment(r.id) is None and (j := before.judgment(r.id)) is not None]
-    if not kept:
-        return after, []
-    order = {r.id: k for k, r in enumerate(contract.requirements)}
-    judgments = sorted([*after.judgments, *kept], key=lambda j: order[j.requirement_id])
-    notes = [f"{stage}: {j.requirement_id} kept {j.status} (the revised assessment left it out)" for j in kept]
-    return after.model_copy(update={"judgments": judgments}), notes
 
 
 def pick_frames(candidates: Sequence[int], fallback: Sequence[int], limit: int,

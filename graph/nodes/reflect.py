@@ -26,6 +26,10 @@ Decisions where the issue was silent:
   evidence", which a shared allowance would break (once inspection spent it, the surprise reflection of a long
   clip would show no frames: WMReward's evidence would depend on the verification module). These frames are chosen by the tools, not the model, and bounded
   (`surprise_windows` x 4, 4 per report, all under `max_images_per_call`).
+- A revised met or partial citing no frame the model was shown keeps the earlier judgment
+  (`graph.nodes.revision.guard_judgments`, mode "credit", as repair's image-backed rule): it was scored as
+  unverifiable, so restating an image-backed met on an unshown frame label lost its credit. The model's own moves
+  to not_met or unverifiable stand.
 - Images are capped at `max_images_per_call`: surprise frames first (at most 4 per window), then the
   motion overlays and the extra tools' frames (at most 4 per report), then the most recent inspection
   images. The step's `frames` are those of the images sent: they listed every inspection frame (and
@@ -45,12 +49,11 @@ from graph.nodes.common import (
     dump,
     frames_total,
     human,
-    keep_omitted,
     shown_frames,
     system,
-    tidy_assessment,
 )
 from graph.nodes.evidence import exchange_blocks
+from graph.nodes.revision import revise
 from graph.nodes.tracking import track_overlays
 from graph.schemas import Assessment, MotionEvidence
 from graph.state import AgentState
@@ -184,11 +187,12 @@ async def reflect(state: AgentState, ctx: RunContext, step: Step) -> dict[str, A
     out = await ctx.backbone.astructured("reflect", Assessment, [system("reflect"), human(text, evidence)],
                                          step.usage)
     shown = shown_frames(state) | {f for f, _ in sent}
-    out, fixes = tidy_assessment(out, contract, frames_total(state), shown, "reflect")
-    out, notes = keep_omitted(assessment, out, contract, "reflect")
-    step.decision = "revised: " + summarize(out) + (f"; {len(notes)} omitted judgment(s) kept" if notes else "") \
+    out, fixes, guarded, omitted = revise(assessment, out, contract, frames_total(state), shown, shown, "reflect",
+                                          "credit")
+    step.decision = "revised: " + summarize(out) + (f"; {len(omitted)} omitted judgment(s) kept" if omitted else "") \
+        + (f"; {len(guarded)} unbacked judgment(s) guarded" if guarded else "") \
         + (f"; {len(fixes)} judgment fix(es) noted" if fixes else "")
-    notes = fixes + notes
+    notes = fixes + guarded + omitted
     update: dict[str, Any] = {"assessment": out, "assessments": [out]}
     if notes:
         update["notes"] = notes
