@@ -6,7 +6,7 @@ append-only `steps` list (graph.state.StepRecord dicts) is the trace, `result` t
 
 Decisions where the issue was silent:
 - `open_saver` builds the SqliteSaver with a serializer that allow-lists the pydantic records of
-  graph.schemas (LangGraph warns about, and will later block, unlisted types in checkpoints), and that keeps
+  graph.schemas and graph.inspection_schemas (LangGraph warns about, and will later block, unlisted types in checkpoints), and that keeps
   file names that are not UTF-8 (`graph.trace_names`; they were stored as "?").
 - `list_runs` reads thread ids straight from the SqliteSaver's `checkpoints` table (one row per
   thread, newest first) and then loads only each thread's latest checkpoint; other savers fall back
@@ -75,12 +75,15 @@ class UnreadableRunError(StoreError):
 
 
 def traces_serde() -> JsonPlusSerializer:
-    """Checkpoint serializer allowing the agent's pydantic records (graph.schemas) to round-trip."""
+    """Checkpoint serializer allowing the agent's pydantic records (graph.schemas and the modules it re-exports
+    records of, `graph.schemas.RECORD_MODULES`) to round-trip. A record moved out of graph.schemas is also allowed
+    under its old path there, where it is still importable: checkpoints written before the move name it so."""
     from graph import schemas  # deferred: graph-core module, imported only when a saver is opened
 
-    allowed = [obj for obj in vars(schemas).values()
-               if isinstance(obj, type) and issubclass(obj, BaseModel) and obj.__module__ == schemas.__name__]
-    return SurrogateSafeSerializer(allowed_msgpack_modules=allowed)  # non-UTF-8 file names round-trip
+    records = [obj for obj in vars(schemas).values()
+               if isinstance(obj, type) and issubclass(obj, BaseModel) and obj.__module__ in schemas.RECORD_MODULES]
+    moved = [(schemas.__name__, obj.__name__) for obj in records if obj.__module__ != schemas.__name__]
+    return SurrogateSafeSerializer(allowed_msgpack_modules=[*records, *moved])  # non-UTF-8 file names round-trip
 
 
 def open_saver(path: str | Path | None, *, read_only: bool = False) -> SqliteSaver:

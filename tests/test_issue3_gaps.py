@@ -97,7 +97,9 @@ def _heavy(value, path: str = "state") -> list[str]:
         return [p for k, v in value.items() for p in _heavy(v, f"{path}.{k}")]
     if isinstance(value, list | tuple | set | frozenset):
         return [p for i, v in enumerate(value) for p in _heavy(v, f"{path}[{i}]")]
-    if isinstance(value, BaseModel) and type(value).__module__ == "graph.schemas":
+    from graph.schemas import RECORD_MODULES
+
+    if isinstance(value, BaseModel) and type(value).__module__ in RECORD_MODULES:
         return [p for k, v in value.__dict__.items() for p in _heavy(v, f"{path}.{k}")]
     return [f"{path}: {type(value).__module__}.{type(value).__name__}"]
 
