@@ -99,3 +99,26 @@ def test_the_inspect_prompts_point_at_uncited_credit():
     for stage in ("inspect", "plan"):
         text = " ".join(load_prompt(stage).split())
         assert "met or partial judgment that cites no frame shown counts as unverifiable" in text, stage
+
+
+def test_the_guard_modes_differ_only_on_an_uncredited_change():
+    """Pure: "changes" (repair) keeps the earlier judgment for any status change citing no frame shown; "credit"
+    (reflect) only when the new judgment claims credit. Both keep it for a restated met that cites nothing, and
+    add a new credited judgment citing nothing as unverifiable."""
+    from graph.nodes.revision import guard_judgments
+    from graph.schemas import Assessment
+
+    def a(*judged):
+        return Assessment.model_validate({"physical_level": 4, "visual_level": 4, "judgments": [
+            {"requirement_id": r, "status": s, "evidence_frames": f} for r, s, f in judged]})
+
+    before = a(("R1", "met", [3]), ("R2", "met", [3]), ("R3", "met", [3]))
+    after = a(("R1", "unverifiable", []), ("R2", "met", []), ("R3", "partial", [9]), ("R4", "met", []))
+    shown = {3}
+    for guard, r1 in (("changes", "met"), ("credit", "unverifiable")):
+        got, notes = guard_judgments(before, after, shown, "s", guard)
+        assert [j.status for j in got.judgments] == [r1, "met", "met", "unverifiable"], guard
+        assert got.judgment("R2").evidence_frames == [3]
+        assert "s: R2 kept met with its earlier evidence frames [3] (restated citing no frame shown)" in notes
+        assert "s: R3 kept met (change to partial cited no frame shown)" in notes
+        assert "s: R4 added as unverifiable (met cited no frame shown)" in notes
