@@ -59,7 +59,6 @@ Status = Literal["met", "partial", "not_met", "unverifiable"]
 RequirementKind = Literal["action", "object", "order", "outcome"]
 RewardStatus = Literal["scored", "zero", "ineligible"]
 
-_Text = Field(default="", max_length=2000)
 
 def not_boolean(value: object) -> object:
     """`value`, unless it is a boolean (ValueError): lax pydantic read `true` as rubric level 1 (P or V = 0) or
