@@ -31,6 +31,7 @@ def _engine(steps_taken: int, overflows: set[int], factor) -> SimpleNamespace:  
     return engine
 
 
+@pytest.mark.filterwarnings("ignore:Detected call of `lr_scheduler.step\\(\\)` before:UserWarning")  # no real steps here
 @pytest.mark.parametrize("schedule", ["warmup", "cosine"])
 def test_a_resume_continues_the_schedule_where_the_uninterrupted_run_is(schedule):
     factor = functools.partial(lr_factor, warmup_steps=8 if schedule == "warmup" else 0, total_steps=20,
