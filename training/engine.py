@@ -378,10 +378,15 @@ def prune(ckpt_dir: Path, keep: int, local_rank: int, best: str | None = None) -
     an attempt the run went back from) neither count nor are deleted, as unfinished saves: they counted as
     the newest, so the checkpoint the run resumed from and each new one but the last were deleted; a save
     of such a tag replaces it (:func:`clear_unfinished`)."""
-    import shutil
-
     if dist.is_initialized():
         dist.barrier()  # every rank has written its part of the newest checkpoint
+    return prune_here(ckpt_dir, keep, local_rank, best)
+
+
+def prune_here(ckpt_dir: Path, keep: int, local_rank: int, best: str | None = None) -> list[str]:
+    """:func:`prune` without its barrier: for a caller whose ranks are known to have finished the save."""
+    import shutil
+
     if local_rank != 0 or not ckpt_dir.is_dir():
         return []
     from training.run_dir import unfinished_checkpoints

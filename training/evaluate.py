@@ -43,6 +43,11 @@ Decisions where the issue was silent:
   samples are ineligible (kind ``error``) with a reason naming the prompt's line and image, and are neither
   scored nor saved; they are still sampled, from a stand-in frame (training/prompt_failures.py), so every rank
   runs the same forwards.
+* Any other exception (a decode error, a reward that answers with the wrong number of rewards, the agent's
+  trace store) stops the run on every rank, naming the rank and the error (training/rank_failures.py; the
+  trainer's ``held_out``). A sample that raises does not stop the rank's sampling at once: its other items
+  are still sampled and the first exception is raised after them, so its transformer forwards stay in step
+  with the other ranks' (ZeRO-3) until the ranks agree.
 * Videos are written by training/videos.py (a file that cannot be written: one line on stderr,
   ``video: null``, the rewards still count), before the reward is called, so they exist even when the
   reward fails.
@@ -65,6 +70,7 @@ import math
 import time
 from collections.abc import Sequence
 from dataclasses import asdict
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -75,9 +81,10 @@ from policy.world_model import FlowWorldModel
 from training.config import PromptSpec, TrainConfig
 from training.data import SAMPLE_NOISE, sample_seed
 from training.generate import sample_video
-from training.metrics import component_means
+from training.metrics import MetricsLog, component_means, gather
 from training.models import encode_frame, negative_prompt, text_encoder_on
 from training.prompt_failures import PromptFailure, first_frames
+from training.rank_failures import RankFailed, agree, attempt, first_failure
 from training.reward_outcome import KINDS
 from training.reward_runner import RewardRunner
 from training.videos import eval_video_name, write_samples
@@ -114,6 +121,7 @@ def evaluate(world_model: FlowWorldModel, cfg: TrainConfig, prompts: Sequence[Pr
     t0 = time.perf_counter()
     items = [(p, s) for p in range(len(prompts)) for s in range(cfg.eval_samples)]
     videos, texts, groups, mine, diverged = [], [], [], [], []
+    broken: Exception | None = None  # the first sample that failed (module docstring)
     conds: dict[int, Any] = {}
     work = [(items[index], counts) for index, counts in rank_items(len(items), rank, world)]
     device = next(world_model.transformer.parameters()).device
@@ -136,6 +144,9 @@ def evaluate(world_model: FlowWorldModel, cfg: TrainConfig, prompts: Sequence[Pr
                     diverged.append({"prompt": p, "sample": s, "text": prompts[p].text, "video": None, "reward": None,
                                      "reason": f"not scored: {exc}", "run_id": None, "ineligible_kind": kind})
                 continue
+            except Exception as exc:  # a decode error, say: raised once the rank's forwards are done (ZeRO-3)
+                broken = broken or exc
+                continue
             if p in failed:
                 if counts:
                     diverged.append({"prompt": p, "sample": s, "text": prompts[p].text, "video": None, "reward": None,
@@ -146,6 +157,8 @@ def evaluate(world_model: FlowWorldModel, cfg: TrainConfig, prompts: Sequence[Pr
                 texts.append(prompts[p].text)
                 groups.append(p)
                 mine.append({"prompt": p, "sample": s, "text": prompts[p].text, "video": None})
+    if broken is not None:
+        raise broken
     if cfg.eval_videos == "save":  # before the reward: the files exist even when the reward fails
         names = write_samples(cfg.output_dir, [(eval_video_name(iteration, it["prompt"], it["sample"]), frames)
                                                for it, frames in zip(mine, videos, strict=True)],
@@ -169,6 +182,32 @@ def evaluate(world_model: FlowWorldModel, cfg: TrainConfig, prompts: Sequence[Pr
     mine += diverged
     rewards += [None] * len(diverged)
     return {"rewards": rewards, "seconds": time.perf_counter() - t0, "items": mine, "components": components}
+
+
+def evaluate_everywhere(world_model: FlowWorldModel, cfg: TrainConfig, prompts: Sequence[PromptSpec], reward_fn: Any,
+                        log: MetricsLog, ckpt_dir: Path, *, iteration: int, rank: int, world: int,
+                        places: Sequence[str] | None, key: str | None) -> dict[str, Any]:
+    """One held-out evaluation (collective: call on every rank): each rank's `evaluate`, gathered; rank 0
+    writes eval.jsonl and eval_rewards.jsonl. Returns the eval.jsonl row, the same on every rank. A failure on
+    any rank, of its part or of rank 0's writes, raises `training.rank_failures.RankFailed` on every rank."""
+    part, failure = attempt(lambda: evaluate(world_model, cfg, prompts, reward_fn, iteration=iteration, rank=rank,
+                                             world=world, places=places), rank, "the held-out evaluation")
+    gathered = gather({"part": part, "failure": failure})  # the ranks' parts carry the agreement on a failure
+    if (failed := first_failure([g["failure"] for g in gathered])) is not None:
+        raise RankFailed("the held-out evaluation", iteration, failed, ckpt_dir)
+    parts = [g["part"] for g in gathered]
+
+    def record() -> dict[str, Any]:
+        row = summarize_eval(iteration, parts, key)  # the same on every rank (all parts gathered)
+        log.write_eval(row)
+        log.write_eval_items(iteration, summarize_items(iteration, parts, key))
+        return row
+
+    row, failure = attempt(record, rank, "writing the held-out evaluation's logs")
+    if (failed := agree(failure)) is not None:  # rank 0 writes: the one agreement an evaluation adds
+        raise RankFailed("writing the held-out evaluation's logs", iteration, failed, ckpt_dir)
+    assert row is not None  # no failure on this rank
+    return row
 
 
 def summarize_eval(iteration: int, parts: Sequence[dict[str, Any]], key: str | None = None) -> dict[str, Any]:

@@ -248,11 +248,14 @@ def exit_status(exc: BaseException) -> tuple[int, bool] | None:
     trainer's, on the rank(s) whose clips it scored); WandbError 2 (a W&B run that cannot start, rank 0);
     ExportError 1; TrainingStopped 128 + signal (a scheduler's signal, on_signal: checkpoint);
     TrainingDiverged 1; RewardsStalled 3 (max_skipped_iterations, after the checkpoint); PromptImagesFailed 2
-    (every prompt image of an iteration unreadable, agreed by every rank: training/prompt_failures.py)."""
+    (every prompt image of an iteration unreadable, agreed by every rank: training/prompt_failures.py);
+    RankFailed: the failing rank's exception's code, 1 when it has none (a held-out evaluation or a checkpoint's
+    files failed on one rank, agreed by every rank: training/rank_failures.py)."""
     from graph.stores import StoreError
     from training.export import ExportError
     from training.preemption import RewardsStalled, TrainingDiverged, TrainingStopped
     from training.prompt_failures import PromptImagesFailed
+    from training.rank_failures import RankFailed
     from training.reward_outcome import RewardLengthError
     from training.wandb_log import WandbError
 
@@ -269,6 +272,8 @@ def exit_status(exc: BaseException) -> tuple[int, bool] | None:
             return 1, True
         case RewardsStalled():
             return 3, True
+        case RankFailed():
+            return exc.failure.code, True
     return None
 
 

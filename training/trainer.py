@@ -54,6 +54,7 @@ import math
 import random
 import sys
 import time
+from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
@@ -66,7 +67,6 @@ import torch.distributed as dist
 from policy.steps import likelihood_steps
 from training import engine as ds_engine
 from training.best import (
-    agreed_best_tag,
     agreed_eval_means,
     early_stop_message,
     evals_since_best,
@@ -74,11 +74,12 @@ from training.best import (
     on_eval_schedule,
     pending_eval,
 )
+from training.checkpointing import checkpoint as save_checkpoint
 from training.config import ConfigError, TrainConfig, check_world_size
 from training.config_io import config_to_dict, write_run_config
 from training.data import PromptStream, load_placed_prompts
 from training.decode import decode_group
-from training.evaluate import eval_key, evaluate, summarize_eval, summarize_items
+from training.evaluate import eval_key, evaluate_everywhere
 from training.export import ExportError, export_policy
 from training.group_rollout import sample_group
 from training.grpo import group_advantages
@@ -87,9 +88,10 @@ from training.metrics import MetricsLog, gather, progress_postfix, summarize
 from training.models import build_world_model, encode_frame, negative_prompt, text_encoder_on
 from training.preemption import RewardsStalled, StopRequest, TrainingDiverged, TrainingStopped
 from training.prompt_failures import PromptImagesFailed, first_frames
-from training.prompt_stamp import prompt_change_warning, prompt_stamp, write_prompt_stamp
+from training.prompt_stamp import prompt_change_warning, prompt_stamp
 from training.provenance import record_scoring
-from training.resume import nothing_to_train, plan_resume, state_layout, write_layout
+from training.rank_failures import RankFailed
+from training.resume import nothing_to_train, plan_resume, state_layout
 from training.reward_outcome import RewardOutcome
 from training.reward_runner import RewardRunner, merge_outcomes
 from training.rollout_log import diversity, mask_means, reward_items, submit_rollout_videos
@@ -208,18 +210,27 @@ def train(cfg: TrainConfig, *, local_rank: int = 0, reward_tokens: dict[str, str
 
         bar = tqdm(total=cfg.max_iterations, initial=start, desc="grpo", unit="it")
 
+    # scores on the process's bridge loop (graph.bridge); a call past reward_timeout_s ends ineligible
+    rewards = RewardRunner(reward_fn, cfg.reward or "", timeout_s=cfg.reward_timeout_s)
+    video_writer = ThreadPoolExecutor(1, thread_name_prefix="rollout-videos")  # rollout_videos_every
+    stops: StopRequest | None = None  # installed after the baseline evaluation
+
+    def agreed(step: Callable[[int], None], iteration: int) -> None:  # RankFailed: raised on every rank, which
+        try:  # closes what the run opened first, as the other stops do (training/rank_failures.py)
+            step(iteration)
+        except RankFailed:
+            _close(rewards, bar, log, stops, video_writer)
+            raise
+
     # eval_patience counts on from eval.jsonl, among rows of this launch's measurement (training/best.py);
     # rows past the checkpoint (a crash after them) are redone
     key = eval_key(cfg, eval_prompts) if eval_prompts else None
     means = {i: m for i, m in agreed_eval_means(log.eval_path, key).items() if i <= start} if cfg.resume and key else {}
 
-    def held_out(iteration: int) -> None:  # training/evaluate.py: every rank samples, rank 0 logs
-        engine.module.eval()
-        parts = gather(evaluate(world_model, cfg, eval_prompts, reward_fn, iteration=iteration, rank=rank, world=world,
-                                places=eval_places))
-        row = summarize_eval(iteration, parts, key)  # the same on every rank (all parts gathered)
-        log.write_eval(row)
-        log.write_eval_items(iteration, summarize_items(iteration, parts, key))
+    def held_out(iteration: int) -> None:  # training/evaluate.py: every rank samples, rank 0 logs; a failure on
+        engine.module.eval()  # any rank stops every rank (RankFailed: training/rank_failures.py)
+        row = evaluate_everywhere(world_model, cfg, eval_prompts, reward_fn, log, ckpt_dir, iteration=iteration,
+                                  rank=rank, world=world, places=eval_places, key=key)
         if math.isfinite(row["eval_reward_mean"]):
             means[iteration] = row["eval_reward_mean"]
         else:  # a repeated evaluation without a mean replaces the earlier one, as training.best.eval_means reads it
@@ -231,27 +242,18 @@ def train(cfg: TrainConfig, *, local_rank: int = 0, reward_tokens: dict[str, str
 
     end = cfg.max_iterations
     if eval_prompts and start == 0:  # the baseline of a fresh run
-        held_out(0)
+        agreed(held_out, 0)
     elif eval_prompts and pending_eval(cfg, start, log.eval_path, key):  # a stop skipped it, or a new measurement
-        held_out(start)
+        agreed(held_out, start)
     if start > 0 and cfg.eval_patience is not None and evals_since_best(means) >= cfg.eval_patience and start < end:
         # the patience ran out at the checkpoint (training/best.py): where the run without a stop signal ended;
         # it trained on to its next evaluation
         stop_early(start)
         end = start
 
-    def checkpoint(iteration: int) -> None:  # every rank; latest moves once all have written (training.engine)
-        ds_engine.save(engine, ckpt_dir, iteration, stream.position, local_rank=local_rank, skipped=skipped)
-        if local_rank == 0:  # what a later --resume compares its ZeRO stage and dtype with (training.resume)
-            write_layout(ckpt_dir / ds_engine.iteration_tag(iteration), layout, world)
-            write_prompt_stamp(ckpt_dir / ds_engine.iteration_tag(iteration), stamp)
-            ds_engine.mark_latest(ckpt_dir, iteration)
-        if cfg.keep_checkpoints is not None:  # the best held-out checkpoint stays too (training/best.py), also
-            # when this launch does not evaluate (eval_every 0 on a resume) but the run's eval.jsonl names one
-            ds_engine.prune(ckpt_dir, cfg.keep_checkpoints, local_rank, agreed_best_tag(ckpt_dir, log.eval_path, key))
-    # scores on the process's bridge loop (graph.bridge); a call past reward_timeout_s ends ineligible
-    rewards = RewardRunner(reward_fn, cfg.reward or "", timeout_s=cfg.reward_timeout_s)
-    video_writer = ThreadPoolExecutor(1, thread_name_prefix="rollout-videos")  # rollout_videos_every
+    def checkpoint(iteration: int) -> None:  # every rank (training/checkpointing.py): a failure stops every rank
+        save_checkpoint(engine, ckpt_dir, iteration, stream.position, skipped=skipped, rank=rank, local_rank=local_rank,
+                        world=world, layout=layout, stamp=stamp, keep=cfg.keep_checkpoints, evals=(log.eval_path, key))
     stops = StopRequest().install() if cfg.on_signal == "checkpoint" else None  # training/preemption.py
     for it in range(start, end):
         # -- 1. rollouts ----------------------------------------------------------------------
@@ -354,17 +356,17 @@ def train(cfg: TrainConfig, *, local_rank: int = 0, reward_tokens: dict[str, str
                    and it + 1 < cfg.max_iterations)  # the last iteration ends the run as usual
         evaluated = eval_prompts and not (signum or stalled) and on_eval_schedule(cfg, it + 1)
         if evaluated:  # skipped for a stop: the resumed run evaluates this iteration first (pending_eval)
-            held_out(it + 1)
+            agreed(held_out, it + 1)
         plateau = bool(evaluated) and cfg.eval_patience is not None and evals_since_best(means) >= cfg.eval_patience
         new_best = bool(evaluated) and is_new_best(means, it + 1)  # checkpointed: `--tag best` can export it
         saved = signum or stalled or plateau or new_best or (it + 1) % cfg.checkpoint_every == 0 \
             or it + 1 == cfg.max_iterations
         if saved:
-            checkpoint(it + 1)
+            agreed(checkpoint, it + 1)
         if stops is not None and not (signum or stalled) and (late := stops.agreed(device)):
             signum = late  # a signal during the evaluation or the save: stop now, not after another iteration
             if not saved:
-                checkpoint(it + 1)
+                agreed(checkpoint, it + 1)
         if signum or stalled:
             dist.barrier()  # every rank has written its part before any of them exits
             _close(rewards, bar, log, stops, video_writer)

@@ -1,0 +1,121 @@
+"""A failure on one rank in a per-rank part of an iteration (training/rank_failures.py): the held-out evaluation,
+rank 0's eval.jsonl write, the checkpoint's markers. It ended that rank alone and left the other waiting in
+its next collective until the launcher killed it (a hang, then a timeout naming no error). Now every rank stops
+with the same RankFailed naming the failing rank and the error."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from tests.launches import free_port, spawn_ranks
+from training.config_io import load_config
+from training.rank_failures import RankFailed, RankFailure, attempt, first_failure
+
+SMOKE = Path(__file__).resolve().parents[1] / "training" / "configs" / "smoke.yaml"
+
+
+def test_the_lowest_failing_rank_is_the_one_named():
+    two, one = RankFailure(2, "OSError: disk full", 1), RankFailure(1, "RuntimeError: decode", 1)
+    assert first_failure([None, two, one]) == one and first_failure([None, None]) is None
+
+
+def test_attempt_keeps_the_exit_code_of_a_known_failure_and_prints_the_traceback(capsys):
+    from training.reward_outcome import RewardLengthError
+
+    def broken() -> None:
+        raise RewardLengthError("reward 'x' returned 3 rewards for 4 videos")
+
+    assert attempt(lambda: 7, 0, "x") == (7, None)
+    value, failure = attempt(broken, 1, "the held-out evaluation")
+    assert value is None and failure is not None and failure.rank == 1 and failure.code == 2
+    assert failure.error == "RewardLengthError: reward 'x' returned 3 rewards for 4 videos"
+    err = capsys.readouterr().err
+    assert err.startswith("rank 1: the held-out evaluation failed:\nTraceback") and "in broken" in err
+
+
+def test_every_rank_exits_with_the_failing_ranks_code(tmp_path):
+    from training.train import exit_status
+
+    failure = RankFailure(1, "StoreError: trace db locked", 2)
+    exc = RankFailed("the held-out evaluation", 3, failure, tmp_path / "checkpoints")
+    assert exit_status(exc) == (2, True)
+    assert str(exc).startswith("iteration 3: the held-out evaluation failed on rank 1 (StoreError: trace db "
+                               "locked); every rank stopped")
+    assert "Last checkpoint: none yet" in str(exc)
+
+
+def _patch(case: str, rank: int) -> None:
+    """Make ``case`` fail on its rank, in this spawned rank's process."""
+    if case == "eval_decode" and rank == 1:  # after the transformer forwards, as a VAE decode error would
+        import training.evaluate as ev
+
+        sample = ev.sample_video
+
+        def broken(*args, **kwargs):
+            sample(*args, **kwargs)
+            raise RuntimeError("decode failed")
+
+        ev.sample_video = broken
+    if case == "eval_write" and rank == 0:
+        from training.metrics import MetricsLog
+
+        def full(self, row):
+            raise OSError(28, "No space left on device", str(self.eval_path))
+
+        MetricsLog.write_eval = full
+    if case == "checkpoint_marker" and rank == 0:
+        import training.checkpointing as ck
+
+        def full(folder, *args, **kwargs):
+            raise OSError(28, "No space left on device", str(folder / "layout.json"))
+
+        ck.write_layout = full
+
+
+def _rank_run(rank: int, world: int, port: int, tmp: str, case: str, flags: list[str]) -> None:
+    import os
+
+    os.environ.update(RANK=str(rank), WORLD_SIZE=str(world), LOCAL_RANK=str(rank), MASTER_ADDR="127.0.0.1",
+                      MASTER_PORT=str(port), OMP_NUM_THREADS="1")
+    import torch
+
+    torch.set_num_threads(1)
+    from training.trainer import train
+
+    _patch(case, rank)
+    try:
+        train(load_config(SMOKE, flags))
+        outcome = "finished"
+    except Exception as exc:  # the test compares them
+        outcome = f"{type(exc).__name__}: {exc}"
+    Path(tmp, f"rank{rank}.txt").write_text(outcome)
+    Path(tmp, f"rank{rank}.done").write_text("ok")
+
+
+CASES = {  # case: (what failed, failing rank, its error, the iteration)
+    "eval_decode": ("the held-out evaluation", 1, "RuntimeError: decode failed", 0),
+    "eval_write": ("writing the held-out evaluation's logs", 0, "OSError: [Errno 28] No space left on device", 0),
+    "checkpoint_marker": ("finishing checkpoint iter_000001", 0, "OSError: [Errno 28] No space left on device", 1),
+}
+
+
+@pytest.mark.slow  # two training processes (~30 s each here)
+@pytest.mark.distributed
+@pytest.mark.parametrize("case", sorted(CASES))
+def test_a_failure_on_one_rank_stops_every_rank_naming_it(tmp_path, case):
+    what, failing, error, iteration = CASES[case]
+    flags = ["--output_dir", str(tmp_path / "run"), "--progress", "false", "--tensorboard", "false",
+             "--max_iterations", "1", "--num_steps", "2", "--sde_window", "[0, 1]", "--export", "none",
+             "--num_frames", "5", "--eval_every", "1", "--eval_samples", "1",
+             "--eval_dataset", "[{text: 'open the drawer', image_seed: 3}]"]
+    spawn_ranks(_rank_run, (2, free_port(), str(tmp_path), case, flags), tmp_path, deadline_s=150)
+    outcomes = [(tmp_path / f"rank{r}.txt").read_text() for r in (0, 1)]
+    assert outcomes[0] == outcomes[1], outcomes  # the same stop on every rank
+    assert outcomes[0].startswith(f"RankFailed: iteration {iteration}: {what} failed on rank {failing} ({error}"), \
+        outcomes
+    metrics = tmp_path / "run" / "metrics.jsonl"
+    rows = [json.loads(line) for line in metrics.read_text().splitlines()] if metrics.exists() else []
+    assert [r["iteration"] for r in rows] == ([1] if iteration == 1 else [])

@@ -1,0 +1,57 @@
+"""A checkpoint of the trainer (step 5 of training/trainer.py), on every rank, with what follows DeepSpeed's save:
+``layout.json`` and the prompt stamp (training/resume.py, training/prompt_stamp.py), ``latest`` moved
+(training/engine.py ``mark_latest``), each on a node's local rank 0, then ``keep_checkpoints``' pruning.
+
+Those files were written by local rank 0 alone, and an exception there (a full disk, a read-only folder) ended
+that rank while the others went on to their next collective and waited there until the launcher killed them.
+Each step now runs under `training.rank_failures.attempt` and the ranks agree on a failure
+(`training.rank_failures.agree`, one ``all_gather_object`` of a small record for the markers and one for the
+pruning: per checkpoint, not per iteration), so every rank stops with the same `RankFailed` naming the rank and
+the error. The pruning's own barrier is left out (`training.engine.prune_here`): the agreement on the markers
+already waits for every rank.
+
+Not covered: an exception inside DeepSpeed's ``save_checkpoint`` on one rank. It has barriers of its own, and
+which of them the failing rank skipped depends on where it raised, so no agreement after it can meet the
+other ranks; they wait in DeepSpeed's barrier until the launcher stops them.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from training import engine as ds_engine
+from training.best import agreed_best_tag
+from training.prompt_stamp import write_prompt_stamp
+from training.rank_failures import RankFailed, agree, attempt
+from training.resume import StateLayout, write_layout
+
+
+def _markers(ckpt_dir: Path, iteration: int, layout: StateLayout, world: int, stamp: dict[str, Any], local_rank: int) -> None:
+    if local_rank == 0:  # what a later --resume compares its ZeRO stage and dtype with (training.resume)
+        write_layout(ckpt_dir / ds_engine.iteration_tag(iteration), layout, world)
+        write_prompt_stamp(ckpt_dir / ds_engine.iteration_tag(iteration), stamp)
+        ds_engine.mark_latest(ckpt_dir, iteration)
+
+
+def checkpoint(engine: Any, ckpt_dir: Path, iteration: int, data_position: int, *, skipped: int, rank: int,
+               local_rank: int, world: int, layout: StateLayout, stamp: dict[str, Any], keep: int | None,
+               evals: tuple[Path, str | None]) -> None:
+    """Save ``iteration``'s checkpoint on every rank (collective); ``latest`` moves once all have written
+    (training/engine.py); with ``keep`` (``keep_checkpoints``) the stale ones go, the best held-out one stays
+    (training/best.py), also when this launch does not evaluate but the run's eval.jsonl names one (``evals``:
+    its path and the launch's ``eval_key``). A failure of the markers or the pruning on any rank raises
+    `RankFailed` on every rank (module docstring)."""
+    ds_engine.save(engine, ckpt_dir, iteration, data_position, local_rank=local_rank, skipped=skipped)
+    tag = ds_engine.iteration_tag(iteration)
+    _, failure = attempt(lambda: _markers(ckpt_dir, iteration, layout, world, stamp, local_rank), rank,
+                         f"finishing checkpoint {tag}")
+    if (failed := agree(failure)) is not None:
+        raise RankFailed(f"finishing checkpoint {tag}", iteration, failed, ckpt_dir)
+    if keep is None:
+        return
+    best = agreed_best_tag(ckpt_dir, *evals)  # after the markers: the new checkpoint may be the best
+    _, failure = attempt(lambda: ds_engine.prune_here(ckpt_dir, keep, local_rank, best), rank,
+                         f"pruning the checkpoints after {tag}")
+    if (failed := agree(failure)) is not None:
+        raise RankFailed(f"pruning the checkpoints after {tag}", iteration, failed, ckpt_dir)

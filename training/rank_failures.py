@@ -1,0 +1,97 @@
+"""A failure on one rank that every rank stops on: the held-out evaluation (training/evaluate.py) and the logs
+rank 0 writes after it (eval.jsonl, eval_rewards.jsonl), and a checkpoint save (training/engine.py).
+
+These ran on each rank on its own, and an exception on one rank (a reward that answered with the wrong number
+of rewards, the agent's trace store, a decode error, an OSError writing eval.jsonl on rank 0, a full disk under
+one rank's checkpoint shards) ended that rank alone: the others waited in their next collective until the
+launcher killed them, and the user saw a hang and then a collective timeout instead of the error.
+
+Decisions where the issue was silent:
+
+* A failed evaluation stops the run, it is not recorded and skipped: the trainer's docstrings treat what
+  evaluation can survive as ineligible samples already (a reward that raises or times out, a diverged sample,
+  a held-out image gone: training/evaluate.py), and what is left is a broken reward (RewardLengthError, exit 2
+  by training/train.py ``exit_status``), a broken trace store (StoreError, exit 2) or a bug, which a run that
+  trains on would repeat at every evaluation and write nothing for ``eval_patience`` and the best checkpoint
+  to read.
+* Each rank runs its part under `attempt`: an exception is caught, its traceback printed to stderr by the
+  rank that raised it (the one place the stack is known), and the failure (rank, ``Type: text``, exit code)
+  is what the rank brings to the next agreement, `agree`, an ``all_gather_object`` of those small records
+  (for the evaluation: the gather of the ranks' results, which it already ran, carries them; one more for the
+  writes after it, one per evaluation, none per iteration). Every rank then raises the same `RankFailed`
+  naming the lowest failing rank, the error and the last checkpoint; its exit code is the one
+  ``exit_status`` gives the original exception (1 for one it does not know), raised on every rank.
+* The run stops without saving the iteration: as `training.preemption.TrainingDiverged`, the checkpoint the
+  message names is where ``--resume`` continues (and evaluates the missed iteration first:
+  training/best.py ``pending_eval``).
+"""
+
+from __future__ import annotations
+
+import sys
+import traceback
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TypeVar
+
+T = TypeVar("T")
+
+
+@dataclass(frozen=True)
+class RankFailure:
+    """What one rank raised, as the other ranks are told it."""
+
+    rank: int
+    error: str
+    """``Type: text`` of the exception."""
+    code: int
+    """The exit code of the run (training/train.py ``exit_status`` of the exception; 1 for an unknown one)."""
+
+
+def failure_of(exc: Exception, rank: int) -> RankFailure:
+    """``exc`` raised on ``rank`` as a `RankFailure` (its text cut at 2000 characters)."""
+    from training.train import exit_status
+
+    status = exit_status(exc)
+    return RankFailure(rank, f"{type(exc).__name__}: {str(exc)[:2000]}", status[0] if status is not None else 1)
+
+
+def attempt(fn: Callable[[], T], rank: int, what: str) -> tuple[T | None, RankFailure | None]:
+    """``(fn(), None)``, or ``(None, failure)`` when it raised an Exception, whose traceback goes to stderr
+    naming ``rank`` and ``what`` was done (KeyboardInterrupt and other BaseExceptions pass through)."""
+    try:
+        return fn(), None
+    except Exception as exc:
+        print(f"rank {rank}: {what} failed:\n{''.join(traceback.format_exception(exc))}", file=sys.stderr,
+              flush=True)
+        return None, failure_of(exc, rank)
+
+
+def first_failure(failures: Sequence[RankFailure | None]) -> RankFailure | None:
+    """The failure of the lowest failing rank among the ranks' answers (None: no rank failed); pure."""
+    return min((f for f in failures if f is not None), key=lambda f: f.rank, default=None)
+
+
+def agree(failure: RankFailure | None) -> RankFailure | None:
+    """Every rank's `first_failure` of all ranks' ``failure`` (collective when torch.distributed is
+    initialised with more than one rank: call on every rank)."""
+    from training.metrics import gather
+
+    return first_failure([part["failure"] for part in gather({"failure": failure})])
+
+
+class RankFailed(RuntimeError):
+    """A part of an iteration failed on one rank (`RankFailure`); every rank stopped (module docstring)."""
+
+    def __init__(self, what: str, iteration: int, failure: RankFailure, ckpt_dir: Path) -> None:
+        from training.engine import latest_tag
+
+        tag = latest_tag(ckpt_dir)
+        last = "none yet" if tag is None else str(ckpt_dir / tag)
+        super().__init__(
+            f"iteration {iteration}: {what} failed on rank {failure.rank} ({failure.error}); every rank stopped "
+            f"(rank {failure.rank}'s stderr has the traceback). Last checkpoint: {last}; fix the cause, then "
+            "continue with --resume")
+        self.iteration = iteration
+        self.failure = failure
