@@ -28,8 +28,8 @@ def test_attempt_keeps_the_exit_code_of_a_known_failure_and_prints_the_traceback
     def broken() -> None:
         raise RewardLengthError("reward 'x' returned 3 rewards for 4 videos")
 
-    assert attempt(lambda: 7, 0, "x") == (7, None)
-    value, failure = attempt(broken, 1, "the held-out evaluation")
+    assert attempt(0, "x", max, 7, 3) == (7, None)
+    value, failure = attempt(1, "the held-out evaluation", broken)
     assert value is None and failure is not None and failure.rank == 1 and failure.code == 2
     assert failure.error == "RewardLengthError: reward 'x' returned 3 rewards for 4 videos"
     err = capsys.readouterr().err
@@ -66,6 +66,13 @@ def _patch(case: str, rank: int) -> None:
             raise OSError(28, "No space left on device", str(self.eval_path))
 
         MetricsLog.write_eval = full
+    if case.startswith("metrics_write") and rank == 0:
+        from training.metrics import MetricsLog
+
+        def no_space(self, row):
+            raise OSError(28, "No space left on device", str(self.path))
+
+        MetricsLog.write = no_space
     if case == "checkpoint_marker" and rank == 0:
         import training.checkpointing as ck
 
@@ -95,10 +102,15 @@ def _rank_run(rank: int, world: int, port: int, tmp: str, case: str, flags: list
     Path(tmp, f"rank{rank}.done").write_text("ok")
 
 
-CASES = {  # case: (what failed, failing rank, its error, the iteration)
-    "eval_decode": ("the held-out evaluation", 1, "RuntimeError: decode failed", 0),
-    "eval_write": ("writing the held-out evaluation's logs", 0, "OSError: [Errno 28] No space left on device", 0),
-    "checkpoint_marker": ("finishing checkpoint iter_000001", 0, "OSError: [Errno 28] No space left on device", 1),
+NO_SPACE = "OSError: [Errno 28] No space left on device"
+EVAL = ["--eval_every", "1", "--eval_samples", "1", "--eval_dataset", "[{text: 'open the drawer', image_seed: 3}]"]
+CASES = {  # case: (what failed, failing rank, its error, the iteration, flags, metrics.jsonl's iterations)
+    "eval_decode": ("the held-out evaluation", 1, "RuntimeError: decode failed", 0, EVAL, []),
+    "eval_write": ("writing the held-out evaluation's logs", 0, NO_SPACE, 0, EVAL, []),
+    "checkpoint_marker": ("finishing checkpoint iter_000001", 0, NO_SPACE, 1, [], [1]),
+    # agreed at the next iteration's first gather, or after the last iteration (where a barrier was)
+    "metrics_write": ("writing the iteration's logs", 0, NO_SPACE, 1, ["--max_iterations", "2"], []),
+    "metrics_write_last": ("writing the iteration's logs", 0, NO_SPACE, 1, [], []),
 }
 
 
@@ -106,11 +118,10 @@ CASES = {  # case: (what failed, failing rank, its error, the iteration)
 @pytest.mark.distributed
 @pytest.mark.parametrize("case", sorted(CASES))
 def test_a_failure_on_one_rank_stops_every_rank_naming_it(tmp_path, case):
-    what, failing, error, iteration = CASES[case]
+    what, failing, error, iteration, extra, logged = CASES[case]
     flags = ["--output_dir", str(tmp_path / "run"), "--progress", "false", "--tensorboard", "false",
              "--max_iterations", "1", "--num_steps", "2", "--sde_window", "[0, 1]", "--export", "none",
-             "--num_frames", "5", "--eval_every", "1", "--eval_samples", "1",
-             "--eval_dataset", "[{text: 'open the drawer', image_seed: 3}]"]
+             "--num_frames", "5", *extra]
     spawn_ranks(_rank_run, (2, free_port(), str(tmp_path), case, flags), tmp_path, deadline_s=150)
     outcomes = [(tmp_path / f"rank{r}.txt").read_text() for r in (0, 1)]
     assert outcomes[0] == outcomes[1], outcomes  # the same stop on every rank
@@ -118,4 +129,4 @@ def test_a_failure_on_one_rank_stops_every_rank_naming_it(tmp_path, case):
         outcomes
     metrics = tmp_path / "run" / "metrics.jsonl"
     rows = [json.loads(line) for line in metrics.read_text().splitlines()] if metrics.exists() else []
-    assert [r["iteration"] for r in rows] == ([1] if iteration == 1 else [])
+    assert [r["iteration"] for r in rows] == logged

@@ -17,13 +17,14 @@ other ranks; they wait in DeepSpeed's barrier until the launcher stops them.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 from training import engine as ds_engine
 from training.best import agreed_best_tag
 from training.prompt_stamp import write_prompt_stamp
-from training.rank_failures import RankFailed, agree, attempt
+from training.rank_failures import agree, attempt, stop_on
 from training.resume import StateLayout, write_layout
 
 
@@ -36,22 +37,20 @@ def _markers(ckpt_dir: Path, iteration: int, layout: StateLayout, world: int, st
 
 def checkpoint(engine: Any, ckpt_dir: Path, iteration: int, data_position: int, *, skipped: int, rank: int,
                local_rank: int, world: int, layout: StateLayout, stamp: dict[str, Any], keep: int | None,
-               evals: tuple[Path, str | None]) -> None:
+               evals: tuple[Path, str | None], close: Callable[[], None]) -> None:
     """Save ``iteration``'s checkpoint on every rank (collective); ``latest`` moves once all have written
     (training/engine.py); with ``keep`` (``keep_checkpoints``) the stale ones go, the best held-out one stays
     (training/best.py), also when this launch does not evaluate but the run's eval.jsonl names one (``evals``:
     its path and the launch's ``eval_key``). A failure of the markers or the pruning on any rank raises
-    `RankFailed` on every rank (module docstring)."""
+    `RankFailed` on every rank, after ``close()`` (module docstring)."""
     ds_engine.save(engine, ckpt_dir, iteration, data_position, local_rank=local_rank, skipped=skipped)
     tag = ds_engine.iteration_tag(iteration)
-    _, failure = attempt(lambda: _markers(ckpt_dir, iteration, layout, world, stamp, local_rank), rank,
-                         f"finishing checkpoint {tag}")
-    if (failed := agree(failure)) is not None:
-        raise RankFailed(f"finishing checkpoint {tag}", iteration, failed, ckpt_dir)
+    _, failure = attempt(rank, f"finishing checkpoint {tag}", _markers, ckpt_dir, iteration, layout, world, stamp,
+                         local_rank)
+    stop_on([agree(failure)], f"finishing checkpoint {tag}", iteration, ckpt_dir, close)
     if keep is None:
         return
     best = agreed_best_tag(ckpt_dir, *evals)  # after the markers: the new checkpoint may be the best
-    _, failure = attempt(lambda: ds_engine.prune_here(ckpt_dir, keep, local_rank, best), rank,
-                         f"pruning the checkpoints after {tag}")
-    if (failed := agree(failure)) is not None:
-        raise RankFailed(f"pruning the checkpoints after {tag}", iteration, failed, ckpt_dir)
+    _, failure = attempt(rank, f"pruning the checkpoints after {tag}", ds_engine.prune_here, ckpt_dir, keep,
+                         local_rank, best)
+    stop_on([agree(failure)], f"pruning the checkpoints after {tag}", iteration, ckpt_dir, close)

@@ -68,7 +68,7 @@ import hashlib
 import json
 import math
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import asdict
 from pathlib import Path
 from typing import Any
@@ -84,7 +84,7 @@ from training.generate import sample_video
 from training.metrics import MetricsLog, component_means, gather
 from training.models import encode_frame, negative_prompt, text_encoder_on
 from training.prompt_failures import PromptFailure, first_frames
-from training.rank_failures import RankFailed, agree, attempt, first_failure
+from training.rank_failures import agree, attempt, stop_on
 from training.reward_outcome import KINDS
 from training.reward_runner import RewardRunner
 from training.videos import eval_video_name, write_samples
@@ -186,15 +186,15 @@ def evaluate(world_model: FlowWorldModel, cfg: TrainConfig, prompts: Sequence[Pr
 
 def evaluate_everywhere(world_model: FlowWorldModel, cfg: TrainConfig, prompts: Sequence[PromptSpec], reward_fn: Any,
                         log: MetricsLog, ckpt_dir: Path, *, iteration: int, rank: int, world: int,
-                        places: Sequence[str] | None, key: str | None) -> dict[str, Any]:
+                        places: Sequence[str] | None, key: str | None, close: Callable[[], None]) -> dict[str, Any]:
     """One held-out evaluation (collective: call on every rank): each rank's `evaluate`, gathered; rank 0
     writes eval.jsonl and eval_rewards.jsonl. Returns the eval.jsonl row, the same on every rank. A failure on
-    any rank, of its part or of rank 0's writes, raises `training.rank_failures.RankFailed` on every rank."""
-    part, failure = attempt(lambda: evaluate(world_model, cfg, prompts, reward_fn, iteration=iteration, rank=rank,
-                                             world=world, places=places), rank, "the held-out evaluation")
+    any rank, of its part or of rank 0's writes, raises `training.rank_failures.RankFailed` on every rank, after
+    ``close()`` (what the run opened)."""
+    part, failure = attempt(rank, "the held-out evaluation", lambda: evaluate(
+        world_model, cfg, prompts, reward_fn, iteration=iteration, rank=rank, world=world, places=places))
     gathered = gather({"part": part, "failure": failure})  # the ranks' parts carry the agreement on a failure
-    if (failed := first_failure([g["failure"] for g in gathered])) is not None:
-        raise RankFailed("the held-out evaluation", iteration, failed, ckpt_dir)
+    stop_on([g["failure"] for g in gathered], "the held-out evaluation", iteration, ckpt_dir, close)
     parts = [g["part"] for g in gathered]
 
     def record() -> dict[str, Any]:
@@ -203,9 +203,9 @@ def evaluate_everywhere(world_model: FlowWorldModel, cfg: TrainConfig, prompts: 
         log.write_eval_items(iteration, summarize_items(iteration, parts, key))
         return row
 
-    row, failure = attempt(record, rank, "writing the held-out evaluation's logs")
-    if (failed := agree(failure)) is not None:  # rank 0 writes: the one agreement an evaluation adds
-        raise RankFailed("writing the held-out evaluation's logs", iteration, failed, ckpt_dir)
+    row, failure = attempt(rank, "writing the held-out evaluation's logs", record)
+    # rank 0 writes: the one agreement an evaluation adds
+    stop_on([agree(failure)], "writing the held-out evaluation's logs", iteration, ckpt_dir, close)
     assert row is not None  # no failure on this rank
     return row
 

@@ -313,6 +313,14 @@ class MetricsLog:
         """One training iteration's row (metrics.jsonl, TensorBoard train/*)."""
         self._append(self.path, "train", row)
 
+    def write_iteration(self, row: dict[str, float | int], parts: list[dict[str, Any]]) -> None:
+        """A training iteration's logs from its row and all ranks' parts (`gather`): metrics.jsonl,
+        ineligible.jsonl, rewards.jsonl."""
+        iteration = int(row["iteration"])
+        self.write(row)
+        self.write_ineligible(iteration, [item for p in parts for item in p["ineligible_items"]])
+        self.write_rewards(iteration, [item for p in parts for item in p["reward_items"]])
+
     def write_eval(self, row: dict[str, float | int]) -> None:
         """One held-out evaluation's row (eval.jsonl, TensorBoard eval/*)."""
         self._append(self.eval_path, "eval", row)

@@ -33,7 +33,7 @@ import traceback
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TypeVar
+from typing import Any, TypeVar
 
 T = TypeVar("T")
 
@@ -57,11 +57,11 @@ def failure_of(exc: Exception, rank: int) -> RankFailure:
     return RankFailure(rank, f"{type(exc).__name__}: {str(exc)[:2000]}", status[0] if status is not None else 1)
 
 
-def attempt(fn: Callable[[], T], rank: int, what: str) -> tuple[T | None, RankFailure | None]:
-    """``(fn(), None)``, or ``(None, failure)`` when it raised an Exception, whose traceback goes to stderr
+def attempt(rank: int, what: str, fn: Callable[..., T], *args: Any) -> tuple[T | None, RankFailure | None]:
+    """``(fn(*args), None)``, or ``(None, failure)`` when it raised an Exception, whose traceback goes to stderr
     naming ``rank`` and ``what`` was done (KeyboardInterrupt and other BaseExceptions pass through)."""
     try:
-        return fn(), None
+        return fn(*args), None
     except Exception as exc:
         print(f"rank {rank}: {what} failed:\n{''.join(traceback.format_exception(exc))}", file=sys.stderr,
               flush=True)
@@ -79,6 +79,17 @@ def agree(failure: RankFailure | None) -> RankFailure | None:
     from training.metrics import gather
 
     return first_failure([part["failure"] for part in gather({"failure": failure})])
+
+
+def stop_on(failures: Sequence[RankFailure | None], what: str, iteration: int, ckpt_dir: Path,
+            close: Callable[[], None] | None = None) -> None:
+    """Raise `RankFailed` for the `first_failure` of the ranks' ``failures`` (after ``close()``, which closes
+    what the run opened); nothing when no rank failed. Every rank passes the same ``failures``, so all raise."""
+    if (failure := first_failure(failures)) is None:
+        return
+    if close is not None:
+        close()
+    raise RankFailed(what, iteration, failure, ckpt_dir)
 
 
 class RankFailed(RuntimeError):

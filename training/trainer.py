@@ -54,7 +54,6 @@ import math
 import random
 import sys
 import time
-from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
@@ -90,7 +89,7 @@ from training.preemption import RewardsStalled, StopRequest, TrainingDiverged, T
 from training.prompt_failures import PromptImagesFailed, first_frames
 from training.prompt_stamp import prompt_change_warning, prompt_stamp
 from training.provenance import record_scoring
-from training.rank_failures import RankFailed
+from training.rank_failures import RankFailure, agree, attempt, stop_on
 from training.resume import nothing_to_train, plan_resume, state_layout
 from training.reward_outcome import RewardOutcome
 from training.reward_runner import RewardRunner, merge_outcomes
@@ -215,12 +214,8 @@ def train(cfg: TrainConfig, *, local_rank: int = 0, reward_tokens: dict[str, str
     video_writer = ThreadPoolExecutor(1, thread_name_prefix="rollout-videos")  # rollout_videos_every
     stops: StopRequest | None = None  # installed after the baseline evaluation
 
-    def agreed(step: Callable[[int], None], iteration: int) -> None:  # RankFailed: raised on every rank, which
-        try:  # closes what the run opened first, as the other stops do (training/rank_failures.py)
-            step(iteration)
-        except RankFailed:
-            _close(rewards, bar, log, stops, video_writer)
-            raise
+    def close() -> None:  # what the run opened, before a stop (RankFailed on every rank: training/rank_failures.py)
+        _close(rewards, bar, log, stops, video_writer)
 
     # eval_patience counts on from eval.jsonl, among rows of this launch's measurement (training/best.py);
     # rows past the checkpoint (a crash after them) are redone
@@ -230,7 +225,7 @@ def train(cfg: TrainConfig, *, local_rank: int = 0, reward_tokens: dict[str, str
     def held_out(iteration: int) -> None:  # training/evaluate.py: every rank samples, rank 0 logs; a failure on
         engine.module.eval()  # any rank stops every rank (RankFailed: training/rank_failures.py)
         row = evaluate_everywhere(world_model, cfg, eval_prompts, reward_fn, log, ckpt_dir, iteration=iteration,
-                                  rank=rank, world=world, places=eval_places, key=key)
+                                  rank=rank, world=world, places=eval_places, key=key, close=close)
         if math.isfinite(row["eval_reward_mean"]):
             means[iteration] = row["eval_reward_mean"]
         else:  # a repeated evaluation without a mean replaces the earlier one, as training.best.eval_means reads it
@@ -242,9 +237,9 @@ def train(cfg: TrainConfig, *, local_rank: int = 0, reward_tokens: dict[str, str
 
     end = cfg.max_iterations
     if eval_prompts and start == 0:  # the baseline of a fresh run
-        agreed(held_out, 0)
+        held_out(0)
     elif eval_prompts and pending_eval(cfg, start, log.eval_path, key):  # a stop skipped it, or a new measurement
-        agreed(held_out, start)
+        held_out(start)
     if start > 0 and cfg.eval_patience is not None and evals_since_best(means) >= cfg.eval_patience and start < end:
         # the patience ran out at the checkpoint (training/best.py): where the run without a stop signal ended;
         # it trained on to its next evaluation
@@ -253,8 +248,12 @@ def train(cfg: TrainConfig, *, local_rank: int = 0, reward_tokens: dict[str, str
 
     def checkpoint(iteration: int) -> None:  # every rank (training/checkpointing.py): a failure stops every rank
         save_checkpoint(engine, ckpt_dir, iteration, stream.position, skipped=skipped, rank=rank, local_rank=local_rank,
-                        world=world, layout=layout, stamp=stamp, keep=cfg.keep_checkpoints, evals=(log.eval_path, key))
+                        world=world, layout=layout, stamp=stamp, keep=cfg.keep_checkpoints, evals=(log.eval_path, key),
+                        close=close)
     stops = StopRequest().install() if cfg.on_signal == "checkpoint" else None  # training/preemption.py
+    # rank 0's logs of an iteration could not be written: agreed at the next iteration's first gather or after the
+    unlogged: RankFailure | None = None  # loop, no collective of its own (training/rank_failures.py)
+    done = start  # the last iteration trained
     for it in range(start, end):
         # -- 1. rollouts ----------------------------------------------------------------------
         t0 = time.perf_counter()
@@ -266,8 +265,10 @@ def train(cfg: TrainConfig, *, local_rank: int = 0, reward_tokens: dict[str, str
         refused: list[str | None] = []  # per clip, why its prompt's group is skipped (training/prompt_failures.py)
         # first frames: one that cannot be read skips its group (a stand-in keeps the ranks' collectives in step)
         firsts, failed = first_frames([prompts[i] for i in mine], [places[i] for i in mine], cfg, it + 1, rank)
-        failures = [f for part in gather({"failed": failed}) for f in part["failed"] if f is not None]  # all ranks'
-        log.write_failed_prompts(it + 1, failures)
+        ranks_say = gather({"failed": failed, "unlogged": unlogged})  # and: did rank 0 fail to write the last logs
+        stop_on([p["unlogged"] for p in ranks_say], "writing the iteration's logs", it, ckpt_dir, close)
+        failures = [f for part in ranks_say for f in part["failed"] if f is not None]  # all ranks'
+        unlogged = attempt(rank, "writing failed_prompts.jsonl", log.write_failed_prompts, it + 1, failures)[1]
         if len(failures) == cfg.prompts_per_iteration:  # nothing to learn from on any rank: stop on every rank
             _close(rewards, bar, log, stops, video_writer)
             raise PromptImagesFailed(it + 1, failures, ckpt_dir, log.failed_prompts_path)
@@ -334,10 +335,9 @@ def train(cfg: TrainConfig, *, local_rank: int = 0, reward_tokens: dict[str, str
         }
         parts = gather(local)
         row = summarize(it + 1, parts)
-        log.write(row)
         why = [item for p in parts for item in p["ineligible_items"]]
-        log.write_ineligible(it + 1, why)
-        log.write_rewards(it + 1, [item for p in parts for item in p["reward_items"]])
+        unlogged = unlogged or attempt(rank, "writing the iteration's logs", log.write_iteration, row, parts)[1]
+        done = it + 1
         if why and row["eligible_fraction"] == 0 and rank == 0:  # nothing to learn from: say why at once
             note = (f"iteration {it + 1}: every reward was ineligible (no update); e.g. {why[0][1][:300]} "
                     f"(all reasons: {log.ineligible_path})")
@@ -356,17 +356,17 @@ def train(cfg: TrainConfig, *, local_rank: int = 0, reward_tokens: dict[str, str
                    and it + 1 < cfg.max_iterations)  # the last iteration ends the run as usual
         evaluated = eval_prompts and not (signum or stalled) and on_eval_schedule(cfg, it + 1)
         if evaluated:  # skipped for a stop: the resumed run evaluates this iteration first (pending_eval)
-            agreed(held_out, it + 1)
+            held_out(it + 1)
         plateau = bool(evaluated) and cfg.eval_patience is not None and evals_since_best(means) >= cfg.eval_patience
         new_best = bool(evaluated) and is_new_best(means, it + 1)  # checkpointed: `--tag best` can export it
         saved = signum or stalled or plateau or new_best or (it + 1) % cfg.checkpoint_every == 0 \
             or it + 1 == cfg.max_iterations
         if saved:
-            agreed(checkpoint, it + 1)
+            checkpoint(it + 1)
         if stops is not None and not (signum or stalled) and (late := stops.agreed(device)):
             signum = late  # a signal during the evaluation or the save: stop now, not after another iteration
             if not saved:
-                agreed(checkpoint, it + 1)
+                checkpoint(it + 1)
         if signum or stalled:
             dist.barrier()  # every rank has written its part before any of them exits
             _close(rewards, bar, log, stops, video_writer)
@@ -380,8 +380,8 @@ def train(cfg: TrainConfig, *, local_rank: int = 0, reward_tokens: dict[str, str
             stop_early(it + 1)
             break
 
-    _close(rewards, bar, log, stops, video_writer)
-    dist.barrier()
+    _close(rewards, bar, log, stops, video_writer)  # the agreement waits for every rank, as a barrier did
+    stop_on([agree(unlogged)], "writing the iteration's logs", done, ckpt_dir)
     # clean shutdown (DeepSpeed's and PyTorch's documented order): release the engine's ZeRO hooks and
     # buffers, then the process groups, instead of leaving them to interpreter teardown. DeepSpeed's
     # destroy_process_group also drops the group references DeepSpeed caches (deepspeed.utils.groups);
