@@ -1,5 +1,5 @@
 """A failure on one rank in a per-rank part of an iteration (training/rank_failures.py): the held-out evaluation,
-rank 0's eval.jsonl write, the checkpoint's markers. It ended that rank alone and left the other waiting in
+rank 0's eval.jsonl write, the checkpoint's markers, rank 0's metrics.jsonl write. It ended that rank alone and left the other waiting in
 its next collective until the launcher killed it (a hang, then a timeout naming no error). Now every rank stops
 with the same RankFailed naming the failing rank and the error."""
 
@@ -18,7 +18,7 @@ SMOKE = Path(__file__).resolve().parents[1] / "training" / "configs" / "smoke.ya
 
 
 def test_the_lowest_failing_rank_is_the_one_named():
-    two, one = RankFailure(2, "OSError: disk full", 1), RankFailure(1, "RuntimeError: decode", 1)
+    two, one = RankFailure(2, "x", "OSError: disk full", 1), RankFailure(1, "x", "RuntimeError: decode", 1)
     assert first_failure([None, two, one]) == one and first_failure([None, None]) is None
 
 
@@ -31,6 +31,7 @@ def test_attempt_keeps_the_exit_code_of_a_known_failure_and_prints_the_traceback
     assert attempt(0, "x", max, 7, 3) == (7, None)
     value, failure = attempt(1, "the held-out evaluation", broken)
     assert value is None and failure is not None and failure.rank == 1 and failure.code == 2
+    assert failure.what == "the held-out evaluation"
     assert failure.error == "RewardLengthError: reward 'x' returned 3 rewards for 4 videos"
     err = capsys.readouterr().err
     assert err.startswith("rank 1: the held-out evaluation failed:\nTraceback") and "in broken" in err
@@ -39,8 +40,8 @@ def test_attempt_keeps_the_exit_code_of_a_known_failure_and_prints_the_traceback
 def test_every_rank_exits_with_the_failing_ranks_code(tmp_path):
     from training.train import exit_status
 
-    failure = RankFailure(1, "StoreError: trace db locked", 2)
-    exc = RankFailed("the held-out evaluation", 3, failure, tmp_path / "checkpoints")
+    failure = RankFailure(1, "the held-out evaluation", "StoreError: trace db locked", 2)
+    exc = RankFailed(3, failure, tmp_path / "checkpoints")
     assert exit_status(exc) == (2, True)
     assert str(exc).startswith("iteration 3: the held-out evaluation failed on rank 1 (StoreError: trace db "
                                "locked); every rank stopped")

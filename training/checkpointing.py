@@ -47,10 +47,10 @@ def checkpoint(engine: Any, ckpt_dir: Path, iteration: int, data_position: int, 
     tag = ds_engine.iteration_tag(iteration)
     _, failure = attempt(rank, f"finishing checkpoint {tag}", _markers, ckpt_dir, iteration, layout, world, stamp,
                          local_rank)
-    stop_on([agree(failure)], f"finishing checkpoint {tag}", iteration, ckpt_dir, close)
+    stop_on([agree(failure)], iteration, ckpt_dir, close)
     if keep is None:
         return
     best = agreed_best_tag(ckpt_dir, *evals)  # after the markers: the new checkpoint may be the best
     _, failure = attempt(rank, f"pruning the checkpoints after {tag}", ds_engine.prune_here, ckpt_dir, keep,
                          local_rank, best)
-    stop_on([agree(failure)], f"pruning the checkpoints after {tag}", iteration, ckpt_dir, close)
+    stop_on([agree(failure)], iteration, ckpt_dir, close)

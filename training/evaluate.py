@@ -194,7 +194,7 @@ def evaluate_everywhere(world_model: FlowWorldModel, cfg: TrainConfig, prompts: 
     part, failure = attempt(rank, "the held-out evaluation", lambda: evaluate(
         world_model, cfg, prompts, reward_fn, iteration=iteration, rank=rank, world=world, places=places))
     gathered = gather({"part": part, "failure": failure})  # the ranks' parts carry the agreement on a failure
-    stop_on([g["failure"] for g in gathered], "the held-out evaluation", iteration, ckpt_dir, close)
+    stop_on([g["failure"] for g in gathered], iteration, ckpt_dir, close)
     parts = [g["part"] for g in gathered]
 
     def record() -> dict[str, Any]:
@@ -205,7 +205,7 @@ def evaluate_everywhere(world_model: FlowWorldModel, cfg: TrainConfig, prompts: 
 
     row, failure = attempt(rank, "writing the held-out evaluation's logs", record)
     # rank 0 writes: the one agreement an evaluation adds
-    stop_on([agree(failure)], "writing the held-out evaluation's logs", iteration, ckpt_dir, close)
+    stop_on([agree(failure)], iteration, ckpt_dir, close)
     assert row is not None  # no failure on this rank
     return row
 

@@ -1,10 +1,14 @@
-"""A failure on one rank that every rank stops on: the held-out evaluation (training/evaluate.py) and the logs
-rank 0 writes after it (eval.jsonl, eval_rewards.jsonl), and a checkpoint save (training/engine.py).
+"""A failure on one rank that every rank stops on, in the per-rank parts of training/trainer.py that come before
+a collective: the held-out evaluation and the logs rank 0 writes after it (eval.jsonl, eval_rewards.jsonl:
+training/evaluate.py ``evaluate_everywhere``), a checkpoint's markers and pruning (training/checkpointing.py),
+and an iteration's logs on rank 0 (metrics.jsonl, ineligible.jsonl, rewards.jsonl, failed_prompts.jsonl) and
+their closing at the end of the run.
 
 These ran on each rank on its own, and an exception on one rank (a reward that answered with the wrong number
-of rewards, the agent's trace store, a decode error, an OSError writing eval.jsonl on rank 0, a full disk under
-one rank's checkpoint shards) ended that rank alone: the others waited in their next collective until the
-launcher killed them, and the user saw a hang and then a collective timeout instead of the error.
+of rewards, the agent's trace store, a decode error, an OSError writing eval.jsonl or metrics.jsonl on rank 0,
+a full disk under ``layout.json``) ended that rank alone: the others waited in their next collective until the
+launcher killed them (gloo: "Connection closed by peer" once the rank's process was gone), and the user saw a
+hang and then a collective timeout instead of the error.
 
 Decisions where the issue was silent:
 
@@ -18,7 +22,9 @@ Decisions where the issue was silent:
   rank that raised it (the one place the stack is known), and the failure (rank, ``Type: text``, exit code)
   is what the rank brings to the next agreement, `agree`, an ``all_gather_object`` of those small records
   (for the evaluation: the gather of the ranks' results, which it already ran, carries them; one more for the
-  writes after it, one per evaluation, none per iteration). Every rank then raises the same `RankFailed`
+  writes after it, one per evaluation; one per checkpoint step). An iteration's logs add no collective: rank 0
+  keeps its failure and brings it to the next iteration's first gather (the prompts' failures), or to the
+  agreement that replaced the barrier after the last iteration. Every rank then raises the same `RankFailed`
   naming the lowest failing rank, the error and the last checkpoint; its exit code is the one
   ``exit_status`` gives the original exception (1 for one it does not know), raised on every rank.
 * The run stops without saving the iteration: as `training.preemption.TrainingDiverged`, the checkpoint the
@@ -43,18 +49,20 @@ class RankFailure:
     """What one rank raised, as the other ranks are told it."""
 
     rank: int
+    what: str
+    """What it was doing (``the held-out evaluation``)."""
     error: str
     """``Type: text`` of the exception."""
     code: int
     """The exit code of the run (training/train.py ``exit_status`` of the exception; 1 for an unknown one)."""
 
 
-def failure_of(exc: Exception, rank: int) -> RankFailure:
-    """``exc`` raised on ``rank`` as a `RankFailure` (its text cut at 2000 characters)."""
+def failure_of(exc: Exception, rank: int, what: str) -> RankFailure:
+    """``exc`` raised on ``rank`` doing ``what`` as a `RankFailure` (its text cut at 2000 characters)."""
     from training.train import exit_status
 
     status = exit_status(exc)
-    return RankFailure(rank, f"{type(exc).__name__}: {str(exc)[:2000]}", status[0] if status is not None else 1)
+    return RankFailure(rank, what, f"{type(exc).__name__}: {str(exc)[:2000]}", status[0] if status is not None else 1)
 
 
 def attempt(rank: int, what: str, fn: Callable[..., T], *args: Any) -> tuple[T | None, RankFailure | None]:
@@ -65,7 +73,7 @@ def attempt(rank: int, what: str, fn: Callable[..., T], *args: Any) -> tuple[T |
     except Exception as exc:
         print(f"rank {rank}: {what} failed:\n{''.join(traceback.format_exception(exc))}", file=sys.stderr,
               flush=True)
-        return None, failure_of(exc, rank)
+        return None, failure_of(exc, rank, what)
 
 
 def first_failure(failures: Sequence[RankFailure | None]) -> RankFailure | None:
@@ -81,7 +89,7 @@ def agree(failure: RankFailure | None) -> RankFailure | None:
     return first_failure([part["failure"] for part in gather({"failure": failure})])
 
 
-def stop_on(failures: Sequence[RankFailure | None], what: str, iteration: int, ckpt_dir: Path,
+def stop_on(failures: Sequence[RankFailure | None], iteration: int, ckpt_dir: Path,
             close: Callable[[], None] | None = None) -> None:
     """Raise `RankFailed` for the `first_failure` of the ranks' ``failures`` (after ``close()``, which closes
     what the run opened); nothing when no rank failed. Every rank passes the same ``failures``, so all raise."""
@@ -89,19 +97,19 @@ def stop_on(failures: Sequence[RankFailure | None], what: str, iteration: int, c
         return
     if close is not None:
         close()
-    raise RankFailed(what, iteration, failure, ckpt_dir)
+    raise RankFailed(iteration, failure, ckpt_dir)
 
 
 class RankFailed(RuntimeError):
     """A part of an iteration failed on one rank (`RankFailure`); every rank stopped (module docstring)."""
 
-    def __init__(self, what: str, iteration: int, failure: RankFailure, ckpt_dir: Path) -> None:
+    def __init__(self, iteration: int, failure: RankFailure, ckpt_dir: Path) -> None:
         from training.engine import latest_tag
 
         tag = latest_tag(ckpt_dir)
         last = "none yet" if tag is None else str(ckpt_dir / tag)
         super().__init__(
-            f"iteration {iteration}: {what} failed on rank {failure.rank} ({failure.error}); every rank stopped "
+            f"iteration {iteration}: {failure.what} failed on rank {failure.rank} ({failure.error}); every rank stopped "
             f"(rank {failure.rank}'s stderr has the traceback). Last checkpoint: {last}; fix the cause, then "
             "continue with --resume")
         self.iteration = iteration

@@ -266,7 +266,7 @@ def train(cfg: TrainConfig, *, local_rank: int = 0, reward_tokens: dict[str, str
         # first frames: one that cannot be read skips its group (a stand-in keeps the ranks' collectives in step)
         firsts, failed = first_frames([prompts[i] for i in mine], [places[i] for i in mine], cfg, it + 1, rank)
         ranks_say = gather({"failed": failed, "unlogged": unlogged})  # and: did rank 0 fail to write the last logs
-        stop_on([p["unlogged"] for p in ranks_say], "writing the iteration's logs", it, ckpt_dir, close)
+        stop_on([p["unlogged"] for p in ranks_say], it, ckpt_dir, close)
         failures = [f for part in ranks_say for f in part["failed"] if f is not None]  # all ranks'
         unlogged = attempt(rank, "writing failed_prompts.jsonl", log.write_failed_prompts, it + 1, failures)[1]
         if len(failures) == cfg.prompts_per_iteration:  # nothing to learn from on any rank: stop on every rank
@@ -380,8 +380,8 @@ def train(cfg: TrainConfig, *, local_rank: int = 0, reward_tokens: dict[str, str
             stop_early(it + 1)
             break
 
-    _close(rewards, bar, log, stops, video_writer)  # the agreement waits for every rank, as a barrier did
-    stop_on([agree(unlogged)], "writing the iteration's logs", done, ckpt_dir)
+    unlogged = unlogged or attempt(rank, "closing the run's logs", close)[1]  # W&B's finish, say
+    stop_on([agree(unlogged)], done, ckpt_dir)  # the agreement waits for every rank, as a barrier did
     # clean shutdown (DeepSpeed's and PyTorch's documented order): release the engine's ZeRO hooks and
     # buffers, then the process groups, instead of leaving them to interpreter teardown. DeepSpeed's
     # destroy_process_group also drops the group references DeepSpeed caches (deepspeed.utils.groups);
