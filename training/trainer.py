@@ -382,15 +382,12 @@ def train(cfg: TrainConfig, *, local_rank: int = 0, reward_tokens: dict[str, str
 
     unlogged = unlogged or attempt(rank, "closing the run's logs", close)[1]  # W&B's finish, say
     stop_on([agree(unlogged)], done, ckpt_dir)  # the agreement waits for every rank, as a barrier did
-    # clean shutdown (DeepSpeed's and PyTorch's documented order): release the engine's ZeRO hooks and
-    # buffers, then the process groups, instead of leaving them to interpreter teardown. DeepSpeed's
-    # destroy_process_group also drops the group references DeepSpeed caches (deepspeed.utils.groups);
-    # torch's alone left those to be destructed while the interpreter shut down
+    # clean shutdown in DeepSpeed's and PyTorch's documented order (engine hooks and buffers, then the groups);
+    # DeepSpeed's destroy_process_group also drops the groups it caches, which torch's left to interpreter teardown
     engine.destroy()
     deepspeed.comm.destroy_process_group()
     # -- 6. the trained policy in peft / diffusers formats (training/export.py) ---------------
-    # rank 0 alone, from the checkpoint every rank finished writing before the barrier above; no
-    # collective waits on it, so a long export cannot time out the other ranks
+    # rank 0 alone, from the checkpoint every rank wrote before the agreement above: a long export times out no rank
     if cfg.export == "final" and rank == 0:
         try:
             print(f"policy exported to {export_policy(cfg, out_dir / 'final', checkpoint_dir=ckpt_dir)}", flush=True)
