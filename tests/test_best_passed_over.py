@@ -94,3 +94,18 @@ def test_a_last_mean_of_zero_is_a_mean_for_the_earlier_row_note(tmp_path):
     assert passed_over(run / "checkpoints", run / "eval.jsonl", found) == [
         "iteration 2 scored higher (0.0000) but iter_000002 is not a complete checkpoint (no folder: pruned, or "
         "never saved)"]
+
+
+def test_tag_best_without_eval_jsonl_says_the_run_had_no_held_out_evaluation(tmp_path, monkeypatch, capsys):
+    """The smoke run has no held-out evaluation, and the README shows `--tag best` right after it: the error named
+    a missing eval.jsonl as if it held rows ("no held-out evaluation in .../eval.jsonl (of its latest measurement) is
+    at a complete saved checkpoint"), without saying the file is absent nor which tag to export instead."""
+    import training.export as export
+
+    run = _run(tmp_path, [], [10, 20], latest=20)
+    (run / "eval.jsonl").unlink()
+    monkeypatch.setattr(export, "export_policy", lambda *a, **k: (_ for _ in ()).throw(AssertionError("exported")))
+    assert export.main(["--run", str(run), "--tag", "best"]) == 2
+    err = capsys.readouterr().err
+    assert f"{run / 'eval.jsonl'} does not exist" in err and "no held-out evaluation" in err
+    assert "eval_every" in err and "--tag iter_000020" in err  # how to get one, and what to export meanwhile

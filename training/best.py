@@ -183,6 +183,18 @@ def best_checkpoint(ckpt_dir: Path, eval_path: Path, key: str | None = None) -> 
     return iteration_tag(it), it, mean
 
 
+def no_best_reason(ckpt_dir: Path, eval_path: Path) -> str:
+    """Why ``--tag best`` found nothing to export (`best_checkpoint` gave None), and what to do: a run without
+    held-out evaluation has no ``eval.jsonl`` at all; otherwise no evaluated iteration has a complete checkpoint."""
+    latest = latest_tag(ckpt_dir)
+    instead = f"export a checkpoint by its tag instead, e.g. --tag {latest}" if latest else "no checkpoint to export"
+    if not eval_path.is_file():
+        return (f"--tag best: {eval_path} does not exist: the run had no held-out evaluation (train with eval_every "
+                f"and eval_dataset / eval_dataset_file to have one); {instead}")
+    return (f"--tag best: no held-out evaluation in {eval_path} (of its latest measurement) is at a complete saved "
+            f"checkpoint (eval_every / eval_dataset; a multiple of checkpoint_every); {instead}")
+
+
 def passed_over(ckpt_dir: Path, eval_path: Path, found: tuple[str, int, float], key: str | None = None) -> list[str]:
     """What `best_checkpoint` left aside in choosing ``found`` among the rows of the measurement ``key`` (None: the
     latest), one line each, for ``--tag best`` to print: a higher mean (or a later equal one, which a tie would

@@ -359,7 +359,7 @@ def main(argv: list[str] | None = None) -> int:
     """``python -m training.export --run RUN_DIR [--tag iter_000010 | best] [--out DIR] [--config FILE]``."""
     import argparse
 
-    from training.best import best_checkpoint, passed_over
+    from training.best import best_checkpoint, no_best_reason, passed_over
     from training.config import ConfigError
     from training.config_io import load_config, read_run_config
 
@@ -376,9 +376,7 @@ def main(argv: list[str] | None = None) -> int:
         if args.tag == "best":  # training/best.py
             found = best_checkpoint(args.run / "checkpoints", args.run / "eval.jsonl")
             if found is None:
-                raise ExportError(f"--tag best: no held-out evaluation in {args.run / 'eval.jsonl'} (of its latest "
-                                  "measurement) is at a complete saved checkpoint (eval_every / eval_dataset; a "
-                                  "multiple of checkpoint_every)")
+                raise ExportError(no_best_reason(args.run / "checkpoints", args.run / "eval.jsonl"))
             args.tag = found[0]
             print(f"best held-out checkpoint: {found[0]} (eval_reward_mean {found[2]:.4f})")
             for note in passed_over(args.run / "checkpoints", args.run / "eval.jsonl", found):  # left aside, named
