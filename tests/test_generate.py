@@ -325,3 +325,19 @@ def test_a_rerun_closes_a_last_row_cut_just_before_its_newline(policy, tmp_path)
     generate(policy, tmp_path / "a", prompts=PROMPTS[:1], samples=2)
     rows = [json.loads(line) for line in first.manifest.read_text().splitlines()]
     assert [r["key"] for r in rows] == ["p0000_s00", "p0000_s01"]
+
+
+def test_a_refused_rerun_says_what_changed_and_that_the_policy_was_exported_again(tmp_path):
+    """Following the README, the smoke run is trained again (a second launch, `--overwrite_output_dir`) and
+    `training.generate --out out/trained` run once more: it was refused with "differing: ['created']" only, naming
+    an export.json field without its values nor saying that the policy folder now holds another export."""
+    from training.generate import _claim
+
+    settings = {"policy": "/runs/smoke/final", "iteration": 30, "created": "2026-12-05T01:25:17+0000", "seed": 0}
+    _claim(tmp_path, settings)
+    with pytest.raises(GenerateError) as err:
+        _claim(tmp_path, {**settings, "created": "2026-12-05T01:35:10+0000", "seed": 3})
+    text = str(err.value)
+    assert "differing: ['created', 'seed']" in text  # the list the older tests match stays
+    assert "created '2026-12-05T01:25:17+0000' -> '2026-12-05T01:35:10+0000'" in text and "seed 0 -> 3" in text
+    assert "/runs/smoke/final was exported again" in text and "choose another --out" in text

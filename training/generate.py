@@ -281,13 +281,23 @@ def _claim(out: Path, settings: dict[str, Any]) -> None:
         except json.JSONDecodeError:
             earlier = None
         if earlier != settings:
-            changed = sorted(k for k in settings if not isinstance(earlier, dict) or earlier.get(k) != settings[k])
-            raise GenerateError(f"{out} holds videos generated with other settings (differing: {changed}); "
-                                "choose another --out")
+            raise GenerateError(_refusal(out, earlier if isinstance(earlier, dict) else None, settings))
         return
     if (out / "manifest.jsonl").exists():
         raise GenerateError(f"{out} has a manifest.jsonl but no {SETTINGS_FILE}; choose another --out")
     write_text_atomic(file, json.dumps(settings, indent=2))  # in place, a crash left a cut file that refused the folder
+
+
+def _refusal(out: Path, earlier: dict[str, Any] | None, settings: dict[str, Any]) -> str:
+    """Why `out` is refused: the keys whose values differ, each earlier -> now, and when the export's identity
+    (source checkpoint, time) changed in the same folder, that the policy there was exported again."""
+    changed = sorted(k for k in settings if earlier is None or earlier.get(k) != settings[k])
+    text = f"{out} holds videos generated with other settings (differing: {changed})"
+    if earlier is not None:
+        text += ": " + ", ".join(f"{k} {earlier.get(k)!r} -> {settings[k]!r}" for k in changed)
+        if {"source", "created"} & set(changed) and earlier.get("policy") == settings.get("policy"):
+            text += f" ({settings['policy']} was exported again since: another run's or checkpoint's policy)"
+    return text + "; choose another --out"
 
 
 def _resume(manifest: Path) -> set[str]:
