@@ -184,14 +184,20 @@ def read_draws(path: Path) -> tuple[list[ClipDraws], dict[str, int], list[Skippe
     return clips, bad, skipped
 
 
+def spread(values: list[float]) -> float:
+    """Population variance, exactly 0 for equal values (np.var of three 0.1s is 1.9e-34: a within_std of 1.4e-17
+    for a clip whose draws all agreed)."""
+    return 0.0 if all(v == values[0] for v in values) else float(np.var(values))
+
+
 def draw_statistics(rewards: list[list[float]]) -> tuple[float, float | None, float | None]:
     """(W, B, noise_share) of per-clip reward lists, each of length >= 2 (module docstring); at least one
     list. B and noise_share are None for one list; noise_share is None when W + B is at most `NO_SPREAD`."""
-    means = np.array([np.mean(r) for r in rewards])
-    within = float(np.mean([np.var(r) for r in rewards]))
+    means = [r[0] if spread(r) == 0.0 else float(np.mean(r)) for r in rewards]  # 0.1 x 3 averaged 0.10000000000000002
+    within = float(np.mean([spread(r) for r in rewards]))
     if len(rewards) < 2:
         return within, None, None
-    between = float(np.var(means))
+    between = spread(means)
     total = within + between
     return within, between, (within / total if total > NO_SPREAD else None)
 

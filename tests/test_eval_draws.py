@@ -214,3 +214,14 @@ def test_rows_without_a_preset_and_an_empty_file_read_sensibly(tmp_path):
     res = runner.invoke(app, ["eval", "draws", str(empty), "--json", str(tmp_path / "e.json")])
     assert res.exit_code == 0 and f"no rows in {empty}: nothing to measure" in res.output, res.output
     assert res.output.startswith("no rows in ") and json.loads((tmp_path / "e.json").read_text())["rows"] == 0
+
+
+def test_draws_that_agree_have_exactly_no_spread():
+    """Three draws of 0.1 had within_std 1.4e-17 (float rounding of their mean), read as noise in the JSON."""
+    from evals.draws import draw_statistics
+    from training.metrics import _std
+
+    within, between, share = draw_statistics([[0.1, 0.1, 0.1], [0.7, 0.7, 0.7]])
+    assert within == 0.0 and between == pytest.approx(0.09) and share == 0.0
+    assert draw_statistics([[0.1, 0.1, 0.1], [0.1, 0.1]])[:2] == (0.0, 0.0)
+    assert _std([0.1, 0.1, 0.1]) == 0.0 and _std([0.0, 1.0]) == 0.5

@@ -87,8 +87,11 @@ def _max(xs: list[float]) -> float:
 
 
 def _std(xs: list[float]) -> float:
+    """Population std; exactly 0 for equal values (their float mean can miss them: 1.4e-17 for three 0.1s)."""
     if not xs:
         return float("nan")
+    if all(x == xs[0] for x in xs):
+        return 0.0
     m = _mean(xs)
     return math.sqrt(sum((x - m) ** 2 for x in xs) / len(xs))
 
