@@ -52,8 +52,8 @@ def _table_html(metrics: list[PresetMetrics]) -> str:
                *(m.usage_cell(k, d) for k, d, _ in USAGE_DIGITS), str(m.usage_unknown)] for m in metrics]
     return (section("table", "Reward reasonableness and hacking/control errors (Table 2 layout)",
                     table(["Method", "R / N (%) ↑", "F+ / n_neg ↓", "P0 / n_prog ↓"], rows, table_id="table2")
-                    + "<p class=\"muted\">R: outputs the judge accepted; F+: positive rewards on failure and "
-                      "unobservable clips; P0: zero rewards on progress clips.</p>")
+                    + "<p class=\"muted\">R: outputs the judge accepted; F+: failure or unobservable clips "
+                      "given a positive reward; P0: zero rewards on progress clips.</p>")
             + section("extras", "Ineligible, unjudged and cost per clip",
                       table(["preset", "ineligible", "unjudged", "skipped", "calls/clip", "images/clip",
                              "input tokens/clip", "output tokens/clip", "cache hits/clip", "usage unknown"], extras))

@@ -8,7 +8,7 @@ Decisions where the issue was silent:
 - Frame indices are `tools.sampling.FrameIndex`, as in `graph.schemas`.
 - Crop boxes are `CropBox`: the schema asks for four numbers, but a box written otherwise (three numbers,
   corner pairs, a null) is kept as written and the crop falls back to the full frame (DESIGN.md §3; paper
-  Sec. 3.2: invalid crop plans fall back to full-frame views). Refused by the schema, it failed the whole
+  Sec. 3.2: a crop plan that is not valid is shown as the whole frame). Refused by the schema, it failed the whole
   InspectionPlan: every re-ask failed the same way and plan mode's run was ineligible for one bad box.
 - The same for a plan's entries: a view or track request that is not valid (a view with no frames, a track
   frame that is not a number, points not [x, y] pairs) is kept as written (`PlanView`, `PlanTrack`), and so

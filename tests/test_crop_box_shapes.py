@@ -1,5 +1,5 @@
 """Crop boxes as models really write them (DESIGN.md §3: an invalid box falls back to the full frame and the
-fallback is recorded; paper Sec. 3.2: invalid crop plans fall back to full-frame views)."""
+fallback is recorded; paper Sec. 3.2: a crop plan that is not valid shows the whole frame)."""
 
 from __future__ import annotations
 
@@ -40,7 +40,7 @@ def test_a_malformed_crop_box_falls_back_to_the_full_frame(clip, box):
 @pytest.mark.parametrize("box", MALFORMED)
 def test_a_plan_with_a_malformed_crop_box_views_the_full_frame(clip, box):
     # plan mode: the box failed the whole InspectionPlan, every re-ask failed the same way and the run was
-    # ineligible; the paper's invalid crop plans fall back to full-frame views
+    # ineligible; in the paper a crop plan that is not valid shows the whole frame
     plan = {"views": [{"frames": [10, 20], "box": box}], "tracks": [], "rationale": "check"}
     agent, model = make_agent("full", full_script(plan=[plan]), inspect_mode="plan")
     out = run(agent, clip)

@@ -1,5 +1,5 @@
-"""Credit needs evidence the model was shown (paper Sec. 3.2: the assessment records "requirement-level judgments and
-supporting frame references"). A met or partial judgment citing no frame at all earned full credit, while one whose
+"""Credit needs evidence the model was shown (paper Sec. 3.2: each requirement's judgment comes with the frames that
+back it). A met or partial judgment citing no frame at all earned full credit, while one whose
 cited frames were all dropped was scored as unverifiable (`graph.nodes.common.score_uncited`); a revision (reflect,
 repair) restating a verdict without a frame shown keeps the earlier, image-backed one
 (`graph.nodes.revision.guard_judgments`), with one note saying so."""

@@ -26,8 +26,7 @@ shown in the run so far (`shown_frames`); `tidy_assessment` drops any other with
 (as it drops frames outside the clip) rather than re-asking: a model that kept a miscounted label through the
 re-asks would turn the clip ineligible, and a note, unlike a re-ask, is the same on a stage-cache hit. A met or
 partial judgment left citing no frame (none cited, or all dropped) is scored as unverifiable (`score_uncited`):
-credit needs evidence the model was shown (paper Sec. 3.2: "requirement-level judgments and supporting frame
-references").
+credit needs evidence the model was shown (paper Sec. 3.2: each judgment comes with the frames that back it).
 
 Nodes are `StageNode`s, small langchain `Runnable`s, rather than `RunnableLambda`s: a RunnableLambda
 inspects its function's signature and opens a callback run on every call, about 3 ms of event-loop

@@ -20,10 +20,10 @@ Decisions where the issue was silent:
   those of one already chosen: up to `surprise_windows` distinct events, and the prompt says so. The
   choice depends only on the evidence, so the same inputs render the same prompt (stage cache).
 - The surprise windows' frames and the extra tools' frames do not spend the long-clip allowance of 16 extra frames
-  (`graph.nodes.evidence.allowance`): the paper puts that limit on verification ("the agent revisits uncertain
-  judgments ...; longer clips add up to 16 nearby frames to the initial sample") and gives WMReward's feedback to
-  "a subsequent visual reflection", a separate module; its ablations remove one module "preserving unaffected
-  evidence", which a shared allowance would break (once inspection spent it, the surprise reflection of a long
+  (`graph.nodes.evidence.allowance`): the paper ties that limit to verification (the re-inspection of uncertain
+  judgments, which on a long clip may look at at most 16 frames near the sampled ones) and hands WMReward's feedback
+  to a later visual reflection, a separate module; its ablations take out one module and leave the other modules'
+  evidence as it was, which a shared allowance would break (once inspection spent it, the surprise reflection of a long
   clip would show no frames: WMReward's evidence would depend on the verification module). These frames are chosen by the tools, not the model, and bounded
   (`surprise_windows` x 4, 4 per report, all under `max_images_per_call`).
 - A revised met or partial citing no frame the model was shown keeps the earlier judgment

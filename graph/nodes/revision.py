@@ -9,8 +9,8 @@ a change the model never made, and reflect, which had no guard, lost an image-ba
 citing only frames it was not shown.
 
 Guard modes (`Guard`), decided per stage:
-- "changes" (repair): every status change needs a frame shown in the repair's own message (paper Sec. 3.2: "a
-  text-only suggestion never flips a visual judgment"; the audit findings are text).
+- "changes" (repair): every status change needs a frame shown in the repair's own message (paper Sec. 3.2: the
+  audit's findings are text, and text alone does not overturn what the images showed).
 - "credit" (reflect): only credit (met, partial) needs a frame the model was shown. Reflect revises from the
   inspection evidence; its own move to not_met or unverifiable stands without a citation (an occluded clip leaves
   nothing to cite, and keeping the earlier met there would pay for what inspection could not confirm).
