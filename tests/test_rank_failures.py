@@ -1,5 +1,5 @@
 """A failure on one rank in a per-rank part of an iteration (training/rank_failures.py): the held-out evaluation,
-rank 0's eval.jsonl write, the checkpoint's markers, rank 0's metrics.jsonl write. It ended that rank alone and left the other waiting in
+rank 0's eval.jsonl write, the checkpoint's markers, rank 0's metrics.jsonl write, an iteration's rollouts and rewards (a reward returning the wrong number of rewards on one rank). It ended that rank alone and left the other waiting in
 its next collective until the launcher killed it (a hang, then a timeout naming no error). Now every rank stops
 with the same RankFailed naming the failing rank and the error."""
 
@@ -12,7 +12,7 @@ import pytest
 
 from tests.launches import free_port, spawn_ranks
 from training.config_io import load_config
-from training.rank_failures import RankFailed, RankFailure, attempt, first_failure
+from training.rank_failures import RankFailed, RankFailure, Tried, attempt, first_failure
 
 SMOKE = Path(__file__).resolve().parents[1] / "training" / "configs" / "smoke.yaml"
 
@@ -35,6 +35,23 @@ def test_attempt_keeps_the_exit_code_of_a_known_failure_and_prints_the_traceback
     assert failure.error == "RewardLengthError: reward 'x' returned 3 rewards for 4 videos"
     err = capsys.readouterr().err
     assert err.startswith("rank 1: the held-out evaluation failed:\nTraceback") and "in broken" in err
+
+
+def test_tried_keeps_a_failure_of_several_ranks_and_lets_one_ranks_pass(capsys):
+    from training.reward_outcome import RewardLengthError
+
+    with Tried(1, 2, "sampling and scoring the iteration's rollouts") as tried:
+        raise RewardLengthError("reward 'x' returned 3 rewards for 4 videos")
+    assert tried.failure == RankFailure(1, "sampling and scoring the iteration's rollouts",
+                                        "RewardLengthError: reward 'x' returned 3 rewards for 4 videos", 2)
+    assert capsys.readouterr().err.startswith("rank 1: sampling and scoring the iteration's rollouts failed:\n")
+    with Tried(0, 2, "x") as fine:
+        pass
+    assert fine.failure is None
+    with pytest.raises(RewardLengthError), Tried(0, 1, "x"):  # one rank: nobody waits, the error as it was
+        raise RewardLengthError("reward 'x' returned 3 rewards for 4 videos")
+    with pytest.raises(KeyboardInterrupt), Tried(0, 2, "x"):
+        raise KeyboardInterrupt
 
 
 def test_every_rank_exits_with_the_failing_ranks_code(tmp_path):
@@ -74,6 +91,16 @@ def _patch(case: str, rank: int) -> None:
             raise OSError(28, "No space left on device", str(self.path))
 
         MetricsLog.write = no_space
+    if case == "reward_length" and rank == 1:  # a reward that answers with one reward too few, on this rank alone
+        import training.rewards as rw
+
+        def short_reward(*args, **kwargs):
+            def short(videos, prompts, **meta):
+                return [0.5] * (len(videos) - 1)
+
+            return short
+
+        rw.build_reward = short_reward
     if case == "checkpoint_marker" and rank == 0:
         import training.checkpointing as ck
 
@@ -108,6 +135,8 @@ EVAL = ["--eval_every", "1", "--eval_samples", "1", "--eval_dataset", "[{text: '
 CASES = {  # case: (what failed, failing rank, its error, the iteration, flags, metrics.jsonl's iterations)
     "eval_decode": ("the held-out evaluation", 1, "RuntimeError: decode failed", 0, EVAL, []),
     "eval_write": ("writing the held-out evaluation's logs", 0, NO_SPACE, 0, EVAL, []),
+    # phases 1-3 of an iteration (rollouts, decode, reward, advantages): agreed in the update's first all_reduce
+    "reward_length": ("sampling and scoring the iteration's rollouts", 1, "RewardLengthError: reward", 1, [], []),
     "checkpoint_marker": ("finishing checkpoint iter_000001", 0, NO_SPACE, 1, [], [1]),
     # agreed at the next iteration's first gather, or after the last iteration (where a barrier was)
     "metrics_write": ("writing the iteration's logs", 0, NO_SPACE, 1, ["--max_iterations", "2"], []),

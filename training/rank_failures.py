@@ -6,9 +6,9 @@ their closing at the end of the run.
 
 These ran on each rank on its own, and an exception on one rank (a reward that answered with the wrong number
 of rewards, the agent's trace store, a decode error, an OSError writing eval.jsonl or metrics.jsonl on rank 0,
-a full disk under ``layout.json``) ended that rank alone: the others waited in their next collective until the
-launcher killed them (gloo: "Connection closed by peer" once the rank's process was gone), and the user saw a
-hang and then a collective timeout instead of the error.
+a full disk under ``layout.json``, a rollout, decode or reward call that raised) ended that rank alone: the
+others waited in their next collective until the launcher killed them (gloo: "Connection closed by peer" once
+the rank's process was gone), and the user saw a hang and then a collective timeout instead of the error.
 
 Decisions where the issue was silent:
 
@@ -24,7 +24,12 @@ Decisions where the issue was silent:
   (for the evaluation: the gather of the ranks' results, which it already ran, carries them; one more for the
   writes after it, one per evaluation; one per checkpoint step). An iteration's logs add no collective: rank 0
   keeps its failure and brings it to the next iteration's first gather (the prompts' failures), or to the
-  agreement that replaced the barrier after the last iteration. Every rank then raises the same `RankFailed`
+  agreement that replaced the barrier after the last iteration. Phases 1-3 of an iteration (rollouts, decodes,
+  the reward's answers, advantages: a reward returning the wrong number of rewards on one rank) add none either:
+  they run under `Tried`, and the failure rides as a flag in the update's first all_reduce, the count of valid
+  samples (`agreed_count`), the first collective after them; the records are gathered only when a flag is set.
+  (Under ZeRO-3 the rollouts' forwards gather parameters collectively: a rank that fails between two of them
+  still leaves the others in the next one.) Every rank then raises the same `RankFailed`
   naming the lowest failing rank, the error and the last checkpoint; its exit code is the one
   ``exit_status`` gives the original exception (1 for one it does not know), raised on every rank.
 * The run stops without saving the iteration: as `training.preemption.TrainingDiverged`, the checkpoint the
@@ -39,6 +44,7 @@ import traceback
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from types import TracebackType
 from typing import Any, TypeVar
 
 T = TypeVar("T")
@@ -71,9 +77,49 @@ def attempt(rank: int, what: str, fn: Callable[..., T], *args: Any) -> tuple[T |
     try:
         return fn(*args), None
     except Exception as exc:
-        print(f"rank {rank}: {what} failed:\n{''.join(traceback.format_exception(exc))}", file=sys.stderr,
-              flush=True)
-        return None, failure_of(exc, rank, what)
+        return None, _reported(exc, rank, what)
+
+
+def _reported(exc: Exception, rank: int, what: str) -> RankFailure:
+    """`failure_of` ``exc``, after its traceback went to stderr naming ``rank`` and ``what`` was done."""
+    print(f"rank {rank}: {what} failed:\n{''.join(traceback.format_exception(exc))}", file=sys.stderr, flush=True)
+    return failure_of(exc, rank, what)
+
+
+class Tried:
+    """``with Tried(rank, world, what) as tried:``: an Exception raised in the block is kept as ``tried.failure``
+    (its traceback printed as by `attempt`) for `agreed_count` to bring to every rank; with one rank it passes
+    through as it is (no other rank waits for it). BaseExceptions (KeyboardInterrupt) always pass through."""
+
+    def __init__(self, rank: int, world: int, what: str) -> None:
+        self.rank, self.world, self.what = rank, world, what
+        self.failure: RankFailure | None = None
+
+    def __enter__(self) -> Tried:
+        return self
+
+    def __exit__(self, kind: type[BaseException] | None, exc: BaseException | None,
+                 tb: TracebackType | None) -> bool:
+        if self.world == 1 or not isinstance(exc, Exception):
+            return False
+        self.failure = _reported(exc, self.rank, self.what)
+        return True
+
+
+def agreed_count(count: float, failure: RankFailure | None, device: Any, iteration: int, ckpt_dir: Path,
+                 close: Callable[[], None] | None = None) -> float:
+    """The sum of ``count`` over the ranks (the valid samples the update all-reduces first: training/update.py
+    ``valid_total``), with whether any rank brings a ``failure`` in the same all_reduce; when one does, every rank
+    agrees on it (`agree`: one all_gather, only then) and raises `RankFailed` (`stop_on`). Collective: call on
+    every rank."""
+    import torch
+    import torch.distributed as dist
+
+    both = torch.tensor([count, float(failure is not None)], dtype=torch.float64, device=device)
+    dist.all_reduce(both)
+    if both[1].item() > 0:
+        stop_on([agree(failure)], iteration, ckpt_dir, close)
+    return float(both[0].item())
 
 
 def first_failure(failures: Sequence[RankFailure | None]) -> RankFailure | None:

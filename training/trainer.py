@@ -89,7 +89,7 @@ from training.preemption import RewardsStalled, StopRequest, TrainingDiverged, T
 from training.prompt_failures import PromptImagesFailed, first_frames
 from training.prompt_stamp import prompt_change_warning, prompt_stamp
 from training.provenance import record_scoring
-from training.rank_failures import RankFailure, agree, attempt, stop_on
+from training.rank_failures import RankFailure, Tried, agree, agreed_count, attempt, stop_on
 from training.resume import nothing_to_train, plan_resume, state_layout
 from training.reward_outcome import RewardOutcome
 from training.reward_runner import RewardRunner, merge_outcomes
@@ -272,46 +272,48 @@ def train(cfg: TrainConfig, *, local_rank: int = 0, reward_tokens: dict[str, str
         if len(failures) == cfg.prompts_per_iteration:  # nothing to learn from on any rank: stop on every rank
             _close(rewards, bar, log, stops, video_writer)
             raise PromptImagesFailed(it + 1, failures, ckpt_dir, log.failed_prompts_path)
-        with torch.no_grad():
-            with text_encoder_on(world_model, cfg, device):  # every prompt first: an offloaded encoder moves once
-                conds = [encode_frame(world_model, cfg, frame, prompts[index].text, negative_prompt(cfg))
-                         for frame, index in zip(firsts, mine, strict=True)]
-            for slot, index in enumerate(mine):
-                spec = prompts[index]
-                cond = conds[slot].repeat_interleave(group)
-                ro = sample_group(world_model, cond, rcfg, cfg, device, (cfg.seed, it, rank, slot))
-                frames, diverged = decode_group(world_model, ro.latents, cfg)  # diverged: never scored
-                skip = [failed[slot].reason if failed[slot] is not None else None] * group  # never scored
-                unscored += diverged
-                refused += skip
-                groups.append(Group(cond=cond, rollout=ro, frames=frames, text=spec.text))
-                if cfg.reward_overlap == "groups":  # scored in the background while the next group samples
-                    pending.append(rewards.submit(frames, [spec.text] * group, iteration=it + 1, fps=cfg.fps,
-                                                  group_ids=[slot] * group, rank=rank, phase="train",
-                                                  first_index=slot * group, unscored=diverged, refused=skip))
-        left_out = [kind or why for kind, why in zip(unscored, refused, strict=True)]  # no video, no metrics
-        t1 = time.perf_counter()
-
-        # -- 2. rewards and 3. advantages ---------------------------------------------------------
-        texts = [g.text for g in groups for _ in range(group)]
-        group_ids = [gi for gi in range(len(groups)) for _ in range(group)]
-        if cfg.reward_overlap == "off":
-            pending.append(rewards.submit([clip for g in groups for clip in g.frames], texts, iteration=it + 1,
-                                          fps=cfg.fps, group_ids=group_ids, rank=rank, phase="train", first_index=0,
-                                          unscored=unscored, refused=refused))
-        outcome = merge_outcomes([p.result() for p in pending])
-        adv, valid, stats = group_advantages(outcome.rewards, group_ids, cfg.a_max, cfg.adv_eps)
-        for gi, g in enumerate(groups):
-            g.advantages = adv[gi * group:(gi + 1) * group].to(device)
-            g.valid = valid[gi * group:(gi + 1) * group].to(device)
-        t2 = time.perf_counter()
-        # rollout_videos_every (training/rollout_log.py): written in the background while the update runs
-        videos = submit_rollout_videos(video_writer, out_dir, groups, cfg, it + 1, rank, left_out)
+        with Tried(rank, world, "sampling and scoring the iteration's rollouts") as tried:  # agreed at step 4
+            with torch.no_grad():
+                with text_encoder_on(world_model, cfg, device):  # every prompt first: an offloaded encoder moves once
+                    conds = [encode_frame(world_model, cfg, frame, prompts[index].text, negative_prompt(cfg))
+                             for frame, index in zip(firsts, mine, strict=True)]
+                for slot, index in enumerate(mine):
+                    spec = prompts[index]
+                    cond = conds[slot].repeat_interleave(group)
+                    ro = sample_group(world_model, cond, rcfg, cfg, device, (cfg.seed, it, rank, slot))
+                    frames, diverged = decode_group(world_model, ro.latents, cfg)  # diverged: never scored
+                    skip = [failed[slot].reason if failed[slot] is not None else None] * group  # never scored
+                    unscored += diverged
+                    refused += skip
+                    groups.append(Group(cond=cond, rollout=ro, frames=frames, text=spec.text))
+                    if cfg.reward_overlap == "groups":  # scored in the background while the next group samples
+                        pending.append(rewards.submit(frames, [spec.text] * group, iteration=it + 1, fps=cfg.fps,
+                                                      group_ids=[slot] * group, rank=rank, phase="train",
+                                                      first_index=slot * group, unscored=diverged, refused=skip))
+            left_out = [kind or why for kind, why in zip(unscored, refused, strict=True)]  # no video, no metrics
+            t1 = time.perf_counter()
+            # -- 2. rewards and 3. advantages ---------------------------------------------------------
+            texts = [g.text for g in groups for _ in range(group)]
+            group_ids = [gi for gi in range(len(groups)) for _ in range(group)]
+            if cfg.reward_overlap == "off":
+                pending.append(rewards.submit([clip for g in groups for clip in g.frames], texts, iteration=it + 1,
+                                              fps=cfg.fps, group_ids=group_ids, rank=rank, phase="train",
+                                              first_index=0, unscored=unscored, refused=refused))
+            outcome = merge_outcomes([p.result() for p in pending])
+            adv, valid, stats = group_advantages(outcome.rewards, group_ids, cfg.a_max, cfg.adv_eps)
+            for gi, g in enumerate(groups):
+                g.advantages = adv[gi * group:(gi + 1) * group].to(device)
+                g.valid = valid[gi * group:(gi + 1) * group].to(device)
+            t2 = time.perf_counter()
+            # rollout_videos_every (training/rollout_log.py): written in the background while the update runs
+            videos = submit_rollout_videos(video_writer, out_dir, groups, cfg, it + 1, rank, left_out)
 
         # -- 4. update (training/update.py) -----------------------------------------------------
+        total = agreed_count(0.0 if tried.failure else float(valid.sum()), tried.failure, device, it + 1, ckpt_dir,
+                             close)  # valid samples on all ranks; a failure of steps 1-3 on one: RankFailed on all
         lr = float(engine.get_lr()[0])  # the rate of this iteration's first optimizer step
-        upd = update_policy(engine, groups, cfg, rcfg, reference=reference, iteration=it,
-                            grad_accum=grad_accum, device=device)
+        upd = update_policy(engine, groups, cfg, rcfg, reference=reference, iteration=it, grad_accum=grad_accum,
+                            device=device, valid_total=total)
         t3 = time.perf_counter()
 
         # -- 5. metrics and checkpoints -------------------------------------------------------

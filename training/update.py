@@ -175,18 +175,22 @@ def rollout_config(cfg: TrainConfig) -> RolloutConfig:
 
 
 def update_policy(engine: Any, groups: list[Group], cfg: TrainConfig, rcfg: RolloutConfig, *, reference: Any,
-                  iteration: int, grad_accum: int, device: torch.device) -> UpdateLog:
+                  iteration: int, grad_accum: int, device: torch.device, valid_total: float | None = None) -> UpdateLog:
     """Step 4 on this rank's ``groups`` (their ``advantages`` / ``valid`` set): every epoch's micro-batches
     through the DeepSpeed ``engine`` (a `training.engine.PolicyStep`); ``reference`` is the frozen copy of a
-    full fine-tune, or None (LoRA: adapters disabled; or beta = 0). Collective: call on every rank."""
+    full fine-tune, or None (LoRA: adapters disabled; or beta = 0). ``valid_total``: the valid samples on all
+    ranks, when the caller all-reduced them already (training/rank_failures.py ``agreed_count``); None: here.
+    Collective: call on every rank."""
     world_model = engine.module.world_model
     group, world = cfg.group_size, dist.get_world_size()
     sde_steps = likelihood_steps(cfg.num_steps, cfg.sde_window)
     chunks = -(-group // cfg.micro_batch)
     valid = torch.cat([g.valid.cpu() for g in groups]) if groups else torch.zeros(0, dtype=torch.bool)
-    valid_total = torch.tensor([float(valid.sum())], dtype=torch.float64, device=device)
-    dist.all_reduce(valid_total)
-    out = UpdateLog(skipped=valid_total.item() == 0)
+    if valid_total is None:
+        total = torch.tensor([float(valid.sum())], dtype=torch.float64, device=device)
+        dist.all_reduce(total)
+        valid_total = total.item()
+    out = UpdateLog(skipped=valid_total == 0)
     if out.skipped:
         return out
     engine.module.train()
