@@ -7,7 +7,7 @@ that rank while the others went on to their next collective and waited there unt
 Each step now runs under `training.rank_failures.attempt` and the ranks agree on a failure
 (`training.rank_failures.agree`, one ``all_gather_object`` of a small record for the markers and one for the
 pruning: per checkpoint, not per iteration), so every rank stops with the same `RankFailed` naming the rank and
-the error. The pruning's own barrier is left out (`training.engine.prune_here`): the agreement on the markers
+the error. The pruning's own barrier is left out (`training.engine.prune` has none): the agreement on the markers
 already waits for every rank.
 
 Not covered: an exception inside DeepSpeed's ``save_checkpoint`` on one rank. It has barriers of its own, and
@@ -51,6 +51,6 @@ def checkpoint(engine: Any, ckpt_dir: Path, iteration: int, data_position: int, 
     if keep is None:
         return
     best = agreed_best_tag(ckpt_dir, *evals)  # after the markers: the new checkpoint may be the best
-    _, failure = attempt(rank, f"pruning the checkpoints after {tag}", ds_engine.prune_here, ckpt_dir, keep,
+    _, failure = attempt(rank, f"pruning the checkpoints after {tag}", ds_engine.prune, ckpt_dir, keep,
                          local_rank, best)
     stop_on([agree(failure)], iteration, ckpt_dir, close)

@@ -373,18 +373,12 @@ def past_latest(tags: Sequence[str], latest: str | None) -> list[str]:
 
 
 def prune(ckpt_dir: Path, keep: int, local_rank: int, best: str | None = None) -> list[str]:
-    """After a save on every rank: delete the stale checkpoints (see :func:`stale_checkpoints`; ``best``
-    stays); returns what this process deleted. Checkpoints numbered above ``latest`` (`past_latest`: left by
-    an attempt the run went back from) neither count nor are deleted, as unfinished saves: they counted as
-    the newest, so the checkpoint the run resumed from and each new one but the last were deleted; a save
-    of such a tag replaces it (:func:`clear_unfinished`)."""
-    if dist.is_initialized():
-        dist.barrier()  # every rank has written its part of the newest checkpoint
-    return prune_here(ckpt_dir, keep, local_rank, best)
-
-
-def prune_here(ckpt_dir: Path, keep: int, local_rank: int, best: str | None = None) -> list[str]:
-    """:func:`prune` without its barrier: for a caller whose ranks are known to have finished the save."""
+    """After a save on every rank (the caller makes sure: training/checkpointing.py agrees on the markers first):
+    delete the stale checkpoints (see :func:`stale_checkpoints`; ``best`` stays); returns what this process
+    deleted. Checkpoints numbered above ``latest`` (`past_latest`: left by an attempt the run went back from)
+    neither count nor are deleted, as unfinished saves: they counted as the newest, so the checkpoint the run
+    resumed from and each new one but the last were deleted; a save of such a tag replaces it
+    (:func:`clear_unfinished`)."""
     import shutil
 
     if local_rank != 0 or not ckpt_dir.is_dir():
