@@ -63,3 +63,14 @@ def spawn_ranks(fn: Callable[..., None], args: tuple[Any, ...], folder: Path, *,
                 proc.kill()
             pytest.fail(f"the ranks hung; finished: {sorted(p.name for p in folder.glob('rank*.done'))}")
     assert [(folder / f"rank{r}.done").read_text() for r in range(world)] == ["ok"] * world
+
+
+def release_after(exc: Exception) -> None:
+    """In a spawned rank that called ``train()`` directly and caught ``exc``: release the process group as
+    ``training.train.main`` does (only for a failure every rank raised). Left to interpreter teardown, gloo's
+    threads now and then aborted the process after it had written its outcome (SIGABRT, "terminate called
+    without an active exception"), and the spawn failed the test."""
+    from training.train import exit_status, release_process_group
+
+    status = exit_status(exc)
+    release_process_group(status is not None and status[1])

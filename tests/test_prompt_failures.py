@@ -11,7 +11,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from tests.launches import free_port, spawn_ranks
+from tests.launches import free_port, release_after, spawn_ranks
 from training.config import PromptSpec
 from training.config_io import load_config
 
@@ -214,6 +214,7 @@ def _rank_run(rank: int, world: int, port: int, tmp: str, flags: list[str]) -> N
         train(dataclasses.replace(cfg, dataset=[], dataset_file=str(Path(tmp) / "prompts.jsonl")))
         Path(tmp, f"rank{rank}.done").write_text("ok")
     except Exception as exc:  # the test names it
+        release_after(exc)
         Path(tmp, f"rank{rank}.done").write_text(f"{type(exc).__name__}: {exc}")
 
 

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.launches import free_port, spawn_ranks
+from tests.launches import free_port, release_after, spawn_ranks
 from training.config_io import load_config
 from training.rank_failures import RankFailed, RankFailure, Tried, attempt, first_failure
 
@@ -126,6 +126,7 @@ def _rank_run(rank: int, world: int, port: int, tmp: str, case: str, flags: list
         outcome = "finished"
     except Exception as exc:  # the test compares them
         outcome = f"{type(exc).__name__}: {exc}"
+        release_after(exc)
     Path(tmp, f"rank{rank}.txt").write_text(outcome)
     Path(tmp, f"rank{rank}.done").write_text("ok")
 
