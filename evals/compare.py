@@ -173,15 +173,23 @@ def _draw(row: dict[str, Any], where: str) -> int:
     return draw
 
 
+def score_batch_row(where: str, row: Any) -> dict[str, Any]:
+    """``row`` when it is a usable score-batch row: a ``result`` object whose status and reward agree
+    (`checked_reward`) and an integer draw; `LineError` (the line is skipped) otherwise. Shared with
+    `evals.draws`."""
+    if not isinstance(row, dict) or not isinstance(row.get("result"), dict):
+        raise LineError(f"{where}: not a score-batch row (no 'result' object)")
+    checked_reward(row["result"], where, LineError)
+    _draw(row, where)
+    return row
+
+
 def _parsed(where: str, row: Any, pair_by: str) -> tuple[str, dict[str, Any], str | None]:
     """(where, row, pairing key) of one line, the key None for a row of a manifest line that named no clip;
     raises `LineError` for a line that is no usable row (module docstring: it is skipped and reported)."""
     from graph.batch import is_bad_line_row
 
-    if not isinstance(row, dict) or not isinstance(row.get("result"), dict):
-        raise LineError(f"{where}: not a score-batch row (no 'result' object)")
-    checked_reward(row["result"], where, LineError)
-    _draw(row, where)
+    row = score_batch_row(where, row)
     if is_bad_line_row(row):
         return where, row, None
     manifest = row.get("manifest") or {}

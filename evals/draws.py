@@ -55,8 +55,8 @@ from typing import Any
 
 import numpy as np
 
-from evals.compare import checked_reward, eligible_reward
-from tools.jsonl import LineError, SkippedLine, no_usable_row, usable_rows
+from evals.compare import eligible_reward, score_batch_row
+from tools.jsonl import SkippedLine, no_usable_row, usable_rows
 
 NO_SPREAD = 1e-12
 """W + B at or below this (a reward standard deviation of 1e-6) is rounding, not spread: no noise share."""
@@ -143,14 +143,8 @@ def _preset(row: dict[str, Any]) -> str:
 
 
 def _parsed(where: str, row: Any) -> tuple[str, dict[str, Any]]:
-    """(where, row) of a line that is a usable score-batch row; `LineError` (the line is skipped) otherwise."""
-    if not isinstance(row, dict) or not isinstance(row.get("result"), dict):
-        raise LineError(f"{where}: not a score-batch row (no 'result' object)")
-    checked_reward(row["result"], where, LineError)
-    draw = row.get("draw", 0)
-    if isinstance(draw, bool) or not isinstance(draw, int):
-        raise LineError(f"{where}: draw must be an integer, got {draw!r}")
-    return where, row
+    """(where, row) of a line that is a usable score-batch row (`evals.compare.score_batch_row`)."""
+    return where, score_batch_row(where, row)
 
 
 def read_draws(path: Path) -> tuple[list[ClipDraws], dict[str, int], list[SkippedLine]]:
@@ -193,8 +187,9 @@ def spread(values: list[float]) -> float:
 def draw_statistics(rewards: list[list[float]]) -> tuple[float, float | None, float | None]:
     """(W, B, noise_share) of per-clip reward lists, each of length >= 2 (module docstring); at least one
     list. B and noise_share are None for one list; noise_share is None when W + B is at most `NO_SPREAD`."""
-    means = [r[0] if spread(r) == 0.0 else float(np.mean(r)) for r in rewards]  # 0.1 x 3 averaged 0.10000000000000002
-    within = float(np.mean([spread(r) for r in rewards]))
+    spreads = [spread(r) for r in rewards]
+    means = [r[0] if v == 0.0 else float(np.mean(r)) for r, v in zip(rewards, spreads, strict=True)]  # 0.1 x 3: 0.1
+    within = float(np.mean(spreads))
     if len(rewards) < 2:
         return within, None, None
     between = spread(means)
