@@ -53,22 +53,10 @@ def test_a_working_setup_passes_every_check(tmp_path, local_vjepa):
 def test_a_server_that_cannot_say_what_it_serves_is_a_warning_not_ok(tmp_path, status):
     """`raa doctor` said "ok ... answers (model X)" when GET /models answered 404 or 500 (a plain file server
     passed); the pre-run check stays lenient."""
-    import threading
-    from http.server import BaseHTTPRequestHandler, HTTPServer
-
     from graph.endpoint import check_endpoint
+    from tests.service_helpers import status_server
 
-    class Answer(BaseHTTPRequestHandler):
-        def do_GET(self):  # noqa: N802 (http.server API)
-            self.send_response(status)
-            self.send_header("Content-Length", "0")
-            self.end_headers()
-
-        def log_message(self, *args):
-            pass
-
-    srv = HTTPServer(("127.0.0.1", 0), Answer)
-    threading.Thread(target=srv.serve_forever, daemon=True).start()
+    srv, _ = status_server([status])
     url = f"http://127.0.0.1:{srv.server_port}"
     try:
         settings = _settings(f"{url}/v1", tmp_path)

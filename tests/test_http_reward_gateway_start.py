@@ -4,39 +4,17 @@ were then ineligible: a gateway's 502 is not retried), and one that never gets p
 
 from __future__ import annotations
 
-import threading
-from http.server import BaseHTTPRequestHandler, HTTPServer
-
 import httpx
 import pytest
 
 from graph.endpoint import first_answer
+from tests.service_helpers import status_server
 from training.rewards import HttpAgentReward
-
-
-def _gateway(statuses: list[int]) -> tuple[HTTPServer, list[int]]:
-    """A server whose GETs answer ``statuses`` in turn (the last one from then on); the statuses it sent."""
-    sent: list[int] = []
-
-    class Handler(BaseHTTPRequestHandler):
-        def do_GET(self):  # noqa: N802
-            status = statuses[min(len(sent), len(statuses) - 1)]
-            sent.append(status)
-            self.send_response(status)
-            self.send_header("Content-Length", "0")
-            self.end_headers()
-
-        def log_message(self, *args):
-            pass
-
-    server = HTTPServer(("127.0.0.1", 0), Handler)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    return server, sent
 
 
 @pytest.mark.parametrize("busy", [502, 503, 504])
 def test_the_start_up_check_waits_while_a_gateway_answers_for_a_service_not_up(busy):
-    server, sent = _gateway([busy, busy, 405])  # then the service is up: a GET on its POST route is a 405
+    server, sent = status_server([busy, busy, 405])  # then the service is up: a GET on its POST route is a 405
     try:
         HttpAgentReward(url=f"http://127.0.0.1:{server.server_port}/score", startup_wait_s=10,
                         backoff_s=0).wait_until_reachable()
@@ -46,7 +24,7 @@ def test_the_start_up_check_waits_while_a_gateway_answers_for_a_service_not_up(b
 
 
 def test_a_gateway_that_never_gets_past_502_is_named_at_start():
-    server, sent = _gateway([502])
+    server, sent = status_server([502])
     url = f"http://127.0.0.1:{server.server_port}/score"
     try:
         with pytest.raises(ValueError, match=r"reward service .*/score answered only HTTP 502 .* for 1.5 s"):
@@ -57,7 +35,7 @@ def test_a_gateway_that_never_gets_past_502_is_named_at_start():
 
 
 def test_first_answer_returns_the_last_gateway_answer_at_its_deadline_and_other_statuses_at_once():
-    server, sent = _gateway([500, 503])
+    server, sent = status_server([500, 503])
     url = f"http://127.0.0.1:{server.server_port}/x"
     try:
         assert first_answer(url, wait_s=5, timeout_s=2).status_code == 500  # the service's own error: an answer
