@@ -32,7 +32,7 @@ import re
 from pathlib import Path
 from typing import Any
 
-from tools.weight_index import shards_problem
+from tools.weight_index import index_shards, shards_problem
 
 BACKEND_TRANSFORMERS = {"cosmos": "CosmosTransformer3DModel", "wan": "WanTransformer3DModel"}
 """The diffusers transformer class each backend loads."""
@@ -80,18 +80,35 @@ _VARIANT = re.compile(r"[^.]+\.[A-Za-z0-9_]+(-\d+-of-\d+)?\.(safetensors|bin)")
 
 def weights_missing(folder: Path) -> str | None:
     """None when the part folder ``folder`` holds its weights; otherwise what is missing, named with the part
-    (an index: every shard it names, `tools.weight_index.shards_problem`). Only existence is checked."""
-    if indexes := sorted(folder.glob("*.index.json")):
-        problems = [p for index in indexes if (p := _index_problem(index))]
-        return "; ".join(problems) or None
-    files = sorted(f.name for pattern in WEIGHTS for f in folder.glob(pattern) if f.is_file())
-    if [name for name in files if not _VARIANT.fullmatch(name)]:
+    (an index: every shard it names, `tools.weight_index.shards_problem`). Only existence is checked.
+
+    Weights are there when one weight index has all its shards, or a plain weight file is there and no
+    ``*.safetensors.index.json`` is incomplete (diffusers reads that index before a plain file; both loaders read
+    safetensors before a ``*.bin.index.json``, which a safetensors-only download leaves without its shards)."""
+    indexes = sorted(folder.glob("*.index.json"))
+    problems = {index.name: _index_problem(index) for index in indexes}
+    if indexes and not all(problems.values()):  # one complete index: the loaders find their weights
         return None
+    files = sorted(f.name for pattern in WEIGHTS for f in folder.glob(pattern) if f.is_file())
+    safe = [p for name, p in problems.items() if p and name.endswith(".safetensors.index.json")]
+    shards = {s for index in indexes for s in _shards(index)}  # an index's shard is not a plain file
+    if not safe and [name for name in files if not _VARIANT.fullmatch(name) and name not in shards]:
+        return None  # a plain file, read before any .bin index (which a safetensors-only download leaves shardless)
+    if indexes:
+        return "; ".join(p for p in problems.values() if p)
     if files:  # only a variant's: diffusers loads them with variant= only, and the loaders here pass none
         return (f"{folder.name}/ has only a variant's weights ({files[0]}), which load only with "
                 "from_pretrained(variant=...) and nothing here passes one; add the plain weight files "
                 "(e.g. rename or convert them)")
     return f"{folder.name}/ has no weights (no *.safetensors or *.bin file, no *.safetensors.index.json)"
+
+
+def _shards(index: Path) -> list[str]:
+    """The shard files the weight index ``index`` names ([] when it cannot be read as one)."""
+    try:
+        return index_shards(index.read_text())
+    except (OSError, ValueError):
+        return []
 
 
 def _index_problem(index: Path) -> str | None:
