@@ -23,7 +23,8 @@ ratio is exact. Decisions where the issue was silent:
   frame 0 too (guided by the mask and the condition to reproduce the image); the timestep stays the
   pipeline's per-sample one, so the model is called as it was trained, only with frame 0 already clean.
 * CLIP preprocessing is torch (no PIL / torchvision): shortest side resized to ``size["shortest_edge"]``
-  with bicubic antialiased interpolation, centre crop ``crop_size``, ``/255``, ``(x - image_mean) /
+  (the longer side to ``int(shortest_edge * long / short)``, as transformers sizes it) with bicubic antialiased
+  interpolation, centre crop ``crop_size``, ``/255``, ``(x - image_mean) /
   image_std``, values read from the folder's ``image_processor/preprocessor_config.json``. PIL's bicubic
   resize on uint8 differs from torch's by rounding (about 1/255 per pixel); not bit-exact. The encoder loads in
   the run's ``torch_dtype`` (diffusers' Wan 2.1 example loads it in float32). It is the other prompt encoder and
@@ -109,8 +110,10 @@ class ClipImageEncoder:
         pix = images_to_tensor(images)[:, :, 0]  # [-1, 1]
         pix = (pix + 1.0) * 127.5
         h, w = pix.shape[-2:]
-        scale = self.shortest_edge / min(h, w)
-        size = (max(self.crop[0], round(h * scale)), max(self.crop[1], round(w * scale)))
+        # transformers' get_resize_output_image_size: the short side to shortest_edge, the long one truncated
+        short, long = self.shortest_edge, int(self.shortest_edge * max(h, w) / min(h, w))
+        size = (short, long) if h <= w else (long, short)
+        size = (max(self.crop[0], size[0]), max(self.crop[1], size[1]))
         pix = F.interpolate(pix, size=size, mode="bicubic", antialias=True, align_corners=False)
         top, left = (size[0] - self.crop[0]) // 2, (size[1] - self.crop[1]) // 2
         pix = pix[:, :, top:top + self.crop[0], left:left + self.crop[1]].clamp(0, 255) / 255.0
