@@ -82,17 +82,18 @@ def weights_missing(folder: Path) -> str | None:
     """None when the part folder ``folder`` holds its weights; otherwise what is missing, named with the part
     (an index: every shard it names, `tools.weight_index.shards_problem`). Only existence is checked.
 
-    Weights are there when one weight index has all its shards, or a plain weight file is there and no
-    ``*.safetensors.index.json`` is incomplete (diffusers reads that index before a plain file; both loaders read
-    safetensors before a ``*.bin.index.json``, which a safetensors-only download leaves without its shards)."""
+    Weights are there when no ``*.safetensors.index.json`` is incomplete (diffusers reads it before any other
+    weights) and a weight index has all its shards or a plain weight file is there: both loaders read safetensors
+    before a ``*.bin.index.json``, which a safetensors-only download leaves without its shards."""
     indexes = sorted(folder.glob("*.index.json"))
     problems = {index.name: _index_problem(index) for index in indexes}
-    if indexes and not all(problems.values()):  # one complete index: the loaders find their weights
+    if safe := [p for name, p in problems.items() if p and name.endswith(".safetensors.index.json")]:
+        return "; ".join(safe)  # read before any other weights: the load would fail on it
+    if indexes and not all(problems.values()):  # a complete index: the loaders find their weights
         return None
     files = sorted(f.name for pattern in WEIGHTS for f in folder.glob(pattern) if f.is_file())
-    safe = [p for name, p in problems.items() if p and name.endswith(".safetensors.index.json")]
     shards = {s for index in indexes for s in _shards(index)}  # an index's shard is not a plain file
-    if not safe and [name for name in files if not _VARIANT.fullmatch(name) and name not in shards]:
+    if [name for name in files if not _VARIANT.fullmatch(name) and name not in shards]:
         return None  # a plain file, read before any .bin index (which a safetensors-only download leaves shardless)
     if indexes:
         return "; ".join(p for p in problems.values() if p)

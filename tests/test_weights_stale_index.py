@@ -39,3 +39,12 @@ def test_an_incomplete_index_is_still_refused(tmp_path):
     (tmp_path / "model.safetensors").write_bytes(b"x")
     (tmp_path / SAFE_SHARDS[0]).write_bytes(b"x")
     assert "model.safetensors.index.json names 1 of 2" in weights_missing(tmp_path)
+
+
+def test_a_broken_safetensors_index_is_refused_beside_a_complete_bin_index(tmp_path):
+    """The loaders read the safetensors index before a .bin one, so the load would fail on it."""
+    _index(tmp_path, "pytorch_model.bin.index.json", BIN_SHARDS)
+    for shard in BIN_SHARDS:
+        (tmp_path / shard).write_bytes(b"x")
+    (tmp_path / "model.safetensors.index.json").write_text('{"weight_map": {"a": "mod')
+    assert "model.safetensors.index.json is not a weight index" in weights_missing(tmp_path)
