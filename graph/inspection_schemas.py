@@ -100,6 +100,18 @@ class TrackArgs(_Record):
                                       description="[x, y] points on start_frame (see the instructions); "
                                                   "empty = grid.")
 
+    @field_validator("points", mode="before")
+    @classmethod
+    def _no_booleans(cls, points: object) -> object:
+        """A boolean is no coordinate: lax pydantic read `true` as 1.0 and the point was tracked where nobody said
+        (refused as `crop_box` and `tools.sampling.frame_index` refuse one; a plan's track is skipped with the
+        reason, a track_motion call answered "invalid arguments"). Numeric strings stay lax, as for crop boxes."""
+        if isinstance(points, list | tuple):
+            for p in points:
+                if isinstance(p, list | tuple) and any(isinstance(v, bool) for v in p):
+                    raise ValueError(f"point {list(p)} has a boolean coordinate, not a number")
+        return points
+
     @field_validator("points")
     @classmethod
     def _no_nan(cls, points: list[list[float]]) -> list[list[float]]:
