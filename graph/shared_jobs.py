@@ -58,11 +58,16 @@ class SharedJobs:
             if entry is None:  # a job queued again is wanted by the runs that wanted the old one
                 entry = (want(submit(compute, priority=priority, lane=lane), like=replaced), priority)
                 self._jobs[key] = entry
-                done = [k for k, (j, _) in self._jobs.items() if j.done()]  # the oldest finished go first;
-                for old in done[:max(len(self._jobs) - _MAX_JOBS, 0)]:  # one in flight stays (or it ran twice)
-                    del self._jobs[old]
+                self._trim(key)
             self._jobs.move_to_end(key)
             return entry
+
+    def _trim(self, keep: Any) -> None:
+        """Drop the oldest finished jobs past `_MAX_JOBS`, never `keep` (the job just handed out: one that finished
+        at once, even failed, was trimmed and `start` raised KeyError) nor one in flight (or it ran twice)."""
+        done = [k for k, (j, _) in self._jobs.items() if k != keep and j.done()]
+        for old in done[:max(len(self._jobs) - _MAX_JOBS, 0)]:
+            del self._jobs[old]
 
     def get(self, key: Any) -> Future | None:
         """The job in the table for `key` (any state), or None; does not start one."""
