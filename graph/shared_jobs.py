@@ -9,7 +9,8 @@ starts, and the encoding of the observe sample's images. The rules, where the is
 - a job queued again is wanted by the runs that wanted the old one (`graph.job_owners`), so a cancelled
   run's clean-up does not cancel it under another run;
 - the table keeps at most `_MAX_JOBS` finished jobs (the oldest finished leave first); a job in flight
-  always stays, or a second caller would start it twice;
+  always stays, or a second caller would start it twice, and so does the job just started, even when it
+  finished at once (trimmed, `start` raised KeyError for the job it had just handed out);
 - in a forked child the table starts empty (`graph.frame_fork`): the parent's pool threads are not there.
 
 The table has its own lock, separate from the frame store's: `FrameStore.forget` marks a clip's
