@@ -61,6 +61,17 @@ def test_bad_grid_frames_requests_are_400(client, query, message):
     assert r.status_code == 400 and message in r.json()["detail"], r.text
 
 
+
+@pytest.mark.parametrize("grid_frames", ["first", "window"])
+@pytest.mark.parametrize(("shape", "query"), [((0, 8, 8, 3), ""), ((4, 8, 8, 3), "&frame_indices=[]")])
+def test_no_frames_to_track_is_a_400_for_either_grid(client, grid_frames, shape, query):
+    """Zero frames (an empty .npy, or ``frame_indices: []``) were a 400 for the frame-0 grid but a 500 "motion run"
+    fault for ``grid_frames: "window"``: the window grid's query frames were computed before the frames were checked."""
+    r = client.post(f"/v1/track?grid_size=2&grid_frames={grid_frames}{query}", content=npy(np.zeros(shape, np.uint8)),
+                    headers=NPY)
+    assert r.status_code == 400 and "empty" in r.json()["detail"], r.text
+
+
 class _ReturnsNone:
     def track(self, frames, *, grid_size=None, queries=None):
         return None

@@ -79,10 +79,15 @@ def requested_tracks(tracker: MotionTracker, frames: np.ndarray, opts: TrackOpti
     cannot serve is a 400 before the tracker runs; tracks that break the contract are a tracker's bug (module
     docstring): JSON cannot carry a NaN, a summary would be wrong, and tracks one frame short got the request's
     frame_indices anyway."""
+    try:  # before either grid: the window grid's query frames need at least one frame
+        validate_frames(frames)
+    except ValueError as exc:  # no frames, or frames too small to track
+        raise HTTPProblem(400, f"bad track request: {exc}") from exc
+
     def call(grid: int | None, rows: np.ndarray | None) -> MotionTracks:
         try:
-            resolve_queries(validate_frames(frames).shape, grid, rows)  # the protocol's checks, before tracking
-        except ValueError as exc:  # TrackQueryError, or frames too small to track
+            resolve_queries(frames.shape, grid, rows)  # the protocol's checks, before tracking
+        except ValueError as exc:  # TrackQueryError
             raise HTTPProblem(400, f"bad track request: {exc}") from exc
         try:
             tracks = tracker.track(frames, grid_size=grid, queries=rows)
