@@ -60,6 +60,18 @@ def test_an_endpoint_that_answers_anything_is_reachable(monkeypatch):
     assert hub_load_kwargs("/no/such/folder", endpoint=CLOSED, timeout_s=1) == {}  # transformers says why
 
 
+
+@pytest.mark.parametrize("endpoint", ["http://[::1", "http://host:port"])
+def test_a_malformed_endpoint_is_no_answer_without_a_thread_traceback(monkeypatch, endpoint):
+    """A malformed ``HF_ENDPOINT`` raised httpx.InvalidURL (not an httpx.HTTPError) in the probe thread: the right
+    answer (unreachable), but an "Exception in thread hub-probe" traceback on stderr at every model load."""
+    import threading
+
+    escaped = []
+    monkeypatch.setattr(threading, "excepthook", escaped.append)
+    assert not hub_reachable(endpoint, timeout_s=1)
+    assert escaped == []
+
 def test_hf_hub_offline_is_left_to_huggingface_hub(monkeypatch):
     from huggingface_hub import constants
 

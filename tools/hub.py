@@ -77,7 +77,7 @@ def hub_reachable(endpoint: str | None = None, timeout_s: float = DEFAULT_TIMEOU
         try:
             httpx.head(url, timeout=timeout_s)
             answered.set()
-        except (httpx.HTTPError, OSError, ValueError):
+        except (httpx.HTTPError, httpx.InvalidURL, OSError, ValueError):  # InvalidURL: a malformed endpoint
             pass
 
     thread = threading.Thread(target=ask, name="hub-probe", daemon=True)
