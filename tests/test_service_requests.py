@@ -197,3 +197,30 @@ def test_requests_the_frames_cannot_serve_are_400_before_the_tracker_runs(servic
         r = c.post(f"/v1/track?{query}", content=npy(np.zeros(shape, np.uint8)), headers=NPY)
     assert r.status_code == 400 and problem in r.json()["detail"], r.text
     assert tracker.calls == 0
+
+
+class _FarOff:
+    """A tracker with a bug: finite positions so far outside the frame (1e30 px) that the summary's distances
+    overflow to infinity."""
+
+    def track(self, frames, *, grid_size=None, queries=None):
+        from tools.motion.base import MotionTracks, resolve_queries
+
+        q = resolve_queries(frames.shape, grid_size, queries)
+        tracks = np.repeat(q[None, :, 1:3], len(frames), axis=0)
+        tracks[1:] = 1e30
+        return MotionTracks(tracks, np.ones(tracks.shape[:2], bool), q[:, 0].astype(np.int64))
+
+
+def test_a_summary_the_tracks_make_non_finite_is_a_motion_run_fault(service_root):
+    """Summary distances that overflowed to infinity failed when the answer was rendered, after the fault
+    handling: a bare 500 "Internal Server Error", which the client reports as a transport fault."""
+    app = create_app(ToolSettings(), service_root, tracker=_FarOff(), enable_surprise=False)
+    with TestClient(app, raise_server_exceptions=False) as c:
+        r = c.post("/v1/track?grid_size=2&summary=true", content=npy(np.zeros((4, 8, 8, 3), np.uint8)), headers=NPY)
+        plain = c.post("/v1/track?grid_size=2", content=npy(np.zeros((4, 8, 8, 3), np.uint8)), headers=NPY)
+    assert r.status_code == 500, r.text
+    fault = r.json()["fault"]
+    assert fault["tool"] == "motion" and fault["kind"] == "run", fault
+    assert "summary" in fault["message"] and "non-finite" in fault["message"], fault
+    assert plain.status_code == 200, plain.text  # the tracks themselves are finite: only the summary is refused

@@ -15,14 +15,17 @@ Errors (the status codes are listed in `tools.service`):
   "surprise", with the message the in-process agent gives. A NaN failed when the answer was rendered, after
   the fault handling (a bare 500 the client reported as a transport fault), and evidence over other frames
   was answered 200.
+- A track summary holding a NaN or an infinity (`non_finite_field`: distances between finite positions so far
+  outside the frame that they overflow) is a fault of "motion" the same way; it too failed when rendered.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import math
 from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -70,7 +73,22 @@ def track_job(state: ServiceState, src: Path | bytes | Upload, params: dict) -> 
             out["summary"] = summarize_tracks(tracks, frames.shape[1:3], opts.regions).model_dump(mode="json")
         except (ValueError, TypeError) as exc:
             raise HTTPProblem(400, f"bad track request: {exc}") from exc
+        if (field := non_finite_field(out["summary"], "summary")) is not None:  # JSON cannot carry it
+            raise ToolFault("motion", "run", f"the tracks give a non-finite {field} (positions too far outside "
+                                             "the frame to measure)")
     return out
+
+
+def non_finite_field(value: Any, where: str) -> str | None:
+    """The path (``where`` first) of the first NaN or infinity in the JSON-ready ``value``, or None. Such a value
+    failed when the answer was rendered, after the fault handling: a bare 500 (module docstring)."""
+    if isinstance(value, float):
+        return None if math.isfinite(value) else where
+    items = value.items() if isinstance(value, dict) else enumerate(value) if isinstance(value, list) else ()
+    for key, item in items:
+        if (found := non_finite_field(item, f"{where}.{key}" if isinstance(key, str) else f"{where}[{key}]")):
+            return found
+    return None
 
 
 def requested_tracks(tracker: MotionTracker, frames: np.ndarray, opts: TrackOptions) -> MotionTracks:
