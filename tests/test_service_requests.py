@@ -224,3 +224,30 @@ def test_a_summary_the_tracks_make_non_finite_is_a_motion_run_fault(service_root
     assert fault["tool"] == "motion" and fault["kind"] == "run", fault
     assert "summary" in fault["message"] and "non-finite" in fault["message"], fault
     assert plain.status_code == 200, plain.text  # the tracks themselves are finite: only the summary is refused
+
+
+def test_a_whole_clip_is_decoded_from_the_file_its_limits_were_checked_on(tmp_path, monkeypatch):
+    """A whole-clip request checked ``max_frames`` and ``max_decode_mb`` on one open of the file, then decoded the
+    clip from a second open: a file replaced in between (the allowed root is a shared folder) was decoded whole,
+    past both limits; and the clip's index was scanned twice."""
+    from service_helpers import moving_clip
+
+    from tools.video import VideoReader, write_video
+
+    write_video(tmp_path / "clip.mp4", moving_clip(6, 32, 32))
+    opened, close = [], VideoReader.__exit__
+
+    def exit_then_replace(self, *exc):
+        close(self, *exc)
+        opened.append(self)
+        if len(opened) == 1:  # the clip changes on disk once its first reader is done
+            write_video(tmp_path / "clip.mp4", moving_clip(30, 32, 32))
+
+    monkeypatch.setattr(VideoReader, "__exit__", exit_then_replace)
+    app = create_app(ToolSettings(max_frames=8), tmp_path, tracker=LKTracker(), enable_surprise=False)
+    with TestClient(app) as c:
+        r = c.post("/v1/track", json={"path": "clip.mp4", "grid_size": 2})
+    assert r.status_code in (200, 413), r.text
+    if r.status_code == 200:
+        assert len(r.json()["tracks"]["frame_indices"]) <= 8, "decoded past max_frames"
+    assert len(opened) == 1, f"the clip was opened {len(opened)} times"

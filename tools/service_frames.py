@@ -14,6 +14,10 @@ pixels (H or W < 1) are an undecodable upload (422): nothing can be computed on 
 surprise model failed on them with a 500 tool fault. The tracker's own 2-pixel minimum stays its
 rule (a 400 from ``/v1/track``); surprise works on frames of a pixel.
 
+A whole clip is decoded by the reader whose metadata the limits were checked on (``read_all_frames``' own
+``read(range(T))``): a second open of the path decoded whatever file was there by then, past both limits
+when it had been replaced by a longer clip, and scanned the clip's index twice.
+
 An error about an uploaded clip names it as the client sent it (`Upload`: ``uploaded clip 'c.mp4'``, or
 ``uploaded clip`` without a filename): it named the temporary file written for the reader
 (``/tmp/tmpab12.video``), a server path leaked to the client and a name the client never sent. An error about a
@@ -108,7 +112,7 @@ def decode_frames(src: Path | bytes | Upload, frame_indices: list[int] | None, m
     decoded with its short side at most ``short_side`` (``.npy`` frames are taken as sent), and refused
     (413) before decoding when its frames would take more than ``max_decode_mb``. Uploaded bytes are named
     by their label in errors (module docstring)."""
-    from tools.video import FrameIndexError, VideoError, VideoReader, read_all_frames, tool_size
+    from tools.video import FrameIndexError, VideoError, VideoReader, tool_size
 
     label = UPLOAD_LABEL
     if isinstance(src, Upload):
@@ -131,7 +135,7 @@ def decode_frames(src: Path | bytes | Upload, frame_indices: list[int] | None, m
                 return reader.read(frame_indices, size=size)
             _check_frame_count(meta.frames, max_frames, requested=False)
             _check_decoded_size(meta.frames, size, max_decode_mb)
-        return read_all_frames(src, size=size)
+            return reader.read(range(meta.frames), size=size)  # the file checked (module docstring)
     except FrameIndexError as exc:
         raise HTTPProblem(400, f"frame index error: {_named(str(exc), tmp, label)}") from exc
     except VideoError as exc:
