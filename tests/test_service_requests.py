@@ -251,3 +251,28 @@ def test_a_whole_clip_is_decoded_from_the_file_its_limits_were_checked_on(tmp_pa
     if r.status_code == 200:
         assert len(r.json()["tracks"]["frame_indices"]) <= 8, "decoded past max_frames"
     assert len(opened) == 1, f"the clip was opened {len(opened)} times"
+
+
+def test_a_json_body_is_parsed_off_the_event_loop(service_root, monkeypatch):
+    """A JSON body was parsed on the event loop: one of the largest allowed size (256 MiB of frame_indices)
+    took ~4 s there, during which no other request, /healthz included, was read or answered."""
+    import asyncio
+
+    import tools.service
+
+    on_loop, parse = [], tools.service.parse_json
+
+    def parse_json(text, what):
+        try:
+            asyncio.get_running_loop()
+            on_loop.append(what)
+        except RuntimeError:  # a worker thread has no running loop
+            pass
+        return parse(text, what)
+
+    monkeypatch.setattr(tools.service, "parse_json", parse_json)
+    app = create_app(ToolSettings(), service_root, tracker=LKTracker(), enable_surprise=False)
+    with TestClient(app) as c:
+        r = c.post("/v1/track", json={"path": "clip.mp4", "grid_size": 2, "frame_indices": [0, 1]})
+    assert r.status_code == 200, r.text
+    assert on_loop == [], on_loop

@@ -178,7 +178,8 @@ async def parse_request(request: Request, state: ServiceState,
             return Upload(data, upload_label(upload.filename)), params
         finally:
             await form.close()
-    params = parse_json(body or b"{}", "the body (neither multipart nor .npy)")
+    # off the event loop, as the reward service parses its body: 256 MiB of JSON took ~4 s there, all requests stalled
+    params = await anyio.to_thread.run_sync(parse_json, body or b"{}", "the body (neither multipart nor .npy)")
     if not isinstance(params, dict) or not isinstance(params.get("path"), str):
         raise HTTPProblem(400, "JSON body must be an object with a string 'path'")
     return resolve_under_root(state.allowed_root, params.pop("path")), params
