@@ -30,8 +30,8 @@ in progress or too many request bytes held (``max_buffered_mb``, after waiting `
 tools/service_budget.py) (499, never read, for a request skipped because its client disconnected while it waited).
 Decisions where the issue was silent: "surprise not enabled" is a 501, not a 503: the client
 retries 503 as "busy", so a permanent answer was sent three times and reported as a transport fault. The work
-of each request (decode + model) runs in a thread under an ``anyio.CapacityLimiter`` of ``workers``
-slots, so excess requests wait in line, and a request whose client disconnected while it waited (its
+of each request (decode + model, and rendering its JSON answer) runs in a thread under an
+``anyio.CapacityLimiter`` of ``workers`` slots, so excess requests wait in line, and a request whose client disconnected while it waited (its
 timeout, Ctrl-C) is skipped when its slot comes instead of computed for nobody (a computation already
 running cannot be stopped: it is a thread); ``/healthz`` needs no token; with a token, ``/docs`` and ``/redoc``
 are off and ``/openapi.json`` needs it (tools/service_http.py); an error about an uploaded clip names it as
@@ -52,7 +52,7 @@ parameter: pixels or "full"; by default ``settings.surprise_short_side``, ``RAA_
 from __future__ import annotations
 
 import errno
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -60,7 +60,7 @@ from pathlib import Path
 import anyio
 import numpy as np
 from fastapi import FastAPI, Request
-from fastapi.responses import JSONResponse
+from fastapi.responses import JSONResponse, Response
 
 from tools.errors import ToolFault
 from tools.motion import MotionTracker, build_tracker
@@ -89,7 +89,7 @@ from tools.service_http import (
     problem_response,
     read_body_limited,
 )
-from tools.service_jobs import Job, as_tool_fault, surprise_job, track_job
+from tools.service_jobs import as_tool_fault, surprise_job, track_job
 from tools.service_params import json_field, parse_json
 from tools.settings import ToolSettings, check_token_text
 from tools.surprise import SurpriseScorer, VJEPA2SurpriseScorer
@@ -234,7 +234,7 @@ def create_app(settings: ToolSettings, allowed_root: str | Path, *, token: str |
                                    "startup, which did not run (is the server's lifespan off?)")
         check_bearer(request, state.token)
 
-    async def run(job: Job, request: Request) -> JSONResponse:
+    async def run(job: Callable[[ServiceState, Path | bytes | Upload, dict], bytes], request: Request) -> Response:
         check_token(request)
         if state.pending >= state.max_pending:
             raise busy(f"busy: {state.pending} requests in progress (limit {state.max_pending})")
@@ -246,7 +246,7 @@ def create_app(settings: ToolSettings, allowed_root: str | Path, *, token: str |
                 async with state.limiter:
                     if await request.is_disconnected():  # gave up while queued: nobody would read the answer
                         raise HTTPProblem(499, "the client disconnected before a worker was free; request skipped")
-                    result = await anyio.to_thread.run_sync(job, state, src, params, limiter=state.threads)
+                    answer = await anyio.to_thread.run_sync(job, state, src, params, limiter=state.threads)
         except ToolFault as exc:
             problem = HTTPProblem(500, str(exc), fault={"tool": exc.tool, "kind": exc.kind, "message": exc.message})
             raise shown_to_client(problem, src, state.allowed_root) from exc
@@ -256,7 +256,7 @@ def create_app(settings: ToolSettings, allowed_root: str | Path, *, token: str |
             raise shown from exc
         finally:
             state.pending -= 1
-        return JSONResponse(result)
+        return Response(answer, media_type="application/json")  # rendered by the job (tools/service_jobs.py)
 
     @app.get("/healthz")
     async def healthz() -> dict:
@@ -270,11 +270,11 @@ def create_app(settings: ToolSettings, allowed_root: str | Path, *, token: str |
         return state.info
 
     @app.post("/v1/track")
-    async def track(request: Request) -> JSONResponse:
+    async def track(request: Request) -> Response:
         return await run(as_tool_fault("motion", track_job), request)
 
     @app.post("/v1/surprise")
-    async def surprise(request: Request) -> JSONResponse:
+    async def surprise(request: Request) -> Response:
         check_token(request)
         if state.scorer is None:  # before the body is read: a permanent answer, not "busy" (module docstring)
             raise HTTPProblem(501, "surprise is not enabled on this service (started with --no-surprise)")
