@@ -356,7 +356,7 @@ def serve_reward_command(
                         "--max-body-mb if larger); a request over it waits --busy-wait-s for room, then gets 503 "
                         "busy.")] = None,
     busy_wait_s: Annotated[float, typer.Option(
-        min=0.0, help="Seconds a request whose body does not fit --max-buffered-mb waits in line for room "
+        min=0.0, max=86400.0, help="Seconds a request whose body does not fit --max-buffered-mb waits in line for room "
                       "before its 503 (0: at once).")] = DEFAULT_REWARD_BUSY_WAIT_S,
     body_timeout_s: Annotated[float, typer.Option(
         min=0.001, max=86400.0,

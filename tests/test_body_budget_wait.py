@@ -94,8 +94,10 @@ def test_the_wait_ends_in_a_503_naming_the_limit_and_the_wait():
     asyncio.run(main())
 
 
-@pytest.mark.parametrize("wait_s", [-1.0, float("nan")])
-def test_a_negative_or_nan_wait_is_refused(wait_s):
+@pytest.mark.parametrize("wait_s", [-1.0, float("nan"), float("inf")])
+def test_a_negative_nan_or_infinite_wait_is_refused(wait_s):
+    """An infinite wait was taken: a request that found no room never got its 503 (the wait that never ends
+    the NaN check was there to refuse), and its client's timeout ended it as a transport fault instead."""
     with pytest.raises(ValueError, match="busy_wait_s"):
         BodyBudget(10, wait_s=wait_s)
 

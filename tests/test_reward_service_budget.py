@@ -137,6 +137,8 @@ def test_cli_max_buffered_mb(monkeypatch, tmp_path):
     seen.clear()
     nan = CliRunner().invoke(cli_app, [*base, "--busy-wait-s", "nan"])
     assert nan.exit_code == 2 and "--busy-wait-s" in nan.output and checks == [1, 1] and not seen
+    endless = CliRunner().invoke(cli_app, [*base, "--busy-wait-s", "inf"])  # a wait that never ends, like NaN's
+    assert endless.exit_code == 2 and "--busy-wait-s" in endless.output and not seen
     ok = CliRunner().invoke(cli_app, [*base, "--body-timeout-s", "7.5"])  # the body-read deadline (408)
     assert ok.exit_code == 0 and seen["app"].state.body_timeout_s == 7.5, ok.output
     seen.clear()

@@ -147,6 +147,8 @@ def test_cli_max_buffered_mb(monkeypatch, service_root):
     assert bad.exit_code == 2 and "max_buffered_mb" in bad.output and loads == [1, 1]
     nan = CliRunner().invoke(app, [*args, "--busy-wait-s", "nan"])
     assert nan.exit_code == 2 and "--busy-wait-s" in nan.output and loads == [1, 1]
+    inf = CliRunner().invoke(app, [*args, "--busy-wait-s", "inf"])  # a usage error, before the models load
+    assert inf.exit_code == 2 and "--busy-wait-s" in inf.output and loads == [1, 1]
     ok = CliRunner().invoke(app, [*args, "--body-timeout-s", "7.5"])  # the body-read deadline (408)
     assert ok.exit_code == 0 and seen["app"].state.tools.body_timeout_s == 7.5, ok.output
     inf = CliRunner().invoke(app, [*args, "--body-timeout-s", "inf"])

@@ -9,7 +9,8 @@ each could hold 16 GiB. Decisions where the issue was silent:
 - A declared ``Content-Length`` is reserved before any byte is read (the client does not upload 256 MiB to be
   told it is busy). A body that does not fit waits in line for room, first come first served (a later,
   smaller body does not pass an earlier one, so a large body is not starved), up to ``busy_wait_s``
-  (``--busy-wait-s``); only then is it a 503 "busy" naming the limit, which the client retries with backoff.
+  (``--busy-wait-s``: finite, at most a day like ``--body-timeout-s``); only then is it a 503 "busy" naming
+  the limit, which the client retries with backoff.
   An immediate 503 used to be the answer: the clients retry for seconds (3 attempts, 1 s backoff doubling)
   while a reward request holds its body for minutes, so "busy" became an ineligible batch, lost training
   signal. Defaults: ``DEFAULT_REWARD_BUSY_WAIT_S`` (300 s) for the reward service, whose clients wait minutes
@@ -87,8 +88,8 @@ class BodyBudget:
     loop only: no lock). ``wait_s``: how long a declared body waits for room before its 503."""
 
     def __init__(self, limit: int, wait_s: float = 0.0) -> None:
-        if not wait_s >= 0:  # NaN too: a wait that never ends
-            raise ValueError(f"busy_wait_s must be >= 0, got {wait_s!r}")
+        if not 0 <= wait_s < float("inf"):  # NaN and infinity too: a wait that never ends
+            raise ValueError(f"busy_wait_s must be >= 0 and finite, got {wait_s!r}")
         self.limit = int(limit)
         self.wait_s = float(wait_s)
         self.held = 0
