@@ -1,5 +1,6 @@
 """Tool service: malformed and oversized requests are refused with a 4xx before any work, never a 500 or
-an allocation the limits were meant to prevent (in-process test client)."""
+an allocation the limits were meant to prevent; a tool's bug is a fault with its reason, never a bare 500; a
+request's JSON is parsed and its answer rendered off the event loop (in-process test client)."""
 
 from __future__ import annotations
 
