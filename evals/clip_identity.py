@@ -9,8 +9,15 @@ Decisions where the issue was silent:
   or a copy of the clip folder (another inode, another ctime) re-scored every clip under every preset. Size
   and a SHA-256 of the bytes survive all of those and change with any change of the content.
 - Cost: one read of each clip per run (SHA-256 runs at about 1 GB/s, a few ms for a typical clip of a few
-  MB); `ClipIdentities` keeps the identity per (path, size, mtime_ns) within a run, so the rows of every
-  preset reuse it and only a file rewritten during the run is read again.
+  MB); `ClipIdentities` keeps the identity per stat identity (`graph.frame_keys.file_version`: mtime, ctime,
+  size, inode) within a run, so the rows of every preset reuse it and only a file rewritten during the run is
+  read again. It was kept per (path, size, mtime_ns): a clip rewritten with its old size and mtime put back
+  (`os.utime`) kept the old content's identity. A rewrite cannot put the ctime back (`os.utime` sets it too).
+- The frame cache (`graph.frame_store.FrameStore`) and the judge's frame sampler (`evals.judge.FrameSampler`)
+  stay keyed by that stat identity, not by content (decision, `graph.frame_keys`): both live in memory for
+  one process, so a stat identity never misses a rewrite for the same ctime reason, and the only cost of a
+  touched-but-identical clip is one decode again; keying them by content would hash every clip the trainer
+  and the reward service score (each one new) to save that rare decode.
 - A file that cannot be stat'ed or read gives None, as before: a row that recorded None is stale once the
   file can be read.
 - Rows written before (``clip_version`` a list of the four stat numbers, `is_legacy`) still resume: such a row
@@ -25,8 +32,9 @@ Decisions where the issue was silent:
 from __future__ import annotations
 
 import hashlib
-import os
 from typing import Any
+
+from graph.frame_keys import VideoKey, file_version
 
 READ_CHUNK = 1 << 20
 """Bytes read at a time while hashing a clip."""
@@ -46,18 +54,16 @@ def content_identity(path: str) -> dict[str, Any] | None:
 
 
 class ClipIdentities:
-    """`content_identity` per clip, kept for one run by (path, size, mtime_ns): each clip is hashed once for
-    every preset's rows, and again only when a stat says it changed."""
+    """`content_identity` per clip, kept for one run by its stat identity (`file_version`, module docstring):
+    each clip is hashed once for every preset's rows, and again only when a stat says it changed."""
 
     def __init__(self) -> None:
-        self._known: dict[tuple[str, int, int], dict[str, Any] | None] = {}
+        self._known: dict[VideoKey, dict[str, Any] | None] = {}
 
     def __call__(self, path: str) -> dict[str, Any] | None:
-        try:
-            st = os.stat(path)
-        except (OSError, ValueError):
+        key = file_version(path)
+        if key[1] is None:  # cannot be stat'ed
             return None
-        key = (path, st.st_size, st.st_mtime_ns)
         if key not in self._known:
             self._known[key] = content_identity(path)
         return self._known[key]
@@ -71,8 +77,6 @@ def is_legacy(recorded: Any) -> bool:
 
 def legacy_matches(recorded: list[int], path: str) -> bool:
     """Whether the file at `path` still has the stat identity a legacy row recorded (module docstring)."""
-    from graph.frame_keys import file_version
-
     now = file_version(path)[1]
     return now is not None and list(now) == recorded
 

@@ -7,7 +7,8 @@ frames and data URLs as ``(version, index, ...)``, extras and shared jobs as ``(
 was silent: a key without a version in its slot (`put_extra` and `shared_job` take any key: a one-element
 tuple, a plain string) names no clip, so `forget` keeps it; it read ``key[1][0]`` blindly, raised IndexError
 for ``("anything",)`` half-way through (the clip's URLs and extras stayed) and took a string in the slot
-(``("note", "a")``) for a clip named by its first character.
+(``("note", "a")``) for a clip named by its first character. Versions stay stat identities, not content hashes
+(`evals.clip_identity` says why): the ctime in them changes with any rewrite, `os.utime` included.
 """
 
 from __future__ import annotations

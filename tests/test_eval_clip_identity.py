@@ -73,3 +73,47 @@ def test_each_clip_is_hashed_once_per_run_for_every_preset(tmp_path, monkeypatch
     clips = _rendered(tmp_path)
     _run(clips, tmp_path / "ev", FakeScorer(), presets=("full", "direct"))
     assert sorted(hashed) == sorted(c.path for c in clips)
+
+
+def _same_size_and_mtime_rewrite(path: str, content: bytes) -> None:
+    """Writes `content` (as long as the file) at `path` and puts the old mtime back (os.utime)."""
+    st = os.stat(path)
+    assert len(content) == st.st_size
+    Path(path).write_bytes(content)
+    os.utime(path, ns=(st.st_atime_ns, st.st_mtime_ns))
+    assert os.stat(path).st_size == st.st_size and os.stat(path).st_mtime_ns == st.st_mtime_ns
+
+
+def test_a_clip_rewritten_with_the_same_size_and_mtime_is_hashed_again(tmp_path):
+    """`ClipIdentities` kept a clip's identity per (path, size, mtime_ns): a clip rewritten during a run with
+    its old size and mtime (os.utime) kept the old content's identity, so its row recorded what it was not
+    scored from. Its key is now the whole stat identity (the ctime a rewrite cannot set back)."""
+    from evals.clip_identity import ClipIdentities, content_identity
+
+    path = str(tmp_path / "clip.mp4")
+    Path(path).write_bytes(b"a" * 4096)
+    identities = ClipIdentities()
+    first = identities(path)
+    _same_size_and_mtime_rewrite(path, b"b" * 4096)
+    assert identities(path) == content_identity(path) != first
+    assert identities(path) is identities(path)  # unchanged since: not hashed again
+
+
+def test_frame_and_judge_caches_miss_a_clip_rewritten_with_the_same_size_and_mtime(tmp_path):
+    """The frame cache and the judge's frame sampler stay keyed by stat identity (decision in
+    `evals.clip_identity`): it holds the ctime a rewrite cannot put back, so they never serve the old frames."""
+    import numpy as np
+
+    from evals.judge import FrameSampler
+    from graph.frame_store import FrameStore
+    from tools.video import write_video
+
+    path = str(tmp_path / "clip.mp4")
+    write_video(path, np.full((8, 32, 48, 3), 200, np.uint8), fps=8.0)
+    write_video(str(tmp_path / "dark.mp4"), np.full((8, 32, 48, 3), 40, np.uint8), fps=8.0)
+    store, sampler = FrameStore(), FrameSampler(max_frames=2)
+    bright = sampler.blocks(path)
+    assert int(store.frames(path, [0]).mean()) in range(195, 206) and sampler.blocks(path) is bright
+    _same_size_and_mtime_rewrite(path, (tmp_path / "dark.mp4").read_bytes())
+    assert int(store.frames(path, [0]).mean()) in range(35, 46)
+    assert sampler.blocks(path) != bright
