@@ -26,7 +26,11 @@ Decisions where the issue was silent:
   refused, as `evals.reliability.damaged` refuses such rows). One such line used to refuse the whole file;
   before that, a disagreeing row was counted as ineligible (a side could count one row as both scored and
   ineligible). A file whose every line is skipped is an error listing them, and `raa eval compare` exits 2
-  when lines were skipped and no pair was left to compare (the skipped lines may have held them).
+  when lines were skipped and no pair was left to compare (the skipped lines may have held them). So is a
+  `draw` none of whose rows is left (its error lists the skipped lines: they may have held it; it said
+  "draws found: 0" and nothing of them). A side without any row is honestly empty: "no rows in FILE:
+  nothing to compare", exit 0, as `raa eval draws`, even when the other side had lines skipped (none of
+  them could have paired with it).
   Rows that contradict each other (a key twice, in one draw or in two) stay errors: no line is damaged,
   and which one is right is the user's call.
 * Rows of manifest lines that named no clip (score-batch's "<line N>" rows, ``graph.batch.is_bad_line_row``)
@@ -76,7 +80,7 @@ from typing import Any
 
 import numpy as np
 
-from tools.jsonl import LineError, SkippedLine, no_usable_row, usable_rows
+from tools.jsonl import LineError, SkippedLine, no_usable_row, skipped_listing, usable_rows
 
 BOOTSTRAP_DRAWS = 10_000
 BOOTSTRAP_CHUNK_VALUES = 4_000_000
@@ -232,7 +236,9 @@ def read_results(path: Path, pair_by: str, draw: int | None = None
         rows[key] = row
     if draw is not None and draw not in draws:
         found = ", ".join(map(str, sorted(draws))) or "none"
-        raise CompareError(f"{path}: no row of draw {draw} (draws found: {found})")
+        held = (f"; {len(skipped)} line(s) were skipped as no usable row and may have held it:"
+                f"{skipped_listing(skipped)}") if skipped else ""
+        raise CompareError(f"{path}: no row of draw {draw} (draws found: {found}){held}")
     return rows, bad, skipped
 
 

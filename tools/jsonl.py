@@ -207,9 +207,14 @@ SHOWN_SKIPS = 10
 def no_usable_row(path: Path, skipped: list[SkippedLine], error: Callable[[str], Exception]) -> Exception:
     """`error` for a file none of whose lines is a usable row, naming each skipped line with its reason (the
     first `SHOWN_SKIPS`, then how many more)."""
+    return error(f"{path}: no usable row: its {len(skipped)} line(s) were all skipped:{skipped_listing(skipped)}")
+
+
+def skipped_listing(skipped: list[SkippedLine]) -> str:
+    """The skipped lines for an error message: the first `SHOWN_SKIPS` as "\n  PATH:N: REASON", then how many
+    more."""
     shown = "".join(f"\n  {s}" for s in skipped[:SHOWN_SKIPS])
-    more = f"\n  ... and {len(skipped) - SHOWN_SKIPS} more" if len(skipped) > SHOWN_SKIPS else ""
-    return error(f"{path}: no usable row: its {len(skipped)} line(s) were all skipped:{shown}{more}")
+    return shown + (f"\n  ... and {len(skipped) - SHOWN_SKIPS} more" if len(skipped) > SHOWN_SKIPS else "")
 
 
 def json_objects(path: Path) -> tuple[list[dict[str, Any]], int]:
