@@ -4,9 +4,11 @@ Each pattern is a small edit of the successful script from :mod:`evals.motions`:
 
 - ``success``: the script as is. ``partial``: the clip ends part-way through transport (the object has
   moved towards the goal but is not there); for pick_lift, grasped and raised only 1.2-2 cm, under half of
-  ``evals.motions.LIFT_SUCCESS`` (stopping part-way up left it 4-9 cm above the table: lifted, a success). ``control_success``: a success with a benign disturbance:
-  variant ``pause`` (the gripper holds the object still for a while, then finishes) or
-  ``brief_occlusion`` (an occluder passes during transport; contact and the outcome stay visible).
+  ``evals.motions.LIFT_SUCCESS`` (stopping part-way up left it 4-9 cm above the table: lifted, a success); for
+  push, at most half way to the square's edge (`_u_at_travel`: about 1 in 10 ended on the square).
+  ``control_success``: a success with a benign disturbance: variant ``pause`` (the gripper holds the object
+  still for a while, then finishes) or ``brief_occlusion`` (an occluder passes during transport; contact and
+  the outcome stay visible).
 - ``approach_no_contact``: variant ``miss`` (the fingers close 7-9 cm beside the object) or ``hover``
   (the gripper stops above the object and leaves). ``ineffective_contact``: the fingers close on the
   object but it stays (``stay``) or rises briefly and drops back (``slip``); for push the gripper stalls
@@ -227,6 +229,16 @@ def _u_at_rise(script: Script, rise: float) -> float:
     return float(np.interp(rise, z - z[0], grid))
 
 
+def _u_at_travel(script: Script, travel: float) -> float:
+    """Clock value at which a pushed object has moved ``travel`` (m, in the table's plane) from where the push
+    met it. Partial push clips used to stop 35-60% of the way through the push wherever the square was: about 1
+    in 10 ended with the object's centre on the square (pushed onto it, a success by the instruction)."""
+    a0 = script.attach[0] if script.attach else script.contact_u
+    grid = np.linspace(a0, script.done_u, 801)
+    xy = sample_keys(script.keys, grid)[0][:, :2]
+    return float(np.interp(travel, np.linalg.norm(xy - xy[0], axis=1), grid))
+
+
 def plan_clip(task: str, pattern: str, variant: str, layout: Layout, frames: int,
               rng: np.random.Generator) -> ClipPlan:
     """Per-frame states and effects for one clip; all randomness comes from ``rng``."""
@@ -255,7 +267,11 @@ def plan_clip(task: str, pattern: str, variant: str, layout: Layout, frames: int
         if task == "pick_lift":  # grasped, the lift just begun: clearly under LIFT_SUCCESS (a success otherwise)
             us = np.linspace(0.0, _u_at_rise(script, rng.uniform(0.012, 0.02)), T)
         else:
-            us = np.linspace(0.0, a0 + rng.uniform(0.35, 0.6) * (script.done_u - a0), T)
+            end = a0 + rng.uniform(0.35, 0.6) * (script.done_u - a0)
+            if task == "push":  # at most half way to the square's edge, as push slip (on the square otherwise)
+                d = (goal - starts[moved])[:2] / np.linalg.norm((goal - starts[moved])[:2])
+                end = min(end, _u_at_travel(script, 0.5 * _to_square_edge(starts[moved], goal, d)))
+            us = np.linspace(0.0, end, T)
     elif pattern == "control_success":
         mid = (script.contact_u + script.done_u) / 2 + 0.04
         if variant == "pause":
