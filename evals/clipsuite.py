@@ -80,8 +80,8 @@ SUITE_VERSION = 4
 """Clip generator version in every manifest row: 2 when push slip, partial pick_lift and missed attempts changed
 (the same seed renders other clips); 3 when the pick_lift instructions came to ask for more than the object's own
 height (`evals.motions.LIFT_SUCCESS`; "raise it off the table" was met by the partial clips' 0.3-2.5 cm rise); 4
-when partial push clips came to stop at most half way to the square's edge (`evals.variants`), so a partial
-render never merges rows of an older generator."""
+when partial push clips came to stop at most half way to the square's edge and a floating clip's gripper to idle
+clear of the object (`evals.variants`), so a partial render never merges rows of an older generator."""
 _TEMPLATES = {
     "pick_lift": ("Pick up the {a} and lift it above the table, higher than its own height.",
                   "Grasp the {a} and raise it off the table by more than its own height."),

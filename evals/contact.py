@@ -20,6 +20,7 @@ from evals.scenes import (
     BOX_WALL_HALF_HEIGHT,
     FINGER_HALF,
     HALF,
+    OPEN_GAP,
     Layout,
     SceneStates,
     scene_xml,
@@ -27,6 +28,8 @@ from evals.scenes import (
 
 CONTACT_GAP = 0.001
 """Clearance left between the fingers and a pushed object (m): touching at a frame's resolution."""
+GRIPPER_REACH = math.hypot(OPEN_GAP + 0.015, 0.016)
+"""Horizontal reach of the gripper from its tool centre: the palm's half diagonal (`evals.scenes.scene_xml`)."""
 
 
 def _corners(centre: np.ndarray, half: tuple[float, float], yaw: float) -> np.ndarray:
@@ -98,6 +101,15 @@ def grasp_closed(shape: str, yaw: float) -> float:
         else:
             hi = mid
     return hi
+
+
+def gripper_clearance(grip: np.ndarray, obj: np.ndarray) -> float:
+    """Least clearance (m) over a clip between the gripper (tool centres [T,3]) and a moving object (centres
+    [T,3]): per frame the larger of the horizontal gap (both reaches apart: `GRIPPER_REACH`, the object's half
+    diagonal) and the vertical one (the object's top below the fingers' bottom). Negative where they may meet."""
+    across = np.linalg.norm((grip - obj)[:, :2], axis=1) - GRIPPER_REACH - HALF * math.sqrt(2)
+    below = (grip[:, 2] - FINGER_HALF[2]) - (obj[:, 2] + HALF)
+    return float(np.maximum(across, below).min())
 
 
 def fingers_clear_path(layout: Layout, grip: np.ndarray, opening: np.ndarray, gap: float = 0.002) -> bool:
