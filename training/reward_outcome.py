@@ -21,6 +21,12 @@ Only a cancellation of the call itself (RewardRunner.close; a sum cancelling its
 the task awaiting the reward is then marked as cancelling (``Task.cancelling()``), which a CancelledError
 coming out of the reward does not do. In :func:`call_reward` (sync code, which nothing can cancel) every
 CancelledError is the callable's own.
+A SystemExit or KeyboardInterrupt raised by the reward in :func:`acall_reward` off the main thread (``sys.exit``
+in a library, an explicit raise, in a sync reward's worker thread or on the trainer's bridge loop) is the reward's
+own too: a signal's KeyboardInterrupt reaches only the main thread. Its batch is ineligible (kind ``error``).
+asyncio lets those two out of the event loop, which ended the loop's thread with the call's future unsettled:
+the trainer waited on it, and on every later call, forever. On the main thread (and in :func:`call_reward`)
+they pass through, as ``sys.exit`` and Ctrl-C mean there.
 A RewardBatch's usage given as one dict (not a list of dicts) is one record for the whole batch: it was
 iterated as its keys and silently dropped. Any other type than a list, a tuple, a dict or None is a
 :class:`RewardLengthError` naming the reward, as for components and kinds (what the batch cost would be
@@ -35,6 +41,7 @@ from __future__ import annotations
 import asyncio
 import inspect
 import math
+import threading
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -185,6 +192,10 @@ async def acall_reward(fn: RewardFn, name: str, videos: list[np.ndarray], prompt
         return failed_outcome(exc, name, len(videos))  # raised inside the callable: its batch only
     except Exception as exc:
         return failed_outcome(exc, name, len(videos))
+    except (SystemExit, KeyboardInterrupt) as exc:
+        if threading.current_thread() is threading.main_thread():  # sys.exit / Ctrl-C keep their meaning there
+            raise
+        return failed_outcome(exc, name, len(videos))  # the reward's own (module docstring)
     return check_reward_output(raw, name, len(videos))
 
 
