@@ -45,6 +45,20 @@ def test_git_state_names_the_commit_and_only_tracked_changes_make_it_dirty(repo,
     assert git_state(plain) is None  # an installed wheel: not a checkout
 
 
+def test_an_installed_copy_inside_an_ignored_folder_of_a_checkout_names_no_commit(repo):
+    """A non-editable install into a venv inside the checkout (``.venv/lib/.../site-packages/training``): git
+    answered with the enclosing checkout's HEAD and dirtiness, which say nothing about the installed copy (the
+    checkout may have moved on since ``pip install .``)."""
+    (repo / ".gitignore").write_text(".venv/\n")
+    _git(repo, "add", ".gitignore")
+    _git(repo, "-c", "user.email=t@t", "-c", "user.name=t", "commit", "-qm", "ignore the venv")
+    installed = repo / ".venv" / "lib" / "site-packages" / "training"
+    installed.mkdir(parents=True)
+    (installed / "a.py").write_text("x = 0\n")  # an older copy of the code
+    assert git_state(installed) is None
+    assert git_state(repo) is not None  # the checkout itself still names its commit
+
+
 def test_git_state_is_none_without_git(repo, monkeypatch):
     monkeypatch.setenv("PATH", "")
     assert git_state(repo) is None

@@ -11,7 +11,9 @@ started with. Decisions where the issues were silent:
   a run's numbers (`PACKAGES`; null for one that is not installed) and the project's git state.
 - The git state is the commit (``git rev-parse HEAD``) of the checkout this package is imported from
   and whether tracked files differ from it (``dirty``); ``null`` when the code is not a git checkout
-  (an installed wheel), git is missing, or git does not answer within 5 seconds. Untracked files do
+  (an installed wheel), git is missing, or git does not answer within 5 seconds. A folder without a file git
+  tracks is no checkout either: a non-editable install into a venv inside the checkout (ignored
+  ``.venv/.../site-packages``) recorded the enclosing checkout's HEAD, which need not be the installed code's. Untracked files do
   not make it dirty (run folders, notes). A failure to find it never stops a launch.
 - A fresh launch starts the file anew (as it restarts metrics.jsonl); a ``--resume`` appends, so the
   file lists every launch that wrote the run's checkpoints, oldest first.
@@ -53,13 +55,15 @@ def package_versions(names: Sequence[str] = PACKAGES) -> dict[str, str | None]:
 
 
 def git_state(folder: Path) -> dict[str, Any] | None:
-    """``{"commit": sha, "dirty": bool}`` of the git checkout holding ``folder``; None when it is not in one,
-    git is missing, or git fails or takes longer than `GIT_TIMEOUT_S`."""
+    """``{"commit": sha, "dirty": bool}`` of the git checkout holding ``folder``; None when it is not in one (or
+    git tracks no file in it: module docstring), git is missing, or git fails or takes longer than `GIT_TIMEOUT_S`."""
     def git(*args: str) -> str:
         return subprocess.run(["git", "-C", str(folder), *args], capture_output=True, text=True, check=True,
                               timeout=GIT_TIMEOUT_S).stdout
 
     try:
+        if not git("ls-files", "--", ".").strip():  # not the checkout's code: a copy in an ignored folder
+            return None
         commit = git("rev-parse", "HEAD").strip()
         dirty = bool(git("status", "--porcelain", "--untracked-files=no").strip())
     except (OSError, subprocess.SubprocessError):
