@@ -105,7 +105,7 @@ def test_track_points_convert_and_points_off_the_frame_are_reported(clip):
 
 @pytest.mark.parametrize(("coordinates", "points", "tracked"), [
     ("unit", [[1.5, 0.5]], [[1.0, 0.5]]),  # off the frame: moved to its edge
-    ("unit", [[0.5]], []),  # not [x, y]: left out (the replay raised IndexError)
+    ("unit", [[0.5]], []),  # not [x, y]: none readable, a grid instead (the replay raised IndexError)
     ("unit", [[0.5, 0.5, 0.1], [0.25, 0.75]], [[0.25, 0.75]]),  # the replay tracked [0.5, 0.5] too
     ("pixels", [[64, 32]], [[0.5, 0.25]]),
 ])
@@ -121,6 +121,33 @@ def test_track_overlays_replay_the_points_tracked(clip, coordinates, points, tra
     assert len(tracker.queries) == 1  # one track; the next round and reflect replay its overlays
     assert all(c.text().count("(motion-track overlay)") == 4
                for c in (model.calls_for("inspect")[1], model.calls_for("reflect")[0]))
+
+
+def test_a_track_whose_points_are_all_unreadable_says_a_grid_was_tracked_instead(clip):
+    """Every point malformed ([[0.5]]): the tool tracked its default grid and the only note said the point was
+    "left out", so the model, which asked for specific points, read the grid's summary as theirs. As an unreadable
+    crop box falls back to the full frame and says so, the grid stays and the text says none of the points could
+    be read and a grid was tracked instead."""
+    tracker = RecordingTracker()
+    script = full_script(inspect=[tool_call("track_motion", {"start_frame": 0, "end_frame": 20,
+                                                             "points": [[0.5], [0.1, 0.2, 0.3]]}), "done"])
+    agent, _ = make_agent("full", script, tracker=tracker, motion_prefetch="off")
+    out = run(agent, clip)
+    assert out["result"].status == "scored", out["result"].reasons
+    ex = out["exchanges"][0]
+    assert ex["points"] == [] and len(tracker.queries) == 1  # a grid: no points kept, one track
+    assert "none of the 2 points given could be read" in ex["text"], ex["text"]
+    assert "tracked a grid instead" in ex["text"] and "left out" not in ex["text"], ex["text"]
+
+
+def test_a_track_with_some_readable_points_tracks_only_those(clip):
+    tracker = RecordingTracker()
+    script = full_script(inspect=[tool_call("track_motion", {"start_frame": 0, "end_frame": 20,
+                                                             "points": [[0.5], [0.25, 0.75]]}), "done"])
+    agent, _ = make_agent("full", script, tracker=tracker, motion_prefetch="off")
+    ex = run(agent, clip)["exchanges"][0]
+    assert ex["points"] == [[0.25, 0.75]] and "point [0.5] is not [x, y]; left out" in ex["text"], ex["text"]
+    assert "grid" not in ex["text"], ex["text"]
 
 
 def test_plan_mode_tracks_use_the_convention(clip):

@@ -26,6 +26,10 @@ Decisions where the issue was silent:
   as tracked (fractions of the frame, clamped, malformed ones left out) and their frame (`points`,
   `query_frame`): replayed from the raw args, per_mille or pixel points and points off the frame failed
   the tracker (the run ineligible) and a point [x] raised IndexError.
+- A track whose points are all malformed (`[[0.5]]`) tracks the grid, as a track without points does, and the
+  result text says that none of the points could be read and a grid was tracked instead: the same rule as a crop
+  box that cannot be read (the full frame, said so), not "invalid arguments" (those are the schema's). The only
+  note said the point was "left out", and the model read the grid's summary as the motion of its own points.
 - A crop's image label gives the box as the model wrote it (per_mille or pixels; fractions with "unit"): it
   showed fractions under every convention, which invited the next box in fractions, then read as thousandths
   or pixels.
@@ -297,8 +301,13 @@ async def _track(state: AgentState, ctx: RunContext, exchanges: list[ToolExchang
 
 
 def track_points(ctx: RunContext, meta: dict[str, Any], raw: list[list[float]]) -> tuple[list[list[float]], list[str]]:
-    """(track_motion's points as fractions of the frame, clamped to it, those not [x, y] left out; notes)."""
+    """(track_motion's points as fractions of the frame, clamped to it, those not [x, y] left out; notes). When
+    points were given and none is [x, y], none is kept (the grid is tracked) and the note says so (module docstring)."""
     points, outside, notes = [], [], []
+    malformed = [p for p in raw if len(p) != 2]
+    if raw and len(malformed) == len(raw):
+        return [], [f"none of the {len(raw)} point{'s' if len(raw) > 1 else ''} given could be read "
+                    f"({', '.join(_fmt(p) for p in malformed)}: expected [x, y]); tracked a grid instead"]
     for p in raw:
         if len(p) != 2:
             notes.append(f"point {_fmt(p)} is not [x, y]; left out")
