@@ -2,7 +2,8 @@
 
 - `--retry-ineligible` first removes the rows of this run's items whose ineligibility another run could
   fix (`retryable`: anything but input and video faults, e.g. a dead endpoint, a wrong model name, a tool
-  crash, a clip "not found" that exists now, and a video fault of a clip that changed since its run), so a batch scored against a broken setup is redone after
+  crash, a clip "not found" that exists now, a clip its run was not permitted to read that can be read now, and a
+  video fault of a clip that changed since its run), so a batch scored against a broken setup is redone after
   the fix without deleting the good rows, nor rows of other draws, presets or manifests in the same output
   (`stale_rows`, `drop_rows`).
 - The rows of bad manifest lines of this manifest, preset and draw are removed on every run (`stale_rows`)
@@ -15,6 +16,12 @@
   started ("clip", `graph.batch.clip_stamp`); the clip is changed when its size or modification time now
   differ (looked up once per run). A row without "clip" (written before it existed, or whose clip could not be
   read) keeps its video fault final, as before; a clip that is gone now is not retried for it.
+- A video fault that says the clip could not be reached ("video file not found", or a PermissionError: no
+  permission to the clip or its folder) is about the environment, not the clip's bytes: it is retried once the
+  clip can be read (`clip_readable`: a file this process may read), whatever its size and modification time.
+  A permission error was final as any video fault, and fixing it (chmod) changes neither size nor mtime, so
+  --retry-ineligible never scored the clip again. While it still cannot be read it stays final (a rerun would
+  fail the same way, and a plain resume would keep offering it).
 - A resume without `--retry-ineligible` counts the rows it skips that the flag would score again
   (`fixable_rows`) and says so, so that a batch scored against a broken setup does not read as done.
 - `raa score-batch` decides what to score from the rows that stay (`graph.batch.done_keys` with `leaving`)
@@ -23,6 +30,7 @@
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -31,19 +39,34 @@ from graph.batch import NOT_JSON, Output, bad_line_key, clip_stamp, is_bad_line_
 from tools.jsonl import write_text_atomic
 
 FINAL_FAULTS = ("input", "video")
-"""Fault kinds that fail again on a rerun: a bad manifest line or instruction, an undecodable clip."""
+"""Fault kinds that fail again on a rerun: a bad manifest line or instruction, an undecodable clip (a video
+fault that says the clip could not be reached is retried once it can be read, `unreached`)."""
+
+
+def clip_readable(path: str) -> bool:
+    """True when `path` is a file this process may read (what a clip "not found" or unreadable for want of
+    permission needs before a rerun can score it)."""
+    return Path(path).is_file() and os.access(path, os.R_OK)
+
+
+def unreached(message: str) -> bool:
+    """True for a video fault's message (the text after "video: ") that says the clip could not be reached, not that
+    its bytes are bad: "video file not found", or a permission error (`tools.video` names a PermissionError in it,
+    whether the clip's folder or the clip itself denied the read)."""
+    return message.endswith("video file not found") or "(PermissionError: " in message
 
 
 def retryable(result: dict[str, Any], path: str | None = None,
-              is_file: Callable[[str], bool] = lambda p: Path(p).is_file(),
+              readable: Callable[[str], bool] = clip_readable,
               clip_changed: Callable[[str], bool] = lambda p: False) -> bool:
     """True for an ineligible result (a row's "result") that another run could turn into a reward: some
     reason is not an input or video fault (a transport error, a timeout, a refused request, an invalid
-    reply, a tool fault, a dead worker), or it is "video file not found" and the row's clip `path` is a
-    file now (`is_file`; a manifest scored before its clips were all rendered), or it is a video fault and the
-    clip at `path` changed since the row's run (`clip_changed`; module docstring). Reasons read "stage: kind:
-    message" or "input: message"; the run's process notes that end an ineligible result's reasons (its "notes")
-    are no faults and are not read."""
+    reply, a tool fault, a dead worker), or it is a video fault that says the clip could not be reached ("video
+    file not found", a permission error: `unreached`) and the row's clip `path` can be read now (`readable`; a
+    manifest scored before its clips were all rendered, a clip's mode or folder fixed since), or it is a video
+    fault and the clip at `path` changed since the row's run (`clip_changed`; module docstring). Reasons read
+    "stage: kind: message" or "input: message"; the run's process notes that end an ineligible result's reasons
+    (its "notes") are no faults and are not read."""
     if result.get("status") != "ineligible":
         return False
     reasons, notes = list(result.get("reasons") or []), result.get("notes")
@@ -54,8 +77,8 @@ def retryable(result: dict[str, Any], path: str | None = None,
         if parts[0] not in FINAL_FAULTS and (len(parts) < 3 or parts[1] not in FINAL_FAULTS):
             return True
         video = parts[0] == "video" or (len(parts) == 3 and parts[1] == "video")
-        if (len(parts) == 3 and parts[1] == "video" and parts[2].endswith("video file not found")
-                and path is not None and is_file(path)):
+        if (len(parts) == 3 and parts[1] == "video" and unreached(parts[2])
+                and path is not None and readable(path)):
             return True
         if video and path is not None and clip_changed(path):
             return True
@@ -70,21 +93,21 @@ def stale_rows(manifest: Path, items: list[dict[str, Any]], preset: str, draw: i
     has no item any more): either way one row per line of the manifest as it is now. "retry": with
     `retry_ineligible`, a `retryable` row of one of `items`. Rows of other items (other draws, presets or
     manifests sharing the output) are never touched. A row's answer does not change between calls: whether a
-    clip is a file is looked up once (a clip rendered while the tools load would otherwise be kept by
+    clip can be read is looked up once (a clip rendered while the tools load would otherwise be kept by
     `graph.batch.done_keys`, so not scored, and then dropped by `drop_rows`, leaving it no row)."""
     retry = {it["key"] for it in items} if retry_ineligible else set()
     found: dict[str, bool] = {}
 
-    def is_file(path: str) -> bool:  # looked up once: `done_keys` and `drop_rows` ask the same question minutes apart
+    def readable(path: str) -> bool:  # looked up once: `done_keys` and `drop_rows` ask the same question minutes apart
         if path not in found:
-            found[path] = Path(path).is_file()
+            found[path] = clip_readable(path)
         return found[path]
 
     now: dict[str, dict[str, int] | None] = {}
 
     def changed(recorded: Any) -> Callable[[str], bool]:  # of one row: its clip unlike its "clip" record
         def differs(path: str) -> bool:
-            if path not in now:  # looked up once, as is_file
+            if path not in now:  # looked up once, as readable
                 now[path] = clip_stamp(path)
             return isinstance(recorded, dict) and now[path] is not None and now[path] != recorded
         return differs
@@ -96,7 +119,7 @@ def stale_rows(manifest: Path, items: list[dict[str, Any]], preset: str, draw: i
             return "bad line"
         result, path = row.get("result"), row.get("path")
         if (row.get("key") in retry and isinstance(result, dict)
-                and retryable(result, path if isinstance(path, str) else None, is_file, changed(row.get("clip")))):
+                and retryable(result, path if isinstance(path, str) else None, readable, changed(row.get("clip")))):
             return "retry"
         return None
 

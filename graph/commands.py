@@ -181,7 +181,8 @@ def score_batch_command(
     retry_ineligible: bool = typer.Option(False, "--retry-ineligible",
                                           help="Score again the items whose row is ineligible for a reason a rerun "
                                                "can fix (endpoint, model, tool faults; not bad input; a video "
-                                               "fault only once the clip's size or mtime changed since its run)."),
+                                               "fault only once the clip's size or mtime changed since its run, or "
+                                               "once a clip not found or not permitted can be read)."),
     draw: int = typer.Option(0, "--draw", min=0,
                              help="Stage-cache draw (as for score); draws of one manifest may share --out "
                                   "(rows say their draw)."),

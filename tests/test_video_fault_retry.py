@@ -49,3 +49,53 @@ def test_a_video_fault_is_retryable_only_when_its_clip_changed():
     assert retryable(video, "c.mp4", clip_changed=lambda p: True)
     assert not retryable({"status": "ineligible", "reasons": ["input: manifest line 3: not valid JSON"]}, "c.mp4",
                          clip_changed=lambda p: True)  # a bad manifest line is no clip
+
+
+PERMISSION_FAULTS = [  # as tools.video words them, read by a user without the permission
+    "quality: video: VideoNotFoundError: c.mp4: cannot be read (PermissionError: [Errno 13] Permission denied: "
+    "'/data/c.mp4')",  # no permission to the clip's folder
+    "quality: video: VideoDecodeError: c.mp4: cannot be opened as a video (not a video file, or truncated/corrupt) "
+    "(PermissionError: [Errno 13] Permission denied: 'file:/data/c.mp4')",  # a clip of mode 000 (older wording)
+]
+
+
+def test_a_permission_fault_is_retried_once_the_clip_can_be_read():
+    """A clip that could not be read for want of permission is an environment fault the user fixes (chmod), which
+    changes neither the clip's size nor its modification time: kept final as a video fault, --retry-ineligible
+    never scored it again. It is retried once the clip can be read, as a clip "not found" once it is a file."""
+    from graph.batch_resume import retryable
+
+    for reason in PERMISSION_FAULTS:
+        fault = {"status": "ineligible", "reasons": [reason]}
+        assert retryable(fault, "c.mp4", lambda p: True), reason
+        assert not retryable(fault, "c.mp4", lambda p: False), reason  # still unreadable: it would fail the same way
+    decode = {"status": "ineligible", "reasons": ["quality: video: VideoDecodeError: c.mp4: cannot be opened as a "
+                                                  "video (not a video file, or truncated/corrupt)"]}
+    assert not retryable(decode, "c.mp4", lambda p: True)  # an unchanged undecodable clip stays final
+
+
+def _scored_batch(monkeypatch, tmp_path) -> tuple:
+    from tests.graph_scripts import moving_square
+
+    _scripted(monkeypatch, tmp_path)
+    moving_square(tmp_path / "c.mp4", seed=1)
+    manifest = tmp_path / "m.jsonl"
+    manifest.write_text(json.dumps({"path": "c.mp4", "instruction": TASK}) + "\n")
+    out = tmp_path / "out.jsonl"
+    args = ["score-batch", str(manifest), "--out", str(out), "--preset", "decomposed"]
+    assert runner.invoke(app, args).exit_code == 0
+    return out, args
+
+
+def test_retry_ineligible_scores_a_clip_again_after_its_permission_is_fixed(monkeypatch, tmp_path):
+    out, args = _scored_batch(monkeypatch, tmp_path)
+    [row] = _rows(out)
+    # as a run that found the clip unreadable wrote it; its "clip" record is the clip as it is now (chmod fixed it)
+    fault = {"status": "ineligible", "reward": None, "T": None, "P": None, "V": None,
+             "reasons": [PERMISSION_FAULTS[0]], "notes": []}
+    out.write_text(json.dumps({**row, "result": {**row["result"], **fault}}) + "\n")
+    res = runner.invoke(app, args)
+    assert "--retry-ineligible scores it again" in res.output, res.output
+    res = runner.invoke(app, [*args, "--retry-ineligible"])
+    assert res.exit_code == 0 and "1 ineligible row(s) removed" in res.output, res.output
+    assert [r["result"]["status"] for r in _rows(out)] == ["scored"]
