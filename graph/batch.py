@@ -39,8 +39,8 @@ Decisions where the issue was silent:
 - Only the process that owns the output file writes to it (`RowWriter`), one `write` per row; a second
   `raa score-batch` into the same output while one runs is refused (`lock_output`, exit 2).
 - Each scored item's row records its clip as its run found it ("clip": size and modification time in ns,
-  `clip_stamp`), so that `--retry-ineligible` can tell a clip that changed since its video fault (it was still
-  being written) from one that is broken for good (`graph.batch_resume`).
+  `clip_stamp`), so that `--retry-ineligible` can tell a clip that changed since its video fault or its quality
+  zero (it was still being written) from one that is broken for good (`graph.batch_resume`).
 - Each row records its `scorer`: the model name and sampling temperature it was scored with. A resume
   into an output whose scored or zero rows came from another scorer is refused (`other_scorer`): the skipped
   items would keep the old model's rewards beside the new model's, and one output would read as one

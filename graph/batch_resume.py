@@ -22,8 +22,16 @@
   A permission error was final as any video fault, and fixing it (chmod) changes neither size nor mtime, so
   --retry-ineligible never scored the clip again. While it still cannot be read it stays final (a rerun would
   fail the same way, and a plain resume would keep offering it).
+- A zero the quality check gave (`graph.nodes.quality`: under 2 frames, uniform or unusable content; no model judged
+  the clip) is scored again by `--retry-ineligible` once its clip changed, as a video fault is (`rescorable`): a clip
+  of which a renderer had written one frame got 0 (DESIGN §3) and kept it once whole, while the same clip cut
+  mid-write (a video fault) was scored again. Resume keys rows by item (clip path, instruction, preset, draw), not
+  by the clip's content; the "clip" record is read only for verdicts made from the clip's bytes alone (video faults,
+  quality zeros). A reward or a zero that a model judged stands when its clip changes later (an edit after scoring
+  is no clip still being written, and clips copied without their mtimes would all be scored again); to re-score
+  one, delete its row or write to another --out.
 - A resume without `--retry-ineligible` counts the rows it skips that the flag would score again
-  (`fixable_rows`) and says so, so that a batch scored against a broken setup does not read as done.
+  (`fixable_rows`, `fixable_lines`) and says so, so that a batch scored against a broken setup does not read as done.
 - `raa score-batch` decides what to score from the rows that stay (`graph.batch.done_keys` with `leaving`)
   and loads its tools before any row goes, so a tool that cannot load leaves the output as it was.
 """
@@ -85,13 +93,25 @@ def retryable(result: dict[str, Any], path: str | None = None,
     return False
 
 
+def rescorable(result: dict[str, Any], path: str | None = None,
+               clip_changed: Callable[[str], bool] = lambda p: False) -> bool:
+    """True for a zero the quality check gave (`graph.nodes.quality`: under 2 frames, uniform or unusable content;
+    status "zero", first reason "quality: ...", no T: no model judged the clip) whose clip at `path` changed since
+    the row's run (`clip_changed`), as a video fault is retried (module docstring). A zero or reward a model
+    judged stands whatever its clip became."""
+    reasons = result.get("reasons") or []
+    return (result.get("status") == "zero" and result.get("T") is None and bool(reasons)
+            and str(reasons[0]).startswith("quality: ") and path is not None and clip_changed(path))
+
+
 def stale_rows(manifest: Path, items: list[dict[str, Any]], preset: str, draw: int, *,
                retry_ineligible: bool) -> Callable[[Any], str | None]:
-    """Why a row of the output goes before `items` of `manifest` run at `preset` and `draw` ("bad line" or
-    "retry"), None when it stays. "bad line": the row of any bad line of this manifest, preset and draw, the
+    """Why a row of the output goes before `items` of `manifest` run at `preset` and `draw` ("bad line", "retry"
+    or "changed"), None when it stays. "bad line": the row of any bad line of this manifest, preset and draw, the
     line still bad (its row is written again), fixed since (it is scored) or blanked or deleted since (it
     has no item any more): either way one row per line of the manifest as it is now. "retry": with
-    `retry_ineligible`, a `retryable` row of one of `items`. Rows of other items (other draws, presets or
+    `retry_ineligible`, a `retryable` row of one of `items`; "changed": with `retry_ineligible`, a `rescorable` row
+    of one of them (a quality zero of a clip changed since). Rows of other items (other draws, presets or
     manifests sharing the output) are never touched. A row's answer does not change between calls: whether a
     clip can be read is looked up once (a clip rendered while the tools load would otherwise be kept by
     `graph.batch.done_keys`, so not scored, and then dropped by `drop_rows`, leaving it no row)."""
@@ -121,21 +141,26 @@ def stale_rows(manifest: Path, items: list[dict[str, Any]], preset: str, draw: i
         if (row.get("key") in retry and isinstance(result, dict)
                 and retryable(result, path if isinstance(path, str) else None, readable, changed(row.get("clip")))):
             return "retry"
+        if (row.get("key") in retry and isinstance(result, dict)
+                and rescorable(result, path if isinstance(path, str) else None, changed(row.get("clip")))):
+            return "changed"
         return None
 
     return goes
 
 
-def drop_rows(output: Output, goes: Callable[[Any], str | None]) -> int:
+def drop_rows(output: Output, goes: Callable[[Any], str | None]) -> dict[str, int]:
     """Rewrite the output file as `output` read it (under the batch's lock, so as it still is) without the rows
-    that `goes` (`stale_rows`); returns how many went for a retry. Lines that are not JSON (torn writes) go too.
+    that `goes` (`stale_rows`); returns how many went to be scored again ("retry": ineligible, "changed": a quality
+    zero of a clip changed since). Lines that are not JSON (torn writes) go too.
     The file is replaced in one rename (an interruption leaves the old file or the new one), and only when a
     line goes (as `tools.jsonl.keep_rows`, without reading the file again)."""
-    retried = 0
+    retried = {"retry": 0, "changed": 0}
     kept = []
     for line, row in zip(output.lines, output.values, strict=True):
         why = None if row is NOT_JSON else goes(row)
-        retried += why == "retry"
+        if why in retried:
+            retried[why] += 1
         if row is not NOT_JSON and why is None:
             kept.append(line)
     if len(kept) < len(output.lines):
@@ -143,8 +168,36 @@ def drop_rows(output: Output, goes: Callable[[Any], str | None]) -> int:
     return retried
 
 
-def fixable_rows(output: Output, manifest: Path, items: list[dict[str, Any]], preset: str, draw: int) -> int:
+def fixable_rows(output: Output, manifest: Path, items: list[dict[str, Any]], preset: str,
+                 draw: int) -> dict[str, int]:
     """How many rows of `output` a plain resume of `items` skips though `--retry-ineligible` would score them
-    again (`stale_rows`' "retry"): told, a batch whose endpoint was down no longer reads as complete."""
+    again, by `stale_rows`' why ("retry", "changed"): told, a batch whose endpoint was down no longer reads as
+    complete."""
     goes = stale_rows(manifest, items, preset, draw, retry_ineligible=True)
-    return sum(1 for row in output.values if row is not NOT_JSON and goes(row) == "retry")
+    whys = [goes(row) for row in output.values if row is not NOT_JSON]
+    return {why: whys.count(why) for why in ("retry", "changed")}
+
+
+def _them(n: int) -> str:
+    return "it" if n == 1 else "them"
+
+
+def fixable_lines(fixable: dict[str, int], out: Path) -> list[str]:
+    """What a plain resume says of the rows `fixable_rows` counted (nothing when there are none)."""
+    lines = []
+    if n := fixable["retry"]:
+        lines.append(f"{n} of the rows already in {out} ineligible for a reason a rerun can fix: "
+                     f"--retry-ineligible scores {_them(n)} again")
+    if n := fixable["changed"]:
+        lines.append(f"{n} zero row(s) already in {out} whose clip changed since the quality check zeroed it: "
+                     f"--retry-ineligible scores {_them(n)} again")
+    return lines
+
+
+def removed_lines(removed: dict[str, int], out: Path) -> list[str]:
+    """What `--retry-ineligible` says of the rows `drop_rows` removed to score again."""
+    lines = [f"{removed['retry']} ineligible row(s) removed from {out} to score again"]
+    if n := removed["changed"]:
+        lines.append(f"{n} zero row(s) whose clip changed since the quality check zeroed it removed from {out} "
+                     "to score again")
+    return lines

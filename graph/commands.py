@@ -182,7 +182,8 @@ def score_batch_command(
                                           help="Score again the items whose row is ineligible for a reason a rerun "
                                                "can fix (endpoint, model, tool faults; not bad input; a video "
                                                "fault only once the clip's size or mtime changed since its run, or "
-                                               "once a clip not found or not permitted can be read)."),
+                                               "once a clip not found or not permitted can be read; and a quality "
+                                               "zero (under 2 frames, uniform) once its clip changed)."),
     draw: int = typer.Option(0, "--draw", min=0,
                              help="Stage-cache draw (as for score); draws of one manifest may share --out "
                                   "(rows say their draw)."),
@@ -206,7 +207,7 @@ def score_batch_command(
         scorer_of,
         write_bad_lines,
     )
-    from graph.batch_resume import drop_rows, fixable_rows, stale_rows
+    from graph.batch_resume import drop_rows, fixable_lines, fixable_rows, removed_lines, stale_rows
 
     settings = _settings_or_exit(require_endpoint=True)
     if manifest.is_dir():  # there, but no file: "not found" misled
@@ -268,17 +269,17 @@ def score_batch_command(
         n = len(items) - bad
         typer.echo(f"{n} item{'' if n == 1 else 's'}, {len(items) - len(todo)} already in {out}, {len(todo) - bad} to score"
                    + (f", {bad} bad manifest line(s) (their rows written again)" if bad else ""), err=True)
-        if not retry_ineligible and (fixable := fixable_rows(output, manifest, items, preset, draw)):
-            typer.echo(f"{fixable} of the rows already in {out} ineligible for a reason a rerun can fix: "
-                       f"--retry-ineligible scores {'it' if fixable == 1 else 'them'} again", err=True)
+        if not retry_ineligible:  # the rows a plain resume skips though the flag would score them again
+            for line in fixable_lines(fixable_rows(output, manifest, items, preset, draw), out):
+                typer.echo(line, err=True)
         # the preset's tool models, loaded in the process that scores (worker processes load their own), only
         # when a clip is to be scored, and before any row goes: a tool that cannot load leaves the output alone
         if len(todo) > bad:  # the endpoint, before a row per clip that only says it is wrong (nothing to score: no wait)
             preflight_or_exit(settings)
         tools = loaded_tools(settings, preset) if len(todo) > bad and processes == 1 else None
         retried = drop_rows(output, goes)
-        if retry_ineligible:
-            typer.echo(f"{retried} ineligible row(s) removed from {out} to score again", err=True)
+        for line in removed_lines(retried, out) if retry_ineligible else []:
+            typer.echo(line, err=True)
         writer = RowWriter(out, scorer=scorer_of(settings))
         scorable = write_bad_lines(todo, writer)  # before the bar, which counts the clips to score
         columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn())

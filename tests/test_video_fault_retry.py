@@ -99,3 +99,43 @@ def test_retry_ineligible_scores_a_clip_again_after_its_permission_is_fixed(monk
     res = runner.invoke(app, [*args, "--retry-ineligible"])
     assert res.exit_code == 0 and "1 ineligible row(s) removed" in res.output, res.output
     assert [r["result"]["status"] for r in _rows(out)] == ["scored"]
+
+
+def test_a_clip_zeroed_for_one_frame_is_scored_again_once_it_changed(monkeypatch, tmp_path):
+    """A clip of under 2 frames when scored (a renderer that had written one frame) gets reward 0 from the quality
+    check (DESIGN §3), no model judging it; once the clip is whole its row stayed 0 for good, while a clip cut
+    mid-write (a video fault) is scored again. A quality zero is retried the same way: by --retry-ineligible, once
+    the clip differs from its row's "clip" record; unchanged, it stays."""
+    from tests.graph_scripts import moving_square
+
+    _scripted(monkeypatch, tmp_path)
+    clip = moving_square(tmp_path / "c.mp4", frames=1, seed=1)  # the renderer has written one frame
+    manifest = tmp_path / "m.jsonl"
+    manifest.write_text(json.dumps({"path": "c.mp4", "instruction": TASK}) + "\n")
+    out = tmp_path / "out.jsonl"
+    args = ["score-batch", str(manifest), "--out", str(out), "--preset", "decomposed"]
+    assert runner.invoke(app, args).exit_code == 0
+    [row] = _rows(out)
+    assert row["result"]["status"] == "zero" and row["result"]["reasons"][0].startswith("quality: "), row
+    res = runner.invoke(app, [*args, "--retry-ineligible"])  # the same one-frame clip: its zero stands
+    assert res.exit_code == 0 and "0 to score" in res.output and "zero row" not in res.output, res.output
+    moving_square(clip, seed=1)  # the renderer is done: 33 frames
+    res = runner.invoke(app, args)
+    assert "--retry-ineligible scores it again" in res.output, res.output  # a plain resume says so
+    assert [r["result"]["status"] for r in _rows(out)] == ["zero"]
+    res = runner.invoke(app, [*args, "--retry-ineligible"])
+    assert res.exit_code == 0 and "1 zero row(s)" in res.output and "1 to score" in res.output, res.output
+    assert [r["result"]["status"] for r in _rows(out)] == ["scored"]
+
+
+def test_only_a_quality_zero_of_a_changed_clip_is_scored_again():
+    from graph.batch_resume import rescorable
+
+    quality = {"status": "zero", "reward": 0.0, "reasons": ["quality: only 1 frame(s)"]}
+    judged = {"status": "zero", "reward": 0.0, "T": 0.0, "P": 0.5, "V": 0.5,
+              "reasons": ["failure established: the block fell", "R1 not_met: it fell"]}
+    assert rescorable(quality, "c.mp4", clip_changed=lambda p: True)
+    assert not rescorable(quality, "c.mp4", clip_changed=lambda p: False)
+    assert not rescorable(judged, "c.mp4", clip_changed=lambda p: True)  # a model's judgment stands
+    assert not rescorable({"status": "scored", "reward": 0.4, "T": 0.4, "P": 0.4, "V": 0.4,
+                           "reasons": ["R1 partial: half"]}, "c.mp4", clip_changed=lambda p: True)
