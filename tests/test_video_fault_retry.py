@@ -51,11 +51,11 @@ def test_a_video_fault_is_retryable_only_when_its_clip_changed():
                          clip_changed=lambda p: True)  # a bad manifest line is no clip
 
 
-PERMISSION_FAULTS = [  # as tools.video words them, read by a user without the permission
+PERMISSION_FAULTS = [  # as tools.video words them for a user without the permission (rows written so far)
     "quality: video: VideoNotFoundError: c.mp4: cannot be read (PermissionError: [Errno 13] Permission denied: "
     "'/data/c.mp4')",  # no permission to the clip's folder
     "quality: video: VideoDecodeError: c.mp4: cannot be opened as a video (not a video file, or truncated/corrupt) "
-    "(PermissionError: [Errno 13] Permission denied: 'file:/data/c.mp4')",  # a clip of mode 000 (older wording)
+    "(PermissionError: [Errno 13] Permission denied: 'file:/data/c.mp4')",  # a clip of mode 000 (before its fix)
 ]
 
 
@@ -139,3 +139,25 @@ def test_only_a_quality_zero_of_a_changed_clip_is_scored_again():
     assert not rescorable(judged, "c.mp4", clip_changed=lambda p: True)  # a model's judgment stands
     assert not rescorable({"status": "scored", "reward": 0.4, "T": 0.4, "P": 0.4, "V": 0.4,
                            "reasons": ["R1 partial: half"]}, "c.mp4", clip_changed=lambda p: True)
+
+
+def test_a_clip_it_may_not_read_is_said_to_be_unreadable_not_corrupt(monkeypatch, tmp_path):
+    """A clip of mode 000 (the folder readable) failed in FFmpeg's open: "cannot be opened as a video (not a video
+    file, or truncated/corrupt) (PermissionError: ...)", which sends a user to re-render a good clip. It reads as a
+    folder without permission does: "cannot be read (PermissionError: ...)". (Tests run as root, who may read any
+    file: FFmpeg's refusal is simulated.)"""
+    import av
+    import pytest
+
+    from tests.graph_scripts import moving_square
+    from tools.video import VideoNotFoundError, probe
+
+    clip = moving_square(tmp_path / "c.mp4", seed=1)
+
+    def denied(target, *args, **kwargs):  # noqa: ANN001, ANN002, ANN003, ANN202 (av.open's signature)
+        raise av.error.PermissionError(13, "Permission denied", str(target))
+
+    monkeypatch.setattr(av, "open", denied)
+    with pytest.raises(VideoNotFoundError, match=r"cannot be read \(PermissionError: ") as err:
+        probe(clip)
+    assert "corrupt" not in str(err.value)

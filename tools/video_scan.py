@@ -35,7 +35,7 @@ class VideoError(Exception):
 
 
 class VideoNotFoundError(VideoError):
-    """The path does not exist or is not a regular file."""
+    """The path does not exist, is not a regular file, or may not be read (a PermissionError)."""
 
 
 class EmptyVideoError(VideoError):
@@ -144,6 +144,8 @@ def wrapped(name: str, problem: str) -> Iterator[None]:
         yield
     except FileNotFoundError as exc:
         raise VideoNotFoundError(f"{name}: {problem}: no such file ({exc})") from exc
+    except PermissionError as exc:  # FFmpeg's too: a clip of mode 000 is no corrupt video (as _open's stat says)
+        raise VideoNotFoundError(f"{name}: cannot be read ({type(exc).__name__}: {exc})") from exc
     except (av.error.FFmpegError, OSError, EOFError, ValueError, MemoryError) as exc:
         raise VideoDecodeError(f"{name}: {problem} ({type(exc).__name__}: {exc})") from exc
 
