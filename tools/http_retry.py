@@ -35,6 +35,10 @@ service can have started the work, not whether the failure looks transient:
   retried. The price is a keep-alive connection the server closes just as a request goes out on it: httpcore
   drops a pooled connection the server has closed before reusing it, which leaves a narrow race, reported as
   a transport fault (the clip's tool fault, or an ineligible batch counted as an outage), never as a reward.
+- Not retried either: an answer whose body cannot be decoded (``DecodingError``: a ``Content-Encoding`` its
+  bytes do not follow, from the service or a proxy). It is a ``RequestError`` but not a ``TransportError``, so it
+  escaped as a raw exception (the tool client's `check_serves` and `request` too) instead of ending as a
+  transport fault; the service answered, so it computed the request.
 - Not retried either, and said to be unsent: ``LocalProtocolError``, the client's own HTTP layer refusing the
   request before anything left (a header value it cannot carry); the same request fails the same way.
 """
@@ -117,6 +121,9 @@ def _attempt(send: Callable[[], httpx.Response]) -> httpx.Response:
     except httpx.TransportError as exc:  # sent, the answer lost: the service may have done the work
         raise SendFailed("transport", f"{type(exc).__name__}: {exc}; not retried: the request was sent, so the "
                                       "service may have computed it") from exc
+    except httpx.DecodingError as exc:  # answered, the body unreadable: not a TransportError (module docstring)
+        raise SendFailed("transport", f"{type(exc).__name__}: the answer's body could not be decoded ({exc}); not "
+                                      "retried: the service answered, so it computed the request") from exc
     if resp.status_code in RETRY_STATUS:
         raise _Retryable(f"HTTP {resp.status_code}: {resp.text[:300]}", retry_after_s(resp.headers.get("retry-after")))
     return resp
