@@ -99,6 +99,9 @@ def counted(service_root):
      "region 'g': a box is a list of four numbers"),
     ({"grid_size": 2, "summary": True, "regions": {f"r{i}": [0, 0, 1, 1] for i in range(17)}},
      "17 regions; the limit is 16"),
+    ({"grid_size": 2, "summary": True, "regions": {"g": [0, 0, 32, 32]}},  # pixels: refused only after tracking
+     "region 'g' [0.0, 0.0, 32.0, 32.0]: boxes are [x0, y0, x1, y1] fractions of the frame"),
+    ({"grid_size": 2, "summary": True, "regions": {"g": [0.5, 0, 0.2, 1]}}, "region 'g' [0.5, 0.0, 0.2, 1.0]"),
     ({"grid_size": 100000}, "grid_size must be a whole number from 1 to 64"),
     ({"grid_size": "²"}, "grid_size must be a whole number from 1 to 64"),
     ({"grid_size": "9" * 5000}, "grid_size must be a whole number from 1 to 64"),  # was a 500: int()'s digit limit
@@ -198,6 +201,23 @@ def test_requests_the_frames_cannot_serve_are_400_before_the_tracker_runs(servic
         r = c.post(f"/v1/track?{query}", content=npy(np.zeros(shape, np.uint8)), headers=NPY)
     assert r.status_code == 400 and problem in r.json()["detail"], r.text
     assert tracker.calls == 0
+
+
+@pytest.mark.parametrize("error", [TypeError("unsupported operand"), ValueError("operands could not be broadcast")])
+def test_a_summary_bug_is_a_motion_run_fault_not_a_bad_request(service_root, monkeypatch, error):
+    """Any ValueError or TypeError of summarize_tracks was a 400 "bad track request", though only a bad region
+    box is the request's fault (checked with the options, before tracking); the rest is the tool's bug."""
+    import tools.service_jobs as jobs
+
+    def broken(*args, **kwargs):
+        raise error
+
+    monkeypatch.setattr(jobs, "summarize_tracks", broken)
+    app = create_app(ToolSettings(), service_root, tracker=LKTracker(), enable_surprise=False)
+    with TestClient(app, raise_server_exceptions=False) as c:
+        r = c.post("/v1/track?grid_size=2&summary=true", content=npy(np.zeros((4, 8, 8, 3), np.uint8)), headers=NPY)
+    assert r.status_code == 500, r.text
+    assert r.json()["fault"] == {"tool": "motion", "kind": "run", "message": f"{type(error).__name__}: {error}"}
 
 
 class _FarOff:

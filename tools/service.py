@@ -22,7 +22,7 @@ the size limit, 408 a body that did not arrive within ``body_timeout_s`` (tools/
 decode to more than ``settings.max_decode_mb`` (checked before decoding: a long 4K clip is tens of GB), 422 undecodable video (the reason is in ``detail``), 500 a tool fault (``fault``
 holds tool/kind/message; any other exception of a request's work is one too, kind "run" of the endpoint's
 tool, since a bare 500 "Internal Server Error" kept the reason in the server's log and the client called it
-a transport fault; so are the tracker's own errors (a ValueError or TypeError of its code is not the request's
+a transport fault; so are the tracker's and the summary's own errors (a ValueError or TypeError of their code is not the request's
 fault), and tracks that break the tracker contract, `tools.motion.base.require_tracks`: not
 MotionTracks, wrong frame or query-point count, a query frame outside the frames, a non-finite position), and
 so is surprise evidence breaking the scorer contract (`tools.surprise.evidence_problem`, a NaN included), 501 surprise not enabled on this service (``--no-surprise``), 503 too many requests

@@ -15,6 +15,9 @@ Errors (the status codes are listed in `tools.service`):
   "surprise", with the message the in-process agent gives. A NaN failed when the answer was rendered, after
   the fault handling (a bare 500 the client reported as a transport fault), and evidence over other frames
   was answered 200.
+- The summary's errors are the tool's fault too: the request's part (its region boxes, `region_box_problem`, and
+  their count) is checked with its options, a 400 before decoding and tracking. Any ValueError or TypeError of
+  `summarize_tracks` was a 400 "bad track request", after tracking, blaming the client for a bug of the summary.
 - A track summary holding a NaN or an infinity (`non_finite_field`: distances between finite positions so far
   outside the frame that they overflow) is a fault of "motion" the same way; it too failed when rendered.
 - The answer is rendered as JSON in the job's worker thread (`as_tool_fault`, `render_json`), not on the event
@@ -80,10 +83,8 @@ def track_job(state: ServiceState, src: Path | bytes | Upload, params: dict) -> 
                  "frame_size": [int(frames.shape[1]), int(frames.shape[2])],
                  "backend": state.info.get("motion_backend")}
     if opts.summary:
-        try:
-            out["summary"] = summarize_tracks(tracks, frames.shape[1:3], opts.regions).model_dump(mode="json")
-        except (ValueError, TypeError) as exc:
-            raise HTTPProblem(400, f"bad track request: {exc}") from exc
+        # the request's regions were checked with its options: any error here is the tool's (module docstring)
+        out["summary"] = summarize_tracks(tracks, frames.shape[1:3], opts.regions).model_dump(mode="json")
         if (field := non_finite_field(out["summary"], "summary")) is not None:  # JSON cannot carry it
             raise ToolFault("motion", "run", f"the tracks give a non-finite {field} (positions too far outside "
                                              "the frame to measure)")

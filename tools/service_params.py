@@ -9,8 +9,9 @@ Decisions where the issues were silent:
   (the agent), 12 (``raa demo``) and 16 (the README, the benchmarks).
 - ``queries`` has at most ``MAX_QUERIES`` rows (4096, as many points as the largest grid); the agent
   sends at most 32 points.
-- ``regions`` is an object mapping a name to a box of four numbers; whether the box is in fractions of
-  the frame stays ``summarize_tracks``' rule. A list or a string reached it and failed with an
+- ``regions`` is an object mapping a name to a box of four numbers, fractions of the frame by
+  ``summarize_tracks``' rule (`region_box_problem`, checked here: a box in pixels was refused only after
+  tracking, and the summary's other errors were blamed on the request with it). A list or a string reached it and failed with an
   AttributeError (a 500). At most ``MAX_REGIONS`` (16, ``tools.motion.summary``) regions: co-motion is
   computed for every pair, and 1000 regions took 40 s before the summary cut them to 64.
 - ``grid_frames`` ("first" by default, or "window") says which frames a ``grid_size`` grid is queried on:
@@ -30,7 +31,7 @@ from typing import Any, Literal, get_args
 
 import numpy as np
 
-from tools.motion.summary import MAX_REGIONS
+from tools.motion.summary import MAX_REGIONS, region_box_problem
 from tools.service_frames import HTTPProblem
 
 MAX_GRID_SIZE = 64
@@ -122,7 +123,7 @@ def queries(value: Any) -> np.ndarray | None:
 
 def regions(value: Any) -> dict[str, list[float]] | None:
     """The ``regions`` option: an object mapping a name to a box ``[x0, y0, x1, y1]`` of numbers, at most
-    ``MAX_REGIONS`` of them (None when absent; the box's range is ``summarize_tracks``' rule)."""
+    ``MAX_REGIONS`` of them, each a box ``summarize_tracks`` accepts (`region_box_problem`; None when absent)."""
     if value is None:
         return None
     if not isinstance(value, dict):
@@ -133,6 +134,8 @@ def regions(value: Any) -> dict[str, list[float]] | None:
     for name, box in value.items():
         if not (isinstance(box, list) and len(box) == 4 and all(_float_number(v) for v in box)):
             raise HTTPProblem(400, f"region {name!r}: a box is a list of four numbers [x0, y0, x1, y1], got {box!r}")
+        if (problem := region_box_problem(name, box)) is not None:  # the summary's own rule, before tracking
+            raise HTTPProblem(400, f"bad track request: {problem}")
     return value
 
 

@@ -270,6 +270,17 @@ def default_thresholds(frame_size: tuple[int, int]) -> tuple[float, float]:
     return max(0.1, 0.001 * diagonal), max(NOISE_FLOOR_PX, 0.02 * diagonal)
 
 
+def region_box_problem(name: str, box: Sequence[float]) -> str | None:
+    """Why ``box`` (region ``name``'s, numbers) is not a box ``summarize_tracks`` accepts, or None: four fractions
+    of the frame (0..1) with x0 < x1 and y0 < y1 (module docstring). The tool service checks a request's regions
+    with it before tracking, so only this rule of the summary is the request's fault (a 400)."""
+    box = [float(v) for v in box]
+    if len(box) != 4 or not all(0.0 <= v <= 1.0 for v in box) or box[0] >= box[2] or box[1] >= box[3]:
+        return (f"region {name!r} {box}: boxes are [x0, y0, x1, y1] fractions of the frame (0..1, x0 < x1, "
+                "y0 < y1), not pixels")
+    return None
+
+
 def summarize_tracks(tracks: MotionTracks, frame_size: tuple[int, int],
                      regions: Mapping[str, Sequence[float]] | None = None, *,
                      speed_threshold: float | None = None, net_threshold: float | None = None,
@@ -303,9 +314,8 @@ def summarize_tracks(tracks: MotionTracks, frame_size: tuple[int, int],
     given = regions is not None
     region_boxes = {k: tuple(float(v) for v in b) for k, b in (regions or default_regions()).items()}
     for name, box in region_boxes.items():  # pixels here made every box cover the whole frame, silently
-        if len(box) != 4 or not all(0.0 <= v <= 1.0 for v in box) or box[0] >= box[2] or box[1] >= box[3]:
-            raise ValueError(f"region {name!r} {list(box)}: boxes are [x0, y0, x1, y1] fractions of the frame "
-                             "(0..1, x0 < x1, y0 < y1), not pixels")
+        if (problem := region_box_problem(name, box)) is not None:
+            raise ValueError(problem)
     members: dict[str, np.ndarray] = {}
     region_rows = []
     for name, (x0, y0, x1, y1) in region_boxes.items():
