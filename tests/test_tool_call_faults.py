@@ -118,16 +118,17 @@ class BrokenTracksTracker:
         return MotionTracks(tracks=tracks, visible=np.ones((t, len(q)), bool), query_frames=q[:, 0].astype(np.int64))
 
 
-@pytest.mark.parametrize("broken", ["nan", "inf", "extra-point"])
+@pytest.mark.parametrize("broken", ["nan", "inf", "1e30", "extra-point"])
 def test_tracks_that_break_the_tracker_contract_are_an_ineligible_tool_fault(clip, broken):
     """An injected tracker's NaN / infinite position at a tracked frame, or a point the agent did not ask for, is
     the tool's failure: the NaN step was silently not motion, the infinite one "moved" a still point, and the
-    run was scored on that summary."""
+    run was scored on that summary. So is a finite but absurd position (1e30 px): it reached the model as "inf"
+    distances."""
     args = {**TRACK, "points": [[0.5, 0.5]]} if broken == "extra-point" else TRACK
     out = _run(clip, [tool_call("track_motion", args), "Tracks seen."], BrokenTracksTracker(broken))
     result = out["result"]
     assert result.reward is None and result.status == "ineligible", result.reasons
-    want = "1 query points" if broken == "extra-point" else "non-finite positions"
+    want = {"extra-point": "1 query points", "1e30": "positions far outside the"}.get(broken, "non-finite positions")
     assert any(r.startswith("tool_call: tool: motion run: the tracker returned") and want in r
                for r in result.reasons), result.reasons
 

@@ -24,7 +24,8 @@ holds tool/kind/message; any other exception of a request's work is one too, kin
 tool, since a bare 500 "Internal Server Error" kept the reason in the server's log and the client called it
 a transport fault; so are the tracker's and the summary's own errors (a ValueError or TypeError of their code is not the request's
 fault), and tracks that break the tracker contract, `tools.motion.base.require_tracks`: not
-MotionTracks, wrong frame or query-point count, a query frame outside the frames, a non-finite position), and
+MotionTracks, wrong frame or query-point count, a query frame outside the frames, a non-finite position or one
+far outside the frame), and
 so is surprise evidence breaking the scorer contract (`tools.surprise.evidence_problem`, a NaN included), 501 surprise not enabled on this service (``--no-surprise``), 503 too many requests
 in progress or too many request bytes held (``max_buffered_mb``, after waiting ``busy_wait_s`` in line for room,
 tools/service_budget.py) (499, never read, for a request skipped because its client disconnected while it waited).

@@ -19,7 +19,8 @@ Errors (the status codes are listed in `tools.service`):
   their count) is checked with its options, a 400 before decoding and tracking. Any ValueError or TypeError of
   `summarize_tracks` was a 400 "bad track request", after tracking, blaming the client for a bug of the summary.
 - A track summary holding a NaN or an infinity (`non_finite_field`: distances between finite positions so far
-  outside the frame that they overflow) is a fault of "motion" the same way; it too failed when rendered.
+  outside the frame that they overflow) is a fault of "motion" the same way; it too failed when rendered. Such
+  tracks now break the contract first (`require_tracks`' bound); the check stays as the summary's backstop.
 - The answer is rendered as JSON in the job's worker thread (`as_tool_fault`, `render_json`), not on the event
   loop: tracks as lists of 1024 frames x 4096 points took ~7 s to render (81 x 4096: 0.6 s), during which the
   service read and answered nothing else. A value that cannot be rendered is then the tool's fault too.
@@ -124,7 +125,7 @@ def requested_tracks(tracker: MotionTracker, frames: np.ndarray, opts: TrackOpti
         except TrackQueryError as exc:  # a stricter backend's refusal; any other error is its fault
             raise HTTPProblem(400, f"bad track request: {exc}") from exc
         try:
-            return require_tracks(tracks, len(frames), None if rows is None else len(rows))
+            return require_tracks(tracks, len(frames), None if rows is None else len(rows), frame_size=frames.shape[1:3])
         except ValueError as exc:
             raise ToolFault("motion", "run", str(exc)) from exc
 

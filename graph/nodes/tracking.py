@@ -32,7 +32,7 @@ Decisions where the issue was silent:
   ToolFault("motion", "run") (`_as_fault`), so the run is ineligible with the tool named, wherever it
   came from (the tracker, mapping its tracks back to the clip, the tracker's frames, the overlays).
   Tracks that break the tracker contract (`tools.motion.base.require_tracks`: not MotionTracks, wrong frame
-  or point count, a NaN or infinite position) are such a fault too, the problem as its message: a NaN step
+  or point count, a NaN or infinite position, one far outside the frame) are such a fault too, the problem as its message: a NaN step
   never counted as motion and an infinite one always did, so an injected tracker's bad output read as
   evidence.
 """
@@ -174,7 +174,7 @@ def _compute_tracks(ctx: RunContext, video: str, idx: list[int], points: list[li
     def track(queries: np.ndarray) -> MotionTracks:
         tracks = run_tool("motion", tracker.track, frames, queries=queries)  # a failure: "<type>: <message>"
         try:
-            return require_tracks(tracks, len(idx), len(queries))
+            return require_tracks(tracks, len(idx), len(queries), frame_size=(h, w))
         except ValueError as exc:  # a broken answer: the problem as the message (module docstring)
             raise ToolFault("motion", "run", str(exc)) from exc
 

@@ -24,8 +24,12 @@ Conventions (decisions where the issue was silent):
   (outward from the query frame; the query point at the query frame), never left in ``tracks``
   (`fill_lost_positions`): JSON has no NaN, and every consumer would have to mask it.
 - A tracker the caller injects is checked at the boundary (`require_tracks`, `tracks_problem`: the type,
-  frame and point counts, query frames, finite positions); the agent turns a violation into a motion tool
-  fault (the tool service answers it as a 500 motion run fault).
+  frame and point counts, query frames, finite positions within `POSITION_BOUND_FRAMES` frame sizes of the
+  image); the agent turns a violation into a motion tool fault (the tool service answers it as a 500 motion
+  run fault). The bound: a point that left the image keeps a position near where it left (its last
+  estimate), and a model extrapolating one stays within a frame or two; 10 frame sizes past the edge is no
+  tracking. Finite positions of 1e30 px passed, and their distances overflowed float32 to "inf" in the
+  summary the model read.
 """
 
 from __future__ import annotations
@@ -41,6 +45,11 @@ TRACK_SHORT_SIDE = 576
 CoTracker3 works at 384x512 whatever it is given, and LK needs no more for the agent's summaries and
 512-pixel overlays; 32 frames of a 4K clip are 0.8 GB at full size (and over the tool service's upload
 limit), 57 MB at 576."""
+
+
+POSITION_BOUND_FRAMES = 10
+"""How far past the image a tracked position may lie, in frame sizes: ``x`` within ``[-10 W, W - 1 + 10 W]``, ``y``
+likewise with ``H`` (`tracks_problem`; module docstring). Distances between such positions stay finite."""
 
 
 class TrackQueryError(ValueError):
@@ -215,11 +224,13 @@ def fill_lost_positions(tracks: np.ndarray, queries: np.ndarray) -> np.ndarray:
     return out
 
 
-def tracks_problem(tracks: MotionTracks, num_frames: int, num_points: int | None) -> str | None:
+def tracks_problem(tracks: MotionTracks, num_frames: int, num_points: int | None, *,
+                   frame_size: tuple[int, int]) -> str | None:
     """Why ``tracks`` a tracker returned break this module's contract, or None: not ``num_frames`` frames, not
-    ``num_points`` points (when the caller knows how many it asked for), a query frame outside the frames, or a
+    ``num_points`` points (when the caller knows how many it asked for), a query frame outside the frames, a
     non-finite position (at any frame: backends replace lost positions with `fill_lost_positions`, and a NaN
-    fed summaries and overlays silently, e.g. a NaN step never counted as motion, an infinite one always did)."""
+    fed summaries and overlays silently, e.g. a NaN step never counted as motion, an infinite one always did),
+    or one more than `POSITION_BOUND_FRAMES` frame sizes past the ``frame_size`` ``(height, width)`` image."""
     if tracks.num_frames != num_frames:
         return f"the tracker returned {tracks.num_frames} frames for {num_frames} frames"
     if num_points is not None and tracks.num_points != num_points:
@@ -233,17 +244,34 @@ def tracks_problem(tracks: MotionTracks, num_frames: int, num_points: int | None
         where = "a tracked (visible)" if tracks.visible[bad].any() else "a lost"
         return (f"the tracker returned non-finite positions at {int(bad.sum())} point-frames (first: point {int(n)}, "
                 f"frame {int(t)}; {where} one)")
-    return None
+    return far_positions_problem(tracks.tracks, frame_size)
 
 
-def require_tracks(tracks: object, num_frames: int, num_points: int | None) -> MotionTracks:
-    """``tracks`` (a tracker's answer) when it is MotionTracks keeping this module's contract
-    (`tracks_problem`), else a ValueError naming the problem. The one check of a tracker's answer: the agent's
+def far_positions_problem(positions: np.ndarray, frame_size: tuple[int, int]) -> str | None:
+    """Why finite ``positions`` ``[T,N,2]`` (x, y) are not tracks of a ``(height, width)`` image: the first
+    more than `POSITION_BOUND_FRAMES` frame sizes past it (module docstring), or None."""
+    h, w = int(frame_size[0]), int(frame_size[1])
+    b = POSITION_BOUND_FRAMES
+    x, y = positions[..., 0], positions[..., 1]
+    far = (x < -b * w) | (x > w - 1 + b * w) | (y < -b * h) | (y > h - 1 + b * h)
+    if not far.any():
+        return None
+    t, n = np.argwhere(far)[0]
+    px, py = (float(v) for v in positions[t, n])
+    return (f"the tracker returned positions far outside the {w}x{h} frame at {int(far.sum())} point-frames (first: "
+            f"point {int(n)}, frame {int(t)}: ({px:.4g}, {py:.4g})); a position may lie at most "
+            f"{b} frame sizes past the image (POSITION_BOUND_FRAMES)")
+
+
+def require_tracks(tracks: object, num_frames: int, num_points: int | None, *,
+                   frame_size: tuple[int, int]) -> MotionTracks:
+    """``tracks`` (a tracker's answer on frames of ``frame_size`` ``(height, width)``) when it is MotionTracks
+    keeping this module's contract (`tracks_problem`), else a ValueError naming the problem. The one check of a tracker's answer: the agent's
     track node and the tool service report it as ToolFault("motion", "run") with this message,
     `tools.motion.grid` lets it propagate; each had its own copy, and a None answer read differently."""
     if not isinstance(tracks, MotionTracks):
         raise ValueError(f"the tracker returned {type(tracks).__name__} for {num_frames} frames")
-    if (problem := tracks_problem(tracks, num_frames, num_points)) is not None:
+    if (problem := tracks_problem(tracks, num_frames, num_points, frame_size=frame_size)) is not None:
         raise ValueError(problem)
     return tracks
 

@@ -140,6 +140,7 @@ def track_window_grid(tracker: MotionTracker, frames: np.ndarray, grid_size: int
     frames = validate_frames(frames)
 
     def track(queries: np.ndarray) -> MotionTracks:
-        return require_tracks(tracker.track(frames, queries=queries), frames.shape[0], len(queries))
+        return require_tracks(tracker.track(frames, queries=queries), frames.shape[0], len(queries),
+                              frame_size=frames.shape[1:3])
 
     return grid_tracks(track, frames.shape, grid_size, count)
