@@ -60,12 +60,14 @@ def clip(t_total: int = 81, size: int = 256) -> np.ndarray:
 def start_server(app) -> tuple[str, object, threading.Thread]:
     import uvicorn
 
+    from tools.service_http import SERVER_KEEPALIVE_S
+
     # proto=IPPROTO_TCP, as uvicorn.run(host, port) creates it: asyncio enables TCP_NODELAY only on sockets
     # whose proto says TCP, and a bare socket.socket() (proto 0) left Nagle + delayed ACK adding ~40 ms to
     # each upload answer here, a cost the real service (``raa serve-tools``) does not have.
     sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM, socket.IPPROTO_TCP)
     sock.bind(("127.0.0.1", 0))
-    srv = uvicorn.Server(uvicorn.Config(app, log_level="warning"))
+    srv = uvicorn.Server(uvicorn.Config(app, log_level="warning", timeout_keep_alive=SERVER_KEEPALIVE_S))  # as raa serve-*
     thread = threading.Thread(target=srv.run, kwargs={"sockets": [sock]}, daemon=True)
     thread.start()
     while not srv.started:

@@ -374,6 +374,7 @@ def serve_reward_command(
     from graph.reward_service import create_reward_app
     from tools.service import open_bind_warning
     from tools.service_budget import buffered_limit_bytes
+    from tools.service_http import SERVER_KEEPALIVE_S
 
     settings = _settings_or_exit(require_endpoint=True)
     _check_preset(preset)
@@ -397,4 +398,4 @@ def serve_reward_command(
                                   "traces": settings.traces_path, "scoring": settings.scoring()})
     typer.echo(f"reward service: preset {preset}, traces in {settings.traces_path}; "
                f"trainer url http://{host}:{port}/v1/score", err=True)
-    uvicorn.run(app, host=host, port=port, log_level="info")
+    uvicorn.run(app, host=host, port=port, log_level="info", timeout_keep_alive=SERVER_KEEPALIVE_S)

@@ -50,10 +50,12 @@ def moving_clip(t_total: int = 12, h: int = 64, w: int = 64) -> np.ndarray:
 def serve(app):
     import uvicorn
 
+    from tools.service_http import SERVER_KEEPALIVE_S
+
     sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM, socket.IPPROTO_TCP)  # TCP_NODELAY in asyncio
     sock.bind(("127.0.0.1", 0))
     port = sock.getsockname()[1]
-    srv = uvicorn.Server(uvicorn.Config(app, log_level="warning"))
+    srv = uvicorn.Server(uvicorn.Config(app, log_level="warning", timeout_keep_alive=SERVER_KEEPALIVE_S))  # as raa serve-*
     thread = threading.Thread(target=srv.run, kwargs={"sockets": [sock]}, daemon=True)
     thread.start()
     for _ in range(200):

@@ -174,6 +174,8 @@ def test_a_clip_that_cannot_be_written_is_its_items_own_reason(monkeypatch):
 def test_cli_needs_an_endpoint_and_a_known_preset(monkeypatch, tmp_path):
     import uvicorn
 
+    from tools.service_http import SERVER_KEEPALIVE_S
+
     runner = CliRunner()
     for name in ("RAA_BASE_URL", "RAA_MODEL", "RAA_API_KEY"):
         monkeypatch.delenv(name, raising=False)
@@ -189,7 +191,7 @@ def test_cli_needs_an_endpoint_and_a_known_preset(monkeypatch, tmp_path):
     assert res.exit_code == 2 and "fulll" in res.output
     monkeypatch.setenv("RAA_ENDPOINT_WAIT_S", "0")  # nothing listens at the url: skip the pre-flight
     seen = {}
-    monkeypatch.setattr(uvicorn, "run", lambda app, host, port, log_level: seen.update(app=app, host=host, port=port))
+    monkeypatch.setattr(uvicorn, "run", lambda app, host, port, log_level, **kw: seen.update(app=app, host=host, port=port, **kw))
     import graph.builder
 
     stores = []
@@ -202,6 +204,7 @@ def test_cli_needs_an_endpoint_and_a_known_preset(monkeypatch, tmp_path):
     res = runner.invoke(cli_app, ["serve-reward", "--preset", "no_wmreward", "--port", "9123", "--token", TOKEN])
     assert res.exit_code == 0, res.output
     assert (seen["host"], seen["port"]) == ("127.0.0.1", 9123)
+    assert seen["timeout_keep_alive"] == SERVER_KEEPALIVE_S  # longer than the clients keep a connection idle
     flat = {"video_b64": _b64(uniform_clip(tmp_path / "flat.mp4")), "instruction": "push it"}
     with TestClient(seen["app"]) as c:
         info = c.get("/v1/info", headers=AUTH).json()

@@ -121,7 +121,7 @@ def test_cli_max_buffered_mb(monkeypatch, tmp_path):
     for name, value in env.items():
         monkeypatch.setenv(name, value)
     seen, checks = {}, []
-    monkeypatch.setattr(uvicorn, "run", lambda app, host, port, log_level: seen.update(app=app))
+    monkeypatch.setattr(uvicorn, "run", lambda app, host, port, log_level, **kw: seen.update(app=app))
     real_preflight = graph.commands.preflight_or_exit
     monkeypatch.setattr(graph.commands, "preflight_or_exit", lambda s: checks.append(1) or real_preflight(s))
     base = ["serve-reward", "--preset", "no_wmreward"]

@@ -239,14 +239,16 @@ def test_cli_defaults_and_token_from_env(monkeypatch, service_root):
     from typer.testing import CliRunner
 
     from tools.cli import serve_tools_command
+    from tools.service_http import SERVER_KEEPALIVE_S
 
     seen = {}
-    monkeypatch.setattr(uvicorn, "run", lambda app, host, port, log_level: seen.update(app=app, host=host, port=port))
+    monkeypatch.setattr(uvicorn, "run", lambda app, host, port, log_level, **kw: seen.update(app=app, host=host, port=port, **kw))
     app = typer.Typer()
     app.command()(serve_tools_command)
     result = CliRunner().invoke(app, ["--allowed-root", str(service_root), "--no-surprise"], env={"RAA_TOOLS_TOKEN": "tok"})
     assert result.exit_code == 0, result.output
     assert seen["host"] == "127.0.0.1" and seen["port"] == 8765
+    assert seen["timeout_keep_alive"] == SERVER_KEEPALIVE_S  # longer than the clients keep a connection idle
     assert seen["app"].state.tools.token == "tok"
     bad = CliRunner().invoke(app, ["--device", "tpu"])
     assert bad.exit_code != 0

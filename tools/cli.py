@@ -66,6 +66,7 @@ def serve_tools_command(
     from tools.errors import ToolFault
     from tools.service import create_app, load_service_tools, open_bind_warning
     from tools.service_budget import buffered_limit_bytes
+    from tools.service_http import SERVER_KEEPALIVE_S
     from tools.settings import ToolSettings
 
     try:
@@ -95,4 +96,4 @@ def serve_tools_command(
                      enable_surprise=surprise, tracker=tracker, scorer=scorer, max_buffered_mb=max_buffered_mb,
                      busy_wait_s=busy_wait_s,
                      body_timeout_s=body_timeout_s)
-    uvicorn.run(app, host=host, port=port, log_level="info")
+    uvicorn.run(app, host=host, port=port, log_level="info", timeout_keep_alive=SERVER_KEEPALIVE_S)

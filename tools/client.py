@@ -20,6 +20,9 @@ same tool returns in-process. Decisions where the issue was silent:
   e.g. surprise on a service started with ``--no-surprise``; a permanent answer, never retried),
   ``timeout`` (no answer within ``timeout_s``), ``config`` too for a URL httpx cannot request (no
   ``http://`` / ``https://``, malformed: never retried, it is the setting to fix) or ``transport``.
+- Idle pooled connections are dropped after ``keepalive_s`` (`tools.http_retry.CLIENT_KEEPALIVE_S`, 2 s),
+  before the service closes them (tools/http_retry.py): at 5 s each, a request could go out on a connection
+  the service was closing, a transport fault not retried.
 - An answer that is not a JSON object (``RAA_TOOLS_URL`` pointing at another HTTP server: a 200 with an
   HTML page) is ``ToolFault("service", "config", "not a tool service answer ...")`` naming the URL; it
   raised an untyped JSONDecodeError (or an AttributeError for JSON that is not an object).
@@ -36,7 +39,7 @@ import httpx
 import numpy as np
 
 from tools.errors import ToolFault
-from tools.http_retry import SendFailed, send_with_retries
+from tools.http_retry import CLIENT_KEEPALIVE_S, SendFailed, client_limits, send_with_retries
 from tools.motion.base import MotionTracks, TrackQueryError, validate_frames
 from tools.settings import check_token_text
 from tools.surprise import SurpriseEvidence
@@ -59,9 +62,10 @@ class ToolServiceClient:
     """Thin synchronous client of the tool service (thread-safe; one connection pool)."""
 
     def __init__(self, base_url: str, *, token: str | None = None, timeout_s: float = 300.0,
-                 connect_timeout_s: float = 10.0, retries: int = 3, backoff_s: float = 0.5) -> None:
+                 connect_timeout_s: float = 10.0, retries: int = 3, backoff_s: float = 0.5,
+                 keepalive_s: float = CLIENT_KEEPALIVE_S) -> None:
         headers = {"Authorization": f"Bearer {check_token_text(token, 'the tool service token')}"} if token else {}
-        self._http = httpx.Client(base_url=base_url.rstrip("/"), headers=headers,
+        self._http = httpx.Client(base_url=base_url.rstrip("/"), headers=headers, limits=client_limits(keepalive_s),
                                   timeout=httpx.Timeout(timeout_s, connect=connect_timeout_s))
         self.retries, self.backoff_s = retries, backoff_s
 

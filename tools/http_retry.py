@@ -35,6 +35,8 @@ service can have started the work, not whether the failure looks transient:
   retried. The price is a keep-alive connection the server closes just as a request goes out on it: httpcore
   drops a pooled connection the server has closed before reusing it, which leaves a narrow race, reported as
   a transport fault (the clip's tool fault, or an ineligible batch counted as an outage), never as a reward.
+  The clients keep idle connections shorter than the services do (`CLIENT_KEEPALIVE_S`), so an idle close
+  by the service no longer meets a request; a proxy closing sooner can still race.
 - Not retried either: an answer whose body cannot be decoded (``DecodingError``: a ``Content-Encoding`` its
   bytes do not follow, from the service or a proxy). It is a ``RequestError`` but not a ``TransportError``, so it
   escaped as a raw exception (the tool client's `check_serves` and `request` too) instead of ending as a
@@ -52,6 +54,19 @@ from collections.abc import Callable
 
 import httpx
 from tenacity import RetryCallState, Retrying, retry_if_exception_type, stop_after_attempt, wait_exponential
+
+CLIENT_KEEPALIVE_S = 2.0
+"""Seconds the clients of our services keep an idle pooled connection (`client_limits`): shorter than the
+services' idle keep-alive (`tools.service_http.SERVER_KEEPALIVE_S`, and uvicorn's default 5 s for a service
+started another way), so the client drops a connection before the server closes it. Both were 5 s (httpx's
+and uvicorn's defaults): a request sent as the server closed the idle connection was lost, a transport fault
+not retried (module docstring), and the clip ineligible."""
+
+
+def client_limits(keepalive_s: float = CLIENT_KEEPALIVE_S) -> httpx.Limits:
+    """httpx's default pool limits (100 connections, 20 kept) with the keep-alive expiry ``keepalive_s``."""
+    return httpx.Limits(max_connections=100, max_keepalive_connections=20, keepalive_expiry=keepalive_s)
+
 
 RETRY_STATUS = frozenset({408, 429, 503})
 """Answers by which the server says it did not take the request on (408: its body never arrived whole): retried

@@ -33,6 +33,11 @@ from starlette.requests import ClientDisconnect
 from tools.service_budget import DEFAULT_BODY_TIMEOUT_S, Reservation, body_chunks, watch_disconnect
 from tools.service_frames import HTTPProblem
 
+SERVER_KEEPALIVE_S = 15
+"""Seconds `raa serve-tools` and `raa serve-reward` keep an idle connection open (uvicorn's
+``timeout_keep_alive``, 5 s by default): longer than their clients keep one (`tools.http_retry.CLIENT_KEEPALIVE_S`),
+so a client never sends a request on a connection the service is closing idle."""
+
 
 def check_body_timeout(body_timeout_s: float) -> float:
     """``body_timeout_s`` as a float, or ValueError unless it is positive and finite (NaN included)."""

@@ -181,7 +181,9 @@ class HttpAgentReward:
         import httpx
 
         out: list[tuple[str, dict[str, Any] | str]] = []
-        with httpx.Client(timeout=min(10.0, self.timeout_s), headers=self._auth()) as http:
+        from tools.http_retry import client_limits  # idle connections dropped before the service drops them
+
+        with httpx.Client(timeout=min(10.0, self.timeout_s), headers=self._auth(), limits=client_limits()) as http:
             for url in self._urls:
                 out.append((url, self._info(http, urljoin(url, "info"))))
         return out
@@ -203,10 +205,10 @@ class HttpAgentReward:
     def _post(self, url: str, body: bytes) -> dict[str, Any]:
         import httpx
 
-        from tools.http_retry import send_with_retries  # the tool client's retry policy
+        from tools.http_retry import client_limits, send_with_retries  # the tool client's retry policy
 
         headers = {"Content-Type": "application/json", **self._auth()}
-        with httpx.Client(timeout=self.timeout_s) as http:
+        with httpx.Client(timeout=self.timeout_s, limits=client_limits()) as http:  # a retry after a wait reuses it
             resp = send_with_retries(lambda: http.post(url, content=body, headers=headers),
                                      retries=self.retries, backoff_s=self.backoff_s, max_wait_s=30.0)
         if resp.status_code in GATEWAY_STATUS:
