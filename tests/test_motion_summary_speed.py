@@ -60,7 +60,7 @@ def test_slow_motion_counts_by_net_displacement():
 
 
 def test_frame_gaps_never_divide_by_zero():
-    from tools.motion.summary import frame_gaps
+    from tools.motion.steps import frame_gaps
 
     assert frame_gaps([5, 5, 8, 6]).tolist() == [1, 3, 2]
 

@@ -15,8 +15,8 @@ Definitions (decisions where the issue was silent):
 - Noise floor: a fast step moves only when the point is also displaced by more than ``NOISE_FLOOR_PX``
   (2.5 px) around it: from its position ``NOISE_HALF_WINDOW`` (2) tracked steps before the step to its
   position after it, or from its position before the step to its position 2 steps after it
-  (`window_displacement`; positions are vector sums of the tracked steps, so jitter cancels, never adds
-  up). Tracker noise is a position error, not a speed, and it is about the same number of pixels at
+  (`tools.motion.steps.window_displacement`; positions are vector sums of the tracked steps, so jitter
+  cancels, never adds up). Tracker noise is a position error, not a speed, and it is about the same number of pixels at
   every frame size: LK on a still textured clip with fresh sensor noise (8x8 grid on the first, middle
   and last of 32 frames) gave steps of p99 0.45 / 0.39 / 0.40 px at 128 / 256 / 512 px (sigma 3 grey
   levels) and 0.84 / 0.75 / 0.76 px (sigma 5), at most 1.8 px, and window displacements of at most
@@ -83,17 +83,19 @@ from pydantic import BaseModel, Field
 
 from tools.coords import Coordinates, from_unit_coords
 from tools.motion.base import MotionTracks
+from tools.motion.steps import (
+    NOISE_FLOOR_PX,
+    default_thresholds,
+    in_clip_order,
+    segments,
+    step_motion,
+)
 
 GRID_NAMES = ["top-left", "top", "top-right", "left", "centre", "right", "bottom-left", "bottom", "bottom-right"]
 COMOTION_COSINE = 0.7
 MAX_REGIONS = 16
 """Most regions a summary takes (module docstring); co-motion has one entry per pair of them."""
 MAX_PAIRS = MAX_REGIONS * (MAX_REGIONS - 1) // 2
-NOISE_FLOOR_PX = 2.5
-"""Net displacement (pixels) a moving step's neighbourhood must exceed: above LK's jitter on still noisy
-scenes (module docstring, "Noise floor")."""
-NOISE_HALF_WINDOW = 2
-"""Tracked steps on each side of a step that its neighbourhood spans (five steps in all)."""
 
 
 class RegionMotion(BaseModel):
@@ -207,67 +209,9 @@ def _spans(spans: Sequence[tuple[int, int]]) -> str:
     return ", ".join(f"{a}-{b}" if a != b else f"{a}" for a, b in spans)
 
 
-def segments(mask: np.ndarray, labels: Sequence[int]) -> list[tuple[int, int]]:
-    """Spans ``(labels[i], labels[j])`` of consecutive True entries of a 1-D mask."""
-    out: list[tuple[int, int]] = []
-    start = None
-    for i, m in enumerate(np.asarray(mask, bool).tolist() + [False]):
-        if m and start is None:
-            start = i
-        elif not m and start is not None:
-            out.append((int(labels[start]), int(labels[i - 1])))
-            start = None
-    return out
-
-
 def default_regions() -> dict[str, tuple[float, float, float, float]]:
     """The 3x3 grid of named regions used when the caller gives none."""
     return {GRID_NAMES[r * 3 + c]: (c / 3, r / 3, (c + 1) / 3, (r + 1) / 3) for r in range(3) for c in range(3)}
-
-
-def frame_gaps(frame_indices: Sequence[int]) -> np.ndarray:
-    """Clip frames between consecutive tracked frames ``[T-1]`` (at least 1, so a repeated index cannot
-    divide by zero; `summarize_tracks` sorts the frames first, and an unordered one cannot flip a speed's
-    sign)."""
-    return np.maximum(np.abs(np.diff(np.asarray(frame_indices, np.int64))), 1)
-
-
-def step_motion(tracks: MotionTracks, speed_threshold: float, noise_floor: float = NOISE_FLOOR_PX,
-                half_window: int = NOISE_HALF_WINDOW) -> tuple[np.ndarray, np.ndarray]:
-    """Per-step displacement vectors ``[T-1,N,2]`` (0 where an end is untracked) and the moving mask ``[T-1,N]``:
-    both ends tracked, speed (step length per clip frame between the two tracked frames) above
-    ``speed_threshold``, and the step's `window_displacement` above ``noise_floor`` pixels (module docstring,
-    "Noise floor")."""
-    step = np.diff(tracks.tracks, axis=0)
-    both = tracks.visible[1:] & tracks.visible[:-1]
-    step = np.where(both[..., None], step, 0.0)
-    speed = np.linalg.norm(step, axis=-1) / frame_gaps(tracks.frame_indices)[:, None]
-    fast = both & (speed > speed_threshold)
-    moving = fast & (window_displacement(step, half_window) > noise_floor)
-    return step, moving
-
-
-def window_displacement(step: np.ndarray, half_window: int) -> np.ndarray:
-    """``[S,N]``: for each step ``k`` of ``step`` ``[S,N,2]``, the larger of the distances from the point's
-    position before the window (``half_window`` steps before ``k``) to its position after ``k``, and from its
-    position before ``k`` to its position after the window. Positions are sums of the tracked steps (vector
-    sums: jitter cancels instead of adding up, and an untracked step adds nothing). Both ends are measured
-    from the step so that a quick move out and back inside the window still counts."""
-    if not isinstance(half_window, int | np.integer) or half_window < 0:
-        raise ValueError(f"half_window must be a whole number of steps >= 0, got {half_window!r}")
-    s_total = step.shape[0]
-    pos = np.concatenate([np.zeros((1,) + step.shape[1:]), np.cumsum(step, axis=0)])  # [S+1,N,2]
-    k = np.arange(s_total)
-    before, after = np.maximum(k - half_window, 0), np.minimum(k + half_window + 1, s_total)
-    return np.maximum(np.linalg.norm(pos[k + 1] - pos[before], axis=-1),
-                      np.linalg.norm(pos[after] - pos[k], axis=-1))
-
-
-def default_thresholds(frame_size: tuple[int, int]) -> tuple[float, float]:
-    """(speed px per clip frame, net displacement px) for frames of ``(height, width)``: 0.1% and 2% of
-    the diagonal, at least 0.1 px/frame and `NOISE_FLOOR_PX` (the choice is argued in the module docstring)."""
-    diagonal = float(np.hypot(*frame_size))
-    return max(0.1, 0.001 * diagonal), max(NOISE_FLOOR_PX, 0.02 * diagonal)
 
 
 def region_box_problem(name: str, box: Sequence[float]) -> str | None:
@@ -361,19 +305,6 @@ def _in_span(v: np.ndarray, lo: float, hi: float, size: int) -> np.ndarray:
     pixels, closed at ``hi == 1`` (module docstring)."""
     upper = v <= size - 0.5 if hi >= 1.0 else v < hi * size - 0.5
     return (v >= lo * size - 0.5) & upper
-
-
-def in_clip_order(tracks: MotionTracks) -> MotionTracks:
-    """``tracks`` with its frames sorted by clip index (stable; ``query_frames`` follow their frames); the
-    tracks themselves when they already are in order."""
-    order = np.argsort(np.asarray(tracks.frame_indices, np.int64), kind="stable")
-    if (order == np.arange(len(order))).all():
-        return tracks
-    position = np.empty_like(order)
-    position[order] = np.arange(len(order))
-    return MotionTracks(tracks=tracks.tracks[order], visible=tracks.visible[order],
-                        query_frames=position[tracks.query_frames],
-                        frame_indices=[tracks.frame_indices[i] for i in order])
 
 
 def _tracked_ends(tracks: MotionTracks) -> tuple[np.ndarray, np.ndarray]:
