@@ -1,5 +1,5 @@
-"""Agent CLI commands (`raa score`, `raa score-batch`, `raa serve-reward`; `raa runs` and `raa trace` are in
-graph/trace_commands.py); registered in graph/cli.py.
+"""Agent CLI commands (`raa score`, `raa score-batch`; `raa serve-reward` is in graph/serve_command.py, `raa runs`
+and `raa trace` in graph/trace_commands.py); registered in graph/cli.py.
 
 This is the edge: settings come from `BackboneSettings.from_env()` here and nowhere deeper. Without a
 configured endpoint the score commands exit with status 2 and say how to connect one; they never
@@ -28,7 +28,7 @@ from __future__ import annotations
 
 import asyncio
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any
+from typing import TYPE_CHECKING, Any
 
 import typer
 from langchain_core.language_models import BaseChatModel
@@ -40,11 +40,8 @@ from rich.table import Table
 from graph.backbone import default_chat_model
 from graph.endpoint import preflight
 from graph.reward_format import reward_text
-from graph.reward_limits import DEFAULT_MAX_BODY_MB, DEFAULT_MAX_CONCURRENCY, DEFAULT_MAX_ITEMS
 from graph.settings import BackboneSettings, SettingsError
 from graph.tracing import describe_update, open_async_saver, printable
-from tools.cli import token_option
-from tools.service_budget import DEFAULT_BODY_TIMEOUT_S, DEFAULT_MAX_BUFFERED_MB, DEFAULT_REWARD_BUSY_WAIT_S
 
 if TYPE_CHECKING:  # pragma: no cover
     from tools.settings import ToolSettings
@@ -73,7 +70,7 @@ def make_chat_model(settings: BackboneSettings) -> BaseChatModel:
     return default_chat_model(settings)
 
 
-def _settings_or_exit(require_endpoint: bool) -> BackboneSettings:
+def settings_or_exit(require_endpoint: bool) -> BackboneSettings:
     try:
         settings = BackboneSettings.from_env()
     except SettingsError as exc:
@@ -85,7 +82,7 @@ def _settings_or_exit(require_endpoint: bool) -> BackboneSettings:
     return settings
 
 
-def _check_preset(preset: str) -> None:
+def check_preset(preset: str) -> None:
     from graph import AgentConfig  # deferred: the agent graph is heavy to import
 
     try:
@@ -127,9 +124,9 @@ def score_command(
     """Score one video against an instruction with the reward agent."""
     from graph.api import new_run_id, trace_saved  # deferred: the agent graph is heavy to import
 
-    settings = _settings_or_exit(require_endpoint=True)
+    settings = settings_or_exit(require_endpoint=True)
     settings.ensure_parent_dirs()
-    _check_preset(preset)
+    check_preset(preset)
     tools = loaded_tools(settings, preset)  # a tool that cannot load: exit 2 now, not after the model calls
     run_id = new_run_id()
     result = asyncio.run(_score_one(settings, preset, str(video.resolve()), instruction, run_id, stream, draw, tools))
@@ -209,7 +206,7 @@ def score_batch_command(
     )
     from graph.batch_resume import drop_rows, fixable_lines, fixable_rows, removed_lines, stale_rows
 
-    settings = _settings_or_exit(require_endpoint=True)
+    settings = settings_or_exit(require_endpoint=True)
     if manifest.is_dir():  # there, but no file: "not found" misled
         inside = manifest / "manifest.jsonl"
         typer.echo(f"error: manifest {manifest} is a folder; give the manifest file's path"
@@ -233,7 +230,7 @@ def score_batch_command(
     if foreign:  # else a traceback, or a resume that drops the file's lines
         typer.echo(f"error: {foreign}; write the results to another file", err=True)
         raise typer.Exit(2)
-    _check_preset(preset)
+    check_preset(preset)
     settings.ensure_parent_dirs()
     try:
         items, repeats = drop_repeats(read_manifest(manifest, preset, draw))
@@ -342,60 +339,3 @@ def loaded_tools(settings: BackboneSettings, preset: str, tool_settings: ToolSet
     except ValueError as exc:
         typer.echo(f"error: {exc}", err=True)
         raise typer.Exit(2) from exc
-
-
-def serve_reward_command(
-    host: Annotated[str, typer.Option(help="Interface to bind (loopback by default).")] = "127.0.0.1",
-    port: Annotated[int, typer.Option(help="TCP port.")] = 8766,
-    preset: Annotated[str, typer.Option(help="Agent preset (paper Table 2).")] = "full",
-    concurrency: Annotated[int, typer.Option(min=1, max=1024, help="Agent runs in flight over all requests.")] = DEFAULT_MAX_CONCURRENCY,
-    token: Annotated[str | None, typer.Option(envvar="RAA_REWARD_TOKEN", show_envvar=True, callback=token_option("RAA_REWARD_TOKEN"),
-                                              help="Bearer token required on /v1/* (none = open).")] = None,
-    max_items: Annotated[int, typer.Option(min=1, help="Most clips in one request.")] = DEFAULT_MAX_ITEMS,
-    max_body_mb: Annotated[float, typer.Option(min=0.001, help="Largest request body (MiB).")] = DEFAULT_MAX_BODY_MB,
-    max_buffered_mb: Annotated[float | None, typer.Option(
-        min=0.001, help=f"Request bodies held at once, until answered (MiB; default {DEFAULT_MAX_BUFFERED_MB:g}, or "
-                        "--max-body-mb if larger); a request over it waits --busy-wait-s for room, then gets 503 "
-                        "busy.")] = None,
-    busy_wait_s: Annotated[float, typer.Option(
-        min=0.0, max=86400.0, help="Seconds a request whose body does not fit --max-buffered-mb waits in line for room "
-                      "before its 503 (0: at once).")] = DEFAULT_REWARD_BUSY_WAIT_S,
-    body_timeout_s: Annotated[float, typer.Option(
-        min=0.001, max=86400.0,
-        help="Seconds a request body may take to arrive once its room is granted; then 408.")] = DEFAULT_BODY_TIMEOUT_S,
-    keep_videos: Annotated[Path | None, typer.Option(help="Keep every request's clips here (for raa report "
-                                                          "of training rewards); default: deleted.")] = None,
-) -> None:
-    """Serve the reward agent on /v1/score for training's `reward: http` (and /v1/info, /healthz)."""
-    import uvicorn
-
-    from graph.batch import build_batch_agent
-    from graph.builder import default_checkpointer, frame_store_for
-    from graph.reward_service import create_reward_app
-    from tools.service import open_bind_warning
-    from tools.service_budget import buffered_limit_bytes
-    from tools.service_http import SERVER_KEEPALIVE_S
-
-    settings = _settings_or_exit(require_endpoint=True)
-    _check_preset(preset)
-    try:  # before the endpoint check and the tool models
-        buffered_limit_bytes(max_buffered_mb, int(max_body_mb * 1024 * 1024), "max_body_mb")
-    except ValueError as exc:
-        raise typer.BadParameter(str(exc)) from exc
-    if (warning := open_bind_warning(host, token, "RAA_REWARD_TOKEN")) is not None:
-        typer.echo(warning, err=True)
-    preflight_or_exit(settings)  # a service that cannot reach its model answers every request ineligible
-    tools = loaded_tools(settings, preset)
-    frames = frame_store_for(settings)  # the service drops each request's deleted clips from it
-    agent = build_batch_agent(settings, preset, default_checkpointer(settings.traces_path),
-                              make_chat_model(settings), tools, frames)
-    app = create_reward_app(agent, preset, token=token, max_concurrency=concurrency, max_items=max_items,
-                            max_body_mb=max_body_mb, durability=settings.trace_durability, keep_videos=keep_videos,
-                            claim_max_age_s=settings.foreign_claim_max_age_s,
-                            frames=frames, max_buffered_mb=max_buffered_mb, busy_wait_s=busy_wait_s,
-                            body_timeout_s=body_timeout_s,
-                            info={"model": settings.model, "inspect_mode": settings.inspect_mode,
-                                  "traces": settings.traces_path, "scoring": settings.scoring()})
-    typer.echo(f"reward service: preset {preset}, traces in {settings.traces_path}; "
-               f"trainer url http://{host}:{port}/v1/score", err=True)
-    uvicorn.run(app, host=host, port=port, log_level="info", timeout_keep_alive=SERVER_KEEPALIVE_S)

@@ -1,6 +1,6 @@
 """Default limits of the HTTP reward service (`raa serve-reward`, graph/reward_service.py).
 
-One home for the numbers that both the CLI options (graph/commands.py) and ``create_reward_app`` default to:
+One home for the numbers that both the CLI options (graph/serve_command.py) and ``create_reward_app`` default to:
 they were written twice and could drift apart. This module imports nothing, so the CLI can read it without
 loading FastAPI."""
 

@@ -1,5 +1,5 @@
 """HTTP reward service: the reward agent behind the JSON API of training's `reward: http` (`raa serve-reward`,
-in graph/commands.py; needs the `service` extra).
+in graph/serve_command.py; needs the `service` extra).
 
     POST /v1/score   Authorization: Bearer <token> (when the service has one)
     {"items": [{"video_b64": "<base64 mp4>", "instruction": "...", "fps": 16.0}, ...],

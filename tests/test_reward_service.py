@@ -369,7 +369,7 @@ def test_cli_and_app_share_the_named_limit_defaults():
     import inspect
 
     from graph import reward_limits
-    from graph.commands import serve_reward_command
+    from graph.serve_command import serve_reward_command
 
     app_defaults = inspect.signature(create_reward_app).parameters
     cli_defaults = inspect.signature(serve_reward_command).parameters
