@@ -3,7 +3,10 @@ is killed whole and fails the test, so nothing of it outlives the test.
 
 * `run_to_end`: a command (torchrun, ``python -m ...``) in its own process group, killed as a group (a plain
   ``subprocess.run(timeout=...)`` killed torchrun alone, and ranks stuck in a collective lived on);
-* `spawn_ranks`: ``fn(rank, *args)`` in spawned processes that write ``DIR/rank{r}.done`` ("ok" or the error).
+* `spawn_ranks`: ``fn(rank, *args)`` in spawned processes that write ``DIR/rank{r}.done`` ("ok" or the error);
+  they meet at a store this process serves (`rendezvous_store`), each rank's output goes to ``DIR/rank{r}.log``,
+  and a failure (a hang, a rank that died or did not write "ok") quotes the ranks' outcomes and logs, with
+  every thread's Python stack of a hung rank.
 """
 
 from __future__ import annotations
@@ -12,8 +15,10 @@ import os
 import signal
 import socket
 import subprocess
+import sys
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -48,21 +53,94 @@ def run_to_end(cmd: Sequence[str], *, timeout: float, what: str, env: Mapping[st
     return output
 
 
+@contextmanager
+def rendezvous_store(world: int) -> Iterator[int]:
+    """The port of a TCPStore served by this process for ``world`` spawned ranks, held until the block ends (the
+    ranks join it as clients: `_rank_main`). The OS picks the port when the store binds it. A port from
+    `free_port` was free only until its probe socket closed: the ranks bound it seconds later (after importing
+    torch), and any process on the machine could take it meanwhile (another session's ranks, whose gloo
+    listeners bind ports the same way), leaving rank 0 unable to start the store and rank 1 waiting."""
+    from torch.distributed import TCPStore
+
+    store = TCPStore("127.0.0.1", 0, world, is_master=True, wait_for_workers=False)
+    try:
+        yield store.port
+    finally:
+        del store  # closes the port; the ranks have exited
+
+
+def _rank_main(rank: int, fn: Callable[..., None], args: tuple[Any, ...], folder: str, port: int,
+               world: int) -> None:
+    """A spawned rank: its output to ``folder/rank{rank}.log``, SIGUSR1 dumps every thread's stack there
+    (`spawn_ranks` sends it to a hung rank), the launcher's environment variables (the store at ``port``
+    served by the test: TORCHELASTIC_USE_AGENT_STORE, as torchrun's agent serves it), one CPU thread; then
+    ``fn(rank, *args)``."""
+    import faulthandler
+
+    log = open(Path(folder) / f"rank{rank}.log", "w", buffering=1)  # open until the rank exits
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os.dup2(log.fileno(), 1)
+    os.dup2(log.fileno(), 2)
+    faulthandler.register(signal.SIGUSR1, file=log, all_threads=True)
+    os.environ.update(RANK=str(rank), WORLD_SIZE=str(world), LOCAL_RANK=str(rank), MASTER_ADDR="127.0.0.1",
+                      MASTER_PORT=str(port), TORCHELASTIC_USE_AGENT_STORE="True", OMP_NUM_THREADS="1")
+    import torch
+
+    torch.set_num_threads(1)
+    fn(rank, *args)
+
+
+def tail(path: Path, chars: int = 4000) -> str:
+    """The last ``chars`` characters of a text file, or a line saying it is missing."""
+    try:
+        text = path.read_text(errors="replace")
+    except OSError as exc:
+        return f"({path.name}: {type(exc).__name__})"
+    return text if len(text) <= chars else f"[... {len(text) - chars} characters before]\n{text[-chars:]}"
+
+
+def ranks_report(folder: Path, world: int) -> str:
+    """Each rank's outcome (``rank{r}.done``) and the end of its log (``rank{r}.log``), for a failure message."""
+    parts = []
+    for rank in range(world):
+        done = folder / f"rank{rank}.done"
+        outcome = done.read_text() if done.exists() else f"(no rank{rank}.done)"
+        parts.append(f"--- rank {rank}: {outcome}\n{tail(folder / f'rank{rank}.log')}")
+    return "\n".join(parts)
+
+
 def spawn_ranks(fn: Callable[..., None], args: tuple[Any, ...], folder: Path, *, deadline_s: float,
                 world: int = 2) -> None:
-    """Start ``fn(rank, *args)`` on ``world`` spawned ranks and wait; each writes ``folder/rank{r}.done``. Fails
-    the test when they run past ``deadline_s`` (out of step: a rank waits in a collective the other never
-    joins; every rank is killed) or when a rank did not write "ok"."""
+    """Start ``fn(rank, *args)`` on ``world`` spawned ranks (`_rank_main`: RANK, WORLD_SIZE, MASTER_* set) and
+    wait; each writes ``folder/rank{r}.done``. Fails the test, quoting every rank's outcome and log
+    (`ranks_report`), when they run past ``deadline_s`` (out of step: a rank waits in a collective the other
+    never joins; each rank's stacks are dumped into its log, then every rank is killed), when a rank exits
+    with an error or a signal, or when a rank did not write "ok"."""
     import torch.multiprocessing as mp
+    from torch.multiprocessing.spawn import ProcessException
 
-    ctx = mp.start_processes(fn, args=args, nprocs=world, join=False, start_method="spawn")
-    deadline = time.monotonic() + deadline_s
-    while not ctx.join(timeout=5):
-        if time.monotonic() > deadline:
-            for proc in ctx.processes:
-                proc.kill()
-            pytest.fail(f"the ranks hung; finished: {sorted(p.name for p in folder.glob('rank*.done'))}")
-    assert [(folder / f"rank{r}.done").read_text() for r in range(world)] == ["ok"] * world
+    with rendezvous_store(world) as port:
+        ctx = mp.start_processes(_rank_main, args=(fn, args, str(folder), port, world), nprocs=world, join=False,
+                                 start_method="spawn")
+        deadline = time.monotonic() + deadline_s
+        try:
+            while not ctx.join(timeout=2):
+                if time.monotonic() > deadline:
+                    hung = [p for p in ctx.processes if p.is_alive()]
+                    for proc in hung:
+                        os.kill(proc.pid, signal.SIGUSR1)  # every thread's stack into its log
+                    time.sleep(3)
+                    for proc in ctx.processes:
+                        proc.kill()
+                        proc.join()
+                    pytest.fail(f"the ranks hung (no end in {deadline_s:g} s; stacks of the ranks still running at "
+                                f"the end of their logs):\n{ranks_report(folder, world)}")
+        except ProcessException as exc:  # a rank died (a signal, an exit code): the others were stopped
+            pytest.fail(f"{exc}\n{ranks_report(folder, world)}")
+    outcomes = [(folder / f"rank{r}.done").read_text() if (folder / f"rank{r}.done").exists() else None
+                for r in range(world)]
+    assert outcomes == ["ok"] * world, ranks_report(folder, world)
 
 
 def release_after(exc: Exception) -> None:

@@ -22,7 +22,7 @@ import numpy as np
 import pytest
 import torch
 
-from tests.launches import free_port, spawn_ranks
+from tests.launches import spawn_ranks
 from training.config import PromptSpec, TrainConfig
 from training.config_io import load_config
 
@@ -60,11 +60,7 @@ def _evaluate_cases(world_model: Any, cfg: TrainConfig, tmp: Path, rank: int, wo
     return out
 
 
-def _rank_eval(rank: int, world: int, port: int, tmp: str) -> None:
-    import os
-
-    os.environ.update(RANK=str(rank), WORLD_SIZE=str(world), LOCAL_RANK=str(rank), MASTER_ADDR="127.0.0.1",
-                      MASTER_PORT=str(port), OMP_NUM_THREADS="1")
+def _rank_eval(rank: int, world: int, tmp: str) -> None:  # tests/launches.py set the rank's environment
     try:
         import deepspeed
         import torch
@@ -104,7 +100,7 @@ def test_two_ranks_evaluate_in_step_under_zero3_and_score_as_one_rank(tmp_path):
     from training.models import build_world_model
     from training.rewards import build_reward
 
-    spawn_ranks(_rank_eval, (2, free_port(), str(tmp_path)), tmp_path, deadline_s=240)  # out of step: a hang
+    spawn_ranks(_rank_eval, (2, str(tmp_path)), tmp_path, deadline_s=240)  # out of step: a hang
     ranks = [json.loads((tmp_path / f"rank{r}.json").read_text()) for r in (0, 1)]
     assert ranks[0]["partitioned"] and ranks[1]["partitioned"]  # the forwards gather: out of step would hang
     cfg = load_config(SMOKE, FLAGS)

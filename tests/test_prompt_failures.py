@@ -199,15 +199,8 @@ def test_a_run_whose_every_prompt_image_is_gone_stops_naming_them(tmp_path, one_
     assert not (tmp_path / "run" / "metrics.jsonl").exists() or not _jsonl(tmp_path / "run" / "metrics.jsonl")
 
 
-def _rank_run(rank: int, world: int, port: int, tmp: str, flags: list[str]) -> None:
-    import os
-
-    os.environ.update(RANK=str(rank), WORLD_SIZE=str(world), LOCAL_RANK=str(rank), MASTER_ADDR="127.0.0.1",
-                      MASTER_PORT=str(port), OMP_NUM_THREADS="1")
-    import torch
-
-    torch.set_num_threads(1)
-    from training.trainer import train
+def _rank_run(rank: int, tmp: str, flags: list[str]) -> None:
+    from training.trainer import train  # tests/launches.py set the rank's environment
 
     cfg = load_config(SMOKE, flags)
     try:
@@ -232,7 +225,7 @@ def test_two_ranks_stay_in_step_when_one_ranks_only_prompt_fails(tmp_path):
              "--max_iterations", "1", "--num_steps", "2", "--sde_window", "[0, 1]", "--export", "none",
              "--num_frames", "5", "--ds_config", "ds_zero3.json"]  # partitioned: forwards gather
     # out of step, a rank waits in a collective the other never runs: a hang
-    spawn_ranks(_rank_run, (2, free_port(), str(tmp_path), flags), tmp_path, deadline_s=180)
+    spawn_ranks(_rank_run, (str(tmp_path), flags), tmp_path, deadline_s=180)
     row = _jsonl(tmp_path / "run" / "metrics.jsonl")[0]
     assert row["failed_prompts"] == 1 and row["ineligible_error"] == 4 and row["update_skipped"] == 0
     [failed] = _jsonl(tmp_path / "run" / "failed_prompts.jsonl")

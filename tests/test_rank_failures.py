@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.launches import free_port, release_after, spawn_ranks
+from tests.launches import release_after, spawn_ranks
 from training.config_io import load_config
 from training.rank_failures import RankFailed, RankFailure, Tried, attempt, first_failure
 
@@ -110,15 +110,8 @@ def _patch(case: str, rank: int) -> None:
         ck.write_layout = full
 
 
-def _rank_run(rank: int, world: int, port: int, tmp: str, case: str, flags: list[str]) -> None:
-    import os
-
-    os.environ.update(RANK=str(rank), WORLD_SIZE=str(world), LOCAL_RANK=str(rank), MASTER_ADDR="127.0.0.1",
-                      MASTER_PORT=str(port), OMP_NUM_THREADS="1")
-    import torch
-
-    torch.set_num_threads(1)
-    from training.trainer import train
+def _rank_run(rank: int, tmp: str, case: str, flags: list[str]) -> None:
+    from training.trainer import train  # tests/launches.py set the rank's environment
 
     _patch(case, rank)
     try:
@@ -153,7 +146,7 @@ def test_a_failure_on_one_rank_stops_every_rank_naming_it(tmp_path, case):
     flags = ["--output_dir", str(tmp_path / "run"), "--progress", "false", "--tensorboard", "false",
              "--max_iterations", "1", "--num_steps", "2", "--sde_window", "[0, 1]", "--export", "none",
              "--num_frames", "5", *extra]
-    spawn_ranks(_rank_run, (2, free_port(), str(tmp_path), case, flags), tmp_path, deadline_s=150)
+    spawn_ranks(_rank_run, (str(tmp_path), case, flags), tmp_path, deadline_s=150)
     outcomes = [(tmp_path / f"rank{r}.txt").read_text() for r in (0, 1)]
     assert outcomes[0] == outcomes[1], outcomes  # the same stop on every rank
     assert outcomes[0].startswith(f"RankFailed: iteration {iteration}: {what} failed on rank {failing} ({error}"), \

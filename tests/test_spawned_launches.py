@@ -1,0 +1,82 @@
+"""The test harness's spawned launches (tests/launches.py; tests/test_launches.py is training/launches.py's): the ranks
+meet at a store whose port is held from the moment it is chosen, and a launch that fails says why, per rank (the
+failure of test_prompt_failures.py::test_two_ranks_stay_in_step_when_one_ranks_only_prompt_fails in a combined run
+printed neither which rank failed nor where)."""
+
+from __future__ import annotations
+
+import errno
+import os
+import socket
+from pathlib import Path
+
+import pytest
+
+from tests.launches import rendezvous_store, spawn_ranks
+
+
+def test_the_rendezvous_port_is_held_until_the_ranks_are_done():
+    """`free_port` gave a port whose probe socket was already closed: until rank 0 bound it (seconds later, after
+    importing torch) any process could take it. The store's port is bound for as long as the ranks run."""
+    from torch.distributed import TCPStore
+
+    with rendezvous_store(2) as port:
+        with socket.socket() as other, pytest.raises(OSError) as taken:
+            other.bind(("127.0.0.1", port))
+        assert taken.value.errno == errno.EADDRINUSE
+        client = TCPStore("127.0.0.1", port, 2, is_master=False)  # how a rank joins it
+        client.set("k", "v")
+        assert client.get("k") == b"v"
+
+
+def _ranks(rank: int, tmp: str, mode: str) -> None:
+    import time
+
+    import torch
+    import torch.distributed as dist
+
+    print(f"rank {rank} starts", flush=True)
+    dist.init_process_group("gloo")  # env://: the harness's store
+    total = torch.tensor([rank + 1.0])
+    dist.all_reduce(total)
+    Path(tmp, f"rank{rank}.txt").write_text(str(int(total.item())))
+    if mode == "hang":  # out of step: rank 1 waits in a collective rank 0 never joins
+        if rank == 1:
+            dist.barrier()
+        time.sleep(3600)
+    if mode == "abort" and rank == 1:  # as gloo's threads aborted a rank at interpreter teardown
+        os.abort()
+    dist.barrier()
+    dist.destroy_process_group()
+    Path(tmp, f"rank{rank}.done").write_text("ok")
+
+
+@pytest.mark.slow  # two spawned processes (~15 s here)
+@pytest.mark.distributed
+def test_spawned_ranks_meet_at_the_tests_store_and_log_apart(tmp_path):
+    spawn_ranks(_ranks, (str(tmp_path), "meet"), tmp_path, deadline_s=120)
+    assert [(tmp_path / f"rank{r}.txt").read_text() for r in (0, 1)] == ["3", "3"]
+    assert [(tmp_path / f"rank{r}.log").read_text().splitlines()[0] for r in (0, 1)] == ["rank 0 starts",
+                                                                                       "rank 1 starts"]
+
+
+@pytest.mark.slow  # two spawned processes, one deadline (~1 min here)
+@pytest.mark.distributed
+def test_a_hang_fails_with_every_ranks_stack_and_output(tmp_path):
+    with pytest.raises(pytest.fail.Exception) as failed:
+        spawn_ranks(_ranks, (str(tmp_path), "hang"), tmp_path, deadline_s=45)
+    text = str(failed.value)
+    assert text.startswith("the ranks hung (no end in 45 s")
+    rank0, rank1 = text.split("--- rank 1: ")
+    assert "--- rank 0: (no rank0.done)" in rank0 and "rank 0 starts" in rank0 and "in _ranks" in rank0
+    assert rank1.startswith("(no rank1.done)") and "rank 1 starts" in rank1 and " in barrier" in rank1
+
+
+@pytest.mark.slow  # two spawned processes (~15 s here)
+@pytest.mark.distributed
+def test_a_rank_that_dies_fails_with_the_signal_and_every_ranks_output(tmp_path):
+    with pytest.raises(pytest.fail.Exception) as failed:
+        spawn_ranks(_ranks, (str(tmp_path), "abort"), tmp_path, deadline_s=120)
+    text = str(failed.value)
+    assert text.startswith("process 1 terminated with signal SIGABRT")
+    assert "--- rank 0: (no rank0.done)\nrank 0 starts" in text and "--- rank 1: (no rank1.done)\nrank 1 starts" in text
