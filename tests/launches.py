@@ -73,8 +73,8 @@ def _rank_main(rank: int, fn: Callable[..., None], args: tuple[Any, ...], folder
                world: int) -> None:
     """A spawned rank: its output to ``folder/rank{rank}.log``, SIGUSR1 dumps every thread's stack there
     (`spawn_ranks` sends it to a hung rank), the launcher's environment variables (the store at ``port``
-    served by the test: TORCHELASTIC_USE_AGENT_STORE, as torchrun's agent serves it), one CPU thread; then
-    ``fn(rank, *args)``."""
+    served by the test: TORCHELASTIC_USE_AGENT_STORE, as torchrun's agent serves it), one CPU thread, no
+    DeepSpeed shared-memory op (`_no_shm_op`); then ``fn(rank, *args)``."""
     import faulthandler
 
     log = open(Path(folder) / f"rank{rank}.log", "w", buffering=1)  # open until the rank exits
@@ -85,10 +85,24 @@ def _rank_main(rank: int, fn: Callable[..., None], args: tuple[Any, ...], folder
     faulthandler.register(signal.SIGUSR1, file=log, all_threads=True)
     os.environ.update(RANK=str(rank), WORLD_SIZE=str(world), LOCAL_RANK=str(rank), MASTER_ADDR="127.0.0.1",
                       MASTER_PORT=str(port), TORCHELASTIC_USE_AGENT_STORE="True", OMP_NUM_THREADS="1")
+    import importlib
+
     import torch
 
     torch.set_num_threads(1)
+    # the module itself: the attribute deepspeed.comm.torch is PyTorch (deepspeed.comm re-exports its names)
+    importlib.import_module("deepspeed.comm.torch").build_shm_op = _no_shm_op
     fn(rank, *args)
+
+
+def _no_shm_op() -> None:
+    """DeepSpeed's CPU backend JIT-builds its shared-memory op (``deepspeed_shm_comm``) at process-group start in
+    every rank, though it uses it only for ``inference_all_reduce`` of ranks that ``LOCAL_SIZE`` says share a
+    machine (never in a spawned test launch). The build is shared by the whole machine (torch's extensions folder,
+    training/build_locks.py): a rank rebuilt it (~70 s here) whenever another launch had built it with another
+    command, within its test's deadline, and waited without limit on a lock file a killed build left behind.
+    None: the backend goes on without it, as on a machine where it cannot be built."""
+    return None
 
 
 def tail(path: Path, chars: int = 4000) -> str:
