@@ -74,7 +74,7 @@ def _rank_main(rank: int, fn: Callable[..., None], args: tuple[Any, ...], folder
     """A spawned rank: its output to ``folder/rank{rank}.log``, SIGUSR1 dumps every thread's stack there
     (`spawn_ranks` sends it to a hung rank), the launcher's environment variables (the store at ``port``
     served by the test: TORCHELASTIC_USE_AGENT_STORE, as torchrun's agent serves it), one CPU thread, no
-    DeepSpeed shared-memory op (`_no_shm_op`); then ``fn(rank, *args)``."""
+    DeepSpeed shared-memory op (`no_shm_op`); then ``fn(rank, *args)``."""
     import faulthandler
 
     log = open(Path(folder) / f"rank{rank}.log", "w", buffering=1)  # open until the rank exits
@@ -91,11 +91,11 @@ def _rank_main(rank: int, fn: Callable[..., None], args: tuple[Any, ...], folder
 
     torch.set_num_threads(1)
     # the module itself: the attribute deepspeed.comm.torch is PyTorch (deepspeed.comm re-exports its names)
-    importlib.import_module("deepspeed.comm.torch").build_shm_op = _no_shm_op
+    importlib.import_module("deepspeed.comm.torch").build_shm_op = no_shm_op
     fn(rank, *args)
 
 
-def _no_shm_op() -> None:
+def no_shm_op() -> None:
     """DeepSpeed's CPU backend JIT-builds its shared-memory op (``deepspeed_shm_comm``) at process-group start in
     every rank, though it uses it only for ``inference_all_reduce`` of ranks that ``LOCAL_SIZE`` says share a
     machine (never in a spawned test launch). The build is shared by the whole machine (torch's extensions folder,

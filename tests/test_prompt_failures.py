@@ -11,7 +11,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from tests.launches import free_port, release_after, spawn_ranks
+from tests.launches import no_shm_op, release_after, rendezvous_store, spawn_ranks
 from training.config import PromptSpec
 from training.config_io import load_config
 
@@ -123,17 +123,22 @@ def test_a_held_out_prompt_whose_image_is_gone_is_ineligible_and_the_others_are_
 
 @pytest.fixture
 def one_rank_env(monkeypatch):
-    """RANK / WORLD_SIZE / a free port, as torchrun sets them for train(); the process group torn down after."""
+    """RANK / WORLD_SIZE / the port of a store this process serves, as torchrun sets them for train(), without
+    DeepSpeed's shared-memory op build (tests/launches.py); the process group torn down after."""
+    import importlib
+
     import torch.distributed as dist
 
-    for key, value in dict(RANK="0", WORLD_SIZE="1", LOCAL_RANK="0", MASTER_ADDR="127.0.0.1",
-                           MASTER_PORT=str(free_port())).items():
-        monkeypatch.setenv(key, value)
-    yield
-    if dist.is_initialized():  # a run that raised leaves it (training/train.py releases it)
-        import deepspeed.comm
+    monkeypatch.setattr(importlib.import_module("deepspeed.comm.torch"), "build_shm_op", no_shm_op)
+    with rendezvous_store(1) as port:
+        for key, value in dict(RANK="0", WORLD_SIZE="1", LOCAL_RANK="0", MASTER_ADDR="127.0.0.1",
+                               MASTER_PORT=str(port), TORCHELASTIC_USE_AGENT_STORE="True").items():
+            monkeypatch.setenv(key, value)
+        yield
+        if dist.is_initialized():  # a run that raised leaves it (training/train.py releases it)
+            import deepspeed.comm
 
-        deepspeed.comm.destroy_process_group()
+            deepspeed.comm.destroy_process_group()
 
 
 def _run_cfg(tmp_path: Path, path: Path, overlap: str = "groups"):
