@@ -30,7 +30,8 @@ ROOT = Path(__file__).resolve().parents[1]
 def free_port() -> int:
     """A port the OS has just handed out. Not `random.randint`: the autouse seeding (conftest) made every test
     draw the same port, and a run starting while the previous run's socket was still held failed with
-    EADDRINUSE."""
+    EADDRINUSE. Free only until it returns (for torchrun's ``--master_port``); ranks this process starts or
+    runs itself meet at a port held throughout (`rendezvous_store`)."""
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         return int(sock.getsockname()[1])
@@ -55,8 +56,8 @@ def run_to_end(cmd: Sequence[str], *, timeout: float, what: str, env: Mapping[st
 
 @contextmanager
 def rendezvous_store(world: int) -> Iterator[int]:
-    """The port of a TCPStore served by this process for ``world`` spawned ranks, held until the block ends (the
-    ranks join it as clients: `_rank_main`). The OS picks the port when the store binds it. A port from
+    """The port of a TCPStore served by this process for ``world`` ranks, held until the block ends (the ranks,
+    spawned or this process itself, join it as clients with TORCHELASTIC_USE_AGENT_STORE=True: `_rank_main`). The OS picks the port when the store binds it. A port from
     `free_port` was free only until its probe socket closed: the ranks bound it seconds later (after importing
     torch), and any process on the machine could take it meanwhile (another session's ranks, whose gloo
     listeners bind ports the same way), leaving rank 0 unable to start the store and rank 1 waiting."""
