@@ -17,8 +17,10 @@ it: markdown code fences, and a reasoning block. Decisions where the issue was s
   so vLLM and other OpenAI-compatible servers; a scripted reply can set it): a free-text answer cut there
   still reads as an answer, so the backbone does not cache it and the inspect node notes it.
 - `declined` reads the reply's `refusal` (ChatOpenAI puts the message's refusal field in
-  `additional_kwargs`) and a finish_reason "content_filter": the backbone's tool rounds and json_mode calls
-  report it as "refused" at once (LangChain's structured-output parser does so for the other methods).
+  `additional_kwargs`; the Responses API, and chat models that answer in content blocks, give a `refusal`
+  block in the content, which LangChain's structured-output parsers also take for a refusal) and a
+  finish_reason "content_filter": the backbone's tool rounds and json_mode calls report it as "refused" at
+  once (LangChain's structured-output parser does so for the other methods).
 """
 
 from __future__ import annotations
@@ -43,10 +45,20 @@ def cut_at_token_limit(reply: BaseMessage) -> bool:
 def declined(reply: BaseMessage) -> str | None:
     """Why the model or the server declined to answer in `reply` (its `refusal` text, or a content-filter
     stop), or None. Such a reply has no content; it is not an empty reply to re-ask."""
-    if refusal := reply.additional_kwargs.get("refusal"):
+    if refusal := reply.additional_kwargs.get("refusal") or _refusal_block(reply.content):
         return f"the model refused: {refusal}"
     if reply.response_metadata.get("finish_reason") == "content_filter":
         return "the server's content filter stopped the reply"
+    return None
+
+
+def _refusal_block(content: str | list) -> str | None:
+    """The text of the first `refusal` block of a reply's content ("(no reason given)" when empty), or None."""
+    if isinstance(content, str):
+        return None
+    for block in content:
+        if isinstance(block, dict) and block.get("type") == "refusal":
+            return str(block.get("refusal") or "(no reason given)")
     return None
 
 

@@ -1,0 +1,55 @@
+"""Reply shapes an OpenAI-compatible server (or another LangChain chat model) may send that the backbone read
+wrongly: a refusal given as a content part, and a tool round cut at the token limit before any content (a
+reasoning model whose reasoning, split off by the server's reasoning parser, used the whole budget)."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from langchain_core.messages import AIMessage
+
+from graph.backbone import BackboneFault, Usage
+from graph.replies import declined
+from graph.testing import ScriptedChatModel
+from tests.openai_stub import OpenAIStub, StubReply
+from tests.test_backbone_http import MSGS, Verdict, make, run
+from tests.test_backbone_replies import VIEW
+
+
+def _completion(message: dict, finish_reason: str = "stop") -> StubReply:
+    return StubReply(body=json.dumps({
+        "id": "chatcmpl-x", "object": "chat.completion", "created": 1, "model": "m",
+        "choices": [{"index": 0, "message": {"role": "assistant", **message}, "finish_reason": finish_reason}],
+        "usage": {"prompt_tokens": 11, "completion_tokens": 7, "total_tokens": 18}}))
+
+
+REFUSAL_PART = {"content": [{"type": "refusal", "refusal": "I can't judge this clip."}]}
+
+
+def test_a_refusal_content_part_is_declined() -> None:
+    """LangChain's own structured-output parsers take a `refusal` content block for a refusal; `declined` read
+    only `additional_kwargs["refusal"]`, so json_mode and tool rounds re-asked it as an empty reply."""
+    reply = AIMessage(content=[{"type": "refusal", "refusal": "no"}])
+    assert declined(reply) == "the model refused: no"
+    assert declined(AIMessage(content=[{"type": "text", "text": "{}"}])) is None
+
+
+@pytest.mark.parametrize("method", ["json_mode", "tools"])
+def test_a_refusal_content_part_is_refused_at_once_over_http(method: str) -> None:
+    with OpenAIStub([_completion(REFUSAL_PART)] * 3) as stub, pytest.raises(BackboneFault) as info:
+        if method == "tools":
+            make(stub, "json_schema").tool_round("inspect", list(MSGS), [VIEW], Usage())
+        else:
+            run(make(stub, method), Usage())
+    assert info.value.kind == "refused" and "can't judge" in info.value.message and len(stub.requests) == 1
+
+
+def test_a_scripted_refusal_content_part_is_refused_in_json_mode() -> None:
+    model = ScriptedChatModel({"judge": [AIMessage(content=[{"type": "refusal", "refusal": "no"}])] * 3})
+    from graph.backbone import Backbone
+
+    bb = Backbone(model, method="json_mode", schema_retries=2, retry_wait=(0.0, 0.0))
+    with pytest.raises(BackboneFault) as info:
+        bb.structured("judge", Verdict, list(MSGS), usage := Usage())
+    assert info.value.kind == "refused" and usage.calls == 1
