@@ -53,3 +53,20 @@ def test_a_scripted_refusal_content_part_is_refused_in_json_mode() -> None:
     with pytest.raises(BackboneFault) as info:
         bb.structured("judge", Verdict, list(MSGS), usage := Usage())
     assert info.value.kind == "refused" and usage.calls == 1
+
+
+def test_a_tool_round_cut_at_the_token_limit_before_any_content_says_to_raise_the_cap() -> None:
+    """Content null with finish_reason "length": the structured methods said "raise RAA_MAX_TOKENS", a tool
+    round only "the reply had neither content nor tool calls"."""
+    cut = _completion({"content": None, "reasoning_content": "Frame 3 shows the gripper ..."}, "length")
+    with OpenAIStub([cut, cut]) as stub, pytest.raises(BackboneFault) as info:
+        make(stub, "json_schema", schema_retries=1).tool_round("inspect", list(MSGS), [VIEW], usage := Usage())
+    assert "RAA_MAX_TOKENS" in info.value.message and usage.calls == 2 and usage.output_tokens == 14
+    assert "RAA_MAX_TOKENS" in json.dumps(stub.requests[1]["messages"])  # the re-ask says so too
+
+
+def test_a_tool_round_with_an_answer_or_not_cut_is_unchanged() -> None:
+    empty = _completion({"content": None})
+    with OpenAIStub([empty, empty]) as stub, pytest.raises(BackboneFault) as info:
+        make(stub, "json_schema", schema_retries=1).tool_round("inspect", list(MSGS), [VIEW], Usage())
+    assert info.value.kind == "empty_reply" and "RAA_MAX_TOKENS" not in info.value.message
