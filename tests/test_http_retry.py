@@ -8,7 +8,7 @@ import httpx
 import pytest
 
 from tools.client import status_kind
-from tools.http_retry import RetriesExhausted, SendFailed, send_with_retries
+from tools.http_retry import RetriesExhausted, SendFailed, retry_after_s, send_with_retries
 
 
 def _client(answers: list) -> tuple[httpx.Client, list[int]]:
@@ -96,3 +96,22 @@ def test_a_request_the_client_cannot_form_is_not_said_to_be_sent():
         _send(http)
     assert len(sent) == 1 and info.value.kind == "transport" and not isinstance(info.value, RetriesExhausted)
     assert "was not sent" in str(info.value) and "was sent, so" not in str(info.value)
+
+
+@pytest.mark.parametrize("zone", ["UTC-5", "UTC+8"])  # POSIX TZ: UTC-5 is 5 h east of Greenwich
+def test_an_asctime_retry_after_date_is_gmt_whatever_the_local_zone(zone: str, monkeypatch) -> None:
+    """RFC 9110 accepts three HTTP-date forms, all GMT; `parsedate_to_datetime` gives the asctime one
+    ("Sun Nov  6 08:49:37 1994", no zone) as a naive datetime, which `.timestamp()` read as local time: off by
+    the zone's offset (in the past east of Greenwich: no wait; hours ahead west of it: the max wait)."""
+    import time as clock
+
+    monkeypatch.setenv("TZ", zone)
+    clock.tzset()
+    try:
+        now = 1_700_000_000.0
+        asctime = clock.strftime("%a %b %d %H:%M:%S %Y", clock.gmtime(now + 100))
+        assert retry_after_s(asctime, now) == pytest.approx(100.0)
+        assert retry_after_s(clock.strftime("%a, %d %b %Y %H:%M:%S GMT", clock.gmtime(now + 100)), now) == 100.0
+    finally:
+        monkeypatch.undo()
+        clock.tzset()

@@ -51,6 +51,7 @@ import email.utils
 import math
 import time
 from collections.abc import Callable
+from datetime import UTC
 
 import httpx
 from tenacity import RetryCallState, Retrying, retry_if_exception_type, stop_after_attempt, wait_exponential
@@ -114,6 +115,8 @@ def retry_after_s(value: str | None, now: float | None = None) -> float | None:
             when = email.utils.parsedate_to_datetime(value)
         except (TypeError, ValueError, IndexError):
             return None
+        if when.tzinfo is None:  # the asctime form (or "-0000"): HTTP dates are GMT, not local time
+            when = when.replace(tzinfo=UTC)
         asked = when.timestamp() - (time.time() if now is None else now)
     return asked if math.isfinite(asked) and asked > 0 else None
 
