@@ -40,7 +40,7 @@ Decisions where the issue was silent:
   fix it. A call whose JSON does not parse is the model's mistake (a server with a parser hands such a call
   back as text) and is re-asked like an invalid reply.
 - A final tool-round reply (no tool call) must hold an answer after its reasoning: empty text, only a
-  reasoning block, or one left open is re-asked as an empty reply (one marked cut says to raise RAA_MAX_TOKENS).
+  reasoning block, or one left open is re-asked as an empty reply (any rejected reply marked cut says so).
 - A tool-round reply the server cut at the token limit (finish_reason "length": `graph.replies.cut_at_token_limit`)
   is returned but never cached: a free-text final answer cut mid-sentence passes every check, and the cap
   is not in the stage key (graph/cache.py), so a rerun with a higher RAA_MAX_TOKENS was served the cut text.
@@ -380,10 +380,10 @@ class Backbone:
                     return reply
                 elif (why := no_answer(reply.text)) is None:
                     return reply
-                elif cut_at_token_limit(reply) and "RAA_MAX_TOKENS" not in why:  # e.g. reasoning used the budget
-                    last = InvalidReply("invalid_reply", f"{_CUT}; {why}")
                 else:
                     last = InvalidReply("empty_reply", why)
+                if cut_at_token_limit(reply) and "RAA_MAX_TOKENS" not in last.message:  # cut args; no content
+                    last = InvalidReply("invalid_reply", f"{_CUT}; {last.message}")
             convo = convo + [HumanMessage(content=f"Your previous reply was rejected ({last.kind}): "
                                                   f"{last.message[:_ERR_CHARS]}\nCall a tool with valid "
                                                   "arguments or give your final answer.")]

@@ -70,3 +70,13 @@ def test_a_tool_round_with_an_answer_or_not_cut_is_unchanged() -> None:
     with OpenAIStub([empty, empty]) as stub, pytest.raises(BackboneFault) as info:
         make(stub, "json_schema", schema_retries=1).tool_round("inspect", list(MSGS), [VIEW], Usage())
     assert info.value.kind == "empty_reply" and "RAA_MAX_TOKENS" not in info.value.message
+
+
+def test_a_tool_call_cut_at_the_token_limit_says_to_raise_the_cap() -> None:
+    """Arguments cut mid-JSON (finish_reason "length") were re-asked as "invalid arguments" without the hint."""
+    call = {"id": "c1", "type": "function", "function": {"name": "view_frames", "arguments": '{"frames": [3, 5'}}
+    cut = _completion({"content": None, "tool_calls": [call]}, "length")
+    with OpenAIStub([cut, cut]) as stub, pytest.raises(BackboneFault) as info:
+        make(stub, "json_schema", schema_retries=1).tool_round("inspect", list(MSGS), [VIEW], Usage())
+    assert info.value.kind == "invalid_reply" and "RAA_MAX_TOKENS" in info.value.message
+    assert "view_frames" in info.value.message
