@@ -1,6 +1,7 @@
 """Reply shapes an OpenAI-compatible server (or another LangChain chat model) may send that the backbone read
-wrongly: a refusal given as a content part, and a tool round cut at the token limit before any content (a
-reasoning model whose reasoning, split off by the server's reasoning parser, used the whole budget)."""
+wrongly: a refusal given as a content part, and a tool round cut at the token limit (before any content: a
+reasoning model whose reasoning, split off by the server's reasoning parser, used the whole budget; or in the
+middle of a tool call's arguments)."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ import json
 import pytest
 from langchain_core.messages import AIMessage
 
-from graph.backbone import BackboneFault, Usage
+from graph.backbone import Backbone, BackboneFault, Usage
 from graph.replies import declined
 from graph.testing import ScriptedChatModel
 from tests.openai_stub import OpenAIStub, StubReply
@@ -47,8 +48,6 @@ def test_a_refusal_content_part_is_refused_at_once_over_http(method: str) -> Non
 
 def test_a_scripted_refusal_content_part_is_refused_in_json_mode() -> None:
     model = ScriptedChatModel({"judge": [AIMessage(content=[{"type": "refusal", "refusal": "no"}])] * 3})
-    from graph.backbone import Backbone
-
     bb = Backbone(model, method="json_mode", schema_retries=2, retry_wait=(0.0, 0.0))
     with pytest.raises(BackboneFault) as info:
         bb.structured("judge", Verdict, list(MSGS), usage := Usage())
