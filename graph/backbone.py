@@ -376,9 +376,7 @@ class Backbone:
                     else:
                         raise BackboneFault(stage, "invalid_reply", "the server returned a tool call as plain "
                                             f"text ({reply.text.strip()[:160]!r}); " + _TOOLS_REMEDY)
-                elif reply.tool_calls:
-                    return reply
-                elif (why := no_answer(reply.text)) is None:
+                elif reply.tool_calls or (why := no_answer(reply.text)) is None:
                     return reply
                 else:
                     last = InvalidReply("empty_reply", why)
