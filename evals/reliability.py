@@ -279,7 +279,7 @@ async def run_reward_eval(clips: Sequence[EvalClip], presets: Sequence[str], out
     results_path = out / "results.jsonl"
     existing, unreadable = results_rows(results_path)
     if scorer_id is not None and (problem := scorer_conflict(
-            str(results_path), [(f"{Path(p).name} ({k})", r.get("status"), r.get("scorer"))
+            str(results_path), [(f"{Path(p).name} ({k})", r, r.get("scorer"))
                                 for (p, k), r in existing.items()], scorer_id)):
         raise ManifestError(problem)
     sem = asyncio.Semaphore(concurrency)

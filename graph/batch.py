@@ -44,7 +44,8 @@ Decisions where the issue was silent:
 - Each row records its `scorer`: the model name and sampling temperature it was scored with. A resume
   into an output whose scored or zero rows came from another scorer is refused (`other_scorer`): the skipped
   items would keep the old model's rewards beside the new model's, and one output would read as one
-  scorer. Ineligible rows do not count (no model judged them); rows written before `scorer` existed are
+  scorer. Ineligible rows and quality zeros (`quality_zero`) do not count (no model judged them: a quality zero
+  refused a resume under another model, though any model gives it); rows written before `scorer` existed are
   taken as matching.
 """
 
@@ -216,11 +217,23 @@ def scorer_of(settings: BackboneSettings) -> dict[str, Any]:
     return {"model": settings.model, "temperature": settings.temperature}
 
 
-def scorer_conflict(source: str, rows: Iterable[tuple[str, Any, Any]], scorer: dict[str, Any]) -> str | None:
-    """Why `source` cannot take rows of `scorer`: its rows (where, status, recorded scorer) with a reward
-    (scored or zero) recorded by another scorer, the first named; None when there is none."""
-    others = [(where, theirs) for where, status, theirs in rows
-              if status in ("scored", "zero") and isinstance(theirs, dict) and theirs != scorer]
+def quality_zero(result: dict[str, Any]) -> bool:
+    """True for a zero the quality check gave (`graph.nodes.quality`: under 2 frames, uniform or unusable content):
+    status "zero", no T, first reason "quality: ..."; no model judged the clip. `result` is a row's "result" (or a
+    `raa eval reward` row, which holds the same fields)."""
+    reasons = result.get("reasons")
+    return (result.get("status") == "zero" and result.get("T") is None and isinstance(reasons, list)
+            and bool(reasons) and str(reasons[0]).startswith("quality: "))
+
+
+def scorer_conflict(source: str, rows: Iterable[tuple[str, dict[str, Any], Any]],
+                    scorer: dict[str, Any]) -> str | None:
+    """Why `source` cannot take rows of `scorer`: its rows (where, result fields, recorded scorer) with a reward a
+    model judged (scored or zero, not a `quality_zero`) recorded by another scorer, the first named; None when
+    there is none."""
+    others = [(where, theirs) for where, result, theirs in rows
+              if result.get("status") in ("scored", "zero") and not quality_zero(result)
+              and isinstance(theirs, dict) and theirs != scorer]
     if not others:
         return None
     where, theirs = others[0]
@@ -232,7 +245,7 @@ def scorer_conflict(source: str, rows: Iterable[tuple[str, Any, Any]], scorer: d
 
 def other_scorer(output: Output, scorer: dict[str, Any]) -> str | None:
     """`scorer_conflict` of the score-batch output `output` (None without the file)."""
-    rows = [(f"line {number}", row["result"].get("status"), row.get("scorer"))
+    rows = [(f"line {number}", row["result"], row.get("scorer"))
             for number, row in enumerate(output.values, start=1)
             if isinstance(row, dict) and isinstance(row.get("result"), dict)]
     return scorer_conflict(str(output.path), rows, scorer)

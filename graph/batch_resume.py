@@ -43,7 +43,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from graph.batch import NOT_JSON, Output, bad_line_key, clip_stamp, is_bad_line_row
+from graph.batch import NOT_JSON, Output, bad_line_key, clip_stamp, is_bad_line_row, quality_zero
 from tools.jsonl import write_text_atomic
 
 FINAL_FAULTS = ("input", "video")
@@ -95,13 +95,10 @@ def retryable(result: dict[str, Any], path: str | None = None,
 
 def rescorable(result: dict[str, Any], path: str | None = None,
                clip_changed: Callable[[str], bool] = lambda p: False) -> bool:
-    """True for a zero the quality check gave (`graph.nodes.quality`: under 2 frames, uniform or unusable content;
-    status "zero", first reason "quality: ...", no T: no model judged the clip) whose clip at `path` changed since
-    the row's run (`clip_changed`), as a video fault is retried (module docstring). A zero or reward a model
-    judged stands whatever its clip became."""
-    reasons = result.get("reasons") or []
-    return (result.get("status") == "zero" and result.get("T") is None and bool(reasons)
-            and str(reasons[0]).startswith("quality: ") and path is not None and clip_changed(path))
+    """True for a zero the quality check gave (`graph.batch.quality_zero`: no model judged the clip) whose clip at
+    `path` changed since the row's run (`clip_changed`), as a video fault is retried (module docstring). A zero or
+    reward a model judged stands whatever its clip became."""
+    return quality_zero(result) and path is not None and clip_changed(path)
 
 
 def stale_rows(manifest: Path, items: list[dict[str, Any]], preset: str, draw: int, *,

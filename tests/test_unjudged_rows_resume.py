@@ -1,0 +1,76 @@
+"""Rows no model judged, across resumes. A zero the quality check gave (under 2 frames, uniform content: status
+"zero", no T, first reason "quality: ...") counted as a reward of the model that ran, so resuming such an output
+under another model or temperature was refused (`raa score-batch` and `raa eval reward`), though the zero would be
+the same whoever scored it. `raa eval reward` recorded a clip's content identity after scoring it, so a clip
+rewritten while it was scored recorded the new content for the old content's result and was never scored again."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from pathlib import Path
+
+from typer.testing import CliRunner
+
+from evals.reliability import EvalClip, run_reward_eval
+from graph.cli import app
+from graph.schemas import RewardResult
+from tests.test_batch_resume import TASK, _rows
+from tests.test_cli_agent import _scripted
+from tests.test_eval_reliability import _judge
+
+runner = CliRunner()
+
+
+def test_a_quality_zero_does_not_refuse_a_resume_under_another_model(monkeypatch, tmp_path):
+    from tests.graph_scripts import moving_square
+
+    _scripted(monkeypatch, tmp_path)
+    moving_square(tmp_path / "c.mp4", frames=1, seed=1)  # one frame: the quality check zeroes it, no model call
+    manifest = tmp_path / "m.jsonl"
+    manifest.write_text(json.dumps({"path": "c.mp4", "instruction": TASK}) + "\n")
+    out = tmp_path / "out.jsonl"
+    args = ["score-batch", str(manifest), "--out", str(out), "--preset", "decomposed"]
+    assert runner.invoke(app, args).exit_code == 0
+    [row] = _rows(out)
+    assert row["result"]["status"] == "zero" and row["result"]["reasons"][0].startswith("quality: "), row
+    moving_square(tmp_path / "d.mp4", seed=2)
+    with manifest.open("a") as fh:
+        fh.write(json.dumps({"path": "d.mp4", "instruction": TASK}) + "\n")
+    monkeypatch.setenv("RAA_MODEL", "other-model")
+    res = runner.invoke(app, args)
+    assert res.exit_code == 0 and "1 to score" in res.output, res.output
+    assert [r["result"]["status"] for r in _rows(out)] == ["zero", "scored"]
+    res = runner.invoke(app, args)  # a model's reward of the other model now refuses the first one
+    assert res.exit_code == 0, res.output
+    monkeypatch.setenv("RAA_MODEL", "stub-model")
+    res = runner.invoke(app, args)
+    assert res.exit_code == 2 and "holds 1 reward row(s) scored by model 'other-model'" in res.output, res.output
+
+
+class QualityZeroScorer:
+    """Zeroes every clip as the quality check does (no model judged it); `during` runs while it scores."""
+
+    def __init__(self, during=lambda clips: None) -> None:
+        self.during, self.calls = during, []
+
+    async def score(self, preset, clips):
+        self.calls.append([Path(c.path).stem for c in clips])
+        self.during(clips)
+        return [RewardResult(reward=0.0, status="zero", reasons=["quality: only 1 frame(s)"], preset=preset)
+                for _ in clips]
+
+
+def _clip(tmp_path: Path) -> EvalClip:
+    path = tmp_path / "c1.mp4"
+    path.write_bytes(b"one frame" * 100)
+    return EvalClip(str(path), "put block c1 in the bowl", "ordinary", "success", "pick_place")
+
+
+def test_eval_quality_zeros_do_not_refuse_another_scorer(tmp_path):
+    clip, scorer = _clip(tmp_path), QualityZeroScorer()
+    asyncio.run(run_reward_eval([clip], ["direct"], tmp_path / "ev", scorer, _judge(),
+                                scorer_id={"model": "vlm-a", "temperature": 0.0}))
+    again = asyncio.run(run_reward_eval([clip], ["direct"], tmp_path / "ev", scorer, _judge(),
+                                        scorer_id={"model": "vlm-b", "temperature": 0.0}))
+    assert again.scored == 0 and len(scorer.calls) == 1
