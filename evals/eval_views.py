@@ -120,7 +120,8 @@ def usage_lines(metrics: list[PresetMetrics]) -> list[str]:
 def reward_notes(outcome: RewardEvalOutcome) -> list[str]:
     """What `raa eval reward` says after its table: why outputs could not be judged (here and not only in
     results.jsonl), the results.jsonl lines dropped, and the rows scored again because they recorded their
-    clip in the older stat form and its file's metadata changed since (`evals.clip_identity`)."""
+    clip in the older stat form and its file's metadata changed since (`evals.clip_identity`), and the clips that
+    changed while being scored."""
     notes = []
     unjudged = [r for r in outcome.rows if (r.get("judge") or {}).get("status", "unjudged") == "unjudged"]
     if unjudged:
@@ -133,6 +134,9 @@ def reward_notes(outcome: RewardEvalOutcome) -> list[str]:
         notes.append(f"{plural(outcome.legacy_rescored, 'row')} recorded the clip's file identity in the older "
                      "form (time stamps and inode) and the file's metadata changed since: scored again, once; "
                      "rows now record the content (size and SHA-256), which a chmod, touch or copy keeps")
+    if outcome.rewritten:
+        notes.append(f"{plural(outcome.rewritten, 'clip')} changed while being scored: each row records the content "
+                     "that was scored, and the next run scores the clip again")
     return notes
 
 

@@ -9,7 +9,8 @@ Decisions where the issue was silent:
 - Resume key is (absolute clip path, preset). On rerun a finished row is kept as is, unless its clip changed
   since: another instruction in the manifest, or other content at the path (rows record the file's size and
   SHA-256 as `clip_version`, `evals.clip_identity`: a `chmod`, `touch` or copy keeps it; a suite rendered again
-  with another seed keeps its file names, not its bytes) -> scored again. Rows that recorded the older stat
+  with another seed keeps its file names, not its bytes) -> scored again. The identity is taken just before a chunk is
+  scored: taken after, a clip rewritten while scored recorded the new content for the old content's result. Rows that recorded the older stat
   identity are read as that module says (kept while it matches, then upgraded; else scored again once). A row whose verdict is `unjudged`, or was given by another judge than this run's (verdicts
   record `judge` = `judge_name`), is re-judged without re-scoring; a judged verdict is never replaced by one
   that could not judge (no judge configured on a rerun, a judge failure), and the R column names the judges
@@ -175,6 +176,9 @@ class RewardEvalOutcome:
     legacy_rescored: int = 0
     """Rows that recorded their clip's identity in the older stat form and were scored again because the file's
     metadata changed since (`evals.clip_identity`: once; the new rows keep the content identity)."""
+    rewritten: int = 0
+    """Clips scored in this run whose content changed while they were scored: their rows record the content
+    before (what was scored), so the next run scores them again."""
 
 
 def result_row(clip: EvalClip, preset: str, result: RewardResult, version: dict[str, Any] | None,
@@ -283,7 +287,7 @@ async def run_reward_eval(clips: Sequence[EvalClip], presets: Sequence[str], out
                                 for (p, k), r in existing.items()], scorer_id)):
         raise ManifestError(problem)
     sem = asyncio.Semaphore(concurrency)
-    counters = {"scored": 0, "rejudged": 0, "legacy_rescored": 0}
+    counters = {"scored": 0, "rejudged": 0, "legacy_rescored": 0, "rewritten": 0}
 
     mend_tail(results_path)  # a torn last row: appending after it would glue the first new row onto it
     with results_path.open("a", encoding="utf-8") as sink:
@@ -314,6 +318,8 @@ async def run_reward_eval(clips: Sequence[EvalClip], presets: Sequence[str], out
             return [asyncio.ensure_future(job) for job in jobs]
 
         identities = ClipIdentities()  # each clip hashed once per run, again only if rewritten meanwhile
+        def hashed(part: Sequence[EvalClip]) -> list[dict[str, Any] | None]:
+            return [identities(c.path) for c in part]
         versions = await asyncio.to_thread(lambda: {c.path: identities(c.path) for c in clips})
         for preset in order:
             to_score, to_judge = [], []
@@ -337,9 +343,12 @@ async def run_reward_eval(clips: Sequence[EvalClip], presets: Sequence[str], out
             chunk = 2 * concurrency
             for start in range(0, len(to_score), chunk):
                 part = to_score[start:start + chunk]
+                before = await asyncio.to_thread(hashed, part)  # what is scored (module docstring)
                 results, crashed = await _score_chunk(scorer, preset, part)
-                rows = [stamped(result_row(c, preset, r, identities(c.path), crashed), scorer_id)
-                        for c, r in zip(part, results, strict=True)]
+                after = await asyncio.to_thread(hashed, part)
+                counters["rewritten"] += sum(b != a for b, a in zip(before, after, strict=True))
+                rows = [stamped(result_row(c, preset, r, v, crashed), scorer_id)
+                        for c, r, v in zip(part, results, before, strict=True)]
                 for row in rows:  # the rewards are kept, unjudged, if the run stops while the judge works
                     save(row)
                 for done in asyncio.as_completed(in_order(judged(r) for r in rows)):
@@ -367,7 +376,7 @@ async def run_reward_eval(clips: Sequence[EvalClip], presets: Sequence[str], out
                                                     "paths": [c.path for c in clips],
                                                     "metrics": metrics_as_dicts(metrics)}, indent=2))
     return RewardEvalOutcome(metrics, rows, counters["scored"], counters["rejudged"], out, unreadable,
-                             counters["legacy_rescored"])
+                             counters["legacy_rescored"], counters["rewritten"])
 
 
 def verdicts_by(rows: Sequence[dict[str, Any]], judge_name: str) -> str:

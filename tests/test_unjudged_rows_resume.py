@@ -74,3 +74,26 @@ def test_eval_quality_zeros_do_not_refuse_another_scorer(tmp_path):
     again = asyncio.run(run_reward_eval([clip], ["direct"], tmp_path / "ev", scorer, _judge(),
                                         scorer_id={"model": "vlm-b", "temperature": 0.0}))
     assert again.scored == 0 and len(scorer.calls) == 1
+
+
+def test_eval_a_clip_rewritten_while_scored_is_said_and_scored_again(tmp_path):
+    from evals.clip_identity import content_identity
+    from evals.eval_views import reward_notes
+
+    clip = _clip(tmp_path)
+    before = content_identity(clip.path)
+
+    def finish_render(clips):  # the renderer writes the whole clip while the half one is scored
+        Path(clip.path).write_bytes(b"whole clip" * 300)
+
+    scorer = QualityZeroScorer(finish_render)
+    first = asyncio.run(run_reward_eval([clip], ["direct"], tmp_path / "ev", scorer, _judge()))
+    [row] = [json.loads(line) for line in (tmp_path / "ev" / "results.jsonl").read_text().splitlines()]
+    assert row["clip_version"] == before  # what was scored, not what is there now
+    assert first.rewritten == 1 and any("changed while" in n for n in reward_notes(first)), reward_notes(first)
+    scorer.during = lambda clips: None
+    again = asyncio.run(run_reward_eval([clip], ["direct"], tmp_path / "ev", scorer, _judge()))
+    assert again.scored == 1 and len(scorer.calls) == 2 and again.rewritten == 0
+    assert not any("changed while" in n for n in reward_notes(again))
+    third = asyncio.run(run_reward_eval([clip], ["direct"], tmp_path / "ev", scorer, _judge()))
+    assert third.scored == 0 and len(scorer.calls) == 2
