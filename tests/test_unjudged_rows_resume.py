@@ -97,3 +97,18 @@ def test_eval_a_clip_rewritten_while_scored_is_said_and_scored_again(tmp_path):
     assert not any("changed while" in n for n in reward_notes(again))
     third = asyncio.run(run_reward_eval([clip], ["direct"], tmp_path / "ev", scorer, _judge()))
     assert third.scored == 0 and len(scorer.calls) == 2
+
+
+def test_eval_a_quality_zero_of_a_clip_changed_since_is_scored_again(tmp_path):
+    """As `raa score-batch --retry-ineligible` scores a quality zero again once its clip changed (`rescorable`),
+    `raa eval reward` does, with or without --retry-ineligible: any row whose clip content changed is scored again
+    (`evals.clip_identity`); an unchanged clip's zero stands."""
+    clip, scorer = _clip(tmp_path), QualityZeroScorer()
+    asyncio.run(run_reward_eval([clip], ["direct"], tmp_path / "ev", scorer, _judge()))
+    again = asyncio.run(run_reward_eval([clip], ["direct"], tmp_path / "ev", scorer, _judge(), retry_ineligible=True))
+    assert again.scored == 0 and len(scorer.calls) == 1  # unchanged: its zero stands
+    for n, retry in enumerate((True, False), start=2):
+        Path(clip.path).write_bytes(b"whole clip %d" % n * 300)  # the renderer wrote it again
+        again = asyncio.run(run_reward_eval([clip], ["direct"], tmp_path / "ev", scorer, _judge(),
+                                            retry_ineligible=retry))
+        assert again.scored == 1 and len(scorer.calls) == n
