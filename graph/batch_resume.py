@@ -22,6 +22,13 @@
   A permission error was final as any video fault, and fixing it (chmod) changes neither size nor mtime, so
   --retry-ineligible never scored the clip again. While it still cannot be read it stays final (a rerun would
   fail the same way, and a plain resume would keep offering it).
+- A video fault whose read failed for the machine, not the clip (`environmental`: `ENVIRONMENT_ERRNOS` or a
+  MemoryError, whichever error class `tools.video` names) is retried the same way, once the clip can be read: it was
+  final, so a clip read while a network disk dropped out (EIO), while the process had too many files open
+  (EMFILE/ENFILE) or while memory ran short was never scored again. Errors of the clip's own bytes (invalid data,
+  a cut file, an invalid argument, an unsupported codec: ENOSYS is this FFmpeg build, which a rerun keeps) stay
+  final while the clip is unchanged. A clip with bytes that make FFmpeg ask for memory it cannot get would be tried
+  again by each --retry-ineligible (a decode, no model call).
 - A zero the quality check gave (`graph.nodes.quality`: under 2 frames, uniform or unusable content; no model judged
   the clip) is scored again by `--retry-ineligible` once its clip changed, as a video fault is (`rescorable`): a clip
   of which a renderer had written one frame got 0 (DESIGN §3) and kept it once whole, while the same clip cut
@@ -38,7 +45,9 @@
 
 from __future__ import annotations
 
+import errno
 import os
+import re
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -48,13 +57,30 @@ from tools.jsonl import write_text_atomic
 
 FINAL_FAULTS = ("input", "video")
 """Fault kinds that fail again on a rerun: a bad manifest line or instruction, an undecodable clip (a video
-fault that says the clip could not be reached is retried once it can be read, `unreached`)."""
+fault that says the clip could not be reached, `unreached`, or that the machine failed its read, `environmental`,
+is retried once it can be read)."""
 
 
 def clip_readable(path: str) -> bool:
     """True when `path` is a file this process may read (what a clip "not found" or unreadable for want of
     permission needs before a rerun can score it)."""
     return Path(path).is_file() and os.access(path, os.R_OK)
+
+
+ENVIRONMENT_ERRNOS = frozenset({errno.EIO, errno.ENOMEM, errno.ENFILE, errno.EMFILE, errno.EAGAIN, errno.ESTALE,
+                                errno.ETIMEDOUT})
+"""Errno values of a failed read that say the machine failed it, not that the clip's bytes are bad (module
+docstring): an I/O error of the disk or network file system, out of memory, too many open files (the process's or
+the system's), a resource briefly unavailable, a stale NFS handle, a timed-out network read."""
+
+_ERRNO = re.compile(r"\(\w+: \[Errno (\d+)\] ")
+
+
+def environmental(message: str) -> bool:
+    """True for a video fault's message (the text after "video: ") whose read failed for the machine: the error
+    `tools.video` names in it ("(OSError: [Errno 5] Input/output error: ...)") carries an `ENVIRONMENT_ERRNOS`
+    errno, or is a MemoryError (an allocation that failed, with or without an errno)."""
+    return "(MemoryError: " in message or any(int(n) in ENVIRONMENT_ERRNOS for n in _ERRNO.findall(message))
 
 
 def unreached(message: str) -> bool:
@@ -70,7 +96,8 @@ def retryable(result: dict[str, Any], path: str | None = None,
     """True for an ineligible result (a row's "result") that another run could turn into a reward: some
     reason is not an input or video fault (a transport error, a timeout, a refused request, an invalid
     reply, a tool fault, a dead worker), or it is a video fault that says the clip could not be reached ("video
-    file not found", a permission error: `unreached`) and the row's clip `path` can be read now (`readable`; a
+    file not found", a permission error: `unreached`) or that its read failed for the machine (`environmental`: an
+    I/O error, too many open files, out of memory) and the row's clip `path` can be read now (`readable`; a
     manifest scored before its clips were all rendered, a clip's mode or folder fixed since), or it is a video
     fault and the clip at `path` changed since the row's run (`clip_changed`; module docstring). Reasons read
     "stage: kind: message" or "input: message"; the run's process notes that end an ineligible result's reasons
@@ -85,7 +112,7 @@ def retryable(result: dict[str, Any], path: str | None = None,
         if parts[0] not in FINAL_FAULTS and (len(parts) < 3 or parts[1] not in FINAL_FAULTS):
             return True
         video = parts[0] == "video" or (len(parts) == 3 and parts[1] == "video")
-        if (len(parts) == 3 and parts[1] == "video" and unreached(parts[2])
+        if (len(parts) == 3 and parts[1] == "video" and (unreached(parts[2]) or environmental(parts[2]))
                 and path is not None and readable(path)):
             return True
         if video and path is not None and clip_changed(path):

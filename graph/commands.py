@@ -179,7 +179,8 @@ def score_batch_command(
                                           help="Score again the items whose row is ineligible for a reason a rerun "
                                                "can fix (endpoint, model, tool faults; not bad input; a video "
                                                "fault only once the clip's size or mtime changed since its run, or "
-                                               "once a clip not found or not permitted can be read; and a quality "
+                                               "once a clip not found, not permitted or failed by the machine "
+                                               "(I/O error, too many open files, out of memory) can be read; and a quality "
                                                "zero (under 2 frames, uniform) once its clip changed)."),
     draw: int = typer.Option(0, "--draw", min=0,
                              help="Stage-cache draw (as for score); draws of one manifest may share --out "

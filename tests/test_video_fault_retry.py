@@ -161,3 +161,50 @@ def test_a_clip_it_may_not_read_is_said_to_be_unreadable_not_corrupt(monkeypatch
     with pytest.raises(VideoNotFoundError, match=r"cannot be read \(PermissionError: ") as err:
         probe(clip)
     assert "corrupt" not in str(err.value)
+
+
+ENVIRONMENT_FAULTS = [  # as tools.video words them when the machine, not the clip, failed the read
+    "quality: video: VideoDecodeError: c.mp4: cannot be opened as a video (not a video file, or truncated/corrupt) "
+    "(OSError: [Errno 5] Input/output error: 'file:/data/c.mp4')",  # a network disk that dropped out
+    "quality: video: VideoDecodeError: c.mp4: cannot be opened as a video (not a video file, or truncated/corrupt) "
+    "(OSError: [Errno 24] Too many open files: 'file:/data/c.mp4')",
+    "quality: video: VideoDecodeError: c.mp4: cannot be opened as a video (not a video file, or truncated/corrupt) "
+    "(OSError: [Errno 23] Too many open files in system: 'file:/data/c.mp4')",
+    "inspect: video: VideoDecodeError: c.mp4: frame 40 cannot be decoded (MemoryError: [Errno 12] Cannot allocate "
+    "memory: 'file:/data/c.mp4')",
+    "inspect: video: VideoDecodeError: c.mp4: frame 40 cannot be decoded (MemoryError: Unable to allocate 3.0 MiB)",
+    "quality: video: VideoNotFoundError: c.mp4: cannot be read (OSError: [Errno 116] Stale file handle: '/data/c.mp4')",
+]
+BAD_BYTES = [  # the clip's own bytes: final while the clip is unchanged
+    "quality: video: VideoDecodeError: c.mp4: cannot be opened as a video (not a video file, or truncated/corrupt) "
+    "(InvalidDataError: [Errno 1094995529] Invalid data found when processing input: 'file:/data/c.mp4')",
+    "inspect: video: VideoDecodeError: c.mp4: frame 40 cannot be decoded (EOFError: )",
+    "quality: video: VideoDecodeError: c.mp4: cannot be opened as a video (ValueError: [Errno 22] Invalid argument)",
+]
+
+
+def test_an_environment_fault_is_retried_once_the_clip_can_be_read():
+    """A read that failed for the machine (EIO, too many open files, out of memory, a stale NFS handle) says
+    nothing of the clip's bytes: a rerun can score it, yet it was final as any video fault. It is retried while the
+    clip can be read; a fault of the clip's bytes (invalid data, cut, bad argument) stays final."""
+    from graph.batch_resume import retryable
+
+    for reason in ENVIRONMENT_FAULTS:
+        fault = {"status": "ineligible", "reasons": [reason]}
+        assert retryable(fault, "c.mp4", lambda p: True), reason
+        assert not retryable(fault, "c.mp4", lambda p: False), reason  # gone or unreadable: it would fail again
+    for reason in BAD_BYTES:
+        assert not retryable({"status": "ineligible", "reasons": [reason]}, "c.mp4", lambda p: True), reason
+
+
+def test_retry_ineligible_scores_a_clip_again_after_an_io_error(monkeypatch, tmp_path):
+    out, args = _scored_batch(monkeypatch, tmp_path)
+    [row] = _rows(out)
+    fault = {"status": "ineligible", "reward": None, "T": None, "P": None, "V": None,
+             "reasons": [ENVIRONMENT_FAULTS[0]], "notes": []}
+    out.write_text(json.dumps({**row, "result": {**row["result"], **fault}}) + "\n")  # the clip as it was then
+    res = runner.invoke(app, args)
+    assert "--retry-ineligible scores it again" in res.output, res.output
+    res = runner.invoke(app, [*args, "--retry-ineligible"])
+    assert res.exit_code == 0 and "1 ineligible row(s) removed" in res.output, res.output
+    assert [r["result"]["status"] for r in _rows(out)] == ["scored"]
