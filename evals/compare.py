@@ -23,7 +23,7 @@ Decisions where the issue was silent:
   no field to pair by, a draw that is not an integer, or a status and reward that disagree
   (``checked_reward``: a ``scored`` or ``zero`` row needs a finite number in 0..1, not a bool, not a string
   such as "0.9", not missing; a ``zero`` row 0; an ``ineligible`` row no reward; any other status is
-  refused, as `evals.reliability.damaged` refuses such rows). One such line used to refuse the whole file;
+  refused, as `evals.result_rows.damaged` refuses such rows). One such line used to refuse the whole file;
   before that, a disagreeing row was counted as ineligible (a side could count one row as both scored and
   ineligible). A file whose every line is skipped is an error listing them, and `raa eval compare` exits 2
   when lines were skipped and no pair was left to compare (the skipped lines may have held them). So is a

@@ -6,19 +6,19 @@ judge (`evals.judge.RewardJudge`) whether each output is reasonable, appends one
 `DIR/results.jsonl` as soon as it is done, and finally writes `table.md`, `table.csv` and `summary.json`.
 
 Decisions where the issue was silent:
-- Resume key is (absolute clip path, preset). On rerun a finished row is kept as is, unless its clip changed
-  since: another instruction in the manifest, or other content at the path (rows record the file's size and
-  SHA-256 as `clip_version`, `evals.clip_identity`: a `chmod`, `touch` or copy keeps it; a suite rendered again
-  with another seed keeps its file names, not its bytes) -> scored again. The identity is taken just before a chunk is
-  scored: taken after, a clip rewritten while scored recorded the new content for the old content's result. Rows that recorded the older stat
-  identity are read as that module says (kept while it matches, then upgraded; else scored again once). A row whose verdict is `unjudged`, or was given by another judge than this run's (verdicts
-  record `judge` = `judge_name`), is re-judged without re-scoring; a judged verdict is never replaced by one
-  that could not judge (no judge configured on a rerun, a judge failure), and the R column names the judges
-  whose verdicts it counts. `retry_ineligible=True` also re-scores rows
-  whose reward is None (the paper retries execution errors). Rows written before these fields existed are
-  taken as current. A row that cannot be counted as it stands (`damaged`: reward and status disagree, a
-  verdict or usage that is not an object, reasons or notes that are not lists of strings) is scored again;
-  one of another clip or preset stays in the file.
+- Resume key is (absolute clip path, preset). On rerun a finished row is kept as is, unless its clip changed since:
+  another instruction in the manifest, or other content at the path (rows record the file's size and SHA-256 as
+  `clip_version`, `evals.clip_identity`: a `chmod`, `touch` or copy keeps it; a suite rendered again with another
+  seed keeps its file names, not its bytes) -> scored again. The identity is taken just before a chunk is scored:
+  taken after, a clip rewritten while scored recorded the new content for the old content's result. Rows that
+  recorded the older stat identity are read as that module says (kept while it matches, then upgraded; else scored
+  again once). A row whose verdict is `unjudged`, or was given by another judge than this run's (verdicts record
+  `judge` = `judge_name`), is re-judged without re-scoring; a judged verdict is never replaced by one that could not
+  judge (no judge configured on a rerun, a judge failure), and the R column names the judges whose verdicts it
+  counts. `retry_ineligible=True` also re-scores rows whose reward is None (the paper retries execution errors).
+  Rows written before these fields existed are taken as current. A row that cannot be counted as it stands
+  (`damaged`, `evals.result_rows`: reward and status disagree, a verdict or usage that is not an object, reasons or
+  notes that are not lists of strings) is scored again; one of another clip or preset stays in the file.
 - results.jsonl is appended during the run (crash-safe): a chunk's scored rows as soon as the scorer returns
   them (unjudged), then each row again as soon as its judge returns (a run stopped mid-way keeps every reward
   and every verdict given; the rerun judges the rest without re-scoring), and it is rewritten compacted
@@ -43,20 +43,17 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
-from evals.clip_identity import ClipIdentities, is_legacy, legacy_changed, legacy_matches, stale_version
+from evals.clip_identity import ClipIdentities, is_legacy, legacy_changed, legacy_matches
 from evals.judge import JudgeVerdict, RewardJudge, explanation
-from evals.table import all_metrics, finite, metrics_as_dicts, ordered_presets, render_csv, render_markdown
+from evals.result_rows import ManifestError, damaged, result_row, results_rows, stale, stamped
+from evals.table import all_metrics, metrics_as_dicts, ordered_presets, render_csv, render_markdown
 from graph.schemas import RewardResult
-from tools.jsonl import LineError, mend_tail, read_text, usable_rows, write_text_atomic
+from tools.jsonl import mend_tail, write_text_atomic
 
 if TYPE_CHECKING:  # pragma: no cover
     from langchain_core.language_models import BaseChatModel
 
     from evals.table import PresetMetrics
-
-class ManifestError(ValueError):
-    """A manifest file or row that cannot be evaluated."""
-
 
 @dataclass(frozen=True)
 class EvalClip:
@@ -179,92 +176,6 @@ class RewardEvalOutcome:
     rewritten: int = 0
     """Clips scored in this run whose content changed while they were scored: their rows record the content
     before (what was scored), so the next run scores them again."""
-
-
-def result_row(clip: EvalClip, preset: str, result: RewardResult, version: dict[str, Any] | None,
-               usage_unknown: str | None = None) -> dict[str, Any]:
-    """One results.jsonl row (judge verdict added later), recording the clip's content identity `version`
-    (`evals.clip_identity`). With `usage_unknown` (why the usage was not
-    recorded: its scorer chunk crashed) the row's usage is null and ``usage_unknown`` says why: the calls the
-    chunk made before it crashed were spent, and ``{}`` read as a free run in the usage means."""
-    usage = {"usage": dict(result.usage)} if usage_unknown is None else {"usage": None, "usage_unknown": usage_unknown}
-    return {"path": clip.path, "instruction": clip.instruction, "label": clip.label, "pattern": clip.pattern,
-            "task": clip.task, "preset": preset, "reward": result.reward, "status": result.status,
-            "T": result.T, "P": result.P, "V": result.V, "failure": result.failure,
-            "unverifiable": result.unverifiable, "reasons": list(result.reasons), "notes": list(result.notes),
-            "run_id": result.run_id, **usage, "clip_version": version, "judge": None}
-
-
-def stale(row: dict[str, Any], clip: EvalClip, version: dict[str, Any] | None) -> bool:
-    """True when `row` was scored for another clip than `clip` (whose content identity is now `version`; None:
-    no readable file; `evals.clip_identity.stale_version`, which also reads the older stat form). A row
-    without the key is from before versions were recorded and counts as current; a row that recorded None
-    (the clip was missing then) is stale once a file is there."""
-    if row.get("instruction") != clip.instruction:
-        return True
-    return "clip_version" in row and stale_version(row["clip_version"], clip.path, version)
-
-
-def damaged(row: dict[str, Any]) -> bool:
-    """True when a results.jsonl row cannot be counted as it stands (hand-edited, written by another tool): its
-    status and reward disagree (an ineligible row with a reward; a scored or zero row whose reward is not a
-    number in 0..1, a zero row whose reward is not 0, another status), its verdict or usage is not an object
-    of numbers, or its reasons or notes are not lists of strings (the judge was sent a string's characters as
-    reasons, or crashed on a number on every rerun). Such a row is scored again, as a missing one is (it
-    crashed the rerun or the table)."""
-    status, reward, usage, verdict = row.get("status"), row.get("reward"), row.get("usage"), row.get("judge")
-    if verdict is not None and not isinstance(verdict, dict):
-        return True
-    if any(not _strings(row.get(name)) for name in ("reasons", "notes")):
-        return True
-    if usage is not None and not (isinstance(usage, dict) and all(finite(v) for v in usage.values())):
-        return True  # NaN / inf too: `evals.table.check_row` refuses them, which failed the run after scoring
-    if status == "ineligible":
-        return reward is not None
-    number = isinstance(reward, int | float) and not isinstance(reward, bool) and 0.0 <= reward <= 1.0  # NaN: no
-    return not number or status not in ("scored", "zero") or (status == "zero" and reward != 0)
-
-
-def _strings(value: Any) -> bool:
-    """True for None (a row written without the field) or a list of strings."""
-    return value is None or (isinstance(value, list) and all(isinstance(v, str) for v in value))
-
-
-def stamped(row: dict[str, Any], scorer_id: dict[str, Any] | None) -> dict[str, Any]:
-    """`row` recording ``scorer_id`` (unchanged without one)."""
-    return row if scorer_id is None else {**row, "scorer": scorer_id}
-
-
-def read_results(path: Path) -> dict[tuple[str, str], dict]:
-    """Rows of an existing results.jsonl keyed by (path, preset); last row wins; bad lines are skipped
-    (`results_rows`)."""
-    return results_rows(path)[0]
-
-
-def results_rows(path: Path) -> tuple[dict[tuple[str, str], dict], int]:
-    """Rows of an existing results.jsonl keyed by (path, preset) (last row wins) and how many non-blank lines
-    were skipped: not JSON (a line cut by a crash mid-write) or not a row with a string path and preset. A
-    file that is not UTF-8 (not one this harness wrote: its rows are ASCII JSON) raises ManifestError naming
-    it: skipping it would let the compaction rewrite it without its rows."""
-    rows: dict[tuple[str, str], dict] = {}
-    if path.exists() and not path.is_file():  # the run appends to it: that failed with a bare IsADirectoryError
-        raise ManifestError(f"{path} is not a file: results are written there; move it away or choose another --out")
-    if not path.is_file():
-        return rows, 0
-    try:
-        read_text(path)  # the whole file first: a file of another encoding is refused, not skipped line by line
-    except UnicodeDecodeError as exc:
-        raise ManifestError(f"{path} is not UTF-8 text (byte {exc.object[exc.start]:#04x} at offset {exc.start}): "
-                            "not a results file of `raa eval reward`; move it away or save it as UTF-8") from None
-    parsed, skipped = usable_rows(path, _result_row)
-    return {(row["path"], row["preset"]): row for row in parsed}, len(skipped)
-
-
-def _result_row(where: str, row: Any) -> dict[str, Any]:
-    """A results.jsonl line's row; `LineError` for one without a string path and preset."""
-    if isinstance(row, dict) and isinstance(row.get("path"), str) and isinstance(row.get("preset"), str):
-        return row
-    raise LineError(f"{where}: not a result row (no string 'path' and 'preset')")
 
 
 async def run_reward_eval(clips: Sequence[EvalClip], presets: Sequence[str], out_dir: str | Path,

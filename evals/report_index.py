@@ -145,8 +145,8 @@ def write_eval_index(out_dir: str | Path, *, traces_path: str | Path | None = No
                      on_empty: Callable[[str], None] | None = None) -> Path:
     """Write DIR/index.html (and DIR/reports/*.html for runs found in `traces_path`); returns the index path.
     Without a row to show, `on_empty` gets `empty_note` (full paths) before anything is written."""
-    from evals.reliability import results_rows
     from evals.report import render_run_report, safe_name
+    from evals.result_rows import results_rows
 
     out = Path(out_dir)
     results = out / "results.jsonl"

@@ -29,7 +29,7 @@ Definitions (decisions where the issue was silent are marked *):
 - *A row the metrics cannot count (a reward that is not a finite number or null, a verdict or usage that is
   not an object, a usage count that is not a number: hand-edited rows) raises `TableRowError` naming the
   row and the field; it crashed with a bare TypeError / AttributeError. (`raa eval reward` scores such rows
-  again before tabulating, `evals.reliability.damaged`; `raa eval report` tabulates the file as it is.)
+  again before tabulating, `evals.result_rows.damaged`; `raa eval report` tabulates the file as it is.)
 - *Usage per clip: the mean over the preset's rows of the agent's calls, images, tokens and stage-cache hits
   (a stage output served from the cache is a hit, not a call), over the rows that recorded their usage: a
   row whose usage is null (its scorer chunk crashed, `evals.reliability`) or absent (another tool's row) is

@@ -36,7 +36,7 @@ def test_the_jsonl_helpers_keep_a_first_row_behind_a_bom(tmp_path):
 
 
 def test_other_readers_of_jsonl_skip_a_bom(tmp_path):
-    from evals.reliability import read_results
+    from evals.result_rows import read_results
     from training.metrics import rows_of
 
     f = tmp_path / "results.jsonl"

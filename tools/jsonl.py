@@ -5,7 +5,7 @@ names its place (`PATH:N`). Shared by the readers that refuse a broken file rath
 users' scripts read. Leniently (`json_objects`), for a log another process may be appending to:
 lines that are not JSON objects are skipped and counted (`training.best`, `training.report`).
 Row by row (`usable_rows`), for the evaluation readers (`evals.compare`, `evals.draws`, `evals.vqa`,
-`evals.reliability.results_rows`): a line that is not UTF-8, not JSON, or that the reader's own check refuses
+`evals.result_rows.results_rows`): a line that is not UTF-8, not JSON, or that the reader's own check refuses
 (`LineError`) is skipped and reported as a `SkippedLine` (`PATH:N` and the reason), and the other rows are
 read: one damaged line no longer cost the whole file. Refusals about several rows together (the same clip
 twice with other data) are the reader's, raised after this pass, never a skipped line.
