@@ -131,7 +131,7 @@ def test_cli_max_buffered_mb(monkeypatch, service_root):
     from tools.cli import serve_tools_command
 
     seen, loads = {}, []
-    monkeypatch.setattr(uvicorn, "run", lambda app, host, port, log_level: seen.update(app=app))
+    monkeypatch.setattr(uvicorn, "run", lambda app, host, port, log_level, **kw: seen.update(app=app, **kw))
     real_load = tools.service.load_service_tools
     monkeypatch.setattr(tools.service, "load_service_tools", lambda *a, **k: loads.append(1) or real_load(*a, **k))
     app = typer.Typer()
