@@ -68,11 +68,13 @@ def _header(trace: RunTrace) -> str:
 
 
 def _gate(trace: RunTrace) -> str:
+    from graph.tracing import gate_value
+
     gates = [s for s in trace.steps if s.get("node") == "gate"]
     inputs = (gates[-1].get("gate_inputs") if gates else None) or {}
     if not inputs:
         return section("gate", "Gate", "<p class=\"muted\">the run did not reach the gate</p>")
-    rows = [[esc(k), esc(fmt(x) if isinstance(x, float) else x)] for k, x in inputs.items()]
+    rows = [[esc(k), esc(gate_value(k, x))] for k, x in inputs.items()]  # a reward as reward_text
     note = esc(gates[-1].get("decision", ""))
     return section("gate", "Gate and its inputs",
                    table(["input", "value"], rows, raw=True) + f"<p>{note}</p>"
@@ -132,7 +134,7 @@ def _judgments(v: dict[str, Any], store: FrameStore) -> str:
 
 def _direct(v: dict[str, Any]) -> str:
     d = v.get("direct") or {}
-    return f"<p>Direct score {fmt(d.get('reward'))}: {esc(d.get('rationale'))}</p>" if d else ""
+    return f"<p>Direct score {reward_text(d.get('reward'))}: {esc(d.get('rationale'))}</p>" if d else ""
 
 
 def _config(v: dict[str, Any]) -> AgentConfig | None:

@@ -354,10 +354,23 @@ def _fmt_crops(crops: Iterable[dict[str, Any]] | None) -> str:
     return "; ".join(parts)
 
 
+REWARD_GATE_INPUTS = ("reward", "direct_reward")
+"""Gate inputs that are rewards, written as rewards are (`reward_text`: 0.0004 never reads 0.000)."""
+
+
+def gate_value(key: str, value: Any) -> str:
+    """One gate input as text: a reward by `reward_text`, another number with 3 decimals."""
+    from graph.reward_format import reward_text
+
+    if isinstance(value, float):
+        return reward_text(value) if key in REWARD_GATE_INPUTS else f"{value:.3f}"
+    return str(value)
+
+
 def _fmt_gate(gate: dict[str, Any] | None) -> str:
     if not gate:
         return ""
-    return " ".join(f"{k}={(f'{v:.3f}' if isinstance(v, float) else v)}" for k, v in gate.items())
+    return " ".join(f"{k}={gate_value(k, v)}" for k, v in gate.items())
 
 
 def step_row(index: int, step: dict[str, Any]) -> dict[str, str]:
