@@ -3,7 +3,7 @@
 The run is read from the checkpoint database (`graph.tracing.read_trace`, thread id = run id); frames are
 re-decoded from the clip path stored in the state (`tools.video`) and inlined as JPEG data URLs. Sections
 (element ids in brackets): header [run-header], result [result], gate with its inputs [gate], sampled frames
-with the requirements citing them [frames], requirement judgments [judgments], task-blind observation
+with the requirements citing them, then the other frames the page links to [frames], requirement judgments [judgments], task-blind observation
 [observation], inspection tool calls with crops and track overlays [inspection], automatic motion evidence
 [motion], the surprise curve across windows as inline SVG [surprise, surprise-curve], reports of extra
 evidence tools when the run had any [extra-evidence], audit rounds [audits],
@@ -90,18 +90,40 @@ def _citations(v: dict[str, Any]) -> dict[int, list[str]]:
     return cites
 
 
-def _frames_section(v: dict[str, Any], store: FrameStore) -> str:
+def _linked_frames(v: dict[str, Any], steps: list[dict]) -> set[int]:
+    """Every frame the page links to as #frame-N (`_frame_link` and the judgments' thumbnails): evidence of
+    the final judgments and of the final check, observed events, frames a repair re-viewed, extra tools'
+    frames."""
+    linked = {int(f) for j in (v.get("assessment") or {}).get("judgments") or [] for f in j.get("evidence_frames") or []}
+    linked |= {int(f) for f in (v.get("final_check") or {}).get("evidence_frames") or []}
+    for e in (v.get("observation") or {}).get("events") or []:
+        linked |= {int(e.get("start_frame", 0)), int(e.get("end_frame", 0))}
+    linked |= {int(f) for s in steps if s.get("node") == "repair" for f in s.get("frames") or []}
+    linked |= {int(f) for r in v.get("extra_evidence") or [] for f in r.get("frames") or []}
+    return linked
+
+
+def _frame_figure(i: int, store: FrameStore, caption: str) -> str:
+    return figure(u, caption, fig_id=f"frame-{i}") if (u := store.url(i)) else f"<figure id=\"frame-{i}\">{caption}</figure>"
+
+
+def _frames_section(v: dict[str, Any], store: FrameStore, steps: list[dict]) -> str:
+    """The sampled frames, then the frames the page links to that are not in the sample (seen during
+    inspection, re-viewed by a repair): a #frame-N link to one of those went nowhere."""
     cites = _citations(v)
-    figs = []
-    for i in v.get("sample") or []:
-        url = store.url(i)
+
+    def caption(i: int) -> str:
         refs = " ".join(f"<a href=\"#req-{esc(r)}\">{esc(r)}</a>" for r in cites.get(int(i), []))
-        caption = esc(store.label(i)) + (f"<br>cited by {refs}" if refs else "")
-        figs.append(figure(url, caption, fig_id=f"frame-{int(i)}") if url else
-                    f"<figure id=\"frame-{int(i)}\">{caption}</figure>")
+        return esc(store.label(i)) + (f"<br>cited by {refs}" if refs else "")
+
+    sample = [int(i) for i in v.get("sample") or []]
+    figs = [_frame_figure(i, store, caption(i)) for i in sample]
+    others = sorted(_linked_frames(v, steps) - set(sample))
     note = f"<p class=\"muted\">{esc(store.error)}</p>" if store.error else ""
-    return section("frames", f"Sampled frames ({len(v.get('sample') or [])})",
-                   note + f"<div class=\"grid\">{''.join(figs)}</div>")
+    extra = (f"<h3>Other frames cited ({len(others)}, not in the sample)</h3><div class=\"grid\">"
+             + "".join(_frame_figure(i, store, caption(i)) for i in others) + "</div>" if others else "")
+    return section("frames", f"Sampled frames ({len(sample)})",
+                   note + f"<div class=\"grid\">{''.join(figs)}</div>" + extra)
 
 
 def _judgments(v: dict[str, Any], store: FrameStore) -> str:
@@ -340,7 +362,7 @@ def render_run_report(trace: RunTrace, *, tracker: MotionTracker | None = None,
     """The HTML page of one run (frames decoded from the state's video path unless `store` is given)."""
     v = trace.values
     store = store if store is not None else load_frames(v.get("video"), wanted_indices(v))
-    body = (_header(trace) + _gate(trace) + _frames_section(v, store) + _judgments(v, store)
+    body = (_header(trace) + _gate(trace) + _frames_section(v, store, trace.steps) + _judgments(v, store)
             + _observation(v, trace.steps) + _inspection(v, store, tracker) + _motion(v, store, tracker)
             + _surprise(v, trace.steps) + _extra(v, store)
             + _audits(v, trace.steps)

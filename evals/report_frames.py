@@ -1,8 +1,8 @@
 """Frames of one run's clip for its HTML report (`evals.report`): decoded once, only those the page shows.
 
 Decision where the issue was silent: at most `MAX_DECODED` frames are decoded per page (the sample, the
-frames judgments, tool calls, motion evidence, extra tools and the final check cite, and the frames of
-each track the page redraws); a clip that cannot be decoded any more yields an empty store with the reason,
+frames judgments, tool calls, motion evidence, extra tools and the final check cite, the frames repairs
+re-viewed, and the frames of each track the page redraws); a clip that cannot be decoded any more yields an empty store with the reason,
 and the page still renders its text parts.
 
 Frames are decoded at most `DECODE_LONG_SIDE` pixels on their long side (smaller clips at their own size):
@@ -117,4 +117,7 @@ def wanted_indices(v: dict[str, Any]) -> set[int]:
     for r in v.get("extra_evidence") or []:
         idx.update(r.get("frames") or [])
     idx.update((v.get("final_check") or {}).get("evidence_frames") or [])
+    for s in v.get("steps") or []:  # frames a repair re-viewed (the report links them)
+        if s.get("node") == "repair":
+            idx.update(s.get("frames") or [])
     return {int(i) for i in idx}

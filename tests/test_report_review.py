@@ -4,7 +4,7 @@ reward never reads as 0.000 anywhere on a page (`graph.reward_format.reward_text
 from __future__ import annotations
 
 from evals.report import render_run_report
-from evals.report_frames import FrameStore
+from evals.report_frames import FrameStore, wanted_indices
 from graph.tracing import RunTrace, step_row
 
 
@@ -32,3 +32,32 @@ def test_the_step_trace_gate_column_shows_a_tiny_reward():
     assert "reward=4.00e-04" in row["gate"] and "direct_reward=4.00e-04" in row["gate"]
     gated = step_row(0, {"node": "gate", "gate_inputs": {"T": 0.5, "reward": 0.25, "failure": False}})
     assert gated["gate"] == "T=0.500 reward=0.250 failure=False"  # other inputs keep their 3 decimals
+
+
+def _dead_links(html: str) -> list[str]:
+    import re
+
+    ids = set(re.findall(r'id="([^"]+)"', html))
+    return sorted({h for h in re.findall(r'href="#([^"]+)"', html) if h not in ids})
+
+
+def test_every_frame_the_page_links_to_has_an_anchor():
+    """Judgments citing a frame the model saw during inspection (not in the uniform sample), the final check's
+    frames and the frames a repair re-viewed linked to #frame-N, which only sampled frames had: the links went
+    nowhere. Cited frames outside the sample now have their own figure in the frames section."""
+    import numpy as np
+
+    frames = {i: np.full((8, 8, 3), 25 * i, np.uint8) for i in (0, 5, 6, 8)}
+    store = FrameStore(frames, total=10, fps=5.0)
+    values = {"preset": "full", "sample": [0, 8],
+              "contract": {"requirements": [{"id": "R1", "kind": "outcome", "text": "it moves"}]},
+              "assessment": {"judgments": [{"requirement_id": "R1", "status": "met", "evidence_frames": [0, 5]}]},
+              "observation": {"summary": "s", "events": [{"start_frame": 0, "end_frame": 8, "description": "d"}]},
+              "final_check": {"failure_established": False, "essential_unverifiable": False, "evidence_frames": [6]},
+              "audits": [{"clean": False, "missing_requirements": ["R2"]}]}
+    steps = [{"node": "repair", "audit_round": 0, "decision": "re-viewed", "frames": [7]}]
+    html = render_run_report(RunTrace("run-1", "2026-01-01T00:00:00", values, steps), store=store)
+    assert _dead_links(html) == []
+    assert 'id="frame-5"' in html and 'id="frame-6"' in html and 'id="frame-7"' in html
+    assert "Sampled frames (2)" in html  # the sample's count is unchanged
+    assert {5, 6, 7} <= wanted_indices({**values, "steps": steps})  # decoded for the page (7: a repair's)
