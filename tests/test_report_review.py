@@ -61,3 +61,20 @@ def test_every_frame_the_page_links_to_has_an_anchor():
     assert 'id="frame-5"' in html and 'id="frame-6"' in html and 'id="frame-7"' in html
     assert "Sampled frames (2)" in html  # the sample's count is unchanged
     assert {5, 6, 7} <= wanted_indices({**values, "steps": steps})  # decoded for the page (7: a repair's)
+
+
+def test_usage_per_clip_reads_the_same_on_the_console_as_in_table_md():
+    """`raa eval reward` printed calls/clip with 2 decimals and table.md with 1 (`USAGE_DIGITS` names the
+    decimals of both): 2.25 calls read 2.25 on the console and 2.2 in the table."""
+    from evals.eval_views import usage_lines
+    from evals.table import preset_metrics, render_markdown
+
+    rows = [{"path": f"/c/{i}.mp4", "preset": "full", "reward": 0.5, "status": "scored",
+             "usage": {"calls": c, "images": 3, "input_tokens": 10, "output_tokens": 5, "cache_hits": 1}}
+            for i, c in enumerate((2, 2, 2, 3))]
+    metrics = [preset_metrics("full", rows)]
+    (line,) = usage_lines(metrics)
+    table = render_markdown(metrics)
+    assert "| 2.2 | 3.0 | 10 | 5 | 1.0 |" in table  # calls/clip 2.25 with 1 decimal
+    assert line.startswith("full: calls/clip 2.2, images/clip 3.0, input tokens/clip 10, output tokens/clip 5, "
+                           "cache hits/clip 1.0")
