@@ -68,7 +68,7 @@ def _header(trace: RunTrace) -> str:
 
 
 def _gate(trace: RunTrace) -> str:
-    from graph.tracing import gate_value
+    from graph.trace_text import gate_value
 
     gates = [s for s in trace.steps if s.get("node") == "gate"]
     inputs = (gates[-1].get("gate_inputs") if gates else None) or {}
@@ -350,7 +350,7 @@ def _faults(v: dict[str, Any]) -> str:
 
 
 def _steps(steps: list[dict]) -> str:
-    from graph.tracing import step_row
+    from graph.trace_text import step_row
 
     cols = ["#", "node", "duration", "decision", "frames", "crops", "tools", "audit", "gate"]
     rows = [[step_row(i, s)[c] for c in cols] for i, s in enumerate(steps)]

@@ -41,13 +41,14 @@ from graph.backbone import default_chat_model
 from graph.endpoint import preflight
 from graph.reward_format import reward_text
 from graph.settings import BackboneSettings, SettingsError
-from graph.tracing import describe_update, open_async_saver, printable
+from graph.trace_text import describe_update, printable
+from graph.tracing import open_async_saver
 
 if TYPE_CHECKING:  # pragma: no cover
     from tools.settings import ToolSettings
 
 # markup and emoji codes off: reasons ("[assess] timeout: ..."), decisions, paths are data; rich would read
-# "[assess]" as a style and ":x:" as an emoji (their control characters: graph.tracing.printable)
+# "[assess]" as a style and ":x:" as an emoji (their control characters: graph.trace_text.printable)
 _out = Console(markup=False, emoji=False)
 _err = Console(stderr=True, markup=False, emoji=False)
 RUNS_FULL_WIDTH = 110

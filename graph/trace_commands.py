@@ -17,6 +17,7 @@ from rich.text import Text
 
 from graph.commands import run_table
 from graph.reward_format import reward_text
+from graph.trace_text import printable, step_row
 from graph.tracing import (
     RUN_STATUSES,
     RunNotFoundError,
@@ -24,9 +25,7 @@ from graph.tracing import (
     UnreadableRunError,
     list_runs,
     open_saver,
-    printable,
     read_trace,
-    step_row,
 )
 from tools.jsonl import strict_dumps
 

@@ -23,7 +23,7 @@ Decisions where the issue was silent:
   is `UnreadableRunError` naming the run and the file, a StoreError, so the commands print one error line
   instead of a traceback; `list_runs` can pass over such runs (`unreadable`), so one damaged run does not
   hide all the others from `raa runs`.
-- `describe_update` renders one `stream_mode="updates"` item for `raa score --stream`.
+- `graph.trace_text.describe_update` renders one `stream_mode="updates"` item for `raa score --stream`.
 - `RunTrace.values` holds only the fields of `graph.state.AgentState`: a checkpoint's channel values also
   hold LangGraph's own channels (the barrier before a join, "join:observe+contract:assess", "__start__",
   "branch:to:..."), which are the graph's bookkeeping, not the run's state, and `raa trace --json` printed
@@ -32,7 +32,6 @@ Decisions where the issue was silent:
 
 from __future__ import annotations
 
-import re
 import sqlite3
 import threading
 from collections.abc import AsyncIterator, Callable, Iterable, Iterator
@@ -326,82 +325,3 @@ def list_runs(saver: BaseCheckpointSaver, limit: int | None = None, *, status: s
         if (status is None or run.status == status) and (preset is None or run.preset == preset):
             runs.append(run)
     return runs
-
-
-_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
-
-
-def printable(text: object) -> str:
-    """`text` for a terminal: control characters (an escape sequence that would clear the screen or restyle
-    what follows, a bell) written out as `\\x1b`; newlines and tabs kept ("\\r\\n" read as "\\n")."""
-    return _CONTROL.sub(lambda m: f"\\x{ord(m.group()):02x}", str(text).replace("\r\n", "\n"))
-
-
-def _fmt_frames(frames: Iterable[int] | None, limit: int = 12) -> str:
-    frames = list(frames or [])
-    if not frames:
-        return ""
-    shown = ",".join(str(f) for f in frames[:limit])
-    return f"{shown} (+{len(frames) - limit})" if len(frames) > limit else shown
-
-
-def _fmt_crops(crops: Iterable[dict[str, Any]] | None) -> str:
-    parts = []
-    for c in crops or []:
-        box = ",".join(f"{float(v):.2f}" for v in (c.get("box") or []))
-        note = f" fallback: {c.get('reason')}" if c.get("fallback") else ""
-        parts.append(f"f{c.get('frame')}[{box}]{note}")
-    return "; ".join(parts)
-
-
-REWARD_GATE_INPUTS = ("reward", "direct_reward")
-"""Gate inputs that are rewards, written as rewards are (`reward_text`: 0.0004 never reads 0.000)."""
-
-
-def gate_value(key: str, value: Any) -> str:
-    """One gate input as text: a reward by `reward_text`, another number with 3 decimals."""
-    from graph.reward_format import reward_text
-
-    if isinstance(value, float):
-        return reward_text(value) if key in REWARD_GATE_INPUTS else f"{value:.3f}"
-    return str(value)
-
-
-def _fmt_gate(gate: dict[str, Any] | None) -> str:
-    if not gate:
-        return ""
-    return " ".join(f"{k}={gate_value(k, v)}" for k, v in gate.items())
-
-
-def step_row(index: int, step: dict[str, Any]) -> dict[str, str]:
-    """One StepRecord as display strings (columns of `raa trace`), control characters written out (`printable`)."""
-    duration = step.get("duration_s")
-    audit = step.get("audit_round")
-    row = {
-        "#": str(index),
-        "node": str(step.get("node", "?")),
-        "duration": "" if duration is None else f"{float(duration):.2f}s",
-        "decision": str(step.get("decision", "")),
-        "frames": _fmt_frames(step.get("frames")),
-        "crops": _fmt_crops(step.get("crops")),
-        "tools": "\n".join(str(t) for t in step.get("tool_summaries") or []),
-        "audit": "" if audit is None else str(audit),
-        "gate": _fmt_gate(step.get("gate_inputs")),
-    }
-    return {k: printable(v) for k, v in row.items()}
-
-
-def describe_update(node: str, update: Any) -> str:
-    """One line for a `stream_mode="updates"` item: node, duration, decision (from its StepRecord)."""
-    if not isinstance(update, dict):
-        return f"{node}: (no state update)"
-    steps = [s for s in update.get("steps") or [] if isinstance(s, dict)]
-    if not steps:
-        keys = ", ".join(sorted(update)) or "nothing"
-        return f"{node}: updated {keys}"
-    lines = []
-    for s in steps:
-        row = step_row(0, s)
-        extra = " ".join(f"{k}={row[k]}" for k in ("frames", "crops", "audit", "gate") if row[k])
-        lines.append(f"{row['node']} ({row['duration']}): {row['decision']}" + (f"  [{extra}]" if extra else ""))
-    return "\n".join(lines)

@@ -232,7 +232,8 @@ def test_control_characters_and_emoji_codes_in_model_text_are_shown_not_obeyed(m
     from rich.console import Console
 
     from graph import commands
-    from graph.tracing import describe_update, open_saver
+    from graph.trace_text import describe_update
+    from graph.tracing import open_saver
 
     db = tmp_path / "traces.sqlite"
     res = RewardResult(reward=0.0, status="zero", reasons=["R2 \x1b[31mnot met\x1b[0m :x:\x07"], run_id="r",

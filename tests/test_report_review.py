@@ -5,7 +5,8 @@ from __future__ import annotations
 
 from evals.report import render_run_report
 from evals.report_frames import FrameStore, wanted_indices
-from graph.tracing import RunTrace, step_row
+from graph.trace_text import step_row
+from graph.tracing import RunTrace
 
 
 def _direct_run(reward: float) -> RunTrace:

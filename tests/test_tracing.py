@@ -10,7 +10,8 @@ import pytest
 from langgraph.graph import END, START, StateGraph
 
 from graph.schemas import RewardResult
-from graph.tracing import RunNotFoundError, describe_update, list_runs, open_saver, read_trace, step_row
+from graph.trace_text import describe_update, step_row
+from graph.tracing import RunNotFoundError, list_runs, open_saver, read_trace
 
 
 class _State(TypedDict, total=False):
