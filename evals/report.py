@@ -3,10 +3,10 @@
 The run is read from the checkpoint database (`graph.tracing.read_trace`, thread id = run id); frames are
 re-decoded from the clip path stored in the state (`tools.video`) and inlined as JPEG data URLs. Sections
 (element ids in brackets): header [run-header], result [result], gate with its inputs [gate], sampled frames
-with the requirements citing them, then the other frames the page links to [frames], requirement judgments [judgments], task-blind observation
-[observation], inspection tool calls with crops and track overlays [inspection], automatic motion evidence
-[motion], the surprise curve across windows as inline SVG [surprise, surprise-curve], reports of extra
-evidence tools when the run had any [extra-evidence], audit rounds [audits],
+with the requirements citing them, then the other frames the page links to [frames], requirement judgments
+[judgments], task-blind observation [observation], inspection tool calls with crops and track overlays
+[inspection], automatic motion evidence [motion], the surprise curve across windows as inline SVG [surprise,
+surprise-curve], reports of extra evidence tools when the run had any [extra-evidence], audit rounds [audits],
 final check [final-check], faults and notes [faults], the step trace [steps].
 
 Decisions where the issue was silent:
@@ -30,6 +30,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from evals.report_frame_section import frame_link, frames_section
 from evals.report_frames import FrameStore, load_frames, track_span, wanted_indices
 from evals.report_html import badge, esc, figure, fmt, line_chart, page, section, table
 from graph.config import PRESETS, SWITCHES, AgentConfig, preset_switches
@@ -43,10 +44,6 @@ if TYPE_CHECKING:  # pragma: no cover
     from tools.motion import MotionTracker
 
 WIDE_SIDE = 384
-
-
-def _frame_link(i: int) -> str:
-    return f"<a href=\"#frame-{int(i)}\">{int(i)}</a>"
 
 
 def _header(trace: RunTrace) -> str:
@@ -82,50 +79,6 @@ def _gate(trace: RunTrace) -> str:
                      "(0.70 T + 0.20 P + 0.10 V)(0.5 + 0.5 P); ineligible runs get no reward.</p>")
 
 
-def _citations(v: dict[str, Any]) -> dict[int, list[str]]:
-    cites: dict[int, list[str]] = {}
-    for j in (v.get("assessment") or {}).get("judgments") or []:
-        for f in j.get("evidence_frames") or []:
-            cites.setdefault(int(f), []).append(str(j.get("requirement_id")))
-    return cites
-
-
-def _linked_frames(v: dict[str, Any], steps: list[dict]) -> set[int]:
-    """Every frame the page links to as #frame-N (`_frame_link` and the judgments' thumbnails): evidence of
-    the final judgments and of the final check, observed events, frames a repair re-viewed, extra tools'
-    frames."""
-    linked = {int(f) for j in (v.get("assessment") or {}).get("judgments") or [] for f in j.get("evidence_frames") or []}
-    linked |= {int(f) for f in (v.get("final_check") or {}).get("evidence_frames") or []}
-    for e in (v.get("observation") or {}).get("events") or []:
-        linked |= {int(e.get("start_frame", 0)), int(e.get("end_frame", 0))}
-    linked |= {int(f) for s in steps if s.get("node") == "repair" for f in s.get("frames") or []}
-    linked |= {int(f) for r in v.get("extra_evidence") or [] for f in r.get("frames") or []}
-    return linked
-
-
-def _frame_figure(i: int, store: FrameStore, caption: str) -> str:
-    return figure(u, caption, fig_id=f"frame-{i}") if (u := store.url(i)) else f"<figure id=\"frame-{i}\">{caption}</figure>"
-
-
-def _frames_section(v: dict[str, Any], store: FrameStore, steps: list[dict]) -> str:
-    """The sampled frames, then the frames the page links to that are not in the sample (seen during
-    inspection, re-viewed by a repair): a #frame-N link to one of those went nowhere."""
-    cites = _citations(v)
-
-    def caption(i: int) -> str:
-        refs = " ".join(f"<a href=\"#req-{esc(r)}\">{esc(r)}</a>" for r in cites.get(int(i), []))
-        return esc(store.label(i)) + (f"<br>cited by {refs}" if refs else "")
-
-    sample = [int(i) for i in v.get("sample") or []]
-    figs = [_frame_figure(i, store, caption(i)) for i in sample]
-    others = sorted(_linked_frames(v, steps) - set(sample))
-    note = f"<p class=\"muted\">{esc(store.error)}</p>" if store.error else ""
-    extra = (f"<h3>Other frames cited ({len(others)}, not in the sample)</h3><div class=\"grid\">"
-             + "".join(_frame_figure(i, store, caption(i)) for i in others) + "</div>" if others else "")
-    return section("frames", f"Sampled frames ({len(sample)})",
-                   note + f"<div class=\"grid\">{''.join(figs)}</div>" + extra)
-
-
 def _judgments(v: dict[str, Any], store: FrameStore) -> str:
     contract = v.get("contract") or {}
     assessment = v.get("assessment") or {}
@@ -145,7 +98,7 @@ def _judgments(v: dict[str, Any], store: FrameStore) -> str:
         rows.append([f"<span id=\"req-{esc(rid)}\">{esc(rid)}</span>", esc(req.get("kind", "")),
                      esc("yes" if req.get("essential", True) else "no"), esc(req.get("text", "")),
                      badge(j.get("status")), esc(fmt(j.get("confidence"), 2)), esc(j.get("rationale")),
-                     " ".join(_frame_link(f) for f in j.get("evidence_frames") or []) + "<br>" + thumbs, esc(past)])
+                     " ".join(frame_link(f) for f in j.get("evidence_frames") or []) + "<br>" + thumbs, esc(past)])
     levels = table(["rubric", "level (1..5)", "rationale"],
                    [["physical", str(assessment.get("physical_level")), str(assessment.get("physical_rationale"))],
                     ["visual", str(assessment.get("visual_level")), str(assessment.get("visual_rationale"))]])
@@ -203,7 +156,7 @@ def _observation(v: dict[str, Any], steps: list[dict]) -> str:
     obs = v.get("observation") or {}
     if not obs:
         return section("observation", "Task-blind observation", _absent(v, steps, "observe"))
-    events = [[f"{_frame_link(e.get('start_frame', 0))}–{_frame_link(e.get('end_frame', 0))}",
+    events = [[f"{frame_link(e.get('start_frame', 0))}–{frame_link(e.get('end_frame', 0))}",
                esc(e.get("description"))] for e in obs.get("events") or []]
     return section("observation", "Task-blind observation",
                    f"<p>{esc(obs.get('summary'))}</p>" + table(["frames", "event"], events, raw=True)
@@ -312,7 +265,7 @@ def _extra(v: dict[str, Any], store: FrameStore) -> str:
         thumbs = "".join(f"<a href=\"#frame-{int(f)}\"><img src=\"{esc(u)}\" style=\"width:64px\" alt=\"f\"></a>"
                          for f in r.get("frames") or [] if (u := store.url(f, 96)))
         rows.append([esc(r.get("tool")), esc(r.get("summary")), values,
-                     " ".join(_frame_link(f) for f in r.get("frames") or []) + "<br>" + thumbs])
+                     " ".join(frame_link(f) for f in r.get("frames") or []) + "<br>" + thumbs])
     return section("extra-evidence", f"Extra evidence tools ({len(reports)})",
                    "<p class=\"muted\">shown to reflect as claims to check; never part of the reward</p>"
                    + table(["tool", "summary", "values", "frames"], rows, raw=True))
@@ -325,7 +278,7 @@ def _audits(v: dict[str, Any], steps: list[dict]) -> str:
     rows = [[str(k), badge("clean" if a.get("clean") else "issues", "met" if a.get("clean") else "not_met"),
              esc("; ".join(a.get("missing_requirements") or [])), esc("; ".join(a.get("invented_conditions") or [])),
              esc("; ".join(a.get("contradictions") or []))] for k, a in enumerate(audits)]
-    repairs = [[esc(s.get("audit_round")), esc(s.get("decision")), " ".join(_frame_link(f) for f in s.get("frames") or [])]
+    repairs = [[esc(s.get("audit_round")), esc(s.get("decision")), " ".join(frame_link(f) for f in s.get("frames") or [])]
                for s in steps if s.get("node") == "repair"]
     return section("audits", f"Scope audit ({len(audits)} rounds, {v.get('repair_rounds', 0)} repairs)",
                    table(["round", "verdict", "missing", "invented", "contradictions"], rows, raw=True)
@@ -339,7 +292,7 @@ def _final_check(v: dict[str, Any], steps: list[dict]) -> str:
     return section("final-check", "Final check", table(
         ["failure established", "essential unverifiable", "rationale", "frames"],
         [[esc(fc.get("failure_established")), esc(fc.get("essential_unverifiable")), esc(fc.get("rationale")),
-          " ".join(_frame_link(f) for f in fc.get("evidence_frames") or [])]], raw=True))
+          " ".join(frame_link(f) for f in fc.get("evidence_frames") or [])]], raw=True))
 
 
 def _faults(v: dict[str, Any]) -> str:
@@ -362,7 +315,7 @@ def render_run_report(trace: RunTrace, *, tracker: MotionTracker | None = None,
     """The HTML page of one run (frames decoded from the state's video path unless `store` is given)."""
     v = trace.values
     store = store if store is not None else load_frames(v.get("video"), wanted_indices(v))
-    body = (_header(trace) + _gate(trace) + _frames_section(v, store, trace.steps) + _judgments(v, store)
+    body = (_header(trace) + _gate(trace) + frames_section(v, store, trace.steps) + _judgments(v, store)
             + _observation(v, trace.steps) + _inspection(v, store, tracker) + _motion(v, store, tracker)
             + _surprise(v, trace.steps) + _extra(v, store)
             + _audits(v, trace.steps)
