@@ -4,12 +4,13 @@ Reads DIR/results.jsonl, recomputes the Table 2 metrics for the presets found th
 presets of the last `raa eval reward` run, as its summary.json names them, so the page shows the table.md of
 that run; results.jsonl also keeps rows of earlier manifests), and writes
 DIR/index.html: the table [table], reliability extras [extras], and one row per clip with one cell per preset
-(reward, status, judge verdict) linking to that run's report [clips]. Run reports are written to
-DIR/reports/<run id>.html from the trace database when the run is found there.
+(reward, status, judge verdict) linking to that run's report [clips]. Run reports are written to DIR/reports/<run id>.html
+from the trace database when the run is found there; a report already there is linked with or without one
+(`evals.report_links`).
 
 Decisions where the issue was silent:
-- A run missing from the trace database (another machine, deleted runs) gets no link, and the page says how
-  many were missing instead of failing.
+- A run missing from the trace database (another machine, deleted runs) gets no link unless its report is
+  already in DIR/reports, and the page says how many were missing instead of failing.
 - Reports already present in DIR/reports are not rewritten unless `overwrite=True` (rerunning is cheap).
   So every page is written atomically (`tools.jsonl.write_text_atomic`): a report cut by a crash or a full
   disk was kept, cut, by every later run.
@@ -37,6 +38,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from evals.report_html import badge, esc, page, section, table
+from evals.report_links import link_reports
 from evals.table import DISPLAY_NAMES, PAPER_ORDER, USAGE_DIGITS, all_metrics
 from graph.reward_format import reward_text
 from tools.jsonl import write_text_atomic
@@ -145,7 +147,6 @@ def write_eval_index(out_dir: str | Path, *, traces_path: str | Path | None = No
                      on_empty: Callable[[str], None] | None = None) -> Path:
     """Write DIR/index.html (and DIR/reports/*.html for runs found in `traces_path`); returns the index path.
     Without a row to show, `on_empty` gets `empty_note` (full paths) before anything is written."""
-    from evals.report import render_run_report, safe_name
     from evals.result_rows import results_rows
 
     out = Path(out_dir)
@@ -164,35 +165,9 @@ def write_eval_index(out_dir: str | Path, *, traces_path: str | Path | None = No
     presets = [p for p in PAPER_ORDER if any(r["preset"] == p for r in rows)]
     metrics = all_metrics(rows, presets) if presets else []
 
-    links: dict[str, str] = {}
-    missing, unreadable = 0, []
-    saver = None
-    if traces_path is not None and Path(traces_path).is_file():
-        from graph.tracing import RunNotFoundError, UnreadableRunError, open_saver, read_trace
-
-        saver = open_saver(traces_path, read_only=True)
-        (out / "reports").mkdir(exist_ok=True)
-        try:
-            for row in rows:
-                run_id = row.get("run_id") or ""
-                if not run_id or run_id in links:
-                    continue
-                target = out / "reports" / f"{safe_name(run_id)}.html"
-                if overwrite or not target.is_file():
-                    try:
-                        trace = read_trace(saver, run_id)
-                    except RunNotFoundError:
-                        missing += 1
-                        continue
-                    except UnreadableRunError:  # one damaged checkpoint: the other reports and the index still go
-                        unreadable.append(run_id)
-                        continue
-                    write_text_atomic(target, render_run_report(trace, tracker=tracker))
-                    if on_report is not None:
-                        on_report(target)
-                links[run_id] = f"reports/{target.name}"
-        finally:
-            saver.conn.close()
+    found = link_reports((row.get("run_id") or "" for row in rows), out, traces_path, tracker=tracker,
+                         overwrite=overwrite, on_report=on_report)
+    links = found.links
 
     clips: dict[str, dict[str, dict]] = {}
     for row in rows:
@@ -204,14 +179,7 @@ def write_eval_index(out_dir: str | Path, *, traces_path: str | Path | None = No
                  for p in presets]
         clip_rows.append([f"{_thumb(path)}<span title=\"{esc(path)}\">{esc(Path(path).name)}</span>", esc(first.get("label")),
                           esc(first.get("pattern")), esc(first.get("instruction")), *cells])
-    if saver is None:
-        note = "no trace database given or found: runs are not linked"
-    else:
-        note = f"{len(links)} run reports linked" + (f"; {missing} runs not found in the trace database"
-                                                     if missing else "")
-        if unreadable:
-            shown = ", ".join(unreadable[:5]) + (", ..." if len(unreadable) > 5 else "")
-            note += f"; {len(unreadable)} run{'s' if len(unreadable) > 1 else ''} could not be read ({shown})"
+    note = found.note()
     if skipped:  # their clips and presets are not in the table: say so rather than shrink N silently
         note += f"; {skipped} line{'s' if skipped > 1 else ''} of results.jsonl {'are' if skipped > 1 else 'is'} " \
                 "not result rows (skipped)"

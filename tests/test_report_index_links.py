@@ -1,0 +1,52 @@
+"""`raa eval report DIR` index links and verdict cells, from tiny hand-written results (no agent, no network)."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+from evals.report import safe_name
+from evals.report_index import write_eval_index
+
+
+def _row(path: str, preset: str, run_id: str, judge: dict | None) -> dict:
+    return {"path": path, "instruction": "push the block", "label": "ordinary", "pattern": "push", "task": "push",
+            "preset": preset, "reward": 0.5, "status": "scored", "run_id": run_id, "judge": judge,
+            "usage": {"calls": 1, "images": 2, "input_tokens": 3, "output_tokens": 4, "cache_hits": 0}}
+
+
+def _eval_dir(root: Path, rows: list[dict]) -> Path:
+    out = root / "eval"
+    out.mkdir()
+    (out / "results.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    return out
+
+
+def _links(html: str) -> list[str]:
+    return re.findall(r'class="run-link" href="(reports/[^"]+)"', html)
+
+
+def test_index_without_a_trace_database_links_reports_already_on_disk(tmp_path):
+    """A copied eval folder rebuilt on a machine without the trace database lost every link: reports already
+    in DIR/reports were linked only when a database was found, though with one they are linked even for runs
+    the database lacks."""
+    judged = {"status": "judged", "reasonable": True}
+    out = _eval_dir(tmp_path, [_row("/clips/a.mp4", "full", "run-a", judged),
+                               _row("/clips/a.mp4", "direct", "run/b c", judged)])
+    (out / "reports").mkdir()
+    (out / "reports" / f"{safe_name('run-a')}.html").write_text("<html>run-a</html>")
+    for traces in (None, tmp_path / "absent.sqlite"):
+        html = write_eval_index(out, traces_path=traces).read_text()
+        assert _links(html) == [f"reports/{safe_name('run-a')}.html"], traces
+        assert "1 run reports linked" in html and "1 run without a report" in html
+    (out / "reports" / f"{safe_name('run/b c')}.html").write_text("<html>b</html>")
+    html = write_eval_index(out, traces_path=None).read_text()
+    assert len(_links(html)) == 2 and "without a report" not in html
+
+
+def test_index_without_reports_or_database_says_so(tmp_path):
+    out = _eval_dir(tmp_path, [_row("/clips/a.mp4", "full", "run-a", None)])
+    html = write_eval_index(out, traces_path=None).read_text()
+    assert "run-link" not in html and "no trace database given or found" in html
+    assert not (out / "reports").exists()  # nothing to write: no empty folder left behind
