@@ -77,5 +77,5 @@ def test_a_judge_verdict_that_is_no_boolean_shows_unjudged(reasonable, shown):
     TypeError), and ``1`` showed as a ✓ (1 == True): only a JSON boolean is a verdict, as the table counts it."""
     from evals.report_index import _cell
 
-    cell = _cell({"reward": 0.5, "status": "rewarded", "judge": {"reasonable": reasonable}}, None)
+    cell = _cell({"reward": 0.5, "status": "rewarded", "judge": {"status": "judged", "reasonable": reasonable}}, None)
     assert shown in cell and ({"✓", "✗"} - {shown}).isdisjoint(cell)

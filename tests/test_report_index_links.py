@@ -50,3 +50,18 @@ def test_index_without_reports_or_database_says_so(tmp_path):
     html = write_eval_index(out, traces_path=None).read_text()
     assert "run-link" not in html and "no trace database given or found" in html
     assert not (out / "reports").exists()  # nothing to write: no empty folder left behind
+
+
+def test_verdict_cell_ticks_only_judged_verdicts(tmp_path):
+    """The cell showed ✓ / ✗ for any verdict carrying `reasonable`, while the table counts only `judged`
+    ones: an `unjudged` verdict with reasonable true read as accepted beside an R that did not count it."""
+    out = _eval_dir(tmp_path, [_row("/clips/a.mp4", "full", "r1", {"status": "judged", "reasonable": True}),
+                               _row("/clips/b.mp4", "full", "r2", {"status": "unjudged", "reasonable": True}),
+                               _row("/clips/c.mp4", "full", "r3", {"status": "skipped", "reasonable": False}),
+                               _row("/clips/d.mp4", "full", "r4", {"reasonable": True}),
+                               _row("/clips/e.mp4", "full", "r5", {"status": "judged", "reasonable": False})])
+    html = write_eval_index(out, traces_path=None).read_text()
+    cells = html.split('id="clip-table"', 1)[1]
+    assert cells.count('class="yes">✓') == 1 and cells.count('class="no">✗') == 1
+    assert cells.count(">unjudged<") == 2 and cells.count(">skipped<") == 1  # a verdict without status: unjudged
+    assert "1 / 5 (20.0%; 2 unjudged)" in html  # the table agrees with the cells
