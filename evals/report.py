@@ -2,12 +2,12 @@
 
 The run is read from the checkpoint database (`graph.tracing.read_trace`, thread id = run id); frames are
 re-decoded from the clip path stored in the state (`tools.video`) and inlined as JPEG data URLs. Sections
-(element ids in brackets): header [run-header], result [result], gate with its inputs [gate], sampled frames
-with the requirements citing them, then the other frames the page links to [frames], requirement judgments
-[judgments], task-blind observation [observation], inspection tool calls with crops and track overlays
-[inspection], automatic motion evidence [motion], the surprise curve across windows as inline SVG [surprise,
-surprise-curve], reports of extra evidence tools when the run had any [extra-evidence], audit rounds [audits],
-final check [final-check], faults and notes [faults], the step trace [steps].
+(element ids in brackets): header [run-header], result [result], gate with its inputs and the rule it applied
+(`evals.report_gate`) [gate], sampled frames with the requirements citing them, then the other frames the
+page links to [frames], requirement judgments [judgments], task-blind observation [observation], inspection
+tool calls with crops and track overlays [inspection], automatic motion evidence [motion], the surprise curve
+across windows as inline SVG [surprise, surprise-curve], reports of extra evidence tools when the run had any
+[extra-evidence], audit rounds [audits], final check [final-check], faults and notes [faults], the step trace [steps].
 
 Decisions where the issue was silent:
 - Every section is always present; a module the preset did not run says so, so pages of different presets
@@ -32,6 +32,7 @@ import numpy as np
 
 from evals.report_frame_section import frame_link, frames_section
 from evals.report_frames import FrameStore, load_frames, track_span, wanted_indices
+from evals.report_gate import gate_section
 from evals.report_html import badge, esc, figure, fmt, line_chart, page, section, table
 from graph.config import PRESETS, SWITCHES, AgentConfig, preset_switches
 from graph.nodes.tracking import grid_side, track_frames
@@ -65,18 +66,8 @@ def _header(trace: RunTrace) -> str:
 
 
 def _gate(trace: RunTrace) -> str:
-    from graph.trace_text import gate_value
-
-    gates = [s for s in trace.steps if s.get("node") == "gate"]
-    inputs = (gates[-1].get("gate_inputs") if gates else None) or {}
-    if not inputs:
-        return section("gate", "Gate", "<p class=\"muted\">the run did not reach the gate</p>")
-    rows = [[esc(k), esc(gate_value(k, x))] for k, x in inputs.items()]  # a reward as reward_text
-    note = esc(gates[-1].get("decision", ""))
-    return section("gate", "Gate and its inputs",
-                   table(["input", "value"], rows, raw=True) + f"<p>{note}</p>"
-                   + "<p class=\"muted\">R = 0 if failure or unverifiable; otherwise "
-                     "(0.70 T + 0.20 P + 0.10 V)(0.5 + 0.5 P); ineligible runs get no reward.</p>")
+    cfg = _config(trace.values)
+    return gate_section(trace, None if cfg is None else cfg.switches()["failure_gate"])
 
 
 def _judgments(v: dict[str, Any], store: FrameStore) -> str:
