@@ -8,9 +8,9 @@ Definitions (decisions where the issue was silent are marked *):
 - N: rows of the preset. R: rows whose judge verdict is `judged` and reasonable (unjudged and skipped rows
   never count: an ineligible output is not an accepted one). R% = 100 R / N. *A preset none of whose rows
   was judged although some could have been (`unjudged`: no judge endpoint, every attempt failed) shows
-  "not judged" instead of 0 / N, and its R% is empty in table.csv / null in summary.json; a preset whose
-  outputs were all ineligible is 0 / N (an earlier version showed "not judged" there, and 0.00% in the
-  CSV for a preset never judged).
+  "not judged" instead of 0 / N, and its R and R% are empty in table.csv / null in summary.json (R was 0
+  beside an empty R%); a preset whose outputs were all ineligible is 0 / N (an earlier version showed
+  "not judged" there, and 0.00% in the CSV for a preset never judged).
 - *R's denominator stays N when some rows are unjudged: the paper reports "the accepted fraction of 180
   outputs" (Sec. 5.2), its judge's execution errors retried until every output was judged, so R / N is
   the paper's number once every row is judged (a rerun judges the unjudged rows again). Until then R / N
@@ -290,7 +290,8 @@ def render_csv(metrics: Sequence[PresetMetrics]) -> str:
     writer = csv.writer(buf, lineterminator="\n")
     writer.writerow(header)
     for m in metrics:
-        row: list[object] = [m.preset, DISPLAY_NAMES[m.preset], m.n, m.r, "" if m.not_judged else f"{m.r_pct:.2f}",
+        r, r_pct = ("", "") if m.not_judged else (m.r, f"{m.r_pct:.2f}")  # as table.md: no count, not 0
+        row: list[object] = [m.preset, DISPLAY_NAMES[m.preset], m.n, r, r_pct,
                              m.unjudged, m.skipped, m.f_plus, m.n_neg, m.neg_ineligible, m.p0,
                              m.n_prog, m.prog_ineligible, m.ineligible,
                              *(m.usage_cell(k, d, "") for k, _, d in USAGE_DIGITS), m.usage_unknown]
@@ -304,5 +305,6 @@ def render_csv(metrics: Sequence[PresetMetrics]) -> str:
 
 def metrics_as_dicts(metrics: Sequence[PresetMetrics]) -> list[dict]:
     """JSON-friendly metrics (for summary.json and the HTML index)."""
-    return [{**asdict(m), "method": DISPLAY_NAMES[m.preset], "r_pct": None if m.not_judged else m.r_pct,
+    return [{**asdict(m), "method": DISPLAY_NAMES[m.preset], "r": None if m.not_judged else m.r,
+             "r_pct": None if m.not_judged else m.r_pct,
              "not_judged": m.not_judged, "r_cell": m.r_cell} for m in metrics]

@@ -391,3 +391,24 @@ def test_lines_that_are_not_result_rows_are_counted_when_dropped(tmp_path):
     assert len(path.read_text().splitlines()) == 2
     again = asyncio.run(run_reward_eval(clips[:2], ["full"], tmp_path, scorer, _judge()))
     assert again.unreadable == 0
+
+
+def test_not_judged_preset_has_no_r_count_in_csv_or_summary():
+    """table.csv gave a preset never judged r = 0 beside an empty r_pct (summary.json: r 0, r_pct null), which
+    reads as a judge rejecting every output; table.md says "not judged". Both are empty / null now."""
+    import csv
+    import io
+
+    from evals.table import metrics_as_dicts, preset_metrics, render_csv
+
+    rows = [{"preset": "full", "label": "ordinary", "reward": 0.4, "judge": {"status": "unjudged"}},
+            {"preset": "full", "label": "failure", "reward": None, "judge": {"status": "skipped"}}]
+    m = preset_metrics("full", rows)
+    assert m.not_judged
+    row = next(csv.DictReader(io.StringIO(render_csv([m]))))
+    assert (row["r"], row["r_pct"], row["unjudged"], row["skipped"]) == ("", "", "1", "1")
+    d = metrics_as_dicts([m])[0]
+    assert d["r"] is None and d["r_pct"] is None and d["not_judged"] is True
+    judged = preset_metrics("full", [{**rows[0], "judge": {"status": "judged", "reasonable": False}}])
+    row = next(csv.DictReader(io.StringIO(render_csv([judged]))))
+    assert (row["r"], row["r_pct"]) == ("0", "0.00") and metrics_as_dicts([judged])[0]["r"] == 0
