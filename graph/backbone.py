@@ -24,10 +24,9 @@ Decisions where the issue was silent:
   cannot put a non-ASCII API key in a header) is raised before any request leaves: kind "transport" at
   once, no call counted (it is a ValueError, and was taken for a reply that failed validation, re-asked); so
   is a ValueError LangChain raises while it prepares the request (`graph.transport.request_not_built`).
-- A 200 that is not an OpenAI chat completion at all (a web page, a server root without /v1: the SDK and
-  langchain-openai raised an AttributeError, TypeError or ValueError, reported as "unexpected AttributeError"
-  or re-asked as an invalid reply depending on the method) is kind "transport" at once for every method and
-  tool rounds, naming RAA_BASE_URL (`graph.transport.not_a_completion`); it is not counted as a call.
+- A 200 that is not an OpenAI chat completion (a web page, a server root without /v1: once an "unexpected
+  AttributeError" or re-asked), or one without a choice or a message, is kind "transport" at once, not a call
+  (`graph.transport.not_a_completion`). Tool-call arguments sent as an object are read (`graph.completion_shape`).
 - With json_schema, langchain-openai validates inside the model call, so a malformed/schema-violating
   reply surfaces as a pydantic ValidationError there; it is handled as an invalid reply (re-asked).
 - With function_calling, a reply without a tool call but with a JSON object as content is accepted if
@@ -90,6 +89,7 @@ from graph.cache import (
     store,
 )
 from graph.cache_keys import stage_key
+from graph.completion_shape import ShapedChatOpenAI
 from graph.flights import FlightFailed
 from graph.replies import (
     TEXT_TOOL_CALL,
@@ -136,10 +136,10 @@ class BackboneFault(Exception):
 
 
 def default_chat_model(settings: BackboneSettings) -> ChatOpenAI:
-    """ChatOpenAI for the configured endpoint (no connection is opened; retries are ours, not openai's)."""
+    """ChatOpenAI for the endpoint (opens no connection; retries are ours): `graph.completion_shape`'s reader."""
     if not settings.configured:
         raise SettingsError(settings.describe_missing())
-    return ChatOpenAI(base_url=settings.base_url, model=settings.model, api_key=settings.api_key,
+    return ShapedChatOpenAI(base_url=settings.base_url, model=settings.model, api_key=settings.api_key,
                       timeout=settings.timeout_s, max_retries=0, temperature=settings.temperature,
                       max_tokens=settings.max_tokens)
 

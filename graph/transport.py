@@ -12,6 +12,7 @@ tool rounds; the ValueError was taken for an invalid reply and re-asked). `not_a
   of the body itself (`_READER`, its innermost frame), or one of the messages it gives exactly this case
   (`_LC_SHAPE`): either signal suffices, so one renamed in a later version still leaves the other; both are
   pinned by tests/test_backbone_http.py against the installed version.
+A completion with no choice, or a choice without a message, is named as such (`graph.completion_shape`).
 Decided where the issue was silent: a 200 with an `{"error": ...}` body is reported the same way (it is no
 completion; re-asking does not help), its body shown in the message.
 
@@ -38,6 +39,7 @@ from langchain_core.exceptions import ModelError, ModelTimeoutError
 from tenacity import RetryCallState, wait_exponential_jitter
 from tenacity.wait import wait_base
 
+from graph.completion_shape import MalformedCompletion, choice_problem
 from graph.usage import http_response_types
 from tools.http_retry import retry_after_s as header_wait_s
 
@@ -133,6 +135,8 @@ def not_a_completion(exc: BaseException) -> str | None:
     the same way."""
     if isinstance(exc, openai.APIStatusError):  # an error status: the server speaks the API
         return None
+    if isinstance(exc, MalformedCompletion):  # a completion without a choice or a message
+        return str(exc)
     response = getattr(exc, "response", None)
     if isinstance(response, http_response_types()) and response.is_success:
         return _body_problem(response)
@@ -178,13 +182,13 @@ def _raised_by_reader(exc: BaseException) -> bool:
 
 def _body_problem(response: Any) -> str | None:
     """None when the 2xx `response` (httpx's or httpx2's) is a JSON object with a `choices` list (a chat
-    completion's shape), else why."""
+    completion's shape) whose every choice holds a message (`graph.completion_shape.choice_problem`), else why."""
     try:
         body = json.loads(response.content)
     except ValueError:
         body = None
     if isinstance(body, dict) and isinstance(body.get("choices"), list):
-        return None
+        return choice_problem(body)  # None for a completion with a message in every choice
     kind = response.headers.get("content-type", "no content-type")
     preview = response.content[:_PREVIEW].decode("utf-8", "replace")
     return (f"the endpoint's reply is not an OpenAI chat completion (HTTP {response.status_code} from "

@@ -1,0 +1,80 @@
+"""Completions whose shape is the server's, not the model's, over the real ChatOpenAI path the backbone builds
+(`graph.backbone.default_chat_model`) against a local stub: tool-call arguments sent as a JSON object instead of
+a string (some llama.cpp llama-server builds, older TGI), and a 200 without a choice or a message."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+
+import pytest
+
+from graph.backbone import Backbone, BackboneFault, Usage, default_chat_model
+from graph.settings import BackboneSettings
+from tests.openai_stub import OpenAIStub, StubReply
+from tests.test_backbone_http import METHODS, MSGS, Verdict
+from tests.test_backbone_not_a_completion import VIEW
+
+
+def _body(choices: list, usage: dict | None = None) -> StubReply:
+    return StubReply(body=json.dumps({
+        "id": "chatcmpl-x", "object": "chat.completion", "created": 1, "model": "m", "choices": choices,
+        "usage": usage or {"prompt_tokens": 11, "completion_tokens": 7, "total_tokens": 18}}))
+
+
+def _call(name: str, arguments: object) -> StubReply:
+    call = {"id": "c1", "type": "function", "function": {"name": name, "arguments": arguments}}
+    return _body([{"index": 0, "finish_reason": "tool_calls",
+                   "message": {"role": "assistant", "content": None, "tool_calls": [call]}}])
+
+
+def _backbone(stub: OpenAIStub, method: str = "json_schema", schema_retries: int = 1) -> Backbone:
+    settings = BackboneSettings(base_url=stub.base_url, model="stub-model", api_key="EMPTY", timeout_s=5.0,
+                                method=method, schema_retries=schema_retries, max_retries=1)
+    bb = Backbone.from_settings(settings, model=default_chat_model(settings))
+    bb.retry_wait = (0.0, 0.01)
+    return bb
+
+
+def test_tool_call_arguments_as_an_object_are_read_as_the_call() -> None:
+    """langchain-openai could not build the AIMessage ("validation error for AIMessage"): re-asked (the server
+    answers every call so), then an invalid_reply fault with the tokens lost (0/0)."""
+    with OpenAIStub([_call("view_frames", {"frames": [3, 5]})] * 3) as stub:
+        reply = asyncio.run(_backbone(stub).atool_round("inspect", list(MSGS), [VIEW], usage := Usage()))
+    assert reply.tool_calls[0]["name"] == "view_frames" and reply.tool_calls[0]["args"] == {"frames": [3, 5]}
+    assert len(stub.requests) == 1 and (usage.calls, usage.input_tokens, usage.output_tokens) == (1, 11, 7)
+
+
+def test_function_calling_arguments_as_an_object_validate() -> None:
+    with OpenAIStub([_call("Verdict", {"label": "ok", "score": 4})] * 3) as stub:
+        out = _backbone(stub, "function_calling").structured("judge", Verdict, list(MSGS), usage := Usage())
+    assert out == Verdict(label="ok", score=4) and len(stub.requests) == 1 and usage.output_tokens == 7
+
+
+def test_arguments_that_are_a_json_string_but_not_an_object_are_still_reasked() -> None:
+    """`"[1,2]"` is the model's mistake, not the server's format: re-asked as before, then invalid_reply."""
+    with OpenAIStub([_call("view_frames", "[1,2]")] * 3) as stub, pytest.raises(BackboneFault) as info:
+        asyncio.run(_backbone(stub).atool_round("inspect", list(MSGS), [VIEW], usage := Usage()))
+    assert info.value.kind == "invalid_reply" and "[1, 2]" in info.value.message
+    assert len(stub.requests) == 2 and usage.calls == 2
+
+
+NO_CHOICE = {"empty": [], "no_message": [{"index": 0, "finish_reason": "stop"}],
+             "null_message": [{"index": 0, "message": None, "finish_reason": "stop"}]}
+
+
+@pytest.mark.parametrize("shape", NO_CHOICE)
+@pytest.mark.parametrize("method", [*METHODS, "tools"])
+def test_a_200_without_a_choice_or_message_is_a_clear_fault(method: str, shape: str) -> None:
+    """It was "transport: unexpected IndexError/AttributeError"."""
+    with OpenAIStub([_body(NO_CHOICE[shape])] * 4) as stub, pytest.raises(BackboneFault) as info:
+        if method == "tools":
+            asyncio.run(_backbone(stub).atool_round("inspect", list(MSGS), [VIEW], usage := Usage()))
+        else:
+            _backbone(stub, method).structured("judge", Verdict, list(MSGS), usage := Usage())
+    fault = info.value
+    assert fault.kind == "transport" and "unexpected" not in fault.message, fault.message
+    want = "without a choice" if shape == "empty" else "without a message"
+    assert f"the server answered 200 {want}" in fault.message, fault.message
+    assert len(stub.requests) == 1 and usage.calls == 0  # not retried, not re-asked, no model reply
+
