@@ -78,3 +78,26 @@ def test_a_200_without_a_choice_or_message_is_a_clear_fault(method: str, shape: 
     assert f"the server answered 200 {want}" in fault.message, fault.message
     assert len(stub.requests) == 1 and usage.calls == 0  # not retried, not re-asked, no model reply
 
+
+def _answer(index: int, score: int) -> dict:
+    content = json.dumps({"label": "ok", "score": score})
+    return {"index": index, "message": {"role": "assistant", "content": content}, "finish_reason": "stop"}
+
+
+@pytest.mark.parametrize("usage", [{"total_tokens": 5}, {"prompt_tokens": None, "completion_tokens": None}])
+@pytest.mark.parametrize("method", [*METHODS, "tools"])
+def test_usage_without_token_counts_counts_the_call_and_no_tokens(method: str, usage: dict) -> None:
+    with OpenAIStub([_body([_answer(0, 3)], usage)]) as stub:
+        bb, counted = _backbone(stub, "json_schema" if method == "tools" else method), Usage()
+        if method == "tools":
+            assert asyncio.run(bb.atool_round("inspect", list(MSGS), [VIEW], counted)).text
+        else:
+            assert bb.structured("judge", Verdict, list(MSGS), counted).score == 3
+    assert (counted.calls, counted.input_tokens, counted.output_tokens) == (1, 0, 0)
+
+
+@pytest.mark.parametrize("method", METHODS)
+def test_two_choices_take_the_first_and_count_the_tokens_once(method: str) -> None:
+    with OpenAIStub([_body([_answer(0, 3), _answer(1, 4)])]) as stub:
+        out = _backbone(stub, method).structured("judge", Verdict, list(MSGS), usage := Usage())
+    assert out.score == 3 and (usage.calls, usage.input_tokens, usage.output_tokens) == (1, 11, 7)
