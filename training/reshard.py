@@ -19,7 +19,9 @@ Decisions where the issue was silent:
 * An explicit step, not done by ``--resume`` itself: converting a full fine-tune's checkpoint reads and
   writes tens of GB, which would sit inside the launch's collective timeouts on every other rank.
 * Written under a temporary name and renamed into place when DeepSpeed is done, so a conversion cut
-  short never looks finished; an existing conversion is kept unless ``--force``.
+  short never looks finished; an existing conversion is kept unless ``--force``, which renames it aside
+  before the new one moves in and deletes it last (``_swap_in``), so a failed delete never leaves a
+  half-deleted conversion where ``--resume`` looks.
 * The resumed run is the same model and optimizer, not the same trajectory: rollout noise is seeded by
   rank (``trainer.py``), so from the first resumed iteration the samples differ from what the old number
   of ranks would have drawn. Each rank's RNG state comes from the checkpoint where it had that rank, else
@@ -79,9 +81,28 @@ def reshard(ckpt_dir: Path, tag: str | None = None, *, force: bool = False, work
         tail = (proc.stderr or proc.stdout).strip().splitlines()[-5:]
         raise ReshardError(f"DeepSpeed's ds_to_universal failed on {source} (exit {proc.returncode}): "
                            + " | ".join(tail))
-    shutil.rmtree(target, ignore_errors=True)
-    partial.rename(target)
+    _swap_in(partial, target)
     return target
+
+
+def _swap_in(partial: Path, target: Path) -> None:
+    """Put the finished conversion ``partial`` at ``target``, replacing what is there, so that no failure
+    leaves a folder at ``target`` that looks complete (holds ``zero/``) but is not: the old conversion is
+    renamed aside first (atomic), the new one renamed in, and only then is the aside copy deleted (under a
+    hidden name neither ``--resume`` nor ``keep_checkpoints`` reads, so a half-failed delete is only litter).
+    If the new one cannot be moved in, the old one is moved back and ReshardError raised."""
+    aside = target.with_name(f".{target.name}.replaced")
+    shutil.rmtree(aside, ignore_errors=True)  # litter of an earlier --force
+    try:
+        if target.exists():
+            target.rename(aside)
+        partial.rename(target)
+    except OSError as exc:
+        if aside.exists() and not target.exists():
+            aside.rename(target)
+        shutil.rmtree(partial, ignore_errors=True)
+        raise ReshardError(f"could not move the new conversion into {target}: {exc}") from exc
+    shutil.rmtree(aside, ignore_errors=True)
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -1,0 +1,77 @@
+"""`reshard --force` replacing an existing conversion: a failure never leaves a folder that looks complete
+(holds ``zero/``) but is a half-deleted old conversion, or a mix of old and new."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from training.reshard import ReshardError, reshard
+
+
+def _checkpoint(ckpt: Path) -> Path:
+    (ckpt / "iter_000002").mkdir(parents=True)
+    (ckpt / "iter_000002" / "mp_rank_00_model_states.pt").write_bytes(b"x")
+    for r in range(2):
+        (ckpt / "iter_000002" / f"zero_pp_rank_{r}_mp_rank_00_optim_states.pt").write_bytes(b"x")
+    (ckpt / "latest").write_text("iter_000002")
+    old = ckpt / "iter_000002_universal"
+    (old / "zero" / "layer").mkdir(parents=True)
+    (old / "zero" / "layer" / "fp32.pt").write_bytes(b"old")
+    (old / "mp_rank_00_model_states.pt").write_bytes(b"old")
+    return old
+
+
+def _fake_converter(monkeypatch):
+    """DeepSpeed's converter, succeeding: writes a new conversion into --output_folder."""
+    def run(cmd, **_kw):
+        out = Path(cmd[cmd.index("--output_folder") + 1])
+        (out / "zero" / "layer").mkdir(parents=True)
+        (out / "zero" / "layer" / "fp32.pt").write_bytes(b"new")
+        (out / "mp_rank_00_model_states.pt").write_bytes(b"new")
+        return subprocess.CompletedProcess(cmd, 0, "", "")
+    monkeypatch.setattr(subprocess, "run", run)
+
+
+def test_a_half_failed_delete_of_the_old_conversion_leaves_the_new_one_in_place(tmp_path, monkeypatch):
+    ckpt = tmp_path / "checkpoints"
+    old = _checkpoint(ckpt)
+    _fake_converter(monkeypatch)
+    real_rmtree = shutil.rmtree
+
+    def half_rmtree(path, ignore_errors=False, **kw):  # removes one file of an old conversion, then "fails"
+        path = Path(path)
+        if (path / "mp_rank_00_model_states.pt").exists() and (path / "zero").is_dir():
+            (path / "mp_rank_00_model_states.pt").unlink()
+            if not ignore_errors:
+                raise PermissionError(f"cannot remove {path / 'zero'}")
+            return
+        real_rmtree(path, ignore_errors=ignore_errors, **kw)
+
+    monkeypatch.setattr(shutil, "rmtree", half_rmtree)
+    assert reshard(ckpt, force=True) == old
+    assert (old / "zero" / "layer" / "fp32.pt").read_bytes() == b"new"
+    assert (old / "mp_rank_00_model_states.pt").read_bytes() == b"new"
+    assert not (ckpt / "iter_000002_universal.partial").exists()
+
+
+def test_a_failed_move_into_place_keeps_the_old_conversion_whole(tmp_path, monkeypatch):
+    ckpt = tmp_path / "checkpoints"
+    old = _checkpoint(ckpt)
+    _fake_converter(monkeypatch)
+    real_rename = Path.rename
+
+    def rename(self, target):
+        if self.name.endswith(".partial"):
+            raise OSError("disk went away")
+        return real_rename(self, target)
+
+    monkeypatch.setattr(Path, "rename", rename)
+    with pytest.raises(ReshardError, match="disk went away"):
+        reshard(ckpt, force=True)
+    assert (old / "zero" / "layer" / "fp32.pt").read_bytes() == b"old"
+    assert (old / "mp_rank_00_model_states.pt").read_bytes() == b"old"
+    assert not (ckpt / "iter_000002_universal.partial").exists()
