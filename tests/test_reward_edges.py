@@ -152,3 +152,17 @@ def test_a_batch_whose_reasons_are_none_has_no_reasons():
                           [np.zeros((2, 4, 4, 3), np.uint8)] * 2, ["a", "b"])
     assert outcome.rewards == [0.5, None] and outcome.counts["none"] == 1
     assert outcome.reasons == [None, "reward 'plain' returned None (ineligible)"]
+
+
+@pytest.mark.parametrize("reward", [BrightnessReward, MotionReward])
+@pytest.mark.parametrize("edge", [1.0 - 1e-12, 1.0 - 5e-12])
+def test_a_region_starting_a_rounding_error_before_the_far_edge_crops_one_pixel(reward, edge):
+    """A box starting within 1e-9/size of 1.0 took its start pixel one past the last (an empty crop, a NaN
+    reward); it crops the last row/column instead, as the box's "at least one pixel" promises."""
+    rng = np.random.default_rng(0)
+    clip = rng.integers(0, 256, (3, 4, 5, 3), dtype=np.uint8)
+    for region in ([edge, 0.0, 1.0, 1.0], [0.0, edge, 1.0, 1.0]):
+        value = reward(region=region)([clip], ["a"])[0]
+        assert value is not None and np.isfinite(value), region
+    col = BrightnessReward(region=[edge, 0.0, 1.0, 1.0], skip_first=False)([clip], ["a"])[0]
+    assert col == pytest.approx(clip[:, :, -1].mean() / 255.0)

@@ -1,7 +1,15 @@
 """Verifiable rewards on decoded frames for GRPO training: brightness and motion inside a target region
 (normalised box ``[x0, y0, x1, y1]``), in [0, 1]. A malformed clip (not uint8 [T, H, W, 3], or with
-no frame or no pixel) is ineligible (None) without affecting the other clips; the conditioning (first) frame is left out of the brightness reward by
-default. Re-exported by ``training.rewards`` (where ``build_reward`` makes them from a config)."""
+no frame or no pixel) is ineligible (None) without affecting the other clips. Re-exported by
+``training.rewards`` (where ``build_reward`` makes them from a config).
+
+Frame 0 is the conditioning frame (every policy here is image-to-video: it is decoded from the clean
+first-frame latent, which the policy does not sample). Both rewards count exactly the terms the policy's
+samples change: the brightness reward leaves frame 0 out by default (``skip_first``; its brightness is
+fixed by the input image and would only dilute the signal), while the motion reward keeps the change from
+frame 0 to frame 1, as intended: frame 1 is generated, and a jump away from the input image at the start
+is motion the policy made (leaving it out would let ``target: less`` reward a clip that cuts away from
+the input and then holds still)."""
 
 from __future__ import annotations
 
@@ -42,8 +50,9 @@ def _crop_clip(video: Any, box: tuple[float, float, float, float]) -> np.ndarray
 def _edges(lo: float, hi: float, size: int) -> tuple[int, int]:
     """Pixel range [start, stop) covering the fractions [lo, hi] of `size` pixels (at least one pixel). A product
     a rounding error away from a whole pixel is that pixel: 0.29 * 100 is 28.999999999999996, and a plain floor
-    took column 28 into a box that starts at 29."""
-    start = int(math.floor(lo * size + 1e-9))
+    took column 28 into a box that starts at 29. A start that rounds up onto ``size`` (``lo`` within 1e-9/size
+    of 1.0) is the last pixel, not one past it (an empty crop, a NaN reward)."""
+    start = min(int(math.floor(lo * size + 1e-9)), size - 1)
     return start, max(int(math.ceil(hi * size - 1e-9)), start + 1)
 
 
@@ -81,7 +90,8 @@ class BrightnessReward:
 
 @dataclass
 class MotionReward:
-    """Mean absolute change between consecutive decoded frames inside ``region`` (/255); in [0, 1]."""
+    """Mean absolute change between consecutive decoded frames inside ``region`` (/255); in [0, 1]. The
+    change from the conditioning frame 0 to frame 1 counts (module docstring)."""
 
     region: tuple[float, float, float, float] = (0.0, 0.0, 1.0, 1.0)
     """Normalised box [x0, y0, x1, y1]."""
