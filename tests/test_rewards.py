@@ -269,3 +269,13 @@ def test_values_that_are_no_number_are_error_items_not_a_stopped_run():
     assert out.counts == {"none": 0, "nan": 0, "inf": 0, "error": 3}
     assert out.reasons[0].startswith("reward 'r' returned a non-number 1000") and out.reasons[0].endswith("...")
     assert out.reasons[1] == "reward 'r' returned a non-number '0.5'"
+
+
+def test_motion_counts_the_jump_from_the_conditioning_frame_that_brightness_leaves_out():
+    """Decided in training/verifiable_rewards.py: frame 0 (conditioning) is out of the brightness reward by
+    default, but the change from it to the generated frame 1 is motion the policy made."""
+    clip = np.zeros((3, 2, 2, 3), dtype=np.uint8)
+    clip[0] = 255  # only the conditioning frame differs; the generated frames hold still
+    assert BrightnessReward()([clip], ["p"]) == [pytest.approx(0.0)]
+    assert MotionReward()([clip], ["p"]) == [pytest.approx(0.5)]  # diffs 255, 0 -> mean 0.5
+    assert MotionReward(target="less")([clip], ["p"]) == [pytest.approx(0.5)]
