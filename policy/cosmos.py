@@ -13,6 +13,9 @@ Conventions, read from diffusers' ``Cosmos2_5_PredictBasePipeline`` (0.42):
   forward, and the output is the flow-matching velocity ``noise - x0`` (the pipeline's
   ``gt_velocity = latents - cond_latent`` and its flow ``scheduler.step``).
 
+A transformer with ``patch_size[0] != 1`` is refused with a ValueError: the per-frame timestep above
+assumes a temporal patch size of 1 (diffusers only has a bare assert for it), as in ``policy/wan.py``.
+
 Decision (torchvision): diffusers resizes the padding mask with torchvision, which this project
 does not depend on. The tiny test model therefore sets ``concat_padding_mask=False`` and, when
 ``in_channels`` leaves room for two extra channels, :func:`cosmos_velocity` appends the zero
@@ -100,6 +103,10 @@ def cosmos_velocity(
     """
     b, c, f, h, w = x_in.shape
     cfg = transformer.config
+    p_t, p_h, p_w = (int(p) for p in cfg.patch_size)
+    if p_t != 1:  # diffusers only asserts the [B, 1, F, 1, 1] timestep against the token frames
+        raise ValueError(f"the Cosmos backend needs a temporal patch size 1 (timesteps are per latent frame, as in "
+                         f"Cosmos2_5_PredictBasePipeline), got patch_size {(p_t, p_h, p_w)}")
     check_latent_patches(f, h, w, cfg.patch_size)  # diffusers' patch embedding reshapes without a check
     dtype = transformer.dtype
     is_cond = (1.0 - cond_mask.float()).to(x_in.device)  # 1 on conditioning frames

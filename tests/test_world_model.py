@@ -151,6 +151,17 @@ def test_wan_refuses_a_temporal_patch_its_per_token_timesteps_do_not_cover():
         wan_velocity(tr, x, torch.tensor([0.5]), make_cond_mask(1, 4), torch.zeros(1, 8, 24))
 
 
+
+def test_cosmos_refuses_a_temporal_patch_its_per_frame_timesteps_do_not_cover():
+    """Cosmos takes one timestep per latent frame ([B, 1, F, 1, 1]), which diffusers checks only with a bare
+    assert (it assumes p_t == 1): refused up front naming the patch size, as the Wan backend does."""
+    from policy.cosmos import TINY_COSMOS, build_cosmos_transformer, cosmos_velocity
+
+    tr = build_cosmos_transformer({**TINY_COSMOS, "patch_size": (2, 2, 2)}, seed=0)
+    x = torch.zeros(1, 16, 4, 4, 4)
+    with pytest.raises(ValueError, match=r"temporal patch size 1.*patch_size \(2, 2, 2\)"):
+        cosmos_velocity(tr, x, torch.tensor([0.5]), make_cond_mask(1, 4), torch.zeros(1, 8, 48))
+
 def test_only_transformer_parameters_are_registered(model):
     n_tr = sum(p.numel() for p in model.transformer.parameters())
     assert sum(p.numel() for p in model.parameters()) == n_tr
