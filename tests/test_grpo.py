@@ -34,7 +34,7 @@ def test_group_advantages_eps_and_clip():
     # [0, 10]: mean 5, std 5 -> raw (+-5)/(5+1) = +-0.8333; a_max 0.5 clips both
     adv, valid, stats = group_advantages([0.0, 10.0], [0, 0], a_max=0.5, eps=1.0)
     assert adv.tolist() == pytest.approx([-0.5, 0.5])
-    assert stats.adv_clipped_fraction == 1.0
+    assert stats.adv_clipped_fraction == 1.0 and stats.clipped_count == 2
     adv, _, stats = group_advantages([0.0, 10.0], [0, 0], a_max=5.0, eps=1.0)
     assert adv.tolist() == pytest.approx([-5 / 6, 5 / 6])
     assert stats.adv_clipped_fraction == 0.0

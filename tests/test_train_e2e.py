@@ -39,7 +39,7 @@ LEARN_MARGIN = 0.05  # reward: brightness in [0, 1] of VAE-decoded frames; measu
 # at seed 0: ~0.44 (0.49 -> 0.93); other seeds 1-3 measured -0.06 .. 0.48 (GRPO on 8 samples per iteration)
 REQUIRED = ("iteration", "reward_mean", "reward_std", "eligible_fraction", "clip_fraction", "approx_kl", "mu_kl",
             "mask_mean", "rollout_diversity", "seconds_rollout", "seconds_reward", "seconds_update",
-            "skipped_groups", "zero_std_groups", "ineligible_count", "adv_mean", "adv_std")
+            "skipped_groups", "zero_std_groups", "ineligible_count", "adv_mean", "adv_std", "adv_clipped_fraction")
 
 pytestmark = [pytest.mark.slow]
 

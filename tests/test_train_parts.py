@@ -154,7 +154,7 @@ def _part(rewards, **kw):
             "ineligible_inf": 0, "ineligible_error": 0, "clip_fraction": [], "approx_kl": [], "mu_kl": [],
             "loss": [], "mask_mean": [0.5], "diversity": [1.0], "diversity_frames": [0.1],
             "seconds_rollout": 1.0, "seconds_reward": 2.0, "seconds_update": 3.0, "update_skipped": False, "lr": 1e-4,
-            "grad_norms": [], "empty_steps": 0, "components": {}, "usage": {}}
+            "grad_norms": [], "empty_steps": 0, "components": {}, "usage": {}, "adv_clipped": 0}
     base.update(kw)
     return base
 
@@ -326,3 +326,25 @@ def test_latent_preview_counts_every_channel_also_past_the_last_multiple_of_3():
     z[0, 13] = -5.0  # green: channels 1, 4, ..., 13 -> mean -1 -> 127.5 (1 + tanh(-0.5))
     f = latent_preview(z, num_frames=1, height=1, width=1)
     assert f[0, 0, 0, 0].tolist() == [round(127.5 * (1 + math.tanh(0.5))), round(127.5 * (1 + math.tanh(-0.5))), 128]
+
+
+def test_the_share_of_clipped_advantages_is_logged_over_all_ranks(tmp_path):
+    """AdvantageStats.adv_clipped_fraction was computed but never logged: the row holds the clipped share of all
+    ranks' updated samples (a_max too small shows as a value near 1), null when no sample was updated."""
+    import json
+
+    from training.grpo import advantage_metric_parts, group_advantages
+    from training.metrics import MetricsLog
+
+    ranks = [group_advantages([0.0, 10.0, None], [0, 0, 1], a_max=0.5, eps=1.0),  # both valid clipped
+             group_advantages([0.0, 1.0, 0.0, 1.0], [0, 0, 1, 1], a_max=5.0, eps=0.0)]  # 4 valid, none clipped
+    parts = [_part([1.0], **advantage_metric_parts(*r)) for r in ranks]
+    assert parts[0]["adv_clipped"] == 2 and parts[0]["advantages"] == pytest.approx([-0.5, 0.5])
+    row = summarize(4, parts)
+    assert row["adv_clipped_fraction"] == pytest.approx(2 / 6)
+    log = MetricsLog(tmp_path, enabled=True, tensorboard=False, append=False)
+    log.write(row)
+    log.write(summarize(5, [_part([None], ineligible_none=1)]))
+    log.close()
+    logged = [json.loads(line) for line in (tmp_path / "metrics.jsonl").read_text().splitlines()]
+    assert logged[0]["adv_clipped_fraction"] == pytest.approx(2 / 6) and logged[1]["adv_clipped_fraction"] is None

@@ -44,6 +44,7 @@ from __future__ import annotations
 import math
 from collections.abc import Hashable, Sequence
 from dataclasses import asdict, dataclass
+from typing import Any
 
 import torch
 
@@ -85,6 +86,8 @@ class AdvantageStats:
     """Largest |advantage| over valid samples (0.0 when there are none)."""
     adv_clipped_fraction: float
     """Fraction of valid samples whose advantage was clipped at +/-a_max."""
+    clipped_count: int
+    """Valid samples whose advantage was clipped at +/-a_max (logged over all ranks: ``adv_clipped_fraction``)."""
 
     @property
     def eligible_fraction(self) -> float:
@@ -179,8 +182,16 @@ def group_advantages(
         adv_std=float(((vals - vals.mean()) ** 2).mean().sqrt()) if n_valid else 0.0,
         adv_abs_max=float(vals.abs().max()) if n_valid else 0.0,
         adv_clipped_fraction=clipped / n_valid if n_valid else 0.0,
+        clipped_count=clipped,
     )
     return adv.to(torch.float32), valid, stats
+
+
+def advantage_metric_parts(adv: torch.Tensor, valid: torch.Tensor, stats: AdvantageStats) -> dict[str, Any]:
+    """One rank's advantage entries of the metrics part that ``training.metrics.summarize`` combines over
+    ranks (from :func:`group_advantages`' result): the updated samples' advantages and the group counts."""
+    return {"advantages": adv[valid].tolist(), "adv_clipped": stats.clipped_count,
+            "skipped_groups": stats.skipped_groups, "zero_std_groups": stats.zero_std_groups}
 
 
 def clipped_policy_loss(

@@ -8,6 +8,8 @@ Metric names (one JSON object per iteration in metrics.jsonl):
 * ``zero_std_groups`` -- groups whose eligible rewards all agree (advantage 0 for each: no signal, though they
   stay in the update's mean and its mu-KL term); with a gated reward, a group that scored 0 throughout.
 * ``adv_mean`` / ``adv_std`` / ``adv_abs_max`` -- advantages of the samples that were updated (null without one).
+* ``adv_clipped_fraction`` -- share of those samples whose advantage was clipped at +/- ``a_max`` (null without
+  one); near 1, ``a_max`` flattens the group's ranking.
 * ``clip_fraction`` -- share of (sample, SDE step) items whose ratio left [1 - delta, 1 + delta].
 * ``approx_kl`` -- mean k3 estimate of KL(old || new) over the updated (sample, SDE step) items.
 * ``mu_kl`` -- mean mu-KL regulariser (mean-space distance to the reference policy), same items.
@@ -152,6 +154,7 @@ def summarize(iteration: int, parts: list[dict[str, Any]]) -> dict[str, float | 
         "adv_mean": _mean(adv),  # NaN (null) without an updated sample, as every statistic of no item: a 0.0
         "adv_std": _std(adv),  # charted an iteration whose rewards were all ineligible as one whose groups agreed
         "adv_abs_max": max((abs(a) for a in adv), default=float("nan")),
+        "adv_clipped_fraction": total("adv_clipped") / len(adv) if adv else float("nan"),
         "clip_fraction": _item_mean(cat("clip_fraction"), counts),
         "approx_kl": _item_mean(cat("approx_kl"), counts),
         "mu_kl": _item_mean(cat("mu_kl"), counts),

@@ -81,7 +81,7 @@ from training.decode import decode_group
 from training.evaluate import eval_key, evaluate_everywhere
 from training.export import ExportError, export_policy
 from training.group_rollout import sample_group
-from training.grpo import group_advantages
+from training.grpo import advantage_metric_parts, group_advantages
 from training.launches import launch_record, record_launch
 from training.metrics import MetricsLog, gather, progress_postfix, summarize
 from training.models import build_world_model, encode_frame, negative_prompt, text_encoder_on
@@ -320,8 +320,7 @@ def train(cfg: TrainConfig, *, local_rank: int = 0, reward_tokens: dict[str, str
         names = videos.result() if videos is not None else None
         local = {
             "rewards": outcome.rewards,
-            "advantages": adv[valid].tolist(),
-            "skipped_groups": stats.skipped_groups, "zero_std_groups": stats.zero_std_groups,
+            **advantage_metric_parts(adv, valid, stats),  # training/grpo.py
             **{f"ineligible_{k}": v for k, v in outcome.counts.items()},
             **metric_parts(upd),  # training/update.py
             "mask_mean": mask_means(groups, left_out),  # per (rollout, SDE step), diverged / stand-ins left out
