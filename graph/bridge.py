@@ -40,6 +40,13 @@ Decisions where the issue was silent:
 - A coroutine that raises SystemExit or KeyboardInterrupt (`sys.exit` in a callback) raises it in the
   caller, as `asyncio.run` did. asyncio lets those two out of the loop: unhandled, they stopped the bridge
   thread before the caller was told, and the caller waited forever.
+- The same two raised by a task nobody here started (one a reward or tool creates itself with
+  `create_task`) still come out of `run_forever`; the bridge thread reports them on stderr and runs the
+  loop on (`_serve`: the loop is intact, and in a thread that is not the main one they could never stop the
+  process anyway), so the other calls and the task's awaiter, which gets the exception, carry on.
+- A loop whose thread ends anyway (the loop itself broke, or it was stopped) tells the calls waiting on it:
+  `run_sync` raises a RuntimeError saying so, and `when_loop_ends` lets other waiters (training's
+  RewardRunner) end theirs; the next `sync_loop()` starts a fresh loop.
 """
 
 from __future__ import annotations
@@ -47,9 +54,11 @@ from __future__ import annotations
 import asyncio
 import contextvars
 import os
+import sys
 import threading
-from collections.abc import Coroutine
-from concurrent.futures import CancelledError, Future, ThreadPoolExecutor
+import weakref
+from collections.abc import Callable, Coroutine
+from concurrent.futures import CancelledError, Future, InvalidStateError, ThreadPoolExecutor
 from typing import Any, TypeVar
 
 T = TypeVar("T")
@@ -60,6 +69,18 @@ _stalled = 0  # calls made on the bridge thread, blocking it now (see the module
 _fork_hooked = False
 
 
+class _Life:
+    """Whether a bridge loop's thread has ended (``ended``: why) and who waits to be told (`when_loop_ends`)."""
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.ended: str | None = None
+        self.watchers: dict[object, Callable[[str], None]] = {}
+
+
+_lives: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, _Life] = weakref.WeakKeyDictionary()
+
+
 def sync_loop() -> asyncio.AbstractEventLoop:
     """The process's bridge loop (started on first use; see the module docstring)."""
     global _bridge, _fork_hooked
@@ -67,12 +88,59 @@ def sync_loop() -> asyncio.AbstractEventLoop:
         if not _fork_hooked:
             os.register_at_fork(after_in_child=_forget_bridge)
             _fork_hooked = True
-        if _bridge is None or _bridge[0] != os.getpid() or not _bridge[2].is_alive() or _bridge[1].is_closed():
+        if _bridge is None or _bridge[0] != os.getpid() or not _bridge[2].is_alive() or _bridge[1].is_closed() \
+                or _lives[_bridge[1]].ended is not None:  # ending: its watchers are told before the thread ends
             loop = asyncio.new_event_loop()
-            thread = threading.Thread(target=loop.run_forever, name="raa-sync-loop", daemon=True)
+            _lives[loop] = life = _Life()
+            thread = threading.Thread(target=_serve, args=(loop, life), name="raa-sync-loop", daemon=True)
             thread.start()
             _bridge = (os.getpid(), loop, thread)
         return _bridge[1]
+
+
+def _serve(loop: asyncio.AbstractEventLoop, life: _Life) -> None:
+    """The bridge thread: run ``loop``, on through a SystemExit / KeyboardInterrupt a task let out (module
+    docstring); when the thread ends all the same, tell `when_loop_ends`'s watchers why."""
+    reason = "it was stopped"
+    try:
+        while True:
+            try:
+                loop.run_forever()
+                return
+            except (SystemExit, KeyboardInterrupt) as exc:  # a task's, the loop intact: not a reason to stop
+                print(f"raa-sync-loop: a task raised {type(exc).__name__}({exc}); the event loop runs on",
+                      file=sys.stderr, flush=True)
+    except BaseException as exc:
+        reason = f"{type(exc).__name__}: {exc}"
+        raise
+    finally:
+        with life.lock:
+            life.ended = f"the bridge event loop's thread ended ({reason})"
+            watchers = list(life.watchers.values())
+            life.watchers.clear()
+        for watcher in watchers:
+            watcher(life.ended)
+
+
+def when_loop_ends(loop: asyncio.AbstractEventLoop, watcher: Callable[[str], None]) -> Callable[[], None]:
+    """Call ``watcher(reason)`` once the thread of the bridge loop ``loop`` (a `sync_loop()`) has ended, at
+    once if it has; returns the function that unregisters it (call it when the wait is over). ValueError
+    for a loop `sync_loop` did not start."""
+    life = _lives.get(loop)
+    if life is None:
+        raise ValueError(f"{loop!r} is not a bridge loop (graph.bridge.sync_loop)")
+    key = object()
+    with life.lock:
+        if life.ended is None:
+            life.watchers[key] = watcher
+            return lambda: _unwatch(life, key)
+    watcher(life.ended)
+    return lambda: None
+
+
+def _unwatch(life: _Life, key: object) -> None:
+    with life.lock:
+        life.watchers.pop(key, None)
 
 
 def run_sync(coro: Coroutine[Any, Any, T]) -> T:
@@ -93,6 +161,7 @@ def run_sync(coro: Coroutine[Any, Any, T]) -> T:
         task.add_done_callback(lambda t: _settle(t, done))
 
     loop.call_soon_threadsafe(start, context=context)
+    unwatch = when_loop_ends(loop, lambda why: _fail(done, RuntimeError(f"run_sync: {why} before the call ended")))
     try:
         return done.result()
     except BaseException:
@@ -100,6 +169,16 @@ def run_sync(coro: Coroutine[Any, Any, T]) -> T:
             done.cancel()
             loop.call_soon_threadsafe(lambda: [t.cancel() for t in started])
         raise
+    finally:
+        unwatch()
+
+
+def _fail(done: Future[Any], exc: BaseException) -> None:
+    """``done`` ends with ``exc`` unless it has ended already (a race with `_settle` or the caller's cancel)."""
+    try:
+        done.set_exception(exc)
+    except InvalidStateError:
+        pass
 
 
 class _Escaped(Exception):
@@ -175,9 +254,12 @@ def _bridge_thread() -> threading.Thread | None:
 def _settle(task: asyncio.Task[T], done: Future[T]) -> None:
     if done.done():  # cancelled by the caller
         return
-    if task.cancelled():  # its reason kept (module docstring)
-        done.set_exception(cancelled_error(task))
-    elif (exc := task.exception()) is not None:
-        done.set_exception(exc.exc if isinstance(exc, _Escaped) else exc)
-    else:
-        done.set_result(task.result())
+    try:
+        if task.cancelled():  # its reason kept (module docstring)
+            done.set_exception(cancelled_error(task))
+        elif (exc := task.exception()) is not None:
+            done.set_exception(exc.exc if isinstance(exc, _Escaped) else exc)
+        else:
+            done.set_result(task.result())
+    except InvalidStateError:  # the caller cancelled it meanwhile
+        pass

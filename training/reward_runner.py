@@ -30,6 +30,12 @@ Decisions where the issue was silent:
   the reason given, which names the prompt's place and image.
 * :meth:`RewardRunner.close` cancels the calls still running, so a failing run never waits for them;
   the loop's thread is a daemon.
+* A loop whose thread dies (graph/bridge.py: a SystemExit or KeyboardInterrupt a task lets out no longer
+  does; the loop itself breaking still can) ends every call still waiting on it as an ineligible batch
+  (kind ``error``) whose reason says so, instead of a ``Future.result()`` that never returns; the clips
+  not shown to the reward keep their own reasons. It is the rank's data as any ineligible batch, so the
+  ranks go on together into the update's collectives; each submit takes the current bridge loop, so
+  later calls run on a fresh one.
 * ``timeout_s`` (the config's ``reward_timeout_s``) bounds each :meth:`~RewardRunner.submit` (a prompt group,
   or the rank's batch with ``reward_overlap: off``), from the submit on, so waiting for the agent's shared
   concurrency behind earlier groups counts too: past it, the clips the reward was shown are ineligible (kind
@@ -44,12 +50,12 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import Sequence
-from concurrent.futures import Future
+from concurrent.futures import Future, InvalidStateError
 from typing import Any
 
 import numpy as np
 
-from graph.bridge import sync_loop
+from graph.bridge import sync_loop, when_loop_ends
 from training.reward_outcome import KINDS, RewardFn, RewardOutcome, acall_reward, error_outcome, sum_usage
 from training.reward_threads import RewardThreads
 
@@ -65,8 +71,7 @@ class RewardRunner:
         self.timeout_s = timeout_s
         """Seconds one submit may take (module docstring); None: no limit."""
         self._threads = RewardThreads(stuck_limit)  # sync calls' threads, those stuck in timed-out calls bounded
-        self._loop = sync_loop()  # the loop held-out evaluation's reward calls (call_reward) run on too
-        self._pending: set[Future[RewardOutcome]] = set()
+        self._pending: dict[Future[RewardOutcome], Future[RewardOutcome]] = {}  # what submit returned: its call's
         self._closed = False
 
     def submit(self, videos: Sequence[np.ndarray], prompts: Sequence[str], *,
@@ -84,10 +89,22 @@ class RewardRunner:
         fixed = [unscored_outcome(kind) if kind else error_outcome(why, 1) if why else None
                  for kind, why in zip(unscored or [None] * len(videos), refused or [None] * len(videos), strict=True)]
         call = self._score(list(videos), list(prompts), fixed, meta)
-        future = asyncio.run_coroutine_threadsafe(call, self._loop)
-        self._pending.add(future)
-        future.add_done_callback(self._pending.discard)
+        loop = sync_loop()  # the loop held-out evaluation's reward calls (call_reward) run on too; a fresh one
+        inner = asyncio.run_coroutine_threadsafe(call, loop)  # if the last one died
+        future: Future[RewardOutcome] = Future()
+        self._pending[future] = inner
+        inner.add_done_callback(lambda done: _relay(done, future))
+        dead = self._dead_loop_outcome(fixed)
+        unwatch = when_loop_ends(loop, lambda why: _settle(future, result=dead(why)))
+        future.add_done_callback(lambda done: (unwatch(), self._pending.pop(done, None)))
         return future
+
+    def _dead_loop_outcome(self, fixed: list[RewardOutcome | None]):
+        """The outcome of a call whose event loop died (``why``), each clip the reward was to see ineligible."""
+        def outcome(why: str) -> RewardOutcome:
+            reason = f"reward {self.name!r} not answered: {why}; later calls run on a new event loop"
+            return merge_outcomes([f or error_outcome(reason, 1) for f in fixed])
+        return outcome
 
 
     def stuck_threads(self) -> int:
@@ -145,14 +162,37 @@ class RewardRunner:
         """Cancel the calls still running (their futures end cancelled) and refuse new ones (idempotent).
         The loop itself is the process's bridge loop and stays."""
         self._closed = True
-        for future in list(self._pending):
-            future.cancel()  # cancels its task on the loop as well
+        for future, inner in list(self._pending.items()):
+            inner.cancel()  # cancels its task on the loop as well
+            future.cancel()
 
     def __enter__(self) -> RewardRunner:
         return self
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+def _relay(inner: Future[RewardOutcome], future: Future[RewardOutcome]) -> None:
+    """What the loop's call ended with, as the end of the future submit returned."""
+    if inner.cancelled():
+        future.cancel()
+    elif (exc := inner.exception()) is not None:
+        _settle(future, error=exc)
+    else:
+        _settle(future, result=inner.result())
+
+
+def _settle(future: Future[RewardOutcome], *, result: RewardOutcome | None = None,
+            error: BaseException | None = None) -> None:
+    """End ``future`` unless it has ended already (the call and its loop's death race; close cancelled it)."""
+    try:
+        if error is not None:
+            future.set_exception(error)
+        else:
+            future.set_result(result)  # type: ignore[arg-type]
+    except InvalidStateError:
+        pass
 
 
 def _ignore_end(task: asyncio.Task[Any]) -> None:
