@@ -102,3 +102,20 @@ def test_run_sync_on_a_loop_that_dies_raises_instead_of_waiting_forever():
     assert not caller.is_alive(), "run_sync never returned"
     assert isinstance(seen[0], RuntimeError) and "event loop" in str(seen[0]), seen
     assert sync_loop() is not loop and run_sync(asyncio.sleep(0, "again")) == "again"
+
+
+def test_cancelling_what_submit_returned_still_cancels_the_call():
+    running, stopped = threading.Event(), threading.Event()
+
+    async def forever(videos, prompts, **meta):
+        running.set()
+        try:
+            await asyncio.sleep(3600)
+        finally:
+            stopped.set()
+
+    with RewardRunner(forever, "forever") as runner:
+        future = runner.submit(CLIPS, ["a", "b"])
+        assert running.wait(timeout=10)
+        assert future.cancel()
+        assert stopped.wait(timeout=10)

@@ -96,8 +96,15 @@ class RewardRunner:
         inner.add_done_callback(lambda done: _relay(done, future))
         dead = self._dead_loop_outcome(fixed)
         unwatch = when_loop_ends(loop, lambda why: _settle(future, result=dead(why)))
-        future.add_done_callback(lambda done: (unwatch(), self._pending.pop(done, None)))
+        future.add_done_callback(lambda done: self._finished(done, inner, unwatch))
         return future
+
+    def _finished(self, future: Future[RewardOutcome], inner: Future[RewardOutcome], unwatch: Any) -> None:
+        """``future`` (what submit returned) ended: forget it; cancelled by its holder, cancel its call too."""
+        unwatch()
+        self._pending.pop(future, None)
+        if future.cancelled():
+            inner.cancel()  # cancels its task on the loop as well
 
     def _dead_loop_outcome(self, fixed: list[RewardOutcome | None]):
         """The outcome of a call whose event loop died (``why``), each clip the reward was to see ineligible."""
