@@ -49,7 +49,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from concurrent.futures import Future, InvalidStateError
 from typing import Any
 
@@ -71,7 +71,7 @@ class RewardRunner:
         self.timeout_s = timeout_s
         """Seconds one submit may take (module docstring); None: no limit."""
         self._threads = RewardThreads(stuck_limit)  # sync calls' threads, those stuck in timed-out calls bounded
-        self._pending: dict[Future[RewardOutcome], Future[RewardOutcome]] = {}  # what submit returned: its call's
+        self._pending: dict[Future[RewardOutcome], Future[RewardOutcome]] = {}  # submit's future -> its call's
         self._closed = False
 
     def submit(self, videos: Sequence[np.ndarray], prompts: Sequence[str], *,
@@ -89,8 +89,9 @@ class RewardRunner:
         fixed = [unscored_outcome(kind) if kind else error_outcome(why, 1) if why else None
                  for kind, why in zip(unscored or [None] * len(videos), refused or [None] * len(videos), strict=True)]
         call = self._score(list(videos), list(prompts), fixed, meta)
-        loop = sync_loop()  # the loop held-out evaluation's reward calls (call_reward) run on too; a fresh one
-        inner = asyncio.run_coroutine_threadsafe(call, loop)  # if the last one died
+        # the loop held-out evaluation's reward calls (call_reward) run on too; a fresh one if the last one died
+        loop = sync_loop()
+        inner = asyncio.run_coroutine_threadsafe(call, loop)
         future: Future[RewardOutcome] = Future()
         self._pending[future] = inner
         inner.add_done_callback(lambda done: _relay(done, future))
@@ -99,14 +100,15 @@ class RewardRunner:
         future.add_done_callback(lambda done: self._finished(done, inner, unwatch))
         return future
 
-    def _finished(self, future: Future[RewardOutcome], inner: Future[RewardOutcome], unwatch: Any) -> None:
+    def _finished(self, future: Future[RewardOutcome], inner: Future[RewardOutcome],
+                  unwatch: Callable[[], None]) -> None:
         """``future`` (what submit returned) ended: forget it; cancelled by its holder, cancel its call too."""
         unwatch()
         self._pending.pop(future, None)
         if future.cancelled():
             inner.cancel()  # cancels its task on the loop as well
 
-    def _dead_loop_outcome(self, fixed: list[RewardOutcome | None]):
+    def _dead_loop_outcome(self, fixed: list[RewardOutcome | None]) -> Callable[[str], RewardOutcome]:
         """The outcome of a call whose event loop died (``why``), each clip the reward was to see ineligible."""
         def outcome(why: str) -> RewardOutcome:
             reason = f"reward {self.name!r} not answered: {why}; later calls run on a new event loop"
