@@ -115,7 +115,6 @@ class RewardRunner:
             return merge_outcomes([f or error_outcome(reason, 1) for f in fixed])
         return outcome
 
-
     def stuck_threads(self) -> int:
         """Threads still running a sync reward call that timed out (training/reward_threads.py)."""
         return self._threads.stuck()
