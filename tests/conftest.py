@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import random
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -13,6 +14,12 @@ os.environ.setdefault("PYOPENGL_PLATFORM", "egl")
 # No test may reach the Hugging Face hub: a model id that is not a local path fails at once instead of
 # retrying DNS lookups for a minute.
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
+# Every Python process a test starts (torchrun, its ranks, `python -m training.train`) runs
+# tests/harness_site/sitecustomize.py: DeepSpeed builds no shared-memory op in the machine's extensions
+# folder, and SIGUSR2 dumps the stacks (tests/launches.py: `harness_env`, `run_to_end`).
+HARNESS_SITE = str(Path(__file__).resolve().parent / "harness_site")
+os.environ["PYTHONPATH"] = os.pathsep.join(
+    [HARNESS_SITE, *[p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p and p != HARNESS_SITE]])
 
 
 @pytest.fixture(autouse=True)

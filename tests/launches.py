@@ -1,8 +1,11 @@
 """Test launches that may hang (a rank out of step waits in a collective forever): past its deadline a launch
 is killed whole and fails the test, so nothing of it outlives the test.
 
-* `run_to_end`: a command (torchrun, ``python -m ...``) in its own process group, killed as a group (a plain
-  ``subprocess.run(timeout=...)`` killed torchrun alone, and ranks stuck in a collective lived on);
+* `run_to_end`: a command (`torchrun`, ``python -m ...``) in its own process group, killed with every descendant
+  (a plain ``subprocess.run(timeout=...)`` killed torchrun alone, and ranks stuck in a collective lived on), with the
+  harness's startup file (tests/harness_site: `harness_env`); a failure quotes the end of its output, and of a
+  hung launch every process's Python stacks;
+* `torchrun`: the launch command, ``--standalone``: torchrun binds its rendezvous port itself and holds it;
 * `spawn_ranks`: ``fn(rank, *args)`` in spawned processes that write ``DIR/rank{r}.done`` ("ok" or the error);
   they meet at a store this process serves (`rendezvous_store`), each rank's output goes to ``DIR/rank{r}.log``,
   and a failure (a hang, a rank that died or did not write "ok") quotes the ranks' outcomes and logs, with
@@ -13,12 +16,11 @@ from __future__ import annotations
 
 import os
 import signal
-import socket
 import subprocess
 import sys
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from pathlib import Path
 from typing import Any
 
@@ -27,40 +29,82 @@ import pytest
 ROOT = Path(__file__).resolve().parents[1]
 
 
-def free_port() -> int:
-    """A port the OS has just handed out. Not `random.randint`: the autouse seeding (conftest) made every test
-    draw the same port, and a run starting while the previous run's socket was still held failed with
-    EADDRINUSE. Free only until it returns (for torchrun's ``--master_port``); ranks this process starts or
-    runs itself meet at a port held throughout (`rendezvous_store`)."""
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
+HARNESS_SITE = ROOT / "tests" / "harness_site"  # its sitecustomize: stack dumps on SIGUSR2, no DeepSpeed shm op
+DUMP_SIGNAL = signal.SIGUSR2
+OUTPUT_TAIL = 8000  # characters of a failed launch's output quoted
+
+
+def torchrun(nproc: int = 2) -> list[str]:
+    """The torchrun launch of ``nproc`` ranks on this machine, then the script or ``-m module`` and its arguments.
+    ``--standalone``: torchrun binds its rendezvous store to a port the OS picks (``localhost:0``) and the ranks
+    meet at a store it serves on another such port (TORCHELASTIC_USE_AGENT_STORE), both held from the moment
+    they are bound. ``--master_port`` with a port from a probe socket (bound, read, closed) was free only until the
+    probe closed: any process on the machine (another session's ranks, gloo's listeners) could take it before
+    torchrun bound it, seconds later, and the launch failed (EADDRINUSE) or waited."""
+    return [str(Path(sys.executable).parent / "torchrun"), "--standalone", "--nproc_per_node", str(nproc)]
+
+
+def harness_env(env: Mapping[str, str] | None = None) -> dict[str, str]:
+    """``env`` (default: this environment) for a launch: one CPU thread, Python's fatal-signal tracebacks
+    (PYTHONFAULTHANDLER) and tests/harness_site first on PYTHONPATH (its sitecustomize runs in every Python
+    process of the launch: `DUMP_SIGNAL` dumps the stacks, no DeepSpeed shared-memory op: `no_shm_op`)."""
+    base = dict(os.environ if env is None else env)
+    rest = [p for p in base.get("PYTHONPATH", "").split(os.pathsep) if p and p != str(HARNESS_SITE)]
+    path = os.pathsep.join([str(HARNESS_SITE), *rest])
+    return {**base, "OMP_NUM_THREADS": "1", "PYTHONFAULTHANDLER": "1", "PYTHONPATH": path}
 
 
 def run_to_end(cmd: Sequence[str], *, timeout: float, what: str, env: Mapping[str, str] | None = None) -> str:
-    """Run ``cmd`` in the repository root with ``env`` (default: this environment) and OMP_NUM_THREADS=1; its
-    output (stdout and stderr). Fails the test naming ``what`` when it exits non-zero or runs past ``timeout``
-    seconds (then its whole process group is killed first)."""
-    full_env = {**(os.environ if env is None else env), "OMP_NUM_THREADS": "1"}
-    with subprocess.Popen(list(cmd), cwd=ROOT, env=full_env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                          text=True, start_new_session=True) as proc:
+    """Run ``cmd`` in the repository root with `harness_env` (``env``, default this environment); its output
+    (stdout and stderr). Fails the test naming ``what``, with the end of the output, when it exits non-zero or
+    runs past ``timeout`` seconds: then every process of the launch first writes its threads' stacks into the
+    output, and all are killed (`end_launch`)."""
+    with subprocess.Popen(list(cmd), cwd=ROOT, env=harness_env(env), stdout=subprocess.PIPE,
+                          stderr=subprocess.STDOUT, text=True, start_new_session=True) as proc:
         try:
             output, _ = proc.communicate(timeout=timeout)
         except subprocess.TimeoutExpired:
-            os.killpg(proc.pid, signal.SIGKILL)
+            end_launch(proc.pid)
             output, _ = proc.communicate()
-            pytest.fail(f"{what} hung (no exit in {timeout} s):\n{output[-6000:]}")
-    assert proc.returncode == 0, f"{what} failed ({proc.returncode}):\n{output[-8000:]}"
+            pytest.fail(f"{what} hung (no exit in {timeout:g} s; the stacks of its processes at the end):\n"
+                        f"{output_tail(output)}")
+    if proc.returncode != 0:
+        pytest.fail(f"{what} failed (exit {proc.returncode}):\n{output_tail(output)}")
     return output
+
+
+def end_launch(pid: int) -> None:
+    """Every process of the launch ``pid`` leads writes its stacks (`DUMP_SIGNAL`), then is killed: its process
+    group and every descendant. torchrun starts each rank in a session of its own: killing the group alone left
+    the ranks running, holding the output pipe, and the test waited on it for ever."""
+    import psutil
+
+    with suppress(psutil.Error):
+        launch = [psutil.Process(pid), *psutil.Process(pid).children(recursive=True)]
+        for member in launch:
+            with suppress(psutil.Error):
+                member.send_signal(DUMP_SIGNAL)
+        time.sleep(3)
+        for member in launch:
+            with suppress(psutil.Error):
+                member.kill()
+    with suppress(ProcessLookupError):
+        os.killpg(pid, signal.SIGKILL)
+
+
+def output_tail(text: str, chars: int = OUTPUT_TAIL) -> str:
+    """The last ``chars`` characters of ``text``, saying how many came before."""
+    return text if len(text) <= chars else f"[... {len(text) - chars} characters before]\n{text[-chars:]}"
 
 
 @contextmanager
 def rendezvous_store(world: int) -> Iterator[int]:
     """The port of a TCPStore served by this process for ``world`` ranks, held until the block ends (the ranks,
-    spawned or this process itself, join it as clients with TORCHELASTIC_USE_AGENT_STORE=True: `_rank_main`). The OS picks the port when the store binds it. A port from
-    `free_port` was free only until its probe socket closed: the ranks bound it seconds later (after importing
-    torch), and any process on the machine could take it meanwhile (another session's ranks, whose gloo
-    listeners bind ports the same way), leaving rank 0 unable to start the store and rank 1 waiting."""
+    spawned or this process itself, join it as clients with TORCHELASTIC_USE_AGENT_STORE=True: `_rank_main`).
+    The OS picks the port when the store binds it. A port from a probe socket (bound, read, closed) was free only
+    until the probe closed: the ranks bound it seconds later (after importing torch), and any process on the
+    machine could take it meanwhile (another session's ranks, whose gloo listeners bind ports the same way),
+    leaving rank 0 unable to start the store and rank 1 waiting."""
     from torch.distributed import TCPStore
 
     store = TCPStore("127.0.0.1", 0, world, is_master=True, wait_for_workers=False)
@@ -112,7 +156,7 @@ def tail(path: Path, chars: int = 4000) -> str:
         text = path.read_text(errors="replace")
     except OSError as exc:
         return f"({path.name}: {type(exc).__name__})"
-    return text if len(text) <= chars else f"[... {len(text) - chars} characters before]\n{text[-chars:]}"
+    return output_tail(text, chars)
 
 
 def ranks_report(folder: Path, world: int) -> str:
