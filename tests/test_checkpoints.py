@@ -186,23 +186,17 @@ def test_a_two_rank_run_continues_on_one_process_after_reshard(tmp_path):
     learning_rate 1e-30 (below float32 resolution) the resumed iteration cannot move the weights, so its
     checkpoint must hold exactly
     the 2-rank run's weights: the universal checkpoint was loaded, not a fresh model."""
-    import socket
-
     import torch
     from deepspeed.utils.zero_to_fp32 import get_fp32_state_dict_from_zero_checkpoint
+
+    from tests.launches import run_to_end, torchrun
 
     out = tmp_path / "run"
     env = {k: v for k, v in os.environ.items() if k not in ("RANK", "WORLD_SIZE", "LOCAL_RANK")}
     env["OMP_NUM_THREADS"] = "1"
     common = ["-m", "training.train", "--config", str(SMOKE), "--output_dir", str(out), "--progress", "false",
               "--tensorboard", "false", "--export", "none", "--checkpoint_every", "1"]
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port = sock.getsockname()[1]
-    torchrun = str(Path(sys.executable).parent / "torchrun")
-    proc = subprocess.run([torchrun, "--nproc_per_node", "2", "--master_port", str(port), *common,
-                           "--max_iterations", "2"], cwd=ROOT, env=env, capture_output=True, text=True, timeout=600)
-    assert proc.returncode == 0, proc.stderr[-4000:]
+    run_to_end([*torchrun(), *common, "--max_iterations", "2"], timeout=600, what="training (2 ranks)", env=env)
     proc = subprocess.run([sys.executable, "-m", "training.reshard", "--run", str(out)], cwd=ROOT, env=env,
                           capture_output=True, text=True, timeout=600)
     assert proc.returncode == 0, proc.stderr[-4000:]

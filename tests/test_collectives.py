@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
-import os
 from datetime import timedelta
 from pathlib import Path
 
 import pytest
 
-from tests.launches import free_port
+from tests.launches import spawn_ranks
 from training.collectives import Rank0ReadError, _sendable, as_rank0_sees
 
 
@@ -27,11 +26,10 @@ def test_without_torch_distributed_the_read_is_the_answer():
     assert as_rank0_sees(lambda: 7) == 7
 
 
-def _worker(rank: int, world: int, port: int, out: str) -> None:
-    os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
+def _worker(rank: int, out: str) -> None:
     import torch.distributed as dist
 
-    dist.init_process_group("gloo", rank=rank, world_size=world, timeout=timedelta(seconds=20))
+    dist.init_process_group("gloo", timeout=timedelta(seconds=20))  # env://: the harness's store
 
     def read() -> int:
         raise OSError("eval.jsonl unreadable")
@@ -44,6 +42,7 @@ def _worker(rank: int, world: int, port: int, out: str) -> None:
     Path(out, f"rank{rank}.txt").write_text(f"{first}\n{second}\n")
     dist.barrier()
     dist.destroy_process_group()
+    Path(out, f"rank{rank}.done").write_text("ok")
 
 
 @pytest.mark.distributed
@@ -51,11 +50,6 @@ def _worker(rank: int, world: int, port: int, out: str) -> None:
 def test_a_read_that_raises_on_rank_0_raises_on_every_rank(tmp_path):
     """Rank 0 raised alone: rank 1 waited in the broadcast and took the value of rank 0's next one (7) as its
     answer, after which the two ranks were out of step."""
-    import torch.multiprocessing as mp
-
-    try:
-        mp.spawn(_worker, args=(2, free_port(), str(tmp_path)), nprocs=2, join=True)
-    except Exception as exc:  # the old behaviour: a rank timed out; the files say which
-        print(f"spawn: {type(exc).__name__}: {str(exc)[:300]}")
+    spawn_ranks(_worker, (str(tmp_path),), tmp_path, deadline_s=120)  # the old behaviour: a rank timed out
     for rank in (0, 1):
         assert (tmp_path / f"rank{rank}.txt").read_text() == "OSError: eval.jsonl unreadable\n7\n"

@@ -10,15 +10,12 @@ from __future__ import annotations
 
 import json
 import math
-import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 import torch
 
-from tests.launches import free_port
+from tests.launches import run_to_end, torchrun
 from training.grpo import clipped_policy_loss, sample_sum_scale, valid_per_optimizer_step
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -125,11 +122,8 @@ def test_deepspeed_reduces_as_assumed(tmp_path, stage, dtype):
     GPU recipes') too: its float32 masters move by that step up to bf16 rounding of the network's gradient,
     well inside what counting the short micro-batch as a full one would change."""
     out = tmp_path / "probe.json"
-    cmd = [str(Path(sys.executable).parent / "torchrun"), "--nproc_per_node", "2", "--master_port",
-           str(free_port()), str(ROOT / "tests" / "ds_weighting_probe.py"), str(out), str(stage), dtype]
-    proc = subprocess.run(cmd, cwd=ROOT, env={**os.environ, "OMP_NUM_THREADS": "1"}, capture_output=True,
-                          text=True, timeout=300)
-    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-6000:]
+    run_to_end([*torchrun(), str(ROOT / "tests" / "ds_weighting_probe.py"), str(out), str(stage), dtype],
+               timeout=300, what="weighting probe")
     result = json.loads(out.read_text())
     tolerance = 1e-6 if dtype == "float32" else 3e-4  # bf16: ~1% of the step (measured 4e-5)
     assert result["module_dtype"] == f"torch.{dtype}", result

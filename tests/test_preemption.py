@@ -17,6 +17,7 @@ from pathlib import Path
 import pytest
 import torch
 
+from tests.launches import torchrun
 from training.preemption import StopRequest, TrainingStopped
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -185,12 +186,7 @@ def test_a_signal_to_one_rank_stops_both_after_the_same_iteration(tmp_path):
     import psutil
 
     out = tmp_path / "run"
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port = sock.getsockname()[1]
-    torchrun = str(Path(sys.executable).parent / "torchrun")
-    proc = subprocess.Popen([torchrun, "--nproc_per_node", "2", "--master_port", str(port),
-                             *_cmd(out, "--max_iterations", "500")], cwd=ROOT, env=_env(),
+    proc = subprocess.Popen([*torchrun(), *_cmd(out, "--max_iterations", "500")], cwd=ROOT, env=_env(),
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     _wait_rows(out, 2, proc)
     ranks = {int(c.environ().get("RANK", -1)): c for c in psutil.Process(proc.pid).children(recursive=True)
@@ -215,12 +211,11 @@ def test_a_signal_that_ends_the_launcher_stops_its_ranks_with_a_checkpoint(tmp_p
     import psutil
 
     out = tmp_path / "run"
-    with socket.socket() as sock:
+    with socket.socket() as sock:  # the deepspeed command has no --standalone: a port free when probed
         sock.bind(("127.0.0.1", 0))
         port = str(sock.getsockname()[1])
-    bin_dir = Path(sys.executable).parent
-    launch = ([str(bin_dir / "torchrun"), "--nproc_per_node", "2", "--master_port", port] if launcher == "torchrun"
-              else [str(bin_dir / "deepspeed"), "--num_gpus", "2", "--master_port", port, "--module"])
+    deepspeed = [str(Path(sys.executable).parent / "deepspeed"), "--num_gpus", "2", "--master_port", port, "--module"]
+    launch = torchrun() if launcher == "torchrun" else deepspeed
     run = _cmd(out, "--max_iterations", "500")[1:]  # without "-m"
     proc = subprocess.Popen([*launch, *([] if launcher == "deepspeed" else ["-m"]), *run], cwd=ROOT, env=_env(),
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
@@ -244,8 +239,8 @@ def test_a_signal_that_ends_the_launcher_stops_its_ranks_with_a_checkpoint(tmp_p
     assert len(list(ckpt.glob("*optim_states.pt"))) == 2 and f"stopped by SIGTERM after iteration {done}" in err
     if launcher == "deepspeed":
         return
-    torchrun = [*launch, "-m", *_cmd(out, "--max_iterations", str(done + 1), "--resume")[1:]]
-    proc2 = subprocess.run(torchrun, cwd=ROOT, env=_env(), capture_output=True, text=True, timeout=600)
+    resume = [*launch, "-m", *_cmd(out, "--max_iterations", str(done + 1), "--resume")[1:]]
+    proc2 = subprocess.run(resume, cwd=ROOT, env=_env(), capture_output=True, text=True, timeout=600)
     assert proc2.returncode == 0, proc2.stderr[-4000:]
     assert [r["iteration"] for r in _rows(out)] == list(range(1, done + 2))
 

@@ -204,10 +204,9 @@ def test_every_rank_resumes_the_checkpoint_rank_0_picked(tmp_path):
 def _probe(tmp_path: Path, cases: str) -> list[list[dict]]:
     """What plan_resume answered each of 2 ranks (tests/resume_probe.py), each rank reading its own view of the
     run folder (``CASE/viewR``), as two nodes with node-local checkpoint folders do."""
-    from tests.launches import free_port, run_to_end
+    from tests.launches import run_to_end, torchrun
 
-    cmd = [str(Path(sys.executable).parent / "torchrun"), "--nproc_per_node", "2", "--master_port", str(free_port()),
-           str(ROOT / "tests" / "resume_probe.py"), str(tmp_path), str(tmp_path), cases]
+    cmd = [*torchrun(), str(ROOT / "tests" / "resume_probe.py"), str(tmp_path), str(tmp_path), cases]
     env = {k: v for k, v in os.environ.items() if k not in ("RANK", "WORLD_SIZE", "LOCAL_RANK")}
     # this checkout's modules, not those an editable install of another checkout points at
     env["PYTHONPATH"] = os.pathsep.join([str(ROOT), *filter(None, [env.get("PYTHONPATH")])])

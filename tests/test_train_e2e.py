@@ -29,12 +29,11 @@ import numpy as np
 import pytest
 import torch
 
-from tests.launches import free_port, run_to_end
+from tests.launches import run_to_end, torchrun
 from tests.service_helpers import send_json
 
 ROOT = Path(__file__).resolve().parents[1]
 SMOKE = ROOT / "training" / "configs" / "smoke.yaml"
-TORCHRUN = str(Path(sys.executable).parent / "torchrun")
 LEARN_MARGIN = 0.05  # reward: brightness in [0, 1] of VAE-decoded frames; measured gain over 30 iterations
 # at seed 0: ~0.44 (0.49 -> 0.93); other seeds 1-3 measured -0.06 .. 0.48 (GRPO on 8 samples per iteration)
 REQUIRED = ("iteration", "reward_mean", "reward_std", "eligible_fraction", "clip_fraction", "approx_kl", "mu_kl",
@@ -45,8 +44,7 @@ pytestmark = [pytest.mark.slow]
 
 
 def _train(out: Path, *extra: str, timeout: int = 600) -> None:
-    cmd = [TORCHRUN, "--nproc_per_node", "2", "--master_port", str(free_port()),
-           "-m", "training.train", "--config", str(SMOKE), "--output_dir", str(out), "--progress", "false",
+    cmd = [*torchrun(), "-m", "training.train", "--config", str(SMOKE), "--output_dir", str(out), "--progress", "false",
            "--tensorboard", "false", *extra]
     run_to_end(cmd, timeout=timeout, what="training")
 

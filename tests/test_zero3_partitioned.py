@@ -32,11 +32,10 @@ from pathlib import Path
 import pytest
 import torch
 
-from tests.launches import free_port, run_to_end
+from tests.launches import run_to_end, torchrun
 
 ROOT = Path(__file__).resolve().parents[1]
 SMOKE = ROOT / "training" / "configs" / "smoke.yaml"
-TORCHRUN = str(Path(sys.executable).parent / "torchrun")
 HELD_OUT = ("[{text: 'push the red block to the left', image_seed: 11}, {text: 'open the drawer', image_seed: 12}, "
             "{text: 'stack the blocks', image_seed: 13}]")  # 3 prompts over 2 ranks: one rank pads
 COMMON = ("--max_iterations", "2", "--checkpoint_every", "1", "--eval_every", "2", "--eval_dataset", HELD_OUT,
@@ -50,7 +49,7 @@ pytestmark = [pytest.mark.slow, pytest.mark.distributed]
 def _train(out: Path, *extra: str) -> None:
     """A 2-rank training launch into ``out``; fails the test when it fails or hangs past DEADLINE_S (the
     whole process group is killed: torchrun and both ranks)."""
-    cmd = [TORCHRUN, "--nproc_per_node", "2", "--master_port", str(free_port()), "-m", "training.train",
+    cmd = [*torchrun(), "-m", "training.train",
            "--config", str(SMOKE), "--output_dir", str(out), "--progress", "false", "--tensorboard", "false", *extra]
     run_to_end(cmd, timeout=DEADLINE_S, what="training (2 ranks)")
 
