@@ -16,7 +16,7 @@ from tests.launches import rendezvous_store, spawn_ranks
 
 
 def test_the_rendezvous_port_is_held_until_the_ranks_are_done():
-    """`free_port` gave a port whose probe socket was already closed: until rank 0 bound it (seconds later, after
+    """A port picked by a probe socket (the old `free_port`) was given whose probe socket was already closed: until rank 0 bound it (seconds later, after
     importing torch) any process could take it. The store's port is bound for as long as the ranks run."""
     from torch.distributed import TCPStore
 

@@ -1,4 +1,4 @@
-"""Loaded at startup by every Python process of a launch the test harness runs (tests/launches.py puts this folder
+"""Loaded at startup by every Python process of a launch the test harness runs (tests/conftest.py puts this folder
 first on PYTHONPATH; no library code does): torchrun, its ranks, ``python -m ...``.
 
 * SIGUSR2 writes every thread's Python stack to stderr (`run_to_end` sends it to a launch past its deadline, so
