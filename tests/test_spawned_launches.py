@@ -16,8 +16,8 @@ from tests.launches import rendezvous_store, spawn_ranks
 
 
 def test_the_rendezvous_port_is_held_until_the_ranks_are_done():
-    """A port picked by a probe socket (the old `free_port`) was given whose probe socket was already closed: until rank 0 bound it (seconds later, after
-    importing torch) any process could take it. The store's port is bound for as long as the ranks run."""
+    """A port picked by a probe socket (the old `free_port`) was free only until the probe closed: until rank 0
+    bound it (seconds later, after importing torch) any process could take it. The store's port is bound for as long as the ranks run."""
     from torch.distributed import TCPStore
 
     with rendezvous_store(2) as port:
