@@ -45,7 +45,6 @@
 
 from __future__ import annotations
 
-import errno
 import os
 import re
 from collections.abc import Callable
@@ -54,6 +53,7 @@ from typing import Any
 
 from graph.batch import NOT_JSON, Output, bad_line_key, clip_stamp, is_bad_line_row, quality_zero
 from tools.jsonl import write_text_atomic
+from tools.video_errors import MACHINE_ERRNOS
 
 FINAL_FAULTS = ("input", "video")
 """Fault kinds that fail again on a rerun: a bad manifest line or instruction, an undecodable clip (a video
@@ -67,8 +67,7 @@ def clip_readable(path: str) -> bool:
     return Path(path).is_file() and os.access(path, os.R_OK)
 
 
-ENVIRONMENT_ERRNOS = frozenset({errno.EIO, errno.ENOMEM, errno.ENFILE, errno.EMFILE, errno.EAGAIN, errno.ESTALE,
-                                errno.ETIMEDOUT})
+ENVIRONMENT_ERRNOS = MACHINE_ERRNOS  # the errnos tools.video words as "cannot be read" (tools/video_errors.py)
 """Errno values of a failed read that say the machine failed it, not that the clip's bytes are bad (module
 docstring): an I/O error of the disk or network file system, out of memory, too many open files (the process's or
 the system's), a resource briefly unavailable, a stale NFS handle, a timed-out network read."""

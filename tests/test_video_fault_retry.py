@@ -208,3 +208,30 @@ def test_retry_ineligible_scores_a_clip_again_after_an_io_error(monkeypatch, tmp
     res = runner.invoke(app, [*args, "--retry-ineligible"])
     assert res.exit_code == 0 and "1 ineligible row(s) removed" in res.output, res.output
     assert [r["result"]["status"] for r in _rows(out)] == ["scored"]
+
+
+def test_a_read_the_machine_failed_is_not_called_a_corrupt_clip(monkeypatch, tmp_path):
+    """FFmpeg's open failing with EIO, EMFILE, ENFILE or ENOMEM (or a MemoryError) read "cannot be opened as a video
+    (not a video file, or truncated/corrupt)", sending a user to re-render a good clip. It reads "cannot be read
+    (OSError: [Errno 5] ...)", and `environmental` still finds it (retried once the clip can be read)."""
+    import errno
+
+    import av
+    import pytest
+
+    from graph.batch_resume import environmental, retryable
+    from tests.graph_scripts import moving_square
+    from tools.video import VideoError, probe
+
+    clip = moving_square(tmp_path / "c.mp4", seed=1)
+    failures = [lambda t, n=n: av.error.err_check(-n, str(t)) for n in (errno.EIO, errno.EMFILE, errno.ENFILE, errno.ENOMEM)]
+    failures.append(lambda t: (_ for _ in ()).throw(MemoryError("Unable to allocate 3.0 MiB")))
+    for fail in failures:
+        monkeypatch.setattr(av, "open", lambda target, *a, _f=fail, **k: _f(target))
+        with pytest.raises(VideoError, match=r"c\.mp4: cannot be read \((OSError|MemoryError): ") as err:
+            probe(clip)
+        message = str(err.value)
+        assert "corrupt" not in message and "not a video" not in message, message
+        assert environmental(message), message
+        reason = f"quality: video: {type(err.value).__name__}: {message}"
+        assert retryable({"status": "ineligible", "reasons": [reason]}, "c.mp4", lambda p: True), reason

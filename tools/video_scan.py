@@ -11,8 +11,7 @@ import bisect
 import io
 import math
 import stat
-from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from fractions import Fraction
 from pathlib import Path
@@ -25,29 +24,17 @@ from av.video.frame import PictureType
 from tools.mp4_boxes import cut_fragment, fragmented_duration, index_past_end
 from tools.mpegts_tail import ends_inside_packet
 from tools.video_edits import kept_frames, late_empty_edit
+from tools.video_errors import (  # noqa: F401  (re-exported by tools.video)
+    EmptyVideoError,
+    FrameIndexError,
+    VideoDecodeError,
+    VideoError,
+    VideoNotFoundError,
+    wrapped,
+)
 from tools.video_slices import frame_threads, slices_per_frame
 
 Source = str | Path | bytes
-
-
-class VideoError(Exception):
-    """Base class of every video input error; the message names the source and the problem."""
-
-
-class VideoNotFoundError(VideoError):
-    """The path does not exist, is not a regular file, or may not be read (a PermissionError)."""
-
-
-class EmptyVideoError(VideoError):
-    """The input has 0 bytes or contains no video frames."""
-
-
-class VideoDecodeError(VideoError):
-    """The input is not a video, is truncated or corrupt, or a frame could not be decoded."""
-
-
-class FrameIndexError(VideoError):
-    """A requested frame index is not an integer in ``[0, frames)``."""
 
 
 @dataclass(frozen=True)
@@ -135,19 +122,6 @@ def describe(src: Source) -> str:
     if isinstance(src, bytes | bytearray | memoryview):
         return f"<{len(src)} bytes>"
     return str(src)
-
-
-@contextmanager
-def wrapped(name: str, problem: str) -> Iterator[None]:
-    """Turn PyAV / OS exceptions raised inside the block into typed ``VideoError``s."""
-    try:
-        yield
-    except FileNotFoundError as exc:
-        raise VideoNotFoundError(f"{name}: {problem}: no such file ({exc})") from exc
-    except PermissionError as exc:  # FFmpeg's too: a clip of mode 000 is no corrupt video (as _open's stat says)
-        raise VideoNotFoundError(f"{name}: cannot be read ({type(exc).__name__}: {exc})") from exc
-    except (av.error.FFmpegError, OSError, EOFError, ValueError, MemoryError) as exc:
-        raise VideoDecodeError(f"{name}: {problem} ({type(exc).__name__}: {exc})") from exc
 
 
 Probe = Literal["headers", "decode"]
