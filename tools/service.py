@@ -79,7 +79,6 @@ from tools.service_frames import (
     HTTPProblem,
     Upload,
     shown_to_client,
-    upload_label,
 )
 from tools.service_http import (
     DEFAULT_BODY_TIMEOUT_S,
@@ -91,6 +90,7 @@ from tools.service_http import (
     read_body_limited,
 )
 from tools.service_jobs import as_tool_fault, surprise_job, track_job
+from tools.service_multipart import parse_multipart
 from tools.service_params import json_field, parse_json
 from tools.settings import ToolSettings, check_token_text
 from tools.surprise import SurpriseScorer, VJEPA2SurpriseScorer
@@ -163,22 +163,10 @@ async def parse_request(request: Request, state: ServiceState,
         if not body.startswith(NPY_MAGIC):
             raise HTTPProblem(422, "undecodable .npy upload: missing the NumPy header")
         return body, {k: json_field(v, k) for k, v in request.query_params.items()}
-    if ctype.startswith("multipart/form-data"):
-        async def receive() -> dict:
-            return {"type": "http.request", "body": body, "more_body": False}
-
-        form = await Request(request.scope, receive).form(max_files=1, max_fields=16)
-        try:  # closed once read: its spooled copy of the upload (on disk past 1 MiB) is not kept for the work
-            upload = form.get("video")
-            if upload is None or isinstance(upload, str):
-                raise HTTPProblem(400, "multipart request needs a file field 'video'")
-            data = await upload.read()
-            if not data:
-                raise HTTPProblem(422, "undecodable video: the upload is empty (0 bytes)")
-            params = {k: json_field(v, k) for k, v in form.items() if k != "video"}
-            return Upload(data, upload_label(upload.filename)), params
-        finally:
-            await form.close()
+    if ctype.startswith("multipart/form-data"):  # off the event loop, the body held once (tools/service_multipart.py)
+        held = [body]
+        del body
+        return await parse_multipart(request.scope, held)
     # off the event loop, as the reward service parses its body: 256 MiB of JSON took ~4 s there, all requests stalled
     params = await anyio.to_thread.run_sync(parse_json, body or b"{}", "the body (neither multipart nor .npy)")
     if not isinstance(params, dict) or not isinstance(params.get("path"), str):

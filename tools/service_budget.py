@@ -32,7 +32,8 @@ each could hold 16 GiB. Decisions where the issue was silent:
   doubling), so a burst past ``max_pending`` became tool faults, ineligible clips. The service cannot know
   when room frees; 5 s spreads a client's attempts over a burst (the waiting itself is ``busy_wait_s``).
 - Only the raw bodies are counted: the decoded frames are bounded per request by ``max_decode_mb``, and
-  a multipart upload's parsed copy by the body's own size.
+  a multipart upload's parsed copy replaces its raw body, which is dropped before the copy is read back
+  (tools/service_multipart.py), so it stays within the body's own size.
 """
 
 from __future__ import annotations
