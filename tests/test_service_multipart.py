@@ -63,3 +63,25 @@ def test_the_raw_body_is_dropped_before_the_upload_is_read_back(monkeypatch):
     upload, params = anyio.run(parse_multipart, scope, held)
     assert upload.data == payload and upload.label == "uploaded clip 'c.mp4'" and params == {"grid_size": "2"}
     assert at_read == [0], at_read  # the body was gone when the upload was read back
+
+
+def test_a_json_body_over_its_own_cap_is_413_naming_it_and_how_to_send_frames(service_root):
+    """A JSON body was allowed up to max_upload_mb (256 MiB), which parses to ~1.3 GB of Python objects, none of it
+    counted in the memory budget, though a JSON request (a path and options) is under ~1 MB: frames travel as .npy
+    or multipart. A JSON body has its own cap (MAX_JSON_BODY_MB), named in the 413 with how to send frames."""
+    import json
+
+    from tools.service_params import MAX_JSON_BODY_MB
+
+    app = create_app(ToolSettings(), service_root, tracker=LKTracker(), enable_surprise=False)
+    request = {"path": "clip.mp4", "grid_size": 2, "frame_indices": [0, 1]}
+    with TestClient(app) as c:
+        big = json.dumps(request).encode()[:-1] + b" " * int(MAX_JSON_BODY_MB * 2**20) + b"}"
+        r = c.post("/v1/track", content=big, headers={"content-type": "application/json"})
+        assert r.status_code == 413, r.text
+        detail = r.json()["detail"]
+        assert f"{MAX_JSON_BODY_MB:g} MiB" in detail and "application/x-npy" in detail and "multipart" in detail
+        fits = json.dumps(request).encode()[:-1] + b" " * 2**20 + b"}"  # a 1 MiB JSON body still fits
+        r = c.post("/v1/track", content=fits, headers={"content-type": "application/json"})
+        assert r.status_code == 200, r.text
+        assert c.get("/v1/info").json()["max_json_bytes"] == int(MAX_JSON_BODY_MB * 2**20)

@@ -18,7 +18,7 @@ Status codes: 400 bad parameters (bad queries, grid_size over 64, frame index be
 that are not an object of boxes, malformed or too deeply nested JSON; frames too small to track, query rows
 outside the frames: checked before the tracker runs, tools/service_jobs.py), 401
 missing or wrong bearer token, 403 path outside the allowed root, 404 missing file, 413 body over
-the size limit, 408 a body that did not arrive within ``body_timeout_s`` (tools/service_http.py), a clip longer than ``settings.max_frames`` (pass ``frame_indices``) or whose frames would
+the size limit (``max_upload_mb``; a JSON body: ``MAX_JSON_BODY_MB``, 8 MiB, tools/service_params.py), 408 a body that did not arrive within ``body_timeout_s`` (tools/service_http.py), a clip longer than ``settings.max_frames`` (pass ``frame_indices``) or whose frames would
 decode to more than ``settings.max_decode_mb`` (checked before decoding: a long 4K clip is tens of GB), 422 undecodable video (the reason is in ``detail``), 500 a tool fault (``fault``
 holds tool/kind/message; any other exception of a request's work is one too, kind "run" of the endpoint's
 tool, since a bare 500 "Internal Server Error" kept the reason in the server's log and the client called it
@@ -91,7 +91,7 @@ from tools.service_http import (
 )
 from tools.service_jobs import as_tool_fault, surprise_job, track_job
 from tools.service_multipart import parse_multipart
-from tools.service_params import json_field, parse_json
+from tools.service_params import JSON_TOO_LARGE, MAX_JSON_BODY_MB, json_field, parse_json
 from tools.settings import ToolSettings, check_token_text
 from tools.surprise import SurpriseScorer, VJEPA2SurpriseScorer
 
@@ -105,6 +105,7 @@ class ServiceState:
     token: str | None
     workers: int
     max_upload_bytes: int
+    max_json_bytes: int = int(MAX_JSON_BODY_MB * 2**20)
     body_timeout_s: float = DEFAULT_BODY_TIMEOUT_S
     tracker: MotionTracker | None = None
     scorer: SurpriseScorer | None = None
@@ -155,8 +156,12 @@ def open_bind_warning(host: str, token: str | None, token_var: str) -> str | Non
 async def parse_request(request: Request, state: ServiceState,
                         room: Reservation | None = None) -> tuple[Path | bytes | Upload, dict]:
     """Read a JSON or multipart request into (video source, parameters); ``room`` as in `read_body_limited`."""
-    body = await read_body_limited(request, state.max_upload_bytes, room, state.body_timeout_s)
     ctype = request.headers.get("content-type", "").lower()  # media types are case-insensitive (RFC 9110)
+    if ctype.startswith((NPY_CONTENT_TYPE, "multipart/form-data")):
+        body = await read_body_limited(request, state.max_upload_bytes, room, state.body_timeout_s)
+    else:  # a JSON body has its own, smaller cap (tools/service_params.py MAX_JSON_BODY_MB)
+        body = await read_body_limited(request, state.max_json_bytes, room, state.body_timeout_s,
+                                       JSON_TOO_LARGE.format(mb=state.max_json_bytes / 2**20))
     if ctype.startswith(NPY_CONTENT_TYPE):
         if not body:
             raise HTTPProblem(422, "undecodable .npy upload: the body is empty")
@@ -194,6 +199,7 @@ def create_app(settings: ToolSettings, allowed_root: str | Path, *, token: str |
         check_token_text(token, "the service token")
     state = ServiceState(settings=settings, allowed_root=Path(allowed_root).resolve(), token=token or None,
                          workers=workers, max_upload_bytes=int(max_upload_mb * 1024 * 1024),
+                         max_json_bytes=int(min(MAX_JSON_BODY_MB, max_upload_mb) * 1024 * 1024),
                          max_pending=max_pending or max(64, 8 * workers),
                          body_timeout_s=check_body_timeout(body_timeout_s))
     state.bodies = BodyBudget(buffered_limit_bytes(max_buffered_mb, state.max_upload_bytes), busy_wait_s)
@@ -311,7 +317,7 @@ def _info(state: ServiceState) -> dict:
             "surprise_model": (state.scorer.model_id if isinstance(state.scorer, VJEPA2SurpriseScorer)
                                else type(state.scorer).__name__ if state.scorer is not None else None),
             "device": state.settings.device, "workers": state.workers,
-            "max_upload_bytes": state.max_upload_bytes,
+            "max_upload_bytes": state.max_upload_bytes, "max_json_bytes": state.max_json_bytes,
             "max_buffered_bytes": state.bodies.limit, "allowed_root": str(state.allowed_root),
             "versions": {"python": platform.python_version(), "torch": torch.__version__,
                          "transformers": transformers.__version__, "opencv": cv2.__version__,

@@ -81,8 +81,9 @@ def problem_response(exc: HTTPProblem) -> JSONResponse:
 
 
 async def read_body_limited(request: Request, limit: int, room: Reservation | None = None,
-                            timeout_s: float = DEFAULT_BODY_TIMEOUT_S) -> bytes:
-    """The whole request body, or 413 as soon as it exceeds ``limit`` bytes. ``room`` (a
+                            timeout_s: float = DEFAULT_BODY_TIMEOUT_S, too_large: str = "") -> bytes:
+    """The whole request body, or 413 (its detail ending in ``too_large``, when given) as soon as it exceeds
+    ``limit`` bytes. ``room`` (a
     `tools.service_budget.BodyBudget` reservation) is told of the bytes held: the declared length before
     reading (waiting in line for room, 499 if the client leaves meanwhile), then whatever the body holds
     beyond it; it raises to refuse them. 408 when the body has not arrived ``timeout_s`` after its room was
@@ -92,7 +93,8 @@ async def read_body_limited(request: Request, limit: int, room: Reservation | No
     early: list[MutableMapping[str, Any]] = []
     if declared and declared.isdigit():
         if int(declared) > limit:
-            raise HTTPProblem(413, f"request body of {int(declared)} bytes exceeds the limit of {limit} bytes")
+            raise HTTPProblem(413, f"request body of {int(declared)} bytes exceeds the limit of {limit} bytes"
+                                   + (f": {too_large}" if too_large else ""))
         if room is not None:
             await room.wait_take(int(declared), watch_disconnect(request.receive, early))
             reserved = int(declared)
@@ -102,7 +104,8 @@ async def read_body_limited(request: Request, limit: int, room: Reservation | No
             async for chunk in body_chunks(early, request.stream()):
                 size += len(chunk)
                 if size > limit:
-                    raise HTTPProblem(413, f"request body exceeds the limit of {limit} bytes")
+                    raise HTTPProblem(413, f"request body exceeds the limit of {limit} bytes"
+                                           + (f": {too_large}" if too_large else ""))
                 if room is not None and size > reserved:
                     room.take(size - reserved)
                     reserved = size

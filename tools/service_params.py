@@ -38,6 +38,12 @@ MAX_GRID_SIZE = 64
 """Largest ``grid_size`` of a track request (``grid_size**2`` points)."""
 MAX_QUERIES = 4096
 """Most ``queries`` rows (points) of a track request."""
+MAX_JSON_BODY_MB = 8.0
+"""Largest JSON request body (MiB), below ``max_upload_mb``: a JSON request is a path and options (4096 queries and
+100,000 frame indices are under 1 MiB), while a 256 MiB body parsed to ~1.3 GB of Python objects that the memory
+budget, counting raw bytes only, never saw. Frames travel as an ``application/x-npy`` body or a multipart upload."""
+JSON_TOO_LARGE = ("a JSON body (a path and options) is limited to {mb:g} MiB; send frames as an application/x-npy "
+                  "body or a multipart upload (field 'video'), not as JSON")
 JSON_FIELDS = ("queries", "frame_indices", "regions")
 """Form and query-string fields that carry JSON (lists and objects); the others are plain strings."""
 TRACKS_ENCODINGS = ("list", "base64")
