@@ -111,7 +111,7 @@ def test_a_refused_resume_releases_its_process_group(tmp_path):
     out = tmp_path / "run"
     _fake_checkpoint(out / "checkpoints", "iter_000002", ranks=1)
     write_layout(out / "checkpoints" / "iter_000002", StateLayout(2, "float32"))
-    keys = ("RANK", "WORLD_SIZE", "LOCAL_RANK", "MASTER_ADDR", "MASTER_PORT")
+    keys = ("RANK", "WORLD_SIZE", "LOCAL_RANK", "MASTER_ADDR", "MASTER_PORT", "TORCHELASTIC_USE_AGENT_STORE")
     saved = {k: os.environ.pop(k) for k in keys if k in os.environ}
     try:
         code = main(["--config", str(SMOKE), "--output_dir", str(out), "--progress", "false", "--tensorboard",

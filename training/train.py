@@ -16,7 +16,8 @@ This is the edge where the environment is read: ``LOCAL_RANK`` and the ranks per
 launchers; without ``OMP_NUM_THREADS``, ranks on one machine split its CPUs: `share_cpu_threads`), the
 reward token variables named by ``token_env`` (http rewards; an unset one is a config error), the
 agent's ``RAA_*`` backbone settings (agent reward without a ``model``: endpoint, ``RAA_INSPECT_MODE``, traces), and --
-for a plain single-process run without a launcher -- default ``RANK/WORLD_SIZE/MASTER_ADDR/MASTER_PORT``. A rank
+for a plain single-process run without a launcher -- default ``RANK/WORLD_SIZE/MASTER_ADDR/MASTER_PORT`` (the port
+of a rendezvous store the process itself serves and holds: `_single_process_env`). A rank
 variable that is not an integer in range is a config error naming it and its value (`rank_env`).
 Config errors (a missing or malformed prompt file included; a ``model_path`` that is no checkpoint folder and
 cannot be downloaded), an invalid ``RAA_*`` setting and an agent
@@ -30,7 +31,6 @@ saved); 128 + N stopped by signal N (``on_signal: checkpoint``, checkpoint saved
 from __future__ import annotations
 
 import os
-import socket
 import sys
 import time
 import warnings
@@ -45,15 +45,23 @@ from training.ds_config import check_ds_json, read_ds_config
 from training.model_check import check_model_path
 from training.run_dir import check_output_dir
 
+_RENDEZVOUS: Any = None  # a plain run's TCPStore (`_single_process_env`), held for the life of the process
+
 
 def _single_process_env() -> None:
+    """A plain run without a launcher: rank 0 of 1 on this machine, meeting at a TCPStore this process serves on
+    a port the OS picks as the store binds it, held until the process exits; the process group joins it as a
+    client (TORCHELASTIC_USE_AGENT_STORE, as torchrun's ranks join its agent's store). A port from a probe
+    socket (bound, read, closed) was free only until the probe closed: any process on the machine could take
+    it before the process group bound it, and the run failed at start (EADDRINUSE)."""
+    global _RENDEZVOUS
     if "RANK" in os.environ and "WORLD_SIZE" in os.environ:
         return
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
+    from torch.distributed import TCPStore
+
+    _RENDEZVOUS = TCPStore("127.0.0.1", 0, 1, is_master=True, wait_for_workers=False)
     os.environ.update({"RANK": "0", "WORLD_SIZE": "1", "LOCAL_RANK": "0", "MASTER_ADDR": "127.0.0.1",
-                       "MASTER_PORT": str(port)})
+                       "MASTER_PORT": str(_RENDEZVOUS.port), "TORCHELASTIC_USE_AGENT_STORE": "True"})
 
 
 class RankEnv(NamedTuple):
