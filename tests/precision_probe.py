@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import json
 import os
-import socket
 import sys
 from pathlib import Path
 
@@ -98,10 +97,11 @@ def lora(cfg, export_dir: Path) -> dict:
 
 
 def main(result: str, export_dir: str) -> None:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port = sock.getsockname()[1]
-    os.environ.update(RANK="0", WORLD_SIZE="1", LOCAL_RANK="0", MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
+    # a store this process serves on a port the OS picks, held to the end (a probed, closed port could be taken
+    # by another process before the process group bound it); the process group joins it as torchrun's ranks do
+    store = torch.distributed.TCPStore("127.0.0.1", 0, 1, is_master=True, wait_for_workers=False)
+    os.environ.update(RANK="0", WORLD_SIZE="1", LOCAL_RANK="0", MASTER_ADDR="127.0.0.1", MASTER_PORT=str(store.port),
+                      TORCHELASTIC_USE_AGENT_STORE="True")
     deepspeed.init_distributed(dist_backend="gloo")
     out = {"full": full(_cfg(finetune="full", zero_stage=2)),
            "lora": lora(_cfg(finetune="lora", zero_stage=3), Path(export_dir))}

@@ -5,13 +5,13 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 import yaml
 
+from tests.launches import run_to_end
 from training.best import best_checkpoint, eval_means, evals_since_best, is_new_best
 from training.config_io import config_to_dict, load_config
 from training.engine import mark_latest, stale_checkpoints
@@ -114,9 +114,7 @@ def test_a_run_keeps_its_best_held_out_checkpoint(tmp_path):
     cmd = [sys.executable, "-m", "training.train", "--config", str(SMOKE), "--output_dir", str(out), "--progress",
            "false", "--tensorboard", "false", "--export", "none", "--max_iterations", "4", "--checkpoint_every", "1",
            "--keep_checkpoints", "1", "--eval_every", "1", "--eval_dataset", "[{text: 'open the drawer', image_seed: 3}]"]
-    proc = subprocess.run(cmd, cwd=ROOT, env={**env, "OMP_NUM_THREADS": "1"}, capture_output=True, text=True,
-                          timeout=600)
-    assert proc.returncode == 0, proc.stderr[-4000:]
+    run_to_end(cmd, timeout=600, what="training", env=env)
     means = {i: m for i, m in eval_means(out / "eval.jsonl").items() if i > 0}
     assert sorted(means) == [1, 2, 3, 4]
     best = max((m, i) for i, m in means.items())[1]
@@ -153,21 +151,17 @@ def test_a_plateau_stops_the_run_and_a_resume_counts_on(tmp_path):
     base = [sys.executable, "-m", "training.train", "--config", str(SMOKE), "--output_dir", str(out), "--progress",
             "false", "--tensorboard", "false", "--checkpoint_every", "5", "--learning_rate", "1e-30",
             "--eval_every", "1", "--eval_patience", "2", "--eval_dataset", "[{text: 'open the drawer', image_seed: 3}]"]
-    proc = subprocess.run([*base, "--max_iterations", "5"], cwd=ROOT, env={**env, "OMP_NUM_THREADS": "1"},
-                          capture_output=True, text=True, timeout=600)
-    assert proc.returncode == 0, proc.stderr[-4000:]
-    assert "stopping early at iteration 2: 2 held-out evaluations without a higher eval_reward_mean" in proc.stdout
-    assert "best held-out checkpoint iter_000002" in proc.stdout  # ties go to the later: what --tag best exports
+    output = run_to_end([*base, "--max_iterations", "5"], timeout=600, what="training", env=env)
+    assert "stopping early at iteration 2: 2 held-out evaluations without a higher eval_reward_mean" in output
+    assert "best held-out checkpoint iter_000002" in output  # ties go to the later: what --tag best exports
     assert (out / "checkpoints" / "iter_000001").is_dir()  # the first evaluation, a new best between checkpoints
     assert len((out / "metrics.jsonl").read_text().splitlines()) == 2
     assert sorted(eval_means(out / "eval.jsonl")) == [0, 1, 2]
     assert (out / "checkpoints" / "iter_000002").is_dir() and (out / "final" / "export.json").is_file()
     with (out / "eval.jsonl").open("a") as fh:  # a crashed attempt got further than the checkpoint: redone, not counted
         fh.write(json.dumps({"iteration": 4, "eval_reward_mean": 0.99}) + "\n")
-    proc = subprocess.run([*base, "--max_iterations", "8", "--resume"], cwd=ROOT, env={**env, "OMP_NUM_THREADS": "1"},
-                          capture_output=True, text=True, timeout=600)
-    assert proc.returncode == 0, proc.stderr[-4000:]
-    assert "stopping early at iteration 2" in proc.stdout, proc.stdout[-2000:]
+    output = run_to_end([*base, "--max_iterations", "8", "--resume"], timeout=600, what="the resume", env=env)
+    assert "stopping early at iteration 2" in output, output[-2000:]
     assert len((out / "metrics.jsonl").read_text().splitlines()) == 2
     assert not (out / "checkpoints" / "iter_000003").exists() and sorted(eval_means(out / "eval.jsonl")) == [0, 1, 2]
 
@@ -275,19 +269,16 @@ def test_an_owed_evaluation_that_ends_the_patience_stops_the_resumed_run_there(t
             "--eval_every", "1", "--eval_patience", "2", "--export", "none",
             "--eval_dataset", "[{text: 'open the drawer', image_seed: 3}]"]
 
-    def train(*extra: str) -> subprocess.CompletedProcess:
-        proc = subprocess.run([*base, *extra], cwd=ROOT, env={**env, "OMP_NUM_THREADS": "1"}, capture_output=True,
-                              text=True, timeout=600)
-        assert proc.returncode == 0, proc.stderr[-4000:]
-        return proc
+    def train(*extra: str) -> str:
+        return run_to_end([*base, *extra], timeout=600, what="training", env=env)
 
     train("--max_iterations", "2")
     for name in ("eval.jsonl", "eval_rewards.jsonl"):  # as the stop left them: no evaluation of iteration 2
         path = out / name
         path.write_text("".join(line + "\n" for line in path.read_text().splitlines()
                                 if json.loads(line)["iteration"] != 2))
-    proc = train("--max_iterations", "5", "--resume")
-    assert "stopping early at iteration 2" in proc.stdout, proc.stdout[-2000:]
+    output = train("--max_iterations", "5", "--resume")
+    assert "stopping early at iteration 2" in output, output[-2000:]
     assert len((out / "metrics.jsonl").read_text().splitlines()) == 2
     assert sorted(eval_means(out / "eval.jsonl")) == [0, 1, 2]
     assert (out / "checkpoints" / "latest").read_text().strip() == "iter_000002"

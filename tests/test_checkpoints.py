@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 import yaml
 
+from tests.launches import run_to_end
 from training.config import ConfigError
 from training.config_io import config_to_dict, load_config
 from training.engine import prune, stale_checkpoints
@@ -135,9 +136,7 @@ def test_a_run_keeps_its_newest_checkpoints_and_resumes(tmp_path):
         cmd = [sys.executable, "-m", "training.train", "--config", str(SMOKE), "--output_dir", str(out),
                "--progress", "false", "--tensorboard", "false", "--export", "none", "--checkpoint_every", "1",
                "--keep_checkpoints", "2", "--max_iterations", str(iterations), *extra]
-        proc = subprocess.run(cmd, cwd=ROOT, env={**env, "OMP_NUM_THREADS": "1"}, capture_output=True, text=True,
-                              timeout=600)
-        assert proc.returncode == 0, proc.stderr[-4000:]
+        run_to_end(cmd, timeout=600, what="training", env=env)
 
     train(3)
     ckpt = out / "checkpoints"
@@ -189,7 +188,7 @@ def test_a_two_rank_run_continues_on_one_process_after_reshard(tmp_path):
     import torch
     from deepspeed.utils.zero_to_fp32 import get_fp32_state_dict_from_zero_checkpoint
 
-    from tests.launches import run_to_end, torchrun
+    from tests.launches import torchrun
 
     out = tmp_path / "run"
     env = {k: v for k, v in os.environ.items() if k not in ("RANK", "WORLD_SIZE", "LOCAL_RANK")}
@@ -197,13 +196,10 @@ def test_a_two_rank_run_continues_on_one_process_after_reshard(tmp_path):
     common = ["-m", "training.train", "--config", str(SMOKE), "--output_dir", str(out), "--progress", "false",
               "--tensorboard", "false", "--export", "none", "--checkpoint_every", "1"]
     run_to_end([*torchrun(), *common, "--max_iterations", "2"], timeout=600, what="training (2 ranks)", env=env)
-    proc = subprocess.run([sys.executable, "-m", "training.reshard", "--run", str(out)], cwd=ROOT, env=env,
-                          capture_output=True, text=True, timeout=600)
-    assert proc.returncode == 0, proc.stderr[-4000:]
+    run_to_end([sys.executable, "-m", "training.reshard", "--run", str(out)], timeout=600, what="reshard", env=env)
     assert (out / "checkpoints" / "iter_000002_universal" / "zero").is_dir()
-    proc = subprocess.run([sys.executable, *common, "--max_iterations", "3", "--resume", "--learning_rate", "1e-30"],
-                          cwd=ROOT, env=env, capture_output=True, text=True, timeout=600)
-    assert proc.returncode == 0, proc.stderr[-4000:]
+    run_to_end([sys.executable, *common, "--max_iterations", "3", "--resume", "--learning_rate", "1e-30"],
+               timeout=600, what="the 1-process resume", env=env)
     rows = (out / "metrics.jsonl").read_text().splitlines()
     assert [json.loads(r)["iteration"] for r in rows] == [1, 2, 3]
     before = get_fp32_state_dict_from_zero_checkpoint(str(out / "checkpoints"), tag="iter_000002")
@@ -226,9 +222,8 @@ def test_a_resume_trains_with_the_learning_rate_it_is_given(tmp_path):
     common = [sys.executable, "-m", "training.train", "--config", str(SMOKE), "--output_dir", str(out),
               "--progress", "false", "--tensorboard", "false", "--export", "none", "--checkpoint_every", "1"]
     for extra in (["--max_iterations", "2"], ["--max_iterations", "3", "--resume", "--learning_rate", "1e-30"]):
-        proc = subprocess.run(common + extra, cwd=ROOT, env=env, capture_output=True, text=True, timeout=600)
-        assert proc.returncode == 0, proc.stderr[-4000:]
-    assert "learning_rate: 0.01 -> 1e-30" in proc.stderr  # the resume warning names the change ...
+        output = run_to_end(common + extra, timeout=600, what="training", env=env)
+    assert "learning_rate: 0.01 -> 1e-30" in output  # the resume warning names the change ...
     before = get_fp32_state_dict_from_zero_checkpoint(str(out / "checkpoints"), tag="iter_000002")
     after = get_fp32_state_dict_from_zero_checkpoint(str(out / "checkpoints"), tag="iter_000003")
     assert all(torch.equal(before[k], after[k]) for k in before)  # ... and the run uses it
@@ -249,8 +244,7 @@ def test_a_learning_rate_warmup_goes_on_across_a_resume(tmp_path):
     for extra in (["--max_iterations", "2"],
                   ["--max_iterations", "4", "--resume", "--lr_warmup_steps", "4", "--learning_rate", "0.02"],
                   ["--max_iterations", "6", "--resume", "--lr_warmup_steps", "8", "--learning_rate", "0.02"]):
-        proc = subprocess.run(common + extra, cwd=ROOT, env=env, capture_output=True, text=True, timeout=600)
-        assert proc.returncode == 0, proc.stderr[-4000:]
+        run_to_end(common + extra, timeout=600, what="training", env=env)
     lrs = [json.loads(line)["lr"] for line in (out / "metrics.jsonl").read_text().splitlines()]
     assert lrs == pytest.approx([0.01, 0.01, 0.02 * 3 / 4, 0.02, 0.02 * 5 / 8, 0.02 * 6 / 8])
 
@@ -269,8 +263,7 @@ def test_a_cosine_schedule_decays_over_the_run_and_a_longer_resume_stretches_it(
               "--progress", "false", "--tensorboard", "false", "--export", "none", "--checkpoint_every", "2",
               "--lr_schedule", "cosine", "--min_lr_ratio", "0.5"]
     for extra in (["--max_iterations", "4"], ["--max_iterations", "6", "--resume"]):
-        proc = subprocess.run(common + extra, cwd=ROOT, env=env, capture_output=True, text=True, timeout=600)
-        assert proc.returncode == 0, proc.stderr[-4000:]
+        run_to_end(common + extra, timeout=600, what="training", env=env)
     lrs = [json.loads(line)["lr"] for line in (out / "metrics.jsonl").read_text().splitlines()]
     def cosine(k: int, n: int) -> float:
         return 0.01 * (0.5 + 0.25 * (1 + math.cos(math.pi * k / n)))
