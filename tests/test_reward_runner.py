@@ -5,7 +5,6 @@ from __future__ import annotations
 import asyncio
 import json
 import os
-import subprocess
 import sys
 import threading
 from concurrent.futures import CancelledError
@@ -15,6 +14,7 @@ import numpy as np
 import pytest
 
 from tests.graph_scripts import textured_frames
+from tests.launches import run_to_end
 from training.reward_runner import RewardRunner, merge_outcomes
 from training.rewards import RewardBatch, RewardLengthError, RewardOutcome, call_reward
 
@@ -214,9 +214,7 @@ def test_training_rewards_and_weights_do_not_depend_on_overlap(tmp_path):
         cmd = [sys.executable, "-m", "training.train", "--config", str(ROOT / "training" / "configs" / "smoke.yaml"),
                "--output_dir", str(out), "--progress", "false", "--tensorboard", "false", "--max_iterations", "2",
                "--checkpoint_every", "2", "--export", "none", "--reward_overlap", mode]
-        proc = subprocess.run(cmd, cwd=ROOT, env={**env, "OMP_NUM_THREADS": "1"}, capture_output=True, text=True,
-                              timeout=600)
-        assert proc.returncode == 0, proc.stderr[-4000:]
+        run_to_end(cmd, timeout=600, what="training", env=env)
         return out
 
     off, groups = run("off"), run("groups")

@@ -6,7 +6,6 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
-import subprocess
 import sys
 from pathlib import Path
 
@@ -16,6 +15,7 @@ import torch
 
 from policy.rollout import RolloutConfig, SDEStepRecord, cat_rollouts, rollout, step_log_prob
 from policy.world_model import FlowWorldModel
+from tests.launches import run_to_end
 from training.config_io import load_config
 from training.data import derive_seed
 
@@ -115,9 +115,7 @@ def test_training_with_a_chunked_group(tmp_path):
     cmd = [sys.executable, "-m", "training.train", "--config", str(SMOKE), "--output_dir", str(out), "--progress",
            "false", "--tensorboard", "false", "--max_iterations", "2", "--checkpoint_every", "2", "--export", "none",
            "--rollout_batch", "3", "--micro_batch", "3"]
-    proc = subprocess.run(cmd, cwd=ROOT, env={**env, "OMP_NUM_THREADS": "1"}, capture_output=True, text=True,
-                          timeout=600)
-    assert proc.returncode == 0, proc.stderr[-4000:]
+    run_to_end(cmd, timeout=600, what="training", env=env)
     rows = [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()]
     assert len(rows) == 2 and all(r["eligible_fraction"] == 1.0 for r in rows)
     assert len((out / "rewards.jsonl").read_text().splitlines()) == 16

@@ -6,13 +6,13 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 
 from policy.world_model import FlowWorldModel
+from tests.launches import run_to_end
 from training.config import PromptSpec
 from training.config_io import load_config
 from training.evaluate import evaluate
@@ -103,9 +103,7 @@ def test_training_with_the_text_encoder_offloaded_matches_resident(tmp_path):
         cmd = [sys.executable, "-m", "training.train", "--config", str(SMOKE), "--output_dir", str(out),
                "--progress", "false", "--tensorboard", "false", "--max_iterations", "2", "--checkpoint_every", "2",
                "--export", "none", "--text_encoder", mode]
-        proc = subprocess.run(cmd, cwd=ROOT, env={**env, "OMP_NUM_THREADS": "1"}, capture_output=True, text=True,
-                              timeout=600)
-        assert proc.returncode == 0, proc.stderr[-4000:]
+        run_to_end(cmd, timeout=600, what="training", env=env)
         rows[mode] = [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()]
     for a, b in zip(rows["resident"], rows["offload"], strict=True):
         assert (a["reward_mean"], a["loss"]) == (b["reward_mean"], b["loss"])
