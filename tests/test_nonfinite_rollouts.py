@@ -12,6 +12,7 @@ import torch
 
 from policy.vae import NonFiniteLatentsError, decode_latents, nonfinite_kinds, tiny_wan_vae
 from policy.world_model import FlowWorldModel
+from tests.launches import run_to_end
 from training.config import PromptSpec
 from training.config_io import load_config
 from training.reward_runner import RewardRunner
@@ -162,9 +163,7 @@ def test_a_training_run_keeps_a_diverged_rollout_out_of_its_rewards(tmp_path):
     assert stopped["nonfinite_losses"] == 0 and stopped["diverged_rollouts"] == 2  # the row says why it stopped
     out = tmp_path / "skip"
     cmd[cmd.index("--output_dir") + 1] = str(out)
-    proc = subprocess.run([*cmd, "--nonfinite_loss", "skip"], cwd=SMOKE.parents[2],
-                          env={**env, "OMP_NUM_THREADS": "1"}, capture_output=True, text=True, timeout=600)
-    assert proc.returncode == 0, proc.stderr[-4000:]
+    run_to_end([*cmd, "--nonfinite_loss", "skip"], timeout=600, what="training (nonfinite_loss: skip)", env=env)
     row = json.loads((out / "metrics.jsonl").read_text().splitlines()[0])
     assert row["ineligible_nan"] == 2 and row["ineligible_count"] == 2  # one per group of 4, two groups
     items = [json.loads(x) for x in (out / "rewards.jsonl").read_text().splitlines()]
@@ -213,7 +212,6 @@ def test_a_training_run_writes_no_video_and_no_diversity_for_a_diverged_rollout(
     used to be null: the NaN latents made the group's D_prompt NaN)."""
     import json
     import os
-    import subprocess
     import sys
 
     out = tmp_path / "run"
@@ -221,9 +219,7 @@ def test_a_training_run_writes_no_video_and_no_diversity_for_a_diverged_rollout(
     cmd = [sys.executable, "-c", DIVERGING_RUN, "--config", str(SMOKE), "--output_dir", str(out), "--progress",
            "false", "--tensorboard", "false", "--max_iterations", "1", "--num_steps", "2", "--sde_window", "[0, 1]",
            "--export", "none", "--rollout_videos_every", "1", "--nonfinite_loss", "skip"]
-    proc = subprocess.run(cmd, cwd=SMOKE.parents[2], env={**env, "OMP_NUM_THREADS": "1"}, capture_output=True,
-                          text=True, timeout=600)
-    assert proc.returncode == 0, proc.stderr[-4000:]
+    run_to_end(cmd, timeout=600, what="training", env=env)
     row = json.loads((out / "metrics.jsonl").read_text().splitlines()[0])
     assert row["ineligible_nan"] == 2
     assert row["rollout_diversity"] is not None and row["rollout_diversity"] > 0
@@ -298,7 +294,6 @@ def test_a_rollout_that_diverged_inside_the_sde_window_costs_no_update_under_ski
     train (training/update.py finite_inputs), and mask_mean leaves the diverged rollouts out."""
     import json
     import os
-    import subprocess
     import sys
 
     out = tmp_path / "run"
@@ -306,9 +301,7 @@ def test_a_rollout_that_diverged_inside_the_sde_window_costs_no_update_under_ski
     cmd = [sys.executable, "-c", DIVERGING_IN_WINDOW, "--config", str(SMOKE), "--output_dir", str(out), "--progress",
            "false", "--tensorboard", "false", "--max_iterations", "2", "--checkpoint_every", "2", "--export", "none",
            "--micro_batch", "1", "--nonfinite_loss", "skip"]
-    proc = subprocess.run(cmd, cwd=SMOKE.parents[2], env={**env, "OMP_NUM_THREADS": "1"}, capture_output=True,
-                          text=True, timeout=600)
-    assert proc.returncode == 0, proc.stderr[-4000:]
+    run_to_end(cmd, timeout=600, what="training", env=env)
     rows = [json.loads(x) for x in (out / "metrics.jsonl").read_text().splitlines()]
     assert [r["ineligible_nan"] for r in rows] == [2, 2]
     assert all(r["nonfinite_losses"] == 0 and r["grad_norm"] is not None and r["grad_norm"] > 0 for r in rows)
