@@ -59,6 +59,8 @@ def _break_the_loop(loop: asyncio.AbstractEventLoop) -> None:
     loop._selector.select = select  # type: ignore[attr-defined]  # fault injection
 
 
+@pytest.mark.filterwarnings("ignore::pytest.PytestUnhandledThreadExceptionWarning")  # the loop is broken on purpose
+@pytest.mark.filterwarnings("ignore::pytest.PytestUnraisableExceptionWarning")  # its call, left on the dead loop
 def test_a_wait_on_a_dead_loop_ends_ineligible_with_the_reason_and_later_calls_go_on():
     """The runner kept the loop it started with and the trainer waited on ``Future.result()`` without a limit:
     once the loop's thread had died every reward call hung. The waits end as an ineligible batch saying why,
@@ -82,6 +84,7 @@ def test_a_wait_on_a_dead_loop_ends_ineligible_with_the_reason_and_later_calls_g
         assert again.rewards == [0.25, 0.25], again.reasons
 
 
+@pytest.mark.filterwarnings("ignore::pytest.PytestUnhandledThreadExceptionWarning")  # the loop is broken on purpose
 def test_run_sync_on_a_loop_that_dies_raises_instead_of_waiting_forever():
     loop = sync_loop()
     seen: list[BaseException] = []
