@@ -73,10 +73,15 @@ def run_to_end(cmd: Sequence[str], *, timeout: float, what: str, env: Mapping[st
     return output
 
 
+DUMP_GAP_S = 0.5
+"""Seconds between two processes' stack dumps (`end_launch`)."""
+
+
 def end_launch(pid: int) -> None:
     """Every process of the launch ``pid`` leads writes its stacks (`DUMP_SIGNAL`), then is killed: its process
     group and every descendant. torchrun starts each rank in a session of its own: killing the group alone left
-    the ranks running, holding the output pipe, and the test waited on it for ever."""
+    the ranks running, holding the output pipe, and the test waited on it for ever. The processes are asked one
+    at a time, `DUMP_GAP_S` apart: they share the output pipe, and dumps written at once interleaved mid-line."""
     import psutil
 
     with suppress(psutil.Error):
@@ -84,7 +89,8 @@ def end_launch(pid: int) -> None:
         for member in launch:
             with suppress(psutil.Error):
                 member.send_signal(DUMP_SIGNAL)
-        time.sleep(3)
+            time.sleep(DUMP_GAP_S)
+        time.sleep(1)
         for member in launch:
             with suppress(psutil.Error):
                 member.kill()
