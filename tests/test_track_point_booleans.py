@@ -13,17 +13,7 @@ from pydantic import ValidationError
 
 from graph.nodes.evidence import track_motion
 from graph.schemas import TrackRequest
-from tools.motion import LKTracker
-
-
-class CountingTracker(LKTracker):
-    def __init__(self) -> None:
-        super().__init__()
-        self.calls = 0
-
-    def track(self, frames, *, grid_size=None, queries=None):  # noqa: ANN001, ANN201 (protocol)
-        self.calls += 1
-        return super().track(frames, grid_size=grid_size, queries=queries)
+from tests.test_plan_entries import CountingTracker
 
 
 @pytest.mark.parametrize("model", [TrackRequest, track_motion])
