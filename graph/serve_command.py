@@ -12,7 +12,7 @@ import typer
 
 from graph import commands
 from graph.reward_limits import DEFAULT_MAX_BODY_MB, DEFAULT_MAX_CONCURRENCY, DEFAULT_MAX_ITEMS
-from tools.cli import token_option
+from tools.cli import BodyTimeoutOption, BusyWaitOption, token_option
 from tools.service_budget import DEFAULT_BODY_TIMEOUT_S, DEFAULT_MAX_BUFFERED_MB, DEFAULT_REWARD_BUSY_WAIT_S
 
 
@@ -29,12 +29,8 @@ def serve_reward_command(
         min=0.001, help=f"Request bodies held at once, until answered (MiB; default {DEFAULT_MAX_BUFFERED_MB:g}, or "
                         "--max-body-mb if larger); a request over it waits --busy-wait-s for room, then gets 503 "
                         "busy.")] = None,
-    busy_wait_s: Annotated[float, typer.Option(
-        min=0.0, max=86400.0, help="Seconds a request whose body does not fit --max-buffered-mb waits in line for room "
-                      "before its 503 (0: at once).")] = DEFAULT_REWARD_BUSY_WAIT_S,
-    body_timeout_s: Annotated[float, typer.Option(
-        min=0.001, max=86400.0,
-        help="Seconds a request body may take to arrive once its room is granted; then 408.")] = DEFAULT_BODY_TIMEOUT_S,
+    busy_wait_s: BusyWaitOption = DEFAULT_REWARD_BUSY_WAIT_S,
+    body_timeout_s: BodyTimeoutOption = DEFAULT_BODY_TIMEOUT_S,
     keep_videos: Annotated[Path | None, typer.Option(help="Keep every request's clips here (for raa report "
                                                           "of training rewards); default: deleted.")] = None,
 ) -> None:

@@ -16,6 +16,15 @@ import typer
 
 from tools.service_budget import DEFAULT_BODY_TIMEOUT_S, DEFAULT_MAX_BUFFERED_MB, DEFAULT_TOOL_BUSY_WAIT_S
 
+BusyWaitOption = Annotated[float, typer.Option(
+    min=0.0, max=86400.0, help="Seconds a request whose body does not fit --max-buffered-mb waits in line for room "
+                               "before its 503 (0: at once).")]
+"""`--busy-wait-s` of `raa serve-tools` and `raa serve-reward` (each with its own default)."""
+BodyTimeoutOption = Annotated[float, typer.Option(
+    min=0.001, max=86400.0,
+    help="Seconds a request body may take to arrive once its room is granted; then 408.")]
+"""`--body-timeout-s` of `raa serve-tools` and `raa serve-reward`."""
+
 
 def token_option(envvar: str) -> Callable[[str | None], str | None]:
     """The typer callback of a service's --token option (its environment variable ``envvar``): the token when
@@ -49,12 +58,8 @@ def serve_tools_command(
         min=0.001, help=f"Request bodies held at once, waiting or computing (MiB; default {DEFAULT_MAX_BUFFERED_MB:g}, "
                         "or --max-upload-mb if larger); a request over it waits --busy-wait-s for room, then gets "
                         "503 busy.")] = None,
-    busy_wait_s: Annotated[float, typer.Option(
-        min=0.0, max=86400.0, help="Seconds a request whose body does not fit --max-buffered-mb waits in line for room "
-                      "before its 503 (0: at once).")] = DEFAULT_TOOL_BUSY_WAIT_S,
-    body_timeout_s: Annotated[float, typer.Option(
-        min=0.001, max=86400.0,
-        help="Seconds a request body may take to arrive once its room is granted; then 408.")] = DEFAULT_BODY_TIMEOUT_S,
+    busy_wait_s: BusyWaitOption = DEFAULT_TOOL_BUSY_WAIT_S,
+    body_timeout_s: BodyTimeoutOption = DEFAULT_BODY_TIMEOUT_S,
     cotracker_checkpoint: Annotated[Path | None, typer.Option(help="CoTracker3 offline checkpoint.")] = None,
     cotracker_hub_dir: Annotated[Path | None, typer.Option(help="Local co-tracker repo for torch.hub.")] = None,
     vjepa_model: Annotated[str | None, typer.Option(help="V-JEPA 2 hub id or local dir.")] = None,
