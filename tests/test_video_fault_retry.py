@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 
+import pytest
 from typer.testing import CliRunner
 
 from graph.cli import app
@@ -87,12 +88,15 @@ def _scored_batch(monkeypatch, tmp_path) -> tuple:
     return out, args
 
 
-def test_retry_ineligible_scores_a_clip_again_after_its_permission_is_fixed(monkeypatch, tmp_path):
+@pytest.mark.parametrize("reason", ["permission", "io_error"])
+def test_retry_ineligible_scores_a_clip_again_after_an_environment_fault(monkeypatch, tmp_path, reason):
+    """A permission fault (chmod fixed it since) and an I/O error: the row says so, and the clip as it is now can be
+    read, so a plain resume names it and --retry-ineligible scores it again."""
     out, args = _scored_batch(monkeypatch, tmp_path)
     [row] = _rows(out)
-    # as a run that found the clip unreadable wrote it; its "clip" record is the clip as it is now (chmod fixed it)
+    # as a run that could not read the clip wrote it; its "clip" record is the clip as it is now
     fault = {"status": "ineligible", "reward": None, "T": None, "P": None, "V": None,
-             "reasons": [PERMISSION_FAULTS[0]], "notes": []}
+             "reasons": [{"permission": PERMISSION_FAULTS, "io_error": ENVIRONMENT_FAULTS}[reason][0]], "notes": []}
     out.write_text(json.dumps({**row, "result": {**row["result"], **fault}}) + "\n")
     res = runner.invoke(app, args)
     assert "--retry-ineligible scores it again" in res.output, res.output
@@ -195,19 +199,6 @@ def test_an_environment_fault_is_retried_once_the_clip_can_be_read():
         assert not retryable(fault, "c.mp4", lambda p: False), reason  # gone or unreadable: it would fail again
     for reason in BAD_BYTES:
         assert not retryable({"status": "ineligible", "reasons": [reason]}, "c.mp4", lambda p: True), reason
-
-
-def test_retry_ineligible_scores_a_clip_again_after_an_io_error(monkeypatch, tmp_path):
-    out, args = _scored_batch(monkeypatch, tmp_path)
-    [row] = _rows(out)
-    fault = {"status": "ineligible", "reward": None, "T": None, "P": None, "V": None,
-             "reasons": [ENVIRONMENT_FAULTS[0]], "notes": []}
-    out.write_text(json.dumps({**row, "result": {**row["result"], **fault}}) + "\n")  # the clip as it was then
-    res = runner.invoke(app, args)
-    assert "--retry-ineligible scores it again" in res.output, res.output
-    res = runner.invoke(app, [*args, "--retry-ineligible"])
-    assert res.exit_code == 0 and "1 ineligible row(s) removed" in res.output, res.output
-    assert [r["result"]["status"] for r in _rows(out)] == ["scored"]
 
 
 def test_a_read_the_machine_failed_is_not_called_a_corrupt_clip(monkeypatch, tmp_path):
