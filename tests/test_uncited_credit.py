@@ -56,9 +56,10 @@ def test_reflect_restating_met_on_unshown_frames_keeps_the_backed_verdict(clip):
     assert model.calls_for("final_check") == []
 
 
-def test_reflect_changing_to_partial_on_unshown_frames_keeps_met_but_its_own_downgrades_stand(clip):
-    """Only credit reflect cannot back is guarded: its change of R2 to partial cites an unshown frame (kept met),
-    while its change of R1 to unverifiable, citing nothing, is the model's own verdict on the evidence and stands."""
+def test_reflect_downgrades_stand_when_they_cite_no_frame_shown(clip):
+    """Reflect's own downgrades are its verdict on the evidence: its change of R1 to unverifiable, citing nothing,
+    stands, and so does its change of R2 to partial citing an unshown frame, on met's earlier frames (it kept met,
+    more credit than the revision gave; tests/test_reflect_downgrade.py)."""
     revised = assessment(s1="unverifiable", s2="partial")
     revised["judgments"][0]["evidence_frames"] = []
     revised["judgments"][1]["evidence_frames"] = [16]
@@ -66,8 +67,11 @@ def test_reflect_changing_to_partial_on_unshown_frames_keeps_met_but_its_own_dow
         {"failure_established": False, "essential_unverifiable": True, "rationale": "R1 hidden"}]))
     out = run(agent, clip, run_id="reflect-partial")
     after = out["assessments"][1]
-    assert after.judgment("R1").status == "unverifiable" and after.judgment("R2").status == "met"
-    assert "reflect: R2 kept met (change to partial cited no frame shown)" in out["notes"]
+    before = out["assessments"][0].judgment("R2")
+    assert after.judgment("R1").status == "unverifiable" and after.judgment("R2").status == "partial"
+    assert after.judgment("R2").evidence_frames == before.evidence_frames
+    assert (f"reflect: R2 lowered to partial with the earlier evidence frames {before.evidence_frames} (it cited no "
+            "frame shown; the earlier met is not restored)") in out["notes"]
     assert not any(n.startswith("reflect: R1") for n in out["notes"])
 
 
@@ -103,8 +107,9 @@ def test_the_inspect_prompts_point_at_uncited_credit():
 
 def test_the_guard_modes_differ_only_on_an_uncredited_change():
     """Pure: "changes" (repair) keeps the earlier judgment for any status change citing no frame shown; "credit"
-    (reflect) only when the new judgment claims credit. Both keep it for a restated met that cites nothing, and
-    add a new credited judgment citing nothing as unverifiable."""
+    (reflect) only when the new judgment claims credit, and a lowered credit (met -> partial) stands on the earlier
+    frames. Both keep it for a restated met that cites nothing, and add a new credited judgment citing nothing as
+    unverifiable."""
     from graph.nodes.revision import guard_judgments
     from graph.schemas import Assessment
 
@@ -115,10 +120,12 @@ def test_the_guard_modes_differ_only_on_an_uncredited_change():
     before = a(("R1", "met", [3]), ("R2", "met", [3]), ("R3", "met", [3]))
     after = a(("R1", "unverifiable", []), ("R2", "met", []), ("R3", "partial", [9]), ("R4", "met", []))
     shown = {3}
-    for guard, r1 in (("changes", "met"), ("credit", "unverifiable")):
+    for guard, r1, r3 in (("changes", "met", "met"), ("credit", "unverifiable", "partial")):
         got, notes = guard_judgments(before, after, shown, "s", guard)
-        assert [j.status for j in got.judgments] == [r1, "met", "met", "unverifiable"], guard
+        assert [j.status for j in got.judgments] == [r1, "met", r3, "unverifiable"], guard
         assert got.judgment("R2").evidence_frames == [3]
         assert "s: R2 kept met with its earlier evidence frames [3] (restated citing no frame shown)" in notes
-        assert "s: R3 kept met (change to partial cited no frame shown)" in notes
+        assert ("s: R3 kept met (change to partial cited no frame shown)" if guard == "changes" else
+                "s: R3 lowered to partial with the earlier evidence frames [3] (it cited no frame shown; the earlier met "
+                "is not restored)") in notes
         assert "s: R4 added as unverifiable (met cited no frame shown)" in notes

@@ -15,7 +15,10 @@ Guard modes (`Guard`), decided per stage:
   inspection evidence; its own move to not_met or unverifiable stands without a citation (an occluded clip leaves
   nothing to cite, and keeping the earlier met there would pay for what inspection could not confirm).
 In both, a met or partial judgment left citing no frame keeps the earlier judgment when there is one (restated or
-changed: the earlier one is what the images backed) and is added as unverifiable when there is none.
+changed: the earlier one is what the images backed) and is added as unverifiable when there is none. Except, in
+"credit" mode, a change that lowers credit (met -> partial, `lowered`): it stands, on the earlier judgment's evidence
+frames. Restoring the earlier met paid full credit for a requirement the revision called partial, while the same
+revision's uncited move to not_met stood (more credit for the milder downgrade).
 """
 
 from __future__ import annotations
@@ -23,6 +26,7 @@ from __future__ import annotations
 from collections.abc import Collection
 from typing import Literal
 
+from graph.gate import STATUS_WEIGHT
 from graph.nodes.common import CREDITED, score_uncited, split_shown, tidy_refs
 from graph.schemas import Assessment, RequirementJudgment, TaskContract
 
@@ -40,10 +44,18 @@ def unbacked(new: RequirementJudgment, old_status: str, backed: bool, guard: Gua
     return new.status in CREDITED and (guard == "credit" or not new.evidence_frames)
 
 
+def lowered(new: RequirementJudgment, old: RequirementJudgment, guard: Guard) -> bool:
+    """Whether an unbacked `new` lowers `old`'s credit in "credit" mode (met -> partial): the model's own verdict on
+    the evidence, as its moves to not_met or unverifiable are, so it stands on the earlier judgment's frames (shown,
+    and backing more than it now claims) instead of restoring the earlier credit."""
+    return guard == "credit" and STATUS_WEIGHT[new.status] < STATUS_WEIGHT[old.status] and bool(old.evidence_frames)
+
+
 def guard_judgments(before: Assessment, after: Assessment, shown: Collection[int], stage: str,
                     guard: Guard) -> tuple[Assessment, list[str]]:
     """`after`'s judgments, each replaced by `before`'s when `unbacked` (a judgment `before` lacks counts as
-    unverifiable there, and is added as unverifiable), with one note per judgment replaced."""
+    unverifiable there, and is added as unverifiable), or given `before`'s evidence frames when it lowers credit in
+    "credit" mode (`lowered`), with one note per judgment replaced."""
     notes: list[str] = []
     judgments = []
     for j in after.judgments:
@@ -51,6 +63,10 @@ def guard_judgments(before: Assessment, after: Assessment, shown: Collection[int
         backed = bool(split_shown(j.evidence_frames, shown)[0])
         if not unbacked(j, old.status if old is not None else "unverifiable", backed, guard):
             judgments.append(j)
+        elif old is not None and lowered(j, old, guard):
+            notes.append(f"{stage}: {j.requirement_id} lowered to {j.status} with the earlier evidence frames "
+                         f"{old.evidence_frames} (it cited no frame shown; the earlier {old.status} is not restored)")
+            judgments.append(j.model_copy(update={"evidence_frames": list(old.evidence_frames)}))
         elif old is None:
             notes.append(f"{stage}: {j.requirement_id} added as unverifiable ({j.status} cited no frame shown)")
             judgments.append(j.model_copy(update={"status": "unverifiable"}))
