@@ -29,7 +29,7 @@ Decisions where the issue was silent:
 - A revised met or partial citing no frame the model was shown keeps the earlier judgment
   (`graph.nodes.revision.guard_judgments`, mode "credit", as repair's image-backed rule): it was scored as
   unverifiable, so restating an image-backed met on an unshown frame label lost its credit. The model's own moves
-  to not_met or unverifiable stand.
+  to not_met or unverifiable stand, and so does its lowering of met to partial (on met's earlier frames).
 - Images are capped at `max_images_per_call`: surprise frames first (at most 4 per window), then the
   motion overlays and the extra tools' frames (at most 4 per report), then the most recent inspection
   images. The step's `frames` are those of the images sent: they listed every inspection frame (and
