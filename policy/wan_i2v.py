@@ -22,11 +22,9 @@ ratio is exact. Decisions where the issue was silent:
   latent and gets velocity 0 (no likelihood), as for TI2V. The pipeline instead lets the model denoise
   frame 0 too (guided by the mask and the condition to reproduce the image); the timestep stays the
   pipeline's per-sample one, so the model is called as it was trained, only with frame 0 already clean.
-* CLIP preprocessing is torch (no PIL / torchvision): shortest side resized to ``size["shortest_edge"]``
-  (the longer side to ``int(shortest_edge * long / short)``, as transformers sizes it) with bicubic antialiased
-  interpolation, centre crop ``crop_size``, ``/255``, ``(x - image_mean) /
-  image_std``, values read from the folder's ``image_processor/preprocessor_config.json``. PIL's bicubic
-  resize on uint8 differs from torch's by rounding (about 1/255 per pixel); not bit-exact. The encoder loads in
+* CLIP preprocessing is torch (no PIL / torchvision) and follows the folder's
+  ``image_processor/preprocessor_config.json`` step by step as ``CLIPImageProcessor`` does
+  (`policy.clip_preprocess`); not bit-exact (resize rounding). The encoder loads in
   the run's ``torch_dtype`` (diffusers' Wan 2.1 example loads it in float32). It is the other prompt encoder and
   is placed like the text encoder (training/models.py): resident with it, or moved to the device only while
   prompts are encoded with ``text_encoder: offload``; ``training.generate`` moves both off before sampling.
@@ -48,9 +46,9 @@ from typing import Any
 
 import numpy as np
 import torch
-import torch.nn.functional as F
 from torch import Tensor
 
+from policy.clip_preprocess import ClipPreprocess
 from policy.vae import _stats, images_to_tensor, vae_scale_factors
 
 
@@ -97,27 +95,14 @@ def image_condition(vae, images: np.ndarray | Tensor, num_frames: int) -> Tensor
 class ClipImageEncoder:
     """Wan 2.1's image branch: ``CLIPVisionModel`` penultimate hidden states of the preprocessed first frame."""
 
-    def __init__(self, model: torch.nn.Module, processor: dict[str, Any]) -> None:
+    def __init__(self, model: torch.nn.Module, processor: Mapping[str, Any]) -> None:
         self.model = model.eval().requires_grad_(False)
-        size, crop = processor.get("size", {}), processor.get("crop_size", {})
-        self.shortest_edge = int(size["shortest_edge"] if isinstance(size, dict) else size)
-        self.crop = (int(crop["height"]), int(crop["width"])) if isinstance(crop, dict) else (int(crop), int(crop))
-        self.mean = torch.tensor(processor["image_mean"], dtype=torch.float32).view(1, 3, 1, 1)
-        self.std = torch.tensor(processor["image_std"], dtype=torch.float32).view(1, 3, 1, 1)
+        self.steps = ClipPreprocess.from_config(processor)
 
     def preprocess(self, images: np.ndarray | Tensor) -> Tensor:
-        """uint8 [B, H, W, 3] -> normalised pixel values [B, 3, crop_h, crop_w] (module docstring)."""
-        pix = images_to_tensor(images)[:, :, 0]  # [-1, 1]
-        pix = (pix + 1.0) * 127.5
-        h, w = pix.shape[-2:]
-        # transformers' get_resize_output_image_size: the short side to shortest_edge, the long one truncated
-        short, long = self.shortest_edge, int(self.shortest_edge * max(h, w) / min(h, w))
-        size = (short, long) if h <= w else (long, short)
-        size = (max(self.crop[0], size[0]), max(self.crop[1], size[1]))
-        pix = F.interpolate(pix, size=size, mode="bicubic", antialias=True, align_corners=False)
-        top, left = (size[0] - self.crop[0]) // 2, (size[1] - self.crop[1]) // 2
-        pix = pix[:, :, top:top + self.crop[0], left:left + self.crop[1]].clamp(0, 255) / 255.0
-        return (pix - self.mean) / self.std
+        """uint8 [B, H, W, 3] -> pixel values [B, 3, h, w] as the folder's ``CLIPImageProcessor`` config makes
+        them (`policy.clip_preprocess`)."""
+        return self.steps(images)
 
     @torch.no_grad()
     def encode(self, images: np.ndarray | Tensor, *, device: torch.device | str, dtype: torch.dtype) -> Tensor:
