@@ -5,14 +5,20 @@ They are kept outside the module tree, so ``parameters()`` / ``state_dict()`` / 
 transformer alone. The rules:
 
 * ``_apply`` carries the VAE, so every cast or move of the tree reaches it, a parent module's included.
-* The text and CLIP encoders follow this module's own ``.to(device, dtype)``, ``.cpu()``, ``.cuda()`` and its dtype
-  casts ``.float()``, ``.double()``, ``.half()``, ``.bfloat16()`` (all through `_encoders_to`), but not a move or
+* The text and CLIP encoders follow this module's own ``.to(device, dtype)``, ``.cpu()``, ``.cuda()``, ``.xpu()``,
+  ``.mtia()``, ``.ipu()``, ``.to_empty(device)`` and its dtype casts ``.float()``, ``.double()``, ``.half()``,
+  ``.bfloat16()``, ``.type(dtype)`` (all through `_encoders_to`), but not a move or
   cast of a module that holds this one (DeepSpeed's ``.to(device)`` or ``.bfloat16()`` of its wrapper): with
   ``text_encoder: offload`` they stay in host memory (`training.models.text_encoder_on`).
 
 Decision where the issue was silent: the dtype casts keep ``nn.Module``'s own meaning for the tree (floating-point
 tensors only; ``.to(dtype)`` also casts complex ones) and then cast the encoders as ``.to(dtype)`` does. They used to
 skip the text and CLIP encoders, which ``.to(dtype)`` casts.
+
+Decision where the issue was silent: ``.to_empty(device)`` (meta-device initialisation) gives fresh storage to the
+trainable tree only; the VAE and the encoders move as ``.to(device)`` moves them. It used to give the frozen VAE
+uninitialised weights through ``_apply`` (a parent module's ``to_empty`` still does: ``_apply`` cannot tell it
+from a move). ``.type()`` takes a dtype only: a tensor type name would move the tree without the encoders.
 """
 
 from __future__ import annotations
@@ -47,9 +53,29 @@ class FrozenHelpersModule(torch.nn.Module):
 
     def _apply(self, fn, recurse: bool = True):  # noqa: D401 - torch hook
         super()._apply(fn, recurse)
-        if self.vae is not None:
+        if self.vae is not None and recurse:
             self.vae._apply(fn)
         return self
+
+    def to_empty(self, *, device: torch.device | str | int | None, recurse: bool = True) -> Self:
+        """nn.Module.to_empty for the trainable tree only; the frozen helpers keep their weights and move as
+        ``.to(device)`` moves them (module docstring)."""
+        torch.nn.Module._apply(self, lambda t: torch.empty_like(t, device=device), recurse)  # not through the VAE
+        if device is None:  # empty_like on each tensor's own device: nothing moves
+            return self
+        device = torch.device(device)
+        if self.vae is not None:
+            self.vae.to(device)
+        self._encoders_to(device, None)
+        return self
+
+    def type(self, dst_type: torch.dtype | str) -> Self:
+        """nn.Module.type (every tensor of the tree and the VAE), and the prompt encoders cast as ``.to(dst_type)``
+        casts them; a tensor type name ("torch.cuda.HalfTensor", which also moves) is refused."""
+        if not isinstance(dst_type, torch.dtype):
+            raise TypeError(f"{type(self).__name__}.type takes a torch.dtype, got {dst_type!r}: use .to(device, "
+                            "dtype) to move")
+        return self._cast(super().type(dst_type), dst_type)
 
     def _encoders_to(self, device: torch.device | None, dtype: torch.dtype | None) -> None:
         if self.text_encoder is not None:
@@ -73,6 +99,18 @@ class FrozenHelpersModule(torch.nn.Module):
             device = torch.device("cuda", device)
         return self.to("cuda" if device is None else device)  # "cuda": the current device, as nn.Module.cuda
 
+    def xpu(self, device: int | torch.device | None = None):
+        """``.to(xpu device)``: the prompt encoders move too (nn.Module.xpu goes through ``_apply`` only)."""
+        return self.to(_accelerator("xpu", device))
+
+    def mtia(self, device: int | torch.device | None = None):
+        """``.to(mtia device)``: the prompt encoders move too (nn.Module.mtia goes through ``_apply`` only)."""
+        return self.to(_accelerator("mtia", device))
+
+    def ipu(self, device: int | torch.device | None = None):
+        """``.to(ipu device)``: the prompt encoders move too (nn.Module.ipu goes through ``_apply`` only)."""
+        return self.to(_accelerator("ipu", device))
+
     def float(self) -> Self:
         """nn.Module.float, and the prompt encoders cast as ``.to(torch.float32)`` casts them."""
         return self._cast(super().float(), torch.float32)
@@ -92,3 +130,8 @@ class FrozenHelpersModule(torch.nn.Module):
     def _cast(self, out: Self, dtype: torch.dtype) -> Self:
         self._encoders_to(None, dtype)
         return out
+
+
+def _accelerator(kind: str, device: int | torch.device | None) -> torch.device:
+    """The device ``nn.Module.<kind>(device)`` moves to: the current one of that kind when None."""
+    return torch.device(kind) if device is None else torch.device(kind, device) if isinstance(device, int) else device
