@@ -19,6 +19,25 @@ Decisions where the issue was silent:
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from typing import Any
+
+_WAN_VAE_DEFAULTS = {"dim_mult": [1, 2, 4, 4], "temperal_downsample": [False, True, True], "patch_size": None}
+
+
+def vae_compression(config: Mapping[str, Any]) -> tuple[int, int]:
+    """(temporal, spatial) compression of an ``AutoencoderKLWan`` with this config (its ``config.json``; missing keys
+    take the class defaults), as its encoder applies it: one spatial halving per level but the last of
+    ``dim_mult``, a temporal one where ``temperal_downsample`` says so at those levels, and ``patch_size``
+    (Wan 2.2) folded into channels first. Not the config's ``scale_factor_temporal`` / ``scale_factor_spatial``:
+    the class fills them with 4 / 8 whatever the layout (diffusers' Wan pipelines read them; its Cosmos 2.5
+    ones compute ``2 ** sum(temperal_downsample)`` / ``2 ** len(...)``, without ``patch_size``)."""
+    cfg = {**_WAN_VAE_DEFAULTS, **{k: v for k, v in config.items() if v is not None}}
+    levels = len(cfg["dim_mult"]) - 1
+    down = list(cfg["temperal_downsample"])[:levels]
+    patch = int(cfg["patch_size"] or 1)
+    return 2 ** sum(bool(d) for d in down), 2 ** levels * patch
+
 
 def clip_latent_size(num_frames: int, height: int, width: int, *, temporal: int, spatial: int,
                      patch: tuple[int, int, int]) -> tuple[int, int, int]:

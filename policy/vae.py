@@ -169,11 +169,11 @@ def init_responsive_decoder(vae, generator: torch.Generator, *, anchor: float = 
 
 
 def vae_scale_factors(vae) -> tuple[int, int]:
-    """(temporal, spatial) compression of an ``AutoencoderKLWan`` from its config."""
-    cfg = vae.config
-    temporal = cfg.scale_factor_temporal or 2 ** sum(cfg.temperal_downsample)
-    spatial = cfg.scale_factor_spatial or 2 ** len(cfg.temperal_downsample)
-    return int(temporal), int(spatial)
+    """(temporal, spatial) compression of an ``AutoencoderKLWan``: what its encoder applies
+    (`policy.shapes.vae_compression`), not the config's ``scale_factor_*`` fields."""
+    from policy.shapes import vae_compression
+
+    return vae_compression(vae.config)
 
 
 def _stats(vae, like: Tensor) -> tuple[Tensor, Tensor]:

@@ -53,6 +53,7 @@ from pathlib import Path
 from typing import Literal
 
 from policy.checkpoint import clip_parts_missing, missing_parts, transformer_class_problem, weights_missing
+from policy.shapes import vae_compression
 from policy.wan_i2v import expert_layout_problem, two_expert_problem
 from training.config import ConfigError, TrainConfig
 
@@ -89,10 +90,10 @@ def _has_torchvision() -> bool:
 
 
 def _vae_temporal(vae: dict) -> int | None:
-    """The VAE's temporal compression (`policy.vae.vae_scale_factors`), None when unreadable."""
-    down = vae.get("temperal_downsample")
-    t = _int(vae, "scale_factor_temporal") or (2 ** sum(map(bool, down)) if isinstance(down, list) else None)
-    return t
+    """The VAE's temporal compression (`policy.shapes.vae_compression`), None when unreadable."""
+    if not vae or not isinstance(vae.get("temperal_downsample", []), list) or not isinstance(vae.get("dim_mult", []), list):
+        return None
+    return vae_compression(vae)[0]
 
 
 def _layout_problems(root: Path, backend: str, parts: Literal["all", "transformer"] = "all") -> list[str]:
