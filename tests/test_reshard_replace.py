@@ -75,3 +75,49 @@ def test_a_failed_move_into_place_keeps_the_old_conversion_whole(tmp_path, monke
     assert (old / "zero" / "layer" / "fp32.pt").read_bytes() == b"old"
     assert (old / "mp_rank_00_model_states.pt").read_bytes() == b"old"
     assert not (ckpt / "iter_000002_universal.partial").exists()
+
+
+def test_a_failed_move_and_a_failed_restore_name_both_paths_and_the_state_left(tmp_path, monkeypatch):
+    """Before: when the new conversion could not be moved in and the old one could not be moved back either, the
+    restore's raw OSError escaped (no ReshardError, so ``main`` crashed with a traceback) without saying that
+    ``--resume`` now finds no conversion and the old one sits under a hidden name; the new one was deleted."""
+    ckpt = tmp_path / "checkpoints"
+    old = _checkpoint(ckpt)
+    _fake_converter(monkeypatch)
+    real_rename = Path.rename
+
+    def rename(self, target):
+        if self.name.endswith(".partial"):
+            raise OSError("disk went away")
+        if self.name.endswith(".replaced"):
+            raise OSError("still away")
+        return real_rename(self, target)
+
+    monkeypatch.setattr(Path, "rename", rename)
+    with pytest.raises(ReshardError) as info:
+        reshard(ckpt, force=True)
+    aside, partial = ckpt / ".iter_000002_universal.replaced", ckpt / "iter_000002_universal.partial"
+    message = str(info.value)
+    assert str(aside) in message and str(old) in message and str(partial) in message
+    assert "disk went away" in message and "still away" in message
+    assert not old.exists()
+    assert (aside / "zero" / "layer" / "fp32.pt").read_bytes() == b"old"  # the old conversion, whole
+    assert (partial / "zero" / "layer" / "fp32.pt").read_bytes() == b"new"  # the new one, kept
+
+
+def test_main_reports_a_double_failure_as_an_error_not_a_traceback(tmp_path, monkeypatch, capsys):
+    from training.reshard import main
+
+    ckpt = tmp_path / "run" / "checkpoints"
+    _checkpoint(ckpt)
+    _fake_converter(monkeypatch)
+    real_rename = Path.rename
+
+    def rename(self, target):
+        if self.name.endswith((".partial", ".replaced")):
+            raise OSError("read-only file system")
+        return real_rename(self, target)
+
+    monkeypatch.setattr(Path, "rename", rename)
+    assert main(["--run", str(tmp_path / "run"), "--force"]) == 2
+    assert "no conversion at" in capsys.readouterr().err

@@ -90,7 +90,8 @@ def _swap_in(partial: Path, target: Path) -> None:
     leaves a folder at ``target`` that looks complete (holds ``zero/``) but is not: the old conversion is
     renamed aside first (atomic), the new one renamed in, and only then is the aside copy deleted (under a
     hidden name neither ``--resume`` nor ``keep_checkpoints`` reads, so a half-failed delete is only litter).
-    If the new one cannot be moved in, the old one is moved back and ReshardError raised."""
+    If the new one cannot be moved in, the old one is moved back and ReshardError raised; if that fails too, both
+    are kept where they are and the ReshardError names them (`_stranded`)."""
     aside = target.with_name(f".{target.name}.replaced")
     shutil.rmtree(aside, ignore_errors=True)  # litter of an earlier --force
     try:
@@ -99,10 +100,22 @@ def _swap_in(partial: Path, target: Path) -> None:
         partial.rename(target)
     except OSError as exc:
         if aside.exists() and not target.exists():
-            aside.rename(target)
+            try:
+                aside.rename(target)
+            except OSError as restore:
+                raise ReshardError(_stranded(partial, target, aside, exc, restore)) from restore
         shutil.rmtree(partial, ignore_errors=True)
         raise ReshardError(f"could not move the new conversion into {target}: {exc}") from exc
     shutil.rmtree(aside, ignore_errors=True)
+
+
+def _stranded(partial: Path, target: Path, aside: Path, move: OSError, restore: OSError) -> str:
+    """What a failed move-in followed by a failed move-back leaves, and how to finish by hand (both kept)."""
+    return (f"could not move the new conversion {partial} into {target} ({move}), nor move the old one back from "
+            f"{aside} ({restore}): there is no conversion at {target} now, so --resume on another number of ranks "
+            f"or dtype finds none for this checkpoint (the checkpoint itself is untouched). Both conversions are "
+            f"whole: the old one at {aside}, the new one at {partial}; rename either to {target} by hand, or run "
+            "reshard again once the file system is writable (it discards both and converts afresh)")
 
 
 def main(argv: Sequence[str] | None = None) -> int:
