@@ -1,11 +1,12 @@
 """Torch preprocessing of Wan 2.1 I2V's CLIP image branch, following the folder's ``image_processor`` config as
 transformers' ``CLIPImageProcessor`` does (split out of policy/wan_i2v.py).
 
-``CLIPImageProcessor`` (transformers 5, torchvision backend) runs, each step only where its flag is set:
-``do_resize`` (``size``: ``shortest_edge`` -> the short side to it and the long side to
-``int(edge * long / short)``; ``height`` / ``width`` -> exactly that size; ``resample`` 3 bicubic, antialiased,
-on uint8 so rounded and clipped), ``do_center_crop`` (``crop_size``; an image smaller than the crop is padded
-with zeros around it first), ``do_rescale`` (times ``rescale_factor``, 1/255 by default), ``do_normalize``
+``CLIPImageProcessor`` (transformers 5; this project installs no torchvision, so its PIL backend) runs, each step
+only where its flag is set: ``do_resize`` (``size``: ``shortest_edge`` -> the short side to it and the long side
+to ``int(edge * long / short)``; ``height`` / ``width`` -> exactly that size; ``resample`` 3 bicubic, 2 bilinear
+(antialiased) or 0 nearest (PIL's pixel-centre rule: torch's ``nearest-exact``), on uint8 so rounded and
+clipped), ``do_center_crop`` (``crop_size``; an image smaller than the crop is padded with zeros around it
+first), ``do_rescale`` (times ``rescale_factor``, 1/255 by default), ``do_normalize``
 (``(x - image_mean) / image_std``). Missing keys take ``CLIPImageProcessor``'s class defaults.
 ``do_convert_rgb`` has nothing to do here: the frames are uint8 RGB already (`policy.vae.images_to_tensor`
 checks it).
@@ -30,8 +31,8 @@ from torch import Tensor
 
 from policy.vae import images_to_tensor
 
-Interp = Literal["nearest", "bilinear", "bicubic"]
-_RESAMPLE: dict[int, Interp] = {0: "nearest", 2: "bilinear", 3: "bicubic"}  # PIL.Image.Resampling values
+Interp = Literal["nearest-exact", "bilinear", "bicubic"]
+_RESAMPLE: dict[int, Interp] = {0: "nearest-exact", 2: "bilinear", 3: "bicubic"}  # PIL.Image.Resampling values
 _OPENAI_CLIP_MEAN = (0.48145466, 0.4578275, 0.40821073)  # transformers.image_utils, CLIPImageProcessor defaults
 _OPENAI_CLIP_STD = (0.26862954, 0.26130258, 0.27577711)
 
@@ -92,7 +93,7 @@ class ClipPreprocess:
         pix = (images_to_tensor(images)[:, :, 0] + 1.0) * 127.5  # 0..255
         if self.do_resize:
             size = self.resize_to(*pix.shape[-2:])
-            smooth = self.resample != "nearest"
+            smooth = self.resample != "nearest-exact"
             pix = F.interpolate(pix, size=size, mode=self.resample, antialias=smooth,
                                 align_corners=False if smooth else None)
             pix = pix.round().clamp(0, 255)  # torchvision resizes uint8 to uint8

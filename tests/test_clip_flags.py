@@ -25,6 +25,8 @@ BASE = {"image_processor_type": "CLIPImageProcessor", "size": {"shortest_edge": 
     {"do_center_crop": False, "size": {"height": 40, "width": 24}},
     {"size": {"shortest_edge": 24}},  # crop larger than the resized image: zero padding
     {"do_convert_rgb": False},
+    {"resample": 2},
+    {"resample": 0},
 ])
 def test_clip_preprocessing_follows_the_processor_flags(change):
     from transformers import CLIPImageProcessor
