@@ -22,7 +22,7 @@
   A permission error was final as any video fault, and fixing it (chmod) changes neither size nor mtime, so
   --retry-ineligible never scored the clip again. While it still cannot be read it stays final (a rerun would
   fail the same way, and a plain resume would keep offering it).
-- A video fault whose read failed for the machine, not the clip (`environmental`: `ENVIRONMENT_ERRNOS` or a
+- A video fault whose read failed for the machine, not the clip (`environmental`: `tools.video_errors.MACHINE_ERRNOS` or a
   MemoryError, whichever error class `tools.video` names) is retried the same way, once the clip can be read: it was
   final, so a clip read while a network disk dropped out (EIO), while the process had too many files open
   (EMFILE/ENFILE) or while memory ran short was never scored again. Errors of the clip's own bytes (invalid data,
@@ -67,19 +67,14 @@ def clip_readable(path: str) -> bool:
     return Path(path).is_file() and os.access(path, os.R_OK)
 
 
-ENVIRONMENT_ERRNOS = MACHINE_ERRNOS  # the errnos tools.video words as "cannot be read" (tools/video_errors.py)
-"""Errno values of a failed read that say the machine failed it, not that the clip's bytes are bad (module
-docstring): an I/O error of the disk or network file system, out of memory, too many open files (the process's or
-the system's), a resource briefly unavailable, a stale NFS handle, a timed-out network read."""
-
 _ERRNO = re.compile(r"\(\w+: \[Errno (\d+)\] ")
 
 
 def environmental(message: str) -> bool:
     """True for a video fault's message (the text after "video: ") whose read failed for the machine: the error
-    `tools.video` names in it ("(OSError: [Errno 5] Input/output error: ...)") carries an `ENVIRONMENT_ERRNOS`
-    errno, or is a MemoryError (an allocation that failed, with or without an errno)."""
-    return "(MemoryError: " in message or any(int(n) in ENVIRONMENT_ERRNOS for n in _ERRNO.findall(message))
+    `tools.video` names in it ("(OSError: [Errno 5] Input/output error: ...)") carries a
+    `MACHINE_ERRNOS` errno, or is a MemoryError (an allocation that failed, with or without an errno)."""
+    return "(MemoryError: " in message or any(int(n) in MACHINE_ERRNOS for n in _ERRNO.findall(message))
 
 
 def unreached(message: str) -> bool:
