@@ -10,7 +10,7 @@ upload is held at a time (plus a piece), as the service's memory budget counts i
 
 from __future__ import annotations
 
-from collections.abc import MutableSequence
+from collections.abc import MutableMapping, MutableSequence
 from typing import Any
 
 import anyio
@@ -24,13 +24,13 @@ CHUNK = 1 << 20
 """Bytes of the raw body handed to the form parser at a time (1 MiB)."""
 
 
-async def parse_multipart(scope: dict[str, Any], held: MutableSequence[bytes]) -> tuple[Upload, dict]:
+async def parse_multipart(scope: MutableMapping[str, Any], held: MutableSequence[bytes]) -> tuple[Upload, dict]:
     """The upload (field ``video``) and the form's other fields (JSON-decoded) of the multipart body ``held[0]``,
     parsed off the event loop; ``held`` is emptied once the body is parsed (the caller keeps no other reference)."""
     return await anyio.to_thread.run_sync(anyio.run, _parse, scope, held)
 
 
-async def _parse(scope: dict[str, Any], held: MutableSequence[bytes]) -> tuple[Upload, dict]:
+async def _parse(scope: MutableMapping[str, Any], held: MutableSequence[bytes]) -> tuple[Upload, dict]:
     size = len(held[0])
     starts = iter(range(0, max(size, 1), CHUNK))
 
