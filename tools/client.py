@@ -20,6 +20,11 @@ same tool returns in-process. Decisions where the issue was silent:
   e.g. surprise on a service started with ``--no-surprise``; a permanent answer, never retried),
   ``timeout`` (no answer within ``timeout_s``), ``config`` too for a URL httpx cannot request (no
   ``http://`` / ``https://``, malformed: never retried, it is the setting to fix) or ``transport``.
+- A 503 whose body holds a ``fault`` (the service host's machine failed to read the clip: an I/O error, too many
+  open files, out of memory; tools/service_frames.py) is retried like a busy one, after its ``Retry-After``; when
+  the attempts are spent it raises that fault, ``ToolFault("service", "machine", ...)`` saying it is not the
+  clip's and that retrying later can fix it (a tool fault, which ``raa score-batch --retry-ineligible`` scores
+  again). It was a 422, ``ToolFault("service", "input", "undecodable video ...")``: the clip blamed, never retried.
 - Idle pooled connections are dropped after ``keepalive_s`` (`tools.http_retry.CLIENT_KEEPALIVE_S`, 2 s),
   before the service closes them (tools/http_retry.py): at 5 s each, a request could go out on a connection
   the service was closing, a transport fault not retried.
@@ -39,7 +44,13 @@ import httpx
 import numpy as np
 
 from tools.errors import ToolFault
-from tools.http_retry import CLIENT_KEEPALIVE_S, SendFailed, client_limits, send_with_retries
+from tools.http_retry import (
+    CLIENT_KEEPALIVE_S,
+    RetriesExhausted,
+    SendFailed,
+    client_limits,
+    send_with_retries,
+)
 from tools.motion.base import MotionTracks, TrackQueryError, validate_frames
 from tools.settings import check_token_text
 from tools.surprise import SurpriseEvidence
@@ -84,6 +95,8 @@ class ToolServiceClient:
             resp = send_with_retries(lambda: self._http.request(method, path, **kwargs), retries=self.retries,
                                      backoff_s=self.backoff_s)
         except SendFailed as exc:
+            if (fault := _spent_fault(exc)) is not None:  # a machine fault the retries did not outlast
+                raise ToolFault(fault.tool, fault.kind, f"{path}: {fault.message}") from exc
             where = f" (tool service URL {str(self._http.base_url)!r}, RAA_TOOLS_URL)" if exc.kind == "config" else ""
             raise ToolFault("service", exc.kind, f"{path}: {exc}{where}") from exc
         if resp.status_code == 200:
@@ -134,6 +147,19 @@ class ToolServiceClient:
         np.save(buf, frames, allow_pickle=False)
         return self.request("POST", path, files={"video": ("frames.npy", buf.getvalue(), "application/octet-stream")},
                             data=data, bad_request=bad_request)
+
+
+def _spent_fault(exc: SendFailed) -> ToolFault | None:
+    """The ``fault`` of the answer that spent a request's retries (the service's 503 machine fault,
+    `tools.service_frames.machine_fault`), its message saying how many attempts it took; None for any other
+    failure (a busy 503, a 408, a failed connection)."""
+    if not isinstance(exc, RetriesExhausted) or exc.response is None:
+        return None
+    fault = (_json_object(exc.response) or {}).get("fault")
+    if not isinstance(fault, dict):
+        return None
+    return ToolFault(str(fault.get("tool", "service")), str(fault.get("kind", "run")),
+                     f"{fault.get('message', '')} (HTTP {exc.response.status_code}, after {exc.attempts} attempts)")
 
 
 def _json_object(resp: httpx.Response) -> dict | None:

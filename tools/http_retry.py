@@ -14,6 +14,8 @@ service can have started the work, not whether the failure looks transient:
   server says it did not take the request on (``RETRY_STATUS``): 429 and 503 (RFC 9110: the server is
   unable to handle it now; the services' "busy"), and 408 Request Timeout (RFC 9110 15.5.9: the server did
   not receive the whole request in the time it was prepared to wait; "the client MAY repeat that request").
+  The tool service's 503 for a clip its machine failed to read (tools/service_frames.py) is retried too: no
+  tool ran on it, and a retry is what fixes it; the last such answer is ``RetriesExhausted.response``.
   Both services answer 408 when a body has not arrived ``body_timeout_s`` after its room was granted
   (tools/service_http.py), and they read the whole body before any work, so a 408 is a request never
   computed, like a ``WriteTimeout``; so is a proxy's 408 (it never got the body to forward it whole). The
@@ -88,18 +90,21 @@ class SendFailed(RuntimeError):
 
 
 class RetriesExhausted(SendFailed):
-    """Every attempt of a request failed in a retried way; the message names the last failure and the count."""
+    """Every attempt of a request failed in a retried way; the message names the last failure and the count,
+    ``response`` is the last attempt's answer (None when it got none) and ``attempts`` their number."""
 
-    def __init__(self, message: str) -> None:
+    def __init__(self, message: str, response: httpx.Response | None = None, attempts: int = 0) -> None:
         super().__init__("transport", message)
+        self.response, self.attempts = response, attempts
 
 
 class _Retryable(Exception):
-    """One attempt's failure that is sent again; ``wait_s`` is the wait its answer asked for, if any."""
+    """One attempt's failure that is sent again; ``wait_s`` is the wait its answer asked for, if any, and
+    ``response`` that answer (None for a request that got none)."""
 
-    def __init__(self, message: str, wait_s: float | None = None) -> None:
+    def __init__(self, message: str, wait_s: float | None = None, response: httpx.Response | None = None) -> None:
         super().__init__(message)
-        self.wait_s = wait_s
+        self.wait_s, self.response = wait_s, response
 
 
 def retry_after_s(value: str | None, now: float | None = None) -> float | None:
@@ -143,7 +148,8 @@ def _attempt(send: Callable[[], httpx.Response]) -> httpx.Response:
         raise SendFailed("transport", f"{type(exc).__name__}: the answer's body could not be decoded ({exc}); not "
                                       "retried: the service answered, so it computed the request") from exc
     if resp.status_code in RETRY_STATUS:
-        raise _Retryable(f"HTTP {resp.status_code}: {resp.text[:300]}", retry_after_s(resp.headers.get("retry-after")))
+        raise _Retryable(f"HTTP {resp.status_code}: {resp.text[:300]}", retry_after_s(resp.headers.get("retry-after")),
+                         resp)
     return resp
 
 
@@ -164,4 +170,4 @@ def send_with_retries(send: Callable[[], httpx.Response], *, retries: int, backo
         return Retrying(stop=stop_after_attempt(retries), reraise=True, wait=wait, sleep=sleep,
                         retry=retry_if_exception_type(_Retryable))(_attempt, send)
     except _Retryable as exc:
-        raise RetriesExhausted(f"{exc} (after {retries} attempts)") from exc
+        raise RetriesExhausted(f"{exc} (after {retries} attempts)", exc.response, retries) from exc

@@ -26,7 +26,9 @@ a transport fault; so are the tracker's and the summary's own errors (a ValueErr
 fault), and tracks that break the tracker contract, `tools.motion.base.require_tracks`: not
 MotionTracks, wrong frame or query-point count, a query frame outside the frames, a non-finite position or one
 far outside the frame), and
-so is surprise evidence breaking the scorer contract (`tools.surprise.evidence_problem`, a NaN included), 501 surprise not enabled on this service (``--no-surprise``), 503 too many requests
+so is surprise evidence breaking the scorer contract (`tools.surprise.evidence_problem`, a NaN included), 501 surprise not enabled on this service (``--no-surprise``), 503 a clip whose read the machine failed (an I/O
+error, too many open files, out of memory: ``fault`` kind "machine", with ``Retry-After``; not the clip's fault,
+tools/service_frames.py) or too many requests
 in progress or too many request bytes held (``max_buffered_mb``, after waiting ``busy_wait_s`` in line for room,
 tools/service_budget.py) (499, never read, for a request skipped because its client disconnected while it waited).
 Decisions where the issue was silent: "surprise not enabled" is a 501, not a 503: the client

@@ -5,7 +5,15 @@ Decisions where the issue was silent: a C-order uint8 ``.npy`` body is used as a
 of the request bytes (other ``.npy`` go through ``np.load``); video bytes are written to a temporary file
 for the reader; a video is decoded at ``tools.frames.tool_size`` of the requested short side (the agent's
 rule, so remote and in-process frames match); errors are ``HTTPProblem`` answers (400 bad indices, 413
-over a limit, 422 undecodable).
+over a limit, 422 undecodable, 503 a read the machine failed).
+
+A clip whose read the service host's machine failed (`tools.video_errors.machine_failed`: an I/O error, a stale
+NFS handle, too many open files, memory that ran short; writing an upload to its temporary file included) is a
+503 with ``Retry-After`` (`MACHINE_RETRY_AFTER_S`) and a ``fault`` of tool "service", kind "machine"
+(`machine_fault`): it was a 422 "undecodable video", the clip's permanent fault, for a good clip, so the client
+reported an input fault and did not try again. The client retries a 503 and, when its attempts are spent, raises
+that fault (tools/client.py). A MemoryError of the decoded frames themselves is one too: their size is already
+within ``max_decode_mb``, so the host ran short, not the request (it was a 500 tool fault).
 
 A ``.npy`` body meets the same limits as a video, with the same 413 wording, and before any copy:
 ``frame_indices`` may repeat a frame, so ``arr[frame_indices]`` of a one-frame body could allocate
@@ -38,6 +46,8 @@ from typing import Any
 import numpy as np
 
 NPY_MAGIC = b"\x93NUMPY"
+MACHINE_RETRY_AFTER_S: float = 5
+"""The ``Retry-After`` (s) of a machine fault's 503 (`machine_fault`), as long as a busy 503's."""
 NPY_CONTENT_TYPE = "application/x-npy"
 _log = logging.getLogger(__name__)
 
@@ -113,6 +123,7 @@ def decode_frames(src: Path | bytes | Upload, frame_indices: list[int] | None, m
     (413) before decoding when its frames would take more than ``max_decode_mb``. Uploaded bytes are named
     by their label in errors (module docstring)."""
     from tools.video import FrameIndexError, VideoError, VideoReader, tool_size
+    from tools.video_errors import machine_failed
 
     label = UPLOAD_LABEL
     if isinstance(src, Upload):
@@ -122,9 +133,15 @@ def decode_frames(src: Path | bytes | Upload, frame_indices: list[int] | None, m
     tmp = None
     try:
         if isinstance(src, bytes):
-            fd, tmp = tempfile.mkstemp(suffix=".video")
-            with os.fdopen(fd, "wb") as fh:
-                fh.write(src)
+            try:
+                fd, tmp = tempfile.mkstemp(suffix=".video")
+                with os.fdopen(fd, "wb") as fh:
+                    fh.write(src)
+            except OSError as exc:  # too many open files, an I/O error: the host's, not the upload's
+                if machine_failed(exc):
+                    raise machine_fault(f"{label}: cannot be written to a temporary file "
+                                        f"({type(exc).__name__}: {exc.strerror or exc})") from exc
+                raise
             src = Path(tmp)
         with VideoReader(src) as reader:
             meta = reader.meta
@@ -139,10 +156,31 @@ def decode_frames(src: Path | bytes | Upload, frame_indices: list[int] | None, m
     except FrameIndexError as exc:
         raise HTTPProblem(400, f"frame index error: {_named(str(exc), tmp, label)}") from exc
     except VideoError as exc:
+        if (cause := _cause(exc)) is not None and machine_failed(cause):  # the machine's fault (module docstring)
+            raise machine_fault(_named(str(exc), tmp, label)) from exc
         raise HTTPProblem(422, f"undecodable video: {type(exc).__name__}: {_named(str(exc), tmp, label)}") from exc
+    except MemoryError as exc:  # the frames' own allocation, within max_decode_mb: the host is short of memory
+        where = src if isinstance(src, Path) and tmp is None else label
+        raise machine_fault(f"{where}: decoding ran out of memory (MemoryError: {exc})") from exc
     finally:
         if tmp is not None:
             Path(tmp).unlink(missing_ok=True)
+
+
+def machine_fault(problem: str) -> HTTPProblem:
+    """The 503 of a clip the service host's machine failed to read (``problem`` names the clip and the error):
+    ``Retry-After: MACHINE_RETRY_AFTER_S`` and a ``fault`` of tool "service", kind "machine", which the client
+    raises once its retries are spent (module docstring)."""
+    detail = f"{problem}: a fault of the service host's machine, not of the clip; retrying later can fix it"
+    return HTTPProblem(503, detail, headers={"Retry-After": f"{MACHINE_RETRY_AFTER_S:g}"},
+                       fault={"tool": "service", "kind": "machine", "message": detail})
+
+
+def _cause(exc: BaseException) -> BaseException | None:
+    """The error ``exc`` was raised for: its ``__cause__``, or the context a ``raise ... from None`` hid."""
+    if exc.__cause__ is not None:
+        return exc.__cause__
+    return exc.__context__ if exc.__suppress_context__ else None
 
 
 def _named(message: str, tmp: str | None, label: str) -> str:
