@@ -35,7 +35,11 @@ Decisions where the issues were silent:
   results were dropped while their runs went on. A malformed request (not JSON, JSON nested
   deeper than the parser goes, no `items`
   list, more than `max_items` items) is a 400 for the whole batch, which the client turns into an
-  ineligible batch; a body over `max_body_mb` is a 413; a missing or wrong token is a 401; a body not received
+  ineligible batch; a body over `max_body_mb` is a 413, and so is one whose JSON holds more values than
+  `max_items` items need (`JSON_VALUES_PER_ITEM` each, counted by its ',', ':', '[' and '{' before it is parsed):
+  the body is parsed whole before its `items` are counted, and small values parse to many times their size (a
+  body of `[],` to ~22x: 2 GiB, the default `max_body_mb`, would be ~45 GB of lists, which the body budget,
+  counting raw bytes, never saw), as the tool service caps its JSON bodies (`MAX_JSON_BODY_MB`); a missing or wrong token is a 401; a body not received
   within `body_timeout_s` (`raa serve-reward --body-timeout-s`, default 300 s) once its room is granted is a
   408 (tools/service_http.py). With a token, /docs and /redoc are off and /openapi.json needs it.
 - The request bodies held at once are bounded by `max_buffered_mb` (`raa serve-reward --max-buffered-mb`;
@@ -109,6 +113,12 @@ DISCONNECT_POLL_S = 1.0
 """How often a request in progress checks that its client is still connected."""
 
 
+JSON_VALUES_PER_ITEM = 256
+"""JSON values a request may hold per item of `max_items` (module docstring): an item is an object of three
+fields; the rest is room for its instruction's punctuation, which the bound counts too."""
+JSON_VALUES_SLACK = 4096
+"""JSON values a request may hold beyond its items' (the wrapper and `meta`)."""
+
 MAX_ITERATION = 10**9
 """A `meta.iteration` from 0 up to this (exclusive) names a kept request's folder; others are "request"."""
 
@@ -126,6 +136,29 @@ def _request_folder(keep: str | Path | None, iteration: Any, phase: Any = None) 
     label = f"{prefix}{iteration:06d}" if counted else "request"
     Path(keep).mkdir(parents=True, exist_ok=True)
     return tempfile.mkdtemp(prefix=f"{label}-", dir=str(keep))
+
+
+def json_values_limit(max_items: int) -> int:
+    """The most JSON values (bound by `json_values_bound`) a request of at most `max_items` items may hold."""
+    return JSON_VALUES_PER_ITEM * max_items + JSON_VALUES_SLACK
+
+
+def json_values_bound(body: bytes) -> int:
+    """An upper bound on the number of values of the JSON `body`: every value but the first follows a ',', ':',
+    '[' or '{' (those inside strings count too, so an instruction's punctuation is counted)."""
+    return sum(body.count(c) for c in (b",", b":", b"[", b"{")) + 1
+
+
+def _parse_body(body: bytes, max_items: int) -> Any:
+    """`json.loads(body)`, or 413 first when its JSON holds more values than a request of `max_items` items
+    needs (module docstring)."""
+    limit = json_values_limit(max_items)
+    if (count := json_values_bound(body)) > limit:
+        raise HTTPProblem(413, f"the body's JSON holds up to {count} values (counted by its ',', ':', '[' and '{{'), "
+                               f"over the limit of {limit} for {max_items} items: a request is at most "
+                               f"{max_items} items, each an object of video_b64 (the clip as one base64 string), "
+                               "instruction and fps")
+    return json.loads(body)
 
 
 def _item(index: int, item: Any, folder: str) -> tuple[str, str] | str:
@@ -263,7 +296,7 @@ def create_reward_app(agent: Any, preset: str, *, token: str | None = None, max_
         """The /v1/score answer, its body counted by `room` (a `BodyBudget` reservation)."""
         body = await read_body_limited(request, limit, room, body_timeout_s)
         try:  # parsing, decoding and the clips' files stay off the event loop the runs share
-            payload = await asyncio.to_thread(json.loads, body)
+            payload = await asyncio.to_thread(_parse_body, body, max_items)
         except RecursionError as exc:  # JSON nested deeper than the parser goes: malformed, not a 500
             raise HTTPProblem(400, "the body is not JSON this service reads: nested too deeply to parse") from exc
         except ValueError as exc:
