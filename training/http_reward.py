@@ -6,7 +6,11 @@ Decisions where the issue was silent:
   saying it was not retried, and why: the request went out through the gateway, so the service may have
   scored the batch, or still be scoring it (tools/http_retry.py). It read as httpx's generic
   "HTTPStatusError: Server error '502 Bad Gateway' ...", which looked like a failure the client forgot
-  to retry. Other error statuses keep httpx's message.
+  to retry.
+- Any other error status makes the batch ineligible with the service's own reason (`refused_reason`: ``HTTP 400
+  Bad Request: 2000 items in one request; the limit is 1024``, its JSON ``detail``): httpx's message ("Client
+  error '400 Bad Request' for url ...", with a link to a web page on the status) dropped it, so a batch refused
+  for a limit (``--max-items``, ``--max-body-mb``) or a wrong token did not say which.
 - A clip that cannot be written as mp4 (no frames, a frame without
 pixels, a rate no container stores: `tools.video.write_video` refuses them) is ineligible on its own, of
 kind ``none`` (a malformed rollout, as for the verifiable rewards), with the reason; the batch's other
@@ -45,6 +49,22 @@ def gateway_reason(status: int, phrase: str) -> str:
     """Why a batch answered with a gateway's ``status`` is ineligible, and why it was not sent again."""
     return (f"HTTP {status} {phrase} from a gateway in front of the reward service; not retried: the request "
             "had reached it, so the service may have scored the batch (or may still be scoring it)")
+
+
+class ServiceRefused(RuntimeError):
+    """The reward service answered a batch with an error status (its reason in the message, `refused_reason`)."""
+
+
+def refused_reason(resp: Any) -> str:
+    """``HTTP <status> <phrase>: <why>`` of an error answer (an httpx Response): the service's ``detail`` (a JSON
+    answer's), else the start of its body (module docstring)."""
+    try:
+        body = resp.json()
+    except ValueError:
+        body = None
+    detail = body.get("detail") if isinstance(body, dict) else None
+    why = str(detail) if detail is not None else resp.text[:300] or "no reason given"
+    return f"HTTP {resp.status_code} {resp.reason_phrase}: {why}"
 
 
 AGENT_COMPONENTS = ("T", "P", "V", "failure", "unverifiable")
@@ -213,7 +233,8 @@ class HttpAgentReward:
                                      retries=self.retries, backoff_s=self.backoff_s, max_wait_s=30.0)
         if resp.status_code in GATEWAY_STATUS:
             raise GatewayFailed(gateway_reason(resp.status_code, resp.reason_phrase))
-        resp.raise_for_status()
+        if resp.is_error:
+            raise ServiceRefused(refused_reason(resp))
         return resp.json()
 
     async def __call__(self, videos: Sequence[np.ndarray], prompts: Sequence[str], **meta: Any) -> RewardBatch:
