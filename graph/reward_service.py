@@ -294,7 +294,8 @@ def create_reward_app(agent: Any, preset: str, *, token: str | None = None, max_
 
     async def answer(request: Request, room: Reservation) -> dict:
         """The /v1/score answer, its body counted by `room` (a `BodyBudget` reservation)."""
-        body = await read_body_limited(request, limit, room, body_timeout_s)
+        body = await read_body_limited(request, limit, room, body_timeout_s,
+                                       "the service's max_body_mb (raa serve-reward --max-body-mb)")
         try:  # parsing, decoding and the clips' files stay off the event loop the runs share
             payload = await asyncio.to_thread(_parse_body, body, max_items)
         except RecursionError as exc:  # JSON nested deeper than the parser goes: malformed, not a 500

@@ -144,6 +144,9 @@ def resolve_under_root(root: Path, requested: str) -> Path:
     return candidate
 
 
+UPLOAD_TOO_LARGE = "the service's max_upload_mb (raa serve-tools --max-upload-mb)"
+"""What a 413 for a ``.npy`` or multipart body names as its limit."""
+
 LOOPBACK_HOSTS = ("127.0.0.1", "localhost", "::1")
 
 
@@ -160,7 +163,7 @@ async def parse_request(request: Request, state: ServiceState,
     """Read a JSON or multipart request into (video source, parameters); ``room`` as in `read_body_limited`."""
     ctype = request.headers.get("content-type", "").lower()  # media types are case-insensitive (RFC 9110)
     if ctype.startswith((NPY_CONTENT_TYPE, "multipart/form-data")):
-        body = await read_body_limited(request, state.max_upload_bytes, room, state.body_timeout_s)
+        body = await read_body_limited(request, state.max_upload_bytes, room, state.body_timeout_s, UPLOAD_TOO_LARGE)
     else:  # a JSON body has its own, smaller cap (tools/service_params.py MAX_JSON_BODY_MB)
         body = await read_body_limited(request, state.max_json_bytes, room, state.body_timeout_s,
                                        JSON_TOO_LARGE.format(mb=state.max_json_bytes / 2**20))
