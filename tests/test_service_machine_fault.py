@@ -5,6 +5,7 @@
 from __future__ import annotations
 
 import errno
+import os
 
 import av
 import pytest
@@ -122,3 +123,23 @@ def test_an_upload_the_host_cannot_write_or_frames_it_cannot_hold_are_machine_fa
             r = c.post("/v1/track", files={"video": ("c.mp4", data)}, data={"grid_size": "2"}, headers=AUTH)
         assert r.status_code == 503 and r.json()["fault"]["kind"] == "machine", r.text
         assert "uploaded clip 'c.mp4'" in r.json()["detail"] and "/tmp" not in r.text
+
+
+@pytest.mark.parametrize(("code", "status", "kind"), [(errno.EMFILE, 503, "machine"), (errno.ENOSPC, 500, "run")])
+def test_an_upload_the_host_cannot_spool_is_a_fault_of_the_host_with_its_reason(service_root, monkeypatch, code,
+                                                                               status, kind):
+    """Starlette spools a multipart upload to a temporary file; an OSError there escaped the request as a bare 500
+    "Internal Server Error", which the client reported as a transport fault with no reason."""
+    from starlette.datastructures import UploadFile
+
+    async def fail(self, data):
+        raise OSError(code, os.strerror(code))
+
+    monkeypatch.setattr(UploadFile, "write", fail)
+    data = (service_root / "clip.mp4").read_bytes()
+    app = create_app(ToolSettings(), service_root, token=TOKEN, tracker=LKTracker(), enable_surprise=False)
+    with TestClient(app, raise_server_exceptions=False) as c:
+        r = c.post("/v1/track", files={"video": ("c.mp4", data)}, data={"grid_size": "2"}, headers=AUTH)
+    assert r.status_code == status, r.text
+    fault = r.json()["fault"]
+    assert fault["kind"] == kind and os.strerror(code) in fault["message"] and "upload" in fault["message"]
