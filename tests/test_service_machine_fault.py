@@ -143,3 +143,14 @@ def test_an_upload_the_host_cannot_spool_is_a_fault_of_the_host_with_its_reason(
     assert r.status_code == status, r.text
     fault = r.json()["fault"]
     assert fault["kind"] == kind and os.strerror(code) in fault["message"] and "upload" in fault["message"]
+
+
+def test_a_clip_the_service_may_not_read_is_unreadable_not_undecodable(service_root, monkeypatch):
+    """A PermissionError (the clip's mode, its folder's) says nothing of the clip's bytes: the 422 read "undecodable
+    video", which sends a user to re-render a good clip; it now reads "unreadable video" with the error."""
+    monkeypatch.setattr(av, "open", _failing_open([PermissionError(errno.EACCES, "Permission denied")] * 10))
+    app = create_app(ToolSettings(), service_root, token=TOKEN, tracker=LKTracker(), enable_surprise=False)
+    with TestClient(app) as c:
+        r = c.post("/v1/track", json={"path": "clip.mp4", "grid_size": 2}, headers=AUTH)
+    detail = r.json()["detail"]
+    assert r.status_code == 422 and detail.startswith("unreadable video: ") and "PermissionError" in detail, r.text

@@ -5,7 +5,9 @@ Decisions where the issue was silent: a C-order uint8 ``.npy`` body is used as a
 of the request bytes (other ``.npy`` go through ``np.load``); video bytes are written to a temporary file
 for the reader; a video is decoded at ``tools.frames.tool_size`` of the requested short side (the agent's
 rule, so remote and in-process frames match); errors are ``HTTPProblem`` answers (400 bad indices, 413
-over a limit, 422 undecodable, 503 a read the machine failed).
+over a limit, 422 undecodable, 503 a read the machine failed). A clip that could not be reached (a
+PermissionError, gone since its path was checked: `VideoNotFoundError`) is a 422 "unreadable video", not
+"undecodable": its bytes may be good.
 
 A clip whose read the service host's machine failed (`tools.video_errors.machine_failed`: an I/O error, a stale
 NFS handle, too many open files, memory that ran short; writing an upload to its temporary file included) is a
@@ -122,7 +124,7 @@ def decode_frames(src: Path | bytes | Upload, frame_indices: list[int] | None, m
     decoded with its short side at most ``short_side`` (``.npy`` frames are taken as sent), and refused
     (413) before decoding when its frames would take more than ``max_decode_mb``. Uploaded bytes are named
     by their label in errors (module docstring)."""
-    from tools.video import FrameIndexError, VideoError, VideoReader, tool_size
+    from tools.video import FrameIndexError, VideoError, VideoNotFoundError, VideoReader, tool_size
     from tools.video_errors import machine_failed
 
     label = UPLOAD_LABEL
@@ -158,7 +160,8 @@ def decode_frames(src: Path | bytes | Upload, frame_indices: list[int] | None, m
     except VideoError as exc:
         if (cause := _cause(exc)) is not None and machine_failed(cause):  # the machine's fault (module docstring)
             raise machine_fault(_named(str(exc), tmp, label)) from exc
-        raise HTTPProblem(422, f"undecodable video: {type(exc).__name__}: {_named(str(exc), tmp, label)}") from exc
+        what = "unreadable" if isinstance(exc, VideoNotFoundError) else "undecodable"  # no fault of its bytes
+        raise HTTPProblem(422, f"{what} video: {type(exc).__name__}: {_named(str(exc), tmp, label)}") from exc
     except MemoryError as exc:  # the frames' own allocation, within max_decode_mb: the host is short of memory
         where = src if isinstance(src, Path) and tmp is None else label
         raise machine_fault(f"{where}: decoding ran out of memory (MemoryError: {exc})") from exc
