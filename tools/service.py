@@ -66,7 +66,7 @@ from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse, Response
 
 from tools.errors import ToolFault
-from tools.motion import MotionTracker, build_tracker
+from tools.motion import CoTracker3Tracker, MotionTracker, build_tracker
 from tools.service_budget import (
     DEFAULT_MAX_BUFFERED_MB,
     DEFAULT_TOOL_BUSY_WAIT_S,
@@ -119,6 +119,13 @@ class ServiceState:
     info: dict = field(default_factory=dict)
     started: bool = False
     """Set when the lifespan has loaded the models; until then every route but /docs answers 503."""
+
+
+def worker_slots(state: ServiceState) -> anyio.CapacityLimiter:
+    """The worker slots a request waits for; 503 before the lifespan made them (as `check_token` says)."""
+    if state.limiter is None:
+        raise HTTPProblem(503, "the tool service has not started (its lifespan did not run)")
+    return state.limiter
 
 
 def resolve_under_root(root: Path, requested: str) -> Path:
@@ -243,7 +250,7 @@ def create_app(settings: ToolSettings, allowed_root: str | Path, *, token: str |
         try:
             with state.bodies.reserve() as room:  # the body is held until the answer is ready
                 src, params = await parse_request(request, state, room)
-                async with state.limiter:
+                async with worker_slots(state):
                     if await request.is_disconnected():  # gave up while queued: nobody would read the answer
                         raise HTTPProblem(499, "the client disconnected before a worker was free; request skipped")
                     answer = await anyio.to_thread.run_sync(job, state, src, params, limiter=state.threads)
@@ -302,8 +309,8 @@ def load_surprise(settings: ToolSettings) -> VJEPA2SurpriseScorer:
 
 def _build_tracker(settings: ToolSettings) -> MotionTracker:
     if settings.motion_backend == "cotracker3":
-        return build_tracker("cotracker3", checkpoint=settings.cotracker_checkpoint,
-                             hub_dir=settings.cotracker_hub_dir, device=settings.device).load()
+        return CoTracker3Tracker(checkpoint=settings.cotracker_checkpoint, hub_dir=settings.cotracker_hub_dir,
+                                 device=settings.device).load()
     return build_tracker("lk")
 
 
@@ -314,7 +321,7 @@ def _info(state: ServiceState) -> dict:
     import torch
     import transformers
 
-    from tools.motion import CoTracker3Tracker, LKTracker
+    from tools.motion import LKTracker
 
     backend = ("cotracker3" if isinstance(state.tracker, CoTracker3Tracker) else
                "lk" if isinstance(state.tracker, LKTracker) else type(state.tracker).__name__)
