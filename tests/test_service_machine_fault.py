@@ -87,8 +87,10 @@ def test_the_client_retries_a_machine_fault_and_gets_the_answer(service_root, mo
     app = create_app(ToolSettings(), service_root, token=TOKEN, tracker=LKTracker(), scorer=service_scorer)
     with serve(app) as url, ToolServiceClient(url, token=TOKEN, retries=3, backoff_s=0.01) as c:
         want = RemoteSurpriseScorer(c).score_file(clip, frames=16)
-        monkeypatch.setattr(av, "open", _failing_open([OSError(errno.EIO, "Input/output error")]))
+        failures: list[BaseException] = [OSError(errno.EIO, "Input/output error")]
+        monkeypatch.setattr(av, "open", _failing_open(failures))
         assert RemoteSurpriseScorer(c).score_file(clip, frames=16) == want
+        assert not failures  # the first attempt met the I/O error, the retry read the clip
 
 
 def test_a_remote_machine_fault_is_retried_by_score_batch(service_root):
