@@ -306,7 +306,8 @@ def create_reward_app(agent: Any, preset: str, *, token: str | None = None, max_
         if not isinstance(items, list):
             raise HTTPProblem(400, "the body must be a JSON object with an 'items' list")
         if len(items) > max_items:
-            raise HTTPProblem(400, f"{len(items)} items in one request; the limit is {max_items}")
+            raise HTTPProblem(400, f"{len(items)} items in one request; the limit is {max_items} "
+                                   "(raa serve-reward --max-items)")
         meta = payload.get("meta") if isinstance(payload.get("meta"), dict) else {}
         try:
             folder = await asyncio.to_thread(_request_folder, keep_videos, meta.get("iteration"), meta.get("phase"))

@@ -22,4 +22,5 @@ def test_a_refused_batch_says_why_the_service_refused_it():
     assert out.rewards == [None, None] and out.kinds == ["error", "error"]
     reason = fn.last_reasons[0][0]
     assert "HTTP 400" in reason and "2 items in one request; the limit is 1" in reason, reason
+    assert "--max-items" in reason, reason  # the setting to raise
     assert "developer.mozilla.org" not in reason
