@@ -41,7 +41,8 @@ Decisions where the issue was silent:
   raises ``ToolFault("surprise", ...)``. So does a checkpoint that lacks weights of the model (an
   encoder-only export has no predictor): transformers initialised them at random with a warning only,
   and the random predictor's surprise was reported as evidence (`missing_weights_problem`). A model id that is a file, or neither a folder nor a hub id, is
-  named as such (``tools.hub.local_path_problem``) before transformers is asked.
+  named as such (``tools.hub.local_path_problem``) before transformers is asked, and so is a local folder
+  without config.json, weights or a shard its index names (``tools.weight_index.folder_weights_problem``).
 - What an injected scorer returns is checked by the agent (`evidence_problem`: frame count, windows inside
   the frames, finite values); a violation is a surprise tool fault, never evidence.
 """
@@ -51,6 +52,7 @@ from __future__ import annotations
 import threading
 import warnings
 from collections.abc import Sequence
+from pathlib import Path
 from typing import Any, Literal, Protocol, cast, runtime_checkable
 
 import numpy as np
@@ -284,9 +286,12 @@ class VJEPA2SurpriseScorer:
                     from transformers import VJEPA2Model
 
                     from tools.hub import hub_load_kwargs, local_path_problem
+                    from tools.weight_index import folder_weights_problem
 
                     if (problem := local_path_problem(self.model_id)) is not None:
                         raise FileNotFoundError(problem)
+                    if Path(self.model_id).is_dir() and (problem := folder_weights_problem(self.model_id)):
+                        raise FileNotFoundError(problem)  # names config.json, the weights or a shard
                     offline = hub_load_kwargs(self.model_id)  # the hub does not answer: the local cache only
                     loaded = VJEPA2Model.from_pretrained(self.model_id, dtype=getattr(torch, self.dtype),
                                                          output_loading_info=True, **offline)

@@ -1,5 +1,5 @@
 """Sharded Hugging Face weights: the shards a weight index (``*.index.json``) names, and which of them are missing.
-The one reading behind `raa doctor`'s V-JEPA 2 check (`graph.model_files.weights_problem`) and the training
+The one reading behind `raa doctor`'s V-JEPA 2 check and the surprise loader (`weights_problem`) and the training
 launch check (`training.model_check`, through `policy.checkpoint.weights_missing`, which
 `FlowWorldModel.from_pretrained` runs too), which had each written it and differed on a broken index (the launch
 check skipped it, and passed a folder the loader then failed on).
@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable
+from pathlib import Path
 
 
 def index_shards(text: str) -> list[str]:
@@ -54,3 +55,39 @@ def shards_problem(where: str, text: str, exists: Callable[[str], bool]) -> str 
         return f"{where} is not a weight index ({exc})"
     lost = [s for s in shards if not exists(s)]
     return f"{where} names {len(lost)} of {len(shards)} shards that are missing: {_few(lost)}" if lost else None
+
+
+# the weight files `VJEPA2Model.from_pretrained` reads, in its order (transformers.utils: SAFE_WEIGHTS_NAME,
+# SAFE_WEIGHTS_INDEX_NAME, WEIGHTS_NAME, WEIGHTS_INDEX_NAME); an index names the shards it needs
+VJEPA_WEIGHTS = ("model.safetensors", "model.safetensors.index.json", "pytorch_model.bin", "pytorch_model.bin.index.json")
+
+
+def weights_problem(find: Callable[[str], Path | None]) -> str | None:
+    """Why the model files `find` locates (a file name -> its path, or None) cannot be loaded, or None: a
+    config.json and one weight file (an index: every shard it names, `shards_problem`)."""
+    if find("config.json") is None:
+        return "no config.json (a Hugging Face model folder is expected)"
+    for name in VJEPA_WEIGHTS:
+        path = find(name)
+        if path is None:
+            continue
+        if not name.endswith(".index.json"):
+            return None
+        try:
+            text = path.read_text()
+        except (OSError, ValueError) as exc:  # ValueError: not UTF-8
+            return f"{path} cannot be read ({type(exc).__name__}: {exc})"
+        return shards_problem(str(path), text, lambda shard: find(shard) is not None)
+    return f"no weights ({', '.join(VJEPA_WEIGHTS)})"
+
+
+def folder_weights_problem(folder: str | Path) -> str | None:
+    """`weights_problem` of the files in local model folder ``folder``: what the surprise loader says before
+    transformers is asked (without config.json transformers built its default config and failed on the first
+    weight of another size, never naming the file)."""
+    root = Path(folder)
+
+    def here(name: str) -> Path | None:
+        return root / name if (root / name).is_file() else None
+
+    return weights_problem(here)
