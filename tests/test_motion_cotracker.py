@@ -232,3 +232,14 @@ def test_an_imported_cotracker_package_shadowing_the_hub_dir_is_a_load_fault(tmp
     with pytest.raises(ToolFault) as info:
         CoTracker3Tracker(hub_dir=hub, allow_random_weights=True).load()
     assert info.value.kind == "load" and str(site / "cotracker" / "predictor.py") in info.value.message
+
+
+def test_an_unreadable_checkpoint_names_the_file(tmp_path):
+    """An empty or truncated .pth failed as "cannot load cotracker3: EOFError: " (torch.load's own message is
+    empty): the fault never said which file."""
+    pytest.importorskip("cotracker")
+    bad = tmp_path / "scaled_offline.pth"
+    bad.write_bytes(b"")
+    with pytest.raises(ToolFault) as info:
+        CoTracker3Tracker(checkpoint=bad).load()
+    assert info.value.kind == "load" and str(bad) in info.value.message

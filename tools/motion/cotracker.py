@@ -12,7 +12,7 @@ Decisions where the issue was silent:
   ToolFault unless ``allow_random_weights=True`` (tests, GPU timing only).
 - Queries go to the model as explicit ``(t, x, y)`` points (grid points are the same cell centres
   the LK backend uses), with ``backward_tracking=True`` so points queried mid-clip are tracked in
-  both directions. Visibility is the model's (threshold 0.9, applied by the predictor) and the
+  both directions. Visibility is the model's (thresholded by the predictor) and the
   point must be inside the image (on one of its pixels, `tools.motion.base.inside_image`: a point jittering
   a fraction of a pixel past an edge pixel's centre is clamped onto it, not made invisible). A non-finite
   position the model gives is invisible and replaced by the last finite one
@@ -122,7 +122,14 @@ class CoTracker3Tracker:
         except ToolFault:
             raise
         except Exception as exc:  # noqa: BLE001 - every load failure becomes a typed fault
-            raise ToolFault("motion", "load", f"cannot load cotracker3: {type(exc).__name__}: {exc}") from exc
+            raise ToolFault("motion", "load", f"cannot load cotracker3{self._sources()}: {type(exc).__name__}: "
+                                              f"{exc}") from exc
+
+    def _sources(self) -> str:
+        """Where the load read from, for its fault (torch.load's EOFError on an empty file says nothing)."""
+        parts = [f"checkpoint {self.checkpoint}"] * (self.checkpoint is not None) + \
+            [f"hub dir {self.hub_dir}"] * (self.hub_dir is not None)
+        return f" ({', '.join(parts)})" if parts else ""
 
     # ---------------------------------------------------------------------------------- tracking
     def track(self, frames: np.ndarray, *, grid_size: int | None = None,
