@@ -79,3 +79,12 @@ def test_evidence_report_values_must_be_finite(bad):
     with pytest.raises(ValidationError, match="finite"):
         EvidenceReport(summary="x", values={"peak": bad})
     assert EvidenceReport(summary="x", values={"peak": 0.5, "n": 3}).values == {"peak": 0.5, "n": 3.0}
+
+
+@pytest.mark.parametrize("whole", [np.float32(3.0), np.float16(3.0), np.float64(3.0), 3.0], ids=repr)
+def test_a_whole_numpy_float_is_a_frame_index_like_a_python_one(whole):
+    """An extra tool's frames as numpy floats: np.float64 (a float subclass) was frame 3, np.float32 was refused,
+    and the run was ineligible for the same number."""
+    assert EvidenceReport.model_validate({"summary": "x", "frames": [whole]}).frames == [3]
+    with pytest.raises(ValidationError, match="frame index must be an integer"):
+        EvidenceReport.model_validate({"summary": "x", "frames": [type(whole)(2.5)]})

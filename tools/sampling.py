@@ -22,12 +22,13 @@ def frame_index(value: object) -> int:
     """`value` as a frame index: an int, a numpy integer or a whole float (7.0: JSON writers emit those, and it
     names one frame exactly); anything else raises ValueError naming it. Pydantic's lax int took ``true`` as
     frame 1 and ``"3"`` as frame 3 without a word: a model's misread label or a tool's bug then pointed at a
-    frame nobody named. (A fractional 1.5 was already refused.)"""
+    frame nobody named. (A fractional 1.5 was already refused.) A whole numpy float of any width counts as a
+    float: np.float64 (a float subclass) passed and np.float32 was refused."""
     if isinstance(value, bool | np.bool_):
         raise ValueError(f"frame index must be an integer, got the boolean {value!r}")
     if isinstance(value, int | np.integer):
         return int(value)
-    if isinstance(value, float) and value.is_integer():
+    if isinstance(value, float | np.floating) and float(value).is_integer():  # np.float32 is no float subclass
         return int(value)
     raise ValueError(f"frame index must be an integer, got {value!r}")
 
