@@ -144,16 +144,20 @@ class BrokenSurprise:
 
         if self.broken == "not-evidence":
             return {"status": "ok"}
+        if self.broken == "ok-without-windows":
+            return SurpriseEvidence(status="ok", num_frames=len(frames))
         value, end = (float("nan"), 23) if self.broken == "nan" else (0.3, 900)
         w = SurpriseWindow(start=8, end=end, frames=list(range(8, 24)), surprise=value)
         return SurpriseEvidence(status="ok", windows=[w], top=[w], mean=value, num_frames=len(frames))
 
 
 @pytest.mark.parametrize("broken,reason", [("nan", "NaN or infinite surprise"), ("past-the-clip", "windows past"),
-                                           ("not-evidence", "returned dict, not SurpriseEvidence")])
+                                           ("not-evidence", "returned dict, not SurpriseEvidence"),
+                                           ("ok-without-windows", "status ok with no window")])
 def test_surprise_evidence_that_breaks_the_scorer_contract_is_an_ineligible_tool_fault(clip, broken, reason):
     """A NaN surprise was shown to the model as "nan" and the run scored; a window ending at frame 900 of 33 too;
-    a dict ended as an internal AttributeError instead of the tool's fault."""
+    a dict ended as an internal AttributeError instead of the tool's fault, and "ok" without windows or mean as an
+    internal TypeError (the trace's summary formatted the None mean)."""
     from tools.motion import LKTracker
 
     agent = build_reward_agent(AgentConfig(preset="full"),

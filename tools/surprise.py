@@ -115,7 +115,7 @@ class SurpriseEvidence(BaseModel):
             return (f"Prediction surprise (V-JEPA 2): not available, the clip has {self.num_frames} frames, "
                     f"fewer than one {self.window_size}-frame window. Treat as missing evidence.")
         tops = "; ".join(f"frames {w.start}-{w.end} (predicted {self._first_predicted(w)}-{w.end}): "
-                         f"{w.surprise:.3f}" for w in self.top)
+                         f"{w.surprise:.3f}" for w in self.top) or "none listed (top_k 0)"
         return (f"Prediction surprise (V-JEPA 2 latent prediction error; 0 = fully predicted, higher = less "
                 f"predictable; supporting evidence only, not a physics verdict): mean {self.mean:.3f} over "
                 f"{len(self.windows)} windows of {self.window_size} frames (stride {self.stride}, the first "
@@ -124,12 +124,18 @@ class SurpriseEvidence(BaseModel):
 
 def evidence_problem(evidence: object, num_frames: int) -> str | None:
     """Why what a scorer returned for ``num_frames`` frames breaks the `SurpriseScorer` contract, or None: not a
-    `SurpriseEvidence`, evidence over another number of frames, a window past the frames, or a NaN or infinite
-    surprise (the agent showed "nan" to the model, and a window ending at frame 900 of 33, as evidence)."""
+    `SurpriseEvidence`, evidence over another number of frames, a status its windows contradict ("ok" without a
+    window or a mean: its `text()` raised TypeError in the agent, an internal error; "not_enough_frames" with
+    windows), a window past the frames, or a NaN or infinite surprise (the agent showed
+    "nan" to the model, and a window ending at frame 900 of 33, as evidence)."""
     if not isinstance(evidence, SurpriseEvidence):
         return f"the scorer returned {type(evidence).__name__}, not SurpriseEvidence"
     if evidence.num_frames != num_frames:
         return f"the scorer returned evidence over {evidence.num_frames} frames for {num_frames} frames"
+    if evidence.status == "ok" and not (evidence.windows and evidence.mean is not None):  # text() formats the mean
+        return f"the scorer returned status ok with {'no mean' if evidence.windows else 'no window'}"
+    if evidence.status == "not_enough_frames" and (evidence.windows or evidence.top):
+        return "the scorer returned not_enough_frames with windows"
     windows = evidence.windows + evidence.top
     if any(not 0 <= f < num_frames for w in windows for f in (w.start, w.end, *w.frames)):
         return f"the scorer returned windows past the {num_frames} frames it was given"
