@@ -145,7 +145,9 @@ def reward_command(
     out: Annotated[Path, typer.Option("--out", "-o", help="Output folder.")],
     presets: Annotated[str, typer.Option(help="Comma-separated presets, e.g. full,direct; 'all' = all 14.")] = "full",
     concurrency: Annotated[int, typer.Option(min=1, help="Clips scored / judged at once.")] = 16,
-    retry_ineligible: Annotated[bool, typer.Option(help="Re-score rows whose reward is None.")] = False,
+    retry_ineligible: Annotated[bool, typer.Option(
+        help="Re-score rows ineligible for a reason a rerun can fix (a transport fault, a crashed scorer, a clip "
+             "that could not be read and can be now); an undecodable clip or a bad instruction stays.")] = False,
 ) -> None:
     from evals.eval_views import reward_notes
     from evals.judge import JudgeSettings

@@ -15,7 +15,11 @@ Decisions where the issue was silent:
   again once). A row whose verdict is `unjudged`, or was given by another judge than this run's (verdicts record
   `judge` = `judge_name`), is re-judged without re-scoring; a judged verdict is never replaced by one that could not
   judge (no judge configured on a rerun, a judge failure), and the R column names the judges whose verdicts it
-  counts. `retry_ineligible=True` also re-scores rows whose reward is None (the paper retries execution errors).
+  counts. `retry_ineligible=True` also re-scores the ineligible rows another run could turn into a reward (the
+  paper retries execution errors), decided as `raa score-batch --retry-ineligible` decides
+  (`graph.batch_resume.retryable`: a transport fault, a crashed scorer chunk, a clip not reached or read for the
+  machine's sake that can be read now); an input fault or an undecodable clip stays final while the clip is
+  unchanged (a changed clip is scored again anyway, as `stale`). It re-scored every row whose reward was None.
   Rows written before these fields existed are taken as current. A row that cannot be counted as it stands
   (`damaged`, `evals.result_rows`: reward and status disagree, a verdict or usage that is not an object, reasons or
   notes that are not lists of strings) is scored again; one of another clip or preset stays in the file.
@@ -241,7 +245,7 @@ async def run_reward_eval(clips: Sequence[EvalClip], presets: Sequence[str], out
                         legacy_changed(row.get("clip_version"), clip.path):
                     counters["legacy_rescored"] += 1  # its file's metadata changed since: said by the CLI
                 if row is None or stale(row, clip, versions[clip.path]) or damaged(row) or \
-                        (retry_ineligible and row.get("reward") is None):
+                        (retry_ineligible and fixable(row, clip.path)):
                     to_score.append(clip)
                 elif verdict.get("status", "unjudged") == "unjudged" or (verdict.get("judge") or judge_name) != judge_name:
                     to_judge.append(row)
@@ -288,6 +292,14 @@ async def run_reward_eval(clips: Sequence[EvalClip], presets: Sequence[str], out
                                                     "metrics": metrics_as_dicts(metrics)}, indent=2))
     return RewardEvalOutcome(metrics, rows, counters["scored"], counters["rejudged"], out, unreadable,
                              counters["legacy_rescored"], counters["rewritten"])
+
+
+def fixable(row: dict[str, Any], path: str) -> bool:
+    """Whether `--retry-ineligible` scores `row` (of the clip at `path`) again: an ineligible row another run could
+    fix (`graph.batch_resume.retryable`, whose clip readability is looked up now)."""
+    from graph import batch_resume
+
+    return batch_resume.retryable(row, path, batch_resume.clip_readable)
 
 
 def verdicts_by(rows: Sequence[dict[str, Any]], judge_name: str) -> str:
