@@ -13,7 +13,8 @@ Decisions where the issue was silent:
   taken after, a clip rewritten while scored recorded the new content for the old content's result. Rows that
   recorded the older stat identity are read as that module says (kept while it matches, then upgraded; else scored
   again once). A row whose verdict is `unjudged`, or was given by another judge than this run's (verdicts record
-  `judge` = `judge_name`), is re-judged without re-scoring; a judged verdict is never replaced by one that could not
+  `judge` = `judge_name`), or is `judged` without a true/false `reasonable` (a hand edit, `evals.table.not_boolean`),
+  is re-judged without re-scoring; a judged verdict is never replaced by one that could not
   judge (no judge configured on a rerun, a judge failure), and the R column names the judges whose verdicts it
   counts. `retry_ineligible=True` also re-scores the ineligible rows another run could turn into a reward (the
   paper retries execution errors), decided as `raa score-batch --retry-ineligible` decides
@@ -50,7 +51,14 @@ from typing import TYPE_CHECKING, Any, Protocol
 from evals.clip_identity import ClipIdentities, is_legacy, legacy_changed, legacy_matches
 from evals.judge import JudgeVerdict, RewardJudge, explanation
 from evals.result_rows import ManifestError, damaged, result_row, results_rows, stale, stamped
-from evals.table import all_metrics, metrics_as_dicts, ordered_presets, render_csv, render_markdown
+from evals.table import (
+    all_metrics,
+    metrics_as_dicts,
+    not_boolean,
+    ordered_presets,
+    render_csv,
+    render_markdown,
+)
 from graph.schemas import RewardResult
 from tools.jsonl import mend_tail, write_text_atomic
 
@@ -247,7 +255,8 @@ async def run_reward_eval(clips: Sequence[EvalClip], presets: Sequence[str], out
                 if row is None or stale(row, clip, versions[clip.path]) or damaged(row) or \
                         (retry_ineligible and fixable(row, clip.path)):
                     to_score.append(clip)
-                elif verdict.get("status", "unjudged") == "unjudged" or (verdict.get("judge") or judge_name) != judge_name:
+                elif verdict.get("status", "unjudged") == "unjudged" or not_boolean(verdict) or \
+                        (verdict.get("judge") or judge_name) != judge_name:
                     to_judge.append(row)
             for done in asyncio.as_completed(in_order(with_old(r) for r in to_judge)):  # each saved when judged
                 old, row = await done

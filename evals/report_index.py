@@ -4,8 +4,8 @@ Reads DIR/results.jsonl, recomputes the Table 2 metrics for the presets found th
 presets of the last `raa eval reward` run, as its summary.json names them, so the page shows the table.md of
 that run; results.jsonl also keeps rows of earlier manifests), and writes
 DIR/index.html: the table [table], reliability extras [extras], and one row per clip with one cell per preset
-(reward, status, judge verdict: ✓ / ✗ for a `judged` verdict only, as the table counts it; the verdict's
-status otherwise) linking to that run's report [clips]. Run reports are written to DIR/reports/<run id>.html
+(reward, status, judge verdict: ✓ / ✗ for a `judged` verdict only, as the table counts it; "not true/false"
+for a `judged` one without a boolean, as the R cell names it; the verdict's status otherwise) linking to that run's report [clips]. Run reports are written to DIR/reports/<run id>.html
 from the trace database when the run is found there; a report already there is linked with or without one
 (`evals.report_links`).
 
@@ -80,8 +80,8 @@ def _cell(row: dict, link: str | None) -> str:
     reasonable = j.get("reasonable") if status == "judged" else None  # as the table counts it: a judged verdict,
     # a JSON boolean only ([true] raised, 1 read as ✓; an unjudged verdict's reasonable true read as accepted)
     verdict = ("<span class=\"yes\">✓</span>" if reasonable is True else "<span class=\"no\">✗</span>"
-               if reasonable is False else  # a judged verdict without a boolean is no verdict
-               f"<span class=\"muted\">{esc('unjudged' if status == 'judged' else status)}</span>")
+               if reasonable is False else  # a judged verdict without a boolean is no verdict: named as R names it
+               f"<span class=\"muted\">{esc('not true/false' if status == 'judged' else status)}</span>")
     text = f"{reward_text(row.get('reward'))} {badge(row.get('status'))} {verdict}"
     return f"<a class=\"run-link\" href=\"{esc(link)}\">{text}</a>" if link else text
 

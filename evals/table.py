@@ -18,6 +18,10 @@ Definitions (decisions where the issue was silent are marked *):
   the judge failed on), so the cell names the unjudged rows instead of hiding them in "not accepted":
   "1 / 10 (10.0%; 8 unjudged)" (it read "1 / 10 (10.0%)"). table.csv puts `unjudged` (and `skipped`) next
   to `r` / `r_pct`, and summary.json carries the cell's text (`r_cell`) beside the counts.
+- *A `judged` verdict whose `reasonable` is not a JSON boolean (a hand-edited row, another tool's "partial" or
+  "yes") is no acceptance, so it is not in R; the cell names such verdicts ("1 / 4 (25.0%; 2 judged without a
+  true/false verdict)", `verdict_not_boolean` in table.csv and summary.json): R was lowered without a word.
+  `raa eval reward` judges such rows again (`evals.reliability`).
 - n_neg: rows labelled `failure` or `unobservable`; F+: those with a reward > 0.
 - n_prog: rows labelled `progress`; P0: those with a reward == 0. *An ineligible progress row (reward None)
   is not a zero reward: it is counted in `ineligible`, not in P0.
@@ -124,6 +128,8 @@ class PresetMetrics:
     """Reference-negative rows with reward None."""
     prog_ineligible: int = 0
     """Progress rows with reward None."""
+    verdict_not_boolean: int = 0
+    """Rows whose verdict is `judged` but whose `reasonable` is not true or false (`not_boolean`): not in R."""
     by_label: dict[str, MeanReward] = field(default_factory=dict)
     """Mean reward per reference label."""
     by_pattern: dict[str, MeanReward] = field(default_factory=dict)
@@ -156,7 +162,10 @@ class PresetMetrics:
         """The R / N (%) cell ("not judged" when `not_judged`), naming the unjudged rows (module docstring)."""
         if self.not_judged:
             return f"not judged (N = {self.n})"
-        return f"{self.r} / {self.n} ({self.r_pct:.1f}%" + (f"; {self.unjudged} unjudged)" if self.unjudged else ")")
+        causes = [f"{self.unjudged} unjudged"] if self.unjudged else []
+        if self.verdict_not_boolean:
+            causes.append(f"{self.verdict_not_boolean} judged without a true/false verdict")
+        return f"{self.r} / {self.n} ({self.r_pct:.1f}%" + "".join(f"; {c}" for c in causes) + ")"
 
     @property
     def f_cell(self) -> str:
@@ -197,6 +206,11 @@ def check_row(row: object, preset: str, index: int) -> dict:
     return row
 
 
+def not_boolean(verdict: dict) -> bool:
+    """A `judged` verdict whose `reasonable` is not a JSON boolean (module docstring): no acceptance, named."""
+    return verdict.get("status") == "judged" and not isinstance(verdict.get("reasonable"), bool)
+
+
 def _mean_reward(rows: Sequence[dict]) -> MeanReward:
     rewards = [float(r["reward"]) for r in rows if r.get("reward") is not None]
     return MeanReward(sum(rewards) / len(rewards) if rewards else None, len(rewards), len(rows))
@@ -230,6 +244,7 @@ def preset_metrics(preset: str, rows: Sequence[dict]) -> PresetMetrics:
         ineligible=sum(1 for r in rows if r.get("reward") is None),
         neg_ineligible=sum(1 for r in neg if r.get("reward") is None),
         prog_ineligible=sum(1 for r in prog if r.get("reward") is None),
+        verdict_not_boolean=sum(1 for j in judge if not_boolean(j)),
         by_label=_group(rows, "label"), by_pattern=_group(rows, "pattern"), usage_per_clip=usage,
         usage_unknown=len(rows) - len(known))
 
@@ -278,7 +293,7 @@ def render_markdown(metrics: Sequence[PresetMetrics], *, judge_name: str = "judg
 
 CSV_FIELDS = ("preset", "method", "n", "r", "r_pct", "unjudged", "skipped", "f_plus", "n_neg", "neg_ineligible", "p0",
               "n_prog", "prog_ineligible", "ineligible", "calls_per_clip", "images_per_clip", "input_tokens_per_clip",
-              "output_tokens_per_clip", "cache_hits_per_clip", "usage_unknown")
+              "output_tokens_per_clip", "cache_hits_per_clip", "usage_unknown", "verdict_not_boolean")
 
 
 def render_csv(metrics: Sequence[PresetMetrics]) -> str:
@@ -294,7 +309,8 @@ def render_csv(metrics: Sequence[PresetMetrics]) -> str:
         row: list[object] = [m.preset, DISPLAY_NAMES[m.preset], m.n, r, r_pct,
                              m.unjudged, m.skipped, m.f_plus, m.n_neg, m.neg_ineligible, m.p0,
                              m.n_prog, m.prog_ineligible, m.ineligible,
-                             *(m.usage_cell(k, d, "") for k, _, d in USAGE_DIGITS), m.usage_unknown]
+                             *(m.usage_cell(k, d, "") for k, _, d in USAGE_DIGITS), m.usage_unknown,
+                             m.verdict_not_boolean]
         row += ["" if x not in m.by_label or m.by_label[x].mean is None else f"{m.by_label[x].mean:.4f}"
                 for x in labels]
         row += ["" if x not in m.by_pattern or m.by_pattern[x].mean is None else f"{m.by_pattern[x].mean:.4f}"

@@ -70,11 +70,15 @@ def test_a_positive_reward_never_reads_as_zero_in_a_run_report():
     assert "<div class=\"reward\">4.00e-04</div>" in render_run_report(trace)
 
 
-@pytest.mark.parametrize(("reasonable", "shown"), [(True, "✓"), (False, "✗"), (1, "unjudged"), ([True], "unjudged"),
-                                                   ({"x": 1}, "unjudged"), (None, "unjudged")])
-def test_a_judge_verdict_that_is_no_boolean_shows_unjudged(reasonable, shown):
+NOT_BOOLEAN = "not true/false"  # as the R cell names such verdicts (tests/test_eval_verdict_not_boolean.py)
+
+
+@pytest.mark.parametrize(("reasonable", "shown"), [(True, "✓"), (False, "✗"), (1, NOT_BOOLEAN), ([True], NOT_BOOLEAN),
+                                                   ({"x": 1}, NOT_BOOLEAN), (None, NOT_BOOLEAN)])
+def test_a_judge_verdict_that_is_no_boolean_is_named_not_ticked(reasonable, shown):
     """A hand-edited results.jsonl row with ``"reasonable": [true]`` crashed the index (a list as a dict key:
-    TypeError), and ``1`` showed as a ✓ (1 == True): only a JSON boolean is a verdict, as the table counts it."""
+    TypeError), and ``1`` showed as a ✓ (1 == True): only a JSON boolean is a verdict, as the table counts it.
+    The cell read "unjudged", which the table did not count it as; it names the cause as the R cell does."""
     from evals.report_index import _cell
 
     cell = _cell({"reward": 0.5, "status": "rewarded", "judge": {"status": "judged", "reasonable": reasonable}}, None)
