@@ -149,7 +149,7 @@ def reward_command(
         help="Re-score rows ineligible for a reason a rerun can fix (a transport fault, a crashed scorer, a clip "
              "that could not be read and can be now); an undecodable clip or a bad instruction stays.")] = False,
 ) -> None:
-    from evals.eval_views import reward_notes
+    from evals.eval_views import plural, reward_notes
     from evals.judge import JudgeSettings
     from evals.reliability import AgentScorer, ManifestError, load_eval_manifest, run_reward_eval
     from evals.table import PAPER_ORDER, ordered_presets
@@ -198,7 +198,7 @@ def reward_command(
         _console().print(f"[{done[0]}] {row['preset']:<16} {Path(row['path']).name:<32} reward={reward} "
                          f"judge={verdict}", highlight=False)
 
-    _console().print(f"{len(clips)} clips x {len(chosen)} presets = {total} rows -> {out}")
+    _console().print(f"{plural(len(clips), 'clip')} x {plural(len(chosen), 'preset')} = {plural(total, 'row')} -> {out}")
     try:
         outcome = asyncio.run(run_reward_eval(clips, chosen, out, scorer, judge, concurrency=concurrency,
                                               retry_ineligible=retry_ineligible, judge_name=judge_settings.model

@@ -38,6 +38,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from evals.eval_views import plural
 from evals.report_html import badge, esc, page, section, table
 from evals.report_links import link_reports
 from evals.table import DISPLAY_NAMES, PAPER_ORDER, USAGE_DIGITS, all_metrics
@@ -185,13 +186,13 @@ def write_eval_index(out_dir: str | Path, *, traces_path: str | Path | None = No
                           esc(first.get("pattern")), esc(first.get("instruction")), *cells])
     note = found.note()
     if skipped:  # their clips and presets are not in the table: say so rather than shrink N silently
-        note += f"; {skipped} line{'s' if skipped > 1 else ''} of results.jsonl {'are' if skipped > 1 else 'is'} " \
-                "not result rows (skipped)"
+        note += f"; {plural(skipped, 'line')} of results.jsonl {'are' if skipped > 1 else 'is'} not " \
+                f"{'result rows' if skipped > 1 else 'a result row'} (skipped)"
     if not rows:
         note = f"{empty_note(Path(results.name), scoped_out)}; {note}"
     name = out.resolve().name  # "." (run inside the folder) has no name of its own
     body = (f"<h1 id=\"eval-header\">Reward reliability: {esc(name)}</h1>"
-            f"<div class=\"muted\">{len(clips)} clips × {len(presets)} presets · {esc(note)}</div>"
+            f"<div class=\"muted\">{plural(len(clips), 'clip')} × {plural(len(presets), 'preset')} · {esc(note)}</div>"
             + _table_html(metrics)
             + section("clips", "Clips (reward, status, judge verdict; click for the run report)",
                       table(["clip", "label", "pattern", "instruction", *presets], clip_rows, table_id="clip-table",

@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from evals.eval_views import plural
 from tools.jsonl import write_text_atomic
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -38,16 +39,15 @@ class RunLinks:
         """The index header's account of the links."""
         if not self.database:
             text = "no trace database given or found: " + (
-                f"{len(self.links)} run reports linked from reports/" if self.links else "runs are not linked")
+                f"{plural(len(self.links), 'run report')} linked from reports/" if self.links else "runs are not linked")
             if self.links and self.unreported:
-                text += f"; {self.unreported} run{'s' if self.unreported > 1 else ''} without a report"
+                text += f"; {plural(self.unreported, 'run')} without a report"
             return text
-        text = f"{len(self.links)} run reports linked" + (
-            f"; {self.missing} runs not found in the trace database" if self.missing else "")
+        text = f"{plural(len(self.links), 'run report')} linked" + (
+            f"; {plural(self.missing, 'run')} not found in the trace database" if self.missing else "")
         if self.unreadable:
             shown = ", ".join(self.unreadable[:5]) + (", ..." if len(self.unreadable) > 5 else "")
-            n = len(self.unreadable)
-            text += f"; {n} run{'s' if n > 1 else ''} could not be read ({shown})"
+            text += f"; {plural(len(self.unreadable), 'run')} could not be read ({shown})"
         return text
 
 

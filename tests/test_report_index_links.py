@@ -39,7 +39,7 @@ def test_index_without_a_trace_database_links_reports_already_on_disk(tmp_path):
     for traces in (None, tmp_path / "absent.sqlite"):
         html = write_eval_index(out, traces_path=traces).read_text()
         assert _links(html) == [f"reports/{safe_name('run-a')}.html"], traces
-        assert "1 run reports linked" in html and "1 run without a report" in html
+        assert "1 run report linked" in html and "1 run without a report" in html
     (out / "reports" / f"{safe_name('run/b c')}.html").write_text("<html>b</html>")
     html = write_eval_index(out, traces_path=None).read_text()
     assert len(_links(html)) == 2 and "without a report" not in html
@@ -65,3 +65,25 @@ def test_verdict_cell_ticks_only_judged_verdicts(tmp_path):
     assert cells.count('class="yes">✓') == 1 and cells.count('class="no">✗') == 1
     assert cells.count(">unjudged<") == 2 and cells.count(">skipped<") == 1  # a verdict without status: unjudged
     assert "1 / 5 (20.0%; 2 unjudged)" in html  # the table agrees with the cells
+
+
+def test_the_link_note_counts_in_good_grammar():
+    """The index header read "1 run reports linked" and "1 runs not found in the trace database"."""
+    from evals.report_links import RunLinks
+
+    one = {"run-a": "reports/run-a.html"}
+    assert RunLinks(database=True, links=one, missing=1).note() == \
+        "1 run report linked; 1 run not found in the trace database"
+    assert RunLinks(database=True, links={**one, "run-b": "reports/run-b.html"}, missing=2).note() == \
+        "2 run reports linked; 2 runs not found in the trace database"
+    assert RunLinks(database=False, links=one, unreported=1).note() == \
+        "no trace database given or found: 1 run report linked from reports/; 1 run without a report"
+
+
+def test_the_index_header_counts_in_good_grammar(tmp_path):
+    """One clip under one preset read "1 clips × 1 presets"; one skipped line "1 line ... is not result rows"."""
+    out = _eval_dir(tmp_path, [_row("/clips/a.mp4", "full", "run-a", None)])
+    with (out / "results.jsonl").open("a") as fh:
+        fh.write("not json\n")
+    html = write_eval_index(out, traces_path=None).read_text()
+    assert "1 clip × 1 preset ·" in html and "1 line of results.jsonl is not a result row (skipped)" in html
