@@ -15,8 +15,8 @@ from typer.testing import CliRunner
 from evals.reliability import EvalClip, run_reward_eval
 from graph.cli import app
 from graph.schemas import RewardResult
+from tests.batch_of_one import one_frame_zero
 from tests.test_batch_resume import TASK, _rows
-from tests.test_cli_agent import _scripted
 from tests.test_eval_reliability import _judge
 
 runner = CliRunner()
@@ -25,15 +25,8 @@ runner = CliRunner()
 def test_a_quality_zero_does_not_refuse_a_resume_under_another_model(monkeypatch, tmp_path):
     from tests.graph_scripts import moving_square
 
-    _scripted(monkeypatch, tmp_path)
-    moving_square(tmp_path / "c.mp4", frames=1, seed=1)  # one frame: the quality check zeroes it, no model call
-    manifest = tmp_path / "m.jsonl"
-    manifest.write_text(json.dumps({"path": "c.mp4", "instruction": TASK}) + "\n")
-    out = tmp_path / "out.jsonl"
-    args = ["score-batch", str(manifest), "--out", str(out), "--preset", "decomposed"]
-    assert runner.invoke(app, args).exit_code == 0
-    [row] = _rows(out)
-    assert row["result"]["status"] == "zero" and row["result"]["reasons"][0].startswith("quality: "), row
+    batch = one_frame_zero(monkeypatch, tmp_path)  # one frame: the quality check zeroes it, no model call
+    manifest, out, args = batch.manifest, batch.out, batch.args
     moving_square(tmp_path / "d.mp4", seed=2)
     with manifest.open("a") as fh:
         fh.write(json.dumps({"path": "d.mp4", "instruction": TASK}) + "\n")

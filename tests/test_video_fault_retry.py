@@ -11,6 +11,7 @@ import pytest
 from typer.testing import CliRunner
 
 from graph.cli import app
+from tests.batch_of_one import batch_of_one, one_frame_zero
 from tests.test_batch_resume import TASK, _rows
 from tests.test_cli_agent import _scripted
 
@@ -75,24 +76,12 @@ def test_a_permission_fault_is_retried_once_the_clip_can_be_read():
     assert not retryable(decode, "c.mp4", lambda p: True)  # an unchanged undecodable clip stays final
 
 
-def _scored_batch(monkeypatch, tmp_path) -> tuple:
-    from tests.graph_scripts import moving_square
-
-    _scripted(monkeypatch, tmp_path)
-    moving_square(tmp_path / "c.mp4", seed=1)
-    manifest = tmp_path / "m.jsonl"
-    manifest.write_text(json.dumps({"path": "c.mp4", "instruction": TASK}) + "\n")
-    out = tmp_path / "out.jsonl"
-    args = ["score-batch", str(manifest), "--out", str(out), "--preset", "decomposed"]
-    assert runner.invoke(app, args).exit_code == 0
-    return out, args
-
-
 @pytest.mark.parametrize("reason", ["permission", "io_error"])
 def test_retry_ineligible_scores_a_clip_again_after_an_environment_fault(monkeypatch, tmp_path, reason):
     """A permission fault (chmod fixed it since) and an I/O error: the row says so, and the clip as it is now can be
     read, so a plain resume names it and --retry-ineligible scores it again."""
-    out, args = _scored_batch(monkeypatch, tmp_path)
+    batch = batch_of_one(monkeypatch, tmp_path)
+    out, args = batch.out, batch.args
     [row] = _rows(out)
     # as a run that could not read the clip wrote it; its "clip" record is the clip as it is now
     fault = {"status": "ineligible", "reward": None, "T": None, "P": None, "V": None,
@@ -112,15 +101,8 @@ def test_a_clip_zeroed_for_one_frame_is_scored_again_once_it_changed(monkeypatch
     the clip differs from its row's "clip" record; unchanged, it stays."""
     from tests.graph_scripts import moving_square
 
-    _scripted(monkeypatch, tmp_path)
-    clip = moving_square(tmp_path / "c.mp4", frames=1, seed=1)  # the renderer has written one frame
-    manifest = tmp_path / "m.jsonl"
-    manifest.write_text(json.dumps({"path": "c.mp4", "instruction": TASK}) + "\n")
-    out = tmp_path / "out.jsonl"
-    args = ["score-batch", str(manifest), "--out", str(out), "--preset", "decomposed"]
-    assert runner.invoke(app, args).exit_code == 0
-    [row] = _rows(out)
-    assert row["result"]["status"] == "zero" and row["result"]["reasons"][0].startswith("quality: "), row
+    batch = one_frame_zero(monkeypatch, tmp_path)  # the renderer has written one frame
+    clip, out, args = batch.clip, batch.out, batch.args
     res = runner.invoke(app, [*args, "--retry-ineligible"])  # the same one-frame clip: its zero stands
     assert res.exit_code == 0 and "0 to score" in res.output and "zero row" not in res.output, res.output
     moving_square(clip, seed=1)  # the renderer is done: 33 frames
