@@ -46,3 +46,29 @@ def test_gate_rule_of_a_trace_without_the_gated_input_follows_the_run_config(pre
     """Gate inputs recorded before `gated` was kept: the rule comes from the run's preset and switches."""
     section = _gate_section(preset, {k: v for k, v in SCORED.items()}, switches)
     assert (GATED in section) is gated and FORMULA in section
+
+
+CONTRACT = {"requirements": [
+    {"id": "R1", "kind": "action", "text": "grasp the block", "essential": True},
+    {"id": "R2", "kind": "outcome", "text": "the block is in the bowl", "essential": True},
+    {"id": "R3", "kind": "object", "text": "the bowl stays upright", "essential": False}]}
+ASSESSMENT = {"judgments": [{"requirement_id": "R1", "status": "met"},
+                            {"requirement_id": "R2", "status": "partial"},
+                            {"requirement_id": "R3", "status": "not_met"}],
+              "physical_level": 5, "visual_level": 5}
+
+
+def test_gate_section_names_the_requirements_that_lowered_t():
+    """A requirement judged partial (or not met, unverifiable) lowers T and so R, and the gate section showed T
+    = 0.750 without a word of why: it now lists each essential requirement's status and weight (DESIGN §3: met 1,
+    partial 0.5, not_met / unverifiable 0), and says which requirements T leaves out (not essential)."""
+    inputs = {**SCORED, "T": 0.75, "P": 1.0, "V": 1.0, "gated": True, "reward": 0.825}
+    values = {"preset": "full", "result": {"reward": 0.825, "status": "scored"},
+              "contract": CONTRACT, "assessment": ASSESSMENT}
+    trace = RunTrace("run-1", "2026-01-01T00:00:00", values,
+                     [{"node": "gate", "gate_inputs": inputs, "decision": "scored"}])
+    section = render_run_report(trace).split('id="gate"', 1)[1].split("</section>", 1)[0]
+    assert "T = 0.750" in section and "R1 met (1)" in section and "R2 partial (0.5)" in section, section
+    assert "lowered by R2 partial" in section and "R3" in section and "not essential" in section
+    plain = _gate_section("full", {**SCORED, "gated": True})  # no contract in the state: no breakdown
+    assert "lowered by" not in plain
