@@ -28,6 +28,9 @@ Decisions where the issue was silent:
   status, a reward outside 0..1: ``evals.compare.checked_reward``; such a row was once silently one more
   ineligible draw, then refused the whole file). A file whose every line is skipped is an error listing
   them, and `raa eval draws` exits 2 when lines were skipped and no clip with two eligible draws is left.
+* ``most_variable`` names the draw of each eligible reward (``draws``) and the draws without one
+  (``ineligible_draws``), and `raa eval draws` shows an ineligible draw in its place ("0.200 ⊥ 0.900"): the
+  "Rewards by draw" column left it out, so the rewards of draws 0 and 2 read as those of draws 0 and 1.
 * ``status_flips``: clips whose eligible draws do not share one status (``scored`` against ``zero``: the gate
   or the quality check decided differently), the draw-to-draw change that moves a reward most.
 * Rows of manifest lines that named no clip (score-batch's "<line N>" rows, ``graph.batch.is_bad_line_row``)
@@ -79,6 +82,10 @@ class ClipDraws:
     """Eligible rewards in draw order."""
     statuses: list[str]
     """Statuses of the eligible draws in draw order."""
+    draw_ids: list[int] = field(default_factory=list)
+    """The draw number of each eligible reward (same order as `rewards`)."""
+    ineligible_draws: list[int] = field(default_factory=list)
+    """The draw numbers without a reward (shown in their place as "⊥")."""
 
     @property
     def range(self) -> float | None:
@@ -125,7 +132,7 @@ class DrawsSummary:
     """Lines of the file left out as no usable row, of any preset (``PATH:N`` and the reason)."""
     most_variable: list[dict[str, Any]] = field(default_factory=list)
     """Up to 10 clips with the widest range (ties by path, then instruction): path, instruction, preset,
-    rewards, statuses, range."""
+    rewards, statuses, draws (the draw number of each reward), ineligible_draws, range."""
 
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -171,10 +178,12 @@ def read_draws(path: Path) -> tuple[list[ClipDraws], dict[str, int], list[Skippe
         seen[clip][draw] = row["result"]
     clips = []
     for (video, instruction, preset), by_draw in seen.items():
-        eligible = [(r, str(by_draw[d].get("status"))) for d in sorted(by_draw)
+        eligible = [(r, str(by_draw[d].get("status")), d) for d in sorted(by_draw)
                     if (r := eligible_reward(by_draw[d])) is not None]
         clips.append(ClipDraws(path=video, instruction=instruction, preset=preset, draws=len(by_draw),
-                               rewards=[r for r, _ in eligible], statuses=[s for _, s in eligible]))
+                               rewards=[r for r, _, _ in eligible], statuses=[s for _, s, _ in eligible],
+                               draw_ids=[d for _, _, d in eligible],
+                               ineligible_draws=sorted(set(by_draw) - {d for _, _, d in eligible})))
     return clips, bad, skipped
 
 
@@ -251,5 +260,6 @@ def summarize_draws(path: Path, preset: str | None = None) -> DrawsSummary:
         summary.mean_range, summary.max_range = float(np.mean(ranges)), max(ranges)
         widest = sorted(multi, key=lambda c: (-c.range, c.path, c.instruction))[:10]  # ties: not the file's order
         summary.most_variable = [{"path": c.path, "instruction": c.instruction, "preset": c.preset,
-                                  "rewards": c.rewards, "statuses": c.statuses, "range": c.range} for c in widest]
+                                  "rewards": c.rewards, "statuses": c.statuses, "draws": c.draw_ids,
+                                  "ineligible_draws": c.ineligible_draws, "range": c.range} for c in widest]
     return summary

@@ -185,6 +185,11 @@ def changed_table(shown: list[dict[str, Any]], total: int) -> Table:
     return t
 
 
-def draw_rewards(rewards: list[float], statuses: list[str]) -> str:
-    """A clip's rewards by draw for `raa eval draws` (`reward_text`), a draw that is not "scored" marked."""
-    return " ".join(reward_text(r) + ("" if st == "scored" else f"({st})") for r, st in zip(rewards, statuses, strict=True))
+def draw_rewards(rewards: list[float], statuses: list[str], draws: list[int] | None = None,
+                 ineligible: list[int] = ()) -> str:
+    """A clip's rewards by draw for `raa eval draws` (`reward_text`), a draw that is not "scored" marked, and a
+    draw without a reward (`ineligible`, by draw number; `draws`: the draw of each reward) shown as "⊥" in its
+    place."""
+    shown = [(d, reward_text(r) + ("" if st == "scored" else f"({st})"))
+             for d, r, st in zip(draws if draws is not None else range(len(rewards)), rewards, statuses, strict=True)]
+    return " ".join(text for _, text in sorted([*shown, *((d, "⊥") for d in ineligible)]))
