@@ -129,6 +129,9 @@ def reward_notes(outcome: RewardEvalOutcome) -> list[str]:
     if unjudged:
         notes.append(f"{len(unjudged)} output(s) could not be judged; first: "
                      f"{(unjudged[0].get('judge') or {}).get('rationale') or 'no reason recorded'}")
+    if outcome.fixable:
+        notes.append(f"{plural(outcome.fixable, 'ineligible row')} kept from earlier runs failed for a reason a rerun "
+                     f"can fix: --retry-ineligible scores {'it' if outcome.fixable == 1 else 'them'} again")
     if outcome.unreadable:
         notes.append(f"{outcome.unreadable} line(s) of results.jsonl were not result rows and were dropped "
                      "(their clips were scored again)")

@@ -21,6 +21,8 @@ Decisions where the issue was silent:
   (`graph.batch_resume.retryable`: a transport fault, a crashed scorer chunk, a clip not reached or read for the
   machine's sake that can be read now); an input fault or an undecodable clip stays final while the clip is
   unchanged (a changed clip is scored again anyway, as `stale`). It re-scored every row whose reward was None.
+  Without it, the rows the flag would score again are counted (`RewardEvalOutcome.fixable`) and the CLI says
+  so, as `raa score-batch` does on a plain resume: a run scored against a broken setup read as done.
   Rows written before these fields existed are taken as current. A row that cannot be counted as it stands
   (`damaged`, `evals.result_rows`: reward and status disagree, a verdict or usage that is not an object, reasons or
   notes that are not lists of strings) is scored again; one of another clip or preset stays in the file.
@@ -188,6 +190,9 @@ class RewardEvalOutcome:
     rewritten: int = 0
     """Clips scored in this run whose content changed while they were scored: their rows record the content
     before (what was scored), so the next run scores them again."""
+    fixable: int = 0
+    """Ineligible rows kept from earlier runs (no `retry_ineligible`) that `--retry-ineligible` would score again
+    (`fixable`): a plain resume says so, as `raa score-batch` does."""
 
 
 async def run_reward_eval(clips: Sequence[EvalClip], presets: Sequence[str], out_dir: str | Path,
@@ -210,7 +215,7 @@ async def run_reward_eval(clips: Sequence[EvalClip], presets: Sequence[str], out
                                 for (p, k), r in existing.items()], scorer_id)):
         raise ManifestError(problem)
     sem = asyncio.Semaphore(concurrency)
-    counters = {"scored": 0, "rejudged": 0, "legacy_rescored": 0, "rewritten": 0}
+    counters = {"scored": 0, "rejudged": 0, "legacy_rescored": 0, "rewritten": 0, "fixable": 0}
 
     mend_tail(results_path)  # a torn last row: appending after it would glue the first new row onto it
     with results_path.open("a", encoding="utf-8") as sink:
@@ -255,7 +260,10 @@ async def run_reward_eval(clips: Sequence[EvalClip], presets: Sequence[str], out
                 if row is None or stale(row, clip, versions[clip.path]) or damaged(row) or \
                         (retry_ineligible and fixable(row, clip.path)):
                     to_score.append(clip)
-                elif verdict.get("status", "unjudged") == "unjudged" or not_boolean(verdict) or \
+                    continue
+                if not retry_ineligible and fixable(row, clip.path):
+                    counters["fixable"] += 1  # kept: said by the CLI, as `raa score-batch` says it
+                if verdict.get("status", "unjudged") == "unjudged" or not_boolean(verdict) or \
                         (verdict.get("judge") or judge_name) != judge_name:
                     to_judge.append(row)
             for done in asyncio.as_completed(in_order(with_old(r) for r in to_judge)):  # each saved when judged
@@ -300,7 +308,7 @@ async def run_reward_eval(clips: Sequence[EvalClip], presets: Sequence[str], out
                                                     "paths": [c.path for c in clips],
                                                     "metrics": metrics_as_dicts(metrics)}, indent=2))
     return RewardEvalOutcome(metrics, rows, counters["scored"], counters["rejudged"], out, unreadable,
-                             counters["legacy_rescored"], counters["rewritten"])
+                             counters["legacy_rescored"], counters["rewritten"], counters["fixable"])
 
 
 def fixable(row: dict[str, Any], path: str) -> bool:

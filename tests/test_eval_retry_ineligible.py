@@ -69,3 +69,19 @@ def test_retry_ineligible_keeps_an_unreached_clip_final_while_it_still_cannot_be
     monkeypatch.setattr(graph.batch_resume, "clip_readable", lambda path: False)  # still no permission
     asyncio.run(run_reward_eval(clips, ["direct"], tmp_path / "ev", scorer, _judge(), retry_ineligible=True))
     assert scorer.calls[1:] == [["c1", "c2"]]  # the machine's faults wait until the clip can be read
+
+
+def test_a_plain_resume_says_how_many_rows_retry_ineligible_would_score_again(tmp_path):
+    """As `raa score-batch` says on a plain resume: a run scored against a broken setup kept its ineligible rows
+    without a word, so the table read as done."""
+    from evals.eval_views import reward_notes
+
+    clips, scorer = _clips(tmp_path), FaultScorer()
+    first = asyncio.run(run_reward_eval(clips, ["direct"], tmp_path / "ev", scorer, _judge()))
+    assert first.fixable == 0  # scored in this run: nothing kept from before
+    again = asyncio.run(run_reward_eval(clips, ["direct"], tmp_path / "ev", scorer, _judge()))
+    assert again.scored == 0 and again.fixable == 4
+    assert "4 ineligible rows kept from earlier runs failed for a reason a rerun can fix: --retry-ineligible " \
+           "scores them again" in reward_notes(again)
+    retried = asyncio.run(run_reward_eval(clips, ["direct"], tmp_path / "ev", scorer, _judge(), retry_ineligible=True))
+    assert retried.fixable == 0 and not any("--retry-ineligible" in n for n in reward_notes(retried))
