@@ -177,12 +177,22 @@ def _draw(row: dict[str, Any], where: str) -> int:
     return draw
 
 
+def results_file_problem(path: Path) -> str | None:
+    """Why `path` cannot be read as a results file (missing, a folder); None when it is a file. Shared with
+    `evals.draws`."""
+    if path.is_dir():
+        return f"{path} is a folder, not a results file (give the file `raa score-batch --out` wrote)"
+    return None if path.is_file() else f"results file not found: {path}"
+
+
 def score_batch_row(where: str, row: Any) -> dict[str, Any]:
     """``row`` when it is a usable score-batch row: a ``result`` object whose status and reward agree
-    (`checked_reward`) and an integer draw; `LineError` (the line is skipped) otherwise. Shared with
-    `evals.draws`."""
+    (`checked_reward`) and an integer draw; `LineError` (the line is skipped) otherwise, naming a row of `raa eval
+    reward` as one (its fields are at the top level). Shared with `evals.draws`."""
     if not isinstance(row, dict) or not isinstance(row.get("result"), dict):
-        raise LineError(f"{where}: not a score-batch row (no 'result' object)")
+        whose = (" but a row of `raa eval reward` (its results.jsonl); this command reads `raa score-batch` "
+                 "outputs" if isinstance(row, dict) and {"preset", "status", "reward"} <= row.keys() else "")
+        raise LineError(f"{where}: not a score-batch row (no 'result' object){whose}")
     checked_reward(row["result"], where, LineError)
     _draw(row, where)
     return row
@@ -212,8 +222,8 @@ def read_results(path: Path, pair_by: str, draw: int | None = None
     the rows of that draw. Raises CompareError for a missing file, one whose every line is skipped, and rows
     that contradict each other (module docstring)."""
     path = Path(path)
-    if not path.is_file():
-        raise CompareError(f"results file not found: {path}")
+    if problem := results_file_problem(path):
+        raise CompareError(problem)
     parsed, skipped = usable_rows(path, lambda where, row: _parsed(where, row, pair_by))
     if skipped and not parsed:
         raise no_usable_row(path, skipped, CompareError)

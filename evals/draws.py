@@ -58,7 +58,7 @@ from typing import Any
 
 import numpy as np
 
-from evals.compare import eligible_reward, score_batch_row
+from evals.compare import eligible_reward, results_file_problem, score_batch_row
 from tools.jsonl import SkippedLine, no_usable_row, usable_rows
 
 NO_SPREAD = 1e-12
@@ -160,8 +160,8 @@ def read_draws(path: Path) -> tuple[list[ClipDraws], dict[str, int], list[Skippe
     from graph.batch import is_bad_line_row
 
     path = Path(path)
-    if not path.is_file():
-        raise DrawsError(f"results file not found: {path}")
+    if problem := results_file_problem(path):
+        raise DrawsError(problem)
     parsed, skipped = usable_rows(path, _parsed)
     if skipped and not parsed:
         raise no_usable_row(path, skipped, DrawsError)

@@ -156,6 +156,9 @@ def write_eval_index(out_dir: str | Path, *, traces_path: str | Path | None = No
 
     out = Path(out_dir)
     results = out / "results.jsonl"
+    if out.is_file():  # DIR/results.jsonl given for DIR: "expected DIR/results.jsonl/results.jsonl" said little
+        raise FileNotFoundError(f"{out} is a file: `raa eval report` takes the folder `raa eval reward --out` wrote "
+                                f"(raa eval report {out.parent})")
     if not results.is_file():
         raise FileNotFoundError(f"no evaluation results in {out} (expected {results})")
     keyed, skipped = results_rows(results)
