@@ -1,8 +1,10 @@
 """Frames of one run's clip for its HTML report (`evals.report`): decoded once, only those the page shows.
 
 Decision where the issue was silent: at most `MAX_DECODED` frames are decoded per page (the sample, the
-frames judgments, tool calls, motion evidence, extra tools and the final check cite, the frames repairs
-re-viewed, and the frames of each track the page redraws); a clip that cannot be decoded any more yields an empty store with the reason,
+frames judgments, tool calls, motion evidence, extra tools and the final check cite, the first and last frames
+of the observed events, the frames repairs re-viewed, and the frames of each track the page redraws: every frame
+`evals.report_frame_section` gives a figure; the event frames were left out, so their links led to a figure
+without a picture); a clip that cannot be decoded any more yields an empty store with the reason,
 and the page still renders its text parts.
 
 Frames are decoded at most `DECODE_LONG_SIDE` pixels on their long side (smaller clips at their own size):
@@ -117,6 +119,8 @@ def wanted_indices(v: dict[str, Any]) -> set[int]:
     for r in v.get("extra_evidence") or []:
         idx.update(r.get("frames") or [])
     idx.update((v.get("final_check") or {}).get("evidence_frames") or [])
+    for e in (v.get("observation") or {}).get("events") or []:  # the observation's event links (report_frame_section)
+        idx.update((e.get("start_frame", 0), e.get("end_frame", 0)))
     for s in v.get("steps") or []:  # frames a repair re-viewed (the report links them)
         if s.get("node") == "repair":
             idx.update(s.get("frames") or [])

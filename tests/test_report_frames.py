@@ -48,3 +48,13 @@ def test_frames_are_decoded_at_a_bounded_size(tmp_path, monkeypatch):
     assert rf.decode_size(1920, 1080, 768) == (768, 432) and rf.decode_size(300, 200, 768) == (300, 200)
     monkeypatch.setattr(rf, "DECODE_LONG_SIDE", 768)
     assert rf.load_frames(str(clip), [1]).frames[1].shape == (64, 96, 3)  # a smaller clip keeps its size
+
+
+def test_every_frame_the_page_links_to_is_decoded():
+    """The frames section gives each linked frame a figure (`evals.report_frame_section._linked_frames`), but the
+    frames of the observed events were never decoded: an event's frame link led to a figure without a picture."""
+    from evals.report_frame_section import _linked_frames
+
+    run = {**_run({"start_frame": 0, "end_frame": 0}),
+           "observation": {"events": [{"start_frame": 12, "end_frame": 17, "description": "the block moves"}]}}
+    assert _linked_frames(run, []) <= wanted_indices(run)
