@@ -335,7 +335,7 @@ def draws_command(
                                                "holds several).")] = None,
 ) -> None:
     from evals.draws import DrawsError, clip_labels, shown_preset, summarize_draws
-    from evals.eval_views import draw_rewards
+    from evals.eval_views import draw_rewards, plural
 
     try:
         s = summarize_draws(results, preset)
@@ -347,15 +347,16 @@ def draws_command(
         console.print(f"no rows in {results}: nothing to measure")
         _write_json(json_out, s.as_dict(), console)
         return
-    console.print(f"preset {shown_preset(s.preset)}: {s.rows} rows, {s.clips} clips, {s.draws_min}-{s.draws_max} draws per clip; "
-                  f"{s.ineligible_rows} ineligible rows left out; {s.clips_single} clips with < 2 eligible draws")
+    console.print(f"preset {shown_preset(s.preset)}: {plural(s.rows, 'row')}, {plural(s.clips, 'clip')}, "
+                  f"{s.draws_min}-{s.draws_max} draws per clip; {plural(s.ineligible_rows, 'ineligible row')} left "
+                  f"out; {plural(s.clips_single, 'clip')} with < 2 eligible draws")
     if s.bad_lines:
         console.print(f"note: {s.bad_lines} of those rows are manifest lines that named no clip (no clip of theirs "
                       "is counted)", style="yellow")
     if s.n:
         share = "-" if s.noise_share is None else f"{s.noise_share:.3f}"
         between = "- (one clip)" if s.between_std is None else f"{s.between_std:.4f}"
-        console.print(f"n = {s.n} clips: within-clip std {s.within_std:.4f}, between-clip std {between}, "
+        console.print(f"n = {plural(s.n, 'clip')}: within-clip std {s.within_std:.4f}, between-clip std {between}, "
                       f"noise share {share}; range mean {s.mean_range:.4f}, max {s.max_range:.4f}; "
                       f"status flips (scored vs zero) {s.status_flips}")
         t = Table(title="Most variable clips")

@@ -43,3 +43,14 @@ def test_an_ineligible_draw_keeps_its_place(tmp_path):
     res = runner.invoke(app, ["eval", "draws", str(out)], env={"COLUMNS": "200"})
     assert res.exit_code == 0, res.output
     assert "0.200 ⊥ 0.900" in res.output, res.output
+
+
+def test_the_draws_summary_line_counts_in_good_grammar(tmp_path):
+    """One clip read "1 clips, ... 1 ineligible rows left out; 1 clips with < 2 eligible draws"."""
+    out = _three_draws(tmp_path)
+    one = tmp_path / "one.jsonl"
+    one.write_text("".join(line for line in out.read_text().splitlines(keepends=True) if "a.mp4" in line))
+    res = runner.invoke(app, ["eval", "draws", str(one)], env={"COLUMNS": "200"})
+    assert res.exit_code == 0, res.output
+    assert "3 rows, 1 clip, 3-3 draws per clip; 1 ineligible row left out; 0 clips with < 2 eligible draws" \
+        in res.output, res.output
