@@ -44,7 +44,9 @@ def make_clips_command(
     except (ClipSuiteError, RenderError) as exc:
         typer.echo(f"error: {exc}", err=True)
         raise typer.Exit(1) from None
+    from evals.eval_views import plural
+
     rows = load_manifest(manifest)
     counts = Counter(r["label"] for r in rows)
     summary = ", ".join(f"{counts[k]} {k}" for k in ("ordinary", "failure", "unobservable", "progress") if counts[k])
-    typer.echo(f"wrote {len(rows)} clips ({summary}); manifest: {manifest}")
+    typer.echo(f"wrote {plural(len(rows), 'clip')} ({summary}); manifest: {manifest}")

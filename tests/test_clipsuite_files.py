@@ -113,7 +113,7 @@ def test_cli_renders_a_limited_suite(tmp_path):
     assert result.exit_code == 0, result.output
     rows = load_manifest(tmp_path / "manifest.jsonl")
     assert len(rows) == 1 and rows[0]["pattern"] == "success"
-    assert "wrote 1 clips (1 ordinary)" in result.output
+    assert "wrote 1 clip (1 ordinary)" in result.output  # it read "wrote 1 clips"
 
 
 def test_cli_bad_preset_is_a_clear_usage_error(tmp_path):
