@@ -35,6 +35,10 @@ Decisions where the issue was silent:
 - With ``scorer_id`` (the CLI passes `graph.batch.scorer_of`: model name and temperature) every row records it
   as ``scorer``, and a rerun whose scorer differs from the one that gave existing rewards raises
   `ManifestError` before anything is scored: kept rows would mix two models in one table.
+- One run at a time per folder: a run holds DIR/results.jsonl's lock (`graph.batch.lock_output`, as `raa
+  score-batch` holds its output) and a second run into the folder is a `ManifestError` before anything is
+  scored. Two runs (presets split over two endpoints) each rewrote results.jsonl at the end from the rows it had
+  read at its start plus its own, dropping the other's rows, whose later appends went to the replaced file.
 - Clips are scored in chunks of `2 * concurrency` so progress is saved regularly. If the scorer itself
   raises for a chunk, each clip of that chunk gets an ineligible row naming the error (never a reward), whose
   ``usage`` is null with ``usage_unknown`` saying why (the calls made before the crash were spent but not
@@ -200,14 +204,36 @@ async def run_reward_eval(clips: Sequence[EvalClip], presets: Sequence[str], out
                           retry_ineligible: bool = False, judge_name: str = "judge",
                           on_row: Callable[[dict], None] | None = None,
                           scorer_id: dict[str, Any] | None = None) -> RewardEvalOutcome:
-    """Score, judge and tabulate; resumable through DIR/results.jsonl (see the module docstring)."""
-    from graph.batch import scorer_conflict
+    """Score, judge and tabulate; resumable through DIR/results.jsonl (see the module docstring). The run holds
+    DIR/results.jsonl's lock (`graph.batch.lock_output`) throughout; `ManifestError` when another run holds it."""
+    from graph.batch import OutputBusy, lock_output
 
     if concurrency < 1:
         raise ValueError(f"concurrency must be >= 1, got {concurrency}")
     order = ordered_presets(presets)
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
+    results_path = out / "results.jsonl"
+    try:
+        lock = lock_output(results_path)
+    except OutputBusy:
+        raise ManifestError(f"another `raa eval reward` is writing {results_path}; wait for it, or write to "
+                            "another --out (its final rewrite would drop this run's rows)") from None
+    try:
+        return await _evaluate(clips, order, out, scorer, judge, concurrency=concurrency,
+                               retry_ineligible=retry_ineligible, judge_name=judge_name, on_row=on_row,
+                               scorer_id=scorer_id)
+    finally:
+        lock.close()
+
+
+async def _evaluate(clips: Sequence[EvalClip], order: list[str], out: Path, scorer: PresetScorer,
+                    judge: RewardJudge, *, concurrency: int, retry_ineligible: bool, judge_name: str,
+                    on_row: Callable[[dict], None] | None,
+                    scorer_id: dict[str, Any] | None) -> RewardEvalOutcome:
+    """`run_reward_eval`'s work, under its lock."""
+    from graph.batch import scorer_conflict
+
     results_path = out / "results.jsonl"
     existing, unreadable = results_rows(results_path)
     if scorer_id is not None and (problem := scorer_conflict(
