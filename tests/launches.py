@@ -1,11 +1,15 @@
 """Test launches that may hang (a rank out of step waits in a collective forever): past its deadline a launch
 is killed whole and fails the test, so nothing of it outlives the test.
 
-* `run_to_end`: a command (`torchrun`, ``python -m ...``) in its own process group, killed with every descendant
-  (a plain ``subprocess.run(timeout=...)`` killed torchrun alone, and ranks stuck in a collective lived on), with the
-  harness's startup file (tests/harness_site: `harness_env`); a failure quotes the end of its output, and of a
-  hung launch every process's Python stacks;
+* `run_to_end`: a command (`torchrun`, ``python -m ...``) that must succeed; `launch`: one whose exit status and
+  output the test reads; `started`: one the test signals or watches. Each runs in its own session with the
+  harness's environment (tests/harness_site, no launcher settings inherited: `harness_env`), and every process
+  of it (`launch_members`: marked by `LAUNCH_TAG`, whichever session or parent it has) is killed when the test
+  is done with it (a plain ``subprocess.run(timeout=...)`` killed torchrun alone, and ranks stuck in a collective
+  lived on); past its deadline a launch fails the test quoting the end of its output, with every process's
+  Python stacks;
 * `torchrun`: the launch command, ``--standalone``: torchrun binds its rendezvous port itself and holds it;
+  `deepspeed_launch`: the ``deepspeed`` command's, whose ranks meet at a store the test holds (`rendezvous_store`);
 * `spawn_ranks`: ``fn(rank, *args)`` in spawned processes that write ``DIR/rank{r}.done`` ("ok" or the error);
   they meet at a store this process serves (`rendezvous_store`), each rank's output goes to ``DIR/rank{r}.log``,
   and a failure (a hang, a rank that died or did not write "ok") quotes the ranks' outcomes and logs, with
@@ -19,10 +23,11 @@ import signal
 import subprocess
 import sys
 import time
+import uuid
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager, suppress
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import pytest
 
@@ -44,58 +49,147 @@ def torchrun(nproc: int = 2) -> list[str]:
     return [str(Path(sys.executable).parent / "torchrun"), "--standalone", "--nproc_per_node", str(nproc)]
 
 
-def harness_env(env: Mapping[str, str] | None = None) -> dict[str, str]:
-    """``env`` (default: this environment) for a launch: one CPU thread, Python's fatal-signal tracebacks
+LAUNCHER_VARIABLES = frozenset({
+    "RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE", "GROUP_RANK", "GROUP_WORLD_SIZE", "ROLE_RANK",
+    "ROLE_NAME", "ROLE_WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT", "LOCAL_SIZE", "CROSS_RANK", "CROSS_SIZE"})
+"""What torchrun and DeepSpeed's launcher set for a rank (with every ``TORCHELASTIC_*``: `launcher_variable`)."""
+
+
+def launcher_variable(name: str) -> bool:
+    """Whether ``name`` is a launcher's setting for a rank (`LAUNCHER_VARIABLES`, ``TORCHELASTIC_*``)."""
+    return name in LAUNCHER_VARIABLES or name.startswith("TORCHELASTIC_")
+
+
+class DeepSpeedLaunch(NamedTuple):
+    """The ``deepspeed`` command for ranks on this machine (`deepspeed_launch`), then ``--module`` and its
+    arguments; ``extra``: the environment the launch needs (for `launch`, `started`, `run_to_end`)."""
+
+    cmd: list[str]
+    extra: dict[str, str]
+
+
+def deepspeed_launch(port: int, nproc: int = 2) -> DeepSpeedLaunch:
+    """DeepSpeed's launcher for ``nproc`` ranks meeting at the store the test holds on ``port``
+    (`rendezvous_store`): it has no ``--standalone``, and its rank 0 binds ``--master_port`` itself, so a port
+    from a probe socket was free only until the probe closed and the launch failed (EADDRINUSE) or waited when
+    another process took it first. Its ranks join the test's store as clients (TORCHELASTIC_USE_AGENT_STORE,
+    which the launcher passes on to them), as torchrun's ranks join its agent's."""
+    cmd = [str(Path(sys.executable).parent / "deepspeed"), "--num_gpus", str(nproc), "--master_addr", "127.0.0.1",
+           "--master_port", str(port), "--module"]
+    return DeepSpeedLaunch(cmd, {"TORCHELASTIC_USE_AGENT_STORE": "True"})
+
+
+def harness_env(env: Mapping[str, str] | None = None, extra: Mapping[str, str] | None = None) -> dict[str, str]:
+    """``env`` (default: this environment) for a launch, without any launcher's settings for a rank
+    (`launcher_variable`: every launch a test starts is a launch of its own), then ``extra`` (which may set
+    them: a test-held store, `deepspeed_launch`): one CPU thread, Python's fatal-signal tracebacks
     (PYTHONFAULTHANDLER) and tests/harness_site first on PYTHONPATH (its sitecustomize runs in every Python
-    process of the launch: `DUMP_SIGNAL` dumps the stacks, no DeepSpeed shared-memory op: `no_shm_op`)."""
-    base = dict(os.environ if env is None else env)
+    process of the launch: `DUMP_SIGNAL` dumps the stacks, no DeepSpeed shared-memory op: `no_shm_op`).
+    Inherited, TORCHELASTIC_USE_AGENT_STORE=True (pytest itself run by torchrun, or a test that set up a rank
+    in this process) made the ranks of a ``deepspeed`` launch join as clients a store nobody served (rank 0
+    serves it only when it is unset), and they waited until the deadline; an inherited RANK / WORLD_SIZE made
+    ``python -m training.train`` a rank of that other launch instead of a plain run."""
+    base = {k: v for k, v in (os.environ if env is None else env).items() if not launcher_variable(k)}
+    base.update(extra or {})
     rest = [p for p in base.get("PYTHONPATH", "").split(os.pathsep) if p and p != str(HARNESS_SITE)]
     path = os.pathsep.join([str(HARNESS_SITE), *rest])
     return {**base, "OMP_NUM_THREADS": "1", "PYTHONFAULTHANDLER": "1", "PYTHONPATH": path}
 
 
-def run_to_end(cmd: Sequence[str], *, timeout: float, what: str, env: Mapping[str, str] | None = None) -> str:
-    """Run ``cmd`` in the repository root with `harness_env` (``env``, default this environment); its output
-    (stdout and stderr). Fails the test naming ``what``, with the end of the output, when it exits non-zero or
-    runs past ``timeout`` seconds: then every process of the launch first writes its threads' stacks into the
-    output, and all are killed (`end_launch`)."""
-    with subprocess.Popen(list(cmd), cwd=ROOT, env=harness_env(env), stdout=subprocess.PIPE,
-                          stderr=subprocess.STDOUT, text=True, start_new_session=True) as proc:
-        try:
-            output, _ = proc.communicate(timeout=timeout)
-        except subprocess.TimeoutExpired:
-            end_launch(proc.pid)
-            output, _ = proc.communicate()
-            pytest.fail(f"{what} hung (no exit in {timeout:g} s; the stacks of its processes at the end):\n"
-                        f"{output_tail(output)}")
+def run_to_end(cmd: Sequence[str], *, timeout: float, what: str, env: Mapping[str, str] | None = None,
+               extra: Mapping[str, str] | None = None) -> str:
+    """Run ``cmd`` in the repository root with `harness_env` (``env``, default this environment, and ``extra``);
+    its output (stdout and stderr). Fails the test naming ``what``, with the end of the output, when it exits
+    non-zero or runs past ``timeout`` seconds: then every process of the launch first writes its threads'
+    stacks into the output, and all are killed (`end_launch`)."""
+    proc = launch(cmd, timeout=timeout, what=what, env=env, extra=extra, merged=True)
     if proc.returncode != 0:
-        pytest.fail(f"{what} failed (exit {proc.returncode}):\n{output_tail(output)}")
-    return output
+        pytest.fail(f"{what} failed (exit {proc.returncode}):\n{output_tail(proc.stdout)}")
+    return proc.stdout
+
+
+def launch(cmd: Sequence[str], *, timeout: float, what: str, env: Mapping[str, str] | None = None,
+           extra: Mapping[str, str] | None = None, cwd: Path = ROOT,
+           merged: bool = False) -> subprocess.CompletedProcess[str]:
+    """Run ``cmd`` in ``cwd`` (`started`: ``env``, ``extra``) to its end, whatever its exit status (the test
+    reads it): stdout and stderr apart (``merged``: both in stdout). Past ``timeout`` seconds every process of
+    the launch writes its stacks and is killed (`end_launch`), and the test fails naming ``what`` with the end of
+    its stderr. ``subprocess.run(timeout=...)`` killed the command alone: the ranks of a launcher, or a plain
+    run's children, lived on holding ports, files and the output pipe (which ``run`` then waited on for ever)."""
+    with started(cmd, env=env, extra=extra, cwd=cwd, merged=merged) as proc:
+        try:
+            out, err = proc.communicate(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            end_launch(proc)
+            out, err = proc.communicate()
+            pytest.fail(f"{what} hung (no exit in {timeout:g} s; the stacks of its processes at the end):\n"
+                        f"{output_tail(out if merged else err)}")
+    return subprocess.CompletedProcess(list(cmd), proc.returncode, out, "" if merged else err)
+
+
+LAUNCH_TAG = "HARNESS_LAUNCH"
+"""The environment variable that marks every process of one launch (`started`): a value of its own per launch,
+inherited by every descendant, whichever session it is in and whoever it was reparented to."""
+
+
+@contextmanager
+def started(cmd: Sequence[str], *, env: Mapping[str, str] | None = None, extra: Mapping[str, str] | None = None,
+            cwd: Path = ROOT, merged: bool = False) -> Iterator[subprocess.Popen[str]]:
+    """``cmd`` started in ``cwd`` with `harness_env` (``env``, ``extra``) and a `LAUNCH_TAG` of its own, in a
+    session of its own, stdout and stderr piped (``merged``: stderr into stdout), for a test to wait on, signal
+    or watch. When the block ends every process of the launch still running is killed (`launch_members`), so
+    a failed assertion leaves no rank training, nor one whose launcher died before it."""
+    tag = uuid.uuid4().hex
+    proc = subprocess.Popen(list(cmd), cwd=cwd, env=harness_env(env, {**(extra or {}), LAUNCH_TAG: tag}),
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT if merged else subprocess.PIPE,
+                            text=True, start_new_session=True)
+    proc.harness_tag = tag  # type: ignore[attr-defined]  # read by `launch_members`
+    try:
+        yield proc
+    finally:
+        for member in launch_members(proc):
+            with suppress(Exception):  # psutil.Error: it has exited meanwhile
+                member.kill()
+        with proc:  # closes the pipes and reaps it
+            pass
+
+
+def launch_members(proc: subprocess.Popen[str]) -> list[Any]:
+    """The processes (psutil) of the launch `started` began as ``proc`` that still run: ``proc`` while it has not
+    been reaped, then every process carrying its `LAUNCH_TAG` (torchrun starts each rank in a session of its
+    own, so its process group missed them; a rank whose launcher died is no longer its descendant)."""
+    import psutil
+
+    members = []
+    if proc.poll() is None:
+        with suppress(psutil.Error):
+            members.append(psutil.Process(proc.pid))
+    for other in psutil.process_iter():
+        with suppress(psutil.Error):
+            if other.pid != proc.pid and other.environ().get(LAUNCH_TAG) == proc.harness_tag:
+                members.append(other)
+    return members
 
 
 DUMP_GAP_S = 0.5
 """Seconds between two processes' stack dumps (`end_launch`)."""
 
 
-def end_launch(pid: int) -> None:
-    """Every process of the launch ``pid`` leads writes its stacks (`DUMP_SIGNAL`), then is killed: its process
-    group and every descendant. torchrun starts each rank in a session of its own: killing the group alone left
-    the ranks running, holding the output pipe, and the test waited on it for ever. The processes are asked one
-    at a time, `DUMP_GAP_S` apart: they share the output pipe, and dumps written at once interleaved mid-line."""
+def end_launch(proc: subprocess.Popen[str]) -> None:
+    """Every process of the launch `started` began as ``proc`` (`launch_members`) writes its stacks
+    (`DUMP_SIGNAL`), then is killed. The processes are asked one at a time, `DUMP_GAP_S` apart: they share the
+    output pipe, and dumps written at once interleaved mid-line."""
     import psutil
 
-    with suppress(psutil.Error):
-        launch = [psutil.Process(pid), *psutil.Process(pid).children(recursive=True)]
-        for member in launch:
-            with suppress(psutil.Error):
-                member.send_signal(DUMP_SIGNAL)
-            time.sleep(DUMP_GAP_S)
-        time.sleep(1)
-        for member in launch:
-            with suppress(psutil.Error):
-                member.kill()
-    with suppress(ProcessLookupError):
-        os.killpg(pid, signal.SIGKILL)
+    members = launch_members(proc)
+    for member in members:
+        with suppress(psutil.Error):
+            member.send_signal(DUMP_SIGNAL)
+        time.sleep(DUMP_GAP_S)
+    time.sleep(1)
+    for member in members:
+        with suppress(psutil.Error):
+            member.kill()
 
 
 def output_tail(text: str, chars: int = OUTPUT_TAIL) -> str:
@@ -124,8 +218,9 @@ def _rank_main(rank: int, fn: Callable[..., None], args: tuple[Any, ...], folder
                world: int) -> None:
     """A spawned rank: its output to ``folder/rank{rank}.log``, SIGUSR1 dumps every thread's stack there
     (`spawn_ranks` sends it to a hung rank), the launcher's environment variables (the store at ``port``
-    served by the test: TORCHELASTIC_USE_AGENT_STORE, as torchrun's agent serves it), one CPU thread, no
-    DeepSpeed shared-memory op (`no_shm_op`); then ``fn(rank, *args)``."""
+    served by the test: TORCHELASTIC_USE_AGENT_STORE, as torchrun's agent serves it), one CPU thread; then
+    ``fn(rank, *args)``. No DeepSpeed shared-memory op: the spawned interpreter runs tests/harness_site's
+    sitecustomize (on PYTHONPATH since tests/conftest.py) like every process a test starts."""
     import faulthandler
 
     log = open(Path(folder) / f"rank{rank}.log", "w", buffering=1)  # open until the rank exits
@@ -136,13 +231,9 @@ def _rank_main(rank: int, fn: Callable[..., None], args: tuple[Any, ...], folder
     faulthandler.register(signal.SIGUSR1, file=log, all_threads=True)
     os.environ.update(RANK=str(rank), WORLD_SIZE=str(world), LOCAL_RANK=str(rank), MASTER_ADDR="127.0.0.1",
                       MASTER_PORT=str(port), TORCHELASTIC_USE_AGENT_STORE="True", OMP_NUM_THREADS="1")
-    import importlib
-
     import torch
 
     torch.set_num_threads(1)
-    # the module itself: the attribute deepspeed.comm.torch is PyTorch (deepspeed.comm re-exports its names)
-    importlib.import_module("deepspeed.comm.torch").build_shm_op = no_shm_op
     fn(rank, *args)
 
 
@@ -152,7 +243,9 @@ def no_shm_op() -> None:
     machine (never in a spawned test launch). The build is shared by the whole machine (torch's extensions folder,
     training/build_locks.py): a rank rebuilt it (~70 s here) whenever another launch had built it with another
     command, within its test's deadline, and waited without limit on a lock file a killed build left behind.
-    None: the backend goes on without it, as on a machine where it cannot be built."""
+    None: the backend goes on without it, as on a machine where it cannot be built. Every process a test starts
+    gets it from tests/harness_site's sitecustomize; a test that starts a rank in its own process (the pytest
+    process runs no sitecustomize of the harness's) sets it itself."""
     return None
 
 

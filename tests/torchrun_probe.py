@@ -1,4 +1,5 @@
-"""Run by tests/test_torchrun_launches.py under `tests.launches.torchrun` (arguments: output folder, mode). Each rank
+"""Run by tests/test_torchrun_launches.py under `tests.launches.torchrun` (arguments: output folder, mode), and by
+tests/test_harness_launches.py under `tests.launches.deepspeed_launch` (``-m tests.torchrun_probe``). Each rank
 writes ``OUT/rank{r}.json``: the rendezvous it was given and the sum of an all_reduce.
 
 * ``meet``: torch.distributed (gloo); rank 0 also says whether the port it was given is held (bind: EADDRINUSE);
@@ -52,4 +53,4 @@ def main(out: str, mode: str) -> None:
 
 
 if __name__ == "__main__":
-    main(*sys.argv[1:])
+    main(*[a for a in sys.argv[1:] if not a.startswith("--local_rank=")])  # the deepspeed command passes it
