@@ -85,6 +85,8 @@ def test_a_rank_that_dies_fails_with_the_signal_and_every_ranks_output(tmp_path)
 
 
 def _deepspeed_ranks(rank: int, tmp: str) -> None:
+    import importlib
+
     import deepspeed
     import torch
     import torch.distributed as dist
@@ -93,7 +95,10 @@ def _deepspeed_ranks(rank: int, tmp: str) -> None:
     total = torch.tensor([rank + 1.0])
     dist.all_reduce(total)
     deepspeed.comm.destroy_process_group()
-    Path(tmp, f"rank{rank}.done").write_text("ok" if total.item() == 3 else f"sum {total.item()}")
+    # the module itself: the attribute deepspeed.comm.torch is PyTorch (deepspeed.comm re-exports its names)
+    patched_by = importlib.import_module("deepspeed.comm.torch").build_shm_op.__module__
+    outcome = "ok" if total.item() == 3 else f"sum {total.item()}"
+    Path(tmp, f"rank{rank}.done").write_text(outcome if patched_by == "sitecustomize" else f"shm op by {patched_by}")
 
 
 @pytest.mark.slow  # two spawned DeepSpeed processes (~20 s here)
@@ -102,7 +107,8 @@ def test_a_deepspeed_launch_does_not_wait_on_the_machines_extension_builds(tmp_p
     """The ranks JIT-built DeepSpeed's shared-memory op at process-group start, in the machine's extensions folder:
     a rebuild after another launch's (~70 s) ran inside the test's deadline, and the lock file of a build that was
     killed (a launch past its deadline) made every later launch wait until its deadline. Here such a lock is left
-    in the folder the ranks use: they start and finish all the same."""
+    in the folder the ranks use: they start and finish all the same. The spawned ranks get `no_shm_op` from
+    tests/harness_site's sitecustomize alone, as every other process a test starts."""
     lock = tmp_path / "extensions" / "deepspeed_shm_comm" / "lock"
     lock.parent.mkdir(parents=True)
     lock.write_text("")
