@@ -5,22 +5,50 @@ between the pick and the process group's start (EADDRINUSE at start when several
 from __future__ import annotations
 
 import errno
+import os
 import socket
+from collections.abc import Iterator
+from contextlib import contextmanager
 
 import pytest
 
 KEYS = ("RANK", "WORLD_SIZE", "LOCAL_RANK", "MASTER_ADDR", "MASTER_PORT", "TORCHELASTIC_USE_AGENT_STORE")
 
 
+@contextmanager
+def launcher_settings_restored() -> Iterator[None]:
+    """The block runs without `KEYS` in this process's environment, which has them back as they were after it.
+    ``monkeypatch.delenv`` of an unset key records nothing to restore: the settings `_single_process_env` wrote
+    (RANK=0, WORLD_SIZE=1, the port of a store gone with the test, TORCHELASTIC_USE_AGENT_STORE=True) stayed in
+    pytest's environment for every later test and the launches they started."""
+    saved = {key: os.environ.pop(key) for key in KEYS if key in os.environ}
+    try:
+        yield
+    finally:
+        for key in KEYS:
+            os.environ.pop(key, None)
+        os.environ.update(saved)
+
+
 @pytest.fixture
 def no_launcher(monkeypatch):
-    for key in KEYS:
-        monkeypatch.delenv(key, raising=False)
-    yield monkeypatch
-    import torch.distributed as dist
+    with launcher_settings_restored():
+        yield monkeypatch
+        import torch.distributed as dist
 
-    if dist.is_initialized():
-        dist.destroy_process_group()
+        if dist.is_initialized():
+            dist.destroy_process_group()
+
+
+def test_the_settings_of_a_plain_run_do_not_outlive_the_test(monkeypatch):
+    from training import train
+
+    monkeypatch.setattr(train, "_RENDEZVOUS", None)
+    monkeypatch.setenv("MASTER_ADDR", "10.0.0.1")  # set before: given back as it was
+    with launcher_settings_restored():
+        train._single_process_env()
+        assert os.environ["TORCHELASTIC_USE_AGENT_STORE"] == "True" and "MASTER_ADDR" in os.environ
+    assert [key for key in KEYS if key in os.environ] == ["MASTER_ADDR"] and os.environ["MASTER_ADDR"] == "10.0.0.1"
 
 
 def _bind_error(port: int) -> int | None:
@@ -33,7 +61,6 @@ def _bind_error(port: int) -> int | None:
 
 
 def test_a_plain_run_holds_its_rendezvous_port_until_the_process_group_starts(no_launcher):
-    import os
     from datetime import timedelta
 
     import torch.distributed as dist
@@ -50,8 +77,6 @@ def test_a_plain_run_holds_its_rendezvous_port_until_the_process_group_starts(no
 
 
 def test_a_launched_rank_keeps_the_launchers_port(no_launcher):
-    import os
-
     from training import train
 
     no_launcher.setattr(train, "_RENDEZVOUS", None, raising=False)  # the old code had none
