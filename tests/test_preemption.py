@@ -4,11 +4,9 @@ progress, and max_skipped_iterations, where a reward that keeps failing does."""
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -17,7 +15,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from tests.launches import torchrun
+from tests.launches import deepspeed_launch, launch, rendezvous_store, started, torchrun
 from training.preemption import StopRequest, TrainingStopped
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -60,7 +58,7 @@ def test_later_signals_do_not_end_a_rank_that_is_saving():
             "for sig in (signal.SIGUSR1, signal.SIGTERM, signal.SIGTERM, signal.SIGUSR1):\n"
             "    os.kill(os.getpid(), sig); time.sleep(0.05)\n"
             "print(stops.signum)")
-    proc = subprocess.run([sys.executable, "-c", code, str(ROOT)], capture_output=True, text=True, timeout=120)
+    proc = launch([sys.executable, "-c", code, str(ROOT)], timeout=120, what="signalled process")
     assert proc.returncode == 0, (proc.returncode, proc.stderr[-2000:])
     assert proc.stdout.strip() == str(int(signal.SIGUSR1))
 
@@ -77,40 +75,23 @@ def _wait_file(path: Path, timeout: float = 60) -> str:
     return path.read_text()
 
 
-def _end_chain(folder: Path) -> None:
-    """SIGKILL what is left of a launch_chain.py run (by the pids it wrote; only launch_chain.py processes)."""
-    import psutil
-
-    for pid_file in folder.glob("*.pid"):
-        try:
-            proc = psutil.Process(int(pid_file.read_text()))
-            if str(CHAIN) in proc.cmdline():
-                proc.kill()
-        except (psutil.Error, ValueError):
-            pass
-
-
 @LINUX
 @pytest.mark.parametrize(("launcher", "signum"), [("launcher", signal.SIGUSR1), ("runner", signal.SIGTERM)])
 def test_a_rank_gets_sigterm_when_its_launcher_dies(tmp_path, launcher, signum):
     """launcher: torchrun, which SIGUSR1 ends; runner: the `deepspeed` command, which SIGTERM ends while its
     per-node launcher lives on. Their ranks used to train on as orphans."""
-    proc = subprocess.Popen([sys.executable, str(CHAIN), str(tmp_path), launcher], cwd=ROOT, env=_env())
-    try:
+    with started([sys.executable, str(CHAIN), str(tmp_path), launcher]) as proc:  # what is left: killed at the end
         _wait_file(tmp_path / "ready")
         proc.send_signal(signum)
         assert proc.wait(timeout=60) == -signum
         assert int(_wait_file(tmp_path / "signum", timeout=30)) == signal.SIGTERM
-    finally:
-        proc.kill()
-        _end_chain(tmp_path)
 
 
 @LINUX
 def test_a_rank_whose_launcher_died_before_it_looked_stops_at_once(tmp_path):
     """The launcher exited before prctl: the death signal would never come; the parent pid read at start says so."""
-    proc = subprocess.run([sys.executable, str(CHAIN), str(tmp_path), "rank"], cwd=ROOT, timeout=120,
-                          env={**_env(), "LAUNCH_CHAIN_PARENT": "0"})  # not its parent
+    proc = launch([sys.executable, str(CHAIN), str(tmp_path), "rank"], timeout=120, what="rank",
+                  extra={"LAUNCH_CHAIN_PARENT": "0"})  # not its parent
     assert proc.returncode == 0 and int((tmp_path / "signum").read_text()) == signal.SIGTERM
 
 
@@ -132,21 +113,18 @@ def _cmd(out: Path, *extra: str) -> list[str]:
             "--tensorboard", "false", "--export", "none", "--checkpoint_every", "1000", *extra]
 
 
-def _env() -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if k not in ("RANK", "WORLD_SIZE", "LOCAL_RANK")}
-    return {**env, "OMP_NUM_THREADS": "1"}
+def _train(out: Path, *extra: str, timeout: float = 300) -> subprocess.CompletedProcess[str]:
+    return launch([sys.executable, *_cmd(out, *extra)], timeout=timeout, what="training")
 
 
 @pytest.mark.slow
 def test_a_resume_of_a_run_stopped_after_its_last_iteration_only_exports(tmp_path):
     """What `TrainingStopped` tells a run stopped during its last save: --resume trains no further and exports."""
     out = tmp_path / "run"
-    proc = subprocess.run([sys.executable, *_cmd(out, "--max_iterations", "1")], cwd=ROOT, env=_env(),
-                          capture_output=True, text=True, timeout=300)
+    proc = _train(out, "--max_iterations", "1")
     assert proc.returncode == 0, proc.stderr[-4000:]
     assert not (out / "final").exists()
-    proc = subprocess.run([sys.executable, *_cmd(out, "--max_iterations", "1", "--resume", "--export", "final")],
-                          cwd=ROOT, env=_env(), capture_output=True, text=True, timeout=300)
+    proc = _train(out, "--max_iterations", "1", "--resume", "--export", "final")
     assert proc.returncode == 0, proc.stderr[-4000:]
     assert [r["iteration"] for r in _rows(out)] == [1] and (out / "final" / "export.json").is_file()
     assert json.loads((out / "final" / "export.json").read_text())["iteration"] == 1
@@ -161,18 +139,16 @@ def test_sigterm_saves_the_iteration_and_resume_continues(tmp_path):
     the resumed launch: it used to be lost for good) or during one (the run stops right after it and its save,
     not one iteration later): either way eval.jsonl has every iteration once."""
     out = tmp_path / "run"
-    proc = subprocess.Popen([sys.executable, *_cmd(out, "--max_iterations", "500", *HELD_OUT)], cwd=ROOT, env=_env(),
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    _wait_rows(out, 2, proc)
-    proc.send_signal(signal.SIGTERM)
-    _, err = proc.communicate(timeout=300)
+    with started([sys.executable, *_cmd(out, "--max_iterations", "500", *HELD_OUT)]) as proc:
+        _wait_rows(out, 2, proc)
+        proc.send_signal(signal.SIGTERM)
+        _, err = proc.communicate(timeout=300)
     assert proc.returncode == 128 + signal.SIGTERM, err[-4000:]
     done = len(_rows(out))
     tag = f"iter_{done:06d}"
     assert f"stopped: stopped by SIGTERM after iteration {done}; checkpoint" in err and "Traceback" not in err
     assert (out / "checkpoints" / "latest").read_text().strip() == tag  # checkpoint_every 1000: the signal's save
-    proc = subprocess.run([sys.executable, *_cmd(out, "--max_iterations", str(done + 1), "--resume", *HELD_OUT)],
-                          cwd=ROOT, env=_env(), capture_output=True, text=True, timeout=300)
+    proc = _train(out, "--max_iterations", str(done + 1), "--resume", *HELD_OUT)
     assert proc.returncode == 0, proc.stderr[-4000:]
     assert [r["iteration"] for r in _rows(out)] == list(range(1, done + 2))
     evals = [json.loads(line)["iteration"] for line in (out / "eval.jsonl").read_text().splitlines()]
@@ -186,13 +162,12 @@ def test_a_signal_to_one_rank_stops_both_after_the_same_iteration(tmp_path):
     import psutil
 
     out = tmp_path / "run"
-    proc = subprocess.Popen([*torchrun(), *_cmd(out, "--max_iterations", "500")], cwd=ROOT, env=_env(),
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    _wait_rows(out, 2, proc)
-    ranks = {int(c.environ().get("RANK", -1)): c for c in psutil.Process(proc.pid).children(recursive=True)
-             if "training.train" in " ".join(c.cmdline())}
-    ranks[1].send_signal(signal.SIGUSR1)
-    _, err = proc.communicate(timeout=300)
+    with started([*torchrun(), *_cmd(out, "--max_iterations", "500")]) as proc:
+        _wait_rows(out, 2, proc)
+        ranks = {int(c.environ().get("RANK", -1)): c for c in psutil.Process(proc.pid).children(recursive=True)
+                 if "training.train" in " ".join(c.cmdline())}
+        ranks[1].send_signal(signal.SIGUSR1)
+        _, err = proc.communicate(timeout=300)
     assert proc.returncode != 0  # the launcher reports its ranks' exit 128 + 10
     done = len(_rows(out))
     ckpt = out / "checkpoints" / f"iter_{done:06d}"
@@ -211,36 +186,29 @@ def test_a_signal_that_ends_the_launcher_stops_its_ranks_with_a_checkpoint(tmp_p
     import psutil
 
     out = tmp_path / "run"
-    with socket.socket() as sock:  # the deepspeed command has no --standalone: a port free when probed
-        sock.bind(("127.0.0.1", 0))
-        port = str(sock.getsockname()[1])
-    deepspeed = [str(Path(sys.executable).parent / "deepspeed"), "--num_gpus", "2", "--master_port", port, "--module"]
-    launch = torchrun() if launcher == "torchrun" else deepspeed
     run = _cmd(out, "--max_iterations", "500")[1:]  # without "-m"
-    proc = subprocess.Popen([*launch, *([] if launcher == "deepspeed" else ["-m"]), *run], cwd=ROOT, env=_env(),
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    ranks: list[psutil.Process] = []
-    try:
-        _wait_rows(out, 2, proc)
-        ranks = [c for c in psutil.Process(proc.pid).children(recursive=True)
-                 if "training.train" in c.cmdline() and "deepspeed.launcher.launch" not in c.cmdline()]
-        assert len(ranks) == 2
-        proc.send_signal(signum)
-        _, err = proc.communicate(timeout=240)  # the ranks hold its pipes: returns once they have exited too
-    finally:
-        for child in [psutil.Process(proc.pid), *ranks] if proc.poll() is None else ranks:
-            with contextlib.suppress(psutil.Error):  # orphaned ranks of a failed run: not left training
-                child.kill()
-    assert proc.returncode == -signum  # the launcher itself was ended by the signal
-    assert not psutil.wait_procs(ranks, timeout=60)[1]
+    # the deepspeed command has no --standalone: its ranks meet at a store this test holds (a probed port was
+    # free only until the probe closed)
+    with rendezvous_store(2) as port:
+        ds = deepspeed_launch(port)
+        cmd, extra = ([*torchrun(), "-m", *run], None) if launcher == "torchrun" else ([*ds.cmd, *run], ds.extra)
+        with started(cmd, extra=extra) as proc:
+            _wait_rows(out, 2, proc)
+            ranks = [c for c in psutil.Process(proc.pid).children(recursive=True)
+                     if "training.train" in c.cmdline() and "deepspeed.launcher.launch" not in c.cmdline()]
+            assert len(ranks) == 2
+            proc.send_signal(signum)
+            _, err = proc.communicate(timeout=240)  # the ranks hold its pipes: returns once they have exited too
+            assert proc.returncode == -signum  # the launcher itself was ended by the signal
+            assert not psutil.wait_procs(ranks, timeout=60)[1]  # (orphaned ranks of a failed run: killed by `started`)
     done = len(_rows(out))
     ckpt = out / "checkpoints" / f"iter_{done:06d}"
     assert done < 500 and (out / "checkpoints" / "latest").read_text().strip() == ckpt.name, err[-4000:]
     assert len(list(ckpt.glob("*optim_states.pt"))) == 2 and f"stopped by SIGTERM after iteration {done}" in err
     if launcher == "deepspeed":
         return
-    resume = [*launch, "-m", *_cmd(out, "--max_iterations", str(done + 1), "--resume")[1:]]
-    proc2 = subprocess.run(resume, cwd=ROOT, env=_env(), capture_output=True, text=True, timeout=600)
+    resume = [*torchrun(), *_cmd(out, "--max_iterations", str(done + 1), "--resume")]
+    proc2 = launch(resume, timeout=600, what="the resume")
     assert proc2.returncode == 0, proc2.stderr[-4000:]
     assert [r["iteration"] for r in _rows(out)] == list(range(1, done + 2))
 
@@ -281,14 +249,12 @@ def test_a_reward_that_keeps_failing_stops_the_run_with_a_checkpoint(tmp_path):
     out = tmp_path / "stalled"
     dead = ["--reward", "http", "--reward_options", '{"url": "http://127.0.0.1:9/score", "startup_wait_s": 0, '
             '"retries": 1, "backoff_s": 0}', "--max_iterations", "6", "--max_skipped_iterations", "2"]
-    proc = subprocess.run([sys.executable, *_cmd(out, *dead)], cwd=ROOT, env=_env(), capture_output=True, text=True,
-                          timeout=600)
+    proc = _train(out, *dead, timeout=600)
     assert proc.returncode == 3, proc.stderr[-4000:]
     assert "iteration 2: 2 iterations in a row without an update" in proc.stderr
     assert "http reward failed" in proc.stderr and "then continue with --resume" in proc.stderr
     assert [r["update_skipped"] for r in _rows(out)] == [1, 1]
     assert (out / "checkpoints" / "iter_000002").is_dir()  # though checkpoint_every is 1000
-    proc = subprocess.run([sys.executable, *_cmd(out, *dead, "--resume")], cwd=ROOT, env=_env(),
-                          capture_output=True, text=True, timeout=600)
+    proc = _train(out, *dead, "--resume", timeout=600)
     assert proc.returncode == 3 and "iteration 3: 3 iterations in a row" in proc.stderr, proc.stderr[-4000:]
     assert [r["update_skipped"] for r in _rows(out)] == [1, 1, 1]
