@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from tests.launches import run_to_end
+from tests.launches import launch, run_to_end
 from training.config import ConfigError
 from training.config_io import config_to_dict, load_config
 from training.engine import prune, stale_checkpoints
@@ -87,12 +87,10 @@ def test_a_resume_that_cannot_load_stops_before_the_model_loads(tmp_path, case):
         _fake_checkpoint(out / "checkpoints", "iter_000002", ranks=1)
         write_layout(out / "checkpoints" / "iter_000002", StateLayout(2, "float32"))
         extra = ["--zero_stage", "3"]
-    env = {k: v for k, v in os.environ.items() if k not in ("RANK", "WORLD_SIZE", "LOCAL_RANK")}
     cmd = [sys.executable, "-m", "training.train", "--config", str(SMOKE), "--output_dir", str(out),
            "--progress", "false", "--tensorboard", "false", "--resume", *extra]
     before = (out / "config.yaml").read_text() if (out / "config.yaml").exists() else None
-    proc = subprocess.run(cmd, cwd=ROOT, env={**env, "OMP_NUM_THREADS": "1"}, capture_output=True, text=True,
-                          timeout=300)
+    proc = launch(cmd, timeout=300, what="the resume")
     assert proc.returncode == 2, proc.stderr[-4000:]
     want = {"no checkpoint": "no checkpoint in", "other world size": "written by 2 ranks and this launch has 1",
             "other model": "lora_rank: 4 -> 8", "other zero stage": "under ZeRO stage 2 and this launch runs stage 3"}[case]
@@ -153,14 +151,11 @@ def test_a_diverged_run_stops_before_saving_its_weights(tmp_path):
     with nonfinite_loss: skip it goes on (those rollouts ineligible, never scored: no update)."""
     import json
 
-    env = {k: v for k, v in os.environ.items() if k not in ("RANK", "WORLD_SIZE", "LOCAL_RANK")}
-
-    def train(out: Path, *extra: str) -> subprocess.CompletedProcess:
+    def train(out: Path, *extra: str) -> subprocess.CompletedProcess[str]:
         cmd = [sys.executable, "-m", "training.train", "--config", str(SMOKE), "--output_dir", str(out),
                "--progress", "false", "--tensorboard", "false", "--export", "none", "--checkpoint_every", "1",
                "--max_iterations", "4", "--learning_rate", "1e30", *extra]
-        return subprocess.run(cmd, cwd=ROOT, env={**env, "OMP_NUM_THREADS": "1"}, capture_output=True, text=True,
-                              timeout=600)
+        return launch(cmd, timeout=600, what="training")
 
     proc = train(tmp_path / "stop")
     assert proc.returncode == 1, proc.stderr[-3000:]

@@ -12,7 +12,7 @@ import torch
 
 from policy.vae import NonFiniteLatentsError, decode_latents, nonfinite_kinds, tiny_wan_vae
 from policy.world_model import FlowWorldModel
-from tests.launches import run_to_end
+from tests.launches import launch, run_to_end
 from training.config import PromptSpec
 from training.config_io import load_config
 from training.reward_runner import RewardRunner
@@ -148,22 +148,18 @@ def test_a_training_run_keeps_a_diverged_rollout_out_of_its_rewards(tmp_path):
     the reward scores the others; with nonfinite_loss: skip the run goes on, with the default (stop) it stops
     at once naming them (a diverged rollout shows no non-finite loss: it is never scored)."""
     import json
-    import os
-    import subprocess
     import sys
 
     out = tmp_path / "run"
-    env = {k: v for k, v in os.environ.items() if k not in ("RANK", "WORLD_SIZE", "LOCAL_RANK")}
     cmd = [sys.executable, "-c", DIVERGING_RUN, "--config", str(SMOKE), "--output_dir", str(out), "--progress",
            "false", "--tensorboard", "false", "--max_iterations", "1", "--num_steps", "2", "--sde_window", "[0, 1]"]
-    proc = subprocess.run(cmd, cwd=SMOKE.parents[2], env={**env, "OMP_NUM_THREADS": "1"}, capture_output=True,
-                          text=True, timeout=600)
+    proc = launch(cmd, timeout=600, what="training", cwd=SMOKE.parents[2])
     assert proc.returncode == 1 and "the latents of 2 rollout(s) were NaN or inf" in proc.stderr, proc.stderr[-4000:]
     stopped = json.loads((out / "metrics.jsonl").read_text().splitlines()[0])  # written before the stop
     assert stopped["nonfinite_losses"] == 0 and stopped["diverged_rollouts"] == 2  # the row says why it stopped
     out = tmp_path / "skip"
     cmd[cmd.index("--output_dir") + 1] = str(out)
-    run_to_end([*cmd, "--nonfinite_loss", "skip"], timeout=600, what="training (nonfinite_loss: skip)", env=env)
+    run_to_end([*cmd, "--nonfinite_loss", "skip"], timeout=600, what="training (nonfinite_loss: skip)")
     row = json.loads((out / "metrics.jsonl").read_text().splitlines()[0])
     assert row["ineligible_nan"] == 2 and row["ineligible_count"] == 2  # one per group of 4, two groups
     items = [json.loads(x) for x in (out / "rewards.jsonl").read_text().splitlines()]

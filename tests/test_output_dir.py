@@ -4,7 +4,6 @@
 from __future__ import annotations
 
 import json
-import os
 import shutil
 import subprocess
 import sys
@@ -12,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.launches import launch
 from tests.test_checkpoints import _fake_checkpoint
 from training.config import ConfigError
 from training.config_io import load_config
@@ -129,12 +129,10 @@ def test_check_reports_the_refusal_and_deletes_nothing(tmp_path, capsys, monkeyp
     assert (out / "checkpoints" / "iter_000010").is_dir() and (out / "final" / "x").is_file()
 
 
-def _launch(out: Path, *extra: str, timeout: int = 600) -> subprocess.CompletedProcess:
-    env = {k: v for k, v in os.environ.items() if k not in ("RANK", "WORLD_SIZE", "LOCAL_RANK")}
+def _launch(out: Path, *extra: str, timeout: int = 600) -> subprocess.CompletedProcess[str]:
     cmd = [sys.executable, "-m", "training.train", "--config", str(SMOKE), "--output_dir", str(out), "--progress",
            "false", "--tensorboard", "false", "--export", "none", *extra]
-    return subprocess.run(cmd, cwd=ROOT, env={**env, "OMP_NUM_THREADS": "1"}, capture_output=True, text=True,
-                          timeout=timeout)
+    return launch(cmd, timeout=timeout, what="training")
 
 
 def test_a_fresh_launch_into_an_earlier_run_stops_before_the_model_loads(tmp_path):

@@ -9,7 +9,6 @@ from ``training.generate`` of the export by up to 5 pixel levels on the same noi
 from __future__ import annotations
 
 import json
-import subprocess
 import sys
 from pathlib import Path
 
@@ -18,6 +17,7 @@ import pytest
 import torch
 from safetensors.torch import load_file
 
+from tests.launches import launch
 from tests.test_export import _velocity
 from training.config import PromptSpec
 from training.config_io import load_config
@@ -136,8 +136,8 @@ def test_the_reference_and_load_policy_match_the_real_bf16_engine(tmp_path):
     from training.models import encode_prompt
 
     out = tmp_path / "probe.json"
-    proc = subprocess.run([sys.executable, str(ROOT / "tests" / "precision_probe.py"), str(out), str(tmp_path / "x")],
-                          cwd=ROOT, capture_output=True, text=True, timeout=600)
+    proc = launch([sys.executable, str(ROOT / "tests" / "precision_probe.py"), str(out), str(tmp_path / "x")],
+                  timeout=600, what="precision probe")
     assert proc.returncode == 0, proc.stderr[-4000:]
     found = json.loads(out.read_text())
     assert found["full"] == {"engine_fp32": [], "reference_fp32": [], "mu_kl": 0.0}

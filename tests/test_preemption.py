@@ -103,7 +103,7 @@ def _rows(out: Path) -> list[dict]:
 def _wait_rows(out: Path, n: int, proc: subprocess.Popen, timeout: float = 300) -> None:
     deadline = time.monotonic() + timeout
     while len(_rows(out)) < n:
-        assert proc.poll() is None, proc.communicate()[1][-4000:]
+        assert proc.poll() is None, proc.communicate(timeout=120)[1][-4000:]  # (orphaned ranks may hold the pipe)
         assert time.monotonic() < deadline, "no progress"
         time.sleep(0.1)
 

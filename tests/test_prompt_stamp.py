@@ -33,13 +33,13 @@ def test_the_same_prompts_and_an_old_checkpoint_say_nothing(tmp_path):
 @pytest.mark.slow
 def test_a_resume_with_more_prompts_warns_end_to_end(tmp_path):
     """The smoke run, 1 iteration, then a resume with a prompt file added: the warning names it and the counts."""
-    import os
     import subprocess
     import sys
     from pathlib import Path
 
+    from tests.launches import launch
+
     root = Path(__file__).resolve().parents[1]
-    env = {k: v for k, v in os.environ.items() if k not in ("RANK", "WORLD_SIZE", "LOCAL_RANK")}
     extra = tmp_path / "more.jsonl"
     extra.write_text('{"text": "wipe the table", "image_seed": 5}\n')
 
@@ -47,8 +47,7 @@ def test_a_resume_with_more_prompts_warns_end_to_end(tmp_path):
         cmd = [sys.executable, "-m", "training.train", "--config", str(root / "training/configs/smoke.yaml"),
                "--output_dir", str(tmp_path / "run"), "--progress", "false", "--tensorboard", "false",
                "--export", "none", "--checkpoint_every", "1", "--max_iterations", str(iterations), *args]
-        proc = subprocess.run(cmd, cwd=root, env={**env, "OMP_NUM_THREADS": "1"}, capture_output=True, text=True,
-                              timeout=600)
+        proc = launch(cmd, timeout=600, what="training", cwd=root)
         assert proc.returncode == 0, proc.stderr[-4000:]
         return proc
 

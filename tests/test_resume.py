@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.launches import launch, run_to_end, torchrun
 from tests.test_checkpoints import ROOT, SMOKE, _fake_checkpoint
 from training.config_io import load_config
 from training.resume import (
@@ -153,12 +154,10 @@ def test_resume_source_compares_the_checkpoint_layout_with_the_launch(tmp_path):
     assert "--dtype float32" in str(err.value)
 
 
-def _train(out, *extra: str, timeout: int = 600) -> subprocess.CompletedProcess:
-    env = {k: v for k, v in os.environ.items() if k not in ("RANK", "WORLD_SIZE", "LOCAL_RANK")}
+def _train(out, *extra: str, timeout: int = 600) -> subprocess.CompletedProcess[str]:
     cmd = [sys.executable, "-m", "training.train", "--config", str(SMOKE), "--output_dir", str(out),
            "--progress", "false", "--tensorboard", "false", "--checkpoint_every", "1", *extra]
-    return subprocess.run(cmd, cwd=ROOT, env={**env, "OMP_NUM_THREADS": "1"}, capture_output=True, text=True,
-                          timeout=timeout)
+    return launch(cmd, timeout=timeout, what="training")
 
 
 @pytest.mark.slow
@@ -173,8 +172,7 @@ def test_a_run_changes_its_dtype_through_the_universal_form_and_not_its_stage_gr
                         (["--zero_stage", "3"], "saved under ZeRO stage 2 and this launch runs stage 3")):
         proc = _train(out, "--max_iterations", "3", "--resume", *extra, timeout=300)
         assert proc.returncode == 2 and want in proc.stderr and "Traceback" not in proc.stderr, proc.stderr[-4000:]
-    proc = subprocess.run([sys.executable, "-m", "training.reshard", "--run", str(out)], cwd=ROOT,
-                          capture_output=True, text=True, timeout=600)
+    proc = launch([sys.executable, "-m", "training.reshard", "--run", str(out)], timeout=600, what="reshard")
     assert proc.returncode == 0, proc.stderr[-4000:]
     proc = _train(out, "--max_iterations", "3", "--resume", "--dtype", BF16, "--export", "none")
     assert proc.returncode == 0, proc.stderr[-4000:]
@@ -204,13 +202,10 @@ def test_every_rank_resumes_the_checkpoint_rank_0_picked(tmp_path):
 def _probe(tmp_path: Path, cases: str) -> list[list[dict]]:
     """What plan_resume answered each of 2 ranks (tests/resume_probe.py), each rank reading its own view of the
     run folder (``CASE/viewR``), as two nodes with node-local checkpoint folders do."""
-    from tests.launches import run_to_end, torchrun
-
     cmd = [*torchrun(), str(ROOT / "tests" / "resume_probe.py"), str(tmp_path), str(tmp_path), cases]
-    env = {k: v for k, v in os.environ.items() if k not in ("RANK", "WORLD_SIZE", "LOCAL_RANK")}
     # this checkout's modules, not those an editable install of another checkout points at
-    env["PYTHONPATH"] = os.pathsep.join([str(ROOT), *filter(None, [env.get("PYTHONPATH")])])
-    run_to_end(cmd, timeout=300, what="resume probe", env=env)
+    path = os.pathsep.join([str(ROOT), *filter(None, [os.environ.get("PYTHONPATH")])])
+    run_to_end(cmd, timeout=300, what="resume probe", extra={"PYTHONPATH": path})
     return [json.loads((tmp_path / f"rank{r}.json").read_text()) for r in range(2)]
 
 

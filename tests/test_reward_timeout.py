@@ -148,19 +148,17 @@ def test_a_training_run_goes_on_past_a_hung_reward_and_exits(tmp_path):
     """The trainer's call site: iteration 1's reward never returns; its clips are ineligible with the reason, the
     next iteration trains, and the run exits 0 although the hung thread still runs (a daemon)."""
     import json
-    import os
-    import subprocess
     import sys
     from pathlib import Path
 
+    from tests.launches import launch
+
     smoke = Path(__file__).resolve().parents[1] / "training" / "configs" / "smoke.yaml"
     out = tmp_path / "run"
-    env = {k: v for k, v in os.environ.items() if k not in ("RANK", "WORLD_SIZE", "LOCAL_RANK")}
     cmd = [sys.executable, "-c", HANGING_RUN, "--config", str(smoke), "--output_dir", str(out), "--progress",
            "false", "--tensorboard", "false", "--max_iterations", "2", "--num_steps", "2", "--sde_window", "[0, 1]",
            "--reward_timeout_s", "1"]
-    proc = subprocess.run(cmd, cwd=smoke.parents[2], env={**env, "OMP_NUM_THREADS": "1"}, capture_output=True,
-                          text=True, timeout=600)
+    proc = launch(cmd, timeout=600, what="training", cwd=smoke.parents[2])
     assert proc.returncode == 0, proc.stderr[-4000:]
     rows = [json.loads(x) for x in (out / "metrics.jsonl").read_text().splitlines()]
     assert rows[0]["ineligible_error"] == rows[0]["ineligible_count"] > 0 and rows[1]["ineligible_count"] == 0

@@ -5,7 +5,6 @@ costs the videos, not the run. One process of the smoke config (the 2-rank run i
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 from pathlib import Path
@@ -13,6 +12,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from tests.launches import launch
 from tools.video import read_all_frames
 from training.config import ConfigError
 from training.config_io import load_config
@@ -23,13 +23,11 @@ ROOT = Path(__file__).resolve().parents[1]
 SMOKE = ROOT / "training" / "configs" / "smoke.yaml"
 
 
-def _train(out: Path, *extra: str) -> subprocess.CompletedProcess:
-    env = {k: v for k, v in os.environ.items() if k not in ("RANK", "WORLD_SIZE", "LOCAL_RANK")}
+def _train(out: Path, *extra: str) -> subprocess.CompletedProcess[str]:
     cmd = [sys.executable, "-m", "training.train", "--config", str(SMOKE), "--output_dir", str(out), "--progress",
            "false", "--tensorboard", "false", "--export", "none", "--checkpoint_every", "2", "--max_iterations", "2",
            *extra]
-    return subprocess.run(cmd, cwd=ROOT, env={**env, "OMP_NUM_THREADS": "1"}, capture_output=True, text=True,
-                          timeout=600)
+    return launch(cmd, timeout=600, what="training")
 
 
 @pytest.mark.slow

@@ -4,7 +4,6 @@ that is never made up, components and usage of the parts, and a smoke run that l
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 from pathlib import Path
@@ -12,6 +11,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from tests.launches import launch
 from training.rewards import (
     BrightnessReward,
     MotionReward,
@@ -131,14 +131,12 @@ def test_used_rewards_lists_the_parts():
     assert used_rewards("sum", {"parts": [{"reward": "agent"}, {"reward": "motion"}, "junk"]}) == {"agent", "motion"}
 
 
-def _train(out: Path, *extra: str, env_extra: dict | None = None) -> subprocess.CompletedProcess:
-    env = {k: v for k, v in os.environ.items() if k not in ("RANK", "WORLD_SIZE", "LOCAL_RANK") and
-           not k.startswith("RAA_")}
+def _train(out: Path, *extra: str, env_extra: dict | None = None) -> subprocess.CompletedProcess[str]:
+    """The smoke run (tests/conftest.py has cleared RAA_* from the environment it inherits)."""
     cmd = [sys.executable, "-m", "training.train", "--config", str(SMOKE), "--output_dir", str(out), "--progress",
            "false", "--tensorboard", "false", "--export", "none", "--checkpoint_every", "2", "--max_iterations", "2",
            "--reward", "sum", *extra]
-    return subprocess.run(cmd, cwd=ROOT, env={**env, "OMP_NUM_THREADS": "1", **(env_extra or {})},
-                          capture_output=True, text=True, timeout=600)
+    return launch(cmd, timeout=600, what="training", extra=env_extra)
 
 
 @pytest.mark.slow

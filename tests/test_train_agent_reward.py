@@ -5,14 +5,13 @@ scored its rewards (training/provenance.py)."""
 from __future__ import annotations
 
 import json
-import os
-import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 
 from tests.graph_scripts import full_script
+from tests.launches import launch
 from tests.openai_stub import OpenAIStub, script_responder
 from training.provenance import (
     REWARD_BACKBONE,
@@ -51,17 +50,14 @@ def test_a_smoke_run_scored_by_the_agent_in_process(tmp_path):
     base = [sys.executable, "-m", "training.train", "--config", str(ROOT / "training/configs/smoke.yaml"),
             "--output_dir", str(out), "--progress", "false", "--tensorboard", "false", "--export", "none",
             "--checkpoint_every", "1", "--reward", "agent", "--reward_options", "{preset: decomposed}"]
-    env = {k: v for k, v in os.environ.items() if k not in ("RANK", "WORLD_SIZE", "LOCAL_RANK")
-           and not k.startswith("RAA_")}
     with OpenAIStub(responder=script_responder(full_script()), keep_alive=True) as stub:
-        env.update({"OMP_NUM_THREADS": "1", "RAA_BASE_URL": stub.base_url, "RAA_MODEL": "vlm-a",
-                    "RAA_API_KEY": "EMPTY", "RAA_ENDPOINT_WAIT_S": "0", "RAA_CACHE_PATH": "off",
-                    "RAA_TRACES_PATH": str(tmp_path / "traces.sqlite")})
-        first = subprocess.run([*base, "--max_iterations", "1"], cwd=ROOT, env=env, capture_output=True, text=True,
-                               timeout=600)
+        # the agent's settings (tests/conftest.py has cleared every other RAA_* from the environment)
+        env = {"RAA_BASE_URL": stub.base_url, "RAA_MODEL": "vlm-a", "RAA_API_KEY": "EMPTY", "RAA_ENDPOINT_WAIT_S": "0",
+               "RAA_CACHE_PATH": "off", "RAA_TRACES_PATH": str(tmp_path / "traces.sqlite")}
+        first = launch([*base, "--max_iterations", "1"], timeout=600, what="training", extra=env)
         assert first.returncode == 0, first.stderr[-4000:]
-        second = subprocess.run([*base, "--max_iterations", "2", "--resume"], cwd=ROOT, capture_output=True,
-                                text=True, timeout=600, env={**env, "RAA_MODEL": "vlm-b"})
+        second = launch([*base, "--max_iterations", "2", "--resume"], timeout=600, what="the resume",
+                        extra={**env, "RAA_MODEL": "vlm-b"})
         assert second.returncode == 0, second.stderr[-4000:]
     rows = [json.loads(line) for line in (out / "rewards.jsonl").read_text().splitlines()]
     judged = [r for r in rows if r["components"]["T"] is not None]

@@ -17,7 +17,6 @@ Slow + distributed. Launched as subprocesses with timeouts. What is checked:
 from __future__ import annotations
 
 import json
-import os
 import random
 import subprocess
 import sys
@@ -29,7 +28,7 @@ import numpy as np
 import pytest
 import torch
 
-from tests.launches import run_to_end, torchrun
+from tests.launches import launch, run_to_end, torchrun
 from tests.service_helpers import send_json
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -279,19 +278,17 @@ def test_all_ineligible_rewards_skip_the_update(tmp_path):
     """A reward service that cannot be reached: every sample ineligible, every group skipped and counted.
     Then resumed: a changed setting is named on stderr, one more iteration is not."""
     out = tmp_path / "dead"
-    env = {k: v for k, v in os.environ.items() if k not in ("RANK", "WORLD_SIZE", "LOCAL_RANK")}
 
-    def launch(*extra: str) -> subprocess.CompletedProcess:
+    def train(*extra: str) -> subprocess.CompletedProcess[str]:
         cmd = [sys.executable, "-m", "training.train", "--config", str(SMOKE), "--output_dir", str(out),
                "--progress", "false", "--tensorboard", "false", "--checkpoint_every", "1", "--reward", "http",
                "--reward_options", "{url: 'http://127.0.0.1:9/score', timeout_s: 5, backoff_s: 0, startup_wait_s: 0}",
                *extra]  # the service is down after the start
-        proc = subprocess.run(cmd, cwd=ROOT, env={**env, "OMP_NUM_THREADS": "1"}, capture_output=True, text=True,
-                              timeout=600)
+        proc = launch(cmd, timeout=600, what="training")
         assert proc.returncode == 0, proc.stderr[-4000:]
         return proc
 
-    proc = launch("--max_iterations", "2")
+    proc = train("--max_iterations", "2")
     rows = _rows(out)
     assert len(rows) == 2
     for r in rows:
@@ -304,7 +301,7 @@ def test_all_ineligible_rewards_skip_the_update(tmp_path):
     assert all("returned None (ineligible): http reward failed (http://127.0.0.1:9/score):" in w["reason"] and "Connection refused"
                in w["reason"] and "after 3 attempts" in w["reason"] for w in why)
     assert "iteration 1: every reward was ineligible (no update); e.g. reward 'http'" in proc.stdout
-    proc = launch("--max_iterations", "3", "--resume", "--learning_rate", "0.5")
+    proc = train("--max_iterations", "3", "--resume", "--learning_rate", "0.5")
     assert len(_rows(out)) == 3
     after = proc.stderr[proc.stderr.index("warning: resuming"):].splitlines()[1:]
     listed = after[:next((i for i, line in enumerate(after) if not line.startswith("  ")), len(after))]

@@ -73,25 +73,22 @@ def test_a_trainer_records_the_backbone_of_the_services_that_score_it(tmp_path):
 def test_training_logs_the_agents_components(tmp_path):
     """A smoke run scored by the service (reward: http): each rollout's T, P, V and gate inputs reach
     rewards.jsonl, their means metrics.jsonl, and the held-out ones eval.jsonl / eval_rewards.jsonl."""
-    import os
-    import subprocess
     import sys
 
     from graph.gate import diagnostic_reward
+    from tests.launches import launch
 
     root = Path(__file__).resolve().parents[1]
     out = tmp_path / "run"
     served = {"model": "vlm-x", "scoring": {"model": "vlm-x", "temperature": 0.0}}
     with serve(create_reward_app(_agent(), "decomposed", max_concurrency=4, token="tk-1", info=served)) as url:
-        env = {k: v for k, v in os.environ.items() if k not in ("RANK", "WORLD_SIZE", "LOCAL_RANK")}
-        proc = subprocess.run(
+        proc = launch(
             [sys.executable, "-m", "training.train", "--config", str(root / "training/configs/smoke.yaml"),
              "--output_dir", str(out), "--progress", "false", "--tensorboard", "false", "--max_iterations", "1",
              "--export", "none", "--checkpoint_every", "1", "--reward", "http", "--reward_options",
              f"{{url: '{url}/v1/score', startup_wait_s: 10, token_env: RT_TOKEN}}", "--eval_every", "1",
              "--eval_dataset", "[{text: 'open the drawer', image_seed: 12}]"],  # the service's token, from RT_TOKEN
-            cwd=root, env={**env, "OMP_NUM_THREADS": "1", "RT_TOKEN": "tk-1"}, capture_output=True, text=True,
-            timeout=600)
+            timeout=600, what="training", cwd=root, extra={"RT_TOKEN": "tk-1"})
     assert proc.returncode == 0, proc.stderr[-4000:]
     assert json.loads((out / "reward_backbone.json").read_text()) == {  # which model scored the run's rewards
         "service": f"{url}/v1/score", "preset": "decomposed", "model": "vlm-x", "temperature": 0.0}
