@@ -23,16 +23,14 @@ from training.config import ConfigError
 @pytest.mark.slow
 def test_a_clip_size_the_model_cannot_generate_stops_before_the_first_rollout(tmp_path, args, message):
     """A traceback from the first rollout (or prompt encoding) before; now exit 2 right after the model is built."""
-    import os
-    import subprocess
     import sys
 
+    from tests.launches import launch
+
     root = Path(__file__).resolve().parents[1]
-    env = {k: v for k, v in os.environ.items() if k not in ("RANK", "WORLD_SIZE", "LOCAL_RANK")}
-    proc = subprocess.run([sys.executable, "-m", "training.train", "--config", str(root / "training/configs/smoke.yaml"),
-                           "--output_dir", str(tmp_path / "run"), *args, "--progress", "false",
-                           "--tensorboard", "false"], cwd=root, env={**env, "OMP_NUM_THREADS": "1"},
-                          capture_output=True, text=True, timeout=300)
+    proc = launch([sys.executable, "-m", "training.train", "--config", str(root / "training/configs/smoke.yaml"),
+                   "--output_dir", str(tmp_path / "run"), *args, "--progress", "false", "--tensorboard", "false"],
+                  timeout=300, what="training", cwd=root)
     assert proc.returncode == 2, proc.stderr[-3000:]
     assert message in proc.stderr
     assert "Traceback" not in proc.stderr and not (tmp_path / "run" / "metrics.jsonl").exists()
