@@ -132,29 +132,36 @@ LAUNCH_TAG = "HARNESS_LAUNCH"
 inherited by every descendant, whichever session it is in and whoever it was reparented to."""
 
 
+class Launched(subprocess.Popen):
+    """A launch `started` began: the process it ran, and the `LAUNCH_TAG` value every process of it carries."""
+
+    def __init__(self, cmd: Sequence[str], *, tag: str, cwd: Path, env: dict[str, str], merged: bool) -> None:
+        super().__init__(list(cmd), cwd=cwd, env={**env, LAUNCH_TAG: tag}, stdout=subprocess.PIPE,
+                         stderr=subprocess.STDOUT if merged else subprocess.PIPE, text=True, start_new_session=True)
+        self.tag = tag
+
+
 @contextmanager
 def started(cmd: Sequence[str], *, env: Mapping[str, str] | None = None, extra: Mapping[str, str] | None = None,
-            cwd: Path = ROOT, merged: bool = False) -> Iterator[subprocess.Popen[str]]:
+            cwd: Path = ROOT, merged: bool = False) -> Iterator[Launched]:
     """``cmd`` started in ``cwd`` with `harness_env` (``env``, ``extra``) and a `LAUNCH_TAG` of its own, in a
     session of its own, stdout and stderr piped (``merged``: stderr into stdout), for a test to wait on, signal
     or watch. When the block ends every process of the launch still running is killed (`launch_members`), so
     a failed assertion leaves no rank training, nor one whose launcher died before it."""
-    tag = uuid.uuid4().hex
-    proc = subprocess.Popen(list(cmd), cwd=cwd, env=harness_env(env, {**(extra or {}), LAUNCH_TAG: tag}),
-                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT if merged else subprocess.PIPE,
-                            text=True, start_new_session=True)
-    proc.harness_tag = tag  # type: ignore[attr-defined]  # read by `launch_members`
+    import psutil
+
+    proc = Launched(cmd, tag=uuid.uuid4().hex, cwd=cwd, env=harness_env(env, extra), merged=merged)
     try:
         yield proc
     finally:
         for member in launch_members(proc):
-            with suppress(Exception):  # psutil.Error: it has exited meanwhile
+            with suppress(psutil.Error):  # it has exited meanwhile
                 member.kill()
         with proc:  # closes the pipes and reaps it
             pass
 
 
-def launch_members(proc: subprocess.Popen[str]) -> list[Any]:
+def launch_members(proc: Launched) -> list[Any]:
     """The processes (psutil) of the launch `started` began as ``proc`` that still run: ``proc`` while it has not
     been reaped, then every process carrying its `LAUNCH_TAG` (torchrun starts each rank in a session of its
     own, so its process group missed them; a rank whose launcher died is no longer its descendant)."""
@@ -166,7 +173,7 @@ def launch_members(proc: subprocess.Popen[str]) -> list[Any]:
             members.append(psutil.Process(proc.pid))
     for other in psutil.process_iter():
         with suppress(psutil.Error):
-            if other.pid != proc.pid and other.environ().get(LAUNCH_TAG) == proc.harness_tag:
+            if other.pid != proc.pid and other.environ().get(LAUNCH_TAG) == proc.tag:
                 members.append(other)
     return members
 
@@ -175,7 +182,7 @@ DUMP_GAP_S = 0.5
 """Seconds between two processes' stack dumps (`end_launch`)."""
 
 
-def end_launch(proc: subprocess.Popen[str]) -> None:
+def end_launch(proc: Launched) -> None:
     """Every process of the launch `started` began as ``proc`` (`launch_members`) writes its stacks
     (`DUMP_SIGNAL`), then is killed. The processes are asked one at a time, `DUMP_GAP_S` apart: they share the
     output pipe, and dumps written at once interleaved mid-line."""
