@@ -40,7 +40,9 @@ Decisions where the issue was silent:
   ``policy.cosmos``), and its velocity comes back float32. The step's mean, std and sample are float32 and the
   log-prob sums in float64 (``gaussian_log_prob``), so ``step_log_prob`` at unchanged parameters reproduces the
   recorded log-prob exactly, for any micro-batch split (tests/test_rollout_precision.py, in a bf16 engine's
-  numerics). States stored in bf16 would halve their memory but the recorded ``x_next`` would no longer be the
+  numerics), as far as the transformer's velocity itself is the same for any batch size: its matmul kernels
+  may round differently by batch size (float32 on CPU: ratios ~1e-5 nats off 1 between micro-batch 1 and a
+  rollout batch of 4). States stored in bf16 would halve their memory but the recorded ``x_next`` would no longer be the
   sampled one: its rounding (~0.4% of the value) is not small next to a step's std (``sigma_next * M``), and
   summed over a latent's millions of elements the ratio at unchanged parameters drifts far from 1.
 * Classifier-free guidance is off by default (``guidance_scale = 1``: one network pass per step). With
