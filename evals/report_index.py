@@ -27,6 +27,10 @@ Decisions where the issue was silent:
   whose header line says so (`empty_note`), and `on_empty` hears it (`raa eval report` prints "no rows in
   FILE: nothing to report", exit 0, as `raa eval draws`): the page had empty tables and "0 clips", and the
   command said only where it wrote it.
+- A row whose preset the table does not know (a hand edit, a preset since renamed) has no column: it is left
+  out of the page and of its clip count, and the header says how many rows of which presets were (its clip
+  was counted, a row of empty cells). A row whose ``run_id`` is not a string (a hand edit: 12, a list) is
+  shown without a link and counted in the header (`run_id`, `left_out_notes`); it was a traceback.
 - Rewards and mean rewards are shown as the judge sees them (`graph.reward_format.reward_text`): with 3
   decimals a scored 0.0004 read "0.000" beside its "scored" badge, though F+ counts it as positive.
 """
@@ -140,10 +144,31 @@ def read_scope(summary: Path) -> tuple[set[str], set[str]] | None:
     return fields["paths"], fields["presets"]
 
 
-def empty_note(results: Path, summary: Path | None) -> str:
+def empty_note(results: Path, summary: Path | None, *, known: bool = False) -> str:
     """Why an index has no row: "no rows in RESULTS" (`summary` None), or none of the clips and presets
-    SUMMARY names."""
-    return f"no rows in {results}" + ("" if summary is None else f" of the clips and presets {summary} names")
+    SUMMARY names; with `known`, RESULTS had rows, of unknown presets only ("no rows of a known preset")."""
+    return (f"no rows{' of a known preset' if known else ''} in {results}"
+            + ("" if summary is None else f" of the clips and presets {summary} names"))
+
+
+def run_id(row: dict) -> str:
+    """The row's run id when it is a string, else "" (no link): a hand-edited ``"run_id": 12`` crashed the
+    index in `evals.report.safe_name`, and a list one as a dict key."""
+    value = row.get("run_id")
+    return value if isinstance(value, str) else ""
+
+
+def left_out_notes(rows: list[dict], unknown: list[dict]) -> list[str]:
+    """The header's account of rows shown without a link for a run id that is not a string (null or "" is
+    no run, not counted), and of `unknown` rows left out: their preset has no column in the table."""
+    notes = []
+    if bad := sum(r.get("run_id") is not None and not isinstance(r.get("run_id"), str) for r in rows):
+        notes.append(f"{plural(bad, 'row')} {'has' if bad == 1 else 'have'} a run id that is not a string (not linked)")
+    if unknown:
+        names = ", ".join(sorted({r["preset"] for r in unknown}))
+        notes.append(f"{len(unknown)} row{' of an unknown preset' if len(unknown) == 1 else 's of unknown presets'} "
+                     f"({names}) left out")
+    return notes
 
 
 def write_eval_index(out_dir: str | Path, *, traces_path: str | Path | None = None,
@@ -167,13 +192,15 @@ def write_eval_index(out_dir: str | Path, *, traces_path: str | Path | None = No
     if scope is not None:  # the last run's table
         paths, chosen = scope
         rows = [r for r in rows if r["path"] in paths and r["preset"] in chosen]
-    scoped_out = Path("summary.json") if keyed else None  # rows, but none of the last run's
+    unknown = [r for r in rows if r["preset"] not in DISPLAY_NAMES]  # no column of the table: not shown
+    rows = [r for r in rows if r["preset"] in DISPLAY_NAMES]
+    scoped_out = Path("summary.json") if keyed and scope is not None else None  # rows, but none of the last run's
     if not rows and on_empty is not None:
-        on_empty(empty_note(results, out / scoped_out if scoped_out else None))
+        on_empty(empty_note(results, out / scoped_out if scoped_out else None, known=bool(unknown)))
     presets = [p for p in PAPER_ORDER if any(r["preset"] == p for r in rows)]
     metrics = all_metrics(rows, presets) if presets else []
 
-    found = link_reports((row.get("run_id") or "" for row in rows), out, traces_path, tracker=tracker,
+    found = link_reports((run_id(row) for row in rows), out, traces_path, tracker=tracker,
                          overwrite=overwrite, on_report=on_report)
     links = found.links
 
@@ -183,16 +210,15 @@ def write_eval_index(out_dir: str | Path, *, traces_path: str | Path | None = No
     clip_rows = []
     for path, by_preset in clips.items():
         first = next(iter(by_preset.values()))
-        cells = [_cell(by_preset[p], links.get(by_preset[p].get("run_id") or "")) if p in by_preset else ""
-                 for p in presets]
+        cells = [_cell(by_preset[p], links.get(run_id(by_preset[p]))) if p in by_preset else "" for p in presets]
         clip_rows.append([f"{_thumb(path)}<span title=\"{esc(path)}\">{esc(Path(path).name)}</span>", esc(first.get("label")),
                           esc(first.get("pattern")), esc(first.get("instruction")), *cells])
-    note = found.note()
+    note = "; ".join([found.note(), *left_out_notes(rows, unknown)])
     if skipped:  # their clips and presets are not in the table: say so rather than shrink N silently
         note += f"; {plural(skipped, 'line')} of results.jsonl {'are' if skipped > 1 else 'is'} not " \
                 f"{'result rows' if skipped > 1 else 'a result row'} (skipped)"
     if not rows:
-        note = f"{empty_note(Path(results.name), scoped_out)}; {note}"
+        note = f"{empty_note(Path(results.name), scoped_out, known=bool(unknown))}; {note}"
     name = out.resolve().name  # "." (run inside the folder) has no name of its own
     body = (f"<h1 id=\"eval-header\">Reward reliability: {esc(name)}</h1>"
             f"<div class=\"muted\">{plural(len(clips), 'clip')} × {plural(len(presets), 'preset')} · {esc(note)}</div>"
