@@ -34,7 +34,9 @@ Decisions where the issue was silent:
   A truncated trailing line (crash mid-write) is ignored.
 - With ``scorer_id`` (the CLI passes `graph.batch.scorer_of`: model name and temperature) every row records it
   as ``scorer``, and a rerun whose scorer differs from the one that gave existing rewards raises
-  `ManifestError` before anything is scored: kept rows would mix two models in one table.
+  `ManifestError` before anything is scored: kept rows would mix two models in one table. Only rows of this
+  manifest's clips count (under any preset: the folder's table of this manifest has a column per preset);
+  rows of another manifest kept in the folder are in none of this run's tables (they refused the run anyway).
 - One run at a time per folder: a run holds DIR/results.jsonl's lock (`graph.batch.lock_output`, as `raa
   score-batch` holds its output) and a second run into the folder is a `ManifestError` before anything is
   scored. Two runs (presets split over two endpoints) each rewrote results.jsonl at the end from the rows it had
@@ -236,9 +238,10 @@ async def _evaluate(clips: Sequence[EvalClip], order: list[str], out: Path, scor
 
     results_path = out / "results.jsonl"
     existing, unreadable = results_rows(results_path)
+    manifest = {c.path for c in clips}  # rows of other manifests are in no table of this one (module docstring)
     if scorer_id is not None and (problem := scorer_conflict(
             str(results_path), [(f"{Path(p).name} ({k})", r, r.get("scorer"))
-                                for (p, k), r in existing.items()], scorer_id)):
+                                for (p, k), r in existing.items() if p in manifest], scorer_id)):
         raise ManifestError(problem)
     sem = asyncio.Semaphore(concurrency)
     counters = {"scored": 0, "rejudged": 0, "legacy_rescored": 0, "rewritten": 0, "fixable": 0}
