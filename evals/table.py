@@ -39,6 +39,11 @@ Definitions (decisions where the issue was silent are marked *):
   row whose usage is null (its scorer chunk crashed, `evals.reliability`) or absent (another tool's row) is
   counted in `usage_unknown` ("Usage unknown" / ``usage_unknown`` in table.md / table.csv) and left out of
   the mean, which it lowered as a free run; with no row recorded the cells are "-" (empty in the CSV).
+- *table.csv's `method` column holds `DISPLAY_NAMES` as they are, the cumulative block's "+ ..." included,
+  though a spreadsheet opening the file may read a cell starting with "+" as a formula: the values are fixed
+  text (no manifest or row fills a cell that starts with "=", "+", "-" or "@"), pandas and csv readers and
+  scripts matching the paper's labels get them unchanged, and a quote or space in front ("'+ ...") would be
+  part of the value for all of them. The README says to import the column as text or key on `preset`.
 """
 
 from __future__ import annotations
