@@ -168,7 +168,8 @@ def reward_command(
     try:
         outcome = asyncio.run(run_reward_eval(clips, chosen, out, scorer, judge, concurrency=concurrency,
                                               retry_ineligible=retry_ineligible, judge_name=judge_settings.model
-                                              or "judge", on_row=on_row, scorer_id=scorer_of(settings)))
+                                              or "judge", on_row=on_row, scorer_id=scorer_of(settings),
+                                              manifest=str(manifest)))
     except ManifestError as exc:  # results from another model in DIR
         raise _fail(str(exc)) from exc
     _print_table(outcome.metrics)
@@ -191,7 +192,8 @@ def eval_report_command(
     traces_path = traces or Path(_backbone_settings(require_endpoint=False).traces_path)
     try:  # no row: say so, exit 0, as `raa eval draws` (the page says it too)
         index = write_eval_index(directory, traces_path=traces_path, overwrite=overwrite,
-                                 on_empty=lambda note: _console().print(no_rows(note, "report"), highlight=False))
+                                 on_empty=lambda note: _console().print(no_rows(note, "report"), highlight=False),
+                                 on_unfinished=lambda note: typer.echo(f"warning: {note}", err=True))
     except input_errors() as exc:
         raise _fail(str(exc)) from exc
     except OSError as exc:  # DIR/reports or a page that cannot be written: one line, not a traceback

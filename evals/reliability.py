@@ -205,9 +205,11 @@ async def run_reward_eval(clips: Sequence[EvalClip], presets: Sequence[str], out
                           scorer: PresetScorer, judge: RewardJudge, *, concurrency: int = 16,
                           retry_ineligible: bool = False, judge_name: str = "judge",
                           on_row: Callable[[dict], None] | None = None,
-                          scorer_id: dict[str, Any] | None = None) -> RewardEvalOutcome:
+                          scorer_id: dict[str, Any] | None = None,
+                          manifest: str | None = None) -> RewardEvalOutcome:
     """Score, judge and tabulate; resumable through DIR/results.jsonl (see the module docstring). The run holds
-    DIR/results.jsonl's lock (`graph.batch.lock_output`) throughout; `ManifestError` when another run holds it."""
+    DIR/results.jsonl's lock (`graph.batch.lock_output`) throughout; `ManifestError` when another run holds it.
+    DIR/started.json and summary.json record the run and its `manifest` (`evals.eval_runs`)."""
     from graph.batch import OutputBusy, lock_output
 
     if concurrency < 1:
@@ -224,7 +226,7 @@ async def run_reward_eval(clips: Sequence[EvalClip], presets: Sequence[str], out
     try:
         return await _evaluate(clips, order, out, scorer, judge, concurrency=concurrency,
                                retry_ineligible=retry_ineligible, judge_name=judge_name, on_row=on_row,
-                               scorer_id=scorer_id)
+                               scorer_id=scorer_id, manifest=manifest)
     finally:
         lock.close()
 
@@ -232,17 +234,20 @@ async def run_reward_eval(clips: Sequence[EvalClip], presets: Sequence[str], out
 async def _evaluate(clips: Sequence[EvalClip], order: list[str], out: Path, scorer: PresetScorer,
                     judge: RewardJudge, *, concurrency: int, retry_ineligible: bool, judge_name: str,
                     on_row: Callable[[dict], None] | None,
-                    scorer_id: dict[str, Any] | None) -> RewardEvalOutcome:
+                    scorer_id: dict[str, Any] | None, manifest: str | None) -> RewardEvalOutcome:
     """`run_reward_eval`'s work, under its lock."""
+    from evals.eval_runs import STARTED, finished_fields, started_record
     from graph.batch import scorer_conflict
 
     results_path = out / "results.jsonl"
     existing, unreadable = results_rows(results_path)
-    manifest = {c.path for c in clips}  # rows of other manifests are in no table of this one (module docstring)
+    paths = {c.path for c in clips}  # rows of other manifests are in no table of this one (module docstring)
     if scorer_id is not None and (problem := scorer_conflict(
             str(results_path), [(f"{Path(p).name} ({k})", r, r.get("scorer"))
-                                for (p, k), r in existing.items() if p in manifest], scorer_id)):
+                                for (p, k), r in existing.items() if p in paths], scorer_id)):
         raise ManifestError(problem)
+    started = started_record(manifest, order, len(clips))  # a run that never finishes is named by `raa eval report`
+    write_text_atomic(out / STARTED, json.dumps(started, indent=2))
     sem = asyncio.Semaphore(concurrency)
     counters = {"scored": 0, "rejudged": 0, "legacy_rescored": 0, "rewritten": 0, "fixable": 0}
 
@@ -335,7 +340,8 @@ async def _evaluate(clips: Sequence[EvalClip], order: list[str], out: Path, scor
     write_text_atomic(out / "table.csv", render_csv(metrics))
     write_text_atomic(out / "summary.json", json.dumps({"presets": order, "clips": len(clips), "judge": verdicts_by(rows, judge_name),
                                                     "paths": [c.path for c in clips],
-                                                    "metrics": metrics_as_dicts(metrics)}, indent=2))
+                                                    "metrics": metrics_as_dicts(metrics), **finished_fields(started)},
+                                                   indent=2))
     return RewardEvalOutcome(metrics, rows, counters["scored"], counters["rejudged"], out, unreadable,
                              counters["legacy_rescored"], counters["rewritten"], counters["fixable"])
 

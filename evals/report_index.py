@@ -10,6 +10,11 @@ from the trace database when the run is found there; a report already there is l
 (`evals.report_links`).
 
 Decisions where the issue was silent:
+- The page shows the last *finished* run's table (the one in table.md / table.csv) and says so: its header
+  [eval-run] names that run's manifest, finish time, clips and presets, and warns [eval-unfinished] of a newer
+  run started in DIR that has not finished (crashed, stopped, or still running), naming its manifest and the
+  command that finishes it; `raa eval report` prints the warning on stderr (`evals.eval_runs` argues why not
+  the unfinished run's rows or every row of results.jsonl). The table was the old run's without a word.
 - A run missing from the trace database (another machine, deleted runs) gets no link unless its report is
   already in DIR/reports, and the page says how many were missing instead of failing.
 - Reports already present in DIR/reports are not rewritten unless `overwrite=True` (rerunning is cheap).
@@ -174,9 +179,12 @@ def left_out_notes(rows: list[dict], unknown: list[dict]) -> list[str]:
 def write_eval_index(out_dir: str | Path, *, traces_path: str | Path | None = None,
                      tracker: MotionTracker | None = None, overwrite: bool = False,
                      on_report: Callable[[Path], None] | None = None,
-                     on_empty: Callable[[str], None] | None = None) -> Path:
+                     on_empty: Callable[[str], None] | None = None,
+                     on_unfinished: Callable[[str], None] | None = None) -> Path:
     """Write DIR/index.html (and DIR/reports/*.html for runs found in `traces_path`); returns the index path.
-    Without a row to show, `on_empty` gets `empty_note` (full paths) before anything is written."""
+    Without a row to show, `on_empty` gets `empty_note` (full paths) before anything is written; a newer run
+    that has not finished, `on_unfinished` its `evals.eval_runs.unfinished_note` (the page says both)."""
+    from evals.eval_runs import shown_run, unfinished_note, unfinished_run
     from evals.result_rows import results_rows
 
     out = Path(out_dir)
@@ -189,6 +197,11 @@ def write_eval_index(out_dir: str | Path, *, traces_path: str | Path | None = No
     keyed, skipped = results_rows(results)
     rows = list(keyed.values())
     scope = read_scope(out / "summary.json")
+    run_line = shown_run(json.loads((out / "summary.json").read_text(encoding="utf-8")) if scope else None)
+    unfinished = unfinished_run(out)
+    warning = "" if unfinished is None else unfinished_note(unfinished, out)
+    if warning and on_unfinished is not None:
+        on_unfinished(warning)
     if scope is not None:  # the last run's table
         paths, chosen = scope
         rows = [r for r in rows if r["path"] in paths and r["preset"] in chosen]
@@ -221,6 +234,9 @@ def write_eval_index(out_dir: str | Path, *, traces_path: str | Path | None = No
         note = f"{empty_note(Path(results.name), scoped_out, known=bool(unknown))}; {note}"
     name = out.resolve().name  # "." (run inside the folder) has no name of its own
     body = (f"<h1 id=\"eval-header\">Reward reliability: {esc(name)}</h1>"
+            f"<div id=\"eval-run\">Shows {esc(run_line)}"
+            + (f"<p id=\"eval-unfinished\" class=\"no\"><b>warning:</b> {esc(warning)}</p>" if warning else "")
+            + "</div>"
             f"<div class=\"muted\">{plural(len(clips), 'clip')} × {plural(len(presets), 'preset')} · {esc(note)}</div>"
             + _table_html(metrics)
             + section("clips", "Clips (reward, status, judge verdict; click for the run report)",

@@ -1,0 +1,95 @@
+"""Which `raa eval reward` run an evaluation folder's files belong to: DIR/started.json records the run that
+last started there (`started_record`, written under the folder's lock before anything is scored), and
+summary.json, written when a run finishes, repeats that record with its finish time (`finished_fields`). A
+started.json whose run id summary.json does not hold is a run that has not finished: still running, or
+stopped (a crash, Ctrl-C, a killed job).
+
+`raa eval report` keeps showing the last finished run's table (the one table.md and table.csv hold: three
+files of one folder never disagree), and says on the page which run that is (`shown_run`: its manifest,
+finish time, clips and presets) and that a newer run has not finished (`unfinished_note`: its manifest,
+start time and how to finish it). Building the page from every row of results.jsonl instead would mix
+manifests (the file keeps the rows of earlier ones), and building it from the unfinished run's scope would
+show a partial table as if it were one. A started.json that cannot be read (a hand edit) is no record: the
+page says nothing of it, as for a folder written before runs were recorded.
+"""
+
+from __future__ import annotations
+
+import json
+import uuid
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from evals.eval_views import plural
+
+STARTED = "started.json"
+
+
+def _now() -> str:
+    return datetime.now(UTC).isoformat(timespec="seconds")
+
+
+def started_record(manifest: str | None, presets: list[str], clips: int) -> dict[str, Any]:
+    """The record of a run starting now (a fresh run id; `manifest` None when the caller had no file)."""
+    return {"run": uuid.uuid4().hex, "manifest": manifest, "presets": list(presets), "clips": clips,
+            "started": _now()}
+
+
+def finished_fields(started: dict[str, Any]) -> dict[str, Any]:
+    """What summary.json records of the run `started` describes, finishing now."""
+    return {"run": started["run"], "manifest": started["manifest"], "started": started["started"],
+            "finished": _now()}
+
+
+def _read(path: Path) -> dict[str, Any] | None:
+    try:
+        value = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError):
+        return None
+    return value if isinstance(value, dict) else None
+
+
+def unfinished_run(out: Path) -> dict[str, Any] | None:
+    """DIR's started.json when summary.json does not record that run as finished; None otherwise (no record,
+    an unreadable one, or the run finished)."""
+    started = _read(out / STARTED)
+    if started is None or not isinstance(started.get("run"), str):
+        return None
+    summary = _read(out / "summary.json") or {}
+    return None if summary.get("run") == started["run"] else started
+
+
+def _scope_text(record: dict[str, Any]) -> str:
+    presets = record.get("presets")
+    clips = record.get("clips")
+    shown = []
+    if isinstance(clips, int):
+        shown.append(plural(clips, "clip"))
+    if isinstance(presets, list):
+        shown.append(f"{plural(len(presets), 'preset')} ({', '.join(map(str, presets))})")
+    return " × ".join(shown)
+
+
+def shown_run(summary: dict[str, Any] | None) -> str:
+    """The header line naming the run the table shows (`summary`: summary.json's object, None without one that
+    scopes the table)."""
+    if summary is None:
+        return "no finished `raa eval reward` run names its clips (no summary.json, or one written before it " \
+               "named them): the table counts every row of results.jsonl"
+    manifest = summary.get("manifest")
+    text = "the last finished `raa eval reward` run" + (f": manifest {manifest}" if manifest else " (summary.json)")
+    if summary.get("finished"):
+        text += f", finished {summary['finished']}"
+    scope = _scope_text(summary)
+    return text + (f", {scope}" if scope else "")
+
+
+def unfinished_note(record: dict[str, Any], out: Path) -> str:
+    """The warning for a run started in `out` that has not finished."""
+    manifest = record.get("manifest")
+    scope = _scope_text(record)
+    again = f"`raa eval reward -m {manifest} -o {out}`" if manifest else "`raa eval reward` with its manifest"
+    return (f"a newer `raa eval reward` run (manifest {manifest or 'not recorded'}, started {record.get('started')}"
+            + (f", {scope}" if scope else "") + ") has not finished (still running, or stopped): its rows are not in "
+            f"this table; rerun {again} to finish it (rows already scored are kept)")

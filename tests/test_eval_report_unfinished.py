@@ -1,0 +1,74 @@
+"""`raa eval report DIR` says which `raa eval reward` run its table shows (the last finished one: its manifest
+and time) and that a newer run started in DIR has not finished (`evals.eval_runs`): after a run that crashed
+on a new manifest the page showed the old run's table without a word."""
+
+from __future__ import annotations
+
+import asyncio
+import re
+
+import pytest
+from typer.testing import CliRunner
+
+import evals.eval_cli as eval_cli
+from evals.reliability import run_reward_eval
+from evals.report_index import write_eval_index
+from tests.test_eval_reliability import FakeScorer, _clips, _judge
+
+
+class Killed(Exception):
+    """Stands in for a crash mid-run (the process dies after the first row)."""
+
+
+def _kill(row: dict) -> None:
+    raise Killed
+
+
+def _run(clips, out, manifest: str, on_row=None) -> None:
+    asyncio.run(run_reward_eval(clips, ["direct"], out, FakeScorer(), _judge(), manifest=manifest, on_row=on_row))
+
+
+def _header(html: str) -> str:
+    return re.search(r'<div id="eval-run"[^>]*>(.*?)</div>', html, re.S).group(1)
+
+
+def test_a_crashed_run_on_a_new_manifest_is_named_above_the_old_table(tmp_path):
+    clips, out = _clips(tmp_path), tmp_path / "ev"
+    _run(clips[:3], out, "m1.jsonl")
+    with pytest.raises(Killed):
+        _run(clips[3:], out, "m2.jsonl", on_row=_kill)
+    heard: list[str] = []
+    html = write_eval_index(out, on_unfinished=heard.append).read_text()
+    header = _header(html)
+    assert "last finished `raa eval reward` run: manifest m1.jsonl" in header and "3 clips × 1 preset" in header
+    assert len(heard) == 1 and "manifest m2.jsonl" in heard[0] and "has not finished" in heard[0]
+    assert heard[0] in " ".join(html.split())  # the page says what the callback heard
+    assert "c4.mp4" not in html  # the table is still the finished run's, as table.md
+
+    res = CliRunner().invoke(eval_cli.eval_app, ["report", str(out), "--traces", str(tmp_path / "none.sqlite")])
+    assert res.exit_code == 0 and "warning: " in res.output and "m2.jsonl" in res.output, res.output
+
+    _run(clips[3:], out, "m2.jsonl")  # finished: the page shows it, no warning
+    heard.clear()
+    html = write_eval_index(out, on_unfinished=heard.append).read_text()
+    assert heard == [] and "manifest m2.jsonl" in _header(html) and "has not finished" not in html
+
+
+def test_a_first_run_that_crashed_shows_every_row_and_says_so(tmp_path):
+    clips, out = _clips(tmp_path), tmp_path / "ev"
+    with pytest.raises(Killed):
+        _run(clips[:3], out, "m1.jsonl", on_row=_kill)
+    heard: list[str] = []
+    html = write_eval_index(out, on_unfinished=heard.append).read_text()
+    assert "no finished `raa eval reward` run" in _header(html)
+    assert len(heard) == 1 and "manifest m1.jsonl" in heard[0]
+
+
+def test_a_summary_from_before_runs_were_recorded_is_shown_as_before(tmp_path):
+    """A folder written before started.json existed: no warning, the header names summary.json."""
+    clips, out = _clips(tmp_path), tmp_path / "ev"
+    _run(clips[:3], out, "m1.jsonl")
+    (out / "started.json").unlink()
+    heard: list[str] = []
+    html = write_eval_index(out, on_unfinished=heard.append).read_text()
+    assert heard == [] and "manifest m1.jsonl" in _header(html)
