@@ -59,7 +59,7 @@ def with_string_arguments(body: dict) -> dict | None:
     for choice in body.get("choices") or []:
         message = choice.get("message") if isinstance(choice, dict) else None
         calls = message.get("tool_calls") if isinstance(message, dict) else None
-        if isinstance(calls, list):
+        if isinstance(message, dict) and isinstance(calls, list):
             fixed = [_string_arguments(call) for call in calls]
             if any(a is not b for a, b in zip(fixed, calls, strict=True)):
                 changed = True
@@ -71,7 +71,7 @@ def with_string_arguments(body: dict) -> dict | None:
 def _string_arguments(call: Any) -> Any:
     function = call.get("function") if isinstance(call, dict) else None
     arguments = function.get("arguments") if isinstance(function, dict) else None
-    if arguments is None or isinstance(arguments, str):
+    if not isinstance(function, dict) or arguments is None or isinstance(arguments, str):
         return call
     return {**call, "function": {**function, "arguments": json.dumps(arguments)}}
 
