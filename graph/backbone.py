@@ -26,20 +26,16 @@ Decisions where the issue was silent:
   is a ValueError LangChain raises while it prepares the request (`graph.transport.request_not_built`).
 - A 200 that is not an OpenAI chat completion (a web page, a server root without /v1: once an "unexpected
   AttributeError" or re-asked), or one without a choice or a message, is kind "transport" at once, not a call
-  (`graph.transport.not_a_completion`). Tool-call arguments sent as an object are read (`graph.completion_shape`).
+  (`graph.transport.not_a_completion`). Tool-call arguments sent as an object are read (`graph.completion_shape`),
+  also with a plain ChatOpenAI the caller passed in (`Backbone.model` shapes it).
 - With json_schema, langchain-openai validates inside the model call, so a malformed/schema-violating
   reply surfaces as a pydantic ValidationError there; it is handled as an invalid reply (re-asked).
 - With function_calling, a reply without a tool call but with a JSON object as content is accepted if
   it validates (servers without a tool parser); otherwise it is an invalid reply.
 - json_mode appends one HumanMessage with the JSON schema (the server cannot see it otherwise).
-- A tool round whose reply carries a well-formed tool call as plain text (a `<tool_call>` tag,
-  `[TOOL_CALLS]`, or a JSON object with a name and its arguments) means the server has no parser for the
-  model's format: the inspection the model asked for would silently not happen. That is a fault at once
-  (no re-ask: the server would parse the next reply no better), never cached, and its message says how to
-  fix it. A call whose JSON does not parse is the model's mistake (a server with a parser hands such a call
-  back as text) and is re-asked like an invalid reply.
-- A final tool-round reply (no tool call) must hold an answer after its reasoning: empty text, only a
-  reasoning block, or one left open is re-asked as an empty reply (any rejected reply marked cut says so).
+- A tool-round reply is used, re-asked or a fault at once as `graph.tool_replies.check_tool_reply` says (a
+  refusal, unparsable call arguments, a tool call left in the text by a server without a tool parser, a final
+  reply without an answer).
 - A tool-round reply the server cut at the token limit (finish_reason "length": `graph.replies.cut_at_token_limit`)
   is returned but never cached: a free-text final answer cut mid-sentence passes every check, and the cap
   is not in the stage key (graph/cache.py), so a rerun with a higher RAA_MAX_TOKENS was served the cut text.
@@ -82,25 +78,23 @@ from tenacity import AsyncRetrying, retry_if_exception, stop_after_attempt
 from graph.bridge import run_sync
 from graph.cache import (
     StageCache,
-    decode_tool_reply,
     encode_output,
     encode_tool_reply,
     lookup,
     store,
 )
 from graph.cache_keys import stage_key
-from graph.completion_shape import ShapedChatOpenAI
+from graph.completion_shape import ShapedChatOpenAI, shaped
 from graph.flights import FlightFailed
-from graph.replies import (
-    TEXT_TOOL_CALL,
-    after_reasoning,
-    cut_at_token_limit,
-    declined,
-    malformed_text_call,
-    no_answer,
-    stored_reply_problem,
-)
+from graph.replies import CUT_HINT, cut_at_token_limit, declined
 from graph.settings import BackboneSettings, SettingsError, StructuredMethod
+from graph.tool_replies import (
+    NO_TOOLS_HINT,
+    ReplyFault,
+    check_tool_reply,
+    checked_tool_reply,
+    reask_tool_round,
+)
 from graph.transport import PacedWait, is_timeout, is_transient, not_a_completion, request_not_built
 from graph.usage import Usage, count_reply
 from graph.usage import count_images as count_images  # re-exported (its home before graph/usage.py)
@@ -109,22 +103,6 @@ from graph.validation import InvalidReply, decode_stored, read_structured, reask
 
 _Out = TypeVar("_Out", bound=BaseModel)  # a stage output: a schema instance or an AIMessage (one too)
 FaultKind = Literal["transport", "timeout", "invalid_reply", "empty_reply", "refused"]
-_TOOLS_REMEDY = ("serve the model with tool calling (vLLM: --enable-auto-tool-choice --tool-call-parser NAME, the "
-                 "parser of the model's format) or inspect with one structured plan (RAA_INSPECT_MODE=plan, "
-                 "AgentConfig(inspect_mode='plan'))")
-_CUT = "the reply was cut at the token limit before its answer was complete (raise RAA_MAX_TOKENS)"
-_NO_TOOLS_HINT = "the server rejected a tool-calling request: " + _TOOLS_REMEDY
-
-
-def _checked_tool_reply(text: str) -> AIMessage:
-    """A stored tool-round reply, held to today's checks (`graph.replies.stored_reply_problem`): one that fails
-    them raises ValueError, which `graph.cache.lookup` takes for an entry that no longer decodes (a miss)."""
-    reply = decode_tool_reply(text)
-    if (why := stored_reply_problem(reply)) is not None:
-        raise ValueError(f"the stored reply fails today's checks: {why}")
-    return reply
-
-
 class BackboneFault(Exception):
     """A backbone call that could not produce a valid output after bounded retries."""
 
@@ -166,6 +144,16 @@ class Backbone:
         self.temperature = temperature  # what `model` samples at (set on the model itself): for the stage keys
         self.endpoint = endpoint  # the base URL of who answers, for the stage keys (graph.cache_keys.endpoint_identity)
         self._runnables: dict[tuple[type[BaseModel], str, int], Runnable] = {}
+
+    @property
+    def model(self) -> BaseChatModel:
+        """The chat model called; a plain ChatOpenAI given here is read as the one from settings is
+        (`graph.completion_shape.shaped`: tool-call arguments as an object, a 200 without a choice)."""
+        return self._model
+
+    @model.setter
+    def model(self, model: BaseChatModel) -> None:
+        self._model = shaped(model)
 
     def for_draw(self, draw: int) -> Backbone:
         """This backbone for runs of another draw (`graph.config.AgentConfig.draw`): the same model, cache
@@ -219,7 +207,7 @@ class Backbone:
             count_reply(usage, messages, None, getattr(exc, "completion", None))
             if isinstance(exc, openai.ContentFilterFinishReasonError):
                 raise BackboneFault(stage, "refused", "the server's content filter stopped the reply") from exc
-            raise InvalidReply("invalid_reply", _CUT) from exc
+            raise InvalidReply("invalid_reply", CUT_HINT) from exc
         except Exception as exc:
             self._raise_if_not_a_completion(stage, exc)
             attempts = self.max_retries + 1
@@ -323,8 +311,8 @@ class Backbone:
         try:
             return read_structured(schema, out, text_answer=self.method == "function_calling")
         except InvalidReply as bad:  # function_calling: a cut reply is only "not closed" / "not valid JSON"
-            if isinstance(out["raw"], AIMessage) and cut_at_token_limit(out["raw"]) and _CUT not in bad.message:
-                raise InvalidReply("invalid_reply", f"{_CUT}; {bad.message}", bad.text) from bad
+            if isinstance(out["raw"], AIMessage) and cut_at_token_limit(out["raw"]) and CUT_HINT not in bad.message:
+                raise InvalidReply("invalid_reply", f"{CUT_HINT}; {bad.message}", bad.text) from bad
             raise
 
     # -- tool rounds -------------------------------------------------------------------------------
@@ -337,7 +325,7 @@ class Backbone:
         key = self.key_of(stage, messages, method="tools", tools=specs)
 
         async def compute() -> AIMessage:
-            cached = await lookup(cache, key, _checked_tool_reply, stage)
+            cached = await lookup(cache, key, checked_tool_reply, stage)
             if cached is not None:
                 usage.cache_hits += 1
                 return cached
@@ -361,30 +349,17 @@ class Backbone:
                 last = bad
             except BackboneFault as fault:
                 if isinstance(fault.__cause__, openai.BadRequestError) and "tool" in fault.message.lower():
-                    raise BackboneFault(stage, fault.kind, f"{fault.message} ({_NO_TOOLS_HINT})") from fault
+                    raise BackboneFault(stage, fault.kind, f"{fault.message} ({NO_TOOLS_HINT})") from fault
                 raise
             else:
-                if (why := declined(reply)) is not None:
-                    raise BackboneFault(stage, "refused", why)
-                if reply.invalid_tool_calls:
-                    bad_call = reply.invalid_tool_calls[0]
-                    last = InvalidReply("invalid_reply", f"tool call {bad_call.get('name')!r} has invalid "
-                                         f"arguments: {bad_call.get('error') or bad_call.get('args')}")
-                elif not reply.tool_calls and TEXT_TOOL_CALL.search(answer := after_reasoning(reply.text)):
-                    if (why := malformed_text_call(answer)) is not None:
-                        last = InvalidReply("invalid_reply", why)
-                    else:
-                        raise BackboneFault(stage, "invalid_reply", "the server returned a tool call as plain "
-                                            f"text ({reply.text.strip()[:160]!r}); " + _TOOLS_REMEDY)
-                elif reply.tool_calls or (why := no_answer(reply.text)) is None:
+                try:
+                    check_tool_reply(reply)
                     return reply
-                else:
-                    last = InvalidReply("empty_reply", why)
-                if cut_at_token_limit(reply) and "RAA_MAX_TOKENS" not in last.message:  # cut args; no content
-                    last = InvalidReply("invalid_reply", f"{_CUT}; {last.message}")
-            convo = convo + [HumanMessage(content=f"Your previous reply was rejected ({last.kind}): "
-                                                  f"{last.message[:_ERR_CHARS]}\nCall a tool with valid "
-                                                  "arguments or give your final answer.")]
+                except InvalidReply as bad:
+                    last = bad
+                except ReplyFault as fault:
+                    raise BackboneFault(stage, fault.kind, fault.message) from None
+            convo = convo + reask_tool_round(last, _ERR_CHARS)
         assert last is not None
         raise BackboneFault(stage, last.kind, f"{self.schema_retries + 1} tool-round replies failed; "
                             f"last: {last.message[:_ERR_CHARS]}")

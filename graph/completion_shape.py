@@ -16,7 +16,13 @@
   same server answers the same way). The SDK's structured-output parser trips on a null message before the
   reader below runs; `graph.transport` reads the HTTP reply it attaches with `choice_problem` too.
 
-A chat model passed to the backbone by the caller is used as given (these repairs need this class).
+A plain `ChatOpenAI` passed to the backbone by the caller (`Backbone(model)`, `Backbone.from_settings(model=...)`,
+`build_reward_agent(model=...)`, or assigned to `Backbone.model`) is read the same way: `shaped` makes a
+`ShapedChatOpenAI` of it that shares its settings and clients. It got none of these repairs, so a run that
+injected its own model against such a server faulted where the same settings without injection scored. Decided
+where the issue was silent: a subclass of ChatOpenAI (the caller's own, which may read completions its own way)
+and any other chat model are used as given; the repairs are about OpenAI's wire format, and a class cannot be
+swapped under a caller's overrides.
 """
 
 from __future__ import annotations
@@ -25,6 +31,7 @@ import json
 from typing import Any
 
 import openai
+from langchain_core.language_models import BaseChatModel
 from langchain_core.outputs import ChatResult
 from langchain_openai import ChatOpenAI
 
@@ -87,3 +94,13 @@ class ShapedChatOpenAI(ChatOpenAI):
         if isinstance(body, dict) and (fixed := with_string_arguments(body)) is not None:
             response = fixed  # (a parsed structured output is dropped: it has no tool calls to need this)
         return super()._create_chat_result(response, generation_info)
+
+
+def shaped(model: BaseChatModel) -> BaseChatModel:
+    """`model` with the repairs of `ShapedChatOpenAI` when it is a plain `ChatOpenAI` (module docstring), else
+    `model` itself. The copy holds the same field values and the same openai clients (a caller's own HTTP
+    client, headers, proxy and connection pool are what it sends with); the caller's instance is not changed."""
+    if type(model) is not ChatOpenAI:
+        return model
+    fields = {name: getattr(model, name) for name in ChatOpenAI.model_fields}
+    return ShapedChatOpenAI.model_construct(_fields_set=set(model.model_fields_set), **fields)

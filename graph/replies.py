@@ -32,6 +32,9 @@ from typing import Any
 
 from langchain_core.messages import AIMessage, BaseMessage
 
+CUT_HINT = "the reply was cut at the token limit before its answer was complete (raise RAA_MAX_TOKENS)"
+"""What a rejected reply the server cut at the token limit (finish_reason "length") is told, and faults say."""
+
 _FENCE = re.compile(r"^```(?:json)?\s*|\s*```$", re.IGNORECASE)
 _THINK_END = re.compile(r"</think>|◁/think▷")
 _THINK_START = re.compile(r"<think>|◁think▷")

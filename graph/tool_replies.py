@@ -1,0 +1,90 @@
+"""What the backbone does with one tool-round reply (graph.backbone's tool rounds, DESIGN.md §3 "Backbone"):
+use it, re-ask it (`InvalidReply`), or end the stage at once (`ReplyFault`), and the check of a stored one.
+
+- A refusal (or a content-filter stop: `graph.replies.declined`) is "refused" at once.
+- Tool calls whose arguments do not parse are re-asked.
+- A reply carrying a well-formed tool call as plain text (a `<tool_call>` tag, `[TOOL_CALLS]`, or a JSON object
+  with a name and its arguments) means the server has no parser for the model's format: the inspection the model
+  asked for would silently not happen. It is "invalid_reply" at once (the server would parse the next reply no
+  better), never cached, and its message says how to fix it. A call whose JSON does not parse is the model's
+  mistake (a server with a parser hands such a call back as text) and is re-asked.
+- A final reply (no tool call) must hold an answer after its reasoning: empty text, only a reasoning block, or
+  one left open is re-asked as an empty reply; a rejected reply the server cut at the token limit says so.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from langchain_core.messages import AIMessage, BaseMessage, HumanMessage
+
+from graph.cache import decode_tool_reply
+from graph.replies import (
+    CUT_HINT,
+    TEXT_TOOL_CALL,
+    after_reasoning,
+    cut_at_token_limit,
+    declined,
+    malformed_text_call,
+    no_answer,
+    stored_reply_problem,
+)
+from graph.validation import InvalidReply
+
+TOOLS_REMEDY = ("serve the model with tool calling (vLLM: --enable-auto-tool-choice --tool-call-parser NAME, the "
+                "parser of the model's format) or inspect with one structured plan (RAA_INSPECT_MODE=plan, "
+                "AgentConfig(inspect_mode='plan'))")
+NO_TOOLS_HINT = "the server rejected a tool-calling request: " + TOOLS_REMEDY
+
+
+class ReplyFault(Exception):
+    """A reply that ends the stage at once (the backbone raises it as a BackboneFault of its stage)."""
+
+    def __init__(self, kind: Literal["refused", "invalid_reply"], message: str) -> None:
+        super().__init__(message)
+        self.kind: Literal["refused", "invalid_reply"] = kind
+        self.message = message
+
+
+def check_tool_reply(reply: AIMessage) -> None:
+    """Nothing when `reply` can be used; else `InvalidReply` (re-ask) or `ReplyFault` (module docstring)."""
+    if (why := declined(reply)) is not None:
+        raise ReplyFault("refused", why)
+    problem = _problem(reply)
+    if problem is None:
+        return
+    if cut_at_token_limit(reply) and "RAA_MAX_TOKENS" not in problem.message:  # cut args; no content
+        raise InvalidReply("invalid_reply", f"{CUT_HINT}; {problem.message}")
+    raise problem
+
+
+def _problem(reply: AIMessage) -> InvalidReply | None:
+    if reply.invalid_tool_calls:
+        bad_call = reply.invalid_tool_calls[0]
+        return InvalidReply("invalid_reply", f"tool call {bad_call.get('name')!r} has invalid arguments: "
+                            f"{bad_call.get('error') or bad_call.get('args')}")
+    if reply.tool_calls:
+        return None
+    if TEXT_TOOL_CALL.search(answer := after_reasoning(reply.text)):
+        if (why := malformed_text_call(answer)) is not None:
+            return InvalidReply("invalid_reply", why)
+        raise ReplyFault("invalid_reply", f"the server returned a tool call as plain text "
+                         f"({reply.text.strip()[:160]!r}); " + TOOLS_REMEDY)
+    if (why := no_answer(reply.text)) is not None:
+        return InvalidReply("empty_reply", why)
+    return None
+
+
+def checked_tool_reply(text: str) -> AIMessage:
+    """A stored tool-round reply, held to today's checks (`graph.replies.stored_reply_problem`): one that fails
+    them raises ValueError, which `graph.cache.lookup` takes for an entry that no longer decodes (a miss)."""
+    reply = decode_tool_reply(text)
+    if (why := stored_reply_problem(reply)) is not None:
+        raise ValueError(f"the stored reply fails today's checks: {why}")
+    return reply
+
+
+def reask_tool_round(bad: InvalidReply, max_chars: int) -> list[BaseMessage]:
+    """The message that re-asks a rejected tool-round reply."""
+    return [HumanMessage(content=f"Your previous reply was rejected ({bad.kind}): {bad.message[:max_chars]}\n"
+                                 "Call a tool with valid arguments or give your final answer.")]

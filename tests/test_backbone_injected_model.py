@@ -1,0 +1,86 @@
+"""A plain `langchain_openai.ChatOpenAI` the caller hands the backbone gets the completion-shape repairs of the one
+the backbone builds from settings (`graph.completion_shape.shaped`): it got none of them, so a server sending
+tool-call arguments as an object faulted every run that injected its own model, and a 200 without a choice was
+"transport: unexpected IndexError"."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+
+import httpx
+import pytest
+from langchain_openai import ChatOpenAI
+
+from graph.backbone import Backbone, BackboneFault, Usage
+from graph.completion_shape import ShapedChatOpenAI, shaped
+from graph.settings import BackboneSettings
+from graph.testing import ScriptedChatModel
+from tests.openai_stub import OpenAIStub, StubReply
+from tests.test_backbone_http import MSGS
+from tests.test_backbone_not_a_completion import VIEW
+
+
+def _call_with_object_arguments() -> StubReply:
+    call = {"id": "c1", "type": "function", "function": {"name": "view_frames", "arguments": {"frames": [3, 5]}}}
+    return StubReply(body=json.dumps({
+        "id": "x", "object": "chat.completion", "created": 1, "model": "m",
+        "choices": [{"index": 0, "finish_reason": "tool_calls",
+                     "message": {"role": "assistant", "content": None, "tool_calls": [call]}}],
+        "usage": {"prompt_tokens": 11, "completion_tokens": 7, "total_tokens": 18}}))
+
+
+def _plain(stub: OpenAIStub, **kw: object) -> ChatOpenAI:
+    return ChatOpenAI(base_url=stub.base_url, model="stub-model", api_key="EMPTY", timeout=5.0, max_retries=0, **kw)
+
+
+def _inspect(bb: Backbone) -> object:
+    bb.retry_wait = (0.0, 0.01)
+    return asyncio.run(bb.atool_round("inspect", list(MSGS), [VIEW], Usage()))
+
+
+@pytest.mark.parametrize("how", ["constructor", "from_settings", "replaced"])
+def test_an_injected_plain_chat_openai_reads_object_arguments(how: str) -> None:
+    with OpenAIStub([_call_with_object_arguments()] * 3) as stub:
+        plain = _plain(stub)
+        if how == "constructor":
+            bb = Backbone(plain, schema_retries=1, max_retries=0)
+        elif how == "from_settings":
+            settings = BackboneSettings(base_url=stub.base_url, model="stub-model", api_key="EMPTY",
+                                        schema_retries=1, max_retries=0)
+            bb = Backbone.from_settings(settings, model=plain)
+        else:
+            bb = Backbone(ScriptedChatModel({}), schema_retries=1, max_retries=0)
+            bb.model = plain
+        reply = _inspect(bb)
+    assert reply.tool_calls[0]["args"] == {"frames": [3, 5]}  # was: re-asked, then an invalid_reply fault
+    assert len(stub.requests) == 1
+    assert type(plain) is ChatOpenAI  # the caller's model itself is left as it was
+
+
+def test_an_injected_plain_chat_openai_names_a_200_without_a_choice() -> None:
+    empty = StubReply(body=json.dumps({"id": "x", "object": "chat.completion", "created": 1, "model": "m",
+                                       "choices": []}))
+    with OpenAIStub([empty] * 3) as stub, pytest.raises(BackboneFault) as info:
+        _inspect(Backbone(_plain(stub), max_retries=0))
+    assert info.value.kind == "transport" and "the server answered 200 without a choice" in info.value.message
+
+
+def test_the_shaped_copy_keeps_the_callers_settings_and_clients() -> None:
+    """Same fields, same openai clients (so a caller's own http client, headers and pool are what is used)."""
+    client = httpx.AsyncClient()
+    plain = ChatOpenAI(base_url="http://127.0.0.1:9/v1", model="m", api_key="k", max_retries=0, temperature=0.3,
+                       max_tokens=77, default_headers={"X-Team": "robots"}, http_async_client=client)
+    copy = shaped(plain)
+    assert isinstance(copy, ShapedChatOpenAI) and copy is not plain
+    assert copy.model_dump() == plain.model_dump()
+    assert copy.root_async_client is plain.root_async_client and copy.async_client is plain.async_client
+    assert copy.root_client is plain.root_client and copy.http_async_client is client
+    asyncio.run(client.aclose())
+
+
+def test_other_models_are_used_as_given() -> None:
+    scripted = ScriptedChatModel({})
+    assert shaped(scripted) is scripted
+    built = ShapedChatOpenAI(base_url="http://127.0.0.1:9/v1", model="m", api_key="k")
+    assert shaped(built) is built
