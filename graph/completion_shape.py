@@ -15,6 +15,12 @@
   "transport" fault at once, like any other 200 that is no chat completion (not a call, never re-asked: the
   same server answers the same way). The SDK's structured-output parser trips on a null message before the
   reader below runs; `graph.transport` reads the HTTP reply it attaches with `choice_problem` too.
+- Message content as a list of content parts (`[{"type": "text", "text": "{..."}]`) in a json_schema reply: the
+  openai SDK validated the list itself against the schema ("JSON input should be string"), so every reply of such
+  a server was re-asked and the stage faulted. Such a reply is read as string content is: its text parts joined
+  (`with_text_content`), validated against the schema as the SDK validates a string (a reply that fails is
+  `ContentPartsInvalid`, re-asked with the schema's error), and a `refusal` part is the message's refusal (the
+  stage is "refused"). Other methods and tool rounds read content parts already (LangChain joins their text).
 
 A plain `ChatOpenAI` passed to the backbone by the caller (`Backbone(model)`, `Backbone.from_settings(model=...)`,
 `build_reward_agent(model=...)`, or assigned to `Backbone.model`) is read the same way: `shaped` makes a
@@ -31,15 +37,29 @@ import json
 from typing import Any
 
 import openai
+from langchain_core.callbacks import AsyncCallbackManagerForLLMRun, CallbackManagerForLLMRun
 from langchain_core.language_models import BaseChatModel
+from langchain_core.messages import BaseMessage
 from langchain_core.outputs import ChatResult
 from langchain_openai import ChatOpenAI
+from pydantic import BaseModel, ValidationError
+
+from graph.usage import http_response_types
 
 _FIX = "the server (or a proxy in front of it) dropped the model's reply: see its log"
 
 
 class MalformedCompletion(ValueError):
     """A 200 chat completion without a choice or a message: the server's fault, not the model's."""
+
+
+class ContentPartsInvalid(ValueError):
+    """A structured reply sent as content parts whose text fails the schema (the model's mistake: re-asked);
+    `response` is the HTTP reply, for its token usage (as langchain-openai attaches it to the SDK's error)."""
+
+    def __init__(self, message: str, response: Any) -> None:
+        super().__init__(message)
+        self.response = response
 
 
 def choice_problem(body: Any) -> str | None:
@@ -75,6 +95,35 @@ def with_string_arguments(body: dict) -> dict | None:
     return {**body, "choices": choices} if changed else None
 
 
+def with_text_content(body: dict) -> dict | None:
+    """`body` with every message content that is a list of content parts made a string, its text parts joined, and
+    its first `refusal` part the message's `refusal` when it has none (a copy); None when no content is a list."""
+    changed = False
+    choices = []
+    for choice in body.get("choices") or []:
+        message = choice.get("message") if isinstance(choice, dict) else None
+        parts = message.get("content") if isinstance(message, dict) else None
+        if isinstance(message, dict) and isinstance(parts, list):
+            changed = True
+            text = "".join(str(p.get("text") or "") for p in parts if isinstance(p, dict) and p.get("type") == "text")
+            refusals = [str(p.get("refusal") or "(no reason given)") for p in parts
+                        if isinstance(p, dict) and p.get("type") == "refusal"]
+            refusal = message.get("refusal") or (refusals[0] if refusals else None)
+            choice = {**choice, "message": {**message, "content": text or None, "refusal": refusal}}
+        choices.append(choice)
+    return {**body, "choices": choices} if changed else None
+
+
+def _http_body(response: Any) -> Any:
+    """The JSON body of a 2xx HTTP `response` (httpx's or httpx2's), else None."""
+    if not isinstance(response, http_response_types()) or not response.is_success:
+        return None
+    try:
+        return json.loads(response.content)
+    except ValueError:
+        return None
+
+
 def _string_arguments(call: Any) -> Any:
     function = call.get("function") if isinstance(call, dict) else None
     arguments = function.get("arguments") if isinstance(function, dict) else None
@@ -94,6 +143,42 @@ class ShapedChatOpenAI(ChatOpenAI):
         if isinstance(body, dict) and (fixed := with_string_arguments(body)) is not None:
             response = fixed  # (a parsed structured output is dropped: it has no tool calls to need this)
         return super()._create_chat_result(response, generation_info)
+
+    def _generate(self, messages: list[BaseMessage], stop: list[str] | None = None,
+                  run_manager: CallbackManagerForLLMRun | None = None, **kwargs: Any) -> ChatResult:
+        try:
+            return super()._generate(messages, stop, run_manager, **kwargs)
+        except ValidationError as exc:
+            return self._from_content_parts(exc, kwargs.get("response_format"))
+
+    async def _agenerate(self, messages: list[BaseMessage], stop: list[str] | None = None,
+                         run_manager: AsyncCallbackManagerForLLMRun | None = None, **kwargs: Any) -> ChatResult:
+        try:
+            return await super()._agenerate(messages, stop, run_manager, **kwargs)
+        except ValidationError as exc:
+            return self._from_content_parts(exc, kwargs.get("response_format"))
+
+    def _from_content_parts(self, exc: ValidationError, schema: Any) -> ChatResult:
+        """The result of a json_schema reply the openai SDK failed to validate because its content was a list of
+        content parts (module docstring); `exc` raised again for any other."""
+        response = getattr(exc, "response", None)  # langchain-openai attaches the HTTP reply to the SDK's error
+        body = _http_body(response)
+        fixed = with_text_content(body) if isinstance(body, dict) else None
+        if fixed is None or not (isinstance(schema, type) and issubclass(schema, BaseModel)):
+            raise exc
+        if (why := choice_problem(fixed)) is not None:
+            raise MalformedCompletion(why) from exc
+        message = fixed["choices"][0]["message"]
+        parsed = None
+        if message.get("content") and not message.get("refusal"):
+            try:
+                parsed = schema.model_validate_json(message["content"])
+            except ValidationError as bad:
+                raise ContentPartsInvalid(str(bad), response) from None
+        result = self._create_chat_result(fixed)
+        if parsed is not None:
+            result.generations[0].message.additional_kwargs["parsed"] = parsed
+        return result
 
 
 def shaped(model: BaseChatModel) -> BaseChatModel:

@@ -68,7 +68,7 @@ def count_reply(usage: Usage, messages: list[BaseMessage], raw: AIMessage | None
         usage.output_tokens += tokens[1]
 
 
-def http_response_types() -> tuple[type, ...]:
+def http_response_types() -> tuple[type[Any], ...]:
     """The HTTP response classes a client can attach: httpx's, and httpx2's (openai >= 3 sends with it)."""
     try:
         import httpx2

@@ -101,3 +101,38 @@ def test_two_choices_take_the_first_and_count_the_tokens_once(method: str) -> No
     with OpenAIStub([_body([_answer(0, 3), _answer(1, 4)])]) as stub:
         out = _backbone(stub, method).structured("judge", Verdict, list(MSGS), usage := Usage())
     assert out.score == 3 and (usage.calls, usage.input_tokens, usage.output_tokens) == (1, 11, 7)
+
+
+def _parts(*parts: dict, finish_reason: str = "stop") -> StubReply:
+    return _body([{"index": 0, "finish_reason": finish_reason,
+                   "message": {"role": "assistant", "content": list(parts)}}])
+
+
+def _text(obj: object) -> dict:
+    return {"type": "text", "text": obj if isinstance(obj, str) else json.dumps(obj)}
+
+
+@pytest.mark.parametrize("method", METHODS)
+def test_content_as_a_list_of_text_parts_is_parsed_like_a_string(method: str) -> None:
+    """json_schema: the openai SDK validated the list itself ("JSON input should be string"): re-asked, then an
+    invalid_reply fault, on every reply of a server that sends content parts."""
+    split = _parts(_text('{"label": "ok", '), _text('"score": 4}'))
+    with OpenAIStub([split] * 3) as stub:
+        out = _backbone(stub, method).structured("judge", Verdict, list(MSGS), usage := Usage())
+    assert out == Verdict(label="ok", score=4) and len(stub.requests) == 1
+    assert (usage.calls, usage.input_tokens, usage.output_tokens) == (1, 11, 7)
+
+
+def test_content_parts_that_fail_the_schema_are_reasked_with_the_schemas_error() -> None:
+    with OpenAIStub([_parts(_text({"label": "ok", "score": 99}))] * 3) as stub, pytest.raises(BackboneFault) as info:
+        _backbone(stub).structured("judge", Verdict, list(MSGS), usage := Usage())
+    assert info.value.kind == "invalid_reply" and "score" in info.value.message
+    assert "should be string" not in info.value.message, info.value.message  # the list's type is no reason
+    assert len(stub.requests) == 2 and usage.calls == 2
+
+
+def test_a_refusal_part_is_a_refusal() -> None:
+    with OpenAIStub([_parts({"type": "refusal", "refusal": "not this clip"})] * 3) as stub, \
+            pytest.raises(BackboneFault) as info:
+        _backbone(stub).structured("judge", Verdict, list(MSGS), Usage())
+    assert info.value.kind == "refused" and "not this clip" in info.value.message and len(stub.requests) == 1
