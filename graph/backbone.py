@@ -43,8 +43,11 @@ Decisions where the issue was silent:
   validation (json_schema, json_mode: LengthFinishReasonError; function_calling: an unclosed object).
 - A reply the openai SDK refuses while parsing structured output (cut at max_tokens: LengthFinishReasonError)
   is an invalid reply with the RAA_MAX_TOKENS hint (counted, with its tokens), not a transport error; a
-  content-filter stop is "refused". A function_calling reply the server marks cut (finish_reason "length")
-  that fails validation gets the same hint (the SDK does not check that method's replies).
+  content-filter stop is "refused". Any other structured reply the server marks cut (finish_reason "length")
+  that fails validation gets the same hint (function_calling's, and any method's from another chat model).
+- A structured reply the model or server declined (`graph.replies.declined`: a refusal, a refusal content part,
+  a content-filter stop) is "refused" at once with every method and chat model: only langchain-openai's parsers
+  said so for json_schema and function_calling; another chat model's was re-asked as an empty reply.
 - Concurrent identical stage calls share one flight: waiters take the holder's output or fault (graph/flights.py).
 - A stage output the cache cannot store (its SQLite file locked by another process, a full disk) is still
   returned, and one it cannot read is a miss (`graph.cache.lookup`): caching is best effort. A stored tool-round
@@ -299,19 +302,18 @@ class Backbone:
 
     async def _structured_once(self, stage: str, schema: type[_Out], convo: list[BaseMessage],
                                usage: Usage) -> _Out:
-        runnable = self._structured_runnable(schema)
-        if self.method == "json_mode":
-            raw = await self._invoke(stage, runnable, convo, usage)
-            if (why := declined(raw)) is not None:
-                raise BackboneFault(stage, "refused", why)
-            return validate_text(schema, raw.text)
-        out = await self._invoke(stage, runnable, convo, usage)
-        if isinstance(error := out.get("parsing_error"), ModelRefusalError):
+        out = await self._invoke(stage, self._structured_runnable(schema), convo, usage)
+        raw, error = (out, None) if self.method == "json_mode" else (out["raw"], out.get("parsing_error"))
+        if isinstance(error, ModelRefusalError):
             raise BackboneFault(stage, "refused", f"the model refused: {error}")
+        if isinstance(raw, AIMessage) and (why := declined(raw)) is not None:  # any chat model's (module doc)
+            raise BackboneFault(stage, "refused", why)
         try:
+            if self.method == "json_mode":
+                return validate_text(schema, raw.text)
             return read_structured(schema, out, text_answer=self.method == "function_calling")
-        except InvalidReply as bad:  # function_calling: a cut reply is only "not closed" / "not valid JSON"
-            if isinstance(out["raw"], AIMessage) and cut_at_token_limit(out["raw"]) and CUT_HINT not in bad.message:
+        except InvalidReply as bad:  # a cut reply is only "not closed" / "not valid JSON" unless the SDK said so
+            if isinstance(raw, AIMessage) and cut_at_token_limit(raw) and CUT_HINT not in bad.message:
                 raise InvalidReply("invalid_reply", f"{CUT_HINT}; {bad.message}", bad.text) from bad
             raise
 

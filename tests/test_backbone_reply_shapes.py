@@ -79,3 +79,32 @@ def test_a_tool_call_cut_at_the_token_limit_says_to_raise_the_cap() -> None:
         make(stub, "json_schema", schema_retries=1).tool_round("inspect", list(MSGS), [VIEW], Usage())
     assert info.value.kind == "invalid_reply" and "RAA_MAX_TOKENS" in info.value.message
     assert "view_frames" in info.value.message
+
+
+DECLINED = {"refusal": AIMessage(content="", additional_kwargs={"refusal": "not this clip"}),
+            "refusal_part": AIMessage(content=[{"type": "refusal", "refusal": "not this clip"}]),
+            "content_filter": AIMessage(content="", response_metadata={"finish_reason": "content_filter"})}
+
+
+@pytest.mark.parametrize("shape", DECLINED)
+@pytest.mark.parametrize("method", ["json_schema", "function_calling", "json_mode"])
+def test_a_declined_structured_reply_of_any_chat_model_is_refused_at_once(method: str, shape: str) -> None:
+    """Only langchain-openai's parsers report a refusal for json_schema and function_calling: from any other chat
+    model it was "empty_reply: the reply had no content", re-asked schema_retries times (declined each time)."""
+    model = ScriptedChatModel({"judge": [DECLINED[shape]] * 3})
+    bb = Backbone(model, method=method, schema_retries=2, retry_wait=(0.0, 0.0))
+    with pytest.raises(BackboneFault) as info:
+        bb.structured("judge", Verdict, list(MSGS), usage := Usage())
+    assert info.value.kind == "refused" and usage.calls == 1
+    assert ("not this clip" if shape != "content_filter" else "content filter") in info.value.message
+
+
+@pytest.mark.parametrize("method", ["json_schema", "function_calling", "json_mode"])
+def test_a_cut_structured_reply_of_any_chat_model_says_to_raise_the_cap(method: str) -> None:
+    """json_mode from a chat model other than ChatOpenAI (whose SDK raises LengthFinishReasonError) only said
+    "the reply's JSON object is not closed"."""
+    cut = AIMessage(content='{"label": "ok", "sco', response_metadata={"finish_reason": "length"})
+    bb = Backbone(ScriptedChatModel({"judge": [cut] * 2}), method=method, schema_retries=1, retry_wait=(0.0, 0.0))
+    with pytest.raises(BackboneFault) as info:
+        bb.structured("judge", Verdict, list(MSGS), Usage())
+    assert info.value.kind == "invalid_reply" and "RAA_MAX_TOKENS" in info.value.message
