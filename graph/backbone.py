@@ -75,7 +75,7 @@ from langchain_core.runnables import Runnable
 from langchain_core.tools import BaseTool
 from langchain_core.utils.function_calling import convert_to_openai_tool
 from langchain_openai import ChatOpenAI
-from pydantic import BaseModel, ValidationError
+from pydantic import BaseModel, SecretStr, ValidationError
 from tenacity import AsyncRetrying, retry_if_exception, stop_after_attempt
 
 from graph.bridge import run_sync
@@ -118,11 +118,11 @@ class BackboneFault(Exception):
 
 def default_chat_model(settings: BackboneSettings) -> ChatOpenAI:
     """ChatOpenAI for the endpoint (opens no connection; retries are ours): `graph.completion_shape`'s reader."""
-    if not settings.configured:
+    if not settings.configured or settings.model is None or settings.api_key is None:  # (the last two: for mypy)
         raise SettingsError(settings.describe_missing())
-    return ShapedChatOpenAI(base_url=settings.base_url, model=settings.model, api_key=settings.api_key,
-                      timeout=settings.timeout_s, max_retries=0, temperature=settings.temperature,
-                      max_tokens=settings.max_tokens)
+    return ShapedChatOpenAI(base_url=settings.base_url, model=settings.model, api_key=SecretStr(settings.api_key),
+                            timeout=settings.timeout_s, max_retries=0, temperature=settings.temperature,
+                            max_completion_tokens=settings.max_tokens)
 
 
 class Backbone:
