@@ -48,6 +48,9 @@ Decisions where the issue was silent:
 - A structured reply the model or server declined (`graph.replies.declined`: a refusal, a refusal content part,
   a content-filter stop) is "refused" at once with every method and chat model: only langchain-openai's parsers
   said so for json_schema and function_calling; another chat model's was re-asked as an empty reply.
+- A chat model that cannot bind tools or give structured output with the method (LangChain's NotImplementedError,
+  raised without a message for tools: an "internal" fault reading "NotImplementedError: ") is kind "settings",
+  naming the model and the setting that avoids the need (`graph.tool_replies.unsupported`); no call is made.
 - Concurrent identical stage calls share one flight: waiters take the holder's output or fault (graph/flights.py).
 - A stage output the cache cannot store (its SQLite file locked by another process, a full disk) is still
   returned, and one it cannot read is a miss (`graph.cache.lookup`): caching is best effort. A stored tool-round
@@ -93,10 +96,13 @@ from graph.replies import CUT_HINT, cut_at_token_limit, declined
 from graph.settings import BackboneSettings, SettingsError, StructuredMethod
 from graph.tool_replies import (
     NO_TOOLS_HINT,
+    PLAN_REMEDY,
+    STRUCTURED_REMEDY,
     ReplyFault,
     check_tool_reply,
     checked_tool_reply,
     reask_tool_round,
+    unsupported,
 )
 from graph.transport import PacedWait, is_timeout, is_transient, not_a_completion, request_not_built
 from graph.usage import Usage, count_reply
@@ -105,7 +111,7 @@ from graph.validation import ERR_CHARS as _ERR_CHARS
 from graph.validation import InvalidReply, decode_stored, read_structured, reask, validate_text
 
 _Out = TypeVar("_Out", bound=BaseModel)  # a stage output: a schema instance or an AIMessage (one too)
-FaultKind = Literal["transport", "timeout", "invalid_reply", "empty_reply", "refused"]
+FaultKind = Literal["transport", "timeout", "invalid_reply", "empty_reply", "refused", "settings"]
 class BackboneFault(Exception):
     """A backbone call that could not produce a valid output after bounded retries."""
 
@@ -302,7 +308,12 @@ class Backbone:
 
     async def _structured_once(self, stage: str, schema: type[_Out], convo: list[BaseMessage],
                                usage: Usage) -> _Out:
-        out = await self._invoke(stage, self._structured_runnable(schema), convo, usage)
+        try:
+            runnable = self._structured_runnable(schema)
+        except NotImplementedError as exc:
+            raise BackboneFault(stage, "settings", unsupported(self.model, f"give {self.method} structured output",
+                                                               exc, STRUCTURED_REMEDY)) from exc
+        out = await self._invoke(stage, runnable, convo, usage)
         raw, error = (out, None) if self.method == "json_mode" else (out["raw"], out.get("parsing_error"))
         if isinstance(error, ModelRefusalError):
             raise BackboneFault(stage, "refused", f"the model refused: {error}")
@@ -341,7 +352,10 @@ class Backbone:
 
     async def _tool_round(self, stage: str, messages: list[BaseMessage], tools: Sequence[BaseTool | dict],
                           usage: Usage) -> AIMessage:
-        bound = self.model.bind_tools(tools)
+        try:
+            bound = self.model.bind_tools(tools)
+        except NotImplementedError as exc:
+            raise BackboneFault(stage, "settings", unsupported(self.model, "call tools", exc, PLAN_REMEDY)) from exc
         convo = list(messages)
         last: InvalidReply | None = None
         for _ in range(self.schema_retries + 1):

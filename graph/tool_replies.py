@@ -1,5 +1,6 @@
 """What the backbone does with one tool-round reply (graph.backbone's tool rounds, DESIGN.md §3 "Backbone"):
-use it, re-ask it (`InvalidReply`), or end the stage at once (`ReplyFault`), and the check of a stored one.
+use it, re-ask it (`InvalidReply`), or end the stage at once (`ReplyFault`), and the check of a stored one; and
+what a chat model that cannot call tools or give structured output is told (`unsupported`: a "settings" fault).
 
 - A refusal (or a content-filter stop: `graph.replies.declined`) is "refused" at once.
 - Tool calls whose arguments do not parse are re-asked.
@@ -35,6 +36,14 @@ TOOLS_REMEDY = ("serve the model with tool calling (vLLM: --enable-auto-tool-cho
                 "parser of the model's format) or inspect with one structured plan (RAA_INSPECT_MODE=plan, "
                 "AgentConfig(inspect_mode='plan'))")
 NO_TOOLS_HINT = "the server rejected a tool-calling request: " + TOOLS_REMEDY
+PLAN_REMEDY = "inspect with one structured plan instead (RAA_INSPECT_MODE=plan, AgentConfig(inspect_mode='plan'))"
+STRUCTURED_REMEDY = "RAA_STRUCTURED_METHOD=json_mode asks for the JSON in the reply text, which any chat model can give"
+
+
+def unsupported(model: object, what: str, exc: NotImplementedError, remedy: str) -> str:
+    """The message of a chat model that cannot `what` (its NotImplementedError `exc`, often without a message)."""
+    detail = f" ({exc})" if str(exc) else ""
+    return f"the chat model {type(model).__name__} cannot {what}{detail}; {remedy}"
 
 
 class ReplyFault(Exception):

@@ -10,6 +10,9 @@ import json
 
 import httpx
 import pytest
+from langchain_core.language_models import BaseChatModel
+from langchain_core.messages import AIMessage
+from langchain_core.outputs import ChatGeneration, ChatResult
 from langchain_openai import ChatOpenAI
 
 from graph.backbone import Backbone, BackboneFault, Usage
@@ -17,7 +20,7 @@ from graph.completion_shape import ShapedChatOpenAI, shaped
 from graph.settings import BackboneSettings
 from graph.testing import ScriptedChatModel
 from tests.openai_stub import OpenAIStub, StubReply
-from tests.test_backbone_http import MSGS
+from tests.test_backbone_http import MSGS, Verdict
 from tests.test_backbone_not_a_completion import VIEW
 
 
@@ -84,3 +87,33 @@ def test_other_models_are_used_as_given() -> None:
     assert shaped(scripted) is scripted
     built = ShapedChatOpenAI(base_url="http://127.0.0.1:9/v1", model="m", api_key="k")
     assert shaped(built) is built
+
+
+class _TextOnly(BaseChatModel):
+    """A chat model that only answers text: no bind_tools, no with_structured_output of its own."""
+
+    @property
+    def _llm_type(self) -> str:
+        return "text-only"
+
+    def _generate(self, messages: list, stop: list[str] | None = None, run_manager: object = None,
+                  **kwargs: object) -> ChatResult:
+        return ChatResult(generations=[ChatGeneration(message=AIMessage(content='{"label": "ok", "score": 1}'))])
+
+
+def test_a_chat_model_without_tool_calling_is_a_settings_fault_naming_the_plan_mode() -> None:
+    """It was an "internal" fault reading "NotImplementedError: " (LangChain raises it without a message)."""
+    with pytest.raises(BackboneFault) as info:
+        asyncio.run(Backbone(_TextOnly()).atool_round("inspect", list(MSGS), [VIEW], Usage()))
+    assert info.value.kind == "settings" and "_TextOnly" in info.value.message
+    assert "RAA_INSPECT_MODE=plan" in info.value.message
+
+
+@pytest.mark.parametrize("method", ["json_schema", "function_calling"])
+def test_a_chat_model_without_structured_output_is_a_settings_fault_naming_json_mode(method: str) -> None:
+    bb = Backbone(_TextOnly(), method=method)
+    with pytest.raises(BackboneFault) as info:
+        bb.structured("judge", Verdict, list(MSGS), usage := Usage())
+    assert info.value.kind == "settings" and "RAA_STRUCTURED_METHOD=json_mode" in info.value.message
+    assert usage.calls == 0
+    assert Backbone(_TextOnly(), method="json_mode").structured("judge", Verdict, list(MSGS), Usage()).score == 1
