@@ -136,3 +136,10 @@ def test_a_refusal_part_is_a_refusal() -> None:
             pytest.raises(BackboneFault) as info:
         _backbone(stub).structured("judge", Verdict, list(MSGS), Usage())
     assert info.value.kind == "refused" and "not this clip" in info.value.message and len(stub.requests) == 1
+
+
+def test_the_sync_call_of_the_shaped_model_reads_content_parts_too() -> None:
+    with OpenAIStub([_parts(_text({"label": "ok", "score": 5}))]) as stub:
+        settings = BackboneSettings(base_url=stub.base_url, model="stub-model", api_key="EMPTY", timeout_s=5.0)
+        structured = default_chat_model(settings).with_structured_output(Verdict, method="json_schema")
+        assert structured.invoke(list(MSGS)) == Verdict(label="ok", score=5)
