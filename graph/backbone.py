@@ -112,6 +112,8 @@ from graph.validation import InvalidReply, decode_stored, read_structured, reask
 
 _Out = TypeVar("_Out", bound=BaseModel)  # a stage output: a schema instance or an AIMessage (one too)
 FaultKind = Literal["transport", "timeout", "invalid_reply", "empty_reply", "refused", "settings"]
+
+
 class BackboneFault(Exception):
     """A backbone call that could not produce a valid output after bounded retries."""
 
