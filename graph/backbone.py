@@ -92,13 +92,12 @@ from graph.cache import (
 from graph.cache_keys import stage_key
 from graph.completion_shape import ShapedChatOpenAI, shaped
 from graph.flights import FlightFailed
-from graph.replies import CUT_HINT, cut_at_token_limit, declined
+from graph.replies import CUT_HINT, cut_at_token_limit
 from graph.settings import BackboneSettings, SettingsError, StructuredMethod
 from graph.tool_replies import (
     NO_TOOLS_HINT,
     PLAN_REMEDY,
     STRUCTURED_REMEDY,
-    ReplyFault,
     check_tool_reply,
     checked_tool_reply,
     reask_tool_round,
@@ -108,7 +107,7 @@ from graph.transport import PacedWait, is_timeout, is_transient, not_a_completio
 from graph.usage import Usage, count_reply
 from graph.usage import count_images as count_images  # re-exported (its home before graph/usage.py)
 from graph.validation import ERR_CHARS as _ERR_CHARS
-from graph.validation import InvalidReply, decode_stored, read_structured, reask, validate_text
+from graph.validation import InvalidReply, ReplyFault, decode_stored, read_reply, reask
 
 _Out = TypeVar("_Out", bound=BaseModel)  # a stage output: a schema instance or an AIMessage (one too)
 FaultKind = Literal["transport", "timeout", "invalid_reply", "empty_reply", "refused", "settings"]
@@ -315,20 +314,10 @@ class Backbone:
         except NotImplementedError as exc:
             raise BackboneFault(stage, "settings", unsupported(self.model, f"give {self.method} structured output",
                                                                exc, STRUCTURED_REMEDY)) from exc
-        out = await self._invoke(stage, runnable, convo, usage)
-        raw, error = (out, None) if self.method == "json_mode" else (out["raw"], out.get("parsing_error"))
-        if isinstance(error, ModelRefusalError):
-            raise BackboneFault(stage, "refused", f"the model refused: {error}")
-        if isinstance(raw, AIMessage) and (why := declined(raw)) is not None:  # any chat model's (module doc)
-            raise BackboneFault(stage, "refused", why)
         try:
-            if self.method == "json_mode":
-                return validate_text(schema, raw.text)
-            return read_structured(schema, out, text_answer=self.method == "function_calling")
-        except InvalidReply as bad:  # a cut reply is only "not closed" / "not valid JSON" unless the SDK said so
-            if isinstance(raw, AIMessage) and cut_at_token_limit(raw) and CUT_HINT not in bad.message:
-                raise InvalidReply("invalid_reply", f"{CUT_HINT}; {bad.message}", bad.text) from bad
-            raise
+            return read_reply(schema, self.method, await self._invoke(stage, runnable, convo, usage))
+        except ReplyFault as fault:
+            raise BackboneFault(stage, fault.kind, fault.message) from None
 
     # -- tool rounds -------------------------------------------------------------------------------
     async def atool_round(self, stage: str, messages: list[BaseMessage], tools: Sequence[BaseTool | dict],

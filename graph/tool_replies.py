@@ -15,8 +15,6 @@ what a chat model that cannot call tools or give structured output is told (`uns
 
 from __future__ import annotations
 
-from typing import Literal
-
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage
 
 from graph.cache import decode_tool_reply
@@ -30,7 +28,7 @@ from graph.replies import (
     no_answer,
     stored_reply_problem,
 )
-from graph.validation import InvalidReply
+from graph.validation import InvalidReply, ReplyFault
 
 TOOLS_REMEDY = ("serve the model with tool calling (vLLM: --enable-auto-tool-choice --tool-call-parser NAME, the "
                 "parser of the model's format) or inspect with one structured plan (RAA_INSPECT_MODE=plan, "
@@ -44,15 +42,6 @@ def unsupported(model: object, what: str, exc: NotImplementedError, remedy: str)
     """The message of a chat model that cannot `what` (its NotImplementedError `exc`, often without a message)."""
     detail = f" ({exc})" if str(exc) else ""
     return f"the chat model {type(model).__name__} cannot {what}{detail}; {remedy}"
-
-
-class ReplyFault(Exception):
-    """A reply that ends the stage at once (the backbone raises it as a BackboneFault of its stage)."""
-
-    def __init__(self, kind: Literal["refused", "invalid_reply"], message: str) -> None:
-        super().__init__(message)
-        self.kind: Literal["refused", "invalid_reply"] = kind
-        self.message = message
 
 
 def check_tool_reply(reply: AIMessage) -> None:

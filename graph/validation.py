@@ -1,23 +1,34 @@
 """Validating a structured reply against its pydantic schema (graph.backbone's structured outputs): the
 re-askable `InvalidReply`, the re-ask message, the checks of a reply's JSON object (`graph.replies`
 extracts it from the text), and reading the result of `with_structured_output(..., include_raw=True)`
-(`read_structured`; the backbone checks for a refusal first, which is a fault, not a re-ask)."""
+(`read_structured`), and the whole reading of a structured call's result (`read_reply`: a refusal is a
+`ReplyFault`, not a re-ask)."""
 
 from __future__ import annotations
 
 import json
 from typing import Any, Literal, TypeVar
 
+from langchain_core.exceptions import ModelRefusalError
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage
 from pydantic import BaseModel, ValidationError
 
-from graph.replies import extract_json_object, schema_mismatch
+from graph.replies import CUT_HINT, cut_at_token_limit, declined, extract_json_object, schema_mismatch
 from graph.schemas import EMPTY_IS_NO_ANSWER
 
 M = TypeVar("M", bound=BaseModel)
 
 ERR_CHARS = 1500
 """Characters of an error or a rejected reply quoted back to the model (and in fault messages)."""
+
+
+class ReplyFault(Exception):
+    """A reply that ends the stage at once, not re-asked (the backbone raises it as a BackboneFault of its stage)."""
+
+    def __init__(self, kind: Literal["refused", "invalid_reply"], message: str) -> None:
+        super().__init__(message)
+        self.kind: Literal["refused", "invalid_reply"] = kind
+        self.message = message
 
 
 class InvalidReply(Exception):
@@ -114,3 +125,23 @@ def read_structured(schema: type[M], out: dict[str, Any], *, text_answer: bool) 
     shown = text or json.dumps([c["args"] for c in calls], default=str)
     reason = str(error) if error is not None else "the reply did not contain the structured output"
     raise InvalidReply("invalid_reply", reason, shown)
+
+
+def read_reply(schema: type[M], method: Literal["json_schema", "function_calling", "json_mode"], out: Any) -> M:
+    """The `schema` instance of a structured call's result `out` (json_mode: the reply; else the
+    `with_structured_output(..., include_raw=True)` dict); `ReplyFault` for a reply the model or server declined
+    (LangChain's refusal error, or `graph.replies.declined` of any chat model's reply), `InvalidReply` for one to
+    re-ask (one the server cut at the token limit says to raise RAA_MAX_TOKENS)."""
+    raw, error = (out, None) if method == "json_mode" else (out["raw"], out.get("parsing_error"))
+    if isinstance(error, ModelRefusalError):
+        raise ReplyFault("refused", f"the model refused: {error}")
+    if isinstance(raw, AIMessage) and (why := declined(raw)) is not None:
+        raise ReplyFault("refused", why)
+    try:
+        if method == "json_mode":
+            return validate_text(schema, raw.text)
+        return read_structured(schema, out, text_answer=method == "function_calling")
+    except InvalidReply as bad:  # a cut reply is only "not closed" / "not valid JSON" unless the SDK said so
+        if isinstance(raw, AIMessage) and cut_at_token_limit(raw) and CUT_HINT not in bad.message:
+            raise InvalidReply("invalid_reply", f"{CUT_HINT}; {bad.message}", bad.text) from bad
+        raise
