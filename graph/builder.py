@@ -90,7 +90,8 @@ def build_reward_agent(config: AgentConfig | None = None, *, model: Any = None, 
 
     Args:
         config: module switches and caps (default `AgentConfig(preset="full")`).
-        model: any LangChain chat model; None builds ChatOpenAI from `BackboneSettings.from_env()`. An
+        model: any LangChain chat model (a plain ChatOpenAI is read as the one from settings is:
+            `graph.completion_shape.shaped`); None builds ChatOpenAI from `BackboneSettings.from_env()`. An
             injected model gets an in-memory stage cache (`graph.cache.MEMORY_ENTRIES` most recent
             outputs), not the file at `settings.cache_path`: its name may not identify who answers.
         tools: `AgentTools(tracker=..., surprise=..., quality=...)` or a `tools.toolbox.Toolbox`; None
