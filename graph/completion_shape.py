@@ -21,6 +21,9 @@
   (`with_text_content`), validated against the schema as the SDK validates a string (a reply that fails is
   `ContentPartsInvalid`, re-asked with the schema's error), and a `refusal` part is the message's refusal (the
   stage is "refused"). Other methods and tool rounds read content parts already (LangChain joins their text).
+- Reasoning the server split off a message (`reasoning_content` / `reasoning`), which langchain-openai drops: its
+  length is kept as `response_metadata["reasoning_chars"]`, so a reply left without content by a reasoning parser
+  that took the whole answer says so (`graph.replies.reasoning_only`).
 
 A plain `ChatOpenAI` passed to the backbone by the caller (`Backbone(model)`, `Backbone.from_settings(model=...)`,
 `build_reward_agent(model=...)`, or assigned to `Backbone.model`) is read the same way: `shaped` makes a
@@ -114,6 +117,18 @@ def with_text_content(body: dict) -> dict | None:
     return {**body, "choices": choices} if changed else None
 
 
+def reasoning_chars(body: Any) -> list[int]:
+    """Per choice of the completion `body`, the characters of reasoning the server split off its message
+    (`reasoning_content`, or `reasoning` as newer vLLM names it; langchain-openai drops both), 0 for none."""
+    choices = body.get("choices") if isinstance(body, dict) else None
+    out = []
+    for choice in choices if isinstance(choices, list) else []:
+        message = choice.get("message") if isinstance(choice, dict) else None
+        text = (message.get("reasoning_content") or message.get("reasoning")) if isinstance(message, dict) else None
+        out.append(len(text) if isinstance(text, str) else 0)
+    return out
+
+
 def _http_body(response: Any) -> Any:
     """The JSON body of a 2xx HTTP `response` (httpx's or httpx2's), else None."""
     if not isinstance(response, http_response_types()) or not response.is_success:
@@ -142,7 +157,11 @@ class ShapedChatOpenAI(ChatOpenAI):
             raise MalformedCompletion(why)
         if isinstance(body, dict) and (fixed := with_string_arguments(body)) is not None:
             response = fixed  # (a parsed structured output is dropped: it has no tool calls to need this)
-        return super()._create_chat_result(response, generation_info)
+        result = super()._create_chat_result(response, generation_info)
+        for generation, chars in zip(result.generations, reasoning_chars(body), strict=False):
+            if chars:
+                generation.message.response_metadata["reasoning_chars"] = chars
+        return result
 
     def _generate(self, messages: list[BaseMessage], stop: list[str] | None = None,
                   run_manager: CallbackManagerForLLMRun | None = None, **kwargs: Any) -> ChatResult:

@@ -16,6 +16,9 @@ it: markdown code fences, and a reasoning block. Decisions where the issue was s
 - `cut_at_token_limit` reads the reply's ``response_metadata["finish_reason"] == "length"`` (ChatOpenAI, and
   so vLLM and other OpenAI-compatible servers; a scripted reply can set it): a free-text answer cut there
   still reads as an answer, so the backbone does not cache it and the inspect node notes it.
+- A reply with no content whose reasoning the server split off (`reasoning_content` / `reasoning`: vLLM's reasoning
+  parsers take a whole output without a closing think tag for reasoning) says so (`reasoning_only`): the empty
+  reply fault read "the reply had no content" although the model had answered.
 - `declined` reads the reply's `refusal` (ChatOpenAI puts the message's refusal field in
   `additional_kwargs`; the Responses API, and chat models that answer in content blocks, give a `refusal`
   block in the content, which LangChain's structured-output parsers also take for a refusal) and a
@@ -43,6 +46,17 @@ _THINK_START = re.compile(r"<think>|◁think▷")
 def cut_at_token_limit(reply: BaseMessage) -> bool:
     """Whether the server stopped `reply` at the output token limit (finish_reason "length")."""
     return reply.response_metadata.get("finish_reason") == "length"
+
+
+def reasoning_only(reply: BaseMessage) -> str:
+    """What to add to "the reply had no content" when the server split reasoning off the reply
+    (`response_metadata["reasoning_chars"]`, set by `graph.completion_shape.ShapedChatOpenAI`), else ""."""
+    chars = reply.response_metadata.get("reasoning_chars")
+    if not isinstance(chars, int) or chars <= 0:
+        return ""
+    return (f", only {chars} characters of reasoning (the server's reasoning parser took the whole output for "
+            "reasoning: a model that wrote no closing think tag, as when served with thinking off; check the "
+            "server's --reasoning-parser and the chat template's thinking setting)")
 
 
 def declined(reply: BaseMessage) -> str | None:

@@ -26,6 +26,7 @@ from graph.replies import (
     declined,
     malformed_text_call,
     no_answer,
+    reasoning_only,
     stored_reply_problem,
 )
 from graph.validation import InvalidReply, ReplyFault
@@ -69,7 +70,7 @@ def _problem(reply: AIMessage) -> InvalidReply | None:
         raise ReplyFault("invalid_reply", f"the server returned a tool call as plain text "
                          f"({reply.text.strip()[:160]!r}); " + TOOLS_REMEDY)
     if (why := no_answer(reply.text)) is not None:
-        return InvalidReply("empty_reply", why)
+        return InvalidReply("empty_reply", why + ("" if reply.text.strip() else reasoning_only(reply)))
     return None
 
 

@@ -13,7 +13,14 @@ from langchain_core.exceptions import ModelRefusalError
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage
 from pydantic import BaseModel, ValidationError
 
-from graph.replies import CUT_HINT, cut_at_token_limit, declined, extract_json_object, schema_mismatch
+from graph.replies import (
+    CUT_HINT,
+    cut_at_token_limit,
+    declined,
+    extract_json_object,
+    reasoning_only,
+    schema_mismatch,
+)
 from graph.schemas import EMPTY_IS_NO_ANSWER
 
 M = TypeVar("M", bound=BaseModel)
@@ -121,7 +128,8 @@ def read_structured(schema: type[M], out: dict[str, Any], *, text_answer: bool) 
     if text_answer and not calls and text.strip():
         return validate_text(schema, text)
     if not text.strip() and not calls:
-        raise InvalidReply("empty_reply", "the reply had no content")
+        why = reasoning_only(raw) if isinstance(raw, AIMessage) else ""
+        raise InvalidReply("empty_reply", f"the reply had no content{why}")
     shown = text or json.dumps([c["args"] for c in calls], default=str)
     reason = str(error) if error is not None else "the reply did not contain the structured output"
     raise InvalidReply("invalid_reply", reason, shown)
@@ -139,6 +147,8 @@ def read_reply(schema: type[M], method: Literal["json_schema", "function_calling
         raise ReplyFault("refused", why)
     try:
         if method == "json_mode":
+            if isinstance(raw, AIMessage) and not raw.text.strip():
+                raise InvalidReply("empty_reply", "the reply had no content" + reasoning_only(raw))
             return validate_text(schema, raw.text)
         return read_structured(schema, out, text_answer=method == "function_calling")
     except InvalidReply as bad:  # a cut reply is only "not closed" / "not valid JSON" unless the SDK said so

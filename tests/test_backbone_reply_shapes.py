@@ -108,3 +108,18 @@ def test_a_cut_structured_reply_of_any_chat_model_says_to_raise_the_cap(method: 
     with pytest.raises(BackboneFault) as info:
         bb.structured("judge", Verdict, list(MSGS), Usage())
     assert info.value.kind == "invalid_reply" and "RAA_MAX_TOKENS" in info.value.message
+
+
+@pytest.mark.parametrize("field", ["reasoning_content", "reasoning"])
+@pytest.mark.parametrize("method", ["json_schema", "function_calling", "json_mode", "tools"])
+def test_a_reply_whose_answer_the_reasoning_parser_took_says_so(method: str, field: str) -> None:
+    """vLLM's reasoning parsers take a whole output without a closing think tag for reasoning (a model served with
+    thinking off): content null, finish_reason "stop". The fault only said "the reply had no content"."""
+    split = _completion({"content": None, field: '{"label": "ok", "score": 4}'})
+    with OpenAIStub([split, split]) as stub, pytest.raises(BackboneFault) as info:
+        if method == "tools":
+            make(stub, "json_schema", schema_retries=1).tool_round("inspect", list(MSGS), [VIEW], Usage())
+        else:
+            run(make(stub, method, schema_retries=1), Usage())
+    assert info.value.kind == "empty_reply" and "27 characters of reasoning" in info.value.message
+    assert "reasoning parser" in info.value.message and "RAA_MAX_TOKENS" not in info.value.message
