@@ -30,13 +30,14 @@ from __future__ import annotations
 
 import json
 import math
+import random
 from functools import lru_cache
 from typing import Any
 
 import httpx
 import openai
 from langchain_core.exceptions import ModelError, ModelTimeoutError
-from tenacity import RetryCallState, wait_exponential_jitter
+from tenacity import RetryCallState
 from tenacity.wait import wait_base
 
 from graph.completion_shape import MalformedCompletion, choice_problem
@@ -109,15 +110,26 @@ class PacedWait(wait_base):
     backoff with jitter from `initial_s`; never more than `max_s` (module docstring)."""
 
     def __init__(self, initial_s: float, max_s: float) -> None:
+        self.initial_s = initial_s
         self.max_s = max_s
-        self._backoff = wait_exponential_jitter(initial=initial_s, max=max_s, jitter=initial_s)
 
     def __call__(self, retry_state: RetryCallState) -> float:
         outcome = retry_state.outcome
         asked = retry_after_s(outcome.exception()) if outcome is not None and outcome.failed else None
         if asked is not None and asked > 0:
             return min(asked, self.max_s)
-        return self._backoff(retry_state)
+        return backoff_s(retry_state.attempt_number, self.initial_s, self.max_s)
+
+
+def backoff_s(attempt: int, initial_s: float, max_s: float) -> float:
+    """The wait after failed try `attempt` (1, 2, ...): `initial_s * 2**(attempt - 1)` plus a jitter up to
+    `initial_s`, at most `max_s` (tenacity's wait_exponential_jitter, whose `initial` name tenacity 9 deprecates
+    and whose new name 8.x lacks)."""
+    try:
+        wait = initial_s * 2.0 ** (attempt - 1) + random.uniform(0.0, initial_s)
+    except OverflowError:
+        return max_s
+    return max(0.0, min(wait, max_s))
 
 
 _LC_SHAPE = ("Unexpected response type from OpenAI-compatible endpoint", "Response missing 'choices' key",

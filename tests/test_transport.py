@@ -141,3 +141,15 @@ def test_a_langchain_model_timeout_from_any_provider_is_reported_as_a_timeout() 
         asyncio.run(bb.astructured("judge", Verdict, list(MSGS), Usage()))
     assert info.value.kind == "timeout" and "after 2 attempts" in info.value.message
     assert len(model.calls) == 2
+
+
+def test_the_backoff_uses_no_deprecated_tenacity_parameter() -> None:
+    """tenacity 9 deprecates wait_exponential_jitter(initial=...) (renamed multiplier, which 8.x lacks): PacedWait
+    warned on every backbone built, and would break when tenacity drops the name."""
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", DeprecationWarning)
+        wait = PacedWait(0.5, 8.0)
+        assert 0.5 <= _waited(wait, _status(503), attempt=1) <= 1.0
+    assert _waited(PacedWait(0.0, 0.01), _status(503), attempt=5) == 0.0
