@@ -34,7 +34,11 @@ Decisions where the issue was silent:
 - An empty `items` gives [] without building an agent (no endpoint settings read, no trace database made).
   Cancelling `ascore_videos` cancels its runs, their run-id claims are released (a claim still being written
   when the cancellation came is dropped by its writing thread, `graph.run_claims`) and their queued background
-  jobs that no other run wants are cancelled (`graph.job_owners`).
+  jobs that no other run wants are cancelled (`graph.job_owners`). So are those of a run that has ended any other way: a run
+  that failed before it awaited the surprise scoring or extra tools its quality step queued (an observe call
+  that failed), or whose model never asked for the speculative grid track, left them queued, and they ran for
+  nobody ahead of the live runs' "later" work (a batch against a failing endpoint ran every clip's V-JEPA 2
+  scoring).
 - A graph-level exception that escapes the nodes (should not happen) still yields an ineligible
   result with the exception type and message as the reason.
 - Checkpoints are written once per run, when it ends (`durability="exit"`, the default of
@@ -241,13 +245,12 @@ async def _run_agent(agent: Any, video: str, instruction: str, run_id: str, pres
             out = await agent.ainvoke(inputs, run_config, durability=mode)
         else:
             out = await _streamed(agent, inputs, run_config, mode, on_update)
-    except asyncio.CancelledError:  # between nodes too: its queued background work is nobody's now
-        abandon(run_id)
-        raise
     except Exception as exc:  # the trace write at the end (nodes already turn their failures into faults)
         if gate.result is not None:  # the gate had produced it: it stands
             return unsaved_trace(gate.result, exc, database or type(agent.checkpointer).__name__, run_id)
         return ineligible_result(preset, f"agent: {type(exc).__name__}: {exc}", run_id)
+    finally:  # ended however it ended (cancelled between nodes too): its queued background work is nobody's now
+        abandon(run_id)
     result = out.get("result")
     if not isinstance(result, RewardResult):
         faults = out.get("faults") or []

@@ -108,3 +108,35 @@ def test_abandon_cancels_only_queued_jobs_no_other_run_wants():
     assert not any(f.cancelled() for f in (shared, requeued, pinned, running))
     assert abandon("run-b") == 2 and shared.cancelled() and requeued.cancelled()
     assert abandon("run-b") == 0 and abandon("") == 0
+
+
+def test_failed_runs_cancel_their_queued_background_jobs(tmp_path):
+    """A run that ends early (here its observe call fails: ineligible) never awaits the scoring its quality step
+    queued at "later"; ended, it left that job queued, and it ran for nobody ahead of the live runs' work."""
+    from graph import AgentConfig, build_reward_agent
+    from graph.api import ascore_videos
+    from graph.backbone import Backbone
+    from graph.context import ToolProvider
+    from graph.frame_store import FrameStore
+    from graph.testing import ScriptedChatModel
+    from graph.workers import LATER_SLOTS, pool
+
+    clips = [moving_square(tmp_path / f"c{i}.mp4", seed=i) for i in range(2 * LATER_SLOTS)]
+    scorer = BlockingSurprise()
+    model = ScriptedChatModel(full_script(observe=[RuntimeError("server down")]))
+    backbone = Backbone(model, schema_retries=0, max_retries=0, timeout_s=60, retry_wait=(0.0, 0.0))
+    tools = ToolProvider(surprise_factory=lambda: scorer, remote=True)
+    store = FrameStore()
+    agent = build_reward_agent(AgentConfig(preset="wmreward"), backbone=backbone, tools=tools, checkpointer=False,
+                               frame_store=store)
+    io = pool("io")
+    try:
+        results = asyncio.run(ascore_videos([(str(c), "push the red block") for c in clips], agent=agent))
+        assert all(r.status == "ineligible" for r in results), [r.reasons for r in results]
+        assert _wait_until(lambda: scorer.entered == LATER_SLOTS)
+    finally:
+        scorer.release.set()
+    assert _wait_until(lambda: not io._heap and io._later_running == 0)
+    time.sleep(0.2)
+    # the running scorings finish (threads cannot be interrupted); the queued ones never start
+    assert scorer.entered == LATER_SLOTS
