@@ -40,11 +40,11 @@ Decisions where the issue was silent:
 * Rows of one file without a partner in the other are counted (``unpaired_a``, ``unpaired_b``), never
   silently dropped; a duplicate key is an error naming the file and line.
 * Each side names who scored it: ``scorers`` counts its rows by "preset · model @ T=temperature", from
-  the row's ``preset`` and the ``scorer`` record score-batch writes ({model, temperature}); rows written
+  the row's ``preset`` and the ``scorer`` record score-batch writes ({model, temperature, endpoint}); rows written
   before that record existed say "model unrecorded". A difference in reward between two sides scored by
   different presets or backbones measures the scorers as much as the policies, so the comparison counts
   the pairs in its statistics whose two rows were scored differently (``pairs_scored_differently``: the
-  presets differ, or both scorers are recorded and differ) and those where a side's scorer is unknown
+  presets differ, or both scorers are recorded and differ in a field both hold, `graph.batch.same_scorer`) and those where a side's scorer is unknown
   (``pairs_scorer_unrecorded``). The CLI warns about both and still reports: re-scoring is the user's
   call, and an intentional cross-scorer comparison is legitimate.
 * A pair whose two rows name different instructions (the sides were generated from different or reordered
@@ -313,8 +313,10 @@ def scorer_label(row: dict[str, Any]) -> str:
 def _scored_differently(row_a: dict[str, Any], row_b: dict[str, Any]) -> bool:
     if row_a.get("preset") != row_b.get("preset"):
         return True
+    from graph.batch import same_scorer
+
     sa, sb = row_a.get("scorer"), row_b.get("scorer")
-    return isinstance(sa, dict) and isinstance(sb, dict) and sa != sb
+    return isinstance(sa, dict) and isinstance(sb, dict) and not same_scorer(sa, sb)
 
 
 def _reward(row: dict[str, Any]) -> float | None:

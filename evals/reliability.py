@@ -32,7 +32,7 @@ Decisions where the issue was silent:
   (last row per key, sorted by preset order then manifest order) at the end; rows of other presets or clips
   already in the file are kept.
   A truncated trailing line (crash mid-write) is ignored.
-- With ``scorer_id`` (the CLI passes `graph.batch.scorer_of`: model name and temperature) every row records it
+- With ``scorer_id`` (the CLI passes `graph.batch.scorer_of`: model name, temperature and endpoint) every row records it
   as ``scorer``, and a rerun whose scorer differs from the one that gave existing rewards raises
   `ManifestError` before anything is scored: kept rows would mix two models in one table. Only rows of this
   manifest's clips count (under any preset: the folder's table of this manifest has a column per preset);

@@ -41,10 +41,13 @@ Decisions where the issue was silent:
 - Each scored item's row records its clip as its run found it ("clip": size and modification time in ns,
   `clip_stamp`), so that `--retry-ineligible` can tell a clip that changed since its video fault or its quality
   zero (it was still being written) from one that is broken for good (`graph.batch_resume`).
-- Each row records its `scorer`: the model name and sampling temperature it was scored with. A resume
+- Each row records its `scorer`: the model name, sampling temperature and endpoint it was scored with. A resume
   into an output whose scored or zero rows came from another scorer is refused (`other_scorer`): the skipped
   items would keep the old model's rewards beside the new model's, and one output would read as one
-  scorer. Ineligible rows and quality zeros (`quality_zero`) do not count (no model judged them: a quality zero
+  scorer. The endpoint counts as the stage cache keys it (graph/cache.py: a served name says little about the
+  weights, a fine-tune served under its base model's name on another server); without it a resume against
+  another server under the same model name was taken as the same scorer. Fields a row lacks (written before
+  they were recorded) are taken as matching (`same_scorer`). Ineligible rows and quality zeros (`quality_zero`) do not count (no model judged them: a quality zero
   refused a resume under another model, though any model gives it); rows written before `scorer` existed are
   taken as matching.
 """
@@ -213,8 +216,26 @@ def drop_repeats(items: list[dict[str, Any]]) -> tuple[list[dict[str, Any]], lis
 
 
 def scorer_of(settings: BackboneSettings) -> dict[str, Any]:
-    """What a row records about who scored it (module docstring): model name and sampling temperature."""
-    return {"model": settings.model, "temperature": settings.temperature}
+    """What a row records about who scored it (module docstring): model name, sampling temperature and endpoint
+    (`graph.cache_keys.endpoint_identity` of the base URL: no credentials, one server written two ways is one)."""
+    from graph.cache_keys import endpoint_identity
+
+    endpoint = None if settings.base_url is None else endpoint_identity(settings.base_url)
+    return {"model": settings.model, "temperature": settings.temperature, "endpoint": endpoint}
+
+
+def same_scorer(theirs: dict[str, Any], ours: dict[str, Any]) -> bool:
+    """Whether two `scorer_of` records name one scorer: equal in every field both hold (a row written before a
+    field was recorded, such as "endpoint", matches on the others)."""
+    return all(theirs[k] == ours[k] for k in theirs.keys() & ours.keys())
+
+
+def _scorer_text(scorer: dict[str, Any], other: dict[str, Any]) -> str:
+    """"model 'M' at temperature T", with " at endpoint URL" when the two records name different endpoints."""
+    text = f"model {scorer.get('model')!r} at temperature {scorer.get('temperature')}"
+    endpoints = scorer.get("endpoint"), other.get("endpoint")
+    return text + (f" at endpoint {endpoints[0]}" if "endpoint" in scorer and "endpoint" in other
+                   and endpoints[0] != endpoints[1] else "")
 
 
 def quality_zero(result: dict[str, Any]) -> bool:
@@ -233,14 +254,13 @@ def scorer_conflict(source: str, rows: Iterable[tuple[str, dict[str, Any], Any]]
     there is none."""
     others = [(where, theirs) for where, result, theirs in rows
               if result.get("status") in ("scored", "zero") and not quality_zero(result)
-              and isinstance(theirs, dict) and theirs != scorer]
+              and isinstance(theirs, dict) and not same_scorer(theirs, scorer)]
     if not others:
         return None
     where, theirs = others[0]
-    return (f"{source} holds {len(others)} reward row(s) scored by model {theirs.get('model')!r} at temperature "
-            f"{theirs.get('temperature')} (first: {where}); this run uses model {scorer['model']!r} at "
-            f"temperature {scorer['temperature']}. Its skipped items would keep those rewards beside this run's: "
-            "write to another output")
+    return (f"{source} holds {len(others)} reward row(s) scored by {_scorer_text(theirs, scorer)} (first: {where}); "
+            f"this run uses {_scorer_text(scorer, theirs)}. Its skipped items would keep those rewards beside this "
+            "run's: write to another output")
 
 
 def other_scorer(output: Output, scorer: dict[str, Any]) -> str | None:

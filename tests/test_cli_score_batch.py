@@ -70,7 +70,8 @@ def test_score_batch_refuses_to_mix_scorers_in_one_output(monkeypatch, tmp_path)
     res = runner.invoke(app, args)
     assert res.exit_code == 0 and "1 item, 0 already in" in res.output, res.output  # not "1 items"
     row = json.loads(out.read_text())
-    assert row["scorer"] == {"model": "stub-model", "temperature": 0.0} and row["result"]["status"] == "scored"
+    assert row["scorer"] == {"model": "stub-model", "temperature": 0.0, "endpoint": "http://127.0.0.1:9/v1"}
+    assert row["result"]["status"] == "scored"
     before = out.read_text()
     for name, value, said in (("RAA_MODEL", "other-model", "this run uses model 'other-model' at temperature 0.0"),
                               ("RAA_TEMPERATURE", "0.7", "this run uses model 'stub-model' at temperature 0.7")):
@@ -192,3 +193,35 @@ def test_a_resume_says_how_many_skipped_rows_a_retry_could_fix(monkeypatch, tmp_
             "again") in res.output
     res = runner.invoke(app, [*args, "--retry-ineligible"])
     assert res.exit_code == 0 and "1 to score" in res.output and "a rerun can fix" not in res.output, res.output
+
+
+def test_a_resume_against_another_endpoint_is_refused(monkeypatch, tmp_path) -> None:
+    """A served model name says little about the weights (vLLM serves any `--served-model-name`): a resume against
+    another server under the same name kept the first server's rewards for the skipped items beside the new
+    server's, as the stage cache once did (graph/cache.py). One server written two ways is one endpoint, and a
+    row that recorded no endpoint (written before rows did) is taken as matching."""
+    from tests.graph_scripts import moving_square
+
+    _scripted(monkeypatch, tmp_path)
+    moving_square(tmp_path / "m.mp4")
+    manifest = tmp_path / "manifest.jsonl"
+    manifest.write_text(json.dumps({"path": "m.mp4", "instruction": "push the red block to the right"}) + "\n")
+    out = tmp_path / "out.jsonl"
+    args = ["score-batch", str(manifest), "--out", str(out), "--preset", "visual_verify"]
+    assert runner.invoke(app, args).exit_code == 0
+    row = json.loads(out.read_text())
+    assert row["scorer"]["endpoint"] == "http://127.0.0.1:9/v1"
+    before = out.read_text()
+    monkeypatch.setenv("RAA_BASE_URL", "http://finetune-host:8000/v1")
+    res = runner.invoke(app, args)
+    assert res.exit_code == 2, res.output
+    assert "http://127.0.0.1:9/v1" in res.output and "http://finetune-host:8000/v1" in res.output, res.output
+    assert out.read_text() == before
+    monkeypatch.setenv("RAA_BASE_URL", "HTTP://127.0.0.1:9/v1/")  # the same server
+    res = runner.invoke(app, args)
+    assert res.exit_code == 0 and "0 to score" in res.output, res.output
+    legacy = {**row, "scorer": {"model": "stub-model", "temperature": 0.0}}  # written before rows named endpoints
+    out.write_text(json.dumps(legacy) + "\n")
+    monkeypatch.setenv("RAA_BASE_URL", "http://finetune-host:8000/v1")
+    res = runner.invoke(app, args)
+    assert res.exit_code == 0 and "0 to score" in res.output, res.output
