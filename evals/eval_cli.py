@@ -15,6 +15,7 @@ Decisions where the issue was silent:
 from __future__ import annotations
 
 import asyncio
+import os
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -62,6 +63,15 @@ def _backbone_settings(require_endpoint: bool = True):
             raise _fail(problem)
         settings.ensure_parent_dirs()  # only commands that write the cache / traces create their folders
     return settings
+
+
+def _traces_path() -> Path:
+    """RAA_TRACES_PATH alone (`raa report`, `raa eval report`; a bad backbone setting made them exit 2)."""
+    from graph.settings import SettingsError, traces_path_from_env
+    try:
+        return Path(traces_path_from_env(os.environ))
+    except SettingsError as exc:
+        raise _fail(str(exc)) from exc
 
 
 def _load_tools(settings: Any, presets: list[str], tools: Any) -> None:
@@ -189,7 +199,7 @@ def eval_report_command(
     from evals.eval_views import no_rows
     from evals.report_index import input_errors, write_eval_index
 
-    traces_path = traces or Path(_backbone_settings(require_endpoint=False).traces_path)
+    traces_path = traces or _traces_path()
     try:  # no row: say so, exit 0, as `raa eval draws` (the page says it too)
         index = write_eval_index(directory, traces_path=traces_path, overwrite=overwrite,
                                  on_empty=lambda note: _console().print(no_rows(note, "report"), highlight=False),
@@ -244,7 +254,7 @@ def report_command(
     from graph.stores import StoreError
     from graph.tracing import RunNotFoundError
 
-    traces_path = traces or Path(_backbone_settings(require_endpoint=False).traces_path)
+    traces_path = traces or _traces_path()
     try:
         path = write_run_report(run_id, out, traces_path=traces_path)
     except RunNotFoundError as exc:

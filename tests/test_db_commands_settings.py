@@ -54,3 +54,17 @@ def test_prune_still_refuses_a_bad_value_of_a_setting_it_uses(db):
     res = runner.invoke(app, ["prune", "--db", str(db), "--keep", "0", "--dry-run"],
                         env={**BAD, "RAA_FOREIGN_CLAIM_MAX_AGE_S": "0"})
     assert res.exit_code == 2 and "RAA_FOREIGN_CLAIM_MAX_AGE_S" in res.output, res.output
+
+
+def test_report_commands_read_only_the_trace_path(db, tmp_path):
+    """`raa report` and `raa eval report` read the trace database like `raa trace`: a bad backbone setting made
+    them exit 2 before reading it."""
+    env = {**BAD, "RAA_TRACES_PATH": str(db)}
+    res = runner.invoke(app, ["report", "run-aaa", "--out", str(tmp_path / "a.html")], env=env)
+    assert res.exit_code == 0, res.output
+    assert (tmp_path / "a.html").is_file()
+    (tmp_path / "eval").mkdir()
+    res = runner.invoke(app, ["eval", "report", str(tmp_path / "eval")], env=env)
+    assert "RAA_MAX_RETRIES" not in res.output, res.output
+    res = runner.invoke(app, ["report", "run-aaa"], env={**BAD, "RAA_TRACES_PATH": "off"})  # its own setting: checked
+    assert res.exit_code == 2 and "RAA_TRACES_PATH" in res.output, res.output
