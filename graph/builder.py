@@ -43,9 +43,8 @@ Decisions where the issue was silent:
 
 from __future__ import annotations
 
-import asyncio
 import functools
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -220,38 +219,12 @@ def _backbone_opts(settings: Any) -> dict[str, Any]:
 
 def default_checkpointer(path: str | Path):
     """SqliteSaver at `path` (parent folders created) usable from sync and async code."""
-    from langgraph.checkpoint.sqlite import SqliteSaver
-
-    from graph.tracing import traces_serde
-
-    class LocalSqliteSaver(SqliteSaver):
-        """SqliteSaver usable from async code: reads and writes run in a worker thread. A WAL commit
-        of a local database takes well under a millisecond, but a write waits (up to SQLite's busy
-        timeout) while another process writes the same trace file, and on the event loop that wait
-        would stall every run in flight; with the default durability ("exit") it is one hop per run."""
-
-        async def aget_tuple(self, config):  # type: ignore[override]
-            return await asyncio.to_thread(self.get_tuple, config)
-
-        async def alist(self, config, *, filter=None, before=None, limit=None):  # type: ignore[override]
-            items = await asyncio.to_thread(lambda: list(self.list(config, filter=filter, before=before,
-                                                                   limit=limit)))
-            for item in items:
-                yield item
-
-        async def aput(self, config, checkpoint, metadata, new_versions):  # type: ignore[override]
-            return await asyncio.to_thread(self.put, config, checkpoint, metadata, new_versions)
-
-        async def aput_writes(self, config, writes: Sequence, task_id: str, task_path: str = ""):  # type: ignore[override]
-            return await asyncio.to_thread(self.put_writes, config, writes, task_id, task_path)
-
-        async def adelete_thread(self, thread_id: str) -> None:  # type: ignore[override]
-            return await asyncio.to_thread(self.delete_thread, thread_id)
+    from graph.tracing import ThreadedAsyncSaver, traces_serde
 
     with store_errors(path, "trace database", "RAA_TRACES_PATH"):
         ensure_parent(path)
-        saver = LocalSqliteSaver(connect_wal(path, "trace database", TRACE_TABLES, timeout=TRACE_WAIT_S),
-                                 serde=traces_serde())
+        saver = ThreadedAsyncSaver(connect_wal(path, "trace database", TRACE_TABLES, timeout=TRACE_WAIT_S),
+                                   serde=traces_serde())
         retry_locked(saver.conn, saver.setup)  # tables: another process may be creating them too
     return saver
 

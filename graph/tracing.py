@@ -32,6 +32,7 @@ Decisions where the issue was silent:
 
 from __future__ import annotations
 
+import asyncio
 import sqlite3
 import threading
 from collections.abc import AsyncIterator, Callable, Iterable, Iterator
@@ -87,7 +88,8 @@ def traces_serde() -> JsonPlusSerializer:
 
 def open_saver(path: str | Path | None, *, read_only: bool = False) -> SqliteSaver:
     """A SqliteSaver on `path` (None or ":memory:" -> in-memory); creates the parent folder. `read_only`
-    (`raa runs`, `raa trace`, `raa report`): the saver only reads an existing file (see module docstring)."""
+    (`raa runs`, `raa trace`, `raa report`): the saver only reads an existing file (see module docstring). An
+    agent may run with it as checkpointer, sync or async (`ThreadedAsyncSaver`)."""
     target = ":memory:" if path in (None, ":memory:") else str(path)
     if read_only and target != ":memory:":
         return _open_reader(target)
@@ -103,7 +105,31 @@ def open_saver(path: str | Path | None, *, read_only: bool = False) -> SqliteSav
     return saver
 
 
-class _TraceSaver(SqliteSaver):
+class ThreadedAsyncSaver(SqliteSaver):
+    """A SqliteSaver usable from async code (`ainvoke`, `score_video`, `ascore_videos`): its reads and writes run
+    in a worker thread. SqliteSaver's own async methods raise NotImplementedError, so every run of an agent
+    given `open_saver(path)` as checkpointer was ineligible. In a thread, a write that waits (up to SQLite's busy
+    timeout) while another process writes the file does not stall the event loop every run shares."""
+
+    async def aget_tuple(self, config):  # type: ignore[override]
+        return await asyncio.to_thread(self.get_tuple, config)
+
+    async def alist(self, config, *, filter=None, before=None, limit=None):  # type: ignore[override]
+        items = await asyncio.to_thread(lambda: list(self.list(config, filter=filter, before=before, limit=limit)))
+        for item in items:
+            yield item
+
+    async def aput(self, config, checkpoint, metadata, new_versions):  # type: ignore[override]
+        return await asyncio.to_thread(self.put, config, checkpoint, metadata, new_versions)
+
+    async def aput_writes(self, config, writes, task_id, task_path=""):  # type: ignore[override]
+        return await asyncio.to_thread(self.put_writes, config, writes, task_id, task_path)
+
+    async def adelete_thread(self, thread_id):  # type: ignore[override]
+        return await asyncio.to_thread(self.delete_thread, thread_id)
+
+
+class _TraceSaver(ThreadedAsyncSaver):
     """A SqliteSaver that opens its own connection in a forked child (`graph.frame_fork`)."""
 
     reopen: Callable[[], sqlite3.Connection] | None = None
