@@ -305,7 +305,8 @@ def render_run_report(trace: RunTrace, *, tracker: MotionTracker | None = None,
                       store: FrameStore | None = None) -> str:
     """The HTML page of one run (frames decoded from the state's video path unless `store` is given)."""
     v = trace.values
-    store = store if store is not None else load_frames(v.get("video"), wanted_indices(v))
+    stamp = (v.get("meta") or {}).get("file")  # the file the run judged: another one now shows no frames
+    store = store if store is not None else load_frames(v.get("video"), wanted_indices(v), stamp)
     body = (_header(trace) + _gate(trace) + frames_section(v, store, trace.steps) + _judgments(v, store)
             + _observation(v, trace.steps) + _inspection(v, store, tracker) + _motion(v, store, tracker)
             + _surprise(v, trace.steps) + _extra(v, store)

@@ -63,12 +63,16 @@ class FrameStore:
         return frame_label(int(index), self.total, self.fps, t)
 
 
-def load_frames(video: str | None, indices: Any) -> FrameStore:
-    """Decode the wanted frames of `video` (at most MAX_DECODED); never raises for a bad clip."""
+def load_frames(video: str | None, indices: Any, stamp: Any = None) -> FrameStore:
+    """Decode the wanted frames of `video` (at most MAX_DECODED); never raises for a bad clip. `stamp`: the file
+    the run judged (`graph.clip_stamp`, the run's `meta["file"]`): none are shown when the file is another now."""
+    from graph.clip_stamp import clip_change
     from tools.video import VideoReader
 
     if not video:
         return FrameStore(error="the run has no video path")
+    if (changed := clip_change(video, stamp)) is not None:  # another clip's frames are no evidence of this run
+        return FrameStore(error=f"frames not shown: {changed}")
     try:
         with VideoReader(video) as reader:
             meta = reader.meta

@@ -50,6 +50,7 @@ from langgraph.runtime import get_runtime
 
 from graph.backbone import BackboneFault, Usage
 from graph.bridge import run_sync
+from graph.clip_stamp import clip_moved
 from graph.context import RunContext, config_mismatch, tools_mismatch, with_config_draw
 from graph.job_owners import abandon
 from graph.no_endpoint import missing_endpoint
@@ -170,6 +171,8 @@ def make_node(name: str, fn: StageFn, default_ctx: RunContext, *, guard: bool = 
                 raise EndpointMissing(missing)
             if problems and name != "gate":
                 raise StateRecordError("; ".join(problems))
+            if (moved := await clip_moved(name, state)) is not None:  # a fork after the clip was replaced
+                raise InputFault(moved)
             with run_scope(step.thread_id):
                 update = dict(await fn(state, ctx, step))
         except ContractFrozenError:

@@ -29,6 +29,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from graph.clip_stamp import clip_stamp
 from graph.config import config_overrides
 from graph.context import RunContext
 from graph.nodes.background import start_evidence
@@ -49,14 +50,15 @@ def check_instruction(instruction: object, max_chars: int) -> tuple[str, list[st
     return text, []
 
 
-def _probe_and_check(ctx: RunContext, video: str, observe_frames: int) -> tuple[Any, list[int], Any]:
-    """(meta, sample, QualityCheck or None when under 2 frames): one worker-thread hop for all decoding."""
+def _probe_and_check(ctx: RunContext, video: str, observe_frames: int) -> tuple[Any, list[int], Any, Any]:
+    """(meta, sample, QualityCheck or None when under 2 frames, the file's `clip_stamp`): one worker-thread hop
+    for all decoding."""
     from tools.quality import check_quality
     from tools.video import ALL_FRAMES_LIMIT, uniform_indices
 
     meta = ctx.frames.meta(video)
     if meta.frames < 2:
-        return meta, [], None
+        return meta, [], None, clip_stamp(video)
     sample = uniform_indices(meta.frames, observe_frames)
     # short clip: one sequential decode of every frame (all are viewable), when they take at most a
     # quarter of the frame cache (81 frames of 1080p are 0.5 GB: prefetched, they would evict the frames
@@ -66,7 +68,7 @@ def _probe_and_check(ctx: RunContext, video: str, observe_frames: int) -> tuple[
     frames = ctx.frames.frame_list(video, sample)
     ctx.frames.start_encoding(video, sample)  # observe's images, encoded while the statistics run
     check = check_quality(frames, thresholds=ctx.tools.quality_thresholds)
-    return meta, sample, check
+    return meta, sample, check, clip_stamp(video)  # the file judged (`graph.clip_stamp`)
 
 
 async def quality(state: AgentState, ctx: RunContext, step: Step) -> dict[str, Any]:
@@ -85,10 +87,10 @@ async def quality(state: AgentState, ctx: RunContext, step: Step) -> dict[str, A
     video = state.get("video")
     if not isinstance(video, str) or not video:
         raise InputFault(f"video must be a non-empty path string, got {video!r}")
-    meta, sample, check = await run_blocking(_probe_and_check, ctx, video, cfg.observe_frames,
-                                             priority="first")
+    meta, sample, check, stamp = await run_blocking(_probe_and_check, ctx, video, cfg.observe_frames,
+                                                    priority="first")
     update["meta"] = {"frames": meta.frames, "fps": meta.fps, "width": meta.width, "height": meta.height,
-                      "duration": meta.duration, "rotation": meta.rotation}
+                      "duration": meta.duration, "rotation": meta.rotation, "file": stamp}
     if check is None:
         update["zero"] = True
         update["quality"] = {"usable": False, "uniform": False, "decodable_frames": meta.frames,
