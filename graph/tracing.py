@@ -284,7 +284,8 @@ def _trace_from_tuple(run_id: str, tup: Any) -> RunTrace:
 
 def read_trace(saver: BaseCheckpointSaver, run_id: str) -> RunTrace:
     """The latest checkpoint of `run_id`; RunNotFoundError when there is none (its message names up to
-    five traced run ids that start with `run_id`, e.g. for an id cut short when copied)."""
+    five traced run ids that start with `run_id`, blanks around it left out: an id cut short or pasted with a
+    newline)."""
     try:
         tup = saver.get_tuple({"configurable": {"thread_id": run_id, "checkpoint_ns": ""}})
         trace = None if tup is None else _trace_from_tuple(run_id, tup)
@@ -296,7 +297,8 @@ def read_trace(saver: BaseCheckpointSaver, run_id: str) -> RunTrace:
                                  f"{exc}): its checkpoint is damaged or was written by another program; "
                                  "`raa prune --keep N` can delete it") from exc
     if trace is None:
-        near = [tid for tid in run_ids(saver) if tid.startswith(run_id)] if run_id else []
+        stripped = run_id.strip()  # pasted with blanks around it: name the run it is (never read it silently)
+        near = [tid for tid in run_ids(saver) if tid.startswith(stripped)] if stripped else []
         hint = f"; did you mean {', '.join(near[:5])}{' ...' if len(near) > 5 else ''}?" if near else ""
         raise RunNotFoundError(f"no traced run with id {run_id!r}{hint}")
     return trace
