@@ -23,6 +23,7 @@ from graph.tracing import (
     RunNotFoundError,
     RunTrace,
     UnreadableRunError,
+    last_result,
     list_runs,
     open_saver,
     read_trace,
@@ -150,7 +151,9 @@ def trace_command(
         typer.echo(f"error: no traced run with id {run_id!r}: no trace database at {path} (no runs yet)", err=True)
         raise typer.Exit(1)
     try:
-        trace = read_trace(open_saver(path, read_only=True), run_id)
+        saver = open_saver(path, read_only=True)
+        trace = read_trace(saver, run_id)
+        earlier = last_result(saver, run_id) if trace.result is None else None  # a fork not resumed yet
     except RunNotFoundError as exc:
         typer.echo(f"error: {exc} (in {path})", err=True)
         raise typer.Exit(1) from exc
@@ -165,6 +168,10 @@ def trace_command(
     _out.print(f"run {run_id}  video={printable(v.get('video', '-'))}  preset={_preset_text(trace)}  "
                f"status={trace.status}  reward={reward_text(trace.reward)}", highlight=False, soft_wrap=True)
     typer.echo(f"instruction: {printable(str(v.get('instruction', ''))[:300])}")
+    if earlier is not None:
+        typer.echo(f"note: the latest checkpoint is a time-travel fork not resumed yet; before it the run finished: "
+                   f"status={earlier.get('status')} reward={reward_text(earlier.get('reward'))} (resume the fork to "
+                   "finish it; the steps below are the fork's)")
     rows = [step_row(i, step) for i, step in enumerate(trace.steps)]
     if _out.width >= TRACE_TABLE_MIN_WIDTH:
         table = Table(show_lines=True)

@@ -307,10 +307,15 @@ def read_trace(saver: BaseCheckpointSaver, run_id: str) -> RunTrace:
 def ever_finished(saver: BaseCheckpointSaver, run_id: str) -> bool:
     """Whether any checkpoint of `run_id` holds a result: a run whose latest checkpoint is a time-travel fork
     not resumed yet (`update_state`) reads as incomplete, though it finished before the fork."""
+    return last_result(saver, run_id) is not None
+
+
+def last_result(saver: BaseCheckpointSaver, run_id: str) -> dict[str, Any] | None:
+    """The newest result any checkpoint of `run_id` holds (as a dict), or None (see `ever_finished`)."""
     for tup in saver.list({"configurable": {"thread_id": run_id, "checkpoint_ns": ""}}):
-        if tup.checkpoint.get("channel_values", {}).get("result") is not None:
-            return True
-    return False
+        if (result := tup.checkpoint.get("channel_values", {}).get("result")) is not None:
+            return _plain(result)
+    return None
 
 
 def run_ids(saver: BaseCheckpointSaver) -> Iterable[str]:

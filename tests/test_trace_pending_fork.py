@@ -1,0 +1,27 @@
+"""`raa trace` of a finished run whose latest checkpoint is a time-travel fork not resumed yet (Studio,
+`agent.update_state`): it read "status=incomplete" with no word of the fork, as if the run had crashed; the
+result the run reached before the fork was not mentioned."""
+
+from __future__ import annotations
+
+from test_tracing import _graph
+from typer.testing import CliRunner
+
+from graph.cli import app
+from graph.tracing import open_saver
+
+
+def test_trace_of_a_pending_fork_says_the_run_finished_before_it(tmp_path):
+    db = tmp_path / "traces.sqlite"
+    graph = _graph(open_saver(db))
+    config = {"configurable": {"thread_id": "run-f"}}
+    graph.invoke({"video": "/clips/a.mp4", "instruction": "pick the cube"}, config)
+    before_gate = next(h for h in graph.get_state_history(config) if h.next == ("gate",))
+    graph.update_state(before_gate.config, {"video": "/clips/a.mp4"})
+    res = CliRunner().invoke(app, ["trace", "run-f", "--db", str(db)], env={"COLUMNS": "200"})
+    assert res.exit_code == 0, res.output
+    assert "status=incomplete" in res.output
+    assert "time-travel fork" in res.output and "scored" in res.output.split("status=incomplete")[1]
+    graph.invoke(None, config)  # resumed: the fork finished, no note
+    res = CliRunner().invoke(app, ["trace", "run-f", "--db", str(db)], env={"COLUMNS": "200"})
+    assert "status=scored" in res.output and "time-travel fork" not in res.output, res.output
