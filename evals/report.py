@@ -38,6 +38,7 @@ from graph.config import PRESETS, SWITCHES, AgentConfig, preset_switches
 from graph.nodes.tracking import grid_side, track_frames
 from graph.reward_format import reward_text
 from graph.routes import expected_nodes
+from graph.trace_text import assessment_stages
 from tools.jsonl import write_text_atomic
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -70,7 +71,13 @@ def _gate(trace: RunTrace) -> str:
     return gate_section(trace, None if cfg is None else cfg.switches()["failure_gate"])
 
 
-def _judgments(v: dict[str, Any], store: FrameStore) -> str:
+def _status(assessment: dict[str, Any], rid: str) -> str:
+    """The status `assessment` gives requirement `rid` ("-" when it has no judgment of it)."""
+    return str(next((j.get("status") for j in assessment.get("judgments") or [] if j.get("requirement_id") == rid),
+                    "-"))
+
+
+def _judgments(v: dict[str, Any], store: FrameStore, steps: list[dict[str, Any]]) -> str:
     contract = v.get("contract") or {}
     assessment = v.get("assessment") or {}
     history = v.get("assessments") or []
@@ -78,14 +85,15 @@ def _judgments(v: dict[str, Any], store: FrameStore) -> str:
         return section("judgments", "Requirement judgments", "<p class=\"muted\">no structured assessment "
                        "(direct scoring or the run stopped early)</p>" + _direct(v))
     reqs = {r.get("id"): r for r in contract.get("requirements") or []}
+    stages = assessment_stages(steps, len(history)) or [""] * len(history)  # who set each status
     rows = []
     for j in assessment.get("judgments") or []:
         rid = str(j.get("requirement_id"))
         req = reqs.get(rid, {})
         thumbs = "".join(f"<a href=\"#frame-{int(f)}\"><img src=\"{esc(u)}\" style=\"width:64px\" alt=\"f\"></a>"
                          for f in j.get("evidence_frames") or [] if (u := store.url(f, 96)))
-        past = " → ".join(str(next((h.get("status") for h in a.get("judgments") or []
-                                    if h.get("requirement_id") == rid), "-")) for a in history)
+        past = " → ".join(f"{stage}: {_status(a, rid)}" if stage else _status(a, rid)
+                          for a, stage in zip(history, stages, strict=True))
         rows.append([f"<span id=\"req-{esc(rid)}\">{esc(rid)}</span>", esc(req.get("kind", "")),
                      esc("yes" if req.get("essential", True) else "no"), esc(req.get("text", "")),
                      badge(j.get("status")), esc(fmt(j.get("confidence"), 2)), esc(j.get("rationale")),
@@ -307,7 +315,7 @@ def render_run_report(trace: RunTrace, *, tracker: MotionTracker | None = None,
     v = trace.values
     stamp = (v.get("meta") or {}).get("file")  # the file the run judged: another one now shows no frames
     store = store if store is not None else load_frames(v.get("video"), wanted_indices(v), stamp)
-    body = (_header(trace) + _gate(trace) + frames_section(v, store, trace.steps) + _judgments(v, store)
+    body = (_header(trace) + _gate(trace) + frames_section(v, store, trace.steps) + _judgments(v, store, trace.steps)
             + _observation(v, trace.steps) + _inspection(v, store, tracker) + _motion(v, store, tracker)
             + _surprise(v, trace.steps) + _extra(v, store)
             + _audits(v, trace.steps)

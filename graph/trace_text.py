@@ -86,3 +86,21 @@ def describe_update(node: str, update: Any) -> str:
         extra = " ".join(f"{k}={row[k]}" for k in ("frames", "crops", "audit", "gate") if row[k])
         lines.append(f"{row['node']} ({row['duration']}): {row['decision']}" + (f"  [{extra}]" if extra else ""))
     return "\n".join(lines)
+
+
+ASSESSING_NODES = ("assess", "reflect", "repair")
+"""The nodes that each append one assessment to the state's `assessments` when they do not fault."""
+
+
+def assessment_stages(steps: Iterable[dict[str, Any]], count: int) -> list[str] | None:
+    """The stage that wrote each of a run's `count` assessments, in order ("assess", "reflect", "repair 1", ...),
+    from its steps: the steps of `ASSESSING_NODES` that did not fault. None when they are not `count` (a trace
+    cut short, an edited fork): no label rather than a wrong one."""
+    labels = []
+    for step in steps:
+        node = step.get("node")
+        if node not in ASSESSING_NODES or str(step.get("decision", "")).startswith("fault"):
+            continue
+        audit = step.get("audit_round")
+        labels.append(f"repair {int(audit) + 1}" if node == "repair" and isinstance(audit, int) else str(node))
+    return labels if len(labels) == count else None
