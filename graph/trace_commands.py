@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
+from typing import Any
 
 import typer
 from rich.console import Console
@@ -140,6 +141,16 @@ def _split(room: int, video: int, why: int) -> tuple[int | None, int | None]:
     return room - why_width, why_width
 
 
+def _before_fork(saver: Any, run_id: str) -> dict[str, Any] | None:
+    """The result a run reached before its latest checkpoint, a time-travel fork not resumed yet (`last_result`);
+    None when it never finished, or when an older checkpoint cannot be decoded (the note is left out: the run's
+    latest checkpoint was read)."""
+    try:
+        return last_result(saver, run_id)
+    except Exception:  # noqa: BLE001 - the serializer's errors have no common type (graph.tracing.read_trace)
+        return None
+
+
 def trace_command(
     run_id: str = typer.Argument(..., help="Run id (thread id) printed by `raa score` or `raa runs`."),
     json_out: bool = typer.Option(False, "--json", help="Print the run's whole traced state as one JSON object."),
@@ -153,13 +164,13 @@ def trace_command(
     try:
         saver = open_saver(path, read_only=True)
         trace = read_trace(saver, run_id)
-        earlier = last_result(saver, run_id) if trace.result is None else None  # a fork not resumed yet
     except RunNotFoundError as exc:
         typer.echo(f"error: {exc} (in {path})", err=True)
         raise typer.Exit(1) from exc
     except UnreadableRunError as exc:  # it is there, but its checkpoint cannot be decoded
         typer.echo(f"error: {exc}", err=True)
         raise typer.Exit(2) from exc
+    earlier = _before_fork(saver, run_id) if trace.result is None else None
     if json_out:  # steps, contract, assessments, exchanges, faults, result: everything the run checkpointed
         typer.echo(strict_dumps({"run_id": trace.run_id, "updated": trace.updated, "status": trace.status,
                                "reward": trace.reward, "values": trace.values}, default=str))

@@ -25,3 +25,23 @@ def test_trace_of_a_pending_fork_says_the_run_finished_before_it(tmp_path):
     graph.invoke(None, config)  # resumed: the fork finished, no note
     res = CliRunner().invoke(app, ["trace", "run-f", "--db", str(db)], env={"COLUMNS": "200"})
     assert "status=scored" in res.output and "time-travel fork" not in res.output, res.output
+
+
+def test_trace_of_a_pending_fork_whose_earlier_checkpoints_are_damaged_still_prints(tmp_path):
+    """The note reads the run's older checkpoints: one that cannot be decoded leaves the note out, not a traceback."""
+    import sqlite3
+
+    db = tmp_path / "traces.sqlite"
+    graph = _graph(open_saver(db))
+    config = {"configurable": {"thread_id": "run-d"}}
+    graph.invoke({"video": "/clips/a.mp4", "instruction": "pick the cube"}, config)
+    before_gate = next(h for h in graph.get_state_history(config) if h.next == ("gate",))
+    fork = graph.update_state(before_gate.config, {"video": "/clips/a.mp4"})
+    conn = sqlite3.connect(db)
+    conn.execute("UPDATE checkpoints SET checkpoint = ? WHERE thread_id = 'run-d' AND checkpoint_id != ?",
+                 (b"\xc1\xc1damaged", fork["configurable"]["checkpoint_id"]))
+    conn.commit()
+    conn.close()
+    res = CliRunner().invoke(app, ["trace", "run-d", "--db", str(db)], env={"COLUMNS": "200"})
+    assert res.exit_code == 0 and res.exception is None, res.output
+    assert "status=incomplete" in res.output and "time-travel fork" not in res.output
