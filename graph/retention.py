@@ -130,14 +130,14 @@ def select_runs(path: str | Path, *, keep: int | None = None, before: datetime |
         for run_id in candidates:  # reads each candidate's last checkpoint: its time and status
             try:
                 run = read_trace(saver, run_id)
-            except UnreadableRunError:  # one damaged run stopped every prune by time or status
+                if before is not None and not _updated_before(run.updated, before):
+                    continue
+                if status is not None and run.status != status:
+                    continue
+                if status == "incomplete" and ever_finished(saver, run_id):  # a fork of a finished run: no crash
+                    continue
+            except UnreadableRunError:  # one damaged run (or older checkpoint) stopped every prune by time or status
                 unreadable.append(run_id)
-                continue
-            if before is not None and not _updated_before(run.updated, before):
-                continue
-            if status is not None and run.status != status:
-                continue
-            if status == "incomplete" and ever_finished(saver, run_id):  # a fork of a finished run: not a crash
                 continue
             chosen.append(run_id)
         return _sparing_in_flight(saver, chosen, len(ids), claim_max_age_s, unreadable)

@@ -147,7 +147,7 @@ def _before_fork(saver: Any, run_id: str) -> dict[str, Any] | None:
     latest checkpoint was read)."""
     try:
         return last_result(saver, run_id)
-    except Exception:  # noqa: BLE001 - the serializer's errors have no common type (graph.tracing.read_trace)
+    except UnreadableRunError:
         return None
 
 

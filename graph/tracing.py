@@ -282,6 +282,13 @@ def _trace_from_tuple(run_id: str, tup: Any) -> RunTrace:
     return RunTrace(run_id=run_id, updated=str(tup.checkpoint.get("ts", "")), values=values, steps=steps)
 
 
+def _unreadable(saver: BaseCheckpointSaver, run_id: str, exc: Exception) -> UnreadableRunError:
+    where = saver.path if isinstance(saver, _ReadingSaver) else type(saver).__name__
+    return UnreadableRunError(f"run {run_id!r} in trace database {where} cannot be read ({type(exc).__name__}: "
+                              f"{exc}): its checkpoint is damaged or was written by another program; "
+                              "`raa prune --keep N` can delete it")
+
+
 def read_trace(saver: BaseCheckpointSaver, run_id: str) -> RunTrace:
     """The latest checkpoint of `run_id`; RunNotFoundError when there is none (its message names up to
     five traced run ids that start with `run_id`, blanks around it left out: an id cut short or pasted with a
@@ -292,10 +299,7 @@ def read_trace(saver: BaseCheckpointSaver, run_id: str) -> RunTrace:
     except StoreError:  # the file itself cannot be read: not this run's fault
         raise
     except Exception as exc:  # the serializer's errors have no common type (ValueError, TypeError, ...)
-        where = saver.path if isinstance(saver, _ReadingSaver) else type(saver).__name__
-        raise UnreadableRunError(f"run {run_id!r} in trace database {where} cannot be read ({type(exc).__name__}: "
-                                 f"{exc}): its checkpoint is damaged or was written by another program; "
-                                 "`raa prune --keep N` can delete it") from exc
+        raise _unreadable(saver, run_id, exc) from exc
     if trace is None:
         stripped = run_id.strip()  # pasted with blanks around it: name the run it is (never read it silently)
         near = [tid for tid in run_ids(saver) if tid.startswith(stripped)] if stripped else []
@@ -311,10 +315,16 @@ def ever_finished(saver: BaseCheckpointSaver, run_id: str) -> bool:
 
 
 def last_result(saver: BaseCheckpointSaver, run_id: str) -> dict[str, Any] | None:
-    """The newest result any checkpoint of `run_id` holds (as a dict), or None (see `ever_finished`)."""
-    for tup in saver.list({"configurable": {"thread_id": run_id, "checkpoint_ns": ""}}):
-        if (result := tup.checkpoint.get("channel_values", {}).get("result")) is not None:
-            return _plain(result)
+    """The newest result any checkpoint of `run_id` holds (as a dict), or None (see `ever_finished`).
+    UnreadableRunError when one of its checkpoints cannot be decoded (as `read_trace`)."""
+    try:
+        for tup in saver.list({"configurable": {"thread_id": run_id, "checkpoint_ns": ""}}):
+            if (result := tup.checkpoint.get("channel_values", {}).get("result")) is not None:
+                return _plain(result)
+    except StoreError:  # the file itself cannot be read: not this run's fault
+        raise
+    except Exception as exc:  # an older checkpoint that cannot be decoded (the serializer's errors vary)
+        raise _unreadable(saver, run_id, exc) from exc
     return None
 
 
