@@ -96,12 +96,17 @@ class ToolProvider:
     """Short side (pixels) the surprise scorer's frames are decoded at; None = full size."""
     track_short_side: int | None = TRACK_SHORT_SIDE
     """Short side (pixels) the tracker's frames are decoded at; None = full size."""
+    tracker_id: str | None = None
+    """What decides the tracker's tracks (`tools.toolbox.tracker_identity`), part of the frame cache's track keys
+    with `track_short_side`; None: the factory itself (its type and id), so two factories never share tracks."""
     remote: bool = False
     """The tools are calls to the tool service (a remote `Toolbox`): their jobs run in the "io"
     worker lane (`graph.workers`), so waiting on the network never holds a core's thread."""
 
     def __post_init__(self) -> None:
         check_short_sides(self.extra_short_side, self.surprise_short_side, self.track_short_side)
+        if self.tracker_id is None and self.tracker_factory is not None:
+            self.tracker_id = f"factory {type(self.tracker_factory).__qualname__}@{id(self.tracker_factory):x}"
 
     @property
     def lane(self) -> Lane:
@@ -145,6 +150,8 @@ def tool_provider(tools: object) -> ToolProvider:
         return ToolProvider()
     if isinstance(tools, ToolProvider):
         return tools
+    from tools.toolbox import Toolbox, tracker_identity
+
     if isinstance(tools, AgentTools):
         from tools.client import RemoteMotionTracker, RemoteSurpriseScorer
 
@@ -154,14 +161,13 @@ def tool_provider(tools: object) -> ToolProvider:
                             None if surprise is None else (lambda: surprise), tools.quality,
                             extra=check_extra_tools(tools.extra), surprise_short_side=tools.surprise_short_side,
                             track_short_side=tools.track_short_side, extra_short_side=tools.extra_short_side,
-                            remote=remote)
-    from tools.toolbox import Toolbox
-
+                            tracker_id=None if tracker is None else tracker_identity(tracker), remote=remote)
     if isinstance(tools, Toolbox):
         return ToolProvider(tools.tracker, tools.surprise, tools.settings.quality, extra=tools.extra,
                             surprise_short_side=tools.settings.surprise_short_side,
                             track_short_side=tools.settings.track_short_side,
-                            extra_short_side=tools.settings.extra_short_side, remote=tools.remote)
+                            extra_short_side=tools.settings.extra_short_side, tracker_id=tools.tracker_identity,
+                            remote=tools.remote)
     raise TypeError(f"tools must be AgentTools, Toolbox or ToolProvider, got {type(tools).__name__}")
 
 

@@ -19,10 +19,21 @@ import numpy as np
 
 from tools.client import RemoteMotionTracker, RemoteSurpriseScorer, ToolServiceClient
 from tools.extra import EvidenceTool, check_extra_tools
-from tools.motion import CoTracker3Tracker, MotionTracker, build_tracker
+from tools.motion import CoTracker3Tracker, LKTracker, MotionTracker, build_tracker
 from tools.quality import QualityCheck, check_quality
 from tools.settings import ToolSettings
 from tools.surprise import SurpriseScorer, VJEPA2SurpriseScorer
+
+
+def tracker_identity(tracker: object) -> str:
+    """What decides a tracker's tracks, as the frame cache's track keys hold it (`graph.nodes.tracking`): the
+    backend and its settings for the built-in ones (an LK tracker injected or built from settings is one), else the object itself (its type and id: no two injected objects share)."""
+    if isinstance(tracker, LKTracker):
+        return f"lk {tracker.config!r}"
+    if isinstance(tracker, CoTracker3Tracker):
+        return (f"cotracker3 checkpoint={tracker.checkpoint} hub_dir={tracker.hub_dir} device={tracker.device}"
+                f" interp_shape={tracker.interp_shape}")
+    return f"{type(tracker).__module__}.{type(tracker).__qualname__}@{id(tracker):x}"
 
 
 class Toolbox:
@@ -33,6 +44,7 @@ class Toolbox:
         self.settings = settings or ToolSettings()
         self.extra = check_extra_tools(extra)
         self._tracker = tracker
+        self._injected_tracker = tracker
         self._cotracker: CoTracker3Tracker | None = None  # the tracker when this toolbox built CoTracker3
         self._scorer = scorer
         self._client: ToolServiceClient | None = None
@@ -48,6 +60,19 @@ class Toolbox:
             self._client = ToolServiceClient(s.tools_url or "", token=s.token(), timeout_s=s.request_timeout_s,
                                              connect_timeout_s=s.connect_timeout_s, retries=s.retries)
         return self._client
+
+    @property
+    def tracker_identity(self) -> str:
+        """`tracker_identity` of the tracker this toolbox gives, known without building or loading it."""
+        s = self.settings
+        if self._injected_tracker is not None:
+            return tracker_identity(self._injected_tracker)
+        if self.remote:
+            return f"remote {s.tools_url}"
+        if s.motion_backend == "cotracker3":
+            return tracker_identity(CoTracker3Tracker(checkpoint=s.cotracker_checkpoint, hub_dir=s.cotracker_hub_dir,
+                                                      device=s.device))
+        return tracker_identity(LKTracker())
 
     def tracker(self) -> MotionTracker:
         """The configured motion tracker (CoTracker3 loads here; failures raise ToolFault)."""

@@ -17,6 +17,10 @@ Decisions where the issue was silent:
   speculative grid track and a grid track_motion call still share one computation. On a clip whose short
   side is under `GRID_SIZE` pixels the grid has the short side's size (`grid_side`): an 8x8 grid does not fit
   there, and the TrackQueryError made every such run ineligible.
+- The track job's key and the overlay key hold what decides the tracks besides the clip, frames and points: the
+  tracker (`ToolProvider.tracker_id`: CoTracker3 and its weights, LK and its settings, an injected object) and
+  `track_short_side`, as the surprise key holds its short side. Agents with other tool settings sharing one frame
+  cache took each other's tracks.
 - The tracks carry the clip's frame numbers (`MotionTracks.frame_indices`), so the summary names clip
   frames; it named positions among the tracked frames (track_motion over frames 40..60 reported motion
   "in frames 3-8").
@@ -99,7 +103,7 @@ def _track_request(ctx: RunContext, video: str, idx: list[int], points: list[lis
     speculative grid track) over `idx`."""
     query_t = int(query_t) if points else 0
     key = ("tracks", ctx.frames.current(video), tuple(idx), tuple(tuple(float(v) for v in p) for p in points),
-           query_t)
+           query_t, ctx.tools.tracker_id, ctx.tools.track_short_side)  # what decides the tracks (module docstring)
     return key, functools.partial(_compute_tracks, ctx, video, idx, points, query_t)
 
 
@@ -131,7 +135,8 @@ async def track_overlays(state: AgentState, ctx: RunContext, idx: list[int], poi
     the overlay blocks of `shown`, the summary and the number of points tracked."""
     query_t = int(query_t) if points else 0
     key = ("overlay", ctx.frames.current(state["video"]), tuple(idx), tuple(tuple(p) for p in points), tuple(shown),
-           query_t, ctx.config.coordinates)  # the summary is written in the model's coordinates
+           query_t, ctx.config.coordinates,  # the summary is written in the model's coordinates
+           ctx.tools.tracker_id, ctx.tools.track_short_side)  # drawn from the tracks: what decides them
     cached = ctx.frames.get_extra(key)
     if cached is None:
         try:
