@@ -212,12 +212,24 @@ FaultKind = Literal["transport", "timeout", "invalid_reply", "empty_reply", "ref
                     "input", "internal", "settings"]
 
 
+def escaped_surrogates(value: object) -> object:
+    """A string with its lone surrogates written as escapes (``\\udcff``); anything else as it is. A clip path
+    that is not UTF-8 (bytes Python reads back as lone surrogates) in a fault's message made the Fault itself
+    invalid, and the run ended as "agent: ValidationError" instead of naming the clip and its problem."""
+    if isinstance(value, str):
+        return value.encode("utf-8", "backslashreplace").decode("utf-8")
+    return value
+
+
 class Fault(_Record):
     """A failure that makes the evaluation ineligible (reward None)."""
 
-    stage: str = Field(max_length=64, description="Node where the fault happened.")
-    kind: str = Field(max_length=64, description="transport | timeout | invalid_reply | tool | video | input | ...")
-    message: str = Field(max_length=2000, description="What went wrong.")
+    stage: Annotated[str, BeforeValidator(escaped_surrogates)] = Field(
+        max_length=64, description="Node where the fault happened.")
+    kind: Annotated[str, BeforeValidator(escaped_surrogates)] = Field(
+        max_length=64, description="transport | timeout | invalid_reply | tool | video | input | ...")
+    message: Annotated[str, BeforeValidator(escaped_surrogates)] = Field(max_length=2000,
+                                                                         description="What went wrong.")
 
     def reason(self) -> str:
         """One-line reason for RewardResult.reasons."""
