@@ -66,6 +66,7 @@ from graph.batch_output import (  # noqa: F401  (re-exported: the output file is
     NOT_JSON,
     Output,
     OutputBusy,
+    OutputWriteError,
     RowWriter,
     done_keys,
     file_stamp,

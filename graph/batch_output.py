@@ -4,6 +4,9 @@ re-exports these names.
 
 Decisions where the issue was silent are described in `graph.batch` ("The output is read and parsed once",
 "Only the process that owns the output file writes to it", the per-kind fault counts of `RowWriter`).
+A row that cannot be appended (disk full, a read-only file or file system) is `OutputWriteError`, naming the file
+and the problem: `raa score-batch` prints it as one error line and exits 2 (it was a traceback); the rows
+written before stay, and a row torn by the failure is cut off by the next run (`tools.jsonl.mend_tail`).
 """
 
 from __future__ import annotations
@@ -109,6 +112,16 @@ def done_keys(output: Output, leaving: Callable[[Any], Any] | None = None) -> se
             if isinstance(row, dict) and isinstance(row.get("key"), str) and not (leaving and leaving(row))}
 
 
+class OutputWriteError(RuntimeError):
+    """A row could not be written to the output file (the message names the file and the OS error)."""
+
+
+def append_line(path: Path, line: str) -> None:
+    """Append `line` and a newline to `path` in one write (the rows' only way into the output)."""
+    with path.open("a", encoding="utf-8") as fh:
+        fh.write(line + "\n")
+
+
 class RowWriter:
     """Appends output rows to the JSONL file and counts them by result status."""
 
@@ -134,8 +147,12 @@ class RowWriter:
         """Append one row (`result_line` output) whose result has `status`."""
         row = json.loads(line)
         line = strict_dumps({**row, "scorer": self.scorer} if self.scorer is not None else row)
-        with self.out.open("a", encoding="utf-8") as fh:
-            fh.write(line + "\n")
+        try:
+            append_line(self.out, line)
+        except OSError as exc:
+            raise OutputWriteError(f"cannot write --out {self.out}: {exc.strerror or type(exc).__name__}"
+                                   + (f" (errno {exc.errno})" if exc.errno else "")
+                                   + f"; {sum(self.counts.values())} row(s) written this run stay") from exc
         self.counts[status] += 1
         if status == "ineligible":
             reason = next(iter((row.get("result") or {}).get("reasons") or []), "no reason recorded")

@@ -190,6 +190,7 @@ def score_batch_command(
     """Score every clip of a manifest; items already in the output are skipped."""
     from graph.batch import (
         OutputBusy,
+        OutputWriteError,
         RowWriter,
         build_batch_agent,
         done_keys,
@@ -280,31 +281,35 @@ def score_batch_command(
         for line in removed_lines(retried, out) if retry_ineligible else []:
             typer.echo(line, err=True)
         writer = RowWriter(out, scorer=scorer_of(settings))
-        scorable = write_bad_lines(todo, writer)  # before the bar, which counts the clips to score
-        columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn())
-        with Progress(*columns, console=_err) as progress:
-            task = progress.add_task("scoring", total=len(scorable))
-            writer.on_row = lambda: progress.advance(task)
-            if scorable and processes > 1:
-                from graph.batch_procs import BatchError, run_batch_processes
+        try:  # a row that cannot be written (disk full, a read-only file): one error line, not a traceback
+            scorable = write_bad_lines(todo, writer)  # before the bar, which counts the clips to score
+            columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn())
+            with Progress(*columns, console=_err) as progress:
+                task = progress.add_task("scoring", total=len(scorable))
+                writer.on_row = lambda: progress.advance(task)
+                if scorable and processes > 1:
+                    from graph.batch_procs import BatchError, run_batch_processes
 
-                try:
-                    run_batch_processes(scorable, writer, settings=settings, preset=preset, processes=processes,
-                                        concurrency=concurrency, durability=settings.trace_durability, draw=draw,
-                                        run_timeout_s=run_timeout or None,
-                                        log=lambda line: progress.console.print(line, highlight=False, soft_wrap=True))
-                except BatchError as exc:
-                    typer.echo(f"error: {exc}", err=True)
-                    raise typer.Exit(2) from exc
-            elif scorable:
-                async def main() -> None:
-                    async with open_async_saver(settings.traces_path) as saver:
-                        agent = build_batch_agent(settings, preset, saver, make_chat_model(settings), tools,
-                                                  draw=draw)
-                        await run_batch(agent, scorable, writer, concurrency, settings.trace_durability,
-                                        settings.foreign_claim_max_age_s)
+                    try:
+                        run_batch_processes(scorable, writer, settings=settings, preset=preset, processes=processes,
+                                            concurrency=concurrency, durability=settings.trace_durability, draw=draw,
+                                            run_timeout_s=run_timeout or None,
+                                            log=lambda line: progress.console.print(line, highlight=False, soft_wrap=True))
+                    except BatchError as exc:
+                        typer.echo(f"error: {exc}", err=True)
+                        raise typer.Exit(2) from exc
+                elif scorable:
+                    async def main() -> None:
+                        async with open_async_saver(settings.traces_path) as saver:
+                            agent = build_batch_agent(settings, preset, saver, make_chat_model(settings), tools,
+                                                      draw=draw)
+                            await run_batch(agent, scorable, writer, concurrency, settings.trace_durability,
+                                            settings.foreign_claim_max_age_s)
 
-                asyncio.run(main())
+                    asyncio.run(main())
+        except OutputWriteError as exc:
+            typer.echo(f"error: {exc}", err=True)
+            raise typer.Exit(2) from exc
         usage = " ".join(f"{k}={v}" for k, v in writer.usage.items())
         typer.echo(" ".join(f"{k}={v}" for k, v in writer.counts.items()) + (f"  usage: {usage}" if usage else "")
                    + f"  -> {out}", err=True)

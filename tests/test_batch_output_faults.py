@@ -1,0 +1,66 @@
+"""A write to `--out` that fails (disk full, a read-only file) stopped `raa score-batch` with a traceback; it is one
+error line naming the file and the problem, exit 2, and the rows written before stay (the resume scores the rest).
+The failure is injected by replacing the row append (`graph.batch_output.append_line`): the tests run as root,
+so permissions cannot make it."""
+
+from __future__ import annotations
+
+import errno
+import json
+
+import pytest
+
+from graph import batch_output
+from graph.cli import app
+from tests.cli_agent_helpers import _scripted, runner
+
+
+def _full_after(monkeypatch, rows: int) -> None:
+    """`append_line` writes `rows` rows, then fails as a full disk does."""
+    real, calls = batch_output.append_line, []
+
+    def append(path, line):  # noqa: ANN001, ANN202
+        calls.append(line)
+        if len(calls) > rows:
+            raise OSError(errno.ENOSPC, "No space left on device")
+        real(path, line)
+
+    monkeypatch.setattr(batch_output, "append_line", append)
+
+
+def test_a_full_disk_is_one_error_line_naming_the_output_and_rows_written_stay(monkeypatch, tmp_path):
+    pytest.importorskip("graph.builder")
+    from tests.graph_scripts import moving_square
+
+    _scripted(monkeypatch, tmp_path)
+    for i in range(3):
+        moving_square(tmp_path / f"c{i}.mp4", seed=i)
+    manifest = tmp_path / "m.jsonl"
+    manifest.write_text("".join(json.dumps({"path": f"c{i}.mp4", "instruction": "push the red block to the right"})
+                                + "\n" for i in range(3)))
+    out = tmp_path / "o.jsonl"
+    _full_after(monkeypatch, 1)
+    res = runner.invoke(app, ["score-batch", str(manifest), "--out", str(out), "--concurrency", "1",
+                              "--preset", "visual_verify"])
+    assert res.exit_code == 2, res.output
+    assert not isinstance(res.exception, OSError) and "Traceback" not in res.output
+    assert f"error: cannot write --out {out}" in res.output and "No space left on device" in res.output, res.output
+    assert len(out.read_text().splitlines()) == 1  # the row written before the disk filled stays
+
+
+def test_a_full_disk_under_worker_processes_is_an_output_error(monkeypatch, tmp_path):
+    from graph import batch_procs
+    from graph.batch import RowWriter
+    from graph.settings import BackboneSettings
+    from tests.batch_fakes import fake_worker
+
+    monkeypatch.setattr(batch_procs, "worker_main", fake_worker)
+    monkeypatch.setattr("tests.batch_fakes.DELAY_S", 0.1)
+    items = [{"key": f"k{i}", "line": i, "path": f"/x/c{i}.mp4", "written": f"c{i}.mp4", "instruction": "push",
+              "preset": "direct", "draw": 0, "manifest": {}, "error": None} for i in range(2)]
+    out = tmp_path / "out.jsonl"
+    _full_after(monkeypatch, 0)
+    with pytest.raises(batch_output.OutputWriteError, match="No space left on device") as err:
+        batch_procs.run_batch_processes(items, RowWriter(out), settings=BackboneSettings(), preset="direct",
+                                        processes=1, concurrency=2)
+    assert str(out) in str(err.value)
