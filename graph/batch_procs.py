@@ -44,6 +44,10 @@ Decisions where the issue was silent:
   ready or gone `log` gets one warning line: how many of them failed and the first failure's cause
   (the CLI prints it on stderr with the progress); a replacement worker that fails to start gets its own
   warning line (before, the batch went on with fewer processes than asked and said nothing).
+- At most `concurrency` workers start (and no more than there are items): with `processes` above `concurrency`
+  the others could never get a run (at most `concurrency` are in flight over all workers) yet each loaded the
+  tool models. Capped rather than refused, since the flags' meaning stays clear (`log` gets a note saying so):
+  `--processes` is the most worker processes, `--concurrency` the runs in flight.
 - Rows of items that could not be dispatched are never invented: every item ends as a row from a
   worker, an ineligible row with the reason, or unwritten (BatchError / interrupt) for the resume.
 """
@@ -210,7 +214,8 @@ def run_batch_processes(items: list[dict[str, Any]], writer: RowWriter, *, setti
                         preset: str, processes: int, concurrency: int, durability: TraceDurability = "exit",
                         log: Callable[[str], None] | None = None, draw: int = 0,
                         run_timeout_s: float | None = RUN_TIMEOUT_S) -> dict[str, int]:
-    """Score `items` over `processes` worker processes with at most `concurrency` runs in flight in all;
+    """Score `items` over `processes` worker processes (at most `concurrency` of them: module docstring) with at
+    most `concurrency` runs in flight in all;
     rows go to `writer` as they arrive; `log` gets one line per worker that died, and warnings of workers
     that failed to start while the batch goes on. A run taking over
     `run_timeout_s` (None: no limit) has its worker killed. Returns the writer's counts; raises
@@ -346,7 +351,10 @@ def run_batch_processes(items: list[dict[str, Any]], writer: RowWriter, *, setti
 
     finished = False
     try:
-        started = min(processes, len(pending))
+        started = min(processes, concurrency, len(pending))
+        if processes > concurrency and log is not None:
+            log(f"note: --processes {processes} > --concurrency {concurrency}: starting {started} worker process(es) "
+                "(a worker beyond the runs in flight would get no run and still load the tool models)")
         for _ in range(started):
             spawn(initial=True)
         while pending or suspects or any(w.in_flight for w in workers):

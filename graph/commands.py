@@ -172,7 +172,8 @@ def score_batch_command(
                                     help="Runs in flight at once (over all processes)."),
     preset: str = typer.Option("full", "--preset", help="Agent preset (paper Table 2)."),
     processes: int = typer.Option(1, "--processes", min=1, max=64,
-                                  help="Worker processes (1: score in this process)."),
+                                  help="Worker processes (1: score in this process); at most --concurrency are "
+                                       "started (more would get no run yet load the tool models)."),
     run_timeout: float = typer.Option(3600.0, "--run-timeout", min=0.0,
                                       help="With --processes > 1: seconds one run may take before its worker "
                                            "is killed (a hang); it is retried alone once, then ineligible. 0: no limit."),
