@@ -41,6 +41,24 @@ def _no_endpoint_env(monkeypatch):
             monkeypatch.delenv(name, raising=False)
 
 
+@pytest.fixture
+def followed_launchers(monkeypatch):
+    """The launcher pids ``training.train.main`` follows when a test runs it in the pytest process as a launched
+    rank (RANK and WORLD_SIZE set), recorded: `follow_launcher` is not run. Run, it followed pytest's parent (CI's
+    shell, or whatever started pytest) as if it were torchrun: the kernel sent pytest SIGTERM whenever that
+    parent (the thread of it that started pytest) ended, for the rest of the session, and a parent running
+    DeepSpeed's per-node launcher module had a thread watch its own parent. Checks after the test that the
+    pytest process was left without a parent-death signal."""
+    import training.preemption
+    from tests.launches import death_signal
+
+    before = death_signal()
+    calls: list[int] = []
+    monkeypatch.setattr(training.preemption, "follow_launcher", lambda parent, **_k: calls.append(parent) or True)
+    yield calls
+    assert death_signal() == before, "training.train.main set a parent-death signal on the pytest process"
+
+
 @pytest.fixture(scope="module")
 def clip(tmp_path_factory):
     """A 33-frame clip of a red square moving right (`graph_scripts.moving_square`), one per test module

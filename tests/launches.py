@@ -199,6 +199,21 @@ def end_launch(proc: Launched) -> None:
             member.kill()
 
 
+PR_GET_PDEATHSIG = 2
+"""prctl option: the signal the kernel sends this process when its parent exits (linux/prctl.h)."""
+
+
+def death_signal() -> int:
+    """This process's parent-death signal (``prctl(PR_GET_PDEATHSIG)``; 0: none, or not Linux)."""
+    if not sys.platform.startswith("linux"):
+        return 0
+    import ctypes
+
+    value = ctypes.c_int(0)
+    assert ctypes.CDLL(None, use_errno=True).prctl(PR_GET_PDEATHSIG, ctypes.byref(value), 0, 0, 0) == 0
+    return value.value
+
+
 def output_tail(text: str, chars: int = OUTPUT_TAIL) -> str:
     """The last ``chars`` characters of ``text``, saying how many came before."""
     return text if len(text) <= chars else f"[... {len(text) - chars} characters before]\n{text[-chars:]}"

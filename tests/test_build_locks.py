@@ -46,7 +46,7 @@ def test_the_extensions_root_is_torchs(tmp_path, monkeypatch):
 
 
 @pytest.mark.parametrize("check", [True, False])
-def test_check_and_launch_name_a_stale_build_lock(tmp_path, capsys, monkeypatch, check):
+def test_check_and_launch_name_a_stale_build_lock(tmp_path, capsys, monkeypatch, check, followed_launchers):
     import training.trainer
     from training.train import main
 
@@ -67,3 +67,4 @@ def test_check_and_launch_name_a_stale_build_lock(tmp_path, capsys, monkeypatch,
     assert main(args) == 0
     again = capsys.readouterr()
     assert "interrupted build" not in again.out + again.err
+    assert followed_launchers == ([] if check else [os.getppid()] * 2)  # --check follows no launcher

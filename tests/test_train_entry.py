@@ -3,43 +3,12 @@ message, and the CPU threads of ranks sharing a machine (split from test_train_c
 
 from __future__ import annotations
 
-import ctypes
 import os
-import sys
 from pathlib import Path
 
 import pytest
 
 from training.config import ConfigError
-
-PR_GET_PDEATHSIG = 2
-"""prctl option: the signal the kernel sends this process when its parent exits (linux/prctl.h)."""
-
-
-def death_signal() -> int:
-    """This process's parent-death signal (0: none; not Linux: 0)."""
-    if not sys.platform.startswith("linux"):
-        return 0
-    value = ctypes.c_int(0)
-    assert ctypes.CDLL(None, use_errno=True).prctl(PR_GET_PDEATHSIG, ctypes.byref(value), 0, 0, 0) == 0
-    return value.value
-
-
-@pytest.fixture
-def followed(monkeypatch):
-    """The launchers ``training.train.main`` follows when a test runs it in the pytest process as a launched rank
-    (RANK and WORLD_SIZE set): the pids it passes to `follow_launcher`, which is not run. Run, it followed
-    pytest's parent (CI's shell, or whatever started pytest) as if it were torchrun: the kernel then sent pytest
-    SIGTERM whenever that parent (the thread of it that started pytest) ended, for the rest of the session, and a
-    parent running DeepSpeed's per-node launcher module had a thread watch its own parent. The test checks that
-    this process was left without a parent-death signal."""
-    import training.preemption
-
-    before = death_signal()
-    calls: list[int] = []
-    monkeypatch.setattr(training.preemption, "follow_launcher", lambda parent, **_k: calls.append(parent) or True)
-    yield calls
-    assert death_signal() == before, "main() set a parent-death signal on the pytest process"
 
 
 @pytest.mark.parametrize(("args", "message"), [
@@ -69,7 +38,7 @@ def test_a_clip_size_the_model_cannot_generate_stops_before_the_first_rollout(tm
 
 
 def test_a_failed_run_exits_with_its_status_and_rank_0_says_a_failure_every_rank_raises(tmp_path, capsys,
-                                                                                       monkeypatch, followed):
+                                                                                       monkeypatch, followed_launchers):
     """training.train's exit codes (exit_status) and who prints: every rank raises a config error, a stop or a
     divergence, so only rank 0 says it; a trace-store error may hit one rank, so that rank says it; a bug
     keeps its traceback."""
@@ -96,7 +65,7 @@ def test_a_failed_run_exits_with_its_status_and_rank_0_says_a_failure_every_rank
             assert main(args) == code, exc
             err = capsys.readouterr().err
             assert (said in err) == (rank == "0" or not every_rank), (exc, rank, err)
-    assert followed == [os.getppid()] * 2 * len(cases)  # each launched rank followed the launcher it was given
+    assert followed_launchers == [os.getppid()] * 2 * len(cases)  # each launched rank followed the launcher it was given
     monkeypatch.setattr(training.trainer, "train", lambda *_a, **_k: 1 / 0)
     with pytest.raises(ZeroDivisionError):
         main(args)
@@ -113,7 +82,7 @@ def test_ranks_sharing_a_machine_split_its_cpus_unless_the_launcher_said():
 
 
 def test_a_reward_returning_the_wrong_number_of_rewards_is_a_reported_failure_of_its_rank(tmp_path, capsys,
-                                                                                         monkeypatch, followed):
+                                                                                         monkeypatch, followed_launchers):
     """A user's reward function error, raised on the rank(s) whose reward misbehaved (each scores its own clips):
     exit 2 with one line naming the reward, said by the rank that raised it, as a StoreError; was a traceback."""
     import training.trainer
@@ -133,4 +102,4 @@ def test_a_reward_returning_the_wrong_number_of_rewards_is_a_reported_failure_of
     err = capsys.readouterr().err
     assert err.strip().splitlines()[-1] == "error: reward 'mine' returned 3 values for 4 videos"
     assert "Traceback" not in err
-    assert followed == [os.getppid()]
+    assert followed_launchers == [os.getppid()]
