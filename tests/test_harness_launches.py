@@ -65,6 +65,30 @@ def test_a_rank_its_launcher_left_behind_ends_with_the_block(tmp_path):
     assert _gone(rank)
 
 
+# a fork scenario stand-in: forks a child (its session, its output pipe) that writes its pid and sleeps; then the
+# scenario sleeps too ("wait") or exits at once, leaving the child behind ("leave")
+FORKER = """
+import os, sys, time
+if os.fork() == 0:
+    open(sys.argv[1], "w").write(str(os.getpid()))
+    time.sleep(600)
+    os._exit(0)
+if sys.argv[2] == "wait":
+    time.sleep(600)
+"""
+
+
+@pytest.mark.parametrize("scenario", ["wait", "leave"])
+def test_a_forked_child_holding_the_output_is_killed_with_its_launch(tmp_path, scenario):
+    """A scenario's hung forked child (``os.fork``, multiprocessing's fork) holds the launch's output pipe:
+    ``subprocess.run(timeout=...)`` killed the scenario alone (nothing, when it had exited), then read that pipe to
+    its end for ever."""
+    pid_file = tmp_path / "child.pid"
+    with pytest.raises(pytest.fail.Exception, match=r"^fork scenario hung \(no exit in 5 s"):
+        launch([sys.executable, "-c", FORKER, str(pid_file), scenario], timeout=5, what="fork scenario")
+    assert _gone(_rank_pid(pid_file))
+
+
 def test_a_launch_reads_its_output_and_exit_status_apart():
     code = "import sys; print('out'); print('err', file=sys.stderr); sys.exit(3)"
     proc = launch([sys.executable, "-c", code], timeout=60, what="python")
