@@ -1,18 +1,19 @@
 """A process that forks after decoding or scoring (`multiprocessing`'s default start method on Linux,
 DataLoader workers) gets a child that can decode and run pool jobs (`tools.video_reformat`, `graph.workers`).
 
-Each scenario runs in a fresh interpreter with a timeout, so a regression fails instead of hanging the suite."""
+Each scenario runs in a fresh interpreter under `tests.launches.launch`, so a regression fails instead of hanging
+the suite: past its deadline the scenario and every child it forked are killed (``subprocess.run(timeout=...)``
+killed the scenario alone, and a hung forked child held the output pipe ``run`` then read to its end, for ever).
+A scenario kills a forked child it gave up on, and a forked child always ends with ``os._exit``."""
 
 from __future__ import annotations
 
-import subprocess
 import sys
 import textwrap
-from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[1]
+from tests.launches import launch
 
 SCENARIO = textwrap.dedent("""
     import asyncio, multiprocessing, sys
@@ -36,11 +37,15 @@ SCENARIO = textwrap.dedent("""
     queue = ctx.Queue()
     proc = ctx.Process(target=in_child, args=(queue,))
     proc.start()
-    proc.join(20)
-    if proc.exitcode is None:
-        proc.kill()
-        sys.exit("the forked child hung")
-    got = queue.get(timeout=5)
+    try:
+        proc.join(20)
+        if proc.exitcode is None:
+            sys.exit("the forked child hung")
+        got = queue.get(timeout=5)
+    finally:  # a child that hung, or a failure here: no child outlives the scenario
+        if proc.is_alive():
+            proc.kill()
+            proc.join()
     assert proc.exitcode == 0 and (got is None or got == expected), (proc.exitcode, got, expected)
     print("ok", got)
 """)
@@ -52,8 +57,7 @@ SCENARIO = textwrap.dedent("""
     ("main", "main"),  # the forking thread's reformatter, reused in the child, waited for the parent's slice threads
 ])
 def test_a_child_forked_after_decoding_decodes_and_runs_pool_jobs(clip, parent, child):
-    proc = subprocess.run([sys.executable, "-c", SCENARIO, str(clip), parent, child], cwd=ROOT,
-                          capture_output=True, text=True, timeout=90)
+    proc = launch([sys.executable, "-c", SCENARIO, str(clip), parent, child], timeout=90, what="the fork scenario")
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert proc.stdout.startswith("ok")
 
@@ -77,7 +81,7 @@ def test_reformatters_of_ended_threads_are_freed_by_the_next_one_made():
 
 
 BRIDGE_SCENARIO = textwrap.dedent("""
-    import asyncio, os, signal, sys, threading
+    import asyncio, os, signal, sys, threading, traceback
     from graph import bridge
     from graph.bridge import run_sync
 
@@ -109,9 +113,13 @@ BRIDGE_SCENARIO = textwrap.dedent("""
         threading.Thread(target=run_sync, args=(outer(),), daemon=True).start()
         entered.wait()
     pid = os.fork()
-    if pid == 0:
+    if pid == 0:  # ends with os._exit whatever happens: an exception went on to run the parent's code
         signal.alarm(20)  # a hung child ends by SIGALRM instead of hanging the test
-        os._exit(0 if run_sync(where()) == "raa-sync-loop" else 3)
+        try:
+            os._exit(0 if run_sync(where()) == "raa-sync-loop" else 3)
+        except BaseException:
+            traceback.print_exc()
+            os._exit(4)
     go.set()
     _, status = os.waitpid(pid, 0)
     print("child", os.waitstatus_to_exitcode(status))
@@ -123,7 +131,6 @@ BRIDGE_SCENARIO = textwrap.dedent("""
     "stalled",  # the child inherited the parent's stall count: every sync call ran on a fresh loop of its own
 ])
 def test_a_child_forked_while_the_bridge_is_busy_runs_sync_calls_on_its_own_loop(state):
-    proc = subprocess.run([sys.executable, "-c", BRIDGE_SCENARIO, state], cwd=ROOT,
-                          capture_output=True, text=True, timeout=90)
+    proc = launch([sys.executable, "-c", BRIDGE_SCENARIO, state], timeout=90, what="the bridge fork scenario")
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert proc.stdout.strip() == "child 0", proc.stdout + proc.stderr

@@ -3,18 +3,19 @@ lock (a script that scores a clip, then forks a `multiprocessing` pool whose wor
 gets a child whose store works: the parent's worker threads do not exist there, so a job they had queued or
 running never finished in the child, and a child's run of the clip that waited for it hung.
 
-Each scenario runs in a fresh interpreter; a child that does not end is killed and the scenario fails."""
+Each scenario runs in a fresh interpreter; a child that does not end is killed and the scenario fails. The
+scenario runs under `tests.launches.launch`: past its deadline it and every child it forked are killed
+(``subprocess.run(timeout=...)`` killed the scenario alone, and a forked child held the output pipe ``run`` then
+read to its end, for ever)."""
 
 from __future__ import annotations
 
-import subprocess
 import sys
 import textwrap
-from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[1]
+from tests.launches import launch
 
 SCENARIO = textwrap.dedent("""
     import asyncio, multiprocessing, sys, threading
@@ -62,12 +63,16 @@ SCENARIO = textwrap.dedent("""
     queue = ctx.Queue()
     proc = ctx.Process(target=in_child, args=(queue,))
     proc.start()
-    proc.join(30)
-    release.set()
-    if proc.exitcode is None:
-        proc.kill()
-        sys.exit("the forked child hung")
-    got = queue.get(timeout=5)
+    try:
+        proc.join(30)
+        release.set()
+        if proc.exitcode is None:
+            sys.exit("the forked child hung")
+        got = queue.get(timeout=5)
+    finally:  # a child that hung, or a failure here: no child outlives the scenario
+        if proc.is_alive():
+            proc.kill()
+            proc.join()
     assert proc.exitcode == 0 and got[0] == "child" and got[1][0] == 2, (proc.exitcode, got)
     print("ok", got)
 """)
@@ -75,7 +80,6 @@ SCENARIO = textwrap.dedent("""
 
 @pytest.mark.parametrize("state", ["running", "queued", "locked"])
 def test_a_child_forked_with_shared_jobs_in_flight_computes_them_itself(clip, state):
-    proc = subprocess.run([sys.executable, "-c", SCENARIO, str(clip), state], cwd=ROOT,
-                          capture_output=True, text=True, timeout=120)
+    proc = launch([sys.executable, "-c", SCENARIO, str(clip), state], timeout=120, what="the frame store fork scenario")
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert proc.stdout.startswith("ok")
