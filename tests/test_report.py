@@ -146,11 +146,16 @@ def _chromium() -> str | None:
 
 
 def _browser(html: Path, tmp: Path, *args: str) -> subprocess.CompletedProcess:
+    """Headless Chromium on ``html`` under `tests.launches.launch`: its zygote, renderer and GPU processes held the
+    output pipes, so past ``subprocess.run``'s timeout (which killed the browser process alone) they lived on and
+    ``run`` read the pipes for ever; now every process of it is killed and the test fails."""
+    from tests.launches import launch
+
     exe = _chromium()
     cmd = [exe, "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
            "--disable-background-networking", "--disable-component-update", "--disable-sync",
            f"--user-data-dir={tmp / 'profile'}", "--window-size=1280,2000", *args, html.resolve().as_uri()]
-    return subprocess.run(cmd, capture_output=True, text=True, timeout=120)
+    return launch(cmd, timeout=120, what="headless chromium")
 
 
 def _check_page(html: Path, tmp: Path, ids: tuple[str, ...], images: int) -> None:

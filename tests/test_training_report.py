@@ -9,7 +9,6 @@ import io
 import json
 import re
 import shutil
-import subprocess
 from pathlib import Path
 
 import numpy as np
@@ -187,6 +186,8 @@ def test_on_policy_kl_charts_say_they_are_zero_by_construction(tmp_path):
 def test_training_report_renders_in_headless_chromium(run, tmp_path):
     from PIL import Image
 
+    from tests.launches import launch
+
     exe = shutil.which("chromium") or shutil.which("chromium-browser")
     if exe is None:
         pytest.skip("chromium is not installed")
@@ -195,11 +196,12 @@ def test_training_report_renders_in_headless_chromium(run, tmp_path):
             "--disable-background-networking", "--disable-component-update", "--disable-sync",
             f"--user-data-dir={tmp_path / 'profile'}", "--window-size=1280,2000"]
     shot = tmp_path / "report.png"
-    subprocess.run([*base, f"--screenshot={shot}", page.resolve().as_uri()], capture_output=True, timeout=120)
+    # under tests.launches.launch: past subprocess.run's timeout (which killed the browser process alone) its
+    # zygote, renderer and GPU processes lived on, holding the output pipes run then read for ever
+    launch([*base, f"--screenshot={shot}", page.resolve().as_uri()], timeout=120, what="headless chromium")
     pixels = np.asarray(Image.open(shot).convert("L"), dtype=np.float32)
     assert pixels.std() > 10.0, "blank-looking screenshot"
-    dom = subprocess.run([*base, "--dump-dom", page.resolve().as_uri()], capture_output=True, text=True,
-                         timeout=120).stdout
+    dom = launch([*base, "--dump-dom", page.resolve().as_uri()], timeout=120, what="headless chromium").stdout
     assert all(f'id="{i}"' in dom for i in ("run-header", "curve-reward_T_mean", "held-out-table", "rollouts-table",
                                             "ineligible"))
     assert dom.count('class="strip"') == 2
