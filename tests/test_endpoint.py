@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
 import sys
 import threading
 from http.server import BaseHTTPRequestHandler, HTTPServer
@@ -147,9 +146,11 @@ def test_score_batch_stops_before_writing_rows(server, monkeypatch, tmp_path):
 def test_training_with_the_agent_reward_stops_at_start(server, tmp_path):
     env = {**{k: v for k, v in os.environ.items() if not k.startswith("RAA_")}, "RAA_BASE_URL": server,
            "RAA_MODEL": "typo-model", "RAA_API_KEY": "EMPTY", "RAA_ENDPOINT_WAIT_S": "5"}
-    proc = subprocess.run([sys.executable, "-m", "training.train", "--config", str(ROOT / "training/configs/smoke.yaml"),
-                           "--reward", "agent", "--reward_options", "{preset: decomposed}", "--output_dir",
-                           str(tmp_path / "run")], capture_output=True, text=True, timeout=120, cwd=ROOT, env=env)
+    from tests.launches import launch
+
+    proc = launch([sys.executable, "-m", "training.train", "--config", str(ROOT / "training/configs/smoke.yaml"),
+                   "--reward", "agent", "--reward_options", "{preset: decomposed}", "--output_dir",
+                   str(tmp_path / "run")], timeout=120, what="training", cwd=ROOT, env=env)
     assert proc.returncode == 2, proc.stderr[-2000:]
     assert "reward: agent: model 'typo-model' is not served" in proc.stderr and "deepspeed" not in proc.stderr.lower()
 

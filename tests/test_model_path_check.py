@@ -5,9 +5,7 @@ local port or a local HTTP server: no test touches the network."""
 from __future__ import annotations
 
 import json
-import os
 import shutil
-import subprocess
 import sys
 from pathlib import Path
 
@@ -97,10 +95,10 @@ def test_a_hub_id_is_fine_when_cached_or_when_the_hub_answers(tmp_path, capsys, 
 def test_a_launch_stops_on_a_bad_model_path_before_loading_anything(tmp_path):
     """Without --check: exit 2 with the message, not a loader traceback in every rank."""
     model = _checkpoint(tmp_path / "cosmos", skip="text_encoder")
-    env = {k: v for k, v in os.environ.items() if k not in ("RANK", "WORLD_SIZE", "LOCAL_RANK")}
-    proc = subprocess.run([sys.executable, "-m", "training.train", "--config", SMOKE, "--output_dir",
-                           str(tmp_path / "run"), "--tiny", "false", "--model_path", str(model)], cwd=ROOT,
-                          env={**env, "OMP_NUM_THREADS": "1"}, capture_output=True, text=True, timeout=120)
+    from tests.launches import launch
+
+    proc = launch([sys.executable, "-m", "training.train", "--config", SMOKE, "--output_dir", str(tmp_path / "run"),
+                   "--tiny", "false", "--model_path", str(model)], timeout=120, what="training", cwd=ROOT)
     assert proc.returncode == 2, proc.stderr[-3000:]
     assert f"model_path {model}: missing text_encoder/config.json" in proc.stderr
     assert "Traceback" not in proc.stderr and "deepspeed" not in proc.stderr.lower()

@@ -6,6 +6,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.launches import launch
 from training.config import ConfigError, PromptSpec, TrainConfig, validate
 from training.config_io import load_config, parse_cli
 from training.ds_config import resolve_ds_config
@@ -180,12 +181,10 @@ def test_bundled_configs_load_and_validate():
 
 
 def test_entry_point_rejects_bad_config_before_model_load():
-    import subprocess
     import sys
 
-    proc = subprocess.run([sys.executable, "-m", "training.train", "--config", str(CONFIGS / "smoke.yaml"),
-                           "--tau", "1.2", "--group_size", "1"], capture_output=True, text=True, timeout=60,
-                          cwd=CONFIGS.parents[1])
+    proc = launch([sys.executable, "-m", "training.train", "--config", str(CONFIGS / "smoke.yaml"),
+                   "--tau", "1.2", "--group_size", "1"], timeout=60, what="training")
     assert proc.returncode == 2
     assert "tau must be in (0, 1)" in proc.stderr and "group_size must be >= 2" in proc.stderr
     assert "deepspeed" not in proc.stderr.lower()  # failed before the trainer (and any model) was imported
@@ -199,26 +198,23 @@ def test_guidance_scale_is_validated():
 
 @pytest.mark.slow
 def test_missing_prompt_files_stop_before_model_load(tmp_path):
-    import subprocess
     import sys
 
     for flags, message in ((["--dataset_file", str(tmp_path / "nope.jsonl")], "prompt file not found: "),
                            (["--eval_every", "5", "--eval_dataset_file", str(tmp_path / "held.jsonl")],
                             "held.jsonl")):
-        proc = subprocess.run([sys.executable, "-m", "training.train", "--config", str(CONFIGS / "smoke.yaml"),
-                               *flags], capture_output=True, text=True, timeout=60, cwd=CONFIGS.parents[1])
+        proc = launch([sys.executable, "-m", "training.train", "--config", str(CONFIGS / "smoke.yaml"), *flags],
+                      timeout=60, what="training")
         assert proc.returncode == 2, proc.stderr
         assert message in proc.stderr and "Traceback" not in proc.stderr and "deepspeed" not in proc.stderr.lower()
     bad = tmp_path / "bad.jsonl"
     bad.write_text('{"image": "x.png"}\n')
-    proc = subprocess.run([sys.executable, "-m", "training.train", "--config", str(CONFIGS / "smoke.yaml"),
-                           "--dataset_file", str(bad)], capture_output=True, text=True, timeout=60,
-                          cwd=CONFIGS.parents[1])
+    proc = launch([sys.executable, "-m", "training.train", "--config", str(CONFIGS / "smoke.yaml"),
+                   "--dataset_file", str(bad)], timeout=60, what="training")
     assert proc.returncode == 2 and "bad.jsonl:1: a prompt needs 'text'" in proc.stderr
     (tmp_path / "imgs.jsonl").write_text('{"text": "open", "image": "missing.png"}\n')
-    proc = subprocess.run([sys.executable, "-m", "training.train", "--config", str(CONFIGS / "smoke.yaml"),
-                           "--dataset_file", str(tmp_path / "imgs.jsonl")], capture_output=True, text=True,
-                          timeout=60, cwd=CONFIGS.parents[1])
+    proc = launch([sys.executable, "-m", "training.train", "--config", str(CONFIGS / "smoke.yaml"),
+                   "--dataset_file", str(tmp_path / "imgs.jsonl")], timeout=60, what="training")
     assert proc.returncode == 2 and "prompt image not found" in proc.stderr and "missing.png" in proc.stderr
     assert "deepspeed" not in proc.stderr.lower()
 
@@ -244,22 +240,17 @@ def test_a_mistyped_or_empty_prompt_file_is_a_config_error(tmp_path, capsys, row
 def test_agent_reward_without_endpoint_stops_before_model_load(tmp_path):
     """reward: agent with no RAA_BASE_URL would make every reward ineligible: exit 2 with the connect help."""
     import os
-    import subprocess
     import sys
 
     env = {k: v for k, v in os.environ.items() if not k.startswith("RAA_")}
-    proc = subprocess.run([sys.executable, "-m", "training.train", "--config", str(CONFIGS / "smoke.yaml"),
-                           "--reward", "agent", "--output_dir", str(tmp_path / "run")], capture_output=True,
-                          text=True, timeout=60,
-                          cwd=CONFIGS.parents[1], env=env)
+    proc = launch([sys.executable, "-m", "training.train", "--config", str(CONFIGS / "smoke.yaml"),
+                   "--reward", "agent", "--output_dir", str(tmp_path / "run")], timeout=60, what="training", env=env)
     assert proc.returncode == 2, proc.stderr
     assert "reward: agent needs its backbone endpoint" in proc.stderr and "RAA_BASE_URL" in proc.stderr
     assert "deepspeed" not in proc.stderr.lower()
     env["RAA_INSPECT_MODE"] = "sometimes"
-    proc = subprocess.run([sys.executable, "-m", "training.train", "--config", str(CONFIGS / "smoke.yaml"),
-                           "--reward", "agent", "--output_dir", str(tmp_path / "run")], capture_output=True,
-                          text=True, timeout=60,
-                          cwd=CONFIGS.parents[1], env=env)
+    proc = launch([sys.executable, "-m", "training.train", "--config", str(CONFIGS / "smoke.yaml"),
+                   "--reward", "agent", "--output_dir", str(tmp_path / "run")], timeout=60, what="training", env=env)
     assert proc.returncode == 2 and "RAA_INSPECT_MODE" in proc.stderr
 
 
@@ -268,7 +259,6 @@ def test_bad_reward_options_and_an_unusable_trace_database_exit_2(tmp_path):
     """Each surfaced as a traceback (exit 1) or only at the first reward call, inside the run (every reward
     ineligible); now each stops the run at start with one error line."""
     import os
-    import subprocess
     import sys
 
     env = {**{k: v for k, v in os.environ.items() if not k.startswith("RAA_")}, "RAA_BASE_URL": "http://127.0.0.1:9/v1",
@@ -285,8 +275,7 @@ def test_bad_reward_options_and_an_unusable_trace_database_exit_2(tmp_path):
                                        {"RAA_TRACES_PATH": str(tmp_path / "t.sqlite"),
                                         "RAA_VJEPA_MODEL": str(tmp_path / "no-vjepa")},
                                        "the surprise tool cannot load")):
-        proc = subprocess.run(base + extra, capture_output=True, text=True, timeout=300, cwd=CONFIGS.parents[1],
-                              env={**env, **variables})
+        proc = launch(base + extra, timeout=300, what="training", env={**env, **variables})
         assert proc.returncode == 2, proc.stderr[-2000:]
         assert message in proc.stderr and "Traceback" not in proc.stderr
 
