@@ -296,7 +296,8 @@ def spawn_ranks(fn: Callable[..., None], args: tuple[Any, ...], folder: Path, *,
     wait; each writes ``folder/rank{r}.done``. Fails the test, quoting every rank's outcome and log
     (`ranks_report`), when they run past ``deadline_s`` (out of step: a rank waits in a collective the other
     never joins; each rank's stacks are dumped into its log, then every rank is killed), when a rank exits
-    with an error or a signal, or when a rank did not write "ok"."""
+    with an error or a signal, or when a rank did not write "ok". Whatever else ends the wait (an interrupt)
+    kills the ranks still running: they were left asleep or waiting in a collective."""
     import torch.multiprocessing as mp
     from torch.multiprocessing.spawn import ProcessException
 
@@ -318,6 +319,11 @@ def spawn_ranks(fn: Callable[..., None], args: tuple[Any, ...], folder: Path, *,
                                 f"the end of their logs):\n{ranks_report(folder, world)}")
         except ProcessException as exc:  # a rank died (a signal, an exit code): the others were stopped
             pytest.fail(f"{exc}\n{ranks_report(folder, world)}")
+        finally:  # whatever ended the wait (an interrupt, a plugin's timeout too), no rank outlives it
+            for proc in ctx.processes:
+                if proc.is_alive():
+                    proc.kill()
+                proc.join()
     outcomes = [(folder / f"rank{r}.done").read_text() if (folder / f"rank{r}.done").exists() else None
                 for r in range(world)]
     assert outcomes == ["ok"] * world, ranks_report(folder, world)

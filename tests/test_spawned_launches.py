@@ -115,3 +115,43 @@ def test_a_deepspeed_launch_does_not_wait_on_the_machines_extension_builds(tmp_p
     monkeypatch.setenv("TORCH_EXTENSIONS_DIR", str(tmp_path / "extensions"))  # the spawned ranks inherit it
     spawn_ranks(_deepspeed_ranks, (str(tmp_path),), tmp_path, deadline_s=90)
     assert lock.exists() and [p.name for p in lock.parent.iterdir()] == ["lock"]  # nothing built there
+
+
+def _sleep(rank: int) -> None:
+    import time
+
+    time.sleep(600)
+
+
+@pytest.mark.slow  # two spawned processes (~10 s here)
+@pytest.mark.distributed
+def test_ranks_are_killed_when_the_wait_for_them_is_interrupted(tmp_path, monkeypatch):
+    """Anything but a rank's death or the deadline ending the wait (an interrupt: Ctrl-C, a plugin's timeout, here
+    a failing stack-dump signal) left every rank running, asleep or waiting in a collective, after the test."""
+    import signal
+
+    import psutil
+
+    def ranks() -> list[psutil.Process]:  # spawned processes still running (not the resource tracker)
+        return [p for p in psutil.Process().children() if "spawn_main" in " ".join(p.cmdline())
+                and p.status() != psutil.STATUS_ZOMBIE]
+
+    before = {p.pid for p in ranks()}
+    real_kill = os.kill
+
+    def interrupted(pid: int, sig: int) -> None:
+        if sig == signal.SIGUSR1:  # the stack dump `spawn_ranks` asks of a hung rank
+            raise RuntimeError("interrupted")
+        real_kill(pid, sig)
+
+    monkeypatch.setattr(os, "kill", interrupted)
+    try:
+        with pytest.raises(RuntimeError, match="interrupted"):
+            spawn_ranks(_sleep, (), tmp_path, deadline_s=1)
+        monkeypatch.undo()
+        assert [p for p in ranks() if p.pid not in before] == []
+    finally:  # what the old code left
+        for p in ranks():
+            if p.pid not in before:
+                p.kill()
+                p.wait(10)
