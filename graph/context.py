@@ -99,6 +99,9 @@ class ToolProvider:
     tracker_id: str | None = None
     """What decides the tracker's tracks (`tools.toolbox.tracker_identity`), part of the frame cache's track keys
     with `track_short_side`; None: the factory itself (its type and id), so two factories never share tracks."""
+    surprise_id: str | None = None
+    """Which scorer gives the surprise (`tools.toolbox.scorer_identity`), part of the frame cache's surprise key with
+    `surprise_short_side`; None: the factory itself (its type and id), so two factories never share scores."""
     remote: bool = False
     """The tools are calls to the tool service (a remote `Toolbox`): their jobs run in the "io"
     worker lane (`graph.workers`), so waiting on the network never holds a core's thread."""
@@ -107,6 +110,8 @@ class ToolProvider:
         check_short_sides(self.extra_short_side, self.surprise_short_side, self.track_short_side)
         if self.tracker_id is None and self.tracker_factory is not None:
             self.tracker_id = f"factory {type(self.tracker_factory).__qualname__}@{id(self.tracker_factory):x}"
+        if self.surprise_id is None and self.surprise_factory is not None:
+            self.surprise_id = f"factory {type(self.surprise_factory).__qualname__}@{id(self.surprise_factory):x}"
 
     @property
     def lane(self) -> Lane:
@@ -150,7 +155,7 @@ def tool_provider(tools: object) -> ToolProvider:
         return ToolProvider()
     if isinstance(tools, ToolProvider):
         return tools
-    from tools.toolbox import Toolbox, tracker_identity
+    from tools.toolbox import Toolbox, scorer_identity, tracker_identity
 
     if isinstance(tools, AgentTools):
         from tools.client import RemoteMotionTracker, RemoteSurpriseScorer
@@ -161,13 +166,14 @@ def tool_provider(tools: object) -> ToolProvider:
                             None if surprise is None else (lambda: surprise), tools.quality,
                             extra=check_extra_tools(tools.extra), surprise_short_side=tools.surprise_short_side,
                             track_short_side=tools.track_short_side, extra_short_side=tools.extra_short_side,
-                            tracker_id=None if tracker is None else tracker_identity(tracker), remote=remote)
+                            tracker_id=None if tracker is None else tracker_identity(tracker),
+                            surprise_id=None if surprise is None else scorer_identity(surprise), remote=remote)
     if isinstance(tools, Toolbox):
         return ToolProvider(tools.tracker, tools.surprise, tools.settings.quality, extra=tools.extra,
                             surprise_short_side=tools.settings.surprise_short_side,
                             track_short_side=tools.settings.track_short_side,
                             extra_short_side=tools.settings.extra_short_side, tracker_id=tools.tracker_identity,
-                            remote=tools.remote)
+                            surprise_id=tools.scorer_identity, remote=tools.remote)
     raise TypeError(f"tools must be AgentTools, Toolbox or ToolProvider, got {type(tools).__name__}")
 
 

@@ -36,6 +36,17 @@ def tracker_identity(tracker: object) -> str:
     return f"{type(tracker).__module__}.{type(tracker).__qualname__}@{id(tracker):x}"
 
 
+def scorer_identity(scorer: object) -> str:
+    """What decides a surprise scorer's evidence, as the frame cache's surprise key holds it
+    (`graph.nodes.surprise`): for V-JEPA 2 its model (hub id or path), dtype, device, top_k and windows (an
+    injected scorer or one built from settings is one; the batch size only groups windows per forward pass), else
+    the object itself (its type and id: no two injected objects share)."""
+    if isinstance(scorer, VJEPA2SurpriseScorer):
+        return (f"vjepa2 model={scorer.model_id} dtype={scorer.dtype} device={scorer.device} top_k={scorer.top_k}"
+                f" window={scorer.window} stride={scorer.stride} context={scorer.context}")
+    return f"{type(scorer).__module__}.{type(scorer).__qualname__}@{id(scorer):x}"
+
+
 class Toolbox:
     """Lazily built evidence tools for one process (share it across agent runs)."""
 
@@ -47,6 +58,7 @@ class Toolbox:
         self._injected_tracker = tracker
         self._cotracker: CoTracker3Tracker | None = None  # the tracker when this toolbox built CoTracker3
         self._scorer = scorer
+        self._injected_scorer = scorer
         self._client: ToolServiceClient | None = None
         self._lock = threading.Lock()
 
@@ -74,6 +86,22 @@ class Toolbox:
                                                       device=s.device))
         return tracker_identity(LKTracker())
 
+    @property
+    def scorer_identity(self) -> str:
+        """`scorer_identity` of the surprise scorer this toolbox gives, known without building or loading it."""
+        s = self.settings
+        if self._injected_scorer is not None:
+            return scorer_identity(self._injected_scorer)
+        if self.remote:
+            return f"remote {s.tools_url}"
+        return scorer_identity(self._vjepa2())
+
+    def _vjepa2(self) -> VJEPA2SurpriseScorer:
+        """The V-JEPA 2 scorer the settings configure (not loaded: it loads on its first score)."""
+        s = self.settings
+        return VJEPA2SurpriseScorer.from_pretrained(s.vjepa_model, device=s.device, dtype=s.vjepa_dtype,
+                                                    batch_size=s.surprise_batch_size, top_k=s.surprise_top_k)
+
     def tracker(self) -> MotionTracker:
         """The configured motion tracker (CoTracker3 loads here; failures raise ToolFault)."""
         with self._lock:
@@ -95,11 +123,7 @@ class Toolbox:
         """The configured surprise scorer (V-JEPA 2 loads on its first score)."""
         with self._lock:
             if self._scorer is None:
-                s = self.settings
-                self._scorer = (RemoteSurpriseScorer(self._service()) if self.remote else
-                                VJEPA2SurpriseScorer.from_pretrained(
-                                    s.vjepa_model, device=s.device, dtype=s.vjepa_dtype,
-                                    batch_size=s.surprise_batch_size, top_k=s.surprise_top_k))
+                self._scorer = RemoteSurpriseScorer(self._service()) if self.remote else self._vjepa2()
             return self._scorer
 
     def quality(self, frames: np.ndarray) -> QualityCheck:

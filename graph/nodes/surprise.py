@@ -22,7 +22,9 @@ Decisions where the issue was silent:
   side per FrameStore, like the motion tracks: runs of the same clip that share a FrameStore (the
   presets of `raa eval reward`, which share one with one set of tools; a clip scored again by the same
   agent) share the scores; a failed job is started afresh by the next run. V-JEPA 2's output depends
-  only on those inputs. Share a FrameStore only between agents with the same tools. Finished scores
+  only on those inputs and the scorer, which the key holds too (`ToolProvider.surprise_id`: V-JEPA 2's model,
+  dtype, device and top_k, the tool service, an injected object): agents with other surprise settings sharing
+  one FrameStore took each other's scores. Finished scores
   are also kept in the FrameStore's byte-bounded cache of derived artefacts (a few KB each), since
   the table of shared jobs keeps only the last 256 jobs (about 3 per run): a 100-clip evaluation
   reached a clip's second preset long after its job had left the table. A failed scoring is not
@@ -91,7 +93,8 @@ def _job(ctx: RunContext, video: str, frames: int, *, start: bool, priority: Pri
     started now at `priority` (`start` True; a failed one is started afresh, and one still queued at
     "later" is queued again at "now" when `priority` is "now")."""
     used = min(frames, MAX_SURPRISE_FRAMES)
-    key = ("surprise", ctx.frames.current(video), used, ctx.tools.surprise_short_side)
+    key = ("surprise", ctx.frames.current(video), used, ctx.tools.surprise_short_side,
+           ctx.tools.surprise_id)  # which scorer ran (module docstring)
     if (kept := ctx.frames.get_extra(key)) is not None:  # scored before (the job may have left the job table)
         done: Future = Future()
         done.set_result(kept)
