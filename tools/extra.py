@@ -66,6 +66,12 @@ class EvidenceTool(Protocol):
         ...
 
 
+def extra_tool_identity(tool: EvidenceTool) -> str:
+    """Which tool it is, as the frame cache's extra-tool job key holds it (`graph.nodes.extra`): its name, type
+    and the object (its id): a tool's report depends on whatever the object holds, so no two objects share."""
+    return f"{tool.name} {type(tool).__module__}.{type(tool).__qualname__}@{id(tool):x}"
+
+
 def check_extra_tools(tools: Iterable[EvidenceTool]) -> tuple[EvidenceTool, ...]:
     """The tools as a tuple; raises TypeError / ValueError for a missing, malformed or repeated name, or a
     missing `evaluate` (found when the agent is built, not as an internal fault of every run)."""

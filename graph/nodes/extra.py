@@ -11,6 +11,9 @@ fails makes the run ineligible: before the run's next model call when the failur
 most `extra_short_side` (448; `RAA_EXTRA_SHORT_SIDE`, `AgentTools.extra_short_side`, None = full size):
 512 full-size frames of a 1080p clip are 3.2 GB. A tool that raises or returns
 something other than an EvidenceReport records a Fault (ineligible). Reports never enter the reward.
+A tool's job is keyed by the run, the tool itself (`tools.extra.extra_tool_identity`) and what it is given: keyed
+by its place in the agent's list, another agent's tool at that place sharing the frame cache and the run id took
+its report.
 """
 
 from __future__ import annotations
@@ -28,7 +31,7 @@ from graph.nodes.common import Step, brief, count, frames_total
 from graph.state import AgentState
 from graph.workers import Priority, await_job
 from tools.errors import ToolFault, run_tool
-from tools.extra import EvidenceReport, EvidenceTool
+from tools.extra import EvidenceReport, EvidenceTool, extra_tool_identity
 
 MAX_EXTRA_FRAMES = 512
 
@@ -56,10 +59,11 @@ def _job(ctx: RunContext, k: int, video: str, frames: int, instruction: str, thr
     or started now at `priority` (`start` True; a failed one is started afresh, and one still queued at
     "later" is queued again at "now" when `priority` is "now")."""
     used = min(frames, MAX_EXTRA_FRAMES)
-    key = ("extra", ctx.frames.current(video), thread_id, k, used, ctx.tools.extra_short_side, instruction)
+    tool = ctx.tools.extra[k]
+    key = ("extra", ctx.frames.current(video), thread_id, k, extra_tool_identity(tool), used,
+           ctx.tools.extra_short_side, instruction)  # the tool, not only its place (module docstring)
     if not start:
         return ctx.frames.started_job(key)
-    tool = ctx.tools.extra[k]
     return ctx.frames.shared_job(key, functools.partial(_evaluate, ctx, tool, video, used, instruction), priority)
 
 
