@@ -6,7 +6,9 @@ Decisions where the issue was silent are described in `graph.batch` ("The output
 "Only the process that owns the output file writes to it", the per-kind fault counts of `RowWriter`).
 A row that cannot be appended (disk full, a read-only file or file system) is `OutputWriteError`, naming the file
 and the problem: `raa score-batch` prints it as one error line and exits 2 (it was a traceback); the rows
-written before stay, and a row torn by the failure is cut off by the next run (`tools.jsonl.mend_tail`).
+written before stay, and a row torn by the failure is cut off by the next run (`tools.jsonl.mend_tail`). So is a
+failure to prepare the file for rows (its folder, the cut of a torn last line) or to rewrite it without the rows to
+score again (`graph.batch_resume.drop_rows`): those leave the file as it was.
 """
 
 from __future__ import annotations
@@ -113,7 +115,14 @@ def done_keys(output: Output, leaving: Callable[[Any], Any] | None = None) -> se
 
 
 class OutputWriteError(RuntimeError):
-    """A row could not be written to the output file (the message names the file and the OS error)."""
+    """The output file could not be written: a row appended (`RowWriter.write`), the file prepared for rows
+    (`RowWriter`) or rewritten without rows (`graph.batch_resume.drop_rows`). The message names the file, the OS
+    error and what state the file is left in."""
+
+
+def os_problem(exc: OSError) -> str:
+    """The OS error as an error line words it: its text and number ("No space left on device (errno 28)")."""
+    return (exc.strerror or type(exc).__name__) + (f" (errno {exc.errno})" if exc.errno else "")
 
 
 def append_line(path: Path, line: str) -> None:
@@ -140,8 +149,12 @@ class RowWriter:
         self.unsaved_traces = 0
         """Rows whose result says its trace was not saved (`RewardResult.trace_saved` false): their rewards
         stand, but `raa trace` cannot show those runs. Rows without the field (older outputs) count as saved."""
-        out.parent.mkdir(parents=True, exist_ok=True)
-        mend_tail(out)  # a torn last line: cut (its item is re-run) or closed, never left inside the file
+        try:  # both change nothing when they fail: mend_tail's one truncate or one-byte write does not happen
+            out.parent.mkdir(parents=True, exist_ok=True)
+            mend_tail(out)  # a torn last line: cut (its item is re-run) or closed, never left inside the file
+        except OSError as exc:
+            raise OutputWriteError(f"cannot prepare --out {out} for new rows: {os_problem(exc)}; the file is left "
+                                   "as it was") from exc
 
     def write(self, line: str, status: str) -> None:
         """Append one row (`result_line` output) whose result has `status`."""
@@ -150,9 +163,8 @@ class RowWriter:
         try:
             append_line(self.out, line)
         except OSError as exc:
-            raise OutputWriteError(f"cannot write --out {self.out}: {exc.strerror or type(exc).__name__}"
-                                   + (f" (errno {exc.errno})" if exc.errno else "")
-                                   + f"; {sum(self.counts.values())} row(s) written this run stay") from exc
+            raise OutputWriteError(f"cannot write --out {self.out}: {os_problem(exc)}; "
+                                   f"{sum(self.counts.values())} row(s) written this run stay") from exc
         self.counts[status] += 1
         if status == "ineligible":
             reason = next(iter((row.get("result") or {}).get("reasons") or []), "no reason recorded")

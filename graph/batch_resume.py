@@ -52,6 +52,7 @@ from pathlib import Path
 from typing import Any
 
 from graph.batch import NOT_JSON, Output, bad_line_key, clip_stamp, is_bad_line_row, quality_zero
+from graph.batch_output import OutputWriteError, os_problem
 from tools.jsonl import write_text_atomic
 from tools.video_errors import MACHINE_ERRNOS
 
@@ -172,7 +173,8 @@ def drop_rows(output: Output, goes: Callable[[Any], str | None]) -> dict[str, in
     that `goes` (`stale_rows`); returns how many went to be scored again ("retry": ineligible, "changed": a quality
     zero of a clip changed since). Lines that are not JSON (torn writes) go too.
     The file is replaced in one rename (an interruption leaves the old file or the new one), and only when a
-    line goes (as `tools.jsonl.keep_rows`, without reading the file again)."""
+    line goes (as `tools.jsonl.keep_rows`, without reading the file again). OutputWriteError when it cannot be
+    written (the file is left as it was)."""
     retried = {"retry": 0, "changed": 0}
     kept = []
     for line, row in zip(output.lines, output.values, strict=True):
@@ -182,7 +184,11 @@ def drop_rows(output: Output, goes: Callable[[Any], str | None]) -> dict[str, in
         if row is not NOT_JSON and why is None:
             kept.append(line)
     if len(kept) < len(output.lines):
-        write_text_atomic(output.path, "".join(line + "\n" for line in kept))
+        try:
+            write_text_atomic(output.path, "".join(line + "\n" for line in kept))
+        except OSError as exc:  # the rename did not happen: the old file stands
+            raise OutputWriteError(f"cannot rewrite --out {output.path} without the rows to score again: "
+                                   f"{os_problem(exc)}; the file is left as it was (no row removed)") from exc
     return retried
 
 

@@ -278,10 +278,14 @@ def score_batch_command(
         if len(todo) > bad:  # the endpoint, before a row per clip that only says it is wrong (nothing to score: no wait)
             preflight_or_exit(settings)
         tools = loaded_tools(settings, preset) if len(todo) > bad and processes == 1 else None
-        retried = drop_rows(output, goes)
+        try:  # the output cannot be prepared or rewritten (disk full, a read-only file): one error line
+            writer = RowWriter(out, scorer=scorer_of(settings))  # first: its failure leaves the file as it was
+            retried = drop_rows(output, goes)  # the rows of `output`: a torn last line the writer cut goes here too
+        except OutputWriteError as exc:
+            typer.echo(f"error: {exc}", err=True)
+            raise typer.Exit(2) from exc
         for line in removed_lines(retried, out) if retry_ineligible else []:
             typer.echo(line, err=True)
-        writer = RowWriter(out, scorer=scorer_of(settings))
         try:  # a row that cannot be written (disk full, a read-only file): one error line, not a traceback
             scorable = write_bad_lines(todo, writer)  # before the bar, which counts the clips to score
             columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn())

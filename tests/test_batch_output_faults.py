@@ -64,3 +64,60 @@ def test_a_full_disk_under_worker_processes_is_an_output_error(monkeypatch, tmp_
         batch_procs.run_batch_processes(items, RowWriter(out), settings=BackboneSettings(), preset="direct",
                                         processes=1, concurrency=2)
     assert str(out) in str(err.value)
+
+
+def _disk_full(*_args, **_kwargs):  # noqa: ANN002, ANN003, ANN202
+    raise OSError(errno.ENOSPC, "No space left on device")
+
+
+def _bad_line_batch(monkeypatch, tmp_path):  # noqa: ANN202
+    """A manifest of one bad line (no instruction: a row, no model call), scored once into its output."""
+    _scripted(monkeypatch, tmp_path)
+    manifest = tmp_path / "m.jsonl"
+    manifest.write_text(json.dumps({"path": "missing.mp4"}) + "\n")
+    out = tmp_path / "o.jsonl"
+    args = ["score-batch", str(manifest), "--out", str(out), "--preset", "direct"]
+    assert runner.invoke(app, args).exit_code == 0
+    return out, args
+
+
+@pytest.mark.parametrize("step", ["mkdir", "mend_tail"])
+def test_a_writer_that_cannot_prepare_the_output_is_an_output_error_and_the_file_is_left_as_it_was(
+        monkeypatch, tmp_path, step):
+    out = tmp_path / "o.jsonl"
+    out.write_text('{"key": "a"}\n{"key": "b", "torn')
+    if step == "mkdir":
+        monkeypatch.setattr(batch_output.Path, "mkdir", _disk_full)
+    else:
+        monkeypatch.setattr(batch_output, "mend_tail", _disk_full)
+    with pytest.raises(batch_output.OutputWriteError) as err:
+        batch_output.RowWriter(out)
+    text = str(err.value)
+    assert str(out) in text and "No space left on device" in text and "left as it was" in text, text
+    assert out.read_text() == '{"key": "a"}\n{"key": "b", "torn'
+
+
+def test_a_failed_rewrite_of_the_rows_to_score_again_is_an_output_error_and_no_row_is_removed(monkeypatch, tmp_path):
+    from graph import batch_resume
+
+    out = tmp_path / "o.jsonl"
+    out.write_text('{"key": "a"}\n{"key": "b"}\n')
+    monkeypatch.setattr(batch_resume, "write_text_atomic", _disk_full)
+    with pytest.raises(batch_output.OutputWriteError) as err:
+        batch_resume.drop_rows(batch_output.read_output(out), lambda row: "retry" if row["key"] == "b" else None)
+    text = str(err.value)
+    assert str(out) in text and "No space left on device" in text and "no row removed" in text, text
+    assert out.read_text() == '{"key": "a"}\n{"key": "b"}\n'
+
+
+@pytest.mark.parametrize("where", ["graph.batch_resume.write_text_atomic", "graph.batch_output.mend_tail"])
+def test_score_batch_that_cannot_rewrite_or_prepare_its_output_says_so_in_one_line(monkeypatch, tmp_path, where):
+    out, args = _bad_line_batch(monkeypatch, tmp_path)  # the rerun rewrites the bad line's row (drop_rows)
+    before = out.read_text()
+    monkeypatch.setattr(where, _disk_full)
+    res = runner.invoke(app, args)
+    assert res.exit_code == 2, res.output
+    assert not isinstance(res.exception, OSError) and "Traceback" not in res.output
+    assert f"error: cannot rewrite --out {out}" in res.output or f"error: cannot prepare --out {out}" in res.output
+    assert "No space left on device" in res.output, res.output
+    assert out.read_text() == before
