@@ -21,6 +21,9 @@ Decisions where the issues were silent:
   OpenAI-compatible API (a web UI's catch-all route, a login page, a server root without `/v1`): a problem
   naming `{env}_BASE_URL`, as `graph.transport.not_a_completion` says of such a reply to a model call (every
   run would be ineligible for it). It used to pass as "unverifiable".
+- A 404 at a base URL without `/v1` whose `/v1/models` lists models is a server root given without its
+  `/v1` (`http://127.0.0.1:8000` for vLLM): a problem naming `{env}_BASE_URL` and the URL to set. It
+  passed as "unverifiable", and every run of the batch was ineligible with a bare "Error code: 404".
 - Any other answer (404 from a proxy without `/models`, a 500, JSON that is not a model list) cannot say
   either way: `probe_server` calls it "unverifiable", with what it saw, and the pre-run check
   (`check_server`, `preflight`) passes it, so it never blocks a working setup; `raa doctor` shows it as a
@@ -127,6 +130,9 @@ def probe_server(base_url: str, model: str, api_key: str | None, *, wait_s: floa
         return ServerCheck("problem", f"the {role} endpoint {base_url} rejected the API key "
                                       f"(HTTP {resp.status_code}; {env}_API_KEY)")
     cannot = f"cannot confirm this is an OpenAI-compatible server serving {model!r}"
+    if resp.status_code == 404 and (v1 := _v1_root(base_url, headers, timeout_s)):
+        return ServerCheck("problem", f"the {role} endpoint {base_url} has no /models (HTTP 404) but {v1}/models "
+                                      f"lists models: set {env}_BASE_URL={v1}")
     if resp.status_code != 200:
         return ServerCheck("unverifiable", f"GET {url} answered HTTP {resp.status_code}; {cannot}")
     served = _model_ids(resp)
@@ -143,6 +149,19 @@ def probe_server(base_url: str, model: str, api_key: str | None, *, wait_s: floa
         return ServerCheck("problem", f"model {model!r} is not served at {base_url} (served: {shown or 'none'}); "
                                       f"set {env}_MODEL to one of them")
     return ServerCheck("verified")
+
+
+def _v1_root(base_url: str, headers: dict[str, str], timeout_s: float) -> str | None:
+    """`{base_url}/v1` when `base_url` does not end in `/v1` and `GET {base_url}/v1/models` answers a model
+    list (a vLLM / SGLang root given without its `/v1`: every model call would get 404), else None."""
+    base = base_url.rstrip("/")
+    if base.endswith("/v1"):
+        return None
+    try:
+        resp = httpx.get(f"{base}/v1/models", headers=headers, timeout=min(10.0, timeout_s))
+    except httpx.HTTPError:
+        return None
+    return f"{base}/v1" if resp.status_code == 200 and _model_ids(resp) is not None else None
 
 
 def bad_url_problem(what: str, url: str, setting: str, exc: Exception) -> str:
