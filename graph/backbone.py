@@ -82,13 +82,7 @@ from pydantic import BaseModel, SecretStr, ValidationError
 from tenacity import AsyncRetrying, retry_if_exception, stop_after_attempt
 
 from graph.bridge import run_sync
-from graph.cache import (
-    StageCache,
-    encode_output,
-    encode_tool_reply,
-    lookup,
-    store,
-)
+from graph.cache import StageCache, encode_output, encode_tool_reply, lookup, store
 from graph.cache_keys import stage_key
 from graph.completion_shape import ShapedChatOpenAI, shaped
 from graph.flights import FlightFailed
@@ -103,7 +97,14 @@ from graph.tool_replies import (
     reask_tool_round,
     unsupported,
 )
-from graph.transport import PacedWait, is_timeout, is_transient, not_a_completion, request_not_built
+from graph.transport import (
+    PacedWait,
+    is_timeout,
+    is_transient,
+    not_a_completion,
+    request_not_built,
+    status_hint,
+)
 from graph.usage import Usage, count_reply
 from graph.usage import count_images as count_images  # re-exported (its home before graph/usage.py)
 from graph.validation import ERR_CHARS as _ERR_CHARS
@@ -228,7 +229,8 @@ class Backbone:
                 raise BackboneFault(stage, "transport", f"{type(exc).__name__} after {attempts} attempts: "
                                     f"{str(exc)[:_ERR_CHARS]}") from exc
             if isinstance(exc, openai.APIStatusError | ModelError):
-                raise BackboneFault(stage, "refused", f"{type(exc).__name__}: {str(exc)[:_ERR_CHARS]}") from exc
+                raise BackboneFault(stage, "refused", f"{type(exc).__name__}: {str(exc)[:_ERR_CHARS]}"
+                                    f"{status_hint(exc)}") from exc
             raise BackboneFault(stage, "transport", f"unexpected {type(exc).__name__}: "
                                 f"{str(exc)[:_ERR_CHARS]}") from exc
         raw = out["raw"] if isinstance(out, dict) else out

@@ -161,6 +161,15 @@ def not_a_completion(exc: BaseException) -> str | None:
     return f"the endpoint's reply is not an OpenAI chat completion (HTTP 200; langchain-openai: {cut}); {_FIX}"
 
 
+def status_hint(exc: BaseException) -> str:
+    """What to check after an HTTP error status from a model call ("" for none): a 404 is a URL without
+    its `/v1` (vLLM's root answers `{"detail": "Not Found"}`, a bare "Error code: 404") or a model the
+    server does not serve."""
+    if isinstance(exc, openai.NotFoundError):
+        return "; HTTP 404: check that RAA_BASE_URL ends in /v1 and that the server serves RAA_MODEL (raa doctor)"
+    return ""
+
+
 _BUILDERS = (("langchain_core.language_models.chat_models", "_format_for_tracing"),
              ("langchain_openai", "_get_request_payload"))
 """Where LangChain turns the messages into what it traces and sends, before anything is sent: any chat model's
