@@ -338,9 +338,9 @@ def write_run_report(run_id: str, out: str | Path | None, *, traces_path: str | 
     from graph.tracing import open_saver, read_trace
 
     if not Path(traces_path).is_file():
-        from graph.tracing import RunNotFoundError
+        from graph.tracing import RunNotFoundError, no_database
 
-        raise RunNotFoundError(f"trace database not found: {traces_path}")
+        raise RunNotFoundError(no_database(Path(traces_path)))
     saver = open_saver(traces_path, read_only=True)
     try:
         trace = read_trace(saver, run_id)

@@ -26,6 +26,7 @@ from graph.tracing import (
     UnreadableRunError,
     last_result,
     list_runs,
+    no_database,
     open_saver,
     read_trace,
 )
@@ -66,7 +67,7 @@ def runs_command(
         raise typer.Exit(2)
     path = _traces_path(db)
     if not path.exists():
-        typer.echo(f"no trace database at {path} (no runs yet)", err=True)
+        typer.echo(no_database(path), err=True)
         return
     unreadable: list[str] = []
     runs = list_runs(open_saver(path, read_only=True), limit=limit, status=status, preset=preset,
@@ -159,7 +160,7 @@ def trace_command(
     """Print every step of one agent run in order."""
     path = _traces_path(db)
     if not path.exists():
-        typer.echo(f"error: no traced run with id {run_id!r}: no trace database at {path} (no runs yet)", err=True)
+        typer.echo(f"error: no traced run with id {run_id!r}: {no_database(path)}", err=True)
         raise typer.Exit(1)
     try:
         saver = open_saver(path, read_only=True)

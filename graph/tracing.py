@@ -66,6 +66,14 @@ from graph.stores import (
 from graph.trace_names import SurrogateSafeSerializer
 
 
+def no_database(path: Path) -> str:
+    """That no trace database is at `path`, and where it looked: `runs/traces.sqlite` (the default) is read
+    from the current directory, so runs scored from another folder are not there."""
+    where = f" in {Path.cwd()}" if not path.is_absolute() else ""
+    return (f"no trace database at {path} (no runs yet{where}; --traces PATH or RAA_TRACES_PATH reads "
+            "another)")
+
+
 class RunNotFoundError(LookupError):
     """No checkpoint exists for the requested run id."""
 
