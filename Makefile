@@ -12,8 +12,10 @@ $(PY):
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --upgrade pip
 
-# torch first: torch==2.13.0 (CPU wheel) unless some torch already imports;
-# any other torch resolution would pull a multi-GB CUDA build.
+# torch first: torch==2.13.0 unless some torch already imports, so that the project's own
+# install resolves against it instead of choosing a torch itself. On the CI machines that
+# pin is a CPU wheel the package index offers; elsewhere pip picks the platform's default
+# build (CUDA on Linux from PyPI): install a CPU build into .venv first if you want one.
 $(STAMP): pyproject.toml | $(PY)
 	$(PY) -c "import torch" 2>/dev/null || $(PY) -m pip install torch==2.13.0
 	$(PY) -m pip install -e ".[dev,service,sim,wandb]"
