@@ -35,6 +35,8 @@ Decisions where the issue was silent:
   at LangGraph's default: 25 supersteps in the langgraph releases pyproject.toml admits (>=0.6) before the
   default was raised, which a full run with max_tool_rounds=6 (26 supersteps) passed, so every such run raised
   GraphRecursionError and ended ineligible. A limit passed at invoke still wins.
+- The agent is a `graph.thread_guard.RewardAgent`: a new input on a thread that already holds a run raises
+  `ThreadInUseError` before LangGraph checkpoints it, so the finished run's trace is never overwritten.
 - The trace database runs in WAL mode with synchronous=NORMAL: each checkpoint commit appends to
   the write-ahead log instead of fsyncing the database (about 13 ms per commit on this machine, tens
   of commits per run). A process crash loses no committed checkpoint; a power loss may lose the last commits.
@@ -76,6 +78,7 @@ from graph.stores import (
     retry_locked,
     store_errors,
 )
+from graph.thread_guard import RewardAgent
 
 _STAGES = {"quality": quality, "observe": observe, "contract": contract, "surprise": surprise, "extra": extra,
            "assess": assess, "inspect": inspect, "tool_call": tool_call, "reflect": reflect, "audit": audit,
@@ -132,7 +135,7 @@ def build_reward_agent(config: AgentConfig | None = None, *, model: Any = None, 
         g.add_conditional_edges(name, RouteStep(route), sorted(set(destinations)))
     if checkpointer is None:
         checkpointer = _shared_checkpointer(str(settings.traces_path))
-    agent = g.compile(checkpointer=checkpointer or None, name=AGENT_NAME.format(cfg.preset))
+    agent = RewardAgent.of(g.compile(checkpointer=checkpointer or None, name=AGENT_NAME.format(cfg.preset)))
     return agent.with_config(recursion_limit=recursion_limit(cfg, extra=extra))
 
 

@@ -28,17 +28,19 @@ def test_reused_run_id_is_refused_with_a_reason(clip):
 @pytest.mark.parametrize("preset", ["full", "direct"])
 def test_second_input_on_a_used_thread_is_refused(clip, preset):
     """The graph used directly (agent.invoke with the same thread id, a reused Studio thread): the earlier run's
-    channels would carry over (the frozen contract raised; in direct, an earlier fault skipped every stage)."""
+    channels would carry over (the frozen contract raised; in direct, an earlier fault skipped every stage), and
+    the new input would replace the earlier run's values (`graph.thread_guard`)."""
+    from graph.thread_guard import ThreadInUseError
+
     script = full_script(direct=[{"reward": 2.0, "rationale": "out of range"}] * 2 + [{"reward": 0.8, "rationale": "ok"}])
     agent, model = make_agent(preset, script)
     first = run(agent, clip, run_id="same")["result"]
     calls = len(model.calls)
-    second = run(agent, clip, run_id="same")["result"]
     assert first.status == ("scored" if preset == "full" else "ineligible")
-    assert second.reward is None and second.status == "ineligible"
-    assert len(second.reasons) == 1 and second.reasons[0].startswith("quality: input: this thread already holds a run")
-    assert second.notes == [] and second.usage["calls"] == 0  # not the earlier run's fault, notes or calls
+    with pytest.raises(ThreadInUseError, match=f"thread 'same' already holds a run .*{first.status}"):
+        run(agent, clip, run_id="same")
     assert len(model.calls) == calls  # nothing re-run on the stale state
+    assert agent.get_state({"configurable": {"thread_id": "same"}}).values["result"] == first
 
 
 def test_a_run_id_named_twice_in_one_batch_is_refused_not_overwritten(clip, tmp_path):

@@ -18,7 +18,8 @@ to compare); a clip that cannot be opened at all (missing, 0 bytes, not a video)
 A thread that already holds a run (a second input sent with `agent.invoke(..., {"thread_id": same})`, or
 a Studio thread reused) is refused with an input Fault: its steps, faults, usage and frozen contract
 would carry over into the new run (the contract write raised; a stale fault made the run skip every
-stage). `score_video` / `ascore_videos` refuse a reused run id before invoking.
+stage). `score_video` / `ascore_videos` refuse a reused run id before invoking, and the compiled agent
+(`graph.thread_guard`) before LangGraph checkpoints the input; this check remains for the calls it does not see.
 The probe and the encoding run at worker priority "first" (`graph.workers`): ahead of the tool jobs of
 runs already past their first model call, so the last clip of a burst is not held up by them.
 A usable clip's surprise scoring and extra evidence tools start here, in worker threads (only reflect

@@ -1,0 +1,89 @@
+"""RewardAgent: the compiled reward agent, which refuses a new input on a thread that already holds a run.
+
+`build_reward_agent` returns this subclass of LangGraph's CompiledStateGraph. A second input sent to a used
+thread (`agent.invoke(..., {"configurable": {"thread_id": same}})`, a notebook cell run twice, `stream`,
+`ainvoke`, `astream`) raises `ThreadInUseError` before LangGraph writes anything: LangGraph checkpoints an
+input before the first node runs, so the quality node's refusal came too late. The new `video` and
+`instruction`, and then the refusal's ineligible result, replaced the finished run's values in the thread's
+latest checkpoint: `raa runs` / `raa trace` showed the new clip beside the old run's steps, and
+`raa prune --status ineligible` deleted the good run.
+
+Decisions where the issue was silent:
+- A reused thread is a caller's mistake, not a clip that cannot be evaluated, so it raises (a ValueError, as
+  LangGraph's own refusals of a run's config do) instead of handing back an ineligible result that no
+  checkpoint holds. `score_video` / `ascore_videos` check the run id before running and give their
+  ineligible result as before.
+- "Holds a run": the checkpoint the call would continue from (the thread's latest, or the `checkpoint_id`
+  given) has steps or a result, the quality node's own test (which stays, for the calls not checked here).
+- Not checked: a resume (input None) or a `Command`, which LangGraph continues from the checkpoint; a call
+  without a checkpointer or a thread id; a run as another graph's subgraph (a non-empty `checkpoint_ns`: its
+  checkpoints are the parent's).
+- The check reads the checkpoint with `get_state` / `aget_state`: one read per run (nothing to decode for a
+  new thread), besides the API's own look-up.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Iterator
+from contextlib import aclosing
+from typing import Any
+
+from langchain_core.runnables import RunnableConfig
+from langgraph.checkpoint.base import BaseCheckpointSaver
+from langgraph.constants import CONFIG_KEY_CHECKPOINTER
+from langgraph.graph.state import CompiledStateGraph
+from langgraph.types import Command
+from pydantic import BaseModel
+
+
+class ThreadInUseError(ValueError):
+    """A new input was sent to a thread that already holds a run (see module docstring)."""
+
+
+def _checked_config(graph: CompiledStateGraph, input: Any, config: RunnableConfig | None) -> RunnableConfig | None:
+    """`config` when this call starts a run from `input` on a thread that may hold one; None when nothing is
+    to be checked (module docstring)."""
+    if input is None or isinstance(input, Command) or not config:
+        return None
+    configurable = config.get("configurable") or {}
+    if configurable.get("thread_id") is None or configurable.get("checkpoint_ns"):
+        return None
+    if not isinstance(graph.checkpointer, BaseCheckpointSaver) and CONFIG_KEY_CHECKPOINTER not in configurable:
+        return None
+    return config
+
+
+def refusal(thread_id: Any, values: dict[str, Any]) -> ThreadInUseError | None:
+    """The error for a new input on a thread whose state is `values`; None when the thread holds no run."""
+    steps, result = values.get("steps") or [], values.get("result")
+    if not steps and result is None:
+        return None
+    if isinstance(result, BaseModel):
+        result = result.model_dump(mode="json")
+    status = str(result.get("status")) if isinstance(result, dict) else "incomplete"
+    return ThreadInUseError(f"thread {str(thread_id)!r} already holds a run ({len(steps)} steps, {status}); its "
+                            "trace is kept as it is: score a new input on a new thread id (the run id)")
+
+
+class RewardAgent(CompiledStateGraph):
+    """The compiled reward agent (module docstring). `invoke` / `ainvoke` run through `stream` / `astream`."""
+
+    @classmethod
+    def of(cls, compiled: CompiledStateGraph) -> RewardAgent:
+        """`compiled` as a RewardAgent (the same attributes, as `Pregel.copy` builds a copy)."""
+        return cls(**{k: v for k, v in compiled.__dict__.items() if k != "__orig_class__"})
+
+    def stream(self, input: Any, config: RunnableConfig | None = None, **kwargs: Any) -> Iterator[Any]:
+        if (checked := _checked_config(self, input, config)) is not None:
+            if (error := refusal(checked["configurable"]["thread_id"], self.get_state(checked).values)) is not None:
+                raise error
+        yield from super().stream(input, config, **kwargs)
+
+    async def astream(self, input: Any, config: RunnableConfig | None = None, **kwargs: Any) -> AsyncIterator[Any]:
+        if (checked := _checked_config(self, input, config)) is not None:
+            state = await self.aget_state(checked)
+            if (error := refusal(checked["configurable"]["thread_id"], state.values)) is not None:
+                raise error
+        async with aclosing(super().astream(input, config, **kwargs)) as chunks:
+            async for chunk in chunks:
+                yield chunk
