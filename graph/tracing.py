@@ -16,7 +16,8 @@ Decisions where the issue was silent:
   its tables, so they could not read a teammate's runs/ on a shared folder they cannot write, a
   read-only mount, or a rollback-journal database there. Such a file is read with SQLite's `mode=ro`,
   or as immutable when SQLite needs to write its WAL index for that (`graph.stores.connect_read_only`).
-- A run whose graph stopped mid-way (crash, interrupt) is listed with status "incomplete".
+- A run whose graph stopped mid-way (crash, interrupt) is listed with status "incomplete"; what the nodes that
+  finished in its last superstep wrote is merged into its values (`graph.pending_writes`).
 - Run ids are matched exactly (no prefix lookup that could silently pick another run); when none
   matches, the error names the traced ids that start with the given text.
 - A run whose checkpoint cannot be decoded (a damaged page, a serializer another program or version wrote)
@@ -48,6 +49,7 @@ from langgraph.checkpoint.sqlite.aio import AsyncSqliteSaver
 from pydantic import BaseModel
 
 from graph.frame_fork import abandon, watch
+from graph.pending_writes import with_pending
 from graph.state import AgentState
 from graph.stores import (
     TABLES_SQL,
@@ -280,13 +282,9 @@ STATE_FIELDS = frozenset(AgentState.__annotations__)
 def _trace_from_tuple(run_id: str, tup: Any) -> RunTrace:
     channels = tup.checkpoint.get("channel_values", {})
     values = _plain({name: value for name, value in channels.items() if name in STATE_FIELDS})
+    # a run stopped mid-superstep: what its side-by-side nodes that finished wrote is still pending
+    values = with_pending(values, ((task, channel, _plain(value)) for task, channel, value in tup.pending_writes or []))
     steps = list(values.get("steps") or [])
-    # a run stopped mid-superstep (Ctrl-C, a kill, a crash): the steps of the side-by-side nodes that finished
-    # (observe beside contract) are the checkpoint's pending writes, not yet in its values
-    pending = [s for _, channel, value in tup.pending_writes or [] if channel == "steps" for s in _plain(value) or []]
-    if pending:
-        steps += sorted(pending, key=lambda s: str(s.get("started", "")) if isinstance(s, dict) else "")
-        values["steps"] = steps
     return RunTrace(run_id=run_id, updated=str(tup.checkpoint.get("ts", "")), values=values, steps=steps)
 
 

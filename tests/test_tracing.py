@@ -160,3 +160,60 @@ def test_an_interrupted_run_shows_the_steps_that_finished_beside_the_one_cut_off
     assert trace.status == "incomplete"
     assert [s["node"] for s in trace.steps] == ["quality", "observe"]
     assert [s["node"] for s in trace.values["steps"]] == ["quality", "observe"]  # `raa trace --json`
+
+
+class _FaultState(_State, total=False):
+    faults: Annotated[list[dict[str, Any]], operator.add]
+    notes: Annotated[list[str], operator.add]
+    usage: Annotated[dict[str, int], lambda old, new: {k: (old or {}).get(k, 0) + v for k, v in new.items()}]
+    observation: dict[str, Any]
+
+
+def test_an_interrupted_run_shows_every_channel_the_finished_side_node_wrote(tmp_path) -> None:
+    """observe faulted and finished beside contract, which was cut off: its step showed "fault (...)" in the
+    table, but its fault (no `fault:` line), notes, usage and observation were left out of the trace."""
+    import asyncio
+
+    from graph.tracing import open_async_saver
+
+    fault = {"stage": "observe", "kind": "invalid_reply", "message": "not JSON"}
+
+    async def quality(s: _FaultState) -> dict:
+        return {"steps": [{"node": "quality", "started": "2026-01-01T00:00:00", "decision": "usable"}],
+                "notes": ["instruction truncated"], "usage": {"calls": 0, "images": 0}}
+
+    async def observe(s: _FaultState) -> dict:
+        return {"steps": [{"node": "observe", "started": "2026-01-01T00:00:01", "decision": "fault (invalid_reply)"}],
+                "faults": [fault], "notes": ["observe note"], "usage": {"calls": 2, "images": 8},
+                "observation": {"summary": "a red block"}}
+
+    async def contract(s: _FaultState) -> dict:
+        await asyncio.sleep(30)
+        return {}
+
+    g = StateGraph(_FaultState)
+    for name, fn in (("quality", quality), ("observe", observe), ("contract", contract)):
+        g.add_node(name, fn)
+    g.add_edge(START, "quality")
+    g.add_edge("quality", "observe")
+    g.add_edge("quality", "contract")
+    g.add_edge(["observe", "contract"], END)
+    path = tmp_path / "traces.sqlite"
+
+    async def interrupted() -> None:
+        async with open_async_saver(path) as saver:
+            run = asyncio.create_task(g.compile(checkpointer=saver).ainvoke(
+                {"video": "a.mp4"}, {"configurable": {"thread_id": "run-f"}}, durability="async"))
+            await asyncio.sleep(0.5)
+            run.cancel()
+            with pytest.raises(asyncio.CancelledError):
+                await run
+
+    asyncio.run(interrupted())
+    trace = read_trace(open_saver(path, read_only=True), "run-f")
+    assert [s["node"] for s in trace.steps] == ["quality", "observe"]
+    assert trace.values["faults"] == [fault]
+    assert trace.values["notes"] == ["instruction truncated", "observe note"]
+    assert trace.values["usage"] == {"calls": 2, "images": 8}  # summed by AgentState's reducer
+    assert trace.values["observation"] == {"summary": "a red block"}
+    assert trace.status == "incomplete"
