@@ -14,7 +14,7 @@ from evals.eval_cli import eval_app, report_command
 from graph.commands import score_batch_command, score_command
 from graph.demo import demo_command
 from graph.doctor import doctor_command
-from graph.retention import prune_command
+from graph.prune_command import prune_command
 from graph.serve_command import serve_reward_command
 from graph.trace_commands import runs_command, trace_command
 from tools.cli import serve_tools_command
