@@ -2,6 +2,11 @@
 
 Split from graph.retention by concern (the command's options, messages and exit codes here; what is selected and
 how it is deleted there, whose module docstring holds the decisions).
+
+Decision where the issue was silent: with no trace database at the path, prune says so as `raa runs` / `raa
+trace` / `raa report` do (`graph.tracing.no_database`: the folder a relative path was read from, and
+`--traces PATH` / `RAA_TRACES_PATH`); it said only "(no runs yet)", which read as if the runs were lost when
+it ran from another folder.
 """
 
 from __future__ import annotations
@@ -24,7 +29,7 @@ from graph.retention import (
     vacuum_traces,
 )
 from graph.run_claims import FOREIGN_CLAIM_MAX_AGE_S
-from graph.tracing import RUN_STATUSES
+from graph.tracing import RUN_STATUSES, no_database
 
 
 def _option_cutoff(option: str, text: str, now: datetime) -> datetime:
@@ -44,7 +49,8 @@ def vacuum_only(traces: Path, cache: str | Path | None, *, dry_run: bool,
         if path is None:
             typer.echo("the stage cache is off (RAA_CACHE_PATH); nothing to vacuum there", err=True)
         elif not Path(path).exists():
-            typer.echo(f"no {what} at {path} (none yet)", err=True)
+            typer.echo(no_database(Path(path)) if what == "trace database" else f"no {what} at {path} (none yet)",
+                       err=True)
         elif dry_run:
             typer.echo(f"{path}: {file_bytes(path) / 2**20:.1f} MiB")
         elif what != "trace database":
@@ -107,7 +113,7 @@ def prune_command(
     selection = None
     if runs_wanted:
         if not path.exists():
-            typer.echo(f"no trace database at {path} (no runs yet)", err=True)
+            typer.echo(no_database(path), err=True)
         else:
             try:
                 selection = select_runs(path, keep=keep, before=cutoff, status=status,

@@ -3,7 +3,7 @@
 The default trace database, `runs/traces.sqlite`, is relative to the current directory. A newcomer who
 scored clips in the repository and then ran `raa runs` from another folder was told "no trace database
 at runs/traces.sqlite (no runs yet)", which reads as if the runs were lost. The message now names the
-folder it looked in and how to read another database (`--traces PATH`, `RAA_TRACES_PATH`).
+folder it looked in and how to read another database (`--traces PATH`, `RAA_TRACES_PATH`); so does `raa prune`.
 """
 
 from __future__ import annotations
@@ -14,7 +14,8 @@ from typer.testing import CliRunner
 from graph.cli import app
 
 
-@pytest.mark.parametrize("command", [["runs"], ["trace", "run-0123456789ab"], ["report", "run-0123456789ab"]])
+@pytest.mark.parametrize("command", [["runs"], ["trace", "run-0123456789ab"], ["report", "run-0123456789ab"],
+                                     ["prune", "--keep", "0", "--yes"], ["prune", "--vacuum"]])
 def test_a_missing_relative_database_names_the_folder_and_the_option(command, monkeypatch, tmp_path):
     monkeypatch.chdir(tmp_path)
     monkeypatch.delenv("RAA_TRACES_PATH", raising=False)
