@@ -2,7 +2,7 @@
 
 `build_reward_agent` returns this subclass of LangGraph's CompiledStateGraph. A second input sent to a used
 thread (`agent.invoke(..., {"configurable": {"thread_id": same}})`, a notebook cell run twice, `stream`,
-`ainvoke`, `astream`) raises `ThreadInUseError` before LangGraph writes anything: LangGraph checkpoints an
+`ainvoke`, `astream`; a reused Studio thread) raises `ThreadInUseError` before LangGraph writes anything: LangGraph checkpoints an
 input before the first node runs, so the quality node's refusal came too late. The new `video` and
 `instruction`, and then the refusal's ineligible result, replaced the finished run's values in the thread's
 latest checkpoint: `raa runs` / `raa trace` showed the new clip beside the old run's steps, and
