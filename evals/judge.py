@@ -51,6 +51,7 @@ from pydantic import BaseModel, Field, field_validator
 from graph.cache import KeyLocks
 from graph.frame_store import FrameStore, VideoKey
 from graph.settings import BackboneSettings, StructuredMethod, env_choice, env_number
+from graph.transport import EndpointNames
 
 if TYPE_CHECKING:  # pragma: no cover
     from langchain_core.language_models import BaseChatModel
@@ -59,6 +60,8 @@ if TYPE_CHECKING:  # pragma: no cover
 
 JUDGE_STAGE = "judge"
 JUDGE_ENV = ("RAA_JUDGE_BASE_URL", "RAA_JUDGE_MODEL", "RAA_JUDGE_API_KEY")
+JUDGE_NAMES = EndpointNames(base_url="RAA_JUDGE_BASE_URL", model="RAA_JUDGE_MODEL")
+"""The judge's settings, named in its calls' fix hints (`raa eval reward` checks its endpoint before a run)."""
 VerdictStatus = Literal["judged", "unjudged", "skipped"]
 RATIONALE_MAX = 4000
 
@@ -282,7 +285,8 @@ class RewardJudge:
             return cls(None, unconfigured_reason=f"no judge endpoint configured (unset: {', '.join(missing)})")
         chat = model if model is not None else default_chat_model(settings.backbone_settings())
         backbone = Backbone(chat, method=settings.method, max_retries=settings.max_retries,
-                            timeout_s=settings.timeout_s, cache=None, model_name=settings.model or "judge")
+                            timeout_s=settings.timeout_s, cache=None, model_name=settings.model or "judge",
+                            setting_names=JUDGE_NAMES)
         return cls(backbone, attempts=settings.attempts, max_frames=settings.max_frames,
                    image_long_side=settings.image_long_side, jpeg_quality=settings.jpeg_quality)
 

@@ -98,6 +98,8 @@ from graph.tool_replies import (
     unsupported,
 )
 from graph.transport import (
+    BACKBONE_NAMES,
+    EndpointNames,
     PacedWait,
     is_timeout,
     is_transient,
@@ -139,7 +141,8 @@ class Backbone:
     def __init__(self, model: BaseChatModel, *, method: StructuredMethod = "json_schema", schema_retries: int = 2,
                  max_retries: int = 4, timeout_s: float = 120.0, cache: StageCache | None = None,
                  model_name: str | None = None, retry_wait: tuple[float, float] = (0.5, 8.0), draw: int = 0,
-                 temperature: float = 0.0, endpoint: str | None = None) -> None:
+                 temperature: float = 0.0, endpoint: str | None = None,
+                 setting_names: EndpointNames = BACKBONE_NAMES) -> None:
         if schema_retries < 0 or max_retries < 0 or not 0 < timeout_s < math.inf:  # NaN: every call timed out
             raise ValueError(f"schema_retries and max_retries must be >= 0 and timeout_s a finite number > 0, got "
                              f"{schema_retries}, {max_retries} and {timeout_s}")
@@ -154,6 +157,7 @@ class Backbone:
         self.draw = draw
         self.temperature = temperature  # what `model` samples at (set on the model itself): for the stage keys
         self.endpoint = endpoint  # the base URL of who answers, for the stage keys (graph.cache_keys.endpoint_identity)
+        self.setting_names = setting_names  # the settings its faults tell to check (the judge's: RAA_JUDGE_*)
         self._runnables: dict[tuple[type[BaseModel], str, int], Runnable] = {}
 
     @property
@@ -230,19 +234,19 @@ class Backbone:
                                     f"{str(exc)[:_ERR_CHARS]}") from exc
             if isinstance(exc, openai.APIStatusError | ModelError):
                 raise BackboneFault(stage, "refused", f"{type(exc).__name__}: {str(exc)[:_ERR_CHARS]}"
-                                    f"{status_hint(exc)}") from exc
+                                    f"{status_hint(exc, self.setting_names)}") from exc
             raise BackboneFault(stage, "transport", f"unexpected {type(exc).__name__}: "
                                 f"{str(exc)[:_ERR_CHARS]}") from exc
         raw = out["raw"] if isinstance(out, dict) else out
         count_reply(usage, messages, raw if isinstance(raw, AIMessage) else None)
         return out
 
-    @staticmethod
-    def _raise_if_not_a_completion(stage: str, exc: Exception) -> None:
+    def _raise_if_not_a_completion(self, stage: str, exc: Exception) -> None:
         """A "transport" fault at once when the endpoint answered with something other than a chat completion
-        (a web page: RAA_BASE_URL is wrong; graph.transport.not_a_completion), or no request left at all (the
-        client could not build it: `graph.transport.request_not_built`); not a call, never re-asked."""
-        if (why := not_a_completion(exc) or request_not_built(exc)) is not None:
+        (a web page: its base URL setting, `setting_names`, is wrong; graph.transport.not_a_completion), or no
+        request left at all (the client could not build it: `graph.transport.request_not_built`); not a call,
+        never re-asked."""
+        if (why := not_a_completion(exc, self.setting_names) or request_not_built(exc)) is not None:
             raise BackboneFault(stage, "transport", why) from exc
 
     # -- structured outputs ------------------------------------------------------------------------

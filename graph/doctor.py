@@ -107,7 +107,7 @@ async def _calls(settings: BackboneSettings) -> list[Check]:
     from graph.backbone import Backbone, BackboneFault, Usage
     from graph.config import AgentConfig
     from graph.nodes.evidence import tool_specs
-    from graph.transport import not_a_completion
+    from graph.transport import BACKBONE_NAMES, not_a_completion
     from tools.frames import encode_jpeg_data_url
 
     backbone = Backbone.from_settings(settings)
@@ -129,7 +129,7 @@ async def _calls(settings: BackboneSettings) -> list[Check]:
                          f"{settings.method}, {side}x{side} px images: answered {reply.colour!r}" + ("" if seen else
                          " for red images: do images reach the model (a vision model, a server that keeps them)?")))
     except BackboneFault as exc:
-        if isinstance(exc.__cause__, Exception) and not_a_completion(exc.__cause__) is not None:
+        if isinstance(exc.__cause__, Exception) and not_a_completion(exc.__cause__, BACKBONE_NAMES) is not None:
             hint = f"requests go to {(settings.base_url or '').rstrip('/')}/chat/completions"  # it answered: no "is it up"
         elif exc.kind in ("transport", "timeout"):
             hint = (f"the endpoint did not answer a request with {n} images: is the server up and reachable "

@@ -31,6 +31,7 @@ from __future__ import annotations
 import json
 import math
 import random
+from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any
 
@@ -137,36 +138,59 @@ _LC_SHAPE = ("Unexpected response type from OpenAI-compatible endpoint", "Respon
 """How langchain-openai (1.x) says a 200 body was not a chat completion (raised by `_READER`)."""
 _READER = "_create_chat_result"
 """The ChatOpenAI method that reads a completion's body (function_calling, tool rounds: no HTTP reply attached)."""
-_FIX = "check RAA_BASE_URL (an OpenAI-compatible server's URL usually ends in /v1)"
 _PREVIEW = 120
 
 
-def not_a_completion(exc: BaseException) -> str | None:
+@dataclass(frozen=True)
+class EndpointNames:
+    """The settings a model client's endpoint is read from, named in the fix hints of its failed calls
+    (`not_a_completion`, `status_hint`): the caller passes its own (the judge's are RAA_JUDGE_*), so no hint
+    names a setting that client never reads."""
+
+    base_url: str
+    """The base URL's setting."""
+    model: str
+    """The model name's setting."""
+    checked_by: str = ""
+    """The command that checks this endpoint, pointed at in the 404 hint ("" for none)."""
+
+    def url_fix(self) -> str:
+        """What to check when the URL answers with something other than the API."""
+        return f"check {self.base_url} (an OpenAI-compatible server's URL usually ends in /v1)"
+
+
+BACKBONE_NAMES = EndpointNames("RAA_BASE_URL", "RAA_MODEL", "raa doctor")
+"""The agent backbone's settings (`graph.settings.BackboneSettings`)."""
+
+
+def not_a_completion(exc: BaseException, names: EndpointNames) -> str | None:
     """The reason when `exc` comes from an endpoint that answered with something other than an OpenAI chat
-    completion (see the module docstring), else None. Never retried, never re-asked: the same URL answers
-    the same way."""
+    completion (see the module docstring), else None; it names the settings `names` to check. Never retried,
+    never re-asked: the same URL answers the same way."""
     if isinstance(exc, openai.APIStatusError):  # an error status: the server speaks the API
         return None
     if isinstance(exc, MalformedCompletion):  # a completion without a choice or a message
         return str(exc)
     response = getattr(exc, "response", None)
     if isinstance(response, http_response_types()) and response.is_success:
-        return _body_problem(response)
+        return _body_problem(response, names)
     if not isinstance(exc, ValueError | TypeError | KeyError):
         return None
     detail = str(exc).strip("\"'")  # a KeyError's str is its quoted repr
     if not (_raised_by_reader(exc) or detail.startswith(_LC_SHAPE)):
         return None
     cut = detail if len(detail) <= _PREVIEW else detail[:_PREVIEW] + "..."
-    return f"the endpoint's reply is not an OpenAI chat completion (HTTP 200; langchain-openai: {cut}); {_FIX}"
+    return (f"the endpoint's reply is not an OpenAI chat completion (HTTP 200; langchain-openai: {cut}); "
+            f"{names.url_fix()}")
 
 
-def status_hint(exc: BaseException) -> str:
+def status_hint(exc: BaseException, names: EndpointNames) -> str:
     """What to check after an HTTP error status from a model call ("" for none): a 404 is a URL without
     its `/v1` (vLLM's root answers `{"detail": "Not Found"}`, a bare "Error code: 404") or a model the
-    server does not serve."""
+    server does not serve; the hint names the settings `names`."""
     if isinstance(exc, openai.NotFoundError):
-        return "; HTTP 404: check that RAA_BASE_URL ends in /v1 and that the server serves RAA_MODEL (raa doctor)"
+        check = f" ({names.checked_by})" if names.checked_by else ""
+        return f"; HTTP 404: check that {names.base_url} ends in /v1 and that the server serves {names.model}{check}"
     return ""
 
 
@@ -201,7 +225,7 @@ def _raised_by_reader(exc: BaseException) -> bool:
     return frame.f_code.co_name == _READER and str(frame.f_globals.get("__name__", "")).startswith("langchain_openai")
 
 
-def _body_problem(response: Any) -> str | None:
+def _body_problem(response: Any, names: EndpointNames) -> str | None:
     """None when the 2xx `response` (httpx's or httpx2's) is a JSON object with a `choices` list (a chat
     completion's shape) whose every choice holds a message (`graph.completion_shape.choice_problem`), else why."""
     try:
@@ -213,4 +237,4 @@ def _body_problem(response: Any) -> str | None:
     kind = response.headers.get("content-type", "no content-type")
     preview = response.content[:_PREVIEW].decode("utf-8", "replace")
     return (f"the endpoint's reply is not an OpenAI chat completion (HTTP {response.status_code} from "
-            f"{response.request.url}, content-type {kind}, body {preview!r}); {_FIX}")
+            f"{response.request.url}, content-type {kind}, body {preview!r}); {names.url_fix()}")

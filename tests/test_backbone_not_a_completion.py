@@ -11,7 +11,7 @@ import json
 import pytest
 
 from graph.backbone import BackboneFault, Usage
-from graph.transport import _LC_SHAPE, _raised_by_reader, not_a_completion
+from graph.transport import _LC_SHAPE, BACKBONE_NAMES, _raised_by_reader, not_a_completion
 from tests.openai_stub import OpenAIStub, StubReply
 from tests.test_backbone_http import METHODS, MSGS, good, make, run
 
@@ -74,8 +74,8 @@ def test_both_langchain_signals_hold_for_the_installed_version() -> None:
 
 
 def test_unrelated_errors_are_not_taken_for_a_wrong_url() -> None:
-    assert not_a_completion(ValueError("Unexpected token in the reply")) is None
-    assert not_a_completion(AttributeError("'str' object has no attribute 'choices'")) is None  # no HTTP reply seen
+    assert not_a_completion(ValueError("Unexpected token in the reply"), BACKBONE_NAMES) is None
+    assert not_a_completion(AttributeError("'str' object has no attribute 'choices'"), BACKBONE_NAMES) is None  # no HTTP reply seen
 
 
 def test_a_run_against_a_web_page_ends_ineligible_with_the_reason(monkeypatch, tmp_path) -> None:
