@@ -81,6 +81,9 @@ def vjepa_check(tools: ToolSettings) -> Check:
             return Check("V-JEPA 2 weights", "problem", f"{local}: {why}; RAA_VJEPA_MODEL needs a folder saved by "
                                                         "save_pretrained from a whole VJEPA2Model, or a hub id")
         return Check("V-JEPA 2 weights", "ok", f"{local}")
+    if _names_a_path(tools.vjepa_model):  # no hub id starts with / . or ~: the folder is missing
+        what = "is a file, not a folder" if local.exists() else "the path does not exist"
+        return Check("V-JEPA 2 weights", "problem", f"RAA_VJEPA_MODEL={tools.vjepa_model}: {what}; {VJEPA_FIX}")
     from tools.hub import cached_file, download_blocked
 
     def cached(name: str) -> Path | None:
@@ -88,9 +91,9 @@ def vjepa_check(tools: ToolSettings) -> Check:
 
     try:
         why = weights_problem(cached)
-    except ValueError as exc:  # not a valid repo id either
-        return Check("V-JEPA 2 weights", "problem", f"RAA_VJEPA_MODEL={tools.vjepa_model!r}: neither a folder nor "
-                                                    f"a hub id ({exc})")
+    except ValueError:  # not a valid repo id either (huggingface_hub's reason is about repo id syntax)
+        return Check("V-JEPA 2 weights", "problem", f"RAA_VJEPA_MODEL={tools.vjepa_model}: neither an existing "
+                                                    f"folder nor a hub id (owner/name); {VJEPA_FIX}")
     if why is None:  # every file is cached: nothing would be downloaded, so missing weights stay missing
         if (lacks := vjepa_weights_missing(cached)) is not None:
             return Check("V-JEPA 2 weights", "problem", f"{tools.vjepa_model} (in the Hugging Face cache): {lacks}")
@@ -105,6 +108,17 @@ def vjepa_check(tools: ToolSettings) -> Check:
                      "RAA_VJEPA_MODEL to a local folder")
     return Check("V-JEPA 2 weights", "warning", f"{tools.vjepa_model} {where}: the first run of a preset with "
                  "WMReward downloads it (network), or set RAA_VJEPA_MODEL to a local folder")
+
+
+VJEPA_FIX = ("set RAA_VJEPA_MODEL to a local V-JEPA 2 folder (config.json and the weights, saved by save_pretrained "
+             "from a whole VJEPA2Model) or to a hub id in the Hugging Face cache or downloadable "
+             "(hf download facebook/vjepa2-vitl-fpc64-256), or score with --preset no_wmreward")
+"""What RAA_VJEPA_MODEL takes, said when it names neither (`vjepa_check`)."""
+
+
+def _names_a_path(model: str) -> bool:
+    """True for a value only a filesystem path can be (absolute, or starting with . or ~): never a hub id."""
+    return Path(model).is_absolute() or model.startswith((".", "~"))
 
 
 def _wmreward_presets() -> str:
