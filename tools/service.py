@@ -14,7 +14,8 @@ the middle and last frames where needed), which tracks an object entering later 
 Every option is checked before any frame is decoded (tools/service_params.py): ``grid_size`` is at most
 ``MAX_GRID_SIZE`` (64) and ``queries`` at most ``MAX_QUERIES`` (4096) rows.
 
-Status codes: 400 bad parameters (bad queries, grid_size over 64, frame index beyond the clip, regions
+Status codes: 400 bad parameters (bad queries, grid_size over 64, frame index beyond the clip, surprise
+frame_indices that go backwards, regions
 that are not an object of boxes, malformed or too deeply nested JSON; frames too small to track, query rows
 outside the frames: checked before the tracker runs, tools/service_jobs.py), 401
 missing or wrong bearer token, 403 path outside the allowed root, 404 missing file, 413 body over
@@ -41,9 +42,13 @@ are off and ``/openapi.json`` needs it (tools/service_http.py); an error about a
 ``uploaded clip '<filename>'``, never the server's temporary file, and one about a clip requested by path
 names it relative to the allowed root, its absolute path only in the server's log (tools/service_frames.py); JSON ``queries`` are
 ``[[t, x, y], ...]`` with ``t`` indexing the decoded (or selected) frames; ``frame_indices`` are taken as
-listed, repeats and any order included (neither refused nor deduplicated: the answer keeps one entry per
-listed frame, so it lines up with the request; a repeat is a caller's choice, e.g. padding a short clip to a
-surprise window, and its results name the frame as given, a window of one repeated frame reads "0-0"); a C-order uint8 ``.npy``
+listed, repeats included (not deduplicated: the answer keeps one entry per listed frame, so it lines up with
+the request; a repeat is a caller's choice, e.g. padding a short clip to a surprise window, and its results
+name the frame as given, a window of one repeated frame reads "0-0"), in any order for ``/v1/track``; for
+``/v1/surprise`` they must not go backwards (a 400 naming the first step back, before decoding,
+`tools.surprise.order_problem`): its windows are named by clip frame, and out of order one started after it
+ended (neither sorted, which would score other frames than asked, nor a 422, which the client reads as the
+clip's fault); a C-order uint8 ``.npy``
 body is used as a read-only zero-copy view of the request bytes (other ``.npy`` go through ``np.load``).
 Serve it with ``uvicorn.run(app, host, port)`` (as ``raa serve-tools`` does) or on a socket created with
 ``proto=IPPROTO_TCP``: asyncio sets TCP_NODELAY only then, and without it answers stall ~40 ms.

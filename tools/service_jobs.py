@@ -43,7 +43,7 @@ from tools.motion.base import MotionTracks, TrackQueryError, require_tracks, res
 from tools.motion.grid import grid_tracks
 from tools.service_frames import HTTPProblem, Upload, decode_frames
 from tools.service_params import TrackOptions, int_list, short_side, track_options
-from tools.surprise import evidence_problem
+from tools.surprise import evidence_problem, order_problem
 
 if TYPE_CHECKING:
     from tools.service import ServiceState
@@ -141,6 +141,8 @@ def surprise_job(state: ServiceState, src: Path | bytes | Upload, params: dict) 
     """``POST /v1/surprise``: the surprise evidence of the request's frames, windows named by clip frame."""
     side = short_side(params.get("short_side"), state.settings.surprise_short_side)
     indices = int_list(params.get("frame_indices"), "frame_indices")
+    if indices is not None and (backwards := order_problem(indices)) is not None:  # windows would end before start
+        raise HTTPProblem(400, f"bad surprise request: {backwards}")
     frames = decode_frames(src, indices, state.settings.max_frames, side, state.settings.max_decode_mb)
     evidence = state.scorer.score(frames)
     if (problem := evidence_problem(evidence, len(frames))) is not None:  # the agent's check (module docstring)

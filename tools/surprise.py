@@ -97,8 +97,11 @@ class SurpriseEvidence(BaseModel):
 
     def on_frames(self, indices: Sequence[int]) -> SurpriseEvidence:
         """The same evidence with its windows named by `indices`, the clip frames that were scored (in order),
-        instead of by position among them (what a scorer given those frames alone reports)."""
+        instead of by position among them (what a scorer given those frames alone reports). Indices that go
+        backwards are a ValueError (`order_problem`): a window would start after its end."""
         idx = [int(i) for i in indices]
+        if (problem := order_problem(idx)) is not None:
+            raise ValueError(problem)
         if len(idx) != self.num_frames:
             raise ValueError(f"{len(idx)} frame indices for evidence over {self.num_frames} frames")
         if any(not 0 <= f < len(idx) for w in self.windows + self.top for f in (w.start, w.end, *w.frames)):
@@ -120,6 +123,16 @@ class SurpriseEvidence(BaseModel):
                 f"predictable; supporting evidence only, not a physics verdict): mean {self.mean:.3f} over "
                 f"{len(self.windows)} windows of {self.window_size} frames (stride {self.stride}, the first "
                 f"{self.context_frames} frames as context). Most surprising: {tops}.")
+
+
+def order_problem(indices: Sequence[int]) -> str | None:
+    """Why frame indices cannot name surprise windows (the first step back), or None when they never go
+    backwards. A repeat in order (padding a short clip to a window) is kept: no window ends before it starts."""
+    for k in range(1, len(indices)):
+        if indices[k] < indices[k - 1]:
+            return (f"frame_indices must be in increasing order (repeats allowed): frame_indices[{k}] = "
+                    f"{indices[k]} comes after {indices[k - 1]}")
+    return None
 
 
 def evidence_problem(evidence: object, num_frames: int) -> str | None:
