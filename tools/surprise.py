@@ -11,16 +11,8 @@ encoder run on the full window. Both are layer-normed (no affine) over the featu
 tokens would already have attended to the future frames (a leak).
 
 Decisions where the issue was silent:
-- Preprocessing by hand with torch (no torchvision) as the VJEPA2 video processor does it: the short side
-  to ``int(crop * 256 / 224)`` and the long side scaled and truncated to an integer, bilinear *with
-  antialiasing* (the processor's torchvision resize; OpenCV's plain bilinear, used before, aliases fine
-  texture when shrinking a 448-pixel frame to 292), centre crop to the model's ``crop_size`` with
-  torchvision's rounding, scale to [0,1], ImageNet mean/std.
-- A frame longer than ``MAX_PREPROCESS_ASPECT`` (8) times its short side is first centre-cropped to that
-  aspect ratio (the width kept has the parity of the full one, so the centre stays put). The centre crop
-  after the resize keeps at most ``crop`` of the ``int(crop*256/224)`` short side anyway, so this drops
-  only pixels the crop would drop, up to a sub-pixel shift; the resize itself made the long side explode
-  (16 frames of 2x500 asked for ~41 GB at crop 256). Frames up to 8:1 are processed exactly as before.
+- Preprocessing (resize, crop, normalise as the VJEPA2 video processor does) is tools/surprise_frames.py's;
+  the frames are converted per batch of windows as they reach the model (`window_batches`), each frame once.
 - Windows start at 0, 2, 4, ... while a full window fits; when that leaves the last frames uncovered
   (an odd ``T - 16``, as for the common 33- and 81-frame clips) one more window ends on the last frame
   (it starts one frame after the previous one), so the end state -- where a task succeeds or fails -- is
@@ -50,7 +42,6 @@ Decisions where the issue was silent:
 from __future__ import annotations
 
 import threading
-import warnings
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, Literal, Protocol, cast, runtime_checkable
@@ -59,16 +50,16 @@ import numpy as np
 from pydantic import BaseModel, Field
 
 from tools.errors import LoadFailureMemo, ToolFault
+from tools.surprise_frames import IMAGENET_MEAN as IMAGENET_MEAN  # re-exported (their home before the split)
+from tools.surprise_frames import IMAGENET_STD as IMAGENET_STD
+from tools.surprise_frames import MAX_PREPROCESS_ASPECT as MAX_PREPROCESS_ASPECT
+from tools.surprise_frames import preprocess_frames as preprocess_frames
+from tools.surprise_frames import window_batches
 
 DEFAULT_VJEPA2 = "facebook/vjepa2-vitl-fpc64-256"
 SURPRISE_SHORT_SIDE = 448
 """Short side (pixels) of the frames decoded for the surprise scorer: at least the 438 that V-JEPA 2's
 largest crop (384) resizes to, so scoring sees what it would at full size, in a fraction of the memory."""
-MAX_PREPROCESS_ASPECT = 8
-"""Long side / short side above which `preprocess_frames` centre-crops a frame before resizing it (module
-docstring), so the resized frame is at most this many squares of the resized short side."""
-IMAGENET_MEAN = np.array([0.485, 0.456, 0.406], np.float32)
-IMAGENET_STD = np.array([0.229, 0.224, 0.225], np.float32)
 
 
 class SurpriseWindow(BaseModel):
@@ -200,45 +191,6 @@ def window_starts(num_frames: int, window: int = 16, stride: int = 2) -> list[in
     return starts
 
 
-def preprocess_frames(frames: np.ndarray, crop_size: int) -> np.ndarray:
-    """Resize (short side to ``int(crop*256/224)``, bilinear with antialiasing), centre-crop, ImageNet-normalise
-    (the VJEPA2 video processor's steps; module docstring).
-
-    A frame longer than ``MAX_PREPROCESS_ASPECT`` times its short side is centre-cropped to that aspect
-    first (module docstring). Returns float32 ``[T,3,crop,crop]``.
-    """
-    import torch
-    import torch.nn.functional as F
-
-    frames = _clip_aspect(frames)
-    t, h, w, _ = frames.shape
-    short = int(crop_size * 256 / 224)
-    nh, nw = (short, int(short * w / h)) if h <= w else (int(short * h / w), short)
-    with warnings.catch_warnings():  # cached frames are read-only; x is only read (interpolate makes new ones)
-        warnings.filterwarnings("ignore", message="The given NumPy array is not writable")
-        x = torch.from_numpy(np.ascontiguousarray(frames)).permute(0, 3, 1, 2)  # uint8, channels-last in memory
-    x = F.interpolate(x, size=(nh, nw), mode="bilinear", align_corners=False, antialias=True)
-    top, left = int(round((nh - crop_size) / 2.0)), int(round((nw - crop_size) / 2.0))
-    x = x[:, :, top:top + crop_size, left:left + crop_size].float().div_(255.0)
-    mean = torch.from_numpy(IMAGENET_MEAN).view(1, 3, 1, 1)
-    std = torch.from_numpy(IMAGENET_STD).view(1, 3, 1, 1)
-    return ((x - mean) / std).contiguous().numpy()
-
-
-def _clip_aspect(frames: np.ndarray) -> np.ndarray:
-    """``frames`` ``[T,H,W,3]`` centre-cropped along the long side to ``MAX_PREPROCESS_ASPECT`` times the
-    short side (a view; the frames themselves when they are not that long). The kept length has the
-    parity of the full one, so the crop is exactly centred."""
-    h, w = int(frames.shape[1]), int(frames.shape[2])
-    short, long_ = min(h, w), max(h, w)
-    keep = MAX_PREPROCESS_ASPECT * short
-    if long_ <= keep:
-        return frames
-    keep += (long_ - keep) % 2
-    lo = (long_ - keep) // 2
-    return frames[:, :, lo:lo + keep] if w >= h else frames[:, lo:lo + keep]
-
-
 def surprise_from_latents(predicted: Any, actual: Any) -> Any:
     """``1 - mean_tokens cos(LN(predicted), LN(actual))`` per window (module docstring equation).
 
@@ -361,17 +313,28 @@ class VJEPA2SurpriseScorer:
 
     def score_windows(self, pixels: np.ndarray, starts: list[int], batch_size: int | None = None) -> list[float]:
         """Surprise of the windows starting at ``starts`` over preprocessed frames ``[T,3,S,S]``."""
-        import torch
-
         bs = batch_size or self.batch_size
-        dtype = getattr(torch, self.dtype)
         out: list[float] = []
         for i in range(0, len(starts), bs):
-            chunk = np.stack([pixels[s:s + self.window] for s in starts[i:i + bs]])
-            clips = torch.from_numpy(chunk).to(self.device, dtype=dtype)
-            predicted, actual = self.window_latents(clips)
-            out.extend(float(v) for v in surprise_from_latents(predicted, actual).cpu().tolist())
+            out.extend(self._batch_surprise(np.stack([pixels[s:s + self.window] for s in starts[i:i + bs]])))
         return out
+
+    def score_frames(self, frames: np.ndarray, starts: list[int], crop_size: int) -> list[float]:
+        """`score_windows` over raw uint8 frames ``[T,H,W,3]``, each batch's frames preprocessed as it reaches
+        the model (`tools.surprise_frames.window_batches`): at most one batch of windows' frames converted at
+        a time, with the same values as preprocessing them all first."""
+        out: list[float] = []
+        for chunk in window_batches(frames, starts, self.batch_size, self.window, crop_size):
+            out.extend(self._batch_surprise(chunk))
+        return out
+
+    def _batch_surprise(self, chunk: np.ndarray) -> list[float]:
+        """Surprise of the preprocessed windows ``chunk`` ``[B,window,3,S,S]``."""
+        import torch
+
+        clips = torch.from_numpy(chunk).to(self.device, dtype=getattr(torch, self.dtype))
+        predicted, actual = self.window_latents(clips)
+        return [float(v) for v in surprise_from_latents(predicted, actual).cpu().tolist()]
 
     def score(self, frames: np.ndarray) -> SurpriseEvidence:
         frames = np.asarray(frames)
@@ -384,8 +347,7 @@ class VJEPA2SurpriseScorer:
             return SurpriseEvidence(status="not_enough_frames", **meta)
         model = self.model
         try:
-            pixels = preprocess_frames(frames, int(model.config.crop_size))
-            values = self.score_windows(pixels, starts)
+            values = self.score_frames(frames, starts, int(model.config.crop_size))
         except ToolFault:
             raise
         except Exception as exc:  # noqa: BLE001 - every run failure becomes a typed fault
