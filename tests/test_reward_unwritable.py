@@ -62,3 +62,17 @@ def test_the_agent_reward_scores_the_clips_it_could_write(tmp_path):
     assert out.run_ids[0] is None and out.run_ids[1]
     assert "could not be written" in fn.last_reasons[0][0]
     assert out.components["T"][0] is None
+
+
+def test_with_unwritten_keeps_a_batch_wide_usage_record():
+    # usage may be one dict for the whole batch (training/reward_outcome.py); spreading it per clip indexed
+    # the dict by clip number: a KeyError instead of the batch's rewards
+    from training.http_reward import with_unwritten
+    from training.reward_outcome import RewardBatch
+
+    batch = RewardBatch([0.5, 0.25], [[], []], usage={"calls": 3})
+    out = with_unwritten(batch, [None, "the rollout could not be written", None])
+    assert out.rewards == [0.5, None, 0.25]
+    assert out.usage == {"calls": 3}
+    listed = with_unwritten(RewardBatch([0.5], [[]], usage=[{"calls": 1}]), ["unwritable", None])
+    assert listed.usage == [{}, {"calls": 1}]

@@ -111,8 +111,10 @@ def with_unwritten(batch: RewardBatch, problems: Sequence[str | None]) -> Reward
     return RewardBatch([None if k is None else batch.rewards[k] for k in order],
                        [[str(p)] if k is None else batch.reasons[k] for k, p in zip(order, problems, strict=True)],
                        spread(batch.run_ids, None),
-                       None if batch.components is None else {n: spread(v, None) for n, v in batch.components.items()},
-                       spread(batch.usage, {}), spread(batch.kinds, None))
+                       None if batch.components is None else {n: [None if k is None else v[k] for k in order]
+                                                               for n, v in batch.components.items()},
+                       batch.usage if isinstance(batch.usage, dict) else spread(batch.usage, {}),  # one record: as is
+                       spread(batch.kinds, None))
 
 
 @dataclass
