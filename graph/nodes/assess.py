@@ -18,6 +18,7 @@ from graph.context import RunContext
 from graph.gate import score_mapping
 from graph.nodes.background import hurry_evidence, raise_if_failed
 from graph.nodes.common import Step, dump, frames_total, human, system, tidy_assessment
+from graph.nodes.contract_of import need_contract
 from graph.nodes.tracking import prefetch_tracks
 from graph.schemas import Assessment
 from graph.state import AgentState
@@ -31,7 +32,7 @@ def summarize(assessment: Assessment) -> str:
 
 async def assess(state: AgentState, ctx: RunContext, step: Step) -> dict[str, Any]:
     sample = list(state["sample"])
-    contract = state["contract"]
+    contract = need_contract(state)
     prefetch_tracks(ctx, state["video"], frames_total(state), sample)
     blocks = await ctx.frames.ablocks(state["video"], sample)
     text = "Task contract:\n" + dump(contract)

@@ -37,6 +37,7 @@ from graph.nodes.common import (
     shown_frames,
     system,
 )
+from graph.nodes.contract_of import need_contract
 from graph.nodes.revision import revise
 from graph.schemas import Assessment, AuditReport, TaskContract
 from graph.state import AgentState
@@ -50,7 +51,7 @@ def code_missing(assessment: Assessment, contract: TaskContract) -> list[str]:
 
 
 async def audit(state: AgentState, ctx: RunContext, step: Step) -> dict[str, Any]:
-    contract, assessment = state["contract"], state["assessment"]
+    contract, assessment = need_contract(state), state["assessment"]
     text = "Task contract:\n" + dump(contract) + "\n\nAssessment:\n" + dump(assessment)
     if state.get("observation") is not None:
         text += "\n\nTask-blind observation:\n" + dump(state["observation"])
@@ -106,7 +107,7 @@ def keep_levels(before: Assessment, after: Assessment) -> tuple[Assessment, list
 
 
 async def repair(state: AgentState, ctx: RunContext, step: Step) -> dict[str, Any]:
-    contract, assessment = state["contract"], state["assessment"]
+    contract, assessment = need_contract(state), state["assessment"]
     report = state["audits"][-1]
     rounds = int(state.get("repair_rounds", 0))
     ids = involved_ids(report, contract)

@@ -33,6 +33,7 @@ from graph.nodes.common import (
     split_shown,
     system,
 )
+from graph.nodes.contract_of import need_contract
 from graph.schemas import FinalCheck
 from graph.state import AgentState
 
@@ -40,7 +41,7 @@ CHECK_FRAMES = 16
 
 
 async def final_check(state: AgentState, ctx: RunContext, step: Step) -> dict[str, Any]:
-    contract, assessment = state["contract"], state["assessment"]
+    contract, assessment = need_contract(state), state["assessment"]
     gaps = essential_gaps(assessment, contract)
     if not gaps:
         step.decision = "no essential gap: F=0, U=0 (no model call)"

@@ -44,6 +44,7 @@ from graph.context import RunContext
 from graph.nodes.audit import code_missing
 from graph.nodes.background import raise_if_failed
 from graph.nodes.common import Step, brief, count, dump, human, system
+from graph.nodes.contract_of import need_contract
 from graph.nodes.evidence import (
     access_text,
     coordinates_text,
@@ -76,12 +77,12 @@ def motion_tool_text(cap: int) -> str:
 
 
 def _opening(state: AgentState) -> str:
-    assessment = state["assessment"]
+    contract, assessment = need_contract(state), state["assessment"]
     uncertain = [j.requirement_id for j in assessment.judgments
                  if j.status in ("partial", "unverifiable") or j.confidence < 0.7]
     # a requirement without a judgment scores as unverifiable (graph.gate.requirement_statuses): most uncertain
-    uncertain += [f"{rid} (no judgment yet)" for rid in code_missing(assessment, state["contract"])]
-    return ("Task contract:\n" + dump(state["contract"]) + "\n\nCurrent assessment:\n" + dump(assessment)
+    uncertain += [f"{rid} (no judgment yet)" for rid in code_missing(assessment, contract)]
+    return ("Task contract:\n" + dump(contract) + "\n\nCurrent assessment:\n" + dump(assessment)
             + f"\n\nInitially sampled frames: {list(state['sample'])}."
             + f"\nUncertain judgments: {uncertain or 'none flagged; check the key contact and end-state frames'}.")
 

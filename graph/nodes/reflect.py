@@ -52,6 +52,7 @@ from graph.nodes.common import (
     shown_frames,
     system,
 )
+from graph.nodes.contract_of import need_contract
 from graph.nodes.evidence import exchange_blocks
 from graph.nodes.revision import revise
 from graph.nodes.tracking import track_overlays
@@ -154,7 +155,7 @@ async def _auto_motion(state: AgentState, ctx: RunContext, step: Step) -> tuple[
 
 async def reflect(state: AgentState, ctx: RunContext, step: Step) -> dict[str, Any]:
     cfg = ctx.config
-    contract, assessment = state["contract"], state["assessment"]
+    contract, assessment = need_contract(state), state["assessment"]
     text = "Task contract:\n" + dump(contract) + "\n\nCurrent assessment:\n" + dump(assessment)
     inspected: Images = []
     exchanges = list(state.get("exchanges", []))
