@@ -352,6 +352,6 @@ def crop_records(exchanges: list[ToolExchange]) -> list[dict[str, Any]]:
     for e in exchanges:
         if e.get("name") == "view_crop":
             fallback = e.get("box") is None
-            out.append({"frame": (e.get("frames") or [None])[0], "box": e.get("box"), "fallback": fallback,
+            out.append({"frame": next(iter(e.get("frames") or ()), None), "box": e.get("box"), "fallback": fallback,
                         "reason": e.get("text") if fallback else None})
     return out

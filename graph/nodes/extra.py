@@ -22,7 +22,7 @@ import asyncio
 import functools
 import time
 from concurrent.futures import Future
-from typing import Any
+from typing import Any, Literal, overload
 
 from pydantic import ValidationError
 
@@ -53,6 +53,12 @@ def _evaluate(ctx: RunContext, tool: EvidenceTool, video: str, used: int,
     return out, time.perf_counter() - t0
 
 
+@overload
+def _job(ctx: RunContext, k: int, video: str, frames: int, instruction: str, thread_id: str, *,
+         start: Literal[True], priority: Priority = "now") -> Future: ...
+@overload
+def _job(ctx: RunContext, k: int, video: str, frames: int, instruction: str, thread_id: str, *,
+         start: bool, priority: Priority = "now") -> Future | None: ...
 def _job(ctx: RunContext, k: int, video: str, frames: int, instruction: str, thread_id: str, *,
          start: bool, priority: Priority = "now") -> Future | None:
     """Extra tool `k`'s job for the run: the one already started (`start` False: None when there is none),

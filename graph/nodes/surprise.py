@@ -56,7 +56,7 @@ from __future__ import annotations
 import functools
 import time
 from concurrent.futures import Future
-from typing import Any
+from typing import Any, Literal, overload
 
 from graph.context import RunContext
 from graph.nodes.common import Step, brief, count, frames_total
@@ -88,6 +88,11 @@ def _score(ctx: RunContext, video: str, used: int, key: tuple) -> tuple[Any, flo
     return out
 
 
+@overload
+def _job(ctx: RunContext, video: str, frames: int, *, start: Literal[True],
+         priority: Priority = "now") -> Future: ...
+@overload
+def _job(ctx: RunContext, video: str, frames: int, *, start: bool, priority: Priority = "now") -> Future | None: ...
 def _job(ctx: RunContext, video: str, frames: int, *, start: bool, priority: Priority = "now") -> Future | None:
     """The clip's scoring job: the one already started (`start` False: None when there is none), or
     started now at `priority` (`start` True; a failed one is started afresh, and one still queued at

@@ -137,7 +137,7 @@ async def track_overlays(state: AgentState, ctx: RunContext, idx: list[int], poi
     key = ("overlay", ctx.frames.current(state["video"]), tuple(idx), tuple(tuple(p) for p in points), tuple(shown),
            query_t, ctx.config.coordinates,  # the summary is written in the model's coordinates
            ctx.tools.tracker_id, ctx.tools.track_short_side)  # drawn from the tracks: what decides them
-    cached = ctx.frames.get_extra(key)
+    cached: TrackView | None = ctx.frames.get_extra(key)
     if cached is None:
         try:
             tracks = await ctx.frames.atracks(*_track_request(ctx, state["video"], idx, points, query_t),
