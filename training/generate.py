@@ -263,7 +263,8 @@ def _sampler_config(cfg: TrainConfig, sampler: Sampler, steps: int, guidance: fl
     if sampler != "dyndiff":
         raise GenerateError(f"sampler must be 'ode' or 'dyndiff', got {sampler!r}")
     try:
-        return RolloutConfig(num_steps=steps, sde_window=tuple(cfg.sde_window), tau=cfg.tau, r_base=cfg.r_base,
+        start, end = cfg.sde_window  # a list when read from JSON
+        return RolloutConfig(num_steps=steps, sde_window=(start, end), tau=cfg.tau, r_base=cfg.r_base,
                              shift=cfg.shift, mask_history=cfg.mask_history, guidance_scale=guidance)
     except RolloutConfigError as exc:
         raise GenerateError(f"dyndiff sampler with num_steps {steps}: {exc}") from None

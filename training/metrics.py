@@ -305,14 +305,14 @@ class MetricsLog:
             if iteration != self.resume_step:  # the run was rewound to another checkpoint's iteration
                 raise ValueError(f"trim_after({iteration}) after the W&B run was rewound to iteration "
                                  f"{self.resume_step}: pass the loaded checkpoint's iteration as resume_step")
-            self._replay_wandb(iteration)
+            self._replay_wandb(self.wandb, iteration)
         return {name: n for name, n in dropped.items() if n}
 
-    def _replay_wandb(self, iteration: int) -> None:
+    def _replay_wandb(self, run: WandbRun, iteration: int) -> None:
         """Log the rows of ``iteration`` that the logs keep to W&B again, in file order (`trim_after`)."""
         for path, section in ((self.path, "train"), (self.eval_path, "eval")):
             for row in rows_of(path, iteration):
-                self.wandb.log(section_scalars(section, row), iteration)
+                run.log(section_scalars(section, row), iteration)
         self._wandb_videos(iteration, rows_of(self.eval_rewards_path, iteration))
 
     def write(self, row: dict[str, float | int]) -> None:

@@ -227,7 +227,8 @@ class SumReward:
             values = [o.rewards[i] for o in outcomes]
             missing = [f"{p.label}: {o.reasons[i] or 'ineligible'}" for p, o in zip(self.parts, outcomes, strict=True)
                        if o.rewards[i] is None]
-            rewards.append(None if missing else sum(p.weight * v for p, v in zip(self.parts, values, strict=True)))
+            rewards.append(None if missing else sum(p.weight * v for p, v in zip(self.parts, values, strict=True)
+                                                    if v is not None))  # every v: none is missing
             reasons.append(missing)
             kinds.append(item_kind([o.kinds[i] if o.kinds else "none" for o in outcomes if o.rewards[i] is None]))
         components: dict[str, list[Any]] = {}

@@ -169,7 +169,8 @@ def forward_rows(valid: torch.Tensor, sl: slice) -> tuple[slice | torch.Tensor, 
 
 def rollout_config(cfg: TrainConfig) -> RolloutConfig:
     """The sampler settings of a run: what its rollouts and the update's likelihoods use."""
-    return RolloutConfig(num_steps=cfg.num_steps, sde_window=tuple(cfg.sde_window), tau=cfg.tau, r_base=cfg.r_base,
+    start, end = cfg.sde_window  # a list when read from JSON
+    return RolloutConfig(num_steps=cfg.num_steps, sde_window=(start, end), tau=cfg.tau, r_base=cfg.r_base,
                          shift=cfg.shift, log_prob_reduce=cfg.log_prob_reduce, mask_grad=cfg.mask_grad,
                          mask_history=cfg.mask_history, guidance_scale=cfg.guidance_scale, ratio_mask=cfg.ratio_mask)
 

@@ -107,18 +107,18 @@ class WandbRun:
                                   "dir": str(output_dir), "config": config}
         self.rewound = False
         """Whether the run was rewound to just before ``resume_step`` (its rows are then logged again)."""
-        refused = None
+        note = None  # why the rewind was refused, said once the run is up
         try:
             if saved_id is not None and resume_step is not None:
                 try:
                     self.run = wandb.init(**common, resume_from=f"{run_id}?_step={resume_step - 1}")
                     self.rewound = True
                 except wandb.errors.Error as exc:  # no rewind on this server: continue the run as it is
-                    refused = exc
+                    note = no_rewind_note(run_id, resume_step, exc)
             if not self.rewound:
                 self.run = wandb.init(**common, resume="allow")
-                if refused is not None:  # said once the run is up: when neither starts, the error below says why
-                    print(no_rewind_note(run_id, resume_step, refused), file=sys.stderr, flush=True)
+                if note is not None:  # said once the run is up: when neither starts, the error below says why
+                    print(note, file=sys.stderr, flush=True)
         except wandb.errors.Error as exc:  # not logged in, no network: say what to do, not wandb's traceback
             raise WandbError(f"W&B could not start run {run_id} in project {project!r}: {str(exc).rstrip('.')}. Log in with "
                              "`wandb login`, or log offline with WANDB_MODE=offline and `wandb sync` later, or "
