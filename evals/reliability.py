@@ -74,6 +74,7 @@ if TYPE_CHECKING:  # pragma: no cover
     from langchain_core.language_models import BaseChatModel
 
     from evals.table import PresetMetrics
+    from graph.settings import TraceDurability
 
 @dataclass(frozen=True)
 class EvalClip:
@@ -166,7 +167,7 @@ class AgentScorer:
 
         items = [(c.path, c.instruction) for c in clips]
         age = self.settings.foreign_claim_max_age_s if self.settings is not None else FOREIGN_CLAIM_MAX_AGE_S
-        durability = self.settings.trace_durability if self.settings is not None else "exit"  # RAA_TRACE_DURABILITY
+        durability: TraceDurability = self.settings.trace_durability if self.settings is not None else "exit"  # RAA_TRACE_DURABILITY
         return list(await ascore_videos(items, self._config(preset), agent=self.agent(preset),
                                         max_concurrency=self.max_concurrency, claim_max_age_s=age,
                                         durability=durability))
