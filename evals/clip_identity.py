@@ -32,7 +32,7 @@ Decisions where the issue was silent:
 from __future__ import annotations
 
 import hashlib
-from typing import Any
+from typing import Any, TypeGuard
 
 from graph.frame_keys import VideoKey, file_version
 
@@ -69,7 +69,7 @@ class ClipIdentities:
         return self._known[key]
 
 
-def is_legacy(recorded: Any) -> bool:
+def is_legacy(recorded: Any) -> TypeGuard[list[int]]:
     """Whether a row's ``clip_version`` is the stat identity rows recorded before (four integers)."""
     return (isinstance(recorded, list) and len(recorded) == 4
             and all(isinstance(n, int) and not isinstance(n, bool) for n in recorded))

@@ -324,11 +324,13 @@ async def _evaluate(clips: Sequence[EvalClip], order: list[str], out: Path, scor
 
     by_path = {c.path: c for c in clips}
     for key, row in existing.items():  # reference labels come from the current manifest
-        clip = by_path.get(row["path"])
-        if clip is not None:
+        current = by_path.get(row["path"])
+        if current is not None:
             old = row.get("clip_version")  # a current row of the older stat form: its content identity now
-            upgraded = {"clip_version": versions[clip.path]} if is_legacy(old) and legacy_matches(old, clip.path) else {}
-            existing[key] = {**row, "label": clip.label, "pattern": clip.pattern, "task": clip.task, **upgraded}
+            upgraded = ({"clip_version": versions[current.path]} if is_legacy(old) and legacy_matches(old, current.path)
+                        else {})
+            existing[key] = {**row, "label": current.label, "pattern": current.pattern, "task": current.task,
+                             **upgraded}
     rank = {p: i for i, p in enumerate(order)}
     clip_rank = {c.path: i for i, c in enumerate(clips)}
     compact = sorted(existing.values(), key=lambda r: (rank.get(r["preset"], len(rank)), r["preset"],

@@ -281,13 +281,14 @@ def scan(container: av.container.InputContainer, name: str,
         raise VideoDecodeError(f"{name}: truncated file: its 'sidx' box (at byte {offset}) indexes fragments up to "
                                f"byte {end}, but the file ends {end - total} bytes short of them (frames after the "
                                f"{packets} read are missing)")
-    usable = None not in pts and len(set(pts)) == frames
+    known = [p for p in pts if p is not None]
+    usable = len(known) == len(pts) and len(set(known)) == frames  # every frame has its own timestamp
     index = FrameIndex(None, (), slices=slices)
     if usable:
-        ordered = sorted(pts)
+        ordered = sorted(known)
         keys = sorted({bisect.bisect_left(ordered, p) for p in key_pts})
         lead = 0 if first_key else keys[0] if keys else frames  # no keyframe at all: every frame lacks its references
-        index = FrameIndex(tuple(ordered), tuple(keys), reorder_depth(pts), slices, lead)
+        index = FrameIndex(tuple(ordered), tuple(keys), reorder_depth(known), slices, lead)
         if index.reorder == 0 and (stream.codec_context.reorder_depth or 0) > 0:
             # the codec reorders frames but the timestamps never do: decode-order timestamps (AVI with
             # B-frames), which would label frames by decode position. Count the decoder's output instead.
