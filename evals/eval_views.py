@@ -24,6 +24,7 @@ Decisions where the issues were silent:
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -189,7 +190,7 @@ def changed_table(shown: list[dict[str, Any]], total: int) -> Table:
 
 
 def draw_rewards(rewards: list[float], statuses: list[str], draws: list[int] | None = None,
-                 ineligible: list[int] = ()) -> str:
+                 ineligible: Sequence[int] = ()) -> str:
     """A clip's rewards by draw for `raa eval draws` (`reward_text`), a draw that is not "scored" marked, and a
     draw without a reward (`ineligible`, by draw number; `draws`: the draw of each reward) shown as "⊥" in its
     place."""
