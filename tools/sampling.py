@@ -3,7 +3,9 @@
 Pure index arithmetic, re-exported by ``tools.video``. ``uniform_indices`` rounds half to even
 (``uniform_indices(4, 3) == [0, 2, 3]``). Clips of at most ``ALL_FRAMES_LIMIT`` frames may show any
 frame; longer clips get at most ``NEARBY_EXTRA_LIMIT`` frames beyond their initial sample (the agent's
-policy: `graph.nodes.evidence.allowed`).
+policy: `graph.nodes.evidence.allowed`). ``order_problem`` is the rule that frames scored or tracked as a
+sequence follow the clip's time: surprise windows are named by clip frame, and a tracker follows its frames
+in the order given (the tool service refuses other orders with a 400, the agent's tracking as a fault).
 """
 
 from __future__ import annotations
@@ -50,3 +52,14 @@ def uniform_subset(items: Sequence[int], k: int) -> list[int]:
     """The items at ``uniform_indices(len(items), k)``, sorted and unique (e.g. 4 overlay frames of a
     32-frame track, or the frames shown for a surprise window)."""
     return sorted({int(items[i]) for i in uniform_indices(len(items), k)})
+
+
+def order_problem(indices: Sequence[int]) -> str | None:
+    """Why frame indices cannot be taken as a sequence in time (the first step back), or None when they never go
+    backwards. A repeat in order is kept: it pads a short clip to a surprise window, and a tracker sees the same
+    frame twice (a step of zero pixels, one clip frame in the motion summary)."""
+    for k in range(1, len(indices)):
+        if indices[k] < indices[k - 1]:
+            return (f"frame_indices must be in increasing order (repeats allowed): frame_indices[{k}] = "
+                    f"{indices[k]} comes after {indices[k - 1]}")
+    return None

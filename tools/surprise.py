@@ -50,6 +50,7 @@ import numpy as np
 from pydantic import BaseModel, Field
 
 from tools.errors import LoadFailureMemo, ToolFault
+from tools.sampling import order_problem as order_problem  # its home before /v1/track used it too
 from tools.surprise_frames import IMAGENET_MEAN as IMAGENET_MEAN  # re-exported (their home before the split)
 from tools.surprise_frames import IMAGENET_STD as IMAGENET_STD
 from tools.surprise_frames import MAX_PREPROCESS_ASPECT as MAX_PREPROCESS_ASPECT
@@ -114,16 +115,6 @@ class SurpriseEvidence(BaseModel):
                 f"predictable; supporting evidence only, not a physics verdict): mean {self.mean:.3f} over "
                 f"{len(self.windows)} windows of {self.window_size} frames (stride {self.stride}, the first "
                 f"{self.context_frames} frames as context). Most surprising: {tops}.")
-
-
-def order_problem(indices: Sequence[int]) -> str | None:
-    """Why frame indices cannot name surprise windows (the first step back), or None when they never go
-    backwards. A repeat in order (padding a short clip to a window) is kept: no window ends before it starts."""
-    for k in range(1, len(indices)):
-        if indices[k] < indices[k - 1]:
-            return (f"frame_indices must be in increasing order (repeats allowed): frame_indices[{k}] = "
-                    f"{indices[k]} comes after {indices[k - 1]}")
-    return None
 
 
 def evidence_problem(evidence: object, num_frames: int) -> str | None:
