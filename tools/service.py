@@ -14,7 +14,7 @@ the middle and last frames where needed), which tracks an object entering later 
 Every option is checked before any frame is decoded (tools/service_params.py): ``grid_size`` is at most
 ``MAX_GRID_SIZE`` (64) and ``queries`` at most ``MAX_QUERIES`` (4096) rows.
 
-Status codes: 400 bad parameters (bad queries, grid_size over 64, frame index beyond the clip, surprise
+Status codes: 400 bad parameters (bad queries, grid_size over 64, frame index beyond the clip,
 frame_indices that go backwards, regions
 that are not an object of boxes, malformed or too deeply nested JSON; frames too small to track, query rows
 outside the frames: checked before the tracker runs, tools/service_jobs.py), 401
@@ -44,11 +44,13 @@ names it relative to the allowed root, its absolute path only in the server's lo
 ``[[t, x, y], ...]`` with ``t`` indexing the decoded (or selected) frames; ``frame_indices`` are taken as
 listed, repeats included (not deduplicated: the answer keeps one entry per listed frame, so it lines up with
 the request; a repeat is a caller's choice, e.g. padding a short clip to a surprise window, and its results
-name the frame as given, a window of one repeated frame reads "0-0"), in any order for ``/v1/track``; for
-``/v1/surprise`` they must not go backwards (a 400 naming the first step back, before decoding,
-`tools.surprise.order_problem`): its windows are named by clip frame, and out of order one started after it
-ended (neither sorted, which would score other frames than asked, nor a 422, which the client reads as the
-clip's fault); a C-order uint8 ``.npy``
+name the frame as given, a window of one repeated frame reads "0-0"; a tracker sees the frame twice, a step of
+zero pixels), and they must not go backwards (a 400 naming the first step back, before decoding,
+`tools.sampling.order_problem`): surprise windows are named by clip frame, and out of order one started after
+it ended; a tracker follows the frames in the order listed, and out of order each step of a track jumped back
+and forth in the clip. Neither endpoint sorts them (that would score other frames than asked, and would
+misalign a track's answer and ``queries``' ``t`` with the listed frames), nor answers 422, which the client
+reads as the clip's fault; a C-order uint8 ``.npy``
 body is used as a read-only zero-copy view of the request bytes (other ``.npy`` go through ``np.load``).
 Serve it with ``uvicorn.run(app, host, port)`` (as ``raa serve-tools`` does) or on a socket created with
 ``proto=IPPROTO_TCP``: asyncio sets TCP_NODELAY only then, and without it answers stall ~40 ms.

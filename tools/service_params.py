@@ -19,6 +19,9 @@ Decisions where the issues were silent:
   ``grid_size`` and must equal an in-process tracker), "window" the agent's grid (`tools.motion.grid`), which
   also tracks an object that enters the view later. A new option, not a new meaning of ``grid_size``: that
   would have changed every existing caller's tracks and broken the remote tracker's equality.
+- ``frame_indices`` of a track request must not go backwards (`track_indices`, the surprise endpoint's rule,
+  `tools.sampling.order_problem`): listed out of time order they were tracked across shuffled time and
+  answered 200. Refused, not sorted (the answer and ``queries``' ``t`` follow the listed order).
 - JSON nested deeper than the parser's recursion limit is a 400 like any other malformed JSON (the
   RecursionError was a 500), for a body and for the JSON-valued form / query fields alike.
 """
@@ -32,6 +35,7 @@ from typing import Any, Literal, get_args
 import numpy as np
 
 from tools.motion.summary import MAX_REGIONS, region_box_problem
+from tools.sampling import order_problem
 from tools.service_frames import HTTPProblem
 
 MAX_GRID_SIZE = 64
@@ -181,6 +185,18 @@ def short_side(value: Any, default: int | None) -> int | None:
     return number
 
 
+def track_indices(value: Any) -> list[int] | None:
+    """The ``frame_indices`` of a track request: whole numbers that never go backwards (`order_problem`, the
+    surprise endpoint's rule): the tracker follows the frames in the order listed, so out of time order each
+    step of a track jumped back and forth in the clip. Refused rather than sorted: sorted, the answer would
+    not line up with the request, and ``queries``' ``t`` (a position among the listed frames) would name
+    another frame. Repeats in order stay (a step of zero pixels). None when absent."""
+    indices = int_list(value, "frame_indices")
+    if indices is not None and (backwards := order_problem(indices)) is not None:
+        raise HTTPProblem(400, f"bad track request: {backwards}")
+    return indices
+
+
 @dataclass(frozen=True)
 class TrackOptions:
     """The checked options of a ``/v1/track`` request."""
@@ -197,7 +213,7 @@ class TrackOptions:
 def track_options(params: dict) -> TrackOptions:
     """Every option of a track request, checked (400 for the first bad one)."""
     grid, rows = grid_size(params.get("grid_size")), queries(params.get("queries"))
-    return TrackOptions(frame_indices=int_list(params.get("frame_indices"), "frame_indices"), grid_size=grid,
+    return TrackOptions(frame_indices=track_indices(params.get("frame_indices")), grid_size=grid,
                         queries=rows, grid_frames=grid_frames(params.get("grid_frames"), grid, rows),
                         tracks_encoding=tracks_encoding(params.get("tracks_encoding")),
                         summary=flag(params.get("summary", False)), regions=regions(params.get("regions")))

@@ -24,6 +24,10 @@ Decisions where the issue was silent:
 - The tracks carry the clip's frame numbers (`MotionTracks.frame_indices`), so the summary names clip
   frames; it named positions among the tracked frames (track_motion over frames 40..60 reported motion
   "in frames 3-8").
+- The tracked frames are in increasing clip order (`track_frames` sorts a reversed stretch, the observed sample
+  is `uniform_indices`); `_compute_tracks` refuses any other order (`tools.sampling.order_problem`, a fault of
+  "motion"), as the tool service does: a tracker follows its frames in the order given, so a track over
+  frames out of order jumped back and forth in the clip.
 - Size: the tracker gets frames whose short side is at most `track_short_side` (576; CoTracker3 works at
   384x512 anyway) and its tracks are mapped back to the clip's pixels; overlays are drawn on the frames
   at the size they are sent (a 1080p overlay drawn at full size shrank to nothing at 512 pixels), and
@@ -170,7 +174,10 @@ def _compute_tracks(ctx: RunContext, video: str, idx: list[int], points: list[li
     from tools.motion import MotionTracks
     from tools.motion.base import require_tracks
     from tools.motion.grid import grid_tracks
+    from tools.sampling import order_problem
 
+    if (backwards := order_problem(idx)) is not None:  # the tracker follows them in this order (module docstring)
+        raise ValueError(f"frames to track go backwards: {backwards}")
     tracker = ctx.tools.tracker()
     meta = ctx.frames.meta(video)
     frames = ctx.frames.scaled_frames(video, idx, ctx.tools.track_short_side)
