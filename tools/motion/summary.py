@@ -67,8 +67,8 @@ Definitions (decisions where the issue was silent):
   along x and along y. ``text()`` without arguments writes pixels of the tracked frames (callers outside
   the agent); the JSON fields (`MotionSummary` itself, the tool service's answer) stay in tracker pixels.
 - Frame numbers in the output are original clip indices (``MotionTracks.frame_indices``). Tracks whose
-  frames are not in increasing clip order (a tool-service caller's ``frame_indices``, e.g. a stretch
-  asked for backwards) are summarised in clip order: the tracked frames are sorted first (stable, so a
+  frames are not in increasing clip order (`MotionTracks` built by a caller; the tool service and the agent
+  now refuse such ``frame_indices`` before tracking, `tools.sampling.order_problem`) are summarised in clip order: the tracked frames are sorted first (stable, so a
   repeated frame keeps its place; the gap to it counts as one frame). Taken as given, a stretch tracked
   backwards read as motion the other way, and its "motion frames" ran backwards ([20, 0]).
 """
