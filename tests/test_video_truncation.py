@@ -106,3 +106,40 @@ def test_a_cut_moov_is_a_decode_error_not_an_attribute_error(tmp_path):
         except Exception as exc:  # noqa: BLE001  (what the test looks for)
             failures.append((cut, type(exc).__name__))
     assert failures == []
+
+
+@pytest.mark.parametrize(("name", "codec"), [("t.mkv", "libx264"), ("t.webm", "libvpx"), ("t.flv", "flv"),
+                                             ("t.mkv", "ffv1")])
+def test_a_file_cut_by_a_few_frames_is_truncated(tmp_path, name, codec):
+    """A 2 s clip (32 frames at 16 fps) cut before one of its last 6 frames: the header's duration was allowed to
+    run up to 0.5 s (8 frames) past the frames, so the cut file read as a shorter clip with no error (its last
+    frames silently dropped: a task completed in them read as never done). An x264 clip cut in decode order also
+    loses B-frames from the middle, which no duration shows: Matroska's Segment size does (`tools.matroska_tail`)."""
+    full = _write(tmp_path / name, 32, codec)
+    assert probe(full).frames == 32
+    with av.open(str(full)) as c:
+        starts = sorted(p.pos for p in c.demux(c.streams.video[0]) if p.size and p.pos is not None and p.pos > 0)
+    data = full.read_bytes()
+    for pos in starts[-6:]:
+        cut = tmp_path / f"cut_{pos}_{name}"
+        cut.write_bytes(data[:pos])
+        with pytest.raises(VideoDecodeError, match=rf"{cut.name}: truncated file"):
+            probe(cut)
+
+
+@pytest.mark.parametrize("rates", [(16,) * 31, (16,) * 20 + (8,) * 11])
+def test_a_complete_matroska_file_is_not_truncated(tmp_path, rates):
+    """The tighter tolerance keeps complete clips, constant and variable rate (the last frames held longer)."""
+    path = tmp_path / "v.mkv"
+    with av.open(str(path), "w") as c:
+        s = c.add_stream("libx264", rate=16)
+        s.width, s.height, s.pix_fmt, s.codec_context.time_base = 64, 64, "yuv420p", Fraction(1, 1000)
+        t = 0
+        for k, f in enumerate(id_frames(len(rates) + 1)):
+            frame = av.VideoFrame.from_ndarray(f, format="rgb24")
+            frame.pts, frame.time_base = t, Fraction(1, 1000)
+            c.mux(s.encode(frame))
+            t += 1000 // (rates[k] if k < len(rates) else 16)
+        c.mux(s.encode())
+    assert probe(path).frames == len(rates) + 1
+    assert read_ids(read_all_frames(path)) == list(range(len(rates) + 1))

@@ -21,6 +21,7 @@ import av
 import numpy as np
 from av.video.frame import PictureType
 
+from tools.matroska_tail import segment_shortfall
 from tools.mp4_boxes import cut_fragment, fragmented_duration, index_past_end
 from tools.mpegts_tail import ends_inside_packet
 from tools.video_edits import kept_frames, late_empty_edit
@@ -323,6 +324,11 @@ def scan(container: av.container.InputContainer, name: str,
     if declared == 0 or "mov" in formats:  # no frame count to check the packets against (a fragmented MP4's moov
         # counts only the samples it holds itself): the header's duration instead
         _check_duration(container, stream, name, start, times if times is not None else (frames - 1) / fps, fps, src)
+    segment = segment_shortfall(src) if src is not None and {"matroska", "webm"} & set(formats) else None
+    if segment is not None:  # cut at a block's edge: FFmpeg flags nothing, and a few lost frames pass the duration check
+        raise VideoDecodeError(f"{name}: truncated file: its Matroska Segment ends at byte {segment[0]}, but the file "
+                               f"ends {segment[0] - segment[1]} bytes short of it (frames after the {packets} read "
+                               "are missing)")
     meta = VideoMeta(source=name, frames=frames, fps=fps, width=width, height=height, duration=duration,
                      times=times)
     return meta, index
@@ -358,17 +364,33 @@ def header_duration(container: av.container.InputContainer, stream: av.video.str
 
 def _check_duration(container: av.container.InputContainer, stream: av.video.stream.VideoStream, name: str,
                     start: float, times: tuple[float, ...] | float, fps: float, src: Source | None = None) -> None:
-    """Raise when the header's duration runs past the last frame (``times``: the frames' times, or the last
-    one's) by more than max(0.5 s, 5%, the longest gap between frames: a variable-rate clip may hold its
-    last frame that long): the frames of a cut Matroska / WebM / FLV file, or of a fragmented MP4 cut between
-    two fragments, read as a shorter clip before."""
+    """Raise when the header's duration runs past the last frame's end (``times``: the frames' times, or the last
+    one's) by more than `duration_slack`: the frames of a cut Matroska / WebM / FLV file, or of a fragmented MP4
+    cut between two fragments, read as a shorter clip before."""
     claimed = header_duration(container, stream, src)
     if claimed is None:
         return
     last = times[-1] if isinstance(times, tuple) else times
-    hold = max((b - a for a, b in zip(times, times[1:], strict=False)), default=0.0) if isinstance(times, tuple) else 0.0
     end = start + last + 1 / fps
-    if claimed - end > max(0.5, 0.05 * claimed, hold):
+    if claimed - end > duration_slack(times, fps, claimed):
         says = "its 'mehd' box says the fragments last" if "mov" in container.format.name.split(",") else \
             "the video stream's header says"
         raise VideoDecodeError(f"{name}: truncated file: {says} {claimed:.2f} s, but its frames end at {end:.2f} s")
+
+
+TIMESTAMP_SLACK_S = 0.005
+"""Rounding between a header's duration and the frames' timestamps (Matroska and FLV count milliseconds)."""
+
+
+def duration_slack(times: tuple[float, ...] | float, fps: float, claimed: float) -> float:
+    """How far a complete clip's header duration may run past its last frame's end (start + last time + 1 / fps).
+
+    With timestamps (``times`` a tuple) the last frame lasts at most the longest gap between frames (a variable-rate
+    clip may hold it that long), so a complete file's header exceeds that end by at most that gap minus
+    1 / fps; half a frame more, and rounding, is the slack: a cut file lacks at least one whole frame. (A fixed
+    max(0.5 s, 5%) let a 2 s clip at 16 fps lose its last 8 frames unnoticed.) Without them (``times`` the
+    last frame's estimated time, (frames - 1) / fps) the end is a guess: max(0.5 s, 5%) as before."""
+    if not isinstance(times, tuple):
+        return max(0.5, 0.05 * claimed)
+    hold = max((b - a for a, b in zip(times, times[1:], strict=False)), default=0.0)
+    return max(0.0, hold - 1 / fps) + 0.5 / fps + TIMESTAMP_SLACK_S
