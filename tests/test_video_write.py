@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import av
 import numpy as np
 import pytest
 
@@ -57,3 +58,36 @@ def test_a_numpy_rate_is_a_rate(tmp_path, fps):
     read from a float32 array)."""
     meta = probe(write_video(tmp_path / "np.mp4", id_frames(4), fps=fps))
     assert meta.fps == pytest.approx(float(fps))
+
+
+@pytest.mark.parametrize("existing", [False, True])
+def test_a_failed_write_leaves_no_partial_file(tmp_path, monkeypatch, existing):
+    """An error mid-encode (disk full, an interrupt; here a frame conversion) left a half-written clip at the path,
+    replacing any clip already there: a cache keyed on the path then served a file without its index (MP4's moov
+    comes last), and the earlier good clip was lost. The clip is written beside the path and moved in at the end."""
+    path = tmp_path / "c.mp4"
+    if existing:
+        write_video(path, id_frames(3), codec="mpeg4")
+    before = path.read_bytes() if existing else None
+    real, calls = av.VideoFrame.from_ndarray, []
+
+    def failing(*args, **kwargs):
+        calls.append(1)
+        if len(calls) == 4:
+            raise OSError(28, "No space left on device")
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(av.VideoFrame, "from_ndarray", failing)
+    with pytest.raises(OSError, match="No space left"):
+        write_video(path, id_frames(6), codec="mpeg4", gop=1)
+    assert len(calls) == 4
+    assert sorted(p.name for p in tmp_path.iterdir()) == (["c.mp4"] if existing else [])
+    if existing:
+        assert path.read_bytes() == before
+
+
+def test_a_written_clip_keeps_its_name_and_reads_back(tmp_path):
+    path = write_video(tmp_path / "sub" / "ok.mkv", id_frames(5), fps=12.5)
+    assert path == tmp_path / "sub" / "ok.mkv" and sorted(p.name for p in path.parent.iterdir()) == ["ok.mkv"]
+    meta = probe(path)
+    assert (meta.frames, meta.fps) == (5, 12.5) and read_ids(read_frames(path, range(5))) == list(range(5))

@@ -1,6 +1,7 @@
 """Encode frames to a video file with PyAV (used by the clip suite, tests and benchmarks).
 
-Frame sizes are padded with edge pixels to the multiple the pixel format's chroma subsampling needs
+The clip is encoded to a hidden file beside ``path`` and moved there once complete: an error or interrupt
+mid-encode leaves no half-written clip (nor replaces an earlier one). Frame sizes are padded with edge pixels to the multiple the pixel format's chroma subsampling needs
 (even widths for 4:2:0 / 4:2:2 at any bit depth or layout, even heights for 4:2:0, 4 for 4:1:1);
 gray output is stored full-range so gray values survive a round trip. ``tools.video`` re-exports
 ``write_video``.
@@ -8,6 +9,9 @@ gray output is stored full-range so gray values survive a round trip. ``tools.vi
 
 from __future__ import annotations
 
+import os
+import uuid
+from fractions import Fraction
 from pathlib import Path
 
 import av
@@ -54,6 +58,24 @@ def write_video(path: str | Path, frames: np.ndarray, fps: float = 16.0, *, code
         raise ValueError(f"{codec} does not encode {pix_fmt}; it takes {', '.join(f.name for f in formats)}")
     step_h, step_w = chroma_steps(pix_fmt)
     ph, pw = -(-h // step_h) * step_h, -(-w // step_w) * step_w
+    partial = partial_path(path)
+    try:
+        _encode(partial, frames, rate, codec, crf, pix_fmt, gop, preset, (ph, pw))
+        os.replace(partial, path)
+    except BaseException:
+        partial.unlink(missing_ok=True)
+        raise
+    return path
+
+
+def partial_path(path: Path) -> Path:
+    """A unique hidden name beside ``path`` that keeps its extension (the muxer is chosen by it)."""
+    return path.with_name(f".{path.stem}.{os.getpid()}-{uuid.uuid4().hex[:8]}.partial{path.suffix}")
+
+
+def _encode(path: Path, frames: np.ndarray, rate: Fraction, codec: str, crf: int, pix_fmt: str, gop: int | None,
+            preset: str | None, padded: tuple[int, int]) -> None:
+    gray, (h, w), (ph, pw) = frames.ndim == 3, frames.shape[1:3], padded
     with av.open(f"file:{path}", mode="w") as container:  # "file:": a name like a:b.mp4 is no URL scheme
         stream = container.add_stream(codec, rate=rate)
         stream.width, stream.height, stream.pix_fmt = pw, ph, pix_fmt
@@ -72,4 +94,3 @@ def write_video(path: str | Path, frames: np.ndarray, fps: float = 16.0, *, code
                 container.mux(packet)
         for packet in stream.encode():
             container.mux(packet)
-    return path
