@@ -231,3 +231,26 @@ def test_variable_rate_clips_label_frames_by_their_timestamps(tmp_path, name):
     from evals.report_frames import load_frames
 
     assert load_frames(str(path), [39]).label(39) == f"frame 39 of 40, t={pts[39] / 16:.2f}s"  # run reports too
+
+
+@pytest.mark.parametrize("pts", [[40 * i for i in range(12)], [0, 40, 80, 120, 240, 280, 320, 520, 560, 600, 640, 720]])
+def test_avi_in_millisecond_timestamps_is_complete(tmp_path, pts):
+    """An AVI written with a 1/1000 time base (25 fps, or variable rate) declares its last frame's 40 chunks: 760 +
+    40 = 800 "frames", and the scan, which allowed only last timestamp + 1, called the complete clip truncated
+    ("declares 800 frames but only 12 could be read"): ineligible."""
+    from fractions import Fraction
+
+    path = tmp_path / "ms.avi"
+    with av.open(str(path), "w") as c:  # a 25 fps stream, its frames timed in milliseconds
+        s = c.add_stream("mpeg4", rate=25)
+        s.width, s.height, s.pix_fmt, s.codec_context.time_base = 64, 64, "yuv420p", Fraction(1, 1000)
+        for i, f in enumerate(id_frames(12)):
+            frame = av.VideoFrame.from_ndarray(f, format="rgb24")
+            frame.pts, frame.time_base = pts[i], Fraction(1, 1000)
+            c.mux(s.encode(frame))
+        c.mux(s.encode())
+    with av.open(str(path)) as c:
+        assert c.streams.video[0].frames == pts[-1] + 40
+    meta = probe(path)
+    assert meta.frames == 12 and read_ids(read_all_frames(path)) == list(range(12))
+    assert meta.time_of(11) == pytest.approx(pts[-1] / 1000)

@@ -219,7 +219,7 @@ def scan(container: av.container.InputContainer, name: str,
     width, height = stream.codec_context.width, stream.codec_context.height
     if width <= 0 or height <= 0:
         raise VideoDecodeError(f"{name}: video stream has no frame size ({width}x{height})")
-    packets, pts, key_pts, slices, last_dts, first_key, cut = 0, [], [], None, None, True, False
+    packets, pts, key_pts, slices, last_dts, first_key, cut, step = 0, [], [], None, None, True, False, None
     with wrapped(name, "demuxing failed (truncated or corrupt file)"):
         for packet in container.demux(stream):
             if packet.size == 0:
@@ -229,6 +229,8 @@ def scan(container: av.container.InputContainer, name: str,
             if packets == 1:
                 first_key = packet.is_keyframe
             if packet.dts is not None:
+                if last_dts is not None and packet.dts > last_dts:  # the shortest frame: the last one's chunks (AVI)
+                    step = packet.dts - last_dts if step is None else min(step, packet.dts - last_dts)
                 last_dts = packet.dts if last_dts is None else max(last_dts, packet.dts)
             if packet.is_discard:
                 continue
@@ -248,9 +250,10 @@ def scan(container: av.container.InputContainer, name: str,
         raise VideoDecodeError(f"{name}: unsupported edit list: its entry {pause[0]} of {pause[1]} is an empty edit (a "
                                "pause, media time -1) after media: FFmpeg shows the clip's first frames again in its "
                                f"place ({frames} frames where the edit list keeps {kept})")
-    # AVI counts its empty drop-frame chunks (timestamp gaps) in the declared frames; its demuxer returns
-    # none of them, but its timestamps are frame numbers: the file is complete when the last one is reached
-    avi_complete = "avi" in formats and last_dts is not None and last_dts + 1 >= declared
+    # AVI counts its empty drop-frame chunks (timestamp gaps, and the last frame's duration in a time base finer
+    # than the rate) in the declared frames; its demuxer returns none of them, but its timestamps count chunks:
+    # the file is complete when its last frame reaches the count (its chunks: the shortest step, or 1)
+    avi_complete = "avi" in formats and last_dts is not None and last_dts + (step or 1) >= declared
     if declared > packets and not avi_complete:
         # MP4 / MOV declare every sample, also those a trimming edit list cuts (FFmpeg drops them)
         kept = kept_frames(src, stream.id) if src is not None and "mov" in formats else None
