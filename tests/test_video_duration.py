@@ -36,3 +36,20 @@ def test_the_duration_of_a_clip_starting_at_zero_is_unchanged(tmp_path: Path) ->
     assert meta.duration == pytest.approx(2.0, abs=0.01)
 
 
+
+
+@pytest.mark.parametrize("index", [-1, 5, 99])
+def test_time_of_an_index_outside_the_clip_is_an_error(tmp_path, index):
+    """With timestamps, time_of(-1) gave the last frame's time (a label "frame -1 of 5, t=0.25s") and time_of(5)
+    an IndexError naming nothing; without them, index / fps: a time for a frame the clip does not have."""
+    from tools.video import FrameIndexError, probe, write_video
+    from tools.video_scan import VideoMeta
+
+    meta = probe(write_video(tmp_path / "c.mp4", id_frames(5)))
+    untimed = VideoMeta(source="u.mp4", frames=5, fps=16.0, width=16, height=16, duration=5 / 16)
+    for m in (meta, untimed):
+        assert m.time_of(4) == pytest.approx(4 / 16)
+        with pytest.raises(FrameIndexError, match=rf"{m.source}: frame index {index} is out of range"):
+            m.time_of(index)
+        with pytest.raises(FrameIndexError):
+            m.label(index)

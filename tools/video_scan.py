@@ -58,8 +58,10 @@ class VideoMeta:
     when they are unusable). Variable-rate clips need it: ``index / fps`` was seconds off there."""
 
     def time_of(self, index: int) -> float:
-        """Seconds from the first frame to frame ``index`` (its timestamp, else ``index / fps``)."""
-        return self.times[index] if self.times is not None else index / self.fps
+        """Seconds from the first frame to frame ``index`` (its timestamp, else ``index / fps``); ``FrameIndexError``
+        for an index outside the clip."""
+        i = check_indices([index], self)[0]  # times[-1] was the last frame's time, index / fps a frame not there
+        return self.times[i] if self.times is not None else i / self.fps
 
     def label(self, index: int) -> str:
         """`tools.frames.frame_label` of frame ``index`` at its time (`time_of`: right for variable-rate clips)."""
