@@ -143,3 +143,23 @@ def test_a_complete_matroska_file_is_not_truncated(tmp_path, rates):
         c.mux(s.encode())
     assert probe(path).frames == len(rates) + 1
     assert read_ids(read_all_frames(path)) == list(range(len(rates) + 1))
+
+
+def test_a_faststart_mp4_cut_before_its_first_frame_is_truncated_not_empty(tmp_path):
+    """The moov (at the front) declares 12 frames, but the file ends before the first one's data: reported as "video
+    stream contains no frames", as for a clip written with none, rather than a truncated file."""
+    path = tmp_path / "f.mp4"
+    with av.open(str(path), "w", options={"movflags": "faststart"}) as c:
+        s = c.add_stream("libx264", rate=16)
+        s.width, s.height, s.pix_fmt = 64, 64, "yuv420p"
+        for f in id_frames(12):
+            c.mux(s.encode(av.VideoFrame.from_ndarray(f, format="rgb24")))
+        c.mux(s.encode())
+    data = path.read_bytes()
+    moov = data.index(b"moov") - 4
+    mdat = data.index(b"mdat", moov) + 4
+    cut = tmp_path / "cut.mp4"
+    cut.write_bytes(data[:mdat])  # the mdat header, none of its data
+    with pytest.raises(VideoDecodeError, match=r"cut\.mp4: truncated file: the container declares 12 frames but "
+                                               r"only 0 could be read"):
+        probe(cut)

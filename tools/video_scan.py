@@ -241,10 +241,10 @@ def scan(container: av.container.InputContainer, name: str,
                 key_pts.append(packet.pts)
             if packet.is_keyframe and packets == 1:
                 slices = slices_per_frame(bytes(packet), stream.codec_context.name, stream.codec_context.extradata)
-    frames = len(pts)
-    if frames == 0:
-        raise EmptyVideoError(f"{name}: video stream contains no frames")
-    declared = int(stream.frames or 0)
+    frames, declared = len(pts), int(stream.frames or 0)
+    if frames == 0:  # a header that declares frames (an MP4 cut before its media data) is a truncated file
+        raise VideoDecodeError(f"{name}: truncated file: the container declares {declared} frames but only 0 could "
+                               "be read") if declared else EmptyVideoError(f"{name}: video stream contains no frames")
     formats = container.format.name.split(",")
     pause = late_empty_edit(src, stream.id) if src is not None and "mov" in formats else None
     if pause is not None:
