@@ -163,3 +163,30 @@ def test_a_faststart_mp4_cut_before_its_first_frame_is_truncated_not_empty(tmp_p
     with pytest.raises(VideoDecodeError, match=r"cut\.mp4: truncated file: the container declares 12 frames but "
                                                r"only 0 could be read"):
         probe(cut)
+
+
+@pytest.mark.parametrize("name", ["h.mkv", "h.webm"])
+def test_a_last_frame_held_longer_is_not_truncation(tmp_path, name):
+    """16 frames 62 ms apart, the last shown for 1 s (its Matroska block duration): the header's 1.93 s ran past
+    the frames' end estimated at one frame (0.99 s), and the complete clip was called truncated (ineligible). The
+    last frame's own duration, where the demuxer gives it, ends the frames."""
+    path = tmp_path / name
+    with av.open(str(path), "w") as c:
+        s = c.add_stream("libvpx" if name.endswith("webm") else "libx264", rate=16)
+        s.width, s.height, s.pix_fmt, s.codec_context.time_base = 64, 64, "yuv420p", Fraction(1, 1000)
+        s.options = {"deadline": "realtime", "cpu-used": "8"} if name.endswith("webm") else {"bf": "0"}
+        frames = [av.VideoFrame.from_ndarray(f, format="rgb24") for f in id_frames(16)]
+        for k, frame in enumerate(frames + [None]):
+            if frame is not None:
+                frame.pts, frame.time_base = k * 62, Fraction(1, 1000)
+            for packet in s.encode(frame):
+                packet.duration = 1000 if packet.pts == 15 * 62 else packet.duration
+                c.mux(packet)
+    with av.open(str(path)) as c:
+        assert c.streams.video[0].metadata["DURATION"].startswith("00:00:01.93")
+    assert probe(path).frames == 16 and read_ids(read_all_frames(path)) == list(range(16))
+    data = path.read_bytes()
+    cut = tmp_path / f"cut_{name}"
+    cut.write_bytes(data[: len(data) * 3 // 4])
+    with pytest.raises(VideoDecodeError, match="truncated file"):
+        probe(cut)

@@ -22,8 +22,9 @@ import numpy as np
 from av.video.frame import PictureType
 
 from tools.matroska_tail import segment_shortfall
-from tools.mp4_boxes import cut_fragment, fragmented_duration, index_past_end
+from tools.mp4_boxes import cut_fragment, index_past_end
 from tools.mpegts_tail import ends_inside_packet
+from tools.video_duration import HEADER_DURATION, check_duration, header_duration
 from tools.video_edits import kept_frames, late_empty_edit
 from tools.video_errors import (  # noqa: F401  (re-exported by tools.video)
     EmptyVideoError,
@@ -222,6 +223,7 @@ def scan(container: av.container.InputContainer, name: str,
     if width <= 0 or height <= 0:
         raise VideoDecodeError(f"{name}: video stream has no frame size ({width}x{height})")
     packets, pts, key_pts, slices, last_dts, first_key, cut, step = 0, [], [], None, None, True, False, None
+    max_pts, last_hold = -(2**63), 0
     with wrapped(name, "demuxing failed (truncated or corrupt file)"):
         for packet in container.demux(stream):
             if packet.size == 0:
@@ -237,6 +239,8 @@ def scan(container: av.container.InputContainer, name: str,
             if packet.is_discard:
                 continue
             pts.append(packet.pts)
+            if packet.pts is not None and packet.pts >= max_pts:  # the last frame's own duration (Matroska gives it)
+                max_pts, last_hold = packet.pts, packet.duration or 0
             if packet.is_keyframe and packet.pts is not None:
                 key_pts.append(packet.pts)
             if packet.is_keyframe and packets == 1:
@@ -302,7 +306,7 @@ def scan(container: av.container.InputContainer, name: str,
     time_base = stream.time_base or Fraction(0)
     start = max(0.0, float(index.pts[0] * time_base)) if index.pts is not None and time_base else 0.0
     duration = 0.0
-    if _HEADER_DURATION & set(formats):  # the video's end time, not the file's (a longer audio's): FFmpeg gives
+    if HEADER_DURATION & set(formats):  # the video's end time, not the file's (a longer audio's): FFmpeg gives
         duration = max(0.0, (header_duration(container, stream) or 0.0) - start)  # the stream the file's duration
     elif stream.duration and time_base:
         duration = float(stream.duration * time_base)
@@ -328,7 +332,8 @@ def scan(container: av.container.InputContainer, name: str,
         duration = frames / fps
     if declared == 0 or "mov" in formats:  # no frame count to check the packets against (a fragmented MP4's moov
         # counts only the samples it holds itself): the header's duration instead
-        _check_duration(container, stream, name, start, times if times is not None else (frames - 1) / fps, fps, src)
+        hold = float(last_hold * time_base) if time_base else 0.0
+        check_duration(container, stream, name, start, times if times is not None else (frames - 1) / fps, fps, src, hold)
     segment = segment_shortfall(src) if src is not None and {"matroska", "webm"} & set(formats) else None
     if segment is not None:  # cut at a block's edge: FFmpeg flags nothing, and a few lost frames pass the duration check
         raise VideoDecodeError(f"{name}: truncated file: its Matroska Segment ends at byte {segment[0]}, but the file "
@@ -337,65 +342,3 @@ def scan(container: av.container.InputContainer, name: str,
     meta = VideoMeta(source=name, frames=frames, fps=fps, width=width, height=height, duration=duration,
                      times=times)
     return meta, index
-
-
-# formats whose header states the video's duration and no frame count: Matroska / WebM (the track's DURATION
-# tag, or the Segment duration) and FLV (onMetaData). A file cut short keeps its header; elsewhere the
-# duration FFmpeg gives is estimated from the frames that are there (MPEG-TS / PS) or from the bit rate.
-_HEADER_DURATION = {"matroska", "webm", "flv"}
-
-
-def header_duration(container: av.container.InputContainer, stream: av.video.stream.VideoStream,
-                    src: Source | None = None) -> float | None:
-    """Seconds of video the container's header states, when the header says it and it is the video's own
-    (the track's Matroska DURATION tag; the whole file's duration only when the video is its only stream:
-    a longer audio track sets that; so for a fragmented MP4's ``mehd`` box, read from ``src``). None otherwise."""
-    formats = set(container.format.name.split(","))
-    if "mov" in formats:
-        return fragmented_duration(src) if src is not None and len(container.streams) == 1 else None
-    if not _HEADER_DURATION & formats:
-        return None
-    tag = stream.metadata.get("DURATION")
-    if tag:
-        try:
-            hours, minutes, seconds = tag.split(":")
-            return int(hours) * 3600 + int(minutes) * 60 + float(seconds)
-        except ValueError:
-            return None
-    if len(container.streams) == 1 and container.duration:
-        return container.duration / av.time_base
-    return None
-
-
-def _check_duration(container: av.container.InputContainer, stream: av.video.stream.VideoStream, name: str,
-                    start: float, times: tuple[float, ...] | float, fps: float, src: Source | None = None) -> None:
-    """Raise when the header's duration runs past the last frame's end (``times``: the frames' times, or the last
-    one's) by more than `duration_slack`: the frames of a cut Matroska / WebM / FLV file, or of a fragmented MP4
-    cut between two fragments, read as a shorter clip before."""
-    claimed = header_duration(container, stream, src)
-    if claimed is None:
-        return
-    last = times[-1] if isinstance(times, tuple) else times
-    end = start + last + 1 / fps
-    if claimed - end > duration_slack(times, fps, claimed):
-        says = "its 'mehd' box says the fragments last" if "mov" in container.format.name.split(",") else \
-            "the video stream's header says"
-        raise VideoDecodeError(f"{name}: truncated file: {says} {claimed:.2f} s, but its frames end at {end:.2f} s")
-
-
-TIMESTAMP_SLACK_S = 0.005
-"""Rounding between a header's duration and the frames' timestamps (Matroska and FLV count milliseconds)."""
-
-
-def duration_slack(times: tuple[float, ...] | float, fps: float, claimed: float) -> float:
-    """How far a complete clip's header duration may run past its last frame's end (start + last time + 1 / fps).
-
-    With timestamps (``times`` a tuple) the last frame lasts at most the longest gap between frames (a variable-rate
-    clip may hold it that long), so a complete file's header exceeds that end by at most that gap minus
-    1 / fps; half a frame more, and rounding, is the slack: a cut file lacks at least one whole frame. (A fixed
-    max(0.5 s, 5%) let a 2 s clip at 16 fps lose its last 8 frames unnoticed.) Without them (``times`` the
-    last frame's estimated time, (frames - 1) / fps) the end is a guess: max(0.5 s, 5%) as before."""
-    if not isinstance(times, tuple):
-        return max(0.5, 0.05 * claimed)
-    hold = max((b - a for a, b in zip(times, times[1:], strict=False)), default=0.0)
-    return max(0.0, hold - 1 / fps) + 0.5 / fps + TIMESTAMP_SLACK_S
