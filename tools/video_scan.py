@@ -23,7 +23,7 @@ from av.video.frame import PictureType
 
 from tools.matroska_tail import segment_shortfall
 from tools.mp4_boxes import cut_fragment, index_past_end
-from tools.mpegts_tail import ends_inside_packet
+from tools.mpegts_tail import ends_inside_packet, starts_as_mpegts
 from tools.video_duration import HEADER_DURATION, check_duration, header_duration
 from tools.video_edits import kept_frames, late_empty_edit
 from tools.video_errors import (  # noqa: F401  (re-exported by tools.video)
@@ -169,7 +169,14 @@ def _open(src: Source, name: str, options: dict[str, str] | None) -> av.containe
             raise EmptyVideoError(f"{name}: video file is empty (0 bytes)")
         target = f"file:{path}"  # else FFmpeg reads a name like 2024-01-01T12:30:00.mp4 as a URL scheme
     with wrapped(name, "cannot be opened as a video (not a video file, or truncated/corrupt)"):
-        return av.open(target, mode="r", options=options or {})
+        try:
+            return av.open(target, mode="r", options=options or {})
+        except av.error.FFmpegError:  # a tiny MPEG-TS file FFmpeg's probe fails to place (tools.mpegts_tail)
+            fmt = starts_as_mpegts(src)
+            if fmt is None:
+                raise
+        target = io.BytesIO(bytes(src)) if isinstance(target, io.BytesIO) else target
+        return av.open(target, mode="r", format=fmt, options=options or {})
 
 
 def video_stream(container: av.container.InputContainer, name: str,
