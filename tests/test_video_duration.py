@@ -53,3 +53,15 @@ def test_time_of_an_index_outside_the_clip_is_an_error(tmp_path, index):
             m.time_of(index)
         with pytest.raises(FrameIndexError):
             m.label(index)
+
+
+@pytest.mark.parametrize("codec", ["mpeg2video", "libx264"])
+def test_an_mpeg_ps_clip_without_usable_timestamps_lasts_its_frames(tmp_path, codec):
+    """MPEG-PS (.mpg) leaves timestamps off some packets, so the scan has none to span; its duration then came from
+    FFmpeg's bit-rate estimate: 17 frames at 16 fps lasted 0.06 s (x264: 0.03 s), 48 frames 2.16 s."""
+    from tools.video import write_video
+
+    for n in (17, 48):
+        meta = probe(write_video(tmp_path / f"c{n}.mpg", id_frames(n), codec=codec, gop=4))
+        assert meta.frames == n and meta.fps == pytest.approx(16.0)
+        assert meta.duration == pytest.approx(n / 16, rel=0.02)

@@ -42,7 +42,8 @@ Source = str | Path | bytes
 @dataclass(frozen=True)
 class VideoMeta:
     """Stream metadata. ``duration`` is in seconds (the stream's or container's; Matroska / WebM / FLV: the video's
-    end time in the header, from its first frame; never shorter than the frames' timestamps span plus one frame);
+    end time in the header, from its first frame; never shorter than the frames' timestamps span plus one frame, or
+    than frames / fps without timestamps);
     ``source`` is the path or ``<N bytes>``."""
 
     source: str
@@ -335,8 +336,8 @@ def scan(container: av.container.InputContainer, name: str,
         raise VideoDecodeError(f"{name}: frame rate is unknown (no rate, duration or timestamps)")
     if times is not None:  # never shorter than the frames (MPEG-PS states its bit rate's guess: 2.5 s of them as 1.5 s)
         duration = max(duration, times[-1] + 1 / fps)
-    elif duration <= 0:
-        duration = frames / fps
+    else:  # no timestamps to span (MPEG-PS leaves them off packets): its bit rate's guess was 17 frames in 0.06 s
+        duration = max(duration, frames / fps)
     if declared == 0 or "mov" in formats:  # no frame count to check the packets against (a fragmented MP4's moov
         # counts only the samples it holds itself): the header's duration instead
         hold = float(last_hold * time_base) if time_base else 0.0
