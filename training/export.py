@@ -356,31 +356,25 @@ def _require_adapter(lora: Any, folder: Path) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """``python -m training.export --run RUN_DIR [--tag iter_000010 | best] [--out DIR] [--config FILE]``."""
+    """``python -m training.export --run RUN_DIR [--tag iter_000010 | best | latest] [--out DIR] [--config FILE]``."""
     import argparse
 
-    from training.best import best_checkpoint, no_best_reason, passed_over
     from training.config import ConfigError
     from training.config_io import load_config, read_run_config
+    from training.export_tags import resolve_tag
 
     parser = argparse.ArgumentParser(prog="python -m training.export",
                                      description="Export a DynDiff-GRPO checkpoint as peft / diffusers weights.")
     parser.add_argument("--run", required=True, type=Path, help="the run's output_dir (checkpoints/, config.yaml)")
-    parser.add_argument("--tag", help="checkpoint tag, e.g. iter_000010, or best: the best held-out reward in "
-                                      "RUN/eval.jsonl that has a checkpoint (default: the latest)")
+    parser.add_argument("--tag", help="checkpoint tag, e.g. iter_000010; best: the best held-out reward in "
+                                      "RUN/eval.jsonl that has a checkpoint; latest: the one RUN/checkpoints/latest "
+                                      "names (default: the latest, into RUN/final)")
     parser.add_argument("--out", type=Path, help="export folder (default: RUN/final, or RUN/export-TAG with --tag)")
     parser.add_argument("--config", type=Path, help="the run's YAML config (default: RUN/config.yaml)")
     args = parser.parse_args(argv)
     try:  # the run's own config.yaml was saved by the trainer: read as trained (config_io.read_run_config)
         cfg = load_config(args.config) if args.config else read_run_config(args.run / "config.yaml")
-        if args.tag == "best":  # training/best.py
-            found = best_checkpoint(args.run / "checkpoints", args.run / "eval.jsonl")
-            if found is None:
-                raise ExportError(no_best_reason(args.run / "checkpoints", args.run / "eval.jsonl"))
-            args.tag = found[0]
-            print(f"best held-out checkpoint: {found[0]} (eval_reward_mean {found[2]:.4f})")
-            for note in passed_over(args.run / "checkpoints", args.run / "eval.jsonl", found):  # left aside, named
-                print(f"note: {note}", file=sys.stderr)
+        args.tag = resolve_tag(args.run, args.tag)  # best / latest -> the saved tag (training/export_tags.py)
         out = args.out or args.run / ("final" if args.tag is None else f"export-{args.tag}")
         out = export_policy(cfg, out, checkpoint_dir=args.run / "checkpoints", tag=args.tag)
     except (ConfigError, ExportError) as exc:
