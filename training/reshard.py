@@ -27,6 +27,9 @@ Decisions where the issue was silent:
   of ranks would have drawn. Each rank's RNG state comes from the checkpoint where it had that rank, else
   rank 0's.
 * ``keep_checkpoints`` deletes a conversion together with its checkpoint.
+* A save killed part-way (no ``layout.json``, training/run_dir.py ``unfinished_save``) is refused, as the exporter
+  refuses it: DeepSpeed's converter merged whatever shard files it found. So is a ``--tag`` that is no folder
+  name (``..``, a path: an absolute one put the conversion outside the run).
 * The shard files must be every rank's: with DeepSpeed's node-local checkpoint storage each node's folder holds
   only its own ranks' files, and the conversion is refused (``training.resume.incomplete_copy``, against the
   number of ranks ``layout.json`` records) until every node's files are copied into one folder.
@@ -47,8 +50,9 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-from training.engine import UNIVERSAL_SUFFIX, checkpoint_ranks, latest_tag
+from training.engine import UNIVERSAL_SUFFIX, checkpoint_ranks, latest_tag, plain_tag
 from training.resume import incomplete_copy
+from training.run_dir import unfinished_save
 
 
 class ReshardError(RuntimeError):
@@ -58,9 +62,14 @@ class ReshardError(RuntimeError):
 def reshard(ckpt_dir: Path, tag: str | None = None, *, force: bool = False, workers: int = 2) -> Path:
     """Convert ``ckpt_dir/tag`` (default: the one ``latest`` names) to ``ckpt_dir/<tag>_universal`` and
     return that folder."""
-    tag = tag or latest_tag(ckpt_dir)
     if tag is None:
-        raise ReshardError(f"no checkpoint in {ckpt_dir} (no 'latest' file)")
+        tag = latest_tag(ckpt_dir)
+        if tag is None:
+            raise ReshardError(f"no checkpoint in {ckpt_dir} (no 'latest' file)")
+    if not plain_tag(tag):  # "/abs" would replace ckpt_dir in the join: a conversion outside the run
+        raise ReshardError(f"{tag!r} is not a checkpoint tag (a folder name in {ckpt_dir}, e.g. iter_000010)")
+    if problem := unfinished_save(ckpt_dir, tag):  # no layout.json: its files may be cut short
+        raise ReshardError(problem)
     source = ckpt_dir / tag
     if not source.is_dir() or checkpoint_ranks(source) == 0:
         raise ReshardError(f"{source} is not a ZeRO checkpoint (no *zero_pp_rank_*_optim_states.pt files)")
