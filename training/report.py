@@ -61,6 +61,7 @@ from evals.report_html import esc, fmt, line_chart, page, section, table
 from tools.jsonl import write_text_atomic
 from training.best import best_checkpoint
 from training.finite import finite_number
+from training.report_exports import final_export_label
 from training.report_notes import checkpoint_list, ineligible_note
 from training.run_files import RunFiles, read_run
 
@@ -108,7 +109,7 @@ def _header(files: RunFiles) -> str:
         ("iterations", f"{rows[-1]['iteration'] if rows else 0} of {cfg.get('max_iterations', '?')}"),
         ("checkpoints", checkpoints),
         ("best held-out checkpoint", f"{best[0]} (eval_reward_mean {best[2]:.4f})" if best else "none"),
-        ("final export", "yes" if (files.run_dir / "final" / "export.json").is_file() else "no"),
+        ("final export", final_export_label(files.run_dir)),  # its iteration (training/report_exports.py)
     ]
     if files.other_evals:
         facts.append(("earlier held-out measurements", f"{files.other_evals} eval.jsonl rows measured another way "
