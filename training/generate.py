@@ -40,6 +40,7 @@ Decisions where the issue was silent:
   host memory), then the text encoder (and Wan 2.1 I2V's CLIP image encoder) moves off the device for the
   sampling, which never needs it: with a full-size model that frees its 10-15 GB for the transformer and the VAE
   decode.
+* ``--out`` inside an export folder is refused: an export replaces its folder whole (training/export.py).
 * Nothing is lost to one bad prompt: a prompt whose image is missing or a sample that fails is
   recorded in ``OUT/failed.jsonl`` with its reason, the others are written, and the command exits 1.
   A clip whose latents are not finite (a diverged policy) is such a failure, of that clip alone
@@ -69,6 +70,7 @@ from training.config import PromptSpec, TrainConfig
 from training.data import SAMPLE_NOISE, load_prompts, sample_seed
 from training.export import ExportError, load_policy, read_export
 from training.models import encode_prompt, release_text_encoder
+from training.run_dir import enclosing_export
 
 Sampler = Literal["ode", "dyndiff"]
 Weights = Literal["trained", "base"]
@@ -124,6 +126,10 @@ def generate(policy: Path, out: Path, *, prompts: list[PromptSpec] | None = None
     rcfg = _sampler_config(cfg, sampler, steps, guidance)
     prompt_list = load_prompts(cfg.dataset, cfg.dataset_file) if prompts is None else list(prompts)
     out = Path(out)
+    if (home := enclosing_export(out)) is not None:  # a later export there deletes the videos and scores
+        raise GenerateError(f"--out {out} is inside the policy export {home}: the next export there (a run's end, "
+                            "`python -m training.export`) replaces it whole, videos and scores included; choose a "
+                            f"folder outside it, e.g. {home.parent / 'samples'}")
     # a prompt's extra fields (VQA questions, task) go into its manifest rows, so they are part of the prompts; a
     # prompt without any keeps the digest it had before they were counted (an older folder still resumes)
     listed = json.dumps([[p.text, p.image, p.image_seed] + ([p.meta] if p.meta else []) for p in prompt_list],

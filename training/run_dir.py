@@ -55,6 +55,13 @@ EXPORT_FILE = "export.json"
 """What marks a folder as a policy export (``training.export.EXPORT_FILE``; not imported: that module loads torch)."""
 
 
+def enclosing_export(path: Path) -> Path | None:
+    """The policy export folder (it holds ``export.json``) that ``path`` is or lies in, or None: an export into it
+    (training/export.py ``save_policy``) replaces that folder whole, so nothing else may be written there."""
+    resolved = Path(path).resolve()
+    return next((f for f in (resolved, *resolved.parents) if (f / EXPORT_FILE).is_file()), None)
+
+
 def checkpoint_tags(ckpt_dir: Path) -> list[str]:
     """The ``iter_NNNNNN`` checkpoint folders in ``ckpt_dir``, oldest first; [] without the folder."""
     if not ckpt_dir.is_dir():
