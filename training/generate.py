@@ -22,7 +22,10 @@ Decisions where the issue was silent:
 * Every video's noise comes from its own generator seeded by ``(seed, prompt index, sample)``
   (``training.data.sample_seed``, the held-out evaluation's seeds; generate.json records it as ``noise``), so
   ``--weights trained`` and ``--weights base`` with the same seed start from the same noise (paired
-  before/after comparisons), and a video does not depend on which others are generated with it.
+  before/after comparisons), and a video does not depend on which others are generated with it. The numbers
+  also depend on the generator's device (CPU and CUDA draw others for one seed): generate.json and each row
+  record it (``noise_device``), and a resume on the other device is refused (a folder from before it was
+  recorded is taken to be of the device it resumes on).
   One video at a time by default (full-size video models sample at batch 1 on one GPU);
   ``--batch_size N`` samples up to N videos of one prompt together with the ODE sampler (each still
   from its own noise; the batched transformer may round differently, so pixels can differ from
@@ -141,7 +144,8 @@ def generate(policy: Path, out: Path, *, prompts: list[PromptSpec] | None = None
                 "sampler": sampler, "seed": seed, "num_steps": steps, "shift": cfg.shift,
                 "num_frames": cfg.num_frames, "height": cfg.height, "width": cfg.width,
                 "guidance_scale": guidance, "negative_prompt": negative,
-                "prompts_sha256": hashlib.sha256(listed.encode()).hexdigest(), "noise": SAMPLE_NOISE}
+                "prompts_sha256": hashlib.sha256(listed.encode()).hexdigest(), "noise": SAMPLE_NOISE,
+                "noise_device": torch.device(device).type}  # a CUDA generator draws other numbers than a CPU one
     _claim(out, settings)
     summary = GenerateSummary(out)
     done = _resume(summary.manifest)
@@ -188,7 +192,7 @@ def generate(policy: Path, out: Path, *, prompts: list[PromptSpec] | None = None
                         continue
                     row = {**spec.meta, "path": f"videos/{key}.mp4", "instruction": spec.text, "key": key,
                            "prompt": i, "sample": j, "seed": video_seed, "weights": weights, "sampler": sampler,
-                           "iteration": info.get("iteration")}
+                           "iteration": info.get("iteration"), "noise_device": settings["noise_device"]}
                     manifest.write(json.dumps(row) + "\n")
                     manifest.flush()
                     summary.written += 1
@@ -287,6 +291,8 @@ def _claim(out: Path, settings: dict[str, Any]) -> None:
             earlier = json.loads(file.read_text())
         except json.JSONDecodeError:
             earlier = None
+        if isinstance(earlier, dict) and "noise_device" not in earlier and "noise_device" in settings:  # an older folder
+            earlier["noise_device"] = settings["noise_device"]
         if earlier != settings:
             raise GenerateError(_refusal(out, earlier if isinstance(earlier, dict) else None, settings))
         return
