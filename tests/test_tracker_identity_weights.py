@@ -1,4 +1,4 @@
-"""tools.toolbox.tracker_identity keeps CoTracker3 configs that load different weights apart (the frame cache's
+"""tools.toolbox.tracker_identity / scorer_identity keep configs with different weights apart (the frame cache's
 track keys hold it: two agents sharing one cache took each other's tracks)."""
 
 from tools.motion import CoTracker3Tracker
@@ -21,3 +21,23 @@ def test_one_config_keeps_one_identity():
     a = CoTracker3Tracker(checkpoint="/w/scaled_offline.pth", device="cpu")
     b = CoTracker3Tracker(checkpoint="/w/scaled_offline.pth", device="cpu")
     assert tracker_identity(a) == tracker_identity(b)
+
+
+def test_trackers_given_their_own_predictors_never_share_an_identity():
+    a = CoTracker3Tracker(predictor=object())
+    b = CoTracker3Tracker(predictor=object())
+    assert tracker_identity(a) != tracker_identity(b)
+    assert tracker_identity(a) != tracker_identity(CoTracker3Tracker())  # nor one that loads the default weights
+
+
+def test_scorers_given_their_own_models_never_share_an_identity():
+    from types import SimpleNamespace
+
+    from tools.surprise import VJEPA2SurpriseScorer
+    from tools.toolbox import scorer_identity
+
+    config = SimpleNamespace(frames_per_clip=64, crop_size=256, tubelet_size=2, patch_size=16)
+    a = VJEPA2SurpriseScorer(model=SimpleNamespace(config=config))
+    b = VJEPA2SurpriseScorer(model=SimpleNamespace(config=config))
+    assert scorer_identity(a) != scorer_identity(b)
+    assert scorer_identity(a) != scorer_identity(VJEPA2SurpriseScorer())  # nor the default hub model's

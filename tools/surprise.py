@@ -220,6 +220,7 @@ class VJEPA2SurpriseScorer:
         self.batch_size, self.top_k = batch_size, top_k
         self.window, self.stride, self.context = window, stride, context
         self._model = model
+        self.given_model = model is not None  # not loaded from model_id: its identity is the object's
         self._lock = threading.Lock()
         self._load_failure = LoadFailureMemo(load_retry_s)  # a failed load is retried after load_retry_s
         if model is not None:

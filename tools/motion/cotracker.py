@@ -74,6 +74,7 @@ class CoTracker3Tracker:
         self.interp_shape = interp_shape
         self.allow_random_weights = allow_random_weights
         self._predictor = predictor
+        self.given_predictor = predictor is not None  # not loaded from its settings: identity is the object's
         self._lock = threading.Lock()
         self._load_failure = LoadFailureMemo(load_retry_s)  # a failed load is retried after load_retry_s
 
