@@ -69,8 +69,11 @@ def write_video(path: str | Path, frames: np.ndarray, fps: float = 16.0, *, code
 
 
 def partial_path(path: Path) -> Path:
-    """A unique hidden name beside ``path`` that keeps its extension (the muxer is chosen by it)."""
-    return path.with_name(f".{path.stem}.{os.getpid()}-{uuid.uuid4().hex[:8]}.partial{path.suffix}")
+    """A unique hidden name beside ``path`` that keeps its extension (the muxer is chosen by it). The stem is cut to
+    its first 48 bytes (UTF-8, whole characters): a name at the file system's limit (255 bytes) fit, its temporary
+    one did not (ENAMETOOLONG)."""
+    stem = path.stem.encode()[:48].decode(errors="ignore")
+    return path.with_name(f".{stem}.{os.getpid()}-{uuid.uuid4().hex[:8]}.partial{path.suffix}")
 
 
 def _encode(path: Path, frames: np.ndarray, rate: Fraction, codec: str, crf: int, pix_fmt: str, gop: int | None,
