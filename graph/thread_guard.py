@@ -29,6 +29,7 @@ from contextlib import aclosing
 from typing import Any
 
 from langchain_core.runnables import RunnableConfig
+from langchain_core.runnables.config import merge_configs
 from langgraph.checkpoint.base import BaseCheckpointSaver
 from langgraph.constants import CONFIG_KEY_CHECKPOINTER
 from langgraph.graph.state import CompiledStateGraph
@@ -41,10 +42,12 @@ class ThreadInUseError(ValueError):
 
 
 def _checked_config(graph: CompiledStateGraph, input: Any, config: RunnableConfig | None) -> RunnableConfig | None:
-    """`config` when this call starts a run from `input` on a thread that may hold one; None when nothing is
-    to be checked (module docstring)."""
-    if input is None or isinstance(input, Command) or not config:
+    """The call's config (`graph.config`, bound by `with_config`, merged with `config`, as LangGraph merges
+    them) when this call starts a run from `input` on a thread that may hold one; None when nothing is to be
+    checked (module docstring)."""
+    if input is None or isinstance(input, Command):
         return None
+    config = merge_configs(graph.config, config)
     configurable = config.get("configurable") or {}
     if configurable.get("thread_id") is None or configurable.get("checkpoint_ns"):
         return None

@@ -1,0 +1,58 @@
+"""The thread guard on the paths the reuse test does not take: a thread id bound with `with_config`, `batch`,
+`astream_events`; and the agent's own API (`get_graph`, `copy`) still works on the subclass."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+from graph_scripts import moving_square
+from test_thread_reuse import INSTRUCTION, _agent
+
+
+@pytest.fixture
+def finished(clip, tmp_path):
+    agent, model, saver = _agent(tmp_path / "traces.sqlite")
+    config = {"configurable": {"thread_id": "cell"}}
+    assert agent.invoke({"video": str(clip), "instruction": INSTRUCTION}, config)["result"].status == "scored"
+    return agent, saver, config, moving_square(tmp_path / "other.mp4", seed=3)
+
+
+def test_a_thread_id_bound_with_with_config_is_guarded_too(finished):
+    from graph.thread_guard import RewardAgent, ThreadInUseError
+
+    agent, saver, config, other = finished
+    bound = agent.with_config(configurable={"thread_id": "cell"})
+    assert isinstance(bound, RewardAgent)
+    checkpoints = len(list(saver.list(config)))
+    with pytest.raises(ThreadInUseError, match="thread 'cell' already holds a run"):
+        bound.invoke({"video": str(other), "instruction": "stack the cups"})
+    assert len(list(saver.list(config))) == checkpoints
+
+
+def test_batch_and_astream_events_are_guarded(finished):
+    from graph.thread_guard import ThreadInUseError
+
+    agent, saver, config, other = finished
+    new = {"video": str(other), "instruction": "stack the cups"}
+    with pytest.raises(ThreadInUseError):
+        agent.batch([new], config)
+
+    async def events():
+        return [e async for e in agent.astream_events(new, config, version="v2")]
+
+    with pytest.raises(ThreadInUseError):
+        asyncio.run(events())
+    assert read_values(saver)["video"] != str(other)
+
+
+def read_values(saver):
+    from graph.tracing import read_trace
+
+    return read_trace(saver, "cell").values
+
+
+def test_get_graph_draws_the_agent(finished):
+    agent = finished[0]
+    nodes = set(agent.get_graph().nodes)
+    assert {"quality", "assess"} <= nodes
