@@ -42,3 +42,27 @@ def test_a_batch_at_the_item_limit_with_wordy_instructions_is_read(monkeypatch):
         r = c.post("/v1/score", json={"items": items, "meta": {"iteration": 1, "phase": "train"}})
     assert r.status_code == 200, r.text
     assert [x["status"] for x in r.json()["results"]] == ["ineligible"] * 5
+
+
+def test_punctuation_inside_instructions_does_not_count_against_the_bound():
+    """An instruction within the agent's own 4000 characters may be punctuation-heavy (a goal given as
+    waypoints, a list of steps): a full batch of them was refused (413) because the bound counted the ',' and
+    ':' inside strings as values; only the JSON's own structure may count."""
+    from graph.config import INSTRUCTION_CHARS_LIMIT
+
+    waypoints = ", ".join(f"[{i}, {i + 1}]" for i in range(400))
+    instruction = ("move the gripper through the waypoints: " + waypoints)[:INSTRUCTION_CHARS_LIMIT]
+    assert instruction.count(",") > JSON_VALUES_PER_ITEM
+    items = [{"video_b64": "!!", "instruction": instruction, "fps": 16.0} for _ in range(32)]
+    with TestClient(_app(max_items=32)) as c:
+        r = c.post("/v1/score", json={"items": items, "meta": {"iteration": 1, "phase": "train"}})
+    assert r.status_code == 200, r.text
+    assert [x["status"] for x in r.json()["results"]] == ["ineligible"] * 32
+
+
+def test_a_body_of_many_empty_strings_is_refused_too():
+    """Strings count as values themselves: a body of many small strings is refused like one of small lists."""
+    body = b'{"items": [], "pad": [' + b",".join([b'""'] * 50_000) + b"]}"
+    with TestClient(_app()) as c:
+        r = c.post("/v1/score", content=body, headers={"Content-Type": "application/json"})
+    assert r.status_code == 413, r.text
