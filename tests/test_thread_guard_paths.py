@@ -56,3 +56,20 @@ def test_get_graph_draws_the_agent(finished):
     agent = finished[0]
     nodes = set(agent.get_graph().nodes)
     assert {"quality", "assess"} <= nodes
+
+
+def test_the_agent_runs_as_a_subgraph_of_a_checkpointed_parent(clip, tmp_path):
+    """As a parent graph's node the agent's checkpoints are the parent's (a non-empty checkpoint_ns): the guard
+    leaves it alone, so a parent's first run on a thread scores."""
+    from langgraph.checkpoint.memory import InMemorySaver
+    from langgraph.graph import START, StateGraph
+
+    from graph.state import AgentState
+
+    agent, _, _ = _agent(tmp_path / "traces.sqlite")
+    parent = StateGraph(AgentState)
+    parent.add_node("reward", agent)
+    parent.add_edge(START, "reward")
+    compiled = parent.compile(checkpointer=InMemorySaver())
+    out = compiled.invoke({"video": str(clip), "instruction": INSTRUCTION}, {"configurable": {"thread_id": "p"}})
+    assert out["result"].status == "scored"
