@@ -11,6 +11,10 @@ Decisions where the issue was silent:
   would read every clip once more per run. A clip touched or copied without its times (`cp` without `-p`) reads
   as changed: its fork is ineligible and its report shows no frames, each saying why (never a clip judged as
   another).
+- The modification times are compared to within `MTIME_SLACK_NS` (1 µs), the size exactly: a state edited in
+  Studio (a fork from the quality step's output) comes back through JavaScript numbers, whose rounding of
+  `mtime_ns` made the unchanged clip read as changed ("modified T -> T") and the fork ineligible. A file
+  rewritten within a microsecond at the same size is not told apart.
 - A file that cannot be stat'ed now (deleted, moved) is no change this module can judge: decoding it reports
   its own error where frames are still needed, and the frames a run decoded before stay usable.
 - Runs traced before stamps (no `meta["file"]`) are not checked.
@@ -24,6 +28,10 @@ from datetime import UTC, datetime
 from typing import Any
 
 STAMP_KEYS = ("size", "mtime_ns")
+
+MTIME_SLACK_NS = 1_000
+"""Modification times this close are one (module docstring): a stamp edited in Studio went through a JavaScript
+number, a double, which rounds today's ~1.8e18 ns to 256 ns."""
 
 
 def clip_stamp(video: str) -> dict[str, int] | None:
@@ -46,7 +54,8 @@ def clip_change(video: Any, recorded: Any) -> str | None:
             not isinstance(recorded.get(k), int) for k in STAMP_KEYS):
         return None
     now = clip_stamp(video)
-    if now is None or all(now[k] == recorded[k] for k in STAMP_KEYS):
+    if now is None or (now["size"] == recorded["size"]
+                       and abs(now["mtime_ns"] - recorded["mtime_ns"]) <= MTIME_SLACK_NS):
         return None
     return (f"the clip {video} changed since this run decoded it (size {recorded['size']} -> {now['size']} bytes, "
             f"modified {_when(recorded['mtime_ns'])} -> {_when(now['mtime_ns'])}): it is not the clip this run "

@@ -63,3 +63,19 @@ def test_the_report_of_a_run_whose_clip_was_replaced_shows_no_frames(own_clip, t
     _replace(own_clip, tmp_path)
     html = render_run_report(trace)
     assert "data:image" not in html and "changed since" in html
+
+
+def test_a_stamp_that_went_through_a_javascript_number_still_names_the_clip(own_clip):
+    """Studio (JavaScript) reads and writes a state's numbers as doubles: an edit of the quality step's output
+    sends meta.file.mtime_ns back rounded to 256 ns (it is ~1.7e18, over 2**53). The unchanged clip read as
+    changed ("modified T -> T", the same size) and the fork was ineligible; a real rewrite still counts."""
+    from graph.clip_stamp import clip_change, clip_stamp
+
+    stamp = clip_stamp(str(own_clip))
+    os.utime(own_clip, ns=(stamp["mtime_ns"], stamp["mtime_ns"] // 1000 * 1000 + 123))
+    stamp = clip_stamp(str(own_clip))
+    via_js = {"size": stamp["size"], "mtime_ns": int(float(stamp["mtime_ns"]))}
+    assert via_js != stamp
+    assert clip_change(str(own_clip), via_js) is None
+    os.utime(own_clip, ns=(stamp["mtime_ns"], stamp["mtime_ns"] + 1_000_000))  # rewritten 1 ms later
+    assert clip_change(str(own_clip), via_js) is not None
