@@ -73,3 +73,16 @@ def test_the_agent_runs_as_a_subgraph_of_a_checkpointed_parent(clip, tmp_path):
     compiled = parent.compile(checkpointer=InMemorySaver())
     out = compiled.invoke({"video": str(clip), "instruction": INSTRUCTION}, {"configurable": {"thread_id": "p"}})
     assert out["result"].status == "scored"
+
+
+def test_a_run_stopped_by_interrupt_before_resumes_and_forks_run(clip, tmp_path):
+    """Resuming after an interrupt (input None) and a fork from the input checkpoint with a new
+    input are LangGraph's own continuations: the guard lets them run."""
+    agent, _, _ = _agent(tmp_path / "traces.sqlite")
+    config = {"configurable": {"thread_id": "paused"}}
+    agent.invoke({"video": str(clip), "instruction": INSTRUCTION}, config, interrupt_before=["assess"])
+    assert agent.get_state(config).next == ("assess",)
+    assert agent.invoke(None, config)["result"].status == "scored"
+    first = next(s for s in agent.get_state_history(config) if not s.values.get("steps"))
+    forked = agent.invoke({"video": str(clip), "instruction": INSTRUCTION}, first.config)
+    assert forked["result"].status == "scored"
