@@ -109,22 +109,27 @@ def test_a_run_starts_encoding_the_sample_in_the_quality_node_and_encodes_each_i
 
 
 def test_a_runs_probe_and_observe_encoding_are_its_only_jobs_queued_at_first(clip, monkeypatch):
-    """The quality probe and observe's encoding (all the frame work before the first model call) go to the pool
-    at priority "first"; the run's later jobs (views, crops, tracks, surprise) do not."""
+    """The quality probe and observe's encoding (all the frame work before the first model call) go to the "cpu"
+    pool at priority "first"; the run's later jobs (views, crops, tracks, surprise) do not. The "io" lane's
+    "first" jobs are only the clip-stamp stats each node makes before it runs (`graph.clip_stamp`: a stat, no
+    frame work, ahead of the lane's network waits)."""
     from graph import workers
 
-    queued: list[tuple[str, str]] = []
+    queued: list[tuple[str, str, str]] = []
     original = workers.PriorityPool.submit
+    cpu = workers.pool("cpu")
 
     def spy(self, fn, priority="now", order=None):
         target = fn.args[0]  # submit wraps the job as partial(context.run, job, ...)
         while isinstance(target, functools.partial):
             target = target.func
-        queued.append((priority, getattr(target, "__name__", type(target).__name__)))
+        queued.append(("cpu" if self is cpu else "io", priority, getattr(target, "__name__", type(target).__name__)))
         return original(self, fn, priority, order)
 
     monkeypatch.setattr(workers.PriorityPool, "submit", spy)
     agent, _ = _agent(FrameStore(long_side=64), full_script())
     assert run(agent, clip)["result"].status == "scored"
-    assert sorted(name for prio, name in queued if prio == "first") == ["_encode", "_probe_and_check"]
+    assert sorted(name for lane, prio, name in queued if lane == "cpu" and prio == "first") == [
+        "_encode", "_probe_and_check"]
+    assert {name for lane, prio, name in queued if lane == "io" and prio == "first"} == {"state_clip_change"}
     assert len(queued) > 2  # the run's other jobs were queued too, at "now" or "later"
