@@ -34,8 +34,8 @@ Decisions where the issue was silent:
 - An empty `items` gives [] without building an agent (no endpoint settings read, no trace database made).
   Cancelling `ascore_videos` cancels its runs, their run-id claims are released (a claim still being written
   when the cancellation came is dropped by its writing thread, `graph.run_claims`) and their queued background
-  jobs that no other run wants are cancelled (`graph.job_owners`). So are those of a run that has ended any other way: a run
-  that failed before it awaited the surprise scoring or extra tools its quality step queued (an observe call
+  jobs that no other run wants are cancelled (`graph.job_owners`). So are those of a run that has ended any
+  other way: a run that failed before it awaited the surprise scoring or extra tools its quality step queued (an observe call
   that failed), or whose model never asked for the speculative grid track, left them queued, and they ran for
   nobody ahead of the live runs' "later" work (a batch against a failing endpoint ran every clip's V-JEPA 2
   scoring).

@@ -27,9 +27,10 @@ from tools.surprise import SurpriseScorer, VJEPA2SurpriseScorer
 
 def tracker_identity(tracker: object) -> str:
     """What decides a tracker's tracks, as the frame cache's track keys hold it (`graph.nodes.tracking`): the
-    backend and its settings for the built-in ones (an LK tracker injected or built from settings is one), else the object itself (its type and id: no two injected objects share). A CoTracker3 allowed random weights without a
-    checkpoint is the object itself too: its weights are its own draw (from a hub dir, "pretrained" was off); so is
-    one given its predictor (its settings do not say which weights that holds)."""
+    backend and its settings for the built-in ones (an LK tracker injected or built from settings is one), else
+    the object itself (its type and id: no two injected objects share). A CoTracker3 allowed random weights
+    without a checkpoint is the object itself too: its weights are its own draw (from a hub dir, "pretrained" was
+    off); so is one given its predictor (its settings do not say which weights that holds)."""
     if isinstance(tracker, LKTracker):
         return f"lk {tracker.config!r}"
     if isinstance(tracker, CoTracker3Tracker) and not tracker.given_predictor and not (
