@@ -15,7 +15,6 @@ Decisions where the issue was silent:
 from __future__ import annotations
 
 import asyncio
-import os
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -63,15 +62,6 @@ def _backbone_settings(require_endpoint: bool = True):
             raise _fail(problem)
         settings.ensure_parent_dirs()  # only commands that write the cache / traces create their folders
     return settings
-
-
-def _traces_path() -> Path:
-    """RAA_TRACES_PATH alone (`raa report`, `raa eval report`; a bad backbone setting made them exit 2)."""
-    from graph.settings import SettingsError, traces_path_from_env
-    try:
-        return Path(traces_path_from_env(os.environ))
-    except SettingsError as exc:
-        raise _fail(str(exc)) from exc
 
 
 def _load_tools(settings: Any, presets: list[str], tools: Any) -> None:
@@ -198,8 +188,9 @@ def eval_report_command(
 ) -> None:
     from evals.eval_views import no_rows
     from evals.report_index import input_errors, write_eval_index
+    from graph.trace_commands import traces_path_option
 
-    traces_path = traces or _traces_path()
+    traces_path = traces_path_option(traces)
     try:  # no row: say so, exit 0, as `raa eval draws` (the page says it too)
         index = write_eval_index(directory, traces_path=traces_path, overwrite=overwrite,
                                  on_empty=lambda note: _console().print(no_rows(note, "report"), highlight=False),
@@ -252,9 +243,10 @@ def report_command(
     """Write one self-contained HTML page for an agent run."""
     from evals.report import write_run_report
     from graph.stores import StoreError
+    from graph.trace_commands import traces_path_option
     from graph.tracing import RunNotFoundError
 
-    traces_path = traces or _traces_path()
+    traces_path = traces_path_option(traces)
     try:
         path = write_run_report(run_id, out, traces_path=traces_path)
     except RunNotFoundError as exc:

@@ -41,8 +41,9 @@ VIDEO_MIN, WHY_MIN = 8, 20
 """`raa runs`: the narrowest video and "why" columns; the "why" is left out (not cropped) where it has no room."""
 
 
-def _traces_path(db: Path | None) -> Path:
-    """`--db`, or RAA_TRACES_PATH: only that setting (a bad backbone setting made `raa runs` exit 2)."""
+def traces_path_option(db: Path | None) -> Path:
+    """`--db` / `--traces`, or RAA_TRACES_PATH: only that setting (a bad backbone setting made `raa runs`, `raa
+    report` and `raa eval report` exit 2); exit 2 naming a bad value."""
     if db is not None:
         return db
     from graph.settings import SettingsError, traces_path_from_env
@@ -65,7 +66,7 @@ def runs_command(
     if status is not None and status not in RUN_STATUSES:
         typer.echo(f"error: --status must be one of {', '.join(RUN_STATUSES)}, got {status!r}", err=True)
         raise typer.Exit(2)
-    path = _traces_path(db)
+    path = traces_path_option(db)
     if not path.exists():
         typer.echo(no_database(path), err=True)
         return
@@ -158,7 +159,7 @@ def trace_command(
     db: Path | None = typer.Option(None, "--db", "--traces", help="Trace database (default RAA_TRACES_PATH)."),
 ) -> None:
     """Print every step of one agent run in order."""
-    path = _traces_path(db)
+    path = traces_path_option(db)
     if not path.exists():
         typer.echo(f"error: no traced run with id {run_id!r}: {no_database(path)}", err=True)
         raise typer.Exit(1)
