@@ -58,18 +58,23 @@ def test_a_half_failed_delete_of_the_old_conversion_leaves_the_new_one_in_place(
     assert not (ckpt / "iter_000002_universal.partial").exists()
 
 
+def _fail_renames(monkeypatch, errors: dict[str, str]) -> None:
+    """`Path.rename` raises OSError(errors[suffix]) for a source whose name ends with one of `errors`' suffixes."""
+    real_rename = Path.rename
+
+    def rename(self, target):
+        for suffix, message in errors.items():
+            if self.name.endswith(suffix):
+                raise OSError(message)
+        return real_rename(self, target)
+
+    monkeypatch.setattr(Path, "rename", rename)
+
 def test_a_failed_move_into_place_keeps_the_old_conversion_whole(tmp_path, monkeypatch):
     ckpt = tmp_path / "checkpoints"
     old = _checkpoint(ckpt)
     _fake_converter(monkeypatch)
-    real_rename = Path.rename
-
-    def rename(self, target):
-        if self.name.endswith(".partial"):
-            raise OSError("disk went away")
-        return real_rename(self, target)
-
-    monkeypatch.setattr(Path, "rename", rename)
+    _fail_renames(monkeypatch, {".partial": "disk went away"})
     with pytest.raises(ReshardError, match="disk went away"):
         reshard(ckpt, force=True)
     assert (old / "zero" / "layer" / "fp32.pt").read_bytes() == b"old"
@@ -84,16 +89,7 @@ def test_a_failed_move_and_a_failed_restore_name_both_paths_and_the_state_left(t
     ckpt = tmp_path / "checkpoints"
     old = _checkpoint(ckpt)
     _fake_converter(monkeypatch)
-    real_rename = Path.rename
-
-    def rename(self, target):
-        if self.name.endswith(".partial"):
-            raise OSError("disk went away")
-        if self.name.endswith(".replaced"):
-            raise OSError("still away")
-        return real_rename(self, target)
-
-    monkeypatch.setattr(Path, "rename", rename)
+    _fail_renames(monkeypatch, {".partial": "disk went away", ".replaced": "still away"})
     with pytest.raises(ReshardError) as info:
         reshard(ckpt, force=True)
     aside, partial = ckpt / ".iter_000002_universal.replaced", ckpt / "iter_000002_universal.partial"
@@ -111,13 +107,6 @@ def test_main_reports_a_double_failure_as_an_error_not_a_traceback(tmp_path, mon
     ckpt = tmp_path / "run" / "checkpoints"
     _checkpoint(ckpt)
     _fake_converter(monkeypatch)
-    real_rename = Path.rename
-
-    def rename(self, target):
-        if self.name.endswith((".partial", ".replaced")):
-            raise OSError("read-only file system")
-        return real_rename(self, target)
-
-    monkeypatch.setattr(Path, "rename", rename)
+    _fail_renames(monkeypatch, {".partial": "read-only file system", ".replaced": "read-only file system"})
     assert main(["--run", str(tmp_path / "run"), "--force"]) == 2
     assert "no conversion at" in capsys.readouterr().err
