@@ -56,9 +56,8 @@ def test_score_batch_resumes_and_isolates_bad_items(monkeypatch, tmp_path) -> No
     assert "0 to score" in res.output and len(out.read_text().splitlines()) == 6
 
 
-def test_score_batch_refuses_to_mix_scorers_in_one_output(monkeypatch, tmp_path) -> None:
-    """Rows record model and temperature; resuming into an output another model (or temperature) scored would
-    keep its rewards for the skipped items, so it is refused before anything is written."""
+def _scored_once(monkeypatch, tmp_path):  # noqa: ANN001, ANN202 - pytest fixtures
+    """m.mp4 scored once at preset visual_verify into out.jsonl: (the score-batch arguments, out, the result)."""
     from tests.graph_scripts import moving_square
 
     _scripted(monkeypatch, tmp_path)
@@ -67,7 +66,12 @@ def test_score_batch_refuses_to_mix_scorers_in_one_output(monkeypatch, tmp_path)
     manifest.write_text(json.dumps({"path": "m.mp4", "instruction": "push the red block to the right"}) + "\n")
     out = tmp_path / "out.jsonl"
     args = ["score-batch", str(manifest), "--out", str(out), "--preset", "visual_verify"]
-    res = runner.invoke(app, args)
+    return args, out, runner.invoke(app, args)
+
+def test_score_batch_refuses_to_mix_scorers_in_one_output(monkeypatch, tmp_path) -> None:
+    """Rows record model and temperature; resuming into an output another model (or temperature) scored would
+    keep its rewards for the skipped items, so it is refused before anything is written."""
+    args, out, res = _scored_once(monkeypatch, tmp_path)
     assert res.exit_code == 0 and "1 item, 0 already in" in res.output, res.output  # not "1 items"
     row = json.loads(out.read_text())
     assert row["scorer"] == {"model": "stub-model", "temperature": 0.0, "endpoint": "http://127.0.0.1:9/v1"}
@@ -200,15 +204,8 @@ def test_a_resume_against_another_endpoint_is_refused(monkeypatch, tmp_path) -> 
     another server under the same name kept the first server's rewards for the skipped items beside the new
     server's, as the stage cache once did (graph/cache.py). One server written two ways is one endpoint, and a
     row that recorded no endpoint (written before rows did) is taken as matching."""
-    from tests.graph_scripts import moving_square
-
-    _scripted(monkeypatch, tmp_path)
-    moving_square(tmp_path / "m.mp4")
-    manifest = tmp_path / "manifest.jsonl"
-    manifest.write_text(json.dumps({"path": "m.mp4", "instruction": "push the red block to the right"}) + "\n")
-    out = tmp_path / "out.jsonl"
-    args = ["score-batch", str(manifest), "--out", str(out), "--preset", "visual_verify"]
-    assert runner.invoke(app, args).exit_code == 0
+    args, out, res = _scored_once(monkeypatch, tmp_path)
+    assert res.exit_code == 0, res.output
     row = json.loads(out.read_text())
     assert row["scorer"]["endpoint"] == "http://127.0.0.1:9/v1"
     before = out.read_text()
