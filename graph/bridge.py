@@ -47,11 +47,19 @@ Decisions where the issue was silent:
 - A loop whose thread ends anyway (the loop itself broke, or it was stopped) tells the calls waiting on it:
   `run_sync` raises a RuntimeError saying so, and `when_loop_ends` lets other waiters (training's
   RewardRunner) end theirs; the next `sync_loop()` starts a fresh loop.
+- At interpreter exit (an atexit handler registered with the first loop, `_wind_down`) the loop's pending
+  tasks are cancelled and awaited and the loop stopped, and exit waits for its thread, each at most
+  `_EXIT_WAIT_S` seconds. Left running, the daemon thread was still inside the loop while Python finalized;
+  Python ends a thread that wakes then wherever it is (pthread_exit), which aborts the process if that is
+  inside C++ code ("terminate called without an active exception", exit -6 after a training run that had
+  finished and printed its result). A loop blocked by sync code on its thread cannot be stopped: exit goes on
+  after the wait, as before.
 """
 
 from __future__ import annotations
 
 import asyncio
+import atexit
 import contextvars
 import os
 import sys
@@ -66,7 +74,8 @@ T = TypeVar("T")
 _lock = threading.Lock()
 _bridge: tuple[int, asyncio.AbstractEventLoop, threading.Thread] | None = None
 _stalled = 0  # calls made on the bridge thread, blocking it now (see the module docstring)
-_fork_hooked = False
+_hooked = False
+_EXIT_WAIT_S = 5.0  # at exit: how long pending tasks may take to end once cancelled, and the thread to end
 
 
 class _Life:
@@ -83,11 +92,12 @@ _lives: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, _Life] = weakref.We
 
 def sync_loop() -> asyncio.AbstractEventLoop:
     """The process's bridge loop (started on first use; see the module docstring)."""
-    global _bridge, _fork_hooked
+    global _bridge, _hooked
     with _lock:
-        if not _fork_hooked:
+        if not _hooked:
             os.register_at_fork(after_in_child=_forget_bridge)
-            _fork_hooked = True
+            atexit.register(_wind_down)
+            _hooked = True
         if _bridge is None or _bridge[0] != os.getpid() or not _bridge[2].is_alive() or _bridge[1].is_closed() \
                 or _lives[_bridge[1]].ended is not None:  # ending: its watchers are told before the thread ends
             loop = asyncio.new_event_loop()
@@ -221,6 +231,29 @@ def _run_fresh(coro: Coroutine[Any, Any, T]) -> T:
         return asyncio.run(coro)
     except asyncio.CancelledError as exc:
         raise caller_cancelled(exc) from exc
+
+
+def _wind_down() -> None:
+    """At exit: cancel the bridge loop's tasks, stop it and wait for its thread (module docstring)."""
+    with _lock:
+        bridge = _bridge
+    if bridge is None or bridge[0] != os.getpid() or not bridge[2].is_alive():
+        return
+    _, loop, thread = bridge
+
+    async def finish() -> None:
+        tasks = asyncio.all_tasks() - {asyncio.current_task()}
+        for task in tasks:
+            task.cancel("the interpreter is exiting")
+        if tasks:
+            await asyncio.wait(tasks, timeout=_EXIT_WAIT_S)
+        loop.stop()
+
+    try:
+        asyncio.run_coroutine_threadsafe(finish(), loop)
+    except RuntimeError:  # the loop was closed meanwhile
+        return
+    thread.join(2 * _EXIT_WAIT_S)
 
 
 def _forget_bridge() -> None:
