@@ -16,8 +16,9 @@ import pytest
 from tests.launches import launch
 
 SCENARIO = textwrap.dedent("""
-    import asyncio, multiprocessing, sys
+    import asyncio, sys
     from graph.workers import run_blocking
+    from tests.fork_child import forked_child
     from tools.video import read_all_frames
 
     clip, parent, child = sys.argv[1:4]
@@ -33,20 +34,8 @@ SCENARIO = textwrap.dedent("""
         queue.put(decode(child))
 
     expected = decode(parent)
-    ctx = multiprocessing.get_context("fork")
-    queue = ctx.Queue()
-    proc = ctx.Process(target=in_child, args=(queue,))
-    proc.start()
-    try:
-        proc.join(20)
-        if proc.exitcode is None:
-            sys.exit("the forked child hung")
-        got = queue.get(timeout=5)
-    finally:  # a child that hung, or a failure here: no child outlives the scenario
-        if proc.is_alive():
-            proc.kill()
-            proc.join()
-    assert proc.exitcode == 0 and (got is None or got == expected), (proc.exitcode, got, expected)
+    exitcode, got = forked_child(in_child, join_s=20)
+    assert exitcode == 0 and (got is None or got == expected), (exitcode, got, expected)
     print("ok", got)
 """)
 

@@ -18,9 +18,10 @@ import pytest
 from tests.launches import launch
 
 SCENARIO = textwrap.dedent("""
-    import asyncio, multiprocessing, sys, threading
+    import asyncio, sys, threading
     from graph.frame_store import FrameStore
     from graph.workers import cpu_workers, submit
+    from tests.fork_child import forked_child
 
     clip, state = sys.argv[1:3]
     store = FrameStore()
@@ -59,21 +60,8 @@ SCENARIO = textwrap.dedent("""
         tracks = asyncio.run(store.atracks(key, lambda: "child"))
         queue.put((tracks, store.frames(clip, [5, 6]).shape))
 
-    ctx = multiprocessing.get_context("fork")
-    queue = ctx.Queue()
-    proc = ctx.Process(target=in_child, args=(queue,))
-    proc.start()
-    try:
-        proc.join(30)
-        release.set()
-        if proc.exitcode is None:
-            sys.exit("the forked child hung")
-        got = queue.get(timeout=5)
-    finally:  # a child that hung, or a failure here: no child outlives the scenario
-        if proc.is_alive():
-            proc.kill()
-            proc.join()
-    assert proc.exitcode == 0 and got[0] == "child" and got[1][0] == 2, (proc.exitcode, got)
+    exitcode, got = forked_child(in_child, join_s=30, after_join=release.set)
+    assert exitcode == 0 and got[0] == "child" and got[1][0] == 2, (exitcode, got)
     print("ok", got)
 """)
 
