@@ -68,37 +68,3 @@ def serve(app):
         srv.should_exit = True
         thread.join(timeout=10)
         sock.close()
-
-
-def send_json(handler, obj, status: int = 200) -> None:
-    """Answer an ``http.server`` request with ``obj`` as JSON (the reward-service stubs of the tests)."""
-    import json
-
-    data = json.dumps(obj).encode()
-    handler.send_response(status)
-    handler.send_header("Content-Length", str(len(data)))
-    handler.end_headers()
-    handler.wfile.write(data)
-
-
-def status_server(statuses: list[int]):
-    """A local HTTP server whose GETs answer the empty bodies of ``statuses`` in turn (the last one from then on),
-    started on a daemon thread; (the server, the statuses it has sent). The caller shuts it down."""
-    from http.server import BaseHTTPRequestHandler, HTTPServer
-
-    sent: list[int] = []
-
-    class Handler(BaseHTTPRequestHandler):
-        def do_GET(self):  # noqa: N802 (http.server API)
-            status = statuses[min(len(sent), len(statuses) - 1)]
-            sent.append(status)
-            self.send_response(status)
-            self.send_header("Content-Length", "0")
-            self.end_headers()
-
-        def log_message(self, *args):
-            pass
-
-    server = HTTPServer(("127.0.0.1", 0), Handler)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    return server, sent

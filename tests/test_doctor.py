@@ -54,7 +54,7 @@ def test_a_server_that_cannot_say_what_it_serves_is_a_warning_not_ok(tmp_path, s
     """`raa doctor` said "ok ... answers (model X)" when GET /models answered 404 or 500 (a plain file server
     passed); the pre-run check stays lenient."""
     from graph.endpoint import check_endpoint
-    from tests.service_helpers import status_server
+    from tests.http_stubs import status_server
 
     srv, _ = status_server([status])
     url = f"http://127.0.0.1:{srv.server_port}"

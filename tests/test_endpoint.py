@@ -6,8 +6,7 @@ from __future__ import annotations
 import json
 import os
 import sys
-import threading
-from http.server import BaseHTTPRequestHandler, HTTPServer
+from http.server import BaseHTTPRequestHandler
 from pathlib import Path
 
 import pytest
@@ -16,6 +15,7 @@ from typer.testing import CliRunner
 from graph.cli import app
 from graph.endpoint import check_endpoint
 from graph.settings import BackboneSettings
+from tests.http_stubs import send_json, served
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -27,11 +27,7 @@ class _Models(BaseHTTPRequestHandler):
 
     def do_GET(self):  # noqa: N802 (http.server API)
         _Models.auth.append((self.path, self.headers.get("Authorization")))
-        data = json.dumps(_Models.body).encode() if not isinstance(_Models.body, bytes) else _Models.body
-        self.send_response(_Models.status)
-        self.send_header("Content-Length", str(len(data)))
-        self.end_headers()
-        self.wfile.write(data)
+        send_json(self, _Models.body, _Models.status)
 
     def log_message(self, *args):
         pass
@@ -39,12 +35,10 @@ class _Models(BaseHTTPRequestHandler):
 
 @pytest.fixture
 def server():
-    srv = HTTPServer(("127.0.0.1", 0), _Models)
-    threading.Thread(target=srv.serve_forever, daemon=True).start()
     _Models.status, _Models.auth = 200, []
     _Models.body = {"object": "list", "data": [{"id": "Qwen/Qwen2.5-VL-7B-Instruct"}, {"id": "other"}]}
-    yield f"http://127.0.0.1:{srv.server_port}/v1"
-    srv.shutdown()
+    with served(_Models) as root:
+        yield f"{root}/v1"
 
 
 def _settings(url: str, model: str = "Qwen/Qwen2.5-VL-7B-Instruct") -> BackboneSettings:

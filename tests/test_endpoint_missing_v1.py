@@ -10,8 +10,7 @@ lists models, is a problem naming `RAA_BASE_URL` and the URL to set.
 from __future__ import annotations
 
 import json
-import threading
-from http.server import BaseHTTPRequestHandler, HTTPServer
+from http.server import BaseHTTPRequestHandler
 
 import pytest
 from typer.testing import CliRunner
@@ -19,6 +18,7 @@ from typer.testing import CliRunner
 from graph.cli import app
 from graph.endpoint import check_endpoint, probe_server
 from graph.settings import BackboneSettings
+from tests.http_stubs import send_json, served
 
 
 class _RootlessV1(BaseHTTPRequestHandler):
@@ -31,12 +31,7 @@ class _RootlessV1(BaseHTTPRequestHandler):
             status, body = 200, {"object": "list", "data": [{"id": "Qwen/Qwen2.5-VL-7B-Instruct"}]}
         else:
             status, body = 404, {"detail": "Not Found"}
-        data = json.dumps(body).encode()
-        self.send_response(status)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(data)))
-        self.end_headers()
-        self.wfile.write(data)
+        send_json(self, body, status, content_type="application/json")
 
     def log_message(self, *args):
         pass
@@ -44,11 +39,9 @@ class _RootlessV1(BaseHTTPRequestHandler):
 
 @pytest.fixture
 def root():
-    srv = HTTPServer(("127.0.0.1", 0), _RootlessV1)
-    threading.Thread(target=srv.serve_forever, daemon=True).start()
     _RootlessV1.listed = True
-    yield f"http://127.0.0.1:{srv.server_port}"
-    srv.shutdown()
+    with served(_RootlessV1) as url:
+        yield url
 
 
 def _settings(url: str) -> BackboneSettings:

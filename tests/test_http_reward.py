@@ -10,7 +10,7 @@ from http.server import BaseHTTPRequestHandler, HTTPServer
 import numpy as np
 import pytest
 
-from tests.service_helpers import send_json
+from tests.http_stubs import send_json
 from training.rewards import HttpAgentReward, build_reward, call_reward
 
 

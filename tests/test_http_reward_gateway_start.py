@@ -8,7 +8,7 @@ import httpx
 import pytest
 
 from graph.endpoint import first_answer
-from tests.service_helpers import status_server
+from tests.http_stubs import status_server
 from training.rewards import HttpAgentReward
 
 

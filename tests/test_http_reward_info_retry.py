@@ -6,11 +6,11 @@ wait_until_reachable's start-up wait (connection refused until the service liste
 
 from __future__ import annotations
 
-import json
 import threading
 import time
 from http.server import BaseHTTPRequestHandler, HTTPServer
 
+from tests.http_stubs import send_json, served
 from training.rewards import HttpAgentReward
 
 INFO = {"preset": "full", "scoring": {"model": "m"}}
@@ -23,48 +23,35 @@ class _Info(BaseHTTPRequestHandler):
     def do_GET(self):  # noqa: N802
         _Info.gets += 1
         status = _Info.first.pop(0) if _Info.first else 200
-        body = json.dumps(INFO if status == 200 else {"detail": "busy"}).encode()
-        self.send_response(status)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(body)))
-        self.end_headers()
-        self.wfile.write(body)
+        send_json(self, INFO if status == 200 else {"detail": "busy"}, status, content_type="application/json")
 
     def log_message(self, *args):
         pass
 
 
 def _serve(first: list[int]):
+    """The root URL of the info stub answering the statuses ``first`` before the info, served while the block
+    runs."""
     _Info.first, _Info.gets = list(first), 0
-    server = HTTPServer(("127.0.0.1", 0), _Info)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    return server
+    return served(_Info)
 
 
 def test_service_info_retries_busy_and_408_answers_like_the_other_calls():
-    server = _serve([503, 429, 408])
-    try:
-        fn = HttpAgentReward(url=f"http://127.0.0.1:{server.server_port}/v1/score", retries=4, backoff_s=0,
-                             startup_wait_s=0)
+    with _serve([503, 429, 408]) as root:
+        fn = HttpAgentReward(url=f"{root}/v1/score", retries=4, backoff_s=0, startup_wait_s=0)
         assert fn.service_info() == [(fn.url, INFO)]
         assert _Info.gets == 4
-    finally:
-        server.shutdown()
 
 
 def test_service_info_gives_up_after_retries_and_does_not_retry_a_500():
-    server = _serve([503, 503, 503])
-    try:
-        fn = HttpAgentReward(url=f"http://127.0.0.1:{server.server_port}/v1/score", retries=2, backoff_s=0,
-                             startup_wait_s=0)
+    with _serve([503, 503, 503]) as root:
+        fn = HttpAgentReward(url=f"{root}/v1/score", retries=2, backoff_s=0, startup_wait_s=0)
         [(url, why)] = fn.service_info()  # never raises: recorded, not required
         assert isinstance(why, str) and "503" in why and "after 2 attempts" in why, why
         assert _Info.gets == 2
         _Info.first, _Info.gets = [500], 0  # the shared policy: a 500 may have done the work; not sent again
         [(url, why)] = fn.service_info()
         assert isinstance(why, str) and "500" in why and _Info.gets == 1, why
-    finally:
-        server.shutdown()
 
 
 def test_service_info_connection_refused_is_retried_then_reported():

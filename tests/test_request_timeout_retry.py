@@ -16,7 +16,7 @@ import httpx
 import numpy as np
 import pytest
 
-from tests.service_helpers import send_json
+from tests.http_stubs import send_json
 from tools.client import RemoteMotionTracker, ToolServiceClient
 from tools.errors import ToolFault
 from tools.http_retry import RetriesExhausted, send_with_retries

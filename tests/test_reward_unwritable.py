@@ -10,7 +10,7 @@ from http.server import BaseHTTPRequestHandler, HTTPServer
 import numpy as np
 import pytest
 
-from tests.service_helpers import send_json
+from tests.http_stubs import send_json
 from training.rewards import AgentReward, HttpAgentReward, call_reward
 
 BAD = [np.zeros((0, 32, 32, 3), np.uint8), np.zeros((3, 0, 32, 3), np.uint8)]

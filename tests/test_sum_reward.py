@@ -161,7 +161,7 @@ def test_each_http_part_sends_its_own_token_or_the_sums():
     import threading
     from http.server import BaseHTTPRequestHandler, HTTPServer
 
-    from tests.service_helpers import send_json
+    from tests.http_stubs import send_json
     from training.sum_reward import token_envs
 
     seen: dict[int, list[str | None]] = {}

@@ -28,8 +28,8 @@ import numpy as np
 import pytest
 import torch
 
+from tests.http_stubs import send_json
 from tests.launches import launch, run_to_end, torchrun
-from tests.service_helpers import send_json
 
 ROOT = Path(__file__).resolve().parents[1]
 SMOKE = ROOT / "training" / "configs" / "smoke.yaml"
