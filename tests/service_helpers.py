@@ -1,5 +1,5 @@
-"""Shared pieces of the tool-service tests: token, a tiny random V-JEPA 2 scorer, a moving test clip, .npy bodies and
-`serve` (the app on a real uvicorn socket). Their fixtures (`service_root`, `service_scorer`) are in
+"""Shared pieces of the tool-service tests: token, a tiny random V-JEPA 2 scorer, a tracker that holds its runs
+(`HeldTracker`), a moving test clip, .npy bodies and `serve` (the app on a real uvicorn socket). Their fixtures (`service_root`, `service_scorer`) are in
 conftest.py."""
 
 from __future__ import annotations
@@ -13,6 +13,7 @@ import time
 import numpy as np
 import torch
 
+from tools.motion import LKTracker
 from tools.surprise import VJEPA2SurpriseScorer
 
 TOKEN = "s3cret"
@@ -36,6 +37,20 @@ def tiny_scorer() -> VJEPA2SurpriseScorer:
                        num_attention_heads=2, num_hidden_layers=1, pred_hidden_size=48,
                        pred_num_attention_heads=2, pred_num_hidden_layers=1, num_pooler_layers=1)
     return VJEPA2SurpriseScorer(model=VJEPA2Model(cfg).eval(), batch_size=4)
+
+
+class HeldTracker:
+    """A motion tracker that counts its runs and holds each (until `release` is set, 10 s at most) before
+    tracking with LK: a request that keeps the tool service busy (pending and body limits, timeouts)."""
+
+    def __init__(self) -> None:
+        self.calls, self.entered, self.release = 0, threading.Event(), threading.Event()
+
+    def track(self, frames, *, grid_size=None, queries=None):
+        self.calls += 1
+        self.entered.set()
+        self.release.wait(10)
+        return LKTracker().track(frames, grid_size=grid_size, queries=queries)
 
 
 def moving_clip(t_total: int = 12, h: int = 64, w: int = 64) -> np.ndarray:

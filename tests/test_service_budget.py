@@ -10,7 +10,7 @@ import time
 
 import numpy as np
 import pytest
-from service_helpers import serve
+from service_helpers import HeldTracker, serve
 
 from tools.motion import LKTracker
 from tools.service import create_app
@@ -18,16 +18,6 @@ from tools.service_budget import DEFAULT_TOOL_BUSY_WAIT_S
 from tools.settings import ToolSettings
 
 NPY = {"content-type": "application/x-npy"}
-
-
-class _Blocking:
-    def __init__(self) -> None:
-        self.entered, self.release = threading.Event(), threading.Event()
-
-    def track(self, frames, *, grid_size=None, queries=None):
-        self.entered.set()
-        self.release.wait(10)
-        return LKTracker().track(frames, grid_size=grid_size, queries=queries)
 
 
 def _npy_body(frames: int) -> bytes:
@@ -39,7 +29,7 @@ def _npy_body(frames: int) -> bytes:
 def test_a_body_past_the_buffered_bytes_limit_is_503_until_the_held_ones_are_done(service_root):
     import httpx
 
-    blocking = _Blocking()
+    blocking = HeldTracker()
     app = create_app(ToolSettings(), service_root, workers=1, tracker=blocking, enable_surprise=False,
                      max_upload_mb=1.0, max_buffered_mb=1.5, busy_wait_s=0)  # 0: the 503 comes at once
     body = _npy_body(16)  # 0.75 MiB: two do not fit in 1.5 MiB
@@ -79,7 +69,7 @@ def test_a_body_that_does_not_fit_waits_in_line_and_a_client_that_leaves_gives_u
     could not outlast); a waiting client that disconnects leaves the line, so the next one is served."""
     import httpx
 
-    blocking = _Blocking()
+    blocking = HeldTracker()
     app = create_app(ToolSettings(), service_root, workers=2, tracker=blocking, enable_surprise=False,
                      max_upload_mb=1.0, max_buffered_mb=1.6, busy_wait_s=3600)
     bodies = app.state.tools.bodies

@@ -10,7 +10,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 import pytest
-from service_helpers import TOKEN, moving_clip, serve
+from service_helpers import TOKEN, HeldTracker, moving_clip, serve
 
 from tools.client import RemoteMotionTracker, RemoteSurpriseScorer, ToolServiceClient
 from tools.errors import ToolFault
@@ -27,20 +27,10 @@ def server(service_root, service_scorer):
         yield url
 
 
-class _Blocking:
-    def __init__(self) -> None:
-        self.entered, self.release = threading.Event(), threading.Event()
-
-    def track(self, frames, *, grid_size=None, queries=None):
-        self.entered.set()
-        self.release.wait(10)
-        return LKTracker().track(frames, grid_size=grid_size, queries=queries)
-
-
 def test_requests_over_the_pending_limit_get_503(service_root):
     import httpx
 
-    blocking = _Blocking()
+    blocking = HeldTracker()
     app = create_app(ToolSettings(), service_root, workers=1, tracker=blocking, enable_surprise=False, max_pending=1)
     first: dict = {}
     with serve(app) as url:
@@ -258,23 +248,10 @@ def test_a_service_without_surprise_is_a_config_fault_asked_once(service_root, s
         RemoteMotionTracker(c).track(moving_clip(4), grid_size=2)  # motion is still served
 
 
-class _Counted:
-    """A tracker that counts its runs and holds each until released."""
-
-    def __init__(self) -> None:
-        self.calls, self.entered, self.release = 0, threading.Event(), threading.Event()
-
-    def track(self, frames, *, grid_size=None, queries=None):
-        self.calls += 1
-        self.entered.set()
-        self.release.wait(10)
-        return LKTracker().track(frames, grid_size=grid_size, queries=queries)
-
-
 def test_a_read_timeout_is_not_retried(service_root):
     """The client retried a read timeout while the service went on computing each abandoned attempt
     (3 attempts: 3 tracker runs behind the same slots); it reports kind "timeout" after one request."""
-    slow = _Counted()
+    slow = HeldTracker()
     app = create_app(ToolSettings(), service_root, token=TOKEN, workers=4, tracker=slow, enable_surprise=False)
     with serve(app) as url, ToolServiceClient(url, token=TOKEN, timeout_s=0.5, retries=3, backoff_s=0.01) as c:
         sent: list[str] = []
@@ -293,7 +270,7 @@ def test_a_queued_request_whose_client_left_is_skipped(service_root):
 
     import httpx
 
-    tracker = _Counted()
+    tracker = HeldTracker()
     app = create_app(ToolSettings(), service_root, workers=1, tracker=tracker, enable_surprise=False)
     body = {"path": "clip.mp4", "grid_size": 2}
     with serve(app) as url:
