@@ -90,3 +90,20 @@ def service_scorer():
     from service_helpers import tiny_scorer
 
     return tiny_scorer()
+
+
+@pytest.fixture
+def read_sizes(monkeypatch):
+    """The ``size`` of every `tools.video.VideoReader.read` call while the test runs (None: the clip's own), the
+    reads themselves done as usual: a test checks that frames are decoded at the size they are sent."""
+    from tools.video import VideoReader
+
+    sizes: list = []
+    real_read = VideoReader.read
+
+    def read(self, indices, *, size=None):
+        sizes.append(size)
+        return real_read(self, indices, size=size)
+
+    monkeypatch.setattr(VideoReader, "read", read)
+    return sizes

@@ -220,7 +220,7 @@ def test_judge_frame_locks_last_only_while_requests_are_in_flight(clips):
         assert len(judge._locks) == 0
 
 
-def test_frame_sampler_decodes_at_the_size_it_sends(tmp_path, monkeypatch):
+def test_frame_sampler_decodes_at_the_size_it_sends(tmp_path, read_sizes):
     """64 frames per clip were decoded at the clip's full size before being cut to 512 pixels (400 MB for
     a 1080p clip, several GB with 16 clips judged at once). The images sent keep their size and picture."""
     import base64
@@ -233,18 +233,10 @@ def test_frame_sampler_decodes_at_the_size_it_sends(tmp_path, monkeypatch):
     yy, xx = np.mgrid[0:64, 0:96]
     frames = np.stack([np.stack([xx * 2 + k, yy * 3, (xx + yy + 8 * k) % 256], -1) for k in range(6)])
     path = write_video(tmp_path / "wide.mp4", frames.astype(np.uint8), fps=8.0)
-    sizes = []
-    real_read = VideoReader.read
-
-    def read(self, indices, *, size=None):
-        sizes.append(size)
-        return real_read(self, indices, size=size)
-
-    monkeypatch.setattr(VideoReader, "read", read)
     blocks = FrameSampler(max_frames=4, long_side=48).decode(path)
-    assert sizes == [(48, 32)]  # never the full 96x64
+    assert read_sizes == [(48, 32)]  # never the full 96x64
     with VideoReader(path) as reader:  # what was sent before: full-size frames cut down with OpenCV
-        full = real_read(reader, [0, 2, 3, 5])
+        full = reader.read([0, 2, 3, 5])
     before = image_content_blocks(full, [0, 2, 3, 5], 6, 8.0, long_side=48)
 
     def image(block):

@@ -182,22 +182,13 @@ def test_a_folder_means_its_manifest_jsonl(manifest):
         load_vqa_manifest(manifest.parent / "empty")
 
 
-def test_frames_are_decoded_at_the_size_they_are_sent(tmp_path, monkeypatch):
+def test_frames_are_decoded_at_the_size_they_are_sent(tmp_path, read_sizes):
     """The 8 frames were decoded at the clip's full size, then cut to `long_side` for sending."""
     from evals.vqa import _frames
-    from tools.video import VideoReader
 
     path = write_video(tmp_path / "wide.mp4", np.full((10, 64, 96, 3), 90, np.uint8), fps=8.0)
-    sizes = []
-    real_read = VideoReader.read
-
-    def read(self, indices, *, size=None):
-        sizes.append(size)
-        return real_read(self, indices, size=size)
-
-    monkeypatch.setattr(VideoReader, "read", read)
     blocks, count = _frames(str(path), 48, 85)
-    assert count == 8 and sizes == [(48, 32)]
+    assert count == 8 and read_sizes == [(48, 32)]
 
 
 def test_each_task_says_how_many_of_its_questions_had_no_answer(manifest, tmp_path):
