@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import numpy as np
@@ -21,6 +22,25 @@ def moving_square(path: Path, frames: int = 33, size: int = 128, seed: int = 0) 
         f[48:80, x:x + 24] = (220, 40, 40)
         out[t] = f
     return write_video(path, out, fps=16.0)
+
+
+PUSH = "push the red block to the right"
+"""The instruction the scripted agent's replies are about (`full_script`)."""
+
+
+def square_clips(folder: Path, n: int) -> list[Path]:
+    """`n` moving-square clips ``c0.mp4`` .. ``c{n-1}.mp4`` in ``folder`` (seeds 0..n-1)."""
+    return [moving_square(folder / f"c{i}.mp4", seed=i) for i in range(n)]
+
+
+def square_batch(folder: Path, n: int, instruction: str = PUSH, name: str = "manifest.jsonl") -> Path:
+    """`square_clips` and a score-batch manifest ``name`` in ``folder`` listing each with ``instruction``, one
+    line a clip; the manifest's path."""
+    square_clips(folder, n)
+    manifest = folder / name
+    manifest.write_text("".join(json.dumps({"path": f"c{i}.mp4", "instruction": instruction}) + "\n"
+                                for i in range(n)))
+    return manifest
 
 
 def textured_frames(rng: np.random.Generator, frames: int = 9, size: int = 32) -> np.ndarray:

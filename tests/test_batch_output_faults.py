@@ -30,14 +30,10 @@ def _full_after(monkeypatch, rows: int) -> None:
 
 def test_a_full_disk_is_one_error_line_naming_the_output_and_rows_written_stay(monkeypatch, tmp_path):
     pytest.importorskip("graph.builder")
-    from tests.graph_scripts import moving_square
+    from tests.graph_scripts import square_batch
 
     _scripted(monkeypatch, tmp_path)
-    for i in range(3):
-        moving_square(tmp_path / f"c{i}.mp4", seed=i)
-    manifest = tmp_path / "m.jsonl"
-    manifest.write_text("".join(json.dumps({"path": f"c{i}.mp4", "instruction": "push the red block to the right"})
-                                + "\n" for i in range(3)))
+    manifest = square_batch(tmp_path, 3, name="m.jsonl")
     out = tmp_path / "o.jsonl"
     _full_after(monkeypatch, 1)
     res = runner.invoke(app, ["score-batch", str(manifest), "--out", str(out), "--concurrency", "1",

@@ -144,15 +144,13 @@ def test_an_error_in_the_parent_stops_every_worker(monkeypatch, tmp_path) -> Non
     from graph.batch import RowWriter, read_manifest
     from graph.batch_procs import run_batch_processes
     from graph.settings import BackboneSettings
-    from tests.graph_scripts import full_script, moving_square
+    from tests.graph_scripts import full_script, square_batch
 
     class FullDisk(RowWriter):
         def write(self, line: str, status: str) -> None:
             raise OSError("no space left on device")
 
-    for i in range(3):
-        moving_square(tmp_path / f"c{i}.mp4", seed=i)
-    manifest = _manifest(tmp_path, [{"path": f"c{i}.mp4", "instruction": INSTRUCTION} for i in range(3)])
+    manifest = square_batch(tmp_path, 3, INSTRUCTION)
     items = read_manifest(manifest, "visual_verify")
     with OpenAIStub(responder=script_responder(full_script())) as stub:
         settings = BackboneSettings(base_url=stub.base_url, model="m", api_key="EMPTY", cache_path=None,

@@ -8,6 +8,7 @@ import json
 from typer.testing import CliRunner
 
 from graph.cli import app
+from tests.graph_scripts import square_batch, square_clips
 from tests.test_cli_agent import _scripted
 from tools.jsonl import json_lines, mend_tail, text_lines
 
@@ -15,19 +16,10 @@ runner = CliRunner()
 TASK = "push the red block to the right"
 
 
-def _clips(tmp_path, n: int) -> None:
-    from tests.graph_scripts import moving_square
-
-    for i in range(n):
-        moving_square(tmp_path / f"c{i}.mp4", seed=i)
-
-
 def _batch(monkeypatch, tmp_path, n: int) -> tuple:
     """(out, score-batch args) over a manifest of `n` clips of TASK, scored by the scripted model."""
     _scripted(monkeypatch, tmp_path)
-    _clips(tmp_path, n)
-    manifest = tmp_path / "m.jsonl"
-    manifest.write_text("".join(json.dumps({"path": f"c{i}.mp4", "instruction": TASK}) + "\n" for i in range(n)))
+    manifest = square_batch(tmp_path, n, TASK, name="m.jsonl")
     out = tmp_path / "out.jsonl"
     return out, ["score-batch", str(manifest), "--out", str(out), "--preset", "decomposed"]
 
@@ -82,7 +74,7 @@ def test_bad_manifest_lines_get_their_own_rows_and_a_fixed_line_replaces_its_row
     batch (exit 1, no rows); a U+2028 inside a string split a valid line in two. A bad line's row used to stay
     after the line was fixed (keyed by its number only)."""
     model = _scripted(monkeypatch, tmp_path)
-    _clips(tmp_path, 2)
+    square_clips(tmp_path, 2)
     manifest = tmp_path / "m.jsonl"
     good = json.dumps({"path": "c0.mp4", "instruction": "push the red\u2028block to the right"}, ensure_ascii=False)
     lines = [good.encode(), json.dumps({"path": "c1\u0000.mp4", "instruction": TASK}).encode(),
@@ -152,7 +144,7 @@ def _hand_rows(tmp_path, results: dict[int, dict], preset: str = "full") -> tupl
     """(out, args): m.jsonl of clip c0 and a bad line 2, with `results` by line already in out.jsonl."""
     from graph.batch import read_manifest
 
-    _clips(tmp_path, 1)
+    square_clips(tmp_path, 1)
     manifest = tmp_path / "m.jsonl"
     manifest.write_text(json.dumps({"path": "c0.mp4", "instruction": TASK}) + "\n{broken\n")
     out = tmp_path / "out.jsonl"
@@ -216,7 +208,7 @@ def test_a_clip_rendered_while_the_tools_load_keeps_its_row(monkeypatch, tmp_pat
     from tests.graph_scripts import moving_square
 
     _scripted(monkeypatch, tmp_path)
-    _clips(tmp_path, 1)
+    square_clips(tmp_path, 1)
     manifest = tmp_path / "m.jsonl"
     manifest.write_text("".join(json.dumps({"path": p, "instruction": TASK}) + "\n" for p in ("c0.mp4", "late.mp4")))
     late = read_manifest(manifest, "decomposed")[1]

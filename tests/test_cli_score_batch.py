@@ -175,14 +175,10 @@ def test_a_resume_says_how_many_skipped_rows_a_retry_could_fix(monkeypatch, tmp_
     said nothing about them: "0 to score", as if the batch were complete. It now counts them and names
     --retry-ineligible (rows ineligible for bad input or video are not counted: a rerun fails them again)."""
     from graph.batch import read_manifest
-    from tests.graph_scripts import moving_square
+    from tests.graph_scripts import square_batch
 
     _scripted(monkeypatch, tmp_path)
-    for i in range(3):
-        moving_square(tmp_path / f"c{i}.mp4", seed=i)
-    manifest = tmp_path / "manifest.jsonl"
-    manifest.write_text("".join(json.dumps({"path": f"c{i}.mp4", "instruction": "push the red block to the right"})
-                                + "\n" for i in range(3)))
+    manifest = square_batch(tmp_path, 3)
     earlier = [{"status": "ineligible", "reasons": ["observe: transport: APIConnectionError after 5 attempts"]},
                {"status": "ineligible", "reasons": ["quality: video: c1.mp4: cannot be opened as a video"]},
                {"status": "scored", "reward": 0.5, "T": 0.5, "P": 0.5, "V": 0.5}]
