@@ -36,25 +36,44 @@ def _wait_until(check, timeout: float = 30.0) -> bool:
     return check()
 
 
-def test_cancelled_batch_cancels_its_queued_background_jobs(tmp_path):
+def _blocked_batch(tmp_path, model, retries: int):
+    """(clips, scorer, store, agent): 2 x LATER_SLOTS clips for a wmreward agent answered by ``model`` (with
+    ``retries`` schema and transport retries) whose surprise scorer blocks until released. Remote tools: the
+    scoring runs in the "io" lane (8 threads, LATER_SLOTS of them for "later" jobs)."""
     from graph import AgentConfig, build_reward_agent
-    from graph.api import ascore_videos
     from graph.backbone import Backbone
     from graph.context import ToolProvider
     from graph.frame_store import FrameStore
-    from graph.testing import ScriptedChatModel
-    from graph.workers import LATER_SLOTS, pool
+    from graph.workers import LATER_SLOTS
 
     clips = [moving_square(tmp_path / f"c{i}.mp4", seed=i) for i in range(2 * LATER_SLOTS)]
     scorer = BlockingSurprise()
-    model = ScriptedChatModel(full_script(), delay_s=30.0)  # every run waits in observe / contract
-    backbone = Backbone(model, schema_retries=1, max_retries=1, timeout_s=60, retry_wait=(0.0, 0.0))
-    # remote: the scoring runs in the "io" lane (8 threads, LATER_SLOTS of them for "later" jobs)
+    backbone = Backbone(model, schema_retries=retries, max_retries=retries, timeout_s=60, retry_wait=(0.0, 0.0))
     tools = ToolProvider(surprise_factory=lambda: scorer, remote=True)
     store = FrameStore()
     agent = build_reward_agent(AgentConfig(preset="wmreward"), backbone=backbone, tools=tools, checkpointer=False,
                                frame_store=store)
+    return clips, scorer, store, agent
+
+
+def _only_the_running_scorings_ran(scorer: BlockingSurprise) -> None:
+    """Once the io lane is idle: the scorings that were running finished (threads cannot be interrupted); the
+    queued ones never started."""
+    from graph.workers import LATER_SLOTS, pool
+
     io = pool("io")
+    assert _wait_until(lambda: not io._heap and io._later_running == 0)
+    time.sleep(0.2)
+    assert scorer.entered == LATER_SLOTS
+
+
+def test_cancelled_batch_cancels_its_queued_background_jobs(tmp_path):
+    from graph.api import ascore_videos
+    from graph.testing import ScriptedChatModel
+    from graph.workers import LATER_SLOTS
+
+    model = ScriptedChatModel(full_script(), delay_s=30.0)  # every run waits in observe / contract
+    clips, scorer, store, agent = _blocked_batch(tmp_path, model, retries=1)
 
     async def main() -> None:
         task = asyncio.ensure_future(ascore_videos([(str(c), "push the red block") for c in clips], agent=agent))
@@ -73,10 +92,7 @@ def test_cancelled_batch_cancels_its_queued_background_jobs(tmp_path):
         asyncio.run(main())
     finally:
         scorer.release.set()
-    assert _wait_until(lambda: not io._heap and io._later_running == 0)
-    time.sleep(0.2)
-    # the running scorings finish (threads cannot be interrupted); the queued ones never start
-    assert scorer.entered == LATER_SLOTS
+    _only_the_running_scorings_ran(scorer)
 
 
 def test_an_empty_batch_scores_nothing_and_builds_nothing(tmp_path, monkeypatch):
@@ -113,30 +129,16 @@ def test_abandon_cancels_only_queued_jobs_no_other_run_wants():
 def test_failed_runs_cancel_their_queued_background_jobs(tmp_path):
     """A run that ends early (here its observe call fails: ineligible) never awaits the scoring its quality step
     queued at "later"; ended, it left that job queued, and it ran for nobody ahead of the live runs' work."""
-    from graph import AgentConfig, build_reward_agent
     from graph.api import ascore_videos
-    from graph.backbone import Backbone
-    from graph.context import ToolProvider
-    from graph.frame_store import FrameStore
     from graph.testing import ScriptedChatModel
-    from graph.workers import LATER_SLOTS, pool
+    from graph.workers import LATER_SLOTS
 
-    clips = [moving_square(tmp_path / f"c{i}.mp4", seed=i) for i in range(2 * LATER_SLOTS)]
-    scorer = BlockingSurprise()
     model = ScriptedChatModel(full_script(observe=[RuntimeError("server down")]))
-    backbone = Backbone(model, schema_retries=0, max_retries=0, timeout_s=60, retry_wait=(0.0, 0.0))
-    tools = ToolProvider(surprise_factory=lambda: scorer, remote=True)
-    store = FrameStore()
-    agent = build_reward_agent(AgentConfig(preset="wmreward"), backbone=backbone, tools=tools, checkpointer=False,
-                               frame_store=store)
-    io = pool("io")
+    clips, scorer, _store, agent = _blocked_batch(tmp_path, model, retries=0)
     try:
         results = asyncio.run(ascore_videos([(str(c), "push the red block") for c in clips], agent=agent))
         assert all(r.status == "ineligible" for r in results), [r.reasons for r in results]
         assert _wait_until(lambda: scorer.entered == LATER_SLOTS)
     finally:
         scorer.release.set()
-    assert _wait_until(lambda: not io._heap and io._later_running == 0)
-    time.sleep(0.2)
-    # the running scorings finish (threads cannot be interrupted); the queued ones never start
-    assert scorer.entered == LATER_SLOTS
+    _only_the_running_scorings_ran(scorer)
