@@ -11,8 +11,8 @@ import threading
 import time
 
 import numpy as np
-import torch
 
+from tests.vjepa_files import tiny_vjepa2
 from tools.motion import LKTracker
 from tools.surprise import VJEPA2SurpriseScorer
 
@@ -30,13 +30,7 @@ def npy(arr: np.ndarray) -> bytes:
 
 
 def tiny_scorer() -> VJEPA2SurpriseScorer:
-    from transformers import VJEPA2Config, VJEPA2Model
-
-    torch.manual_seed(0)
-    cfg = VJEPA2Config(crop_size=32, patch_size=16, frames_per_clip=16, tubelet_size=2, hidden_size=48,
-                       num_attention_heads=2, num_hidden_layers=1, pred_hidden_size=48,
-                       pred_num_attention_heads=2, pred_num_hidden_layers=1, num_pooler_layers=1)
-    return VJEPA2SurpriseScorer(model=VJEPA2Model(cfg).eval(), batch_size=4)
+    return VJEPA2SurpriseScorer(model=tiny_vjepa2(layers=1, drawn_mask_tokens=False), batch_size=4)
 
 
 class HeldTracker:

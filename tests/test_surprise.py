@@ -6,6 +6,7 @@ import numpy as np
 import pytest
 import torch
 
+from tests.vjepa_files import tiny_vjepa2
 from tools.errors import ToolFault
 from tools.surprise import (
     SurpriseEvidence,
@@ -17,22 +18,9 @@ from tools.surprise import (
 )
 
 
-def tiny_model():
-    from transformers import VJEPA2Config, VJEPA2Model
-
-    torch.manual_seed(0)
-    cfg = VJEPA2Config(crop_size=32, patch_size=16, frames_per_clip=16, tubelet_size=2, hidden_size=48,
-                       num_attention_heads=2, num_hidden_layers=2, pred_hidden_size=48,
-                       pred_num_attention_heads=2, pred_num_hidden_layers=2, num_pooler_layers=1)
-    model = VJEPA2Model(cfg).eval()
-    with torch.no_grad():  # non-zero mask tokens so the predictor output depends on its inputs richly
-        model.predictor.embeddings.mask_tokens.normal_(0, 0.02)
-    return model
-
-
 @pytest.fixture(scope="module")
 def scorer():
-    return VJEPA2SurpriseScorer(model=tiny_model(), batch_size=4, top_k=2)
+    return VJEPA2SurpriseScorer(model=tiny_vjepa2(), batch_size=4, top_k=2)
 
 
 def clip(t_total: int, seed: int = 0, h: int = 40, w: int = 48) -> np.ndarray:
@@ -139,7 +127,7 @@ def test_all_black_clip_scores_finite(scorer):
 
 def test_bad_input_and_bad_model_path():
     with pytest.raises(ValueError):
-        VJEPA2SurpriseScorer(model=tiny_model()).score(np.zeros((16, 8, 8), np.uint8))
+        VJEPA2SurpriseScorer(model=tiny_vjepa2()).score(np.zeros((16, 8, 8), np.uint8))
     lazy = VJEPA2SurpriseScorer.from_pretrained("/nonexistent/vjepa2")
     assert lazy._model is None  # nothing loads until first use
     with pytest.raises(ToolFault) as info:
@@ -148,7 +136,7 @@ def test_bad_input_and_bad_model_path():
 
 
 def test_run_failure_is_a_fault(monkeypatch):
-    broken = VJEPA2SurpriseScorer(model=tiny_model())
+    broken = VJEPA2SurpriseScorer(model=tiny_vjepa2())
 
     def explode(*args, **kwargs):
         raise RuntimeError("CUDA out of memory")
@@ -226,7 +214,7 @@ def test_a_local_path_that_cannot_load_says_why(tmp_path):
 
 
 def test_a_folder_saved_by_save_pretrained_loads_in_the_dtype_asked(tmp_path):
-    model = tiny_model()
+    model = tiny_vjepa2()
     model.save_pretrained(tmp_path / "vjepa2")
     frames = clip(18)
     expected = VJEPA2SurpriseScorer(model=model).score(frames)
@@ -243,7 +231,7 @@ def test_a_folder_missing_weights_is_a_load_fault_not_a_random_predictor(tmp_pat
     from safetensors.torch import load_file, save_file
 
     folder = tmp_path / "vjepa2"
-    tiny_model().save_pretrained(folder)
+    tiny_vjepa2().save_pretrained(folder)
     weights = load_file(folder / "model.safetensors")
     save_file({k: v for k, v in weights.items() if not k.startswith("predictor.")}, folder / "model.safetensors",
               metadata={"format": "pt"})

@@ -12,25 +12,13 @@ import numpy as np
 import pytest
 import torch
 
+from tests.vjepa_files import tiny_vjepa2
 from tools.surprise import VJEPA2SurpriseScorer, preprocess_frames, window_starts
-
-
-def tiny_model():
-    from transformers import VJEPA2Config, VJEPA2Model
-
-    torch.manual_seed(0)
-    cfg = VJEPA2Config(crop_size=32, patch_size=16, frames_per_clip=16, tubelet_size=2, hidden_size=48,
-                       num_attention_heads=2, num_hidden_layers=1, pred_hidden_size=48,
-                       pred_num_attention_heads=2, pred_num_hidden_layers=1, num_pooler_layers=1)
-    model = VJEPA2Model(cfg).eval()
-    with torch.no_grad():
-        model.predictor.embeddings.mask_tokens.normal_(0, 0.02)
-    return model
 
 
 @pytest.fixture(scope="module")
 def model():
-    return tiny_model()
+    return tiny_vjepa2(layers=1)
 
 
 def _count_conversions(monkeypatch) -> list[int]:
