@@ -21,9 +21,9 @@ def _body_of(kib: int) -> dict:
     return {"items": [{"video_b64": video, "instruction": "x"}]}
 
 
-def test_a_body_past_the_buffered_limit_is_503_busy_until_the_held_ones_are_answered(monkeypatch):
-    import httpx
-
+def _held_runs(monkeypatch, hold_s: float) -> tuple[threading.Event, threading.Event]:
+    """(entered, release): the service's runs set ``entered``, then wait for ``release`` (``hold_s`` at most)
+    before answering a scored 0.5, so a request's body stays held meanwhile."""
     import graph.reward_service
     from graph.schemas import RewardResult
 
@@ -31,10 +31,17 @@ def test_a_body_past_the_buffered_limit_is_503_busy_until_the_held_ones_are_answ
 
     async def fake_run(agent, video, instruction, run_id, preset, *, durability="exit", claim_max_age_s=0.0):
         entered.set()
-        await asyncio.to_thread(release.wait, 10)
+        await asyncio.to_thread(release.wait, hold_s)
         return RewardResult(status="scored", reward=0.5, run_id=run_id, preset=preset)
 
     monkeypatch.setattr(graph.reward_service, "arun_agent", fake_run)
+    return entered, release
+
+
+def test_a_body_past_the_buffered_limit_is_503_busy_until_the_held_ones_are_answered(monkeypatch):
+    import httpx
+
+    entered, release = _held_runs(monkeypatch, 10)
     app = create_reward_app(object(), "full", max_body_mb=1.0, max_buffered_mb=1.5, busy_wait_s=0)  # 503 at once
     body = _body_of(768)  # 0.75 MiB: two do not fit in 1.5 MiB
     first: dict = {}
@@ -64,17 +71,7 @@ def test_a_body_past_the_buffered_limit_waits_for_room_by_default(monkeypatch):
     once outlasted the trainer's few seconds of retries and became an ineligible batch."""
     import httpx
 
-    import graph.reward_service
-    from graph.schemas import RewardResult
-
-    entered, release = threading.Event(), threading.Event()
-
-    async def fake_run(agent, video, instruction, run_id, preset, *, durability="exit", claim_max_age_s=0.0):
-        entered.set()
-        await asyncio.to_thread(release.wait, 30)
-        return RewardResult(status="scored", reward=0.5, run_id=run_id, preset=preset)
-
-    monkeypatch.setattr(graph.reward_service, "arun_agent", fake_run)
+    entered, release = _held_runs(monkeypatch, 30)
     app = create_reward_app(object(), "full", max_body_mb=1.0, max_buffered_mb=1.5)
     assert app.state.bodies.wait_s == DEFAULT_REWARD_BUSY_WAIT_S
     body = _body_of(768)  # 0.75 MiB: two do not fit in 1.5 MiB
