@@ -122,13 +122,31 @@ def test_describe_stream_updates() -> None:
     assert describe_update("x", {"zero": True}) == "x: updated zero"
 
 
+def _interrupted_trace(g: StateGraph, path, run_id: str, durability: str):
+    """The trace of a run of ``g`` (checkpoints in ``path``) cancelled 0.5 s after it started, as Ctrl-C or a
+    kill stops `raa score` while a side node still waits."""
+    import asyncio
+
+    from graph.tracing import open_async_saver
+
+    async def interrupted() -> None:
+        async with open_async_saver(path) as saver:
+            run = asyncio.create_task(g.compile(checkpointer=saver).ainvoke(
+                {"video": "a.mp4"}, {"configurable": {"thread_id": run_id}}, durability=durability))
+            await asyncio.sleep(0.5)
+            run.cancel()
+            with pytest.raises(asyncio.CancelledError):
+                await run
+
+    asyncio.run(interrupted())
+    return read_trace(open_saver(path, read_only=True), run_id)
+
+
 @pytest.mark.parametrize("durability", ["exit", "async"])
 def test_an_interrupted_run_shows_the_steps_that_finished_beside_the_one_cut_off(tmp_path, durability) -> None:
     """observe and contract run side by side: a run stopped (Ctrl-C, a kill) while contract waited on the model
     kept observe's finished step only as a pending write of its checkpoint, and `raa trace` showed quality alone."""
     import asyncio
-
-    from graph.tracing import open_async_saver
 
     def node(name: str, wait_s: float):
         async def run(s: _State) -> dict:
@@ -144,19 +162,7 @@ def test_an_interrupted_run_shows_the_steps_that_finished_beside_the_one_cut_off
     g.add_edge("quality", "contract")
     g.add_edge(["observe", "contract"], "assess")
     g.add_edge("assess", END)
-    path = tmp_path / "traces.sqlite"
-
-    async def interrupted() -> None:
-        async with open_async_saver(path) as saver:
-            run = asyncio.create_task(g.compile(checkpointer=saver).ainvoke(
-                {"video": "a.mp4"}, {"configurable": {"thread_id": "run-c"}}, durability=durability))
-            await asyncio.sleep(0.5)
-            run.cancel()
-            with pytest.raises(asyncio.CancelledError):
-                await run
-
-    asyncio.run(interrupted())
-    trace = read_trace(open_saver(path, read_only=True), "run-c")
+    trace = _interrupted_trace(g, tmp_path / "traces.sqlite", "run-c", durability)
     assert trace.status == "incomplete"
     assert [s["node"] for s in trace.steps] == ["quality", "observe"]
     assert [s["node"] for s in trace.values["steps"]] == ["quality", "observe"]  # `raa trace --json`
@@ -173,8 +179,6 @@ def test_an_interrupted_run_shows_every_channel_the_finished_side_node_wrote(tmp
     """observe faulted and finished beside contract, which was cut off: its step showed "fault (...)" in the
     table, but its fault (no `fault:` line), notes, usage and observation were left out of the trace."""
     import asyncio
-
-    from graph.tracing import open_async_saver
 
     fault = {"stage": "observe", "kind": "invalid_reply", "message": "not JSON"}
 
@@ -198,19 +202,7 @@ def test_an_interrupted_run_shows_every_channel_the_finished_side_node_wrote(tmp
     g.add_edge("quality", "observe")
     g.add_edge("quality", "contract")
     g.add_edge(["observe", "contract"], END)
-    path = tmp_path / "traces.sqlite"
-
-    async def interrupted() -> None:
-        async with open_async_saver(path) as saver:
-            run = asyncio.create_task(g.compile(checkpointer=saver).ainvoke(
-                {"video": "a.mp4"}, {"configurable": {"thread_id": "run-f"}}, durability="async"))
-            await asyncio.sleep(0.5)
-            run.cancel()
-            with pytest.raises(asyncio.CancelledError):
-                await run
-
-    asyncio.run(interrupted())
-    trace = read_trace(open_saver(path, read_only=True), "run-f")
+    trace = _interrupted_trace(g, tmp_path / "traces.sqlite", "run-f", "async")
     assert [s["node"] for s in trace.steps] == ["quality", "observe"]
     assert trace.values["faults"] == [fault]
     assert trace.values["notes"] == ["instruction truncated", "observe note"]
