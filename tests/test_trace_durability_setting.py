@@ -12,17 +12,25 @@ import numpy as np
 from graph.settings import BackboneSettings
 
 
-def test_agent_scorer_passes_the_settings_trace_durability(tmp_path, monkeypatch):
+def _durabilities(monkeypatch) -> list[str]:
+    """The durability each `graph.ascore_videos` call is given while the test runs ("exit" when none is passed;
+    the calls score nothing)."""
     import graph
-    from evals.reliability import AgentScorer, EvalClip
 
-    seen = []
+    seen: list[str] = []
 
     async def fake(items, config=None, **kwargs):
         seen.append(kwargs.get("durability", "exit"))
         return []
 
     monkeypatch.setattr(graph, "ascore_videos", fake)
+    return seen
+
+
+def test_agent_scorer_passes_the_settings_trace_durability(tmp_path, monkeypatch):
+    from evals.reliability import AgentScorer, EvalClip
+
+    seen = _durabilities(monkeypatch)
     clip = EvalClip(str(tmp_path / "c.mp4"), "push", "success", "ordinary", "push")
     for settings, want in ((BackboneSettings(trace_durability="sync"), "sync"), (None, "exit")):
         scorer = AgentScorer(settings=settings)
@@ -41,13 +49,7 @@ def test_agent_reward_passes_the_settings_trace_durability(tmp_path, monkeypatch
     import graph.builder
     from training.rewards import AgentReward
 
-    seen = []
-
-    async def fake(items, config=None, **kwargs):
-        seen.append(kwargs.get("durability", "exit"))
-        return []
-
-    monkeypatch.setattr(graph, "ascore_videos", fake)
+    seen = _durabilities(monkeypatch)
     monkeypatch.setattr(graph, "build_reward_agent", lambda *a, **k: object())
     monkeypatch.setattr(graph.builder, "frame_store_for", lambda settings: _Frames())
     video = np.zeros((4, 16, 16, 3), np.uint8)
