@@ -74,6 +74,7 @@ from training.data import SAMPLE_NOISE, load_prompts, sample_seed
 from training.export import ExportError, load_policy, read_export
 from training.models import encode_prompt, release_text_encoder
 from training.run_dir import enclosing_export
+from training.update import rollout_config
 
 Sampler = Literal["ode", "dyndiff"]
 Weights = Literal["trained", "base"]
@@ -273,9 +274,7 @@ def _sampler_config(cfg: TrainConfig, sampler: Sampler, steps: int, guidance: fl
     if sampler != "dyndiff":
         raise GenerateError(f"sampler must be 'ode' or 'dyndiff', got {sampler!r}")
     try:
-        start, end = cfg.sde_window  # a list when read from JSON
-        return RolloutConfig(num_steps=steps, sde_window=(start, end), tau=cfg.tau, r_base=cfg.r_base,
-                             shift=cfg.shift, mask_history=cfg.mask_history, guidance_scale=guidance)
+        return rollout_config(cfg, num_steps=steps, guidance_scale=guidance)  # as the run's rollouts sampled
     except RolloutConfigError as exc:
         raise GenerateError(f"dyndiff sampler with num_steps {steps}: {exc}") from None
 

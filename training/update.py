@@ -167,12 +167,17 @@ def forward_rows(valid: torch.Tensor, sl: slice) -> tuple[slice | torch.Tensor, 
     return keep + sl.start, keep
 
 
-def rollout_config(cfg: TrainConfig) -> RolloutConfig:
-    """The sampler settings of a run: what its rollouts and the update's likelihoods use."""
+def rollout_config(cfg: TrainConfig, *, num_steps: int | None = None,
+                   guidance_scale: float | None = None) -> RolloutConfig:
+    """The sampler settings of a run: what its rollouts and the update's likelihoods use, and what
+    `training.generate`'s DynDiff sampler uses with its own ``num_steps`` / ``guidance_scale`` (None: the run's).
+    RolloutConfigError for settings it refuses."""
     start, end = cfg.sde_window  # a list when read from JSON
-    return RolloutConfig(num_steps=cfg.num_steps, sde_window=(start, end), tau=cfg.tau, r_base=cfg.r_base,
-                         shift=cfg.shift, log_prob_reduce=cfg.log_prob_reduce, mask_grad=cfg.mask_grad,
-                         mask_history=cfg.mask_history, guidance_scale=cfg.guidance_scale, ratio_mask=cfg.ratio_mask)
+    return RolloutConfig(num_steps=cfg.num_steps if num_steps is None else num_steps, sde_window=(start, end),
+                         tau=cfg.tau, r_base=cfg.r_base, shift=cfg.shift, log_prob_reduce=cfg.log_prob_reduce,
+                         mask_grad=cfg.mask_grad, mask_history=cfg.mask_history,
+                         guidance_scale=cfg.guidance_scale if guidance_scale is None else guidance_scale,
+                         ratio_mask=cfg.ratio_mask)
 
 
 def update_policy(engine: Any, groups: list[Group], cfg: TrainConfig, rcfg: RolloutConfig, *, reference: Any,
