@@ -1,10 +1,12 @@
-"""The forked child of a fork scenario (tests/test_fork_safety.py, tests/test_frame_store_fork.py): a scenario runs
-in a fresh interpreter, sets up the parent's state, then forks a `multiprocessing` child and checks what it got."""
+"""The pieces of a fork scenario (tests/test_fork_safety.py, tests/test_frame_store_fork.py): a scenario runs in a
+fresh interpreter, sets up the parent's state (`held_by_another_thread`: a lock held at the fork), then forks a
+child (`forked_child`) and checks what it got."""
 
 from __future__ import annotations
 
 import multiprocessing
 import sys
+import threading
 from collections.abc import Callable
 from typing import Any
 
@@ -33,3 +35,17 @@ def forked_child(in_child: Callable[[Any], None], *, join_s: float,
             proc.kill()
             proc.join()
     return proc.exitcode, got
+
+
+def held_by_another_thread(lock: Any, release: threading.Event) -> None:
+    """Return once a daemon thread holds ``lock`` (it keeps it until ``release`` is set): a fork now copies the
+    lock held, by a thread that does not exist in the child."""
+    taken = threading.Event()
+
+    def holder() -> None:
+        with lock:
+            taken.set()
+            release.wait()
+
+    threading.Thread(target=holder, daemon=True).start()
+    taken.wait()

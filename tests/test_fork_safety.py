@@ -73,6 +73,7 @@ BRIDGE_SCENARIO = textwrap.dedent("""
     import asyncio, os, signal, sys, threading, traceback
     from graph import bridge
     from graph.bridge import run_sync
+    from tests.fork_child import held_by_another_thread
 
     async def where():
         return threading.current_thread().name
@@ -80,15 +81,7 @@ BRIDGE_SCENARIO = textwrap.dedent("""
     assert run_sync(where()) == "raa-sync-loop"
     go = threading.Event()
     if sys.argv[1] == "lock":  # another thread holds the bridge's lock at the fork
-        held = threading.Event()
-
-        def hold():
-            with bridge._lock:
-                held.set()
-                go.wait()
-
-        threading.Thread(target=hold, daemon=True).start()
-        held.wait()
+        held_by_another_thread(bridge._lock, go)
     else:  # a call made on the bridge thread blocks it at the fork (the stall counter is 1)
         entered = threading.Event()
 

@@ -21,7 +21,7 @@ SCENARIO = textwrap.dedent("""
     import asyncio, sys, threading
     from graph.frame_store import FrameStore
     from graph.workers import cpu_workers, submit
-    from tests.fork_child import forked_child
+    from tests.fork_child import forked_child, held_by_another_thread
 
     clip, state = sys.argv[1:3]
     store = FrameStore()
@@ -46,15 +46,7 @@ SCENARIO = textwrap.dedent("""
             event.wait()
         store.shared_job(key, lambda: "parent")
     else:  # another thread holds the store's lock at the fork
-        taken = threading.Event()
-
-        def holder():
-            with store._lock:
-                taken.set()
-                release.wait()
-
-        threading.Thread(target=holder, daemon=True).start()
-        taken.wait()
+        held_by_another_thread(store._lock, release)
 
     def in_child(queue):
         tracks = asyncio.run(store.atracks(key, lambda: "child"))
