@@ -254,3 +254,41 @@ def test_avi_in_millisecond_timestamps_is_complete(tmp_path, pts):
     meta = probe(path)
     assert meta.frames == 12 and read_ids(read_all_frames(path)) == list(range(12))
     assert meta.time_of(11) == pytest.approx(pts[-1] / 1000)
+
+
+def _deep_reorder(path: Path, n: int = 30, depth: int = 20) -> Path:
+    """Intra-only H.264 id frames whose timestamps put frame `depth` (decode order) before the `depth` frames
+    decoded ahead of it: a reorder no decoder gives (H.264 holds back at most 16 frames)."""
+    from fractions import Fraction
+
+    with av.open(str(path), "w") as c:
+        s = c.add_stream("libx264", rate=16)
+        s.width, s.height, s.pix_fmt, s.time_base = 64, 64, "yuv420p", Fraction(1, 16)
+        s.codec_context.gop_size, s.codec_context.max_b_frames = 1, 0
+        packets = [p for f in id_frames(n) for p in s.encode(av.VideoFrame.from_ndarray(f, format="rgb24"))]
+        packets += s.encode()
+        for i, p in enumerate(packets):
+            p.dts, p.pts = i, depth + 1 + i if i < depth else depth if i == depth else i + depth
+            c.mux(p)
+    return path
+
+
+def test_timestamps_reordering_past_the_decoders_limit_do_not_abort_the_process(tmp_path):
+    """The scan measured a reorder depth of 20 from the timestamps and gave it to the H.264 decoder, which aborted
+    the whole process (``Assertion pics <= H264_MAX_DPB_FRAMES failed``): one odd or corrupt clip killed a batch or
+    the tool service. The depth is capped at 16 and the read fails as a ``VideoDecodeError`` of that clip."""
+    import subprocess
+    import sys
+
+    path = _deep_reorder(tmp_path / "deep.mkv")
+    code = ("import sys\nfrom tools.video import VideoDecodeError, read_all_frames\n"
+            "try:\n    read_all_frames(sys.argv[1])\nexcept VideoDecodeError as exc:\n    print('refused:', exc)\n")
+    run = subprocess.run([sys.executable, "-c", code, str(path)], capture_output=True, text=True, timeout=60,
+                         cwd=Path(__file__).resolve().parents[1])
+    assert run.returncode == 0, run.stderr[-500:]
+    assert run.stdout.startswith(f"refused: {path}: frame 0 of 30 could not be decoded")
+    with VideoReader(path) as reader:
+        assert reader._order[0].reorder == 20
+        with av.open(str(path)) as c:
+            S.reorder_decoder(c.streams.video[0], reader._order[0])
+            assert c.streams.video[0].codec_context.reorder_depth == 16
