@@ -27,8 +27,8 @@
   final, so a clip read while a network disk dropped out (EIO), while the process had too many files open
   (EMFILE/ENFILE) or while memory ran short was never scored again. Errors of the clip's own bytes (invalid data,
   a cut file, an invalid argument, an unsupported codec: ENOSYS is this FFmpeg build, which a rerun keeps) stay
-  final while the clip is unchanged. A clip with bytes that make FFmpeg ask for memory it cannot get would be tried
-  again by each --retry-ineligible (a decode, no model call).
+  final while the clip is unchanged, as is FFmpeg's out-of-memory on a size in the clip's corrupt bytes while the machine
+  has memory to spare (`tools.video_errors.ffmpeg_refused`: it was tried again by each --retry-ineligible).
 - A zero the quality check gave (`graph.nodes.quality`: under 2 frames, uniform or unusable content; no model judged
   the clip) is scored again by `--retry-ineligible` once its clip changed, as a video fault is (`rescorable`): a clip
   of which a renderer had written one frame got 0 (DESIGN §3) and kept it once whole, while the same clip cut

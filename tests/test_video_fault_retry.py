@@ -194,11 +194,13 @@ def test_a_read_the_machine_failed_is_not_called_a_corrupt_clip(monkeypatch, tmp
 
     from graph.batch_resume import environmental, retryable
     from tests.graph_scripts import moving_square
+    from tools import video_errors
     from tools.video import VideoError, probe
 
     clip = moving_square(tmp_path / "c.mp4", seed=1)
     failures = [lambda t, n=n: av.error.err_check(-n, str(t)) for n in (errno.EIO, errno.EMFILE, errno.ENFILE, errno.ENOMEM)]
     failures.append(lambda t: (_ for _ in ()).throw(MemoryError("Unable to allocate 3.0 MiB")))
+    monkeypatch.setattr(video_errors, "can_reserve", lambda size: False)  # FFmpeg's ENOMEM: the machine is short
     for fail in failures:
         monkeypatch.setattr(av, "open", lambda target, *a, _f=fail, **k: _f(target))
         with pytest.raises(VideoError, match=r"c\.mp4: cannot be read \((OSError|MemoryError): ") as err:
@@ -208,3 +210,41 @@ def test_a_read_the_machine_failed_is_not_called_a_corrupt_clip(monkeypatch, tmp
         assert environmental(message), message
         reason = f"quality: video: {type(err.value).__name__}: {message}"
         assert retryable({"status": "ineligible", "reasons": [reason]}, "c.mp4", lambda p: True), reason
+
+
+def _oversized_sample(path) -> bytes:
+    """A fragmented MP4 whose first ``trun`` box gives its first sample a size of 3 GB (a corrupt byte)."""
+    import struct
+
+    from tests.test_video import id_frames, write_raw
+
+    data = bytearray(write_raw(path, id_frames(16), gop=8, options={"movflags": "frag_keyframe+empty_moov"}).read_bytes())
+    at = data.index(b"trun") + 4  # the box's payload: version, flags, sample count, then optional fields
+    flags = int.from_bytes(data[at + 1:at + 4], "big")
+    assert flags & 0x200  # per-sample sizes
+    first = at + 8 + 4 * bool(flags & 1) + 4 * bool(flags & 4) + 4 * bool(flags & 0x100)
+    struct.pack_into(">I", data, first, 3 * 10**9)
+    return bytes(data)
+
+
+def test_ffmpeg_out_of_memory_on_a_corrupt_size_is_the_clips_fault(monkeypatch, tmp_path):
+    """FFmpeg fails a 3 GB sample with ENOMEM (it allocates at most 2 GiB): that clip was called the machine's fault
+    ("cannot be read (MemoryError: [Errno 12] ...)"), a 503 machine fault from the tool service and retried by every
+    --retry-ineligible. While the machine can spare 2 GiB, it is the clip's (final); when it cannot, the machine's."""
+    import av
+
+    from graph.batch_resume import environmental
+    from tools import video_errors
+    from tools.video import VideoDecodeError, VideoNotFoundError, probe
+
+    clip = tmp_path / "bad.mp4"
+    clip.write_bytes(_oversized_sample(tmp_path / "frag.mp4"))
+    with pytest.raises(VideoDecodeError, match="corrupt sizes in the clip") as err:
+        probe(clip)
+    assert isinstance(err.value.__cause__, av.error.MemoryError)
+    assert not video_errors.machine_failed(err.value.__cause__)  # the service's 422, not a 503
+    assert not environmental(str(err.value))
+    monkeypatch.setattr(video_errors, "can_reserve", lambda size: False)  # an address-space limit, strict overcommit
+    with pytest.raises(VideoNotFoundError, match=r"cannot be read \(MemoryError: \[Errno 12\]") as err:
+        probe(clip)
+    assert environmental(str(err.value)) and video_errors.machine_failed(err.value.__cause__)

@@ -9,6 +9,14 @@ files (the process's EMFILE or the system's ENFILE), a resource briefly unavaila
 ("cannot be opened as a video (not a video file, or truncated/corrupt)"), which sent a user to re-render a good clip;
 they now read "cannot be read (OSError: [Errno 5] Input/output error: ...)", the error class and errno kept for
 ``graph.batch_resume.environmental``, which retries them.
+
+Except FFmpeg's own ENOMEM while the machine can still reserve `FFMPEG_MAX_ALLOC` bytes (``ffmpeg_refused``): FFmpeg
+refuses any allocation past that size (``av_max_alloc``), and with Linux's default overcommit a smaller one does not
+fail for want of memory (the OOM killer acts instead), so the failed request was one no frame needs: a size from the
+clip's corrupt bytes (a fragmented MP4 whose ``trun`` gives a sample of 3 GB). That is the clip's fault, a
+``VideoDecodeError``: it was called the machine's, a 503 machine fault from the tool service (the item a tool
+failure) and retried by every ``--retry-ineligible``. Where the machine cannot reserve that much (an address-space
+limit, strict overcommit), FFmpeg's ENOMEM stays the machine's: real shortage is never blamed on the clip.
 """
 
 from __future__ import annotations
@@ -18,14 +26,37 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 
 import av
+import numpy as np
 
 MACHINE_ERRNOS = frozenset({errno.EIO, errno.ENOMEM, errno.ENFILE, errno.EMFILE, errno.EAGAIN, errno.ESTALE,
                             errno.ETIMEDOUT})
 """Errno values of a failed read that say the machine failed it, not that the clip's bytes are bad."""
 
 
+FFMPEG_MAX_ALLOC = 2**31 - 1
+"""FFmpeg's default ``av_max_alloc``: it refuses (ENOMEM) any larger allocation, whatever memory is free."""
+
+
+def can_reserve(size: int) -> bool:
+    """Whether this process can allocate ``size`` bytes now (reserved, never touched, freed at once)."""
+    try:
+        np.empty(size, dtype=np.uint8)
+    except MemoryError:
+        return False
+    return True
+
+
+def ffmpeg_refused(exc: BaseException) -> bool:
+    """True for FFmpeg's ENOMEM while this process can reserve `FFMPEG_MAX_ALLOC` bytes: the request FFmpeg failed
+    came from the clip's bytes, not from a machine short of memory (module docstring)."""
+    return isinstance(exc, av.error.MemoryError) and can_reserve(FFMPEG_MAX_ALLOC)
+
+
 def machine_failed(exc: BaseException) -> bool:
-    """True for a MemoryError (with or without an errno) or an OSError whose errno is in ``MACHINE_ERRNOS``."""
+    """True for a MemoryError (with or without an errno; FFmpeg's only when not `ffmpeg_refused`) or an OSError whose
+    errno is in ``MACHINE_ERRNOS``."""
+    if isinstance(exc, av.error.MemoryError):
+        return not ffmpeg_refused(exc)
     return isinstance(exc, MemoryError) or (isinstance(exc, OSError) and exc.errno in MACHINE_ERRNOS)
 
 
@@ -60,4 +91,8 @@ def wrapped(name: str, problem: str) -> Iterator[None]:
     except (av.error.FFmpegError, OSError, EOFError, ValueError, MemoryError) as exc:
         if isinstance(exc, PermissionError) or machine_failed(exc):  # FFmpeg's too (mode 000, EIO): no corrupt clip
             raise VideoNotFoundError(f"{name}: cannot be read ({type(exc).__name__}: {exc})") from exc
+        if isinstance(exc, av.error.MemoryError):  # ffmpeg_refused; worded without the errno `environmental` retries
+            raise VideoDecodeError(f"{name}: {problem} (FFmpeg could not allocate what the clip's data asks for, "
+                                   "though the machine can spare the 2 GiB FFmpeg allocates at most: corrupt sizes in "
+                                   "the clip)") from exc
         raise VideoDecodeError(f"{name}: {problem} ({type(exc).__name__}: {exc})") from exc
