@@ -66,3 +66,23 @@ def test_a_trimmed_clip_cut_short_is_still_truncated(tmp_path):
     cut.write_bytes(data[: mdat + (len(data) - mdat) // 3])  # the sample table whole, a third of the frames
     with pytest.raises(VideoDecodeError, match=r"cut.mp4: truncated file: its edit list keeps 16 of the 40"):
         probe(cut)
+
+
+
+def test_a_corrupt_sample_run_count_is_cut_at_the_tracks_samples(tmp_path):
+    """A corrupt ``stts`` run count (up to 2**32 - 1) was expanded whole: numpy asked for up to 32 GB, a bare
+    MemoryError escaped the reader (the item an internal fault), and a count worth a few GB drove the machine into
+    swap and the OOM killer. Runs are cut at the track's 40 samples (as FFmpeg reads them); the edit still keeps 16.
+    (A million here: what the uncut expansion asks for stays small.)"""
+    from tools.mp4_boxes import read_moov
+    from tools.video_edits import _child, _presentation_times, _video_track
+
+    path = _end_trimmed(tmp_path, keep=16)
+    data = bytearray(path.read_bytes())
+    at = data.find(b"stts") + 4  # version and flags, entry count, then (sample count, duration) runs
+    runs = struct.unpack_from(">I", data, at + 4)[0]
+    struct.pack_into(">I", data, at + 8 + 8 * (runs - 1), 10**6)  # the last run's count
+    path.write_bytes(bytes(data))
+    stbl = _child(_child(_child(_video_track(read_moov(path), None), b"mdia"), b"minf"), b"stbl")
+    assert len(_presentation_times(stbl)) == 40
+    assert kept_frames(path) == 16

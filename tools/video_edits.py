@@ -57,15 +57,32 @@ def _video_track(moov: memoryview, track_id: int | None) -> memoryview | None:
     return chosen[0][1] if chosen else None
 
 
+def _sample_count(stbl: memoryview) -> int:
+    """The track's number of samples, from its ``stsz`` (or ``stz2``) box: FFmpeg's declared frame count."""
+    box = next((body for kind, body in child_boxes(stbl) if kind in (b"stsz", b"stz2")), None)
+    if box is None or len(box) < 12:
+        raise ValueError("no sample size box")
+    return struct.unpack_from(">I", box, 8)[0]
+
+
+def _capped(counts: np.ndarray, total: int) -> np.ndarray:
+    """Run lengths cut to add up to at most ``total`` samples (FFmpeg reads no run past the track's samples)."""
+    ends = np.minimum(np.cumsum(np.maximum(counts, 0)), total)
+    return np.diff(ends, prepend=0)
+
+
 def _presentation_times(stbl: memoryview) -> np.ndarray:
-    """Composition time of every sample, in the media's timescale."""
+    """Composition time of every sample, in the media's timescale. Run lengths past the track's sample count (a
+    corrupt ``stts`` / ``ctts`` count up to 2**32 - 1) are cut there: expanded whole, one corrupt count asked numpy
+    for tens of GB (a MemoryError escaping the reader, or swap and the OOM killer for a few GB)."""
+    samples = _sample_count(stbl)
     stts = np.array(_entries(_child(stbl, b"stts"), ">II"), dtype=np.int64).reshape(-1, 2)
-    durations = np.repeat(stts[:, 1], stts[:, 0])
+    durations = np.repeat(stts[:, 1], _capped(stts[:, 0], samples))
     pts = np.cumsum(durations) - durations
     ctts = next((body for kind, body in child_boxes(stbl) if kind == b"ctts"), None)
     if ctts is not None:  # offsets are signed in version 1 and read signed by FFmpeg in both
         runs = np.array(_entries(ctts, ">Ii"), dtype=np.int64).reshape(-1, 2)
-        offsets = np.repeat(runs[:, 1], np.maximum(runs[:, 0], 0))[: len(pts)]
+        offsets = np.repeat(runs[:, 1], _capped(runs[:, 0], len(pts)))
         pts[: len(offsets)] += offsets
     return pts
 
