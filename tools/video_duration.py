@@ -2,7 +2,8 @@
 
 Matroska / WebM / FLV declare no frame count, so a file cut short is found by its header's duration running past
 the frames' end: the last frame's time plus its own duration where the demuxer gives one (a Matroska block's; a
-last frame held for a second was called truncated), else one frame (1 / fps).
+last frame held for a second was called truncated), else one frame (1 / fps). FLV gives its frames no duration: one
+as long as the size its header states is whole, whatever its duration says (`tools.flv_meta`).
 """
 
 from __future__ import annotations
@@ -11,6 +12,7 @@ from pathlib import Path
 
 import av
 
+from tools.flv_meta import whole_flv
 from tools.mp4_boxes import fragmented_duration
 from tools.video_errors import VideoDecodeError
 
@@ -54,6 +56,8 @@ def check_duration(container: av.container.InputContainer, stream: av.video.stre
     claimed = header_duration(container, stream, src)
     if claimed is None:
         return
+    if "flv" in container.format.name.split(",") and src is not None and whole_flv(src):
+        return  # as long as its onMetaData's filesize: whole, its last frame held longer (tools.flv_meta)
     last = times[-1] if isinstance(times, tuple) else times
     end = start + last + max(1 / fps, last_hold)  # a last frame shown longer (its own duration, when known)
     if claimed - end > duration_slack(times, fps, claimed):
