@@ -292,3 +292,14 @@ def test_timestamps_reordering_past_the_decoders_limit_do_not_abort_the_process(
         with av.open(str(path)) as c:
             S.reorder_decoder(c.streams.video[0], reader._order[0])
             assert c.streams.video[0].codec_context.reorder_depth == 16
+
+
+def test_demux_ends_where_pyavs_flush_fails_on_a_stream_found_mid_file():
+    """PyAV's end-of-demux flush indexes its stream list with the demuxer's new stream count (an MPEG-TS PID found
+    after the probe: an IndexError). It escaped the reader as a bare IndexError (an internal fault), after every
+    packet had been read."""
+    def packets():
+        yield from ("p0", "p1", "flush")
+        raise IndexError("list index out of range")
+
+    assert list(S.demux(SimpleNamespace(demux=lambda stream: packets()), None)) == ["p0", "p1", "flush"]

@@ -110,6 +110,7 @@ from tools.video_scan import (  # noqa: F401  (re-exported: the public video API
     VideoMeta,
     VideoNotFoundError,
     check_indices,
+    demux,
     describe,
     mid_gop_error,
     open_container,
@@ -291,7 +292,7 @@ class VideoReader:
     def _packets_to_frames(self, container: av.container.InputContainer,
                            stream: av.video.stream.VideoStream) -> Iterator[av.VideoFrame]:
         with wrapped(self._name, "decoding failed (truncated or corrupt data)"):
-            for packet in container.demux(stream):
+            for packet in demux(container, stream):
                 yield from packet.decode()
 
     def _decode(self, wanted: list[int], *, allow_seek: bool) -> Iterator[tuple[int, av.VideoFrame]]:

@@ -11,7 +11,7 @@ import bisect
 import io
 import math
 import stat
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from fractions import Fraction
 from pathlib import Path
@@ -199,6 +199,20 @@ def video_stream(container: av.container.InputContainer, name: str,
     return stream
 
 
+def demux(container: av.container.InputContainer, stream: av.video.stream.VideoStream) -> Iterator[av.Packet]:
+    """``container.demux(stream)``, ending quietly where PyAV's end-of-demux flush fails on streams the demuxer found
+    mid-file (an MPEG-TS PID that appears after the probe): PyAV indexes its stream list, made at open, with the new
+    count (an IndexError, which escaped the reader as no ``VideoError``). Every packet was read by then, and the
+    stream's own flush packet, whose index comes before any new stream's, given."""
+    packets = container.demux(stream)
+    while True:
+        try:
+            packet = next(packets)
+        except (StopIteration, IndexError):
+            return
+        yield packet
+
+
 def reorder_depth(decode_order_pts: list[int]) -> int:
     """Frames a decoder must hold back to output in presentation order: the most packets decoded
     before a frame whose pts is larger than the frame's (0 for streams without B-frames)."""
@@ -242,7 +256,7 @@ def scan(container: av.container.InputContainer, name: str,
     packets, pts, key_pts, slices, last_dts, first_key, cut, step = 0, [], [], None, None, True, False, None
     max_pts, last_hold = -(2**63), 0
     with wrapped(name, "demuxing failed (truncated or corrupt file)"):
-        for packet in container.demux(stream):
+        for packet in demux(container, stream):
             if packet.size == 0:
                 continue  # PyAV's end-of-stream flush packet
             packets += 1
