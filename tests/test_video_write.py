@@ -91,3 +91,24 @@ def test_a_written_clip_keeps_its_name_and_reads_back(tmp_path):
     assert path == tmp_path / "sub" / "ok.mkv" and sorted(p.name for p in path.parent.iterdir()) == ["ok.mkv"]
     meta = probe(path)
     assert (meta.frames, meta.fps) == (5, 12.5) and read_ids(read_frames(path, range(5))) == list(range(5))
+
+
+def test_a_clip_is_written_through_a_symlink_and_keeps_the_replaced_files_mode(tmp_path):
+    """The move into place replaced a symlink at the path with the clip (its target, e.g. a run's clip behind a
+    'latest.mp4' link, kept the old one), and a clip replacing a file had the umask's bits, not that file's (a
+    group-writable clip became unwritable for the group), unlike writing into the file with open()."""
+    import os
+
+    target = tmp_path / "runs" / "a.mp4"
+    write_video(target, id_frames(2), codec="mpeg4")
+    os.chmod(target, 0o664)
+    link = tmp_path / "latest.mp4"
+    link.symlink_to(target)
+    assert write_video(link, id_frames(5), codec="mpeg4") == link
+    assert link.is_symlink() and probe(target).frames == 5
+    assert oct(target.stat().st_mode & 0o777) == oct(0o664)
+    assert sorted(p.name for p in target.parent.iterdir()) == ["a.mp4"]
+    fresh = write_video(tmp_path / "new.mp4", id_frames(2), codec="mpeg4")
+    umask = os.umask(0)
+    os.umask(umask)
+    assert fresh.stat().st_mode & 0o777 == 0o666 & ~umask

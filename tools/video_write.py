@@ -1,7 +1,9 @@
 """Encode frames to a video file with PyAV (used by the clip suite, tests and benchmarks).
 
 The clip is encoded to a hidden file beside ``path`` and moved there once complete: an error or interrupt
-mid-encode leaves no half-written clip (nor replaces an earlier one). Frame sizes are padded with edge pixels to the multiple the pixel format's chroma subsampling needs
+mid-encode leaves no half-written clip (nor replaces an earlier one). As open() would, it writes through a symlink at
+``path`` (the move replaced the link with the clip, leaving its target as it was) and keeps the permission bits of a
+file it replaces (the clip had the umask's). Frame sizes are padded with edge pixels to the multiple the pixel format's chroma subsampling needs
 (even widths for 4:2:0 / 4:2:2 at any bit depth or layout, even heights for 4:2:0, 4 for 4:1:1);
 gray output is stored full-range so gray values survive a round trip. ``tools.video`` re-exports
 ``write_video``.
@@ -10,6 +12,7 @@ gray output is stored full-range so gray values survive a round trip. ``tools.vi
 from __future__ import annotations
 
 import os
+import stat
 import uuid
 from fractions import Fraction
 from pathlib import Path
@@ -51,21 +54,33 @@ def write_video(path: str | Path, frames: np.ndarray, fps: float = 16.0, *, code
     if rate is None:
         raise ValueError(fps_problem(fps))
     path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
+    dest = Path(os.path.realpath(path)) if path.is_symlink() else path  # written through a link, as open() does
+    dest.parent.mkdir(parents=True, exist_ok=True)
     h, w = frames.shape[1:3]
     formats = av.codec.Codec(codec, "w").video_formats
     if formats and pix_fmt not in {f.name for f in formats}:  # else an opaque avcodec_open2 error (EINVAL)
         raise ValueError(f"{codec} does not encode {pix_fmt}; it takes {', '.join(f.name for f in formats)}")
     step_h, step_w = chroma_steps(pix_fmt)
     ph, pw = -(-h // step_h) * step_h, -(-w // step_w) * step_w
-    partial = partial_path(path)
+    partial = partial_path(dest)
     try:
         _encode(partial, frames, rate, codec, crf, pix_fmt, gop, preset, (ph, pw))
-        os.replace(partial, path)
+        keep_mode(dest, partial)
+        os.replace(partial, dest)
     except BaseException:
         partial.unlink(missing_ok=True)
         raise
     return path
+
+
+def keep_mode(dest: Path, partial: Path) -> None:
+    """Give ``partial`` the permission bits of the file at ``dest`` it replaces, as writing into that file would keep
+    them (a new file has the umask's, as open() gives)."""
+    try:
+        mode = stat.S_IMODE(dest.stat().st_mode)
+    except FileNotFoundError:
+        return
+    os.chmod(partial, mode)
 
 
 def partial_path(path: Path) -> Path:
