@@ -90,6 +90,10 @@ def test_a_fragmented_mp4_cut_between_two_frames_is_truncated(tmp_path):
     with pytest.raises(VideoDecodeError, match=r"its last fragment's 'moof' box \(at byte \d+\) has no 'mdat' "
                        r"box after it \(frames after the 24 read"):
         probe(data[:moof_end])  # the fourth fragment's moof (ftyp, moov, 3 x moof + mdat before it): read as 24 frames
+    for extra in (1, 4, 7):  # a few bytes into the fourth fragment's moof header: read as 24 frames before
+        with pytest.raises(VideoDecodeError, match=rf"truncated file: it ends {extra} bytes into the header of a box "
+                           r"at byte \d+ \(frames after the 24 read"):
+            probe(data[:ends[23] + extra])
 
 
 def test_a_cut_moov_is_a_decode_error_not_an_attribute_error(tmp_path):

@@ -107,16 +107,20 @@ def _top_level(src: str | Path | bytes | bytearray | memoryview) -> tuple[list[t
 
 def cut_fragment(src: str | Path | bytes | bytearray | memoryview) -> tuple[bytes, int, int, int] | None:
     """(type, offset, declared size, file length) of the ``moof`` or ``mdat`` box that the end of a fragmented
-    file (one with a top-level ``moof``) cuts, or of a last ``moof`` without its ``mdat``; None when there is
-    none or the file is not fragmented.
+    file (one with a top-level ``moof``) cuts, of a box header it cuts, or of a last ``moof`` without its ``mdat``;
+    None when there is none or the file is not fragmented.
 
     A fragmented MP4's ``moov`` declares no samples: the fragments do. Cut where one frame's data ends, inside
     an ``mdat``, FFmpeg reads the frames before the cut, none of them short, as a complete shorter clip; the
-    box's size says the file ended early. A cut between two fragments leaves no trace (a shorter clip)."""
+    box's size says the file ended early. A cut between two fragments leaves no trace (a shorter clip), but one a few
+    bytes into the next box's 8-byte header does: those bytes are given as a box of type ``b""`` (their offset, 8,
+    the file's length); they read as the shorter clip before.)"""
     boxes, total = _top_level(src)
     if not any(kind == b"moof" for kind, _, _ in boxes):
         return None
     kind, offset, size = boxes[-1]
+    if 0 < total - (offset + size) < 8:  # the walk stopped at a header the file ends inside
+        return b"", offset + size, 8, total
     # a fragment's moof is followed by its mdat: a file that ends after a complete moof lacks that fragment's data
     cut = kind == b"moof" or (kind == b"mdat" and offset + size > total)
     return (kind, offset, size, total) if cut else None

@@ -313,7 +313,8 @@ def scan(container: av.container.InputContainer, name: str,
     if fragment is not None:
         kind, offset, size, total = fragment
         where = (f"its last fragment's 'moof' box (at byte {offset}) has no 'mdat' box after it" if kind == b"moof"
-                 and offset + size <= total else f"its {kind.decode()!r} box at byte {offset} declares {size} bytes, "
+                 and offset + size <= total else f"it ends {total - offset} bytes into the header of a box at byte "
+                 f"{offset}" if not kind else f"its {kind.decode()!r} box at byte {offset} declares {size} bytes, "
                  f"but the file ends {offset + size - total} bytes short of them")
         raise VideoDecodeError(f"{name}: truncated file: {where} (frames after the {packets} read are missing)")
     index_cut = index_past_end(src) if src is not None and "mov" in formats else None
