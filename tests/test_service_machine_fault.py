@@ -54,6 +54,16 @@ def test_a_read_the_machine_failed_is_a_503_machine_fault_not_an_undecodable_cli
     assert ("uploaded clip 'c.mp4'" if how == "upload" else "clip.mp4") in body["detail"]
 
 
+def test_ffmpegs_io_error_on_a_clip_that_reads_back_is_422_not_a_machine_fault(service_root, monkeypatch):
+    """FFmpeg's EIO on a clip whose bytes all read back (the Matroska demuxer's word for an element it cannot parse) is
+    the clip's: it was a 503 machine fault, which the client retried and reported as a tool failure."""
+    monkeypatch.setattr(av, "open", lambda target, *a, **k: av.error.err_check(-errno.EIO, str(target)))
+    app = create_app(ToolSettings(), service_root, token=TOKEN, tracker=LKTracker(), enable_surprise=False)
+    with TestClient(app) as c:
+        r = c.post("/v1/track", json={"path": "clip.mp4", "grid_size": 2}, headers=AUTH)
+    assert r.status_code == 422 and "undecodable" in r.json()["detail"] and "fault" not in r.json()
+
+
 def test_a_clip_that_is_not_a_video_is_still_422(service_root):
     app = create_app(ToolSettings(), service_root, token=TOKEN, tracker=LKTracker(), enable_surprise=False)
     with TestClient(app) as c:

@@ -201,6 +201,7 @@ def test_a_read_the_machine_failed_is_not_called_a_corrupt_clip(monkeypatch, tmp
     failures = [lambda t, n=n: av.error.err_check(-n, str(t)) for n in (errno.EIO, errno.EMFILE, errno.ENFILE, errno.ENOMEM)]
     failures.append(lambda t: (_ for _ in ()).throw(MemoryError("Unable to allocate 3.0 MiB")))
     monkeypatch.setattr(video_errors, "can_reserve", lambda size: False)  # FFmpeg's ENOMEM: the machine is short
+    monkeypatch.setattr(video_errors, "reads_back", lambda src: False)  # FFmpeg's EIO: the disk fails Python's read too
     for fail in failures:
         monkeypatch.setattr(av, "open", lambda target, *a, _f=fail, **k: _f(target))
         with pytest.raises(VideoError, match=r"c\.mp4: cannot be read \((OSError|MemoryError): ") as err:
@@ -248,3 +249,29 @@ def test_ffmpeg_out_of_memory_on_a_corrupt_size_is_the_clips_fault(monkeypatch, 
     with pytest.raises(VideoNotFoundError, match=r"cannot be read \(MemoryError: \[Errno 12\]") as err:
         probe(clip)
     assert environmental(str(err.value)) and video_errors.machine_failed(err.value.__cause__)
+
+
+def test_ffmpeg_io_error_on_a_clip_that_reads_back_is_the_clips_fault(monkeypatch, tmp_path):
+    """FFmpeg's Matroska demuxer gives EIO for an element that does not parse (an ID byte flipped), no read failing:
+    that clip was called the machine's ("cannot be read (OSError: [Errno 5] ...)"), a 503 machine fault from the
+    tool service and retried by every --retry-ineligible. A clip whose every byte reads back is the clip's fault."""
+    import errno
+
+    import av
+
+    from graph.batch_resume import environmental
+    from tests.graph_scripts import moving_square
+    from tools import video_errors
+    from tools.video import VideoDecodeError, VideoNotFoundError, probe
+
+    clip = moving_square(tmp_path / "c.mp4", seed=1)
+    monkeypatch.setattr(av, "open", lambda target, *a, **k: av.error.err_check(-errno.EIO, str(target)))
+    for src in (clip, clip.read_bytes()):
+        with pytest.raises(VideoDecodeError, match="FFmpeg reported an input/output error, but every byte of the "
+                           "file reads back: its data is corrupt") as err:
+            probe(src)
+        assert not environmental(str(err.value))
+    monkeypatch.setattr(video_errors, "reads_back", lambda src: False)  # the disk fails Python's read as well
+    with pytest.raises(VideoNotFoundError, match=r"cannot be read \(OSError: \[Errno 5\]") as err:
+        probe(clip)
+    assert environmental(str(err.value))

@@ -158,7 +158,9 @@ def decode_frames(src: Path | bytes | Upload, frame_indices: list[int] | None, m
     except FrameIndexError as exc:
         raise HTTPProblem(400, f"frame index error: {_named(str(exc), tmp, label)}") from exc
     except VideoError as exc:
-        if (cause := _cause(exc)) is not None and machine_failed(cause):  # the machine's fault (module docstring)
+        # the machine's fault (module docstring); `tools.video` decided (a VideoDecodeError is the clip's, whatever FFmpeg
+        # said: out of memory on a corrupt size, an I/O error on data that reads back)
+        if isinstance(exc, VideoNotFoundError) and (cause := _cause(exc)) is not None and machine_failed(cause):
             raise machine_fault(_named(str(exc), tmp, label)) from exc
         what = "unreadable" if isinstance(exc, VideoNotFoundError) else "undecodable"  # no fault of its bytes
         raise HTTPProblem(422, f"{what} video: {type(exc).__name__}: {_named(str(exc), tmp, label)}") from exc

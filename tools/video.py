@@ -291,7 +291,7 @@ class VideoReader:
 
     def _packets_to_frames(self, container: av.container.InputContainer,
                            stream: av.video.stream.VideoStream) -> Iterator[av.VideoFrame]:
-        with wrapped(self._name, "decoding failed (truncated or corrupt data)"):
+        with wrapped(self._name, "decoding failed (truncated or corrupt data)", self._src):
             for packet in demux(container, stream):
                 yield from packet.decode()
 
@@ -328,7 +328,7 @@ class VideoReader:
                 k = keys[bisect.bisect_right(keys, target) - 1] if keys and keys[0] <= target else 0
                 if frames is None or (allow_seek and k > last + 1):
                     if allow_seek and k > 0:
-                        with wrapped(self._name, f"seeking to frame {k} failed"):
+                        with wrapped(self._name, f"seeking to frame {k} failed", self._src):
                             container.seek(pts[k], stream=stream, backward=True, any_frame=False)
                         landed = k
                     frames, last, lost = self._packets_to_frames(container, stream), -1, lead > 0 and k == 0

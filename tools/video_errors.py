@@ -17,6 +17,11 @@ clip's corrupt bytes (a fragmented MP4 whose ``trun`` gives a sample of 3 GB). T
 ``VideoDecodeError``: it was called the machine's, a 503 machine fault from the tool service (the item a tool
 failure) and retried by every ``--retry-ineligible``. Where the machine cannot reserve that much (an address-space
 limit, strict overcommit), FFmpeg's ENOMEM stays the machine's: real shortage is never blamed on the clip.
+
+And except FFmpeg's EIO where every byte of the file reads back (``demuxer_io_error``): FFmpeg's Matroska demuxer
+gives EIO for an element that does not parse (an ID byte flipped), with no read failing. That clip was a machine fault
+too. A read that fails again is the disk's, as before; one that failed only for FFmpeg and reads back at once is
+called the clip's (a disk error gone within milliseconds would be too).
 """
 
 from __future__ import annotations
@@ -24,6 +29,7 @@ from __future__ import annotations
 import errno
 from collections.abc import Iterator
 from contextlib import contextmanager
+from pathlib import Path
 
 import av
 import numpy as np
@@ -81,14 +87,37 @@ class FrameIndexError(VideoError):
     """A requested frame index is not an integer in ``[0, frames)``."""
 
 
+def reads_back(src: str | Path | bytes | bytearray | memoryview) -> bool:
+    """Whether every byte of ``src`` can be read now (bytes in memory: always)."""
+    if isinstance(src, bytes | bytearray | memoryview):
+        return True
+    try:
+        with open(src, "rb") as fh:
+            while fh.read(1 << 20):
+                pass
+    except OSError:
+        return False
+    return True
+
+
+def demuxer_io_error(exc: BaseException, src: str | Path | bytes | bytearray | memoryview | None) -> bool:
+    """True for FFmpeg's EIO while ``src`` reads back whole: a demuxer's word for data it cannot parse (module
+    docstring), not the disk's."""
+    return isinstance(exc, av.error.FFmpegError) and exc.errno == errno.EIO and src is not None and reads_back(src)
+
+
 @contextmanager
-def wrapped(name: str, problem: str) -> Iterator[None]:
-    """Turn PyAV / OS exceptions raised inside the block into typed ``VideoError``s."""
+def wrapped(name: str, problem: str, src: str | Path | bytes | bytearray | memoryview | None = None) -> Iterator[None]:
+    """Turn PyAV / OS exceptions raised inside the block into typed ``VideoError``s (``src``, the path or bytes the
+    block reads, tells FFmpeg's EIO on the clip's data from the disk's: `demuxer_io_error`)."""
     try:
         yield
     except FileNotFoundError as exc:
         raise VideoNotFoundError(f"{name}: {problem}: no such file ({exc})") from exc
     except (av.error.FFmpegError, OSError, EOFError, ValueError, MemoryError) as exc:
+        if demuxer_io_error(exc, src):  # worded without the errno `environmental` retries
+            raise VideoDecodeError(f"{name}: {problem} (FFmpeg reported an input/output error, but every byte of the "
+                                   "file reads back: its data is corrupt)") from exc
         if isinstance(exc, PermissionError) or machine_failed(exc):  # FFmpeg's too (mode 000, EIO): no corrupt clip
             raise VideoNotFoundError(f"{name}: cannot be read ({type(exc).__name__}: {exc})") from exc
         if isinstance(exc, av.error.MemoryError):  # ffmpeg_refused; worded without the errno `environmental` retries

@@ -169,7 +169,7 @@ def _open(src: Source, name: str, options: dict[str, str] | None) -> av.containe
         if st.st_size == 0:
             raise EmptyVideoError(f"{name}: video file is empty (0 bytes)")
         target = f"file:{path}"  # else FFmpeg reads a name like 2024-01-01T12:30:00.mp4 as a URL scheme
-    with wrapped(name, "cannot be opened as a video (not a video file, or truncated/corrupt)"):
+    with wrapped(name, "cannot be opened as a video (not a video file, or truncated/corrupt)", src):
         try:
             return av.open(target, mode="r", options=options or {})
         except av.error.FFmpegError:  # a tiny MPEG-TS file FFmpeg's probe fails to place (tools.mpegts_tail)
@@ -255,7 +255,7 @@ def scan(container: av.container.InputContainer, name: str,
         raise VideoDecodeError(f"{name}: video stream has no frame size ({width}x{height})")
     packets, pts, key_pts, slices, last_dts, first_key, cut, step = 0, [], [], None, None, True, False, None
     max_pts, last_hold = -(2**63), 0
-    with wrapped(name, "demuxing failed (truncated or corrupt file)"):
+    with wrapped(name, "demuxing failed (truncated or corrupt file)", src):
         for packet in demux(container, stream):
             if packet.size == 0:
                 continue  # PyAV's end-of-stream flush packet
