@@ -40,9 +40,8 @@ Frame ``i`` is the i-th frame in presentation order. Decisions taken where issue
   decoder or demuxer error is a ``VideoDecodeError``; there is no silent partial decode.
 - Each ``read`` opens its own demuxer (one reader may serve several threads), except that the first
   one takes over the scan's demuxer, rewound (reopened when the clip has no keyframe to seek back to).
-- Decoder threading (``tools.video_slices``): frames of H.264 / HEVC clips with several slices each
-  (PyAV-written, like the trainer's rollouts) decode with slice threads; other clips from 640x360 up
-  with frame threads.
+- Decoder threading (``tools.video_slices``): frames of H.264 / HEVC clips with several slices each (PyAV-written,
+  like the trainer's rollouts) decode with slice threads; other clips from 640x360 up with frame threads.
 - Containers open without FFmpeg's probe decode (``open_container(probe="headers")``): by default
   ``av.open`` decodes the first frames of an H.264 stream to guess the decoder's reorder depth, ~3.7 ms
   of a 256x256 clip (a third of decoding all 33 frames) and ~14 ms at 512x512, once per demuxer.
