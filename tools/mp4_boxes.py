@@ -113,8 +113,8 @@ def cut_fragment(src: str | Path | bytes | bytearray | memoryview) -> tuple[byte
     A fragmented MP4's ``moov`` declares no samples: the fragments do. Cut where one frame's data ends, inside
     an ``mdat``, FFmpeg reads the frames before the cut, none of them short, as a complete shorter clip; the
     box's size says the file ended early. A cut between two fragments leaves no trace (a shorter clip), but one a few
-    bytes into the next box's 8-byte header does: those bytes are given as a box of type ``b""`` (their offset, 8,
-    the file's length); they read as the shorter clip before.)"""
+    bytes into the next box's 8-byte header does (it read as the shorter clip before): those bytes are given as a box
+    of type ``b""`` (their offset, 8, the file's length)."""
     boxes, total = _top_level(src)
     if not any(kind == b"moof" for kind, _, _ in boxes):
         return None
