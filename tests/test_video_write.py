@@ -34,6 +34,16 @@ def test_a_format_the_encoder_does_not_take_is_named(tmp_path):
         write_video(tmp_path / "p.mp4", id_frames(2), pix_fmt="p010le")
 
 
+@pytest.mark.parametrize("codec", ["aac", "mov_text"])
+def test_a_codec_that_is_no_video_encoder_is_named(tmp_path, codec):
+    """An audio or subtitle encoder was opened as the clip's stream: a TypeError about an audio stream's rate
+    (aac), or an AttributeError setting a subtitle stream's width, and no word that the codec was wrong."""
+    path = tmp_path / "a.mp4"
+    with pytest.raises(ValueError, match=f"{codec} is not a video encoder"):
+        write_video(path, id_frames(2), codec=codec)
+    assert not path.exists()
+
+
 @pytest.mark.parametrize("shape", [(0, 8, 8, 3), (2, 0, 8, 3), (2, 8, 0)])
 def test_no_frames_or_no_pixels_are_refused(tmp_path, shape):
     """0 frames returned the path of a file never written (PyAV writes nothing without a packet: the caller

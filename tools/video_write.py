@@ -16,6 +16,7 @@ import stat
 import uuid
 from fractions import Fraction
 from pathlib import Path
+from typing import cast
 
 import av
 import numpy as np
@@ -40,8 +41,9 @@ def write_video(path: str | Path, frames: np.ndarray, fps: float = 16.0, *, code
     ``pix_fmt`` is the encoded format ("yuv420p" default; "gray" or "yuv444p" keep odd sizes and
     gray content exact); chroma-subsampled formats pad odd sizes with edge pixels. ``gop`` is the
     keyframe interval (codec default when None); ``crf`` and ``preset`` apply to libx264/libx265.
-    ``ValueError`` for no frames, frames of 0 pixels, or an ``fps`` that cannot be stored
-    (`tools.video_rate.fps_problem`: not above 1/2002 or not below 2**31).
+    ``ValueError`` for no frames, frames of 0 pixels, an ``fps`` that cannot be stored
+    (`tools.video_rate.fps_problem`: not above 1/2002 or not below 2**31), or a ``codec`` that is no video
+    encoder or does not take ``pix_fmt``.
     """
     frames = np.asarray(frames)
     gray = frames.ndim == 3
@@ -57,7 +59,10 @@ def write_video(path: str | Path, frames: np.ndarray, fps: float = 16.0, *, code
     dest = Path(os.path.realpath(path)) if path.is_symlink() else path  # written through a link, as open() does
     dest.parent.mkdir(parents=True, exist_ok=True)
     h, w = frames.shape[1:3]
-    formats = av.codec.Codec(codec, "w").video_formats
+    encoder = av.codec.Codec(codec, "w")
+    if encoder.type != "video":  # else PyAV opened an audio or subtitle stream, which failed on the frame's size
+        raise ValueError(f"{codec} is not a video encoder (it encodes {encoder.type})")
+    formats = encoder.video_formats
     if formats and pix_fmt not in {f.name for f in formats}:  # else an opaque avcodec_open2 error (EINVAL)
         raise ValueError(f"{codec} does not encode {pix_fmt}; it takes {', '.join(f.name for f in formats)}")
     step_h, step_w = chroma_steps(pix_fmt)
@@ -95,7 +100,7 @@ def _encode(path: Path, frames: np.ndarray, rate: Fraction, codec: str, crf: int
             preset: str | None, padded: tuple[int, int]) -> None:
     gray, (h, w), (ph, pw) = frames.ndim == 3, frames.shape[1:3], padded
     with av.open(f"file:{path}", mode="w") as container:  # "file:": a name like a:b.mp4 is no URL scheme
-        stream = container.add_stream(codec, rate=rate)
+        stream = cast(av.VideoStream, container.add_stream(codec, rate=rate))  # write_video checked: a video codec
         stream.width, stream.height, stream.pix_fmt = pw, ph, pix_fmt
         if pix_fmt.startswith("gray"):
             stream.codec_context.color_range = 2  # full range: gray samples are stored unscaled
