@@ -38,9 +38,9 @@ def read_moov(src: str | Path | bytes | bytearray | memoryview) -> memoryview | 
     """The payload of the top-level ``moov`` box of a file or buffer; None when there is none, it is cut, or it
     is larger than `MAX_MOOV_BYTES`. Only that box is read into memory."""
     if isinstance(src, bytes | bytearray | memoryview):
-        for kind, body in child_boxes(memoryview(src)):
-            if kind == b"moov":
-                return body
+        for name, payload in child_boxes(memoryview(src)):
+            if name == b"moov":
+                return payload
         return None
     with open(src, "rb") as fh:
         while True:

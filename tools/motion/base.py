@@ -91,7 +91,7 @@ class MotionTracks:
         (pixel centres stay centres)."""
         if not (sx > 0 and sy > 0):
             raise ValueError(f"scale factors must be positive, got ({sx}, {sy})")
-        tracks = (self.tracks + 0.5) * np.float32([sx, sy]) - 0.5
+        tracks = (self.tracks + 0.5) * np.array([sx, sy], np.float32) - 0.5
         return MotionTracks(tracks=tracks, visible=self.visible.copy(), query_frames=self.query_frames.copy(),
                             frame_indices=list(self.frame_indices))
 
@@ -297,5 +297,5 @@ def inside_image(points: np.ndarray, height: int, width: int) -> tuple[np.ndarra
     out = np.array(points, dtype=np.float32)
     x, y = out[..., 0], out[..., 1]
     inside = (x > -0.5) & (x < width - 0.5) & (y > -0.5) & (y < height - 0.5)
-    out[inside] = np.clip(out[inside], 0, np.float32([width - 1, height - 1]))
+    out[inside] = np.clip(out[inside], 0, np.array([width - 1, height - 1], np.float32))
     return out, inside

@@ -60,7 +60,7 @@ import queue
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypedDict
 
 import cv2
 import numpy as np
@@ -91,6 +91,14 @@ class LKConfig:
     farther off is taken for a changed appearance, not drift, and the chained position is kept."""
 
 
+class _LKArgs(TypedDict):
+    """The solver settings every ``cv2.calcOpticalFlowPyrLK`` call of `LKTracker` passes (from `LKConfig`)."""
+
+    winSize: tuple[int, int]
+    maxLevel: int
+    criteria: tuple[int, int, float]
+
+
 class LKTracker:
     """MotionTracker backend based on ``cv2.calcOpticalFlowPyrLK``."""
 
@@ -101,9 +109,9 @@ class LKTracker:
         c = self.config
         if not isinstance(c.anchor_every, int) or c.anchor_every < 1:
             raise ValueError(f"anchor_every must be a positive integer (steps), got {c.anchor_every!r}")
-        self._lk_args = dict(winSize=(c.win_size, c.win_size), maxLevel=c.max_level,
-                             criteria=(cv2.TERM_CRITERIA_EPS | cv2.TERM_CRITERIA_COUNT,
-                                       c.max_iterations, c.epsilon))
+        self._lk_args = _LKArgs(winSize=(c.win_size, c.win_size), maxLevel=c.max_level,
+                                criteria=(cv2.TERM_CRITERIA_EPS | cv2.TERM_CRITERIA_COUNT,
+                                          c.max_iterations, c.epsilon))
 
     def track(self, frames: np.ndarray, *, grid_size: int | None = None,
               queries: np.ndarray | None = None) -> MotionTracks:

@@ -30,13 +30,13 @@ def track_colors(n: int) -> np.ndarray:
     return cv2.cvtColor(hsv.astype(np.uint8)[None], cv2.COLOR_HSV2RGB)[0]
 
 
-def draw_tracks(frames: np.ndarray | Sequence[np.ndarray], tracks: MotionTracks, *, tail: int = 8,
+def draw_tracks(frames: np.ndarray | Sequence[np.ndarray | None], tracks: MotionTracks, *, tail: int = 8,
                 radius: int = 2, show_lost: bool = True, at: Sequence[int] | None = None,
                 scale: tuple[float, float] = (1.0, 1.0)) -> np.ndarray:
     """A copy of ``frames`` ``[T,H,W,3]`` uint8 with the tracks drawn on every frame, or only on the
     frames at positions ``at`` (then the result is ``[len(at),H,W,3]``, in the order of ``at``).
     ``frames`` may also be a sequence of T ``[H,W,3]`` frames: only the drawn ones are read (no
-    stacked copy of the clip). ``scale`` ``(sx, sy)``: the frames are the tracked frames resized by
+    stacked copy of the clip; the others may be None). ``scale`` ``(sx, sy)``: the frames are the tracked frames resized by
     these factors (a track pixel ``x`` is drawn at ``(x + 0.5) * sx - 0.5``)."""
     sx, sy = (float(v) for v in scale)
     if not (sx > 0 and sy > 0):

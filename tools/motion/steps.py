@@ -7,6 +7,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 import numpy as np
+import numpy.typing as npt
 
 from tools.motion.base import MotionTracks
 
@@ -17,7 +18,7 @@ NOISE_HALF_WINDOW = 2
 """Tracked steps on each side of a step that its neighbourhood spans (five steps in all)."""
 
 
-def segments(mask: np.ndarray, labels: Sequence[int]) -> list[tuple[int, int]]:
+def segments(mask: npt.ArrayLike, labels: Sequence[int]) -> list[tuple[int, int]]:
     """Spans ``(labels[i], labels[j])`` of consecutive True entries of a 1-D mask."""
     out: list[tuple[int, int]] = []
     start = None

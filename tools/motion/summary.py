@@ -272,7 +272,7 @@ def summarize_tracks(tracks: MotionTracks, frame_size: tuple[int, int],
             name=name[:64], box=(x0, y0, x1, y1), points=k, moving_points=int(moved[inside].sum()),
             tracked_fraction=float(tracks.visible[:, inside].mean()) if k else 0.0,
             median_displacement_px=float(np.median(net_len[inside])) if k else 0.0,
-            mean_shift_px=tuple(float(v) for v in net[inside].mean(axis=0)) if k else (0.0, 0.0),
+            mean_shift_px=_point(net[inside].mean(axis=0)) if k else (0.0, 0.0),
             motion_frames=[int(step_labels[when[0]]), int(step_labels[when[-1]])] if len(when) else []))
 
     comotion = []
@@ -287,7 +287,7 @@ def summarize_tracks(tracks: MotionTracks, frame_size: tuple[int, int],
     top = []
     for i in order:
         when = np.flatnonzero(moving[:, i])
-        top.append(TrackMotion(index=int(i), start=tuple(map(float, first[i])), end=tuple(map(float, last[i])),
+        top.append(TrackMotion(index=int(i), start=_point(first[i]), end=_point(last[i]),
                                displacement_px=float(net_len[i]),
                                motion_frames=[int(step_labels[when[0]]), int(step_labels[when[-1]])]
                                if len(when) else []))
@@ -305,6 +305,11 @@ def _in_span(v: np.ndarray, lo: float, hi: float, size: int) -> np.ndarray:
     pixels, closed at ``hi == 1`` (module docstring)."""
     upper = v <= size - 0.5 if hi >= 1.0 else v < hi * size - 0.5
     return (v >= lo * size - 0.5) & upper
+
+
+def _point(xy: np.ndarray) -> tuple[float, float]:
+    """An ``(x, y)`` pair of a 2-vector, as floats."""
+    return float(xy[0]), float(xy[1])
 
 
 def _tracked_ends(tracks: MotionTracks) -> tuple[np.ndarray, np.ndarray]:
