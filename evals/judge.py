@@ -211,7 +211,7 @@ def judge_messages(system_prompt: str, instruction: str, reward: float | None, s
     text = (f"Instruction:\n{instruction}\n\nReward: {format_reward(reward, status)}\n\n"
             f"Explanation given with the reward:\n{explanation}\n\n"
             f"{n_images} frames sampled uniformly from the clip follow.")
-    content: list[dict] = [{"type": "text", "text": text}, *image_blocks]
+    content: list[str | dict] = [{"type": "text", "text": text}, *image_blocks]
     return [SystemMessage(content=system_prompt), HumanMessage(content=content)]
 
 

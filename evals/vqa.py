@@ -189,7 +189,7 @@ def load_vqa_manifest(path: str | Path) -> list[VQAItem]:
 
 def vqa_messages(system_prompt: str, question: str, image_blocks: Sequence[dict]) -> list[BaseMessage]:
     """System prompt, then the question followed by the labelled frames."""
-    content = [{"type": "text", "text": f"Question: {question}\nAnswer yes or no."}, *image_blocks]
+    content: list[str | dict] = [{"type": "text", "text": f"Question: {question}\nAnswer yes or no."}, *image_blocks]
     return [SystemMessage(content=system_prompt), HumanMessage(content=content)]
 
 

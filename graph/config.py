@@ -30,7 +30,7 @@ from __future__ import annotations
 
 import numbers
 from dataclasses import dataclass, fields, replace
-from typing import Literal, get_args
+from typing import Any, Literal, get_args
 
 from tools.coords import Coordinates
 from tools.sampling import NEARBY_EXTRA_LIMIT
@@ -201,9 +201,9 @@ class AgentConfig:
         caps = {f.name: getattr(self, f.name) for f in fields(self) if f.name not in SWITCHES}
         return ResolvedConfig(**caps, **self.switches())
 
-    def with_overrides(self, **changes: object) -> AgentConfig:
+    def with_overrides(self, **changes: Any) -> AgentConfig:
         """A copy with some fields replaced (validated again)."""
-        return replace(self, **changes)  # type: ignore[arg-type]
+        return replace(self, **changes)
 
 
 def config_overrides(cfg: ResolvedConfig) -> dict[str, bool | int | str]:

@@ -22,7 +22,7 @@ import math
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
-from typing import Literal, get_args
+from typing import Any, Literal, get_args
 
 from graph.config import AgentConfig, InspectMode
 from graph.run_claims import FOREIGN_CLAIM_MAX_AGE_S
@@ -211,7 +211,7 @@ class BackboneSettings:
                 "image_long_side": self.image_long_side, "jpeg_quality": self.jpeg_quality,
                 "inspect_mode": self.inspect_mode, "coordinates": self.coordinates}
 
-    def with_overrides(self, **changes: object) -> BackboneSettings:
+    def with_overrides(self, **changes: Any) -> BackboneSettings:
         """A copy with some fields replaced (validated again)."""
         return replace(self, **changes)
 

@@ -72,7 +72,7 @@ class RewardAgent(CompiledStateGraph):
     """The compiled reward agent (module docstring). `invoke` / `ainvoke` run through `stream` / `astream`."""
 
     @classmethod
-    def of(cls, compiled: CompiledStateGraph) -> RewardAgent:
+    def of(cls, compiled: CompiledStateGraph[Any, Any, Any, Any]) -> RewardAgent:
         """`compiled` as a RewardAgent (the same attributes, as `Pregel.copy` builds a copy)."""
         return cls(**{k: v for k, v in compiled.__dict__.items() if k != "__orig_class__"})
 
