@@ -37,7 +37,7 @@ import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any, Protocol, Self
 
 import torch
 from torch import Tensor
@@ -112,7 +112,7 @@ def weights_of(info: dict[str, Any], model: torch.nn.Module, part: torch.nn.Modu
     The part is matched by tensor identity, not by name prefix: the prefixes differ between transformers
     versions (Qwen2.5-VL's language model is ``model.*`` in 4.x, ``model.language_model.*`` in 5.x)."""
     ids = {id(t) for t in (*part.parameters(), *part.buffers())}
-    named = dict(model.named_parameters(remove_duplicate=False))
+    named: dict[str, Tensor] = dict(model.named_parameters(remove_duplicate=False))
     named.update(model.named_buffers(remove_duplicate=False))
     keep = {name for name, tensor in named.items() if id(tensor) in ids}
     return {key: [k for k in info.get(key, []) if (k if isinstance(k, str) else k[0]) in keep]
@@ -127,7 +127,7 @@ class _HFTextEncoder:
         self.model = model.eval().requires_grad_(False)
         self.max_sequence_length = max_sequence_length
 
-    def to(self, device: torch.device | str | None = None, dtype: torch.dtype | None = None) -> _HFTextEncoder:
+    def to(self, device: torch.device | str | None = None, dtype: torch.dtype | None = None) -> Self:
         self.model.to(device=device, dtype=dtype)
         return self
 

@@ -42,7 +42,7 @@ from __future__ import annotations
 import json
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 import torch
@@ -126,8 +126,10 @@ class ClipImageEncoder:
 
         from policy.checkpoint import require_all_weights
 
-        model, info = CLIPVisionModel.from_pretrained(str(root), subfolder="image_encoder", torch_dtype=torch_dtype,
-                                                      revision=revision, output_loading_info=True)
+        loaded = CLIPVisionModel.from_pretrained(str(root), subfolder="image_encoder", torch_dtype=torch_dtype,
+                                                 revision=revision, output_loading_info=True)
+        # transformers types from_pretrained as the model alone; output_loading_info=True returns (model, info)
+        model, info = cast(tuple[CLIPVisionModel, dict[str, Any]], loaded)
         require_all_weights(info, f"{root}/image_encoder")
         processor, _ = ImageProcessingMixin.get_image_processor_dict(str(root), subfolder="image_processor",
                                                                      revision=revision)

@@ -50,7 +50,9 @@ JSON_TOO_LARGE = ("a JSON body (a path and options) is limited to {mb:g} MiB; se
                   "body or a multipart upload (field 'video'), not as JSON")
 JSON_FIELDS = ("queries", "frame_indices", "regions")
 """Form and query-string fields that carry JSON (lists and objects); the others are plain strings."""
-TRACKS_ENCODINGS = ("list", "base64")
+TracksEncoding = Literal["list", "base64"]
+"""How a track answer carries its arrays (`tools.motion.base.MotionTracks.to_dict`)."""
+TRACKS_ENCODINGS = get_args(TracksEncoding)
 GridFrames = Literal["first", "window"]
 """Frames a ``grid_size`` grid is queried on (module docstring)."""
 
@@ -160,7 +162,7 @@ def _float_number(value: Any) -> bool:
     return True
 
 
-def tracks_encoding(value: Any) -> str:
+def tracks_encoding(value: Any) -> TracksEncoding:
     """The ``tracks_encoding`` option: "list" (the default) or "base64"."""
     encoding = "list" if value is None else value
     if encoding not in TRACKS_ENCODINGS:
@@ -205,7 +207,7 @@ class TrackOptions:
     grid_size: int | None
     queries: np.ndarray | None
     grid_frames: GridFrames
-    tracks_encoding: str
+    tracks_encoding: TracksEncoding
     summary: bool
     regions: dict[str, list[float]] | None
 

@@ -43,7 +43,7 @@ def field_docs() -> list[tuple[str, str, str]]:
         for line in lines[previous_end:node.lineno - 1]:  # comments between the last field and this one
             if match := _SECTION.match(line):
                 section = match.group(1)
-        nxt = body[k + 1] if k + 1 < len(body) else None
+        nxt = body[k + 1] if k + 1 < len(body) else node  # the last statement: no docstring follows it
         doc = nxt.value.value if (isinstance(nxt, ast.Expr) and isinstance(nxt.value, ast.Constant)
                                   and isinstance(nxt.value.value, str)) else ""
         out.append((section, node.target.id, " ".join(doc.split())))

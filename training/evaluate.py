@@ -120,7 +120,9 @@ def evaluate(world_model: FlowWorldModel, cfg: TrainConfig, prompts: Sequence[Pr
     (`training.data.load_placed_prompts`), named when its image cannot be read."""
     t0 = time.perf_counter()
     items = [(p, s) for p in range(len(prompts)) for s in range(cfg.eval_samples)]
-    videos, texts, groups, mine, diverged = [], [], [], [], []
+    videos, texts, groups = [], [], []
+    mine: list[dict[str, Any]] = []
+    diverged: list[dict[str, Any]] = []
     broken: Exception | None = None  # the first sample that failed (module docstring)
     conds: dict[int, Any] = {}
     work = [(items[index], counts) for index, counts in rank_items(len(items), rank, world)]

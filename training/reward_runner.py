@@ -74,7 +74,7 @@ class RewardRunner:
         self._pending: dict[Future[RewardOutcome], Future[RewardOutcome]] = {}  # submit's future -> its call's
         self._closed = False
 
-    def submit(self, videos: Sequence[np.ndarray], prompts: Sequence[str], *,
+    def submit(self, videos: Sequence[np.ndarray] | np.ndarray, prompts: Sequence[str], *,
                unscored: Sequence[str | None] | None = None, refused: Sequence[str | None] | None = None,
                **meta: Any) -> Future[RewardOutcome]:
         """Schedule ``fn(videos, prompts, **meta)``; the future holds its validated outcome. ``unscored``: per
