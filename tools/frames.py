@@ -70,7 +70,7 @@ def crop_key(box: Sequence[float]) -> tuple[float, ...]:
     return tuple(round(float(b), CROP_DECIMALS) for b in box)
 
 
-def crop_frame(frame: np.ndarray, box: tuple[float, float, float, float]) -> np.ndarray:
+def crop_frame(frame: np.ndarray, box: Sequence[float]) -> np.ndarray:
     """Crop ``[H, W, C]`` to a valid normalised box: columns floor(x0*W)..ceil(x1*W) (end exclusive: every
     pixel the box touches), same for rows. The products are rounded to 9 decimals first: in floating point
     0.07*100 is 7.000000000000001, and its ceil took a pixel the box does not touch."""

@@ -164,10 +164,11 @@ def _float_number(value: Any) -> bool:
 
 def tracks_encoding(value: Any) -> TracksEncoding:
     """The ``tracks_encoding`` option: "list" (the default) or "base64"."""
-    encoding = "list" if value is None else value
-    if encoding not in TRACKS_ENCODINGS:
+    if value is None:
+        return "list"
+    if value not in TRACKS_ENCODINGS:
         raise HTTPProblem(400, f"tracks_encoding must be 'list' or 'base64', got {value!r}")
-    return encoding
+    return value
 
 
 def flag(value: Any) -> bool:

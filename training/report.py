@@ -84,7 +84,7 @@ def reward_label(files: RunFiles) -> str:
     options give one or, for a served reward, the service reported one; the model when reward_backbone.json
     records one, "unreported" when it records a service that did not say)."""
     cfg, backbone = files.config, files.reward_backbone or {}
-    options = cfg.get("reward_options") if isinstance(cfg.get("reward_options"), dict) else {}
+    options = given if isinstance(given := cfg.get("reward_options"), dict) else {}
     preset = options.get("preset") or backbone.get("preset")
     return (f"{cfg.get('reward', '?')}" + (f" (preset {preset})" if preset else "")
             + (f" · model {backbone.get('model') or 'unreported'}" if backbone else ""))
