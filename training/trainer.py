@@ -282,7 +282,7 @@ def train(cfg: TrainConfig, *, local_rank: int = 0, reward_tokens: dict[str, str
                     cond = conds[slot].repeat_interleave(group)
                     ro = sample_group(world_model, cond, rcfg, cfg, device, (cfg.seed, it, rank, slot))
                     frames, diverged = decode_group(world_model, ro.latents, cfg)  # diverged: never scored
-                    skip = [failed[slot].reason if failed[slot] is not None else None] * group  # never scored
+                    skip = [None if (failure := failed[slot]) is None else failure.reason] * group  # never scored
                     unscored += diverged
                     refused += skip
                     groups.append(Group(cond=cond, rollout=ro, frames=frames, text=spec.text))
