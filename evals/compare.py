@@ -298,8 +298,9 @@ def eligible_reward(result: dict[str, Any]) -> float | None:
     """The reward of a score-batch row's ``result`` as a float, None when it has none (ineligible) or it is
     not a finite number."""
     value = result.get("reward")
-    ok = isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value)
-    return float(value) if ok else None
+    if isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value):
+        return float(value)
+    return None
 
 
 def scorer_label(row: dict[str, Any]) -> str:

@@ -313,8 +313,9 @@ def client_counts(client: dict[str, Any], folder: Path) -> tuple[int, int, int]:
     else, or edited), before anything of it is applied: a KeyError traceback, every rank, before."""
     def count(key: str, default: int | None = None) -> int | None:
         value = client.get(key, default)
-        ok = isinstance(value, int | np.integer) and not isinstance(value, bool) and value >= 0
-        return int(value) if ok else None
+        if isinstance(value, int | np.integer) and not isinstance(value, bool) and value >= 0:
+            return int(value)
+        return None
 
     bad = [f"{k!r}" for k in ("iteration", "data_position") if count(k) is None]
     bad += [] if count("skipped_iterations", 0) is not None else ["'skipped_iterations'"]
