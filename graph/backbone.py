@@ -39,12 +39,12 @@ Decisions where the issue was silent:
 - A tool-round reply the server cut at the token limit (finish_reason "length": `graph.replies.cut_at_token_limit`)
   is returned but never cached: a free-text final answer cut mid-sentence passes every check, and the cap
   is not in the stage key (graph/cache.py), so a rerun with a higher RAA_MAX_TOKENS was served the cut text.
-  The inspect node notes the cut answer. Structured stages need no such check: a cut JSON reply fails
-  validation (json_schema, json_mode: LengthFinishReasonError; function_calling: an unclosed object).
+  The inspect node notes the cut answer.
 - A reply the openai SDK refuses while parsing structured output (cut at max_tokens: LengthFinishReasonError)
   is an invalid reply with the RAA_MAX_TOKENS hint (counted, with its tokens), not a transport error; a
-  content-filter stop is "refused". Any other structured reply the server marks cut (finish_reason "length")
-  that fails validation gets the same hint (function_calling's, and any method's from another chat model).
+  content-filter stop is "refused". Any other structured reply the server marks cut (finish_reason "length") is
+  the same invalid reply, even when what it holds validates (function_calling's tool call closed before the cut,
+  any method's from another chat model: `graph.validation.read_reply`): it was taken there, an unfinished answer.
 - A structured reply the model or server declined (`graph.replies.declined`: a refusal, a refusal content part,
   a content-filter stop) is "refused" at once with every method and chat model: only langchain-openai's parsers
   said so for json_schema and function_calling; another chat model's was re-asked as an empty reply.

@@ -15,7 +15,8 @@ it: markdown code fences, and a reasoning block. Decisions where the issue was s
   is not one.
 - `cut_at_token_limit` reads the reply's ``response_metadata["finish_reason"] == "length"`` (ChatOpenAI, and
   so vLLM and other OpenAI-compatible servers; a scripted reply can set it): a free-text answer cut there
-  still reads as an answer, so the backbone does not cache it and the inspect node notes it.
+  still reads as an answer, so the backbone does not cache it and the inspect node notes it; a structured reply
+  cut there is re-asked (`graph.validation.read_reply`).
 - A reply with no content whose reasoning the server split off (`reasoning_content` / `reasoning`: vLLM's reasoning
   parsers take a whole output without a closing think tag for reasoning) says so (`reasoning_only`): the empty
   reply fault read "the reply had no content" although the model had answered.

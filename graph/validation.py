@@ -139,19 +139,19 @@ def read_reply(schema: type[M], method: Literal["json_schema", "function_calling
     """The `schema` instance of a structured call's result `out` (json_mode: the reply; else the
     `with_structured_output(..., include_raw=True)` dict); `ReplyFault` for a reply the model or server declined
     (LangChain's refusal error, or `graph.replies.declined` of any chat model's reply), `InvalidReply` for one to
-    re-ask (one the server cut at the token limit says to raise RAA_MAX_TOKENS)."""
+    re-ask. A reply the server cut at the token limit is re-asked with the hint to raise RAA_MAX_TOKENS even when
+    what it holds validates (a tool call closed before the cut, an object the model kept writing after): the
+    model had not finished, and the openai SDK refuses every such reply with json_schema and json_mode, so the
+    same cut reply was taken with function_calling, or from another chat model, and re-asked otherwise."""
     raw, error = (out, None) if method == "json_mode" else (out["raw"], out.get("parsing_error"))
     if isinstance(error, ModelRefusalError):
         raise ReplyFault("refused", f"the model refused: {error}")
     if isinstance(raw, AIMessage) and (why := declined(raw)) is not None:
         raise ReplyFault("refused", why)
-    try:
-        if method == "json_mode":
-            if isinstance(raw, AIMessage) and not raw.text.strip():
-                raise InvalidReply("empty_reply", "the reply had no content" + reasoning_only(raw))
-            return validate_text(schema, raw.text)
-        return read_structured(schema, out, text_answer=method == "function_calling")
-    except InvalidReply as bad:  # a cut reply is only "not closed" / "not valid JSON" unless the SDK said so
-        if isinstance(raw, AIMessage) and cut_at_token_limit(raw) and CUT_HINT not in bad.message:
-            raise InvalidReply("invalid_reply", f"{CUT_HINT}; {bad.message}", bad.text) from bad
-        raise
+    if isinstance(raw, AIMessage) and cut_at_token_limit(raw):
+        raise InvalidReply("invalid_reply", CUT_HINT)
+    if method == "json_mode":
+        if isinstance(raw, AIMessage) and not raw.text.strip():
+            raise InvalidReply("empty_reply", "the reply had no content" + reasoning_only(raw))
+        return validate_text(schema, raw.text)
+    return read_structured(schema, out, text_answer=method == "function_calling")

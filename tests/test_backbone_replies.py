@@ -140,7 +140,6 @@ def test_a_final_answer_cut_at_the_token_limit_is_returned_but_not_cached() -> N
 
 @pytest.mark.parametrize("method", METHODS)
 def test_a_structured_reply_cut_at_the_token_limit_fails_validation_and_is_not_cached(method: str) -> None:
-    """(Confirms the structured stages need no finish_reason check: cut JSON never validates.)"""
     cache = StageCache(None)
     cut = StubReply(content='{"label": "ok", "sco', finish_reason="length")
     with OpenAIStub([cut, cut]) as stub, pytest.raises(BackboneFault) as info:
@@ -186,6 +185,29 @@ def test_a_structured_reply_cut_at_the_token_limit_says_to_raise_the_cap(method:
     function_calling the same cut reply only said "the reply's JSON object is not closed"."""
     cut = StubReply(content='{"label": "ok", "sco', finish_reason="length")
     with OpenAIStub([cut, cut]) as stub, pytest.raises(BackboneFault) as info:
+        run(make(stub, method), Usage())
+    assert info.value.kind == "invalid_reply" and "RAA_MAX_TOKENS" in info.value.message
+
+
+def _cut_but_valid(method: str) -> StubReply:
+    """A reply the server cut at the token limit whose answer still validates: a tool call complete before the
+    cut (a server whose parser closed the arguments, or a second call cut), or an object the model kept writing
+    after."""
+    if method == "function_calling":
+        return tool_reply("Verdict", {"label": "ok", "score": 3}, finish_reason="length")
+    return StubReply(content='{"label": "ok", "score": 3}\nThe arm then', finish_reason="length")
+
+
+@pytest.mark.parametrize("method", METHODS)
+def test_a_structured_reply_cut_at_the_token_limit_is_never_taken_even_when_it_validates(method: str) -> None:
+    """json_schema and json_mode refuse every reply cut at the token limit (the openai SDK's
+    LengthFinishReasonError); function_calling took a cut one whose arguments still parsed, so the same cut
+    reply scored with one method and was re-asked with the others."""
+    with OpenAIStub([_cut_but_valid(method), good(method, score=5)]) as stub:
+        assert run(make(stub, method), usage := Usage()).score == 5
+    assert len(stub.requests) == 2 and usage.calls == 2
+    assert "RAA_MAX_TOKENS" in json.dumps(stub.requests[1]["messages"])
+    with OpenAIStub([_cut_but_valid(method)] * 2) as stub, pytest.raises(BackboneFault) as info:
         run(make(stub, method), Usage())
     assert info.value.kind == "invalid_reply" and "RAA_MAX_TOKENS" in info.value.message
 

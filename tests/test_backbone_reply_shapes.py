@@ -110,6 +110,17 @@ def test_a_cut_structured_reply_of_any_chat_model_says_to_raise_the_cap(method: 
     assert info.value.kind == "invalid_reply" and "RAA_MAX_TOKENS" in info.value.message
 
 
+@pytest.mark.parametrize("method", ["json_schema", "function_calling", "json_mode"])
+def test_a_cut_structured_reply_of_any_chat_model_is_never_taken(method: str) -> None:
+    """A reply cut at the token limit whose object still validates was taken from a chat model other than
+    ChatOpenAI (whose SDK refuses every cut reply) with json_mode and function_calling: an unfinished answer."""
+    cut = AIMessage(content='{"label": "ok", "score": 3}\nThe arm then', response_metadata={"finish_reason": "length"})
+    bb = Backbone(ScriptedChatModel({"judge": [cut] * 2}), method=method, schema_retries=1, retry_wait=(0.0, 0.0))
+    with pytest.raises(BackboneFault) as info:
+        bb.structured("judge", Verdict, list(MSGS), usage := Usage())
+    assert info.value.kind == "invalid_reply" and "RAA_MAX_TOKENS" in info.value.message and usage.calls == 2
+
+
 @pytest.mark.parametrize("field", ["reasoning_content", "reasoning"])
 @pytest.mark.parametrize("method", ["json_schema", "function_calling", "json_mode", "tools"])
 def test_a_reply_whose_answer_the_reasoning_parser_took_says_so(method: str, field: str) -> None:
