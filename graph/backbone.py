@@ -5,8 +5,9 @@ retry policy, usage accounting and the stage-output cache (DESIGN.md §3 "Backbo
 - `json_schema` / `function_calling`: `model.with_structured_output(schema, method=..., include_raw=True)`;
 - `json_mode`: `model.bind(response_format={"type": "json_object"})`, then the first JSON object of the
   reply (code fences and a reasoning block stripped: `graph.replies`) is validated with pydantic.
-A reply that fails validation (or is empty) is re-asked at most `schema_retries` times with the error
-appended as a HumanMessage; transport errors are retried with tenacity (exponential backoff with jitter,
+A reply that fails validation (or is empty) is re-asked at most `schema_retries` times: the rejected reply
+appended as an AIMessage (its text, or its tool call's arguments; also a json_schema reply the openai SDK rejected
+inside the call, read from the HTTP reply), then the error as a HumanMessage (`graph.validation.reask`); transport errors are retried with tenacity (exponential backoff with jitter,
 at most `max_retries` retries). Whatever cannot be recovered raises `BackboneFault(stage, kind, message)`;
 the caller records it as a Fault and the run's result is ineligible. There is no fallback answer.
 
@@ -84,7 +85,7 @@ from tenacity import AsyncRetrying, retry_if_exception, stop_after_attempt
 from graph.bridge import run_sync
 from graph.cache import StageCache, encode_output, encode_tool_reply, lookup, store
 from graph.cache_keys import stage_key
-from graph.completion_shape import ShapedChatOpenAI, shaped
+from graph.completion_shape import ShapedChatOpenAI, reply_text, shaped
 from graph.flights import FlightFailed
 from graph.replies import CUT_HINT, cut_at_token_limit
 from graph.settings import BackboneSettings, SettingsError, StructuredMethod
@@ -212,8 +213,8 @@ class Backbone:
                                 "(a pasted smart quote?)") from exc
         except (ValidationError, ValueError) as exc:  # a reply came back but failed validation
             self._raise_if_not_a_completion(stage, exc)
-            count_reply(usage, messages, None, response=getattr(exc, "response", None))
-            raise InvalidReply("invalid_reply", str(exc)) from exc
+            count_reply(usage, messages, None, response=(response := getattr(exc, "response", None)))
+            raise InvalidReply("invalid_reply", str(exc), reply_text(response)) from exc
         except ModelRefusalError as exc:
             count_reply(usage, messages, None)
             raise BackboneFault(stage, "refused", f"the model refused: {exc}") from exc

@@ -129,6 +129,17 @@ def reasoning_chars(body: Any) -> list[int]:
     return out
 
 
+def reply_text(response: Any) -> str:
+    """The text of the first choice's message in the 2xx HTTP `response` (content parts joined), "" for none: a
+    reply the openai SDK rejected inside the call (json_schema), for the re-ask to show the model."""
+    body = _http_body(response)
+    if not isinstance(body, dict) or choice_problem(body) is not None:
+        return ""
+    choices = (with_text_content(body) or body).get("choices")
+    content = choices[0]["message"].get("content") if isinstance(choices, list) and choices else None
+    return content if isinstance(content, str) else ""
+
+
 def _http_body(response: Any) -> Any:
     """The JSON body of a 2xx HTTP `response` (httpx's or httpx2's), else None."""
     if not isinstance(response, http_response_types()) or not response.is_success:

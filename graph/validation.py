@@ -114,7 +114,7 @@ def read_structured(schema: type[M], out: dict[str, Any], *, text_answer: bool) 
     is an invalid reply, not an empty one (the model did answer)."""
     raw, parsed, error = out["raw"], out.get("parsed"), out.get("parsing_error")
     if parsed is not None:
-        check_fields(schema, raw_object(raw), raw.text if isinstance(raw, AIMessage) else "")
+        check_fields(schema, raw_object(raw), shown_reply(raw))
         try:
             return parsed if isinstance(parsed, schema) else schema.model_validate(parsed)
         except ValidationError as exc:
@@ -130,9 +130,19 @@ def read_structured(schema: type[M], out: dict[str, Any], *, text_answer: bool) 
     if not text.strip() and not calls:
         why = reasoning_only(raw) if isinstance(raw, AIMessage) else ""
         raise InvalidReply("empty_reply", f"the reply had no content{why}")
-    shown = text or json.dumps([c["args"] for c in calls], default=str)
     reason = str(error) if error is not None else "the reply did not contain the structured output"
-    raise InvalidReply("invalid_reply", reason, shown)
+    raise InvalidReply("invalid_reply", reason, shown_reply(raw))
+
+
+def shown_reply(raw: Any) -> str:
+    """A rejected structured reply as the re-ask shows it to the model (`reask`): its text, else its tool call's
+    arguments (the arguments of each, as a list, when it made several), "" for none."""
+    if not isinstance(raw, AIMessage):
+        return ""
+    if raw.text or not raw.tool_calls:
+        return raw.text
+    args = [c["args"] for c in raw.tool_calls]
+    return json.dumps(args[0] if len(args) == 1 else args, default=str)
 
 
 def read_reply(schema: type[M], method: Literal["json_schema", "function_calling", "json_mode"], out: Any) -> M:

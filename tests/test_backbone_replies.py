@@ -229,3 +229,18 @@ def test_an_empty_object_is_no_audit_or_observation_and_is_reasked(method: str) 
     with OpenAIStub([_reply(method, {}, "InspectionPlan")]) as stub:  # nothing to re-inspect is a plan
         plan = make(stub, method).structured("plan", InspectionPlan, list(MSGS), Usage())
     assert plan.views == [] and plan.tracks == [] and len(stub.requests) == 1
+
+
+@pytest.mark.parametrize("method", METHODS)
+@pytest.mark.parametrize("rejected", ["out_of_range", "wrapped"])
+def test_the_reask_shows_the_rejected_reply_before_the_correction(method: str, rejected: str) -> None:
+    """The re-ask is the rejected reply (an assistant turn), then why it was rejected. json_mode did so; json_schema
+    (whose reply the openai SDK rejects inside the call) and function_calling's wrapped answer sent only the error,
+    so the model was told a field of a reply it could not see was wrong."""
+    obj = {"label": "ok", "score": 99} if rejected == "out_of_range" else {"Verdict": {"label": "ok", "score": 3}}
+    bad = tool_reply("Verdict", obj) if method == "function_calling" else json_reply(obj)
+    with OpenAIStub([bad, good(method)]) as stub:
+        assert run(make(stub, method), Usage()).score == 3
+    shown, correction = stub.requests[1]["messages"][-2:]
+    assert shown["role"] == "assistant" and json.loads(shown["content"]) == obj
+    assert correction["role"] == "user" and "rejected" in correction["content"]
