@@ -31,13 +31,23 @@ A plain `ChatOpenAI` passed to the backbone by the caller (`Backbone(model)`, `B
 injected its own model against such a server faulted where the same settings without injection scored. Decided
 where the issue was silent: a subclass of ChatOpenAI (the caller's own, which may read completions its own way)
 and any other chat model are used as given; the repairs are about OpenAI's wire format, and a class cannot be
-swapped under a caller's overrides.
+swapped under a caller's overrides (no test by class name or attribute either: a subclass that wants the repairs
+subclasses `ShapedChatOpenAI` instead).
+
+Whole completions: the repairs, the reasoning length and the token counts read the whole completion, which a
+streamed reply never passes through (`_create_chat_result`, `_agenerate`), and langchain-openai asks a base URL of
+one's own for no stream usage (tokens 0). A streaming callback handler switched every call to the streaming API:
+LangGraph's `stream_mode="messages"` attaches one (langgraph dev / Studio, `agent.astream`), so a run scored
+differently streamed than invoked. `ShapedChatOpenAI` therefore does not stream (`disable_streaming` defaults to
+True; the message stream gets each reply whole, when it ends), nor does the copy `shaped` makes unless the caller
+set `disable_streaming`. A ChatOpenAI set to stream (`streaming=True`: a server that only streams) is used as
+given, none of the repairs applying to it; pass `stream_usage=True` for its token counts.
 """
 
 from __future__ import annotations
 
 import json
-from typing import Any
+from typing import Any, Literal
 
 import openai
 from langchain_core.callbacks import AsyncCallbackManagerForLLMRun, CallbackManagerForLLMRun
@@ -159,7 +169,10 @@ def _string_arguments(call: Any) -> Any:
 
 
 class ShapedChatOpenAI(ChatOpenAI):
-    """ChatOpenAI that reads the completion shapes above (module docstring) before langchain-openai does."""
+    """ChatOpenAI that reads the completion shapes above (module docstring) before langchain-openai does, from
+    whole completions: it does not stream unless told to (`disable_streaming`)."""
+
+    disable_streaming: bool | Literal["tool_calling"] = True
 
     def _create_chat_result(self, response: dict | openai.BaseModel,
                             generation_info: dict | None = None) -> ChatResult:
@@ -212,10 +225,13 @@ class ShapedChatOpenAI(ChatOpenAI):
 
 
 def shaped(model: BaseChatModel) -> BaseChatModel:
-    """`model` with the repairs of `ShapedChatOpenAI` when it is a plain `ChatOpenAI` (module docstring), else
-    `model` itself. The copy holds the same field values and the same openai clients (a caller's own HTTP
-    client, headers, proxy and connection pool are what it sends with); the caller's instance is not changed."""
-    if type(model) is not ChatOpenAI:
+    """`model` with the repairs of `ShapedChatOpenAI` when it is a plain `ChatOpenAI` not set to stream (module
+    docstring), else `model` itself. The copy holds the same field values (but `disable_streaming`, unless the
+    caller set it) and the same openai clients (a caller's own HTTP client, headers, proxy and connection pool
+    are what it sends with); the caller's instance is not changed."""
+    if type(model) is not ChatOpenAI or model.streaming:
         return model
     fields = {name: getattr(model, name) for name in ChatOpenAI.model_fields}
+    if "disable_streaming" not in model.model_fields_set:
+        del fields["disable_streaming"]  # ShapedChatOpenAI's default: whole completions (module docstring)
     return ShapedChatOpenAI.model_construct(_fields_set=set(model.model_fields_set), **fields)

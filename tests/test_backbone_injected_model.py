@@ -76,7 +76,8 @@ def test_the_shaped_copy_keeps_the_callers_settings_and_clients() -> None:
                        max_tokens=77, default_headers={"X-Team": "robots"}, http_async_client=client)
     copy = shaped(plain)
     assert isinstance(copy, ShapedChatOpenAI) and copy is not plain
-    assert copy.model_dump() == plain.model_dump()
+    assert copy.model_dump(exclude={"disable_streaming"}) == plain.model_dump(exclude={"disable_streaming"})
+    assert copy.disable_streaming is True  # whole completions (a streaming callback does not switch it)
     assert copy.root_async_client is plain.root_async_client and copy.async_client is plain.async_client
     assert copy.root_client is plain.root_client and copy.http_async_client is client
     asyncio.run(client.aclose())
@@ -117,3 +118,46 @@ def test_a_chat_model_without_structured_output_is_a_settings_fault_naming_json_
     assert info.value.kind == "settings" and "RAA_STRUCTURED_METHOD=json_mode" in info.value.message
     assert usage.calls == 0
     assert Backbone(_TextOnly(), method="json_mode").structured("judge", Verdict, list(MSGS), Usage()).score == 1
+
+
+def _judge_graph(bb: Backbone) -> object:
+    """A one-node graph whose node makes a structured backbone call, as the agent's nodes do."""
+    from typing import TypedDict
+
+    from langgraph.graph import END, START, StateGraph
+
+    class S(TypedDict, total=False):
+        score: int
+
+    async def judge(state: S) -> S:
+        return {"score": (await bb.astructured("judge", Verdict, list(MSGS), Usage())).score}
+
+    return StateGraph(S).add_node("judge", judge).add_edge(START, "judge").add_edge("judge", END).compile()
+
+
+@pytest.mark.parametrize("how", ["settings", "injected"])
+def test_a_graph_streamed_by_messages_still_reads_whole_completions(how: str) -> None:
+    """LangGraph's stream_mode="messages" (langgraph dev / Studio, `astream`) attaches a streaming callback, which
+    switched the backbone's ChatOpenAI to the streaming API: the completion-shape repairs, the reasoning length
+    and (with a base URL of one's own, where langchain-openai asks no stream usage) the token counts were lost, so
+    a run scored differently streamed than invoked. The backbone's calls read whole completions either way."""
+    with OpenAIStub([StubReply(content=json.dumps({"label": "ok", "score": 4}))]) as stub:
+        settings = BackboneSettings(base_url=stub.base_url, model="stub-model", api_key="EMPTY", max_retries=0)
+        bb = Backbone.from_settings(settings, model=_plain(stub) if how == "injected" else None)
+
+        async def streamed() -> list:
+            return [chunk async for chunk in _judge_graph(bb).astream({}, stream_mode=["messages", "values"])]
+
+        chunks = asyncio.run(streamed())
+    assert chunks[-1] == ("values", {"score": 4})
+    assert [r.get("stream") for r in stub.requests] == [False]
+
+
+def test_a_chat_openai_set_to_stream_is_used_as_given() -> None:
+    """streaming=True is the caller's (a server that only streams): kept, and so none of the repairs, which read a
+    whole completion, apply to it."""
+    plain = ChatOpenAI(base_url="http://127.0.0.1:9/v1", model="m", api_key="k", streaming=True)
+    assert shaped(plain) is plain
+    assert shaped(ChatOpenAI(base_url="http://127.0.0.1:9/v1", model="m", api_key="k")).disable_streaming is True
+    told = ChatOpenAI(base_url="http://127.0.0.1:9/v1", model="m", api_key="k", disable_streaming="tool_calling")
+    assert shaped(told).disable_streaming == "tool_calling"  # the caller's own setting is kept
