@@ -26,7 +26,10 @@ from graph.schemas import EMPTY_IS_NO_ANSWER
 M = TypeVar("M", bound=BaseModel)
 
 ERR_CHARS = 1500
-"""Characters of an error or a rejected reply quoted back to the model (and in fault messages)."""
+"""Characters of an error quoted back to the model (and in fault messages)."""
+SHOWN_CHARS = 16000
+"""Characters of a rejected reply shown back to the model (`reask`): whole but for a runaway one (a reply rejected
+for an item over its limit is long by nature, and its error names items past any short cut)."""
 
 
 class ReplyFault(Exception):
@@ -52,7 +55,9 @@ def reask(schema_name: str, bad: InvalidReply) -> list[BaseMessage]:
     """The messages that re-ask a rejected structured reply: the reply, then why it was rejected."""
     out: list[BaseMessage] = []
     if bad.text:
-        out.append(AIMessage(content=bad.text[:ERR_CHARS]))
+        cut = len(bad.text) - SHOWN_CHARS
+        out.append(AIMessage(content=bad.text if cut <= 0 else
+                             f"{bad.text[:SHOWN_CHARS]}\n[... {cut} more characters not shown here]"))
     out.append(HumanMessage(content=(
         f"Your previous reply was rejected ({bad.kind}): {bad.message[:ERR_CHARS]}\n"
         f"Reply again with only one JSON object for {schema_name} that satisfies the schema.")))

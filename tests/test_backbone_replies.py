@@ -244,3 +244,22 @@ def test_the_reask_shows_the_rejected_reply_before_the_correction(method: str, r
     shown, correction = stub.requests[1]["messages"][-2:]
     assert shown["role"] == "assistant" and json.loads(shown["content"]) == obj
     assert correction["role"] == "user" and "rejected" in correction["content"]
+
+
+@pytest.mark.parametrize("method", METHODS)
+def test_a_long_rejected_reply_is_shown_whole(method: str) -> None:
+    """A reply rejected for a list or text over its limit is long by nature: the re-ask showed its first 1,500
+    characters, cut mid-JSON, so the model was told an item it could not see was wrong, and read its own reply as
+    unfinished."""
+    long = {**CLEAN, "missing_requirements": [f"R{i}: " + "the block never reaches the bowl " * 4 for i in range(17)]}
+    with OpenAIStub([_reply(method, long), _reply(method, DIRTY)]) as stub:
+        assert make(stub, method).structured("audit", AuditReport, list(MSGS), Usage()).missing_requirements == ["R2"]
+    shown = stub.requests[1]["messages"][-2]
+    assert len(json.dumps(long)) > 2000 and shown["role"] == "assistant" and json.loads(shown["content"]) == long
+
+
+def test_a_runaway_rejected_reply_is_shown_cut_and_says_so() -> None:
+    from graph.validation import SHOWN_CHARS, InvalidReply, reask
+
+    shown, _ = reask("Verdict", InvalidReply("invalid_reply", "too long", "ab" * SHOWN_CHARS))
+    assert shown.content == "ab" * (SHOWN_CHARS // 2) + f"\n[... {SHOWN_CHARS} more characters not shown here]"
