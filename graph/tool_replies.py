@@ -3,12 +3,12 @@ use it, re-ask it (`InvalidReply`), or end the stage at once (`ReplyFault`), and
 what a chat model that cannot call tools or give structured output is told (`unsupported`: a "settings" fault).
 
 - A refusal (or a content-filter stop: `graph.replies.declined`) is "refused" at once.
-- Tool calls whose arguments do not parse are re-asked.
+- Tool calls whose arguments do not parse are re-asked, the call shown back as the model wrote it.
 - A reply carrying a well-formed tool call as plain text (a `<tool_call>` tag, `[TOOL_CALLS]`, or a JSON object
   with a name and its arguments) means the server has no parser for the model's format: the inspection the model
   asked for would silently not happen. It is "invalid_reply" at once (the server would parse the next reply no
   better), never cached, and its message says how to fix it. A call whose JSON does not parse is the model's
-  mistake (a server with a parser hands such a call back as text) and is re-asked.
+  mistake (a server with a parser hands such a call back as text) and is re-asked, its text shown back.
 - A final reply (no tool call) must hold an answer after its reasoning: empty text, only a reasoning block, or
   one left open is re-asked as an empty reply; a rejected reply the server cut at the token limit says so.
 """
@@ -29,7 +29,7 @@ from graph.replies import (
     reasoning_only,
     stored_reply_problem,
 )
-from graph.validation import InvalidReply, ReplyFault
+from graph.validation import InvalidReply, ReplyFault, shown
 
 TOOLS_REMEDY = ("serve the model with tool calling (vLLM: --enable-auto-tool-choice --tool-call-parser NAME, the "
                 "parser of the model's format) or inspect with one structured plan (RAA_INSPECT_MODE=plan, "
@@ -61,12 +61,12 @@ def _problem(reply: AIMessage) -> InvalidReply | None:
     if reply.invalid_tool_calls:
         bad_call = reply.invalid_tool_calls[0]
         return InvalidReply("invalid_reply", f"tool call {bad_call.get('name')!r} has invalid arguments: "
-                            f"{bad_call.get('error') or bad_call.get('args')}")
+                            f"{bad_call.get('error') or bad_call.get('args')}", str(bad_call.get("args") or ""))
     if reply.tool_calls:
         return None
     if TEXT_TOOL_CALL.search(answer := after_reasoning(reply.text)):
         if (why := malformed_text_call(answer)) is not None:
-            return InvalidReply("invalid_reply", why)
+            return InvalidReply("invalid_reply", why, reply.text)
         raise ReplyFault("invalid_reply", f"the server returned a tool call as plain text "
                          f"({reply.text.strip()[:160]!r}); " + TOOLS_REMEDY)
     if (why := no_answer(reply.text)) is not None:
@@ -84,6 +84,8 @@ def checked_tool_reply(text: str) -> AIMessage:
 
 
 def reask_tool_round(bad: InvalidReply, max_chars: int) -> list[BaseMessage]:
-    """The message that re-asks a rejected tool-round reply."""
-    return [HumanMessage(content=f"Your previous reply was rejected ({bad.kind}): {bad.message[:max_chars]}\n"
-                                 "Call a tool with valid arguments or give your final answer.")]
+    """The messages that re-ask a rejected tool-round reply: the call it made (as text: a call whose arguments do
+    not parse, or one written in the text), then why it was rejected."""
+    return [*shown(bad), HumanMessage(content=f"Your previous reply was rejected ({bad.kind}): "
+                                              f"{bad.message[:max_chars]}\n"
+                                              "Call a tool with valid arguments or give your final answer.")]

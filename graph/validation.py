@@ -53,15 +53,18 @@ class InvalidReply(Exception):
 
 def reask(schema_name: str, bad: InvalidReply) -> list[BaseMessage]:
     """The messages that re-ask a rejected structured reply: the reply, then why it was rejected."""
-    out: list[BaseMessage] = []
-    if bad.text:
-        cut = len(bad.text) - SHOWN_CHARS
-        out.append(AIMessage(content=bad.text if cut <= 0 else
-                             f"{bad.text[:SHOWN_CHARS]}\n[... {cut} more characters not shown here]"))
-    out.append(HumanMessage(content=(
+    return [*shown(bad), HumanMessage(content=(
         f"Your previous reply was rejected ({bad.kind}): {bad.message[:ERR_CHARS]}\n"
-        f"Reply again with only one JSON object for {schema_name} that satisfies the schema.")))
-    return out
+        f"Reply again with only one JSON object for {schema_name} that satisfies the schema."))]
+
+
+def shown(bad: InvalidReply) -> list[BaseMessage]:
+    """A rejected reply's text as the model's own turn, whole up to `SHOWN_CHARS`, for the re-ask ([] for none)."""
+    if not bad.text:
+        return []
+    cut = len(bad.text) - SHOWN_CHARS
+    return [AIMessage(content=bad.text if cut <= 0 else
+                      f"{bad.text[:SHOWN_CHARS]}\n[... {cut} more characters not shown here]")]
 
 
 def validate_text(schema: type[M], text: str) -> M:

@@ -70,6 +70,23 @@ def test_a_malformed_tool_call_is_reasked_not_blamed_on_the_server() -> None:
     assert "not valid JSON" in json.dumps(stub.requests[1]["messages"])
 
 
+def test_a_tool_round_reask_shows_the_rejected_call() -> None:
+    """The structured re-ask shows the rejected reply; the tool round's said only "not valid JSON (... column 47)"
+    about a call the model could not see. A call whose arguments do not parse is shown as the model wrote it."""
+    text = '<tool_call>\n{"name": "view_frames", "arguments": {"frames": [3, 5,]}}\n</tool_call>'
+    torn = {"id": "c1", "type": "function", "function": {"name": "view_frames", "arguments": '{"frames": [3,, 5]}'}}
+    torn_reply = StubReply(body=json.dumps({
+        "id": "x", "object": "chat.completion", "created": 1, "model": "m",
+        "choices": [{"index": 0, "finish_reason": "tool_calls",
+                     "message": {"role": "assistant", "content": None, "tool_calls": [torn]}}]}))
+    for bad, shown_text in ((StubReply(content=text), text), (torn_reply, '{"frames": [3,, 5]}')):
+        with OpenAIStub([bad, tool_reply("view_frames", {"frames": [3, 5]})]) as stub:
+            asyncio.run(make(stub, "json_schema").atool_round("inspect", list(MSGS), [VIEW], Usage()))
+        shown, correction = stub.requests[1]["messages"][-2:]
+        assert shown == {"role": "assistant", "content": shown_text}
+        assert correction["role"] == "user" and "rejected" in correction["content"]
+
+
 @pytest.mark.parametrize("text", ["<think>Frame 3 is unclear; I should look at", "<think>R2 looks met.</think>  "])
 def test_a_final_reply_without_an_answer_after_its_reasoning_is_reasked(text: str) -> None:
     with OpenAIStub([StubReply(content=text), StubReply(content="R2 is met.")]) as stub:
