@@ -143,11 +143,11 @@ def read_structured(schema: type[M], out: dict[str, Any], *, text_answer: bool) 
 
 
 def shown_reply(raw: Any) -> str:
-    """A rejected structured reply as the re-ask shows it to the model (`reask`): its text, else its tool call's
-    arguments (the arguments of each, as a list, when it made several), "" for none."""
+    """A rejected structured reply as the re-ask shows it to the model (`reask`): its tool call's arguments (the
+    arguments of each, as a list, when it made several: the answer, not a remark beside it), else its text."""
     if not isinstance(raw, AIMessage):
         return ""
-    if raw.text or not raw.tool_calls:
+    if not raw.tool_calls:
         return raw.text
     args = [c["args"] for c in raw.tool_calls]
     return json.dumps(args[0] if len(args) == 1 else args, default=str)

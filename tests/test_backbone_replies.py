@@ -255,7 +255,8 @@ def test_the_reask_shows_the_rejected_reply_before_the_correction(method: str, r
     (whose reply the openai SDK rejects inside the call) and function_calling's wrapped answer sent only the error,
     so the model was told a field of a reply it could not see was wrong."""
     obj = {"label": "ok", "score": 99} if rejected == "out_of_range" else {"Verdict": {"label": "ok", "score": 3}}
-    bad = tool_reply("Verdict", obj) if method == "function_calling" else json_reply(obj)
+    bad = (StubReply(content="Here is my verdict.", tool_calls=[("Verdict", obj)]) if method == "function_calling"
+           else json_reply(obj))  # (a remark beside the call is not what is shown)
     with OpenAIStub([bad, good(method)]) as stub:
         assert run(make(stub, method), Usage()).score == 3
     shown, correction = stub.requests[1]["messages"][-2:]
