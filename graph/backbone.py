@@ -6,10 +6,11 @@ retry policy, usage accounting and the stage-output cache (DESIGN.md §3 "Backbo
 - `json_mode`: `model.bind(response_format={"type": "json_object"})`, then the first JSON object of the
   reply (code fences and a reasoning block stripped: `graph.replies`) is validated with pydantic.
 A reply that fails validation (or is empty) is re-asked at most `schema_retries` times: the rejected reply
-appended as an AIMessage (its text, or its tool call's arguments; also a json_schema reply the openai SDK rejected
-inside the call, read from the HTTP reply), then the error as a HumanMessage (`graph.validation.reask`); transport errors are retried with tenacity (exponential backoff with jitter,
-at most `max_retries` retries). Whatever cannot be recovered raises `BackboneFault(stage, kind, message)`;
-the caller records it as a Fault and the run's result is ineligible. There is no fallback answer.
+appended as an AIMessage (its text, or its tool call's arguments; also a json_schema reply the openai SDK
+rejected inside the call, read from the HTTP reply), then the error as a HumanMessage (`graph.validation.reask`);
+transport errors are retried with tenacity (exponential backoff with jitter, at most `max_retries` retries).
+Whatever cannot be recovered raises `BackboneFault(stage, kind, message)`; the caller records it as a Fault and
+the run's result is ineligible. There is no fallback answer.
 
 Decisions where the issue was silent:
 - Every attempt is also bounded by `asyncio.wait_for(timeout_s)` so a model without its own timeout
