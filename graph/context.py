@@ -43,6 +43,7 @@ from graph.frame_store import FrameStore
 from graph.workers import Lane
 from tools.errors import ToolFault
 from tools.extra import EXTRA_SHORT_SIDE, check_extra_tools
+from tools.identity import object_identity
 from tools.motion.base import TRACK_SHORT_SIDE
 from tools.surprise import SURPRISE_SHORT_SIDE
 
@@ -98,10 +99,12 @@ class ToolProvider:
     """Short side (pixels) the tracker's frames are decoded at; None = full size."""
     tracker_id: str | None = None
     """What decides the tracker's tracks (`tools.toolbox.tracker_identity`), part of the frame cache's track keys
-    with `track_short_side`; None: the factory itself (its type and id), so two factories never share tracks."""
+    with `track_short_side`; None: the factory itself (`tools.identity.object_identity`), so two factories never
+    share tracks."""
     surprise_id: str | None = None
     """Which scorer gives the surprise (`tools.toolbox.scorer_identity`), part of the frame cache's surprise key with
-    `surprise_short_side`; None: the factory itself (its type and id), so two factories never share scores."""
+    `surprise_short_side`; None: the factory itself (`tools.identity.object_identity`), so two factories never
+    share scores."""
     remote: bool = False
     """The tools are calls to the tool service (a remote `Toolbox`): their jobs run in the "io"
     worker lane (`graph.workers`), so waiting on the network never holds a core's thread."""
@@ -109,9 +112,9 @@ class ToolProvider:
     def __post_init__(self) -> None:
         check_short_sides(self.extra_short_side, self.surprise_short_side, self.track_short_side)
         if self.tracker_id is None and self.tracker_factory is not None:
-            self.tracker_id = f"factory {type(self.tracker_factory).__qualname__}@{id(self.tracker_factory):x}"
+            self.tracker_id = f"factory {object_identity(self.tracker_factory)}"
         if self.surprise_id is None and self.surprise_factory is not None:
-            self.surprise_id = f"factory {type(self.surprise_factory).__qualname__}@{id(self.surprise_factory):x}"
+            self.surprise_id = f"factory {object_identity(self.surprise_factory)}"
 
     @property
     def lane(self) -> Lane:

@@ -35,6 +35,7 @@ from typing import Protocol
 import numpy as np
 from pydantic import BaseModel, Field, FiniteFloat
 
+from tools.identity import object_identity
 from tools.sampling import FrameIndex
 
 _NAME = re.compile(r"^[A-Za-z0-9_.-]{1,40}$")
@@ -68,8 +69,9 @@ class EvidenceTool(Protocol):
 
 def extra_tool_identity(tool: EvidenceTool) -> str:
     """Which tool it is, as the frame cache's extra-tool job key holds it (`graph.nodes.extra`): its name, type
-    and the object (its id): a tool's report depends on whatever the object holds, so no two objects share."""
-    return f"{tool.name} {type(tool).__module__}.{type(tool).__qualname__}@{id(tool):x}"
+    and the object (`tools.identity.object_identity`): a tool's report depends on whatever the object holds, so no two
+    objects share, nor a later one at a collected one's address."""
+    return f"{tool.name} {object_identity(tool)}"
 
 
 def check_extra_tools(tools: Iterable[EvidenceTool]) -> tuple[EvidenceTool, ...]:

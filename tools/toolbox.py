@@ -19,6 +19,7 @@ import numpy as np
 
 from tools.client import RemoteMotionTracker, RemoteSurpriseScorer, ToolServiceClient
 from tools.extra import EvidenceTool, check_extra_tools
+from tools.identity import object_identity
 from tools.motion import CoTracker3Tracker, LKTracker, MotionTracker, build_tracker
 from tools.quality import QualityCheck, check_quality
 from tools.settings import ToolSettings
@@ -28,27 +29,29 @@ from tools.surprise import SurpriseScorer, VJEPA2SurpriseScorer
 def tracker_identity(tracker: object) -> str:
     """What decides a tracker's tracks, as the frame cache's track keys hold it (`graph.nodes.tracking`): the
     backend and its settings for the built-in ones (an LK tracker injected or built from settings is one), else
-    the object itself (its type and id: no two injected objects share). A CoTracker3 allowed random weights
-    without a checkpoint is the object itself too: its weights are its own draw (from a hub dir, "pretrained" was
-    off); so is one given its predictor (its settings do not say which weights that holds)."""
+    the object itself (`tools.identity.object_identity`: no two injected objects share, nor a later one at a
+    collected one's address). A CoTracker3 allowed random weights without a checkpoint is the object itself too:
+    its weights are its own draw (from a hub dir, "pretrained" was off); so is one given its predictor (its
+    settings do not say which weights that holds)."""
     if isinstance(tracker, LKTracker):
         return f"lk {tracker.config!r}"
     if isinstance(tracker, CoTracker3Tracker) and not tracker.given_predictor and not (
             tracker.allow_random_weights and tracker.checkpoint is None):
         return (f"cotracker3 checkpoint={tracker.checkpoint} hub_dir={tracker.hub_dir} device={tracker.device}"
                 f" interp_shape={tracker.interp_shape}")
-    return f"{type(tracker).__module__}.{type(tracker).__qualname__}@{id(tracker):x}"
+    return object_identity(tracker)
 
 
 def scorer_identity(scorer: object) -> str:
     """What decides a surprise scorer's evidence, as the frame cache's surprise key holds it
     (`graph.nodes.surprise`): for V-JEPA 2 its model (hub id or path), dtype, device, top_k and windows (an
     injected scorer or one built from settings is one; the batch size only groups windows per forward pass), else
-    the object itself (its type and id: no two injected objects share), as for a V-JEPA 2 scorer given its model."""
+    the object itself (`tools.identity.object_identity`: no two injected objects share, nor a later one at a
+    collected one's address), as for a V-JEPA 2 scorer given its model."""
     if isinstance(scorer, VJEPA2SurpriseScorer) and not scorer.given_model:  # a given model: model_id says nothing
         return (f"vjepa2 model={scorer.model_id} dtype={scorer.dtype} device={scorer.device} top_k={scorer.top_k}"
                 f" window={scorer.window} stride={scorer.stride} context={scorer.context}")
-    return f"{type(scorer).__module__}.{type(scorer).__qualname__}@{id(scorer):x}"
+    return object_identity(scorer)
 
 
 class Toolbox:
