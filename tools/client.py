@@ -21,7 +21,7 @@ same tool returns in-process. Decisions where the issue was silent:
   ``timeout`` (no answer within ``timeout_s``), ``config`` too for a URL httpx cannot request (no
   ``http://`` / ``https://``, malformed: never retried, it is the setting to fix) or ``transport``.
 - A 503 whose body holds a ``fault`` (the service host's machine failed to read the clip: an I/O error, too many
-  open files, out of memory; tools/service_frames.py) is retried like a busy one, after its ``Retry-After``; when
+  open files, out of memory; tools/service_frames.py; or its tracker or scorer ran out of memory) is retried like a busy one, after its ``Retry-After``; when
   the attempts are spent it raises that fault, ``ToolFault("service", "machine", ...)`` saying it is not the
   clip's and that retrying later can fix it (a tool fault, which ``raa score-batch --retry-ineligible`` scores
   again). It was a 422, ``ToolFault("service", "input", "undecodable video ...")``: the clip blamed, never retried.

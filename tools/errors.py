@@ -48,6 +48,25 @@ def run_tool(tool: str, call: Callable[..., T], /, *args: Any, **kwargs: Any) ->
         raise ToolFault(tool, "run", f"{type(exc).__name__}: {exc}") from exc
 
 
+def out_of_memory(exc: BaseException) -> bool:
+    """Whether `exc` or an exception it was raised from (``__cause__``, ``__context__``) is an out-of-memory:
+    a MemoryError, or torch's out-of-memory of an accelerator (``torch.OutOfMemoryError``, which CUDA's is). The
+    trackers and the scorer raise a ToolFault from what their model raised, so the chain is where it shows."""
+    seen: set[int] = set()
+    current: BaseException | None = exc
+    while current is not None and id(current) not in seen:
+        seen.add(id(current))
+        if isinstance(current, MemoryError):
+            return True
+        if isinstance(current, RuntimeError) and not isinstance(current, ToolFault):
+            import torch  # only here: the tools that raise it loaded it already
+
+            if isinstance(current, torch.OutOfMemoryError):
+                return True
+        current = current.__cause__ or current.__context__
+    return False
+
+
 class LoadFailureMemo:
     """The last load failure of one model, remembered for `retry_after_s` seconds (0 = never).
 

@@ -29,7 +29,8 @@ MotionTracks, wrong frame or query-point count, a query frame outside the frames
 far outside the frame), and
 so is surprise evidence breaking the scorer contract (`tools.surprise.evidence_problem`, a NaN included), 501 surprise not enabled on this service (``--no-surprise``), 503 a clip whose read the machine failed (an I/O
 error, too many open files, out of memory: ``fault`` kind "machine", with ``Retry-After``; not the clip's fault,
-tools/service_frames.py) or too many requests
+tools/service_frames.py), and so is a tracker or scorer that ran out of memory (the host's or the GPU's, often held by
+another worker's request: `tools.errors.out_of_memory`; it was a 500 fault of kind "run", never retried), or too many requests
 in progress or too many request bytes held (``max_buffered_mb``, after waiting ``busy_wait_s`` in line for room,
 tools/service_budget.py) (499, never read, for a request skipped because its client disconnected while it waited).
 Decisions where the issue was silent: "surprise not enabled" is a 501, not a 503: the client
@@ -72,7 +73,7 @@ import numpy as np
 from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse, Response
 
-from tools.errors import ToolFault
+from tools.errors import ToolFault, out_of_memory
 from tools.motion import CoTracker3Tracker, MotionTracker, build_tracker
 from tools.service_budget import (
     DEFAULT_MAX_BUFFERED_MB,
@@ -87,6 +88,7 @@ from tools.service_frames import (
     NPY_MAGIC,
     HTTPProblem,
     Upload,
+    machine_fault,
     shown_to_client,
 )
 from tools.service_http import (
@@ -262,7 +264,8 @@ def create_app(settings: ToolSettings, allowed_root: str | Path, *, token: str |
                         raise HTTPProblem(499, "the client disconnected before a worker was free; request skipped")
                     answer = await anyio.to_thread.run_sync(job, state, src, params, limiter=state.threads)
         except ToolFault as exc:
-            problem = HTTPProblem(500, str(exc), fault={"tool": exc.tool, "kind": exc.kind, "message": exc.message})
+            problem = (machine_fault(f"{exc.tool} ran out of memory ({exc.message})") if out_of_memory(exc) else
+                       HTTPProblem(500, str(exc), fault={"tool": exc.tool, "kind": exc.kind, "message": exc.message}))
             raise shown_to_client(problem, src, state.allowed_root) from exc
         except HTTPProblem as exc:
             if (shown := shown_to_client(exc, src, state.allowed_root)) is exc:
