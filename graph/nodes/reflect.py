@@ -10,6 +10,9 @@ Decisions where the issue was silent:
   sample runs here and its summary and overlays are shown (MotionEvidence is recorded, with the number of
   points actually tracked: a grid keeps between GRID_SIZE**2 and three times that, `tools.motion.grid`).
 - Extra evidence tools (`tools.extra`): each report's summary and values, and up to 4 of its frames.
+- Surprise of a long clip: the scorer sees its first `MAX_SURPRISE_FRAMES` (512, graph.nodes.surprise), and the
+  prompt says which frames that was and that the rest have no surprise evidence: the notes of the result said so,
+  but the model read the windows shown as the clip's most surprising, and a long clip's end unsurprising.
 - Surprise windows: a window's surprise measures only how badly its predicted part (the frames after its
   `context_frames` context frames, 8 of 16 by default, see tools.surprise) was predicted, so the frames
   shown are the last context frame (for reference: what the prediction started from) and 3 frames spread
@@ -107,6 +110,10 @@ async def _surprise_part(state: AgentState, ctx: RunContext) -> tuple[str, Image
             "its surprise is about those):").format(ev.get("mean") or 0.0, context)
     images: Images = []
     n = frames_total(state)
+    scored = int(ev.get("num_frames") or n)
+    if scored < n:  # a long clip's first MAX_SURPRISE_FRAMES (graph.nodes.surprise): say what is not covered
+        text += (f"\n(The world model scored frames 0..{scored - 1} of the clip's {n} only: frames {scored}..{n - 1} "
+                 "have no surprise evidence, which says nothing about them.)")
     for w in distinct_windows(ev, ctx.config.surprise_windows):
         reference, picks = window_picks(w, context, n)
         if not picks:
