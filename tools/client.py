@@ -28,6 +28,13 @@ same tool returns in-process. Decisions where the issue was silent:
 - Idle pooled connections are dropped after ``keepalive_s`` (`tools.http_retry.CLIENT_KEEPALIVE_S`, 2 s),
   before the service closes them (tools/http_retry.py): at 5 s each, a request could go out on a connection
   the service was closing, a transport fault not retried.
+- What the service serves: every tool answer carries ``SERVED_HEADER``, a digest of the models the service runs
+  (`tools.toolbox.served_identity`, also in ``/v1/info`` as ``served``). The client pins the first one it is
+  answered with (`ServedPin`, shared by the clients a `Toolbox` builds) and raises ``ToolFault("service",
+  "config", ...)`` for an answer from other models (the service restarted with another checkpoint): the
+  toolbox's cached tracks and surprise came from the first ones, and the agent's frame cache keys a remote tool
+  by its toolbox (`Toolbox.tracker_identity`), not by what the URL serves now. A restart with the same models is
+  answered as before; a service that sends no header is not checked.
 - An answer that is not a JSON object (``RAA_TOOLS_URL`` pointing at another HTTP server: a 200 with an
   HTML page) is ``ToolFault("service", "config", "not a tool service answer ...")`` naming the URL; it
   raised an untyped JSONDecodeError (or an AttributeError for JSON that is not an object).
@@ -37,6 +44,7 @@ from __future__ import annotations
 
 import io
 import json
+import threading
 from pathlib import Path
 from typing import Any, Literal
 
@@ -56,6 +64,30 @@ from tools.settings import check_token_text
 from tools.surprise import SurpriseEvidence
 
 MAX_QUERY_CHARS = 6000
+SERVED_HEADER = "X-Raa-Tools-Served"
+"""Response header of the tool service's answers: the digest of the models it serves (module docstring)."""
+
+
+class ServedPin:
+    """The models a tool service answered with first (`SERVED_HEADER`), which later answers must match (thread-safe)."""
+
+    def __init__(self) -> None:
+        self._served: str | None = None
+        self._lock = threading.Lock()
+
+    def check(self, served: str | None, where: str) -> None:
+        """Pin `served` when nothing is pinned, else ToolFault("service", "config") when it differs; None (a
+        service that does not say) is not checked."""
+        if served is None:
+            return
+        with self._lock:
+            if self._served is None:
+                self._served = served
+            pinned = self._served
+        if served != pinned:
+            raise ToolFault("service", "config", f"the tool service at {where} now serves other models (served "
+                                                 f"{served}, was {pinned}): results cached from the first ones "
+                                                 "would be mixed with theirs; build a new Toolbox to use them")
 
 
 def status_kind(status: int) -> str:
@@ -74,11 +106,12 @@ class ToolServiceClient:
 
     def __init__(self, base_url: str, *, token: str | None = None, timeout_s: float = 300.0,
                  connect_timeout_s: float = 10.0, retries: int = 3, backoff_s: float = 0.5,
-                 keepalive_s: float = CLIENT_KEEPALIVE_S) -> None:
+                 keepalive_s: float = CLIENT_KEEPALIVE_S, served: ServedPin | None = None) -> None:
         headers = {"Authorization": f"Bearer {check_token_text(token, 'the tool service token')}"} if token else {}
         self._http = httpx.Client(base_url=base_url.rstrip("/"), headers=headers, limits=client_limits(keepalive_s),
                                   timeout=httpx.Timeout(timeout_s, connect=connect_timeout_s))
         self.retries, self.backoff_s = retries, backoff_s
+        self.served = served or ServedPin()
 
     def close(self) -> None:
         self._http.close()
@@ -100,6 +133,7 @@ class ToolServiceClient:
             where = f" (tool service URL {str(self._http.base_url)!r}, RAA_TOOLS_URL)" if exc.kind == "config" else ""
             raise ToolFault("service", exc.kind, f"{path}: {exc}{where}") from exc
         if resp.status_code == 200:
+            self.served.check(resp.headers.get(SERVED_HEADER), str(self._http.base_url))
             answer = _json_object(resp)
             if answer is None:
                 raise ToolFault("service", "config", f"{path}: not a tool service answer (HTTP 200, "

@@ -73,6 +73,7 @@ import numpy as np
 from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse, Response
 
+from tools.client import SERVED_HEADER
 from tools.errors import ToolFault, out_of_memory
 from tools.motion import CoTracker3Tracker, MotionTracker, build_tracker
 from tools.service_budget import (
@@ -105,6 +106,7 @@ from tools.service_multipart import parse_multipart
 from tools.service_params import JSON_TOO_LARGE, MAX_JSON_BODY_MB, json_field, parse_json
 from tools.settings import ToolSettings, check_token_text
 from tools.surprise import SurpriseScorer, VJEPA2SurpriseScorer
+from tools.toolbox import served_identity
 
 
 @dataclass
@@ -126,6 +128,8 @@ class ServiceState:
     limiter: anyio.CapacityLimiter | None = None
     threads: anyio.CapacityLimiter | None = None
     info: dict = field(default_factory=dict)
+    identity: str = ""
+    """What the service serves (`tools.toolbox.served_identity`), named in every tool answer and in /v1/info."""
     started: bool = False
     """Set when the lifespan has loaded the models; until then every route but /docs answers 503."""
 
@@ -232,6 +236,7 @@ def create_app(settings: ToolSettings, allowed_root: str | Path, *, token: str |
             state.scorer = scorer or load_surprise(settings)
         state.limiter = anyio.CapacityLimiter(workers)  # the worker slots a request waits for
         state.threads = anyio.CapacityLimiter(workers)  # their threads (a slot holder cannot borrow it twice)
+        state.identity = served_identity(state.tracker, state.scorer)
         state.info = _info(state)
         state.started = True
         yield
@@ -273,7 +278,8 @@ def create_app(settings: ToolSettings, allowed_root: str | Path, *, token: str |
             raise shown from exc
         finally:
             state.pending -= 1
-        return Response(answer, media_type="application/json")  # rendered by the job (tools/service_jobs.py)
+        return Response(answer, media_type="application/json",  # rendered by the job (tools/service_jobs.py)
+                        headers={SERVED_HEADER: state.identity})  # what answered (tools/client.py)
 
     @app.get("/healthz")
     async def healthz() -> dict:
@@ -335,7 +341,7 @@ def _info(state: ServiceState) -> dict:
 
     backend = ("cotracker3" if isinstance(state.tracker, CoTracker3Tracker) else
                "lk" if isinstance(state.tracker, LKTracker) else type(state.tracker).__name__)
-    return {"service": "raa-tools", "motion_backend": backend,
+    return {"service": "raa-tools", "motion_backend": backend, "served": state.identity,
             "surprise_model": (state.scorer.model_id if isinstance(state.scorer, VJEPA2SurpriseScorer)
                                else type(state.scorer).__name__ if state.scorer is not None else None),
             "device": state.settings.device, "workers": state.workers,

@@ -5,7 +5,9 @@ Decisions where the issue was silent: tools are built on first use (thread-safe)
 life of the Toolbox, also when their model failed to load: the tool itself remembers the failure
 for a minute and fails at once meanwhile, then tries again (``tools.errors.LoadFailureMemo``);
 ``close()`` releases the HTTP connection pool of the remote tools and forgets the remote tools built on
-it, so a later call builds them again on a fresh pool (they kept the closed one: a RuntimeError). ``extra`` carries your own evidence
+it, so a later call builds them again on a fresh pool (they kept the closed one: a RuntimeError). Remote tools are
+keyed in the agent's frame cache by the toolbox itself, not by the service's URL, which says nothing of the models
+behind it; its clients pin what the service first answered with (`tools.client.ServedPin`). ``extra`` carries your own evidence
 tools (``tools.extra``) next to the configured ones; they always run in process (the tool service
 serves only tracks and surprise).
 """
@@ -17,7 +19,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from tools.client import RemoteMotionTracker, RemoteSurpriseScorer, ToolServiceClient
+from tools.client import RemoteMotionTracker, RemoteSurpriseScorer, ServedPin, ToolServiceClient
 from tools.extra import EvidenceTool, check_extra_tools
 from tools.identity import object_identity
 from tools.motion import CoTracker3Tracker, LKTracker, MotionTracker, build_tracker
@@ -54,6 +56,15 @@ def scorer_identity(scorer: object) -> str:
     return object_identity(scorer)
 
 
+def served_identity(tracker: object, scorer: object | None) -> str:
+    """What a tool service serves, as its answers name it (`tools.client.SERVED_HEADER`): a short digest of its
+    tracker's and scorer's identities (None: surprise is off)."""
+    import hashlib
+
+    text = f"{tracker_identity(tracker)}\n{'none' if scorer is None else scorer_identity(scorer)}"
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()[:16]
+
+
 class Toolbox:
     """Lazily built evidence tools for one process (share it across agent runs)."""
 
@@ -67,6 +78,7 @@ class Toolbox:
         self._scorer = scorer
         self._injected_scorer = scorer
         self._client: ToolServiceClient | None = None
+        self._served = ServedPin()  # what the service serves, pinned across the clients close() replaces
         self._lock = threading.Lock()
 
     @property
@@ -77,7 +89,8 @@ class Toolbox:
         if self._client is None:
             s = self.settings
             self._client = ToolServiceClient(s.tools_url or "", token=s.token(), timeout_s=s.request_timeout_s,
-                                             connect_timeout_s=s.connect_timeout_s, retries=s.retries)
+                                             connect_timeout_s=s.connect_timeout_s, retries=s.retries,
+                                             served=self._served)
         return self._client
 
     @property
@@ -86,8 +99,8 @@ class Toolbox:
         s = self.settings
         if self._injected_tracker is not None:
             return tracker_identity(self._injected_tracker)
-        if self.remote:
-            return f"remote {s.tools_url}"
+        if self.remote:  # this toolbox's: its client refuses other models than it was answered with first
+            return f"remote {s.tools_url} {object_identity(self)}"
         if s.motion_backend == "cotracker3":
             return tracker_identity(CoTracker3Tracker(checkpoint=s.cotracker_checkpoint, hub_dir=s.cotracker_hub_dir,
                                                       device=s.device))
@@ -99,8 +112,8 @@ class Toolbox:
         s = self.settings
         if self._injected_scorer is not None:
             return scorer_identity(self._injected_scorer)
-        if self.remote:
-            return f"remote {s.tools_url}"
+        if self.remote:  # this toolbox's: its client refuses other models than it was answered with first
+            return f"remote {s.tools_url} {object_identity(self)}"
         return scorer_identity(self._vjepa2())
 
     def _vjepa2(self) -> VJEPA2SurpriseScorer:
