@@ -35,6 +35,11 @@ def test_the_service_names_what_it_serves_and_the_client_refuses_a_change(servic
     frames = moving_clip()
     with serve(app) as url, ToolServiceClient(url, token=TOKEN, retries=1) as client:
         remote = RemoteMotionTracker(client)
+        client.check_serves("motion")  # pins what the service serves at start (a batch's preload_tools)
+        app.state.tools.identity = served_identity(LKTracker(LKConfig(win_size=9)), None)
+        with pytest.raises(ToolFault, match="other models"):
+            remote.track(frames, grid_size=2)
+        app.state.tools.identity = served_identity(tracker, None)
         remote.track(frames, grid_size=2)
         served = app.state.tools.identity
         assert served == served_identity(tracker, None)

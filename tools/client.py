@@ -29,7 +29,7 @@ same tool returns in-process. Decisions where the issue was silent:
   before the service closes them (tools/http_retry.py): at 5 s each, a request could go out on a connection
   the service was closing, a transport fault not retried.
 - What the service serves: every tool answer carries ``SERVED_HEADER``, a digest of the models the service runs
-  (`tools.toolbox.served_identity`, also in ``/v1/info`` as ``served``). The client pins the first one it is
+  (`tools.toolbox.served_identity`; ``/v1/info`` carries it too, as ``served``). The client pins the first one it is
   answered with (`ServedPin`, shared by the clients a `Toolbox` builds) and raises ``ToolFault("service",
   "config", ...)`` for an answer from other models (the service restarted with another checkpoint): the
   toolbox's cached tracks and surprise came from the first ones, and the agent's frame cache keys a remote tool

@@ -288,8 +288,9 @@ def create_app(settings: ToolSettings, allowed_root: str | Path, *, token: str |
         return {"status": "ok"}
 
     @app.get("/v1/info")
-    async def info(request: Request) -> dict:
+    async def info(request: Request, response: Response) -> dict:
         check_token(request)
+        response.headers[SERVED_HEADER] = state.identity  # a client pins it at start (tools/client.py)
         return state.info
 
     @app.post("/v1/track")
