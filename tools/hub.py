@@ -19,6 +19,7 @@ Decisions where the issues were silent:
 
 from __future__ import annotations
 
+import os
 import threading
 from pathlib import Path
 from typing import Any
@@ -61,6 +62,24 @@ def local_path_problem(name: str) -> str | None:
         return None
     tilde = " (a leading ~ is not expanded)" if name.startswith("~") else ""
     return f"no such folder {name!r}{tilde}, and it is not a hub id (org/name) either"
+
+
+def absolute_model(name: str) -> str:
+    """`name` (what ``from_pretrained`` loads) as an absolute path, against the working directory now, when it names
+    a local one: something of that name on disk, or a path starting with "." (no hub id does); a hub id, an absolute
+    path and a "~" path (transformers does not expand it: `local_path_problem` says so) are returned unchanged. A
+    model loads on first use, maybe in another working directory than the one its name was given in."""
+    if name.startswith("~") or Path(name).is_absolute():
+        return name
+    if name.startswith(".") or _on_disk(Path(name)):
+        return os.path.abspath(name)
+    return name
+
+
+def absolute_path(path: str | Path | None) -> Path | None:
+    """`path` (``~`` expanded) as an absolute path against the working directory now (None stays None): a
+    checkpoint or a folder named relative to where it was given, for a model that loads later."""
+    return Path(os.path.abspath(os.path.expanduser(path))) if path else None
 
 
 def hub_reachable(endpoint: str | None = None, timeout_s: float = DEFAULT_TIMEOUT_S) -> bool:

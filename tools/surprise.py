@@ -216,7 +216,9 @@ class VJEPA2SurpriseScorer:
             raise ValueError(f"context ({context}) must be between 1 and window-1 ({window - 1})")
         if batch_size < 1 or top_k < 0 or stride < 1:
             raise ValueError("batch_size and stride must be >= 1, top_k >= 0")
-        self.model_id, self.device, self.dtype = model_id, device, dtype
+        from tools.hub import absolute_model
+
+        self.model_id, self.device, self.dtype = absolute_model(model_id), device, dtype  # a folder: where given
         self.batch_size, self.top_k = batch_size, top_k
         self.window, self.stride, self.context = window, stride, context
         self._model = model

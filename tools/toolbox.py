@@ -65,12 +65,22 @@ def served_identity(tracker: object, scorer: object | None) -> str:
     return hashlib.sha256(text.encode("utf-8")).hexdigest()[:16]
 
 
+def _absolute_paths(settings: ToolSettings) -> ToolSettings:
+    """`settings` with its model paths absolute against the working directory now (`tools.hub.absolute_model`): the
+    toolbox builds its tools on first use, maybe in another folder, and names them in cache keys before that."""
+    from tools.hub import absolute_model, absolute_path
+
+    return settings.model_copy(update={"cotracker_checkpoint": absolute_path(settings.cotracker_checkpoint),
+                                       "cotracker_hub_dir": absolute_path(settings.cotracker_hub_dir),
+                                       "vjepa_model": absolute_model(settings.vjepa_model)})
+
+
 class Toolbox:
     """Lazily built evidence tools for one process (share it across agent runs)."""
 
     def __init__(self, settings: ToolSettings | None = None, *, tracker: MotionTracker | None = None,
                  scorer: SurpriseScorer | None = None, extra: Sequence[EvidenceTool] = ()) -> None:
-        self.settings = settings or ToolSettings()
+        self.settings = _absolute_paths(settings or ToolSettings())
         self.extra = check_extra_tools(extra)
         self._tracker = tracker
         self._injected_tracker = tracker

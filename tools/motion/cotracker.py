@@ -37,6 +37,7 @@ from typing import Any, Literal
 import numpy as np
 
 from tools.errors import LoadFailureMemo, ToolFault
+from tools.hub import absolute_path
 from tools.motion.base import (
     MotionTracks,
     fill_lost_positions,
@@ -68,8 +69,8 @@ class CoTracker3Tracker:
                  device: Literal["cpu", "cuda"] = "cpu", interp_shape: tuple[int, int] | None = None,
                  allow_random_weights: bool = False, predictor: Any | None = None,
                  load_retry_s: float = 60.0) -> None:
-        self.checkpoint = Path(checkpoint) if checkpoint else None
-        self.hub_dir = Path(hub_dir) if hub_dir else None
+        self.checkpoint = absolute_path(checkpoint)  # the files of the folder they were given in: loaded on first use
+        self.hub_dir = absolute_path(hub_dir)
         self.device = device
         self.interp_shape = interp_shape
         self.allow_random_weights = allow_random_weights
