@@ -108,6 +108,13 @@ class ToolProvider:
     remote: bool = False
     """The tools are calls to the tool service (a remote `Toolbox`): their jobs run in the "io"
     worker lane (`graph.workers`), so waiting on the network never holds a core's thread."""
+    tracker_remote: bool | None = None
+    """The tracker is a call to the tool service (its jobs in the "io" lane, `tracker_lane`); None: `remote`.
+    `tool_provider` sets it from the tracker itself: an `AgentTools` may hold an in-process tracker beside a scorer
+    of the tool service, whose CPU-bound tracking ran on the io threads (more of them than cores) and was not waited
+    for at exit, where OpenCV then aborted the process."""
+    surprise_remote: bool | None = None
+    """The surprise scorer is a call to the tool service (`surprise_lane`); None: `remote`."""
 
     def __post_init__(self) -> None:
         check_short_sides(self.extra_short_side, self.surprise_short_side, self.track_short_side)
@@ -118,8 +125,18 @@ class ToolProvider:
 
     @property
     def lane(self) -> Lane:
-        """Worker lane of tracker and surprise jobs."""
+        """Worker lane of the tool jobs when `remote` says for both (`tracker_lane`, `surprise_lane`)."""
         return "io" if self.remote else "cpu"
+
+    @property
+    def tracker_lane(self) -> Lane:
+        """Worker lane of the tracker's jobs."""
+        return self.lane if self.tracker_remote is None else "io" if self.tracker_remote else "cpu"
+
+    @property
+    def surprise_lane(self) -> Lane:
+        """Worker lane of the surprise scorer's jobs."""
+        return self.lane if self.surprise_remote is None else "io" if self.surprise_remote else "cpu"
 
     def tracker(self) -> MotionTracker:
         """The motion tracker; ToolFault when none is configured or it fails to load."""
@@ -164,13 +181,14 @@ def tool_provider(tools: object) -> ToolProvider:
         from tools.client import RemoteMotionTracker, RemoteSurpriseScorer
 
         tracker, surprise = tools.tracker, tools.surprise
-        remote = isinstance(tracker, RemoteMotionTracker) or isinstance(surprise, RemoteSurpriseScorer)
         return ToolProvider(None if tracker is None else (lambda: tracker),
                             None if surprise is None else (lambda: surprise), tools.quality,
                             extra=check_extra_tools(tools.extra), surprise_short_side=tools.surprise_short_side,
                             track_short_side=tools.track_short_side, extra_short_side=tools.extra_short_side,
                             tracker_id=None if tracker is None else tracker_identity(tracker),
-                            surprise_id=None if surprise is None else scorer_identity(surprise), remote=remote)
+                            surprise_id=None if surprise is None else scorer_identity(surprise),
+                            tracker_remote=isinstance(tracker, RemoteMotionTracker),
+                            surprise_remote=isinstance(surprise, RemoteSurpriseScorer))
     if isinstance(tools, Toolbox):
         return ToolProvider(tools.tracker, tools.surprise, tools.settings.quality, extra=tools.extra,
                             surprise_short_side=tools.settings.surprise_short_side,

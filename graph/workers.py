@@ -8,7 +8,8 @@ is started now and awaited later, like the speculative motion track).
 - Lanes. "cpu" (the default): one thread per core (`cpu_workers()`, at least 2), so frame work of
   concurrent runs never oversubscribes the cores. "io": `IO_WORKERS` (8) threads for jobs that
   mostly wait on the network (tools served by the tool service, `tools.client`), so they never hold
-  a core's thread while waiting. Tool jobs pick their lane from `graph.context.ToolProvider.lane`.
+  a core's thread while waiting. Tool jobs pick their lane from `graph.context.ToolProvider` (`tracker_lane`,
+  `surprise_lane`: each tool's own).
 - Priorities. "first": the frame work before a run's first model call (the quality probe: decode and
   statistics; the encoding of observe's images), which every later step of the run waits behind. Jobs a
   run is about to wait for later on (images for the next model call, tracks a tool call asked for) use

@@ -233,7 +233,7 @@ def test_a_remote_toolbox_is_adapted_to_the_io_lane():
 
     client = ToolServiceClient("http://127.0.0.1:9")  # builds an HTTP client; connects on first request
     try:
-        assert tool_provider(AgentTools(tracker=LKTracker(), surprise=RemoteSurpriseScorer(client))).lane == "io"
+        assert tool_provider(AgentTools(tracker=LKTracker(), surprise=RemoteSurpriseScorer(client))).surprise_lane == "io"
     finally:
         client.close()
 

@@ -106,7 +106,8 @@ def _job(ctx: RunContext, video: str, frames: int, *, start: bool, priority: Pri
         return done
     if not start:
         return ctx.frames.started_job(key)
-    return ctx.frames.shared_job(key, functools.partial(_score, ctx, video, used, key), priority, ctx.tools.lane)
+    return ctx.frames.shared_job(key, functools.partial(_score, ctx, video, used, key), priority,
+                                 ctx.tools.surprise_lane)
 
 
 def start_surprise(ctx: RunContext, video: str, frames: int) -> None:

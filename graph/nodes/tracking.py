@@ -118,7 +118,7 @@ def prefetch_tracks(ctx: RunContext, video: str, frames: int, sample: list[int])
     cfg = ctx.config
     if cfg.motion and cfg.motion_prefetch == "grid":
         idx = track_frames(frames, 0, frames - 1) if cfg.visual_verify else list(sample)
-        ctx.frames.shared_job(*_track_request(ctx, video, idx, []), "later", ctx.tools.lane)
+        ctx.frames.shared_job(*_track_request(ctx, video, idx, []), "later", ctx.tools.tracker_lane)
 
 
 class TrackView(NamedTuple):
@@ -145,7 +145,7 @@ async def track_overlays(state: AgentState, ctx: RunContext, idx: list[int], poi
     if cached is None:
         try:
             tracks = await ctx.frames.atracks(*_track_request(ctx, state["video"], idx, points, query_t),
-                                              ctx.tools.lane)
+                                              ctx.tools.tracker_lane)
             cached = await run_blocking(_render_tracks, state, ctx, idx, tracks, shown)
         except Exception as exc:
             if (fault := _as_fault(exc)) is None:

@@ -1,0 +1,63 @@
+"""An agent whose tracker runs in process beside a scorer of the tool service (`AgentTools(tracker=LKTracker(),
+surprise=RemoteSurpriseScorer(...))`) runs each tool's jobs in that tool's lane (`ToolProvider.tracker_lane` /
+`surprise_lane`, `graph.workers`): one flag put both in the "io" lane, so LK's CPU-bound tracking ran on the 8 io
+threads (more threads than cores), and the exit hook, which waits only for running "cpu" jobs, left a speculative
+grid track running in OpenCV when the process ended: `raa`-style scripts aborted at exit ("terminate called without
+an active exception", status 134) after a run the tool service's outage had ended early."""
+
+from __future__ import annotations
+
+import threading
+
+from graph_scripts import FakeSurprise, full_script, tool_call
+from test_graph_tool_jobs import WHOLE_CLIP, ThreadRecordingTracker
+
+from graph import AgentConfig
+from graph.context import AgentTools, tool_provider
+from tools.client import RemoteSurpriseScorer, ToolServiceClient
+from tools.motion import LKTracker
+
+
+class RecordingRemoteScorer(RemoteSurpriseScorer):
+    """A scorer of the tool service, answering like `FakeSurprise` without a service, recording its thread."""
+
+    def __init__(self, client: ToolServiceClient) -> None:
+        super().__init__(client)
+        self.threads: list[str] = []
+
+    def score_file(self, video, *, frames=None, short_side=None):
+        from tools.video import VideoReader
+
+        self.threads.append(threading.current_thread().name)
+        with VideoReader(video) as reader:
+            return FakeSurprise().score(reader.read(range(frames or reader.meta.frames)))
+
+
+def test_each_tool_gets_its_own_lane():
+    client = ToolServiceClient("http://127.0.0.1:9")  # connects on first request: never here
+    try:
+        mixed = tool_provider(AgentTools(tracker=LKTracker(), surprise=RemoteSurpriseScorer(client)))
+    finally:
+        client.close()
+    assert (mixed.tracker_lane, mixed.surprise_lane) == ("cpu", "io")
+    local = tool_provider(AgentTools(tracker=LKTracker(), surprise=FakeSurprise()))
+    assert (local.tracker_lane, local.surprise_lane) == ("cpu", "cpu")
+
+
+def test_an_in_process_tracker_beside_a_remote_scorer_tracks_on_the_cpu_lane(clip):
+    from graph import build_reward_agent
+    from graph.backbone import Backbone
+    from graph.testing import ScriptedChatModel
+
+    client = ToolServiceClient("http://127.0.0.1:9")
+    tracker, scorer = ThreadRecordingTracker(), RecordingRemoteScorer(client)
+    script = full_script(inspect=[tool_call("track_motion", WHOLE_CLIP), "done"])
+    try:
+        agent = build_reward_agent(AgentConfig(preset="full"), backbone=Backbone(ScriptedChatModel(script)),
+                                   tools=AgentTools(tracker=tracker, surprise=scorer), checkpointer=False)
+        out = agent.invoke({"video": str(clip), "instruction": "push the red block to the right"})
+    finally:
+        client.close()
+    assert out["result"].status == "scored", out["result"].reasons
+    assert tracker.threads and all(t.startswith("raa-cpu-") for t in tracker.threads), tracker.threads
+    assert scorer.threads and all(t.startswith("raa-io-") for t in scorer.threads), scorer.threads
