@@ -6,8 +6,10 @@ looked predictable for want of any window there."""
 from __future__ import annotations
 
 from graph_scripts import make_agent, run
+from test_extra_evidence import GripperCheck, _agent
 from test_reflect_surprise import Overlapping
 
+import graph.nodes.extra as extra_node
 import graph.nodes.surprise as surprise_node
 
 
@@ -25,3 +27,12 @@ def test_reflect_says_nothing_of_coverage_when_the_whole_clip_was_scored(clip):
     agent, model = make_agent("full", surprise=Overlapping(), surprise_windows=1)
     run(agent, clip)
     assert "no surprise evidence" not in model.calls_for("reflect")[0].text()
+
+
+def test_reflect_names_the_frames_the_extra_tools_saw_of_a_long_clip(clip, monkeypatch):
+    """The same for your own evidence tools (`graph.nodes.extra.MAX_EXTRA_FRAMES`)."""
+    monkeypatch.setattr(extra_node, "MAX_EXTRA_FRAMES", 24)
+    agent, model = _agent(tools=[GripperCheck()])
+    run(agent, clip)
+    text = model.calls_for("reflect")[0].text()
+    assert "saw frames 0..23 of the clip's 33 only" in text and "frames 24..32 were not evaluated" in text

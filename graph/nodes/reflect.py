@@ -12,7 +12,8 @@ Decisions where the issue was silent:
 - Extra evidence tools (`tools.extra`): each report's summary and values, and up to 4 of its frames.
 - Surprise of a long clip: the scorer sees its first `MAX_SURPRISE_FRAMES` (512, graph.nodes.surprise), and the
   prompt says which frames that was and that the rest have no surprise evidence: the notes of the result said so,
-  but the model read the windows shown as the clip's most surprising, and a long clip's end unsurprising.
+  but the model read the windows shown as the clip's most surprising, and a long clip's end unsurprising. So for
+  the extra tools' reports (`MAX_EXTRA_FRAMES`, graph.nodes.extra).
 - Surprise windows: a window's surprise measures only how badly its predicted part (the frames after its
   `context_frames` context frames, 8 of 16 by default, see tools.surprise) was predicted, so the frames
   shown are the last context frame (for reference: what the prediction started from) and 3 frames spread
@@ -45,6 +46,7 @@ from __future__ import annotations
 from typing import Any
 
 from graph.context import RunContext
+from graph.nodes import extra as extra_node
 from graph.nodes.assess import summarize
 from graph.nodes.common import (
     Step,
@@ -136,6 +138,9 @@ async def _extra_part(state: AgentState, ctx: RunContext) -> tuple[str, Images]:
         return "", []
     text = ("\n\nReports of extra evidence tools (claims of other programs: check each against the contract and "
             "the frames before changing a judgment):")
+    n, seen = frames_total(state), extra_node.MAX_EXTRA_FRAMES
+    if seen < n:  # a long clip: the tools got its first frames only (graph.nodes.extra)
+        text += f"\n(The tools saw frames 0..{seen - 1} of the clip's {n} only: frames {seen}..{n - 1} were not evaluated.)"
     images: Images = []
     for r in reports:
         values = ", ".join(f"{k}={v:.4g}" for k, v in r["values"].items())
