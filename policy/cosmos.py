@@ -12,6 +12,16 @@ Conventions, read from diffusers' ``Cosmos2_5_PredictBasePipeline`` (0.42):
 * conditioning frames of the input are replaced by the clean conditioning latent before the
   forward, and the output is the flow-matching velocity ``noise - x0`` (the pipeline's
   ``gt_velocity = latents - cond_latent`` and its flow ``scheduler.step``).
+* classifier-free guidance: the pipeline's ``noise_pred + guidance_scale * (noise_pred - noise_pred_neg)`` is
+  ``guidance_scale`` g = w - 1 of the project's one convention (`policy.world_model`'s module docstring).
+* the pipeline's schedule is not a shifted one: diffusers' conversion script saves a ``UniPCMultistepScheduler``
+  with Karras sigmas from 200 to 0.01 mapped to flow sigmas ``s / (1 + s)`` (0.995 .. 0.0099, then 0), which
+  spends most of its steps near both ends; ``policy.rollout.sigma_schedule`` (``shift``) is the project's own
+  choice for this backend, not a reproduction of that sampler.
+* Cosmos-Predict2 (``Cosmos2VideoToWorldPipeline``) wraps the same transformer class in EDM preconditioning
+  (``c_in = c_skip = 1 - t``, ``c_out = -t``, ``t = s / (1 + s)``, ``sigma_data`` 1): the transformer there also
+  gets the flow state and ``t`` in [0, 1] and its raw output is the velocity, so this call is the same; only its
+  T5 text encoder differs (``CosmosQwenTextEncoder`` is Predict2.5's).
 
 A transformer with ``patch_size[0] != 1`` is refused with a ValueError: the per-frame timestep above
 assumes a temporal patch size of 1 (diffusers only has a bare assert for it), as in ``policy/wan.py``.

@@ -175,7 +175,8 @@ def sigma_schedule(num_steps: int, shift: float) -> Tensor:
     t differs by under 0.1%, and its first sigma is 1 - 1e-6); diffusers'
     FlowMatchEulerDiscreteScheduler spaces its sigmas differently (it shifts a range ending at a shifted
     sigma_min, so its second-to-last sigma is far smaller), so ``sample_ode`` at the same ``num_steps`` and
-    ``shift`` is not that scheduler's output."""
+    ``shift`` is not that scheduler's output. Cosmos-Predict2.5's pipeline samples on a Karras schedule that no
+    ``shift`` reproduces (`policy.cosmos`'s module docstring)."""
     if num_steps < 1 or not shift > 0:
         raise RolloutConfigError(f"need num_steps >= 1 and shift > 0, got {num_steps}, {shift}")
     t = torch.linspace(1.0, 0.0, num_steps + 1, dtype=torch.float64)

@@ -20,6 +20,16 @@ Decisions where the issue was silent:
 * Classifier-free guidance is optional (``velocity(..., guidance_scale=w)``, default 1 = off, one
   transformer pass): with w != 1 the conditional and the negative-prompt branch run as one pass over
   the doubled batch, so a ZeRO-3 forward still gathers the parameters once.
+* One guidance convention for both backends, ``v = v_neg + w (v_cond - v_neg)`` (:func:`guided_velocity`):
+  Wan's (``WanImageToVideoPipeline``: ``noise_uncond + guidance_scale * (noise_pred - noise_uncond)``), so a Wan
+  ``guidance_scale`` is w as it is. Cosmos' pipelines (``Cosmos2_5_PredictBasePipeline``, and
+  ``Cosmos2VideoToWorldPipeline`` on its x0 predictions, the same combination since v is linear in x0) write
+  ``v_cond + g (v_cond - v_neg)``: their ``guidance_scale`` g is w = g + 1 here (Cosmos-Predict2.5's default 7.0
+  is w = 8.0). Neither pipeline guides at a scale <= 1 (Cosmos' g <= 1 is w = 1 here); here any w != 1 is applied
+  as written. Decision: one meaning of ``guidance_scale`` across backends (a config, a sweep and a comparison of
+  backends read the same number the same way) rather than each pipeline's own; the mapping is the caller's,
+  said here, in ``training.config.TrainConfig.guidance_scale`` and in the README, and checked against both
+  pipelines in tests/test_pipeline_parity.py.
 * ``encode_prompts`` takes ``num_frames`` (pixel frames of the clip to generate; default
   ``default_num_frames``) because the conditioning mask needs the latent frame count.
 * Wan 2.1 I2V-14B (``policy/wan_i2v.py``): ``encode_prompts`` adds the pipeline's channel-concat condition and
