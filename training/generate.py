@@ -36,9 +36,12 @@ Decisions where the issue was silent:
   included, since those go into the manifest rows; the policy by its folder and
   export.json's iteration, ``source`` checkpoint and ``created`` time); a rerun with the same settings skips
   videos already in the manifest, and one with other settings or prompts is refused (a manifest never
-  mixes policies, samplers, seeds or prompt lists). Each video is written to a
-  temporary name and renamed, then its row is appended; a rerun drops a torn last row, so an
-  interrupted run leaves no half-written video or line in the manifest.
+  mixes policies, samplers, seeds or prompt lists). Each video is written whole or not at all
+  (``tools.video.write_video`` encodes to a temporary name and renames it), then its row is appended; a rerun
+  drops a torn last row, so an interrupted run leaves no half-written video or line in the manifest.
+* A row's ``iteration`` is the export's for ``--weights trained`` and 0 for ``--weights base``: the base model
+  is the policy before its first update, the held-out evaluation's iteration-0 baseline (generate.json keeps
+  the export's, as part of the policy folder's identity).
 * Every prompt with videos still to write is encoded first (`encode_all`; the conditionings wait in
   host memory), then the text encoder (and Wan 2.1 I2V's CLIP image encoder) moves off the device for the
   sampling, which never needs it: with a full-size model that frees its 10-15 GB for the transformer and the VAE
@@ -148,6 +151,7 @@ def generate(policy: Path, out: Path, *, prompts: list[PromptSpec] | None = None
                 "prompts_sha256": hashlib.sha256(listed.encode()).hexdigest(), "noise": SAMPLE_NOISE,
                 "noise_device": torch.device(device).type}  # a CUDA generator draws other numbers than a CPU one
     _claim(out, settings)
+    iteration = info.get("iteration") if weights == "trained" else 0  # the base: the policy before its first update
     summary = GenerateSummary(out)
     done = _resume(summary.manifest)
     model, _, _ = load_policy(policy, device, weights)
@@ -187,13 +191,13 @@ def generate(policy: Path, out: Path, *, prompts: list[PromptSpec] | None = None
                         summary.failed.append(_failure(key, i, j, frames))
                         continue
                     try:
-                        write_video(videos / f".{key}.partial.mp4", frames, fps=cfg.fps).replace(videos / f"{key}.mp4")
+                        write_video(videos / f"{key}.mp4", frames, fps=cfg.fps)  # never a cut file at that name
                     except Exception as exc:  # a full disk, say: this clip's row is not written
                         summary.failed.append(_failure(key, i, j, exc))
                         continue
                     row = {**spec.meta, "path": f"videos/{key}.mp4", "instruction": spec.text, "key": key,
                            "prompt": i, "sample": j, "seed": video_seed, "weights": weights, "sampler": sampler,
-                           "iteration": info.get("iteration"), "noise_device": settings["noise_device"]}
+                           "iteration": iteration, "noise_device": settings["noise_device"]}
                     manifest.write(json.dumps(row) + "\n")
                     manifest.flush()
                     summary.written += 1
