@@ -109,3 +109,21 @@ def test_tag_best_without_eval_jsonl_says_the_run_had_no_held_out_evaluation(tmp
     err = capsys.readouterr().err
     assert f"{run / 'eval.jsonl'} does not exist" in err and "no held-out evaluation" in err
     assert "eval_every" in err and "--tag iter_000020" in err  # how to get one, and what to export meanwhile
+
+
+def test_tag_best_names_checkpoints_without_layout_json_when_none_is_complete(tmp_path, monkeypatch, capsys):
+    """A run from before layout.json: every evaluated iteration has its checkpoint folder, none the file, so none is
+    a candidate. The error blamed the schedule ("a multiple of checkpoint_every") and never said that the
+    checkpoints were there but left aside, nor why."""
+    import training.export as export
+
+    rows = [{"iteration": 0, "eval_reward_mean": 0.1}, {"iteration": 10, "eval_reward_mean": 0.5},
+            {"iteration": 20, "eval_reward_mean": 0.4}]
+    for it in (10, 20):
+        (tmp_path / "checkpoints" / f"iter_{it:06d}").mkdir(parents=True)
+    run = _run(tmp_path, rows, [], latest=20)
+    monkeypatch.setattr(export, "export_policy", lambda *a, **k: (_ for _ in ()).throw(AssertionError("exported")))
+    assert export.main(["--run", str(run), "--tag", "best"]) == 2
+    err = capsys.readouterr().err
+    assert "iter_000010 (no layout.json: its save did not finish, or it predates the file)" in err
+    assert "iter_000020 (no layout.json" in err and "--tag iter_000020" in err

@@ -13,7 +13,8 @@ checkpoint is not always the one to keep. Decisions where the issues were silent
 - A checkpoint is complete when its folder holds ``layout.json`` (training/resume.py; written after every
   rank saved) and it is not past ``latest``: a save that crashed leaves a folder without it, or one
   ``latest`` never reached (the resume starts before it), which neither pruning nor ``--tag best`` may
-  take. A folder from before ``layout.json`` existed is not a candidate (export it by its tag).
+  take. A folder from before ``layout.json`` existed is not a candidate (export it by its tag); when no
+  evaluated iteration has a complete checkpoint, ``--tag best``'s error names the folders it left aside and why.
 - Means are compared only among rows of one measurement (``eval_key``, training/evaluate.py): a resume
   that changes the reward, the held-out prompts, eval_samples, the seed or the sampler starts a new
   series. Which key counts: the trainer's own (``key``); without one (the report, ``--tag best``, a
@@ -191,6 +192,13 @@ def no_best_reason(ckpt_dir: Path, eval_path: Path) -> str:
     if not eval_path.is_file():
         return (f"--tag best: {eval_path} does not exist: the run had no held-out evaluation (train with eval_every "
                 f"and eval_dataset / eval_dataset_file to have one); {instead}")
+    # evaluated iterations whose checkpoint folder is there but not taken (no layout.json, past latest): named,
+    # since the schedule is not what left them aside (a run from before layout.json has no candidate at all)
+    there = [f"{iteration_tag(it)} ({gap})" for it in sorted(eval_means(eval_path)) if it > 0
+             and (ckpt_dir / iteration_tag(it)).is_dir() and (gap := checkpoint_gap(ckpt_dir, it))]
+    if there:
+        return (f"--tag best: the held-out evaluations in {eval_path} (of its latest measurement) have checkpoint "
+                f"folders, but none is complete: {', '.join(there[:6])}{' ...' if len(there) > 6 else ''}; {instead}")
     return (f"--tag best: no held-out evaluation in {eval_path} (of its latest measurement) is at a complete saved "
             f"checkpoint (eval_every / eval_dataset; a multiple of checkpoint_every); {instead}")
 
