@@ -247,7 +247,9 @@ def test_a_learning_rate_warmup_goes_on_across_a_resume(tmp_path):
 @pytest.mark.slow
 def test_a_cosine_schedule_decays_over_the_run_and_a_longer_resume_stretches_it(tmp_path):
     """lr_schedule: cosine to min_lr_ratio 0.5 over max_iterations (one optimizer step per iteration), logged as
-    `lr`; a resume to more iterations goes on from the checkpoint's step count over the longer run."""
+    `lr`; a resume to more iterations stretches what is left of the decay from where the rate was
+    (training/lr_schedule.py): resumed at 2 of 4 towards 8, at 8 (the decay over) towards 10. It used to be
+    recomputed over the longer run, the rate jumping up at each resume."""
     import json
     import math
 
@@ -257,13 +259,20 @@ def test_a_cosine_schedule_decays_over_the_run_and_a_longer_resume_stretches_it(
     common = [sys.executable, "-m", "training.train", "--config", str(SMOKE), "--output_dir", str(out),
               "--progress", "false", "--tensorboard", "false", "--export", "none", "--checkpoint_every", "2",
               "--lr_schedule", "cosine", "--min_lr_ratio", "0.5"]
-    for extra in (["--max_iterations", "4"], ["--max_iterations", "6", "--resume"]):
-        run_to_end(common + extra, timeout=600, what="training", env=env)
-    lrs = [json.loads(line)["lr"] for line in (out / "metrics.jsonl").read_text().splitlines()]
-    def cosine(k: int, n: int) -> float:
-        return 0.01 * (0.5 + 0.25 * (1 + math.cos(math.pi * k / n)))
+    from training.engine import mark_latest
 
-    assert lrs == pytest.approx([cosine(k, 4) for k in range(4)] + [cosine(4, 6), cosine(5, 6)])
+    run_to_end(common + ["--max_iterations", "4"], timeout=600, what="training", env=env)
+    mark_latest(out / "checkpoints", 2)  # resumed from its iteration-2 checkpoint, mid-decay, towards 8
+    outputs = [run_to_end(common + ["--max_iterations", str(n), "--resume"], timeout=600, what="training", env=env)
+               for n in (8, 10)]
+    lrs = [json.loads(line)["lr"] for line in (out / "metrics.jsonl").read_text().splitlines()]
+    def cosine(progress: float) -> float:
+        return 0.01 * (0.5 + 0.25 * (1 + math.cos(math.pi * progress)))
+
+    # planned over 4 steps; from step 2 (progress 0.5) the other half over steps 2..8; at 8 the decay has ended
+    assert lrs == pytest.approx([cosine(0), cosine(0.25)] + [cosine(0.5 + 0.5 * k / 6) for k in range(6)]
+                                + [cosine(1), cosine(1)])
+    assert "the decay now ends at optimizer step 8 (was 4)" in outputs[0] and "had finished its decay" in outputs[1]
 
 
 def test_latest_moves_atomically_and_an_empty_latest_is_refused(tmp_path):

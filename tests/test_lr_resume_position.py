@@ -13,7 +13,7 @@ from types import SimpleNamespace
 import pytest
 import torch
 
-from training.engine import apply_optimizer_settings, lr_factor
+from training.lr_schedule import apply_optimizer_settings, lr_factor
 
 
 def _engine(steps_taken: int, overflows: set[int], factor) -> SimpleNamespace:  # noqa: ANN001
@@ -45,3 +45,82 @@ def test_a_resume_continues_the_schedule_where_the_uninterrupted_run_is(schedule
     for engine in (uninterrupted, resumed):  # and both go on alike
         engine.lr_scheduler.step()
     assert resumed.optimizer.param_groups[0]["lr"] == pytest.approx(uninterrupted.optimizer.param_groups[0]["lr"])
+
+
+def _run(factor, steps: int, ckpt=None, saved=None) -> SimpleNamespace:  # noqa: ANN001
+    """An engine of ``factor`` (an LRFactor) resumed (``saved``: the checkpoint's record) at ``ckpt`` optimizer
+    steps (through training.engine.load's path), then stepped to ``steps``; the rate of every step in ``rates``."""
+    engine = _engine(0, set(), factor)
+    if ckpt is not None:
+        engine.global_steps = ckpt
+        apply_optimizer_settings(engine, 0.1, 0.0, saved)
+    engine.rates = []
+    for _ in range(engine.global_steps, steps):
+        engine.rates.append(engine.optimizer.param_groups[0]["lr"])
+        engine.optimizer.step()
+        engine.lr_scheduler.step()
+        engine.global_steps += 1
+    return engine
+
+
+@pytest.mark.parametrize("schedule", ["linear", "cosine"])
+def test_a_resume_with_a_longer_horizon_stretches_the_rest_of_the_decay_without_a_jump(schedule):
+    """max_iterations raised at a resume: the factor was recomputed as if the run had been planned for the new
+    horizon from its start, so the rate jumped up at the resume (linear, 10 -> 20 steps, at step 6: from 0.55 to
+    0.8 of learning_rate), against "stretches what is left of it" (config.py, README)."""
+    from training.lr_schedule import LRFactor, schedule_state
+
+    planned = LRFactor(2, 10, schedule, 0.1)
+    first = _run(planned, 6)  # the launch that saved at step 6, planned for 10 steps
+    saved = schedule_state(first)
+    longer = _run(LRFactor(2, 20, schedule, 0.1), 20, ckpt=6, saved=saved)
+    assert longer.rates[0] == pytest.approx(0.1 * planned(6))  # goes on from the rate reached
+    assert all(a >= b for a, b in zip(longer.rates, longer.rates[1:], strict=False))  # decaying, no jump up
+    assert longer.rates[-1] > 0.1 * 0.1 and longer.optimizer.param_groups[0]["lr"] == pytest.approx(0.1 * 0.1)
+    # a later resume of the longer run, same horizon, continues on the same line
+    again = _run(LRFactor(2, 20, schedule, 0.1), 20, ckpt=12, saved=schedule_state(_run(
+        LRFactor(2, 20, schedule, 0.1), 12, ckpt=6, saved=saved)))
+    assert again.rates == pytest.approx(longer.rates[6:])
+    # the same horizon is the uninterrupted run; in the warmup, a new horizon only moves the decay's end
+    assert _run(planned, 10, ckpt=6, saved=saved).rates == pytest.approx(_run(planned, 10).rates[6:])
+    warm = _run(LRFactor(2, 20, schedule, 0.1), 20, ckpt=1, saved=schedule_state(_run(planned, 1)))
+    assert warm.rates == pytest.approx(_run(LRFactor(2, 20, schedule, 0.1), 20).rates[1:])
+
+
+def test_a_finished_decay_stays_at_its_end_and_an_old_checkpoint_takes_the_new_horizon():
+    from training.lr_schedule import LRFactor, schedule_state
+
+    done = _run(LRFactor(0, 10, "linear", 0.2), 10)
+    assert _run(LRFactor(0, 20, "linear", 0.2), 20, ckpt=10, saved=schedule_state(done)).rates == \
+        pytest.approx([0.1 * 0.2] * 10)
+    for legacy in (None, {"anchor_step": "2"}):  # no record (a checkpoint from before it), or not one of ours
+        assert _run(LRFactor(0, 20, "linear", 0.2), 20, ckpt=10, saved=legacy).rates[0] == pytest.approx(0.1 * 0.6)
+
+
+def test_the_checkpoint_records_the_decay_and_load_hands_it_on(tmp_path, monkeypatch):
+    """training.engine.save writes schedule_state into the client state; training.engine.load passes it on."""
+    from training import engine as ds_engine
+    from training.lr_schedule import LRFactor
+
+    first = _run(LRFactor(0, 10, "linear", 0.0), 6)
+    saved = {}
+    first.save_checkpoint = lambda folder, tag, client_state, save_latest: saved.update(client_state)
+    ds_engine.save(first, tmp_path, 3, 0, local_rank=0)
+    assert saved["lr_schedule"] == {"anchor_step": 0, "anchor_progress": 0.0, "total_steps": 10}
+    resumed = _engine(0, set(), LRFactor(0, 20, "linear", 0.0))
+    resumed.global_steps = 6
+    resumed.load_checkpoint = lambda folder, tag, load_lr_scheduler_states: ("path", saved)
+    assert ds_engine.load(resumed, tmp_path, "iter_000003", learning_rate=0.1, weight_decay=0.0) == (3, 0, 0)
+    assert resumed.optimizer.param_groups[0]["lr"] == pytest.approx(0.1 * 0.4)  # not 0.1 * 0.7
+
+
+def test_the_resume_says_where_the_rate_goes_on_from_and_when_the_decay_had_ended():
+    from training.lr_schedule import LRFactor, horizon_note, schedule_state
+
+    saved = schedule_state(_run(LRFactor(0, 10, "linear", 0.0), 5))
+    assert horizon_note(saved, LRFactor(0, 10, "linear", 0.0).resumed(saved, 5), 5, 0.1) is None  # same horizon
+    note = horizon_note(saved, LRFactor(0, 20, "linear", 0.0).resumed(saved, 5), 5, 0.1)
+    assert note == "lr_schedule linear: the decay now ends at optimizer step 20 (was 10); it goes on from 0.05 at step 5"
+    done = schedule_state(_run(LRFactor(0, 10, "linear", 0.0), 10))
+    note = horizon_note(done, LRFactor(0, 20, "linear", 0.0).resumed(done, 10), 10, 0.1)
+    assert "had finished its decay, so the added steps train at min_lr_ratio 0 x learning_rate (0)" in note

@@ -239,7 +239,7 @@ def test_lora_targets_are_checked_one_by_one():
 
 def test_lr_factor_hand_values():
     """Warmup, then constant, linear or cosine decay to min_ratio over the run's optimizer steps."""
-    from training.engine import lr_factor
+    from training.lr_schedule import lr_factor
 
     assert [lr_factor(k, 4) for k in range(6)] == [0.25, 0.5, 0.75, 1.0, 1.0, 1.0]
     assert lr_factor(0, 0) == 1.0 and lr_factor(10, 0) == 1.0  # no warmup
@@ -255,7 +255,7 @@ def test_lr_factor_hand_values():
 
 def test_lr_scheduler_decays_over_the_runs_optimizer_steps():
     from training.config_io import load_config
-    from training.engine import lr_scheduler, total_optimizer_steps
+    from training.lr_schedule import lr_scheduler, total_optimizer_steps
 
     cfg = load_config(SMOKE, ["--max_iterations", "5", "--inner_epochs", "2", "--lr_schedule", "linear",
                               "--learning_rate", "0.1"])

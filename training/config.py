@@ -164,10 +164,11 @@ class TrainConfig:
     lr_schedule: Literal["constant", "linear", "cosine"] = "constant"
     """After the warmup: constant, or decaying from ``learning_rate`` to ``min_lr_ratio * learning_rate``
     over the rest of the run's optimizer steps (``max_iterations * inner_epochs * optimizer_steps_per_epoch``),
-    linearly or along a half cosine (`training.engine.lr_factor`). The position is the optimizer steps
+    linearly or along a half cosine (`training.lr_schedule.lr_factor`). The position is the optimizer steps
     taken, so iterations that skip their update delay the decay (as do fp16 steps DeepSpeed skips on overflow,
-    after a resume too: `training.engine.schedule_position`); a resume with a larger ``max_iterations``
-    stretches what is left of it."""
+    after a resume too: `training.lr_schedule.schedule_position`); a resume with a larger ``max_iterations``
+    stretches what is left of it over the new steps, going on from the rate reached (a finished decay stays at
+    its end), as the checkpoint recorded (training/lr_schedule.py)."""
     min_lr_ratio: float = 0.0
     """Where ``lr_schedule: linear | cosine`` ends, as a fraction of ``learning_rate`` (0 to 1)."""
     ds_config: str = "ds_zero2.json"

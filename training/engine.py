@@ -32,12 +32,11 @@ client state because DeepSpeed stores client state once (rank 0's model-states f
 from __future__ import annotations
 
 import copy
-import functools
-import math
 import os
 import random
 import socket
-from collections.abc import Callable, Sequence
+import sys
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -47,8 +46,13 @@ import torch.distributed as dist
 
 from policy.rollout import RolloutConfig, SDEStepRecord, step_log_prob
 from policy.world_model import Conditioning, FlowWorldModel
-from training.config import ConfigError, LRSchedule, TrainConfig
+from training.config import ConfigError, TrainConfig
 from training.ds_config import check_ds_json, read_ds_config
+from training.lr_schedule import (
+    apply_optimizer_settings,
+    lr_scheduler,  # noqa: F401  (the trainer's ds_engine.lr_scheduler)
+    schedule_state,
+)
 from training.numerics import cast_like_engine
 from training.run_dir import UNIVERSAL_SUFFIX, read_latest
 
@@ -74,39 +78,6 @@ def deepspeed_config(cfg: TrainConfig, grad_accum_steps: int, *, load_universal:
     if load_universal:
         ds.setdefault("checkpoint", {})["load_universal"] = True
     return ds
-
-
-def lr_factor(step: int, warmup_steps: int, total_steps: int = 0, schedule: LRSchedule = "constant",
-              min_ratio: float = 0.0) -> float:
-    """Learning-rate multiplier of optimizer step ``step`` (0-based; ``TrainConfig.lr_warmup_steps``,
-    ``lr_schedule``, ``min_lr_ratio``). Warmup: ``(step + 1) / warmup_steps`` for ``step < warmup_steps`` (the
-    first step already moves: DeepSpeed's WarmupLR starts at its minimum, an optimizer step of an RL
-    iteration spent at lr 0). Then, with progress ``p = (step - warmup_steps) / (total_steps - warmup_steps)``
-    clipped to [0, 1]: constant ``1``; linear ``1 - (1 - min_ratio) p``; cosine
-    ``min_ratio + (1 - min_ratio) (1 + cos(pi p)) / 2``. Past ``total_steps`` the factor stays at its end."""
-    if warmup_steps > 0 and step < warmup_steps:
-        return (step + 1) / warmup_steps
-    if schedule == "constant":
-        return 1.0
-    progress = min(1.0, max(0.0, (step - warmup_steps) / max(1, total_steps - warmup_steps)))
-    if schedule == "linear":
-        return 1.0 - (1.0 - min_ratio) * progress
-    return min_ratio + (1.0 - min_ratio) * 0.5 * (1.0 + math.cos(math.pi * progress))
-
-
-def total_optimizer_steps(cfg: TrainConfig) -> int:
-    """Optimizer steps of a run that updates in every iteration: what ``lr_schedule`` decays over."""
-    return cfg.max_iterations * cfg.inner_epochs * cfg.optimizer_steps_per_epoch
-
-
-def lr_scheduler(cfg: TrainConfig) -> Callable[[Any], Any] | None:
-    """``deepspeed.initialize(lr_scheduler=...)``: builds a ``LambdaLR`` of `lr_factor` on DeepSpeed's
-    optimizer, which the engine steps after each optimizer step; None for a constant rate without warmup."""
-    if cfg.lr_warmup_steps == 0 and cfg.lr_schedule == "constant":
-        return None
-    factor = functools.partial(lr_factor, warmup_steps=cfg.lr_warmup_steps, total_steps=total_optimizer_steps(cfg),
-                               schedule=cfg.lr_schedule, min_ratio=cfg.min_lr_ratio)
-    return lambda optimizer: torch.optim.lr_scheduler.LambdaLR(optimizer, factor)
 
 
 class PolicyStep(torch.nn.Module):
@@ -206,7 +177,7 @@ def save(engine: Any, ckpt_dir: Path, iteration: int, data_position: int, *, loc
     tag = iteration_tag(iteration)
     clear_unfinished(ckpt_dir, tag, local_rank)
     client = {"iteration": iteration, "data_position": data_position, "skipped_iterations": skipped,
-              "rng": _all_rng_states()}
+              "rng": _all_rng_states(), "lr_schedule": schedule_state(engine)}  # the decay's piece (lr_schedule.py)
     engine.save_checkpoint(str(ckpt_dir), tag=tag, client_state=client, save_latest=False)
     if dist.is_initialized():
         dist.barrier()
@@ -303,7 +274,9 @@ def load(engine: Any, ckpt_dir: Path, tag: str, *, learning_rate: float,
     rank = dist.get_rank() if dist.is_initialized() else 0
     states = client["rng"]
     set_rng_state(states[rank] if rank < len(states) else states[0])
-    apply_optimizer_settings(engine, learning_rate, weight_decay)
+    note = apply_optimizer_settings(engine, learning_rate, weight_decay, client.get("lr_schedule"))
+    if note is not None and rank == 0:  # a resume with another max_iterations (training/lr_schedule.py)
+        print(f"note: {note}", file=sys.stderr, flush=True)
     return counts
 
 
@@ -326,31 +299,6 @@ def client_counts(client: dict[str, Any], folder: Path) -> tuple[int, int, int]:
                           "position and RNG states); point 'latest' at a checkpoint this trainer saved")
     counts = count("iteration"), count("data_position"), count("skipped_iterations", 0)
     return counts  # type: ignore[return-value]
-
-
-def schedule_position(global_steps: int, skipped_steps: int) -> int:
-    """The scheduler position of an engine restored with these DeepSpeed counters: the optimizer steps applied.
-    DeepSpeed counts a step whose fp16 gradients overflowed in ``global_steps`` and ``skipped_steps`` and does
-    not step the scheduler for it, so an uninterrupted run's scheduler is at ``global_steps - skipped_steps``
-    (a resume set ``global_steps``: ahead of it by every skipped step, further into the warmup or decay)."""
-    return max(0, global_steps - skipped_steps)
-
-
-def apply_optimizer_settings(engine: Any, learning_rate: float, weight_decay: float) -> None:
-    """Set every parameter group's ``lr`` and ``weight_decay`` (after a resume: loading the optimizer state
-    restores the saved ones, so a run resumed with a lower learning_rate, as a diverged run is told to
-    be, went on with the old one while the resume warning named the new). Under a warmup or a decaying
-    schedule the rate is ``learning_rate * lr_factor(optimizer steps taken)``: `schedule_position`, the steps
-    the engine applied, where the uninterrupted run's scheduler is."""
-    scheduler = engine.lr_scheduler  # lr_scheduler's LambdaLR, or None
-    factor = 1.0
-    if scheduler is not None:  # go on from the restored optimizer step count, towards the launch's rate
-        scheduler.base_lrs = [learning_rate] * len(scheduler.base_lrs)
-        scheduler.last_epoch = schedule_position(int(engine.global_steps), int(engine.skipped_steps))
-        factor = scheduler.lr_lambdas[0](scheduler.last_epoch)
-    for group in engine.optimizer.param_groups:
-        group["lr"] = learning_rate * factor
-        group["weight_decay"] = weight_decay
 
 
 def stale_checkpoints(tags: list[str], latest: str | None, keep: int, best: str | None = None,

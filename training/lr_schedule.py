@@ -1,0 +1,161 @@
+"""The learning rate of every optimizer step (``TrainConfig.lr_warmup_steps``, ``lr_schedule``, ``min_lr_ratio``)
+and where a resume takes it up.
+
+`lr_scheduler` hands DeepSpeed a ``LambdaLR`` of `LRFactor`, stepped after each optimizer step; its position is
+the optimizer steps applied (`schedule_position`). A resume sets that position and the launch's learning rate
+(`apply_optimizer_settings`).
+
+Decision where the issue was silent: a resume whose decay horizon (``max_iterations * inner_epochs *
+optimizer_steps_per_epoch``) differs from the checkpointed run's stretches (or shrinks) what is left of the decay
+over the new remaining steps, from the progress the run had reached: the rate goes on from where it was. The
+factor used to be recomputed as if the run had been planned for the new horizon from its start, so raising
+``max_iterations`` made the rate jump at the resume (a finished cosine run at ``min_lr_ratio`` 0.1, doubled:
+from 0.1 to 0.55 of ``learning_rate``, on a policy the decay had settled). The decay's progress is therefore
+piecewise linear in the step: it starts at 0 at the end of the warmup, and each such resume starts a new piece
+at its step (`LRFactor.anchor_step`, ``anchor_progress``), which the checkpoint's client state records
+(`schedule_state`) so that later resumes go on along the same line. A run that had finished its decay stays at
+``min_lr_ratio``. A checkpoint from before the record resumes as the run planned for the new horizon.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from dataclasses import dataclass, replace
+from typing import Any
+
+import torch
+
+from training.config import LRSchedule, TrainConfig
+
+
+def lr_factor(step: int, warmup_steps: int, total_steps: int = 0, schedule: LRSchedule = "constant",
+              min_ratio: float = 0.0, anchor_step: int | None = None, anchor_progress: float = 0.0) -> float:
+    """Learning-rate multiplier of optimizer step ``step`` (0-based; ``TrainConfig.lr_warmup_steps``,
+    ``lr_schedule``, ``min_lr_ratio``). Warmup: ``(step + 1) / warmup_steps`` for ``step < warmup_steps`` (the
+    first step already moves: DeepSpeed's WarmupLR starts at its minimum, an optimizer step of an RL
+    iteration spent at lr 0). Then, with the decay's progress ``p``, clipped to [0, 1]: constant ``1``; linear
+    ``1 - (1 - min_ratio) p``; cosine ``min_ratio + (1 - min_ratio) (1 + cos(pi p)) / 2``. ``p`` goes linearly
+    from ``anchor_progress`` at ``anchor_step`` (default: 0 at ``warmup_steps``) to 1 at ``total_steps``;
+    past ``total_steps`` the factor stays at its end."""
+    if warmup_steps > 0 and step < warmup_steps:
+        return (step + 1) / warmup_steps
+    if schedule == "constant":
+        return 1.0
+    start = warmup_steps if anchor_step is None else anchor_step
+    progress = anchor_progress + (1.0 - anchor_progress) * (step - start) / max(1, total_steps - start)
+    progress = min(1.0, max(0.0, progress))
+    if schedule == "linear":
+        return 1.0 - (1.0 - min_ratio) * progress
+    return min_ratio + (1.0 - min_ratio) * 0.5 * (1.0 + math.cos(math.pi * progress))
+
+
+@dataclass(frozen=True)
+class LRFactor:
+    """`lr_factor` of a run's settings, as the ``LambdaLR``'s function (module docstring for the anchor)."""
+
+    warmup_steps: int
+    total_steps: int
+    schedule: LRSchedule
+    min_ratio: float
+    anchor_step: int | None = None
+    anchor_progress: float = 0.0
+
+    def __call__(self, step: int) -> float:
+        return lr_factor(step, self.warmup_steps, self.total_steps, self.schedule, self.min_ratio,
+                         self.anchor_step, self.anchor_progress)
+
+    def state(self) -> dict[str, Any]:
+        """What the checkpoint records (`schedule_state`): the decay's current piece."""
+        return {"anchor_step": self.warmup_steps if self.anchor_step is None else self.anchor_step,
+                "anchor_progress": self.anchor_progress, "total_steps": self.total_steps}
+
+    def resumed(self, saved: Any, position: int) -> LRFactor:
+        """This launch's factor going on from ``position`` (optimizer steps taken) of a run whose checkpoint
+        recorded ``saved`` (`state`; None or a malformed record: a checkpoint from before it, taken as the run
+        planned for this launch's horizon). Another horizon starts a new piece at ``position`` with the progress
+        the saved one had reached there (the warmup, if not over, ends first)."""
+        if not _valid(saved):
+            return self
+        start, progress, total = int(saved["anchor_step"]), float(saved["anchor_progress"]), int(saved["total_steps"])
+        if total == self.total_steps or position <= start:  # the same line, or the piece has not begun
+            return replace(self, anchor_step=start, anchor_progress=progress)
+        reached = progress + (1.0 - progress) * (position - start) / max(1, total - start)
+        return replace(self, anchor_step=position, anchor_progress=min(1.0, max(0.0, reached)))
+
+
+def _valid(saved: Any) -> bool:
+    if not isinstance(saved, dict):
+        return False
+    counts = [saved.get(k) for k in ("anchor_step", "total_steps")]
+    progress = saved.get("anchor_progress")
+    return (all(isinstance(c, int) and not isinstance(c, bool) and c >= 0 for c in counts)
+            and isinstance(progress, int | float) and not isinstance(progress, bool) and 0.0 <= progress <= 1.0)
+
+
+def total_optimizer_steps(cfg: TrainConfig) -> int:
+    """Optimizer steps of a run that updates in every iteration: what ``lr_schedule`` decays over."""
+    return cfg.max_iterations * cfg.inner_epochs * cfg.optimizer_steps_per_epoch
+
+
+def lr_scheduler(cfg: TrainConfig) -> Callable[[Any], Any] | None:
+    """``deepspeed.initialize(lr_scheduler=...)``: builds a ``LambdaLR`` of `LRFactor` on DeepSpeed's
+    optimizer, which the engine steps after each optimizer step; None for a constant rate without warmup."""
+    if cfg.lr_warmup_steps == 0 and cfg.lr_schedule == "constant":
+        return None
+    factor = LRFactor(cfg.lr_warmup_steps, total_optimizer_steps(cfg), cfg.lr_schedule, cfg.min_lr_ratio)
+    return lambda optimizer: torch.optim.lr_scheduler.LambdaLR(optimizer, factor)
+
+
+def schedule_state(engine: Any) -> dict[str, Any] | None:
+    """The decay's current piece of ``engine``'s scheduler (`LRFactor.state`), for the checkpoint's client state;
+    None without a scheduler of `lr_scheduler`'s."""
+    scheduler = engine.lr_scheduler
+    factor = scheduler.lr_lambdas[0] if isinstance(scheduler, torch.optim.lr_scheduler.LambdaLR) else None
+    return factor.state() if isinstance(factor, LRFactor) else None
+
+
+def schedule_position(global_steps: int, skipped_steps: int) -> int:
+    """The scheduler position of an engine restored with these DeepSpeed counters: the optimizer steps applied.
+    DeepSpeed counts a step whose fp16 gradients overflowed in ``global_steps`` and ``skipped_steps`` and does
+    not step the scheduler for it, so an uninterrupted run's scheduler is at ``global_steps - skipped_steps``
+    (a resume set ``global_steps``: ahead of it by every skipped step, further into the warmup or decay)."""
+    return max(0, global_steps - skipped_steps)
+
+
+def apply_optimizer_settings(engine: Any, learning_rate: float, weight_decay: float,
+                             saved_schedule: Any = None) -> str | None:
+    """Set every parameter group's ``lr`` and ``weight_decay`` (after a resume: loading the optimizer state
+    restores the saved ones, so a run resumed with a lower learning_rate, as a diverged run is told to
+    be, went on with the old one while the resume warning named the new). Under a warmup or a decaying
+    schedule the rate is ``learning_rate * lr_factor(optimizer steps taken)``: `schedule_position`, the steps
+    the engine applied, where the uninterrupted run's scheduler is, along the decay the checkpoint recorded
+    (``saved_schedule``: `schedule_state` of the run saved; module docstring). Returns `horizon_note`'s note."""
+    scheduler = engine.lr_scheduler  # lr_scheduler's LambdaLR, or None
+    factor, note = 1.0, None
+    if scheduler is not None:  # go on from the restored optimizer step count, towards the launch's rate
+        scheduler.base_lrs = [learning_rate] * len(scheduler.base_lrs)
+        scheduler.last_epoch = schedule_position(int(engine.global_steps), int(engine.skipped_steps))
+        if isinstance(own := scheduler.lr_lambdas[0], LRFactor):
+            scheduler.lr_lambdas = [own.resumed(saved_schedule, scheduler.last_epoch)] * len(scheduler.lr_lambdas)
+            note = horizon_note(saved_schedule, scheduler.lr_lambdas[0], scheduler.last_epoch, learning_rate)
+        factor = scheduler.lr_lambdas[0](scheduler.last_epoch)
+    for group in engine.optimizer.param_groups:
+        group["lr"] = learning_rate * factor
+        group["weight_decay"] = weight_decay
+    return note
+
+
+def horizon_note(saved: Any, factor: LRFactor, position: int, learning_rate: float) -> str | None:
+    """What a resume says when its decay horizon differs from the checkpointed run's (``saved``; None otherwise,
+    and for a constant rate): the rate it goes on from, and when the decay had already ended (a finished run given
+    more iterations), that those train at ``min_lr_ratio * learning_rate``, and how to train at another rate."""
+    if factor.schedule == "constant" or not _valid(saved) or saved["total_steps"] == factor.total_steps:
+        return None
+    text = (f"lr_schedule {factor.schedule}: the decay now ends at optimizer step {factor.total_steps} (was "
+            f"{saved['total_steps']}); it goes on from {learning_rate * factor(position):.3g} at step {position}")
+    if factor.anchor_progress >= 1.0 and position >= factor.warmup_steps:
+        text += (f"; the run had finished its decay, so the added steps train at min_lr_ratio {factor.min_ratio:g} "
+                 f"x learning_rate ({learning_rate * factor.min_ratio:.3g}): raise min_lr_ratio, or set "
+                 "lr_schedule: constant, to train on at a higher rate")
+    return text
