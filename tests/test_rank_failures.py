@@ -54,6 +54,23 @@ def test_tried_keeps_a_failure_of_several_ranks_and_lets_one_ranks_pass(capsys):
         raise KeyboardInterrupt
 
 
+def test_under_zero3_a_rollout_failure_ends_its_rank_at_once_after_closing(capsys):
+    """Under ZeRO-3 every transformer (and VAE, text encoder) forward of the rollouts gathers parameters from all
+    ranks: a rank whose failure was kept for the update's all_reduce left the others in their next gather, each
+    rank in another collective, until the collective timeout (gloo: 30 minutes) ended the run naming no error. The
+    failure now passes through on that rank after the run's files are closed, so its process ends and the others
+    stop at once (gloo's closed connections, the launcher)."""
+    from training.reward_outcome import RewardLengthError
+
+    closed = []
+    with pytest.raises(RewardLengthError), Tried(1, 2, "x", exit_alone=lambda: closed.append(1)):
+        raise RewardLengthError("reward 'x' returned 3 rewards for 4 videos")
+    assert closed == [1] and capsys.readouterr().err.startswith("rank 1: x failed:\nTraceback")
+    with Tried(1, 2, "x", exit_alone=lambda: closed.append(2)) as fine:
+        pass
+    assert fine.failure is None and closed == [1]  # nothing closed without a failure
+
+
 def test_every_rank_exits_with_the_failing_ranks_code(tmp_path):
     from training.train import exit_status
 
@@ -101,6 +118,13 @@ def _patch(case: str, rank: int) -> None:
             return short
 
         rw.build_reward = short_reward
+    if case == "zero3_decode" and rank == 1:  # its first group's decode; the second group's rollouts still owed
+        import training.trainer as tr
+
+        def broken_decode(*args, **kwargs):
+            raise RuntimeError("decode failed")
+
+        tr.decode_group = broken_decode
     if case == "checkpoint_marker" and rank == 0:
         import training.checkpointing as ck
 
@@ -154,3 +178,19 @@ def test_a_failure_on_one_rank_stops_every_rank_naming_it(tmp_path, case):
     metrics = tmp_path / "run" / "metrics.jsonl"
     rows = [json.loads(line) for line in metrics.read_text().splitlines()] if metrics.exists() else []
     assert [r["iteration"] for r in rows] == logged
+
+
+@pytest.mark.slow  # two training processes
+@pytest.mark.distributed
+def test_under_zero3_a_rollout_failure_on_one_rank_stops_both_at_once(tmp_path):
+    """ZeRO-3 with every parameter partitioned (ds_zero3.json), two groups per rank: rank 1's first decode fails,
+    so it never runs its second group's forwards. It waited in the update's all_reduce, rank 0 in the second
+    group's parameter gather, both until gloo's 30-minute timeout. Now rank 1 raises its error and ends, and rank 0
+    stops at once on the closed connection."""
+    flags = ["--output_dir", str(tmp_path / "run"), "--progress", "false", "--tensorboard", "false",
+             "--max_iterations", "1", "--num_steps", "2", "--sde_window", "[0, 1]", "--export", "none",
+             "--num_frames", "5", "--ds_config", "ds_zero3.json", "--prompts_per_iteration", "4"]
+    spawn_ranks(_rank_run, (str(tmp_path), "zero3_decode", flags), tmp_path, deadline_s=150)
+    outcomes = [(tmp_path / f"rank{r}.txt").read_text() for r in (0, 1)]
+    assert outcomes[1] == "RuntimeError: decode failed", outcomes
+    assert outcomes[0] != "finished", outcomes  # stopped by the closed connection, not after a timeout

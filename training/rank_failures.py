@@ -28,10 +28,15 @@ Decisions where the issue was silent:
   the reward's answers, advantages: a reward returning the wrong number of rewards on one rank) add none either:
   they run under `Tried`, and the failure rides as a flag in the update's first all_reduce, the count of valid
   samples (`agreed_count`), the first collective after them; the records are gathered only when a flag is set.
-  (Under ZeRO-3 the rollouts' forwards gather parameters collectively: a rank that fails between two of them
-  still leaves the others in the next one.) Every rank then raises the same `RankFailed`
-  naming the lowest failing rank, the error and the last checkpoint; its exit code is the one
-  ``exit_status`` gives the original exception (1 for one it does not know), raised on every rank.
+  Every rank then raises the same `RankFailed` naming the lowest failing rank, the error and the last
+  checkpoint; its exit code is the one ``exit_status`` gives the original exception (1 for one it does not
+  know), raised on every rank.
+* Under ZeRO-3 the rollouts' forwards gather the parameters the engine partitions from every rank, so a rank
+  that failed before its last forward waited in the all_reduce while the others waited in their next gather:
+  each in another collective until the collective timeout (gloo: 30 minutes), which then named no error.
+  There the failing rank prints its traceback, closes what the run opened and raises its exception as it is
+  (``Tried(exit_alone=...)``; its exit code by ``exit_status``): its process ends, and the other ranks stop at
+  once, on gloo's closed connections or by the launcher, which stops every rank when one fails.
 * The run stops without saving the iteration: as `training.preemption.TrainingDiverged`, the checkpoint the
   message names is where ``--resume`` continues (and evaluates the missed iteration first:
   training/best.py ``pending_eval``).
@@ -89,10 +94,13 @@ def _reported(exc: Exception, rank: int, what: str) -> RankFailure:
 class Tried:
     """``with Tried(rank, world, what) as tried:``: an Exception raised in the block is kept as ``tried.failure``
     (its traceback printed as by `attempt`) for `agreed_count` to bring to every rank; with one rank it passes
-    through as it is (no other rank waits for it). BaseExceptions (KeyboardInterrupt) always pass through."""
+    through as it is (no other rank waits for it). BaseExceptions (KeyboardInterrupt) always pass through.
+    ``exit_alone`` (a block whose forwards gather parameters from every rank: ZeRO-3): the failure cannot be
+    agreed after the block (module docstring), so it passes through after its traceback is printed and
+    ``exit_alone()`` closed what the run opened: the rank's process ends, and the others stop at once."""
 
-    def __init__(self, rank: int, world: int, what: str) -> None:
-        self.rank, self.world, self.what = rank, world, what
+    def __init__(self, rank: int, world: int, what: str, *, exit_alone: Callable[[], None] | None = None) -> None:
+        self.rank, self.world, self.what, self.exit_alone = rank, world, what, exit_alone
         self.failure: RankFailure | None = None
 
     def __enter__(self) -> Tried:
@@ -101,6 +109,10 @@ class Tried:
     def __exit__(self, kind: type[BaseException] | None, exc: BaseException | None,
                  tb: TracebackType | None) -> bool:
         if self.world == 1 or not isinstance(exc, Exception):
+            return False
+        if self.exit_alone is not None:  # the others are in a parameter gather this rank will never join
+            _reported(exc, self.rank, self.what)
+            self.exit_alone()
             return False
         self.failure = _reported(exc, self.rank, self.what)
         return True

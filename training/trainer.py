@@ -272,7 +272,8 @@ def train(cfg: TrainConfig, *, local_rank: int = 0, reward_tokens: dict[str, str
         if len(failures) == cfg.prompts_per_iteration:  # nothing to learn from on any rank: stop on every rank
             _close(rewards, bar, log, stops, video_writer)
             raise PromptImagesFailed(it + 1, failures, ckpt_dir, log.failed_prompts_path)
-        with Tried(rank, world, "sampling and scoring the iteration's rollouts") as tried:  # agreed at step 4
+        with Tried(rank, world, "sampling and scoring the iteration's rollouts",  # agreed at step 4; under ZeRO-3
+                   exit_alone=close if engine.zero_optimization_stage() == 3 else None) as tried:  # alone at once
             with torch.no_grad():
                 with text_encoder_on(world_model, cfg, device):  # every prompt first: an offloaded encoder moves once
                     conds = [encode_frame(world_model, cfg, frame, prompts[index].text, negative_prompt(cfg))
