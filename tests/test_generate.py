@@ -335,6 +335,7 @@ def test_a_refused_rerun_says_what_changed_and_that_the_policy_was_exported_agai
 
     settings = {"policy": "/runs/smoke/final", "iteration": 30, "created": "2026-12-05T01:25:17+0000", "seed": 0}
     _claim(tmp_path, settings)
+    (tmp_path / "manifest.jsonl").write_text('{"key": "p0000_s00"}\n')  # its videos
     with pytest.raises(GenerateError) as err:
         _claim(tmp_path, {**settings, "created": "2026-12-05T01:35:10+0000", "seed": 3})
     text = str(err.value)

@@ -3,6 +3,7 @@ end-of-run ``final/``, ``training.export``) replaces it whole, deleting the vide
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -51,3 +52,25 @@ def test_why_a_folder_inside_is_lost(policy, tmp_path):
     cfg = load_config(SMOKE)
     save_policy(build_world_model(cfg, "cpu"), cfg, policy, iteration=5, source="unit")
     assert not (policy / "samples").exists()
+
+
+def test_a_folder_whose_first_call_wrote_no_video_takes_other_settings(policy, tmp_path, monkeypatch):
+    """generate.json is written before the model loads: a first call that failed there (CUDA out of memory, say)
+    left a folder without a video that every retry with other settings (``--device cpu``, another seed) was
+    refused as holding "videos generated with other settings". As a training output_dir without a checkpoint or a
+    metrics row (training/run_dir.py), a folder whose manifest has no row holds nothing to keep apart."""
+    def load_fails(*_a, **_k):  # noqa: ANN002, ANN003, ANN202
+        raise RuntimeError("CUDA out of memory")
+
+    monkeypatch.setattr("training.generate.load_policy", load_fails)
+    with pytest.raises(RuntimeError, match="out of memory"):
+        generate(policy, tmp_path / "out", seed=0)
+    with pytest.raises(RuntimeError, match="out of memory"):  # past the folder's claim: the retry got that far
+        generate(policy, tmp_path / "out", seed=5)
+    assert json.loads((tmp_path / "out" / "generate.json").read_text())["seed"] == 5
+    (tmp_path / "out" / "manifest.jsonl").write_text('{"key": "p0000_s00", "path": "videos/p0000_s00.mp4"}\n')
+    with pytest.raises(GenerateError, match=r"other settings \(differing: \['seed'\]\)"):  # a row: refused as before
+        generate(policy, tmp_path / "out", seed=7)
+    (tmp_path / "out" / "manifest.jsonl").write_text("\n")  # created, no row (the first failed while sampling)
+    with pytest.raises(RuntimeError, match="out of memory"):
+        generate(policy, tmp_path / "out", seed=7)

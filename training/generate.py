@@ -36,7 +36,8 @@ Decisions where the issue was silent:
   included, since those go into the manifest rows; the policy by its folder and
   export.json's iteration, ``source`` checkpoint and ``created`` time); a rerun with the same settings skips
   videos already in the manifest, and one with other settings or prompts is refused (a manifest never
-  mixes policies, samplers, seeds or prompt lists). Each video is written whole or not at all
+  mixes policies, samplers, seeds or prompt lists), unless its manifest has no row yet (a first call that failed
+  before its first video, loading the model say), as a training ``output_dir`` with no checkpoint or metrics row. Each video is written whole or not at all
   (``tools.video.write_video`` encodes to a temporary name and renames it), then its row is appended; a rerun
   drops a torn last row, so an interrupted run leaves no half-written video or line in the manifest.
 * A row's ``iteration`` is the export's for ``--weights trained`` and 0 for ``--weights base``: the base model
@@ -296,10 +297,12 @@ def _claim(out: Path, settings: dict[str, Any]) -> None:
             earlier = None
         if isinstance(earlier, dict) and "noise_device" not in earlier and "noise_device" in settings:  # an older folder
             earlier["noise_device"] = settings["noise_device"]
-        if earlier != settings:
+        if earlier == settings:
+            return
+        manifest = out / "manifest.jsonl"  # without a row (a call that failed before its first video): taken over
+        if manifest.is_file() and any(line.strip() for line in text_lines(read_text(manifest))):
             raise GenerateError(_refusal(out, earlier if isinstance(earlier, dict) else None, settings))
-        return
-    if (out / "manifest.jsonl").exists():
+    elif (out / "manifest.jsonl").exists():
         raise GenerateError(f"{out} has a manifest.jsonl but no {SETTINGS_FILE}; choose another --out")
     write_text_atomic(file, json.dumps(settings, indent=2))  # in place, a crash left a cut file that refused the folder
 
