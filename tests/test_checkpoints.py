@@ -335,6 +335,8 @@ def test_nodes_sharing_the_checkpoint_folder_mark_latest_at_the_same_moment(tmp_
 class _FakeEngine:
     """Writes the files a ZeRO-2 save of `ranks` ranks writes (DeepSpeed writes into an existing folder)."""
 
+    lr_scheduler = None  # a DeepSpeed engine's, for a constant rate without warmup
+
     def __init__(self, ranks: int) -> None:
         self.ranks = ranks
 
