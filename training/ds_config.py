@@ -68,7 +68,7 @@ def precision_problem(ds: dict[str, Any], dtype: str, name: str) -> str | None:
 def scheduler_problem(ds: dict[str, Any], name: str) -> str | None:
     """Why the DeepSpeed JSON ``ds`` (file ``name``) may not have a ``scheduler`` section, or None. The learning
     rate is the config's (``learning_rate``, ``lr_warmup_steps``, ``lr_schedule``, ``min_lr_ratio``:
-    training.engine.lr_scheduler): a JSON scheduler was ignored when those set one (DeepSpeed prefers the
+    training.lr_schedule.lr_scheduler): a JSON scheduler was ignored when those set one (DeepSpeed prefers the
     trainer's), replaced the config's constant rate otherwise, restarted on a resume (its state is not loaded)
     and then failed there with an AttributeError (the resume sets the rate through the trainer's LambdaLR)."""
     if ds.get("scheduler") is None:
