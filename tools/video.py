@@ -27,8 +27,8 @@ Frame ``i`` is the i-th frame in presentation order. Decisions taken where issue
   keyframe, skipping whole GOPs. Each decoded frame is checked against the scan: after the first
   frame of a run that seeked, every frame must carry the next frame's pts. A seek that lands after its
   target or past the end (MPEG-TS / MPEG-PS seek by timestamp, not by frame), or any other surprise
-  after a seek, makes the reader decode from the start, for that read and every later one; so does a seek
-  whose keyframe comes out inter-coded (an MP4 without ``stss`` calls every sample a keyframe). Timestamps
+  after a seek, makes the reader decode from the start, for that read and every later one; so do a seek FFmpeg
+  fails (``seek_keyframe``) and a seek whose keyframe comes out inter-coded (an MP4 without ``stss`` calls every sample a keyframe). Timestamps
   that are missing or duplicated, or that go backwards even when decoding from the start, make it
   count frames in the decoder's output order instead, so no frame is returned under another frame's
   index; so does a codec that reorders frames whose timestamps never do (AVI with B-frames stores
@@ -115,6 +115,7 @@ from tools.video_scan import (  # noqa: F401  (re-exported: the public video API
     open_container,
     reorder_decoder,
     scan,
+    seek_keyframe,
     seek_landed,
     video_stream,
     wrapped,
@@ -311,14 +312,12 @@ class VideoReader:
         try:
             stream = video_stream(container, self._name, index.slices)
             reorder_decoder(stream, index)
-            if rewind:  # the scan left it at the end
-                try:
-                    container.seek(pts[0], stream=stream, backward=True, any_frame=False)
-                except (av.error.FFmpegError, OSError):  # no keyframe at or before the first frame (a clip
-                    container.close()  # cut mid-GOP: EPERM from MP4) to seek back to: a fresh demuxer instead
-                    container = open_container(self._src, self._name)
-                    stream = video_stream(container, self._name, index.slices)
-                    reorder_decoder(stream, index)
+            # the scan left it at the end; no keyframe at or before the first frame (a clip cut mid-GOP: EPERM
+            if rewind and not seek_keyframe(container, stream, pts[0], self._name, self._src):  # from MP4) to seek
+                container.close()  # back to: a fresh demuxer instead
+                container = open_container(self._src, self._name)
+                stream = video_stream(container, self._name, index.slices)
+                reorder_decoder(stream, index)
             frames: Iterator[av.VideoFrame] | None = None
             last = -1  # index of the last frame produced by `frames`
             lost = False  # decoding a clip cut mid-GOP from its start: no keyframe has come out yet
@@ -327,8 +326,8 @@ class VideoReader:
                 k = keys[bisect.bisect_right(keys, target) - 1] if keys and keys[0] <= target else 0
                 if frames is None or (allow_seek and k > last + 1):
                     if allow_seek and k > 0:
-                        with wrapped(self._name, f"seeking to frame {k} failed", self._src):
-                            container.seek(pts[k], stream=stream, backward=True, any_frame=False)
+                        if not seek_keyframe(container, stream, pts[k], self._name, self._src):
+                            raise _SeekMissed  # FFmpeg failed the seek: decode from the start instead
                         landed = k
                     frames, last, lost = self._packets_to_frames(container, stream), -1, lead > 0 and k == 0
                 while last < target:

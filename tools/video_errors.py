@@ -22,6 +22,11 @@ And except FFmpeg's EIO where every byte of the file reads back (``demuxer_io_er
 gives EIO for an element that does not parse (an ID byte flipped), with no read failing. That clip was a machine fault
 too. A read that fails again is the disk's, as before; one that failed only for FFmpeg and reads back at once is
 called the clip's (a disk error gone within milliseconds would be too).
+
+And except FFmpeg's EPERM (``ffmpeg_generic``): FFmpeg's -1, returned by many of its functions as a generic failure, is
+AVERROR(EPERM), which PyAV raises as a PermissionError. Worded "cannot be read (PermissionError: ...)", it read as a
+clip without read permission, retried by every ``--retry-ineligible`` (``graph.batch_resume.unreached``) and failing the
+same way. Where the file reads back (or no file was being read) it is the clip's ``VideoDecodeError``.
 """
 
 from __future__ import annotations
@@ -106,6 +111,15 @@ def demuxer_io_error(exc: BaseException, src: str | Path | bytes | bytearray | m
     return isinstance(exc, av.error.FFmpegError) and exc.errno == errno.EIO and src is not None and reads_back(src)
 
 
+def ffmpeg_generic(exc: BaseException, src: str | Path | bytes | bytearray | memoryview | None) -> bool:
+    """True for FFmpeg's EPERM where no file read was refused: FFmpeg returns -1, which is AVERROR(EPERM), as a generic
+    failure (a seek with no keyframe to go to, a demuxer or decoder that gives up) and PyAV raises it as a
+    PermissionError. Only where ``src`` is a path that does not read back may it be the file's permission (module
+    docstring); a file without read permission is EACCES."""
+    return (isinstance(exc, av.error.FFmpegError) and exc.errno == errno.EPERM
+            and (src is None or reads_back(src)))
+
+
 @contextmanager
 def wrapped(name: str, problem: str, src: str | Path | bytes | bytearray | memoryview | None = None) -> Iterator[None]:
     """Turn PyAV / OS exceptions raised inside the block into typed ``VideoError``s (``src``, the path or bytes the
@@ -118,6 +132,9 @@ def wrapped(name: str, problem: str, src: str | Path | bytes | bytearray | memor
         if demuxer_io_error(exc, src):  # worded without the errno `environmental` retries
             raise VideoDecodeError(f"{name}: {problem} (FFmpeg reported an input/output error, but every byte of the "
                                    "file reads back: its data is corrupt)") from exc
+        if ffmpeg_generic(exc, src):  # worded without "PermissionError": `graph.batch_resume.unreached` retries that
+            raise VideoDecodeError(f"{name}: {problem} (FFmpeg failed with its generic error, EPERM, though the file "
+                                   f"reads back: {exc})") from exc
         if isinstance(exc, PermissionError) or machine_failed(exc):  # FFmpeg's too (mode 000, EIO): no corrupt clip
             raise VideoNotFoundError(f"{name}: cannot be read ({type(exc).__name__}: {exc})") from exc
         if isinstance(exc, av.error.MemoryError):  # ffmpeg_refused; worded without the errno `environmental` retries

@@ -32,6 +32,8 @@ from tools.video_errors import (  # noqa: F401  (re-exported by tools.video)
     VideoDecodeError,
     VideoError,
     VideoNotFoundError,
+    demuxer_io_error,
+    machine_failed,
     wrapped,
 )
 from tools.video_slices import frame_threads, slices_per_frame
@@ -121,6 +123,22 @@ def seek_landed(frame: av.VideoFrame, index: int, key: int) -> bool:
     keyframe the decoder skipped or gave as an inter frame means the scan's keyframes are not real ones.
     """
     return index == key and (frame.key_frame or frame.pict_type == PictureType.I)
+
+
+def seek_keyframe(container: av.container.InputContainer, stream: av.video.stream.VideoStream, pts: int, name: str,
+                  src: Source) -> bool:
+    """Seek back to the keyframe at or before ``pts``; False when FFmpeg fails the seek (its generic EPERM where no
+    keyframe qualifies, or an error of the clip's data): the caller decodes from the start instead, where the frames
+    still come out (that failure ended the read as a PermissionError, taken for the file's). A failure of the
+    machine (``machine_failed``, not ``demuxer_io_error``) is its ``VideoError``, as ``wrapped`` words it."""
+    try:
+        container.seek(pts, stream=stream, backward=True, any_frame=False)
+    except (av.error.FFmpegError, OSError) as exc:
+        if machine_failed(exc) and not demuxer_io_error(exc, src):
+            with wrapped(name, "seeking failed", src):
+                raise
+        return False
+    return True
 
 
 def describe(src: Source) -> str:

@@ -1,0 +1,72 @@
+"""Failures inside FFmpeg or in the reader's own reads of a clip, and how they are classified: a seek FFmpeg refuses
+(EPERM, its generic error) decodes from the start instead, an EPERM from FFmpeg is no permission problem of the
+file, and an OSError of the reader's own container-structure reads names the clip as a ``VideoError``."""
+
+from __future__ import annotations
+
+import errno
+
+import av
+import pytest
+
+from graph.batch_resume import environmental, unreached
+from tests.test_video import id_frames, read_ids, write_raw
+from tools import video
+from tools.video import VideoDecodeError, VideoNotFoundError, VideoReader
+
+
+class _SeekRefused:
+    """A demuxer whose every seek fails as FFmpeg's generic -1 (AVERROR(EPERM)) does; the rest is the real one."""
+
+    def __init__(self, container: av.container.InputContainer) -> None:
+        self._container = container
+
+    def seek(self, *args: object, **kwargs: object) -> None:
+        raise av.error.PermissionError(errno.EPERM, "Operation not permitted")
+
+    def __getattr__(self, name: str) -> object:
+        return getattr(self._container, name)
+
+
+def test_a_seek_ffmpeg_refuses_decodes_from_the_start(tmp_path, monkeypatch):
+    """A keyframe seek that failed in FFmpeg (EPERM) ended the read as "cannot be read (PermissionError: ...)", a
+    VideoNotFoundError that `graph.batch_resume.unreached` took for a clip without read permission (retried by every
+    --retry-ineligible, failing the same way). The frames are there: the reader now decodes them from the start."""
+    path = write_raw(tmp_path / "g.mp4", id_frames(48), gop=8)
+    real = video.open_container
+    monkeypatch.setattr(video, "open_container", lambda *a, **k: _SeekRefused(real(*a, **k)))
+    with VideoReader(path) as reader:
+        assert read_ids(reader.read([2, 30, 45])) == [2, 30, 45]
+        assert read_ids(reader.read([40])) == [40]
+
+
+def test_ffmpeg_eperm_while_decoding_is_the_clips_fault_not_a_permission_problem(tmp_path, monkeypatch):
+    """FFmpeg returns -1 (EPERM) as a generic failure; PyAV raises it as a PermissionError. While decoding a clip
+    that reads back whole it said "cannot be read (PermissionError: [Errno 1] ...)" (`unreached`: retried as a
+    permission problem); it is now a VideoDecodeError of the clip, neither unreached nor environmental."""
+    path = write_raw(tmp_path / "d.mp4", id_frames(16), gop=8)
+
+    def refused(container: object, stream: object) -> object:
+        raise av.error.PermissionError(errno.EPERM, "Operation not permitted")
+        yield
+
+    with VideoReader(path) as reader:
+        monkeypatch.setattr(video, "demux", refused)  # the reader's decoding only (the scan has its own)
+        with pytest.raises(VideoDecodeError) as err:
+            reader.read([3])
+    message = str(err.value)
+    assert not isinstance(err.value, VideoNotFoundError)
+    assert str(path) in message and not unreached(message) and not environmental(message)
+
+
+def test_a_real_permission_error_from_ffmpeg_stays_unreached(tmp_path, monkeypatch):
+    """EACCES (a clip of mode 000) keeps its "cannot be read (PermissionError: ...)": retried once readable."""
+    path = write_raw(tmp_path / "p.mp4", id_frames(4), gop=4)
+
+    def denied(target, *args, **kwargs):  # noqa: ANN001, ANN002, ANN003, ANN202 (av.open's signature)
+        raise av.error.PermissionError(errno.EACCES, "Permission denied", str(target))
+
+    monkeypatch.setattr(av, "open", denied)
+    with pytest.raises(VideoNotFoundError) as err:
+        VideoReader(path)
+    assert unreached(str(err.value))
