@@ -11,7 +11,7 @@ import pytest
 
 from graph.batch_resume import environmental, unreached
 from tests.test_video import id_frames, read_ids, write_raw
-from tools import video
+from tools import mp4_boxes, video, video_rotation
 from tools.video import VideoDecodeError, VideoNotFoundError, VideoReader
 
 
@@ -70,3 +70,55 @@ def test_a_real_permission_error_from_ffmpeg_stays_unreached(tmp_path, monkeypat
     with pytest.raises(VideoNotFoundError) as err:
         VideoReader(path)
     assert unreached(str(err.value))
+
+
+def _fragmented(tmp_path) -> str:  # noqa: ANN001
+    path = tmp_path / "frag.mp4"
+    src = write_raw(tmp_path / "src.mp4", id_frames(16), gop=8)
+    with av.open(str(src)) as i, av.open(str(path), "w", options={"movflags": "frag_keyframe+empty_moov"}) as o:
+        si = i.streams.video[0]
+        so = o.add_stream_from_template(si)
+        for p in i.demux(si):
+            if p.size:
+                p.stream = so
+                o.mux(p)
+    return str(path)
+
+
+@pytest.mark.parametrize(("fault", "kind", "says"), [
+    (OSError(errno.EIO, "Input/output error"), VideoNotFoundError, "[Errno 5]"),  # the machine's: retried
+    (FileNotFoundError(errno.ENOENT, "No such file or directory"), VideoNotFoundError, "no such file"),
+    (IsADirectoryError(errno.EISDIR, "Is a directory"), VideoDecodeError, "[Errno 21]"),
+])
+def test_an_oserror_of_the_readers_own_box_reads_names_the_clip(tmp_path, monkeypatch, fault, kind, says):
+    """The truncation checks (`cut_fragment`, `index_past_end`, `fragmented_duration`, `segment_shortfall`,
+    `ends_inside_packet`, `whole_flv`, ...) open the file themselves, outside `wrapped`: an I/O error there (a clip
+    replaced or a disk that dropped out after FFmpeg opened it) escaped the reader as a bare OSError, no VideoError,
+    naming no clip. It is now classified as FFmpeg's errors are: the machine's EIO retried, a vanished clip not
+    found, anything else the clip's."""
+    path = _fragmented(tmp_path)
+    assert VideoReader(path).meta.frames == 16
+
+    def failing_open(*args: object, **kwargs: object) -> None:
+        raise fault
+
+    monkeypatch.setattr(mp4_boxes, "open", failing_open, raising=False)
+    with pytest.raises(kind, match=says) as err:
+        VideoReader(path)
+    assert path in str(err.value)
+    assert environmental(str(err.value)) == (fault.errno == errno.EIO)
+
+
+def test_a_machine_fault_reading_the_display_matrix_is_no_unrotated_clip(tmp_path, monkeypatch):
+    """`display_rotation` turned any OSError into "no rotation": a disk that failed (EIO) while it read a phone
+    clip's moov gave its frames sideways, judged as if whole. The machine's fault is now the reader's VideoError
+    (retried); a file it cannot parse still has no rotation."""
+    path = write_raw(tmp_path / "r.mp4", id_frames(4), gop=4)
+
+    def failing(*args: object) -> None:
+        raise OSError(errno.EIO, "Input/output error")
+
+    monkeypatch.setattr(video_rotation, "read_moov", failing)
+    with pytest.raises(VideoNotFoundError, match=r"\[Errno 5\]") as err:
+        VideoReader(path)
+    assert environmental(str(err.value))

@@ -98,7 +98,7 @@ from tools.sampling import (  # noqa: F401  (re-exported: the public video API)
 )
 from tools.video_limits import VideoTooLargeError, check_decode_size  # noqa: F401  (re-exported)
 from tools.video_reformat import reformatter
-from tools.video_rotation import decoded_rotation, display_rotation
+from tools.video_rotation import clip_rotation
 from tools.video_scan import (  # noqa: F401  (re-exported: the public video API)
     EmptyVideoError,
     FrameIndex,
@@ -150,13 +150,10 @@ class VideoReader:
         self._src, self._limit = src, decode_limit  # bytes one read may decode (None: tools.video_limits')
         self._name = describe(src)
         container = open_container(src, self._name)
-        try:
-            meta, index = scan(container, self._name, src)
-            rotation, formats = 0, set(container.format.name.split(","))
-            if "mov" in formats:  # MP4 / MOV: phones store portrait clips turned
-                rotation = display_rotation(src, video_stream(container, self._name).id)
-            elif formats & {"matroska", "webm"}:  # on decoded frames only: one frame's decode
-                rotation = decoded_rotation(open_container(src, self._name), video_stream(container, self._name).index)
+        try:  # the scan's and rotation's own reads of the file (its boxes, its tail) fail as FFmpeg's reads do
+            with wrapped(self._name, "reading its container structure failed", src):
+                meta, index = scan(container, self._name, src)
+                rotation = clip_rotation(src, self._name, container)
         except BaseException:
             container.close()
             raise

@@ -33,6 +33,8 @@ import av
 import numpy as np
 
 from tools.mp4_boxes import child_boxes, read_moov
+from tools.video_errors import machine_failed
+from tools.video_scan import Source, open_container, video_stream
 
 
 def quarter_turns(matrix: tuple[int, ...]) -> int:
@@ -94,13 +96,18 @@ def compose(track: tuple[int, ...], movie: tuple[int, ...]) -> tuple[int, ...]:
 def display_rotation(src: str | Path | bytes | bytearray | memoryview, track_id: int | None = None) -> int:
     """Rotation (0, 90, 180, 270 degrees counterclockwise) of the video track ``track_id`` (PyAV's
     ``stream.id`` for MP4 / MOV), or of the first video track, with the movie header's matrix applied as
-    FFmpeg applies it; 0 when there is none or it cannot be read."""
+    FFmpeg applies it; 0 when there is none or it cannot be read, unless the machine failed the read
+    (``machine_failed``: the OSError escapes, since frames left turned would be judged as if whole)."""
     try:
         moov = read_moov(src)
         if moov is None:
             return 0
         tracks, movie = _tracks(moov), _movie_matrix(moov)
-    except (OSError, struct.error, ValueError):
+    except OSError as exc:
+        if machine_failed(exc):
+            raise
+        return 0
+    except (struct.error, ValueError):
         return 0
     video = [t for t in tracks if t[1] == b"vide"]
     chosen = [t for t in video if t[0] == track_id] or video
@@ -121,3 +128,15 @@ def decoded_rotation(container: av.container.InputContainer, index: int | None =
     except (av.error.FFmpegError, OSError, EOFError, ValueError, IndexError):
         return 0
     return quarter_turns(struct.unpack("=9i", matrix[:36])) if len(matrix) >= 36 else 0
+
+
+def clip_rotation(src: Source, name: str, container: av.container.InputContainer) -> int:
+    """Rotation of the clip's video stream (``video_stream``) in ``container``, opened from ``src``: an MP4 / MOV
+    track's display matrix (phones store portrait clips turned), a Matroska / WebM one's on its first decoded frame
+    (one frame's decode, on a demuxer of its own); 0 in other formats. An OSError reading the file escapes."""
+    formats = set(container.format.name.split(","))
+    if "mov" in formats:
+        return display_rotation(src, video_stream(container, name).id)
+    if formats & {"matroska", "webm"}:
+        return decoded_rotation(open_container(src, name), video_stream(container, name).index)
+    return 0
