@@ -122,3 +122,33 @@ def test_a_machine_fault_reading_the_display_matrix_is_no_unrotated_clip(tmp_pat
     with pytest.raises(VideoNotFoundError, match=r"\[Errno 5\]") as err:
         VideoReader(path)
     assert environmental(str(err.value))
+
+
+class _DecodeFails:
+    """A demuxer whose decoding fails as a disk that dropped out does (EIO); the rest is the real one."""
+
+    def __init__(self, container: av.container.InputContainer) -> None:
+        self._container = container
+
+    def __enter__(self) -> _DecodeFails:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._container.close()
+
+    def decode(self, *args: object) -> None:
+        raise OSError(errno.EIO, "Input/output error")
+
+    def __getattr__(self, name: str) -> object:
+        return getattr(self._container, name)
+
+
+def test_a_machine_fault_decoding_a_matroska_clips_rotation_is_no_unrotated_clip(tmp_path, monkeypatch):
+    """`decoded_rotation` (a Matroska / WebM clip's display matrix, on its first decoded frame) turned every error into
+    "no rotation", the machine's too: its frames came back sideways. The machine's fault now fails the read."""
+    path = write_raw(tmp_path / "r.mkv", id_frames(4), gop=4)
+    real = video_rotation.open_container
+    monkeypatch.setattr(video_rotation, "open_container", lambda *a, **k: _DecodeFails(real(*a, **k)))
+    with pytest.raises(VideoNotFoundError, match=r"\[Errno 5\]") as err:
+        VideoReader(path)
+    assert environmental(str(err.value))

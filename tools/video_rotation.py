@@ -15,7 +15,10 @@ Decisions where the issue was silent:
 - Only whole quarter turns are applied. A matrix that mirrors, scales unevenly or turns by another
   angle gives 0 (frames as stored): rare in practice, and guessing would be worse.
 - Anything unreadable (no ``moov``, a truncated or odd box) gives 0: the reader decodes and reports
-  errors as before; the rotation is a presentation detail, never a reason to reject a file.
+  errors as before; the rotation is a presentation detail, never a reason to reject a file. Except a read the
+  machine failed (``tools.video_errors.machine_failed``: EIO, too many open files, out of memory): that error
+  escapes to the reader, which names the clip and leaves it to be retried; read as "no rotation", a phone clip's
+  frames came back sideways and were judged as if whole.
 - Matroska / WebM store the rotation as the track's ``ProjectionPoseRoll`` (FFmpeg reads it into the
   same display matrix and writes it from one, e.g. PyAV's ``set_display_rotation``; a "rotate" tag is
   not rotation to FFmpeg, players or this reader). PyAV exposes that matrix only on decoded frames, so
@@ -33,7 +36,7 @@ import av
 import numpy as np
 
 from tools.mp4_boxes import child_boxes, read_moov
-from tools.video_errors import machine_failed
+from tools.video_errors import demuxer_io_error, machine_failed
 from tools.video_scan import Source, open_container, video_stream
 
 
@@ -116,16 +119,20 @@ def display_rotation(src: str | Path | bytes | bytearray | memoryview, track_id:
     return quarter_turns(compose(chosen[0][2], movie) if movie is not None else chosen[0][2])
 
 
-def decoded_rotation(container: av.container.InputContainer, index: int | None = None) -> int:
+def decoded_rotation(container: av.container.InputContainer, index: int | None = None,
+                     src: str | Path | bytes | bytearray | memoryview | None = None) -> int:
     """Rotation (as ``quarter_turns``) of the display matrix on the first frame the stream at ``index`` (None: the
-    first video stream) of ``container`` (freshly opened; closed here) decodes; 0 when there is none or decoding
-    fails."""
+    first video stream) of ``container`` (freshly opened from ``src``; closed here) decodes; 0 when there is none or
+    decoding fails, unless the machine failed it (``machine_failed``, not FFmpeg's EIO on data ``src`` holds,
+    ``demuxer_io_error``): that error escapes, as in `display_rotation`."""
     try:
         with container:
             stream = container.streams.video[0] if index is None else container.streams[index]
             frame = next(container.decode(stream), None)
             matrix = next((bytes(d) for d in frame.side_data if d.type.name == "DISPLAYMATRIX"), b"") if frame else b""
-    except (av.error.FFmpegError, OSError, EOFError, ValueError, IndexError):
+    except (av.error.FFmpegError, OSError, EOFError, ValueError, IndexError) as exc:
+        if machine_failed(exc) and not demuxer_io_error(exc, src):
+            raise
         return 0
     return quarter_turns(struct.unpack("=9i", matrix[:36])) if len(matrix) >= 36 else 0
 
@@ -138,5 +145,5 @@ def clip_rotation(src: Source, name: str, container: av.container.InputContainer
     if "mov" in formats:
         return display_rotation(src, video_stream(container, name).id)
     if formats & {"matroska", "webm"}:
-        return decoded_rotation(open_container(src, name), video_stream(container, name).index)
+        return decoded_rotation(open_container(src, name), video_stream(container, name).index, src)
     return 0
