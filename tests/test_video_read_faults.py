@@ -152,3 +152,19 @@ def test_a_machine_fault_decoding_a_matroska_clips_rotation_is_no_unrotated_clip
     with pytest.raises(VideoNotFoundError, match=r"\[Errno 5\]") as err:
         VideoReader(path)
     assert environmental(str(err.value))
+
+
+def test_a_frame_index_the_agent_got_wrong_is_no_fault_of_the_clip():
+    """A FrameIndexError is the caller's (an index past the clip's end, or not an integer, asked for by the agent's own
+    code), but `to_fault` recorded it as every VideoError, kind "video": the clip blamed, and the row final for
+    --retry-ineligible. It is an internal fault now, retried; the clip's own errors stay video faults."""
+    from graph.batch_resume import retryable
+    from graph.nodes.common import to_fault
+    from tools.video import FrameIndexError
+
+    wrong = to_fault("observe", FrameIndexError("c.mp4: frame index 200 is out of range for a 100-frame video"))
+    cut = to_fault("observe", VideoDecodeError("c.mp4: truncated file: ..."))
+    assert (wrong.kind, cut.kind) == ("internal", "video")
+    assert "FrameIndexError: c.mp4: frame index 200" in wrong.message
+    results = [{"status": "ineligible", "reward": None, "reasons": [f.reason()]} for f in (wrong, cut)]
+    assert [retryable(r, "c.mp4", readable=lambda p: True) for r in results] == [True, False]

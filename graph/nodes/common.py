@@ -19,7 +19,9 @@ Every stage is an `async def fn(state, ctx, step) -> dict` wrapped by `make_node
 Decision where the issue was silent: an unexpected exception inside a node (a bug or an exception
 from an injected model that the backbone did not classify) is recorded as kind "internal" with its
 type and message, so one broken clip never takes down a batch; `ContractFrozenError` is re-raised
-because it marks a wiring error, not a clip problem.
+because it marks a wiring error, not a clip problem. A `tools.video.FrameIndexError` (a frame index the agent's own
+code asked for, past the clip's end or no integer) is "internal" too: as a "video" fault it blamed the clip and its
+row stayed final.
 
 Decision where the paper is silent on the how: a judgment's evidence frames must be frames the model was
 shown in the run so far (`shown_frames`); `tidy_assessment` drops any other with a note in the run's notes
@@ -103,7 +105,7 @@ StageFn = Callable[[AgentState, RunContext, Step], Awaitable[dict[str, Any]]]
 
 def to_fault(stage: str, exc: BaseException) -> Fault:
     """A Fault record for an exception raised inside `stage`."""
-    from tools.video import VideoError
+    from tools.video import FrameIndexError, VideoError
 
     if isinstance(exc, EvidenceFailed):  # background evidence (surprise, extra tools): its own stage
         return to_fault(exc.stage, exc.error)
@@ -117,7 +119,7 @@ def to_fault(stage: str, exc: BaseException) -> Fault:
         return Fault(stage=stage, kind=exc.kind, message=exc.message[:2000])
     if isinstance(exc, ToolFault):
         return Fault(stage=stage, kind="tool", message=f"{exc.tool} {exc.kind}: {exc.message}"[:2000])
-    if isinstance(exc, VideoError):
+    if isinstance(exc, VideoError) and not isinstance(exc, FrameIndexError):  # an index asked for is the agent's
         return Fault(stage=stage, kind="video", message=f"{type(exc).__name__}: {exc}"[:2000])
     return Fault(stage=stage, kind="internal", message=f"{type(exc).__name__}: {exc}"[:2000])
 
