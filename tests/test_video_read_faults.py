@@ -40,6 +40,24 @@ def test_a_seek_ffmpeg_refuses_decodes_from_the_start(tmp_path, monkeypatch):
         assert read_ids(reader.read([40])) == [40]
 
 
+def test_a_seek_the_machine_fails_is_still_the_machines_fault(tmp_path, monkeypatch):
+    """Only FFmpeg's own refusals fall back to decoding from the start: a seek the machine failed (too many open
+    files) still fails the read as the machine's fault (retried), not as a corrupt clip. (FFmpeg's EIO on a file that
+    reads back is its demuxer's word for data it cannot parse, `demuxer_io_error`: that seek falls back.)"""
+    path = write_raw(tmp_path / "e.mp4", id_frames(48), gop=8)
+    real = video.open_container
+
+    def failing(*args: object, **kwargs: object) -> None:
+        raise OSError(errno.EMFILE, "Too many open files")
+
+    refused = _SeekRefused
+    monkeypatch.setattr(refused, "seek", failing)
+    monkeypatch.setattr(video, "open_container", lambda *a, **k: refused(real(*a, **k)))
+    with VideoReader(path) as reader, pytest.raises(VideoNotFoundError, match=r"\[Errno 24\]") as err:
+        reader.read([2, 30])
+    assert environmental(str(err.value))
+
+
 def test_ffmpeg_eperm_while_decoding_is_the_clips_fault_not_a_permission_problem(tmp_path, monkeypatch):
     """FFmpeg returns -1 (EPERM) as a generic failure; PyAV raises it as a PermissionError. While decoding a clip
     that reads back whole it said "cannot be read (PermissionError: [Errno 1] ...)" (`unreached`: retried as a
