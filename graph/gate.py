@@ -91,3 +91,10 @@ def essential_gaps(assessment: Assessment, contract: TaskContract) -> list[str]:
     not_met or unverifiable (or missing)."""
     statuses = requirement_statuses(assessment, contract)
     return [i for i in essential_ids(contract) if statuses[i] in ("not_met", "unverifiable")]
+
+
+def unverified_essentials(assessment: Assessment, contract: TaskContract) -> list[str]:
+    """Essential requirement ids (`essential_ids`) whose status is unverifiable or that have no judgment: the
+    assessment itself holds unverifiable essential content, so the gate's U is true whatever a final check says."""
+    statuses = requirement_statuses(assessment, contract)
+    return [i for i in essential_ids(contract) if statuses[i] == "unverifiable"]

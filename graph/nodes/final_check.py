@@ -14,6 +14,11 @@ clip does not have, as links to frame anchors that do not exist (the report deco
 nothing crashed). The gate reads only the two flags, so the reward is unchanged. Frames inside the clip that
 the model was never shown in the run (`graph.nodes.common.shown_frames`, plus this check's own frames) are
 dropped with a note the same way, as `tidy_assessment` drops them from judgments.
+
+An essential requirement the final assessment leaves unverifiable, or never judged (`graph.gate.unverified_essentials`),
+sets U by code, with a note when the check wrote essential_unverifiable false: the check decides F, but cannot
+verify a requirement without a judgment backing it. A check denying U (a hostile or careless reply) let a clip
+whose essentials were never judged (every judgment naming an id the contract lacks) score 0.30 on P and V alone.
 """
 
 from __future__ import annotations
@@ -21,7 +26,7 @@ from __future__ import annotations
 from typing import Any
 
 from graph.context import RunContext
-from graph.gate import essential_gaps
+from graph.gate import essential_gaps, unverified_essentials
 from graph.nodes.common import (
     Step,
     dump,
@@ -64,6 +69,10 @@ async def final_check(state: AgentState, ctx: RunContext, step: Step) -> dict[st
     notes = [f"final_check: cited frames {outside} outside the clip (0..{n_frames - 1}); dropped"] if outside else []
     notes += [f"final_check: cited frames {unseen} the model was not shown; dropped"] if unseen else []
     out = out.model_copy(update={"evidence_frames": kept}) if outside or unseen else out
+    if (unverified := unverified_essentials(assessment, contract)) and not out.essential_unverifiable:
+        notes.append(f"final_check: essential requirement(s) {unverified} unverifiable or never judged in the "
+                     "assessment; essential_unverifiable set to true (the check wrote false)")
+        out = out.model_copy(update={"essential_unverifiable": True})
     step.frames = frames
     step.decision = (f"gaps {gaps}: failure_established={out.failure_established}, "
                      f"essential_unverifiable={out.essential_unverifiable}"

@@ -1,0 +1,39 @@
+"""A hostile backbone's schema-valid replies never buy a positive reward (DESIGN.md §3 "Faults", paper Sec. 3.2:
+the gate withholds credit for unverifiable essential content)."""
+
+from __future__ import annotations
+
+from graph_scripts import NO_FAILURE, full_script, make_agent, run
+
+
+def judged(*pairs: tuple[str, str], frames: tuple[int, ...] = (0, 32)) -> dict:
+    return {"judgments": [{"requirement_id": rid, "status": st, "evidence_frames": list(frames), "rationale": "x"}
+                          for rid, st in pairs], "physical_level": 5, "visual_level": 5}
+
+
+def test_no_requirement_judged_is_gated_zero_whatever_the_final_check_says(clip):
+    """Every judgment names an id the contract lacks, so no requirement is ever judged; the final check then wrote
+    essential_unverifiable false and the clip was scored 0.30 on P and V alone (T = 0)."""
+    bogus = judged(("R9", "met"), ("X", "met"))
+    script = full_script(assess=[bogus], reflect=[bogus], repair=[bogus], final_check=[NO_FAILURE])
+    res = run(make_agent("full", script)[0], clip)["result"]
+    assert res.status == "zero" and res.reward == 0.0 and res.unverifiable is True
+    assert any("R1" in r and "R2" in r and "unverifiable" in r and "final_check" in r for r in res.reasons)
+
+
+def test_an_essential_left_unverifiable_is_gated_zero_when_the_final_check_denies_it(clip):
+    """R2 (essential) stays unverifiable through reflect and repair; the final check's essential_unverifiable false
+    contradicted the assessment it was shown and the clip was scored on R1 alone."""
+    uv = judged(("R1", "met"), ("R2", "unverifiable"), ("R3", "met"))
+    script = full_script(assess=[uv], reflect=[uv], repair=[uv], final_check=[NO_FAILURE])
+    out = run(make_agent("full", script)[0], clip)
+    assert out["final_check"].essential_unverifiable is True
+    assert out["result"].status == "zero" and out["result"].reward == 0.0
+
+
+def test_a_not_met_essential_still_leaves_the_failure_call_to_the_final_check(clip):
+    """Only unverifiable (or unjudged) essentials set U by code: a not_met one is the final check's to weigh (F)."""
+    nm = judged(("R1", "met"), ("R2", "not_met"), ("R3", "met"))
+    script = full_script(assess=[nm], reflect=[nm], final_check=[NO_FAILURE])
+    res = run(make_agent("full", script)[0], clip)["result"]
+    assert res.status == "scored" and res.unverifiable is False and res.T == 0.5
