@@ -7,6 +7,10 @@ written by code (MotionEvidence, Fault, RewardResult) use the same style.
 Decisions where the issue was silent:
 - Rubric levels are integers 1..5 (1 = severe violations / unusable, 5 = fully plausible / clean);
   `graph.gate.score_mapping` maps them linearly to [0, 1].
+- An assessment judging one requirement (ids up to case and spaces) twice with different statuses is refused
+  (re-asked; a model that keeps contradicting itself makes the run ineligible): which verdict stood was decided by
+  the reply's order (`tidy_refs` kept the first), so "met, then not_met" paid full credit. A restatement with
+  the same status stays valid (`tidy_refs` keeps the first and notes the second).
 - Contract ids equal up to case and spaces (`requirement_key`: "R1", "r1") are refused like a duplicate id
   (re-asked, naming them): judgments and audit findings name ids up to case, so "r1" could mean either.
 - `AuditReport.clean` is recomputed: a report that lists any issue is never clean, whatever the
@@ -146,6 +150,16 @@ class Assessment(_Record):
     physical_rationale: str = Field(default="", max_length=1000, description="Physical issues seen, with frames.")
     visual_level: Level = Field(ge=1, le=5, description="Visual quality 1 (unusable) .. 5 (clean).")
     visual_rationale: str = Field(default="", max_length=1000, description="Visual issues seen, with frames.")
+
+    @model_validator(mode="after")
+    def _one_verdict_each(self) -> Assessment:
+        first: dict[str, RequirementJudgment] = {}
+        for j in self.judgments:
+            if (prev := first.setdefault(requirement_key(j.requirement_id), j)) is not j and prev.status != j.status:
+                raise ValueError(f"requirement {prev.requirement_id!r} is judged twice with different statuses "
+                                 f"({prev.status}, then {j.status} as {j.requirement_id!r}): give one judgment per "
+                                 "requirement")
+        return self
 
     def judgment(self, requirement_id: str) -> RequirementJudgment | None:
         """The judgment for one requirement id, if present."""

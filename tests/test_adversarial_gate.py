@@ -37,3 +37,19 @@ def test_a_not_met_essential_still_leaves_the_failure_call_to_the_final_check(cl
     script = full_script(assess=[nm], reflect=[nm], final_check=[NO_FAILURE])
     res = run(make_agent("full", script)[0], clip)["result"]
     assert res.status == "scored" and res.unverifiable is False and res.T == 0.5
+
+
+def test_contradicting_judgments_of_one_requirement_are_re_asked_not_resolved_by_order(clip):
+    """R2 judged met and then not_met (and "r1" met, "R1" not_met) in one reply: the first was kept, so the order
+    of a self-contradicting reply decided T (1.0). Such a reply is re-asked; one that keeps contradicting itself
+    is the model's fault (ineligible), never a reward."""
+    bad = judged(("R1", "met"), ("R2", "met"), ("R2", "not_met"), ("R3", "met"))
+    good = judged(("R1", "met"), ("R2", "not_met"), ("R3", "met"))
+    agent, model = make_agent("decomposed", full_script(assess=[bad, good]))
+    res = run(agent, clip)["result"]
+    assert len(model.calls_for("assess")) == 2 and res.status == "scored" and res.T == 0.5
+    assert "judged twice" in model.calls_for("assess")[1].text()
+    case = judged(("r1", "met"), ("R1", "not_met"), ("R2", "met"))
+    res = run(make_agent("decomposed", full_script(assess=[case]))[0], clip, run_id="r2")["result"]
+    assert res.status == "ineligible" and res.reward is None
+    assert any("assess: invalid_reply" in r and "judged twice" in r for r in res.reasons)

@@ -25,16 +25,16 @@ def test_unknown_id_duplicate_and_frames_outside_the_clip_are_noted(clip):
     a = assessment()
     a["judgments"][0]["evidence_frames"] = [5, 40, 99]
     a["judgments"].append({"requirement_id": "R9", "status": "met", "evidence_frames": [1], "rationale": "x"})
-    a["judgments"].append({"requirement_id": "R1", "status": "not_met", "evidence_frames": [1], "rationale": "x"})
+    a["judgments"].append({"requirement_id": "R1", "status": "met", "evidence_frames": [1], "rationale": "again"})
     agent, _ = make_agent("decomposed", full_script(assess=[a]))
     out = run(agent, clip)
     res = out["result"]
-    assert res.T == pytest.approx(1.0)  # R1 keeps its first judgment (met); R9 is not in the contract
+    assert res.T == pytest.approx(1.0)  # R1 keeps its first judgment (a restated met, frames [1], is dropped)
     assert out["assessment"].judgment("R1").evidence_frames == [5]
     reasons = " | ".join(res.reasons)
     assert "assess: R1 cited frames [40, 99] outside the clip (0..32); dropped" in reasons
     assert "unknown requirement 'R9' (met) dropped" in reasons
-    assert "second judgment for R1 (not_met) dropped; the first (met) is kept" in reasons
+    assert "second judgment for R1 (met) dropped; the first (met) is kept" in reasons
     step = next(s for s in out["steps"] if s["node"] == "assess")
     assert "3 judgment fix(es) noted" in step["decision"]
 
