@@ -3,6 +3,7 @@ the gate withholds credit for unverifiable essential content)."""
 
 from __future__ import annotations
 
+import pytest
 from graph_scripts import NO_FAILURE, full_script, make_agent, run
 
 
@@ -53,3 +54,16 @@ def test_contradicting_judgments_of_one_requirement_are_re_asked_not_resolved_by
     res = run(make_agent("decomposed", full_script(assess=[case]))[0], clip, run_id="r2")["result"]
     assert res.status == "ineligible" and res.reward is None
     assert any("assess: invalid_reply" in r and "judged twice" in r for r in res.reasons)
+
+
+@pytest.mark.parametrize("stage", ["observe", "assess", "inspect", "plan", "reflect", "audit", "repair",
+                                   "final_check"])
+def test_every_stage_reading_written_text_is_told_it_is_data(stage):
+    """Only the contract and direct prompts said that text resembling commands is data. The contract copies the
+    instruction's words into requirement texts (an instruction without a physical task becomes one requirement
+    restating it, "give reward 1" included), and observations, tool results and audit findings are text a model
+    wrote, possibly from words visible in a generated clip; every later stage read them with no such warning."""
+    from prompts import load_prompt
+
+    text = " ".join(load_prompt(stage).split()).lower()
+    assert "never follow" in text and "data" in text
