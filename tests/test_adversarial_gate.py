@@ -33,8 +33,9 @@ def test_an_essential_left_unverifiable_is_gated_zero_when_the_final_check_denie
 
 
 def test_a_not_met_essential_still_leaves_the_failure_call_to_the_final_check(clip):
-    """Only unverifiable (or unjudged) essentials set U by code: a not_met one is the final check's to weigh (F)."""
-    nm = judged(("R1", "met"), ("R2", "not_met"), ("R3", "met"))
+    """Only unverifiable (or unjudged) essentials set U by code: a not_met one is the final check's to weigh (F), and
+    an unverifiable requirement the contract marks non-essential (R3) does not set U."""
+    nm = judged(("R1", "met"), ("R2", "not_met"), ("R3", "unverifiable"))
     script = full_script(assess=[nm], reflect=[nm], final_check=[NO_FAILURE])
     res = run(make_agent("full", script)[0], clip)["result"]
     assert res.status == "scored" and res.unverifiable is False and res.T == 0.5
