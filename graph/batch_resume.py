@@ -16,14 +16,14 @@
   started ("clip", `graph.batch.clip_stamp`); the clip is changed when its size or modification time now
   differ (looked up once per run). A row without "clip" (written before it existed, or whose clip could not be
   read) keeps its video fault final, as before; a clip that is gone now is not retried for it.
-- A video fault that says the clip could not be reached ("video file not found", or a PermissionError: no
-  permission to the clip or its folder) is about the environment, not the clip's bytes: it is retried once the
+- A video fault that says the clip could not be reached (`tools.video_errors.unreached`: "video file not found", or a
+  PermissionError: no permission to the clip or its folder; the module that words the faults reads them back) is about the environment, not the clip's bytes: it is retried once the
   clip can be read (`clip_readable`: a file this process may read), whatever its size and modification time.
   A permission error was final as any video fault, and fixing it (chmod) changes neither size nor mtime, so
   --retry-ineligible never scored the clip again. While it still cannot be read it stays final (a rerun would
   fail the same way, and a plain resume would keep offering it).
-- A video fault whose read failed for the machine, not the clip (`environmental`: `tools.video_errors.MACHINE_ERRNOS` or a
-  MemoryError, whichever error class `tools.video` names) is retried the same way, once the clip can be read: it was
+- A video fault whose read failed for the machine, not the clip (`tools.video_errors.environmental`: `MACHINE_ERRNOS` or
+  a MemoryError, whichever error class `tools.video` names) is retried the same way, once the clip can be read: it was
   final, so a clip read while a network disk dropped out (EIO), while the process had too many files open
   (EMFILE/ENFILE) or while memory ran short was never scored again. Errors of the clip's own bytes (invalid data,
   a cut file, an invalid argument, an unsupported codec: ENOSYS is this FFmpeg build, which a rerun keeps) stay
@@ -47,7 +47,6 @@
 from __future__ import annotations
 
 import os
-import re
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -55,7 +54,7 @@ from typing import Any
 from graph.batch import NOT_JSON, Output, bad_line_key, clip_stamp, is_bad_line_row, quality_zero
 from graph.batch_output import OutputWriteError, os_problem
 from tools.jsonl import write_text_atomic
-from tools.video_errors import MACHINE_ERRNOS
+from tools.video_errors import environmental, unreached
 
 FINAL_FAULTS = ("input", "video")
 """Fault kinds that fail again on a rerun: a bad manifest line or instruction, an undecodable clip (a video
@@ -67,23 +66,6 @@ def clip_readable(path: str) -> bool:
     """True when `path` is a file this process may read (what a clip "not found" or unreadable for want of
     permission needs before a rerun can score it)."""
     return Path(path).is_file() and os.access(path, os.R_OK)
-
-
-_ERRNO = re.compile(r"\(\w+: \[Errno (\d+)\] ")
-
-
-def environmental(message: str) -> bool:
-    """True for a video fault's message (the text after "video: ") whose read failed for the machine: the error
-    `tools.video` names in it ("(OSError: [Errno 5] Input/output error: ...)") carries a
-    `MACHINE_ERRNOS` errno, or is a MemoryError (an allocation that failed, with or without an errno)."""
-    return "(MemoryError: " in message or any(int(n) in MACHINE_ERRNOS for n in _ERRNO.findall(message))
-
-
-def unreached(message: str) -> bool:
-    """True for a video fault's message (the text after "video: ") that says the clip could not be reached, not that
-    its bytes are bad: "video file not found", or a permission error (`tools.video` names a PermissionError in it,
-    whether the clip's folder or the clip itself denied the read)."""
-    return message.endswith("video file not found") or "(PermissionError: " in message
 
 
 def retryable(result: dict[str, Any], path: str | None = None,

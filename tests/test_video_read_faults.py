@@ -9,10 +9,10 @@ import errno
 import av
 import pytest
 
-from graph.batch_resume import environmental, unreached
 from tests.test_video import id_frames, read_ids, write_raw
 from tools import mp4_boxes, video, video_rotation
 from tools.video import VideoDecodeError, VideoNotFoundError, VideoReader
+from tools.video_errors import environmental, unreached
 
 
 class _SeekRefused:
@@ -105,7 +105,7 @@ def _fragmented(tmp_path) -> str:  # noqa: ANN001
 
 @pytest.mark.parametrize(("fault", "kind", "says"), [
     (OSError(errno.EIO, "Input/output error"), VideoNotFoundError, "[Errno 5]"),  # the machine's: retried
-    (FileNotFoundError(errno.ENOENT, "No such file or directory"), VideoNotFoundError, "no such file"),
+    (FileNotFoundError(errno.ENOENT, "No such file or directory"), VideoNotFoundError, "video file not found"),
     (IsADirectoryError(errno.EISDIR, "Is a directory"), VideoDecodeError, "[Errno 21]"),
 ])
 def test_an_oserror_of_the_readers_own_box_reads_names_the_clip(tmp_path, monkeypatch, fault, kind, says):
@@ -125,6 +125,7 @@ def test_an_oserror_of_the_readers_own_box_reads_names_the_clip(tmp_path, monkey
         VideoReader(path)
     assert path in str(err.value)
     assert environmental(str(err.value)) == (fault.errno == errno.EIO)
+    assert unreached(str(err.value)) == isinstance(fault, FileNotFoundError)  # retried once the clip is back
 
 
 def test_a_machine_fault_reading_the_display_matrix_is_no_unrotated_clip(tmp_path, monkeypatch):
@@ -186,3 +187,40 @@ def test_a_frame_index_the_agent_got_wrong_is_no_fault_of_the_clip():
     assert "FrameIndexError: c.mp4: frame index 200" in wrong.message
     results = [{"status": "ineligible", "reward": None, "reasons": [f.reason()]} for f in (wrong, cut)]
     assert [retryable(r, "c.mp4", readable=lambda p: True) for r in results] == [True, False]
+
+
+def test_a_clip_gone_between_its_size_check_and_its_read_is_retried_once_it_is_back(tmp_path, monkeypatch):
+    """A clip that vanished after `_open` checked its size (a renderer replacing it, a sync tool) failed inside FFmpeg
+    as a FileNotFoundError, worded "...: no such file (...)", which `graph.batch_resume.unreached` did not know (it
+    read only "video file not found"): the row was final, and --retry-ineligible never scored the clip once back."""
+    from graph.batch_resume import retryable
+    from graph.nodes.common import to_fault
+
+    path = write_raw(tmp_path / "v.mp4", id_frames(4), gop=4)
+    kept = path.read_bytes()
+    real = av.open
+
+    def vanishing(target, *args, **kwargs):  # noqa: ANN001, ANN002, ANN003, ANN202 (av.open's signature)
+        path.unlink(missing_ok=True)
+        return real(target, *args, **kwargs)
+
+    monkeypatch.setattr(av, "open", vanishing)
+    with pytest.raises(VideoNotFoundError) as err:
+        VideoReader(path)
+    message = str(err.value)
+    assert message == f"{path}: video file not found"  # as a clip missing at the size check is worded
+    assert unreached(message) and not environmental(message)
+    row = {"status": "ineligible", "reward": None, "reasons": [to_fault("quality", err.value).reason()]}
+    assert not retryable(row, str(path))  # still gone: a rerun fails the same way
+    path.write_bytes(kept)
+    assert retryable(row, str(path))
+
+
+def test_rows_worded_no_such_file_before_are_retried_too():
+    """Outputs written before the wordings agreed hold "...: no such file ([Errno 2] ...)" rows: read as unreached."""
+    old = ("VideoNotFoundError: c.mp4: cannot be opened as a video (not a video file, or truncated/corrupt): no such "
+           "file ([Errno 2] No such file or directory: 'file:c.mp4')")
+    assert unreached(old) and not environmental(old)
+    assert not unreached("VideoDecodeError: c.mp4: cannot be opened as a video (not a video file, or "
+                         "truncated/corrupt) (InvalidDataError: [Errno 1094995529] Invalid data found when processing "
+                         "input: 'file:c.mp4')")

@@ -27,11 +27,19 @@ And except FFmpeg's EPERM (``ffmpeg_generic``): FFmpeg's -1, returned by many of
 AVERROR(EPERM), which PyAV raises as a PermissionError. Worded "cannot be read (PermissionError: ...)", it read as a
 clip without read permission, retried by every ``--retry-ineligible`` (``graph.batch_resume.unreached``) and failing the
 same way. Where the file reads back (or no file was being read) it is the clip's ``VideoDecodeError``.
+
+A fault is recorded as text (a row's reason, "stage: video: VideoNotFoundError: clip.mp4: video file not found"), so
+which of these a resume may retry is read back from the words: ``unreached`` and ``environmental`` read the words that
+``not_found`` and ``unreadable`` write, here and nowhere else. A clip gone between the size check and FFmpeg's read was
+worded "...: no such file (...)", which ``unreached`` (then in ``graph.batch_resume``, matching "video file not found"
+by its own copy of the text) did not know: once the clip was back, ``--retry-ineligible`` never scored it. Both are
+``not_found`` now; rows written with the old words are still read as unreached.
 """
 
 from __future__ import annotations
 
 import errno
+import re
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -78,6 +86,41 @@ class VideoError(Exception):
 class VideoNotFoundError(VideoError):
     """The path does not exist, is not a regular file, may not be read (a PermissionError), or the machine failed
     its read (an I/O error, too many open files, out of memory: ``machine_failed``)."""
+
+
+NOT_FOUND = "video file not found"
+"""The words of a clip that is not there (``not_found``); ``unreached`` reads them back."""
+
+_OLD_NOT_FOUND = ": no such file ([Errno 2] "
+"""How ``wrapped`` worded a clip gone before FFmpeg's read, in rows written before it said ``NOT_FOUND``."""
+
+_ERRNO = re.compile(r"\(\w+: \[Errno (\d+)\] ")
+
+
+def not_found(name: str) -> VideoNotFoundError:
+    """The error of clip ``name`` that does not exist (or no longer does: gone between its size check and its read)."""
+    return VideoNotFoundError(f"{name}: {NOT_FOUND}")
+
+
+def unreadable(name: str, exc: BaseException) -> VideoNotFoundError:
+    """The error of clip ``name`` whose read ``exc`` failed without a fault of its bytes (no permission, a bad name, the
+    machine's ``machine_failed``): worded "cannot be read (OSError: [Errno 5] ...)", the class and errno kept for
+    ``unreached`` and ``environmental``."""
+    return VideoNotFoundError(f"{name}: cannot be read ({type(exc).__name__}: {exc})")
+
+
+def unreached(message: str) -> bool:
+    """True for a recorded video fault's message that says the clip could not be reached, not that its bytes are bad:
+    ``not_found``'s words (or the old "no such file ([Errno 2] ..."), or ``unreadable``'s for a PermissionError
+    (whether the clip's folder or the clip itself denied the read)."""
+    return message.endswith(NOT_FOUND) or _OLD_NOT_FOUND in message or "(PermissionError: " in message
+
+
+def environmental(message: str) -> bool:
+    """True for a recorded video fault's message whose read failed for the machine: the error ``unreadable`` names in
+    it ("(OSError: [Errno 5] Input/output error: ...)") carries a ``MACHINE_ERRNOS`` errno, or is a MemoryError (an
+    allocation that failed, with or without an errno)."""
+    return "(MemoryError: " in message or any(int(n) in MACHINE_ERRNOS for n in _ERRNO.findall(message))
 
 
 class EmptyVideoError(VideoError):
@@ -127,7 +170,7 @@ def wrapped(name: str, problem: str, src: str | Path | bytes | bytearray | memor
     try:
         yield
     except FileNotFoundError as exc:
-        raise VideoNotFoundError(f"{name}: {problem}: no such file ({exc})") from exc
+        raise not_found(name) from exc  # as `_open` words a clip missing at its size check: `unreached` retries both
     except (av.error.FFmpegError, OSError, EOFError, ValueError, MemoryError) as exc:
         if demuxer_io_error(exc, src):  # worded without the errno `environmental` retries
             raise VideoDecodeError(f"{name}: {problem} (FFmpeg reported an input/output error, but every byte of the "
@@ -136,7 +179,7 @@ def wrapped(name: str, problem: str, src: str | Path | bytes | bytearray | memor
             raise VideoDecodeError(f"{name}: {problem} (FFmpeg failed with its generic error, EPERM, though the file "
                                    f"reads back: {exc})") from exc
         if isinstance(exc, PermissionError) or machine_failed(exc):  # FFmpeg's too (mode 000, EIO): no corrupt clip
-            raise VideoNotFoundError(f"{name}: cannot be read ({type(exc).__name__}: {exc})") from exc
+            raise unreadable(name, exc) from exc
         if isinstance(exc, av.error.MemoryError):  # ffmpeg_refused; worded without the errno `environmental` retries
             raise VideoDecodeError(f"{name}: {problem} (FFmpeg could not allocate what the clip's data asks for, "
                                    "though the machine can spare the 2 GiB FFmpeg allocates at most: corrupt sizes in "

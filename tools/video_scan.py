@@ -34,6 +34,8 @@ from tools.video_errors import (  # noqa: F401  (re-exported by tools.video)
     VideoNotFoundError,
     demuxer_io_error,
     machine_failed,
+    not_found,
+    unreadable,
     wrapped,
 )
 from tools.video_slices import frame_threads, slices_per_frame
@@ -179,9 +181,9 @@ def _open(src: Source, name: str, options: dict[str, str] | None) -> av.containe
         try:
             st = path.stat()
         except FileNotFoundError:
-            raise VideoNotFoundError(f"{name}: video file not found") from None
+            raise not_found(name) from None
         except (OSError, ValueError) as exc:  # a name too long, a NUL byte, no permission to a folder
-            raise VideoNotFoundError(f"{name}: cannot be read ({type(exc).__name__}: {exc})") from None
+            raise unreadable(name, exc) from None
         if not stat.S_ISREG(st.st_mode):
             raise VideoNotFoundError(f"{name}: not a regular file")
         if st.st_size == 0:
