@@ -190,3 +190,25 @@ def test_clip_stats_match_frame_stats(noise_correlation, chunk_values, monkeypat
     np.testing.assert_array_equal(np.isnan(got), np.isnan(want))
     np.testing.assert_allclose(got, want, rtol=1e-6, atol=1e-9)
     assert want[1, 2] < 0.2 and np.isfinite(got[1, 3])  # the noise frame: its flatness was computed
+
+
+def test_check_video_gives_no_verdict_on_a_clip_it_could_not_read(tmp_path, monkeypatch):
+    """`check_video` turned every VideoError into an unusable clip ("undecodable video"), a read the machine failed
+    (EIO) and a clip that is not there included: a verdict on the clip's content for a disk error. Only the clip's
+    own bytes (not a video, cut, empty) make it unusable; a clip that could not be read raises, unjudged."""
+    import errno
+
+    import av
+
+    from tools.video import VideoNotFoundError, write_video
+
+    with pytest.raises(VideoNotFoundError, match="video file not found"):
+        check_video(tmp_path / "missing.mp4")
+    good = write_video(tmp_path / "ok.mp4", textured(6, h=64, w=64))
+
+    def disk_failed(*args, **kwargs):  # noqa: ANN002, ANN003, ANN202 (av.open's signature)
+        raise OSError(errno.EIO, "Input/output error")
+
+    monkeypatch.setattr(av, "open", disk_failed)
+    with pytest.raises(VideoNotFoundError, match=r"\[Errno 5\]"):
+        check_video(good)

@@ -51,8 +51,11 @@ the mean of the analysed frame's three channel means, computed in the same pass 
 lowers the thresholds (never above the settings), so it can turn a zero into a model call, never a model
 call into a zero; ``dim_brightness`` 0 restores the absolute cut-offs.
 
-``check_video`` decodes with ``tools.video`` and turns a decode error into an unusable
-result with the error as reason (the graph decides whether that is a fault or a zero).
+``check_video`` decodes with ``tools.video`` and turns an error of the clip's bytes (undecodable, cut, no frames)
+into an unusable result with the error as reason (the graph decides whether that is a fault or a zero). A clip it
+could not read (missing, not permitted, a disk error or memory the machine ran short of: ``VideoNotFoundError``) or
+would decode past the reader's size limit raises its ``VideoError``: it was called an unusable clip, a verdict on the
+clip's content for a fault of the machine.
 """
 
 from __future__ import annotations
@@ -298,12 +301,15 @@ def check_quality(frames: np.ndarray | Sequence[np.ndarray], *,
 
 def check_video(src: str | Path, *, thresholds: QualityThresholds | None = None,
                 max_frames: int | None = None) -> QualityCheck:
-    """Decode ``src`` with ``tools.video`` and run :func:`check_quality`; a decode error gives an unusable result."""
-    from tools.video import VideoError, read_all_frames
+    """Decode ``src`` with ``tools.video`` and run :func:`check_quality`. A clip whose bytes fail to decode (not a
+    video, cut or corrupt: a ``VideoDecodeError``) or hold no frames (``EmptyVideoError``) gives an unusable result;
+    every other ``VideoError`` (``VideoNotFoundError``: not there, not permitted, a read the machine failed; a decode
+    past the reader's size limit) raises: it says nothing of the clip's content (module docstring)."""
+    from tools.video import EmptyVideoError, VideoDecodeError, read_all_frames
 
     try:
         frames = read_all_frames(src, max_frames=max_frames)
-    except VideoError as exc:
+    except (VideoDecodeError, EmptyVideoError) as exc:
         return QualityCheck(usable=False, uniform=False, decodable_frames=0,
                             reason=f"undecodable video: {type(exc).__name__}: {exc}"[:500])
     return check_quality(frames, thresholds=thresholds)
