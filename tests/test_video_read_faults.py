@@ -5,6 +5,7 @@ file, and an OSError of the reader's own container-structure reads names the cli
 from __future__ import annotations
 
 import errno
+from pathlib import Path
 
 import av
 import pytest
@@ -118,6 +119,8 @@ def test_an_oserror_of_the_readers_own_box_reads_names_the_clip(tmp_path, monkey
     assert VideoReader(path).meta.frames == 16
 
     def failing_open(*args: object, **kwargs: object) -> None:
+        if isinstance(fault, FileNotFoundError):  # the clip is gone: FFmpeg's open worked, the box read finds nothing
+            Path(path).unlink()
         raise fault
 
     monkeypatch.setattr(mp4_boxes, "open", failing_open, raising=False)
@@ -224,3 +227,14 @@ def test_rows_worded_no_such_file_before_are_retried_too():
     assert not unreached("VideoDecodeError: c.mp4: cannot be opened as a video (not a video file, or "
                          "truncated/corrupt) (InvalidDataError: [Errno 1094995529] Invalid data found when processing "
                          "input: 'file:c.mp4')")
+
+
+def test_a_clip_naming_a_file_that_is_not_there_is_the_clips_fault(tmp_path):
+    """FFmpeg's concat demuxer (probed from the bytes: an ffconcat list saved as .mp4) fails with ENOENT for a listed
+    file that is not there, though the clip itself reads back: no clip that vanished (`unreached` would retry it on
+    every --retry-ineligible, failing the same way), but a VideoDecodeError of the clip, final while it is unchanged."""
+    path = tmp_path / "list.mp4"
+    path.write_text("ffconcat version 1.0\nfile missing.mp4\n")
+    with pytest.raises(VideoDecodeError, match="FileNotFoundError") as err:
+        VideoReader(path)
+    assert not unreached(str(err.value)) and not environmental(str(err.value))

@@ -33,7 +33,9 @@ which of these a resume may retry is read back from the words: ``unreached`` and
 ``not_found`` and ``unreadable`` write, here and nowhere else. A clip gone between the size check and FFmpeg's read was
 worded "...: no such file (...)", which ``unreached`` (then in ``graph.batch_resume``, matching "video file not found"
 by its own copy of the text) did not know: once the clip was back, ``--retry-ineligible`` never scored it. Both are
-``not_found`` now; rows written with the old words are still read as unreached.
+``not_found`` now; rows written with the old words are still read as unreached. A FileNotFoundError is a clip gone
+only where the clip no longer reads back (``vanished``): FFmpeg's concat demuxer gives it for a file an ffconcat list
+names, the clip itself there, and that is the clip's ``VideoDecodeError`` (as unreached, it was retried for ever).
 """
 
 from __future__ import annotations
@@ -163,15 +165,22 @@ def ffmpeg_generic(exc: BaseException, src: str | Path | bytes | bytearray | mem
             and (src is None or reads_back(src)))
 
 
+def vanished(exc: BaseException, src: str | Path | bytes | bytearray | memoryview | None) -> bool:
+    """True for a FileNotFoundError while ``src`` is a path that no longer reads back: the clip is gone (``not_found``).
+    Where it still reads back, a file the clip's data names is missing (FFmpeg's concat demuxer, probed from the bytes,
+    fails with ENOENT for a listed file): the clip's fault, which a rerun repeats."""
+    return isinstance(exc, FileNotFoundError) and src is not None and not reads_back(src)
+
+
 @contextmanager
 def wrapped(name: str, problem: str, src: str | Path | bytes | bytearray | memoryview | None = None) -> Iterator[None]:
     """Turn PyAV / OS exceptions raised inside the block into typed ``VideoError``s (``src``, the path or bytes the
     block reads, tells FFmpeg's EIO on the clip's data from the disk's: `demuxer_io_error`)."""
     try:
         yield
-    except FileNotFoundError as exc:
-        raise not_found(name) from exc  # as `_open` words a clip missing at its size check: `unreached` retries both
     except (av.error.FFmpegError, OSError, EOFError, ValueError, MemoryError) as exc:
+        if vanished(exc, src):  # as `_open` words a clip missing at its size check: `unreached` retries both
+            raise not_found(name) from exc
         if demuxer_io_error(exc, src):  # worded without the errno `environmental` retries
             raise VideoDecodeError(f"{name}: {problem} (FFmpeg reported an input/output error, but every byte of the "
                                    "file reads back: its data is corrupt)") from exc
