@@ -25,7 +25,9 @@ Decisions where the issue was silent:
   its type in the message (the run becomes ineligible instead of crashing). A UnicodeEncodeError (httpx
   cannot put a non-ASCII API key in a header) is raised before any request leaves: kind "transport" at
   once, no call counted (it is a ValueError, and was taken for a reply that failed validation, re-asked); so
-  is a ValueError LangChain raises while it prepares the request (`graph.transport.request_not_built`).
+  is a ValueError LangChain raises while it prepares the request (`graph.transport.request_not_built`), and any
+  ValueError raised with no reply to read (a chat model's own check of its request or parameters): only one the
+  HTTP reply came back with, or raised reading a completion (`graph.transport.reply_came_back`), is a reply.
 - A 200 that is not an OpenAI chat completion (a web page, a server root without /v1: once an "unexpected
   AttributeError" or re-asked), or one without a choice or a message, is kind "transport" at once, not a call
   (`graph.transport.not_a_completion`). Tool-call arguments sent as an object are read (`graph.completion_shape`),
@@ -106,6 +108,7 @@ from graph.transport import (
     is_timeout,
     is_transient,
     not_a_completion,
+    reply_came_back,
     request_not_built,
     status_hint,
 )
@@ -212,8 +215,11 @@ class Backbone:
             raise BackboneFault(stage, "transport", f"the request could not be sent ({type(exc).__name__}: {exc}); "
                                 "a header value (the API key, RAA_API_KEY) holds a character HTTP cannot carry "
                                 "(a pasted smart quote?)") from exc
-        except (ValidationError, ValueError) as exc:  # a reply came back but failed validation
+        except (ValidationError, ValueError) as exc:  # a reply came back but failed validation, or none came
             self._raise_if_not_a_completion(stage, exc)
+            if not reply_came_back(exc):
+                raise BackboneFault(stage, "transport", f"the chat model raised {type(exc).__name__} with no reply "
+                                    f"to read (no call counted, not re-asked): {str(exc)[:_ERR_CHARS]}") from exc
             count_reply(usage, messages, None, response=(response := getattr(exc, "response", None)))
             raise InvalidReply("invalid_reply", str(exc), reply_text(response)) from exc
         except ModelRefusalError as exc:

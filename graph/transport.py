@@ -213,6 +213,23 @@ def request_not_built(exc: BaseException) -> str | None:
     return None
 
 
+def reply_came_back(exc: BaseException) -> bool:
+    """Whether the chat model had a reply when it raised the ValueError `exc` (the backbone then takes it for a
+    reply that failed validation: a call, re-asked): the HTTP reply langchain-openai attaches to an error raised
+    once it had one (the openai SDK validating a json_schema reply inside the call), or a `_READER` frame on its
+    stack (a completion being read, its HTTP reply not attached). Any other ValueError came with no reply to
+    read (a chat model's own check of its request or parameters): no call, and not re-asked (the same request is
+    refused the same way)."""
+    if isinstance(getattr(exc, "response", None), http_response_types()):
+        return True
+    tb = exc.__traceback__
+    while tb is not None:
+        if tb.tb_frame.f_code.co_name == _READER:
+            return True
+        tb = tb.tb_next
+    return False
+
+
 def _raised_by_reader(exc: BaseException) -> bool:
     """True when langchain-openai's completion reader raised `exc` itself (its innermost frame): every raise
     there is about the body's shape (not a dict, an `error` key, no or null `choices`)."""
