@@ -41,7 +41,7 @@ Decisions where the issue was silent:
   refusal, unparsable call arguments, a tool call left in the text by a server without a tool parser, a final
   reply without an answer).
 - A tool-round reply the server cut at the token limit (finish_reason "length": `graph.replies.cut_at_token_limit`)
-  is returned but never cached: a free-text final answer cut mid-sentence passes every check, and the cap
+  is returned (its calls run when all parsed: `graph.tool_replies`) but never cached: a free-text final answer cut mid-sentence passes every check, and the cap
   is not in the stage key (graph/cache.py), so a rerun with a higher RAA_MAX_TOKENS was served the cut text.
   The inspect node notes the cut answer.
 - A reply the openai SDK refuses while parsing structured output (cut at max_tokens: LengthFinishReasonError)

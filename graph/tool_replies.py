@@ -11,6 +11,12 @@ what a chat model that cannot call tools or give structured output is told (`uns
   mistake (a server with a parser hands such a call back as text) and is re-asked, its text shown back.
 - A final reply (no tool call) must hold an answer after its reasoning: empty text, only a reasoning block, or
   one left open is re-asked as an empty reply; a rejected reply the server cut at the token limit says so.
+- Decided: a reply cut at the token limit (finish_reason "length") whose tool calls all parsed is used and its
+  calls run. Each is whole (its arguments parsed as a JSON object, which parses only once closed; a call the cut
+  reached is in `invalid_tool_calls`, or a server's parser hands the whole output back as text: re-asked with
+  the hint); the cut fell after them (a closing remark, or a call the parser dropped, which the model can ask
+  for in its next round). A re-ask would send the same request under the same cap, likely cut again until the
+  stage faulted, for calls the model wrote whole. Such a reply is not cached (graph.backbone).
 """
 
 from __future__ import annotations
