@@ -115,7 +115,7 @@ from graph.transport import (
 from graph.usage import Usage, count_reply
 from graph.usage import count_images as count_images  # re-exported (its home before graph/usage.py)
 from graph.validation import ERR_CHARS as _ERR_CHARS
-from graph.validation import InvalidReply, ReplyFault, decode_stored, read_reply, reask
+from graph.validation import InvalidReply, ReplyFault, decode_stored, excerpt, read_reply, reask
 
 _Out = TypeVar("_Out", bound=BaseModel)  # a stage output: a schema instance or an AIMessage (one too)
 FaultKind = Literal["transport", "timeout", "invalid_reply", "empty_reply", "refused", "settings"]
@@ -306,7 +306,7 @@ class Backbone:
                 convo = convo + reask(schema.__name__, bad)
         assert last is not None
         raise BackboneFault(stage, last.kind, f"{self.schema_retries + 1} replies failed {schema.__name__} "
-                            f"({self.method}); last: {last.message[:_ERR_CHARS]}")
+                            f"({self.method}); last: {excerpt(last.message)}")
 
     def _structured_runnable(self, schema: type[BaseModel]) -> Runnable:
         """The model runnable of structured calls for `schema`, built once per (schema, method, model):
@@ -380,10 +380,10 @@ class Backbone:
                     last = bad
                 except ReplyFault as fault:
                     raise BackboneFault(stage, fault.kind, fault.message) from None
-            convo = convo + reask_tool_round(last, _ERR_CHARS)
+            convo = convo + reask_tool_round(last)
         assert last is not None
         raise BackboneFault(stage, last.kind, f"{self.schema_retries + 1} tool-round replies failed; "
-                            f"last: {last.message[:_ERR_CHARS]}")
+                            f"last: {excerpt(last.message)}")
 
     # -- sync wrappers (usable inside a running event loop too: see graph.bridge.run_sync) ---------
     def structured(self, stage: str, schema: type[_Out], messages: list[BaseMessage], usage: Usage,

@@ -35,7 +35,7 @@ from graph.replies import (
     reasoning_only,
     stored_reply_problem,
 )
-from graph.validation import InvalidReply, ReplyFault, shown
+from graph.validation import InvalidReply, ReplyFault, excerpt, shown
 
 TOOLS_REMEDY = ("serve the model with tool calling (vLLM: --enable-auto-tool-choice --tool-call-parser NAME, the "
                 "parser of the model's format) or inspect with one structured plan (RAA_INSPECT_MODE=plan, "
@@ -89,9 +89,9 @@ def checked_tool_reply(text: str) -> AIMessage:
     return reply
 
 
-def reask_tool_round(bad: InvalidReply, max_chars: int) -> list[BaseMessage]:
+def reask_tool_round(bad: InvalidReply) -> list[BaseMessage]:
     """The messages that re-ask a rejected tool-round reply: the call it made (as text: a call whose arguments do
     not parse, or one written in the text), then why it was rejected."""
     return [*shown(bad), HumanMessage(content=f"Your previous reply was rejected ({bad.kind}): "
-                                              f"{bad.message[:max_chars]}\n"
+                                              f"{excerpt(bad.message)}\n"
                                               "Call a tool with valid arguments or give your final answer.")]

@@ -7,6 +7,7 @@ extracts it from the text), and reading the result of `with_structured_output(..
 from __future__ import annotations
 
 import json
+import re
 from typing import Any, Literal, TypeVar
 
 from langchain_core.exceptions import ModelRefusalError
@@ -26,7 +27,7 @@ from graph.schemas import EMPTY_IS_NO_ANSWER
 M = TypeVar("M", bound=BaseModel)
 
 ERR_CHARS = 1500
-"""Characters of an error quoted back to the model (and in fault messages)."""
+"""Characters of an error quoted back to the model (and in fault messages): `excerpt`, whole errors only."""
 SHOWN_CHARS = 16000
 """Characters of a rejected reply shown back to the model (`reask`): whole but for a runaway one (a reply rejected
 for an item over its limit is long by nature, and its error names items past any short cut)."""
@@ -54,8 +55,44 @@ class InvalidReply(Exception):
 def reask(schema_name: str, bad: InvalidReply) -> list[BaseMessage]:
     """The messages that re-ask a rejected structured reply: the reply, then why it was rejected."""
     return [*shown(bad), HumanMessage(content=(
-        f"Your previous reply was rejected ({bad.kind}): {bad.message[:ERR_CHARS]}\n"
+        f"Your previous reply was rejected ({bad.kind}): {excerpt(bad.message)}\n"
         f"Reply again with only one JSON object for {schema_name} that satisfies the schema."))]
+
+
+_DOC_LINK = re.compile(r"\n[ \t]+For further information visit https?://errors\.pydantic\.dev/\S*")
+"""The documentation link pydantic ends each error with: nothing the model (or a researcher's fault) can use."""
+_NAMED_CHARS = 300
+"""Characters of the list naming the errors an excerpt leaves out."""
+
+
+def excerpt(message: str, limit: int = ERR_CHARS) -> str:
+    """`message` (an error quoted back to the model, or in a fault) in at most about `limit` characters: pydantic's
+    documentation links dropped, then, when still longer, whole entries only (an entry is a line that is not
+    indented with the indented lines after it: one pydantic error, its location then its message and input) and
+    a line naming the entries left out by their first line (a pydantic error's location, so the model still knows
+    each field to fix). A single entry longer than `limit` is cut inside, saying how many characters were left."""
+    text = _DOC_LINK.sub("", message)
+    if len(text) <= limit:
+        return text
+    entries: list[str] = []
+    for line in text.split("\n"):
+        if entries and line[:1] in (" ", "\t"):
+            entries[-1] += "\n" + line
+        else:
+            entries.append(line)
+    kept, size = [], 0
+    for entry in entries:
+        if size + len(entry) + 1 > limit:
+            break
+        kept.append(entry)
+        size += len(entry) + 1
+    if not kept:
+        return f"{text[:limit]} [... {len(text) - limit} more characters not shown]"
+    left = entries[len(kept):]
+    named = ", ".join(entry.split("\n", 1)[0].strip() for entry in left)
+    if len(named) > _NAMED_CHARS:
+        named = named[:_NAMED_CHARS].rsplit(", ", 1)[0] + ", ..."
+    return "\n".join(kept) + f"\n[... {len(left)} more not shown here: {named}]"
 
 
 def shown(bad: InvalidReply) -> list[BaseMessage]:
