@@ -130,6 +130,11 @@ PLAN_VIEWS = 8
 TRACKS_PER_ROUND = 2
 """track_motion runs per inspect round: a plan's tracks (its schema's maxItems) and one tools-mode reply's calls;
 the rest are not run, with a note (a tracking job is CPU- or GPU-heavy; `graph.nodes.inspect`)."""
+CALLS_PER_ROUND = PLAN_VIEWS + TRACKS_PER_ROUND
+"""Tool calls one tools-mode reply runs, as many as a plan's entries: the calls past it are not run and are left out
+of the round (not sent back to the model; the round's last answer says how many and why), so a reply of hundreds of
+calls neither runs them nor grows every later request and checkpoint by hundreds of exchanges
+(`graph.nodes.inspect`)."""
 
 
 def _as_written(value: object, handler: ValidatorFunctionWrapHandler) -> object:

@@ -36,6 +36,7 @@ from pydantic import BaseModel, BeforeValidator, Field, model_validator
 from graph import inspection_schemas
 from graph.config import INSTRUCTION_CHARS_LIMIT
 from graph.inspection_schemas import (
+    CALLS_PER_ROUND,
     PLAN_VIEWS,
     TRACKS_PER_ROUND,
     VIEW_FRAMES,
@@ -287,7 +288,7 @@ class RewardResult(_Record):
 from tools.quality import QualityCheck  # noqa: E402  (re-exported record of the quality pre-check)
 from tools.surprise import SurpriseEvidence  # noqa: E402  (re-exported WMReward record)
 
-__all__ = ["PLAN_VIEWS", "RECORD_MODULES", "TRACKS_PER_ROUND", "VIEW_FRAMES", "Assessment", "AuditReport", "CropBox",
+__all__ = ["CALLS_PER_ROUND", "PLAN_VIEWS", "RECORD_MODULES", "TRACKS_PER_ROUND", "VIEW_FRAMES", "Assessment", "AuditReport", "CropBox",
            "DirectScore", "Fault", "FinalCheck", "FrameView", "InspectionPlan", "MotionEvidence", "Observation",
            "ObservedEvent", "PlanPart", "PlanTrack", "PlanView", "QualityCheck", "Requirement",
            "RequirementJudgment", "RewardResult", "SurpriseEvidence", "TaskContract", "TrackArgs", "TrackRequest",

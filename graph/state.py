@@ -187,7 +187,9 @@ class AgentState(TypedDict, total=False):
     exchanges: Annotated[list[ToolExchange], operator.add]
     """Executed inspection tool calls (references + text)."""
     pending_calls: list[dict[str, Any]]
-    """Tool calls of the last inspect message still to execute: {"id", "name", "args"}."""
+    """Tool calls of the last inspect message still to execute: {"id", "name", "args"}, ids unique, at most
+    `graph.schemas.CALLS_PER_ROUND`; the last has "left_out" (how many later calls were left out) when any were
+    (`graph.nodes.inspect.round_calls`)."""
     inspect_rounds: int
     """Inspect rounds done."""
     inspect_notes: str

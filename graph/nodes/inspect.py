@@ -17,11 +17,20 @@ Decisions where the issue was silent:
   caps a plan's tracks at 2, and a tools-mode reply may make any number of calls, each a CPU- or GPU-heavy
   tracking job (20 calls in one reply ran 20). A call past the cap is answered "track_motion not run: ..."
   with the reason and no frames; a call answered "invalid arguments" ran nothing and does not count.
+- A tools-mode reply runs at most `CALLS_PER_ROUND` (10) calls, the first ones: the later calls are left out of the
+  round (not run, not stored, not in the assistant message sent back, so no tool message is owed for them) and the
+  round's last answer ends with how many and why (`round_calls`). A reply of 300 calls ran all 300 each round, and
+  every later request and checkpoint carried 1,200 exchanges after four rounds: the text grew by about 17K
+  characters a round until a request could exceed the server's context and the run ended ineligible. Answering each
+  left-out call "not run" would have kept that growth (the answers are as long as the results). The cap counts calls
+  the model asked for, as a plan's caps count its entries (8 views and 2 tracks: the same 10).
 - plan mode runs each valid entry of the plan: an entry that is not valid (a track request with a frame that
   is not a number or is negative, points not [x, y] pairs, no start_frame; a view with no frames) is kept as
   written by the schema (`graph.schemas.PlanView` / `PlanTrack`, like a crop box, `CropBox`) and answered with
   an exchange "plan track 2 not run: invalid arguments for track_motion: <why>" (no frames; the step's tool
-  summaries show it), as tools mode answers such a call; so are views past 8 and tracks past the cap. Refused
+  summaries show it), as tools mode answers such a call; views past 8 and tracks past the cap (by place in the
+  list, as the schema's maxItems says) are answered together, one call per part ("plan views 9-300 not run: ...";
+  each had its own exchange, 292 for a plan of 300 views, `_past_cap`). Refused
   by the schema, one bad entry failed the whole InspectionPlan: every re-ask failed the same way and the run
   ended ineligible. A view of more than 16 frames shows its first 16 with a note naming the rest, as a tools-mode
   view_frames call does (`graph.schemas.cap_view`); it was skipped whole. With motion evidence off (a preset without it), each track request is answered
@@ -55,6 +64,7 @@ from graph.nodes.evidence import (
 )
 from graph.replies import after_reasoning, cut_at_token_limit
 from graph.schemas import (
+    CALLS_PER_ROUND,
     PLAN_VIEWS,
     TRACKS_PER_ROUND,
     FrameView,
@@ -95,7 +105,7 @@ async def conversation(state: AgentState, ctx: RunContext) -> list[BaseMessage]:
         system("inspect", n_frames=meta["frames"], fps=f"{float(meta['fps']):g}",
                motion_tool=motion_tool_text(TRACKS_PER_ROUND) if cfg.motion else "",
                access=access_text(int(meta["frames"]), list(state["sample"]), cfg.nearby_extra),
-               max_rounds=cfg.max_tool_rounds, frame_budget=cfg.frame_budget,
+               max_rounds=cfg.max_tool_rounds, max_calls=CALLS_PER_ROUND, frame_budget=cfg.frame_budget,
                coordinates=coordinates_text(ctx, meta)),
         human(_opening(state))]
     exchanges = list(state.get("exchanges", []))
@@ -119,10 +129,11 @@ async def inspect(state: AgentState, ctx: RunContext, step: Step) -> dict[str, A
     rounds = int(state.get("inspect_rounds", 0))
     messages = await conversation(state, ctx)
     reply = await ctx.backbone.atool_round("inspect", messages, tool_specs(ctx.config.motion), step.usage)
-    calls: list[dict[str, Any]] = [{"id": c.get("id") or f"call_{rounds}_{k}", "name": c["name"], "args": dict(c["args"])}
-             for k, c in enumerate(reply.tool_calls)]
-    if calls:
-        step.decision = f"round {rounds + 1}: " + ", ".join(c["name"] for c in calls)
+    if reply.tool_calls:
+        calls = round_calls(reply.tool_calls, rounds)
+        left = len(reply.tool_calls) - len(calls)
+        step.decision = f"round {rounds + 1}: " + ", ".join(c["name"] for c in calls) + (
+            f"; {count(left, 'call')} past the cap of {CALLS_PER_ROUND} left out" if left else "")
         return {"pending_calls": calls, "inspect_rounds": rounds + 1}
     step.decision = f"done after {count(rounds, 'tool round')}"
     update: dict[str, Any] = {"pending_calls": [], "inspect_notes": after_reasoning(reply.text).strip()[:4000]}
@@ -133,14 +144,36 @@ async def inspect(state: AgentState, ctx: RunContext, step: Step) -> dict[str, A
     return update
 
 
+def round_calls(tool_calls: list[Any], rnd: int) -> list[dict[str, Any]]:
+    """The calls of round `rnd`'s reply to run, as pending calls {"id", "name", "args"}: the first
+    `CALLS_PER_ROUND`, the last of them with "left_out", how many later calls are left out (module docstring)."""
+    kept = tool_calls[:CALLS_PER_ROUND]
+    calls = [{"id": c.get("id") or f"call_{rnd}_{k}", "name": c["name"], "args": dict(c["args"])}
+             for k, c in enumerate(kept)]
+    if left := len(tool_calls) - len(kept):
+        calls[-1]["left_out"] = left
+    return calls
+
+
 async def tool_call(state: AgentState, ctx: RunContext, step: Step) -> dict[str, Any]:
     rnd = int(state.get("inspect_rounds", 1)) - 1
-    calls = [_Call(c["id"], c["name"], c["args"], c["name"]) for c in state.get("pending_calls", [])]
+    pending = list(state.get("pending_calls", []))
+    calls = [_Call(c["id"], c["name"], c["args"], c["name"], note=_left_out(c.get("left_out", 0))) for c in pending]
     new = await _run_calls(state, ctx, list(state.get("exchanges", [])), rnd, calls)
     _record(step, new)
-    cap = " (cap reached)" if rnd + 1 >= ctx.config.max_tool_rounds else ""
-    step.decision = f"executed {count(len(new), 'tool call')}{cap}"
+    left = sum(int(c.get("left_out", 0)) for c in pending)
+    step.decision = f"executed {count(len(new), 'tool call')}" + (
+        f", {left} left out (at most {CALLS_PER_ROUND} per round)" if left else "")
+    step.decision += " (cap reached)" if rnd + 1 >= ctx.config.max_tool_rounds else ""
     return {"exchanges": new, "pending_calls": []}
+
+
+def _left_out(n: int) -> str | None:
+    """The note on a round's last answer when `n` later calls of the reply were left out (`round_calls`)."""
+    if not n:
+        return None
+    return (f"{count(n, 'more tool call')} of this reply were not run and are left out of this conversation: "
+            f"at most {CALLS_PER_ROUND} tool calls per round; ask again in a later round for what you still need")
 
 
 class _Call(NamedTuple):
@@ -154,7 +187,15 @@ class _Call(NamedTuple):
     skip: str | None = None
     """Why it is not run (plan mode: an invalid entry, a view past the cap), or None."""
     note: str | None = None
-    """A note added to its answer (plan mode: the frames a crop view past `VIEW_FRAMES` dropped), or None."""
+    """A note added to its answer (plan mode: the frames a crop view past `VIEW_FRAMES` dropped; tools mode: the
+    calls of the reply left out past `CALLS_PER_ROUND`), or None."""
+    entries: int = 1
+    """Plan entries it answers: one, or all those past a part's cap (`_past_cap`)."""
+
+
+def _track_cap() -> str:
+    """Why a track request past `TRACKS_PER_ROUND` is not run."""
+    return f"at most {TRACKS_PER_ROUND} track_motion runs per round (a tracking job is heavy)"
 
 
 async def _run_calls(state: AgentState, ctx: RunContext, exchanges: list[ToolExchange], rnd: int,
@@ -166,17 +207,16 @@ async def _run_calls(state: AgentState, ctx: RunContext, exchanges: list[ToolExc
     for call in calls:
         skip = call.skip
         if skip is None and call.name == "track_motion" and tracks >= TRACKS_PER_ROUND:
-            skip = (f"at most {TRACKS_PER_ROUND} track_motion runs per round (a tracking job is heavy); "
-                    "this request was not tracked")
+            skip = _track_cap()
         if skip is not None:
             args = call.args if isinstance(call.args, dict) else {"as_written": call.args}
-            new.append(ToolExchange(round=rnd, call_id=call.call_id, name=call.name, args=args, frames=[],
-                                    box=None, overlay=False, text=f"{call.label} not run: {skip}"))
-            continue
-        ex = await execute(state, ctx, exchanges + new, rnd, call.call_id, call.name, call.args)
+            ex = ToolExchange(round=rnd, call_id=call.call_id, name=call.name, args=args, frames=[],
+                              box=None, overlay=False, text=f"{call.label} not run: {skip}")
+        else:
+            ex = await execute(state, ctx, exchanges + new, rnd, call.call_id, call.name, call.args)
+            tracks += bool(ex.get("overlay"))  # it ran (an "invalid arguments" answer ran nothing)
         if call.note is not None:
             ex = {**ex, "text": f"{ex['text']} ({call.note})"}
-        tracks += bool(ex.get("overlay"))  # it ran (an "invalid arguments" answer ran nothing)
         new.append(ex)
     return new
 
@@ -195,31 +235,32 @@ async def _plan(state: AgentState, ctx: RunContext, step: Step) -> dict[str, Any
     _record(step, new)
     views = len({c.label for c in calls if c.name != "track_motion" and c.skip is None})
     tracks = sum(1 for e in new if e.get("overlay"))
-    step.decision = f"plan: {count(views, 'view')}, {count(tracks, 'track')} executed" + _not_run(new)
+    step.decision = f"plan: {count(views, 'view')}, {count(tracks, 'track')} executed" + _not_run(calls)
     return {"plan": plan, "exchanges": new, "pending_calls": [], "inspect_rounds": 1}
 
 
-def _not_run(new: list[ToolExchange]) -> str:
-    """The plan step's note on the entries not run: how many, and why in short."""
-    texts = [e["text"] for e in new if e["text"].startswith("plan ") and " not run: " in e["text"]]
-    if not texts:
+def _not_run(calls: list[_Call]) -> str:
+    """The plan step's note on the entries not run: how many, and why in short (a plan reaches `_run_calls` with
+    at most `TRACKS_PER_ROUND` tracks, so `skip` says every entry not run)."""
+    skipped = [c for c in calls if c.skip is not None]
+    if not skipped:
         return ""
-    off = sum(t.endswith(MOTION_OFF) for t in texts)
-    why = [w for w, n in (("invalid or past the caps", len(texts) - off), ("motion off", off)) if n]
-    return f"; {len(texts)} not run ({', '.join(why)})"
+    total = sum(c.entries for c in skipped)
+    off = sum(c.entries for c in skipped if c.skip == MOTION_OFF)
+    why = [w for w, n in (("invalid or past the caps", total - off), ("motion off", off)) if n]
+    return f"; {total} not run ({', '.join(why)})"
 
 
 def plan_calls(plan: InspectionPlan, motion: bool) -> list[_Call]:
-    """The plan's tool calls in order (views, then tracks), invalid entries, views past `PLAN_VIEWS` and every
-    track when motion evidence is off marked to be answered, not run (module docstring)."""
+    """The plan's tool calls in order (views, then tracks), invalid entries and every track when motion evidence is
+    off marked to be answered, not run; the entries of a part past its cap (`PLAN_VIEWS`, `TRACKS_PER_ROUND`)
+    answered together by one call (module docstring)."""
     calls: list[_Call] = []
     views = _part(calls, plan.views, "views", "view_frames", None)
-    for k, written in enumerate(views, 1):
+    for k, written in enumerate(views[:PLAN_VIEWS], 1):
         label, at = f"plan view {k}", f"plan_{len(calls)}"
         view, note = _capped(written)
-        if k > PLAN_VIEWS:
-            calls.append(_Call(at, "view_frames", written, label, f"a plan runs at most {PLAN_VIEWS} views"))
-        elif not isinstance(view, FrameView):  # kept as written by the schema (graph.schemas.PlanView)
+        if not isinstance(view, FrameView):  # kept as written by the schema (graph.schemas.PlanView)
             calls.append(_Call(at, "view_frames", view, label, f"invalid view: {entry_error(FrameView, view)}"))
         elif view.box is None:  # frames as written: view_frames cuts a long view with the note, as in tools mode
             frames = written.get("frames") if isinstance(written, dict) else view.frames
@@ -228,7 +269,10 @@ def plan_calls(plan: InspectionPlan, motion: bool) -> list[_Call]:
             calls += [_Call(f"plan_{len(calls) + i}", "view_crop", {"frame": f, "box": view.box}, label,
                             note=note if i == 0 else None)
                       for i, f in enumerate(view.frames)]
-    for k, track in enumerate(_part(calls, plan.tracks, "tracks", "track_motion", None if motion else MOTION_OFF), 1):
+    _past_cap(calls, views, PLAN_VIEWS, "view", "view_frames", f"a plan runs at most {PLAN_VIEWS} views")
+    off = None if motion else MOTION_OFF
+    tracks = _part(calls, plan.tracks, "tracks", "track_motion", off)
+    for k, track in enumerate(tracks[:TRACKS_PER_ROUND], 1):
         label, at = f"plan track {k}", f"plan_{len(calls)}"
         if not motion:  # noted like any entry not run: dropped silently, the trace did not show it
             calls.append(_Call(at, "track_motion", track, label, MOTION_OFF))
@@ -237,7 +281,20 @@ def plan_calls(plan: InspectionPlan, motion: bool) -> list[_Call]:
         else:  # as tools mode answers such a call
             why = f"invalid arguments for track_motion: {entry_error(TrackRequest, track)}"
             calls.append(_Call(at, "track_motion", track, label, why))
+    _past_cap(calls, tracks, TRACKS_PER_ROUND, "track", "track_motion", off or _track_cap())
     return calls
+
+
+def _past_cap(calls: list[_Call], entries: list[object], cap: int, noun: str, tool: str, why: str) -> None:
+    """One call appended to `calls` answering every entry of a plan part past its `cap`: "plan view 9 not run: ..."
+    (with the entry as written), or "plan views 9-300 not run: ..." (with their number). Each was answered on its
+    own: a plan of 300 views gave 292 exchanges, each in the checkpoints and in reflect's request."""
+    rest = entries[cap:]
+    if not rest:
+        return
+    label = f"plan {noun} {cap + 1}" if len(rest) == 1 else f"plan {noun}s {cap + 1}-{len(entries)}"
+    args = rest[0] if len(rest) == 1 else {"entries": len(rest)}
+    calls.append(_Call(f"plan_{len(calls)}", tool, args, label, why, entries=len(rest)))
 
 
 def _part(calls: list[_Call], part: object, name: str, tool: str, off: str | None) -> list[object]:
