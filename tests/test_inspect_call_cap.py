@@ -1,8 +1,10 @@
 """One inspect round answers a bounded number of tool calls (`graph.schemas.CALLS_PER_ROUND`), and the conversation
-sent back after a round answers every tool call it shows (DESIGN.md §3, inspect <-> tool_call)."""
+sent back after a round is one an OpenAI-compatible server accepts: every tool-call id of an assistant message is
+unique and answered by exactly one tool message (DESIGN.md §3, inspect <-> tool_call)."""
 
 from __future__ import annotations
 
+import pytest
 from graph_scripts import full_script, make_agent, run
 from langchain_core.messages import AIMessage, ToolMessage
 
@@ -72,6 +74,20 @@ def test_the_inspect_prompt_states_the_call_cap(monkeypatch, clip) -> None:
     out = run(agent, clip)
     assert "at most 3 tool calls per round" in model.calls_for("inspect")[0].text()
     assert len(out["exchanges"]) == 3
+
+
+@pytest.mark.parametrize("ids", [["c1", "c1", "c1"], ["c1", "", "call_0_1"], ["x", "y", "x"]])
+def test_duplicate_tool_call_ids_are_made_unique_and_every_call_runs(clip, ids) -> None:
+    # ids repeated within one reply were sent back unchanged: a server may refuse the conversation (400)
+    first = reply(*((i, "view_frames", {"frames": [f]}) for i, f in zip(ids, (4, 12, 20), strict=True)))
+    agent, model = make_agent("full", full_script(inspect=[first, "done"]), motion_prefetch="off")
+    out = run(agent, clip)
+    assert out["result"].status == "scored", out["result"].reasons
+    ex = out["exchanges"]
+    assert [e["frames"] for e in ex] == [[4], [12], [20]]
+    assert len({e["call_id"] for e in ex}) == 3
+    assert ex[0]["call_id"] == ids[0]  # the first keeps the server's id
+    assert_valid_conversation(model.calls_for("inspect")[1].messages)
 
 
 def test_a_plan_past_its_caps_is_answered_in_bounded_exchanges(clip) -> None:

@@ -24,6 +24,9 @@ Decisions where the issue was silent:
   characters a round until a request could exceed the server's context and the run ended ineligible. Answering each
   left-out call "not run" would have kept that growth (the answers are as long as the results). The cap counts calls
   the model asked for, as a plan's caps count its entries (8 views and 2 tracks: the same 10).
+- The ids of a round's calls are unique (`round_calls`): a call without an id, or repeating an id of an earlier call
+  of the reply, gets "call_<round>_<k>"; each still runs. They were sent back as the server gave them, and an
+  OpenAI-compatible server may refuse (400) an assistant message that repeats a tool-call id, failing the run.
 - plan mode runs each valid entry of the plan: an entry that is not valid (a track request with a frame that
   is not a number or is negative, points not [x, y] pairs, no start_frame; a view with no frames) is kept as
   written by the schema (`graph.schemas.PlanView` / `PlanTrack`, like a crop box, `CropBox`) and answered with
@@ -146,10 +149,23 @@ async def inspect(state: AgentState, ctx: RunContext, step: Step) -> dict[str, A
 
 def round_calls(tool_calls: list[Any], rnd: int) -> list[dict[str, Any]]:
     """The calls of round `rnd`'s reply to run, as pending calls {"id", "name", "args"}: the first
-    `CALLS_PER_ROUND`, the last of them with "left_out", how many later calls are left out (module docstring)."""
+    `CALLS_PER_ROUND`, the last of them with "left_out", how many later calls are left out (module docstring).
+    Their ids are unique: a call without an id, or repeating one an earlier call of the reply has, gets
+    "call_<round>_<k>" (k its place in the reply; suffixed when the reply has that id too). The conversation sent
+    back is rebuilt from these ids, and a server may refuse one whose assistant message repeats an id (400)."""
     kept = tool_calls[:CALLS_PER_ROUND]
-    calls = [{"id": c.get("id") or f"call_{rnd}_{k}", "name": c["name"], "args": dict(c["args"])}
-             for k, c in enumerate(kept)]
+    written = {str(c.get("id")) for c in kept if c.get("id")}
+    used: set[str] = set()
+    calls: list[dict[str, Any]] = []
+    for k, c in enumerate(kept):
+        call_id = str(c.get("id") or "")
+        if not call_id or call_id in used:
+            call_id, n = f"call_{rnd}_{k}", 0
+            while call_id in used or call_id in written:
+                n += 1
+                call_id = f"call_{rnd}_{k}_{n}"
+        used.add(call_id)
+        calls.append({"id": call_id, "name": c["name"], "args": dict(c["args"])})
     if left := len(tool_calls) - len(kept):
         calls[-1]["left_out"] = left
     return calls
