@@ -79,3 +79,35 @@ def test_an_object_without_weak_references_keeps_its_identity_and_its_address():
     b = Slotted()
     assert id(b) != address  # held by the identity map: its address cannot be handed on
     assert object_identity(b) != first
+
+
+_SERVICE = """
+from tools.toolbox import served_identity
+
+class Tracker:  # a tool service's own tracker (create_app(tracker=...)): its settings say nothing of it
+    def __init__(self, weights):
+        self.weights = weights
+
+print(served_identity(Tracker({weights!r}), None))
+"""
+
+
+def test_two_processes_name_their_own_objects_apart():
+    """`object_identity` reaches other processes in a tool service's `SERVED_HEADER` digest (`served_identity`), which a
+    client pins: numbered per process alone, a service restarted with another injected tracker of the same class
+    named it as the first one (each the process's first object, "#1"), and the client took the new tracker's tracks
+    as the pinned one's."""
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[1]
+    env = {**os.environ, "PYTHONPATH": str(root)}
+
+    def served(weights: str) -> str:
+        return subprocess.run([sys.executable, "-c", _SERVICE.format(weights=weights)], env=env, cwd=root,
+                              capture_output=True, text=True, check=True, timeout=120).stdout.strip()
+
+    first, restarted = served("a.pth"), served("b.pth")
+    assert first and restarted and first != restarted

@@ -9,30 +9,43 @@ dropped one's key and took its surprise. `object_identity` numbers each object t
 and forgets the number when the object dies (a weak reference's callback), so a new object at the same address gets
 a new number. An object that takes no weak references (``__slots__`` without ``__weakref__``) is held by the map
 instead, for the life of the process: its address is never handed on (tools are few and long-lived).
+
+The number alone is unique within a process only, and the name reaches other processes: a tool service names what
+it serves by its tools' identities (`tools.toolbox.served_identity`), which a client pins, so a service restarted
+with another injected tracker of the same class named it "#1" as the first one was. The name therefore also holds a
+random token of the process that numbered the object (drawn on first use, and again in a forked child).
 """
 
 from __future__ import annotations
 
 import functools
 import itertools
+import os
 import threading
+import uuid
 import weakref
 from collections.abc import Callable
 
 _LOCK = threading.RLock()  # re-entrant: a weak reference's callback may run (a collection) while it is held
 _NUMBERS: dict[int, tuple[Callable[[], object], int]] = {}  # id -> (the object, or a dead reference; its number)
 _NEXT = itertools.count(1)
+_PROCESS: tuple[int, str] | None = None  # (pid, its token): see the module docstring
 
 
 def object_identity(obj: object) -> str:
-    """``<module>.<qualname>#<n>``: `obj`'s type and a number no other object of this process has had."""
+    """``<module>.<qualname>#<n>@<token>``: `obj`'s type, a number no other object of this process has had and the
+    process's token (module docstring)."""
+    global _PROCESS
     key = id(obj)
     with _LOCK:
         entry = _NUMBERS.get(key)
         if entry is None or entry[0]() is not obj:
             entry = _NUMBERS[key] = (_reference(obj, key), next(_NEXT))
         number = entry[1]
-    return f"{type(obj).__module__}.{type(obj).__qualname__}#{number}"
+        if _PROCESS is None or _PROCESS[0] != os.getpid():
+            _PROCESS = (os.getpid(), uuid.uuid4().hex[:12])
+        token = _PROCESS[1]
+    return f"{type(obj).__module__}.{type(obj).__qualname__}#{number}@{token}"
 
 
 def _reference(obj: object, key: int) -> Callable[[], object]:
