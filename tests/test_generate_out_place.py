@@ -74,3 +74,20 @@ def test_a_folder_whose_first_call_wrote_no_video_takes_other_settings(policy, t
     (tmp_path / "out" / "manifest.jsonl").write_text("\n")  # created, no row (the first failed while sampling)
     with pytest.raises(RuntimeError, match="out of memory"):
         generate(policy, tmp_path / "out", seed=7)
+
+
+def test_a_folder_with_videos_but_no_manifest_row_keeps_its_settings(policy, tmp_path, monkeypatch):
+    """The take-over above is for a folder that holds nothing: one whose manifest lost its rows (deleted to start
+    the list again, say) still holds the earlier call's videos, and a call with another seed or policy mixed its
+    videos with them in videos/ (what a metric over the folder's clips reads)."""
+    def load_fails(*_a, **_k):  # noqa: ANN002, ANN003, ANN202
+        raise RuntimeError("CUDA out of memory")
+
+    monkeypatch.setattr("training.generate.load_policy", load_fails)
+    with pytest.raises(RuntimeError, match="out of memory"):
+        generate(policy, tmp_path / "out", seed=0)
+    (tmp_path / "out" / "videos").mkdir()
+    (tmp_path / "out" / "videos" / "p0000_s00.mp4").write_bytes(b"a video of seed 0")
+    with pytest.raises(GenerateError, match=r"other settings \(differing: \['seed'\]\)"):
+        generate(policy, tmp_path / "out", seed=5)
+    assert json.loads((tmp_path / "out" / "generate.json").read_text())["seed"] == 0

@@ -32,12 +32,12 @@ Decisions where the issue was silent:
   batch 1 by a quantisation step). DynDiff draws its step noise per batch, so it stays at batch 1.
 * Prompts default to the run's own (``dataset`` + ``dataset_file``, in that order);
   ``--prompts FILE.jsonl`` takes the training prompt format (``{"text", "image"?, "image_seed"?}``).
-* Resumable: ``OUT/generate.json`` records the settings (the prompts by digest, their extra fields
-  included, since those go into the manifest rows; the policy by its folder and
-  export.json's iteration, ``source`` checkpoint and ``created`` time); a rerun with the same settings skips
-  videos already in the manifest, and one with other settings or prompts is refused (a manifest never
-  mixes policies, samplers, seeds or prompt lists), unless its manifest has no row yet (a first call that failed
-  before its first video, loading the model say), as a training ``output_dir`` with no checkpoint or metrics row. Each video is written whole or not at all
+* Resumable: ``OUT/generate.json`` records the settings (the prompts by digest, their extra fields included, since
+  those go into the manifest rows; the policy by its folder and export.json's iteration, ``source`` checkpoint and
+  ``created`` time); a rerun with the same settings skips videos already in the manifest, and one with other settings
+  or prompts is refused (a folder never mixes policies, samplers, seeds or prompt lists), unless it holds no row and
+  no video yet (a first call that failed before its first video, loading the model say), as a training
+  ``output_dir`` with no checkpoint or metrics row. Each video is written whole or not at all
   (``tools.video.write_video`` encodes to a temporary name and renames it), then its row is appended; a rerun
   drops a torn last row, so an interrupted run leaves no half-written video or line in the manifest.
 * A row's ``iteration`` is the export's for ``--weights trained`` and 0 for ``--weights base``: the base model
@@ -299,8 +299,10 @@ def _claim(out: Path, settings: dict[str, Any]) -> None:
             earlier["noise_device"] = settings["noise_device"]
         if earlier == settings:
             return
-        manifest = out / "manifest.jsonl"  # without a row (a call that failed before its first video): taken over
-        if manifest.is_file() and any(line.strip() for line in text_lines(read_text(manifest))):
+        # taken over when it holds no row and no video (a hidden file in videos/ is a cut write's temporary)
+        manifest, videos = out / "manifest.jsonl", out / "videos"
+        rows = manifest.is_file() and any(line.strip() for line in text_lines(read_text(manifest)))
+        if rows or (videos.is_dir() and any(not v.name.startswith(".") for v in videos.iterdir())):
             raise GenerateError(_refusal(out, earlier if isinstance(earlier, dict) else None, settings))
     elif (out / "manifest.jsonl").exists():
         raise GenerateError(f"{out} has a manifest.jsonl but no {SETTINGS_FILE}; choose another --out")
