@@ -110,9 +110,9 @@ class ToolProvider:
     worker lane (`graph.workers`), so waiting on the network never holds a core's thread."""
     tracker_remote: bool | None = None
     """The tracker is a call to the tool service (its jobs in the "io" lane, `tracker_lane`); None: `remote`.
-    `tool_provider` sets it from the tracker itself: an `AgentTools` may hold an in-process tracker beside a scorer
-    of the tool service, whose CPU-bound tracking ran on the io threads (more of them than cores) and was not waited
-    for at exit, where OpenCV then aborted the process."""
+    `tool_provider` sets it from the tracker itself: an `AgentTools` (or a `Toolbox` given its own tracker) may hold
+    an in-process tracker beside a scorer of the tool service, whose CPU-bound tracking ran on the io threads (more
+    of them than cores) and was not waited for at exit, where OpenCV then aborted the process."""
     surprise_remote: bool | None = None
     """The surprise scorer is a call to the tool service (`surprise_lane`); None: `remote`."""
 
@@ -194,7 +194,8 @@ def tool_provider(tools: object) -> ToolProvider:
                             surprise_short_side=tools.settings.surprise_short_side,
                             track_short_side=tools.settings.track_short_side,
                             extra_short_side=tools.settings.extra_short_side, tracker_id=tools.tracker_identity,
-                            surprise_id=tools.scorer_identity, remote=tools.remote)
+                            surprise_id=tools.scorer_identity, remote=tools.remote,
+                            tracker_remote=tools.tracker_remote, surprise_remote=tools.surprise_remote)
     raise TypeError(f"tools must be AgentTools, Toolbox or ToolProvider, got {type(tools).__name__}")
 
 

@@ -61,3 +61,21 @@ def test_an_in_process_tracker_beside_a_remote_scorer_tracks_on_the_cpu_lane(cli
     assert out["result"].status == "scored", out["result"].reasons
     assert tracker.threads and all(t.startswith("raa-cpu-") for t in tracker.threads), tracker.threads
     assert scorer.threads and all(t.startswith("raa-io-") for t in scorer.threads), scorer.threads
+
+
+def test_a_toolboxs_injected_tool_gets_its_own_lane():
+    """The same for a `Toolbox`: one given its own in-process tracker beside the tool service of its settings
+    (``Toolbox(ToolSettings(tools_url=...), tracker=LKTracker())``) put the tracking in the "io" lane, as
+    `AgentTools` did; and a scorer of the tool service given to a toolbox without a URL waited on the network in a
+    core's thread."""
+    from tools.settings import ToolSettings
+    from tools.toolbox import Toolbox
+
+    beside_service = tool_provider(Toolbox(ToolSettings(tools_url="http://127.0.0.1:9"), tracker=LKTracker()))
+    assert (beside_service.tracker_lane, beside_service.surprise_lane) == ("cpu", "io")
+    client = ToolServiceClient("http://127.0.0.1:9")
+    try:
+        given_remote = tool_provider(Toolbox(ToolSettings(), scorer=RemoteSurpriseScorer(client)))
+    finally:
+        client.close()
+    assert (given_remote.tracker_lane, given_remote.surprise_lane) == ("cpu", "io")

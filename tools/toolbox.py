@@ -95,6 +95,19 @@ class Toolbox:
     def remote(self) -> bool:
         return self.settings.tools_url is not None
 
+    @property
+    def tracker_remote(self) -> bool:
+        """Whether the tracker this toolbox gives is a call to the tool service (an injected tracker: whether it is one;
+        else whether the settings name a service): `graph.context.ToolProvider.tracker_lane`."""
+        injected = self._injected_tracker
+        return self.remote if injected is None else isinstance(injected, RemoteMotionTracker)
+
+    @property
+    def surprise_remote(self) -> bool:
+        """Whether the surprise scorer this toolbox gives is a call to the tool service (as `tracker_remote`)."""
+        injected = self._injected_scorer
+        return self.remote if injected is None else isinstance(injected, RemoteSurpriseScorer)
+
     def _service(self) -> ToolServiceClient:
         if self._client is None:
             s = self.settings
