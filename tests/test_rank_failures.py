@@ -108,7 +108,7 @@ def _patch(case: str, rank: int) -> None:
             raise OSError(28, "No space left on device", str(self.path))
 
         MetricsLog.write = no_space
-    if case == "reward_length" and rank == 1:  # a reward that answers with one reward too few, on this rank alone
+    if case.startswith("reward_length") and rank == 1:  # a reward that answers with one reward too few, on this rank alone
         import training.rewards as rw
 
         def short_reward(*args, **kwargs):
@@ -155,6 +155,10 @@ CASES = {  # case: (what failed, failing rank, its error, the iteration, flags, 
     "eval_write": ("writing the held-out evaluation's logs", 0, NO_SPACE, 0, EVAL, []),
     # phases 1-3 of an iteration (rollouts, decode, reward, advantages): agreed in the update's first all_reduce
     "reward_length": ("sampling and scoring the iteration's rollouts", 1, "RewardLengthError: reward", 1, [], []),
+    # under ZeRO-3 too: the rewards come after the last parameter gather of the rollouts, so every rank is in that
+    # all_reduce (a failing rank that ended alone there left the others a closed connection, naming nothing)
+    "reward_length_zero3": ("sampling and scoring the iteration's rollouts", 1, "RewardLengthError: reward", 1,
+                            ["--ds_config", "ds_zero3.json"], []),
     "checkpoint_marker": ("finishing checkpoint iter_000001", 0, NO_SPACE, 1, [], [1]),
     # agreed at the next iteration's first gather, or after the last iteration (where a barrier was)
     "metrics_write": ("writing the iteration's logs", 0, NO_SPACE, 1, ["--max_iterations", "2"], []),

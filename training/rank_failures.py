@@ -36,7 +36,9 @@ Decisions where the issue was silent:
   each in another collective until the collective timeout (gloo: 30 minutes), which then named no error.
   There the failing rank prints its traceback, closes what the run opened and raises its exception as it is
   (``Tried(exit_alone=...)``; its exit code by ``exit_status``): its process ends, and the other ranks stop at
-  once, on gloo's closed connections or by the launcher, which stops every rank when one fails.
+  once, on gloo's closed connections or by the launcher, which stops every rank when one fails. Only until the
+  last forward: the trainer clears ``exit_alone`` there, so a failure of the rewards or advantages, when every rank
+  is on its way to the all_reduce, is agreed as above (ending alone there, the others got a closed connection).
 * The run stops without saving the iteration: as `training.preemption.TrainingDiverged`, the checkpoint the
   message names is where ``--resume`` continues (and evaluates the missed iteration first:
   training/best.py ``pending_eval``).
@@ -97,7 +99,8 @@ class Tried:
     through as it is (no other rank waits for it). BaseExceptions (KeyboardInterrupt) always pass through.
     ``exit_alone`` (a block whose forwards gather parameters from every rank: ZeRO-3): the failure cannot be
     agreed after the block (module docstring), so it passes through after its traceback is printed and
-    ``exit_alone()`` closed what the run opened: the rank's process ends, and the others stop at once."""
+    ``exit_alone()`` closed what the run opened: the rank's process ends, and the others stop at once. Set it to
+    None once the block's last gathering forward is done: a later failure is kept for the agreement again."""
 
     def __init__(self, rank: int, world: int, what: str, *, exit_alone: Callable[[], None] | None = None) -> None:
         self.rank, self.world, self.what, self.exit_alone = rank, world, what, exit_alone

@@ -273,7 +273,7 @@ def train(cfg: TrainConfig, *, local_rank: int = 0, reward_tokens: dict[str, str
             _close(rewards, bar, log, stops, video_writer)
             raise PromptImagesFailed(it + 1, failures, ckpt_dir, log.failed_prompts_path)
         with Tried(rank, world, "sampling and scoring the iteration's rollouts",  # agreed at step 4; under ZeRO-3
-                   exit_alone=close if engine.zero_optimization_stage() == 3 else None) as tried:  # alone at once
+                   exit_alone=close if engine.zero_optimization_stage() == 3 else None) as tried:  # alone while sampling
             with torch.no_grad():
                 with text_encoder_on(world_model, cfg, device):  # every prompt first: an offloaded encoder moves once
                     conds = [encode_frame(world_model, cfg, frame, prompts[index].text, negative_prompt(cfg))
@@ -291,6 +291,7 @@ def train(cfg: TrainConfig, *, local_rank: int = 0, reward_tokens: dict[str, str
                         pending.append(rewards.submit(frames, [spec.text] * group, iteration=it + 1, fps=cfg.fps,
                                                       group_ids=[slot] * group, rank=rank, phase="train",
                                                       first_index=slot * group, unscored=diverged, refused=skip))
+            tried.exit_alone = None  # the forwards are done (the last gather): a later failure is agreed at step 4
             left_out = [kind or why for kind, why in zip(unscored, refused, strict=True)]  # no video, no metrics
             t1 = time.perf_counter()
             # -- 2. rewards and 3. advantages ---------------------------------------------------------
@@ -328,8 +329,7 @@ def train(cfg: TrainConfig, *, local_rank: int = 0, reward_tokens: dict[str, str
             **diversity(groups, left_out),  # over the rollouts that did not diverge, stand-ins left out
             "seconds_rollout": t1 - t0, "seconds_reward": t2 - t1, "seconds_update": t3 - t2,
             "diverged_rollouts": sum(1 for kind in unscored if kind),
-            "failed_prompts": sum(1 for f in failed if f is not None),
-            "lr": lr,
+            "failed_prompts": sum(1 for f in failed if f is not None), "lr": lr,
             "ineligible_items": [(texts[i], outcome.reasons[i] or "ineligible")
                                  for i, r in enumerate(outcome.rewards) if r is None],
             "reward_items": reward_items(outcome, texts, group_ids, group, rank, adv, valid, names, left_out),
