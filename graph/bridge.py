@@ -53,7 +53,8 @@ Decisions where the issue was silent:
   Python ends a thread that wakes then wherever it is (pthread_exit), which aborts the process if that is
   inside C++ code ("terminate called without an active exception", exit -6 after a training run that had
   finished and printed its result). A loop blocked by sync code on its thread cannot be stopped: exit goes on
-  after the wait, as before.
+  after the wait, as before. A call made after that (an atexit handler registered before the first loop runs
+  after this one) runs on a fresh loop in the calling thread (`asyncio.run`), not on a new bridge thread.
 """
 
 from __future__ import annotations
@@ -74,6 +75,7 @@ T = TypeVar("T")
 _lock = threading.Lock()
 _bridge: tuple[int, asyncio.AbstractEventLoop, threading.Thread] | None = None
 _stalled = 0  # calls made on the bridge thread, blocking it now (see the module docstring)
+_wound_down = False  # `_wind_down` ran (interpreter exit): later calls run aside, no new bridge thread
 _hooked = False
 _EXIT_WAIT_S = 5.0  # at exit: how long pending tasks may take to end once cancelled, and the thread to end
 
@@ -155,8 +157,10 @@ def _unwatch(life: _Life, key: object) -> None:
 
 def run_sync(coro: Coroutine[Any, Any, T]) -> T:
     """Run `coro` to completion on the bridge loop and return its result (or raise its exception)."""
-    loop = sync_loop()
     context = contextvars.copy_context()
+    if _wound_down:  # interpreter exit: a fresh loop in this thread, no new bridge thread (module docstring)
+        return context.run(_run_fresh, coro)
+    loop = sync_loop()
     if threading.current_thread() is _bridge_thread() or _stalled:  # the bridge loop cannot run it now
         return _run_aside(coro, context)
     done: Future[T] = Future()
@@ -235,8 +239,9 @@ def _run_fresh(coro: Coroutine[Any, Any, T]) -> T:
 
 def _wind_down() -> None:
     """At exit: cancel the bridge loop's tasks, stop it and wait for its thread (module docstring)."""
+    global _wound_down
     with _lock:
-        bridge = _bridge
+        bridge, _wound_down = _bridge, True
     if bridge is None or bridge[0] != os.getpid() or not bridge[2].is_alive():
         return
     _, loop, thread = bridge

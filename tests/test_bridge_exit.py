@@ -65,3 +65,21 @@ def test_exit_does_not_wait_long_for_a_loop_blocked_by_a_sync_call():
                           env={"PYTHONPATH": str(ROOT), "PATH": "/usr/bin:/bin"})
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.split() == ["1"]
+
+
+def test_a_call_from_an_exit_handler_after_the_wind_down_runs_and_leaves_no_bridge_thread():
+    script = textwrap.dedent("""
+        import asyncio, atexit, threading
+        from graph.bridge import run_sync
+
+        def late():  # registered before the bridge's handler: runs after the wind-down
+            print(run_sync(asyncio.sleep(0, result=5)), flush=True)
+            print(sum(t.name == "raa-sync-loop" and t.is_alive() for t in threading.enumerate()), flush=True)
+
+        atexit.register(late)
+        print(run_sync(asyncio.sleep(0, result=3)), flush=True)
+    """)
+    proc = subprocess.run([sys.executable, "-c", script], cwd=ROOT, capture_output=True, text=True, timeout=60,
+                          env={"PYTHONPATH": str(ROOT), "PATH": "/usr/bin:/bin"})
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.split() == ["3", "5", "0"], proc.stdout + proc.stderr
