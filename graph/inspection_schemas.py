@@ -70,7 +70,10 @@ def cap_view(frames: object) -> tuple[object, str | None]:
     model saw nothing of it, while a request over the frame budget is trimmed with a note."""
     if not isinstance(frames, list) or len(frames) <= VIEW_FRAMES:
         return frames, None
-    return frames[:VIEW_FRAMES], f"a view shows at most {VIEW_FRAMES} frames: frames {frames[VIEW_FRAMES:]} dropped"
+    rest = frames[VIEW_FRAMES:]
+    # named when few and all numbers: a view of 3,000 frames named 2,984 in its note, the note as long as the call
+    named = f"frames {rest}" if len(rest) <= 8 and all(type(f) is int for f in rest) else f"{len(rest)} more frames"
+    return frames[:VIEW_FRAMES], f"a view shows at most {VIEW_FRAMES} frames: {named} dropped"
 
 
 class FrameView(_Record):

@@ -123,7 +123,9 @@ class ToolExchange(TypedDict, total=False):
     name: str
     """view_frames | view_crop | track_motion."""
     args: dict[str, Any]
-    """Arguments as the model wrote them."""
+    """Arguments as run, not as the model wrote them (`graph.nodes.evidence.call_args`): a view's frames cut to 16,
+    keys the tool does not take left out, oversized values cut; as read by the tool's schema when it ran. They go back
+    to the model each round, to reflect and into the trace, so a call of 3,000 frames or a 1 MB string stays small."""
     frames: list[int]
     """Frames actually shown (after the access policy and the budget)."""
     box: list[float] | None
@@ -189,7 +191,8 @@ class AgentState(TypedDict, total=False):
     pending_calls: list[dict[str, Any]]
     """Tool calls of the last inspect message still to execute: {"id", "name", "args"}, ids unique, at most
     `graph.schemas.CALLS_PER_ROUND`; the last has "left_out" (how many later calls were left out) when any were
-    (`graph.nodes.inspect.round_calls`)."""
+    (`graph.nodes.inspect.round_calls`). Their args are bounded as run, with "cut" (the note on what was cut) when
+    anything was (`graph.nodes.tool_args`)."""
     inspect_rounds: int
     """Inspect rounds done."""
     inspect_notes: str

@@ -12,7 +12,8 @@ Invalid crop boxes fall back to the full frame and the tool result says so (chec
 Decisions where the issue was silent:
 - Requests are trimmed (never refused) to the access policy and the budget; the result text lists
   what was dropped or substituted. So is a view_frames call of more than 16 frames (`graph.schemas.cap_view`):
-  it shows the first 16 (it was "invalid arguments", and a plan's view that long was skipped whole).
+  it shows the first 16 (it was "invalid arguments", and a plan's view that long was skipped whole). The exchange
+  stores the arguments as run, bounded (`call_args`, `graph.nodes.tool_args`), not as the model wrote them.
 - track_motion reads up to 32 frames of the requested stretch (the tracker is a tool, not a view);
   it returns a text summary plus overlays of up to 4 tracked frames, which count against the frame
   budget and, on a long clip, against the nearby-extra allowance: an overlay shows the frame's image. They
@@ -54,8 +55,10 @@ from langchain_core.utils.function_calling import convert_to_openai_tool
 from pydantic import BaseModel, Field, ValidationError
 
 from graph.context import RunContext
+from graph.nodes.tool_args import NAME_CHARS
+from graph.nodes.tool_args import call_args as bound_args
 from graph.nodes.tracking import query_index, track_frames, track_overlays
-from graph.schemas import VIEW_FRAMES, CropBox, TrackArgs, cap_view
+from graph.schemas import VIEW_FRAMES, CropBox, TrackArgs
 from graph.state import AgentState, ToolExchange
 from tools.sampling import FrameIndex
 
@@ -179,31 +182,40 @@ def allowed(state: AgentState, ctx: RunContext, exchanges: list[ToolExchange],
 
 async def execute(state: AgentState, ctx: RunContext, exchanges: list[ToolExchange], rnd: int, call_id: str,
                   name: str, args: dict[str, Any]) -> ToolExchange:
-    """Run one tool call; returns its exchange record (references and text only)."""
-    base = ToolExchange(round=rnd, call_id=call_id, name=name, args=args, frames=[], box=None, overlay=False)
+    """Run one tool call; returns its exchange record (references and text only), with the arguments as run
+    (`call_args`): what the model wrote is not stored (`graph.nodes.tool_args`)."""
     tool = _TOOLS.get(name)
+    args, cut = call_args(name, args)
+    base = ToolExchange(round=rnd, call_id=call_id, name=name, args=args, frames=[], box=None, overlay=False)
     if tool is None or (tool is track_motion and not ctx.config.motion):
         names = [t["function"]["name"] for t in tool_specs(ctx.config.motion)]
-        return {**base, "text": f"unknown tool {name!r}; available: {names}"}
-    capped, cap_note = (None, None) if tool is not view_frames or not isinstance(args, dict) else cap_view(
-        args.get("frames"))
+        return {**base, "text": _text(f"unknown tool {name[:NAME_CHARS]!r}; available: {names}", [cut] if cut else [])}
     try:  # only the arguments are checked here: what the tool raises is its failure, not the model's
-        request = tool.model_validate(args if cap_note is None else {**args, "frames": capped})
+        request = tool.model_validate(args)
     except ValidationError as exc:  # bad arguments are the model's to fix
-        return {**base, "text": f"invalid arguments for {name}: {str(exc)[:300]}"}
+        return {**base, "text": _text(f"invalid arguments for {name}: {str(exc)[:300]}", [cut] if cut else [])}
+    base["args"] = request.model_dump()  # as read: "3" is 3, a box as four floats
     if isinstance(request, view_frames):
         frames, notes = allowed(state, ctx, exchanges, request.frames)
-        notes = [cap_note] + notes if cap_note else notes
+        notes = [cut] + notes if cut else notes
         return {**base, "frames": frames, "text": _text(f"showing frames {frames}", notes)}
+    lead = [cut] if cut else []
     if isinstance(request, view_crop):
-        return await _crop(state, ctx, exchanges, base, request)
+        return await _crop(state, ctx, exchanges, base, request, lead)
     if isinstance(request, track_motion):
-        return await _track(state, ctx, exchanges, base, request)
+        return await _track(state, ctx, exchanges, base, request, lead)
     raise TypeError(f"no executor for tool {name!r}")  # _TOOLS holds only the three above
 
 
 _TOOLS: dict[str, type[BaseModel]] = {"view_frames": view_frames, "view_crop": view_crop,
                                       "track_motion": track_motion}
+
+
+def call_args(name: str, args: object) -> tuple[dict[str, Any], str | None]:
+    """A call's arguments as run and the note on what was cut (`graph.nodes.tool_args.call_args`), for the tool
+    `name` (its own arguments only) or an unknown one."""
+    tool = _TOOLS.get(name)
+    return bound_args(name, args, None if tool is None else frozenset(tool.model_fields))
 
 
 _COORDINATES = {
@@ -244,10 +256,11 @@ def _text(head: str, notes: list[str]) -> str:
 
 
 async def _crop(state: AgentState, ctx: RunContext, exchanges: list[ToolExchange], base: ToolExchange,
-                request: view_crop) -> ToolExchange:
+                request: view_crop, lead: list[str]) -> ToolExchange:
     from tools.video import crop_key, normalize_crop
 
     frames, notes = allowed(state, ctx, exchanges, [request.frame])
+    notes = lead + notes
     coordinates = ctx.config.coordinates
     written = request.box
     numbers = isinstance(written, list) and len(written) == 4 and all(type(v) is float for v in written)
@@ -276,7 +289,7 @@ async def _crop(state: AgentState, ctx: RunContext, exchanges: list[ToolExchange
 
 
 async def _track(state: AgentState, ctx: RunContext, exchanges: list[ToolExchange], base: ToolExchange,
-                 request: track_motion) -> ToolExchange:
+                 request: track_motion, lead: list[str]) -> ToolExchange:
     from tools.video import uniform_subset
 
     n = int(state["meta"]["frames"])
@@ -285,9 +298,9 @@ async def _track(state: AgentState, ctx: RunContext, exchanges: list[ToolExchang
     room = ctx.config.frame_budget - used_frames(exchanges)
     k = max(0, min(OVERLAY_FRAMES, room, len(idx)))
     shown = uniform_subset(idx, k)
-    notes = [] if k >= min(OVERLAY_FRAMES, len(idx)) else [f"frame budget: {k} overlay frames"]
+    notes = lead + ([] if k >= min(OVERLAY_FRAMES, len(idx)) else [f"frame budget: {k} overlay frames"])
     if max(request.start_frame, request.end_frame) > n - 1:  # tracked within the clip (track_frames)
-        notes.insert(0, f"stretch {int(request.start_frame)}..{int(request.end_frame)} clamped to the clip's "
+        notes.insert(len(lead), f"stretch {int(request.start_frame)}..{int(request.end_frame)} clamped to the clip's "
                         f"frames 0..{n - 1}")
     if (policy := allowance(state, ctx, exchanges)) is not None:  # a long clip: overlays are views too
         shown, more = overlay_frames(idx, shown, *policy, ctx.config.nearby_extra)

@@ -24,6 +24,10 @@ Decisions where the issue was silent:
   characters a round until a request could exceed the server's context and the run ended ineligible. Answering each
   left-out call "not run" would have kept that growth (the answers are as long as the results). The cap counts calls
   the model asked for, as a plan's caps count its entries (8 views and 2 tracks: the same 10).
+- A call's arguments are stored and sent back as run, bounded (`graph.nodes.tool_args`), from `round_calls` on:
+  a view_frames call of 3,000 frames showed 16 but every later request, reflect's request, the checkpoints and the
+  trace carried all 3,000, and a 1 MB string argument the same. Its answer ends with a note of what was cut. An id or
+  tool name of more than 64 characters is cut too (an id by giving the call a new one, as below).
 - The ids of a round's calls are unique (`round_calls`): a call without an id, or repeating an id of an earlier call
   of the reply, gets "call_<round>_<k>"; each still runs. They were sent back as the server gave them, and an
   OpenAI-compatible server may refuse (400) an assistant message that repeats a tool-call id, failing the run.
@@ -59,12 +63,14 @@ from graph.nodes.common import Step, brief, count, dump, human, system
 from graph.nodes.contract_of import need_contract
 from graph.nodes.evidence import (
     access_text,
+    call_args,
     coordinates_text,
     crop_records,
     exchange_blocks,
     execute,
     tool_specs,
 )
+from graph.nodes.tool_args import NAME_CHARS
 from graph.replies import after_reasoning, cut_at_token_limit
 from graph.schemas import (
     CALLS_PER_ROUND,
@@ -151,21 +157,25 @@ def round_calls(tool_calls: list[Any], rnd: int) -> list[dict[str, Any]]:
     """The calls of round `rnd`'s reply to run, as pending calls {"id", "name", "args"}: the first
     `CALLS_PER_ROUND`, the last of them with "left_out", how many later calls are left out (module docstring).
     Their ids are unique: a call without an id, or repeating one an earlier call of the reply has, gets
-    "call_<round>_<k>" (k its place in the reply; suffixed when the reply has that id too). The conversation sent
-    back is rebuilt from these ids, and a server may refuse one whose assistant message repeats an id (400)."""
+    "call_<round>_<k>" (k its place in the reply; suffixed when the reply has that id too), as does one longer than
+    `NAME_CHARS`. The conversation sent back is rebuilt from these ids, and a server may refuse one whose assistant
+    message repeats an id (400). Arguments are as they will run, bounded, with "cut" noting what was cut
+    (`graph.nodes.evidence.call_args`): pending calls are checkpointed."""
     kept = tool_calls[:CALLS_PER_ROUND]
     written = {str(c.get("id")) for c in kept if c.get("id")}
     used: set[str] = set()
     calls: list[dict[str, Any]] = []
     for k, c in enumerate(kept):
         call_id = str(c.get("id") or "")
-        if not call_id or call_id in used:
+        if not call_id or call_id in used or len(call_id) > NAME_CHARS:  # a 1 MB id would go back each round
             call_id, n = f"call_{rnd}_{k}", 0
             while call_id in used or call_id in written:
                 n += 1
                 call_id = f"call_{rnd}_{k}_{n}"
         used.add(call_id)
-        calls.append({"id": call_id, "name": c["name"], "args": dict(c["args"])})
+        name = str(c["name"])[:NAME_CHARS]
+        args, cut = call_args(name, c["args"])  # as they will run, bounded: pending calls are checkpointed
+        calls.append({"id": call_id, "name": name, "args": args, **({"cut": cut} if cut else {})})
     if left := len(tool_calls) - len(kept):
         calls[-1]["left_out"] = left
     return calls
@@ -174,7 +184,8 @@ def round_calls(tool_calls: list[Any], rnd: int) -> list[dict[str, Any]]:
 async def tool_call(state: AgentState, ctx: RunContext, step: Step) -> dict[str, Any]:
     rnd = int(state.get("inspect_rounds", 1)) - 1
     pending = list(state.get("pending_calls", []))
-    calls = [_Call(c["id"], c["name"], c["args"], c["name"], note=_left_out(c.get("left_out", 0))) for c in pending]
+    calls = [_Call(c["id"], c["name"], c["args"], c["name"], note=_notes(c.get("cut"), _left_out(c.get("left_out", 0))))
+             for c in pending]
     new = await _run_calls(state, ctx, list(state.get("exchanges", [])), rnd, calls)
     _record(step, new)
     left = sum(int(c.get("left_out", 0)) for c in pending)
@@ -182,6 +193,11 @@ async def tool_call(state: AgentState, ctx: RunContext, step: Step) -> dict[str,
         f", {left} left out (at most {CALLS_PER_ROUND} per round)" if left else "")
     step.decision += " (cap reached)" if rnd + 1 >= ctx.config.max_tool_rounds else ""
     return {"exchanges": new, "pending_calls": []}
+
+
+def _notes(*notes: str | None) -> str | None:
+    """The notes given, joined, or None when there are none."""
+    return "; ".join(n for n in notes if n) or None
 
 
 def _left_out(n: int) -> str | None:
@@ -224,8 +240,8 @@ async def _run_calls(state: AgentState, ctx: RunContext, exchanges: list[ToolExc
         skip = call.skip
         if skip is None and call.name == "track_motion" and tracks >= TRACKS_PER_ROUND:
             skip = _track_cap()
-        if skip is not None:
-            args = call.args if isinstance(call.args, dict) else {"as_written": call.args}
+        if skip is not None:  # stored bounded, as a call that ran (`call_args`)
+            args = call_args(call.name, call.args)[0]
             ex = ToolExchange(round=rnd, call_id=call.call_id, name=call.name, args=args, frames=[],
                               box=None, overlay=False, text=f"{call.label} not run: {skip}")
         else:
