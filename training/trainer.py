@@ -79,7 +79,6 @@ from training.config_io import config_to_dict, write_run_config
 from training.data import PromptStream, load_placed_prompts
 from training.decode import decode_group
 from training.evaluate import eval_key, evaluate_everywhere
-from training.export import ExportError, export_policy
 from training.group_rollout import sample_group
 from training.grpo import advantage_metric_parts, group_advantages
 from training.launches import launch_record, record_launch
@@ -89,26 +88,15 @@ from training.preemption import RewardsStalled, StopRequest, TrainingDiverged, T
 from training.prompt_failures import PromptImagesFailed, first_frames
 from training.prompt_stamp import prompt_change_warning, prompt_stamp
 from training.provenance import record_scoring
-from training.rank_failures import RankFailure, Tried, agree, agreed_count, attempt, stop_on
+from training.rank_failures import RankFailure, Tried, agreed_count, attempt, stop_on
 from training.resume import nothing_to_train, plan_resume, state_layout
 from training.reward_outcome import RewardOutcome
 from training.reward_runner import RewardRunner, merge_outcomes
 from training.rollout_log import diversity, mask_means, reward_items, submit_rollout_videos
 from training.run_dir import prepare_output_dir
+from training.run_end import close_opened, finish
 from training.update import Group, metric_parts, rollout_config, update_policy
 from training.wandb_log import require_wandb
-
-
-def _close(rewards: RewardRunner, bar: Any, log: MetricsLog, stops: StopRequest | None,
-           video_writer: ThreadPoolExecutor) -> None:
-    """What the loop opened, closed when the run ends (finished, diverged or stopped by a signal)."""
-    rewards.close()
-    video_writer.shutdown(wait=True)
-    if bar is not None:
-        bar.close()
-    log.close()
-    if stops is not None:
-        stops.uninstall()
 
 
 def train(cfg: TrainConfig, *, local_rank: int = 0, reward_tokens: dict[str, str] | None = None,
@@ -215,7 +203,7 @@ def train(cfg: TrainConfig, *, local_rank: int = 0, reward_tokens: dict[str, str
     stops: StopRequest | None = None  # installed after the baseline evaluation
 
     def close() -> None:  # what the run opened, before a stop (RankFailed on every rank: training/rank_failures.py)
-        _close(rewards, bar, log, stops, video_writer)
+        close_opened(rewards, bar, log, stops, video_writer)  # training/run_end.py
 
     # eval_patience counts on from eval.jsonl, among rows of this launch's measurement (training/best.py);
     # rows past the checkpoint (a crash after them) are redone
@@ -270,7 +258,7 @@ def train(cfg: TrainConfig, *, local_rank: int = 0, reward_tokens: dict[str, str
         failures = [f for part in ranks_say for f in part["failed"] if f is not None]  # all ranks'
         unlogged = attempt(rank, "writing failed_prompts.jsonl", log.write_failed_prompts, it + 1, failures)[1]
         if len(failures) == cfg.prompts_per_iteration:  # nothing to learn from on any rank: stop on every rank
-            _close(rewards, bar, log, stops, video_writer)
+            close()
             raise PromptImagesFailed(it + 1, failures, ckpt_dir, log.failed_prompts_path)
         with Tried(rank, world, "sampling and scoring the iteration's rollouts",  # agreed at step 4; under ZeRO-3
                    exit_alone=close if engine.zero_optimization_stage() == 3 else None) as tried:  # alone while sampling
@@ -350,7 +338,7 @@ def train(cfg: TrainConfig, *, local_rank: int = 0, reward_tokens: dict[str, str
             bar.update(1)
         diverged_count = int(row["diverged_rollouts"])  # NaN / inf latents: a diverged policy too
         if (row["nonfinite_losses"] or diverged_count) and cfg.nonfinite_loss == "stop":  # every rank sees the same
-            _close(rewards, bar, log, stops, video_writer)
+            close()
             raise TrainingDiverged(it + 1, int(row["nonfinite_losses"]), ckpt_dir, rollouts=diverged_count)
         signum = stops.agreed(device) if stops is not None else 0  # a signal on any rank stops them all here
         skipped = skipped + 1 if row["update_skipped"] else 0  # the same row on every rank: they stop together
@@ -371,7 +359,7 @@ def train(cfg: TrainConfig, *, local_rank: int = 0, reward_tokens: dict[str, str
                 checkpoint(it + 1)
         if signum or stalled:
             dist.barrier()  # every rank has written its part before any of them exits
-            _close(rewards, bar, log, stops, video_writer)
+            close()
             folder = str(ckpt_dir / ds_engine.iteration_tag(it + 1))
             if signum:
                 raise TrainingStopped(it + 1, signum, folder, last=it + 1 == cfg.max_iterations,
@@ -382,19 +370,7 @@ def train(cfg: TrainConfig, *, local_rank: int = 0, reward_tokens: dict[str, str
             stop_early(it + 1)
             break
 
-    unlogged = unlogged or attempt(rank, "closing the run's logs", close)[1]  # W&B's finish, say
-    stop_on([agree(unlogged)], done, ckpt_dir)  # the agreement waits for every rank, as a barrier did
-    # clean shutdown in DeepSpeed's and PyTorch's documented order (engine hooks and buffers, then the groups);
-    # DeepSpeed's destroy_process_group also drops the groups it caches, which torch's left to interpreter teardown
-    engine.destroy()
-    deepspeed.comm.destroy_process_group()
-    # -- 6. the trained policy in peft / diffusers formats (training/export.py) ---------------
-    # rank 0 alone, from the checkpoint every rank wrote before the agreement above: a long export times out no rank
-    if cfg.export == "final" and rank == 0:
-        try:
-            print(f"policy exported to {export_policy(cfg, out_dir / 'final', checkpoint_dir=ckpt_dir)}", flush=True)
-        except Exception as exc:
-            raise ExportError(f"training finished and its checkpoints are in {ckpt_dir}, but exporting the "
-                              f"policy failed ({type(exc).__name__}: {exc}); retry with "
-                              f"`python -m training.export --run {out_dir}`") from exc
+    # -- 6. the trained policy in peft / diffusers formats (training/export.py): rank 0, after every rank
+    # agreed its logs were written and the engine and process group were shut down (training/run_end.py)
+    finish(engine, cfg, rank=rank, done=done, unlogged=unlogged, close=close, ckpt_dir=ckpt_dir)
     return out_dir

@@ -1,0 +1,60 @@
+"""How a training run ends (training/trainer.py): what the loop opened, closed on every way out, and after the
+last iteration the agreement that every rank's logs were written, the clean shutdown and the final export.
+
+* `close_opened`: the reward runner (its calls still running are cancelled), the rollout-video writer (waited
+  for), the progress bar, the logs (metrics, TensorBoard, W&B) and the signal handlers, closed before any stop
+  (finished, diverged, stalled, stopped by a signal, a failure on a rank: training/rank_failures.py).
+* `finish`: after the last iteration. Rank 0's logs that could not be written (or closed) are agreed by every
+  rank in one collective, which waits for every rank as a barrier did; then the engine and the process group
+  are destroyed in DeepSpeed's and PyTorch's documented order (engine hooks and buffers, then the groups;
+  DeepSpeed's destroy_process_group also drops the groups it caches, which torch's left to interpreter
+  teardown); then rank 0 alone exports the last checkpoint (``export: final``), which every rank wrote before
+  the agreement, so a long export times out no rank.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Any
+
+from training.config import TrainConfig
+from training.export import ExportError, export_policy
+from training.metrics import MetricsLog
+from training.preemption import StopRequest
+from training.rank_failures import RankFailure, agree, attempt, stop_on
+from training.reward_runner import RewardRunner
+
+
+def close_opened(rewards: RewardRunner, bar: Any, log: MetricsLog, stops: StopRequest | None,
+                 video_writer: ThreadPoolExecutor) -> None:
+    """What the loop opened, closed when the run ends (finished, diverged or stopped by a signal)."""
+    rewards.close()
+    video_writer.shutdown(wait=True)
+    if bar is not None:
+        bar.close()
+    log.close()
+    if stops is not None:
+        stops.uninstall()
+
+
+def finish(engine: Any, cfg: TrainConfig, *, rank: int, done: int, unlogged: RankFailure | None,
+           close: Callable[[], None], ckpt_dir: Path) -> None:
+    """After the last iteration ``done`` (collective: every rank): close what the run opened, agree on rank 0's
+    logs (`training.rank_failures.RankFailed` on every rank when they failed), shut down, export (module
+    docstring). ``unlogged``: this rank's failure to write an iteration's logs, not yet agreed."""
+    import deepspeed
+
+    unlogged = unlogged or attempt(rank, "closing the run's logs", close)[1]  # W&B's finish, say
+    stop_on([agree(unlogged)], done, ckpt_dir)  # the agreement waits for every rank, as a barrier did
+    engine.destroy()
+    deepspeed.comm.destroy_process_group()
+    out_dir = Path(cfg.output_dir)
+    if cfg.export == "final" and rank == 0:
+        try:
+            print(f"policy exported to {export_policy(cfg, out_dir / 'final', checkpoint_dir=ckpt_dir)}", flush=True)
+        except Exception as exc:
+            raise ExportError(f"training finished and its checkpoints are in {ckpt_dir}, but exporting the "
+                              f"policy failed ({type(exc).__name__}: {exc}); retry with "
+                              f"`python -m training.export --run {out_dir}`") from exc
