@@ -71,6 +71,24 @@ def test_under_zero3_a_rollout_failure_ends_its_rank_at_once_after_closing(capsy
     assert fine.failure is None and closed == [1]  # nothing closed without a failure
 
 
+def test_under_zero3_a_failure_after_the_last_forward_is_still_agreed(capsys):
+    """Past the block's last ZeRO-3 forward (``tried.forwards_done``: the rewards' answers, the advantages) every
+    rank has run all its parameter gathers, so the ranks meet in the update's all_reduce: a failure there (a reward
+    that answers with too few rewards on one rank) is kept for `agreed_count`, named as what was being done then,
+    and RankFailed stops every rank, instead of ending its rank alone while the others stop on gloo's closed
+    connection naming no error."""
+    from training.reward_outcome import RewardLengthError
+
+    closed = []
+    with Tried(1, 2, "sampling the iteration's rollouts", exit_alone=lambda: closed.append(1)) as tried:
+        tried.forwards_done("scoring the iteration's rollouts")
+        raise RewardLengthError("reward 'x' returned 3 rewards for 4 videos")
+    assert closed == [] and tried.failure is not None
+    assert (tried.failure.rank, tried.failure.what) == (1, "scoring the iteration's rollouts")
+    assert tried.failure.error.startswith("RewardLengthError: reward 'x' returned 3")
+    assert capsys.readouterr().err.startswith("rank 1: scoring the iteration's rollouts failed:\nTraceback")
+
+
 def test_every_rank_exits_with_the_failing_ranks_code(tmp_path):
     from training.train import exit_status
 
@@ -108,7 +126,7 @@ def _patch(case: str, rank: int) -> None:
             raise OSError(28, "No space left on device", str(self.path))
 
         MetricsLog.write = no_space
-    if case.startswith("reward_length") and rank == 1:  # a reward that answers with one reward too few, on this rank alone
+    if case in ("reward_length", "zero3_reward_length") and rank == 1:  # a reward that answers with one reward too few, on this rank alone
         import training.rewards as rw
 
         def short_reward(*args, **kwargs):
@@ -154,10 +172,9 @@ CASES = {  # case: (what failed, failing rank, its error, the iteration, flags, 
     "eval_decode": ("the held-out evaluation", 1, "RuntimeError: decode failed", 0, EVAL, []),
     "eval_write": ("writing the held-out evaluation's logs", 0, NO_SPACE, 0, EVAL, []),
     # phases 1-3 of an iteration (rollouts, decode, reward, advantages): agreed in the update's first all_reduce
-    "reward_length": ("sampling and scoring the iteration's rollouts", 1, "RewardLengthError: reward", 1, [], []),
-    # under ZeRO-3 too: the rewards come after the last parameter gather of the rollouts, so every rank is in that
-    # all_reduce (a failing rank that ended alone there left the others a closed connection, naming nothing)
-    "reward_length_zero3": ("sampling and scoring the iteration's rollouts", 1, "RewardLengthError: reward", 1,
+    "reward_length": ("scoring the iteration's rollouts", 1, "RewardLengthError: reward", 1, [], []),
+    # under ZeRO-3 too (every parameter partitioned): the reward's answers come after the last forward
+    "zero3_reward_length": ("scoring the iteration's rollouts", 1, "RewardLengthError: reward", 1,
                             ["--ds_config", "ds_zero3.json"], []),
     "checkpoint_marker": ("finishing checkpoint iter_000001", 0, NO_SPACE, 1, [], [1]),
     # agreed at the next iteration's first gather, or after the last iteration (where a barrier was)

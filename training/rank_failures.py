@@ -37,8 +37,9 @@ Decisions where the issue was silent:
   There the failing rank prints its traceback, closes what the run opened and raises its exception as it is
   (``Tried(exit_alone=...)``; its exit code by ``exit_status``): its process ends, and the other ranks stop at
   once, on gloo's closed connections or by the launcher, which stops every rank when one fails. Only until the
-  last forward: the trainer clears ``exit_alone`` there, so a failure of the rewards or advantages, when every rank
-  is on its way to the all_reduce, is agreed as above (ending alone there, the others got a closed connection).
+  block's last forward (``Tried.forwards_done``: the rollouts and decodes of every group are done): a failure
+  after it (the reward's answers, a wrong number of rewards; the advantages) finds every rank's gathers run,
+  so the ranks meet in the all_reduce and it is agreed as without ZeRO-3, every rank raising `RankFailed`.
 * The run stops without saving the iteration: as `training.preemption.TrainingDiverged`, the checkpoint the
   message names is where ``--resume`` continues (and evaluates the missed iteration first:
   training/best.py ``pending_eval``).
@@ -99,8 +100,7 @@ class Tried:
     through as it is (no other rank waits for it). BaseExceptions (KeyboardInterrupt) always pass through.
     ``exit_alone`` (a block whose forwards gather parameters from every rank: ZeRO-3): the failure cannot be
     agreed after the block (module docstring), so it passes through after its traceback is printed and
-    ``exit_alone()`` closed what the run opened: the rank's process ends, and the others stop at once. Set it to
-    None once the block's last gathering forward is done: a later failure is kept for the agreement again."""
+    ``exit_alone()`` closed what the run opened: the rank's process ends, and the others stop at once."""
 
     def __init__(self, rank: int, world: int, what: str, *, exit_alone: Callable[[], None] | None = None) -> None:
         self.rank, self.world, self.what, self.exit_alone = rank, world, what, exit_alone
@@ -108,6 +108,11 @@ class Tried:
 
     def __enter__(self) -> Tried:
         return self
+
+    def forwards_done(self, what: str) -> None:
+        """The block's last forward has run (on every rank as many as here): a failure from now on is agreed as
+        doing ``what`` under ZeRO-3 too (no ``exit_alone``; module docstring)."""
+        self.what, self.exit_alone = what, None
 
     def __exit__(self, kind: type[BaseException] | None, exc: BaseException | None,
                  tb: TracebackType | None) -> bool:

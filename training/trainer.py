@@ -260,8 +260,8 @@ def train(cfg: TrainConfig, *, local_rank: int = 0, reward_tokens: dict[str, str
         if len(failures) == cfg.prompts_per_iteration:  # nothing to learn from on any rank: stop on every rank
             close()
             raise PromptImagesFailed(it + 1, failures, ckpt_dir, log.failed_prompts_path)
-        with Tried(rank, world, "sampling and scoring the iteration's rollouts",  # agreed at step 4; under ZeRO-3
-                   exit_alone=close if engine.zero_optimization_stage() == 3 else None) as tried:  # alone while sampling
+        with Tried(rank, world, "sampling the iteration's rollouts",  # agreed at step 4; under ZeRO-3 alone at
+                   exit_alone=close if engine.zero_optimization_stage() == 3 else None) as tried:  # once: its forwards
             with torch.no_grad():
                 with text_encoder_on(world_model, cfg, device):  # every prompt first: an offloaded encoder moves once
                     conds = [encode_frame(world_model, cfg, frame, prompts[index].text, negative_prompt(cfg))
@@ -279,9 +279,10 @@ def train(cfg: TrainConfig, *, local_rank: int = 0, reward_tokens: dict[str, str
                         pending.append(rewards.submit(frames, [spec.text] * group, iteration=it + 1, fps=cfg.fps,
                                                       group_ids=[slot] * group, rank=rank, phase="train",
                                                       first_index=slot * group, unscored=diverged, refused=skip))
-            tried.exit_alone = None  # the forwards are done (the last gather): a later failure is agreed at step 4
             left_out = [kind or why for kind, why in zip(unscored, refused, strict=True)]  # no video, no metrics
             t1 = time.perf_counter()
+            # the last forward: a failure from here (a wrong number of rewards) is agreed at step 4 under ZeRO-3 too
+            tried.forwards_done("scoring the iteration's rollouts")  # (training/rank_failures.py)
             # -- 2. rewards and 3. advantages ---------------------------------------------------------
             texts = [g.text for g in groups for _ in range(group)]
             group_ids = [gi for gi in range(len(groups)) for _ in range(group)]
@@ -317,7 +318,8 @@ def train(cfg: TrainConfig, *, local_rank: int = 0, reward_tokens: dict[str, str
             **diversity(groups, left_out),  # over the rollouts that did not diverge, stand-ins left out
             "seconds_rollout": t1 - t0, "seconds_reward": t2 - t1, "seconds_update": t3 - t2,
             "diverged_rollouts": sum(1 for kind in unscored if kind),
-            "failed_prompts": sum(1 for f in failed if f is not None), "lr": lr,
+            "failed_prompts": sum(1 for f in failed if f is not None),
+            "lr": lr,
             "ineligible_items": [(texts[i], outcome.reasons[i] or "ineligible")
                                  for i, r in enumerate(outcome.rewards) if r is None],
             "reward_items": reward_items(outcome, texts, group_ids, group, rank, adv, valid, names, left_out),
