@@ -112,6 +112,13 @@ def _patch(case: str, rank: int) -> None:
             raise RuntimeError("decode failed")
 
         ev.sample_video = broken
+    if case == "zero3_eval_encode" and rank == 1:  # its held-out prompt's encode, before any transformer forward
+        import training.evaluate as ev
+
+        def broken_encode(*args, **kwargs):
+            raise RuntimeError("encode failed")
+
+        ev.encode_frame = broken_encode
     if case == "eval_write" and rank == 0:
         from training.metrics import MetricsLog
 
@@ -171,6 +178,10 @@ EVAL = ["--eval_every", "1", "--eval_samples", "1", "--eval_dataset", "[{text: '
 CASES = {  # case: (what failed, failing rank, its error, the iteration, flags, metrics.jsonl's iterations)
     "eval_decode": ("the held-out evaluation", 1, "RuntimeError: decode failed", 0, EVAL, []),
     "eval_write": ("writing the held-out evaluation's logs", 0, NO_SPACE, 0, EVAL, []),
+    # agreed before the evaluation's first transformer forward: under ZeRO-3 the other rank was in its parameter
+    # gather while the failing rank waited in the gather of the ranks' results
+    "zero3_eval_encode": ("encoding the held-out prompts", 1, "RuntimeError: encode failed", 0,
+                          [*EVAL, "--ds_config", "ds_zero3.json"], []),
     # phases 1-3 of an iteration (rollouts, decode, reward, advantages): agreed in the update's first all_reduce
     "reward_length": ("scoring the iteration's rollouts", 1, "RewardLengthError: reward", 1, [], []),
     # under ZeRO-3 too (every parameter partitioned): the reward's answers come after the last forward

@@ -47,7 +47,12 @@ Decisions where the issue was silent:
   trace store) stops the run on every rank, naming the rank and the error (training/rank_failures.py; the
   trainer's ``held_out``). A sample that raises does not stop the rank's sampling at once: its other items
   are still sampled and the first exception is raised after them, so its transformer forwards stay in step
-  with the other ranks' (ZeRO-3) until the ranks agree.
+  with the other ranks' (ZeRO-3) until the ranks agree. The prompts are encoded first (`encode_share`: the
+  text and image encoders and the VAE are no part of the module ZeRO partitions, so nothing there gathers)
+  and the ranks agree on a failure there before the first transformer forward, in one more collective per
+  evaluation: a rank whose encode raised used to skip all its forwards, waiting in the gather of the ranks'
+  results while the others gathered parameters in their first forward (gloo: a collective mismatch that
+  aborted the processes, or a hang), instead of every rank stopping with the error.
 * Videos are written by training/videos.py (a file that cannot be written: one line on stderr,
   ``video: null``, the rewards still count), before the reward is called, so they exist even when the
   reward fails.
@@ -113,30 +118,44 @@ def rank_items(n_items: int, rank: int, world: int) -> list[tuple[int, bool]]:
     return [(i, True) for i in share] + [(filler, False)] * (length - len(share))
 
 
+def rank_work(n_prompts: int, cfg: TrainConfig, rank: int, world: int) -> list[tuple[tuple[int, int], bool]]:
+    """((prompt, sample), counts) per item this rank samples (`rank_items` over every prompt's samples); pure."""
+    items = [(p, s) for p in range(n_prompts) for s in range(cfg.eval_samples)]
+    return [(items[index], counts) for index, counts in rank_items(len(items), rank, world)]
+
+
+def encode_share(world_model: FlowWorldModel, cfg: TrainConfig, prompts: Sequence[PromptSpec], *, iteration: int,
+                 rank: int, world: int, places: Sequence[str] | None = None
+                 ) -> tuple[dict[int, Any], dict[int, PromptFailure]]:
+    """The conditioning of each prompt this rank samples, by prompt index, and the failures of those whose image
+    could not be read (encoded from a stand-in frame: training/prompt_failures.py). No transformer forward."""
+    mine_p = sorted({p for (p, _), _ in rank_work(len(prompts), cfg, rank, world)})
+    frames0, failures = first_frames([prompts[p] for p in mine_p],
+                                     [places[p] if places is not None else f"eval_dataset[{p}]" for p in mine_p],
+                                     cfg, iteration, rank)
+    device = next(world_model.transformer.parameters()).device
+    with torch.no_grad(), text_encoder_on(world_model, cfg, device):  # every prompt first: an offloaded encoder
+        conds = {p: encode_frame(world_model, cfg, frame, prompts[p].text, negative_prompt(cfg))  # moves once
+                 for p, frame in zip(mine_p, frames0, strict=True)}
+    return conds, {p: f for p, f in zip(mine_p, failures, strict=True) if f is not None}
+
+
 def evaluate(world_model: FlowWorldModel, cfg: TrainConfig, prompts: Sequence[PromptSpec], reward_fn: Any,
-             *, iteration: int, rank: int, world: int, places: Sequence[str] | None = None) -> dict[str, Any]:
+             *, iteration: int, rank: int, world: int, places: Sequence[str] | None = None,
+             encoded: tuple[dict[int, Any], dict[int, PromptFailure]] | None = None) -> dict[str, Any]:
     """This rank's part of one evaluation: {"rewards": [...], "seconds": float, "items": [...]} (rewards None
     when ineligible; items: one dict per reward, for `summarize_items`). ``places``: where each prompt was given
-    (`training.data.load_placed_prompts`), named when its image cannot be read."""
+    (`training.data.load_placed_prompts`), named when its image cannot be read. ``encoded``: `encode_share`'s
+    answer when the caller encoded the prompts (`evaluate_everywhere`); else they are encoded here."""
     t0 = time.perf_counter()
-    items = [(p, s) for p in range(len(prompts)) for s in range(cfg.eval_samples)]
     videos, texts, groups = [], [], []
     mine: list[dict[str, Any]] = []
     diverged: list[dict[str, Any]] = []
     broken: Exception | None = None  # the first sample that failed (module docstring)
-    conds: dict[int, Any] = {}
-    work = [(items[index], counts) for index, counts in rank_items(len(items), rank, world)]
-    device = next(world_model.transformer.parameters()).device
-    mine_p = sorted({p for (p, _), _ in work})
-    frames0, failures = first_frames([prompts[p] for p in mine_p],
-                                     [places[p] if places is not None else f"eval_dataset[{p}]" for p in mine_p],
-                                     cfg, iteration, rank)
-    failed: dict[int, PromptFailure] = {p: f for p, f in zip(mine_p, failures, strict=True) if f is not None}
+    conds, failed = encoded or encode_share(world_model, cfg, prompts, iteration=iteration, rank=rank, world=world,
+                                            places=places)
     with torch.no_grad():
-        with text_encoder_on(world_model, cfg, device):  # every prompt first: an offloaded encoder moves once
-            for p, frame in zip(mine_p, frames0, strict=True):
-                conds[p] = encode_frame(world_model, cfg, frame, prompts[p].text, negative_prompt(cfg))
-        for (p, s), counts in work:
+        for (p, s), counts in rank_work(len(prompts), cfg, rank, world):
             try:  # a failed prompt's stand-in too: every rank runs the same forwards (ZeRO-3)
                 frames = sample_video(world_model, conds[p], "ode", None, cfg.num_steps, cfg.shift,
                                       sample_seed(cfg.seed, p, s), cfg.guidance_scale)
@@ -193,8 +212,13 @@ def evaluate_everywhere(world_model: FlowWorldModel, cfg: TrainConfig, prompts: 
     writes eval.jsonl and eval_rewards.jsonl. Returns the eval.jsonl row, the same on every rank. A failure on
     any rank, of its part or of rank 0's writes, raises `training.rank_failures.RankFailed` on every rank, after
     ``close()`` (what the run opened)."""
+    encoded, failure = attempt(rank, "encoding the held-out prompts", lambda: encode_share(
+        world_model, cfg, prompts, iteration=iteration, rank=rank, world=world, places=places))
+    # agreed before any transformer forward (module docstring): under ZeRO-3 each gathers from every rank
+    stop_on([agree(failure)], iteration, ckpt_dir, close)
     part, failure = attempt(rank, "the held-out evaluation", lambda: evaluate(
-        world_model, cfg, prompts, reward_fn, iteration=iteration, rank=rank, world=world, places=places))
+        world_model, cfg, prompts, reward_fn, iteration=iteration, rank=rank, world=world, places=places,
+        encoded=encoded))
     gathered = gather({"part": part, "failure": failure})  # the ranks' parts carry the agreement on a failure
     stop_on([g["failure"] for g in gathered], iteration, ckpt_dir, close)
     parts = [g["part"] for g in gathered]
