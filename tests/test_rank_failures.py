@@ -55,8 +55,8 @@ def test_tried_keeps_a_failure_of_several_ranks_and_lets_one_ranks_pass(capsys):
 
 
 def test_under_zero3_a_rollout_failure_ends_its_rank_at_once_after_closing(capsys):
-    """Under ZeRO-3 every transformer (and VAE, text encoder) forward of the rollouts gathers parameters from all
-    ranks: a rank whose failure was kept for the update's all_reduce left the others in their next gather, each
+    """Under ZeRO-3 every transformer forward of the rollouts gathers parameters from all ranks (the VAE and the
+    encoders are outside the partitioned module): a rank whose failure was kept for the update's all_reduce left the others in their next gather, each
     rank in another collective, until the collective timeout (gloo: 30 minutes) ended the run naming no error. The
     failure now passes through on that rank after the run's files are closed, so its process ends and the others
     stop at once (gloo's closed connections, the launcher)."""
@@ -112,13 +112,13 @@ def _patch(case: str, rank: int) -> None:
             raise RuntimeError("decode failed")
 
         ev.sample_video = broken
-    if case == "zero3_eval_encode" and rank == 1:  # its held-out prompt's encode, before any transformer forward
-        import training.evaluate as ev
+    if case in ("zero3_eval_encode", "zero3_encode") and rank == 1:  # a prompt's encode, before any forward
+        import training.models as md
 
         def broken_encode(*args, **kwargs):
             raise RuntimeError("encode failed")
 
-        ev.encode_frame = broken_encode
+        md.encode_frame = broken_encode
     if case == "eval_write" and rank == 0:
         from training.metrics import MetricsLog
 
@@ -187,6 +187,9 @@ CASES = {  # case: (what failed, failing rank, its error, the iteration, flags, 
     # under ZeRO-3 too (every parameter partitioned): the reward's answers come after the last forward
     "zero3_reward_length": ("scoring the iteration's rollouts", 1, "RewardLengthError: reward", 1,
                             ["--ds_config", "ds_zero3.json"], []),
+    # agreed in the iteration's first gather, before its first forward (ZeRO-3: it used to end rank 1 alone)
+    "zero3_encode": ("encoding the iteration's prompts", 1, "RuntimeError: encode failed", 1,
+                     ["--ds_config", "ds_zero3.json"], []),
     "checkpoint_marker": ("finishing checkpoint iter_000001", 0, NO_SPACE, 1, [], [1]),
     # agreed at the next iteration's first gather, or after the last iteration (where a barrier was)
     "metrics_write": ("writing the iteration's logs", 0, NO_SPACE, 1, ["--max_iterations", "2"], []),

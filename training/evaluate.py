@@ -87,7 +87,7 @@ from training.config import PromptSpec, TrainConfig
 from training.data import SAMPLE_NOISE, sample_seed
 from training.generate import sample_video
 from training.metrics import MetricsLog, component_means, gather
-from training.models import encode_frame, negative_prompt, text_encoder_on
+from training.models import encode_frames, negative_prompt
 from training.prompt_failures import PromptFailure, first_frames
 from training.rank_failures import agree, attempt, stop_on
 from training.reward_outcome import KINDS
@@ -133,11 +133,9 @@ def encode_share(world_model: FlowWorldModel, cfg: TrainConfig, prompts: Sequenc
     frames0, failures = first_frames([prompts[p] for p in mine_p],
                                      [places[p] if places is not None else f"eval_dataset[{p}]" for p in mine_p],
                                      cfg, iteration, rank)
-    device = next(world_model.transformer.parameters()).device
-    with torch.no_grad(), text_encoder_on(world_model, cfg, device):  # every prompt first: an offloaded encoder
-        conds = {p: encode_frame(world_model, cfg, frame, prompts[p].text, negative_prompt(cfg))  # moves once
-                 for p, frame in zip(mine_p, frames0, strict=True)}
-    return conds, {p: f for p, f in zip(mine_p, failures, strict=True) if f is not None}
+    conds = encode_frames(world_model, cfg, frames0, [prompts[p].text for p in mine_p],
+                          next(world_model.transformer.parameters()).device)
+    return dict(zip(mine_p, conds, strict=True)), {p: f for p, f in zip(mine_p, failures, strict=True) if f is not None}
 
 
 def evaluate(world_model: FlowWorldModel, cfg: TrainConfig, prompts: Sequence[PromptSpec], reward_fn: Any,

@@ -124,6 +124,16 @@ def encode_frame(world_model: FlowWorldModel, cfg: TrainConfig, image: np.ndarra
     return world_model.encode_prompts(image[None], [text], num_frames=cfg.num_frames, negative_prompt=negative)
 
 
+def encode_frames(world_model: FlowWorldModel, cfg: TrainConfig, frames: Sequence[np.ndarray], texts: Sequence[str],
+                  device: torch.device | str) -> list[Conditioning]:
+    """`encode_frame` of each (first frame, text) pair, without gradients, every prompt inside one
+    `text_encoder_on` (an offloaded encoder moves once). Nothing here is in the module ZeRO partitions (the
+    encoders and the VAE are frozen helpers outside it: policy/frozen.py), so no rank waits on another's encode."""
+    with torch.no_grad(), text_encoder_on(world_model, cfg, device):
+        return [encode_frame(world_model, cfg, frame, text, negative_prompt(cfg))
+                for frame, text in zip(frames, texts, strict=True)]
+
+
 def negative_prompt(cfg: TrainConfig) -> str | None:
     """The negative prompt to encode with each prompt: the config's when guidance is on, else None."""
     return cfg.negative_prompt if cfg.guidance_scale != 1.0 else None

@@ -83,7 +83,7 @@ from training.group_rollout import sample_group
 from training.grpo import advantage_metric_parts, group_advantages
 from training.launches import launch_record, record_launch
 from training.metrics import MetricsLog, gather, progress_postfix, summarize
-from training.models import build_world_model, encode_frame, negative_prompt, text_encoder_on
+from training.models import build_world_model, encode_frames
 from training.preemption import RewardsStalled, StopRequest, TrainingDiverged, TrainingStopped
 from training.prompt_failures import PromptImagesFailed, first_frames
 from training.prompt_stamp import prompt_change_warning, prompt_stamp
@@ -253,19 +253,20 @@ def train(cfg: TrainConfig, *, local_rank: int = 0, reward_tokens: dict[str, str
         refused: list[str | None] = []  # per clip, why its prompt's group is skipped (training/prompt_failures.py)
         # first frames: one that cannot be read skips its group (a stand-in keeps the ranks' collectives in step)
         firsts, failed = first_frames([prompts[i] for i in mine], [places[i] for i in mine], cfg, it + 1, rank)
-        ranks_say = gather({"failed": failed, "unlogged": unlogged})  # and: did rank 0 fail to write the last logs
-        stop_on([p["unlogged"] for p in ranks_say], it, ckpt_dir, close)
+        conds, unencoded = attempt(rank, "encoding the iteration's prompts", encode_frames, world_model, cfg, firsts,
+                                   [prompts[i].text for i in mine], device)  # agreed before the first forward
+        ranks_say = gather({"failed": failed, "unlogged": unlogged, "unencoded": unencoded})  # and: did rank 0
+        stop_on([p["unlogged"] for p in ranks_say], it, ckpt_dir, close)  # fail to write the last logs
+        stop_on([p["unencoded"] for p in ranks_say], it + 1, ckpt_dir, close)
         failures = [f for part in ranks_say for f in part["failed"] if f is not None]  # all ranks'
         unlogged = attempt(rank, "writing failed_prompts.jsonl", log.write_failed_prompts, it + 1, failures)[1]
         if len(failures) == cfg.prompts_per_iteration:  # nothing to learn from on any rank: stop on every rank
             close()
             raise PromptImagesFailed(it + 1, failures, ckpt_dir, log.failed_prompts_path)
+        assert conds is not None  # else stop_on raised above
         with Tried(rank, world, "sampling the iteration's rollouts",  # agreed at step 4; under ZeRO-3 alone at
                    exit_alone=close if engine.zero_optimization_stage() == 3 else None) as tried:  # once: its forwards
             with torch.no_grad():
-                with text_encoder_on(world_model, cfg, device):  # every prompt first: an offloaded encoder moves once
-                    conds = [encode_frame(world_model, cfg, frame, prompts[index].text, negative_prompt(cfg))
-                             for frame, index in zip(firsts, mine, strict=True)]
                 for slot, index in enumerate(mine):
                     spec = prompts[index]
                     cond = conds[slot].repeat_interleave(group)
