@@ -1,5 +1,5 @@
-"""Backbone calls of the reward agent: structured stage outputs and tool-calling rounds with a bounded
-retry policy, usage accounting and the stage-output cache (DESIGN.md §3 "Backbone", "Faults").
+"""Backbone calls of the reward agent: structured stage outputs and tool-calling rounds (graph/tool_rounds.py)
+with a bounded retry policy, usage accounting and the stage-output cache (DESIGN.md §3 "Backbone", "Faults").
 
 `Backbone` wraps any LangChain chat model. Structured methods:
 - `json_schema` / `function_calling`: `model.with_structured_output(schema, method=..., include_raw=True)`;
@@ -37,13 +37,7 @@ Decisions where the issue was silent:
 - With function_calling, a reply without a tool call but with a JSON object as content is accepted if
   it validates (servers without a tool parser); otherwise it is an invalid reply.
 - json_mode appends one HumanMessage with the JSON schema (the server cannot see it otherwise).
-- A tool-round reply is used, re-asked or a fault at once as `graph.tool_replies.check_tool_reply` says (a
-  refusal, unparsable call arguments, a tool call left in the text by a server without a tool parser, a final
-  reply without an answer).
-- A tool-round reply the server cut at the token limit (finish_reason "length": `graph.replies.cut_at_token_limit`)
-  is returned (its calls run when all parsed: `graph.tool_replies`) but never cached: a free-text final answer cut mid-sentence passes every check, and the cap
-  is not in the stage key (graph/cache.py), so a rerun with a higher RAA_MAX_TOKENS was served the cut text.
-  The inspect node notes the cut answer.
+- Tool-round replies (used, re-asked or a fault; cut at the token limit; stored ones): graph/tool_rounds.py.
 - A reply the openai SDK refuses while parsing structured output (cut at max_tokens: LengthFinishReasonError)
   is an invalid reply with the RAA_MAX_TOKENS hint (counted, with its tokens), not a transport error; a
   content-filter stop is "refused". Any other structured reply the server marks cut (finish_reason "length") is
@@ -57,8 +51,7 @@ Decisions where the issue was silent:
   naming the model and the setting that avoids the need (`graph.tool_replies.unsupported`); no call is made.
 - Concurrent identical stage calls share one flight: waiters take the holder's output or fault (graph/flights.py).
 - A stage output the cache cannot store (its SQLite file locked by another process, a full disk) is still
-  returned, and one it cannot read is a miss (`graph.cache.lookup`): caching is best effort. A stored tool-round
-  reply today's checks reject (written before a check: `graph.replies.stored_reply_problem`) is a miss too.
+  returned, and one it cannot read is a miss (`graph.cache.lookup`): caching is best effort.
 - Usage (`graph.usage`): `calls` counts model replies received (an attempt that ended in a transport
   error is not a call); `images` counts image blocks in the messages of those calls; tokens come from
   `AIMessage.usage_metadata`, or for a reply rejected inside the call (json_schema) from the error's
@@ -72,7 +65,7 @@ import copy
 import json
 import math
 from collections.abc import Awaitable, Callable, Sequence
-from typing import Any, Literal, TypeVar
+from typing import Any, TypeVar
 
 import openai
 from langchain_core.exceptions import ModelError, ModelRefusalError
@@ -80,27 +73,21 @@ from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage
 from langchain_core.runnables import Runnable
 from langchain_core.tools import BaseTool
-from langchain_core.utils.function_calling import convert_to_openai_tool
 from langchain_openai import ChatOpenAI
 from pydantic import BaseModel, SecretStr, ValidationError
 from tenacity import AsyncRetrying, retry_if_exception, stop_after_attempt
 
+# BackboneFault is re-exported: graph.backbone is its public home (graph/backbone_fault.py: shared with tool rounds)
+from graph.backbone_fault import BackboneFault as BackboneFault
 from graph.bridge import run_sync
-from graph.cache import StageCache, encode_output, encode_tool_reply, lookup, store
+from graph.cache import StageCache, encode_output, lookup, store
 from graph.cache_keys import stage_key
 from graph.completion_shape import ShapedChatOpenAI, reply_text, shaped
 from graph.flights import FlightFailed
-from graph.replies import CUT_HINT, cut_at_token_limit
+from graph.replies import CUT_HINT
 from graph.settings import BackboneSettings, SettingsError, StructuredMethod
-from graph.tool_replies import (
-    NO_TOOLS_HINT,
-    PLAN_REMEDY,
-    STRUCTURED_REMEDY,
-    check_tool_reply,
-    checked_tool_reply,
-    reask_tool_round,
-    unsupported,
-)
+from graph.tool_replies import STRUCTURED_REMEDY, unsupported
+from graph.tool_rounds import tool_round
 from graph.transport import (
     BACKBONE_NAMES,
     EndpointNames,
@@ -118,17 +105,6 @@ from graph.validation import ERR_CHARS as _ERR_CHARS
 from graph.validation import InvalidReply, ReplyFault, decode_stored, excerpt, read_reply, reask
 
 _Out = TypeVar("_Out", bound=BaseModel)  # a stage output: a schema instance or an AIMessage (one too)
-FaultKind = Literal["transport", "timeout", "invalid_reply", "empty_reply", "refused", "settings"]
-
-
-class BackboneFault(Exception):
-    """A backbone call that could not produce a valid output after bounded retries."""
-
-    def __init__(self, stage: str, kind: FaultKind, message: str) -> None:
-        super().__init__(f"[{stage}] {kind}: {message}")
-        self.stage = stage
-        self.kind: FaultKind = kind
-        self.message = message
 
 
 def default_chat_model(settings: BackboneSettings) -> ChatOpenAI:
@@ -202,7 +178,8 @@ class Backbone:
                    model_name=settings.model, temperature=settings.temperature, endpoint=settings.base_url)
 
     # -- one model invocation with transport retries ---------------------------------------------
-    async def _invoke(self, stage: str, runnable: Runnable, messages: list[BaseMessage], usage: Usage) -> Any:
+    async def invoke(self, stage: str, runnable: Runnable, messages: list[BaseMessage], usage: Usage) -> Any:
+        """`runnable`'s output for `messages`, counted in `usage`; raises InvalidReply (re-ask) or BackboneFault."""
         retrying = AsyncRetrying(
             stop=stop_after_attempt(self.max_retries + 1),
             wait=PacedWait(self.retry_wait[0], self.retry_wait[1]),
@@ -274,10 +251,10 @@ class Backbone:
             await store(cache, key, encode_output(out), stage)
             return out
 
-        return await self._shared(cache, stage, key, compute, usage)
+        return await self.shared(cache, stage, key, compute, usage)
 
     @staticmethod
-    async def _shared(cache: StageCache, stage: str, key: str, compute: Callable[[], Awaitable[_Out]],
+    async def shared(cache: StageCache, stage: str, key: str, compute: Callable[[], Awaitable[_Out]],
                       usage: Usage) -> _Out:
         """`compute()` once for identical concurrent calls (`StageCache.share`): a waiter takes the holder's fault."""
         try:
@@ -329,61 +306,15 @@ class Backbone:
             raise BackboneFault(stage, "settings", unsupported(self.model, f"give {self.method} structured output",
                                                                exc, STRUCTURED_REMEDY)) from exc
         try:
-            return read_reply(schema, self.method, await self._invoke(stage, runnable, convo, usage))
+            return read_reply(schema, self.method, await self.invoke(stage, runnable, convo, usage))
         except ReplyFault as fault:
             raise BackboneFault(stage, fault.kind, fault.message) from None
 
-    # -- tool rounds -------------------------------------------------------------------------------
+    # -- tool rounds (graph/tool_rounds.py) -------------------------------------------------------
     async def atool_round(self, stage: str, messages: list[BaseMessage], tools: Sequence[BaseTool | dict],
                           usage: Usage) -> AIMessage:
         """One reply of the model bound to `tools` (tool calls or a final text); raises BackboneFault."""
-        if (cache := self.cache) is None:
-            return await self._tool_round(stage, messages, tools, usage)
-        specs = [convert_to_openai_tool(t) for t in tools]
-        key = self.key_of(stage, messages, method="tools", tools=specs)
-
-        async def compute() -> AIMessage:
-            cached = await lookup(cache, key, checked_tool_reply, stage)
-            if cached is not None:
-                usage.cache_hits += 1
-                return cached
-            reply = await self._tool_round(stage, messages, tools, usage)
-            if cut_at_token_limit(reply):  # a later run with a higher cap must not be served the cut reply
-                return reply
-            await store(cache, key, encode_tool_reply(reply), stage)
-            return reply
-
-        return await self._shared(cache, stage, key, compute, usage)
-
-    async def _tool_round(self, stage: str, messages: list[BaseMessage], tools: Sequence[BaseTool | dict],
-                          usage: Usage) -> AIMessage:
-        try:
-            bound = self.model.bind_tools(tools)
-        except NotImplementedError as exc:
-            raise BackboneFault(stage, "settings", unsupported(self.model, "call tools", exc, PLAN_REMEDY)) from exc
-        convo = list(messages)
-        last: InvalidReply | None = None
-        for _ in range(self.schema_retries + 1):
-            try:
-                reply = await self._invoke(stage, bound, convo, usage)
-            except InvalidReply as bad:
-                last = bad
-            except BackboneFault as fault:
-                if isinstance(fault.__cause__, openai.BadRequestError) and "tool" in fault.message.lower():
-                    raise BackboneFault(stage, fault.kind, f"{fault.message} ({NO_TOOLS_HINT})") from fault
-                raise
-            else:
-                try:
-                    check_tool_reply(reply)
-                    return reply
-                except InvalidReply as bad:
-                    last = bad
-                except ReplyFault as fault:
-                    raise BackboneFault(stage, fault.kind, fault.message) from None
-            convo = convo + reask_tool_round(last)
-        assert last is not None
-        raise BackboneFault(stage, last.kind, f"{self.schema_retries + 1} tool-round replies failed; "
-                            f"last: {excerpt(last.message)}")
+        return await tool_round(self, stage, messages, tools, usage)
 
     # -- sync wrappers (usable inside a running event loop too: see graph.bridge.run_sync) ---------
     def structured(self, stage: str, schema: type[_Out], messages: list[BaseMessage], usage: Usage,

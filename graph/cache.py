@@ -37,7 +37,7 @@ Decisions where the issue was silent:
 - The output cap (`RAA_MAX_TOKENS`) is not part of the key: it does not change what the model samples,
   only where a reply is cut off, and a cut reply is never stored: a structured one fails validation, and a
   tool-round reply the server marks cut (finish_reason "length", such as a free-text inspect answer that
-  would pass every check) is returned but not cached (graph/backbone.py). A stored output is
+  would pass every check) is returned but not cached (graph/tool_rounds.py). A stored output is
   therefore one the model finished under any cap at least as large as its length; keying the cap would
   only force identical outputs to be recomputed.
 - `StageCache` serialises its SQLite access with one `threading.Lock` (a connection opened with

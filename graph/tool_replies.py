@@ -1,4 +1,4 @@
-"""What the backbone does with one tool-round reply (graph.backbone's tool rounds, DESIGN.md §3 "Backbone"):
+"""What the backbone does with one tool-round reply (graph.tool_rounds, DESIGN.md §3 "Backbone"):
 use it, re-ask it (`InvalidReply`), or end the stage at once (`ReplyFault`), and the check of a stored one; and
 what a chat model that cannot call tools or give structured output is told (`unsupported`: a "settings" fault).
 
@@ -16,7 +16,7 @@ what a chat model that cannot call tools or give structured output is told (`uns
   reached is in `invalid_tool_calls`, or a server's parser hands the whole output back as text: re-asked with
   the hint); the cut fell after them (a closing remark, or a call the parser dropped, which the model can ask
   for in its next round). A re-ask would send the same request under the same cap, likely cut again until the
-  stage faulted, for calls the model wrote whole. Such a reply is not cached (graph.backbone).
+  stage faulted, for calls the model wrote whole. Such a reply is not cached (graph.tool_rounds).
 """
 
 from __future__ import annotations

@@ -12,7 +12,7 @@ Decisions where the issue was silent:
 - The opening message has no images: the model asks for what it wants to see.
 - A final answer the server cut at the token limit (finish_reason "length") is kept as the inspector's
   notes (it is what the model saw) with a run note saying it was cut (raise RAA_MAX_TOKENS); the backbone
-  does not cache it (graph/backbone.py).
+  does not cache it (graph/tool_rounds.py).
 - track_motion runs at most `TRACKS_PER_ROUND` (2) times per inspect round in both modes: plan mode's schema
   caps a plan's tracks at 2, and a tools-mode reply may make any number of calls, each a CPU- or GPU-heavy
   tracking job (20 calls in one reply ran 20). A call past the cap is answered "track_motion not run: ..."
