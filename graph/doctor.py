@@ -25,6 +25,10 @@ Decisions where the issues were silent:
   holds the other's tables, so every run would stop at start.
 - A `--call` request answered with a 200 that is no chat completion (RAA_BASE_URL at a web page) shows the
   fault (it names RAA_BASE_URL) and the URL requested, not the "is the server up" hint: the server answered.
+  That hint is only for a request no reply came back to, for want of a connection or of time
+  (`graph.transport.no_answer`); any other "transport" fault (an error status after the retries, a request
+  never sent: one LangChain could not build, a chat model's own ValueError, a non-ASCII API key) shows only
+  its own message, which says what happened.
 - Nothing loads model weights and nothing is written except what a first run would create anyway
   (no trace or cache file is created: a missing one is reported as created on first use). `--call`
   sends two short requests; without it no model is called.
@@ -107,7 +111,7 @@ async def _calls(settings: BackboneSettings) -> list[Check]:
     from graph.backbone import Backbone, BackboneFault, Usage
     from graph.config import AgentConfig
     from graph.nodes.evidence import tool_specs
-    from graph.transport import BACKBONE_NAMES, not_a_completion
+    from graph.transport import BACKBONE_NAMES, no_answer, not_a_completion
     from tools.frames import encode_jpeg_data_url
 
     backbone = Backbone.from_settings(settings)
@@ -129,11 +133,14 @@ async def _calls(settings: BackboneSettings) -> list[Check]:
                          f"{settings.method}, {side}x{side} px images: answered {reply.colour!r}" + ("" if seen else
                          " for red images: do images reach the model (a vision model, a server that keeps them)?")))
     except BackboneFault as exc:
-        if isinstance(exc.__cause__, Exception) and not_a_completion(exc.__cause__, BACKBONE_NAMES) is not None:
+        cause = exc.__cause__ if isinstance(exc.__cause__, Exception) else None
+        if cause is not None and not_a_completion(cause, BACKBONE_NAMES) is not None:
             hint = f"requests go to {(settings.base_url or '').rstrip('/')}/chat/completions"  # it answered: no "is it up"
-        elif exc.kind in ("transport", "timeout"):
+        elif exc.kind == "timeout" or (cause is not None and no_answer(cause)):
             hint = (f"the endpoint did not answer a request with {n} images: is the server up and reachable "
                     "(RAA_BASE_URL), and does it answer within RAA_TIMEOUT_S?")
+        elif exc.kind == "transport":  # it answered with an error, or nothing was sent: the fault says which
+            hint = ""
         elif exc.kind != "refused":
             hint = "RAA_STRUCTURED_METHOD: json_schema, function_calling or json_mode"
         elif any(word in exc.message.lower() for word in ("context", "token")):
@@ -142,7 +149,7 @@ async def _calls(settings: BackboneSettings) -> list[Check]:
         else:
             hint = (f"the server may take fewer than {n} images per request (vLLM: --limit-mm-per-prompt "
                     "'{\"image\": 64}')")
-        out.append(Check(name, "problem", f"{exc} ({hint})"))
+        out.append(Check(name, "problem", f"{exc} ({hint})" if hint else str(exc)))
     if settings.inspect_mode != "tools":
         out.append(Check("tool calling", "skipped", "RAA_INSPECT_MODE=plan: inspection needs no tool calls"))
         return out

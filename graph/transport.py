@@ -37,7 +37,7 @@ from typing import Any
 
 import httpx
 import openai
-from langchain_core.exceptions import ModelError, ModelTimeoutError
+from langchain_core.exceptions import ModelConnectionError, ModelError, ModelTimeoutError
 from tenacity import RetryCallState
 from tenacity.wait import wait_base
 
@@ -79,6 +79,15 @@ def is_timeout(exc: BaseException) -> bool:
     provider's was retried, as `is_retryable` says, but then reported as "transport")."""
     return (isinstance(exc, openai.APITimeoutError | TimeoutError | ModelTimeoutError)
             or isinstance(exc, _http_errors()[0]))
+
+
+def no_answer(exc: BaseException) -> bool:
+    """True when `exc` says no reply came back for want of a connection or of time: a timeout (`is_timeout`), or a
+    connection refused, reset or never made (the openai SDK's, an httpx / httpx2 transport error, Python's
+    `ConnectionError`, LangChain's `ModelConnectionError`). An error status is an answer; a request that could
+    not be built or sent (`request_not_built`, a header the client cannot encode) never reached the server."""
+    return (is_timeout(exc) or isinstance(exc, openai.APIConnectionError | ConnectionError | ModelConnectionError)
+            or isinstance(exc, _http_errors()[1]))
 
 
 @lru_cache(maxsize=1)

@@ -1,0 +1,88 @@
+"""`raa doctor --call`: the hint under a failed model call matches its cause. It said "the endpoint did not answer
+... is the server up" for every "transport" fault, also for one the server answered (an HTTP 500 after the
+retries) and for one where no request left (a chat model's own ValueError, a non-ASCII API key), sending the
+researcher to check a server that was up."""
+
+from __future__ import annotations
+
+import asyncio
+
+import httpx
+import httpx2
+import openai
+import pytest
+from langchain_core.exceptions import ModelConnectionError
+
+from graph.doctor import run_checks
+from graph.settings import BackboneSettings
+from graph.testing import ScriptedChatModel
+from graph.transport import no_answer
+from tests.openai_stub import OpenAIStub, StubReply, tool_reply
+from tools.settings import ToolSettings
+
+IMAGES = "48 images + structured output"
+NO_ANSWER = "is the server up"
+
+
+def _images_check(stub: OpenAIStub, tmp_path, **kw) -> tuple[str, str]:
+    settings = BackboneSettings(base_url=stub.base_url, model="stub-model", api_key="EMPTY", max_retries=0,
+                                schema_retries=0, traces_path=str(tmp_path / "traces.sqlite"),
+                                cache_path=str(tmp_path / "cache.sqlite"), **{"timeout_s": 5, **kw})
+    checks = asyncio.run(run_checks(settings, ToolSettings(), call=True, wait_s=2))
+    return next((c.status, c.detail) for c in checks if c.name == IMAGES)
+
+
+def _scripted(monkeypatch, error: BaseException) -> None:
+    """The chat model the doctor builds from its settings raises `error` (the endpoint check still uses the stub)."""
+    model = ScriptedChatModel({"doctor": [error]})
+    monkeypatch.setattr("graph.backbone.default_chat_model", lambda settings: model)
+
+
+def test_an_error_status_the_server_answered_is_shown_not_blamed_on_a_server_that_is_down(tmp_path):
+    with OpenAIStub([StubReply(status=500, content="engine crashed"), tool_reply("view_frames", {"frames": [0]})],
+                    models=["stub-model"]) as stub:
+        status, detail = _images_check(stub, tmp_path)
+    assert status == "problem" and "500" in detail and "engine crashed" in detail, detail
+    assert NO_ANSWER not in detail and "did not answer" not in detail, detail
+
+
+@pytest.mark.parametrize("error, shown", [
+    (ValueError("temperature must be in [0, 1] for this provider"), "temperature must be in [0, 1]"),
+    (UnicodeEncodeError("ascii", "EMPTY\u201d", 5, 6, "ordinal not in range(128)"), "RAA_API_KEY")])
+def test_a_request_that_never_left_shows_the_faults_own_message(tmp_path, monkeypatch, error, shown):
+    _scripted(monkeypatch, error)
+    with OpenAIStub([], models=["stub-model"]) as stub:
+        status, detail = _images_check(stub, tmp_path)
+    assert status == "problem" and "transport" in detail and shown in detail, detail
+    assert NO_ANSWER not in detail and "did not answer" not in detail, detail
+
+
+@pytest.mark.parametrize("error", [ConnectionError("[Errno 111] Connection refused"), TimeoutError()])
+def test_a_connection_that_failed_or_timed_out_still_asks_whether_the_server_is_up(tmp_path, monkeypatch, error):
+    _scripted(monkeypatch, error)
+    with OpenAIStub([], models=["stub-model"]) as stub:
+        status, detail = _images_check(stub, tmp_path)
+    assert status == "problem" and NO_ANSWER in detail and "RAA_TIMEOUT_S" in detail, detail
+
+
+def test_a_reply_slower_than_the_timeout_still_asks_whether_the_server_is_up(tmp_path):
+    with OpenAIStub([StubReply(content="{}", delay_s=1.5), tool_reply("view_frames", {"frames": [0]})],
+                    models=["stub-model"]) as stub:
+        status, detail = _images_check(stub, tmp_path, timeout_s=0.5)
+    assert status == "problem" and "timeout" in detail and NO_ANSWER in detail, detail
+
+
+def _status_error(status: int) -> openai.APIStatusError:
+    request = httpx.Request("POST", "http://127.0.0.1:1/v1/chat/completions")
+    return openai.APIStatusError("boom", response=httpx.Response(status, request=request), body=None)
+
+
+@pytest.mark.parametrize("exc, expected", [
+    (openai.APIConnectionError(request=httpx.Request("POST", "http://127.0.0.1:1/v1")), True),
+    (openai.APITimeoutError(request=httpx.Request("POST", "http://127.0.0.1:1/v1")), True),
+    (httpx.ConnectError("refused"), True), (httpx2.ReadError("reset"), True), (httpx2.ReadTimeout("t"), True),
+    (ConnectionResetError(), True), (ModelConnectionError("down"), True), (TimeoutError(), True),
+    (_status_error(500), False), (_status_error(429), False), (ValueError("bad temperature"), False),
+    (UnicodeEncodeError("ascii", "k\u201d", 1, 2, "no"), False), (RuntimeError("Event loop is closed"), False)])
+def test_no_answer_is_a_timeout_or_a_failed_connection_only(exc, expected) -> None:
+    assert no_answer(exc) is expected
