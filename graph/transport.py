@@ -1,5 +1,6 @@
 """Which model-call failures are worth retrying (graph.backbone's transport policy, DESIGN.md §3 "Backbone"),
-and which say the endpoint is not an OpenAI-compatible chat-completions server at all.
+which say the endpoint is not an OpenAI-compatible chat-completions server at all, and which mean no reply came
+back for want of a connection or of time (`no_answer`: what `raa doctor` asks "is the server up" about).
 
 A URL that answers `POST .../chat/completions` with a 200 that is not a chat completion (a web page, a server
 root without `/v1` behind a catch-all route, another API's JSON) made the openai SDK and langchain-openai raise
