@@ -30,13 +30,20 @@ Decisions where the issue was silent:
 - Tools: `AgentTools(tracker=..., surprise=..., extra=[...])` injects protocol objects; a
   `tools.toolbox.Toolbox` (which may carry `extra` tools too) is adapted into the same lazy getters. A missing
   tool that a switch needs raises ToolFault.
+- Where each tool runs: a `ToolProvider` holds one worker lane per tool (`tracker_lane`, `surprise_lane`;
+  `graph.workers`) and nothing else says it. `tool_provider` sets each from the tool itself: "io" for a call to
+  the tool service (`tools.client`'s remote tracker / scorer, or what a `Toolbox` with `tools_url` builds), else
+  "cpu". One flag for both put an in-process tracker beside a remote scorer on the io threads (more of them than
+  cores, and not waited for at exit, where OpenCV then aborted the process), and, once per-tool flags came beside
+  it, contradicted them. A hand-built provider names the lane of each remote tool (`surprise_lane="io"`); a lane
+  the workers do not have is refused (ValueError) when the provider is built.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, fields, replace
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, get_args
 
 from graph.config import ResolvedConfig
 from graph.frame_store import FrameStore
@@ -105,16 +112,11 @@ class ToolProvider:
     """Which scorer gives the surprise (`tools.toolbox.scorer_identity`), part of the frame cache's surprise key with
     `surprise_short_side`; None: the factory itself (`tools.identity.object_identity`), so two factories never
     share scores."""
-    remote: bool = False
-    """The tools are calls to the tool service (a remote `Toolbox`): their jobs run in the "io"
-    worker lane (`graph.workers`), so waiting on the network never holds a core's thread."""
-    tracker_remote: bool | None = None
-    """The tracker is a call to the tool service (its jobs in the "io" lane, `tracker_lane`); None: `remote`.
-    `tool_provider` sets it from the tracker itself: an `AgentTools` (or a `Toolbox` given its own tracker) may hold
-    an in-process tracker beside a scorer of the tool service, whose CPU-bound tracking ran on the io threads (more
-    of them than cores) and was not waited for at exit, where OpenCV then aborted the process."""
-    surprise_remote: bool | None = None
-    """The surprise scorer is a call to the tool service (`surprise_lane`); None: `remote`."""
+    tracker_lane: Lane = "cpu"
+    """Worker lane of the tracker's jobs (`graph.workers`): "io" for a call to the tool service (waiting on the
+    network never holds a core's thread), "cpu" for a tracker in this process (module docstring)."""
+    surprise_lane: Lane = "cpu"
+    """Worker lane of the surprise scorer's jobs, as `tracker_lane`."""
 
     def __post_init__(self) -> None:
         check_short_sides(self.extra_short_side, self.surprise_short_side, self.track_short_side)
@@ -122,21 +124,9 @@ class ToolProvider:
             self.tracker_id = f"factory {object_identity(self.tracker_factory)}"
         if self.surprise_id is None and self.surprise_factory is not None:
             self.surprise_id = f"factory {object_identity(self.surprise_factory)}"
-
-    @property
-    def lane(self) -> Lane:
-        """Worker lane of the tool jobs when `remote` says for both (`tracker_lane`, `surprise_lane`)."""
-        return "io" if self.remote else "cpu"
-
-    @property
-    def tracker_lane(self) -> Lane:
-        """Worker lane of the tracker's jobs."""
-        return self.lane if self.tracker_remote is None else "io" if self.tracker_remote else "cpu"
-
-    @property
-    def surprise_lane(self) -> Lane:
-        """Worker lane of the surprise scorer's jobs."""
-        return self.lane if self.surprise_remote is None else "io" if self.surprise_remote else "cpu"
+        for name, lane in (("tracker_lane", self.tracker_lane), ("surprise_lane", self.surprise_lane)):
+            if not isinstance(lane, str) or lane not in get_args(Lane):
+                raise ValueError(f"{name} must be one of {get_args(Lane)} (graph.workers), got {lane!r}")
 
     def tracker(self) -> MotionTracker:
         """The motion tracker; ToolFault when none is configured or it fails to load."""
@@ -169,6 +159,11 @@ def _load(tool: str, factory: Callable[[], Any]) -> Any:
         raise ToolFault(tool, "load", f"{type(exc).__name__}: {exc}") from exc
 
 
+def _lane(remote: bool) -> Lane:
+    """The worker lane of a tool's jobs: "io" for a call to the tool service, else "cpu"."""
+    return "io" if remote else "cpu"
+
+
 def tool_provider(tools: object) -> ToolProvider:
     """Adapt `AgentTools`, a `tools.toolbox.Toolbox` or a ready `ToolProvider` (None -> no tools)."""
     if tools is None:
@@ -187,15 +182,15 @@ def tool_provider(tools: object) -> ToolProvider:
                             track_short_side=tools.track_short_side, extra_short_side=tools.extra_short_side,
                             tracker_id=None if tracker is None else tracker_identity(tracker),
                             surprise_id=None if surprise is None else scorer_identity(surprise),
-                            tracker_remote=isinstance(tracker, RemoteMotionTracker),
-                            surprise_remote=isinstance(surprise, RemoteSurpriseScorer))
+                            tracker_lane=_lane(isinstance(tracker, RemoteMotionTracker)),
+                            surprise_lane=_lane(isinstance(surprise, RemoteSurpriseScorer)))
     if isinstance(tools, Toolbox):
         return ToolProvider(tools.tracker, tools.surprise, tools.settings.quality, extra=tools.extra,
                             surprise_short_side=tools.settings.surprise_short_side,
                             track_short_side=tools.settings.track_short_side,
                             extra_short_side=tools.settings.extra_short_side, tracker_id=tools.tracker_identity,
-                            surprise_id=tools.scorer_identity, remote=tools.remote,
-                            tracker_remote=tools.tracker_remote, surprise_remote=tools.surprise_remote)
+                            surprise_id=tools.scorer_identity, tracker_lane=_lane(tools.tracker_remote),
+                            surprise_lane=_lane(tools.surprise_remote))
     raise TypeError(f"tools must be AgentTools, Toolbox or ToolProvider, got {type(tools).__name__}")
 
 

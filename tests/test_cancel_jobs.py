@@ -49,7 +49,7 @@ def _blocked_batch(tmp_path, model, retries: int):
     clips = [moving_square(tmp_path / f"c{i}.mp4", seed=i) for i in range(2 * LATER_SLOTS)]
     scorer = BlockingSurprise()
     backbone = Backbone(model, schema_retries=retries, max_retries=retries, timeout_s=60, retry_wait=(0.0, 0.0))
-    tools = ToolProvider(surprise_factory=lambda: scorer, remote=True)
+    tools = ToolProvider(surprise_factory=lambda: scorer, surprise_lane="io")
     store = FrameStore()
     agent = build_reward_agent(AgentConfig(preset="wmreward"), backbone=backbone, tools=tools, checkpointer=False,
                                frame_store=store)

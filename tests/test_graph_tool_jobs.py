@@ -202,23 +202,23 @@ class ThreadRecordingTracker(LKTracker):
         return super().track(frames, grid_size=grid_size, queries=queries)
 
 
-@pytest.mark.parametrize("remote", [False, True])
-def test_tools_of_the_tool_service_run_in_the_io_lane(clip, remote):
+@pytest.mark.parametrize("lane", ["cpu", "io"])
+def test_tools_of_the_tool_service_run_in_the_io_lane(clip, lane):
     from graph import build_reward_agent
     from graph.backbone import Backbone
     from graph.context import ToolProvider
     from graph.testing import ScriptedChatModel
 
     tracker, scorer = ThreadRecordingTracker(), ThreadRecordingScorer()
-    tools = ToolProvider(lambda: tracker, lambda: scorer, remote=remote)
+    tools = ToolProvider(lambda: tracker, lambda: scorer, tracker_lane=lane, surprise_lane=lane)
     script = full_script(inspect=[tool_call("track_motion", WHOLE_CLIP), "done"])
     agent = build_reward_agent(AgentConfig(preset="full"), backbone=Backbone(ScriptedChatModel(script)),
                                tools=tools, checkpointer=False)
     out = agent.invoke({"video": str(clip), "instruction": "push the red block to the right"})
     assert out["result"].status == "scored"
-    lane = "raa-io-" if remote else "raa-cpu-"
     assert tracker.threads and scorer.threads
-    assert all(t.startswith(lane) for t in tracker.threads + scorer.threads), (tracker.threads, scorer.threads)
+    assert all(t.startswith(f"raa-{lane}-") for t in tracker.threads + scorer.threads), (tracker.threads,
+                                                                                        scorer.threads)
 
 
 def test_a_remote_toolbox_is_adapted_to_the_io_lane():
@@ -226,9 +226,13 @@ def test_a_remote_toolbox_is_adapted_to_the_io_lane():
     from tools.settings import ToolSettings
     from tools.toolbox import Toolbox
 
-    assert tool_provider(Toolbox(ToolSettings(tools_url="http://127.0.0.1:9"))).lane == "io"  # nothing connects
-    assert tool_provider(Toolbox(ToolSettings())).lane == "cpu"
-    assert tool_provider(AgentTools(tracker=LKTracker())).lane == "cpu"
+    def lanes(tools):
+        provider = tool_provider(tools)
+        return provider.tracker_lane, provider.surprise_lane
+
+    assert lanes(Toolbox(ToolSettings(tools_url="http://127.0.0.1:9"))) == ("io", "io")  # nothing connects
+    assert lanes(Toolbox(ToolSettings())) == ("cpu", "cpu")
+    assert lanes(AgentTools(tracker=LKTracker())) == ("cpu", "cpu")
     from tools.client import RemoteSurpriseScorer, ToolServiceClient
 
     client = ToolServiceClient("http://127.0.0.1:9")  # builds an HTTP client; connects on first request

@@ -79,3 +79,32 @@ def test_a_toolboxs_injected_tool_gets_its_own_lane():
     finally:
         client.close()
     assert (given_remote.tracker_lane, given_remote.surprise_lane) == ("cpu", "io")
+
+
+def test_a_hand_built_provider_says_each_tools_lane_and_a_wrong_one_is_refused():
+    """A hand-built `ToolProvider` names each tool's lane itself (`tracker_lane`, `surprise_lane`); there is no
+    aggregate `remote` flag left whose value could contradict them (it said "cpu" for an `AgentTools` whose two
+    tools were both calls to the tool service). A lane that `graph.workers` has not is refused when built: it
+    started a pool of its own that the exit hook then failed on (KeyError in `EXIT_WAIT_S`)."""
+    import pytest
+
+    from graph.context import ToolProvider
+
+    provider = ToolProvider(lambda: LKTracker(), lambda: FakeSurprise(), tracker_lane="cpu", surprise_lane="io")
+    assert (provider.tracker_lane, provider.surprise_lane) == ("cpu", "io")
+    assert (ToolProvider().tracker_lane, ToolProvider().surprise_lane) == ("cpu", "cpu")
+    with pytest.raises(ValueError, match="surprise_lane"):
+        ToolProvider(surprise_lane="gpu")
+    with pytest.raises(ValueError, match="tracker_lane"):
+        ToolProvider(tracker_lane=True)
+
+
+def test_both_tools_of_the_tool_service_are_in_the_io_lane():
+    from tools.client import RemoteMotionTracker
+
+    client = ToolServiceClient("http://127.0.0.1:9")
+    try:
+        both = tool_provider(AgentTools(tracker=RemoteMotionTracker(client), surprise=RemoteSurpriseScorer(client)))
+    finally:
+        client.close()
+    assert (both.tracker_lane, both.surprise_lane) == ("io", "io")

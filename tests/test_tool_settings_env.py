@@ -75,7 +75,7 @@ def test_the_default_toolbox_keeps_the_tool_service_token(monkeypatch):
     shared = builder._shared_toolbox
     monkeypatch.setattr(builder, "_shared_toolbox", lambda *key: built.append(shared(*key)) or built[-1])
     build_reward_agent(AgentConfig(preset="full"), backbone=Backbone(ScriptedChatModel([])), checkpointer=False)
-    assert len(built) == 1 and built[0].remote and built[0].settings.token() == "s3cret-token"
+    assert len(built) == 1 and built[0].uses_service and built[0].settings.token() == "s3cret-token"
 
 
 @pytest.mark.parametrize("token", ["s3cret ", "s3cret  "])

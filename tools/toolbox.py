@@ -9,7 +9,10 @@ it, so a later call builds them again on a fresh pool (they kept the closed one:
 keyed in the agent's frame cache by the toolbox itself, not by the service's URL, which says nothing of the models
 behind it; its clients pin what the service first answered with (`tools.client.ServedPin`). ``extra`` carries your own evidence
 tools (``tools.extra``) next to the configured ones; they always run in process (the tool service
-serves only tracks and surprise).
+serves only tracks and surprise). Where each tool runs is said per tool (``tracker_remote``,
+``surprise_remote``; the agent's worker lane of its jobs, `graph.context.ToolProvider`): an injected tool by what it
+is, a tool the toolbox builds by ``uses_service`` (the settings name a tool service), so a toolbox with a URL given
+its own in-process tracker tracks in process.
 """
 
 from __future__ import annotations
@@ -92,21 +95,23 @@ class Toolbox:
         self._lock = threading.Lock()
 
     @property
-    def remote(self) -> bool:
+    def uses_service(self) -> bool:
+        """Whether the settings name a tool service (``tools_url``): the tools this toolbox builds itself are its
+        calls. Not where an injected tool runs: `tracker_remote` / `surprise_remote` say that, per tool."""
         return self.settings.tools_url is not None
 
     @property
     def tracker_remote(self) -> bool:
         """Whether the tracker this toolbox gives is a call to the tool service (an injected tracker: whether it is one;
-        else whether the settings name a service): `graph.context.ToolProvider.tracker_lane`."""
+        else `uses_service`): its jobs' lane (`graph.context.ToolProvider.tracker_lane`)."""
         injected = self._injected_tracker
-        return self.remote if injected is None else isinstance(injected, RemoteMotionTracker)
+        return self.uses_service if injected is None else isinstance(injected, RemoteMotionTracker)
 
     @property
     def surprise_remote(self) -> bool:
         """Whether the surprise scorer this toolbox gives is a call to the tool service (as `tracker_remote`)."""
         injected = self._injected_scorer
-        return self.remote if injected is None else isinstance(injected, RemoteSurpriseScorer)
+        return self.uses_service if injected is None else isinstance(injected, RemoteSurpriseScorer)
 
     def _service(self) -> ToolServiceClient:
         if self._client is None:
@@ -122,7 +127,7 @@ class Toolbox:
         s = self.settings
         if self._injected_tracker is not None:
             return tracker_identity(self._injected_tracker)
-        if self.remote:  # this toolbox's: its client refuses other models than it was answered with first
+        if self.uses_service:  # this toolbox's: its client refuses other models than it was answered with first
             return f"remote {s.tools_url} {object_identity(self)}"
         if s.motion_backend == "cotracker3":
             return tracker_identity(CoTracker3Tracker(checkpoint=s.cotracker_checkpoint, hub_dir=s.cotracker_hub_dir,
@@ -135,7 +140,7 @@ class Toolbox:
         s = self.settings
         if self._injected_scorer is not None:
             return scorer_identity(self._injected_scorer)
-        if self.remote:  # this toolbox's: its client refuses other models than it was answered with first
+        if self.uses_service:  # this toolbox's: its client refuses other models than it was answered with first
             return f"remote {s.tools_url} {object_identity(self)}"
         return scorer_identity(self._vjepa2())
 
@@ -150,7 +155,7 @@ class Toolbox:
         with self._lock:
             if self._tracker is None:
                 s = self.settings
-                if self.remote:
+                if self.uses_service:
                     self._tracker = RemoteMotionTracker(self._service())
                 elif s.motion_backend == "cotracker3":  # kept even if its load fails: it remembers the failure
                     self._cotracker = CoTracker3Tracker(checkpoint=s.cotracker_checkpoint,
@@ -166,7 +171,7 @@ class Toolbox:
         """The configured surprise scorer (V-JEPA 2 loads on its first score)."""
         with self._lock:
             if self._scorer is None:
-                self._scorer = RemoteSurpriseScorer(self._service()) if self.remote else self._vjepa2()
+                self._scorer = RemoteSurpriseScorer(self._service()) if self.uses_service else self._vjepa2()
             return self._scorer
 
     def quality(self, frames: np.ndarray) -> QualityCheck:
