@@ -201,12 +201,15 @@ def preload_tools(config: Any, tools: object) -> None:
     start, since a tool that cannot load makes every run ineligible. A tool service loads its models on its
     side: then the check is that it answers and serves the tool (`ToolServiceClient.check_serves`)."""
     from tools.client import RemoteMotionTracker, RemoteSurpriseScorer
+    from tools.motion import CoTracker3Tracker
     from tools.surprise import VJEPA2SurpriseScorer
 
     switches, provider = config.switches(), tool_provider(tools)
     if switches["motion"]:
         tracker = provider.tracker()
-        if isinstance(tracker, RemoteMotionTracker):
+        if isinstance(tracker, CoTracker3Tracker):  # one injected (AgentTools, a Toolbox's own) is not loaded yet
+            tracker.load()
+        elif isinstance(tracker, RemoteMotionTracker):
             tracker.client.check_serves("motion")
     if switches["wmreward"]:
         scorer = provider.surprise()
