@@ -38,7 +38,7 @@ Decisions where the issue was silent:
   scoring time of all the runs before them (agent_concurrency on 2 cores: ~12 ms a clip, about 0.1 s
   for the 16th run), although reflect needs the scores only four or more model calls later. Left at
   "later" until reflect, it could be starved by concurrent runs' frame work; from assess on it has
-  the time of those model calls. With the tool service configured it runs in the "io" lane.
+  the time of those model calls. A scorer of the tool service runs in the "io" lane (`ToolProvider.surprise_lane`).
 - Clips longer than 512 frames are scored on their first 512 frames (windows need consecutive
   frames) and a note records it. The scorer gets frames whose short side is at most
   `ToolProvider.surprise_short_side` (448 by default: V-JEPA 2 brings it to 292 or 438 before its
