@@ -146,6 +146,17 @@ def test_points_outside_the_frame_are_named():
         LKTracker().track(frames, queries=np.array([[0, 5, 5], [0, -1, 5], [0, 5, 200]], float))
 
 
+def test_a_refused_query_quotes_its_values_as_plain_numbers():
+    # the message reaches the model (an invalid track_motion call) and the tool service's 400: numpy 2's
+    # repr ("np.float64(200.0)") is noise there
+    frames = moving_square(t_total=3)
+    with pytest.raises(TrackQueryError) as point:
+        LKTracker().track(frames, queries=np.array([[0, 5, 200]], float))
+    with pytest.raises(TrackQueryError) as frame:
+        LKTracker().track(frames, queries=np.array([[7, 5, 5]], float))
+    assert "got [(5.0, 200.0)])" in str(point.value) and "got [7.0])" in str(frame.value)
+
+
 def test_queries_beyond_the_clip_are_named():
     frames = moving_square(t_total=3)
     with pytest.raises(TrackQueryError, match=r"rows \[1\].*outside the clip"):

@@ -192,13 +192,13 @@ def resolve_queries(frames_shape: tuple[int, ...], grid_size: int | None,
     bad_t = np.flatnonzero((tq != np.round(tq)) | (tq < 0) | (tq > t - 1)).tolist()
     if bad_t:
         raise TrackQueryError(f"queries rows {bad_t} name frames outside the clip (valid t: whole numbers "
-                              f"0..{t - 1}; got {[q[i, 0] for i in bad_t[:8]]})")
+                              f"0..{t - 1}; got {q[bad_t[:8], 0].tolist()})")
     x, y = q[:, 1], q[:, 2]
     bad_xy = np.flatnonzero((x < 0) | (x > w - 1) | (y < 0) | (y > h - 1)).tolist()
     if bad_xy:
         raise TrackQueryError(f"queries rows {bad_xy} lie outside the {w}x{h} image "
                               f"(x in [0,{w - 1}], y in [0,{h - 1}]; got "
-                              f"{[(q[i, 1], q[i, 2]) for i in bad_xy[:8]]})")
+                              f"{[tuple(row) for row in q[bad_xy[:8], 1:].tolist()]})")
     return q.astype(np.float32)
 
 
