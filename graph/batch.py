@@ -17,7 +17,8 @@ Decisions where the issue was silent:
   fix, and every run removes the rows of bad manifest lines before writing them again: which rows go is
   `graph.batch_resume`'s.
 - A manifest of two or more lines none of which is a JSON object (a video, a CSV, a pretty-printed JSON array
-  given by mistake) is refused before anything is written (`not_json_lines`, exit 2).
+  given by mistake), or one that opens a JSON array on its first line however the array is laid out, is refused
+  before anything is written (`not_json_lines`, exit 2).
 - A manifest line that is not valid JSON, not UTF-8, or lacks path/instruction gets its own ineligible row
   (kind "input") without calling the model, keyed per manifest and line (`bad_line_key`) and rewritten on
   every run: a line fixed since gets scored and its old row goes; a row that names its clip under another common key ("video",
@@ -156,17 +157,23 @@ def read_manifest(manifest: Path, preset: str, draw: int = 0) -> list[dict[str, 
             key = item_key(resolved, instruction, preset, draw)
         extra = {k: v for k, v in row.items() if k not in ("path", "instruction")}
         items.append({"key": key, "line": number, "path": resolved, "written": path, "instruction": instruction,
-                      "preset": preset, "draw": draw, "manifest": extra, "error": error, "object": is_object})
+                      "preset": preset, "draw": draw, "manifest": extra, "error": error, "object": is_object,
+                      "array": line.lstrip().startswith("[")})
     return items
 
 
 def not_json_lines(manifest: Path, items: list[dict[str, Any]]) -> str | None:
     """Why `manifest` (read as `items`) is no JSONL manifest at all, or None: two or more lines and none of them
-    a JSON object (a video given by mistake, a CSV, a pretty-printed JSON array). Each of its "lines" would get an
-    ineligible row (thousands for a video) in an output where the rows of another manifest's bad lines stay."""
+    a JSON object (a video given by mistake, a CSV, a pretty-printed JSON array), or a first line that opens a
+    JSON array (`json.dumps(rows)` on one line, or an array with an object per line, whose last line alone is an
+    object). Each of its "lines" would get an ineligible row (thousands for a video) in an output where the rows
+    of another manifest's bad lines stay."""
+    first = (items[0]["error"] or "") if items else ""
+    if items and items[0]["array"]:
+        return (f"manifest {manifest} is not JSON lines: it is one JSON array ({first}); "
+                'write one {"path": ..., "instruction": ...} object per line')
     if len(items) < 2 or any(item["object"] for item in items):
         return None
-    first = items[0]["error"] or ""
     return (f"manifest {manifest} is not JSON lines: none of its {len(items)} lines is a JSON object ({first}); "
             'write one {"path": ..., "instruction": ...} object per line')
 

@@ -353,6 +353,24 @@ def test_a_manifest_that_is_not_json_lines_is_a_clear_error_and_writes_no_rows(m
     assert res.exit_code == 0 and len(_rows(out)) == 2, res.output
 
 
+def test_a_manifest_written_as_one_json_array_is_refused_whatever_its_layout(monkeypatch, tmp_path):
+    """A JSON array is no manifest however it is laid out: `json.dumps(rows)` on one line got one ineligible row,
+    and an array with an object per line had every line but the last (comma-ended) refused while the last was
+    scored, a batch of one clip with rows for "[" and "]". Refused, exit 2, before any row is written."""
+    out, args = _batch(monkeypatch, tmp_path, 1)
+    assert runner.invoke(app, args).exit_code == 0
+    before = out.read_text()
+    rows = [{"path": "c0.mp4", "instruction": TASK}, {"path": "c0.mp4", "instruction": TASK + " again"}]
+    one_line, per_line = tmp_path / "one.json", tmp_path / "per_line.json"
+    one_line.write_text(json.dumps(rows) + "\n")
+    per_line.write_text("[\n" + ",\n".join(json.dumps(r) for r in rows) + "\n]\n")
+    for wrong in (one_line, per_line):
+        res = runner.invoke(app, ["score-batch", str(wrong), *args[2:]])
+        assert res.exit_code == 2, res.output
+        assert f"manifest {wrong} is not JSON lines" in res.output and "JSON array" in res.output, res.output
+        assert out.read_text() == before
+
+
 def test_a_symlinked_output_stays_a_link_to_the_file_that_gets_the_rows(monkeypatch, tmp_path):
     """Rows are appended through a symlinked --out (results kept on a scratch disk), but removing rows (the bad
     lines' rows, on every run) renamed a new file over the link itself: the link became a plain file holding the
