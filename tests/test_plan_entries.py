@@ -293,3 +293,21 @@ def test_plan_track_requests_and_track_motion_calls_read_their_arguments_alike()
         for model in (TrackRequest, track_motion):
             with pytest.raises(ValidationError):
                 model.model_validate(bad)
+
+
+@pytest.mark.parametrize(("part", "bad"), [("views", 7), ("views", {"box": [0.1, 0.1, 0.5, 0.5]}),
+                                           ("tracks", "track frames 0-20")])
+def test_a_skipped_plan_entry_is_stored_as_written(clip, part, bad):
+    # stored "as run" (the tool's own keys only), an entry that never ran was stored as {}: the trace lost it
+    plan = {"views": [{"frames": [10]}], "tracks": [], "rationale": "check"}
+    plan[part] = [bad] + plan[part]
+    out, _, _ = plan_run(clip, plan)
+    (skipped,) = [e for e in out["exchanges"] if " not run: " in e["text"]]
+    assert skipped["args"] == (bad if isinstance(bad, dict) else {"as_written": bad}), skipped
+
+
+def test_views_past_the_plan_cap_are_stored_with_their_number(clip):
+    # `_past_cap` answers them by one call with {"entries": n}: stored as {}, the number was lost
+    out, _, _ = plan_run(clip, {"views": [{"frames": [k]} for k in range(20)], "tracks": [], "rationale": "check"})
+    (past,) = [e for e in out["exchanges"] if e["text"].startswith("plan views 9-20 not run")]
+    assert past["args"] == {"entries": 12}

@@ -4,7 +4,10 @@ A call's arguments were kept as the model wrote them: a view_frames call of 3,00
 3,000 went back to the model with every later request, into reflect's request, the checkpoints and the trace, and a
 1 MB string argument did the same, bounded only by the reply size. They are now the arguments as run (`call_args`),
 with a short note of what was cut, at the two places a call is stored: the pending calls of a round
-(`graph.nodes.inspect.round_calls`) and the exchange of a call that ran (`graph.nodes.evidence.execute`).
+(`graph.nodes.inspect.round_calls`) and the exchange of a call that ran (`graph.nodes.evidence.execute`). A call not
+run (a plan entry that is invalid or past a cap, a track past the round's cap) is stored as written, bounded
+(`fields` None): with only the tool's keys kept, an invalid entry (a string, a view with a box but no frames) and a
+cap's count of the entries left out were stored as {}.
 
 Decisions where the issue was silent:
 - A key a known tool does not take is left out (the tool ignored it anyway) with a note naming it.
