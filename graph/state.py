@@ -125,8 +125,8 @@ class ToolExchange(TypedDict, total=False):
     args: dict[str, Any]
     """Arguments as run, not as the model wrote them (`graph.nodes.evidence.call_args`): a view's frames cut to 16,
     keys the tool does not take left out, oversized values cut; as read by the tool's schema when it ran (a call not
-    run: as written, bounded). They go back
-    to the model each round, to reflect and into the trace, so a call of 3,000 frames or a 1 MB string stays small."""
+    run: as written, bounded). They go back to the model each round, to reflect and into the trace, so a call of
+    3,000 frames or a 1 MB string stays small."""
     frames: list[int]
     """Frames actually shown (after the access policy and the budget)."""
     box: list[float] | None
