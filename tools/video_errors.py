@@ -8,7 +8,7 @@ files (the process's EMFILE or the system's ENFILE), a resource briefly unavaila
 (ENOMEM, a MemoryError) says nothing of the clip's bytes. Before, ``wrapped`` worded them as the clip's own fault
 ("cannot be opened as a video (not a video file, or truncated/corrupt)"), which sent a user to re-render a good clip;
 they now read "cannot be read (OSError: [Errno 5] Input/output error: ...)", the error class and errno kept for
-``graph.batch_resume.environmental``, which retries them.
+``environmental``, which a resume reads to retry them (``graph.batch_resume``).
 
 Except FFmpeg's own ENOMEM while the machine can still reserve `FFMPEG_MAX_ALLOC` bytes (``ffmpeg_refused``): FFmpeg
 refuses any allocation past that size (``av_max_alloc``), and with Linux's default overcommit a smaller one does not
@@ -25,7 +25,7 @@ called the clip's (a disk error gone within milliseconds would be too).
 
 And except FFmpeg's EPERM (``ffmpeg_generic``): FFmpeg's -1, returned by many of its functions as a generic failure, is
 AVERROR(EPERM), which PyAV raises as a PermissionError. Worded "cannot be read (PermissionError: ...)", it read as a
-clip without read permission, retried by every ``--retry-ineligible`` (``graph.batch_resume.unreached``) and failing the
+clip without read permission, retried by every ``--retry-ineligible`` (``unreached``) and failing the
 same way. Where the file reads back (or no file was being read) it is the clip's ``VideoDecodeError``.
 
 A fault is recorded as text (a row's reason, "stage: video: VideoNotFoundError: clip.mp4: video file not found"), so
@@ -184,7 +184,7 @@ def wrapped(name: str, problem: str, src: str | Path | bytes | bytearray | memor
         if demuxer_io_error(exc, src):  # worded without the errno `environmental` retries
             raise VideoDecodeError(f"{name}: {problem} (FFmpeg reported an input/output error, but every byte of the "
                                    "file reads back: its data is corrupt)") from exc
-        if ffmpeg_generic(exc, src):  # worded without "PermissionError": `graph.batch_resume.unreached` retries that
+        if ffmpeg_generic(exc, src):  # worded without "PermissionError": `unreached` retries that
             raise VideoDecodeError(f"{name}: {problem} (FFmpeg failed with its generic error, EPERM, though the file "
                                    f"reads back: {exc})") from exc
         if isinstance(exc, PermissionError) or machine_failed(exc):  # FFmpeg's too (mode 000, EIO): no corrupt clip
