@@ -311,3 +311,12 @@ def test_views_past_the_plan_cap_are_stored_with_their_number(clip):
     out, _, _ = plan_run(clip, {"views": [{"frames": [k]} for k in range(20)], "tracks": [], "rationale": "check"})
     (past,) = [e for e in out["exchanges"] if e["text"].startswith("plan views 9-20 not run")]
     assert past["args"] == {"entries": 12}
+
+
+def test_a_valid_entry_not_run_is_stored_as_a_plain_dict(clip):
+    # a valid entry past a cap is the schema's TrackRequest: stored as {} (the tool's keys only) or, before, as
+    # {"as_written": TrackRequest(...)}, an object in the state and checkpoints instead of its arguments
+    tracks = [dict(GOOD_TRACK, points=[[0.1 * k, 0.5]]) for k in (1, 2, 3)]
+    out, _, _ = plan_run(clip, {"views": [{"frames": [1]}], "tracks": tracks, "rationale": "check"})
+    (past,) = [e for e in out["exchanges"] if e["text"].startswith("plan track 3 not run")]
+    assert past["args"] == tracks[2]

@@ -25,6 +25,8 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from pydantic import BaseModel
+
 from graph.schemas import cap_view
 
 ARGS_CHARS = 2400
@@ -38,6 +40,8 @@ NAME_CHARS = 64
 def call_args(name: str, args: object, fields: frozenset[str] | None) -> tuple[dict[str, Any], str | None]:
     """(`args` as run: only the `fields` of a known tool (None: an unknown one), view_frames' frames cut to a view,
     the rest cut when over `ARGS_CHARS`; a note on what was cut, or None). A second call changes nothing."""
+    if isinstance(args, BaseModel):  # a plan entry the schema read (a track past the cap): its arguments as written
+        args = args.model_dump(exclude_unset=True)
     args = dict(args) if isinstance(args, dict) else {"as_written": args}
     notes = []
     if fields is not None and (other := [str(k) for k in args if k not in fields]):
