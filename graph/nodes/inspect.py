@@ -71,7 +71,7 @@ from graph.nodes.evidence import (
     tool_specs,
 )
 from graph.nodes.tool_args import NAME_CHARS
-from graph.nodes.tool_args import call_args as bounded_args
+from graph.nodes.tool_args import call_args as bound_args
 from graph.replies import after_reasoning, cut_at_token_limit
 from graph.schemas import (
     CALLS_PER_ROUND,
@@ -242,7 +242,7 @@ async def _run_calls(state: AgentState, ctx: RunContext, exchanges: list[ToolExc
         if skip is None and call.name == "track_motion" and tracks >= TRACKS_PER_ROUND:
             skip = _track_cap()
         if skip is not None:  # never run: stored as written (no key left out as the tool's), bounded
-            args = bounded_args(call.name, call.args, None)[0]
+            args = bound_args(call.name, call.args, None)[0]
             ex = ToolExchange(round=rnd, call_id=call.call_id, name=call.name, args=args, frames=[],
                               box=None, overlay=False, text=f"{call.label} not run: {skip}")
         else:
