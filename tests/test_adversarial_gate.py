@@ -30,6 +30,9 @@ def test_an_essential_left_unverifiable_is_gated_zero_when_the_final_check_denie
     out = run(make_agent("full", script)[0], clip)
     assert out["final_check"].essential_unverifiable is True
     assert out["result"].status == "zero" and out["result"].reward == 0.0
+    why = [r for r in out["result"].reasons if r.startswith("essential requirement unverifiable")]
+    # the reason names the requirement, not the check's rationale, which argued the opposite
+    assert why == ["essential requirement unverifiable: R2 (unverifiable or never judged in the assessment)"], why
 
 
 def test_a_not_met_essential_still_leaves_the_failure_call_to_the_final_check(clip):

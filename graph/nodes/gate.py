@@ -16,7 +16,7 @@ from typing import Any
 
 from graph.config import config_overrides
 from graph.context import RunContext
-from graph.gate import gate_reward, score_mapping
+from graph.gate import gate_reward, score_mapping, unverified_essentials
 from graph.nodes.common import Step
 from graph.reward_format import reward_text
 from graph.schemas import RewardResult, RewardStatus
@@ -80,8 +80,10 @@ def build_result(state: AgentState, ctx: RunContext, run_id: str) -> tuple[Rewar
     rationale = check.rationale if check is not None else ""  # failure and unverifiable need a check
     if failure:
         reasons.append(f"failure established: {rationale}")
-    if unverifiable:
-        reasons.append(f"essential requirement unverifiable: {rationale}")
+    if unverifiable:  # the assessment's own gaps when it holds them (final_check sets U for them, whatever it wrote)
+        gaps = unverified_essentials(assessment, contract)
+        reasons.append(f"essential requirement unverifiable: {', '.join(gaps)} (unverifiable or never judged in the "
+                       "assessment)" if gaps else f"essential requirement unverifiable: {rationale}")
     for req in contract.requirements:  # one line per requirement: one never judged scores as unverifiable
         j = assessment.judgment(req.id)
         reasons.append(f"{j.requirement_id} {j.status}: {j.rationale[:200]}" if j is not None
