@@ -81,7 +81,7 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 from concurrent.futures import Future
-from typing import Any, Literal, TypeVar
+from typing import Any, Literal, TypeVar, get_args
 
 Priority = Literal["first", "now", "later"]
 Lane = Literal["cpu", "io"]
@@ -219,6 +219,8 @@ def pool(lane: Lane = "cpu") -> PriorityPool:
         if _EXITED:
             raise RuntimeError("the worker pools are shut down: the interpreter is exiting")
         if lane not in _POOLS:
+            if lane not in get_args(Lane):  # checked here, where every lane's pool is made (`EXIT_WAIT_S` too)
+                raise ValueError(f"unknown worker lane {lane!r}: must be one of {get_args(Lane)}")
             if not _POOLS:
                 atexit.register(_shutdown_at_exit)
             if not _FORK_HOOKED:

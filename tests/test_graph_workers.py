@@ -179,6 +179,19 @@ def test_pool_rejects_zero_workers():
         PriorityPool(0)
 
 
+def test_an_unknown_lane_is_refused_where_it_is_given_and_starts_no_pool():
+    """A lane outside `Lane` used to start a pool of its own, and interpreter exit then failed on it with a
+    KeyError (`EXIT_WAIT_S`) before shutting the remaining pools down."""
+    before = dict(workers._POOLS)
+    with pytest.raises(ValueError, match="'gpu'"):
+        pool("gpu")  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match="'gpu'"):
+        workers.submit(lambda: 1, lane="gpu")  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match="'gpu'"):
+        asyncio.run(run_blocking(lambda: 1, lane="gpu"))  # type: ignore[arg-type]
+    assert workers._POOLS == before
+
+
 def test_jobs_submitted_one_after_another_stay_on_one_thread():
     """LIFO wake-ups: the thread that just finished takes the next job (no rotation over the pool)."""
     pool = PriorityPool(4)
