@@ -87,6 +87,25 @@ def test_a_tool_round_reask_shows_the_rejected_call() -> None:
         assert correction["role"] == "user" and "rejected" in correction["content"]
 
 
+def test_a_runaway_unparsable_tool_call_is_shown_back_bounded_and_its_fault_too() -> None:
+    """The parser's error quotes the whole argument string: a 1 MB one stays within SHOWN_CHARS in the re-ask's
+    shown call, ERR_CHARS in its correction and in the fault the stage records."""
+    from graph.validation import ERR_CHARS, SHOWN_CHARS
+
+    torn = {"id": "c1", "type": "function", "function": {"name": "view_frames",
+                                                          "arguments": '{"frames": [3,, ' + "5, " * 350_000}}
+    torn_reply = StubReply(body=json.dumps({
+        "id": "x", "object": "chat.completion", "created": 1, "model": "m",
+        "choices": [{"index": 0, "finish_reason": "tool_calls",
+                     "message": {"role": "assistant", "content": None, "tool_calls": [torn]}}]}))
+    with OpenAIStub([torn_reply] * 2) as stub, pytest.raises(BackboneFault) as fault:
+        asyncio.run(make(stub, "json_schema", schema_retries=1).atool_round("inspect", list(MSGS), [VIEW], Usage()))
+    shown, correction = stub.requests[1]["messages"][-2:]
+    assert len(shown["content"]) < SHOWN_CHARS + 100 and "more characters not shown here" in shown["content"]
+    assert "rejected" in correction["content"] and len(correction["content"]) < ERR_CHARS + 200
+    assert len(str(fault.value)) < ERR_CHARS + 200
+
+
 @pytest.mark.parametrize("text", ["<think>Frame 3 is unclear; I should look at", "<think>R2 looks met.</think>  "])
 def test_a_final_reply_without_an_answer_after_its_reasoning_is_reasked(text: str) -> None:
     with OpenAIStub([StubReply(content=text), StubReply(content="R2 is met.")]) as stub:
