@@ -63,8 +63,7 @@ def is_transient(exc: BaseException) -> bool:
             return told == "true"
         code = exc.status_code
         return (code >= 500 and code not in (501, 505)) or code in (408, 409, 429)
-    if isinstance(exc, openai.APIConnectionError | openai.APITimeoutError | openai.RateLimitError
-                  | openai.InternalServerError | TimeoutError | ConnectionError):
+    if isinstance(exc, openai.APIConnectionError | openai.APITimeoutError | TimeoutError | ConnectionError):
         return True
     if isinstance(exc, _http_errors()[0] + _http_errors()[1]):
         return True

@@ -56,6 +56,20 @@ def _status(code: int, **headers: str) -> openai.APIStatusError:
                                  body=None)
 
 
+def test_rate_limit_and_server_errors_are_judged_by_their_status_and_headers() -> None:
+    """openai's RateLimitError and InternalServerError are APIStatusErrors: their status and `x-should-retry`
+    decide, like any other error reply's (a 501 says the server cannot serve the request at all)."""
+    req = httpx2.Request("POST", "http://stub/v1/chat/completions")
+
+    def error(cls: type[openai.APIStatusError], code: int, **headers: str) -> openai.APIStatusError:
+        return cls(f"status {code}", response=httpx2.Response(code, request=req, headers=headers), body=None)
+
+    assert is_transient(error(openai.RateLimitError, 429)) and is_transient(error(openai.InternalServerError, 500))
+    assert not is_transient(error(openai.RateLimitError, 429, **{"x-should-retry": "false"}))
+    assert not is_transient(error(openai.InternalServerError, 503, **{"x-should-retry": "false"}))
+    assert not is_transient(error(openai.InternalServerError, 501))
+
+
 def test_409_is_retried_and_the_servers_x_should_retry_overrides_the_status() -> None:
     """As the openai SDK reads them: 409 is OpenAI's lock timeout, and a server that says whether to retry
     is obeyed."""
