@@ -42,19 +42,19 @@ def call_args(name: str, args: object, fields: frozenset[str] | None) -> tuple[d
     the rest cut when over `ARGS_CHARS`; a note on what was cut, or None). A second call changes nothing."""
     if isinstance(args, BaseModel):  # a plan entry the schema read (a track past the cap): its arguments as written
         args = args.model_dump(exclude_unset=True)
-    args = dict(args) if isinstance(args, dict) else {"as_written": args}
+    kept: dict[str, Any] = dict(args) if isinstance(args, dict) else {"as_written": args}
     notes = []
-    if fields is not None and (other := [str(k) for k in args if k not in fields]):
-        args = {k: v for k, v in args.items() if k in fields}
+    if fields is not None and (other := [str(k) for k in kept if k not in fields]):
+        kept = {k: v for k, v in kept.items() if k in fields}
         names = ", ".join(repr(k[:NAME_CHARS]) for k in other[:3]) + (f" and {len(other) - 3} more" if len(other) > 3 else "")
         notes.append(f"{names} {'is not an argument' if len(other) == 1 else 'are not arguments'} of {name}; ignored")
-    if name == "view_frames" and "frames" in args:
-        args["frames"], cap = cap_view(args["frames"])
+    if name == "view_frames" and "frames" in kept:
+        kept["frames"], cap = cap_view(kept["frames"])
         notes += [cap] if cap else []
-    if (chars := len(json.dumps(args, default=str))) > ARGS_CHARS:
-        args = _cut(args, [ARGS_CHARS // 2])
+    if (chars := len(json.dumps(kept, default=str))) > ARGS_CHARS:
+        kept = _cut(kept, [ARGS_CHARS // 2])
         notes.append(f"arguments of {chars} characters cut to about {ARGS_CHARS // 2}")
-    return args, "; ".join(notes) or None
+    return kept, "; ".join(notes) or None
 
 
 def _cut(value: Any, room: list[int]) -> Any:
