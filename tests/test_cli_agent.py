@@ -245,7 +245,8 @@ def test_stream_fix_counts_are_the_results_notes(monkeypatch, tmp_path) -> None:
     a = assessment()
     a["judgments"][0]["evidence_frames"] = [5, 40, 99]
     a["judgments"].append({"requirement_id": "R9", "status": "met", "evidence_frames": [1], "rationale": "x"})
-    a["judgments"].append({"requirement_id": "R1", "status": "not_met", "evidence_frames": [1], "rationale": "x"})
+    # a repeat of R1 with its status (a contradicting one is re-asked: graph/schemas.py)
+    a["judgments"].append({"requirement_id": "R1", "status": "met", "evidence_frames": [1], "rationale": "x"})
     monkeypatch.setattr(commands, "make_chat_model", lambda settings: ScriptedChatModel(full_script(assess=[a])))
     _env(monkeypatch, tmp_path)
     clip = moving_square(tmp_path / "m.mp4")
