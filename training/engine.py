@@ -48,11 +48,7 @@ from policy.rollout import RolloutConfig, SDEStepRecord, step_log_prob
 from policy.world_model import Conditioning, FlowWorldModel
 from training.config import ConfigError, TrainConfig
 from training.ds_config import check_ds_json, read_ds_config
-from training.lr_schedule import (
-    apply_optimizer_settings,
-    lr_scheduler,  # noqa: F401  (the trainer's ds_engine.lr_scheduler)
-    schedule_state,
-)
+from training.lr_schedule import apply_optimizer_settings, schedule_state
 from training.numerics import cast_like_engine
 from training.run_dir import UNIVERSAL_SUFFIX, read_latest
 

@@ -82,6 +82,7 @@ from training.evaluate import eval_key, evaluate_everywhere
 from training.group_rollout import sample_group
 from training.grpo import advantage_metric_parts, group_advantages
 from training.launches import launch_record, record_launch
+from training.lr_schedule import lr_scheduler
 from training.metrics import MetricsLog, gather, progress_postfix, summarize
 from training.models import build_world_model, encode_frames
 from training.preemption import RewardsStalled, StopRequest, TrainingDiverged, TrainingStopped
@@ -168,7 +169,7 @@ def train(cfg: TrainConfig, *, local_rank: int = 0, reward_tokens: dict[str, str
     policy = ds_engine.PolicyStep(world_model)
     trainable = [p for p in policy.parameters() if p.requires_grad]
     engine, _, _, _ = deepspeed.initialize(model=policy, model_parameters=trainable,
-                                           lr_scheduler=ds_engine.lr_scheduler(cfg),
+                                           lr_scheduler=lr_scheduler(cfg),
                                            config=ds_engine.deepspeed_config(
                                                cfg, grad_accum, load_universal=source is not None and source.universal))
     world_model = engine.module.world_model
