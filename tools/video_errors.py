@@ -156,6 +156,11 @@ def demuxer_io_error(exc: BaseException, src: str | Path | bytes | bytearray | m
     return isinstance(exc, av.error.FFmpegError) and exc.errno == errno.EIO and src is not None and reads_back(src)
 
 
+def read_failed_by_machine(exc: BaseException, src: str | Path | bytes | bytearray | memoryview | None) -> bool:
+    """`machine_failed` for a read of ``src``: except FFmpeg's EIO on data that reads back (`demuxer_io_error`)."""
+    return machine_failed(exc) and not demuxer_io_error(exc, src)
+
+
 def ffmpeg_generic(exc: BaseException, src: str | Path | bytes | bytearray | memoryview | None) -> bool:
     """True for FFmpeg's EPERM where no file read was refused: FFmpeg returns -1, which is AVERROR(EPERM), as a generic
     failure (a seek with no keyframe to go to, a demuxer or decoder that gives up) and PyAV raises it as a

@@ -36,7 +36,7 @@ import av
 import numpy as np
 
 from tools.mp4_boxes import child_boxes, read_moov
-from tools.video_errors import demuxer_io_error, machine_failed
+from tools.video_errors import machine_failed, read_failed_by_machine
 from tools.video_scan import Source, open_container, video_stream
 
 
@@ -123,15 +123,15 @@ def decoded_rotation(container: av.container.InputContainer, index: int | None =
                      src: str | Path | bytes | bytearray | memoryview | None = None) -> int:
     """Rotation (as ``quarter_turns``) of the display matrix on the first frame the stream at ``index`` (None: the
     first video stream) of ``container`` (freshly opened from ``src``; closed here) decodes; 0 when there is none or
-    decoding fails, unless the machine failed it (``machine_failed``, not FFmpeg's EIO on data ``src`` holds,
-    ``demuxer_io_error``): that error escapes, as in `display_rotation`."""
+    decoding fails, unless the machine failed it (``read_failed_by_machine``: not FFmpeg's EIO on data ``src``
+    holds): that error escapes, as in `display_rotation`."""
     try:
         with container:
             stream = container.streams.video[0] if index is None else container.streams[index]
             frame = next(container.decode(stream), None)
             matrix = next((bytes(d) for d in frame.side_data if d.type.name == "DISPLAYMATRIX"), b"") if frame else b""
     except (av.error.FFmpegError, OSError, EOFError, ValueError, IndexError) as exc:
-        if machine_failed(exc) and not demuxer_io_error(exc, src):
+        if read_failed_by_machine(exc, src):
             raise
         return 0
     return quarter_turns(struct.unpack("=9i", matrix[:36])) if len(matrix) >= 36 else 0

@@ -32,9 +32,8 @@ from tools.video_errors import (  # noqa: F401  (re-exported by tools.video)
     VideoDecodeError,
     VideoError,
     VideoNotFoundError,
-    demuxer_io_error,
-    machine_failed,
     not_found,
+    read_failed_by_machine,
     unreadable,
     wrapped,
 )
@@ -132,11 +131,11 @@ def seek_keyframe(container: av.container.InputContainer, stream: av.video.strea
     """Seek back to the keyframe at or before ``pts``; False when FFmpeg fails the seek (its generic EPERM where no
     keyframe qualifies, or an error of the clip's data): the caller decodes from the start instead, where the frames
     still come out (that failure ended the read as a PermissionError, taken for the file's). A failure of the
-    machine (``machine_failed``, not ``demuxer_io_error``) is its ``VideoError``, as ``wrapped`` words it."""
+    machine (``read_failed_by_machine``) is its ``VideoError``, as ``wrapped`` words it."""
     try:
         container.seek(pts, stream=stream, backward=True, any_frame=False)
     except (av.error.FFmpegError, OSError) as exc:
-        if machine_failed(exc) and not demuxer_io_error(exc, src):
+        if read_failed_by_machine(exc, src):
             with wrapped(name, "seeking failed", src):
                 raise
         return False
