@@ -43,11 +43,11 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, fields, replace
-from typing import TYPE_CHECKING, Any, get_args
+from typing import TYPE_CHECKING, Any
 
 from graph.config import ResolvedConfig
 from graph.frame_store import FrameStore
-from graph.workers import Lane
+from graph.workers import Lane, check_lane
 from tools.errors import ToolFault
 from tools.extra import EXTRA_SHORT_SIDE, check_extra_tools
 from tools.identity import object_identity
@@ -124,9 +124,8 @@ class ToolProvider:
             self.tracker_id = f"factory {object_identity(self.tracker_factory)}"
         if self.surprise_id is None and self.surprise_factory is not None:
             self.surprise_id = f"factory {object_identity(self.surprise_factory)}"
-        for name, lane in (("tracker_lane", self.tracker_lane), ("surprise_lane", self.surprise_lane)):
-            if not isinstance(lane, str) or lane not in get_args(Lane):
-                raise ValueError(f"{name} must be one of {get_args(Lane)} (graph.workers), got {lane!r}")
+        check_lane(self.tracker_lane, "tracker_lane")
+        check_lane(self.surprise_lane, "surprise_lane")
 
     def tracker(self) -> MotionTracker:
         """The motion tracker; ToolFault when none is configured or it fails to load."""

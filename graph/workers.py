@@ -212,6 +212,13 @@ _FORK_HOOKED = False
 _EXITED = False  # the exit hook has shut the pools down: no new ones (module docstring)
 
 
+def check_lane(lane: object, what: str = "worker lane") -> None:
+    """ValueError naming `what` unless `lane` is one of the `Lane`s (a pool of another name would start, and
+    interpreter exit would fail on it)."""
+    if not isinstance(lane, str) or lane not in get_args(Lane):
+        raise ValueError(f"unknown {what} {lane!r}: must be one of {get_args(Lane)} (graph.workers)")
+
+
 def pool(lane: Lane = "cpu") -> PriorityPool:
     """The process-wide pool of `lane` (started on first use; a forked child starts its own)."""
     global _FORK_HOOKED
@@ -219,8 +226,7 @@ def pool(lane: Lane = "cpu") -> PriorityPool:
         if _EXITED:
             raise RuntimeError("the worker pools are shut down: the interpreter is exiting")
         if lane not in _POOLS:
-            if lane not in get_args(Lane):  # checked here, where every lane's pool is made (`EXIT_WAIT_S` too)
-                raise ValueError(f"unknown worker lane {lane!r}: must be one of {get_args(Lane)}")
+            check_lane(lane)  # here, where every lane's pool is made (`EXIT_WAIT_S` too)
             if not _POOLS:
                 atexit.register(_shutdown_at_exit)
             if not _FORK_HOOKED:
