@@ -71,7 +71,7 @@ import contextlib
 import os
 import threading
 import uuid
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -81,7 +81,7 @@ from graph import frame_fork
 from graph.config import AgentConfig
 from graph.job_owners import abandon
 from graph.run_claims import FOREIGN_CLAIM_MAX_AGE_S
-from graph.schemas import RewardResult
+from graph.schemas import Fault, RewardResult
 from graph.settings import TraceDurability
 
 
@@ -158,10 +158,11 @@ UNSAVED_TRACE = "trace: the run's trace was not saved"
 """How the note of a result whose trace could not be saved begins (`unsaved_trace`)."""
 
 
-def ineligible_result(preset: str, reason: str, run_id: str = "") -> RewardResult:
-    """An ineligible RewardResult (reward None) carrying `reason`: for runs that could not produce a
-    result (and, in `raa score-batch`, for items that never ran)."""
-    return RewardResult(status="ineligible", reward=None, reasons=[reason], run_id=run_id, preset=preset)
+def ineligible_result(preset: str, reason: str, run_id: str = "", faults: Sequence[Fault] = ()) -> RewardResult:
+    """An ineligible RewardResult (reward None) carrying `reason` and the `faults` behind it, if any: for runs
+    that could not produce a result (and, in `raa score-batch`, for items that never ran)."""
+    return RewardResult(status="ineligible", reward=None, reasons=[reason], run_id=run_id, preset=preset,
+                        faults=list(faults))
 
 
 def refused_running(preset: str, run_id: str, process: str | None) -> RewardResult:
@@ -248,14 +249,15 @@ async def _run_agent(agent: Any, video: str, instruction: str, run_id: str, pres
     except Exception as exc:  # the trace write at the end (nodes already turn their failures into faults)
         if gate.result is not None:  # the gate had produced it: it stands
             return unsaved_trace(gate.result, exc, database or type(agent.checkpointer).__name__, run_id)
-        return ineligible_result(preset, f"agent: {type(exc).__name__}: {exc}", run_id)
+        return ineligible_result(preset, f"agent: {type(exc).__name__}: {exc}", run_id,
+                                 [Fault(stage="agent", kind="internal", message=f"{type(exc).__name__}: {exc}"[:2000])])
     finally:  # ended however it ended (cancelled between nodes too): its queued background work is nobody's now
         abandon(run_id)
     result = out.get("result")
     if not isinstance(result, RewardResult):
         faults = out.get("faults") or []
         reason = "; ".join(f.reason() for f in faults) or "agent: run ended without a result"
-        return ineligible_result(preset, reason, run_id)
+        return ineligible_result(preset, reason, run_id, faults)
     return result
 
 

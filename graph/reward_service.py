@@ -4,8 +4,8 @@ in graph/serve_command.py; needs the `service` extra).
     POST /v1/score   Authorization: Bearer <token> (when the service has one)
     {"items": [{"video_b64": "<base64 mp4>", "instruction": "...", "fps": 16.0}, ...],
      "meta": {"iteration": 3, "phase": "train"}}
-    -> 200 {"results": [RewardResult as JSON: reward (float | null), status, T, P, V, reasons, run_id, ...,
-                         "kind": null | "error"]}
+    -> 200 {"results": [RewardResult as JSON: reward (float | null), status, T, P, V, reasons, run_id,
+                         faults ([{stage, kind, message}]), ..., "kind": null | "error"]}
     GET /healthz (open), GET /v1/info (preset, inspect mode, backbone model, limits; from `raa serve-reward`
     also "scoring": `BackboneSettings.scoring`, which a trainer with `reward: http` records as the run's
     reward backbone, training/provenance.py)
@@ -27,8 +27,14 @@ Decisions where the issues were silent:
 - A bad item (missing or invalid base64, empty video, instruction not a string) gets its own
   ineligible result naming the item and the problem; the other items are scored. Such a result, made by the
   service without the agent's verdict (a bad item, a clip it cannot write, a run that raised), carries
-  `"kind": "error"`, so the trainer counts it as an outage (`ineligible_error`), not the agent's ⊥ (every other
-  result has `"kind": null`; a client that does not know the field ignores it). An undecodable
+  `"kind": "error"`, so the trainer counts it as an outage (`ineligible_error`), not the agent's ⊥; so does an
+  agent's result made ineligible by an outage of its machinery (`RewardResult.outage`: a transport, timeout,
+  settings, tool or internal fault, or a clip the machine failed to read; `graph.schemas.OUTAGE_FAULTS`): every
+  result had `"kind": null`, so ten minutes of a dead LLM endpoint read in the trainer's metrics as ten minutes
+  of clips the agent could not judge. Every other result (a verdict, or the agent's ⊥ for the clip itself: an
+  undecodable video, a bad instruction, a model that refused it or never answered it validly) has `"kind": null`
+  (a client that does not know the field ignores it). Each result also carries its `faults` (stage, kind,
+  message), the structured form of its reasons. An undecodable
   video is the agent's own ineligible result (video fault), and a clip the service cannot write (a full
   disk) an ineligible result naming the error: it was a 500 for the whole batch. So is any other error
   escaping one item's run (`arun_agent` should never raise): the batch was a 500 and the other items'
@@ -296,7 +302,7 @@ def create_reward_app(agent: Any, preset: str, *, token: str | None = None, max_
                 run_id = new_run_id()
                 result = await arun_agent(agent, parsed[0], parsed[1], run_id, preset, durability=durability,
                                           claim_max_age_s=claim_max_age_s)
-            return {**result.model_dump(mode="json"), "kind": None}
+            return {**result.model_dump(mode="json"), "kind": "error" if result.outage else None}
         except Exception as exc:  # one item's escaped error is its own result, never a 500 (module docstring)
             failed = ineligible_result(preset, f"item {index}: the run failed on the service host "
                                        f"({type(exc).__name__}: {exc})", run_id)

@@ -250,6 +250,24 @@ class Fault(_Record):
         """One-line reason for RewardResult.reasons."""
         return f"{self.stage}: {self.kind}: {self.message}"
 
+    @property
+    def outage(self) -> bool:
+        """True when the machinery failed, not the clip: a kind in `OUTAGE_FAULTS`, or a video fault whose clip
+        could not be reached or whose read the machine failed (`tools.video_errors.unreached` / `environmental`,
+        as `raa score-batch --retry-ineligible` reads them). The clip's own problems (an undecodable video, a
+        bad instruction) and the model's answers about it (refused, invalid or empty replies) are not."""
+        if self.kind in OUTAGE_FAULTS:
+            return True
+        from tools.video_errors import environmental, unreached  # lazy: PyAV is only needed for a video fault
+
+        return self.kind == "video" and (unreached(self.message) or environmental(self.message))
+
+
+OUTAGE_FAULTS = ("transport", "timeout", "settings", "tool", "internal")
+"""Fault kinds that say the reward machinery failed (the backbone endpoint unreachable or too slow, a setting
+it cannot serve, an evidence tool or its service down, a bug), not that the clip could not be judged:
+`Fault.outage`, which the reward service and the trainer count as an outage (training/rewards.py)."""
+
 
 class RewardResult(_Record):
     """The agent's output for one clip (DESIGN.md §3)."""
@@ -273,6 +291,8 @@ class RewardResult(_Record):
     usage: dict[str, int] = Field(default_factory=dict, description="calls, images, input_tokens, output_tokens.")
     trace_saved: bool = Field(default=True, description="False when the run's trace could not be saved (the "
                                                          "result stands; its last reason and note say why).")
+    faults: list[Fault] = Field(default_factory=list, description="The faults that made the result ineligible "
+                                                                  "(stage, kind, message); empty for a verdict.")
 
     @model_validator(mode="after")
     def _consistent(self) -> RewardResult:
@@ -284,12 +304,17 @@ class RewardResult(_Record):
             raise ValueError("status 'zero' needs reward 0")
         return self
 
+    @property
+    def outage(self) -> bool:
+        """True when a fault of the machinery made the result ineligible (`Fault.outage`), not the clip."""
+        return any(f.outage for f in self.faults)
+
 
 from tools.quality import QualityCheck  # noqa: E402  (re-exported record of the quality pre-check)
 from tools.surprise import SurpriseEvidence  # noqa: E402  (re-exported WMReward record)
 
 __all__ = ["CALLS_PER_ROUND", "PLAN_VIEWS", "RECORD_MODULES", "TRACKS_PER_ROUND", "VIEW_FRAMES", "Assessment", "AuditReport", "CropBox",
-           "DirectScore", "Fault", "FinalCheck", "FrameView", "InspectionPlan", "MotionEvidence", "Observation",
+           "DirectScore", "Fault", "OUTAGE_FAULTS", "FinalCheck", "FrameView", "InspectionPlan", "MotionEvidence", "Observation",
            "ObservedEvent", "PlanPart", "PlanTrack", "PlanView", "QualityCheck", "Requirement",
            "RequirementJudgment", "RewardResult", "SurpriseEvidence", "TaskContract", "TrackArgs", "TrackRequest",
            "cap_view", "crop_box", "entry_error", "no_nan", "requirement_key"]

@@ -13,7 +13,9 @@ Adapters:
   region (normalised box ``[x0, y0, x1, y1]``), in [0, 1] (``training/verifiable_rewards.py``).
 * :class:`AgentReward` -- the reward agent in process: writes each clip to mp4 and awaits
   ``graph.ascore_videos(items, AgentConfig(preset), model=..., max_concurrency=...)`` with items
-  ``{"video", "instruction"}``; the agent's ⊥ (reward None) stays ineligible, its reasons are kept.
+  ``{"video", "instruction"}``; the agent's ⊥ (reward None) stays ineligible, its reasons are kept. A result
+  made ineligible by an outage of the agent's machinery (``RewardResult.outage``: its backbone endpoint or a tool
+  unreachable, a setting it cannot serve, a bug) is of kind ``error``, as the reward service says it is.
 * :class:`HttpAgentReward` -- a reward service over HTTP. JSON API (one POST per batch)::
 
       POST <url>   Authorization: Bearer <token> (optional)
@@ -31,7 +33,8 @@ Adapters:
   never a made-up reward. A single result that is not an object or whose reward is not a number (text
   such as "0.5" included, as for a reward's list: ``reward_number``) makes only its item ineligible of
   kind ``error``; a null reward is the service's ⊥ (kind ``none``), unless its result says ``"kind": "error"``
-  (`raa serve-reward` failed on the item, e.g. a clip it could not write: an outage). ``url`` may be a list.
+  (`raa serve-reward` failed on the item, e.g. a clip it could not write, or the agent's backbone or tools
+  were down: an outage). ``url`` may be a list.
 * ``reward: sum`` -- a weighted sum of the above (:class:`training.sum_reward.SumReward`).
 
 The agent adapters also report each clip's T, P, V and gate inputs (``RewardBatch.components``) and
@@ -41,6 +44,18 @@ what scoring cost (``RewardBatch.usage``), which the trainer logs.
 wraps any RewardFn: awaits coroutines, checks the list length (a wrong length is a
 :class:`RewardLengthError` naming the reward) and turns None / NaN / inf into ineligible results,
 counted by kind in the returned :class:`RewardOutcome`.
+
+Outages against the clip's own ⊥: ``ineligible_none`` counts the rewards that judged a clip ineligible (the
+agent's verdict, or its faults of the clip itself: an undecodable video, an instruction it cannot use, a model
+that refused or never validly answered about the clip), ``ineligible_error`` the items the reward machinery
+failed on (a reward that raised or returned no number, a reward service that failed, and the agent's outages:
+its LLM endpoint unreachable or timing out, a tool or tool service down, a setting the endpoint cannot serve,
+a bug, a clip the machine failed to read; `graph.schemas.Fault.outage`). The two rates answer different
+questions: a rising ``ineligible_none`` is about the policy's clips, a rising ``ineligible_error`` about the
+infrastructure, whose reasons (``ineligible.jsonl``) name the fault. Neither becomes a reward: a group left with
+fewer than 2 eligible rewards is skipped (training/grpo.py), and ``max_skipped_iterations`` stops a run whose
+rewards stay ineligible. The fault kinds a result carries are the agent's; the trainer's kinds stay the four
+of ``KINDS``, so existing metric names keep their meaning.
 
 Decisions where the issue was silent: the conditioning (first) frame is left out of the brightness
 reward by default; an exception raised by a reward callable makes the whole batch ineligible with
@@ -197,7 +212,8 @@ class AgentReward:
         batch = with_unwritten(RewardBatch([r.reward for r in results], [list(r.reasons) for r in results],
                                            [r.run_id or None for r in results],
                                            agent_components([r.model_dump() for r in results]),
-                                           [dict(r.usage) for r in results]), problems)
+                                           [dict(r.usage) for r in results],
+                                           ["error" if r.outage else None for r in results]), problems)
         self.last_reasons = batch.reasons
         return batch
 

@@ -37,7 +37,8 @@ def build_result(state: AgentState, ctx: RunContext, run_id: str) -> tuple[Rewar
     if faults and reused_thread(state):  # the channels hold the earlier run's faults, notes and usage
         base: dict[str, Any] = {"run_id": run_id, "preset": ctx.config.preset, "usage": dict.fromkeys(USAGE_KEYS, 0),
                                 "notes": [], "overrides": config_overrides(ctx.config)}
-        return RewardResult(status="ineligible", reward=None, reasons=[faults[-1].reason()], **base), \
+        return RewardResult(status="ineligible", reward=None, reasons=[faults[-1].reason()], faults=faults[-1:],
+                            **base), \
             {"eligible": False}
     usage = {k: int((state.get("usage") or {}).get(k, 0)) for k in USAGE_KEYS}
     base = {"run_id": run_id, "preset": ctx.config.preset, "usage": usage, "overrides": config_overrides(ctx.config)}
@@ -46,7 +47,7 @@ def build_result(state: AgentState, ctx: RunContext, run_id: str) -> tuple[Rewar
     if faults:
         inputs: dict[str, Any] = {"eligible": False}
         return RewardResult(status="ineligible", reward=None, reasons=[f.reason() for f in faults] + notes,
-                            **base), inputs
+                            faults=faults, **base), inputs
     if state.get("zero"):
         reason = (state.get("quality") or {}).get("reason") or "uniform or unusable video content"
         inputs = {"eligible": True, "quality_zero": True, "reward": 0.0}
