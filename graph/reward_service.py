@@ -73,7 +73,7 @@ Decisions where the issues were silent:
   calls and CPU for results nobody would read. The handler waits for its runs to finish cancelling before
   it deletes their clips and returns.
 - What a result tells the client never names the service's temporary clip folder (`client_text`): a clip the
-  service cannot write, a run that raised, and the agent's own reasons and notes (an undecodable video's
+  service cannot write, a run that raised, and the agent's own reasons, notes and faults (an undecodable video's
   reason names the file it read) named `/tmp/raa-reward-k2j4/00001.mp4`. The clip is `item 1's clip`
   instead, or, with `keep_videos` (the service's configured folder), its path relative to it
   (`it000003-k2j4/00001.mp4`, which `raa report` on the service host finds); a folder that cannot be made
@@ -284,11 +284,13 @@ def create_reward_app(agent: Any, preset: str, *, token: str | None = None, max_
         return problem_response(exc)
 
     async def run_one(index: int, item: Any, folder: str) -> dict[str, Any]:
-        """One item's result as JSON, with its ``kind``: "error" when the service made it; its texts as the
-        client is told them (`client_text`)."""
+        """One item's result as JSON, with its ``kind``: "error" when the service made it or the agent's machinery
+        failed; its texts (reasons, notes, its faults' messages) as the client is told them (`client_text`)."""
         answer = await scored(index, item, folder)
         for field in ("reasons", "notes"):
             answer[field] = [client_text(str(t), folder, index, keep_videos) for t in answer.get(field) or []]
+        answer["faults"] = [{**f, "message": client_text(str(f.get("message", "")), folder, index, keep_videos)}
+                            for f in answer.get("faults") or []]
         return answer
 
     async def scored(index: int, item: Any, folder: str) -> dict[str, Any]:

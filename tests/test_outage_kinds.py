@@ -5,6 +5,7 @@ video, a bad instruction): the result says which by its faults, and the trainer 
 from __future__ import annotations
 
 import base64
+import json
 
 import numpy as np
 import pytest
@@ -111,3 +112,17 @@ def test_the_trainer_counts_a_backbone_outage_in_process_as_ineligible_error(tmp
     assert out.rewards == [None, None]
     assert out.counts == {"none": 0, "nan": 0, "inf": 0, "error": 2}, out.reasons
     assert out.kinds == ["error", "error"]
+
+
+def test_the_faults_in_a_reply_never_name_the_service_s_temporary_clip_folder(tmp_path):
+    """The reasons were told the client as `item N's clip` (`client_text`), but an undecodable clip's fault
+    message named `/tmp/raa-reward-XXXX/00000.mp4`."""
+    from graph.reward_service import create_reward_app
+
+    agent, _ = make_agent("full", full_script())
+    bad = base64.b64encode(garbage_file(tmp_path / "g.mp4").read_bytes()).decode("ascii")
+    with TestClient(create_reward_app(agent, "full")) as c:
+        res = c.post("/v1/score", json={"items": [{"video_b64": bad, "instruction": "push it"}]})
+    (result,) = res.json()["results"]
+    assert result["faults"] and "item 0's clip" in result["faults"][0]["message"], result["faults"]
+    assert "raa-reward-" not in json.dumps(result)
