@@ -3,7 +3,9 @@
 Metric names (one JSON object per iteration in metrics.jsonl):
 
 * ``reward_mean`` / ``reward_std`` -- over eligible rewards of all ranks (population std).
-* ``eligible_fraction`` / ``ineligible_count`` (+ ``ineligible_none|nan|inf|error``) -- reward validity.
+* ``eligible_fraction`` / ``ineligible_count`` (+ ``ineligible_none|nan|inf|error``) -- reward validity:
+  ``none`` is the reward's verdict on the clip (the agent's ⊥, an undecodable clip included), ``error`` a broken
+  reward or an outage (the agent's LLM endpoint or tools down; training/rewards.py).
 * ``skipped_groups`` -- groups with fewer than 2 eligible rewards (no update from them).
 * ``zero_std_groups`` -- groups whose eligible rewards all agree (advantage 0 for each: no signal, though they
   stay in the update's mean and its mu-KL term); with a gated reward, a group that scored 0 throughout.

@@ -84,7 +84,8 @@ class RewardBatch:
 KINDS = ("none", "nan", "inf", "error")
 """The kinds of ineligible items, counted in :attr:`RewardOutcome.counts` (``ineligible_<kind>``): the reward's
 verdict (None), a NaN, an infinity (returned by the reward, or held by a diverged rollout's latents, which the
-reward never sees: training/reward_runner.py), and a broken reward (it raised or returned no number)."""
+reward never sees: training/reward_runner.py), and a broken reward or an outage of what it needs (it raised or
+returned no number; or it said so in ``RewardBatch.kinds``: the agent's LLM endpoint or tools down, training/rewards.py)."""
 
 
 class RewardLengthError(ValueError):
