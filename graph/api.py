@@ -81,7 +81,7 @@ from graph import frame_fork
 from graph.config import AgentConfig
 from graph.job_owners import abandon
 from graph.run_claims import FOREIGN_CLAIM_MAX_AGE_S
-from graph.schemas import Fault, RewardResult
+from graph.schemas import Fault, RewardResult, escaped_surrogates
 from graph.settings import TraceDurability
 
 
@@ -165,6 +165,14 @@ def ineligible_result(preset: str, reason: str, run_id: str = "", faults: Sequen
                         faults=list(faults))
 
 
+def machinery_failed(preset: str, what: str, run_id: str = "") -> RewardResult:
+    """An ineligible result because the agent's own machinery failed (`what`: an error escaping the graph, a trace
+    database it cannot write), not the clip: reason "agent: `what`" and an "internal" fault of stage "agent", which
+    `RewardResult.outage` reads as an outage (the trainer's ``ineligible_error``, not the agent's verdict)."""
+    fault = Fault(stage="agent", kind="internal", message=str(escaped_surrogates(what))[:2000])
+    return ineligible_result(preset, f"agent: {what}", run_id, [fault])
+
+
 def refused_running(preset: str, run_id: str, process: str | None) -> RewardResult:
     """The result of a call refused because another run holds `run_id`: a run in this process (`process` None)
     or in `process` ("process N on HOST (since T)", `graph.run_claims.claim`). No run, no trace, no run id of
@@ -213,8 +221,8 @@ async def _run_claimed(agent: Any, video: str, instruction: str, run_id: str, pr
         file = await run_claims.database_file(agent.checkpointer) if agent.checkpointer else None
         holder = None if file is None else await run_claims.claim(file, run_id, claim_max_age_s)
     except Exception as exc:  # the trace database cannot be written: the run could not record its trace
-        return ineligible_result(preset, f"agent: run id {run_id!r} could not be claimed in the trace database "
-                                 f"({type(exc).__name__}: {exc})", run_id)
+        return machinery_failed(preset, f"run id {run_id!r} could not be claimed in the trace database "
+                                f"({type(exc).__name__}: {exc})", run_id)
     if holder is not None:
         return refused_running(preset, run_id, holder)
     saved = True
@@ -249,8 +257,7 @@ async def _run_agent(agent: Any, video: str, instruction: str, run_id: str, pres
     except Exception as exc:  # the trace write at the end (nodes already turn their failures into faults)
         if gate.result is not None:  # the gate had produced it: it stands
             return unsaved_trace(gate.result, exc, database or type(agent.checkpointer).__name__, run_id)
-        return ineligible_result(preset, f"agent: {type(exc).__name__}: {exc}", run_id,
-                                 [Fault(stage="agent", kind="internal", message=f"{type(exc).__name__}: {exc}"[:2000])])
+        return machinery_failed(preset, f"{type(exc).__name__}: {exc}", run_id)
     finally:  # ended however it ended (cancelled between nodes too): its queued background work is nobody's now
         abandon(run_id)
     result = out.get("result")

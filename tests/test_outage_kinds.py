@@ -126,3 +126,29 @@ def test_the_faults_in_a_reply_never_name_the_service_s_temporary_clip_folder(tm
     (result,) = res.json()["results"]
     assert result["faults"] and "item 0's clip" in result["faults"][0]["message"], result["faults"]
     assert "raa-reward-" not in json.dumps(result)
+
+
+def test_a_trace_database_that_cannot_be_written_is_an_outage(tmp_path, monkeypatch):
+    """A run whose id could not be claimed in the trace database (a full disk, a locked file) never ran: its
+    result had no fault, so the trainer counted a broken trace store as the agent's verdict on every clip."""
+    import asyncio
+
+    from langgraph.checkpoint.sqlite.aio import AsyncSqliteSaver
+
+    from graph import run_claims
+    from graph.api import arun_agent
+
+    async def broken(file, run_id, max_age_s):
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(run_claims, "claim", broken)
+    agent, _ = make_agent("full", full_script())
+
+    async def go():
+        async with AsyncSqliteSaver.from_conn_string(str(tmp_path / "t.sqlite")) as saver:
+            agent.checkpointer = saver
+            return await arun_agent(agent, str(moving_square(tmp_path / "a.mp4")), "push it", "run-1", "full")
+
+    result = asyncio.run(go())
+    assert result.reward is None and "could not be claimed" in result.reasons[0]
+    assert result.outage and [f.kind for f in result.faults] == ["internal"]
