@@ -34,7 +34,7 @@ Decisions where the issues were silent:
   of clips the agent could not judge. Every other result (a verdict, or the agent's ⊥ for the clip itself: an
   undecodable video, a bad instruction, a model that refused it or never answered it validly) has `"kind": null`
   (a client that does not know the field ignores it). Each result also carries its `faults` (stage, kind,
-  message), the structured form of its reasons. An undecodable
+  message), the structured form of the agent's reasons (none for a result the service made: its reason says why). An undecodable
   video is the agent's own ineligible result (video fault), and a clip the service cannot write (a full
   disk) an ineligible result naming the error: it was a 500 for the whole batch. So is any other error
   escaping one item's run (`arun_agent` should never raise): the batch was a 500 and the other items'
