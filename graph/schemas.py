@@ -313,8 +313,8 @@ class RewardResult(_Record):
 from tools.quality import QualityCheck  # noqa: E402  (re-exported record of the quality pre-check)
 from tools.surprise import SurpriseEvidence  # noqa: E402  (re-exported WMReward record)
 
-__all__ = ["CALLS_PER_ROUND", "PLAN_VIEWS", "RECORD_MODULES", "TRACKS_PER_ROUND", "VIEW_FRAMES", "Assessment", "AuditReport", "CropBox",
-           "DirectScore", "Fault", "OUTAGE_FAULTS", "FinalCheck", "FrameView", "InspectionPlan", "MotionEvidence", "Observation",
+__all__ = ["CALLS_PER_ROUND", "OUTAGE_FAULTS", "PLAN_VIEWS", "RECORD_MODULES", "TRACKS_PER_ROUND", "VIEW_FRAMES", "Assessment", "AuditReport", "CropBox",
+           "DirectScore", "Fault", "FinalCheck", "FrameView", "InspectionPlan", "MotionEvidence", "Observation",
            "ObservedEvent", "PlanPart", "PlanTrack", "PlanView", "QualityCheck", "Requirement",
            "RequirementJudgment", "RewardResult", "SurpriseEvidence", "TaskContract", "TrackArgs", "TrackRequest",
            "cap_view", "crop_box", "entry_error", "no_nan", "requirement_key"]
