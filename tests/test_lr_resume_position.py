@@ -121,6 +121,22 @@ def test_the_resume_says_where_the_rate_goes_on_from_and_when_the_decay_had_ende
     assert horizon_note(saved, LRFactor(0, 10, "linear", 0.0).resumed(saved, 5), 5, 0.1) is None  # same horizon
     note = horizon_note(saved, LRFactor(0, 20, "linear", 0.0).resumed(saved, 5), 5, 0.1)
     assert note == "lr_schedule linear: the decay now ends at optimizer step 20 (was 10); it goes on from 0.05 at step 5"
-    done = schedule_state(_run(LRFactor(0, 10, "linear", 0.0), 10))
-    note = horizon_note(done, LRFactor(0, 20, "linear", 0.0).resumed(done, 10), 10, 0.1)
-    assert "had finished its decay, so the added steps train at min_lr_ratio 0 x learning_rate (0)" in note
+    done = schedule_state(_run(LRFactor(0, 10, "linear", 0.2), 10))  # at min_lr_ratio 0 it is refused (below)
+    note = horizon_note(done, LRFactor(0, 20, "linear", 0.2).resumed(done, 10), 10, 0.1)
+    assert "had finished its decay, so the added steps train at min_lr_ratio 0.2 x learning_rate (0.02)" in note
+
+
+def test_a_finished_decay_at_min_lr_ratio_0_given_more_iterations_is_refused_naming_the_options():
+    """A run whose decay ended at min_lr_ratio 0, resumed with a larger max_iterations, trained every added
+    iteration at rate 0 (rollouts and reward calls spent, the weights never moved) after a note on stderr. The
+    resume now stops, before any rollout, naming min_lr_ratio and lr_schedule; with min_lr_ratio raised it trains
+    on at that fraction of learning_rate, and a decay not yet finished still stretches."""
+    from training.config import ConfigError
+    from training.lr_schedule import LRFactor, schedule_state
+
+    done = schedule_state(_run(LRFactor(0, 10, "cosine", 0.0), 10))
+    with pytest.raises(ConfigError, match=r"min_lr_ratio 0.*rate 0.*raise min_lr_ratio.*lr_schedule: constant"):
+        _run(LRFactor(0, 20, "cosine", 0.0), 20, ckpt=10, saved=done)
+    assert _run(LRFactor(0, 20, "cosine", 0.25), 20, ckpt=10, saved=done).rates == pytest.approx([0.1 * 0.25] * 10)
+    half = schedule_state(_run(LRFactor(0, 10, "linear", 0.0), 5))
+    assert _run(LRFactor(0, 20, "linear", 0.0), 20, ckpt=5, saved=half).rates[0] == pytest.approx(0.05)

@@ -168,7 +168,8 @@ class TrainConfig:
     taken, so iterations that skip their update delay the decay (as do fp16 steps DeepSpeed skips on overflow,
     after a resume too: `training.lr_schedule.schedule_position`); a resume with another ``max_iterations``
     stretches (or shrinks) what is left of it over the new remaining steps, going on from the rate reached (a
-    finished decay stays at its end), as the checkpoint recorded (training/lr_schedule.py)."""
+    finished decay stays at its end; at ``min_lr_ratio`` 0 that resume is refused, its added steps would train at
+    rate 0), as the checkpoint recorded (training/lr_schedule.py)."""
     min_lr_ratio: float = 0.0
     """Where ``lr_schedule: linear | cosine`` ends, as a fraction of ``learning_rate`` (0 to 1)."""
     ds_config: str = "ds_zero2.json"

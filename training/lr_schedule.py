@@ -14,7 +14,9 @@ from 0.1 to 0.55 of ``learning_rate``, on a policy the decay had settled). The d
 piecewise linear in the step: it starts at 0 at the end of the warmup, and each such resume starts a new piece
 at its step (`LRFactor.anchor_step`, ``anchor_progress``), which the checkpoint's client state records
 (`schedule_state`) so that later resumes go on along the same line. A run that had finished its decay stays at
-``min_lr_ratio``. A checkpoint from before the record resumes as the run planned for the new horizon.
+``min_lr_ratio``; at ``min_lr_ratio`` 0 such a resume is refused (`zero_rate_refusal`, a ConfigError at the
+load, before any rollout), since re-stretching would make the rate jump back up and going on would train every
+added step at rate 0. A checkpoint from before the record resumes as the run planned for the new horizon.
 """
 
 from __future__ import annotations
@@ -26,7 +28,7 @@ from typing import Any
 
 import torch
 
-from training.config import LRSchedule, TrainConfig
+from training.config import ConfigError, LRSchedule, TrainConfig
 
 
 def lr_factor(step: int, warmup_steps: int, total_steps: int = 0, schedule: LRSchedule = "constant",
@@ -137,13 +139,37 @@ def apply_optimizer_settings(engine: Any, learning_rate: float, weight_decay: fl
         scheduler.base_lrs = [learning_rate] * len(scheduler.base_lrs)
         scheduler.last_epoch = schedule_position(int(engine.global_steps), int(engine.skipped_steps))
         if isinstance(own := scheduler.lr_lambdas[0], LRFactor):
-            scheduler.lr_lambdas = [own.resumed(saved_schedule, scheduler.last_epoch)] * len(scheduler.lr_lambdas)
-            note = horizon_note(saved_schedule, scheduler.lr_lambdas[0], scheduler.last_epoch, learning_rate)
+            resumed = own.resumed(saved_schedule, scheduler.last_epoch)
+            if (problem := zero_rate_refusal(saved_schedule, resumed, scheduler.last_epoch)) is not None:
+                raise ConfigError(problem)
+            scheduler.lr_lambdas = [resumed] * len(scheduler.lr_lambdas)
+            note = horizon_note(saved_schedule, resumed, scheduler.last_epoch, learning_rate)
         factor = scheduler.lr_lambdas[0](scheduler.last_epoch)
     for group in engine.optimizer.param_groups:
         group["lr"] = learning_rate * factor
         group["weight_decay"] = weight_decay
     return note
+
+
+def _finished(saved: Any, factor: LRFactor, position: int) -> bool:
+    """Whether ``factor`` (`LRFactor.resumed` at ``position``) continues, over a new horizon, a decay the
+    checkpointed run (``saved``) had already finished: every step from ``position`` on is at ``min_ratio``."""
+    return (factor.schedule != "constant" and _valid(saved) and saved["total_steps"] != factor.total_steps
+            and factor.anchor_progress >= 1.0 and position >= factor.warmup_steps)
+
+
+def zero_rate_refusal(saved: Any, factor: LRFactor, position: int) -> str | None:
+    """Why a resume cannot go on: its checkpoint had finished its decay at ``min_lr_ratio`` 0 and the launch
+    adds optimizer steps (a larger ``max_iterations``), every one of which would train at rate 0: each added
+    iteration's rollouts and reward calls spent, the weights never moved (a note on stderr was all it said).
+    None otherwise; `horizon_note` says what a finished decay at a ratio above 0 does."""
+    if not _finished(saved, factor, position) or factor.min_ratio > 0.0 or position >= factor.total_steps:
+        return None
+    return (f"--resume: lr_schedule {factor.schedule} had finished its decay at optimizer step {saved['total_steps']}, "
+            f"and with min_lr_ratio 0 the added steps (to {factor.total_steps}) would all train at rate 0: the "
+            "weights would not move. To train on, raise min_lr_ratio (the added steps train at min_lr_ratio x "
+            "learning_rate, e.g. --min_lr_ratio 0.1), or set lr_schedule: constant (--lr_schedule constant: "
+            "learning_rate); or start a new run from the export")
 
 
 def horizon_note(saved: Any, factor: LRFactor, position: int, learning_rate: float) -> str | None:
@@ -154,7 +180,7 @@ def horizon_note(saved: Any, factor: LRFactor, position: int, learning_rate: flo
         return None
     text = (f"lr_schedule {factor.schedule}: the decay now ends at optimizer step {factor.total_steps} (was "
             f"{saved['total_steps']}); it goes on from {learning_rate * factor(position):.3g} at step {position}")
-    if factor.anchor_progress >= 1.0 and position >= factor.warmup_steps:
+    if _finished(saved, factor, position):
         text += (f"; the run had finished its decay, so the added steps train at min_lr_ratio {factor.min_ratio:g} "
                  f"x learning_rate ({learning_rate * factor.min_ratio:.3g}): raise min_lr_ratio, or set "
                  "lr_schedule: constant, to train on at a higher rate")
