@@ -65,7 +65,7 @@ def test_under_zero3_a_rollout_failure_ends_its_rank_at_once_after_closing(capsy
     closed = []
     with pytest.raises(RewardLengthError), Tried(1, 2, "x", exit_alone=lambda: closed.append(1)):
         raise RewardLengthError("reward 'x' returned 3 rewards for 4 videos")
-    assert closed == [1] and capsys.readouterr().err.startswith("rank 1: x failed:\nTraceback")
+    assert closed == [1] and capsys.readouterr().err.startswith("rank 1: x failed (RewardLengthError: reward 'x'")
     with Tried(1, 2, "x", exit_alone=lambda: closed.append(2)) as fine:
         pass
     assert fine.failure is None and closed == [1]  # nothing closed without a failure
@@ -229,3 +229,33 @@ def test_under_zero3_a_rollout_failure_on_one_rank_stops_both_at_once(tmp_path):
     outcomes = [(tmp_path / f"rank{r}.txt").read_text() for r in (0, 1)]
     assert outcomes[1] == "RuntimeError: decode failed", outcomes
     assert outcomes[0] != "finished", outcomes  # stopped by the closed connection, not after a timeout
+
+
+def test_under_zero3_a_rank_exiting_alone_prints_its_traceback_once(tmp_path, capsys, monkeypatch, followed_launchers):
+    """Tried's exit-alone path printed the traceback, then let the exception pass through, and training.train's main
+    re-raised an exception it does not know, whose traceback the interpreter printed again: two identical stacks
+    per failure on that rank. It now says which rank failed doing what in one line, and the traceback comes once,
+    from the exception passing through (a known failure: main's one "error:" line, as with one rank)."""
+    import training.trainer
+    from training.reward_outcome import RewardLengthError
+    from training.train import main
+
+    def failing(error: Exception):  # noqa: ANN202
+        def train(*_a, **_k):  # noqa: ANN202
+            with Tried(1, 2, "sampling the iteration's rollouts", exit_alone=lambda: None):
+                raise error
+        return train
+
+    monkeypatch.setenv("RANK", "1")
+    monkeypatch.setenv("WORLD_SIZE", "2")
+    args = ["--config", str(SMOKE), "--output_dir", str(tmp_path / "run")]
+    monkeypatch.setattr(training.trainer, "train", failing(RuntimeError("decode failed")))
+    with pytest.raises(RuntimeError, match="decode failed"):  # its traceback: the interpreter's, once
+        main(args)
+    err = capsys.readouterr().err
+    assert "Traceback" not in err, err
+    assert "rank 1: sampling the iteration's rollouts failed (RuntimeError: decode failed)" in err
+    monkeypatch.setattr(training.trainer, "train", failing(RewardLengthError("reward 'x' returned 3 rewards")))
+    assert main(args) == 2
+    err = capsys.readouterr().err
+    assert "Traceback" not in err and err.strip().splitlines()[-1] == "error: reward 'x' returned 3 rewards", err

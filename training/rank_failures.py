@@ -36,7 +36,7 @@ Decisions where the issue was silent:
 * Under ZeRO-3 the rollouts' forwards gather the parameters the engine partitions from every rank, so a rank
   that failed before its last forward waited in the all_reduce while the others waited in their next gather:
   each in another collective until the collective timeout (gloo: 30 minutes), which then named no error.
-  There the failing rank prints its traceback, closes what the run opened and raises its exception as it is
+  There the failing rank says what failed in one line, closes what the run opened and raises its exception as it is
   (``Tried(exit_alone=...)``; its exit code by ``exit_status``): its process ends, and the other ranks stop at
   once, on gloo's closed connections or by the launcher, which stops every rank when one fails. Only until the
   block's last forward (``Tried.forwards_done``: the rollouts and decodes of every group are done): a failure
@@ -101,8 +101,9 @@ class Tried:
     (its traceback printed as by `attempt`) for `agreed_count` to bring to every rank; with one rank it passes
     through as it is (no other rank waits for it). BaseExceptions (KeyboardInterrupt) always pass through.
     ``exit_alone`` (a block whose forwards gather parameters from every rank: ZeRO-3): the failure cannot be
-    agreed after the block (module docstring), so it passes through after its traceback is printed and
-    ``exit_alone()`` closed what the run opened: the rank's process ends, and the others stop at once."""
+    agreed after the block (module docstring), so it passes through after one line naming the rank, what it was
+    doing and the error, and after ``exit_alone()`` closed what the run opened: the rank's process ends, and the
+    others stop at once. Its traceback is printed where it ends up (an unknown exception), once."""
 
     def __init__(self, rank: int, world: int, what: str, *, exit_alone: Callable[[], None] | None = None) -> None:
         self.rank, self.world, self.what, self.exit_alone = rank, world, what, exit_alone
@@ -121,7 +122,11 @@ class Tried:
         if self.world == 1 or not isinstance(exc, Exception):
             return False
         if self.exit_alone is not None:  # the others are in a parameter gather this rank will never join
-            _reported(exc, self.rank, self.what)
+            # one line: the exception passes through, with its traceback (training/train.py main: an unknown one
+            # propagates, a known one is its "error:" line), so a traceback printed here came twice
+            error = failure_of(exc, self.rank, self.what).error
+            print(f"rank {self.rank}: {self.what} failed ({error}); this rank stops alone (under ZeRO-3 the other "
+                  "ranks stop on its closed connections)", file=sys.stderr, flush=True)
             self.exit_alone()
             return False
         self.failure = _reported(exc, self.rank, self.what)
