@@ -58,3 +58,18 @@ def test_a_kill_right_after_a_video_is_written_leaves_no_stray_file(policy, tmp_
     again = generate(policy, tmp_path / "out", prompts=PROMPT)
     assert (again.written, again.skipped) == (1, 0)  # no row: sampled again, the file replaced
     assert sorted(p.name for p in videos.iterdir()) == ["p0000_s00.mp4"]
+
+
+@pytest.mark.slow  # three videos of the tiny model (~20-40 s on a shared CPU)
+def test_a_base_folder_of_an_older_run_resumes_with_every_row_at_iteration_0(policy, tmp_path):
+    """A ``--weights base`` folder written before base rows said 0 holds rows of the export's iteration (30); a
+    rerun with more samples (the same settings, so the folder is taken up) appended rows of iteration 0 next to
+    them, and a table grouping by iteration split one model's videos over two iterations. The rows already there
+    are rewritten to the folder's one iteration when it resumes."""
+    first = generate(policy, tmp_path / "base", prompts=PROMPT, weights="base")
+    older = [{**json.loads(line), "iteration": 30} for line in first.manifest.read_text().splitlines()]
+    first.manifest.write_text("".join(json.dumps(row) + "\n" for row in older))
+    again = generate(policy, tmp_path / "base", prompts=PROMPT, weights="base", samples=2)
+    assert (again.written, again.skipped) == (1, 1)
+    rows = [json.loads(line) for line in again.manifest.read_text().splitlines()]
+    assert [(r["key"], r["iteration"]) for r in rows] == [("p0000_s00", 0), ("p0000_s01", 0)]

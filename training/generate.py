@@ -42,7 +42,7 @@ Decisions where the issue was silent:
   drops a torn last row, so an interrupted run leaves no half-written video or line in the manifest.
 * A row's ``iteration`` is the export's for ``--weights trained`` and 0 for ``--weights base``: the base model
   is the policy before its first update, the held-out evaluation's iteration-0 baseline (generate.json keeps
-  the export's, as part of the policy folder's identity).
+  the export's, as part of the policy folder's identity); an older base folder's rows are set to 0 at a resume.
 * Every prompt with videos still to write is encoded first (`encode_all`; the conditionings wait in
   host memory), then the text encoder (and Wan 2.1 I2V's CLIP image encoder) moves off the device for the
   sampling, which never needs it: with a full-size model that frees its 10-15 GB for the transformer and the VAE
@@ -154,7 +154,7 @@ def generate(policy: Path, out: Path, *, prompts: list[PromptSpec] | None = None
     _claim(out, settings)
     iteration = info.get("iteration") if weights == "trained" else 0  # the base: the policy before its first update
     summary = GenerateSummary(out)
-    done = _resume(summary.manifest)
+    done = _resume(summary.manifest, iteration)
     model, _, _ = load_policy(policy, device, weights)
     videos = out / "videos"
     videos.mkdir(exist_ok=True)
@@ -321,10 +321,11 @@ def _refusal(out: Path, earlier: dict[str, Any] | None, settings: dict[str, Any]
     return text + "; choose another --out"
 
 
-def _resume(manifest: Path) -> set[str]:
+def _resume(manifest: Path, iteration: Any) -> set[str]:
     """Keys of the videos already in the manifest whose file exists. Other lines (a row torn by an
     interrupted write, a row whose video is gone) are dropped from the manifest, rewritten in place, so
-    it never hands `raa score-batch` a broken line."""
+    it never hands `raa score-batch` a broken line. A kept row of another ``iteration`` (an older base row: the
+    export's) gets this call's: one folder, one policy (generate.json), never files videos under two iterations."""
     if not manifest.exists():
         return set()
     keys, kept = set(), []
@@ -337,8 +338,8 @@ def _resume(manifest: Path) -> set[str]:
             continue
         if isinstance(row, dict) and (manifest.parent / str(row.get("path", ""))).is_file():
             keys.add(str(row.get("key")))
-            kept.append(line)
-    if len(kept) != len(lines) or (text and not text.endswith("\n")):  # a last row cut before its newline: closed
+            kept.append(line if row.get("iteration") == iteration else json.dumps({**row, "iteration": iteration}))
+    if kept != lines or (text and not text.endswith("\n")):  # a last row cut before its newline: closed
         partial = manifest.with_name(f".{manifest.name}.partial")
         partial.write_text("".join(line + "\n" for line in kept), encoding="utf-8")
         partial.replace(manifest)
