@@ -140,3 +140,8 @@ def test_a_finished_decay_at_min_lr_ratio_0_given_more_iterations_is_refused_nam
     assert _run(LRFactor(0, 20, "cosine", 0.25), 20, ckpt=10, saved=done).rates == pytest.approx([0.1 * 0.25] * 10)
     half = schedule_state(_run(LRFactor(0, 10, "linear", 0.0), 5))
     assert _run(LRFactor(0, 20, "linear", 0.0), 20, ckpt=5, saved=half).rates[0] == pytest.approx(0.05)
+    # trained on at min_lr_ratio 0.25, stopped at step 15, resumed with the same horizon but the run's first
+    # settings (min_lr_ratio 0): the last 5 steps at rate 0, without even the note
+    on = schedule_state(_run(LRFactor(0, 20, "cosine", 0.25), 15, ckpt=10, saved=done))
+    with pytest.raises(ConfigError, match="steps from 15 to 20 would all train at rate 0"):
+        _run(LRFactor(0, 20, "cosine", 0.0), 20, ckpt=15, saved=on)

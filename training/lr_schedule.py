@@ -159,17 +159,20 @@ def _finished(saved: Any, factor: LRFactor, position: int) -> bool:
 
 
 def zero_rate_refusal(saved: Any, factor: LRFactor, position: int) -> str | None:
-    """Why a resume cannot go on: its checkpoint had finished its decay at ``min_lr_ratio`` 0 and the launch
-    adds optimizer steps (a larger ``max_iterations``), every one of which would train at rate 0: each added
-    iteration's rollouts and reward calls spent, the weights never moved (a note on stderr was all it said).
-    None otherwise; `horizon_note` says what a finished decay at a ratio above 0 does."""
-    if not _finished(saved, factor, position) or factor.min_ratio > 0.0 or position >= factor.total_steps:
+    """Why a resume cannot go on: its checkpoint's decay had finished (``saved``: its record; `LRFactor.resumed`
+    at ``position``: progress 1 from the start of its piece), and at ``min_lr_ratio`` 0 every optimizer step
+    this launch has left (a larger ``max_iterations``; or the same horizon, after a launch that trained on at a
+    raised ``min_lr_ratio``) would train at rate 0: each iteration's rollouts and reward calls spent, the weights
+    never moved (a note on stderr, or nothing, was all it said). None otherwise; `horizon_note` says what a
+    finished decay at a ratio above 0 does."""
+    if (factor.schedule == "constant" or not _valid(saved) or factor.anchor_progress < 1.0 or factor.min_ratio > 0.0
+            or not factor.warmup_steps <= position < factor.total_steps):
         return None
-    return (f"--resume: lr_schedule {factor.schedule} had finished its decay at optimizer step {saved['total_steps']}, "
-            f"and with min_lr_ratio 0 the added steps (to {factor.total_steps}) would all train at rate 0: the "
-            "weights would not move. To train on, raise min_lr_ratio (the added steps train at min_lr_ratio x "
-            "learning_rate, e.g. --min_lr_ratio 0.1), or set lr_schedule: constant (--lr_schedule constant: "
-            "learning_rate); or start a new run from the export")
+    return (f"--resume: lr_schedule {factor.schedule} had finished its decay (the checkpoint records it at its end "
+            f"from optimizer step {factor.anchor_step}), and with min_lr_ratio 0 the steps from {position} to "
+            f"{factor.total_steps} would all train at rate 0: the weights would not move. To train on, raise "
+            "min_lr_ratio (they train at min_lr_ratio x learning_rate, e.g. --min_lr_ratio 0.1), or set "
+            "lr_schedule: constant (--lr_schedule constant: learning_rate); or start a new run from the export")
 
 
 def horizon_note(saved: Any, factor: LRFactor, position: int, learning_rate: float) -> str | None:
