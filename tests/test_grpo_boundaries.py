@@ -90,3 +90,17 @@ def test_a_rank_without_eligible_samples_leaves_the_other_ranks_means_alone():
     assert row["loss"] == pytest.approx((2.0 * 1 + 5.0 * 3) / 4)  # weighted by items, rank 1 adds none
     assert row["mu_kl"] == pytest.approx((0.5 * 1 + 1.5 * 3) / 4)
     assert row["nonfinite_losses"] == 0
+
+
+def test_an_all_none_group_and_a_single_valid_group_among_nones_give_no_update():
+    """DESIGN.md §6: n counts eligible rewards only. Group 0: all None (n = 0); group 1: one eligible among
+    Nones (n = 1); group 2: [None, 1, 3] -> mean 2, population std 1 -> -1, +1 (the None neither in the mean
+    nor in the std: with it as 0 the mean would be 4/3)."""
+    rewards = [None, None, None, None, 2.0, None, None, 1.0, 3.0]
+    adv, valid, stats = group_advantages(rewards, [0, 0, 0, 1, 1, 1, 2, 2, 2], a_max=5.0, eps=0.0)
+    assert valid.tolist() == [False] * 7 + [True, True]
+    assert adv.tolist() == pytest.approx([0.0] * 7 + [-1.0, 1.0])
+    assert (stats.skipped_groups, stats.valid_count, stats.none_count, stats.eligible_count) == (2, 2, 6, 3)
+    assert (stats.adv_mean, stats.adv_std) == pytest.approx((0.0, 1.0))
+    adv, valid, stats = group_advantages([None] * 4, [0, 0, 1, 1], a_max=5.0, eps=1e-4)
+    assert not valid.any() and adv.abs().sum() == 0 and stats.skipped_groups == 2 and stats.eligible_fraction == 0
