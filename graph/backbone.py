@@ -39,7 +39,8 @@ Decisions where the issue was silent:
 - json_mode appends one HumanMessage with the JSON schema (the server cannot see it otherwise).
 - Tool-round replies (used, re-asked or a fault; cut at the token limit; stored ones): graph/tool_rounds.py.
 - A reply the openai SDK refuses while parsing structured output (cut at max_tokens: LengthFinishReasonError)
-  is an invalid reply with the RAA_MAX_TOKENS hint (counted, with its tokens), not a transport error; a
+  is an invalid reply with the RAA_MAX_TOKENS hint (counted, with its tokens), not a transport error (re-asked as
+  any other, its text shown back, and told to write a shorter answer: `graph.validation.SHORTER`); a
   content-filter stop is "refused". Any other structured reply the server marks cut (finish_reason "length") is
   the same invalid reply, even when what it holds validates (function_calling's tool call closed before the cut,
   any method's from another chat model: `graph.validation.read_reply`): it was taken there, an unfinished answer.
@@ -82,7 +83,7 @@ from graph.backbone_fault import BackboneFault as BackboneFault
 from graph.bridge import run_sync
 from graph.cache import StageCache, encode_output, lookup, store
 from graph.cache_keys import stage_key
-from graph.completion_shape import ShapedChatOpenAI, reply_text, shaped
+from graph.completion_shape import ShapedChatOpenAI, completion_text, reply_text, shaped
 from graph.flights import FlightFailed
 from graph.replies import CUT_HINT
 from graph.settings import BackboneSettings, SettingsError, StructuredMethod
@@ -207,7 +208,7 @@ class Backbone:
             count_reply(usage, messages, None, getattr(exc, "completion", None))
             if isinstance(exc, openai.ContentFilterFinishReasonError):
                 raise BackboneFault(stage, "refused", "the server's content filter stopped the reply") from exc
-            raise InvalidReply("invalid_reply", CUT_HINT) from exc
+            raise InvalidReply("invalid_reply", CUT_HINT, completion_text(exc.completion), cut=True) from exc
         except Exception as exc:
             self._raise_if_not_a_completion(stage, exc)
             attempts = self.max_retries + 1

@@ -150,6 +150,14 @@ def reply_text(response: Any) -> str:
     return content if isinstance(content, str) else ""
 
 
+def completion_text(completion: Any) -> str:
+    """The content of the first choice of an openai `ChatCompletion` the SDK refused (cut at the token limit: its
+    LengthFinishReasonError), "" for none: for the re-ask to show the model what it wrote."""
+    choices = completion.choices if isinstance(completion, openai.types.chat.ChatCompletion) else []
+    content = choices[0].message.content if choices else None
+    return content if isinstance(content, str) else ""
+
+
 def _http_body(response: Any) -> Any:
     """The JSON body of a 2xx HTTP `response` (httpx's or httpx2's), else None."""
     if not isinstance(response, http_response_types()) or not response.is_success:

@@ -10,7 +10,9 @@ what a chat model that cannot call tools or give structured output is told (`uns
   better), never cached, and its message says how to fix it. A call whose JSON does not parse is the model's
   mistake (a server with a parser hands such a call back as text) and is re-asked, its text shown back.
 - A final reply (no tool call) must hold an answer after its reasoning: empty text, only a reasoning block, or
-  one left open is re-asked as an empty reply; a rejected reply the server cut at the token limit says so.
+  one left open is re-asked as an empty reply; a rejected reply the server cut at the token limit says so, is
+  shown back like any other (the call as written) and the model is asked for a shorter answer
+  (`graph.validation.SHORTER`: the hint to raise RAA_MAX_TOKENS names a setting the model cannot change).
 - Decided: a reply cut at the token limit (finish_reason "length") whose tool calls all parsed is used and its
   calls run. Each is whole (its arguments parsed as a JSON object, which parses only once closed; a call the cut
   reached is in `invalid_tool_calls`, or a server's parser hands the whole output back as text: re-asked with
@@ -35,7 +37,7 @@ from graph.replies import (
     reasoning_only,
     stored_reply_problem,
 )
-from graph.validation import InvalidReply, ReplyFault, excerpt, shown
+from graph.validation import InvalidReply, ReplyFault, excerpt, reask_tail, shown
 
 TOOLS_REMEDY = ("serve the model with tool calling (vLLM: --enable-auto-tool-choice --tool-call-parser NAME, the "
                 "parser of the model's format) or inspect with one structured plan (RAA_INSPECT_MODE=plan, "
@@ -58,8 +60,10 @@ def check_tool_reply(reply: AIMessage) -> None:
     problem = _problem(reply)
     if problem is None:
         return
-    if cut_at_token_limit(reply) and "RAA_MAX_TOKENS" not in problem.message:  # cut args; no content
-        raise InvalidReply("invalid_reply", f"{CUT_HINT}; {problem.message}")
+    if cut_at_token_limit(reply):  # shown back as any rejected reply (`reask_tool_round`), asked to be shorter
+        if "RAA_MAX_TOKENS" in problem.message:  # a reasoning block left open says so already
+            raise InvalidReply(problem.kind, problem.message, problem.text, cut=True)
+        raise InvalidReply("invalid_reply", f"{CUT_HINT}; {problem.message}", problem.text, cut=True)  # cut args
     raise problem
 
 
@@ -93,5 +97,5 @@ def reask_tool_round(bad: InvalidReply) -> list[BaseMessage]:
     """The messages that re-ask a rejected tool-round reply: the call it made (as text: a call whose arguments do
     not parse, or one written in the text), then why it was rejected."""
     return [*shown(bad), HumanMessage(content=f"Your previous reply was rejected ({bad.kind}): "
-                                              f"{excerpt(bad.message)}\n"
+                                              f"{excerpt(bad.message)}{reask_tail(bad)}\n"
                                               "Call a tool with valid arguments or give your final answer.")]

@@ -43,19 +43,32 @@ class ReplyFault(Exception):
 
 
 class InvalidReply(Exception):
-    """A reply that came back but cannot be used (re-askable)."""
+    """A reply that came back but cannot be used (re-askable); `cut`: the server cut it at the token limit."""
 
-    def __init__(self, kind: Literal["invalid_reply", "empty_reply"], message: str, text: str = "") -> None:
+    def __init__(self, kind: Literal["invalid_reply", "empty_reply"], message: str, text: str = "",
+                 *, cut: bool = False) -> None:
         super().__init__(message)
         self.kind: Literal["invalid_reply", "empty_reply"] = kind
         self.message = message
         self.text = text
+        self.cut = cut
+
+
+SHORTER = ("Your reply ran past the output token limit, which is the same for this reply: write a shorter answer "
+           "(shorter rationales, no text outside the answer).")
+"""What the re-ask of a reply cut at the token limit tells the model (`reask_tail`): CUT_HINT names a setting, which
+the model cannot change; only a shorter answer fits under the same cap."""
+
+
+def reask_tail(bad: InvalidReply) -> str:
+    """The line a re-ask adds for `bad`: `SHORTER` for a reply cut at the token limit, else ""."""
+    return f"\n{SHORTER}" if bad.cut else ""
 
 
 def reask(schema_name: str, bad: InvalidReply) -> list[BaseMessage]:
     """The messages that re-ask a rejected structured reply: the reply, then why it was rejected."""
     return [*shown(bad), HumanMessage(content=(
-        f"Your previous reply was rejected ({bad.kind}): {excerpt(bad.message)}\n"
+        f"Your previous reply was rejected ({bad.kind}): {excerpt(bad.message)}{reask_tail(bad)}\n"
         f"Reply again with only one JSON object for {schema_name} that satisfies the schema."))]
 
 
@@ -203,8 +216,8 @@ def read_reply(schema: type[M], method: Literal["json_schema", "function_calling
         raise ReplyFault("refused", f"the model refused: {error}")
     if isinstance(raw, AIMessage) and (why := declined(raw)) is not None:
         raise ReplyFault("refused", why)
-    if isinstance(raw, AIMessage) and cut_at_token_limit(raw):
-        raise InvalidReply("invalid_reply", CUT_HINT)
+    if isinstance(raw, AIMessage) and cut_at_token_limit(raw):  # shown back, as any rejected reply (`reask`)
+        raise InvalidReply("invalid_reply", CUT_HINT, shown_reply(raw), cut=True)
     if method == "json_mode":
         if isinstance(raw, AIMessage) and not raw.text.strip():
             raise InvalidReply("empty_reply", "the reply had no content" + reasoning_only(raw))
