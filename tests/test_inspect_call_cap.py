@@ -105,3 +105,21 @@ def test_a_plan_past_its_caps_is_answered_in_bounded_exchanges(clip) -> None:
     assert any(t.startswith(f"plan tracks {TRACKS_PER_ROUND + 1}-50 not run: at most {TRACKS_PER_ROUND} "
                             "track_motion runs per round") for t in texts), texts
     assert sum(1 for e in ex if e.get("overlay")) == TRACKS_PER_ROUND
+
+
+def test_a_tool_call_id_repeated_in_a_later_round_is_made_unique(clip) -> None:
+    # a server numbering calls per reply ("call_0" each round) had its ids sent back as given: the conversation
+    # then held two assistant turns calling "c1" and two tool messages answering "c1", which a server requiring
+    # unique tool-call ids per conversation refuses (400), and the run ended ineligible
+    rounds = [reply(("c1", "view_frames", {"frames": [f]}), ("c2", "view_frames", {"frames": [f + 1]}))
+              for f in (4, 12)]
+    agent, model = make_agent("full", full_script(inspect=[*rounds, "done"]), motion_prefetch="off")
+    out = run(agent, clip)
+    assert out["result"].status == "scored", out["result"].reasons
+    ids = [e["call_id"] for e in out["exchanges"]]
+    assert len(set(ids)) == 4 and ids[:2] == ["c1", "c2"], ids  # the first round keeps the server's ids
+    messages = model.calls_for("inspect")[2].messages
+    assert_valid_conversation(messages)
+    sent = [c["id"] for m in messages if isinstance(m, AIMessage) for c in m.tool_calls]
+    answered = [m.tool_call_id for m in messages if isinstance(m, ToolMessage)]
+    assert sent == answered == ids

@@ -28,9 +28,10 @@ Decisions where the issue was silent:
   a view_frames call of 3,000 frames showed 16 but every later request, reflect's request, the checkpoints and the
   trace carried all 3,000, and a 1 MB string argument the same. Its answer ends with a note of what was cut. An id or
   tool name of more than 64 characters is cut too (an id by giving the call a new one, as below).
-- The ids of a round's calls are unique (`round_calls`): a call without an id, or repeating an id of an earlier call
-  of the reply, gets "call_<round>_<k>"; each still runs. They were sent back as the server gave them, and an
-  OpenAI-compatible server may refuse (400) an assistant message that repeats a tool-call id, failing the run.
+- The ids of a round's calls are unique in the conversation (`round_calls`): a call without an id, or repeating an
+  id of an earlier call of the reply or of an earlier round (a server numbering calls per reply: "call_0" each
+  round), gets "call_<round>_<k>"; each still runs. They were sent back as the server gave them, and an
+  OpenAI-compatible server may refuse (400) a conversation that repeats a tool-call id, failing the run.
 - plan mode runs each valid entry of the plan: an entry that is not valid (a track request with a frame that
   is not a number or is negative, points not [x, y] pairs, no start_frame; a view with no frames) is kept as
   written by the schema (`graph.schemas.PlanView` / `PlanTrack`, like a crop box, `CropBox`) and answered with
@@ -51,6 +52,7 @@ Decisions where the issue was silent:
 
 from __future__ import annotations
 
+from collections.abc import Collection
 from typing import Any, NamedTuple
 
 from langchain_core.messages import AIMessage, BaseMessage, ToolMessage
@@ -140,7 +142,7 @@ async def inspect(state: AgentState, ctx: RunContext, step: Step) -> dict[str, A
     messages = await conversation(state, ctx)
     reply = await ctx.backbone.atool_round("inspect", messages, tool_specs(ctx.config.motion), step.usage)
     if reply.tool_calls:
-        calls = round_calls(reply.tool_calls, rounds)
+        calls = round_calls(reply.tool_calls, rounds, {e["call_id"] for e in state.get("exchanges", [])})
         left = len(reply.tool_calls) - len(calls)
         step.decision = f"round {rounds + 1}: " + ", ".join(c["name"] for c in calls) + (
             f"; {count(left, 'call')} past the cap of {CALLS_PER_ROUND} left out" if left else "")
@@ -154,17 +156,18 @@ async def inspect(state: AgentState, ctx: RunContext, step: Step) -> dict[str, A
     return update
 
 
-def round_calls(tool_calls: list[Any], rnd: int) -> list[dict[str, Any]]:
+def round_calls(tool_calls: list[Any], rnd: int, taken: Collection[str] = ()) -> list[dict[str, Any]]:
     """The calls of round `rnd`'s reply to run, as pending calls {"id", "name", "args"}: the first
     `CALLS_PER_ROUND`, the last of them with "left_out", how many later calls are left out (module docstring).
-    Their ids are unique: a call without an id, or repeating one an earlier call of the reply has, gets
-    "call_<round>_<k>" (k its place in the reply; suffixed when the reply has that id too), as does one longer than
-    `NAME_CHARS`. The conversation sent back is rebuilt from these ids, and a server may refuse one whose assistant
-    message repeats an id (400). Arguments are as they will run, bounded, with "cut" noting what was cut
-    (`graph.nodes.evidence.call_args`): pending calls are checkpointed."""
+    Their ids are unique in the conversation: a call without an id, or repeating one an earlier call of the reply
+    has or one of `taken` (the ids of earlier rounds' calls), gets "call_<round>_<k>" (k its place in the reply;
+    suffixed when the reply or `taken` has that id too), as does one longer than `NAME_CHARS`. The conversation
+    sent back is rebuilt from these ids, and a server may refuse one that repeats an id (400). Arguments are as they
+    will run, bounded, with "cut" noting what was cut (`graph.nodes.evidence.call_args`): pending calls are
+    checkpointed."""
     kept = tool_calls[:CALLS_PER_ROUND]
-    written = {str(c.get("id")) for c in kept if c.get("id")}
-    used: set[str] = set()
+    written = {str(c.get("id")) for c in kept if c.get("id")} | set(taken)
+    used: set[str] = set(taken)
     calls: list[dict[str, Any]] = []
     for k, c in enumerate(kept):
         call_id = str(c.get("id") or "")
