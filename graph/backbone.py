@@ -54,7 +54,9 @@ Decisions where the issue was silent:
 - A stage output the cache cannot store (its SQLite file locked by another process, a full disk) is still
   returned, and one it cannot read is a miss (`graph.cache.lookup`): caching is best effort.
 - Usage (`graph.usage`): `calls` counts model replies received (an attempt that ended in a transport
-  error is not a call); `images` counts image blocks in the messages of those calls; tokens come from
+  error is not a call); `attempts` counts requests sent, a reply or not (a timeout, a 5xx or 429, a page that is
+  no completion: a paid API may bill a request it answered after the client's timeout), not one the client could
+  not build or send; `images` counts image blocks in the messages of those calls; tokens come from
   `AIMessage.usage_metadata`, or for a reply rejected inside the call (json_schema) from the error's
   HTTP reply; a cache hit counts in `cache_hits` only.
 """
@@ -188,7 +190,7 @@ class Backbone:
         try:
             async for attempt in retrying:
                 with attempt:
-                    out = await asyncio.wait_for(runnable.ainvoke(messages), self.timeout_s)
+                    out = await self._attempt(runnable, messages, usage)
         except UnicodeEncodeError as exc:  # a ValueError, but raised building the request: nothing was sent
             raise BackboneFault(stage, "transport", f"the request could not be sent ({type(exc).__name__}: {exc}); "
                                 "a header value (the API key, RAA_API_KEY) holds a character HTTP cannot carry "
@@ -226,6 +228,25 @@ class Backbone:
         raw = out["raw"] if isinstance(out, dict) else out
         count_reply(usage, messages, raw if isinstance(raw, AIMessage) else None)
         return out
+
+    async def _attempt(self, runnable: Runnable, messages: list[BaseMessage], usage: Usage) -> Any:
+        """One request of `invoke`, counted in `usage.attempts` when it was sent, whatever came of it."""
+        try:
+            out = await asyncio.wait_for(runnable.ainvoke(messages), self.timeout_s)
+        except Exception as exc:
+            usage.attempts += self._sent(exc)
+            raise
+        usage.attempts += 1
+        return out
+
+    def _sent(self, exc: Exception) -> bool:
+        """Whether a request left before the model raised `exc`: not when the client could not build or send it (a
+        header HTTP cannot carry, `graph.transport.request_not_built`, a ValueError with no reply to read that is
+        no answer of the wrong kind either: `invoke`'s faults that say nothing was sent)."""
+        if isinstance(exc, UnicodeEncodeError) or request_not_built(exc) is not None:
+            return False
+        return not isinstance(exc, ValueError) or reply_came_back(exc) or \
+            not_a_completion(exc, self.setting_names) is not None
 
     def _raise_if_not_a_completion(self, stage: str, exc: Exception) -> None:
         """A "transport" fault at once when the endpoint answered with something other than a chat completion

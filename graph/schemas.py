@@ -288,7 +288,8 @@ class RewardResult(_Record):
     overrides: dict[str, bool | int | str] = Field(
         default_factory=dict, description="Settings that differ from the preset's (`graph.config.config_overrides`); "
                                           "empty for the plain preset.")
-    usage: dict[str, int] = Field(default_factory=dict, description="calls, images, input_tokens, output_tokens.")
+    usage: dict[str, int] = Field(default_factory=dict, description="calls, images, input_tokens, output_tokens, "
+                                                                    "cache_hits, attempts (requests sent).")
     trace_saved: bool = Field(default=True, description="False when the run's trace could not be saved (the "
                                                          "result stands; its last reason and note say why).")
     faults: list[Fault] = Field(default_factory=list, description="The faults that made the result ineligible "

@@ -83,7 +83,7 @@ class FrozenValue(BinaryOperatorAggregate):
 
 
 def add_usage(old: dict[str, int] | None, new: dict[str, int] | None) -> dict[str, int]:
-    """Reducer summing usage counters (calls, images, input_tokens, output_tokens, cache_hits)."""
+    """Reducer summing usage counters (calls, images, input_tokens, output_tokens, cache_hits, attempts)."""
     out = dict(old or {})
     for key, value in (new or {}).items():
         out[key] = out.get(key, 0) + int(value)

@@ -1,6 +1,6 @@
 """Backbone usage accounting (graph.backbone; DESIGN.md §3 "Backbone"): model replies received, the image
-blocks sent with them and the tokens the server reported; a stage output served from the cache counts only
-in `cache_hits`."""
+blocks sent with them and the tokens the server reported, and every request sent (`attempts`: also those that
+brought no reply); a stage output served from the cache counts only in `cache_hits`."""
 
 from __future__ import annotations
 
@@ -25,6 +25,10 @@ class Usage:
     """Completion tokens reported by the server."""
     cache_hits: int = 0
     """Stage outputs served from the stage cache (no model call)."""
+    attempts: int = 0
+    """Requests sent to the model, a reply or not: `calls` plus those that timed out or ended in a transport or
+    status error (retried or not). A paid API may bill one it answered after the client's timeout, whose tokens
+    are unknown; a request the client could not build or send is none."""
 
     def add(self, other: Usage) -> Usage:
         """Add `other` into this usage in place; returns self."""

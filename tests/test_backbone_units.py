@@ -242,7 +242,7 @@ def test_is_transient_classification() -> None:
 
 def test_usage_and_image_count() -> None:
     u = Usage(calls=1, images=2).add(Usage(calls=2, input_tokens=5, cache_hits=1))
-    assert u.as_dict() == {"calls": 3, "images": 2, "input_tokens": 5, "output_tokens": 0, "cache_hits": 1}
+    assert u.as_dict() == {"calls": 3, "images": 2, "input_tokens": 5, "output_tokens": 0, "cache_hits": 1, "attempts": 0}
     assert count_images(_msgs("data:x") + [AIMessage(content="hi")] + _msgs("data:y")) == 2
 
 

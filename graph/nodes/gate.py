@@ -22,7 +22,7 @@ from graph.reward_format import reward_text
 from graph.schemas import RewardResult, RewardStatus
 from graph.state import AgentState
 
-USAGE_KEYS = ("calls", "images", "input_tokens", "output_tokens", "cache_hits")
+USAGE_KEYS = ("calls", "images", "input_tokens", "output_tokens", "cache_hits", "attempts")
 
 
 def reused_thread(state: AgentState) -> bool:
