@@ -1,4 +1,4 @@
-"""What the image-backed repair may change (`graph.nodes.revision.guard_judgments`, `graph.nodes.audit.keep_levels`) and
+"""What the image-backed repair may change (`graph.nodes.revision.guard_judgments`, `graph.nodes.revision.guard_levels`) and
 which frames repair and final check look at."""
 
 from __future__ import annotations

@@ -9,7 +9,7 @@ never flips a visual judgment (`graph.nodes.revision.guard_judgments`, mode "cha
 partial restated citing no frame). A judgment the repair adds for a requirement that had none needs a
 shown frame too, or it is added as unverifiable. A judgment the repair leaves out is kept as it was
 (with a note): dropping it would turn it unverifiable without a look. The rubric levels (P, V) are not
-the audit's concern and stay as they were (`keep_levels`).
+the audit's concern and stay as they were (`graph.nodes.revision.guard_levels`).
 
 Decision where the issue was silent: the audit itself is text-only (contract, assessment,
 observation); the images go to the repair that acts on it.
@@ -94,18 +94,6 @@ def involved_ids(report: AuditReport, contract: TaskContract) -> list[str]:
     return [i for i in ids if i in named] or ids
 
 
-def keep_levels(before: Assessment, after: Assessment) -> tuple[Assessment, list[str]]:
-    """`after` with `before`'s rubric levels and their rationales, and a note per level the repair changed: the
-    audit is about scope (requirements), so a repair that re-rates physical plausibility or visual quality acts on
-    no finding."""
-    levels = {k: getattr(before, k) for k in ("physical_level", "physical_rationale", "visual_level",
-                                               "visual_rationale")}
-    notes = [f"repair: {name} kept {levels[name]} (a scope repair does not re-rate the rubric; it returned "
-             f"{getattr(after, name)})" for name in ("physical_level", "visual_level")
-             if getattr(after, name) != levels[name]]
-    return after.model_copy(update=levels), notes
-
-
 async def repair(state: AgentState, ctx: RunContext, step: Step) -> dict[str, Any]:
     contract, assessment = need_contract(state), state["assessment"]
     report = state["audits"][-1]
@@ -121,11 +109,10 @@ async def repair(state: AgentState, ctx: RunContext, step: Step) -> dict[str, An
                                          params={"round": rounds})
     out, fixes, guarded, omitted = revise(assessment, out, contract, frames_total(state),
                                           shown_frames(state) | set(frames), set(frames), "repair", "changes")
-    out, levels = keep_levels(assessment, out)
-    notes = fixes + guarded + levels + omitted
+    notes = fixes + guarded + omitted
     step.frames = frames
     step.audit_round = rounds
-    kept = len(guarded) + len(levels) + len(omitted)
+    kept = len(guarded) + len(omitted)
     step.decision = f"round {rounds + 1}: " + summarize(out) + (f"; {kept} unsupported change(s) kept" if kept else "") \
         + (f"; {len(fixes)} judgment fix(es) noted" if fixes else "")
     return {"assessment": out, "assessments": [out], "repair_rounds": rounds + 1, "notes": notes}

@@ -34,6 +34,8 @@ Decisions where the issue was silent:
   (`graph.nodes.revision.guard_judgments`, mode "credit", as repair's image-backed rule): it was scored as
   unverifiable, so restating an image-backed met on an unshown frame label lost its credit. The model's own moves
   to not_met or unverifiable stand, and so does its lowering of met to partial (on met's earlier frames).
+- The rubric levels may be lowered, not raised (`graph.nodes.revision.guard_levels`, mode "credit"): they cite no
+  frames, and this evidence covers part of the clip; a raise keeps the earlier level and rationale, with a note.
 - Images are capped at `max_images_per_call`: surprise frames first (at most 4 per window), then the
   motion overlays and the extra tools' frames (at most 4 per report), then the most recent inspection
   images. The step's `frames` are those of the images sent: they listed every inspection frame (and
@@ -203,7 +205,7 @@ async def reflect(state: AgentState, ctx: RunContext, step: Step) -> dict[str, A
     out, fixes, guarded, omitted = revise(assessment, out, contract, frames_total(state), shown, shown, "reflect",
                                           "credit")
     step.decision = "revised: " + summarize(out) + (f"; {len(omitted)} omitted judgment(s) kept" if omitted else "") \
-        + (f"; {len(guarded)} unbacked judgment(s) guarded" if guarded else "") \
+        + (f"; {len(guarded)} unbacked change(s) guarded" if guarded else "") \
         + (f"; {len(fixes)} judgment fix(es) noted" if fixes else "")
     notes = fixes + guarded + omitted
     update: dict[str, Any] = {"assessment": out, "assessments": [out]}

@@ -19,6 +19,14 @@ changed: the earlier one is what the images backed) and is added as unverifiable
 "credit" mode, a change that lowers credit (met -> partial, `lowered`): it stands, on the earlier judgment's evidence
 frames. Restoring the earlier met paid full credit for a requirement the revision called partial, while the same
 revision's uncited move to not_met stood (more credit for the milder downgrade).
+
+The rubric levels (P, V) cite no frames; `guard_levels` keeps the earlier level and its rationale:
+- "changes" (repair): whatever the repair returned (the audit is about scope, so a repair that re-rates physical
+  plausibility or visual quality acts on no finding);
+- "credit" (reflect): only a raised level. A level rates the whole clip, and reflect's evidence (the frames
+  inspected for uncertain judgments, surprise windows, extra tools' claims) covers part of it: it can show a
+  problem the uniform sample missed, not that the clip has none. A lowered level stands, as a move to not_met does.
+  A reflect returning 5/5 over 2/2, citing nothing (or an extra tool's "physics looks fine"), raised R 0.48 -> 1.0.
 """
 
 from __future__ import annotations
@@ -78,6 +86,25 @@ def guard_judgments(before: Assessment, after: Assessment, shown: Collection[int
     return after.model_copy(update={"judgments": judgments}), notes
 
 
+LEVELS = ("physical_level", "visual_level")
+_KEPT_WHY = {"changes": "a scope repair does not re-rate the rubric",
+             "credit": "a reflection does not raise a rubric level: its evidence covers part of the clip"}
+
+
+def guard_levels(before: Assessment, after: Assessment, stage: str, guard: Guard) -> tuple[Assessment, list[str]]:
+    """`after` with `before`'s level and rationale for each rubric level it may not change in mode `guard` (module
+    docstring), and a note per level kept."""
+    update: dict[str, object] = {}
+    notes: list[str] = []
+    for name in LEVELS:
+        old, new = getattr(before, name), getattr(after, name)
+        if new != old and (guard == "changes" or new > old):
+            why = name.replace("_level", "_rationale")
+            update |= {name: old, why: getattr(before, why)}
+            notes.append(f"{stage}: {name} kept {old} ({_KEPT_WHY[guard]}; it returned {new})")
+    return (after.model_copy(update=update) if update else after), notes
+
+
 def keep_omitted(before: Assessment, after: Assessment, contract: TaskContract,
                  stage: str) -> tuple[Assessment, list[str]]:
     """`after` with the judgments it left out carried over from `before`, plus a note per kept judgment.
@@ -99,9 +126,12 @@ def revise(before: Assessment, reply: Assessment, contract: TaskContract, n_fram
            backing: Collection[int], stage: str, guard: Guard) -> tuple[Assessment, list[str], list[str], list[str]]:
     """(revised assessment, tidy and scoring notes, guard notes, omitted-judgment notes) for a revision's `reply`
     to `before` (module docstring): citations checked against `shown` (the frames the model was shown in the run,
-    the node's own included), changes guarded against `backing` (the frames that may back them)."""
+    the node's own included), changes guarded against `backing` (the frames that may back them), rubric levels
+    guarded (`guard_levels`; their notes are guard notes)."""
     out, fixes = tidy_refs(reply, contract, n_frames, shown, stage)
     out, guarded = guard_judgments(before, out, backing, stage, guard)
+    out, levels = guard_levels(before, out, stage, guard)
+    guarded += levels
     out, scored = score_uncited(out, stage)
     out, omitted = keep_omitted(before, out, contract, stage)
     return out, fixes + scored, guarded, omitted
