@@ -23,6 +23,11 @@ Decisions where the issue was silent:
   InspectionPlan), split out of this module (one concern each, both under 400 lines).
 - A reply of `{}` is no Observation and no AuditReport (`EMPTY_IS_NO_ANSWER`): re-asked, in the parsing step.
 - Rubric levels and the direct reward refuse a boolean (`not_boolean`; lax pydantic read `true` as 1).
+- Booleans (FinalCheck's F and U, `essential`, `clean`) stay lax: pydantic reads only spellings that state the value
+  ("no", "false", "0", "off", "n", 0 and their opposites; a float only when exactly 0 or 1), so what it reads is what
+  the model wrote, unlike a level's `true`; anything else ("maybe", "unclear", null) is re-asked. Strict, they were
+  re-asked in json_mode and function_calling (the server constrains json_schema only) for no change of meaning, and
+  re-asks can end a run ineligible.
 - Frame indices are `tools.sampling.FrameIndex`: an int or a whole float, never a boolean or a string
   (lax pydantic read `true` as frame 1 and "3" as frame 3); a reply that writes one is re-asked.
 """

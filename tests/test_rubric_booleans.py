@@ -56,3 +56,20 @@ def test_a_reply_with_a_boolean_level_is_re_asked() -> None:
     contract = TaskContract(requirements=[Requirement(id="R1", kind="outcome", text="done")])
     assert score_mapping(out, contract) == (1.0, 0.75, 1.0)  # was (1.0, 0.0, 1.0): `true` read as level 1
     assert usage.calls == 2 and "boolean" in model.calls[1].text()
+
+
+@pytest.mark.parametrize(("value", "read"), [("no", False), ("false", False), (0, False), ("yes", True), (1, True)])
+def test_a_final_check_flag_is_read_as_written(value, read) -> None:
+    """Decided (graph/schemas.py): lax booleans read only spellings that state the value."""
+    from graph.schemas import FinalCheck
+
+    check = FinalCheck.model_validate_json(json.dumps({"failure_established": value, "essential_unverifiable": value}))
+    assert (check.failure_established, check.essential_unverifiable) == (read, read)
+
+
+@pytest.mark.parametrize("value", ["maybe", "unclear", None, 0.5, [], "N/A"])
+def test_a_final_check_flag_that_states_no_value_is_refused(value) -> None:
+    from graph.schemas import FinalCheck
+
+    with pytest.raises(ValidationError):
+        FinalCheck.model_validate_json(json.dumps({"failure_established": value, "essential_unverifiable": False}))
