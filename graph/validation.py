@@ -55,7 +55,7 @@ class InvalidReply(Exception):
 
 
 SHORTER = ("Your reply ran past the output token limit, which is the same for this reply: write a shorter answer "
-           "(shorter rationales, no text outside the answer).")
+           "(less reasoning before it, shorter rationales, no text outside the answer).")
 """What the re-ask of a reply cut at the token limit tells the model (`reask_tail`): CUT_HINT names a setting, which
 the model cannot change; only a shorter answer fits under the same cap."""
 
