@@ -182,7 +182,7 @@ def read_structured(schema: type[M], out: dict[str, Any], *, text_answer: bool) 
     broken = raw.invalid_tool_calls if isinstance(raw, AIMessage) else []
     if broken and not calls:
         raise InvalidReply("invalid_reply", f"the {broken[0].get('name')!r} call's arguments are not valid JSON "
-                           f"({broken[0].get('error') or 'unparsable'})", str(broken[0].get("args") or ""))
+                           f"({broken[0].get('error') or 'unparsable'})", shown_reply(raw))
     if text_answer and not calls and text.strip():
         return validate_text(schema, text)
     if not text.strip() and not calls:
@@ -194,11 +194,13 @@ def read_structured(schema: type[M], out: dict[str, Any], *, text_answer: bool) 
 
 def shown_reply(raw: Any) -> str:
     """A rejected structured reply as the re-ask shows it to the model (`reask`): its tool call's arguments (the
-    arguments of each, as a list, when it made several: the answer, not a remark beside it), else its text."""
+    arguments of each, as a list, when it made several: the answer, not a remark beside it), else those of its first
+    call that did not parse, as written (one cut at the token limit), else its text."""
     if not isinstance(raw, AIMessage):
         return ""
     if not raw.tool_calls:
-        return raw.text
+        broken = raw.invalid_tool_calls
+        return str(broken[0].get("args") or "") if broken else raw.text
     args = [c["args"] for c in raw.tool_calls]
     return json.dumps(args[0] if len(args) == 1 else args, default=str)
 

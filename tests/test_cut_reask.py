@@ -67,3 +67,17 @@ def test_a_reply_not_cut_is_not_asked_to_be_shorter() -> None:
     with OpenAIStub([StubReply(content='{"label": "ok", "score": 99}'), good("json_mode")]) as stub:
         run(make(stub, "json_mode"), Usage())
     assert SHORTER not in _said(stub.requests[1]["messages"])[1]
+
+
+def test_a_cut_function_call_is_shown_back_as_written() -> None:
+    """function_calling: a call cut mid-arguments does not parse (LangChain's invalid_tool_calls), so the re-ask
+    showed nothing of it, unlike a tool round's cut call."""
+    call = {"id": "c1", "type": "function", "function": {"name": "Verdict", "arguments": CUT_TEXT}}
+    cut = StubReply(body=json.dumps({
+        "id": "x", "object": "chat.completion", "created": 1, "model": "m",
+        "choices": [{"index": 0, "message": {"role": "assistant", "content": None, "tool_calls": [call]},
+                     "finish_reason": "length"}]}))
+    with OpenAIStub([cut, good("function_calling")]) as stub:
+        assert run(make(stub, "function_calling"), Usage()).score == 3
+    shown, ask = _said(stub.requests[1]["messages"])
+    assert shown == [CUT_TEXT] and SHORTER in ask
