@@ -21,10 +21,13 @@ same tool returns in-process. Decisions where the issue was silent:
   ``timeout`` (no answer within ``timeout_s``), ``config`` too for a URL httpx cannot request (no
   ``http://`` / ``https://``, malformed: never retried, it is the setting to fix) or ``transport``.
 - A 503 whose body holds a ``fault`` (the service host's machine failed to read the clip: an I/O error, too many
-  open files, out of memory; tools/service_frames.py; or its tracker or scorer ran out of memory) is retried like a busy one, after its ``Retry-After``; when
+  open files, out of memory; tools/service_frames.py) is retried like a busy one, after its ``Retry-After``; when
   the attempts are spent it raises that fault, ``ToolFault("service", "machine", ...)`` saying it is not the
   clip's and that retrying later can fix it (a tool fault, which ``raa score-batch --retry-ineligible`` scores
   again). It was a 422, ``ToolFault("service", "input", "undecodable video ...")``: the clip blamed, never retried.
+  A tracker or scorer that ran out of memory is run again alone by the service; out of memory alone, it answers
+  413 with a fault of kind ``too_large`` naming the frames (tools/service_memory.py), raised at once: sending the
+  same frames again fails the same way.
 - Idle pooled connections are dropped after ``keepalive_s`` (`tools.http_retry.CLIENT_KEEPALIVE_S`, 2 s),
   before the service closes them (tools/http_retry.py): at 5 s each, a request could go out on a connection
   the service was closing, a transport fault not retried.
@@ -145,7 +148,7 @@ class ToolServiceClient:
         detail = str(body.get("detail", ""))
         if resp.status_code == 400:
             raise bad_request(detail)
-        if resp.status_code == 500 and isinstance(body.get("fault"), dict):
+        if isinstance(body.get("fault"), dict):  # a 500 tool fault, a 413 too large for the device
             f = body["fault"]
             raise ToolFault(str(f.get("tool", "service")), str(f.get("kind", "run")), str(f.get("message", detail)))
         raise ToolFault("service", status_kind(resp.status_code), f"{path}: HTTP {resp.status_code}: {detail}")

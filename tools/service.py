@@ -19,7 +19,9 @@ frame_indices that go backwards, regions
 that are not an object of boxes, malformed or too deeply nested JSON; frames too small to track, query rows
 outside the frames: checked before the tracker runs, tools/service_jobs.py), 401
 missing or wrong bearer token, 403 path outside the allowed root, 404 missing file, 413 body over
-the size limit (``max_upload_mb``; a JSON body: ``MAX_JSON_BODY_MB``, 8 MiB, tools/service_params.py), 408 a body that did not arrive within ``body_timeout_s`` (tools/service_http.py), a clip longer than ``settings.max_frames`` (pass ``frame_indices``) or whose frames would
+the size limit (``max_upload_mb``; a JSON body: ``MAX_JSON_BODY_MB``, 8 MiB, tools/service_params.py) or frames too large
+for the device (its tracker or scorer ran out of memory even run again alone: ``fault`` kind "too_large",
+tools/service_memory.py; out of memory beside other requests, it is run again alone and answered), 408 a body that did not arrive within ``body_timeout_s`` (tools/service_http.py), a clip longer than ``settings.max_frames`` (pass ``frame_indices``) or whose frames would
 decode to more than ``settings.max_decode_mb`` (checked before decoding: a long 4K clip is tens of GB), 422 undecodable video, or "unreadable video" for one the service may not read (the reason is in ``detail``), 500 a tool fault (``fault``
 holds tool/kind/message; any other exception of a request's work is one too, kind "run" of the endpoint's
 tool, since a bare 500 "Internal Server Error" kept the reason in the server's log and the client called it
@@ -29,8 +31,7 @@ MotionTracks, wrong frame or query-point count, a query frame outside the frames
 far outside the frame), and
 so is surprise evidence breaking the scorer contract (`tools.surprise.evidence_problem`, a NaN included), 501 surprise not enabled on this service (``--no-surprise``), 503 a clip whose read the machine failed (an I/O
 error, too many open files, out of memory: ``fault`` kind "machine", with ``Retry-After``; not the clip's fault,
-tools/service_frames.py), and so is a tracker or scorer that ran out of memory (the host's or the GPU's, often held by
-another worker's request: `tools.errors.out_of_memory`; it was a 500 fault of kind "run", never retried), or too many requests
+tools/service_frames.py), or too many requests
 in progress or too many request bytes held (``max_buffered_mb``, after waiting ``busy_wait_s`` in line for room,
 tools/service_budget.py) (499, never read, for a request skipped because its client disconnected while it waited).
 Decisions where the issue was silent: "surprise not enabled" is a 501, not a 503: the client
@@ -89,7 +90,6 @@ from tools.service_frames import (
     NPY_MAGIC,
     HTTPProblem,
     Upload,
-    machine_fault,
     shown_to_client,
 )
 from tools.service_http import (
@@ -102,6 +102,7 @@ from tools.service_http import (
     read_body_limited,
 )
 from tools.service_jobs import as_tool_fault, surprise_job, track_job
+from tools.service_memory import all_slots, release_memory, too_large
 from tools.service_multipart import parse_multipart
 from tools.service_params import JSON_TOO_LARGE, MAX_JSON_BODY_MB, json_field, parse_json
 from tools.settings import ToolSettings, check_token_text
@@ -127,6 +128,8 @@ class ServiceState:
     bodies: BodyBudget = field(default_factory=lambda: BodyBudget(int(DEFAULT_MAX_BUFFERED_MB * 2**20)))
     limiter: anyio.CapacityLimiter | None = None
     threads: anyio.CapacityLimiter | None = None
+    alone: anyio.Lock | None = None
+    """Taken to hold every worker slot: a request run again alone after it ran out of memory."""
     info: dict = field(default_factory=dict)
     identity: str = ""
     """What the service serves (`tools.toolbox.served_identity`), named in every tool answer and in /v1/info."""
@@ -236,6 +239,7 @@ def create_app(settings: ToolSettings, allowed_root: str | Path, *, token: str |
             state.scorer = scorer or load_surprise(settings)
         state.limiter = anyio.CapacityLimiter(workers)  # the worker slots a request waits for
         state.threads = anyio.CapacityLimiter(workers)  # their threads (a slot holder cannot borrow it twice)
+        state.alone = anyio.Lock()  # one request at a time holds them all (tools/service_memory.py)
         state.identity = served_identity(state.tracker, state.scorer)
         state.info = _info(state)
         state.started = True
@@ -255,6 +259,23 @@ def create_app(settings: ToolSettings, allowed_root: str | Path, *, token: str |
                                    "startup, which did not run (is the server's lifespan off?)")
         check_bearer(request, state.token)
 
+    async def compute(job: Callable[[ServiceState, Path | bytes | Upload, dict], bytes], request: Request,
+                      src: Path | bytes | Upload, params: dict) -> bytes:
+        """``job``'s answer, computed in a worker slot; out of memory there, once more alone
+        (tools/service_memory.py)."""
+        async with worker_slots(state):
+            if await request.is_disconnected():  # gave up while queued: nobody would read the answer
+                raise HTTPProblem(499, "the client disconnected before a worker was free; request skipped")
+            try:
+                return await anyio.to_thread.run_sync(job, state, src, params, limiter=state.threads)
+            except ToolFault as exc:
+                if not out_of_memory(exc):
+                    raise
+        release_memory()  # the failed run's tensors, before waiting for the others
+        async with all_slots(worker_slots(state), state.alone or anyio.Lock()):
+            release_memory()  # and what the others held
+            return await anyio.to_thread.run_sync(job, state, src, params, limiter=state.threads)
+
     async def run(job: Callable[[ServiceState, Path | bytes | Upload, dict], bytes], request: Request) -> Response:
         check_token(request)
         if state.pending >= state.max_pending:
@@ -264,12 +285,9 @@ def create_app(settings: ToolSettings, allowed_root: str | Path, *, token: str |
         try:
             with state.bodies.reserve() as room:  # the body is held until the answer is ready
                 src, params = await parse_request(request, state, room)
-                async with worker_slots(state):
-                    if await request.is_disconnected():  # gave up while queued: nobody would read the answer
-                        raise HTTPProblem(499, "the client disconnected before a worker was free; request skipped")
-                    answer = await anyio.to_thread.run_sync(job, state, src, params, limiter=state.threads)
-        except ToolFault as exc:
-            problem = (machine_fault(f"{exc.tool} ran out of memory ({exc.message})") if out_of_memory(exc) else
+                answer = await compute(job, request, src, params)
+        except ToolFault as exc:  # run alone, it ran out of memory again: too large (tools/service_memory.py)
+            problem = (too_large(exc) if out_of_memory(exc) else
                        HTTPProblem(500, str(exc), fault={"tool": exc.tool, "kind": exc.kind, "message": exc.message}))
             raise shown_to_client(problem, src, state.allowed_root) from exc
         except HTTPProblem as exc:

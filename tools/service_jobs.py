@@ -21,6 +21,9 @@ Errors (the status codes are listed in `tools.service`):
 - A track summary holding a NaN or an infinity (`non_finite_field`: distances between finite positions so far
   outside the frame that they overflow) is a fault of "motion" the same way; it too failed when rendered. Such
   tracks now break the contract first (`require_tracks`' bound); the check stays as the summary's backstop.
+- A tracker or scorer that runs out of memory names the frames it was given (`sized_for`): the service runs such a
+  request once more alone, then answers 413 "too large for this device" (tools/service_memory.py), which must say
+  how many frames of what size did not fit.
 - The answer is rendered as JSON in the job's worker thread (`as_tool_fault`, `render_json`), not on the event
   loop: tracks as lists of 1024 frames x 4096 points took ~7 s to render (81 x 4096: 0.6 s), during which the
   service read and answered nothing else. A value that cannot be rendered is then the tool's fault too.
@@ -33,11 +36,11 @@ import json
 import math
 from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import numpy as np
 
-from tools.errors import ToolFault
+from tools.errors import ToolFault, out_of_memory
 from tools.motion import MotionTracker, summarize_tracks
 from tools.motion.base import MotionTracks, TrackQueryError, require_tracks, resolve_queries, validate_frames
 from tools.motion.grid import grid_tracks
@@ -47,6 +50,8 @@ from tools.surprise import evidence_problem, order_problem
 
 if TYPE_CHECKING:
     from tools.service import ServiceState
+
+T = TypeVar("T")
 
 Job = Callable[["ServiceState", Path | bytes | Upload, dict], dict]
 
@@ -77,7 +82,7 @@ def track_job(state: ServiceState, src: Path | bytes | Upload, params: dict) -> 
     opts = track_options(params)  # every option before decoding and tracking (tools/service_params.py)
     frames = decode_frames(src, opts.frame_indices, state.settings.max_frames,
                            max_decode_mb=state.settings.max_decode_mb)
-    tracks = requested_tracks(state.tracker, frames, opts)
+    tracks = sized_for("motion", frames, lambda: requested_tracks(state.tracker, frames, opts))
     if opts.frame_indices is not None:  # replace: MotionTracks checks the list against its frames again
         tracks = dataclasses.replace(tracks, frame_indices=list(opts.frame_indices))
     out: dict = {"tracks": tracks.to_dict(opts.tracks_encoding),
@@ -90,6 +95,19 @@ def track_job(state: ServiceState, src: Path | bytes | Upload, params: dict) -> 
             raise ToolFault("motion", "run", f"the tracks give a non-finite {field} (positions too far outside "
                                              "the frame to measure)")
     return out
+
+
+def sized_for(tool: str, frames: np.ndarray, call: Callable[[], T]) -> T:
+    """``call()``; an out-of-memory it raises (`out_of_memory`) is raised as ToolFault(tool, "run") naming the
+    count and size of ``frames`` (module docstring)."""
+    try:
+        return call()
+    except Exception as exc:
+        if not out_of_memory(exc):
+            raise
+        reason = exc.message if isinstance(exc, ToolFault) else f"{type(exc).__name__}: {exc}"
+        raise ToolFault(tool, "run", f"ran out of memory on {len(frames)} frames of {frames.shape[1]}x"
+                                     f"{frames.shape[2]} ({reason})") from exc
 
 
 def non_finite_field(value: Any, where: str) -> str | None:
@@ -144,7 +162,7 @@ def surprise_job(state: ServiceState, src: Path | bytes | Upload, params: dict) 
     if indices is not None and (backwards := order_problem(indices)) is not None:  # windows would end before start
         raise HTTPProblem(400, f"bad surprise request: {backwards}")
     frames = decode_frames(src, indices, state.settings.max_frames, side, state.settings.max_decode_mb)
-    evidence = state.scorer.score(frames)
+    evidence = sized_for("surprise", frames, lambda: state.scorer.score(frames))
     if (problem := evidence_problem(evidence, len(frames))) is not None:  # the agent's check (module docstring)
         raise ToolFault("surprise", "run", problem)
     if indices is not None:  # windows named by clip frame, as /v1/track names its tracks
