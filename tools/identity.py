@@ -11,7 +11,7 @@ a new number. An object that takes no weak references (``__slots__`` without ``_
 instead, for the life of the process: its address is never handed on (tools are few and long-lived).
 
 The number alone is unique within a process only, and the name reaches other processes: a tool service names what
-it serves by its tools' identities (`tools.toolbox.served_identity`), which a client pins, so a service restarted
+it serves by its tools' identities (`tools.toolbox.served_identity`: an injected tool of its own class), which a client pins, so a service restarted
 with another injected tracker of the same class named it "#1" as the first one was. The name therefore also holds a
 random token of the process that numbered the object (drawn on first use, and again in a forked child).
 """

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -29,6 +30,9 @@ from tools.motion import CoTracker3Tracker, LKTracker, MotionTracker, build_trac
 from tools.quality import QualityCheck, check_quality
 from tools.settings import ToolSettings
 from tools.surprise import SurpriseScorer, VJEPA2SurpriseScorer
+
+if TYPE_CHECKING:
+    import torch
 
 
 def tracker_identity(tracker: object) -> str:
@@ -61,11 +65,55 @@ def scorer_identity(scorer: object) -> str:
 
 def served_identity(tracker: object, scorer: object | None) -> str:
     """What a tool service serves, as its answers name it (`tools.client.SERVED_HEADER`): a short digest of its
-    tracker's and scorer's identities (None: surprise is off)."""
+    loaded tracker's and scorer's content (`served_tracker`, `served_scorer`; None: surprise is off)."""
     import hashlib
 
-    text = f"{tracker_identity(tracker)}\n{'none' if scorer is None else scorer_identity(scorer)}"
+    text = f"{served_tracker(tracker)}\n{'none' if scorer is None else served_scorer(scorer)}"
     return hashlib.sha256(text.encode("utf-8")).hexdigest()[:16]
+
+
+def served_tracker(tracker: object) -> str:
+    """A served tracker as the content that decides its tracks: a CoTracker3's predictor weights
+    (`module_digest`), working size and kind of device, not the folders it was loaded from (replicas behind one
+    URL keep their weights where they like, on devices of other numbers); else `tracker_identity`."""
+    if isinstance(tracker, CoTracker3Tracker):
+        import torch
+
+        predictor = tracker.predictor
+        if isinstance(predictor, torch.nn.Module):
+            return (f"cotracker3 {type(predictor).__qualname__} weights={module_digest(predictor)}"
+                    f" interp_shape={tracker.interp_shape} device={torch.device(tracker.device).type}")
+    return tracker_identity(tracker)
+
+
+def served_scorer(scorer: object) -> str:
+    """A served surprise scorer as the content that decides its evidence (as `served_tracker`): a V-JEPA 2's weights,
+    configuration (its ``_name_or_path``, a folder, left out), top_k, windows and kind of device; else
+    `scorer_identity`."""
+    if isinstance(scorer, VJEPA2SurpriseScorer):
+        import torch
+
+        model = scorer.model
+        config = {k: v for k, v in model.config.to_dict().items()
+                  if not k.startswith("_") and k != "transformers_version"}
+        return (f"vjepa2 weights={module_digest(model)} config={sorted(config.items())!r} top_k={scorer.top_k}"
+                f" window={scorer.window} stride={scorer.stride} context={scorer.context}"
+                f" device={torch.device(scorer.device).type}")
+    return scorer_identity(scorer)
+
+
+def module_digest(module: torch.nn.Module) -> str:
+    """SHA-256 (16 hex digits) of a torch module's state: each entry's name, dtype, shape and bytes, by name."""
+    import hashlib
+
+    import torch
+
+    digest = hashlib.sha256()
+    for name, value in sorted(module.state_dict().items()):
+        tensor = value.detach().to("cpu").contiguous().reshape(-1)
+        digest.update(f"{name} {tensor.dtype} {tuple(value.shape)}\n".encode())
+        digest.update(tensor.view(torch.uint8).numpy())
+    return digest.hexdigest()[:16]
 
 
 def _absolute_paths(settings: ToolSettings) -> ToolSettings:

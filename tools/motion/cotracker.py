@@ -93,6 +93,11 @@ class CoTracker3Tracker:
                     raise
         return self
 
+    @property
+    def predictor(self) -> Any:
+        """The loaded predictor (loads it: ToolFault as `load`)."""
+        return self.load()._predictor
+
     def _build(self) -> Any:
         if self.checkpoint is None and self.hub_dir is None and not self.allow_random_weights:
             raise ToolFault("motion", "load", "cotracker3 needs a checkpoint path (RAA_COTRACKER_CHECKPOINT) "
@@ -143,7 +148,7 @@ class CoTracker3Tracker:
         if t_total == 1:
             return MotionTracks(tracks=q[None, :, 1:3], visible=np.ones((1, len(q)), bool),
                                 query_frames=query_frames, frame_indices=[0])
-        predictor = self.load()._predictor
+        predictor = self.predictor
         try:
             import torch
 
