@@ -126,6 +126,7 @@ class PriorityPool:
     def submit(self, fn: Callable[[], Any], priority: Priority = "now", order: int | None = None) -> Future:
         """Queue `fn()`; the returned Future gets its result or exception. Within a priority, jobs
         run by `order` (lower first), then in submission order; no order = submission order."""
+        check_priority(priority)
         future: Future = Future()
         with self._lock:
             if self._closed:
@@ -215,8 +216,18 @@ _EXITED = False  # the exit hook has shut the pools down: no new ones (module do
 def check_lane(lane: object, what: str = "worker lane") -> None:
     """ValueError naming `what` unless `lane` is one of the `Lane`s (a pool of another name would start, and
     interpreter exit would fail on it)."""
-    if not isinstance(lane, str) or lane not in get_args(Lane):
-        raise ValueError(f"unknown {what} {lane!r}: must be one of {get_args(Lane)} (graph.workers)")
+    _check_choice(lane, get_args(Lane), what)
+
+
+def check_priority(priority: object) -> None:
+    """ValueError naming `priority` and the allowed ones unless it is one of the `Priority`s (it was a bare
+    KeyError of the rank table)."""
+    _check_choice(priority, get_args(Priority), "job priority")
+
+
+def _check_choice(value: object, allowed: tuple[str, ...], what: str) -> None:
+    if not isinstance(value, str) or value not in allowed:
+        raise ValueError(f"unknown {what} {value!r}: must be one of {allowed} (graph.workers)")
 
 
 def pool(lane: Lane = "cpu") -> PriorityPool:

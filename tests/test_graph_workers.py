@@ -192,6 +192,20 @@ def test_an_unknown_lane_is_refused_where_it_is_given_and_starts_no_pool():
     assert workers._POOLS == before
 
 
+def test_an_unknown_priority_is_a_value_error_naming_it_and_the_allowed_ones():
+    """It was a bare KeyError('soon') from the rank table, which said nothing of priorities."""
+    p = PriorityPool(1)
+    try:
+        for bad in ("soon", None, 1):
+            with pytest.raises(ValueError, match=r"unknown job priority .*: must be one of \('first', 'now', 'later'\)"):
+                p.submit(lambda: 1, bad)  # type: ignore[arg-type]
+        with pytest.raises(ValueError, match="'soon'"):
+            workers.submit(lambda: 1, priority="soon")  # type: ignore[arg-type]
+        assert p.submit(lambda: 2, "later").result(timeout=5) == 2  # the pool still works
+    finally:
+        p.shutdown(5)
+
+
 def test_jobs_submitted_one_after_another_stay_on_one_thread():
     """LIFO wake-ups: the thread that just finished takes the next job (no rotation over the pool)."""
     pool = PriorityPool(4)
