@@ -264,8 +264,7 @@ def create_app(settings: ToolSettings, allowed_root: str | Path, *, token: str |
         """``job``'s answer, computed in a worker slot; out of memory there, once more alone
         (tools/service_memory.py)."""
         async with worker_slots(state):
-            if await request.is_disconnected():  # gave up while queued: nobody would read the answer
-                raise HTTPProblem(499, "the client disconnected before a worker was free; request skipped")
+            await skip_if_gone(request)
             try:
                 return await anyio.to_thread.run_sync(job, state, src, params, limiter=state.threads)
             except ToolFault as exc:
@@ -273,8 +272,13 @@ def create_app(settings: ToolSettings, allowed_root: str | Path, *, token: str |
                     raise
         release_memory()  # the failed run's tensors, before waiting for the others
         async with all_slots(worker_slots(state), state.alone or anyio.Lock()):
+            await skip_if_gone(request)
             release_memory()  # and what the others held
             return await anyio.to_thread.run_sync(job, state, src, params, limiter=state.threads)
+
+    async def skip_if_gone(request: Request) -> None:
+        if await request.is_disconnected():  # gave up while queued: nobody would read the answer
+            raise HTTPProblem(499, "the client disconnected before a worker was free; request skipped")
 
     async def run(job: Callable[[ServiceState, Path | bytes | Upload, dict], bytes], request: Request) -> Response:
         check_token(request)
