@@ -150,11 +150,15 @@ def test_the_second_try_waits_until_no_other_request_computes(service_root):
         assert tracker.entered.wait(10)
         second = threading.Thread(target=post)
         second.start()
-        time.sleep(0.5)  # the second ran out of memory beside the first and waits for it
+        deadline = time.monotonic() + 10
+        while tracker.calls < 2 and time.monotonic() < deadline:  # the second ran out of memory beside the first
+            time.sleep(0.02)
+        time.sleep(0.2)  # and waits for it: it must not run again while the first holds its slot
+        assert tracker.calls == 2
         tracker.release.set()
         first.join(20)
         second.join(20)
-    assert statuses == [200, 200] and tracker.alone_calls == 1, (statuses, tracker.calls)
+    assert statuses == [200, 200] and tracker.alone_calls == 1 and tracker.calls == 3, (statuses, tracker.calls)
 
 
 def test_out_of_memory_reads_the_cause_chain():
