@@ -270,10 +270,10 @@ def create_app(settings: ToolSettings, allowed_root: str | Path, *, token: str |
             except ToolFault as exc:
                 if not out_of_memory(exc):
                     raise
-        release_memory()  # the failed run's tensors, before waiting for the others
+        await anyio.to_thread.run_sync(release_memory)  # the failed run's tensors, before waiting for the others
         async with all_slots(worker_slots(state), state.alone or anyio.Lock()):
             await skip_if_gone(request)
-            release_memory()  # and what the others held
+            await anyio.to_thread.run_sync(release_memory)  # and what the others held (off the event loop: gc)
             return await anyio.to_thread.run_sync(job, state, src, params, limiter=state.threads)
 
     async def skip_if_gone(request: Request) -> None:
