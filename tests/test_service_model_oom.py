@@ -104,6 +104,7 @@ def test_a_scorer_out_of_memory_that_repeats_is_a_413_naming_the_frames(service_
     assert r.status_code == 413, r.text
     fault = r.json()["fault"]
     assert fault["tool"] == "surprise" and fault["kind"] == "too_large" and "20 frames of 32x48" in fault["message"]
+    assert "RAA_SURPRISE_BATCH" in fault["message"]  # its device memory is one batch of windows, not the clip
     assert scorer.calls == 2
 
 

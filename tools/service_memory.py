@@ -9,7 +9,8 @@ Decisions where the issues were silent:
   passing shortage is answered then.
 - An out-of-memory alone is the request's size on this device: a 413 whose ``fault`` (the tool, kind
   ``too_large``) names what the request held (the jobs name the frames, `tools.service_jobs.sized_for`) and says
-  what to send instead (`too_large`). It is never retried: the client raises the fault at once
+  what to do (`too_large`): the tracker holds the whole clip on the device (send fewer or smaller frames), V-JEPA 2
+  one batch of windows whatever the clip's length (a smaller surprise batch for the service). It is never retried: the client raises the fault at once
   (tools/client.py). It was a 503 machine fault "retrying later can fix it": the client sent the clip again
   ``retries`` times, each one a full run that failed the same way, and the fault then told the user to retry.
 """
@@ -24,6 +25,12 @@ import anyio
 
 from tools.errors import ToolFault
 from tools.service_frames import HTTPProblem
+
+_SEND_LESS = "send fewer frames (frame_indices) or smaller ones, or use a service on a device with more memory"
+_REMEDY = {"surprise": "V-JEPA 2 holds one batch of windows on the device whatever the clip's length, so start the "
+                       "service with a smaller batch (RAA_SURPRISE_BATCH) or on a device with more memory; the "
+                       "frames themselves are held by the host (send fewer, frame_indices, if it ran out)"}
+"""What to do about a request too large for the device, by tool (the tracker: `_SEND_LESS`)."""
 
 
 @asynccontextmanager
@@ -56,8 +63,6 @@ def release_memory() -> None:
 def too_large(fault: ToolFault) -> HTTPProblem:
     """The 413 of a request whose tool ran out of memory even alone (module docstring); ``fault`` is that run's."""
     message = (f"{fault.message}: it ran out of memory again run alone on the service (no other request "
-               "computing), so the request is too large for this device; not retried: send fewer frames "
-               "(frame_indices) or smaller ones (short_side, for surprise), or use a service on a device with "
-               "more memory")
+               f"computing), so the request is too large for this device; not retried: {_REMEDY.get(fault.tool, _SEND_LESS)}")
     return HTTPProblem(413, f"{fault.tool}: {message}", fault={"tool": fault.tool, "kind": "too_large",
                                                                 "message": message})
