@@ -180,3 +180,23 @@ def test_a_tool_that_fails_otherwise_is_still_a_500_run_fault(service_root):
     with TestClient(app) as c:
         r = c.post("/v1/track", json={"path": "clip.mp4", "grid_size": 2}, headers=AUTH)
     assert r.status_code == 500 and r.json()["fault"]["kind"] == "run", r.text
+
+
+@pytest.mark.parametrize("message", [
+    "CUDA error: out of memory\nCUDA kernel errors might be asynchronously reported at some other API call",
+    "CUDA error: CUBLAS_STATUS_ALLOC_FAILED when calling `cublasCreate(handle)`",
+    "cuDNN error: CUDNN_STATUS_ALLOC_FAILED",
+])
+def test_a_cuda_library_out_of_memory_is_one_too(message):
+    """CUDA's own allocation failures outside PyTorch's allocator (cudaMalloc, a cuBLAS handle or cuDNN workspace
+    while another request holds the GPU) are plain RuntimeErrors naming the CUDA status; they read as a tool's bug
+    (a 500 "run" fault) although a second try alone succeeds."""
+    try:
+        try:
+            raise RuntimeError(message)
+        except RuntimeError as exc:
+            raise ToolFault("motion", "run", f"cotracker3 failed: RuntimeError: {exc}") from exc
+    except ToolFault as fault:
+        assert out_of_memory(fault)
+    assert not out_of_memory(RuntimeError("CUDA error: an illegal memory access was encountered"))
+    assert not out_of_memory(ToolFault("motion", "run", message))  # a fault's own words are not the error

@@ -48,10 +48,17 @@ def run_tool(tool: str, call: Callable[..., T], /, *args: Any, **kwargs: Any) ->
         raise ToolFault(tool, "run", f"{type(exc).__name__}: {exc}") from exc
 
 
+CUDA_ALLOCATION_FAILED = ("CUDA error: out of memory", "CUBLAS_STATUS_ALLOC_FAILED", "CUDNN_STATUS_ALLOC_FAILED")
+"""The CUDA statuses of an allocation that failed outside PyTorch's caching allocator (cudaMalloc itself, a cuBLAS
+handle, a cuDNN workspace): torch raises them as plain RuntimeErrors naming the status."""
+
+
 def out_of_memory(exc: BaseException) -> bool:
     """Whether `exc` or an exception it was raised from (``__cause__``, ``__context__``) is an out-of-memory:
-    a MemoryError, or torch's out-of-memory of an accelerator (``torch.OutOfMemoryError``, which CUDA's is). The
-    trackers and the scorer raise a ToolFault from what their model raised, so the chain is where it shows."""
+    a MemoryError, torch's out-of-memory of an accelerator (``torch.OutOfMemoryError``, which CUDA's is), or a
+    RuntimeError of torch naming a failed CUDA allocation (`CUDA_ALLOCATION_FAILED`: under memory held by another
+    request they read as the tool's bug). The trackers and the scorer raise a ToolFault from what their model
+    raised, so the chain is where it shows; a ToolFault's own message is never read."""
     seen: set[int] = set()
     current: BaseException | None = exc
     while current is not None and id(current) not in seen:
@@ -61,7 +68,7 @@ def out_of_memory(exc: BaseException) -> bool:
         if isinstance(current, RuntimeError) and not isinstance(current, ToolFault):
             import torch  # only here: the tools that raise it loaded it already
 
-            if isinstance(current, torch.OutOfMemoryError):
+            if isinstance(current, torch.OutOfMemoryError) or any(s in str(current) for s in CUDA_ALLOCATION_FAILED):
                 return True
         current = current.__cause__ or current.__context__
     return False
