@@ -16,8 +16,9 @@
   started ("clip", `graph.batch.clip_stamp`); the clip is changed when its size or modification time now
   differ (looked up once per run). A row without "clip" (written before it existed, or whose clip could not be
   read) keeps its video fault final, as before; a clip that is gone now is not retried for it.
-- A video fault that says the clip could not be reached (`tools.video_errors.unreached`: "video file not found", or a
-  PermissionError: no permission to the clip or its folder; the module that words the faults reads them back) is about the environment, not the clip's bytes: it is retried once the
+- A video fault that says the clip could not be reached (`tools.video_errors.unreached`: "video file not found", a
+  folder at the clip's path, or a PermissionError: no permission to the clip or its folder; the module that words the
+  faults reads them back) is about the environment, not the clip's bytes: it is retried once the
   clip can be read (`clip_readable`: a file this process may read), whatever its size and modification time.
   A permission error was final as any video fault, and fixing it (chmod) changes neither size nor mtime, so
   --retry-ineligible never scored the clip again. While it still cannot be read it stays final (a rerun would

@@ -85,7 +85,7 @@ def test_missing_file_is_typed(tmp_path):
 
 
 def test_directory_is_not_a_video(tmp_path):
-    with pytest.raises(VideoNotFoundError, match="not a regular file"):
+    with pytest.raises(VideoNotFoundError, match="is a directory, not a video file"):
         probe(tmp_path)
 
 

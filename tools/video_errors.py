@@ -42,6 +42,7 @@ from __future__ import annotations
 
 import errno
 import re
+import stat
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -86,7 +87,7 @@ class VideoError(Exception):
 
 
 class VideoNotFoundError(VideoError):
-    """The path does not exist, is not a regular file, may not be read (a PermissionError), or the machine failed
+    """The path does not exist, is not a regular file (``not_a_file``), may not be read (a PermissionError), or the machine failed
     its read (an I/O error, too many open files, out of memory: ``machine_failed``)."""
 
 
@@ -104,6 +105,24 @@ def not_found(name: str) -> VideoNotFoundError:
     return VideoNotFoundError(f"{name}: {NOT_FOUND}")
 
 
+NOT_A_FILE = ", not a video file"
+"""The end of the words of a path that names a folder (or a pipe, a socket, a device) where a clip should be
+(``not_a_file``); ``unreached`` reads them back."""
+
+_OLD_NOT_A_FILE = ": not a regular file"
+"""How ``tools.video_scan`` worded such a path in rows written before ``NOT_A_FILE``."""
+
+
+def not_a_file(name: str, mode: int) -> VideoNotFoundError:
+    """The error of path ``name`` whose ``st_mode`` ``mode`` is no regular file: it says what is there. It is the
+    path's fault, not a clip's bytes (worded "not a regular file", it read as a final video fault; ``unreached``
+    now retries it once a file can be read there, as a clip not found)."""
+    what = ("a directory" if stat.S_ISDIR(mode) else "a named pipe (FIFO)" if stat.S_ISFIFO(mode)
+            else "a socket" if stat.S_ISSOCK(mode) else "a device" if stat.S_ISCHR(mode) or stat.S_ISBLK(mode)
+            else "not a regular file")
+    return VideoNotFoundError(f"{name}: is {what}{NOT_A_FILE}")
+
+
 def unreadable(name: str, exc: BaseException) -> VideoNotFoundError:
     """The error of clip ``name`` whose read ``exc`` failed without a fault of its bytes (no permission, a bad name, the
     machine's ``machine_failed``): worded "cannot be read (OSError: [Errno 5] ...)", the class and errno kept for
@@ -113,9 +132,11 @@ def unreadable(name: str, exc: BaseException) -> VideoNotFoundError:
 
 def unreached(message: str) -> bool:
     """True for a recorded video fault's message that says the clip could not be reached, not that its bytes are bad:
-    ``not_found``'s words (or the old "no such file ([Errno 2] ..."), or ``unreadable``'s for a PermissionError
-    (whether the clip's folder or the clip itself denied the read)."""
-    return message.endswith(NOT_FOUND) or _OLD_NOT_FOUND in message or "(PermissionError: " in message
+    ``not_found``'s words (or the old "no such file ([Errno 2] ..."), ``not_a_file``'s (a folder at the clip's path;
+    or the old "not a regular file"), or ``unreadable``'s for a PermissionError (whether the clip's folder or the
+    clip itself denied the read)."""
+    return (message.endswith((NOT_FOUND, NOT_A_FILE, _OLD_NOT_A_FILE)) or _OLD_NOT_FOUND in message
+            or "(PermissionError: " in message)
 
 
 def environmental(message: str) -> bool:

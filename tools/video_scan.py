@@ -32,6 +32,7 @@ from tools.video_errors import (  # noqa: F401  (re-exported by tools.video)
     VideoDecodeError,
     VideoError,
     VideoNotFoundError,
+    not_a_file,
     not_found,
     read_failed_by_machine,
     unreadable,
@@ -184,7 +185,7 @@ def _open(src: Source, name: str, options: dict[str, str] | None) -> av.containe
         except (OSError, ValueError) as exc:  # a name too long, a NUL byte, no permission to a folder
             raise unreadable(name, exc) from None
         if not stat.S_ISREG(st.st_mode):
-            raise VideoNotFoundError(f"{name}: not a regular file")
+            raise not_a_file(name, st.st_mode)
         if st.st_size == 0:
             raise EmptyVideoError(f"{name}: video file is empty (0 bytes)")
         target = f"file:{path}"  # else FFmpeg reads a name like 2024-01-01T12:30:00.mp4 as a URL scheme
