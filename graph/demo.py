@@ -61,6 +61,7 @@ def _evidence_table(rows: list[dict], out: Path, console: Console, thresholds: Q
     from tools.quality import check_quality
     from tools.video import VideoError, read_frames, uniform_indices
     from tools.video import probe as probe_video
+    from tools.video_errors import fault_label
 
     table = Table(title="Model-free evidence (quality pre-check, LK motion tracks)")
     for col in ("clip", "label", "pattern", "frames", "quality", "moving points"):
@@ -75,7 +76,7 @@ def _evidence_table(rows: list[dict], out: Path, console: Console, thresholds: Q
             meta = probe_video(row["path"])
             frames = read_frames(row["path"], uniform_indices(meta.frames, min(meta.frames, 32)))
         except VideoError as exc:
-            table.add_row(name, row["label"], row["pattern"], "-", "undecodable", "-")
+            table.add_row(name, row["label"], row["pattern"], "-", fault_label(exc), "-")
             notes.append(f"{name}: {exc}")
             continue
         quality = check_quality(frames, thresholds=thresholds)

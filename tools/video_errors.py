@@ -158,6 +158,18 @@ class FrameIndexError(VideoError):
     """A requested frame index is not an integer in ``[0, frames)``."""
 
 
+def fault_label(exc: VideoError) -> str:
+    """What ``exc`` says is wrong, in a word or two for a table cell: "not found", "not a file", "unreadable" (no
+    permission, a read the machine failed), "empty", "undecodable" (the clip's bytes), else "unusable"."""
+    message = str(exc)
+    if isinstance(exc, VideoNotFoundError):
+        return ("not found" if message.endswith(NOT_FOUND) else "not a file" if message.endswith(NOT_A_FILE)
+                else "unreadable")
+    if isinstance(exc, EmptyVideoError):
+        return "empty"
+    return "undecodable" if isinstance(exc, VideoDecodeError) else "unusable"
+
+
 def reads_back(src: str | Path | bytes | bytearray | memoryview) -> bool:
     """Whether every byte of ``src`` can be read now (bytes in memory: always)."""
     if isinstance(src, bytes | bytearray | memoryview):
