@@ -4,11 +4,14 @@ moment, and an I/O error of the reader's own edit-list reads."""
 
 from __future__ import annotations
 
+import av
+import numpy as np
 import pytest
 
 from tests.graph_scripts import garbage_file, moving_square
-from tools.video import VideoNotFoundError, probe
-from tools.video_errors import environmental, unreached
+from tools import video_errors, video_scan
+from tools.video import VideoDecodeError, VideoNotFoundError, VideoReader, probe
+from tools.video_errors import environmental, unreached, wrapped
 
 
 def test_a_folder_at_a_clips_path_is_named_a_folder_and_retried_once_a_clip_is_there(tmp_path):
@@ -50,3 +53,23 @@ def test_the_demo_labels_a_clip_by_what_is_wrong_with_it(tmp_path, monkeypatch):
     assert "not found" in lines["gone"] and "undecodable" not in lines["gone"], lines
     assert "undecodable" in lines["junk"], lines
     assert "empty" in lines["empty"] and "undecodable" not in lines["empty"], lines
+
+
+def test_a_value_error_of_the_readers_own_code_is_no_fault_of_the_clip(tmp_path, monkeypatch):
+    """`wrapped` turned any ValueError into a VideoDecodeError: a bug of the reader's own code read as a corrupt clip,
+    a final video fault the user was sent to re-render for. Only PyAV's own ValueErrors are the clip's."""
+    clip = moving_square(tmp_path / "c.mp4", frames=4)
+
+    def broken(*args: object, **kwargs: object) -> None:
+        raise ValueError("a bug in the reader")
+
+    monkeypatch.setattr(video_scan, "check_duration", broken)
+    with pytest.raises(ValueError, match="a bug in the reader") as err:
+        VideoReader(clip)
+    assert not isinstance(err.value, video_errors.VideoError)
+    with pytest.raises(ValueError, match="negative dimensions") as err, wrapped("c.mp4", "reading failed"):
+        np.empty(-1)  # numpy's, called by our code
+    assert not isinstance(err.value, video_errors.VideoError)
+    with pytest.raises(VideoDecodeError, match=r"c\.mp4: reading failed \(ValueError: not a pixel format"), \
+            wrapped("c.mp4", "reading failed"):
+        av.video.format.VideoFormat("not-a-format")  # PyAV's own, about what it was given: the clip's

@@ -41,6 +41,7 @@ names, the clip itself there, and that is the clip's ``VideoDecodeError`` (as un
 from __future__ import annotations
 
 import errno
+import os
 import re
 import stat
 from collections.abc import Iterator
@@ -210,13 +211,29 @@ def vanished(exc: BaseException, src: str | Path | bytes | bytearray | memoryvie
     return isinstance(exc, FileNotFoundError) and src is not None and not reads_back(src)
 
 
+def pyav_raised(exc: BaseException) -> bool:
+    """True when ``exc`` was raised in PyAV's own code: the innermost frame of its traceback is PyAV's (its compiled
+    modules name their frames ``av/...``). A ValueError raised elsewhere (the reader's own code, numpy called by it)
+    is a bug of this project, not a fault of the clip (``wrapped``)."""
+    tb = exc.__traceback__
+    if tb is None:
+        return False
+    while tb.tb_next is not None:
+        tb = tb.tb_next
+    return tb.tb_frame.f_code.co_filename.startswith(("av/", os.path.dirname(av.__file__) + os.sep))
+
+
 @contextmanager
 def wrapped(name: str, problem: str, src: str | Path | bytes | bytearray | memoryview | None = None) -> Iterator[None]:
     """Turn PyAV / OS exceptions raised inside the block into typed ``VideoError``s (``src``, the path or bytes the
-    block reads, tells FFmpeg's EIO on the clip's data from the disk's: `demuxer_io_error`)."""
+    block reads, tells FFmpeg's EIO on the clip's data from the disk's: `demuxer_io_error`). A ValueError is the clip's
+    only where PyAV raised it (`pyav_raised`; FFmpeg's EINVAL is an FFmpegError): one of this project's own code is a
+    bug, which escapes as it is (an internal fault, never a final video fault blamed on the user's clip)."""
     try:
         yield
     except (av.error.FFmpegError, OSError, EOFError, ValueError, MemoryError) as exc:
+        if isinstance(exc, ValueError) and not isinstance(exc, av.error.FFmpegError) and not pyav_raised(exc):
+            raise
         if vanished(exc, src):  # as `_open` words a clip missing at its size check: `unreached` retries both
             raise not_found(name) from exc
         if demuxer_io_error(exc, src):  # worded without the errno `environmental` retries
