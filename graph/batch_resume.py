@@ -29,8 +29,8 @@
   (EMFILE/ENFILE) or while memory ran short was never scored again. Errors of the clip's own bytes (invalid data,
   a cut file, an invalid argument, an unsupported codec: ENOSYS is this FFmpeg build, which a rerun keeps) stay
   final while the clip is unchanged, as is FFmpeg's out-of-memory on a size in the clip's corrupt bytes while the machine
-  has memory to spare (`tools.video_errors.ffmpeg_refused`), or its I/O error on a clip that reads back whole
-  (`tools.video_errors.demuxer_io_error`): both were tried again by each --retry-ineligible.
+  has memory to spare (`tools.video_errors.ffmpeg_refused`), or its I/O error that a second demux repeats on a clip
+  that reads back whole (`tools.video_errors.demuxer_io_error`): both were tried again by each --retry-ineligible.
 - A zero the quality check gave (`graph.nodes.quality`: under 2 frames, uniform or unusable content; no model judged
   the clip) is scored again by `--retry-ineligible` once its clip changed, as a video fault is (`rescorable`): a clip
   of which a renderer had written one frame got 0 (DESIGN §3) and kept it once whole, while the same clip cut

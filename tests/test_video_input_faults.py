@@ -4,11 +4,14 @@ moment, and an I/O error of the reader's own edit-list reads."""
 
 from __future__ import annotations
 
+import errno
+
 import av
 import numpy as np
 import pytest
 
 from tests.graph_scripts import garbage_file, moving_square
+from tests.test_video import id_frames, write_raw
 from tools import video_errors, video_scan
 from tools.video import VideoDecodeError, VideoNotFoundError, VideoReader, probe
 from tools.video_errors import environmental, unreached, wrapped
@@ -73,3 +76,42 @@ def test_a_value_error_of_the_readers_own_code_is_no_fault_of_the_clip(tmp_path,
     with pytest.raises(VideoDecodeError, match=r"c\.mp4: reading failed \(ValueError: not a pixel format"), \
             wrapped("c.mp4", "reading failed"):
         av.video.format.VideoFormat("not-a-format")  # PyAV's own, about what it was given: the clip's
+
+
+def _fails_once(real):
+    """`av.open` that fails its first call with EIO, as a network disk that drops out for a moment."""
+    calls = []
+
+    def opener(target, *args, **kwargs):
+        calls.append(target)
+        if len(calls) == 1:
+            av.error.err_check(-errno.EIO, str(target))
+        return real(target, *args, **kwargs)
+
+    return opener
+
+
+def test_an_io_error_that_clears_at_once_is_the_machines_fault(tmp_path, monkeypatch):
+    """FFmpeg's EIO on a file whose bytes read back was called the clip's (a final VideoDecodeError), since the
+    Matroska demuxer gives EIO for an element that does not parse: a network disk that failed one read and was back
+    a moment later made a good clip final. An EIO is the clip's only where FFmpeg's demux of it fails so again."""
+    clip = moving_square(tmp_path / "c.mp4", frames=4)
+    monkeypatch.setattr(av, "open", _fails_once(av.open))
+    with pytest.raises(VideoNotFoundError, match=r"cannot be read \(OSError: \[Errno 5\]") as err:
+        probe(clip)
+    assert environmental(str(err.value))  # retried by --retry-ineligible
+
+
+def test_a_matroska_element_that_does_not_parse_is_still_the_clips_fault(tmp_path):
+    """The real case `demuxer_io_error` is for: FFmpeg's Matroska demuxer fails an element ID that does not parse
+    with EIO, every time; that clip stays the clip's (final while unchanged)."""
+    good = write_raw(tmp_path / "v.mkv", id_frames(16), gop=8)
+    data = bytearray(good.read_bytes())
+    info = b"\x15\x49\xa9\x66"  # the Segment Info element's ID: first named in the SeekHead, then the element
+    data[data.index(info, data.index(info) + 4)] = 0xFF
+    bad = tmp_path / "bad.mkv"
+    bad.write_bytes(bytes(data))
+    for src in (bad, bytes(data)):
+        with pytest.raises(VideoDecodeError, match="FFmpeg reported an input/output error") as err:
+            probe(src)
+        assert not environmental(str(err.value))

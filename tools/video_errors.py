@@ -18,10 +18,11 @@ clip's corrupt bytes (a fragmented MP4 whose ``trun`` gives a sample of 3 GB). T
 failure) and retried by every ``--retry-ineligible``. Where the machine cannot reserve that much (an address-space
 limit, strict overcommit), FFmpeg's ENOMEM stays the machine's: real shortage is never blamed on the clip.
 
-And except FFmpeg's EIO where every byte of the file reads back (``demuxer_io_error``): FFmpeg's Matroska demuxer
-gives EIO for an element that does not parse (an ID byte flipped), with no read failing. That clip was a machine fault
-too. A read that fails again is the disk's, as before; one that failed only for FFmpeg and reads back at once is
-called the clip's (a disk error gone within milliseconds would be too).
+And except FFmpeg's EIO where FFmpeg's demux of the file fails with EIO again and every byte of it reads back
+(``demuxer_io_error``): FFmpeg's Matroska demuxer gives EIO for an element that does not parse (an ID byte flipped),
+with no read failing, every time. That clip was a machine fault too. A read that fails again is the disk's, as
+before. An EIO that a second demux does not repeat is the disk's too (a network disk that dropped out for a moment):
+it was called the clip's, final, where the file merely read back a moment later.
 
 And except FFmpeg's EPERM (``ffmpeg_generic``): FFmpeg's -1, returned by many of its functions as a generic failure, is
 AVERROR(EPERM), which PyAV raises as a PermissionError. Worded "cannot be read (PermissionError: ...)", it read as a
@@ -184,10 +185,27 @@ def reads_back(src: str | Path | bytes | bytearray | memoryview) -> bool:
     return True
 
 
+def demux_fails_with_eio(src: str | Path | bytes | bytearray | memoryview) -> bool:
+    """Whether FFmpeg's demux of ``src`` from its start (every packet read, none decoded) fails with EIO; bytes in
+    memory: always (no disk to fail, so an EIO of theirs is their data's), without a second demux."""
+    if isinstance(src, bytes | bytearray | memoryview):
+        return True
+    try:
+        with av.open(f"file:{src}", mode="r") as container:  # "file:": as tools.video_scan opens it
+            for _ in container.demux():
+                pass
+    except av.error.FFmpegError as exc:
+        return exc.errno == errno.EIO
+    except (OSError, EOFError, ValueError, IndexError, MemoryError):  # IndexError: PyAV's flush of a late stream
+        return False
+    return False
+
+
 def demuxer_io_error(exc: BaseException, src: str | Path | bytes | bytearray | memoryview | None) -> bool:
-    """True for FFmpeg's EIO while ``src`` reads back whole: a demuxer's word for data it cannot parse (module
-    docstring), not the disk's."""
-    return isinstance(exc, av.error.FFmpegError) and exc.errno == errno.EIO and src is not None and reads_back(src)
+    """True for FFmpeg's EIO that a second demux of ``src`` repeats while ``src`` reads back whole: a demuxer's word
+    for data it cannot parse (module docstring), not the disk's; one the demux does not repeat was the disk's."""
+    return (isinstance(exc, av.error.FFmpegError) and exc.errno == errno.EIO and src is not None
+            and demux_fails_with_eio(src) and reads_back(src))
 
 
 def read_failed_by_machine(exc: BaseException, src: str | Path | bytes | bytearray | memoryview | None) -> bool:
