@@ -5,6 +5,7 @@ moment, and an I/O error of the reader's own edit-list reads."""
 from __future__ import annotations
 
 import errno
+from pathlib import Path
 
 import av
 import numpy as np
@@ -12,7 +13,7 @@ import pytest
 
 from tests.graph_scripts import garbage_file, moving_square
 from tests.test_video import id_frames, write_raw
-from tools import video_errors, video_scan
+from tools import video_edits, video_errors, video_scan
 from tools.video import VideoDecodeError, VideoNotFoundError, VideoReader, probe
 from tools.video_errors import environmental, unreached, wrapped
 
@@ -115,3 +116,21 @@ def test_a_matroska_element_that_does_not_parse_is_still_the_clips_fault(tmp_pat
         with pytest.raises(VideoDecodeError, match="FFmpeg reported an input/output error") as err:
             probe(src)
         assert not environmental(str(err.value))
+
+
+@pytest.mark.parametrize("read", ["kept_frames", "late_empty_edit"])
+def test_a_machine_fault_reading_the_edit_list_is_no_clip_without_one(tmp_path, monkeypatch, read):
+    """`kept_frames` and `late_empty_edit` turned any OSError into "no edit list": a disk that dropped out while they
+    read an MP4's moov made a clip cut with an edit list (`ffmpeg -ss ... -c copy`) a "truncated file" (final), and
+    one with a pause in its edit list pass with its first frames shown again. The machine's error now escapes."""
+    clip = moving_square(tmp_path / "c.mp4", frames=4)
+
+    def failing(src: object) -> None:
+        raise OSError(errno.EIO, "Input/output error")
+
+    monkeypatch.setattr(video_edits, "read_moov", failing)
+    with pytest.raises(OSError, match="Input/output error"):
+        getattr(video_edits, read)(clip)
+    monkeypatch.setattr(video_edits, "read_moov", lambda src: (_ for _ in ()).throw(IsADirectoryError(21, "dir")))
+    assert getattr(video_edits, read)(clip) is None  # not the machine's: no edit list to read, as before
+    assert Path(clip).is_file()

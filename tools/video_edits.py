@@ -12,7 +12,11 @@ Decisions where the issue was silent:
   nothing: the declared count stands, and a cut file is still reported.
 - An edit with a rate other than 1 (a dwell or a slow-motion edit) is not modelled: it keeps an unknown
   number of frames, given as 0 (no check), never a reason to reject a file.
-- No ``moov``, no edit list, or an unreadable box gives None: the declared count stands, as before.
+- No ``moov``, no edit list, or an unreadable box gives None: the declared count stands, as before. Except a read
+  the machine failed (``tools.video_errors.machine_failed``: EIO, too many open files): that OSError escapes to the
+  reader, which names the clip and leaves it to be retried, as ``tools.video_rotation`` does. Read as "no edit list",
+  a clip trimmed by an edit list (``ffmpeg -ss ... -c copy``) was a final "truncated file", and one with a pause in
+  its edit list passed, its first frames shown again.
 - Overlapping edits (a replay) are counted once per edit, as FFmpeg and the spec show them. An empty edit
   after media is one FFmpeg gets wrong (``late_empty_edit``): the scan refuses the file.
 """
@@ -20,11 +24,16 @@ Decisions where the issue was silent:
 from __future__ import annotations
 
 import struct
+from collections.abc import Callable
 from pathlib import Path
+from typing import TypeVar
 
 import numpy as np
 
 from tools.mp4_boxes import child_boxes, read_moov
+from tools.video_errors import machine_failed
+
+T = TypeVar("T")
 
 
 def _child(body: memoryview, kind: bytes) -> memoryview:
@@ -122,14 +131,24 @@ def _kept(moov: memoryview, track_id: int | None) -> int | None:
     return kept
 
 
+def _from_moov(src: str | Path | bytes | bytearray | memoryview, read: Callable[[memoryview], T]) -> T | None:
+    """``read`` of the file's ``moov`` box; None without one or where it cannot be read, except a read the machine
+    failed (``machine_failed``: its OSError escapes, module docstring)."""
+    try:
+        moov = read_moov(src)
+        return read(moov) if moov is not None else None
+    except OSError as exc:
+        if machine_failed(exc):
+            raise
+        return None
+    except (struct.error, ValueError):
+        return None
+
+
 def kept_frames(src: str | Path | bytes | bytearray | memoryview, track_id: int | None = None) -> int | None:
     """Samples of video track ``track_id`` (else the first video track) inside its edit list; None when
     the track has no edit list or it cannot be read."""
-    try:
-        moov = read_moov(src)
-        return _kept(moov, track_id) if moov is not None else None
-    except (OSError, struct.error, ValueError):
-        return None
+    return _from_moov(src, lambda moov: _kept(moov, track_id))
 
 
 def late_empty_edit(src: str | Path | bytes | bytearray | memoryview,
@@ -142,11 +161,7 @@ def late_empty_edit(src: str | Path | bytes | bytearray | memoryview,
     media (a delay): after media it shows the samples from media time 0 in its place, so the clip's first
     frames come back in the middle or at the end (a 40-frame clip with a 0.5 s pause read as 46 frames). The
     scan refuses such a file by name rather than return those frames as the clip's."""
-    try:
-        moov = read_moov(src)
-        found = _edit_list(moov, track_id) if moov is not None else None
-    except (OSError, struct.error, ValueError):
-        return None
+    found = _from_moov(src, lambda moov: _edit_list(moov, track_id))
     if found is None:
         return None
     edits, media = found[1], False
