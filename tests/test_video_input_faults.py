@@ -134,3 +134,37 @@ def test_a_machine_fault_reading_the_edit_list_is_no_clip_without_one(tmp_path, 
     monkeypatch.setattr(video_edits, "read_moov", lambda src: (_ for _ in ()).throw(IsADirectoryError(21, "dir")))
     assert getattr(video_edits, read)(clip) is None  # not the machine's: no edit list to read, as before
     assert Path(clip).is_file()
+
+
+class _SeekFailsOnce:
+    """A demuxer whose first seek fails with FFmpeg's EIO, as a network disk that drops out for a moment."""
+
+    failed = False
+
+    def __init__(self, container: av.container.InputContainer) -> None:
+        self._container = container
+
+    def seek(self, *args: object, **kwargs: object) -> None:
+        if not _SeekFailsOnce.failed:
+            _SeekFailsOnce.failed = True
+            av.error.err_check(-errno.EIO, "seek")
+        self._container.seek(*args, **kwargs)
+
+    def __getattr__(self, name: str) -> object:
+        return getattr(self._container, name)
+
+
+def test_a_seek_that_fails_with_an_io_error_decodes_from_the_start(tmp_path, monkeypatch):
+    """A keyframe seek failing with FFmpeg's EIO falls back to decoding from the start, which reads the file again:
+    an error the disk repeats fails there (and is classified there), one that cleared costs nothing. Asking the
+    second demux there (`demuxer_io_error`) made a seek's passing EIO fail the read as the machine's."""
+    from tests.test_video import read_ids
+    from tools import video
+
+    path = write_raw(tmp_path / "g.mp4", id_frames(48), gop=8)
+    real = video.open_container
+    monkeypatch.setattr(_SeekFailsOnce, "failed", False)
+    monkeypatch.setattr(video, "open_container", lambda *a, **k: _SeekFailsOnce(real(*a, **k)))
+    with VideoReader(path) as reader:
+        assert read_ids(reader.read([2, 30, 45])) == [2, 30, 45]
+    assert _SeekFailsOnce.failed

@@ -43,8 +43,8 @@ def test_a_seek_ffmpeg_refuses_decodes_from_the_start(tmp_path, monkeypatch):
 
 def test_a_seek_the_machine_fails_is_still_the_machines_fault(tmp_path, monkeypatch):
     """Only FFmpeg's own refusals fall back to decoding from the start: a seek the machine failed (too many open
-    files) still fails the read as the machine's fault (retried), not as a corrupt clip. (FFmpeg's EIO on a file that
-    reads back is its demuxer's word for data it cannot parse, `demuxer_io_error`: that seek falls back.)"""
+    files) still fails the read as the machine's fault (retried), not as a corrupt clip. (FFmpeg's EIO, the disk's or
+    its demuxer's word for data it cannot parse, falls back too: the decode from the start meets it again, if at all.)"""
     path = write_raw(tmp_path / "e.mp4", id_frames(48), gop=8)
     real = video.open_container
 

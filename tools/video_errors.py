@@ -201,15 +201,20 @@ def demux_fails_with_eio(src: str | Path | bytes | bytearray | memoryview) -> bo
     return False
 
 
+def ffmpeg_eio(exc: BaseException) -> bool:
+    """True for FFmpeg's EIO: the disk's, or a demuxer's word for data it cannot parse (`demuxer_io_error`)."""
+    return isinstance(exc, av.error.FFmpegError) and exc.errno == errno.EIO
+
+
 def demuxer_io_error(exc: BaseException, src: str | Path | bytes | bytearray | memoryview | None) -> bool:
     """True for FFmpeg's EIO that a second demux of ``src`` repeats while ``src`` reads back whole: a demuxer's word
     for data it cannot parse (module docstring), not the disk's; one the demux does not repeat was the disk's."""
-    return (isinstance(exc, av.error.FFmpegError) and exc.errno == errno.EIO and src is not None
-            and demux_fails_with_eio(src) and reads_back(src))
+    return ffmpeg_eio(exc) and src is not None and demux_fails_with_eio(src) and reads_back(src)
 
 
 def read_failed_by_machine(exc: BaseException, src: str | Path | bytes | bytearray | memoryview | None) -> bool:
-    """`machine_failed` for a read of ``src``: except FFmpeg's EIO on data that reads back (`demuxer_io_error`)."""
+    """`machine_failed` for a read of ``src``: except FFmpeg's EIO that a second demux repeats on data that reads back
+    (`demuxer_io_error`)."""
     return machine_failed(exc) and not demuxer_io_error(exc, src)
 
 

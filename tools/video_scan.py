@@ -32,9 +32,10 @@ from tools.video_errors import (  # noqa: F401  (re-exported by tools.video)
     VideoDecodeError,
     VideoError,
     VideoNotFoundError,
+    ffmpeg_eio,
+    machine_failed,
     not_a_file,
     not_found,
-    read_failed_by_machine,
     unreadable,
     wrapped,
 )
@@ -131,12 +132,14 @@ def seek_keyframe(container: av.container.InputContainer, stream: av.video.strea
                   src: Source) -> bool:
     """Seek back to the keyframe at or before ``pts``; False when FFmpeg fails the seek (its generic EPERM where no
     keyframe qualifies, or an error of the clip's data): the caller decodes from the start instead, where the frames
-    still come out (that failure ended the read as a PermissionError, taken for the file's). A failure of the
-    machine (``read_failed_by_machine``) is its ``VideoError``, as ``wrapped`` words it."""
+    still come out (that failure ended the read as a PermissionError, taken for the file's). So does FFmpeg's EIO,
+    the disk's or the demuxer's (``ffmpeg_eio``): the decode from the start reads the file again, and an error that
+    repeats there is classified there (a disk's EIO gone at once costs nothing). Another failure of the machine
+    (``machine_failed``: too many open files, out of memory) is its ``VideoError``, as ``wrapped`` words it."""
     try:
         container.seek(pts, stream=stream, backward=True, any_frame=False)
     except (av.error.FFmpegError, OSError) as exc:
-        if read_failed_by_machine(exc, src):
+        if machine_failed(exc) and not ffmpeg_eio(exc):
             with wrapped(name, "seeking failed", src):
                 raise
         return False
