@@ -89,8 +89,8 @@ class VideoError(Exception):
 
 
 class VideoNotFoundError(VideoError):
-    """The path does not exist, is not a regular file (``not_a_file``), may not be read (a PermissionError), or the machine failed
-    its read (an I/O error, too many open files, out of memory: ``machine_failed``)."""
+    """The path does not exist, is not a regular file (``not_a_file``), may not be read (a PermissionError), or the
+    machine failed its read (an I/O error, too many open files, out of memory: ``machine_failed``)."""
 
 
 NOT_FOUND = "video file not found"
