@@ -30,6 +30,12 @@ Decisions where the issue was silent:
   re-asks can end a run ineligible.
 - Frame indices are `tools.sampling.FrameIndex`: an int or a whole float, never a boolean or a string
   (lax pydantic read `true` as frame 1 and "3" as frame 3); a reply that writes one is re-asked.
+- The strings of a list are bounded too (`ID_CHARS`, `NAME_CHARS`, `NOTE_CHARS`, `RATIONALE_CHARS`, the limits of
+  the single fields of the same kind): an observation's objects and visual issues and an audit's findings were
+  unbounded, so a server's json_schema mode did not constrain them and a runaway item went into state, the
+  checkpoint, the stage cache and the next stage's prompt. An item over its limit is re-asked naming the item
+  and the limit. Frame indices and track coordinates keep no upper bound: code drops or clamps one outside the
+  clip or frame with a note (`graph.nodes.common.split_in_clip`, `graph.nodes.evidence`), a re-ask otherwise.
 """
 
 from __future__ import annotations
@@ -81,13 +87,32 @@ def not_boolean(value: object) -> object:
 Level = Annotated[int, BeforeValidator(not_boolean)]
 """A rubric level's type: an int as pydantic reads it, never a boolean (its JSON schema stays "integer")."""
 
+ID_CHARS = 16
+"""The longest requirement id: `Requirement.id`, a judgment's `requirement_id`, an id `AuditReport.missing_requirements`
+names (an entry longer than every id names none: `graph.nodes.common.contract_id` reads ids up to case and spaces)."""
+NAME_CHARS = 200
+"""The longest object name an observation lists (a few words; the schema asks for short names)."""
+NOTE_CHARS = 500
+"""The longest short description: an observed event, one visual issue."""
+RATIONALE_CHARS = 1000
+"""The longest rationale, note or audit finding (a few sentences citing frames)."""
+
+RequirementId = Annotated[str, Field(max_length=ID_CHARS)]
+"""An audit's missing requirement id (list item)."""
+ObjectName = Annotated[str, Field(max_length=NAME_CHARS)]
+"""An observed object's short name (list item)."""
+ShortNote = Annotated[str, Field(max_length=NOTE_CHARS)]
+"""One visual issue (list item)."""
+Finding = Annotated[str, Field(max_length=RATIONALE_CHARS)]
+"""One audit finding: an invented condition or a contradiction (list item)."""
+
 
 class ObservedEvent(_Record):
     """One thing that visibly happens in a stretch of the clip."""
 
     start_frame: FrameIndex = Field(ge=0, le=100_000, description="First frame index where the event is visible.")
     end_frame: FrameIndex = Field(ge=0, le=100_000, description="Last frame index where the event is visible.")
-    description: str = Field(max_length=500, description="What is seen, in neutral terms (no task words).")
+    description: str = Field(max_length=NOTE_CHARS, description="What is seen, in neutral terms (no task words).")
 
 
 class Observation(_Record):
@@ -96,8 +121,8 @@ class Observation(_Record):
     scene: str = Field(default="", max_length=1000, description="Scene, robot and objects present at the start.")
     events: list[ObservedEvent] = Field(default_factory=list, max_length=48,
                                         description="Timeline of visible events with frame references.")
-    objects: list[str] = Field(default_factory=list, max_length=32, description="Visible objects, short names.")
-    visual_issues: list[str] = Field(default_factory=list, max_length=16,
+    objects: list[ObjectName] = Field(default_factory=list, max_length=32, description="Visible objects, short names.")
+    visual_issues: list[ShortNote] = Field(default_factory=list, max_length=16,
                                      description="Blur, occlusion, flicker, frozen frames, artefacts, etc.")
     summary: str = Field(default="", max_length=2000, description="Two or three sentences: what happens.")
 
@@ -105,7 +130,7 @@ class Observation(_Record):
 class Requirement(_Record):
     """One checkable requirement extracted from the instruction."""
 
-    id: str = Field(min_length=1, max_length=16, description="Short id, e.g. R1.")
+    id: str = Field(min_length=1, max_length=ID_CHARS, description="Short id, e.g. R1.")
     kind: RequirementKind = Field(description="action | object | order | outcome.")
     text: str = Field(min_length=1, max_length=INSTRUCTION_CHARS_LIMIT, description="The requirement in one sentence.")
     essential: bool = Field(default=True, description="True when the task fails without it.")
@@ -121,7 +146,7 @@ class TaskContract(_Record):
 
     requirements: list[Requirement] = Field(min_length=1, max_length=16,
                                             description="Actions, objects, ordering and outcomes required.")
-    notes: str = Field(default="", max_length=1000, description="Ambiguities in the instruction, if any.")
+    notes: str = Field(default="", max_length=RATIONALE_CHARS, description="Ambiguities in the instruction, if any.")
 
     @model_validator(mode="after")
     def _unique_ids(self) -> TaskContract:
@@ -139,11 +164,11 @@ class TaskContract(_Record):
 class RequirementJudgment(_Record):
     """The verdict on one contract requirement, tied to frames."""
 
-    requirement_id: str = Field(min_length=1, max_length=16, description="Id of the contract requirement.")
+    requirement_id: str = Field(min_length=1, max_length=ID_CHARS, description="Id of the contract requirement.")
     status: Status = Field(description="met | partial | not_met | unverifiable.")
     evidence_frames: list[FrameIndex] = Field(default_factory=list, max_length=32,
                                        description="Frame indices that show the evidence.")
-    rationale: str = Field(default="", max_length=1000, description="Why, citing what the frames show.")
+    rationale: str = Field(default="", max_length=RATIONALE_CHARS, description="Why, citing what the frames show.")
     confidence: float = Field(default=0.5, ge=0.0, le=1.0, description="Confidence in this status, 0..1.")
 
 
@@ -153,9 +178,9 @@ class Assessment(_Record):
     judgments: list[RequirementJudgment] = Field(default_factory=list, max_length=16,
                                                  description="One judgment per contract requirement.")
     physical_level: Level = Field(ge=1, le=5, description="Physical plausibility 1 (violations) .. 5 (plausible).")
-    physical_rationale: str = Field(default="", max_length=1000, description="Physical issues seen, with frames.")
+    physical_rationale: str = Field(default="", max_length=RATIONALE_CHARS, description="Physical issues seen, with frames.")
     visual_level: Level = Field(ge=1, le=5, description="Visual quality 1 (unusable) .. 5 (clean).")
-    visual_rationale: str = Field(default="", max_length=1000, description="Visual issues seen, with frames.")
+    visual_rationale: str = Field(default="", max_length=RATIONALE_CHARS, description="Visual issues seen, with frames.")
 
     @model_validator(mode="after")
     def _one_verdict_each(self) -> Assessment:
@@ -186,12 +211,12 @@ class MotionEvidence(_Record):
 class AuditReport(_Record):
     """Scope audit of the assessment against the contract."""
 
-    missing_requirements: list[str] = Field(default_factory=list, max_length=16,
-                                            description="Contract requirement ids without a sound judgment.")
-    invented_conditions: list[str] = Field(default_factory=list, max_length=16,
-                                           description="Conditions judged that the contract does not contain.")
-    contradictions: list[str] = Field(default_factory=list, max_length=16,
-                                      description="Judgments that contradict each other or the frames cited.")
+    missing_requirements: list[RequirementId] = Field(default_factory=list, max_length=16,
+                                                      description="Contract requirement ids without a sound judgment.")
+    invented_conditions: list[Finding] = Field(default_factory=list, max_length=16,
+                                               description="Conditions judged that the contract does not contain.")
+    contradictions: list[Finding] = Field(default_factory=list, max_length=16,
+                                          description="Judgments that contradict each other or the frames cited.")
     clean: bool = Field(default=False, description="True when nothing needs repair.")
 
     @model_validator(mode="after")
@@ -216,7 +241,7 @@ class FinalCheck(_Record):
 
     failure_established: bool = Field(description="The frames establish that the task failed.")
     essential_unverifiable: bool = Field(description="An essential requirement cannot be verified from the frames.")
-    rationale: str = Field(default="", max_length=1000, description="Why, citing frames.")
+    rationale: str = Field(default="", max_length=RATIONALE_CHARS, description="Why, citing frames.")
     evidence_frames: list[FrameIndex] = Field(default_factory=list, max_length=32, description="Frames relied on.")
 
 
@@ -225,7 +250,7 @@ class DirectScore(_Record):
 
     reward: Annotated[float, BeforeValidator(not_boolean)] = Field(
         ge=0.0, le=1.0, description="Reward in 0..1 for task completion and quality.")
-    rationale: str = Field(default="", max_length=1000, description="Why this reward.")
+    rationale: str = Field(default="", max_length=RATIONALE_CHARS, description="Why this reward.")
 
 
 FaultKind = Literal["transport", "timeout", "invalid_reply", "empty_reply", "refused", "tool", "video",
