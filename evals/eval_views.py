@@ -106,13 +106,11 @@ def skipped_lines(skipped: list[SkippedLine]) -> list[str]:
 def usage_lines(metrics: list[PresetMetrics]) -> list[str]:
     """`raa eval reward`'s usage per clip of each preset, naming the rows whose usage is unknown (a scorer
     chunk that crashed): the means leave them out (`evals.table`)."""
-    from evals.table import USAGE_DIGITS
+    from evals.table import USAGE_DIGITS, USAGE_NAMES
 
-    names = {"calls": "calls", "images": "images", "input_tokens": "input tokens", "output_tokens": "output tokens",
-             "cache_hits": "cache hits"}
     lines = []
     for m in metrics:  # the decimals of table.md (USAGE_DIGITS): calls/clip read 2.25 here and 2.2 there
-        line = f"{m.preset}: " + ", ".join(f"{names[k]}/clip {m.usage_cell(k, d)}" for k, d, _ in USAGE_DIGITS)
+        line = f"{m.preset}: " + ", ".join(f"{USAGE_NAMES[k]}/clip {m.usage_cell(k, d)}" for k, d, _ in USAGE_DIGITS)
         if m.usage_unknown:
             line += (f" (usage unknown for {plural(m.usage_unknown, 'row')}: not recorded, as when a scorer chunk crashed; "
                      f"means over the other {m.n - m.usage_unknown})")

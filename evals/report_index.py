@@ -50,7 +50,7 @@ from typing import TYPE_CHECKING
 from evals.eval_views import plural
 from evals.report_html import badge, esc, page, section, table
 from evals.report_links import link_reports
-from evals.table import DISPLAY_NAMES, PAPER_ORDER, USAGE_DIGITS, all_metrics
+from evals.table import DISPLAY_NAMES, PAPER_ORDER, USAGE_DIGITS, USAGE_NAMES, all_metrics
 from graph.reward_format import reward_text
 from tools.jsonl import write_text_atomic
 
@@ -68,8 +68,8 @@ def _table_html(metrics: list[PresetMetrics]) -> str:
                     + "<p class=\"muted\">R: outputs the judge accepted; F+: failure or unobservable clips "
                       "given a positive reward; P0: zero rewards on progress clips.</p>")
             + section("extras", "Ineligible, unjudged and cost per clip",
-                      table(["preset", "ineligible", "unjudged", "skipped", "calls/clip", "images/clip",
-                             "input tokens/clip", "output tokens/clip", "cache hits/clip", "usage unknown"], extras))
+                      table(["preset", "ineligible", "unjudged", "skipped",
+                             *(f"{USAGE_NAMES[k]}/clip" for k, _, _ in USAGE_DIGITS), "usage unknown"], extras))
             + section("means", "Mean reward by label and by pattern (rows with a reward / rows)",
                       _means(metrics, "by_label") + _means(metrics, "by_pattern")))
 

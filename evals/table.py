@@ -34,8 +34,10 @@ Definitions (decisions where the issue was silent are marked *):
   not an object, a usage count that is not a number: hand-edited rows) raises `TableRowError` naming the
   row and the field; it crashed with a bare TypeError / AttributeError. (`raa eval reward` scores such rows
   again before tabulating, `evals.result_rows.damaged`; `raa eval report` tabulates the file as it is.)
-- *Usage per clip: the mean over the preset's rows of the agent's calls, images, tokens and stage-cache hits
-  (a stage output served from the cache is a hit, not a call), over the rows that recorded their usage: a
+- *Usage per clip: the mean over the preset's rows of the agent's calls, images, tokens, stage-cache hits
+  (a stage output served from the cache is a hit, not a call) and attempts (requests sent, a reply or not: a
+  timed-out or refused request is an attempt, not a call; rows written before attempts were counted leave it
+  out of its mean, `LATE_USAGE_KEYS`), over the rows that recorded their usage: a
   row whose usage is null (its scorer chunk crashed, `evals.reliability`) or absent (another tool's row) is
   counted in `usage_unknown` ("Usage unknown" / ``usage_unknown`` in table.md / table.csv) and left out of
   the mean, which it lowered as a free run; with no row recorded the cells are "-" (empty in the CSV).
@@ -58,9 +60,17 @@ from graph.config import PRESETS
 
 NEGATIVE_LABELS = ("failure", "unobservable")
 PROGRESS_LABEL = "progress"
-USAGE_KEYS = ("calls", "images", "input_tokens", "output_tokens", "cache_hits")
-USAGE_DIGITS = (("calls", 1, 3), ("images", 1, 3), ("input_tokens", 0, 1), ("output_tokens", 0, 1), ("cache_hits", 1, 3))
+USAGE_NAMES = {"calls": "calls", "images": "images", "input_tokens": "input tokens", "output_tokens": "output tokens",
+               "cache_hits": "cache hits", "attempts": "attempts"}
+"""Each usage figure's key in a row's usage (`graph.usage.Usage`) and its name in the tables' headers and on the
+console ("<name>/clip"; table.csv's column is "<key>_per_clip")."""
+USAGE_KEYS = tuple(USAGE_NAMES)
+USAGE_DIGITS = (("calls", 1, 3), ("images", 1, 3), ("input_tokens", 0, 1), ("output_tokens", 0, 1), ("cache_hits", 1, 3),
+                ("attempts", 1, 3))
 """Each usage figure per clip: (key, decimals in table.md and on the console, decimals in table.csv)."""
+LATE_USAGE_KEYS = frozenset({"attempts"})
+"""Usage figures added after rows were first written: a row whose usage lacks one did not record it (it is left
+out of that figure's mean, not counted as 0: 0 attempts beside 3 calls would read as fewer requests than replies)."""
 
 # Row names of the paper's Table 2, in its order (cumulative block, then removals from the full agent).
 DISPLAY_NAMES: dict[str, str] = {
@@ -140,8 +150,8 @@ class PresetMetrics:
     by_pattern: dict[str, MeanReward] = field(default_factory=dict)
     """Mean reward per hacking pattern."""
     usage_per_clip: dict[str, float | None] = field(default_factory=dict)
-    """Mean calls, images, input and output tokens and stage-cache hits per clip, over the rows that recorded
-    their usage (None when none did)."""
+    """Mean calls, images, input and output tokens, stage-cache hits and attempts per clip, over the rows that
+    recorded their usage (None when none did; attempts over the rows that recorded it, `LATE_USAGE_KEYS`)."""
     usage_unknown: int = 0
     """Rows whose usage is not recorded (null: a scorer chunk that crashed; absent: another tool's rows), left
     out of `usage_per_clip` rather than counted as free."""
@@ -228,6 +238,13 @@ def _group(rows: Sequence[dict], key: str) -> dict[str, MeanReward]:
     return {name: _mean_reward(group) for name, group in sorted(groups.items())}
 
 
+def _usage_mean(known: Sequence[dict], key: str) -> float | None:
+    """The mean of one usage figure over the recorded usages `known` (a figure of `LATE_USAGE_KEYS` over those that
+    record it; any other absent figure counts as 0); None when there is none to average."""
+    usages = [u for u in known if key in u] if key in LATE_USAGE_KEYS else known
+    return sum(float(u.get(key, 0)) for u in usages) / len(usages) if usages else None
+
+
 def preset_metrics(preset: str, rows: Sequence[dict]) -> PresetMetrics:
     """Metrics of one preset from its result rows (see the module docstring for definitions); a row that
     cannot be counted raises `TableRowError` (`check_row`)."""
@@ -238,7 +255,7 @@ def preset_metrics(preset: str, rows: Sequence[dict]) -> PresetMetrics:
     # to judge, as the judge itself would have said
     judge = [r.get("judge") or ({"status": "skipped"} if r.get("reward") is None else {}) for r in rows]
     known = [r["usage"] for r in rows if isinstance(r.get("usage"), dict)]  # None / absent: not recorded, not 0
-    usage = {k: (sum(float(u.get(k, 0)) for u in known) / len(known) if known else None) for k in USAGE_KEYS}
+    usage = {k: _usage_mean(known, k) for k in USAGE_KEYS}
     return PresetMetrics(
         preset=preset, n=len(rows),
         r=sum(1 for j in judge if j.get("status") == "judged" and j.get("reasonable") is True),
@@ -275,9 +292,9 @@ def render_markdown(metrics: Sequence[PresetMetrics], *, judge_name: str = "judg
     lines = [f"| Method | R / N (%) ↑ ({judge_name}) | F+ / n_neg ↓ | P0 / n_prog ↓ |", "| --- | --- | --- | --- |"]
     for m in metrics:
         lines.append(f"| {DISPLAY_NAMES[m.preset]} | {m.r_cell} | {m.f_cell} | {m.p_cell} |")
-    lines += ["", "| Preset | Ineligible | Unjudged | Skipped | Calls / clip | Images / clip | "
-              "Input tokens / clip | Output tokens / clip | Cache hits / clip | Usage unknown |",
-              "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
+    figures = [f"{USAGE_NAMES[k].capitalize()} / clip" for k, _, _ in USAGE_DIGITS]
+    lines += ["", "| Preset | Ineligible | Unjudged | Skipped | " + " | ".join(figures) + " | Usage unknown |",
+              "| --- |" + " --- |" * (len(figures) + 4)]
     for m in metrics:
         cells = [m.usage_cell(k, d) for k, d, _ in USAGE_DIGITS]
         lines.append(f"| {m.preset} | {m.ineligible} | {m.unjudged} | {m.skipped} | {' | '.join(cells)} | "
@@ -297,8 +314,8 @@ def render_markdown(metrics: Sequence[PresetMetrics], *, judge_name: str = "judg
 
 
 CSV_FIELDS = ("preset", "method", "n", "r", "r_pct", "unjudged", "skipped", "f_plus", "n_neg", "neg_ineligible", "p0",
-              "n_prog", "prog_ineligible", "ineligible", "calls_per_clip", "images_per_clip", "input_tokens_per_clip",
-              "output_tokens_per_clip", "cache_hits_per_clip", "usage_unknown", "verdict_not_boolean")
+              "n_prog", "prog_ineligible", "ineligible", *(f"{k}_per_clip" for k, _, _ in USAGE_DIGITS), "usage_unknown",
+              "verdict_not_boolean")
 
 
 def render_csv(metrics: Sequence[PresetMetrics]) -> str:
