@@ -42,7 +42,7 @@ items, as the objective is (with uneven micro-batches a plain mean of micro-batc
   A learned reward that rises while ``reward_T_mean`` stays flat is the policy pleasing the reward's
   other parts (reward hacking), which the reward's mean alone cannot show.
 * ``reward_usage_<key>`` -- for a reward that reports what scoring cost (``RewardBatch.usage``; the agent:
-  ``calls``, ``images``, ``input_tokens``, ``output_tokens`` of its vision-language model), the sum over
+  ``calls``, ``attempts``, ``images``, ``input_tokens``, ``output_tokens`` of its vision-language model), the sum over
   the iteration's clips on all ranks, ineligible ones included: what an iteration costs the endpoint.
 * ``grad_norm`` / ``grad_norm_max`` -- mean and largest global gradient 2-norm of the iteration's optimizer
   steps, before ``gradient_clipping`` (the DeepSpeed JSON's; a norm far above it means most steps are

@@ -73,7 +73,7 @@ class RewardBatch:
     (rewards.jsonl) and as the mean over eligible rewards (``reward_<name>_mean``), never trained on."""
     usage: list[dict[str, int]] | dict[str, int] | None = None
     """What scoring the batch cost, as records the trainer adds up (one dict: one record; the agent: one per video with
-    ``calls``, ``images``, ``input_tokens``, ``output_tokens``); summed over an iteration's clips,
+    ``calls``, ``attempts``, ``images``, ``input_tokens``, ``output_tokens``); summed over an iteration's clips,
     ineligible ones included, as ``reward_usage_<key>``."""
     kinds: list[str | None] | None = None
     """Per video, why a None reward is ineligible when it is not the reward's own verdict: ``error``,
