@@ -95,7 +95,7 @@ def _print_table(metrics: list) -> None:
     for col in ("R / N (%)", "F+ / n_neg", "P0 / n_prog", "Inelig.", "Unjudged"):
         t.add_column(col)
     for m in metrics:
-        t.add_row(DISPLAY_NAMES[m.preset] if full else m.preset, m.r_cell, m.f_cell, m.p_cell, str(m.ineligible),
+        t.add_row(DISPLAY_NAMES[m.preset] if full else m.preset, m.r_cell, m.f_cell, m.p_cell, m.ineligible_cell,
                   str(m.unjudged))
     console.print(t)
     if not full:

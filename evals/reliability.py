@@ -44,7 +44,9 @@ Decisions where the issue was silent:
 - Clips are scored in chunks of `2 * concurrency` so progress is saved regularly. If the scorer itself
   raises for a chunk, each clip of that chunk gets an ineligible row naming the error (never a reward), whose
   ``usage`` is null with ``usage_unknown`` saying why (the calls made before the crash were spent but not
-  reported): it was ``{}``, which the usage means (`evals.table`) counted as a free run.
+  reported): it was ``{}``, which the usage means (`evals.table`) counted as a free run. Its fault is an
+  "internal" one of stage "harness", which the table counts as an outage (`evals.table`), as every row keeps
+  its result's ``faults``.
 """
 
 from __future__ import annotations
@@ -67,7 +69,7 @@ from evals.table import (
     render_csv,
     render_markdown,
 )
-from graph.schemas import RewardResult
+from graph.schemas import Fault, RewardResult, escaped_surrogates
 from tools.jsonl import mend_tail, write_text_atomic
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -375,6 +377,8 @@ async def _score_chunk(scorer: PresetScorer, preset: str,
             raise RuntimeError(f"scorer returned {len(results)} results for {len(clips)} clips")
         return results, None
     except Exception as exc:  # noqa: BLE001 - one bad chunk never takes down the run
-        reason = f"harness: scorer failed: {type(exc).__name__}: {exc}"[:2000]
-        return ([RewardResult(reward=None, status="ineligible", reasons=[reason], preset=preset) for _ in clips],
+        what = f"scorer failed: {type(exc).__name__}: {exc}"[:2000]
+        fault = Fault(stage="harness", kind="internal", message=str(escaped_surrogates(what))[:2000])  # an outage
+        return ([RewardResult(reward=None, status="ineligible", reasons=[f"harness: {what}"[:2000]], preset=preset,
+                              faults=[fault]) for _ in clips],
                 "the scorer crashed before reporting the calls and tokens this chunk spent")

@@ -61,7 +61,7 @@ if TYPE_CHECKING:  # pragma: no cover
 
 def _table_html(metrics: list[PresetMetrics]) -> str:
     rows = [[DISPLAY_NAMES[m.preset], m.r_cell, m.f_cell, m.p_cell] for m in metrics]
-    extras = [[m.preset, str(m.ineligible), str(m.unjudged), str(m.skipped),
+    extras = [[m.preset, m.ineligible_cell, str(m.unjudged), str(m.skipped),
                *(m.usage_cell(k, d) for k, d, _ in USAGE_DIGITS), str(m.usage_unknown)] for m in metrics]
     return (section("table", "Reward reasonableness and hacking/control errors (Table 2 layout)",
                     table(["Method", "R / N (%) ↑", "F+ / n_neg ↓", "P0 / n_prog ↓"], rows, table_id="table2")

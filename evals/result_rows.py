@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from evals.clip_identity import stale_version
-from evals.table import finite
+from evals.table import finite, row_faults
 from graph.schemas import RewardResult
 from tools.jsonl import LineError, read_text, usable_rows
 
@@ -32,7 +32,7 @@ def result_row(clip: EvalClip, preset: str, result: RewardResult, version: dict[
             "task": clip.task, "preset": preset, "reward": result.reward, "status": result.status,
             "T": result.T, "P": result.P, "V": result.V, "failure": result.failure,
             "unverifiable": result.unverifiable, "reasons": list(result.reasons), "notes": list(result.notes),
-            "run_id": result.run_id, **usage, "clip_version": version, "judge": None}
+            "run_id": result.run_id, "faults": [f.model_dump(mode="json") for f in result.faults], **usage, "clip_version": version, "judge": None}
 
 
 def stale(row: dict[str, Any], clip: EvalClip, version: dict[str, Any] | None) -> bool:
@@ -56,6 +56,10 @@ def damaged(row: dict[str, Any]) -> bool:
     if verdict is not None and not isinstance(verdict, dict):
         return True
     if any(not _strings(row.get(name)) for name in ("reasons", "notes")):
+        return True
+    try:
+        row_faults(row)  # the table refuses faults that are no fault records (`evals.table.check_row`)
+    except ValueError:
         return True
     if usage is not None and not (isinstance(usage, dict) and all(finite(v) for v in usage.values())):
         return True  # NaN / inf too: `evals.table.check_row` refuses them, which failed the run after scoring

@@ -30,6 +30,13 @@ Definitions (decisions where the issue was silent are marked *):
   failed to score does not read as a perfect one.
 - *Mean rewards by label / pattern average the rows with a reward (ineligible rows excluded); the count of
   rewarded rows is given next to each mean.
+- *Ineligible rows are told apart by cause: `outage` counts those whose recorded ``faults`` say the reward machinery
+  failed (`graph.schemas.Fault.outage`: an endpoint down or too slow, a tool or the harness crashed, a clip the
+  machine could not read), not the clip or the preset's agent (a refused or invalid reply, an undecodable clip).
+  The Ineligible cell reads "5 (3 outage)", table.csv has `ineligible_outage`. An outage says the setup failed,
+  not the preset: `--retry-ineligible` scores such rows again. A row written before rows recorded their faults
+  is no known outage. (The rows dropped `RewardResult.faults`: a preset whose endpoint went down read as one
+  that could not score its clips.)
 - *A row the metrics cannot count (a reward that is not a finite number or null, a verdict or usage that is
   not an object, a usage count that is not a number: hand-edited rows) raises `TableRowError` naming the
   row and the field; it crashed with a bare TypeError / AttributeError. (`raa eval reward` scores such rows
@@ -55,8 +62,12 @@ import io
 import math
 from collections.abc import Iterable, Sequence
 from dataclasses import asdict, dataclass, field
+from typing import TYPE_CHECKING
 
 from graph.config import PRESETS
+
+if TYPE_CHECKING:  # pragma: no cover
+    from graph.schemas import Fault
 
 NEGATIVE_LABELS = ("failure", "unobservable")
 PROGRESS_LABEL = "progress"
@@ -143,6 +154,8 @@ class PresetMetrics:
     """Reference-negative rows with reward None."""
     prog_ineligible: int = 0
     """Progress rows with reward None."""
+    outage: int = 0
+    """Ineligible rows whose recorded faults say the machinery failed (`graph.schemas.Fault.outage`), not the clip."""
     verdict_not_boolean: int = 0
     """Rows whose verdict is `judged` but whose `reasonable` is not true or false (`not_boolean`): not in R."""
     by_label: dict[str, MeanReward] = field(default_factory=dict)
@@ -183,6 +196,11 @@ class PresetMetrics:
         return f"{self.r} / {self.n} ({self.r_pct:.1f}%" + "".join(f"; {c}" for c in causes) + ")"
 
     @property
+    def ineligible_cell(self) -> str:
+        """The ineligible count, naming those an outage caused ("5 (3 outage)")."""
+        return f"{self.ineligible}" + (f" ({self.outage} outage)" if self.outage else "")
+
+    @property
     def f_cell(self) -> str:
         """The F+ / n_neg cell, naming the ineligible negative rows."""
         return f"{self.f_plus} / {self.n_neg}" + (f" ({self.neg_ineligible} ineligible)" if self.neg_ineligible else "")
@@ -218,7 +236,30 @@ def check_row(row: object, preset: str, index: int) -> dict:
     if usage is not None and not (isinstance(usage, dict) and all(finite(usage.get(k, 0)) for k in USAGE_KEYS)):
         raise TableRowError(f"{where}: field 'usage' must be an object of numbers ({', '.join(USAGE_KEYS)}), "
                             f"got {usage!r}")
+    try:
+        row_faults(row)
+    except ValueError:
+        raise TableRowError(f"{where}: field 'faults' must be a list of fault records (stage, kind, message) or "
+                            f"null, got {row['faults']!r}") from None
     return row
+
+
+def row_faults(row: dict) -> list[Fault]:
+    """The faults a result row recorded (none for a row written before rows recorded them); ValueError when
+    ``faults`` is neither null nor a list of fault records."""
+    from graph.schemas import Fault
+
+    value = row.get("faults")
+    if value is None:
+        return []
+    if not isinstance(value, list) or not all(isinstance(f, dict) for f in value):
+        raise ValueError(f"faults must be a list of objects, got {value!r}")
+    return [Fault.model_validate(f) for f in value]  # pydantic's ValidationError is a ValueError
+
+
+def outage(row: dict) -> bool:
+    """An ineligible row whose recorded faults say the machinery failed, not the clip (module docstring)."""
+    return row.get("reward") is None and any(f.outage for f in row_faults(row))
 
 
 def not_boolean(verdict: dict) -> bool:
@@ -265,7 +306,7 @@ def preset_metrics(preset: str, rows: Sequence[dict]) -> PresetMetrics:
         n_prog=len(prog), p0=sum(1 for r in prog if r.get("reward") is not None and r["reward"] == 0),
         ineligible=sum(1 for r in rows if r.get("reward") is None),
         neg_ineligible=sum(1 for r in neg if r.get("reward") is None),
-        prog_ineligible=sum(1 for r in prog if r.get("reward") is None),
+        prog_ineligible=sum(1 for r in prog if r.get("reward") is None), outage=sum(map(outage, rows)),
         verdict_not_boolean=sum(1 for j in judge if not_boolean(j)),
         by_label=_group(rows, "label"), by_pattern=_group(rows, "pattern"), usage_per_clip=usage,
         usage_unknown=len(rows) - len(known))
@@ -297,7 +338,7 @@ def render_markdown(metrics: Sequence[PresetMetrics], *, judge_name: str = "judg
               "| --- |" + " --- |" * (len(figures) + 4)]
     for m in metrics:
         cells = [m.usage_cell(k, d) for k, d, _ in USAGE_DIGITS]
-        lines.append(f"| {m.preset} | {m.ineligible} | {m.unjudged} | {m.skipped} | {' | '.join(cells)} | "
+        lines.append(f"| {m.preset} | {m.ineligible_cell} | {m.unjudged} | {m.skipped} | {' | '.join(cells)} | "
                      f"{m.usage_unknown} |")
     for title, attr in (("label", "by_label"), ("pattern", "by_pattern")):
         names = sorted({k for m in metrics for k in getattr(m, attr)})
@@ -314,8 +355,8 @@ def render_markdown(metrics: Sequence[PresetMetrics], *, judge_name: str = "judg
 
 
 CSV_FIELDS = ("preset", "method", "n", "r", "r_pct", "unjudged", "skipped", "f_plus", "n_neg", "neg_ineligible", "p0",
-              "n_prog", "prog_ineligible", "ineligible", *(f"{k}_per_clip" for k, _, _ in USAGE_DIGITS), "usage_unknown",
-              "verdict_not_boolean")
+              "n_prog", "prog_ineligible", "ineligible", "ineligible_outage", *(f"{k}_per_clip" for k, _, _ in USAGE_DIGITS),
+              "usage_unknown", "verdict_not_boolean")
 
 
 def render_csv(metrics: Sequence[PresetMetrics]) -> str:
@@ -330,7 +371,7 @@ def render_csv(metrics: Sequence[PresetMetrics]) -> str:
         r, r_pct = ("", "") if m.not_judged else (m.r, f"{m.r_pct:.2f}")  # as table.md: no count, not 0
         row: list[object] = [m.preset, DISPLAY_NAMES[m.preset], m.n, r, r_pct,
                              m.unjudged, m.skipped, m.f_plus, m.n_neg, m.neg_ineligible, m.p0,
-                             m.n_prog, m.prog_ineligible, m.ineligible,
+                             m.n_prog, m.prog_ineligible, m.ineligible, m.outage,
                              *(m.usage_cell(k, d, "") for k, _, d in USAGE_DIGITS), m.usage_unknown,
                              m.verdict_not_boolean]
         row += ["" if x not in m.by_label or m.by_label[x].mean is None else f"{m.by_label[x].mean:.4f}"

@@ -39,7 +39,7 @@ def test_a_crashed_chunk_records_unknown_usage_and_the_means_leave_it_out(tmp_pa
     full = out.metrics[0]
     assert full.usage_unknown == 2
     assert full.usage_per_clip["calls"] == pytest.approx(4.0)  # not 4 * 4 / 6: the crashed rows were no free run
-    assert "| full | 2 | 0 | 2 | 4.0 | 40.0 | 1000 | 100 | 0.0 | - | 2 |" in (tmp_path / "ev" / "table.md").read_text()
+    assert "| full | 2 (2 outage) | 0 | 2 | 4.0 | 40.0 | 1000 | 100 | 0.0 | - | 2 |" in (tmp_path / "ev" / "table.md").read_text()
     assert usage_lines(out.metrics)[0].endswith("(usage unknown for 2 rows: not recorded, as when a scorer chunk "
                                                 "crashed; means over the other 4)")
 
