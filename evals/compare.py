@@ -33,6 +33,9 @@ Decisions where the issue was silent:
   them could have paired with it).
   Rows that contradict each other (a key twice, in one draw or in two) stay errors: no line is damaged,
   and which one is right is the user's call.
+* Each side counts its ineligible rows an outage of the reward machinery caused (``outage``, `Fault.outage`), the
+  comparison its left-out pairs with one (``pairs_outage``; ``--retry-ineligible`` fills them): the others are
+  the videos' own (an undecodable clip), never seen by the paired statistics. Both read as one count.
 * Rows of manifest lines that named no clip (score-batch's "<line N>" rows, ``graph.batch.is_bad_line_row``)
   are counted on their side (``bad_lines``, also in its rows and ineligible counts) and never paired: two
   unrelated manifests' bad line 2 shared the placeholder path, so ``--pair-by path`` paired them and the
@@ -80,6 +83,7 @@ from typing import Any
 
 import numpy as np
 
+from evals.table import outage, row_faults
 from tools.jsonl import LineError, SkippedLine, no_usable_row, skipped_listing, usable_rows
 
 BOOTSTRAP_DRAWS = 10_000
@@ -105,6 +109,8 @@ class SideSummary:
     """Rows with status zero (quality pre-check or gate)."""
     ineligible: int
     """Rows with no reward (a tool, the model or the input failed)."""
+    outage: int
+    """Of those, rows whose faults say the reward machinery failed (`graph.schemas.Fault.outage`), not the video."""
     mean_reward: float | None
     """Mean reward over eligible rows (None when there are none)."""
     scorers: dict[str, int] = field(default_factory=dict)
@@ -127,6 +133,8 @@ class Comparison:
     """Keys present in both files."""
     pairs_ineligible: int
     """Pairs left out because at least one reward is ineligible."""
+    pairs_outage: int
+    """Of those, pairs with a row made ineligible by an outage of the reward machinery (module docstring)."""
     unpaired_a: int
     """Rows of A with no partner in B."""
     unpaired_b: int
@@ -194,6 +202,10 @@ def score_batch_row(where: str, row: Any) -> dict[str, Any]:
                  "outputs" if isinstance(row, dict) and {"preset", "status", "reward"} <= row.keys() else "")
         raise LineError(f"{where}: not a score-batch row (no 'result' object){whose}")
     checked_reward(row["result"], where, LineError)
+    try:
+        row_faults(row["result"])
+    except ValueError:
+        raise LineError(f"{where}: 'faults' is not a list of fault records (stage, kind, message)") from None
     _draw(row, where)
     return row
 
@@ -331,7 +343,7 @@ def _side(path: Path, keyed: dict[str, dict[str, Any]], bad: list[dict[str, Any]
     eligible = [x for x in (_reward(r) for r in rows) if x is not None]
     scorers = Counter(scorer_label(r) for r in rows)
     return SideSummary(path=str(path), rows=len(rows), scored=statuses.count("scored"), zero=statuses.count("zero"),
-                       ineligible=len(rows) - len(eligible),
+                       ineligible=len(rows) - len(eligible), outage=sum(outage(r["result"]) for r in rows),
                        mean_reward=float(np.mean(eligible)) if eligible else None,
                        scorers=dict(sorted(scorers.items(), key=lambda kv: (-kv[1], kv[0]))), bad_lines=len(bad),
                        skipped_lines=list(skipped))
@@ -372,7 +384,9 @@ def compare(path_a: Path, path_b: Path, *, pair_by: str = "key", seed: int = 0,
                     "both (score-batch's own key includes the preset and draw): pair them with --pair-by path")
     return Comparison(
         a=_side(path_a, rows_a, bad_a, skip_a), b=_side(path_b, rows_b, bad_b, skip_b), pair_by=pair_by, pairs=len(shared),
-        pairs_ineligible=len(shared) - len(kept), unpaired_a=len(rows_a) - len(shared),
+        pairs_ineligible=len(shared) - len(kept),
+        pairs_outage=sum(outage(rows_a[k]["result"]) or outage(rows_b[k]["result"]) for k in shared),
+        unpaired_a=len(rows_a) - len(shared),
         unpaired_b=len(rows_b) - len(shared), n=len(kept),
         mean_a=float(ra.mean()) if len(kept) else None, mean_b=float(rb.mean()) if len(kept) else None,
         mean_diff=float(d.mean()) if len(kept) else None, ci95=bootstrap_ci(d, seed),

@@ -60,8 +60,10 @@ def compare_command(
                           "(ineligible, not paired)", style="yellow")
     if draw is not None:
         console.print(f"draw {draw} of each file")
+    outages = (f", {result.pairs_outage} of them for an outage of the reward machinery (score-batch "
+               "--retry-ineligible fills them)") if result.pairs_outage else ""
     console.print(f"pairs by {pair_by!r}: {result.pairs} ({result.pairs_ineligible} left out: an ineligible "
-                  f"reward; unpaired: {result.unpaired_a} in A, {result.unpaired_b} in B)")
+                  f"reward{outages}; unpaired: {result.unpaired_a} in A, {result.unpaired_b} in B)")
     if result.n:
         ci = "-" if result.ci95 is None else f"[{result.ci95[0]:+.4f}, {result.ci95[1]:+.4f}]"
         p = "-" if result.p_sign is None else f"{result.p_sign:.3g}"

@@ -171,7 +171,8 @@ def sides_table(result: Comparison) -> Table:
         t.add_column(col)
     for name, side in (("A", result.a), ("B", result.b)):
         scorers = "\n".join(label if n == side.rows else f"{label} ({n})" for label, n in side.scorers.items())
-        t.add_row(f"{name}: {side.path}", str(side.rows), str(side.scored), str(side.zero), str(side.ineligible),
+        t.add_row(f"{name}: {side.path}", str(side.rows), str(side.scored), str(side.zero),
+                  f"{side.ineligible}" + (f" ({side.outage} outage)" if side.outage else ""),
                   mean_text(side.mean_reward), scorers)
     return t
 
