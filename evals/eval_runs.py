@@ -16,6 +16,7 @@ page says nothing of it, as for a folder written before runs were recorded.
 from __future__ import annotations
 
 import json
+import shlex
 import uuid
 from datetime import UTC, datetime
 from pathlib import Path
@@ -85,11 +86,22 @@ def shown_run(summary: dict[str, Any] | None) -> str:
     return text + (f", {scope}" if scope else "")
 
 
+def finish_command(manifest: str, out: Path, presets: Any) -> str:
+    """The shell command that finishes a run of `manifest` into `out` at `presets` (its record's list; left out
+    when it is none): without ``--presets`` the rerun scored the default preset instead (a new run, leaving the
+    stopped one unfinished), and a path with a space split in two."""
+    words = ["raa", "eval", "reward", "-m", manifest, "-o", str(out)]
+    if isinstance(presets, list) and presets and all(isinstance(p, str) for p in presets):
+        words += ["--presets", ",".join(presets)]
+    return shlex.join(words)
+
+
 def unfinished_note(record: dict[str, Any], out: Path) -> str:
     """The warning for a run started in `out` that has not finished."""
     manifest = record.get("manifest")
     scope = _scope_text(record)
-    again = f"`raa eval reward -m {manifest} -o {out}`" if manifest else "`raa eval reward` with its manifest"
+    again = f"`{finish_command(manifest, out, record.get('presets'))}`" if manifest else \
+        "`raa eval reward` with its manifest"
     return (f"a newer `raa eval reward` run (manifest {manifest or 'not recorded'}, started {record.get('started')}"
             + (f", {scope}" if scope else "") + ") has not finished (still running, or stopped): its rows are not in "
             f"this table; rerun {again} to finish it (rows already scored are kept)")

@@ -72,3 +72,17 @@ def test_a_summary_from_before_runs_were_recorded_is_shown_as_before(tmp_path):
     heard: list[str] = []
     html = write_eval_index(out, on_unfinished=heard.append).read_text()
     assert heard == [] and "manifest m1.jsonl" in _header(html)
+
+
+def test_the_command_that_finishes_a_run_names_its_presets_and_quotes_its_paths(tmp_path):
+    """The note said `raa eval reward -m M -o DIR`: run as printed, it scored the default preset `full` instead
+    of the stopped run's presets (a new run that left them unfinished), and a path with a space split in two."""
+    import shlex
+
+    from evals.eval_runs import started_record, unfinished_note
+
+    out = tmp_path / "my evals"
+    note = unfinished_note(started_record("suite one/manifest.jsonl", ["direct", "structured"], 6), out)
+    command = note.split("rerun `")[1].split("`")[0]
+    assert shlex.split(command) == ["raa", "eval", "reward", "-m", "suite one/manifest.jsonl", "-o", str(out),
+                                    "--presets", "direct,structured"]
