@@ -28,8 +28,11 @@ figure.wide{width:260px} figure.wide img{width:260px}
 
 
 def esc(value: object) -> str:
-    """HTML-escaped text of any value (None -> empty)."""
-    return "" if value is None else html.escape(str(value), quote=True)
+    """HTML-escaped text of any value (None -> empty), its lone surrogates (a clip path that is not UTF-8) written
+    as escapes (`graph.schemas.escaped_surrogates`): a page holding one could not be written as UTF-8."""
+    from graph.schemas import escaped_surrogates
+
+    return "" if value is None else html.escape(str(escaped_surrogates(str(value))), quote=True)
 
 
 def page(title: str, body: str) -> str:
