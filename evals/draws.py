@@ -28,6 +28,9 @@ Decisions where the issue was silent:
   status, a reward outside 0..1: ``evals.compare.checked_reward``; such a row was once silently one more
   ineligible draw, then refused the whole file). A file whose every line is skipped is an error listing
   them, and `raa eval draws` exits 2 when lines were skipped and no clip with two eligible draws is left.
+* ``outage_rows`` counts the ineligible draws an outage of the reward machinery caused (their ``faults``,
+  `graph.schemas.Fault.outage`: ``--retry-ineligible`` fills them); the others are the agent's own (a reply it
+  could not use), which vary from draw to draw as rewards do. Both were one count.
 * ``most_variable`` names the draw of each eligible reward (``draws``) and the draws without one
   (``ineligible_draws``), and `raa eval draws` shows an ineligible draw in its place ("0.200 ⊥ 0.900"): the
   "Rewards by draw" column left it out, so the rewards of draws 0 and 2 read as those of draws 0 and 1.
@@ -59,6 +62,7 @@ from typing import Any
 import numpy as np
 
 from evals.compare import eligible_reward, results_file_problem, score_batch_row
+from evals.table import outage
 from tools.jsonl import SkippedLine, no_usable_row, usable_rows
 
 NO_SPREAD = 1e-12
@@ -86,6 +90,8 @@ class ClipDraws:
     """The draw number of each eligible reward (same order as `rewards`)."""
     ineligible_draws: list[int] = field(default_factory=list)
     """The draw numbers without a reward (shown in their place as "⊥")."""
+    outages: int = 0
+    """Of those, draws an outage of the reward machinery made ineligible (`evals.table.outage`)."""
 
     @property
     def range(self) -> float | None:
@@ -110,6 +116,8 @@ class DrawsSummary:
     """Most rows of one clip."""
     ineligible_rows: int
     """Rows without a reward (left out)."""
+    outage_rows: int
+    """Of those, rows an outage of the reward machinery made ineligible (module docstring)."""
     clips_single: int
     """Clips with fewer than two eligible draws (left out of the statistics)."""
     n: int
@@ -183,7 +191,8 @@ def read_draws(path: Path) -> tuple[list[ClipDraws], dict[str, int], list[Skippe
         clips.append(ClipDraws(path=video, instruction=instruction, preset=preset, draws=len(by_draw),
                                rewards=[r for r, _, _ in eligible], statuses=[s for _, s, _ in eligible],
                                draw_ids=[d for _, _, d in eligible],
-                               ineligible_draws=sorted(set(by_draw) - {d for _, _, d in eligible})))
+                               ineligible_draws=sorted(set(by_draw) - {d for _, _, d in eligible}),
+                               outages=sum(map(outage, by_draw.values()))))
     return clips, bad, skipped
 
 
@@ -249,6 +258,7 @@ def summarize_draws(path: Path, preset: str | None = None) -> DrawsSummary:
         path=str(path), preset=preset, rows=sum(c.draws for c in clips) + bad.get(preset, 0), clips=len(clips),
         draws_min=min(counts), draws_max=max(counts),
         ineligible_rows=sum(c.draws - len(c.rewards) for c in clips) + bad.get(preset, 0),
+        outage_rows=sum(c.outages for c in clips),
         clips_single=len(clips) - len(multi), n=len(multi), within_std=None, between_std=None, noise_share=None,
         mean_range=None, max_range=None, status_flips=sum(len(set(c.statuses)) > 1 for c in multi),
         bad_lines=bad.get(preset, 0), skipped_lines=skipped)

@@ -104,9 +104,10 @@ def draws_command(
         console.print(f"no rows in {results}: nothing to measure")
         write_json(json_out, s.as_dict(), console)
         return
+    outages = f" ({s.outage_rows} for an outage of the reward machinery)" if s.outage_rows else ""
     console.print(f"preset {shown_preset(s.preset)}: {plural(s.rows, 'row')}, {plural(s.clips, 'clip')}, "
                   f"{s.draws_min}-{s.draws_max} draws per clip; {plural(s.ineligible_rows, 'ineligible row')} left "
-                  f"out; {plural(s.clips_single, 'clip')} with < 2 eligible draws")
+                  f"out{outages}; {plural(s.clips_single, 'clip')} with < 2 eligible draws")
     if s.bad_lines:
         console.print(f"note: {s.bad_lines} of those rows are manifest lines that named no clip (no clip of theirs "
                       "is counted)", style="yellow")

@@ -1,0 +1,34 @@
+"""`raa eval draws` counted every draw without a reward as one "ineligible row left out", whether the reward
+machinery failed on it (an endpoint down: `--retry-ineligible` fills it) or the agent's own sampled run made it
+ineligible (a reply it could not use at temperature > 0: a draw-to-draw variation of its own). The summary now
+counts the outages apart (`outage_rows`, `graph.schemas.Fault.outage`)."""
+
+from __future__ import annotations
+
+import json
+
+from typer.testing import CliRunner
+
+from evals.draws import summarize_draws
+from graph.cli import app
+
+OUTAGE = {"stage": "observe", "kind": "timeout", "message": "no reply in 120 s"}
+OWN = {"stage": "observe", "kind": "invalid_reply", "message": "no JSON"}
+
+
+def _row(clip: str, draw: int, reward: float | None, fault: dict | None = None) -> dict:
+    result = ({"status": "ineligible", "reward": None, "reasons": ["x"], "faults": [fault] if fault else []}
+              if reward is None else {"status": "scored", "reward": reward, "reasons": [], "faults": []})
+    return {"path": f"/v/{clip}.mp4", "instruction": "stack", "preset": "full", "draw": draw, "result": result}
+
+
+def test_outage_draws_are_counted_apart(tmp_path):
+    rows = [_row("a", 0, 0.2), _row("a", 1, 0.4), _row("a", 2, None, OUTAGE),
+            _row("b", 0, 0.6), _row("b", 1, None, OWN), _row("b", 2, 0.8), _row("c", 0, None)]
+    path = tmp_path / "scores.jsonl"
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    s = summarize_draws(path)
+    assert (s.ineligible_rows, s.outage_rows) == (3, 1)  # c's row recorded no faults: no known outage
+    res = CliRunner().invoke(app, ["eval", "draws", str(path)], terminal_width=200)
+    assert res.exit_code == 0, res.output
+    assert "3 ineligible rows left out (1 for an outage of the reward machinery)" in res.output
