@@ -15,6 +15,7 @@ Decisions where the issue was silent:
 from __future__ import annotations
 
 import asyncio
+import shlex
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -176,7 +177,7 @@ def reward_command(
     for note in reward_notes(outcome):  # unjudged rows, dropped lines, rows of the older clip identity
         _console().print(note, style="yellow", highlight=False)
     _console().print(f"scored {outcome.scored}, re-judged {outcome.rejudged}; wrote {out / 'table.md'}, "
-               f"{out / 'table.csv'}, {out / 'results.jsonl'}; HTML: raa eval report {out}")
+               f"{out / 'table.csv'}, {out / 'results.jsonl'}; HTML: raa eval report {shlex.quote(str(out))}")
 
 
 @eval_app.command("report", help="Write DIR/index.html (table + a link per clip) and the run reports.")

@@ -43,6 +43,7 @@ Decisions where the issue was silent:
 from __future__ import annotations
 
 import json
+import shlex
 from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -191,7 +192,7 @@ def write_eval_index(out_dir: str | Path, *, traces_path: str | Path | None = No
     results = out / "results.jsonl"
     if out.is_file():  # DIR/results.jsonl given for DIR: "expected DIR/results.jsonl/results.jsonl" said little
         raise FileNotFoundError(f"{out} is a file: `raa eval report` takes the folder `raa eval reward --out` wrote "
-                                f"(raa eval report {out.parent})")
+                                f"(raa eval report {shlex.quote(str(out.parent))})")
     if not results.is_file():
         raise FileNotFoundError(f"no evaluation results in {out} (expected {results})")
     keyed, skipped = results_rows(results)

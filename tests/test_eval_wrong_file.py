@@ -38,3 +38,15 @@ def test_compare_and_draws_name_eval_reward_rows_and_folders(tmp_path, command):
     folder = [str(tmp_path)] * len(files)
     res = runner.invoke(app, [*command, *folder])
     assert res.exit_code == 2 and f"{tmp_path} is a folder, not a results file" in res.output, res.output
+
+
+def test_the_suggested_report_command_quotes_a_folder_with_a_space(tmp_path):
+    """The hint said "(raa eval report /tmp/my evals)": pasted, `raa eval report` got two folders."""
+    import shlex
+
+    out = tmp_path / "my evals"
+    out.mkdir()
+    (out / "results.jsonl").write_text(json.dumps(EVAL_ROW) + "\n")
+    res = runner.invoke(app, ["eval", "report", str(out / "results.jsonl")])
+    assert res.exit_code == 2
+    assert f"(raa eval report {shlex.quote(str(out))})" in res.output.replace("\n", ""), res.output
