@@ -170,7 +170,7 @@ def reward_command(
         outcome = asyncio.run(run_reward_eval(clips, chosen, out, scorer, judge, concurrency=concurrency,
                                               retry_ineligible=retry_ineligible, judge_name=judge_settings.model
                                               or "judge", on_row=on_row, scorer_id=scorer_of(settings),
-                                              manifest=str(manifest)))
+                                              manifest=str(manifest.resolve())))  # `raa eval report` may run elsewhere
     except ManifestError as exc:  # results from another model in DIR
         raise _fail(str(exc)) from exc
     _print_table(outcome.metrics)

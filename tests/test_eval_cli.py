@@ -337,3 +337,13 @@ def test_world_model_with_some_answers_counts_the_rest_as_incorrect(env):
     assert re.search(r"Domain\W+2\W+1\W+1\W+50\.00", out.output), out.output
     assert re.search(r"fly\W+1\W+0\W+1\W+-", out.output), out.output  # no answer in this task: no accuracy
     assert "1 question had no answer (counted as incorrect)" in out.output and "video: " in out.output  # not "1 questions"
+
+
+def test_eval_reward_records_its_manifest_as_an_absolute_path(env, monkeypatch):
+    """summary.json / started.json recorded `-m` as typed ("m.jsonl"): `raa eval report` run from another folder
+    named a manifest, and printed a command to finish a stopped run, that pointed nowhere."""
+    root, _ = env
+    result = runner.invoke(eval_cli.eval_app, ["reward", "-m", "m.jsonl", "-o", "ev", "--presets", "direct"])
+    assert result.exit_code == 0, result.output
+    for name in ("summary.json", "started.json"):
+        assert json.loads((root / "ev" / name).read_text())["manifest"] == str((root / "m.jsonl").resolve())
