@@ -20,8 +20,12 @@ Decisions where the issue was silent:
   or >= 500 but 501 and 505 (or the server's `x-should-retry` header; `Retry-After` paces the wait:
   graph/transport.py), httpx or httpx2 (openai >= 3) timeouts/transport errors, TimeoutError, ConnectionError,
   LangChain `ModelError`s flagged `is_retryable`, and the RuntimeError of a pooled connection left over from
-  another event loop (`_STALE_LOOP`). Other status errors (400/401/403/404/422) and model refusals
-  give kind "refused" at once. Any other exception from the model is reported as kind "transport" with
+  another event loop (`_STALE_LOOP`). A 401, 403 or 404 (LangChain's `ModelAuthenticationError`,
+  `ModelPermissionDeniedError`, `ModelNotFoundError` from another chat model) gives kind "settings" at once,
+  naming the setting to fix (`graph.transport.settings_problem`: the API key, the model name, a base URL without
+  `/v1`): an outage of the machinery (`graph.schemas.OUTAGE_FAULTS`), not the model's answer about the clip, as
+  kind "refused" read (the trainer counted an expired key as clips the agent could not judge). Other status
+  errors (400/422: a content policy, a request the server rejects) and model refusals give kind "refused" at once. Any other exception from the model is reported as kind "transport" with
   its type in the message (the run becomes ineligible instead of crashing). A UnicodeEncodeError (httpx
   cannot put a non-ASCII API key in a header) is raised before any request leaves: kind "transport" at
   once, no call counted (it is a ValueError, and was taken for a reply that failed validation, re-asked); so
@@ -100,7 +104,7 @@ from graph.transport import (
     not_a_completion,
     reply_came_back,
     request_not_built,
-    status_hint,
+    settings_problem,
 )
 from graph.usage import Usage, count_reply
 from graph.usage import count_images as count_images  # re-exported (its home before graph/usage.py)
@@ -220,9 +224,11 @@ class Backbone:
             if is_transient(exc):
                 raise BackboneFault(stage, "transport", f"{type(exc).__name__} after {attempts} attempts: "
                                     f"{str(exc)[:_ERR_CHARS]}") from exc
+            if (fix := settings_problem(exc, self.setting_names)) is not None:
+                raise BackboneFault(stage, "settings", f"{type(exc).__name__}: {str(exc)[:_ERR_CHARS]}; "
+                                    f"{fix}") from exc
             if isinstance(exc, openai.APIStatusError | ModelError):
-                raise BackboneFault(stage, "refused", f"{type(exc).__name__}: {str(exc)[:_ERR_CHARS]}"
-                                    f"{status_hint(exc, self.setting_names)}") from exc
+                raise BackboneFault(stage, "refused", f"{type(exc).__name__}: {str(exc)[:_ERR_CHARS]}") from exc
             raise BackboneFault(stage, "transport", f"unexpected {type(exc).__name__}: "
                                 f"{str(exc)[:_ERR_CHARS]}") from exc
         raw = out["raw"] if isinstance(out, dict) else out

@@ -28,7 +28,9 @@ Decisions where the issues were silent:
   That hint is only for a request no reply came back to, for want of a connection or of time
   (`graph.transport.no_answer`); any other "transport" fault (an error status after the retries, a request
   never sent: one LangChain could not build, a chat model's own ValueError, a non-ASCII API key) shows only
-  its own message, which says what happened.
+  its own message, which says what happened. So does a "settings" fault (a 401, 403 or 404: the API key,
+  the model name or the base URL, `graph.transport.settings_problem`; a chat model that cannot give structured
+  output): it names its setting, where the "refused" hint it had blamed the server's image limit.
 - Nothing loads model weights and nothing is written except what a first run would create anyway
   (no trace or cache file is created: a missing one is reported as created on first use). `--call`
   sends two short requests; without it no model is called.
@@ -139,7 +141,7 @@ async def _calls(settings: BackboneSettings) -> list[Check]:
         elif exc.kind == "timeout" or (cause is not None and no_answer(cause)):
             hint = (f"the endpoint did not answer a request with {n} images: is the server up and reachable "
                     "(RAA_BASE_URL), and does it answer within RAA_TIMEOUT_S?")
-        elif exc.kind == "transport":  # it answered with an error, or nothing was sent: the fault says which
+        elif exc.kind in ("transport", "settings"):  # the fault says what happened (settings: which one to fix)
             hint = ""
         elif exc.kind != "refused":
             hint = "RAA_STRUCTURED_METHOD: json_schema, function_calling or json_mode"

@@ -13,9 +13,10 @@ Decisions where the issue was silent:
   RAA_MAX_TOKENS was served the cut text. The inspect node notes the cut answer.
 - A stored reply today's checks reject (written before a check: `graph.replies.stored_reply_problem`) is a cache
   miss, asked again.
-- A 400 that names tools (a server that cannot call tools) keeps its fault kind and says how to serve or avoid
-  tool calling (`graph.tool_replies.NO_TOOLS_HINT`); a chat model that cannot bind tools is a "settings" fault
-  before any call (`graph.tool_replies.unsupported`).
+- A 400 that names tools (a server that cannot call tools) is a "settings" fault (it was "refused", counted as the
+  model's answer about the clip though every clip fails the same way) and says how to serve or avoid tool
+  calling (`graph.tool_replies.NO_TOOLS_HINT`); so is a chat model that cannot bind tools, before any call
+  (`graph.tool_replies.unsupported`).
 """
 
 from __future__ import annotations
@@ -85,7 +86,7 @@ async def _asked(backbone: Backbone, stage: str, messages: list[BaseMessage], to
             last = bad
         except BackboneFault as fault:
             if isinstance(fault.__cause__, openai.BadRequestError) and "tool" in fault.message.lower():
-                raise BackboneFault(stage, fault.kind, f"{fault.message} ({NO_TOOLS_HINT})") from fault
+                raise BackboneFault(stage, "settings", f"{fault.message} ({NO_TOOLS_HINT})") from fault
             raise
         else:
             try:

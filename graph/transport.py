@@ -38,7 +38,14 @@ from typing import Any
 
 import httpx
 import openai
-from langchain_core.exceptions import ModelConnectionError, ModelError, ModelTimeoutError
+from langchain_core.exceptions import (
+    ModelAuthenticationError,
+    ModelConnectionError,
+    ModelError,
+    ModelNotFoundError,
+    ModelPermissionDeniedError,
+    ModelTimeoutError,
+)
 from tenacity import RetryCallState
 from tenacity.wait import wait_base
 
@@ -153,7 +160,7 @@ _PREVIEW = 120
 @dataclass(frozen=True)
 class EndpointNames:
     """The settings a model client's endpoint is read from, named in the fix hints of its failed calls
-    (`not_a_completion`, `status_hint`): the caller passes its own (the judge's are RAA_JUDGE_*), so no hint
+    (`not_a_completion`, `settings_problem`): the caller passes its own (the judge's are RAA_JUDGE_*), so no hint
     names a setting that client never reads."""
 
     base_url: str
@@ -162,13 +169,15 @@ class EndpointNames:
     """The model name's setting."""
     checked_by: str = ""
     """The command that checks this endpoint, pointed at in the 404 hint ("" for none)."""
+    api_key: str = "the API key setting"
+    """The API key's setting, named after a 401 or 403."""
 
     def url_fix(self) -> str:
         """What to check when the URL answers with something other than the API."""
         return f"check {self.base_url} (an OpenAI-compatible server's URL usually ends in /v1)"
 
 
-BACKBONE_NAMES = EndpointNames("RAA_BASE_URL", "RAA_MODEL", "raa doctor")
+BACKBONE_NAMES = EndpointNames("RAA_BASE_URL", "RAA_MODEL", "raa doctor", "RAA_API_KEY")
 """The agent backbone's settings (`graph.settings.BackboneSettings`)."""
 
 
@@ -193,14 +202,32 @@ def not_a_completion(exc: BaseException, names: EndpointNames) -> str | None:
             f"{names.url_fix()}")
 
 
-def status_hint(exc: BaseException, names: EndpointNames) -> str:
-    """What to check after an HTTP error status from a model call ("" for none): a 404 is a URL without
-    its `/v1` (vLLM's root answers `{"detail": "Not Found"}`, a bare "Error code: 404") or a model the
-    server does not serve; the hint names the settings `names`."""
-    if isinstance(exc, openai.NotFoundError):
+SETTINGS_STATUSES = (401, 403, 404)
+"""HTTP statuses of a model call that say the client's settings are wrong (`settings_problem`), not the content."""
+
+_SETTINGS_ERRORS = (ModelAuthenticationError, ModelPermissionDeniedError, ModelNotFoundError)
+"""LangChain's provider-independent errors for those statuses (another chat model than ChatOpenAI raises them)."""
+
+
+def settings_problem(exc: BaseException, names: EndpointNames) -> str | None:
+    """What to fix when a model call failed with an HTTP status the client's settings cause (401: the API key;
+    403: a key that may not use the model; 404: a base URL without its `/v1`, vLLM's root answering
+    `{"detail": "Not Found"}`, or a model the server does not serve), naming the settings `names`; None for any
+    other error. A 400 or 422 (a content policy, a request the server rejects) is no such problem: the same
+    settings serve other requests."""
+    status = exc.status_code if isinstance(exc, openai.APIStatusError) else None
+    if status not in SETTINGS_STATUSES:
+        status = next((code for code, kind in zip(SETTINGS_STATUSES, _SETTINGS_ERRORS, strict=True)
+                       if isinstance(exc, kind)), None)
+    if status == 401:
+        return f"HTTP 401: the endpoint refused the API key: check {names.api_key} (EMPTY for a vLLM server " \
+               "started without --api-key)"
+    if status == 403:
+        return f"HTTP 403: the API key may not use this endpoint or model: check {names.api_key} and {names.model}"
+    if status == 404:
         check = f" ({names.checked_by})" if names.checked_by else ""
-        return f"; HTTP 404: check that {names.base_url} ends in /v1 and that the server serves {names.model}{check}"
-    return ""
+        return f"HTTP 404: check that {names.base_url} ends in /v1 and that the server serves {names.model}{check}"
+    return None
 
 
 _BUILDERS = (("langchain_core.language_models.chat_models", "_format_for_tracing"),

@@ -155,10 +155,18 @@ def test_slow_reply_times_out(method: str) -> None:
 
 
 def test_client_error_is_refused_without_retry() -> None:
-    with OpenAIStub([StubReply(status=401, content="bad key"), good("json_schema")]) as stub:
+    with OpenAIStub([StubReply(status=400, content="bad request"), good("json_schema")]) as stub:
         with pytest.raises(BackboneFault) as info:
             run(make(stub, "json_schema"), Usage())
     assert info.value.kind == "refused" and len(stub.requests) == 1
+
+
+def test_a_bad_key_is_a_settings_fault_without_retry() -> None:
+    """A 401 is the API key (RAA_API_KEY), an outage of the machinery: not "refused", the model's answer."""
+    with OpenAIStub([StubReply(status=401, content="bad key"), good("json_schema")]) as stub:
+        with pytest.raises(BackboneFault) as info:
+            run(make(stub, "json_schema"), Usage())
+    assert info.value.kind == "settings" and "RAA_API_KEY" in info.value.message and len(stub.requests) == 1
 
 
 def test_connection_refused_is_transport() -> None:
@@ -233,18 +241,19 @@ VLLM_NO_AUTO_TOOLS = '"auto" tool choice requires --enable-auto-tool-choice and 
 
 def test_tool_round_rejected_by_server_says_how_to_fix_it() -> None:
     """vLLM without tool calling answers a request with `tools` with a 400: no retry, and the fault names
-    both ways out (serve with tool calling, or RAA_INSPECT_MODE=plan) next to the server's own message."""
+    both ways out (serve with tool calling, or RAA_INSPECT_MODE=plan) next to the server's own message. It is
+    a "settings" fault, an outage (every clip fails the same way), as a chat model that cannot bind tools is."""
     view = {"type": "function", "function": {"name": "view_frames", "description": "view frames",
                                              "parameters": {"type": "object", "properties": {}}}}
     with OpenAIStub([StubReply(status=400, content=VLLM_NO_AUTO_TOOLS)] * 2) as stub:
         with pytest.raises(BackboneFault) as info:
             asyncio.run(make(stub, "json_schema").atool_round("inspect", list(MSGS), [view], Usage()))
         assert len(stub.requests) == 1
-        assert info.value.kind == "refused" and info.value.stage == "inspect"
+        assert info.value.kind == "settings" and info.value.stage == "inspect"
         assert "--enable-auto-tool-choice" in info.value.message and "RAA_INSPECT_MODE=plan" in info.value.message
         with pytest.raises(BackboneFault) as plain:  # a 400 on a structured call gets no tool hint
             run(make(stub, "json_schema"), Usage())
-    assert "RAA_INSPECT_MODE" not in plain.value.message
+    assert "RAA_INSPECT_MODE" not in plain.value.message and plain.value.kind == "refused"
 
 
 @pytest.mark.parametrize("text", [

@@ -72,6 +72,17 @@ def test_a_reply_slower_than_the_timeout_still_asks_whether_the_server_is_up(tmp
     assert status == "problem" and "timeout" in detail and NO_ANSWER in detail, detail
 
 
+
+@pytest.mark.parametrize("status, named", [(401, "RAA_API_KEY"), (403, "RAA_API_KEY"), (404, "RAA_MODEL")])
+def test_a_key_or_model_the_server_refuses_names_that_setting_not_images_or_the_method(tmp_path, status, named):
+    """A 401/403/404 on the image request (a `/models` list needs no key on vLLM, so the endpoint check passes) is a
+    "settings" fault naming its setting: it was "refused", and the hint blamed the server's image limit."""
+    with OpenAIStub([StubReply(status=status, content="no")] * 2, models=["stub-model"]) as stub:
+        status_, detail = _images_check(stub, tmp_path)
+    assert status_ == "problem" and "settings" in detail and named in detail, detail
+    assert "limit-mm-per-prompt" not in detail and "RAA_STRUCTURED_METHOD" not in detail, detail
+
+
 def _status_error(status: int) -> openai.APIStatusError:
     request = httpx.Request("POST", "http://127.0.0.1:1/v1/chat/completions")
     return openai.APIStatusError("boom", response=httpx.Response(status, request=request), body=None)
