@@ -31,6 +31,11 @@ Decisions where the issue was silent:
   Such a refusal (`refused_running`) says that this call was refused and which run holds the id (another run
   in this process, or the process, host and claim time of the other), and its result has no `run_id`: the id
   names the other run's trace, which `raa trace` on the refused result's id showed as if it were its own.
+  Either way the call ran nothing because of the run id it was given, not the clip: its result carries a
+  "settings" fault of stage "agent" (`run_id_taken`), so the reward service and the trainer count it as an outage
+  (``ineligible_error``: the clip under a new id is scored; `raa score-batch --retry-ineligible` retries it), not
+  as the agent's verdict that the clip could not be judged (it had no fault, and counted as ``ineligible_none``).
+  A run that ends with neither a result nor a fault (a graph bug) is an "internal" fault (`machinery_failed`).
 - An empty `items` gives [] without building an agent (no endpoint settings read, no trace database made).
   Cancelling `ascore_videos` cancels its runs, their run-id claims are released (a claim still being written
   when the cancellation came is dropped by its writing thread, `graph.run_claims`) and their queued background
@@ -173,14 +178,21 @@ def machinery_failed(preset: str, what: str, run_id: str = "") -> RewardResult:
     return ineligible_result(preset, f"agent: {what}", run_id, [fault])
 
 
+def run_id_taken(preset: str, reason: str, run_id: str = "") -> RewardResult:
+    """The result of a call that ran nothing because its run id is taken (`reason` says by what and ends "use a new
+    run id"): a "settings" fault of stage "agent", the call's own setting, so an outage (`RewardResult.outage`:
+    the same clip under a new id is scored), never the agent's verdict on the clip (module docstring)."""
+    return ineligible_result(preset, reason, run_id, [Fault(stage="agent", kind="settings", message=reason[:2000])])
+
+
 def refused_running(preset: str, run_id: str, process: str | None) -> RewardResult:
     """The result of a call refused because another run holds `run_id`: a run in this process (`process` None)
     or in `process` ("process N on HOST (since T)", `graph.run_claims.claim`). No run, no trace, no run id of
     its own (module docstring)."""
     where, holder = ("", "another run in this process") if process is None else (f" in {process}", "that run")
-    return ineligible_result(preset, f"run id {run_id!r} is already running{where}: this call was refused and ran "
-                             f"nothing; {holder} holds it (that run's trace is {run_id!r}, this call has none); "
-                             "use a new run id")
+    return run_id_taken(preset, f"run id {run_id!r} is already running{where}: this call was refused and ran "
+                        f"nothing; {holder} holds it (that run's trace is {run_id!r}, this call has none); "
+                        "use a new run id")
 
 
 UpdateSink = Callable[[str, Any], None]
@@ -246,7 +258,7 @@ async def _run_agent(agent: Any, video: str, instruction: str, run_id: str, pres
         if agent.checkpointer:
             previous = await agent.aget_state(config)
             if previous.values:
-                return ineligible_result(preset, f"run id {run_id!r} already has a trace; use a new run id", run_id)
+                return run_id_taken(preset, f"run id {run_id!r} already has a trace; use a new run id", run_id)
         inputs = {"video": video, "instruction": instruction, "run_id": run_id}
         run_config = {**config, "callbacks": [gate]}
         mode = durability if agent.checkpointer else None
@@ -262,9 +274,9 @@ async def _run_agent(agent: Any, video: str, instruction: str, run_id: str, pres
         abandon(run_id)
     result = out.get("result")
     if not isinstance(result, RewardResult):
-        faults = out.get("faults") or []
-        reason = "; ".join(f.reason() for f in faults) or "agent: run ended without a result"
-        return ineligible_result(preset, reason, run_id, faults)
+        if not (faults := out.get("faults") or []):
+            return machinery_failed(preset, "run ended without a result", run_id)
+        return ineligible_result(preset, "; ".join(f.reason() for f in faults), run_id, faults)
     return result
 
 

@@ -5,6 +5,11 @@ direct score; otherwise (T, P, V) = score_mapping(assessment, contract) and
 R = gate_reward(eligible, F, U, T, P, V), with F and U from the final check when the failure gate is
 on and no gate (F = U = False, reported as None) otherwise.
 
+A run with no fault that reached the gate without the assessment (or, with the failure gate on, without the final
+check) is a bug of the agent's, not the clip's: ineligible with an "internal" fault of stage "gate", so the reward
+service and the trainer count it as an outage (``ineligible_error``); it had a reason but no fault, and was
+counted as the agent's verdict on the clip (``ineligible_none``).
+
 A second input on a thread that already holds a run (refused by quality with an input fault) gives a result
 with that fault as its only reason, no notes and zero usage: the append-only channels still hold the earlier
 run's faults, notes and usage, which belong to that run's result, not to this refused one.
@@ -19,7 +24,7 @@ from graph.context import RunContext
 from graph.gate import gate_reward, score_mapping, unverified_essentials
 from graph.nodes.common import Step
 from graph.reward_format import reward_text
-from graph.schemas import RewardResult, RewardStatus
+from graph.schemas import Fault, RewardResult, RewardStatus
 from graph.state import AgentState
 
 USAGE_KEYS = ("calls", "images", "input_tokens", "output_tokens", "cache_hits", "attempts")
@@ -59,16 +64,11 @@ def build_result(state: AgentState, ctx: RunContext, run_id: str) -> tuple[Rewar
                             **base), inputs
     contract, assessment = state.get("contract"), state.get("assessment")
     if contract is None or assessment is None:
-        inputs = {"eligible": False}
-        return RewardResult(status="ineligible", reward=None,
-                            reasons=["gate: the run ended without an assessment"] + notes, **base), inputs
+        return _missing("the run ended without an assessment", notes, base), {"eligible": False}
     t, p, v = score_mapping(assessment, contract)
     check = state.get("final_check")
     if ctx.config.failure_gate and check is None:
-        inputs = {"eligible": False}
-        return RewardResult(status="ineligible", reward=None,
-                            reasons=["gate: the failure gate is on but no final check was recorded"] + notes,
-                            **base), inputs
+        return _missing("the failure gate is on but no final check was recorded", notes, base), {"eligible": False}
     gated = ctx.config.failure_gate
     failure = bool(check.failure_established) if gated and check is not None else False
     unverifiable = bool(check.essential_unverifiable) if gated and check is not None else False
@@ -92,6 +92,14 @@ def build_result(state: AgentState, ctx: RunContext, run_id: str) -> tuple[Rewar
     status: RewardStatus = "zero" if (failure or unverifiable) else "scored"
     return RewardResult(status=status, reward=reward, T=t, P=p, V=v, failure=failure if gated else None,
                         unverifiable=unverifiable if gated else None, reasons=reasons + notes, **base), inputs
+
+
+def _missing(what: str, notes: list[str], base: dict[str, Any]) -> RewardResult:
+    """The ineligible result of a run that reached the gate without an output a node should have written (`what`):
+    an "internal" fault of stage "gate", a bug of the agent's, so an outage (`RewardResult.outage`), never the
+    clip's (module docstring)."""
+    fault = Fault(stage="gate", kind="internal", message=what)
+    return RewardResult(status="ineligible", reward=None, reasons=[fault.reason()] + notes, faults=[fault], **base)
 
 
 async def gate(state: AgentState, ctx: RunContext, step: Step) -> dict[str, Any]:
