@@ -166,6 +166,7 @@ def test_a_training_run_keeps_a_diverged_rollout_out_of_its_rewards(tmp_path):
     assert [it["reward"] is None for it in items] == [s == 1 for s in (it["sample"] for it in items)]
     why = [json.loads(x) for x in (out / "ineligible.jsonl").read_text().splitlines()]
     assert len(why) == 2 and all("rollout diverged: its latents hold NaN" in w["reason"] for w in why)
+    assert [w["ineligible_kind"] for w in why] == ["nan", "nan"]
 
 
 def _group(latents: torch.Tensor, frames: np.ndarray):

@@ -76,3 +76,25 @@ def test_empty_kinds_and_run_ids_still_mean_unknown():
     outcome = RewardOutcome([None, 1.0, 0.0], ["x", None, None], {}, [], kinds=[])
     rows = _rows(outcome)
     assert (rows[0]["ineligible_kind"], rows[0]["run_id"]) == (None, None)
+
+
+def test_ineligible_jsonl_rows_carry_their_kind_too(tmp_path):
+    """ineligible.jsonl had iteration, prompt and reason only: whether a null reward was an outage (``error``),
+    a diverged rollout (``nan`` / ``inf``) or the agent's verdict on the clip (``none``) was in rewards.jsonl
+    alone, which is written only with the rollout rows; each line now says its ``ineligible_kind``."""
+    import json
+
+    from training.metrics import MetricsLog
+    from training.rollout_log import ineligible_items
+
+    outcome = RewardOutcome([0.5, None, None], [None, "reward 'agent' failed: ReadError", None],
+                            {"none": 1, "nan": 0, "inf": 0, "error": 1}, [None, None, None],
+                            kinds=[None, "error", "none"])
+    items = ineligible_items(outcome, ["a", "b", "c"])
+    assert items == [{"prompt": "b", "reason": "reward 'agent' failed: ReadError", "ineligible_kind": "error"},
+                     {"prompt": "c", "reason": "ineligible", "ineligible_kind": "none"}]
+    log = MetricsLog(tmp_path, enabled=True, tensorboard=False, append=False)
+    log.write_ineligible(3, items)
+    log.close()
+    rows = [json.loads(x) for x in (tmp_path / "ineligible.jsonl").read_text().splitlines()]
+    assert rows == [{"iteration": 3, **item} for item in items]

@@ -163,7 +163,8 @@ def test_a_training_run_goes_on_past_a_hung_reward_and_exits(tmp_path):
     rows = [json.loads(x) for x in (out / "metrics.jsonl").read_text().splitlines()]
     assert rows[0]["ineligible_error"] == rows[0]["ineligible_count"] > 0 and rows[1]["ineligible_count"] == 0
     why = [json.loads(x) for x in (out / "ineligible.jsonl").read_text().splitlines()]
-    assert why and all(w["reason"] == "reward 'brightness' timed out after 1 s" for w in why)
+    assert why and all(w["reason"] == "reward 'brightness' timed out after 1 s" and w["ineligible_kind"] == "error"
+                       for w in why)
 
 
 def test_a_run_saved_before_the_field_had_no_limit_and_a_resume_may_change_it():

@@ -278,7 +278,7 @@ def test_a_resume_trims_every_log_to_its_checkpoint(tmp_path):
     first = MetricsLog(tmp_path, enabled=True, tensorboard=False, append=False)
     for it in (1, 2, 3):
         first.write({"iteration": it, "reward_mean": 0.5})
-        first.write_ineligible(it, [("p", "video fault")])
+        first.write_ineligible(it, [{"prompt": "p", "reason": "video fault", "ineligible_kind": "none"}])
         first.write_rewards(it, [{"rank": 0, "group": 0, "sample": 0, "reward": 0.5}])
         first.write_eval({"iteration": it, "eval_reward_mean": 0.1 * it})
         first.write_eval_items(it, [{"iteration": it, "prompt": 0, "sample": 0, "reward": 0.1}])

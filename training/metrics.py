@@ -235,7 +235,8 @@ def rows_of(path: Path, iteration: int) -> list[dict[str, Any]]:
 class MetricsLog:
     """Appends rows to OUTPUT_DIR/metrics.jsonl and mirrors them to TensorBoard and, with ``wandb_project``,
     to Weights & Biases (training/wandb_log.py; rank 0 only); the
-    ineligible rewards go to OUTPUT_DIR/ineligible.jsonl, one line each: iteration, prompt, reason; the prompts
+    ineligible rewards go to OUTPUT_DIR/ineligible.jsonl, one line each: iteration, prompt, reason,
+    ineligible_kind (none / nan / inf / error); the prompts
     whose image could not be read to OUTPUT_DIR/failed_prompts.jsonl (training/prompt_failures.py).
 
     Held-out evaluations (training/evaluate.py) go to OUTPUT_DIR/eval.jsonl and TensorBoard ``eval/*``,
@@ -348,9 +349,10 @@ class MetricsLog:
         if self.wandb is not None:
             self.wandb.log(scalars, step)
 
-    def write_ineligible(self, iteration: int, items: list[tuple[str, str]]) -> None:
-        """One line per ineligible reward of `iteration`: (prompt, reason) pairs from all ranks."""
-        self._lines(self.ineligible_path, [{"iteration": iteration, "prompt": p, "reason": r} for p, r in items])
+    def write_ineligible(self, iteration: int, items: list[dict[str, Any]]) -> None:
+        """One line per ineligible reward of `iteration`, from all ranks: its prompt, reason and ineligible_kind
+        (`training.rollout_log.ineligible_items`), after the iteration."""
+        self._lines(self.ineligible_path, [{"iteration": iteration, **item} for item in items])
 
     def write_failed_prompts(self, iteration: int, failures: Sequence[PromptFailure]) -> None:
         """One line per prompt of `iteration` (all ranks) whose image could not be read: its text, place, image and

@@ -130,3 +130,12 @@ def ineligible_fields(outcome: RewardOutcome, i: int) -> dict[str, Any]:
         return {}
     return {"reason": outcome.reasons[i] or "ineligible",
             "ineligible_kind": outcome.kind(i)}
+
+
+def ineligible_items(outcome: RewardOutcome, texts: list[str]) -> list[dict[str, Any]]:
+    """The ineligible.jsonl lines of a rank's ineligible items (without the iteration, training/metrics.py adds
+    it): the prompt of each, its reason and its ``ineligible_kind`` (`ineligible_fields`), so the file says
+    whether a null reward was an outage (``error``) or the agent's verdict on the clip (``none``), as rewards.jsonl
+    does; it said the reason only."""
+    return [{"prompt": texts[i], **ineligible_fields(outcome, i)}
+            for i, r in enumerate(outcome.rewards) if r is None]

@@ -93,7 +93,7 @@ from training.rank_failures import RankFailure, Tried, agreed_count, attempt, st
 from training.resume import nothing_to_train, plan_resume, state_layout
 from training.reward_outcome import RewardOutcome
 from training.reward_runner import RewardRunner, merge_outcomes
-from training.rollout_log import diversity, mask_means, reward_items, submit_rollout_videos
+from training.rollout_log import diversity, ineligible_items, mask_means, reward_items, submit_rollout_videos
 from training.run_dir import prepare_output_dir
 from training.run_end import close_opened, finish
 from training.update import Group, metric_parts, rollout_config, update_policy
@@ -322,8 +322,7 @@ def train(cfg: TrainConfig, *, local_rank: int = 0, reward_tokens: dict[str, str
             "diverged_rollouts": sum(1 for kind in unscored if kind),
             "failed_prompts": sum(1 for f in failed if f is not None),
             "lr": lr,
-            "ineligible_items": [(texts[i], outcome.reasons[i] or "ineligible")
-                                 for i, r in enumerate(outcome.rewards) if r is None],
+            "ineligible_items": ineligible_items(outcome, texts),  # training/rollout_log.py
             "reward_items": reward_items(outcome, texts, group_ids, group, rank, adv, valid, names, left_out),
             "components": outcome.components, "usage": outcome.usage,
         }
@@ -333,7 +332,7 @@ def train(cfg: TrainConfig, *, local_rank: int = 0, reward_tokens: dict[str, str
         unlogged = unlogged or attempt(rank, "writing the iteration's logs", log.write_iteration, row, parts)[1]
         done = it + 1
         if why and row["eligible_fraction"] == 0 and rank == 0:  # nothing to learn from: say why at once
-            note = (f"iteration {it + 1}: every reward was ineligible (no update); e.g. {why[0][1][:300]} "
+            note = (f"iteration {it + 1}: every reward was ineligible (no update); e.g. {why[0]['reason'][:300]} "
                     f"(all reasons: {log.ineligible_path})")
             (bar.write if bar is not None else print)(note)
         if bar is not None:
