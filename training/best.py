@@ -6,7 +6,9 @@ checkpoint is not always the one to keep. Decisions where the issues were silent
 
 - "Best" is the highest ``eval_reward_mean`` among iterations that have both a held-out row and a
   complete checkpoint; a tie goes to the later iteration; a row whose mean is null (every
-  held-out reward ineligible) never counts. When a resume repeats an iteration, its last row counts.
+  held-out reward ineligible) never counts, nor does an incomplete one (``eval_complete`` false: an outage took
+  some of its rewards, training/evaluate.py), whose mean averages an accidental subset of the held-out set
+  (`counted_mean`). When a resume repeats an iteration, its last row counts.
   ``--tag best`` names on stderr every row it left aside that could have mattered (`passed_over`): a higher
   mean without a complete checkpoint, an earlier higher row of a repeated iteration, a null mean, rows of
   other measurements, lines that are not JSON.
@@ -35,8 +37,8 @@ checkpoint is not always the one to keep. Decisions where the issues were silent
   one it is (it writes eval.jsonl) and tells the other ranks, so every node keeps the same one.
 - ``eval_patience: P`` stops a run once P held-out evaluations in a row have not beaten the best mean
   so far, strictly (`evals_since_best`; the baseline at iteration 0 is the first best). An evaluation whose
-  rewards were all ineligible (mean null) counts neither way: an unreachable reward is
-  ``max_skipped_iterations``'s business, not a plateau. A resume counts on from eval.jsonl: when the
+  rewards were all ineligible (mean null), or that an outage made incomplete, counts neither way: an unreachable
+  reward is ``max_skipped_iterations``'s business, not a plateau (nor a new best). A resume counts on from eval.jsonl: when the
   patience has already run out at the checkpoint it starts from, it stops there at once, as the run
   without a stop signal did (a signal during the evaluation that ran it out, or during its save, stopped
   the run before its early stop, and the resumed run trained on to its next evaluation). So does a resume
@@ -134,16 +136,25 @@ def eval_means(eval_path: Path, key: str | None = None) -> dict[int, float]:
     return means_of(rows_of_key(eval_rows(eval_path), key))
 
 
+def counted_mean(row: dict[str, Any]) -> float | None:
+    """A held-out row's ``eval_reward_mean`` when it counts for the best checkpoint and ``eval_patience``: a finite
+    mean of a complete evaluation (``eval_complete`` not false: no outage took any of its rewards; a row from before
+    the field is complete); None otherwise (module docstring). The trainer and every reader of eval.jsonl use it."""
+    mean = row.get("eval_reward_mean")
+    if row.get("eval_complete") is False or not finite_number(mean, bools=True):
+        return None
+    return float(mean)
+
+
 def means_of(rows: list[dict[str, Any]]) -> dict[int, float]:
     """`eval_means` of one measurement's rows (`rows_of_key`) already read: the last row of an iteration counts,
-    rows without a finite mean drop it."""
+    rows whose mean does not count (`counted_mean`) drop it."""
     means: dict[int, float] = {}
     for row in rows:
-        iteration, mean = row["iteration"], row.get("eval_reward_mean")
-        if finite_number(mean, bools=True):
-            means[iteration] = float(mean)
+        if (mean := counted_mean(row)) is not None:
+            means[row["iteration"]] = mean
         else:
-            means.pop(iteration, None)
+            means.pop(row["iteration"], None)
     return means
 
 
@@ -228,8 +239,14 @@ def passed_over(ckpt_dir: Path, eval_path: Path, found: tuple[str, int, float], 
         if k != last[row["iteration"]] and finite_number(earlier, bools=True) and earlier > above:
             notes.append(f"iteration {row['iteration']}'s earlier row ({float(earlier):.4f}) was replaced by its last "
                          f"({'no mean' if final is None else f'{final:.4f}'}): a resume repeated it")
-    nulls = sorted({r["iteration"] for r in mine} - set(means))
-    notes += [f"iteration {it}: no eval_reward_mean (every held-out reward ineligible)" for it in nulls]
+    for it in sorted({r["iteration"] for r in mine} - set(means)):
+        row = mine[last[it]]
+        if row.get("eval_complete") is False and finite_number(mean := row.get("eval_reward_mean"), bools=True):
+            lost = row.get("eval_outages")
+            notes.append(f"iteration {it}: incomplete ({lost if isinstance(lost, int) else 'some'} held-out rewards "
+                         f"lost to an outage), its eval_reward_mean {float(mean):.4f} not compared")
+        else:
+            notes.append(f"iteration {it}: no eval_reward_mean (every held-out reward ineligible)")
     if other := len(rows) - len(mine):
         notes.append(f"{other} row{'s' if other != 1 else ''} of another measurement (eval_key) not compared")
     if torn:

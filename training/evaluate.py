@@ -8,7 +8,7 @@ rank 0 appends one row to ``OUTPUT_DIR/eval.jsonl`` (TensorBoard ``eval/*``)::
 
     iteration, eval_reward_mean, eval_reward_std (population), eval_eligible_fraction,
     eval_ineligible_count (and by kind, eval_ineligible_none|nan|inf|error, as metrics.jsonl: an outage is
-    not the agent's verdict), eval_videos, seconds_eval, and eval_reward_<name>_mean for each component
+    not the agent's verdict), eval_outages, eval_complete (see below), eval_videos, seconds_eval, and eval_reward_<name>_mean for each component
     of a reward that reports them (training/metrics.py; the agent's T, P, V, failure, unverifiable)
 
 and one line per sample to ``OUTPUT_DIR/eval_rewards.jsonl`` (``summarize_items``), ordered by prompt and
@@ -43,6 +43,14 @@ Decisions where the issue was silent:
   samples are ineligible (kind ``error``) with a reason naming the prompt's line and image, and are neither
   scored nor saved; they are still sampled, from a stand-in frame (training/prompt_failures.py), so every rank
   runs the same forwards.
+* An evaluation in which an outage took some rewards (kind ``error`` from the reward: the reward service or the
+  agent's machinery down, a reward call past ``reward_timeout_s``) is incomplete: ``eval_outages`` counts them and
+  ``eval_complete`` is false. Its ``eval_reward_mean`` is still written (what the samples that were scored
+  scored), but it averages an accidental subset of the held-out set, so it is never chosen as the best checkpoint
+  and counts neither way for ``eval_patience`` (`training.best.counted_mean`), as a mean of nothing does not;
+  it used to be taken like any other. The stand-ins of a prompt whose image cannot be read count in
+  ``eval_ineligible_error`` but not in ``eval_outages``: that prompt is gone from every later evaluation too, and
+  a rerun would not bring it back, so the means stay comparable among themselves (their reasons name the prompt).
 * Any other exception (a decode error, a reward that answers with the wrong number of rewards, the agent's
   trace store) stops the run on every rank, naming the rank and the error (training/rank_failures.py; the
   trainer's ``held_out``). A sample that raises does not stop the rank's sampling at once: its other items
@@ -169,7 +177,8 @@ def evaluate(world_model: FlowWorldModel, cfg: TrainConfig, prompts: Sequence[Pr
             if p in failed:
                 if counts:
                     diverged.append({"prompt": p, "sample": s, "text": prompts[p].text, "video": None, "reward": None,
-                                     "reason": failed[p].reason, "run_id": None, "ineligible_kind": "error"})
+                                     "reason": failed[p].reason, "run_id": None, "ineligible_kind": "error",
+                                     "stand_in": True})  # no outage (`outages`); not written to the logs
                 continue
             if counts:
                 videos.append(frames)
@@ -245,10 +254,19 @@ def summarize_eval(iteration: int, parts: Sequence[dict[str, Any]], key: str | N
             "eval_ineligible_count": len(rewards) - len(eligible),
             **{f"eval_ineligible_{kind}": sum(it.get("ineligible_kind") == kind for p in parts for it in p.get("items", []))
                for kind in KINDS},
+            "eval_outages": (lost := outages(parts)), "eval_complete": lost == 0,
             "eval_videos": len(rewards),
             "seconds_eval": float(parts[0]["seconds"]),
             **component_means([p["components"] for p in parts], "eval_reward_"),
             **({"eval_key": key} if key is not None else {})}
+
+
+def outages(parts: Sequence[dict[str, Any]]) -> int:
+    """How many held-out rewards of all ranks' `evaluate` outputs an outage took (kind ``error`` from the reward:
+    the service or the agent's machinery down, a timeout), not counting the stand-ins of prompts whose image cannot
+    be read (module docstring)."""
+    return sum(it.get("ineligible_kind") == "error" and not it.get("stand_in") for p in parts
+               for it in p.get("items", []))
 
 
 def summarize_items(iteration: int, parts: Sequence[dict[str, Any]], key: str | None = None) -> list[dict[str, Any]]:

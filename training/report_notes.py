@@ -4,7 +4,8 @@ rewards (section [held-out]) and which checkpoint folders are saves killed part-
 eval.jsonl's ``eval_reward_mean`` averages the eligible rewards only (training/evaluate.py), and an evaluation
 whose rewards were all ineligible has a null mean, which the held-out curve cannot draw. The page therefore names,
 under the curve, each evaluation with ineligible rewards: ``iteration 4: 4 of 4 (no mean, not charted)``, with
-the total over the evaluations shown. Decision where the issue was silent: a row without integer
+the total over the evaluations shown, and for an evaluation an outage made incomplete (training/evaluate.py) how
+many rewards it lost: its mean is charted but never chosen as the best checkpoint. Decision where the issue was silent: a row without integer
 ``eval_ineligible_count`` / ``eval_videos`` (a run from before they were logged, a hand-edited file) is left out
 of the count, not guessed; nothing is written when no evaluation had an ineligible reward.
 
@@ -27,14 +28,15 @@ def _count(row: dict[str, Any], key: str) -> int | None:
     return value if isinstance(value, int) and not isinstance(value, bool) and value >= 0 else None
 
 
-def ineligible_evaluations(rows: list[dict[str, Any]]) -> list[tuple[int, int, int, bool]]:
-    """(iteration, ineligible, samples, has a mean) of each held-out row (one per iteration, as the report keeps
-    them) that counts ineligible rewards; pure."""
+def ineligible_evaluations(rows: list[dict[str, Any]]) -> list[tuple[int, int, int, bool, int]]:
+    """(iteration, ineligible, samples, has a mean, lost to an outage) of each held-out row (one per iteration, as
+    the report keeps them) that counts ineligible rewards; pure."""
     out = []
     for row in rows:
         bad, total = _count(row, "eval_ineligible_count"), _count(row, "eval_videos")
         if bad and total is not None:
-            out.append((int(row["iteration"]), bad, total, finite_number(row.get("eval_reward_mean"), bools=True)))
+            out.append((int(row["iteration"]), bad, total, finite_number(row.get("eval_reward_mean"), bools=True),
+                        _count(row, "eval_outages") or 0))
     return out
 
 
@@ -45,7 +47,9 @@ def ineligible_note(rows: list[dict[str, Any]]) -> str:
         return ""
     counted = [r for r in rows if _count(r, "eval_ineligible_count") is not None and _count(r, "eval_videos") is not None]
     bad, total = sum(_count(r, "eval_ineligible_count") or 0 for r in counted), sum(_count(r, "eval_videos") or 0 for r in counted)
-    parts = [f"iteration {it}: {n} of {of}" + ("" if has_mean else " (no mean, not charted)") for it, n, of, has_mean in found]
+    parts = [f"iteration {it}: {n} of {of}" + ("" if has_mean else " (no mean, not charted)")
+             + (f" ({lost} lost to an outage: incomplete, never the best checkpoint)" if lost and has_mean else "")
+             for it, n, of, has_mean, lost in found]
     return (f"<p id=\"held-out-ineligible\"><b>ineligible held-out rewards ({bad} of {total})</b>, left out of the "
             f"means: {esc('; '.join(parts))}</p>")
 

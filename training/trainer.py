@@ -67,6 +67,7 @@ from policy.steps import likelihood_steps
 from training import engine as ds_engine
 from training.best import (
     agreed_eval_means,
+    counted_mean,
     early_stop_message,
     evals_since_best,
     is_new_best,
@@ -215,8 +216,8 @@ def train(cfg: TrainConfig, *, local_rank: int = 0, reward_tokens: dict[str, str
         engine.module.eval()  # any rank stops every rank (RankFailed: training/rank_failures.py)
         row = evaluate_everywhere(world_model, cfg, eval_prompts, reward_fn, log, ckpt_dir, iteration=iteration,
                                   rank=rank, world=world, places=eval_places, key=key, close=close)
-        if math.isfinite(row["eval_reward_mean"]):
-            means[iteration] = row["eval_reward_mean"]
+        if (mean := counted_mean(row)) is not None:  # none for an incomplete evaluation too (training/best.py)
+            means[iteration] = mean
         else:  # a repeated evaluation without a mean replaces the earlier one, as training.best.eval_means reads it
             means.pop(iteration, None)
 
