@@ -99,6 +99,7 @@ from graph.transport import (
     BACKBONE_NAMES,
     EndpointNames,
     PacedWait,
+    connection_hint,
     is_timeout,
     is_transient,
     not_a_completion,
@@ -223,7 +224,7 @@ class Backbone:
                                     f"attempts ({type(exc).__name__})") from exc
             if is_transient(exc):
                 raise BackboneFault(stage, "transport", f"{type(exc).__name__} after {attempts} attempts: "
-                                    f"{str(exc)[:_ERR_CHARS]}") from exc
+                                    f"{str(exc)[:_ERR_CHARS]}{connection_hint(exc, self.setting_names)}") from exc
             if (fix := settings_problem(exc, self.setting_names)) is not None:
                 raise BackboneFault(stage, "settings", f"{type(exc).__name__}: {str(exc)[:_ERR_CHARS]}; "
                                     f"{fix}") from exc

@@ -49,6 +49,7 @@ from langchain_core.exceptions import (
 from tenacity import RetryCallState
 from tenacity.wait import wait_base
 
+from graph.cache_keys import endpoint_identity
 from graph.completion_shape import MalformedCompletion, choice_problem
 from graph.usage import http_response_types
 from tools.http_retry import retry_after_s as header_wait_s
@@ -228,6 +229,15 @@ def settings_problem(exc: BaseException, names: EndpointNames) -> str | None:
         check = f" ({names.checked_by})" if names.checked_by else ""
         return f"HTTP 404: check that {names.base_url} ends in /v1 and that the server serves {names.model}{check}"
     return None
+
+
+def connection_hint(exc: BaseException, names: EndpointNames) -> str:
+    """What to check when a model call found no server (connection refused or dropped, a host not found: "" for
+    anything else): the URL the request went to, without credentials, and the base URL setting `names` reads."""
+    if not isinstance(exc, openai.APIConnectionError) or isinstance(exc, openai.APITimeoutError):
+        return ""
+    return (f"; the connection to {endpoint_identity(str(exc.request.url))} failed: check {names.base_url} and that "
+            "the server is running")
 
 
 _BUILDERS = (("langchain_core.language_models.chat_models", "_format_for_tracing"),

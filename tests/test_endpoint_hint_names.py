@@ -63,3 +63,29 @@ def test_the_judge_names_its_settings(reply: StubReply) -> None:
     if reply is ROOT_404:
         assert "404" in verdict.rationale and "RAA_JUDGE_MODEL" in verdict.rationale
         assert "RAA_MODEL" not in verdict.rationale
+
+
+def _closed_port() -> int:
+    import socket
+
+    with socket.socket() as sock:  # bound and closed: nothing listens there
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+@pytest.mark.parametrize("names", [BACKBONE_NAMES, JUDGE_NAMES], ids=["agent", "judge"])
+def test_nothing_answering_names_the_url_and_its_setting(names: EndpointNames) -> None:
+    """A wrong port or a server not started: the reason said only "APIConnectionError after 3 attempts:
+    Connection error.", naming neither the URL tried nor the setting to fix (`raa score` has no pre-flight)."""
+    from graph.backbone import Backbone
+
+    url = f"http://user:secret@127.0.0.1:{_closed_port()}/v1"
+    chat = ChatOpenAI(base_url=url, model="m", api_key="EMPTY", timeout=5.0, max_retries=0)
+    bb = Backbone(chat, method="json_schema", max_retries=1, timeout_s=5.0, model_name="m", retry_wait=(0.0, 0.01))
+    bb.setting_names = names
+    with pytest.raises(BackboneFault) as info:
+        run(bb, Usage())
+    message = info.value.message
+    assert info.value.kind == "transport" and "ConnectionError after 2 attempts" in message
+    assert f"{url.replace('user:secret@', '')}/chat/completions" in message and "secret" not in message
+    assert names.base_url in message
