@@ -45,3 +45,23 @@ def test_without_a_tag_the_latest_still_goes_to_final(tmp_path, monkeypatch):
     calls = _calls(monkeypatch)
     assert export.main(["--run", str(tmp_path / "run")]) == 0
     assert calls == [{"out": tmp_path / "run" / "final", "tag": None, "checkpoint_dir": ckpt}]
+
+
+def test_the_command_line_reports_a_tag_error_without_a_traceback(tmp_path):
+    """Run as `python -m training.export`, the module is `__main__`: its `except ExportError` caught
+    `__main__.ExportError`, while training/export_tags.py raises `training.export.ExportError`, a class of the
+    module imported a second time. `--tag best` of a run without held-out evaluation (the smoke run) and
+    `--tag latest` without a `latest` file ended in a traceback instead of one error line and exit 2."""
+    import os
+    import subprocess
+    import sys
+
+    _, ckpt = saved_run(tmp_path)
+    (ckpt / "latest").unlink()
+    root = Path(__file__).resolve().parents[1]
+    env = {**os.environ, "PYTHONPATH": str(root)}
+    for tag, says in (("latest", "no 'latest' file"), ("best", "eval.jsonl does not exist")):
+        done = subprocess.run([sys.executable, "-m", "training.export", "--run", str(tmp_path / "run"), "--tag", tag],
+                              cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120)
+        assert done.returncode == 2, done.stderr
+        assert f"error: --tag {tag}" in done.stderr and says in done.stderr and "Traceback" not in done.stderr

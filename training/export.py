@@ -388,4 +388,8 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    raise SystemExit(main())
+    # main of the imported module: training/export_tags.py raises training.export.ExportError, a class this
+    # `__main__` copy of the module does not catch as its own
+    from training.export import main as module_main
+
+    raise SystemExit(module_main())
