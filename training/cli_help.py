@@ -16,7 +16,7 @@ from pathlib import Path
 from training.config import TrainConfig
 
 USAGE = """usage: python -m training.train [--config FILE.yaml] [--FIELD VALUE | --FIELD=VALUE ...] [--resume] [--check]
-       torchrun --nproc_per_node N -m training.train ...    (or: deepspeed --num_gpus N training/train.py ...)
+       torchrun --nproc_per_node N -m training.train ...    (or: deepspeed --num_gpus N --module training.train ...)
 
 --check: make a launch's checks without loading a model (prompts, reward and endpoint, ranks from
 WORLD_SIZE, DeepSpeed JSON, what --resume would load, model_path), print the resolved config and exit
