@@ -371,7 +371,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--negative_prompt", help="negative prompt of the guidance (default: the run's)")
     parser.add_argument("--batch_size", type=int, default=1,
                         help="samples of one prompt sampled together (ODE sampler; default 1)")
-    parser.add_argument("--device", choices=["auto", "cpu", "cuda"], default="auto")
+    parser.add_argument("--device", choices=["auto", "cpu", "cuda"], default="auto",
+                        help="where to sample (default auto: cuda when available); noise drawn on cpu and cuda differs")
     args = parser.parse_args(argv)
     if args.device == "cuda" and not torch.cuda.is_available():
         print("error: --device cuda, but torch sees no CUDA device", file=sys.stderr)
