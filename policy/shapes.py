@@ -15,12 +15,21 @@ Decisions where the issue was silent:
   num_cond_frames < num_latent_frames").
 * The messages name the setting (num_frames, height, width) and the multiple it needs, since the user
   fixes the config, not the latent.
+* The clip length a model generates when none is given (`native_num_frames`) is its family's own:
+  Cosmos-Predict2.5 93 (``Cosmos2_5_PredictBasePipeline``'s ``num_frames`` default); Wan 2.1 I2V-14B 81
+  (``WanImageToVideoPipeline``'s default, the 5 s at 16 fps it was trained on); Wan 2.2 TI2V-5B 121 (its 5 s
+  at 24 fps: upstream Wan 2.2's ``ti2v_5B.frame_num``, and the length diffusers' TI2V-5B examples pass; the
+  pipeline's own default, 81, is one class-wide value shared with Wan 2.1). The Wan family is read from the
+  transformer's channels: more input than output channels is the I2V-14B channel-concat layout.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
 from typing import Any
+
+COSMOS_NUM_FRAMES, WAN_I2V_NUM_FRAMES, WAN_TI2V_NUM_FRAMES = 93, 81, 121
+"""Each family's own clip length in pixel frames (module docstring)."""
 
 _WAN_VAE_DEFAULTS = {"dim_mult": [1, 2, 4, 4], "temperal_downsample": [False, True, True], "patch_size": None}
 
@@ -69,3 +78,14 @@ def check_latent_patches(frames: int, height: int, width: int, patch: tuple[int,
         raise ValueError(f"latent size {frames}x{height}x{width} (frames x height x width) must be divisible by the "
                          f"transformer's patch size {(p_t, p_h, p_w)}: choose num_frames / height / width that "
                          "FlowWorldModel.latent_shape accepts")
+
+
+def native_num_frames(backend: str, transformer_config: Mapping[str, Any]) -> int:
+    """The clip length (pixel frames) the model family of ``backend`` with this transformer config generates when
+    none is given (module docstring): Cosmos 93, Wan 2.1 I2V-14B (``in_channels`` > ``out_channels``) 81, else
+    (Wan 2.2 TI2V) 121."""
+    if backend == "cosmos":
+        return COSMOS_NUM_FRAMES
+    c_in = transformer_config.get("in_channels")
+    c_out = transformer_config.get("out_channels") or c_in  # WanTransformer3DModel: out_channels or in_channels
+    return WAN_I2V_NUM_FRAMES if c_in != c_out else WAN_TI2V_NUM_FRAMES

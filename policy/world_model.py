@@ -31,7 +31,8 @@ Decisions where the issue was silent:
   said here, in ``training.config.TrainConfig.guidance_scale`` and in the README, and checked against both
   pipelines in tests/test_pipeline_parity.py.
 * ``encode_prompts`` takes ``num_frames`` (pixel frames of the clip to generate; default
-  ``default_num_frames``) because the conditioning mask needs the latent frame count.
+  ``default_num_frames``, which is the model family's own unless given: `policy.shapes.native_num_frames`)
+  because the conditioning mask needs the latent frame count.
 * Wan 2.1 I2V-14B (``policy/wan_i2v.py``): ``encode_prompts`` adds the pipeline's channel-concat condition and
   the CLIP image embeddings to the `Conditioning` (its ``image_condition`` / ``image_embeds``), which every
   transformer call feeds, so a rollout and its recomputation see the same inputs. The CLIP encoder is a frozen
@@ -62,7 +63,7 @@ from policy.checkpoint import (
 from policy.cosmos import TINY_COSMOS, build_cosmos_transformer, cosmos_text_dim, cosmos_velocity
 from policy.frozen import FrozenHelpersModule
 from policy.masks import check_binary_mask
-from policy.shapes import clip_latent_size
+from policy.shapes import clip_latent_size, native_num_frames
 from policy.text import HashTextEncoder, TextEncoder
 from policy.vae import decode_latents, encode_first_frames, tiny_wan_vae, vae_scale_factors
 from policy.wan import NUM_TRAIN_TIMESTEPS, TINY_WAN, build_wan_transformer, wan_velocity
@@ -175,7 +176,7 @@ class FlowWorldModel(FrozenHelpersModule):
         image_encoder: ClipImageEncoder | None = None,
         cond_frame_sigma: float = 1e-4,
         num_train_timesteps: int = NUM_TRAIN_TIMESTEPS,
-        default_num_frames: int = 93,
+        default_num_frames: int | None = None,
     ) -> None:
         super().__init__()
         if backend not in ("cosmos", "wan"):
@@ -188,7 +189,9 @@ class FlowWorldModel(FrozenHelpersModule):
             vae.eval().requires_grad_(False)
         self.cond_frame_sigma = cond_frame_sigma
         self.num_train_timesteps = num_train_timesteps
-        self.default_num_frames = default_num_frames
+        # None: the family's own clip length (policy.shapes.native_num_frames)
+        self.default_num_frames = native_num_frames(backend, transformer.config) if default_num_frames is None \
+            else default_num_frames
 
     # ------------------------------------------------------------------ velocity
     def velocity(self, x_t: Tensor, sigma: Tensor | float, cond: Conditioning, guidance_scale: float = 1.0) -> Tensor:
@@ -367,5 +370,4 @@ class FlowWorldModel(FrozenHelpersModule):
             enc_cls = CosmosQwenTextEncoder if backend == "cosmos" else WanT5TextEncoder
             text = enc_cls.from_pretrained(root, torch_dtype=torch_dtype, revision=revision)
         clip = ClipImageEncoder.from_pretrained(root, torch_dtype=torch_dtype, revision=revision) if load_clip else None
-        frames = default_num_frames or (93 if backend == "cosmos" else 121)
-        return cls(backend, tr, vae, text, image_encoder=clip, default_num_frames=frames)
+        return cls(backend, tr, vae, text, image_encoder=clip, default_num_frames=default_num_frames)
