@@ -35,6 +35,15 @@ ratio is exact. Decisions where the issue was silent:
   I2V channel layout and no CLIP branch (``image_dim`` null), while Wan 2.1 I2V-14B always has one (1280);
   diffusers' pipeline likewise gives image embeddings to Wan 2.1 transformers only. An I2V-layout model without
   CLIP that is not a Wan 2.2 expert would be refused too; none is known.
+* A text-to-video checkpoint (Wan 2.1 T2V 1.3B / 14B) has the TI2V channel layout (``in_channels`` =
+  ``out_channels`` = the VAE's ``z_dim``, no image branch) but was never trained to continue a clean first
+  latent frame at timestep 0; it is refused (`text_to_video_problem`) by what its ``model_index.json`` says:
+  diffusers' conversion script saves Wan 2.2 TI2V-5B as ``WanPipeline(expand_timesteps=True)`` (the mode that
+  pins frame 0 and gives its tokens timestep 0) and Wan 2.1 T2V as a plain ``WanPipeline`` (``expand_timesteps``
+  false, or no such key in older conversions). A folder without ``model_index.json`` (a transformer copied out)
+  is not judged: its transformer config alone does not tell Wan 2.1 T2V from a TI2V layout on the same latent
+  (Wan 2.2 TI2V-5B differs only in using the 48-channel Wan 2.2 VAE, and this project's tiny test models have
+  the TI2V layout on a 16-channel VAE).
 """
 
 from __future__ import annotations
@@ -136,21 +145,50 @@ class ClipImageEncoder:
         return cls(model, processor)
 
 
-def two_expert_problem(root: Path) -> str | None:
-    """Why a local folder's ``model_index.json`` (or a ``transformer_2/`` folder) is a Wan 2.2 A14B two-expert
-    checkpoint this trainer refuses (module docstring), or None."""
+def read_model_index(root: str | Path, revision: str | None = None) -> dict[str, Any]:
+    """The checkpoint's ``model_index.json`` (a local folder's file, or a hub id's through diffusers'
+    ``DiffusionPipeline.load_config`` at ``revision``) as a dict; {} when it has none or it cannot be read: the
+    checks below then judge by the transformer config alone (nothing is guessed from a missing index)."""
+    folder = Path(root).expanduser()
     try:
-        index = json.loads((root / "model_index.json").read_text())
+        if folder.is_dir():
+            index = json.loads((folder / "model_index.json").read_text())
+        else:
+            from diffusers import DiffusionPipeline
+
+            index = DiffusionPipeline.load_config(str(root), revision=revision)
     except (OSError, ValueError):
-        index = {}
-    index = index if isinstance(index, dict) else {}
+        return {}
+    return dict(index) if isinstance(index, Mapping) else {}
+
+
+def two_expert_problem(index: Mapping[str, Any], root: Path | None = None) -> str | None:
+    """Why a checkpoint whose ``model_index.json`` is ``index`` (`read_model_index`), or a local folder ``root``
+    with a ``transformer_2/`` folder, is a Wan 2.2 A14B two-expert checkpoint this trainer refuses (module
+    docstring), or None."""
     second = index.get("transformer_2")
-    has_second = (root / "transformer_2").is_dir() or (isinstance(second, list) and any(second))
+    has_second = (root is not None and (root / "transformer_2").is_dir()) or (isinstance(second, list) and any(second))
     if not has_second and index.get("boundary_ratio") is None:
         return None
     return (f"Wan 2.2 A14B's two experts (transformer_2, boundary_ratio {index.get('boundary_ratio')}) are not "
             "supported: this trainer trains one transformer, and the high-noise expert alone would sample the "
             "low-noise steps; use a Wan 2.1 I2V-14B or Wan 2.2 TI2V-5B checkpoint")
+
+
+def text_to_video_problem(index: Mapping[str, Any], transformer_config: Mapping[str, Any]) -> str | None:
+    """Why a Wan checkpoint with this ``model_index.json`` (``index``; {} when it has none) and transformer config is
+    a text-to-video model this image-to-video trainer refuses, or None (module docstring): the TI2V channel layout
+    (``in_channels`` = ``out_channels``) without the pipeline's ``expand_timesteps`` true."""
+    c_in = transformer_config.get("in_channels")
+    c_out = transformer_config.get("out_channels") or c_in  # WanTransformer3DModel: out_channels or in_channels
+    if not index or not isinstance(c_in, int) or c_in != c_out or index.get("expand_timesteps") is True:
+        return None
+    found = f"expand_timesteps {json.dumps(index['expand_timesteps'])}" if "expand_timesteps" in index \
+        else "no expand_timesteps"
+    return (f"a text-to-video checkpoint: model_index.json's {index.get('_class_name')} has {found}, and the "
+            f"transformer takes no image condition (in_channels = out_channels = {c_in}), as Wan 2.1 T2V; this "
+            "image-to-video trainer needs Wan 2.2 TI2V (expand_timesteps true: trained to continue a clean first "
+            "latent frame) or Wan 2.1 I2V-14B (in_channels 2 x VAE z_dim + 4 mask channels, an image_dim)")
 
 
 def expert_layout_problem(transformer_config: Mapping[str, Any]) -> str | None:

@@ -72,6 +72,8 @@ from policy.wan_i2v import (
     concat_channels,
     expert_layout_problem,
     image_condition,
+    read_model_index,
+    text_to_video_problem,
     two_expert_problem,
 )
 
@@ -315,7 +317,8 @@ class FlowWorldModel(FrozenHelpersModule):
         ``Wan-AI/Wan2.2-TI2V-5B-Diffusers``): ``WanTransformer3DModel``, the Wan 2.2
         ``AutoencoderKLWan`` and UMT5. Wan 2.1 I2V-14B (``in_channels`` 36, ``image_dim``): also
         ``CLIPVisionModel`` (``image_encoder``) and the ``image_processor`` config (`policy.wan_i2v`); a Wan 2.2
-        A14B two-expert folder is a ValueError. The VAE loads in float32. Untested here with real weights.
+        A14B two-expert folder and a text-to-video one (Wan 2.1 T2V: ``model_index.json`` without
+        ``expand_timesteps`` true) are a ValueError. The VAE loads in float32. Untested here with real weights.
 
         Refuses (``policy.checkpoint``) an unknown backend before loading, a folder lacking a part it loads or
         its weights (FileNotFoundError naming it; the CLIP parts once the transformer config is read, before any
@@ -343,9 +346,12 @@ class FlowWorldModel(FrozenHelpersModule):
         where = f"{root}/{transformer_subfolder}"
         tr_config = tr_cls.load_config(root, subfolder=transformer_subfolder, **hub)
         check_transformer_class(tr_config, backend, where)
-        if backend == "wan" and (two := (Path(root).is_dir() and two_expert_problem(Path(root)))
-                                 or expert_layout_problem(tr_config)):
-            raise ValueError(f"{root}: {two}")
+        if backend == "wan":  # refused Wan families (policy/wan_i2v.py), before any weights load
+            index = read_model_index(root, revision)
+            folder = Path(root) if Path(root).is_dir() else None
+            if problem := (two_expert_problem(index, folder) or expert_layout_problem(tr_config)
+                           or text_to_video_problem(index, tr_config)):
+                raise ValueError(f"{root}: {problem}")
         # Wan 2.1 I2V's CLIP branch; load_image_encoder None: with the text encoder (the prompt encoders)
         load_clip = (load_text_encoder if load_image_encoder is None else load_image_encoder) and \
             backend == "wan" and tr_config.get("image_dim") is not None

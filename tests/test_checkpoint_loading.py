@@ -85,13 +85,15 @@ def test_a_hub_revision_reaches_every_loader(monkeypatch):
         return classmethod(load)
 
     monkeypatch.setattr(diffusers.WanTransformer3DModel, "load_config", fake("config", dict(tiny.transformer.config)))
+    monkeypatch.setattr(diffusers.DiffusionPipeline, "load_config",  # model_index.json (policy.wan_i2v)
+                        fake("index", {"_class_name": "WanPipeline", "expand_timesteps": True}))
     monkeypatch.setattr(diffusers.WanTransformer3DModel, "from_pretrained", fake("transformer", (tiny.transformer, {})))
     monkeypatch.setattr(diffusers.AutoencoderKLWan, "from_pretrained", fake("vae", (tiny.vae, {})))
     monkeypatch.setattr(transformers.AutoTokenizer, "from_pretrained", fake("tokenizer", object()))
     monkeypatch.setattr(transformers.UMT5EncoderModel, "from_pretrained",
                         fake("text_encoder", (torch.nn.Linear(1, 1), {"missing_keys": set()})))
     FlowWorldModel.from_pretrained("org/wan-repo", "wan", torch_dtype=torch.float32, revision="diffusers")
-    assert sorted(seen) == ["config", "text_encoder", "tokenizer", "transformer", "vae"]
+    assert sorted(seen) == ["config", "index", "text_encoder", "tokenizer", "transformer", "vae"]
     assert all(call["path"] == "org/wan-repo" and call["revision"] == "diffusers" for call in seen.values())
 
 

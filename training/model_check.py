@@ -36,7 +36,9 @@ Then, for a local folder (a hub id is left as it is):
   weights and ``image_processor/preprocessor_config.json`` (``parts="all"``; `policy.checkpoint.clip_parts_missing`,
   what ``from_pretrained`` checks); a Wan 2.2 A14B two-expert folder (``transformer_2`` /
   ``boundary_ratio`` in ``model_index.json``), or its I2V layout without ``image_dim`` (one expert, no
-  ``model_index.json``), is refused (`policy.wan_i2v.two_expert_problem` / ``expert_layout_problem``); Cosmos ``out_channels`` = ``z``, ``in_channels`` =
+  ``model_index.json``), is refused (`policy.wan_i2v.two_expert_problem` / ``expert_layout_problem``), and so is a
+  text-to-video one (Wan 2.1 T2V: the TI2V layout with a ``model_index.json`` lacking ``expand_timesteps`` true,
+  `policy.wan_i2v.text_to_video_problem`); Cosmos ``out_channels`` = ``z``, ``in_channels`` =
   ``z + 1`` (condition mask; ``concat_padding_mask`` true: diffusers appends the padding mask, which needs
   torchvision) or, with ``concat_padding_mask`` false, ``z + 2`` (`cosmos_velocity` appends it); the
   ``_class_name`` the backend loads (`policy.checkpoint.transformer_class_problem`). A field that is missing or unreadable is not checked (no guess).
@@ -54,7 +56,7 @@ from typing import Literal
 
 from policy.checkpoint import clip_parts_missing, missing_parts, transformer_class_problem, weights_missing
 from policy.shapes import vae_compression
-from policy.wan_i2v import expert_layout_problem, two_expert_problem
+from policy.wan_i2v import expert_layout_problem, read_model_index, text_to_video_problem, two_expert_problem
 from training.config import ConfigError, TrainConfig
 
 TRANSFORMER = "transformer/config.json"
@@ -110,8 +112,11 @@ def _layout_problems(root: Path, backend: str, parts: Literal["all", "transforme
     if backend == "wan":
         t = _vae_temporal(_json(root / "vae" / "config.json"))
         i2v = z is not None and t is not None and c_in == 2 * z + t
-        if two := two_expert_problem(root) or (i2v and expert_layout_problem(tr)):
+        index = read_model_index(root)
+        if two := two_expert_problem(index, root) or (i2v and expert_layout_problem(tr)):
             problems.append(two)
+        elif t2v := text_to_video_problem(index, tr):
+            problems.append(t2v)
         for key, what in (("image_dim", "CLIP image embeddings"), ("added_kv_proj_dim", "image cross-attention")):
             if tr.get(key) is not None and not i2v:
                 problems.append(f"transformer {key} {tr[key]} (Wan 2.1 I2V: {what}) is not supported without the "
