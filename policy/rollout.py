@@ -52,7 +52,6 @@ Decisions where the issue was silent:
 
 from __future__ import annotations
 
-import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Literal
@@ -70,7 +69,7 @@ from policy.dyndiff import (
     transition_mean_std,
 )
 from policy.steps import likelihood_steps
-from policy.world_model import Conditioning, FlowWorldModel
+from policy.world_model import Conditioning, FlowWorldModel, check_guidance_scale
 
 
 class RolloutConfigError(ValueError):
@@ -117,8 +116,10 @@ class RolloutConfig:
             raise RolloutConfigError(str(exc)) from exc
         if not self.shift > 0:
             raise RolloutConfigError(f"shift must be > 0, got {self.shift}")
-        if not (self.guidance_scale >= 0 and math.isfinite(self.guidance_scale)):
-            raise RolloutConfigError(f"guidance_scale must be a finite number >= 0, got {self.guidance_scale}")
+        try:
+            check_guidance_scale(self.guidance_scale)
+        except ValueError as exc:
+            raise RolloutConfigError(str(exc)) from exc
         for name, value, allowed in (
             ("log_prob_reduce", self.log_prob_reduce, ("sum", "mean")),
             ("mask_grad", self.mask_grad, ("detached", "differentiable")),

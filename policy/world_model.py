@@ -44,6 +44,7 @@ Decisions where the issue was silent:
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -159,6 +160,12 @@ def make_cond_mask(batch: int, num_latent_frames: int, num_cond_frames: int = 1,
     return m
 
 
+def check_guidance_scale(scale: float) -> None:
+    """ValueError unless the guidance weight w is a finite number >= 0 (module docstring: 1 = off)."""
+    if not (scale >= 0 and math.isfinite(scale)):
+        raise ValueError(f"guidance_scale must be a finite number >= 0, got {scale}")
+
+
 def guided_velocity(v_cond: Tensor, v_uncond: Tensor, scale: float) -> Tensor:
     """Classifier-free guidance on the velocity field: ``v = v_uncond + w (v_cond - v_uncond)``
     (w = 1: the conditional velocity; w = 0: the unconditional one)."""
@@ -206,6 +213,7 @@ class FlowWorldModel(FrozenHelpersModule):
         """
         if x_t.ndim != 5:
             raise ValueError(f"x_t must be [B, C, F, H, W], got {tuple(x_t.shape)}")
+        check_guidance_scale(guidance_scale)
         b, c, f, h, w = x_t.shape
         ff = cond.first_frame_latent
         if ff.shape[0] != b or ff.shape[1] != c or ff.shape[3:] != (h, w) or cond.num_latent_frames != f:

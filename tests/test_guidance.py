@@ -76,3 +76,15 @@ def test_guided_rollout_likelihoods_are_recomputed_exactly(setup):
         guided = sample_ode(model, cond, 3, 3.0, noise=noise, guidance_scale=2.5)
         again = sample_ode(model, cond, 3, 3.0, noise=noise, guidance_scale=2.5)
     assert torch.equal(guided, again)
+
+
+@pytest.mark.parametrize("scale", [-1.0, float("nan"), float("inf")])
+def test_the_velocity_refuses_a_guidance_scale_no_config_would_accept(setup, scale):
+    """Before: RolloutConfig, TrainConfig and training.generate refused these, but velocity() and sample_ode(), which
+    take the scale directly, ran them: a negative w extrapolated away from the prompt without a word, and NaN / inf
+    made every latent NaN."""
+    model, cond = setup
+    with pytest.raises(ValueError, match=r"guidance_scale must be a finite number >= 0"):
+        model.velocity(_x(cond), 0.5, cond, guidance_scale=scale)
+    with pytest.raises(ValueError, match=r"guidance_scale must be a finite number >= 0"):
+        sample_ode(model, cond, 2, 3.0, noise=_x(cond), guidance_scale=scale)
