@@ -27,8 +27,8 @@ Decisions where the issue was silent:
   earlier line's clip and instruction is scored once (`drop_repeats`; score-batch names the lines).
   Clips missing where a manifest points but present relative to the current directory get a warning
   before the batch starts (`misplaced_paths`); their rows are still "video not found".
-- `RowWriter` keeps, per leading label of the ineligible rows' first reason (the failing stage, or
-  "input" for a bad manifest line), a count and the first such reason;
+- `RowWriter` keeps, per stage and kind of the ineligible rows' first fault ("observe: transport"; "input" for a
+  bad manifest line, `graph.batch_output.fault_kind`), a count and the first such reason;
   `raa score-batch` prints them after its counts, so a batch whose rows all failed for one reason
   (a misnamed manifest field, a dead endpoint) says so without opening the output.
 - Each item is one `graph.api.arun_agent` call (never raises; an escaping error becomes an

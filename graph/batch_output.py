@@ -131,6 +131,18 @@ def append_line(path: Path, line: str) -> None:
         fh.write(line + "\n")
 
 
+def fault_kind(result: dict[str, Any]) -> tuple[str, str]:
+    """(what the summary groups an ineligible row's `result` under, its first reason): "stage: kind" of its first
+    fault, else the text before the first reason's first colon ("input" for a bad manifest line, "batch" for a
+    dead worker). Grouped by stage alone, one clip the model refused and then every clip of an endpoint that went
+    down were one group named by the refusal."""
+    reason = str(next(iter(result.get("reasons") or []), "no reason recorded"))
+    fault = next(iter(result.get("faults") or []), None)
+    if isinstance(fault, dict) and isinstance(fault.get("stage"), str) and isinstance(fault.get("kind"), str):
+        return f"{fault['stage']}: {fault['kind']}", reason
+    return (reason.split(":", 1)[0] if ":" in reason else "other"), reason
+
+
 class RowWriter:
     """Appends output rows to the JSONL file and counts them by result status."""
 
@@ -144,8 +156,8 @@ class RowWriter:
         self.usage: dict[str, int] = {}
         """Backbone usage summed over the rows written (calls, images, tokens, cache hits)."""
         self.faults: dict[str, tuple[int, str]] = {}
-        """Per leading label of the ineligible rows' first reason (the text before its first colon: the
-        failing stage, or "input"): how many rows and the first one's reason."""
+        """Per `fault_kind` of the ineligible rows ("observe: transport", "input"): how many rows and the first
+        one's reason."""
         self.unsaved_traces = 0
         """Rows whose result says its trace was not saved (`RewardResult.trace_saved` false): their rewards
         stand, but `raa trace` cannot show those runs. Rows without the field (older outputs) count as saved."""
@@ -167,8 +179,7 @@ class RowWriter:
                                    f"{sum(self.counts.values())} row(s) written this run stay") from exc
         self.counts[status] += 1
         if status == "ineligible":
-            reason = next(iter((row.get("result") or {}).get("reasons") or []), "no reason recorded")
-            kind = reason.split(":", 1)[0] if ":" in reason else "other"
+            kind, reason = fault_kind(row.get("result") or {})
             n, first = self.faults.get(kind, (0, reason))
             self.faults[kind] = (n + 1, first)
         if (row.get("result") or {}).get("trace_saved") is False:

@@ -38,7 +38,7 @@ def test_score_batch_resumes_and_isolates_bad_items(monkeypatch, tmp_path) -> No
     assert "input" in by_line[5]["result"]["reasons"][0]
     # the summary names each failing stage (or "input") with its count and first reason
     assert "ineligible (input): 1, first: input: manifest line 5" in res.output, res.output
-    assert "ineligible (quality): 1, first: quality: video: VideoDecodeError: " in res.output, res.output
+    assert "ineligible (quality: video): 1, first: quality: video: VideoDecodeError: " in res.output, res.output
     # resume: nothing left to do; a new manifest row is the only new work
     res = runner.invoke(app, args)
     assert "0 to score" in res.output and len(out.read_text().splitlines()) == 5

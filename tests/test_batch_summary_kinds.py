@@ -1,0 +1,36 @@
+"""The summary `raa score-batch` prints after its counts groups the ineligible rows by stage *and* fault kind: grouped
+by stage alone, one clip the model refused followed by every clip of an endpoint that went down read
+"ineligible (observe): 100, first: observe: refused: ...", as if the model had refused them all, and the outage
+(which --retry-ineligible fixes) was not named."""
+
+from __future__ import annotations
+
+import json
+
+from graph.api import ineligible_result
+from graph.batch_output import RowWriter
+from graph.schemas import Fault
+
+
+def _line(key: str, reason: str, faults: list[Fault]) -> str:
+    result = ineligible_result("full", reason, faults=faults)
+    return json.dumps({"key": key, "result": result.model_dump(mode="json")})
+
+
+def test_ineligible_rows_are_counted_by_stage_and_kind(tmp_path) -> None:
+    writer = RowWriter(tmp_path / "out.jsonl")
+    refused = Fault(stage="observe", kind="refused", message="the model declined")
+    down = Fault(stage="observe", kind="transport", message="APIConnectionError after 5 attempts")
+    writer.write(_line("a", refused.reason(), [refused]), "ineligible")
+    for i in range(3):
+        writer.write(_line(f"b{i}", down.reason(), [down]), "ineligible")
+    writer.write(_line("c", "input: manifest line 7: not valid JSON (Expecting value at column 1)", []),
+                 "ineligible")
+    writer.write(_line("d", "batch: the worker process scoring this clip died (signal 9) on each of 2 attempts",
+                       []), "ineligible")
+    assert writer.faults == {
+        "observe: refused": (1, "observe: refused: the model declined"),
+        "observe: transport": (3, "observe: transport: APIConnectionError after 5 attempts"),
+        "input": (1, "input: manifest line 7: not valid JSON (Expecting value at column 1)"),
+        "batch": (1, "batch: the worker process scoring this clip died (signal 9) on each of 2 attempts"),
+    }
