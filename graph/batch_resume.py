@@ -39,6 +39,11 @@
   quality zeros). A reward or a zero that a model judged stands when its clip changes later (an edit after scoring
   is no clip still being written, and clips copied without their mtimes would all be scored again); to re-score
   one, delete its row or write to another --out.
+- A row that stays takes its manifest line's fields as they are now ("line" and "manifest", `current_fields`; its
+  result and everything else stand): the key names the clip, instruction, preset and draw, so a field added to or
+  corrected in the line since ("id", "condition"), or the line moved, kept the old values for good and `raa eval
+  compare --pair-by` paired by them. Two manifests sharing an output whose lines name one item with different other
+  fields share its one row, which takes the fields of the manifest run last.
 - A resume without `--retry-ineligible` counts the rows it skips that the flag would score again
   (`fixable_rows`, `fixable_lines`) and says so, so that a batch scored against a broken setup does not read as done.
 - `raa score-batch` decides what to score from the rows that stay (`graph.batch.done_keys` with `leaving`)
@@ -54,7 +59,7 @@ from typing import Any
 
 from graph.batch import NOT_JSON, Output, bad_line_key, clip_stamp, is_bad_line_row, quality_zero
 from graph.batch_output import OutputWriteError, os_problem
-from tools.jsonl import write_text_atomic
+from tools.jsonl import finite_json, strict_dumps, write_text_atomic
 from tools.video_errors import environmental, unreached
 
 FINAL_FAULTS = ("input", "video")
@@ -152,22 +157,44 @@ def stale_rows(manifest: Path, items: list[dict[str, Any]], preset: str, draw: i
     return goes
 
 
-def drop_rows(output: Output, goes: Callable[[Any], str | None]) -> dict[str, int]:
+def current_fields(items: list[dict[str, Any]]) -> Callable[[Any], dict[str, Any] | None]:
+    """For a row of the output: the row with the "line" and "manifest" fields of its item among `items` (the
+    manifest line as it is now) where they differ from the row's, else None (not one of `items`, or up to date).
+    A resume keeps an item's result, but a field added to or corrected in its manifest line since ("id",
+    "condition"), or a line moved, reached the output only by deleting the row and scoring the clip again."""
+    now = {it["key"]: finite_json({"line": it["line"], "manifest": it["manifest"]}) for it in items
+           if it["error"] is None}  # as the row holds them (a NaN field is written as null)
+
+    def fresh(row: Any) -> dict[str, Any] | None:
+        fields = now.get(row.get("key")) if isinstance(row, dict) else None
+        if fields is None or all(row.get(k) == v for k, v in fields.items()):
+            return None
+        return {**row, **fields}
+
+    return fresh
+
+
+def drop_rows(output: Output, goes: Callable[[Any], str | None],
+              fresh: Callable[[Any], dict[str, Any] | None] = lambda row: None) -> dict[str, int]:
     """Rewrite the output file as `output` read it (under the batch's lock, so as it still is) without the rows
-    that `goes` (`stale_rows`); returns how many went to be scored again ("retry": ineligible, "changed": a quality
-    zero of a clip changed since). Lines that are not JSON (torn writes) go too.
-    The file is replaced in one rename (an interruption leaves the old file or the new one), and only when a
-    line goes (as `tools.jsonl.keep_rows`, without reading the file again). OutputWriteError when it cannot be
-    written (the file is left as it was)."""
-    retried = {"retry": 0, "changed": 0}
+    that `goes` (`stale_rows`) and with the rows that stay as `fresh` makes them (`current_fields`: None keeps a
+    row as it is); returns how many went to be scored again ("retry": ineligible, "changed": a quality zero of a
+    clip changed since) and how many stayed with new fields ("updated"). Lines that are not JSON (torn writes) go
+    too. The file is replaced in one rename (an interruption leaves the old file or the new one), and only when a
+    line goes or changes (as `tools.jsonl.keep_rows`, without reading the file again). OutputWriteError when it
+    cannot be written (the file is left as it was)."""
+    retried = {"retry": 0, "changed": 0, "updated": 0}
     kept = []
     for line, row in zip(output.lines, output.values, strict=True):
         why = None if row is NOT_JSON else goes(row)
         if why in retried:
             retried[why] += 1
         if row is not NOT_JSON and why is None:
+            if (new := fresh(row)) is not None:
+                retried["updated"] += 1
+                line = strict_dumps(new)
             kept.append(line)
-    if len(kept) < len(output.lines):
+    if len(kept) < len(output.lines) or retried["updated"]:
         try:
             write_text_atomic(output.path, "".join(line + "\n" for line in kept))
         except OSError as exc:  # the rename did not happen: the old file stands
@@ -200,6 +227,12 @@ def fixable_lines(fixable: dict[str, int], out: Path) -> list[str]:
         lines.append(f"{n} zero row(s) already in {out} whose clip changed since the quality check zeroed it: "
                      f"--retry-ineligible scores {_them(n)} again")
     return lines
+
+
+def updated_lines(removed: dict[str, int], out: Path) -> list[str]:
+    """What a resume says of the rows `drop_rows` brought to their manifest line's current fields."""
+    return ([f"{n} row(s) already in {out} took their manifest line's current fields (line number, other fields; "
+             "their results stand)"] if (n := removed["updated"]) else [])
 
 
 def removed_lines(removed: dict[str, int], out: Path) -> list[str]:

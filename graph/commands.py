@@ -208,7 +208,15 @@ def score_batch_command(
         scorer_of,
         write_bad_lines,
     )
-    from graph.batch_resume import drop_rows, fixable_lines, fixable_rows, removed_lines, stale_rows
+    from graph.batch_resume import (
+        current_fields,
+        drop_rows,
+        fixable_lines,
+        fixable_rows,
+        removed_lines,
+        stale_rows,
+        updated_lines,
+    )
 
     settings = settings_or_exit(require_endpoint=True)
     if manifest.is_dir():  # there, but no file: "not found" misled
@@ -280,11 +288,12 @@ def score_batch_command(
         tools = loaded_tools(settings, preset) if len(todo) > bad and processes == 1 else None
         try:  # the output cannot be prepared or rewritten (disk full, a read-only file): one error line
             writer = RowWriter(out, scorer=scorer_of(settings))  # first: its failure leaves the file as it was
-            retried = drop_rows(output, goes)  # the rows of `output`: a torn last line the writer cut goes here too
+            retried = drop_rows(output, goes, current_fields(items))  # the rows of `output`: a torn last line the
+            # writer cut goes here too; the rows kept take their manifest line's fields as it is now
         except OutputWriteError as exc:
             typer.echo(f"error: {exc}", err=True)
             raise typer.Exit(2) from exc
-        for line in removed_lines(retried, out) if retry_ineligible else []:
+        for line in updated_lines(retried, out) + (removed_lines(retried, out) if retry_ineligible else []):
             typer.echo(line, err=True)
         try:  # a row that cannot be written (disk full, a read-only file): one error line, not a traceback
             scorable = write_bad_lines(todo, writer)  # before the bar, which counts the clips to score

@@ -1,0 +1,35 @@
+"""A resume keeps the result of an item already in the output, but its row takes the manifest line's current
+fields: the row kept the line number and the other fields ("id", "condition") of the run that scored it, so a field
+added to or corrected in the manifest afterwards never reached the output, and `raa eval compare --pair-by id`
+paired by the old value (or skipped the row as having no such field)."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from graph.cli import app
+from tests.cli_agent_helpers import runner
+from tests.test_cli_score_batch import _scored_once
+
+
+def test_a_resume_brings_kept_rows_to_the_manifest_lines_current_fields(monkeypatch, tmp_path) -> None:
+    pytest.importorskip("graph.builder")
+    args, out, res = _scored_once(monkeypatch, tmp_path)
+    assert res.exit_code == 0, res.output
+    before = json.loads(out.read_text())
+    assert before["line"] == 1 and before["manifest"] == {}
+    manifest = tmp_path / "manifest.jsonl"
+    row = json.loads(manifest.read_text())
+    manifest.write_text("\n" + json.dumps({**row, "id": "p7", "weight": float("nan")}) + "\n")
+    res = runner.invoke(app, args)
+    assert res.exit_code == 0 and "0 to score" in res.output, res.output
+    assert "1 row(s) already in" in res.output and "manifest line's current fields" in res.output, res.output
+    (after,) = [json.loads(line) for line in out.read_text().splitlines()]
+    assert after["line"] == 2 and after["manifest"] == {"id": "p7", "weight": None}
+    assert {k: v for k, v in after.items() if k not in ("line", "manifest")} == \
+        {k: v for k, v in before.items() if k not in ("line", "manifest")}  # the result and the rest stand
+    text = out.read_text()
+    res = runner.invoke(app, args)  # nothing changed since: the file is not rewritten (NaN read as null)
+    assert res.exit_code == 0 and "current fields" not in res.output and out.read_text() == text, res.output
