@@ -198,8 +198,9 @@ def drop_rows(output: Output, goes: Callable[[Any], str | None],
         try:
             write_text_atomic(output.path, "".join(line + "\n" for line in kept))
         except OSError as exc:  # the rename did not happen: the old file stands
-            raise OutputWriteError(f"cannot rewrite --out {output.path} without the rows to score again: "
-                                   f"{os_problem(exc)}; the file is left as it was (no row removed)") from exc
+            what = "without the rows to score again" if len(kept) < len(output.lines) else "with its rows' manifest fields"
+            raise OutputWriteError(f"cannot rewrite --out {output.path} {what}: {os_problem(exc)}; the file is left "
+                                   "as it was (no row removed or changed)") from exc
     return retried
 
 
