@@ -44,6 +44,9 @@
   corrected in the line since ("id", "condition"), or the line moved, kept the old values for good and `raa eval
   compare --pair-by` paired by them. Two manifests sharing an output whose lines name one item with different other
   fields share its one row, which takes the fields of the manifest run last.
+- A line whose clip path or instruction was edited is a new item; its old row stays (it may be another manifest's
+  row, sharing the output) but is named before the batch starts (`edited_rows`: a row with a line's number and
+  other fields and another key), since `raa eval compare` then finds the line's pairing field twice.
 - A resume without `--retry-ineligible` counts the rows it skips that the flag would score again
   (`fixable_rows`, `fixable_lines`) and says so, so that a batch scored against a broken setup does not read as done.
 - `raa score-batch` decides what to score from the rows that stay (`graph.batch.done_keys` with `leaving`)
@@ -172,6 +175,27 @@ def current_fields(items: list[dict[str, Any]]) -> Callable[[Any], dict[str, Any
         return {**row, **fields}
 
     return fresh
+
+
+def edited_rows(output: Output, items: list[dict[str, Any]], preset: str, draw: int) -> str | None:
+    """A warning naming the rows of `output` (at `preset` and `draw`) that carry the line number and other fields
+    (at least one) of a line among `items` but not its key: most likely that line's row from before its clip path
+    or instruction was edited, which stays beside the new one (`raa eval compare` then finds its pairing field
+    twice). Only named, never removed: whether such a row is stale (or another manifest's, sharing the output)
+    only the researcher knows. None when there are none."""
+    keys = {it["key"] for it in items}
+    lines = {(it["line"], strict_dumps(it["manifest"], sort_keys=True)): it for it in items
+             if it["error"] is None and it["manifest"]}
+    found = [row for row in output.values if isinstance(row, dict) and row.get("key") not in keys
+             and row.get("preset") == preset and row.get("draw", 0) == draw and isinstance(row.get("manifest"), dict)
+             and (row.get("line"), strict_dumps(row["manifest"], sort_keys=True)) in lines]
+    if not found:
+        return None
+    first = found[0]
+    return (f"{len(found)} row(s) already in {output.path} carry the fields of a line of this manifest but another "
+            f"clip or instruction (first: line {first['line']}, {first.get('path')!r}): left from an edited line? "
+            "They stay beside the line's new row (`raa eval compare` finds its pairing field twice); delete them "
+            "or write to another --out")
 
 
 def drop_rows(output: Output, goes: Callable[[Any], str | None],

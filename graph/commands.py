@@ -211,6 +211,7 @@ def score_batch_command(
     from graph.batch_resume import (
         current_fields,
         drop_rows,
+        edited_rows,
         fixable_lines,
         fixable_rows,
         removed_lines,
@@ -278,6 +279,8 @@ def score_batch_command(
         n = len(items) - bad
         typer.echo(f"{n} item{'' if n == 1 else 's'}, {len(items) - len(todo)} already in {out}, {len(todo) - bad} to score"
                    + (f", {bad} bad manifest line(s) (their rows written again)" if bad else ""), err=True)
+        if warning := edited_rows(output, items, preset, draw):
+            typer.echo(f"warning: {warning}", err=True)
         if not retry_ineligible:  # the rows a plain resume skips though the flag would score them again
             for line in fixable_lines(fixable_rows(output, manifest, items, preset, draw), out):
                 typer.echo(line, err=True)

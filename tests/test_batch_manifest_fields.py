@@ -33,3 +33,23 @@ def test_a_resume_brings_kept_rows_to_the_manifest_lines_current_fields(monkeypa
     text = out.read_text()
     res = runner.invoke(app, args)  # nothing changed since: the file is not rewritten (NaN read as null)
     assert res.exit_code == 0 and "current fields" not in res.output and out.read_text() == text, res.output
+
+
+def test_a_resume_names_rows_left_from_an_edited_line(monkeypatch, tmp_path) -> None:
+    """A line whose clip path (or instruction) was fixed is a new item, scored anew; its old row stayed beside the new
+    one without a word, and `raa eval compare` (pairing by the manifest's "key") refused the output: "appears twice"."""
+    pytest.importorskip("graph.builder")
+    import shutil
+
+    args, out, res = _scored_once(monkeypatch, tmp_path)
+    manifest = tmp_path / "manifest.jsonl"
+    row = json.loads(manifest.read_text())
+    manifest.write_text(json.dumps({**row, "key": "k1"}) + "\n")
+    assert runner.invoke(app, args).exit_code == 0  # the kept row takes the field
+    shutil.copy(tmp_path / "m.mp4", tmp_path / "moved.mp4")
+    manifest.write_text(json.dumps({**row, "path": "moved.mp4", "key": "k1"}) + "\n")
+    res = runner.invoke(app, args)
+    assert res.exit_code == 0 and "1 to score" in res.output, res.output
+    assert (f"warning: 1 row(s) already in {out} carry the fields of a line of this manifest but another clip or "
+            "instruction (first: line 1") in res.output, res.output
+    assert len(out.read_text().splitlines()) == 2  # only named: whether it is stale is the researcher's call
