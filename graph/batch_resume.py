@@ -194,8 +194,8 @@ def edited_rows(output: Output, items: list[dict[str, Any]], preset: str, draw: 
     first = found[0]
     return (f"{len(found)} row(s) already in {output.path} carry the fields of a line of this manifest but another "
             f"clip or instruction (first: line {first['line']}, {first.get('path')!r}): left from an edited line? "
-            "They stay beside the line's new row (`raa eval compare` finds its pairing field twice); delete them "
-            "or write to another --out")
+            "Such a row stays beside the line's new one (`raa eval compare` finds its pairing field twice): delete "
+            "it, unless it is another manifest's sharing this output")
 
 
 def drop_rows(output: Output, goes: Callable[[Any], str | None],
