@@ -146,6 +146,16 @@ def counted_mean(row: dict[str, Any]) -> float | None:
     return float(mean)
 
 
+def uncounted_why(row: dict[str, Any]) -> str:
+    """Why a held-out row's mean does not count (`counted_mean` gave None), for the notes of ``--tag best``."""
+    mean = row.get("eval_reward_mean")
+    if row.get("eval_complete") is False and finite_number(mean, bools=True):
+        lost = row.get("eval_outages")
+        return (f"incomplete ({lost if isinstance(lost, int) else 'some'} held-out rewards lost to an outage), its "
+                f"eval_reward_mean {float(mean):.4f} not compared")
+    return "no eval_reward_mean (every held-out reward ineligible)"
+
+
 def means_of(rows: list[dict[str, Any]]) -> dict[int, float]:
     """`eval_means` of one measurement's rows (`rows_of_key`) already read: the last row of an iteration counts,
     rows whose mean does not count (`counted_mean`) drop it."""
@@ -197,7 +207,8 @@ def best_checkpoint(ckpt_dir: Path, eval_path: Path, key: str | None = None) -> 
 
 def no_best_reason(ckpt_dir: Path, eval_path: Path) -> str:
     """Why ``--tag best`` found nothing to export (`best_checkpoint` gave None), and what to do: a run without
-    held-out evaluation has no ``eval.jsonl`` at all; otherwise no evaluated iteration has a complete checkpoint."""
+    held-out evaluation has no ``eval.jsonl`` at all; otherwise no evaluated iteration has a complete checkpoint, or
+    the evaluations at complete checkpoints have no mean that counts (`uncounted_why`: incomplete, or no mean)."""
     latest = latest_tag(ckpt_dir)
     instead = f"export a checkpoint by its tag instead, e.g. --tag {latest}" if latest else "no checkpoint to export"
     if not eval_path.is_file():
@@ -210,6 +221,14 @@ def no_best_reason(ckpt_dir: Path, eval_path: Path) -> str:
     if there:
         return (f"--tag best: the held-out evaluations in {eval_path} (of its latest measurement) have checkpoint "
                 f"folders, but none is complete: {', '.join(there[:6])}{' ...' if len(there) > 6 else ''}; {instead}")
+    # evaluations at complete checkpoints whose mean does not count (`counted_mean`): the schedule is not the cause
+    last = {row["iteration"]: row for row in rows_of_key(eval_rows(eval_path))}
+    uncounted = [f"{iteration_tag(it)}: {uncounted_why(row)}" for it, row in sorted(last.items())
+                 if it > 0 and counted_mean(row) is None and complete_checkpoint(ckpt_dir, it)]
+    if uncounted:
+        return (f"--tag best: the held-out evaluations in {eval_path} (of its latest measurement) at complete "
+                f"checkpoints have no mean that counts: {'; '.join(uncounted[:6])}{' ...' if len(uncounted) > 6 else ''}"
+                f"; {instead}")
     return (f"--tag best: no held-out evaluation in {eval_path} (of its latest measurement) is at a complete saved "
             f"checkpoint (eval_every / eval_dataset; a multiple of checkpoint_every); {instead}")
 
@@ -239,14 +258,7 @@ def passed_over(ckpt_dir: Path, eval_path: Path, found: tuple[str, int, float], 
         if k != last[row["iteration"]] and finite_number(earlier, bools=True) and earlier > above:
             notes.append(f"iteration {row['iteration']}'s earlier row ({float(earlier):.4f}) was replaced by its last "
                          f"({'no mean' if final is None else f'{final:.4f}'}): a resume repeated it")
-    for it in sorted({r["iteration"] for r in mine} - set(means)):
-        row = mine[last[it]]
-        if row.get("eval_complete") is False and finite_number(mean := row.get("eval_reward_mean"), bools=True):
-            lost = row.get("eval_outages")
-            notes.append(f"iteration {it}: incomplete ({lost if isinstance(lost, int) else 'some'} held-out rewards "
-                         f"lost to an outage), its eval_reward_mean {float(mean):.4f} not compared")
-        else:
-            notes.append(f"iteration {it}: no eval_reward_mean (every held-out reward ineligible)")
+    notes += [f"iteration {it}: {uncounted_why(mine[last[it]])}" for it in sorted({r["iteration"] for r in mine} - set(means))]
     if other := len(rows) - len(mine):
         notes.append(f"{other} row{'s' if other != 1 else ''} of another measurement (eval_key) not compared")
     if torn:
