@@ -69,7 +69,7 @@ from evals.table import (
     render_csv,
     render_markdown,
 )
-from graph.schemas import Fault, RewardResult, escaped_surrogates
+from graph.schemas import Fault, RewardResult
 from tools.jsonl import mend_tail, write_text_atomic
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -378,7 +378,7 @@ async def _score_chunk(scorer: PresetScorer, preset: str,
         return results, None
     except Exception as exc:  # noqa: BLE001 - one bad chunk never takes down the run
         what = f"scorer failed: {type(exc).__name__}: {exc}"[:2000]
-        fault = Fault(stage="harness", kind="internal", message=str(escaped_surrogates(what))[:2000])  # an outage
+        fault = Fault(stage="harness", kind="internal", message=what)  # an outage (escaped and cut by Fault)
         return ([RewardResult(reward=None, status="ineligible", reasons=[f"harness: {what}"[:2000]], preset=preset,
                               faults=[fault]) for _ in clips],
                 "the scorer crashed before reporting the calls and tokens this chunk spent")

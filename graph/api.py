@@ -86,7 +86,7 @@ from graph import frame_fork
 from graph.config import AgentConfig
 from graph.job_owners import abandon
 from graph.run_claims import FOREIGN_CLAIM_MAX_AGE_S
-from graph.schemas import Fault, RewardResult, escaped_surrogates
+from graph.schemas import Fault, RewardResult
 from graph.settings import TraceDurability
 
 
@@ -174,7 +174,7 @@ def machinery_failed(preset: str, what: str, run_id: str = "") -> RewardResult:
     """An ineligible result because the agent's own machinery failed (`what`: an error escaping the graph, a trace
     database it cannot write), not the clip: reason "agent: `what`" and an "internal" fault of stage "agent", which
     `RewardResult.outage` reads as an outage (the trainer's ``ineligible_error``, not the agent's verdict)."""
-    fault = Fault(stage="agent", kind="internal", message=str(escaped_surrogates(what))[:2000])
+    fault = Fault(stage="agent", kind="internal", message=what)  # escaped and cut by Fault
     return ineligible_result(preset, f"agent: {what}", run_id, [fault])
 
 
@@ -182,7 +182,7 @@ def run_id_taken(preset: str, reason: str, run_id: str = "") -> RewardResult:
     """The result of a call that ran nothing because its run id is taken (`reason` says by what and ends "use a new
     run id"): a "settings" fault of stage "agent", the call's own setting, so an outage (`RewardResult.outage`:
     the same clip under a new id is scored), never the agent's verdict on the clip (module docstring)."""
-    return ineligible_result(preset, reason, run_id, [Fault(stage="agent", kind="settings", message=reason[:2000])])
+    return ineligible_result(preset, reason, run_id, [Fault(stage="agent", kind="settings", message=reason)])
 
 
 def refused_running(preset: str, run_id: str, process: str | None) -> RewardResult:

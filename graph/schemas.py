@@ -266,6 +266,18 @@ def escaped_surrogates(value: object) -> object:
     return value
 
 
+FAULT_MESSAGE_CHARS = 2000
+"""The longest fault message (`fault_message` cuts one to it)."""
+
+
+def fault_message(value: object) -> object:
+    """A fault's message with its lone surrogates escaped (`escaped_surrogates`), then cut to `FAULT_MESSAGE_CHARS`:
+    cut first (as callers do), each escape's 6 characters could take it past the limit, and building the Fault
+    failed in the node's fault handling (the run ended as the agent's internal fault, not the clip's)."""
+    value = escaped_surrogates(value)
+    return value[:FAULT_MESSAGE_CHARS] if isinstance(value, str) else value
+
+
 class Fault(_Record):
     """A failure that makes the evaluation ineligible (reward None)."""
 
@@ -273,8 +285,8 @@ class Fault(_Record):
         max_length=64, description="Node where the fault happened.")
     kind: Annotated[str, BeforeValidator(escaped_surrogates)] = Field(
         max_length=64, description="transport | timeout | invalid_reply | tool | video | input | ...")
-    message: Annotated[str, BeforeValidator(escaped_surrogates)] = Field(max_length=2000,
-                                                                         description="What went wrong.")
+    message: Annotated[str, BeforeValidator(fault_message)] = Field(max_length=FAULT_MESSAGE_CHARS,
+                                                                    description="What went wrong.")
 
     def reason(self) -> str:
         """One-line reason for RewardResult.reasons."""
