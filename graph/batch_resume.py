@@ -6,6 +6,10 @@
   video fault of a clip that changed since its run), so a batch scored against a broken setup is redone after
   the fix without deleting the good rows, nor rows of other draws, presets or manifests in the same output
   (`stale_rows`, `drop_rows`).
+- Whether a row's ineligibility is retried is decided per fault (`fault_retryable`, one rule) from the row's
+  recorded faults (`RewardResult.faults`: stage, kind, message); only a row that records none (written before results
+  carried them, or by a writer that records none: a bad manifest line, a dead worker) is read from its reason text
+  (`recorded_faults`), where a process note of a row written before "notes" existed read as a fault a rerun could fix.
 - The rows of bad manifest lines of this manifest, preset and draw are removed on every run (`stale_rows`)
   and written again for the lines still bad (`graph.batch.write_bad_lines`): a line fixed, blanked or
   deleted since loses its row (a blanked bad line kept its ineligible row for good: an output of 5 items
@@ -58,17 +62,21 @@ from __future__ import annotations
 import os
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, get_args
+
+from pydantic import ValidationError
 
 from graph.batch import NOT_JSON, Output, bad_line_key, clip_stamp, is_bad_line_row, quality_zero
 from graph.batch_output import OutputWriteError, os_problem
+from graph.schemas import Fault, FaultKind
 from tools.jsonl import finite_json, strict_dumps, write_text_atomic
-from tools.video_errors import environmental, unreached
 
 FINAL_FAULTS = ("input", "video")
 """Fault kinds that fail again on a rerun: a bad manifest line or instruction, an undecodable clip (a video
 fault that says the clip could not be reached, `unreached`, or that the machine failed its read, `environmental`,
 is retried once it can be read)."""
+FAULT_KINDS = get_args(FaultKind)
+"""The kinds a fault's reason names ("stage: kind: message"), as `recorded_faults` reads a row's reasons."""
 
 
 def clip_readable(path: str) -> bool:
@@ -77,34 +85,57 @@ def clip_readable(path: str) -> bool:
     return Path(path).is_file() and os.access(path, os.R_OK)
 
 
+def fault_retryable(fault: Fault, path: str | None, readable: Callable[[str], bool],
+                    clip_changed: Callable[[str], bool]) -> bool:
+    """Whether another run could fix `fault` (the one per-kind rule of `retryable`): any kind but input and video
+    faults (`FINAL_FAULTS`); a video fault once the row's clip at `path` can be read when it says the clip could not
+    be reached or the machine failed its read (`Fault.outage`: `unreached`, `environmental`), or once the clip
+    changed since the row's run (module docstring)."""
+    if fault.kind not in FINAL_FAULTS:
+        return True
+    if fault.kind != "video" or path is None:
+        return False
+    return (fault.outage and readable(path)) or clip_changed(path)
+
+
+def recorded_faults(result: dict[str, Any]) -> list[Fault]:
+    """The faults that made an ineligible `result` (a row's "result") so: its "faults" when it records them, else
+    read from its reasons (a row written before results carried faults, or by a writer that records none: a bad
+    manifest line, a dead worker). Reasons are the faults' "stage: kind: message" (or "input: message"), then the
+    run's process notes: the notes it records ("notes") are left out, and in a row written before it recorded them,
+    a reason after the first counts only when it reads "stage: kind: message" with a fault kind (a note read as a
+    fault had a clip no rerun can decode scored again by every --retry-ineligible). A first reason of no such form
+    ("batch: the worker process ... died", "agent: ValueError: ...") is a fault of kind "other", retried."""
+    faults = result.get("faults")
+    if isinstance(faults, list) and faults:
+        try:
+            return [Fault.model_validate(f) for f in faults]
+        except ValidationError:  # not as this code writes them: the reasons still say what went wrong
+            pass
+    reasons, notes = [str(r) for r in result.get("reasons") or []], result.get("notes")
+    if isinstance(notes, list) and notes and reasons[-len(notes):] == notes:
+        reasons = reasons[:-len(notes)]
+    found = []
+    for i, reason in enumerate(reasons):
+        parts = reason.split(": ", 2)
+        if len(parts) == 3 and parts[1] in FAULT_KINDS:
+            found.append(Fault(stage=parts[0][:64], kind=parts[1], message=parts[2][:2000]))
+        elif i == 0:
+            kind = parts[0] if parts[0] in FINAL_FAULTS and len(parts) > 1 else "other"
+            found.append(Fault(stage=parts[0][:64], kind=kind, message=reason.split(": ", 1)[-1][:2000]))
+    return found
+
+
 def retryable(result: dict[str, Any], path: str | None = None,
               readable: Callable[[str], bool] = clip_readable,
               clip_changed: Callable[[str], bool] = lambda p: False) -> bool:
-    """True for an ineligible result (a row's "result") that another run could turn into a reward: some
-    reason is not an input or video fault (a transport error, a timeout, a refused request, an invalid
-    reply, a tool fault, a dead worker), or it is a video fault that says the clip could not be reached ("video
-    file not found", a permission error: `unreached`) or that its read failed for the machine (`environmental`: an
-    I/O error, too many open files, out of memory) and the row's clip `path` can be read now (`readable`; a
-    manifest scored before its clips were all rendered, a clip's mode or folder fixed since), or it is a video
-    fault and the clip at `path` changed since the row's run (`clip_changed`; module docstring). Reasons read
-    "stage: kind: message" or "input: message"; the run's process notes that end an ineligible result's reasons
-    (its "notes") are no faults and are not read."""
+    """True for an ineligible result (a row's "result") that another run could turn into a reward: one of its
+    faults (`recorded_faults`) is `fault_retryable` (a transport error, a timeout, a refused request, an invalid
+    reply, a tool fault, a dead worker; a video fault whose clip at `path` can be read now after it could not be
+    reached or the machine failed its read, `readable`; a video fault of a clip changed since, `clip_changed`)."""
     if result.get("status") != "ineligible":
         return False
-    reasons, notes = list(result.get("reasons") or []), result.get("notes")
-    if isinstance(notes, list) and notes and reasons[-len(notes):] == notes:
-        reasons = reasons[:-len(notes)]
-    for reason in reasons:
-        parts = str(reason).split(": ", 2)
-        if parts[0] not in FINAL_FAULTS and (len(parts) < 3 or parts[1] not in FINAL_FAULTS):
-            return True
-        video = parts[0] == "video" or (len(parts) == 3 and parts[1] == "video")
-        if (len(parts) == 3 and parts[1] == "video" and (unreached(parts[2]) or environmental(parts[2]))
-                and path is not None and readable(path)):
-            return True
-        if video and path is not None and clip_changed(path):
-            return True
-    return False
+    return any(fault_retryable(f, path, readable, clip_changed) for f in recorded_faults(result))
 
 
 def rescorable(result: dict[str, Any], path: str | None = None,

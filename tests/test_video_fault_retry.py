@@ -192,10 +192,11 @@ def test_a_read_the_machine_failed_is_not_called_a_corrupt_clip(monkeypatch, tmp
     import av
     import pytest
 
-    from graph.batch_resume import environmental, retryable
+    from graph.batch_resume import retryable
     from tests.graph_scripts import moving_square
     from tools import video_errors
     from tools.video import VideoError, probe
+    from tools.video_errors import environmental
 
     clip = moving_square(tmp_path / "c.mp4", seed=1)
     failures = [lambda t, n=n: av.error.err_check(-n, str(t)) for n in (errno.EIO, errno.EMFILE, errno.ENFILE, errno.ENOMEM)]
@@ -234,9 +235,9 @@ def test_ffmpeg_out_of_memory_on_a_corrupt_size_is_the_clips_fault(monkeypatch, 
     --retry-ineligible. While the machine can spare 2 GiB, it is the clip's (final); when it cannot, the machine's."""
     import av
 
-    from graph.batch_resume import environmental
     from tools import video_errors
     from tools.video import VideoDecodeError, VideoNotFoundError, probe
+    from tools.video_errors import environmental
 
     clip = tmp_path / "bad.mp4"
     clip.write_bytes(_oversized_sample(tmp_path / "frag.mp4"))
@@ -259,10 +260,10 @@ def test_ffmpeg_io_error_on_a_clip_that_reads_back_is_the_clips_fault(monkeypatc
 
     import av
 
-    from graph.batch_resume import environmental
     from tests.graph_scripts import moving_square
     from tools import video_errors
     from tools.video import VideoDecodeError, VideoNotFoundError, probe
+    from tools.video_errors import environmental
 
     clip = moving_square(tmp_path / "c.mp4", seed=1)
     monkeypatch.setattr(av, "open", lambda target, *a, **k: av.error.err_check(-errno.EIO, str(target)))
