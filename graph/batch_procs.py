@@ -44,6 +44,10 @@ Decisions where the issue was silent:
   ready or gone `log` gets one warning line: how many of them failed and the first failure's cause
   (the CLI prints it on stderr with the progress); a replacement worker that fails to start gets its own
   warning line (before, the batch went on with fewer processes than asked and said nothing).
+- Replacements are capped (`processes` plus `MAX_ATTEMPTS` per item): a death with runs in flight uses up their
+  attempts, but one with none (a worker that crashes while idle) blames no clip, so workers that keep dying idle
+  could spend the cap; then `BatchError` names the last death (exit status or signal, the worker's error:
+  `no_worker_left`; it said "no batch worker process could start: " and nothing more).
 - At most `concurrency` workers start (and no more than there are items): with `processes` above `concurrency`
   the others could never get a run (at most `concurrency` are in flight over all workers) yet each loaded the
   tool models. Capped rather than refused, since the flags' meaning stays clear (`log` gets a note saying so):
@@ -75,16 +79,13 @@ from graph.batch import (
     score_item,
     write_bad_lines,
 )
+from graph.batch_deaths import HUNG, cause_text, death_reason, exit_text, no_worker_left
 from graph.settings import BackboneSettings, TraceDurability
 
 MAX_ATTEMPTS = 2
 """Worker deaths with an item in flight after which it is ineligible (the last one with it alone in flight)."""
 RUN_TIMEOUT_S = 3600.0
 """Default seconds one run may take in a worker before the worker is killed (a hang: see module docstring)."""
-CAUSE_CHARS = 200
-"""At most this many characters of one death's cause in an ineligible row's reason (a worker's error may be long)."""
-MAX_CAUSES = 4
-"""At most this many deaths' causes are named in an ineligible row's reason (the rest are counted)."""
 STOP_TIMEOUT_S = 30.0
 """Seconds a worker may take to exit after the last item before it is terminated."""
 
@@ -184,32 +185,6 @@ class _Worker:
         return any(job.alone for job, _ in self.in_flight.values())
 
 
-def exit_text(code: int | None) -> str:
-    """Human wording of a process exit code (negative = killed by that signal)."""
-    if code is None:
-        return "no exit status"
-    return f"signal {-code}" if code < 0 else f"exit code {code}"
-
-
-_HUNG = "did not finish within"
-
-
-def _cause(text: str) -> str:
-    return text if len(text) <= CAUSE_CHARS else text[:CAUSE_CHARS - 3] + "..."
-
-
-def death_reason(causes: list[str]) -> str:
-    """Reason of the ineligible row of an item whose worker died on each of its attempts (`_Job.causes`, in
-    order): the one cause when all were the same, else each attempt's (see module docstring)."""
-    last = "the last with no other run in flight"
-    if len(set(causes)) == 1:
-        what = ("this clip's run " if causes[0].startswith(_HUNG) else "the worker process scoring this clip ")
-        return f"batch: {what}{_cause(causes[0])} on each of {len(causes)} attempts, {last}"
-    shown = "; ".join(f"attempt {i}: {_cause(cause)}" for i, cause in enumerate(causes[:MAX_CAUSES], 1))
-    more = f"; {len(causes) - MAX_CAUSES} more" if len(causes) > MAX_CAUSES else ""
-    return f"batch: the worker process scoring this clip ended on each of {len(causes)} attempts, {last}: {shown}{more}"
-
-
 def run_batch_processes(items: list[dict[str, Any]], writer: RowWriter, *, settings: BackboneSettings,
                         preset: str, processes: int, concurrency: int, durability: TraceDurability = "exit",
                         log: Callable[[str], None] | None = None, draw: int = 0,
@@ -228,14 +203,17 @@ def run_batch_processes(items: list[dict[str, Any]], writer: RowWriter, *, setti
     suspects: deque[_Job] = deque()  # to be retried alone
     ctx = mp.get_context("spawn")
     workers: list[_Worker] = []
-    spawns_left = processes + MAX_ATTEMPTS * len(pending)  # every death uses up an attempt of an item
+    spawns_left = processes + MAX_ATTEMPTS * len(pending)  # deaths with runs in flight use up their attempts;
+    # deaths with none use up only this (`no_worker_left` names the last when it is spent)
+    spawned = 0
     startup_errors: list[str] = []
+    last_death = ""  # how the last worker that had been ready ended (`no_worker_left`)
     initial_failures: list[str] = []  # the start failures of the workers started with the batch
     warned = False  # about initial_failures
     tickets = itertools.count()
 
     def spawn(initial: bool = False) -> None:
-        nonlocal spawns_left
+        nonlocal spawns_left, spawned
         parent_end, child_end = ctx.Pipe()
         # not daemonic: a worker may start processes of its own; it exits when the parent's pipe closes
         proc = ctx.Process(target=worker_main, args=(child_end, settings, preset, durability, draw),
@@ -244,6 +222,7 @@ def run_batch_processes(items: list[dict[str, Any]], writer: RowWriter, *, setti
         child_end.close()  # so the parent sees EOF when the worker exits
         workers.append(_Worker(proc, parent_end, initial=initial))
         spawns_left -= 1
+        spawned += 1
 
     def send(w: _Worker, job: _Job) -> bool:
         ticket = next(tickets)
@@ -303,6 +282,7 @@ def run_batch_processes(items: list[dict[str, Any]], writer: RowWriter, *, setti
     def bury(w: _Worker) -> None:
         from graph.api import ineligible_result
 
+        nonlocal last_death
         workers.remove(w)
         w.conn.close()
         how = exit_text(w.process.exitcode)
@@ -312,12 +292,12 @@ def run_batch_processes(items: list[dict[str, Any]], writer: RowWriter, *, setti
                 initial_failures.append(startup_errors[-1])
             elif log is not None:
                 log(f"warning: a replacement batch worker process failed to start, {len(workers)} left: "
-                    f"{_cause(startup_errors[-1])}")
+                    f"{cause_text(startup_errors[-1])}")
         lost = {t: job for t, (job, _) in w.in_flight.items() if not w.hung or t in w.hung}
         requeue = [job for t, (job, _) in w.in_flight.items() if t not in lost]  # a neighbour hung, not them
         if w.hung:
             how = f"killed: a run took over {run_timeout_s:g} s"
-        cause = (f"{_HUNG} {run_timeout_s:g} s (its worker process was killed)" if w.hung
+        cause = (f"{HUNG} {run_timeout_s:g} s (its worker process was killed)" if w.hung
                  else f"died ({how}{': ' + w.fatal if w.fatal else ''})")
         blamed = []
         for job in lost.values():
@@ -328,6 +308,9 @@ def run_batch_processes(items: list[dict[str, Any]], writer: RowWriter, *, setti
                 job.alone = True
                 suspects.append(job)
         pending.extendleft(reversed(requeue))
+        if w.ready:
+            flight = f"{len(w.in_flight)} run(s)" if w.in_flight else "no run"
+            last_death = (f"was {how}" if w.hung else cause) + f" with {flight} in flight"
         if w.ready and log is not None:
             log(f"batch worker {w.process.pid} {'was ' + how if w.hung else f'died ({how})'} with "
                 f"{len(w.in_flight)} run(s) in flight: {len(lost) - len(blamed)} to retry alone, "
@@ -347,7 +330,7 @@ def run_batch_processes(items: list[dict[str, Any]], writer: RowWriter, *, setti
         warned = True
         if log is not None and len(initial_failures) < started:
             log(f"warning: {len(initial_failures)} of {started} batch worker processes failed to start, going on "
-                f"with {started - len(initial_failures)}: {_cause(initial_failures[0])}")
+                f"with {started - len(initial_failures)}: {cause_text(initial_failures[0])}")
 
     finished = False
     try:
@@ -359,7 +342,7 @@ def run_batch_processes(items: list[dict[str, Any]], writer: RowWriter, *, setti
             spawn(initial=True)
         while pending or suspects or any(w.in_flight for w in workers):
             if not workers:
-                raise BatchError("no batch worker process could start: " + "; ".join(dict.fromkeys(startup_errors)))
+                raise BatchError(no_worker_left(startup_errors, cause_text(last_death), spawned))
             dispatch()
             wait([w.conn for w in workers] + [w.process.sentinel for w in workers], timeout=1.0)
             now = time.monotonic()

@@ -6,12 +6,15 @@ with HANG is never answered (a native deadlock); one starting with FLAKY hangs o
 ones makes its worker fail as `worker_main` does on an exception (a "fatal" message, exit code 1); every other
 item takes `DELAY_S` and is scored 1.0 with the worker's pid as its run id. FLAKY attempts are told apart by
 marker files in the folder `$RAA_FAKE_DIR`. With `$RAA_FAKE_START_FAILURES` = k, the first k workers to start
-fail before they are ready (as one whose tool model cannot load does)."""
+fail before they are ready (as one whose tool model cannot load does). With `$RAA_FAKE_IDLE_DEATH` set, every worker
+fails as `worker_main` does on an exception right after it is ready, before it reads any item (its pipe shut for
+reading, so the parent's send fails and nothing is in flight when it dies)."""
 
 from __future__ import annotations
 
 import os
 import signal
+import socket
 import threading
 import time
 
@@ -53,6 +56,12 @@ def fake_worker(conn, settings, preset, durability, draw=0) -> None:  # noqa: AN
 
     if any(first(f"start-{i}") for i in range(int(os.environ.get("RAA_FAKE_START_FAILURES", "0")))):
         fatal("OSError: tool model weights missing: /models/vjepa2")
+    if os.environ.get("RAA_FAKE_IDLE_DEATH"):  # the parent's sends fail from now on: it can put nothing in flight
+        socket.fromfd(conn.fileno(), socket.AF_UNIX, socket.SOCK_STREAM).shutdown(socket.SHUT_RD)
+        conn.send(("ready", os.getpid()))
+        conn.send(("fatal", "RuntimeError: CUDA error: an illegal memory access was encountered"))
+        time.sleep(0.2)
+        os._exit(1)
     conn.send(("ready", os.getpid()))
     while True:
         try:

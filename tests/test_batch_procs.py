@@ -131,7 +131,8 @@ def test_no_worker_can_start_raises_and_leaves_items_for_resume(tmp_path) -> Non
 
 def test_invalid_arguments_are_rejected(tmp_path) -> None:
     from graph.batch import RowWriter
-    from graph.batch_procs import exit_text, run_batch_processes
+    from graph.batch_deaths import exit_text
+    from graph.batch_procs import run_batch_processes
     from graph.settings import BackboneSettings
 
     with pytest.raises(ValueError, match="processes and concurrency"):
@@ -280,7 +281,7 @@ def test_an_ineligible_row_names_the_cause_of_each_death_when_they_differ(monkey
 
 
 def test_a_death_reason_names_a_repeated_cause_once_and_stays_short() -> None:
-    from graph.batch_procs import CAUSE_CHARS, MAX_CAUSES, death_reason
+    from graph.batch_deaths import CAUSE_CHARS, MAX_CAUSES, death_reason
 
     assert death_reason(["died (signal 9)"] * 2) == (
         "batch: the worker process scoring this clip died (signal 9) on each of 2 attempts, the last with no other "
@@ -306,3 +307,18 @@ def test_workers_that_fail_to_start_are_named_while_the_others_score(monkeypatch
     assert len(warnings) == 1, logged
     assert "1 of 2 batch worker processes failed to start" in warnings[0], warnings
     assert "OSError: tool model weights missing: /models/vjepa2" in warnings[0], warnings
+
+
+def test_workers_dying_with_nothing_in_flight_end_the_batch_saying_why(monkeypatch, tmp_path) -> None:
+    """Workers that die after they are ready with no run in flight use up the replacements the batch may start;
+    when none is left, BatchError said "no batch worker process could start: " and nothing more (the deaths were no
+    start failures), leaving nothing to fix. It names the last death's exit status and error."""
+    from graph.batch_procs import BatchError
+
+    monkeypatch.setenv("RAA_FAKE_IDLE_DEATH", "1")
+    with pytest.raises(BatchError) as err:
+        _fake_batch(monkeypatch, tmp_path, ["push"], processes=1, concurrency=1)
+    text = str(err.value)
+    assert "exit code 1" in text and "CUDA error: an illegal memory access" in text, text
+    assert "3 worker process(es) started" in text and "no run in flight" in text, text
+    assert not (tmp_path / "out.jsonl").exists()  # the item stays unscored, for the resume
