@@ -10,6 +10,12 @@
   recorded faults (`RewardResult.faults`: stage, kind, message); only a row that records none (written before results
   carried them, or by a writer that records none: a bad manifest line, a dead worker) is read from its reason text
   (`recorded_faults`), where a process note of a row written before "notes" existed read as a fault a rerun could fix.
+- A row of a clip whose worker died or hung on each of its attempts (`graph.batch_deaths.death_reason`, `--processes`)
+  stays retryable, though a hung clip costs up to 2 x `--run-timeout` at each --retry-ineligible: the batch cannot
+  tell a clip that crashes or hangs the decoder from a machine or service that did (the OOM killer, a tool service
+  that stopped answering, a driver fault), and made final, every clip of such an outage would need its row deleted
+  by hand. Making it final after N such runs would need the count carried from the dropped row into the next run; a
+  plain resume counts these rows among those --retry-ineligible scores again (`fixable_lines`).
 - The rows of bad manifest lines of this manifest, preset and draw are removed on every run (`stale_rows`)
   and written again for the lines still bad (`graph.batch.write_bad_lines`): a line fixed, blanked or
   deleted since loses its row (a blanked bad line kept its ineligible row for good: an output of 5 items

@@ -44,5 +44,8 @@ def test_a_row_without_faults_or_notes_does_not_read_a_note_as_a_fault():
     assert retryable(later, "c.mp4")  # a second fault a rerun can fix
     assert retryable({"status": "ineligible", "reasons": ["batch: the worker process scoring this clip died "
                                                           "(signal 11) on each of 2 attempts"]})  # as before
+    assert retryable({"status": "ineligible", "reasons": ["batch: this clip's run did not finish within 3 s (its worker "
+                                                          "process was killed) on each of 2 attempts, the last with no "
+                                                          "other run in flight"]})  # a hang: the machine's or the clip's
     assert retryable({"status": "ineligible", "reasons": ["agent: ValueError: boom"]})
     assert not retryable({"status": "ineligible", "reasons": ["input: manifest line 3: not valid JSON"]})
