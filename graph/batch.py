@@ -225,10 +225,10 @@ def drop_repeats(items: list[dict[str, Any]]) -> tuple[list[dict[str, Any]], lis
 
 def scorer_of(settings: BackboneSettings) -> dict[str, Any]:
     """What a row records about who scored it (module docstring): model name, sampling temperature and endpoint
-    (`graph.cache_keys.endpoint_identity` of the base URL: no credentials, one server written two ways is one)."""
-    from graph.cache_keys import endpoint_identity
+    (`graph.cache_keys.shown_endpoint` of the base URL: no credentials, one server written two ways is one)."""
+    from graph.cache_keys import shown_endpoint
 
-    endpoint = None if settings.base_url is None else endpoint_identity(settings.base_url)
+    endpoint = None if settings.base_url is None else shown_endpoint(settings.base_url)
     return {"model": settings.model, "temperature": settings.temperature, "endpoint": endpoint}
 
 

@@ -12,7 +12,7 @@ from collections import OrderedDict
 from collections.abc import Sequence
 from functools import lru_cache
 from typing import Any
-from urllib.parse import urlsplit
+from urllib.parse import parse_qsl, urlencode, urlsplit
 
 from langchain_core.messages import AIMessage, BaseMessage, ToolMessage
 from pydantic import BaseModel
@@ -117,6 +117,25 @@ def endpoint_identity(url: str) -> str:
     host = f"[{parts.hostname}]" if ":" in parts.hostname else parts.hostname  # an IPv6 address keeps its brackets
     netloc = host if port in (None, _DEFAULT_PORTS[scheme]) else f"{host}:{port}"
     return f"{scheme}://{netloc}{parts.path.rstrip('/')}" + (f"?{parts.query}" if parts.query else "")
+
+
+_CREDENTIAL_PARTS = ("key", "token", "secret", "password", "sig", "auth", "credential")
+"""A query parameter whose name holds one of these (any case) carries a credential (`shown_endpoint`)."""
+
+
+def shown_endpoint(url: str) -> str:
+    """`endpoint_identity` as the project shows it (a fault's connection hint, a batch row's ``scorer.endpoint``):
+    the value of a query parameter named like a credential (``api_key``, ``token``, ``sig``...) becomes
+    ``sha256:`` and 12 hex digits of it, so one key still reads as one endpoint and two keys as two, and the key
+    itself is never written. Other parameters (Azure's ``api-version``) stay as written: which server answers."""
+    identity = endpoint_identity(url)
+    base, sep, query = identity.partition("?")
+    if not sep:
+        return identity
+    pairs = [(name, f"sha256:{hashlib.sha256(value.encode()).hexdigest()[:12]}"
+              if any(part in name.lower() for part in _CREDENTIAL_PARTS) else value)
+             for name, value in parse_qsl(query, keep_blank_values=True)]
+    return f"{base}?{urlencode(pairs, safe=':')}"
 
 
 def stage_key(*, model_name: str, method: str, stage: str, messages: Sequence[BaseMessage],

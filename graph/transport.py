@@ -49,7 +49,7 @@ from langchain_core.exceptions import (
 from tenacity import RetryCallState
 from tenacity.wait import wait_base
 
-from graph.cache_keys import endpoint_identity
+from graph.cache_keys import shown_endpoint
 from graph.completion_shape import MalformedCompletion, choice_problem
 from graph.usage import http_response_types
 from tools.http_retry import retry_after_s as header_wait_s
@@ -236,7 +236,7 @@ def connection_hint(exc: BaseException, names: EndpointNames) -> str:
     anything else): the URL the request went to, without credentials, and the base URL setting `names` reads."""
     if not isinstance(exc, openai.APIConnectionError) or isinstance(exc, openai.APITimeoutError):
         return ""
-    return (f"; the connection to {endpoint_identity(str(exc.request.url))} failed: check {names.base_url} and that "
+    return (f"; the connection to {shown_endpoint(str(exc.request.url))} failed: check {names.base_url} and that "
             "the server is running")
 
 

@@ -1,0 +1,32 @@
+"""A key in the base URL's query (`?api_key=...`, which some proxies take) stayed in what the project shows:
+the connection hint of a failed call and the `scorer.endpoint` every score-batch row records. Both now show a
+credential-like parameter's value as a digest (one key still reads as one scorer, two keys as two), and a query
+that names no credential as written (Azure's ``api-version`` is part of which server answers)."""
+
+from __future__ import annotations
+
+import pytest
+
+from graph.batch import scorer_of
+from graph.cache_keys import endpoint_identity, shown_endpoint
+from graph.settings import BackboneSettings
+
+
+@pytest.mark.parametrize("name", ["api_key", "key", "token", "access_token", "sig", "X-Api-Key", "password"])
+def test_a_credential_in_the_query_is_shown_as_a_digest(name: str) -> None:
+    shown = shown_endpoint(f"HTTP://Host:80/v1/?{name}=s3cret&api-version=2024-02-01")
+    assert "s3cret" not in shown
+    assert shown.startswith("http://host/v1?") and "api-version=2024-02-01" in shown
+    assert shown == shown_endpoint(f"http://host/v1?{name}=s3cret&api-version=2024-02-01")
+    assert shown != shown_endpoint(f"http://host/v1?{name}=other&api-version=2024-02-01")
+
+
+def test_a_query_without_credentials_is_shown_as_the_identity() -> None:
+    url = "https://example.com/openai/v1?api-version=2024-02-01"
+    assert shown_endpoint(url) == endpoint_identity(url)
+
+
+def test_a_batch_row_never_records_the_key() -> None:
+    settings = BackboneSettings(base_url="http://127.0.0.1:8000/v1?api_key=s3cret", model="m")
+    endpoint = scorer_of(settings)["endpoint"]
+    assert "s3cret" not in endpoint and endpoint.startswith("http://127.0.0.1:8000/v1?api_key=sha256:")
