@@ -360,11 +360,12 @@ async def exchange_blocks(state: AgentState, ctx: RunContext, exchange: ToolExch
 
 
 def crop_records(exchanges: list[ToolExchange]) -> list[dict[str, Any]]:
-    """Crop records for the step trace."""
+    """Crop records for the step trace: the view_crop calls that showed a frame (one outside the clip, past the
+    frame budget or with arguments the tool refused showed none: its tool summary says why, it is no crop used)."""
     out = []
     for e in exchanges:
-        if e.get("name") == "view_crop":
+        if e.get("name") == "view_crop" and e.get("frames"):
             fallback = e.get("box") is None
-            out.append({"frame": next(iter(e.get("frames") or ()), None), "box": e.get("box"), "fallback": fallback,
+            out.append({"frame": e["frames"][0], "box": e.get("box"), "fallback": fallback,
                         "reason": e.get("text") if fallback else None})
     return out
