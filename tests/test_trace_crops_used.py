@@ -24,3 +24,26 @@ def test_tool_call_step_lists_only_the_crops_shown(tmp_path) -> None:
     assert step["crops"][0]["box"] == [0.1, 0.2, 0.6, 0.7]
     crops = step_row(0, step)["crops"]
     assert "fNone" not in crops and crops.startswith("f16[0.10,0.20,0.60,0.70]; f12[] fallback: "), crops
+
+
+def test_reflect_step_lists_the_inspection_crops_it_sent(tmp_path) -> None:
+    """reflect sends the inspection's images again, crops included; its step listed their frames and no crop, so
+    `raa trace` hid that the revision saw a crop and not the full frame."""
+    agent, _ = make_agent("full", full_script(inspect=[AIMessage(content="", tool_calls=CALLS[:2]), "ok"]))
+    out = run(agent, moving_square(tmp_path / "m.mp4"))
+    step = next(s for s in out["steps"] if s["node"] == "reflect")
+    assert {16, 12} <= set(step["frames"]), step["frames"]
+    assert [(c["frame"], c["box"], c["fallback"]) for c in step["crops"]] == \
+        [(16, [0.1, 0.2, 0.6, 0.7], False), (12, None, True)], step["crops"]
+
+
+def test_reflect_step_lists_no_crop_whose_image_the_cap_left_out(tmp_path) -> None:
+    """Only the crops whose images were sent: the cap on images per request keeps the most recent ones."""
+    crop = {**CALLS[0], "args": {"frame": 3, "box": [0.1, 0.2, 0.6, 0.7]}}
+    views = [{"id": f"v{k}", "name": "view_frames", "args": {"frames": [k]}, "type": "tool_call"} for k in (1, 2)]
+    agent, _ = make_agent("full", full_script(inspect=[AIMessage(content="", tool_calls=[crop, *views]), "ok"]),
+                          max_images_per_call=6, observe_frames=4, frame_budget=6,
+                          surprise_windows=1)
+    out = run(agent, moving_square(tmp_path / "m.mp4"))
+    step = next(s for s in out["steps"] if s["node"] == "reflect")
+    assert 3 not in step["frames"] and {1, 2} <= set(step["frames"]) and step["crops"] == [], step

@@ -40,7 +40,8 @@ Decisions where the issue was silent:
   motion overlays and the extra tools' frames (at most 4 per report), then the most recent inspection
   images. The step's `frames` are those of the images sent: they listed every inspection frame (and
   every surprise and extra-tool frame), also those left out, so `raa trace` showed frames as used that
-  the model never saw.
+  the model never saw. Its `crops` are the inspection crops among them (it listed none, so the trace did not say
+  that the revision saw a crop rather than the full frame).
 """
 
 from __future__ import annotations
@@ -60,7 +61,7 @@ from graph.nodes.common import (
     system,
 )
 from graph.nodes.contract_of import need_contract
-from graph.nodes.evidence import exchange_blocks
+from graph.nodes.evidence import crop_records, exchange_blocks
 from graph.nodes.revision import revise
 from graph.nodes.tracking import track_overlays
 from graph.schemas import Assessment, MotionEvidence
@@ -172,12 +173,15 @@ async def reflect(state: AgentState, ctx: RunContext, step: Step) -> dict[str, A
     contract, assessment = need_contract(state), state["assessment"]
     text = "Task contract:\n" + dump(contract) + "\n\nCurrent assessment:\n" + dump(assessment)
     inspected: Images = []
+    crops: list[dict[str, Any] | None] = []  # per inspection image: its crop record (None: not a crop)
     exchanges = list(state.get("exchanges", []))
     if exchanges:
         text += "\n\nInspection results:"
         for e in exchanges:
             text += f"\n- {e['name']}({e['args']}): {e['text']}"
-            inspected += _images(list(e.get("frames", [])), await exchange_blocks(state, ctx, e))
+            images = _images(list(e.get("frames", [])), await exchange_blocks(state, ctx, e))
+            inspected += images
+            crops += [next(iter(crop_records([e])), None)] * len(images)
     if state.get("inspect_notes"):
         text += "\n\nInspector's notes: " + str(state["inspect_notes"])
     motion_text, motion_images, motion = await _auto_motion(state, ctx, step)
@@ -192,6 +196,7 @@ async def reflect(state: AgentState, ctx: RunContext, step: Step) -> dict[str, A
         fixed = fixed[:cap]
     room = cap - len(fixed)
     sent = fixed + (inspected[-room:] if room > 0 else [])  # the most recent inspection images
+    step.crops = [c for c in (crops[-room:] if room > 0 else []) if c is not None]  # the crops among them
     if not sent:
         sample = list(state["sample"])
         sent = _images(sample, await ctx.frames.ablocks(state["video"], sample))
