@@ -181,6 +181,9 @@ def trace_command(
     _out.print(f"run {run_id}  video={printable(v.get('video', '-'))}  preset={_preset_text(trace)}  "
                f"status={trace.status}  reward={reward_text(trace.reward)}", highlight=False, soft_wrap=True)
     typer.echo(f"instruction: {printable(str(v.get('instruction', ''))[:300])}")
+    # the result's usage, or an incomplete run's so far: `attempts` above `calls` says requests went unanswered
+    if usage := (trace.result or {}).get("usage") or v.get("usage"):
+        typer.echo("usage: " + " ".join(f"{k}={n}" for k, n in usage.items()))
     if earlier is not None:
         typer.echo(f"note: the latest checkpoint is a time-travel fork not resumed yet; before it the run finished: "
                    f"status={earlier.get('status')} reward={reward_text(earlier.get('reward'))} (resume the fork to "
