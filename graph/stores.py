@@ -16,7 +16,9 @@ prints the message and exits 2), not a traceback and not an ineligible run per c
 record its trace or reuse a stage output there, and the fix is the same for all of them. Another program's
 SQLite file (tables, none of the store's) is refused before anything is written to it (`connect_wal` checks
 before it switches the journal mode) and its connection closed: it was switched to WAL for good, with -wal /
--shm files left beside it, before the refusal.
+-shm files left beside it, before the refusal. A file another process holds locked past the wait is a
+StoreError that says so (`locked`): the advice for a broken file (move or delete it; check it may be read) sent
+users of a busy trace database after their traces or their permissions.
 """
 
 from __future__ import annotations
@@ -107,6 +109,10 @@ def store_errors(path: str | Path, what: str, setting: str, *, read_only: bool =
     try:
         yield
     except (sqlite3.Error, OSError) as exc:
+        if isinstance(exc, sqlite3.OperationalError) and locked(exc):  # the file is fine: wait, never delete it
+            raise StoreError(f"{what} {path} is locked by another process ({exc}): one writing it for long (a "
+                             "`raa prune --vacuum`, another program's transaction); try again when it is done") \
+                from exc
         if read_only:
             raise StoreError(f"{what} {path} cannot be read ({type(exc).__name__}: {exc}); check that it is "
                              f"a {what} this user may read, or give another path ({setting})") from exc
@@ -229,8 +235,13 @@ async def aretry_locked(conn: Any, step: Callable[[], Awaitable[None]], wait_s: 
             await asyncio.sleep(_pause())
 
 
+def locked(exc: sqlite3.OperationalError) -> bool:
+    """Whether `exc` is SQLite's "database is locked" / "busy": another connection holds the lock it needed."""
+    return "locked" in str(exc) or "busy" in str(exc)
+
+
 def _worth_retrying(exc: sqlite3.OperationalError, deadline: float) -> bool:
-    return ("locked" in str(exc) or "busy" in str(exc)) and time.monotonic() <= deadline
+    return locked(exc) and time.monotonic() <= deadline
 
 
 def _pause() -> float:

@@ -132,7 +132,7 @@ def test_vacuum_shrinks_the_file_and_fails_clearly_while_busy(tmp_path):
     other = sqlite3.connect(str(db), isolation_level=None)
     other.execute("BEGIN IMMEDIATE")  # another process writing
     try:
-        with pytest.raises(StoreError, match="trace database .* cannot be used"):
+        with pytest.raises(StoreError, match="trace database .* is locked by another process"):
             vacuum(db, "trace database", "RAA_TRACES_PATH", wait_s=0.1)
     finally:
         other.execute("ROLLBACK")

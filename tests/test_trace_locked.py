@@ -1,0 +1,49 @@
+"""A trace database another process holds locked (a `raa prune --vacuum` rewriting it, a writer's long
+transaction on a rollback-journal file) is a StoreError that says so: `raa runs` told the user to check that it was
+"a trace database this user may read", and a command that writes it to "move or delete it" (their traces)."""
+
+from __future__ import annotations
+
+import sqlite3
+import subprocess
+import sys
+
+import pytest
+from typer.testing import CliRunner
+
+from graph.cli import app
+from graph.stores import StoreError, store_errors
+from graph.tracing import open_saver
+
+HOLD = """
+import sqlite3, sys, time
+c = sqlite3.connect(sys.argv[1], isolation_level=None)
+c.execute("BEGIN EXCLUSIVE"); c.execute("DELETE FROM writes")
+print("locked", flush=True); time.sleep(30)
+"""
+
+
+def test_runs_on_a_locked_database_says_it_is_locked(tmp_path) -> None:
+    db = tmp_path / "traces.sqlite"
+    open_saver(db).conn.close()
+    with sqlite3.connect(db) as conn:  # a rollback journal: a writer's lock keeps readers out
+        conn.execute("PRAGMA journal_mode=DELETE")
+    holder = subprocess.Popen([sys.executable, "-c", HOLD, str(db)], stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout is not None and holder.stdout.readline().strip() == "locked"
+        res = CliRunner().invoke(app, ["runs", "--db", str(db)])
+    finally:
+        holder.kill()
+        holder.wait()
+    assert isinstance(res.exception, StoreError), res.output  # graph.cli's app prints it as one line, exit 2
+    text = str(res.exception)
+    assert "locked by another process" in text and "may read" not in text, text
+
+
+@pytest.mark.parametrize("read_only", [False, True])
+def test_a_lock_is_never_advice_to_delete_the_file(tmp_path, read_only) -> None:
+    with pytest.raises(StoreError) as info, store_errors(tmp_path / "t.sqlite", "trace database", "RAA_TRACES_PATH",
+                                                         read_only=read_only):
+        raise sqlite3.OperationalError("database is locked")
+    text = str(info.value)
+    assert "locked by another process" in text and "delete" not in text and "may read" not in text, text
