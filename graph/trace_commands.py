@@ -208,3 +208,6 @@ def trace_command(
     if trace.result:
         for reason in trace.result.get("reasons") or []:
             typer.echo(f"reason: {printable(reason)}")
+    else:  # no result to carry them (a finished run's reasons end with its notes): those written so far
+        for note in v.get("notes") or []:
+            typer.echo(f"note: {printable(note)}")
