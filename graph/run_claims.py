@@ -226,12 +226,8 @@ def _claim_in(conn: sqlite3.Connection, run_id: str, max_age_s: float) -> str | 
     """In `conn`'s open write transaction: write this process's claim of `run_id` (None), or say who holds it."""
     conn.execute(_CREATE)
     conn.execute(_CREATE_STARTS)
-    row = conn.execute(f"SELECT c.host, c.pid, c.claimed, s.started FROM {CLAIMS_TABLE} c LEFT JOIN "
-                       f"{STARTS_TABLE} s ON s.thread_id = c.thread_id AND s.host = c.host AND s.pid = c.pid "
-                       "WHERE c.thread_id = ?", (run_id,)).fetchone()
-    if row is not None and _alive(str(row[0]), int(row[1]), None if row[3] is None else int(row[3]),
-                                  str(row[2]), max_age_s):
-        return f"process {row[1]} on {row[0]} (since {row[2]})"
+    if (held := claim_of(conn, run_id, max_age_s)) is not None and held[0]:
+        return held[1]
     host, pid = socket.gethostname(), os.getpid()
     conn.execute(f"INSERT OR REPLACE INTO {CLAIMS_TABLE} VALUES (?, ?, ?, ?)",
                  (run_id, host, pid, dt.datetime.now(dt.UTC).isoformat(timespec="seconds")))
@@ -239,6 +235,24 @@ def _claim_in(conn: sqlite3.Connection, run_id: str, max_age_s: float) -> str | 
     if (started := process_start(pid)) is not None:
         conn.execute(f"INSERT INTO {STARTS_TABLE} VALUES (?, ?, ?, ?)", (run_id, host, pid, started))
     return None
+
+
+def claim_of(conn: sqlite3.Connection, run_id: str,
+             max_age_s: float = FOREIGN_CLAIM_MAX_AGE_S) -> tuple[bool, str] | None:
+    """The claim on `run_id` read on `conn` (read-only is enough): (whether its process may still be running,
+    `_alive`; "process N on HOST (since T)"), or None when there is none (a file without claims included)."""
+    try:
+        row = conn.execute(f"SELECT c.host, c.pid, c.claimed, s.started FROM {CLAIMS_TABLE} c LEFT JOIN "
+                           f"{STARTS_TABLE} s ON s.thread_id = c.thread_id AND s.host = c.host AND s.pid = c.pid "
+                           "WHERE c.thread_id = ?", (run_id,)).fetchone()
+    except sqlite3.OperationalError as exc:
+        if "no such table" in str(exc):
+            return None
+        raise
+    if row is None:
+        return None
+    alive = _alive(str(row[0]), int(row[1]), None if row[3] is None else int(row[3]), str(row[2]), max_age_s)
+    return alive, f"process {row[1]} on {row[0]} (since {row[2]})"
 
 
 def _vacuuming(conn: sqlite3.Connection, max_age_s: float) -> str | None:

@@ -19,7 +19,9 @@ Decisions where the issue was silent:
 - A run whose graph stopped mid-way (crash, interrupt) is listed with status "incomplete"; what the nodes that
   finished in its last superstep wrote is merged into its values (`graph.pending_writes`).
 - Run ids are matched exactly (no prefix lookup that could silently pick another run); when none
-  matches, the error names the traced ids that start with the given text.
+  matches, the error names the traced ids that start with the given text. A run claimed in the file
+  (`graph.run_claims`) with no checkpoint yet is said to be running, or to have died unsaved: with durability
+  "exit" its trace is written when it ends, and it read as a mistyped id.
 - A run whose checkpoint cannot be decoded (a damaged page, a serializer another program or version wrote)
   is `UnreadableRunError` naming the run and the file, a StoreError, so the commands print one error line
   instead of a traceback; `list_runs` can pass over such runs (`unreadable`), so one damaged run does not
@@ -50,6 +52,7 @@ from pydantic import BaseModel
 
 from graph.frame_fork import abandon, watch
 from graph.pending_writes import with_pending
+from graph.run_claims import claim_of
 from graph.state import AgentState
 from graph.stores import (
     TABLES_SQL,
@@ -307,11 +310,24 @@ def read_trace(saver: BaseCheckpointSaver, run_id: str) -> RunTrace:
     except Exception as exc:  # the serializer's errors have no common type (ValueError, TypeError, ...)
         raise _unreadable(saver, run_id, exc) from exc
     if trace is None:
+        if (held := _claim(saver, run_id)) is not None:  # written when it ends (durability "exit"): none yet
+            alive, who = held
+            what = f"is still running ({who}): its trace is written when it ends" if alive else \
+                f"was started ({who}), but its process ended before its trace was saved (a crash or a kill)"
+            raise RunNotFoundError(f"run {run_id!r} {what} (RAA_TRACE_DURABILITY=async saves each step's checkpoint)")
         stripped = run_id.strip()  # pasted with blanks around it: name the run it is (never read it silently)
         near = [tid for tid in run_ids(saver) if tid.startswith(stripped)] if stripped else []
         hint = f"; did you mean {', '.join(near[:5])}{' ...' if len(near) > 5 else ''}?" if near else ""
         raise RunNotFoundError(f"no traced run with id {run_id!r}{hint}")
     return trace
+
+
+def _claim(saver: BaseCheckpointSaver, run_id: str) -> tuple[bool, str] | None:
+    """The claim on `run_id` in a SQLite trace database (`graph.run_claims.claim_of`); None for other savers."""
+    if not isinstance(saver, SqliteSaver):
+        return None
+    with saver.cursor(transaction=False) as cur:
+        return claim_of(cur.connection, run_id)
 
 
 def ever_finished(saver: BaseCheckpointSaver, run_id: str) -> bool:
