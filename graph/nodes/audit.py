@@ -55,8 +55,9 @@ async def audit(state: AgentState, ctx: RunContext, step: Step) -> dict[str, Any
     text = "Task contract:\n" + dump(contract) + "\n\nAssessment:\n" + dump(assessment)
     if state.get("observation") is not None:
         text += "\n\nTask-blind observation:\n" + dump(state["observation"])
+    step.audit_round = rounds = int(state.get("repair_rounds", 0))  # before the call: a faulted round is traced too
     report = await ctx.backbone.astructured("audit", AuditReport, [system("audit"), human(text)], step.usage,
-                                            params={"round": int(state.get("repair_rounds", 0))})
+                                            params={"round": rounds})
     named = [(rid, contract_id(rid, contract)) for rid in report.missing_requirements]
     unknown = list(dict.fromkeys(rid for rid, cid in named if cid is None))
     noted = set(state.get("notes") or [])  # once per id per run: the notes reducer appends every round's
@@ -65,7 +66,6 @@ async def audit(state: AgentState, ctx: RunContext, step: Step) -> dict[str, Any
     missing = list(dict.fromkeys([cid for _, cid in named if cid is not None] + code_missing(assessment, contract)))
     report = AuditReport(missing_requirements=missing[:16], invented_conditions=report.invented_conditions,
                          contradictions=report.contradictions)
-    step.audit_round = rounds = int(state.get("repair_rounds", 0))
     issues = (f"missing {report.missing_requirements}, invented {len(report.invented_conditions)}, "
               f"contradictions {len(report.contradictions)}")
     step.decision = ("clean" if report.clean else f"issues: {issues}") + \
@@ -97,7 +97,7 @@ def involved_ids(report: AuditReport, contract: TaskContract) -> list[str]:
 async def repair(state: AgentState, ctx: RunContext, step: Step) -> dict[str, Any]:
     contract, assessment = need_contract(state), state["assessment"]
     report = state["audits"][-1]
-    rounds = int(state.get("repair_rounds", 0))
+    step.audit_round = rounds = int(state.get("repair_rounds", 0))  # before the call: a faulted round is traced too
     ids = involved_ids(report, contract)
     evidence = [f for i in ids if (j := assessment.judgment(i)) is not None for f in j.evidence_frames]
     frames = pick_frames(evidence, list(state["sample"]), min(REPAIR_FRAMES, ctx.config.max_images_per_call))
@@ -111,7 +111,6 @@ async def repair(state: AgentState, ctx: RunContext, step: Step) -> dict[str, An
                                           shown_frames(state) | set(frames), set(frames), "repair", "changes")
     notes = fixes + guarded + omitted
     step.frames = frames
-    step.audit_round = rounds
     kept = len(guarded) + len(omitted)
     step.decision = f"round {rounds + 1}: " + summarize(out) + (f"; {kept} unsupported change(s) kept" if kept else "") \
         + (f"; {len(fixes)} judgment fix(es) noted" if fixes else "")

@@ -1,0 +1,27 @@
+"""A faulted audit or repair step keeps its round in the trace: both set `audit_round` after their model call,
+so an audit round that timed out was listed by `raa trace` with no round, and which round failed had to be
+counted from the steps before it."""
+
+from __future__ import annotations
+
+from tests.graph_scripts import CLEAN_AUDIT, assessment, full_script, make_agent, moving_square, run
+
+ISSUE = {"missing_requirements": [], "invented_conditions": [], "contradictions": ["R3 says smooth, frames jump"]}
+
+
+def _rounds(tmp_path, **script) -> list[tuple[str, int | None, bool]]:
+    agent, _ = make_agent("full", full_script(**script))
+    out = run(agent, moving_square(tmp_path / "m.mp4"))
+    assert out["result"].status == "ineligible", out["result"]
+    return [(s["node"], s["audit_round"], s["decision"].startswith("fault")) for s in out["steps"]
+            if s["node"] in ("audit", "repair")]
+
+
+def test_a_faulted_second_audit_is_round_1(tmp_path) -> None:
+    assert _rounds(tmp_path, audit=[ISSUE, TimeoutError("slow")], repair=[assessment()]) == \
+        [("audit", 0, False), ("repair", 0, False), ("audit", 1, True)]
+
+
+def test_a_faulted_repair_keeps_its_round(tmp_path) -> None:
+    assert _rounds(tmp_path, audit=[ISSUE, CLEAN_AUDIT], repair=[TimeoutError("slow")]) == \
+        [("audit", 0, False), ("repair", 0, True)]
