@@ -25,3 +25,16 @@ def test_a_faulted_second_audit_is_round_1(tmp_path) -> None:
 def test_a_faulted_repair_keeps_its_round(tmp_path) -> None:
     assert _rounds(tmp_path, audit=[ISSUE, CLEAN_AUDIT], repair=[TimeoutError("slow")]) == \
         [("audit", 0, False), ("repair", 0, True)]
+
+
+def test_a_faulted_model_call_keeps_the_frames_it_sent(tmp_path) -> None:
+    """A stage whose model call faulted (a timeout) listed no frames, though the request carried them (its
+    usage counts their images): the trace could not say what the failed request held."""
+    for stage in ("observe", "assess", "repair"):
+        agent, _ = make_agent("full", full_script(**{stage: [TimeoutError("slow")], "audit": [ISSUE, CLEAN_AUDIT]}))
+        out = run(agent, moving_square(tmp_path / "m.mp4"), run_id=f"run-{stage}")
+        step = next(s for s in out["steps"] if s["node"] == stage)
+        assert step["decision"].startswith("fault (timeout)") and step["frames"], (stage, step)
+    agent, _ = make_agent("direct", full_script(direct=[TimeoutError("slow")]))
+    step = run(agent, moving_square(tmp_path / "m.mp4"), run_id="run-direct")["steps"][-2]
+    assert step["node"] == "direct" and step["decision"].startswith("fault (timeout)") and step["frames"], step

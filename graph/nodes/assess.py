@@ -43,10 +43,10 @@ async def assess(state: AgentState, ctx: RunContext, step: Step) -> dict[str, An
     messages = [system("assess", n_frames=len(sample)), human(text, blocks)]
     raise_if_failed(state, ctx, step.thread_id)  # background evidence already failed: no model call
     hurry_evidence(state, ctx, step.thread_id)  # queued at "later" by quality: needed by reflect (graph.nodes.surprise)
+    step.frames = sample  # before the call: a faulted request's frames are traced too
     out = await ctx.backbone.astructured("assess", Assessment, messages, step.usage)
     out, notes = tidy_assessment(out, contract, frames_total(state), sample, "assess")
     t, p, v = score_mapping(out, contract)
-    step.frames = sample
     step.decision = f"{summarize(out)} (T={t:.2f}, P={p:.2f}, V={v:.2f})" + (
         f"; {len(notes)} judgment fix(es) noted" if notes else "")
     update: dict[str, Any] = {"assessment": out, "assessments": [out]}

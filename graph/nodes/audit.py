@@ -102,6 +102,7 @@ async def repair(state: AgentState, ctx: RunContext, step: Step) -> dict[str, An
     evidence = [f for i in ids if (j := assessment.judgment(i)) is not None for f in j.evidence_frames]
     frames = pick_frames(evidence, list(state["sample"]), min(REPAIR_FRAMES, ctx.config.max_images_per_call))
     blocks = await ctx.frames.ablocks(state["video"], frames)
+    step.frames = frames  # before the call: a faulted request's frames are traced too
     text = ("Task contract:\n" + dump(contract) + "\n\nAssessment to repair:\n" + dump(assessment)
             + "\n\nAudit findings (suggestions, not evidence):\n" + dump(report)
             + f"\n\nRequirements involved: {ids}. Frames shown below: {frames}. Return the full repaired assessment.")
@@ -110,7 +111,6 @@ async def repair(state: AgentState, ctx: RunContext, step: Step) -> dict[str, An
     out, fixes, guarded, omitted = revise(assessment, out, contract, frames_total(state),
                                           shown_frames(state) | set(frames), set(frames), "repair", "changes")
     notes = fixes + guarded + omitted
-    step.frames = frames
     kept = len(guarded) + len(omitted)
     step.decision = f"round {rounds + 1}: " + summarize(out) + (f"; {kept} unsupported change(s) kept" if kept else "") \
         + (f"; {len(fixes)} judgment fix(es) noted" if fixes else "")

@@ -18,10 +18,10 @@ from graph.state import AgentState
 async def direct(state: AgentState, ctx: RunContext, step: Step) -> dict[str, Any]:
     sample = list(state["sample"])
     blocks = await ctx.frames.ablocks(state["video"], sample)
+    step.frames = sample  # before the call: a faulted request's frames are traced too
     text = (instruction_block(state["instruction"])
             + f"\n\n{len(sample)} frames of the clip follow, in temporal order.")
     out = await ctx.backbone.astructured("direct", DirectScore, [system("direct"), human(text, blocks)],
                                          step.usage)
-    step.frames = sample
     step.decision = f"direct reward {reward_text(out.reward)}"
     return {"direct": out}

@@ -56,6 +56,7 @@ async def final_check(state: AgentState, ctx: RunContext, step: Step) -> dict[st
     evidence = [f for i in gaps if (j := assessment.judgment(i)) is not None for f in j.evidence_frames]
     frames = pick_frames(evidence, sample, min(CHECK_FRAMES, ctx.config.max_images_per_call), keep=sample[-3:])
     blocks = await ctx.frames.ablocks(state["video"], frames)
+    step.frames = frames  # before the call: a faulted request's frames are traced too
     text = ("Task contract:\n" + dump(contract) + "\n\nAssessment:\n" + dump(assessment)
             + f"\n\nEssential requirements not met or unverifiable: {gaps}"
             + ("" if any(r.essential for r in contract.requirements)
@@ -73,7 +74,6 @@ async def final_check(state: AgentState, ctx: RunContext, step: Step) -> dict[st
         notes.append(f"final_check: essential requirement(s) {unverified} unverifiable or never judged in the "
                      "assessment; essential_unverifiable set to true (the check wrote false)")
         out = out.model_copy(update={"essential_unverifiable": True})
-    step.frames = frames
     step.decision = (f"gaps {gaps}: failure_established={out.failure_established}, "
                      f"essential_unverifiable={out.essential_unverifiable}"
                      + (f"; {len(outside)} out-of-clip evidence frame(s) dropped" if outside else "")

@@ -40,11 +40,11 @@ def tidy_observation(obs: Observation, n_frames: int) -> tuple[Observation, list
 async def observe(state: AgentState, ctx: RunContext, step: Step) -> dict[str, Any]:
     sample = list(state["sample"])
     blocks = await ctx.frames.ablocks(state["video"], sample)
+    step.frames = sample  # before the call: a faulted request's frames are traced too
     messages = [system("observe", n_frames=len(sample)),
                 human(f"{len(sample)} frames of one clip follow, in temporal order.", blocks)]
     obs = await ctx.backbone.astructured("observe", Observation, messages, step.usage)
     obs, notes = tidy_observation(obs, frames_total(state))
-    step.frames = sample
     step.decision = f"{count(len(obs.events), 'event')}, {count(len(obs.visual_issues), 'visual issue')}" + (
         f"; {len(notes)} event frame fix(es) noted" if notes else "")
     return {"observation": obs, **({"notes": notes} if notes else {})}
