@@ -46,6 +46,8 @@ BASE_YAML = "tiny: true\nreward: brightness\ndataset:\n  - {text: push the block
         ({"dataset": []}, "no prompts"),
         ({"zero_stage": 4}, "zero_stage"),
         ({"clip_range": 0.0}, "clip_range"),
+        ({"clip_range": 1.0}, r"clip_range must be below 1 \(or inf: no clipping\), got 1.0: the lower clip bound"),
+        ({"clip_range": 1.5}, r"clip_range must be below 1.*1 - clip_range"),  # a one-sided clip, unnoticed
         ({"max_log_ratio": 0.0}, "max_log_ratio must be > 0 and finite, got 0.0"),
         ({"max_log_ratio": float("inf")}, "max_log_ratio must be > 0 and finite, got inf"),  # no bound: exp overflows
         ({"optimizer_steps_per_epoch": 3}, "optimizer_steps_per_epoch"),
@@ -101,6 +103,7 @@ def test_valid_config_passes():
     per_step = -(-8 // TrainConfig().micro_batch)
     with pytest.raises(ConfigError, match=rf"micro-batches per prompt per epoch \({9 * per_step} = "):
         validate(_ok(sde_window=(0, 10), optimizer_steps_per_epoch=10))
+    assert validate(_ok(clip_range=float("inf"))).clip_range == float("inf")  # no clipping at all: on purpose
 
 
 def test_yaml_unknown_field_and_types(tmp_path):

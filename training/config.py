@@ -136,7 +136,8 @@ class TrainConfig:
     optimizer_steps_per_epoch: int = 1
     """Optimizer steps per inner epoch; gradient_accumulation_steps = micro-batches / this."""
     clip_range: float = 0.2
-    """PPO clip delta of the importance ratio."""
+    """PPO clip delta of the importance ratio: in (0, 1), or inf (no clipping); at 1 or more the lower bound
+    ``1 - clip_range`` never acts, so it is refused."""
     max_log_ratio: float = 20.0
     """Bound on |log rho| before ``exp`` (training/grpo.py ``clipped_policy_loss``): a log-prob summed over the
     latents cannot overflow rho. > 0 and finite (an infinite one bounds nothing: rho = inf, a NaN loss)."""
@@ -367,6 +368,10 @@ def validate(cfg: TrainConfig) -> TrainConfig:
         value, finite = getattr(cfg, name), name not in ("clip_range", "a_max")  # an infinite clip clips nothing
         if not value > 0 or (finite and value == math.inf):
             errs.append(f"{name} must be > 0{' and finite' if finite else ''}, got {value}")
+    if 1 <= cfg.clip_range < math.inf:  # rho > 0: clip(rho, 1 - d, 1 + d) would clip rho only from above
+        errs.append(f"clip_range must be below 1 (or inf: no clipping), got {cfg.clip_range}: the lower clip bound "
+                    "1 - clip_range is <= 0, which the ratio never reaches, so only ratios above 1 + clip_range "
+                    "would be clipped (PPO's delta is e.g. 0.2)")
     if cfg.reward_timeout_s is not None and not 0 < cfg.reward_timeout_s < math.inf:
         errs.append(f"reward_timeout_s must be > 0 and finite (or none: no limit), got {cfg.reward_timeout_s}")
     if (problem := fps_problem(cfg.fps)) is not None:  # the rollout / held-out / reward clips' writer refuses it
