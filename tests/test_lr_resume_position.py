@@ -110,7 +110,8 @@ def test_the_checkpoint_records_the_decay_and_load_hands_it_on(tmp_path, monkeyp
     resumed = _engine(0, set(), LRFactor(0, 20, "linear", 0.0))
     resumed.global_steps = 6
     resumed.load_checkpoint = lambda folder, tag, load_lr_scheduler_states: ("path", saved)
-    assert ds_engine.load(resumed, tmp_path, "iter_000003", learning_rate=0.1, weight_decay=0.0) == (3, 0, 0)
+    assert ds_engine.load(resumed, tmp_path, "iter_000003", learning_rate=0.1, weight_decay=0.0,
+                          max_iterations=10) == (3, 0, 0)
     assert resumed.optimizer.param_groups[0]["lr"] == pytest.approx(0.1 * 0.4)  # not 0.1 * 0.7
 
 
@@ -145,3 +146,23 @@ def test_a_finished_decay_at_min_lr_ratio_0_given_more_iterations_is_refused_nam
     on = schedule_state(_run(LRFactor(0, 20, "cosine", 0.25), 15, ckpt=10, saved=done))
     with pytest.raises(ConfigError, match="steps from 15 to 20 would all train at rate 0"):
         _run(LRFactor(0, 20, "cosine", 0.0), 20, ckpt=15, saved=on)
+
+
+def test_a_finished_run_at_min_lr_ratio_0_resumed_with_more_steps_per_iteration_but_no_iteration_left_is_not_refused(
+        tmp_path):
+    """max_iterations unchanged, inner_epochs (or optimizer_steps_per_epoch) doubled: the decay horizon doubles, so
+    the rate-0 refusal fired, though the launch trains no iteration (before: the "nothing to train" note and the
+    export again). The load decides with the iterations left (training.engine.load's max_iterations)."""
+    from training import engine as ds_engine
+    from training.config import ConfigError
+    from training.lr_schedule import LRFactor, schedule_state
+
+    done = _run(LRFactor(0, 10, "cosine", 0.0), 10)
+    client = {"iteration": 10, "data_position": 0, "rng": [ds_engine.rng_state()], "lr_schedule": schedule_state(done)}
+    resumed = _engine(0, set(), LRFactor(0, 20, "cosine", 0.0))
+    resumed.global_steps = 10
+    resumed.load_checkpoint = lambda folder, tag, load_lr_scheduler_states: ("path", client)
+    assert ds_engine.load(resumed, tmp_path, "iter_000010", learning_rate=0.1, weight_decay=0.0,
+                          max_iterations=10) == (10, 0, 0)
+    with pytest.raises(ConfigError, match="would all train at rate 0"):  # one more iteration: refused
+        ds_engine.load(resumed, tmp_path, "iter_000010", learning_rate=0.1, weight_decay=0.0, max_iterations=11)

@@ -253,14 +253,15 @@ def checkpoint_ranks(folder: Path) -> int:
     return len(list(folder.glob("*zero_pp_rank_*_optim_states.pt")))
 
 
-def load(engine: Any, ckpt_dir: Path, tag: str, *, learning_rate: float,
-         weight_decay: float) -> tuple[int, int, int]:
+def load(engine: Any, ckpt_dir: Path, tag: str, *, learning_rate: float, weight_decay: float,
+         max_iterations: int) -> tuple[int, int, int]:
     """Restore checkpoint ``tag`` (training.resume.resume_source picks it; a universal one needs an engine
     built with ``deepspeed_config(..., load_universal=True)``); returns (iteration, data_position, the
     iterations in a row without an update up to it; 0 for a checkpoint from before that was saved). RNG states
     restored too: each rank its own, or rank 0's where the checkpoint had fewer ranks. The optimizer
     state comes back with the learning rate and weight decay it was saved with; the launch's values
-    replace them (:func:`apply_optimizer_settings`)."""
+    replace them (:func:`apply_optimizer_settings`; ``max_iterations``: whether this launch trains any iteration,
+    for its refusal of a rate of 0)."""
     # the warmup position is the restored step count (a checkpoint from a run without warmup has no state)
     path, client = engine.load_checkpoint(str(ckpt_dir), tag=tag, load_lr_scheduler_states=False)
     if path is None or client is None:
@@ -270,7 +271,8 @@ def load(engine: Any, ckpt_dir: Path, tag: str, *, learning_rate: float,
     rank = dist.get_rank() if dist.is_initialized() else 0
     states = client["rng"]
     set_rng_state(states[rank] if rank < len(states) else states[0])
-    note = apply_optimizer_settings(engine, learning_rate, weight_decay, client.get("lr_schedule"))
+    note = apply_optimizer_settings(engine, learning_rate, weight_decay, client.get("lr_schedule"),
+                                    trains=counts[0] < max_iterations)
     if note is not None and rank == 0:  # a resume with another max_iterations (training/lr_schedule.py)
         print(f"note: {note}", file=sys.stderr, flush=True)
     return counts

@@ -126,13 +126,14 @@ def schedule_position(global_steps: int, skipped_steps: int) -> int:
 
 
 def apply_optimizer_settings(engine: Any, learning_rate: float, weight_decay: float,
-                             saved_schedule: Any = None) -> str | None:
+                             saved_schedule: Any = None, *, trains: bool = True) -> str | None:
     """Set every parameter group's ``lr`` and ``weight_decay`` (after a resume: loading the optimizer state
     restores the saved ones, so a run resumed with a lower learning_rate, as a diverged run is told to
     be, went on with the old one while the resume warning named the new). Under a warmup or a decaying
     schedule the rate is ``learning_rate * lr_factor(optimizer steps taken)``: `schedule_position`, the steps
     the engine applied, where the uninterrupted run's scheduler is, along the decay the checkpoint recorded
-    (``saved_schedule``: `schedule_state` of the run saved; module docstring). Returns `horizon_note`'s note."""
+    (``saved_schedule``: `schedule_state` of the run saved; module docstring). ``trains``: whether the launch has
+    an iteration left to train (`zero_rate_refusal`). Returns `horizon_note`'s note."""
     scheduler = engine.lr_scheduler  # lr_scheduler's LambdaLR, or None
     factor, note = 1.0, None
     if scheduler is not None:  # go on from the restored optimizer step count, towards the launch's rate
@@ -140,7 +141,7 @@ def apply_optimizer_settings(engine: Any, learning_rate: float, weight_decay: fl
         scheduler.last_epoch = schedule_position(int(engine.global_steps), int(engine.skipped_steps))
         if isinstance(own := scheduler.lr_lambdas[0], LRFactor):
             resumed = own.resumed(saved_schedule, scheduler.last_epoch)
-            if (problem := zero_rate_refusal(saved_schedule, resumed, scheduler.last_epoch)) is not None:
+            if (problem := zero_rate_refusal(saved_schedule, resumed, scheduler.last_epoch, trains)) is not None:
                 raise ConfigError(problem)
             scheduler.lr_lambdas = [resumed] * len(scheduler.lr_lambdas)
             note = horizon_note(saved_schedule, resumed, scheduler.last_epoch, learning_rate)
@@ -158,14 +159,16 @@ def _finished(saved: Any, factor: LRFactor, position: int) -> bool:
             and factor.anchor_progress >= 1.0 and position >= factor.warmup_steps)
 
 
-def zero_rate_refusal(saved: Any, factor: LRFactor, position: int) -> str | None:
+def zero_rate_refusal(saved: Any, factor: LRFactor, position: int, trains: bool) -> str | None:
     """Why a resume cannot go on: its checkpoint's decay had finished (``saved``: its record; `LRFactor.resumed`
     at ``position``: progress 1 from the start of its piece), and at ``min_lr_ratio`` 0 every optimizer step
     this launch has left (a larger ``max_iterations``; or the same horizon, after a launch that trained on at a
     raised ``min_lr_ratio``) would train at rate 0: each iteration's rollouts and reward calls spent, the weights
-    never moved (a note on stderr, or nothing, was all it said). None otherwise; `horizon_note` says what a
-    finished decay at a ratio above 0 does."""
-    if (factor.schedule == "constant" or not _valid(saved) or factor.anchor_progress < 1.0 or factor.min_ratio > 0.0
+    never moved (a note on stderr, or nothing, was all it said). None otherwise, and when the launch trains no
+    iteration (``trains`` False: the checkpoint is at ``max_iterations``, which a larger ``inner_epochs`` or
+    ``optimizer_steps_per_epoch`` leaves as it is while the horizon grows; training.resume.nothing_to_train says
+    so); `horizon_note` says what a finished decay at a ratio above 0 does."""
+    if (not trains or factor.schedule == "constant" or not _valid(saved) or factor.anchor_progress < 1.0 or factor.min_ratio > 0.0
             or not factor.warmup_steps <= position < factor.total_steps):
         return None
     return (f"--resume: lr_schedule {factor.schedule} had finished its decay (the checkpoint records it at its end "

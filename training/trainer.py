@@ -181,7 +181,8 @@ def train(cfg: TrainConfig, *, local_rank: int = 0, reward_tokens: dict[str, str
     skipped = 0  # iterations in a row without an update (max_skipped_iterations), counted on from the checkpoint
     if source is not None:
         start, stream.position, skipped = ds_engine.load(engine, ckpt_dir, source.tag, learning_rate=cfg.learning_rate,
-                                                weight_decay=cfg.weight_decay)
+                                                         weight_decay=cfg.weight_decay,
+                                                         max_iterations=cfg.max_iterations)
         saved_in = ckpt_dir / source.tag.removesuffix(ds_engine.UNIVERSAL_SUFFIX)
         if rank == 0 and (warning := prompt_change_warning(saved_in, stamp)):  # training/prompt_stamp.py
             print(warning, file=sys.stderr, flush=True)
