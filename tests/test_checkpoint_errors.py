@@ -55,7 +55,7 @@ class _Engine:
 def test_a_checkpoint_without_its_counters_is_a_config_error_naming_it(tmp_path, client, missing):
     client = {"rng": [rng_state()], **client} if missing != "'rng'" else client
     with pytest.raises(ConfigError, match=rf"--resume: {tmp_path / 'iter_000003'}: .*{missing}"):
-        load(_Engine(client), tmp_path, "iter_000003", learning_rate=1e-4, weight_decay=0.0)
+        load(_Engine(client), tmp_path, "iter_000003", learning_rate=1e-4, weight_decay=0.0, max_iterations=10)
 
 
 @pytest.mark.parametrize("path, client", [(None, None), ("x/iter_000003", None)])
@@ -66,7 +66,7 @@ def test_a_checkpoint_deepspeed_cannot_load_is_a_config_error_naming_its_folder(
 
     folder = tmp_path / "iter_000003"
     with pytest.raises(ConfigError, match=rf"--resume: DeepSpeed could not load {folder}: .*mp_rank_00"):
-        load(_Missing(client), tmp_path, "iter_000003", learning_rate=1e-4, weight_decay=0.0)
+        load(_Missing(client), tmp_path, "iter_000003", learning_rate=1e-4, weight_decay=0.0, max_iterations=10)
 
 
 def test_a_saved_client_state_gives_its_counts(tmp_path):
