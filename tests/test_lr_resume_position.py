@@ -106,7 +106,8 @@ def test_the_checkpoint_records_the_decay_and_load_hands_it_on(tmp_path, monkeyp
     saved = {}
     first.save_checkpoint = lambda folder, tag, client_state, save_latest: saved.update(client_state)
     ds_engine.save(first, tmp_path, 3, 0, local_rank=0)
-    assert saved["lr_schedule"] == {"anchor_step": 0, "anchor_progress": 0.0, "total_steps": 10}
+    assert saved["lr_schedule"] == {"schedule": "linear", "anchor_step": 0, "anchor_progress": 0.0, "total_steps": 10,
+                                    "position": 6}
     resumed = _engine(0, set(), LRFactor(0, 20, "linear", 0.0))
     resumed.global_steps = 6
     resumed.load_checkpoint = lambda folder, tag, load_lr_scheduler_states: ("path", saved)
@@ -166,3 +167,32 @@ def test_a_finished_run_at_min_lr_ratio_0_resumed_with_more_steps_per_iteration_
                           max_iterations=10) == (10, 0, 0)
     with pytest.raises(ConfigError, match="would all train at rate 0"):  # one more iteration: refused
         ds_engine.load(resumed, tmp_path, "iter_000010", learning_rate=0.1, weight_decay=0.0, max_iterations=11)
+
+
+@pytest.mark.parametrize("warmup", [0, 2])
+def test_a_constant_run_resumed_with_a_decaying_schedule_starts_the_decay_from_learning_rate(warmup):
+    """lr_schedule: constant (no warmup: no scheduler, so no record) resumed as linear: the decay was taken as
+    planned for the whole run from its start, and with a warmup the constant run's record as a decay under way,
+    so the rate dropped at the resume (at step 6 of 10: to 0.55 x learning_rate) on a run that had trained at
+    learning_rate. The decay now starts at the resume, from learning_rate, and ends at min_lr_ratio."""
+    from training.lr_schedule import LRFactor, horizon_note, schedule_state
+
+    if warmup:
+        first = _run(LRFactor(warmup, 10, "constant", 0.1), 6)
+    else:
+        first = SimpleNamespace(lr_scheduler=None, global_steps=6, skipped_steps=0)
+    saved = schedule_state(first)
+    assert saved is not None and saved["schedule"] == "constant" and saved["position"] == 6
+    for total in (10, 20):
+        resumed = _run(LRFactor(warmup, total, "linear", 0.1), total, ckpt=6, saved=saved)
+        assert resumed.rates[0] == pytest.approx(0.1)
+        assert all(a > b for a, b in zip(resumed.rates, resumed.rates[1:], strict=False))
+        assert resumed.optimizer.param_groups[0]["lr"] == pytest.approx(0.1 * 0.1)
+    note = horizon_note(saved, LRFactor(warmup, 20, "linear", 0.1).resumed(saved, 6), 6, 0.1)
+    assert note == ("lr_schedule linear: the run trained at a constant rate so far; the decay starts at optimizer "
+                    "step 6 from learning_rate (0.1) and ends at step 20")
+    # before the warmup's end, the warmup ends first; a constant resume of a constant run stays constant
+    early = schedule_state(SimpleNamespace(lr_scheduler=None, global_steps=1, skipped_steps=0))
+    assert _run(LRFactor(4, 10, "linear", 0.0), 10, ckpt=1, saved=early).rates == \
+        pytest.approx(_run(LRFactor(4, 10, "linear", 0.0), 10).rates[1:])
+    assert _run(LRFactor(2, 10, "constant", 0.0), 10, ckpt=6, saved=saved).rates == pytest.approx([0.1] * 4)

@@ -17,6 +17,13 @@ at its step (`LRFactor.anchor_step`, ``anchor_progress``), which the checkpoint'
 ``min_lr_ratio``; at ``min_lr_ratio`` 0 such a resume is refused (`zero_rate_refusal`, a ConfigError at the
 load, before any rollout), since re-stretching would make the rate jump back up and going on would train every
 added step at rate 0. A checkpoint from before the record resumes as the run planned for the new horizon.
+
+A run that trained at a constant rate (``lr_schedule: constant``, with a warmup or without a scheduler at all)
+records that it did (``"schedule": "constant"``): resumed with a decaying schedule, its decay starts at the
+resume's step (or the warmup's end) from ``learning_rate``, progress 0, and ends at the new horizon. It used to
+be taken as planned for the new horizon from the run's start (no record), or its record as a decay under way,
+and the rate dropped at the resume on a policy that had trained at ``learning_rate``. The record also holds the
+scheduler's position (``position``), so that training.resume can decide the refusal from ``layout.json``.
 """
 
 from __future__ import annotations
@@ -68,15 +75,18 @@ class LRFactor:
                          self.anchor_step, self.anchor_progress)
 
     def state(self) -> dict[str, Any]:
-        """What the checkpoint records (`schedule_state`): the decay's current piece."""
-        return {"anchor_step": self.warmup_steps if self.anchor_step is None else self.anchor_step,
-                "anchor_progress": self.anchor_progress, "total_steps": self.total_steps}
+        """What the checkpoint records (`schedule_state`): the schedule and the decay's current piece."""
+        return {"schedule": self.schedule, "anchor_step": self.warmup_steps if self.anchor_step is None
+                else self.anchor_step, "anchor_progress": self.anchor_progress, "total_steps": self.total_steps}
 
     def resumed(self, saved: Any, position: int) -> LRFactor:
         """This launch's factor going on from ``position`` (optimizer steps taken) of a run whose checkpoint
         recorded ``saved`` (`state`; None or a malformed record: a checkpoint from before it, taken as the run
         planned for this launch's horizon). Another horizon starts a new piece at ``position`` with the progress
-        the saved one had reached there (the warmup, if not over, ends first)."""
+        the saved one had reached there (the warmup, if not over, ends first). A run saved at a constant rate
+        starts the decay at ``position`` (module docstring)."""
+        if _constant(saved) and self.schedule != "constant":
+            return replace(self, anchor_step=max(position, self.warmup_steps), anchor_progress=0.0)
         if not _valid(saved):
             return self
         start, progress, total = int(saved["anchor_step"]), float(saved["anchor_progress"]), int(saved["total_steps"])
@@ -86,8 +96,14 @@ class LRFactor:
         return replace(self, anchor_step=position, anchor_progress=min(1.0, max(0.0, reached)))
 
 
+def _constant(saved: Any) -> bool:
+    """Whether ``saved`` records a run that trained at a constant rate (`schedule_state`)."""
+    return isinstance(saved, dict) and saved.get("schedule") == "constant"
+
+
 def _valid(saved: Any) -> bool:
-    if not isinstance(saved, dict):
+    """Whether ``saved`` records a decay (`LRFactor.state`; one from before ``schedule`` was recorded too)."""
+    if not isinstance(saved, dict) or saved.get("schedule", "linear") not in ("linear", "cosine"):
         return False
     counts = [saved.get(k) for k in ("anchor_step", "total_steps")]
     progress = saved.get("anchor_progress")
@@ -110,11 +126,14 @@ def lr_scheduler(cfg: TrainConfig) -> Callable[[Any], Any] | None:
 
 
 def schedule_state(engine: Any) -> dict[str, Any] | None:
-    """The decay's current piece of ``engine``'s scheduler (`LRFactor.state`), for the checkpoint's client state;
-    None without a scheduler of `lr_scheduler`'s."""
+    """The schedule and decay's current piece of ``engine``'s scheduler (`LRFactor.state`) and its ``position``,
+    for the checkpoint (client state and ``layout.json``); without a scheduler (`lr_scheduler`: a constant rate),
+    ``schedule`` constant and the position; None for a scheduler not of `lr_scheduler`'s."""
     scheduler = engine.lr_scheduler
+    if scheduler is None:
+        return {"schedule": "constant", "position": schedule_position(engine.global_steps, engine.skipped_steps)}
     factor = scheduler.lr_lambdas[0] if isinstance(scheduler, torch.optim.lr_scheduler.LambdaLR) else None
-    return factor.state() if isinstance(factor, LRFactor) else None
+    return {**factor.state(), "position": scheduler.last_epoch} if isinstance(factor, LRFactor) else None
 
 
 def schedule_position(global_steps: int, skipped_steps: int) -> int:
@@ -180,8 +199,12 @@ def zero_rate_refusal(saved: Any, factor: LRFactor, position: int, trains: bool)
 
 def horizon_note(saved: Any, factor: LRFactor, position: int, learning_rate: float) -> str | None:
     """What a resume says when its decay horizon differs from the checkpointed run's (``saved``; None otherwise,
-    and for a constant rate): the rate it goes on from, and when the decay had already ended (a finished run given
+    and for a constant rate), or when a run saved at a constant rate starts its decay: the rate it goes on from, and when the decay had already ended (a finished run given
     more iterations), that those train at ``min_lr_ratio * learning_rate``, and how to train at another rate."""
+    if _constant(saved) and factor.schedule != "constant":
+        return (f"lr_schedule {factor.schedule}: the run trained at a constant rate so far; the decay starts at "
+                f"optimizer step {factor.anchor_step} from learning_rate ({learning_rate:.3g}) and ends at step "
+                f"{factor.total_steps}")
     if factor.schedule == "constant" or not _valid(saved) or saved["total_steps"] == factor.total_steps:
         return None
     text = (f"lr_schedule {factor.schedule}: the decay now ends at optimizer step {factor.total_steps} (was "
