@@ -336,6 +336,7 @@ class _FakeEngine:
     """Writes the files a ZeRO-2 save of `ranks` ranks writes (DeepSpeed writes into an existing folder)."""
 
     lr_scheduler = None  # a DeepSpeed engine's, for a constant rate without warmup
+    global_steps = skipped_steps = 0  # DeepSpeed's step counters (the constant rate's record has the position)
 
     def __init__(self, ranks: int) -> None:
         self.ranks = ranks

@@ -219,6 +219,7 @@ class _ClientStateEngine:
     def __init__(self) -> None:
         self.client: dict = {}
         self.lr_scheduler = None
+        self.global_steps = self.skipped_steps = 0  # DeepSpeed's step counters
         self.optimizer = type("Optimizer", (), {"param_groups": [{"lr": 1.0, "weight_decay": 0.0}]})()
 
     def save_checkpoint(self, save_dir, tag, client_state, save_latest):  # noqa: ANN001, ANN201
@@ -236,9 +237,9 @@ def test_the_count_of_iterations_without_an_update_survives_a_resume(tmp_path):
 
     engine = _ClientStateEngine()
     save(engine, tmp_path, 7, data_position=14, local_rank=0, skipped=3)
-    assert load(engine, tmp_path, "iter_000007", learning_rate=0.1, weight_decay=0.0) == (7, 14, 3)
+    assert load(engine, tmp_path, "iter_000007", learning_rate=0.1, weight_decay=0.0, max_iterations=10) == (7, 14, 3)
     del engine.client["skipped_iterations"]  # a checkpoint saved before the count was kept: counts from 0
-    assert load(engine, tmp_path, "iter_000007", learning_rate=0.1, weight_decay=0.0) == (7, 14, 0)
+    assert load(engine, tmp_path, "iter_000007", learning_rate=0.1, weight_decay=0.0, max_iterations=10) == (7, 14, 0)
 
 
 @pytest.mark.slow
