@@ -196,3 +196,29 @@ def test_a_constant_run_resumed_with_a_decaying_schedule_starts_the_decay_from_l
     assert _run(LRFactor(4, 10, "linear", 0.0), 10, ckpt=1, saved=early).rates == \
         pytest.approx(_run(LRFactor(4, 10, "linear", 0.0), 10).rates[1:])
     assert _run(LRFactor(2, 10, "constant", 0.0), 10, ckpt=6, saved=saved).rates == pytest.approx([0.1] * 4)
+
+
+def test_the_rate_0_refusal_comes_from_layout_json_before_any_model_is_built(tmp_path):
+    """The decay's record was only in the client state inside mp_rank_00_model_states.pt, so `--check` passed and
+    the launch built the model before the load refused. Each checkpoint's layout.json records it too (with the
+    scheduler position), and plan_resume (`--check` and the launch, before the model) refuses from it."""
+    from training.checkpointing import _markers
+    from training.config import ConfigError, PromptSpec, TrainConfig
+    from training.lr_schedule import LRFactor, schedule_state
+    from training.resume import StateLayout, plan_resume
+
+    ckpt = tmp_path / "checkpoints"
+    (ckpt / "iter_000010").mkdir(parents=True)
+    for name in ("mp_rank_00_model_states.pt", "zero_pp_rank_0_mp_rank_00_optim_states.pt"):
+        (ckpt / "iter_000010" / name).write_bytes(b"")
+    done = schedule_state(_run(LRFactor(0, 10, "cosine", 0.0), 10))
+    _markers(ckpt, 10, StateLayout(2, "float32"), 1, {}, 0, done)
+
+    def cfg(**kw) -> TrainConfig:  # noqa: ANN003
+        return TrainConfig(tiny=True, reward="brightness", dataset=[PromptSpec(text="x")], zero_stage=2, resume=True,
+                           output_dir=str(tmp_path), lr_schedule="cosine", **{"min_lr_ratio": 0.0, **kw})
+
+    with pytest.raises(ConfigError, match="min_lr_ratio 0 the steps from 10 to 20 would all train at rate 0"):
+        plan_resume(cfg(max_iterations=20), 1, StateLayout(2, "float32"))
+    for ok in (cfg(max_iterations=20, min_lr_ratio=0.1), cfg(max_iterations=10, inner_epochs=2)):
+        assert plan_resume(ok, 1, StateLayout(2, "float32"))[0].tag == "iter_000010"

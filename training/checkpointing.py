@@ -23,14 +23,16 @@ from typing import Any
 
 from training import engine as ds_engine
 from training.best import agreed_best_tag
+from training.lr_schedule import schedule_state
 from training.prompt_stamp import write_prompt_stamp
 from training.rank_failures import agree, attempt, stop_on
 from training.resume import StateLayout, write_layout
 
 
-def _markers(ckpt_dir: Path, iteration: int, layout: StateLayout, world: int, stamp: dict[str, Any], local_rank: int) -> None:
-    if local_rank == 0:  # what a later --resume compares its ZeRO stage and dtype with (training.resume)
-        write_layout(ckpt_dir / ds_engine.iteration_tag(iteration), layout, world)
+def _markers(ckpt_dir: Path, iteration: int, layout: StateLayout, world: int, stamp: dict[str, Any], local_rank: int,
+             schedule: dict[str, Any] | None) -> None:
+    if local_rank == 0:  # what a later --resume compares its ZeRO stage, dtype and rate with (training.resume)
+        write_layout(ckpt_dir / ds_engine.iteration_tag(iteration), layout, world, schedule)
         write_prompt_stamp(ckpt_dir / ds_engine.iteration_tag(iteration), stamp)
         ds_engine.mark_latest(ckpt_dir, iteration)
 
@@ -46,7 +48,7 @@ def checkpoint(engine: Any, ckpt_dir: Path, iteration: int, data_position: int, 
     ds_engine.save(engine, ckpt_dir, iteration, data_position, local_rank=local_rank, skipped=skipped)
     tag = ds_engine.iteration_tag(iteration)
     _, failure = attempt(rank, f"finishing checkpoint {tag}", _markers, ckpt_dir, iteration, layout, world, stamp,
-                         local_rank)
+                         local_rank, schedule_state(engine))
     stop_on([agree(failure)], iteration, ckpt_dir, close)
     if keep is None:
         return

@@ -14,8 +14,9 @@ from 0.1 to 0.55 of ``learning_rate``, on a policy the decay had settled). The d
 piecewise linear in the step: it starts at 0 at the end of the warmup, and each such resume starts a new piece
 at its step (`LRFactor.anchor_step`, ``anchor_progress``), which the checkpoint's client state records
 (`schedule_state`) so that later resumes go on along the same line. A run that had finished its decay stays at
-``min_lr_ratio``; at ``min_lr_ratio`` 0 such a resume is refused (`zero_rate_refusal`, a ConfigError at the
-load, before any rollout), since re-stretching would make the rate jump back up and going on would train every
+``min_lr_ratio``; at ``min_lr_ratio`` 0 such a resume is refused (`zero_rate_refusal`, a ConfigError before
+the model is built, from the record in the checkpoint's ``layout.json``: `resume_refusal`, which ``--check``
+runs too; at the load for a checkpoint whose ``layout.json`` lacks it), unless it trains no iteration, since re-stretching would make the rate jump back up and going on would train every
 added step at rate 0. A checkpoint from before the record resumes as the run planned for the new horizon.
 
 A run that trained at a constant rate (``lr_schedule: constant``, with a warmup or without a scheduler at all)
@@ -116,13 +117,30 @@ def total_optimizer_steps(cfg: TrainConfig) -> int:
     return cfg.max_iterations * cfg.inner_epochs * cfg.optimizer_steps_per_epoch
 
 
+def launch_factor(cfg: TrainConfig) -> LRFactor:
+    """The `LRFactor` a launch of ``cfg`` plans (before a resume takes up the checkpoint's decay)."""
+    return LRFactor(cfg.lr_warmup_steps, total_optimizer_steps(cfg), cfg.lr_schedule, cfg.min_lr_ratio)
+
+
 def lr_scheduler(cfg: TrainConfig) -> Callable[[Any], Any] | None:
     """``deepspeed.initialize(lr_scheduler=...)``: builds a ``LambdaLR`` of `LRFactor` on DeepSpeed's
     optimizer, which the engine steps after each optimizer step; None for a constant rate without warmup."""
     if cfg.lr_warmup_steps == 0 and cfg.lr_schedule == "constant":
         return None
-    factor = LRFactor(cfg.lr_warmup_steps, total_optimizer_steps(cfg), cfg.lr_schedule, cfg.min_lr_ratio)
+    factor = launch_factor(cfg)
     return lambda optimizer: torch.optim.lr_scheduler.LambdaLR(optimizer, factor)
+
+
+def resume_refusal(cfg: TrainConfig, saved: Any, iteration: int) -> str | None:
+    """`zero_rate_refusal` of a ``--resume`` launch of ``cfg`` from the checkpoint at ``iteration`` whose
+    ``layout.json`` records ``saved`` (`schedule_state`, with the scheduler's ``position``): training.resume asks
+    it before any model is built (``--check`` too). None without a usable position (a checkpoint from before it
+    was recorded: the load decides, `apply_optimizer_settings`)."""
+    position = saved.get("position") if isinstance(saved, dict) else None
+    if not isinstance(position, int) or isinstance(position, bool) or position < 0:
+        return None
+    factor = launch_factor(cfg).resumed(saved, position)
+    return zero_rate_refusal(saved, factor, position, iteration < cfg.max_iterations)
 
 
 def schedule_state(engine: Any) -> dict[str, Any] | None:

@@ -49,7 +49,8 @@ from training.collectives import as_rank0_sees
 from training.config import ConfigError, TrainConfig
 from training.config_io import read_saved_run, resume_conflicts
 from training.ds_config import read_ds_config
-from training.engine import UNIVERSAL_SUFFIX, checkpoint_ranks, latest_tag, plain_tag
+from training.engine import UNIVERSAL_SUFFIX, checkpoint_ranks, latest_tag, plain_tag, tag_iteration
+from training.lr_schedule import resume_refusal
 from training.run_dir import LAYOUT_FILE, finished_checkpoints
 
 
@@ -115,9 +116,11 @@ def run_layout(cfg: TrainConfig | None) -> StateLayout | None:
         return None
 
 
-def write_layout(folder: Path, layout: StateLayout, world: int | None = None) -> None:
-    """Record ``layout`` (and ``world``, the number of ranks that saved, as ``world_size``) in a checkpoint
-    folder, after the save; each node's local rank 0 calls it (as with pruning, node-local checkpoint folders
+def write_layout(folder: Path, layout: StateLayout, world: int | None = None,
+                 schedule: dict[str, Any] | None = None) -> None:
+    """Record ``layout`` (and ``world``, the number of ranks that saved, as ``world_size``; ``schedule``, the
+    learning-rate record `training.lr_schedule.schedule_state`, as ``lr_schedule``) in a checkpoint folder, after
+    the save; each node's local rank 0 calls it (as with pruning, node-local checkpoint folders
     get one too), so the temporary name is unique per host and process. A folder this node holds nothing of
     is left alone."""
     if not folder.is_dir():
@@ -125,6 +128,8 @@ def write_layout(folder: Path, layout: StateLayout, world: int | None = None) ->
     record = {"zero_stage": layout.zero_stage, "dtype": layout.dtype}
     if world is not None:
         record["world_size"] = world
+    if schedule is not None:
+        record["lr_schedule"] = schedule
     tmp = folder / f".{LAYOUT_FILE}.{socket.gethostname()}.{os.getpid()}.tmp"
     tmp.write_text(json.dumps(record) + "\n")
     tmp.replace(folder / LAYOUT_FILE)
@@ -147,6 +152,14 @@ def read_world(folder: Path) -> int | None:
     except (OSError, ValueError, KeyError, TypeError):
         return None
     return world if isinstance(world, int) and not isinstance(world, bool) and world >= 1 else None
+
+
+def read_schedule(folder: Path) -> Any:
+    """The learning-rate record of a checkpoint folder's ``layout.json`` (`write_layout`); None without one."""
+    try:
+        return json.loads((folder / LAYOUT_FILE).read_text()).get("lr_schedule")
+    except (OSError, ValueError, AttributeError):
+        return None
 
 
 def incomplete_copy(folder: Path) -> str | None:
@@ -326,6 +339,9 @@ def _plan_resume(cfg: TrainConfig, world: int, layout: StateLayout) -> tuple[Res
                                node_local=node_local_storage(cfg))
     except ValueError as exc:
         raise ConfigError(str(exc)) from None
+    saved_in = out_dir / "checkpoints" / source.tag.removesuffix(UNIVERSAL_SUFFIX)  # its layout.json
+    if (problem := resume_refusal(cfg, read_schedule(saved_in), tag_iteration(source.tag))) is not None:
+        raise ConfigError(problem)  # a rate of 0 (training/lr_schedule.py), before the model is built
     if conflicts := resume_conflicts(saved.changes, cfg):
         raise ConfigError(f"--resume: {out_dir} was trained with another model, and a checkpoint keeps its "
                           "parameters: " + "; ".join(conflicts) + ". Resume with the run's settings, or start a "
