@@ -136,4 +136,4 @@ def test_ratio_mask_setting_is_validated_and_reaches_the_sampler():
         RolloutConfig(ratio_mask="old")  # type: ignore[arg-type]
     with pytest.raises(ConfigError, match="ratio_mask"):
         config_from_dict({"ratio_mask": "old"})
-    assert rollout_config(dataclasses.replace(TrainConfig(), ratio_mask="rollout")).ratio_mask == "rollout"
+    assert rollout_config(dataclasses.replace(TrainConfig(), ratio_mask="rollout", shift=3.0)).ratio_mask == "rollout"

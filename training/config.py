@@ -97,8 +97,10 @@ class TrainConfig:
     """Quantile of the dynamic map D above which B = 1 (in (0, 1))."""
     r_base: float = 0.3
     """Minimum exploration ratio of the dynamic mask M (in (0, 1])."""
-    shift: float = 3.0
-    """Timestep shift of the sigma schedule, sigma = shift t / (1 + (shift - 1) t) (1.0 = uniform)."""
+    shift: float | None = None
+    """Timestep shift of the sigma schedule, sigma = shift t / (1 + (shift - 1) t) (1.0 = uniform). None: the
+    checkpoint scheduler's (Wan 2.2 TI2V-5B 5.0, Wan 2.1 I2V 480P 3.0), else 3.0 (tiny; Cosmos-Predict2.5's Karras
+    schedule has none); a resume keeps the run's. Printed at launch, recorded in config.yaml (training/sampler_shift.py)."""
     mask_grad: Literal["detached", "differentiable"] = "detached"
     """Whether the update back-propagates through the continuous part of the current dynamic mask."""
     mask_history: Literal["window", "trajectory"] = "window"
@@ -366,6 +368,8 @@ def validate(cfg: TrainConfig) -> TrainConfig:
         errs.append(f"guidance_scale must be finite and >= 0, got {cfg.guidance_scale}")
     for name in ("clip_range", "a_max", "max_log_ratio", "mu_kl_eps", "adv_eps", "learning_rate", "shift"):
         value, finite = getattr(cfg, name), name not in ("clip_range", "a_max")  # an infinite clip clips nothing
+        if value is None and name == "shift":  # the checkpoint's (training/sampler_shift.py)
+            continue
         if not value > 0 or (finite and value == math.inf):
             errs.append(f"{name} must be > 0{' and finite' if finite else ''}, got {value}")
     if 1 <= cfg.clip_range < math.inf:  # rho > 0: clip(rho, 1 - d, 1 + d) would clip rho only from above

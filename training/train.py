@@ -222,8 +222,10 @@ def launch_check(cfg: TrainConfig, agent_settings: Any, agent_tools: Any, world:
     from training.config_io import config_to_dict
     from training.resume import nothing_to_train, plan_resume, state_layout
     from training.rewards import build_reward
+    from training.sampler_shift import resolve_shift
     from training.wandb_log import require_wandb
 
+    cfg, shift_note = resolve_shift(cfg)  # as the launch will (training/trainer.py)
     try:
         build_reward(cfg.reward or "", cfg.reward_options, tokens=tokens, agent_settings=agent_settings,
                      agent_tools=agent_tools)
@@ -235,7 +237,7 @@ def launch_check(cfg: TrainConfig, agent_settings: Any, agent_tools: Any, world:
     prompts, held_out = counts
     lines = [yaml.safe_dump(config_to_dict(cfg), sort_keys=False).rstrip(),
              f"check: ok for {world} rank{'s' if world != 1 else ''} (WORLD_SIZE): {prompts} training prompts, "
-             f"{held_out} held-out; reward {cfg.reward}; ZeRO stage {layout.zero_stage}, {layout.dtype}"]
+             f"{held_out} held-out; reward {cfg.reward}; ZeRO stage {layout.zero_stage}, {layout.dtype}", shift_note]
     if (note := best_needs_aligned_evals(cfg)) is not None:
         lines.append(note)
     if cfg.resume:

@@ -75,6 +75,7 @@ from training.best import (
     pending_eval,
 )
 from training.checkpointing import checkpoint as save_checkpoint
+from training.collectives import as_rank0_sees
 from training.config import ConfigError, TrainConfig, check_world_size
 from training.config_io import config_to_dict, write_run_config
 from training.data import PromptStream, load_placed_prompts
@@ -97,6 +98,7 @@ from training.reward_runner import RewardRunner, merge_outcomes
 from training.rollout_log import diversity, ineligible_items, mask_means, reward_items, submit_rollout_videos
 from training.run_dir import prepare_output_dir
 from training.run_end import close_opened, finish
+from training.sampler_shift import resolve_shift
 from training.update import Group, metric_parts, rollout_config, update_policy
 from training.wandb_log import require_wandb
 
@@ -125,6 +127,9 @@ def train(cfg: TrainConfig, *, local_rank: int = 0, reward_tokens: dict[str, str
     deepspeed.init_distributed(dist_backend="nccl" if use_cuda else "gloo")
     rank, world = dist.get_rank(), dist.get_world_size()
     check_world_size(cfg, world)
+    cfg, shift_note = as_rank0_sees(lambda: resolve_shift(cfg))  # one schedule on every rank; config.yaml records it
+    if rank == 0:
+        print(shift_note, flush=True)
     per_rank = cfg.prompts_per_iteration // world
     out_dir = Path(cfg.output_dir)
     ckpt_dir = out_dir / "checkpoints"

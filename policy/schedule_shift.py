@@ -1,0 +1,88 @@
+"""The sampling shift a checkpoint's own scheduler uses, read from its ``scheduler/scheduler_config.json``.
+
+The shifted schedule of `policy.rollout.sigma_schedule` takes one number, ``shift``. The checkpoints disagree on
+it: diffusers' Wan 2.2 TI2V-5B conversion saves a ``UniPCMultistepScheduler`` with ``flow_shift`` 5.0, Wan 2.1
+I2V 480P one with 3.0. A fixed default therefore sampled one of them off its own schedule.
+
+How diffusers names it (0.42):
+
+* ``FlowMatchEulerDiscreteScheduler``: ``shift`` (default 1.0), unless ``use_dynamic_shifting`` (a shift that
+  depends on the sequence length, ``mu``; no single number).
+* ``UniPCMultistepScheduler`` (and the other multistep solvers with flow sigmas): ``flow_shift`` (default 1.0),
+  used only with ``use_flow_sigmas``; with Karras / exponential / beta sigmas (Cosmos-Predict2.5's Karras
+  schedule, `policy.cosmos`'s module docstring) or dynamic shifting no shift reproduces the schedule.
+
+Decision where the brief was silent: a scheduler with no single shift, an unknown class, or no readable config
+(a tiny test model, a folder without ``scheduler/``) is not an error: the caller falls back to
+``DEFAULT_SHIFT`` and says why (`ShiftChoice.source`), since the project's schedule is its own choice there.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+DEFAULT_SHIFT = 3.0
+"""The shift used when the checkpoint's scheduler names none (the project's default before it read them)."""
+
+
+@dataclass(frozen=True)
+class ShiftChoice:
+    """A sampling shift and where it came from, for the run's log."""
+
+    value: float
+    source: str
+
+
+def scheduler_shift(config: Mapping[str, Any]) -> tuple[float | None, str]:
+    """(the shift of a diffusers scheduler config, how it was read), or (None, why it has no single one)."""
+    name = config.get("_class_name", "an unnamed scheduler")
+    if config.get("use_dynamic_shifting"):
+        return None, f"{name} shifts by sequence length (use_dynamic_shifting)"
+    other = [k for k in ("use_karras_sigmas", "use_exponential_sigmas", "use_beta_sigmas") if config.get(k)]
+    if other:
+        return None, f"{name} samples on {other[0].removeprefix('use_')}, which no shift reproduces"
+    if name == "FlowMatchEulerDiscreteScheduler":
+        key = "shift"
+    elif "flow_shift" in config or "use_flow_sigmas" in config:
+        if not config.get("use_flow_sigmas"):
+            return None, f"{name} does not use flow sigmas (use_flow_sigmas false)"
+        key = "flow_shift"
+    else:
+        return None, f"{name} has no flow-matching shift"
+    value = config.get(key, 1.0)
+    if isinstance(value, bool) or not isinstance(value, int | float) or not 0 < value < float("inf"):
+        return None, f"{name}'s {key} is {value!r}, not a positive number"
+    return float(value), f"{name} {key}"
+
+
+def read_scheduler_config(root: str | Path, revision: str | None = None) -> dict[str, Any] | None:
+    """``scheduler/scheduler_config.json`` of a local checkpoint folder, or of a hub id at ``revision`` (diffusers'
+    ``SchedulerMixin.load_config``); None when it has none or it cannot be read."""
+    folder = Path(root).expanduser()
+    try:
+        if folder.is_dir():
+            data = json.loads((folder / "scheduler" / "scheduler_config.json").read_text())
+        else:
+            from diffusers import SchedulerMixin
+
+            data = SchedulerMixin.load_config(str(root), subfolder="scheduler", revision=revision)
+    except (OSError, ValueError):
+        return None
+    return dict(data) if isinstance(data, Mapping) else None
+
+
+def checkpoint_shift(root: str | Path | None, revision: str | None = None) -> ShiftChoice:
+    """The shift the checkpoint at ``root`` samples with (`scheduler_shift`), else ``DEFAULT_SHIFT`` and why."""
+    if root is None:
+        return ShiftChoice(DEFAULT_SHIFT, "the default (no checkpoint to read a scheduler from)")
+    config = read_scheduler_config(root, revision)
+    if config is None:
+        return ShiftChoice(DEFAULT_SHIFT, f"the default ({root} has no readable scheduler/scheduler_config.json)")
+    value, how = scheduler_shift(config)
+    if value is None:
+        return ShiftChoice(DEFAULT_SHIFT, f"the default ({root}'s {how})")
+    return ShiftChoice(value, f"{root}'s scheduler ({how})")

@@ -1,0 +1,95 @@
+"""The sampling shift comes from the checkpoint's scheduler config when the config sets none, and a resume keeps
+the run's (policy/schedule_shift.py, training/sampler_shift.py). TrainConfig.shift defaulted to 3.0 for every
+model: Wan 2.2 TI2V-5B, whose scheduler samples with flow_shift 5.0, was trained and evaluated off its schedule."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from pathlib import Path
+
+import pytest
+
+from policy.schedule_shift import DEFAULT_SHIFT, checkpoint_shift, scheduler_shift
+from training.config import ConfigError, TrainConfig, validate
+from training.config_io import write_run_config
+from training.sampler_shift import resolve_shift
+
+WAN22 = {"_class_name": "UniPCMultistepScheduler", "flow_shift": 5.0, "use_flow_sigmas": True,
+         "prediction_type": "flow_prediction"}
+COSMOS25 = {"_class_name": "UniPCMultistepScheduler", "use_karras_sigmas": True, "use_flow_sigmas": True,
+            "sigma_max": 200.0, "sigma_min": 0.01, "flow_shift": 1.0}
+
+
+def _checkpoint(root: Path, scheduler: dict | None) -> Path:
+    """A model folder holding only what the shift is read from."""
+    root.mkdir(parents=True)
+    if scheduler is not None:
+        (root / "scheduler").mkdir()
+        (root / "scheduler" / "scheduler_config.json").write_text(json.dumps(scheduler))
+    return root
+
+
+@pytest.mark.parametrize(("config", "want"), [
+    (WAN22, 5.0),
+    ({**WAN22, "flow_shift": 3.0}, 3.0),  # Wan 2.1 I2V 480P
+    ({"_class_name": "FlowMatchEulerDiscreteScheduler", "shift": 7.0}, 7.0),
+    ({"_class_name": "FlowMatchEulerDiscreteScheduler"}, 1.0),  # diffusers' default shift
+    ({"_class_name": "FlowMatchEulerDiscreteScheduler", "shift": 3.0, "use_dynamic_shifting": True}, None),
+    (COSMOS25, None),  # Karras sigmas: no shift reproduces them
+    ({**WAN22, "use_flow_sigmas": False}, None),
+    ({**WAN22, "flow_shift": 0.0}, None),
+    ({"_class_name": "DDIMScheduler"}, None),
+])
+def test_scheduler_shift_reads_each_schedulers_own_name(config, want):
+    value, how = scheduler_shift(config)
+    assert value == want and how
+
+
+def test_checkpoint_shift_reads_the_folder_or_falls_back_saying_why(tmp_path):
+    assert checkpoint_shift(_checkpoint(tmp_path / "wan", WAN22)).value == 5.0
+    cosmos = checkpoint_shift(_checkpoint(tmp_path / "cosmos", COSMOS25))
+    assert cosmos.value == DEFAULT_SHIFT and "karras" in cosmos.source
+    bare = checkpoint_shift(_checkpoint(tmp_path / "bare", None))
+    assert bare.value == DEFAULT_SHIFT and "scheduler_config.json" in bare.source
+
+
+def test_unset_shift_is_the_checkpoints(tmp_path):
+    model = _checkpoint(tmp_path / "wan", WAN22)
+    cfg = TrainConfig(model_path=str(model), tiny=False)
+    assert cfg.shift is None  # the default: the checkpoint's
+    resolved, note = resolve_shift(cfg)
+    assert resolved.shift == 5.0 and "5" in note and "scheduler" in note
+    assert resolve_shift(dataclasses.replace(cfg, shift=2.0))[0].shift == 2.0  # the config's own wins
+    assert resolve_shift(TrainConfig(tiny=True))[0].shift == DEFAULT_SHIFT
+
+
+def test_a_resume_keeps_the_runs_saved_shift(tmp_path):
+    """The run trained with 3.0 (an earlier default); its checkpoint's scheduler now says 5.0: a resume without a
+    shift of its own goes on with 3.0, not silently with 5.0."""
+    model = _checkpoint(tmp_path / "wan", WAN22)
+    out = tmp_path / "run"
+    out.mkdir()
+    cfg = TrainConfig(model_path=str(model), tiny=False, output_dir=str(out), dataset_file="p.jsonl",
+                      reward="brightness")
+    write_run_config(out, dataclasses.replace(cfg, shift=3.0))
+    resolved, note = resolve_shift(dataclasses.replace(cfg, resume=True))
+    assert resolved.shift == 3.0 and "config.yaml" in note
+    assert resolve_shift(cfg)[0].shift == 5.0  # a fresh run reads the checkpoint
+
+
+def test_validate_takes_an_unset_shift_and_refuses_a_bad_one():
+    base = TrainConfig(tiny=True, dataset_file="p.jsonl", reward="brightness")
+    assert validate(base).shift is None
+    with pytest.raises(ConfigError, match="shift"):
+        validate(dataclasses.replace(base, shift=0.0))
+
+
+def test_the_sampler_refuses_an_unresolved_shift():
+    """rollout_config of a config whose shift was never resolved names the fix (it was a TypeError deep inside)."""
+    from policy.rollout import RolloutConfigError
+    from training.update import rollout_config
+
+    with pytest.raises(RolloutConfigError, match="resolve_shift"):
+        rollout_config(TrainConfig())
+    assert rollout_config(resolve_shift(TrainConfig(tiny=True))[0]).shift == DEFAULT_SHIFT

@@ -1,0 +1,41 @@
+"""The run's sampling shift: the config's, else (a resume) the run's saved one, else the checkpoint's.
+
+``TrainConfig.shift`` None means "the checkpoint's" (`policy.schedule_shift.checkpoint_shift`). A launch
+resolves it once, before anything samples, and the run's ``config.yaml`` records the number, so an export, a
+sample (training/generate.py) and a resume use what the run trained with. A resume without a shift of its own
+takes the saved config's: the checkpoint's scheduler (or this code's reading of it) may have changed since, and
+a resumed run must not move to another schedule without a word. A resume that sets one is listed with the other
+changed settings (`config_io.config_changes`).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from pathlib import Path
+
+from policy.schedule_shift import checkpoint_shift
+from training.config import ConfigError, TrainConfig
+
+
+def saved_shift(out_dir: str | Path) -> float | None:
+    """The shift of the run's saved ``config.yaml`` in ``out_dir``; None without one that reads."""
+    from training.config_io import read_run_config
+
+    path = Path(out_dir) / "config.yaml"
+    if not path.is_file():
+        return None
+    try:
+        return read_run_config(path).shift
+    except (OSError, ConfigError):
+        return None
+
+
+def resolve_shift(cfg: TrainConfig) -> tuple[TrainConfig, str]:
+    """(``cfg`` with a numeric ``shift``, a line saying which and why): the config's when set, the saved run's on
+    a resume, else the checkpoint scheduler's (``DEFAULT_SHIFT`` for a tiny model or a scheduler without one)."""
+    if cfg.shift is not None:
+        return cfg, f"sampling shift {cfg.shift:g} (set in the config)"
+    if cfg.resume and (value := saved_shift(cfg.output_dir)) is not None:
+        return dataclasses.replace(cfg, shift=value), f"sampling shift {value:g} (the resumed run's config.yaml)"
+    choice = checkpoint_shift(None if cfg.tiny else cfg.model_path, cfg.model_revision)
+    return dataclasses.replace(cfg, shift=choice.value), f"sampling shift {choice.value:g} ({choice.source})"
