@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from policy.schedule_shift import DEFAULT_SHIFT, checkpoint_shift, scheduler_shift
+from tests.test_prompt_failures import one_rank_env  # noqa: F401  (a fixture: train() in this process)
 from training.config import ConfigError, TrainConfig, validate
 from training.config_io import write_run_config
 from training.sampler_shift import resolve_shift
@@ -93,3 +94,28 @@ def test_the_sampler_refuses_an_unresolved_shift():
     with pytest.raises(RolloutConfigError, match="resolve_shift"):
         rollout_config(TrainConfig())
     assert rollout_config(resolve_shift(TrainConfig(tiny=True))[0]).shift == DEFAULT_SHIFT
+
+
+def test_check_says_which_shift_the_launch_would_use(tmp_path, capsys, monkeypatch):
+    from training.train import main
+
+    smoke = str(Path(__file__).resolve().parents[1] / "training" / "configs" / "smoke.yaml")
+    monkeypatch.delenv("WORLD_SIZE", raising=False)
+    assert main(["--config", smoke, "--output_dir", str(tmp_path / "run"), "--shift", "none", "--check"]) == 0
+    text = capsys.readouterr().out
+    assert "\nshift: 3.0\n" in text and "sampling shift 3 (the default (no checkpoint" in text
+
+
+@pytest.mark.slow  # a training launch in process (~15 s here)
+@pytest.mark.usefixtures("one_rank_env")
+def test_a_run_records_the_shift_it_sampled_with(tmp_path, capsys):
+    """config.yaml (what export, generate and a resume read) holds the resolved number, not None."""
+    import yaml
+
+    from tests.test_prompt_failures import _prompt_file, _run_cfg
+    from training.trainer import train
+
+    cfg = dataclasses.replace(_run_cfg(tmp_path, _prompt_file(tmp_path)), shift=None)
+    out = train(cfg)
+    assert yaml.safe_load((out / "config.yaml").read_text())["shift"] == DEFAULT_SHIFT
+    assert "sampling shift 3 (the default" in capsys.readouterr().out
