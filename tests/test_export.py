@@ -7,6 +7,7 @@ weights come from tiny models changed in place, so the save / load / check logic
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import numpy as np
@@ -155,6 +156,13 @@ def test_export_folders_are_checked_and_never_clobber_other_files(tmp_path):
     model = build_world_model(cfg, "cpu")
     with pytest.raises(ExportError, match="not a policy export"):
         read_export(tmp_path)
+    run = tmp_path / "run"  # a run folder given for its export: name the exports inside it
+    for name in ("export-iter_000004", "final", "checkpoints"):
+        (run / name).mkdir(parents=True)
+    for name in ("export-iter_000004", "final"):
+        (run / name / "export.json").write_text("{}")
+    with pytest.raises(ExportError, match=re.escape(f"did you mean {run / 'final'} (or {run / 'export-iter_000004'})")):
+        read_export(run)
     busy = tmp_path / "busy"
     busy.mkdir()
     (busy / "notes.txt").write_text("mine")

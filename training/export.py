@@ -287,8 +287,11 @@ def read_export(path: Path) -> tuple[dict[str, Any], TrainConfig]:
     path = Path(path)
     info_file = path / EXPORT_FILE
     if not info_file.is_file():
-        raise ExportError(f"{path} is not a policy export (no {EXPORT_FILE}); make one with "
-                          "`python -m training.export --run RUN_DIR`")
+        inside = sorted((p for p in path.glob(f"*/{EXPORT_FILE}") if p.is_file()),
+                        key=lambda p: (p.parent.name != "final", p.parent.name)) if path.is_dir() else []
+        hint = (f"; did you mean {inside[0].parent}" + "".join(f" (or {p.parent})" for p in inside[1:3]) if inside
+                else "; make one with `python -m training.export --run RUN_DIR`")
+        raise ExportError(f"{path} is not a policy export (no {EXPORT_FILE}){hint}")
     try:
         info = json.loads(info_file.read_text())
     except json.JSONDecodeError as exc:
