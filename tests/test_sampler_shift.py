@@ -119,3 +119,16 @@ def test_a_run_records_the_shift_it_sampled_with(tmp_path, capsys):
     out = train(cfg)
     assert yaml.safe_load((out / "config.yaml").read_text())["shift"] == DEFAULT_SHIFT
     assert "sampling shift 3 (the default" in capsys.readouterr().out
+
+
+def test_a_saved_config_without_a_shift_reads_as_the_old_default(tmp_path):
+    """A saved config lacking shift (hand-written, or from before the default changed) was sampled with 3.0: an
+    export, generate or resume must not read it as None (no schedule) or as another checkpoint's shift."""
+    import yaml
+
+    from training.config_io import config_to_dict, read_run_config
+
+    data = config_to_dict(TrainConfig(tiny=True, dataset_file="p.jsonl", reward="brightness", shift=3.0))
+    del data["shift"]
+    (tmp_path / "config.yaml").write_text(yaml.safe_dump(data))
+    assert read_run_config(tmp_path / "config.yaml").shift == DEFAULT_SHIFT

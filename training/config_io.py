@@ -49,10 +49,11 @@ import yaml
 from training.config import ConfigError, PromptSpec, TrainConfig, is_blank_file, validate
 
 FIELD_DEFAULTS_BEFORE: dict[str, Any] = {"image_fit": "stretch", "reward_timeout_s": None,
-                                         "prompt_order": "seed_plus_epoch"}
+                                         "prompt_order": "seed_plus_epoch", "shift": 3.0}
 """Fields added after runs were saved, with the behaviour of the code before them (prompt images were
 stretched to height x width before ``image_fit``; a reward call had no time limit before ``reward_timeout_s``;
-epoch e's prompts were drawn from seed + e before ``prompt_order``)."""
+epoch e's prompts were drawn from seed + e before ``prompt_order``), or whose default changed (``shift`` was 3.0
+before None, the checkpoint's: a saved config always holds the number, training/sampler_shift.py)."""
 
 
 RESUME_NEUTRAL = frozenset({"resume", "output_dir", "overwrite_output_dir", "max_iterations", "checkpoint_every",
