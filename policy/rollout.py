@@ -89,7 +89,8 @@ class RolloutConfig:
     r_base: float = 0.3
     """Minimum exploration ratio in (0, 1] of the mask M (static regions keep sigma_next * r_base)."""
     shift: float = 3.0
-    """Timestep shift of the schedule (sigma = shift t / (1 + (shift - 1) t)); 1 = uniform."""
+    """Timestep shift of the schedule (sigma = shift t / (1 + (shift - 1) t)); 1 = uniform. A run passes its
+    resolved one: the checkpoint scheduler's unless set (`policy.schedule_shift`, training/sampler_shift.py)."""
     log_prob_reduce: Literal["sum", "mean"] = "sum"
     """Sum (paper) or mean over latent elements of the per-element log density."""
     mask_grad: Literal["detached", "differentiable"] = "detached"
