@@ -61,15 +61,15 @@ def scheduler_shift(config: Mapping[str, Any]) -> tuple[float | None, str]:
 
 def read_scheduler_config(root: str | Path, revision: str | None = None) -> dict[str, Any] | None:
     """``scheduler/scheduler_config.json`` of a local checkpoint folder, or of a hub id at ``revision`` (diffusers'
-    ``SchedulerMixin.load_config``); None when it has none or it cannot be read."""
+    ``load_config``, any scheduler class: it reads the file as it is); None when it has none or it cannot be read."""
     folder = Path(root).expanduser()
     try:
         if folder.is_dir():
             data = json.loads((folder / "scheduler" / "scheduler_config.json").read_text())
         else:
-            from diffusers import SchedulerMixin
+            from diffusers import UniPCMultistepScheduler
 
-            data = SchedulerMixin.load_config(str(root), subfolder="scheduler", revision=revision)
+            data = UniPCMultistepScheduler.load_config(str(root), subfolder="scheduler", revision=revision)
     except (OSError, ValueError):
         return None
     return dict(data) if isinstance(data, Mapping) else None

@@ -132,3 +132,23 @@ def test_a_saved_config_without_a_shift_reads_as_the_old_default(tmp_path):
     del data["shift"]
     (tmp_path / "config.yaml").write_text(yaml.safe_dump(data))
     assert read_run_config(tmp_path / "config.yaml").shift == DEFAULT_SHIFT
+
+
+def test_a_hub_id_reads_its_scheduler_config_at_the_revision(monkeypatch):
+    """A hub id (model_path: Wan-AI/...) goes through diffusers' config loader with the run's revision (no network
+    here: the loader is replaced); a loader failure (offline) falls back, saying why."""
+    import diffusers
+
+    asked = []
+
+    def load_config(root, subfolder=None, revision=None):
+        asked.append((root, subfolder, revision))
+        if root.startswith("offline/"):
+            raise OSError("no connection")
+        return WAN22
+
+    monkeypatch.setattr(diffusers.UniPCMultistepScheduler, "load_config", load_config)
+    assert checkpoint_shift("Wan-AI/Wan2.2-TI2V-5B-Diffusers", "main").value == 5.0
+    assert asked == [("Wan-AI/Wan2.2-TI2V-5B-Diffusers", "scheduler", "main")]
+    offline = checkpoint_shift("offline/model")
+    assert offline.value == DEFAULT_SHIFT and "no readable" in offline.source
