@@ -30,7 +30,9 @@ Decisions where the issues were silent:
   never sent: one LangChain could not build, a chat model's own ValueError, a non-ASCII API key) shows only
   its own message, which says what happened. So does a "settings" fault (a 401, 403 or 404: the API key,
   the model name or the base URL, `graph.transport.settings_problem`; a chat model that cannot give structured
-  output): it names its setting, where the "refused" hint it had blamed the server's image limit.
+  output): it names its setting, where the "refused" hint it had blamed the server's image limit. A request over
+  a limit of the server's setup (its images per request, the model's context: `graph.transport.limit_kind`) is
+  such a fault naming what to change; the check adds what it sent (how many images, of what size).
 - Nothing loads model weights and nothing is written except what a first run would create anyway
   (no trace or cache file is created: a missing one is reported as created on first use). `--call`
   sends two short requests; without it no model is called.
@@ -113,7 +115,7 @@ async def _calls(settings: BackboneSettings) -> list[Check]:
     from graph.backbone import Backbone, BackboneFault, Usage
     from graph.config import AgentConfig
     from graph.nodes.evidence import tool_specs
-    from graph.transport import BACKBONE_NAMES, no_answer, not_a_completion
+    from graph.transport import BACKBONE_NAMES, limit_kind, no_answer, not_a_completion
     from tools.frames import encode_jpeg_data_url
 
     backbone = Backbone.from_settings(settings)
@@ -141,13 +143,13 @@ async def _calls(settings: BackboneSettings) -> list[Check]:
         elif exc.kind == "timeout" or (cause is not None and no_answer(cause)):
             hint = (f"the endpoint did not answer a request with {n} images: is the server up and reachable "
                     "(RAA_BASE_URL), and does it answer within RAA_TIMEOUT_S?")
+        elif (limit := limit_kind(cause) if cause is not None else None) is not None:  # the fault names the fix
+            hint = (f"{n} images of {side}x{side} px are longer than the model's context" if limit == "context" else
+                    f"the server takes fewer than {n} images per request, as many as the agent's largest request")
         elif exc.kind in ("transport", "settings"):  # the fault says what happened (settings: which one to fix)
             hint = ""
         elif exc.kind != "refused":
             hint = "RAA_STRUCTURED_METHOD: json_schema, function_calling or json_mode"
-        elif any(word in exc.message.lower() for word in ("context", "token")):
-            hint = (f"{n} images of {side}x{side} px are longer than the model's context: raise it (vLLM: "
-                    "--max-model-len) or send smaller images (RAA_IMAGE_LONG_SIDE)")
         else:
             hint = (f"the server may take fewer than {n} images per request (vLLM: --limit-mm-per-prompt "
                     "'{\"image\": 64}')")

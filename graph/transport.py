@@ -32,13 +32,15 @@ from __future__ import annotations
 import json
 import math
 import random
+import re
 from dataclasses import dataclass
 from functools import lru_cache
-from typing import Any
+from typing import Any, Literal
 
 import httpx
 import openai
 from langchain_core.exceptions import (
+    ContextOverflowError,
     ModelAuthenticationError,
     ModelConnectionError,
     ModelError,
@@ -172,13 +174,20 @@ class EndpointNames:
     """The command that checks this endpoint, pointed at in the 404 hint ("" for none)."""
     api_key: str = "the API key setting"
     """The API key's setting, named after a 401 or 403."""
+    images: str = "fewer images per request"
+    """What sends fewer images in one request, named when the server takes fewer (`server_limit`)."""
+    request_size: str = "smaller or fewer images"
+    """What makes a request shorter in tokens, named when it is longer than the model's context (`server_limit`)."""
 
     def url_fix(self) -> str:
         """What to check when the URL answers with something other than the API."""
         return f"check {self.base_url} (an OpenAI-compatible server's URL usually ends in /v1)"
 
 
-BACKBONE_NAMES = EndpointNames("RAA_BASE_URL", "RAA_MODEL", "raa doctor", "RAA_API_KEY")
+BACKBONE_NAMES = EndpointNames("RAA_BASE_URL", "RAA_MODEL", "raa doctor", "RAA_API_KEY",
+                               "AgentConfig.max_images_per_call, with observe_frames and frame_budget",
+                               "smaller images (RAA_IMAGE_LONG_SIDE), fewer (AgentConfig.observe_frames, "
+                               "frame_budget) or a lower RAA_MAX_TOKENS")
 """The agent backbone's settings (`graph.settings.BackboneSettings`)."""
 
 
@@ -211,11 +220,11 @@ _SETTINGS_ERRORS = (ModelAuthenticationError, ModelPermissionDeniedError, ModelN
 
 
 def settings_problem(exc: BaseException, names: EndpointNames) -> str | None:
-    """What to fix when a model call failed with an HTTP status the client's settings cause (401: the API key;
-    403: a key that may not use the model; 404: a base URL without its `/v1`, vLLM's root answering
-    `{"detail": "Not Found"}`, or a model the server does not serve), naming the settings `names`; None for any
-    other error. A 400 or 422 (a content policy, a request the server rejects) is no such problem: the same
-    settings serve other requests."""
+    """What to fix when a model call failed with an error the client's or the server's settings cause, naming
+    the settings `names`; None for any other error. An HTTP status: 401 (the API key), 403 (a key that may not use
+    the model), 404 (a base URL without its `/v1`, vLLM's root answering `{"detail": "Not Found"}`, or a model the
+    server does not serve); or a request over a limit of the server's setup (`server_limit`). Any other 400 or 422
+    (a content policy, a request the server rejects) is no such problem: the same settings serve other requests."""
     status = exc.status_code if isinstance(exc, openai.APIStatusError) else None
     if status not in SETTINGS_STATUSES:
         status = next((code for code, kind in zip(SETTINGS_STATUSES, _SETTINGS_ERRORS, strict=True)
@@ -228,6 +237,46 @@ def settings_problem(exc: BaseException, names: EndpointNames) -> str | None:
     if status == 404:
         check = f" ({names.checked_by})" if names.checked_by else ""
         return f"HTTP 404: check that {names.base_url} ends in /v1 and that the server serves {names.model}{check}"
+    return server_limit(exc, names)
+
+
+_IMAGE_LIMIT = re.compile(r"limit[-_]mm[-_]per[-_]prompt|at most \d+ \w+\(s\) may be provided")
+"""How vLLM says a request holds more images (or videos) than `--limit-mm-per-prompt` lets one prompt have:
+"At most N image(s) may be provided in one prompt/request." (older), or naming the flag (newer)."""
+_CONTEXT_LIMIT = ("maximum context length", "maximum model length", "context_length_exceeded", "context window",
+                  "prompt is too long")
+"""How OpenAI-compatible servers say a request is longer than the model's context (vLLM: "This model's maximum
+context length is ...", "The decoder prompt (length N) is longer than the maximum model length of M")."""
+
+
+def limit_kind(exc: BaseException) -> Literal["images", "context"] | None:
+    """Which limit of the server's setup a rejected request exceeded (a 4xx status, or a LangChain `ModelError`
+    another chat model raised): "images", more than it takes in one request; "context", more tokens than the
+    model's context (LangChain's `ContextOverflowError`, or the server's words for it); None for any other error."""
+    if isinstance(exc, openai.APIStatusError):
+        if not 400 <= exc.status_code < 500:
+            return None
+    elif not isinstance(exc, ModelError):
+        return None
+    text = str(exc).lower()
+    if _IMAGE_LIMIT.search(text):
+        return "images"
+    if isinstance(exc, ContextOverflowError) or any(m in text for m in _CONTEXT_LIMIT):
+        return "context"
+    return None
+
+
+def server_limit(exc: BaseException, names: EndpointNames) -> str | None:
+    """What to change when the server rejected a request for exceeding a limit of its setup (`limit_kind`), naming
+    the settings `names`; None for any other error. Every clip of a run sends requests of about the same size, so
+    it is the setup's limit, not the clip's: a setting to change on the server or in the client."""
+    kind = limit_kind(exc)
+    if kind == "images":
+        return ("the server takes fewer images per request than were sent: raise its limit (vLLM: "
+                f"--limit-mm-per-prompt '{{\"image\": 64}}') or send fewer ({names.images})")
+    if kind == "context":
+        return ("the request is longer than the model's context: raise it on the server (vLLM: --max-model-len) "
+                f"or send a shorter one: {names.request_size}")
     return None
 
 

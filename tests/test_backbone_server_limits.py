@@ -1,0 +1,66 @@
+"""A request over a limit of the server's setup is a setting to change, not the model's answer about the clip.
+
+A 400 for more images than the server takes in one request (vLLM's `--limit-mm-per-prompt`) or for a request
+longer than the model's context (vLLM's "maximum context length", LangChain's `ContextOverflowError`) was kind
+"refused": the reward service and the trainer counted it as the clip's own ineligibility, while every clip of the
+run hits the same limit. It is kind "settings" (an outage, `graph.schemas.OUTAGE_FAULTS`), never retried, and its
+message names what to change on the server and in the client's own settings (`graph.transport.EndpointNames`).
+"""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+from langchain_core.exceptions import ContextOverflowError
+
+from evals.judge import JUDGE_NAMES
+from graph.backbone import BackboneFault, Usage
+from graph.schemas import Fault
+from tests.openai_stub import OpenAIStub, StubReply
+from tests.test_backbone_http import good, make, run
+from tests.test_backbone_scripted import MSGS, Verdict, _bb
+
+IMAGES_OLD = "At most 48 image(s) may be provided in one prompt."
+IMAGES_NEW = ("You set or defaulted to '{\"image\": 48}' in `--limit-mm-per-prompt`, but passed 49 image items in "
+              "the same prompt.")
+CONTEXT = ("This model's maximum context length is 16384 tokens. However, you requested 22301 tokens (21789 in the "
+           "messages, 512 in the completion). Please reduce the length of the messages or completion.")
+DECODER = "The decoder prompt (length 88049) is longer than the maximum model length of 32768."
+
+
+@pytest.mark.parametrize("text, named", [
+    (IMAGES_OLD, ["--limit-mm-per-prompt", "max_images_per_call"]),
+    (IMAGES_NEW, ["--limit-mm-per-prompt", "max_images_per_call"]),
+    (CONTEXT, ["--max-model-len", "RAA_IMAGE_LONG_SIDE", "RAA_MAX_TOKENS"]),
+    (DECODER, ["--max-model-len", "RAA_IMAGE_LONG_SIDE"])], ids=["images", "images_new", "context", "decoder"])
+def test_a_server_limit_is_a_settings_fault_naming_what_to_change(text: str, named: list[str]) -> None:
+    with OpenAIStub([StubReply(status=400, content=text), good("json_schema")]) as stub:
+        with pytest.raises(BackboneFault) as info:
+            run(make(stub, "json_schema"), Usage())
+    fault = info.value
+    assert fault.kind == "settings" and len(stub.requests) == 1, fault
+    assert all(name in fault.message for name in named), fault.message
+    assert Fault(stage=fault.stage, kind=fault.kind, message=fault.message).outage
+
+
+def test_langchain_s_context_overflow_of_any_chat_model_is_a_settings_fault() -> None:
+    bb, model = _bb([ContextOverflowError("prompt too long"), {"label": "a", "score": 2}])
+    with pytest.raises(BackboneFault) as info:
+        asyncio.run(bb.astructured("judge", Verdict, list(MSGS), Usage()))
+    assert info.value.kind == "settings" and len(model.calls) == 1 and "--max-model-len" in info.value.message
+
+
+def test_the_judge_s_limit_names_its_own_settings() -> None:
+    with OpenAIStub([StubReply(status=400, content=IMAGES_OLD)]) as stub, pytest.raises(BackboneFault) as info:
+        bb = make(stub, "json_schema")
+        bb.setting_names = JUDGE_NAMES
+        run(bb, Usage())
+    assert "RAA_JUDGE_MAX_FRAMES" in info.value.message and "max_images_per_call" not in info.value.message
+
+
+def test_a_content_policy_400_that_mentions_images_is_still_refused() -> None:
+    with OpenAIStub([StubReply(status=400, content="the image violates the content policy")] * 2) as stub:
+        with pytest.raises(BackboneFault) as info:
+            run(make(stub, "json_schema"), Usage())
+    assert info.value.kind == "refused", info.value
