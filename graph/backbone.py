@@ -94,7 +94,7 @@ from graph.cache import StageCache, encode_output, lookup, store
 from graph.cache_keys import stage_key
 from graph.completion_shape import ShapedChatOpenAI, completion_text, reply_text, shaped
 from graph.flights import FlightFailed
-from graph.replies import CUT_HINT
+from graph.replies import CUT_HINT, FILTERED, MODEL_REFUSED
 from graph.settings import BackboneSettings, SettingsError, StructuredMethod
 from graph.tool_replies import STRUCTURED_REMEDY, unsupported
 from graph.tool_rounds import tool_round
@@ -212,12 +212,12 @@ class Backbone:
             raise InvalidReply("invalid_reply", str(exc), reply_text(response)) from exc
         except ModelRefusalError as exc:
             count_reply(usage, messages, None)
-            raise BackboneFault(stage, "refused", f"the model refused: {exc}") from exc
+            raise BackboneFault(stage, "refused", f"{MODEL_REFUSED}{exc}") from exc
         except (openai.LengthFinishReasonError, openai.ContentFilterFinishReasonError) as exc:
             # a reply came back (openai's structured-output parse refuses it before LangChain sees it)
             count_reply(usage, messages, None, getattr(exc, "completion", None))
             if isinstance(exc, openai.ContentFilterFinishReasonError):
-                raise BackboneFault(stage, "refused", "the server's content filter stopped the reply") from exc
+                raise BackboneFault(stage, "refused", FILTERED) from exc
             raise InvalidReply("invalid_reply", CUT_HINT, completion_text(exc.completion), cut=True) from exc
         except Exception as exc:
             self._raise_if_not_a_completion(stage, exc)

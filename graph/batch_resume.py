@@ -1,7 +1,7 @@
 """Which rows of a `raa score-batch` output go before a resume runs (`graph.batch` describes rows and keys).
 
 - `--retry-ineligible` first removes the rows of this run's items whose ineligibility another run could
-  fix (`retryable`: anything but input and video faults, e.g. a dead endpoint, a wrong model name, a tool
+  fix (`retryable`: anything but input and video faults and refusals, e.g. a dead endpoint, a wrong model name, a tool
   crash, a clip "not found" that exists now, a clip its run was not permitted to read that can be read now, and a
   video fault of a clip that changed since its run), so a batch scored against a broken setup is redone after
   the fix without deleting the good rows, nor rows of other draws, presets or manifests in the same output
@@ -57,6 +57,15 @@
 - A line whose clip path or instruction was edited is a new item; its old row stays (it may be another manifest's
   row, sharing the output) but is named before the batch starts (`edited_rows`: a row with a line's number and
   other fields and another key), since `raa eval compare` then finds the line's pairing field twice.
+- A refusal of the content ("refused" with a message that says the model declined the clip, or its server's
+  content filter or content policy did: `graph.replies.declined_answer`) is the scorer's answer about the clip: the same model at the same endpoint and temperature gives it again, so it was paid for again by
+  each --retry-ineligible and counted by a plain resume as a row "a rerun can fix". It is retried only when the
+  row's recorded scorer (`graph.batch.scorer_of`) differs from this run's (another model, endpoint or
+  temperature: a resume into an output with rewards of another scorer is refused anyway, `other_scorer`, so this
+  is an output of only ineligible rows). Any other "refused" (a 4xx the server gave for a reason not recognised,
+  or in rows written before they were "settings", a rejected API key or a server's image limit) is retried as
+  before: a fix of the server or the settings may clear it. A 400 for a limit of the server's setup is now
+  "settings" (`graph.transport.limit_kind`), retried as any other outage.
 - A resume without `--retry-ineligible` counts the rows it skips that the flag would score again
   (`fixable_rows`, `fixable_lines`) and says so, so that a batch scored against a broken setup does not read as done.
 - `raa score-batch` decides what to score from the rows that stay (`graph.batch.done_keys` with `leaving`)
@@ -72,8 +81,9 @@ from typing import Any, get_args
 
 from pydantic import ValidationError
 
-from graph.batch import NOT_JSON, Output, bad_line_key, clip_stamp, is_bad_line_row, quality_zero
+from graph.batch import NOT_JSON, Output, bad_line_key, clip_stamp, is_bad_line_row, quality_zero, same_scorer
 from graph.batch_output import OutputWriteError, os_problem
+from graph.replies import declined_answer
 from graph.schemas import Fault, FaultKind
 from tools.jsonl import finite_json, strict_dumps, write_text_atomic
 
@@ -92,11 +102,14 @@ def clip_readable(path: str) -> bool:
 
 
 def fault_retryable(fault: Fault, path: str | None, readable: Callable[[str], bool],
-                    clip_changed: Callable[[str], bool]) -> bool:
+                    clip_changed: Callable[[str], bool], scorer_changed: bool = False) -> bool:
     """Whether another run could fix `fault` (the one per-kind rule of `retryable`): any kind but input and video
-    faults (`FINAL_FAULTS`); a video fault once the row's clip at `path` can be read when it says the clip could not
+    faults (`FINAL_FAULTS`), except a refusal of the content (`graph.replies.declined_answer`) by the same scorer
+    (not `scorer_changed`: the same model refuses the same clip again); a video fault once the row's clip at `path` can be read when it says the clip could not
     be reached or the machine failed its read (`Fault.outage`: `unreached`, `environmental`), or once the clip
     changed since the row's run (module docstring)."""
+    if fault.kind == "refused" and declined_answer(fault.message):
+        return scorer_changed
     if fault.kind not in FINAL_FAULTS:
         return True
     if fault.kind != "video" or path is None:
@@ -134,14 +147,16 @@ def recorded_faults(result: dict[str, Any]) -> list[Fault]:
 
 def retryable(result: dict[str, Any], path: str | None = None,
               readable: Callable[[str], bool] = clip_readable,
-              clip_changed: Callable[[str], bool] = lambda p: False) -> bool:
+              clip_changed: Callable[[str], bool] = lambda p: False, scorer_changed: bool = False) -> bool:
     """True for an ineligible result (a row's "result") that another run could turn into a reward: one of its
-    faults (`recorded_faults`) is `fault_retryable` (a transport error, a timeout, a refused request, an invalid
-    reply, a tool fault, a dead worker; a video fault whose clip at `path` can be read now after it could not be
-    reached or the machine failed its read, `readable`; a video fault of a clip changed since, `clip_changed`)."""
+    faults (`recorded_faults`) is `fault_retryable` (a transport error, a timeout, a setting the server or client
+    had wrong, an invalid reply, a tool fault, a dead worker; a refusal of the content only when the row was scored
+    by another scorer than this run's, `scorer_changed`; a video fault whose clip at `path` can be read now after it
+    could not be reached or the machine failed its read, `readable`; a video fault of a clip changed since,
+    `clip_changed`)."""
     if result.get("status") != "ineligible":
         return False
-    return any(fault_retryable(f, path, readable, clip_changed) for f in recorded_faults(result))
+    return any(fault_retryable(f, path, readable, clip_changed, scorer_changed) for f in recorded_faults(result))
 
 
 def rescorable(result: dict[str, Any], path: str | None = None,
@@ -153,12 +168,13 @@ def rescorable(result: dict[str, Any], path: str | None = None,
 
 
 def stale_rows(manifest: Path, items: list[dict[str, Any]], preset: str, draw: int, *,
-               retry_ineligible: bool) -> Callable[[Any], str | None]:
+               retry_ineligible: bool, scorer: dict[str, Any] | None = None) -> Callable[[Any], str | None]:
     """Why a row of the output goes before `items` of `manifest` run at `preset` and `draw` ("bad line", "retry"
     or "changed"), None when it stays. "bad line": the row of any bad line of this manifest, preset and draw, the
     line still bad (its row is written again), fixed since (it is scored) or blanked or deleted since (it
     has no item any more): either way one row per line of the manifest as it is now. "retry": with
-    `retry_ineligible`, a `retryable` row of one of `items`; "changed": with `retry_ineligible`, a `rescorable` row
+    `retry_ineligible`, a `retryable` row of one of `items` (its refusals only when its recorded "scorer" differs
+    from this run's `scorer`, `graph.batch.same_scorer`; a row without one, or no `scorer` given, counts as the same); "changed": with `retry_ineligible`, a `rescorable` row
     of one of them (a quality zero of a clip changed since). Rows of other items (other draws, presets or
     manifests sharing the output) are never touched. A row's answer does not change between calls: whether a
     clip can be read is looked up once (a clip rendered while the tools load would otherwise be kept by
@@ -185,9 +201,11 @@ def stale_rows(manifest: Path, items: list[dict[str, Any]], preset: str, draw: i
             return None
         if is_bad_line_row(row) and row.get("key") == bad_line_key(manifest, row["line"], preset, draw):
             return "bad line"
-        result, path = row.get("result"), row.get("path")
+        result, path, theirs = row.get("result"), row.get("path"), row.get("scorer")
+        other = scorer is not None and isinstance(theirs, dict) and not same_scorer(theirs, scorer)
         if (row.get("key") in retry and isinstance(result, dict)
-                and retryable(result, path if isinstance(path, str) else None, readable, changed(row.get("clip")))):
+                and retryable(result, path if isinstance(path, str) else None, readable, changed(row.get("clip")),
+                              other)):
             return "retry"
         if (row.get("key") in retry and isinstance(result, dict)
                 and rescorable(result, path if isinstance(path, str) else None, changed(row.get("clip")))):
@@ -266,11 +284,11 @@ def drop_rows(output: Output, goes: Callable[[Any], str | None],
 
 
 def fixable_rows(output: Output, manifest: Path, items: list[dict[str, Any]], preset: str,
-                 draw: int) -> dict[str, int]:
+                 draw: int, scorer: dict[str, Any] | None = None) -> dict[str, int]:
     """How many rows of `output` a plain resume of `items` skips though `--retry-ineligible` would score them
     again, by `stale_rows`' why ("retry", "changed"): told, a batch whose endpoint was down no longer reads as
     complete."""
-    goes = stale_rows(manifest, items, preset, draw, retry_ineligible=True)
+    goes = stale_rows(manifest, items, preset, draw, retry_ineligible=True, scorer=scorer)
     whys = [goes(row) for row in output.values if row is not NOT_JSON]
     return {why: whys.count(why) for why in ("retry", "changed")}
 

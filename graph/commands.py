@@ -272,7 +272,7 @@ def score_batch_command(
         if problem := other_scorer(output, scorer_of(settings)):  # before --retry-ineligible rewrites the file
             typer.echo(f"error: {problem}", err=True)
             raise typer.Exit(2)
-        goes = stale_rows(manifest, items, preset, draw, retry_ineligible=retry_ineligible)
+        goes = stale_rows(manifest, items, preset, draw, retry_ineligible=retry_ineligible, scorer=scorer_of(settings))
         done = done_keys(output, leaving=goes)  # the rows that stay: nothing is removed before the tools load
         todo = [it for it in items if it["key"] not in done]
         bad = sum(it["error"] is not None for it in todo)  # their rows are rewritten on every run (no model call)
@@ -282,7 +282,7 @@ def score_batch_command(
         if warning := edited_rows(output, items, preset, draw):
             typer.echo(f"warning: {warning}", err=True)
         if not retry_ineligible:  # the rows a plain resume skips though the flag would score them again
-            for line in fixable_lines(fixable_rows(output, manifest, items, preset, draw), out):
+            for line in fixable_lines(fixable_rows(output, manifest, items, preset, draw, scorer_of(settings)), out):
                 typer.echo(line, err=True)
         # the preset's tool models, loaded in the process that scores (worker processes load their own), only
         # when a clip is to be scored, and before any row goes: a tool that cannot load leaves the output alone

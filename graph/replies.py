@@ -60,13 +60,31 @@ def reasoning_only(reply: BaseMessage) -> str:
             "server's --reasoning-parser and the chat template's thinking setting)")
 
 
+MODEL_REFUSED = "the model refused: "
+"""How a "refused" fault's message starts when the model declined (followed by its words)."""
+FILTERED = "the server's content filter stopped the reply"
+"""A "refused" fault's message when the server's content filter stopped the reply."""
+_POLICY = ("content_policy", "content policy", "content management policy")
+"""How an error status says a content policy rejected the request (OpenAI's code `content_policy_violation`, Azure
+OpenAI's "content management policy")."""
+
+
+def declined_answer(message: str) -> bool:
+    """Whether a "refused" fault's `message` is the model's or its server's answer about the content (`declined`, a
+    LangChain refusal, a content-policy rejection), which the same model gives the same request again; a "refused"
+    fault is otherwise a request the server rejected for a reason not recognised (or, in rows written before it was
+    "settings", a key or URL since fixed)."""
+    lowered = message.lower()
+    return message.startswith((MODEL_REFUSED, FILTERED)) or any(p in lowered for p in _POLICY)
+
+
 def declined(reply: BaseMessage) -> str | None:
     """Why the model or the server declined to answer in `reply` (its `refusal` text, or a content-filter
     stop), or None. Such a reply has no content; it is not an empty reply to re-ask."""
     if refusal := reply.additional_kwargs.get("refusal") or _refusal_block(reply.content):
-        return f"the model refused: {refusal}"
+        return f"{MODEL_REFUSED}{refusal}"
     if reply.response_metadata.get("finish_reason") == "content_filter":
-        return "the server's content filter stopped the reply"
+        return FILTERED
     return None
 
 

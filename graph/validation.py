@@ -16,6 +16,7 @@ from pydantic import BaseModel, ValidationError
 
 from graph.replies import (
     CUT_HINT,
+    MODEL_REFUSED,
     cut_at_token_limit,
     declined,
     extract_json_object,
@@ -215,7 +216,7 @@ def read_reply(schema: type[M], method: Literal["json_schema", "function_calling
     same cut reply was taken with function_calling, or from another chat model, and re-asked otherwise."""
     raw, error = (out, None) if method == "json_mode" else (out["raw"], out.get("parsing_error"))
     if isinstance(error, ModelRefusalError):
-        raise ReplyFault("refused", f"the model refused: {error}")
+        raise ReplyFault("refused", f"{MODEL_REFUSED}{error}")
     if isinstance(raw, AIMessage) and (why := declined(raw)) is not None:
         raise ReplyFault("refused", why)
     if isinstance(raw, AIMessage) and cut_at_token_limit(raw):  # shown back, as any rejected reply (`reask`)
