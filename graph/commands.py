@@ -278,7 +278,7 @@ def score_batch_command(
         bad = sum(it["error"] is not None for it in todo)  # their rows are rewritten on every run (no model call)
         n = len(items) - bad
         typer.echo(f"{n} item{'' if n == 1 else 's'}, {len(items) - len(todo)} already in {out}, {len(todo) - bad} to score"
-                   + (f", {bad} bad manifest line(s) (their rows written again)" if bad else ""), err=True)
+                   + (f", {bad} bad manifest line(s)" if bad else ""), err=True)
         if warning := edited_rows(output, items, preset, draw):
             typer.echo(f"warning: {warning}", err=True)
         if not retry_ineligible:  # the rows a plain resume skips though the flag would score them again
@@ -298,6 +298,8 @@ def score_batch_command(
             raise typer.Exit(2) from exc
         for line in updated_lines(retried, out) + (removed_lines(retried, out) if retry_ineligible else []):
             typer.echo(line, err=True)
+        if bad:  # said once the checks passed: a batch that stopped at them (exit 2) wrote nothing
+            typer.echo(f"{bad} bad manifest line(s): their rows written again", err=True)
         try:  # a row that cannot be written (disk full, a read-only file): one error line, not a traceback
             scorable = write_bad_lines(todo, writer)  # before the bar, which counts the clips to score
             columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn())
