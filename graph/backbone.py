@@ -221,13 +221,15 @@ class Backbone:
             raise InvalidReply("invalid_reply", CUT_HINT, completion_text(exc.completion), cut=True) from exc
         except Exception as exc:
             self._raise_if_not_a_completion(stage, exc)
-            attempts = self.max_retries + 1
+            attempts = f"{self.max_retries + 1} attempt{'' if self.max_retries == 0 else 's'}"
             if is_timeout(exc):
                 raise BackboneFault(stage, "timeout", f"no reply within {self.timeout_s}s after {attempts} "
-                                    f"attempts ({type(exc).__name__})") from exc
+                                    f"({type(exc).__name__})") from exc
             if is_transient(exc):
-                raise BackboneFault(stage, "transport", f"{type(exc).__name__} after {attempts} attempts: "
-                                    f"{str(exc)[:_ERR_CHARS]}{connection_hint(exc, self.setting_names)}") from exc
+                detail = str(exc)[:_ERR_CHARS]
+                if hint := connection_hint(exc, self.setting_names):  # one sentence: "Connection error; the ..."
+                    detail = f"{detail.rstrip('. ')}; {hint}"
+                raise BackboneFault(stage, "transport", f"{type(exc).__name__} after {attempts}: {detail}") from exc
             if (fix := settings_problem(exc, self.setting_names)) is not None:
                 raise BackboneFault(stage, "settings", f"{type(exc).__name__}: {str(exc)[:_ERR_CHARS]}; "
                                     f"{fix}") from exc

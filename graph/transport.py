@@ -285,7 +285,7 @@ def connection_hint(exc: BaseException, names: EndpointNames) -> str:
     anything else): the URL the request went to, without credentials, and the base URL setting `names` reads."""
     if not isinstance(exc, openai.APIConnectionError) or isinstance(exc, openai.APITimeoutError):
         return ""
-    return (f"; the connection to {shown_endpoint(str(exc.request.url))} failed: check {names.base_url} and that "
+    return (f"the connection to {shown_endpoint(str(exc.request.url))} failed: check {names.base_url} and that "
             "the server is running")
 
 
