@@ -295,10 +295,10 @@ async def _evaluate(clips: Sequence[EvalClip], order: list[str], out: Path, scor
                         legacy_changed(row.get("clip_version"), clip.path):
                     counters["legacy_rescored"] += 1  # its file's metadata changed since: said by the CLI
                 if row is None or stale(row, clip, versions[clip.path]) or damaged(row) or \
-                        (retry_ineligible and fixable(row, clip.path)):
+                        (retry_ineligible and fixable(row, clip.path, scorer_id)):
                     to_score.append(clip)
                     continue
-                if not retry_ineligible and fixable(row, clip.path):
+                if not retry_ineligible and fixable(row, clip.path, scorer_id):
                     counters["fixable"] += 1  # kept: said by the CLI, as `raa score-batch` says it
                 if verdict.get("status", "unjudged") == "unjudged" or not_boolean(verdict) or \
                         (verdict.get("judge") or judge_name) != judge_name:
@@ -351,12 +351,16 @@ async def _evaluate(clips: Sequence[EvalClip], order: list[str], out: Path, scor
                              counters["legacy_rescored"], counters["rewritten"], counters["fixable"])
 
 
-def fixable(row: dict[str, Any], path: str) -> bool:
+def fixable(row: dict[str, Any], path: str, scorer_id: dict[str, Any] | None = None) -> bool:
     """Whether `--retry-ineligible` scores `row` (of the clip at `path`) again: an ineligible row another run could
-    fix (`graph.batch_resume.retryable`, whose clip readability is looked up now)."""
+    fix (`graph.batch_resume.retryable`, whose clip readability is looked up now; a refusal only when the row's
+    recorded scorer differs from this run's `scorer_id`)."""
     from graph import batch_resume
+    from graph.batch import same_scorer
 
-    return batch_resume.retryable(row, path, batch_resume.clip_readable)
+    theirs = row.get("scorer")
+    other = scorer_id is not None and isinstance(theirs, dict) and not same_scorer(theirs, scorer_id)
+    return batch_resume.retryable(row, path, batch_resume.clip_readable, scorer_changed=other)
 
 
 def verdicts_by(rows: Sequence[dict[str, Any]], judge_name: str) -> str:

@@ -47,3 +47,12 @@ def test_only_a_refusal_of_the_content_is_final_other_4xx_rows_stay_retryable():
 def test_a_refusal_beside_a_fault_a_rerun_can_fix_is_retried(tmp_path):
     both = {"status": "ineligible", "reasons": [*REFUSED["reasons"], *DOWN["reasons"]]}
     assert retryable(both, "c.mp4")
+
+
+def test_raa_eval_reward_decides_as_score_batch_does():
+    from evals.reliability import fixable
+
+    row = {**REFUSED, "scorer": OURS}
+    assert not fixable(row, "c.mp4", OURS) and not fixable(row, "c.mp4")
+    assert fixable(row, "c.mp4", {**OURS, "model": "m2"})
+    assert fixable({**DOWN, "scorer": OURS}, "c.mp4", OURS)
