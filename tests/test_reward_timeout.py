@@ -10,7 +10,8 @@ import threading
 import numpy as np
 import pytest
 
-from training.config import ConfigError, PromptSpec, TrainConfig, validate
+from training.config import ConfigError, PromptSpec, TrainConfig
+from training.config_checks import validate
 from training.reward_runner import RewardRunner
 
 CLIPS = [np.full((3, 4, 4, 3), v, dtype=np.uint8) for v in (0, 255)]

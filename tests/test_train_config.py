@@ -7,7 +7,8 @@ from pathlib import Path
 import pytest
 
 from tests.launches import launch
-from training.config import ConfigError, PromptSpec, TrainConfig, validate
+from training.config import ConfigError, PromptSpec, TrainConfig
+from training.config_checks import validate
 from training.config_io import load_config, parse_cli
 from training.ds_config import resolve_ds_config
 

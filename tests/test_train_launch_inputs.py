@@ -8,7 +8,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from training.config import ConfigError, PromptSpec, TrainConfig, validate
+from training.config import ConfigError, PromptSpec, TrainConfig
+from training.config_checks import validate
 from training.config_io import load_config
 
 CONFIGS = Path(__file__).resolve().parents[1] / "training" / "configs"

@@ -1,7 +1,7 @@
 """Reading a TrainConfig from YAML and the command line, and writing one back.
 
 ``load_config(path, overrides)`` reads the YAML file, applies ``--field value`` overrides and
-validates everything (``training.config.validate``) before any model is loaded.
+validates everything (``training.config_checks.validate``) before any model is loaded.
 
 Command line (``parse_cli``)::
 
@@ -46,7 +46,9 @@ from typing import Any, Literal
 
 import yaml
 
-from training.config import ConfigError, PromptSpec, TrainConfig, is_blank_file, validate
+from training.config import ConfigError, PromptSpec, TrainConfig
+from training.config_checks import validate
+from training.prompt_checks import is_blank_file
 
 FIELD_DEFAULTS_BEFORE: dict[str, Any] = {"image_fit": "stretch", "reward_timeout_s": None,
                                          "prompt_order": "seed_plus_epoch", "shift": 3.0}

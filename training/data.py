@@ -36,7 +36,8 @@ from typing import Literal
 import numpy as np
 
 from tools.jsonl import json_lines
-from training.config import PromptSpec, blank_file_problem, is_blank_file
+from training.config import PromptSpec
+from training.prompt_checks import blank_file_problem, is_blank_file
 
 
 def load_prompts(dataset: Sequence[PromptSpec], dataset_file: str | None,

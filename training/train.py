@@ -218,7 +218,7 @@ def launch_check(cfg: TrainConfig, agent_settings: Any, agent_tools: Any, world:
     import yaml
 
     from training.best import best_needs_aligned_evals
-    from training.config import check_world_size
+    from training.config_checks import check_world_size
     from training.config_io import config_to_dict
     from training.resume import nothing_to_train, plan_resume, state_layout
     from training.rewards import build_reward

@@ -76,7 +76,8 @@ from training.best import (
 )
 from training.checkpointing import checkpoint as save_checkpoint
 from training.collectives import as_rank0_sees
-from training.config import ConfigError, TrainConfig, check_world_size
+from training.config import ConfigError, TrainConfig
+from training.config_checks import check_world_size
 from training.config_io import config_to_dict, write_run_config
 from training.data import PromptStream, load_placed_prompts
 from training.decode import decode_group
