@@ -104,7 +104,7 @@ class StepRecord(TypedDict, total=False):
     frames: list[int]
     """Frame indices the node sent to the model or the tools."""
     crops: list[dict[str, Any]]
-    """Crops used: {"frame", "box", "fallback", "reason"}."""
+    """Crops used: {"frame", "box", "fallback", "reason", "requested"} (requested: the box asked for, when it fell back)."""
     tool_summaries: list[str]
     """One line per tool call executed (tool_call / plan / reflect)."""
     audit_round: int | None

@@ -26,12 +26,23 @@ def _fmt_frames(frames: Iterable[int] | None, limit: int = 12) -> str:
     return f"{shown} (+{len(frames) - limit})" if len(frames) > limit else shown
 
 
+def _fmt_box(box: Any) -> str:
+    """A box as "x0,y0,x1,y1" (2 decimals); a malformed one (as the model wrote it) as written."""
+    values = box if isinstance(box, list) else [box]
+    return ",".join(f"{v:.2f}" if isinstance(v, (int, float)) and not isinstance(v, bool) else str(v) for v in values)
+
+
 def _fmt_crops(crops: Iterable[dict[str, Any]] | None) -> str:
+    """The crops of a step; one that fell back reads "f12[full frame, asked <box>] fallback: <why>" (its box was
+    empty, "f12[]", which hid both the box asked for and that the frame was shown whole)."""
     parts = []
     for c in crops or []:
-        box = ",".join(f"{float(v):.2f}" for v in (c.get("box") or []))
-        note = f" fallback: {c.get('reason')}" if c.get("fallback") else ""
-        parts.append(f"f{c.get('frame')}[{box}]{note}")
+        if c.get("fallback"):
+            asked = c.get("requested")  # absent from traces written before it was recorded
+            box = "full frame" if asked is None else f"full frame, asked {_fmt_box(asked)}"
+            parts.append(f"f{c.get('frame')}[{box}] fallback: {c.get('reason')}")
+        else:
+            parts.append(f"f{c.get('frame')}[{_fmt_box(c.get('box') or [])}]")
     return "; ".join(parts)
 
 

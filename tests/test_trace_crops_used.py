@@ -23,7 +23,7 @@ def test_tool_call_step_lists_only_the_crops_shown(tmp_path) -> None:
     assert [(c["frame"], c["fallback"]) for c in step["crops"]] == [(16, False), (12, True)], step["crops"]
     assert step["crops"][0]["box"] == [0.1, 0.2, 0.6, 0.7]
     crops = step_row(0, step)["crops"]
-    assert "fNone" not in crops and crops.startswith("f16[0.10,0.20,0.60,0.70]; f12[] fallback: "), crops
+    assert "fNone" not in crops and crops.startswith("f16[0.10,0.20,0.60,0.70]; f12[full frame, asked 0.60,0.20,0.10,0.70] fallback: "), crops
 
 
 def test_reflect_step_lists_the_inspection_crops_it_sent(tmp_path) -> None:
@@ -47,3 +47,22 @@ def test_reflect_step_lists_no_crop_whose_image_the_cap_left_out(tmp_path) -> No
     out = run(agent, moving_square(tmp_path / "m.mp4"))
     step = next(s for s in out["steps"] if s["node"] == "reflect")
     assert 3 not in step["frames"] and {1, 2} <= set(step["frames"]) and step["crops"] == [], step
+
+
+def test_a_crop_that_fell_back_shows_the_box_asked_for_and_the_full_frame(tmp_path) -> None:
+    """A view_crop whose box the tool could not use showed the full frame; `raa trace` listed it as "f12[]", hiding
+    both the box the model asked for and that the frame was shown whole."""
+    agent, _ = make_agent("full", full_script(inspect=[AIMessage(content="", tool_calls=CALLS[:2]), "ok"]))
+    out = run(agent, moving_square(tmp_path / "m.mp4"))
+    step = next(s for s in out["steps"] if s["node"] == "tool_call")
+    assert step["crops"][1]["requested"] == [0.6, 0.2, 0.1, 0.7], step["crops"]
+    crops = step_row(0, step)["crops"]
+    assert "f12[]" not in crops and "f12[full frame, asked 0.60,0.20,0.10,0.70] fallback: " in crops, crops
+
+
+def test_a_fallback_crop_of_an_older_trace_or_with_a_malformed_box_still_reads() -> None:
+    step = {"node": "tool_call", "crops": [{"frame": 3, "box": None, "fallback": True, "reason": "bad box"},
+                                           {"frame": 4, "box": None, "fallback": True, "reason": "bad box",
+                                            "requested": ["a", None]}]}
+    assert step_row(0, step)["crops"] == "f3[full frame] fallback: bad box; f4[full frame, asked a,None] fallback: " \
+        "bad box"

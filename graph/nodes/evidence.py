@@ -361,11 +361,13 @@ async def exchange_blocks(state: AgentState, ctx: RunContext, exchange: ToolExch
 
 def crop_records(exchanges: list[ToolExchange]) -> list[dict[str, Any]]:
     """Crop records for the step trace: the view_crop calls that showed a frame (one outside the clip, past the
-    frame budget or with arguments the tool refused showed none: its tool summary says why, it is no crop used)."""
+    frame budget or with arguments the tool refused showed none: its tool summary says why, it is no crop used). A crop
+    that fell back to the full frame keeps the box asked for (`requested`, as written), which `raa trace` shows."""
     out = []
     for e in exchanges:
         if e.get("name") == "view_crop" and e.get("frames"):
             fallback = e.get("box") is None
-            out.append({"frame": e["frames"][0], "box": e.get("box"), "fallback": fallback,
-                        "reason": e.get("text") if fallback else None})
+            record = {"frame": e["frames"][0], "box": e.get("box"), "fallback": fallback,
+                      "reason": e.get("text") if fallback else None}
+            out.append({**record, "requested": (e.get("args") or {}).get("box")} if fallback else record)
     return out
