@@ -39,7 +39,8 @@ OPEN_WAIT_S = 30.0
 TRACE_WAIT_S = 30.0
 """How long a write to the trace database (a run's checkpoint, its run-id claim) waits while another process
 holds the file's write lock (SQLite's busy timeout). SQLite's 5 s default made a finished run ineligible
-("database is locked") while another process wrote for longer: a fault of the file, not of the clip."""
+("database is locked") while another process wrote for longer: a fault of the file, not of the clip. Readers
+(`connect_read_only`: `raa runs`, `raa trace`) wait as long: a lock every waiting writer outlasted failed them."""
 
 
 class StoreError(RuntimeError):
@@ -175,7 +176,8 @@ def closed_on_error(conn: sqlite3.Connection) -> Iterator[sqlite3.Connection]:
 
 
 def _read_connection(uri: str, what: str, own: frozenset[str]) -> sqlite3.Connection:
-    with closed_on_error(sqlite3.connect(uri, uri=True, check_same_thread=False)) as conn:
+    conn = sqlite3.connect(uri, uri=True, check_same_thread=False, timeout=TRACE_WAIT_S)  # as writers wait
+    with closed_on_error(conn):
         refuse_other_database(conn, what, own)  # the first read: opens the WAL index
     return conn
 

@@ -19,25 +19,39 @@ HOLD = """
 import sqlite3, sys, time
 c = sqlite3.connect(sys.argv[1], isolation_level=None)
 c.execute("BEGIN EXCLUSIVE"); c.execute("DELETE FROM writes")
-print("locked", flush=True); time.sleep(30)
+print("locked", flush=True); time.sleep(float(sys.argv[2])); c.rollback()
+print("released", flush=True); time.sleep(30)
 """
 
 
-def test_runs_on_a_locked_database_says_it_is_locked(tmp_path) -> None:
-    db = tmp_path / "traces.sqlite"
+def _runs_while_locked(db, hold_s: float):
+    """`raa runs` on `db` (a rollback journal: a writer's lock keeps readers out) while a process holds it
+    locked for `hold_s` seconds."""
     open_saver(db).conn.close()
-    with sqlite3.connect(db) as conn:  # a rollback journal: a writer's lock keeps readers out
+    with sqlite3.connect(db) as conn:
         conn.execute("PRAGMA journal_mode=DELETE")
-    holder = subprocess.Popen([sys.executable, "-c", HOLD, str(db)], stdout=subprocess.PIPE, text=True)
+    holder = subprocess.Popen([sys.executable, "-c", HOLD, str(db), str(hold_s)], stdout=subprocess.PIPE, text=True)
     try:
         assert holder.stdout is not None and holder.stdout.readline().strip() == "locked"
-        res = CliRunner().invoke(app, ["runs", "--db", str(db)])
+        return CliRunner().invoke(app, ["runs", "--db", str(db)])
     finally:
         holder.kill()
         holder.wait()
+
+
+def test_runs_on_a_locked_database_says_it_is_locked(tmp_path, monkeypatch) -> None:
+    monkeypatch.setattr("graph.stores.TRACE_WAIT_S", 1.0)  # the wait readers give a writer's lock, shortened
+    res = _runs_while_locked(tmp_path / "traces.sqlite", 30)
     assert isinstance(res.exception, StoreError), res.output  # graph.cli's app prints it as one line, exit 2
     text = str(res.exception)
     assert "locked by another process" in text and "may read" not in text, text
+
+
+def test_readers_wait_for_a_lock_as_long_as_writers_do(tmp_path) -> None:
+    """Readers waited SQLite's default 5 s for a writer's lock, writers `TRACE_WAIT_S` (30 s): `raa runs` / `raa
+    trace` failed "locked" on a lock that every run waiting to write its checkpoint outlasted."""
+    res = _runs_while_locked(tmp_path / "traces.sqlite", 7)
+    assert res.exit_code == 0 and res.exception is None, (res.output, res.exception)
 
 
 @pytest.mark.parametrize("read_only", [False, True])
