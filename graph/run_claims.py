@@ -241,18 +241,30 @@ def claim_of(conn: sqlite3.Connection, run_id: str,
              max_age_s: float = FOREIGN_CLAIM_MAX_AGE_S) -> tuple[bool, str] | None:
     """The claim on `run_id` read on `conn` (read-only is enough): (whether its process may still be running,
     `_alive`; "process N on HOST (since T)"), or None when there is none (a file without claims included)."""
-    try:
-        row = conn.execute(f"SELECT c.host, c.pid, c.claimed, s.started FROM {CLAIMS_TABLE} c LEFT JOIN "
-                           f"{STARTS_TABLE} s ON s.thread_id = c.thread_id AND s.host = c.host AND s.pid = c.pid "
-                           "WHERE c.thread_id = ?", (run_id,)).fetchone()
-    except sqlite3.OperationalError as exc:
-        if "no such table" in str(exc):
-            return None
-        raise
-    if row is None:
-        return None
-    alive = _alive(str(row[0]), int(row[1]), None if row[3] is None else int(row[3]), str(row[2]), max_age_s)
-    return alive, f"process {row[1]} on {row[0]} (since {row[2]})"
+    return next(((alive, who) for _, alive, who, _ in claims(conn, max_age_s, run_id)), None)
+
+
+def claims(conn: sqlite3.Connection, max_age_s: float = FOREIGN_CLAIM_MAX_AGE_S,
+           run_id: str | None = None) -> list[tuple[str, bool, str, str]]:
+    """The claims read on `conn` (read-only is enough), newest first, or only `run_id`'s: (run id, whether its
+    process may still be running (`_alive`), "process N on HOST (since T)", the claim's time). Empty for a file
+    without claims; claims written before the side table of process starts existed are read without it."""
+    where, args = ("WHERE c.thread_id = ?", (run_id,)) if run_id is not None else ("", ())
+    queries = (f"SELECT c.thread_id, c.host, c.pid, c.claimed, s.started FROM {CLAIMS_TABLE} c LEFT JOIN "
+               f"{STARTS_TABLE} s ON s.thread_id = c.thread_id AND s.host = c.host AND s.pid = c.pid {where}",
+               f"SELECT c.thread_id, c.host, c.pid, c.claimed, NULL FROM {CLAIMS_TABLE} c {where}")
+    for query in queries:
+        try:
+            rows = conn.execute(f"{query} ORDER BY c.claimed DESC", args).fetchall()
+            break
+        except sqlite3.OperationalError as exc:
+            if "no such table" not in str(exc):
+                raise
+    else:
+        return []
+    return [(str(tid), _alive(str(host), int(pid), None if started is None else int(started), str(claimed),
+                              max_age_s), f"process {pid} on {host} (since {claimed})", str(claimed))
+            for tid, host, pid, claimed, started in rows]
 
 
 def _vacuuming(conn: sqlite3.Connection, max_age_s: float) -> str | None:
@@ -330,21 +342,7 @@ def running(conn: sqlite3.Connection, max_age_s: float = FOREIGN_CLAIM_MAX_AGE_S
     """The run ids claimed by a process that may still be running (`_alive`; `max_age_s`: when another
     host's claim is stale), read on `conn`, a connection to the trace database (read-only is enough): the
     runs in flight (`raa prune` spares them). Empty for a file without claims."""
-    try:
-        rows = conn.execute(f"SELECT thread_id, host, pid, claimed FROM {CLAIMS_TABLE}").fetchall()
-    except sqlite3.OperationalError as exc:
-        if "no such table" in str(exc):
-            return set()
-        raise
-    try:
-        starts = {(str(r[0]), str(r[1]), int(r[2])): int(r[3])
-                  for r in conn.execute(f"SELECT thread_id, host, pid, started FROM {STARTS_TABLE}")}
-    except sqlite3.OperationalError as exc:  # claims written before the side table existed
-        if "no such table" not in str(exc):
-            raise
-        starts = {}
-    return {str(tid) for tid, host, pid, claimed in rows
-            if _alive(str(host), int(pid), starts.get((str(tid), str(host), int(pid))), str(claimed), max_age_s)}
+    return {run_id for run_id, alive, _, _ in claims(conn, max_age_s) if alive}
 
 
 def _alive(host: str, pid: int, started: int | None = None, claimed: str = "",

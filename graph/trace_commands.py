@@ -16,6 +16,7 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
+from graph.claimed_runs import CLAIM_STATUSES, unsaved_runs
 from graph.commands import run_table
 from graph.reward_format import reward_text
 from graph.trace_text import printable, step_row
@@ -57,22 +58,27 @@ def traces_path_option(db: Path | None) -> Path:
 
 def runs_command(
     limit: int = typer.Option(50, "--limit", min=1, help="Show at most this many runs (newest first)."),
-    status: str | None = typer.Option(None, "--status", help=f"Only runs with this status: {', '.join(RUN_STATUSES)}."),
+    status: str | None = typer.Option(None, "--status", help="Only runs with this status: "
+                                      f"{', '.join(RUN_STATUSES + CLAIM_STATUSES)} (no trace yet: in flight, or killed)."),
     preset: str | None = typer.Option(None, "--preset", help="Only runs of this preset."),
     json_out: bool = typer.Option(False, "--json", help="One JSON object per run (JSON lines) instead of a table."),
     db: Path | None = typer.Option(None, "--db", "--traces", help="Trace database (default RAA_TRACES_PATH)."),
 ) -> None:
-    """List traced agent runs (with why a run is zero or ineligible, on a wide terminal)."""
-    if status is not None and status not in RUN_STATUSES:
-        typer.echo(f"error: --status must be one of {', '.join(RUN_STATUSES)}, got {status!r}", err=True)
+    """List traced agent runs (with why a run is zero or ineligible, on a wide terminal), and those claimed with no
+    trace yet (`graph.claimed_runs`)."""
+    if status is not None and status not in RUN_STATUSES + CLAIM_STATUSES:
+        typer.echo(f"error: --status must be one of {', '.join(RUN_STATUSES + CLAIM_STATUSES)}, got {status!r}",
+                   err=True)
         raise typer.Exit(2)
     path = traces_path_option(db)
     if not path.exists():
         typer.echo(no_database(path), err=True)
         return
     unreadable: list[str] = []
-    runs = list_runs(open_saver(path, read_only=True), limit=limit, status=status, preset=preset,
-                     unreadable=unreadable)
+    saver = open_saver(path, read_only=True)
+    runs = ([] if preset is not None else unsaved_runs(saver, status))[:limit]
+    if status not in CLAIM_STATUSES and len(runs) < limit:
+        runs += list_runs(saver, limit=limit - len(runs), status=status, preset=preset, unreadable=unreadable)
     if unreadable:  # the others are listed: one damaged checkpoint does not hide them (graph.tracing)
         typer.echo(f"warning: {len(unreadable)} run(s) could not be read: {', '.join(unreadable[:5])}"
                    f"{' ...' if len(unreadable) > 5 else ''} (`raa trace RUN_ID` says why)", err=True)

@@ -241,6 +241,8 @@ class RunTrace:
     """State values (pydantic records converted to dicts)."""
     steps: list[dict[str, Any]] = field(default_factory=list)
     """StepRecords in execution order."""
+    claim: tuple[str, str] | None = None
+    """A run with a claim and no checkpoint (`graph.claimed_runs`): its status ("running" / "died") and why."""
 
     @property
     def result(self) -> dict[str, Any] | None:
@@ -248,7 +250,9 @@ class RunTrace:
 
     @property
     def status(self) -> str:
-        """The result's status, or "incomplete" when the run never reached the gate."""
+        """The result's status, "incomplete" when the run never reached the gate (or `claim`'s status)."""
+        if self.claim is not None:
+            return self.claim[0]
         return str(self.result.get("status")) if self.result else "incomplete"
 
     @property
@@ -274,7 +278,9 @@ class RunTrace:
     @property
     def reasons(self) -> list[str]:
         """The result's reasons: why it is zero or ineligible, or a scored run's requirement lines (empty for an
-        incomplete run)."""
+        incomplete run; a claimed run's: why it has no trace)."""
+        if self.claim is not None:
+            return [self.claim[1]]
         return [str(r) for r in (self.result or {}).get("reasons") or []]
 
 

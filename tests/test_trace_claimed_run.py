@@ -4,6 +4,7 @@ mid-way, was "no traced run with id ..." as if the id were mistyped. The error n
 
 from __future__ import annotations
 
+import json
 import sqlite3
 import subprocess
 import sys
@@ -39,3 +40,50 @@ def test_trace_of_a_run_whose_process_died_says_no_trace_was_saved(tmp_path) -> 
     out = _trace(db, "run-dead")
     assert "ended before its trace was saved" in out, out
     assert "still running" not in _trace(db, "run-other") and "ended before" not in _trace(db, "run-other")
+
+
+def _dead_claim(db, run_id: str) -> None:
+    assert _claim(str(db), run_id) is None
+    dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True)
+    with sqlite3.connect(db) as conn:
+        conn.execute(f"UPDATE {CLAIMS_TABLE} SET pid = ? WHERE thread_id = ?", (int(dead.stdout), run_id))
+
+
+def test_runs_lists_runs_in_flight_and_those_that_died_unsaved(tmp_path) -> None:
+    """`raa runs` listed only runs with a checkpoint: a run in flight (durability "exit" writes its trace when it
+    ends) or one killed mid-way was missing from the list, though `raa trace` explained it."""
+    db = tmp_path / "traces.sqlite"
+    open_saver(db).conn.close()
+    assert _claim(str(db), "run-live") is None  # this process runs it
+    _dead_claim(db, "run-dead")
+    res = CliRunner().invoke(app, ["runs", "--db", str(db), "--json"])
+    assert res.exit_code == 0, res.output
+    rows = {r["run_id"]: r for r in map(json.loads, res.output.splitlines())}
+    assert (rows["run-live"]["status"], rows["run-dead"]["status"]) == ("running", "died"), rows
+    assert "ended before its trace was saved" in rows["run-dead"]["reasons"][0], rows
+    res = CliRunner().invoke(app, ["runs", "--db", str(db), "--status", "died", "--json"])
+    assert res.exit_code == 0 and [json.loads(r)["run_id"] for r in res.output.splitlines()] == ["run-dead"], \
+        res.output
+    table = CliRunner().invoke(app, ["runs", "--db", str(db)], env={"COLUMNS": "200"}).output
+    assert "run-live" in table and "running" in table and "died" in table, table
+
+
+def test_runs_does_not_list_a_claimed_run_twice_once_it_has_a_checkpoint(tmp_path, clip) -> None:
+    from graph_scripts import FakeSurprise, full_script, run
+
+    from graph import AgentConfig, AgentTools, build_reward_agent
+    from graph.backbone import Backbone
+    from graph.builder import default_checkpointer
+    from graph.testing import ScriptedChatModel
+    from tools.motion import LKTracker
+
+    db = tmp_path / "traces.sqlite"
+    backbone = Backbone(ScriptedChatModel(full_script()), schema_retries=1, max_retries=1, timeout_s=10,
+                        retry_wait=(0.0, 0.0))
+    agent = build_reward_agent(AgentConfig(preset="full"), backbone=backbone, checkpointer=default_checkpointer(
+        str(db)), tools=AgentTools(tracker=LKTracker(), surprise=FakeSurprise()))
+    run(agent, clip, run_id="r1")
+    _dead_claim(db, "r1")  # a claim left beside a checkpoint (an async-durability crash) is the checkpoint's run
+    res = CliRunner().invoke(app, ["runs", "--db", str(db), "--json"])
+    assert [json.loads(r)["run_id"] for r in res.output.splitlines()] == ["r1"], res.output
+    assert json.loads(res.output)["status"] != "died", res.output

@@ -1,0 +1,42 @@
+"""Runs claimed in a trace database with no checkpoint there, for `raa runs` (graph/trace_commands.py).
+
+With durability "exit" (the default) a run writes its trace only when it ends: a run in flight, or one whose
+process was killed mid-way, has a claim (`graph.run_claims`) and no checkpoint. `raa runs` did not list them (only
+`raa trace RUN_ID` explained them), so a researcher watching a batch saw neither what was running nor what had died.
+
+Decisions where the issue was silent:
+- They are listed first (newest claim first), as `RunTrace`s with no values, `claim` set: status "running" (its
+  process may still be running, `graph.run_claims._alive`) or "died", and why there is no trace as the reason.
+- A run with a checkpoint is listed from it, claim or not (a crash under durability "async" leaves both).
+- `--preset` passes over them (no checkpoint says which preset they run); `--status running` / `died` keeps only
+  them.
+"""
+
+from __future__ import annotations
+
+from langgraph.checkpoint.base import BaseCheckpointSaver
+from langgraph.checkpoint.sqlite import SqliteSaver
+
+from graph.run_claims import claims
+from graph.tracing import RunTrace, run_ids
+
+CLAIM_STATUSES = ("running", "died")
+"""The statuses of a claimed run with no checkpoint."""
+
+
+def unsaved_runs(saver: BaseCheckpointSaver, status: str | None = None) -> list[RunTrace]:
+    """The runs claimed in `saver`'s SQLite file with no checkpoint, newest first (only those with `status` when
+    given); empty for other savers."""
+    if not isinstance(saver, SqliteSaver) or status not in (None, *CLAIM_STATUSES):
+        return []
+    with saver.cursor(transaction=False) as cur:
+        found = claims(cur.connection)
+    traced = set(run_ids(saver)) if found else set()
+    out = []
+    for run_id, alive, who, claimed in found:
+        if run_id in traced or status not in (None, "running" if alive else "died"):
+            continue
+        why = f"{who}: its trace is written when it ends" if alive else \
+            f"{who}: its process ended before its trace was saved (a crash or a kill)"
+        out.append(RunTrace(run_id=run_id, updated=claimed, values={}, claim=("running" if alive else "died", why)))
+    return out
