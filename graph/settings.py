@@ -137,7 +137,10 @@ class BackboneSettings:
     trace_durability: TraceDurability = "exit"
     """When a run's checkpoints are written (RAA_TRACE_DURABILITY): "exit" once, when the run ends (its
     state holds the whole step trace); "async" / "sync" after every step as well (per-step history for
-    time travel, written in the background / before the next step)."""
+    time travel, written in the background / before the next step). With either, a node that has finished
+    keeps its step when the process dies mid-way through a step of nodes side by side (observe beside
+    contract): LangGraph saves each node's writes as it ends, in the background in both modes, so a kill in
+    the same instant can still lose them."""
     inspect_mode: InspectMode = "tools"
     """How the CLI's agents re-inspect frames (RAA_INSPECT_MODE): "tools", a tool-calling loop (the server
     must accept `tools`; vLLM needs `--enable-auto-tool-choice --tool-call-parser ...`), or "plan", one
