@@ -5,8 +5,9 @@ process was killed mid-way, has a claim (`graph.run_claims`) and no checkpoint. 
 `raa trace RUN_ID` explained them), so a researcher watching a batch saw neither what was running nor what had died.
 
 Decisions where the issue was silent:
-- They are listed first (newest claim first), as `RunTrace`s with no values, `claim` set: status "running" (its
-  process may still be running, `graph.run_claims._alive`) or "died", and why there is no trace as the reason.
+- They are `RunTrace`s with no values, `claim` set: status "running" (its process may still be running,
+  `graph.run_claims._alive`) or "died", and why there is no trace as the reason; `raa runs` lists them among
+  the traced runs by the time of their claim (a run that died long ago does not sit above every newer run).
 - A run with a checkpoint is listed from it, claim or not (a crash under durability "async" leaves both).
 - `--preset` passes over them (no checkpoint says which preset they run); `--status running` / `died` keeps only
   them.

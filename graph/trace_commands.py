@@ -76,9 +76,10 @@ def runs_command(
         return
     unreadable: list[str] = []
     saver = open_saver(path, read_only=True)
-    runs = ([] if preset is not None else unsaved_runs(saver, status))[:limit]
-    if status not in CLAIM_STATUSES and len(runs) < limit:
-        runs += list_runs(saver, limit=limit - len(runs), status=status, preset=preset, unreadable=unreadable)
+    unsaved = [] if preset is not None else unsaved_runs(saver, status)
+    traced = [] if status in CLAIM_STATUSES else list_runs(saver, limit=limit, status=status, preset=preset,
+                                                           unreadable=unreadable)
+    runs = sorted(unsaved + traced, key=lambda run: run.updated[:19], reverse=True)[:limit]  # newest first
     if unreadable:  # the others are listed: one damaged checkpoint does not hide them (graph.tracing)
         typer.echo(f"warning: {len(unreadable)} run(s) could not be read: {', '.join(unreadable[:5])}"
                    f"{' ...' if len(unreadable) > 5 else ''} (`raa trace RUN_ID` says why)", err=True)

@@ -87,3 +87,10 @@ def test_runs_does_not_list_a_claimed_run_twice_once_it_has_a_checkpoint(tmp_pat
     res = CliRunner().invoke(app, ["runs", "--db", str(db), "--json"])
     assert [json.loads(r)["run_id"] for r in res.output.splitlines()] == ["r1"], res.output
     assert json.loads(res.output)["status"] != "died", res.output
+    _dead_claim(db, "run-old")  # a run that died long ago sorts by its claim's time, not above every traced run
+    with sqlite3.connect(db) as conn:
+        conn.execute(f"UPDATE {CLAIMS_TABLE} SET claimed = '2000-01-01T00:00:00+00:00' WHERE thread_id = 'run-old'")
+    res = CliRunner().invoke(app, ["runs", "--db", str(db), "--json"])
+    assert [json.loads(r)["run_id"] for r in res.output.splitlines()] == ["r1", "run-old"], res.output
+    res = CliRunner().invoke(app, ["runs", "--db", str(db), "--json", "--limit", "1"])
+    assert [json.loads(r)["run_id"] for r in res.output.splitlines()] == ["r1"], res.output
