@@ -86,6 +86,19 @@ def native_num_frames(backend: str, transformer_config: Mapping[str, Any]) -> in
     (Wan 2.2 TI2V) 121."""
     if backend == "cosmos":
         return COSMOS_NUM_FRAMES
-    c_in = transformer_config.get("in_channels")
-    c_out = transformer_config.get("out_channels") or c_in  # WanTransformer3DModel: out_channels or in_channels
+    c_in, c_out = wan_channels(transformer_config)
     return WAN_I2V_NUM_FRAMES if c_in != c_out else WAN_TI2V_NUM_FRAMES
+
+
+WAN_DEFAULT_CHANNELS = 16  # WanTransformer3DModel's in_channels / out_channels defaults
+
+
+def wan_channels(transformer_config: Mapping[str, Any]) -> tuple[int | None, int | None]:
+    """The (input, output) channels a WanTransformer3DModel built from this config has: a missing field takes the
+    class default (16), ``out_channels`` null or 0 is ``in_channels`` (diffusers: ``out_channels or in_channels``);
+    None for a value that is not an int."""
+    def channels(value: Any) -> int | None:
+        return value if isinstance(value, int) and not isinstance(value, bool) else None
+    c_in = channels(transformer_config.get("in_channels", WAN_DEFAULT_CHANNELS))
+    out = transformer_config.get("out_channels", WAN_DEFAULT_CHANNELS)
+    return c_in, channels(out) if out else c_in

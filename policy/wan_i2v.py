@@ -58,6 +58,7 @@ import torch
 from torch import Tensor
 
 from policy.clip_preprocess import ClipPreprocess
+from policy.shapes import wan_channels
 from policy.vae import _stats, images_to_tensor, vae_scale_factors
 
 
@@ -176,12 +177,11 @@ def two_expert_problem(index: Mapping[str, Any], root: Path | None = None) -> st
 
 
 def text_to_video_problem(index: Mapping[str, Any], transformer_config: Mapping[str, Any]) -> str | None:
-    """Why a Wan checkpoint with this ``model_index.json`` (``index``; {} when it has none) and transformer config is
-    a text-to-video model this image-to-video trainer refuses, or None (module docstring): the TI2V channel layout
-    (``in_channels`` = ``out_channels``) without the pipeline's ``expand_timesteps`` true."""
-    c_in = transformer_config.get("in_channels")
-    c_out = transformer_config.get("out_channels") or c_in  # WanTransformer3DModel: out_channels or in_channels
-    if not index or not isinstance(c_in, int) or c_in != c_out or index.get("expand_timesteps") is True:
+    """Why a Wan checkpoint with this ``model_index.json`` (``index``; {} when it has none) and transformer config (not
+    judged when {}) is a text-to-video model this image-to-video trainer refuses, or None (module docstring): the
+    TI2V channel layout (``in_channels`` = ``out_channels``) without the pipeline's ``expand_timesteps`` true."""
+    c_in, c_out = wan_channels(transformer_config)
+    if not index or not transformer_config or c_in is None or c_in != c_out or index.get("expand_timesteps") is True:
         return None
     found = f"expand_timesteps {json.dumps(index['expand_timesteps'])}" if "expand_timesteps" in index \
         else "no expand_timesteps"
@@ -193,9 +193,8 @@ def text_to_video_problem(index: Mapping[str, Any], transformer_config: Mapping[
 
 def expert_layout_problem(transformer_config: Mapping[str, Any]) -> str | None:
     """Why a Wan transformer config is a Wan 2.2 A14B expert (module docstring), or None: more input than output
-    channels (the channel-concat image condition) and no CLIP branch. A missing channel field is not guessed."""
-    c_in, c_out = transformer_config.get("in_channels"), transformer_config.get("out_channels")
-    c_out = c_in if c_out is None else c_out  # WanTransformer3DModel: out_channels or in_channels
+    channels (the channel-concat image condition, as `policy.shapes.wan_channels` reads them) and no CLIP branch."""
+    c_in, c_out = wan_channels(transformer_config)
     if not isinstance(c_in, int) or not isinstance(c_out, int) or c_in <= c_out:
         return None
     if transformer_config.get("image_dim") is not None:

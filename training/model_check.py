@@ -41,7 +41,9 @@ Then, for a local folder (a hub id is left as it is):
   `policy.wan_i2v.text_to_video_problem`); Cosmos ``out_channels`` = ``z``, ``in_channels`` =
   ``z + 1`` (condition mask; ``concat_padding_mask`` true: diffusers appends the padding mask, which needs
   torchvision) or, with ``concat_padding_mask`` false, ``z + 2`` (`cosmos_velocity` appends it); the
-  ``_class_name`` the backend loads (`policy.checkpoint.transformer_class_problem`). A field that is missing or unreadable is not checked (no guess).
+  ``_class_name`` the backend loads (`policy.checkpoint.transformer_class_problem`). A field that is missing or
+  unreadable is not checked (no guess), except a Wan channel count: WanTransformer3DModel's default
+  (`policy.shapes.wan_channels`).
 
 Decisions where the issue was silent: a string that is not a valid repo id and not a folder (an absolute
 path that does not exist) is an error without a request; the tokenizer folder's files are the loader's.
@@ -55,7 +57,7 @@ from pathlib import Path
 from typing import Literal
 
 from policy.checkpoint import clip_parts_missing, missing_parts, transformer_class_problem, weights_missing
-from policy.shapes import vae_compression
+from policy.shapes import vae_compression, wan_channels
 from policy.wan_i2v import expert_layout_problem, read_model_index, text_to_video_problem, two_expert_problem
 from training.config import ConfigError, TrainConfig
 
@@ -104,10 +106,8 @@ def _layout_problems(root: Path, backend: str, parts: Literal["all", "transforme
     if wrong_class := transformer_class_problem(tr, backend):
         return [wrong_class]
     z = _int(_json(root / "vae" / "config.json"), "z_dim")
-    c_in = _int(tr, "in_channels")
-    c_out = _int(tr, "out_channels")
-    if backend == "wan" and "out_channels" in tr and tr["out_channels"] is None:
-        c_out = c_in  # WanTransformer3DModel: out_channels or in_channels
+    # an unreadable config ({}) is not checked; a Wan one is read as WanTransformer3DModel builds it
+    c_in, c_out = wan_channels(tr) if backend == "wan" and tr else (_int(tr, "in_channels"), _int(tr, "out_channels"))
     problems = []
     if backend == "wan":
         t = _vae_temporal(_json(root / "vae" / "config.json"))
