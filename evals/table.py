@@ -65,17 +65,16 @@ from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING
 
 from graph.config import PRESETS
+from graph.usage import USAGE_KEYS
 
 if TYPE_CHECKING:  # pragma: no cover
     from graph.schemas import Fault
 
 NEGATIVE_LABELS = ("failure", "unobservable")
 PROGRESS_LABEL = "progress"
-USAGE_NAMES = {"calls": "calls", "images": "images", "input_tokens": "input tokens", "output_tokens": "output tokens",
-               "cache_hits": "cache hits", "attempts": "attempts"}
-"""Each usage figure's key in a row's usage (`graph.usage.Usage`) and its name in the tables' headers and on the
-console ("<name>/clip"; table.csv's column is "<key>_per_clip")."""
-USAGE_KEYS = tuple(USAGE_NAMES)
+USAGE_NAMES = {key: key.replace("_", " ") for key in USAGE_KEYS}
+"""Each usage figure's key in a row's usage (`graph.usage.USAGE_KEYS`) and its name in the tables' headers and on
+the console ("<name>/clip"; table.csv's column is "<key>_per_clip")."""
 USAGE_DIGITS = (("calls", 1, 3), ("images", 1, 3), ("input_tokens", 0, 1), ("output_tokens", 0, 1), ("cache_hits", 1, 3),
                 ("attempts", 1, 3))
 """Each usage figure per clip: (key, decimals in table.md and on the console, decimals in table.csv)."""

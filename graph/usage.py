@@ -32,17 +32,18 @@ class Usage:
 
     def add(self, other: Usage) -> Usage:
         """Add `other` into this usage in place; returns self."""
-        for name in _FIELDS:
+        for name in USAGE_KEYS:
             setattr(self, name, getattr(self, name) + getattr(other, name))
         return self
 
     def as_dict(self) -> dict[str, int]:
         """The counters by field name, in field order (what `dataclasses.asdict` gave, without its
         recursive deep copy: every node calls this once on the event loop, and the fields are ints)."""
-        return {name: getattr(self, name) for name in _FIELDS}
+        return {name: getattr(self, name) for name in USAGE_KEYS}
 
 
-_FIELDS = tuple(f.name for f in fields(Usage))
+USAGE_KEYS = tuple(f.name for f in fields(Usage))
+"""The usage figures' keys, in field order: those of `Usage.as_dict`, a result's ``usage`` and an eval row's."""
 
 
 def count_images(messages: list[BaseMessage]) -> int:

@@ -26,8 +26,7 @@ from graph.nodes.common import Step
 from graph.reward_format import reward_text
 from graph.schemas import Fault, RewardResult, RewardStatus
 from graph.state import AgentState
-
-USAGE_KEYS = ("calls", "images", "input_tokens", "output_tokens", "cache_hits", "attempts")
+from graph.usage import USAGE_KEYS
 
 
 def reused_thread(state: AgentState) -> bool:
