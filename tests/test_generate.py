@@ -331,13 +331,13 @@ def test_a_refused_rerun_says_what_changed_and_that_the_policy_was_exported_agai
     """Following the README, the smoke run is trained again (a second launch, `--overwrite_output_dir`) and
     `training.generate --out out/trained` run once more: it was refused with "differing: ['created']" only, naming
     an export.json field without its values nor saying that the policy folder now holds another export."""
-    from training.generate import _claim
+    from training.generate_folder import claim_folder
 
     settings = {"policy": "/runs/smoke/final", "iteration": 30, "created": "2026-12-05T01:25:17+0000", "seed": 0}
-    _claim(tmp_path, settings)
+    claim_folder(tmp_path, settings)
     (tmp_path / "manifest.jsonl").write_text('{"key": "p0000_s00"}\n')  # its videos
     with pytest.raises(GenerateError) as err:
-        _claim(tmp_path, {**settings, "created": "2026-12-05T01:35:10+0000", "seed": 3})
+        claim_folder(tmp_path, {**settings, "created": "2026-12-05T01:35:10+0000", "seed": 3})
     text = str(err.value)
     assert "differing: ['created', 'seed']" in text  # the list the older tests match stays
     assert "created '2026-12-05T01:25:17+0000' -> '2026-12-05T01:35:10+0000'" in text and "seed 0 -> 3" in text

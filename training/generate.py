@@ -32,8 +32,8 @@ Decisions where the issue was silent:
   batch 1 by a quantisation step). DynDiff draws its step noise per batch, so it stays at batch 1.
 * Prompts default to the run's own (``dataset`` + ``dataset_file``, in that order);
   ``--prompts FILE.jsonl`` takes the training prompt format (``{"text", "image"?, "image_seed"?}``).
-* Resumable: ``OUT/generate.json`` records the settings (the prompts by digest, their extra fields included, since
-  those go into the manifest rows; the policy by its folder and export.json's iteration, ``source`` checkpoint and
+* Resumable (`training.generate_folder`): ``OUT/generate.json`` records the settings (the prompts by digest,
+  their extra fields included, since those go into the manifest rows; the policy by its folder and export.json's iteration, ``source`` checkpoint and
   ``created`` time); a rerun with the same settings skips videos already in the manifest, and one with other settings
   or prompts is refused (a folder never mixes policies, samplers, seeds or prompt lists), unless it holds no row and
   no video yet (a first call that failed before its first video, loading the model say), as a training
@@ -71,22 +71,17 @@ from torch import Tensor
 from policy.rollout import RolloutConfig, RolloutConfigError, initial_noise, rollout, sample_ode
 from policy.vae import NonFiniteLatentsError
 from policy.world_model import Conditioning, FlowWorldModel
-from tools.jsonl import read_text, text_lines, write_text_atomic
 from tools.video import write_video
 from training.config import PromptSpec, TrainConfig
 from training.data import SAMPLE_NOISE, load_prompts, sample_seed
 from training.export import ExportError, load_policy, read_export
+from training.generate_folder import GenerateError, claim_folder, resume_keys
 from training.models import encode_prompt, release_text_encoder
 from training.run_dir import enclosing_export
 from training.update import rollout_config
 
 Sampler = Literal["ode", "dyndiff"]
 Weights = Literal["trained", "base"]
-SETTINGS_FILE = "generate.json"
-
-
-class GenerateError(ValueError):
-    """Settings that cannot be used (an output folder made with other settings, a bad sampler setup)."""
 
 
 @dataclass
@@ -151,10 +146,10 @@ def generate(policy: Path, out: Path, *, prompts: list[PromptSpec] | None = None
                 "guidance_scale": guidance, "negative_prompt": negative,
                 "prompts_sha256": hashlib.sha256(listed.encode()).hexdigest(), "noise": SAMPLE_NOISE,
                 "noise_device": torch.device(device).type}  # a CUDA generator draws other numbers than a CPU one
-    _claim(out, settings)
+    claim_folder(out, settings)
     iteration = info.get("iteration") if weights == "trained" else 0  # the base: the policy before its first update
     summary = GenerateSummary(out)
-    done = _resume(summary.manifest, iteration)
+    done = resume_keys(summary.manifest, iteration)
     model, _, _ = load_policy(policy, device, weights)
     videos = out / "videos"
     videos.mkdir(exist_ok=True)
@@ -282,68 +277,6 @@ def _sampler_config(cfg: TrainConfig, sampler: Sampler, steps: int, guidance: fl
         return rollout_config(cfg, num_steps=steps, guidance_scale=guidance)  # as the run's rollouts sampled
     except RolloutConfigError as exc:
         raise GenerateError(f"dyndiff sampler with num_steps {steps}: {exc}") from None
-
-
-def _claim(out: Path, settings: dict[str, Any]) -> None:
-    """Create `out` for these settings, or check that an earlier call used the same ones."""
-    if out.exists() and not out.is_dir():  # mkdir's FileExistsError named no option
-        raise GenerateError(f"--out {out} is a file, not a folder; choose another --out")
-    out.mkdir(parents=True, exist_ok=True)
-    file = out / SETTINGS_FILE
-    if file.is_file():
-        try:
-            earlier = json.loads(file.read_text())
-        except json.JSONDecodeError:
-            earlier = None
-        if isinstance(earlier, dict) and "noise_device" not in earlier and "noise_device" in settings:  # an older folder
-            earlier["noise_device"] = settings["noise_device"]
-        if earlier == settings:
-            return
-        # taken over when it holds no row and no video (a hidden file in videos/ is a cut write's temporary)
-        manifest, videos = out / "manifest.jsonl", out / "videos"
-        rows = manifest.is_file() and any(line.strip() for line in text_lines(read_text(manifest)))
-        if rows or (videos.is_dir() and any(not v.name.startswith(".") for v in videos.iterdir())):
-            raise GenerateError(_refusal(out, earlier if isinstance(earlier, dict) else None, settings))
-    elif (out / "manifest.jsonl").exists():
-        raise GenerateError(f"{out} has a manifest.jsonl but no {SETTINGS_FILE}; choose another --out")
-    write_text_atomic(file, json.dumps(settings, indent=2))  # in place, a crash left a cut file that refused the folder
-
-
-def _refusal(out: Path, earlier: dict[str, Any] | None, settings: dict[str, Any]) -> str:
-    """Why `out` is refused: the keys whose values differ, each earlier -> now, and when the export's identity
-    (source checkpoint, time) changed in the same folder, that the policy there was exported again."""
-    changed = sorted(k for k in settings if earlier is None or earlier.get(k) != settings[k])
-    text = f"{out} holds videos generated with other settings (differing: {changed})"
-    if earlier is not None:
-        text += ": " + ", ".join(f"{k} {earlier.get(k)!r} -> {settings[k]!r}" for k in changed)
-        if {"source", "created"} & set(changed) and earlier.get("policy") == settings.get("policy"):
-            text += f" ({settings['policy']} was exported again since: another run's or checkpoint's policy)"
-    return text + "; choose another --out"
-
-
-def _resume(manifest: Path, iteration: Any) -> set[str]:
-    """Keys of the videos already in the manifest whose file exists. Other lines (a row torn by an
-    interrupted write, a row whose video is gone) are dropped from the manifest, rewritten in place, so
-    it never hands `raa score-batch` a broken line. A kept row of another ``iteration`` (an older base row: the
-    export's) gets this call's: one folder, one policy (generate.json), never files videos under two iterations."""
-    if not manifest.exists():
-        return set()
-    keys, kept = set(), []
-    text = read_text(manifest)  # a leading BOM skipped
-    lines = text_lines(text)
-    for line in lines:
-        try:
-            row = json.loads(line)
-        except ValueError:
-            continue
-        if isinstance(row, dict) and (manifest.parent / str(row.get("path", ""))).is_file():
-            keys.add(str(row.get("key")))
-            kept.append(line if row.get("iteration") == iteration else json.dumps({**row, "iteration": iteration}))
-    if kept != lines or (text and not text.endswith("\n")):  # a last row cut before its newline: closed
-        partial = manifest.with_name(f".{manifest.name}.partial")
-        partial.write_text("".join(line + "\n" for line in kept), encoding="utf-8")
-        partial.replace(manifest)
-    return keys
 
 
 def main(argv: list[str] | None = None) -> int:
