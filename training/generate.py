@@ -33,10 +33,10 @@ Decisions where the issue was silent:
 * Prompts default to the run's own (``dataset`` + ``dataset_file``, in that order);
   ``--prompts FILE.jsonl`` takes the training prompt format (``{"text", "image"?, "image_seed"?}``).
 * Resumable (`training.generate_folder`): ``OUT/generate.json`` records the settings (the prompts by digest,
-  their extra fields included, since those go into the manifest rows; the policy by its folder and export.json's iteration, ``source`` checkpoint and
-  ``created`` time); a rerun with the same settings skips videos already in the manifest, and one with other settings
-  or prompts is refused (a folder never mixes policies, samplers, seeds or prompt lists), unless it holds no row and
-  no video yet (a first call that failed before its first video, loading the model say), as a training
+  their extra fields included, since those go into the manifest rows; the policy by its folder and export.json's
+  iteration, ``source`` checkpoint and ``created`` time); a rerun with the same settings skips videos already in
+  the manifest, and one with other settings or prompts is refused (a folder never mixes policies, samplers, seeds
+  or prompt lists), unless it holds no row and no video yet (a first call that failed before its first video, loading the model say), as a training
   ``output_dir`` with no checkpoint or metrics row. Each video is written whole or not at all
   (``tools.video.write_video`` encodes to a temporary name and renames it), then its row is appended; a rerun
   drops a torn last row, so an interrupted run leaves no half-written video or line in the manifest.
