@@ -35,11 +35,12 @@ Decisions where the issue was silent:
 * Resumable (`training.generate_folder`): ``OUT/generate.json`` records the settings (the prompts by digest,
   their extra fields included, since those go into the manifest rows; the policy by its folder and export.json's
   iteration, ``source`` checkpoint and ``created`` time); a rerun with the same settings skips videos already in
-  the manifest, and one with other settings or prompts is refused (a folder never mixes policies, samplers, seeds
-  or prompt lists), unless it holds no row and no video yet (a first call that failed before its first video, loading the model say), as a training
-  ``output_dir`` with no checkpoint or metrics row. Each video is written whole or not at all
-  (``tools.video.write_video`` encodes to a temporary name and renames it), then its row is appended; a rerun
-  drops a torn last row, so an interrupted run leaves no half-written video or line in the manifest.
+  the manifest, and one with other settings or prompts is refused (a folder never mixes policies, samplers,
+  seeds or prompt lists), unless it holds no row and no video yet (a first call that failed before its first
+  video, loading the model say), as a training ``output_dir`` with no checkpoint or metrics row. Each video is
+  written whole or not at all (``tools.video.write_video`` encodes to a temporary name and renames it), then its
+  row is appended; a rerun drops a torn last row, so an interrupted run leaves no half-written video or line in
+  the manifest.
 * A row's ``iteration`` is the export's for ``--weights trained`` and 0 for ``--weights base``: the base model
   is the policy before its first update, the held-out evaluation's iteration-0 baseline (generate.json keeps
   the export's, as part of the policy folder's identity); an older base folder's rows are set to 0 at a resume.
