@@ -4,12 +4,14 @@ checkpoint folder lacks (policy/checkpoint.py). Tiny random real diffusers model
 from __future__ import annotations
 
 import re
+from functools import partial
 
 import pytest
 import torch
 from safetensors.torch import load_file, save_file
 
 from policy.world_model import FlowWorldModel
+from tests.fake_loaders import recording_loader
 
 
 def _save(root, backend: str) -> FlowWorldModel:
@@ -78,11 +80,7 @@ def test_a_hub_revision_reaches_every_loader(monkeypatch):
     tiny = FlowWorldModel.tiny_wan(seed=3)
     seen: dict[str, dict] = {}
 
-    def fake(name, result):
-        def load(_cls, path, **kwargs):
-            seen[name] = {"path": path, **kwargs}
-            return result
-        return classmethod(load)
+    fake = partial(recording_loader, seen)
 
     monkeypatch.setattr(diffusers.WanTransformer3DModel, "load_config", fake("config", dict(tiny.transformer.config)))
     monkeypatch.setattr(diffusers.DiffusionPipeline, "load_config",  # model_index.json (policy.wan_i2v)

@@ -17,12 +17,18 @@ EVAL_ROW = {"path": "/clips/a.mp4", "instruction": "push the block", "label": "o
             "reward": 0.5, "status": "scored", "judge": None}
 
 
-def test_eval_report_given_the_results_file_names_its_folder(tmp_path):
-    out = tmp_path / "eval"
+def _report_given_its_results_file(out):
+    """`raa eval report OUT/results.jsonl` (the file, not its folder) on a folder holding one eval row."""
     out.mkdir()
     (out / "results.jsonl").write_text(json.dumps(EVAL_ROW) + "\n")
     res = runner.invoke(app, ["eval", "report", str(out / "results.jsonl")])
     assert res.exit_code == 2
+    return res
+
+
+def test_eval_report_given_the_results_file_names_its_folder(tmp_path):
+    out = tmp_path / "eval"
+    res = _report_given_its_results_file(out)
     assert f"{out / 'results.jsonl'} is a file: `raa eval report` takes the folder `raa eval reward --out` " \
            f"wrote (raa eval report {out})" in " ".join(res.output.split()), res.output
 
@@ -45,8 +51,5 @@ def test_the_suggested_report_command_quotes_a_folder_with_a_space(tmp_path):
     import shlex
 
     out = tmp_path / "my evals"
-    out.mkdir()
-    (out / "results.jsonl").write_text(json.dumps(EVAL_ROW) + "\n")
-    res = runner.invoke(app, ["eval", "report", str(out / "results.jsonl")])
-    assert res.exit_code == 2
+    res = _report_given_its_results_file(out)
     assert f"(raa eval report {shlex.quote(str(out))})" in res.output.replace("\n", ""), res.output

@@ -5,6 +5,7 @@ folders of the real classes (WanTransformer3DModel, CosmosTransformer3DModel, Au
 from __future__ import annotations
 
 import json
+from functools import partial
 from pathlib import Path
 
 import pytest
@@ -14,6 +15,7 @@ from policy.cosmos import TINY_COSMOS, build_cosmos_transformer
 from policy.vae import tiny_wan_vae
 from policy.wan import TINY_WAN, build_wan_transformer
 from policy.world_model import FlowWorldModel
+from tests.fake_loaders import recording_loader
 
 SMOKE = str(Path(__file__).resolve().parents[1] / "training" / "configs" / "smoke.yaml")
 I2V_14B = {**TINY_WAN, "in_channels": 36, "out_channels": 16, "image_dim": 32, "added_kv_proj_dim": 32}
@@ -91,11 +93,7 @@ def test_a_hub_text_to_video_checkpoint_is_refused_before_its_weights_load(monke
 
     seen: dict[str, dict] = {}
 
-    def fake(name, result):
-        def load(_cls, path, **kwargs):
-            seen[name] = {"path": path, **kwargs}
-            return result
-        return classmethod(load)
+    fake = partial(recording_loader, seen)
 
     def no_load(*_args, **_kwargs):
         raise AssertionError("loaded weights of a refused checkpoint")
