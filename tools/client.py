@@ -25,6 +25,12 @@ same tool returns in-process. Decisions where the issue was silent:
   the attempts are spent it raises that fault, ``ToolFault("service", "machine", ...)`` saying it is not the
   clip's and that retrying later can fix it (a tool fault, which ``raa score-batch --retry-ineligible`` scores
   again). It was a 422, ``ToolFault("service", "input", "undecodable video ...")``: the clip blamed, never retried.
+- A 422 for a clip the service could not decode or read (its ``video_error``: the VideoError's class and message,
+  tools/service_frames.py) raises that VideoError again (`tools.video_errors.served_error`), as decoding it
+  in-process would: the clip's video fault (`graph.nodes.common.to_fault`), an outage only when the clip could not
+  be reached (`Fault.outage`). It was ``ToolFault("service", "input", ...)``, recorded as kind "tool": an outage, so
+  a clip no run can decode was counted as the machinery's failure and scored again by every
+  ``--retry-ineligible``. A 422 without one (a ``.npy`` body of frames the client decoded) stays a ToolFault.
   A tracker or scorer that ran out of memory is run again alone by the service; out of memory alone, it answers
   413 with a fault of kind ``too_large`` naming the frames (tools/service_memory.py), raised at once: sending the
   same frames again fails the same way.
@@ -148,6 +154,10 @@ class ToolServiceClient:
         detail = str(body.get("detail", ""))
         if resp.status_code == 400:
             raise bad_request(detail)
+        if resp.status_code == 422 and isinstance(body.get("video_error"), dict):  # the clip's, not the service's
+            from tools.video_errors import served_error
+
+            raise served_error(body["video_error"])
         if isinstance(body.get("fault"), dict):  # a 500 tool fault, a 413 too large for the device
             f = body["fault"]
             raise ToolFault(str(f.get("tool", "service")), str(f.get("kind", "run")), str(f.get("message", detail)))

@@ -39,12 +39,18 @@ class ToolFault(RuntimeError):
 
 def run_tool(tool: str, call: Callable[..., T], /, *args: Any, **kwargs: Any) -> T:
     """``call(*args, **kwargs)``; any failure other than a ToolFault is raised as ToolFault(tool, "run",
-    "<type>: <message>"): a configured tool that fails is a fault, never a silent skip."""
+    "<type>: <message>"): a configured tool that fails is a fault, never a silent skip. A VideoError (the clip the
+    tool was given could not be decoded or read: the tool service's answer for an upload, `tools.client`) is raised
+    as it is, the clip's video fault and not the tool's."""
     try:
         return call(*args, **kwargs)
     except ToolFault:
         raise
     except Exception as exc:
+        from tools.video_errors import VideoError  # lazy: PyAV is only needed once a tool failed
+
+        if isinstance(exc, VideoError):
+            raise
         raise ToolFault(tool, "run", f"{type(exc).__name__}: {exc}") from exc
 
 

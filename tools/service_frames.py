@@ -163,7 +163,9 @@ def decode_frames(src: Path | bytes | Upload, frame_indices: list[int] | None, m
         if isinstance(exc, VideoNotFoundError) and (cause := _cause(exc)) is not None and machine_failed(cause):
             raise machine_fault(_named(str(exc), tmp, label)) from exc
         what = "unreadable" if isinstance(exc, VideoNotFoundError) else "undecodable"  # no fault of its bytes
-        raise HTTPProblem(422, f"{what} video: {type(exc).__name__}: {_named(str(exc), tmp, label)}") from exc
+        message = _named(str(exc), tmp, label)
+        raise HTTPProblem(422, f"{what} video: {type(exc).__name__}: {message}",  # the client raises it again
+                          video_error={"type": type(exc).__name__, "message": message}) from exc
     except MemoryError as exc:  # the frames' own allocation, within max_decode_mb: the host is short of memory
         where = src if isinstance(src, Path) and tmp is None else label
         raise machine_fault(f"{where}: decoding ran out of memory (MemoryError: {exc})") from exc

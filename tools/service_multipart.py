@@ -69,9 +69,12 @@ async def _parse(scope: MutableMapping[str, Any], held: MutableSequence[bytes]) 
             data = await upload.read()
         except OSError as exc:
             raise spool_fault(exc) from exc
-        if not data:
-            raise HTTPProblem(422, "undecodable video: the upload is empty (0 bytes)")
+        label = upload_label(upload.filename)
+        if not data:  # the clip's, as reading it in-process says (the client raises it again, tools/client.py)
+            message = f"{label}: video file is empty (0 bytes)"
+            raise HTTPProblem(422, f"undecodable video: EmptyVideoError: {message}",
+                              video_error={"type": "EmptyVideoError", "message": message})
         params = {k: json_field(v, k) for k, v in form.items() if k != "video"}
-        return Upload(data, upload_label(upload.filename)), params
+        return Upload(data, label), params
     finally:
         await form.close()

@@ -172,6 +172,15 @@ def fault_label(exc: VideoError) -> str:
     return "undecodable" if isinstance(exc, VideoDecodeError) else "unusable"
 
 
+def served_error(video_error: dict) -> VideoError:
+    """The VideoError a tool service answered with (its 422 ``video_error``: the class's name and the message,
+    tools/service_frames.py), raised by the client as decoding the clip in-process raises it; a class it does not
+    know is a VideoError whose message starts with that name."""
+    kind, message = str(video_error.get("type", "VideoError")), str(video_error.get("message", ""))
+    known = {c.__name__: c for c in (VideoNotFoundError, EmptyVideoError, VideoDecodeError)}
+    return known[kind](message) if kind in known else VideoError(f"{kind}: {message}")
+
+
 def reads_back(src: str | Path | bytes | bytearray | memoryview) -> bool:
     """Whether every byte of ``src`` can be read now (bytes in memory: always)."""
     if isinstance(src, bytes | bytearray | memoryview):

@@ -1,0 +1,40 @@
+"""A clip the tool service finds undecodable is the clip's video fault, as the same clip decoded in-process is: the
+client raises the service's VideoError (`tools.video_errors.served_error`) and `tools.errors.run_tool` lets it through.
+It was ToolFault("service", "input", "HTTP 422: undecodable video ..."), which the agent recorded as kind "tool": an
+outage, so the trainer counted the clip as ``ineligible_error`` and every ``--retry-ineligible`` scored it again."""
+
+from __future__ import annotations
+
+import pytest
+from service_helpers import TOKEN, serve
+
+from graph.batch_resume import retryable
+from graph.nodes.common import to_fault
+from tools.client import RemoteSurpriseScorer, ToolServiceClient
+from tools.errors import ToolFault, run_tool
+from tools.motion import LKTracker
+from tools.service import create_app
+from tools.settings import ToolSettings
+from tools.video import EmptyVideoError, VideoDecodeError
+
+
+@pytest.mark.parametrize(("clip", "error"), [("junk.mp4", VideoDecodeError), ("empty.mp4", EmptyVideoError)])
+def test_an_upload_the_service_cannot_decode_is_the_clips_video_fault(service_root, service_scorer, clip, error):
+    app = create_app(ToolSettings(), service_root, token=TOKEN, tracker=LKTracker(), scorer=service_scorer)
+    with serve(app) as url, ToolServiceClient(url, token=TOKEN, retries=1) as c:
+        with pytest.raises(error) as info:
+            run_tool("surprise", RemoteSurpriseScorer(c).score_file, service_root / clip, frames=4)
+    assert clip in str(info.value) and "HTTP" not in str(info.value)
+    fault = to_fault("surprise", info.value)
+    assert fault.kind == "video" and fault.message.startswith(f"{error.__name__}: ") and not fault.outage
+    assert not retryable({"status": "ineligible", "faults": [fault.model_dump()]}, str(service_root / clip),
+                         clip_changed=lambda _: False)
+
+
+def test_an_npy_upload_the_service_cannot_read_stays_a_tool_fault(service_root, service_scorer):
+    """Frames the agent decoded itself and the service could not read: the machinery's (an outage), not the clip's."""
+    app = create_app(ToolSettings(), service_root, token=TOKEN, tracker=LKTracker(), scorer=service_scorer)
+    with serve(app) as url, ToolServiceClient(url, token=TOKEN, retries=1) as c:
+        with pytest.raises(ToolFault) as info:
+            c.request("POST", "/v1/surprise", content=b"\x93NUMPY junk", headers={"Content-Type": "application/x-npy"})
+    assert to_fault("surprise", info.value).outage
