@@ -30,7 +30,8 @@ Decisions where the issue was silent:
   was written until the end, so the other's run went unseen and the later trace replaced the earlier).
   Such a refusal (`refused_running`) says that this call was refused and which run holds the id (another run
   in this process, or the process, host and claim time of the other), and its result has no `run_id`: the id
-  names the other run's trace, which `raa trace` on the refused result's id showed as if it were its own.
+  names the other run's trace, which `raa trace` on the refused result's id showed as if it were its own; nor has
+  the result of a run id that already has a trace, for the same reason.
   Either way the call ran nothing because of the run id it was given, not the clip: its result carries a
   "settings" fault of stage "agent" (`run_id_taken`), so the reward service and the trainer count it as an outage
   (``ineligible_error``: the clip under a new id is scored; `raa score-batch --retry-ineligible` retries it), not
@@ -170,19 +171,26 @@ def ineligible_result(preset: str, reason: str, run_id: str = "", faults: Sequen
                         faults=list(faults))
 
 
+def fault_result(preset: str, fault: Fault, run_id: str = "") -> RewardResult:
+    """The ineligible result of one `fault` of the call itself, its reason the fault's ("stage: kind: message") as
+    the gate writes every other: a reason of its own (the bare message, "agent: message") read differently from
+    the fault a batch groups and retries it by."""
+    return ineligible_result(preset, fault.reason(), run_id, [fault])
+
+
 def machinery_failed(preset: str, what: str, run_id: str = "") -> RewardResult:
     """An ineligible result because the agent's own machinery failed (`what`: an error escaping the graph, a trace
-    database it cannot write), not the clip: reason "agent: `what`" and an "internal" fault of stage "agent", which
-    `RewardResult.outage` reads as an outage (the trainer's ``ineligible_error``, not the agent's verdict)."""
-    fault = Fault(stage="agent", kind="internal", message=what)  # escaped and cut by Fault
-    return ineligible_result(preset, f"agent: {what}", run_id, [fault])
+    database it cannot write), not the clip: an "internal" fault of stage "agent" (reason "agent: internal: `what`"),
+    which `RewardResult.outage` reads as an outage (the trainer's ``ineligible_error``, not the agent's verdict)."""
+    return fault_result(preset, Fault(stage="agent", kind="internal", message=what), run_id)  # escaped, cut by Fault
 
 
-def run_id_taken(preset: str, reason: str, run_id: str = "") -> RewardResult:
-    """The result of a call that ran nothing because its run id is taken (`reason` says by what and ends "use a new
-    run id"): a "settings" fault of stage "agent", the call's own setting, so an outage (`RewardResult.outage`:
-    the same clip under a new id is scored), never the agent's verdict on the clip (module docstring)."""
-    return ineligible_result(preset, reason, run_id, [Fault(stage="agent", kind="settings", message=reason)])
+def run_id_taken(preset: str, message: str) -> RewardResult:
+    """The result of a call that ran nothing because its run id is taken (`message` says by what and ends "use a
+    new run id"): a "settings" fault of stage "agent", the call's own setting, so an outage (`RewardResult.outage`:
+    the same clip under a new id is scored; `raa score-batch` gives each run a new id, so its --retry-ineligible
+    does), never the agent's verdict on the clip (module docstring). No run id: the id names another run's trace."""
+    return fault_result(preset, Fault(stage="agent", kind="settings", message=message))
 
 
 def refused_running(preset: str, run_id: str, process: str | None) -> RewardResult:
@@ -258,7 +266,8 @@ async def _run_agent(agent: Any, video: str, instruction: str, run_id: str, pres
         if agent.checkpointer:
             previous = await agent.aget_state(config)
             if previous.values:
-                return run_id_taken(preset, f"run id {run_id!r} already has a trace; use a new run id", run_id)
+                return run_id_taken(preset, f"run id {run_id!r} already has a trace (an earlier run's); this call "
+                                            "ran nothing; use a new run id")
         inputs = {"video": video, "instruction": instruction, "run_id": run_id}
         run_config = {**config, "callbacks": [gate]}
         mode = durability if agent.checkpointer else None

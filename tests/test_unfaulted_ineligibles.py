@@ -72,3 +72,23 @@ def test_a_run_that_ended_without_a_result_or_a_fault_is_an_internal_fault():
     result = asyncio.run(_run_agent(_Traced(False), "c.mp4", "push", "r", "full", {}, "exit", None))
     assert result.reward is None and "run ended without a result" in result.reasons[0]
     assert [(f.stage, f.kind) for f in result.faults] == [("agent", "internal")] and result.outage, result
+
+
+def test_a_refused_or_failed_calls_reason_is_its_faults_reason():
+    """Each result the agent's machinery made reads its fault as every other fault reads ("stage: kind: message"),
+    so the reason a batch row shows and the fault it is grouped and retried by say the same; the refusals' reasons
+    were the bare message and machinery_failed's "agent: message" (no kind)."""
+    from graph.api import machinery_failed
+
+    results = [refused_running("full", "dup", None), machinery_failed("full", "run ended without a result", "r"),
+               asyncio.run(_run_agent(_Traced(True), "c.mp4", "push", "old", "full", {}, "exit", None))]
+    for result in results:
+        assert result.reasons == [result.faults[0].reason()], result
+    assert results[2].reasons[0].startswith("agent: settings: run id 'old' already has a trace")
+
+
+def test_a_run_id_that_already_has_a_trace_gives_no_run_id_naming_that_trace():
+    """The trace under the id is an earlier run's (maybe of another clip): `raa trace` on the refused result's id
+    showed it as this call's, as for a run id already running (`refused_running`)."""
+    result = asyncio.run(_run_agent(_Traced(True), "c.mp4", "push", "old", "full", {}, "exit", None))
+    assert result.run_id == "" and "'old'" in result.reasons[0]
