@@ -325,14 +325,15 @@ def build_batch_agent(settings: BackboneSettings, preset: str, checkpointer: Any
 
 
 def write_bad_lines(items: list[dict[str, Any]], writer: RowWriter) -> list[dict[str, Any]]:
-    """Append the ineligible row (kind "input", no run) of every bad manifest line among `items`;
-    return the other items, the ones to score."""
-    from graph.api import ineligible_result
+    """Append the ineligible row (no run; an "input" fault of stage "manifest", reason "manifest: input: ...") of
+    every bad manifest line among `items`; return the other items, the ones to score."""
+    from graph.api import fault_result
+    from graph.schemas import Fault
 
     for item in items:
         if item["error"] is not None:
-            writer.write(result_line(item, ineligible_result(item["preset"], f"input: {item['error']}")),
-                         "ineligible")
+            fault = Fault(stage="manifest", kind="input", message=item["error"])
+            writer.write(result_line(item, fault_result(item["preset"], fault)), "ineligible")
     return [item for item in items if item["error"] is None]
 
 

@@ -1,8 +1,13 @@
 """The words of a batch worker's death (`graph.batch_procs`): the ineligible row of a clip whose worker died on each
-of its attempts (`death_reason`) and the error of a batch left with no worker (`no_worker_left`); each death's cause
+of its attempts (`death_fault`) and the error of a batch left with no worker (`no_worker_left`); each death's cause
 is cut at `CAUSE_CHARS` and at most `MAX_CAUSES` are named, so a long error text cannot swell a row."""
 
 from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from graph.schemas import Fault
 
 CAUSE_CHARS = 200
 """At most this many characters of one death's cause in an ineligible row's reason (a worker's error may be long)."""
@@ -26,16 +31,24 @@ def cause_text(text: str) -> str:
     return text if len(text) <= CAUSE_CHARS else text[:CAUSE_CHARS - 3] + "..."
 
 
-def death_reason(causes: list[str]) -> str:
-    """Reason of the ineligible row of an item whose worker died on each of its attempts (`_Job.causes`, in
-    order): the one cause when all were the same, else each attempt's (`graph.batch_procs`' docstring)."""
+def death_fault(causes: list[str]) -> Fault:
+    """The fault of the ineligible row of an item whose worker died on each of its attempts (`_Job.causes`, in
+    order; `graph.batch_procs`' docstring), its message the one cause when all were the same, else each attempt's.
+    Stage "batch", kind "timeout" when every attempt ran past the run time limit, else "internal" (a worker died):
+    an outage (`Fault.outage`), as `raa score-batch --retry-ineligible` treats it, not the agent's verdict on the
+    clip. The row had a reason and no fault, so `evals.compare` and `evals.draws` counted it as the agent's own."""
+    from graph.schemas import Fault  # deferred: pydantic models are not needed to word a batch's error
+
     last = "the last with no other run in flight"
+    kind = "timeout" if all(cause.startswith(HUNG) for cause in causes) else "internal"
     if len(set(causes)) == 1:
         what = ("this clip's run " if causes[0].startswith(HUNG) else "the worker process scoring this clip ")
-        return f"batch: {what}{cause_text(causes[0])} on each of {len(causes)} attempts, {last}"
+        return Fault(stage="batch", kind=kind,
+                     message=f"{what}{cause_text(causes[0])} on each of {len(causes)} attempts, {last}")
     shown = "; ".join(f"attempt {i}: {cause_text(cause)}" for i, cause in enumerate(causes[:MAX_CAUSES], 1))
     more = f"; {len(causes) - MAX_CAUSES} more" if len(causes) > MAX_CAUSES else ""
-    return f"batch: the worker process scoring this clip ended on each of {len(causes)} attempts, {last}: {shown}{more}"
+    return Fault(stage="batch", kind=kind, message=f"the worker process scoring this clip ended on each of "
+                                                   f"{len(causes)} attempts, {last}: {shown}{more}")
 
 
 def no_worker_left(startup_errors: list[str], last_death: str, spawned: int) -> str:

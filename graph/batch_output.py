@@ -133,10 +133,11 @@ def append_line(path: Path, line: str) -> None:
 
 def fault_kind(result: dict[str, Any]) -> tuple[str, str]:
     """(what the summary groups an ineligible row's `result` under, its first reason): "stage: kind" of its first
-    fault, else the text before the first reason's first colon ("batch" for a dead worker); a bad input is "input"
-    whichever stage found it (a manifest line's, "input: ...", or an empty instruction the quality node found,
-    "quality: input: ...", which counted beside the undecodable clips). Grouped by stage alone, one clip the model
-    refused and then every clip of an endpoint that went down were one group named by the refusal."""
+    fault ("batch: internal" / "batch: timeout" for a dead or hung worker), else the text before the first
+    reason's first colon (a row written before rows recorded faults: "batch"); a bad input is "input" whichever
+    stage found it (a bad manifest line, or an empty instruction the quality node found, "quality: input: ...",
+    which counted beside the undecodable clips). Grouped by stage alone, one clip the model refused and then every
+    clip of an endpoint that went down were one group named by the refusal."""
     reason = str(next(iter(result.get("reasons") or []), "no reason recorded"))
     fault = next(iter(result.get("faults") or []), None)
     if isinstance(fault, dict) and isinstance(fault.get("stage"), str) and isinstance(fault.get("kind"), str):

@@ -79,7 +79,7 @@ from graph.batch import (
     score_item,
     write_bad_lines,
 )
-from graph.batch_deaths import HUNG, cause_text, death_reason, exit_text, no_worker_left
+from graph.batch_deaths import HUNG, cause_text, death_fault, exit_text, no_worker_left
 from graph.settings import BackboneSettings, TraceDurability
 
 MAX_ATTEMPTS = 2
@@ -280,7 +280,7 @@ def run_batch_processes(items: list[dict[str, Any]], writer: RowWriter, *, setti
             w.process.kill()
 
     def bury(w: _Worker) -> None:
-        from graph.api import ineligible_result
+        from graph.api import fault_result
 
         nonlocal last_death
         workers.remove(w)
@@ -316,8 +316,8 @@ def run_batch_processes(items: list[dict[str, Any]], writer: RowWriter, *, setti
                 f"{len(w.in_flight)} run(s) in flight: {len(lost) - len(blamed)} to retry alone, "
                 f"{len(requeue)} requeued, {len(blamed)} ineligible")
         for job in blamed:
-            reason = death_reason(job.causes)
-            writer.write(result_line(job.item, ineligible_result(job.item["preset"], reason)), "ineligible")
+            writer.write(result_line(job.item, fault_result(job.item["preset"], death_fault(job.causes))),
+                         "ineligible")
         if w.ready and (pending or suspects) and spawns_left > 0:
             spawn()
 

@@ -8,9 +8,9 @@
   (`stale_rows`, `drop_rows`).
 - Whether a row's ineligibility is retried is decided per fault (`fault_retryable`, one rule) from the row's
   recorded faults (`RewardResult.faults`: stage, kind, message); only a row that records none (written before results
-  carried them, or by a writer that records none: a bad manifest line, a dead worker) is read from its reason text
+  carried them, or before a bad manifest line's and a dead worker's rows did) is read from its reason text
   (`recorded_faults`), where a process note of a row written before "notes" existed read as a fault a rerun could fix.
-- A row of a clip whose worker died or hung on each of its attempts (`graph.batch_deaths.death_reason`, `--processes`)
+- A row of a clip whose worker died or hung on each of its attempts (`graph.batch_deaths.death_fault`, `--processes`)
   stays retryable, though a hung clip costs up to 2 x `--run-timeout` at each --retry-ineligible: the batch cannot
   tell a clip that crashes or hangs the decoder from a machine or service that did (the OOM killer, a tool service
   that stopped answering, a driver fault), and made final, every clip of such an outage would need its row deleted
@@ -119,8 +119,8 @@ def fault_retryable(fault: Fault, path: str | None, readable: Callable[[str], bo
 
 def recorded_faults(result: dict[str, Any]) -> list[Fault]:
     """The faults that made an ineligible `result` (a row's "result") so: its "faults" when it records them, else
-    read from its reasons (a row written before results carried faults, or by a writer that records none: a bad
-    manifest line, a dead worker). Reasons are the faults' "stage: kind: message" (or "input: message"), then the
+    read from its reasons (a row written before results carried faults, or before a bad manifest line's and a
+    dead worker's rows did). Reasons are the faults' "stage: kind: message" (or "input: message"), then the
     run's process notes: the notes it records ("notes") are left out, and in a row written before it recorded them,
     a reason after the first counts only when it reads "stage: kind: message" with a fault kind (a note read as a
     fault had a clip no rerun can decode scored again by every --retry-ineligible). A first reason of no such form

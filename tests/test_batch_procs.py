@@ -60,7 +60,7 @@ def test_processes_score_every_item_into_one_output_and_trace_db(monkeypatch, tm
             trace = read_trace(open_saver(tmp_path / "traces.sqlite"), result["run_id"])
             assert [s["node"] for s in trace.steps][-1] == "gate"  # both workers wrote to the one trace DB
         assert got[6]["result"]["reward"] is None and "bad.mp4" in " ".join(got[6]["result"]["reasons"])
-        assert got[7]["result"]["reward"] is None and got[7]["result"]["reasons"][0].startswith("input:")
+        assert got[7]["result"]["reward"] is None and got[7]["result"]["reasons"][0].startswith("manifest: input:")
         assert "scored=4 zero=0 ineligible=2" in res.output
         observes = [b for b in stub.requests if "# stage: observe" in json.dumps(b["messages"][0])]
         assert len(observes) >= 4  # every clip's frames went to the model server (the repeat may hit the cache)
@@ -275,20 +275,23 @@ def test_an_ineligible_row_names_the_cause_of_each_death_when_they_differ(monkey
                                        run_timeout_s=1.5)
     assert counts == {"scored": 0, "zero": 0, "ineligible": 1}, logged
     assert rows[0]["result"]["reasons"][0] == (
-        "batch: the worker process scoring this clip ended on each of 2 attempts, the last with no other run in "
+        "batch: internal: the worker process scoring this clip ended on each of 2 attempts, the last with no other run in "
         "flight: attempt 1: did not finish within 1.5 s (its worker process was killed); attempt 2: died (exit code 1: "
         "RuntimeError: decoder state corrupt)")
 
 
 def test_a_death_reason_names_a_repeated_cause_once_and_stays_short() -> None:
-    from graph.batch_deaths import CAUSE_CHARS, MAX_CAUSES, death_reason
+    from graph.batch_deaths import CAUSE_CHARS, MAX_CAUSES, death_fault
+
+    def death_reason(causes: list[str]) -> str:
+        return death_fault(causes).reason()
 
     assert death_reason(["died (signal 9)"] * 2) == (
-        "batch: the worker process scoring this clip died (signal 9) on each of 2 attempts, the last with no other "
-        "run in flight")
-    assert len(death_reason(["died (exit code 1: " + "x" * 5000 + ")"] * 2)) < CAUSE_CHARS + 150
+        "batch: internal: the worker process scoring this clip died (signal 9) on each of 2 attempts, the last with "
+        "no other run in flight")
+    assert len(death_reason(["died (exit code 1: " + "x" * 5000 + ")"] * 2)) < CAUSE_CHARS + 160
     assert death_reason(["did not finish within 3 s (its worker process was killed)"] * 2).startswith(
-        "batch: this clip's run did not finish within 3 s")
+        "batch: timeout: this clip's run did not finish within 3 s")
     long = death_reason([f"died (exit code 1: ValueError: {i} {'x' * 5000})" for i in range(9)])
     assert "attempt 4:" in long and "attempt 5:" not in long and long.endswith("; 5 more")
     assert len(long) < 200 + MAX_CAUSES * (CAUSE_CHARS + 20)
