@@ -38,3 +38,21 @@ def test_an_npy_upload_the_service_cannot_read_stays_a_tool_fault(service_root, 
         with pytest.raises(ToolFault) as info:
             c.request("POST", "/v1/surprise", content=b"\x93NUMPY junk", headers={"Content-Type": "application/x-npy"})
     assert to_fault("surprise", info.value).outage
+
+
+def test_a_clip_gone_before_its_upload_is_unreached_as_in_process(tmp_path):
+    """The client reads the clip to upload it: a clip gone (or unreadable) since the run read it is the clip's video
+    fault saying so (retried once it can be read), as the in-process read says; it was ToolFault("surprise", "run",
+    "FileNotFoundError: ..."), retried by every --retry-ineligible whether or not the clip came back."""
+    from tools.video import VideoNotFoundError
+
+    gone = tmp_path / "gone.mp4"
+    with ToolServiceClient("http://127.0.0.1:9", retries=1) as c:
+        with pytest.raises(VideoNotFoundError) as info:
+            run_tool("surprise", RemoteSurpriseScorer(c).score_file, gone, frames=4)
+    fault = to_fault("surprise", info.value)
+    assert fault.kind == "video" and fault.outage and str(gone) in fault.message
+    row = {"status": "ineligible", "faults": [fault.model_dump()]}
+    assert not retryable(row, str(gone), clip_changed=lambda _: False)
+    gone.write_bytes(b"back")
+    assert retryable(row, str(gone), clip_changed=lambda _: False)

@@ -299,7 +299,14 @@ class RemoteSurpriseScorer:
         file, a few MB, where ``score`` sends the decoded frames (512 frames at 448 pixels are 0.5 GB,
         over the service's default upload limit); the service decodes with the same reader and size
         rule as ``FrameStore.scaled_frames``, so the result equals scoring those frames in-process."""
-        data = Path(video).read_bytes()
+        from tools.video_errors import not_found, unreadable
+
+        try:  # the clip's own fault when it is gone or unreadable, worded as reading it in-process words it
+            data = Path(video).read_bytes()
+        except FileNotFoundError:
+            raise not_found(str(video)) from None
+        except OSError as exc:
+            raise unreadable(str(video), exc) from None
         fields = {"short_side": "full" if short_side is None else str(int(short_side))}
         if frames is not None:
             fields["frame_indices"] = json.dumps(list(range(int(frames))))
