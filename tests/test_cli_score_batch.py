@@ -36,8 +36,8 @@ def test_score_batch_resumes_and_isolates_bad_items(monkeypatch, tmp_path) -> No
     for line in (4, 5):
         assert by_line[line]["result"]["reward"] is None and by_line[line]["result"]["reasons"]
     assert "input" in by_line[5]["result"]["reasons"][0]
-    # the summary names each failing stage and kind (a bad line's: "manifest: input") with its count and first reason
-    assert "ineligible (manifest: input): 1, first: manifest: input: manifest line 5" in res.output, res.output
+    # the summary names each failing stage and kind (any bad input: "input") with its count and first reason
+    assert "ineligible (input): 1, first: manifest: input: manifest line 5" in res.output, res.output
     assert "ineligible (quality: video): 1, first: quality: video: VideoDecodeError: " in res.output, res.output
     # resume: nothing left to do; a new manifest row is the only new work
     res = runner.invoke(app, args)
