@@ -18,20 +18,21 @@ from __future__ import annotations
 from langgraph.checkpoint.base import BaseCheckpointSaver
 from langgraph.checkpoint.sqlite import SqliteSaver
 
-from graph.run_claims import claims
+from graph.run_claims import FOREIGN_CLAIM_MAX_AGE_S, claims
 from graph.tracing import RunTrace, run_ids
 
 CLAIM_STATUSES = ("running", "died")
 """The statuses of a claimed run with no checkpoint."""
 
 
-def unsaved_runs(saver: BaseCheckpointSaver, status: str | None = None) -> list[RunTrace]:
+def unsaved_runs(saver: BaseCheckpointSaver, status: str | None = None,
+                 claim_max_age_s: float = FOREIGN_CLAIM_MAX_AGE_S) -> list[RunTrace]:
     """The runs claimed in `saver`'s SQLite file with no checkpoint, newest first (only those with `status` when
-    given); empty for other savers."""
+    given); empty for other savers. `claim_max_age_s`: when another host's claim is stale (`graph.run_claims`)."""
     if not isinstance(saver, SqliteSaver) or status not in (None, *CLAIM_STATUSES):
         return []
     with saver.cursor(transaction=False) as cur:
-        found = claims(cur.connection)
+        found = claims(cur.connection, claim_max_age_s)
     traced = set(run_ids(saver)) if found else set()
     out = []
     for run_id, alive, who, claimed in found:

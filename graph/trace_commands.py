@@ -56,6 +56,18 @@ def traces_path_option(db: Path | None) -> Path:
         raise typer.Exit(2) from exc
 
 
+def claim_age_option() -> float:
+    """RAA_FOREIGN_CLAIM_MAX_AGE_S, as `raa prune` and claiming read it: a claim of another host older than this is a
+    run that died, not one running (`graph.run_claims`); exit 2 naming a bad value."""
+    from graph.settings import SettingsError, claim_age_from_env
+
+    try:
+        return claim_age_from_env(os.environ)
+    except SettingsError as exc:
+        typer.echo(f"error: {exc}", err=True)
+        raise typer.Exit(2) from exc
+
+
 def runs_command(
     limit: int = typer.Option(50, "--limit", min=1, help="Show at most this many runs (newest first)."),
     status: str | None = typer.Option(None, "--status", help="Only runs with this status: "
@@ -70,13 +82,13 @@ def runs_command(
         typer.echo(f"error: --status must be one of {', '.join(RUN_STATUSES + CLAIM_STATUSES)}, got {status!r}",
                    err=True)
         raise typer.Exit(2)
-    path = traces_path_option(db)
+    path, claim_max_age_s = traces_path_option(db), claim_age_option()
     if not path.exists():
         typer.echo(no_database(path), err=True)
         return
     unreadable: list[str] = []
     saver = open_saver(path, read_only=True)
-    unsaved = [] if preset is not None else unsaved_runs(saver, status)
+    unsaved = [] if preset is not None else unsaved_runs(saver, status, claim_max_age_s)
     traced = [] if status in CLAIM_STATUSES else list_runs(saver, limit=limit, status=status, preset=preset,
                                                            unreadable=unreadable)
     runs = sorted(unsaved + traced, key=lambda run: run.updated[:19], reverse=True)[:limit]  # newest first
@@ -166,13 +178,13 @@ def trace_command(
     db: Path | None = typer.Option(None, "--db", "--traces", help="Trace database (default RAA_TRACES_PATH)."),
 ) -> None:
     """Print every step of one agent run in order."""
-    path = traces_path_option(db)
+    path, claim_max_age_s = traces_path_option(db), claim_age_option()
     if not path.exists():
         typer.echo(f"error: no traced run with id {run_id!r}: {no_database(path)}", err=True)
         raise typer.Exit(1)
     try:
         saver = open_saver(path, read_only=True)
-        trace = read_trace(saver, run_id)
+        trace = read_trace(saver, run_id, claim_max_age_s)
     except RunNotFoundError as exc:
         typer.echo(f"error: {exc} (in {path})", err=True)
         raise typer.Exit(1) from exc

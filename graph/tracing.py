@@ -52,7 +52,7 @@ from pydantic import BaseModel
 
 from graph.frame_fork import abandon, watch
 from graph.pending_writes import with_pending
-from graph.run_claims import claim_of
+from graph.run_claims import FOREIGN_CLAIM_MAX_AGE_S, claim_of
 from graph.state import AgentState
 from graph.stores import (
     TABLES_SQL,
@@ -304,10 +304,11 @@ def _unreadable(saver: BaseCheckpointSaver, run_id: str, exc: Exception) -> Unre
                               "`raa prune --keep N` can delete it")
 
 
-def read_trace(saver: BaseCheckpointSaver, run_id: str) -> RunTrace:
+def read_trace(saver: BaseCheckpointSaver, run_id: str, claim_max_age_s: float = FOREIGN_CLAIM_MAX_AGE_S) -> RunTrace:
     """The latest checkpoint of `run_id`; RunNotFoundError when there is none (its message names up to
     five traced run ids that start with `run_id`, blanks around it left out: an id cut short or pasted with a
-    newline)."""
+    newline; or says the run is in flight or died unsaved, `claim_max_age_s`: when another host's claim is
+    stale, `graph.run_claims`)."""
     try:
         tup = saver.get_tuple({"configurable": {"thread_id": run_id, "checkpoint_ns": ""}})
         trace = None if tup is None else _trace_from_tuple(run_id, tup)
@@ -316,7 +317,7 @@ def read_trace(saver: BaseCheckpointSaver, run_id: str) -> RunTrace:
     except Exception as exc:  # the serializer's errors have no common type (ValueError, TypeError, ...)
         raise _unreadable(saver, run_id, exc) from exc
     if trace is None:
-        if (held := _claim(saver, run_id)) is not None:  # written when it ends (durability "exit"): none yet
+        if (held := _claim(saver, run_id, claim_max_age_s)) is not None:  # written when it ends (durability "exit"): none yet
             alive, who = held
             what = f"is still running ({who}): its trace is written when it ends" if alive else \
                 f"was started ({who}), but its process ended before its trace was saved (a crash or a kill)"
@@ -328,12 +329,12 @@ def read_trace(saver: BaseCheckpointSaver, run_id: str) -> RunTrace:
     return trace
 
 
-def _claim(saver: BaseCheckpointSaver, run_id: str) -> tuple[bool, str] | None:
+def _claim(saver: BaseCheckpointSaver, run_id: str, max_age_s: float) -> tuple[bool, str] | None:
     """The claim on `run_id` in a SQLite trace database (`graph.run_claims.claim_of`); None for other savers."""
     if not isinstance(saver, SqliteSaver):
         return None
     with saver.cursor(transaction=False) as cur:
-        return claim_of(cur.connection, run_id)
+        return claim_of(cur.connection, run_id, max_age_s)
 
 
 def ever_finished(saver: BaseCheckpointSaver, run_id: str) -> bool:

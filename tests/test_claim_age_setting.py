@@ -71,3 +71,27 @@ def test_raa_prune_takes_the_age_from_the_environment(tmp_path):
     res = CliRunner().invoke(app, ["prune", "--keep", "0", "--yes", "--vacuum"],
                              env={**env, "RAA_FOREIGN_CLAIM_MAX_AGE_S": "300"})
     assert res.exit_code == 0 and "deleted 3 runs; 0 remain" in res.output, res.output
+
+
+def test_raa_runs_and_raa_trace_take_the_age_from_the_environment(tmp_path):
+    """`raa runs` / `raa trace` judged another host's claim by the default 6 h, not the setting prune and claiming
+    use: with RAA_FOREIGN_CLAIM_MAX_AGE_S=300 a crashed host's 10-minute-old claim is stale for `raa prune` and a
+    new claim, yet `raa runs` listed that run as "running" and `raa trace` said it "is still running"."""
+    import json
+
+    from graph.cli import app
+    from graph.tracing import open_saver
+
+    db = tmp_path / "traces.sqlite"
+    open_saver(db).conn.close()
+    _foreign_claims(db, [("r-crashed", dt.timedelta(minutes=10))])
+    runner = CliRunner()
+    for age, status in ((None, "running"), ("300", "died")):
+        env = {"RAA_TRACES_PATH": str(db)} | ({} if age is None else {"RAA_FOREIGN_CLAIM_MAX_AGE_S": age})
+        res = runner.invoke(app, ["runs", "--json"], env=env)
+        assert res.exit_code == 0, res.output
+        assert [json.loads(r)["status"] for r in res.output.splitlines()] == [status], (age, res.output)
+        res = runner.invoke(app, ["trace", "r-crashed"], env=env)
+        assert res.exit_code == 1 and ("still running" in res.output) == (status == "running"), (age, res.output)
+    res = runner.invoke(app, ["runs"], env={"RAA_TRACES_PATH": str(db), "RAA_FOREIGN_CLAIM_MAX_AGE_S": "0"})
+    assert res.exit_code == 2 and "RAA_FOREIGN_CLAIM_MAX_AGE_S" in res.output, res.output
