@@ -13,7 +13,8 @@ Decisions where the issue was silent:
   RAA_MAX_TOKENS was served the cut text. The inspect node notes the cut answer.
 - A stored reply today's checks reject (written before a check: `graph.replies.stored_reply_problem`) is a cache
   miss, asked again.
-- A 400 that names tools (a server that cannot call tools) is a "settings" fault (it was "refused", counted as the
+- A 400 that names tools (a server that cannot call tools), and is no fault of another kind already (one over the
+  context or image limit is "settings" with its own fix), is a "settings" fault (it was "refused", counted as the
   model's answer about the clip though every clip fails the same way) and says how to serve or avoid tool
   calling (`graph.tool_replies.NO_TOOLS_HINT`); so is a chat model that cannot bind tools, before any call
   (`graph.tool_replies.unsupported`).
@@ -85,7 +86,8 @@ async def _asked(backbone: Backbone, stage: str, messages: list[BaseMessage], to
         except InvalidReply as bad:
             last = bad
         except BackboneFault as fault:
-            if isinstance(fault.__cause__, openai.BadRequestError) and "tool" in fault.message.lower():
+            if fault.kind == "refused" and isinstance(fault.__cause__, openai.BadRequestError) and \
+                    "tool" in fault.message.lower():  # a settings fault (the context, the images) has its own fix
                 raise BackboneFault(stage, "settings", f"{fault.message} ({NO_TOOLS_HINT})") from fault
             raise
         else:

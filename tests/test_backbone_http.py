@@ -256,6 +256,18 @@ def test_tool_round_rejected_by_server_says_how_to_fix_it() -> None:
     assert "RAA_INSPECT_MODE" not in plain.value.message and plain.value.kind == "refused"
 
 
+def test_tool_round_over_the_context_gets_the_context_hint_not_the_tool_calling_one() -> None:
+    """The tool-calling hint was added to any 400 whose fault message named "tool", whatever its kind: a tool round
+    over the model's context (a "settings" fault with the --max-model-len fix) whose server message counts the tool
+    definitions was told to serve the model with tool calling, which it already was."""
+    over = ("This model's maximum context length is 4096 tokens. However, you requested 5000 tokens (4200 in the "
+            "messages and tool definitions, 800 in the completion).")
+    with OpenAIStub([StubReply(status=400, content=over)]) as stub, pytest.raises(BackboneFault) as info:
+        asyncio.run(make(stub, "json_schema").atool_round("inspect", list(MSGS), [], Usage()))
+    assert info.value.kind == "settings" and "--max-model-len" in info.value.message, info.value.message
+    assert "--enable-auto-tool-choice" not in info.value.message, info.value.message
+
+
 @pytest.mark.parametrize("text", [
     '<tool_call>\n{"name": "view_frames", "arguments": {"frames": [3, 4]}}\n</tool_call>',  # Hermes / Qwen
     '[TOOL_CALLS] [{"name": "view_frames", "arguments": {"frames": [3]}}]',  # Mistral
