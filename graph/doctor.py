@@ -32,7 +32,9 @@ Decisions where the issues were silent:
   the model name or the base URL, `graph.transport.settings_problem`; a chat model that cannot give structured
   output): it names its setting, where the "refused" hint it had blamed the server's image limit. A request over
   a limit of the server's setup (its images per request, the model's context: `graph.transport.limit_kind`) is
-  such a fault naming what to change; the check adds what it sent (how many images, of what size).
+  such a fault naming what to change; the check adds what it sent (how many images, of what size). Any other
+  request the server rejects (a "refused" 400 / 422) asks whether the model takes images and the server the
+  structured-output method: it guessed the image limit, which the server's words name when it is that.
 - Nothing loads model weights and nothing is written except what a first run would create anyway
   (no trace or cache file is created: a missing one is reported as created on first use). `--call`
   sends two short requests; without it no model is called.
@@ -115,7 +117,7 @@ async def _calls(settings: BackboneSettings) -> list[Check]:
     from graph.backbone import Backbone, BackboneFault, Usage
     from graph.config import AgentConfig
     from graph.nodes.evidence import tool_specs
-    from graph.transport import BACKBONE_NAMES, limit_kind, no_answer, not_a_completion
+    from graph.transport import BACKBONE_NAMES, limit_kind, no_answer, not_a_completion, rejected_request
     from tools.frames import encode_jpeg_data_url
 
     backbone = Backbone.from_settings(settings)
@@ -150,9 +152,11 @@ async def _calls(settings: BackboneSettings) -> list[Check]:
             hint = ""
         elif exc.kind != "refused":
             hint = "RAA_STRUCTURED_METHOD: json_schema, function_calling or json_mode"
-        else:
-            hint = (f"the server may take fewer than {n} images per request (vLLM: --limit-mm-per-prompt "
-                    "'{\"image\": 64}')")
+        elif cause is not None and rejected_request(cause):  # a limit would have been named above (limit_kind)
+            hint = ("the server rejected the request: is RAA_MODEL a vision model, and does the server take "
+                    f"RAA_STRUCTURED_METHOD={settings.method} (json_schema, function_calling or json_mode)?")
+        else:  # the model declined: its refusal is the message
+            hint = ""
         out.append(Check(name, "problem", f"{exc} ({hint})" if hint else str(exc)))
     if settings.inspect_mode != "tools":
         out.append(Check("tool calling", "skipped", "RAA_INSPECT_MODE=plan: inspection needs no tool calls"))

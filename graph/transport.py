@@ -249,14 +249,19 @@ _CONTEXT_LIMIT = ("maximum context length", "maximum model length", "context_len
 context length is ...", "The decoder prompt (length N) is longer than the maximum model length of M")."""
 
 
+def rejected_request(exc: BaseException) -> bool:
+    """Whether the server rejected the request itself: a 4xx status, or a LangChain `ModelError` another chat model
+    raised (not a reply the model declined, nor one that never came)."""
+    if isinstance(exc, openai.APIStatusError):
+        return 400 <= exc.status_code < 500
+    return isinstance(exc, ModelError)
+
+
 def limit_kind(exc: BaseException) -> Literal["images", "context"] | None:
     """Which limit of the server's setup a rejected request exceeded (a 4xx status, or a LangChain `ModelError`
     another chat model raised): "images", more than it takes in one request; "context", more tokens than the
     model's context (LangChain's `ContextOverflowError`, or the server's words for it); None for any other error."""
-    if isinstance(exc, openai.APIStatusError):
-        if not 400 <= exc.status_code < 500:
-            return None
-    elif not isinstance(exc, ModelError):
+    if not rejected_request(exc):
         return None
     text = str(exc).lower()
     if _IMAGE_LIMIT.search(text):
