@@ -77,6 +77,7 @@ from graph.flights import Flights
 from graph.frame_fork import abandon, watch
 from graph.stores import (
     CACHE_TABLES,
+    CACHE_WAIT_S,
     connect_wal,
     ensure_parent,
     retry_locked,
@@ -209,7 +210,8 @@ class StageCache:
         if self.path is not None:
             with store_errors(self.path, "stage cache", "RAA_CACHE_PATH, or off"):
                 ensure_parent(self.path)
-                conn = self._conn = connect_wal(self.path, "stage cache", CACHE_TABLES, isolation_level=None)
+                conn = self._conn = connect_wal(self.path, "stage cache", CACHE_TABLES, isolation_level=None,
+                                                timeout=CACHE_WAIT_S)
 
                 def create_table() -> None:  # another process may be creating (or dating) it too
                     conn.execute(_SCHEMA)
@@ -236,7 +238,7 @@ class StageCache:
             abandon(self._conn)
             try:
                 self._conn = sqlite3.connect(str(self.path), check_same_thread=False, isolation_level=None,
-                                             timeout=5.0)
+                                             timeout=CACHE_WAIT_S)
             except sqlite3.Error:
                 self._conn = None
 
@@ -248,7 +250,11 @@ class StageCache:
                 if value is not None:
                     self._mem.move_to_end(key)
             else:
-                row = self._conn.execute("SELECT value FROM stage_cache WHERE key = ?", (key,)).fetchone()
+                try:
+                    row = self._conn.execute("SELECT value FROM stage_cache WHERE key = ?", (key,)).fetchone()
+                except sqlite3.Error:  # `lookup` asks the stage: a miss
+                    self.misses += 1
+                    raise
                 value = None if row is None else str(row[0])
             if value is None:
                 self.misses += 1

@@ -42,6 +42,12 @@ holds the file's write lock (SQLite's busy timeout). SQLite's 5 s default made a
 ("database is locked") while another process wrote for longer: a fault of the file, not of the clip. Readers
 (`connect_read_only`: `raa runs`, `raa trace`) wait as long: a lock every waiting writer outlasted failed them."""
 
+CACHE_WAIT_S = 5.0
+"""How long a stage cache read or write waits while another process holds the file's write lock (its busy
+timeout; in WAL mode a read does not wait on writers). Shorter than `TRACE_WAIT_S` on purpose: a cache that
+cannot be read now is a miss and one that cannot take an entry loses only that entry (`graph.cache.lookup`,
+`store`), never the run, while one wait holds the cache's lock and an "io" worker from every other stage of
+the process (a long `raa prune --cache` or a VACUUM of the cache)."""
 
 class StoreError(RuntimeError):
     """A trace database or stage cache that cannot be created or opened."""

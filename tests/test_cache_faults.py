@@ -52,6 +52,16 @@ def test_an_unreadable_cache_is_a_miss_and_the_model_is_asked(tmp_path, caplog) 
     assert "cannot be read (DatabaseError" in caplog.text
 
 
+def test_a_cache_that_cannot_be_read_counts_a_miss(tmp_path) -> None:
+    """A read that fails (a damaged file, a lock held past the busy timeout) is a miss (`lookup`: the stage is asked),
+    but `StageCache.get` raised before counting it: the cache's hits and misses left out every stage asked again."""
+    cache = _damaged_cache(tmp_path / "cache.sqlite")
+    before = (cache.hits, cache.misses)
+    bb = Backbone(ScriptedChatModel({"judge": [{"label": "a", "score": 2}]}), cache=cache, retry_wait=(0.0, 0.0))
+    assert asyncio.run(bb.astructured("judge", Verdict, list(MSGS), Usage())).score == 2
+    assert (cache.hits, cache.misses) == (before[0], before[1] + 1)
+
+
 @pytest.mark.parametrize("on_disk", [False, True])
 def test_a_stored_entry_that_does_not_decode_counts_as_a_miss(tmp_path, on_disk: bool) -> None:
     # StageCache.hits counted it as a hit although the stage was asked again (Usage.cache_hits did not)
