@@ -375,7 +375,7 @@ def train(cfg: TrainConfig, *, local_rank: int = 0, reward_tokens: dict[str, str
             if signum:
                 raise TrainingStopped(it + 1, signum, folder, last=it + 1 == cfg.max_iterations,
                                       export_to=out_dir / "final" if cfg.export == "final" else None)
-            raise RewardsStalled(it + 1, skipped, folder, why[0][1] if why else "no group had 2 eligible rewards",
+            raise RewardsStalled(it + 1, skipped, folder, why[0]["reason"] if why else "no group had 2 eligible rewards",
                                  log.ineligible_path)
         if plateau and it + 1 < cfg.max_iterations:  # eval_patience: end here as if this were the last iteration
             stop_early(it + 1)
