@@ -153,3 +153,22 @@ def test_a_hub_id_reads_its_scheduler_config_at_the_revision(monkeypatch):
     assert asked == [("Wan-AI/Wan2.2-TI2V-5B-Diffusers", "scheduler", "main")]
     offline = checkpoint_shift("offline/model")
     assert offline.value == DEFAULT_SHIFT and "no readable" in offline.source
+
+
+def test_a_resume_keeps_the_saved_shift_of_a_config_todays_checks_refuse(tmp_path):
+    """A run saved with a value a later check refuses (clip_range 2, before clip_range >= 1 was refused) and
+    resumed with that value fixed: its saved config.yaml no longer validates as a whole, yet it says which shift
+    the run sampled with. The resume took the checkpoint's (5.0) instead of the run's 3.0."""
+    import yaml
+
+    from training.config_io import config_to_dict
+
+    model = _checkpoint(tmp_path / "wan", WAN22)
+    out = tmp_path / "run"
+    out.mkdir()
+    cfg = TrainConfig(model_path=str(model), tiny=False, output_dir=str(out), dataset_file="p.jsonl",
+                      reward="brightness")
+    (out / "config.yaml").write_text(yaml.safe_dump({**config_to_dict(dataclasses.replace(cfg, shift=3.0)),
+                                                     "clip_range": 2.0}))
+    resolved, note = resolve_shift(dataclasses.replace(cfg, resume=True))
+    assert resolved.shift == 3.0 and "config.yaml" in note

@@ -334,9 +334,14 @@ def saved_config_dict(data: Mapping[str, Any]) -> dict[str, Any]:
     return {**FIELD_DEFAULTS_BEFORE, **data, **blank}
 
 
+def read_saved_fields(path: str | Path) -> dict[str, Any]:
+    """A run's saved ``config.yaml`` as its fields (`saved_config_dict`), not validated; ConfigError as `_read_mapping`."""
+    return saved_config_dict(_read_mapping(Path(path)))
+
+
 def read_run_config(path: str | Path) -> TrainConfig:
     """A run's saved ``config.yaml`` (written by the trainer) -> a validated TrainConfig, read as trained."""
-    return config_from_dict(saved_config_dict(_read_mapping(Path(path))), str(path))
+    return config_from_dict(read_saved_fields(path), str(path))
 
 
 def config_changes(saved: Mapping[str, Any], cfg: TrainConfig) -> list[str]:

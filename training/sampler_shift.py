@@ -15,19 +15,24 @@ from pathlib import Path
 
 from policy.schedule_shift import checkpoint_shift
 from training.config import ConfigError, TrainConfig
+from training.finite import finite_number
 
 
 def saved_shift(out_dir: str | Path) -> float | None:
-    """The shift of the run's saved ``config.yaml`` in ``out_dir``; None without one that reads."""
-    from training.config_io import read_run_config
+    """The shift of the run's saved ``config.yaml`` in ``out_dir`` (3.0 for one from before it was recorded,
+    `config_io.FIELD_DEFAULTS_BEFORE`); None without one that reads or a shift that is no positive finite number.
+    Only the field is read: a saved config that today's checks refuse as a whole (a value a later version refuses,
+    a field it does not know) still says what the run sampled with, which the checkpoint's scheduler may not."""
+    from training.config_io import read_saved_fields
 
     path = Path(out_dir) / "config.yaml"
     if not path.is_file():
         return None
     try:
-        return read_run_config(path).shift
+        value = read_saved_fields(path).get("shift")
     except (OSError, ConfigError):
         return None
+    return float(value) if finite_number(value) and value > 0 else None
 
 
 def resolve_shift(cfg: TrainConfig) -> tuple[TrainConfig, str]:
