@@ -68,6 +68,7 @@ from policy.dyndiff import (
     predict_x0,
     transition_mean_std,
 )
+from policy.schedule_shift import DEFAULT_SHIFT
 from policy.steps import likelihood_steps
 from policy.world_model import Conditioning, FlowWorldModel, check_guidance_scale
 
@@ -88,7 +89,7 @@ class RolloutConfig:
     """Quantile level in (0, 1) of the binary dynamic-region mask B."""
     r_base: float = 0.3
     """Minimum exploration ratio in (0, 1] of the mask M (static regions keep sigma_next * r_base)."""
-    shift: float = 3.0
+    shift: float = DEFAULT_SHIFT
     """Timestep shift of the schedule (sigma = shift t / (1 + (shift - 1) t)); 1 = uniform. A run passes its
     resolved one: the checkpoint scheduler's unless set (`policy.schedule_shift`, training/sampler_shift.py)."""
     log_prob_reduce: Literal["sum", "mean"] = "sum"
