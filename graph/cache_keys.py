@@ -12,7 +12,7 @@ from collections import OrderedDict
 from collections.abc import Sequence
 from functools import lru_cache
 from typing import Any
-from urllib.parse import parse_qsl, urlencode, urlsplit
+from urllib.parse import unquote_plus, urlsplit
 
 from langchain_core.messages import AIMessage, BaseMessage, ToolMessage
 from pydantic import BaseModel
@@ -132,10 +132,17 @@ def shown_endpoint(url: str) -> str:
     base, sep, query = identity.partition("?")
     if not sep:
         return identity
-    pairs = [(name, f"sha256:{hashlib.sha256(value.encode()).hexdigest()[:12]}"
-              if any(part in name.lower() for part in _CREDENTIAL_PARTS) else value)
-             for name, value in parse_qsl(query, keep_blank_values=True)]
-    return f"{base}?{urlencode(pairs, safe=':')}"
+    return f"{base}?" + "&".join(_shown_pair(pair) for pair in query.split("&"))
+
+
+def _shown_pair(pair: str) -> str:
+    """One ``name=value`` of a query as `shown_endpoint` shows it: a credential's value as its digest (one already
+    shown stays), anything else as written (re-encoded, ``my%20model`` read ``my+model``: an endpoint other than
+    the one rows written before recorded, so a resume into their output was refused as another scorer's)."""
+    name, eq, value = pair.partition("=")
+    if not eq or value.startswith("sha256:") or not any(p in unquote_plus(name).lower() for p in _CREDENTIAL_PARTS):
+        return pair
+    return f"{name}=sha256:{hashlib.sha256(unquote_plus(value).encode()).hexdigest()[:12]}"
 
 
 def stage_key(*, model_name: str, method: str, stage: str, messages: Sequence[BaseMessage],

@@ -30,3 +30,18 @@ def test_a_batch_row_never_records_the_key() -> None:
     settings = BackboneSettings(base_url="http://127.0.0.1:8000/v1?api_key=s3cret", model="m")
     endpoint = scorer_of(settings)["endpoint"]
     assert "s3cret" not in endpoint and endpoint.startswith("http://127.0.0.1:8000/v1?api_key=sha256:")
+
+
+@pytest.mark.parametrize("query", ["deployment=my%20model", "x=a/b", "flag", "a=1&b", "route=a%2Bb&api-version=1"])
+def test_a_query_without_credentials_is_kept_as_written(query: str) -> None:
+    """Re-encoded (`my%20model` as `my+model`, `a/b` as `a%2Fb`, a bare `flag` as `flag=`), the row's
+    scorer.endpoint differed from the one every row written before shown_endpoint recorded (endpoint_identity):
+    a resume into such an output was refused as another scorer's."""
+    url = f"http://host:8000/v1?{query}"
+    assert shown_endpoint(url) == endpoint_identity(url)
+
+
+def test_only_the_credential_value_changes() -> None:
+    shown = shown_endpoint("http://host/v1?deployment=my%20model&api_key=s3cret&x=a/b")
+    assert shown.startswith("http://host/v1?deployment=my%20model&api_key=sha256:") and shown.endswith("&x=a/b")
+    assert shown_endpoint(shown) == shown  # a shown endpoint is shown as it is (a row's record read back)
