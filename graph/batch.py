@@ -234,8 +234,15 @@ def scorer_of(settings: BackboneSettings) -> dict[str, Any]:
 
 def same_scorer(theirs: dict[str, Any], ours: dict[str, Any]) -> bool:
     """Whether two `scorer_of` records name one scorer: equal in every field both hold (a row written before a
-    field was recorded, such as "endpoint", matches on the others)."""
-    return all(theirs[k] == ours[k] for k in theirs.keys() & ours.keys())
+    field was recorded, such as "endpoint", matches on the others). Endpoints compare as `shown_endpoint` shows
+    them: a row written before it recorded a key in the URL's query itself, not its digest."""
+    from graph.cache_keys import shown_endpoint
+
+    def field(record: dict[str, Any], k: str) -> Any:
+        value = record[k]
+        return shown_endpoint(value) if k == "endpoint" and isinstance(value, str) else value
+
+    return all(field(theirs, k) == field(ours, k) for k in theirs.keys() & ours.keys())
 
 
 def _scorer_text(scorer: dict[str, Any], other: dict[str, Any]) -> str:

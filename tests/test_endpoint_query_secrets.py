@@ -45,3 +45,15 @@ def test_only_the_credential_value_changes() -> None:
     shown = shown_endpoint("http://host/v1?deployment=my%20model&api_key=s3cret&x=a/b")
     assert shown.startswith("http://host/v1?deployment=my%20model&api_key=sha256:") and shown.endswith("&x=a/b")
     assert shown_endpoint(shown) == shown  # a shown endpoint is shown as it is (a row's record read back)
+
+
+def test_a_row_that_recorded_the_key_is_the_same_scorer() -> None:
+    """Rows written before shown_endpoint recorded the key itself (endpoint_identity): read as another scorer's,
+    a resume into their output was refused and `raa eval compare` called the two sides' scorers different."""
+    from graph.batch import same_scorer
+
+    url = "http://127.0.0.1:8000/v1?api_key=s3cret"
+    ours = scorer_of(BackboneSettings(base_url=url, model="m"))
+    old = {**ours, "endpoint": endpoint_identity(url)}
+    assert same_scorer(old, ours) and same_scorer(ours, old)
+    assert not same_scorer({**old, "endpoint": endpoint_identity(url.replace("s3cret", "other"))}, ours)
