@@ -6,8 +6,10 @@ what a chat model that cannot call tools or give structured output is told (`uns
 - Tool calls whose arguments do not parse are re-asked, the call shown back as the model wrote it.
 - A reply carrying a well-formed tool call as plain text (a `<tool_call>` tag, `[TOOL_CALLS]`, or a JSON object
   with a name and its arguments) means the server has no parser for the model's format: the inspection the model
-  asked for would silently not happen. It is "invalid_reply" at once (the server would parse the next reply no
-  better), never cached, and its message says how to fix it. A call whose JSON does not parse is the model's
+  asked for would silently not happen. It is a "settings" fault at once (the server would parse the next reply no
+  better; an outage, `graph.schemas.OUTAGE_FAULTS`, as a 400 naming tools is, `graph.tool_rounds`: as
+  "invalid_reply" the trainer counted every clip of a server without the parser as one the agent could not judge),
+  never cached, and its message says how to fix it. A call whose JSON does not parse is the model's
   mistake (a server with a parser hands such a call back as text) and is re-asked, its text shown back.
 - A final reply (no tool call) must hold an answer after its reasoning: empty text, only a reasoning block, or
   one left open is re-asked as an empty reply; a rejected reply the server cut at the token limit says so, is
@@ -77,7 +79,7 @@ def _problem(reply: AIMessage) -> InvalidReply | None:
     if TEXT_TOOL_CALL.search(answer := after_reasoning(reply.text)):
         if (why := malformed_text_call(answer)) is not None:
             return InvalidReply("invalid_reply", why, reply.text)
-        raise ReplyFault("invalid_reply", f"the server returned a tool call as plain text "
+        raise ReplyFault("settings", f"the server returned a tool call as plain text "
                          f"({reply.text.strip()[:160]!r}); " + TOOLS_REMEDY)
     if (why := no_answer(reply.text)) is not None:
         return InvalidReply("empty_reply", why + ("" if reply.text.strip() else reasoning_only(reply)))

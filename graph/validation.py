@@ -37,9 +37,9 @@ for an item over its limit is long by nature, and its error names items past any
 class ReplyFault(Exception):
     """A reply that ends the stage at once, not re-asked (the backbone raises it as a BackboneFault of its stage)."""
 
-    def __init__(self, kind: Literal["refused", "invalid_reply"], message: str) -> None:
+    def __init__(self, kind: Literal["refused", "invalid_reply", "settings"], message: str) -> None:
         super().__init__(message)
-        self.kind: Literal["refused", "invalid_reply"] = kind
+        self.kind: Literal["refused", "invalid_reply", "settings"] = kind
         self.message = message
 
 
