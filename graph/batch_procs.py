@@ -27,7 +27,7 @@ Decisions where the issue was silent:
   it had already been in flight at an earlier death (`MAX_ATTEMPTS`); its neighbours in a crash are
   never blamed for it. The row names the cause of each of those deaths in order when they differ (attempt
   1 hung and was killed, attempt 2 raised), or the one cause once when all were the same ("died (signal
-  9) on each of 2 attempts"); each cause is cut at `CAUSE_CHARS`, and at most `MAX_CAUSES` are named, so a
+  9) on each of 2 attempts"); each cause is cut at `graph.batch_deaths.CAUSE_CHARS`, at most `MAX_CAUSES` named, so a
   long error text cannot swell the row. The first ready worker does not take the whole `concurrency`: each worker
   gets at most its share (`concurrency` over the workers started), so a crash loses fewer runs. A
   replacement worker is started while work remains, so one bad clip never stops the batch.
