@@ -58,8 +58,9 @@
   row, sharing the output) but is named before the batch starts (`edited_rows`: a row with a line's number and
   other fields and another key), since `raa eval compare` then finds the line's pairing field twice.
 - A refusal of the content ("refused" with a message that says the model declined the clip, or its server's
-  content filter or content policy did: `graph.replies.declined_answer`) is the scorer's answer about the clip: the same model at the same endpoint and temperature gives it again, so it was paid for again by
-  each --retry-ineligible and counted by a plain resume as a row "a rerun can fix". It is retried only when the
+  content filter or content policy did: `graph.replies.declined_answer`) is the scorer's answer about the clip:
+  the same model at the same endpoint and temperature gives it again, so it was paid for again by each
+  --retry-ineligible and counted by a plain resume as a row "a rerun can fix". It is retried only when the
   row's recorded scorer (`graph.batch.scorer_of`) differs from this run's (another model, endpoint or
   temperature: a resume into an output with rewards of another scorer is refused anyway, `other_scorer`, so this
   is an output of only ineligible rows). Any other "refused" (a 4xx the server gave for a reason not recognised,
@@ -105,9 +106,9 @@ def fault_retryable(fault: Fault, path: str | None, readable: Callable[[str], bo
                     clip_changed: Callable[[str], bool], scorer_changed: bool = False) -> bool:
     """Whether another run could fix `fault` (the one per-kind rule of `retryable`): any kind but input and video
     faults (`FINAL_FAULTS`), except a refusal of the content (`graph.replies.declined_answer`) by the same scorer
-    (not `scorer_changed`: the same model refuses the same clip again); a video fault once the row's clip at `path` can be read when it says the clip could not
-    be reached or the machine failed its read (`Fault.outage`: `unreached`, `environmental`), or once the clip
-    changed since the row's run (module docstring)."""
+    (not `scorer_changed`: the same model refuses the same clip again); a video fault once the row's clip at
+    `path` can be read when it says the clip could not be reached or the machine failed its read (`Fault.outage`:
+    `unreached`, `environmental`), or once the clip changed since the row's run (module docstring)."""
     if fault.kind == "refused" and declined_answer(fault.message):
         return scorer_changed
     if fault.kind not in FINAL_FAULTS:
