@@ -3,6 +3,7 @@ is read: `python -m training.export --run`, and the warning a resumed launch pri
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import yaml
@@ -193,3 +194,32 @@ def test_a_launch_that_cannot_write_config_yaml_leaves_the_runs_config(tmp_path,
     resumed = load_config(SMOKE, ["--finetune", "lora", "--lora_rank", "4", "--resume", "--output_dir", str(tmp_path)])
     assert resume_conflicts(_changes(path, resumed), resumed) == []
     assert not [p.name for p in tmp_path.iterdir() if p.name != "config.yaml"]  # no temporary file left
+
+
+def test_a_run_saved_with_a_clip_range_now_refused_still_reads_but_no_launch_takes_it(tmp_path, monkeypatch):
+    """clip_range >= 1 (finite) is refused since it clips only from above; a run trained with one before must
+    still export, generate and list a resume's changes with the value it trained with, while a launch (a new
+    run, or a resume that keeps the value) is refused naming the field."""
+    import pytest
+
+    import training.export as export
+    from training.config import ConfigError
+    from training.models import build_world_model
+
+    path = _saved(tmp_path, clip_range=2.0)
+    assert read_run_config(path).clip_range == 2.0
+    monkeypatch.setattr(export, "export_policy", lambda cfg, out, **_: out)
+    assert export.main(["--run", str(tmp_path)]) == 0
+    saved = read_saved_run(path, load_config(SMOKE, ["--resume"]))
+    assert saved.config is not None and saved.config.clip_range == 2.0
+    assert [c for c in saved.changes if c.startswith("clip_range")] == [
+        f"clip_range: 2.0 -> {load_config(SMOKE).clip_range!r}"]
+    for launch in (lambda: load_config(path), lambda: load_config(path, ["--resume"]),
+                   lambda: load_config(SMOKE, ["--clip_range", "2"])):
+        with pytest.raises(ConfigError, match="clip_range must be below 1"):
+            launch()
+    cfg = load_config(SMOKE)
+    out = export.save_policy(build_world_model(cfg, "cpu"), cfg, tmp_path / "final", iteration=1, source="unit")
+    info = json.loads((out / "export.json").read_text())
+    (out / "export.json").write_text(json.dumps({**info, "config": {**info["config"], "clip_range": 2.0}}))
+    assert export.read_export(out)[1].clip_range == 2.0  # what generate reads

@@ -1,6 +1,8 @@
 """Checks of a training configuration (`training.config.TrainConfig`): `validate` lists every problem of its
 values in one :class:`~training.config.ConfigError` before any model is loaded; `check_world_size` is the one
-check that needs the launch (the number of ranks)."""
+check that needs the launch (the number of ranks). A run's saved config (``validate(cfg, saved=True)``) skips
+`launch_problems`: values refused since, which earlier runs trained with, and which an export of such a run,
+``generate`` or a resume's list of changes must still read as trained (a launch that keeps one is refused)."""
 
 from __future__ import annotations
 
@@ -13,8 +15,9 @@ from training.config import ConfigError, RewardName, TrainConfig
 from training.prompt_checks import blank_file_problem, is_blank_file, prompt_problems
 
 
-def validate(cfg: TrainConfig) -> TrainConfig:
-    """Check every value; raise ConfigError listing all problems. Pure (touches no file or model)."""
+def validate(cfg: TrainConfig, saved: bool = False) -> TrainConfig:
+    """Check every value; raise ConfigError listing all problems. Pure (touches no file or model). With ``saved``
+    (a run's saved config, read as trained) without `launch_problems`."""
     errs: list[str] = []
     if not 0.0 < cfg.tau < 1.0:
         errs.append(f"tau must be in (0, 1), got {cfg.tau}")
@@ -82,10 +85,6 @@ def validate(cfg: TrainConfig) -> TrainConfig:
             continue
         if not value > 0 or (finite and value == math.inf):
             errs.append(f"{name} must be > 0{' and finite' if finite else ''}, got {value}")
-    if 1 <= cfg.clip_range < math.inf:  # rho > 0: clip(rho, 1 - d, 1 + d) would clip rho only from above
-        errs.append(f"clip_range must be below 1 (or inf: no clipping), got {cfg.clip_range}: the lower clip bound "
-                    "1 - clip_range is <= 0, which the ratio never reaches, so only ratios above 1 + clip_range "
-                    "would be clipped (PPO's delta is e.g. 0.2)")
     if cfg.reward_timeout_s is not None and not 0 < cfg.reward_timeout_s < math.inf:
         errs.append(f"reward_timeout_s must be > 0 and finite (or none: no limit), got {cfg.reward_timeout_s}")
     if (problem := fps_problem(cfg.fps)) is not None:  # the rollout / held-out / reward clips' writer refuses it
@@ -105,9 +104,22 @@ def validate(cfg: TrainConfig) -> TrainConfig:
     if n_mb and n_mb % cfg.optimizer_steps_per_epoch:
         errs.append(f"optimizer_steps_per_epoch ({cfg.optimizer_steps_per_epoch}) must divide the "
                     f"micro-batches per prompt per epoch ({n_mb} = ceil(G/micro_batch) * SDE steps)")
+    if not saved:
+        errs += launch_problems(cfg)
     if errs:
         raise ConfigError("invalid training config:\n  - " + "\n  - ".join(errs))
     return cfg
+
+
+def launch_problems(cfg: TrainConfig) -> list[str]:
+    """The problems of values that earlier code accepted and trained with, refused for a launch (a new run or a
+    resume) but not in a run's saved config: refusing them there made such a run impossible to export or sample."""
+    errs: list[str] = []
+    if 1 <= cfg.clip_range < math.inf:  # rho > 0: clip(rho, 1 - d, 1 + d) would clip rho only from above
+        errs.append(f"clip_range must be below 1 (or inf: no clipping), got {cfg.clip_range}: the lower clip bound "
+                    "1 - clip_range is <= 0, which the ratio never reaches, so only ratios above 1 + clip_range "
+                    "would be clipped (PPO's delta is e.g. 0.2)")
+    return errs
 
 
 def check_world_size(cfg: TrainConfig, world: int) -> None:

@@ -250,9 +250,9 @@ def _read_mapping(p: Path) -> dict[str, Any]:
     return data
 
 
-def config_from_dict(data: dict[str, Any], where: str = "") -> TrainConfig:
+def config_from_dict(data: dict[str, Any], where: str = "", saved: bool = False) -> TrainConfig:
     """A mapping of TrainConfig fields (YAML-shaped, e.g. from `config_to_dict`) -> a validated TrainConfig."""
-    return validate(_build(TrainConfig, data, where))
+    return validate(_build(TrainConfig, data, where), saved)
 
 
 def config_to_dict(cfg: TrainConfig) -> dict[str, Any]:
@@ -334,6 +334,12 @@ def saved_config_dict(data: Mapping[str, Any]) -> dict[str, Any]:
     return {**FIELD_DEFAULTS_BEFORE, **data, **blank}
 
 
+def saved_config(data: Mapping[str, Any], where: str) -> TrainConfig:
+    """A saved config mapping (a run's config.yaml, an export's) -> its TrainConfig as trained: `saved_config_dict`,
+    validated as saved (`validate`: a value a launch now refuses, e.g. clip_range 2, is read as the run had it)."""
+    return config_from_dict(saved_config_dict(data), where, saved=True)
+
+
 def read_saved_fields(path: str | Path) -> dict[str, Any]:
     """A run's saved ``config.yaml`` as its fields (`saved_config_dict`), not validated; ConfigError as `_read_mapping`."""
     return saved_config_dict(_read_mapping(Path(path)))
@@ -341,7 +347,7 @@ def read_saved_fields(path: str | Path) -> dict[str, Any]:
 
 def read_run_config(path: str | Path) -> TrainConfig:
     """A run's saved ``config.yaml`` (written by the trainer) -> a validated TrainConfig, read as trained."""
-    return config_from_dict(read_saved_fields(path), str(path))
+    return saved_config(_read_mapping(Path(path)), str(path))
 
 
 def config_changes(saved: Mapping[str, Any], cfg: TrainConfig) -> list[str]:
@@ -387,7 +393,7 @@ def read_saved_run(path: str | Path, cfg: TrainConfig) -> SavedRun:
     except (OSError, ConfigError) as exc:
         return SavedRun(None, [f"cannot list the changes: {exc}"])
     try:
-        saved: TrainConfig | None = config_from_dict(saved_config_dict(data), str(path))
+        saved: TrainConfig | None = saved_config(data, str(path))
     except ConfigError:
         saved = None
     return SavedRun(saved, config_changes(data, cfg))

@@ -79,7 +79,7 @@ import torch
 from policy.checkpoint import BACKEND_TRANSFORMERS, require_all_weights
 from policy.world_model import FlowWorldModel
 from training.config import TrainConfig
-from training.config_io import absolute_paths, config_from_dict, config_to_dict, saved_config_dict
+from training.config_io import absolute_paths, config_to_dict, saved_config
 from training.engine import latest_tag, plain_tag
 from training.models import DTYPES, build_world_model
 from training.numerics import like_engine
@@ -303,9 +303,9 @@ def read_export(path: Path) -> tuple[dict[str, Any], TrainConfig]:
         raise ExportError(f"{info_file}: 'weights' / 'finetune' missing or unknown")
     try:
         saved = info["config"]
-        if isinstance(saved, dict):  # an export from before a field: what its policy was trained with
-            saved = saved_config_dict(saved)
-        cfg = config_from_dict(saved, "export.json config")
+        if not isinstance(saved, dict):
+            raise ValueError(f"expected a mapping of TrainConfig fields, got {type(saved).__name__}")
+        cfg = saved_config(saved, "export.json config")  # as its policy was trained (from before a field, too)
     except (ValueError, KeyError) as exc:
         raise ExportError(f"{info_file}: invalid config: {exc}") from None
     if not (path / info["weights"]).is_dir():
