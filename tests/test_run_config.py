@@ -223,3 +223,16 @@ def test_a_run_saved_with_a_clip_range_now_refused_still_reads_but_no_launch_tak
     info = json.loads((out / "export.json").read_text())
     (out / "export.json").write_text(json.dumps({**info, "config": {**info["config"], "clip_range": 2.0}}))
     assert export.read_export(out)[1].clip_range == 2.0  # what generate reads
+
+
+def test_a_run_saved_with_an_empty_output_dir_still_exports(tmp_path):
+    """With OUT unset, ``--output_dir "$OUT"`` trained into the current directory before an empty output_dir was
+    refused; that run's config.yaml (output_dir '') must still read for its export, while a launch is refused."""
+    import pytest
+
+    from training.config import ConfigError
+
+    path = _saved(tmp_path, output_dir="")
+    assert read_run_config(path).output_dir == ""
+    with pytest.raises(ConfigError, match="output_dir must name a folder"):
+        load_config(path)

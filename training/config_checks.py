@@ -62,8 +62,6 @@ def validate(cfg: TrainConfig, saved: bool = False) -> TrainConfig:
     if cfg.eval_patience is not None and (cfg.eval_patience < 1 or not cfg.eval_every):
         errs.append(f"eval_patience needs eval_every > 0 and must be >= 1, got {cfg.eval_patience} with "
                     f"eval_every {cfg.eval_every}")
-    if not cfg.output_dir.strip():  # an unset shell variable ("$OUT"): the run went into the current directory
-        errs.append(f"output_dir must name a folder (. for the current directory), got {cfg.output_dir!r}")
     if cfg.resume and cfg.overwrite_output_dir:
         errs.append("resume continues the run in output_dir and overwrite_output_dir deletes it: set one")
     if cfg.rollout_videos_every < 0:
@@ -119,6 +117,8 @@ def launch_problems(cfg: TrainConfig) -> list[str]:
         errs.append(f"clip_range must be below 1 (or inf: no clipping), got {cfg.clip_range}: the lower clip bound "
                     "1 - clip_range is <= 0, which the ratio never reaches, so only ratios above 1 + clip_range "
                     "would be clipped (PPO's delta is e.g. 0.2)")
+    if not cfg.output_dir.strip():  # an unset shell variable ("$OUT"): the run went into the current directory
+        errs.append(f"output_dir must name a folder (. for the current directory), got {cfg.output_dir!r}")
     return errs
 
 
