@@ -62,7 +62,9 @@ JUDGE_STAGE = "judge"
 JUDGE_ENV = ("RAA_JUDGE_BASE_URL", "RAA_JUDGE_MODEL", "RAA_JUDGE_API_KEY")
 JUDGE_NAMES = EndpointNames(base_url="RAA_JUDGE_BASE_URL", model="RAA_JUDGE_MODEL", api_key="RAA_JUDGE_API_KEY",
                             images="RAA_JUDGE_MAX_FRAMES",
-                            request_size="fewer frames (RAA_JUDGE_MAX_FRAMES) or smaller (JudgeSettings.image_long_side)")
+                            request_size="fewer frames (RAA_JUDGE_MAX_FRAMES) or smaller (JudgeSettings.image_long_side)",
+                            body_size="fewer frames (RAA_JUDGE_MAX_FRAMES) or smaller (JudgeSettings.image_long_side, "
+                                      "jpeg_quality)")
 """The judge's settings, named in its calls' fix hints (`raa eval reward` checks its endpoint before a run)."""
 VerdictStatus = Literal["judged", "unjudged", "skipped"]
 RATIONALE_MAX = 4000

@@ -25,8 +25,9 @@ Decisions where the issue was silent:
   naming the setting to fix (`graph.transport.settings_problem`: the API key, the model name, a base URL without
   `/v1`): an outage of the machinery (`graph.schemas.OUTAGE_FAULTS`), not the model's answer about the clip, as
   kind "refused" read (the trainer counted an expired key as clips the agent could not judge). So does a 4xx
-  for a request over a limit of the server's setup (more images than vLLM's `--limit-mm-per-prompt`, more tokens
-  than the model's context, LangChain's `ContextOverflowError`: `graph.transport.limit_kind`), naming what to
+  for a request over a limit of the server's setup (a body over its or a reverse proxy's size limit, a 413; more
+  images than vLLM's `--limit-mm-per-prompt`; more tokens than the model's context, LangChain's
+  `ContextOverflowError`: `graph.transport.limit_kind`), naming what to
   change on the server and in the client. Other status errors (400/422: a content policy, a request the server
   rejects) and model refusals give kind "refused" at once. Any other exception from the model is "transport" with
   its type in the message (the run becomes ineligible instead of crashing). A UnicodeEncodeError (httpx

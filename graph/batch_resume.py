@@ -65,7 +65,7 @@
   temperature: a resume into an output with rewards of another scorer is refused anyway, `other_scorer`, so this
   is an output of only ineligible rows). Any other "refused" (a 4xx the server gave for a reason not recognised,
   or in rows written before they were "settings", a rejected API key or a server's image limit) is retried as
-  before: a fix of the server or the settings may clear it. A 400 for a limit of the server's setup is now
+  before: a fix of the server or the settings may clear it. A 400 or 413 for a limit of the server's setup is now
   "settings" (`graph.transport.limit_kind`), retried as any other outage.
 - A resume without `--retry-ineligible` counts the rows it skips that the flag would score again
   (`fixable_rows`, `fixable_lines`) and says so, so that a batch scored against a broken setup does not read as done.

@@ -31,8 +31,9 @@ Decisions where the issues were silent:
   its own message, which says what happened. So does a "settings" fault (a 401, 403 or 404: the API key,
   the model name or the base URL, `graph.transport.settings_problem`; a chat model that cannot give structured
   output): it names its setting, where the "refused" hint it had blamed the server's image limit. A request over
-  a limit of the server's setup (its images per request, the model's context: `graph.transport.limit_kind`) is
-  such a fault naming what to change; the check adds what it sent (how many images, of what size). Any other
+  a limit of the server's setup (its body size, a reverse proxy's included, a 413; its images per request; the
+  model's context: `graph.transport.limit_kind`) is such a fault naming what to change; the check adds what it
+  sent (how many images, of what size; for a 413 how many MiB). Any other
   request the server rejects (a "refused" 400 / 422) asks whether the model takes images and the server the
   structured-output method: it guessed the image limit, which the server's words name when it is that.
 - Nothing loads model weights and nothing is written except what a first run would create anyway
@@ -146,8 +147,11 @@ async def _calls(settings: BackboneSettings) -> list[Check]:
             hint = (f"the endpoint did not answer a request with {n} images: is the server up and reachable "
                     "(RAA_BASE_URL), and does it answer within RAA_TIMEOUT_S?")
         elif (limit := limit_kind(cause) if cause is not None else None) is not None:  # the fault names the fix
-            hint = (f"{n} images of {side}x{side} px are longer than the model's context" if limit == "context" else
-                    f"the server takes fewer than {n} images per request, as many as the agent's largest request")
+            hint = {"context": f"{n} images of {side}x{side} px are longer than the model's context",
+                    "body": f"{n} images of {side}x{side} px, {n * len(url) / 2**20:.2f} MiB of base64 JPEG, were "
+                            "too large; real frames, less uniform, make larger bodies",
+                    "images": f"the server takes fewer than {n} images per request, as many as the agent's largest "
+                              "request"}[limit]
         elif exc.kind in ("transport", "settings"):  # the fault says what happened (settings: which one to fix)
             hint = ""
         elif exc.kind != "refused":

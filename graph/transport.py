@@ -178,6 +178,8 @@ class EndpointNames:
     """What sends fewer images in one request, named when the server takes fewer (`server_limit`)."""
     request_size: str = "smaller or fewer images"
     """What makes a request shorter in tokens, named when it is longer than the model's context (`server_limit`)."""
+    body_size: str = "fewer or smaller images"
+    """What makes a request's body fewer bytes (its base64 images), named after a 413 (`server_limit`)."""
 
     def url_fix(self) -> str:
         """What to check when the URL answers with something other than the API."""
@@ -187,7 +189,9 @@ class EndpointNames:
 BACKBONE_NAMES = EndpointNames("RAA_BASE_URL", "RAA_MODEL", "raa doctor", "RAA_API_KEY",
                                "AgentConfig.max_images_per_call, with observe_frames and frame_budget",
                                "smaller images (RAA_IMAGE_LONG_SIDE), fewer (AgentConfig.observe_frames, "
-                               "frame_budget) or a lower RAA_MAX_TOKENS")
+                               "frame_budget) or a lower RAA_MAX_TOKENS",
+                               "fewer images per request (AgentConfig.max_images_per_call) or smaller ones "
+                               "(RAA_IMAGE_LONG_SIDE, RAA_JPEG_QUALITY)")
 """The agent backbone's settings (`graph.settings.BackboneSettings`)."""
 
 
@@ -223,7 +227,8 @@ def settings_problem(exc: BaseException, names: EndpointNames) -> str | None:
     """What to fix when a model call failed with an error the client's or the server's settings cause, naming
     the settings `names`; None for any other error. An HTTP status: 401 (the API key), 403 (a key that may not use
     the model), 404 (a base URL without its `/v1`, vLLM's root answering `{"detail": "Not Found"}`, or a model the
-    server does not serve); or a request over a limit of the server's setup (`server_limit`). Any other 400 or 422
+    server does not serve); or a request over a limit of the server's setup (`server_limit`: a 413 for its body's
+    size, too many images, a request longer than the model's context). Any other 400 or 422
     (a content policy, a request the server rejects) is no such problem: the same settings serve other requests."""
     status = exc.status_code if isinstance(exc, openai.APIStatusError) else None
     if status not in SETTINGS_STATUSES:
@@ -243,6 +248,9 @@ def settings_problem(exc: BaseException, names: EndpointNames) -> str | None:
 _IMAGE_LIMIT = re.compile(r"limit[-_]mm[-_]per[-_]prompt|at most \d+ \w+\(s\) may be provided")
 """How vLLM says a request holds more images (or videos) than `--limit-mm-per-prompt` lets one prompt have:
 "At most N image(s) may be provided in one prompt/request." (older), or naming the flag (newer)."""
+_BODY_LIMIT = ("request entity too large", "payload too large", "content too large")
+"""How HTTP servers and proxies name a 413 (RFC 9110 calls it "Content Too Large"; nginx's page says "Request Entity
+Too Large"): the words another chat model's `ModelError` carries when no status is attached."""
 _CONTEXT_LIMIT = ("maximum context length", "maximum model length", "context_length_exceeded", "context window",
                   "prompt is too long")
 """How OpenAI-compatible servers say a request is longer than the model's context (vLLM: "This model's maximum
@@ -257,13 +265,17 @@ def rejected_request(exc: BaseException) -> bool:
     return isinstance(exc, ModelError)
 
 
-def limit_kind(exc: BaseException) -> Literal["images", "context"] | None:
+def limit_kind(exc: BaseException) -> Literal["body", "images", "context"] | None:
     """Which limit of the server's setup a rejected request exceeded (a 4xx status, or a LangChain `ModelError`
-    another chat model raised): "images", more than it takes in one request; "context", more tokens than the
-    model's context (LangChain's `ContextOverflowError`, or the server's words for it); None for any other error."""
+    another chat model raised): "body", a body of more bytes than the server or a reverse proxy before it takes
+    (HTTP 413, nginx's `client_max_body_size`, or the words for it); "images", more than it takes in one request;
+    "context", more tokens than the model's context (LangChain's `ContextOverflowError`, or the server's words
+    for it); None for any other error."""
     if not rejected_request(exc):
         return None
     text = str(exc).lower()
+    if (isinstance(exc, openai.APIStatusError) and exc.status_code == 413) or any(m in text for m in _BODY_LIMIT):
+        return "body"
     if _IMAGE_LIMIT.search(text):
         return "images"
     if isinstance(exc, ContextOverflowError) or any(m in text for m in _CONTEXT_LIMIT):
@@ -276,6 +288,9 @@ def server_limit(exc: BaseException, names: EndpointNames) -> str | None:
     the settings `names`; None for any other error. Every clip of a run sends requests of about the same size, so
     it is the setup's limit, not the clip's: a setting to change on the server or in the client."""
     kind = limit_kind(exc)
+    if kind == "body":
+        return ("HTTP 413: the request body is larger than the server, or a reverse proxy before it, takes: raise "
+                f"its limit (nginx: client_max_body_size) or send less: {names.body_size}")
     if kind == "images":
         return ("the server takes fewer images per request than were sent: raise its limit (vLLM: "
                 f"--limit-mm-per-prompt '{{\"image\": 64}}') or send fewer ({names.images})")

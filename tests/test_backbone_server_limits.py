@@ -12,7 +12,7 @@ from __future__ import annotations
 import asyncio
 
 import pytest
-from langchain_core.exceptions import ContextOverflowError
+from langchain_core.exceptions import ContextOverflowError, ModelError
 
 from evals.judge import JUDGE_NAMES
 from graph.backbone import BackboneFault, Usage
@@ -64,3 +64,38 @@ def test_a_content_policy_400_that_mentions_images_is_still_refused() -> None:
         with pytest.raises(BackboneFault) as info:
             run(make(stub, "json_schema"), Usage())
     assert info.value.kind == "refused", info.value
+
+
+NGINX_413 = ("<html>\r\n<head><title>413 Request Entity Too Large</title></head>\r\n<body>\r\n<center><h1>413 "
+             "Request Entity Too Large</h1></center>\r\n<hr><center>nginx</center>\r\n</body>\r\n</html>\r\n")
+
+
+@pytest.mark.parametrize("reply", [StubReply(status=413, body=NGINX_413, content_type="text/html"),
+                                   StubReply(status=413, content="Request body too large")], ids=["nginx", "json"])
+def test_a_body_over_the_proxy_s_limit_is_a_settings_fault_naming_what_to_change(reply: StubReply) -> None:
+    """A 413 (a reverse proxy's body limit, nginx's `client_max_body_size`, met by many base64 frames) was kind
+    "refused", the clip's own ineligibility, while every clip of the run sends bodies of about that size."""
+    with OpenAIStub([reply, good("json_schema")]) as stub, pytest.raises(BackboneFault) as info:
+        run(make(stub, "json_schema"), Usage())
+    fault = info.value
+    assert fault.kind == "settings" and len(stub.requests) == 1, fault
+    assert all(n in fault.message for n in ("client_max_body_size", "max_images_per_call", "RAA_IMAGE_LONG_SIDE"))
+    assert Fault(stage=fault.stage, kind=fault.kind, message=fault.message).outage
+
+
+def test_the_judge_s_body_limit_names_its_own_settings() -> None:
+    with OpenAIStub([StubReply(status=413, body=NGINX_413, content_type="text/html")]) as stub:
+        bb = make(stub, "json_schema")
+        bb.setting_names = JUDGE_NAMES
+        with pytest.raises(BackboneFault) as info:
+            run(bb, Usage())
+    message = info.value.message
+    assert info.value.kind == "settings" and "RAA_JUDGE_MAX_FRAMES" in message, message
+    assert "image_long_side" in message and "max_images_per_call" not in message, message
+
+
+def test_another_chat_model_s_413_in_words_is_a_settings_fault() -> None:
+    bb, model = _bb([ModelError("Error code: 413 - Request Entity Too Large"), {"label": "a", "score": 2}])
+    with pytest.raises(BackboneFault) as info:
+        asyncio.run(bb.astructured("judge", Verdict, list(MSGS), Usage()))
+    assert info.value.kind == "settings" and len(model.calls) == 1 and "client_max_body_size" in info.value.message

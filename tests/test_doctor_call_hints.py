@@ -109,3 +109,15 @@ def _status_error(status: int) -> openai.APIStatusError:
     (UnicodeEncodeError("ascii", "k\u201d", 1, 2, "no"), False), (RuntimeError("Event loop is closed"), False)])
 def test_no_answer_is_a_timeout_or_a_failed_connection_only(exc, expected) -> None:
     assert no_answer(exc) is expected
+
+
+def test_a_body_over_a_proxy_s_limit_names_the_size_sent_not_the_model(tmp_path):
+    """A 413 from a reverse proxy before the server was "refused": the check asked whether RAA_MODEL is a vision
+    model; it now says how large a body it sent and names the proxy's limit and the client settings to change."""
+    too_large = StubReply(status=413, body="<html><title>413 Request Entity Too Large</title></html>",
+                          content_type="text/html")
+    with OpenAIStub([too_large, tool_reply("view_frames", {"frames": [0]})], models=["stub-model"]) as stub:
+        status, detail = _images_check(stub, tmp_path, image_long_side=384)
+    assert status == "problem" and "settings" in detail and "client_max_body_size" in detail, detail
+    assert "48 images of 384x384 px" in detail and "MiB" in detail, detail
+    assert "vision model" not in detail and NO_ANSWER not in detail, detail
