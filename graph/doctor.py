@@ -3,9 +3,10 @@
 Checks, in order: the backbone endpoint (configured; `GET /models` answers and lists `RAA_MODEL`,
 graph/endpoint.py; an answer that is no model list, such as a 404 or a 500, is a warning naming it); with
 `--call`, one structured request carrying as many images as the agent's largest request
-(`max_images_per_call`, 48; the configured `RAA_STRUCTURED_METHOD`; the model should name their colour: the
-server's per-request image limit shows here, not in the first run) and, under `RAA_INSPECT_MODE=tools`,
-one tool-calling request (the model should call `view_frames`); the trace database and the stage cache
+(`max_images_per_call`, 48, at `RAA_IMAGE_LONG_SIDE` and `RAA_JPEG_QUALITY`, textured as real frames so the
+body is a real request's size (`probe_frame`); the configured `RAA_STRUCTURED_METHOD`; the model should name
+their colour, red: the server's per-request image and body limits show here, not in the first run) and,
+under `RAA_INSPECT_MODE=tools`, one tool-calling request (the model should call `view_frames`); the trace database and the stage cache
 (usable SQLite files, or creatable; a warning when on a network filesystem, where SQLite's WAL mode is
 unsafe); video I/O (an mp4 written and read back); the motion tracker and
 the V-JEPA 2 weights (present where the settings point, or in the Hugging Face cache, and every weight of the
@@ -38,7 +39,7 @@ Decisions where the issues were silent:
   structured-output method: it guessed the image limit, which the server's words name when it is that.
 - Nothing loads model weights and nothing is written except what a first run would create anyway
   (no trace or cache file is created: a missing one is reported as created on first use). `--call`
-  sends two short requests; without it no model is called.
+  sends two requests (the first a real request's size); without it no model is called.
 - A path the OS refuses to look at (e.g. a name longer than the filesystem allows) is a problem line naming
   its setting, not a crash; `:memory:` stores are reported as in memory, not as files a first run creates.
 """
@@ -68,6 +69,27 @@ class ColourProbe(BaseModel):
     """The `--call` structured request's answer."""
 
     colour: str = Field(max_length=40, description="The dominant colour of the images, in one word.")
+
+
+def probe_frame(side: int, seed: int = 0) -> np.ndarray:
+    """A `side` x `side` red frame textured like a real one: seeded noise with a natural image's falling
+    (1/f^1.4) amplitude spectrum, red (about 180, 40, 40 RGB) throughout, so the model can still name the colour.
+    48 of its JPEGs make a real request's body (~3 MiB of base64 at 512 px, quality 85: a little more than 16:9
+    frames, as the square is the largest frame at that long side); flat red frames compress ~10x smaller (48
+    made 0.29 MiB, under nginx's default 1 MiB, while real requests were over it: the doctor said ok, runs got a 413)."""
+    rng = np.random.default_rng(seed)
+    f = np.hypot(np.fft.fftfreq(side)[:, None], np.fft.rfftfreq(side)[None, :])
+    f[0, 0] = 1.0
+
+    def texture() -> np.ndarray:
+        spectrum = (rng.standard_normal(f.shape) + 1j * rng.standard_normal(f.shape)) / f**1.4
+        spectrum[0, 0] = 0.0
+        out = np.fft.irfft2(spectrum, s=(side, side))
+        return out / (out.std() or 1.0)
+
+    light = texture()
+    rgb = np.stack([180 + 35 * light, 40 + 20 * light, 40 + 20 * texture()], axis=-1)
+    return np.clip(rgb, 0, 255).astype(np.uint8)
 
 
 async def run_checks(settings: BackboneSettings, tools: ToolSettings, *, call: bool, wait_s: float) -> list[Check]:
@@ -123,9 +145,7 @@ async def _calls(settings: BackboneSettings) -> list[Check]:
 
     backbone = Backbone.from_settings(settings)
     side = settings.image_long_side  # the size the agent sends: the request's length in tokens is a real one's
-    red = np.zeros((side, side, 3), np.uint8)
-    red[..., 0] = 220
-    url = encode_jpeg_data_url(red, quality=settings.jpeg_quality)
+    url = encode_jpeg_data_url(probe_frame(side), quality=settings.jpeg_quality)  # and its body size too
     n = AgentConfig().max_images_per_call  # as many as the agent's largest request: the server's limit shows
     images: list[str | dict] = [{"type": "text", "text": f"What is the dominant colour of these {n} images?"}]
     images += [{"type": "image_url", "image_url": {"url": url}} for _ in range(n)]
@@ -148,8 +168,8 @@ async def _calls(settings: BackboneSettings) -> list[Check]:
                     "(RAA_BASE_URL), and does it answer within RAA_TIMEOUT_S?")
         elif (limit := limit_kind(cause) if cause is not None else None) is not None:  # the fault names the fix
             hint = {"context": f"{n} images of {side}x{side} px are longer than the model's context",
-                    "body": f"{n} images of {side}x{side} px, {n * len(url) / 2**20:.2f} MiB of base64 JPEG, were "
-                            "too large; real frames, less uniform, make larger bodies",
+                    "body": f"{n} images of {side}x{side} px, {n * len(url) / 2**20:.2f} MiB of base64 JPEG (textured "
+                            "as real frames), were too large, as the agent's largest request would be",
                     "images": f"the server takes fewer than {n} images per request, as many as the agent's largest "
                               "request"}[limit]
         elif exc.kind in ("transport", "settings"):  # the fault says what happened (settings: which one to fix)
