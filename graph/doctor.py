@@ -6,9 +6,9 @@ graph/endpoint.py; an answer that is no model list, such as a 404 or a 500, is a
 (`max_images_per_call`, 48, at `RAA_IMAGE_LONG_SIDE` and `RAA_JPEG_QUALITY`, textured as real frames so the
 body is a real request's size (`probe_frame`); the configured `RAA_STRUCTURED_METHOD`; the model should name
 their colour, red: the server's per-request image and body limits show here, not in the first run) and,
-under `RAA_INSPECT_MODE=tools`, one tool-calling request (the model should call `view_frames`); the trace database and the stage cache
-(usable SQLite files, or creatable; a warning when on a network filesystem, where SQLite's WAL mode is
-unsafe); video I/O (an mp4 written and read back); the motion tracker and
+under `RAA_INSPECT_MODE=tools`, one tool-calling request (the model should call `view_frames`); the trace
+database and the stage cache (usable SQLite files, or creatable; a warning when on a network filesystem, where
+SQLite's WAL mode is unsafe); video I/O (an mp4 written and read back); the motion tracker and
 the V-JEPA 2 weights (present where the settings point, or in the Hugging Face cache, and every weight of the
 model by name: graph/model_files.py); the tool
 service (`GET /healthz`, then `/v1/info`) when `RAA_TOOLS_URL` is set: an info request it refuses (a wrong or
