@@ -76,7 +76,7 @@ def probe_frame(side: int, seed: int = 0) -> np.ndarray:
     (1/f^1.4) amplitude spectrum, red (about 180, 40, 40 RGB) throughout, so the model can still name the colour.
     48 of its JPEGs make a real request's body (~3 MiB of base64 at 512 px, quality 85: a little more than 16:9
     frames, as the square is the largest frame at that long side); flat red frames compress ~10x smaller (48
-    made 0.29 MiB, under nginx's default 1 MiB, while real requests were over it: the doctor said ok, runs got a 413)."""
+    made 0.29 MiB, under nginx's default 1 MiB, while real requests were over it: doctor said ok, runs got 413s)."""
     rng = np.random.default_rng(seed)
     f = np.hypot(np.fft.fftfreq(side)[:, None], np.fft.rfftfreq(side)[None, :])
     f[0, 0] = 1.0
