@@ -342,3 +342,16 @@ def test_a_refused_rerun_says_what_changed_and_that_the_policy_was_exported_agai
     assert "differing: ['created', 'seed']" in text  # the list the older tests match stays
     assert "created '2026-12-05T01:25:17+0000' -> '2026-12-05T01:35:10+0000'" in text and "seed 0 -> 3" in text
     assert "/runs/smoke/final was exported again" in text and "choose another --out" in text
+
+
+def test_an_export_without_a_shift_is_refused_before_the_folder_is_claimed(policy, tmp_path):
+    """A saved config holding ``shift: null`` (by hand) read as None: every video then failed alone on a
+    TypeError inside the sampler, after generate.json recorded shift None."""
+    import shutil
+
+    mine = shutil.copytree(policy, tmp_path / "final")
+    info = json.loads((mine / "export.json").read_text())
+    (mine / "export.json").write_text(json.dumps({**info, "config": {**info["config"], "shift": None}}))
+    with pytest.raises(GenerateError, match="export.json config: shift is unset"):
+        generate(mine, tmp_path / "out", prompts=PROMPTS[:1], samples=1)
+    assert not (tmp_path / "out" / "generate.json").exists()

@@ -100,6 +100,7 @@ from training.prompt_failures import PromptFailure, first_frames
 from training.rank_failures import agree, attempt, stop_on
 from training.reward_outcome import KINDS
 from training.reward_runner import RewardRunner
+from training.sampler_shift import sampling_shift
 from training.videos import eval_video_name, write_samples
 
 EVAL_KEY_SETTINGS = ("reward", "reward_options", "eval_samples", "seed", "num_steps", "shift", "guidance_scale",
@@ -154,6 +155,7 @@ def evaluate(world_model: FlowWorldModel, cfg: TrainConfig, prompts: Sequence[Pr
     (`training.data.load_placed_prompts`), named when its image cannot be read. ``encoded``: `encode_share`'s
     answer when the caller encoded the prompts (`evaluate_everywhere`); else they are encoded here."""
     t0 = time.perf_counter()
+    shift = sampling_shift(cfg)  # the trainer's cfg holds the resolved number
     videos, texts, groups = [], [], []
     mine: list[dict[str, Any]] = []
     diverged: list[dict[str, Any]] = []
@@ -163,7 +165,7 @@ def evaluate(world_model: FlowWorldModel, cfg: TrainConfig, prompts: Sequence[Pr
     with torch.no_grad():
         for (p, s), counts in rank_work(len(prompts), cfg, rank, world):
             try:  # a failed prompt's stand-in too: every rank runs the same forwards (ZeRO-3)
-                frames = sample_video(world_model, conds[p], "ode", None, cfg.num_steps, cfg.shift,
+                frames = sample_video(world_model, conds[p], "ode", None, cfg.num_steps, shift,
                                       sample_seed(cfg.seed, p, s), cfg.guidance_scale)
             except NonFiniteLatentsError as exc:  # a diverged sample: ineligible, never decoded or scored
                 if counts:

@@ -79,6 +79,7 @@ from training.export import ExportError, load_policy, read_export
 from training.generate_folder import GenerateError, claim_folder, resume_keys
 from training.models import encode_prompt, release_text_encoder
 from training.run_dir import enclosing_export
+from training.sampler_shift import sampling_shift
 from training.update import rollout_config
 
 Sampler = Literal["ode", "dyndiff"]
@@ -124,6 +125,10 @@ def generate(policy: Path, out: Path, *, prompts: list[PromptSpec] | None = None
         raise GenerateError(f"batch_size must be >= 1, and 1 with the dyndiff sampler (its step noise is drawn "
                             f"per batch), got {batch_size} with {sampler}")
     info, cfg = read_export(policy)
+    try:
+        shift = sampling_shift(cfg)
+    except RolloutConfigError as exc:  # before generate.json records it and every video fails on it
+        raise GenerateError(f"{policy}: its export.json config: {exc}") from None
     steps = cfg.num_steps if num_steps is None else num_steps
     guidance = cfg.guidance_scale if guidance_scale is None else guidance_scale
     negative = (cfg.negative_prompt if negative_prompt is None else negative_prompt) if guidance != 1.0 else None
@@ -142,7 +147,7 @@ def generate(policy: Path, out: Path, *, prompts: list[PromptSpec] | None = None
     # checkpoint of the same iteration exported into the same folder is another policy
     settings = {"policy": str(Path(policy).resolve()), "iteration": info.get("iteration"),
                 "source": info.get("source"), "created": info.get("created"), "weights": weights,
-                "sampler": sampler, "seed": seed, "num_steps": steps, "shift": cfg.shift,
+                "sampler": sampler, "seed": seed, "num_steps": steps, "shift": shift,
                 "num_frames": cfg.num_frames, "height": cfg.height, "width": cfg.width,
                 "guidance_scale": guidance, "negative_prompt": negative,
                 "prompts_sha256": hashlib.sha256(listed.encode()).hexdigest(), "noise": SAMPLE_NOISE,
@@ -177,9 +182,9 @@ def generate(policy: Path, out: Path, *, prompts: list[PromptSpec] | None = None
                 seeds = [sample_seed(seed, i, j) for j, _ in chunk]
                 try:
                     if sampler == "ode":
-                        clips = sample_videos(model, cond, steps, cfg.shift, seeds, guidance)
+                        clips = sample_videos(model, cond, steps, shift, seeds, guidance)
                     else:
-                        clips = [sample_video(model, cond, sampler, rcfg, steps, cfg.shift, seeds[0], guidance)]
+                        clips = [sample_video(model, cond, sampler, rcfg, steps, shift, seeds[0], guidance)]
                 except Exception as exc:  # e.g. out of memory on one batch: the others go on
                     summary.failed += [_failure(key, i, j, exc) for j, key in chunk]
                     continue

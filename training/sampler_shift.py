@@ -13,6 +13,7 @@ from __future__ import annotations
 import dataclasses
 from pathlib import Path
 
+from policy.rollout import RolloutConfigError
 from policy.schedule_shift import checkpoint_shift
 from training.config import ConfigError, TrainConfig
 from training.finite import finite_number
@@ -33,6 +34,15 @@ def saved_shift(out_dir: str | Path) -> float | None:
     except (OSError, ConfigError):
         return None
     return float(value) if finite_number(value) and value > 0 else None
+
+
+def sampling_shift(cfg: TrainConfig) -> float:
+    """``cfg.shift`` as the number a sampler takes; RolloutConfigError while it is None (the checkpoint's, not yet
+    resolved by `resolve_shift`; a saved config holding ``shift: null`` by hand) rather than a sampler failing on it."""
+    if cfg.shift is None:
+        raise RolloutConfigError("shift is unset (None = the checkpoint's): a launch resolves it "
+                                 "(training.sampler_shift.resolve_shift) and a run's saved config holds the number")
+    return cfg.shift
 
 
 def resolve_shift(cfg: TrainConfig) -> tuple[TrainConfig, str]:

@@ -52,12 +52,13 @@ import numpy as np
 import torch
 import torch.distributed as dist
 
-from policy.rollout import Rollout, RolloutConfig, RolloutConfigError
+from policy.rollout import Rollout, RolloutConfig
 from policy.steps import likelihood_steps
 from policy.world_model import Conditioning
 from training.config import TrainConfig
 from training.data import derive_seed
 from training.grpo import clipped_policy_loss, mean_kl, sample_sum_scale, valid_per_optimizer_step
+from training.sampler_shift import sampling_shift
 
 
 @dataclass
@@ -172,12 +173,10 @@ def rollout_config(cfg: TrainConfig, *, num_steps: int | None = None,
     """The sampler settings of a run: what its rollouts and the update's likelihoods use, and what
     `training.generate`'s DynDiff sampler uses with its own ``num_steps`` / ``guidance_scale`` (None: the run's).
     RolloutConfigError for settings it refuses, and for a shift not yet resolved (`sampler_shift.resolve_shift`)."""
-    if cfg.shift is None:
-        raise RolloutConfigError("shift is unset (None = the checkpoint's): resolve it first with "
-                                 "training.sampler_shift.resolve_shift")
+    shift = sampling_shift(cfg)
     start, end = cfg.sde_window  # a list when read from JSON
     return RolloutConfig(num_steps=cfg.num_steps if num_steps is None else num_steps, sde_window=(start, end),
-                         tau=cfg.tau, r_base=cfg.r_base, shift=cfg.shift, log_prob_reduce=cfg.log_prob_reduce,
+                         tau=cfg.tau, r_base=cfg.r_base, shift=shift, log_prob_reduce=cfg.log_prob_reduce,
                          mask_grad=cfg.mask_grad, mask_history=cfg.mask_history,
                          guidance_scale=cfg.guidance_scale if guidance_scale is None else guidance_scale,
                          ratio_mask=cfg.ratio_mask)
