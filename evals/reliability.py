@@ -356,11 +356,10 @@ def fixable(row: dict[str, Any], path: str, scorer_id: dict[str, Any] | None = N
     fix (`graph.batch_resume.retryable`, whose clip readability is looked up now; a refusal only when the row's
     recorded scorer differs from this run's `scorer_id`)."""
     from graph import batch_resume
-    from graph.batch import same_scorer
+    from graph.batch import scored_by_other
 
-    theirs = row.get("scorer")
-    other = scorer_id is not None and isinstance(theirs, dict) and not same_scorer(theirs, scorer_id)
-    return batch_resume.retryable(row, path, batch_resume.clip_readable, scorer_changed=other)
+    return batch_resume.retryable(row, path, batch_resume.clip_readable,
+                                  scorer_changed=scored_by_other(row, scorer_id))
 
 
 def verdicts_by(rows: Sequence[dict[str, Any]], judge_name: str) -> str:

@@ -245,6 +245,14 @@ def same_scorer(theirs: dict[str, Any], ours: dict[str, Any]) -> bool:
     return all(field(theirs, k) == field(ours, k) for k in theirs.keys() & ours.keys())
 
 
+def scored_by_other(row: dict[str, Any], scorer: dict[str, Any] | None) -> bool:
+    """Whether `row` (an output row, or a `raa eval reward` row) records a scorer other than `scorer` (`same_scorer`);
+    False for a row that records none or no `scorer` given: a refusal is then the same scorer's
+    (`graph.batch_resume.fault_retryable`)."""
+    theirs = row.get("scorer")
+    return scorer is not None and isinstance(theirs, dict) and not same_scorer(theirs, scorer)
+
+
 def _scorer_text(scorer: dict[str, Any], other: dict[str, Any]) -> str:
     """"model 'M' at temperature T", with " at endpoint URL" when the two records name different endpoints."""
     text = f"model {scorer.get('model')!r} at temperature {scorer.get('temperature')}"

@@ -82,7 +82,15 @@ from typing import Any, get_args
 
 from pydantic import ValidationError
 
-from graph.batch import NOT_JSON, Output, bad_line_key, clip_stamp, is_bad_line_row, quality_zero, same_scorer
+from graph.batch import (
+    NOT_JSON,
+    Output,
+    bad_line_key,
+    clip_stamp,
+    is_bad_line_row,
+    quality_zero,
+    scored_by_other,
+)
 from graph.batch_output import OutputWriteError, os_problem
 from graph.replies import declined_answer
 from graph.schemas import Fault, FaultKind
@@ -175,8 +183,8 @@ def stale_rows(manifest: Path, items: list[dict[str, Any]], preset: str, draw: i
     line still bad (its row is written again), fixed since (it is scored) or blanked or deleted since (it
     has no item any more): either way one row per line of the manifest as it is now. "retry": with
     `retry_ineligible`, a `retryable` row of one of `items` (its refusals only when its recorded "scorer" differs
-    from this run's `scorer`, `graph.batch.same_scorer`; a row without one, or no `scorer` given, counts as the same); "changed": with `retry_ineligible`, a `rescorable` row
-    of one of them (a quality zero of a clip changed since). Rows of other items (other draws, presets or
+    from this run's `scorer`, `graph.batch.scored_by_other`); "changed": with `retry_ineligible`, a `rescorable`
+    row of one of them (a quality zero of a clip changed since). Rows of other items (other draws, presets or
     manifests sharing the output) are never touched. A row's answer does not change between calls: whether a
     clip can be read is looked up once (a clip rendered while the tools load would otherwise be kept by
     `graph.batch.done_keys`, so not scored, and then dropped by `drop_rows`, leaving it no row)."""
@@ -202,11 +210,10 @@ def stale_rows(manifest: Path, items: list[dict[str, Any]], preset: str, draw: i
             return None
         if is_bad_line_row(row) and row.get("key") == bad_line_key(manifest, row["line"], preset, draw):
             return "bad line"
-        result, path, theirs = row.get("result"), row.get("path"), row.get("scorer")
-        other = scorer is not None and isinstance(theirs, dict) and not same_scorer(theirs, scorer)
+        result, path = row.get("result"), row.get("path")
         if (row.get("key") in retry and isinstance(result, dict)
                 and retryable(result, path if isinstance(path, str) else None, readable, changed(row.get("clip")),
-                              other)):
+                              scored_by_other(row, scorer))):
             return "retry"
         if (row.get("key") in retry and isinstance(result, dict)
                 and rescorable(result, path if isinstance(path, str) else None, changed(row.get("clip")))):
