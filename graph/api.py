@@ -22,7 +22,7 @@ Decisions where the issue was silent:
   (video, instruction) tuples or dicts with "video", "instruction" and optional "run_id".
 - A run id that already has a trace in the agent's checkpointer is not re-run (the trace would mix
   two runs and the frozen contract would refuse the second write): that item is ineligible with the
-  reason "run id ... already has a trace". Two runs of one id at the same time on one checkpointer (a
+  reason "agent: settings: run id ... already has a trace" (`run_id_taken`). Two runs of one id at the same time on one checkpointer (a
   batch naming a run id twice) cannot both see the other's trace yet: the second is refused with "run id ...
   is already running" (one trace would have overwritten the other, explaining a result with another clip).
   Two processes sharing a trace file claim the id in it for the run (`graph.run_claims`): the second is
