@@ -75,9 +75,10 @@ PROGRESS_LABEL = "progress"
 USAGE_NAMES = {key: key.replace("_", " ") for key in USAGE_KEYS}
 """Each usage figure's key in a row's usage (`graph.usage.USAGE_KEYS`) and its name in the tables' headers and on
 the console ("<name>/clip"; table.csv's column is "<key>_per_clip")."""
-USAGE_DIGITS = (("calls", 1, 3), ("images", 1, 3), ("input_tokens", 0, 1), ("output_tokens", 0, 1), ("cache_hits", 1, 3),
-                ("attempts", 1, 3))
-"""Each usage figure per clip: (key, decimals in table.md and on the console, decimals in table.csv)."""
+USAGE_DIGITS = tuple((key, *((0, 1) if key.endswith("_tokens") else (1, 3))) for key in USAGE_KEYS)
+"""Each usage figure per clip (`graph.usage.USAGE_KEYS`, in its order): (key, decimals in table.md and on the
+console, decimals in table.csv); token counts are large, the others a few per clip. Derived, so a new `Usage`
+counter gets its column without a second list to keep in step."""
 LATE_USAGE_KEYS = frozenset({"attempts"})
 """Usage figures added after rows were first written: a row whose usage lacks one did not record it (it is left
 out of that figure's mean, not counted as 0: 0 attempts beside 3 calls would read as fewer requests than replies)."""
