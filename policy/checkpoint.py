@@ -28,7 +28,9 @@ Decisions where the issue was silent:
 
 from __future__ import annotations
 
+import json
 import re
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -191,3 +193,19 @@ def require_all_weights(info: dict[str, list[Any]], where: str) -> None:
             problems.append(f"{len(names)} weights {what}: {shown}")
     if problems:
         raise ValueError(f"{where} does not match its model class (the rest would be random): {'; '.join(problems)}")
+
+
+def read_checkpoint_json(root: str | Path, subfolder: str | None, name: str, revision: str | None,
+                         load_config: Callable[..., Any]) -> dict[str, Any] | None:
+    """A checkpoint's JSON file ``name`` (in ``subfolder``, or at the top) as a dict: a local folder's file, or a hub
+    id's at ``revision`` through diffusers' ``load_config`` of the class that reads it (``load_config``, looked up
+    when called); None when there is none or it cannot be read."""
+    folder = Path(root).expanduser()
+    try:
+        if folder.is_dir():
+            data = json.loads(((folder / subfolder) if subfolder else folder).joinpath(name).read_text())
+        else:
+            data = load_config(str(root), **({"subfolder": subfolder} if subfolder else {}), revision=revision)
+    except (OSError, ValueError):
+        return None
+    return dict(data) if isinstance(data, Mapping) else None

@@ -19,11 +19,12 @@ Decision where the brief was silent: a scheduler with no single shift, an unknow
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+
+from policy.checkpoint import read_checkpoint_json
 
 DEFAULT_SHIFT = 3.0
 """The shift used when the checkpoint's scheduler names none (the project's default before it read them)."""
@@ -62,17 +63,13 @@ def scheduler_shift(config: Mapping[str, Any]) -> tuple[float | None, str]:
 def read_scheduler_config(root: str | Path, revision: str | None = None) -> dict[str, Any] | None:
     """``scheduler/scheduler_config.json`` of a local checkpoint folder, or of a hub id at ``revision`` (diffusers'
     ``load_config``, any scheduler class: it reads the file as it is); None when it has none or it cannot be read."""
-    folder = Path(root).expanduser()
-    try:
-        if folder.is_dir():
-            data = json.loads((folder / "scheduler" / "scheduler_config.json").read_text())
-        else:
-            from diffusers import UniPCMultistepScheduler
 
-            data = UniPCMultistepScheduler.load_config(str(root), subfolder="scheduler", revision=revision)
-    except (OSError, ValueError):
-        return None
-    return dict(data) if isinstance(data, Mapping) else None
+    def load_config(*args: Any, **kwargs: Any) -> Any:
+        from diffusers import UniPCMultistepScheduler
+
+        return UniPCMultistepScheduler.load_config(*args, **kwargs)
+
+    return read_checkpoint_json(root, "scheduler", "scheduler_config.json", revision, load_config)
 
 
 def checkpoint_shift(root: str | Path | None, revision: str | None = None) -> ShiftChoice:

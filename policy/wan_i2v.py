@@ -57,6 +57,7 @@ import numpy as np
 import torch
 from torch import Tensor
 
+from policy.checkpoint import read_checkpoint_json
 from policy.clip_preprocess import ClipPreprocess
 from policy.shapes import wan_channels
 from policy.vae import _stats, images_to_tensor, vae_scale_factors
@@ -150,17 +151,13 @@ def read_model_index(root: str | Path, revision: str | None = None) -> dict[str,
     """The checkpoint's ``model_index.json`` (a local folder's file, or a hub id's through diffusers'
     ``DiffusionPipeline.load_config`` at ``revision``) as a dict; {} when it has none or it cannot be read: the
     checks below then judge by the transformer config alone (nothing is guessed from a missing index)."""
-    folder = Path(root).expanduser()
-    try:
-        if folder.is_dir():
-            index = json.loads((folder / "model_index.json").read_text())
-        else:
-            from diffusers import DiffusionPipeline
 
-            index = DiffusionPipeline.load_config(str(root), revision=revision)
-    except (OSError, ValueError):
-        return {}
-    return dict(index) if isinstance(index, Mapping) else {}
+    def load_config(*args: Any, **kwargs: Any) -> Any:
+        from diffusers import DiffusionPipeline
+
+        return DiffusionPipeline.load_config(*args, **kwargs)
+
+    return read_checkpoint_json(root, None, "model_index.json", revision, load_config) or {}
 
 
 def two_expert_problem(index: Mapping[str, Any], root: Path | None = None) -> str | None:
