@@ -96,6 +96,20 @@ def test_a_fragmented_mp4_cut_between_two_frames_is_truncated(tmp_path):
             probe(data[:ends[23] + extra])
 
 
+
+@pytest.mark.parametrize("extra", [b"\n", b"\r\n", b"\0" * 4, b"\0" * 7, b"junk", b"\0\0\0\x02moo"])
+def test_a_fragmented_mp4_with_a_few_trailing_bytes_that_start_no_box_reads_whole(tmp_path, extra):
+    """A complete fragmented MP4 followed by 1 to 7 bytes that cannot begin a box header (a newline, zero padding,
+    text) was "truncated: it ends N bytes into the header of a box", a valid clip made ineligible, while 8 such bytes
+    passed. Only bytes that can start the header of a box following a fragment (a size under 16 MiB, and of at least
+    8 bytes, and a printable type) are a cut one."""
+    data = write_raw(tmp_path / "frag.mp4", id_frames(24), gop=8,
+                     options={"movflags": "frag_keyframe+empty_moov"}).read_bytes()
+    meta = probe(data + extra)
+    assert meta.frames == 24
+    assert read_ids(read_all_frames(data + extra)) == list(range(24))
+
+
 def test_a_cut_moov_is_a_decode_error_not_an_attribute_error(tmp_path):
     """A moov cut inside its sample description gives FFmpeg a video stream without a codec: PyAV's
     ``codec_context`` is None there, and the probe raised AttributeError instead of a VideoError."""

@@ -113,17 +113,31 @@ def cut_fragment(src: str | Path | bytes | bytearray | memoryview) -> tuple[byte
     A fragmented MP4's ``moov`` declares no samples: the fragments do. Cut where one frame's data ends, inside
     an ``mdat``, FFmpeg reads the frames before the cut, none of them short, as a complete shorter clip; the
     box's size says the file ended early. A cut between two fragments leaves no trace (a shorter clip), but one a few
-    bytes into the next box's 8-byte header does (it read as the shorter clip before): those bytes are given as a box
-    of type ``b""`` (their offset, 8, the file's length)."""
+    bytes into the next box's 8-byte header does (it read as the shorter clip before): those bytes, where they can start
+    such a header (`header_start`), are given as a box of type ``b""`` (their offset, 8, the file's length)."""
     boxes, total = _top_level(src)
     if not any(kind == b"moof" for kind, _, _ in boxes):
         return None
     kind, offset, size = boxes[-1]
-    if 0 < total - (offset + size) < 8:  # the walk stopped at a header the file ends inside
-        return b"", offset + size, 8, total
+    end = offset + size
+    if 0 < total - end < 8 and header_start(_read_range(src, end, total - end)):  # the walk stopped at a header the
+        return b"", end, 8, total  # file ends inside
     # a fragment's moof is followed by its mdat: a file that ends after a complete moof lacks that fragment's data
     cut = kind == b"moof" or (kind == b"mdat" and offset + size > total)
     return (kind, offset, size, total) if cut else None
+
+
+def header_start(head: bytes) -> bool:
+    """Whether ``head`` (under 8 bytes) can be the start of the header of a box that follows a fragment (a ``moof``,
+    ``styp``, ``sidx``, ``emsg``, ...): its size field under 16 MiB (a first byte of 0) and, where whole, of at least
+    8 bytes (or 1, a 64-bit size), its type's bytes printable. Other bytes after the last box (a newline, zero padding)
+    are no cut header but bytes a writer or a copy left after a complete clip, which FFmpeg ignores (8 or more such
+    bytes always read as one more box, of no fragment)."""
+    if not head or head[0] != 0:
+        return False
+    if len(head) >= 4 and struct.unpack_from(">I", head)[0] not in range(8, 2**24) and head[:4] != b"\0\0\0\x01":
+        return False
+    return all(0x20 <= b < 0x7F for b in head[4:])
 
 
 MAX_SIDX_BYTES = 16 * 2**20  # a larger index is not read (12 bytes a fragment: over a million fragments)
