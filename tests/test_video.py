@@ -349,7 +349,7 @@ def test_fallback_paths_keep_index_mapping(gop_clip, monkeypatch):
 
     def missing_seek(self, wanted, *, allow_seek):
         if allow_seek:
-            raise V._SeekMissed
+            raise V.SeekMissed
         return original(self, wanted, allow_seek=allow_seek)
 
     monkeypatch.setattr(VideoReader, "_decode", missing_seek)

@@ -168,3 +168,42 @@ def test_a_seek_that_fails_with_an_io_error_decodes_from_the_start(tmp_path, mon
     with VideoReader(path) as reader:
         assert read_ids(reader.read([2, 30, 45])) == [2, 30, 45]
     assert _SeekFailsOnce.failed
+
+
+
+class _KeyframeSeekFailsOnce(_SeekFailsOnce):
+    """The first seek past the start fails with FFmpeg's EIO (the rewind of the scan's demuxer to frame 0 passes)."""
+
+    def seek(self, offset: int, *args: object, **kwargs: object) -> None:
+        if offset > 0 and not _SeekFailsOnce.failed:
+            _SeekFailsOnce.failed = True
+            av.error.err_check(-errno.EIO, "seek")
+        self._container.seek(offset, *args, **kwargs)
+
+
+def test_a_seek_that_failed_once_does_not_stop_later_reads_seeking(tmp_path, monkeypatch):
+    """A seek FFmpeg failed (a network disk's passing EIO) made the reader decode from the start for every later read
+    as well, as if the container could not seek: a cached reader of a long clip then decoded the whole clip up to each
+    extra frame. Only a seek that landed wrong says that; the next read seeks again."""
+    from tests.test_video import read_ids
+    from tools import video
+
+    path = write_raw(tmp_path / "g.mp4", id_frames(96), gop=8)
+    real = video.open_container
+    monkeypatch.setattr(_SeekFailsOnce, "failed", False)
+    monkeypatch.setattr(video, "open_container", lambda *a, **k: _KeyframeSeekFailsOnce(real(*a, **k)))
+    decoded: list[int] = []
+    original = VideoReader._packets_to_frames
+
+    def counting(self, container, stream):
+        for frame in original(self, container, stream):
+            decoded.append(frame.pts)
+            yield frame
+
+    monkeypatch.setattr(VideoReader, "_packets_to_frames", counting)
+    with VideoReader(path) as reader:
+        assert read_ids(reader.read([2, 30])) == [2, 30]
+        assert _SeekFailsOnce.failed
+        decoded.clear()
+        assert read_ids(reader.read([90])) == [90]
+        assert len(decoded) < 20  # from the keyframe at 88, not the 91 frames from the start

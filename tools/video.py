@@ -27,8 +27,11 @@ Frame ``i`` is the i-th frame in presentation order. Decisions taken where issue
   keyframe, skipping whole GOPs. Each decoded frame is checked against the scan: after the first
   frame of a run that seeked, every frame must carry the next frame's pts. A seek that lands after its
   target or past the end (MPEG-TS / MPEG-PS seek by timestamp, not by frame), or any other surprise
-  after a seek, makes the reader decode from the start, for that read and every later one; so do a seek FFmpeg
-  fails (``seek_keyframe``) and a seek whose keyframe comes out inter-coded (an MP4 without ``stss`` calls every sample a keyframe). Timestamps
+  after a seek, makes the reader decode from the start, for that read and every later one; so does a seek whose
+  keyframe comes out inter-coded (an MP4 without ``stss`` calls every sample a keyframe). A seek FFmpeg fails
+  (``seek_keyframe``: a network disk's passing EIO, say) decodes that read from the start; only a second read with
+  such a failure stops the reader seeking (each failure had made a cached reader of a long clip decode from the start
+  for every later read). Timestamps
   that are missing or duplicated, or that go backwards even when decoding from the start, make it
   count frames in the decoder's output order instead, so no frame is returned under another frame's
   index; so does a codec that reorders frames whose timestamps never do (AVI with B-frames stores
@@ -115,16 +118,11 @@ from tools.video_scan import (  # noqa: F401  (re-exported: the public video API
     open_container,
     reorder_decoder,
     scan,
-    seek_keyframe,
-    seek_landed,
     video_stream,
     wrapped,
 )
+from tools.video_seek import SEEK_FAILURES, SeekFailed, SeekMissed, seek_keyframe, seek_landed
 from tools.video_write import write_video  # noqa: F401  (re-exported: the public video API)
-
-
-class _SeekMissed(Exception):
-    """Internal: a seek landed past a wanted frame; decoding restarts without seeking."""
 
 
 class _OutOfOrder(Exception):
@@ -165,6 +163,7 @@ class VideoReader:
         self._order: tuple[FrameIndex, dict[int, int] | None] = (
             index, {p: i for i, p in enumerate(index.pts)} if index.pts is not None else None)
         self._seeks = True  # False once a seek missed: the container's seeking is not frame-accurate
+        self._seek_failures = 0  # reads whose seek FFmpeg failed (SEEK_FAILURES of them also stop the seeking)
         self._closed, self._spare_lock = False, threading.Lock()
         self._spare: av.container.InputContainer | None = container  # the first read's demuxer
         if self.meta.frames < 2:  # the agent never decodes these: hold no open file for them
@@ -243,7 +242,10 @@ class VideoReader:
                 try:
                     fill(True)
                     return
-                except _SeekMissed:
+                except SeekFailed:  # once may be a disk's passing error: a later read seeks again
+                    self._seek_failures += 1
+                    self._seeks = self._seek_failures < SEEK_FAILURES
+                except SeekMissed:
                     self._seeks = False
             fill(False)
         except _OutOfOrder:
@@ -324,7 +326,7 @@ class VideoReader:
                 if frames is None or (allow_seek and k > last + 1):
                     if allow_seek and k > 0:
                         if not seek_keyframe(container, stream, pts[k], self._name, self._src):
-                            raise _SeekMissed  # FFmpeg failed the seek: decode from the start instead
+                            raise SeekFailed  # FFmpeg failed the seek: decode from the start instead
                         landed = k
                     frames, last, lost = self._packets_to_frames(container, stream), -1, lead > 0 and k == 0
                 while last < target:
@@ -333,7 +335,7 @@ class VideoReader:
                         if lost and target < lead:  # no keyframe came out (H.264 drops the frames before it)
                             raise mid_gop_error(self._name, target, self.meta.frames, lead)
                         if allow_seek:  # a seek (or the rewind) that landed past its frames (MPEG-TS)
-                            raise _SeekMissed
+                            raise SeekMissed
                         raise VideoDecodeError(f"{self._name}: frame {target} of {self.meta.frames} "
                                                "could not be decoded (stream ended early)")
                     i = mapping.get(frame.pts) if frame.pts is not None else None
@@ -343,7 +345,7 @@ class VideoReader:
                         lost = False
                     if i is None or (last >= 0 and i != last + 1):  # unknown pts, or not the next frame
                         if allow_seek:
-                            raise _SeekMissed
+                            raise SeekMissed
                         if i is None or i <= last:  # timestamps out of presentation order
                             raise _OutOfOrder
                         # a gap from the start: frames the decoder dropped; the timestamps still label the rest
@@ -351,12 +353,12 @@ class VideoReader:
                         if target < lead:
                             raise mid_gop_error(self._name, target, self.meta.frames, lead)
                         if allow_seek:
-                            raise _SeekMissed
+                            raise SeekMissed
                         raise VideoDecodeError(f"{self._name}: frame {target} of {self.meta.frames} "
                                                f"could not be decoded (got pts {frame.pts} instead)")
                     if landed is not None and i >= landed:
                         if not seek_landed(frame, i, landed):
-                            raise _SeekMissed
+                            raise SeekMissed
                         landed = None
                     last = i
                     if i == target:

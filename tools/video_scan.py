@@ -19,7 +19,6 @@ from typing import Literal
 
 import av
 import numpy as np
-from av.video.frame import PictureType
 
 from tools.matroska_tail import segment_shortfall
 from tools.mp4_boxes import cut_fragment, index_past_end
@@ -32,8 +31,6 @@ from tools.video_errors import (  # noqa: F401  (re-exported by tools.video)
     VideoDecodeError,
     VideoError,
     VideoNotFoundError,
-    ffmpeg_eio,
-    machine_failed,
     not_a_file,
     not_found,
     unreadable,
@@ -115,35 +112,6 @@ def mid_gop_error(name: str, target: int, frames: int, lead: int) -> VideoDecode
         f"its frames before the first keyframe (frame {lead})"
     return VideoDecodeError(f"{name}: frame {target} of {frames} could not be decoded: the clip starts mid-GOP "
                             f"and {where} reference frames it lacks")
-
-
-def seek_landed(frame: av.VideoFrame, index: int, key: int) -> bool:
-    """Whether the first frame a seek to keyframe ``key`` gives at or past it is that keyframe, intra-coded.
-
-    An MP4 without an ``stss`` box declares every sample a sync sample (the spec's reading, and FFmpeg's):
-    right for all-intra clips, but some muxers leave the box out of clips with P-frames (MPEG-4 part 2).
-    A seek to such a "keyframe" decoded it without its references (garbage, returned as the frame); a
-    keyframe the decoder skipped or gave as an inter frame means the scan's keyframes are not real ones.
-    """
-    return index == key and (frame.key_frame or frame.pict_type == PictureType.I)
-
-
-def seek_keyframe(container: av.container.InputContainer, stream: av.video.stream.VideoStream, pts: int, name: str,
-                  src: Source) -> bool:
-    """Seek back to the keyframe at or before ``pts``; False when FFmpeg fails the seek (its generic EPERM where no
-    keyframe qualifies, or an error of the clip's data): the caller decodes from the start instead, where the frames
-    still come out (that failure ended the read as a PermissionError, taken for the file's). So does FFmpeg's EIO,
-    the disk's or the demuxer's (``ffmpeg_eio``): the decode from the start reads the file again, and an error that
-    repeats there is classified there (a disk's EIO gone at once costs nothing). Another failure of the machine
-    (``machine_failed``: too many open files, out of memory) is its ``VideoError``, as ``wrapped`` words it."""
-    try:
-        container.seek(pts, stream=stream, backward=True, any_frame=False)
-    except (av.error.FFmpegError, OSError) as exc:
-        if machine_failed(exc) and not ffmpeg_eio(exc):
-            with wrapped(name, "seeking failed", src):
-                raise
-        return False
-    return True
 
 
 def describe(src: Source) -> str:
