@@ -31,11 +31,11 @@ Frame ``i`` is the i-th frame in presentation order. Decisions taken where issue
   keyframe comes out inter-coded (an MP4 without ``stss`` calls every sample a keyframe). A seek FFmpeg fails
   (``seek_keyframe``: a network disk's passing EIO, say) decodes that read from the start; only a second read with
   such a failure stops the reader seeking (each failure had made a cached reader of a long clip decode from the start
-  for every later read). Timestamps
-  that are missing or duplicated, or that go backwards even when decoding from the start, make it
-  count frames in the decoder's output order instead, so no frame is returned under another frame's
-  index; so does a codec that reorders frames whose timestamps never do (AVI with B-frames stores
-  decode-order timestamps), found by the scan. A gap from the start is a frame the decoder dropped:
+  for every later read). Timestamps that are missing or duplicated, or that go backwards even when decoding
+  from the start, make it count frames in the decoder's output order instead, so no frame is returned under
+  another frame's index; so does a codec that reorders frames whose timestamps never do (AVI with B-frames
+  stores decode-order timestamps; not MPEG-1 / 2 without B pictures, ``tools.mpeg_pictures``), found by
+  the scan. A gap from the start is a frame the decoder dropped:
   the others keep their timestamps' indices, and the dropped one is a ``VideoDecodeError``. So is each
   frame before the first keyframe of a clip whose first packet is no keyframe (cut mid-GOP): decoding
   from the start, frames the decoder gives before a keyframe are skipped (MPEG-4 part 2 / MPEG-2 build

@@ -22,6 +22,7 @@ import numpy as np
 
 from tools.matroska_tail import segment_shortfall
 from tools.mp4_boxes import cut_fragment, index_past_end
+from tools.mpeg_pictures import B_PICTURE, MPEG_VIDEO, picture_type, without_b_pictures
 from tools.mpegts_tail import ends_inside_packet, starts_as_mpegts
 from tools.video_duration import HEADER_DURATION, check_duration, header_duration
 from tools.video_edits import kept_frames, late_empty_edit
@@ -246,6 +247,7 @@ def scan(container: av.container.InputContainer, name: str,
         raise VideoDecodeError(f"{name}: video stream has no frame size ({width}x{height})")
     packets, pts, key_pts, slices, last_dts, first_key, cut, step = 0, [], [], None, None, True, False, None
     max_pts, last_hold = -(2**63), 0
+    types: list[int | None] | None = [] if stream.codec_context.name in MPEG_VIDEO else None  # MPEG-1 / 2 pictures
     with wrapped(name, "demuxing failed (truncated or corrupt file)", src):
         for packet in demux(container, stream):
             if packet.size == 0:
@@ -261,6 +263,8 @@ def scan(container: av.container.InputContainer, name: str,
             if packet.is_discard:
                 continue
             pts.append(packet.pts)
+            if types is not None and (not types or types[-1] not in (None, B_PICTURE)):  # until a B picture (or none found)
+                types.append(picture_type(packet))
             if packet.pts is not None and packet.pts >= max_pts:  # the last frame's own duration (Matroska gives it)
                 max_pts, last_hold = packet.pts, packet.duration or 0
             if packet.is_keyframe and packet.pts is not None:
@@ -322,7 +326,8 @@ def scan(container: av.container.InputContainer, name: str,
         keys = sorted({bisect.bisect_left(ordered, p) for p in key_pts})
         lead = 0 if first_key else keys[0] if keys else frames  # no keyframe at all: every frame lacks its references
         index = FrameIndex(tuple(ordered), tuple(keys), reorder_depth(known), slices, lead)
-        if index.reorder == 0 and (stream.codec_context.reorder_depth or 0) > 0:
+        if index.reorder == 0 and (stream.codec_context.reorder_depth or 0) > 0 and not (
+                types is not None and without_b_pictures(types)):  # MPEG-1 / 2 without B pictures: never reordered
             # the codec reorders frames but the timestamps never do: decode-order timestamps (AVI with
             # B-frames), which would label frames by decode position. Count the decoder's output instead.
             index = FrameIndex(None, (), slices=slices)
