@@ -59,3 +59,15 @@ def test_a_two_frame_mpegts_clip_opens(tmp_path, gop):
     for src in (path, path.read_bytes()):
         meta = probe(src)
         assert meta.frames == 2 and read_ids(read_all_frames(src)) == [0, 1]
+
+
+@pytest.mark.parametrize("extra", [b"\n", b"\r\n", b"\0" * 4, b"\0" * 100, b"junk" * 60],
+                         ids=["newline", "crlf", "zeros4", "zeros100", "text"])
+def test_a_complete_transport_stream_with_trailing_bytes_reads_whole(tmp_path: Path, extra: bytes) -> None:
+    """Bytes after the last whole transport packet that start no packet (a newline, zero padding) were "truncated: it
+    ends inside an MPEG-TS packet", a complete clip made ineligible (a Matroska, MP4, AVI or FLV file with the same
+    bytes read whole). A cut packet starts with its sync byte; these bytes do not."""
+    data = _write_ts(tmp_path / "c.ts").read_bytes()
+    assert not ends_inside_packet(data + extra)
+    assert read_ids(read_all_frames(data + extra)) == read_ids(read_all_frames(data))
+    assert ends_inside_packet(data + data[:100])  # a packet begun and cut: still truncated

@@ -4,8 +4,9 @@ MPEG-TS declares neither a frame count nor a duration, and FFmpeg flags no packe
 last video frame's PES simply ends early (its length field is 0, "unbounded", for video), and its frame
 decodes from part of its data as a damaged picture. A muxer writes whole transport packets, though, each
 starting with the sync byte 0x47: 188 bytes, 192 in M2TS (a 4-byte timestamp first), 204 with 16 FEC bytes.
-A file whose last two packets do not line up with its end, in any of those sizes, was cut inside one.
-(A cut on a packet boundary leaves no trace: the clip reads as a shorter one.)
+A file whose last two packets do not line up with its end, in any of those sizes, and whose bytes after them begin a
+packet, was cut inside one. (A cut on a packet boundary leaves no trace: the clip reads as a shorter one. Bytes after
+the last packet that begin none, a newline or padding, are no cut: they made a complete clip "truncated".)
 """
 
 from __future__ import annotations
@@ -27,13 +28,23 @@ def _tail(src: str | Path | bytes | bytearray | memoryview, n: int) -> bytes:
 
 
 def ends_inside_packet(src: str | Path | bytes | bytearray | memoryview) -> bool:
-    """Whether the file's last bytes are no whole transport packet of any size in `PACKETS` (False for a file
-    shorter than two packets: nothing to tell)."""
-    tail = _tail(src, 2 * max(size for size, _ in PACKETS))
+    """Whether the file ends inside a transport packet of a size in `PACKETS`: it does not end on a whole packet, and
+    its last whole packets are followed by a packet begun (its sync byte there, or, in M2TS, the bytes of the 4-byte
+    timestamp before it). Other bytes after the last whole packet (a newline, zero padding) are no cut packet: a
+    complete clip, which FFmpeg reads whole. False for a file shorter than two packets: nothing to tell."""
+    tail = _tail(src, 3 * max(size for size, _ in PACKETS))
     if len(tail) < 2 * PACKETS[0][0]:
         return False
-    return not any(len(tail) >= 2 * size and tail[-size + sync] == SYNC and tail[-2 * size + sync] == SYNC
-                   for size, sync in PACKETS)
+    if any(_packets_end(tail, size, sync, 0) for size, sync in PACKETS):
+        return False
+    return any(_packets_end(tail, size, sync, rest) and (rest <= sync or tail[-rest + sync] == SYNC)
+               for size, sync in PACKETS for rest in range(1, size))
+
+
+def _packets_end(tail: bytes, size: int, sync: int, rest: int) -> bool:
+    """Whether two whole packets of ``size`` (sync byte at ``sync``) end ``rest`` bytes before the end of ``tail``."""
+    end = len(tail) - rest
+    return end >= 2 * size and tail[end - size + sync] == SYNC and tail[end - 2 * size + sync] == SYNC
 
 
 def _head(src: str | Path | bytes | bytearray | memoryview, n: int) -> bytes:
