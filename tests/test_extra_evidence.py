@@ -15,6 +15,7 @@ from graph.testing import ScriptedChatModel
 from tests.graph_scripts import textured_frames
 from tools.extra import EvidenceReport
 from tools.motion import LKTracker
+from tools.video import FrameIndexError, VideoDecodeError
 
 
 class GripperCheck:
@@ -85,6 +86,17 @@ def test_a_failing_or_malformed_tool_makes_the_run_ineligible(tmp_path):
         assert model.calls_for("reflect") == [] and model.calls_for("audit") == []
         # the same thread again (no checkpointer): the failed job is run afresh, once per run
         assert run(agent, clip)["result"].reasons == result.reasons and len(tool.calls) == 2
+
+
+@pytest.mark.parametrize("error", [VideoDecodeError("reference.mp4: corrupt"), FrameIndexError("frame 40 of 33")])
+def test_a_video_error_of_the_tool_is_the_tools_fault_not_the_clips(tmp_path, error):
+    """The tool gets the clip's decoded frames: a VideoError it raises is its own failure (an outage, retried), not
+    the clip's final video fault (a VideoDecodeError was) nor the agent's internal one (a FrameIndexError was)."""
+    clip = moving_square(tmp_path / "c.mp4")
+    agent, _ = _agent(tools=[GripperCheck(error=error)])
+    result = run(agent, clip)["result"]
+    assert result.status == "ineligible" and [f.kind for f in result.faults] == ["tool"] and result.outage
+    assert result.faults[0].message == f"gripper_check run: {type(error).__name__}: {error}"
 
 
 def test_a_dict_report_is_accepted(tmp_path):

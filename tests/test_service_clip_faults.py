@@ -1,5 +1,6 @@
 """A clip the tool service finds undecodable is the clip's video fault, as the same clip decoded in-process is: the
-client raises the service's VideoError (`tools.video_errors.served_error`) and `tools.errors.run_tool` lets it through.
+client raises the service's VideoError (`tools.video_errors.served_error`) and `tools.errors.run_clip_tool` lets it
+through.
 It was ToolFault("service", "input", "HTTP 422: undecodable video ..."), which the agent recorded as kind "tool": an
 outage, so the trainer counted the clip as ``ineligible_error`` and every ``--retry-ineligible`` scored it again."""
 
@@ -11,7 +12,7 @@ from service_helpers import TOKEN, serve
 from graph.batch_resume import retryable
 from graph.nodes.common import to_fault
 from tools.client import RemoteSurpriseScorer, ToolServiceClient
-from tools.errors import ToolFault, run_tool
+from tools.errors import ToolFault, run_clip_tool
 from tools.motion import LKTracker
 from tools.service import create_app
 from tools.settings import ToolSettings
@@ -23,7 +24,7 @@ def test_an_upload_the_service_cannot_decode_is_the_clips_video_fault(service_ro
     app = create_app(ToolSettings(), service_root, token=TOKEN, tracker=LKTracker(), scorer=service_scorer)
     with serve(app) as url, ToolServiceClient(url, token=TOKEN, retries=1) as c:
         with pytest.raises(error) as info:
-            run_tool("surprise", RemoteSurpriseScorer(c).score_file, service_root / clip, frames=4)
+            run_clip_tool("surprise", RemoteSurpriseScorer(c).score_file, service_root / clip, frames=4)
     assert clip in str(info.value) and "HTTP" not in str(info.value)
     fault = to_fault("surprise", info.value)
     assert fault.kind == "video" and fault.message.startswith(f"{error.__name__}: ") and not fault.outage
@@ -49,7 +50,7 @@ def test_a_clip_gone_before_its_upload_is_unreached_as_in_process(tmp_path):
     gone = tmp_path / "gone.mp4"
     with ToolServiceClient("http://127.0.0.1:9", retries=1) as c:
         with pytest.raises(VideoNotFoundError) as info:
-            run_tool("surprise", RemoteSurpriseScorer(c).score_file, gone, frames=4)
+            run_clip_tool("surprise", RemoteSurpriseScorer(c).score_file, gone, frames=4)
     fault = to_fault("surprise", info.value)
     assert fault.kind == "video" and fault.outage and str(gone) in fault.message
     row = {"status": "ineligible", "faults": [fault.model_dump()]}

@@ -38,19 +38,33 @@ class ToolFault(RuntimeError):
 
 
 def run_tool(tool: str, call: Callable[..., T], /, *args: Any, **kwargs: Any) -> T:
-    """``call(*args, **kwargs)``; any failure other than a ToolFault is raised as ToolFault(tool, "run",
-    "<type>: <message>"): a configured tool that fails is a fault, never a silent skip. A VideoError (the clip the
-    tool was given could not be decoded or read: the tool service's answer for an upload, `tools.client`) is raised
-    as it is, the clip's video fault and not the tool's."""
+    """``call(*args, **kwargs)`` of a tool given decoded frames (a tracker, an in-process scorer, an extra tool);
+    any failure other than a ToolFault is raised as ToolFault(tool, "run", "<type>: <message>"): a configured tool
+    that fails is a fault, never a silent skip. A VideoError such a tool raises is its own too: the clip was decoded
+    before the call, so a FrameIndexError is the tool indexing its frames wrongly (it was the agent's "internal"
+    fault) and a VideoDecodeError something else the tool read (it was the clip's final video fault)."""
+    return _run(tool, call, args, kwargs, clip_errors=False)
+
+
+def run_clip_tool(tool: str, call: Callable[..., T], /, *args: Any, **kwargs: Any) -> T:
+    """`run_tool` for a tool handed the clip itself, which reads it as the in-process read does (the tool service
+    decoding an upload, `tools.client.RemoteSurpriseScorer.score_file`): a VideoError it raises is the clip's (not
+    found, a folder, undecodable: the clip's video fault), raised as it is; a FrameIndexError is still the tool's
+    (the indices are the call's, not the clip's)."""
+    return _run(tool, call, args, kwargs, clip_errors=True)
+
+
+def _run(tool: str, call: Callable[..., T], args: tuple, kwargs: dict, *, clip_errors: bool) -> T:
     try:
         return call(*args, **kwargs)
     except ToolFault:
         raise
     except Exception as exc:
-        from tools.video_errors import VideoError  # lazy: PyAV is only needed once a tool failed
+        if clip_errors:
+            from tools.video_errors import FrameIndexError, VideoError  # lazy: PyAV is only needed here
 
-        if isinstance(exc, VideoError):
-            raise
+            if isinstance(exc, VideoError) and not isinstance(exc, FrameIndexError):
+                raise
         raise ToolFault(tool, "run", f"{type(exc).__name__}: {exc}") from exc
 
 

@@ -62,7 +62,7 @@ from graph.context import RunContext
 from graph.nodes.common import Step, brief, count, frames_total
 from graph.state import AgentState
 from graph.workers import Priority, await_job
-from tools.errors import ToolFault, run_tool
+from tools.errors import ToolFault, run_clip_tool, run_tool
 from tools.surprise import evidence_problem
 
 MAX_SURPRISE_FRAMES = 512
@@ -77,7 +77,7 @@ def _score(ctx: RunContext, video: str, used: int, key: tuple) -> tuple[Any, flo
     scorer = ctx.tools.surprise()
     short_side = ctx.tools.surprise_short_side
     if isinstance(scorer, RemoteSurpriseScorer):  # the service decodes the clip: upload the file, not the frames
-        evidence = run_tool("surprise", scorer.score_file, video, frames=used, short_side=short_side)
+        evidence = run_clip_tool("surprise", scorer.score_file, video, frames=used, short_side=short_side)
     else:
         evidence = run_tool("surprise", scorer.score, ctx.frames.scaled_frames(video, range(used), short_side))
     if (problem := evidence_problem(evidence, used)) is not None:  # an injected scorer's bug: never evidence
