@@ -16,7 +16,9 @@ from tools.errors import ToolFault, run_clip_tool
 from tools.motion import LKTracker
 from tools.service import create_app
 from tools.settings import ToolSettings
-from tools.video import EmptyVideoError, VideoDecodeError
+from tools.video import EmptyVideoError, VideoDecodeError, VideoError, read_frames
+from tools.video_errors import served_error
+from tools.video_limits import VideoTooLargeError
 
 
 @pytest.mark.parametrize(("clip", "error"), [("junk.mp4", VideoDecodeError), ("empty.mp4", EmptyVideoError)])
@@ -57,3 +59,22 @@ def test_a_clip_gone_before_its_upload_is_unreached_as_in_process(tmp_path):
     assert not retryable(row, str(gone), clip_changed=lambda _: False)
     gone.write_bytes(b"back")
     assert retryable(row, str(gone), clip_changed=lambda _: False)
+
+
+def test_a_served_too_large_clip_reads_as_in_process(service_root, service_scorer, monkeypatch):
+    """A clip over the decode limit of the service's reader came back as a plain VideoError, its reason "VideoError:
+    VideoTooLargeError: ..." where the same read in-process records "VideoTooLargeError: ..."."""
+    import tools.video_limits
+
+    monkeypatch.setattr(tools.video_limits, "DECODE_LIMIT_BYTES", 1000)
+    app = create_app(ToolSettings(), service_root, token=TOKEN, tracker=LKTracker(), scorer=service_scorer)
+    with serve(app) as url, ToolServiceClient(url, token=TOKEN, retries=1) as c:
+        with pytest.raises(VideoTooLargeError) as served:
+            run_clip_tool("surprise", RemoteSurpriseScorer(c).score_file, service_root / "clip.mp4", frames=4)
+    with pytest.raises(VideoTooLargeError) as local:
+        read_frames(service_root / "clip.mp4", range(4))
+    fault = to_fault("surprise", served.value)
+    assert fault.kind == "video" and fault.message.startswith("VideoTooLargeError: uploaded clip 'clip.mp4': 4 frame")
+    assert str(served.value).split(": ", 1)[1] == str(local.value).split(": ", 1)[1]  # named as uploaded / as read
+    unknown = served_error({"type": "NewError", "message": "m"})
+    assert type(unknown) is VideoError and str(unknown) == "NewError: m"

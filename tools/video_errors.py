@@ -160,6 +160,10 @@ class FrameIndexError(VideoError):
     """A requested frame index is not an integer in ``[0, frames)``."""
 
 
+class VideoTooLargeError(VideoError):
+    """A decode request's frames would take more memory than the decode limit allows (``tools.video_limits``)."""
+
+
 def fault_label(exc: VideoError) -> str:
     """What ``exc`` says is wrong, in a word or two for a table cell: "not found", "not a file", "unreadable" (no
     permission, a read the machine failed), "empty", "undecodable" (the clip's bytes), else "unusable"."""
@@ -174,10 +178,12 @@ def fault_label(exc: VideoError) -> str:
 
 def served_error(video_error: dict) -> VideoError:
     """The VideoError a tool service answered with (its 422 ``video_error``: the class's name and the message,
-    tools/service_frames.py), raised by the client as decoding the clip in-process raises it; a class it does not
-    know is a VideoError whose message starts with that name."""
+    tools/service_frames.py), raised by the client as decoding the clip in-process raises it, so the fault's reason
+    is worded alike ("VideoTooLargeError: ..." of a clip over the service reader's decode limit read "VideoError:
+    VideoTooLargeError: ..."); a class it does not know is a VideoError whose message starts with that name. A
+    FrameIndexError is never served (its indices are the request's: a 400)."""
     kind, message = str(video_error.get("type", "VideoError")), str(video_error.get("message", ""))
-    known = {c.__name__: c for c in (VideoNotFoundError, EmptyVideoError, VideoDecodeError)}
+    known = {c.__name__: c for c in (VideoNotFoundError, EmptyVideoError, VideoDecodeError, VideoTooLargeError)}
     return known[kind](message) if kind in known else VideoError(f"{kind}: {message}")
 
 

@@ -21,13 +21,9 @@ Decisions where the issue was silent:
 
 from __future__ import annotations
 
-from tools.video_scan import VideoError
+from tools.video_errors import VideoTooLargeError
 
 DECODE_LIMIT_BYTES = 4 * 2**30
-
-
-class VideoTooLargeError(VideoError):
-    """A decode request's frames would take more memory than the decode limit allows."""
 
 
 def check_decode_size(name: str, count: int, size: tuple[int, int], limit: int | None = None) -> None:
