@@ -298,10 +298,16 @@ class RemoteSurpriseScorer:
         None), with the short side at most ``short_side`` pixels (None: full size). The upload is the
         file, a few MB, where ``score`` sends the decoded frames (512 frames at 448 pixels are 0.5 GB,
         over the service's default upload limit); the service decodes with the same reader and size
-        rule as ``FrameStore.scaled_frames``, so the result equals scoring those frames in-process."""
-        from tools.video_errors import not_found, unreadable
+        rule as ``FrameStore.scaled_frames``, so the result equals scoring those frames in-process. A clip that is
+        gone, unreadable or a folder raises the VideoError the in-process read raises (`tools.video_errors.clip_file`):
+        a folder was "cannot be read (IsADirectoryError ...)", a final video fault, where in-process it is "is a
+        directory, not a video file", retried by ``--retry-ineligible`` only once a file can be read at the path
+        (`graph.batch_resume.clip_readable`); both are the clip's video fault now, neither retried while a folder.
+        Call it through `tools.errors.run_clip_tool`, which lets those errors through as the clip's."""
+        from tools.video_errors import clip_file, not_found, unreadable
 
-        try:  # the clip's own fault when it is gone or unreadable, worded as reading it in-process words it
+        clip_file(Path(video), str(video))  # gone, a folder, unreadable: worded as the in-process read words it
+        try:  # gone or unreadable since
             data = Path(video).read_bytes()
         except FileNotFoundError:
             raise not_found(str(video)) from None

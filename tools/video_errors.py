@@ -132,6 +132,21 @@ def unreadable(name: str, exc: BaseException) -> VideoNotFoundError:
     return VideoNotFoundError(f"{name}: cannot be read ({type(exc).__name__}: {exc})")
 
 
+def clip_file(path: Path, name: str) -> os.stat_result:
+    """The ``stat`` of clip ``path`` (``name`` in errors) when it is a regular file, else the error every read of a
+    clip raises (the in-process reader's, the tool client's upload, the tool service's path check): `not_found`,
+    `unreadable` (a name too long, a NUL byte, no permission to a folder) or `not_a_file` (a folder, a pipe)."""
+    try:
+        st = path.stat()
+    except FileNotFoundError:
+        raise not_found(name) from None
+    except (OSError, ValueError) as exc:
+        raise unreadable(name, exc) from None
+    if not stat.S_ISREG(st.st_mode):
+        raise not_a_file(name, st.st_mode)
+    return st
+
+
 def unreached(message: str) -> bool:
     """True for a recorded video fault's message that says the clip could not be reached, not that its bytes are bad:
     ``not_found``'s words (or the old "no such file ([Errno 2] ..."), ``not_a_file``'s (a folder at the clip's path;
@@ -177,11 +192,12 @@ def fault_label(exc: VideoError) -> str:
 
 
 def served_error(video_error: dict) -> VideoError:
-    """The VideoError a tool service answered with (its 422 ``video_error``: the class's name and the message,
-    tools/service_frames.py), raised by the client as decoding the clip in-process raises it, so the fault's reason
-    is worded alike ("VideoTooLargeError: ..." of a clip over the service reader's decode limit read "VideoError:
-    VideoTooLargeError: ..."); a class it does not know is a VideoError whose message starts with that name. A
-    FrameIndexError is never served (its indices are the request's: a 400)."""
+    """The VideoError a tool service answered with (the ``video_error`` of its 422, tools/service_frames.py, or of a
+    path request's 404, tools/service.py: the class's name and the message), raised by the client as decoding the
+    clip in-process raises it, so the fault's reason is worded alike ("VideoTooLargeError: ..." of a clip over the
+    service reader's decode limit read "VideoError: VideoTooLargeError: ..."); a class it does not know is a
+    VideoError whose message starts with that name. A FrameIndexError is never served (its indices are the
+    request's: a 400)."""
     kind, message = str(video_error.get("type", "VideoError")), str(video_error.get("message", ""))
     known = {c.__name__: c for c in (VideoNotFoundError, EmptyVideoError, VideoDecodeError, VideoTooLargeError)}
     return known[kind](message) if kind in known else VideoError(f"{kind}: {message}")

@@ -10,7 +10,6 @@ from __future__ import annotations
 import bisect
 import io
 import math
-import stat
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from fractions import Fraction
@@ -32,9 +31,7 @@ from tools.video_errors import (  # noqa: F401  (re-exported by tools.video)
     VideoDecodeError,
     VideoError,
     VideoNotFoundError,
-    not_a_file,
-    not_found,
-    unreadable,
+    clip_file,
     wrapped,
 )
 from tools.video_slices import frame_threads, slices_per_frame
@@ -150,14 +147,7 @@ def _open(src: Source, name: str, options: dict[str, str] | None) -> av.containe
         target: str | io.BytesIO = io.BytesIO(bytes(src))
     else:
         path = Path(src)
-        try:
-            st = path.stat()
-        except FileNotFoundError:
-            raise not_found(name) from None
-        except (OSError, ValueError) as exc:  # a name too long, a NUL byte, no permission to a folder
-            raise unreadable(name, exc) from None
-        if not stat.S_ISREG(st.st_mode):
-            raise not_a_file(name, st.st_mode)
+        st = clip_file(path, name)
         if st.st_size == 0:
             raise EmptyVideoError(f"{name}: video file is empty (0 bytes)")
         target = f"file:{path}"  # else FFmpeg reads a name like 2024-01-01T12:30:00.mp4 as a URL scheme
