@@ -335,4 +335,5 @@ def test_an_answer_that_is_not_a_json_object_is_a_typed_fault(status, body):
         assert info.value.kind == "config" and "not a tool service answer" in info.value.message
         assert "RAA_TOOLS_URL" in checked.value.message
     else:
-        assert info.value.kind == "input" and "HTTP 404" in info.value.message
+        assert info.value.kind == "config" and "HTTP 404" in info.value.message  # the URL's, not the clip's
+        assert "RAA_TOOLS_URL" in info.value.message

@@ -149,6 +149,7 @@ def test_deeply_nested_json_is_400_not_500(counted):
 def test_paths_the_filesystem_cannot_resolve_are_refused_with_the_reason(tmp_path):
     """A name over the filesystem's length limit (OSError ENAMETOOLONG) and a symlink loop (RuntimeError in
     Path.resolve) were 500s."""
+    import errno
     import os
 
     os.symlink(tmp_path / "loop_b", tmp_path / "loop_a")
@@ -159,6 +160,10 @@ def test_paths_the_filesystem_cannot_resolve_are_refused_with_the_reason(tmp_pat
         assert len(r.json()["detail"]) < 200
         r = c.post("/v1/track", json={"path": "loop_a", "grid_size": 2})
         assert r.status_code == 404 and r.json()["detail"] == "path 'loop_a' cannot be resolved: a symlink loop"
+        # the clip's, raised again by the client as the in-process read's (tools.client)
+        assert r.json()["video_error"] == {"type": "VideoNotFoundError",
+                                           "message": f"loop_a: cannot be read (OSError: [Errno {errno.ELOOP}] a "
+                                                      "symlink loop)"}
 
 
 class _Broken:

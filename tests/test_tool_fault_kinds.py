@@ -6,11 +6,66 @@ fault, worded as the in-process read words it."""
 from __future__ import annotations
 
 import pytest
+from service_helpers import TOKEN, moving_clip, serve
 
 from graph.nodes.common import to_fault
-from tools.client import RemoteSurpriseScorer, ToolServiceClient
-from tools.errors import run_clip_tool
-from tools.video import VideoNotFoundError, VideoReader
+from tools.client import RemoteMotionTracker, RemoteSurpriseScorer, ToolServiceClient, status_kind
+from tools.errors import ToolFault, run_clip_tool, run_tool
+from tools.motion import LKTracker
+from tools.service import create_app
+from tools.settings import ToolSettings
+from tools.video import FrameIndexError, VideoDecodeError, VideoNotFoundError, VideoReader
+
+
+def test_a_404_or_413_without_a_fault_is_a_setting_not_the_input():
+    """Neither says anything of the clip: a 404 is a route the URL does not serve, a 413 a limit of the service's
+    setup (as the LLM side's `graph.transport.server_limit` reads a 413). Both were kind "input"."""
+    assert status_kind(404) == "config" and status_kind(413) == "config"
+
+
+def _raise(exc: Exception):
+    def call(*args, **kwargs):
+        raise exc
+    return call
+
+
+@pytest.fixture(scope="module")
+def small_service(service_root):
+    """A tool service (LK, no surprise) whose uploads may be at most 1 KiB."""
+    app = create_app(ToolSettings(), service_root, token=TOKEN, tracker=LKTracker(), enable_surprise=False,
+                     max_upload_mb=1 / 1024)
+    with serve(app) as url:
+        yield url
+
+
+def test_a_url_without_the_route_names_the_url_setting(small_service):
+    with ToolServiceClient(small_service + "/prefix", token=TOKEN, retries=1) as c:
+        with pytest.raises(ToolFault) as info:
+            RemoteMotionTracker(c).track(moving_clip(4), grid_size=2)
+    assert info.value.kind == "config" and "HTTP 404" in info.value.message
+    assert "RAA_TOOLS_URL" in info.value.message
+
+
+def test_an_upload_over_the_services_limit_names_the_limit(small_service):
+    with ToolServiceClient(small_service, token=TOKEN, retries=1) as c:
+        with pytest.raises(ToolFault) as info:
+            RemoteMotionTracker(c).track(moving_clip(4), grid_size=2)
+    assert info.value.kind == "config" and "HTTP 413" in info.value.message and "max-upload-mb" in info.value.message
+    assert to_fault("motion", info.value).outage
+
+
+@pytest.mark.parametrize(("requested", "ending"), [("nope.mp4", "video file not found"),
+                                                   ("sub", "is a directory, not a video file")])
+def test_a_path_the_service_cannot_find_is_the_clips_as_in_process(small_service, service_root, requested, ending):
+    """``track_path`` of a clip missing under the root (or a folder there): the clip could not be reached, as the
+    in-process read says, not a 404 of the service (which, a route it does not serve, is the URL's setting)."""
+    (service_root / "sub").mkdir(exist_ok=True)
+    with ToolServiceClient(small_service, token=TOKEN, retries=1) as c:
+        with pytest.raises(VideoNotFoundError) as info:
+            RemoteMotionTracker(c).track_path(requested, grid_size=2)
+    assert str(info.value) == f"{requested}: {ending}"
+    fault = to_fault("motion", info.value)
+    assert fault.kind == "video" and fault.outage  # unreached: retried once a clip can be read there
 
 
 def test_a_folder_given_to_score_file_is_worded_and_classified_as_in_process(tmp_path):
@@ -26,3 +81,27 @@ def test_a_folder_given_to_score_file_is_worded_and_classified_as_in_process(tmp
             run_clip_tool("surprise", RemoteSurpriseScorer(c).score_file, folder, frames=4)
     assert str(remote.value) == str(local.value)
     assert to_fault("surprise", remote.value) == to_fault("surprise", local.value)
+
+
+@pytest.mark.parametrize("error", [FrameIndexError("frame 40 outside 0..32"), VideoDecodeError("x.mp4: corrupt"),
+                                   VideoNotFoundError("weights.mp4: video file not found")])
+def test_a_videoerror_of_a_tool_given_frames_is_the_tools_failure(error):
+    """The tracker, an in-process scorer and extra tools get decoded frames: a VideoError they raise is theirs (a
+    FrameIndexError was the agent's "internal" fault, a VideoDecodeError the clip's final video fault)."""
+    with pytest.raises(ToolFault) as info:
+        run_tool("gripper_check", _raise(error))
+    assert (info.value.tool, info.value.kind) == ("gripper_check", "run")
+    assert info.value.message == f"{type(error).__name__}: {error}"
+    assert to_fault("extra", info.value).kind == "tool"
+
+
+def test_a_videoerror_of_a_tool_given_the_clip_is_the_clips():
+    """A tool handed the clip itself (the tool service decoding an upload) reads it as the in-process read does: its
+    VideoError is the clip's; a FrameIndexError still is the tool's (it chose the indices)."""
+    with pytest.raises(VideoDecodeError):
+        run_clip_tool("surprise", _raise(VideoDecodeError("x.mp4: corrupt")))
+    with pytest.raises(ToolFault) as info:
+        run_clip_tool("surprise", _raise(FrameIndexError("frame 40 outside 0..32")))
+    assert info.value.kind == "run"
+    with pytest.raises(ToolFault, match="ValueError: bad"):
+        run_clip_tool("surprise", _raise(ValueError("bad")))

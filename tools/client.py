@@ -16,10 +16,14 @@ same tool returns in-process. Decisions where the issue was silent:
 - 400 (bad queries / indices) raises :class:`TrackQueryError` for tracking and ``ValueError`` for
   surprise, like the in-process tools; 500 with a ``fault`` payload re-raises that ToolFault; any
   other error status, and exhausted retries, raise ``ToolFault("service", kind, ...)`` with kind
-  ``auth`` (401/403), ``input`` (404/413/422), ``timeout`` (504), ``config`` (501: the service does not serve that tool,
-  e.g. surprise on a service started with ``--no-surprise``; a permanent answer, never retried),
-  ``timeout`` (no answer within ``timeout_s``), ``config`` too for a URL httpx cannot request (no
-  ``http://`` / ``https://``, malformed: never retried, it is the setting to fix) or ``transport``.
+  ``auth`` (401/403), ``input`` (422: a request the service cannot process), ``timeout`` (504), ``config`` (501:
+  the service does not serve that tool, e.g. surprise on a service started with ``--no-surprise``; a permanent
+  answer, never retried), ``config`` too for a 404 (a route the URL does not serve: ``RAA_TOOLS_URL`` with a wrong
+  path, or another server) and a 413 (a limit of the service's setup, its upload size, ``max_frames`` or
+  ``max_decode_mb``, or a proxy's: as the LLM side reads a 413, `graph.transport.server_limit`), each message
+  saying what to fix; ``timeout`` (no answer within ``timeout_s``), ``config`` too for a URL httpx cannot request (no
+  ``http://`` / ``https://``, malformed: never retried, it is the setting to fix) or ``transport``. 404 and 413
+  were ``input``, which read as the clip's problem; each is a ToolFault, an outage (`graph.schemas.OUTAGE_FAULTS`).
 - A 503 whose body holds a ``fault`` (the service host's machine failed to read the clip: an I/O error, too many
   open files, out of memory; tools/service_frames.py) is retried like a busy one, after its ``Retry-After``; when
   the attempts are spent it raises that fault, ``ToolFault("service", "machine", ...)`` saying it is not the
@@ -30,7 +34,9 @@ same tool returns in-process. Decisions where the issue was silent:
   in-process would: the clip's video fault (`graph.nodes.common.to_fault`), an outage only when the clip could not
   be reached (`Fault.outage`). It was ``ToolFault("service", "input", ...)``, recorded as kind "tool": an outage, so
   a clip no run can decode was counted as the machinery's failure and scored again by every
-  ``--retry-ineligible``. A 422 without one (a ``.npy`` body of frames the client decoded) stays a ToolFault.
+  ``--retry-ineligible``. A 422 without one (a ``.npy`` body of frames the client decoded) stays a ToolFault. A path
+  request (``track_path``, ``score_path``) whose clip is missing under the service's root, or is a folder there, is
+  a 404 with a ``video_error`` too, raised as the in-process read raises it (`tools.video_errors.clip_file`).
   A tracker or scorer that ran out of memory is run again alone by the service; out of memory alone, it answers
   413 with a fault of kind ``too_large`` naming the frames (tools/service_memory.py), raised at once: sending the
   same frames again fails the same way.
@@ -103,11 +109,21 @@ def status_kind(status: int) -> str:
     """The ToolFault kind of an error status the client does not handle otherwise (module docstring)."""
     if status in (401, 403):
         return "auth"
-    if status in (404, 413, 422):
+    if status == 422:
         return "input"
     if status == 504:  # a gateway stopped waiting: the service may still be computing (tools/http_retry.py)
         return "timeout"
-    return "config" if status == 501 else "transport"
+    return "config" if status in (404, 413, 501) else "transport"
+
+
+def status_hint(status: int, base_url: str) -> str:
+    """What to fix after an error status that names a setting (`status_kind` "config"), "" for the others."""
+    if status == 404:  # the service's own 404s carry the clip's video_error
+        return f"; is RAA_TOOLS_URL {base_url!r} the tool service (it serves /v1/track, /v1/surprise)?"
+    if status == 413:  # every clip of a run sends about as much: the setup's limit (graph.transport.server_limit)
+        return ("; a limit of the tool service's setup: raise it (raa serve-tools --max-upload-mb, "
+                "RAA_TOOLS_MAX_FRAMES, RAA_TOOLS_MAX_DECODE_MB; a reverse proxy's client_max_body_size) or send less")
+    return ""
 
 
 class ToolServiceClient:
@@ -154,14 +170,15 @@ class ToolServiceClient:
         detail = str(body.get("detail", ""))
         if resp.status_code == 400:
             raise bad_request(detail)
-        if resp.status_code == 422 and isinstance(body.get("video_error"), dict):  # the clip's, not the service's
+        if isinstance(body.get("video_error"), dict):  # a 422 or a path's 404: the clip's, not the service's
             from tools.video_errors import served_error
 
             raise served_error(body["video_error"])
         if isinstance(body.get("fault"), dict):  # a 500 tool fault, a 413 too large for the device
             f = body["fault"]
             raise ToolFault(str(f.get("tool", "service")), str(f.get("kind", "run")), str(f.get("message", detail)))
-        raise ToolFault("service", status_kind(resp.status_code), f"{path}: HTTP {resp.status_code}: {detail}")
+        hint = status_hint(resp.status_code, str(self._http.base_url))
+        raise ToolFault("service", status_kind(resp.status_code), f"{path}: HTTP {resp.status_code}: {detail}{hint}")
 
     def info(self) -> dict:
         return self.request("GET", "/v1/info")

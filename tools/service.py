@@ -147,7 +147,12 @@ def worker_slots(state: ServiceState) -> anyio.CapacityLimiter:
 def resolve_under_root(root: Path, requested: str) -> Path:
     """Resolve ``requested`` (relative to ``root`` or absolute) and refuse anything outside ``root``; a path
     the filesystem cannot resolve (a name over its length limit: 400, a symlink loop: 404) is refused
-    with the reason instead of failing the request with a 500."""
+    with the reason instead of failing the request with a 500. A clip missing under the root, a folder there, or
+    one that cannot be resolved is a 404 whose ``video_error`` (`tools.video_errors.clip_file`'s, named as requested)
+    the client raises again: the clip could not be reached, as the in-process read says, where a bare 404 (a route
+    the service does not serve) is the client's URL setting (tools/client.py)."""
+    from tools.video_errors import NOT_FOUND, VideoError, clip_file, unreadable
+
     if not requested or "\x00" in requested:
         raise HTTPProblem(400, "empty or invalid path")
     shown = repr(requested if len(requested) <= 80 else requested[:77] + "...")
@@ -156,15 +161,26 @@ def resolve_under_root(root: Path, requested: str) -> Path:
         candidate = (root / requested).resolve()
         if not candidate.is_relative_to(root):
             raise HTTPProblem(403, f"path {shown} is outside the allowed root")
-        if not candidate.is_file():
-            raise HTTPProblem(404, f"no such file under the allowed root: {shown}")
+        clip_file(candidate, requested)
     except RuntimeError as exc:  # Path.resolve's "Symlink loop from <absolute path>" before Python 3.13
-        raise HTTPProblem(404, f"path {shown} cannot be resolved: a symlink loop") from exc
-    except OSError as exc:
-        if exc.errno == errno.ENAMETOOLONG:
+        raise _unreached(f"path {shown} cannot be resolved: a symlink loop",
+                         unreadable(requested, OSError(errno.ELOOP, "a symlink loop"))) from exc
+    except (VideoError, OSError) as exc:
+        error = exc.__context__ if isinstance(exc, VideoError) else exc  # clip_file's stat error (it raises `from None`)
+        if isinstance(error, OSError) and error.errno == errno.ENAMETOOLONG:
             raise HTTPProblem(400, f"path {shown} is longer than the filesystem allows") from exc
-        raise HTTPProblem(404, f"path {shown} cannot be resolved: {exc.strerror or exc}") from exc
+        if isinstance(exc, OSError):  # resolving failed: its strerror, without the absolute path it names
+            raise _unreached(f"path {shown} cannot be resolved: {exc.strerror or exc}",
+                             unreadable(requested, OSError(exc.errno, exc.strerror))) from exc
+        message = str(exc).replace(str(candidate), requested)  # not the server's folder layout
+        detail = f"no such file under the allowed root: {shown}" if message.endswith(NOT_FOUND) else message
+        raise _unreached(detail, type(exc)(message)) from exc
     return candidate
+
+
+def _unreached(detail: str, error: Exception) -> HTTPProblem:
+    """The 404 of a path request whose clip could not be reached (`resolve_under_root`), with its ``video_error``."""
+    return HTTPProblem(404, detail, video_error={"type": type(error).__name__, "message": str(error)})
 
 
 UPLOAD_TOO_LARGE = "the service's max_upload_mb (raa serve-tools --max-upload-mb)"
