@@ -13,6 +13,7 @@ from graph.backbone import Backbone
 from graph.testing import ScriptedChatModel
 from tools.motion import MotionTracks
 from tools.motion.base import resolve_queries
+from tools.video import FrameIndexError, VideoDecodeError
 
 TRACK = {"start_frame": 0, "end_frame": 20}
 
@@ -64,6 +65,25 @@ def test_a_valueerror_from_the_tracking_tool_is_an_ineligible_tool_fault(clip, f
     assert result.reward is None and result.status == "ineligible"
     assert any(r.startswith("tool_call: tool: motion run: ValueError") for r in result.reasons), result.reasons
     assert not any("invalid arguments" in e["text"] for e in out.get("exchanges", []))
+
+
+class VideoErrorTracker:
+    """MotionTracker fake whose own code raises a VideoError (indexing or reading something of its own)."""
+
+    def __init__(self, error: Exception) -> None:
+        self.error = error
+
+    def track(self, frames, *, grid_size=None, queries=None):
+        raise self.error
+
+
+@pytest.mark.parametrize("error", [FrameIndexError("frame 40 of 21"), VideoDecodeError("cache.mp4: corrupt")])
+def test_a_video_error_of_the_tracker_is_its_tool_fault_not_the_clips(clip, error):
+    """The tracker gets decoded frames: its VideoError is its own (tools.errors.run_tool), an outage; a FrameIndexError
+    was the agent's "internal" fault and a VideoDecodeError the clip's final video fault."""
+    result = _run(clip, [tool_call("track_motion", TRACK), "Tracks seen."], VideoErrorTracker(error))["result"]
+    assert result.status == "ineligible" and [f.kind for f in result.faults] == ["tool"] and result.outage
+    assert result.faults[0].message == f"motion run: {type(error).__name__}: {error}"
 
 
 def test_an_error_raised_while_a_tool_runs_is_not_the_models_invalid_arguments(clip, monkeypatch):
