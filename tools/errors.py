@@ -27,7 +27,9 @@ class ToolFault(RuntimeError):
 
     Attributes:
         tool: short tool name ("motion", "surprise", "quality", "service").
-        kind: failure kind ("load", "run", "transport", "input").
+        kind: failure kind ("load", "run"; the tool service's, `tools.client`: "transport", "timeout", "auth",
+            "config" (a setting to fix: the URL, a limit of the service's setup), "input" (a request it cannot
+            process), "machine", "too_large"). The agent records every one as kind "tool", an outage.
     """
 
     def __init__(self, tool: str, kind: str, message: str) -> None:
