@@ -56,10 +56,27 @@ def vqa_table(report: VQAReport) -> Table:
     for col in ("Task", "Questions", "Correct", "No answer", "Accuracy"):
         t.add_column(col)
     for task, row in report.by_task.items():
-        t.add_row(task, str(int(row["questions"] or 0)), str(int(row["correct"] or 0)), str(int(row["failed"] or 0)),
-                  percent(row["accuracy"]))
-    t.add_row("Domain", str(report.questions), str(report.correct), str(report.failed), percent(report.domain))
+        t.add_row(task, str(int(row["questions"] or 0)), str(int(row["correct"] or 0)),
+                  no_answer_cell(int(row["failed"] or 0), int(row.get("outage") or 0)), percent(row["accuracy"]))
+    t.add_row("Domain", str(report.questions), str(report.correct), no_answer_cell(report.failed, report.outage),
+              percent(report.domain))
     return t
+
+
+def no_answer_cell(failed: int, outage: int) -> str:
+    """Questions without an answer, naming those an outage took ("3 (2 outage)"), as the reward table's
+    Ineligible cell does (`evals.table.PresetMetrics.ineligible_cell`)."""
+    return f"{failed}" + (f" ({outage} outage)" if outage else "")
+
+
+def outage_lines(report: VQAReport) -> list[str]:
+    """What `raa eval world-model` says of the questions an outage took (`evals.vqa`): left out of the accuracy,
+    and asked again by a rerun (no line without any)."""
+    if not report.outage:
+        return []
+    return [f"{plural(report.outage, 'question')} lost to an outage (left out of the accuracy): rerun the same "
+            f"command to ask {'it' if report.outage == 1 else 'them'} again (the answered questions come from the "
+            "stage cache)"]
 
 
 def failure_lines(report: VQAReport) -> list[str]:
@@ -74,14 +91,17 @@ def show_vqa(report: VQAReport, path: Path, console: Console) -> int:
     if report.domain is None:
         console.print(f"error: no question was answered ({report.failed} of {report.questions} had no answer): "
                       "no Domain accuracy", style="red", highlight=False)
-        for line in failure_lines(report):
+        for line in [*failure_lines(report), *outage_lines(report)]:
             console.print(line, highlight=False)
         console.print(f"wrote {path} (domain null, each question's error)")
         return NO_ANSWER_EXIT
     console.print(vqa_table(report))
-    if report.failed:
-        console.print(f"{plural(report.failed, 'question')} had no answer (counted as incorrect); see {path}",
+    for line in outage_lines(report):
+        console.print(line, style="yellow", highlight=False)
+    if wrong := report.failed - report.outage:
+        console.print(f"{plural(wrong, 'question')} had no answer (counted as incorrect); see {path}",
                       highlight=False)
+    if report.failed:
         for line in failure_lines(report):
             console.print(line, highlight=False)
     console.print(f"wrote {path}")

@@ -11,15 +11,24 @@ answer "yes" or "no". For each video 8 frames are sampled uniformly (`round(lins
 question is one backbone call (prompt `prompts/vqa.md`, stage `vqa`) with the question and the 8 labelled
 frames (all of a clip under 8 frames; the prompt says how many), the backbone's temperature (`raa eval
 world-model` sets it to 0, greedy, whatever RAA_TEMPERATURE says) and a one-field answer schema.
-Domain = 100 * correct / questions (question-level accuracy); the per-task breakdown uses the same ratio.
-With no answer at all (every question failed), there is no accuracy: Domain is None (null in vqa.json), and
-so is the accuracy of each task none of whose questions was answered.
+Domain = 100 * correct / (questions - outage) (question-level accuracy; `outage`: the questions an outage of the
+machinery took, below); the per-task breakdown uses the same ratio. With no answer at all (every question failed),
+there is no accuracy: Domain is None (null in vqa.json), and so is the accuracy of each task none of whose
+questions was answered.
 
 Decisions where the issue was silent:
 - A question whose call fails after the backbone's retries, or whose video cannot be decoded, is counted
   as answered incorrectly (the denominator never shrinks, so failures cannot raise the score) and listed
   with its error; `failed` reports how many, overall and per task (`by_task`), so a task whose video could
   not be decoded does not read as one the model answered wrongly. `failure_reasons` counts them by reason.
+- *Except* a question lost to an outage of the machinery (`graph.schemas.Fault.outage` of the failure's fault,
+  `graph.nodes.common.to_fault`: the endpoint down or too slow, a setting it refuses, a bug, a clip that could
+  not be reached or whose read the machine failed): no answer of the model's, so it is left out of Domain and of
+  its task's accuracy (their denominators) and counted apart (``outage``, overall, per task and per question),
+  as `evals.table` counts a reward row's ``ineligible_outage``. It counted as incorrect, so an endpoint that went
+  down half-way halved the world model's score. It is still one of ``failed``. There is no `--retry-ineligible`
+  here: a rerun of the same command asks again every question without an answer, and takes the answered ones
+  from the stage cache (`raa eval world-model` says so).
 - No answer at all (an endpoint down, no video decodable): Domain is None, not 0.0, since a score computed
   from no answer is no measurement; `raa eval world-model` then prints the reasons instead of a table and
   exits 3. A task none of whose questions was answered has accuracy None for the same reason (it read 0.00
@@ -105,6 +114,8 @@ class QuestionResult:
     """answer == expected."""
     error: str | None = None
     """Why there is no answer."""
+    outage: bool = False
+    """No answer because of an outage of the machinery (module docstring): left out of the accuracy."""
 
 
 @dataclass
@@ -118,10 +129,12 @@ class VQAReport:
     correct: int
     """Questions answered correctly."""
     failed: int
-    """Questions without an answer (counted as incorrect)."""
+    """Questions without an answer (counted as incorrect, but for `outage`)."""
+    outage: int = 0
+    """Of those, questions an outage of the machinery took (module docstring): not in Domain's denominator."""
     by_task: dict[str, dict[str, float | None]] = field(default_factory=dict)
-    """task -> {questions, correct, failed, accuracy} (failed: without an answer, counted as incorrect;
-    accuracy None when none of the task's questions was answered)."""
+    """task -> {questions, correct, failed, outage, accuracy} (failed: without an answer, counted as incorrect
+    but for the outage ones, left out; accuracy None when none of the task's questions was answered)."""
     failure_reasons: list[dict[str, Any]] = field(default_factory=list)
     """Questions without an answer by reason (`failure_reasons`): {reason, questions, first}, most first."""
     results: list[QuestionResult] = field(default_factory=list)
@@ -193,9 +206,10 @@ def vqa_messages(system_prompt: str, question: str, image_blocks: Sequence[dict]
     return [SystemMessage(content=system_prompt), HumanMessage(content=content)]
 
 
-def accuracy(questions: int, correct: int, failed: int) -> float | None:
-    """100 * correct / questions, or None when none of the questions was answered (module docstring)."""
-    return 100.0 * correct / questions if questions > failed else None
+def accuracy(questions: int, correct: int, failed: int, outage: int = 0) -> float | None:
+    """100 * correct / (questions - outage), or None when none of the questions was answered (module docstring;
+    `outage` of the `failed` questions were lost to an outage)."""
+    return 100.0 * correct / (questions - outage) if questions > failed else None
 
 
 def _reason(error: str | None) -> str:
@@ -217,17 +231,19 @@ def failure_reasons(results: Sequence[QuestionResult]) -> list[dict[str, Any]]:
 
 def summarize(results: Sequence[QuestionResult]) -> VQAReport:
     """Domain accuracy and the per-task breakdown from question results (pure)."""
-    counts: dict[str, list[int]] = {}  # task -> [questions, correct, failed]
+    counts: dict[str, list[int]] = {}  # task -> [questions, correct, failed, outage]
     for r in results:
-        c = counts.setdefault(r.task, [0, 0, 0])
-        c[0], c[1], c[2] = c[0] + 1, c[1] + int(r.correct), c[2] + int(r.answer is None)
+        c = counts.setdefault(r.task, [0, 0, 0, 0])
+        for i, n in enumerate((1, r.correct, r.answer is None, r.answer is None and r.outage)):
+            c[i] += int(n)
     by_task: dict[str, dict[str, float | None]] = {
-        task: {"questions": q, "correct": k, "failed": f, "accuracy": accuracy(q, k, f)}
-        for task, (q, k, f) in sorted(counts.items())}
+        task: {"questions": q, "correct": k, "failed": f, "outage": o, "accuracy": accuracy(q, k, f, o)}
+        for task, (q, k, f, o) in sorted(counts.items())}
     n, correct = len(results), sum(int(r.correct) for r in results)
     failed = sum(1 for r in results if r.answer is None)
-    return VQAReport(domain=accuracy(n, correct, failed), questions=n, correct=correct, failed=failed,
-                     by_task=by_task, failure_reasons=failure_reasons(results),
+    outage = sum(1 for r in results if r.answer is None and r.outage)
+    return VQAReport(domain=accuracy(n, correct, failed, outage), questions=n, correct=correct, failed=failed,
+                     outage=outage, by_task=by_task, failure_reasons=failure_reasons(results),
                      results=list(results))
 
 
@@ -243,6 +259,7 @@ async def run_vqa(items: Sequence[VQAItem], backbone: Backbone, *, concurrency: 
                   quality: int = 85) -> VQAReport:
     """Ask every question of every item; a failing video or call only fails its own questions."""
     from graph.backbone import BackboneFault, Usage
+    from graph.nodes.common import to_fault
     from prompts import render
 
     if concurrency < 1:
@@ -259,10 +276,10 @@ async def run_vqa(items: Sequence[VQAItem], backbone: Backbone, *, concurrency: 
                 answer = VQAAnswer.model_validate(reply.model_dump()).answer
             except BackboneFault as exc:
                 return QuestionResult(item.path, item.task, question, expected, None, False,
-                                      f"{exc.kind}: {exc.message}")
+                                      f"{exc.kind}: {exc.message}", to_fault(VQA_STAGE, exc).outage)
             except Exception as exc:  # noqa: BLE001 - any other failure: this question only
                 return QuestionResult(item.path, item.task, question, expected, None, False,
-                                      f"{type(exc).__name__}: {exc}")
+                                      f"{type(exc).__name__}: {exc}", to_fault(VQA_STAGE, exc).outage)
         return QuestionResult(item.path, item.task, question, expected, answer, answer == expected)
 
     async def video(item: VQAItem) -> list[QuestionResult]:
@@ -270,8 +287,8 @@ async def run_vqa(items: Sequence[VQAItem], backbone: Backbone, *, concurrency: 
             async with sem:
                 blocks, count = await asyncio.to_thread(_frames, item.path, long_side, quality)
         except Exception as exc:  # noqa: BLE001 - a bad video fails only its own questions
-            error = f"video: {type(exc).__name__}: {exc}"
-            return [QuestionResult(item.path, item.task, q, a, None, False, error) for q, a in item.questions]
+            error, lost = f"video: {type(exc).__name__}: {exc}", to_fault(VQA_STAGE, exc).outage  # not reached
+            return [QuestionResult(item.path, item.task, q, a, None, False, error, lost) for q, a in item.questions]
         system = systems.setdefault(count, render(VQA_STAGE, n_frames=count))
         return list(await asyncio.gather(*(ask(item, system, blocks, q, a) for q, a in item.questions)))
 

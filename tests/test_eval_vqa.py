@@ -55,10 +55,11 @@ def test_vqa_accuracy_equals_hand_count(manifest, tmp_path):
     model = ScriptedChatModel({"vqa": _answer})
     backbone = Backbone(model, max_retries=0, retry_wait=(0.0, 0.0))
     report = asyncio.run(run_vqa(load_vqa_manifest(manifest), backbone, concurrency=3))
-    # a.mp4: correct, wrong, correct, failed; b.mp4: wrong, correct; bad.mp4: failed -> 3 of 7
-    assert (report.questions, report.correct, report.failed) == (7, 3, 2)
-    assert report.domain == pytest.approx(100 * 3 / 7)
-    assert report.by_task["pick"]["accuracy"] == pytest.approx(50.0)
+    # a.mp4: correct, wrong, correct, failed (a transport fault: an outage, left out); b.mp4: wrong, correct;
+    # bad.mp4: failed (the clip's bytes: incorrect) -> 3 of 6
+    assert (report.questions, report.correct, report.failed, report.outage) == (7, 3, 2, 1)
+    assert report.domain == pytest.approx(100 * 3 / 6)
+    assert report.by_task["pick"]["accuracy"] == pytest.approx(100 * 2 / 3)
     assert report.by_task["push"]["correct"] == 1 and report.by_task["push"]["questions"] == 3
     assert len(model.calls) == 6  # the undecodable video asks nothing
     assert all(c.images() == 8 and c.stage == "vqa" for c in model.calls)  # 8 uniformly sampled frames
@@ -75,8 +76,9 @@ def test_summarize_pure():
 
     rs = [QuestionResult("p", "t", "q", "yes", "yes", True), QuestionResult("p", "u", "q", "no", "yes", False)]
     rep = summarize(rs)
-    assert rep.domain == 50.0 and rep.by_task == {"t": {"questions": 1, "correct": 1, "failed": 0, "accuracy": 100.0},
-                                                  "u": {"questions": 1, "correct": 0, "failed": 0, "accuracy": 0.0}}
+    assert rep.domain == 50.0 and rep.by_task == {
+        "t": {"questions": 1, "correct": 1, "failed": 0, "outage": 0, "accuracy": 100.0},
+        "u": {"questions": 1, "correct": 0, "failed": 0, "outage": 0, "accuracy": 0.0}}
     assert summarize([]).domain is None  # no question, no accuracy (it read 0.0)
 
 
@@ -200,7 +202,8 @@ def test_each_task_says_how_many_of_its_questions_had_no_answer(manifest, tmp_pa
     # pick (a.mp4): one call fails; push: b.mp4 answered, bad.mp4 undecodable
     assert report.by_task["pick"]["failed"] == 1 and report.by_task["push"]["failed"] == 1
     saved = json.loads(write_vqa_report(report, tmp_path / "out").read_text())
-    assert saved["by_task"]["push"] == {"questions": 3, "correct": 1, "failed": 1, "accuracy": pytest.approx(100 / 3)}
+    assert saved["by_task"]["push"] == {"questions": 3, "correct": 1, "failed": 1, "outage": 0,
+                                        "accuracy": pytest.approx(100 / 3)}
 
 
 def test_no_answer_at_all_gives_no_accuracy(tmp_path):
@@ -221,11 +224,12 @@ def test_no_answer_at_all_gives_no_accuracy(tmp_path):
 
 
 def test_a_partial_failure_still_counts_as_incorrect():
-    """One answer is enough for an accuracy: the failed questions stay in the denominator (documented)."""
+    """One answer is enough for an accuracy: the failed questions stay in the denominator (documented), but for
+    those an outage took (`outage`, tests/test_eval_vqa_outages.py)."""
     results = [QuestionResult("/v/a.mp4", "pick", "q1", "yes", "yes", True),
-               QuestionResult("/v/a.mp4", "pick", "q2", "no", None, False, "transport: timeout"),
+               QuestionResult("/v/a.mp4", "pick", "q2", "no", None, False, "invalid_reply: not yes or no"),
                QuestionResult("/v/b.mp4", "push", "q3", "yes", None, False, "video: EmptyVideoError: no frames")]
     report = summarize(results)
     assert report.domain == pytest.approx(100 / 3) and report.by_task["pick"]["accuracy"] == 50.0
     assert report.by_task["push"]["accuracy"] is None  # a task without an answer has no accuracy either
-    assert [r["reason"] for r in report.failure_reasons] == ["transport", "video: EmptyVideoError"]
+    assert [r["reason"] for r in report.failure_reasons] == ["invalid_reply", "video: EmptyVideoError"]
