@@ -140,17 +140,17 @@ def usage_lines(metrics: list[PresetMetrics]) -> list[str]:
 
 def reward_notes(outcome: RewardEvalOutcome) -> list[str]:
     """What `raa eval reward` says after its table: why outputs could not be judged (here and not only in
-    results.jsonl), the results.jsonl lines dropped, and the rows scored again because they recorded their
+    results.jsonl), the ineligible rows `--retry-ineligible` would score again, the results.jsonl lines dropped, and the rows scored again because they recorded their
     clip in the older stat form and its file's metadata changed since (`evals.clip_identity`), and the clips that
     changed while being scored."""
+    from graph.batch_resume import fixable_lines  # `raa score-batch`'s words for the same rows
+
     notes = []
     unjudged = [r for r in outcome.rows if (r.get("judge") or {}).get("status", "unjudged") == "unjudged"]
     if unjudged:
         notes.append(f"{len(unjudged)} output(s) could not be judged; first: "
                      f"{(unjudged[0].get('judge') or {}).get('rationale') or 'no reason recorded'}")
-    if outcome.fixable:
-        notes.append(f"{plural(outcome.fixable, 'ineligible row')} kept from earlier runs failed for a reason a rerun "
-                     f"can fix: --retry-ineligible scores {'it' if outcome.fixable == 1 else 'them'} again")
+    notes += fixable_lines({"retry": outcome.fixable, "changed": 0}, outcome.out_dir / "results.jsonl")
     if outcome.unreadable:
         notes.append(f"{outcome.unreadable} line(s) of results.jsonl were not result rows and were dropped "
                      "(their clips were scored again)")

@@ -21,8 +21,10 @@ Decisions where the issue was silent:
   (`graph.batch_resume.retryable`: a transport fault, a crashed scorer chunk, a clip not reached or read for the
   machine's sake that can be read now); an input fault or an undecodable clip stays final while the clip is
   unchanged (a changed clip is scored again anyway, as `stale`). It re-scored every row whose reward was None.
-  Without it, the rows the flag would score again are counted (`RewardEvalOutcome.fixable`) and the CLI says
-  so, as `raa score-batch` does on a plain resume: a run scored against a broken setup read as done.
+  The rows the flag would score again at the end of a run are counted (`RewardEvalOutcome.fixable`: those kept
+  from earlier runs, those scored in this one, and those the flag scored again that failed again) and the CLI
+  says so, in `raa score-batch`'s words on a plain resume: a run scored against a broken setup read as done, and
+  one whose endpoint went down while it scored ended without a word of the flag.
   Rows written before these fields existed are taken as current. A row that cannot be counted as it stands
   (`damaged`, `evals.result_rows`: reward and status disagree, a verdict or usage that is not an object, reasons or
   notes that are not lists of strings) is scored again; one of another clip or preset stays in the file.
@@ -200,8 +202,8 @@ class RewardEvalOutcome:
     """Clips scored in this run whose content changed while they were scored: their rows record the content
     before (what was scored), so the next run scores them again."""
     fixable: int = 0
-    """Ineligible rows kept from earlier runs (no `retry_ineligible`) that `--retry-ineligible` would score again
-    (`fixable`): a plain resume says so, as `raa score-batch` does."""
+    """Ineligible rows of the tables (kept from earlier runs or scored in this one) that `--retry-ineligible` would
+    score again (`fixable`): the CLI says so, as `raa score-batch` does on a plain resume."""
 
 
 async def run_reward_eval(clips: Sequence[EvalClip], presets: Sequence[str], out_dir: str | Path,
@@ -252,7 +254,7 @@ async def _evaluate(clips: Sequence[EvalClip], order: list[str], out: Path, scor
     started = started_record(manifest, order, len(clips))  # a run that never finishes is named by `raa eval report`
     write_text_atomic(out / STARTED, json.dumps(started, indent=2))
     sem = asyncio.Semaphore(concurrency)
-    counters = {"scored": 0, "rejudged": 0, "legacy_rescored": 0, "rewritten": 0, "fixable": 0}
+    counters = {"scored": 0, "rejudged": 0, "legacy_rescored": 0, "rewritten": 0}
 
     mend_tail(results_path)  # a torn last row: appending after it would glue the first new row onto it
     with results_path.open("a", encoding="utf-8") as sink:
@@ -298,8 +300,6 @@ async def _evaluate(clips: Sequence[EvalClip], order: list[str], out: Path, scor
                         (retry_ineligible and fixable(row, clip.path, scorer_id)):
                     to_score.append(clip)
                     continue
-                if not retry_ineligible and fixable(row, clip.path, scorer_id):
-                    counters["fixable"] += 1  # kept: said by the CLI, as `raa score-batch` says it
                 if verdict.get("status", "unjudged") == "unjudged" or not_boolean(verdict) or \
                         (verdict.get("judge") or judge_name) != judge_name:
                     to_judge.append(row)
@@ -348,7 +348,8 @@ async def _evaluate(clips: Sequence[EvalClip], order: list[str], out: Path, scor
                                                     "metrics": metrics_as_dicts(metrics), **finished_fields(started)},
                                                    indent=2))
     return RewardEvalOutcome(metrics, rows, counters["scored"], counters["rejudged"], out, unreadable,
-                             counters["legacy_rescored"], counters["rewritten"], counters["fixable"])
+                             counters["legacy_rescored"], counters["rewritten"],
+                             sum(fixable(r, r["path"], scorer_id) for r in rows))  # said by the CLI
 
 
 def fixable(row: dict[str, Any], path: str, scorer_id: dict[str, Any] | None = None) -> bool:

@@ -71,17 +71,36 @@ def test_retry_ineligible_keeps_an_unreached_clip_final_while_it_still_cannot_be
     assert scorer.calls[1:] == [["c1", "c2"]]  # the machine's faults wait until the clip can be read
 
 
-def test_a_plain_resume_says_how_many_rows_retry_ineligible_would_score_again(tmp_path):
-    """As `raa score-batch` says on a plain resume: a run scored against a broken setup kept its ineligible rows
-    without a word, so the table read as done."""
+def test_a_run_says_how_many_rows_retry_ineligible_would_score_again(tmp_path):
+    """As `raa score-batch` says on a plain resume (`graph.batch_resume.fixable_lines`, the same words): a run
+    scored against a broken setup kept its ineligible rows without a word, so the table read as done. The rows
+    this run scored count too: a run whose endpoint went down ended with its outage rows and no hint."""
     from evals.eval_views import reward_notes
 
     clips, scorer = _clips(tmp_path), FaultScorer()
+    note = (f"4 of the rows already in {tmp_path / 'ev' / 'results.jsonl'} ineligible for a reason a rerun can fix: "
+            "--retry-ineligible scores them again")
     first = asyncio.run(run_reward_eval(clips, ["direct"], tmp_path / "ev", scorer, _judge()))
-    assert first.fixable == 0  # scored in this run: nothing kept from before
+    assert first.scored == 6 and first.fixable == 4 and note in reward_notes(first)  # scored in this run
     again = asyncio.run(run_reward_eval(clips, ["direct"], tmp_path / "ev", scorer, _judge()))
-    assert again.scored == 0 and again.fixable == 4
-    assert "4 ineligible rows kept from earlier runs failed for a reason a rerun can fix: --retry-ineligible " \
-           "scores them again" in reward_notes(again)
+    assert again.scored == 0 and again.fixable == 4 and note in reward_notes(again)
     retried = asyncio.run(run_reward_eval(clips, ["direct"], tmp_path / "ev", scorer, _judge(), retry_ineligible=True))
     assert retried.fixable == 0 and not any("--retry-ineligible" in n for n in reward_notes(retried))
+
+
+def test_rows_retry_ineligible_scored_again_and_that_failed_again_keep_the_hint(tmp_path):
+    """The endpoint still down at the --retry-ineligible run: its rows are as fixable as before, and said so."""
+    from evals.eval_views import reward_notes
+
+    class Down(FaultScorer):
+        async def score(self, preset, clips):
+            self.calls.append([Path(c.path).stem for c in clips])
+            return [RewardResult(reward=None, status="ineligible", reasons=[FAULTS["c1"][0]], preset=preset)
+                    for _ in clips]
+
+    clips, scorer = _clips(tmp_path)[:2], Down()
+    asyncio.run(run_reward_eval(clips, ["direct"], tmp_path / "ev", scorer, _judge()))
+    again = asyncio.run(run_reward_eval(clips, ["direct"], tmp_path / "ev", scorer, _judge(), retry_ineligible=True))
+    assert again.scored == 2 and again.fixable == 2
+    assert any(n.startswith("2 of the rows already in ") and "--retry-ineligible scores them again" in n
+               for n in reward_notes(again))
