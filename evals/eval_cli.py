@@ -156,13 +156,11 @@ def reward_command(
     scorer = AgentScorer(backbone=backbone, tools=tools, settings=settings,
                          checkpointer=default_checkpointer(settings.traces_path), max_concurrency=concurrency)
     total = len(clips) * len(chosen)
-    done = [0]
 
-    def on_row(row: dict) -> None:
-        done[0] += 1
+    def on_row(row: dict, done: int) -> None:  # done: of all `total` rows, those kept from earlier runs included
         verdict = (row.get("judge") or {}).get("status")
         reward = reward_text(row["reward"])  # a tiny positive one never reads 0 (evals.eval_views); rows keep it whole
-        _console().print(f"[{done[0]}] {row['preset']:<16} {Path(row['path']).name:<32} reward={reward} "
+        _console().print(f"[{done}/{total}] {row['preset']:<16} {Path(row['path']).name:<32} reward={reward} "
                          f"judge={verdict}", highlight=False)
 
     _console().print(f"{plural(len(clips), 'clip')} x {plural(len(chosen), 'preset')} = {plural(total, 'row')} -> {out}")

@@ -209,10 +209,12 @@ class RewardEvalOutcome:
 async def run_reward_eval(clips: Sequence[EvalClip], presets: Sequence[str], out_dir: str | Path,
                           scorer: PresetScorer, judge: RewardJudge, *, concurrency: int = 16,
                           retry_ineligible: bool = False, judge_name: str = "judge",
-                          on_row: Callable[[dict], None] | None = None,
+                          on_row: Callable[[dict, int], None] | None = None,
                           scorer_id: dict[str, Any] | None = None,
                           manifest: str | None = None) -> RewardEvalOutcome:
-    """Score, judge and tabulate; resumable through DIR/results.jsonl (see the module docstring). The run holds
+    """Score, judge and tabulate; resumable through DIR/results.jsonl (see the module docstring). `on_row` hears each
+    row the run finishes and how many of its rows (clips x presets) are done, those kept as they were included
+    (a resume numbered only what it scored, so it never reached the total). The run holds
     DIR/results.jsonl's lock (`graph.batch.lock_output`) throughout; `ManifestError` when another run holds it.
     DIR/started.json and summary.json record the run and its `manifest` (`evals.eval_runs`)."""
     from graph.batch import OutputBusy, lock_output
@@ -238,7 +240,7 @@ async def run_reward_eval(clips: Sequence[EvalClip], presets: Sequence[str], out
 
 async def _evaluate(clips: Sequence[EvalClip], order: list[str], out: Path, scorer: PresetScorer,
                     judge: RewardJudge, *, concurrency: int, retry_ineligible: bool, judge_name: str,
-                    on_row: Callable[[dict], None] | None,
+                    on_row: Callable[[dict, int], None] | None,
                     scorer_id: dict[str, Any] | None, manifest: str | None) -> RewardEvalOutcome:
     """`run_reward_eval`'s work, under its lock."""
     from evals.eval_runs import STARTED, finished_fields, started_record
@@ -254,7 +256,7 @@ async def _evaluate(clips: Sequence[EvalClip], order: list[str], out: Path, scor
     started = started_record(manifest, order, len(clips))  # a run that never finishes is named by `raa eval report`
     write_text_atomic(out / STARTED, json.dumps(started, indent=2))
     sem = asyncio.Semaphore(concurrency)
-    counters = {"scored": 0, "rejudged": 0, "legacy_rescored": 0, "rewritten": 0}
+    counters = {"scored": 0, "rejudged": 0, "legacy_rescored": 0, "rewritten": 0, "done": 0}
 
     mend_tail(results_path)  # a torn last row: appending after it would glue the first new row onto it
     with results_path.open("a", encoding="utf-8") as sink:
@@ -265,8 +267,9 @@ async def _evaluate(clips: Sequence[EvalClip], order: list[str], out: Path, scor
 
         def emit(row: dict) -> None:
             save(row)
+            counters["done"] += 1
             if on_row is not None:
-                on_row(row)
+                on_row(row, counters["done"])
 
         async def judged(row: dict) -> dict:
             async with sem:
@@ -303,9 +306,11 @@ async def _evaluate(clips: Sequence[EvalClip], order: list[str], out: Path, scor
                 if verdict.get("status", "unjudged") == "unjudged" or not_boolean(verdict) or \
                         (verdict.get("judge") or judge_name) != judge_name:
                     to_judge.append(row)
+            counters["done"] += len(clips) - len(to_score) - len(to_judge)  # kept as they are
             for done in asyncio.as_completed(in_order(with_old(r) for r in to_judge)):  # each saved when judged
                 old, row = await done
                 if row["judge"]["status"] != "judged" and (old.get("judge") or {}).get("status") == "judged":
+                    counters["done"] += 1
                     continue  # a judge that could not judge (none configured, a failure) keeps another's verdict
                 emit(row)
                 counters["rejudged"] += row["judge"]["status"] == "judged"  # sent again and judged this time

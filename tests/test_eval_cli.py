@@ -237,7 +237,7 @@ def test_eval_reward_progress_lines_round_rewards_but_rows_keep_them(env, monkey
     root, _ = env
     result = runner.invoke(eval_cli.eval_app, ["reward", "-m", "m.jsonl", "-o", "ev", "--presets", "direct,full"])
     assert result.exit_code == 0, result.output
-    shown = re.findall(r"^\[\d+\] .* reward=(\S+) judge=", result.output, flags=re.MULTILINE)
+    shown = re.findall(r"^\[\d+/4\] .* reward=(\S+) judge=", result.output, flags=re.MULTILINE)
     assert len(shown) == 4 and all(re.fullmatch(r"\d\.\d{3}|-", s) for s in shown), shown
     rows = [json.loads(x) for x in (root / "ev" / "results.jsonl").read_text().splitlines()]
     assert sorted(shown) == sorted(reward_text(r["reward"]) for r in rows)

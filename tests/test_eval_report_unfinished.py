@@ -20,7 +20,7 @@ class Killed(Exception):
     """Stands in for a crash mid-run (the process dies after the first row)."""
 
 
-def _kill(row: dict) -> None:
+def _kill(row: dict, done: int) -> None:
     raise Killed
 
 

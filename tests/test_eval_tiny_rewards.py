@@ -25,7 +25,7 @@ def test_the_reward_progress_line_shows_a_tiny_reward(env, monkeypatch):  # noqa
     monkeypatch.setattr(graph_commands, "make_chat_model", lambda settings: model)
     result = runner.invoke(eval_cli.eval_app, ["reward", "-m", "m.jsonl", "-o", "ev", "--presets", "direct"])
     assert result.exit_code == 0, result.output
-    shown = re.findall(r"^\[\d+\] direct\s+a\.mp4\s+reward=(\S+) judge=", result.output, flags=re.MULTILINE)
+    shown = re.findall(r"^\[\d+/\d+\] direct\s+a\.mp4\s+reward=(\S+) judge=", result.output, flags=re.MULTILINE)
     assert shown == ["4.00e-05"], result.output
 
 
