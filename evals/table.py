@@ -245,16 +245,12 @@ def check_row(row: object, preset: str, index: int) -> dict:
 
 
 def row_faults(row: dict) -> list[Fault]:
-    """The faults a result row recorded (none for a row written before rows recorded them); ValueError when
-    ``faults`` is neither null nor a list of fault records."""
-    from graph.schemas import Fault
+    """The faults a result row recorded (none for a row written before rows recorded them: no known outage, its
+    reasons are not read as `graph.batch_resume.recorded_faults` reads them); ValueError when ``faults`` is neither
+    null nor a list of fault records (`graph.schemas.stored_faults`)."""
+    from graph.schemas import stored_faults
 
-    value = row.get("faults")
-    if value is None:
-        return []
-    if not isinstance(value, list) or not all(isinstance(f, dict) for f in value):
-        raise ValueError(f"faults must be a list of objects, got {value!r}")
-    return [Fault.model_validate(f) for f in value]  # pydantic's ValidationError is a ValueError
+    return stored_faults(row.get("faults"))
 
 
 def outage(row: dict) -> bool:

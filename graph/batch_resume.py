@@ -80,8 +80,6 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any, get_args
 
-from pydantic import ValidationError
-
 from graph.batch import (
     NOT_JSON,
     Output,
@@ -93,7 +91,7 @@ from graph.batch import (
 )
 from graph.batch_output import OutputWriteError, os_problem
 from graph.replies import declined_answer
-from graph.schemas import Fault, FaultKind
+from graph.schemas import Fault, FaultKind, stored_faults
 from tools.jsonl import finite_json, strict_dumps, write_text_atomic
 
 FINAL_FAULTS = ("input", "video")
@@ -134,12 +132,11 @@ def recorded_faults(result: dict[str, Any]) -> list[Fault]:
     a reason after the first counts only when it reads "stage: kind: message" with a fault kind (a note read as a
     fault had a clip no rerun can decode scored again by every --retry-ineligible). A first reason of no such form
     ("batch: the worker process ... died", "agent: ValueError: ...") is a fault of kind "other", retried."""
-    faults = result.get("faults")
-    if isinstance(faults, list) and faults:
-        try:
-            return [Fault.model_validate(f) for f in faults]
-        except ValidationError:  # not as this code writes them: the reasons still say what went wrong
-            pass
+    try:
+        if faults := stored_faults(result.get("faults")):  # the eval tables' reader (`evals.table.row_faults`)
+            return faults
+    except ValueError:  # not as this code writes them: the reasons still say what went wrong
+        pass
     reasons, notes = [str(r) for r in result.get("reasons") or []], result.get("notes")
     if isinstance(notes, list) and notes and reasons[-len(notes):] == notes:
         reasons = reasons[:-len(notes)]

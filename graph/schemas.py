@@ -305,6 +305,19 @@ class Fault(_Record):
         return self.kind == "video" and (unreached(self.message) or environmental(self.message))
 
 
+def stored_faults(value: object) -> list[Fault]:
+    """The faults a stored result recorded (its ``faults``: a `raa eval reward` row's, a `raa score-batch` row's
+    "result"): none for null (written before results carried them); ValueError when `value` is neither null nor a
+    list of fault records (pydantic's ValidationError is one). The one reader of the field: the eval tables refuse
+    what it refuses (`evals.table.row_faults`), `raa score-batch --retry-ineligible` reads the reasons instead
+    (`graph.batch_resume.recorded_faults`)."""
+    if value is None:
+        return []
+    if not isinstance(value, list) or not all(isinstance(f, dict) for f in value):
+        raise ValueError(f"faults must be a list of objects, got {value!r}")
+    return [Fault.model_validate(f) for f in value]
+
+
 OUTAGE_FAULTS = ("transport", "timeout", "settings", "tool", "internal")
 """Fault kinds that say the reward machinery failed (the backbone endpoint unreachable or too slow, a setting
 it cannot serve, an evidence tool or its service down, a bug), not that the clip could not be judged:
@@ -360,4 +373,4 @@ __all__ = ["CALLS_PER_ROUND", "OUTAGE_FAULTS", "PLAN_VIEWS", "RECORD_MODULES", "
            "DirectScore", "Fault", "FinalCheck", "FrameView", "InspectionPlan", "MotionEvidence", "Observation",
            "ObservedEvent", "PlanPart", "PlanTrack", "PlanView", "QualityCheck", "Requirement",
            "RequirementJudgment", "RewardResult", "SurpriseEvidence", "TaskContract", "TrackArgs", "TrackRequest",
-           "cap_view", "crop_box", "entry_error", "no_nan", "requirement_key"]
+           "cap_view", "crop_box", "entry_error", "no_nan", "requirement_key", "stored_faults"]
