@@ -76,7 +76,7 @@ def outage_lines(report: VQAReport) -> list[str]:
         return []
     return [f"{plural(report.outage, 'question')} lost to an outage (left out of the accuracy): rerun the same "
             f"command to ask {'it' if report.outage == 1 else 'them'} again (the answered questions come from the "
-            "stage cache)"]
+            "stage cache, unless RAA_CACHE_PATH is off)"]
 
 
 def failure_lines(report: VQAReport) -> list[str]:
