@@ -29,8 +29,10 @@ Decisions where the issue was silent:
   ineligible draw, then refused the whole file). A file whose every line is skipped is an error listing
   them, and `raa eval draws` exits 2 when lines were skipped and no clip with two eligible draws is left.
 * ``outage_rows`` counts the ineligible draws an outage of the reward machinery caused (their ``faults``,
-  `graph.schemas.Fault.outage`: ``--retry-ineligible`` fills them); the others are the agent's own (a reply it
-  could not use), which vary from draw to draw as rewards do. Both were one count.
+  `graph.schemas.Fault.outage`: ``--retry-ineligible`` fills them), and ``outage_draws`` the draws holding them
+  (`raa eval draws` names them beside `score-batch --retry-ineligible --draw K`, which retries one draw's rows:
+  the count was said without the command); the others are the agent's own (a reply it could not use), which vary
+  from draw to draw as rewards do. Both were one count.
 * ``most_variable`` names the draw of each eligible reward (``draws``) and the draws without one
   (``ineligible_draws``), and `raa eval draws` shows an ineligible draw in its place ("0.200 ⊥ 0.900"): the
   "Rewards by draw" column left it out, so the rewards of draws 0 and 2 read as those of draws 0 and 1.
@@ -90,8 +92,8 @@ class ClipDraws:
     """The draw number of each eligible reward (same order as `rewards`)."""
     ineligible_draws: list[int] = field(default_factory=list)
     """The draw numbers without a reward (shown in their place as "⊥")."""
-    outages: int = 0
-    """Of those, draws an outage of the reward machinery made ineligible (`evals.table.outage`)."""
+    outage_draws: list[int] = field(default_factory=list)
+    """Of those, the draws an outage of the reward machinery made ineligible (`evals.table.outage`)."""
 
     @property
     def range(self) -> float | None:
@@ -136,6 +138,8 @@ class DrawsSummary:
     """Clips whose eligible draws are not all scored or all zero."""
     bad_lines: int = 0
     """Rows of manifest lines that named no clip (ineligible, in no clip)."""
+    outage_draws: list[int] = field(default_factory=list)
+    """The draws holding the `outage_rows`: `raa score-batch --retry-ineligible --draw K` fills each."""
     skipped_lines: list[SkippedLine] = field(default_factory=list)
     """Lines of the file left out as no usable row, of any preset (``PATH:N`` and the reason)."""
     most_variable: list[dict[str, Any]] = field(default_factory=list)
@@ -192,7 +196,7 @@ def read_draws(path: Path) -> tuple[list[ClipDraws], dict[str, int], list[Skippe
                                rewards=[r for r, _, _ in eligible], statuses=[s for _, s, _ in eligible],
                                draw_ids=[d for _, _, d in eligible],
                                ineligible_draws=sorted(set(by_draw) - {d for _, _, d in eligible}),
-                               outages=sum(map(outage, by_draw.values()))))
+                               outage_draws=[d for d in sorted(by_draw) if outage(by_draw[d])]))
     return clips, bad, skipped
 
 
@@ -258,7 +262,8 @@ def summarize_draws(path: Path, preset: str | None = None) -> DrawsSummary:
         path=str(path), preset=preset, rows=sum(c.draws for c in clips) + bad.get(preset, 0), clips=len(clips),
         draws_min=min(counts), draws_max=max(counts),
         ineligible_rows=sum(c.draws - len(c.rewards) for c in clips) + bad.get(preset, 0),
-        outage_rows=sum(c.outages for c in clips),
+        outage_rows=sum(len(c.outage_draws) for c in clips),
+        outage_draws=sorted({d for c in clips for d in c.outage_draws}),
         clips_single=len(clips) - len(multi), n=len(multi), within_std=None, between_std=None, noise_share=None,
         mean_range=None, max_range=None, status_flips=sum(len(set(c.statuses)) > 1 for c in multi),
         bad_lines=bad.get(preset, 0), skipped_lines=skipped)

@@ -28,7 +28,7 @@ def compare_command(
                                              "(score-batch --draw K into one output).")] = None,
 ) -> None:
     from evals.compare import CompareError, compare, most_changed
-    from evals.eval_views import changed_table, empty_sides, mean_text, sides_table
+    from evals.eval_views import changed_table, empty_sides, mean_text, refill, sides_table
 
     try:
         result = compare(a, b, pair_by=pair_by, seed=seed, draw=draw)
@@ -60,8 +60,8 @@ def compare_command(
                           "(ineligible, not paired)", style="yellow")
     if draw is not None:
         console.print(f"draw {draw} of each file")
-    outages = (f", {result.pairs_outage} of them for an outage of the reward machinery (score-batch "
-               "--retry-ineligible fills them)") if result.pairs_outage else ""
+    outages = (f", {result.pairs_outage} of them for an outage of the reward machinery ("
+               f"{refill([] if draw is None else [draw])})") if result.pairs_outage else ""
     console.print(f"pairs by {pair_by!r}: {result.pairs} ({result.pairs_ineligible} left out: an ineligible "
                   f"reward{outages}; unpaired: {result.unpaired_a} in A, {result.unpaired_b} in B)")
     if result.n:
@@ -92,7 +92,7 @@ def draws_command(
                                                "holds several).")] = None,
 ) -> None:
     from evals.draws import DrawsError, clip_labels, shown_preset, summarize_draws
-    from evals.eval_views import draw_rewards, plural
+    from evals.eval_views import draw_rewards, plural, refill
 
     try:
         s = summarize_draws(results, preset)
@@ -104,7 +104,7 @@ def draws_command(
         console.print(f"no rows in {results}: nothing to measure")
         write_json(json_out, s.as_dict(), console)
         return
-    outages = f" ({s.outage_rows} for an outage of the reward machinery)" if s.outage_rows else ""
+    outages = f" ({s.outage_rows} for an outage of the reward machinery: {refill(s.outage_draws)})" if s.outage_rows else ""
     console.print(f"preset {shown_preset(s.preset)}: {plural(s.rows, 'row')}, {plural(s.clips, 'clip')}, "
                   f"{s.draws_min}-{s.draws_max} draws per clip; {plural(s.ineligible_rows, 'ineligible row')} left "
                   f"out{outages}; {plural(s.clips_single, 'clip')} with < 2 eligible draws")

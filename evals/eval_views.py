@@ -164,6 +164,15 @@ def reward_notes(outcome: RewardEvalOutcome) -> list[str]:
     return notes
 
 
+def refill(draws: Sequence[int] = ()) -> str:
+    """The command that fills the rows of a score-batch output an outage left ineligible, as `raa eval compare` and
+    `raa eval draws` name it beside their count: `--retry-ineligible` retries the rows of the draw it runs, so the
+    draws holding them are named when known."""
+    if not draws:
+        return "score-batch --retry-ineligible fills them"
+    return f"score-batch --retry-ineligible --draw K fills them, K = {', '.join(map(str, draws))}"
+
+
 def no_rows(note: str, what: str) -> str:
     """The line for results without rows: "NOTE: nothing to WHAT" (NOTE: "no rows in FILE", ...)."""
     return f"{note}: nothing to {what}"

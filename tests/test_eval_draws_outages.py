@@ -31,4 +31,18 @@ def test_outage_draws_are_counted_apart(tmp_path):
     assert (s.ineligible_rows, s.outage_rows) == (3, 1)  # c's row recorded no faults: no known outage
     res = CliRunner().invoke(app, ["eval", "draws", str(path)], terminal_width=200)
     assert res.exit_code == 0, res.output
-    assert "3 ineligible rows left out (1 for an outage of the reward machinery)" in res.output
+    assert "3 ineligible rows left out (1 for an outage of the reward machinery" in res.output
+    assert s.outage_draws == [2]
+
+
+def test_the_outage_rows_are_said_with_the_command_that_fills_them(tmp_path):
+    """`raa eval compare` named `score-batch --retry-ineligible` beside its outage pairs; `raa eval draws` counted
+    its outage rows without it, and a draw's rows are retried only by the run of that draw (`--draw K`)."""
+    rows = [_row("a", 0, 0.2), _row("a", 1, None, OUTAGE), _row("a", 3, None, OUTAGE),
+            _row("b", 0, 0.6), _row("b", 1, 0.4), _row("b", 3, None, OUTAGE)]
+    path = tmp_path / "scores.jsonl"
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    res = CliRunner().invoke(app, ["eval", "draws", str(path)], terminal_width=300)
+    assert res.exit_code == 0, res.output
+    assert ("3 ineligible rows left out (3 for an outage of the reward machinery: score-batch --retry-ineligible "
+            "--draw K fills them, K = 1, 3)") in " ".join(res.output.split())
