@@ -104,7 +104,8 @@ def draws_command(
         console.print(f"no rows in {results}: nothing to measure")
         write_json(json_out, s.as_dict(), console)
         return
-    outages = f" ({s.outage_rows} for an outage of the reward machinery: {refill(s.outage_draws)})" if s.outage_rows else ""
+    outages = (f" ({s.outage_rows} for an outage of the reward machinery: {refill(s.outage_draws)})"
+               if s.outage_rows else "")
     console.print(f"preset {shown_preset(s.preset)}: {plural(s.rows, 'row')}, {plural(s.clips, 'clip')}, "
                   f"{s.draws_min}-{s.draws_max} draws per clip; {plural(s.ineligible_rows, 'ineligible row')} left "
                   f"out{outages}; {plural(s.clips_single, 'clip')} with < 2 eligible draws")

@@ -26,9 +26,10 @@ Decisions where the issue was silent:
   not be reached or whose read the machine failed): no answer of the model's, so it is left out of Domain and of
   its task's accuracy (their denominators) and counted apart (``outage``, overall, per task and per question),
   as `evals.table` counts a reward row's ``ineligible_outage``. It counted as incorrect, so an endpoint that went
-  down half-way halved the world model's score. It is still one of ``failed``. There is no `--retry-ineligible`
-  here: a rerun of the same command asks again every question without an answer, and takes the answered ones
-  from the stage cache unless RAA_CACHE_PATH is off (`raa eval world-model` says so).
+  down half-way read as a world model that answered half its questions wrongly. It is still one of ``failed``.
+  There is no `--retry-ineligible` here: a rerun of the same command asks again every question without an
+  answer, and takes the answered ones from the stage cache unless RAA_CACHE_PATH is off (`raa eval world-model`
+  says so).
 - No answer at all (an endpoint down, no video decodable): Domain is None, not 0.0, since a score computed
   from no answer is no measurement; `raa eval world-model` then prints the reasons instead of a table and
   exits 3. A task none of whose questions was answered has accuracy None for the same reason (it read 0.00

@@ -40,7 +40,8 @@ def test_the_console_numbers_rows_of_all_the_run(env, monkeypatch):  # noqa: F81
     judge_model = ScriptedChatModel({"judge": [{"reasonable": True, "rationale": "ok"}] * 4})
     monkeypatch.setattr(eval_cli, "make_judge", lambda s: RewardJudge.from_settings(s, model=judge_model))
     runner = CliRunner()
-    assert runner.invoke(eval_cli.eval_app, ["reward", "-m", "m.jsonl", "-o", "ev", "--presets", "direct"]).exit_code == 0
+    first = runner.invoke(eval_cli.eval_app, ["reward", "-m", "m.jsonl", "-o", "ev", "--presets", "direct"])
+    assert first.exit_code == 0, first.output
     again = runner.invoke(eval_cli.eval_app, ["reward", "-m", "m.jsonl", "-o", "ev", "--presets", "direct,full"])
     assert again.exit_code == 0, again.output
     assert re.findall(r"^\[(\d+/\d+)\] full ", again.output, flags=re.MULTILINE) == ["3/4", "4/4"], again.output
