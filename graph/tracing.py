@@ -73,7 +73,11 @@ from graph.trace_names import SurrogateSafeSerializer
 
 def no_database(path: Path) -> str:
     """That no trace database is at `path`, and where it looked: `runs/traces.sqlite` (the default) is read
-    from the current directory, so runs scored from another folder are not there."""
+    from the current directory, so runs scored from another folder are not there. `:memory:` is no file to
+    look for: the traces it held lived and ended in the process that scored them."""
+    if str(path) == ":memory:":
+        return ("no trace database at :memory: (traces kept in memory live only inside the process that scored "
+                "them; set RAA_TRACES_PATH to a file to read runs afterwards, or --traces PATH reads another)")
     where = f" in {Path.cwd()}" if not path.is_absolute() else ""
     return (f"no trace database at {path} (no runs yet{where}; --traces PATH or RAA_TRACES_PATH reads "
             "another)")
