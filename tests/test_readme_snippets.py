@@ -97,3 +97,22 @@ def test_the_snippets_durability_comment_names_every_accepted_value():
 
     comment = next(line for line in python_block("## The reward agent").splitlines() if "durability=" in line)
     assert set(re.findall(r'"(\w+)"', comment)) == set(get_args(TraceDurability)), comment
+
+
+def test_the_score_batch_manifest_example_is_a_manifest_line_and_the_row_fields_exist(tmp_path):
+    """The CLI section's manifest line reads as a good item (its extra field kept), and the row fields it
+    names are the ones `graph.batch` writes."""
+    import json
+
+    from graph.batch import ROW_FIELDS, read_manifest
+
+    text = README.read_text()
+    section = text[text.index("### CLI and tracing\n"):text.index("## Evaluating rewards")]
+    example = re.search(r"e\.g\. `(\{\"path\".*?\})`", section).group(1)
+    manifest = tmp_path / "manifest.jsonl"
+    manifest.write_text(example + "\n")
+    (item,) = read_manifest(manifest, "full")
+    assert item["error"] is None and item["manifest"] == {"id": json.loads(example)["id"]}
+    named = set(re.findall(r"`(\w+)`", section[section.index("Each output row"):section.index("`score-batch` appends")]))
+    assert {"path", "instruction", "line", "manifest", "preset", "draw"} <= named & set(ROW_FIELDS)
+    assert {"scorer", "result"} <= named
