@@ -116,3 +116,15 @@ def test_the_score_batch_manifest_example_is_a_manifest_line_and_the_row_fields_
     named = set(re.findall(r"`(\w+)`", section[section.index("Each output row"):section.index("`score-batch` appends")]))
     assert {"path", "instruction", "line", "manifest", "preset", "draw"} <= named & set(ROW_FIELDS)
     assert {"scorer", "result"} <= named
+
+
+def test_every_inline_agent_config_of_the_readme_builds():
+    """Each `AgentConfig(...)` the README's prose shows (a draw `k` taken as 1) is a valid config: a renamed
+    field or a value it no longer accepts would fail here, not in a newcomer's notebook."""
+    from graph import AgentConfig
+
+    spans = [m.group(0) for span in re.findall(r"`([^`]*)`", README.read_text())
+             for m in re.finditer(r"AgentConfig\([^()]*\)", span)]
+    assert len(spans) >= 4  # the parser found them
+    for span in spans:
+        assert isinstance(eval(span, {"AgentConfig": AgentConfig, "k": 1}), AgentConfig), span  # noqa: S307
