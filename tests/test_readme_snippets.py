@@ -128,3 +128,32 @@ def test_every_inline_agent_config_of_the_readme_builds():
     assert len(spans) >= 4  # the parser found them
     for span in spans:
         assert isinstance(eval(span, {"AgentConfig": AgentConfig, "k": 1}), AgentConfig), span  # noqa: S307
+
+
+_MISSING = object()
+
+
+def test_every_dotted_project_name_and_file_the_readme_names_exists():
+    """`graph.tracing.read_trace`, `tools.toolbox.Toolbox`, `graph/gate.py` ...: each project module, attribute
+    and file the README points a reader at is there (a rename left the README pointing at nothing)."""
+    import importlib
+
+    text = README.read_text()
+    root = README.parent
+    names = set(re.findall(r"`((?:graph|tools|training|evals|policy)(?:\.[A-Za-z_]\w*)+)", text))
+    files = set(re.findall(r"`((?:graph|tools|training|evals|policy|benchmarks|tests|prompts)/[\w/.-]*\.py)`", text))
+    assert len(names) > 15 and len(files) > 5  # the parser found them
+    missing = [f for f in files if not (root / f).is_file()]
+    for name in sorted(names):
+        parts, obj = name.split("."), None
+        for depth in range(len(parts), 0, -1):  # the longest importable prefix, then attributes
+            try:
+                obj = importlib.import_module(".".join(parts[:depth]))
+                break
+            except ModuleNotFoundError:
+                continue
+        for part in parts[depth:]:
+            obj = getattr(obj, part, _MISSING)
+        if obj is _MISSING:
+            missing.append(name)
+    assert missing == [], f"README names what does not exist: {missing}"
