@@ -157,3 +157,13 @@ def test_every_dotted_project_name_and_file_the_readme_names_exists():
         if obj is _MISSING:
             missing.append(name)
     assert missing == [], f"README names what does not exist: {missing}"
+
+
+def test_the_preset_table_names_the_fourteen_presets_in_the_configs_order():
+    """The README's **Presets** table (cumulative rows, then the `no_*` removals) is `graph.config.PRESETS`."""
+    from graph.config import PRESETS
+
+    text = README.read_text()
+    table = text[text.index("| preset | modules |"):text.index("Only `full` and the `no_*` presets")]
+    named = [name for row in table.splitlines()[2:] if row.startswith("|") for name in re.findall(r"`(\w+)`", row.split("|")[1])]
+    assert named == list(PRESETS)
