@@ -167,3 +167,17 @@ def test_the_preset_table_names_the_fourteen_presets_in_the_configs_order():
     table = text[text.index("| preset | modules |"):text.index("Only `full` and the `no_*` presets")]
     named = [name for row in table.splitlines()[2:] if row.startswith("|") for name in re.findall(r"`(\w+)`", row.split("|")[1])]
     assert named == list(PRESETS)
+
+
+def test_the_agent_config_defaults_the_readme_states_are_the_dataclass_defaults():
+    """"Other `AgentConfig` fields: ... `max_tool_rounds` (4), `frame_budget` (48 ...)": each `field` (N) there
+    is that field's default."""
+    from dataclasses import fields
+
+    from graph import AgentConfig
+
+    text = README.read_text()
+    paragraph = text[text.index("Other `AgentConfig` fields:"):text.index("Frame and tool work runs")]
+    stated = {name: int(value) for name, value in re.findall(r"`(\w+)` \((\d+)", paragraph)}
+    defaults = {f.name: f.default for f in fields(AgentConfig)}
+    assert len(stated) >= 5 and {name: defaults.get(name) for name in stated} == stated
