@@ -329,14 +329,24 @@ def score_batch_command(
         except OutputWriteError as exc:
             typer.echo(f"error: {exc}", err=True)
             raise typer.Exit(2) from exc
-        usage = " ".join(f"{k}={v}" for k, v in writer.usage.items())
-        typer.echo(" ".join(f"{k}={v}" for k, v in writer.counts.items()) + (f"  usage: {usage}" if usage else "")
-                   + f"  -> {out}", err=True)
-        for kind, (n, first) in sorted(writer.faults.items(), key=lambda kv: -kv[1][0]):
-            typer.echo(f"  ineligible ({kind}): {n}, first: {first[:300]}", err=True)
-        if writer.unsaved_traces:
-            typer.echo(f"  traces not saved: {writer.unsaved_traces} of {sum(writer.counts.values())} row(s) (their "
-                       "results stand; `raa trace` cannot show them, their last reason says why)", err=True)
+        except KeyboardInterrupt:  # Ctrl-C: what the rows written so far cost still gets said
+            _closing_lines(writer, out)
+            typer.echo("interrupted: clips whose run had not finished got no row; the same command resumes the batch", err=True)
+            raise typer.Exit(130) from None
+        _closing_lines(writer, out)
+
+
+def _closing_lines(writer: Any, out: Path) -> None:
+    """score-batch's closing line (this invocation's rows by status and their model usage: what the batch cost)
+    and, under it, one line per failing stage and fault kind, and the rows whose trace was not saved."""
+    usage = " ".join(f"{k}={v}" for k, v in writer.usage.items())
+    typer.echo(" ".join(f"{k}={v}" for k, v in writer.counts.items()) + (f"  usage: {usage}" if usage else "")
+               + f"  -> {out}", err=True)
+    for kind, (n, first) in sorted(writer.faults.items(), key=lambda kv: -kv[1][0]):
+        typer.echo(f"  ineligible ({kind}): {n}, first: {first[:300]}", err=True)
+    if writer.unsaved_traces:
+        typer.echo(f"  traces not saved: {writer.unsaved_traces} of {sum(writer.counts.values())} row(s) (their "
+                   "results stand; `raa trace` cannot show them, their last reason says why)", err=True)
 
 
 def preflight_or_exit(settings: BackboneSettings) -> None:
