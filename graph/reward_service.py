@@ -34,7 +34,12 @@ Decisions where the issues were silent:
   of clips the agent could not judge. Every other result (a verdict, or the agent's ⊥ for the clip itself: an
   undecodable video, a bad instruction, a model that refused it or never answered it validly) has `"kind": null`
   (a client that does not know the field ignores it). Each result also carries its `faults` (stage, kind,
-  message), the structured form of the agent's reasons (none for a result the service made: its reason says why). An undecodable
+  message), the structured form of its reasons, and `"kind"` is read from them alone (`RewardResult.outage`), so
+  the two never disagree. A result the service made has its fault too (`graph.api.fault_result`): a bad item
+  or a clip it cannot write is an "internal" fault of stage "service" (the client's request or the service host
+  failed, never the clip: the item reached no agent), a run that raised `graph.api.machinery_failed`'s
+  ("agent: internal"); they had a reason and `"kind": "error"` but no fault, so a client reading faults saw
+  the agent's ⊥ for the clip. An undecodable
   video is the agent's own ineligible result (video fault), and a clip the service cannot write (a full
   disk) an ineligible result naming the error: it was a 500 for the whole batch. So is any other error
   escaping one item's run (`arun_agent` should never raise): the batch was a 500 and the other items'
@@ -96,10 +101,11 @@ from typing import Any
 from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse
 
-from graph.api import arun_agent, ineligible_result, new_run_id
+from graph.api import arun_agent, fault_result, machinery_failed, new_run_id
 from graph.frame_store import FrameStore
 from graph.reward_limits import DEFAULT_MAX_BODY_MB, DEFAULT_MAX_CONCURRENCY, DEFAULT_MAX_ITEMS
 from graph.run_claims import FOREIGN_CLAIM_MAX_AGE_S
+from graph.schemas import Fault, RewardResult
 from graph.settings import TraceDurability
 from tools.service_budget import DEFAULT_REWARD_BUSY_WAIT_S, BodyBudget, Reservation, buffered_limit_bytes
 from tools.service_frames import HTTPProblem
@@ -294,22 +300,28 @@ def create_reward_app(agent: Any, preset: str, *, token: str | None = None, max_
         return answer
 
     async def scored(index: int, item: Any, folder: str) -> dict[str, Any]:
-        """One item's result as JSON, with its ``kind`` (module docstring)."""
+        """One item's result as JSON, with its ``kind``: "error" for an outage (`RewardResult.outage`: its faults,
+        those of a result the service made too), else None (module docstring)."""
+        result = await outcome(index, item, folder)
+        return {**result.model_dump(mode="json"), "kind": "error" if result.outage else None}
+
+    async def outcome(index: int, item: Any, folder: str) -> RewardResult:
+        """The agent's result for one item, or the service's own with its fault: a "service" fault for an item
+        it could not run (`_item`), `machinery_failed` for a run that raised (module docstring)."""
         run_id = ""
         try:
             parsed = await asyncio.to_thread(_item, index, item, folder)
             if isinstance(parsed, str):
-                return {**ineligible_result(preset, parsed).model_dump(mode="json"), "kind": "error"}
+                return fault_result(preset, Fault(stage="service", kind="internal", message=parsed))
             async with run_slots():
                 run_id = new_run_id()
-                result = await arun_agent(agent, parsed[0], parsed[1], run_id, preset, durability=durability,
-                                          claim_max_age_s=claim_max_age_s)
-            return {**result.model_dump(mode="json"), "kind": "error" if result.outage else None}
+                return await arun_agent(agent, parsed[0], parsed[1], run_id, preset, durability=durability,
+                                        claim_max_age_s=claim_max_age_s)
         except Exception as exc:  # one item's escaped error is its own result, never a 500 (module docstring)
-            failed = ineligible_result(preset, f"item {index}: the run failed on the service host "
-                                       f"({type(exc).__name__}: {exc})", run_id)
-            _log.warning("%s", failed.reasons[0])
-            return {**failed.model_dump(mode="json"), "kind": "error"}
+            failed = machinery_failed(preset, f"item {index}: the run failed on the service host "
+                                      f"({type(exc).__name__}: {exc})", run_id)
+            _log.warning("%s", failed.faults[0].message)
+            return failed
 
     @app.get("/healthz")
     async def healthz() -> dict:

@@ -313,7 +313,8 @@ def test_an_item_whose_run_raises_gets_its_own_reason_and_the_others_their_resul
 
     results = _three_items_with_the_middle_failing(monkeypatch, fake_run)
     assert results[1]["status"] == "ineligible" and results[1]["preset"] == "full"
-    assert results[1]["reasons"] == ["item 1: the run failed on the service host (RuntimeError: escaped from the graph)"]
+    assert results[1]["reasons"] == ["agent: internal: item 1: the run failed on the service host (RuntimeError: "
+                                     "escaped from the graph)"]  # its fault's reason (`graph.api.machinery_failed`)
 
 
 def test_a_clip_folder_the_service_cannot_make_is_a_named_507(tmp_path):

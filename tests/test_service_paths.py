@@ -112,7 +112,8 @@ def test_a_clip_that_cannot_be_written_does_not_name_the_services_temp_folder(mo
     results = res.json()["results"]
     assert [r["reward"] for r in results] == [0.5, None, 0.5] and results[1]["kind"] == "error"
     reason = results[1]["reasons"][0]
-    assert reason.startswith("item 1: the clip cannot be written on the service host") and "No space left" in reason
+    assert reason.startswith("service: internal: item 1: the clip cannot be written on the service host")
+    assert "No space left" in reason
     assert "raa-reward-" not in res.text and tempfile.gettempdir() not in res.text, reason
     assert "raa-reward-" in caplog.text  # the server's log names the file
 
