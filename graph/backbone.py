@@ -17,7 +17,8 @@ Decisions where the issue was silent:
   (e.g. a scripted one) cannot hang a run; a timeout is retried like other transport errors and, once
   the retries are spent, gives kind "timeout" (other exhausted transport errors give "transport").
 - Retryable: openai.APITimeoutError, APIConnectionError, any APIStatusError with status 408, 409, 429
-  or >= 500 but 501 and 505 (or the server's `x-should-retry` header; `Retry-After` paces the wait:
+  or >= 500 but 501 and 505 (or the server's `x-should-retry` header, which decides the retry only: the kind
+  once the tries end is the error's, `graph.transport.transient_error`; `Retry-After` paces the wait:
   graph/transport.py), httpx or httpx2 (openai >= 3) timeouts/transport errors, TimeoutError, ConnectionError,
   LangChain `ModelError`s flagged `is_retryable`, and the RuntimeError of a pooled connection left over from
   another event loop (`_STALE_LOOP`). A 401, 403 or 404 (LangChain's `ModelAuthenticationError`,
@@ -110,6 +111,7 @@ from graph.transport import (
     reply_came_back,
     request_not_built,
     settings_problem,
+    transient_error,
 )
 from graph.usage import Usage, count_reply
 from graph.usage import count_images as count_images  # re-exported (its home before graph/usage.py)
@@ -196,9 +198,11 @@ class Backbone:
             stop=stop_after_attempt(self.max_retries + 1),
             wait=PacedWait(self.retry_wait[0], self.retry_wait[1]),
             retry=retry_if_exception(is_transient), reraise=True)
+        tries = 0
         try:
             async for attempt in retrying:
                 with attempt:
+                    tries += 1
                     out = await self._attempt(runnable, messages, usage)
         except UnicodeEncodeError as exc:  # a ValueError, but raised building the request: nothing was sent
             raise BackboneFault(stage, "transport", f"the request could not be sent ({type(exc).__name__}: {exc}); "
@@ -222,11 +226,11 @@ class Backbone:
             raise InvalidReply("invalid_reply", CUT_HINT, completion_text(exc.completion), cut=True) from exc
         except Exception as exc:
             self._raise_if_not_a_completion(stage, exc)
-            attempts = f"{self.max_retries + 1} attempt{'' if self.max_retries == 0 else 's'}"
+            attempts = f"{tries} attempt{'' if tries == 1 else 's'}"  # fewer than allowed when the server said so
             if is_timeout(exc):
                 raise BackboneFault(stage, "timeout", f"no reply within {self.timeout_s}s after {attempts} "
                                     f"({type(exc).__name__})") from exc
-            if is_transient(exc):
+            if transient_error(exc):  # the kind is the error's, whatever x-should-retry said (graph/transport.py)
                 detail = str(exc)[:_ERR_CHARS]
                 if hint := connection_hint(exc, self.setting_names):  # one sentence: "Connection error; the ..."
                     detail = f"{detail.rstrip('. ')}; {hint}"

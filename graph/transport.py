@@ -18,7 +18,11 @@ Decided where the issue was silent: a 200 with an `{"error": ...}` body is repor
 completion; re-asking does not help), its body shown in the message.
 
 The server's say on retrying (as the openai SDK reads it; ours are the retries, the SDK's are off):
-- `x-should-retry: true` / `false` on an error reply decides whether it is retried, whatever its status;
+- `x-should-retry: true` / `false` on an error reply decides whether it is retried, whatever its status; it
+  does not say what the failure is: once the tries end, the fault's kind is read from the error itself
+  (`transient_error`, `settings_problem`), so a 401 the server said to retry is still "settings" (it was
+  "transport"), a 503 it said not to retry still "transport" (it was "refused", the model's answer about the
+  clip, so not counted as an outage);
 - without it, 408, 409 (OpenAI's lock timeout), 429 and 5xx but 501 and 505 are retried;
 - the wait before the next try (`PacedWait`) is the one the reply asks for (`retry-after-ms`, else
   `Retry-After` in seconds or as an HTTP date) when it is above 0, else exponential backoff with jitter;
@@ -63,14 +67,21 @@ drops that connection, so the retry opens a new one. See graph/bridge.py."""
 
 
 def is_transient(exc: BaseException) -> bool:
-    """True for transport errors worth retrying (timeouts, connection errors, Python's own `ConnectionError`
-    too: refused or reset, from a chat model that does not wrap it; 408, 409, 429, 5xx but 501 and 505, which
-    say the server cannot serve such a request at all; a stale pooled connection); an error reply's
-    `x-should-retry: true|false` header overrides its status (module docstring)."""
+    """True for a failed model call worth trying again: an error reply's `x-should-retry: true|false` header when
+    it has one (module docstring), else `transient_error`."""
     if isinstance(exc, openai.APIStatusError):
         told = exc.response.headers.get("x-should-retry")
         if told in ("true", "false"):
             return told == "true"
+    return transient_error(exc)
+
+
+def transient_error(exc: BaseException) -> bool:
+    """True for a transport error, by the error alone (timeouts, connection errors, Python's own `ConnectionError`
+    too: refused or reset, from a chat model that does not wrap it; 408, 409, 429, 5xx but 501 and 505, which
+    say the server cannot serve such a request at all; a stale pooled connection): what the fault of a call that
+    failed with it is (kind "transport"), whatever the server's `x-should-retry` said about trying again."""
+    if isinstance(exc, openai.APIStatusError):
         code = exc.status_code
         return (code >= 500 and code not in (501, 505)) or code in (408, 409, 429)
     if isinstance(exc, openai.APIConnectionError | openai.APITimeoutError | TimeoutError | ConnectionError):
