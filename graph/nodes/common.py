@@ -11,7 +11,7 @@ Every stage is an `async def fn(state, ctx, step) -> dict` wrapped by `make_node
 - refuses the run the same way when the context's backbone has no model (`graph.no_endpoint`: the Studio graph
   built without endpoint settings): a Fault of stage "backbone", kind "settings", naming the unset variables;
 - skips the stage when a fault was already recorded (parallel branches joining after a fault);
-- turns BackboneFault, ToolFault, VideoError and any other exception into a `Fault` record
+- turns BackboneFault, ToolFault, VideoError and any other exception into a `Fault` record (`graph.nodes.faults`)
   (the run then routes to the gate and the result is ineligible) — never a fabricated output;
 - appends one StepRecord (node, started, duration, decision, frames, crops, tool summaries, audit
   round, gate inputs) and the stage's backbone usage to the state.
@@ -50,18 +50,25 @@ from langchain_core.messages import HumanMessage, SystemMessage
 from langchain_core.runnables import Runnable, RunnableConfig, ensure_config
 from langgraph.runtime import get_runtime
 
-from graph.backbone import BackboneFault, Usage
+from graph.backbone import Usage
 from graph.bridge import run_sync
 from graph.clip_stamp import clip_moved
 from graph.context import RunContext, config_mismatch, tools_mismatch, with_config_draw
 from graph.job_owners import abandon
 from graph.no_endpoint import missing_endpoint
+from graph.nodes.faults import (  # noqa: F401  (re-exported: the stages' exceptions and their faults)
+    ContextRefused,
+    EndpointMissing,
+    EvidenceFailed,
+    InputFault,
+    RunIdTaken,
+    to_fault,
+)
 from graph.schemas import Assessment, Fault, TaskContract, requirement_key
 from graph.state import AgentState, ContractFrozenError, StepRecord
 from graph.state_records import StateRecordError, state_faults, with_records
 from graph.workers import run_scope
 from prompts import render
-from tools.errors import ToolFault
 
 
 @dataclass
@@ -79,49 +86,7 @@ class Step:
     thread_id: str = ""
 
 
-class InputFault(ValueError):
-    """The run's input (instruction or video reference) cannot be evaluated."""
-
-
-class ContextRefused(InputFault):
-    """The invocation's `RunContext` carries another config than the agent's build config (module docstring)."""
-
-
-class EndpointMissing(Exception):
-    """The context's backbone has no model (`graph.no_endpoint.NoEndpointModel`); the message says why."""
-
-
-class EvidenceFailed(Exception):
-    """Evidence work the run does in the background for stage `stage` (surprise scores, extra tools;
-    graph.nodes.background) failed with `error`; recorded as a fault of `stage`, not of the node that found it."""
-
-    def __init__(self, stage: str, error: BaseException) -> None:
-        super().__init__(f"{stage}: {error}")
-        self.stage, self.error = stage, error
-
-
 StageFn = Callable[[AgentState, RunContext, Step], Awaitable[dict[str, Any]]]
-
-
-def to_fault(stage: str, exc: BaseException) -> Fault:
-    """A Fault record for an exception raised inside `stage`."""
-    from tools.video import FrameIndexError, VideoError
-
-    if isinstance(exc, EvidenceFailed):  # background evidence (surprise, extra tools): its own stage
-        return to_fault(exc.stage, exc.error)
-    if isinstance(exc, ContextRefused):
-        return Fault(stage="context", kind="input", message=str(exc)[:2000])
-    if isinstance(exc, EndpointMissing):
-        return Fault(stage="backbone", kind="settings", message=str(exc)[:2000])
-    if isinstance(exc, InputFault | StateRecordError):
-        return Fault(stage=stage, kind="input", message=str(exc)[:2000])
-    if isinstance(exc, BackboneFault):
-        return Fault(stage=stage, kind=exc.kind, message=exc.message[:2000])
-    if isinstance(exc, ToolFault):
-        return Fault(stage=stage, kind="tool", message=f"{exc.tool} {exc.kind}: {exc.message}"[:2000])
-    if isinstance(exc, VideoError) and not isinstance(exc, FrameIndexError):  # an index asked for is the agent's
-        return Fault(stage=stage, kind="video", message=f"{type(exc).__name__}: {exc}"[:2000])
-    return Fault(stage=stage, kind="internal", message=f"{type(exc).__name__}: {exc}"[:2000])
 
 
 class StageNode(Runnable[AgentState, dict[str, Any]]):

@@ -10,7 +10,7 @@ check) is a bug of the agent's, not the clip's: ineligible with an "internal" fa
 service and the trainer count it as an outage (``ineligible_error``); it had a reason but no fault, and was
 counted as the agent's verdict on the clip (``ineligible_none``).
 
-A second input on a thread that already holds a run (refused by quality with an input fault) gives a result
+A second input on a thread that already holds a run (refused by quality with a "settings" fault) gives a result
 with that fault as its only reason, no notes and zero usage: the append-only channels still hold the earlier
 run's faults, notes and usage, which belong to that run's result, not to this refused one.
 """
@@ -31,7 +31,7 @@ from graph.usage import USAGE_KEYS
 
 def reused_thread(state: AgentState) -> bool:
     """True when the thread holds an earlier run: quality, the graph's only entry, ran more than once (the
-    second time it refused the input with an input fault, `graph.nodes.quality`)."""
+    second time it refused the input with a "settings" fault, `graph.nodes.quality`)."""
     return sum(1 for s in state.get("steps") or [] if s.get("node") == "quality") > 1
 
 

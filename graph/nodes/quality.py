@@ -16,10 +16,13 @@ sample is decoded, the encoding of observe's images starts in another worker thr
 a clip whose container reports fewer than 2 frames is zeroed without calling check_quality (nothing
 to compare); a clip that cannot be opened at all (missing, 0 bytes, not a video) is ineligible, not zero.
 A thread that already holds a run (a second input sent with `agent.invoke(..., {"thread_id": same})`, or
-a Studio thread reused) is refused with an input Fault: its steps, faults, usage and frozen contract
-would carry over into the new run (the contract write raised; a stale fault made the run skip every
-stage). `score_video` / `ascore_videos` refuse a reused run id before invoking, and the compiled agent
-(`graph.thread_guard`) before LangGraph checkpoints the input; this check remains for the calls it does not see.
+a Studio thread reused) is refused with a "settings" Fault (`graph.nodes.faults.RunIdTaken`): its steps, faults,
+usage and frozen contract would carry over into the new run (the contract write raised; a stale fault made the run
+skip every stage). `score_video` / `ascore_videos` refuse a reused run id before invoking, with a "settings" fault
+too (`graph.api.run_id_taken`): one situation, one kind, the call's own setting and not the clip, so an outage that
+a resume retries under a new id (it was an "input" fault here, the clip's own ⊥, final for a resume). The compiled
+agent (`graph.thread_guard`) refuses it before LangGraph checkpoints the input; this check remains for the calls
+it does not see.
 The probe and the encoding run at worker priority "first" (`graph.workers`): ahead of the tool jobs of
 runs already past their first model call, so the last clip of a burst is not held up by them.
 A usable clip's surprise scoring and extra evidence tools start here, in worker threads (only reflect
@@ -35,6 +38,7 @@ from graph.config import config_overrides
 from graph.context import RunContext
 from graph.nodes.background import start_evidence
 from graph.nodes.common import InputFault, Step
+from graph.nodes.faults import RunIdTaken
 from graph.state import AgentState
 from graph.workers import run_blocking
 
@@ -76,7 +80,7 @@ async def quality(state: AgentState, ctx: RunContext, step: Step) -> dict[str, A
     cfg = ctx.config
     if state.get("steps") or state.get("result") is not None:
         # the run's channels (steps, faults, usage, audits, the frozen contract) would carry over into the new one
-        raise InputFault(f"this thread already holds a run ({len(state.get('steps') or [])} steps); score a new "
+        raise RunIdTaken(f"this thread already holds a run ({len(state.get('steps') or [])} steps); score a new "
                          "input on a new thread id (the run id)")
     update: dict[str, Any] = {"preset": cfg.preset, "switches": cfg.switches(), "overrides": config_overrides(cfg),
                               "zero": False}
