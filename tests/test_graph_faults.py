@@ -48,8 +48,11 @@ def every_stage_script() -> dict:
 
 
 def assert_valid(result) -> None:
+    """A reward in [0, 1], or ineligible with its reasons and at least one fault behind them (its first reason is
+    a fault's): a client reads an outage from the faults (`RewardResult.outage`), not the reasons' text."""
     if result.reward is None:
         assert result.status == "ineligible" and result.reasons and all(r.strip() for r in result.reasons)
+        assert result.faults and result.reasons[0].startswith(result.faults[0].reason()), result
     else:
         assert 0.0 <= result.reward <= 1.0 and result.status in ("scored", "zero")
 
@@ -85,6 +88,7 @@ def test_fault_matrix_tool_faults(tool_stage, clips):
     kwargs = {"tracker": FailingTracker()} if tool_stage == "track_motion" else {"surprise": FailingSurprise()}
     res = run(make_agent("full", script, **kwargs)[0], clips["good"])["result"]
     assert res.reward is None and res.status == "ineligible" and any("tool" in r for r in res.reasons)
+    assert_valid(res)
 
 
 def test_missing_tool_is_a_fault_not_a_fallback(clips):
@@ -92,6 +96,7 @@ def test_missing_tool_is_a_fault_not_a_fallback(clips):
     res = score_video(clips["good"], "push it", AgentConfig(preset="full"), model=model, tools=AgentTools(),
                       checkpointer=InMemorySaver())
     assert res.reward is None and any("no surprise scorer" in r for r in res.reasons)
+    assert_valid(res)
 
 
 @pytest.mark.parametrize("instruction", ["", "   \n\t "])
@@ -99,6 +104,7 @@ def test_empty_instruction_is_ineligible_without_model_calls(instruction, clips)
     agent, model = make_agent("full")
     out = run(agent, clips["good"], instruction=instruction)
     assert out["result"].reward is None and "instruction is empty" in out["result"].reasons[0]
+    assert_valid(out["result"])
     assert model.calls == [] and nodes(out) == ["quality", "gate"]
 
 
@@ -136,6 +142,7 @@ def test_undecodable_or_missing_video_is_ineligible(which, clips):
     agent, model = make_agent("full")
     res = run(agent, clips[which])["result"]
     assert res.reward is None and res.reasons[0].startswith("quality: video:") and model.calls == []
+    assert_valid(res)
 
 
 def test_uniform_video_gets_zero_without_model_or_tools(clips):
@@ -182,7 +189,8 @@ def test_batch_of_16_with_three_bad_clips(clips, tmp_path):
     assert len(results) == 16
     bad = [i for i, r in enumerate(results) if r.reward is None]
     assert bad == [3, 7, 11]
-    assert all(results[i].reasons for i in bad)
+    for i in bad:
+        assert_valid(results[i])
     assert all(r.status == "scored" and r.reward == pytest.approx(0.975) for i, r in enumerate(results)
                if i not in bad)
     assert len({r.run_id for r in results}) == 16
