@@ -83,7 +83,7 @@ def transient_error(exc: BaseException) -> bool:
     failed with it is (kind "transport"), whatever the server's `x-should-retry` said about trying again."""
     if isinstance(exc, openai.APIStatusError):
         code = exc.status_code
-        return (code >= 500 and code not in (501, 505)) or code in (408, 409, 429)
+        return (code >= 500 and code not in UNSERVED_STATUSES) or code in (408, 409, 429)
     if isinstance(exc, openai.APIConnectionError | openai.APITimeoutError | TimeoutError | ConnectionError):
         return True
     if isinstance(exc, _http_errors()[0] + _http_errors()[1]):
@@ -233,13 +233,18 @@ SETTINGS_STATUSES = (401, 403, 404)
 _SETTINGS_ERRORS = (ModelAuthenticationError, ModelPermissionDeniedError, ModelNotFoundError)
 """LangChain's provider-independent errors for those statuses (another chat model than ChatOpenAI raises them)."""
 
+UNSERVED_STATUSES = (501, 505)
+"""5xx statuses that say the server cannot serve such a request at all (never retried: `transient_error`): its
+setup, not the clip (`settings_problem`), as the tool client reads a tool service's 501 (tools/client.py)."""
+
 
 def settings_problem(exc: BaseException, names: EndpointNames) -> str | None:
     """What to fix when a model call failed with an error the client's or the server's settings cause, naming
     the settings `names`; None for any other error. An HTTP status: 401 (the API key), 403 (a key that may not use
     the model), 404 (a base URL without its `/v1`, vLLM's root answering `{"detail": "Not Found"}`, or a model the
     server does not serve); or a request over a limit of the server's setup (`server_limit`: a 413 for its body's
-    size, too many images, a request longer than the model's context). Any other 400 or 422
+    size, too many images, a request longer than the model's context); or a 501 or 505 (`UNSERVED_STATUSES`: the server
+    does not implement the request, every clip's). Any other 400 or 422
     (a content policy, a request the server rejects) is no such problem: the same settings serve other requests."""
     status = exc.status_code if isinstance(exc, openai.APIStatusError) else None
     if status not in SETTINGS_STATUSES:
@@ -253,6 +258,10 @@ def settings_problem(exc: BaseException, names: EndpointNames) -> str | None:
     if status == 404:
         check = f" ({names.checked_by})" if names.checked_by else ""
         return f"HTTP 404: check that {names.base_url} ends in /v1 and that the server serves {names.model}{check}"
+    if isinstance(exc, openai.APIStatusError) and exc.status_code in UNSERVED_STATUSES:
+        return (f"HTTP {exc.status_code}: the server does not implement such a request: check {names.base_url} and "
+                f"{names.model}: the server must serve chat completions with what the agent asks of it (images, "
+                "structured output, tool calls), which some servers serve only when started with an option for it")
     return server_limit(exc, names)
 
 

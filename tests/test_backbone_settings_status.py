@@ -77,3 +77,18 @@ def test_an_openai_auth_error_raised_directly_is_a_settings_fault() -> None:
     with pytest.raises(BackboneFault) as info:
         asyncio.run(bb.astructured("judge", Verdict, list(MSGS), Usage()))
     assert info.value.kind == "settings" and "RAA_API_KEY" in info.value.message
+
+
+@pytest.mark.parametrize("status", [501, 505])
+def test_a_request_the_server_does_not_implement_is_its_setup_not_the_clip(status: int) -> None:
+    """A 501 (a server's answer for a feature it does not implement, or was not started with) or 505 says the
+    server cannot serve such a request at all: every clip gets it. It is not retried, and was "refused", the
+    model's answer about the clip, so a trainer counted a server that serves none of the agent's requests as clips
+    the agent could not judge (`ineligible_none`) instead of an outage."""
+    with OpenAIStub([StubReply(status=status, content="not supported"), good("json_schema")]) as stub:
+        with pytest.raises(BackboneFault) as info:
+            run(make(stub, "json_schema"), Usage())
+    fault = info.value
+    assert fault.kind == "settings" and len(stub.requests) == 1, fault
+    assert str(status) in fault.message and "RAA_BASE_URL" in fault.message, fault.message
+    assert Fault(stage=fault.stage, kind=fault.kind, message=fault.message).outage
