@@ -334,6 +334,14 @@ def score_batch_command(
             typer.echo("interrupted: clips whose run had not finished got no row; the same command resumes the batch", err=True)
             raise typer.Exit(130) from None
         _closing_lines(writer, out)
+        if writer.counts["ineligible"]:  # the rows the flag would score again, as a plain resume says them
+            try:  # the file as the run left it (unreadable now: the summary above stands alone)
+                ended = read_output(out)
+            except OSError:
+                ended = None
+            if ended is not None:
+                for line in fixable_lines(fixable_rows(ended, manifest, items, preset, draw, scorer_of(settings)), out):
+                    typer.echo(line, err=True)
 
 
 def _closing_lines(writer: Any, out: Path) -> None:

@@ -218,3 +218,29 @@ def test_a_resume_against_another_endpoint_is_refused(monkeypatch, tmp_path) -> 
     monkeypatch.setenv("RAA_BASE_URL", "http://finetune-host:8000/v1")
     res = runner.invoke(app, args)
     assert res.exit_code == 0 and "0 to score" in res.output, res.output
+
+
+def test_a_run_that_ends_with_outage_rows_names_retry_ineligible(monkeypatch, tmp_path) -> None:
+    """A run whose endpoint dropped out mid-batch ended with "ineligible (observe: transport): 2" and nothing
+    about --retry-ineligible: only a later plain resume named it. The run now says it too, in the resume's words
+    (`graph.batch_resume.fixable_lines`), and a run that ends with none says nothing of it."""
+    import httpx
+    import openai
+
+    from tests.graph_scripts import full_script, square_batch
+
+    model = _scripted(monkeypatch, tmp_path)
+    manifest = square_batch(tmp_path, 2)
+    down = openai.APIConnectionError(request=httpx.Request("POST", "http://127.0.0.1:9/v1/chat/completions"))
+    model.script["observe"] = [down]
+    out = tmp_path / "results.jsonl"
+    args = ["score-batch", str(manifest), "--out", str(out), "--preset", "visual_verify"]
+    res = runner.invoke(app, args)
+    assert res.exit_code == 0 and "ineligible (observe: transport): 2" in res.output, res.output
+    assert (f"2 of the rows already in {out} ineligible for a reason a rerun can fix: --retry-ineligible scores them "
+            "again") in res.output, res.output
+    res = runner.invoke(app, [*args, "--retry-ineligible"])  # still down at the retry: said again
+    assert res.exit_code == 0 and "2 to score" in res.output and "--retry-ineligible scores them" in res.output
+    model.script["observe"] = full_script()["observe"]  # back up: nothing left to retry, nothing said
+    res = runner.invoke(app, [*args, "--retry-ineligible"])
+    assert res.exit_code == 0 and "2 to score" in res.output and "a rerun can fix" not in res.output, res.output
