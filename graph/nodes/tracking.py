@@ -38,7 +38,9 @@ Decisions where the issue was silent:
   pixels whatever the convention, and a model writing fractions or thousandths copied them back wrong.
 - Failures: whatever tracking raises that is not already a ToolFault, a VideoError or JobCancelled becomes
   ToolFault("motion", "run") (`_as_fault`), so the run is ineligible with the tool named, wherever it
-  came from (the tracker, mapping its tracks back to the clip, the tracker's frames, the overlays).
+  came from (the tracker, mapping its tracks back to the clip, the tracker's frames, the overlays). A read of the
+  clip's frames the overlays are drawn on is the clip's (read outside the overlays' own catch-all): a cut clip
+  failing there was recorded as the motion tool's outage, and --retry-ineligible scored it again on every run.
   Tracks that break the tracker contract (`tools.motion.base.require_tracks`: not MotionTracks, wrong frame
   or point count, a NaN or infinite position, one far outside the frame) are such a fault too, the problem as its message: a NaN step
   never counted as motion and an infinite one always did, so an injected tracker's bad output read as
@@ -212,6 +214,9 @@ def _render_tracks(state: AgentState, ctx: RunContext, idx: list[int], tracks: A
     meta = state["meta"]
     h, w = int(meta["height"]), int(meta["width"])
     sw, sh = shown_size(w, h, ctx.frames.long_side)
+    # the clip's read, outside the catch-all below: its VideoError is the clip's fault (and JobCancelled the
+    # frame cache's), as `_as_fault` keeps them; in it, a cut clip read as the motion tool's outage
+    full = ctx.frames.frame_list(state["video"], shown) if shown else []
     try:  # the summary's pixels are those of the frames as the model sees them
         seen = tracks if (sw, sh) == (w, h) else tracks.rescaled(sw / w, sh / h)
         # positions in the model's own convention, so it can copy one into its next call (tools.motion.summary)
@@ -219,7 +224,7 @@ def _render_tracks(state: AgentState, ctx: RunContext, idx: list[int], tracks: A
         pos = [idx.index(f) for f in shown]
         overlays = None
         if pos:  # drawn at the size the model sees (drawn at full size, a 1080p overlay shrank to nothing)
-            small = [resize_long_side(f, ctx.frames.long_side) for f in ctx.frames.frame_list(state["video"], shown)]
+            small = [resize_long_side(f, ctx.frames.long_side) for f in full]
             overlays = draw_tracks_resized(small, seen, pos, (sh, sw))  # `seen` is already at that size
     except Exception as exc:  # tracks of the wrong shape from a custom tracker: a fault, not a crash
         raise ToolFault("motion", "run", f"{type(exc).__name__}: {exc}") from exc
