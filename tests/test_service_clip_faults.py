@@ -63,11 +63,16 @@ def test_a_clip_gone_before_its_upload_is_unreached_as_in_process(tmp_path):
 
 def test_a_served_too_large_clip_reads_as_in_process(service_root, service_scorer, monkeypatch):
     """A clip over the decode limit of the service's reader came back as a plain VideoError, its reason "VideoError:
-    VideoTooLargeError: ..." where the same read in-process records "VideoTooLargeError: ..."."""
+    VideoTooLargeError: ..." where the same read in-process records "VideoTooLargeError: ...". The service's reader
+    has ``max_decode_mb`` as its limit (tests/test_service_decode_limit.py), which the service checks first with a 413:
+    that check is skipped here, so that its reader refuses the clip."""
+    import tools.service_frames
     import tools.video_limits
 
-    monkeypatch.setattr(tools.video_limits, "DECODE_LIMIT_BYTES", 1000)
-    app = create_app(ToolSettings(), service_root, token=TOKEN, tracker=LKTracker(), scorer=service_scorer)
+    monkeypatch.setattr(tools.video_limits, "DECODE_LIMIT_BYTES", 1000)  # the in-process read's limit
+    monkeypatch.setattr(tools.service_frames, "_check_decoded_size", lambda *args: None)
+    app = create_app(ToolSettings(max_decode_mb=1000 / 2**20), service_root, token=TOKEN, tracker=LKTracker(),
+                     scorer=service_scorer)
     with serve(app) as url, ToolServiceClient(url, token=TOKEN, retries=1) as c:
         with pytest.raises(VideoTooLargeError) as served:
             run_clip_tool("surprise", RemoteSurpriseScorer(c).score_file, service_root / "clip.mp4", frames=4)

@@ -24,6 +24,9 @@ pixels (H or W < 1) are an undecodable upload (422): nothing can be computed on 
 surprise model failed on them with a 500 tool fault. The tracker's own 2-pixel minimum stays its
 rule (a 400 from ``/v1/track``); surprise works on frames of a pixel.
 
+The reader's own decode limit is ``max_decode_mb`` too (`_reader_limit`): it kept `tools.video_limits`' 4 GiB, so
+a setting above that refused a request within it as the clip's "undecodable video".
+
 A whole clip is decoded by the reader whose metadata the limits were checked on (``read_all_frames``' own
 ``read(range(T))``): a second open of the path decoded whatever file was there by then, past both limits
 when it had been replaced by a longer clip, and scanned the clip's index twice.
@@ -109,6 +112,13 @@ def _check_decoded_size(count: int, size: tuple[int, int], max_decode_mb: float 
                                f"{max_decode_mb:g} MiB; pass fewer frame_indices (or a smaller short_side)")
 
 
+def _reader_limit(max_decode_mb: float | None) -> int | None:
+    """The reader's decode limit (bytes) of ``max_decode_mb``, the bound `_check_decoded_size` checked (None: the
+    reader's default, `tools.video_limits`): with the default a setting above 4 GiB passed that check and then the
+    reader refused the clip as "undecodable video" (422, a good clip's final fault)."""
+    return None if max_decode_mb is None else int(max_decode_mb * 2**20)  # whole bytes: `need > bound` as above
+
+
 def _check_frame_count(count: int, max_frames: int, requested: bool) -> None:
     """413 when ``count`` frames (``requested`` by frame_indices, else the whole clip) exceed ``max_frames``."""
     if count <= max_frames:
@@ -145,7 +155,7 @@ def decode_frames(src: Path | bytes | Upload, frame_indices: list[int] | None, m
                                         f"({type(exc).__name__}: {exc.strerror or exc})") from exc
                 raise
             src = Path(tmp)
-        with VideoReader(src) as reader:
+        with VideoReader(src, decode_limit=_reader_limit(max_decode_mb)) as reader:
             meta = reader.meta
             size = tool_size(meta.width, meta.height, short_side)
             if frame_indices is not None:
