@@ -52,6 +52,9 @@ Decisions where the issue was silent:
   the others could never get a run (at most `concurrency` are in flight over all workers) yet each loaded the
   tool models. Capped rather than refused, since the flags' meaning stays clear (`log` gets a note saying so):
   `--processes` is the most worker processes, `--concurrency` the runs in flight.
+- A worker whose pipe is at its end while its process lives on (it is exiting, or shut its end) gets no more items
+  and is waited on through its process alone until it exits and is buried as any death: a pipe at its end is
+  always readable, so the parent's wait returned at once and it spun at full CPU until the process was gone.
 - Rows of items that could not be dispatched are never invented: every item ends as a row from a
   worker, an ineligible row with the reason, or unwritten (BatchError / interrupt) for the resume.
 """
@@ -180,6 +183,9 @@ class _Worker:
     dispatch, so two manifest lines with the same key are two runs)."""
     hung: set[int] = field(default_factory=set)
     """Tickets past their deadline; the worker was killed for them."""
+    closed: bool = False
+    """Its pipe is at its end (the worker shut it or is exiting): nothing more can come from it or go to it, so the
+    parent waits on its process alone (a pipe at its end is always readable: waiting on it returned at once)."""
 
     def isolating(self) -> bool:
         return any(job.alone for job, _ in self.in_flight.values())
@@ -235,7 +241,7 @@ def run_batch_processes(items: list[dict[str, Any]], writer: RowWriter, *, setti
         return True
 
     def dispatch() -> None:
-        ready = [w for w in workers if w.ready and w.process.is_alive()]
+        ready = [w for w in workers if w.ready and not w.closed and w.process.is_alive()]
         room = concurrency - sum(len(w.in_flight) for w in workers)
         for w in ready:  # suspects: one each to an idle worker
             if suspects and room > 0 and not w.in_flight:
@@ -259,10 +265,11 @@ def run_batch_processes(items: list[dict[str, Any]], writer: RowWriter, *, setti
     def receive(w: _Worker) -> None:
         while True:
             try:
-                if not w.conn.poll():
+                if w.closed or not w.conn.poll():
                     return
                 message = w.conn.recv()
             except (EOFError, OSError):
+                w.closed = True
                 return
             if message[0] == "ready":
                 w.ready = True
@@ -344,7 +351,7 @@ def run_batch_processes(items: list[dict[str, Any]], writer: RowWriter, *, setti
             if not workers:
                 raise BatchError(no_worker_left(startup_errors, cause_text(last_death), spawned))
             dispatch()
-            wait([w.conn for w in workers] + [w.process.sentinel for w in workers], timeout=1.0)
+            wait([w.conn for w in workers if not w.closed] + [w.process.sentinel for w in workers], timeout=1.0)
             now = time.monotonic()
             for w in list(workers):
                 receive(w)

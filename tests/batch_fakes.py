@@ -5,7 +5,8 @@ An item whose instruction starts with POISON kills its worker after 0.3 s (like 
 with HANG is never answered (a native deadlock); one starting with FLAKY hangs on its first attempt and on later
 ones makes its worker fail as `worker_main` does on an exception (a "fatal" message, exit code 1); every other
 item takes `DELAY_S` and is scored 1.0 with the worker's pid as its run id. FLAKY attempts are told apart by
-marker files in the folder `$RAA_FAKE_DIR`. With `$RAA_FAKE_START_FAILURES` = k, the first k workers to start
+marker files in the folder `$RAA_FAKE_DIR`. One starting with LINGER is scored at once, then its worker shuts its end
+of the pipe and stays alive for `LINGER_S` before it exits (as a worker whose interpreter takes long to shut down). With `$RAA_FAKE_START_FAILURES` = k, the first k workers to start
 fail before they are ready (as one whose tool model cannot load does). With `$RAA_FAKE_IDLE_DEATH` set, every worker
 fails as `worker_main` does on an exception right after it is ready, before it reads any item (its pipe shut for
 reading, so the parent's send fails and nothing is in flight when it dies)."""
@@ -19,6 +20,7 @@ import threading
 import time
 
 DELAY_S = 1.0
+LINGER_S = 2.0
 
 
 def fake_worker(conn, settings, preset, durability, draw=0) -> None:  # noqa: ANN001 - worker_main's signature
@@ -43,6 +45,13 @@ def fake_worker(conn, settings, preset, durability, draw=0) -> None:  # noqa: AN
         if item["instruction"].startswith("POISON"):
             time.sleep(0.3)
             os.kill(os.getpid(), signal.SIGKILL)
+        if item["instruction"].startswith("LINGER"):
+            result = RewardResult(status="scored", reward=1.0, preset=preset, run_id=str(os.getpid()))
+            with lock:
+                conn.send(("row", ticket, result_line(item, result), result.status))
+                socket.fromfd(conn.fileno(), socket.AF_UNIX, socket.SOCK_STREAM).shutdown(socket.SHUT_WR)
+            time.sleep(LINGER_S)
+            os._exit(0)
         if item["instruction"].startswith("HANG"):
             return
         if item["instruction"].startswith("FLAKY"):
