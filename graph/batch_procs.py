@@ -54,7 +54,8 @@ Decisions where the issue was silent:
   `--processes` is the most worker processes, `--concurrency` the runs in flight.
 - A worker whose pipe is at its end while its process lives on (it is exiting, or shut its end) gets no more items
   and is waited on through its process alone until it exits and is buried as any death: a pipe at its end is
-  always readable, so the parent's wait returned at once and it spun at full CPU until the process was gone.
+  always readable, so the parent's wait returned at once and it spun at full CPU until the process was gone. So is
+  one whose process is ending (its sentinel ready): joined at once, not polled until `is_alive` says so.
 - Rows of items that could not be dispatched are never invented: every item ends as a row from a
   worker, an ineligible row with the reason, or unwritten (BatchError / interrupt) for the resume.
 """
@@ -351,12 +352,15 @@ def run_batch_processes(items: list[dict[str, Any]], writer: RowWriter, *, setti
             if not workers:
                 raise BatchError(no_worker_left(startup_errors, cause_text(last_death), spawned))
             dispatch()
-            wait([w.conn for w in workers if not w.closed] + [w.process.sentinel for w in workers], timeout=1.0)
+            ready = wait([w.conn for w in workers if not w.closed] + [w.process.sentinel for w in workers],
+                         timeout=1.0)
             now = time.monotonic()
             for w in list(workers):
                 receive(w)
                 kill_hung(w, now)
-                if not w.process.is_alive():
+                # its sentinel is ready once the process has closed its files, a moment before the system has
+                # it ended (is_alive is True until then): join waits out that moment instead of the loop
+                if w.process.sentinel in ready or not w.process.is_alive():
                     receive(w)  # rows sent just before it exited
                     w.process.join()  # sets its exit code
                     bury(w)
