@@ -16,17 +16,10 @@ Decisions where the issue was silent:
 - `--retry-ineligible` first removes the rows of this run's items whose ineligibility another run could
   fix, and every run removes the rows of bad manifest lines before writing them again: which rows go is
   `graph.batch_resume`'s.
-- A manifest of two or more lines none of which is a JSON object (a video, a CSV, a pretty-printed JSON array
-  given by mistake), or one that opens a JSON array on its first line however the array is laid out, is refused
-  before anything is written (`not_json_lines`, exit 2).
-- A manifest line that is not valid JSON, not UTF-8, or lacks path/instruction gets its own ineligible row
-  (kind "input") without calling the model, keyed per manifest and line (`bad_line_key`) and rewritten on
-  every run: a line fixed since gets scored and its old row goes; a row that names its clip under another common key ("video",
-  "file", "clip", "video_path") or its task under "prompt"/"task"/"caption" is told which field to rename.
-  A UTF-8 byte-order mark (files saved by Windows editors and PowerShell) is skipped. A line repeating an
-  earlier line's clip and instruction is scored once (`drop_repeats`; score-batch names the lines).
-  Clips missing where a manifest points but present relative to the current directory get a warning
-  before the batch starts (`misplaced_paths`); their rows are still "video not found".
+- The manifest (its lines as items, bad lines, comment lines, repeated clips, manifests refused before the batch
+  starts) is `graph.batch_manifest`'s; its names are re-exported here. A bad line's row is written by
+  `write_bad_lines`; a line repeating an earlier line's clip and instruction under other fields takes that line's
+  result in a row of its own (`write_repeats`): at once when the earlier line's row is in the output, else with it.
 - `RowWriter` keeps, per stage and kind of the ineligible rows' first fault ("observe: transport"; "input" for a
   bad manifest line, `graph.batch_output.fault_kind`), a count and the first such reason;
   `raa score-batch` prints them after its counts, so a batch whose rows all failed for one reason
@@ -56,13 +49,24 @@ Decisions where the issue was silent:
 from __future__ import annotations
 
 import asyncio
-import hashlib
-import json
 import os
 from collections.abc import Iterable
-from pathlib import Path
 from typing import Any
 
+from graph.batch_manifest import (  # noqa: F401  (re-exported: the manifest is graph.batch_manifest's concern)
+    FIELD_ALIASES,
+    bad_line_key,
+    bad_line_path,
+    comment_lines,
+    drop_repeats,
+    is_bad_line_row,
+    item_key,
+    manifest_row_error,
+    misplaced_paths,
+    not_json_lines,
+    read_manifest,
+    repeat_key,
+)
 from graph.batch_output import (  # noqa: F401  (re-exported: the output file is graph.batch_output's concern)
     NOT_JSON,
     Output,
@@ -71,6 +75,7 @@ from graph.batch_output import (  # noqa: F401  (re-exported: the output file is
     RowWriter,
     done_keys,
     file_stamp,
+    kept_rows,
     lock_output,
     not_results,
     read_output,
@@ -80,147 +85,6 @@ from tools.jsonl import strict_dumps
 
 ROW_FIELDS = ("key", "line", "path", "instruction", "preset", "draw", "manifest")
 """Fields of a batch item copied into its output row (next to "result")."""
-
-
-def item_key(path: str, instruction: str, preset: str, draw: int = 0) -> str:
-    """Resume key of one batch item (draw 0: the key of an item named without a draw)."""
-    fields: list[Any] = [path, instruction, preset] + ([draw] if draw else [])
-    return hashlib.sha256(json.dumps(fields).encode()).hexdigest()[:32]
-
-
-FIELD_ALIASES = {"path": ("video", "video_path", "file", "clip"), "instruction": ("prompt", "task", "caption", "text")}
-"""Keys a manifest row may use by mistake for each field; `manifest_row_error` names the rename."""
-
-
-def manifest_row_error(row: dict[str, Any]) -> str:
-    """Why `row` is not a manifest row (it lacks a string `path` or `instruction`, or its path is empty): per
-    field, the key to rename when the row uses one of `FIELD_ALIASES` instead, else whether the field is
-    missing, empty or not a string."""
-    hints = []
-    for field, aliases in FIELD_ALIASES.items():
-        value = row.get(field)
-        if isinstance(value, str) and (value or field != "path"):
-            continue
-        alias = next((a for a in aliases if a in row), None)
-        hints.append(f"rename '{alias}' to '{field}'" if alias is not None and field not in row
-                     else f"'{field}' is missing" if field not in row
-                     else f"'{field}' is empty" if isinstance(value, str) else f"'{field}' is not a string")
-    return ("a manifest row needs string fields 'path' and 'instruction'"
-            + (f" ({'; '.join(hints)})" if hints else ""))
-
-
-def bad_line_key(manifest: Path, number: int, preset: str, draw: int = 0) -> str:
-    """Resume key of the row of manifest line `number` when that line is bad: per manifest file (two manifests
-    sharing an output no longer share "line 8"'s key), and removed again on every run (`graph.batch_resume`),
-    so such rows always describe the manifest as it is now."""
-    return item_key(f"<{manifest.resolve()} line {number}>", "", preset, draw)
-
-
-def read_manifest(manifest: Path, preset: str, draw: int = 0) -> list[dict[str, Any]]:
-    """Manifest rows as batch items of stage-cache `draw`; a bad line becomes an item carrying an `error`.
-    An item's `path` is resolved against the manifest's folder; `written` keeps the row's own string.
-    Lines are split at "\n" only and decoded one by one: a line that is not UTF-8 text, or whose path
-    cannot be a file name (a NUL byte), is a bad line like one that is not JSON."""
-    base = manifest.resolve().parent
-    data = manifest.read_bytes()
-    data = data[3:] if data.startswith(b"\xef\xbb\xbf") else data  # a UTF-8 byte-order mark
-    items = []
-    for number, raw in enumerate(data.split(b"\n"), start=1):
-        error: str | None = None
-        try:
-            line = raw.decode("utf-8")
-        except UnicodeDecodeError as exc:
-            line, error = "", (f"manifest line {number}: not UTF-8 text (byte 0x{raw[exc.start]:02x} at column "
-                               f"{exc.start + 1}; save the manifest as UTF-8)")
-        if error is None and not line.strip():
-            continue
-        path, instruction, row, resolved, is_object = "", "", {}, "", False
-        if error is None:
-            try:
-                try:
-                    row = json.loads(line)
-                except json.JSONDecodeError as exc:  # its "line 1 column 5 (char 4)" is of this one line
-                    raise ValueError(f"not valid JSON ({exc.msg} at column {exc.colno})") from None
-                if not isinstance(row, dict):
-                    raise ValueError("a manifest line must be a JSON object")
-                is_object = True
-                path, instruction = row.get("path"), row.get("instruction")
-                if not isinstance(path, str) or not path or not isinstance(instruction, str):
-                    raise ValueError(manifest_row_error(row))
-                resolved = str((base / path).resolve())
-            except (ValueError, OSError, RuntimeError) as exc:  # of resolve: a name no file can have, a symlink loop
-                error = f"manifest line {number}: {exc}"
-        if error is not None:
-            row, path, instruction = {}, bad_line_path(number), ""
-            key, resolved = bad_line_key(manifest, number, preset, draw), path
-        else:
-            key = item_key(resolved, instruction, preset, draw)
-        extra = {k: v for k, v in row.items() if k not in ("path", "instruction")}
-        items.append({"key": key, "line": number, "path": resolved, "written": path, "instruction": instruction,
-                      "preset": preset, "draw": draw, "manifest": extra, "error": error, "object": is_object,
-                      "array": line.lstrip().startswith("[")})
-    return items
-
-
-def not_json_lines(manifest: Path, items: list[dict[str, Any]]) -> str | None:
-    """Why `manifest` (read as `items`) is no JSONL manifest at all, or None: two or more lines and none of them
-    a JSON object (a video given by mistake, a CSV, a pretty-printed JSON array), or a first line that opens a
-    JSON array (`json.dumps(rows)` on one line, or an array with an object per line, whose last line alone is an
-    object). Each of its "lines" would get an ineligible row (thousands for a video) in an output where the rows
-    of another manifest's bad lines stay."""
-    first = (items[0]["error"] or "") if items else ""
-    if items and items[0]["array"]:
-        return (f"manifest {manifest} is not JSON lines: it is one JSON array ({first}); "
-                'write one {"path": ..., "instruction": ...} object per line')
-    if len(items) < 2 or any(item["object"] for item in items):
-        return None
-    return (f"manifest {manifest} is not JSON lines: none of its {len(items)} lines is a JSON object ({first}); "
-            'write one {"path": ..., "instruction": ...} object per line')
-
-
-def misplaced_paths(manifest: Path, items: list[dict[str, Any]], cwd: Path) -> str | None:
-    """A warning when clips of `items` are missing where the manifest's rows point (paths are relative to
-    the manifest's folder) but exist relative to `cwd`: a manifest written with paths relative to where
-    the command runs. None when there are no such clips. The items still run (and are ineligible: video
-    not found); the warning says why before the batch starts."""
-    base = manifest.resolve().parent
-    if base == cwd.resolve():
-        return None
-    found = [f"line {item['line']} {item['written']!r}" for item in items
-             if item["error"] is None and not _exists(Path(item["path"]))
-             and not Path(item["written"]).is_absolute() and _exists(cwd / item["written"])]
-    if not found:
-        return None
-    return (f"{len(found)} clip(s) are not where the manifest points (paths are relative to its folder "
-            f"{base}) but exist relative to the current directory, e.g. {found[0]}: write them relative to "
-            "the manifest's folder, or absolute")
-
-
-def _exists(path: Path) -> bool:
-    """`path.exists()`, False for a name the system refuses (too long: OSError; Path.exists raises it)."""
-    try:
-        return path.exists()
-    except (OSError, ValueError):
-        return False
-
-
-def drop_repeats(items: list[dict[str, Any]]) -> tuple[list[dict[str, Any]], list[str]]:
-    """`items` without the lines that repeat an earlier line's key (same clip, instruction, preset and
-    draw), and one description per line dropped ("line 7 = line 1", plus "(other fields differ)" when its
-    other manifest fields are not the first line's): a repeat would be scored again only to write a
-    second row under the same key, which resumes treat as one item and `raa eval compare` refuses as a
-    duplicate."""
-    first: dict[str, dict[str, Any]] = {}
-    kept, repeats = [], []
-    for item in items:
-        earlier = first.get(item["key"])
-        if earlier is None:
-            first[item["key"]] = item
-            kept.append(item)
-        else:
-            differ = " (other fields differ)" if item["manifest"] != earlier["manifest"] else ""
-            repeats.append(f"line {item['line']} = line {earlier['line']}{differ}")
-    return kept, repeats
 
 
 def scorer_of(settings: BackboneSettings) -> dict[str, Any]:
@@ -294,16 +158,6 @@ def other_scorer(output: Output, scorer: dict[str, Any]) -> str | None:
     return scorer_conflict(str(output.path), rows, scorer)
 
 
-def bad_line_path(number: int) -> str:
-    """The placeholder `path` of a manifest line that names no readable clip (its row is ineligible)."""
-    return f"<line {number}>"
-
-
-def is_bad_line_row(row: dict[str, Any]) -> bool:
-    """True for an output row of a manifest line that named no clip (`bad_line_path`): no video to pair by."""
-    return isinstance(row.get("line"), int) and row.get("path") == bad_line_path(row["line"])
-
-
 def clip_stamp(path: str) -> dict[str, int] | None:
     """What a row records of its clip when its run starts ("clip": size and modification time in ns), None when it
     cannot be read; `graph.batch_resume` retries a video fault once the clip differs from it."""
@@ -350,6 +204,22 @@ def write_bad_lines(items: list[dict[str, Any]], writer: RowWriter) -> list[dict
             fault = Fault(stage="manifest", kind="input", message=item["error"])
             writer.write(result_line(item, fault_result(item["preset"], fault)), "ineligible")
     return [item for item in items if item["error"] is None]
+
+
+def write_repeats(items: list[dict[str, Any]], kept: dict[str, dict[str, Any]],
+                  writer: RowWriter) -> list[dict[str, Any]]:
+    """Write the row of every line among `items` that repeats an earlier line's clip and instruction under other
+    fields ("repeat_of", `graph.batch_manifest.drop_repeats`): the earlier line's row with this line's fields and
+    "repeat_of" its key, at once when that row is among `kept` (the output's rows that stay, by key), else when
+    `writer` writes it (`RowWriter.follow`); no run of its own. Return the other items."""
+    for item in items:
+        if (source := item.get("repeat_of")) is not None:
+            fields = {**{k: item[k] for k in ROW_FIELDS}, "repeat_of": source}
+            if source in kept:
+                writer.write_repeat(kept[source], fields)
+            else:
+                writer.follow(source, fields)
+    return [item for item in items if item.get("repeat_of") is None]
 
 
 async def score_item(agent: Any, item: dict[str, Any], durability: TraceDurability,

@@ -107,11 +107,16 @@ def not_results(output: Output) -> str | None:
     return f"--out {out} is not a score-batch results file (none of its {lines} lines is a result row)"
 
 
-def done_keys(output: Output, leaving: Callable[[Any], Any] | None = None) -> set[str]:
-    """Keys of the rows already in the output (torn or malformed lines are ignored), less those of the rows
-    for which `leaving` is true (`graph.batch_resume.stale_rows`: rows about to be dropped)."""
-    return {row["key"] for row in output.values
+def kept_rows(output: Output, leaving: Callable[[Any], Any] | None = None) -> dict[str, dict[str, Any]]:
+    """The rows already in the output by key (torn or malformed lines are ignored; of a key written twice, the
+    last), less the rows for which `leaving` is true (`graph.batch_resume.stale_rows`: rows about to be dropped)."""
+    return {row["key"]: row for row in output.values
             if isinstance(row, dict) and isinstance(row.get("key"), str) and not (leaving and leaving(row))}
+
+
+def done_keys(output: Output, leaving: Callable[[Any], Any] | None = None) -> set[str]:
+    """Keys of the rows already in the output that stay (`kept_rows`)."""
+    return set(kept_rows(output, leaving))
 
 
 class OutputWriteError(RuntimeError):
@@ -163,6 +168,8 @@ class RowWriter:
         self.faults: dict[str, tuple[int, str]] = {}
         """Per `fault_kind` of the ineligible rows ("observe: transport", "input"): how many rows and the first
         one's reason."""
+        self.followers: dict[str, list[dict[str, Any]]] = {}
+        """Per key: the fields of the rows to write with the row of that key when it is written (`follow`)."""
         self.unsaved_traces = 0
         """Rows whose result says its trace was not saved (`RewardResult.trace_saved` false): their rewards
         stand, but `raa trace` cannot show those runs. Rows without the field (older outputs) count as saved."""
@@ -174,22 +181,42 @@ class RowWriter:
                                    "as it was") from exc
 
     def write(self, line: str, status: str) -> None:
-        """Append one row (`result_line` output) whose result has `status`."""
+        """Append one row (`result_line` output) whose result has `status`, then the rows that `follow` it."""
         row = json.loads(line)
-        line = strict_dumps({**row, "scorer": self.scorer} if self.scorer is not None else row)
-        try:
-            append_line(self.out, line)
-        except OSError as exc:
-            raise OutputWriteError(f"cannot write --out {self.out}: {os_problem(exc)}; "
-                                   f"{sum(self.counts.values())} row(s) written this run stay") from exc
-        self.counts[status] += 1
-        if status == "ineligible":
-            kind, reason = fault_kind(row.get("result") or {})
-            n, first = self.faults.get(kind, (0, reason))
-            self.faults[kind] = (n + 1, first)
+        row = {**row, "scorer": self.scorer} if self.scorer is not None else row
+        self._append(row)
+        self._count(row, status)
         if (row.get("result") or {}).get("trace_saved") is False:
             self.unsaved_traces += 1
         for k, v in (row.get("result") or {}).get("usage", {}).items():
             self.usage[k] = self.usage.get(k, 0) + int(v)
         if self.on_row is not None:
             self.on_row()
+        for fields in self.followers.pop(row.get("key"), []):
+            self.write_repeat(row, fields)
+
+    def follow(self, key: str, fields: dict[str, Any]) -> None:
+        """Write a row of `fields` over the row of `key` once that row is written (`write_repeat`)."""
+        self.followers.setdefault(key, []).append(fields)
+
+    def write_repeat(self, row: dict[str, Any], fields: dict[str, Any]) -> None:
+        """Append `row` (an output row, as written) with `fields` over it: the row of a manifest line that takes
+        another line's result (`graph.batch.write_repeats`). Counted by status and fault like any row; not in the
+        usage (no model call of its own) nor the progress (`on_row`: the clips scored)."""
+        status = (row.get("result") or {}).get("status")
+        self._append({**row, **fields})
+        self._count(row, status if status in self.counts else "ineligible")
+
+    def _append(self, row: dict[str, Any]) -> None:
+        try:
+            append_line(self.out, strict_dumps(row))
+        except OSError as exc:
+            raise OutputWriteError(f"cannot write --out {self.out}: {os_problem(exc)}; "
+                                   f"{sum(self.counts.values())} row(s) written this run stay") from exc
+
+    def _count(self, row: dict[str, Any], status: str) -> None:
+        self.counts[status] += 1
+        if status == "ineligible":
+            kind, reason = fault_kind(row.get("result") or {})
+            n, first = self.faults.get(kind, (0, reason))
+            self.faults[kind] = (n + 1, first)

@@ -194,9 +194,10 @@ def score_batch_command(
         OutputWriteError,
         RowWriter,
         build_batch_agent,
-        done_keys,
+        comment_lines,
         drop_repeats,
         file_stamp,
+        kept_rows,
         lock_output,
         misplaced_paths,
         not_json_lines,
@@ -207,6 +208,7 @@ def score_batch_command(
         run_batch,
         scorer_of,
         write_bad_lines,
+        write_repeats,
     )
     from graph.batch_resume import (
         current_fields,
@@ -246,16 +248,23 @@ def score_batch_command(
     check_preset(preset)
     settings.ensure_parent_dirs()
     try:
-        items, repeats = drop_repeats(read_manifest(manifest, preset, draw))
+        items, repeats, shared = drop_repeats(read_manifest(manifest, preset, draw))
+        comments = comment_lines(manifest)
     except OSError as exc:  # unreadable (permissions), or gone since the check above
         typer.echo(f"error: cannot read manifest {manifest}: {type(exc).__name__}: {exc}", err=True)
         raise typer.Exit(2) from exc
     if problem := not_json_lines(manifest, items):  # else a row per "line" of a video or CSV
         typer.echo(f"error: {problem}", err=True)
         raise typer.Exit(2)
-    if repeats:
-        typer.echo(f"{len(repeats)} manifest line(s) repeat an earlier one and are scored once: "
-                   + ", ".join(repeats[:5]) + (" ..." if len(repeats) > 5 else ""), err=True)
+    if comments:
+        typer.echo(f"{len(comments)} comment line(s) (#) skipped: line(s) " + ", ".join(map(str, comments[:5]))
+                   + (" ..." if len(comments) > 5 else ""), err=True)
+    for lines, what in ((repeats, "repeat an earlier one and are scored once"),
+                        (shared, "repeat an earlier one's clip and instruction with other fields: each gets its own "
+                                 "row with that line's result")):
+        if lines:
+            typer.echo(f"{len(lines)} manifest line(s) {what}: " + ", ".join(lines[:5])
+                       + (" ..." if len(lines) > 5 else ""), err=True)
     if warning := misplaced_paths(manifest, items, Path.cwd()):
         typer.echo(f"warning: {warning}", err=True)
     try:  # held until the batch ends (the system drops it with the process, however that ends)
@@ -273,11 +282,13 @@ def score_batch_command(
             typer.echo(f"error: {problem}", err=True)
             raise typer.Exit(2)
         goes = stale_rows(manifest, items, preset, draw, retry_ineligible=retry_ineligible, scorer=scorer_of(settings))
-        done = done_keys(output, leaving=goes)  # the rows that stay: nothing is removed before the tools load
-        todo = [it for it in items if it["key"] not in done]
+        kept = kept_rows(output, leaving=goes)  # the rows that stay: nothing is removed before the tools load
+        todo = [it for it in items if it["key"] not in kept]
         bad = sum(it["error"] is not None for it in todo)  # their rows are rewritten on every run (no model call)
-        n = len(items) - bad
-        typer.echo(f"{n} item{'' if n == 1 else 's'}, {len(items) - len(todo)} already in {out}, {len(todo) - bad} to score"
+        copies = sum(it.get("repeat_of") is not None for it in todo)  # they take an earlier line's result
+        n, to_score = len(items) - bad, len(todo) - bad - copies
+        typer.echo(f"{n} item{'' if n == 1 else 's'}, {len(items) - len(todo)} already in {out}, {to_score} to score"
+                   + (f", {copies} to take an earlier line's result" if copies else "")
                    + (f", {bad} bad manifest line(s)" if bad else ""), err=True)
         if warning := edited_rows(output, items, preset, draw):
             typer.echo(f"warning: {warning}", err=True)
@@ -286,9 +297,9 @@ def score_batch_command(
                 typer.echo(line, err=True)
         # the preset's tool models, loaded in the process that scores (worker processes load their own), only
         # when a clip is to be scored, and before any row goes: a tool that cannot load leaves the output alone
-        if len(todo) > bad:  # the endpoint, before a row per clip that only says it is wrong (nothing to score: no wait)
+        if to_score:  # the endpoint, before a row per clip that only says it is wrong (nothing to score: no wait)
             preflight_or_exit(settings)
-        tools = loaded_tools(settings, preset) if len(todo) > bad and processes == 1 else None
+        tools = loaded_tools(settings, preset) if to_score and processes == 1 else None
         try:  # the output cannot be prepared or rewritten (disk full, a read-only file): one error line
             writer = RowWriter(out, scorer=scorer_of(settings))  # first: its failure leaves the file as it was
             retried = drop_rows(output, goes, current_fields(items))  # the rows of `output`: a torn last line the
@@ -301,7 +312,8 @@ def score_batch_command(
         if bad:  # said once the checks passed: a batch that stopped at them (exit 2) wrote nothing
             typer.echo(f"{bad} bad manifest line(s): their rows written again", err=True)
         try:  # a row that cannot be written (disk full, a read-only file): one error line, not a traceback
-            scorable = write_bad_lines(todo, writer)  # before the bar, which counts the clips to score
+            scorable = write_repeats(write_bad_lines(todo, writer), kept, writer)  # before the bar, which counts
+            # the clips to score; a repeat of a line still to score is written with that line's row
             columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn())
             with Progress(*columns, console=_err) as progress:
                 task = progress.add_task("scoring", total=len(scorable))

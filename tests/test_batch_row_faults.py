@@ -28,7 +28,7 @@ def test_a_bad_manifest_lines_row_has_the_input_fault_its_reason_reads(tmp_path)
     result = row["result"]
     assert [(f["stage"], f["kind"]) for f in result["faults"]] == [("manifest", "input")], result
     assert result["reasons"] == [f"manifest: input: {result['faults'][0]['message']}"]
-    assert result["faults"][0]["message"].startswith("manifest line 2: ")
+    assert result["faults"][0]["message"].startswith("line 2: ")
     assert fault_kind(result)[0] == "input"  # a bad input whichever stage found it
     assert not outage(result) and not retryable(result)
 

@@ -75,7 +75,7 @@ def test_bad_manifest_lines_say_what_is_wrong(tmp_path) -> None:
     (tmp_path / "m.jsonl").write_text('{"path": "a.mp4", "instruction": "x"}\nnot json\n{"path": "b.mp4"}\n'
                                       '{"instruction": "x"}\n{"path": 3, "instruction": "x"}\n')
     items = read_manifest(tmp_path / "m.jsonl", "full")
-    assert items[1]["error"] == "manifest line 2: not valid JSON (Expecting value at column 1)"
+    assert items[1]["error"] == "line 2: not valid JSON (Expecting value at column 1)"
     assert items[2]["error"].endswith("('instruction' is missing)")
     assert items[3]["error"].endswith("('path' is missing)")
     assert items[4]["error"].endswith("('path' is not a string)")

@@ -37,7 +37,7 @@ def test_score_batch_resumes_and_isolates_bad_items(monkeypatch, tmp_path) -> No
         assert by_line[line]["result"]["reward"] is None and by_line[line]["result"]["reasons"]
     assert "input" in by_line[5]["result"]["reasons"][0]
     # the summary names each failing stage and kind (any bad input: "input") with its count and first reason
-    assert "ineligible (input): 1, first: manifest: input: manifest line 5" in res.output, res.output
+    assert "ineligible (input): 1, first: manifest: input: line 5: not valid JSON" in res.output, res.output
     assert "ineligible (quality: video): 1, first: quality: video: VideoDecodeError: " in res.output, res.output
     # resume: nothing left to do; a new manifest row is the only new work
     res = runner.invoke(app, args)
@@ -47,13 +47,15 @@ def test_score_batch_resumes_and_isolates_bad_items(monkeypatch, tmp_path) -> No
         fh.write(json.dumps({"path": "c9.mp4", "instruction": "push the red block to the right"}) + "\n")
     res = runner.invoke(app, args)
     assert "1 to score" in res.output and len(out.read_text().splitlines()) == 6
-    # a line repeating an earlier one (same clip and instruction) is scored once: one row per key
+    # a line repeating an earlier one in all is scored once, one row; under other fields it takes that line's result
     with manifest.open("a") as fh:
         fh.write(json.dumps({"path": "c0.mp4", "instruction": "push the red block to the right", "label": "x"}) + "\n")
+        fh.write(json.dumps(rows[0]) + "\n")
     res = runner.invoke(app, args)
-    assert "1 manifest line(s) repeat an earlier one and are scored once: line 7 = line 1 (other fields differ)" \
-        in res.output, res.output
-    assert "0 to score" in res.output and len(out.read_text().splitlines()) == 6
+    assert "1 manifest line(s) repeat an earlier one and are scored once: line 8 = line 1" in res.output
+    assert ("1 manifest line(s) repeat an earlier one's clip and instruction with other fields: each gets its own row "
+            "with that line's result: line 7 = line 1") in res.output, res.output
+    assert "0 to score, 1 to take an earlier line's result" in res.output and len(out.read_text().splitlines()) == 7
 
 
 def _scored_once(monkeypatch, tmp_path):  # noqa: ANN001, ANN202 - pytest fixtures

@@ -1,0 +1,224 @@
+"""The manifest of `raa score-batch` (`graph.batch` describes the rows and the resume): its lines as batch items,
+their resume keys, and the manifests refused or warned about before the batch starts. Split from graph.batch, which
+re-exports these names.
+
+Decisions where the issue was silent:
+- A manifest line that is not valid JSON, not UTF-8, or lacks path/instruction gets its own ineligible row
+  (kind "input", reason "manifest: input: line N: ...") without calling the model, keyed per manifest and line
+  (`bad_line_key`) and rewritten on every run: a line fixed since gets scored and its old row goes; a row that names
+  its clip under another common key ("video", "file", "clip", "video_path") or its task under
+  "prompt"/"task"/"caption" is told which field to rename. A UTF-8 byte-order mark (files saved by Windows editors
+  and PowerShell) is skipped.
+- Blank lines, and comment lines (whose first character other than white space is "#"), are skipped: JSON lines
+  have no comments, but a line "commented out" is a clip the researcher meant to leave out, and its ineligible
+  "input" row (not valid JSON) counted among the bad lines of every run. `raa score-batch` says how many comment
+  lines it skipped (`comment_lines`).
+- A row names its clip as the manifest gave it (joined to the manifest's folder, symlinks not followed: a clip in a
+  Hugging Face cache's "snapshots" folder is not named by its "blobs/<sha>" target); the resume key is of the
+  resolved path, so two names of one file are one clip (`item_key`).
+- A line repeating an earlier line's clip and instruction is scored once (`drop_repeats`): a line whose other fields
+  are the earlier line's too gets no row of its own (it would be the same row twice, which `raa eval compare` refuses
+  as a duplicate); a line whose other fields differ (another "id") gets its own row, under its own key
+  (`repeat_key`: its place among them), holding the earlier line's result (`graph.batch.write_repeats`) and
+  "repeat_of" its key, so no id of the manifest is missing from the output.
+- A manifest of two or more lines none of which is a JSON object (a video, a CSV, a pretty-printed JSON array given
+  by mistake), or one that opens a JSON array on its first line however the array is laid out, is refused before
+  anything is written (`not_json_lines`, exit 2).
+- Clips missing where a manifest points but present relative to the current directory get a warning before the
+  batch starts (`misplaced_paths`); their rows are still "video not found".
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from pathlib import Path
+from typing import Any
+
+from tools.jsonl import strict_dumps
+
+
+def item_key(path: str, instruction: str, preset: str, draw: int = 0) -> str:
+    """Resume key of one batch item (draw 0: the key of an item named without a draw)."""
+    fields: list[Any] = [path, instruction, preset] + ([draw] if draw else [])
+    return hashlib.sha256(json.dumps(fields).encode()).hexdigest()[:32]
+
+
+FIELD_ALIASES = {"path": ("video", "video_path", "file", "clip"), "instruction": ("prompt", "task", "caption", "text")}
+"""Keys a manifest row may use by mistake for each field; `manifest_row_error` names the rename."""
+
+
+def manifest_row_error(row: dict[str, Any]) -> str:
+    """Why `row` is not a manifest row (it lacks a string `path` or `instruction`, or its path is empty): per
+    field, the key to rename when the row uses one of `FIELD_ALIASES` instead, else whether the field is
+    missing, empty or not a string."""
+    hints = []
+    for field, aliases in FIELD_ALIASES.items():
+        value = row.get(field)
+        if isinstance(value, str) and (value or field != "path"):
+            continue
+        alias = next((a for a in aliases if a in row), None)
+        hints.append(f"rename '{alias}' to '{field}'" if alias is not None and field not in row
+                     else f"'{field}' is missing" if field not in row
+                     else f"'{field}' is empty" if isinstance(value, str) else f"'{field}' is not a string")
+    return ("a manifest row needs string fields 'path' and 'instruction'"
+            + (f" ({'; '.join(hints)})" if hints else ""))
+
+
+def bad_line_key(manifest: Path, number: int, preset: str, draw: int = 0) -> str:
+    """Resume key of the row of manifest line `number` when that line is bad: per manifest file (two manifests
+    sharing an output no longer share "line 8"'s key), and removed again on every run (`graph.batch_resume`),
+    so such rows always describe the manifest as it is now."""
+    return item_key(f"<{manifest.resolve()} line {number}>", "", preset, draw)
+
+
+def _lines(manifest: Path) -> list[tuple[int, bytes]]:
+    """(number, bytes) of each line of `manifest`, split at "\n" only (a UTF-8 byte-order mark skipped)."""
+    data = manifest.read_bytes()
+    data = data[3:] if data.startswith(b"\xef\xbb\xbf") else data  # a UTF-8 byte-order mark
+    return list(enumerate(data.split(b"\n"), start=1))
+
+
+def _comment(raw: bytes) -> bool:
+    """A comment line: "#" its first character other than white space (module docstring)."""
+    return raw.lstrip().startswith(b"#")
+
+
+def comment_lines(manifest: Path) -> list[int]:
+    """The numbers of the comment lines of `manifest`, which `read_manifest` skips."""
+    return [number for number, raw in _lines(manifest) if _comment(raw)]
+
+
+def read_manifest(manifest: Path, preset: str, draw: int = 0) -> list[dict[str, Any]]:
+    """Manifest rows as batch items of stage-cache `draw`; a bad line becomes an item carrying an `error`; blank and
+    comment lines are skipped. An item's `path` is the row's own string joined to the manifest's folder (symlinks not
+    followed: what its output row names), `resolved` that path resolved (what its `key` is of), `written` the row's
+    own string. Lines are decoded one by one: a line that is not UTF-8 text, or whose path cannot be a file name (a
+    NUL byte), is a bad line like one that is not JSON."""
+    base = manifest.resolve().parent
+    items = []
+    for number, raw in _lines(manifest):
+        if _comment(raw):
+            continue
+        error: str | None = None
+        try:
+            line = raw.decode("utf-8")
+        except UnicodeDecodeError as exc:
+            line, error = "", (f"line {number}: not UTF-8 text (byte 0x{raw[exc.start]:02x} at column "
+                               f"{exc.start + 1}; save the manifest as UTF-8)")
+        if error is None and not line.strip():
+            continue
+        path, instruction, row, shown, resolved, is_object = "", "", {}, "", "", False
+        if error is None:
+            try:
+                try:
+                    row = json.loads(line)
+                except json.JSONDecodeError as exc:  # its "line 1 column 5 (char 4)" is of this one line
+                    raise ValueError(f"not valid JSON ({exc.msg} at column {exc.colno})") from None
+                if not isinstance(row, dict):
+                    raise ValueError("a manifest line must be a JSON object")
+                is_object = True
+                path, instruction = row.get("path"), row.get("instruction")
+                if not isinstance(path, str) or not path or not isinstance(instruction, str):
+                    raise ValueError(manifest_row_error(row))
+                shown = str(base / path)
+                resolved = str((base / path).resolve())
+            except (ValueError, OSError, RuntimeError) as exc:  # of resolve: a name no file can have, a symlink loop
+                error = f"line {number}: {exc}"
+        if error is not None:
+            row, path, instruction = {}, bad_line_path(number), ""
+            key, shown, resolved = bad_line_key(manifest, number, preset, draw), path, path
+        else:
+            key = item_key(resolved, instruction, preset, draw)
+        extra = {k: v for k, v in row.items() if k not in ("path", "instruction")}
+        items.append({"key": key, "line": number, "path": shown, "resolved": resolved, "written": path,
+                      "instruction": instruction, "preset": preset, "draw": draw, "manifest": extra, "error": error,
+                      "object": is_object, "array": line.lstrip().startswith("[")})
+    return items
+
+
+def not_json_lines(manifest: Path, items: list[dict[str, Any]]) -> str | None:
+    """Why `manifest` (read as `items`) is no JSONL manifest at all, or None: two or more lines and none of them
+    a JSON object (a video given by mistake, a CSV, a pretty-printed JSON array), or a first line that opens a
+    JSON array (`json.dumps(rows)` on one line, or an array with an object per line, whose last line alone is an
+    object). Each of its "lines" would get an ineligible row (thousands for a video) in an output where the rows
+    of another manifest's bad lines stay."""
+    first = (items[0]["error"] or "") if items else ""
+    if items and items[0]["array"]:
+        return (f"manifest {manifest} is not JSON lines: it is one JSON array ({first}); "
+                'write one {"path": ..., "instruction": ...} object per line')
+    if len(items) < 2 or any(item["object"] for item in items):
+        return None
+    return (f"manifest {manifest} is not JSON lines: none of its {len(items)} lines is a JSON object ({first}); "
+            'write one {"path": ..., "instruction": ...} object per line')
+
+
+def misplaced_paths(manifest: Path, items: list[dict[str, Any]], cwd: Path) -> str | None:
+    """A warning when clips of `items` are missing where the manifest's rows point (paths are relative to
+    the manifest's folder) but exist relative to `cwd`: a manifest written with paths relative to where
+    the command runs. None when there are no such clips. The items still run (and are ineligible: video
+    not found); the warning says why before the batch starts."""
+    base = manifest.resolve().parent
+    if base == cwd.resolve():
+        return None
+    found = [f"line {item['line']} {item['written']!r}" for item in items
+             if item["error"] is None and not _exists(Path(item["path"]))
+             and not Path(item["written"]).is_absolute() and _exists(cwd / item["written"])]
+    if not found:
+        return None
+    return (f"{len(found)} clip(s) are not where the manifest points (paths are relative to its folder "
+            f"{base}) but exist relative to the current directory, e.g. {found[0]}: write them relative to "
+            "the manifest's folder, or absolute")
+
+
+def _exists(path: Path) -> bool:
+    """`path.exists()`, False for a name the system refuses (too long: OSError; Path.exists raises it)."""
+    try:
+        return path.exists()
+    except (OSError, ValueError):
+        return False
+
+
+def repeat_key(key: str, n: int) -> str:
+    """Resume key of the `n`th line (1, 2, ...) repeating the clip and instruction of an earlier line of key `key`
+    under other fields (`drop_repeats`). Of its place among those lines, not of its fields: an "id" corrected since
+    reaches the row, as it does for any line (`graph.batch_resume.current_fields`); the rows of such lines all hold
+    the one result of their clip and instruction, so which of them a row is read as never changes its result."""
+    return hashlib.sha256(json.dumps(["repeat", key, n]).encode()).hexdigest()[:32]
+
+
+def drop_repeats(items: list[dict[str, Any]]) -> tuple[list[dict[str, Any]], list[str], list[str]]:
+    """`items` less the lines that repeat an earlier line in all (same clip, instruction, preset, draw and other
+    fields), with each line that repeats an earlier line's clip and instruction under other fields (another "id")
+    keyed by `repeat_key` and marked "repeat_of" the earlier line's key (module docstring); and a description per
+    line of each kind ("line 7 = line 1"): those dropped, those that take the earlier line's result. A repeat in all
+    would only write a second row the same as the first, which `raa eval compare` refuses as a duplicate; a repeat
+    under another id dropped lost that id's row."""
+    first: dict[str, dict[str, Any]] = {}
+    seen: dict[tuple[str, str], dict[str, Any]] = {}
+    repeats: dict[str, int] = {}  # per key: the lines under other fields so far
+    kept, dropped, shared = [], [], []
+    for item in items:
+        fields = (item["key"], strict_dumps(item["manifest"], sort_keys=True))
+        if (earlier := seen.get(fields)) is not None:
+            dropped.append(f"line {item['line']} = line {earlier['line']}")
+            continue
+        seen[fields] = item
+        if (source := first.get(item["key"])) is None:
+            first[item["key"]] = item
+            kept.append(item)
+            continue
+        shared.append(f"line {item['line']} = line {source['line']}")
+        repeats[item["key"]] = n = repeats.get(item["key"], 0) + 1
+        kept.append({**item, "key": repeat_key(item["key"], n), "repeat_of": item["key"]})
+    return kept, dropped, shared
+
+
+def bad_line_path(number: int) -> str:
+    """The placeholder `path` of a manifest line that names no readable clip (its row is ineligible)."""
+    return f"<line {number}>"
+
+
+def is_bad_line_row(row: dict[str, Any]) -> bool:
+    """True for an output row of a manifest line that named no clip (`bad_line_path`): no video to pair by."""
+    return isinstance(row.get("line"), int) and row.get("path") == bad_line_path(row["line"])

@@ -1,0 +1,118 @@
+"""Manifest lines as `raa score-batch` turns them into rows: a line repeating an earlier clip and instruction under
+another `id` got no row (its id was lost to `raa eval compare --pair-by id`), a `#` comment line got an ineligible
+row, a bad line's reason said "manifest" twice, and a symlinked clip's row named the link's target (a Hugging Face
+cache's `blobs/<sha>`) instead of the path the manifest gave."""
+
+from __future__ import annotations
+
+import json
+
+from graph.cli import app
+from tests.cli_agent_helpers import _scripted, runner
+from tests.graph_scripts import square_clips
+
+TASK = "push the red block to the right"
+
+
+def _rows(out) -> list[dict]:
+    return [json.loads(line) for line in out.read_text().splitlines()]
+
+
+def _write(manifest, rows: list[dict | str]) -> None:
+    manifest.write_text("".join((r if isinstance(r, str) else json.dumps(r)) + "\n" for r in rows))
+
+
+def test_a_repeated_clip_under_another_id_gets_its_own_row_scored_once(monkeypatch, tmp_path):
+    model = _scripted(monkeypatch, tmp_path)
+    square_clips(tmp_path, 2)
+    manifest, out = tmp_path / "m.jsonl", tmp_path / "out.jsonl"
+    _write(manifest, [{"path": "c0.mp4", "instruction": TASK, "id": "a"},
+                      {"path": "c1.mp4", "instruction": TASK, "id": "b"},
+                      {"path": "c0.mp4", "instruction": TASK, "id": "c"},  # c0 again, another id: its own row
+                      {"path": "c0.mp4", "instruction": TASK, "id": "a"}])  # line 1 again, as it is: no second row
+    args = ["score-batch", str(manifest), "--out", str(out), "--preset", "decomposed"]
+    res = runner.invoke(app, args)
+    assert res.exit_code == 0, res.output
+    rows = {r["manifest"]["id"]: r for r in _rows(out)}
+    assert sorted(rows) == ["a", "b", "c"] and len(_rows(out)) == 3, _rows(out)
+    assert rows["c"]["line"] == 3 and rows["c"]["result"] == rows["a"]["result"]  # the first's result, reused
+    assert len({r["key"] for r in rows.values()}) == 3
+    assert "scored=3" in res.output and "line 4 = line 1" in res.output, res.output
+    calls = len(model.calls)
+    res = runner.invoke(app, args)  # a resume counts both lines of c0 as done
+    assert res.exit_code == 0 and "3 items, 3 already in" in res.output and "0 to score" in res.output, res.output
+    assert len(_rows(out)) == 3 and len(model.calls) == calls
+    # an output written before repeats had rows: the repeat's row is added from its first line's, without a run
+    out.write_text("".join(json.dumps(r) + "\n" for r in _rows(out) if r["manifest"]["id"] != "c"))
+    res = runner.invoke(app, args)
+    assert res.exit_code == 0 and "2 already in" in res.output, res.output
+    assert sorted(r["manifest"]["id"] for r in _rows(out)) == ["a", "b", "c"] and len(model.calls) == calls
+    lines = manifest.read_text().replace('"id": "c"', '"id": "d"')  # the repeat's id corrected: its row follows
+    manifest.write_text(lines)
+    res = runner.invoke(app, args)
+    assert res.exit_code == 0 and "0 to score" in res.output, res.output
+    assert sorted(r["manifest"]["id"] for r in _rows(out)) == ["a", "b", "d"] and len(model.calls) == calls
+
+
+def test_comment_lines_are_skipped_and_counted_not_ineligible(monkeypatch, tmp_path):
+    _scripted(monkeypatch, tmp_path)
+    square_clips(tmp_path, 1)
+    manifest, out = tmp_path / "m.jsonl", tmp_path / "out.jsonl"
+    _write(manifest, ["# clips of run 3", {"path": "c0.mp4", "instruction": TASK},
+                      '  # {"path": "c1.mp4", "instruction": "push"}'])
+    res = runner.invoke(app, ["score-batch", str(manifest), "--out", str(out), "--preset", "decomposed"])
+    assert res.exit_code == 0, res.output
+    assert [r["line"] for r in _rows(out)] == [2] and "ineligible=0" in res.output, res.output
+    assert "2 comment line(s) (#) skipped" in res.output, res.output
+
+
+def test_a_bad_lines_reason_names_the_manifest_once(tmp_path):
+    from graph.batch import read_manifest, write_bad_lines
+    from graph.batch_output import RowWriter
+
+    manifest = tmp_path / "m.jsonl"
+    manifest.write_text('{"path": "a.mp4"}\n{broken\n')
+    write_bad_lines(read_manifest(manifest, "full"), RowWriter(tmp_path / "out.jsonl"))
+    reasons = [r["result"]["reasons"][0] for r in _rows(tmp_path / "out.jsonl")]
+    assert reasons[0].startswith("manifest: input: line 1: a manifest row needs"), reasons
+    assert reasons[1].startswith("manifest: input: line 2: not valid JSON"), reasons
+    assert all(reason.count("manifest") == 1 + reason.startswith("manifest: input: line 1") for reason in reasons)
+
+
+def test_a_symlinked_clips_row_names_the_path_the_manifest_gave(monkeypatch, tmp_path):
+    _scripted(monkeypatch, tmp_path)
+    (tmp_path / "blobs").mkdir()
+    (tmp_path / "snapshots").mkdir()
+    [clip] = square_clips(tmp_path / "blobs", 1)
+    (tmp_path / "snapshots" / "clip.mp4").symlink_to(clip)
+    manifest, out = tmp_path / "m.jsonl", tmp_path / "out.jsonl"
+    _write(manifest, [{"path": "snapshots/clip.mp4", "instruction": TASK}])
+    args = ["score-batch", str(manifest), "--out", str(out), "--preset", "decomposed"]
+    assert runner.invoke(app, args).exit_code == 0
+    [row] = _rows(out)
+    assert row["path"] == str(tmp_path.resolve() / "snapshots" / "clip.mp4"), row["path"]
+    assert row["result"]["status"] == "scored"
+    res = runner.invoke(app, args)  # the resume still knows it
+    assert "1 already in" in res.output and len(_rows(out)) == 1, res.output
+
+
+def test_a_repeat_follows_its_lines_row_whatever_it_holds(tmp_path):
+    """The repeat's row is written with its earlier line's, in one process or from a worker (`RowWriter.follow`):
+    an ineligible result (a worker that died on the clip) is the repeat's too, counted, not in the usage twice."""
+    from graph.api import fault_result
+    from graph.batch import ROW_FIELDS, result_line
+    from graph.batch_output import RowWriter
+    from graph.schemas import Fault
+
+    item = {"key": "k0", "line": 1, "path": "/x/c.mp4", "instruction": TASK, "preset": "full", "draw": 0,
+            "manifest": {"id": "a"}}
+    writer = RowWriter(tmp_path / "out.jsonl", scorer={"model": "m"})
+    writer.follow("k0", {**{k: item[k] for k in ROW_FIELDS}, "key": "k1", "line": 2, "manifest": {"id": "b"},
+                         "repeat_of": "k0"})
+    fault = Fault(stage="batch", kind="internal", message="the worker process died (signal 9) on each of 2 attempts")
+    writer.write(result_line(item, fault_result("full", fault)), "ineligible")
+    first, repeat = _rows(tmp_path / "out.jsonl")
+    assert (repeat["key"], repeat["line"], repeat["manifest"], repeat["repeat_of"]) == ("k1", 2, {"id": "b"}, "k0")
+    assert repeat["result"] == first["result"] and repeat["scorer"] == {"model": "m"}
+    assert writer.counts["ineligible"] == 2 and writer.faults["batch: internal"][0] == 2
+    assert writer.followers == {}
