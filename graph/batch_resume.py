@@ -49,7 +49,8 @@
   quality zeros). A reward or a zero that a model judged stands when its clip changes later (an edit after scoring
   is no clip still being written, and clips copied without their mtimes would all be scored again); to re-score
   one, delete its row or write to another --out.
-- A row that stays takes its manifest line's fields as they are now ("line" and "manifest", `current_fields`; its
+- A row that stays takes its manifest line's fields as they are now ("line", "manifest" and "path": the clip as the
+  line names it, which rows written before named by its resolved path, a symlink's target; `current_fields`; its
   result and everything else stand): the key names the clip, instruction, preset and draw, so a field added to or
   corrected in the line since ("id", "condition"), or the line moved, kept the old values for good and `raa eval
   compare --pair-by` paired by them. Two manifests sharing an output whose lines name one item with different other
@@ -221,12 +222,12 @@ def stale_rows(manifest: Path, items: list[dict[str, Any]], preset: str, draw: i
 
 
 def current_fields(items: list[dict[str, Any]]) -> Callable[[Any], dict[str, Any] | None]:
-    """For a row of the output: the row with the "line" and "manifest" fields of its item among `items` (the
+    """For a row of the output: the row with the "line", "path" and "manifest" fields of its item among `items` (the
     manifest line as it is now) where they differ from the row's, else None (not one of `items`, or up to date).
     A resume keeps an item's result, but a field added to or corrected in its manifest line since ("id",
     "condition"), or a line moved, reached the output only by deleting the row and scoring the clip again."""
-    now = {it["key"]: finite_json({"line": it["line"], "manifest": it["manifest"]}) for it in items
-           if it["error"] is None}  # as the row holds them (a NaN field is written as null)
+    now = {it["key"]: finite_json({"line": it["line"], "path": it["path"], "manifest": it["manifest"]})
+           for it in items if it["error"] is None}  # as the row holds them (a NaN field is written as null)
 
     def fresh(row: Any) -> dict[str, Any] | None:
         fields = now.get(row.get("key")) if isinstance(row, dict) else None
@@ -316,8 +317,8 @@ def fixable_lines(fixable: dict[str, int], out: Path) -> list[str]:
 
 def updated_lines(removed: dict[str, int], out: Path) -> list[str]:
     """What a resume says of the rows `drop_rows` brought to their manifest line's current fields."""
-    return ([f"{n} row(s) already in {out} took their manifest line's current fields (line number, other fields; "
-             "their results stand)"] if (n := removed["updated"]) else [])
+    return ([f"{n} row(s) already in {out} took their manifest line's current fields (line number, clip path, "
+             "other fields; their results stand)"] if (n := removed["updated"]) else [])
 
 
 def removed_lines(removed: dict[str, int], out: Path) -> list[str]:

@@ -94,6 +94,10 @@ def test_a_symlinked_clips_row_names_the_path_the_manifest_gave(monkeypatch, tmp
     assert row["result"]["status"] == "scored"
     res = runner.invoke(app, args)  # the resume still knows it
     assert "1 already in" in res.output and len(_rows(out)) == 1, res.output
+    out.write_text(json.dumps({**row, "path": str(clip.resolve())}) + "\n")  # as rows named it before
+    res = runner.invoke(app, args)
+    assert "1 already in" in res.output and "took their manifest line's current fields" in res.output, res.output
+    assert [r["path"] for r in _rows(out)] == [row["path"]]
 
 
 def test_a_repeat_follows_its_lines_row_whatever_it_holds(tmp_path):
