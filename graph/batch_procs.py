@@ -54,8 +54,10 @@ Decisions where the issue was silent:
   `--processes` is the most worker processes, `--concurrency` the runs in flight.
 - A worker whose pipe is at its end while its process lives on (it is exiting, or shut its end) gets no more items
   and is waited on through its process alone until it exits and is buried as any death: a pipe at its end is
-  always readable, so the parent's wait returned at once and it spun at full CPU until the process was gone. So is
-  one whose process is ending (its sentinel ready): joined at once, not polled until `is_alive` says so.
+  always readable, so the parent's wait returned at once and it spun at full CPU until the process was gone. One
+  still alive `STOP_TIMEOUT_S` later (its exit hangs: a thread it joins at exit, with `--run-timeout 0` nothing else
+  would end it) is killed. Likewise one whose process is ending (its sentinel ready): joined at once, not polled
+  until `is_alive` says so.
 - Rows of items that could not be dispatched are never invented: every item ends as a row from a
   worker, an ineligible row with the reason, or unwritten (BatchError / interrupt) for the resume.
 """
@@ -184,9 +186,10 @@ class _Worker:
     dispatch, so two manifest lines with the same key are two runs)."""
     hung: set[int] = field(default_factory=set)
     """Tickets past their deadline; the worker was killed for them."""
-    closed: bool = False
-    """Its pipe is at its end (the worker shut it or is exiting): nothing more can come from it or go to it, so the
-    parent waits on its process alone (a pipe at its end is always readable: waiting on it returned at once)."""
+    closed_at: float | None = None
+    """When its pipe was found at its end (the worker shut it or is exiting; monotonic clock): nothing more can come
+    from it or go to it, so the parent waits on its process alone (a pipe at its end is always readable: waiting on
+    it returned at once), and kills it after `STOP_TIMEOUT_S`."""
 
     def isolating(self) -> bool:
         return any(job.alone for job, _ in self.in_flight.values())
@@ -242,7 +245,7 @@ def run_batch_processes(items: list[dict[str, Any]], writer: RowWriter, *, setti
         return True
 
     def dispatch() -> None:
-        ready = [w for w in workers if w.ready and not w.closed and w.process.is_alive()]
+        ready = [w for w in workers if w.ready and w.closed_at is None and w.process.is_alive()]
         room = concurrency - sum(len(w.in_flight) for w in workers)
         for w in ready:  # suspects: one each to an idle worker
             if suspects and room > 0 and not w.in_flight:
@@ -266,11 +269,11 @@ def run_batch_processes(items: list[dict[str, Any]], writer: RowWriter, *, setti
     def receive(w: _Worker) -> None:
         while True:
             try:
-                if w.closed or not w.conn.poll():
+                if w.closed_at is not None or not w.conn.poll():
                     return
                 message = w.conn.recv()
             except (EOFError, OSError):
-                w.closed = True
+                w.closed_at = time.monotonic()
                 return
             if message[0] == "ready":
                 w.ready = True
@@ -282,6 +285,8 @@ def run_batch_processes(items: list[dict[str, Any]], writer: RowWriter, *, setti
                 w.fatal = message[1]
 
     def kill_hung(w: _Worker, now: float) -> None:
+        if w.closed_at is not None and now - w.closed_at > STOP_TIMEOUT_S:  # its exit hangs: it can send nothing
+            w.process.kill()
         overdue = {t for t, (_, deadline) in w.in_flight.items() if deadline <= now}
         if overdue and not w.hung:
             w.hung = overdue
@@ -352,7 +357,7 @@ def run_batch_processes(items: list[dict[str, Any]], writer: RowWriter, *, setti
             if not workers:
                 raise BatchError(no_worker_left(startup_errors, cause_text(last_death), spawned))
             dispatch()
-            ready = wait([w.conn for w in workers if not w.closed] + [w.process.sentinel for w in workers],
+            ready = wait([w.conn for w in workers if w.closed_at is None] + [w.process.sentinel for w in workers],
                          timeout=1.0)
             now = time.monotonic()
             for w in list(workers):

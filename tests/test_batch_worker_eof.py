@@ -12,7 +12,9 @@ from graph.settings import BackboneSettings
 from tests.batch_fakes import LINGER_S, fake_worker
 
 
-def test_a_worker_at_end_of_pipe_is_waited_on_not_polled(monkeypatch, tmp_path):
+def _lingering_batch(monkeypatch, tmp_path) -> tuple[dict, list[int], list[str]]:
+    """A batch of 2 items in one worker, the first of which makes the worker shut its pipe and live on for
+    LINGER_S: (counts, one entry per wait of the parent, the log)."""
     calls = []
     real_wait = batch_procs.wait
 
@@ -28,6 +30,18 @@ def test_a_worker_at_end_of_pipe_is_waited_on_not_polled(monkeypatch, tmp_path):
     out, logged = tmp_path / "out.jsonl", []
     counts = batch_procs.run_batch_processes(items, RowWriter(out), settings=BackboneSettings(), preset="direct",
                                              processes=1, concurrency=1, log=logged.append)
-    assert counts == {"scored": 2, "zero": 0, "ineligible": 0}, logged
     assert sorted(json.loads(line)["line"] for line in out.read_text().splitlines()) == [0, 1]
+    return counts, calls, logged
+
+
+def test_a_worker_at_end_of_pipe_is_waited_on_not_polled(monkeypatch, tmp_path):
+    counts, calls, logged = _lingering_batch(monkeypatch, tmp_path)
+    assert counts == {"scored": 2, "zero": 0, "ineligible": 0}, logged
     assert len(calls) < 10 * (LINGER_S + 5), len(calls)  # a wait per event or second, not thousands
+
+
+def test_a_worker_whose_exit_hangs_past_the_stop_timeout_is_killed(monkeypatch, tmp_path):
+    """With --run-timeout 0 nothing else ended a worker whose pipe was shut while its exit hung."""
+    monkeypatch.setattr(batch_procs, "STOP_TIMEOUT_S", 0.3)
+    counts, calls, logged = _lingering_batch(monkeypatch, tmp_path)
+    assert counts["scored"] == 2 and any("signal 9" in line for line in logged), logged
