@@ -83,7 +83,7 @@ from typing import Any
 
 import numpy as np
 
-from evals.table import outage, row_faults
+from evals.table_rows import outage, row_faults
 from tools.jsonl import LineError, SkippedLine, no_usable_row, skipped_listing, usable_rows
 
 BOOTSTRAP_DRAWS = 10_000

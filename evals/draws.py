@@ -64,7 +64,7 @@ from typing import Any
 import numpy as np
 
 from evals.compare import eligible_reward, results_file_problem, score_batch_row
-from evals.table import outage
+from evals.table_rows import outage
 from tools.jsonl import SkippedLine, no_usable_row, usable_rows
 
 NO_SPREAD = 1e-12
@@ -93,7 +93,7 @@ class ClipDraws:
     ineligible_draws: list[int] = field(default_factory=list)
     """The draw numbers without a reward (shown in their place as "⊥")."""
     outage_draws: list[int] = field(default_factory=list)
-    """Of those, the draws an outage of the reward machinery made ineligible (`evals.table.outage`)."""
+    """Of those, the draws an outage of the reward machinery made ineligible (`evals.table_rows.outage`)."""
 
     @property
     def range(self) -> float | None:

@@ -13,7 +13,7 @@ Decisions where the issue was silent:
   taken after, a clip rewritten while scored recorded the new content for the old content's result. Rows that
   recorded the older stat identity are read as that module says (kept while it matches, then upgraded; else scored
   again once). A row whose verdict is `unjudged`, or was given by another judge than this run's (verdicts record
-  `judge` = `judge_name`), or is `judged` without a true/false `reasonable` (a hand edit, `evals.table.not_boolean`),
+  `judge` = `judge_name`), or is `judged` without a true/false `reasonable` (a hand edit, `evals.table_rows.not_boolean`),
   is re-judged without re-scoring; a judged verdict is never replaced by one that could not
   judge (no judge configured on a rerun, a judge failure), and the R column names the judges whose verdicts it
   counts. `retry_ineligible=True` also re-scores the ineligible rows another run could turn into a reward (the
@@ -63,14 +63,8 @@ from typing import TYPE_CHECKING, Any, Protocol
 from evals.clip_identity import ClipIdentities, is_legacy, legacy_changed, legacy_matches
 from evals.judge import JudgeVerdict, RewardJudge, explanation
 from evals.result_rows import ManifestError, damaged, result_row, results_rows, stale, stamped
-from evals.table import (
-    all_metrics,
-    metrics_as_dicts,
-    not_boolean,
-    ordered_presets,
-    render_csv,
-    render_markdown,
-)
+from evals.table import all_metrics, metrics_as_dicts, ordered_presets, render_csv, render_markdown
+from evals.table_rows import not_boolean
 from graph.schemas import Fault, RewardResult
 from tools.jsonl import mend_tail, write_text_atomic
 

@@ -121,7 +121,7 @@ def input_errors() -> tuple[type[Exception], ...]:
     summary.json it cannot read (`SummaryError`); a trace database that is not one (`StoreError`: it was a
     traceback)."""
     from evals.reliability import ManifestError
-    from evals.table import TableRowError
+    from evals.table_rows import TableRowError
     from graph.stores import StoreError
 
     return FileNotFoundError, TableRowError, SummaryError, ManifestError, StoreError

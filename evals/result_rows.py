@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from evals.clip_identity import stale_version
-from evals.table import finite, row_faults
+from evals.table_rows import finite, row_faults
 from graph.schemas import RewardResult
 from tools.jsonl import LineError, read_text, usable_rows
 
@@ -58,11 +58,11 @@ def damaged(row: dict[str, Any]) -> bool:
     if any(not _strings(row.get(name)) for name in ("reasons", "notes")):
         return True
     try:
-        row_faults(row)  # the table refuses faults that are no fault records (`evals.table.check_row`)
+        row_faults(row)  # the table refuses faults that are no fault records (`evals.table_rows.check_row`)
     except ValueError:
         return True
     if usage is not None and not (isinstance(usage, dict) and all(finite(v) for v in usage.values())):
-        return True  # NaN / inf too: `evals.table.check_row` refuses them, which failed the run after scoring
+        return True  # NaN / inf too: `evals.table_rows.check_row` refuses them, which failed the run after scoring
     if status == "ineligible":
         return reward is not None
     number = isinstance(reward, int | float) and not isinstance(reward, bool) and 0.0 <= reward <= 1.0  # NaN: no

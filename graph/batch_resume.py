@@ -134,7 +134,7 @@ def recorded_faults(result: dict[str, Any]) -> list[Fault]:
     fault had a clip no rerun can decode scored again by every --retry-ineligible). A first reason of no such form
     ("batch: the worker process ... died", "agent: ValueError: ...") is a fault of kind "other", retried."""
     try:
-        if faults := stored_faults(result.get("faults")):  # the eval tables' reader (`evals.table.row_faults`)
+        if faults := stored_faults(result.get("faults")):  # the eval tables' reader (`evals.table_rows.row_faults`)
             return faults
     except ValueError:  # not as this code writes them: the reasons still say what went wrong
         pass

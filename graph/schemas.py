@@ -309,7 +309,7 @@ def stored_faults(value: object) -> list[Fault]:
     """The faults a stored result recorded (its ``faults``: a `raa eval reward` row's, a `raa score-batch` row's
     "result"): none for null (written before results carried them); ValueError when `value` is neither null nor a
     list of fault records (pydantic's ValidationError is one). The one reader of the field: the eval tables refuse
-    what it refuses (`evals.table.row_faults`), `raa score-batch --retry-ineligible` reads the reasons instead
+    what it refuses (`evals.table_rows.row_faults`), `raa score-batch --retry-ineligible` reads the reasons instead
     (`graph.batch_resume.recorded_faults`)."""
     if value is None:
         return []

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import json
 
-from evals.table import outage
+from evals.table_rows import outage
 from graph.batch import read_manifest, write_bad_lines
 from graph.batch_deaths import death_fault
 from graph.batch_output import RowWriter, fault_kind

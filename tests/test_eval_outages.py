@@ -16,7 +16,8 @@ import pytest
 
 from evals.reliability import run_reward_eval
 from evals.result_rows import damaged
-from evals.table import TableRowError, preset_metrics, render_csv, render_markdown
+from evals.table import preset_metrics, render_csv, render_markdown
+from evals.table_rows import TableRowError
 from graph.schemas import Fault, RewardResult
 from tests.test_eval_crashed_usage import CrashingScorer
 from tests.test_eval_reliability import FakeScorer, _clips, _judge
@@ -92,7 +93,7 @@ def test_the_table_and_retry_ineligible_read_one_faults_field_apart_only_where_i
     part: the retry reads the reasons, while the table counts no outage (a row written before rows recorded faults
     is no known outage: read from its reasons, old transport rows would move from the agent's ineligible rows to
     the outages) and refuses a bad record."""
-    from evals.table import outage, row_faults
+    from evals.table_rows import outage, row_faults
     from graph.batch_resume import recorded_faults
 
     good = _row(None, [OUTAGE])

@@ -11,7 +11,8 @@ import pytest
 ])
 def test_metrics_name_the_row_and_field_they_cannot_count(field, value):
     """Hand-edited rows crashed the table with a bare TypeError / AttributeError / ValueError."""
-    from evals.table import TableRowError, preset_metrics
+    from evals.table import preset_metrics
+    from evals.table_rows import TableRowError
 
     good = {"path": "/c/a.mp4", "preset": "full", "label": "failure", "reward": 0.5, "status": "scored",
             "judge": {"status": "judged", "reasonable": False}, "usage": {"calls": 2}}

@@ -1,0 +1,67 @@
+"""The reward table's reading of one result row (`evals.table`): whether the metrics can count it (`check_row`,
+`TableRowError`), the faults it recorded (`row_faults`), whether an outage of the reward machinery made it ineligible
+(`outage`) and whether its verdict is a true/false one (`not_boolean`). `raa eval compare`, `raa eval draws` and
+`raa eval reward`'s resume read rows the same way.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import TYPE_CHECKING
+
+from graph.usage import USAGE_KEYS
+
+if TYPE_CHECKING:  # pragma: no cover
+    from graph.schemas import Fault
+
+
+class TableRowError(ValueError):
+    """A result row the metrics cannot count (written by hand or another tool); the message names the row and
+    the field."""
+
+
+def finite(value: object) -> bool:
+    """A finite int or float, not a bool: what the metrics count as a reward or a usage figure."""
+    return isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value)
+
+
+def check_row(row: object, preset: str, index: int) -> dict:
+    """``row`` when the metrics can count it: an object whose ``reward`` is null or a finite number, whose
+    ``judge`` is null or an object and whose ``usage`` is null or an object of finite numbers; raises
+    `TableRowError` naming the row (index among the preset's rows, clip path) and the field."""
+    if not isinstance(row, dict):
+        raise TableRowError(f"{preset} row {index}: expected an object, got {type(row).__name__}")
+    where = f"{preset} row {index} ({row.get('path')!r})"
+    if row.get("reward") is not None and not finite(row["reward"]):
+        raise TableRowError(f"{where}: field 'reward' must be a finite number or null, got {row['reward']!r}")
+    if row.get("judge") is not None and not isinstance(row["judge"], dict):
+        raise TableRowError(f"{where}: field 'judge' must be an object or null, got {row['judge']!r}")
+    usage = row.get("usage")
+    if usage is not None and not (isinstance(usage, dict) and all(finite(usage.get(k, 0)) for k in USAGE_KEYS)):
+        raise TableRowError(f"{where}: field 'usage' must be an object of numbers ({', '.join(USAGE_KEYS)}), "
+                            f"got {usage!r}")
+    try:
+        row_faults(row)
+    except ValueError:
+        raise TableRowError(f"{where}: field 'faults' must be a list of fault records (stage, kind, message) or "
+                            f"null, got {row['faults']!r}") from None
+    return row
+
+
+def row_faults(row: dict) -> list[Fault]:
+    """The faults a result row recorded (none for a row written before rows recorded them: no known outage, its
+    reasons are not read as `graph.batch_resume.recorded_faults` reads them); ValueError when ``faults`` is neither
+    null nor a list of fault records (`graph.schemas.stored_faults`)."""
+    from graph.schemas import stored_faults
+
+    return stored_faults(row.get("faults"))
+
+
+def outage(row: dict) -> bool:
+    """An ineligible row whose recorded faults say the machinery failed, not the clip (module docstring)."""
+    return row.get("reward") is None and any(f.outage for f in row_faults(row))
+
+
+def not_boolean(verdict: dict) -> bool:
+    """A `judged` verdict whose `reasonable` is not a JSON boolean (module docstring): no acceptance, named."""
+    return verdict.get("status") == "judged" and not isinstance(verdict.get("reasonable"), bool)
