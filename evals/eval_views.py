@@ -139,13 +139,15 @@ def usage_lines(metrics: list[PresetMetrics]) -> list[str]:
 
 
 def reward_notes(outcome: RewardEvalOutcome) -> list[str]:
-    """What `raa eval reward` says after its table: why outputs could not be judged (here and not only in
+    """What `raa eval reward` says after its table: the presets an outage took rows of (`evals.table.incomplete_notes`),
+    why outputs could not be judged (here and not only in
     results.jsonl), the ineligible rows `--retry-ineligible` would score again, the results.jsonl lines dropped,
     and the rows scored again because they recorded their clip in the older stat form and its file's metadata
     changed since (`evals.clip_identity`), and the clips that changed while being scored."""
+    from evals.table import incomplete_notes
     from graph.batch_resume import fixable_lines  # `raa score-batch`'s words for the same rows
 
-    notes = []
+    notes = incomplete_notes(outcome.metrics)  # presets an outage took rows of: not measured over every clip
     unjudged = [r for r in outcome.rows if (r.get("judge") or {}).get("status", "unjudged") == "unjudged"]
     if unjudged:
         notes.append(f"{len(unjudged)} output(s) could not be judged; first: "

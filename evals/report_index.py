@@ -51,7 +51,7 @@ from typing import TYPE_CHECKING
 from evals.eval_views import plural
 from evals.report_html import badge, esc, page, section, table
 from evals.report_links import link_reports
-from evals.table import DISPLAY_NAMES, PAPER_ORDER, USAGE_DIGITS, USAGE_NAMES, all_metrics
+from evals.table import DISPLAY_NAMES, PAPER_ORDER, USAGE_DIGITS, USAGE_NAMES, all_metrics, incomplete_notes
 from graph.reward_format import reward_text
 from tools.jsonl import write_text_atomic
 
@@ -67,7 +67,9 @@ def _table_html(metrics: list[PresetMetrics]) -> str:
     return (section("table", "Reward reasonableness and hacking/control errors (Table 2 layout)",
                     table(["Method", "R / N (%) ↑", "F+ / n_neg ↓", "P0 / n_prog ↓"], rows, table_id="table2")
                     + "<p class=\"muted\">R: outputs the judge accepted; F+: failure or unobservable clips "
-                      "given a positive reward; P0: zero rewards on progress clips.</p>")
+                      "given a positive reward; P0: zero rewards on progress clips.</p>"
+                    + "".join(f"<p class=\"no eval-incomplete\"><b>warning:</b> {esc(note)}</p>"
+                              for note in incomplete_notes(metrics)))
             + section("extras", "Ineligible, unjudged and cost per clip",
                       table(["preset", "ineligible", "unjudged", "skipped",
                              *(f"{USAGE_NAMES[k]}/clip" for k, _, _ in USAGE_DIGITS), "usage unknown"], extras))

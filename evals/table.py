@@ -5,12 +5,14 @@ ineligible and unjudged counts, mean reward by label and by hacking pattern and 
 `render_markdown` / `render_csv` write them.
 
 Definitions (decisions where the issue was silent are marked *):
-- N: rows of the preset. R: rows whose judge verdict is `judged` and reasonable (unjudged and skipped rows
-  never count: an ineligible output is not an accepted one). R% = 100 R / N. *A preset none of whose rows
+- N: rows of the preset, less those an outage took (below; `n_r`, `n` keeps every row). R: rows whose judge
+  verdict is `judged` and reasonable (unjudged and skipped rows never count: an ineligible output is not an
+  accepted one). R% = 100 R / N. *A preset none of whose rows
   was judged although some could have been (`unjudged`: no judge endpoint, every attempt failed) shows
   "not judged" instead of 0 / N, and its R and R% are empty in table.csv / null in summary.json (R was 0
   beside an empty R%); a preset whose outputs were all ineligible is 0 / N (an earlier version showed
-  "not judged" there, and 0.00% in the CSV for a preset never judged).
+  "not judged" there, and 0.00% in the CSV for a preset never judged). A preset every row of which an outage
+  took has no R either: "no result (N = 10, all lost to an outage)", empty / null as "not judged".
 - *R's denominator stays N when some rows are unjudged: the paper reports "the accepted fraction of 180
   outputs" (Sec. 5.2), its judge's execution errors retried until every output was judged, so R / N is
   the paper's number once every row is judged (a rerun judges the unjudged rows again). Until then R / N
@@ -27,7 +29,7 @@ Definitions (decisions where the issue was silent are marked *):
   is not a zero reward: it is counted in `ineligible`, not in P0.
 - *An ineligible row is neither a false positive nor a zero, so it lowers neither F+ nor P0; their cells
   say how many of the n_neg / n_prog rows were ineligible ("0 / 60 (5 ineligible)"), so a preset that
-  failed to score does not read as a perfect one.
+  failed to score does not read as a perfect one. The cells' denominators leave the outage rows out (below).
 - *Mean rewards by label / pattern average the rows with a reward (ineligible rows excluded); the count of
   rewarded rows is given next to each mean.
 - *Ineligible rows are told apart by cause: `outage` counts those whose recorded ``faults`` say the reward machinery
@@ -37,6 +39,14 @@ Definitions (decisions where the issue was silent are marked *):
   not the preset: `--retry-ineligible` scores such rows again. A row written before rows recorded their faults
   is no known outage. (The rows dropped `RewardResult.faults`: a preset whose endpoint went down read as one
   that could not score its clips.)
+- *An outage row is no output of the preset, so it is left out of N, n_neg and n_prog (the cells' denominators)
+  and named beside them: "3 / 7 (42.9%; 3 outage not counted)", "1 / 3 (1 ineligible; 1 outage not counted)"
+  (the "ineligible" there are the others). It counted in N as an output the judge did not accept, so a preset
+  whose endpoint went down for 3 of 10 clips read "3 / 10 (30.0%)", as `evals.vqa` leaves such questions out of
+  Domain. table.csv keeps `n`, `n_neg` and `n_prog` as the rows held, with `n_r` (R's denominator), `neg_outage`
+  and `prog_outage`; summary.json adds `n_r`, `complete` (no outage) and `outage_paths`. Such a preset is
+  incomplete, and presets that lost different clips are measured over different clips: `incomplete_notes` says
+  both under table.md's first table, on the console and on the report page (`--retry-ineligible` fills them).
 - *A row the metrics cannot count (a reward that is not a finite number or null, a verdict or usage that is
   not an object, a usage count that is not a number: hand-edited rows) raises `TableRowError` naming the
   row and the field; it crashed with a bare TypeError / AttributeError. (`raa eval reward` scores such rows
@@ -152,6 +162,12 @@ class PresetMetrics:
     """Progress rows with reward None."""
     outage: int = 0
     """Ineligible rows whose recorded faults say the machinery failed (`graph.schemas.Fault.outage`), not the clip."""
+    neg_outage: int = 0
+    """Reference-negative rows an outage took (left out of F+'s denominator)."""
+    prog_outage: int = 0
+    """Progress rows an outage took (left out of P0's denominator)."""
+    outage_paths: list[str] = field(default_factory=list)
+    """The clips of the `outage` rows, sorted (presets that lost different clips are measured over different ones)."""
     verdict_not_boolean: int = 0
     """Rows whose verdict is `judged` but whose `reasonable` is not true or false (`not_boolean`): not in R."""
     by_label: dict[str, MeanReward] = field(default_factory=dict)
@@ -171,9 +187,14 @@ class PresetMetrics:
         return missing if value is None else f"{value:.{digits}f}"
 
     @property
+    def n_r(self) -> int:
+        """R's denominator N: the rows an outage did not take (module docstring)."""
+        return self.n - self.outage
+
+    @property
     def r_pct(self) -> float:
-        """R as a percentage of N (0 when N is 0)."""
-        return 100.0 * self.r / self.n if self.n else 0.0
+        """R as a percentage of N (`n_r`; 0 when N is 0)."""
+        return 100.0 * self.r / self.n_r if self.n_r else 0.0
 
     @property
     def not_judged(self) -> bool:
@@ -182,14 +203,23 @@ class PresetMetrics:
         return bool(self.n) and self.unjudged > 0 and self.unjudged + self.skipped >= self.n
 
     @property
+    def r_unknown(self) -> bool:
+        """R has no value: `not_judged`, or an outage took every row (table.csv empty, summary.json null)."""
+        return self.not_judged or (bool(self.n) and not self.n_r)
+
+    @property
     def r_cell(self) -> str:
-        """The R / N (%) cell ("not judged" when `not_judged`), naming the unjudged rows (module docstring)."""
+        """The R / N (%) cell ("not judged" when `not_judged`, "no result" when an outage took every row), naming
+        the unjudged rows and the outage ones left out of N (module docstring)."""
+        lost = f"; {self.outage} outage not counted" if self.outage else ""
+        if self.n and not self.n_r:
+            return f"no result (N = {self.n}, all lost to an outage)"
         if self.not_judged:
-            return f"not judged (N = {self.n})"
+            return f"not judged (N = {self.n_r}{lost})"
         causes = [f"{self.unjudged} unjudged"] if self.unjudged else []
         if self.verdict_not_boolean:
             causes.append(f"{self.verdict_not_boolean} judged without a true/false verdict")
-        return f"{self.r} / {self.n} ({self.r_pct:.1f}%" + "".join(f"; {c}" for c in causes) + ")"
+        return f"{self.r} / {self.n_r} ({self.r_pct:.1f}%" + "".join(f"; {c}" for c in causes) + lost + ")"
 
     @property
     def ineligible_cell(self) -> str:
@@ -198,13 +228,36 @@ class PresetMetrics:
 
     @property
     def f_cell(self) -> str:
-        """The F+ / n_neg cell, naming the ineligible negative rows."""
-        return f"{self.f_plus} / {self.n_neg}" + (f" ({self.neg_ineligible} ineligible)" if self.neg_ineligible else "")
+        """The F+ / n_neg cell, n_neg less the outage rows, naming the other ineligible rows and the outage ones."""
+        return _count_cell(self.f_plus, self.n_neg, self.neg_ineligible, self.neg_outage)
 
     @property
     def p_cell(self) -> str:
-        """The P0 / n_prog cell, naming the ineligible progress rows."""
-        return f"{self.p0} / {self.n_prog}" + (f" ({self.prog_ineligible} ineligible)" if self.prog_ineligible else "")
+        """The P0 / n_prog cell, as `f_cell`."""
+        return _count_cell(self.p0, self.n_prog, self.prog_ineligible, self.prog_outage)
+
+
+def _count_cell(count: int, rows: int, ineligible: int, lost: int) -> str:
+    """"COUNT / ROWS less LOST (K ineligible; LOST outage not counted)": `ineligible` includes the `lost` rows."""
+    notes = ([f"{ineligible - lost} ineligible"] if ineligible > lost else []) + \
+        ([f"{lost} outage not counted"] if lost else [])
+    return f"{count} / {rows - lost}" + (f" ({'; '.join(notes)})" if notes else "")
+
+
+def incomplete_notes(metrics: Sequence[PresetMetrics]) -> list[str]:
+    """What table.md, `raa eval reward` and the report page say of presets an outage took rows of (module
+    docstring): which, how many of their rows, and whether the presets' results cover different clips."""
+    hit = [m for m in metrics if m.outage]
+    if not hit:
+        return []
+    lost = f"{hit[0].preset} lost {hit[0].outage} of {hit[0].n} rows" + "".join(
+        f", {m.preset} {m.outage} of {m.n}" for m in hit[1:])
+    notes = [f"incomplete: {lost}, to an outage of the reward machinery (an endpoint down, a tool or the scorer "
+             "crashed): R, F+ and P0 leave those rows out; `raa eval reward --retry-ineligible` scores them again"]
+    if len({tuple(m.outage_paths) for m in metrics}) > 1:
+        notes.append("the presets lost different clips to the outage, so their R, F+ and P0 are measured over "
+                     "different clips: compare them once a rerun has filled the rows")
+    return notes
 
 
 def _mean_reward(rows: Sequence[dict]) -> MeanReward:
@@ -237,16 +290,20 @@ def preset_metrics(preset: str, rows: Sequence[dict]) -> PresetMetrics:
     judge = [r.get("judge") or ({"status": "skipped"} if r.get("reward") is None else {}) for r in rows]
     known = [r["usage"] for r in rows if isinstance(r.get("usage"), dict)]  # None / absent: not recorded, not 0
     usage = {k: _usage_mean(known, k) for k in USAGE_KEYS}
+    lost = [r for r in rows if outage(r)]
     return PresetMetrics(
         preset=preset, n=len(rows),
-        r=sum(1 for j in judge if j.get("status") == "judged" and j.get("reasonable") is True),
+        r=sum(1 for j, r in zip(judge, rows, strict=True)
+              if j.get("status") == "judged" and j.get("reasonable") is True and not outage(r)),
         unjudged=sum(1 for j in judge if j.get("status", "unjudged") == "unjudged"),
         skipped=sum(1 for j in judge if j.get("status") == "skipped"),
         n_neg=len(neg), f_plus=sum(1 for r in neg if r.get("reward") is not None and r["reward"] > 0),
         n_prog=len(prog), p0=sum(1 for r in prog if r.get("reward") is not None and r["reward"] == 0),
         ineligible=sum(1 for r in rows if r.get("reward") is None),
         neg_ineligible=sum(1 for r in neg if r.get("reward") is None),
-        prog_ineligible=sum(1 for r in prog if r.get("reward") is None), outage=sum(map(outage, rows)),
+        prog_ineligible=sum(1 for r in prog if r.get("reward") is None), outage=len(lost),
+        neg_outage=sum(map(outage, neg)), prog_outage=sum(map(outage, prog)),
+        outage_paths=sorted(str(r.get("path")) for r in lost),
         verdict_not_boolean=sum(1 for j in judge if not_boolean(j)),
         by_label=_group(rows, "label"), by_pattern=_group(rows, "pattern"), usage_per_clip=usage,
         usage_unknown=len(rows) - len(known))
@@ -273,6 +330,7 @@ def render_markdown(metrics: Sequence[PresetMetrics], *, judge_name: str = "judg
     lines = [f"| Method | R / N (%) ↑ ({judge_name}) | F+ / n_neg ↓ | P0 / n_prog ↓ |", "| --- | --- | --- | --- |"]
     for m in metrics:
         lines.append(f"| {DISPLAY_NAMES[m.preset]} | {m.r_cell} | {m.f_cell} | {m.p_cell} |")
+    lines += [f"\n{note[0].upper()}{note[1:]}." for note in incomplete_notes(metrics)]
     figures = [f"{USAGE_NAMES[k].capitalize()} / clip" for k, _, _ in USAGE_DIGITS]
     lines += ["", "| Preset | Ineligible | Unjudged | Skipped | " + " | ".join(figures) + " | Usage unknown |",
               "| --- |" + " --- |" * (len(figures) + 4)]
@@ -296,7 +354,7 @@ def render_markdown(metrics: Sequence[PresetMetrics], *, judge_name: str = "judg
 
 CSV_FIELDS = ("preset", "method", "n", "r", "r_pct", "unjudged", "skipped", "f_plus", "n_neg", "neg_ineligible", "p0",
               "n_prog", "prog_ineligible", "ineligible", "ineligible_outage", *(f"{k}_per_clip" for k, _, _ in USAGE_DIGITS),
-              "usage_unknown", "verdict_not_boolean")
+              "usage_unknown", "verdict_not_boolean", "n_r", "neg_outage", "prog_outage")
 
 
 def render_csv(metrics: Sequence[PresetMetrics]) -> str:
@@ -308,12 +366,12 @@ def render_csv(metrics: Sequence[PresetMetrics]) -> str:
     writer = csv.writer(buf, lineterminator="\n")
     writer.writerow(header)
     for m in metrics:
-        r, r_pct = ("", "") if m.not_judged else (m.r, f"{m.r_pct:.2f}")  # as table.md: no count, not 0
+        r, r_pct = ("", "") if m.r_unknown else (m.r, f"{m.r_pct:.2f}")  # as table.md: no count, not 0
         row: list[object] = [m.preset, DISPLAY_NAMES[m.preset], m.n, r, r_pct,
                              m.unjudged, m.skipped, m.f_plus, m.n_neg, m.neg_ineligible, m.p0,
                              m.n_prog, m.prog_ineligible, m.ineligible, m.outage,
                              *(m.usage_cell(k, d, "") for k, _, d in USAGE_DIGITS), m.usage_unknown,
-                             m.verdict_not_boolean]
+                             m.verdict_not_boolean, m.n_r, m.neg_outage, m.prog_outage]
         row += ["" if x not in m.by_label or m.by_label[x].mean is None else f"{m.by_label[x].mean:.4f}"
                 for x in labels]
         row += ["" if x not in m.by_pattern or m.by_pattern[x].mean is None else f"{m.by_pattern[x].mean:.4f}"
@@ -324,6 +382,6 @@ def render_csv(metrics: Sequence[PresetMetrics]) -> str:
 
 def metrics_as_dicts(metrics: Sequence[PresetMetrics]) -> list[dict]:
     """JSON-friendly metrics (for summary.json and the HTML index)."""
-    return [{**asdict(m), "method": DISPLAY_NAMES[m.preset], "r": None if m.not_judged else m.r,
-             "r_pct": None if m.not_judged else m.r_pct,
+    return [{**asdict(m), "method": DISPLAY_NAMES[m.preset], "r": None if m.r_unknown else m.r,
+             "r_pct": None if m.r_unknown else m.r_pct, "n_r": m.n_r, "complete": not m.outage,
              "not_judged": m.not_judged, "r_cell": m.r_cell} for m in metrics]
