@@ -253,7 +253,8 @@ def incomplete_notes(metrics: Sequence[PresetMetrics]) -> list[str]:
     lost = f"{hit[0].preset} lost {hit[0].outage} of {hit[0].n} rows" + "".join(
         f", {m.preset} {m.outage} of {m.n}" for m in hit[1:])
     notes = [f"incomplete: {lost}, to an outage of the reward machinery (an endpoint down, a tool or the scorer "
-             "crashed): R, F+ and P0 leave those rows out; `raa eval reward --retry-ineligible` scores them again"]
+             "crashed, a setting refused): R, F+ and P0 leave those rows out; once that is fixed, `raa eval reward "
+             "--retry-ineligible` scores them again"]
     if len({tuple(m.outage_paths) for m in metrics}) > 1:
         notes.append("the presets lost different clips to the outage, so their R, F+ and P0 are measured over "
                      "different clips: compare them once a rerun has filled the rows")
