@@ -6,8 +6,8 @@ process was killed mid-way, has a claim (`graph.run_claims`) and no checkpoint. 
 
 Decisions where the issue was silent:
 - They are `RunTrace`s with no values, `claim` set: status "running" (its process may still be running,
-  `graph.run_claims._alive`) or "died", and why there is no trace as the reason; `raa runs` lists them among
-  the traced runs by the time of their claim (a run that died long ago does not sit above every newer run).
+  `graph.run_claims._alive`) or "died", and why there is no trace as the reason (`graph.tracing.claimed_run`,
+  which `raa trace` says too); `raa runs` lists them among the traced runs by the time of their claim (a run that died long ago does not sit above every newer run).
 - A run with a checkpoint is listed from it, claim or not (a crash under durability "async" leaves both).
 - `--preset` passes over them (no checkpoint says which preset they run); `--status running` / `died` keeps only
   them.
@@ -19,10 +19,7 @@ from langgraph.checkpoint.base import BaseCheckpointSaver
 from langgraph.checkpoint.sqlite import SqliteSaver
 
 from graph.run_claims import FOREIGN_CLAIM_MAX_AGE_S, claims
-from graph.tracing import RunTrace, run_ids
-
-CLAIM_STATUSES = ("running", "died")
-"""The statuses of a claimed run with no checkpoint."""
+from graph.tracing import CLAIM_STATUSES, RunTrace, claimed_run, run_ids
 
 
 def unsaved_runs(saver: BaseCheckpointSaver, status: str | None = None,
@@ -34,11 +31,5 @@ def unsaved_runs(saver: BaseCheckpointSaver, status: str | None = None,
     with saver.cursor(transaction=False) as cur:
         found = claims(cur.connection, claim_max_age_s)
     traced = set(run_ids(saver)) if found else set()
-    out = []
-    for run_id, alive, who, claimed in found:
-        if run_id in traced or status not in (None, "running" if alive else "died"):
-            continue
-        why = f"{who}: its trace is written when it ends" if alive else \
-            f"{who}: its process ended before its trace was saved (a crash or a kill)"
-        out.append(RunTrace(run_id=run_id, updated=claimed, values={}, claim=("running" if alive else "died", why)))
-    return out
+    runs = [claimed_run(*claim) for claim in found if claim[0] not in traced]
+    return [run for run in runs if status in (None, run.status)]

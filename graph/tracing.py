@@ -39,7 +39,7 @@ from langgraph.checkpoint.sqlite import SqliteSaver
 from pydantic import BaseModel
 
 from graph.pending_writes import with_pending
-from graph.run_claims import FOREIGN_CLAIM_MAX_AGE_S, claim_of
+from graph.run_claims import FOREIGN_CLAIM_MAX_AGE_S, claims
 from graph.state import AgentState
 from graph.stores import StoreError
 from graph.trace_savers import (  # noqa: F401 - re-exported: callers open savers from graph.tracing
@@ -171,10 +171,10 @@ def read_trace(saver: BaseCheckpointSaver, run_id: str, claim_max_age_s: float =
         raise _unreadable(saver, run_id, exc) from exc
     if trace is None:
         if (held := _claim(saver, run_id, claim_max_age_s)) is not None:  # written when it ends (durability "exit"): none yet
-            alive, who = held
-            what = f"is still running ({who}): its trace is written when it ends" if alive else \
-                f"was started ({who}), but its process ended before its trace was saved (a crash or a kill)"
-            raise RunNotFoundError(f"run {run_id!r} {what} (RAA_TRACE_DURABILITY=async saves each step's checkpoint)")
+            run = claimed_run(*held)
+            what = "is still running, no trace yet" if run.status == "running" else "died, no trace saved"
+            raise RunNotFoundError(f"run {run_id!r} {what}: {run.reasons[0]} (RAA_TRACE_DURABILITY=async saves each "
+                                   "step's checkpoint)")
         stripped = run_id.strip()  # pasted with blanks around it: name the run it is (never read it silently)
         near = [tid for tid in run_ids(saver) if tid.startswith(stripped)] if stripped else []
         hint = f"; did you mean {', '.join(near[:5])}{' ...' if len(near) > 5 else ''}?" if near else ""
@@ -182,12 +182,25 @@ def read_trace(saver: BaseCheckpointSaver, run_id: str, claim_max_age_s: float =
     return trace
 
 
-def _claim(saver: BaseCheckpointSaver, run_id: str, max_age_s: float) -> tuple[bool, str] | None:
-    """The claim on `run_id` in a SQLite trace database (`graph.run_claims.claim_of`); None for other savers."""
+def _claim(saver: BaseCheckpointSaver, run_id: str, max_age_s: float) -> tuple[str, bool, str, str] | None:
+    """The claim on `run_id` in a SQLite trace database (`graph.run_claims.claims`); None for other savers."""
     if not isinstance(saver, SqliteSaver):
         return None
     with saver.cursor(transaction=False) as cur:
-        return claim_of(cur.connection, run_id, max_age_s)
+        return next(iter(claims(cur.connection, max_age_s, run_id)), None)
+
+
+CLAIM_STATUSES = ("running", "died")
+"""The statuses of a claimed run with no checkpoint (`claimed_run`)."""
+
+
+def claimed_run(run_id: str, alive: bool, who: str, claimed: str) -> RunTrace:
+    """A run claimed in the trace database with no checkpoint (a claim as `graph.run_claims.claims` reads it): status
+    "running" (its process, `who`, may still run) or "died", and why it has no trace. The one writer of that text:
+    `raa runs` (`graph.claimed_runs`) lists it, `read_trace` says it."""
+    why = f"{who}: its trace is written when it ends" if alive else \
+        f"{who}: its process ended before its trace was saved (a crash or a kill)"
+    return RunTrace(run_id=run_id, updated=claimed, values={}, claim=(CLAIM_STATUSES[0 if alive else 1], why))
 
 
 def ever_finished(saver: BaseCheckpointSaver, run_id: str) -> bool:

@@ -94,3 +94,17 @@ def test_runs_does_not_list_a_claimed_run_twice_once_it_has_a_checkpoint(tmp_pat
     assert [json.loads(r)["run_id"] for r in res.output.splitlines()] == ["r1", "run-old"], res.output
     res = CliRunner().invoke(app, ["runs", "--db", str(db), "--json", "--limit", "1"])
     assert [json.loads(r)["run_id"] for r in res.output.splitlines()] == ["r1"], res.output
+
+
+def test_runs_and_trace_give_a_claimed_run_the_same_reason(tmp_path) -> None:
+    """`raa runs` and `raa trace` each wrote their own wording of why a claimed run has no trace: the reason the
+    list shows is the one `raa trace RUN_ID` gives (one writer, `graph.tracing.claimed_run`)."""
+    db = tmp_path / "traces.sqlite"
+    open_saver(db).conn.close()
+    assert _claim(str(db), "run-live") is None
+    _dead_claim(db, "run-dead")
+    res = CliRunner().invoke(app, ["runs", "--db", str(db), "--json"])
+    rows = {r["run_id"]: r for r in map(json.loads, res.output.splitlines())}
+    for run_id in ("run-live", "run-dead"):
+        out = " ".join(_trace(db, run_id).split())
+        assert rows[run_id]["reasons"][0] in out and rows[run_id]["status"] in out, (rows[run_id], out)
