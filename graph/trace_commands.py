@@ -19,7 +19,7 @@ from rich.text import Text
 from graph.claimed_runs import CLAIM_STATUSES, unsaved_runs
 from graph.commands import run_table
 from graph.reward_format import reward_text
-from graph.trace_text import printable, step_row
+from graph.trace_text import printable, start_time, step_row
 from graph.tracing import (
     RUN_STATUSES,
     RunNotFoundError,
@@ -207,18 +207,20 @@ def trace_command(
         typer.echo(f"note: the latest checkpoint is a time-travel fork not resumed yet; before it the run finished: "
                    f"status={earlier.get('status')} reward={reward_text(earlier.get('reward'))} (resume the fork to "
                    "finish it; the steps below are the fork's)")
+    if first := next((s.get("started") for s in trace.steps if s.get("started")), None):  # steps show times of day
+        typer.echo(f"started: {printable(start_time(first, date=True))} UTC")
     rows = [step_row(i, step) for i, step in enumerate(trace.steps)]
     if _out.width >= TRACE_TABLE_MIN_WIDTH:
         table = Table(show_lines=True)
-        columns = ("#", "node", "duration", "decision", "frames", "crops", "tools", "audit", "gate")
+        columns = ("#", "node", "started", "duration", "decision", "frames", "crops", "tools", "audit", "gate")
         for col in columns:  # short fixed columns stay on one line; the long ones fold, losing nothing
-            table.add_column(col, no_wrap=col in ("#", "node", "duration"), overflow="fold")
+            table.add_column(col, no_wrap=col in ("#", "node", "started", "duration"), overflow="fold")
         for row in rows:
             table.add_row(*(row[c] for c in columns))
         _out.print(table)
-    else:  # nine columns do not fit: one block per step, a field per line (pipes, narrow terminals)
+    else:  # ten columns do not fit: one block per step, a field per line (pipes, narrow terminals)
         for row in rows:
-            typer.echo(f"[{row['#']}] {row['node']}  {row['duration']}")
+            typer.echo("  ".join(filter(None, (f"[{row['#']}] {row['node']}", row["started"], row["duration"]))))
             for field in ("decision", "frames", "crops", "tools", "audit", "gate"):
                 for k, line in enumerate(row[field].splitlines()):
                     typer.echo(f"    {field if k == 0 else '':9s} {line}")

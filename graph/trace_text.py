@@ -1,10 +1,11 @@
 """Trace records as display text (`raa trace`, `raa score --stream`, the run report's step table): one
-StepRecord as the columns of a row (`step_row`), a streamed node update as one line (`describe_update`), gate
+StepRecord as the columns of a row (`step_row`; its start as a time of day, `start_time`), a streamed node update as one line (`describe_update`), gate
 inputs (`gate_value`: rewards as `reward_text` writes them), and any text made safe for a terminal
 (`printable`). Reading traces is `graph.tracing`."""
 
 from __future__ import annotations
 
+import datetime as dt
 import re
 from collections.abc import Iterable
 from typing import Any
@@ -65,6 +66,20 @@ def _fmt_gate(gate: dict[str, Any] | None) -> str:
     return " ".join(f"{k}={gate_value(k, v)}" for k, v in gate.items())
 
 
+def start_time(started: Any, *, date: bool = False) -> str:
+    """A step's `started` (UTC ISO-8601) as its time of day to the millisecond, "03:41:46.123" (`date`: with the
+    date before it, as `raa trace` prints the run's first start once); "" when none was recorded (older traces), a
+    value that is no time as written."""
+    if not started:
+        return ""
+    try:
+        when = dt.datetime.fromisoformat(str(started))
+    except ValueError:
+        return str(started)
+    time = when.strftime("%H:%M:%S.%f")[:12]
+    return f"{when:%Y-%m-%d} {time}" if date else time
+
+
 def step_row(index: int, step: dict[str, Any]) -> dict[str, str]:
     """One StepRecord as display strings (columns of `raa trace`), control characters written out (`printable`)."""
     duration = step.get("duration_s")
@@ -72,6 +87,7 @@ def step_row(index: int, step: dict[str, Any]) -> dict[str, str]:
     row = {
         "#": str(index),
         "node": str(step.get("node", "?")),
+        "started": start_time(step.get("started")),
         "duration": "" if duration is None else f"{float(duration):.2f}s",
         "decision": str(step.get("decision", "")),
         "frames": _fmt_frames(step.get("frames")),

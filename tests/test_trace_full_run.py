@@ -98,10 +98,11 @@ def test_full_run_stream_and_trace_show_every_item(monkeypatch, tmp_path) -> Non
             rows = [line for line in out.splitlines() if re.match(r"^│ \d+ ", line)]
             cells = [[c.strip() for c in row.strip("│").split("│")] for row in rows]
             assert [c[1] for c in cells] == NODES and [c[0] for c in cells] == [str(i) for i in range(len(NODES))]
-            assert all(re.fullmatch(r"\d+\.\d\ds", c[2]) for c in cells)
-            assert [c[7] for c in cells if c[7]] == ["0", "0", "1"]
+            assert all(re.fullmatch(r"\d\d:\d\d:\d\d\.\d{3}", c[2]) for c in cells)  # each step's start (UTC)
+            assert all(re.fullmatch(r"\d+\.\d\ds", c[3]) for c in cells)
+            assert [c[8] for c in cells if c[8]] == ["0", "0", "1"]
         else:
-            heads = re.findall(r"^\[(\d+)\] (\w+)  \d+\.\d\ds$", out, re.M)
+            heads = re.findall(r"^\[(\d+)\] (\w+)  \d\d:\d\d:\d\d\.\d{3}  \d+\.\d\ds$", out, re.M)
             assert [h[1] for h in heads] == NODES and [int(h[0]) for h in heads] == list(range(len(NODES)))
             assert re.findall(r"^    audit     (\d)$", out, re.M) == ["0", "0", "1"]
             assert "view_crop({'frame': 16, 'box': [0.1, 0.2, 0.6, 0.7]}): frame 16 crop [0.1, 0.2, 0.6, 0.7]" in out
