@@ -25,7 +25,8 @@ Decisions where the issue was silent:
   reason "agent: settings: run id ... already has a trace" (`run_id_taken`). Two runs of one id at the same time on one checkpointer (a
   batch naming a run id twice) cannot both see the other's trace yet: the second is refused with "run id ...
   is already running" (one trace would have overwritten the other, explaining a result with another clip).
-  Two processes sharing a trace file claim the id in it for the run (`graph.run_claims`): the second is
+  Two processes sharing a trace file claim the id in it for the run (`graph.run_claims`; the agent itself claims
+  it around every run, `graph.thread_claims`, and its errors become these results): the second is
   refused with "run id ... is already running in process N on HOST" (with `durability="exit"` nothing
   was written until the end, so the other's run went unseen and the later trace replaced the earlier).
   Such a refusal (`refused_running`) says that this call was refused and which run holds the id (another run
@@ -60,7 +61,7 @@ Decisions where the issue was silent:
   (kept as its node returns it, `GateResult`) is returned with `trace_saved=False` (a field, so callers need
   not parse text) and a last reason and note that begin with `UNSAVED_TRACE` and name the error and the
   database (kept for readers of the text, and older tools), so that `raa trace RUN_ID` not finding the run is
-  explained; its run-id claim is released without holding the result back (`graph.run_claims.release_later`)
+  explained; its run-id claim is released without holding the result back (`graph.thread_claims`)
   (with `durability="async"` a failed step checkpoint also surfaces only at the end, after the
   gate). A store failure before the gate ran (the trace look-up or run-id claim before the run) leaves no
   result: ineligible with the error, as before. Nothing is ever made up: only a result the gate produced is returned.
@@ -89,6 +90,7 @@ from graph.job_owners import abandon
 from graph.run_claims import FOREIGN_CLAIM_MAX_AGE_S
 from graph.schemas import Fault, RewardResult
 from graph.settings import TraceDurability
+from graph.thread_claims import CLAIM_AGE_KEY, RunClaimFailed, RunIdClaimed
 
 
 def new_run_id() -> str:
@@ -215,7 +217,7 @@ async def arun_agent(agent: Any, video: str, instruction: str, run_id: str, pres
     handing it each node's update as it happens (`raa score --stream`); the run is otherwise the same one,
     with the same run-id checks and claim. `claim_max_age_s`: when another host's claim of `run_id` is stale
     (`BackboneSettings.foreign_claim_max_age_s`, `graph.run_claims`)."""
-    config = {"configurable": {"thread_id": run_id}}
+    config = {"configurable": {"thread_id": run_id, CLAIM_AGE_KEY: claim_max_age_s}}
     claim = (id(agent.checkpointer), run_id) if agent.checkpointer else None
     frame_fork.watch(_RUNNING)  # registers the fork hook once, on the first run
     with _RUNNING.lock:
@@ -224,50 +226,28 @@ async def arun_agent(agent: Any, video: str, instruction: str, run_id: str, pres
         if claim is not None:
             _RUNNING.ids.add(claim)
     try:
-        return await _run_claimed(agent, video, instruction, run_id, preset, config, durability, on_update,
-                                  claim_max_age_s)
+        return await _run_agent(agent, video, instruction, run_id, preset, config, durability, on_update)
     finally:
         with _RUNNING.lock:
             _RUNNING.ids.discard(claim)
 
 
-async def _run_claimed(agent: Any, video: str, instruction: str, run_id: str, preset: str, config: dict,
-                       durability: TraceDurability, on_update: UpdateSink | None = None,
-                       claim_max_age_s: float = FOREIGN_CLAIM_MAX_AGE_S) -> RewardResult:
-    """`_run_agent` with `run_id` claimed in the trace database for the run (`graph.run_claims`)."""
-    from graph import run_claims
-
-    try:
-        file = await run_claims.database_file(agent.checkpointer) if agent.checkpointer else None
-        holder = None if file is None else await run_claims.claim(file, run_id, claim_max_age_s)
-    except Exception as exc:  # the trace database cannot be written: the run could not record its trace
-        return machinery_failed(preset, f"run id {run_id!r} could not be claimed in the trace database "
-                                f"({type(exc).__name__}: {exc})", run_id)
-    if holder is not None:
-        return refused_running(preset, run_id, holder)
-    saved = True
-    try:
-        result = await _run_agent(agent, video, instruction, run_id, preset, config, durability, file, on_update)
-        saved = result.trace_saved
-        return result
-    finally:
-        if file is not None and not saved:  # the write lock that failed the trace would hold the result back
-            run_claims.release_later(file, run_id)
-        elif file is not None:
-            with contextlib.suppress(Exception):  # a claim left behind is taken over once this process ends
-                await run_claims.release(file, run_id)
+def _has_trace(preset: str, run_id: str) -> RewardResult:
+    return run_id_taken(preset, f"run id {run_id!r} already has a trace (an earlier run's); this call ran nothing; "
+                                "use a new run id")
 
 
 async def _run_agent(agent: Any, video: str, instruction: str, run_id: str, preset: str, config: dict,
-                     durability: TraceDurability, database: str | None,
-                     on_update: UpdateSink | None = None) -> RewardResult:
+                     durability: TraceDurability, on_update: UpdateSink | None = None) -> RewardResult:
+    """The run; the agent claims `run_id` in its trace database for it (`graph.thread_claims`)."""
+    from graph.thread_guard import ThreadInUseError
+
     gate = GateResult()
     try:
         if agent.checkpointer:
             previous = await agent.aget_state(config)
             if previous.values:
-                return run_id_taken(preset, f"run id {run_id!r} already has a trace (an earlier run's); this call "
-                                            "ran nothing; use a new run id")
+                return _has_trace(preset, run_id)
         inputs = {"video": video, "instruction": instruction, "run_id": run_id}
         run_config = {**config, "callbacks": [gate]}
         mode = durability if agent.checkpointer else None
@@ -275,9 +255,15 @@ async def _run_agent(agent: Any, video: str, instruction: str, run_id: str, pres
             out = await agent.ainvoke(inputs, run_config, durability=mode)
         else:
             out = await _streamed(agent, inputs, run_config, mode, on_update)
+    except RunIdClaimed as exc:  # another process runs it
+        return refused_running(preset, run_id, exc.holder)
+    except RunClaimFailed as exc:  # the trace database cannot be written: the run could not record its trace
+        return machinery_failed(preset, str(exc), run_id)
+    except ThreadInUseError:  # another process finished a run of the id since the look-up above
+        return _has_trace(preset, run_id)
     except Exception as exc:  # the trace write at the end (nodes already turn their failures into faults)
         if gate.result is not None:  # the gate had produced it: it stands
-            return unsaved_trace(gate.result, exc, database or type(agent.checkpointer).__name__, run_id)
+            return unsaved_trace(gate.result, exc, await _database(agent), run_id)
         return machinery_failed(preset, f"{type(exc).__name__}: {exc}", run_id)
     finally:  # ended however it ended (cancelled between nodes too): its queued background work is nobody's now
         abandon(run_id)
@@ -287,6 +273,16 @@ async def _run_agent(agent: Any, video: str, instruction: str, run_id: str, pres
             return machinery_failed(preset, "run ended without a result", run_id)
         return ineligible_result(preset, "; ".join(f.reason() for f in faults), run_id, faults)
     return result
+
+
+async def _database(agent: Any) -> str:
+    """The trace database of `agent`, for a note: its file, or its checkpointer's type."""
+    from graph import run_claims
+
+    with contextlib.suppress(Exception):
+        if (file := await run_claims.database_file(agent.checkpointer)) is not None:
+            return file
+    return type(agent.checkpointer).__name__
 
 
 async def _streamed(agent: Any, inputs: dict, config: dict, durability: TraceDurability | None,

@@ -36,7 +36,9 @@ Decisions where the issue was silent:
   default was raised, which a full run with max_tool_rounds=6 (26 supersteps) passed, so every such run raised
   GraphRecursionError and ended ineligible. A limit passed at invoke still wins.
 - The agent is a `graph.thread_guard.RewardAgent`: a new input on a thread that already holds a run raises
-  `ThreadInUseError` before LangGraph checkpoints it, so the finished run's trace is never overwritten.
+  `ThreadInUseError` before LangGraph checkpoints it, so the finished run's trace is never overwritten; and each
+  run claims its id in a SQLite trace file (`graph.thread_claims`), with the settings' claim age when the builder
+  has settings (`BackboneSettings.foreign_claim_max_age_s`, bound in the agent's config).
 - The trace database runs in WAL mode with synchronous=NORMAL: each checkpoint commit appends to
   the write-ahead log instead of fsyncing the database (about 13 ms per commit on this machine, tens
   of commits per run). A process crash loses no committed checkpoint; a power loss may lose the last commits.
@@ -78,6 +80,7 @@ from graph.stores import (
     retry_locked,
     store_errors,
 )
+from graph.thread_claims import CLAIM_AGE_KEY
 from graph.thread_guard import RewardAgent
 
 _STAGES = {"quality": quality, "observe": observe, "contract": contract, "surprise": surprise, "extra": extra,
@@ -136,7 +139,10 @@ def build_reward_agent(config: AgentConfig | None = None, *, model: Any = None, 
     if checkpointer is None:
         checkpointer = _shared_checkpointer(str(settings.traces_path))
     agent = RewardAgent.of(g.compile(checkpointer=checkpointer or None, name=AGENT_NAME.format(cfg.preset)))
-    return agent.with_config(recursion_limit=recursion_limit(cfg, extra=extra))
+    bound: dict[str, Any] = {"recursion_limit": recursion_limit(cfg, extra=extra)}
+    if settings is not None:  # a run.s claim of its id ages as the settings say (graph.thread_claims)
+        bound["configurable"] = {CLAIM_AGE_KEY: settings.foreign_claim_max_age_s}
+    return agent.with_config(**bound)
 
 
 RECURSION_SLACK = 8

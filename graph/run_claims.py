@@ -1,4 +1,5 @@
-"""Run ids claimed in the trace database while their runs are in flight (`graph.api.arun_agent`).
+"""Run ids claimed in the trace database while their runs are in flight (every run of the compiled agent,
+`graph.thread_claims`).
 
 With the default durability ("exit") a run writes its checkpoint only when it ends, so the "already has a
 trace" check before a run cannot see a run of the same id in progress in another process sharing the
@@ -96,22 +97,27 @@ class VacuumFence(sqlite3.OperationalError):
     """A claim gave up waiting (`WAIT_S`) for a `raa prune --vacuum` of its trace file to end."""
 
 
+def sqlite_file(checkpointer: Any) -> str | None:
+    """The file of a (sync) SqliteSaver; None for in-memory databases and other checkpointers (`database_file`)."""
+    from langgraph.checkpoint.sqlite import SqliteSaver
+
+    if not isinstance(checkpointer, SqliteSaver):
+        return None
+    with checkpointer.lock:
+        return _main_file(checkpointer.conn.execute("PRAGMA database_list").fetchall())
+
+
 async def database_file(checkpointer: Any) -> str | None:
     """The file of a SQLite checkpointer; None for in-memory databases and other checkpointers."""
-    from langgraph.checkpoint.sqlite import SqliteSaver
     from langgraph.checkpoint.sqlite.aio import AsyncSqliteSaver
 
-    if isinstance(checkpointer, SqliteSaver):
-        def read() -> list[Any]:
-            with checkpointer.lock:
-                return checkpointer.conn.execute("PRAGMA database_list").fetchall()
-
-        rows = await asyncio.to_thread(read)
-    elif isinstance(checkpointer, AsyncSqliteSaver):
+    if isinstance(checkpointer, AsyncSqliteSaver):
         async with checkpointer.lock:
-            rows = list(await (await checkpointer.conn.execute("PRAGMA database_list")).fetchall())
-    else:
-        return None
+            return _main_file(list(await (await checkpointer.conn.execute("PRAGMA database_list")).fetchall()))
+    return await asyncio.to_thread(sqlite_file, checkpointer)
+
+
+def _main_file(rows: list[Any]) -> str | None:
     return next((str(row[2]) for row in rows if row[1] == "main" and row[2]), None)
 
 
@@ -136,9 +142,9 @@ async def claim(file: str, run_id: str, max_age_s: float = FOREIGN_CLAIM_MAX_AGE
             taken = claiming.taken
         if taken:  # committed before the cancellation arrived: the write's thread has already returned
             try:
-                asyncio.get_running_loop().run_in_executor(None, _release_quietly, file, run_id)
+                asyncio.get_running_loop().run_in_executor(None, release_quietly, file, run_id)
             except RuntimeError:  # the loop's executor is shut down
-                _release_quietly(file, run_id)
+                release_quietly(file, run_id)
         raise
 
 
@@ -149,13 +155,13 @@ def _claim_for(file: str, run_id: str, claiming: _Claiming, max_age_s: float) ->
         claiming.taken = holder is None
         drop = claiming.taken and claiming.abandoned
     if drop:
-        _release_quietly(file, run_id)
+        release_quietly(file, run_id)
     return holder
 
 
-async def release(file: str, run_id: str) -> None:
-    """Drop this process's claim of `run_id` (its run has ended)."""
-    await asyncio.to_thread(_release, file, run_id)
+def claim_blocking(file: str, run_id: str, max_age_s: float = FOREIGN_CLAIM_MAX_AGE_S) -> str | None:
+    """`claim` written in the calling thread, for a synchronous run (`graph.thread_claims`)."""
+    return _claim(file, run_id, max_age_s)
 
 
 _LATER: list[threading.Thread] = []
@@ -165,8 +171,8 @@ _LATER_LOCK = threading.Lock()
 
 def release_later(file: str, run_id: str) -> None:
     """Drop this process's claim of `run_id` in a daemon thread, returning at once (module docstring: a run
-    whose trace write failed). A failure leaves the claim as `_release_quietly` does."""
-    thread = threading.Thread(target=_release_quietly, args=(file, run_id), name=f"raa-release-{run_id}",
+    whose trace write failed). A failure leaves the claim as `release_quietly` does."""
+    thread = threading.Thread(target=release_quietly, args=(file, run_id), name=f"raa-release-{run_id}",
                               daemon=True)
     with _LATER_LOCK:
         _LATER[:] = [t for t in _LATER if t.is_alive()]
@@ -323,9 +329,9 @@ def _release(file: str, run_id: str) -> None:
         conn.execute(f"DELETE FROM {STARTS_TABLE} WHERE thread_id = ? AND host = ? AND pid = ?", mine)
 
 
-def _release_quietly(file: str, run_id: str) -> None:
-    """`_release` for a claim nobody waits on: a failure leaves a claim that is taken over once this process
-    has ended, as when the process dies during a run."""
+def release_quietly(file: str, run_id: str) -> None:
+    """Drop this process's claim of `run_id` (its run has ended): a failure leaves a claim that is taken over once
+    this process has ended, as when the process dies during a run."""
     try:
         _release(file, run_id)
     except Exception:  # noqa: BLE001 - nobody to tell; see the docstring

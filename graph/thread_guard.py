@@ -20,6 +20,8 @@ Decisions where the issue was silent:
   checkpoints are the parent's).
 - The check reads the checkpoint with `get_state` / `aget_state`: one read per run (nothing to decode for a
   new thread), besides the API's own look-up.
+- The calls checked here also claim their run id in a SQLite trace file for the run's length, before the look-up
+  (`graph.thread_claims`), so that every run of the agent, not only the API's, is seen in flight or dead.
 """
 
 from __future__ import annotations
@@ -35,6 +37,8 @@ from langgraph.constants import CONFIG_KEY_CHECKPOINTER
 from langgraph.graph.state import CompiledStateGraph
 from langgraph.types import Command
 from pydantic import BaseModel
+
+from graph.thread_claims import aclaimed, claimed
 
 
 class ThreadInUseError(ValueError):
@@ -77,16 +81,24 @@ class RewardAgent(CompiledStateGraph):
         return cls(**{k: v for k, v in compiled.__dict__.items() if k != "__orig_class__"})
 
     def stream(self, input: Any, config: RunnableConfig | None = None, **kwargs: Any) -> Iterator[Any]:
-        if (checked := _checked_config(self, input, config)) is not None:
+        if (checked := _checked_config(self, input, config)) is None:
+            yield from super().stream(input, config, **kwargs)
+            return
+        with claimed(self.checkpointer, checked):  # graph.thread_claims: before the look-up, held for the run
             if (error := refusal(checked["configurable"]["thread_id"], self.get_state(checked).values)) is not None:
                 raise error
-        yield from super().stream(input, config, **kwargs)
+            yield from super().stream(input, config, **kwargs)
 
     async def astream(self, input: Any, config: RunnableConfig | None = None, **kwargs: Any) -> AsyncIterator[Any]:
-        if (checked := _checked_config(self, input, config)) is not None:
+        if (checked := _checked_config(self, input, config)) is None:
+            async with aclosing(super().astream(input, config, **kwargs)) as chunks:
+                async for chunk in chunks:
+                    yield chunk
+            return
+        async with aclaimed(self.checkpointer, checked):  # graph.thread_claims: before the look-up, held for the run
             state = await self.aget_state(checked)
             if (error := refusal(checked["configurable"]["thread_id"], state.values)) is not None:
                 raise error
-        async with aclosing(super().astream(input, config, **kwargs)) as chunks:
-            async for chunk in chunks:
-                yield chunk
+            async with aclosing(super().astream(input, config, **kwargs)) as chunks:
+                async for chunk in chunks:
+                    yield chunk

@@ -1,0 +1,112 @@
+"""The run-id claim around every run of the compiled agent (`graph.thread_guard.RewardAgent`; `graph.run_claims`).
+
+A run started on the agent itself (`agent.invoke`, `ainvoke`, `stream`, `astream`: a notebook, a script, the
+compiled graph handed to other code) wrote no claim: only `graph.api.arun_agent` (`score_video`, `ascore_videos`,
+`raa score`) claimed its run id. Killed mid-way with durability "exit" (no checkpoint yet) such a run was "no traced
+run" to `raa trace` and missing from `raa runs`, where an API run of the same kind read "died"; in flight it was not
+spared by `raa prune`, and a second process could run its thread id at once. The claim now lives where every run
+passes: the agent's `stream` / `astream` (which `invoke` / `ainvoke` run through) claim the run's thread id before
+anything is written and release it once the run has ended (its checkpoint written), and `arun_agent` no longer
+claims on its own (the API's results for a refused or failed claim are as before, from the errors below).
+
+Decisions where the issue was silent:
+- Not in a node (the quality node, say): a node cannot release the claim after the run's last checkpoint is written
+  (after the gate, outside any node), so the run would read "died" or "no traced run" between the two; and a node
+  runs after LangGraph has checkpointed the input, so a refused run would already have written onto the thread.
+- Claimed: a run from an input (not a resume or a `Command`) on a thread id, with the agent's own SQLite
+  checkpointer on a file (`graph.run_claims.sqlite_file`); the same calls that `graph.thread_guard` checks.
+  In-memory and other checkpointers are private to their process (as before).
+- A claim held by a live process is `RunIdClaimed` (a ValueError, as `ThreadInUseError`), raised before the run
+  writes anything; a claim that cannot be written (a locked or read-only file, a `raa prune --vacuum` in progress)
+  is `RunClaimFailed` naming the error. The claim is taken before the thread's look-up (`graph.thread_guard`), so
+  the look-up sees any run of the id another process finished meanwhile.
+- The age after which another host's claim is stale (`graph.run_claims`) comes from the run's config,
+  `configurable[CLAIM_AGE_KEY]`: `build_reward_agent` binds the settings' value
+  (`BackboneSettings.foreign_claim_max_age_s`) when it has settings, `arun_agent` passes its own; else the default.
+  A key beginning "__" is never copied into checkpoint metadata by LangGraph.
+- A run that ends normally releases its claim at once (a failure leaves a claim that is taken over once the process
+  has ended). One that ends with an error (its final trace write failed, most likely on another process's write
+  lock, which the release would meet again), is cancelled or is closed early releases it in a daemon thread
+  (`graph.run_claims.release_later`) so the error comes back without waiting on that lock.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator, Iterator
+from contextlib import asynccontextmanager, contextmanager
+from typing import Any
+
+from langchain_core.runnables import RunnableConfig
+
+from graph import run_claims
+
+CLAIM_AGE_KEY = "__raa_claim_max_age_s"
+"""The config key (`configurable`) of the age after which another host's claim is stale (module docstring)."""
+
+
+class RunIdClaimed(ValueError):
+    """The run's thread id is claimed by a live process (`holder`: "process N on HOST (since T)")."""
+
+    def __init__(self, run_id: str, holder: str) -> None:
+        super().__init__(f"run id {run_id!r} is already running in {holder}: this run was refused and wrote nothing")
+        self.run_id, self.holder = run_id, holder
+
+
+class RunClaimFailed(RuntimeError):
+    """The run's thread id could not be claimed in the trace database (the message names the error)."""
+
+
+def _claim_of(config: RunnableConfig) -> tuple[str, float]:
+    """(run id, claim age) of a run's config (module docstring)."""
+    configurable = config.get("configurable") or {}
+    return str(configurable["thread_id"]), float(configurable.get(CLAIM_AGE_KEY, run_claims.FOREIGN_CLAIM_MAX_AGE_S))
+
+
+def _failed(run_id: str, exc: Exception) -> RunClaimFailed:
+    return RunClaimFailed(f"run id {run_id!r} could not be claimed in the trace database ({type(exc).__name__}: {exc})")
+
+
+@contextmanager
+def claimed(checkpointer: Any, config: RunnableConfig) -> Iterator[None]:
+    """Hold the claim of the run of `config` (with a thread id) in `checkpointer`'s file while the body runs."""
+    run_id, max_age_s = _claim_of(config)
+    try:
+        file = run_claims.sqlite_file(checkpointer)
+        holder = None if file is None else run_claims.claim_blocking(file, run_id, max_age_s)
+    except Exception as exc:  # the trace database cannot be written: the run could not record its trace
+        raise _failed(run_id, exc) from exc
+    if file is None:
+        yield
+        return
+    if holder is not None:
+        raise RunIdClaimed(run_id, holder)
+    try:
+        yield
+    except BaseException:
+        run_claims.release_later(file, run_id)
+        raise
+    run_claims.release_quietly(file, run_id)
+
+
+@asynccontextmanager
+async def aclaimed(checkpointer: Any, config: RunnableConfig) -> AsyncIterator[None]:
+    """`claimed` for async runs: the claim's writes run in worker threads; a run cancelled while its claim is
+    written holds none afterwards (`graph.run_claims.claim`)."""
+    run_id, max_age_s = _claim_of(config)
+    try:
+        file = await run_claims.database_file(checkpointer)
+        holder = None if file is None else await run_claims.claim(file, run_id, max_age_s)
+    except Exception as exc:  # the trace database cannot be written: the run could not record its trace
+        raise _failed(run_id, exc) from exc
+    if file is None:
+        yield
+        return
+    if holder is not None:
+        raise RunIdClaimed(run_id, holder)
+    try:
+        yield
+    except BaseException:
+        run_claims.release_later(file, run_id)
+        raise
+    await asyncio.to_thread(run_claims.release_quietly, file, run_id)

@@ -1,0 +1,152 @@
+"""A run started on the compiled agent itself (`agent.invoke` / `ainvoke` / `stream`, the graph from
+`build_reward_agent` with a SQLite trace database) claims its run id in the trace file as `score_video` runs do
+(`graph.run_claims`, claimed by `graph.thread_guard.RewardAgent`): it wrote none, so such a run killed mid-way
+(durability "exit": no checkpoint yet) was "no traced run" to `raa trace` and missing from `raa runs`, a live one
+was not spared by `raa prune`, and a second process could run the same thread id at once."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import sqlite3
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from graph.cli import app
+from tests.graph_scripts import PUSH, FakeSurprise, full_script
+
+CHILD = """
+import os, sys
+sys.path.insert(0, {tests!r})
+from graph_scripts import FakeSurprise, full_script
+from graph import AgentConfig, AgentTools, build_reward_agent
+from graph.backbone import Backbone
+from graph.builder import default_checkpointer
+from graph.testing import ScriptedChatModel
+from tools.motion import LKTracker
+
+def killed(messages, k):
+    os._exit(3)
+
+backbone = Backbone(ScriptedChatModel(full_script(assess=killed)), schema_retries=1, max_retries=1, timeout_s=30,
+                    retry_wait=(0.0, 0.0))
+agent = build_reward_agent(AgentConfig(preset="decomposed"), backbone=backbone, checkpointer=default_checkpointer({db!r}),
+                           tools=AgentTools(tracker=LKTracker(), surprise=FakeSurprise()))
+agent.invoke({{"video": {clip!r}, "instruction": "push the red block to the right", "run_id": "plain"}},
+             {{"configurable": {{"thread_id": "plain"}}}}, durability="exit")
+"""
+
+
+def _claims(db) -> list[str]:
+    conn = sqlite3.connect(str(db))
+    try:
+        return [row[0] for row in conn.execute("SELECT thread_id FROM raa_run_claims")]
+    except sqlite3.OperationalError:  # no claim was ever written
+        return []
+    finally:
+        conn.close()
+
+
+def _agent(db, **script):
+    from graph import AgentConfig, AgentTools, build_reward_agent
+    from graph.backbone import Backbone
+    from graph.builder import default_checkpointer
+    from graph.testing import ScriptedChatModel
+    from tools.motion import LKTracker
+
+    backbone = Backbone(ScriptedChatModel(full_script(**script)), schema_retries=1, max_retries=1, timeout_s=10,
+                        retry_wait=(0.0, 0.0))
+    return build_reward_agent(AgentConfig(preset="decomposed"), backbone=backbone, checkpointer=default_checkpointer(db),
+                              tools=AgentTools(tracker=LKTracker(), surprise=FakeSurprise()))
+
+
+def test_a_plain_invoke_killed_mid_run_is_listed_as_died(clip, tmp_path) -> None:
+    db = str(tmp_path / "traces.sqlite")
+    code = CHILD.format(tests=str(Path(__file__).parent), db=db, clip=str(clip))
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(Path(__file__).parents[1]), *sys.path])}
+    child = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=120)
+    assert child.returncode == 3, child.stderr[-2000:]
+    res = CliRunner().invoke(app, ["runs", "--db", db, "--json"])
+    rows = [json.loads(line) for line in res.output.splitlines()]
+    assert [(r["run_id"], r["status"]) for r in rows] == [("plain", "died")], res.output
+    out = CliRunner().invoke(app, ["trace", "plain", "--db", db]).output
+    assert "died" in out and "ended before its trace was saved" in out, out
+
+
+@pytest.mark.parametrize("call", ["invoke", "ainvoke", "stream"])
+def test_a_plain_run_holds_a_claim_while_it_runs_and_releases_it(clip, tmp_path, call) -> None:
+    db = tmp_path / "traces.sqlite"
+    seen: list[list[str]] = []
+
+    def assess(messages, k):
+        from tests.graph_scripts import assessment
+
+        seen.append(_claims(db))
+        return assessment()
+
+    agent = _agent(db, assess=assess)
+    inputs, config = {"video": str(clip), "instruction": PUSH, "run_id": "p1"}, {"configurable": {"thread_id": "p1"}}
+    if call == "invoke":
+        agent.invoke(inputs, config)
+    elif call == "ainvoke":
+        asyncio.run(agent.ainvoke(inputs, config))
+    else:
+        list(agent.stream(inputs, config))
+    assert seen == [["p1"]], seen
+    assert _claims(db) == []
+    assert agent.get_state(config).values["result"].status == "scored"
+
+
+def test_a_plain_run_of_an_id_another_process_runs_is_refused(clip, tmp_path) -> None:
+    """The id is claimed by a live process (here: this test's parent): the run is refused before it writes."""
+    from graph.thread_claims import RunIdClaimed
+
+    db = tmp_path / "traces.sqlite"
+    agent = _agent(db)
+    conn = sqlite3.connect(str(db))
+    conn.execute("CREATE TABLE raa_run_claims (thread_id TEXT PRIMARY KEY, host TEXT NOT NULL, pid INTEGER NOT NULL, "
+                 "claimed TEXT NOT NULL)")
+    import socket
+
+    conn.execute("INSERT INTO raa_run_claims VALUES ('busy', ?, ?, '2030-01-01T00:00:00+00:00')",
+                 (socket.gethostname(), os.getppid()))
+    conn.commit()
+    conn.close()
+    config = {"configurable": {"thread_id": "busy"}}
+    with pytest.raises(RunIdClaimed, match=f"process {os.getppid()} on"):
+        agent.invoke({"video": str(clip), "instruction": PUSH}, config)
+    assert agent.get_state(config).values == {}
+    assert _claims(db) == ["busy"]
+
+
+def test_a_plain_run_ages_another_hosts_claim_as_its_settings_say(clip, tmp_path) -> None:
+    """The agent carries the settings' claim age (RAA_FOREIGN_CLAIM_MAX_AGE_S) into its own runs' claims."""
+    import datetime as dt
+
+    from test_claim_age_setting import _foreign_claims
+
+    from graph import AgentConfig, AgentTools, build_reward_agent
+    from graph.backbone import Backbone
+    from graph.builder import default_checkpointer
+    from graph.settings import BackboneSettings
+    from graph.testing import ScriptedChatModel
+    from graph.thread_claims import RunIdClaimed
+    from tools.motion import LKTracker
+
+    db = tmp_path / "traces.sqlite"
+    backbone = Backbone(ScriptedChatModel(full_script()), schema_retries=1, max_retries=1, timeout_s=10,
+                        retry_wait=(0.0, 0.0))
+    agent = build_reward_agent(AgentConfig(preset="decomposed"), backbone=backbone,
+                               checkpointer=default_checkpointer(db), tools=AgentTools(tracker=LKTracker(),
+                                                                                       surprise=FakeSurprise()),
+                               settings=BackboneSettings.from_env({"RAA_FOREIGN_CLAIM_MAX_AGE_S": "300"}))
+    _foreign_claims(db, [("old", dt.timedelta(minutes=10)), ("young", dt.timedelta(minutes=1))])
+    out = agent.invoke({"video": str(clip), "instruction": PUSH}, {"configurable": {"thread_id": "old"}})
+    assert out["result"].status == "scored", out["result"].reasons
+    with pytest.raises(RunIdClaimed, match="crashed-node-17"):
+        agent.invoke({"video": str(clip), "instruction": PUSH}, {"configurable": {"thread_id": "young"}})
