@@ -190,8 +190,7 @@ async def tool_call(state: AgentState, ctx: RunContext, step: Step) -> dict[str,
     pending = list(state.get("pending_calls", []))
     calls = [_Call(c["id"], c["name"], c["args"], c["name"], note=_notes(c.get("cut"), _left_out(c.get("left_out", 0))))
              for c in pending]
-    new = await _run_calls(state, ctx, list(state.get("exchanges", [])), rnd, calls)
-    _record(step, new)
+    new = await _run_calls(state, ctx, list(state.get("exchanges", [])), rnd, calls, step)
     left = sum(int(c.get("left_out", 0)) for c in pending)
     step.decision = f"executed {count(len(new), 'tool call')}" + (
         f", {left} left out (at most {CALLS_PER_ROUND} per round)" if left else "")
@@ -235,9 +234,10 @@ def _track_cap() -> str:
 
 
 async def _run_calls(state: AgentState, ctx: RunContext, exchanges: list[ToolExchange], rnd: int,
-                     calls: list[_Call]) -> list[ToolExchange]:
+                     calls: list[_Call], step: Step) -> list[ToolExchange]:
     """Execute one round's calls in order; a call with `skip`, or a track_motion call past `TRACKS_PER_ROUND`
-    runs (module docstring), is answered "<label> not run: <why>" without running."""
+    runs (module docstring), is answered "<label> not run: <why>" without running. `step` records each call as it
+    ends, so a call that faults leaves those before it in the trace (they were recorded only after the round)."""
     new: list[ToolExchange] = []
     tracks = 0
     for call in calls:
@@ -254,6 +254,7 @@ async def _run_calls(state: AgentState, ctx: RunContext, exchanges: list[ToolExc
         if call.note is not None:
             ex = {**ex, "text": f"{ex['text']} ({call.note})"}
         new.append(ex)
+        _record(step, new)
     return new
 
 
@@ -267,8 +268,7 @@ async def _plan(state: AgentState, ctx: RunContext, step: Step) -> dict[str, Any
                 human(_opening(state))]
     plan = await ctx.backbone.astructured("plan", InspectionPlan, messages, step.usage)
     calls = plan_calls(plan, cfg.motion)
-    new = await _run_calls(state, ctx, [], 0, calls)
-    _record(step, new)
+    new = await _run_calls(state, ctx, [], 0, calls, step)
     views = len({c.label for c in calls if c.name != "track_motion" and c.skip is None})
     tracks = sum(1 for e in new if e.get("overlay"))
     step.decision = f"plan: {count(views, 'view')}, {count(tracks, 'track')} executed" + _not_run(calls)
