@@ -124,7 +124,8 @@ def select_runs(path: str | Path, *, keep: int | None = None, before: datetime |
                 run = read_trace(saver, run_id)
                 if before is not None and not _updated_before(run.updated, before):
                     continue
-                if status is not None and run.status != status:
+                # a run in flight reads "running" (graph.tracing), an unfinished run here: spared below, and counted
+                if status is not None and ("incomplete" if run.status == "running" else run.status) != status:
                     continue
                 if status == "incomplete" and ever_finished(saver, run_id):  # a fork of a finished run: no crash
                     continue

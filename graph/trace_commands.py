@@ -71,7 +71,7 @@ def claim_age_option() -> float:
 def runs_command(
     limit: int = typer.Option(50, "--limit", min=1, help="Show at most this many runs (newest first)."),
     status: str | None = typer.Option(None, "--status", help="Only runs with this status: "
-                                      f"{', '.join(RUN_STATUSES + CLAIM_STATUSES)} (no trace yet: in flight, or killed)."),
+                                      f"{', '.join(RUN_STATUSES + CLAIM_STATUSES)} (running: in flight; died: killed before its trace was saved)."),
     preset: str | None = typer.Option(None, "--preset", help="Only runs of this preset."),
     json_out: bool = typer.Option(False, "--json", help="One JSON object per run (JSON lines) instead of a table."),
     db: Path | None = typer.Option(None, "--db", "--traces", help="Trace database (default RAA_TRACES_PATH)."),
@@ -89,8 +89,8 @@ def runs_command(
     unreadable: list[str] = []
     saver = open_saver(path, read_only=True)
     unsaved = [] if preset is not None else unsaved_runs(saver, status, claim_max_age_s)
-    traced = [] if status in CLAIM_STATUSES else list_runs(saver, limit=limit, status=status, preset=preset,
-                                                           unreadable=unreadable)
+    traced = [] if status == "died" else list_runs(saver, limit=limit, status=status, preset=preset,  # never saved
+                                                   unreadable=unreadable)
     runs = sorted(unsaved + traced, key=lambda run: run.updated[:19], reverse=True)[:limit]  # newest first
     if unreadable:  # the others are listed: one damaged checkpoint does not hide them (graph.tracing)
         typer.echo(f"warning: {len(unreadable)} run(s) could not be read: {', '.join(unreadable[:5])}"
@@ -230,5 +230,7 @@ def trace_command(
         for reason in trace.result.get("reasons") or []:
             typer.echo(f"reason: {printable(reason)}")
     else:  # no result to carry them (a finished run's reasons end with its notes): those written so far
+        if trace.claim is not None:  # in flight (graph.tracing.claim_text)
+            typer.echo(f"running: {printable(trace.claim[1])}")
         for note in v.get("notes") or []:
             typer.echo(f"note: {printable(note)}")

@@ -11,7 +11,9 @@ Decisions where the issue was silent:
   thread, newest first) and then loads only each thread's latest checkpoint; other savers fall back
   to `saver.list(None)`.
 - A run whose graph stopped mid-way (crash, interrupt) is listed with status "incomplete"; what the nodes that
-  finished in its last superstep wrote is merged into its values (`graph.pending_writes`).
+  finished in its last superstep wrote is merged into its values (`graph.pending_writes`). One whose process still
+  runs it (a live claim, `graph.run_claims`; with durability "async" its steps are saved as they end) is "running":
+  it read "incomplete", as a crashed run does.
 - Run ids are matched exactly (no prefix lookup that could silently pick another run); when none
   matches, the error names the traced ids that start with the given text. A run claimed in the file
   (`graph.run_claims`) with no checkpoint yet is said to be running, or to have died unsaved: with durability
@@ -95,7 +97,8 @@ class RunTrace:
     steps: list[dict[str, Any]] = field(default_factory=list)
     """StepRecords in execution order."""
     claim: tuple[str, str] | None = None
-    """A run with a claim and no checkpoint (`graph.claimed_runs`): its status ("running" / "died") and why."""
+    """A run with a claim and no checkpoint (`graph.claimed_runs`): its status ("running" / "died") and why; or an
+    unfinished run with checkpoints whose process still runs it ("running", not "incomplete")."""
 
     @property
     def result(self) -> dict[str, Any] | None:
@@ -172,13 +175,15 @@ def read_trace(saver: BaseCheckpointSaver, run_id: str, claim_max_age_s: float =
     if trace is None:
         if (held := _claim(saver, run_id, claim_max_age_s)) is not None:  # written when it ends (durability "exit"): none yet
             run = claimed_run(*held)
-            what = "is still running, no trace yet" if run.status == "running" else "died, no trace saved"
+            what = "has no trace yet" if run.status == "running" else "died, no trace saved"
             raise RunNotFoundError(f"run {run_id!r} {what}: {run.reasons[0]} (RAA_TRACE_DURABILITY=async saves each "
                                    "step's checkpoint)")
         stripped = run_id.strip()  # pasted with blanks around it: name the run it is (never read it silently)
         near = [tid for tid in run_ids(saver) if tid.startswith(stripped)] if stripped else []
         hint = f"; did you mean {', '.join(near[:5])}{' ...' if len(near) > 5 else ''}?" if near else ""
         raise RunNotFoundError(f"no traced run with id {run_id!r}{hint}")
+    if trace.result is None and (held := _claim(saver, run_id, claim_max_age_s)) is not None and held[1]:
+        trace.claim = claim_text(True, held[2], saved=True)  # in flight with its steps saved so far: not a crash
     return trace
 
 
@@ -194,13 +199,21 @@ CLAIM_STATUSES = ("running", "died")
 """The statuses of a claimed run with no checkpoint (`claimed_run`)."""
 
 
+def claim_text(alive: bool, who: str, *, saved: bool = False) -> tuple[str, str]:
+    """(status, why) of a claimed run that has not finished (`who`: its process, as `graph.run_claims.claims` names
+    it): "running" (its process may still run; `saved`: some of its steps are already saved, durability "async") or
+    "died" (no checkpoint, its process gone). The one writer of that text: `raa runs` lists it (`claimed_run`,
+    `graph.claimed_runs`), `read_trace` says it."""
+    if not alive:
+        return CLAIM_STATUSES[1], f"{who}: its process ended before its trace was saved (a crash or a kill)"
+    return CLAIM_STATUSES[0], f"{who}: " + ("still running; the steps so far are saved" if saved else
+                                            "still running; its trace is written when it ends")
+
+
 def claimed_run(run_id: str, alive: bool, who: str, claimed: str) -> RunTrace:
-    """A run claimed in the trace database with no checkpoint (a claim as `graph.run_claims.claims` reads it): status
-    "running" (its process, `who`, may still run) or "died", and why it has no trace. The one writer of that text:
-    `raa runs` (`graph.claimed_runs`) lists it, `read_trace` says it."""
-    why = f"{who}: its trace is written when it ends" if alive else \
-        f"{who}: its process ended before its trace was saved (a crash or a kill)"
-    return RunTrace(run_id=run_id, updated=claimed, values={}, claim=(CLAIM_STATUSES[0 if alive else 1], why))
+    """A run claimed in the trace database with no checkpoint (a claim as `graph.run_claims.claims` reads it), its
+    status and why from `claim_text`."""
+    return RunTrace(run_id=run_id, updated=claimed, values={}, claim=claim_text(alive, who))
 
 
 def ever_finished(saver: BaseCheckpointSaver, run_id: str) -> bool:
@@ -247,8 +260,8 @@ def list_runs(saver: BaseCheckpointSaver, limit: int | None = None, *, status: s
     `preset` (each when given). Runs are read newest first until `limit` match, so finding rare ones
     reads more of the database. `unreadable`: a list that gets the ids of the runs passed over because
     their checkpoint cannot be decoded (None: `UnreadableRunError` is raised)."""
-    if status is not None and status not in RUN_STATUSES:
-        raise ValueError(f"status must be one of {', '.join(RUN_STATUSES)}, got {status!r}")
+    if status is not None and status not in RUN_STATUSES + CLAIM_STATUSES:  # "running": in flight, steps saved
+        raise ValueError(f"status must be one of {', '.join(RUN_STATUSES + CLAIM_STATUSES)}, got {status!r}")
     runs: list[RunTrace] = []
     for tid in run_ids(saver):
         if limit is not None and len(runs) >= limit:

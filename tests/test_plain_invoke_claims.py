@@ -150,3 +150,35 @@ def test_a_plain_run_ages_another_hosts_claim_as_its_settings_say(clip, tmp_path
     assert out["result"].status == "scored", out["result"].reasons
     with pytest.raises(RunIdClaimed, match="crashed-node-17"):
         agent.invoke({"video": str(clip), "instruction": PUSH}, {"configurable": {"thread_id": "young"}})
+
+
+def test_a_run_in_flight_with_steps_saved_reads_running_not_incomplete(clip, tmp_path) -> None:
+    """With a checkpoint per step (durability "async", LangGraph's default for `agent.invoke`) a run in flight read
+    "incomplete" in `raa runs` / `raa trace`, as a crashed run does: its live claim now says it is running."""
+    from graph.tracing import read_trace
+
+    db = tmp_path / "traces.sqlite"
+    seen: list[tuple] = []
+
+    def assess(messages, k):
+        from tests.graph_scripts import assessment
+
+        trace = read_trace(open_saver_ro(db), "p2")
+        rows = [json.loads(line) for line in CliRunner().invoke(app, ["runs", "--db", str(db), "--json"]).output
+                .splitlines()]
+        seen.append((trace.status, len(trace.steps), [(r["run_id"], r["status"]) for r in rows], trace.reasons))
+        return assessment()
+
+    agent = _agent(db, assess=assess)
+    agent.invoke({"video": str(clip), "instruction": PUSH}, {"configurable": {"thread_id": "p2"}}, durability="sync")
+    (status, steps, rows, reasons), = seen
+    assert (status, rows) == ("running", [("p2", "running")]) and steps >= 1, seen
+    assert "still running" in reasons[0], reasons
+    after = read_trace(open_saver_ro(db), "p2")
+    assert after.status == "scored" and after.reasons != reasons
+
+
+def open_saver_ro(db):
+    from graph.tracing import open_saver
+
+    return open_saver(db, read_only=True)
