@@ -36,8 +36,9 @@ from tools.jsonl import strict_dumps
 # markup and emoji codes off: reasons, decisions and paths are data (rich would read "[assess]" as a style and
 # ":x:" as an emoji); their control characters are written out (`printable`)
 _out = Console(markup=False, emoji=False)
-TRACE_TABLE_MIN_WIDTH = 120
-"""`raa trace` prints a table on consoles at least this wide, one block per step on narrower ones."""
+TRACE_TABLE_MIN_WIDTH = 140
+"""`raa trace` prints a table on consoles at least this wide, one block per step on narrower ones (120 left the
+decision column about ten characters once each step's start time had its own column)."""
 VIDEO_MIN, WHY_MIN = 8, 20
 """`raa runs`: the narrowest video and "why" columns; the "why" is left out (not cropped) where it has no room."""
 

@@ -19,12 +19,19 @@ def printable(text: object) -> str:
     return _CONTROL.sub(lambda m: f"\\x{ord(m.group()):02x}", str(text).replace("\r\n", "\n"))
 
 
-def _fmt_frames(frames: Iterable[int] | None, limit: int = 12) -> str:
-    frames = list(frames or [])
-    if not frames:
-        return ""
-    shown = ",".join(str(f) for f in frames[:limit])
-    return f"{shown} (+{len(frames) - limit})" if len(frames) > limit else shown
+def _fmt_frames(frames: Iterable[int] | None) -> str:
+    """Every frame, in order, runs of three or more consecutive frames as ranges ("0-15,17-32", "4-6,9,10"). The first
+    12 and a count of the rest hid which frames a step used past them (a repair's last evidence frames)."""
+    parts: list[str] = []
+    run: list[int] = []
+    for f in [*(frames or []), None]:
+        if run and isinstance(f, int) and isinstance(run[-1], int) and f == run[-1] + 1:
+            run.append(f)
+            continue
+        if run:
+            parts += [f"{run[0]}-{run[-1]}"] if len(run) > 2 else [str(r) for r in run]
+        run = [] if f is None else [f]
+    return ",".join(parts)
 
 
 def _fmt_box(box: Any) -> str:

@@ -50,3 +50,12 @@ def test_trace_prints_each_steps_start_time_wide_and_narrow(tmp_path) -> None:
         assert res.exit_code == 0, res.output
         assert "03:41:46.123" in res.output and "03:41:47.500" in res.output, (columns, res.output)
         assert "2026-12-06" in res.output, (columns, res.output)  # the date, once, with the run's first start
+
+
+def test_every_frame_a_step_used_is_shown() -> None:
+    """`raa trace` cut a step's frames to the first 12 ("... (+4)"): a repair step's last evidence frames, the
+    ones most worth checking, were not shown. Runs of consecutive frames are written as ranges instead."""
+    frames = [0, 1, 3, 5, 7, 9, 12, 14, 17, 18, 20, 23, 25, 27, 29, 31]
+    assert step_row(0, {"node": "repair", "frames": frames})["frames"] == "0,1,3,5,7,9,12,14,17,18,20,23,25,27,29,31"
+    assert step_row(0, {"node": "quality", "frames": [*range(16), *range(17, 33)]})["frames"] == "0-15,17-32"
+    assert step_row(0, {"node": "reflect", "frames": [4, 5, 6, 9, 10]})["frames"] == "4-6,9,10"

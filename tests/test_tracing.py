@@ -61,7 +61,7 @@ def test_read_trace_returns_steps_in_order_and_result(tmp_path) -> None:
     assert row["frames"] == "3,4" and "fallback: x0 >= x1" in row["crops"] and row["audit"] == "1"
     assert "view_crop" in row["tools"]
     assert "failure=False" in step_row(2, trace.steps[2])["gate"]
-    assert step_row(0, trace.steps[0])["frames"].endswith("(+8)")
+    assert step_row(0, trace.steps[0])["frames"] == "0-19"  # every frame, runs as ranges
 
 
 def test_list_runs_newest_first_with_incomplete_runs(tmp_path) -> None:
