@@ -90,7 +90,7 @@ from graph.job_owners import abandon
 from graph.run_claims import FOREIGN_CLAIM_MAX_AGE_S
 from graph.schemas import Fault, RewardResult
 from graph.settings import TraceDurability
-from graph.thread_claims import CLAIM_AGE_KEY, RunClaimFailed, RunIdClaimed
+from graph.thread_claims import CLAIM_AGE_KEY, RunClaimFailed, RunIdClaimed, live_holder
 
 
 def new_run_id() -> str:
@@ -246,8 +246,9 @@ async def _run_agent(agent: Any, video: str, instruction: str, run_id: str, pres
     try:
         if agent.checkpointer:
             previous = await agent.aget_state(config)
-            if previous.values:
-                return _has_trace(preset, run_id)
+            if previous.values:  # an earlier run's trace, or one in flight with its steps saved
+                holder = await live_holder(agent.checkpointer, run_id, config)
+                return _has_trace(preset, run_id) if holder is None else refused_running(preset, run_id, holder)
         inputs = {"video": video, "instruction": instruction, "run_id": run_id}
         run_config = {**config, "callbacks": [gate]}
         mode = durability if agent.checkpointer else None

@@ -33,6 +33,7 @@ Decisions where the issue was silent:
 from __future__ import annotations
 
 import asyncio
+import sqlite3
 from collections.abc import AsyncIterator, Iterator
 from contextlib import asynccontextmanager, contextmanager
 from typing import Any
@@ -59,8 +60,11 @@ class RunClaimFailed(RuntimeError):
 
 def _claim_of(config: RunnableConfig) -> tuple[str, float]:
     """(run id, claim age) of a run's config (module docstring)."""
-    configurable = config.get("configurable") or {}
-    return str(configurable["thread_id"]), float(configurable.get(CLAIM_AGE_KEY, run_claims.FOREIGN_CLAIM_MAX_AGE_S))
+    return str(config["configurable"]["thread_id"]), _claim_age(config)
+
+
+def _claim_age(config: RunnableConfig) -> float:
+    return float((config.get("configurable") or {}).get(CLAIM_AGE_KEY, run_claims.FOREIGN_CLAIM_MAX_AGE_S))
 
 
 def _failed(run_id: str, exc: Exception) -> RunClaimFailed:
@@ -110,3 +114,25 @@ async def aclaimed(checkpointer: Any, config: RunnableConfig) -> AsyncIterator[N
         run_claims.release_later(file, run_id)
         raise
     await asyncio.to_thread(run_claims.release_quietly, file, run_id)
+
+
+async def live_holder(checkpointer: Any, run_id: str, config: RunnableConfig) -> str | None:
+    """Who holds a live claim of `run_id` in `checkpointer`'s file ("process N on HOST (since T)",
+    `graph.run_claims.claim_of`; another host's stale by the claim age of `config`), or None: the API names it when
+    the id's thread already holds checkpoints (a run in flight with its steps saved is not an earlier run)."""
+    max_age_s = _claim_age(config)
+    if (file := await run_claims.database_file(checkpointer)) is None:
+        return None
+
+    def read() -> str | None:
+        try:
+            conn = sqlite3.connect(file, timeout=run_claims.WAIT_S)
+            try:
+                held = run_claims.claim_of(conn, run_id, max_age_s)
+            finally:
+                conn.close()
+        except sqlite3.Error:  # only names the holder: the thread holds checkpoints either way
+            return None
+        return held[1] if held is not None and held[0] else None
+
+    return await asyncio.to_thread(read)

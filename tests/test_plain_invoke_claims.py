@@ -182,3 +182,26 @@ def open_saver_ro(db):
     from graph.tracing import open_saver
 
     return open_saver(db, read_only=True)
+
+
+def test_the_api_says_a_run_id_with_steps_saved_and_a_live_claim_is_running(clip, tmp_path) -> None:
+    """A run of the id in flight in another process with its steps saved (durability "async") was refused as
+    "already has a trace (an earlier run's)": the API's look-up of the thread now comes before the agent's claim,
+    and must name the run that holds the id, as the claim did."""
+    import socket
+
+    from graph.api import arun_agent
+
+    db = tmp_path / "traces.sqlite"
+    agent = _agent(db)
+    agent.invoke({"video": str(clip), "instruction": PUSH}, {"configurable": {"thread_id": "busy"}}, durability="sync")
+    conn = sqlite3.connect(str(db))
+    conn.execute("INSERT INTO raa_run_claims VALUES ('busy', ?, ?, '2030-01-01T00:00:00+00:00')",
+                 (socket.gethostname(), os.getppid()))
+    conn.commit()
+    conn.close()
+    refused = asyncio.run(arun_agent(agent, str(clip), PUSH, "busy", "decomposed"))
+    assert refused.reward is None and f"already running in process {os.getppid()} on" in refused.reasons[0], refused
+    done = asyncio.run(arun_agent(agent, str(clip), PUSH, "p3", "decomposed"))
+    assert asyncio.run(arun_agent(agent, str(clip), PUSH, "p3", "decomposed")).reasons[0].startswith(
+        "agent: settings: run id 'p3' already has a trace"), done
