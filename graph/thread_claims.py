@@ -19,7 +19,8 @@ Decisions where the issue was silent:
 - A claim held by a live process is `RunIdClaimed` (a ValueError, as `ThreadInUseError`), raised before the run
   writes anything; a claim that cannot be written (a locked or read-only file, a `raa prune --vacuum` in progress)
   is `RunClaimFailed` naming the error. The claim is taken before the thread's look-up (`graph.thread_guard`), so
-  the look-up sees any run of the id another process finished meanwhile.
+  the look-up sees any run of the id another process finished meanwhile. The API's own look-up comes before the
+  claim: a thread that holds checkpoints and a live claim is a run in flight, which it names (`live_holder`).
 - The age after which another host's claim is stale (`graph.run_claims`) comes from the run's config,
   `configurable[CLAIM_AGE_KEY]`: `build_reward_agent` binds the settings' value
   (`BackboneSettings.foreign_claim_max_age_s`) when it has settings, `arun_agent` passes its own; else the default.
